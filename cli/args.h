@@ -1,0 +1,90 @@
+/*
+ * args.h — command-line flags for every ptdp command.
+ *
+ * A command walks its arguments with a cursor and, for each flag, calls the
+ * helper that reads the kind of value the flag takes:
+ *
+ *     ptdp_args a;
+ *     ptdp_args_init(&a, "bench collectives", argc, argv, 2);
+ *     while (ptdp_args_next(&a)) {
+ *         int rc = 0;
+ *         if      (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, 64, &devices);
+ *         else if (ptdp_args_is(&a, "--json"))    rc = ptdp_args_switch(&a, &json);
+ *         else                                    rc = ptdp_args_unknown(&a);
+ *         if (rc) return PTDP_EXIT_USAGE;
+ *     }
+ *     if (a.status) return PTDP_EXIT_USAGE;
+ *
+ * Both spellings work: "--devices 4" and "--devices=4".  A bad value is
+ * reported on stderr in one line that names the command, the flag, the value
+ * and what would fix it, e.g.
+ *
+ *     ptdp bench collectives: --devices 0: must be between 1 and 64
+ *     ptdp bench collectives: --sizes 12Q: not a size (a number with an optional
+ *         K, M or G suffix, 1024-based, e.g. 4K or 64M)
+ *
+ * and the command exits with PTDP_EXIT_USAGE (2), as Unix tools do for a
+ * usage error; 1 means "the run itself failed".
+ */
+#ifndef PTDP_CLI_ARGS_H
+#define PTDP_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Process exit codes of every command. */
+enum { PTDP_EXIT_OK = 0, PTDP_EXIT_FAIL = 1, PTDP_EXIT_USAGE = 2 };
+
+typedef struct {
+    const char *cmd;     /* "bench collectives": prefixes every message       */
+    int argc;
+    char **argv;
+    int next;            /* index of the next argument to read                */
+    const char *arg;     /* the current argument as typed                     */
+    char flag[64];       /* its flag name ("--devices"), or "" if positional   */
+    const char *inline_value;  /* the part after '=' in "--flag=value"        */
+    int status;          /* 0, or PTDP_EXIT_USAGE once an error was reported  */
+} ptdp_args;
+
+/* Start reading argv[first..argc). */
+void ptdp_args_init(ptdp_args *a, const char *cmd, int argc, char **argv, int first);
+
+/* Step to the next argument.  Returns true while there is one; a.flag then
+ * holds its name ("--devices"), or is "" for a positional argument (a.arg). */
+bool ptdp_args_next(ptdp_args *a);
+
+/* True if the current argument is the flag `name` ("--devices"). */
+bool ptdp_args_is(const ptdp_args *a, const char *name);
+
+/* The value readers.  Each takes the flag's value (the next argument, or the
+ * part after '='), and returns 0, or PTDP_EXIT_USAGE after printing why the
+ * value is wrong.  *out is written only on success. */
+int ptdp_args_int(ptdp_args *a, long lo, long hi, int *out);
+int ptdp_args_double(ptdp_args *a, double lo, double hi, double *out);
+/* "4K", "64M", "1G", "4096": K/M/G are 1024-based (ptdp_parse_size). */
+int ptdp_args_size(ptdp_args *a, size_t lo, size_t hi, size_t *out);
+/* "4K,256K,4M": at most `max` sizes, each within [lo, hi]. */
+int ptdp_args_size_list(ptdp_args *a, size_t lo, size_t hi,
+                        size_t *out, int max, int *n);
+/* One of `names` (n of them): *out = its index. */
+int ptdp_args_enum(ptdp_args *a, const char *const *names, int n, int *out);
+/* "a,b,c", each one of `names`, no repeats: out[k] = index of the k-th. */
+int ptdp_args_enum_list(ptdp_args *a, const char *const *names, int n,
+                        int *out, int max, int *count);
+/* Any text (a path, a name): *out points into argv. */
+int ptdp_args_string(ptdp_args *a, const char **out);
+/* A flag without a value (--json): sets *out = true.  "--json=x" is an error. */
+int ptdp_args_switch(ptdp_args *a, bool *out);
+
+/* Report the current argument as unknown (or unexpected, if positional). */
+int ptdp_args_unknown(ptdp_args *a);
+
+/* Print "ptdp <cmd>: <message>" on stderr and return PTDP_EXIT_USAGE, for
+ * checks that involve several flags ("--tp 3 does not divide --devices 4"). */
+int ptdp_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

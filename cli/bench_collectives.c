@@ -1,0 +1,596 @@
+/*
+ * bench_collectives.c — `ptdp bench collectives`: how fast are the
+ * collectives, and how close to the machine's limit?
+ *
+ * For every operation and size S it reports, in the conventions of NVIDIA's
+ * nccl-tests:
+ *
+ *     time    one call, seconds        (see "How a time is measured")
+ *     algbw   S / time                 what the caller sees
+ *     busbw   algbw * factor           what each device's links carried,
+ *                                      comparable across device counts:
+ *       all_reduce                 2(n-1)/n    (each device sends and
+ *       reduce_scatter, all_gather  (n-1)/n     receives this share of S)
+ *       broadcast                    1
+ *
+ * The ceiling.  Devices here are threads of one process, so a collective is
+ * loads and stores, and its limit is the host's memory bandwidth B, measured
+ * in the same run with as many threads as devices (bench_memory.c).  If an
+ * algorithm must move T * S bytes through memory (all devices together) for a
+ * collective of S bytes, no run can beat
+ *
+ *     time >= T * S / B      so   busbw <= factor * B / T      ("bound")
+ *
+ * and "of bound" is the fraction of that reached.  Buffers that fit in the
+ * caches can beat the bound, which is about DRAM.  T counts reads and writes
+ * as STREAM does (a store is one pass over the bytes), out of place:
+ *
+ *   all_reduce, shm (default), n devices — device i owns slice i (S/n bytes):
+ *     1. reduce: read slice i of all n send buffers        n * S/n = S
+ *                write the sum into slice i of its recv         S/n
+ *     2. copy:   read the n-1 other slices from their owners'
+ *                recv buffers, write them into its own   2 (n-1) S/n
+ *     per device S + S/n + 2(n-1)S/n = (3n-1)/n * S;  all n devices:
+ *                                                    T_shm = 3n - 1
+ *     (n = 2: 5 bytes of traffic per byte reduced; bound busbw = B/5.)
+ *     The least any all_reduce can move is 2n (every input read once, every
+ *     output written once), reached by storing each reduced tile straight
+ *     into all n recv buffers; shm's phase 2 re-reads the reduced slices
+ *     instead (n - 1 more), so that phase 1 writes only the device's own
+ *     memory.
+ *   all_reduce, naive: rank 0 reads n buffers and writes S, then n-1 devices
+ *     copy S from it: n + 1 + 2(n-1)             T_naive = 3n - 1
+ *     (same traffic as shm, but one device does the whole reduction alone.)
+ *   all_reduce, ring (recv is the workspace): n-1 reduce-scatter steps read
+ *     the arriving chunk and the own send chunk and write the sum (3 S/n),
+ *     n-1 all-gather steps copy a chunk (2 S/n): 5(n-1)/n per device,
+ *                                                T_ring = 5(n-1)
+ *     (n = 2: 5, as shm; the ring loses at n > 2 and by its n-1 handshakes.)
+ *   reduce_scatter: shm: each reads its slice of n buffers and writes it,
+ *     T = n + 1; ring: n-1 steps of 3 S/n per device, T = 3(n-1).
+ *   all_gather: each copies its own and the n-1 other slices:        T = 2n
+ *   broadcast: n-1 receivers read S from the root and write it:  T = 2(n-1)
+ *   One device: every operation but broadcast is one copy:             T = 2
+ *
+ * How a time is measured.  After a warm-up, rank 0 sizes the run so that
+ * each (operation, size) takes about half a second: `samples` timed samples
+ * of `batch` back-to-back calls (thousands of 4 KiB calls, one 64 MiB call).
+ * Before each sample all devices meet at a barrier, so they start together;
+ * each device times its sample with ptdp_wall_now, the sample's time is the
+ * slowest device's, and the reported time per call is the median sample
+ * divided by the batch.  After timing, every device checks its result
+ * element by element, so a fast wrong answer cannot be reported.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "bench.h"
+#include "commands.h"
+#include "ptdp/clock.h"
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+#include "ptdp/tensor.h"
+
+#define MAX_SIZES 32
+#define MAX_SAMPLES 25            /* odd: the median is one sample         */
+#define BUDGET_S 0.5              /* wall time per (operation, size)       */
+#define WARMUP_BYTES ((double)(64u << 20))
+
+static const char *const op_names[] = { "all_reduce", "reduce_scatter", "all_gather", "broadcast" };
+static const ptdp_coll op_codes[] = { PTDP_COLL_ALL_REDUCE, PTDP_COLL_REDUCE_SCATTER,
+                                      PTDP_COLL_ALL_GATHER, PTDP_COLL_BROADCAST };
+#define NOPS 4
+
+/* --algo names, in ptdp_algo order. */
+static const char *const algo_names[] = { "default", "naive", "ring", "shm" };
+
+typedef struct {
+    int devices;
+    ptdp_algo algo;
+    size_t sizes[MAX_SIZES];
+    int nsizes;
+    int ops[NOPS];                 /* indexes into op_names               */
+    int nops;
+    int iters;                     /* 0: size the run by time              */
+    bool json;
+    double watchdog_s;
+} bench_opts;
+
+/* One (operation, size) of the run. */
+typedef struct {
+    ptdp_coll op;
+    size_t count;                  /* elements of ptdp_real               */
+    size_t bytes;                  /* S = count * sizeof(ptdp_real)       */
+    int samples, batch;            /* chosen by rank 0                    */
+    double time_s;                 /* per call (filled after the run)      */
+} bench_point;
+
+typedef struct {
+    const bench_opts *o;
+    bench_point *points;
+    int npoints;
+    size_t max_count;
+    double *seconds;               /* [(rank * npoints + p) * MAX_SAMPLES + s] */
+    ptdp_algo algo_used;           /* the all_reduce algorithm, resolved  */
+} bench_run;
+
+/* ---- traffic and bus factors (see the header comment) ------------------- */
+
+static double bus_factor(ptdp_coll op, int n)
+{
+    switch (op) {
+    case PTDP_COLL_ALL_REDUCE:     return 2.0 * (n - 1) / n;
+    case PTDP_COLL_REDUCE_SCATTER:
+    case PTDP_COLL_ALL_GATHER:     return (double)(n - 1) / n;
+    default:                       return 1.0;
+    }
+}
+
+/* T: bytes that cross memory, all devices together, per byte of S.
+ * reduce_scatter and all_gather run as the ring when the all_reduce
+ * algorithm is the ring, else as shm (comm.c). */
+static double traffic_factor(ptdp_coll op, ptdp_algo algo, int n)
+{
+    if (n == 1)
+        return op == PTDP_COLL_BROADCAST ? 0.0 : 2.0;
+    switch (op) {
+    case PTDP_COLL_ALL_REDUCE:
+        return algo == PTDP_ALGO_RING ? 5.0 * (n - 1) : 3.0 * n - 1.0;
+    case PTDP_COLL_REDUCE_SCATTER:
+        return algo == PTDP_ALGO_RING ? 3.0 * (n - 1) : n + 1.0;
+    case PTDP_COLL_ALL_GATHER:
+        return 2.0 * n;
+    default:
+        return 2.0 * (n - 1);
+    }
+}
+
+/* ---- the inputs, and the answer every device must end with -------------- */
+
+/* Small integers: any summation order gives the same exact result. */
+static ptdp_real input_value(int rank, size_t i) { return (ptdp_real)(rank + 1 + (int)(i % 7)); }
+
+static ptdp_real summed_value(int n, size_t i)
+{
+    return (ptdp_real)(n * (n + 1) / 2 + n * (int)(i % 7));
+}
+
+static void fill_inputs(const bench_point *pt, int rank, int n, ptdp_real *send, ptdp_real *recv)
+{
+    size_t off, len;
+    ptdp_chunk(pt->count, n, rank, &off, &len);
+    switch (pt->op) {
+    case PTDP_COLL_ALL_REDUCE:
+    case PTDP_COLL_REDUCE_SCATTER:
+        for (size_t i = 0; i < pt->count; i++) {
+            send[i] = input_value(rank, i);
+            recv[i] = 0;
+        }
+        break;
+    case PTDP_COLL_ALL_GATHER:
+        for (size_t j = 0; j < len; j++)
+            send[j] = input_value(rank, off + j);
+        for (size_t i = 0; i < pt->count; i++)
+            recv[i] = 0;
+        break;
+    default:   /* broadcast, in place in recv, from rank 0 */
+        for (size_t i = 0; i < pt->count; i++)
+            recv[i] = rank == 0 ? input_value(0, i) : (ptdp_real)-1;
+        break;
+    }
+}
+
+static int check_result(ptdp_device *dev, const bench_point *pt, const ptdp_real *recv)
+{
+    int n = dev->world_size;
+    size_t off, len;
+    ptdp_chunk(pt->count, n, dev->rank, &off, &len);
+    size_t m = pt->op == PTDP_COLL_REDUCE_SCATTER ? len : pt->count;
+    int owner = 0;
+    size_t owner_end = 0;
+    for (size_t j = 0; j < m; j++) {
+        ptdp_real want;
+        switch (pt->op) {
+        case PTDP_COLL_ALL_REDUCE:     want = summed_value(n, j); break;
+        case PTDP_COLL_REDUCE_SCATTER: want = summed_value(n, off + j); break;
+        case PTDP_COLL_ALL_GATHER: {
+            while (j >= owner_end) {           /* whose chunk is element j? */
+                size_t o, l;
+                ptdp_chunk(pt->count, n, owner, &o, &l);
+                if (j < o + l) {
+                    owner_end = o + l;
+                    break;
+                }
+                owner++;
+            }
+            want = input_value(owner, j);
+            break;
+        }
+        default:                       want = input_value(0, j); break;
+        }
+        if (recv[j] != want)
+            return ptdp_fail(dev, PTDP_ECHECK,
+                             "%s of %zu elements: device %d holds %g at element %zu, expected %g",
+                             ptdp_coll_name(pt->op), pt->count, dev->rank,
+                             (double)recv[j], j, (double)want);
+    }
+    return 0;
+}
+
+/* ---- one device's part of the run ---------------------------------------- */
+
+static int call_op(ptdp_device *dev, const bench_point *pt, ptdp_algo algo,
+                   ptdp_real *send, ptdp_real *recv)
+{
+    ptdp_comm *c = dev->world;
+    switch (pt->op) {
+    case PTDP_COLL_ALL_REDUCE:
+        return ptdp_all_reduce_algo(c, send, recv, pt->count, PTDP_REAL, PTDP_SUM, algo);
+    case PTDP_COLL_REDUCE_SCATTER:
+        return ptdp_reduce_scatter(c, send, recv, pt->count, PTDP_REAL, PTDP_SUM);
+    case PTDP_COLL_ALL_GATHER:
+        return ptdp_all_gather(c, send, recv, pt->count, PTDP_REAL);
+    default:
+        return ptdp_broadcast(c, recv, pt->count, PTDP_REAL, 0);
+    }
+}
+
+static char *size_label(size_t bytes, char *buf, size_t len)
+{
+    const char *units[] = { "B", "KiB", "MiB", "GiB" };
+    int u = 0;
+    while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", bytes, units[u]);
+    return buf;
+}
+
+/* Rank 0: how many samples of how many calls fill the time budget. */
+static void plan_samples(const bench_opts *o, double per_call_s, int plan[2])
+{
+    double calls = o->iters > 0 ? o->iters : BUDGET_S / (per_call_s > 1e-8 ? per_call_s : 1e-8);
+    if (calls < 5 && o->iters == 0)
+        calls = 5;
+    if (calls > 1e7)
+        calls = 1e7;
+    int samples = calls < MAX_SAMPLES ? (int)calls : MAX_SAMPLES;
+    if (samples < 1)
+        samples = 1;
+    plan[0] = samples;
+    plan[1] = (int)(calls / samples) > 1 ? (int)(calls / samples) : 1;
+}
+
+static int bench_device(ptdp_device *dev, void *arg)
+{
+    bench_run *run = arg;
+    const bench_opts *o = run->o;
+    size_t bytes = run->max_count * sizeof(ptdp_real);
+    ptdp_real *send = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.send");
+    ptdp_real *recv = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.recv");
+    if (!send || !recv)
+        return dev->status ? dev->status : PTDP_ENOMEM;
+    if (dev->rank == 0)
+        run->algo_used = o->algo == PTDP_ALGO_DEFAULT ? dev->algo : o->algo;
+
+    int rc = 0;
+    for (int p = 0; p < run->npoints && rc == 0; p++) {
+        bench_point *pt = &run->points[p];
+        fill_inputs(pt, dev->rank, dev->world_size, send, recv);
+        if (dev->rank == 0) {
+            char lab[32];
+            ptdp_progress("[%d/%d] %s %s on %d devices", p + 1, run->npoints,
+                          ptdp_coll_name(pt->op), size_label(pt->bytes, lab, sizeof lab),
+                          dev->world_size);
+        }
+
+        /* Warm up (caches, page tables, the algorithm's own buffers), and
+         * let rank 0 estimate the cost of one call. */
+        double warm = WARMUP_BYTES / (double)(pt->bytes ? pt->bytes : 1);
+        int nwarm = warm < 2 ? 2 : warm > 1000 ? 1000 : (int)warm;
+        double t0 = ptdp_wall_now();
+        for (int i = 0; i < nwarm && rc == 0; i++)
+            rc = call_op(dev, pt, o->algo, send, recv);
+        double per_call = (ptdp_wall_now() - t0) / nwarm;
+
+        int plan[2] = { 0, 0 };
+        if (rc == 0 && dev->rank == 0)
+            plan_samples(o, per_call, plan);
+        if (rc == 0)
+            rc = ptdp_broadcast(dev->world, plan, 2, PTDP_I32, 0);
+
+        /* The timed samples: start together, time, keep the slowest. */
+        double *mine = run->seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
+        for (int s = 0; s < plan[0] && rc == 0; s++) {
+            rc = ptdp_barrier(dev->world);
+            double start = ptdp_wall_now();
+            for (int b = 0; b < plan[1] && rc == 0; b++)
+                rc = call_op(dev, pt, o->algo, send, recv);
+            mine[s] = (ptdp_wall_now() - start) / plan[1];
+        }
+        if (rc == 0)
+            rc = check_result(dev, pt, recv);
+        if (dev->rank == 0) {
+            pt->samples = plan[0];
+            pt->batch = plan[1];
+        }
+    }
+    ptdp_free(dev, recv);
+    ptdp_free(dev, send);
+    return rc;
+}
+
+/* ---- after the run: times, bandwidths, the report ------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Per point: the slowest device of each sample, then the median sample. */
+static void reduce_times(bench_run *run, int n)
+{
+    for (int p = 0; p < run->npoints; p++) {
+        bench_point *pt = &run->points[p];
+        double slowest[MAX_SAMPLES];
+        for (int s = 0; s < pt->samples; s++) {
+            slowest[s] = 0.0;
+            for (int r = 0; r < n; r++) {
+                double t = run->seconds[((size_t)r * run->npoints + p) * MAX_SAMPLES + s];
+                if (t > slowest[s])
+                    slowest[s] = t;
+            }
+        }
+        qsort(slowest, (size_t)pt->samples, sizeof(double), cmp_double);
+        int k = pt->samples;
+        pt->time_s = k % 2 ? slowest[k / 2] : 0.5 * (slowest[k / 2 - 1] + slowest[k / 2]);
+    }
+}
+
+typedef struct {
+    double algbw, busbw, traffic, bound_busbw, fraction;
+} bench_figures;
+
+static bench_figures figures_of(const bench_point *pt, ptdp_algo algo, int n, double ceiling)
+{
+    bench_figures f;
+    f.algbw = pt->time_s > 0 ? (double)pt->bytes / pt->time_s : 0.0;
+    f.busbw = f.algbw * bus_factor(pt->op, n);
+    f.traffic = traffic_factor(pt->op, algo, n);
+    f.bound_busbw = f.traffic > 0 ? bus_factor(pt->op, n) * ceiling / f.traffic : 0.0;
+    f.fraction = f.bound_busbw > 0 ? f.busbw / f.bound_busbw : 0.0;
+    return f;
+}
+
+static void print_table(const bench_run *run, const ptdp_membw *m, int n)
+{
+    double ceiling = ptdp_membw_ceiling(m);
+    printf("ptdp bench collectives: %d device%s, elements %s, all_reduce algorithm %s%s\n",
+           n, n > 1 ? "s" : "", PTDP_REAL_NAME, ptdp_algo_name(run->algo_used),
+           run->o->algo == PTDP_ALGO_DEFAULT ? " (default)" : "");
+    printf("memory bandwidth with %d thread%s: copy %.2f GB/s, triad %.2f GB/s -> ceiling B = %.2f GB/s\n\n",
+           n, n > 1 ? "s" : "", m->copy_Bps / 1e9, m->triad_Bps / 1e9, ceiling / 1e9);
+    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s\n",
+           "operation", "size", "calls", "time(us)", "algbw", "busbw", "T", "bound", "of bound");
+    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s\n",
+           "", "", "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "");
+    for (int p = 0; p < run->npoints; p++) {
+        const bench_point *pt = &run->points[p];
+        bench_figures f = figures_of(pt, run->algo_used, n, ceiling);
+        char lab[32], bound[16], frac[16];
+        if (f.bound_busbw > 0) {
+            snprintf(bound, sizeof bound, "%.2f", f.bound_busbw / 1e9);
+            snprintf(frac, sizeof frac, "%.0f%%", 100.0 * f.fraction);
+        } else {
+            snprintf(bound, sizeof bound, "-");
+            snprintf(frac, sizeof frac, "-");
+        }
+        double us = pt->time_s * 1e6;
+        printf("%-15s %8s %9lld %10.*f %9.2f %9.2f %4.0f %9s %8s\n",
+               ptdp_coll_name(pt->op), size_label(pt->bytes, lab, sizeof lab),
+               (long long)pt->samples * pt->batch, us < 10 ? 3 : us < 1000 ? 1 : 0, us,
+               f.algbw / 1e9, f.busbw / 1e9, f.traffic, bound, frac);
+    }
+    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
+           "bound = busbw if the T x S bytes each call must move crossed memory at B;\n"
+           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench_collectives.c.\n");
+}
+
+static void print_json(const bench_run *run, const ptdp_membw *m, int n)
+{
+    double ceiling = ptdp_membw_ceiling(m);
+    for (int p = 0; p < run->npoints; p++) {
+        const bench_point *pt = &run->points[p];
+        bench_figures f = figures_of(pt, run->algo_used, n, ceiling);
+        const char *algo = pt->op == PTDP_COLL_ALL_REDUCE ? ptdp_algo_name(run->algo_used) : "";
+        printf("{\"op\": \"%s\", \"algo\": \"%s\", \"devices\": %d, \"dtype\": \"%s\", "
+               "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
+               "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, "
+               "\"mem_copy_GBps\": %.6g, \"mem_triad_GBps\": %.6g, \"traffic_factor\": %.6g, "
+               "\"bound_busbw_GBps\": %.6g, \"fraction_of_bound\": %.6g}\n",
+               ptdp_coll_name(pt->op), algo, n, PTDP_REAL_NAME, pt->bytes, pt->count,
+               pt->samples, pt->batch, pt->time_s * 1e6, f.algbw / 1e9, f.busbw / 1e9,
+               m->copy_Bps / 1e9, m->triad_Bps / 1e9, f.traffic,
+               f.bound_busbw / 1e9, f.fraction);
+    }
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+static void collectives_usage(void)
+{
+    printf("usage: ptdp bench collectives [--devices N] [--algo ring|naive|shm|default]\n"
+           "                              [--sizes 4K,256K,4M,64M] [--ops LIST] [--iters K]\n"
+           "                              [--json] [--watchdog S]\n"
+           "\n"
+           "Time collectives on N simulated devices and compare them with the host's\n"
+           "memory bandwidth, measured in the same run (the bound no algorithm beats).\n"
+           "\n"
+           "  --devices N    devices (threads), 1-%d (default 2)\n"
+           "  --algo A       all_reduce algorithm: default (= shm), shm, ring or naive\n"
+           "  --sizes LIST   buffer sizes S, K/M/G = 1024-based (default 4K,256K,4M,64M)\n"
+           "  --ops LIST     any of all_reduce,reduce_scatter,all_gather,broadcast (default all)\n"
+           "  --iters K      timed calls per operation and size (default: ~0.5 s worth)\n"
+           "  --json         one JSON object per result on stdout, instead of the table\n"
+           "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n"
+           "\n"
+           "time: median over samples of the slowest device; busbw: nccl-tests conventions.\n",
+           PTDP_MAX_DEVICES);
+}
+
+static int parse_collectives(int argc, char **argv, bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->devices = 2;
+    o->algo = PTDP_ALGO_DEFAULT;
+    const size_t defaults[] = { (size_t)4 << 10, (size_t)256 << 10, (size_t)4 << 20, (size_t)64 << 20 };
+    o->nsizes = 4;
+    memcpy(o->sizes, defaults, sizeof defaults);
+    o->nops = NOPS;
+    for (int i = 0; i < NOPS; i++)
+        o->ops[i] = i;
+    o->watchdog_s = PTDP_DEFAULT_WATCHDOG_S;
+
+    ptdp_args a;
+    ptdp_args_init(&a, "bench collectives", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc, algo;
+        if (ptdp_args_is(&a, "--help")) {
+            collectives_usage();
+            return -1;
+        } else if (ptdp_args_is(&a, "--devices")) {
+            rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
+        } else if (ptdp_args_is(&a, "--algo")) {
+            rc = ptdp_args_enum(&a, algo_names, PTDP_ALGO_COUNT, &algo);
+            if (rc == 0)
+                o->algo = (ptdp_algo)algo;
+        } else if (ptdp_args_is(&a, "--sizes")) {
+            rc = ptdp_args_size_list(&a, sizeof(ptdp_real), (size_t)1 << 30,
+                                     o->sizes, MAX_SIZES, &o->nsizes);
+        } else if (ptdp_args_is(&a, "--ops")) {
+            rc = ptdp_args_enum_list(&a, op_names, NOPS, o->ops, NOPS, &o->nops);
+        } else if (ptdp_args_is(&a, "--iters")) {
+            rc = ptdp_args_int(&a, 1, 10000000, &o->iters);
+        } else if (ptdp_args_is(&a, "--json")) {
+            rc = ptdp_args_switch(&a, &o->json);
+        } else if (ptdp_args_is(&a, "--watchdog")) {
+            rc = ptdp_args_double(&a, 0.1, 86400, &o->watchdog_s);
+        } else {
+            rc = ptdp_args_unknown(&a);
+        }
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int run_collectives(const bench_opts *o)
+{
+    int n = o->devices;
+    char msg[PTDP_MSG_MAX];
+
+    /* 1. The ceiling: memory bandwidth with n threads. */
+    ptdp_membw m;
+    ptdp_progress("measuring memory bandwidth with %d thread%s", n, n > 1 ? "s" : "");
+    if (ptdp_bench_memory(n, o->watchdog_s, &m, msg, sizeof msg) != 0) {
+        ptdp_progress_done();
+        fprintf(stderr, "ptdp bench collectives: %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+
+    /* 2. The points: every operation at every size. */
+    bench_run run;
+    memset(&run, 0, sizeof run);
+    run.o = o;
+    run.npoints = o->nops * o->nsizes;
+    run.points = calloc((size_t)run.npoints, sizeof *run.points);
+    run.seconds = calloc((size_t)n * run.npoints * MAX_SAMPLES, sizeof(double));
+    if (!run.points || !run.seconds) {
+        free(run.points);
+        free(run.seconds);
+        fprintf(stderr, "ptdp bench collectives: out of host memory\n");
+        return PTDP_EXIT_FAIL;
+    }
+    for (int k = 0; k < o->nops; k++) {
+        for (int s = 0; s < o->nsizes; s++) {
+            bench_point *pt = &run.points[k * o->nsizes + s];
+            pt->op = op_codes[o->ops[k]];
+            pt->count = o->sizes[s] / sizeof(ptdp_real);
+            pt->bytes = pt->count * sizeof(ptdp_real);
+            if (pt->count > run.max_count)
+                run.max_count = pt->count;
+        }
+    }
+
+    /* 3. Time them on n devices. */
+    ptdp_launch_result result;
+    memset(&result, 0, sizeof result);
+    ptdp_launch_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.device_mem = 2 * run.max_count * sizeof(ptdp_real) + ((size_t)16 << 20);
+    opts.watchdog_s = o->watchdog_s;
+    opts.algo = o->algo;
+    opts.result = &result;
+    int rc = ptdp_launch(n, bench_device, &run, &opts);
+    ptdp_progress_done();
+
+    if (rc != 0) {
+        fprintf(stderr, "ptdp bench collectives: device %d failed: %s\n",
+                result.failed_rank, result.message);
+    } else {
+        reduce_times(&run, n);
+        if (o->json)
+            print_json(&run, &m, n);
+        else
+            print_table(&run, &m, n);
+    }
+    ptdp_launch_result_free(&result);
+    free(run.points);
+    free(run.seconds);
+    return rc == 0 ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
+}
+
+static int collectives_cmd(int argc, char **argv)
+{
+    bench_opts o;
+    int rc = parse_collectives(argc, argv, &o);
+    if (rc < 0)
+        return PTDP_EXIT_OK;           /* --help */
+    if (rc > 0)
+        return rc;
+    return run_collectives(&o);
+}
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f, "usage: ptdp bench <what> [flags]\n"
+           "\n"
+           "  collectives   time all_reduce, reduce_scatter, all_gather and broadcast\n"
+           "                against the host's memory bandwidth\n"
+           "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
+           "\n"
+           "`ptdp bench <what> --help` lists its flags.\n");
+}
+
+int ptdp_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        bench_usage(stderr);
+        return PTDP_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        bench_usage(stdout);
+        return PTDP_EXIT_OK;
+    }
+    if (strcmp(argv[1], "collectives") == 0)
+        return collectives_cmd(argc - 1, argv + 1);
+    if (strcmp(argv[1], "memory") == 0)
+        return ptdp_bench_memory_cmd(argc - 1, argv + 1);
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives or memory "
+                            "(see ptdp bench --help)", argv[1]);
+}

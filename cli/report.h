@@ -1,0 +1,16 @@
+/* report.h — running a training configuration and reporting on it (train_run.c). */
+#ifndef PTDP_CLI_REPORT_H
+#define PTDP_CLI_REPORT_H
+
+#include <stdbool.h>
+
+#include "ptdp/train.h"
+
+/* Run cfg, print the steps and the per-device summary, optionally check it
+ * against the single-device baseline and write the requested files.
+ * Returns the process exit code (0, 1). */
+int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, bool check, bool quiet,
+                          const char *log_path, const char *save, const char *save_init,
+                          const char *dump, const char *report_path);
+
+#endif

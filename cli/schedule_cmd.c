@@ -1,0 +1,176 @@
+/*
+ * schedule_cmd.c — `ptdp schedule`: a pipeline schedule, checked, timed, drawn.
+ *
+ *     ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b [--svg FILE] [--list]
+ *
+ * No model runs: the command generates the per-stage action lists
+ * (schedule.h), proves them deadlock-free under blocking rendezvous
+ * send/recv, plays them in virtual time with forward = 1 and backward = 2
+ * time units per micro-batch and stage (the usual t_b ~ 2 t_f), and prints
+ *
+ *     the timeline       one row per stage, F/B per micro-batch, idle as dots
+ *     the bubble         measured, and by formula (p - 1)/(m + p - 1)
+ *     the memory         peak micro-batches in flight per stage (GPipe m, 1F1B p - rank)
+ *
+ * --naive shows what the even/odd send/recv ordering prevents: 1F1B with
+ * every send before its receive, and the deadlock the validator finds in it.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "args.h"
+#include "commands.h"
+#include "ptdp/error.h"
+#include "ptdp/schedule.h"
+
+typedef struct {
+    int pp, micro_batches;
+    const char *schedule;
+    const char *svg;
+    bool list, naive;
+    ptdp_schedule_costs costs;
+} schedule_options;
+
+static void usage(FILE *f)
+{
+    int n;
+    const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
+    fprintf(f,
+        "usage: ptdp schedule [--pp N] [--micro-batches M] [--schedule NAME] [--svg FILE] [--list]\n"
+        "\n"
+        "Generate a pipeline schedule, prove it free of deadlock under blocking send/recv,\n"
+        "time it in virtual time and draw it.  No model runs.\n"
+        "\n"
+        "  --pp N               pipeline stages, 1..64 (default 4)\n"
+        "  --micro-batches M    micro-batches per step, 1..512 (default 8)\n"
+        "  --schedule NAME      (default 1f1b)\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "                         %-6s %s\n", e[i].name, e[i].summary);
+    fprintf(f,
+        "  --svg FILE           also draw the timeline as an SVG picture\n"
+        "  --list               print every stage's list of actions\n"
+        "  --forward-time T     time of one forward on one stage (default 1)\n"
+        "  --backward-time T    time of one backward (default 2)\n"
+        "  --send-time T        time for a message to arrive (default 0)\n"
+        "  --naive              1f1b with every send before its receive: watch it deadlock\n");
+}
+
+static int parse(int argc, char **argv, schedule_options *o)
+{
+    int n;
+    const ptdp_schedule_entry *entries = ptdp_schedule_registry(&n);
+    const char *names[16];
+    for (int i = 0; i < n && i < 16; i++)
+        names[i] = entries[i].name;
+    int which = -1;
+
+    ptdp_args a;
+    ptdp_args_init(&a, "schedule", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc = 0;
+        bool help = false;
+        if      (ptdp_args_is(&a, "--pp"))            rc = ptdp_args_int(&a, 1, 64, &o->pp);
+        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 512, &o->micro_batches);
+        else if (ptdp_args_is(&a, "--schedule"))      rc = ptdp_args_enum(&a, names, n < 16 ? n : 16, &which);
+        else if (ptdp_args_is(&a, "--svg"))           rc = ptdp_args_string(&a, &o->svg);
+        else if (ptdp_args_is(&a, "--list"))          rc = ptdp_args_switch(&a, &o->list);
+        else if (ptdp_args_is(&a, "--naive"))         rc = ptdp_args_switch(&a, &o->naive);
+        else if (ptdp_args_is(&a, "--forward-time"))  rc = ptdp_args_double(&a, 0, 1e9, &o->costs.forward);
+        else if (ptdp_args_is(&a, "--backward-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward);
+        else if (ptdp_args_is(&a, "--send-time"))     rc = ptdp_args_double(&a, 0, 1e9, &o->costs.send);
+        else if (ptdp_args_is(&a, "--help"))          rc = ptdp_args_switch(&a, &help);
+        else                                          rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+        if (help) {
+            usage(stdout);
+            return -1;
+        }
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+    if (which >= 0)
+        o->schedule = names[which];
+    if (o->costs.forward + o->costs.backward <= 0)
+        return ptdp_usage_error("schedule", "--forward-time and --backward-time are both 0: "
+                                "give at least one a positive time");
+    if (o->naive && ptdp_schedule_find(o->schedule)->generate != ptdp_schedule_1f1b)
+        return ptdp_usage_error("schedule", "--naive applies to --schedule 1f1b only "
+                                "(%s has no send/recv exchanges to order)", o->schedule);
+    return 0;
+}
+
+static void print_peaks(const ptdp_schedule *s)
+{
+    printf("peak micro-batches in flight (activations held) per stage:");
+    for (int st = 0; st < s->pp; st++)
+        printf(" %d", ptdp_schedule_peak_in_flight(s, st));
+    printf("\n  (GPipe holds all m = %d on every stage; 1F1B at most min(p - rank, m))\n",
+           s->micro_batches);
+}
+
+static int run(const schedule_options *o, ptdp_schedule *s)
+{
+    ptdp_schedule_verdict v;
+    if (ptdp_schedule_validate(s, &v) != PTDP_OK) {
+        printf("schedule %s, p = %d, m = %d: %s\n",
+               s->name, s->pp, s->micro_batches, v.message);
+        if (o->naive && v.deadlock)
+            printf("(without --naive, 1f1b orders each exchange even/odd: an even stage sends "
+                   "first, an odd stage receives first, so the two first calls always pair up)\n");
+        return PTDP_EXIT_FAIL;
+    }
+    printf("%s\n", v.message);
+    printf("costs per micro-batch and stage: forward %g, backward %g, send %g time units "
+           "(--forward-time, --backward-time, --send-time)\n\n",
+           o->costs.forward, o->costs.backward, o->costs.send);
+
+    ptdp_schedule_timeline *t = NULL;
+    int rc = ptdp_schedule_simulate(s, &o->costs, &t);
+    if (rc == PTDP_OK)
+        rc = ptdp_schedule_ascii(s, t, stdout);
+    if (rc != PTDP_OK) {
+        fprintf(stderr, "ptdp schedule: timing the schedule failed (%s)\n", ptdp_strerror(rc));
+        ptdp_schedule_timeline_destroy(t);
+        return PTDP_EXIT_FAIL;
+    }
+    print_peaks(s);
+    if (o->svg != NULL) {
+        char msg[512];
+        if (ptdp_schedule_svg(s, t, o->svg, msg, sizeof msg) != PTDP_OK) {
+            fprintf(stderr, "ptdp schedule: --svg %s: %s\n", o->svg, msg);
+            ptdp_schedule_timeline_destroy(t);
+            return PTDP_EXIT_FAIL;
+        }
+        printf("wrote %s\n", o->svg);
+    }
+    ptdp_schedule_timeline_destroy(t);
+    return PTDP_EXIT_OK;
+}
+
+int ptdp_cmd_schedule(int argc, char **argv)
+{
+    schedule_options o = {
+        .pp = 4, .micro_batches = 8, .schedule = "1f1b",
+        .costs = { .forward = 1, .backward = 2, .send = 0 },
+    };
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+
+    ptdp_schedule *s = NULL;
+    rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "1f1b-naive",
+                                          o.pp, o.micro_batches, &s)
+                 : ptdp_schedule_create(o.schedule, o.pp, o.micro_batches, &s);
+    if (rc != PTDP_OK) {
+        fprintf(stderr, "ptdp schedule: cannot build %s (%s)\n", o.schedule, ptdp_strerror(rc));
+        return PTDP_EXIT_FAIL;
+    }
+    if (o.list) {
+        ptdp_schedule_print(s, stdout);
+        printf("\n");
+    }
+    rc = run(&o, s);
+    ptdp_schedule_destroy(s);
+    return rc;
+}

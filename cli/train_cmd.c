@@ -1,0 +1,218 @@
+/*
+ * train_cmd.c — `ptdp train`: train the reference MLP on dp x tp x pp devices.
+ *
+ *   ptdp train --dp 2 --micro-batches 4 --check
+ *
+ * prints one line per step (loss, gradient norm, virtual and wall time,
+ * bytes sent), and with --check runs the single-device baseline on the same
+ * seed and compares: every step's loss and, at the end, every parameter,
+ * by the rule  max|a - b| <= tol * max(1, max|b|)  (tol 1e-4 in float, 1e-10
+ * in double).  Exit status: 0 done, 1 the run failed (out of memory, a bad
+ * checkpoint, a --check mismatch), 2 a usage error.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "ptdp/error.h"
+#include "ptdp/train.h"
+#include "report.h"
+
+static void usage(void)
+{
+    printf(
+        "usage: ptdp train [flags]\n"
+        "\n"
+        "Train the reference MLP (h = X W_in^T + b; L blocks h += GELU(h A^T + a) B^T + b;\n"
+        "softmax cross-entropy) on dp x tp x pp simulated devices.\n"
+        "\n"
+        "parallelism:\n"
+        "  --dp N              data-parallel replicas (default 1)\n"
+        "  --tp N              tensor-parallel ranks; must divide --ffn and --classes (default 1)\n"
+        "  --pp N              pipeline stages, at most --layers (default 1)\n"
+        "  --devices N         world size; sets --dp to N / (tp * pp), or must equal dp * tp * pp\n"
+        "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
+        "  --schedule S        pipeline schedule: 1f1b (default) or gpipe\n"
+        "  --recompute         keep only each stage's input; redo the forward in the backward\n"
+        "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced)\n"
+        "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
+        "model and data:\n"
+        "  --d-in N --hidden N --ffn N --layers N --classes N   (default 32, 64, 4*hidden, 8, 16)\n"
+        "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
+        "  --steps N           steps of this run (default 10)\n"
+        "  --seed N            seed of initialisation, data and dropout (default 1)\n"
+        "  --dropout P         dropout after GELU and on each block's output (default 0)\n"
+        "optimizer:\n"
+        "  --optimizer adamw|sgd  (default adamw)   --lr X (default 1e-3)\n"
+        "  --momentum X (sgd)  --weight-decay X  --clip-grad X (max gradient norm, 0 = off)\n"
+        "devices and simulation:\n"
+        "  --device-mem SIZE   arena per device, e.g. 512M (K/M/G = 1024-based; default 4G)\n"
+        "  --algo A            all_reduce algorithm: shm (default), ring, naive\n"
+        "  --profile P         cost model of the virtual clock (--profile list names them)\n"
+        "  --watchdog S        seconds before a stuck collective fails the run (default 60)\n"
+        "output:\n"
+        "  --check             also run the single-device baseline and compare (exit 1 on mismatch)\n"
+        "  --log FILE          the step lines as JSON lines\n"
+        "  --trace FILE        Chrome trace (open in https://ui.perfetto.dev)\n"
+        "  --report FILE       per-device memory, bytes and times as JSON\n"
+        "  --save FILE  --load FILE  --save-init FILE   checkpoints (safetensors)\n"
+        "  --dump-data FILE    the global batches used, as safetensors x and y\n"
+        "  --verify-replicas   after every step, check that DP replicas are bit-identical\n"
+        "  --quiet             no per-step lines\n");
+}
+
+static int parse_stage_layers(ptdp_args *a, int *out, int max, int *n)
+{
+    const char *s;
+    if (ptdp_args_string(a, &s))
+        return PTDP_EXIT_USAGE;
+    *n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || (*end != ',' && *end != '\0') || v < 0 || v > 100000 || *n >= max)
+            return ptdp_usage_error("train", "--stage-layers %s: expected a comma list of block counts, e.g. 3,3,2",
+                                    a->inline_value ? a->inline_value : s);
+        out[(*n)++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int list_profiles(void)
+{
+    int n;
+    const ptdp_profile *p = ptdp_profiles(&n);
+    printf("profiles of the virtual clock (--profile NAME):\n");
+    for (int i = 0; i < n; i++)
+        printf("  %-12s %s\n               peak %.3g flop/s, alpha %.3g s, beta %.3g B/s%s\n",
+               p[i].name, p[i].description, p[i].peak_flops, p[i].alpha_s, p[i].beta_Bps,
+               i == 0 ? " (default)" : "");
+    return PTDP_EXIT_OK;
+}
+
+int ptdp_cmd_train(int argc, char **argv)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 32, .d_model = 64, .d_ff = 0, .n_layers = 8, .n_classes = 16 },
+        .dp = 0, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+    };
+    ptdp_launch_opts o = { 0 };
+    int devices = 0, stage_layers[PTDP_MAX_DEVICES], nstage = 0, opt = 0, seed = 1;
+    bool check = false, quiet = false, profile_list = false;
+    const char *log_path = NULL, *save = NULL, *load = NULL, *save_init = NULL, *dump = NULL;
+    const char *profile = NULL, *report_path = NULL;
+    static const char *const optimizers[] = { "adamw", "sgd" };
+    static const char *const schedules[] = { "1f1b", "gpipe" };
+    static const char *const algos[] = { "shm", "ring", "naive", "default" };
+    static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT };
+    int sched = 0, algo = 3;
+
+    ptdp_args a;
+    ptdp_args_init(&a, "train", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc = 0;
+        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
+        else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.dp);
+        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.tp);
+        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.pp);
+        else if (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &devices);
+        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.micro_batches);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 24, &c.batch);
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c.steps);
+        else if (ptdp_args_is(&a, "--lr")) rc = ptdp_args_double(&a, 1e-12, 1e6, &c.lr);
+        else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizers, 2, &opt);
+        else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c.momentum);
+        else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c.weight_decay);
+        else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c.clip_grad);
+        else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c.bucket_mb);
+        else if (ptdp_args_is(&a, "--seed")) rc = ptdp_args_int(&a, 0, 2147483647, &seed);
+        else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_in);
+        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_model);
+        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 22, &c.model.d_ff);
+        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 4096, &c.model.n_layers);
+        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 22, &c.model.n_classes);
+        else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c.dropout);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedules, 2, &sched);
+        else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c.recompute);
+        else if (ptdp_args_is(&a, "--stage-layers")) rc = parse_stage_layers(&a, stage_layers, PTDP_MAX_DEVICES, &nstage);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o.device_mem);
+        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algos, 4, &algo);
+        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o.watchdog_s);
+        else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &check);
+        else if (ptdp_args_is(&a, "--verify-replicas")) rc = ptdp_args_switch(&a, &c.verify_replicas);
+        else if (ptdp_args_is(&a, "--quiet")) rc = ptdp_args_switch(&a, &quiet);
+        else if (ptdp_args_is(&a, "--log")) rc = ptdp_args_string(&a, &log_path);
+        else if (ptdp_args_is(&a, "--trace")) rc = ptdp_args_string(&a, &o.trace_path);
+        else if (ptdp_args_is(&a, "--report")) rc = ptdp_args_string(&a, &report_path);
+        else if (ptdp_args_is(&a, "--save")) rc = ptdp_args_string(&a, &save);
+        else if (ptdp_args_is(&a, "--load")) rc = ptdp_args_string(&a, &load);
+        else if (ptdp_args_is(&a, "--save-init")) rc = ptdp_args_string(&a, &save_init);
+        else if (ptdp_args_is(&a, "--dump-data")) rc = ptdp_args_string(&a, &dump);
+        else rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+
+    if (profile != NULL && strcmp(profile, "list") == 0)
+        profile_list = true;
+    if (profile_list)
+        return list_profiles();
+    if (profile != NULL && (o.profile = ptdp_profile_find(profile)) == NULL)
+        return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", profile);
+    o.algo = algo_values[algo];
+    c.optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
+    c.seed = (uint64_t)seed;
+    c.schedule = schedules[sched];
+    if (c.model.d_ff == 0)
+        c.model.d_ff = 4 * c.model.d_model;
+    if (nstage > 0) {
+        if (nstage != c.pp)
+            return ptdp_usage_error("train", "--stage-layers lists %d stages but --pp is %d", nstage, c.pp);
+        c.stage_layers = stage_layers;
+    }
+    if (devices > 0) {
+        int mp = c.tp * c.pp;
+        if (c.dp == 0) {
+            if (devices % mp != 0)
+                return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
+                                        "(try --devices %d or %d)", devices, c.tp, c.pp, mp,
+                                        devices / mp * mp > 0 ? devices / mp * mp : mp, (devices / mp + 1) * mp);
+            c.dp = devices / mp;
+        } else if (c.dp * mp != devices) {
+            return ptdp_usage_error("train", "--devices %d must equal --dp %d x --tp %d x --pp %d = %d",
+                                    devices, c.dp, c.tp, c.pp, c.dp * mp);
+        }
+    }
+    if (c.dp == 0)
+        c.dp = 1;
+
+    char msg[PTDP_MSG_MAX];
+    ptdp_state resume;
+    bool have_resume = false;
+    if (load != NULL) {
+        if (ptdp_state_load(&resume, load, &c.model, msg, sizeof msg) != 0) {
+            fprintf(stderr, "ptdp train: --load %s\n", msg);
+            return PTDP_EXIT_FAIL;
+        }
+        have_resume = true;
+        c.resume = &resume;
+    }
+    if (ptdp_train_validate(&c, msg, sizeof msg) != 0) {
+        if (have_resume)
+            ptdp_state_free(&resume);
+        return ptdp_usage_error("train", "%s", msg);
+    }
+    int status = ptdp_train_and_report(&c, &o, check, quiet, log_path, save, save_init, dump, report_path);
+    if (have_resume)
+        ptdp_state_free(&resume);
+    return status;
+}

@@ -1,0 +1,277 @@
+/*
+ * train_run.c — run a configuration, print what happened, check it.
+ *
+ * After the steps, the summary a student reads:
+ *   - the mesh relations with their values: DP = world / (TP x PP) and
+ *     gradient-accumulation steps = B / (micro-batch x DP);
+ *   - each device's peak memory by category (parameters of split layers fall
+ *     as 1/tp; activations show the pipeline schedule);
+ *   - with pp > 1, the measured bubble beside (p - 1) / (m + p - 1);
+ *   - with --check, the baseline's loss beside every step's, and the
+ *     largest parameter difference.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+#include "ptdp/safetensors.h"
+#include "report.h"
+
+typedef struct {
+    bool quiet, tty;
+    int steps;
+} printer;
+
+static void print_step(const ptdp_step_log *l, void *ctx)
+{
+    printer *p = ctx;
+    if (p->quiet)
+        return;
+    char b[32];
+    printf("step %4ld  loss %.6f  |g| %.4e  virtual %9.3f ms  wall %8.2f ms  sent %s\n",
+           l->step, l->loss, l->grad_norm, l->virtual_s * 1e3, l->wall_s * 1e3,
+           ptdp_format_bytes(l->bytes, b, sizeof b));
+    fflush(stdout);
+}
+
+static void print_header(const ptdp_train_config *c)
+{
+    int world = c->dp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
+    printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d", PTDP_REAL_NAME, world,
+           world == 1 ? "" : "s", c->dp, c->tp, c->pp);
+    if (c->pp > 1)
+        printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
+    printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
+           c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers, c->model.n_classes,
+           c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
+    printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
+           "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
+           world, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp));
+    if (world > 1 && world <= 16) {
+        printf("  mesh (rank = tp + %d dp + %d pp):", c->tp, c->tp * c->dp);
+        for (int r = 0; r < world; r++) {
+            int d, t, p;
+            ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+            printf("%s r%d=(dp%d,tp%d,pp%d)", r % 4 == 0 && r ? "\n                              " : "", r, d, t, p);
+        }
+        printf("\n");
+    }
+}
+
+static void print_memory(const ptdp_launch_result *lr, const ptdp_train_config *c)
+{
+    char b[PTDP_MEM_NCAT + 1][32];
+    printf("peak memory per device:\n  %-14s", "device");
+    for (int k = 0; k < PTDP_MEM_NCAT; k++)
+        printf(" %11s", ptdp_mem_category_name((ptdp_mem_category)k));
+    printf(" %11s\n", "total");
+    for (int r = 0; r < lr->world_size; r++) {
+        const ptdp_mem_stats *m = &lr->devices[r].mem;
+        int d, t, p;
+        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        char who[32];
+        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
+        printf("  %-14s", who);
+        for (int k = 0; k < PTDP_MEM_NCAT; k++)
+            printf(" %11s", ptdp_format_bytes((double)m->peak[k], b[k], sizeof b[k]));
+        printf(" %11s\n", ptdp_format_bytes((double)m->peak_total, b[PTDP_MEM_NCAT], sizeof b[0]));
+    }
+}
+
+static int write_log(const char *path, const ptdp_train_result *r)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return PTDP_EIO;
+    for (int i = 0; i < r->steps; i++) {
+        const ptdp_step_log *l = &r->log[i];
+        fprintf(f, "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"virtual_s\": %.17g, "
+                   "\"wall_s\": %.17g, \"bytes\": %.17g}\n",
+                l->step, l->loss, l->grad_norm, l->virtual_s, l->wall_s, l->bytes);
+    }
+    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return PTDP_EIO;
+    }
+    return PTDP_OK;
+}
+
+static int dump_data(const char *path, const ptdp_train_config *c, char *msg, size_t len)
+{
+    ptdp_st_tensor t[2];
+    memset(t, 0, sizeof t);
+    snprintf(t[0].name, sizeof t[0].name, "x");
+    t[0].dtype = PTDP_REAL;
+    t[0].ndim = 3;
+    t[0].shape[0] = c->steps;
+    t[0].shape[1] = c->batch;
+    t[0].shape[2] = c->model.d_in;
+    t[0].data = c->dump_x;
+    snprintf(t[1].name, sizeof t[1].name, "y");
+    t[1].dtype = PTDP_I64;
+    t[1].ndim = 2;
+    t[1].shape[0] = c->steps;
+    t[1].shape[1] = c->batch;
+    t[1].data = c->dump_y;
+    return ptdp_st_write(path, t, 2, NULL, NULL, 0, msg, len);
+}
+
+/* The baseline: the same run on one device (exempt from --device-mem). */
+static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
+                        ptdp_state *final, ptdp_train_result *res, char *msg, size_t len)
+{
+    ptdp_train_config b = *c;
+    b.dp = b.tp = b.pp = 1;
+    b.micro_batches = 1;
+    b.stage_layers = NULL;
+    b.recompute = false;
+    b.zero = 0;
+    b.final_state = final;
+    b.init_state = NULL;
+    b.dump_x = NULL;
+    b.dump_y = NULL;
+    ptdp_launch_opts bo = *o;
+    bo.device_mem = 0;
+    bo.trace_path = NULL;
+    bo.result = NULL;
+    return ptdp_train(&b, &bo, NULL, NULL, res, msg, len);
+}
+
+static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
+                                  const ptdp_train_result *res, const ptdp_state *final)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_state base;
+    ptdp_train_result bres;
+    if (ptdp_state_create(&base, &c->model, c->optimizer, c->momentum > 0) != 0) {
+        fprintf(stderr, "ptdp train: host out of memory\n");
+        return PTDP_EXIT_FAIL;
+    }
+    printf("check: running the single-device baseline (same seed, batch %d in one piece)…\n", c->batch);
+    if (run_baseline(c, o, &base, &bres, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --check: the baseline failed: %s\n", msg);
+        ptdp_state_free(&base);
+        return PTDP_EXIT_FAIL;
+    }
+    double tol = PTDP_TOLERANCE, worst = 0;
+    bool ok = true;
+    printf("  %6s  %18s  %18s  %10s\n", "step", "loss", "baseline", "|diff|");
+    for (int i = 0; i < res->steps; i++) {
+        double a = res->log[i].loss, b = bres.log[i].loss, d = a > b ? a - b : b - a;
+        bool step_ok = ptdp_check_value(a, b, tol);
+        ok = ok && step_ok;
+        if (d > worst)
+            worst = d;
+        printf("  %6ld  %18.12f  %18.12f  %10.3e%s\n", res->log[i].step, a, b, d, step_ok ? "" : "  MISMATCH");
+    }
+    ptdp_check_report rep;
+    bool params_ok = ptdp_check_states(final, &base, tol, &rep);
+    printf("  parameters: largest |a - b| %.3e, largest |a - b| / max(1, max|b|) %.3e (%s)\n",
+           rep.max_abs, rep.max_rel, rep.worst);
+    ok = ok && params_ok;
+    printf("check %s: tolerance %.0e (%s), largest loss difference %.3e\n",
+           ok ? "PASSED" : "FAILED", tol, PTDP_REAL_NAME, worst);
+    ptdp_train_result_free(&bres);
+    ptdp_state_free(&base);
+    return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
+}
+
+int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bool check, bool quiet,
+                          const char *log_path, const char *save, const char *save_init,
+                          const char *dump, const char *report_path)
+{
+    (void)report_path;
+    char msg[PTDP_MSG_MAX];
+    ptdp_state final, init;
+    bool have_final = false, have_init = false;
+    int status = PTDP_EXIT_OK;
+    bool momentum = c->momentum > 0;
+
+    if (save != NULL || check) {
+        if (ptdp_state_create(&final, &c->model, c->optimizer, momentum) != 0)
+            goto oom;
+        have_final = true;
+        c->final_state = &final;
+    }
+    if (save_init != NULL) {
+        if (ptdp_state_create(&init, &c->model, c->optimizer, momentum) != 0)
+            goto oom;
+        have_init = true;
+        c->init_state = &init;
+    }
+    if (dump != NULL) {
+        c->dump_x = calloc((size_t)c->steps * c->batch * c->model.d_in + 1, sizeof(ptdp_real));
+        c->dump_y = calloc((size_t)c->steps * c->batch + 1, sizeof(int64_t));
+        if (c->dump_x == NULL || c->dump_y == NULL)
+            goto oom;
+    }
+
+    print_header(c);
+    printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps };
+    ptdp_launch_result lr;
+    ptdp_train_result res;
+    memset(&lr, 0, sizeof lr);
+    memset(&res, 0, sizeof res);
+    ptdp_launch_opts o = *opts;
+    o.result = &lr;
+    int rc = ptdp_train(c, &o, print_step, &pr, &res, msg, sizeof msg);
+    if (rc != 0) {
+        fprintf(stderr, "ptdp train: run failed (%s): %s\n", ptdp_strerror(rc), msg);
+        status = PTDP_EXIT_FAIL;
+        ptdp_train_result_free(&res);
+        goto done;
+    }
+    print_memory(&lr, c);
+    if (c->pp > 1) {
+        char b[32];
+        printf("pipeline (%s, %d stages, %d micro-batches): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
+               c->schedule, c->pp, c->micro_batches, res.bubble_measured, res.bubble_formula);
+        printf("  peak activation memory per stage:");
+        for (int s = 0; s < c->pp; s++)
+            printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
+        printf("\n");
+    }
+    if (log_path != NULL && write_log(log_path, &res) != 0) {
+        fprintf(stderr, "ptdp train: --log %s: cannot write the file\n", log_path);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (save_init != NULL && ptdp_state_save(&init, save_init, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --save-init %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (save != NULL && ptdp_state_save(&final, save, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --save %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (dump != NULL && dump_data(dump, c, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --dump-data %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (check && status == PTDP_EXIT_OK)
+        status = check_against_baseline(c, opts, &res, &final);
+    ptdp_train_result_free(&res);
+done:
+    ptdp_launch_result_free(&lr);
+    if (have_final)
+        ptdp_state_free(&final);
+    if (have_init)
+        ptdp_state_free(&init);
+    free(c->dump_x);
+    free(c->dump_y);
+    return status;
+oom:
+    fprintf(stderr, "ptdp train: host out of memory\n");
+    if (have_final)
+        ptdp_state_free(&final);
+    if (have_init)
+        ptdp_state_free(&init);
+    return PTDP_EXIT_FAIL;
+}

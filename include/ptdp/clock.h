@@ -1,0 +1,66 @@
+/*
+ * clock.h — two clocks per device: wall time and a virtual time.
+ *
+ * On a 2-core laptop, 8 device threads take turns on the cores, so wall time
+ * says little about what the same schedule costs on 8 GPUs.  Each device
+ * therefore also keeps a *virtual* clock advanced by a cost model:
+ *
+ *   compute      t += flops / peak_flops
+ *   a message    arrives at  t_send + alpha + bytes / beta
+ *   a collective starts when the last member arrives (max of their clocks)
+ *                and lasts as its algorithm's steps would on the links, e.g.
+ *                ring all-reduce: 2(N-1) steps of (alpha + S/(N beta))
+ *
+ * Virtual time is deterministic: the same run gives the same timeline and the
+ * same pipeline bubble whatever the host is doing.
+ */
+#ifndef PTDP_CLOCK_H
+#define PTDP_CLOCK_H
+
+#include <stddef.h>
+
+#include "comm.h"
+
+typedef struct {
+    const char *name;
+    const char *description;
+    double peak_flops;   /* sustained flop/s of one device                 */
+    double alpha_s;      /* per-message latency, seconds                   */
+    double beta_Bps;     /* link bandwidth, bytes per second (0 = infinite) */
+    int    ideal;        /* 1: the textbook pipeline (embedding and loss
+                            layers cost nothing, links are free)           */
+} ptdp_profile;
+
+/* The named profiles; "dgx-a100" (the default) first. */
+const ptdp_profile *ptdp_profiles(int *count);
+const ptdp_profile *ptdp_profile_find(const char *name);   /* NULL if unknown */
+const ptdp_profile *ptdp_profile_default(void);
+
+/* Per-device virtual-time bookkeeping. */
+typedef struct {
+    double now;         /* the device's virtual time, seconds             */
+    double compute_s;   /* time spent computing                           */
+    double comm_s;      /* time spent moving data (modelled)              */
+    double idle_s;      /* time spent waiting for other devices           */
+} ptdp_clock;
+
+/* Seconds since an arbitrary fixed point (monotonic). */
+double ptdp_wall_now(void);
+
+/* Modelled time of one message of `bytes` on a link. */
+double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
+
+/* Modelled time of one collective over n devices, step by step as its ring
+ * (or tree) algorithm runs on real links, whatever algorithm the host ran.
+ * `bytes` is S, the full buffer: the whole vector for all_reduce,
+ * reduce_scatter, all_gather, broadcast, reduce, gather and scatter; one
+ * device's whole send buffer for all_to_all.  n == 1 costs 0.
+ *   barrier                      ceil(log2 n) * alpha
+ *   broadcast, reduce            ceil(log2 n) * (alpha + S/beta)      (binomial tree)
+ *   all_reduce                   2(n-1) * (alpha + S/(n beta))        (ring)
+ *   reduce_scatter, all_gather,
+ *   gather, scatter, all_to_all  (n-1) * (alpha + S/(n beta))
+ */
+double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * comm.h — communicators, collectives and point-to-point messages.
+ *
+ * Devices share nothing but communicators.  A communicator is a group of
+ * devices with ranks 0..size-1; the world communicator holds every device,
+ * and ptdp_comm_split cuts it into groups (the DP, TP and PP groups later)
+ * exactly as MPI_Comm_split does: same color = same group, ordered by key.
+ *
+ * A communicator is an interface (a table of operations, struct
+ * ptdp_comm_ops in comm_impl.h): the first backend runs devices as threads
+ * of one process over shared memory; an MPI backend (one process per device)
+ * can implement the same table later without touching the modules above.
+ *
+ * Rules every backend keeps:
+ *  - Reductions happen in a fixed order: the same call twice gives the same
+ *    bits, and every member ends an all_reduce with bit-identical values.
+ *  - Any count works, 0 and counts not divisible by the group size included.
+ *    Chunked collectives (reduce_scatter, all_gather, scatter, gather) take
+ *    the TOTAL count and give rank r the chunk ptdp_chunk(count, size, r)
+ *    (tensor.h): the first count % size ranks hold one element more.
+ *  - In place: all_reduce and reduce accept send == recv; all_gather and
+ *    reduce_scatter accept send == PTDP_IN_PLACE, meaning the rank's own
+ *    chunk already sits (or is wanted) at its offset inside recv.
+ *  - Send/recv are blocking with rendezvous semantics: a send returns only
+ *    once the matching recv has taken the data.  A wrong order deadlocks as
+ *    it would on real links, and the watchdog names who waits for whom.
+ *    Messages from one device to another with one tag arrive in order.
+ *  - Every member of a group must call the same collective with the same
+ *    count, dtype, op and root at the same point; otherwise each device's
+ *    call (operation, count, file:line) is reported and the run fails.
+ *  - A failed device makes every pending and later call on every device
+ *    return PTDP_EABORTED instead of hanging.
+ *
+ * Byte accounting (per device, comm_stats in device.h), in the textbook
+ * terms for S bytes on N devices:
+ *    all_reduce (ring or shared memory)   2(N-1)/N * S sent and received
+ *    reduce_scatter, all_gather           (N-1)/N * S
+ *    broadcast (root) / reduce (leaves)   S per receiver/sender
+ */
+#ifndef PTDP_COMM_H
+#define PTDP_COMM_H
+
+#include <stddef.h>
+
+#include "types.h"
+
+struct ptdp_device;
+typedef struct ptdp_comm ptdp_comm;
+
+typedef enum { PTDP_SUM = 0, PTDP_AVG, PTDP_MAX, PTDP_MIN, PTDP_OP_COUNT } ptdp_op;
+
+/* all_reduce algorithms (--algo).  DEFAULT resolves to the fastest (SHM). */
+typedef enum {
+    PTDP_ALGO_DEFAULT = 0,
+    PTDP_ALGO_NAIVE,    /* reduce to rank 0, then broadcast                 */
+    PTDP_ALGO_RING,     /* reduce-scatter then all-gather around a ring     */
+    PTDP_ALGO_SHM,      /* each device reduces its 1/N slice reading every
+                           buffer once, then copies the others' slices      */
+    PTDP_ALGO_COUNT
+} ptdp_algo;
+
+const char *ptdp_algo_name(ptdp_algo a);          /* "default", "naive", "ring", "shm" */
+int         ptdp_algo_parse(const char *s, ptdp_algo *out);   /* 0 or PTDP_EINVAL */
+
+/* What was called, for statistics, traces and mismatch reports. */
+typedef enum {
+    PTDP_COLL_BARRIER = 0,
+    PTDP_COLL_BROADCAST,
+    PTDP_COLL_REDUCE,
+    PTDP_COLL_ALL_REDUCE,
+    PTDP_COLL_ALL_GATHER,
+    PTDP_COLL_REDUCE_SCATTER,
+    PTDP_COLL_GATHER,
+    PTDP_COLL_SCATTER,
+    PTDP_COLL_ALL_TO_ALL,
+    PTDP_COLL_SEND,
+    PTDP_COLL_RECV,
+    PTDP_COLL_SPLIT,
+    PTDP_COLL_COUNT
+} ptdp_coll;
+
+const char *ptdp_coll_name(ptdp_coll c);   /* "all_reduce", … */
+
+#define PTDP_IN_PLACE ((const void *)1)
+
+int ptdp_comm_rank(const ptdp_comm *c);
+int ptdp_comm_size(const ptdp_comm *c);
+const char *ptdp_comm_name(const ptdp_comm *c);   /* "world", "dp", "tp", "pp", … */
+/* The world rank of this communicator's rank r. */
+int ptdp_comm_world_rank(const ptdp_comm *c, int r);
+struct ptdp_device *ptdp_comm_device(const ptdp_comm *c);
+
+/* Collective over c: devices with the same color form one new group, ranked
+ * by (key, old rank).  `name` labels the group in statistics ("dp", "tp"…).
+ * color < 0 gives *out = NULL (the device joins no group). */
+int  ptdp_comm_split_at(ptdp_comm *c, int color, int key, const char *name,
+                        ptdp_comm **out, const char *file, int line);
+/* Free a communicator made by split (the world is freed by ptdp_launch). */
+void ptdp_comm_free(ptdp_comm *c);
+
+/* The collectives.  Each returns 0 or a negative PTDP_E… code. */
+int ptdp_barrier_at(ptdp_comm *c, const char *file, int line);
+int ptdp_broadcast_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
+                      int root, const char *file, int line);
+int ptdp_reduce_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                   ptdp_dtype t, ptdp_op op, int root, const char *file, int line);
+int ptdp_all_reduce_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                       ptdp_dtype t, ptdp_op op, const char *file, int line);
+/* As all_reduce, with an explicit algorithm for this call. */
+int ptdp_all_reduce_algo_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                            ptdp_dtype t, ptdp_op op, ptdp_algo algo,
+                            const char *file, int line);
+/* recv holds `count` elements; rank r contributes its chunk. */
+int ptdp_all_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                       ptdp_dtype t, const char *file, int line);
+/* send holds `count` elements; rank r receives the reduced chunk r. */
+int ptdp_reduce_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                           ptdp_dtype t, ptdp_op op, const char *file, int line);
+/* Root's recv gets every rank's chunk (count = total). */
+int ptdp_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                   ptdp_dtype t, int root, const char *file, int line);
+/* Rank r's recv gets chunk r of root's send (count = total). */
+int ptdp_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                    ptdp_dtype t, int root, const char *file, int line);
+/* send and recv hold size * count elements; block j of send goes to rank j,
+ * block i of recv comes from rank i. */
+int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                       ptdp_dtype t, const char *file, int line);
+
+/* Blocking, rendezvous point-to-point.  dst/src are ranks in c. */
+int ptdp_send_at(ptdp_comm *c, const void *buf, size_t count, ptdp_dtype t,
+                 int dst, int tag, const char *file, int line);
+int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
+                 int src, int tag, const char *file, int line);
+
+/* The calls most code uses record the caller's file:line for reports. */
+#define ptdp_comm_split(c, color, key, name, out) ptdp_comm_split_at(c, color, key, name, out, __FILE__, __LINE__)
+#define ptdp_barrier(c)                         ptdp_barrier_at(c, __FILE__, __LINE__)
+#define ptdp_broadcast(c, b, n, t, root)        ptdp_broadcast_at(c, b, n, t, root, __FILE__, __LINE__)
+#define ptdp_reduce(c, s, r, n, t, op, root)    ptdp_reduce_at(c, s, r, n, t, op, root, __FILE__, __LINE__)
+#define ptdp_all_reduce(c, s, r, n, t, op)      ptdp_all_reduce_at(c, s, r, n, t, op, __FILE__, __LINE__)
+#define ptdp_all_reduce_algo(c, s, r, n, t, op, a) ptdp_all_reduce_algo_at(c, s, r, n, t, op, a, __FILE__, __LINE__)
+#define ptdp_all_gather(c, s, r, n, t)          ptdp_all_gather_at(c, s, r, n, t, __FILE__, __LINE__)
+#define ptdp_reduce_scatter(c, s, r, n, t, op)  ptdp_reduce_scatter_at(c, s, r, n, t, op, __FILE__, __LINE__)
+#define ptdp_gather(c, s, r, n, t, root)        ptdp_gather_at(c, s, r, n, t, root, __FILE__, __LINE__)
+#define ptdp_scatter(c, s, r, n, t, root)       ptdp_scatter_at(c, s, r, n, t, root, __FILE__, __LINE__)
+#define ptdp_all_to_all(c, s, r, n, t)          ptdp_all_to_all_at(c, s, r, n, t, __FILE__, __LINE__)
+#define ptdp_send(c, b, n, t, dst, tag)         ptdp_send_at(c, b, n, t, dst, tag, __FILE__, __LINE__)
+#define ptdp_recv(c, b, n, t, src, tag)         ptdp_recv_at(c, b, n, t, src, tag, __FILE__, __LINE__)
+
+/* Per-device communication statistics (device.h holds one). */
+#define PTDP_MAX_GROUP_NAMES 8
+typedef struct {
+    unsigned long long calls[PTDP_COLL_COUNT];
+    double bytes_sent[PTDP_COLL_COUNT];
+    double bytes_recv[PTDP_COLL_COUNT];
+    double total_sent, total_recv;
+    struct { char name[16]; double sent, recv; unsigned long long calls; } group[PTDP_MAX_GROUP_NAMES];
+    int ngroups;
+} ptdp_comm_stats;
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * ops.h — the numerical operations of the model, each forward beside its backward.
+ *
+ * The model is three ops deep:
+ *
+ *     x ──► linear ──► gelu ──► linear ──► … ──► linear ──► softmax-xent ──► loss
+ *       y = x W^T + b   0.5x(1+tanh(…))                      -log p[label]
+ *
+ * and backpropagation runs the same ops' backward functions in reverse, each
+ * one turning dL/d(output) into dL/d(input) and dL/d(parameters).
+ *
+ * Rules every op follows:
+ *   - Pure functions on ptdp_tensor: they never allocate, never communicate
+ *     and never touch a device or its clock.  The model counts flops itself
+ *     with the ptdp_*_flops helpers below and advances the virtual clock.
+ *   - Any tensor argument may be a strided view (stride > cols), e.g. a
+ *     tensor-parallel column slice of a full weight: ops index with
+ *     data[i * stride + j] and pass the stride to BLAS as the leading dimension.
+ *   - Shapes (and labels in range) are preconditions, checked with assert().
+ *   - Deterministic: the same inputs give bit-identical outputs (BLAS runs
+ *     single-threaded inside a device), so data-parallel replicas never drift.
+ *
+ * Flop counting convention: one flop per add, subtract, multiply or divide,
+ * one per exp, log or tanh; a product of (m x k) by (k x n) costs 2 m n k.
+ */
+#ifndef PTDP_OPS_H
+#define PTDP_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+/* ---------------------------------------------------------------- matmul */
+
+/* C = alpha op(A) op(B) + beta C, where op(X) is X or X^T: the raw GEMM for
+ * code that needs a product other than nn.Linear's (e.g. the data
+ * generator's x T).  C is m x n, op(A) m x k, op(B) k x n.  beta == 0
+ * overwrites C without reading it. */
+void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool trans_b,
+                 double alpha, double beta);
+/* 2 m n k */
+double ptdp_matmul_flops(int m, int n, int k);
+
+/* ---------------------------------------------------------------- linear */
+
+/* y = x W^T (+ b): nn.Linear. x: B x in, w: out x in, b: 1 x out or NULL, y: B x out (overwritten). */
+void ptdp_linear_forward(ptdp_tensor y, ptdp_tensor x, ptdp_tensor w, const ptdp_tensor *b);
+/* Backward of y = x W^T + b given dy (B x out):
+ *   dx  = dy W           (dx may be NULL: not needed, e.g. the first layer's input)
+ *   dW += dy^T x         (accumulates: gradient accumulation over micro-batches)
+ *   db += column sums of dy   (db may be NULL)
+ * if accumulate_dx is true, dx += dy W instead of =.
+ * Outputs must not overlap inputs (dx is not dy, x or w). */
+void ptdp_linear_backward(ptdp_tensor *dx, ptdp_tensor dw, ptdp_tensor *db,
+                          ptdp_tensor dy, ptdp_tensor x, ptdp_tensor w, bool accumulate_dx);
+/* 2 B in out + B out (the bias; every Linear of the model has one). */
+double ptdp_linear_flops_forward(int batch, int in, int out);
+/* 4 B in out + B out: dx (2 B in out), dW (2 B in out), db (B out).
+ * Without dx (the first layer) subtract ptdp_matmul_flops(batch, in, out). */
+double ptdp_linear_flops_backward(int batch, int in, int out);
+/* y += b broadcast over rows (b: 1 x y.cols) */
+void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b);
+/* db += column sums of dy (db: 1 x dy.cols) */
+void ptdp_bias_backward(ptdp_tensor db, ptdp_tensor dy);
+
+/* ------------------------------------------------------------------ gelu */
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) (PyTorch gelu(approximate="tanh")).
+ * y may alias x. */
+void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x);
+/* dx = dy * gelu'(x) (x is the forward's input); dx may alias dy. */
+void ptdp_gelu_backward(ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x);
+/* 9 per element forward, 19 backward (counted in gelu.c). */
+double ptdp_gelu_flops_forward(size_t n);
+double ptdp_gelu_flops_backward(size_t n);
+
+/* ------------------------------------------------- softmax cross-entropy */
+
+/* Softmax cross-entropy over rows of logits (B x C) with integer labels in [0, C).
+ * Returns the SUM over rows of -log softmax(logits)[label], computed stably in double (row max subtracted).
+ * Not the mean: the caller decides the scaling (it matters for data parallelism). */
+double ptdp_xent_forward(ptdp_tensor logits, const int64_t *labels);
+/* dlogits = scale * (softmax(logits) - onehot(label)); dlogits may alias logits. */
+void ptdp_xent_backward(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels, double scale);
+/* About 4 per logit forward (subtract, exp, add, compare), 5 backward. */
+double ptdp_xent_flops_forward(int batch, int classes);
+double ptdp_xent_flops_backward(int batch, int classes);
+
+/* Vocab-parallel (tensor-parallel) cross-entropy, where each rank holds the
+ * column slice [col0, col0 + logits.cols) of the full B x C logits.  For row
+ * i, with M = the global row max and S = sum over ALL columns of exp(l - M):
+ *
+ *     loss_i = log S + M - l[label_i]
+ *
+ * Every rank computes pieces over its slice, the TP group combines them
+ * (all_reduce max of the maxima, then all_reduce sum of the sums and of the
+ * picked logits), and every rank can then finish the loss and its slice of
+ * the gradient.  All outputs are arrays of B doubles.
+ *
+ *   ptdp_row_max     out[i] = max_j logits[i][j]                  → all_reduce MAX
+ *   ptdp_row_sum_exp out[i] = sum_j exp(logits[i][j] - max[i])     → all_reduce SUM
+ *                    (max = the GLOBAL maxima)
+ *   ptdp_pick_label  out[i] = logits[i][labels[i] - col0] if the
+ *                    label falls in this slice, else 0             → all_reduce SUM
+ */
+void ptdp_row_max(double *out, ptdp_tensor logits);
+void ptdp_row_sum_exp(double *out, ptdp_tensor logits, const double *max);
+void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int col0);
+/* Sum over the B rows of log sumexp[i] + max[i] - picked[i]: the loss sum,
+ * equal to ptdp_xent_forward of the full logits. */
+double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked);
+/* dlogits = scale * (exp(l - max) / sumexp - onehot) on this slice (the
+ * one-hot is 1 only where labels[i] - col0 is a column of the slice).
+ * dlogits may alias logits. */
+void ptdp_xent_backward_shard(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels,
+                              int col0, const double *max, const double *sumexp, double scale);
+
+#endif

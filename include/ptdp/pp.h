@@ -1,0 +1,55 @@
+/*
+ * pp.h — pipeline parallelism: run one step of a schedule on one stage.
+ *
+ * The L blocks are cut into pp contiguous stages (model.h).  A step's
+ * micro-batches flow forward through the stages and their gradients flow
+ * back; schedule.h decides the order, this executor just follows it:
+ *
+ *   for (a in schedule->stage[my stage])
+ *       switch (a.kind) {
+ *       case RECV_FORWARD:  receive mb's input activation from stage - 1
+ *       case FORWARD:       run my blocks forward on mb
+ *       case SEND_FORWARD:  send mb's output activation to stage + 1
+ *       case RECV_BACKWARD: receive the gradient of mb's output from stage + 1
+ *       case BACKWARD:      run my blocks backward on mb, free its activations
+ *       case SEND_BACKWARD: send the gradient of mb's input to stage - 1
+ *       case OPTIMIZER_STEP: the caller's step (DP all-reduce, optimizer)
+ *       }
+ *
+ * Messages are tagged (micro-batch, direction) and blocking with rendezvous
+ * semantics; the schedule's order of sends and receives (even stages send
+ * first, odd stages receive first) is what keeps them from deadlocking.
+ */
+#ifndef PTDP_PP_H
+#define PTDP_PP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data.h"
+#include "model.h"
+#include "schedule.h"
+
+struct ptdp_device;
+
+typedef int (*ptdp_optimizer_fn)(struct ptdp_device *dev, void *ctx);
+
+typedef struct {
+    ptdp_model *model;
+    ptdp_dataset *data;
+    const ptdp_schedule *schedule;
+    long step;                 /* 0-based global step                           */
+    int64_t shard_first;       /* global index of this DP shard's first sample   */
+    int shard_rows;            /* samples in this DP shard this step             */
+    int micro_batches;
+    bool recompute;
+    double loss_scale;         /* 1 / global batch                               */
+    ptdp_optimizer_fn optimizer_step;
+    void *optimizer_ctx;
+    double loss_sum;           /* out: sum of per-sample losses (last stage)     */
+    int peak_in_flight;        /* out: most micro-batches alive at once          */
+} ptdp_pp_step;
+
+int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
+
+#endif

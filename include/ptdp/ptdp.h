@@ -1,0 +1,25 @@
+/* ptdp.h — everything at once. */
+#ifndef PTDP_H
+#define PTDP_H
+#include "error.h"
+#include "types.h"
+#include "arena.h"
+#include "rng.h"
+#include "tensor.h"
+#include "clock.h"
+#include "trace.h"
+#include "comm.h"
+#include "device.h"
+#include "ops.h"
+#include "optim.h"
+#include "mesh.h"
+#include "model.h"
+#include "data.h"
+#include "tp.h"
+#include "dp.h"
+#include "schedule.h"
+#include "pp.h"
+#include "state.h"
+#include "train.h"
+#include "safetensors.h"
+#endif

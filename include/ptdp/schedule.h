@@ -1,0 +1,184 @@
+/*
+ * schedule.h — a pipeline schedule is data: one ordered list of actions per stage.
+ *
+ * With pp stages and m micro-batches, stage s runs its list top to bottom:
+ *
+ *   stage 1 of 4, 1F1B, m = 4                          (ptdp_schedule_print)
+ *     F0<-0  F0  F0->2  F1<-0  F1  F1->2  F2<-0  F2  B0<-2  F2->2  B0  F3<-0 …
+ *     (Fk<-s: receive micro-batch k's activation from stage s; Fk->s: send it)
+ *
+ *   FORWARD(mb)        run the stage's layers forward on micro-batch mb
+ *   BACKWARD(mb)       run them backward; mb's activations may then be freed
+ *   SEND_FORWARD(mb)   mb's output activation       -> stage s+1
+ *   RECV_FORWARD(mb)   mb's input activation        <- stage s-1
+ *   SEND_BACKWARD(mb)  gradient of mb's input       -> stage s-1
+ *   RECV_BACKWARD(mb)  gradient of mb's output      <- stage s+1
+ *   OPTIMIZER_STEP     once, last (a data-parallel gradient all-reduce goes
+ *                      right before it: once per step, not per micro-batch)
+ *
+ * A generator (GPipe, 1F1B, …) is a small function that appends actions; an
+ * executor runs any list with one switch statement; the validator proves a
+ * list correct and deadlock-free under blocking rendezvous send/recv; the
+ * timing simulation measures its bubble in virtual time:
+ *
+ *   bubble = idle / makespan = (p - 1) / (m + p - 1)   (uniform stages, free links)
+ *
+ * Nothing here knows about models, tensors or devices.  An executor on
+ * stage `me` is one loop:
+ *
+ *   for (int i = 0; i < s->stage[me].count; i++) {
+ *       const ptdp_action *a = &s->stage[me].actions[i];
+ *       switch (a->kind) {
+ *       case PTDP_ACT_FORWARD:      rc = stage_forward(a->mb);                    break;
+ *       case PTDP_ACT_SEND_FORWARD: rc = ptdp_send(pp, act[a->mb], n, PTDP_REAL,
+ *                                                  a->peer, TAG_ACTIVATION);      break;
+ *       …
+ *
+ * One tag per direction is enough: a validated schedule sends and receives
+ * the micro-batches between two stages in the same order.
+ */
+#ifndef PTDP_SCHEDULE_H
+#define PTDP_SCHEDULE_H
+
+#include <stdio.h>
+
+typedef enum {
+    PTDP_ACT_FORWARD = 0,
+    PTDP_ACT_BACKWARD,
+    PTDP_ACT_SEND_FORWARD,
+    PTDP_ACT_RECV_FORWARD,
+    PTDP_ACT_SEND_BACKWARD,
+    PTDP_ACT_RECV_BACKWARD,
+    PTDP_ACT_OPTIMIZER_STEP,
+    PTDP_ACT_KIND_COUNT
+} ptdp_action_kind;
+
+typedef struct {
+    ptdp_action_kind kind;
+    int mb;      /* micro-batch 0..m-1; -1 for OPTIMIZER_STEP               */
+    int peer;    /* the stage a send goes to / a recv comes from; -1 if none */
+} ptdp_action;
+
+typedef struct {
+    int          count;      /* actions in the list                          */
+    int          capacity;   /* room allocated (6m + 1 covers any schedule)   */
+    ptdp_action *actions;    /* actions[0 .. count-1], run in this order      */
+} ptdp_stage_actions;
+
+typedef struct {
+    char                name[32];      /* "gpipe", "1f1b", …                */
+    int                 pp;            /* pipeline stages                    */
+    int                 micro_batches; /* m                                  */
+    ptdp_stage_actions *stage;         /* stage[s] for s = 0 .. pp-1          */
+    int                 overflow;      /* set if a generator pushed past capacity */
+} ptdp_schedule;
+
+/* A generator appends every stage's actions with ptdp_schedule_push. */
+typedef void (*ptdp_schedule_generator)(ptdp_schedule *s);
+
+typedef struct {
+    const char             *name;
+    const char             *summary;
+    ptdp_schedule_generator generate;
+} ptdp_schedule_entry;
+
+/* The generators. */
+void ptdp_schedule_gpipe(ptdp_schedule *s);
+void ptdp_schedule_1f1b(ptdp_schedule *s);
+/* A counter-example, not in the registry: 1F1B with every send ordered before
+ * its receive.  It deadlocks under rendezvous send/recv for pp >= 2, m >= 2. */
+void ptdp_schedule_1f1b_naive(ptdp_schedule *s);
+
+/* The registry: "gpipe", "1f1b".  Adding a schedule = one generator + one line. */
+const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
+const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
+
+/* An empty schedule (lists with room for any schedule), or a generated one.
+ * Both return 0, or PTDP_EINVAL (pp < 1, m < 1, unknown name, a generator
+ * overflow) / PTDP_ENOMEM; *out is NULL on failure. */
+int  ptdp_schedule_alloc(const char *name, int pp, int micro_batches, ptdp_schedule **out);
+int  ptdp_schedule_generate(ptdp_schedule_generator gen, const char *name,
+                            int pp, int micro_batches, ptdp_schedule **out);
+int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
+void ptdp_schedule_destroy(ptdp_schedule *s);
+
+/* Append one action to stage `stage`; the peer follows from the kind
+ * (SEND_FORWARD/RECV_BACKWARD: stage+1, RECV_FORWARD/SEND_BACKWARD: stage-1).
+ * Past capacity it sets s->overflow, which ptdp_schedule_generate reports. */
+void ptdp_schedule_push(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb);
+
+/* The neighbour an action of `stage` talks to: stage+1 for SEND_FORWARD and
+ * RECV_BACKWARD, stage-1 for RECV_FORWARD and SEND_BACKWARD; -1 otherwise. */
+int ptdp_action_peer(ptdp_action_kind kind, int stage);
+
+/* "FORWARD", "SEND_BACKWARD", …; and the short form used by print:
+ * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */
+const char *ptdp_action_kind_name(ptdp_action_kind k);
+int         ptdp_action_format(const ptdp_action *a, char *buf, size_t len);
+
+/* Every stage's list, wrapped, with a legend. */
+void ptdp_schedule_print(const ptdp_schedule *s, FILE *out);
+
+/* ---- validation: rules, then a rendezvous simulation (schedule_sim.c) ------ */
+
+typedef struct {
+    int  deadlock;        /* 1: the rendezvous simulation stalled           */
+    int  stage, index;    /* the first broken rule's stage and action, or -1 */
+    char message[1024];   /* the reason; for a deadlock one line per stage  */
+} ptdp_schedule_verdict;
+
+/* 0 if every micro-batch is forwarded and backwarded once per stage, every
+ * local and cross-stage dependency holds, every send has its recv, the
+ * optimizer step is last, and blocking rendezvous send/recv cannot deadlock.
+ * Otherwise PTDP_EINVAL with the reason in *v (v may be NULL). */
+int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v);
+
+/* Micro-batches forwarded but not yet backwarded, at most, on `stage`:
+ * GPipe m; 1F1B min(pp - stage, m).  Those are the activations a stage holds. */
+int ptdp_schedule_peak_in_flight(const ptdp_schedule *s, int stage);
+
+/* ---- timing: the schedule in virtual time (schedule_sim.c) ----------------- */
+
+typedef struct {
+    double forward;    /* t_f of one micro-batch on one stage                 */
+    double backward;   /* t_b                                                 */
+    double send;       /* a message arrives at t_send + send; the sender goes on */
+    const double *forward_per_stage;   /* optional, pp values overriding forward  */
+    const double *backward_per_stage;  /* optional, pp values overriding backward */
+} ptdp_schedule_costs;
+
+typedef struct {
+    double start, end;
+} ptdp_action_time;
+
+typedef struct {
+    int                pp;
+    double             makespan;   /* when the last stage to finish is done   */
+    double             bubble;     /* sum of idle / (pp * makespan)           */
+    double            *busy;       /* busy[s]: forward + backward time        */
+    double            *idle;       /* idle[s] = makespan - busy[s]            */
+    ptdp_action_time **time;       /* time[s][i] for action i of stage s      */
+} ptdp_schedule_timeline;
+
+/* Validate, then play the schedule in virtual time: compute takes its cost,
+ * a send is instant for the sender, a recv ends at max(now, arrival).
+ * 0, PTDP_EINVAL (an invalid schedule or negative cost) or PTDP_ENOMEM. */
+int  ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
+                            ptdp_schedule_timeline **out);
+void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t);
+
+/* (p - 1) / (m + p - 1): GPipe's and 1F1B's bubble with uniform stages. */
+double ptdp_bubble_formula(int pp, int micro_batches);
+
+/* ---- drawing (schedule_draw.c); t must come from ptdp_schedule_simulate(s) - */
+
+/* One row per stage, time to the right: F/B boxes labelled with the
+ * micro-batch, idle as dots; a time axis; the bubble measured and by formula. */
+int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t, FILE *out);
+
+/* The GPipe paper's figure as a standalone SVG, written atomically (temporary
+ * file, fsync, rename).  0 or PTDP_EIO with the reason in msg. */
+int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                      const char *path, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * state.h — a training state in host memory, as whole (unsharded) tensors.
+ *
+ * This is what a checkpoint holds and what --check compares: the parameters
+ * named like a PyTorch state_dict (in.weight, blocks.{l}.fc1.weight, …,
+ * out.bias), the optimizer state (optim.{name}.exp_avg / exp_avg_sq, or
+ * optim.{name}.momentum_buffer for SGD), the number of steps taken, and the
+ * configuration.  Devices copy their shards into it and out of it — like
+ * torch.distributed.checkpoint, each rank writes and reads only its own
+ * slice, so no device ever needs memory for the whole model.
+ */
+#ifndef PTDP_STATE_H
+#define PTDP_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef enum { PTDP_OPT_ADAMW = 0, PTDP_OPT_SGD } ptdp_optimizer_kind;
+
+typedef struct {
+    char name[2 * PTDP_NAME_MAX];     /* "blocks.3.fc1.weight", "optim.out.bias.exp_avg" */
+    int rows, cols;                  /* a bias or 1-D state is 1 x n   */
+    bool is_bias;                    /* saved with shape [n]           */
+    ptdp_real *data;                 /* rows * cols, host memory       */
+} ptdp_state_tensor;
+
+typedef struct {
+    ptdp_model_config cfg;
+    ptdp_optimizer_kind optimizer;
+    bool has_momentum;               /* SGD with momentum: momentum buffers */
+    uint64_t seed;
+    int batch;
+    long step;                       /* optimizer steps taken          */
+    int ntensors;
+    ptdp_state_tensor *t;            /* parameters first, then optimizer state */
+} ptdp_state;
+
+/* An empty state for cfg: every parameter tensor (zeros), and the optimizer
+ * tensors of `optimizer` (with_momentum: SGD momentum buffers). */
+int  ptdp_state_create(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
+                       bool with_momentum);
+void ptdp_state_free(ptdp_state *s);
+ptdp_state_tensor *ptdp_state_find(ptdp_state *s, const char *name);
+/* Number of optimizer tensors per parameter: 2 (AdamW), 1 (SGD+momentum) or 0. */
+int  ptdp_state_optim_slots(const ptdp_state *s);
+/* Name of optimizer slot k of parameter `param`: "exp_avg", "exp_avg_sq", "momentum_buffer". */
+const char *ptdp_state_slot_name(const ptdp_state *s, int k);
+
+/* Save as safetensors (atomic) and load (validated: names, shapes, dtype,
+ * length; F32 or F64).  Loading checks that the file's model configuration
+ * equals cfg and fills optimizer, step, seed and batch from it.  Errors:
+ * PTDP_EIO / PTDP_ECORRUPT with a message naming the file and the problem. */
+int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen);
+int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
+                    char *msg, size_t msglen);
+
+/* Copy between a device's shard and the whole tensor (element (row0+i, col0+j)). */
+void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);
+void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * train.h — the training loop of every configuration, and --check.
+ *
+ * ptdp_train runs `steps` optimizer steps of the reference MLP on
+ * dp * tp * pp device threads.  One step, on every device:
+ *
+ *   for each action of this stage's pipeline schedule:       (schedule.h)
+ *       forward / backward one micro-batch of this DP shard,  (mlp.c)
+ *       send / receive activations and their gradients        (pp.c)
+ *   all-reduce the gradients in the DP group, in buckets      (dp.c)
+ *   gradient norm over the whole model, clip                  (model.c)
+ *   optimizer step (AdamW or SGD), zero the gradients         (optim.c)
+ *
+ * The single-device baseline is the same call with dp = tp = pp = 1.
+ */
+#ifndef PTDP_TRAIN_H
+#define PTDP_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "state.h"
+
+typedef struct {
+    ptdp_model_config model;
+    int dp, tp, pp;
+    int micro_batches;        /* M: micro-batches per DP shard per step   */
+    int batch;                /* B: the global batch                      */
+    int steps;                /* steps of this run                        */
+    ptdp_optimizer_kind optimizer;
+    double lr, momentum, weight_decay, clip_grad;   /* clip_grad 0 = off */
+    double bucket_mb;         /* DDP bucket size, MiB                     */
+    double dropout;
+    uint64_t seed;
+    const char *schedule;     /* "1f1b" (default) or "gpipe"              */
+    bool recompute;
+    const int *stage_layers;  /* pp entries, or NULL for balanced         */
+    int zero;                 /* 0, 1 or 2                                */
+    bool verify_replicas;     /* after every step, check that DP replicas are
+                                 bit-identical (one small all-gather of hashes) */
+
+    const ptdp_state *resume;   /* start from this state (--load), or NULL */
+    ptdp_state *final_state;    /* filled at the end if not NULL (--save, --check) */
+    ptdp_state *init_state;     /* filled before the first step (--save-init)      */
+    /* --dump-data: filled with the global batches used, x [steps, B, d_in]
+     * and y [steps, B], if not NULL (host arrays of that size). */
+    ptdp_real *dump_x;
+    int64_t *dump_y;
+} ptdp_train_config;
+
+/* One step as the log line and --log print it. */
+typedef struct {
+    long step;            /* global step, 1 for a fresh run's first       */
+    double loss;          /* mean over the global batch                   */
+    double grad_norm;     /* over the whole model, each parameter once    */
+    double virtual_s;     /* the step's makespan: largest over devices    */
+    double wall_s;        /* largest over devices                         */
+    double bytes;         /* bytes sent during the step, summed over devices */
+} ptdp_step_log;
+
+/* Called (from a device thread, one call at a time, in step order) as soon
+ * as every device has finished a step. */
+typedef void (*ptdp_step_observer)(const ptdp_step_log *log, void *ctx);
+
+typedef struct {
+    int steps;
+    ptdp_step_log *log;           /* [steps] */
+    double bubble_measured;       /* pipeline idle fraction, virtual time (pp > 1) */
+    double bubble_formula;        /* (p - 1) / (m + p - 1)                         */
+    size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */
+} ptdp_train_result;
+
+/* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */
+int  ptdp_train_validate(const ptdp_train_config *cfg, char *msg, size_t msglen);
+/* Run.  opts may carry device memory, watchdog, profile, algo, trace and a
+ * launch result (per-device memory, bytes and times).  Returns 0 or the
+ * first failure (message in opts->result if given, else in msg). */
+int  ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
+                ptdp_step_observer observer, void *observer_ctx,
+                ptdp_train_result *result, char *msg, size_t msglen);
+void ptdp_train_result_free(ptdp_train_result *r);
+
+/* --check's rule, per tensor: max|a - b| <= tol * max(1, max|b|).  Compares
+ * every parameter of a against b (the baseline); reports the largest
+ * absolute and relative difference and the worst tensor.  Returns true if
+ * every tensor is within tol. */
+typedef struct {
+    double max_abs, max_rel;      /* over all parameters                      */
+    char worst[2 * PTDP_NAME_MAX];
+    bool ok;
+} ptdp_check_report;
+bool ptdp_check_states(const ptdp_state *a, const ptdp_state *b, double tol, ptdp_check_report *rep);
+/* The same rule for one number (a step's loss). */
+bool ptdp_check_value(double a, double b, double tol);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * allreduce_ring.c — the ring all-reduce: reduce-scatter, then all-gather.
+ *
+ * The devices stand in a ring; each only ever talks to its neighbours:
+ * it sends to the right (rank + 1) and receives from the left (rank - 1).
+ * Cut the vector into N chunks (ptdp_chunk).
+ *
+ *   reduce-scatter, N-1 steps.  At step s rank r sends chunk r-s-1 and
+ *   receives chunk r-s-2, adding its own contribution to what arrives.
+ *   A chunk travels once around the ring collecting every member's part
+ *   and ends, complete, at the rank with its number:
+ *
+ *        step 0          step 1           after N-1 = 2 steps (N = 3)
+ *     0 ──a0──► 1      0 ──c12──► 1      rank 0 holds a = a0+a1+a2
+ *     ▲         │      ▲          │      rank 1 holds b = b0+b1+b2
+ *     └── 2 ◄───┘      └── 2 ◄────┘      rank 2 holds c = c0+c1+c2
+ *
+ *   all-gather, N-1 steps.  At step s rank r sends chunk r-s and receives
+ *   chunk r-s-1, now copying: every complete chunk travels around once.
+ *
+ * Each step moves one chunk per link, so a device sends (N-1) chunks per
+ * phase: 2(N-1)/N · S in all — independent of N, which is why NCCL uses
+ * rings for large messages.  Exactly: the reduce-scatter sends every chunk
+ * but r and receives every chunk but r-1; the all-gather sends every chunk
+ * but r+1 and receives every chunk but r.
+ *
+ * The order of each chunk's sum is fixed (it starts at its number + 1 and
+ * goes around), so results repeat bit for bit, and after the all-gather
+ * every member holds the same copy of each chunk.
+ *
+ * A step is a sendrecv through a one-slot mailbox per device: I post a
+ * pointer to my outgoing chunk, take my left neighbour's, and wait until
+ * my right neighbour has taken mine before the next step.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+#include "ptdp/error.h"
+#include "ptdp/tensor.h"
+
+static int mod(int a, int n)
+{
+    return ((a % n) + n) % n;
+}
+
+/* --------------------------------------------------- one ring step */
+
+typedef struct {
+    const atomic_ullong *word;
+    unsigned long long step;
+} step_wait;
+
+static bool reached(const void *arg)
+{
+    const step_wait *sw = arg;
+    return atomic_load(sw->word) >= sw->step;
+}
+
+/* Post `outgoing` for my right neighbour; return my left neighbour's. */
+static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoing,
+                         const void **incoming)
+{
+    struct shm_group *g = c->shm;
+    shm_member *me = &g->member[c->rank];
+    int left = mod(c->rank - 1, c->size), right = mod(c->rank + 1, c->size);
+    unsigned long long step = ++me->ring_step;
+
+    me->data = outgoing;
+    atomic_store(&me->posted, step);
+    ptdp_wake(c->dev->w, c->world_rank[right]);
+
+    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    step_wait arrived = { &g->member[left].posted, step };
+    int rc = ptdp_wait_until(c->dev, reached, &arrived, &why);
+    *incoming = g->member[left].data;
+    return rc;
+}
+
+/* I am done with my left neighbour's chunk; wait until my right neighbour
+ * is done with mine (then I may reuse or return my buffer). */
+static int ring_release(ptdp_comm *c, const ptdp_call *mine)
+{
+    struct shm_group *g = c->shm;
+    shm_member *me = &g->member[c->rank];
+    int left = mod(c->rank - 1, c->size);
+
+    atomic_store(&g->member[left].taken, me->ring_step);
+    ptdp_wake(c->dev->w, c->world_rank[left]);
+
+    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    step_wait taken = { &me->taken, me->ring_step };
+    return ptdp_wait_until(c->dev, reached, &taken, &why);
+}
+
+/* ----------------------------------------------------- the phases */
+
+typedef struct {
+    size_t off[PTDP_MAX_DEVICES], len[PTDP_MAX_DEVICES];   /* in bytes */
+} chunks;
+
+static void cut(const ptdp_comm *c, const ptdp_call *k, chunks *ch)
+{
+    size_t es = ptdp_dtype_size(k->dtype);
+    for (int i = 0; i < c->size; i++) {
+        ptdp_chunk(k->count, c->size, i, &ch->off[i], &ch->len[i]);
+        ch->off[i] *= es;
+        ch->len[i] *= es;
+    }
+}
+
+/* Reduce-scatter.  `send` is my contribution; the running sum of chunk c
+ * is kept at work + off(c) until passed on; the complete chunk r (my
+ * rank) is written to `out`. */
+static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks *ch,
+                               const char *send, char *work, char *out, ptdp_traffic *t)
+{
+    int n = c->size, r = c->rank;
+    size_t es = ptdp_dtype_size(mine->dtype);
+    if (n == 1) {
+        ptdp_copy(out, send, ch->len[0]);
+        return 0;
+    }
+    for (int s = 0; s < n - 1; s++) {
+        int send_chunk = mod(r - s - 1, n), recv_chunk = mod(r - s - 2, n);
+        const char *outgoing = s == 0 ? send + ch->off[send_chunk] : work + ch->off[send_chunk];
+        char *sum = s == n - 2 ? out : work + ch->off[recv_chunk];
+        const void *incoming;
+
+        int rc = ring_exchange(c, mine, outgoing, &incoming);
+        if (rc)
+            return rc;
+        ptdp_reduce2(sum, incoming, send + ch->off[recv_chunk], ch->len[recv_chunk] / es,
+                     mine->dtype, mine->rop);
+        t->sent += (double)ch->len[send_chunk];
+        t->recv += (double)ch->len[recv_chunk];
+        if ((rc = ring_release(c, mine)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* All-gather.  Chunk r of buf is mine; afterwards buf holds every chunk. */
+static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const chunks *ch,
+                           char *buf, ptdp_traffic *t)
+{
+    int n = c->size, r = c->rank;
+    for (int s = 0; s < n - 1; s++) {
+        int send_chunk = mod(r - s, n), recv_chunk = mod(r - s - 1, n);
+        const void *incoming;
+
+        int rc = ring_exchange(c, mine, buf + ch->off[send_chunk], &incoming);
+        if (rc)
+            return rc;
+        ptdp_copy(buf + ch->off[recv_chunk], incoming, ch->len[recv_chunk]);
+        t->sent += (double)ch->len[send_chunk];
+        t->recv += (double)ch->len[recv_chunk];
+        if ((rc = ring_release(c, mine)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------- the collectives */
+
+int ptdp_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
+{
+    const ptdp_call *mine = calls[c->rank];
+    chunks ch;
+    cut(c, mine, &ch);
+    char *recv = mine->recv;
+    char *my_chunk = recv + ch.off[c->rank];
+
+    /* recv is the workspace: chunk c's running sum replaces my part of
+     * chunk c, which has just been added (in place, send == recv, too). */
+    int rc = ring_reduce_scatter(c, mine, &ch, mine->send, recv, my_chunk, t);
+    if (rc)
+        return rc;
+    if (mine->rop == PTDP_AVG)
+        ptdp_divide(my_chunk, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
+    return ring_all_gather(c, mine, &ch, recv, t);
+}
+
+/* Out of place the running sums need a workspace of the full vector (the
+ * member's scratch, kept between calls); in place, recv is the workspace. */
+static char *workspace(ptdp_comm *c, size_t bytes)
+{
+    shm_member *me = &c->shm->member[c->rank];
+    if (me->scratch_bytes < bytes) {
+        void *p = realloc(me->scratch, bytes);
+        if (!p)
+            return NULL;
+        me->scratch = p;
+        me->scratch_bytes = bytes;
+    }
+    return me->scratch;
+}
+
+int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
+{
+    const ptdp_call *mine = calls[c->rank];
+    chunks ch;
+    cut(c, mine, &ch);
+    size_t S = mine->count * ptdp_dtype_size(mine->dtype);
+    char *work = mine->in_place ? (char *)mine->recv : workspace(c, S);
+    if (!work && S > 0)
+        return ptdp_fail(c->dev, PTDP_ENOMEM, "ring reduce_scatter: no host memory for a "
+                         "%zu-byte workspace", S);
+    char *out = mine->in_place ? work + ch.off[c->rank] : (char *)mine->recv;
+
+    int rc = ring_reduce_scatter(c, mine, &ch, mine->send, work, out, t);
+    if (rc == 0 && mine->rop == PTDP_AVG)
+        ptdp_divide(out, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
+    return rc;
+}
+
+int ptdp_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
+{
+    const ptdp_call *mine = calls[c->rank];
+    chunks ch;
+    cut(c, mine, &ch);
+    char *recv = mine->recv;
+    if (!mine->in_place)
+        ptdp_copy(recv + ch.off[c->rank], mine->send, ch.len[c->rank]);
+    return ring_all_gather(c, mine, &ch, recv, t);
+}

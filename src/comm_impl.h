@@ -1,0 +1,177 @@
+/*
+ * comm_impl.h — what a communicator is inside (private to the library).
+ *
+ * Two layers:
+ *
+ *   comm.c        the public calls: check the arguments, meet the group,
+ *                 check that every member called the same thing, run the
+ *                 backend's operation, then account bytes, advance the
+ *                 virtual clock and record a trace event.
+ *        │ struct ptdp_comm_ops (a table of functions)
+ *        ▼
+ *   backend       moves the bytes.  The first backend runs devices as
+ *                 threads over shared memory (collectives.c, p2p.c,
+ *                 allreduce_*.c); an MPI backend can fill the same table.
+ *
+ * Every collective starts the same way: each member posts a description of
+ * its call (a ptdp_call: operation, count, type, root, file:line, virtual
+ * time, buffers), and ops->meet() returns once all members have posted,
+ * with a pointer to each member's call.  That one step gives mismatch
+ * detection, the virtual start time (the latest member's clock) and, in
+ * shared memory, each member's buffer addresses.
+ */
+#ifndef PTDP_COMM_IMPL_H
+#define PTDP_COMM_IMPL_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "sync.h"
+
+/* One member's call, as posted to the group. */
+typedef struct {
+    ptdp_coll op;
+    unsigned long long seq;   /* collectives made on this communicator     */
+    size_t count;
+    ptdp_dtype dtype;
+    ptdp_op rop;              /* reduction, where the operation reduces    */
+    int root;                 /* rooted operations; p2p: the peer          */
+    int tag;                  /* p2p                                       */
+    ptdp_algo algo;           /* all_reduce, reduce_scatter, all_gather    */
+    int color, key;           /* split                                     */
+    const char *file;
+    int line;
+    double clock;             /* the caller's virtual time at the call     */
+    const void *send;         /* PTDP_IN_PLACE resolved: always the input */
+    void *recv;
+    int in_place;             /* all_gather/reduce_scatter: send was
+                                 PTDP_IN_PLACE (input and output in recv)  */
+} ptdp_call;
+
+/* Bytes this device moved in one operation, counted by the algorithm as
+ * it moves them: a byte is sent by the device whose buffer it leaves and
+ * received by the device whose buffer it enters. */
+typedef struct {
+    double sent, recv;
+} ptdp_traffic;
+
+/* A collective's data movement, given every member's call. */
+typedef int (*ptdp_coll_fn)(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+
+struct ptdp_comm_ops {
+    const char *backend;
+    /* Post `mine`, wait for every member, point calls[i] at member i's call. */
+    int (*meet)(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls);
+    ptdp_coll_fn broadcast, reduce, gather, scatter, all_to_all;
+    ptdp_coll_fn all_reduce[PTDP_ALGO_COUNT];     /* by algorithm         */
+    ptdp_coll_fn reduce_scatter[PTDP_ALGO_COUNT];
+    ptdp_coll_fn all_gather[PTDP_ALGO_COUNT];
+    /* After meet: make this member's new communicator (NULL if color < 0). */
+    int (*split)(ptdp_comm *c, const ptdp_call *const *calls, const char *name, ptdp_comm **out);
+    /* Blocking rendezvous.  recv copies the matching send's call into
+     * *sender; on a count or type mismatch it returns PTDP_EMISMATCH
+     * without taking the data. */
+    int (*send)(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);
+    int (*recv)(ptdp_comm *c, const ptdp_call *mine, ptdp_call *sender, ptdp_traffic *t);
+    void (*free)(ptdp_comm *c);
+};
+
+struct ptdp_comm {
+    const struct ptdp_comm_ops *ops;
+    ptdp_device *dev;
+    int rank, size;
+    char name[16];
+    const int *world_rank;          /* world rank of each member           */
+    unsigned long long ncalls;      /* collectives called so far           */
+    struct shm_group *shm;          /* thread backend state                */
+};
+
+/* ------------------------------------------------ shared-memory backend */
+
+/* What one member shares with its group.  Written by its owner (call,
+ * ring mailbox data) and read by the others after a barrier or a flag. */
+typedef struct {
+    alignas(64) ptdp_call call[2];  /* its posted call, double-buffered by
+                                       call parity: a fast member may post
+                                       call k+1 while a slow one still
+                                       reads call k, never call k+2        */
+    /* Ring mailbox: "here is my chunk" / "I have taken your chunk". */
+    alignas(64) atomic_ullong posted;
+    const void *data;
+    alignas(64) atomic_ullong taken;
+    /* Owner-only state. */
+    alignas(64) unsigned long long ring_step;
+    void *scratch;                  /* ring reduce-scatter partial sums    */
+    size_t scratch_bytes;
+    struct shm_group *new_group;    /* split: the group this member leads  */
+} shm_member;
+
+/* A pending send from src to dst: EMPTY → POSTED (sender) → CLAIMED →
+ * DONE (receiver) → EMPTY (sender). */
+enum { SHM_POST_EMPTY = 0, SHM_POST_POSTED, SHM_POST_CLAIMED, SHM_POST_DONE };
+typedef struct {
+    alignas(64) atomic_int state;
+    ptdp_call call;                 /* the send, valid while POSTED        */
+} shm_post;
+
+struct shm_group {
+    int size;
+    atomic_int refs;                /* members still holding a comm        */
+    int world_rank[PTDP_MAX_DEVICES];
+    ptdp_barrier barrier;
+    shm_member *member;             /* size entries                        */
+    shm_post *post;                 /* size * size: post[dst * size + src] */
+};
+
+extern const struct ptdp_comm_ops ptdp_shm_ops;
+
+/* A group of the given world ranks, and each member's handle on it. */
+struct shm_group *ptdp_shm_group_create(int size, const int *world_rank);
+/* Drop one member's reference; the last one frees the group. */
+void ptdp_shm_group_release(struct shm_group *g);
+ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank, const char *name);
+
+/* The wait description for a collective on c (the watchdog's report). */
+ptdp_wait_why ptdp_shm_why(const ptdp_comm *c, const ptdp_call *mine);
+/* Cross the group's barrier during a collective. */
+int ptdp_shm_barrier(ptdp_comm *c, const ptdp_call *mine);
+
+/* The algorithms (allreduce_naive.c, allreduce_ring.c, allreduce_shm.c). */
+int ptdp_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+/* Rooted reduce and broadcast, also the two halves of the naive all_reduce. */
+int ptdp_shm_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+
+/* Rendezvous send and recv (p2p.c). */
+int ptdp_shm_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);
+int ptdp_shm_recv(ptdp_comm *c, const ptdp_call *mine, ptdp_call *sender, ptdp_traffic *t);
+
+/* ------------------------------------------- element-wise reductions */
+
+/* memcpy that accepts n == 0 with NULL pointers and dst == src. */
+static inline void ptdp_copy(void *dst, const void *src, size_t n)
+{
+    if (n > 0 && dst != src)
+        memcpy(dst, src, n);
+}
+
+/* out[i] = a[i] op b[i].  out may be a or b (never a partial overlap). */
+void ptdp_reduce2(void *out, const void *a, const void *b, size_t n, ptdp_dtype t, ptdp_op op);
+/* out = in[0] op in[1] op … op in[k-1], left to right, AVG divided by k;
+ * out may be any one of the inputs.  Works tile by tile so the running
+ * result stays in L1 and every input is read exactly once. */
+void ptdp_reduce_many(void *out, const void *const *in, int k, size_t n, ptdp_dtype t, ptdp_op op);
+/* out[i] = in[i] / k for AVG (the last step of an average). */
+void ptdp_divide(void *buf, size_t n, ptdp_dtype t, int k);
+
+#endif

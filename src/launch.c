@@ -1,0 +1,313 @@
+/*
+ * launch.c — start N simulated devices, each a thread, and wait for them.
+ *
+ *   ptdp_launch(N, fn, arg, opts)
+ *     ├─ the world: waiting machinery, one shared-memory group of N
+ *     ├─ per device: arena (opts->device_mem), trace, world communicator,
+ *     │              profile, all_reduce algorithm
+ *     ├─ N threads:  rc = fn(dev, arg); a nonzero rc fails the device
+ *     ├─ join all
+ *     └─ result:     status, failing rank and message, per-device
+ *                    memory / communication / clock summaries; trace file
+ *
+ * Failure is collective (device.h): ptdp_fail records the first failure
+ * (code, rank, message), raises the world's abort flag and wakes every
+ * sleeping device, so every pending and later collective returns
+ * PTDP_EABORTED and each thread unwinds on its own.
+ *
+ * A device is one core's worth of work: OpenBLAS is kept single-threaded,
+ * otherwise N devices would each start a BLAS thread pool on the same
+ * cores.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm_impl.h"
+#include "ptdp/error.h"
+#include "sync.h"
+
+#if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
+void openblas_set_num_threads(int num_threads);
+#endif
+
+/* ------------------------------------------------------------ failure */
+
+int ptdp_fail(ptdp_device *dev, int code, const char *fmt, ...)
+{
+    if (code >= 0)
+        code = PTDP_EUSER;                 /* a failure is never "ok" */
+    char msg[PTDP_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    if (dev->status == 0) {
+        dev->status = code;
+        snprintf(dev->error, sizeof dev->error, "%s", msg);
+    }
+    struct ptdp_world *w = dev->w;
+    pthread_mutex_lock(&w->fail_lock);
+    if (w->fail_code == 0) {               /* the first failure wins */
+        w->fail_code = code;
+        w->fail_rank = dev->rank;
+        snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
+    }
+    pthread_mutex_unlock(&w->fail_lock);
+    ptdp_world_abort(w);
+    return code;
+}
+
+bool ptdp_aborted(const ptdp_device *dev)
+{
+    return atomic_load(&dev->w->aborted) != 0;
+}
+
+/* ------------------------------------------------------------ memory */
+
+void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name)
+{
+    void *p = NULL;
+    char msg[PTDP_MSG_MAX];
+    int rc = ptdp_arena_alloc(dev->arena, bytes, cat, name, &p, msg, sizeof msg);
+    if (rc != 0) {
+        ptdp_fail(dev, rc, "%s", msg);
+        return NULL;
+    }
+    return p;
+}
+
+void ptdp_free(ptdp_device *dev, void *p)
+{
+    ptdp_arena_free(dev->arena, p);
+}
+
+/* ----------------------------------------------------------- compute */
+
+void ptdp_compute_seconds(ptdp_device *dev, const char *name, double seconds, double wall_start)
+{
+    double v0 = dev->clock.now;
+    dev->clock.now += seconds;
+    dev->clock.compute_s += seconds;
+    if (dev->trace) {
+        ptdp_trace_event e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.name, sizeof e.name, "%s", name ? name : "compute");
+        snprintf(e.cat, sizeof e.cat, "compute");
+        e.v0 = v0;
+        e.v1 = dev->clock.now;
+        e.w0 = wall_start - dev->wall0;
+        e.w1 = ptdp_wall_now() - dev->wall0;
+        ptdp_trace_add(dev->trace, &e);
+    }
+}
+
+void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_start)
+{
+    double peak = dev->profile->peak_flops;
+    ptdp_compute_seconds(dev, name, peak > 0 ? flops / peak : 0.0, wall_start);
+}
+
+/* ------------------------------------------------------------ threads */
+
+typedef struct {
+    ptdp_device *dev;
+    ptdp_device_fn fn;
+    void *arg;
+    double wall_s;
+} device_thread;
+
+static void *device_main(void *p)
+{
+    device_thread *th = p;
+    ptdp_device *dev = th->dev;
+    dev->wall0 = ptdp_wall_now();
+    int rc = th->fn(dev, th->arg);
+    if (rc != 0 && dev->status == 0 && !ptdp_aborted(dev))
+        ptdp_fail(dev, rc, "device %d returned %d (%s)", dev->rank, rc, ptdp_strerror(rc));
+    else if (rc != 0 && dev->status == 0)
+        dev->status = rc;                  /* unwound after another failed */
+    th->wall_s = ptdp_wall_now() - dev->wall0;
+
+    /* Anyone still waiting for this device will never be served by it. */
+    struct ptdp_world *w = dev->w;
+    atomic_store(&w->parkers[dev->rank].finished, 1);
+    ptdp_wake_all(w);
+    return NULL;
+}
+
+static void set_result(ptdp_launch_result *res, int status, int rank, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static void set_result(ptdp_launch_result *res, int status, int rank, const char *fmt, ...)
+{
+    if (!res)
+        return;
+    res->status = status;
+    res->failed_rank = rank;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->message, sizeof res->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Spin while waiting only if every device can have a core (device.h). */
+static bool may_spin(int world_size, int spin_opt)
+{
+    if (spin_opt == 1)
+        return false;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 && world_size <= cores;
+}
+
+/* Everything one launch owns, freed in one place. */
+typedef struct {
+    struct ptdp_world world;
+    ptdp_device dev[PTDP_MAX_DEVICES];
+    device_thread th[PTDP_MAX_DEVICES];
+    pthread_t tid[PTDP_MAX_DEVICES];
+} launch_state;
+
+static void destroy_devices(launch_state *L, int n)
+{
+    for (int r = 0; r < n; r++) {
+        ptdp_comm_free(L->dev[r].world);
+        if (L->dev[r].arena)
+            ptdp_arena_destroy(L->dev[r].arena);
+        if (L->dev[r].trace)
+            ptdp_trace_destroy(L->dev[r].trace);
+    }
+}
+
+static int create_devices(launch_state *L, int n, const ptdp_launch_opts *o)
+{
+    int world_rank[PTDP_MAX_DEVICES];
+    for (int r = 0; r < n; r++)
+        world_rank[r] = r;
+    struct shm_group *group = ptdp_shm_group_create(n, world_rank);
+    if (!group)
+        return PTDP_ENOMEM;
+    size_t capacity = o->device_mem ? o->device_mem : PTDP_DEFAULT_DEVICE_MEM;
+    ptdp_algo algo = o->algo == PTDP_ALGO_DEFAULT ? PTDP_ALGO_SHM : o->algo;
+    for (int r = 0; r < n; r++) {
+        ptdp_device *d = &L->dev[r];
+        d->rank = r;
+        d->world_size = n;
+        d->profile = o->profile ? o->profile : ptdp_profile_default();
+        d->algo = algo;
+        d->w = &L->world;
+        L->world.devices[r] = d;
+        d->arena = ptdp_arena_create(capacity, r);
+        d->world = ptdp_shm_comm_create(group, d, r, "world");
+        if (o->trace_path)
+            d->trace = ptdp_trace_create(r);
+        if (!d->arena || !d->world || (o->trace_path && !d->trace)) {
+            /* Drop the group references no communicator took. */
+            for (int k = d->world ? r + 1 : r; k < n; k++)
+                ptdp_shm_group_release(group);
+            destroy_devices(L, r + 1);
+            return PTDP_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts)
+{
+    ptdp_launch_opts defaults;
+    memset(&defaults, 0, sizeof defaults);
+    const ptdp_launch_opts *o = opts ? opts : &defaults;
+    ptdp_launch_result *res = o->result;
+    if (res) {
+        memset(res, 0, sizeof *res);
+        res->failed_rank = -1;
+        res->world_size = world_size;
+    }
+    if (world_size < 1 || world_size > PTDP_MAX_DEVICES) {
+        set_result(res, PTDP_EINVAL, -1, "world size %d is not between 1 and %d devices",
+                   world_size, PTDP_MAX_DEVICES);
+        return PTDP_EINVAL;
+    }
+    if (!fn || (unsigned)o->algo >= PTDP_ALGO_COUNT || o->watchdog_s < 0) {
+        set_result(res, PTDP_EINVAL, -1, "%s", !fn ? "no device function"
+                   : o->watchdog_s < 0 ? "negative watchdog" : "unknown all_reduce algorithm");
+        return PTDP_EINVAL;
+    }
+
+#if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
+    openblas_set_num_threads(1);
+#endif
+
+    launch_state *L = calloc(1, sizeof *L);
+    char msg[PTDP_MSG_MAX];
+    double watchdog = o->watchdog_s > 0 ? o->watchdog_s : PTDP_DEFAULT_WATCHDOG_S;
+    if (!L || ptdp_world_init(&L->world, world_size, may_spin(world_size, o->spin), watchdog) != 0) {
+        free(L);
+        set_result(res, PTDP_ENOMEM, -1, "out of host memory starting %d devices", world_size);
+        return PTDP_ENOMEM;
+    }
+    int rc = create_devices(L, world_size, o);
+    if (rc) {
+        ptdp_world_destroy(&L->world);
+        free(L);
+        set_result(res, rc, -1, "out of host memory creating %d devices", world_size);
+        return rc;
+    }
+
+    int started = 0;
+    for (; started < world_size; started++) {
+        L->th[started] = (device_thread){ &L->dev[started], fn, arg, 0.0 };
+        if (pthread_create(&L->tid[started], NULL, device_main, &L->th[started]) != 0) {
+            ptdp_fail(&L->dev[started], PTDP_ENOMEM, "could not start the thread of device %d",
+                      started);
+            break;
+        }
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(L->tid[r], NULL);
+
+    /* The outcome. */
+    struct ptdp_world *w = &L->world;
+    rc = w->fail_code;
+    if (res) {
+        if (rc)
+            set_result(res, rc, w->fail_rank, "%s", w->fail_msg);
+        res->devices = calloc((size_t)world_size, sizeof *res->devices);
+        for (int r = 0; res->devices && r < world_size; r++) {
+            ptdp_device_summary *s = &res->devices[r];
+            ptdp_arena_stats(L->dev[r].arena, &s->mem);
+            s->comm = L->dev[r].stats;
+            s->clock = L->dev[r].clock;
+            s->wall_s = L->th[r].wall_s;
+        }
+    }
+    if (o->trace_path) {
+        ptdp_trace *traces[PTDP_MAX_DEVICES];
+        for (int r = 0; r < world_size; r++)
+            traces[r] = L->dev[r].trace;
+        int trc = ptdp_trace_write_chrome(o->trace_path, traces, world_size, msg, sizeof msg);
+        if (trc != 0 && rc == 0) {
+            rc = trc;
+            set_result(res, trc, -1, "%s", msg);
+        }
+    }
+    destroy_devices(L, world_size);
+    ptdp_world_destroy(w);
+    free(L);
+    return rc;
+}
+
+void ptdp_launch_result_free(ptdp_launch_result *r)
+{
+    if (r) {
+        free(r->devices);
+        r->devices = NULL;
+    }
+}

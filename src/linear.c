@@ -1,0 +1,128 @@
+/*
+ * linear.c — nn.Linear, forward and backward, as three matrix products.
+ *
+ * Forward, for a batch of B rows (PyTorch's weight layout [out, in]):
+ *
+ *     y = x W^T + b          x: B x in,  W: out x in,  b: 1 x out,  y: B x out
+ *     y[i][o] = b[o] + sum_k x[i][k] W[o][k]
+ *
+ * Backward, given dy = dL/dy (B x out), by the chain rule on that sum:
+ *
+ *     dL/dx[i][k] = sum_o dy[i][o] W[o][k]       →  dx = dy W        (B x in)
+ *     dL/dW[o][k] = sum_i dy[i][o] x[i][k]       →  dW = dy^T x      (out x in)
+ *     dL/db[o]    = sum_i dy[i][o]               →  db = column sums of dy
+ *
+ *          x ─────┐
+ *                 ├──► y = x W^T + b           forward:  one GEMM
+ *          W ─────┘
+ *         dx ◄──── dy W                        backward: two GEMMs,
+ *         dW ◄──── dy^T x   (+= across micro-batches)    one column sum
+ *
+ * dW and db ACCUMULATE (+=): with gradient accumulation the backward of every
+ * micro-batch adds into the same gradient buffer, which the training loop
+ * zeroes once per step.  dx is usually overwritten; a residual connection
+ * (h = h + f(h)) asks for dx += instead, so the branch's gradient adds to the
+ * one already flowing through the skip path.
+ *
+ * Cost: each GEMM of (m x k) by (k x n) is m n k multiply-adds, 2 m n k flops,
+ * so forward 2 B in out, backward twice that — the "backward costs 2x the
+ * forward" rule behind the usual 6 N flops per token of training.
+ */
+#include "ptdp/ops.h"
+
+#include <assert.h>
+
+#include "blas.h"
+
+/* ---------------------------------------------------------------- matmul */
+
+void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool trans_b,
+                 double alpha, double beta)
+{
+    int m = trans_a ? a.cols : a.rows;
+    int k = trans_a ? a.rows : a.cols;
+    int kb = trans_b ? b.cols : b.rows;
+    int n = trans_b ? b.rows : b.cols;
+    assert(k == kb && c.rows == m && c.cols == n);
+    (void)kb;
+    ptdp_gemm(trans_a, trans_b, m, n, k, alpha, a.data, ptdp_blas_ld(a),
+              b.data, ptdp_blas_ld(b), beta, c.data, ptdp_blas_ld(c));
+}
+
+double ptdp_matmul_flops(int m, int n, int k)
+{
+    return 2.0 * m * n * k;
+}
+
+/* ------------------------------------------------------------------ bias */
+
+void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b)
+{
+    assert(b.rows == 1 && b.cols == y.cols);
+    for (int i = 0; i < y.rows; i++) {
+        ptdp_real *row = ptdp_at(y, i, 0);
+        for (int j = 0; j < y.cols; j++)
+            row[j] += b.data[j];
+    }
+}
+
+/* db[o] += sum_i dy[i][o].  Row by row, so the inner loop walks memory
+ * contiguously; each db[o] still sums its column in row order i = 0, 1, … */
+void ptdp_bias_backward(ptdp_tensor db, ptdp_tensor dy)
+{
+    assert(db.rows == 1 && db.cols == dy.cols);
+    for (int i = 0; i < dy.rows; i++) {
+        const ptdp_real *row = ptdp_at(dy, i, 0);
+        for (int j = 0; j < dy.cols; j++)
+            db.data[j] += row[j];
+    }
+}
+
+/* ---------------------------------------------------------------- linear */
+
+void ptdp_linear_forward(ptdp_tensor y, ptdp_tensor x, ptdp_tensor w, const ptdp_tensor *b)
+{
+    assert(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows);
+    if (b) {
+        /* Start every row of y at b, then let GEMM add x W^T on top
+         * (beta = 1): one pass over y instead of two. */
+        assert(b->rows == 1 && b->cols == y.cols);
+        for (int i = 0; i < y.rows; i++) {
+            ptdp_real *row = ptdp_at(y, i, 0);
+            for (int j = 0; j < y.cols; j++)
+                row[j] = b->data[j];
+        }
+    }
+    /* y (B x out) = x (B x in) · W^T (in x out) */
+    ptdp_matmul(y, x, false, w, true, 1.0, b ? 1.0 : 0.0);
+}
+
+void ptdp_linear_backward(ptdp_tensor *dx, ptdp_tensor dw, ptdp_tensor *db,
+                          ptdp_tensor dy, ptdp_tensor x, ptdp_tensor w, bool accumulate_dx)
+{
+    assert(dy.rows == x.rows && dy.cols == w.rows && x.cols == w.cols);
+    assert(dw.rows == w.rows && dw.cols == w.cols);
+
+    /* dx (B x in) = dy (B x out) · W (out x in) */
+    if (dx) {
+        assert(dx->rows == x.rows && dx->cols == x.cols);
+        ptdp_matmul(*dx, dy, false, w, false, 1.0, accumulate_dx ? 1.0 : 0.0);
+    }
+    /* dW (out x in) += dy^T (out x B) · x (B x in) */
+    ptdp_matmul(dw, dy, true, x, false, 1.0, 1.0);
+    /* db (1 x out) += column sums of dy */
+    if (db)
+        ptdp_bias_backward(*db, dy);
+}
+
+double ptdp_linear_flops_forward(int batch, int in, int out)
+{
+    return ptdp_matmul_flops(batch, out, in) + (double)batch * out;
+}
+
+double ptdp_linear_flops_backward(int batch, int in, int out)
+{
+    return ptdp_matmul_flops(batch, in, out)      /* dx */
+         + ptdp_matmul_flops(out, in, batch)      /* dW */
+         + (double)batch * out;                   /* db */
+}

@@ -1,0 +1,55 @@
+/*
+ * mesh.c — build the DP, TP and PP groups of one dp x tp x pp grid.
+ *
+ * Every device calls ptdp_comm_split three times on the world communicator,
+ * once per kind of group.  The color says which group a device joins (all
+ * devices that share the other two coordinates), the key its rank inside it:
+ *
+ *   tp group  color = (dp_rank, pp_rank)   key = tp_rank
+ *   dp group  color = (tp_rank, pp_rank)   key = dp_rank
+ *   pp group  color = (tp_rank, dp_rank)   key = pp_rank
+ */
+#include "ptdp/mesh.h"
+
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+
+int ptdp_mesh_world_rank(int dp, int tp, int pp, int dp_rank, int tp_rank, int pp_rank)
+{
+    (void)pp;
+    return tp_rank + tp * (dp_rank + dp * pp_rank);
+}
+
+void ptdp_mesh_coords(int dp, int tp, int pp, int world_rank, int *dp_rank, int *tp_rank, int *pp_rank)
+{
+    (void)pp;
+    *tp_rank = world_rank % tp;
+    *dp_rank = (world_rank / tp) % dp;
+    *pp_rank = world_rank / (tp * dp);
+}
+
+int ptdp_mesh_create(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
+{
+    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp };
+    if (dp < 1 || tp < 1 || pp < 1 || dp * tp * pp != dev->world_size)
+        return ptdp_fail(dev, PTDP_EINVAL, "mesh dp=%d x tp=%d x pp=%d needs %d devices, the world has %d",
+                         dp, tp, pp, dp * tp * pp, dev->world_size);
+    ptdp_mesh_coords(dp, tp, pp, dev->rank, &m->dp_rank, &m->tp_rank, &m->pp_rank);
+
+    int rc = ptdp_comm_split(dev->world, m->dp_rank + dp * m->pp_rank, m->tp_rank, "tp", &m->tp_comm);
+    if (rc == 0)
+        rc = ptdp_comm_split(dev->world, m->tp_rank + tp * m->pp_rank, m->dp_rank, "dp", &m->dp_comm);
+    if (rc == 0)
+        rc = ptdp_comm_split(dev->world, m->tp_rank + tp * m->dp_rank, m->pp_rank, "pp", &m->pp_comm);
+    if (rc != 0)
+        ptdp_mesh_destroy(m);
+    return rc;
+}
+
+void ptdp_mesh_destroy(ptdp_mesh *m)
+{
+    ptdp_comm_free(m->tp_comm);
+    ptdp_comm_free(m->dp_comm);
+    ptdp_comm_free(m->pp_comm);
+    m->tp_comm = m->dp_comm = m->pp_comm = NULL;
+}

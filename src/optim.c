@@ -1,0 +1,154 @@
+/*
+ * optim.c — AdamW and SGD, element by element, as PyTorch computes them.
+ *
+ * AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), step t = 1, 2, …:
+ *
+ *     p   ← p (1 - lr wd)                       decay the weight itself, not via g
+ *     m   ← b1 m + (1 - b1) g                   running mean of g      (momentum)
+ *     v   ← b2 v + (1 - b2) g²                  running mean of g²     (scale)
+ *     m̂   = m / (1 - b1^t),  v̂ = v / (1 - b2^t) undo the pull towards m = v = 0
+ *     p   ← p - lr m̂ / (sqrt(v̂) + eps)
+ *
+ * Bias correction matters most at the start: after step 1, m = (1-b1) g and
+ * v = (1-b2) g², so m̂ = g, v̂ = g² and the first update is lr·g/(|g|+eps) —
+ * about lr in magnitude for every parameter, however small its gradient.
+ *
+ * PyTorch (torch/optim/adamw.py, _single_tensor_adamw) folds the two
+ * corrections into scalars, and float results match its only if the
+ * element-wise operations happen in the same order with the same roundings:
+ *
+ *     step_size = lr / (1 - b1^t)                  scalars: in double,
+ *     bc2_sqrt  = sqrt(1 - b2^t)                   then rounded once to ptdp_real
+ *     denom     = sqrt(v) / bc2_sqrt + eps
+ *     p         = p + (-step_size · m) / denom     (addcdiv_)
+ *
+ * SGD (torch.optim.SGD with dampening 0, no Nesterov), classic L2 weight
+ * decay folded into the gradient:
+ *
+ *     g' = g + wd p
+ *     b  = g'  (first step)   or   b ← mu b + g'   (later steps)
+ *     p  ← p - lr · (mu ? b : g')
+ */
+#include "ptdp/optim.h"
+
+#include <assert.h>
+#include <math.h>
+
+#ifdef PTDP_DOUBLE
+#define SQRT sqrt
+#else
+#define SQRT sqrtf
+#endif
+
+ptdp_adamw_config ptdp_adamw_default_config(void)
+{
+    ptdp_adamw_config c = { .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0 };
+    return c;
+}
+
+/* ----------------------------------------------------------------- AdamW */
+
+void ptdp_adamw_step(ptdp_real *p, const ptdp_real *g, ptdp_real *m, ptdp_real *v, size_t n,
+                     const ptdp_adamw_config *c, long step)
+{
+    assert(step >= 1);
+    /* The per-step scalars, computed in double as Python does, then rounded
+     * once to the element type as PyTorch does when it applies them. */
+    double bc1 = 1.0 - pow(c->beta1, (double)step);
+    double bc2 = 1.0 - pow(c->beta2, (double)step);
+    const ptdp_real decay = (ptdp_real)(1.0 - c->lr * c->weight_decay);
+    const ptdp_real b1 = (ptdp_real)c->beta1, one_minus_b1 = (ptdp_real)(1.0 - c->beta1);
+    const ptdp_real b2 = (ptdp_real)c->beta2, one_minus_b2 = (ptdp_real)(1.0 - c->beta2);
+    const ptdp_real neg_step_size = (ptdp_real)(-(c->lr / bc1));
+    const ptdp_real bc2_sqrt = (ptdp_real)sqrt(bc2);
+    const ptdp_real eps = (ptdp_real)c->eps;
+
+    for (size_t i = 0; i < n; i++) {
+        ptdp_real gi = g[i];
+        ptdp_real pi = p[i] * decay;                          /* param.mul_(1 - lr wd)      */
+        ptdp_real mi = m[i] * b1 + one_minus_b1 * gi;         /* exp_avg.mul_(b1).add_(g, alpha=1-b1) */
+        ptdp_real vi = v[i] * b2 + one_minus_b2 * gi * gi;    /* exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2) */
+        ptdp_real denom = SQRT(vi) / bc2_sqrt + eps;          /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */
+        p[i] = pi + neg_step_size * mi / denom;               /* param.addcdiv_(exp_avg, denom, value=-step_size) */
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+/* Decay, m (3), v (4), sqrt, divide, add eps, then -step·m / denom + p (3). */
+double ptdp_adamw_flops(size_t n)
+{
+    return 15.0 * (double)n;
+}
+
+/* ------------------------------------------------------------------- SGD */
+
+void ptdp_sgd_step(ptdp_real *p, const ptdp_real *g, ptdp_real *buf, size_t n,
+                   const ptdp_sgd_config *c, long step)
+{
+    assert(step >= 1);
+    assert(c->momentum == 0.0 || buf != NULL);
+    const ptdp_real wd = (ptdp_real)c->weight_decay;
+    const ptdp_real mu = (ptdp_real)c->momentum;
+    const ptdp_real neg_lr = (ptdp_real)(-c->lr);
+
+    for (size_t i = 0; i < n; i++) {
+        ptdp_real d = g[i];
+        if (c->weight_decay != 0.0)
+            d = d + wd * p[i];                  /* d_p.add(param, alpha=wd)          */
+        if (c->momentum != 0.0) {
+            /* PyTorch creates the buffer as a copy of the first gradient,
+             * so step 1 is not mu * 0 + g' (the same here, but not in
+             * general with dampening). */
+            buf[i] = step == 1 ? d : buf[i] * mu + d;   /* buf.mul_(mu).add_(d_p) */
+            d = buf[i];
+        }
+        p[i] = p[i] + neg_lr * d;               /* param.add_(d_p, alpha=-lr)        */
+    }
+}
+
+/* The update (2), weight decay (2), momentum (2). */
+double ptdp_sgd_flops(size_t n, const ptdp_sgd_config *c)
+{
+    double per = 2.0 + (c->weight_decay != 0.0 ? 2.0 : 0.0) + (c->momentum != 0.0 ? 2.0 : 0.0);
+    return per * (double)n;
+}
+
+/* ------------------------------------------------ norms and clipping */
+
+/* Four running sums, interleaved, so the loop is not one long chain of
+ * dependent additions; combined in a fixed order, so the result does not
+ * depend on anything but x. */
+double ptdp_sum_squares(const ptdp_real *x, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        double a = x[i], b = x[i + 1], c = x[i + 2], d = x[i + 3];
+        s0 += a * a;
+        s1 += b * b;
+        s2 += c * c;
+        s3 += d * d;
+    }
+    for (; i < n; i++)
+        s0 += (double)x[i] * x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+void ptdp_scale(ptdp_real *x, size_t n, double s)
+{
+    const ptdp_real f = (ptdp_real)s;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= f;
+}
+
+/* clip_grad_norm_ divides by total_norm + 1e-6 so a zero norm does not
+ * divide by zero, and scales only downwards.  A NaN norm gives a NaN factor,
+ * as in PyTorch: the poisoned step shows up instead of passing as unclipped. */
+double ptdp_clip_coefficient(double total_norm, double max_norm)
+{
+    double coef = max_norm / (total_norm + 1e-6);
+    if (isnan(coef))
+        return coef;
+    return coef < 1.0 ? coef : 1.0;
+}

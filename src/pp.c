@@ -1,0 +1,148 @@
+/*
+ * pp.c — the executor: any schedule (GPipe, 1F1B, …) runs through one switch.
+ *
+ * Per micro-batch mb this stage keeps (all in its arena):
+ *   in[mb]    the received input activation (or the data batch on stage 0)
+ *   acts[mb]  what the forward leaves for the backward (mlp.c)
+ *   out[mb]   the output activation, until it is sent
+ *   dout[mb]  the received gradient of the output
+ *   dx[mb]    the gradient of the input, until it is sent
+ * Each is freed as soon as it is no longer needed, so the arena's peak of
+ * "acts" shows how many micro-batches a schedule keeps alive: m for GPipe,
+ * at most p - stage for 1F1B.
+ *
+ * Tags: 2 mb for activations, 2 mb + 1 for their gradients.
+ */
+#include "ptdp/pp.h"
+
+#include <stdlib.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+
+typedef struct {
+    ptdp_tensor in, out, dout, dx;
+    int64_t *labels;
+    ptdp_acts acts;
+    int64_t first;   /* global index of the micro-batch's first sample */
+    int rows;
+} micro_batch;
+
+static int tag_of(int mb, int backward) { return 2 * mb + backward; }
+
+static void release(ptdp_device *dev, micro_batch *b)
+{
+    ptdp_tensor_free(dev, &b->in);
+    ptdp_tensor_free(dev, &b->out);
+    ptdp_tensor_free(dev, &b->dout);
+    ptdp_tensor_free(dev, &b->dx);
+    ptdp_free(dev, b->labels);
+    b->labels = NULL;
+    if (b->acts.alive) {
+        ptdp_acts_free(dev, &b->acts);
+        ptdp_tensor_free(dev, &b->acts.x);
+        b->acts.alive = false;
+    }
+}
+
+/* The stage input of mb: the data on stage 0, the labels on the last. */
+static int load_data(ptdp_device *dev, ptdp_pp_step *st, micro_batch *b)
+{
+    ptdp_model *m = st->model;
+    int rc;
+    if (m->has_input) {
+        if ((rc = ptdp_tensor_alloc(dev, &b->in, "data.x", PTDP_MEM_OTHER, b->rows, m->cfg.d_in)) != 0)
+            return rc;
+    }
+    if (m->has_output) {
+        b->labels = ptdp_alloc(dev, (size_t)(b->rows > 0 ? b->rows : 1) * sizeof(int64_t), PTDP_MEM_OTHER, "data.y");
+        if (b->labels == NULL)
+            return PTDP_ENOMEM;
+    }
+    if (m->has_input || m->has_output)   /* x only on stage 0: elsewhere b->in holds the received activation */
+        ptdp_dataset_batch(st->data, b->first, b->rows, m->has_input ? b->in : (ptdp_tensor){ 0 }, b->labels);
+    return PTDP_OK;
+}
+
+static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, const ptdp_action *a, int *alive)
+{
+    ptdp_model *m = st->model;
+    ptdp_comm *pp = m->mesh->pp_comm;
+    int h = m->cfg.d_model, rc = PTDP_OK;
+    micro_batch *b = a->mb >= 0 ? &mbs[a->mb] : NULL;
+
+    switch (a->kind) {
+    case PTDP_ACT_RECV_FORWARD:
+        if ((rc = ptdp_tensor_alloc(dev, &b->in, "pp.recv_act", PTDP_MEM_ACTS, b->rows, h)) != 0)
+            return rc;
+        return ptdp_recv(pp, b->in.data, ptdp_tensor_numel(b->in), PTDP_REAL, a->peer, tag_of(a->mb, 0));
+    case PTDP_ACT_FORWARD:
+        if ((rc = load_data(dev, st, b)) != 0)
+            return rc;
+        if (!m->has_output &&
+            (rc = ptdp_tensor_alloc(dev, &b->out, "pp.send_act", PTDP_MEM_ACTS, b->rows, h)) != 0)
+            return rc;
+        rc = ptdp_model_forward(dev, m, &b->acts, b->in, b->labels, b->first, st->step,
+                                st->recompute, m->has_output ? NULL : &b->out);
+        ptdp_tensor_free(dev, &b->in);   /* the model keeps its own copy of its input */
+        if (m->has_output)
+            st->loss_sum += b->acts.loss_sum;
+        if (++*alive > st->peak_in_flight)
+            st->peak_in_flight = *alive;
+        return rc;
+    case PTDP_ACT_SEND_FORWARD:
+        rc = ptdp_send(pp, b->out.data, ptdp_tensor_numel(b->out), PTDP_REAL, a->peer, tag_of(a->mb, 0));
+        ptdp_tensor_free(dev, &b->out);
+        return rc;
+    case PTDP_ACT_RECV_BACKWARD:
+        if ((rc = ptdp_tensor_alloc(dev, &b->dout, "pp.recv_grad", PTDP_MEM_ACTS, b->rows, h)) != 0)
+            return rc;
+        return ptdp_recv(pp, b->dout.data, ptdp_tensor_numel(b->dout), PTDP_REAL, a->peer, tag_of(a->mb, 1));
+    case PTDP_ACT_BACKWARD:
+        if (!m->has_input &&
+            (rc = ptdp_tensor_alloc(dev, &b->dx, "pp.send_grad", PTDP_MEM_ACTS, b->rows, h)) != 0)
+            return rc;
+        rc = ptdp_model_backward(dev, m, &b->acts, m->has_output ? NULL : &b->dout, st->loss_scale,
+                                 m->has_input ? NULL : &b->dx);
+        ptdp_tensor_free(dev, &b->dout);
+        ptdp_free(dev, b->labels);
+        b->labels = NULL;
+        --*alive;
+        return rc;
+    case PTDP_ACT_SEND_BACKWARD:
+        rc = ptdp_send(pp, b->dx.data, ptdp_tensor_numel(b->dx), PTDP_REAL, a->peer, tag_of(a->mb, 1));
+        ptdp_tensor_free(dev, &b->dx);
+        return rc;
+    case PTDP_ACT_OPTIMIZER_STEP:
+        return st->optimizer_step ? st->optimizer_step(dev, st->optimizer_ctx) : PTDP_OK;
+    default:
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: unknown action kind %d", (int)a->kind);
+    }
+}
+
+int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
+{
+    int stage = st->model->mesh->pp_rank, M = st->micro_batches;
+    const ptdp_stage_actions *list = &st->schedule->stage[stage];
+    micro_batch *mbs = calloc((size_t)M, sizeof *mbs);
+    if (mbs == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    /* Micro-batch k is chunk k of this DP shard (ptdp_chunk), so unequal
+     * shards and micro-batches are handled the same way everywhere. */
+    for (int k = 0; k < M; k++) {
+        size_t off, len;
+        ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
+        mbs[k].first = st->shard_first + (int64_t)off;
+        mbs[k].rows = (int)len;
+    }
+    st->loss_sum = 0;
+    st->peak_in_flight = 0;
+    int alive = 0, rc = PTDP_OK;
+    for (int i = 0; i < list->count && rc == 0; i++)
+        rc = run_action(dev, st, mbs, &list->actions[i], &alive);
+    for (int k = 0; k < M; k++)
+        release(dev, &mbs[k]);
+    free(mbs);
+    return rc;
+}

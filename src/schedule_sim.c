@@ -1,0 +1,365 @@
+/*
+ * schedule_sim.c — proving a schedule correct, then playing it in virtual time.
+ *
+ * 1. Rules, stage by stage (no communication needed to check them):
+ *      every micro-batch is forwarded once and backwarded once;
+ *      RECV_FORWARD(k) < FORWARD(k) < SEND_FORWARD(k)      (activations)
+ *      RECV_BACKWARD(k) < BACKWARD(k) < SEND_BACKWARD(k)   (gradients)
+ *      FORWARD(k) < BACKWARD(k);  OPTIMIZER_STEP once, last
+ *    and every send has its recv: stage s sends F(k) once iff s+1 receives it.
+ *
+ * 2. Rendezvous simulation: each stage stands at its next action.  Compute
+ *    completes alone; a send and its matching recv complete together, only
+ *    when both stages stand at them.  If nobody can move and somebody is not
+ *    done, blocking send/recv would hang exactly there:
+ *
+ *        stage 1 at F5->2   waits for stage 2 to receive F5
+ *        stage 2 at B2->1   waits for stage 1 to receive B2      -> deadlock
+ *
+ *    The local rules plus a completed rendezvous run give the cross-stage
+ *    dependencies too: stage s can only forward k after receiving it, and the
+ *    receive only completes once s-1 has forwarded k and sends it.
+ *
+ * 3. Timing: the same walk in virtual time.  Compute costs t_f / t_b; a send
+ *    is asynchronous (arrives at t_send + cost, the sender goes on); a recv
+ *    completes at max(now, arrival).  Idle = makespan - busy per stage.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "ptdp/schedule.h"
+
+static int fail(ptdp_schedule_verdict *v, int stage, int index, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static int fail(ptdp_schedule_verdict *v, int stage, int index, const char *fmt, ...)
+{
+    if (v != NULL) {
+        v->stage = stage;
+        v->index = index;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(v->message, sizeof v->message, fmt, ap);
+        va_end(ap);
+    }
+    return PTDP_EINVAL;
+}
+
+/* ---- 1. the rules of one stage -------------------------------------------- */
+
+/* A must come before B (both present) on every stage that has them. */
+static const struct {
+    ptdp_action_kind before, after;
+    const char *why;
+} order_rules[] = {
+    { PTDP_ACT_RECV_FORWARD,  PTDP_ACT_FORWARD,       "a forward needs its input activation" },
+    { PTDP_ACT_FORWARD,       PTDP_ACT_SEND_FORWARD,  "an activation is sent once computed" },
+    { PTDP_ACT_FORWARD,       PTDP_ACT_BACKWARD,      "a backward needs its forward's activations" },
+    { PTDP_ACT_RECV_BACKWARD, PTDP_ACT_BACKWARD,      "a backward needs its output gradient" },
+    { PTDP_ACT_BACKWARD,      PTDP_ACT_SEND_BACKWARD, "a gradient is sent once computed" },
+};
+
+static int required(ptdp_action_kind k, int first, int last)
+{
+    switch (k) {
+    case PTDP_ACT_FORWARD: case PTDP_ACT_BACKWARD:           return 1;
+    case PTDP_ACT_RECV_FORWARD: case PTDP_ACT_SEND_BACKWARD: return !first;
+    case PTDP_ACT_SEND_FORWARD: case PTDP_ACT_RECV_BACKWARD: return !last;
+    default:                                                 return 0;
+    }
+}
+
+/* at[kind * m + mb] = index of that action in the list, -1 if absent. */
+static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
+{
+    const int m = s->micro_batches, first = st == 0, last = st == s->pp - 1;
+    const ptdp_stage_actions *list = &s->stage[st];
+    char tok[32];
+
+    for (int j = 0; j < PTDP_ACT_OPTIMIZER_STEP * m; j++)
+        at[j] = -1;
+    for (int i = 0; i < list->count; i++) {
+        const ptdp_action *a = &list->actions[i];
+        ptdp_action_format(a, tok, sizeof tok);
+        if (a->kind == PTDP_ACT_OPTIMIZER_STEP) {
+            if (i != list->count - 1)
+                return fail(v, st, i, "stage %d: the optimizer step is action %d of %d, "
+                            "not the last", st, i, list->count);
+            continue;
+        }
+        if ((unsigned)a->kind >= PTDP_ACT_KIND_COUNT || a->mb < 0 || a->mb >= m)
+            return fail(v, st, i, "stage %d action %d: %s is not an action on one of "
+                        "micro-batches 0..%d", st, i, tok, m - 1);
+        if (!required(a->kind, first, last))
+            return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
+                        st, i, tok, st, first ? "previous" : "next");
+        if (a->peer != ptdp_action_peer(a->kind, st))
+            return fail(v, st, i, "stage %d action %d: %s names stage %d; a %s talks to "
+                        "stage %d", st, i, tok, a->peer, ptdp_action_kind_name(a->kind),
+                        ptdp_action_peer(a->kind, st));
+        int *slot = &at[a->kind * m + a->mb];
+        if (*slot >= 0)
+            return fail(v, st, i, "stage %d: %s appears twice (actions %d and %d)",
+                        st, tok, *slot, i);
+        *slot = i;
+    }
+    if (list->count == 0 || list->actions[list->count - 1].kind != PTDP_ACT_OPTIMIZER_STEP)
+        return fail(v, st, list->count, "stage %d: no optimizer step at the end", st);
+
+    for (int mb = 0; mb < m; mb++) {
+        for (int k = 0; k < PTDP_ACT_OPTIMIZER_STEP; k++)
+            if (required((ptdp_action_kind)k, first, last) && at[k * m + mb] < 0)
+                return fail(v, st, -1, "stage %d: %s of micro-batch %d is missing",
+                            st, ptdp_action_kind_name((ptdp_action_kind)k), mb);
+        for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
+            int before = at[order_rules[r].before * m + mb];
+            int after  = at[order_rules[r].after * m + mb];
+            if (before >= 0 && after >= 0 && before > after)
+                return fail(v, st, after, "stage %d: %s of micro-batch %d (action %d) comes "
+                            "before %s (action %d): %s", st,
+                            ptdp_action_kind_name(order_rules[r].after), mb, after,
+                            ptdp_action_kind_name(order_rules[r].before), before,
+                            order_rules[r].why);
+        }
+    }
+    return PTDP_OK;
+}
+
+/* ---- 2. the rendezvous simulation ------------------------------------------- */
+
+static int is_compute(ptdp_action_kind k)
+{
+    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_OPTIMIZER_STEP;
+}
+
+/* Does a (stage s) meet b (stage t): a send and its recv, same micro-batch? */
+static int rendezvous(const ptdp_action *a, int s, const ptdp_action *b, int t)
+{
+    int fwd = (a->kind == PTDP_ACT_SEND_FORWARD && b->kind == PTDP_ACT_RECV_FORWARD) ||
+              (a->kind == PTDP_ACT_RECV_FORWARD && b->kind == PTDP_ACT_SEND_FORWARD);
+    int bwd = (a->kind == PTDP_ACT_SEND_BACKWARD && b->kind == PTDP_ACT_RECV_BACKWARD) ||
+              (a->kind == PTDP_ACT_RECV_BACKWARD && b->kind == PTDP_ACT_SEND_BACKWARD);
+    return (fwd || bwd) && a->mb == b->mb && a->peer == t && b->peer == s;
+}
+
+static int report_deadlock(const ptdp_schedule *s, const int *pos, ptdp_schedule_verdict *v)
+{
+    if (v == NULL)
+        return PTDP_EINVAL;
+    v->deadlock = 1;
+    size_t n = (size_t)snprintf(v->message, sizeof v->message,
+                                "deadlock under rendezvous send/recv: no stage can move");
+    for (int st = 0; st < s->pp && n < sizeof v->message; st++) {
+        char mine[32], theirs[32];
+        if (pos[st] == s->stage[st].count) {
+            n += (size_t)snprintf(v->message + n, sizeof v->message - n,
+                                  "\n  stage %d: done", st);
+            continue;
+        }
+        const ptdp_action *a = &s->stage[st].actions[pos[st]];
+        ptdp_action_format(a, mine, sizeof mine);
+        int t = a->peer;
+        if (pos[t] == s->stage[t].count)
+            snprintf(theirs, sizeof theirs, "done");
+        else
+            ptdp_action_format(&s->stage[t].actions[pos[t]], theirs, sizeof theirs);
+        n += (size_t)snprintf(v->message + n, sizeof v->message - n,
+                              "\n  stage %d blocked at action %d, %s %s (stage %d is at %s)",
+                              st, pos[st], ptdp_action_kind_name(a->kind), mine, t, theirs);
+    }
+    for (int st = 0; st + 1 < s->pp && n < sizeof v->message; st++) {
+        int t = st + 1;
+        if (pos[st] < s->stage[st].count && pos[t] < s->stage[t].count &&
+            s->stage[st].actions[pos[st]].peer == t && s->stage[t].actions[pos[t]].peer == st)
+            n += (size_t)snprintf(v->message + n, sizeof v->message - n,
+                                  "\n  stages %d and %d wait for each other: a cycle of "
+                                  "blocking calls", st, t);
+    }
+    if (v->stage < 0)
+        for (int st = 0; st < s->pp && v->stage < 0; st++)
+            if (pos[st] < s->stage[st].count) {
+                v->stage = st;
+                v->index = pos[st];
+            }
+    return PTDP_EINVAL;
+}
+
+static int run_rendezvous(const ptdp_schedule *s, int *pos, ptdp_schedule_verdict *v)
+{
+    for (;;) {
+        int moved = 0, done = 1;
+        for (int st = 0; st < s->pp; st++) {
+            const ptdp_stage_actions *list = &s->stage[st];
+            while (pos[st] < list->count) {
+                const ptdp_action *a = &list->actions[pos[st]];
+                if (is_compute(a->kind)) {
+                    pos[st]++;
+                } else {
+                    int t = a->peer;
+                    if (pos[t] == s->stage[t].count ||
+                        !rendezvous(a, st, &s->stage[t].actions[pos[t]], t))
+                        break;
+                    pos[st]++;
+                    pos[t]++;
+                }
+                moved = 1;
+            }
+            done &= pos[st] == list->count;
+        }
+        if (done)
+            return PTDP_OK;
+        if (!moved)
+            return report_deadlock(s, pos, v);
+    }
+}
+
+int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v)
+{
+    if (v != NULL)
+        *v = (ptdp_schedule_verdict){ .deadlock = 0, .stage = -1, .index = -1 };
+    if (s == NULL || s->pp < 1 || s->micro_batches < 1)
+        return fail(v, -1, -1, "not a schedule: need at least 1 stage and 1 micro-batch");
+    int *at = malloc(sizeof(int) * PTDP_ACT_OPTIMIZER_STEP * (size_t)s->micro_batches);
+    int *pos = calloc((size_t)s->pp, sizeof(int));
+    int rc = at == NULL || pos == NULL ? PTDP_ENOMEM : PTDP_OK;
+    for (int st = 0; st < s->pp && rc == PTDP_OK; st++)
+        rc = check_stage(s, st, at, v);
+    if (rc == PTDP_OK)
+        rc = run_rendezvous(s, pos, v);
+    free(at);
+    free(pos);
+    if (rc == PTDP_OK && v != NULL)
+        snprintf(v->message, sizeof v->message, "valid: every micro-batch (m = %d) forwarded "
+                 "and backwarded once on every stage (p = %d), every dependency kept, no "
+                 "deadlock under blocking rendezvous send/recv", s->micro_batches, s->pp);
+    return rc;
+}
+
+/* ---- 3. timing in virtual time ------------------------------------------- */
+
+void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t)
+{
+    if (t == NULL)
+        return;
+    if (t->time != NULL)
+        for (int st = 0; st < t->pp; st++)
+            free(t->time[st]);
+    free(t->time);
+    free(t->busy);
+    free(t->idle);
+    free(t);
+}
+
+static ptdp_schedule_timeline *timeline_alloc(const ptdp_schedule *s)
+{
+    ptdp_schedule_timeline *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->pp = s->pp;
+    t->busy = calloc((size_t)s->pp, sizeof(double));
+    t->idle = calloc((size_t)s->pp, sizeof(double));
+    t->time = calloc((size_t)s->pp, sizeof(ptdp_action_time *));
+    int ok = t->busy != NULL && t->idle != NULL && t->time != NULL;
+    for (int st = 0; ok && st < s->pp; st++)
+        ok = (t->time[st] = calloc((size_t)s->stage[st].count + 1,
+                                   sizeof(ptdp_action_time))) != NULL;
+    if (!ok) {
+        ptdp_schedule_timeline_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Play stage st from pos[st] on, as far as messages already sent allow.
+ * arrival[(2 * sender + dir) * m + mb] is when a message lands, -1 if unsent
+ * (dir 0: activation to sender+1, dir 1: gradient to sender-1). */
+static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
+                   int *pos, double *now, double *arrival, ptdp_schedule_timeline *t)
+{
+    const int m = s->micro_batches;
+    const double tf = c->forward_per_stage ? c->forward_per_stage[st] : c->forward;
+    const double tb = c->backward_per_stage ? c->backward_per_stage[st] : c->backward;
+    int moved = 0;
+    for (; pos[st] < s->stage[st].count; pos[st]++, moved = 1) {
+        const ptdp_action *a = &s->stage[st].actions[pos[st]];
+        ptdp_action_time *when = &t->time[st][pos[st]];
+        when->start = now[st];
+        double *msg = NULL;
+        switch (a->kind) {
+        case PTDP_ACT_FORWARD:       now[st] += tf; t->busy[st] += tf; break;
+        case PTDP_ACT_BACKWARD:      now[st] += tb; t->busy[st] += tb; break;
+        case PTDP_ACT_SEND_FORWARD:  arrival[(2 * st) * m + a->mb] = now[st] + c->send; break;
+        case PTDP_ACT_SEND_BACKWARD: arrival[(2 * st + 1) * m + a->mb] = now[st] + c->send; break;
+        case PTDP_ACT_RECV_FORWARD:  msg = &arrival[(2 * a->peer) * m + a->mb]; break;
+        case PTDP_ACT_RECV_BACKWARD: msg = &arrival[(2 * a->peer + 1) * m + a->mb]; break;
+        default:                     break;   /* the optimizer step: not modelled, 0 */
+        }
+        if (msg != NULL) {
+            if (*msg < 0)
+                return moved;             /* not sent yet: come back later */
+            if (*msg > now[st])
+                now[st] = *msg;
+        }
+        when->end = now[st];
+    }
+    return moved;
+}
+
+int ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
+                           ptdp_schedule_timeline **out)
+{
+    *out = NULL;
+    if (c == NULL || !(c->forward >= 0 && c->backward >= 0 && c->send >= 0))
+        return PTDP_EINVAL;
+    for (int st = 0; s != NULL && st < s->pp; st++)
+        if ((c->forward_per_stage && !(c->forward_per_stage[st] >= 0)) ||
+            (c->backward_per_stage && !(c->backward_per_stage[st] >= 0)))
+            return PTDP_EINVAL;
+    int rc = ptdp_schedule_validate(s, NULL);
+    if (rc != PTDP_OK)
+        return rc;
+
+    const size_t nmsg = 2 * (size_t)s->pp * (size_t)s->micro_batches;
+    ptdp_schedule_timeline *t = timeline_alloc(s);
+    int *pos = calloc((size_t)s->pp, sizeof(int));
+    double *now = calloc((size_t)s->pp, sizeof(double));
+    double *arrival = malloc(nmsg * sizeof(double));
+    if (t == NULL || pos == NULL || now == NULL || arrival == NULL) {
+        rc = PTDP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < nmsg; i++)
+        arrival[i] = -1.0;
+
+    /* A valid schedule finishes under rendezvous, so it finishes here too:
+     * asynchronous sends only ever let a stage run further ahead. */
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int st = 0; st < s->pp; st++)
+            moved |= advance(s, c, st, pos, now, arrival, t);
+    }
+    for (int st = 0; st < s->pp; st++) {
+        if (pos[st] != s->stage[st].count)
+            rc = PTDP_EINVAL;
+        if (now[st] > t->makespan)
+            t->makespan = now[st];
+    }
+    double idle = 0;
+    for (int st = 0; st < s->pp; st++)
+        idle += t->idle[st] = t->makespan - t->busy[st];
+    t->bubble = t->makespan > 0 ? idle / (s->pp * t->makespan) : 0.0;
+out:
+    free(pos);
+    free(now);
+    free(arrival);
+    if (rc != PTDP_OK)
+        ptdp_schedule_timeline_destroy(t);
+    else
+        *out = t;
+    return rc;
+}

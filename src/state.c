@@ -1,0 +1,235 @@
+/*
+ * state.c — whole tensors in host memory, and their checkpoint files.
+ *
+ * A checkpoint is a safetensors file a PyTorch user can open:
+ *
+ *   in.weight [h, d_in]   in.bias [h]
+ *   blocks.{l}.fc1.weight [d_ff, h]  blocks.{l}.fc1.bias [d_ff]
+ *   blocks.{l}.fc2.weight [h, d_ff]  blocks.{l}.fc2.bias [h]
+ *   out.weight [C, h]     out.bias [C]
+ *   optim.{name}.exp_avg, optim.{name}.exp_avg_sq     (AdamW)
+ *   optim.{name}.momentum_buffer                      (SGD with momentum)
+ *   optim.step  I64 []
+ *   __metadata__: d_in, d_model, d_ff, n_layers, n_classes, seed, batch, optimizer
+ *
+ * Tensors are whole: the shards of a tp=2 run are written into their places,
+ * so the file loads into tp=4 or tp=1 alike.
+ */
+#include "ptdp/state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "ptdp/safetensors.h"
+
+static const char *OPT_NAMES[] = { "adamw", "sgd" };
+
+int ptdp_state_optim_slots(const ptdp_state *s)
+{
+    if (s->optimizer == PTDP_OPT_ADAMW)
+        return 2;
+    return s->has_momentum ? 1 : 0;
+}
+
+const char *ptdp_state_slot_name(const ptdp_state *s, int k)
+{
+    if (s->optimizer == PTDP_OPT_ADAMW)
+        return k == 0 ? "exp_avg" : "exp_avg_sq";
+    return "momentum_buffer";
+}
+
+/* The parameter list in state_dict order (forward order), as name/shape. */
+static int list_params(const ptdp_model_config *c, ptdp_state_tensor *out)
+{
+    int n = 0;
+#define ADD(nm, r, cc, bias) do { if (out) { snprintf(out[n].name, sizeof out[n].name, "%s", nm); \
+        out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
+    char name[PTDP_NAME_MAX + 24];
+    ADD("in.weight", c->d_model, c->d_in, false);
+    ADD("in.bias", 1, c->d_model, true);
+    for (int l = 0; l < c->n_layers; l++) {
+        snprintf(name, sizeof name, "blocks.%d.fc1.weight", l); ADD(name, c->d_ff, c->d_model, false);
+        snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);   ADD(name, 1, c->d_ff, true);
+        snprintf(name, sizeof name, "blocks.%d.fc2.weight", l); ADD(name, c->d_model, c->d_ff, false);
+        snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);   ADD(name, 1, c->d_model, true);
+    }
+    ADD("out.weight", c->n_classes, c->d_model, false);
+    ADD("out.bias", 1, c->n_classes, true);
+#undef ADD
+    return n;
+}
+
+int ptdp_state_create(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
+                      bool with_momentum)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->optimizer = optimizer;
+    s->has_momentum = optimizer == PTDP_OPT_SGD && with_momentum;
+    int np = list_params(cfg, NULL), slots = ptdp_state_optim_slots(s);
+    s->ntensors = np * (1 + slots);
+    s->t = calloc((size_t)s->ntensors, sizeof *s->t);
+    if (s->t == NULL)
+        return PTDP_ENOMEM;
+    list_params(cfg, s->t);
+    for (int k = 0; k < slots; k++)
+        for (int i = 0; i < np; i++) {
+            ptdp_state_tensor *t = &s->t[np * (1 + k) + i];
+            char base[sizeof t->name];
+            memcpy(base, s->t[i].name, sizeof base);
+            *t = s->t[i];
+            snprintf(t->name, sizeof t->name, "optim.%.63s.%s", base, ptdp_state_slot_name(s, k));
+        }
+    for (int i = 0; i < s->ntensors; i++) {
+        s->t[i].data = calloc((size_t)s->t[i].rows * (size_t)s->t[i].cols, sizeof(ptdp_real));
+        if (s->t[i].data == NULL && (size_t)s->t[i].rows * (size_t)s->t[i].cols > 0) {
+            ptdp_state_free(s);
+            return PTDP_ENOMEM;
+        }
+    }
+    return PTDP_OK;
+}
+
+void ptdp_state_free(ptdp_state *s)
+{
+    if (s->t != NULL)
+        for (int i = 0; i < s->ntensors; i++)
+            free(s->t[i].data);
+    free(s->t);
+    s->t = NULL;
+    s->ntensors = 0;
+}
+
+ptdp_state_tensor *ptdp_state_find(ptdp_state *s, const char *name)
+{
+    for (int i = 0; i < s->ntensors; i++)
+        if (strcmp(s->t[i].name, name) == 0)
+            return &s->t[i];
+    return NULL;
+}
+
+void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole)
+{
+    for (int i = 0; i < local.rows; i++)
+        for (int j = 0; j < local.cols; j++)
+            whole->data[(size_t)(p->row0 + i) * whole->cols + (size_t)(p->col0 + j)] = *ptdp_at(local, i, j);
+}
+
+void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole)
+{
+    for (int i = 0; i < local.rows; i++)
+        for (int j = 0; j < local.cols; j++)
+            *ptdp_at(local, i, j) = whole->data[(size_t)(p->row0 + i) * whole->cols + (size_t)(p->col0 + j)];
+}
+
+/* ------------------------------------------------------------ files */
+
+#define NMETA 8
+
+int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen)
+{
+    ptdp_st_tensor *st = calloc((size_t)s->ntensors + 1, sizeof *st);
+    if (st == NULL)
+        return PTDP_ENOMEM;
+    for (int i = 0; i < s->ntensors; i++) {
+        const ptdp_state_tensor *t = &s->t[i];
+        snprintf(st[i].name, sizeof st[i].name, "%s", t->name);
+        st[i].dtype = PTDP_REAL;
+        st[i].ndim = t->is_bias ? 1 : 2;
+        st[i].shape[0] = t->is_bias ? t->cols : t->rows;
+        st[i].shape[1] = t->cols;
+        st[i].data = t->data;
+    }
+    int64_t step = s->step;
+    ptdp_st_tensor *last = &st[s->ntensors];
+    snprintf(last->name, sizeof last->name, "optim.step");
+    last->dtype = PTDP_I64;
+    last->ndim = 0;
+    last->data = &step;
+
+    char vals[NMETA][32];
+    const char *keys[NMETA] = { "d_in", "d_model", "d_ff", "n_layers", "n_classes", "seed", "batch", "optimizer" };
+    const char *values[NMETA];
+    snprintf(vals[0], 32, "%d", s->cfg.d_in);
+    snprintf(vals[1], 32, "%d", s->cfg.d_model);
+    snprintf(vals[2], 32, "%d", s->cfg.d_ff);
+    snprintf(vals[3], 32, "%d", s->cfg.n_layers);
+    snprintf(vals[4], 32, "%d", s->cfg.n_classes);
+    snprintf(vals[5], 32, "%" PRIu64, s->seed);
+    snprintf(vals[6], 32, "%d", s->batch);
+    snprintf(vals[7], 32, "%s", s->optimizer == PTDP_OPT_SGD && s->has_momentum ? "sgd-momentum"
+                                : OPT_NAMES[s->optimizer]);
+    for (int i = 0; i < NMETA; i++)
+        values[i] = vals[i];
+    int rc = ptdp_st_write(path, st, s->ntensors + 1, keys, values, NMETA, msg, msglen);
+    free(st);
+    return rc;
+}
+
+/* Read an integer metadata field; -1 if absent or not a number. */
+static long long meta_int(const ptdp_st_file *f, const char *key)
+{
+    const char *v = ptdp_st_meta(f, key);
+    if (v == NULL || *v == '\0')
+        return -1;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end == '\0' ? x : -1;
+}
+
+int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
+                    char *msg, size_t msglen)
+{
+    ptdp_st_file *f;
+    int rc = ptdp_st_open(path, &f, msg, msglen);
+    if (rc != 0)
+        return rc;
+    const struct { const char *key; int want; } dims[] = {
+        { "d_in", cfg->d_in }, { "d_model", cfg->d_model }, { "d_ff", cfg->d_ff },
+        { "n_layers", cfg->n_layers }, { "n_classes", cfg->n_classes },
+    };
+    const char *flags[] = { "--d-in", "--hidden", "--ffn", "--layers", "--classes" };
+    for (int i = 0; i < 5; i++) {
+        long long have = meta_int(f, dims[i].key);
+        if (have != dims[i].want) {
+            snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %d",
+                     path, dims[i].key, have, flags[i], dims[i].want);
+            ptdp_st_close(f);
+            return PTDP_ECORRUPT;
+        }
+    }
+    const char *opt = ptdp_st_meta(f, "optimizer");
+    ptdp_optimizer_kind kind = opt && strncmp(opt, "sgd", 3) == 0 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
+    if (opt == NULL || (strcmp(opt, "adamw") != 0 && strcmp(opt, "sgd") != 0 && strcmp(opt, "sgd-momentum") != 0)) {
+        snprintf(msg, msglen, "%s: metadata 'optimizer' is missing or unknown", path);
+        ptdp_st_close(f);
+        return PTDP_ECORRUPT;
+    }
+    if ((rc = ptdp_state_create(s, cfg, kind, opt && strcmp(opt, "sgd-momentum") == 0)) != 0) {
+        ptdp_st_close(f);
+        return rc;
+    }
+    long long seed = meta_int(f, "seed"), batch = meta_int(f, "batch");
+    s->seed = seed < 0 ? 0 : (uint64_t)seed;
+    s->batch = batch < 0 ? 0 : (int)batch;
+    for (int i = 0; i < s->ntensors && rc == 0; i++) {
+        ptdp_state_tensor *t = &s->t[i];
+        int64_t shape[2] = { t->is_bias ? t->cols : t->rows, t->cols };
+        rc = ptdp_st_read_real(f, t->name, t->is_bias ? 1 : 2, shape, t->data, msg, msglen);
+    }
+    int64_t step = 0;
+    if (rc == 0)
+        rc = ptdp_st_read_i64(f, "optim.step", 0, NULL, &step, msg, msglen);
+    if (rc == 0 && step < 0) {
+        snprintf(msg, msglen, "%s: optim.step is negative (%" PRId64 ")", path, step);
+        rc = PTDP_ECORRUPT;
+    }
+    s->step = (long)step;
+    ptdp_st_close(f);
+    if (rc != 0)
+        ptdp_state_free(s);
+    return rc;
+}

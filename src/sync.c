@@ -1,0 +1,296 @@
+/*
+ * sync.c — the one way a device waits: spin briefly, then sleep in slices.
+ *
+ *   ready? ─yes─► return 0
+ *     │no
+ *   spin ≤ 50 µs (only if every device has a core of its own)
+ *     │still not ready
+ *   sleeping = 1 ──► loop: ready? aborted? watchdog? a needed peer returned?
+ *                          else sleep ≤ 25 ms on my condition variable
+ *
+ * Why not pthread_barrier_t or semaphores?  They are not portable (macOS has
+ * neither barrier nor unnamed semaphores), each crossing is a system call
+ * (40–90 µs in a VM), and they cannot notice that another device failed.
+ * The sleep slices bound how late an abort or the watchdog is noticed even
+ * if a wake-up went astray; the Dekker handshake (see sync.h) means none
+ * does.
+ */
+#include "sync.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ptdp/clock.h"
+#include "ptdp/error.h"
+
+#define SPIN_SECONDS  50e-6   /* longer than a typical load imbalance of a
+                                 small collective, far shorter than a
+                                 scheduler time slice                     */
+#define SLEEP_SLICE_S 0.025   /* how often a sleeper re-checks the world  */
+
+static inline void cpu_relax(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__ __volatile__("pause");
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---------------------------------------------------------------- world */
+
+int ptdp_world_init(struct ptdp_world *w, int size, bool spin, double watchdog_s)
+{
+    memset(w, 0, sizeof *w);
+    w->size = size;
+    w->spin = spin;
+    w->watchdog_s = watchdog_s;
+    w->fail_rank = -1;
+    atomic_init(&w->aborted, 0);
+    if (pthread_mutex_init(&w->fail_lock, NULL) != 0)
+        return PTDP_ENOMEM;
+    for (int r = 0; r < size; r++) {
+        ptdp_parker *p = &w->parkers[r];
+        atomic_init(&p->sleeping, 0);
+        atomic_init(&p->finished, 0);
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+#if !defined(__APPLE__)
+        /* Sleep slices on the monotonic clock where POSIX lets us choose. */
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+#endif
+        int bad = pthread_mutex_init(&p->lock, NULL) != 0;
+        if (!bad && pthread_cond_init(&p->wake, &attr) != 0) {
+            pthread_mutex_destroy(&p->lock);
+            bad = 1;
+        }
+        pthread_condattr_destroy(&attr);
+        if (bad) {
+            w->size = r;
+            ptdp_world_destroy(w);
+            return PTDP_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void ptdp_world_destroy(struct ptdp_world *w)
+{
+    for (int r = 0; r < w->size; r++) {
+        pthread_cond_destroy(&w->parkers[r].wake);
+        pthread_mutex_destroy(&w->parkers[r].lock);
+    }
+    pthread_mutex_destroy(&w->fail_lock);
+}
+
+void ptdp_wake(struct ptdp_world *w, int world_rank)
+{
+    ptdp_parker *p = &w->parkers[world_rank];
+    if (atomic_load(&p->sleeping)) {          /* Dekker: after our store  */
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+void ptdp_wake_all(struct ptdp_world *w)
+{
+    for (int r = 0; r < w->size; r++)
+        ptdp_wake(w, r);
+}
+
+void ptdp_world_abort(struct ptdp_world *w)
+{
+    atomic_store(&w->aborted, 1);
+    ptdp_wake_all(w);
+}
+
+/* ------------------------------------------------------------- reporting */
+
+static void describe_wait(const ptdp_wait_why *why, char *buf, size_t len)
+{
+    const char *file = why->file ? why->file : "?";
+    const char *slash = strrchr(file, '/');
+    if (slash)
+        file = slash + 1;
+    if (why->op == PTDP_COLL_SEND || why->op == PTDP_COLL_RECV)
+        snprintf(buf, len, "%s %s rank %d tag %d in group '%s' at %s:%d",
+                 ptdp_coll_name(why->op), why->op == PTDP_COLL_SEND ? "to" : "from",
+                 why->peer, why->tag, why->group, file, why->line);
+    else
+        snprintf(buf, len, "%s in group '%s' at %s:%d",
+                 ptdp_coll_name(why->op), why->group, file, why->line);
+}
+
+void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len)
+{
+    size_t used = 0;
+    double now = ptdp_wall_now();
+    buf[0] = '\0';
+    for (int r = 0; r < w->size && used + 1 < len; r++) {
+        ptdp_parker *p = &w->parkers[r];
+        char state[256];
+        pthread_mutex_lock(&p->lock);
+        if (atomic_load(&p->finished))
+            snprintf(state, sizeof state, "finished");
+        else if (p->waiting)
+            snprintf(state, sizeof state, "waiting in %s for %.1f s", p->what, now - p->since);
+        else
+            snprintf(state, sizeof state, "running");
+        pthread_mutex_unlock(&p->lock);
+        int n = snprintf(buf + used, len - used, "%srank %d: %s", r ? "; " : "", r, state);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+/* -------------------------------------------------------------- waiting */
+
+/* Has a device we wait for returned from its device function?  Reading its
+ * `finished` flag first and the condition after makes the answer certain:
+ * everything it did for us happened before it set the flag. */
+static int member_gone(struct ptdp_world *w, const ptdp_device *self,
+                       const ptdp_wait_why *why, ptdp_ready_fn ready, const void *arg)
+{
+    for (int i = 0; i < why->nmembers; i++) {
+        int m = why->members[i];
+        if (m != self->rank && atomic_load(&w->parkers[m].finished))
+            return ready(arg) ? -1 : m;
+    }
+    return -1;
+}
+
+static void deadline_in(struct timespec *ts, double seconds)
+{
+#if defined(__APPLE__)
+    clock_gettime(CLOCK_REALTIME, ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, ts);
+#endif
+    long ns = ts->tv_nsec + (long)(seconds * 1e9);
+    ts->tv_sec += ns / 1000000000L;
+    ts->tv_nsec = ns % 1000000000L;
+}
+
+static int wait_asleep(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
+                       const ptdp_wait_why *why)
+{
+    struct ptdp_world *w = self->w;
+    ptdp_parker *p = &w->parkers[self->rank];
+    double start = ptdp_wall_now();
+    int rc = 0, gone = -1;
+
+    pthread_mutex_lock(&p->lock);
+    p->waiting = true;
+    p->since = start;
+    describe_wait(why, p->what, sizeof p->what);
+    atomic_store(&p->sleeping, 1);            /* Dekker: before re-checking */
+    for (;;) {
+        if (ready(arg))
+            break;
+        if (atomic_load(&w->aborted)) {
+            rc = PTDP_EABORTED;
+            break;
+        }
+        if (ptdp_wall_now() - start > w->watchdog_s) {
+            rc = PTDP_ETIMEDOUT;
+            break;
+        }
+        if ((gone = member_gone(w, self, why, ready, arg)) >= 0) {
+            rc = PTDP_EMISMATCH;
+            break;
+        }
+        struct timespec ts;
+        deadline_in(&ts, SLEEP_SLICE_S);
+        int e = pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+        (void)e;                              /* woken, timed out: re-check */
+    }
+    atomic_store(&p->sleeping, 0);
+    pthread_mutex_unlock(&p->lock);
+
+    if (rc == PTDP_ETIMEDOUT || rc == PTDP_EMISMATCH) {
+        /* Report while our own state still says what we wait in. */
+        char report[PTDP_MSG_MAX], mine[192];
+        ptdp_world_report(w, report, sizeof report);
+        describe_wait(why, mine, sizeof mine);
+        if (rc == PTDP_ETIMEDOUT)
+            ptdp_fail(self, rc, "watchdog: rank %d waited %.1f s in %s; %s",
+                      self->rank, ptdp_wall_now() - start, mine, report);
+        else
+            ptdp_fail(self, rc, "rank %d waits in %s, but rank %d has already returned "
+                      "from its device function without making the matching call; %s",
+                      self->rank, mine, gone, report);
+    }
+    pthread_mutex_lock(&p->lock);
+    p->waiting = false;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int ptdp_wait_until(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
+                    const ptdp_wait_why *why)
+{
+    struct ptdp_world *w = self->w;
+    if (ready(arg))
+        return 0;
+    if (w->spin) {
+        double until = 0.0;
+        for (unsigned i = 1;; i++) {
+            if (ready(arg))
+                return 0;
+            if (atomic_load_explicit(&w->aborted, memory_order_relaxed))
+                return PTDP_EABORTED;
+            cpu_relax();
+            if ((i & 127) == 0) {             /* read the clock rarely     */
+                double now = ptdp_wall_now();
+                if (until == 0.0)
+                    until = now + SPIN_SECONDS;
+                else if (now > until)
+                    break;
+            }
+        }
+    }
+    return wait_asleep(self, ready, arg, why);
+}
+
+/* -------------------------------------------------------------- barrier */
+
+void ptdp_barrier_init(ptdp_barrier *b, int n, const int *world_rank)
+{
+    atomic_init(&b->arrived, 0);
+    atomic_init(&b->generation, 0);
+    b->n = n;
+    b->world_rank = world_rank;
+}
+
+typedef struct {
+    const ptdp_barrier *b;
+    unsigned generation;
+} barrier_wait;
+
+static bool generation_moved(const void *arg)
+{
+    const barrier_wait *bw = arg;
+    return atomic_load(&bw->b->generation) != bw->generation;
+}
+
+int ptdp_barrier_cross(ptdp_barrier *b, ptdp_device *self, const ptdp_wait_why *why)
+{
+    /* Read the sense before arriving: it cannot flip until we have. */
+    unsigned generation = atomic_load(&b->generation);
+    if (atomic_fetch_add(&b->arrived, 1) == (unsigned)b->n - 1) {
+        /* Last to arrive: reset the count for the next crossing, then flip
+         * the sense, which releases everyone. */
+        atomic_store(&b->arrived, 0);
+        atomic_store(&b->generation, generation + 1);
+        for (int i = 0; i < b->n; i++)
+            if (b->world_rank[i] != self->rank)
+                ptdp_wake(self->w, b->world_rank[i]);
+        return 0;
+    }
+    barrier_wait bw = { b, generation };
+    return ptdp_wait_until(self, generation_moved, &bw, why);
+}

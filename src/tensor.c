@@ -1,0 +1,225 @@
+/*
+ * tensor.c — row-major 2-D tensors, views, and the copies TP and PP need.
+ *
+ * Element (i, j) lives at data[i * stride + j].  A view of some rows or
+ * columns is just another (data, rows, cols, stride): no copy, no memory.
+ * Every helper below therefore walks row by row and honours each side's
+ * stride, so a tensor-parallel shard can be copied straight out of, or into,
+ * the full matrix it is a column range of:
+ *
+ *      full (stride 8)             shard = cols view [2, 5)
+ *     ┌─┬─┬─────┬─┬─┬─┐            data = full.data + 2, rows 3, cols 3,
+ *     │ │ │█ █ █│ │ │ │            stride 8: row i starts 8 elements
+ *     │ │ │█ █ █│ │ │ │            after row i-1, not 3
+ *     │ │ │█ █ █│ │ │ │
+ *     └─┴─┴─────┴─┴─┴─┘
+ *
+ * Slicing and concatenation are written as views plus one copy, which is
+ * exactly how they are drawn: concat_cols copies part k into the column
+ * range of dst that part k occupies.
+ *
+ * Shapes that do not fit are programming errors and are caught by assert().
+ */
+#include "ptdp/tensor.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+
+/* ---- Memory: owned tensors live in the device's arena -------------------- */
+
+int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                      ptdp_mem_category cat, int rows, int cols)
+{
+    memset(t, 0, sizeof *t);
+    if (name == NULL)
+        name = "(unnamed)";
+    if (rows < 0 || cols < 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "tensor '%s': bad shape %d x %d", name, rows, cols);
+
+    size_t bytes = (size_t)rows * (size_t)cols * sizeof(ptdp_real);
+    ptdp_real *data = ptdp_alloc(dev, bytes, cat, name);
+    if (data == NULL)
+        return PTDP_ENOMEM;             /* ptdp_alloc failed the device */
+
+    t->data = data;
+    t->rows = rows;
+    t->cols = cols;
+    t->stride = cols;
+    t->owned = true;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    return 0;
+}
+
+void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t)
+{
+    if (t == NULL || !t->owned)
+        return;                         /* a view owns nothing */
+    ptdp_free(dev, t->data);
+    memset(t, 0, sizeof *t);
+}
+
+ptdp_tensor ptdp_tensor_wrap(ptdp_real *data, int rows, int cols)
+{
+    assert(rows >= 0 && cols >= 0);
+    ptdp_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.rows = rows;
+    t.cols = cols;
+    t.stride = cols;
+    return t;
+}
+
+/* ---- Views ---------------------------------------------------------------- */
+
+/* The element offset of (i, j), kept away from a NULL base so that an empty
+ * tensor's views stay NULL instead of becoming NULL + offset. */
+static ptdp_real *offset(ptdp_tensor t, int i, int j)
+{
+    return t.data == NULL ? NULL : ptdp_at(t, i, j);
+}
+
+ptdp_tensor ptdp_tensor_rows(ptdp_tensor t, int r0, int n)
+{
+    assert(r0 >= 0 && n >= 0 && r0 + n <= t.rows);
+    ptdp_tensor v = t;
+    v.data = n > 0 ? offset(t, r0, 0) : t.data;
+    v.rows = n;
+    v.owned = false;
+    return v;
+}
+
+ptdp_tensor ptdp_tensor_cols(ptdp_tensor t, int c0, int n)
+{
+    assert(c0 >= 0 && n >= 0 && c0 + n <= t.cols);
+    ptdp_tensor v = t;
+    v.data = n > 0 ? offset(t, 0, c0) : t.data;
+    v.cols = n;
+    v.owned = false;
+    return v;
+}
+
+/* ---- Element-wise helpers -------------------------------------------------- */
+
+void ptdp_tensor_zero(ptdp_tensor t)
+{
+    ptdp_tensor_fill(t, 0);
+}
+
+void ptdp_tensor_fill(ptdp_tensor t, ptdp_real v)
+{
+    if (t.cols == 0)
+        return;
+    for (int i = 0; i < t.rows; i++) {
+        ptdp_real *row = ptdp_at(t, i, 0);
+        for (int j = 0; j < t.cols; j++)
+            row[j] = v;
+    }
+}
+
+void ptdp_tensor_copy(ptdp_tensor dst, ptdp_tensor src)
+{
+    assert(dst.rows == src.rows && dst.cols == src.cols);
+    if (dst.rows == 0 || dst.cols == 0)
+        return;
+    /* Both contiguous: one copy of the whole block. */
+    if (ptdp_tensor_contiguous(dst) && ptdp_tensor_contiguous(src)) {
+        memcpy(dst.data, src.data, ptdp_tensor_numel(dst) * sizeof(ptdp_real));
+        return;
+    }
+    for (int i = 0; i < dst.rows; i++)
+        memcpy(ptdp_at(dst, i, 0), ptdp_at(src, i, 0), (size_t)dst.cols * sizeof(ptdp_real));
+}
+
+void ptdp_tensor_add(ptdp_tensor dst, ptdp_tensor src)
+{
+    assert(dst.rows == src.rows && dst.cols == src.cols);
+    if (dst.cols == 0)
+        return;
+    for (int i = 0; i < dst.rows; i++) {
+        ptdp_real *d = ptdp_at(dst, i, 0);
+        const ptdp_real *s = ptdp_at(src, i, 0);
+        for (int j = 0; j < dst.cols; j++)
+            d[j] += s[j];
+    }
+}
+
+/* ---- Slices and concatenation: a view plus a copy --------------------------- */
+
+void ptdp_tensor_slice_cols(ptdp_tensor dst, ptdp_tensor src, int c0)
+{
+    ptdp_tensor_copy(dst, ptdp_tensor_cols(src, c0, dst.cols));
+}
+
+void ptdp_tensor_slice_rows(ptdp_tensor dst, ptdp_tensor src, int r0)
+{
+    ptdp_tensor_copy(dst, ptdp_tensor_rows(src, r0, dst.rows));
+}
+
+void ptdp_tensor_concat_cols(ptdp_tensor dst, const ptdp_tensor *parts, int n)
+{
+    int c0 = 0;
+    for (int k = 0; k < n; k++) {
+        ptdp_tensor_copy(ptdp_tensor_cols(dst, c0, parts[k].cols), parts[k]);
+        c0 += parts[k].cols;
+    }
+    assert(c0 == dst.cols);
+}
+
+void ptdp_tensor_concat_rows(ptdp_tensor dst, const ptdp_tensor *parts, int n)
+{
+    int r0 = 0;
+    for (int k = 0; k < n; k++) {
+        ptdp_tensor_copy(ptdp_tensor_rows(dst, r0, parts[k].rows), parts[k]);
+        r0 += parts[k].rows;
+    }
+    assert(r0 == dst.rows);
+}
+
+/* ---- Comparison ------------------------------------------------------------ */
+
+/* In double whatever ptdp_real is, so a float tensor's difference is not
+ * rounded once more.  A NaN on either side makes *max_abs_diff NaN (it is
+ * not skipped, as a plain `d > max` would), so a check written
+ * `!(diff <= tol)` fails on it. */
+void ptdp_tensor_max_diff(ptdp_tensor a, ptdp_tensor b, double *max_abs_diff, double *max_abs_b)
+{
+    assert(a.rows == b.rows && a.cols == b.cols);
+    double max_d = 0.0, max_b = 0.0;
+    for (int i = 0; i < a.rows && a.cols > 0; i++) {
+        const ptdp_real *ra = ptdp_at(a, i, 0);
+        const ptdp_real *rb = ptdp_at(b, i, 0);
+        for (int j = 0; j < a.cols; j++) {
+            double d = fabs((double)ra[j] - (double)rb[j]);
+            double m = fabs((double)rb[j]);
+            if (d > max_d || isnan(d))      /* once NaN, d > NaN is false */
+                max_d = d;
+            if (m > max_b || isnan(m))
+                max_b = m;
+        }
+    }
+    if (max_abs_diff != NULL)
+        *max_abs_diff = max_d;
+    if (max_abs_b != NULL)
+        *max_abs_b = max_b;
+}
+
+/* ---- Sharding ---------------------------------------------------------------- */
+
+/* count = 10, parts = 4:  chunks of 3 3 2 2 at offsets 0 3 6 8.
+ * The first count % parts chunks hold one item more, so chunk sizes differ
+ * by at most one and every sharding in ptdp (collective chunks, DP shards,
+ * pipeline stages) cuts the same way. */
+void ptdp_chunk(size_t count, int parts, int index, size_t *offset_out, size_t *len)
+{
+    assert(parts > 0 && index >= 0 && index < parts);
+    size_t p = (size_t)parts, i = (size_t)index;
+    size_t base = count / p, extra = count % p;
+    *offset_out = i * base + (i < extra ? i : extra);
+    *len = base + (i < extra ? 1 : 0);
+}

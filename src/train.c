@@ -1,0 +1,528 @@
+/*
+ * train.c — one loop for every configuration, from one device to dp x tp x pp.
+ *
+ * Each device thread runs device_main: build the mesh (mesh.c), its stage
+ * and shard of the model (model.c), the schedule (schedule.c), and then
+ * `steps` times:
+ *
+ *   pipeline step (pp.c)  ── F/B of every micro-batch of this DP shard,
+ *                            sends and receives between stages
+ *   optimizer_step        ── DP all-reduce of the gradients (dp.c)
+ *                            gradient norm of the whole model, clip
+ *                            AdamW / SGD on the flat parameter buffer
+ *                            zero the gradients
+ *
+ * The loss is the mean over the GLOBAL batch B: every micro-batch scales
+ * its loss gradient by 1/B, and DP sums (dp.h explains why that, and not an
+ * average of averages, is what equals the single device).
+ *
+ * Logging is host bookkeeping, not device communication: each device
+ * writes its numbers for the step into the run's table, and the last
+ * device to finish a step prints it.  The loss is summed there from the
+ * last stage's shards, so logging adds no collective and no byte to what
+ * the lessons count.
+ */
+#include "ptdp/train.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/data.h"
+#include "ptdp/dp.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+#include "ptdp/model.h"
+#include "ptdp/optim.h"
+#include "ptdp/pp.h"
+#include "ptdp/schedule.h"
+
+/* ------------------------------------------------------------ validation */
+
+int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_config *m = &c->model;
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    if (c->dp < 1) BAD("--dp %d: must be at least 1", c->dp);
+    if (c->tp < 1) BAD("--tp %d: must be at least 1", c->tp);
+    if (c->pp < 1) BAD("--pp %d: must be at least 1", c->pp);
+    if ((long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES)
+        BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->tp, c->pp,
+            (long)c->dp * c->tp * c->pp, PTDP_MAX_DEVICES);
+    if (m->d_in < 1) BAD("--d-in %d: must be at least 1", m->d_in);
+    if (m->d_model < 1) BAD("--hidden %d: must be at least 1", m->d_model);
+    if (m->d_ff < 1) BAD("--ffn %d: must be at least 1", m->d_ff);
+    if (m->n_layers < 1) BAD("--layers %d: must be at least 1", m->n_layers);
+    if (m->n_classes < 2) BAD("--classes %d: must be at least 2", m->n_classes);
+    if (c->micro_batches < 1) BAD("--micro-batches %d: must be at least 1", c->micro_batches);
+    if (c->batch < 1) BAD("--batch %d: must be at least 1", c->batch);
+    if (c->steps < 0) BAD("--steps %d: must not be negative", c->steps);
+    int per = c->dp * c->micro_batches;
+    if (c->batch % per != 0) {
+        int lo = c->batch / per * per, hi = lo + per;
+        if (lo == 0)
+            BAD("--batch %d must be divisible by --dp x --micro-batches = %d x %d = %d (try --batch %d)",
+                c->batch, c->dp, c->micro_batches, per, hi);
+        BAD("--batch %d must be divisible by --dp x --micro-batches = %d x %d = %d (nearest valid: %d or %d)",
+            c->batch, c->dp, c->micro_batches, per, lo, hi);
+    }
+    if (m->d_ff % c->tp != 0 || m->n_classes % c->tp != 0) {
+        char valid[256] = "";
+        size_t len = 0;
+        for (int t = 1; t <= PTDP_MAX_DEVICES && t <= m->d_ff; t++)
+            if (m->d_ff % t == 0 && m->n_classes % t == 0 && len + 8 < sizeof valid)
+                len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", t);
+        BAD("--tp %d must divide --ffn %d and --classes %d (valid --tp: %s)", c->tp, m->d_ff, m->n_classes, valid);
+    }
+    if (c->pp > m->n_layers)
+        BAD("--pp %d: more stages than --layers %d (each stage needs at least one block)", c->pp, m->n_layers);
+    if (c->stage_layers != NULL) {
+        int sum = 0;
+        for (int s = 0; s < c->pp; s++) {
+            if (c->stage_layers[s] < 1)
+                BAD("--stage-layers: stage %d has %d blocks; every stage needs at least 1", s, c->stage_layers[s]);
+            sum += c->stage_layers[s];
+        }
+        if (sum != m->n_layers)
+            BAD("--stage-layers adds up to %d blocks, but --layers is %d", sum, m->n_layers);
+    }
+    if (!(c->lr > 0) || !isfinite(c->lr)) BAD("--lr %g: must be a positive number", c->lr);
+    if (c->momentum < 0 || c->momentum >= 1) BAD("--momentum %g: must be in [0, 1)", c->momentum);
+    if (c->weight_decay < 0) BAD("--weight-decay %g: must not be negative", c->weight_decay);
+    if (c->clip_grad < 0) BAD("--clip-grad %g: must not be negative (0 = off)", c->clip_grad);
+    if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
+    if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
+    if (c->schedule != NULL && ptdp_schedule_find(c->schedule) == NULL)
+        BAD("--schedule %s: unknown (gpipe or 1f1b)", c->schedule);
+    if (c->zero != 0) BAD("--zero %d: ZeRO is not implemented in this build", c->zero);
+    if (c->resume != NULL && c->resume->optimizer != c->optimizer)
+        BAD("--optimizer %s does not match the checkpoint's (%s)",
+            c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", c->resume->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw");
+#undef BAD
+    return PTDP_OK;
+}
+
+/* ------------------------------------------------------- the run's table */
+
+typedef struct {
+    double v0, v1, w0, w1, bytes, loss, grad_norm;
+    double phase_end, busy;       /* pipeline phase: end (virtual), compute+comm in it */
+} device_step;
+
+typedef struct {
+    const ptdp_train_config *cfg;
+    int world;
+    long first_step;              /* global steps already taken (resume) */
+    device_step *ds;              /* [steps][world]                      */
+    int *done;                    /* [steps] devices finished            */
+    int next_report;
+    pthread_mutex_t mu;
+    ptdp_step_observer observer;
+    void *observer_ctx;
+    ptdp_train_result *result;
+    size_t *peak_acts;            /* [world]                             */
+    int *peak_in_flight;          /* [world]                             */
+} run;
+
+static ptdp_step_log summarize(run *r, int s)
+{
+    const ptdp_train_config *c = r->cfg;
+    ptdp_step_log log = { .step = r->first_step + s + 1 };
+    double v0 = INFINITY, v1 = -INFINITY, loss = 0;
+    for (int d = 0; d < r->world; d++) {
+        const device_step *x = &r->ds[(size_t)s * r->world + d];
+        v0 = fmin(v0, x->v0);
+        v1 = fmax(v1, x->v1);
+        log.wall_s = fmax(log.wall_s, x->w1 - x->w0);
+        log.bytes += x->bytes;
+        loss += x->loss;
+    }
+    log.virtual_s = v1 - v0;
+    log.loss = loss / c->batch;
+    log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;
+    return log;
+}
+
+/* A device finished step s: record, and report every step now complete. */
+static void step_done(run *r, int rank, int s, const device_step *x)
+{
+    pthread_mutex_lock(&r->mu);
+    r->ds[(size_t)s * r->world + rank] = *x;
+    r->done[s]++;
+    while (r->next_report < r->cfg->steps && r->done[r->next_report] == r->world) {
+        ptdp_step_log log = summarize(r, r->next_report);
+        if (r->result != NULL && r->result->log != NULL)
+            r->result->log[r->next_report] = log;
+        if (r->observer != NULL)
+            r->observer(&log, r->observer_ctx);
+        r->next_report++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ------------------------------------------------------ one device's run */
+
+typedef struct {
+    run *r;
+    ptdp_mesh mesh;
+    ptdp_model model;
+    ptdp_dataset data;
+    ptdp_ddp ddp;
+    ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a */
+    long global_step;              /* 1-based step being taken                */
+    double grad_norm;
+    double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
+} device_ctx;
+
+/* Which device writes a parameter's whole tensor: one per shard. */
+static bool writes_param(const device_ctx *d, const ptdp_param *p)
+{
+    return d->mesh.dp_rank == 0 && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+}
+
+static ptdp_tensor view_of(const ptdp_param *p, ptdp_real *flat)
+{
+    return (ptdp_tensor){ .data = flat + p->offset, .rows = p->w.rows, .cols = p->w.cols, .stride = p->w.cols };
+}
+
+/* Copy this device's shards (and optimizer state) into / out of a host state. */
+static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
+{
+    int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
+    for (int i = 0; i < d->model.nparams; i++) {
+        const ptdp_param *p = &d->model.params[i];
+        if (!writes_param(d, p))
+            continue;
+        ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
+        for (int k = 0; k < slots; k++) {
+            char name[2 * PTDP_NAME_MAX];
+            snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
+            ptdp_param_to_state(p, view_of(p, k == 0 ? d->opt_a : d->opt_b), ptdp_state_find(s, name));
+        }
+    }
+}
+
+static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
+{
+    ptdp_state *s = (ptdp_state *)cs;   /* read only */
+    int slots = ptdp_state_optim_slots(s);
+    for (int i = 0; i < d->model.nparams; i++) {
+        const ptdp_param *p = &d->model.params[i];
+        const ptdp_state_tensor *t = ptdp_state_find(s, p->name);
+        if (t == NULL)
+            return ptdp_fail(dev, PTDP_ECORRUPT, "checkpoint has no tensor %s", p->name);
+        ptdp_param_from_state(p, p->w, t);
+        for (int k = 0; k < slots; k++) {
+            char name[2 * PTDP_NAME_MAX];
+            snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
+            ptdp_param_from_state(p, view_of(p, k == 0 ? d->opt_a : d->opt_b), ptdp_state_find(s, name));
+        }
+    }
+    return PTDP_OK;
+}
+
+/* DP replicas must stay bit-identical: they start equal, all-reduce to the
+ * same gradient (a fixed reduction order gives every rank the same bits)
+ * and take the same step.  Check it with a 64-bit FNV-1a hash per replica. */
+static int verify_replicas(ptdp_device *dev, device_ctx *d)
+{
+    int n = d->mesh.dp;
+    if (n == 1)
+        return PTDP_OK;
+    uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
+    const unsigned char *b = (const unsigned char *)d->model.flat_w;
+    for (size_t k = 0; k < d->model.numel * sizeof(ptdp_real); k++)
+        hash = (hash ^ b[k]) * 1099511628211ull;
+    all[d->mesh.dp_rank] = hash;
+    int rc = ptdp_all_gather(d->mesh.dp_comm, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
+    for (int r = 1; rc == 0 && r < n; r++)
+        if (all[r] != all[0])
+            return ptdp_fail(dev, PTDP_ECHECK, "DP replicas differ after step %ld: dp rank %d has hash %016llx, "
+                             "dp rank 0 %016llx", d->global_step, r, (unsigned long long)all[r],
+                             (unsigned long long)all[0]);
+    return rc;
+}
+
+/* The last action of every stage's schedule: the once-per-step part. */
+static int optimizer_step(ptdp_device *dev, void *ctx)
+{
+    device_ctx *d = ctx;
+    const ptdp_train_config *c = d->r->cfg;
+    ptdp_model *m = &d->model;
+    int rc;
+
+    /* The pipeline phase of the step ends here: measure its bubble before
+     * the once-per-step work, which every stage does alike. */
+    d->phase_end = dev->clock.now;
+    d->phase_busy = dev->clock.compute_s + dev->clock.comm_s - d->busy0;
+
+    /* Data parallelism: once per step, after the last micro-batch's backward. */
+    if ((rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0)
+        return rc;
+    double sumsq;
+    if ((rc = ptdp_model_grad_sumsq(dev, m, &sumsq)) != 0)
+        return rc;
+    d->grad_norm = sqrt(sumsq);
+
+    double w0 = ptdp_wall_now();
+    if (c->clip_grad > 0) {
+        double coef = ptdp_clip_coefficient(d->grad_norm, c->clip_grad);
+        if (coef < 1)
+            ptdp_scale(m->flat_g, m->numel, coef);
+    }
+    double flops;
+    if (c->optimizer == PTDP_OPT_ADAMW) {
+        ptdp_adamw_config ac = ptdp_adamw_default_config();
+        ac.lr = c->lr;
+        ac.weight_decay = c->weight_decay;
+        ptdp_adamw_step(m->flat_w, m->flat_g, d->opt_a, d->opt_b, m->numel, &ac, d->global_step);
+        flops = ptdp_adamw_flops(m->numel);
+    } else {
+        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = c->weight_decay };
+        ptdp_sgd_step(m->flat_w, m->flat_g, d->opt_a, m->numel, &sc, d->global_step);
+        flops = ptdp_sgd_flops(m->numel, &sc);
+    }
+    memset(m->flat_g, 0, m->numel * sizeof(ptdp_real));
+    /* The ideal profile is the textbook pipeline: only the blocks cost time. */
+    ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
+    return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
+}
+
+static int device_setup(ptdp_device *dev, device_ctx *d)
+{
+    const ptdp_train_config *c = d->r->cfg;
+    int rc;
+    if ((rc = ptdp_mesh_create(dev, c->dp, c->tp, c->pp, &d->mesh)) != 0)
+        return rc;
+    if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
+        return rc;
+    if ((rc = ptdp_dataset_init(dev, &d->data, c->seed, c->model.d_in, c->model.n_classes)) != 0)
+        return rc;
+    if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    size_t bytes = d->model.numel * sizeof(ptdp_real);
+    if (c->optimizer == PTDP_OPT_ADAMW) {
+        d->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg");
+        d->opt_b = d->opt_a ? ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq") : NULL;
+        if (d->opt_b == NULL)
+            return PTDP_ENOMEM;
+    } else if (c->momentum > 0) {
+        if ((d->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.momentum_buffer")) == NULL)
+            return PTDP_ENOMEM;
+    }
+    if (c->resume != NULL && (rc = load_state(dev, d, c->resume)) != 0)
+        return rc;
+    if (c->init_state != NULL)
+        save_state(d, c->init_state, false);
+    return PTDP_OK;
+}
+
+static void device_teardown(ptdp_device *dev, device_ctx *d)
+{
+    ptdp_free(dev, d->opt_b);
+    ptdp_free(dev, d->opt_a);
+    ptdp_ddp_free(&d->ddp);
+    ptdp_dataset_free(dev, &d->data);
+    ptdp_model_free(dev, &d->model);
+    ptdp_mesh_destroy(&d->mesh);
+}
+
+static int device_main(ptdp_device *dev, void *arg)
+{
+    run *r = arg;
+    const ptdp_train_config *c = r->cfg;
+    device_ctx d = { .r = r };
+    ptdp_schedule *sched = NULL;
+    int rc = device_setup(dev, &d);
+    if (rc == 0 && ptdp_schedule_create(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, &sched) != 0)
+        rc = ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d",
+                       c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches);
+
+    size_t shard_off, shard_len;
+    ptdp_chunk((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
+    for (int s = 0; rc == 0 && s < c->steps; s++) {
+        long step = r->first_step + s;    /* 0-based global step */
+        d.global_step = step + 1;
+        device_step x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
+        double busy0 = dev->clock.compute_s + dev->clock.comm_s;
+
+        if (c->dump_x != NULL && dev->rank == 0) {
+            ptdp_tensor gx = ptdp_tensor_wrap(c->dump_x + (size_t)s * c->batch * c->model.d_in, c->batch, c->model.d_in);
+            ptdp_dataset_batch(&d.data, step * (int64_t)c->batch, c->batch, gx, c->dump_y + (size_t)s * c->batch);
+        }
+        ptdp_pp_step st = {
+            .model = &d.model, .data = &d.data, .schedule = sched, .step = step,
+            .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
+            .micro_batches = c->micro_batches, .recompute = c->recompute,
+            .loss_scale = 1.0 / c->batch, .optimizer_step = optimizer_step, .optimizer_ctx = &d,
+        };
+        d.busy0 = busy0;
+        rc = ptdp_pp_run_step(dev, &st);   /* ends with the schedule's OPTIMIZER_STEP */
+        if (rc != 0)
+            break;
+        x.phase_end = d.phase_end;
+        x.busy = d.phase_busy;
+        if (st.peak_in_flight > r->peak_in_flight[dev->rank])
+            r->peak_in_flight[dev->rank] = st.peak_in_flight;
+        x.v1 = dev->clock.now;
+        x.w1 = ptdp_wall_now();
+        x.bytes = dev->stats.total_sent - x.bytes;
+        x.loss = d.model.has_output && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
+        x.grad_norm = d.grad_norm;
+        step_done(r, dev->rank, s, &x);
+    }
+    if (rc == 0 && c->final_state != NULL)
+        save_state(&d, c->final_state, true);
+    ptdp_mem_stats ms;
+    ptdp_arena_stats(dev->arena, &ms);
+    r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
+    ptdp_schedule_destroy(sched);
+    device_teardown(dev, &d);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the host */
+
+static void bubble(run *r, ptdp_train_result *res)
+{
+    const ptdp_train_config *c = r->cfg;
+    int p = c->pp, m = c->micro_batches;
+    res->bubble_formula = (double)(p - 1) / (double)(m + p - 1);
+    /* Idle fraction of every device's pipeline phase, averaged over devices
+     * and steps.  The phase starts when the first device of the step starts
+     * and ends when the last one reaches its optimizer step. */
+    double sum = 0;
+    int count = 0;
+    for (int s = 0; s < c->steps; s++) {
+        double t0 = INFINITY, t1 = -INFINITY;
+        for (int d = 0; d < r->world; d++) {
+            const device_step *x = &r->ds[(size_t)s * r->world + d];
+            t0 = fmin(t0, x->v0);
+            t1 = fmax(t1, x->phase_end);
+        }
+        if (!(t1 > t0))
+            continue;
+        for (int d = 0; d < r->world; d++) {
+            sum += 1.0 - r->ds[(size_t)s * r->world + d].busy / (t1 - t0);
+            count++;
+        }
+    }
+    res->bubble_measured = count ? sum / count : 0;
+}
+
+int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
+               ptdp_step_observer observer, void *observer_ctx,
+               ptdp_train_result *result, char *msg, size_t msglen)
+{
+    int rc = ptdp_train_validate(cfg, msg, msglen);
+    if (rc != 0)
+        return rc;
+    int world = cfg->dp * cfg->tp * cfg->pp;
+    run r = {
+        .cfg = cfg, .world = world, .observer = observer, .observer_ctx = observer_ctx,
+        .first_step = cfg->resume ? cfg->resume->step : 0, .result = result,
+    };
+    size_t steps = (size_t)(cfg->steps > 0 ? cfg->steps : 1);
+    r.ds = calloc(steps * (size_t)world, sizeof *r.ds);
+    r.done = calloc(steps, sizeof *r.done);
+    r.peak_acts = calloc((size_t)world, sizeof *r.peak_acts);
+    r.peak_in_flight = calloc((size_t)world, sizeof *r.peak_in_flight);
+    if (result != NULL) {
+        memset(result, 0, sizeof *result);
+        result->steps = cfg->steps;
+        result->log = calloc(steps, sizeof *result->log);
+        result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
+    }
+    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL ||
+        (result != NULL && (result->log == NULL || result->peak_acts == NULL))) {
+        snprintf(msg, msglen, "host out of memory");
+        rc = PTDP_ENOMEM;
+        goto out;
+    }
+    pthread_mutex_init(&r.mu, NULL);
+    for (ptdp_state *s = cfg->final_state; s != NULL; s = NULL) {
+        s->seed = cfg->seed;
+        s->batch = cfg->batch;
+        s->step = r.first_step + cfg->steps;
+    }
+    if (cfg->init_state != NULL) {
+        cfg->init_state->seed = cfg->seed;
+        cfg->init_state->batch = cfg->batch;
+        cfg->init_state->step = r.first_step;
+    }
+
+    ptdp_launch_result local;
+    ptdp_launch_opts o = opts ? *opts : (ptdp_launch_opts){ 0 };
+    if (o.result == NULL)
+        o.result = &local;
+    rc = ptdp_launch(world, device_main, &r, &o);
+    if (rc != 0)
+        snprintf(msg, msglen, "%s", o.result->message);
+    if (o.result == &local)
+        ptdp_launch_result_free(&local);
+    pthread_mutex_destroy(&r.mu);
+
+    if (rc == 0 && result != NULL) {
+        bubble(&r, result);
+        for (int d = 0; d < world; d++) {
+            int dp_rank, tp_rank, pp_rank;
+            ptdp_mesh_coords(cfg->dp, cfg->tp, cfg->pp, d, &dp_rank, &tp_rank, &pp_rank);
+            if (r.peak_acts[d] > result->peak_acts[pp_rank])
+                result->peak_acts[pp_rank] = r.peak_acts[d];
+        }
+    }
+out:
+    free(r.ds);
+    free(r.done);
+    free(r.peak_acts);
+    free(r.peak_in_flight);
+    return rc;
+}
+
+void ptdp_train_result_free(ptdp_train_result *r)
+{
+    free(r->log);
+    free(r->peak_acts);
+    r->log = NULL;
+    r->peak_acts = NULL;
+}
+
+/* ----------------------------------------------------------------- check */
+
+bool ptdp_check_value(double a, double b, double tol)
+{
+    return fabs(a - b) <= tol * fmax(1.0, fabs(b));
+}
+
+bool ptdp_check_states(const ptdp_state *a, const ptdp_state *b, double tol, ptdp_check_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->ok = true;
+    double worst_ratio = -1;
+    for (int i = 0; i < b->ntensors && i < a->ntensors; i++) {
+        const ptdp_state_tensor *ta = &a->t[i], *tb = &b->t[i];
+        if (strncmp(tb->name, "optim.", 6) == 0)
+            continue;    /* parameters are what must match; moments follow them */
+        double max_abs = 0, max_b = 0;
+        size_t n = (size_t)tb->rows * (size_t)tb->cols;
+        for (size_t k = 0; k < n; k++) {
+            double d = fabs((double)ta->data[k] - (double)tb->data[k]);
+            double mb = fabs((double)tb->data[k]);
+            max_abs = fmax(max_abs, d);
+            max_b = fmax(max_b, mb);
+        }
+        /* "relative" as the rule measures it: against max(1, max|b|). */
+        double ratio = max_abs / fmax(1.0, max_b);
+        rep->max_abs = fmax(rep->max_abs, max_abs);
+        rep->max_rel = fmax(rep->max_rel, ratio);
+        if (ratio > worst_ratio) {
+            worst_ratio = ratio;
+            snprintf(rep->worst, sizeof rep->worst, "%s", tb->name);
+        }
+        if (!(max_abs <= tol * fmax(1.0, max_b)))
+            rep->ok = false;
+    }
+    return rep->ok;
+}

@@ -1,0 +1,154 @@
+/*
+ * xent.c — softmax cross-entropy, whole and in vocab-parallel pieces.
+ *
+ * For one row of logits l (C classes) and its label y:
+ *
+ *     p_j  = exp(l_j) / sum_k exp(l_k)                 softmax
+ *     loss = -log p_y = log sum_k exp(l_k) - l_y
+ *
+ * exp(1e4) overflows even a double, so every row first subtracts its
+ * maximum M (softmax does not change when all logits shift together):
+ *
+ *     loss = log S + M - l_y,        S = sum_k exp(l_k - M)  ∈ [1, C]
+ *
+ * and the sums run in double whatever the build's precision.
+ *
+ * Gradient: d loss / d l_j = p_j - [j == y], i.e. softmax minus one-hot.
+ * The forward returns the SUM of the row losses, never the mean: whether to
+ * divide by the micro-batch, the data-parallel shard or the global batch is
+ * the training loop's decision (the gradient's `scale` carries it), and
+ * getting it wrong is the classic data-parallel scaling bug.
+ *
+ * Vocab-parallel form (Megatron's VocabParallelCrossEntropy).  Under tensor
+ * parallelism rank r holds only the logit columns [col0, col0 + n):
+ *
+ *         rank 0       rank 1       rank 2
+ *     ┌────────────┬────────────┬────────────┐
+ *     │ l[:, 0:4]  │ l[:, 4:8]  │ l[:, 8:12] │  row maxima       → all_reduce MAX = M
+ *     └────────────┴────────────┴────────────┘  sum exp(l - M)   → all_reduce SUM = S
+ *                                                l_y, 0 off-slice → all_reduce SUM
+ *
+ * Three B-element reductions replace gathering the B x C logits; the loss
+ * and each rank's slice of p - onehot then follow from (M, S, l_y) locally.
+ * The whole-row functions below are the same three pieces with one slice.
+ */
+#include "ptdp/ops.h"
+
+#include <assert.h>
+#include <math.h>
+
+/* ---------------------------------------------------- one row, one slice */
+
+static double row_max(const ptdp_real *l, int n)
+{
+    double m = -INFINITY;
+    for (int j = 0; j < n; j++)
+        if (l[j] > m)
+            m = l[j];
+    return m;
+}
+
+static double row_sum_exp(const ptdp_real *l, int n, double max)
+{
+    double s = 0.0;
+    for (int j = 0; j < n; j++)
+        s += exp((double)l[j] - max);
+    return s;
+}
+
+/* The label's column within the slice [col0, col0 + n), or -1 if elsewhere. */
+static int local_label(int64_t label, int col0, int n)
+{
+    int64_t j = label - col0;
+    return j >= 0 && j < n ? (int)j : -1;
+}
+
+/* d = scale * (exp(l - max) / sumexp - onehot) over one row of one slice.
+ * Each element is read before it is written, so d may be l. */
+static void row_grad(ptdp_real *d, const ptdp_real *l, int n, int label_col,
+                     double max, double sumexp, double scale)
+{
+    double inv = 1.0 / sumexp;
+    for (int j = 0; j < n; j++) {
+        double p = exp((double)l[j] - max) * inv;
+        d[j] = (ptdp_real)(scale * (p - (j == label_col ? 1.0 : 0.0)));
+    }
+}
+
+/* -------------------------------------------------------- the whole row */
+
+double ptdp_xent_forward(ptdp_tensor logits, const int64_t *labels)
+{
+    double total = 0.0;
+    for (int i = 0; i < logits.rows; i++) {
+        const ptdp_real *l = ptdp_at(logits, i, 0);
+        assert(labels[i] >= 0 && labels[i] < logits.cols);
+        double m = row_max(l, logits.cols);
+        double s = row_sum_exp(l, logits.cols, m);
+        total += log(s) + m - (double)l[labels[i]];
+    }
+    return total;
+}
+
+void ptdp_xent_backward(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels, double scale)
+{
+    assert(dlogits.rows == logits.rows && dlogits.cols == logits.cols);
+    for (int i = 0; i < logits.rows; i++) {
+        const ptdp_real *l = ptdp_at(logits, i, 0);
+        assert(labels[i] >= 0 && labels[i] < logits.cols);
+        double m = row_max(l, logits.cols);
+        double s = row_sum_exp(l, logits.cols, m);
+        row_grad(ptdp_at(dlogits, i, 0), l, logits.cols, (int)labels[i], m, s, scale);
+    }
+}
+
+/* Per logit: forward compare, subtract, exp, add (4); backward subtract,
+ * exp, multiply, subtract, multiply (5). */
+double ptdp_xent_flops_forward(int batch, int classes)
+{
+    return 4.0 * batch * classes;
+}
+
+double ptdp_xent_flops_backward(int batch, int classes)
+{
+    return 5.0 * batch * classes;
+}
+
+/* -------------------------------------------------- vocab-parallel pieces */
+
+void ptdp_row_max(double *out, ptdp_tensor logits)
+{
+    for (int i = 0; i < logits.rows; i++)
+        out[i] = row_max(ptdp_at(logits, i, 0), logits.cols);
+}
+
+void ptdp_row_sum_exp(double *out, ptdp_tensor logits, const double *max)
+{
+    for (int i = 0; i < logits.rows; i++)
+        out[i] = row_sum_exp(ptdp_at(logits, i, 0), logits.cols, max[i]);
+}
+
+void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int col0)
+{
+    for (int i = 0; i < logits.rows; i++) {
+        int j = local_label(labels[i], col0, logits.cols);
+        out[i] = j >= 0 ? (double)*ptdp_at(logits, i, j) : 0.0;
+    }
+}
+
+double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked)
+{
+    double total = 0.0;
+    for (int i = 0; i < rows; i++)
+        total += log(sumexp[i]) + max[i] - picked[i];
+    return total;
+}
+
+void ptdp_xent_backward_shard(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels,
+                              int col0, const double *max, const double *sumexp, double scale)
+{
+    assert(dlogits.rows == logits.rows && dlogits.cols == logits.cols);
+    for (int i = 0; i < logits.rows; i++)
+        row_grad(ptdp_at(dlogits, i, 0), ptdp_at(logits, i, 0), logits.cols,
+                 local_label(labels[i], col0, logits.cols), max[i], sumexp[i], scale);
+}

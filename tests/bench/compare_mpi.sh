@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# compare_mpi.sh — ptdp's all_reduce beside Open MPI's MPI_Allreduce, in one run.
+#
+#   tests/bench/compare_mpi.sh [--build DIR] [--rounds R] [--devices N] [--sizes LIST]
+#
+# Runs `ptdp bench collectives --ops all_reduce --json` (default algorithm)
+# and `mpirun -np N mpi_allreduce` (tests/bench/mpi_allreduce.c, same timing
+# method) R times, alternating, and prints the median of each as a Markdown
+# table with the ratio of bus bandwidths and ptdp's share of the memory-traffic
+# bound, then the targets of issue 2 item 10 and whether they were met.
+# Defaults: --build build, --rounds 3, --devices 2, --sizes 4K,4M,64M.
+#
+# Needs MPI at configure time (Debian: apt-get install openmpi-bin libopenmpi-dev,
+# then meson setup --reconfigure build -Dmpi_bench=enabled).
+set -euo pipefail
+
+build=build
+rounds=3
+devices=2
+sizes=4K,4M,64M
+
+die() { echo "compare_mpi.sh: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --build)   build=${2:?--build needs a directory}; shift 2 ;;
+        --rounds)  rounds=${2:?--rounds needs a number}; shift 2 ;;
+        --devices) devices=${2:?--devices needs a number}; shift 2 ;;
+        --sizes)   sizes=${2:?--sizes needs a list}; shift 2 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" ;;
+    esac
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds $rounds: must be a whole number >= 1"
+[[ $devices =~ ^[1-9][0-9]*$ ]] || die "--devices $devices: must be a whole number >= 1"
+
+ptdp=$build/cli/ptdp
+mpi_bench=$build/tests/bench/mpi_allreduce
+[[ -x $ptdp ]] || die "$ptdp not found: build first (./quickstart, or meson compile -C $build)"
+[[ -x $mpi_bench ]] || die "$mpi_bench not found: install Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev) and run: meson setup --reconfigure $build -Dmpi_bench=enabled && meson compile -C $build"
+command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin)"
+
+mpirun_args=(-np "$devices")
+if [[ $(id -u) -eq 0 ]]; then
+    mpirun_args+=(--allow-run-as-root)   # Open MPI refuses root otherwise
+fi
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+echo "# ptdp all_reduce vs MPI_Allreduce: $devices devices/ranks, sizes $sizes, $rounds rounds" >&2
+for ((r = 1; r <= rounds; r++)); do
+    echo "# round $r/$rounds: ptdp" >&2
+    "$ptdp" bench collectives --devices "$devices" --sizes "$sizes" --ops all_reduce --json \
+        | sed 's/^{/{"impl": "ptdp", /' >>"$results"
+    echo "# round $r/$rounds: Open MPI" >&2
+    mpirun "${mpirun_args[@]}" "$mpi_bench" "$sizes" >>"$results"
+done
+
+# Medians per (implementation, size), then the table.  The JSON lines are
+# flat objects written by ptdp and mpi_allreduce, so awk can read them.
+awk -v devices="$devices" '
+function field(line, key,    m) {
+    if (match(line, "\"" key "\": *\"?[^,}\"]*")) {
+        m = substr(line, RSTART, RLENGTH)
+        sub(/^[^:]*: *"?/, "", m)
+        return m
+    }
+    return ""
+}
+function median(list,    a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function label(b) {
+    if (b % 1073741824 == 0) return b / 1073741824 " GiB"
+    if (b % 1048576 == 0) return b / 1048576 " MiB"
+    if (b % 1024 == 0) return b / 1024 " KiB"
+    return b " B"
+}
+{
+    impl = field($0, "impl"); b = field($0, "bytes") + 0
+    if (!(b in seen)) { seen[b] = 1; order[++nsizes] = b }
+    key = impl SUBSEP b
+    t[key] = t[key] " " field($0, "time_us")
+    bw[key] = bw[key] " " field($0, "busbw_GBps")
+    if (impl == "ptdp") {
+        bound[b] = bound[b] " " field($0, "bound_busbw_GBps")
+        algo = field($0, "algo")
+    }
+}
+END {
+    printf "| size | ptdp %s time | ptdp busbw | MPI time | MPI busbw | ptdp / MPI | memory bound (busbw) | ptdp of bound |\n", algo
+    printf "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    for (k = 1; k <= nsizes; k++) {
+        b = order[k]; p = "ptdp" SUBSEP b; q = "mpi" SUBSEP b
+        pt = median(t[p]); pb = median(bw[p]); mt = median(t[q]); mb = median(bw[q]); bd = median(bound[b])
+        ratio[b] = mb > 0 ? pb / mb : 0; frac[b] = bd > 0 ? pb / bd : 0; ptime[b] = pt
+        printf "| %s | %.2f us | %.2f GB/s | %.2f us | %.2f GB/s | %.1fx | %.2f GB/s | %.0f%% |\n", \
+            label(b), pt, pb, mt, mb, ratio[b], bd, 100 * frac[b]
+    }
+    print ""
+    print "Medians of each column over the rounds; busbw = algbw x 2(n-1)/n; the memory bound is"
+    print "the busbw reached if the all_reduce moved its memory traffic at the measured STREAM bandwidth."
+    if (devices != 2) exit 0
+    print ""
+    print "Targets (issue 2, item 10; 2 devices):"
+    target("64 MiB: ptdp busbw >= 5x MPI", 67108864 in ratio, ratio[67108864] >= 5, sprintf("%.1fx", ratio[67108864]))
+    target("4 MiB:  ptdp busbw >= 3x MPI", 4194304 in ratio, ratio[4194304] >= 3, sprintf("%.1fx", ratio[4194304]))
+    target("64 MiB: ptdp >= 80% of the memory bound", 67108864 in frac, frac[67108864] >= 0.8, sprintf("%.0f%%", 100 * frac[67108864]))
+    target("4 KiB:  ptdp all_reduce <= 1 us", 4096 in ptime, ptime[4096] <= 1.0, sprintf("%.2f us", ptime[4096]))
+}
+function target(what, have, ok, value) {
+    if (!have) printf "- %s: not measured (size not in --sizes)\n", what
+    else printf "- %s: %s, %s\n", what, value, ok ? "met" : "NOT met"
+}
+' "$results"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bad_flags.sh PTDP — a bad command line exits 2 and says which flag is wrong.
+#
+# Every case runs the built `ptdp` with one mistake and checks three things:
+# the exit status is 2 (a usage error, not a failed run), stderr names the
+# flag and the value as typed plus the expected wording, and stdout is empty
+# (errors never pollute output that scripts parse, e.g. --json).
+set -uo pipefail
+
+ptdp=${1:?usage: bad_flags.sh PATH_TO_PTDP}
+failures=0
+cases=0
+out=$(mktemp)
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+# expect STATUS "TEXT THAT MUST APPEAR ON STDERR" -- ARGS...
+expect() {
+    local want_status=$1 want_text=$2
+    shift 3
+    cases=$((cases + 1))
+    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
+    local status=$?
+    local problem=""
+    if [[ $status -ne $want_status ]]; then
+        problem="exit status $status, expected $want_status"
+    elif ! grep -qF -- "$want_text" "$err"; then
+        problem="stderr lacks \"$want_text\""
+    elif [[ $want_status -eq 2 && -s $out ]]; then
+        problem="printed on stdout: $(head -c 200 "$out")"
+    fi
+    if [[ -n $problem ]]; then
+        failures=$((failures + 1))
+        echo "FAIL  ptdp $*: $problem"
+        sed 's/^/      stderr: /' "$err"
+    else
+        echo "ok    ptdp $*  ->  $(head -n 1 "$err")"
+    fi
+}
+
+# expect_ok "TEXT ON STDOUT" -- ARGS...: help and version succeed on stdout
+expect_ok() {
+    local want_text=$1
+    shift 2
+    cases=$((cases + 1))
+    if "$ptdp" "$@" >"$out" 2>"$err" </dev/null && grep -qF -- "$want_text" "$out"; then
+        echo "ok    ptdp $*"
+    else
+        failures=$((failures + 1))
+        echo "FAIL  ptdp $*: expected status 0 and \"$want_text\" on stdout"
+        sed 's/^/      /' "$out" "$err"
+    fi
+}
+
+# The cases of issue 2 item 12, then the rest of each reader in args.c.
+expect 2 "--devices 0: must be between 1 and 64"          -- bench collectives --devices 0
+expect 2 "--sizes 12Q: not a size"                        -- bench collectives --sizes 12Q
+expect 2 "unknown flag --x (see ptdp bench collectives --help)" -- bench collectives --x
+expect 2 "--devices 65: must be between 1 and 64"         -- bench collectives --devices 65
+expect 2 "--devices abc: not a whole number"              -- bench collectives --devices abc
+expect 2 "--devices 2x: not a whole number"               -- bench collectives --devices=2x
+expect 2 "--devices: missing value"                       -- bench collectives --devices
+expect 2 "--sizes 4K,12Q: '12Q' is not a size"            -- bench collectives --sizes 4K,12Q
+expect 2 "--sizes 4K,,4M: empty item"                     -- bench collectives --sizes 4K,,4M
+expect 2 "--sizes 0: must be between"                     -- bench collectives --sizes 0
+expect 2 "--sizes -4K: not a size"                        -- bench collectives --sizes -4K
+expect 2 "--algo fast: must be one of default, naive, ring, shm" -- bench collectives --algo fast
+expect 2 "--ops all_reduce,gossip: 'gossip' is not one of" -- bench collectives --ops all_reduce,gossip
+expect 2 "--ops broadcast,broadcast: 'broadcast' is listed twice" -- bench collectives --ops broadcast,broadcast
+expect 2 "--iters 0: must be between 1 and"               -- bench collectives --iters 0
+expect 2 "--watchdog -1: must be between"                 -- bench collectives --watchdog -1
+expect 2 "--watchdog soon: not a number"                  -- bench collectives --watchdog soon
+expect 2 "--json=yes takes no value"                      -- bench collectives --json=yes
+expect 2 "unexpected argument 'extra'"                    -- bench collectives extra
+expect 2 "unknown benchmark 'network'"                    -- bench network
+expect 2 "usage: ptdp bench"                              -- bench
+expect 2 "--devices 0: must be between 1 and 64"          -- bench memory --devices 0
+expect 2 "--devices 0: must be between 1 and 64"          -- selftest --devices 0
+expect 2 "unknown flag --fast (see ptdp selftest --help)" -- selftest --fast
+expect 2 "unknown command 'bnech' (see ptdp --help)"      -- bnech
+expect 2 "unknown command 'nothing'"                      -- help nothing
+expect 2 "unknown flag --verbose (see ptdp version --help)" -- version --verbose
+expect 2 "usage: ptdp <command>"                          --
+
+expect_ok "usage: ptdp <command>"                    -- --help
+expect_ok "usage: ptdp bench <what>"                 -- help bench
+expect_ok "usage: ptdp bench collectives"            -- bench collectives --help
+expect_ok "usage: ptdp bench memory"                 -- bench memory -h
+expect_ok "usage: ptdp selftest"                     -- selftest --help
+expect_ok "ptdp "                                    -- version
+
+echo "bad_flags.sh: $((cases - failures)) of $cases cases behaved"
+[[ $failures -eq 0 ]]

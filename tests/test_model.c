@@ -1,0 +1,206 @@
+/*
+ * test_model.c — the reference MLP on its own: gradients against finite
+ * differences, shards equal to slices, stage cuts, data determinism.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/data.h"
+#include "ptdp/device.h"
+#include "ptdp/mesh.h"
+#include "ptdp/model.h"
+#include "ptdp/state.h"
+
+static const ptdp_model_config CFG = { .d_in = 5, .d_model = 6, .d_ff = 8, .n_layers = 2, .n_classes = 4 };
+
+/* ---------------------------------------------------------- gradients */
+#ifdef PTDP_DOUBLE   /* finite differences need double precision */
+
+typedef struct { int checked; double worst; int status; } fd_result;
+
+/* loss of the whole batch (mean), with the model as it is now */
+static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_tensor x, const int64_t *y)
+{
+    ptdp_acts acts;
+    ptdp_model_forward(dev, m, &acts, x, y, 0, 0, false, NULL);
+    double loss = acts.loss_sum / x.rows;
+    ptdp_acts_free(dev, &acts);
+    ptdp_tensor_free(dev, &acts.x);
+    return loss;
+}
+
+static int fd_device(ptdp_device *dev, void *arg)
+{
+    fd_result *r = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_dataset data;
+    int B = 7;
+    ck_assert_int_eq(ptdp_mesh_create(dev, 1, 1, 1, &mesh), 0);
+    ck_assert_int_eq(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0), 0);
+    ck_assert_int_eq(ptdp_dataset_init(dev, &data, 3, CFG.d_in, CFG.n_classes), 0);
+    /* Larger weights than the 0.02 init, so every path carries signal. */
+    for (size_t k = 0; k < m.numel; k++)
+        m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 20 + 0.01 * sin((double)k));
+    ptdp_tensor x;
+    int64_t y[7];
+    ck_assert_int_eq(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, CFG.d_in), 0);
+    ptdp_dataset_batch(&data, 0, B, x, y);
+
+    ptdp_acts acts;
+    ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, x, y, 0, 0, false, NULL), 0);
+    ck_assert_int_eq(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / B, NULL), 0);
+
+    /* Central differences on every parameter element (the model is tiny). */
+    for (size_t k = 0; k < m.numel; k++) {
+        ptdp_real keep = m.flat_w[k];
+        double eps = 1e-5;
+        m.flat_w[k] = (ptdp_real)(keep + eps);
+        double up = batch_loss(dev, &m, x, y);
+        m.flat_w[k] = (ptdp_real)(keep - eps);
+        double down = batch_loss(dev, &m, x, y);
+        m.flat_w[k] = keep;
+        double fd = (up - down) / (2 * eps), an = m.flat_g[k];
+        double err = fabs(fd - an) / fmax(1e-4, fabs(fd) + fabs(an));
+        if (err > r->worst)
+            r->worst = err;
+        r->checked++;
+    }
+    ptdp_tensor_free(dev, &x);
+    ptdp_dataset_free(dev, &data);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_destroy(&mesh);
+    return 0;
+}
+
+START_TEST(test_gradients_match_finite_differences)
+{
+    fd_result r = { 0 };
+    ck_assert_int_eq(ptdp_launch(1, fd_device, &r, NULL), 0);
+    ck_assert_int_eq(r.checked, 284);   /* 36 + 2 x 110 + 28 parameters, every one checked */
+    ck_assert_msg(r.worst < 1e-6, "worst relative gradient error %g", r.worst);
+}
+END_TEST
+#endif
+
+/* ------------------------------------------------- shards are slices */
+
+typedef struct { int tp; ptdp_state *state; } shard_arg;
+
+static int shard_device(ptdp_device *dev, void *arg)
+{
+    shard_arg *a = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    int rc = ptdp_mesh_create(dev, 1, a->tp, 1, &mesh);
+    if (rc == 0)
+        rc = ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 11, 0.0);
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < m.nparams; i++) {
+        const ptdp_param *p = &m.params[i];
+        if (p->shard != PTDP_SHARD_NONE || mesh.tp_rank == 0)
+            ptdp_param_to_state(p, p->w, ptdp_state_find(a->state, p->name));
+    }
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_destroy(&mesh);
+    return 0;
+}
+
+START_TEST(test_tp_shards_equal_slices_of_the_whole)
+{
+    ptdp_state whole, split;
+    ck_assert_int_eq(ptdp_state_create(&whole, &CFG, PTDP_OPT_ADAMW, false), 0);
+    ck_assert_int_eq(ptdp_state_create(&split, &CFG, PTDP_OPT_ADAMW, false), 0);
+    shard_arg a1 = { 1, &whole }, a4 = { 4, &split };
+    ck_assert_int_eq(ptdp_launch(1, shard_device, &a1, NULL), 0);
+    ck_assert_int_eq(ptdp_launch(4, shard_device, &a4, NULL), 0);
+    for (int i = 0; i < whole.ntensors; i++) {
+        size_t n = (size_t)whole.t[i].rows * whole.t[i].cols;
+        ck_assert_msg(memcmp(whole.t[i].data, split.t[i].data, n * sizeof(ptdp_real)) == 0,
+                      "%s differs between tp=1 and tp=4", whole.t[i].name);
+    }
+    /* and the weights are not all zero */
+    ptdp_state_tensor *w = ptdp_state_find(&whole, "blocks.1.fc2.weight");
+    double s = 0;
+    for (int k = 0; k < w->rows * w->cols; k++)
+        s += w->data[k] * w->data[k];
+    ck_assert(s > 0);
+    ptdp_state_free(&whole);
+    ptdp_state_free(&split);
+}
+END_TEST
+
+START_TEST(test_stage_range)
+{
+    int b, n;
+    int starts[3], counts[3];
+    for (int s = 0; s < 3; s++) {
+        ptdp_stage_range(8, 3, NULL, s, &b, &n);
+        starts[s] = b;
+        counts[s] = n;
+    }
+    /* balanced: the first 8 mod 3 = 2 stages take one block more */
+    ck_assert_int_eq(counts[0], 3);
+    ck_assert_int_eq(counts[1], 3);
+    ck_assert_int_eq(counts[2], 2);
+    ck_assert_int_eq(starts[2], 6);
+    int explicit_layers[] = { 1, 5, 2 };
+    ptdp_stage_range(8, 3, explicit_layers, 1, &b, &n);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(n, 5);
+}
+END_TEST
+
+/* -------------------------------------------------------------- data */
+
+typedef struct { int64_t labels[2][16]; ptdp_real x[2][16 * 5]; } data_arg;
+
+static int data_device(ptdp_device *dev, void *arg)
+{
+    data_arg *a = arg;
+    ptdp_dataset d;
+    ck_assert_int_eq(ptdp_dataset_init(dev, &d, 5, 5, 4), 0);
+    /* all 16 at once, then as two shards of 9 and 7 */
+    ptdp_dataset_batch(&d, 100, 16, ptdp_tensor_wrap(a->x[0], 16, 5), a->labels[0]);
+    ptdp_dataset_batch(&d, 100, 9, ptdp_tensor_wrap(a->x[1], 9, 5), a->labels[1]);
+    ptdp_dataset_batch(&d, 109, 7, ptdp_tensor_wrap(a->x[1] + 9 * 5, 7, 5), a->labels[1] + 9);
+    ptdp_dataset_free(dev, &d);
+    return 0;
+}
+
+START_TEST(test_data_is_a_function_of_the_index)
+{
+    data_arg a;
+    ck_assert_int_eq(ptdp_launch(1, data_device, &a, NULL), 0);
+    ck_assert(memcmp(a.labels[0], a.labels[1], sizeof a.labels[0]) == 0);
+    ck_assert(memcmp(a.x[0], a.x[1], sizeof a.x[0]) == 0);
+    int seen[4] = { 0 };
+    for (int i = 0; i < 16; i++) {
+        ck_assert(a.labels[0][i] >= 0 && a.labels[0][i] < 4);
+        seen[a.labels[0][i]]++;
+    }
+    ck_assert_msg(seen[0] + seen[1] + seen[2] + seen[3] == 16 && (seen[0] < 16), "labels not all one class");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_set_timeout(tc, 60);
+#ifdef PTDP_DOUBLE
+    tcase_add_test(tc, test_gradients_match_finite_differences);
+#endif
+    tcase_add_test(tc, test_tp_shards_equal_slices_of_the_whole);
+    tcase_add_test(tc, test_stage_range);
+    tcase_add_test(tc, test_data_is_a_function_of_the_index);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
