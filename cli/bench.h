@@ -35,6 +35,10 @@ double ptdp_membw_ceiling(const ptdp_membw *m);
 /* `ptdp bench memory …` */
 int ptdp_bench_memory_cmd(int argc, char **argv);
 
+/* `ptdp bench train …` (bench_train.c): the training step of the reference
+ * MLP against its GEMMs, PyTorch's (scripts/bench_train.sh) and dp=2. */
+int ptdp_bench_train_cmd(int argc, char **argv);
+
 /* Progress on stderr: one line rewritten in place (\r) on a terminal, plain
  * lines otherwise (logs, CI).  ptdp_progress_done clears the line. */
 void ptdp_progress(const char *fmt, ...)

@@ -25,27 +25,22 @@
  * caches can beat the bound, which is about DRAM.  T counts reads and writes
  * as STREAM does (a store is one pass over the bytes), out of place:
  *
- *   all_reduce, shm (default), n devices — device i owns slice i (S/n bytes):
- *     1. reduce: read slice i of all n send buffers        n * S/n = S
- *                write the sum into slice i of its recv         S/n
- *     2. copy:   read the n-1 other slices from their owners'
- *                recv buffers, write them into its own   2 (n-1) S/n
- *     per device S + S/n + 2(n-1)S/n = (3n-1)/n * S;  all n devices:
- *                                                    T_shm = 3n - 1
- *     (n = 2: 5 bytes of traffic per byte reduced; bound busbw = B/5.)
- *     The least any all_reduce can move is 2n (every input read once, every
- *     output written once), reached by storing each reduced tile straight
- *     into all n recv buffers; shm's phase 2 re-reads the reduced slices
- *     instead (n - 1 more), so that phase 1 writes only the device's own
- *     memory.
+ *   all_reduce, shm (default), n devices — device i owns slice i (S/n bytes)
+ *   and, one tile at a time, reduces it and stores it into every recv:
+ *     read:  slice i of all n send buffers                 n * S/n = S
+ *     write: the reduced slice into all n recv buffers     n * S/n = S
+ *     per device 2S;  all n devices:                        T_shm = 2n
+ *     (n = 2: 4 bytes of traffic per byte reduced; bound busbw = B/4.)
+ *     That is the least any out-of-place all_reduce can move: every input
+ *     read once, every output written once.
  *   all_reduce, naive: rank 0 reads n buffers and writes S, then n-1 devices
  *     copy S from it: n + 1 + 2(n-1)             T_naive = 3n - 1
- *     (same traffic as shm, but one device does the whole reduction alone.)
+ *     (n - 1 more than shm, and one device does the whole reduction alone.)
  *   all_reduce, ring (recv is the workspace): n-1 reduce-scatter steps read
  *     the arriving chunk and the own send chunk and write the sum (3 S/n),
  *     n-1 all-gather steps copy a chunk (2 S/n): 5(n-1)/n per device,
  *                                                T_ring = 5(n-1)
- *     (n = 2: 5, as shm; the ring loses at n > 2 and by its n-1 handshakes.)
+ *     (n = 2: 5; more than shm for every n > 1, and n-1 handshakes per phase.)
  *   reduce_scatter: shm: each reads its slice of n buffers and writes it,
  *     T = n + 1; ring: n-1 steps of 3 S/n per device, T = 3(n-1).
  *   all_gather: each copies its own and the n-1 other slices:        T = 2n
@@ -64,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "bench.h"
@@ -138,7 +134,9 @@ static double traffic_factor(ptdp_coll op, ptdp_algo algo, int n)
         return op == PTDP_COLL_BROADCAST ? 0.0 : 2.0;
     switch (op) {
     case PTDP_COLL_ALL_REDUCE:
-        return algo == PTDP_ALGO_RING ? 5.0 * (n - 1) : 3.0 * n - 1.0;
+        if (algo == PTDP_ALGO_RING)
+            return 5.0 * (n - 1);
+        return algo == PTDP_ALGO_NAIVE ? 3.0 * n - 1.0 : 2.0 * n;
     case PTDP_COLL_REDUCE_SCATTER:
         return algo == PTDP_ALGO_RING ? 3.0 * (n - 1) : n + 1.0;
     case PTDP_COLL_ALL_GATHER:
@@ -367,12 +365,27 @@ static bench_figures figures_of(const bench_point *pt, ptdp_algo algo, int n, do
     return f;
 }
 
+/* Online cores, or 0 if the system does not say. */
+static long online_cores(void)
+{
+#ifdef _SC_NPROCESSORS_ONLN
+    return sysconf(_SC_NPROCESSORS_ONLN);
+#else
+    return 0;
+#endif
+}
+
 static void print_table(const bench_run *run, const ptdp_membw *m, int n)
 {
     double ceiling = ptdp_membw_ceiling(m);
-    printf("ptdp bench collectives: %d device%s, elements %s, all_reduce algorithm %s%s\n",
-           n, n > 1 ? "s" : "", PTDP_REAL_NAME, ptdp_algo_name(run->algo_used),
+    long cores = online_cores();
+    printf("ptdp bench collectives: %d device%s on %ld core%s, elements %s, all_reduce algorithm %s%s\n",
+           n, n > 1 ? "s" : "", cores, cores == 1 ? "" : "s", PTDP_REAL_NAME,
+           ptdp_algo_name(run->algo_used),
            run->o->algo == PTDP_ALGO_DEFAULT ? " (default)" : "");
+    if (cores > 0 && n > cores)
+        printf("note: devices outnumber cores, so waiting devices sleep instead of spinning\n"
+               "      and every time includes the operating system's thread switches.\n");
     printf("memory bandwidth with %d thread%s: copy %.2f GB/s, triad %.2f GB/s -> ceiling B = %.2f GB/s\n\n",
            n, n > 1 ? "s" : "", m->copy_Bps / 1e9, m->triad_Bps / 1e9, ceiling / 1e9);
     printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s\n",
@@ -407,7 +420,10 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
     for (int p = 0; p < run->npoints; p++) {
         const bench_point *pt = &run->points[p];
         bench_figures f = figures_of(pt, run->algo_used, n, ceiling);
-        const char *algo = pt->op == PTDP_COLL_ALL_REDUCE ? ptdp_algo_name(run->algo_used) : "";
+        /* reduce_scatter and all_gather run as the ring only with --algo ring */
+        const char *algo = pt->op == PTDP_COLL_ALL_REDUCE ? ptdp_algo_name(run->algo_used)
+                         : pt->op == PTDP_COLL_BROADCAST ? ""
+                         : run->algo_used == PTDP_ALGO_RING ? "ring" : "shm";
         printf("{\"op\": \"%s\", \"algo\": \"%s\", \"devices\": %d, \"dtype\": \"%s\", "
                "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
                "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, "
@@ -573,6 +589,7 @@ static void bench_usage(FILE *f)
            "  collectives   time all_reduce, reduce_scatter, all_gather and broadcast\n"
            "                against the host's memory bandwidth\n"
            "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
+           "  train         the reference MLP's training step: GEMMs, optimizer, dp=2\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n");
 }
@@ -591,6 +608,8 @@ int ptdp_cmd_bench(int argc, char **argv)
         return collectives_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "memory") == 0)
         return ptdp_bench_memory_cmd(argc - 1, argv + 1);
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives or memory "
+    if (strcmp(argv[1], "train") == 0)
+        return ptdp_bench_train_cmd(argc - 1, argv + 1);
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory or train "
                             "(see ptdp bench --help)", argv[1]);
 }

@@ -22,6 +22,8 @@
 #define PTDP_COMMANDS(X)                                                          \
     X(train,    "train the reference MLP on dp x tp x pp devices (--check: against one device)") \
     X(schedule, "print and draw pipeline schedules (GPipe, 1F1B)")             \
+    X(figures,  "draw the course's figures (SVG) from real runs: ptdp figures --out DIR") \
+    X(demo,     "the classroom demo: 1 device vs dp 2 x tp 2 x pp 2, side by side") \
     X(bench,    "measure collective bandwidth against the host's memory bandwidth") \
     X(selftest, "check every collective against a sequential reference")        \
     X(version,  "print the version and how this binary was built")              \

@@ -13,4 +13,14 @@ int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, 
                           const char *log_path, const char *save, const char *save_init,
                           const char *dump, const char *report_path);
 
+/* The per-run report (train_report.c): per device, the peak memory by
+ * category, the bytes sent per group (dp, tp, pp) and per step, the virtual
+ * compute / communication / idle time — printed as tables, with the DP
+ * traffic beside its formula and, with ZeRO, what it saved. */
+void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr);
+/* The same figures as JSON (README, "Report JSON schema"), written
+ * atomically.  0 or PTDP_EIO. */
+int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
+                            const ptdp_launch_result *lr, const ptdp_train_result *res);
+
 #endif

@@ -40,6 +40,7 @@ static void usage(void)
         "  --recompute         keep only each stage's input; redo the forward in the backward\n"
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced)\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
+        "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
         "model and data:\n"
         "  --d-in N --hidden N --ffn N --layers N --classes N   (default 32, 64, 4*hidden, 8, 16)\n"
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
@@ -131,6 +132,7 @@ int ptdp_cmd_train(int argc, char **argv)
         else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c.weight_decay);
         else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c.clip_grad);
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c.bucket_mb);
+        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c.zero);
         else if (ptdp_args_is(&a, "--seed")) rc = ptdp_args_int(&a, 0, 2147483647, &seed);
         else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_in);
         else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_model);

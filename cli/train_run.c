@@ -4,8 +4,10 @@
  * After the steps, the summary a student reads:
  *   - the mesh relations with their values: DP = world / (TP x PP) and
  *     gradient-accumulation steps = B / (micro-batch x DP);
- *   - each device's peak memory by category (parameters of split layers fall
- *     as 1/tp; activations show the pipeline schedule);
+ *   - the per-device report (train_report.c): peak memory by category
+ *     (parameters of split layers fall as 1/tp; activations show the
+ *     pipeline schedule; ZeRO divides optimizer state by dp), bytes sent per
+ *     group and virtual time per step; --report FILE writes it as JSON;
  *   - with pp > 1, the measured bubble beside (p - 1) / (m + p - 1);
  *   - with --check, the baseline's loss beside every step's, and the
  *     largest parameter difference.
@@ -32,8 +34,10 @@ static void print_step(const ptdp_step_log *l, void *ctx)
     if (p->quiet)
         return;
     char b[32];
-    printf("step %4ld  loss %.6f  |g| %.4e  virtual %9.3f ms  wall %8.2f ms  sent %s\n",
-           l->step, l->loss, l->grad_norm, l->virtual_s * 1e3, l->wall_s * 1e3,
+    /* Virtual time is what the step would take on the profile's GPUs:
+     * microseconds for the default model, so print it in us. */
+    printf("step %4ld  loss %.6f  |g| %.4e  virtual %10.2f us  wall %8.2f ms  sent %s\n",
+           l->step, l->loss, l->grad_norm, l->virtual_s * 1e6, l->wall_s * 1e3,
            ptdp_format_bytes(l->bytes, b, sizeof b));
     fflush(stdout);
 }
@@ -59,26 +63,6 @@ static void print_header(const ptdp_train_config *c)
             printf("%s r%d=(dp%d,tp%d,pp%d)", r % 4 == 0 && r ? "\n                              " : "", r, d, t, p);
         }
         printf("\n");
-    }
-}
-
-static void print_memory(const ptdp_launch_result *lr, const ptdp_train_config *c)
-{
-    char b[PTDP_MEM_NCAT + 1][32];
-    printf("peak memory per device:\n  %-14s", "device");
-    for (int k = 0; k < PTDP_MEM_NCAT; k++)
-        printf(" %11s", ptdp_mem_category_name((ptdp_mem_category)k));
-    printf(" %11s\n", "total");
-    for (int r = 0; r < lr->world_size; r++) {
-        const ptdp_mem_stats *m = &lr->devices[r].mem;
-        int d, t, p;
-        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
-        char who[32];
-        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
-        printf("  %-14s", who);
-        for (int k = 0; k < PTDP_MEM_NCAT; k++)
-            printf(" %11s", ptdp_format_bytes((double)m->peak[k], b[k], sizeof b[k]));
-        printf(" %11s\n", ptdp_format_bytes((double)m->peak_total, b[PTDP_MEM_NCAT], sizeof b[0]));
     }
 }
 
@@ -188,7 +172,6 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
                           const char *log_path, const char *save, const char *save_init,
                           const char *dump, const char *report_path)
 {
-    (void)report_path;
     char msg[PTDP_MSG_MAX];
     ptdp_state final, init;
     bool have_final = false, have_init = false;
@@ -229,7 +212,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
         ptdp_train_result_free(&res);
         goto done;
     }
-    print_memory(&lr, c);
+    ptdp_report_print(c, &lr);
     if (c->pp > 1) {
         char b[32];
         printf("pipeline (%s, %d stages, %d micro-batches): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
@@ -238,6 +221,10 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
         for (int s = 0; s < c->pp; s++)
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
+    }
+    if (report_path != NULL && ptdp_report_write_json(report_path, c, opts, &lr, &res) != 0) {
+        fprintf(stderr, "ptdp train: --report %s: cannot write the file\n", report_path);
+        status = PTDP_EXIT_FAIL;
     }
     if (log_path != NULL && write_log(log_path, &res) != 0) {
         fprintf(stderr, "ptdp train: --log %s: cannot write the file\n", log_path);

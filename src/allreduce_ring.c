@@ -8,7 +8,7 @@
  *   reduce-scatter, N-1 steps.  At step s rank r sends chunk r-s-1 and
  *   receives chunk r-s-2, adding its own contribution to what arrives.
  *   A chunk travels once around the ring collecting every member's part
- *   and ends, complete, at the rank with its number:
+ *   (mine op arriving) and ends, complete, at the rank with its number:
  *
  *        step 0          step 1           after N-1 = 2 steps (N = 3)
  *     0 ──a0──► 1      0 ──c12──► 1      rank 0 holds a = a0+a1+a2
@@ -57,6 +57,16 @@ static bool reached(const void *arg)
     return atomic_load(sw->word) >= sw->step;
 }
 
+/* A ring step waits for one neighbour only; the others may legitimately
+ * have finished the collective already. */
+static ptdp_wait_why neighbour_why(const ptdp_comm *c, const ptdp_call *mine, int neighbour)
+{
+    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    why.members = &c->world_rank[neighbour];
+    why.nmembers = 1;
+    return why;
+}
+
 /* Post `outgoing` for my right neighbour; return my left neighbour's. */
 static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoing,
                          const void **incoming)
@@ -70,7 +80,7 @@ static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoi
     atomic_store(&me->posted, step);
     ptdp_wake(c->dev->w, c->world_rank[right]);
 
-    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    ptdp_wait_why why = neighbour_why(c, mine, left);
     step_wait arrived = { &g->member[left].posted, step };
     int rc = ptdp_wait_until(c->dev, reached, &arrived, &why);
     *incoming = g->member[left].data;
@@ -88,7 +98,7 @@ static int ring_release(ptdp_comm *c, const ptdp_call *mine)
     atomic_store(&g->member[left].taken, me->ring_step);
     ptdp_wake(c->dev->w, c->world_rank[left]);
 
-    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    ptdp_wait_why why = neighbour_why(c, mine, mod(c->rank + 1, c->size));
     step_wait taken = { &me->taken, me->ring_step };
     return ptdp_wait_until(c->dev, reached, &taken, &why);
 }
@@ -130,7 +140,7 @@ static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks
         int rc = ring_exchange(c, mine, outgoing, &incoming);
         if (rc)
             return rc;
-        ptdp_reduce2(sum, incoming, send + ch->off[recv_chunk], ch->len[recv_chunk] / es,
+        ptdp_reduce2(sum, send + ch->off[recv_chunk], incoming, ch->len[recv_chunk] / es,
                      mine->dtype, mine->rop);
         t->sent += (double)ch->len[send_chunk];
         t->recv += (double)ch->len[recv_chunk];

@@ -36,9 +36,10 @@
 
 struct shm_group *ptdp_shm_group_create(int size, const int *world_rank)
 {
-    struct shm_group *g = calloc(1, sizeof *g);
-    if (!g)
+    void *mem = NULL;                    /* 64-byte aligned: see sync.h */
+    if (posix_memalign(&mem, 64, sizeof(struct shm_group)) != 0)
         return NULL;
+    struct shm_group *g = memset(mem, 0, sizeof *g);
     g->size = size;
     atomic_init(&g->refs, size);
     ptdp_copy(g->world_rank, world_rank, (size_t)size * sizeof *world_rank);
@@ -155,7 +156,7 @@ int ptdp_shm_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t
         const void *in[PTDP_MAX_DEVICES];
         for (int r = 0; r < c->size; r++)
             in[r] = calls[r]->send;
-        ptdp_reduce_many(mine->recv, in, c->size, mine->count, mine->dtype, mine->rop);
+        ptdp_reduce_many(&mine->recv, 1, in, c->size, mine->count, mine->dtype, mine->rop);
         t->recv += (double)S * (c->size - 1);
     } else {
         t->sent += (double)S;

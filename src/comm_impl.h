@@ -165,12 +165,14 @@ static inline void ptdp_copy(void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
-/* out[i] = a[i] op b[i].  out may be a or b (never a partial overlap). */
+/* out[i] = a[i] op b[i].  out may be a (then it accumulates), never b. */
 void ptdp_reduce2(void *out, const void *a, const void *b, size_t n, ptdp_dtype t, ptdp_op op);
-/* out = in[0] op in[1] op … op in[k-1], left to right, AVG divided by k;
- * out may be any one of the inputs.  Works tile by tile so the running
- * result stays in L1 and every input is read exactly once. */
-void ptdp_reduce_many(void *out, const void *const *in, int k, size_t n, ptdp_dtype t, ptdp_op op);
+/* out[o] = in[0] op in[1] op … op in[k-1] for every o < nout, left to
+ * right, AVG divided by k.  An output may be one of the inputs.  Works
+ * tile by tile so the running result stays in L1: every input is read
+ * once and every output written once. */
+void ptdp_reduce_many(void *const *out, int nout, const void *const *in, int k, size_t n,
+                      ptdp_dtype t, ptdp_op op);
 /* out[i] = in[i] / k for AVG (the last step of an average). */
 void ptdp_divide(void *buf, size_t n, ptdp_dtype t, int k);
 

@@ -245,7 +245,8 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
     openblas_set_num_threads(1);
 #endif
 
-    launch_state *L = calloc(1, sizeof *L);
+    void *mem = NULL;                    /* 64-byte aligned: see sync.h */
+    launch_state *L = posix_memalign(&mem, 64, sizeof *L) == 0 ? memset(mem, 0, sizeof *L) : NULL;
     char msg[PTDP_MSG_MAX];
     double watchdog = o->watchdog_s > 0 ? o->watchdog_s : PTDP_DEFAULT_WATCHDOG_S;
     if (!L || ptdp_world_init(&L->world, world_size, may_spin(world_size, o->spin), watchdog) != 0) {

@@ -14,6 +14,16 @@
  *   out.weight         [C, h]         rows (classes)     [C/tp, h]
  *   out.bias           [C]            with its rows      [C/tp]
  *
+ * The replicated ones need no communication of their own: their gradients
+ * are made only from tensors that are already identical on every TP rank.
+ * in.weight and in.bias get dh^T X and colsum dh, where X is the same data
+ * and dh has just been summed by f's backward all-reduces; fc2.bias gets
+ * colsum dz, dz being the gradient of the block output after g (its dropout
+ * mask keyed by global indices, so the same on every rank).  An all-reduce
+ * leaves every member the same bits (comm.h), so these gradients, and the
+ * optimizer steps they drive, are bit-identical: the replicas never drift
+ * (test_tp.c trains a few steps and compares their bytes across TP ranks).
+ *
  * The parameters sit in ONE flat buffer, in the order the backward produces
  * their gradients (out first, in last); the gradients in a second buffer of
  * the same layout.  Each ptdp_param is a view into both.

@@ -65,6 +65,56 @@ static int load_data(ptdp_device *dev, ptdp_pp_step *st, micro_batch *b)
     return PTDP_OK;
 }
 
+/* The executor trusts a schedule's order (the validator proves it), but a
+ * hand-written list can still name a micro-batch that does not exist or do
+ * things out of order; say which action, rather than compute on a tensor
+ * that was never received.  Deadlocks are left to the watchdog: they are
+ * what a student should see happen. */
+static int check_action(ptdp_device *dev, const ptdp_pp_step *st, const micro_batch *mbs,
+                        const ptdp_action *a, int index)
+{
+    const ptdp_model *m = st->model;
+    int stage = m->mesh->pp_rank;
+    const char *why = NULL;
+    if (a->kind == PTDP_ACT_OPTIMIZER_STEP)
+        return PTDP_OK;
+    if (a->mb < 0 || a->mb >= st->micro_batches)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s): micro-batch %d of %d micro-batches",
+                         stage, index, ptdp_action_kind_name(a->kind), a->mb, st->micro_batches);
+    const micro_batch *b = &mbs[a->mb];
+    bool received_input = m->has_input || b->in.data != NULL;
+    bool received_grad = m->has_output || b->dout.data != NULL;
+    switch (a->kind) {
+    case PTDP_ACT_RECV_FORWARD:
+        why = m->has_input ? "stage 0 reads its input from the data" :
+              b->in.data || b->acts.alive ? "received twice" : NULL;
+        break;
+    case PTDP_ACT_FORWARD:
+        why = b->acts.alive ? "forwarded twice" : !received_input ? "its input was not received" : NULL;
+        break;
+    case PTDP_ACT_SEND_FORWARD:
+        why = b->out.data == NULL ? "no output to send" : NULL;
+        break;
+    case PTDP_ACT_RECV_BACKWARD:
+        why = m->has_output ? "the last stage computes its gradient from the loss" :
+              !b->acts.alive || b->dout.data ? "no gradient expected" : NULL;
+        break;
+    case PTDP_ACT_BACKWARD:
+        why = !b->acts.alive ? "not forwarded (or backwarded twice)" :
+              !received_grad ? "its output gradient was not received" : NULL;
+        break;
+    case PTDP_ACT_SEND_BACKWARD:
+        why = b->dx.data == NULL ? "no input gradient to send" : NULL;
+        break;
+    default:
+        break;
+    }
+    if (why != NULL)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s of micro-batch %d): %s",
+                         stage, index, ptdp_action_kind_name(a->kind), a->mb, why);
+    return PTDP_OK;
+}
+
 static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, const ptdp_action *a, int *alive)
 {
     ptdp_model *m = st->model;
@@ -124,7 +174,15 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
 int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
 {
     int stage = st->model->mesh->pp_rank, M = st->micro_batches;
-    const ptdp_stage_actions *list = &st->schedule->stage[stage];
+    const ptdp_schedule *s = st->schedule;
+    if (s == NULL || s->pp != st->model->mesh->pp || s->micro_batches != M)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule is for %d stages and %d micro-batches, "
+                         "the step has %d stages and %d micro-batches", s ? s->name : "(null)",
+                         s ? s->pp : 0, s ? s->micro_batches : 0, st->model->mesh->pp, M);
+    if (M < 1 || st->shard_rows < M)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
+                         st->shard_rows, M);
+    const ptdp_stage_actions *list = &s->stage[stage];
     micro_batch *mbs = calloc((size_t)M, sizeof *mbs);
     if (mbs == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -140,7 +198,8 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
     st->peak_in_flight = 0;
     int alive = 0, rc = PTDP_OK;
     for (int i = 0; i < list->count && rc == 0; i++)
-        rc = run_action(dev, st, mbs, &list->actions[i], &alive);
+        if ((rc = check_action(dev, st, mbs, &list->actions[i], i)) == 0)
+            rc = run_action(dev, st, mbs, &list->actions[i], &alive);
     for (int k = 0; k < M; k++)
         release(dev, &mbs[k]);
     free(mbs);

@@ -8,7 +8,9 @@
  * The lesson is about trust.  Writing, we are careful about *crashes*: the
  * bytes go to a temporary file next to the target, are fsync'ed, and only
  * then renamed over it — rename is atomic, so a reader sees the old file or
- * the new one, never half of either.  Reading, we are careful about *input*:
+ * the new one, never half of either (and the data is laid out largest element
+ * first, so each tensor sits at a multiple of its element size and a reader
+ * may view it in place).  Reading, we are careful about *input*:
  * a checkpoint may be truncated, bit-flipped or not a checkpoint at all, so
  * every length is checked against the bytes really present and every
  * product (numel = d0·d1·…, bytes = numel·size) is checked for overflow
@@ -741,75 +743,85 @@ static int add_entry(json *j, st_entry **e)
     return 0;
 }
 
-/* {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}, fields in any order,
+/* One field of a tensor entry, its key already read; `seen` has a bit per
+ * field, so each may appear once. */
+enum { SEEN_DTYPE = 1, SEEN_SHAPE = 2, SEEN_OFFSETS = 4 };
+
+static int parse_tensor_field(json *j, st_entry *e, const char *key, unsigned *seen)
+{
+    char what[PTDP_ST_NAME_MAX + 96];
+    const char *name = e->t.name;
+    uint64_t vals[PTDP_ST_MAX_NDIM];
+    int count, rc;
+
+    if (strcmp(key, "dtype") == 0 && !(*seen & SEEN_DTYPE)) {
+        char *dt;
+        size_t len;
+        *seen |= SEEN_DTYPE;
+        if ((rc = parse_string(j, &dt, &len)) != 0) return rc;
+        int k = 0;
+        while (k < N_DTYPES && strcmp(dt, dtypes[k].name) != 0) k++;
+        if (k < N_DTYPES) e->t.dtype = dtypes[k].dtype;
+        else snprintf(what, sizeof what, "tensor '%s': dtype '%.16s' is not one ptdp reads "
+                      "(F32, F64, I32, I64, U8)", name, dt);
+        free(dt);
+        return k < N_DTYPES ? 0 : json_error(j, what);
+    }
+    if (strcmp(key, "shape") == 0 && !(*seen & SEEN_SHAPE)) {
+        *seen |= SEEN_SHAPE;
+        snprintf(what, sizeof what, "tensor '%s': more than %d dimensions", name,
+                 PTDP_ST_MAX_NDIM);
+        if ((rc = parse_uint_array(j, vals, PTDP_ST_MAX_NDIM, &count, what)) != 0) return rc;
+        e->t.ndim = count;
+        for (int d = 0; d < count; d++) {
+            if (vals[d] > (uint64_t)INT64_MAX) return json_error(j, "dimension too large");
+            e->t.shape[d] = (int64_t)vals[d];
+        }
+        return 0;
+    }
+    if (strcmp(key, "data_offsets") == 0 && !(*seen & SEEN_OFFSETS)) {
+        *seen |= SEEN_OFFSETS;
+        snprintf(what, sizeof what, "tensor '%s': data_offsets must be [begin, end]", name);
+        if ((rc = parse_uint_array(j, vals, 2, &count, what)) != 0) return rc;
+        if (count != 2) return json_error(j, what);
+        e->begin = vals[0];
+        e->end = vals[1];
+        return 0;
+    }
+    snprintf(what, sizeof what, "tensor '%s': unexpected or repeated field '%.32s'", name, key);
+    return json_error(j, what);
+}
+
+/* {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}: fields in any order,
  * each exactly once. */
 static int parse_tensor(json *j, const char *name, size_t name_len)
 {
-    char what[PTDP_ST_NAME_MAX + 96];
     if (name_len >= PTDP_ST_NAME_MAX) return json_error(j, "tensor name longer than 127 bytes");
     st_entry *e = NULL;
     int rc = add_entry(j, &e);
     if (rc != 0) return rc;
     memcpy(e->t.name, name, name_len + 1);
 
-    bool seen_dtype = false, seen_shape = false, seen_offsets = false;
+    unsigned seen = 0;
     if ((rc = expect(j, '{', "expected '{' for a tensor")) != 0) return rc;
     for (;;) {
-        char *key, *dt;
-        size_t key_len, dt_len;
-        uint64_t vals[PTDP_ST_MAX_NDIM];
-        int count;
+        char *key;
+        size_t key_len;
         if ((rc = parse_string(j, &key, &key_len)) != 0) return rc;
-        if ((rc = expect(j, ':', "expected ':'")) != 0) { free(key); return rc; }
-        if (strcmp(key, "dtype") == 0 && !seen_dtype) {
-            seen_dtype = true;
-            if ((rc = parse_string(j, &dt, &dt_len)) != 0) { free(key); return rc; }
-            int k = 0;
-            while (k < N_DTYPES && strcmp(dt, dtypes[k].name) != 0) k++;
-            if (k == N_DTYPES) {
-                snprintf(what, sizeof what, "tensor '%s': dtype '%.16s' is not one ptdp reads "
-                         "(F32, F64, I32, I64, U8)", name, dt);
-                free(dt);
-                free(key);
-                return json_error(j, what);
-            }
-            e->t.dtype = dtypes[k].dtype;
-            free(dt);
-        } else if (strcmp(key, "shape") == 0 && !seen_shape) {
-            seen_shape = true;
-            snprintf(what, sizeof what, "tensor '%s': more than %d dimensions", name,
-                     PTDP_ST_MAX_NDIM);
-            if ((rc = parse_uint_array(j, vals, PTDP_ST_MAX_NDIM, &count, what)) != 0) {
-                free(key);
-                return rc;
-            }
-            e->t.ndim = count;
-            for (int d = 0; d < count; d++) {
-                if (vals[d] > (uint64_t)INT64_MAX) { free(key); return json_error(j, "dimension too large"); }
-                e->t.shape[d] = (int64_t)vals[d];
-            }
-        } else if (strcmp(key, "data_offsets") == 0 && !seen_offsets) {
-            seen_offsets = true;
-            snprintf(what, sizeof what, "tensor '%s': data_offsets must be [begin, end]", name);
-            if ((rc = parse_uint_array(j, vals, 2, &count, what)) != 0) { free(key); return rc; }
-            if (count != 2) { free(key); return json_error(j, what); }
-            e->begin = vals[0];
-            e->end = vals[1];
-        } else {
-            snprintf(what, sizeof what, "tensor '%s': unexpected or repeated field '%.32s'",
-                     name, key);
-            free(key);
-            return json_error(j, what);
-        }
+        rc = expect(j, ':', "expected ':'");
+        if (rc == 0) rc = parse_tensor_field(j, e, key, &seen);
         free(key);
+        if (rc != 0) return rc;
         skip_ws(j);
         if (j->p < j->end && *j->p == ',') { j->p++; continue; }
         if ((rc = expect(j, '}', "expected ',' or '}' in a tensor")) != 0) return rc;
         break;
     }
-    if (!seen_dtype || !seen_shape || !seen_offsets) {
+    if (seen != (SEEN_DTYPE | SEEN_SHAPE | SEEN_OFFSETS)) {
+        char what[PTDP_ST_NAME_MAX + 48];
         snprintf(what, sizeof what, "tensor '%s' lacks %s", name,
-                 !seen_dtype ? "\"dtype\"" : !seen_shape ? "\"shape\"" : "\"data_offsets\"");
+                 !(seen & SEEN_DTYPE) ? "\"dtype\"" : !(seen & SEEN_SHAPE) ? "\"shape\""
+                                                                         : "\"data_offsets\"");
         return json_error(j, what);
     }
     return 0;
@@ -831,14 +843,17 @@ static int parse_metadata(json *j)
             if (k) f->meta_keys = k;
             char **v = k ? realloc(f->meta_values, (size_t)cap * sizeof *v) : NULL;
             if (v) f->meta_values = v;
-            if (!k || !v) return fail(j->msg, j->msglen, PTDP_ENOMEM, "%s: out of host memory", f->path);
+            if (!k || !v)
+                return fail(j->msg, j->msglen, PTDP_ENOMEM, "%s: out of host memory", f->path);
             f->cap_meta = cap;
         }
         if ((rc = parse_string(j, &key, &len)) != 0) break;
         if ((rc = expect(j, ':', "expected ':'")) == 0) {
             skip_ws(j);
-            if (j->p < j->end && *j->p != '"') rc = json_error(j, "__metadata__ values must be strings");
-            else rc = parse_string(j, &value, &len);
+            if (j->p < j->end && *j->p != '"')
+                rc = json_error(j, "__metadata__ values must be strings");
+            else
+                rc = parse_string(j, &value, &len);
         }
         if (rc != 0) { free(key); break; }
         f->meta_keys[f->n_meta] = key;

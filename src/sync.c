@@ -260,37 +260,34 @@ int ptdp_wait_until(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
 
 void ptdp_barrier_init(ptdp_barrier *b, int n, const int *world_rank)
 {
-    atomic_init(&b->arrived, 0);
-    atomic_init(&b->generation, 0);
+    atomic_init(&b->arrivals, 0);
     b->n = n;
     b->world_rank = world_rank;
 }
 
 typedef struct {
-    const ptdp_barrier *b;
-    unsigned generation;
+    const atomic_ullong *arrivals;
+    unsigned long long complete;
 } barrier_wait;
 
-static bool generation_moved(const void *arg)
+static bool crossing_complete(const void *arg)
 {
     const barrier_wait *bw = arg;
-    return atomic_load(&bw->b->generation) != bw->generation;
+    return atomic_load(bw->arrivals) >= bw->complete;
 }
 
 int ptdp_barrier_cross(ptdp_barrier *b, ptdp_device *self, const ptdp_wait_why *why)
 {
-    /* Read the sense before arriving: it cannot flip until we have. */
-    unsigned generation = atomic_load(&b->generation);
-    if (atomic_fetch_add(&b->arrived, 1) == (unsigned)b->n - 1) {
-        /* Last to arrive: reset the count for the next crossing, then flip
-         * the sense, which releases everyone. */
-        atomic_store(&b->arrived, 0);
-        atomic_store(&b->generation, generation + 1);
+    unsigned long long n = (unsigned long long)b->n;
+    unsigned long long ticket = atomic_fetch_add(&b->arrivals, 1);
+    unsigned long long complete = (ticket / n + 1) * n;
+    if (ticket + 1 == complete) {
+        /* The last ticket of this crossing: release the others. */
         for (int i = 0; i < b->n; i++)
             if (b->world_rank[i] != self->rank)
                 ptdp_wake(self->w, b->world_rank[i]);
         return 0;
     }
-    barrier_wait bw = { b, generation };
-    return ptdp_wait_until(self, generation_moved, &bw, why);
+    barrier_wait bw = { &b->arrivals, complete };
+    return ptdp_wait_until(self, crossing_complete, &bw, why);
 }

@@ -102,17 +102,24 @@ void ptdp_world_abort(struct ptdp_world *w);
 void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len);
 
 /*
- * A sense-reversing barrier for the members of one group.
+ * A barrier for the members of one group: one counter that only grows.
  *
- * Arrivals are counted; the last one to arrive resets the count and flips
- * the barrier's generation (its "sense"), which is what the others wait
- * for.  Reading the generation before arriving makes the barrier reusable
- * at once: a fast device that races into the next crossing cannot be
- * confused with a slow one still leaving this crossing.
+ * Every arrival takes a ticket (fetch-and-add).  With n members, tickets
+ * k·n … k·n + n-1 belong to crossing k, which is complete once the counter
+ * reaches (k+1)·n: the holder of the last ticket of a crossing sees that
+ * itself and wakes the others, who wait for the counter to get there.
+ *
+ *      tickets  0 1 2 | 3 4 5 | 6 7 8      (n = 3)
+ *               crossing 0    crossing 1 …
+ *
+ * Nobody can take a ticket of crossing k+1 before crossing k is complete
+ * (it would have to leave crossing k first), so the counter needs no reset
+ * and the barrier is reusable at once — the job the "sense" flag does in a
+ * classic sense-reversing barrier.  One cache line, one atomic operation
+ * per arrival; 64 bits do not wrap in the life of the universe.
  */
 typedef struct {
-    alignas(64) atomic_uint arrived;
-    alignas(64) atomic_uint generation;
+    alignas(64) atomic_ullong arrivals;
     int n;
     const int *world_rank;              /* members, to wake them            */
 } ptdp_barrier;

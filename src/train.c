@@ -7,10 +7,13 @@
  *
  *   pipeline step (pp.c)  ── F/B of every micro-batch of this DP shard,
  *                            sends and receives between stages
- *   optimizer_step        ── DP all-reduce of the gradients (dp.c)
+ *                            (ZeRO-2: a reduce-scatter after each backward)
+ *   optimizer_step        ── DP all-reduce of the gradients (dp.c),
+ *                            or ZeRO-1's reduce-scatter (zero.c)
  *                            gradient norm of the whole model, clip
- *                            AdamW / SGD on the flat parameter buffer
- *                            zero the gradients
+ *                            AdamW / SGD on the chunk this device updates:
+ *                            the whole flat buffer, or its 1/dp under ZeRO
+ *                            zero the gradients; ZeRO: all-gather the parameters
  *
  * The loss is the mean over the GLOBAL batch B: every micro-batch scales
  * its loss gradient by 1/B, and DP sums (dp.h explains why that, and not an
@@ -38,6 +41,7 @@
 #include "ptdp/optim.h"
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
+#include "ptdp/zero.h"
 
 /* ------------------------------------------------------------ validation */
 
@@ -48,9 +52,15 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->dp < 1) BAD("--dp %d: must be at least 1", c->dp);
     if (c->tp < 1) BAD("--tp %d: must be at least 1", c->tp);
     if (c->pp < 1) BAD("--pp %d: must be at least 1", c->pp);
-    if ((long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES)
-        BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->tp, c->pp,
-            (long)c->dp * c->tp * c->pp, PTDP_MAX_DEVICES);
+    if ((long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES) {
+        long mp = (long)c->tp * c->pp;
+        if (mp <= PTDP_MAX_DEVICES)
+            BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (with --tp %d and --pp %d, "
+                "--dp at most %ld)", c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, c->tp, c->pp,
+                PTDP_MAX_DEVICES / mp);
+        BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (--tp x --pp alone is %ld)",
+            c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
+    }
     if (m->d_in < 1) BAD("--d-in %d: must be at least 1", m->d_in);
     if (m->d_model < 1) BAD("--hidden %d: must be at least 1", m->d_model);
     if (m->d_ff < 1) BAD("--ffn %d: must be at least 1", m->d_ff);
@@ -77,7 +87,8 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--tp %d must divide --ffn %d and --classes %d (valid --tp: %s)", c->tp, m->d_ff, m->n_classes, valid);
     }
     if (c->pp > m->n_layers)
-        BAD("--pp %d: more stages than --layers %d (each stage needs at least one block)", c->pp, m->n_layers);
+        BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
+            c->pp, m->n_layers, m->n_layers);
     if (c->stage_layers != NULL) {
         int sum = 0;
         for (int s = 0; s < c->pp; s++) {
@@ -96,7 +107,7 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
     if (c->schedule != NULL && ptdp_schedule_find(c->schedule) == NULL)
         BAD("--schedule %s: unknown (gpipe or 1f1b)", c->schedule);
-    if (c->zero != 0) BAD("--zero %d: ZeRO is not implemented in this build", c->zero);
+    if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
     if (c->resume != NULL && c->resume->optimizer != c->optimizer)
         BAD("--optimizer %s does not match the checkpoint's (%s)",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", c->resume->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw");
@@ -170,7 +181,10 @@ typedef struct {
     ptdp_model model;
     ptdp_dataset data;
     ptdp_ddp ddp;
-    ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a */
+    ptdp_zero zero;                /* the chunk this device updates (zero.h)  */
+    ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
+                                      zero.len elements, for chunk zero.off   */
+    int callbacks;                 /* executor callbacks so far this step     */
     long global_step;              /* 1-based step being taken                */
     double grad_norm;
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
@@ -182,9 +196,48 @@ static bool writes_param(const device_ctx *d, const ptdp_param *p)
     return d->mesh.dp_rank == 0 && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
 }
 
-static ptdp_tensor view_of(const ptdp_param *p, ptdp_real *flat)
+/* The elements [k0, k1) of p's optimizer state that this device holds: p
+ * intersected with its ZeRO chunk (the whole of p without ZeRO).  Chunks cut
+ * through parameters, so a checkpoint gets each tensor's state in pieces,
+ * one per DP rank — and holds the full tensors, whatever the stage. */
+static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, size_t *k1)
 {
-    return (ptdp_tensor){ .data = flat + p->offset, .rows = p->w.rows, .cols = p->w.cols, .stride = p->w.cols };
+    size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
+    size_t zb = d->zero.off, ze = d->zero.off + d->zero.len;
+    b = b > zb ? b : zb;
+    e = e < ze ? e : ze;
+    if (b >= e)
+        return false;
+    *k0 = b - p->offset;
+    *k1 = e - p->offset;
+    return true;
+}
+
+/* Who writes the optimizer state of p: without ZeRO the replicas agree and
+ * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
+static bool writes_optim(const device_ctx *d, const ptdp_param *p)
+{
+    return (d->zero.stage > 0 || d->mesh.dp_rank == 0) && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+}
+
+/* Local elements [k0, k1) of p (row-major in its shard) to or from the whole tensor. */
+static void copy_elements(const ptdp_param *p, size_t k0, size_t k1, ptdp_real *local,
+                          ptdp_state_tensor *whole, bool to_whole)
+{
+    size_t cols = (size_t)p->w.cols;
+    for (size_t k = k0; k < k1; k++) {
+        ptdp_real *x = &whole->data[(size_t)p->row0 * whole->cols + (k / cols) * whole->cols + (size_t)p->col0 + k % cols];
+        if (to_whole)
+            *x = local[k - k0];
+        else
+            local[k - k0] = *x;
+    }
+}
+
+/* Optimizer slot k of p, from element k0 on (opt_a / opt_b hold the chunk). */
+static ptdp_real *optim_at(const device_ctx *d, int slot, const ptdp_param *p, size_t k0)
+{
+    return (slot == 0 ? d->opt_a : d->opt_b) + (p->offset + k0 - d->zero.off);
 }
 
 /* Copy this device's shards (and optimizer state) into / out of a host state. */
@@ -193,13 +246,15 @@ static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
     int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
-        if (!writes_param(d, p))
+        if (writes_param(d, p))
+            ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
+        size_t k0, k1;
+        if (!writes_optim(d, p) || !optim_slice(d, p, &k0, &k1))
             continue;
-        ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
-        for (int k = 0; k < slots; k++) {
+        for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            ptdp_param_to_state(p, view_of(p, k == 0 ? d->opt_a : d->opt_b), ptdp_state_find(s, name));
+            copy_elements(p, k0, k1, optim_at(d, k, p, k0), ptdp_state_find(s, name), true);
         }
     }
 }
@@ -214,10 +269,13 @@ static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
         if (t == NULL)
             return ptdp_fail(dev, PTDP_ECORRUPT, "checkpoint has no tensor %s", p->name);
         ptdp_param_from_state(p, p->w, t);
-        for (int k = 0; k < slots; k++) {
+        size_t k0, k1;
+        if (!optim_slice(d, p, &k0, &k1))
+            continue;
+        for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            ptdp_param_from_state(p, view_of(p, k == 0 ? d->opt_a : d->opt_b), ptdp_state_find(s, name));
+            copy_elements(p, k0, k1, optim_at(d, k, p, k0), ptdp_state_find(s, name), false);
         }
     }
     return PTDP_OK;
@@ -245,12 +303,14 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
     return rc;
 }
 
-/* The last action of every stage's schedule: the once-per-step part. */
-static int optimizer_step(ptdp_device *dev, void *ctx)
+/* The last action of every stage's schedule: the once-per-step part.
+ * Every device updates one chunk of its flat buffers: the whole buffer
+ * without ZeRO, its 1/dp chunk with it (zero.h). */
+static int optimizer_step(ptdp_device *dev, device_ctx *d)
 {
-    device_ctx *d = ctx;
     const ptdp_train_config *c = d->r->cfg;
     ptdp_model *m = &d->model;
+    ptdp_zero *z = &d->zero;
     int rc;
 
     /* The pipeline phase of the step ends here: measure its bubble before
@@ -258,36 +318,115 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     d->phase_end = dev->clock.now;
     d->phase_busy = dev->clock.compute_s + dev->clock.comm_s - d->busy0;
 
-    /* Data parallelism: once per step, after the last micro-batch's backward. */
-    if ((rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0)
+    /* Data parallelism: once per step, after the last micro-batch's backward.
+     * Plain DP all-reduces every bucket; ZeRO-1 reduce-scatters; ZeRO-2 has
+     * reduce-scattered after every backward already. */
+    if (z->stage == 0 && (rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0)
+        return rc;
+    ptdp_real *g;
+    if ((rc = ptdp_zero_reduce_gradients(z, m, &g)) != 0)
         return rc;
     double sumsq;
-    if ((rc = ptdp_model_grad_sumsq(dev, m, &sumsq)) != 0)
+    if ((rc = ptdp_zero_grad_sumsq(z, m, g, &sumsq)) != 0)
         return rc;
     d->grad_norm = sqrt(sumsq);
 
     double w0 = ptdp_wall_now();
+    ptdp_real *w = m->flat_w + z->off;
+    size_t n = z->len;
     if (c->clip_grad > 0) {
         double coef = ptdp_clip_coefficient(d->grad_norm, c->clip_grad);
         if (coef < 1)
-            ptdp_scale(m->flat_g, m->numel, coef);
+            ptdp_scale(g, n, coef);
     }
     double flops;
     if (c->optimizer == PTDP_OPT_ADAMW) {
         ptdp_adamw_config ac = ptdp_adamw_default_config();
         ac.lr = c->lr;
         ac.weight_decay = c->weight_decay;
-        ptdp_adamw_step(m->flat_w, m->flat_g, d->opt_a, d->opt_b, m->numel, &ac, d->global_step);
-        flops = ptdp_adamw_flops(m->numel);
+        ptdp_adamw_step(w, g, d->opt_a, d->opt_b, n, &ac, d->global_step);
+        flops = ptdp_adamw_flops(n);
     } else {
         ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = c->weight_decay };
-        ptdp_sgd_step(m->flat_w, m->flat_g, d->opt_a, m->numel, &sc, d->global_step);
-        flops = ptdp_sgd_flops(m->numel, &sc);
+        ptdp_sgd_step(w, g, d->opt_a, n, &sc, d->global_step);
+        flops = ptdp_sgd_flops(n, &sc);
     }
-    memset(m->flat_g, 0, m->numel * sizeof(ptdp_real));
+    ptdp_zero_clear_gradients(z, m);
     /* The ideal profile is the textbook pipeline: only the blocks cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
+    /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
+    if ((rc = ptdp_zero_gather_params(z, m)) != 0)
+        return rc;
     return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
+}
+
+/* The pipeline executor (pp.c) hands control back to the trainer at the
+ * schedule's OPTIMIZER_STEP actions.  Plain DP and ZeRO-1 need it once per
+ * step.  ZeRO-2 must also act around every micro-batch's backward — give
+ * the model a gradient bucket before, reduce-scatter it after — so it runs
+ * the schedule with a callback action on either side of every BACKWARD
+ * (bracket_backwards): the step's callbacks then come in the order
+ *   begin(B), end(B), begin(B), end(B), …   (M pairs), then the step. */
+static int executor_callback(ptdp_device *dev, void *ctx)
+{
+    device_ctx *d = ctx;
+    int k = d->callbacks++;
+    if (d->zero.stage != 2 || k == 2 * d->r->cfg->micro_batches)
+        return optimizer_step(dev, d);
+    return k % 2 == 0 ? ptdp_zero_backward_begin(dev, &d->zero, &d->model)
+                      : ptdp_zero_backward_end(dev, &d->zero, &d->model);
+}
+
+/* A copy of s with a callback action (kind OPTIMIZER_STEP, which is what
+ * the executor calls back on) before and after every BACKWARD. */
+static int bracket_backwards(const ptdp_schedule *s, ptdp_schedule **out)
+{
+    int rc = ptdp_schedule_alloc(s->name, s->pp, s->micro_batches, out);
+    for (int st = 0; rc == 0 && st < s->pp; st++) {
+        const ptdp_stage_actions *from = &s->stage[st];
+        ptdp_stage_actions *to = &(*out)->stage[st];
+        int need = from->count + 2 * s->micro_batches;
+        ptdp_action *a = realloc(to->actions, (size_t)need * sizeof *a);
+        if (a == NULL) {
+            rc = PTDP_ENOMEM;
+            break;
+        }
+        to->actions = a;
+        to->capacity = need;
+        const ptdp_action callback = { .kind = PTDP_ACT_OPTIMIZER_STEP, .mb = -1, .peer = -1 };
+        for (int i = 0; i < from->count; i++) {
+            bool backward = from->actions[i].kind == PTDP_ACT_BACKWARD;
+            if (backward && to->count < need)
+                to->actions[to->count++] = callback;
+            if (to->count < need)
+                to->actions[to->count++] = from->actions[i];
+            if (backward && to->count < need)
+                to->actions[to->count++] = callback;
+        }
+    }
+    if (rc != 0) {
+        ptdp_schedule_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* The schedule this device runs: the named one, bracketed for ZeRO-2. */
+static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
+{
+    const char *name = c->schedule ? c->schedule : "1f1b";
+    ptdp_schedule *s = NULL;
+    int rc = ptdp_schedule_create(name, c->pp, c->micro_batches, &s);
+    if (rc == 0 && c->zero == 2) {
+        rc = bracket_backwards(s, out);
+        ptdp_schedule_destroy(s);
+    } else {
+        *out = s;
+    }
+    if (rc != 0)
+        return ptdp_fail(dev, rc == PTDP_ENOMEM ? PTDP_ENOMEM : PTDP_EINVAL,
+                         "cannot build the %s schedule for pp=%d, m=%d", name, c->pp, c->micro_batches);
+    return PTDP_OK;
 }
 
 static int device_setup(ptdp_device *dev, device_ctx *d)
@@ -298,11 +437,14 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
         return rc;
+    if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
+        return rc;
     if ((rc = ptdp_dataset_init(dev, &d->data, c->seed, c->model.d_in, c->model.n_classes)) != 0)
         return rc;
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    size_t bytes = d->model.numel * sizeof(ptdp_real);
+    /* The optimizer state covers the chunk this device updates. */
+    size_t bytes = d->zero.len * sizeof(ptdp_real);
     if (c->optimizer == PTDP_OPT_ADAMW) {
         d->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg");
         d->opt_b = d->opt_a ? ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq") : NULL;
@@ -316,6 +458,10 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->init_state != NULL)
         save_state(d, c->init_state, false);
+    /* ZeRO-2 freed the model's full-size gradient buffer a moment ago: start
+     * the peaks from the set-up device, so they show training, not set-up. */
+    if (c->zero == 2)
+        ptdp_arena_reset_peaks(dev->arena);
     return PTDP_OK;
 }
 
@@ -325,6 +471,7 @@ static void device_teardown(ptdp_device *dev, device_ctx *d)
     ptdp_free(dev, d->opt_a);
     ptdp_ddp_free(&d->ddp);
     ptdp_dataset_free(dev, &d->data);
+    ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_model_free(dev, &d->model);
     ptdp_mesh_destroy(&d->mesh);
 }
@@ -336,9 +483,8 @@ static int device_main(ptdp_device *dev, void *arg)
     device_ctx d = { .r = r };
     ptdp_schedule *sched = NULL;
     int rc = device_setup(dev, &d);
-    if (rc == 0 && ptdp_schedule_create(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, &sched) != 0)
-        rc = ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d",
-                       c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches);
+    if (rc == 0)
+        rc = make_schedule(dev, c, &sched);
 
     size_t shard_off, shard_len;
     ptdp_chunk((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
@@ -356,9 +502,10 @@ static int device_main(ptdp_device *dev, void *arg)
             .model = &d.model, .data = &d.data, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .recompute = c->recompute,
-            .loss_scale = 1.0 / c->batch, .optimizer_step = optimizer_step, .optimizer_ctx = &d,
+            .loss_scale = 1.0 / c->batch, .optimizer_step = executor_callback, .optimizer_ctx = &d,
         };
         d.busy0 = busy0;
+        d.callbacks = 0;
         rc = ptdp_pp_run_step(dev, &st);   /* ends with the schedule's OPTIMIZER_STEP */
         if (rc != 0)
             break;

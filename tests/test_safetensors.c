@@ -5,7 +5,8 @@
  *   - round trip: what ptdp_st_write writes, ptdp_st_open reads back exactly
  *     (F32, F64, I32, I64, U8; a scalar []; a zero-size tensor; metadata
  *     with quotes, backslashes, control characters and non-ASCII text);
- *   - the bytes on disk are the format's, checked against a hand-written file;
+ *   - the bytes on disk are the format's, checked against a hand-written file,
+ *     and every tensor is aligned to its element size;
  *   - F32 and F64 load into either precision;
  *   - every corrupt file is PTDP_ECORRUPT with a message naming the file and
  *     the problem, an unreadable one PTDP_EIO — never a crash (500 mutated

@@ -50,6 +50,12 @@ typedef struct {
     int peak_in_flight;        /* out: most micro-batches alive at once          */
 } ptdp_pp_step;
 
+/* Run this stage's list of st->schedule.  Returns 0; PTDP_EINVAL if the
+ * schedule was made for another pp or m, or an action comes out of order
+ * (a FORWARD before its input arrived, a BACKWARD of a micro-batch not
+ * forwarded, …: the message names the stage, the action and why); or the
+ * first communication or memory error.  A schedule whose order deadlocks
+ * (ptdp_schedule_1f1b_naive) is not refused: the watchdog names it. */
 int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
 
 #endif

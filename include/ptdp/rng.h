@@ -19,7 +19,8 @@
 uint64_t ptdp_rng_key(uint64_t seed, const char *stream);
 /* 64 random bits at position `index` of the stream. */
 uint64_t ptdp_rng_bits(uint64_t key, uint64_t index);
-/* Uniform in the open interval (0, 1), with 53 random bits. */
+/* Uniform in the open interval (0, 1): (k + 1/2) / 2^52 for 52 random bits k,
+ * so it is never exactly 0 or 1. */
 double   ptdp_rng_uniform(uint64_t key, uint64_t index);
 /* Standard normal at position index (Box–Muller on two uniforms drawn at
  * 2*index and 2*index+1; the cosine branch only, so each index is one draw). */

@@ -55,10 +55,11 @@ int64_t ptdp_st_numel(const ptdp_st_tensor *t);
  * same directory, fsync, rename, then fsync of the directory.  The data is
  * laid out 8-byte types first, then 4-byte, then 1-byte, each group in the
  * order given, so every tensor starts at a multiple of its element size (as
- * the reference writer does; readers that map the file need it).  A bad argument (unknown dtype, ndim out of range,
- * a negative dimension, an empty, too long, duplicate or reserved name, NULL
- * data for a non-empty tensor) is PTDP_EINVAL; a failed write is PTDP_EIO
- * with a message naming the path and the errno text.  On any failure no
+ * the reference writer does; readers that map the file need it).
+ * A bad argument (unknown dtype, ndim out of range, a negative dimension, an
+ * empty, too long, duplicate or reserved name, NULL data for a non-empty
+ * tensor) is PTDP_EINVAL; a failed write is PTDP_EIO with a message naming
+ * the path and the errno text.  On any failure no
  * temporary file is left behind and an existing file at `path` is unchanged. */
 int ptdp_st_write(const char *path, const ptdp_st_tensor *tensors, int n,
                   const char *const *meta_keys, const char *const *meta_values, int n_meta,

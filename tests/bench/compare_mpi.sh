@@ -74,6 +74,10 @@ function median(list,    a, n, i, j, t) {
         for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
+function us(t) {
+    if (t >= 1000) return sprintf("%.2f ms", t / 1000)
+    return sprintf("%.2f us", t)
+}
 function label(b) {
     if (b % 1073741824 == 0) return b / 1073741824 " GiB"
     if (b % 1048576 == 0) return b / 1048576 " MiB"
@@ -98,8 +102,8 @@ END {
         b = order[k]; p = "ptdp" SUBSEP b; q = "mpi" SUBSEP b
         pt = median(t[p]); pb = median(bw[p]); mt = median(t[q]); mb = median(bw[q]); bd = median(bound[b])
         ratio[b] = mb > 0 ? pb / mb : 0; frac[b] = bd > 0 ? pb / bd : 0; ptime[b] = pt
-        printf "| %s | %.2f us | %.2f GB/s | %.2f us | %.2f GB/s | %.1fx | %.2f GB/s | %.0f%% |\n", \
-            label(b), pt, pb, mt, mb, ratio[b], bd, 100 * frac[b]
+        printf "| %s | %s | %.2f GB/s | %s | %.2f GB/s | %.1fx | %.2f GB/s | %.0f%% |\n", \
+            label(b), us(pt), pb, us(mt), mb, ratio[b], bd, 100 * frac[b]
     }
     print ""
     print "Medians of each column over the rounds; busbw = algbw x 2(n-1)/n; the memory bound is"

@@ -1,0 +1,610 @@
+/*
+ * bench_train.c — `ptdp bench train`: how fast does the reference MLP train,
+ * and how close is it to what this machine allows?
+ *
+ * The fixed model (issue 3): d_in 1024, hidden 1024, ffn 4096, 4 blocks,
+ * 10 classes, global batch B = 64, AdamW, in the build's precision.  One
+ * training step costs, counting 2 m n k per product (ops.h):
+ *
+ *     forward   2 B (d_in h + 2 L h ffn + h C)      ≈  4.4 GFLOP
+ *     backward  twice the forward (dx and dW)        ≈  8.7 GFLOP
+ *     AdamW     15 flops on each of the 34.6 M parameters, but memory-bound:
+ *               it streams parameters, gradients, m and v (554 MB in float)
+ *
+ * What is measured, all in this one run, every time the median over the
+ * timed steps (the first `--warmup` steps of every measurement are not
+ * timed):
+ *
+ *   1. the baseline, taken apart — one device runs the library's own pieces
+ *      in the order ptdp_train runs them, timing each phase:
+ *          forward + backward     ptdp_model_forward, ptdp_model_backward
+ *          optimizer              gradient norm, ptdp_adamw_step, zero the
+ *                                 gradients
+ *          GEMMs alone            the same cblas GEMM calls, same shapes and
+ *                                 transposes, with nothing around them
+ *      forward + backward / GEMMs alone is what everything that is not a
+ *      matrix product (bias, GELU, softmax, residual, copies) costs.
+ *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch: the
+ *      wall time of a step as the training loop logs it (largest device).
+ *   3. the hardware's own limit for two devices: one baseline run at the
+ *      per-device batch B/2 alone, then two such runs at the same time (two
+ *      host threads, each calling ptdp_train):
+ *
+ *          concurrent speed-up = 2 t(alone) / t(concurrent)     ≤ 2
+ *          dp = 2 speed-up     = t(dp = 1, B) / t(dp = 2, B)
+ *
+ *      Two independent runs share nothing but the machine (cores, caches,
+ *      memory bandwidth), so no data-parallel run can beat their speed-up;
+ *      dp = 2 / concurrent is the fraction of it DP keeps after its
+ *      all-reduce and its replicated optimizer step.
+ *
+ * A fast wrong answer is not reported: the losses of (1) and of dp = 2 must
+ * agree with the dp = 1 run's by --check's rule, or the command fails.
+ * scripts/bench_train.sh runs this beside the same model in PyTorch and
+ * prints the ratios against the targets of the README ("Training benchmark").
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(PTDP_HAVE_OPENBLAS_CBLAS_H)
+#include <openblas/cblas.h>
+#else
+#include <cblas.h>
+#endif
+
+#include "args.h"
+#include "bench.h"
+#include "ptdp/clock.h"
+#include "ptdp/data.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+#include "ptdp/model.h"
+#include "ptdp/ops.h"
+#include "ptdp/optim.h"
+#include "ptdp/train.h"
+
+#define MAX_STEPS 1000
+
+typedef struct {
+    ptdp_model_config model;
+    int batch, steps, warmup;
+    bool json;
+    double watchdog_s;
+} bench_cfg;
+
+/* ---- statistics ---------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of x[0..n), reordering x. */
+static double median(double *x, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* ---- what a step costs (the conventions of ops.h) ------------------------ */
+
+/* Flops of one forward + backward of B samples, counted as mlp.c counts
+ * them for the virtual clock. */
+static double step_flops(const ptdp_model_config *c, int b)
+{
+    int h = c->d_model, f = c->d_ff;
+    double fwd = ptdp_linear_flops_forward(b, c->d_in, h)
+               + c->n_layers * (ptdp_linear_flops_forward(b, h, f) + ptdp_gelu_flops_forward((size_t)b * f)
+                                + ptdp_matmul_flops(b, h, f) + 2.0 * b * h)
+               + ptdp_linear_flops_forward(b, h, c->n_classes) + ptdp_xent_flops_forward(b, c->n_classes);
+    double bwd = ptdp_linear_flops_backward(b, h, c->n_classes) + ptdp_xent_flops_backward(b, c->n_classes)
+               + c->n_layers * (ptdp_linear_flops_backward(b, h, f) + ptdp_linear_flops_backward(b, f, h)
+                                + ptdp_gelu_flops_backward((size_t)b * f))
+               + ptdp_linear_flops_backward(b, c->d_in, h) - ptdp_matmul_flops(b, c->d_in, h);
+    return fwd + bwd;
+}
+
+/* ---- the GEMMs of one step, alone ----------------------------------------- */
+
+/* One call  C = op(A) op(B) + beta C  (row-major), as linear.c issues it. */
+typedef struct {
+    bool ta, tb;
+    int m, n, k;
+    const ptdp_real *a, *b;
+    ptdp_real *c;
+    double beta;
+} gemm_call;
+
+static void gemm_run(const gemm_call *g)
+{
+    int lda = g->ta ? g->m : g->k, ldb = g->tb ? g->k : g->n;
+    enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
+#ifdef PTDP_DOUBLE
+    cblas_dgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0, g->a, lda, g->b, ldb, g->beta, g->c, g->n);
+#else
+    cblas_sgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, (float)g->beta, g->c, g->n);
+#endif
+}
+
+/* Scratch of the size of the activations, so the GEMMs alone touch as much
+ * memory as the model's: per block its input h, fc1 output and GELU output. */
+typedef struct {
+    ptdp_real *x, *logits, *dlogits, *dh, *dg, *tmp;
+    ptdp_real **h, **a, **g;       /* [L + 1], [L], [L] */
+    gemm_call *calls;
+    int ncalls;
+    double flops;
+} gemm_plan;
+
+static void add_call(gemm_plan *p, bool ta, bool tb, int m, int n, int k,
+                     const ptdp_real *a, const ptdp_real *b, ptdp_real *c, double beta)
+{
+    p->calls[p->ncalls++] = (gemm_call){ ta, tb, m, n, k, a, b, c, beta };
+    p->flops += ptdp_matmul_flops(m, n, k);
+}
+
+/* The list, in mlp.c's order: y = x W^T is (B x in)(out x in)^T; its
+ * backward dx = dy W and dW += dy^T x.  Weights and gradients are the
+ * model's own buffers. */
+static void plan_gemms(gemm_plan *p, const ptdp_model *m, int b)
+{
+    const ptdp_model_config *c = &m->cfg;
+    int h = c->d_model, f = c->d_ff, L = c->n_layers, C = c->n_classes;
+    p->ncalls = 0;
+    p->flops = 0;
+    add_call(p, false, true, b, h, c->d_in, p->x, m->in_w->w.data, p->h[0], 1);
+    for (int l = 0; l < L; l++) {
+        const ptdp_block_params *k = &m->blocks[l];
+        add_call(p, false, true, b, f, h, p->h[l], k->fc1_w->w.data, p->a[l], 1);
+        add_call(p, false, true, b, h, f, p->g[l], k->fc2_w->w.data, p->h[l + 1], 0);
+    }
+    add_call(p, false, true, b, C, h, p->h[L], m->out_w->w.data, p->logits, 1);
+
+    add_call(p, false, false, b, h, C, p->dlogits, m->out_w->w.data, p->dh, 0);
+    add_call(p, true, false, C, h, b, p->dlogits, p->h[L], m->out_w->g.data, 1);
+    for (int l = L - 1; l >= 0; l--) {
+        const ptdp_block_params *k = &m->blocks[l];
+        add_call(p, false, false, b, f, h, p->dh, k->fc2_w->w.data, p->dg, 0);
+        add_call(p, true, false, h, f, b, p->dh, p->g[l], k->fc2_w->g.data, 1);
+        add_call(p, false, false, b, h, f, p->dg, k->fc1_w->w.data, p->tmp, 0);
+        add_call(p, true, false, f, h, b, p->dg, p->h[l], k->fc1_w->g.data, 1);
+    }
+    add_call(p, true, false, h, c->d_in, b, p->dh, p->x, m->in_w->g.data, 1);
+}
+
+static ptdp_real *scratch(ptdp_device *dev, size_t n, const char *name)
+{
+    ptdp_real *x = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
+    for (size_t i = 0; x != NULL && i < n; i++)
+        x[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));   /* ordinary numbers: no denormals */
+    return x;
+}
+
+static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_model *m, int b)
+{
+    const ptdp_model_config *c = &m->cfg;
+    int L = c->n_layers;
+    size_t bh = (size_t)b * c->d_model, bf = (size_t)b * c->d_ff;
+    memset(p, 0, sizeof *p);
+    p->h = calloc((size_t)L + 1, sizeof *p->h);
+    p->a = calloc((size_t)L, sizeof *p->a);
+    p->g = calloc((size_t)L, sizeof *p->g);
+    p->calls = calloc((size_t)6 * L + 5, sizeof *p->calls);   /* plan_gemms: 2L + 2 forward, 4L + 3 backward */
+    if (!p->h || !p->a || !p->g || !p->calls)
+        return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
+    bool ok = (p->x = scratch(dev, (size_t)b * c->d_in, "gemm.x")) &&
+              (p->logits = scratch(dev, (size_t)b * c->n_classes, "gemm.logits")) &&
+              (p->dlogits = scratch(dev, (size_t)b * c->n_classes, "gemm.dlogits")) &&
+              (p->dh = scratch(dev, bh, "gemm.dh")) && (p->dg = scratch(dev, bf, "gemm.dg")) &&
+              (p->tmp = scratch(dev, bh, "gemm.tmp"));
+    for (int l = 0; ok && l <= L; l++)
+        ok = (p->h[l] = scratch(dev, bh, "gemm.h")) &&
+             (l == L || ((p->a[l] = scratch(dev, bf, "gemm.a")) && (p->g[l] = scratch(dev, bf, "gemm.g"))));
+    if (!ok)
+        return PTDP_ENOMEM;
+    plan_gemms(p, m, b);
+    return PTDP_OK;
+}
+
+static void gemm_plan_free(ptdp_device *dev, gemm_plan *p, int L)
+{
+    for (int l = 0; l <= L && p->h != NULL; l++) {
+        if (p->h) ptdp_free(dev, p->h[l]);
+        if (p->a && l < L) ptdp_free(dev, p->a[l]);
+        if (p->g && l < L) ptdp_free(dev, p->g[l]);
+    }
+    ptdp_real *bufs[] = { p->x, p->logits, p->dlogits, p->dh, p->dg, p->tmp };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        ptdp_free(dev, bufs[i]);
+    free(p->h);
+    free(p->a);
+    free(p->g);
+    free(p->calls);
+}
+
+/* ---- 1. the baseline, phase by phase, on one device ---------------------- */
+
+typedef struct {
+    const bench_cfg *cfg;
+    double *fwd_bwd, *optim, *gemm;    /* [timed steps] seconds          */
+    double *loss;                      /* [steps], every step            */
+    double gemm_flops;
+} phase_run;
+
+/* Everything the phase-by-phase baseline holds on its device. */
+typedef struct {
+    ptdp_mesh mesh;
+    ptdp_model model;
+    ptdp_dataset data;
+    gemm_plan plan;
+    ptdp_tensor x;
+    int64_t *labels;
+    ptdp_real *exp_avg, *exp_avg_sq;
+} phase_state;
+
+static int phase_setup(ptdp_device *dev, phase_state *st, const bench_cfg *c)
+{
+    int rc;
+    size_t bytes;
+    if ((st->labels = calloc((size_t)c->batch, sizeof *st->labels)) == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
+    if ((rc = ptdp_mesh_create(dev, 1, 1, 1, &st->mesh)) != 0)
+        return rc;
+    /* Seed 1, as the ptdp_train runs below: the losses must agree. */
+    if ((rc = ptdp_model_init(dev, &st->model, &c->model, &st->mesh, NULL, 1, 0.0)) != 0 ||
+        (rc = ptdp_dataset_init(dev, &st->data, 1, c->model.d_in, c->model.n_classes)) != 0)
+        return rc;
+    bytes = st->model.numel * sizeof(ptdp_real);
+    if ((st->exp_avg = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg")) == NULL ||
+        (st->exp_avg_sq = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq")) == NULL)
+        return PTDP_ENOMEM;
+    if ((rc = ptdp_tensor_alloc(dev, &st->x, "bench.x", PTDP_MEM_ACTS, c->batch, c->model.d_in)) != 0)
+        return rc;
+    return gemm_plan_init(dev, &st->plan, &st->model, c->batch);
+}
+
+static void phase_teardown(ptdp_device *dev, phase_state *st, const bench_cfg *c)
+{
+    gemm_plan_free(dev, &st->plan, c->model.n_layers);
+    ptdp_tensor_free(dev, &st->x);
+    ptdp_free(dev, st->exp_avg_sq);
+    ptdp_free(dev, st->exp_avg);
+    ptdp_dataset_free(dev, &st->data);
+    ptdp_model_free(dev, &st->model);
+    ptdp_mesh_destroy(&st->mesh);
+    free(st->labels);
+}
+
+/* One step as ptdp_train takes it on one device, a timestamp between phases,
+ * then the step's GEMMs again on their own. */
+static int phase_device(ptdp_device *dev, void *arg)
+{
+    phase_run *r = arg;
+    const bench_cfg *c = r->cfg;
+    int b = c->batch;
+    phase_state st;
+    memset(&st, 0, sizeof st);
+    int rc = phase_setup(dev, &st, c);
+    ptdp_model *m = &st.model;
+    size_t bytes = m->numel * sizeof(ptdp_real);
+    ptdp_adamw_config ac = ptdp_adamw_default_config();
+    r->gemm_flops = st.plan.flops;
+
+    for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
+        ptdp_progress("[1/4] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
+        ptdp_dataset_batch(&st.data, (int64_t)s * b, b, st.x, st.labels);   /* not timed */
+
+        double t0 = ptdp_wall_now();
+        ptdp_acts acts;
+        if ((rc = ptdp_model_forward(dev, m, &acts, st.x, st.labels, (int64_t)s * b, s, false, NULL)) != 0 ||
+            (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / b, NULL)) != 0)
+            break;
+        double t1 = ptdp_wall_now();
+        double sumsq;
+        if ((rc = ptdp_model_grad_sumsq(dev, m, &sumsq)) != 0)
+            break;
+        ptdp_adamw_step(m->flat_w, m->flat_g, st.exp_avg, st.exp_avg_sq, m->numel, &ac, s + 1);
+        memset(m->flat_g, 0, bytes);
+        double t2 = ptdp_wall_now();
+        for (int i = 0; i < st.plan.ncalls; i++)
+            gemm_run(&st.plan.calls[i]);
+        double t3 = ptdp_wall_now();
+        /* The GEMMs alone accumulated into the gradients as a backward does:
+         * clear them (untimed) so the next step starts as ptdp_train's. */
+        memset(m->flat_g, 0, bytes);
+
+        r->loss[s] = acts.loss_sum / b;
+        if (s >= c->warmup) {
+            r->fwd_bwd[s - c->warmup] = t1 - t0;
+            r->optim[s - c->warmup] = t2 - t1;
+            r->gemm[s - c->warmup] = t3 - t2;
+        }
+    }
+    phase_teardown(dev, &st, c);
+    return rc;
+}
+
+/* ---- 2 and 3. ptdp_train runs -------------------------------------------- */
+
+typedef struct {
+    ptdp_train_config tc;
+    const bench_cfg *cfg;
+    const char *label;             /* for progress lines, NULL: none         */
+    double step_s;                 /* median wall time of the timed steps    */
+    double *loss;                  /* [steps] every step's loss, if not NULL */
+    int rc;
+    char msg[PTDP_MSG_MAX];
+} train_run;
+
+static void train_init(train_run *t, const bench_cfg *c, int dp, int batch, const char *label)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = c;
+    t->label = label;
+    t->tc.model = c->model;
+    t->tc.dp = dp;
+    t->tc.tp = t->tc.pp = 1;
+    t->tc.micro_batches = 1;
+    t->tc.batch = batch;
+    t->tc.steps = c->warmup + c->steps;
+    t->tc.optimizer = PTDP_OPT_ADAMW;
+    t->tc.lr = 1e-3;
+    t->tc.bucket_mb = 25;          /* PyTorch DDP's default bucket size      */
+    t->tc.seed = 1;
+    t->tc.schedule = "1f1b";
+}
+
+static void train_progress(const ptdp_step_log *l, void *ctx)
+{
+    const train_run *t = ctx;
+    ptdp_progress("%s, step %ld/%d", t->label, l->step, t->tc.steps);
+}
+
+static void *train_thread(void *arg)
+{
+    train_run *t = arg;
+    ptdp_launch_opts o = { 0 };
+    o.watchdog_s = t->cfg->watchdog_s;
+    ptdp_train_result res;
+    memset(&res, 0, sizeof res);
+    t->rc = ptdp_train(&t->tc, &o, t->label ? train_progress : NULL, t, &res, t->msg, sizeof t->msg);
+    if (t->rc == 0) {
+        double w[MAX_STEPS];
+        int n = 0;
+        for (int s = t->cfg->warmup; s < res.steps; s++)
+            w[n++] = res.log[s].wall_s;
+        t->step_s = median(w, n);
+        for (int s = 0; t->loss != NULL && s < res.steps; s++)
+            t->loss[s] = res.log[s].loss;
+    }
+    ptdp_train_result_free(&res);
+    return NULL;
+}
+
+/* Two runs at the same time, each in its own host thread. */
+static int run_concurrently(train_run *a, train_run *b)
+{
+    pthread_t ta, tb;
+    if (pthread_create(&ta, NULL, train_thread, a) != 0)
+        return PTDP_ENOMEM;
+    if (pthread_create(&tb, NULL, train_thread, b) != 0) {
+        pthread_join(ta, NULL);
+        return PTDP_ENOMEM;
+    }
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    return a->rc ? a->rc : b->rc;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+typedef struct {
+    double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
+    double base_s, dp2_s, alone_s, conc_s;
+} bench_result;
+
+static bool losses_agree(const double *a, const double *b, int n, int *bad)
+{
+    for (int s = 0; s < n; s++)
+        if (!isfinite(a[s]) || !ptdp_check_value(a[s], b[s], PTDP_TOLERANCE)) {
+            *bad = s;
+            return false;
+        }
+    return true;
+}
+
+static int measure(const bench_cfg *c, bench_result *out)
+{
+    int total = c->warmup + c->steps, bad = 0, rc;
+    double *buf = calloc((size_t)6 * total, sizeof *buf);
+    if (buf == NULL) {
+        fprintf(stderr, "ptdp bench train: host out of memory\n");
+        return PTDP_EXIT_FAIL;
+    }
+    double *base_loss = buf + 3 * total, *dp2_loss = buf + 4 * total;
+    phase_run pr = { .cfg = c, .fwd_bwd = buf, .optim = buf + total, .gemm = buf + 2 * total,
+                     .loss = buf + 5 * total };
+
+    /* 1. The baseline's phases, and its GEMMs alone. */
+    ptdp_launch_result lr;
+    ptdp_launch_opts o = { 0 };
+    o.watchdog_s = c->watchdog_s;
+    o.result = &lr;
+    rc = ptdp_launch(1, phase_device, &pr, &o);
+    if (rc != 0) {
+        ptdp_progress_done();
+        fprintf(stderr, "ptdp bench train: baseline: %s\n", lr.message);
+        ptdp_launch_result_free(&lr);
+        free(buf);
+        return PTDP_EXIT_FAIL;
+    }
+    ptdp_launch_result_free(&lr);
+    out->fwd_bwd_s = median(pr.fwd_bwd, c->steps);
+    out->optim_s = median(pr.optim, c->steps);
+    out->gemm_s = median(pr.gemm, c->steps);
+    out->gemm_flops = pr.gemm_flops;
+    out->flops = step_flops(&c->model, c->batch);
+
+    /* 2. ptdp_train, dp = 1 and dp = 2, on the same global batch. */
+    train_run base, dp2, alone, conc[2];
+    train_init(&base, c, 1, c->batch, "[2/4] ptdp_train dp=1");
+    train_init(&dp2, c, 2, c->batch, "[3/4] ptdp_train dp=2");
+    base.loss = base_loss;
+    dp2.loss = dp2_loss;
+    train_thread(&base);
+    if (base.rc == 0)
+        train_thread(&dp2);
+
+    /* 3. The hardware's limit: B/2 alone, then two B/2 runs at once. */
+    train_init(&alone, c, 1, c->batch / 2, "[4/4] one run at B/2 alone");
+    /* (only the first of the two reports progress: one writer at a time) */
+    train_init(&conc[0], c, 1, c->batch / 2, "[4/4] two runs at B/2 at once");
+    train_init(&conc[1], c, 1, c->batch / 2, NULL);
+    if (base.rc == 0 && dp2.rc == 0)
+        train_thread(&alone);
+    if (base.rc == 0 && dp2.rc == 0 && alone.rc == 0)
+        rc = run_concurrently(&conc[0], &conc[1]);
+    ptdp_progress_done();
+    const train_run *failed = base.rc ? &base : dp2.rc ? &dp2 : alone.rc ? &alone : conc[0].rc ? &conc[0]
+                            : conc[1].rc ? &conc[1] : NULL;
+    if (failed != NULL || rc != 0) {
+        fprintf(stderr, "ptdp bench train: %s: %s\n", failed && failed->label ? failed->label : "concurrent runs",
+                failed ? failed->msg : "cannot start a thread");
+        free(buf);
+        return PTDP_EXIT_FAIL;
+    }
+    out->base_s = base.step_s;
+    out->dp2_s = dp2.step_s;
+    out->alone_s = alone.step_s;
+    out->conc_s = 0.5 * (conc[0].step_s + conc[1].step_s);
+
+    /* No fast wrong answer: the same seed and data must give the same losses. */
+    int status = PTDP_EXIT_OK;
+    if (!losses_agree(pr.loss, base_loss, total, &bad)) {
+        fprintf(stderr, "ptdp bench train: the phase-by-phase baseline's loss at step %d (%.9g) differs "
+                "from ptdp_train's (%.9g)\n", bad + 1, pr.loss[bad], base_loss[bad]);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (!losses_agree(dp2_loss, base_loss, total, &bad)) {
+        fprintf(stderr, "ptdp bench train: dp=2's loss at step %d (%.9g) differs from dp=1's (%.9g)\n",
+                bad + 1, dp2_loss[bad], base_loss[bad]);
+        status = PTDP_EXIT_FAIL;
+    }
+    free(buf);
+    return status;
+}
+
+static void print_json(const bench_cfg *c, const bench_result *r)
+{
+    double b = c->batch, conc_speedup = 2 * r->alone_s / r->conc_s, dp2_speedup = r->base_s / r->dp2_s;
+    printf("{\"bench\": \"train\", \"dtype\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
+           "\"layers\": %d, \"classes\": %d, \"batch\": %d, \"steps\": %d, \"warmup\": %d, "
+           "\"flops_per_step\": %.6g, \"gemm_flops_per_step\": %.6g, "
+           "\"fwd_bwd_s\": %.6g, \"optimizer_s\": %.6g, \"gemm_s\": %.6g, \"fwd_bwd_over_gemm\": %.6g, "
+           "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
+           "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
+           "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, "
+           "\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
+           "\"dp2_speedup\": %.6g, \"concurrent_speedup\": %.6g, \"dp2_fraction_of_concurrent\": %.6g}\n",
+           PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
+           c->model.n_classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
+           r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
+           r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
+           r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
+           r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9,
+           r->alone_s, r->conc_s, dp2_speedup, conc_speedup, dp2_speedup / conc_speedup);
+}
+
+static void print_table(const bench_cfg *c, const bench_result *r)
+{
+    double b = c->batch, conc_speedup = 2 * r->alone_s / r->conc_s, dp2_speedup = r->base_s / r->dp2_s;
+    printf("ptdp bench train (%s): d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, AdamW\n"
+           "  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
+           PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
+           c->model.n_classes, c->batch, r->flops / 1e9, c->steps, c->warmup);
+    printf("  %-44s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
+    printf("  %-44s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
+           r->flops / r->fwd_bwd_s / 1e9);
+    printf("  %-44s %10.1f %12s %10.1f\n", "  its GEMMs alone (cblas, same calls)", 1e3 * r->gemm_s, "",
+           r->gemm_flops / r->gemm_s / 1e9);
+    printf("  %-44s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
+    printf("  %-44s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
+           b / r->base_s, r->flops / r->base_s / 1e9);
+    printf("  %-44s %10.1f %12.1f %10.1f\n", "dp=2 step (ptdp train, same global batch)", 1e3 * r->dp2_s,
+           b / r->dp2_s, r->flops / r->dp2_s / 1e9);
+    printf("  %-44s %10.1f %12.1f\n", "one baseline at batch B/2, alone", 1e3 * r->alone_s, b / 2 / r->alone_s);
+    printf("  %-44s %10.1f %12.1f\n", "two baselines at batch B/2, concurrently", 1e3 * r->conc_s, b / r->conc_s);
+    printf("\n  forward + backward / GEMMs alone      %6.3f   (target <= 1.2)\n", r->fwd_bwd_s / r->gemm_s);
+    printf("  dp=2 speed-up over dp=1               %6.3f\n", dp2_speedup);
+    printf("  concurrent speed-up (hardware limit)  %6.3f   = 2 t(alone) / t(concurrent)\n", conc_speedup);
+    printf("  dp=2 / concurrent speed-up            %6.3f   (target >= 0.85)\n", dp2_speedup / conc_speedup);
+    printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): scripts/bench_train.sh\n");
+}
+
+static void usage(void)
+{
+    printf("usage: ptdp bench train [--steps N] [--warmup N] [--json] [--watchdog S]\n"
+           "                        [--d-in N --hidden N --ffn N --layers N --classes N --batch B]\n"
+           "\n"
+           "Time the training step of the reference MLP: the baseline's forward + backward\n"
+           "against its GEMMs alone, its optimizer, dp=1 and dp=2 on the same global batch,\n"
+           "and two independent baseline runs at batch B/2 at once (the speed-up the machine\n"
+           "allows two devices).  AdamW, seed 1; every time is a median over the timed steps.\n"
+           "\n"
+           "  --steps N      timed steps per measurement (default 8)\n"
+           "  --warmup N     untimed steps before them (default 2)\n"
+           "  --d-in N --hidden N --ffn N --layers N --classes N\n"
+           "                 the model (default 1024, 1024, 4096, 4, 10)\n"
+           "  --batch B      global batch, even (default 64)\n"
+           "  --json         one JSON object on stdout instead of the table\n"
+           "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n");
+}
+
+int ptdp_bench_train_cmd(int argc, char **argv)
+{
+    bench_cfg c = {
+        .model = { .d_in = 1024, .d_model = 1024, .d_ff = 4096, .n_layers = 4, .n_classes = 10 },
+        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
+    };
+    ptdp_args a;
+    ptdp_args_init(&a, "bench train", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc;
+        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c.steps);
+        else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c.warmup);
+        else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_in);
+        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_model);
+        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 18, &c.model.d_ff);
+        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1024, &c.model.n_layers);
+        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.model.n_classes);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.batch);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c.json);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c.watchdog_s);
+        else rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+    if (c.batch % 2 != 0)
+        return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
+                                "use B/2 per device (try --batch %d)", c.batch, c.batch + 1);
+
+    bench_result r;
+    int status = measure(&c, &r);
+    if (status != PTDP_EXIT_OK)
+        return status;
+    if (c.json)
+        print_json(&c, &r);
+    else
+        print_table(&c, &r);
+    return PTDP_EXIT_OK;
+}

@@ -1,0 +1,182 @@
+/*
+ * figures.c — `ptdp figures`: the course's pictures, drawn by ptdp itself.
+ *
+ *     ptdp figures --out figures            (also: meson compile -C build figures)
+ *     figures/ring_allreduce.svg
+ *     figures/tp_splits.svg
+ *     …
+ *
+ * No plotting library and nothing drawn by hand: every figure is computed
+ * by the code it explains — a real ring all-reduce, a real tensor-parallel
+ * model's parameter shards, the pipeline schedule simulator, real training
+ * runs — and written by the small SVG writer of svg.h.  Rerun the command
+ * after changing the code and the figures change with it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "figures.h"
+#include "ptdp/error.h"
+
+static const struct {
+    const char *name;       /* the file is NAME.svg; --only NAME */
+    const char *summary;
+    fig_draw_fn draw;
+} figures[] = {
+    { "ring_allreduce",     "the ring all-reduce step by step (checked on 4 devices)", fig_ring_allreduce },
+    { "tp_splits",          "how tp = 4 cuts fc1, fc2 and the output layer, and where f and g talk",
+      fig_tp_splits },
+    { "pipeline_schedules", "GPipe above 1F1B, p = 4, m = 8: the bubble measured and by formula",
+      fig_pipeline_schedules },
+    { "memory_per_device",  "peak memory per device by category, six configurations", fig_memory_per_device },
+    { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
+};
+enum { NFIGURES = sizeof figures / sizeof figures[0] };
+
+/* ---- what the figures share ---------------------------------------------------- */
+
+const char *fig_rank_color(int rank)
+{
+    static const char *const colors[] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                          "#76b7b2", "#edc948", "#b07aa1", "#9c755f" };
+    return colors[((rank % 8) + 8) % 8];
+}
+
+ptdp_train_config fig_default_config(void)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 32, .d_model = 64, .d_ff = 256, .n_layers = 8, .n_classes = 16 },
+        .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+    };
+    return c;
+}
+
+int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen)
+{
+    int err = ptdp_svg_end(s);
+    if (err != 0)
+        snprintf(msg, msglen, "%s: drawing failed (%s)", path, ptdp_strerror(err));
+    else
+        err = ptdp_svg_save(s, path, msg, msglen);
+    ptdp_svg_free(s);
+    return err;
+}
+
+double fig_tick_step(double span, int max_ticks)
+{
+    if (!(span > 0) || max_ticks < 1)
+        return 1;
+    double raw = span / max_ticks, decade = pow(10, floor(log10(raw)));
+    for (int i = 0; i < 4; i++) {
+        static const double f[] = { 1, 2, 5, 10 };
+        if (f[i] * decade >= raw * (1 - 1e-9))
+            return f[i] * decade;
+    }
+    return 10 * decade;
+}
+
+/* ---- the command ---------------------------------------------------------------- */
+
+static void usage(void)
+{
+    printf("usage: ptdp figures [--out DIR] [--only NAME]\n"
+           "\n"
+           "Draw the course's figures as SVG files, each computed by ptdp from real runs.\n"
+           "\n"
+           "  --out DIR     where to write them, created if missing (default: figures)\n"
+           "  --only NAME   draw one figure only, one of:\n");
+    for (int i = 0; i < NFIGURES; i++)
+        printf("                  %-19s %s\n", figures[i].name, figures[i].summary);
+}
+
+/* mkdir -p: create every missing directory on the way to `dir`. */
+static int make_dirs(const char *dir, char *msg, size_t msglen)
+{
+    char *p = strdup(dir);
+    if (p == NULL) {
+        snprintf(msg, msglen, "out of host memory");
+        return PTDP_ENOMEM;
+    }
+    int rc = 0;
+    for (char *slash = p + 1; rc == 0; slash++) {
+        char c = *slash;
+        if (c != '/' && c != '\0')
+            continue;
+        *slash = '\0';
+        struct stat st;
+        if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+            snprintf(msg, msglen, "cannot create directory %s: %s", p,
+                     errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
+            rc = PTDP_EIO;
+        }
+        *slash = c;
+        if (c == '\0')
+            break;
+    }
+    free(p);
+    if (rc == 0 && access(dir, W_OK) != 0) {
+        snprintf(msg, msglen, "cannot write into directory %s: %s", dir, strerror(errno));
+        rc = PTDP_EIO;
+    }
+    return rc;
+}
+
+int ptdp_cmd_figures(int argc, char **argv)
+{
+    const char *out = "figures";
+    const char *names[NFIGURES];
+    for (int i = 0; i < NFIGURES; i++)
+        names[i] = figures[i].name;
+    int only = -1;
+
+    ptdp_args a;
+    ptdp_args_init(&a, "figures", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc = 0;
+        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
+        else if (ptdp_args_is(&a, "--out"))  rc = ptdp_args_string(&a, &out);
+        else if (ptdp_args_is(&a, "--only")) rc = ptdp_args_enum(&a, names, NFIGURES, &only);
+        else                                 rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+    if (out[0] == '\0')
+        return ptdp_usage_error("figures", "--out: expected a directory name");
+
+    char msg[PTDP_MSG_MAX];
+    if (make_dirs(out, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp figures: %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+    int status = PTDP_EXIT_OK;
+    for (int i = 0; i < NFIGURES; i++) {
+        if (only >= 0 && i != only)
+            continue;
+        size_t n = strlen(out) + strlen(figures[i].name) + 8;
+        char *path = malloc(n);
+        if (path == NULL) {
+            fprintf(stderr, "ptdp figures: out of host memory\n");
+            return PTDP_EXIT_FAIL;
+        }
+        snprintf(path, n, "%s%s%s.svg", out, out[strlen(out) - 1] == '/' ? "" : "/", figures[i].name);
+        if (figures[i].draw(path, msg, sizeof msg) == 0) {
+            printf("%s\n", path);
+            fflush(stdout);
+        } else {
+            fprintf(stderr, "ptdp figures: %s: %s\n", figures[i].name, msg);
+            status = PTDP_EXIT_FAIL;
+        }
+        free(path);
+    }
+    return status;
+}

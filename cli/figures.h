@@ -1,0 +1,41 @@
+/*
+ * figures.h — the figures `ptdp figures` draws, and what they share.
+ *
+ * Each figure is one function that computes what it shows with ptdp itself
+ * (a real collective, a real model's parameters, the schedule simulator,
+ * real training runs) and writes one SVG file with the writer of svg.h.
+ * Adding a figure = one function + one line in the table of figures.c.
+ */
+#ifndef PTDP_CLI_FIGURES_H
+#define PTDP_CLI_FIGURES_H
+
+#include <stddef.h>
+
+#include "ptdp/svg.h"
+#include "ptdp/train.h"
+
+/* Draw the figure into `path`: 0, or a PTDP_E… code with the reason in msg. */
+typedef int (*fig_draw_fn)(const char *path, char *msg, size_t msglen);
+
+int fig_ring_allreduce(const char *path, char *msg, size_t msglen);      /* figure_ring.c     */
+int fig_tp_splits(const char *path, char *msg, size_t msglen);           /* figure_tp.c       */
+int fig_pipeline_schedules(const char *path, char *msg, size_t msglen);  /* figure_pipeline.c */
+int fig_memory_per_device(const char *path, char *msg, size_t msglen);   /* figure_training.c */
+int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figure_training.c */
+
+/* One colour per rank (0..7, then repeating): the same device has the same
+ * colour in every figure. */
+const char *fig_rank_color(int rank);
+
+/* The model and optimizer `ptdp train` uses without flags (train_cmd.c):
+ * d_in 32, hidden 64, ffn 256, 8 blocks, 16 classes, batch 64, AdamW 1e-3. */
+ptdp_train_config fig_default_config(void);
+
+/* Close the picture and save it; frees s either way.  0 or PTDP_E…. */
+int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen);
+
+/* Axis ticks: a step of 1, 2 or 5 times a power of ten that cuts `span`
+ * into at most max_ticks intervals. */
+double fig_tick_step(double span, int max_ticks);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * train_report.c — the per-run report: what every device held, sent and did.
+ *
+ * At the end of `ptdp train`, for each device (rank, and its mesh
+ * coordinates dp, tp, pp):
+ *
+ *   memory   peak bytes of each arena category (params, grads, optim, acts,
+ *            comm, other) and of their sum — each peak on its own, so the
+ *            categories need not add up to the total
+ *   bytes    sent in each group (dp, tp, pp), per step
+ *   time     virtual compute, communication and idle time over the whole
+ *            run, from the device's clock (set-up included: building the
+ *            mesh is three splits, each timed as a barrier)
+ *
+ * beside the formulas a student can check them with, e.g. the DP traffic
+ * 2(N-1)/N x gradient bytes per device and step.  --report FILE writes the
+ * same figures as JSON (schema in README, "Report JSON schema"), atomically:
+ * a temporary file, fsync, rename.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+#include "ptdp/zero.h"
+#include "report.h"
+
+#define REPORT_SCHEMA "ptdp-train-report/1"
+
+static const char *const group_names[3] = { "dp", "tp", "pp" };
+
+/* Bytes a device sent in the group called `name` (0 if it never used it). */
+static double group_sent(const ptdp_comm_stats *s, const char *name)
+{
+    for (int g = 0; g < s->ngroups; g++)
+        if (strcmp(s->group[g].name, name) == 0)
+            return s->group[g].sent;
+    return 0;
+}
+
+/* Elements of the parameters (= of the gradients) on pipeline stage `stage`
+ * and one TP rank: model.h's table, fc1/fc2 and the output layer split by tp. */
+static double stage_elements(const ptdp_train_config *c, int stage)
+{
+    const ptdp_model_config *m = &c->model;
+    double h = m->d_model, ff = (double)m->d_ff / c->tp, cl = (double)m->n_classes / c->tp;
+    int begin, count;
+    ptdp_stage_range(m->n_layers, c->pp, c->stage_layers, stage, &begin, &count);
+    double n = count * (ff * h + ff + h * ff + h);
+    if (stage == 0)
+        n += h * m->d_in + h;
+    if (stage == c->pp - 1)
+        n += cl * h + cl;
+    return n;
+}
+
+static double per_step(double x, const ptdp_train_config *c)
+{
+    return c->steps > 0 ? x / c->steps : 0;
+}
+
+/* ------------------------------------------------------------ the tables */
+
+static void print_memory(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    char b[PTDP_MEM_NCAT + 1][32];
+    printf("peak memory per device (each category's own peak):\n  %-14s", "device (dp,tp,pp)");
+    for (int k = 0; k < PTDP_MEM_NCAT; k++)
+        printf(" %11s", ptdp_mem_category_name((ptdp_mem_category)k));
+    printf(" %11s\n", "total");
+    for (int r = 0; r < lr->world_size; r++) {
+        const ptdp_mem_stats *m = &lr->devices[r].mem;
+        int d, t, p;
+        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        char who[32];
+        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
+        printf("  %-17s", who);
+        for (int k = 0; k < PTDP_MEM_NCAT; k++)
+            printf(" %11s", ptdp_format_bytes((double)m->peak[k], b[k], sizeof b[k]));
+        printf(" %11s\n", ptdp_format_bytes((double)m->peak_total, b[PTDP_MEM_NCAT], sizeof b[0]));
+    }
+}
+
+static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    char b[4][32];
+    printf("bytes sent per device and step (mean of %d step%s) by group; virtual time of the whole run:\n  %-17s",
+           c->steps, c->steps == 1 ? "" : "s", "device (dp,tp,pp)");
+    for (int g = 0; g < 3; g++)
+        printf(" %9s sent", group_names[g]);
+    printf(" %11s %11s %11s %11s\n", "total sent", "compute us", "comm us", "idle us");
+    for (int r = 0; r < lr->world_size; r++) {
+        const ptdp_device_summary *s = &lr->devices[r];
+        int d, t, p;
+        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        char who[32];
+        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
+        printf("  %-17s", who);
+        for (int g = 0; g < 3; g++)
+            printf(" %14s", ptdp_format_bytes(per_step(group_sent(&s->comm, group_names[g]), c), b[g], sizeof b[g]));
+        printf(" %11s %11.2f %11.2f %11.2f\n", ptdp_format_bytes(per_step(s->comm.total_sent, c), b[3], sizeof b[3]),
+               s->clock.compute_s * 1e6, s->clock.comm_s * 1e6, s->clock.idle_s * 1e6);
+    }
+}
+
+/* The DP traffic beside its formula, and what ZeRO bought with it. */
+static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    if (c->dp == 1 || c->steps == 0)
+        return;
+    int N = c->dp, M = c->micro_batches;
+    double measured = 0, formula = 0, grads = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        int d, t, p;
+        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        double S = stage_elements(c, p);
+        measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
+        formula += ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
+        grads += S * sizeof(ptdp_real);
+    }
+    measured /= lr->world_size;
+    formula /= lr->world_size;
+    grads /= lr->world_size;
+    char b[4][32];
+    const char *rule = c->zero == 2 ? "(M+1)(N-1)/N S" : "2(N-1)/N S";
+    printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
+           "(S = %s of gradients per device, mean), measured %s\n",
+           N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
+           ptdp_format_bytes(measured, b[2], sizeof b[2]));
+    if (c->zero == 0)
+        return;
+    const ptdp_mem_stats *m0 = &lr->devices[0].mem;
+    double S0 = stage_elements(c, 0) * sizeof(ptdp_real);
+    printf("  ZeRO-%d on device 0: optimizer state %s (without ZeRO %s: 1/%d of it)",
+           c->zero, ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[0], sizeof b[0]),
+           ptdp_format_bytes(S0 * (c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0), b[1], sizeof b[1]), N);
+    if (c->zero == 1) {
+        printf("; the same bytes as plain DP\n");
+        return;
+    }
+    printf(", gradients %s (1/%d of %s);\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]), N,
+           ptdp_format_bytes(S0, b[3], sizeof b[3]));
+    printf("  the price: a reduce-scatter after each of the M = %d backwards, (M+1)(N-1)/N S instead of 2(N-1)/N S "
+           "(x%.2f bytes);\n  a full-size bucket (category comm) lives while one backward runs (zero.h explains)\n",
+           M, (M + 1) / 2.0);
+}
+
+void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    print_memory(c, lr);
+    print_traffic_and_time(c, lr);
+    print_data_parallel(c, lr);
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s, int r)
+{
+    int d, t, p;
+    ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+    double other = s->comm.total_sent;
+    fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"param_elements\": %.17g,\n",
+            r, d, t, p, stage_elements(c, p));
+    fprintf(f, "     \"memory_peak_bytes\": {");
+    for (int k = 0; k < PTDP_MEM_NCAT; k++)
+        fprintf(f, "\"%s\": %zu, ", ptdp_mem_category_name((ptdp_mem_category)k), s->mem.peak[k]);
+    fprintf(f, "\"total\": %zu},\n", s->mem.peak_total);
+    fprintf(f, "     \"bytes_sent\": {");
+    for (int g = 0; g < 3; g++) {
+        double x = group_sent(&s->comm, group_names[g]);
+        other -= x;
+        fprintf(f, "\"%s\": %.17g, ", group_names[g], x);
+    }
+    fprintf(f, "\"other\": %.17g, \"total\": %.17g},\n", other, s->comm.total_sent);
+    fprintf(f, "     \"bytes_sent_per_step\": {");
+    for (int g = 0; g < 3; g++)
+        fprintf(f, "\"%s\": %.17g, ", group_names[g], per_step(group_sent(&s->comm, group_names[g]), c));
+    fprintf(f, "\"total\": %.17g},\n", per_step(s->comm.total_sent, c));
+    fprintf(f, "     \"virtual_s\": {\"compute\": %.17g, \"comm\": %.17g, \"idle\": %.17g, \"end\": %.17g},\n",
+            s->clock.compute_s, s->clock.comm_s, s->clock.idle_s, s->clock.now);
+    fprintf(f, "     \"wall_s\": %.17g}", s->wall_s);
+}
+
+static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
+                        const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
+    const ptdp_model_config *m = &c->model;
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"precision\": \"%s\",\n  \"real_bytes\": %zu,\n", REPORT_SCHEMA,
+            PTDP_REAL_NAME, sizeof(ptdp_real));
+    fprintf(f, "  \"config\": {\"world\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, "
+               "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d,\n", lr->world_size, c->dp, c->tp, c->pp,
+            c->zero, c->micro_batches, c->batch, c->steps);
+    fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"optimizer\": \"%s\", \"algo\": \"%s\", "
+               "\"profile\": \"%s\",\n", c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
+            c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name);
+    fprintf(f, "             \"model\": {\"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d}},\n",
+            m->d_in, m->d_model, m->d_ff, m->n_layers, m->n_classes);
+    double makespan = 0, first = 0, last = 0;
+    for (int i = 0; i < res->steps; i++)
+        makespan += res->log[i].virtual_s;
+    if (res->steps > 0) {
+        first = res->log[0].loss;
+        last = res->log[res->steps - 1].loss;
+    }
+    fprintf(f, "  \"run\": {\"first_loss\": %.17g, \"last_loss\": %.17g, \"virtual_s\": %.17g",
+            first, last, makespan);
+    if (c->pp > 1)
+        fprintf(f, ", \"bubble_measured\": %.17g, \"bubble_formula\": %.17g", res->bubble_measured, res->bubble_formula);
+    fprintf(f, "},\n  \"devices\": [\n");
+    for (int r = 0; r < lr->world_size; r++) {
+        json_device(f, c, &lr->devices[r], r);
+        fprintf(f, "%s\n", r + 1 < lr->world_size ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+}
+
+int ptdp_report_write_json(const char *path, const ptdp_train_config *c, const ptdp_launch_opts *o,
+                           const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return PTDP_EIO;
+    json_report(f, c, o, lr, res);
+    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return PTDP_EIO;
+    }
+    return PTDP_OK;
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# bench_train.sh — the training benchmark of the README, side by side in one run.
+#
+#   scripts/bench_train.sh [PTDP] [--runs N] [--steps N] [--warmup N]
+#
+#   PTDP      the ptdp binary (default: $PTDP, else build/cli/ptdp)
+#   --runs    how many times to run both benchmarks (default 3); the table
+#             shows the median of each number over the runs — small machines
+#             are noisy, and a median of 3 shrugs off one disturbed run
+#   --steps, --warmup   passed to both benchmarks (default 8 and 2)
+#
+# Each run, one after the other on the same machine:
+#   ptdp bench train --json              the baseline's phases, its GEMMs alone,
+#                                        dp=1 and dp=2, two runs at B/2 at once
+#   scripts/bench_train_torch.py --json  the same model in PyTorch CPU, one
+#                                        thread (skipped when no Python has torch)
+# and then prints the table (Markdown, as in the README) and the targets:
+#   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
+#   forward + backward      <= 1.2 x the same GEMMs alone
+#   dp=2 speed-up           >= 0.85 x the speed-up of two independent runs at once
+# Every ratio is taken within a run, then the median over runs.
+# Exit status: 0 when it ran (met or missed targets are printed, not failed).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ptdp=${PTDP:-$root/build/cli/ptdp}
+runs=3 steps=8 warmup=2
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --runs) runs=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
+        -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "bench_train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
+        *) ptdp=$1; shift ;;
+    esac
+done
+[[ -x $ptdp ]] || { echo "bench_train.sh: no ptdp binary at $ptdp (build first, or pass its path)" >&2; exit 2; }
+
+# A Python with torch: $PTDP_PYTHON, python3, then /usr/bin/python3 (Debian's torch).
+python=""
+for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
+    if [[ -n $py ]] && "$py" -c 'import torch' >/dev/null 2>&1; then python=$py; break; fi
+done
+[[ -n $python ]] || echo "bench_train.sh: no Python with torch found: the PyTorch column is skipped" >&2
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# The value of "key" in a one-line JSON object.
+field() { sed -n "s/.*\"$1\": \([-0-9.eE+]*\).*/\1/p" "$2"; }
+# Median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2];
+                                               else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Median over runs of key (from ptdp's or torch's files), or of a ratio a/b within each run.
+med() { for r in $(seq "$runs"); do field "$2" "$out/$1.$r"; done | median; }
+ratio() { for r in $(seq "$runs"); do
+              awk -v a="$(field "$2" "$out/$1.$r")" -v b="$(field "$4" "$out/$3.$r")" 'BEGIN { if (a != "" && b > 0) printf "%.6g\n", a / b }'
+          done | median; }
+
+for r in $(seq "$runs"); do
+    echo "== run $r of $runs: ptdp bench train" >&2
+    "$ptdp" bench train --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
+    if [[ -n $python ]]; then
+        echo "== run $r of $runs: PyTorch" >&2
+        "$python" "$root/scripts/bench_train_torch.py" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
+    fi
+done
+
+ms() { awk -v x="$1" 'BEGIN { if (x == "") print "-"; else printf "%.1f", 1e3 * x }'; }
+num() { awk -v x="$1" -v f="$2" 'BEGIN { if (x == "") print "-"; else printf f, x }'; }
+verdict() { awk -v x="$1" -v t="$3" -v op="$2" 'BEGIN { if (x == "") print "not measured";
+            else if ((op == "<=" && x <= t) || (op == ">=" && x >= t)) print "met"; else print "MISSED" }'; }
+
+b=$(field batch "$out/ptdp.1")
+echo
+echo "ptdp bench train vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), d_in $(field d_in "$out/ptdp.1"), hidden $(field hidden "$out/ptdp.1"), ffn $(field ffn "$out/ptdp.1"), $(field layers "$out/ptdp.1") blocks, $(field classes "$out/ptdp.1") classes, batch $b, AdamW"
+echo "median of $runs runs; each run: median of $steps steps after $warmup warm-up; $(nproc 2>/dev/null || echo '?') cores"
+[[ -n $python ]] && echo "PyTorch $(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' "$out/torch.1"), $(field threads "$out/torch.1") thread, float32, AdamW (foreach=False, its default here)"
+echo
+echo "| measurement | time (ms) | samples/s | GFLOP/s |"
+echo "|---|---:|---:|---:|"
+echo "| ptdp baseline forward + backward | $(ms "$(med ptdp fwd_bwd_s)") | | $(num "$(med ptdp fwd_bwd_gflops)" %.1f) |"
+echo "| ptdp GEMMs alone (the same cblas calls) | $(ms "$(med ptdp gemm_s)") | | $(num "$(med ptdp gemm_gflops)" %.1f) |"
+echo "| ptdp baseline optimizer (norm, AdamW, zero grads) | $(ms "$(med ptdp optimizer_s)") | | |"
+echo "| ptdp baseline step (ptdp train, 1 device) | $(ms "$(med ptdp baseline_step_s)") | $(num "$(med ptdp baseline_samples_per_s)" %.1f) | $(num "$(med ptdp baseline_gflops)" %.1f) |"
+echo "| ptdp dp=2 step (same global batch) | $(ms "$(med ptdp dp2_step_s)") | $(num "$(med ptdp dp2_samples_per_s)" %.1f) | $(num "$(med ptdp dp2_gflops)" %.1f) |"
+echo "| one baseline at batch $((b / 2)), alone | $(ms "$(med ptdp alone_half_step_s)") | | |"
+echo "| two baselines at batch $((b / 2)), concurrently | $(ms "$(med ptdp concurrent_half_step_s)") | | |"
+if [[ -n $python ]]; then
+    echo "| PyTorch forward + backward | $(ms "$(med torch torch_fwd_bwd_s)") | | |"
+    echo "| PyTorch optimizer (AdamW) | $(ms "$(med torch torch_optimizer_s)") | | |"
+    echo "| PyTorch step | $(ms "$(med torch torch_step_s)") | $(num "$(med torch torch_samples_per_s)" %.1f) | |"
+fi
+echo
+vs_torch="" ; [[ -n $python ]] && vs_torch=$(ratio ptdp baseline_step_s torch torch_step_s)
+fb=$(med ptdp fwd_bwd_over_gemm)
+dp=$(med ptdp dp2_fraction_of_concurrent)
+echo "| target | measured | goal | |"
+echo "|---|---:|---:|---|"
+echo "| baseline step / PyTorch step | $(num "$vs_torch" %.3f) | <= 0.8 | $(verdict "$vs_torch" '<=' 0.8) |"
+echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= 1.2 | $(verdict "$fb" '<=' 1.2) |"
+echo "| dp=2 speed-up / concurrent speed-up | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
+echo "|   dp=2 speed-up over 1 device | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
+echo "|   two concurrent runs' speed-up (the hardware's limit) | $(num "$(med ptdp concurrent_speedup)" %.3f) | | |"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# step_times.sh — wall-clock step time on this machine beside the virtual
+# (simulated GPU) step time, for a few dp x tp x pp configurations and the
+# single-device baseline.  Prints the Markdown table of the README section
+# "Step times: wall clock vs simulated GPUs".
+#
+#   scripts/step_times.sh [PTDP] [--steps N] [--warmup N] [--profile P] [-- MODEL FLAGS...]
+#
+#   PTDP        the ptdp binary (default: $PTDP, else build/cli/ptdp)
+#   --steps N   steps per configuration (default 12); the first --warmup N
+#               (default 2) are left out, the table shows the median of the rest
+#   --profile P cost model of the virtual clock (default: ptdp's, dgx-a100)
+#   after --     the model and batch, passed to every run (default below)
+#
+# Wall time is what the threads took on this host: N device threads share
+# its cores, so more devices rarely make a step faster here.  Virtual time
+# is the same schedule on the profile's GPUs and links: compute = flops /
+# peak, a message = alpha + bytes / beta — what the configuration would cost
+# on real hardware.  Each step's time is the slowest device's.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ptdp=${PTDP:-$root/build/cli/ptdp}
+steps=12 warmup=2 profile=""
+model=(--d-in 128 --hidden 256 --ffn 1024 --layers 8 --classes 32 --batch 128)
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --steps) steps=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
+        --profile) profile=$2; shift 2 ;;
+        --) shift; model=("$@"); break ;;
+        -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "step_times.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
+        *) ptdp=$1; shift ;;
+    esac
+done
+[[ -x $ptdp ]] || { echo "step_times.sh: no ptdp binary at $ptdp (build first, or pass its path)" >&2; exit 2; }
+(( steps > warmup )) || { echo "step_times.sh: --steps must exceed --warmup" >&2; exit 2; }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+configs=(
+    "baseline (1 device)|"
+    "dp 2|--dp 2"
+    "dp 4|--dp 4"
+    "dp 4, ZeRO-1|--dp 4 --zero 1"
+    "dp 4, ZeRO-2, M 4|--dp 4 --zero 2 --micro-batches 4"
+    "tp 2|--tp 2"
+    "tp 4|--tp 4"
+    "pp 2, 1F1B, M 4|--pp 2 --micro-batches 4"
+    "pp 4, 1F1B, M 8|--pp 4 --micro-batches 8"
+    "dp 2 x tp 2 x pp 2, M 4|--dp 2 --tp 2 --pp 2 --micro-batches 4"
+)
+
+# Median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Median over the steps after the warm-up of key in a --log file.
+step_median() { sed -n "s/.*\"$1\": \([-0-9.eE+]*\).*/\1/p" "$2" | tail -n +$((warmup + 1)) | median; }
+
+prof_flag=()
+[[ -n $profile ]] && prof_flag=(--profile "$profile")
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo "?")
+echo "ptdp train ${model[*]} --steps $steps ${prof_flag[*]}: median of steps $((warmup + 1))-$steps, $cores cores" >&2
+
+base_wall="" base_virtual=""
+printf '| configuration | devices | wall ms/step | wall vs baseline | virtual us/step | virtual vs baseline |\n'
+printf '|---|---:|---:|---:|---:|---:|\n'
+for entry in "${configs[@]}"; do
+    name=${entry%%|*}
+    read -r -a flags <<<"${entry#*|}"
+    log=$out/log.jsonl
+    "$ptdp" train "${model[@]}" ${flags[@]+"${flags[@]}"} ${prof_flag[@]+"${prof_flag[@]}"} \
+        --steps "$steps" --quiet --log "$log" >"$out/stdout" 2>"$out/stderr" ||
+        { echo "step_times.sh: $name failed:" >&2; cat "$out/stderr" >&2; exit 1; }
+    devices=$(sed -n 's/^ptdp train ([a-z0-9]*): \([0-9]*\) device.*/\1/p' "$out/stdout")
+    wall=$(step_median wall_s "$log")
+    virtual=$(step_median virtual_s "$log")
+    if [[ -z $base_wall ]]; then base_wall=$wall; base_virtual=$virtual; fi
+    awk -v n="$name" -v d="$devices" -v w="$wall" -v v="$virtual" -v bw="$base_wall" -v bv="$base_virtual" 'BEGIN {
+        printf "| %s | %d | %.2f | %.2fx | %.1f | %.2fx |\n", n, d, w * 1e3, bw / w, v * 1e6, bv / v }'
+done

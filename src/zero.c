@@ -1,0 +1,193 @@
+/*
+ * zero.c — ZeRO stages 1 and 2: each DP rank updates only its chunk.
+ *
+ * zero.h has the idea, the memory table and the bytes.  This file is the
+ * once-per-step part, in the order it runs:
+ *
+ *   stage 2, after every micro-batch's backward:
+ *       bucket (full size) --reduce-scatter--> my chunk --+=--> grad_shard
+ *   once per step:
+ *       stage 1: reduce-scatter the full gradient in place
+ *       norm over my chunk, all-reduced over DP, TP, PP     (the trainer clips
+ *       AdamW on my chunk of the parameters                  and steps between)
+ *       all-gather the parameters in place
+ *
+ * In place means the chunk stays at its own offset of the flat buffer, so
+ * chunk k of the gradient, of the parameters and of the optimizer state all
+ * line up with the same element indices, on every rank.
+ */
+#include "ptdp/zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+#include "ptdp/optim.h"
+
+/* ----------------------------------------------------------------- setup */
+
+/* The pieces of my chunk that the norm counts: the intersection of
+ * [off, off + len) with each counted parameter, adjacent pieces merged. */
+static int norm_ranges(ptdp_zero *z, const ptdp_model *m)
+{
+    z->nnorm = 0;
+    z->norm = calloc((size_t)m->nparams + 1, sizeof *z->norm);
+    if (z->norm == NULL)
+        return PTDP_ENOMEM;
+    for (int i = 0; i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
+            continue;   /* the same gradient on every TP rank: count it once */
+        size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
+        if (b < z->off)
+            b = z->off;
+        if (e > z->off + z->len)
+            e = z->off + z->len;
+        if (b >= e)
+            continue;
+        if (z->nnorm > 0 && z->norm[z->nnorm - 1].end == b)
+            z->norm[z->nnorm - 1].end = e;
+        else
+            z->norm[z->nnorm++] = (ptdp_zero_range){ b, e };
+    }
+    return PTDP_OK;
+}
+
+/* Point every parameter's gradient view into `flat` (or at nothing). */
+static void point_gradients(ptdp_model *m, ptdp_real *flat)
+{
+    m->flat_g = flat;
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i].g.data = flat ? flat + m->params[i].offset : NULL;
+}
+
+int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
+{
+    memset(z, 0, sizeof *z);
+    if (stage < 0 || stage > 2)
+        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1 and 2 exist here", stage);
+    z->stage = stage;
+    z->dp = m->mesh->dp_comm;
+    z->numel = m->numel;
+    if (stage == 0) {
+        z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
+    } else {
+        ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+    }
+    if (norm_ranges(z, m) != 0)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    if (stage == 2) {
+        /* The persistent gradient is my chunk only; the model's full-size
+         * buffer is replaced by a bucket that lives during each backward. */
+        ptdp_free(dev, m->flat_g);
+        point_gradients(m, NULL);
+        z->grad_shard = ptdp_alloc(dev, z->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero2.grad_shard");
+        if (z->grad_shard == NULL)
+            return PTDP_ENOMEM;
+    }
+    return PTDP_OK;
+}
+
+void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    if (z->bucket != NULL) {          /* a backward that failed half-way */
+        ptdp_free(dev, z->bucket);
+        point_gradients(m, NULL);
+        z->bucket = NULL;
+    }
+    ptdp_free(dev, z->grad_shard);
+    z->grad_shard = NULL;
+    free(z->norm);
+    z->norm = NULL;
+    z->nnorm = 0;
+}
+
+/* ----------------------------------------- stage 2: around each backward */
+
+int ptdp_zero_backward_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    if (z->stage != 2)
+        return PTDP_OK;
+    /* Zero-filled by the arena: the backward accumulates into it. */
+    z->bucket = ptdp_alloc(dev, z->numel * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.grad_bucket");
+    if (z->bucket == NULL)
+        return PTDP_ENOMEM;
+    point_gradients(m, z->bucket);
+    return PTDP_OK;
+}
+
+int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    if (z->stage != 2)
+        return PTDP_OK;
+    /* This micro-batch's gradient, summed over the DP ranks' micro-batches
+     * of the same index: chunk k lands at its offset inside the bucket. */
+    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
+    if (rc == 0) {
+        /* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k */
+        const ptdp_real *mine = z->bucket + z->off;
+        for (size_t i = 0; i < z->len; i++)
+            z->grad_shard[i] += mine[i];
+    }
+    ptdp_free(dev, z->bucket);
+    z->bucket = NULL;
+    point_gradients(m, NULL);
+    return rc;
+}
+
+/* -------------------------------------------------------- once per step */
+
+int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
+{
+    int rc = PTDP_OK;
+    if (z->stage == 1) {
+        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, m->flat_g, z->numel, PTDP_REAL, PTDP_SUM);
+        *grad = m->flat_g + z->off;
+    } else if (z->stage == 2) {
+        *grad = z->grad_shard;
+    } else {
+        *grad = m->flat_g;   /* stage 0: the caller's all-reduce has summed it */
+    }
+    return rc;
+}
+
+int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *grad, double *sumsq)
+{
+    /* grad[i] is element z->off + i of the flat buffer. */
+    double local = 0;
+    for (int r = 0; r < z->nnorm; r++)
+        local += ptdp_sum_squares(grad + (z->norm[r].begin - z->off), z->norm[r].end - z->norm[r].begin);
+    int rc = PTDP_OK;
+    if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
+        rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
+    if (rc == 0 && m->mesh->tp > 1)
+        rc = ptdp_all_reduce(m->mesh->tp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
+    if (rc == 0 && m->mesh->pp > 1)
+        rc = ptdp_all_reduce(m->mesh->pp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
+    *sumsq = local;
+    return rc;
+}
+
+int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
+{
+    if (z->stage == 0)
+        return PTDP_OK;
+    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, m->flat_w, z->numel, PTDP_REAL);
+}
+
+void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
+{
+    if (z->stage == 2)
+        memset(z->grad_shard, 0, z->len * sizeof(ptdp_real));
+    else
+        memset(m->flat_g, 0, z->numel * sizeof(ptdp_real));
+}
+
+double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches)
+{
+    double S = (double)numel * sizeof(ptdp_real), share = (double)(dp - 1) / dp;
+    int passes = stage == 2 ? micro_batches + 1 : 2;   /* reduce-scatters + one all-gather */
+    return passes * share * S;
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# figures.sh PTDP — `ptdp figures` draws every figure, each a valid SVG.
+#
+#  1. --out a fresh (nested) directory: the five files exist, their paths are
+#     printed, each starts with <svg and the SVG namespace, and each is
+#     well-formed XML (Python's parser if python3 is there, else a tag count);
+#  2. each figure carries what it measured (the ring's check, the bubble,
+#     the loss difference);
+#  3. --only draws one figure; a bad --only or flag exits 2; a directory
+#     that cannot be created exits 1 with a message.
+set -uo pipefail
+
+ptdp=${1:?usage: figures.sh PATH_TO_PTDP}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
+
+names="ring_allreduce tp_splits pipeline_schedules memory_per_device loss_curves"
+
+# Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
+# tag of each element name matched by a closing tag.
+well_formed() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$1" 2>>"$tmp/err"
+    else
+        local t open close
+        for t in svg g text; do
+            open=$(grep -o "<$t[ >]" "$1" | wc -l)
+            close=$(grep -o "</$t>" "$1" | wc -l)
+            [[ $open -eq $close ]] || return 1
+        done
+        ! grep -q '&[^a-z#]' "$1"
+    fi
+}
+
+# 1. every figure
+out=$tmp/a/b/figures
+if ! "$ptdp" figures --out "$out" >"$tmp/out" 2>"$tmp/err"; then
+    fail "ptdp figures --out $out exited $?"
+else
+    for n in $names; do
+        f=$out/$n.svg
+        if [[ ! -s $f ]]; then fail "$n.svg missing or empty"; continue; fi
+        grep -qx "$f" "$tmp/out" || fail "$f not printed"
+        head -c 4 "$f" | grep -q '^<svg' || fail "$n.svg does not start with <svg"
+        head -n 1 "$f" | grep -q 'xmlns="http://www.w3.org/2000/svg"' || fail "$n.svg: no SVG namespace"
+        tail -n 1 "$f" | grep -qx '</svg>' || fail "$n.svg does not end with </svg>"
+        well_formed "$f" || fail "$n.svg is not well-formed XML"
+    done
+    [[ $(ls "$out" | wc -l) -eq 5 ]] || fail "expected exactly 5 files in $out: $(ls "$out")"
+    echo "ok    5 figures, well-formed"
+
+    # 2. what each figure measured
+    grep -q 'checked against a real 4-device ring all-reduce' "$out/ring_allreduce.svg" || fail "ring: no check"
+    grep -q 'each device sent [0-9]* B of S = [0-9]* B' "$out/ring_allreduce.svg" || fail "ring: no bytes"
+    [[ $(grep -c 'bubble measured 27.3%, formula' "$out/pipeline_schedules.svg") -eq 2 ]] \
+        || fail "pipeline: expected two titles with the bubble 27.3%"
+    grep -q 'rank 3 · \[4 × 64\] · rows 12–15' "$out/tp_splits.svg" || fail "tp: no output-layer shard of rank 3"
+    grep -q 'Largest difference over 30 steps: [0-9.e+-]* .* within the --check tolerance' \
+        "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
+    [[ $(grep -c '<polyline' "$out/loss_curves.svg") -eq 2 ]] || fail "loss: expected two curves"
+    grep -q 'stroke-dasharray' "$out/loss_curves.svg" || fail "loss: no dashed curve"
+    echo "ok    captions carry the measurements"
+fi
+
+# 3. --only, bad flags, a directory in the way
+if "$ptdp" figures --out "$tmp/one" --only pipeline_schedules >"$tmp/out" 2>"$tmp/err" \
+    && [[ $(ls "$tmp/one") == pipeline_schedules.svg ]]; then
+    echo "ok    --only"
+else
+    fail "--only pipeline_schedules: $(ls "$tmp/one" 2>&1)"
+fi
+"$ptdp" figures --only nosuch >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- '--only' "$tmp/err" || fail "--only nosuch: exit $rc, expected 2 naming the flag"
+"$ptdp" figures --bogus >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] || fail "--bogus: exit $rc, expected 2"
+: >"$tmp/file"
+"$ptdp" figures --out "$tmp/file/sub" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "cannot create directory" "$tmp/err" \
+    || fail "--out under a regular file: exit $rc, expected 1 with a message"
+"$ptdp" figures --out "$tmp/file" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 1 ]] || fail "--out naming a regular file: exit $rc, expected 1"
+echo "ok    usage and directory errors"
+
+[[ $failures -eq 0 ]]

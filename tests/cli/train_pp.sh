@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# train_pp.sh PTDP — pipeline parallelism from the command line (issue 5).
+#
+#  1. Bad pipeline flags exit 2, name the flag on stderr, print nothing on
+#     stdout: --pp above --layers, --micro-batches 0, a batch not divisible
+#     by dp x M, --stage-layers that do not add up, contain 0 or have the
+#     wrong count, an unknown --schedule.
+#  2. `ptdp train --pp 4 --micro-batches 8 --check` passes and ends with the
+#     bubble (measured next to the formula) and the peak activation memory
+#     of each of the 4 stages; under --profile ideal the two bubbles agree.
+#  3. `ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b` prints one
+#     row per stage with every F<k> and B<k>, idle as dots, and the bubble
+#     measured and by formula; --svg writes a well-formed SVG.
+set -uo pipefail
+
+ptdp=${1:?usage: train_pp.sh PATH_TO_PTDP}
+failures=0
+cases=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL  $*"
+    sed 's/^/      stdout: /' "$out" | head -n 40
+    sed 's/^/      stderr: /' "$err" | head -n 20
+}
+
+# expect_usage "TEXT THAT MUST APPEAR ON STDERR" -- ARGS...
+expect_usage() {
+    local want=$1
+    shift 2
+    cases=$((cases + 1))
+    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
+    local status=$?
+    if [[ $status -ne 2 ]]; then
+        fail "ptdp $*: exit status $status, expected 2"
+    elif ! grep -qF -- "$want" "$err"; then
+        fail "ptdp $*: stderr lacks \"$want\""
+    elif [[ -s $out ]]; then
+        fail "ptdp $*: printed on stdout"
+    else
+        echo "ok    ptdp $*  ->  $(head -n 1 "$err")"
+    fi
+}
+
+# run_ok ARGS...: exit 0; stdout in $out
+run_ok() {
+    cases=$((cases + 1))
+    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
+    local status=$?
+    if [[ $status -ne 0 ]]; then
+        fail "ptdp $*: exit status $status, expected 0"
+        return 1
+    fi
+    return 0
+}
+
+# has TEXT: stdout of the last run contains TEXT
+has() { grep -qF -- "$1" "$out"; }
+
+# ---- 1. errors -------------------------------------------------------------------
+t="train --steps 1 --quiet"
+expect_usage "--pp 9: more stages than --layers 8"          -- $t --pp 9
+expect_usage "--pp 5: more stages than --layers 4"          -- $t --layers 4 --pp 5
+expect_usage "--micro-batches 0: must be between 1"         -- $t --pp 2 --micro-batches 0
+expect_usage "--micro-batches -3"                           -- $t --pp 2 --micro-batches -3
+expect_usage "--batch 30 must be divisible by --dp x --micro-batches = 2 x 4 = 8" \
+                                                            -- $t --pp 2 --dp 2 --micro-batches 4 --batch 30
+expect_usage "--batch 64 must be divisible by --dp x --micro-batches = 1 x 3 = 3" \
+                                                            -- $t --pp 2 --micro-batches 3
+expect_usage "--stage-layers adds up to 7 blocks, but --layers is 8" -- $t --pp 2 --stage-layers 3,4
+expect_usage "--stage-layers adds up to 9 blocks, but --layers is 8" -- $t --pp 3 --stage-layers 3,3,3
+expect_usage "--stage-layers: stage 1 has 0 blocks"         -- $t --pp 2 --stage-layers 8,0
+expect_usage "--stage-layers: stage 0 has 0 blocks"         -- $t --pp 3 --stage-layers 0,4,4
+expect_usage "--stage-layers lists 2 stages but --pp is 3"  -- $t --pp 3 --stage-layers 4,4
+expect_usage "--stage-layers lists 3 stages but --pp is 2"  -- $t --pp 2 --stage-layers 4,2,2
+expect_usage "--stage-layers"                               -- $t --pp 2 --stage-layers 4,x
+expect_usage "--schedule zigzag"                            -- $t --pp 2 --schedule zigzag
+expect_usage "--pp 0"                                       -- schedule --pp 0
+expect_usage "--micro-batches 0"                            -- schedule --micro-batches 0
+expect_usage "--schedule zigzag"                            -- schedule --schedule zigzag
+
+# ---- 2. a pipelined run: --check, the bubble, the peaks -------------------------
+if run_ok train --pp 4 --micro-batches 8 --steps 3 --check --quiet; then
+    if ! has "check PASSED"; then
+        fail "train --pp 4 --micro-batches 8 --check: no 'check PASSED'"
+    elif ! grep -qE '^pipeline \(1f1b, 4 stages, 8 micro-batches\): bubble measured [0-9.]+, formula \(p-1\)/\(m\+p-1\) = 0\.2727' "$out"; then
+        fail "train --pp 4 --micro-batches 8: no bubble line with measured and formula"
+    elif ! grep -qE '^  peak activation memory per stage:( [0-9.]+ (B|KiB|MiB)){4}$' "$out"; then
+        fail "train --pp 4 --micro-batches 8: no peak activation memory of 4 stages"
+    else
+        echo "ok    train --pp 4 --micro-batches 8 --check: passed, bubble and 4 peaks printed"
+    fi
+fi
+
+for sched in gpipe 1f1b; do
+    if run_ok train --pp 4 --micro-batches 8 --steps 2 --profile ideal --schedule "$sched" --quiet; then
+        line=$(grep -E '^pipeline \(' "$out")
+        measured=$(sed -nE 's/.*bubble measured ([0-9.]+),.*/\1/p' <<<"$line")
+        formula=$(sed -nE 's/.*= ([0-9.]+)$/\1/p' <<<"$line")
+        if [[ -z $measured || $measured != "$formula" || $formula != 0.2727 ]]; then
+            fail "train --profile ideal --schedule $sched: bubble measured '$measured', formula '$formula' (want both 0.2727)"
+        else
+            echo "ok    train --profile ideal --schedule $sched: bubble $measured = formula $formula"
+        fi
+    fi
+done
+
+# GPipe holds m = 8 micro-batches on every stage, 1F1B only 4, 3, 2, 1:
+# every stage's printed peak must be larger under GPipe.
+peaks() { sed -nE 's/^  peak activation memory per stage: //p' "$out"; }
+to_bytes() {   # "326.00 KiB" -> bytes (integer)
+    awk '{ v = $1; u = $2; if (u == "KiB") v *= 1024; else if (u == "MiB") v *= 1048576; printf "%d\n", v }'
+}
+if run_ok train --pp 4 --micro-batches 8 --steps 1 --schedule gpipe --quiet; then
+    gp=$(peaks | grep -oE '[0-9.]+ (B|KiB|MiB)' | to_bytes)
+    if run_ok train --pp 4 --micro-batches 8 --steps 1 --schedule 1f1b --quiet; then
+        fb=$(peaks | grep -oE '[0-9.]+ (B|KiB|MiB)' | to_bytes)
+        if [[ $(wc -l <<<"$gp") -ne 4 || $(wc -l <<<"$fb") -ne 4 ]] ||
+           ! paste <(echo "$gp") <(echo "$fb") | awk '$1 <= $2 { bad = 1 } END { exit bad }'; then
+            fail "peaks: gpipe [$(echo $gp)] should exceed 1f1b [$(echo $fb)] on every stage"
+        else
+            echo "ok    peak activations per stage: gpipe [$(echo $gp)] > 1f1b [$(echo $fb)] bytes"
+        fi
+    fi
+fi
+
+# ---- 3. ptdp schedule: the timeline and the picture -----------------------------
+if run_ok schedule --pp 4 --micro-batches 8 --schedule 1f1b; then
+    ok=1
+    for s in 0 1 2 3; do
+        row=$(grep -E "^stage $s \|" "$out")
+        if [[ -z $row ]]; then
+            fail "schedule: no row for stage $s"; ok=0; continue
+        fi
+        for k in 0 1 2 3 4 5 6 7; do
+            if [[ $row != *F$k* || $row != *B$k* ]]; then
+                fail "schedule: stage $s row lacks F$k or B$k: $row"; ok=0
+            fi
+        done
+        [[ $s -lt 3 && $row != *.* ]] && { fail "schedule: stage $s shows no idle (.)"; ok=0; }
+    done
+    if ! has "bubble: measured 0.272727" || ! has "formula (p-1)/(m+p-1) = 3/11 = 0.272727"; then
+        fail "schedule: bubble measured / formula line missing"; ok=0
+    fi
+    [[ $ok -eq 1 ]] && echo "ok    schedule --pp 4 --micro-batches 8 --schedule 1f1b: 4 rows, F0-7 B0-7, bubble 0.272727 both ways"
+fi
+
+svg=$tmp/pipe.svg
+if run_ok schedule --pp 4 --micro-batches 8 --schedule gpipe --svg "$svg"; then
+    if [[ ! -s $svg ]]; then
+        fail "schedule --svg: $svg not written"
+    elif command -v python3 >/dev/null 2>&1; then
+        if python3 - "$svg" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag
+rects = root.findall('.//{http://www.w3.org/2000/svg}rect')
+texts = [t.text or '' for t in root.iter('{http://www.w3.org/2000/svg}text')]
+# 4 stages x 8 micro-batches x (F, B) boxes at least, and the stage labels
+assert len(rects) >= 64, len(rects)
+assert all(any(t.startswith('stage %d' % s) for t in texts) for s in range(4)), texts[:8]
+EOF
+        then echo "ok    schedule --svg: well-formed SVG with the stages' boxes"
+        else fail "schedule --svg: $svg is not the expected SVG"
+        fi
+    elif command -v xmllint >/dev/null 2>&1; then
+        if xmllint --noout "$svg"; then echo "ok    schedule --svg: well-formed (xmllint)"
+        else fail "schedule --svg: xmllint rejects $svg"; fi
+    elif head -c 200 "$svg" | grep -q '<svg' && tail -c 20 "$svg" | grep -q '</svg>'; then
+        echo "ok    schedule --svg: starts with <svg, ends with </svg> (no XML parser here)"
+    else
+        fail "schedule --svg: not an SVG"
+    fi
+fi
+
+echo "train_pp.sh: $((cases - failures)) of $cases cases behaved"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""check_baseline.py — train the reference MLP in PyTorch and compare it with ptdp.
+
+    check_baseline.py PTDP [--perturb TENSOR] [ptdp train flags ...]
+
+    e.g.  check_baseline.py build/cli/ptdp --steps 10 --lr 1e-2
+          check_baseline.py build/cli/ptdp-f64 --dp 2 --micro-batches 2
+          check_baseline.py build/cli/ptdp --optimizer sgd --momentum 0.9 \\
+                --weight-decay 0.1 --clip-grad 0.5
+
+The equivalence suites prove that every parallel run equals ptdp's own
+single-device baseline.  They cannot prove the baseline itself right: a wrong
+GELU derivative or a transposed weight would be wrong the same way in both.
+This script is the independent witness, as llm.c's train_gpt2.py is for
+train_gpt2.c:
+
+    ptdp train FLAGS --save-init init.st --dump-data data.st --save final.st --log log.jsonl
+        │                │                     │                 │               │
+        │        parameters at step 0    x [steps,B,d_in]   parameters and   loss and |g|
+        │                │               y [steps,B]        optimizer state  per step
+        │                ▼                     ▼                 │               │
+        │     PyTorch: the same model, the same batches,         ▼               ▼
+        │     torch.optim.AdamW / SGD, clip_grad_norm_  ───►  compare  ◄─────────┘
+        ▼
+    any --dp / --tp / --pp / --micro-batches: the parallel run against PyTorch
+
+The model, in PyTorch's words (nn.Linear stores W as [out, in]):
+
+    h = in(x)                                        in:  Linear(d_in, h)
+    for each block:  h = h + fc2(gelu(fc1(h), approximate="tanh"))
+    logits = out(h);  loss = cross_entropy(logits, y)   (mean over the batch)
+
+The rule is ptdp train --check's: for each step's loss and gradient norm, and
+for every parameter of the final state, max|a - b| <= tol * max(1, max|b|)
+with b = PyTorch, tol = 1e-4 when ptdp is built in float (PyTorch then runs
+in float32) and 1e-10 in double (PyTorch in float64).  The optimizer state
+(exp_avg, exp_avg_sq, momentum_buffer) is checked too, against tol * max|b|:
+its values are far below 1, where max(1, .) would let even zeros pass.
+
+--perturb TENSOR adds 3 * tol * max(1, max|a|) to the first element of
+TENSOR in ptdp's final checkpoint, on disk, before comparing: the check must
+then fail on that tensor and on nothing else.  In this mode the exit status
+is 0 when it does — a demonstration that the comparison can fail.
+
+Exit status: 0 agreement, 1 a mismatch (or, with --perturb, a missed one),
+2 ptdp failed or the command line is wrong.  Needs numpy and torch (the
+runner tests/pytorch/run.sh finds a Python that has them).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors_read import read as read_safetensors  # noqa: E402  (tests/safetensors_read.py)
+
+TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
+
+
+# --------------------------------------------------------------- the model
+
+class ReferenceMLP(torch.nn.Module):
+    """The reference MLP, named like ptdp's checkpoints (in.weight, blocks.0.fc1.weight, …)."""
+
+    def __init__(self, d_in, d_model, d_ff, n_layers, n_classes, dtype):
+        super().__init__()
+        # "in" is a Python keyword, so the input layer is registered by name.
+        self.add_module("in", torch.nn.Linear(d_in, d_model, dtype=dtype))
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(n_layers):
+            block = torch.nn.Module()
+            block.fc1 = torch.nn.Linear(d_model, d_ff, dtype=dtype)
+            block.fc2 = torch.nn.Linear(d_ff, d_model, dtype=dtype)
+            self.blocks.append(block)
+        self.out = torch.nn.Linear(d_model, n_classes, dtype=dtype)
+
+    def forward(self, x):
+        h = getattr(self, "in")(x)
+        for block in self.blocks:
+            h = h + block.fc2(F.gelu(block.fc1(h), approximate="tanh"))
+        return self.out(h)
+
+
+# ------------------------------------------------------------- the ptdp run
+
+def run_ptdp(ptdp, flags, workdir):
+    """Run ptdp train with FLAGS, keeping every file the comparison needs."""
+    files = {k: os.path.join(workdir, k + ext) for k, ext in
+             [("init", ".st"), ("final", ".st"), ("data", ".st"), ("log", ".jsonl")]}
+    cmd = [ptdp, "train", *flags, "--quiet", "--save-init", files["init"], "--save", files["final"],
+           "--dump-data", files["data"], "--log", files["log"]]
+    print("$ " + " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout)
+        print(f"ptdp train exited with {proc.returncode}", file=sys.stderr)
+        sys.exit(2)
+    with open(files["log"]) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    return files, log
+
+
+def perturb(path, name, tol):
+    """Add 3 tol max(1, max|t|) to element 0 of tensor `name`, in place in the file."""
+    with open(path, "r+b") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
+        if name not in header:
+            print(f"--perturb {name}: no such tensor in {path}", file=sys.stderr)
+            sys.exit(2)
+        info = header[name]
+        fmt = {"F32": "<f", "F64": "<d"}[info["dtype"]]
+        size = struct.calcsize(fmt)
+        begin, end = info["data_offsets"]
+        f.seek(8 + n + begin)
+        values = np.frombuffer(f.read(end - begin), dtype=fmt)
+        delta = 3 * tol * max(1.0, float(np.abs(values).max()))
+        f.seek(8 + n + begin)
+        f.write(struct.pack(fmt, float(values[0]) + delta))
+        assert size == values.itemsize
+    print(f"perturbed {name}[0] of {os.path.basename(path)} by {delta:.3e}")
+
+
+# ------------------------------------------------------------ the PyTorch run
+
+def train_torch(init, data, meta, opts, dtype):
+    """Train from ptdp's initial parameters on ptdp's batches; return losses, norms, model, optimizer."""
+    model = ReferenceMLP(int(meta["d_in"]), int(meta["d_model"]), int(meta["d_ff"]),
+                         int(meta["n_layers"]), int(meta["n_classes"]), dtype)
+    params = {k: torch.from_numpy(v.copy()) for k, v in init.items() if not k.startswith("optim.")}
+    model.load_state_dict(params, strict=True)    # every name and shape must match ptdp's
+
+    if opts.optimizer == "adamw":
+        # foreach=False: PyTorch's single-tensor loop, whose operation order ptdp copies.
+        opt = torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=opts.weight_decay, foreach=False)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=opts.lr, momentum=opts.momentum,
+                              weight_decay=opts.weight_decay, foreach=False)
+
+    xs = torch.from_numpy(data["x"].copy())
+    ys = torch.from_numpy(data["y"].copy())
+    losses, norms = [], []
+    for s in range(xs.shape[0]):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xs[s]), ys[s])
+        loss.backward()
+        # The norm ptdp logs: every parameter once, summed in double.
+        norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
+        if opts.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), opts.clip_grad)
+        opt.step()
+        losses.append(float(loss))
+    return losses, norms, model, opt
+
+
+def torch_state(model, opt, optimizer):
+    """The final state under ptdp's checkpoint names."""
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    slots = ["exp_avg", "exp_avg_sq"] if optimizer == "adamw" else ["momentum_buffer"]
+    for name, p in model.named_parameters():
+        for slot in slots:
+            buf = opt.state[p].get(slot)
+            if buf is not None:
+                state[f"optim.{name}.{slot}"] = buf.detach().numpy()
+    return state
+
+
+# ----------------------------------------------------------------- compare
+
+def within(a, b, tol, floor=1.0):
+    """max|a - b| <= tol * max(floor, max|b|): --check's rule with floor 1.  Returns (ok, max|a - b|, ratio)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    diff = float(np.abs(a - b).max()) if a.size else 0.0
+    scale = max(floor, float(np.abs(b).max()) if b.size else 0.0)
+    if scale == 0.0:                      # b all zero: a must be too
+        return diff == 0.0, diff, 0.0 if diff == 0.0 else math.inf
+    return diff <= tol * scale, diff, diff / scale
+
+
+def compare(log, losses, norms, final, ref, tol):
+    """Print the per-step table and the per-tensor summary; return the names that failed."""
+    failed = []
+    print(f"  {'step':>4}  {'loss ptdp':>18}  {'loss torch':>18}  {'|diff|':>9}  {'|g| |diff|':>10}")
+    for s, (entry, lt, nt) in enumerate(zip(log, losses, norms)):
+        ok_l, dl, _ = within(entry["loss"], lt, tol)
+        ok_n, dn, _ = within(entry["grad_norm"], nt, tol)
+        if not ok_l:
+            failed.append(f"loss of step {entry['step']}")
+        if not ok_n:
+            failed.append(f"grad_norm of step {entry['step']}")
+        print(f"  {entry['step']:>4}  {entry['loss']:18.12f}  {lt:18.12f}  {dl:9.2e}  {dn:10.2e}"
+              + ("" if ok_l and ok_n else "  MISMATCH"))
+    if len(log) != len(losses):
+        failed.append(f"ptdp logged {len(log)} steps, PyTorch ran {len(losses)}")
+
+    # Parameters by --check's rule.  Optimizer moments are far below 1, where
+    # max(1, max|b|) would hide any error (an all-zero exp_avg would pass), so
+    # they are held to the same tol relative to their own largest value.
+    worst = {"parameters": (0.0, ""), "optimizer state": (0.0, "")}
+    for name, b in ref.items():
+        a = final.get(name)
+        if a is None or a.shape != b.shape:
+            failed.append(f"{name}: missing or misshapen in ptdp's checkpoint")
+            continue
+        kind, floor, rule = (("optimizer state", 0.0, "max|b|") if name.startswith("optim.")
+                             else ("parameters", 1.0, "max(1, max|b|)"))
+        ok, diff, ratio = within(a, b, tol, floor)
+        if ratio >= worst[kind][0]:
+            worst[kind] = (ratio, name)
+        if not ok:
+            failed.append(name)
+            print(f"  MISMATCH {name}: max|a - b| = {diff:.3e} > {tol:.0e} * {rule}")
+    extra = sorted(set(final) - set(ref) - {"optim.step"})
+    failed += [f"{name}: in ptdp's checkpoint but not in PyTorch's state" for name in extra]
+    print(f"  parameters: largest |a - b| / max(1, max|b|) {worst['parameters'][0]:.3e} "
+          f"({worst['parameters'][1]})")
+    print(f"  optimizer state: largest |a - b| / max|b| {worst['optimizer state'][0]:.3e} "
+          f"({worst['optimizer state'][1] or 'none'})")
+    return failed
+
+
+# -------------------------------------------------------------------- main
+
+def main():
+    p = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1])
+    p.add_argument("ptdp")
+    p.add_argument("--perturb", metavar="TENSOR")
+    # The flags PyTorch must mirror; every other flag goes to ptdp alone.
+    p.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--clip-grad", type=float, default=0.0)
+    opts, rest = p.parse_known_args()
+    for banned in ("--save", "--save-init", "--dump-data", "--log", "--load"):
+        if any(r == banned or r.startswith(banned + "=") for r in rest):
+            p.error(f"{banned} is set by this script")
+    flags = [*rest, "--optimizer", opts.optimizer, "--lr", repr(opts.lr), "--momentum", repr(opts.momentum),
+             "--weight-decay", repr(opts.weight_decay), "--clip-grad", repr(opts.clip_grad)]
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="ptdp-torch-") as workdir:
+        files, log = run_ptdp(opts.ptdp, flags, workdir)
+        init, meta = read_safetensors(files["init"])
+        data, _ = read_safetensors(files["data"])
+        dtype_name = str(init["in.weight"].dtype)
+        tol = TOLERANCE[dtype_name]
+        if opts.perturb:
+            perturb(files["final"], opts.perturb, tol)
+        final, _ = read_safetensors(files["final"])
+
+    dtype = getattr(torch, dtype_name)
+    print(f"PyTorch {torch.__version__} in {dtype_name}, {opts.optimizer}, {data['x'].shape[0]} steps of "
+          f"batch {data['x'].shape[1]}; rule max|a - b| <= {tol:.0e} * max(1, max|b|), b = PyTorch")
+    losses, norms, model, opt = train_torch(init, data, meta, opts, dtype)
+    ref = torch_state(model, opt, opts.optimizer)
+    failed = compare(log, losses, norms, final, ref, tol)
+    steps_taken = int(final["optim.step"])
+    if steps_taken != len(losses):
+        failed.append(f"optim.step is {steps_taken}, expected {len(losses)}")
+
+    if opts.perturb:
+        if failed == [opts.perturb]:
+            print(f"perturbation caught: the comparison failed on {opts.perturb} and nothing else")
+            return 0
+        print(f"perturbation NOT caught as expected: failures {failed or 'none'}")
+        return 1
+    if failed:
+        print("FAILED: " + "; ".join(failed))
+        return 1
+    print("PASSED: ptdp agrees with PyTorch")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

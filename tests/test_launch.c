@@ -1,0 +1,499 @@
+/*
+ * test_launch.c — devices and failure: launching 1..64 devices, many
+ * devices on few cores, the launch result, failure propagation, out of
+ * memory, mismatched collectives, the watchdog, argument checks.
+ *
+ * Every failure test sets a short watchdog, so a bug that hangs instead of
+ * failing still ends the test in seconds.
+ */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptdp/ptdp.h"
+
+/* Run fn on n devices with a watchdog; return the launch status. */
+static int launch(int n, ptdp_device_fn fn, void *arg, double watchdog_s, ptdp_launch_result *res)
+{
+    ptdp_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.watchdog_s = watchdog_s;
+    o.result = res;
+    return ptdp_launch(n, fn, arg, &o);
+}
+
+#define ASSERT_HAS(text, part) \
+    ck_assert_msg(strstr((text), (part)) != NULL, "'%s' not found in: %s", (part), (text))
+
+static void sleep_s(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------- launch */
+
+typedef struct {
+    atomic_int seen[64];
+    atomic_int sizes_ok;
+} who;
+
+static int record_rank(ptdp_device *dev, void *arg)
+{
+    who *w = arg;
+    atomic_fetch_add(&w->seen[dev->rank], 1);
+    if (dev->world_size == ptdp_comm_size(dev->world) && dev->rank == ptdp_comm_rank(dev->world) &&
+        dev->arena && dev->profile && dev->algo == PTDP_ALGO_SHM &&
+        ptdp_comm_device(dev->world) == dev && strcmp(ptdp_comm_name(dev->world), "world") == 0)
+        atomic_fetch_add(&w->sizes_ok, 1);
+    return ptdp_barrier(dev->world);
+}
+
+START_TEST(test_launch_sizes)
+{
+    static const int ns[] = { 1, 2, 7, 64 };
+    for (int i = 0; i < 4; i++) {
+        who w;
+        memset(&w, 0, sizeof w);
+        ptdp_launch_result res;
+        ck_assert_int_eq(launch(ns[i], record_rank, &w, 10, &res), 0);
+        ck_assert_int_eq(res.status, 0);
+        ck_assert_int_eq(res.failed_rank, -1);
+        ck_assert_int_eq(res.world_size, ns[i]);
+        ck_assert_ptr_nonnull(res.devices);
+        for (int r = 0; r < 64; r++)
+            ck_assert_int_eq(atomic_load(&w.seen[r]), r < ns[i]);
+        ck_assert_int_eq(atomic_load(&w.sizes_ok), ns[i]);
+        ptdp_launch_result_free(&res);
+    }
+    /* opts may be NULL */
+    ck_assert_int_eq(ptdp_launch(3, record_rank, &(who){ 0 }, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_invalid_world_size)
+{
+    static const int bad[] = { 0, -1, 65, 1000 };
+    for (int i = 0; i < 4; i++) {
+        ptdp_launch_result res;
+        ck_assert_int_eq(launch(bad[i], record_rank, NULL, 1, &res), PTDP_EINVAL);
+        ck_assert_int_eq(res.status, PTDP_EINVAL);
+        ASSERT_HAS(res.message, "world size");
+        ck_assert_ptr_null(res.devices);
+        ptdp_launch_result_free(&res);
+    }
+    ptdp_launch_result res;
+    ck_assert_int_eq(launch(2, NULL, NULL, 1, &res), PTDP_EINVAL);
+    ASSERT_HAS(res.message, "no device function");
+}
+END_TEST
+
+/* 16 devices on 2 cores: waiting must sleep, not spin. */
+static int busy_collectives(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    float *x = ptdp_alloc(dev, 1000 * sizeof *x, PTDP_MEM_COMM, "x");
+    if (!x)
+        return PTDP_ENOMEM;
+    for (int i = 0; i < 1000; i++)
+        x[i] = 1.0f;
+    for (int it = 0; it < 100; it++) {
+        int rc = ptdp_all_reduce(dev->world, x, x, 1000, PTDP_F32, PTDP_AVG);
+        if (rc == 0)
+            rc = ptdp_barrier(dev->world);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < 1000; i++)
+        if (x[i] != 1.0f)
+            return ptdp_fail(dev, PTDP_ECHECK, "x[%d] = %g", i, (double)x[i]);
+    return 0;
+}
+
+START_TEST(test_sixteen_devices_quickly)
+{
+    double t0 = ptdp_wall_now();
+    ptdp_launch_result res;
+    ck_assert_msg(launch(16, busy_collectives, NULL, 20, &res) == 0, "%s", res.message);
+    double t = ptdp_wall_now() - t0;
+    /* 200 collectives; a spinning implementation takes minutes here. */
+    ck_assert_msg(t < 15.0, "16 devices took %.1f s", t);
+    for (int r = 0; r < 16; r++) {
+        ck_assert_int_eq(res.devices[r].comm.calls[PTDP_COLL_ALL_REDUCE], 100);
+        ck_assert_int_eq(res.devices[r].comm.calls[PTDP_COLL_BARRIER], 100);
+        ck_assert(res.devices[r].wall_s > 0);
+    }
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* ------------------------------------------------------------ results */
+
+static int use_memory_and_compute(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    void *a = ptdp_alloc(dev, 1000, PTDP_MEM_PARAMS, "w");
+    void *b = ptdp_alloc(dev, 3000, PTDP_MEM_ACTS, "act");
+    if (!a || !b)
+        return PTDP_ENOMEM;
+    ptdp_free(dev, b);
+    ptdp_compute(dev, "matmul", 2e9 * (dev->rank + 1), ptdp_wall_now());
+    float x[16] = { 0 };
+    return ptdp_all_reduce(dev->world, x, x, 16, PTDP_F32, PTDP_SUM);
+}
+
+START_TEST(test_result_summaries_and_trace)
+{
+    char path[] = "/tmp/ptdp_test_trace_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+
+    ptdp_launch_result res;
+    ptdp_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.result = &res;
+    o.trace_path = path;
+    ck_assert_msg(ptdp_launch(3, use_memory_and_compute, NULL, &o) == 0, "%s", res.message);
+    double peak = ptdp_profile_default()->peak_flops;
+    for (int r = 0; r < 3; r++) {
+        const ptdp_device_summary *s = &res.devices[r];
+        ck_assert_uint_eq(s->mem.current[PTDP_MEM_PARAMS], 1000);
+        ck_assert_uint_eq(s->mem.peak[PTDP_MEM_ACTS], 3000);
+        ck_assert_uint_eq(s->mem.current[PTDP_MEM_ACTS], 0);
+        ck_assert_double_eq_tol(s->clock.compute_s, 2e9 * (r + 1) / peak, 1e-15);
+        /* the all_reduce starts when rank 2's compute ends */
+        ck_assert_double_eq_tol(s->clock.idle_s, 2e9 * (2 - r) / peak, 1e-12);
+        ck_assert_int_eq(s->comm.calls[PTDP_COLL_ALL_REDUCE], 1);
+        ck_assert_str_eq(s->comm.group[0].name, "world");
+    }
+    ptdp_launch_result_free(&res);
+
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    remove(path);
+    ASSERT_HAS(text, "matmul");
+    ASSERT_HAS(text, "all_reduce world");
+}
+END_TEST
+
+/* ----------------------------------------------- failure propagation */
+
+typedef struct {
+    int failing_rank;
+    int mode;                 /* 0: ptdp_fail; 1: return -9; 2: return 3 */
+    int returned[8];
+    int late_call[8];         /* a call made after the failure */
+} failure;
+
+static int fail_while_others_wait(ptdp_device *dev, void *arg)
+{
+    failure *f = arg;
+    int rc;
+    if (dev->rank == f->failing_rank) {
+        sleep_s(0.05);        /* let the others block first */
+        if (f->mode == 0)
+            rc = ptdp_fail(dev, PTDP_EINVAL, "rank %d gives up", dev->rank);
+        else
+            rc = f->mode == 1 ? PTDP_EUSER : 3;
+    } else if (dev->rank == 0) {
+        float x;              /* rank 0 waits in a recv from the failing rank */
+        rc = ptdp_recv(dev->world, &x, 1, PTDP_F32, f->failing_rank, 0);
+    } else {
+        float x[4] = { 0 };   /* everyone else waits in an all_reduce */
+        rc = ptdp_all_reduce(dev->world, x, x, 4, PTDP_F32, PTDP_SUM);
+    }
+    f->returned[dev->rank] = rc;
+    if (dev->rank != f->failing_rank)
+        f->late_call[dev->rank] = ptdp_barrier(dev->world);
+    return rc;
+}
+
+START_TEST(test_failure_propagates)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        failure f;
+        memset(&f, 0, sizeof f);
+        f.failing_rank = 2;
+        f.mode = mode;
+        ptdp_launch_result res;
+        double t0 = ptdp_wall_now();
+        int rc = launch(5, fail_while_others_wait, &f, 30, &res);
+        ck_assert_msg(ptdp_wall_now() - t0 < 5.0, "failure took %.1f s to propagate",
+                      ptdp_wall_now() - t0);
+        int want = mode == 0 ? PTDP_EINVAL : PTDP_EUSER;
+        ck_assert_int_eq(rc, want);
+        ck_assert_int_eq(res.status, want);
+        ck_assert_int_eq(res.failed_rank, 2);
+        if (mode == 0)
+            ASSERT_HAS(res.message, "rank 2 gives up");
+        else if (mode == 1)
+            ASSERT_HAS(res.message, "device 2 returned -9 (user code failed)");
+        else
+            ASSERT_HAS(res.message, "device 2 returned 3");
+        for (int r = 0; r < 5; r++) {
+            if (r == 2)
+                continue;
+            ck_assert_int_eq(f.returned[r], PTDP_EABORTED);
+            ck_assert_int_eq(f.late_call[r], PTDP_EABORTED);
+        }
+        ptdp_launch_result_free(&res);
+    }
+}
+END_TEST
+
+static int check_aborted_flag(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    if (dev->rank == 1)
+        return ptdp_fail(dev, PTDP_ECHECK, "bad numbers");
+    while (!ptdp_aborted(dev))
+        sleep_s(0.001);
+    return dev->status == 0 ? 0 : -100;     /* the others did not fail */
+}
+
+START_TEST(test_aborted_flag)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(launch(3, check_aborted_flag, NULL, 10, &res), PTDP_ECHECK);
+    ck_assert_int_eq(res.failed_rank, 1);
+    ck_assert_str_eq(res.message, "bad numbers");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* -------------------------------------------------------- out of memory */
+
+static int allocate_too_much(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    if (!ptdp_alloc(dev, 512 << 10, PTDP_MEM_PARAMS, "embedding"))
+        return PTDP_ENOMEM;
+    if (dev->rank == 1 && !ptdp_alloc(dev, 768 << 10, PTDP_MEM_ACTS, "blocks.0.fc1.out"))
+        return PTDP_ENOMEM;
+    return ptdp_barrier(dev->world);
+}
+
+START_TEST(test_out_of_memory_message)
+{
+    ptdp_launch_result res;
+    ptdp_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.device_mem = 1 << 20;
+    o.watchdog_s = 10;
+    o.result = &res;
+    ck_assert_int_eq(ptdp_launch(3, allocate_too_much, NULL, &o), PTDP_ENOMEM);
+    ck_assert_int_eq(res.failed_rank, 1);
+    ASSERT_HAS(res.message, "device 1");
+    ASSERT_HAS(res.message, "blocks.0.fc1.out");
+    ASSERT_HAS(res.message, "768.00 KiB");     /* asked */
+    ASSERT_HAS(res.message, "512.00 KiB");     /* in use */
+    ASSERT_HAS(res.message, "1.00 MiB");       /* capacity */
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* ------------------------------------------------------------ mismatch */
+
+typedef struct {
+    int kind;
+    int line[8];
+} mismatch;
+
+static int mismatched_calls(ptdp_device *dev, void *arg)
+{
+    mismatch *m = arg;
+    static float x[2048], y[2048];   /* never touched: the calls fail first */
+    ptdp_comm *c = dev->world;
+    int r = dev->rank, rc = 0;
+    float *xs = x + r * 256, *ys = y + r * 256;
+    ptdp_barrier(c);                 /* make it call #1, not #0 */
+    switch (m->kind) {
+    case 0:                          /* a different operation */
+        if (r == 1) {
+            m->line[r] = __LINE__ + 1;
+            rc = ptdp_all_gather(c, xs, ys, 512, PTDP_F32);
+        } else {
+            m->line[r] = __LINE__ + 1;
+            rc = ptdp_all_reduce(c, xs, ys, 256, PTDP_F32, PTDP_SUM);
+        }
+        break;
+    case 1:                          /* a different count */
+        m->line[r] = __LINE__ + 1;
+        rc = ptdp_all_reduce(c, xs, ys, r == 2 ? 200 : 256, PTDP_F32, PTDP_SUM);
+        break;
+    case 2:                          /* a different root */
+        m->line[r] = __LINE__ + 1;
+        rc = ptdp_broadcast(c, xs, 8, PTDP_F32, r == 0 ? 1 : 0);
+        break;
+    case 3:                          /* a different type */
+        m->line[r] = __LINE__ + 1;
+        rc = ptdp_all_reduce(c, xs, ys, 16, r == 1 ? PTDP_I32 : PTDP_F32, PTDP_SUM);
+        break;
+    default:                         /* a different reduction */
+        m->line[r] = __LINE__ + 1;
+        rc = ptdp_all_reduce(c, xs, ys, 16, PTDP_F32, r == 0 ? PTDP_MAX : PTDP_SUM);
+        break;
+    }
+    return rc;
+}
+
+START_TEST(test_mismatch_detected)
+{
+    static const char *const expect[5][3] = {
+        { "rank 0 all_reduce count=256 f32 op=sum algo=shm", "rank 1 all_gather count=512 f32",
+          "rank 2 all_reduce count=256 f32" },
+        { "rank 0 all_reduce count=256", "rank 1 all_reduce count=256", "rank 2 all_reduce count=200" },
+        { "rank 0 broadcast count=8 f32 root=1", "rank 1 broadcast count=8 f32 root=0",
+          "rank 2 broadcast count=8 f32 root=0" },
+        { "rank 0 all_reduce count=16 f32", "rank 1 all_reduce count=16 i32",
+          "rank 2 all_reduce count=16 f32" },
+        { "rank 0 all_reduce count=16 f32 op=max", "rank 1 all_reduce count=16 f32 op=sum",
+          "rank 2 all_reduce count=16 f32 op=sum" },
+    };
+    for (int kind = 0; kind < 5; kind++) {
+        mismatch m;
+        memset(&m, 0, sizeof m);
+        m.kind = kind;
+        ptdp_launch_result res;
+        ck_assert_int_eq(launch(3, mismatched_calls, &m, 10, &res), PTDP_EMISMATCH);
+        ASSERT_HAS(res.message, "mismatched collectives in group 'world' (call #1)");
+        for (int r = 0; r < 3; r++) {
+            char where[64];
+            ASSERT_HAS(res.message, expect[kind][r]);
+            snprintf(where, sizeof where, "test_launch.c:%d", m.line[r]);
+            ASSERT_HAS(res.message, where);
+        }
+        ptdp_launch_result_free(&res);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ watchdog */
+
+static int one_device_is_slow(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    if (dev->rank == 1)
+        sleep_s(1.5);          /* longer than the watchdog */
+    return ptdp_barrier(dev->world);
+}
+
+START_TEST(test_watchdog_names_the_waiters)
+{
+    ptdp_launch_result res;
+    double t0 = ptdp_wall_now();
+    ck_assert_int_eq(launch(3, one_device_is_slow, NULL, 0.5, &res), PTDP_ETIMEDOUT);
+    ck_assert(ptdp_wall_now() - t0 < 5.0);
+    ASSERT_HAS(res.message, "watchdog");
+    ASSERT_HAS(res.message, "waiting in barrier in group 'world' at test_launch.c");
+    ASSERT_HAS(res.message, "rank 1: running");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+static int one_device_returns_early(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    if (dev->rank == 2)
+        return 0;              /* forgets the barrier */
+    return ptdp_barrier(dev->world);
+}
+
+START_TEST(test_returned_device_is_named)
+{
+    ptdp_launch_result res;
+    double t0 = ptdp_wall_now();
+    ck_assert_int_eq(launch(3, one_device_returns_early, NULL, 30, &res), PTDP_EMISMATCH);
+    ck_assert_msg(ptdp_wall_now() - t0 < 2.0, "took %.1f s", ptdp_wall_now() - t0);
+    ASSERT_HAS(res.message, "rank 2 has already returned");
+    ASSERT_HAS(res.message, "rank 2: finished");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* ------------------------------------------------------ argument checks */
+
+typedef struct {
+    int kind, line;
+} bad_args;
+
+static int call_badly(ptdp_device *dev, void *arg)
+{
+    bad_args *b = arg;
+    float x[8] = { 0 };
+    ptdp_comm *c = dev->world;
+    if (dev->rank == 1) {
+        float y;
+        return ptdp_recv(c, &y, 1, PTDP_F32, 0, 0);   /* aborted, not hung */
+    }
+    b->line = __LINE__ + 2;
+    switch (b->kind) {
+    case 0: return ptdp_all_reduce(c, NULL, x, 8, PTDP_F32, PTDP_SUM);
+    case 1: return ptdp_broadcast(c, x, 8, PTDP_F32, 2);
+    case 2: return ptdp_all_reduce(c, x, x + 1, 4, PTDP_F32, PTDP_SUM);
+    case 3: return ptdp_all_reduce(c, PTDP_IN_PLACE, x, 8, PTDP_F32, PTDP_SUM);
+    case 4: return ptdp_send(c, x, 1, PTDP_F32, 0, 0);
+    case 5: return ptdp_all_reduce(c, x, x, 8, PTDP_F32, (ptdp_op)7);
+    default: return ptdp_all_reduce(c, x, x, 8, (ptdp_dtype)42, PTDP_SUM);
+    }
+}
+
+START_TEST(test_bad_arguments)
+{
+    static const char *const expect[] = {
+        "send is NULL for 8 elements", "root 2 is not a rank of a group of 2",
+        "overlap", "PTDP_IN_PLACE is only for", "to itself", "unknown reduction 7",
+        "unknown element type 42",
+    };
+    for (int kind = 0; kind < 7; kind++) {
+        bad_args b = { kind, 0 };
+        ptdp_launch_result res;
+        ck_assert_int_eq(launch(2, call_badly, &b, 10, &res), PTDP_EINVAL);
+        ck_assert_int_eq(res.failed_rank, 0);
+        ASSERT_HAS(res.message, expect[kind]);
+        char where[64];
+        snprintf(where, sizeof where, "at test_launch.c:%d (group 'world', rank 0 of 2)",
+                 b.line + kind);
+        ASSERT_HAS(res.message, where);
+        ptdp_launch_result_free(&res);
+    }
+}
+END_TEST
+
+static Suite *launch_suite(void)
+{
+    Suite *s = suite_create("launch");
+    TCase *tc = tcase_create("launch");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_launch_sizes);
+    tcase_add_test(tc, test_invalid_world_size);
+    tcase_add_test(tc, test_sixteen_devices_quickly);
+    tcase_add_test(tc, test_result_summaries_and_trace);
+    tcase_add_test(tc, test_failure_propagates);
+    tcase_add_test(tc, test_aborted_flag);
+    tcase_add_test(tc, test_out_of_memory_message);
+    tcase_add_test(tc, test_mismatch_detected);
+    tcase_add_test(tc, test_watchdog_names_the_waiters);
+    tcase_add_test(tc, test_returned_device_is_named);
+    tcase_add_test(tc, test_bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(launch_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

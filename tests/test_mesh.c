@@ -1,0 +1,201 @@
+/*
+ * test_mesh.c — the rank layout of a dp x tp x pp mesh and its groups.
+ *
+ *   world rank = tp_rank + tp * (dp_rank + dp * pp_rank)     (tp fastest, then dp, then pp)
+ *
+ *   dp=2 tp=2 pp=2:      stage 0            stage 1
+ *                     dp0: [0 1]         dp0: [4 5]      TP groups {0,1} {2,3} {4,5} {6,7}
+ *                     dp1: [2 3]         dp1: [6 7]      DP groups {0,2} {1,3} {4,6} {5,7}
+ *                                                        PP groups {0,4} {1,5} {2,6} {3,7}
+ *
+ * Checked two ways: the pure functions (world rank <-> coordinates), and
+ * the groups that ptdp_mesh_create really builds by splitting the world —
+ * each device lists the world ranks of its TP, DP and PP group members.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+
+START_TEST(test_coordinates_round_trip)
+{
+    static const int shapes[][3] = { { 2, 2, 2 }, { 3, 2, 1 }, { 1, 4, 2 }, { 2, 1, 4 }, { 4, 2, 8 }, { 1, 1, 1 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int dp = shapes[s][0], tp = shapes[s][1], pp = shapes[s][2];
+        for (int r = 0; r < dp * tp * pp; r++) {
+            int d, t, p;
+            ptdp_mesh_coords(dp, tp, pp, r, &d, &t, &p);
+            ck_assert(d >= 0 && d < dp && t >= 0 && t < tp && p >= 0 && p < pp);
+            ck_assert_int_eq(ptdp_mesh_world_rank(dp, tp, pp, d, t, p), r);
+            /* tp fastest: the next rank is the next TP rank while there is one */
+            if (t + 1 < tp)
+                ck_assert_int_eq(ptdp_mesh_world_rank(dp, tp, pp, d, t + 1, p), r + 1);
+        }
+    }
+    /* the picture above */
+    int d, t, p;
+    ptdp_mesh_coords(2, 2, 2, 6, &d, &t, &p);
+    ck_assert(d == 1 && t == 0 && p == 1);
+    ptdp_mesh_coords(3, 2, 1, 5, &d, &t, &p);
+    ck_assert(d == 2 && t == 1 && p == 0);
+    ck_assert_int_eq(ptdp_mesh_world_rank(2, 1, 4, 1, 0, 3), 7);
+}
+END_TEST
+
+/* ------------------------------------------------ the groups, for real */
+
+enum { MAXW = 16 };
+
+typedef struct {
+    int dp, tp, pp;
+    /* members[kind][world rank][i]: world rank of member i of that device's
+     * group (kind 0 tp, 1 dp, 2 pp); sizes[kind][world rank]; its rank in it */
+    int members[3][MAXW][MAXW];
+    int sizes[3][MAXW];
+    int my_rank[3][MAXW];
+    char names[3][MAXW][16];
+} groups_arg;
+
+static int groups_device(ptdp_device *dev, void *arg)
+{
+    groups_arg *a = arg;
+    ptdp_mesh m;
+    int rc = ptdp_mesh_create(dev, a->dp, a->tp, a->pp, &m);
+    if (rc != 0)
+        return rc;
+    ptdp_comm *g[3] = { m.tp_comm, m.dp_comm, m.pp_comm };
+    for (int k = 0; k < 3; k++) {
+        a->sizes[k][dev->rank] = ptdp_comm_size(g[k]);
+        a->my_rank[k][dev->rank] = ptdp_comm_rank(g[k]);
+        snprintf(a->names[k][dev->rank], sizeof a->names[k][dev->rank], "%s", ptdp_comm_name(g[k]));
+        for (int i = 0; i < ptdp_comm_size(g[k]); i++)
+            a->members[k][dev->rank][i] = ptdp_comm_world_rank(g[k], i);
+    }
+    ptdp_mesh_destroy(&m);
+    return PTDP_OK;
+}
+
+static void build(groups_arg *a, int dp, int tp, int pp)
+{
+    memset(a, 0, sizeof *a);
+    a->dp = dp;
+    a->tp = tp;
+    a->pp = pp;
+    ck_assert_int_le(dp * tp * pp, MAXW);
+    ck_assert_int_eq(ptdp_launch(dp * tp * pp, groups_device, a, NULL), 0);
+}
+
+static void expect_group(const groups_arg *a, int kind, int rank, const int *want, int n)
+{
+    static const char *const names[3] = { "tp", "dp", "pp" };
+    ck_assert_int_eq(a->sizes[kind][rank], n);
+    ck_assert_str_eq(a->names[kind][rank], names[kind]);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(a->members[kind][rank][i] == want[i], "rank %d, %s group member %d: world rank %d, want %d",
+                      rank, names[kind], i, a->members[kind][rank][i], want[i]);
+}
+
+START_TEST(test_groups_of_2x2x2)
+{
+    groups_arg a;
+    build(&a, 2, 2, 2);
+    static const int tp[8][2] = { { 0, 1 }, { 0, 1 }, { 2, 3 }, { 2, 3 }, { 4, 5 }, { 4, 5 }, { 6, 7 }, { 6, 7 } };
+    static const int dp[8][2] = { { 0, 2 }, { 1, 3 }, { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 }, { 4, 6 }, { 5, 7 } };
+    static const int pp[8][2] = { { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 }, { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 } };
+    for (int r = 0; r < 8; r++) {
+        expect_group(&a, 0, r, tp[r], 2);
+        expect_group(&a, 1, r, dp[r], 2);
+        expect_group(&a, 2, r, pp[r], 2);
+    }
+}
+END_TEST
+
+START_TEST(test_groups_of_3x2x2_and_1x4x2)
+{
+    groups_arg a;
+    /* dp 3, tp 2, pp 2: 12 devices; rank 7 = 1 + 2 (0 + 3 x 1) is (dp 0, tp 1, pp 1) */
+    build(&a, 3, 2, 2);
+    static const int tp7[] = { 6, 7 }, dp7[] = { 7, 9, 11 }, pp7[] = { 1, 7 };
+    expect_group(&a, 0, 7, tp7, 2);
+    expect_group(&a, 1, 7, dp7, 3);
+    expect_group(&a, 2, 7, pp7, 2);
+    ck_assert_int_eq(a.my_rank[1][7], 0);
+    ck_assert_int_eq(a.my_rank[2][7], 1);
+    static const int dp4[] = { 6, 8, 10 }, tp4[] = { 4, 5 };
+    expect_group(&a, 1, 10, dp4, 3);
+    expect_group(&a, 0, 4, tp4, 2);
+
+    /* dp 1, tp 4, pp 2: the DP groups are single devices */
+    build(&a, 1, 4, 2);
+    static const int tp5[] = { 4, 5, 6, 7 }, dp5[] = { 5 }, pp5[] = { 1, 5 };
+    expect_group(&a, 0, 5, tp5, 4);
+    expect_group(&a, 1, 5, dp5, 1);
+    expect_group(&a, 2, 5, pp5, 2);
+}
+END_TEST
+
+START_TEST(test_every_group_follows_the_rule)
+{
+    /* For every shape: the member i of a device's TP group has the device's
+     * (dp, pp) and tp rank i; likewise for DP and PP. */
+    static const int shapes[][3] = { { 2, 1, 4 }, { 4, 2, 1 }, { 2, 4, 2 }, { 1, 1, 8 }, { 5, 3, 1 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        groups_arg a;
+        build(&a, shapes[s][0], shapes[s][1], shapes[s][2]);
+        for (int r = 0; r < a.dp * a.tp * a.pp; r++) {
+            int d, t, p;
+            ptdp_mesh_coords(a.dp, a.tp, a.pp, r, &d, &t, &p);
+            int n[3] = { a.tp, a.dp, a.pp };
+            for (int k = 0; k < 3; k++) {
+                ck_assert_int_eq(a.sizes[k][r], n[k]);
+                ck_assert_int_eq(a.my_rank[k][r], k == 0 ? t : k == 1 ? d : p);
+                for (int i = 0; i < n[k]; i++) {
+                    int want = k == 0 ? ptdp_mesh_world_rank(a.dp, a.tp, a.pp, d, i, p)
+                             : k == 1 ? ptdp_mesh_world_rank(a.dp, a.tp, a.pp, i, t, p)
+                                      : ptdp_mesh_world_rank(a.dp, a.tp, a.pp, d, t, i);
+                    ck_assert_int_eq(a.members[k][r][i], want);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+static int wrong_world_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_mesh m;
+    return ptdp_mesh_create(dev, 2, 2, 1, &m);   /* needs 4, the world has 3 */
+}
+
+START_TEST(test_wrong_world_size_is_an_error)
+{
+    ptdp_launch_result r;
+    ptdp_launch_opts o = { .result = &r };
+    ck_assert_int_eq(ptdp_launch(3, wrong_world_device, NULL, &o), PTDP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(r.message, "needs 4 devices, the world has 3"));
+    ptdp_launch_result_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mesh");
+    TCase *tc = tcase_create("mesh");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_coordinates_round_trip);
+    tcase_add_test(tc, test_groups_of_2x2x2);
+    tcase_add_test(tc, test_groups_of_3x2x2_and_1x4x2);
+    tcase_add_test(tc, test_every_group_follows_the_rule);
+    tcase_add_test(tc, test_wrong_world_size_is_an_error);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

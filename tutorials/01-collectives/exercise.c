@@ -1,0 +1,103 @@
+/*
+ * exercise.c — lesson 01: write the ring all-reduce from send and recv.
+ *
+ * Replace each PTDP_BLANK(...) line with your code, then run the check:
+ *     meson setup build -Dexercises=student      (once)
+ *     meson test -C build --suite tutorial-01 -v
+ * README.md explains the idea; solution.c is the answer (try first).
+ *
+ * N devices stand in a ring; each talks only to its neighbours: it sends
+ * to the right (rank + 1) and receives from the left (rank - 1).  The
+ * vector is cut into N chunks (ptdp_chunk).
+ *
+ *   reduce-scatter, N-1 steps: pass a partial sum to the right, add your
+ *   own part to the one arriving from the left.  After N-1 steps rank r
+ *   holds chunk r summed over all N devices.
+ *
+ *   all-gather, N-1 steps: pass a finished chunk to the right, copy the
+ *   one arriving from the left into place.  After N-1 steps every rank
+ *   holds every finished chunk.
+ *
+ *   N = 3, chunks a b c              after reduce-scatter   after all-gather
+ *   rank 0: a0 b0 c0                  rank 0: A  .  .        A B C
+ *   rank 1: a1 b1 c1                  rank 1: .  B  .        A B C
+ *   rank 2: a2 b2 c2                  rank 2: .  .  C        A B C
+ *                                     (A = a0 + a1 + a2, …)
+ *
+ * Every step sends one chunk, S/N bytes: 2(N-1) steps send 2(N-1)/N * S
+ * bytes per device, whatever N is.
+ */
+#include "blank.h"
+#include "lesson.h"
+
+#include "ptdp/error.h"
+#include "ptdp/tensor.h"
+
+enum { TAG_REDUCE_SCATTER = 1, TAG_ALL_GATHER = 2 };
+
+/* a mod n in [0, n), also for negative a (C's % keeps the sign of a). */
+static int mod(int a, int n)
+{
+    return ((a % n) + n) % n;
+}
+
+int lesson_ring_exchange(ptdp_comm *comm, const ptdp_real *out, size_t nout,
+                         ptdp_real *in, size_t nin, int tag)
+{
+    int rank = ptdp_comm_rank(comm), n = ptdp_comm_size(comm);
+    int right = mod(rank + 1, n), left = mod(rank - 1, n);
+    int rc;
+
+    /* Blank 1: send to the right, receive from the left — in which order?
+     * ptdp_send returns only once the right neighbour has taken the
+     * message (a rendezvous), so if every rank sent first, every rank would
+     * wait for a receive nobody has posted: a cycle of waiting sends. */
+    PTDP_BLANK(1, "send to `right`, receive from `left`, in an order that cannot deadlock");
+}
+
+int lesson_ring_all_reduce(ptdp_device *dev, ptdp_comm *comm, ptdp_real *buf, size_t count)
+{
+    int n = ptdp_comm_size(comm), r = ptdp_comm_rank(comm);
+    if (n == 1)
+        return PTDP_OK;                 /* the sum over one device is its buffer */
+
+    /* Chunk c is buf[off[c] .. off[c] + len[c]); chunk 0 is the largest. */
+    size_t off[PTDP_MAX_DEVICES], len[PTDP_MAX_DEVICES];
+    for (int c = 0; c < n; c++)
+        ptdp_chunk(count, n, c, &off[c], &len[c]);
+    ptdp_real *incoming = ptdp_alloc(dev, len[0] * sizeof *incoming, PTDP_MEM_COMM, "ring.incoming");
+    if (incoming == NULL)
+        return PTDP_ENOMEM;
+    int rc = PTDP_OK;
+
+    /* Phase 1, reduce-scatter.  The partial sum that arrives at step s
+     * already holds s + 1 devices' parts; adding mine makes s + 2.  After
+     * the last step (s = N-2) the chunk I add to is complete. */
+    for (int s = 0; s < n - 1; s++) {
+        int send_chunk, recv_chunk;
+        /* Blank 2: which chunk do I send at step s, and which arrives from
+         * my left neighbour?  Chunk c should end, complete, at rank c. */
+        PTDP_BLANK(2, "set send_chunk and recv_chunk for reduce-scatter step s");
+        rc = lesson_ring_exchange(comm, buf + off[send_chunk], len[send_chunk],
+                                  incoming, len[recv_chunk], TAG_REDUCE_SCATTER);
+        if (rc != 0)
+            break;
+        /* Blank 3: the left neighbour's partial sum of chunk recv_chunk is
+         * in `incoming`; my own part of that chunk is still in buf. */
+        PTDP_BLANK(3, "add the incoming partial sum to your part of chunk recv_chunk");
+    }
+
+    /* Phase 2, all-gather.  I hold finished chunk r; pass finished chunks
+     * around once, copying each straight into place. */
+    for (int s = 0; s < n - 1 && rc == 0; s++) {
+        int send_chunk, recv_chunk;
+        /* Blank 4: which finished chunk do I pass on at step s, and which
+         * arrives? */
+        PTDP_BLANK(4, "set send_chunk and recv_chunk for all-gather step s");
+        rc = lesson_ring_exchange(comm, buf + off[send_chunk], len[send_chunk],
+                                  buf + off[recv_chunk], len[recv_chunk], TAG_ALL_GATHER);
+    }
+
+    ptdp_free(dev, incoming);
+    return rc;
+}

@@ -1,0 +1,499 @@
+/*
+ * check.c — lesson 04: are your GPipe and 1F1B schedules right?
+ *
+ * For each of your two generators:
+ *
+ *   1. The lists, for p = 1..8 stages and m = 1..16 micro-batches, with no
+ *      model at all.  ptdp_schedule_validate proves each list correct —
+ *      every micro-batch forwarded and backwarded once per stage, every
+ *      dependency kept, every send matched by a receive — and free of
+ *      deadlock under blocking rendezvous send/recv (it plays the lists
+ *      against each other and names the stages that would wait forever).
+ *      Then: does every stage hold as many micro-batches as the schedule
+ *      should (GPipe m, 1F1B min(p - s, m))?  And, timed in virtual time
+ *      with t_f = 1, t_b = 2, is the bubble (p - 1) / (m + p - 1)?
+ *
+ *   2. The real thing: the list runs through ptdp's executor (pp.c) on
+ *      p = 4 device threads, one block of the model each, for 3 SGD steps
+ *      of 8 micro-batches, and must train exactly like ptdp_train on one
+ *      device (every loss and every parameter to 1e-10, in double).  The
+ *      devices' virtual clocks use the "ideal" profile (only the blocks
+ *      cost time, links are free: the formula's assumptions), so the
+ *      bubble they measure must be the formula's.
+ *
+ * Your generators plug into the library the way its own do:
+ *     ptdp_schedule_generate(generator, "your-gpipe", p, m, &schedule)
+ * through a small trampoline, because a ptdp_schedule_generator returns
+ * nothing and yours return a status.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lesson.h"
+#include "tutorial.h"
+
+#include "ptdp/clock.h"
+#include "ptdp/data.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+#include "ptdp/mesh.h"
+#include "ptdp/model.h"
+#include "ptdp/optim.h"
+#include "ptdp/pp.h"
+#include "ptdp/state.h"
+#include "ptdp/train.h"
+
+typedef int (*lesson_generator)(ptdp_schedule *s);
+
+typedef enum { GPIPE, ONE_F_ONE_B } schedule_kind;
+
+typedef struct {
+    const char *name;        /* "your GPipe"           */
+    const char *function;    /* "lesson_gpipe"         */
+    lesson_generator fn;
+    schedule_kind kind;
+} student_schedule;
+
+/* The run of part 2: p = 4 stages of one block each, m = 8. */
+enum { P_RUN = 4, M_RUN = 8, B = 16, STEPS = 3 };
+static const double LR = 0.5;
+static const uint64_t SEED = 11;
+
+/* ------------------------------------------------------- the trampoline */
+
+static lesson_generator trampoline_fn;
+static int trampoline_rc;
+
+static void trampoline(ptdp_schedule *s)
+{
+    trampoline_rc = trampoline_fn(s);
+}
+
+/* Generate with the student's function.  0, or 1 after printing why not
+ * (a blank reached: its message only). */
+static int generate(const student_schedule *y, int p, int m, ptdp_schedule **out)
+{
+    trampoline_fn = y->fn;
+    trampoline_rc = 0;
+    char name[32];
+    snprintf(name, sizeof name, "your-%s", y->kind == GPIPE ? "gpipe" : "1f1b");
+    int rc = ptdp_schedule_generate(trampoline, name, p, m, out);
+    if (trampoline_rc != 0) {
+        if (!tutorial_report_blank())
+            tutorial_wrong("%s, p = %d, m = %d: %s returned %d (%s).", y->name, p, m, y->function,
+                           trampoline_rc, ptdp_strerror(trampoline_rc));
+        ptdp_schedule_destroy(*out);
+        *out = NULL;
+        return 1;
+    }
+    if (rc == PTDP_EINVAL) {
+        tutorial_wrong("%s, p = %d, m = %d: pushed an action onto a stage that does not exist, or more "
+                       "than the %d actions a stage needs at most (F, B and four messages per "
+                       "micro-batch, one optimizer step).", y->name, p, m, 6 * m + 1);
+        tutorial_note("Does a loop run past the m micro-batches (a warm-up longer than m?), or a stage");
+        tutorial_note("number past p - 1?");
+        return 1;
+    }
+    if (rc != 0) {
+        tutorial_wrong("%s, p = %d, m = %d: could not allocate the schedule (%s).", y->name, p, m,
+                       ptdp_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
+
+/* The ASCII timeline (schedule.h), indented under the verdict. */
+static void note_timeline(const ptdp_schedule *s, const ptdp_schedule_timeline *t)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        return;
+    ptdp_schedule_ascii(s, t, f);
+    fclose(f);
+    for (char *line = text, *end; line != NULL && *line; line = end ? end + 1 : NULL) {
+        if ((end = strchr(line, '\n')) != NULL)
+            *end = '\0';
+        tutorial_note("%s", line);
+    }
+    free(text);
+}
+
+/* One stage's list as text: "F0<-0 F0 F0->2 …". */
+static void note_stage_list(const ptdp_schedule *s, int st)
+{
+    char line[PTDP_MSG_MAX];
+    size_t n = (size_t)snprintf(line, sizeof line, "stage %d's list:", st);
+    const ptdp_stage_actions *list = &s->stage[st];
+    for (int i = 0; i < list->count && n + 40 < sizeof line; i++) {
+        char tok[32];
+        ptdp_action_format(&list->actions[i], tok, sizeof tok);
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", i > 0 && i % 12 == 0 ? "\n  " : " ", tok);
+    }
+    tutorial_note("%s", line);
+}
+
+/* --------------------------------------------------------- 1. the lists */
+
+/* The validator's deadlock report has one "stage s blocked at action i,
+ * KIND …" line per stuck stage: say what kind of wait it is. */
+static void explain_deadlock(const student_schedule *y, const char *report)
+{
+    int sends = 0, recvs = 0;
+    for (const char *at = strstr(report, " blocked at action "); at != NULL;
+         at = strstr(at + 1, " blocked at action ")) {
+        const char *comma = strchr(at, ',');
+        if (comma != NULL && strncmp(comma + 2, "SEND_", 5) == 0)
+            sends++;
+        else if (comma != NULL && strncmp(comma + 2, "RECV_", 5) == 0)
+            recvs++;
+    }
+    tutorial_note("Send and receive block: a send returns only once the receiver stands at the");
+    tutorial_note("matching receive.  The stages above would wait for each other forever; on real");
+    tutorial_note("devices the step would hang (ptdp's watchdog ends such a run after a few seconds).");
+    if (recvs == 0)
+        tutorial_note("Every stuck stage is sending, and its neighbour is sending too.%s",
+                      y->kind == ONE_F_ONE_B ? "  Look at blank 5." : "");
+    else if (sends == 0)
+        tutorial_note("Every stuck stage waits to receive a message its neighbour sends only later in its"
+                      "\nlist: a stage must not wait for what the other side cannot send yet (too short a"
+                      "\nwarm-up?).");
+    else
+        tutorial_note("A stage sends one micro-batch's message while its neighbour waits for another's:"
+                      "\nthe two lists pass the micro-batches in different orders.  Between two stages,"
+                      "\nthe sends and the receives must come in the same order.");
+}
+
+static int expected_peak(schedule_kind kind, int p, int m, int st)
+{
+    if (kind == GPIPE)
+        return m;
+    return p - st < m ? p - st : m;
+}
+
+/* 0 ok, 1 wrong (printed). */
+static int check_one_shape(const student_schedule *y, int p, int m)
+{
+    ptdp_schedule *s;
+    if (generate(y, p, m, &s) != 0)
+        return 1;
+    int bad = 1;
+    ptdp_schedule_verdict v;
+    ptdp_schedule_timeline *t = NULL;
+    if (ptdp_schedule_validate(s, &v) != 0) {
+        tutorial_wrong("%s, p = %d, m = %d: %s", y->name, p, m, v.message);
+        if (v.deadlock) {
+            explain_deadlock(y, v.message);
+        } else if (v.stage >= 0) {
+            note_stage_list(s, v.stage);
+        }
+        goto done;
+    }
+    for (int st = 0; st < p; st++) {
+        int got = ptdp_schedule_peak_in_flight(s, st), want = expected_peak(y->kind, p, m, st);
+        if (got == want)
+            continue;
+        if (y->kind == GPIPE)
+            tutorial_wrong("%s, p = %d, m = %d: stage %d holds at most %d micro-batch%s at once.  GPipe "
+                           "runs all m forwards before any backward, so every stage holds all m = %d.",
+                           y->name, p, m, st, got, got == 1 ? "" : "es", m);
+        else
+            tutorial_wrong("%s, p = %d, m = %d: stage %d holds up to %d micro-batches at once (forwarded, "
+                           "not yet backwarded); 1F1B holds min(p - s, m) = %d there: its warm-up is "
+                           "min(p - s - 1, m) forwards, then one more forward before each backward "
+                           "(blank 3).", y->name, p, m, st, got, want);
+        note_stage_list(s, st);
+        goto done;
+    }
+    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
+    if (ptdp_schedule_simulate(s, &costs, &t) != 0) {
+        tutorial_wrong("%s, p = %d, m = %d: the timing simulation failed (host out of memory?)", y->name, p, m);
+        goto done;
+    }
+    double formula = ptdp_bubble_formula(p, m);
+    if (fabs(t->bubble - formula) > 1e-9) {
+        tutorial_wrong("%s, p = %d, m = %d: the bubble is %.4f (the stages idle that fraction of the "
+                       "step); (p - 1) / (m + p - 1) = %.4f.", y->name, p, m, t->bubble, formula);
+        tutorial_note("The list is valid, but some stage waits where it could work: its timeline,");
+        tutorial_note("with t_f = 1 and t_b = 2 (compare it with `ptdp schedule --pp %d --micro-batches %d%s`):",
+                      p, m, y->kind == GPIPE ? " --schedule gpipe" : "");
+        note_timeline(s, t);
+        goto done;
+    }
+    bad = 0;
+done:
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(s);
+    return bad;
+}
+
+static bool check_lists(const student_schedule *y)
+{
+    static const int shapes[][2] = {
+        { 1, 1 }, { 2, 1 }, { 2, 2 }, { 2, 3 }, { 3, 1 }, { 3, 4 }, { 4, 4 },
+        { 4, 8 }, { 5, 3 }, { 6, 2 }, { 7, 9 }, { 8, 16 },
+    };
+    const int n = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int k = 0; k < n; k++)
+        if (check_one_shape(y, shapes[k][0], shapes[k][1]) != 0)
+            return false;
+    tutorial_ok("%s: the lists for %d shapes (p = 1..8, m = 1..16) are valid and deadlock-free; every "
+                "stage holds %s; bubble = (p - 1) / (m + p - 1) on each", y->name, n,
+                y->kind == GPIPE ? "all m micro-batches" : "at most min(p - s, m) micro-batches");
+
+    /* Show it: the timeline of p = 4, m = 4. */
+    ptdp_schedule *s;
+    ptdp_schedule_timeline *t;
+    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
+    if (generate(y, 4, 4, &s) == 0) {
+        if (ptdp_schedule_simulate(s, &costs, &t) == 0) {
+            note_timeline(s, t);
+            ptdp_schedule_timeline_destroy(t);
+        }
+        ptdp_schedule_destroy(s);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------- 2. a real run */
+
+static ptdp_train_config run_config(int pp, int m)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = P_RUN, .n_classes = 5 },
+        .dp = 1, .tp = 1, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
+        .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED,
+    };
+    return c;
+}
+
+typedef struct {
+    double loss[STEPS];
+    ptdp_state final;
+} baseline;
+
+static int run_baseline(baseline *b, char *msg, size_t len)
+{
+    ptdp_train_config c = run_config(1, 1);
+    ptdp_train_result res;
+    int rc = ptdp_state_create(&b->final, &c.model, c.optimizer, false);
+    if (rc != 0) {
+        snprintf(msg, len, "host out of memory");
+        return rc;
+    }
+    c.final_state = &b->final;
+    if ((rc = ptdp_train(&c, NULL, NULL, NULL, &res, msg, len)) != 0)
+        return rc;
+    for (int s = 0; s < STEPS; s++)
+        b->loss[s] = res.log[s].loss;
+    ptdp_train_result_free(&res);
+    return 0;
+}
+
+/* What every stage records, per step: when the step started, when its
+ * pipeline phase ended (the OPTIMIZER_STEP action), and how long it was
+ * busy in between (compute and communication). */
+typedef struct {
+    const ptdp_schedule *schedule;
+    double loss[STEPS];
+    double t0[STEPS][P_RUN], phase_end[STEPS][P_RUN], busy[STEPS][P_RUN];
+    int peak_in_flight[P_RUN];
+    ptdp_state final;
+} pipe_run;
+
+typedef struct {
+    ptdp_model *model;
+    long step;               /* 1-based, for the optimizer */
+    double busy0, phase_end, busy;
+} stage_ctx;
+
+/* The schedule's last action: close the pipeline phase, then what
+ * ptdp_train does once per step: the gradient norm of the whole model (an
+ * all-reduce over the stages, which also lines their clocks up for the
+ * next step) and a plain SGD step on this stage's parameters. */
+static int optimizer_step(ptdp_device *dev, void *arg)
+{
+    stage_ctx *c = arg;
+    ptdp_model *m = c->model;
+    c->phase_end = dev->clock.now;
+    c->busy = dev->clock.compute_s + dev->clock.comm_s - c->busy0;
+    double sumsq;
+    int rc = ptdp_model_grad_sumsq(dev, m, &sumsq);
+    if (rc != 0)
+        return rc;
+    ptdp_sgd_config sgd = { .lr = LR, .momentum = 0, .weight_decay = 0 };
+    ptdp_sgd_step(m->flat_w, m->flat_g, NULL, m->numel, &sgd, c->step);
+    memset(m->flat_g, 0, m->numel * sizeof(ptdp_real));
+    return PTDP_OK;
+}
+
+static int pipe_device(ptdp_device *dev, void *arg)
+{
+    pipe_run *x = arg;
+    ptdp_train_config c = run_config(P_RUN, M_RUN);
+    ptdp_mesh mesh;
+    ptdp_model model;
+    ptdp_dataset data;
+    int rc = ptdp_mesh_create(dev, 1, 1, P_RUN, &mesh);
+    if (rc != 0)
+        return rc;
+    if ((rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0)) != 0)
+        goto out_mesh;
+    if ((rc = ptdp_dataset_init(dev, &data, SEED, c.model.d_in, c.model.n_classes)) != 0)
+        goto out_model;
+    int stage = mesh.pp_rank;
+    for (long s = 0; rc == 0 && s < STEPS; s++) {
+        stage_ctx ctx = { .model = &model, .step = s + 1,
+                          .busy0 = dev->clock.compute_s + dev->clock.comm_s };
+        x->t0[s][stage] = dev->clock.now;
+        ptdp_pp_step st = {
+            .model = &model, .data = &data, .schedule = x->schedule, .step = s,
+            .shard_first = s * (int64_t)B, .shard_rows = B, .micro_batches = M_RUN,
+            .loss_scale = 1.0 / B, .optimizer_step = optimizer_step, .optimizer_ctx = &ctx,
+        };
+        rc = ptdp_pp_run_step(dev, &st);
+        x->phase_end[s][stage] = ctx.phase_end;
+        x->busy[s][stage] = ctx.busy;
+        if (model.has_output)
+            x->loss[s] = st.loss_sum / B;
+        if (st.peak_in_flight > x->peak_in_flight[stage])
+            x->peak_in_flight[stage] = st.peak_in_flight;
+    }
+    if (rc == 0)
+        for (int i = 0; i < model.nparams; i++)
+            ptdp_param_to_state(&model.params[i], model.params[i].w,
+                                ptdp_state_find(&x->final, model.params[i].name));
+    ptdp_dataset_free(dev, &data);
+out_model:
+    ptdp_model_free(dev, &model);
+out_mesh:
+    ptdp_mesh_destroy(&mesh);
+    return rc;
+}
+
+/* train.c's measure: the idle fraction of each device's pipeline phase,
+ * from the first device's start to the last device's optimizer step,
+ * averaged over devices and steps. */
+static double measured_bubble(const pipe_run *x)
+{
+    double sum = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double t0 = INFINITY, t1 = -INFINITY;
+        for (int d = 0; d < P_RUN; d++) {
+            t0 = fmin(t0, x->t0[s][d]);
+            t1 = fmax(t1, x->phase_end[s][d]);
+        }
+        for (int d = 0; d < P_RUN; d++)
+            sum += 1.0 - x->busy[s][d] / (t1 - t0);
+    }
+    return sum / (STEPS * P_RUN);
+}
+
+static bool check_run(const student_schedule *y, const baseline *b)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s on %d devices, %d micro-batches of %d samples", y->name, P_RUN, M_RUN,
+             B / M_RUN);
+    ptdp_train_config c = run_config(P_RUN, M_RUN);
+    pipe_run *x = calloc(1, sizeof *x);
+    ptdp_schedule *s = NULL;
+    bool ok = false;
+    if (x == NULL || ptdp_state_create(&x->final, &c.model, c.optimizer, false) != 0) {
+        tutorial_wrong("%s: host out of memory", what);
+        free(x);
+        return false;
+    }
+    if (generate(y, P_RUN, M_RUN, &s) != 0)
+        goto done;
+    x->schedule = s;
+
+    /* The check's own launch (not tutorial_launch): the ideal profile makes
+     * the measured bubble the textbook's.  No code of yours runs on the
+     * devices: your list was validated above. */
+    ptdp_launch_result res;
+    ptdp_launch_opts opts = { 0 };
+    opts.watchdog_s = TUTORIAL_WATCHDOG_S;
+    opts.profile = ptdp_profile_find("ideal");
+    opts.result = &res;
+    int rc = ptdp_launch(P_RUN, pipe_device, x, &opts);
+    size_t peak_acts[P_RUN] = { 0 };
+    for (int d = 0; d < P_RUN && rc == 0; d++)
+        peak_acts[d] = res.devices[d].mem.peak[PTDP_MEM_ACTS];
+    if (rc != 0)
+        tutorial_wrong("%s: device %d stopped with \"%s\" (%s).", what, res.failed_rank, res.message,
+                       ptdp_strerror(rc));
+    ptdp_launch_result_free(&res);
+    if (rc != 0)
+        goto done;
+
+    for (int k = 0; k < STEPS; k++)
+        if (!ptdp_check_value(x->loss[k], b->loss[k], PTDP_TOLERANCE)) {
+            tutorial_wrong("%s: the loss of step %d is %.12g; one device's is %.12g.", what, k + 1,
+                           x->loss[k], b->loss[k]);
+            goto done;
+        }
+    ptdp_check_report rep;
+    if (!ptdp_check_states(&x->final, &b->final, PTDP_TOLERANCE, &rep)) {
+        tutorial_wrong("%s: after %d steps, %s differs from one device's by %.3g.", what, STEPS, rep.worst,
+                       rep.max_abs);
+        goto done;
+    }
+    for (int st = 0; st < P_RUN; st++) {
+        int want = expected_peak(y->kind, P_RUN, M_RUN, st);
+        if (x->peak_in_flight[st] != want) {
+            tutorial_wrong("%s: stage %d held %d micro-batches' activations at once; expected %d.", what, st,
+                           x->peak_in_flight[st], want);
+            goto done;
+        }
+    }
+    double bubble = measured_bubble(x), formula = ptdp_bubble_formula(P_RUN, M_RUN);
+    if (fabs(bubble - formula) > 1e-6) {
+        tutorial_wrong("%s: the devices idled %.4f of the step (virtual time); (p - 1) / (m + p - 1) = %.4f.",
+                       what, bubble, formula);
+        goto done;
+    }
+    tutorial_ok("%s: %d steps equal to one device (largest difference %.1e)", what, STEPS, rep.max_abs);
+    tutorial_note("bubble measured on the devices' virtual clocks %.4f; formula (p-1)/(m+p-1) = %d/%d = %.4f",
+                  bubble, P_RUN - 1, M_RUN + P_RUN - 1, formula);
+    char line[256];
+    size_t n = (size_t)snprintf(line, sizeof line, "micro-batches alive at once per stage:");
+    for (int st = 0; st < P_RUN; st++)
+        n += (size_t)snprintf(line + n, sizeof line - n, " %d", x->peak_in_flight[st]);
+    n += (size_t)snprintf(line + n, sizeof line - n, "; peak activation memory:");
+    for (int st = 0; st < P_RUN; st++) {
+        char buf[32];
+        n += (size_t)snprintf(line + n, sizeof line - n, " %s", ptdp_format_bytes((double)peak_acts[st], buf,
+                                                                                   sizeof buf));
+    }
+    tutorial_note("%s", line);
+    ok = true;
+done:
+    ptdp_schedule_destroy(s);
+    ptdp_state_free(&x->final);
+    free(x);
+    return ok;
+}
+
+int main(void)
+{
+    tutorial_begin("04", "pipeline parallelism: the GPipe schedule, then 1F1B");
+    const student_schedule schedules[] = {
+        { "your GPipe", "lesson_gpipe", lesson_gpipe, GPIPE },
+        { "your 1F1B", "lesson_1f1b", lesson_1f1b, ONE_F_ONE_B },
+    };
+
+    static baseline base;
+    char msg[PTDP_MSG_MAX];
+    if (run_baseline(&base, msg, sizeof msg) != 0) {
+        tutorial_wrong("the single-device baseline (ptdp_train, pp 1) failed: %s", msg);
+        return tutorial_end();
+    }
+    for (size_t k = 0; k < sizeof schedules / sizeof schedules[0]; k++)
+        if (!check_lists(&schedules[k]) || !check_run(&schedules[k], &base))
+            break;
+    ptdp_state_free(&base.final);
+    return tutorial_end();
+}

@@ -1,0 +1,242 @@
+/*
+ * tutorial.c — the blanks of blank.h and the check helpers of tutorial.h.
+ *
+ * A blank reached anywhere is remembered once per process (the first one
+ * wins: with N devices all N usually reach the same blank together).  A
+ * device thread started by tutorial_launch is remembered per thread, so the
+ * blank can fail that device and, through ptdp_fail, stop all the others.
+ */
+#include "tutorial.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TUTORIAL_BLANK_KEEP_WARNINGS
+#include "blank.h"
+#include "ptdp/error.h"
+
+/* ---------------------------------------------------------------- blanks */
+
+static pthread_mutex_t blank_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool blank_reached, blank_printed;
+static char blank_message[PTDP_MSG_MAX];
+
+static _Thread_local ptdp_device *current_device;
+
+/* "…/tutorials/01-collectives/exercise.c" -> "tutorials/01-collectives/exercise.c"
+ * and the lesson "01". */
+static const char *short_path(const char *file, char lesson[3])
+{
+    const char *p = NULL;
+    for (const char *s = strstr(file, "tutorials/"); s != NULL; s = strstr(s + 1, "tutorials/"))
+        p = s;
+    snprintf(lesson, 3, "??");
+    if (p == NULL)
+        return file;
+    const char *dir = p + strlen("tutorials/");
+    if (dir[0] >= '0' && dir[0] <= '9' && dir[1] >= '0' && dir[1] <= '9')
+        snprintf(lesson, 3, "%c%c", dir[0], dir[1]);
+    return p;
+}
+
+int tutorial_blank(int n, const char *hint, const char *file, int line)
+{
+    char lesson[3], msg[PTDP_MSG_MAX];
+    const char *path = short_path(file, lesson);
+    char who[16] = "";
+    if (strcmp(lesson, "??") != 0)
+        snprintf(who, sizeof who, "lesson %s: ", lesson);
+    snprintf(msg, sizeof msg, "%sblank %d (%s) is still empty \xe2\x80\x94 see %s:%d",
+             who, n, hint, path, line);
+
+    pthread_mutex_lock(&blank_lock);
+    if (!blank_reached) {
+        blank_reached = true;
+        snprintf(blank_message, sizeof blank_message, "%s", msg);
+    }
+    pthread_mutex_unlock(&blank_lock);
+
+    if (current_device != NULL)
+        ptdp_fail(current_device, PTDP_EUSER, "%s", msg);
+    return PTDP_EUSER;
+}
+
+bool tutorial_report_blank(void)
+{
+    pthread_mutex_lock(&blank_lock);
+    bool reached = blank_reached, print = blank_reached && !blank_printed;
+    blank_printed = blank_reached;
+    pthread_mutex_unlock(&blank_lock);
+    if (print) {
+        printf("%s\n", blank_message);
+        fflush(stdout);
+    }
+    return reached;
+}
+
+/* -------------------------------------------------------------- verdicts */
+
+static int checks_run, checks_failed;
+static char lesson_name[8] = "??";
+
+void tutorial_begin(const char *lesson, const char *title)
+{
+    snprintf(lesson_name, sizeof lesson_name, "%s", lesson);
+    printf("lesson %s: %s\n", lesson, title);
+    fflush(stdout);
+}
+
+/* Print text, continuing every "\n" on a new line under the verdicts' text. */
+static void print_indented(const char *text)
+{
+    for (const char *c = text; *c; c++)
+        if (*c == '\n')
+            printf("\n         ");
+        else
+            putchar(*c);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void verdict(const char *tag, const char *fmt, va_list ap)
+{
+    char text[PTDP_MSG_MAX];
+    vsnprintf(text, sizeof text, fmt, ap);
+    printf("  %-6s ", tag);
+    print_indented(text);
+}
+
+void tutorial_ok(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verdict("ok", fmt, ap);
+    va_end(ap);
+    checks_run++;
+}
+
+void tutorial_wrong(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verdict("WRONG", fmt, ap);
+    va_end(ap);
+    checks_run++;
+    checks_failed++;
+}
+
+void tutorial_note(const char *fmt, ...)
+{
+    char text[PTDP_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    printf("         ");
+    print_indented(text);
+}
+
+/* ------------------------------------------------------------- launching */
+
+/* The watchdog's report is one line, "watchdog: …; rank 0: …; rank 1: …":
+ * one line per rank reads better. */
+static void print_watchdog_report(const char *report)
+{
+    printf("           ");
+    for (const char *c = report; *c; c++) {
+        if (c[0] == ';' && strncmp(c + 1, " rank ", 6) == 0) {
+            printf("\n           ");
+            c++;                       /* skip the space too */
+            continue;
+        }
+        putchar(*c);
+    }
+    printf("\n");
+}
+
+typedef struct {
+    ptdp_device_fn fn;
+    void *arg;
+} wrapped;
+
+static int run_device(ptdp_device *dev, void *p)
+{
+    const wrapped *w = p;
+    current_device = dev;
+    int rc = w->fn(dev, w->arg);
+    current_device = NULL;
+    return rc;
+}
+
+int tutorial_launch(const char *what, int world, ptdp_device_fn fn, void *arg)
+{
+    return tutorial_launch_opts(what, world, fn, arg, NULL);
+}
+
+int tutorial_launch_opts(const char *what, int world, ptdp_device_fn fn, void *arg,
+                         const ptdp_launch_opts *caller)
+{
+    wrapped w = { fn, arg };
+    ptdp_launch_result local;
+    ptdp_launch_opts opts = caller != NULL ? *caller : (ptdp_launch_opts){ 0 };
+    if (opts.watchdog_s == 0)
+        opts.watchdog_s = TUTORIAL_WATCHDOG_S;
+    if (opts.result == NULL)
+        opts.result = &local;
+    const ptdp_launch_result *res = opts.result;
+    int rc = ptdp_launch(world, run_device, &w, &opts);
+    if (rc != 0) {
+        if (tutorial_report_blank()) {
+            /* the blank's message says it all */
+        } else if (rc == PTDP_ECHECK) {
+            checks_run++;
+            checks_failed++;
+            printf("  %-6s %s: ", "WRONG", what);
+            print_indented(res->message);
+        } else if (rc == PTDP_ETIMEDOUT) {
+            checks_run++;
+            checks_failed++;
+            printf("  STUCK  %s: the devices stopped making progress;\n"
+                   "         after %.0f s the watchdog ended the run.  Who waited for whom:\n", what,
+                   opts.watchdog_s);
+            print_watchdog_report(res->message);
+        } else {
+            checks_run++;
+            checks_failed++;
+            printf("  FAILED %s: device %d stopped with \"%s\" (%s).\n", what, res->failed_rank,
+                   res->message, ptdp_strerror(rc));
+        }
+        fflush(stdout);
+    }
+    if (opts.result == &local)
+        ptdp_launch_result_free(&local);   /* else the caller's, to read and free */
+    return rc;
+}
+
+int tutorial_device_wrong(ptdp_device *dev, const char *fmt, ...)
+{
+    char msg[PTDP_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ptdp_fail(dev, PTDP_ECHECK, "%s", msg);
+}
+
+int tutorial_end(void)
+{
+    if (tutorial_report_blank()) {
+        printf("lesson %s: not finished yet \xe2\x80\x94 fill the blank named above, then run the check again.\n",
+               lesson_name);
+        return 1;
+    }
+    if (checks_failed > 0) {
+        printf("lesson %s: %d of %d checks failed \xe2\x80\x94 see above.\n", lesson_name, checks_failed,
+               checks_run);
+        return 1;
+    }
+    printf("lesson %s: all %d checks passed.\n", lesson_name, checks_run);
+    return 0;
+}
