@@ -80,9 +80,6 @@ static const ptdp_coll op_codes[] = { PTDP_COLL_ALL_REDUCE, PTDP_COLL_REDUCE_SCA
                                       PTDP_COLL_ALL_GATHER, PTDP_COLL_BROADCAST };
 #define NOPS 4
 
-/* --algo names, in ptdp_algo order. */
-static const char *const algo_names[] = { "default", "naive", "ring", "shm" };
-
 typedef struct {
     int devices;
     ptdp_algo algo;
@@ -471,6 +468,10 @@ static int parse_collectives(int argc, char **argv, bench_opts *o)
     for (int i = 0; i < NOPS; i++)
         o->ops[i] = i;
     o->watchdog_s = PTDP_DEFAULT_WATCHDOG_S;
+
+    const char *algo_names[PTDP_ALGO_COUNT];      /* "default", "naive", … */
+    for (int i = 0; i < PTDP_ALGO_COUNT; i++)
+        algo_names[i] = ptdp_algo_name((ptdp_algo)i);
 
     ptdp_args a;
     ptdp_args_init(&a, "bench collectives", argc, argv, 1);

@@ -68,20 +68,22 @@ static void usage(void)
 
 static int parse_stage_layers(ptdp_args *a, int *out, int max, int *n)
 {
-    const char *s;
-    if (ptdp_args_string(a, &s))
+    const char *list;
+    if (ptdp_args_string(a, &list))
         return PTDP_EXIT_USAGE;
     *n = 0;
-    while (*s) {
+    for (const char *s = list;;) {
         char *end;
         long v = strtol(s, &end, 10);
+        /* every item a number (no empty item, no trailing comma), at most max */
         if (end == s || (*end != ',' && *end != '\0') || v < 0 || v > 100000 || *n >= max)
-            return ptdp_usage_error("train", "--stage-layers %s: expected a comma list of block counts, e.g. 3,3,2",
-                                    a->inline_value ? a->inline_value : s);
+            return ptdp_usage_error("train", "--stage-layers %s: expected a comma list of block counts, "
+                                    "one per stage, e.g. 3,3,2", list);
         out[(*n)++] = (int)v;
-        s = *end ? end + 1 : end;
+        if (*end == '\0')
+            return 0;
+        s = end + 1;
     }
-    return 0;
 }
 
 static int list_profiles(void)

@@ -133,9 +133,14 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
     double S0 = stage_elements(c, 0) * sizeof(ptdp_real);
-    printf("  ZeRO-%d on device 0: optimizer state %s (without ZeRO %s: 1/%d of it)",
-           c->zero, ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[0], sizeof b[0]),
-           ptdp_format_bytes(S0 * (c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0), b[1], sizeof b[1]), N);
+    int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    printf("  ZeRO-%d on device 0: ", c->zero);
+    if (slots > 0)
+        printf("optimizer state %s (without ZeRO %s: 1/%d of it)",
+               ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[0], sizeof b[0]),
+               ptdp_format_bytes(S0 * slots, b[1], sizeof b[1]), N);
+    else
+        printf("no optimizer state to shard (SGD without momentum), each rank updates 1/%d", N);
     if (c->zero == 1) {
         printf("; the same bytes as plain DP\n");
         return;

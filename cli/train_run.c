@@ -215,8 +215,9 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
     ptdp_report_print(c, &lr);
     if (c->pp > 1) {
         char b[32];
-        printf("pipeline (%s, %d stages, %d micro-batches): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
-               c->schedule, c->pp, c->micro_batches, res.bubble_measured, res.bubble_formula);
+        printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
+               c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               res.bubble_measured, res.bubble_formula);
         printf("  peak activation memory per stage:");
         for (int s = 0; s < c->pp; s++)
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));

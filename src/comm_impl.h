@@ -90,6 +90,21 @@ struct ptdp_comm {
     struct shm_group *shm;          /* thread backend state                */
 };
 
+/* The checks of comm_check.c.  Each failing check fails the device. */
+/* Arguments: resolves PTDP_IN_PLACE into call->send / call->in_place. */
+int  ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send);
+int  ptdp_check_peer(ptdp_comm *c, ptdp_call *call, int peer);
+/* After meet: every member made the same call, or PTDP_EMISMATCH. */
+int  ptdp_check_agreement(ptdp_comm *c, const ptdp_call *const *calls);
+/* "all_reduce count=1024 f32 op=sum algo=shm at mlp.c:88" */
+void ptdp_describe_call(const ptdp_call *call, char *buf, size_t len);
+/* Fail the device with PTDP_EINVAL: "ptdp_<op> at file:line (group …): …" */
+int  ptdp_bad_call(ptdp_comm *c, const ptdp_call *call, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /* ------------------------------------------------ shared-memory backend */
 
 /* What one member shares with its group.  Written by its owner (call,

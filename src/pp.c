@@ -153,8 +153,12 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
         if (!m->has_input &&
             (rc = ptdp_tensor_alloc(dev, &b->dx, "pp.send_grad", PTDP_MEM_ACTS, b->rows, h)) != 0)
             return rc;
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+            return rc;
         rc = ptdp_model_backward(dev, m, &b->acts, m->has_output ? NULL : &b->dout, st->loss_scale,
                                  m->has_input ? NULL : &b->dx);
+        if (rc == 0 && st->backward_end != NULL)
+            rc = st->backward_end(dev, st->optimizer_ctx);
         ptdp_tensor_free(dev, &b->dout);
         ptdp_free(dev, b->labels);
         b->labels = NULL;

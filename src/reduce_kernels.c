@@ -27,7 +27,7 @@
 
 #include "comm_impl.h"
 
-#define TILE_BYTES 8192
+#define TILE_BYTES 4096
 
 /* Run BODY for i in [0, n): in blocks of 16 with a fixed trip count, then
  * the rest one by one.  The fixed-length inner loop is what gcc -O2's

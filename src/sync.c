@@ -115,13 +115,17 @@ static void describe_wait(const ptdp_wait_why *why, char *buf, size_t len)
     const char *slash = strrchr(file, '/');
     if (slash)
         file = slash + 1;
-    if (why->op == PTDP_COLL_SEND || why->op == PTDP_COLL_RECV)
-        snprintf(buf, len, "%s %s rank %d tag %d in group '%s' at %s:%d",
+    if (why->op == PTDP_COLL_SEND || why->op == PTDP_COLL_RECV) {
+        char world[32] = "";           /* the report's ranks are world ranks */
+        if (why->members[0] != why->peer)
+            snprintf(world, sizeof world, " (world rank %d)", why->members[0]);
+        snprintf(buf, len, "%s %s rank %d%s tag %d in group '%s' at %s:%d",
                  ptdp_coll_name(why->op), why->op == PTDP_COLL_SEND ? "to" : "from",
-                 why->peer, why->tag, why->group, file, why->line);
-    else
+                 why->peer, world, why->tag, why->group, file, why->line);
+    } else {
         snprintf(buf, len, "%s in group '%s' at %s:%d",
                  ptdp_coll_name(why->op), why->group, file, why->line);
+    }
 }
 
 void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len)

@@ -184,7 +184,6 @@ typedef struct {
     ptdp_zero zero;                /* the chunk this device updates (zero.h)  */
     ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
                                       zero.len elements, for chunk zero.off   */
-    int callbacks;                 /* executor callbacks so far this step     */
     long global_step;              /* 1-based step being taken                */
     double grad_norm;
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
@@ -360,72 +359,33 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d)
     return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
 }
 
-/* The pipeline executor (pp.c) hands control back to the trainer at the
- * schedule's OPTIMIZER_STEP actions.  Plain DP and ZeRO-1 need it once per
- * step.  ZeRO-2 must also act around every micro-batch's backward — give
- * the model a gradient bucket before, reduce-scatter it after — so it runs
- * the schedule with a callback action on either side of every BACKWARD
- * (bracket_backwards): the step's callbacks then come in the order
- *   begin(B), end(B), begin(B), end(B), …   (M pairs), then the step. */
-static int executor_callback(ptdp_device *dev, void *ctx)
+/* The executor (pp.c) hands control back to the trainer at the schedule's
+ * OPTIMIZER_STEP action, once per step; ZeRO-2 also acts around every
+ * micro-batch's backward: give the model a gradient buffer before, and
+ * reduce-scatter it into this rank's shard after (zero.h). */
+static int executor_optimizer_step(ptdp_device *dev, void *ctx)
+{
+    return optimizer_step(dev, ctx);
+}
+
+static int zero2_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
-    int k = d->callbacks++;
-    if (d->zero.stage != 2 || k == 2 * d->r->cfg->micro_batches)
-        return optimizer_step(dev, d);
-    return k % 2 == 0 ? ptdp_zero_backward_begin(dev, &d->zero, &d->model)
-                      : ptdp_zero_backward_end(dev, &d->zero, &d->model);
+    return ptdp_zero_backward_begin(dev, &d->zero, &d->model);
 }
 
-/* A copy of s with a callback action (kind OPTIMIZER_STEP, which is what
- * the executor calls back on) before and after every BACKWARD. */
-static int bracket_backwards(const ptdp_schedule *s, ptdp_schedule **out)
+static int zero2_backward_end(ptdp_device *dev, void *ctx)
 {
-    int rc = ptdp_schedule_alloc(s->name, s->pp, s->micro_batches, out);
-    for (int st = 0; rc == 0 && st < s->pp; st++) {
-        const ptdp_stage_actions *from = &s->stage[st];
-        ptdp_stage_actions *to = &(*out)->stage[st];
-        int need = from->count + 2 * s->micro_batches;
-        ptdp_action *a = realloc(to->actions, (size_t)need * sizeof *a);
-        if (a == NULL) {
-            rc = PTDP_ENOMEM;
-            break;
-        }
-        to->actions = a;
-        to->capacity = need;
-        const ptdp_action callback = { .kind = PTDP_ACT_OPTIMIZER_STEP, .mb = -1, .peer = -1 };
-        for (int i = 0; i < from->count; i++) {
-            bool backward = from->actions[i].kind == PTDP_ACT_BACKWARD;
-            if (backward && to->count < need)
-                to->actions[to->count++] = callback;
-            if (to->count < need)
-                to->actions[to->count++] = from->actions[i];
-            if (backward && to->count < need)
-                to->actions[to->count++] = callback;
-        }
-    }
-    if (rc != 0) {
-        ptdp_schedule_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    device_ctx *d = ctx;
+    return ptdp_zero_backward_end(dev, &d->zero, &d->model);
 }
 
-/* The schedule this device runs: the named one, bracketed for ZeRO-2. */
 static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
-    ptdp_schedule *s = NULL;
-    int rc = ptdp_schedule_create(name, c->pp, c->micro_batches, &s);
-    if (rc == 0 && c->zero == 2) {
-        rc = bracket_backwards(s, out);
-        ptdp_schedule_destroy(s);
-    } else {
-        *out = s;
-    }
-    if (rc != 0)
-        return ptdp_fail(dev, rc == PTDP_ENOMEM ? PTDP_ENOMEM : PTDP_EINVAL,
-                         "cannot build the %s schedule for pp=%d, m=%d", name, c->pp, c->micro_batches);
+    if (ptdp_schedule_create(name, c->pp, c->micro_batches, out) != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d",
+                         name, c->pp, c->micro_batches);
     return PTDP_OK;
 }
 
@@ -502,10 +462,11 @@ static int device_main(ptdp_device *dev, void *arg)
             .model = &d.model, .data = &d.data, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .recompute = c->recompute,
-            .loss_scale = 1.0 / c->batch, .optimizer_step = executor_callback, .optimizer_ctx = &d,
+            .loss_scale = 1.0 / c->batch, .optimizer_step = executor_optimizer_step, .optimizer_ctx = &d,
+            .backward_begin = c->zero == 2 ? zero2_backward_begin : NULL,
+            .backward_end = c->zero == 2 ? zero2_backward_end : NULL,
         };
         d.busy0 = busy0;
-        d.callbacks = 0;
         rc = ptdp_pp_run_step(dev, &st);   /* ends with the schedule's OPTIMIZER_STEP */
         if (rc != 0)
             break;

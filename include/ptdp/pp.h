@@ -44,7 +44,11 @@ typedef struct {
     int micro_batches;
     bool recompute;
     double loss_scale;         /* 1 / global batch                               */
-    ptdp_optimizer_fn optimizer_step;
+    ptdp_optimizer_fn optimizer_step;   /* at OPTIMIZER_STEP                    */
+    /* Optional hooks around every BACKWARD (NULL: none), given optimizer_ctx:
+     * ZeRO-2 hands the model a gradient buffer before and reduce-scatters
+     * it after each micro-batch's backward. */
+    ptdp_optimizer_fn backward_begin, backward_end;
     void *optimizer_ctx;
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
     int peak_in_flight;        /* out: most micro-batches alive at once          */

@@ -201,10 +201,11 @@ static int check_one_shape(const student_schedule *y, int p, int m)
                            "runs all m forwards before any backward, so every stage holds all m = %d.",
                            y->name, p, m, st, got, got == 1 ? "" : "es", m);
         else
-            tutorial_wrong("%s, p = %d, m = %d: stage %d holds up to %d micro-batches at once (forwarded, "
-                           "not yet backwarded); 1F1B holds min(p - s, m) = %d there: its warm-up is "
-                           "min(p - s - 1, m) forwards, then one more forward before each backward "
-                           "(blank 3).", y->name, p, m, st, got, want);
+            tutorial_wrong("%s, p = %d, m = %d: stage %d holds up to %d micro-batch%s at once (forwarded, "
+                           "not yet backwarded); 1F1B holds min(p - s, m) = %d there.  A stage holds its "
+                           "warm-up's forwards plus the one forward of a steady iteration: is the warm-up "
+                           "%d forward%s too %s (blank 3)?", y->name, p, m, st, got, got == 1 ? "" : "es",
+                           want, abs(got - want), abs(got - want) == 1 ? "" : "s", got > want ? "long" : "short");
         note_stage_list(s, st);
         goto done;
     }

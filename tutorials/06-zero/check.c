@@ -1,7 +1,7 @@
 /*
  * check.c — lesson 06: is your ZeRO-1 step right, and does it pay off?
  *
- * Three references, all ptdp_train with AdamW (lr 0.01, weight decay 0.1):
+ * Two references, both ptdp_train with AdamW (lr 0.01, weight decay 0.1):
  *   the baseline   one device, the whole batch of B = 12
  *   plain DP       N replicas, each all-reducing the whole gradient and
  *                  keeping the whole optimizer state (ptdp train --dp N)
@@ -118,7 +118,6 @@ typedef struct {
 } zero_run;
 
 typedef struct {
-    ptdp_device *dev;
     zero_run *x;
     lesson_zero *z;
     long step;
@@ -232,7 +231,7 @@ static int zero_device(ptdp_device *dev, void *arg)
     size_t shard_off, shard_len;
     ptdp_chunk(B, x->dp, r, &shard_off, &shard_len);
     for (long s = 0; rc == 0 && s < STEPS; s++) {
-        step_ctx ctx = { .dev = dev, .x = x, .z = &z, .step = s + 1 };
+        step_ctx ctx = { .x = x, .z = &z, .step = s + 1 };
         ptdp_pp_step st = {
             .model = &model, .data = &data, .schedule = sched, .step = s,
             .shard_first = s * (int64_t)B + (int64_t)shard_off, .shard_rows = (int)shard_len,
@@ -258,11 +257,6 @@ static int zero_device(ptdp_device *dev, void *arg)
 }
 
 /* ------------------------------------------------------------- verdicts */
-
-static const char *kib(double bytes, char *buf, size_t len)
-{
-    return ptdp_format_bytes(bytes, buf, len);
-}
 
 /* Step 1 was checked element by element; a later step went wrong. */
 static void note_later_steps(void)
@@ -347,8 +341,8 @@ static bool check_config(int dp, int m, const reference *base, const reference *
         if (x->optim_bytes[r] != want) {
             tutorial_wrong("%s: rank %d keeps %s of optimizer state; AdamW's two moments of its chunk "
                            "of %zu elements are 2 x %zu x %zu bytes = %s.", what, r,
-                           kib((double)x->optim_bytes[r], b1, sizeof b1), x->len[r], x->len[r],
-                           sizeof(ptdp_real), kib((double)want, b2, sizeof b2));
+                           ptdp_format_bytes((double)x->optim_bytes[r], b1, sizeof b1), x->len[r], x->len[r],
+                           sizeof(ptdp_real), ptdp_format_bytes((double)want, b2, sizeof b2));
             if (x->optim_bytes[r] >= 2 * x->numel * sizeof(ptdp_real))
                 tutorial_note("That is the whole model's: the point of ZeRO-1 is that a rank keeps the\n"
                               "moments of the elements it updates only (blank 2).");
@@ -396,7 +390,8 @@ static bool check_config(int dp, int m, const reference *base, const reference *
     sent /= (double)dp * STEPS;
     if (fabs(sent - formula) > 1e-9 * formula) {
         tutorial_wrong("%s: each rank sent %s per step in your step; 2(N-1)/N S = %s (S = %s of gradients).",
-                       what, kib(sent, b1, sizeof b1), kib(formula, b2, sizeof b2), kib(S, b3, sizeof b3));
+                       what, ptdp_format_bytes(sent, b1, sizeof b1), ptdp_format_bytes(formula, b2, sizeof b2),
+                       ptdp_format_bytes(S, b3, sizeof b3));
         if (fabs(sent - 1.5 * formula) < 1e-9 * formula)
             tutorial_note("That is an all-reduce (2(N-1)/N S) plus an all-gather: the all-reduce gives every\n"
                           "rank the whole summed gradient, but you use only your chunk of it.  A\n"
@@ -407,14 +402,15 @@ static bool check_config(int dp, int m, const reference *base, const reference *
                 what, STEPS, rep.max_abs, rep_dp.max_abs);
     char line[256];
     size_t n = (size_t)snprintf(line, sizeof line, "optimizer state per rank: plain DP %s (2P), yours",
-                                kib((double)plain->optim_bytes, b1, sizeof b1));
+                                ptdp_format_bytes((double)plain->optim_bytes, b1, sizeof b1));
     for (int r = 0; r < dp; r++)
         n += (size_t)snprintf(line + n, sizeof line - n, "%s %s", r ? "," : "",
-                              kib((double)x->optim_bytes[r], b1, sizeof b1));
+                              ptdp_format_bytes((double)x->optim_bytes[r], b1, sizeof b1));
     snprintf(line + n, sizeof line - n, " (2P/%d)", dp);
     tutorial_note("%s", line);
-    tutorial_note("bytes sent per rank and step: plain DP %s, yours %s; 2(N-1)/N S = %s", kib(plain->bytes_per_step,
-                  b1, sizeof b1), kib(sent, b2, sizeof b2), kib(formula, b3, sizeof b3));
+    tutorial_note("bytes sent per rank and step: plain DP %s, yours %s; 2(N-1)/N S = %s",
+                  ptdp_format_bytes(plain->bytes_per_step, b1, sizeof b1), ptdp_format_bytes(sent, b2, sizeof b2),
+                  ptdp_format_bytes(formula, b3, sizeof b3));
     ok = true;
 done:
     for (int r = 0; r < dp; r++)
