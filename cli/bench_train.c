@@ -9,7 +9,8 @@
  *     forward   2 B (d_in h + 2 L h ffn + h C)      ≈  4.4 GFLOP
  *     backward  twice the forward (dx and dW)        ≈  8.7 GFLOP
  *     AdamW     15 flops on each of the 34.6 M parameters, but memory-bound:
- *               it streams parameters, gradients, m and v (554 MB in float)
+ *               it reads parameters, gradients, m and v and writes back three
+ *               of them, 7 x 139 MB in float, whatever the batch
  *
  * What is measured, all in this one run, every time the median over the
  * timed steps (the first `--warmup` steps of every measurement are not
@@ -24,22 +25,33 @@
  *                                 transposes, with nothing around them
  *      forward + backward / GEMMs alone is what everything that is not a
  *      matrix product (bias, GELU, softmax, residual, copies) costs.
- *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch: the
- *      wall time of a step as the training loop logs it (largest device).
+ *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch (and
+ *      dp = 2 with ZeRO-1, the optimizer step sharded, when the build has
+ *      it): the wall time of a step as the training loop logs it (largest
+ *      device).
  *   3. the hardware's own limit for two devices: one baseline run at the
  *      per-device batch B/2 alone, then two such runs at the same time (two
  *      host threads, each calling ptdp_train):
  *
- *          concurrent speed-up = 2 t(alone) / t(concurrent)     ≤ 2
+ *          concurrent speed-up = 2 t(B/2 alone) / t(B/2 concurrently)   ≤ 2
  *          dp = 2 speed-up     = t(dp = 1, B) / t(dp = 2, B)
  *
  *      Two independent runs share nothing but the machine (cores, caches,
- *      memory bandwidth), so no data-parallel run can beat their speed-up;
- *      dp = 2 / concurrent is the fraction of it DP keeps after its
- *      all-reduce and its replicated optimizer step.
+ *      memory bandwidth).  The target's ratio splits into two factors:
  *
- * A fast wrong answer is not reported: the losses of (1) and of dp = 2 must
- * agree with the dp = 1 run's by --check's rule, or the command fails.
+ *          dp=2 / concurrent = t(concurrently) / t(dp = 2)      DP's own cost:
+ *                                                               all-reduce, lock-step
+ *                            x t(B) / (2 t(B/2 alone))          the model's: how a
+ *                                                               step scales with batch
+ *
+ *      The second is 1 only if a step at B/2 costs half a step at B.  The
+ *      optimizer costs the same at any batch and small GEMMs run slower, so
+ *      it is below 1 whatever DP does — unless DP also shares the optimizer
+ *      step (ZeRO-1), which independent runs cannot.
+ *
+ * A fast wrong answer is not reported: the losses of (1), of dp = 2 and of
+ * ZeRO-1 must agree with the dp = 1 run's by --check's rule, or the command
+ * fails.
  * scripts/bench_train.sh runs this beside the same model in PyTorch and
  * prints the ratios against the targets of the README ("Training benchmark").
  */
@@ -298,7 +310,7 @@ static int phase_device(ptdp_device *dev, void *arg)
     r->gemm_flops = st.plan.flops;
 
     for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
-        ptdp_progress("[1/4] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
+        ptdp_progress("[1/6] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
         ptdp_dataset_batch(&st.data, (int64_t)s * b, b, st.x, st.labels);   /* not timed */
 
         double t0 = ptdp_wall_now();
@@ -408,7 +420,8 @@ static int run_concurrently(train_run *a, train_run *b)
 
 typedef struct {
     double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
-    double base_s, dp2_s, alone_s, conc_s;
+    double base_s, dp2_s, zero1_s, alone_s, conc_s;   /* zero1_s 0: not measured */
+    char zero1_note[PTDP_MSG_MAX];
 } bench_result;
 
 static bool losses_agree(const double *a, const double *b, int n, int *bad)
@@ -421,17 +434,28 @@ static bool losses_agree(const double *a, const double *b, int n, int *bad)
     return true;
 }
 
+/* A run's losses against dp=1's: 0, or print which step differs and 1. */
+static int check_losses(const char *who, const double *loss, const double *base, int n)
+{
+    int bad;
+    if (losses_agree(loss, base, n, &bad))
+        return 0;
+    fprintf(stderr, "ptdp bench train: %s's loss at step %d (%.9g) differs from ptdp_train dp=1's (%.9g)\n",
+            who, bad + 1, loss[bad], base[bad]);
+    return 1;
+}
+
 static int measure(const bench_cfg *c, bench_result *out)
 {
-    int total = c->warmup + c->steps, bad = 0, rc;
-    double *buf = calloc((size_t)6 * total, sizeof *buf);
+    int total = c->warmup + c->steps, rc;
+    memset(out, 0, sizeof *out);
+    double *buf = calloc((size_t)7 * total, sizeof *buf);
     if (buf == NULL) {
         fprintf(stderr, "ptdp bench train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
-    double *base_loss = buf + 3 * total, *dp2_loss = buf + 4 * total;
     phase_run pr = { .cfg = c, .fwd_bwd = buf, .optim = buf + total, .gemm = buf + 2 * total,
-                     .loss = buf + 5 * total };
+                     .loss = buf + 3 * total };
 
     /* 1. The baseline's phases, and its GEMMs alone. */
     ptdp_launch_result lr;
@@ -453,99 +477,129 @@ static int measure(const bench_cfg *c, bench_result *out)
     out->gemm_flops = pr.gemm_flops;
     out->flops = step_flops(&c->model, c->batch);
 
-    /* 2. ptdp_train, dp = 1 and dp = 2, on the same global batch. */
-    train_run base, dp2, alone, conc[2];
-    train_init(&base, c, 1, c->batch, "[2/4] ptdp_train dp=1");
-    train_init(&dp2, c, 2, c->batch, "[3/4] ptdp_train dp=2");
-    base.loss = base_loss;
-    dp2.loss = dp2_loss;
-    train_thread(&base);
-    if (base.rc == 0)
-        train_thread(&dp2);
+    /* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2
+     *    with ZeRO-1 (the optimizer step sharded, zero.h) where available. */
+    train_run base, dp2, zero1, alone, conc[2];
+    train_init(&base, c, 1, c->batch, "[2/6] ptdp_train dp=1");
+    train_init(&dp2, c, 2, c->batch, "[3/6] ptdp_train dp=2");
+    train_init(&zero1, c, 2, c->batch, "[4/6] ptdp_train dp=2 ZeRO-1");
+    zero1.tc.zero = 1;
+    base.loss = buf + 4 * total;
+    dp2.loss = buf + 5 * total;
+    zero1.loss = buf + 6 * total;
+    bool with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
 
-    /* 3. The hardware's limit: B/2 alone, then two B/2 runs at once. */
-    train_init(&alone, c, 1, c->batch / 2, "[4/4] one run at B/2 alone");
-    /* (only the first of the two reports progress: one writer at a time) */
-    train_init(&conc[0], c, 1, c->batch / 2, "[4/4] two runs at B/2 at once");
+    /* 3. The hardware's limit: B/2 alone, then two B/2 runs at once
+     *    (only the first of the two reports progress: one writer at a time). */
+    train_init(&alone, c, 1, c->batch / 2, "[5/6] one run at B/2 alone");
+    train_init(&conc[0], c, 1, c->batch / 2, "[6/6] two runs at B/2 at once");
     train_init(&conc[1], c, 1, c->batch / 2, NULL);
-    if (base.rc == 0 && dp2.rc == 0)
-        train_thread(&alone);
-    if (base.rc == 0 && dp2.rc == 0 && alone.rc == 0)
-        rc = run_concurrently(&conc[0], &conc[1]);
+
+    train_run *order[] = { &base, &dp2, with_zero ? &zero1 : NULL, &alone };
+    train_run *failed = NULL;
+    for (size_t i = 0; i < sizeof order / sizeof order[0] && failed == NULL; i++)
+        if (order[i] != NULL && (train_thread(order[i]), order[i]->rc != 0))
+            failed = order[i];
+    if (failed == NULL && (rc = run_concurrently(&conc[0], &conc[1])) != 0)
+        failed = conc[0].rc ? &conc[0] : &conc[1];
     ptdp_progress_done();
-    const train_run *failed = base.rc ? &base : dp2.rc ? &dp2 : alone.rc ? &alone : conc[0].rc ? &conc[0]
-                            : conc[1].rc ? &conc[1] : NULL;
-    if (failed != NULL || rc != 0) {
-        fprintf(stderr, "ptdp bench train: %s: %s\n", failed && failed->label ? failed->label : "concurrent runs",
-                failed ? failed->msg : "cannot start a thread");
+    if (failed != NULL) {
+        fprintf(stderr, "ptdp bench train: %s: %s\n", failed->label ? failed->label : "concurrent runs",
+                failed->msg[0] ? failed->msg : "cannot start a thread");
         free(buf);
         return PTDP_EXIT_FAIL;
     }
     out->base_s = base.step_s;
     out->dp2_s = dp2.step_s;
+    out->zero1_s = with_zero ? zero1.step_s : 0;
     out->alone_s = alone.step_s;
     out->conc_s = 0.5 * (conc[0].step_s + conc[1].step_s);
 
     /* No fast wrong answer: the same seed and data must give the same losses. */
-    int status = PTDP_EXIT_OK;
-    if (!losses_agree(pr.loss, base_loss, total, &bad)) {
-        fprintf(stderr, "ptdp bench train: the phase-by-phase baseline's loss at step %d (%.9g) differs "
-                "from ptdp_train's (%.9g)\n", bad + 1, pr.loss[bad], base_loss[bad]);
-        status = PTDP_EXIT_FAIL;
-    }
-    if (!losses_agree(dp2_loss, base_loss, total, &bad)) {
-        fprintf(stderr, "ptdp bench train: dp=2's loss at step %d (%.9g) differs from dp=1's (%.9g)\n",
-                bad + 1, dp2_loss[bad], base_loss[bad]);
-        status = PTDP_EXIT_FAIL;
-    }
+    int bad = check_losses("the phase-by-phase baseline", pr.loss, base.loss, total) +
+              check_losses("dp=2", dp2.loss, base.loss, total) +
+              (with_zero ? check_losses("dp=2 ZeRO-1", zero1.loss, base.loss, total) : 0);
     free(buf);
-    return status;
+    return bad ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+}
+
+/* The speed-ups, and the two factors the dp=2 target splits into. */
+typedef struct {
+    double dp2, concurrent, fraction;   /* fraction = dp2 / concurrent            */
+    double overhead;      /* t(concurrent) / t(dp=2): DP's cost over free runs  */
+    double batch_scaling; /* t(B) / (2 t(B/2 alone)): a step at B vs two at B/2 */
+} speedups;
+
+static speedups speedups_of(const bench_result *r)
+{
+    speedups s;
+    s.dp2 = r->base_s / r->dp2_s;
+    s.concurrent = 2 * r->alone_s / r->conc_s;
+    s.fraction = s.dp2 / s.concurrent;
+    s.overhead = r->conc_s / r->dp2_s;
+    s.batch_scaling = r->base_s / (2 * r->alone_s);
+    return s;
 }
 
 static void print_json(const bench_cfg *c, const bench_result *r)
 {
-    double b = c->batch, conc_speedup = 2 * r->alone_s / r->conc_s, dp2_speedup = r->base_s / r->dp2_s;
+    double b = c->batch;
+    speedups s = speedups_of(r);
     printf("{\"bench\": \"train\", \"dtype\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
            "\"layers\": %d, \"classes\": %d, \"batch\": %d, \"steps\": %d, \"warmup\": %d, "
            "\"flops_per_step\": %.6g, \"gemm_flops_per_step\": %.6g, "
            "\"fwd_bwd_s\": %.6g, \"optimizer_s\": %.6g, \"gemm_s\": %.6g, \"fwd_bwd_over_gemm\": %.6g, "
            "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
            "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
-           "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, "
-           "\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
-           "\"dp2_speedup\": %.6g, \"concurrent_speedup\": %.6g, \"dp2_fraction_of_concurrent\": %.6g}\n",
+           "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, ",
            PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
            c->model.n_classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
            r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
-           r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9,
-           r->alone_s, r->conc_s, dp2_speedup, conc_speedup, dp2_speedup / conc_speedup);
+           r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9);
+    if (r->zero1_s > 0)
+        printf("\"dp2_zero1_step_s\": %.6g, \"dp2_zero1_speedup\": %.6g, ", r->zero1_s, r->base_s / r->zero1_s);
+    printf("\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
+           "\"dp2_speedup\": %.6g, \"concurrent_speedup\": %.6g, \"dp2_fraction_of_concurrent\": %.6g, "
+           "\"dp2_throughput_of_concurrent\": %.6g, \"batch_scaling\": %.6g}\n",
+           r->alone_s, r->conc_s, s.dp2, s.concurrent, s.fraction, s.overhead, s.batch_scaling);
 }
 
 static void print_table(const bench_cfg *c, const bench_result *r)
 {
-    double b = c->batch, conc_speedup = 2 * r->alone_s / r->conc_s, dp2_speedup = r->base_s / r->dp2_s;
+    double b = c->batch;
+    speedups s = speedups_of(r);
     printf("ptdp bench train (%s): d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, AdamW\n"
            "  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
            PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
            c->model.n_classes, c->batch, r->flops / 1e9, c->steps, c->warmup);
-    printf("  %-44s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
-    printf("  %-44s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
+    printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
+    printf("  %-46s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
            r->flops / r->fwd_bwd_s / 1e9);
-    printf("  %-44s %10.1f %12s %10.1f\n", "  its GEMMs alone (cblas, same calls)", 1e3 * r->gemm_s, "",
+    printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (cblas, same calls)", 1e3 * r->gemm_s, "",
            r->gemm_flops / r->gemm_s / 1e9);
-    printf("  %-44s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
-    printf("  %-44s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
+    printf("  %-46s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
+    printf("  %-46s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
            b / r->base_s, r->flops / r->base_s / 1e9);
-    printf("  %-44s %10.1f %12.1f %10.1f\n", "dp=2 step (ptdp train, same global batch)", 1e3 * r->dp2_s,
+    printf("  %-46s %10.1f %12.1f %10.1f\n", "dp=2 step (ptdp train, same global batch)", 1e3 * r->dp2_s,
            b / r->dp2_s, r->flops / r->dp2_s / 1e9);
-    printf("  %-44s %10.1f %12.1f\n", "one baseline at batch B/2, alone", 1e3 * r->alone_s, b / 2 / r->alone_s);
-    printf("  %-44s %10.1f %12.1f\n", "two baselines at batch B/2, concurrently", 1e3 * r->conc_s, b / r->conc_s);
-    printf("\n  forward + backward / GEMMs alone      %6.3f   (target <= 1.2)\n", r->fwd_bwd_s / r->gemm_s);
-    printf("  dp=2 speed-up over dp=1               %6.3f\n", dp2_speedup);
-    printf("  concurrent speed-up (hardware limit)  %6.3f   = 2 t(alone) / t(concurrent)\n", conc_speedup);
-    printf("  dp=2 / concurrent speed-up            %6.3f   (target >= 0.85)\n", dp2_speedup / conc_speedup);
+    if (r->zero1_s > 0)
+        printf("  %-46s %10.1f %12.1f %10.1f\n", "dp=2 step with ZeRO-1", 1e3 * r->zero1_s,
+               b / r->zero1_s, r->flops / r->zero1_s / 1e9);
+    else
+        printf("  %-46s %10s   (%s)\n", "dp=2 step with ZeRO-1", "-", r->zero1_note);
+    printf("  %-46s %10.1f %12.1f\n", "one baseline at batch B/2, alone", 1e3 * r->alone_s, b / 2 / r->alone_s);
+    printf("  %-46s %10.1f %12.1f\n", "two baselines at batch B/2, concurrently", 1e3 * r->conc_s, b / r->conc_s);
+    printf("\n  forward + backward / GEMMs alone       %6.3f   (target <= 1.2)\n", r->fwd_bwd_s / r->gemm_s);
+    printf("  dp=2 speed-up over dp=1                %6.3f\n", s.dp2);
+    printf("  concurrent speed-up (hardware limit)   %6.3f   = 2 t(B/2 alone) / t(B/2 concurrently)\n",
+           s.concurrent);
+    printf("  dp=2 / concurrent speed-up             %6.3f   (target >= 0.85)\n", s.fraction);
+    printf("    = t(concurrently) / t(dp=2)          %6.3f   what DP's all-reduce and lock-step cost\n",
+           s.overhead);
+    printf("    x t(B) / 2 t(B/2 alone)              %6.3f   how a step's time scales with its batch\n",
+           s.batch_scaling);
     printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): scripts/bench_train.sh\n");
 }
 

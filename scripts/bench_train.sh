@@ -85,6 +85,8 @@ echo "| ptdp GEMMs alone (the same cblas calls) | $(ms "$(med ptdp gemm_s)") | |
 echo "| ptdp baseline optimizer (norm, AdamW, zero grads) | $(ms "$(med ptdp optimizer_s)") | | |"
 echo "| ptdp baseline step (ptdp train, 1 device) | $(ms "$(med ptdp baseline_step_s)") | $(num "$(med ptdp baseline_samples_per_s)" %.1f) | $(num "$(med ptdp baseline_gflops)" %.1f) |"
 echo "| ptdp dp=2 step (same global batch) | $(ms "$(med ptdp dp2_step_s)") | $(num "$(med ptdp dp2_samples_per_s)" %.1f) | $(num "$(med ptdp dp2_gflops)" %.1f) |"
+z=$(med ptdp dp2_zero1_step_s)
+[[ -n $z ]] && echo "| ptdp dp=2 step with ZeRO-1 | $(ms "$z") | $(awk -v b="$b" -v t="$z" 'BEGIN { printf "%.1f", b / t }') | |"
 echo "| one baseline at batch $((b / 2)), alone | $(ms "$(med ptdp alone_half_step_s)") | | |"
 echo "| two baselines at batch $((b / 2)), concurrently | $(ms "$(med ptdp concurrent_half_step_s)") | | |"
 if [[ -n $python ]]; then
@@ -103,3 +105,7 @@ echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= 1.2 | $(verdic
 echo "| dp=2 speed-up / concurrent speed-up | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
 echo "|   dp=2 speed-up over 1 device | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
 echo "|   two concurrent runs' speed-up (the hardware's limit) | $(num "$(med ptdp concurrent_speedup)" %.3f) | | |"
+echo "|   = t(concurrently) / t(dp=2): DP's own cost | $(num "$(med ptdp dp2_throughput_of_concurrent)" %.3f) | | |"
+echo "|   x t(B) / 2 t(B/2 alone): the step's batch scaling | $(num "$(med ptdp batch_scaling)" %.3f) | | |"
+[[ -n $z ]] && echo "|   dp=2 ZeRO-1 speed-up / concurrent speed-up | $(num "$(ratio ptdp dp2_zero1_speedup ptdp concurrent_speedup)" %.3f) | >= 0.85 | $(verdict "$(ratio ptdp dp2_zero1_speedup ptdp concurrent_speedup)" '>=' 0.85) |"
+exit 0

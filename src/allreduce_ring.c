@@ -8,12 +8,13 @@
  *   reduce-scatter, N-1 steps.  At step s rank r sends chunk r-s-1 and
  *   receives chunk r-s-2, adding its own contribution to what arrives.
  *   A chunk travels once around the ring collecting every member's part
- *   (mine op arriving) and ends, complete, at the rank with its number:
+ *   (mine + arriving) and ends, complete, at the rank with its number.
+ *   N = 3, chunks a b c, x_r = rank r's part of chunk x:
  *
- *        step 0          step 1           after N-1 = 2 steps (N = 3)
- *     0 ──a0──► 1      0 ──c12──► 1      rank 0 holds a = a0+a1+a2
- *     ▲         │      ▲          │      rank 1 holds b = b0+b1+b2
- *     └── 2 ◄───┘      └── 2 ◄────┘      rank 2 holds c = c0+c1+c2
+ *      link      step 0    step 1       after N-1 = 2 steps
+ *     0 ──► 1    c0        b0+b2        rank 0 holds a = a0+(a2+a1)
+ *     1 ──► 2    a1        c1+c0        rank 1 holds b = b1+(b0+b2)
+ *     2 ──► 0    b2        a2+a1        rank 2 holds c = c2+(c1+c0)
  *
  *   all-gather, N-1 steps.  At step s rank r sends chunk r-s and receives
  *   chunk r-s-1, now copying: every complete chunk travels around once.

@@ -114,15 +114,17 @@ typedef struct {
                                        call parity: a fast member may post
                                        call k+1 while a slow one still
                                        reads call k, never call k+2        */
-    /* Ring mailbox: "here is my chunk" / "I have taken your chunk". */
+    /* Ring mailbox: the owner posts "here is my chunk" (data, then the
+     * step number in `posted`); its right neighbour answers "taken". */
     alignas(64) atomic_ullong posted;
     const void *data;
     alignas(64) atomic_ullong taken;
+    struct shm_group *new_group;    /* split: the group this member builds,
+                                       read by the others after a barrier */
     /* Owner-only state. */
     alignas(64) unsigned long long ring_step;
     void *scratch;                  /* ring reduce-scatter partial sums    */
     size_t scratch_bytes;
-    struct shm_group *new_group;    /* split: the group this member leads  */
 } shm_member;
 
 /* A pending send from src to dst: EMPTY → POSTED (sender) → CLAIMED →

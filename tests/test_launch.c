@@ -131,6 +131,20 @@ START_TEST(test_sixteen_devices_quickly)
 }
 END_TEST
 
+/* Never spinning (opts.spin = 1) changes the speed, not the results. */
+START_TEST(test_without_spinning)
+{
+    ptdp_launch_result res;
+    ptdp_launch_opts o;
+    memset(&o, 0, sizeof o);
+    o.spin = 1;
+    o.watchdog_s = 20;
+    o.result = &res;
+    ck_assert_msg(ptdp_launch(2, busy_collectives, NULL, &o) == 0, "%s", res.message);
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
 /* ------------------------------------------------------------ results */
 
 static int use_memory_and_compute(ptdp_device *dev, void *arg)
@@ -477,6 +491,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, test_launch_sizes);
     tcase_add_test(tc, test_invalid_world_size);
     tcase_add_test(tc, test_sixteen_devices_quickly);
+    tcase_add_test(tc, test_without_spinning);
     tcase_add_test(tc, test_result_summaries_and_trace);
     tcase_add_test(tc, test_failure_propagates);
     tcase_add_test(tc, test_aborted_flag);

@@ -235,6 +235,31 @@ START_TEST(test_watchdog_names_deadlock)
 }
 END_TEST
 
+/* In a split group the report gives the peer's group and world ranks. */
+static int deadlock_in_pairs(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_comm *pair;
+    int rc = ptdp_comm_split(dev->world, dev->rank % 2, dev->rank, "pair", &pair);
+    if (rc)
+        return rc;
+    float x = 0;
+    int other = 1 - ptdp_comm_rank(pair);
+    rc = ptdp_send(pair, &x, 1, PTDP_F32, other, 0);
+    ptdp_comm_free(pair);
+    return rc;
+}
+
+START_TEST(test_watchdog_in_subgroup)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(launch(4, deadlock_in_pairs, NULL, 0.5, &res), PTDP_ETIMEDOUT);
+    ASSERT_HAS(res.message, "rank 0: waiting in send to rank 1 (world rank 2) tag 0 in group 'pair'");
+    ASSERT_HAS(res.message, "rank 3: waiting in send to rank 0 (world rank 1) tag 0 in group 'pair'");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
 static int receive_from_returned(ptdp_device *dev, void *arg)
 {
     (void)arg;
@@ -327,6 +352,7 @@ static Suite *p2p_suite(void)
     tcase_add_test(tc, test_even_odd_ring_shift);
     tcase_add_test(tc, test_count_and_type_mismatch);
     tcase_add_test(tc, test_watchdog_names_deadlock);
+    tcase_add_test(tc, test_watchdog_in_subgroup);
     tcase_add_test(tc, test_peer_returned);
     tcase_add_test(tc, test_message_virtual_time);
     tcase_add_test(tc, test_zero_length_message);

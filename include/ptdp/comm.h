@@ -55,7 +55,8 @@ typedef enum {
     PTDP_ALGO_NAIVE,    /* reduce to rank 0, then broadcast                 */
     PTDP_ALGO_RING,     /* reduce-scatter then all-gather around a ring     */
     PTDP_ALGO_SHM,      /* each device reduces its 1/N slice reading every
-                           buffer once, then copies the others' slices      */
+                           buffer once and writes the result straight into
+                           every member's recv ("push"): 2 barrier crossings */
     PTDP_ALGO_COUNT
 } ptdp_algo;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare_mpi.sh — ptdp's all_reduce beside Open MPI's MPI_Allreduce, in one run.
 #
-#   tests/bench/compare_mpi.sh [--build DIR] [--rounds R] [--devices N] [--sizes LIST]
+#   tests/bench/compare_mpi.sh [--build DIR] [--rounds R] [--devices N] [--sizes LIST] [--raw FILE]
 #
 # Runs `ptdp bench collectives --ops all_reduce --json` (default algorithm)
 # and `mpirun -np N mpi_allreduce` (tests/bench/mpi_allreduce.c, same timing
@@ -9,6 +9,7 @@
 # table with the ratio of bus bandwidths and ptdp's share of the memory-traffic
 # bound, then the targets of issue 2 item 10 and whether they were met.
 # Defaults: --build build, --rounds 3, --devices 2, --sizes 4K,4M,64M.
+# --raw FILE keeps every round's JSON lines (one per implementation and size).
 #
 # Needs MPI at configure time (Debian: apt-get install openmpi-bin libopenmpi-dev,
 # then meson setup --reconfigure build -Dmpi_bench=enabled).
@@ -18,6 +19,7 @@ build=build
 rounds=3
 devices=2
 sizes=4K,4M,64M
+raw=""
 
 die() { echo "compare_mpi.sh: $*" >&2; exit 2; }
 
@@ -27,7 +29,8 @@ while [[ $# -gt 0 ]]; do
         --rounds)  rounds=${2:?--rounds needs a number}; shift 2 ;;
         --devices) devices=${2:?--devices needs a number}; shift 2 ;;
         --sizes)   sizes=${2:?--sizes needs a list}; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --raw)     raw=${2:?--raw needs a file}; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
 done
@@ -56,6 +59,10 @@ for ((r = 1; r <= rounds; r++)); do
     echo "# round $r/$rounds: Open MPI" >&2
     mpirun "${mpirun_args[@]}" "$mpi_bench" "$sizes" >>"$results"
 done
+
+if [[ -n $raw ]]; then
+    cp "$results" "$raw"
+fi
 
 # Medians per (implementation, size), then the table.  The JSON lines are
 # flat objects written by ptdp and mpi_allreduce, so awk can read them.
