@@ -138,7 +138,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
     if (o->svg != NULL) {
         char msg[512];
         if (ptdp_schedule_svg(s, t, o->svg, msg, sizeof msg) != PTDP_OK) {
-            fprintf(stderr, "ptdp schedule: --svg %s: %s\n", o->svg, msg);
+            fprintf(stderr, "ptdp schedule: --svg %s\n", msg);   /* msg names the path */
             ptdp_schedule_timeline_destroy(t);
             return PTDP_EXIT_FAIL;
         }

@@ -14,15 +14,15 @@
  *
  * beside the formulas a student can check them with, e.g. the DP traffic
  * 2(N-1)/N x gradient bytes per device and step.  --report FILE writes the
- * same figures as JSON (schema in README, "Report JSON schema"), atomically:
- * a temporary file, fsync, rename.
+ * same figures as JSON (schema in README, "Report JSON schema"), atomically
+ * (ptdp/file.h): a temporary file, fsync, rename.
  */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 #include "ptdp/mesh.h"
 #include "ptdp/zero.h"
 #include "report.h"
@@ -223,19 +223,13 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
 }
 
 int ptdp_report_write_json(const char *path, const ptdp_train_config *c, const ptdp_launch_opts *o,
-                           const ptdp_launch_result *lr, const ptdp_train_result *res)
+                           const ptdp_launch_result *lr, const ptdp_train_result *res,
+                           char *msg, size_t msglen)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return PTDP_EIO;
-    json_report(f, c, o, lr, res);
-    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return PTDP_EIO;
-    }
-    return PTDP_OK;
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    if (rc != 0)
+        return rc;
+    json_report(ptdp_atomic_stream(&f), c, o, lr, res);
+    return ptdp_atomic_commit(&f, msg, msglen);
 }

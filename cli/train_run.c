@@ -19,6 +19,7 @@
 
 #include "args.h"
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
 #include "report.h"
@@ -66,26 +67,21 @@ static void print_header(const ptdp_train_config *c)
     }
 }
 
-static int write_log(const char *path, const ptdp_train_result *r)
+/* One JSON line per step, written atomically (file.h). */
+static int write_log(const char *path, const ptdp_train_result *r, char *msg, size_t len)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return PTDP_EIO;
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, len);
+    if (rc != 0)
+        return rc;
     for (int i = 0; i < r->steps; i++) {
         const ptdp_step_log *l = &r->log[i];
-        fprintf(f, "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"virtual_s\": %.17g, "
-                   "\"wall_s\": %.17g, \"bytes\": %.17g}\n",
+        fprintf(ptdp_atomic_stream(&f),
+                "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"virtual_s\": %.17g, "
+                "\"wall_s\": %.17g, \"bytes\": %.17g}\n",
                 l->step, l->loss, l->grad_norm, l->virtual_s, l->wall_s, l->bytes);
     }
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return PTDP_EIO;
-    }
-    return PTDP_OK;
+    return ptdp_atomic_commit(&f, msg, len);
 }
 
 static int dump_data(const char *path, const ptdp_train_config *c, char *msg, size_t len)
@@ -223,12 +219,13 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
     }
-    if (report_path != NULL && ptdp_report_write_json(report_path, c, opts, &lr, &res) != 0) {
-        fprintf(stderr, "ptdp train: --report %s: cannot write the file\n", report_path);
+    if (report_path != NULL &&
+        ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --report %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (log_path != NULL && write_log(log_path, &res) != 0) {
-        fprintf(stderr, "ptdp train: --log %s: cannot write the file\n", log_path);
+    if (log_path != NULL && write_log(log_path, &res, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --log %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
     if (save_init != NULL && ptdp_state_save(&init, save_init, msg, sizeof msg) != 0) {

@@ -12,8 +12,9 @@
  *      each tensor starts at a multiple of its element size;
  *   3. build the header: data_offsets that tile the data section from 0,
  *      the JSON padded with spaces to a multiple of 8;
- *   4. write atomically: a fresh temporary file in the same directory, all
- *      bytes, fsync, rename over the target, fsync of the directory.
+ *   4. write atomically (file.h): a fresh temporary file in the same
+ *      directory, all bytes, fsync, rename over the target, fsync of the
+ *      directory.
  *
  * rename(2) replaces a name in one step, so a reader — or a restart after a
  * crash — sees the old checkpoint or the new one, never a mix.  Any failure
@@ -23,15 +24,12 @@
 #include "safetensors_impl.h"
 
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Step 1: the arguments.  Refuse what would make a file other readers reject. */
 static int check_write_args(const char *path, const ptdp_st_tensor *t, int n,
@@ -209,23 +207,7 @@ static int build_header(const char *path, const ptdp_st_tensor *tensors, const i
     return 0;
 }
 
-/* Step 4: the bytes.  write(2) until everything is out: it may write less
- * than asked. */
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
+/* Step 4: the bytes, into a temporary file that takes the name when whole. */
 static bool host_is_little_endian(void)
 {
     const uint16_t one = 1;
@@ -236,13 +218,13 @@ static bool host_is_little_endian(void)
 
 /* A tensor's bytes in little-endian order: as they are on a little-endian
  * host, byte-swapped through a small buffer on a big-endian one. */
-static int write_tensor_data(int fd, const ptdp_st_tensor *t)
+static int write_tensor_data(ptdp_atomic_file *f, const ptdp_st_tensor *t)
 {
     uint64_t numel = 0;
     ptdp_st_numel_of(t->ndim, t->shape, &numel);
     size_t size = ptdp_st_dtype_size(t->dtype);
     if (numel == 0) return 0;
-    if (size == 1 || host_is_little_endian()) return write_all(fd, t->data, (size_t)(numel * size));
+    if (size == 1 || host_is_little_endian()) return ptdp_atomic_write(f, t->data, (size_t)(numel * size));
 
     unsigned char chunk[1 << 16];
     const unsigned char *src = t->data;
@@ -254,76 +236,25 @@ static int write_tensor_data(int fd, const ptdp_st_tensor *t)
             else memcpy(&v, src + i * size, 8);
             ptdp_st_store_le(chunk + k, v, size);
         }
-        if (write_all(fd, chunk, k) != 0) return -1;
+        if (ptdp_atomic_write(f, chunk, k) != 0) return PTDP_EIO;
     }
     return 0;
 }
 
-/* fsync the directory so the rename itself survives a crash.  Not every file
- * system allows it (some return EINVAL): the data is safe either way. */
-static void sync_directory_of(const char *path)
-{
-    char *dir = strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir) d = "/";
-    else if (slash) { *slash = '\0'; d = dir; }
-    int fd = open(d, O_RDONLY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-/* Distinct temporary names per process and per call, so two threads saving
- * at once never collide; O_EXCL refuses any name that exists already. */
-static atomic_uint tmp_counter;
-
-/* Temporary file, fsync, rename: the new file appears whole or not at all. */
+/* Temporary file, fsync, rename (file.h): the new file appears whole or not
+ * at all. */
 static int write_atomically(const char *path, const strbuf *hdr, const ptdp_st_tensor *tensors,
                             const int *layout, int n, char *msg, size_t msglen)
 {
-    size_t tmp_len = strlen(path) + 48;
-    char *tmp = malloc(tmp_len), err[128];
-    if (!tmp) return ptdp_st_fail(msg, msglen, PTDP_ENOMEM, "%s: out of host memory", path);
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, tmp_len, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&tmp_counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        int rc = ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: cannot create temporary file %s: %s",
-                              path, tmp, ptdp_st_errno_text(errno, err, sizeof err));
-        free(tmp);
-        return rc;
-    }
-
-    /* prefix, header, data; then make it durable before it takes the name */
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    if (rc != 0) return rc;
+    /* prefix, header, data; a failure stops the writing, and commit reports it */
     unsigned char prefix[8];
     ptdp_st_store_le(prefix, (uint64_t)hdr->len, 8);
-    const char *step = "write";
-    bool ok = write_all(fd, prefix, 8) == 0 && write_all(fd, hdr->buf, hdr->len) == 0;
-    for (int k = 0; ok && k < n; k++) ok = write_tensor_data(fd, &tensors[layout[k]]) == 0;
-    if (ok) { step = "fsync"; ok = fsync(fd) == 0; }
-    int saved = errno;
-    if (close(fd) != 0 && ok) { step = "close"; ok = false; saved = errno; }
-    if (ok) { step = "rename to"; ok = rename(tmp, path) == 0; saved = errno; }
-
-    int rc = 0;
-    if (ok) {
-        sync_directory_of(path);
-    } else {
-        unlink(tmp);   /* the old file at `path`, if any, was never touched */
-        rc = ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: %s %s failed: %s", path, step,
-                          strcmp(step, "rename to") == 0 ? path : tmp,
-                          ptdp_st_errno_text(saved, err, sizeof err));
-    }
-    free(tmp);
-    return rc;
+    bool ok = ptdp_atomic_write(&f, prefix, 8) == 0 && ptdp_atomic_write(&f, hdr->buf, hdr->len) == 0;
+    for (int k = 0; ok && k < n; k++) ok = write_tensor_data(&f, &tensors[layout[k]]) == 0;
+    return ptdp_atomic_commit(&f, msg, msglen);
 }
 
 /* The four steps, in order. */

@@ -15,13 +15,12 @@
  * action, takes as many columns as the longest label, so every box holds
  * its label.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 #include "ptdp/schedule.h"
 
 /* ---- shared geometry ---------------------------------------------------------- */
@@ -223,8 +222,8 @@ static void svg_body(FILE *f, const ptdp_schedule *s, const ptdp_schedule_timeli
     fprintf(f, "</svg>\n");
 }
 
-/* Write to "<path>.tmp.<pid>", flush it to disk, then rename over path: a
- * reader sees the old file or the whole new one, never half a picture. */
+/* Written atomically (file.h): a reader sees the old file or the whole new
+ * one, never half a picture. */
 int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                       const char *path, char *msg, size_t msglen)
 {
@@ -232,35 +231,10 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         snprintf(msg, msglen, "ptdp_schedule_svg: no schedule, timeline or path");
         return PTDP_EINVAL;
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (tmp == NULL) {
-        snprintf(msg, msglen, "%s: out of host memory", path);
-        return PTDP_ENOMEM;
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        snprintf(msg, msglen, "cannot write %s (creating %s): %s", path, tmp, strerror(errno));
-        free(tmp);
-        return PTDP_EIO;
-    }
-    svg_body(f, s, t);
-    int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-        bad = 1;
-        err = errno;
-    }
-    if (bad) {
-        snprintf(msg, msglen, "cannot write %s: %s", path, strerror(err));
-        unlink(tmp);
-    }
-    free(tmp);
-    return bad ? PTDP_EIO : PTDP_OK;
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    if (rc != 0)
+        return rc;
+    svg_body(ptdp_atomic_stream(&f), s, t);
+    return ptdp_atomic_commit(&f, msg, msglen);
 }

@@ -14,15 +14,14 @@
  * ptdp_svg_end refuses a document whose tags do not balance.  Numbers are
  * printed with at most two decimals, which keeps files small and diffable.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 #include "ptdp/svg.h"
 
 /* ---- the buffer ---------------------------------------------------------- */
@@ -343,6 +342,7 @@ void ptdp_svg_group_end(ptdp_svg *s)
 
 /* ---- saving ----------------------------------------------------------------- */
 
+/* All or nothing (file.h): a reader never sees half a picture. */
 int ptdp_svg_save(const ptdp_svg *s, const char *path, char *msg, size_t msglen)
 {
     if (s == NULL || path == NULL || s->status != 0 || !s->closed) {
@@ -350,35 +350,5 @@ int ptdp_svg_save(const ptdp_svg *s, const char *path, char *msg, size_t msglen)
                  s && s->status ? ptdp_strerror(s->status) : "ptdp_svg_end was not called");
         return PTDP_EINVAL;
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (tmp == NULL) {
-        snprintf(msg, msglen, "%s: out of host memory", path);
-        return PTDP_ENOMEM;
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        snprintf(msg, msglen, "cannot write %s: %s", path, strerror(errno));
-        free(tmp);
-        return PTDP_EIO;
-    }
-    int bad = fwrite(s->buf, 1, s->len, f) != s->len;
-    bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-        bad = 1;
-        err = errno;
-    }
-    if (bad) {
-        snprintf(msg, msglen, "cannot write %s: %s", path, strerror(err));
-        unlink(tmp);
-    }
-    free(tmp);
-    return bad ? PTDP_EIO : PTDP_OK;
+    return ptdp_write_file_atomic(path, s->buf, s->len, msg, msglen);
 }

@@ -22,22 +22,20 @@
  * PTDP_TRACE_MAX_EVENTS per device, since a trace much larger than that
  * (about 300 bytes of JSON per event) no longer opens in a browser.
  *
- * The file is written atomically: into a temporary file next to the target,
- * flushed and fsync'ed, then renamed over it, so a reader sees the old trace
- * or the new one, never half of one.
+ * The file is written atomically (file.h): into a temporary file next to the
+ * target, flushed and fsync'ed, then renamed over it, so a reader sees the
+ * old trace or the new one, never half of one.
  */
 #include "ptdp/trace.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 
 #define PTDP_TRACE_MAX_EVENTS ((size_t)1 << 18)
 
@@ -200,62 +198,15 @@ static void put_trace(FILE *f, ptdp_trace *const *traces, int n)
     fputs("\n]}\n", f);
 }
 
-/* ---- Atomic write ------------------------------------------------------------ */
-
-static int io_error(char *msg, size_t msglen, const char *path, const char *what, int err)
-{
-    if (msg != NULL && msglen > 0)
-        snprintf(msg, msglen, "cannot write trace '%s': %s: %s", path, what, strerror(err));
-    return PTDP_EIO;
-}
+/* ---- Writing ------------------------------------------------------------------ */
 
 int ptdp_trace_write_chrome(const char *path, ptdp_trace *const *traces, int n,
                             char *msg, size_t msglen)
 {
-    /* 1. A temporary file in the target's directory, so rename() stays on one
-     *    file system and is atomic. */
-    size_t len = strlen(path) + sizeof ".tmp.XXXXXX";
-    char *tmp = malloc(len);
-    if (tmp == NULL)
-        return io_error(msg, msglen, path, "temporary name", ENOMEM);
-    snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int err = errno;
-        free(tmp);
-        return io_error(msg, msglen, path, "create", err);
-    }
-    fchmod(fd, 0644);                   /* mkstemp makes 0600; a trace is shared */
-    FILE *f = fdopen(fd, "w");
-    if (f == NULL) {
-        int err = errno;
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return io_error(msg, msglen, path, "open", err);
-    }
-
-    /* 2. Write, flush the C buffers, then the kernel's, then swap it in. */
-    errno = 0;
-    put_trace(f, traces, n);
-    const char *step = NULL;
-    int err = 0;
-    if (ferror(f) || fflush(f) != 0)
-        step = "write";
-    else if (fsync(fileno(f)) != 0)
-        step = "fsync";
-    if (step != NULL)
-        err = errno ? errno : EIO;
-    if (fclose(f) != 0 && step == NULL) {
-        step = "close";
-        err = errno;
-    }
-    if (step == NULL && rename(tmp, path) != 0) {
-        step = "rename";
-        err = errno;
-    }
-    if (step != NULL)
-        unlink(tmp);
-    free(tmp);
-    return step == NULL ? 0 : io_error(msg, msglen, path, step, err);
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    if (rc != 0)
+        return rc;
+    put_trace(ptdp_atomic_stream(&f), traces, n);
+    return ptdp_atomic_commit(&f, msg, msglen);
 }

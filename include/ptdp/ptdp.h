@@ -22,4 +22,7 @@
 #include "state.h"
 #include "train.h"
 #include "safetensors.h"
+#include "zero.h"
+#include "file.h"
+#include "svg.h"
 #endif

@@ -1,0 +1,189 @@
+/*
+ * file.c — the atomic-write recipe of file.h, in the order it runs.
+ *
+ *     path = "out/ckpt.st"
+ *
+ *     open    out/ckpt.st.tmp.4242.7   O_CREAT|O_EXCL, mode 0666 & ~umask
+ *     write   ...........              (stdio buffers)
+ *     commit  fflush, fsync, close
+ *             rename  out/ckpt.st.tmp.4242.7 ─► out/ckpt.st   (atomic)
+ *             fsync   out/                 (the new name is on disk too)
+ *
+ *     failure anywhere: unlink the temporary; out/ckpt.st is as it was.
+ *
+ * Why not mkstemp: it creates the file 0600, and widening that to the
+ * umask's mode needs the umask, which POSIX only lets a process read by
+ * changing it — a race with every other thread creating files.  open(2)
+ * with O_EXCL and a name unique per process (pid) and per call (a counter)
+ * is just as safe against clashes and lets the kernel apply the umask.
+ */
+#include "ptdp/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptdp/error.h"
+
+/* "<path>: cannot write the file: <step>[ <name>]: <errno text>", and the
+ * code.  strerror is not thread-safe and threads do save files at once; the
+ * XSI strerror_r (POSIX, what glibc and macOS give without _GNU_SOURCE) is. */
+static int fail(char *msg, size_t msglen, int code, const char *path, const char *step,
+                const char *name, int err)
+{
+    if (msg != NULL && msglen > 0) {
+        char text[128];
+        if (strerror_r(err, text, sizeof text) != 0)
+            snprintf(text, sizeof text, "error %d", err);
+        snprintf(msg, msglen, "%s: cannot write the file: %s%s%s: %s", path, step,
+                 name ? " " : "", name ? name : "", text);
+    }
+    return code;
+}
+
+/* Distinct names per call, so two threads saving to one path never share a
+ * temporary; O_EXCL refuses a name that exists (a crashed run's leftover). */
+static atomic_uint tmp_counter;
+
+int ptdp_atomic_open(ptdp_atomic_file *f, const char *path, char *msg, size_t msglen)
+{
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    size_t n = strlen(path) + sizeof ".tmp.-9223372036854775808.4294967295";
+    f->tmp = malloc(n);
+    if (f->tmp == NULL)
+        return fail(msg, msglen, PTDP_ENOMEM, path, "naming the temporary", NULL, ENOMEM);
+
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(f->tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&tmp_counter, 1u));
+        fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    const char *step = "create";
+    int err = errno;
+    if (fd >= 0) {
+        f->stream = fdopen(fd, "w");
+        if (f->stream != NULL)
+            return 0;
+        step = "open";
+        err = errno;
+        close(fd);
+        unlink(f->tmp);
+    }
+    int rc = fail(msg, msglen, PTDP_EIO, path, step, f->tmp, err);
+    free(f->tmp);
+    f->tmp = NULL;
+    return rc;
+}
+
+FILE *ptdp_atomic_stream(ptdp_atomic_file *f)
+{
+    return f->stream;
+}
+
+int ptdp_atomic_write(ptdp_atomic_file *f, const void *data, size_t len)
+{
+    if (f->err != 0)
+        return PTDP_EIO;
+    errno = 0;
+    if (len > 0 && fwrite(data, 1, len, f->stream) != len) {
+        f->err = errno != 0 ? errno : EIO;
+        return PTDP_EIO;
+    }
+    return 0;
+}
+
+/* fsync the directory so the rename itself survives a crash.  Not every file
+ * system allows it (some say EINVAL): the data is safe either way. */
+static void sync_directory_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = NULL;
+    const char *d = ".";
+    if (slash == path) {
+        d = "/";
+    } else if (slash != NULL) {
+        size_t len = (size_t)(slash - path);
+        dir = malloc(len + 1);
+        if (dir == NULL)
+            return;
+        memcpy(dir, path, len);
+        dir[len] = '\0';
+        d = dir;
+    }
+    int fd = open(d, O_RDONLY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int ptdp_atomic_commit(ptdp_atomic_file *f, char *msg, size_t msglen)
+{
+    /* 1. Every byte out of the C buffers (fflush), then out of the kernel's
+     *    cache onto the disk (fsync): only durable bytes may take the name.
+     *    A write that failed earlier leaves the stream's error flag set;
+     *    fflush retries what is still buffered, which usually names why. */
+    const char *step = NULL;
+    int err = f->err;
+    errno = 0;
+    if (err != 0 || fflush(f->stream) != 0 || ferror(f->stream)) {
+        step = "write";
+        if (err == 0)
+            err = errno != 0 ? errno : EIO;
+    } else if (fsync(fileno(f->stream)) != 0) {
+        step = "fsync";
+        err = errno;
+    }
+    if (fclose(f->stream) != 0 && step == NULL) {
+        step = "close";
+        err = errno;
+    }
+    f->stream = NULL;
+
+    /* 2. The swap: one atomic step, then make the new name durable too. */
+    if (step == NULL && rename(f->tmp, f->path) != 0) {
+        step = "rename";
+        err = errno;
+    }
+    int rc = 0;
+    if (step == NULL) {
+        sync_directory_of(f->path);
+    } else {
+        unlink(f->tmp);   /* the old file at path was never touched */
+        rc = fail(msg, msglen, PTDP_EIO, f->path, step, NULL, err);
+    }
+    free(f->tmp);
+    f->tmp = NULL;
+    return rc;
+}
+
+void ptdp_atomic_abort(ptdp_atomic_file *f)
+{
+    if (f->stream != NULL)
+        fclose(f->stream);
+    f->stream = NULL;
+    if (f->tmp != NULL)
+        unlink(f->tmp);
+    free(f->tmp);
+    f->tmp = NULL;
+}
+
+int ptdp_write_file_atomic(const char *path, const void *data, size_t len,
+                           char *msg, size_t msglen)
+{
+    ptdp_atomic_file f;
+    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    if (rc != 0)
+        return rc;
+    ptdp_atomic_write(&f, data, len);   /* a failure is reported by commit */
+    return ptdp_atomic_commit(&f, msg, msglen);
+}
