@@ -18,6 +18,7 @@
 #   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
 #   forward + backward      <= 1.2 x the same GEMMs alone
 #   dp=2 speed-up           >= 0.85 x the speed-up of two independent runs at once
+#                           (both against one device at the per-device batch B/2)
 # Every ratio is taken within a run, then the median over runs.
 # Exit status: 0 when it ran (met or missed targets are printed, not failed).
 set -euo pipefail
@@ -102,10 +103,10 @@ echo "| target | measured | goal | |"
 echo "|---|---:|---:|---|"
 echo "| baseline step / PyTorch step | $(num "$vs_torch" %.3f) | <= 0.8 | $(verdict "$vs_torch" '<=' 0.8) |"
 echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= 1.2 | $(verdict "$fb" '<=' 1.2) |"
-echo "| dp=2 speed-up / concurrent speed-up | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
-echo "|   dp=2 speed-up over 1 device | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
+echo "| dp=2 speed-up / two concurrent runs' speed-up (both against 1 device at batch $((b / 2))) | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
+echo "|   dp=2 speed-up = 2 t(B/2 alone) / t(dp=2) | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
 echo "|   two concurrent runs' speed-up (the hardware's limit) | $(num "$(med ptdp concurrent_speedup)" %.3f) | | |"
-echo "|   = t(concurrently) / t(dp=2): DP's own cost | $(num "$(med ptdp dp2_throughput_of_concurrent)" %.3f) | | |"
-echo "|   x t(B) / 2 t(B/2 alone): the step's batch scaling | $(num "$(med ptdp batch_scaling)" %.3f) | | |"
-[[ -n $z ]] && echo "|   dp=2 ZeRO-1 speed-up / concurrent speed-up | $(num "$(ratio ptdp dp2_zero1_speedup ptdp concurrent_speedup)" %.3f) | >= 0.85 | $(verdict "$(ratio ptdp dp2_zero1_speedup ptdp concurrent_speedup)" '>=' 0.85) |"
+echo "|   for information: dp=2 over 1 device on the whole batch $b | $(num "$(med ptdp dp2_speedup_over_dp1)" %.3f) | | |"
+echo "|   of which t(B) / 2 t(B/2 alone): the step's batch scaling | $(num "$(med ptdp batch_scaling)" %.3f) | | |"
+[[ -n $z ]] && echo "|   dp=2 with ZeRO-1 / two concurrent runs | $(num "$(ratio ptdp concurrent_half_step_s ptdp dp2_zero1_step_s)" %.3f) | >= 0.85 | $(verdict "$(ratio ptdp concurrent_half_step_s ptdp dp2_zero1_step_s)" '>=' 0.85) |"
 exit 0
