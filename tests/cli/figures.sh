@@ -26,7 +26,7 @@ well_formed() {
     else
         local t open close
         for t in svg g text; do
-            open=$(grep -o "<$t[ >]" "$1" | wc -l)
+            open=$(grep -o "<${t}[ >]" "$1" | wc -l)
             close=$(grep -o "</$t>" "$1" | wc -l)
             [[ $open -eq $close ]] || return 1
         done

@@ -104,7 +104,7 @@ expect_stdout "peak memory per device" "bytes sent per device and step" "dp sent
 cases=$((cases + 1))
 if [[ ! -s $report ]]; then
     fail "--report $report: no file"
-elif ls "$dir" | grep -q '\.tmp\.'; then
+elif compgen -G "$dir/*.tmp.*" >/dev/null; then
     fail "--report left a temporary file: $(ls "$dir")"
 elif command -v python3 >/dev/null 2>&1; then
     if python3 - "$report" <<'EOF'
