@@ -434,9 +434,14 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
     dev->clock.now = done;
     count_bytes(dev, c, PTDP_COLL_RECV, tr);
     if (dev->trace) {
+        /* Show the wait for the sender as idle — a pipeline's bubble is
+         * made of these — and the transfer itself as the recv. */
+        double sent = sender.clock > k.clock ? sender.clock : k.clock;
         char name[48];
+        if (sent > k.clock)
+            trace_event(dev, "wait", "idle", k.clock, sent, wall_start, wall_start, 0);
         snprintf(name, sizeof name, "recv\xe2\x86\x90%d %s", src, c->name);
-        trace_event(dev, name, "recv", k.clock, done, wall_start, ptdp_wall_now(), 0);
+        trace_event(dev, name, "recv", sent, done, wall_start, ptdp_wall_now(), 0);
     }
     return 0;
 }
