@@ -27,13 +27,33 @@
 typedef struct {
     bool quiet, tty;
     int steps;
+    long first;          /* global step number of this run's first step */
+    const char *what;    /* "training", "baseline" */
 } printer;
+
+/* When the step lines are off (--quiet, or the --check baseline), a long run
+ * still shows that it moves: one line on a terminal's stderr, rewritten in
+ * place, erased at the end. */
+static void progress(const printer *p, const ptdp_step_log *l)
+{
+    if (!p->tty || p->steps <= 0)
+        return;
+    long done = l->step - p->first + 1;
+    int width = 30, filled = (int)(width * done / p->steps);
+    fprintf(stderr, "\r  %s [%.*s%*s] step %ld/%d", p->what, filled, "##############################",
+            width - filled, "", done, p->steps);
+    if (done >= p->steps)
+        fprintf(stderr, "\r%*s\r", width + 40, "");
+    fflush(stderr);
+}
 
 static void print_step(const ptdp_step_log *l, void *ctx)
 {
     printer *p = ctx;
-    if (p->quiet)
+    if (p->quiet) {
+        progress(p, l);
         return;
+    }
     char b[32];
     /* Virtual time is what the step would take on the profile's GPUs:
      * microseconds for the default model, so print it in us. */
@@ -122,7 +142,9 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     bo.device_mem = 0;
     bo.trace_path = NULL;
     bo.result = NULL;
-    return ptdp_train(&b, &bo, NULL, NULL, res, msg, len);
+    printer pr = { .quiet = true, .tty = isatty(STDERR_FILENO), .steps = c->steps,
+                   .first = c->resume ? c->resume->step + 1 : 1, .what = "baseline" };
+    return ptdp_train(&b, &bo, print_step, &pr, res, msg, len);
 }
 
 static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
@@ -194,7 +216,8 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
     }
 
     print_header(c);
-    printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps };
+    printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps,
+                   .first = c->resume ? c->resume->step + 1 : 1, .what = "training" };
     ptdp_launch_result lr;
     ptdp_train_result res;
     memset(&lr, 0, sizeof lr);
