@@ -8,6 +8,11 @@
  * configuration.  Devices copy their shards into it and out of it — like
  * torch.distributed.checkpoint, each rank writes and reads only its own
  * slice, so no device ever needs memory for the whole model.
+ *
+ * This works because device threads share the host's memory.  An MPI
+ * backend (one process per device) has no shared host state: there, saving
+ * must gather the shards to one rank (or write one file per rank) and
+ * loading must scatter them, through the communicator.
  */
 #ifndef PTDP_STATE_H
 #define PTDP_STATE_H
