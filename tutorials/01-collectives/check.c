@@ -181,6 +181,9 @@ static void explain_element(const reduce_run *x, int rank, size_t i, double got)
     if (nmissing > 0 && nhave + ntwice == 1 && times[rank] == 1) {
         tutorial_note("It holds rank %d's own part only: nothing was added to it.  Does blank 3 add", rank);
         tutorial_note("the arriving partial sum, and does the all-gather (blank 4) bring the finished chunk?");
+    } else if (nmissing > 0 && times[rank] == 0) {
+        tutorial_note("It lacks the part of rank(s) %s, its own part among them: does blank 3 overwrite", missing);
+        tutorial_note("the chunk with what arrives (=) instead of adding to it (+=)?");
     } else if (nmissing > 0) {
         tutorial_note("It lacks the part of rank(s) %s: the sum did not go around the whole ring", missing);
         tutorial_note("(N-1 reduce-scatter steps, then N-1 all-gather steps).");

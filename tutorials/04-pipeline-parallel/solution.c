@@ -19,7 +19,7 @@
  *   stage 1 |..F0F1F2........B0<<F3B1<<..B2<<..B3<<....|
  *   stage 2 |....F0F1....B0<<F2B1<<F3B2<<..B3<<........|
  *   stage 3 |......F0B0<<F1B1<<F2B2<<F3B3<<............|
- *                                    (ptdp schedule --pp 4 --micro-batches 4)
+ *                                    (ptdp schedule --pp 4 --micro-batches 4 --schedule gpipe, then 1f1b)
  *
  * Both leave every stage idle (the dots, "the bubble") for p - 1 forwards
  * and p - 1 backwards out of m + p - 1 of each:
