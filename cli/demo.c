@@ -68,11 +68,11 @@ int ptdp_cmd_demo(int argc, char **argv)
     if (a.status)
         return PTDP_EXIT_USAGE;
 
-    ptdp_train_config par = {
-        .model = { .d_in = 32, .d_model = 64, .d_ff = 256, .n_layers = 8, .n_classes = 16 },
-        .dp = 2, .tp = 2, .pp = 2, .micro_batches = mbs, .batch = 64, .steps = steps,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 3e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
-    };
+    ptdp_train_config par = ptdp_train_defaults();
+    par.dp = par.tp = par.pp = 2;
+    par.micro_batches = mbs;
+    par.steps = steps;
+    par.lr = 3e-3;       /* a livelier loss curve for a short classroom run */
     if (par.batch % (par.dp * mbs) != 0)
         return ptdp_usage_error("demo", "--micro-batches %d must divide the per-replica batch %d",
                                 mbs, par.batch / par.dp);

@@ -212,7 +212,7 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
 {
     static tp_layout t;   /* a few KiB: off the stack */
     memset(&t, 0, sizeof t);
-    t.cfg = fig_default_config().model;
+    t.cfg = ptdp_train_defaults().model;
     ptdp_launch_result lr;
     memset(&lr, 0, sizeof lr);
     ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };

@@ -137,7 +137,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     ptdp_mem_stats busiest[NCONFIGS], each[WORLD_3D];
     int busiest_rank[NCONFIGS];
     for (int i = 0; i < NCONFIGS; i++) {
-        ptdp_train_config c = fig_default_config();
+        ptdp_train_config c = ptdp_train_defaults();
         c.dp = configs[i].dp;
         c.tp = configs[i].tp;
         c.pp = configs[i].pp;
@@ -249,7 +249,7 @@ static void curve(ptdp_svg *s, const chart *c, const ptdp_train_result *r, const
 
 int fig_loss_curves(const char *path, char *msg, size_t msglen)
 {
-    ptdp_train_config base = fig_default_config(), par = fig_default_config();
+    ptdp_train_config base = ptdp_train_defaults(), par = ptdp_train_defaults();
     base.steps = par.steps = LOSS_STEPS;
     par.dp = par.tp = par.pp = 2;
     par.micro_batches = 4;

@@ -49,16 +49,6 @@ const char *fig_rank_color(int rank)
     return colors[((rank % 8) + 8) % 8];
 }
 
-ptdp_train_config fig_default_config(void)
-{
-    ptdp_train_config c = {
-        .model = { .d_in = 32, .d_model = 64, .d_ff = 256, .n_layers = 8, .n_classes = 16 },
-        .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
-    };
-    return c;
-}
-
 int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen)
 {
     int err = ptdp_svg_end(s);

@@ -27,9 +27,6 @@ int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figu
  * colour in every figure. */
 const char *fig_rank_color(int rank);
 
-/* The model and optimizer `ptdp train` uses without flags (train_cmd.c):
- * d_in 32, hidden 64, ffn 256, 8 blocks, 16 classes, batch 64, AdamW 1e-3. */
-ptdp_train_config fig_default_config(void);
 
 /* Close the picture and save it; frees s either way.  0 or PTDP_E…. */
 int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen);

@@ -100,11 +100,9 @@ static int list_profiles(void)
 
 int ptdp_cmd_train(int argc, char **argv)
 {
-    ptdp_train_config c = {
-        .model = { .d_in = 32, .d_model = 64, .d_ff = 0, .n_layers = 8, .n_classes = 16 },
-        .dp = 0, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
-    };
+    ptdp_train_config c = ptdp_train_defaults();
+    c.dp = 0;            /* unset: --devices may decide it */
+    c.model.d_ff = 0;    /* unset: 4 x --hidden */
     ptdp_launch_opts o = { 0 };
     int devices = 0, stage_layers[PTDP_MAX_DEVICES], nstage = 0, opt = 0, seed = 1;
     bool check = false, quiet = false, profile_list = false;

@@ -41,6 +41,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/optim.h"
 #include "ptdp/rng.h"
 
 #define INIT_STD 0.02
@@ -181,23 +182,29 @@ ptdp_param *ptdp_model_find(ptdp_model *m, const char *name)
  * counts it; a shard counts its own elements; the TP group then sums the
  * shards, and the PP group sums the stages.  (DP replicas hold the same
  * all-reduced gradient, so each computes the same total.) */
+bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
+{
+    return p->shard != PTDP_SHARD_NONE || m->mesh->tp_rank == 0;
+}
+
+int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
+{
+    int rc = PTDP_OK;
+    if (m->mesh->tp > 1)
+        rc = ptdp_all_reduce(m->mesh->tp_comm, x, x, 1, PTDP_F64, PTDP_SUM);
+    if (rc == 0 && m->mesh->pp > 1)
+        rc = ptdp_all_reduce(m->mesh->pp_comm, x, x, 1, PTDP_F64, PTDP_SUM);
+    return rc;
+}
+
 int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
 {
     (void)dev;
     double local = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        const ptdp_param *p = &m->params[i];
-        if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
-            continue;
-        const ptdp_real *g = p->g.data;
-        for (size_t k = 0; k < ptdp_tensor_numel(p->g); k++)
-            local += (double)g[k] * (double)g[k];
-    }
-    int rc = PTDP_OK;
-    if (m->mesh->tp > 1)
-        rc = ptdp_all_reduce(m->mesh->tp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
-    if (rc == 0 && m->mesh->pp > 1)
-        rc = ptdp_all_reduce(m->mesh->pp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
+    for (int i = 0; i < m->nparams; i++)
+        if (ptdp_param_counted_here(m, &m->params[i]))
+            local += ptdp_sum_squares(m->params[i].g.data, ptdp_tensor_numel(m->params[i].g));
+    int rc = ptdp_model_sum_over_shards(m, &local);
     *sumsq = local;
     return rc;
 }

@@ -45,6 +45,16 @@
 
 /* ------------------------------------------------------------ validation */
 
+ptdp_train_config ptdp_train_defaults(void)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 32, .d_model = 64, .d_ff = 256, .n_layers = 8, .n_classes = 16 },
+        .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+    };
+    return c;
+}
+
 int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
 {
     const ptdp_model_config *m = &c->model;
@@ -305,8 +315,9 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
 /* The last action of every stage's schedule: the once-per-step part.
  * Every device updates one chunk of its flat buffers: the whole buffer
  * without ZeRO, its 1/dp chunk with it (zero.h). */
-static int optimizer_step(ptdp_device *dev, device_ctx *d)
+static int optimizer_step(ptdp_device *dev, void *ctx)
 {
+    device_ctx *d = ctx;
     const ptdp_train_config *c = d->r->cfg;
     ptdp_model *m = &d->model;
     ptdp_zero *z = &d->zero;
@@ -363,11 +374,6 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d)
  * OPTIMIZER_STEP action, once per step; ZeRO-2 also acts around every
  * micro-batch's backward: give the model a gradient buffer before, and
  * reduce-scatter it into this rank's shard after (zero.h). */
-static int executor_optimizer_step(ptdp_device *dev, void *ctx)
-{
-    return optimizer_step(dev, ctx);
-}
-
 static int zero2_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
@@ -462,7 +468,7 @@ static int device_main(ptdp_device *dev, void *arg)
             .model = &d.model, .data = &d.data, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .recompute = c->recompute,
-            .loss_scale = 1.0 / c->batch, .optimizer_step = executor_optimizer_step, .optimizer_ctx = &d,
+            .loss_scale = 1.0 / c->batch, .optimizer_step = optimizer_step, .optimizer_ctx = &d,
             .backward_begin = c->zero == 2 ? zero2_backward_begin : NULL,
             .backward_end = c->zero == 2 ? zero2_backward_end : NULL,
         };

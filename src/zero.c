@@ -38,7 +38,7 @@ static int norm_ranges(ptdp_zero *z, const ptdp_model *m)
         return PTDP_ENOMEM;
     for (int i = 0; i < m->nparams; i++) {
         const ptdp_param *p = &m->params[i];
-        if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
+        if (!ptdp_param_counted_here(m, p))
             continue;   /* the same gradient on every TP rank: count it once */
         size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
         if (b < z->off)
@@ -162,10 +162,8 @@ int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *gra
     int rc = PTDP_OK;
     if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
         rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
-    if (rc == 0 && m->mesh->tp > 1)
-        rc = ptdp_all_reduce(m->mesh->tp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
-    if (rc == 0 && m->mesh->pp > 1)
-        rc = ptdp_all_reduce(m->mesh->pp_comm, &local, &local, 1, PTDP_F64, PTDP_SUM);
+    if (rc == 0)
+        rc = ptdp_model_sum_over_shards((ptdp_model *)m, &local);
     *sumsq = local;
     return rc;
 }

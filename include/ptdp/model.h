@@ -132,6 +132,14 @@ int ptdp_model_backward(struct ptdp_device *dev, ptdp_model *m, ptdp_acts *acts,
                         const ptdp_tensor *dout, double loss_scale, ptdp_tensor *dx);
 void ptdp_acts_free(struct ptdp_device *dev, ptdp_acts *acts);
 
+/* Whether this device's copy of p counts in a whole-model sum (the gradient
+ * norm): a shard always does; a TP-replicated parameter holds the same
+ * gradient on every TP rank, so only TP rank 0 counts it. */
+bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
+/* x := the sum of x over this device's TP group, then its PP group: from
+ * what this shard of this stage holds to the whole model.  Collective. */
+int ptdp_model_sum_over_shards(ptdp_model *m, double *x);
+
 /* Sum of squared gradients counting every parameter of the whole model
  * once: shards are summed across TP, TP-replicated parameters counted on TP
  * rank 0 only, stages summed across PP.  Collective over tp and pp groups. */

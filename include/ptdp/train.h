@@ -71,6 +71,12 @@ typedef struct {
     size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */
 } ptdp_train_result;
 
+/* The defaults of `ptdp train` (and of the demo and the figures): a model
+ * small enough to train in seconds that every dp, tp, pp up to 8 divides —
+ * d_in 32, hidden 64, ffn 256, 8 blocks, 16 classes, batch 64 — with AdamW
+ * lr 1e-3, 10 steps, one device. */
+ptdp_train_config ptdp_train_defaults(void);
+
 /* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */
 int  ptdp_train_validate(const ptdp_train_config *cfg, char *msg, size_t msglen);
 /* Run.  opts may carry device memory, watchdog, profile, algo, trace and a
