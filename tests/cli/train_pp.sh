@@ -78,6 +78,8 @@ expect_usage "--stage-layers: stage 0 has 0 blocks"         -- $t --pp 3 --stage
 expect_usage "--stage-layers lists 2 stages but --pp is 3"  -- $t --pp 3 --stage-layers 4,4
 expect_usage "--stage-layers lists 3 stages but --pp is 2"  -- $t --pp 2 --stage-layers 4,2,2
 expect_usage "--stage-layers"                               -- $t --pp 2 --stage-layers 4,x
+expect_usage "--stage-layers 4,4,: expected a comma list"   -- $t --pp 2 --stage-layers 4,4,
+expect_usage "--stage-layers 4,-4,8: expected a comma list" -- $t --pp 3 --stage-layers 4,-4,8
 expect_usage "--schedule zigzag"                            -- $t --pp 2 --schedule zigzag
 expect_usage "--pp 0"                                       -- schedule --pp 0
 expect_usage "--micro-batches 0"                            -- schedule --micro-batches 0
