@@ -70,6 +70,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/launch.h"
 
 #define MAX_SIZES 32
 #define MAX_SAMPLES 25            /* odd: the median is one sample         */

@@ -35,6 +35,8 @@
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/launch.h"
+#include "ptdp/comm.h"
 
 #define MEMBW_TOTAL_BYTES ((size_t)256 << 20)   /* per array, all threads */
 #define MEMBW_MIN_BYTES   ((size_t)16 << 20)    /* per array, per thread  */

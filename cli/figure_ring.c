@@ -31,6 +31,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/launch.h"
 
 enum { N = 4, STEPS = 2 * (N - 1), COUNT = 1024 };
 

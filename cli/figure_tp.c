@@ -22,6 +22,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/launch.h"
 
 enum { TP = 4 };
 

@@ -24,6 +24,7 @@
 #include "figures.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
+#include "ptdp/launch.h"
 
 /* ---- one training run -------------------------------------------------------- */
 

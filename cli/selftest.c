@@ -33,6 +33,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/launch.h"
 
 static const size_t counts[] = { 0, 1, 7, 1000, 65539 };
 #define NCOUNTS (sizeof counts / sizeof counts[0])

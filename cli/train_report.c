@@ -25,6 +25,7 @@
 #include "ptdp/file.h"
 #include "ptdp/mesh.h"
 #include "ptdp/zero.h"
+#include "ptdp/launch.h"
 #include "report.h"
 
 #define REPORT_SCHEMA "ptdp-train-report/1"

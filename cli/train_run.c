@@ -22,6 +22,7 @@
 #include "ptdp/file.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
+#include "ptdp/launch.h"
 #include "report.h"
 
 typedef struct {

@@ -19,6 +19,8 @@
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/optim.h"
+#include "ptdp/launch.h"
+#include "ptdp/comm.h"
 
 static const ptdp_model_config CFG = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 2, .n_classes = 5 };
 enum { B = 10, M = 2, MAXP = 4096 };

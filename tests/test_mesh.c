@@ -20,6 +20,8 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
+#include "ptdp/launch.h"
+#include "ptdp/comm.h"
 
 START_TEST(test_coordinates_round_trip)
 {

@@ -12,6 +12,7 @@
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/state.h"
+#include "ptdp/launch.h"
 
 static const ptdp_model_config CFG = { .d_in = 5, .d_model = 6, .d_ff = 8, .n_layers = 2, .n_classes = 4 };
 

@@ -23,6 +23,7 @@
 #include "equivalence/equiv.h"
 #include "model_size.h"
 #include "ptdp/mesh.h"
+#include "ptdp/launch.h"
 
 static const double R = sizeof(ptdp_real);
 

@@ -11,6 +11,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/launch.h"
 
 /* A value that tells where it came from: (tag, i, j) -> tag*10000 + i*100 + j,
  * exact in float for the sizes used here. */

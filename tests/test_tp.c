@@ -41,6 +41,7 @@
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
 #include "ptdp/train.h"
+#include "ptdp/comm.h"
 
 static const int TPS[] = { 1, 2, 4 };
 #define NTPS 3

@@ -30,6 +30,8 @@
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/zero.h"
+#include "ptdp/launch.h"
+#include "ptdp/comm.h"
 
 /* Run cfg and keep the launch result (per-device memory, bytes, clocks). */
 static void run_with_result(const ptdp_train_config *cfg, ptdp_launch_result *lr, ptdp_train_result *res)

@@ -16,6 +16,7 @@
 #define TUTORIAL_BLANK_KEEP_WARNINGS
 #include "blank.h"
 #include "ptdp/error.h"
+#include "ptdp/launch.h"
 
 /* ---------------------------------------------------------------- blanks */
 

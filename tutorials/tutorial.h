@@ -24,6 +24,7 @@
 #include <stdbool.h>
 
 #include "ptdp/device.h"
+#include "ptdp/launch.h"
 
 #define TUTORIAL_WATCHDOG_S 5.0
 

@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "coll.h"
 
 typedef struct {
     const char *name;

@@ -42,45 +42,12 @@
 
 #include <stddef.h>
 
+#include "coll.h"
 #include "types.h"
 
 struct ptdp_device;
 typedef struct ptdp_comm ptdp_comm;
 
-typedef enum { PTDP_SUM = 0, PTDP_AVG, PTDP_MAX, PTDP_MIN, PTDP_OP_COUNT } ptdp_op;
-
-/* all_reduce algorithms (--algo).  DEFAULT resolves to the fastest (SHM). */
-typedef enum {
-    PTDP_ALGO_DEFAULT = 0,
-    PTDP_ALGO_NAIVE,    /* reduce to rank 0, then broadcast                 */
-    PTDP_ALGO_RING,     /* reduce-scatter then all-gather around a ring     */
-    PTDP_ALGO_SHM,      /* each device reduces its 1/N slice reading every
-                           buffer once and writes the result straight into
-                           every member's recv ("push"): 2 barrier crossings */
-    PTDP_ALGO_COUNT
-} ptdp_algo;
-
-const char *ptdp_algo_name(ptdp_algo a);          /* "default", "naive", "ring", "shm" */
-int         ptdp_algo_parse(const char *s, ptdp_algo *out);   /* 0 or PTDP_EINVAL */
-
-/* What was called, for statistics, traces and mismatch reports. */
-typedef enum {
-    PTDP_COLL_BARRIER = 0,
-    PTDP_COLL_BROADCAST,
-    PTDP_COLL_REDUCE,
-    PTDP_COLL_ALL_REDUCE,
-    PTDP_COLL_ALL_GATHER,
-    PTDP_COLL_REDUCE_SCATTER,
-    PTDP_COLL_GATHER,
-    PTDP_COLL_SCATTER,
-    PTDP_COLL_ALL_TO_ALL,
-    PTDP_COLL_SEND,
-    PTDP_COLL_RECV,
-    PTDP_COLL_SPLIT,
-    PTDP_COLL_COUNT
-} ptdp_coll;
-
-const char *ptdp_coll_name(ptdp_coll c);   /* "all_reduce", … */
 
 #define PTDP_IN_PLACE ((const void *)1)
 
@@ -149,15 +116,5 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
 #define ptdp_send(c, b, n, t, dst, tag)         ptdp_send_at(c, b, n, t, dst, tag, __FILE__, __LINE__)
 #define ptdp_recv(c, b, n, t, src, tag)         ptdp_recv_at(c, b, n, t, src, tag, __FILE__, __LINE__)
 
-/* Per-device communication statistics (device.h holds one). */
-#define PTDP_MAX_GROUP_NAMES 8
-typedef struct {
-    unsigned long long calls[PTDP_COLL_COUNT];
-    double bytes_sent[PTDP_COLL_COUNT];
-    double bytes_recv[PTDP_COLL_COUNT];
-    double total_sent, total_recv;
-    struct { char name[16]; double sent, recv; unsigned long long calls; } group[PTDP_MAX_GROUP_NAMES];
-    int ngroups;
-} ptdp_comm_stats;
 
 #endif

@@ -1,15 +1,22 @@
 /*
- * device.h — simulated accelerators and how to launch them.
+ * device.h — one simulated accelerator, and the services its code uses.
  *
- * One POSIX thread plays one device.  ptdp_launch(N, fn, arg, opts) starts N
- * threads and hands each its ptdp_device: its rank, its own memory arena,
- * its clocks and statistics, and the world communicator.  Devices share
- * nothing else: all data moves through comm.h.
+ * One POSIX thread plays one device (launch.h starts them).  A device has
+ * its rank, its own memory arena, its clocks and statistics, and the world
+ * communicator.  Devices share nothing else: all data moves through comm.h.
+ *
+ * The services every module above uses — and the only ones:
+ *
+ *   ptdp_fail      this device failed: record why, stop every device
+ *   ptdp_aborted   has any device failed?
+ *   ptdp_alloc     memory from the device's arena, tagged with a category
+ *   ptdp_tensor_alloc   the same for a tensor
+ *   ptdp_compute   account work on the virtual clock (and in the trace)
  *
  * Failure is collective.  A device that fails (out of memory, an error its
  * code returns, a mismatched collective, the watchdog) aborts the world:
  * every other device's pending and later communication returns
- * PTDP_EABORTED, each thread unwinds, and ptdp_launch reports the first
+ * PTDP_EABORTED, each thread unwinds, and the launch reports the first
  * error and the rank that raised it.
  */
 #ifndef PTDP_DEVICE_H
@@ -20,13 +27,15 @@
 
 #include "arena.h"
 #include "clock.h"
-#include "comm.h"
-#include "trace.h"
+#include "coll.h"
+#include "tensor.h"
 
 #define PTDP_MAX_DEVICES 64
 #define PTDP_MSG_MAX 2048
 
-typedef struct ptdp_world ptdp_world;   /* backend-private shared state */
+typedef struct ptdp_world ptdp_world;   /* what the devices of one launch share (runtime) */
+typedef struct ptdp_comm ptdp_comm;     /* comm.h                                          */
+typedef struct ptdp_trace ptdp_trace;   /* trace.h                                         */
 
 typedef struct ptdp_device {
     int rank, world_size;
@@ -43,45 +52,6 @@ typedef struct ptdp_device {
     ptdp_world *w;
 } ptdp_device;
 
-typedef int (*ptdp_device_fn)(ptdp_device *dev, void *arg);
-
-/* What each device looked like when it finished. */
-typedef struct {
-    ptdp_mem_stats  mem;
-    ptdp_comm_stats comm;
-    ptdp_clock      clock;
-    double          wall_s;
-} ptdp_device_summary;
-
-typedef struct {
-    int status;                    /* 0, or the first error's code          */
-    int failed_rank;               /* its rank, or -1                       */
-    char message[PTDP_MSG_MAX];    /* its message                           */
-    int world_size;
-    ptdp_device_summary *devices;  /* world_size entries (malloc'd)         */
-} ptdp_launch_result;
-
-typedef struct {
-    size_t device_mem;             /* arena capacity; 0 = default (4 GiB)   */
-    double watchdog_s;             /* 0 = default (60 s)                    */
-    const ptdp_profile *profile;   /* NULL = ptdp_profile_default()         */
-    ptdp_algo algo;                /* all_reduce algorithm                  */
-    const char *trace_path;        /* write a Chrome trace here, or NULL    */
-    int spin;                      /* -1/0 auto: spin only while devices do
-                                      not outnumber cores; 1 never spin     */
-    ptdp_launch_result *result;    /* filled if not NULL; free with
-                                      ptdp_launch_result_free               */
-} ptdp_launch_opts;
-
-#define PTDP_DEFAULT_DEVICE_MEM ((size_t)4 << 30)
-#define PTDP_DEFAULT_WATCHDOG_S 60.0
-
-/* Run fn(dev, arg) on world_size (1..64) device threads and wait for all.
- * Returns 0, or the first failure's code (its message in opts->result, and
- * printed nowhere: the caller decides).  opts may be NULL. */
-int  ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts);
-void ptdp_launch_result_free(ptdp_launch_result *r);
-
 /* Record this device's failure (the first one wins its message), abort the
  * world so no other device waits forever, and return `code`.
  *   return ptdp_fail(dev, PTDP_EINVAL, "--tp %d does not divide …", tp); */
@@ -97,6 +67,14 @@ bool ptdp_aborted(const ptdp_device *dev);
  * message (device, tensor, bytes asked, in use, capacity) and returns NULL. */
 void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name);
 void  ptdp_free(ptdp_device *dev, void *p);
+
+/* Allocate a zero-filled rows x cols tensor in dev's arena.  On out of
+ * memory: returns PTDP_ENOMEM and fails the device (ptdp_fail) with the
+ * arena's message, which names `name`.  rows or cols may be 0. */
+int  ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                       ptdp_mem_category cat, int rows, int cols);
+/* Free an owned tensor (views are ignored) and clear *t. */
+void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);
 
 /* Account `flops` of work that started at wall time wall_start
  * (ptdp_wall_now()): advances the virtual clock by flops / peak and records

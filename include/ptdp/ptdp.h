@@ -1,28 +1,33 @@
-/* ptdp.h — everything at once. */
+/*
+ * ptdp.h — the parallelism API a learner reads, in the order of the layers.
+ *
+ * Devices and their memory, the communicator, the numerical ops and the
+ * model interface, the parallelisms, the models, training.  The file, SVG,
+ * trace and safetensors helpers are included separately, by the code that
+ * writes files: ptdp/file.h, ptdp/svg.h, ptdp/trace.h, ptdp/safetensors.h.
+ */
 #ifndef PTDP_H
 #define PTDP_H
 #include "error.h"
 #include "types.h"
+#include "coll.h"
 #include "arena.h"
-#include "rng.h"
 #include "tensor.h"
+#include "rng.h"
 #include "clock.h"
-#include "trace.h"
-#include "comm.h"
 #include "device.h"
+#include "comm.h"
+#include "launch.h"
 #include "ops.h"
 #include "optim.h"
-#include "mesh.h"
 #include "model.h"
-#include "data.h"
+#include "mesh.h"
 #include "tp.h"
 #include "dp.h"
+#include "zero.h"
 #include "schedule.h"
 #include "pp.h"
+#include "data.h"
 #include "state.h"
 #include "train.h"
-#include "safetensors.h"
-#include "zero.h"
-#include "file.h"
-#include "svg.h"
 #endif

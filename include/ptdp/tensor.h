@@ -13,7 +13,8 @@
  *    ▼   │    └────┘        │
  *        └──────────────────┘
  *
- * Tensors are allocated from the device's arena (ptdp_tensor_alloc), so the
+ * Owned tensors are allocated from a device's arena (ptdp_tensor_alloc in
+ * device.h), so the
  * arena's accounting sees every one of them.
  */
 #ifndef PTDP_TENSOR_H
@@ -25,8 +26,6 @@
 #include "arena.h"
 #include "types.h"
 
-struct ptdp_device;
-
 #define PTDP_NAME_MAX 64
 
 typedef struct {
@@ -37,13 +36,6 @@ typedef struct {
     char name[PTDP_NAME_MAX];    /* e.g. "blocks.3.fc1.weight"                */
 } ptdp_tensor;
 
-/* Allocate a zero-filled rows x cols tensor in dev's arena.  On out of
- * memory: returns PTDP_ENOMEM and fails the device (ptdp_fail) with the
- * arena's message, which names `name`.  rows or cols may be 0. */
-int  ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
-                       ptdp_mem_category cat, int rows, int cols);
-/* Free an owned tensor (views are ignored) and clear *t. */
-void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);
 
 /* A tensor over caller-owned memory (stride = cols), not arena-accounted:
  * for tests and for wrapping buffers that already live in an arena. */
@@ -74,9 +66,5 @@ void ptdp_tensor_concat_rows(ptdp_tensor dst, const ptdp_tensor *parts, int n);
 /* Largest |a - b| and largest |b| over all elements; shapes must match. */
 void ptdp_tensor_max_diff(ptdp_tensor a, ptdp_tensor b, double *max_abs_diff, double *max_abs_b);
 
-/* Split `count` items into `parts` nearly equal contiguous chunks: the first
- * count % parts chunks get one item more.  Used by every sharding in ptdp
- * (reduce-scatter chunks, DP shards, stage layers) so they all agree. */
-void ptdp_chunk(size_t count, int parts, int index, size_t *offset, size_t *len);
 
 #endif

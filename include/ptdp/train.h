@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "device.h"
+#include "launch.h"
 #include "state.h"
 
 typedef struct {

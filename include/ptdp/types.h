@@ -38,4 +38,9 @@ typedef float ptdp_real;
 #define PTDP_TOLERANCE  1e-4    /* --check tolerance in float */
 #endif
 
+/* Split `count` items into `parts` nearly equal contiguous chunks: the first
+ * count % parts chunks get one item more.  Used by every sharding in ptdp
+ * (reduce-scatter chunks, DP shards, stage layers) so they all agree. */
+void ptdp_chunk(size_t count, int parts, int index, size_t *offset, size_t *len);
+
 #endif

@@ -25,6 +25,7 @@
 #include "ptdp/error.h"
 #include "ptdp/rng.h"
 #include "ptdp/tensor.h"
+#include "ptdp/comm.h"
 
 enum { MAX_WORLD = 5, EXCHANGE_LEN = 3 };
 

@@ -28,6 +28,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/comm.h"
 
 enum { TAG_REDUCE_SCATTER = 1, TAG_ALL_GATHER = 2 };
 

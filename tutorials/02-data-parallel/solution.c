@@ -23,6 +23,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/comm.h"
 
 /* Forward and backward one micro-batch: `rows` samples from global sample
  * `first`.  The backward multiplies every sample's loss gradient by `scale`

@@ -25,6 +25,7 @@
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
 #include "ptdp/rng.h"
+#include "ptdp/comm.h"
 
 enum { BATCH = 6, H = 8, FF = 24, MAX_TP = 4 };
 

@@ -26,6 +26,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
+#include "ptdp/comm.h"
 
 /* Sum a contiguous tensor over the TP group, in place. */
 static int all_reduce(ptdp_comm *tp, ptdp_tensor t)

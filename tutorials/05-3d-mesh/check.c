@@ -28,6 +28,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
+#include "ptdp/comm.h"
 
 enum { MAX_WORLD = 16 };
 enum { TP, DP, PP, KINDS };                       /* the order lesson_mesh_create builds them */

@@ -33,6 +33,7 @@
 #include "lesson.h"
 
 #include "ptdp/error.h"
+#include "ptdp/comm.h"
 
 int lesson_mesh_create(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
 {

@@ -36,6 +36,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
+#include "ptdp/comm.h"
 
 enum { B = 12, STEPS = 3, MAX_DP = 4, NUMEL_MAX = 4096 };
 static const double LR = 0.01, WEIGHT_DECAY = 0.1;

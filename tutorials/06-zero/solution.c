@@ -31,6 +31,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "ptdp/comm.h"
 
 int lesson_zero_init(ptdp_device *dev, lesson_zero *z)
 {

@@ -2,13 +2,20 @@
  * launch.c — start N simulated devices, each a thread, and wait for them.
  *
  *   ptdp_launch(N, fn, arg, opts)
- *     ├─ the world: waiting machinery, one shared-memory group of N
+ *     ├─ the world: waiting machinery (runtime/wait.h), one shared-memory
+ *     │             group of N (comm/shm)
  *     ├─ per device: arena (opts->device_mem), trace, world communicator,
  *     │              profile, all_reduce algorithm
  *     ├─ N threads:  rc = fn(dev, arg); a nonzero rc fails the device
  *     ├─ join all
  *     └─ result:     status, failing rank and message, per-device
  *                    memory / communication / clock summaries; trace file
+ *
+ * Why here, in comm/, and not beside the devices in runtime/: launching is
+ * what gives every device its world communicator, so it sits on top of a
+ * backend.  This is the threads backend's launcher; a backend of one process
+ * per device (MPI) starts its devices with mpirun instead, and its launch
+ * makes the one device of its process.
  *
  * Failure is collective (device.h): ptdp_fail records the first failure
  * (code, rank, message), raises the world's abort flag and wakes every
@@ -19,6 +26,8 @@
  * otherwise N devices would each start a BLAS thread pool on the same
  * cores.
  */
+#include "ptdp/launch.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,91 +35,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
+#include "ptdp/comm.h"
 #include "ptdp/error.h"
-#include "sync.h"
+#include "ptdp/trace.h"
+#include "runtime/wait.h"
 
 #if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
 void openblas_set_num_threads(int num_threads);
 #endif
-
-/* ------------------------------------------------------------ failure */
-
-int ptdp_fail(ptdp_device *dev, int code, const char *fmt, ...)
-{
-    if (code >= 0)
-        code = PTDP_EUSER;                 /* a failure is never "ok" */
-    char msg[PTDP_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-
-    if (dev->status == 0) {
-        dev->status = code;
-        snprintf(dev->error, sizeof dev->error, "%s", msg);
-    }
-    struct ptdp_world *w = dev->w;
-    pthread_mutex_lock(&w->fail_lock);
-    if (w->fail_code == 0) {               /* the first failure wins */
-        w->fail_code = code;
-        w->fail_rank = dev->rank;
-        snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
-    }
-    pthread_mutex_unlock(&w->fail_lock);
-    ptdp_world_abort(w);
-    return code;
-}
-
-bool ptdp_aborted(const ptdp_device *dev)
-{
-    return atomic_load(&dev->w->aborted) != 0;
-}
-
-/* ------------------------------------------------------------ memory */
-
-void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name)
-{
-    void *p = NULL;
-    char msg[PTDP_MSG_MAX];
-    int rc = ptdp_arena_alloc(dev->arena, bytes, cat, name, &p, msg, sizeof msg);
-    if (rc != 0) {
-        ptdp_fail(dev, rc, "%s", msg);
-        return NULL;
-    }
-    return p;
-}
-
-void ptdp_free(ptdp_device *dev, void *p)
-{
-    ptdp_arena_free(dev->arena, p);
-}
-
-/* ----------------------------------------------------------- compute */
-
-void ptdp_compute_seconds(ptdp_device *dev, const char *name, double seconds, double wall_start)
-{
-    double v0 = dev->clock.now;
-    dev->clock.now += seconds;
-    dev->clock.compute_s += seconds;
-    if (dev->trace) {
-        ptdp_trace_event e;
-        memset(&e, 0, sizeof e);
-        snprintf(e.name, sizeof e.name, "%s", name ? name : "compute");
-        snprintf(e.cat, sizeof e.cat, "compute");
-        e.v0 = v0;
-        e.v1 = dev->clock.now;
-        e.w0 = wall_start - dev->wall0;
-        e.w1 = ptdp_wall_now() - dev->wall0;
-        ptdp_trace_add(dev->trace, &e);
-    }
-}
-
-void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_start)
-{
-    double peak = dev->profile->peak_flops;
-    ptdp_compute_seconds(dev, name, peak > 0 ? flops / peak : 0.0, wall_start);
-}
 
 /* ------------------------------------------------------------ threads */
 

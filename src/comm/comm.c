@@ -30,39 +30,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/comm_impl.h"
 #include "ptdp/clock.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 #include "ptdp/trace.h"
-
-/* ----------------------------------------------------------------- names */
-
-static const char *const algo_names[PTDP_ALGO_COUNT] = { "default", "naive", "ring", "shm" };
-static const char *const coll_names[PTDP_COLL_COUNT] = {
-    "barrier", "broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter",
-    "gather", "scatter", "all_to_all", "send", "recv", "split",
-};
-
-const char *ptdp_algo_name(ptdp_algo a)
-{
-    return (unsigned)a < PTDP_ALGO_COUNT ? algo_names[a] : "?";
-}
-
-int ptdp_algo_parse(const char *s, ptdp_algo *out)
-{
-    for (int a = 0; s && a < PTDP_ALGO_COUNT; a++)
-        if (strcmp(s, algo_names[a]) == 0) {
-            *out = (ptdp_algo)a;
-            return 0;
-        }
-    return PTDP_EINVAL;
-}
-
-const char *ptdp_coll_name(ptdp_coll c)
-{
-    return (unsigned)c < PTDP_COLL_COUNT ? coll_names[c] : "?";
-}
 
 int ptdp_comm_rank(const ptdp_comm *c) { return c ? c->rank : -1; }
 int ptdp_comm_size(const ptdp_comm *c) { return c ? c->size : 0; }

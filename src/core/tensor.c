@@ -27,41 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ptdp/device.h"
-#include "ptdp/error.h"
 
-/* ---- Memory: owned tensors live in the device's arena -------------------- */
-
-int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
-                      ptdp_mem_category cat, int rows, int cols)
-{
-    memset(t, 0, sizeof *t);
-    if (name == NULL)
-        name = "(unnamed)";
-    if (rows < 0 || cols < 0)
-        return ptdp_fail(dev, PTDP_EINVAL, "tensor '%s': bad shape %d x %d", name, rows, cols);
-
-    size_t bytes = (size_t)rows * (size_t)cols * sizeof(ptdp_real);
-    ptdp_real *data = ptdp_alloc(dev, bytes, cat, name);
-    if (data == NULL)
-        return PTDP_ENOMEM;             /* ptdp_alloc failed the device */
-
-    t->data = data;
-    t->rows = rows;
-    t->cols = cols;
-    t->stride = cols;
-    t->owned = true;
-    snprintf(t->name, sizeof t->name, "%s", name);
-    return 0;
-}
-
-void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t)
-{
-    if (t == NULL || !t->owned)
-        return;                         /* a view owns nothing */
-    ptdp_free(dev, t->data);
-    memset(t, 0, sizeof *t);
-}
 
 ptdp_tensor ptdp_tensor_wrap(ptdp_real *data, int rows, int cols)
 {
@@ -210,16 +176,3 @@ void ptdp_tensor_max_diff(ptdp_tensor a, ptdp_tensor b, double *max_abs_diff, do
 }
 
 /* ---- Sharding ---------------------------------------------------------------- */
-
-/* count = 10, parts = 4:  chunks of 3 3 2 2 at offsets 0 3 6 8.
- * The first count % parts chunks hold one item more, so chunk sizes differ
- * by at most one and every sharding in ptdp (collective chunks, DP shards,
- * pipeline stages) cuts the same way. */
-void ptdp_chunk(size_t count, int parts, int index, size_t *offset_out, size_t *len)
-{
-    assert(parts > 0 && index >= 0 && index < parts);
-    size_t p = (size_t)parts, i = (size_t)index;
-    size_t base = count / p, extra = count % p;
-    *offset_out = i * base + (i < extra ? i : extra);
-    *len = base + (i < extra ? 1 : 0);
-}

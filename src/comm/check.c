@@ -27,11 +27,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/comm_impl.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 
-static const char *const op_names[PTDP_OP_COUNT] = { "sum", "avg", "max", "min" };
 
 static const char *base_name(const char *file)
 {
@@ -172,7 +171,7 @@ void ptdp_describe_call(const ptdp_call *k, char *buf, size_t len)
     if (k->op != PTDP_COLL_BARRIER && k->op != PTDP_COLL_SPLIT)
         n += snprintf(buf + n, len - (size_t)n, " count=%zu %s", k->count, dtype);
     if (reduces(k->op))
-        n += snprintf(buf + n, len - (size_t)n, " op=%s", op_names[k->rop]);
+        n += snprintf(buf + n, len - (size_t)n, " op=%s", ptdp_op_name(k->rop));
     if (rooted(k->op))
         n += snprintf(buf + n, len - (size_t)n, " root=%d", k->root);
     if (has_algo(k->op))

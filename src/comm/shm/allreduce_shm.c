@@ -37,7 +37,7 @@
  */
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
 #include "ptdp/tensor.h"
 
 static size_t bytes_of(const ptdp_call *k, size_t n)

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 
@@ -72,7 +72,7 @@ static ptdp_wait_why neighbour_why(const ptdp_comm *c, const ptdp_call *mine, in
 static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoing,
                          const void **incoming)
 {
-    struct shm_group *g = c->shm;
+    struct shm_group *g = shm_group_of(c);
     shm_member *me = &g->member[c->rank];
     int left = mod(c->rank - 1, c->size), right = mod(c->rank + 1, c->size);
     unsigned long long step = ++me->ring_step;
@@ -92,7 +92,7 @@ static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoi
  * is done with mine (then I may reuse or return my buffer). */
 static int ring_release(ptdp_comm *c, const ptdp_call *mine)
 {
-    struct shm_group *g = c->shm;
+    struct shm_group *g = shm_group_of(c);
     shm_member *me = &g->member[c->rank];
     int left = mod(c->rank - 1, c->size);
 
@@ -196,7 +196,7 @@ int ptdp_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traff
  * member's scratch, kept between calls); in place, recv is the workspace. */
 static char *workspace(ptdp_comm *c, size_t bytes)
 {
-    shm_member *me = &c->shm->member[c->rank];
+    shm_member *me = &shm_group_of(c)->member[c->rank];
     if (me->scratch_bytes < bytes) {
         void *p = realloc(me->scratch, bytes);
         if (!p)

@@ -1,5 +1,5 @@
 /*
- * sync.c — the one way a device waits: spin briefly, then sleep in slices.
+ * wait.c — the one way a device waits: spin briefly, then sleep in slices.
  *
  *   ready? ─yes─► return 0
  *     │no
@@ -15,7 +15,7 @@
  * if a wake-up went astray; the Dekker handshake (see sync.h) means none
  * does.
  */
-#include "sync.h"
+#include "runtime/wait.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -105,6 +105,31 @@ void ptdp_world_abort(struct ptdp_world *w)
 {
     atomic_store(&w->aborted, 1);
     ptdp_wake_all(w);
+}
+
+bool ptdp_world_aborted(const struct ptdp_world *w)
+{
+    return atomic_load(&w->aborted) != 0;
+}
+
+int ptdp_world_fail(ptdp_device *dev, int code, const char *msg)
+{
+    if (code >= 0)
+        code = PTDP_EUSER;                 /* a failure is never "ok" */
+    if (dev->status == 0) {
+        dev->status = code;
+        snprintf(dev->error, sizeof dev->error, "%s", msg);
+    }
+    struct ptdp_world *w = dev->w;
+    pthread_mutex_lock(&w->fail_lock);
+    if (w->fail_code == 0) {               /* the first failure wins */
+        w->fail_code = code;
+        w->fail_rank = dev->rank;
+        snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
+    }
+    pthread_mutex_unlock(&w->fail_lock);
+    ptdp_world_abort(w);
+    return code;
 }
 
 /* ------------------------------------------------------------- reporting */
@@ -217,16 +242,22 @@ static int wait_asleep(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
 
     if (rc == PTDP_ETIMEDOUT || rc == PTDP_EMISMATCH) {
         /* Report while our own state still says what we wait in. */
-        char report[PTDP_MSG_MAX], mine[192];
+        char report[PTDP_MSG_MAX], mine[192], msg[PTDP_MSG_MAX];
         ptdp_world_report(w, report, sizeof report);
         describe_wait(why, mine, sizeof mine);
+        int n;
         if (rc == PTDP_ETIMEDOUT)
-            ptdp_fail(self, rc, "watchdog: rank %d waited %.1f s in %s; %s",
-                      self->rank, ptdp_wall_now() - start, mine, report);
+            n = snprintf(msg, sizeof msg, "watchdog: rank %d waited %.1f s in %s; ",
+                         self->rank, ptdp_wall_now() - start, mine);
         else
-            ptdp_fail(self, rc, "rank %d waits in %s, but rank %d has already returned "
-                      "from its device function without making the matching call; %s",
-                      self->rank, mine, gone, report);
+            n = snprintf(msg, sizeof msg, "rank %d waits in %s, but rank %d has already returned "
+                         "from its device function without making the matching call; ",
+                         self->rank, mine, gone);
+        size_t used = n > 0 && (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+        size_t room = sizeof msg - 1 - used, len = strlen(report);
+        memcpy(msg + used, report, len < room ? len : room);
+        msg[used + (len < room ? len : room)] = '\0';
+        ptdp_world_fail(self, rc, msg);
     }
     pthread_mutex_lock(&p->lock);
     p->waiting = false;

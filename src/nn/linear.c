@@ -32,7 +32,7 @@
 
 #include <assert.h>
 
-#include "blas.h"
+#include "nn/blas.h"
 
 /* ---------------------------------------------------------------- matmul */
 

@@ -26,12 +26,12 @@
  */
 #include <sched.h>
 
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
 #include "ptdp/error.h"
 
 static shm_post *slot(const ptdp_comm *c, int dst, int src)
 {
-    return &c->shm->post[(size_t)dst * (size_t)c->size + (size_t)src];
+    return &shm_group_of(c)->post[(size_t)dst * (size_t)c->size + (size_t)src];
 }
 
 static ptdp_wait_why p2p_why(const ptdp_comm *c, const ptdp_call *mine)

@@ -14,7 +14,7 @@
  * the problem the ring (allreduce_ring.c) solves: 2(N-1)/N · S on every
  * link, whatever N.
  */
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
 
 int ptdp_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {

@@ -23,7 +23,7 @@
  * and copy them out, converting the file's little-endian F32/F64/I64 into
  * native values.
  */
-#include "safetensors_impl.h"
+#include "io/safetensors_impl.h"
 
 #include "ptdp/error.h"
 

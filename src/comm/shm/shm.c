@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/shm/shm.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 
@@ -88,13 +88,13 @@ ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank,
     c->size = g->size;
     snprintf(c->name, sizeof c->name, "%s", name);
     c->world_rank = g->world_rank;
-    c->shm = g;
+    c->backend = g;
     return c;
 }
 
 static void shm_free(ptdp_comm *c)
 {
-    ptdp_shm_group_release(c->shm);
+    ptdp_shm_group_release(shm_group_of(c));
     free(c);
 }
 
@@ -112,12 +112,12 @@ ptdp_wait_why ptdp_shm_why(const ptdp_comm *c, const ptdp_call *mine)
 int ptdp_shm_barrier(ptdp_comm *c, const ptdp_call *mine)
 {
     ptdp_wait_why why = ptdp_shm_why(c, mine);
-    return ptdp_barrier_cross(&c->shm->barrier, c->dev, &why);
+    return ptdp_barrier_cross(&shm_group_of(c)->barrier, c->dev, &why);
 }
 
 static int shm_meet(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls)
 {
-    struct shm_group *g = c->shm;
+    struct shm_group *g = shm_group_of(c);
     int parity = (int)(mine->seq & 1);
     g->member[c->rank].call[parity] = *mine;
     int rc = ptdp_shm_barrier(c, mine);
@@ -236,7 +236,7 @@ static int shm_split(ptdp_comm *c, const ptdp_call *const *calls, const char *na
         if (members[i] == c->rank)
             new_rank = i;
 
-    shm_member *me = &c->shm->member[c->rank];
+    shm_member *me = &shm_group_of(c)->member[c->rank];
     me->new_group = NULL;
     if (new_rank == 0) {
         int world[PTDP_MAX_DEVICES];
@@ -249,7 +249,7 @@ static int shm_split(ptdp_comm *c, const ptdp_call *const *calls, const char *na
     int rc = ptdp_shm_barrier(c, mine);
     if (rc || new_rank < 0)
         return rc;
-    struct shm_group *g = c->shm->member[members[0]].new_group;
+    struct shm_group *g = shm_group_of(c)->member[members[0]].new_group;
     if (!g)
         return PTDP_EABORTED;
     *out = ptdp_shm_comm_create(g, c->dev, new_rank, name);

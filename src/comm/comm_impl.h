@@ -10,8 +10,11 @@
  *        │ struct ptdp_comm_ops (a table of functions)
  *        ▼
  *   backend       moves the bytes.  The first backend runs devices as
- *                 threads over shared memory (collectives.c, p2p.c,
- *                 allreduce_*.c); an MPI backend can fill the same table.
+ *                 threads over shared memory (comm/shm/: shm.c, p2p.c,
+ *                 allreduce_*.c); a backend of one process per device (MPI)
+ *                 fills the same table.  Nothing outside comm/ includes a
+ *                 backend's header; nothing outside the library includes
+ *                 this one.
  *
  * Every collective starts the same way: each member posts a description of
  * its call (a ptdp_call: operation, count, type, root, file:line, virtual
@@ -30,7 +33,6 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
-#include "sync.h"
 
 /* One member's call, as posted to the group. */
 typedef struct {
@@ -87,10 +89,11 @@ struct ptdp_comm {
     char name[16];
     const int *world_rank;          /* world rank of each member           */
     unsigned long long ncalls;      /* collectives called so far           */
-    struct shm_group *shm;          /* thread backend state                */
+    void *backend;                  /* the backend's state of this group:
+                                       struct shm_group (comm/shm/shm.h)   */
 };
 
-/* The checks of comm_check.c.  Each failing check fails the device. */
+/* The checks of check.c.  Each failing check fails the device. */
 /* Arguments: resolves PTDP_IN_PLACE into call->send / call->in_place. */
 int  ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send);
 int  ptdp_check_peer(ptdp_comm *c, ptdp_call *call, int peer);
@@ -104,74 +107,6 @@ int  ptdp_bad_call(ptdp_comm *c, const ptdp_call *call, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-
-/* ------------------------------------------------ shared-memory backend */
-
-/* What one member shares with its group.  Written by its owner (call,
- * ring mailbox data) and read by the others after a barrier or a flag. */
-typedef struct {
-    alignas(64) ptdp_call call[2];  /* its posted call, double-buffered by
-                                       call parity: a fast member may post
-                                       call k+1 while a slow one still
-                                       reads call k, never call k+2        */
-    /* Ring mailbox: the owner posts "here is my chunk" (data, then the
-     * step number in `posted`); its right neighbour answers "taken". */
-    alignas(64) atomic_ullong posted;
-    const void *data;
-    alignas(64) atomic_ullong taken;
-    struct shm_group *new_group;    /* split: the group this member builds,
-                                       read by the others after a barrier */
-    /* Owner-only state. */
-    alignas(64) unsigned long long ring_step;
-    void *scratch;                  /* ring reduce-scatter partial sums    */
-    size_t scratch_bytes;
-} shm_member;
-
-/* A pending send from src to dst: EMPTY → POSTED (sender) → CLAIMED →
- * DONE (receiver) → EMPTY (sender). */
-enum { SHM_POST_EMPTY = 0, SHM_POST_POSTED, SHM_POST_CLAIMED, SHM_POST_DONE };
-typedef struct {
-    alignas(64) atomic_int state;
-    ptdp_call call;                 /* the send, valid while POSTED        */
-} shm_post;
-
-struct shm_group {
-    int size;
-    atomic_int refs;                /* members still holding a comm        */
-    int world_rank[PTDP_MAX_DEVICES];
-    ptdp_barrier barrier;
-    shm_member *member;             /* size entries                        */
-    shm_post *post;                 /* size * size: post[dst * size + src] */
-};
-
-extern const struct ptdp_comm_ops ptdp_shm_ops;
-
-/* A group of the given world ranks, and each member's handle on it. */
-struct shm_group *ptdp_shm_group_create(int size, const int *world_rank);
-/* Drop one member's reference; the last one frees the group. */
-void ptdp_shm_group_release(struct shm_group *g);
-ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank, const char *name);
-
-/* The wait description for a collective on c (the watchdog's report). */
-ptdp_wait_why ptdp_shm_why(const ptdp_comm *c, const ptdp_call *mine);
-/* Cross the group's barrier during a collective. */
-int ptdp_shm_barrier(ptdp_comm *c, const ptdp_call *mine);
-
-/* The algorithms (allreduce_naive.c, allreduce_ring.c, allreduce_shm.c). */
-int ptdp_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_shm_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_shm_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_shm_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-/* Rooted reduce and broadcast, also the two halves of the naive all_reduce. */
-int ptdp_shm_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-int ptdp_shm_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-
-/* Rendezvous send and recv (p2p.c). */
-int ptdp_shm_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);
-int ptdp_shm_recv(ptdp_comm *c, const ptdp_call *mine, ptdp_call *sender, ptdp_traffic *t);
 
 /* ------------------------------------------- element-wise reductions */
 

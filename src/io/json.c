@@ -17,7 +17,7 @@
  * last the walk through an object.  Every length is checked against the
  * bytes really present before a byte is read.
  */
-#include "json.h"
+#include "io/json.h"
 
 #include "ptdp/error.h"
 

@@ -20,8 +20,8 @@
  * crash — sees the old checkpoint or the new one, never a mix.  Any failure
  * removes the temporary file and leaves the old checkpoint untouched.
  */
-#include "json.h"
-#include "safetensors_impl.h"
+#include "io/json.h"
+#include "io/safetensors_impl.h"
 
 #include "ptdp/error.h"
 #include "ptdp/file.h"

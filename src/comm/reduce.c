@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "comm_impl.h"
+#include "comm/comm_impl.h"
 
 #define TILE_BYTES 4096
 

@@ -23,8 +23,8 @@
  * violation is PTDP_ECORRUPT with a message naming the file and what is
  * wrong — never a crash, never an index past the bytes really read.
  */
-#include "json.h"
-#include "safetensors_impl.h"
+#include "io/json.h"
+#include "io/safetensors_impl.h"
 
 #include "ptdp/error.h"
 

@@ -1,5 +1,6 @@
 /*
- * sync.h — how a device waits for other devices (private to the library).
+ * wait.h — how a device waits for other devices, and how a failure stops them
+ * all (private to the library).
  *
  * Every wait in ptdp — a barrier, a message that has not arrived, a peer
  * that has not taken our data yet — goes through one primitive,
@@ -27,15 +28,15 @@
  * ptdp_launch share: the parking spot of each device, the abort flag and
  * the first failure.
  */
-#ifndef PTDP_SYNC_H
-#define PTDP_SYNC_H
+#ifndef PTDP_WAIT_H
+#define PTDP_WAIT_H
 
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "ptdp/comm.h"
+#include "ptdp/coll.h"
 #include "ptdp/device.h"
 
 /* What a waiting device is waiting in, for the watchdog's report. */
@@ -97,6 +98,16 @@ void ptdp_wake_all(struct ptdp_world *w);
 
 /* Set the abort flag and wake everybody. */
 void ptdp_world_abort(struct ptdp_world *w);
+/* Has any device of the world failed? */
+bool ptdp_world_aborted(const struct ptdp_world *w);
+
+/* The one way a failure enters the world: record it as dev's error (its
+ * first one wins) and as the world's (the first of all devices wins), raise
+ * the abort flag and wake everybody.  Returns code (PTDP_EUSER if code was
+ * not negative: a failure is never "ok").  ptdp_fail (device.c) formats its
+ * message and calls this; so does the watchdog below, so the dependency
+ * runs one way: devices use the waiting layer, never the reverse. */
+int  ptdp_world_fail(ptdp_device *dev, int code, const char *msg);
 
 /* Write "rank 0: waiting in …; rank 1: finished; …" for every device. */
 void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len);

@@ -6,6 +6,8 @@
  */
 #include "ptdp/types.h"
 
+#include <assert.h>
+
 static const struct {
     size_t size;
     const char *name;
@@ -29,4 +31,17 @@ const char *ptdp_dtype_name(ptdp_dtype t)
     if ((unsigned)t >= PTDP_DTYPE_COUNT)
         return "?";
     return dtype_table[t].name;
+}
+
+/* count = 10, parts = 4:  chunks of 3 3 2 2 at offsets 0 3 6 8.
+ * The first count % parts chunks hold one item more, so chunk sizes differ
+ * by at most one and every sharding in ptdp (collective chunks, DP shards,
+ * pipeline stages) cuts the same way. */
+void ptdp_chunk(size_t count, int parts, int index, size_t *offset_out, size_t *len)
+{
+    assert(parts > 0 && index >= 0 && index < parts);
+    size_t p = (size_t)parts, i = (size_t)index;
+    size_t base = count / p, extra = count % p;
+    *offset_out = i * base + (i < extra ? i : extra);
+    *len = base + (i < extra ? 1 : 0);
 }
