@@ -73,11 +73,13 @@
 #include "args.h"
 #include "bench.h"
 #include "ptdp/clock.h"
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
+#include "ptdp/mlp.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/train.h"
@@ -114,13 +116,13 @@ static double median(double *x, int n)
  * them for the virtual clock. */
 static double step_flops(const ptdp_model_config *c, int b)
 {
-    int h = c->d_model, f = c->d_ff;
+    int h = c->hidden, f = c->ffn;
     double fwd = ptdp_linear_flops_forward(b, c->d_in, h)
-               + c->n_layers * (ptdp_linear_flops_forward(b, h, f) + ptdp_gelu_flops_forward((size_t)b * f)
+               + c->layers * (ptdp_linear_flops_forward(b, h, f) + ptdp_gelu_flops_forward((size_t)b * f)
                                 + ptdp_matmul_flops(b, h, f) + 2.0 * b * h)
-               + ptdp_linear_flops_forward(b, h, c->n_classes) + ptdp_xent_flops_forward(b, c->n_classes);
-    double bwd = ptdp_linear_flops_backward(b, h, c->n_classes) + ptdp_xent_flops_backward(b, c->n_classes)
-               + c->n_layers * (ptdp_linear_flops_backward(b, h, f) + ptdp_linear_flops_backward(b, f, h)
+               + ptdp_linear_flops_forward(b, h, c->classes) + ptdp_xent_flops_forward(b, c->classes);
+    double bwd = ptdp_linear_flops_backward(b, h, c->classes) + ptdp_xent_flops_backward(b, c->classes)
+               + c->layers * (ptdp_linear_flops_backward(b, h, f) + ptdp_linear_flops_backward(b, f, h)
                                 + ptdp_gelu_flops_backward((size_t)b * f))
                + ptdp_linear_flops_backward(b, c->d_in, h) - ptdp_matmul_flops(b, c->d_in, h);
     return fwd + bwd;
@@ -168,15 +170,16 @@ static void add_call(gemm_plan *p, bool ta, bool tb, int m, int n, int k,
 /* The list, in mlp.c's order: y = x W^T is (B x in)(out x in)^T; its
  * backward dx = dy W and dW += dy^T x.  Weights and gradients are the
  * model's own buffers. */
-static void plan_gemms(gemm_plan *p, const ptdp_model *m, int b)
+static void plan_gemms(gemm_plan *p, ptdp_model *model, int b)
 {
-    const ptdp_model_config *c = &m->cfg;
-    int h = c->d_model, f = c->d_ff, L = c->n_layers, C = c->n_classes;
+    const ptdp_model_config *c = &model->cfg;
+    const ptdp_mlp *m = ptdp_mlp_of(model);
+    int h = c->hidden, f = c->ffn, L = c->layers, C = c->classes;
     p->ncalls = 0;
     p->flops = 0;
     add_call(p, false, true, b, h, c->d_in, p->x, m->in_w->w.data, p->h[0], 1);
     for (int l = 0; l < L; l++) {
-        const ptdp_block_params *k = &m->blocks[l];
+        const ptdp_mlp_block *k = &m->blocks[l];
         add_call(p, false, true, b, f, h, p->h[l], k->fc1_w->w.data, p->a[l], 1);
         add_call(p, false, true, b, h, f, p->g[l], k->fc2_w->w.data, p->h[l + 1], 0);
     }
@@ -185,7 +188,7 @@ static void plan_gemms(gemm_plan *p, const ptdp_model *m, int b)
     add_call(p, false, false, b, h, C, p->dlogits, m->out_w->w.data, p->dh, 0);
     add_call(p, true, false, C, h, b, p->dlogits, p->h[L], m->out_w->g.data, 1);
     for (int l = L - 1; l >= 0; l--) {
-        const ptdp_block_params *k = &m->blocks[l];
+        const ptdp_mlp_block *k = &m->blocks[l];
         add_call(p, false, false, b, f, h, p->dh, k->fc2_w->w.data, p->dg, 0);
         add_call(p, true, false, h, f, b, p->dh, p->g[l], k->fc2_w->g.data, 1);
         add_call(p, false, false, b, h, f, p->dg, k->fc1_w->w.data, p->tmp, 0);
@@ -202,11 +205,11 @@ static ptdp_real *scratch(ptdp_device *dev, size_t n, const char *name)
     return x;
 }
 
-static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_model *m, int b)
+static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
 {
     const ptdp_model_config *c = &m->cfg;
-    int L = c->n_layers;
-    size_t bh = (size_t)b * c->d_model, bf = (size_t)b * c->d_ff;
+    int L = c->layers;
+    size_t bh = (size_t)b * c->hidden, bf = (size_t)b * c->ffn;
     memset(p, 0, sizeof *p);
     p->h = calloc((size_t)L + 1, sizeof *p->h);
     p->a = calloc((size_t)L, sizeof *p->a);
@@ -215,8 +218,8 @@ static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_model *m, i
     if (!p->h || !p->a || !p->g || !p->calls)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
     bool ok = (p->x = scratch(dev, (size_t)b * c->d_in, "gemm.x")) &&
-              (p->logits = scratch(dev, (size_t)b * c->n_classes, "gemm.logits")) &&
-              (p->dlogits = scratch(dev, (size_t)b * c->n_classes, "gemm.dlogits")) &&
+              (p->logits = scratch(dev, (size_t)b * c->classes, "gemm.logits")) &&
+              (p->dlogits = scratch(dev, (size_t)b * c->classes, "gemm.dlogits")) &&
               (p->dh = scratch(dev, bh, "gemm.dh")) && (p->dg = scratch(dev, bf, "gemm.dg")) &&
               (p->tmp = scratch(dev, bh, "gemm.tmp"));
     for (int l = 0; ok && l <= L; l++)
@@ -259,7 +262,7 @@ typedef struct {
 typedef struct {
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     gemm_plan plan;
     ptdp_tensor x;
     int64_t *labels;
@@ -272,11 +275,11 @@ static int phase_setup(ptdp_device *dev, phase_state *st, const bench_cfg *c)
     size_t bytes;
     if ((st->labels = calloc((size_t)c->batch, sizeof *st->labels)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
-    if ((rc = ptdp_mesh_create(dev, 1, 1, 1, &st->mesh)) != 0)
+    if ((rc = ptdp_mesh_init(dev, 1, 1, 1, &st->mesh)) != 0)
         return rc;
     /* Seed 1, as the ptdp_train runs below: the losses must agree. */
     if ((rc = ptdp_model_init(dev, &st->model, &c->model, &st->mesh, NULL, 1, 0.0)) != 0 ||
-        (rc = ptdp_dataset_init(dev, &st->data, 1, c->model.d_in, c->model.n_classes)) != 0)
+        (rc = ptdp_mlp_data_init(dev, &st->data, 1, c->model.d_in, c->model.classes)) != 0)
         return rc;
     bytes = st->model.numel * sizeof(ptdp_real);
     if ((st->exp_avg = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg")) == NULL ||
@@ -289,13 +292,13 @@ static int phase_setup(ptdp_device *dev, phase_state *st, const bench_cfg *c)
 
 static void phase_teardown(ptdp_device *dev, phase_state *st, const bench_cfg *c)
 {
-    gemm_plan_free(dev, &st->plan, c->model.n_layers);
+    gemm_plan_free(dev, &st->plan, c->model.layers);
     ptdp_tensor_free(dev, &st->x);
     ptdp_free(dev, st->exp_avg_sq);
     ptdp_free(dev, st->exp_avg);
-    ptdp_dataset_free(dev, &st->data);
+    ptdp_mlp_data_free(dev, &st->data);
     ptdp_model_free(dev, &st->model);
-    ptdp_mesh_destroy(&st->mesh);
+    ptdp_mesh_free(&st->mesh);
     free(st->labels);
 }
 
@@ -316,11 +319,12 @@ static int phase_device(ptdp_device *dev, void *arg)
 
     for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
         ptdp_progress("[1/6] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
-        ptdp_dataset_batch(&st.data, (int64_t)s * b, b, st.x, st.labels);   /* not timed */
+        ptdp_mlp_data_batch(&st.data, (int64_t)s * b, b, st.x, st.labels);   /* not timed */
 
         double t0 = ptdp_wall_now();
         ptdp_acts acts;
-        if ((rc = ptdp_model_forward(dev, m, &acts, st.x, st.labels, (int64_t)s * b, s, false, NULL)) != 0 ||
+        ptdp_batch batch = { .first = (int64_t)s * b, .rows = b, .x = st.x, .labels = st.labels };
+        if ((rc = ptdp_model_forward(dev, m, &acts, &batch, st.x, s, false, NULL)) != 0 ||
             (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / b, NULL)) != 0)
             break;
         double t1 = ptdp_wall_now();
@@ -557,8 +561,8 @@ static void print_json(const bench_cfg *c, const bench_result *r)
            "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
            "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
            "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, ",
-           PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
-           c->model.n_classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
+           PTDP_REAL_NAME, c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers,
+           c->model.classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
            r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
@@ -577,8 +581,8 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     speedups s = speedups_of(r);
     printf("ptdp bench train (%s): d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, AdamW\n"
            "  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
-           PTDP_REAL_NAME, c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers,
-           c->model.n_classes, c->batch, r->flops / 1e9, c->steps, c->warmup);
+           PTDP_REAL_NAME, c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers,
+           c->model.classes, c->batch, r->flops / 1e9, c->steps, c->warmup);
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
     printf("  %-46s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
            r->flops / r->fwd_bwd_s / 1e9);
@@ -632,7 +636,7 @@ static void usage(void)
 int ptdp_bench_train_cmd(int argc, char **argv)
 {
     bench_cfg c = {
-        .model = { .d_in = 1024, .d_model = 1024, .d_ff = 4096, .n_layers = 4, .n_classes = 10 },
+        .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
         .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
     };
     ptdp_args a;
@@ -643,10 +647,10 @@ int ptdp_bench_train_cmd(int argc, char **argv)
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c.steps);
         else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c.warmup);
         else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_in);
-        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_model);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 18, &c.model.d_ff);
-        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1024, &c.model.n_layers);
-        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.model.n_classes);
+        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.hidden);
+        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 18, &c.model.ffn);
+        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1024, &c.model.layers);
+        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.model.classes);
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.batch);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c.json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c.watchdog_s);

@@ -83,7 +83,7 @@ int ptdp_cmd_demo(int argc, char **argv)
     printf("ptdp demo: the same MLP (%d blocks, hidden %d, batch %d, AdamW) trained twice with seed %d\n"
            "  A: 1 device (the reference)\n"
            "  B: 8 devices = dp 2 (data) x tp 2 (tensor) x pp 2 (pipeline, 1F1B, %d micro-batches)\n\n",
-           par.model.n_layers, par.model.d_model, par.batch, (int)par.seed, mbs);
+           par.model.layers, par.model.hidden, par.batch, (int)par.seed, mbs);
     fflush(stdout);
 
     ptdp_launch_result la, lb;

@@ -22,6 +22,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/launch.h"
 
 enum { TP = 4 };
@@ -71,22 +72,23 @@ static int tp_describe_device(ptdp_device *dev, void *arg)
     tp_layout *t = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    int rc = ptdp_mesh_create(dev, 1, TP, 1, &mesh);
+    int rc = ptdp_mesh_init(dev, 1, TP, 1, &mesh);
     if (rc != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &m, &t->cfg, &mesh, NULL, 1, 0.0)) != 0) {
-        ptdp_mesh_destroy(&mesh);
+        ptdp_mesh_free(&mesh);
         return rc;
     }
     const int r = mesh.tp_rank;
     ptdp_param *fc1 = ptdp_model_find(&m, "blocks.0.fc1.weight");
     ptdp_param *fc2 = ptdp_model_find(&m, "blocks.0.fc2.weight");
-    if (fc1 == NULL || fc2 == NULL || m.out_w == NULL) {
+    ptdp_param *out = ptdp_model_find(&m, "out.weight");
+    if (fc1 == NULL || fc2 == NULL || out == NULL) {
         rc = ptdp_fail(dev, PTDP_EINVAL, "tp figure: the model has no blocks.0.fc1/fc2 or out.weight");
     } else {
         describe(fc1, &t->fc1[r]);
         describe(fc2, &t->fc2[r]);
-        describe(m.out_w, &t->out[r]);
+        describe(out, &t->out[r]);
         t->numel[r] = m.numel;
         for (int i = 0; r == 0 && i < m.nparams; i++) {
             shard_info s;
@@ -97,7 +99,7 @@ static int tp_describe_device(ptdp_device *dev, void *arg)
         }
     }
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -152,7 +154,7 @@ static void conjugate(ptdp_svg *s, double cx, double cy, const char *name, const
 
 static void draw_flow(ptdp_svg *s, const tp_layout *t, double y)
 {
-    const int h = t->cfg.d_model, fl = t->fc1[0].rows;
+    const int h = t->cfg.hidden, fl = t->fc1[0].rows;
     char shape[64];
     snprintf(shape, sizeof shape, "B \u00d7 %d", h);
     flow_box(s, 30, y, 84, 44, 1, "X", shape);
@@ -230,7 +232,7 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
     if (err != 0)
         return err;
 
-    const int h = t.cfg.d_model, dff = t.cfg.d_ff, C = t.cfg.n_classes;
+    const int h = t.cfg.hidden, dff = t.cfg.ffn, C = t.cfg.classes;
     const int fl = t.fc1[0].rows, cl = t.out[0].rows;
     const double top_of_matrices = 250;
     ptdp_svg s;

@@ -102,7 +102,7 @@ int ptdp_cmd_train(int argc, char **argv)
 {
     ptdp_train_config c = ptdp_train_defaults();
     c.dp = 0;            /* unset: --devices may decide it */
-    c.model.d_ff = 0;    /* unset: 4 x --hidden */
+    c.model.ffn = 0;    /* unset: 4 x --hidden */
     ptdp_launch_opts o = { 0 };
     int devices = 0, stage_layers[PTDP_MAX_DEVICES], nstage = 0, opt = 0, seed = 1;
     bool check = false, quiet = false, profile_list = false;
@@ -135,10 +135,10 @@ int ptdp_cmd_train(int argc, char **argv)
         else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c.zero);
         else if (ptdp_args_is(&a, "--seed")) rc = ptdp_args_int(&a, 0, 2147483647, &seed);
         else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_in);
-        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_model);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 22, &c.model.d_ff);
-        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 4096, &c.model.n_layers);
-        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 22, &c.model.n_classes);
+        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.hidden);
+        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 22, &c.model.ffn);
+        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 4096, &c.model.layers);
+        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 22, &c.model.classes);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c.dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedules, 2, &sched);
         else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c.recompute);
@@ -174,8 +174,8 @@ int ptdp_cmd_train(int argc, char **argv)
     c.optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     c.seed = (uint64_t)seed;
     c.schedule = schedules[sched];
-    if (c.model.d_ff == 0)
-        c.model.d_ff = 4 * c.model.d_model;
+    if (c.model.ffn == 0)
+        c.model.ffn = 4 * c.model.hidden;
     if (nstage > 0) {
         if (nstage != c.pp)
             return ptdp_usage_error("train", "--stage-layers lists %d stages but --pp is %d", nstage, c.pp);

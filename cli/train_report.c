@@ -46,9 +46,9 @@ static double group_sent(const ptdp_comm_stats *s, const char *name)
 static double stage_elements(const ptdp_train_config *c, int stage)
 {
     const ptdp_model_config *m = &c->model;
-    double h = m->d_model, ff = (double)m->d_ff / c->tp, cl = (double)m->n_classes / c->tp;
+    double h = m->hidden, ff = (double)m->ffn / c->tp, cl = (double)m->classes / c->tp;
     int begin, count;
-    ptdp_stage_range(m->n_layers, c->pp, c->stage_layers, stage, &begin, &count);
+    ptdp_stage_range(m->layers, c->pp, c->stage_layers, stage, &begin, &count);
     double n = count * (ff * h + ff + h * ff + h);
     if (stage == 0)
         n += h * m->d_in + h;
@@ -203,7 +203,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                "\"profile\": \"%s\",\n", c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name);
     fprintf(f, "             \"model\": {\"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d}},\n",
-            m->d_in, m->d_model, m->d_ff, m->n_layers, m->n_classes);
+            m->d_in, m->hidden, m->ffn, m->layers, m->classes);
     double makespan = 0, first = 0, last = 0;
     for (int i = 0; i < res->steps; i++)
         makespan += res->log[i].virtual_s;

@@ -72,7 +72,7 @@ static void print_header(const ptdp_train_config *c)
     if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
-           c->model.d_in, c->model.d_model, c->model.d_ff, c->model.n_layers, c->model.n_classes,
+           c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers, c->model.classes,
            c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
     printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
            "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
@@ -154,7 +154,7 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
     char msg[PTDP_MSG_MAX];
     ptdp_state base;
     ptdp_train_result bres;
-    if (ptdp_state_create(&base, &c->model, c->optimizer, c->momentum > 0) != 0) {
+    if (ptdp_state_init(&base, &c->model, c->optimizer, c->momentum > 0) != 0) {
         fprintf(stderr, "ptdp train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
@@ -198,13 +198,13 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
     bool momentum = c->momentum > 0;
 
     if (save != NULL || check) {
-        if (ptdp_state_create(&final, &c->model, c->optimizer, momentum) != 0)
+        if (ptdp_state_init(&final, &c->model, c->optimizer, momentum) != 0)
             goto oom;
         have_final = true;
         c->final_state = &final;
     }
     if (save_init != NULL) {
-        if (ptdp_state_create(&init, &c->model, c->optimizer, momentum) != 0)
+        if (ptdp_state_init(&init, &c->model, c->optimizer, momentum) != 0)
             goto oom;
         have_init = true;
         c->init_state = &init;

@@ -19,9 +19,9 @@
 static inline size_t model_size_stage(const ptdp_train_config *c, int stage)
 {
     const ptdp_model_config *m = &c->model;
-    size_t h = (size_t)m->d_model, ff = (size_t)(m->d_ff / c->tp), cl = (size_t)(m->n_classes / c->tp);
+    size_t h = (size_t)m->hidden, ff = (size_t)(m->ffn / c->tp), cl = (size_t)(m->classes / c->tp);
     int begin, count;
-    ptdp_stage_range(m->n_layers, c->pp, c->stage_layers, stage, &begin, &count);
+    ptdp_stage_range(m->layers, c->pp, c->stage_layers, stage, &begin, &count);
     size_t n = (size_t)count * (ff * h + ff + h * ff + h);
     if (stage == 0)
         n += h * (size_t)m->d_in + h;
@@ -33,8 +33,8 @@ static inline size_t model_size_stage(const ptdp_train_config *c, int stage)
 /* The whole model: every parameter once. */
 static inline size_t model_size_total(const ptdp_model_config *m)
 {
-    size_t h = (size_t)m->d_model, ff = (size_t)m->d_ff, C = (size_t)m->n_classes;
-    return h * (size_t)m->d_in + h + (size_t)m->n_layers * (2 * ff * h + ff + h) + C * h + C;
+    size_t h = (size_t)m->hidden, ff = (size_t)m->ffn, C = (size_t)m->classes;
+    return h * (size_t)m->d_in + h + (size_t)m->layers * (2 * ff * h + ff + h) + C * h + C;
 }
 
 #endif

@@ -13,16 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/dp.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/optim.h"
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
 
-static const ptdp_model_config CFG = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 2, .n_classes = 5 };
+static const ptdp_model_config CFG = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 };
 enum { B = 10, M = 2, MAXP = 4096 };
 
 typedef struct {
@@ -37,12 +38,12 @@ static int dp_device(ptdp_device *dev, void *arg)
     dp_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     ptdp_ddp ddp;
     int n = dev->world_size;
-    ck_assert_int_eq(ptdp_mesh_create(dev, n, 1, 1, &mesh), 0);
+    ck_assert_int_eq(ptdp_mesh_init(dev, n, 1, 1, &mesh), 0);
     ck_assert_int_eq(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 7, 0.0), 0);
-    ck_assert_int_eq(ptdp_dataset_init(dev, &data, 7, CFG.d_in, CFG.n_classes), 0);
+    ck_assert_int_eq(ptdp_mlp_data_init(dev, &data, 7, CFG.d_in, CFG.classes), 0);
     ck_assert_int_eq(ptdp_ddp_init(&ddp, &m, 0.001), 0);
     ck_assert_uint_le(m.numel, MAXP);
 
@@ -54,9 +55,9 @@ static int dp_device(ptdp_device *dev, void *arg)
         ptdp_tensor x;
         int64_t y[B];
         ck_assert_int_eq(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, CFG.d_in), 0);
-        ptdp_dataset_batch(&data, (int64_t)(shard_off + off), (int)len, x, y);
+        ptdp_mlp_data_batch(&data, (int64_t)(shard_off + off), (int)len, x, y);
         ptdp_acts acts;
-        ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, x, y, (int64_t)(shard_off + off), 0, false, NULL), 0);
+        ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = (int64_t)(shard_off + off), .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL), 0);
         /* right: 1/B for every sample; wrong: the micro-batch's own mean */
         double scale = a->average_of_averages ? 1.0 / (double)len : 1.0 / B;
         ck_assert_int_eq(ptdp_model_backward(dev, &m, &acts, NULL, scale, NULL), 0);
@@ -73,9 +74,9 @@ static int dp_device(ptdp_device *dev, void *arg)
         a->numel = m.numel;
     }
     ptdp_ddp_free(&ddp);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 

@@ -9,7 +9,7 @@
  *                                                        PP groups {0,4} {1,5} {2,6} {3,7}
  *
  * Checked two ways: the pure functions (world rank <-> coordinates), and
- * the groups that ptdp_mesh_create really builds by splitting the world —
+ * the groups that ptdp_mesh_init really builds by splitting the world —
  * each device lists the world ranks of its TP, DP and PP group members.
  */
 #include <check.h>
@@ -66,7 +66,7 @@ static int groups_device(ptdp_device *dev, void *arg)
 {
     groups_arg *a = arg;
     ptdp_mesh m;
-    int rc = ptdp_mesh_create(dev, a->dp, a->tp, a->pp, &m);
+    int rc = ptdp_mesh_init(dev, a->dp, a->tp, a->pp, &m);
     if (rc != 0)
         return rc;
     ptdp_comm *g[3] = { m.tp_comm, m.dp_comm, m.pp_comm };
@@ -77,7 +77,7 @@ static int groups_device(ptdp_device *dev, void *arg)
         for (int i = 0; i < ptdp_comm_size(g[k]); i++)
             a->members[k][dev->rank][i] = ptdp_comm_world_rank(g[k], i);
     }
-    ptdp_mesh_destroy(&m);
+    ptdp_mesh_free(&m);
     return PTDP_OK;
 }
 
@@ -171,7 +171,7 @@ static int wrong_world_device(ptdp_device *dev, void *arg)
 {
     (void)arg;
     ptdp_mesh m;
-    return ptdp_mesh_create(dev, 2, 2, 1, &m);   /* needs 4, the world has 3 */
+    return ptdp_mesh_init(dev, 2, 2, 1, &m);   /* needs 4, the world has 3 */
 }
 
 START_TEST(test_wrong_world_size_is_an_error)

@@ -7,14 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/state.h"
 #include "ptdp/launch.h"
 
-static const ptdp_model_config CFG = { .d_in = 5, .d_model = 6, .d_ff = 8, .n_layers = 2, .n_classes = 4 };
+static const ptdp_model_config CFG = { .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 };
 
 /* ---------------------------------------------------------- gradients */
 #ifdef PTDP_DOUBLE   /* finite differences need double precision */
@@ -25,10 +26,9 @@ typedef struct { int checked; double worst; int status; } fd_result;
 static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_tensor x, const int64_t *y)
 {
     ptdp_acts acts;
-    ptdp_model_forward(dev, m, &acts, x, y, 0, 0, false, NULL);
+    ptdp_model_forward(dev, m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL);
     double loss = acts.loss_sum / x.rows;
-    ptdp_acts_free(dev, &acts);
-    ptdp_tensor_free(dev, &acts.x);
+    ptdp_acts_free(dev, m, &acts);
     return loss;
 }
 
@@ -37,21 +37,21 @@ static int fd_device(ptdp_device *dev, void *arg)
     fd_result *r = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     int B = 7;
-    ck_assert_int_eq(ptdp_mesh_create(dev, 1, 1, 1, &mesh), 0);
+    ck_assert_int_eq(ptdp_mesh_init(dev, 1, 1, 1, &mesh), 0);
     ck_assert_int_eq(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0), 0);
-    ck_assert_int_eq(ptdp_dataset_init(dev, &data, 3, CFG.d_in, CFG.n_classes), 0);
+    ck_assert_int_eq(ptdp_mlp_data_init(dev, &data, 3, CFG.d_in, CFG.classes), 0);
     /* Larger weights than the 0.02 init, so every path carries signal. */
     for (size_t k = 0; k < m.numel; k++)
         m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 20 + 0.01 * sin((double)k));
     ptdp_tensor x;
     int64_t y[7];
     ck_assert_int_eq(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, CFG.d_in), 0);
-    ptdp_dataset_batch(&data, 0, B, x, y);
+    ptdp_mlp_data_batch(&data, 0, B, x, y);
 
     ptdp_acts acts;
-    ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, x, y, 0, 0, false, NULL), 0);
+    ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL), 0);
     ck_assert_int_eq(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / B, NULL), 0);
 
     /* Central differences on every parameter element (the model is tiny). */
@@ -70,9 +70,9 @@ static int fd_device(ptdp_device *dev, void *arg)
         r->checked++;
     }
     ptdp_tensor_free(dev, &x);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -95,7 +95,7 @@ static int shard_device(ptdp_device *dev, void *arg)
     shard_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    int rc = ptdp_mesh_create(dev, 1, a->tp, 1, &mesh);
+    int rc = ptdp_mesh_init(dev, 1, a->tp, 1, &mesh);
     if (rc == 0)
         rc = ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 11, 0.0);
     if (rc != 0)
@@ -106,15 +106,15 @@ static int shard_device(ptdp_device *dev, void *arg)
             ptdp_param_to_state(p, p->w, ptdp_state_find(a->state, p->name));
     }
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
 START_TEST(test_tp_shards_equal_slices_of_the_whole)
 {
     ptdp_state whole, split;
-    ck_assert_int_eq(ptdp_state_create(&whole, &CFG, PTDP_OPT_ADAMW, false), 0);
-    ck_assert_int_eq(ptdp_state_create(&split, &CFG, PTDP_OPT_ADAMW, false), 0);
+    ck_assert_int_eq(ptdp_state_init(&whole, &CFG, PTDP_OPT_ADAMW, false), 0);
+    ck_assert_int_eq(ptdp_state_init(&split, &CFG, PTDP_OPT_ADAMW, false), 0);
     shard_arg a1 = { 1, &whole }, a4 = { 4, &split };
     ck_assert_int_eq(ptdp_launch(1, shard_device, &a1, NULL), 0);
     ck_assert_int_eq(ptdp_launch(4, shard_device, &a4, NULL), 0);
@@ -162,13 +162,13 @@ typedef struct { int64_t labels[2][16]; ptdp_real x[2][16 * 5]; } data_arg;
 static int data_device(ptdp_device *dev, void *arg)
 {
     data_arg *a = arg;
-    ptdp_dataset d;
-    ck_assert_int_eq(ptdp_dataset_init(dev, &d, 5, 5, 4), 0);
+    ptdp_mlp_data d;
+    ck_assert_int_eq(ptdp_mlp_data_init(dev, &d, 5, 5, 4), 0);
     /* all 16 at once, then as two shards of 9 and 7 */
-    ptdp_dataset_batch(&d, 100, 16, ptdp_tensor_wrap(a->x[0], 16, 5), a->labels[0]);
-    ptdp_dataset_batch(&d, 100, 9, ptdp_tensor_wrap(a->x[1], 9, 5), a->labels[1]);
-    ptdp_dataset_batch(&d, 109, 7, ptdp_tensor_wrap(a->x[1] + 9 * 5, 7, 5), a->labels[1] + 9);
-    ptdp_dataset_free(dev, &d);
+    ptdp_mlp_data_batch(&d, 100, 16, ptdp_tensor_wrap(a->x[0], 16, 5), a->labels[0]);
+    ptdp_mlp_data_batch(&d, 100, 9, ptdp_tensor_wrap(a->x[1], 9, 5), a->labels[1]);
+    ptdp_mlp_data_batch(&d, 109, 7, ptdp_tensor_wrap(a->x[1] + 9 * 5, 7, 5), a->labels[1] + 9);
+    ptdp_mlp_data_free(dev, &d);
     return 0;
 }
 

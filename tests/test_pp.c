@@ -40,7 +40,7 @@
 static ptdp_train_config small_config(int dp, int pp, int m, const char *schedule)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .d_model = 16, .d_ff = 32, .n_layers = 12, .n_classes = 8 },
+        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 },
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 96, .steps = 2,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = schedule,
     };
@@ -54,7 +54,7 @@ static void train(const ptdp_train_config *cfg, ptdp_launch_opts *opts, ptdp_sta
     char msg[PTDP_MSG_MAX];
     ptdp_train_config c = *cfg;
     if (final != NULL) {
-        ck_assert_int_eq(ptdp_state_create(final, &c.model, c.optimizer, c.momentum > 0), 0);
+        ck_assert_int_eq(ptdp_state_init(final, &c.model, c.optimizer, c.momentum > 0), 0);
         c.final_state = final;
     }
     if (opts->watchdog_s == 0)
@@ -93,15 +93,15 @@ static mb_bytes micro_batch_bytes(const ptdp_train_config *c, int stage)
 {
     const ptdp_model_config *m = &c->model;
     size_t es = sizeof(ptdp_real), rows = (size_t)(c->batch / (c->dp * c->micro_batches));
-    size_t h = (size_t)m->d_model, ff = (size_t)m->d_ff;
+    size_t h = (size_t)m->hidden, ff = (size_t)m->ffn;
     int begin, nb;
-    ptdp_stage_range(m->n_layers, c->pp, c->stage_layers, stage, &begin, &nb);
+    ptdp_stage_range(m->layers, c->pp, c->stage_layers, stage, &begin, &nb);
     bool first = stage == 0, last = stage == c->pp - 1;
     mb_bytes b;
     b.input = rows * (first ? (size_t)m->d_in : h) * es;
     b.resident = b.input + (size_t)(nb + 1) * rows * h * es + 2 * (size_t)nb * rows * ff * es;
     if (last)
-        b.resident += rows * (size_t)m->n_classes * es + 2 * rows * sizeof(double);
+        b.resident += rows * (size_t)m->classes * es + 2 * rows * sizeof(double);
     b.scratch = (last ? 0 : rows * h * es) + (first ? 0 : rows * h * es) + 2 * rows * h * es + rows * ff * es;
     return b;
 }
@@ -281,7 +281,7 @@ static int stage_info_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_ddp ddp;
-    int rc = ptdp_mesh_create(dev, 1, 1, c->pp, &mesh);
+    int rc = ptdp_mesh_init(dev, 1, 1, c->pp, &mesh);
     if (rc == 0)
         rc = ptdp_model_init(dev, &m, &c->model, &mesh, c->stage_layers, c->seed, 0.0);
     if (rc != 0)
@@ -291,7 +291,7 @@ static int stage_info_device(ptdp_device *dev, void *arg)
     si->numel[mesh.pp_rank] = m.numel;
     ptdp_ddp_free(&ddp);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -427,8 +427,8 @@ START_TEST(test_trace_shows_stages_and_idle)
     close(fd);
     const int M = 4;
     ptdp_train_config c = small_config(2, 2, M, SCHEDULES[_i]);
-    c.model.d_model = 64;   /* events of a microsecond or more: the file's */
-    c.model.d_ff = 256;     /* 1 ns resolution is then fine for the sums  */
+    c.model.hidden = 64;   /* events of a microsecond or more: the file's */
+    c.model.ffn = 256;     /* 1 ns resolution is then fine for the sums  */
     c.batch = 64;
     c.steps = 2;
     stage_info si;
@@ -452,7 +452,7 @@ START_TEST(test_trace_shows_stages_and_idle)
         int dp_rank, tp_rank, stage;
         ptdp_mesh_coords(c.dp, c.tp, c.pp, e.tid, &dp_rank, &tp_rank, &stage);
         int begin, nb;
-        ptdp_stage_range(c.model.n_layers, c.pp, NULL, stage, &begin, &nb);
+        ptdp_stage_range(c.model.layers, c.pp, NULL, stage, &begin, &nb);
         trace_counts *d = &dev[e.tid];
         d->end = fmax(d->end, e.ts + e.dur);
         if (strcmp(e.cat, "compute") == 0 && ends_with(e.name, " fwd") && strncmp(e.name, "block ", 6) == 0) {
@@ -539,30 +539,26 @@ static int step_device(ptdp_device *dev, void *arg)
     step_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
-    int rc = ptdp_mesh_create(dev, 1, 1, a->schedule->pp, &mesh);
+    int rc = ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh);
     if (rc != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0)
         return rc;
-    if ((rc = ptdp_dataset_init(dev, &data, 3, a->model.d_in, a->model.n_classes)) != 0)
-        return rc;
     ptdp_pp_step st = {
-        .model = &m, .data = &data, .schedule = a->schedule, .step = 0,
+        .model = &m, .schedule = a->schedule, .step = 0,
         .shard_first = 0, .shard_rows = a->batch, .micro_batches = a->micro_batches,
         .loss_scale = 1.0 / a->batch, .optimizer_step = count_optimizer, .optimizer_ctx = a,
     };
     rc = ptdp_pp_run_step(dev, &st);
     a->peak_in_flight[mesh.pp_rank] = st.peak_in_flight;
-    if (m.has_output)
+    if (m.last_stage)
         a->loss_sum = st.loss_sum;
-    ptdp_dataset_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
-static const ptdp_model_config STEP_MODEL = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 4, .n_classes = 5 };
+static const ptdp_model_config STEP_MODEL = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 };
 
 static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchdog_s, step_arg *a,
                         ptdp_launch_result *lr)

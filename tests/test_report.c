@@ -102,7 +102,7 @@ END_TEST
 static double tp_bytes(int layers, int tp, double *group_sum)
 {
     ptdp_train_config c = equiv_config(1, tp, 1, 2);
-    c.model.n_layers = layers;
+    c.model.layers = layers;
     c.steps = 2;
     run_out o;
     run(&c, &o);
@@ -117,7 +117,7 @@ static double tp_bytes(int layers, int tp, double *group_sum)
 START_TEST(test_tp_bytes_per_block)
 {
     ptdp_train_config c = equiv_config(1, 2, 1, 2);
-    double B = c.batch, h = c.model.d_model;
+    double B = c.batch, h = c.model.hidden;
     for (int N = 2; N <= 4; N *= 2) {
         double sum2, sum4;
         double two = tp_bytes(2, N, &sum2), four = tp_bytes(4, N, &sum4);
@@ -143,7 +143,7 @@ START_TEST(test_pp_bytes_per_step)
         c.steps = 2;
         run_out o;
         run(&c, &o);
-        double B = c.batch, h = c.model.d_model, norm_sum = 2.0 * (P - 1) * 8, sum = 0;
+        double B = c.batch, h = c.model.hidden, norm_sum = 2.0 * (P - 1) * 8, sum = 0;
         for (int s = 0; s < P; s++) {
             double sent = sent_in(&o, s, "pp") / c.steps;
             /* activations forward unless last, gradients backward unless first */

@@ -31,11 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
+#include "ptdp/mlp.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
@@ -144,7 +146,7 @@ static ptdp_tensor make(ptdp_device *dev, const char *name, int rows, int cols)
 
 static int tp_mesh(ptdp_device *dev, ptdp_mesh *mesh)
 {
-    return ptdp_mesh_create(dev, 1, dev->world_size, 1, mesh);
+    return ptdp_mesh_init(dev, 1, dev->world_size, 1, mesh);
 }
 
 /* ------------------------------------------- f and g: the sum operators */
@@ -219,7 +221,7 @@ static int f_and_g_device(ptdp_device *dev, void *arg)
         }
     ptdp_tensor_free(dev, &t);
     ptdp_tensor_free(dev, &wide);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -318,7 +320,7 @@ static int gather_scatter_device(ptdp_device *dev, void *arg)
            ms.current[PTDP_MEM_COMM]);
     ptdp_tensor_free(dev, &local);
     ptdp_tensor_free(dev, &full);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -372,7 +374,7 @@ static int column_linear_device(ptdp_device *dev, void *arg)
 
     /* forward without gather: my output columns, no communication (f forward = identity) */
     traffic t0 = traffic_now(dev);
-    rc = ptdp_column_linear_forward(dev, tp, y, x, w, &b, NULL);
+    rc = ptdp_tp_column_linear_forward(dev, tp, y, x, w, &b, NULL);
     traffic d = traffic_since(dev, t0);
     EXPECT(v, dev, rc == 0 && calls_except(&d, PTDP_COLL_COUNT) == 0, "column forward: rc %d, %llu calls", rc,
            calls_except(&d, PTDP_COLL_COUNT));
@@ -384,7 +386,7 @@ static int column_linear_device(ptdp_device *dev, void *arg)
         }
     /* forward with gather: the whole y on every rank */
     t0 = traffic_now(dev);
-    rc = ptdp_column_linear_forward(dev, tp, y, x, w, &b, &full);
+    rc = ptdp_tp_column_linear_forward(dev, tp, y, x, w, &b, &full);
     d = traffic_since(dev, t0);
     EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_GATHER] == (n > 1 ? 1u : 0u) &&
            calls_except(&d, PTDP_COLL_ALL_GATHER) == 0, "column forward with gather: rc %d, %llu all-gathers", rc,
@@ -402,7 +404,7 @@ static int column_linear_device(ptdp_device *dev, void *arg)
             *ptdp_at(dy, i, o) = ival(4, i, o0 + o);
     for (int pass = 1; pass <= 2; pass++) {
         t0 = traffic_now(dev);
-        rc = ptdp_column_linear_backward(tp, &dx, dw, &db, dy, x, w);
+        rc = ptdp_tp_column_linear_backward(tp, &dx, dw, &db, dy, x, w);
         d = traffic_since(dev, t0);
         EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) &&
                calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0, "column backward: rc %d, %llu all-reduces", rc,
@@ -436,7 +438,7 @@ static int column_linear_device(ptdp_device *dev, void *arg)
     ptdp_tensor *all[] = { &x, &w, &b, &y, &full, &dy, &dx, &dw, &db };
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         ptdp_tensor_free(dev, all[k]);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -478,7 +480,7 @@ static int row_linear_device(ptdp_device *dev, void *arg)
 
     /* forward: one all-reduce (g), and the bias added once after it */
     traffic t0 = traffic_now(dev);
-    rc = ptdp_row_linear_forward(tp, y, x, w, &b);
+    rc = ptdp_tp_row_linear_forward(tp, y, x, w, &b);
     traffic d = traffic_since(dev, t0);
     EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) &&
            calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0, "row forward: rc %d, %llu all-reduces", rc,
@@ -499,7 +501,7 @@ static int row_linear_device(ptdp_device *dev, void *arg)
         for (int o = 0; o < LIN; o++)
             *ptdp_at(dy, i, o) = ival(8, i, o);
     t0 = traffic_now(dev);
-    ptdp_row_linear_backward(&dx, dw, &db, dy, x, w);
+    ptdp_tp_row_linear_backward(&dx, dw, &db, dy, x, w);
     d = traffic_since(dev, t0);
     EXPECT(v, dev, calls_except(&d, PTDP_COLL_COUNT) == 0, "row backward communicated");
     for (int i = 0; i < LB; i++)
@@ -527,7 +529,7 @@ static int row_linear_device(ptdp_device *dev, void *arg)
     ptdp_tensor *all[] = { &x, &w, &b, &y, &dy, &dx, &dw, &db };
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         ptdp_tensor_free(dev, all[k]);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -614,7 +616,7 @@ static int xent_device(ptdp_device *dev, void *arg)
     ptdp_tensor_free(dev, &dl);
     ptdp_tensor_free(dev, &full);
     ptdp_tensor_free(dev, &dfull);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -644,7 +646,7 @@ END_TEST
  * so each block adds exactly one all-reduce of B x h forward and one
  * backward, 2(N-1)/N * B h sizeof(real) bytes each; nothing is gathered. */
 enum { MB = 8 };
-static const ptdp_model_config COUNT_CFG = { .d_in = 4, .d_model = 16, .d_ff = 32, .n_layers = 1, .n_classes = 8 };
+static const ptdp_model_config COUNT_CFG = { .d_in = 4, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 };
 
 typedef struct {
     int layers;
@@ -656,22 +658,22 @@ static int count_device(ptdp_device *dev, void *arg)
 {
     count_arg *a = arg;
     ptdp_model_config cfg = COUNT_CFG;
-    cfg.n_layers = a->layers;
+    cfg.layers = a->layers;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     int rc;
     if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0)) != 0 ||
-        (rc = ptdp_dataset_init(dev, &data, 5, cfg.d_in, cfg.n_classes)) != 0)
+        (rc = ptdp_mlp_data_init(dev, &data, 5, cfg.d_in, cfg.classes)) != 0)
         return rc;
     ptdp_tensor x = make(dev, "x", MB, cfg.d_in);
     int64_t y[MB];
     if (x.data == NULL)
         return PTDP_ENOMEM;
-    ptdp_dataset_batch(&data, 0, MB, x, y);
+    ptdp_mlp_data_batch(&data, 0, MB, x, y);
     ptdp_acts acts;
     traffic t0 = traffic_now(dev);
-    rc = ptdp_model_forward(dev, &m, &acts, x, y, 0, 0, false, NULL);
+    rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL);
     a->fwd[dev->rank] = traffic_since(dev, t0);
     EXPECT(&a->v, dev, rc == 0, "forward returned %d", rc);
     t0 = traffic_now(dev);
@@ -679,9 +681,9 @@ static int count_device(ptdp_device *dev, void *arg)
     a->bwd[dev->rank] = traffic_since(dev, t0);
     EXPECT(&a->v, dev, rc == 0, "backward returned %d", rc);
     ptdp_tensor_free(dev, &x);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -693,7 +695,7 @@ START_TEST(test_mlp_block_one_all_reduce_each_way)
     ptdp_algo algo = algos[_i / NTPS];
     static count_arg a[2];
     static const int layers[2] = { 1, 3 };
-    double bh = MB * COUNT_CFG.d_model * SR, b8 = MB * sizeof(double);
+    double bh = MB * COUNT_CFG.hidden * SR, b8 = MB * sizeof(double);
     for (int k = 0; k < 2; k++) {
         memset(&a[k], 0, sizeof a[k]);
         a[k].layers = layers[k];
@@ -743,10 +745,10 @@ END_TEST
  * gradient made from rank-local data (a backward mask keyed by rank, a
  * skipped f); a forward that differs per rank is re-synchronised by the
  * next all-reduce and shows in the dropout test below instead. */
-static const ptdp_model_config REP_CFG = { .d_in = 6, .d_model = 8, .d_ff = 32, .n_layers = 3, .n_classes = 8 };
+static const ptdp_model_config REP_CFG = { .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 };
 enum { RB = 8, RSTEPS = 4 };
 
-static int train_a_little(ptdp_device *dev, ptdp_model *m, ptdp_dataset *data, int steps, ptdp_real *opt_m,
+static int train_a_little(ptdp_device *dev, ptdp_model *m, ptdp_mlp_data *data, int steps, ptdp_real *opt_m,
                           ptdp_real *opt_v)
 {
     ptdp_tensor x = make(dev, "x", RB, m->cfg.d_in);
@@ -758,8 +760,8 @@ static int train_a_little(ptdp_device *dev, ptdp_model *m, ptdp_dataset *data, i
     int rc = 0;
     for (int s = 0; rc == 0 && s < steps; s++) {
         ptdp_acts acts;
-        ptdp_dataset_batch(data, (int64_t)s * RB, RB, x, y);
-        if ((rc = ptdp_model_forward(dev, m, &acts, x, y, (int64_t)s * RB, s, false, NULL)) != 0 ||
+        ptdp_mlp_data_batch(data, (int64_t)s * RB, RB, x, y);
+        if ((rc = ptdp_model_forward(dev, m, &acts, &(ptdp_batch){ .first = (int64_t)s * RB, .rows = x.rows, .x = x, .labels = y }, x, s, false, NULL)) != 0 ||
             (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / RB, NULL)) != 0)
             break;
         ptdp_adamw_step(m->flat_w, m->flat_g, opt_m, opt_v, m->numel, &ac, s + 1);
@@ -793,21 +795,22 @@ static int replicas_device(ptdp_device *dev, void *arg)
     verdicts *v = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     int rc;
     if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &REP_CFG, &mesh, NULL, 9, 0.1)) != 0 ||
-        (rc = ptdp_dataset_init(dev, &data, 9, REP_CFG.d_in, REP_CFG.n_classes)) != 0)
+        (rc = ptdp_mlp_data_init(dev, &data, 9, REP_CFG.d_in, REP_CFG.classes)) != 0)
         return rc;
     ptdp_real *opt = ptdp_alloc(dev, 2 * m.numel * sizeof(ptdp_real), PTDP_MEM_OPTIM, "adamw m, v");
     if (opt == NULL)
         return PTDP_ENOMEM;
-    ptdp_real *in_w0 = malloc(ptdp_tensor_numel(m.in_w->w) * sizeof(ptdp_real));
+    const ptdp_param *in_w = ptdp_mlp_of(&m)->in_w;
+    ptdp_real *in_w0 = malloc(ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real));
     if (in_w0 == NULL)
         return PTDP_ENOMEM;
-    memcpy(in_w0, m.in_w->w.data, ptdp_tensor_numel(m.in_w->w) * sizeof(ptdp_real));
+    memcpy(in_w0, in_w->w.data, ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real));
     if ((rc = train_a_little(dev, &m, &data, RSTEPS, opt, opt + m.numel)) != 0)
         return rc;
-    EXPECT(v, dev, memcmp(in_w0, m.in_w->w.data, ptdp_tensor_numel(m.in_w->w) * sizeof(ptdp_real)) != 0,
+    EXPECT(v, dev, memcmp(in_w0, in_w->w.data, ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real)) != 0,
            "in.weight did not train");
     free(in_w0);
 
@@ -825,12 +828,12 @@ static int replicas_device(ptdp_device *dev, void *arg)
             EXPECT(v, dev, same == 0, "shards of %s are identical on every rank", p->name);
         }
     }
-    EXPECT(v, dev, replicated == 2 + REP_CFG.n_layers,
-           "%d replicated parameters, want in.weight, in.bias and %d fc2.bias", replicated, REP_CFG.n_layers);
+    EXPECT(v, dev, replicated == 2 + REP_CFG.layers,
+           "%d replicated parameters, want in.weight, in.bias and %d fc2.bias", replicated, REP_CFG.layers);
     ptdp_free(dev, opt);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -858,7 +861,7 @@ START_TEST(test_dropout_mask_is_a_slice_of_the_single_device_mask)
     static ptdp_real whole[R * F], local[4][R * F], rep[4][R * H], rep1[R * H];
     ptdp_tensor tw = ptdp_tensor_wrap(whole, R, F);
     ptdp_tensor_fill(tw, 1);
-    ptdp_dropout_apply(tw, p, key, sample0, F, 0);
+    ptdp_tp_dropout(tw, p, key, sample0, F, 0);
     int dropped = 0;
     for (int k = 0; k < R * F; k++) {
         ck_assert_msg(whole[k] == 0 || whole[k] == 2, "kept values are scaled by 1/(1-p)");
@@ -867,21 +870,21 @@ START_TEST(test_dropout_mask_is_a_slice_of_the_single_device_mask)
     ck_assert_msg(dropped > R * F / 4 && dropped < 3 * R * F / 4, "%d of %d dropped at p = 0.5", dropped, R * F);
     ptdp_tensor t1 = ptdp_tensor_wrap(rep1, R, H);
     ptdp_tensor_fill(t1, 1);
-    ptdp_dropout_apply(t1, p, key, sample0, H, 0);
+    ptdp_tp_dropout(t1, p, key, sample0, H, 0);
 
     for (int n = 2; n <= 4; n *= 2) {
         int c = F / n;
         for (int r = 0; r < n; r++) {
             ptdp_tensor tl = ptdp_tensor_wrap(local[r], R, c);
             ptdp_tensor_fill(tl, 1);
-            ptdp_dropout_apply(tl, p, key, sample0, F, r * c);
+            ptdp_tp_dropout(tl, p, key, sample0, F, r * c);
             for (int i = 0; i < R; i++)
                 for (int j = 0; j < c; j++)
                     ck_assert_msg(local[r][i * c + j] == whole[i * F + r * c + j],
                                   "tp=%d rank %d: split mask (%d,%d) is not the single-device mask's", n, r, i, j);
             ptdp_tensor tr = ptdp_tensor_wrap(rep[r], R, H);
             ptdp_tensor_fill(tr, 1);
-            ptdp_dropout_apply(tr, p, key, sample0, H, 0);
+            ptdp_tp_dropout(tr, p, key, sample0, H, 0);
             ck_assert_msg(memcmp(rep[r], rep1, sizeof rep1) == 0, "tp=%d rank %d: replicated mask differs", n, r);
         }
         /* the split masks differ between ranks: each rank drops its own units */
@@ -895,7 +898,7 @@ END_TEST
  * its zeros exactly where the one-device model's columns [r d_ff/n, …)
  * have them; the block outputs (replicated) are bit-identical on every TP
  * rank and equal the one-device ones. */
-static const ptdp_model_config DROP_CFG = { .d_in = 4, .d_model = 16, .d_ff = 32, .n_layers = 2, .n_classes = 8 };
+static const ptdp_model_config DROP_CFG = { .d_in = 4, .hidden = 16, .ffn = 32, .layers = 2, .classes = 8 };
 enum { DB = 8, DL = 2, DFF = 32, DH = 16 };
 
 typedef struct {
@@ -910,30 +913,31 @@ static int drop_device(ptdp_device *dev, void *arg)
     drop_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     int rc;
     if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &DROP_CFG, &mesh, NULL, 11, 0.5)) != 0 ||
-        (rc = ptdp_dataset_init(dev, &data, 11, DROP_CFG.d_in, DROP_CFG.n_classes)) != 0)
+        (rc = ptdp_mlp_data_init(dev, &data, 11, DROP_CFG.d_in, DROP_CFG.classes)) != 0)
         return rc;
     ptdp_tensor x = make(dev, "x", DB, DROP_CFG.d_in);
     int64_t y[DB];
     if (x.data == NULL)
         return PTDP_ENOMEM;
     const int64_t first = 3 * DB;     /* step 3's samples: the masks key on global sample indices */
-    ptdp_dataset_batch(&data, first, DB, x, y);
+    ptdp_mlp_data_batch(&data, first, DB, x, y);
     ptdp_acts acts;
-    if ((rc = ptdp_model_forward(dev, &m, &acts, x, y, first, 3, false, NULL)) != 0)
+    if ((rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = first, .rows = x.rows, .x = x, .labels = y }, x, 3, false, NULL)) != 0)
         return rc;
+    const ptdp_mlp_saved *sv = ptdp_mlp_saved_of(&acts);
     for (int l = 0; l < DL; l++) {
-        ptdp_tensor_copy(ptdp_tensor_wrap(a->g[dev->rank][l], DB, m.ff_local), acts.g[l]);
-        ptdp_tensor_copy(ptdp_tensor_wrap(a->h[dev->rank][l], DB, DH), acts.h[l + 1]);
+        ptdp_tensor_copy(ptdp_tensor_wrap(a->g[dev->rank][l], DB, ptdp_mlp_of(&m)->ffn_local), sv->g[l]);
+        ptdp_tensor_copy(ptdp_tensor_wrap(a->h[dev->rank][l], DB, DH), sv->h[l + 1]);
     }
     a->loss[dev->rank] = acts.loss_sum;
     rc = ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / DB, NULL);
     ptdp_tensor_free(dev, &x);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -990,18 +994,18 @@ static int norm_device(ptdp_device *dev, void *arg)
     norm_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    ptdp_dataset data;
+    ptdp_mlp_data data;
     int rc;
     if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &REP_CFG, &mesh, NULL, 13, 0.0)) != 0 ||
-        (rc = ptdp_dataset_init(dev, &data, 13, REP_CFG.d_in, REP_CFG.n_classes)) != 0)
+        (rc = ptdp_mlp_data_init(dev, &data, 13, REP_CFG.d_in, REP_CFG.classes)) != 0)
         return rc;
     ptdp_tensor x = make(dev, "x", RB, REP_CFG.d_in);
     int64_t y[RB];
     if (x.data == NULL)
         return PTDP_ENOMEM;
-    ptdp_dataset_batch(&data, 0, RB, x, y);
+    ptdp_mlp_data_batch(&data, 0, RB, x, y);
     ptdp_acts acts;
-    if ((rc = ptdp_model_forward(dev, &m, &acts, x, y, 0, 0, false, NULL)) != 0 ||
+    if ((rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL)) != 0 ||
         (rc = ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / RB, NULL)) != 0 ||
         (rc = ptdp_model_grad_sumsq(dev, &m, &a->sumsq[dev->rank])) != 0)
         return rc;
@@ -1014,9 +1018,9 @@ static int norm_device(ptdp_device *dev, void *arg)
     a->naive[dev->rank] = naive;
     a->replicated[dev->rank] = rep;
     ptdp_tensor_free(dev, &x);
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return 0;
 }
 
@@ -1053,12 +1057,12 @@ END_TEST
  * With replicated parameters this small, tp = 4 holds close to 1/4. */
 START_TEST(test_parameter_memory_falls_as_one_over_tp)
 {
-    const ptdp_model_config mc = { .d_in = 4, .d_model = 8, .d_ff = 64, .n_layers = 2, .n_classes = 32 };
+    const ptdp_model_config mc = { .d_in = 4, .hidden = 8, .ffn = 64, .layers = 2, .classes = 32 };
     const int tps[] = { 1, 2, 4, 8 };
     size_t peak[4];
-    size_t rep = (size_t)mc.d_model * mc.d_in + mc.d_model + (size_t)mc.n_layers * mc.d_model;
-    size_t split = (size_t)mc.n_layers * (2 * (size_t)mc.d_ff * mc.d_model + mc.d_ff) +
-                   (size_t)mc.n_classes * mc.d_model + mc.n_classes;
+    size_t rep = (size_t)mc.hidden * mc.d_in + mc.hidden + (size_t)mc.layers * mc.hidden;
+    size_t split = (size_t)mc.layers * (2 * (size_t)mc.ffn * mc.hidden + mc.ffn) +
+                   (size_t)mc.classes * mc.hidden + mc.classes;
     for (int k = 0; k < 4; k++) {
         ptdp_train_config c = {
             .model = mc, .dp = 1, .tp = tps[k], .pp = 1, .micro_batches = 1, .batch = 8, .steps = 1,

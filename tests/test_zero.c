@@ -29,6 +29,7 @@
 #include "ptdp/device.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/zero.h"
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
@@ -53,7 +54,7 @@ typedef struct {
     char why[256];
 } pieces_arg;
 
-static const ptdp_model_config SMALL = { .d_in = 5, .d_model = 6, .d_ff = 8, .n_layers = 3, .n_classes = 4 };
+static const ptdp_model_config SMALL = { .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 };
 
 static int pieces_device(ptdp_device *dev, void *arg)
 {
@@ -61,7 +62,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
-    int rc = ptdp_mesh_create(dev, a->dp, a->tp, a->pp, &mesh);
+    int rc = ptdp_mesh_init(dev, a->dp, a->tp, a->pp, &mesh);
     if (rc == 0)
         rc = ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0);
     if (rc == 0)
@@ -92,7 +93,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
         a->counted = mine;
     ptdp_zero_free(dev, &z, &m);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -121,7 +122,7 @@ static int bucket_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
-    int rc = ptdp_mesh_create(dev, 2, 1, 1, &mesh);
+    int rc = ptdp_mesh_init(dev, 2, 1, 1, &mesh);
     if (rc == 0)
         rc = ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0);
     if (rc == 0)
@@ -159,7 +160,7 @@ static int bucket_device(ptdp_device *dev, void *arg)
     }
     ptdp_zero_free(dev, &z, &m);
     ptdp_model_free(dev, &m);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 

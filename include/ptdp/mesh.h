@@ -40,7 +40,7 @@ void ptdp_mesh_coords(int dp, int tp, int pp, int world_rank, int *dp_rank, int 
 
 /* Collective over dev->world: build this device's groups.  The world size
  * must equal dp * tp * pp (PTDP_EINVAL otherwise, with a message). */
-int  ptdp_mesh_create(struct ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m);
-void ptdp_mesh_destroy(ptdp_mesh *m);
+int  ptdp_mesh_init(struct ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m);
+void ptdp_mesh_free(ptdp_mesh *m);
 
 #endif

@@ -1,26 +1,40 @@
 /*
- * model.h — the reference MLP, one pipeline stage of it, one micro-batch at a time.
+ * model.h — the model interface: what one pipeline stage of any model gives
+ * the parallel machinery, for one micro-batch at a time.
  *
- *   h      = X W_in^T + b_in                                   (input layer, stage 0)
- *   for l:  h = h + GELU(h A_l^T + a_l) B_l^T + b_l            (block l, on its stage)
- *   logits = h W_out^T + b_out                                 (output layer, last stage)
- *   loss   = mean over the global batch of softmax cross-entropy(logits, y)
+ * Data parallelism, ZeRO, the pipeline executor, the training loop and the
+ * checkpoints never ask which model runs.  They see this:
  *
- * Shapes follow PyTorch's nn.Linear [out, in]: W_in [h, d_in], A_l = fc1
- * [d_ff, h], B_l = fc2 [h, d_ff], W_out [C, h].
+ *                 ┌──────────────────────── ptdp_model (this device) ───────────────────────┐
+ *   data ────────►│ forward(batch, input) ──► output ─────────────────────────► next stage │
+ *   (stage 0      │     keeps ptdp_acts                                                      │
+ *    input, last  │ backward(acts, doutput) ──► dinput ───────────────────────► prev stage │
+ *    stage labels)│     ADDS into the gradient buffer                                       │
+ *                 │                                                                          │
+ *                 │ flat_w  [ p0 | p1 | p2 | … ]   every parameter of this stage and shard, │
+ *                 │ flat_g  [ g0 | g1 | g2 | … ]   one buffer each, in backward order      │
+ *                 │ params[i]: name, whole shape, TP split, offset, init                    │
+ *                 └──────────────────────────────────────────────────────────────────────────┘
  *
- * The same code is the single-device baseline (every group of size 1) and
- * every parallel configuration:
- *   - pipeline parallelism gives each device a contiguous range of blocks;
- *   - tensor parallelism splits fc1 by rows (column-parallel: each rank owns
- *     d_ff/tp outputs), fc2 by columns (row-parallel: each rank owns d_ff/tp
- *     inputs) and the output layer by rows (C/tp classes each) — see tp.h;
- *   - data parallelism gives each device its shard of the batch — see dp.h.
+ *   DP      all-reduces contiguous buckets of flat_g          (dp.h)
+ *   ZeRO    cuts flat_w, flat_g and the optimizer state into 1/dp chunks (zero.h)
+ *   PP      runs forward / backward in the order of a schedule and moves the
+ *           stage boundary (rows x boundary_cols elements) between stages (pp.h)
+ *   state   copies each params[i] into and out of its whole tensor (state.h)
  *
- * All parameters of a device live in one flat buffer, all gradients in
- * another, laid out in the order the backward produces them (output layer
- * first, input layer last).  Data parallelism all-reduces contiguous
- * buckets of that buffer; ZeRO shards it; the optimizer walks it once.
+ * A model implements the table ptdp_model_ops (models.h lists the models);
+ * its init describes its parameters with ptdp_model_add_param, in the order
+ * the backward produces their gradients, and this file does the rest:
+ * the flat buffers in the device's arena, the views, the counter-based
+ * initialisation (element (i, j) of the WHOLE tensor drawn from the stream
+ * named after the parameter, so every TP shard draws exactly its slice of
+ * what one device draws), and the rule that counts every parameter of the
+ * whole model once in a gradient norm.
+ *
+ * Model sizes have one vocabulary everywhere, the flags':
+ *   hidden   the width of the residual stream (d_model, "h")    --hidden
+ *   ffn      the inner width of each MLP block (d_ff, 4 hidden)  --ffn
+ *   layers   the blocks                                          --layers
  */
 #ifndef PTDP_MODEL_H
 #define PTDP_MODEL_H
@@ -28,17 +42,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "mesh.h"
 #include "tensor.h"
 
-struct ptdp_device;
+/* The models ptdp has (models.h maps each to its implementation). */
+typedef enum { PTDP_MODEL_MLP = 0, PTDP_MODEL_COUNT } ptdp_model_kind;
 
 typedef struct {
-    int d_in;        /* input features                       */
-    int d_model;     /* h, the residual stream's width       */
-    int d_ff;        /* the blocks' hidden width (4h)        */
-    int n_layers;    /* L blocks                             */
-    int n_classes;   /* C                                    */
+    ptdp_model_kind kind;   /* PTDP_MODEL_MLP (0) by default                 */
+    int d_in;               /* MLP: input features                 --d-in    */
+    int hidden;             /* residual stream width (d_model)     --hidden  */
+    int ffn;                /* MLP blocks' inner width (d_ff)      --ffn     */
+    int layers;             /* blocks                              --layers  */
+    int classes;            /* MLP: output classes                 --classes */
 } ptdp_model_config;
 
 /* How tensor parallelism cuts a parameter. */
@@ -48,101 +65,168 @@ typedef enum {
     PTDP_SHARD_COLS        /* input dimension split (row-parallel)        */
 } ptdp_shard;
 
+/* How a parameter starts. */
+typedef enum {
+    PTDP_INIT_NORMAL = 0,  /* N(0, init_std^2), counter-based             */
+    PTDP_INIT_ZEROS,
+    PTDP_INIT_ONES
+} ptdp_init;
+
+/* One parameter tensor as the whole model has it: for checkpoints and for
+ * the list of a model's tensors (no device needed). */
+typedef struct {
+    char name[PTDP_NAME_MAX];  /* state_dict name, e.g. "blocks.3.fc1.weight" */
+    int rows, cols;            /* the whole tensor; a bias is 1 x n          */
+    bool is_bias;              /* saved with shape [n]                      */
+} ptdp_param_info;
+
+/* One parameter on this device: its shard of the whole tensor. */
 typedef struct {
     char name[PTDP_NAME_MAX];  /* state_dict name, e.g. "blocks.3.fc1.weight" */
     int full_rows, full_cols;  /* the whole tensor; a bias is 1 x n          */
     bool is_bias;              /* saved with shape [n]                      */
     ptdp_shard shard;
     int row0, col0;            /* this shard's offset in the whole tensor   */
+    ptdp_init init;
+    double init_std;           /* PTDP_INIT_NORMAL                          */
     size_t offset;             /* elements from the start of the flat buffers */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
 
-/* One block's parameters on this device (shards under TP). */
+/* The samples of one micro-batch, as the data gives them.  Stage 0 reads
+ * its input here, the last stage its labels; other stages get neither. */
 typedef struct {
-    ptdp_param *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-} ptdp_block_params;
-
-typedef struct {
-    ptdp_model_config cfg;
-    const ptdp_mesh *mesh;
-    int layer_begin, layer_end;     /* this stage's blocks [begin, end)     */
-    bool has_input, has_output;     /* first / last stage                   */
-    int ff_local, classes_local;    /* d_ff / tp and C / tp                 */
-    double dropout;                 /* probability, 0 = off                 */
-    uint64_t seed;
-
-    int nparams;
-    ptdp_param *params;             /* backward order                       */
-    ptdp_param *in_w, *in_b, *out_w, *out_b;   /* NULL where not on this stage */
-    ptdp_block_params *blocks;      /* [layer_end - layer_begin]            */
-    ptdp_real *flat_w, *flat_g;     /* the flat buffers (arena)             */
-    size_t numel;                   /* elements in each                     */
-} ptdp_model;
-
-/* Cut L blocks into pp stages: stage_layers (pp entries, may be NULL for
- * balanced: the first L mod pp stages take one block more).  Returns the
- * first block of `stage` and its count. */
-void ptdp_stage_range(int n_layers, int pp, const int *stage_layers, int stage,
-                      int *begin, int *count);
-
-/* Allocate this device's stage and shard of the model in its arena and
- * initialise it: weights N(0, 0.02^2) from the counter-based generator keyed
- * by (seed, parameter name, element index of the WHOLE tensor), biases 0, so
- * every shard equals that slice of the single-device model. */
-int  ptdp_model_init(struct ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
-                     const ptdp_mesh *mesh, const int *stage_layers, uint64_t seed, double dropout);
-void ptdp_model_free(struct ptdp_device *dev, ptdp_model *m);
-ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
+    int64_t first;            /* global index of the first sample           */
+    int rows;                 /* samples                                    */
+    ptdp_tensor x;            /* stage 0: rows x input_cols features (MLP)  */
+    int64_t *labels;          /* last stage: rows x label_cols targets      */
+} ptdp_batch;
 
 /* What one micro-batch leaves behind for its backward (category "acts"). */
 typedef struct {
     int rows;                 /* samples in this micro-batch               */
     int64_t first_sample;     /* global index of its first sample (dropout keys) */
     long step;                /* training step (dropout keys)              */
-    ptdp_tensor x;            /* stage input: X on stage 0, else the received h */
-    int nblocks;
-    ptdp_tensor *h;           /* residual stream entering each local block, and leaving the last */
-    ptdp_tensor *a;           /* fc1 output before GELU, per block          */
-    ptdp_tensor *g;           /* GELU output (after dropout), per block     */
-    /* h, a, g are host arrays of tensor headers (bookkeeping); the tensors'
-     * data live in the arena, category "acts". */
-    ptdp_tensor logits;       /* last stage: this rank's logit columns      */
-    double *rowmax, *sumexp;  /* last stage: softmax statistics per row      */
-    const int64_t *labels;    /* last stage                                */
+    const int64_t *labels;    /* last stage: the batch's labels            */
     double loss_sum;          /* last stage: sum of per-sample losses       */
-    bool recompute;           /* only x was kept; redo the forward in backward */
-    bool alive;
+    bool recompute;           /* only the stage input was kept             */
+    bool alive;               /* between forward and backward              */
+    void *saved;              /* the model's own record of what it keeps:
+                                 host bookkeeping, tensors in the arena     */
 } ptdp_acts;
 
-/* Forward one micro-batch through this stage.  `x` is the stage input
- * (rows x d_in on stage 0, rows x h elsewhere) and is copied into acts;
- * `out` (rows x h) receives the stage output unless this is the last stage;
- * on the last stage `labels` are used and acts->loss_sum is set.  With
- * recompute, everything but x is freed at the end of the forward. */
-int ptdp_model_forward(struct ptdp_device *dev, ptdp_model *m, ptdp_acts *acts,
-                       ptdp_tensor x, const int64_t *labels, int64_t first_sample, long step,
-                       bool recompute, ptdp_tensor *out);
-/* Backward of one micro-batch: accumulates into the gradients.  `dout` is
- * the gradient of the stage output (NULL on the last stage, where the loss
- * gradient is scaled by loss_scale = 1/global batch); `dx` (rows x h), if
- * not NULL and not stage 0, receives the gradient of the stage input.
- * Frees the micro-batch's activations. */
-int ptdp_model_backward(struct ptdp_device *dev, ptdp_model *m, ptdp_acts *acts,
-                        const ptdp_tensor *dout, double loss_scale, ptdp_tensor *dx);
-void ptdp_acts_free(struct ptdp_device *dev, ptdp_acts *acts);
+typedef struct ptdp_model ptdp_model;
 
+typedef struct ptdp_model_ops {
+    const char *name;                         /* "mlp": --model and checkpoints */
+
+    /* ---- the whole model, from its configuration alone (no device) ---- */
+    /* 0, or PTDP_EINVAL with a message naming the flags and what would work
+     * (e.g. "--tp 3 must divide --ffn 256 and --classes 16 (valid --tp: …)"). */
+    int  (*check)(const ptdp_model_config *c, int tp, int pp, char *msg, size_t msglen);
+    /* The whole model's parameters in state_dict (forward) order: fills
+     * out[] if not NULL, returns their number. */
+    int  (*list_params)(const ptdp_model_config *c, ptdp_param_info *out);
+    /* Checkpoint metadata naming the shapes: up to `max` keys with their
+     * values and the flag each one comes from.  Returns the number. */
+    int  (*metadata)(const ptdp_model_config *c, const char **keys, char (*values)[32],
+                     const char **flags, int max);
+
+    /* ---- one device: its stage and shard ---- */
+    /* Describe this stage's parameters (ptdp_model_add_param, backward
+     * order), set the per-sample sizes below, and prepare the data. */
+    int  (*init)(ptdp_device *dev, ptdp_model *m);
+    void (*free)(ptdp_device *dev, ptdp_model *m);
+    /* Fill b's samples: b->x if it has data, b->labels if not NULL. */
+    void (*fill_batch)(ptdp_model *m, ptdp_batch *b);
+    /* Forward one micro-batch through this stage: stage 0 reads b->x, the
+     * others `input` (rows x boundary_cols); the last stage reads b->labels
+     * and sets acts->loss_sum; `out` (rows x boundary_cols) receives the
+     * stage output unless this is the last stage.  With recompute only the
+     * stage input is kept. */
+    int  (*forward)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
+                    ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
+    /* Backward of one micro-batch: ADDS into the gradients.  `dout` is the
+     * gradient of the stage output (NULL on the last stage, where the loss
+     * gradient is scaled by loss_scale = 1 / global batch); `dx`, if not
+     * NULL and not stage 0, receives the gradient of the stage input.
+     * Frees the micro-batch's activations. */
+    int  (*backward)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                     double loss_scale, ptdp_tensor *dx);
+    /* Free what acts still holds (a failed or abandoned micro-batch). */
+    void (*acts_free)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+} ptdp_model_ops;
+
+struct ptdp_model {
+    const ptdp_model_ops *ops;
+    ptdp_model_config cfg;
+    const ptdp_mesh *mesh;
+    int layer_begin, layer_end;     /* this stage's blocks [begin, end)     */
+    bool first_stage, last_stage;
+    double dropout;                 /* probability, 0 = off                 */
+    uint64_t seed;
+
+    /* Per sample, set by the model's init. */
+    int input_cols;                 /* stage 0's input features             */
+    int label_cols;                 /* the last stage's targets             */
+    int boundary_cols;              /* elements crossing a stage boundary   */
+
+    int nparams, params_capacity;
+    ptdp_param *params;             /* backward order (host)                */
+    ptdp_real *flat_w, *flat_g;     /* the flat buffers (arena)             */
+    size_t numel;                   /* elements in each                     */
+    void *impl;                     /* the model's own bookkeeping (host)   */
+};
+
+/* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
+ * for balanced: the first layers mod pp stages take one block more).
+ * Returns the first block of `stage` and its count. */
+void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage,
+                      int *begin, int *count);
+
+/* ---- for a model's init ---- */
+/* Describe the next parameter (backward order): its whole shape, its TP
+ * split and this shard's place and shape, how it starts.  Returns it (its
+ * views get their data once every parameter is described), or NULL after
+ * failing the device if more were added than init reserved. */
+ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *name,
+                                 int full_rows, int full_cols, bool is_bias, ptdp_shard shard,
+                                 int row0, int col0, int rows, int cols,
+                                 ptdp_init init, double init_std);
+/* Reserve room for n parameter descriptions (host bookkeeping). */
+int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
+
+/* ---- for everyone: set-up (models.h's ptdp_model_init calls this) ---- */
+/* The common part of every model's set-up: fields, the stage of this
+ * device, ops->init, then the flat buffers and the initial values. */
+int  ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
+                      const ptdp_model_config *cfg, const ptdp_mesh *mesh,
+                      const int *stage_layers, uint64_t seed, double dropout);
+void ptdp_model_free(ptdp_device *dev, ptdp_model *m);
+ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
+
+/* ---- one micro-batch ---- */
+/* b->first and b->rows set: allocate (category "other") the input on stage
+ * 0 and the labels on the last stage, and fill them.  ptdp_batch_free
+ * returns them. */
+int  ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b);
+void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b);
+int  ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
+                        ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
+int  ptdp_model_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                         double loss_scale, ptdp_tensor *dx);
+void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+
+/* ---- the whole model from its shards ---- */
 /* Whether this device's copy of p counts in a whole-model sum (the gradient
  * norm): a shard always does; a TP-replicated parameter holds the same
  * gradient on every TP rank, so only TP rank 0 counts it. */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
 /* x := the sum of x over this device's TP group, then its PP group: from
  * what this shard of this stage holds to the whole model.  Collective. */
-int ptdp_model_sum_over_shards(ptdp_model *m, double *x);
-
+int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
 /* Sum of squared gradients counting every parameter of the whole model
- * once: shards are summed across TP, TP-replicated parameters counted on TP
- * rank 0 only, stages summed across PP.  Collective over tp and pp groups. */
-int ptdp_model_grad_sumsq(struct ptdp_device *dev, ptdp_model *m, double *sumsq);
+ * once.  Collective over the tp and pp groups. */
+int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
 
 #endif

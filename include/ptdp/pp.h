@@ -26,7 +26,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "data.h"
 #include "model.h"
 #include "schedule.h"
 
@@ -35,8 +34,7 @@ struct ptdp_device;
 typedef int (*ptdp_optimizer_fn)(struct ptdp_device *dev, void *ctx);
 
 typedef struct {
-    ptdp_model *model;
-    ptdp_dataset *data;
+    ptdp_model *model;         /* any model: its batches come from it too       */
     const ptdp_schedule *schedule;
     long step;                 /* 0-based global step                           */
     int64_t shard_first;       /* global index of this DP shard's first sample   */

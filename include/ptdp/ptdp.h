@@ -27,7 +27,8 @@
 #include "zero.h"
 #include "schedule.h"
 #include "pp.h"
-#include "data.h"
+#include "models.h"
+#include "mlp.h"
 #include "state.h"
 #include "train.h"
 #endif

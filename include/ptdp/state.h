@@ -44,7 +44,7 @@ typedef struct {
 
 /* An empty state for cfg: every parameter tensor (zeros), and the optimizer
  * tensors of `optimizer` (with_momentum: SGD momentum buffers). */
-int  ptdp_state_create(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
+int  ptdp_state_init(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
                        bool with_momentum);
 void ptdp_state_free(ptdp_state *s);
 ptdp_state_tensor *ptdp_state_find(ptdp_state *s, const char *name);

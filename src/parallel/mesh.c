@@ -28,7 +28,7 @@ void ptdp_mesh_coords(int dp, int tp, int pp, int world_rank, int *dp_rank, int 
     *pp_rank = world_rank / (tp * dp);
 }
 
-int ptdp_mesh_create(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
+int ptdp_mesh_init(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
 {
     *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp };
     if (dp < 1 || tp < 1 || pp < 1 || dp * tp * pp != dev->world_size)
@@ -42,11 +42,11 @@ int ptdp_mesh_create(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
     if (rc == 0)
         rc = ptdp_comm_split(dev->world, m->tp_rank + tp * m->dp_rank, m->pp_rank, "pp", &m->pp_comm);
     if (rc != 0)
-        ptdp_mesh_destroy(m);
+        ptdp_mesh_free(m);
     return rc;
 }
 
-void ptdp_mesh_destroy(ptdp_mesh *m)
+void ptdp_mesh_free(ptdp_mesh *m)
 {
     ptdp_comm_free(m->tp_comm);
     ptdp_comm_free(m->dp_comm);

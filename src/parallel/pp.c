@@ -2,8 +2,9 @@
  * pp.c — the executor: any schedule (GPipe, 1F1B, …) runs through one switch.
  *
  * Per micro-batch mb this stage keeps (all in its arena):
- *   in[mb]    the received input activation (or the data batch on stage 0)
- *   acts[mb]  what the forward leaves for the backward (mlp.c)
+ *   data[mb]  its samples: the input on stage 0, the labels on the last
+ *   in[mb]    the received input activation (other stages)
+ *   acts[mb]  what the forward leaves for the backward (the model's)
  *   out[mb]   the output activation, until it is sent
  *   dout[mb]  the received gradient of the output
  *   dx[mb]    the gradient of the input, until it is sent
@@ -22,47 +23,21 @@
 #include "ptdp/error.h"
 
 typedef struct {
+    ptdp_batch data;   /* first sample, rows; input and labels once loaded */
     ptdp_tensor in, out, dout, dx;
-    int64_t *labels;
     ptdp_acts acts;
-    int64_t first;   /* global index of the micro-batch's first sample */
-    int rows;
 } micro_batch;
 
 static int tag_of(int mb, int backward) { return 2 * mb + backward; }
 
-static void release(ptdp_device *dev, micro_batch *b)
+static void release(ptdp_device *dev, ptdp_model *m, micro_batch *b)
 {
     ptdp_tensor_free(dev, &b->in);
     ptdp_tensor_free(dev, &b->out);
     ptdp_tensor_free(dev, &b->dout);
     ptdp_tensor_free(dev, &b->dx);
-    ptdp_free(dev, b->labels);
-    b->labels = NULL;
-    if (b->acts.alive) {
-        ptdp_acts_free(dev, &b->acts);
-        ptdp_tensor_free(dev, &b->acts.x);
-        b->acts.alive = false;
-    }
-}
-
-/* The stage input of mb: the data on stage 0, the labels on the last. */
-static int load_data(ptdp_device *dev, ptdp_pp_step *st, micro_batch *b)
-{
-    ptdp_model *m = st->model;
-    int rc;
-    if (m->has_input) {
-        if ((rc = ptdp_tensor_alloc(dev, &b->in, "data.x", PTDP_MEM_OTHER, b->rows, m->cfg.d_in)) != 0)
-            return rc;
-    }
-    if (m->has_output) {
-        b->labels = ptdp_alloc(dev, (size_t)(b->rows > 0 ? b->rows : 1) * sizeof(int64_t), PTDP_MEM_OTHER, "data.y");
-        if (b->labels == NULL)
-            return PTDP_ENOMEM;
-    }
-    if (m->has_input || m->has_output)   /* x only on stage 0: elsewhere b->in holds the received activation */
-        ptdp_dataset_batch(st->data, b->first, b->rows, m->has_input ? b->in : (ptdp_tensor){ 0 }, b->labels);
-    return PTDP_OK;
+    ptdp_batch_free(dev, &b->data);
+    ptdp_acts_free(dev, m, &b->acts);
 }
 
 /* The executor trusts a schedule's order (the validator proves it), but a
@@ -82,11 +57,11 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, const micro_ba
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s): micro-batch %d of %d micro-batches",
                          stage, index, ptdp_action_kind_name(a->kind), a->mb, st->micro_batches);
     const micro_batch *b = &mbs[a->mb];
-    bool received_input = m->has_input || b->in.data != NULL;
-    bool received_grad = m->has_output || b->dout.data != NULL;
+    bool received_input = m->first_stage || b->in.data != NULL;
+    bool received_grad = m->last_stage || b->dout.data != NULL;
     switch (a->kind) {
     case PTDP_ACT_RECV_FORWARD:
-        why = m->has_input ? "stage 0 reads its input from the data" :
+        why = m->first_stage ? "stage 0 reads its input from the data" :
               b->in.data || b->acts.alive ? "received twice" : NULL;
         break;
     case PTDP_ACT_FORWARD:
@@ -96,7 +71,7 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, const micro_ba
         why = b->out.data == NULL ? "no output to send" : NULL;
         break;
     case PTDP_ACT_RECV_BACKWARD:
-        why = m->has_output ? "the last stage computes its gradient from the loss" :
+        why = m->last_stage ? "the last stage computes its gradient from the loss" :
               !b->acts.alive || b->dout.data ? "no gradient expected" : NULL;
         break;
     case PTDP_ACT_BACKWARD:
@@ -119,24 +94,25 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
 {
     ptdp_model *m = st->model;
     ptdp_comm *pp = m->mesh->pp_comm;
-    int h = m->cfg.d_model, rc = PTDP_OK;
+    int h = m->boundary_cols, rc = PTDP_OK;
     micro_batch *b = a->mb >= 0 ? &mbs[a->mb] : NULL;
 
     switch (a->kind) {
     case PTDP_ACT_RECV_FORWARD:
-        if ((rc = ptdp_tensor_alloc(dev, &b->in, "pp.recv_act", PTDP_MEM_ACTS, b->rows, h)) != 0)
+        if ((rc = ptdp_tensor_alloc(dev, &b->in, "pp.recv_act", PTDP_MEM_ACTS, b->data.rows, h)) != 0)
             return rc;
         return ptdp_recv(pp, b->in.data, ptdp_tensor_numel(b->in), PTDP_REAL, a->peer, tag_of(a->mb, 0));
     case PTDP_ACT_FORWARD:
-        if ((rc = load_data(dev, st, b)) != 0)
+        if ((rc = ptdp_batch_load(dev, m, &b->data)) != 0)
             return rc;
-        if (!m->has_output &&
-            (rc = ptdp_tensor_alloc(dev, &b->out, "pp.send_act", PTDP_MEM_ACTS, b->rows, h)) != 0)
+        if (!m->last_stage &&
+            (rc = ptdp_tensor_alloc(dev, &b->out, "pp.send_act", PTDP_MEM_ACTS, b->data.rows, h)) != 0)
             return rc;
-        rc = ptdp_model_forward(dev, m, &b->acts, b->in, b->labels, b->first, st->step,
-                                st->recompute, m->has_output ? NULL : &b->out);
+        rc = ptdp_model_forward(dev, m, &b->acts, &b->data, b->in, st->step,
+                                st->recompute, m->last_stage ? NULL : &b->out);
         ptdp_tensor_free(dev, &b->in);   /* the model keeps its own copy of its input */
-        if (m->has_output)
+        ptdp_tensor_free(dev, &b->data.x);
+        if (m->last_stage)
             st->loss_sum += b->acts.loss_sum;
         if (++*alive > st->peak_in_flight)
             st->peak_in_flight = *alive;
@@ -146,22 +122,21 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
         ptdp_tensor_free(dev, &b->out);
         return rc;
     case PTDP_ACT_RECV_BACKWARD:
-        if ((rc = ptdp_tensor_alloc(dev, &b->dout, "pp.recv_grad", PTDP_MEM_ACTS, b->rows, h)) != 0)
+        if ((rc = ptdp_tensor_alloc(dev, &b->dout, "pp.recv_grad", PTDP_MEM_ACTS, b->data.rows, h)) != 0)
             return rc;
         return ptdp_recv(pp, b->dout.data, ptdp_tensor_numel(b->dout), PTDP_REAL, a->peer, tag_of(a->mb, 1));
     case PTDP_ACT_BACKWARD:
-        if (!m->has_input &&
-            (rc = ptdp_tensor_alloc(dev, &b->dx, "pp.send_grad", PTDP_MEM_ACTS, b->rows, h)) != 0)
+        if (!m->first_stage &&
+            (rc = ptdp_tensor_alloc(dev, &b->dx, "pp.send_grad", PTDP_MEM_ACTS, b->data.rows, h)) != 0)
             return rc;
         if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
             return rc;
-        rc = ptdp_model_backward(dev, m, &b->acts, m->has_output ? NULL : &b->dout, st->loss_scale,
-                                 m->has_input ? NULL : &b->dx);
+        rc = ptdp_model_backward(dev, m, &b->acts, m->last_stage ? NULL : &b->dout, st->loss_scale,
+                                 m->first_stage ? NULL : &b->dx);
         if (rc == 0 && st->backward_end != NULL)
             rc = st->backward_end(dev, st->optimizer_ctx);
         ptdp_tensor_free(dev, &b->dout);
-        ptdp_free(dev, b->labels);
-        b->labels = NULL;
+        ptdp_batch_free(dev, &b->data);
         --*alive;
         return rc;
     case PTDP_ACT_SEND_BACKWARD:
@@ -195,8 +170,8 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
     for (int k = 0; k < M; k++) {
         size_t off, len;
         ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
-        mbs[k].first = st->shard_first + (int64_t)off;
-        mbs[k].rows = (int)len;
+        mbs[k].data.first = st->shard_first + (int64_t)off;
+        mbs[k].data.rows = (int)len;
     }
     st->loss_sum = 0;
     st->peak_in_flight = 0;
@@ -205,7 +180,7 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
         if ((rc = check_action(dev, st, mbs, &list->actions[i], i)) == 0)
             rc = run_action(dev, st, mbs, &list->actions[i], &alive);
     for (int k = 0; k < M; k++)
-        release(dev, &mbs[k]);
+        release(dev, st->model, &mbs[k]);
     free(mbs);
     return rc;
 }

@@ -100,7 +100,7 @@ int ptdp_tp_scatter_to_region_backward(ptdp_device *dev, ptdp_comm *tp,
 
 /* ------------------------------------------------------ parallel linears */
 
-int ptdp_column_linear_forward(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_local,
+int ptdp_tp_column_linear_forward(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_local,
                                ptdp_tensor x, ptdp_tensor w_local, const ptdp_tensor *b_local,
                                ptdp_tensor *full)
 {
@@ -111,7 +111,7 @@ int ptdp_column_linear_forward(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_lo
     return PTDP_OK;
 }
 
-int ptdp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_local,
+int ptdp_tp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_local,
                                 ptdp_tensor *db_local, ptdp_tensor dy_local, ptdp_tensor x,
                                 ptdp_tensor w_local)
 {
@@ -120,7 +120,7 @@ int ptdp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_l
     return dx == NULL ? PTDP_OK : ptdp_tp_copy_to_region_backward(tp, *dx);
 }
 
-int ptdp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
+int ptdp_tp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
                             ptdp_tensor w_local, const ptdp_tensor *b)
 {
     ptdp_linear_forward(y, x_local, w_local, NULL);
@@ -130,7 +130,7 @@ int ptdp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
     return rc;
 }
 
-void ptdp_row_linear_backward(ptdp_tensor *dx_local, ptdp_tensor dw_local, ptdp_tensor *db,
+void ptdp_tp_row_linear_backward(ptdp_tensor *dx_local, ptdp_tensor dw_local, ptdp_tensor *db,
                               ptdp_tensor dy, ptdp_tensor x_local, ptdp_tensor w_local)
 {
     /* g backward: identity — dy is the gradient of the (replicated) sum. */
@@ -168,7 +168,7 @@ void ptdp_tp_xent_backward(ptdp_tensor dlogits_local, ptdp_tensor logits_local, 
 
 /* -------------------------------------------------------------- dropout */
 
-void ptdp_dropout_apply(ptdp_tensor t, double p, uint64_t key, int64_t sample0,
+void ptdp_tp_dropout(ptdp_tensor t, double p, uint64_t key, int64_t sample0,
                         int full_cols, int col0)
 {
     if (p <= 0)

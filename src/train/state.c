@@ -3,17 +3,20 @@
  *
  * A checkpoint is a safetensors file a PyTorch user can open:
  *
- *   in.weight [h, d_in]   in.bias [h]
- *   blocks.{l}.fc1.weight [d_ff, h]  blocks.{l}.fc1.bias [d_ff]
- *   blocks.{l}.fc2.weight [h, d_ff]  blocks.{l}.fc2.bias [h]
- *   out.weight [C, h]     out.bias [C]
+ *   {name}                  every parameter of the model, whole, in the
+ *                           model's state_dict order (its list_params):
+ *                           for the MLP  in.weight [hidden, d_in], in.bias,
+ *                           blocks.{l}.fc1.weight [ffn, hidden], …, out.bias
  *   optim.{name}.exp_avg, optim.{name}.exp_avg_sq     (AdamW)
  *   optim.{name}.momentum_buffer                      (SGD with momentum)
  *   optim.step  I64 []
- *   __metadata__: d_in, d_model, d_ff, n_layers, n_classes, seed, batch, optimizer
+ *   __metadata__: the model's shapes (its metadata: for the MLP d_in,
+ *                 d_model, d_ff, n_layers, n_classes), seed, batch, optimizer
  *
  * Tensors are whole: the shards of a tp=2 run are written into their places,
- * so the file loads into tp=4 or tp=1 alike.
+ * so the file loads into tp=4 or tp=1 alike.  Which model a state holds,
+ * its names and its shapes come from the model's table (models.h): nothing
+ * here knows the MLP.
  */
 #include "ptdp/state.h"
 
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/models.h"
 #include "ptdp/safetensors.h"
 
 static const char *OPT_NAMES[] = { "adamw", "sgd" };
@@ -41,28 +45,31 @@ const char *ptdp_state_slot_name(const ptdp_state *s, int k)
     return "momentum_buffer";
 }
 
-/* The parameter list in state_dict order (forward order), as name/shape. */
+/* The model's parameters in state_dict order, as name/shape: out may be
+ * NULL to count them; -1 for an unknown model. */
 static int list_params(const ptdp_model_config *c, ptdp_state_tensor *out)
 {
-    int n = 0;
-#define ADD(nm, r, cc, bias) do { if (out) { snprintf(out[n].name, sizeof out[n].name, "%s", nm); \
-        out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
-    char name[PTDP_NAME_MAX + 24];
-    ADD("in.weight", c->d_model, c->d_in, false);
-    ADD("in.bias", 1, c->d_model, true);
-    for (int l = 0; l < c->n_layers; l++) {
-        snprintf(name, sizeof name, "blocks.%d.fc1.weight", l); ADD(name, c->d_ff, c->d_model, false);
-        snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);   ADD(name, 1, c->d_ff, true);
-        snprintf(name, sizeof name, "blocks.%d.fc2.weight", l); ADD(name, c->d_model, c->d_ff, false);
-        snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);   ADD(name, 1, c->d_model, true);
+    const ptdp_model_ops *ops = ptdp_model_ops_of(c->kind);
+    if (ops == NULL)
+        return -1;
+    int n = ops->list_params(c, NULL);
+    if (out == NULL)
+        return n;
+    ptdp_param_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
+    if (info == NULL)
+        return -1;
+    ops->list_params(c, info);
+    for (int i = 0; i < n; i++) {
+        snprintf(out[i].name, sizeof out[i].name, "%s", info[i].name);
+        out[i].rows = info[i].rows;
+        out[i].cols = info[i].cols;
+        out[i].is_bias = info[i].is_bias;
     }
-    ADD("out.weight", c->n_classes, c->d_model, false);
-    ADD("out.bias", 1, c->n_classes, true);
-#undef ADD
+    free(info);
     return n;
 }
 
-int ptdp_state_create(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
+int ptdp_state_init(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_kind optimizer,
                       bool with_momentum)
 {
     memset(s, 0, sizeof *s);
@@ -70,11 +77,14 @@ int ptdp_state_create(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimize
     s->optimizer = optimizer;
     s->has_momentum = optimizer == PTDP_OPT_SGD && with_momentum;
     int np = list_params(cfg, NULL), slots = ptdp_state_optim_slots(s);
+    if (np < 0)
+        return PTDP_EINVAL;
     s->ntensors = np * (1 + slots);
-    s->t = calloc((size_t)s->ntensors, sizeof *s->t);
-    if (s->t == NULL)
+    s->t = calloc((size_t)(s->ntensors > 0 ? s->ntensors : 1), sizeof *s->t);
+    if (s->t == NULL || list_params(cfg, s->t) != np) {
+        ptdp_state_free(s);
         return PTDP_ENOMEM;
-    list_params(cfg, s->t);
+    }
     for (int k = 0; k < slots; k++)
         for (int i = 0; i < np; i++) {
             ptdp_state_tensor *t = &s->t[np * (1 + k) + i];
@@ -127,10 +137,15 @@ void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_st
 
 /* ------------------------------------------------------------ files */
 
-#define NMETA 8
+#define NMETA_MAX 16
 
 int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen)
 {
+    const ptdp_model_ops *ops = ptdp_model_ops_of(s->cfg.kind);
+    if (ops == NULL) {
+        snprintf(msg, msglen, "%s: the state holds an unknown model", path);
+        return PTDP_EINVAL;
+    }
     ptdp_st_tensor *st = calloc((size_t)s->ntensors + 1, sizeof *st);
     if (st == NULL)
         return PTDP_ENOMEM;
@@ -150,21 +165,20 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     last->ndim = 0;
     last->data = &step;
 
-    char vals[NMETA][32];
-    const char *keys[NMETA] = { "d_in", "d_model", "d_ff", "n_layers", "n_classes", "seed", "batch", "optimizer" };
-    const char *values[NMETA];
-    snprintf(vals[0], 32, "%d", s->cfg.d_in);
-    snprintf(vals[1], 32, "%d", s->cfg.d_model);
-    snprintf(vals[2], 32, "%d", s->cfg.d_ff);
-    snprintf(vals[3], 32, "%d", s->cfg.n_layers);
-    snprintf(vals[4], 32, "%d", s->cfg.n_classes);
-    snprintf(vals[5], 32, "%" PRIu64, s->seed);
-    snprintf(vals[6], 32, "%d", s->batch);
-    snprintf(vals[7], 32, "%s", s->optimizer == PTDP_OPT_SGD && s->has_momentum ? "sgd-momentum"
-                                : OPT_NAMES[s->optimizer]);
-    for (int i = 0; i < NMETA; i++)
+    /* The model's shapes, then what every run has. */
+    char vals[NMETA_MAX][32];
+    const char *keys[NMETA_MAX], *values[NMETA_MAX], *flags[NMETA_MAX];
+    int n = ops->metadata(&s->cfg, keys, vals, flags, NMETA_MAX - 3);
+    keys[n] = "seed";
+    snprintf(vals[n++], 32, "%" PRIu64, s->seed);
+    keys[n] = "batch";
+    snprintf(vals[n++], 32, "%d", s->batch);
+    keys[n] = "optimizer";
+    snprintf(vals[n++], 32, "%s", s->optimizer == PTDP_OPT_SGD && s->has_momentum ? "sgd-momentum"
+                                  : OPT_NAMES[s->optimizer]);
+    for (int i = 0; i < n; i++)
         values[i] = vals[i];
-    int rc = ptdp_st_write(path, st, s->ntensors + 1, keys, values, NMETA, msg, msglen);
+    int rc = ptdp_st_write(path, st, s->ntensors + 1, keys, values, n, msg, msglen);
     free(st);
     return rc;
 }
@@ -187,16 +201,20 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
     int rc = ptdp_st_open(path, &f, msg, msglen);
     if (rc != 0)
         return rc;
-    const struct { const char *key; int want; } dims[] = {
-        { "d_in", cfg->d_in }, { "d_model", cfg->d_model }, { "d_ff", cfg->d_ff },
-        { "n_layers", cfg->n_layers }, { "n_classes", cfg->n_classes },
-    };
-    const char *flags[] = { "--d-in", "--hidden", "--ffn", "--layers", "--classes" };
-    for (int i = 0; i < 5; i++) {
-        long long have = meta_int(f, dims[i].key);
-        if (have != dims[i].want) {
-            snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %d",
-                     path, dims[i].key, have, flags[i], dims[i].want);
+    const ptdp_model_ops *ops = ptdp_model_ops_of(cfg->kind);
+    if (ops == NULL) {
+        snprintf(msg, msglen, "%s: this run's model is unknown", path);
+        ptdp_st_close(f);
+        return PTDP_EINVAL;
+    }
+    char want[NMETA_MAX][32];
+    const char *keys[NMETA_MAX], *flags[NMETA_MAX];
+    int nmeta = ops->metadata(cfg, keys, want, flags, NMETA_MAX);
+    for (int i = 0; i < nmeta; i++) {
+        long long have = meta_int(f, keys[i]);
+        if (have != strtoll(want[i], NULL, 10)) {
+            snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %s",
+                     path, keys[i], have, flags[i], want[i]);
             ptdp_st_close(f);
             return PTDP_ECORRUPT;
         }
@@ -208,7 +226,7 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
         ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
-    if ((rc = ptdp_state_create(s, cfg, kind, opt && strcmp(opt, "sgd-momentum") == 0)) != 0) {
+    if ((rc = ptdp_state_init(s, cfg, kind, opt && strcmp(opt, "sgd-momentum") == 0)) != 0) {
         ptdp_st_close(f);
         return rc;
     }

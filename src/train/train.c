@@ -33,11 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/data.h"
 #include "ptdp/dp.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
-#include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/optim.h"
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
@@ -48,7 +47,7 @@
 ptdp_train_config ptdp_train_defaults(void)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 32, .d_model = 64, .d_ff = 256, .n_layers = 8, .n_classes = 16 },
+        .model = { .kind = PTDP_MODEL_MLP, .d_in = 32, .hidden = 64, .ffn = 256, .layers = 8, .classes = 16 },
         .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
     };
@@ -71,11 +70,8 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (--tp x --pp alone is %ld)",
             c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
     }
-    if (m->d_in < 1) BAD("--d-in %d: must be at least 1", m->d_in);
-    if (m->d_model < 1) BAD("--hidden %d: must be at least 1", m->d_model);
-    if (m->d_ff < 1) BAD("--ffn %d: must be at least 1", m->d_ff);
-    if (m->n_layers < 1) BAD("--layers %d: must be at least 1", m->n_layers);
-    if (m->n_classes < 2) BAD("--classes %d: must be at least 2", m->n_classes);
+    if (ptdp_model_check(m, 1, 1, msg, n) != 0)   /* the model's own shapes */
+        return PTDP_EINVAL;
     if (c->micro_batches < 1) BAD("--micro-batches %d: must be at least 1", c->micro_batches);
     if (c->batch < 1) BAD("--batch %d: must be at least 1", c->batch);
     if (c->steps < 0) BAD("--steps %d: must not be negative", c->steps);
@@ -88,17 +84,11 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--batch %d must be divisible by --dp x --micro-batches = %d x %d = %d (nearest valid: %d or %d)",
             c->batch, c->dp, c->micro_batches, per, lo, hi);
     }
-    if (m->d_ff % c->tp != 0 || m->n_classes % c->tp != 0) {
-        char valid[256] = "";
-        size_t len = 0;
-        for (int t = 1; t <= PTDP_MAX_DEVICES && t <= m->d_ff; t++)
-            if (m->d_ff % t == 0 && m->n_classes % t == 0 && len + 8 < sizeof valid)
-                len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", t);
-        BAD("--tp %d must divide --ffn %d and --classes %d (valid --tp: %s)", c->tp, m->d_ff, m->n_classes, valid);
-    }
-    if (c->pp > m->n_layers)
+    if (ptdp_model_check(m, c->tp, c->pp, msg, n) != 0)   /* and how they split */
+        return PTDP_EINVAL;
+    if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
-            c->pp, m->n_layers, m->n_layers);
+            c->pp, m->layers, m->layers);
     if (c->stage_layers != NULL) {
         int sum = 0;
         for (int s = 0; s < c->pp; s++) {
@@ -106,8 +96,8 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
                 BAD("--stage-layers: stage %d has %d blocks; every stage needs at least 1", s, c->stage_layers[s]);
             sum += c->stage_layers[s];
         }
-        if (sum != m->n_layers)
-            BAD("--stage-layers adds up to %d blocks, but --layers is %d", sum, m->n_layers);
+        if (sum != m->layers)
+            BAD("--stage-layers adds up to %d blocks, but --layers is %d", sum, m->layers);
     }
     if (!(c->lr > 0) || !isfinite(c->lr)) BAD("--lr %g: must be a positive number", c->lr);
     if (c->momentum < 0 || c->momentum >= 1) BAD("--momentum %g: must be in [0, 1)", c->momentum);
@@ -189,7 +179,6 @@ typedef struct {
     run *r;
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_dataset data;
     ptdp_ddp ddp;
     ptdp_zero zero;                /* the chunk this device updates (zero.h)  */
     ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
@@ -399,13 +388,11 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 {
     const ptdp_train_config *c = d->r->cfg;
     int rc;
-    if ((rc = ptdp_mesh_create(dev, c->dp, c->tp, c->pp, &d->mesh)) != 0)
+    if ((rc = ptdp_mesh_init(dev, c->dp, c->tp, c->pp, &d->mesh)) != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
         return rc;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
-        return rc;
-    if ((rc = ptdp_dataset_init(dev, &d->data, c->seed, c->model.d_in, c->model.n_classes)) != 0)
         return rc;
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -436,10 +423,9 @@ static void device_teardown(ptdp_device *dev, device_ctx *d)
     ptdp_free(dev, d->opt_b);
     ptdp_free(dev, d->opt_a);
     ptdp_ddp_free(&d->ddp);
-    ptdp_dataset_free(dev, &d->data);
     ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_model_free(dev, &d->model);
-    ptdp_mesh_destroy(&d->mesh);
+    ptdp_mesh_free(&d->mesh);
 }
 
 static int device_main(ptdp_device *dev, void *arg)
@@ -461,11 +447,18 @@ static int device_main(ptdp_device *dev, void *arg)
         double busy0 = dev->clock.compute_s + dev->clock.comm_s;
 
         if (c->dump_x != NULL && dev->rank == 0) {
-            ptdp_tensor gx = ptdp_tensor_wrap(c->dump_x + (size_t)s * c->batch * c->model.d_in, c->batch, c->model.d_in);
-            ptdp_dataset_batch(&d.data, step * (int64_t)c->batch, c->batch, gx, c->dump_y + (size_t)s * c->batch);
+            /* Device 0 is on the first stage and, when pp = 1, the last:
+             * the model fills whatever its stages hold a data source for. */
+            ptdp_model *m = &d.model;
+            ptdp_batch gb = {
+                .first = step * (int64_t)c->batch, .rows = c->batch,
+                .x = ptdp_tensor_wrap(c->dump_x + (size_t)s * c->batch * m->input_cols, c->batch, m->input_cols),
+                .labels = c->dump_y + (size_t)s * c->batch * m->label_cols,
+            };
+            m->ops->fill_batch(m, &gb);
         }
         ptdp_pp_step st = {
-            .model = &d.model, .data = &d.data, .schedule = sched, .step = step,
+            .model = &d.model, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .recompute = c->recompute,
             .loss_scale = 1.0 / c->batch, .optimizer_step = optimizer_step, .optimizer_ctx = &d,
@@ -483,7 +476,7 @@ static int device_main(ptdp_device *dev, void *arg)
         x.v1 = dev->clock.now;
         x.w1 = ptdp_wall_now();
         x.bytes = dev->stats.total_sent - x.bytes;
-        x.loss = d.model.has_output && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
+        x.loss = d.model.last_stage && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
         x.grad_norm = d.grad_norm;
         step_done(r, dev->rank, s, &x);
     }

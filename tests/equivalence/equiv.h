@@ -16,7 +16,7 @@
 static inline ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .d_model = 16, .d_ff = 32, .n_layers = 4, .n_classes = 8 },
+        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 },
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = 48, .steps = 4,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
     };
@@ -35,7 +35,7 @@ static inline void equiv_run(const ptdp_train_config *cfg, ptdp_state *final, pt
 {
     char msg[PTDP_MSG_MAX];
     ptdp_train_config c = *cfg;
-    ck_assert_int_eq(ptdp_state_create(final, &c.model, c.optimizer, c.momentum > 0), 0);
+    ck_assert_int_eq(ptdp_state_init(final, &c.model, c.optimizer, c.momentum > 0), 0);
     c.final_state = final;
     ptdp_launch_opts o = equiv_opts();
     int rc = ptdp_train(&c, &o, NULL, NULL, res, msg, sizeof msg);

@@ -113,8 +113,8 @@ START_TEST(test_truncated_and_corrupt_checkpoints_are_errors)
     /* a different model shape */
     ck_assert_int_eq(ptdp_state_save(&s, path, msg, sizeof msg), 0);
     ptdp_model_config other = c.model;
-    other.d_model = 20;
-    other.d_ff = 40;
+    other.hidden = 20;
+    other.ffn = 40;
     ck_assert_int_eq(ptdp_state_load(&loaded, path, &other, msg, sizeof msg), PTDP_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(msg, "--hidden"));
     /* garbage */

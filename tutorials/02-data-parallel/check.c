@@ -30,6 +30,7 @@
 #include "ptdp/optim.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
+#include "ptdp/models.h"
 
 enum { B = 10, STEPS = 3, MAX_DP = 4, NUMEL_MAX = 4096 };
 static const double LR = 0.5;
@@ -38,7 +39,7 @@ static const uint64_t SEED = 7;
 static ptdp_train_config baseline_config(int steps)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 2, .n_classes = 5 },
+        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 },
         .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = B, .steps = steps,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED,
     };
@@ -58,13 +59,13 @@ static int run_baseline(baseline *b, char *msg, size_t len)
     ptdp_train_config c = baseline_config(STEPS);
     ptdp_state init, one;
     ptdp_train_result res;
-    int rc = ptdp_state_create(&b->final, &c.model, c.optimizer, false);
+    int rc = ptdp_state_init(&b->final, &c.model, c.optimizer, false);
     if (rc == 0)
-        rc = ptdp_state_create(&b->grad, &c.model, c.optimizer, false);
+        rc = ptdp_state_init(&b->grad, &c.model, c.optimizer, false);
     if (rc == 0)
-        rc = ptdp_state_create(&init, &c.model, c.optimizer, false);
+        rc = ptdp_state_init(&init, &c.model, c.optimizer, false);
     if (rc == 0)
-        rc = ptdp_state_create(&one, &c.model, c.optimizer, false);
+        rc = ptdp_state_init(&one, &c.model, c.optimizer, false);
     if (rc != 0) {
         snprintf(msg, len, "host out of memory");
         return rc;
@@ -118,13 +119,13 @@ static int dp_device(ptdp_device *dev, void *arg)
     ptdp_train_config c = baseline_config(STEPS);
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_dataset data;
-    int rc = ptdp_mesh_create(dev, x->dp, 1, 1, &mesh);
+    ptdp_mlp_data data;
+    int rc = ptdp_mesh_init(dev, x->dp, 1, 1, &mesh);
     if (rc != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0)) != 0)
         return rc;
-    if ((rc = ptdp_dataset_init(dev, &data, SEED, c.model.d_in, c.model.n_classes)) != 0)
+    if ((rc = ptdp_mlp_data_init(dev, &data, SEED, c.model.d_in, c.model.classes)) != 0)
         return rc;
     int r = mesh.dp_rank;
     if (model.numel > NUMEL_MAX)
@@ -154,9 +155,9 @@ static int dp_device(ptdp_device *dev, void *arg)
         if (r == 0)
             to_state(&model, false, &x->final);
     }
-    ptdp_dataset_free(dev, &data);
+    ptdp_mlp_data_free(dev, &data);
     ptdp_model_free(dev, &model);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -208,8 +209,8 @@ static bool check_config(int dp, int m, const baseline *b)
     ptdp_train_config c = baseline_config(STEPS);
     dp_run *x = calloc(1, sizeof *x);
     bool ok = false;
-    if (x == NULL || ptdp_state_create(&x->grad, &c.model, c.optimizer, false) != 0 ||
-        ptdp_state_create(&x->final, &c.model, c.optimizer, false) != 0) {
+    if (x == NULL || ptdp_state_init(&x->grad, &c.model, c.optimizer, false) != 0 ||
+        ptdp_state_init(&x->final, &c.model, c.optimizer, false) != 0) {
         tutorial_wrong("%s: host out of memory", what);
         free(x);
         return false;

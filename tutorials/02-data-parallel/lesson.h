@@ -6,14 +6,14 @@
 #define LESSON_02_H
 
 #include "ptdp/comm.h"
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/model.h"
 
 /* One data-parallel rank's view of a training step. */
 typedef struct {
     ptdp_model *model;      /* this rank's replica of the whole model          */
-    ptdp_dataset *data;     /* sample i is a pure function of i (data.h)       */
+    ptdp_mlp_data *data;     /* sample i is a pure function of i (data.h)       */
     ptdp_comm *dp;          /* the data-parallel group                         */
     int global_batch;       /* B: samples per step, over all the DP ranks      */
     int micro_batches;      /* M: micro-batches per rank per step              */

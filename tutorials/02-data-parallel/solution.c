@@ -39,8 +39,8 @@ static int forward_backward(ptdp_device *dev, const lesson_dp *d, long step, int
     int rc = ptdp_tensor_alloc(dev, &x, "lesson.x", PTDP_MEM_OTHER, rows, m->cfg.d_in);
     if (rc == 0) {
         ptdp_acts acts;
-        ptdp_dataset_batch(d->data, first, rows, x, labels);
-        rc = ptdp_model_forward(dev, m, &acts, x, labels, first, step, false, NULL);
+        ptdp_mlp_data_batch(d->data, first, rows, x, labels);
+        rc = ptdp_model_forward(dev, m, &acts, &(ptdp_batch){ .first = first, .rows = x.rows, .x = x, .labels = labels }, x, step, false, NULL);
         if (rc == 0) {
             *loss_sum += acts.loss_sum;
             rc = ptdp_model_backward(dev, m, &acts, NULL, scale, NULL);

@@ -35,11 +35,12 @@
 #include "tutorial.h"
 
 #include "ptdp/clock.h"
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/optim.h"
 #include "ptdp/pp.h"
 #include "ptdp/state.h"
@@ -264,7 +265,7 @@ static bool check_lists(const student_schedule *y)
 static ptdp_train_config run_config(int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = P_RUN, .n_classes = 5 },
+        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 },
         .dp = 1, .tp = 1, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED,
     };
@@ -280,7 +281,7 @@ static int run_baseline(baseline *b, char *msg, size_t len)
 {
     ptdp_train_config c = run_config(1, 1);
     ptdp_train_result res;
-    int rc = ptdp_state_create(&b->final, &c.model, c.optimizer, false);
+    int rc = ptdp_state_init(&b->final, &c.model, c.optimizer, false);
     if (rc != 0) {
         snprintf(msg, len, "host out of memory");
         return rc;
@@ -337,28 +338,25 @@ static int pipe_device(ptdp_device *dev, void *arg)
     ptdp_train_config c = run_config(P_RUN, M_RUN);
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_dataset data;
-    int rc = ptdp_mesh_create(dev, 1, 1, P_RUN, &mesh);
+    int rc = ptdp_mesh_init(dev, 1, 1, P_RUN, &mesh);
     if (rc != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0)) != 0)
         goto out_mesh;
-    if ((rc = ptdp_dataset_init(dev, &data, SEED, c.model.d_in, c.model.n_classes)) != 0)
-        goto out_model;
     int stage = mesh.pp_rank;
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         stage_ctx ctx = { .model = &model, .step = s + 1,
                           .busy0 = dev->clock.compute_s + dev->clock.comm_s };
         x->t0[s][stage] = dev->clock.now;
         ptdp_pp_step st = {
-            .model = &model, .data = &data, .schedule = x->schedule, .step = s,
+            .model = &model, .schedule = x->schedule, .step = s,
             .shard_first = s * (int64_t)B, .shard_rows = B, .micro_batches = M_RUN,
             .loss_scale = 1.0 / B, .optimizer_step = optimizer_step, .optimizer_ctx = &ctx,
         };
         rc = ptdp_pp_run_step(dev, &st);
         x->phase_end[s][stage] = ctx.phase_end;
         x->busy[s][stage] = ctx.busy;
-        if (model.has_output)
+        if (model.last_stage)
             x->loss[s] = st.loss_sum / B;
         if (st.peak_in_flight > x->peak_in_flight[stage])
             x->peak_in_flight[stage] = st.peak_in_flight;
@@ -367,11 +365,9 @@ static int pipe_device(ptdp_device *dev, void *arg)
         for (int i = 0; i < model.nparams; i++)
             ptdp_param_to_state(&model.params[i], model.params[i].w,
                                 ptdp_state_find(&x->final, model.params[i].name));
-    ptdp_dataset_free(dev, &data);
-out_model:
     ptdp_model_free(dev, &model);
 out_mesh:
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -402,7 +398,7 @@ static bool check_run(const student_schedule *y, const baseline *b)
     pipe_run *x = calloc(1, sizeof *x);
     ptdp_schedule *s = NULL;
     bool ok = false;
-    if (x == NULL || ptdp_state_create(&x->final, &c.model, c.optimizer, false) != 0) {
+    if (x == NULL || ptdp_state_init(&x->final, &c.model, c.optimizer, false) != 0) {
         tutorial_wrong("%s: host out of memory", what);
         free(x);
         return false;

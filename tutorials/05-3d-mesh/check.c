@@ -19,10 +19,11 @@
 #include "lesson.h"
 #include "tutorial.h"
 
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/dp.h"
 #include "ptdp/error.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/optim.h"
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
@@ -69,7 +70,7 @@ static int mesh_device(ptdp_device *dev, void *arg)
                 x->members[w][k][r] = ptdp_comm_world_rank(groups[k], r);
         }
     }
-    ptdp_mesh_destroy(&m);
+    ptdp_mesh_free(&m);
     return rc;
 }
 
@@ -234,7 +235,7 @@ static const uint64_t SEED = 5;
 static ptdp_train_config run_config(int dp, int tp, int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 4, .n_classes = 6 },
+        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 6 },
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .schedule = "1f1b",
     };
@@ -250,7 +251,7 @@ static int run_baseline(baseline *b, char *msg, size_t len)
 {
     ptdp_train_config c = run_config(1, 1, 1, 1);
     ptdp_train_result res;
-    if (ptdp_state_create(&b->final, &c.model, c.optimizer, false) != 0) {
+    if (ptdp_state_init(&b->final, &c.model, c.optimizer, false) != 0) {
         snprintf(msg, len, "host out of memory");
         return PTDP_ENOMEM;
     }
@@ -304,14 +305,11 @@ static int train_device(ptdp_device *dev, void *arg)
     ptdp_train_config c = run_config(DP_RUN, TP_RUN, PP_RUN, M);
     ptdp_mesh mesh = { 0 };
     ptdp_model model = { 0 };
-    ptdp_dataset data = { 0 };
     ptdp_ddp ddp = { 0 };
     ptdp_schedule *sched = NULL;
     int rc = lesson_mesh_create(dev, DP_RUN, TP_RUN, PP_RUN, &mesh);   /* your groups */
     if (rc == 0)
         rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0);
-    if (rc == 0)
-        rc = ptdp_dataset_init(dev, &data, SEED, c.model.d_in, c.model.n_classes);
     if (rc == 0 && ptdp_ddp_init(&ddp, &model, c.bucket_mb) != 0)
         rc = ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     if (rc == 0 && (rc = ptdp_schedule_create("1f1b", PP_RUN, M, &sched)) != 0)
@@ -323,13 +321,13 @@ static int train_device(ptdp_device *dev, void *arg)
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         step_ctx ctx = { .model = &model, .ddp = &ddp, .step = s + 1 };
         ptdp_pp_step st = {
-            .model = &model, .data = &data, .schedule = sched, .step = s,
+            .model = &model, .schedule = sched, .step = s,
             .shard_first = s * (int64_t)B + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = M, .loss_scale = 1.0 / B, .optimizer_step = optimizer_step, .optimizer_ctx = &ctx,
         };
         rc = ptdp_pp_run_step(dev, &st);
         /* Each sample's loss once: the last stage, TP rank 0, of every DP replica. */
-        x->loss[s][dev->rank] = model.has_output && mesh.tp_rank == 0 ? st.loss_sum : 0;
+        x->loss[s][dev->rank] = model.last_stage && mesh.tp_rank == 0 ? st.loss_sum : 0;
         x->grad_norm[s][dev->rank] = ctx.grad_norm;
     }
     if (rc == 0)   /* every parameter once: DP rank 0, each TP shard (a replicated one from TP rank 0) */
@@ -340,11 +338,9 @@ static int train_device(ptdp_device *dev, void *arg)
         }
     ptdp_schedule_destroy(sched);
     ptdp_ddp_free(&ddp);
-    if (data.teacher != NULL)
-        ptdp_dataset_free(dev, &data);
     if (model.flat_w != NULL)
         ptdp_model_free(dev, &model);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -355,7 +351,7 @@ static bool check_training(const baseline *b)
     ptdp_train_config c = run_config(DP_RUN, TP_RUN, PP_RUN, M);
     train_run *x = calloc(1, sizeof *x);
     bool ok = false;
-    if (x == NULL || ptdp_state_create(&x->final, &c.model, c.optimizer, false) != 0) {
+    if (x == NULL || ptdp_state_init(&x->final, &c.model, c.optimizer, false) != 0) {
         tutorial_wrong("%s: host out of memory", what);
         free(x);
         return false;

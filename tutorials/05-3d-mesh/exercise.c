@@ -66,6 +66,6 @@ int lesson_mesh_create(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
         goto fail;
     return PTDP_OK;
 fail:
-    ptdp_mesh_destroy(m);
+    ptdp_mesh_free(m);
     return rc;
 }

@@ -28,10 +28,11 @@
 #include "lesson.h"
 #include "tutorial.h"
 
-#include "ptdp/data.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
+#include "ptdp/models.h"
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
@@ -45,7 +46,7 @@ static const uint64_t SEED = 3;
 static ptdp_train_config config(int dp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .d_model = 8, .d_ff = 16, .n_layers = 2, .n_classes = 5 },
+        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 },
         .dp = dp, .tp = 1, .pp = 1, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_ADAMW, .lr = LR, .weight_decay = WEIGHT_DECAY, .bucket_mb = 1, .seed = SEED,
     };
@@ -76,7 +77,7 @@ static int run_reference(int dp, reference *r, char *msg, size_t len)
     ptdp_launch_result lr;
     ptdp_launch_opts o = { 0 };
     o.result = &lr;
-    if (ptdp_state_create(&r->final, &c.model, c.optimizer, false) != 0) {
+    if (ptdp_state_init(&r->final, &c.model, c.optimizer, false) != 0) {
         snprintf(msg, len, "host out of memory");
         return PTDP_ENOMEM;
     }
@@ -203,14 +204,11 @@ static int zero_device(ptdp_device *dev, void *arg)
     ptdp_train_config c = config(x->dp, x->micro_batches);
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_dataset data;
     ptdp_schedule *sched = NULL;
-    int rc = ptdp_mesh_create(dev, x->dp, 1, 1, &mesh);
+    int rc = ptdp_mesh_init(dev, x->dp, 1, 1, &mesh);
     if (rc != 0)
         return rc;
     if ((rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0)) != 0)
-        return rc;
-    if ((rc = ptdp_dataset_init(dev, &data, SEED, c.model.d_in, c.model.n_classes)) != 0)
         return rc;
     if (model.numel > NUMEL_MAX)
         return ptdp_fail(dev, PTDP_EINVAL, "the check's model has %zu parameters, more than its %d",
@@ -234,7 +232,7 @@ static int zero_device(ptdp_device *dev, void *arg)
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         step_ctx ctx = { .x = x, .z = &z, .step = s + 1 };
         ptdp_pp_step st = {
-            .model = &model, .data = &data, .schedule = sched, .step = s,
+            .model = &model, .schedule = sched, .step = s,
             .shard_first = s * (int64_t)B + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = x->micro_batches, .loss_scale = 1.0 / B,
             .optimizer_step = optimizer_step, .optimizer_ctx = &ctx,
@@ -251,9 +249,8 @@ static int zero_device(ptdp_device *dev, void *arg)
     }
     lesson_zero_free(dev, &z);
     ptdp_schedule_destroy(sched);
-    ptdp_dataset_free(dev, &data);
     ptdp_model_free(dev, &model);
-    ptdp_mesh_destroy(&mesh);
+    ptdp_mesh_free(&mesh);
     return rc;
 }
 
@@ -305,7 +302,7 @@ static bool check_config(int dp, int m, const reference *base, const reference *
     ptdp_train_config c = config(dp, m);
     zero_run *x = calloc(1, sizeof *x);
     bool ok = false;
-    if (x == NULL || ptdp_state_create(&x->final, &c.model, c.optimizer, false) != 0) {
+    if (x == NULL || ptdp_state_init(&x->final, &c.model, c.optimizer, false) != 0) {
         tutorial_wrong("%s: host out of memory", what);
         free(x);
         return false;

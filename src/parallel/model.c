@@ -1,0 +1,246 @@
+/*
+ * model.c — the model interface's common half: where the parameters of one
+ * device live, how they start, and how a whole-model sum is made of shards.
+ *
+ * A device holds one pipeline stage of a model (a contiguous range of its
+ * blocks, plus whatever comes before the first block on stage 0 and after
+ * the last on the last stage) and, under tensor parallelism, one shard of
+ * each split matrix.  The model's init lists them (ptdp_model_add_param);
+ * this file gives them memory:
+ *
+ *   params[0]     params[1]  …  params[n-1]          (backward order)
+ *   ┌──────────┬───────────┬───┬────────────┐
+ *   │  out.w   │  out.b    │ … │   in.b     │  flat_w  (arena, "params")
+ *   └──────────┴───────────┴───┴────────────┘
+ *   ┌──────────┬───────────┬───┬────────────┐
+ *   │ d out.w  │ d out.b   │ … │  d in.b    │  flat_g  (arena, "grads")
+ *   └──────────┴───────────┴───┴────────────┘
+ *
+ * Each ptdp_param is a view into both.  The order is the order the backward
+ * produces gradients, so data parallelism can all-reduce the first buckets
+ * while later ones are still being computed, and ZeRO can cut the buffers
+ * into chunks without caring where one tensor ends.
+ *
+ * Initialisation draws element (i, j) of the WHOLE tensor from the stream
+ * named after the parameter at index i * cols + j, so a shard starting at
+ * (row0, col0) draws exactly the numbers the single device drew there: the
+ * "model-parallel RNG" of Megatron-LM, with no generator state to split.
+ */
+#include "ptdp/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/error.h"
+#include "ptdp/optim.h"
+#include "ptdp/rng.h"
+
+void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, int *begin, int *count)
+{
+    int b = 0;
+    for (int s = 0; s <= stage; s++) {
+        int n = stage_layers ? stage_layers[s] : layers / pp + (s < layers % pp ? 1 : 0);
+        if (s == stage) {
+            *begin = b;
+            *count = n;
+        }
+        b += n;
+    }
+}
+
+/* ------------------------------------------------ describing parameters */
+
+int ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n)
+{
+    ptdp_param *p = realloc(m->params, (size_t)(n > 0 ? n : 1) * sizeof *p);
+    if (p == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
+    m->params = p;
+    m->params_capacity = n;
+    return PTDP_OK;
+}
+
+ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *name,
+                                 int full_rows, int full_cols, bool is_bias, ptdp_shard shard,
+                                 int row0, int col0, int rows, int cols,
+                                 ptdp_init init, double init_std)
+{
+    if (m->nparams >= m->params_capacity) {
+        ptdp_fail(dev, PTDP_EINVAL, "model %s: parameter %s is one more than the %d reserved",
+                  m->ops->name, name, m->params_capacity);
+        return NULL;
+    }
+    ptdp_param *p = &m->params[m->nparams++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->full_rows = full_rows;
+    p->full_cols = full_cols;
+    p->is_bias = is_bias;
+    p->shard = shard;
+    p->row0 = row0;
+    p->col0 = col0;
+    p->init = init;
+    p->init_std = init_std;
+    p->offset = m->numel;
+    p->w = (ptdp_tensor){ .rows = rows, .cols = cols, .stride = cols };
+    snprintf(p->w.name, sizeof p->w.name, "%s", name);
+    p->g = p->w;
+    m->numel += (size_t)rows * (size_t)cols;
+    return p;
+}
+
+/* Give every described parameter its memory and its first value. */
+static int materialise(ptdp_device *dev, ptdp_model *m)
+{
+    m->flat_w = ptdp_alloc(dev, m->numel * sizeof(ptdp_real), PTDP_MEM_PARAMS, "parameters");
+    m->flat_g = m->flat_w ? ptdp_alloc(dev, m->numel * sizeof(ptdp_real), PTDP_MEM_GRADS, "gradients") : NULL;
+    if (m->flat_g == NULL)
+        return PTDP_ENOMEM;
+    for (int i = 0; i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        p->w.data = m->flat_w + p->offset;
+        p->g.data = m->flat_g + p->offset;
+        if (p->init == PTDP_INIT_ZEROS)
+            continue;   /* the arena zero-fills */
+        if (p->init == PTDP_INIT_ONES) {
+            ptdp_tensor_fill(p->w, 1);
+            continue;
+        }
+        uint64_t key = ptdp_rng_key(m->seed, p->name);
+        for (int r = 0; r < p->w.rows; r++)
+            for (int c = 0; c < p->w.cols; c++) {
+                uint64_t whole = (uint64_t)(p->row0 + r) * (uint64_t)p->full_cols + (uint64_t)(p->col0 + c);
+                *ptdp_at(p->w, r, c) = (ptdp_real)(p->init_std * ptdp_rng_normal(key, whole));
+            }
+    }
+    return PTDP_OK;
+}
+
+int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
+                     const ptdp_model_config *cfg, const ptdp_mesh *mesh,
+                     const int *stage_layers, uint64_t seed, double dropout)
+{
+    memset(m, 0, sizeof *m);
+    m->ops = ops;
+    m->cfg = *cfg;
+    m->mesh = mesh;
+    m->seed = seed;
+    m->dropout = dropout;
+    char msg[PTDP_MSG_MAX];
+    if (ops->check(cfg, mesh->tp, mesh->pp, msg, sizeof msg) != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "%s", msg);
+    int count = 0;
+    ptdp_stage_range(cfg->layers, mesh->pp, stage_layers, mesh->pp_rank, &m->layer_begin, &count);
+    m->layer_end = m->layer_begin + count;
+    m->first_stage = mesh->pp_rank == 0;
+    m->last_stage = mesh->pp_rank == mesh->pp - 1;
+    int rc = ops->init(dev, m);
+    if (rc == 0)
+        rc = materialise(dev, m);
+    if (rc != 0)
+        ptdp_model_free(dev, m);
+    return rc;
+}
+
+void ptdp_model_free(ptdp_device *dev, ptdp_model *m)
+{
+    if (m->ops != NULL && m->ops->free != NULL)
+        m->ops->free(dev, m);
+    ptdp_free(dev, m->flat_g);
+    ptdp_free(dev, m->flat_w);
+    free(m->params);
+    m->params = NULL;
+    m->nparams = m->params_capacity = 0;
+    m->flat_w = m->flat_g = NULL;
+}
+
+ptdp_param *ptdp_model_find(ptdp_model *m, const char *name)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return &m->params[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------ one micro-batch */
+
+int ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
+{
+    b->x = (ptdp_tensor){ 0 };
+    b->labels = NULL;
+    int rc;
+    if (m->first_stage &&
+        (rc = ptdp_tensor_alloc(dev, &b->x, "data.x", PTDP_MEM_OTHER, b->rows, m->input_cols)) != 0)
+        return rc;
+    if (m->last_stage) {
+        size_t n = (size_t)b->rows * (size_t)m->label_cols;
+        b->labels = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(int64_t), PTDP_MEM_OTHER, "data.y");
+        if (b->labels == NULL)
+            return PTDP_ENOMEM;
+    }
+    if (m->first_stage || m->last_stage)
+        m->ops->fill_batch(m, b);
+    return PTDP_OK;
+}
+
+void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b)
+{
+    ptdp_tensor_free(dev, &b->x);
+    ptdp_free(dev, b->labels);
+    b->labels = NULL;
+}
+
+int ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
+                       ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
+{
+    return m->ops->forward(dev, m, acts, b, input, step, recompute, out);
+}
+
+int ptdp_model_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                        double loss_scale, ptdp_tensor *dx)
+{
+    return m->ops->backward(dev, m, acts, dout, loss_scale, dx);
+}
+
+void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
+{
+    if (acts->alive || acts->saved != NULL)
+        m->ops->acts_free(dev, m, acts);
+    acts->alive = false;
+}
+
+/* ------------------------------------------- the whole model from shards */
+
+/* ||g||^2 of the whole model, each parameter once.  A TP-replicated
+ * parameter has an identical gradient on every TP rank, so only TP rank 0
+ * counts it; a shard counts its own elements; the TP group then sums the
+ * shards, and the PP group sums the stages.  (DP replicas hold the same
+ * all-reduced gradient, so each computes the same total.) */
+bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
+{
+    return p->shard != PTDP_SHARD_NONE || m->mesh->tp_rank == 0;
+}
+
+int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
+{
+    int rc = PTDP_OK;
+    if (m->mesh->tp > 1)
+        rc = ptdp_all_reduce(m->mesh->tp_comm, x, x, 1, PTDP_F64, PTDP_SUM);
+    if (rc == 0 && m->mesh->pp > 1)
+        rc = ptdp_all_reduce(m->mesh->pp_comm, x, x, 1, PTDP_F64, PTDP_SUM);
+    return rc;
+}
+
+int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
+{
+    (void)dev;
+    double local = 0;
+    for (int i = 0; i < m->nparams; i++)
+        if (ptdp_param_counted_here(m, &m->params[i]))
+            local += ptdp_sum_squares(m->params[i].g.data, ptdp_tensor_numel(m->params[i].g));
+    int rc = ptdp_model_sum_over_shards(m, &local);
+    *sumsq = local;
+    return rc;
+}
