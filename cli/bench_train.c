@@ -2,7 +2,7 @@
  * bench_train.c — `ptdp bench train`: how fast does the reference MLP train,
  * and how close is it to what this machine allows?
  *
- * The fixed model (issue 3): d_in 1024, hidden 1024, ffn 4096, 4 blocks,
+ * The fixed model: d_in 1024, hidden 1024, ffn 4096, 4 blocks,
  * 10 classes, global batch B = 64, AdamW, in the build's precision.  One
  * training step costs, counting 2 m n k per product (ops.h):
  *
@@ -34,7 +34,7 @@
  *      host threads, each calling ptdp_train):
  *
  *      Both speed-ups are measured against the same reference, the
- *      issue's "baseline at the per-device batch": one device running B/2.
+ *      baseline at the per-device batch: one device running B/2.
  *
  *          concurrent speed-up = 2 t(B/2 alone) / t(B/2 concurrently)   ≤ 2
  *          dp = 2 speed-up     = 2 t(B/2 alone) / t(dp = 2, B)

@@ -3,7 +3,7 @@
  *
  * The schedules are proven correct as data in test_schedule.c; the
  * equivalence suite proves the pipeline trains like one device.  This file
- * measures what issue 5 says a student should see:
+ * measures what a student of pipelines should see:
  *
  *   memory    each stage's arena peak of activations is, to the byte,
  *                 k * (one micro-batch's activations) + one backward's scratch
@@ -162,7 +162,7 @@ START_TEST(test_activation_peaks_per_stage)
 }
 END_TEST
 
-/* GPipe against 1F1B on one configuration: the headline of issue 5. */
+/* GPipe against 1F1B on one configuration: the headline of the pipeline lesson. */
 START_TEST(test_gpipe_holds_m_1f1b_holds_p_minus_rank)
 {
     ptdp_train_config c = small_config(1, 4, 8, "gpipe");

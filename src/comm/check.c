@@ -1,5 +1,5 @@
 /*
- * comm_check.c — is a call valid, and did every member make the same one?
+ * check.c — is a call valid, and did every member make the same one?
  *
  * Two checks stand between a collective call and its data movement:
  *

@@ -6,11 +6,11 @@
  *
  *   1. check the arguments      a bad root or a NULL buffer fails the
  *                               device with the call's name and file:line
- *                               (comm_check.c)
+ *                               (check.c)
  *   2. meet the group           post my call, wait for every member's
  *   3. check agreement          same operation, count, type, op, root?
  *                               otherwise report every member's call
- *                               (comm_check.c)
+ *                               (check.c)
  *   4. move the data            ops->all_reduce[algo](…) etc.
  *   5. account                  bytes per operation and per group, the
  *                               virtual clock, one trace event

@@ -178,7 +178,7 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
     openblas_set_num_threads(1);
 #endif
 
-    void *mem = NULL;                    /* 64-byte aligned: see sync.h */
+    void *mem = NULL;                    /* 64-byte aligned: see wait.h */
     launch_state *L = posix_memalign(&mem, 64, sizeof *L) == 0 ? memset(mem, 0, sizeof *L) : NULL;
     char msg[PTDP_MSG_MAX];
     double watchdog = o->watchdog_s > 0 ? o->watchdog_s : PTDP_DEFAULT_WATCHDOG_S;

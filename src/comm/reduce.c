@@ -1,5 +1,5 @@
 /*
- * reduce_kernels.c — the arithmetic inside every reducing collective.
+ * reduce.c — the arithmetic inside every reducing collective.
  *
  *   out[i] = a[i] op b[i]          op ∈ {sum, max, min}; avg = sum, then / n
  *

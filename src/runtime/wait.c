@@ -12,7 +12,7 @@
  * neither barrier nor unnamed semaphores), each crossing is a system call
  * (40–90 µs in a VM), and they cannot notice that another device failed.
  * The sleep slices bound how late an abort or the watchdog is noticed even
- * if a wake-up went astray; the Dekker handshake (see sync.h) means none
+ * if a wake-up went astray; the Dekker handshake (see wait.h) means none
  * does.
  */
 #include "runtime/wait.h"

@@ -2,7 +2,7 @@
  * train.c — one loop for every configuration, from one device to dp x tp x pp.
  *
  * Each device thread runs device_main: build the mesh (mesh.c), its stage
- * and shard of the model (model.c), the schedule (schedule.c), and then
+ * and shard of the model (models.h), the schedule (schedule.c), and then
  * `steps` times:
  *
  *   pipeline step (pp.c)  ── F/B of every micro-batch of this DP shard,

@@ -7,7 +7,8 @@
 # and `mpirun -np N mpi_allreduce` (tests/bench/mpi_allreduce.c, same timing
 # method) R times, alternating, and prints the median of each as a Markdown
 # table with the ratio of bus bandwidths and ptdp's share of the memory-traffic
-# bound, then the targets of issue 2 item 10 and whether they were met.
+# bound, then the targets for the shared-memory all-reduce and whether they
+# were met.
 # Defaults: --build build, --rounds 3, --devices 2, --sizes 4K,4M,64M.
 # --raw FILE keeps every round's JSON lines (one per implementation and size).
 #
@@ -117,7 +118,7 @@ END {
     print "the busbw reached if the all_reduce moved its memory traffic at the measured STREAM bandwidth."
     if (devices != 2) exit 0
     print ""
-    print "Targets (issue 2, item 10; 2 devices):"
+    print "Targets (2 devices):"
     target("64 MiB: ptdp busbw >= 5x MPI", 67108864 in ratio, ratio[67108864] >= 5, sprintf("%.1fx", ratio[67108864]))
     target("4 MiB:  ptdp busbw >= 3x MPI", 4194304 in ratio, ratio[4194304] >= 3, sprintf("%.1fx", ratio[4194304]))
     target("64 MiB: ptdp >= 80% of the memory bound", 67108864 in frac, frac[67108864] >= 0.8, sprintf("%.0f%%", 100 * frac[67108864]))

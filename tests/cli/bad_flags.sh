@@ -52,7 +52,7 @@ expect_ok() {
     fi
 }
 
-# The cases of issue 2 item 12, then the rest of each reader in args.c.
+# One bad value for each kind of flag, then the rest of each reader in args.c.
 expect 2 "--devices 0: must be between 1 and 64"          -- bench collectives --devices 0
 expect 2 "--sizes 12Q: not a size"                        -- bench collectives --sizes 12Q
 expect 2 "unknown flag --x (see ptdp bench collectives --help)" -- bench collectives --x

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train_pp.sh PTDP — pipeline parallelism from the command line (issue 5).
+# train_pp.sh PTDP — pipeline parallelism from the command line.
 #
 #  1. Bad pipeline flags exit 2, name the flag on stderr, print nothing on
 #     stdout: --pp above --layers, --micro-batches 0, a batch not divisible

@@ -1,7 +1,7 @@
 /*
  * test_equiv_pp.c — a pipeline trains exactly like one device.
  *
- * The matrix of issue 5: pp in {1,2,3,4} x M in {1,2,4,8} x {gpipe, 1f1b}
+ * The pipeline matrix: pp in {1,2,3,4} x M in {1,2,4,8} x {gpipe, 1f1b}
  * x {plain, --recompute}, every one against the single-device baseline by
  * --check's rule (1e-10 in double, 1e-4 in float).  The model has 4 blocks,
  * so pp = 3 cuts it 2,1,1 and pp = 4 gives every stage one block.  Then the

@@ -252,7 +252,7 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
     if (ok && compare_algorithms) {
         tutorial_ok("bytes, %d devices, S = %.0f B: every device sent %.0f B in %llu messages = 2(N-1)/N * S",
                     world, S, x.sent[0], steps);
-        tutorial_note("for comparison, ptdp's own ring (src/allreduce_ring.c): %.0f B per device;",
+        tutorial_note("for comparison, ptdp's own ring (src/comm/shm/allreduce_ring.c): %.0f B per device;",
                       x.library_ring_sent[0]);
         tutorial_note("the naive reduce-then-broadcast: %.0f B from rank 0, %.0f B from each other rank",
                       x.naive_sent[0], x.naive_sent[1]);

@@ -91,6 +91,6 @@ int lesson_dp_gradients(ptdp_device *dev, const lesson_dp *d, long step, double 
     /* The whole gradient is the sum of the ranks' parts: an all-reduce
      * with PTDP_SUM, in place.  (PTDP_AVG would divide by dp a second time:
      * the 1/B already made the sum a mean.)  The library does the same in
-     * buckets, ptdp_ddp_all_reduce (src/dp.c). */
+     * buckets, ptdp_ddp_all_reduce (src/parallel/dp.c). */
     return ptdp_all_reduce(d->dp, m->flat_g, m->flat_g, m->numel, PTDP_REAL, PTDP_SUM);
 }

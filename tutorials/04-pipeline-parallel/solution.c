@@ -1,7 +1,7 @@
 /*
  * solution.c — lesson 04: pipeline schedules as lists of actions.
  *
- * The answer to exercise.c (try that first).  src/schedule.c holds the
+ * The answer to exercise.c (try that first).  src/parallel/schedule.c holds the
  * library's own generators, written the same way.
  *
  * The L blocks of the model are cut into p stages, one per device.  A step's

@@ -1,7 +1,7 @@
 /*
  * solution.c — lesson 05: the three groups of a dp x tp x pp mesh.
  *
- * The answer to exercise.c (try that first).  src/mesh.c is the library's
+ * The answer to exercise.c (try that first).  src/parallel/mesh.c is the library's
  * own version.
  *
  * World = dp * tp * pp devices, laid out as in Megatron-LM, tp fastest:

@@ -1,7 +1,7 @@
 /*
  * solution.c — lesson 06: ZeRO-1, the optimizer state sharded across DP.
  *
- * The answer to exercise.c (try that first).  src/zero.c is the library's
+ * The answer to exercise.c (try that first).  src/parallel/zero.c is the library's
  * version (stages 1 and 2), used by `ptdp train --zero 1`.
  *
  * Plain data parallelism: every one of the N ranks all-reduces the whole

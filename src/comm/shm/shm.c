@@ -1,5 +1,5 @@
 /*
- * collectives.c — the shared-memory backend: groups, and the simple
+ * shm.c — the shared-memory backend: groups, and the simple
  * collectives.
  *
  * Devices are threads of one process, so a collective can read the other
@@ -36,7 +36,7 @@
 
 struct shm_group *ptdp_shm_group_create(int size, const int *world_rank)
 {
-    void *mem = NULL;                    /* 64-byte aligned: see sync.h */
+    void *mem = NULL;                    /* 64-byte aligned: see wait.h */
     if (posix_memalign(&mem, 64, sizeof(struct shm_group)) != 0)
         return NULL;
     struct shm_group *g = memset(mem, 0, sizeof *g);
