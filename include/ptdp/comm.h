@@ -7,9 +7,10 @@
  * exactly as MPI_Comm_split does: same color = same group, ordered by key.
  *
  * A communicator is an interface (a table of operations, struct
- * ptdp_comm_ops in comm_impl.h): the first backend runs devices as threads
- * of one process over shared memory; an MPI backend (one process per device)
- * can implement the same table later without touching the modules above.
+ * ptdp_comm_ops in src/comm/comm_impl.h): the first backend runs devices as
+ * threads of one process over shared memory (src/comm/shm/); a backend of
+ * one process per device (MPI) implements the same table without touching
+ * the modules above — comm_impl.h lists what it must do differently.
  *
  * Rules every backend keeps:
  *  - Reductions happen in a fixed order: the same call twice gives the same
@@ -17,7 +18,7 @@
  *  - Any count works, 0 and counts not divisible by the group size included.
  *    Chunked collectives (reduce_scatter, all_gather, scatter, gather) take
  *    the TOTAL count and give rank r the chunk ptdp_chunk(count, size, r)
- *    (tensor.h): the first count % size ranks hold one element more.
+ *    (types.h): the first count % size ranks hold one element more.
  *  - In place: all_reduce and reduce accept send == recv; all_gather and
  *    reduce_scatter accept send == PTDP_IN_PLACE, meaning the rank's own
  *    chunk already sits (or is wanted) at its offset inside recv.

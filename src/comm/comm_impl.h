@@ -22,6 +22,34 @@
  * with a pointer to each member's call.  That one step gives mismatch
  * detection, the virtual start time (the latest member's clock) and, in
  * shared memory, each member's buffer addresses.
+ *
+ * What a backend of one process per device (MPI) must do differently — the
+ * table stays, what is behind it changes:
+ *
+ *   meet       the calls are not in shared memory: all-gather the members'
+ *              ptdp_call descriptors (fixed size; file names as short
+ *              strings) so comm.c can still check agreement and take the
+ *              latest clock.  The buffer pointers in them are meaningless
+ *              in another address space and must never be dereferenced.
+ *   algorithms each ptdp_coll_fn moves data with messages (the ring over
+ *              point-to-point, or the library's MPI_Allreduce for speed);
+ *              a fixed order of reduction keeps the bits of the threads
+ *              backend (comm.h's rule: the same call gives the same bits).
+ *   send/recv  the sender's ptdp_call travels with the payload, so the
+ *              receiver learns the sender's virtual clock (comm.c's arrival
+ *              time) and can report a count or type mismatch.
+ *   split      colors and keys come from the gathered calls, as here.
+ *   waiting    non-blocking calls polled against a deadline, so the
+ *              watchdog can still report who waits for whom (runtime/).
+ *   failure    a failing device cannot raise a flag in its peers' memory:
+ *              it ends the job (MPI_Abort with its rank and message).
+ *   launch     mpirun starts the processes; ptdp_launch makes the one
+ *              device of this process, with the world communicator over
+ *              MPI_COMM_WORLD (comm/launch.c is the threads backend's).
+ *   state      checkpoints: the threads copy their shards into one host
+ *              state (train/state.c, state.h); processes have no shared
+ *              host, so saving gathers the shards to rank 0 through the
+ *              communicator and loading broadcasts or scatters them.
  */
 #ifndef PTDP_COMM_IMPL_H
 #define PTDP_COMM_IMPL_H
