@@ -55,8 +55,9 @@ static void release(timed_schedule *ts)
 
 static double x_of(double time) { return LEFT + time * PX_PER_UNIT; }
 
-/* One schedule: a title with the bubble, one lane per stage (grey = idle),
- * the time axis below. */
+/* One schedule: a title with the bubble, then the timeline as every
+ * schedule is drawn (ptdp_schedule_draw: grey = idle), on the axis both
+ * panels share. */
 static void draw_timeline(ptdp_svg *svg, const timed_schedule *ts, const char *title,
                           const char *how, double makespan, double y)
 {
@@ -67,34 +68,11 @@ static void draw_timeline(ptdp_svg *svg, const timed_schedule *ts, const char *t
                   "%s \u2014 bubble measured %.1f%%, formula (p\u22121)/(m+p\u22121) = %d/%d = %.1f%%",
                   title, 100.0 * t->bubble, P - 1, M + P - 1, 100.0 * ptdp_bubble_formula(P, M));
     ptdp_svg_text(svg, 20, 36, 12, PTDP_SVG_START, "#444444", "%s", how);
-
-    for (int st = 0; st < P; st++) {
-        const double ly = 46 + st * (LANE + LANE_GAP);
-        ptdp_svg_text(svg, LEFT - 10, ly + LANE / 2.0 + 4, 12, PTDP_SVG_END, NULL, "stage %d", st);
-        ptdp_svg_rect(svg, x_of(0), ly, t->makespan * PX_PER_UNIT, LANE, "#e3e3e3", NULL);
-        for (int i = 0; i < s->stage[st].count; i++) {
-            const ptdp_action *a = &s->stage[st].actions[i];
-            if (a->kind != PTDP_ACT_FORWARD && a->kind != PTDP_ACT_BACKWARD)
-                continue;
-            const int fwd = a->kind == PTDP_ACT_FORWARD;
-            const double x0 = x_of(t->time[st][i].start), x1 = x_of(t->time[st][i].end);
-            ptdp_svg_rect(svg, x0, ly, x1 - x0, LANE, fwd ? "#3b73c4" : "#3f9e4d", "white");
-            ptdp_svg_text(svg, (x0 + x1) / 2, ly + LANE / 2.0 + 4, 11, PTDP_SVG_MIDDLE, "white", "%c%d",
-                          fwd ? 'F' : 'B', a->mb);
-        }
-        ptdp_svg_text(svg, x_of(makespan) + 10, ly + LANE / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
-                      "idle %4.1f%% \u00b7 keeps %d", t->makespan > 0 ? 100.0 * t->idle[st] / t->makespan : 0,
-                      ptdp_schedule_peak_in_flight(s, st));
-    }
-
-    const double ay = 46 + P * (LANE + LANE_GAP) + 2;
-    ptdp_svg_line(svg, x_of(0), ay, x_of(makespan), ay, "#333333", 1, NULL);
-    const double step = fig_tick_step(makespan, 11);
-    for (double x = 0; x <= makespan + 1e-9; x += step) {
-        ptdp_svg_line(svg, x_of(x), ay, x_of(x), ay + 5, "#333333", 1, NULL);
-        ptdp_svg_text(svg, x_of(x), ay + 17, 10, PTDP_SVG_MIDDLE, "#333333", "%g", x);
-    }
-    ptdp_svg_text(svg, LEFT - 10, ay + 17, 10, PTDP_SVG_END, "#333333", "time");
+    const ptdp_schedule_frame frame = {
+        .left = LEFT, .top = 46, .lane = LANE, .gap = LANE_GAP, .px_per_unit = PX_PER_UNIT,
+        .axis_end = makespan, .max_ticks = 11,
+    };
+    ptdp_schedule_draw(svg, s, t, &frame);
     ptdp_svg_group_end(svg);
 }
 

@@ -181,7 +181,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     double top = 0;
     for (int i = 0; i < NCONFIGS; i++)
         top = fmax(top, stack_total(&busiest[i]) / MiB);
-    double step = fig_tick_step(top, 6);
+    double step = ptdp_svg_tick_step(top, 6);
     chart left = { 70, 120, 560, 330, 0, ceil(top / step) * step };
     y_axis(&s, &left, step, "MiB, the busiest device of each run");
     const double slot = left.w / NCONFIGS;
@@ -203,7 +203,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     top = 0;
     for (int d = 0; d < WORLD_3D; d++)
         top = fmax(top, stack_total(&each[d]) / MiB);
-    step = fig_tick_step(top, 6);
+    step = ptdp_svg_tick_step(top, 6);
     chart right = { 700, 120, 250, 330, 0, ceil(top / step) * step };
     y_axis(&s, &right, step, "MiB, each device of dp 2 \u00d7 tp 2 \u00d7 pp 2");
     const double rslot = right.w / WORLD_3D;
@@ -283,7 +283,7 @@ int fig_loss_curves(const char *path, char *msg, size_t msglen)
             worst_step = (int)a.res.log[i].step;
         }
     }
-    double step = fig_tick_step(hi - lo, 6);
+    double step = ptdp_svg_tick_step(hi - lo, 6);
     chart c = { 80, 90, 800, 340, floor(lo / step) * step, ceil(hi / step) * step };
 
     ptdp_svg s;

@@ -60,19 +60,6 @@ int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen)
     return err;
 }
 
-double fig_tick_step(double span, int max_ticks)
-{
-    if (!(span > 0) || max_ticks < 1)
-        return 1;
-    double raw = span / max_ticks, decade = pow(10, floor(log10(raw)));
-    for (int i = 0; i < 4; i++) {
-        static const double f[] = { 1, 2, 5, 10 };
-        if (f[i] * decade >= raw * (1 - 1e-9))
-            return f[i] * decade;
-    }
-    return 10 * decade;
-}
-
 /* ---- the command ---------------------------------------------------------------- */
 
 static void usage(void)

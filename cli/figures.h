@@ -31,8 +31,4 @@ const char *fig_rank_color(int rank);
 /* Close the picture and save it; frees s either way.  0 or PTDP_E…. */
 int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen);
 
-/* Axis ticks: a step of 1, 2 or 5 times a power of ten that cuts `span`
- * into at most max_ticks intervals. */
-double fig_tick_step(double span, int max_ticks);
-
 #endif

@@ -42,6 +42,8 @@
 
 #include <stdio.h>
 
+#include "svg.h"
+
 typedef enum {
     PTDP_ACT_FORWARD = 0,
     PTDP_ACT_BACKWARD,
@@ -175,6 +177,25 @@ double ptdp_bubble_formula(int pp, int micro_batches);
 /* One row per stage, time to the right: F/B boxes labelled with the
  * micro-batch, idle as dots; a time axis; the bubble measured and by formula. */
 int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t, FILE *out);
+
+/* Where a timeline is drawn in an SVG picture (user units).  Several
+ * timelines can share one time axis: axis_end is the longest makespan. */
+typedef struct {
+    double left;          /* x of time 0; the stage names end left of it   */
+    double top;           /* y of stage 0's lane                           */
+    double lane, gap;     /* a lane's height; the space between lanes      */
+    double px_per_unit;   /* user units per unit of time                   */
+    double axis_end;      /* the time axis runs from 0 to here             */
+    int max_ticks;        /* at most this many intervals on the axis       */
+} ptdp_schedule_frame;
+
+/* The timeline into svg (svg.h): one grey lane per stage (grey = idle),
+ * a blue box per forward and a green one per backward labelled with the
+ * micro-batch, each stage's idle share and how many micro-batches it
+ * keeps, and the time axis.  The one way ptdp draws a schedule: the
+ * `ptdp schedule --svg` file and the course's figure both use it. */
+void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                        const ptdp_schedule_frame *frame);
 
 /* The GPipe paper's figure as a standalone SVG, written atomically (temporary
  * file, fsync, rename).  0 or PTDP_EIO with the reason in msg. */

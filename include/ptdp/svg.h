@@ -88,6 +88,10 @@ int  ptdp_svg_save(const ptdp_svg *s, const char *path, char *msg, size_t msglen
 
 void ptdp_svg_free(ptdp_svg *s);
 
+/* Axis ticks: a step of 1, 2 or 5 times a power of ten that cuts `span`
+ * into at most max_ticks intervals (1 for an empty span). */
+double ptdp_svg_tick_step(double span, int max_ticks);
+
 /* Append `text` to s with &, <, >, " and ' escaped (for callers that build
  * their own elements). */
 void ptdp_svg_escape(ptdp_svg *s, const char *text);

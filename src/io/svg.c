@@ -352,3 +352,16 @@ int ptdp_svg_save(const ptdp_svg *s, const char *path, char *msg, size_t msglen)
     }
     return ptdp_write_file_atomic(path, s->buf, s->len, msg, msglen);
 }
+
+double ptdp_svg_tick_step(double span, int max_ticks)
+{
+    if (!(span > 0) || max_ticks < 1)
+        return 1;
+    double raw = span / max_ticks, decade = pow(10, floor(log10(raw)));
+    for (int i = 0; i < 4; i++) {
+        static const double f[] = { 1, 2, 5, 10 };
+        if (f[i] * decade >= raw * (1 - 1e-9))
+            return f[i] * decade;
+    }
+    return 10 * decade;
+}

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/file.h"
 #include "ptdp/schedule.h"
 
 /* ---- shared geometry ---------------------------------------------------------- */
@@ -149,81 +148,45 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
 
 /* ---- SVG ------------------------------------------------------------------ */
 
-enum { LEFT = 72, TOP = 44, LANE = 28, GAP = 6, RIGHT = 84, PX_PER_QUANTUM = 28 };
+static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_unit; }
 
-static double x_of(double time, double q) { return LEFT + time / q * PX_PER_QUANTUM; }
-static int    y_of(int stage)             { return TOP + stage * (LANE + GAP); }
-
-static void svg_body(FILE *f, const ptdp_schedule *s, const ptdp_schedule_timeline *t)
+void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                        const ptdp_schedule_frame *f)
 {
-    const double q = quantum_of(s, t, 4000);
-    double width = x_of(t->makespan, q) + RIGHT;
-    if (width < 800)
-        width = 800;      /* room for the title and the legend */
-    const int axis_y = y_of(s->pp) + 4, height = axis_y + 56;
-
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%d\" "
-               "viewBox=\"0 0 %.0f %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
-            width, height, width, height);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%d\" fill=\"white\"/>\n",
-            width, height);
-    /* s->name comes from the registry or a caller: keep it to safe characters. */
-    char name[sizeof s->name];
-    for (size_t i = 0; i < sizeof name; i++)
-        name[i] = s->name[i] && strchr("<>&\"'", s->name[i]) ? '_' : s->name[i];
-    fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"15\" font-weight=\"bold\">%s schedule: "
-               "p = %d stages, m = %d micro-batches, bubble %.1f%% "
-               "(formula (p-1)/(m+p-1) = %.1f%%)</text>\n", LEFT, name, s->pp,
-            s->micro_batches, 100.0 * t->bubble,
-            100.0 * ptdp_bubble_formula(s->pp, s->micro_batches));
-
+    const double lane = f->lane, px = f->px_per_unit;
     for (int st = 0; st < s->pp; st++) {
-        const int y = y_of(st);
-        fprintf(f, "<text x=\"8\" y=\"%d\" font-size=\"12\">stage %d</text>\n",
-                y + LANE / 2 + 4, st);
+        const double ly = f->top + st * (lane + f->gap);
+        ptdp_svg_text(svg, f->left - 10, ly + lane / 2.0 + 4, 12, PTDP_SVG_END, NULL, "stage %d", st);
         /* The lane itself is the idle colour: whatever no box covers is bubble. */
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#e6e6e6\"/>\n",
-                LEFT, y, x_of(t->makespan, q) - LEFT, LANE);
+        ptdp_svg_rect(svg, x_at(f, 0), ly, t->makespan * px, lane, "#e3e3e3", NULL);
         for (int i = 0; i < s->stage[st].count; i++) {
             const ptdp_action *a = &s->stage[st].actions[i];
             if (!is_drawn(a->kind))
                 continue;
             const int fwd = a->kind == PTDP_ACT_FORWARD;
-            const double x0 = x_of(t->time[st][i].start, q), x1 = x_of(t->time[st][i].end, q);
-            fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
-                       "stroke=\"white\" stroke-width=\"1\"/>\n",
-                    x0, y, x1 - x0, LANE, fwd ? "#3b73c4" : "#3f9e4d");
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"white\" "
-                       "text-anchor=\"middle\">%c%d</text>\n",
-                    (x0 + x1) / 2, y + LANE / 2 + 4, fwd ? 'F' : 'B', a->mb);
+            const double x0 = x_at(f, t->time[st][i].start), x1 = x_at(f, t->time[st][i].end);
+            ptdp_svg_rect(svg, x0, ly, x1 - x0, lane, fwd ? "#3b73c4" : "#3f9e4d", "white");
+            ptdp_svg_text(svg, (x0 + x1) / 2, ly + lane / 2.0 + 4, 11, PTDP_SVG_MIDDLE, "white", "%c%d",
+                          fwd ? 'F' : 'B', a->mb);
         }
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#555\">idle %.1f%%</text>\n",
-                x_of(t->makespan, q) + 8, y + LANE / 2 + 4,
-                t->makespan > 0 ? 100.0 * t->idle[st] / t->makespan : 0.0);
+        ptdp_svg_text(svg, x_at(f, f->axis_end) + 10, ly + lane / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
+                      "idle %4.1f%% \u00b7 keeps %d", t->makespan > 0 ? 100.0 * t->idle[st] / t->makespan : 0,
+                      ptdp_schedule_peak_in_flight(s, st));
     }
 
-    /* Time axis with ticks, then the legend. */
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
-            LEFT, axis_y, x_of(t->makespan, q), axis_y);
-    const double step = tick_step(q, 2);
-    for (double x = 0; x <= t->makespan + 1e-9; x += step)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n"
-                   "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%g</text>\n",
-                x_of(x, q), axis_y, x_of(x, q), axis_y + 5, x_of(x, q), axis_y + 17, x);
-    fprintf(f, "<text x=\"8\" y=\"%d\" font-size=\"10\">time</text>\n", axis_y + 17);
-    static const struct { const char *fill, *label; } legend[] = {
-        { "#3b73c4", "forward" }, { "#3f9e4d", "backward" }, { "#e6e6e6", "idle (bubble)" },
-    };
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>"
-                   "<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
-                LEFT + i * 120, axis_y + 30, legend[i].fill,
-                LEFT + i * 120 + 20, axis_y + 41, legend[i].label);
-    fprintf(f, "</svg>\n");
+    const double ay = f->top + s->pp * (lane + f->gap) + 2;
+    ptdp_svg_line(svg, x_at(f, 0), ay, x_at(f, f->axis_end), ay, "#333333", 1, NULL);
+    const double step = ptdp_svg_tick_step(f->axis_end, f->max_ticks);
+    for (double x = 0; x <= f->axis_end + 1e-9; x += step) {
+        ptdp_svg_line(svg, x_at(f, x), ay, x_at(f, x), ay + 5, "#333333", 1, NULL);
+        ptdp_svg_text(svg, x_at(f, x), ay + 17, 10, PTDP_SVG_MIDDLE, "#333333", "%g", x);
+    }
+    ptdp_svg_text(svg, f->left - 10, ay + 17, 10, PTDP_SVG_END, "#333333", "time");
 }
 
-/* Written atomically (file.h): a reader sees the old file or the whole new
- * one, never half a picture. */
+/* `ptdp schedule --svg`: one timeline, a title with the bubble and a legend.
+ * The horizontal scale gives the shortest box (the quantum) 28 units, room
+ * for its label. */
 int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                       const char *path, char *msg, size_t msglen)
 {
@@ -231,10 +194,36 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         snprintf(msg, msglen, "ptdp_schedule_svg: no schedule, timeline or path");
         return PTDP_EINVAL;
     }
-    ptdp_atomic_file f;
-    int rc = ptdp_atomic_open(&f, path, msg, msglen);
+    const double q = quantum_of(s, t, 4000);
+    ptdp_schedule_frame f = {
+        .left = 72, .top = 44, .lane = 28, .gap = 6, .px_per_unit = 28 / q,
+        .axis_end = t->makespan, .max_ticks = 12,
+    };
+    double width = x_at(&f, t->makespan) + 130;
+    if (width < 800)
+        width = 800;      /* room for the title and the legend */
+    const double legend_y = f.top + s->pp * (f.lane + f.gap) + 32;
+
+    ptdp_svg svg;
+    ptdp_svg_begin(&svg, width, legend_y + 30);
+    ptdp_svg_text(&svg, f.left, 24, 15, PTDP_SVG_BOLD, NULL,
+                  "%s schedule: p = %d stages, m = %d micro-batches, bubble %.1f%% "
+                  "(formula (p-1)/(m+p-1) = %.1f%%)", s->name, s->pp, s->micro_batches,
+                  100.0 * t->bubble, 100.0 * ptdp_bubble_formula(s->pp, s->micro_batches));
+    ptdp_schedule_draw(&svg, s, t, &f);
+    static const struct { const char *fill, *label; } legend[] = {
+        { "#3b73c4", "forward" }, { "#3f9e4d", "backward" }, { "#e3e3e3", "idle (bubble)" },
+    };
+    for (int i = 0; i < 3; i++) {
+        ptdp_svg_rect(&svg, f.left + i * 120, legend_y, 14, 14, legend[i].fill, NULL);
+        ptdp_svg_text(&svg, f.left + i * 120 + 20, legend_y + 11, 11, PTDP_SVG_START, NULL, "%s",
+                      legend[i].label);
+    }
+    int rc = ptdp_svg_end(&svg);
     if (rc != 0)
-        return rc;
-    svg_body(ptdp_atomic_stream(&f), s, t);
-    return ptdp_atomic_commit(&f, msg, msglen);
+        snprintf(msg, msglen, "%s: drawing failed (%s)", path, ptdp_strerror(rc));
+    else
+        rc = ptdp_svg_save(&svg, path, msg, msglen);
+    ptdp_svg_free(&svg);
+    return rc;
 }
