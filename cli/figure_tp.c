@@ -6,8 +6,8 @@
  * their shards (whole shape, local shape, offset).  The figure draws each
  * whole matrix to scale and every rank's shard where its offsets put it:
  *
- *   fc1.weight A [d_ff, h]   rows     column-parallel: rank r owns d_ff/tp outputs
- *   fc2.weight B [h, d_ff]   columns  row-parallel:    rank r owns d_ff/tp inputs
+ *   fc1.weight A [ffn, h]   rows     column-parallel: rank r owns ffn/tp outputs
+ *   fc2.weight B [h, ffn]   columns  row-parallel:    rank r owns ffn/tp inputs
  *   out.weight   [C, h]      rows     vocab-parallel:  rank r owns C/tp classes
  *
  * and above them the block's data flow with its two conjugate operators:

@@ -16,8 +16,8 @@
  *        x ──f──► [x A_r^T] ──GELU──► [· B_r^T] ──g──► y
  *                 column-parallel      row-parallel
  *                 (A split by rows:    (B split by columns:
- *                  each rank owns       each rank owns d_ff/tp inputs,
- *                  d_ff/tp outputs)     partial sums added by g)
+ *                  each rank owns       each rank owns ffn/tp inputs,
+ *                  ffn/tp outputs)     partial sums added by g)
  *
  * so a block costs exactly one all-reduce of B x h forward (g) and one
  * backward (f): GELU is applied element-wise to the local slice and needs

@@ -2,7 +2,7 @@
  * check.c — lesson 03: does your tensor-parallel MLP block equal the dense one?
  *
  * One block, y = GELU(x A^T + a) B^T + b, with B = 6 samples, h = 8 and
- * d_ff = 24, computed densely on the host (ptdp's ops, one device's worth)
+ * ffn = 24, computed densely on the host (ptdp's ops, one device's worth)
  * and then by your functions on tp = 1, 2, 3 and 4 devices:
  *
  *   shards     lesson_column_shard(A, a), lesson_row_shard(B)

@@ -11,7 +11,7 @@
  *          └─ rank 1: x A_1^T + a_1 ─ GELU ─ · B_1^T ─┘
  *            column-parallel          row-parallel
  *            A split by rows          B split by columns
- *            (each rank: d_ff/tp      (each rank: d_ff/tp
+ *            (each rank: ffn/tp      (each rank: ffn/tp
  *             of the outputs)          of the inputs)
  *
  *   operator   forward       backward
