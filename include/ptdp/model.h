@@ -89,6 +89,13 @@ typedef struct {
     int row0, col0;            /* this shard's offset in the whole tensor   */
     ptdp_init init;
     double init_std;           /* PTDP_INIT_NORMAL                          */
+    bool no_decay;             /* the optimizer applies no weight decay (as
+                                  GPT-2 training does for biases and norms) */
+    bool tied_copy;            /* a second copy of a tensor another stage
+                                  also holds (a tied embedding on the last
+                                  stage): kept equal by ops->sync_gradients,
+                                  counted once in the gradient norm (by the
+                                  other copy), saved as the same tensor      */
     size_t offset;             /* elements from the start of the flat buffers */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
@@ -98,7 +105,10 @@ typedef struct {
 typedef struct {
     int64_t first;            /* global index of the first sample           */
     int rows;                 /* samples                                    */
-    ptdp_tensor x;            /* stage 0: rows x input_cols features (MLP)  */
+    ptdp_tensor x;            /* stage 0 of a model of features: rows x
+                                 input_cols values (the MLP)                */
+    int64_t *tokens;          /* stage 0 of a model of tokens: rows x
+                                 input_cols ids                             */
     int64_t *labels;          /* last stage: rows x label_cols targets      */
 } ptdp_batch;
 
@@ -155,6 +165,11 @@ typedef struct ptdp_model_ops {
                      double loss_scale, ptdp_tensor *dx);
     /* Free what acts still holds (a failed or abandoned micro-batch). */
     void (*acts_free)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+    /* Optional (NULL: nothing to do).  Once the gradients of a backward
+     * are complete and before data parallelism touches them: make the
+     * gradients of a tensor the model holds on two stages (tied_copy) the
+     * sum of both, by a collective of the model's own. */
+    int  (*sync_gradients)(ptdp_device *dev, ptdp_model *m);
 } ptdp_model_ops;
 
 struct ptdp_model {
@@ -167,8 +182,10 @@ struct ptdp_model {
     uint64_t seed;
 
     /* Per sample, set by the model's init. */
-    int input_cols;                 /* stage 0's input features             */
-    int label_cols;                 /* the last stage's targets             */
+    int input_cols;                 /* stage 0's input: features or tokens  */
+    bool input_tokens;              /* the input is token ids (batch.tokens) */
+    int label_cols;                 /* the last stage's targets; the loss is
+                                       the mean over batch x label_cols     */
     int boundary_cols;              /* elements crossing a stage boundary   */
 
     int nparams, params_capacity;
@@ -207,8 +224,8 @@ ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
 
 /* ---- one micro-batch ---- */
 /* b->first and b->rows set: allocate (category "other") the input on stage
- * 0 and the labels on the last stage, and fill them.  ptdp_batch_free
- * returns them. */
+ * 0 (features or tokens) and the labels on the last stage, and fill them.
+ * ptdp_batch_free returns them. */
 int  ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b);
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b);
 int  ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
@@ -228,5 +245,14 @@ int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
 /* Sum of squared gradients counting every parameter of the whole model
  * once.  Collective over the tp and pp groups. */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
+/* ops->sync_gradients if the model has one. */
+int  ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m);
+
+/* The stretches of the flat buffers [begin, end) with one weight-decay rule,
+ * in order, for the optimizer (which may update only its ZeRO chunk
+ * [lo, hi)): each piece of [lo, hi) with decay true or false.  Calls
+ * fn(begin, end, decay, ctx) for each; returns the first nonzero result. */
+typedef int (*ptdp_decay_fn)(size_t begin, size_t end, bool decay, void *ctx);
+int  ptdp_model_decay_ranges(const ptdp_model *m, size_t lo, size_t hi, ptdp_decay_fn fn, void *ctx);
 
 #endif

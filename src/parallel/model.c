@@ -169,11 +169,17 @@ ptdp_param *ptdp_model_find(ptdp_model *m, const char *name)
 int ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
 {
     b->x = (ptdp_tensor){ 0 };
-    b->labels = NULL;
+    b->tokens = b->labels = NULL;
     int rc;
-    if (m->first_stage &&
-        (rc = ptdp_tensor_alloc(dev, &b->x, "data.x", PTDP_MEM_OTHER, b->rows, m->input_cols)) != 0)
+    if (m->first_stage && m->input_tokens) {
+        size_t n = (size_t)b->rows * (size_t)m->input_cols;
+        b->tokens = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(int64_t), PTDP_MEM_OTHER, "data.tokens");
+        if (b->tokens == NULL)
+            return PTDP_ENOMEM;
+    } else if (m->first_stage &&
+               (rc = ptdp_tensor_alloc(dev, &b->x, "data.x", PTDP_MEM_OTHER, b->rows, m->input_cols)) != 0) {
         return rc;
+    }
     if (m->last_stage) {
         size_t n = (size_t)b->rows * (size_t)m->label_cols;
         b->labels = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(int64_t), PTDP_MEM_OTHER, "data.y");
@@ -188,8 +194,9 @@ int ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b)
 {
     ptdp_tensor_free(dev, &b->x);
+    ptdp_free(dev, b->tokens);
     ptdp_free(dev, b->labels);
-    b->labels = NULL;
+    b->tokens = b->labels = NULL;
 }
 
 int ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
@@ -220,6 +227,8 @@ void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
  * all-reduced gradient, so each computes the same total.) */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
 {
+    if (p->tied_copy)
+        return false;   /* the other stage's copy counts it */
     return p->shard != PTDP_SHARD_NONE || m->mesh->tp_rank == 0;
 }
 
@@ -243,4 +252,39 @@ int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
     int rc = ptdp_model_sum_over_shards(m, &local);
     *sumsq = local;
     return rc;
+}
+
+int ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m)
+{
+    return m->ops->sync_gradients ? m->ops->sync_gradients(dev, m) : PTDP_OK;
+}
+
+/* ------------------------------------------------------- weight decay */
+
+int ptdp_model_decay_ranges(const ptdp_model *m, size_t lo, size_t hi, ptdp_decay_fn fn, void *ctx)
+{
+    /* Parameters tile the flat buffer in order, so one walk finds the
+     * stretches; neighbours with the same rule merge into one call. */
+    size_t begin = lo;
+    bool decay = true;
+    int have = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
+        if (b < lo)
+            b = lo;
+        if (e > hi)
+            e = hi;
+        if (b >= e)
+            continue;
+        if (have && decay != !p->no_decay) {
+            int rc = fn(begin, b, decay, ctx);
+            if (rc != 0)
+                return rc;
+            begin = b;
+        }
+        decay = !p->no_decay;
+        have = 1;
+    }
+    return have && begin < hi ? fn(begin, hi, decay, ctx) : PTDP_OK;
 }

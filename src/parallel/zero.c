@@ -122,9 +122,13 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage != 2)
         return PTDP_OK;
+    /* A tensor the model holds on two stages gets both gradients first,
+     * while the bucket is still whole. */
+    int rc = ptdp_model_sync_gradients(dev, m);
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
      * of the same index: chunk k lands at its offset inside the bucket. */
-    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
+    if (rc == 0)
+        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
     if (rc == 0) {
         /* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k */
         const ptdp_real *mine = z->bucket + z->off;

@@ -135,6 +135,7 @@ typedef struct {
     ptdp_train_result *result;
     size_t *peak_acts;            /* [world]                             */
     int *peak_in_flight;          /* [world]                             */
+    int targets_per_sample;       /* the model's label_cols (device 0)   */
 } run;
 
 static ptdp_step_log summarize(run *r, int s)
@@ -151,7 +152,7 @@ static ptdp_step_log summarize(run *r, int s)
         loss += x->loss;
     }
     log.virtual_s = v1 - v0;
-    log.loss = loss / c->batch;
+    log.loss = loss / ((double)c->batch * r->targets_per_sample);
     log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;
     return log;
 }
@@ -301,6 +302,37 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
     return rc;
 }
 
+/* The optimizer on one stretch [begin, end) of the flat buffers (element
+ * indices of the model; this device holds the chunk from zero.off on),
+ * with or without weight decay: AdamW and SGD are element-wise, so a
+ * stretch at a time gives the bits of one call on the whole. */
+typedef struct {
+    device_ctx *d;
+    ptdp_real *w, *g;          /* element zero.off of the parameters, and its gradient */
+    double flops;
+} update;
+
+static int update_range(size_t begin, size_t end, bool decay, void *ctx)
+{
+    update *u = ctx;
+    device_ctx *d = u->d;
+    const ptdp_train_config *c = d->r->cfg;
+    size_t k = begin - d->zero.off, n = end - begin;
+    double wd = decay ? c->weight_decay : 0.0;
+    if (c->optimizer == PTDP_OPT_ADAMW) {
+        ptdp_adamw_config ac = ptdp_adamw_default_config();
+        ac.lr = c->lr;
+        ac.weight_decay = wd;
+        ptdp_adamw_step(u->w + k, u->g + k, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
+        u->flops += ptdp_adamw_flops(n);
+    } else {
+        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
+        ptdp_sgd_step(u->w + k, u->g + k, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
+        u->flops += ptdp_sgd_flops(n, &sc);
+    }
+    return PTDP_OK;
+}
+
 /* The last action of every stage's schedule: the once-per-step part.
  * Every device updates one chunk of its flat buffers: the whole buffer
  * without ZeRO, its 1/dp chunk with it (zero.h). */
@@ -317,6 +349,10 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     d->phase_end = dev->clock.now;
     d->phase_busy = dev->clock.compute_s + dev->clock.comm_s - d->busy0;
 
+    /* A tensor the model holds on two stages (a tied embedding) gets the
+     * sum of both gradients first (ZeRO-2 did it after every backward). */
+    if (z->stage != 2 && (rc = ptdp_model_sync_gradients(dev, m)) != 0)
+        return rc;
     /* Data parallelism: once per step, after the last micro-batch's backward.
      * Plain DP all-reduces every bucket; ZeRO-1 reduce-scatters; ZeRO-2 has
      * reduce-scattered after every backward already. */
@@ -338,18 +374,10 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
         if (coef < 1)
             ptdp_scale(g, n, coef);
     }
-    double flops;
-    if (c->optimizer == PTDP_OPT_ADAMW) {
-        ptdp_adamw_config ac = ptdp_adamw_default_config();
-        ac.lr = c->lr;
-        ac.weight_decay = c->weight_decay;
-        ptdp_adamw_step(w, g, d->opt_a, d->opt_b, n, &ac, d->global_step);
-        flops = ptdp_adamw_flops(n);
-    } else {
-        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = c->weight_decay };
-        ptdp_sgd_step(w, g, d->opt_a, n, &sc, d->global_step);
-        flops = ptdp_sgd_flops(n, &sc);
-    }
+    update u = { .d = d, .w = w, .g = g, .flops = 0 };
+    if ((rc = ptdp_model_decay_ranges(m, z->off, z->off + n, update_range, &u)) != 0)
+        return rc;
+    double flops = u.flops;
     ptdp_zero_clear_gradients(z, m);
     /* The ideal profile is the textbook pipeline: only the blocks cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
@@ -411,6 +439,8 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->init_state != NULL)
         save_state(d, c->init_state, false);
+    if (dev->rank == 0)           /* read by the host after step 0 (mutex) */
+        d->r->targets_per_sample = d->model.label_cols;
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago: start
      * the peaks from the set-up device, so they show training, not set-up. */
     if (c->zero == 2)
@@ -461,7 +491,8 @@ static int device_main(ptdp_device *dev, void *arg)
             .model = &d.model, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .recompute = c->recompute,
-            .loss_scale = 1.0 / c->batch, .optimizer_step = optimizer_step, .optimizer_ctx = &d,
+            .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
+            .optimizer_step = optimizer_step, .optimizer_ctx = &d,
             .backward_begin = c->zero == 2 ? zero2_backward_begin : NULL,
             .backward_end = c->zero == 2 ? zero2_backward_end : NULL,
         };
@@ -530,6 +561,7 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     run r = {
         .cfg = cfg, .world = world, .observer = observer, .observer_ctx = observer_ctx,
         .first_step = cfg->resume ? cfg->resume->step : 0, .result = result,
+        .targets_per_sample = 1,
     };
     size_t steps = (size_t)(cfg->steps > 0 ? cfg->steps : 1);
     r.ds = calloc(steps * (size_t)world, sizeof *r.ds);
