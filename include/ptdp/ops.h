@@ -116,4 +116,57 @@ double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, 
 void ptdp_xent_backward_shard(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels,
                               int col0, const double *max, const double *sumexp, double scale);
 
+/* ------------------------------------------------------------ layernorm */
+
+/* y = (x - mean) / sqrt(var + eps) * w + b over each row (biased variance,
+ * as torch.nn.LayerNorm); mean and rstd (rows numbers each) are kept for
+ * the backward.  y may alias x. */
+void ptdp_layernorm_forward(ptdp_tensor y, ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x,
+                            ptdp_tensor w, ptdp_tensor b, double eps);
+/* dw += sum dy xhat, db += sum dy, dx = (or += with accumulate_dx) the
+ * input gradient.  dx may alias dy unless accumulating. */
+void ptdp_layernorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor db, ptdp_tensor dy,
+                             ptdp_tensor x, ptdp_tensor w, const ptdp_real *mean,
+                             const ptdp_real *rstd, bool accumulate_dx);
+double ptdp_layernorm_flops_forward(size_t n);
+double ptdp_layernorm_flops_backward(size_t n);
+
+/* ------------------------------------------------------------ attention */
+
+/* Dropout on the attention probabilities, keyed by global indices: element
+ * (t, s) of head `head0 + h` of sample `sample0 + b` is dropped when
+ * uniform(key, ((sample heads_total + head) T + t) T + s) < p. */
+typedef struct {
+    double p;
+    uint64_t key;
+    int64_t sample0;      /* global index of the first sequence          */
+    int head0;            /* global index of the first local head        */
+    int heads_total;      /* heads of the whole model                    */
+} ptdp_attn_dropout;
+
+/* Causal self-attention (attention.c).  qkv: (B T) x (3 heads hd), each row
+ * [q of every head | k of every head | v of every head]; y: (B T) x (heads
+ * hd), the heads side by side.  probs receives the softmax probabilities,
+ * B heads T T numbers, kept for the backward.  dropout may be NULL; with
+ * p > 0 it needs T T reals of scratch. */
+void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads,
+                            int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+/* dqkv (overwritten) from dy; scratch holds 2 T T reals. */
+void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                             int T, int heads, int hd, const ptdp_attn_dropout *dropout,
+                             ptdp_real *scratch);
+double ptdp_attention_flops_forward(int batch, int T, int heads, int hd);
+double ptdp_attention_flops_backward(int batch, int T, int heads, int hd);
+
+/* ------------------------------------------------------------ embeddings */
+
+/* out[i] = row ids[i] - row0 of table, or zeros where the id is not one of
+ * the table's rows (a vocab-parallel shard holds rows [row0, row0 + rows)). */
+void ptdp_embedding_forward(ptdp_tensor out, ptdp_tensor table, int64_t row0, const int64_t *ids);
+/* dtable[ids[i] - row0] += dout[i] for the ids the shard holds, in row order. */
+void ptdp_embedding_backward(ptdp_tensor dtable, int64_t row0, const int64_t *ids, ptdp_tensor dout);
+/* x[b T + t] += wpe[t], and its backward dwpe[t] += sum_b dx[b T + t]. */
+void ptdp_positions_forward(ptdp_tensor x, ptdp_tensor wpe, int T);
+void ptdp_positions_backward(ptdp_tensor dwpe, ptdp_tensor dx, int T);
+
 #endif
