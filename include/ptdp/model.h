@@ -87,6 +87,10 @@ typedef struct {
     bool is_bias;              /* saved with shape [n]                      */
     ptdp_shard shard;
     int row0, col0;            /* this shard's offset in the whole tensor   */
+    int parts;                 /* 1; or the whole tensor is `parts` equal
+                                  blocks along the split dimension, each cut
+                                  the same way, and the shard is its slice of
+                                  every block: c_attn's q, k and v (3)        */
     ptdp_init init;
     double init_std;           /* PTDP_INIT_NORMAL                          */
     bool no_decay;             /* the optimizer applies no weight decay (as
@@ -210,6 +214,16 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
                                  int full_rows, int full_cols, bool is_bias, ptdp_shard shard,
                                  int row0, int col0, int rows, int cols,
                                  ptdp_init init, double init_std);
+/* Where element (r, c) of p's shard sits in the whole tensor: its index
+ * in row-major order (full_cols per row).  With parts > 1 the shard's rows
+ * (or, for a bias or a column split, its columns) come from every block:
+ *
+ *   whole c_attn.weight [3C, C]       rank r of tp holds
+ *   ┌ q ┐ rows 0 .. C-1               q rows r C/tp .. (r+1) C/tp - 1
+ *   ├ k ┤ rows C .. 2C-1              k rows C + r C/tp ..
+ *   └ v ┘ rows 2C .. 3C-1             v rows 2C + r C/tp ..   (row0 = r C/tp) */
+size_t ptdp_param_whole_index(const ptdp_param *p, int r, int c);
+
 /* Reserve room for n parameter descriptions (host bookkeeping). */
 int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
 

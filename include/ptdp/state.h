@@ -61,7 +61,7 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
 int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
                     char *msg, size_t msglen);
 
-/* Copy between a device's shard and the whole tensor (element (row0+i, col0+j)). */
+/* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);
 void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);
 

@@ -81,6 +81,7 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     p->shard = shard;
     p->row0 = row0;
     p->col0 = col0;
+    p->parts = 1;
     p->init = init;
     p->init_std = init_std;
     p->offset = m->numel;
@@ -111,8 +112,7 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
         uint64_t key = ptdp_rng_key(m->seed, p->name);
         for (int r = 0; r < p->w.rows; r++)
             for (int c = 0; c < p->w.cols; c++) {
-                uint64_t whole = (uint64_t)(p->row0 + r) * (uint64_t)p->full_cols + (uint64_t)(p->col0 + c);
-                *ptdp_at(p->w, r, c) = (ptdp_real)(p->init_std * ptdp_rng_normal(key, whole));
+                *ptdp_at(p->w, r, c) = (ptdp_real)(p->init_std * ptdp_rng_normal(key, ptdp_param_whole_index(p, r, c)));
             }
     }
     return PTDP_OK;
@@ -154,6 +154,22 @@ void ptdp_model_free(ptdp_device *dev, ptdp_model *m)
     m->params = NULL;
     m->nparams = m->params_capacity = 0;
     m->flat_w = m->flat_g = NULL;
+}
+
+size_t ptdp_param_whole_index(const ptdp_param *p, int r, int c)
+{
+    size_t wr = (size_t)(p->row0 + r), wc = (size_t)(p->col0 + c);
+    if (p->parts > 1 && p->shard != PTDP_SHARD_NONE) {
+        /* the split dimension: columns for a bias (1 x n) or a column split */
+        if (p->is_bias || p->shard == PTDP_SHARD_COLS) {
+            int per = p->w.cols / p->parts;
+            wc = (size_t)(c / per) * (size_t)(p->full_cols / p->parts) + (size_t)(p->col0 + c % per);
+        } else {
+            int per = p->w.rows / p->parts;
+            wr = (size_t)(r / per) * (size_t)(p->full_rows / p->parts) + (size_t)(p->row0 + r % per);
+        }
+    }
+    return wr * (size_t)p->full_cols + wc;
 }
 
 ptdp_param *ptdp_model_find(ptdp_model *m, const char *name)

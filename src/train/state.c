@@ -125,14 +125,14 @@ void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tens
 {
     for (int i = 0; i < local.rows; i++)
         for (int j = 0; j < local.cols; j++)
-            whole->data[(size_t)(p->row0 + i) * whole->cols + (size_t)(p->col0 + j)] = *ptdp_at(local, i, j);
+            whole->data[ptdp_param_whole_index(p, i, j)] = *ptdp_at(local, i, j);
 }
 
 void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole)
 {
     for (int i = 0; i < local.rows; i++)
         for (int j = 0; j < local.cols; j++)
-            *ptdp_at(local, i, j) = whole->data[(size_t)(p->row0 + i) * whole->cols + (size_t)(p->col0 + j)];
+            *ptdp_at(local, i, j) = whole->data[ptdp_param_whole_index(p, i, j)];
 }
 
 /* ------------------------------------------------------------ files */

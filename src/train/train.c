@@ -225,7 +225,7 @@ static void copy_elements(const ptdp_param *p, size_t k0, size_t k1, ptdp_real *
 {
     size_t cols = (size_t)p->w.cols;
     for (size_t k = k0; k < k1; k++) {
-        ptdp_real *x = &whole->data[(size_t)p->row0 * whole->cols + (k / cols) * whole->cols + (size_t)p->col0 + k % cols];
+        ptdp_real *x = &whole->data[ptdp_param_whole_index(p, (int)(k / cols), (int)(k % cols))];
         if (to_whole)
             *x = local[k - k0];
         else
