@@ -47,7 +47,7 @@
 #include "tensor.h"
 
 /* The models ptdp has (models.h maps each to its implementation). */
-typedef enum { PTDP_MODEL_MLP = 0, PTDP_MODEL_COUNT } ptdp_model_kind;
+typedef enum { PTDP_MODEL_MLP = 0, PTDP_MODEL_GPT, PTDP_MODEL_COUNT } ptdp_model_kind;
 
 typedef struct {
     ptdp_model_kind kind;   /* PTDP_MODEL_MLP (0) by default                 */
@@ -56,6 +56,16 @@ typedef struct {
     int ffn;                /* MLP blocks' inner width (d_ff)      --ffn     */
     int layers;             /* blocks                              --layers  */
     int classes;            /* MLP: output classes                 --classes */
+    /* GPT (gpt.h) */
+    int heads;              /* attention heads nh; head size hidden/nh --heads */
+    int seq_len;            /* T, positions of a sequence          --seq-len */
+    int vocab;              /* V: tokens are 0..V-1                --vocab   */
+    int vocab_padded;       /* V_pad: rows of the embedding, a multiple of
+                               vocab_multiple x tp (gpt.h); 0 = work it out */
+    int vocab_multiple;     /* --vocab-multiple (default 64)                */
+    const unsigned char *corpus;   /* the text, one token per byte; NULL:
+                                      the built-in corpus (gpt_data.c)     */
+    size_t corpus_len;
 } ptdp_model_config;
 
 /* How tensor parallelism cuts a parameter. */
@@ -95,11 +105,13 @@ typedef struct {
     double init_std;           /* PTDP_INIT_NORMAL                          */
     bool no_decay;             /* the optimizer applies no weight decay (as
                                   GPT-2 training does for biases and norms) */
-    bool tied_copy;            /* a second copy of a tensor another stage
-                                  also holds (a tied embedding on the last
-                                  stage): kept equal by ops->sync_gradients,
-                                  counted once in the gradient norm (by the
-                                  other copy), saved as the same tensor      */
+    bool tied;                 /* one of two copies of a tensor that two
+                                  stages hold (a tied embedding): their
+                                  gradients are summed by ops->sync_gradients
+                                  once per step, so both take the same step */
+    bool tied_copy;            /* the second of the two (the last stage's):
+                                  counted in the gradient norm by the other,
+                                  saved as the same tensor                   */
     size_t offset;             /* elements from the start of the flat buffers */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
@@ -169,10 +181,16 @@ typedef struct ptdp_model_ops {
                      double loss_scale, ptdp_tensor *dx);
     /* Free what acts still holds (a failed or abandoned micro-batch). */
     void (*acts_free)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
-    /* Optional (NULL: nothing to do).  Once the gradients of a backward
-     * are complete and before data parallelism touches them: make the
-     * gradients of a tensor the model holds on two stages (tied_copy) the
-     * sum of both, by a collective of the model's own. */
+    /* Optional (NULL: nothing to do).  Once per step, after the last
+     * backward and the data-parallel sum: make the gradient of each `tied`
+     * parameter (the views p->g) the sum of its two copies', by a
+     * collective of the model's own (one all-reduce leaves both copies the
+     * same bits).  The loop calls it on the full gradient buffer after the
+     * DP all-reduce; under ZeRO, whose gradients are sharded by then,
+     * zero.c gathers each tied tensor's gradient whole for it.  Never per
+     * micro-batch: the two stages reach a micro-batch's backward at
+     * different times, and a collective between them in the middle of the
+     * pipeline would wait for a stage that waits for it. */
     int  (*sync_gradients)(ptdp_device *dev, ptdp_model *m);
 } ptdp_model_ops;
 

@@ -3,6 +3,7 @@
  *
  *   kind              name   implementation
  *   PTDP_MODEL_MLP    "mlp"  models/mlp.c (mlp.h)
+ *   PTDP_MODEL_GPT    "gpt"  models/gpt.c (gpt.h)
  *
  * A model is a table of functions (ptdp_model_ops, model.h); this file is
  * the one place that lists them.  Adding a model is its own files, its

@@ -29,6 +29,7 @@
 #include "pp.h"
 #include "models.h"
 #include "mlp.h"
+#include "gpt.h"
 #include "state.h"
 #include "train.h"
 #endif

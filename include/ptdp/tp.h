@@ -89,6 +89,21 @@ void ptdp_tp_xent_backward(ptdp_tensor dlogits_local, ptdp_tensor logits_local, 
                            const int64_t *labels, const double *rowmax, const double *sumexp,
                            double scale);
 
+/* Vocab-parallel embedding (Megatron-LM's VocabParallelEmbedding): rank r
+ * holds rows [row0, row0 + rows) of the V x C table.  Each rank looks up
+ * the ids that fall in its rows and leaves zeros for the rest; one
+ * all-reduce (sum) adds the one rank that had each row:
+ *
+ *   ids 3 9 1      rank 0 (rows 0-4): [e3  0  e1]
+ *                  rank 1 (rows 5-9): [ 0 e9   0]  ──all-reduce──► [e3 e9 e1]
+ *
+ * x: ids count x C, replicated afterwards. */
+int  ptdp_tp_embedding_forward(ptdp_comm *tp, ptdp_tensor x, ptdp_tensor table_local, int64_t row0,
+                               const int64_t *ids);
+/* dx is the same on every rank (x was replicated); each adds it into the
+ * rows it holds.  No communication. */
+void ptdp_tp_embedding_backward(ptdp_tensor dtable_local, int64_t row0, const int64_t *ids, ptdp_tensor dx);
+
 /* Dropout (p, scale 1/(1-p)) with a counter-based mask: element (i, j) of a
  * (rows x cols) activation is dropped when uniform(key, (sample0 + i) *
  * full_cols + col0 + j) < p.  Keyed by GLOBAL sample and feature indices, a

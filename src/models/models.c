@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
 #include "ptdp/mlp.h"
 
 static const ptdp_model_ops *const table[PTDP_MODEL_COUNT] = {
     [PTDP_MODEL_MLP] = &ptdp_mlp_ops,
+    [PTDP_MODEL_GPT] = &ptdp_gpt_ops,
 };
 
 const ptdp_model_ops *ptdp_model_ops_of(ptdp_model_kind kind)

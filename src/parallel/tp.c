@@ -166,6 +166,21 @@ void ptdp_tp_xent_backward(ptdp_tensor dlogits_local, ptdp_tensor logits_local, 
     ptdp_xent_backward_shard(dlogits_local, logits_local, labels, col0, rowmax, sumexp, scale);
 }
 
+/* ---------------------------------------------- vocab-parallel embedding */
+
+int ptdp_tp_embedding_forward(ptdp_comm *tp, ptdp_tensor x, ptdp_tensor table_local, int64_t row0,
+                              const int64_t *ids)
+{
+    ptdp_embedding_forward(x, table_local, row0, ids);   /* zeros for other ranks' rows */
+    return ptdp_tp_reduce_from_region_forward(tp, x);     /* g: exactly one rank adds each row */
+}
+
+void ptdp_tp_embedding_backward(ptdp_tensor dtable_local, int64_t row0, const int64_t *ids, ptdp_tensor dx)
+{
+    /* g backward: identity; each rank's rows take their tokens' gradients. */
+    ptdp_embedding_backward(dtable_local, row0, ids, dx);
+}
+
 /* -------------------------------------------------------------- dropout */
 
 void ptdp_tp_dropout(ptdp_tensor t, double p, uint64_t key, int64_t sample0,

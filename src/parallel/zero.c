@@ -122,13 +122,9 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage != 2)
         return PTDP_OK;
-    /* A tensor the model holds on two stages gets both gradients first,
-     * while the bucket is still whole. */
-    int rc = ptdp_model_sync_gradients(dev, m);
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
      * of the same index: chunk k lands at its offset inside the bucket. */
-    if (rc == 0)
-        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
+    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
     if (rc == 0) {
         /* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k */
         const ptdp_real *mine = z->bucket + z->off;
@@ -143,13 +139,74 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* -------------------------------------------------------- once per step */
 
+/* ZeRO and a tensor two stages hold (model.h, `tied`): once the gradient
+ * is reduce-scattered it is spread over the DP ranks' chunks — and
+ * differently on the two stages, whose flat buffers differ.  Make each tied
+ * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
+ * pieces, zeros elsewhere: adding zeros changes no bit), let the model sum
+ * the two stages' copies, and take my piece back into my chunk `shard`
+ * (elements [off, off + len)).  As with plain DP (train.c), the DP sum
+ * comes first and the two copies are added by one all-reduce, so both
+ * stages hold the same bits whatever algorithm ran. */
+static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
+{
+    ptdp_device *dev = ptdp_comm_device(z->dp);
+    int ntied = 0, rc = PTDP_OK;
+    for (int i = 0; i < m->nparams; i++)
+        ntied += m->params[i].tied;
+    if (ntied == 0)
+        return PTDP_OK;
+    ptdp_real **whole = calloc((size_t)m->nparams, sizeof *whole);
+    if (whole == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    for (int i = 0; rc == 0 && i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (!p->tied)
+            continue;
+        size_t n = ptdp_tensor_numel(p->g), b = p->offset, e = p->offset + n;
+        if ((whole[i] = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.tied")) == NULL) {
+            rc = PTDP_ENOMEM;
+            break;
+        }
+        if (b < z->off)
+            b = z->off;
+        if (e > z->off + z->len)
+            e = z->off + z->len;
+        if (b < e)
+            memcpy(whole[i] + (b - p->offset), shard + (b - z->off), (e - b) * sizeof(ptdp_real));
+        rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
+        p->g.data = whole[i];
+    }
+    if (rc == 0)
+        rc = ptdp_model_sync_gradients(dev, m);
+    for (int i = 0; i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (whole[i] == NULL)
+            continue;
+        size_t n = ptdp_tensor_numel(p->g), b = p->offset, e = p->offset + n;
+        if (b < z->off)
+            b = z->off;
+        if (e > z->off + z->len)
+            e = z->off + z->len;
+        if (rc == 0 && b < e)
+            memcpy(shard + (b - z->off), whole[i] + (b - p->offset), (e - b) * sizeof(ptdp_real));
+        p->g.data = m->flat_g ? m->flat_g + p->offset : NULL;   /* back where it was */
+        ptdp_free(dev, whole[i]);
+    }
+    free(whole);
+    return rc;
+}
+
 int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
 {
     int rc = PTDP_OK;
     if (z->stage == 1) {
         rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, m->flat_g, z->numel, PTDP_REAL, PTDP_SUM);
         *grad = m->flat_g + z->off;
+        if (rc == 0)
+            rc = sync_tied_shards(z, m, *grad);
     } else if (z->stage == 2) {
+        rc = sync_tied_shards(z, m, z->grad_shard);
         *grad = z->grad_shard;
     } else {
         *grad = m->flat_g;   /* stage 0: the caller's all-reduce has summed it */

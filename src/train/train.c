@@ -349,14 +349,13 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     d->phase_end = dev->clock.now;
     d->phase_busy = dev->clock.compute_s + dev->clock.comm_s - d->busy0;
 
-    /* A tensor the model holds on two stages (a tied embedding) gets the
-     * sum of both gradients first (ZeRO-2 did it after every backward). */
-    if (z->stage != 2 && (rc = ptdp_model_sync_gradients(dev, m)) != 0)
-        return rc;
     /* Data parallelism: once per step, after the last micro-batch's backward.
      * Plain DP all-reduces every bucket; ZeRO-1 reduce-scatters; ZeRO-2 has
-     * reduce-scattered after every backward already. */
-    if (z->stage == 0 && (rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0)
+     * reduce-scattered after every backward already.  Then a tensor the
+     * model holds on two stages (a tied embedding) gets the sum of both
+     * copies' gradients (ZeRO does it inside ptdp_zero_reduce_gradients). */
+    if (z->stage == 0 && ((rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
+                          (rc = ptdp_model_sync_gradients(dev, m)) != 0))
         return rc;
     ptdp_real *g;
     if ((rc = ptdp_zero_reduce_gradients(z, m, &g)) != 0)

@@ -1,0 +1,134 @@
+/*
+ * gpt.h — a small GPT-2: a decoder-only transformer behind the model
+ * interface, with nanoGPT's names, under every parallelism ptdp has.
+ *
+ *   tokens ─► x = wte[token] + wpe[position]                    (stage 0)
+ *             for each block l (pre-LayerNorm):                  (its stage)
+ *                 x = x + dropout(Attn(LN1(x)))     causal, nh heads
+ *                 x = x + dropout(MLP(LN2(x)))      GELU, ffn wide
+ *             logits = LN_f(x) wte^T                the head, tied to wte
+ *             loss   = mean over B T positions of cross-entropy(logits, next token)
+ *                                                                (last stage)
+ *
+ * Shapes: C = hidden, nh = heads (head size hd = C / nh), F = ffn, T =
+ * seq_len, L = layers; V tokens, padded as Megatron-LM pads them to V_pad,
+ * the smallest multiple of vocab_multiple x tp that is >= V.  The padded
+ * rows are ordinary rows of wte (initialised, trained, part of the
+ * softmax) that no target ever names.
+ *
+ * Tensor parallelism, in Megatron-LM's words (tp.h):
+ *   c_attn       column-parallel, split by HEADS: rank r owns the q, k and
+ *                v rows of heads [r nh/tp, (r+1) nh/tp) — three slices of
+ *                the checkpoint tensor (parts = 3, model.h)
+ *   attention    local: a head needs only its own q, k and v
+ *   attn c_proj  row-parallel: one all-reduce (g), the bias added once
+ *   c_fc, c_proj the MLP block's column / row split
+ *   wte          vocab-parallel: rank r owns V_pad/tp rows; the embedding
+ *                is one all-reduce, the head the vocab-parallel
+ *                cross-entropy over the same rows
+ *   LayerNorms, wpe and the row-parallel biases: replicated.  Their
+ *                gradients are made from tensors that are already the same
+ *                on every TP rank (a replicated input, a gradient after
+ *                f's all-reduce), so they need no reduction of their own.
+ * So a block costs two all-reduces of B T C forward and two backward, plus
+ * one for the embedding forward and one for the head's backward.
+ *
+ * Pipeline parallelism: stage 0 holds wte and wpe, the last stage ln_f and
+ * the head.  With pp > 1 the last stage keeps its own copy of wte (equal at
+ * init: the same counter-based draws) and after every backward the two
+ * copies' gradients are summed by an all-reduce in the embedding group of
+ * the pipeline's first and last stage (Megatron-LM's word-embedding
+ * all-reduce, group "emb" in the report).
+ */
+#ifndef PTDP_GPT_H
+#define PTDP_GPT_H
+
+#include "model.h"
+
+extern const ptdp_model_ops ptdp_gpt_ops;
+
+/* The defaults of --model gpt: 2 layers, hidden 64, 4 heads, ffn 4 x
+ * hidden, seq-len 32, vocabulary from the data, padded to a multiple of 64. */
+ptdp_model_config ptdp_gpt_default_config(void);
+
+/* V_pad: the smallest multiple of multiple x tp that is >= vocab. */
+int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp);
+
+/* The built-in corpus: lines of sums "12+35=47\n" with both terms drawn
+ * from (seed, "data.corpus"), `lines` of them, into a malloc'd buffer.
+ * Returns its length (0 on out of memory). */
+size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
+#define PTDP_GPT_CORPUS_LINES 20000
+
+/* The table's fill_batch (gpt_data.c): sample i is the window of T + 1
+ * tokens at bits(seed, "data.start", i) mod (N - T) of the text. */
+void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
+
+/* Activation elements one micro-batch of B sequences keeps per block for
+ * its backward, as this implementation keeps them, on one device of a tp
+ * group (the formula printed by the CLI and asserted by a test):
+ *
+ *   B T (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) T^2
+ *        x, ln1, x2, ln2 (C each); qkv, y (3C + C split); c_fc in and
+ *        out (F split); four LayerNorm statistics; the probabilities  */
+double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp);
+
+/* Per block on this device (shards under TP). */
+typedef struct {
+    ptdp_param *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
+    ptdp_param *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
+} ptdp_gpt_block;
+
+/* What the GPT keeps beside the interface's fields (model->impl). */
+typedef struct {
+    ptdp_param *wte, *wpe;          /* stage 0 (wte also the head when pp = 1) */
+    ptdp_param *head;               /* the last stage's wte: wte itself when
+                                       pp = 1, a tied copy when pp > 1      */
+    ptdp_param *lnf_w, *lnf_b;      /* last stage                           */
+    ptdp_gpt_block *blocks;         /* [layer_end - layer_begin]            */
+    int vocab_padded, vocab_local;  /* V_pad and V_pad / tp                 */
+    int heads_local, ffn_local;     /* nh / tp, F / tp                      */
+    ptdp_comm *emb;                 /* first and last stage of this pipeline
+                                       (pp > 1, on those stages), else NULL */
+    unsigned char *corpus;          /* the data (arena), first and last stage */
+    size_t corpus_len;
+} ptdp_gpt;
+
+/* What one block of one micro-batch keeps (rows = B T tokens). */
+typedef struct {
+    ptdp_tensor x;                  /* block input                          */
+    ptdp_real *ln1_mean, *ln1_rstd;
+    ptdp_tensor ln1;                /* LN1(x): c_attn's input               */
+    ptdp_tensor qkv;                /* rows x 3 C/tp                        */
+    ptdp_real *probs;               /* B nh/tp T T                          */
+    ptdp_tensor y;                  /* the heads' outputs: c_proj's input    */
+    ptdp_tensor x2;                 /* after the attention's residual        */
+    ptdp_real *ln2_mean, *ln2_rstd;
+    ptdp_tensor ln2;                /* LN2(x2): c_fc's input                */
+    ptdp_tensor fc;                 /* c_fc's output, before GELU           */
+    ptdp_tensor gelu;               /* GELU's output: c_proj's input        */
+} ptdp_gpt_block_acts;
+
+typedef struct {
+    ptdp_tensor input;              /* other stages: the received x          */
+    int nblocks;
+    ptdp_gpt_block_acts *blocks;
+    ptdp_tensor x_out;              /* the last block's output               */
+    ptdp_real *lnf_mean, *lnf_rstd; /* last stage                            */
+    ptdp_tensor lnf;                /* LN_f(x): the head's input             */
+    ptdp_tensor logits;             /* rows x V_pad/tp                       */
+    double *rowmax, *sumexp;        /* softmax statistics per token          */
+    const int64_t *tokens;          /* stage 0: the batch's tokens           */
+} ptdp_gpt_saved;
+
+ptdp_gpt *ptdp_gpt_of(ptdp_model *m);
+ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts);
+
+/* The table's forward, backward and acts_free (gpt.c). */
+int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
+                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
+int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                       double loss_scale, ptdp_tensor *dx);
+void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+
+#endif

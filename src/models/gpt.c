@@ -1,0 +1,435 @@
+/*
+ * gpt.c — forward and backward of one pipeline stage of the GPT, one
+ * micro-batch of B sequences (R = B T token rows) at a time.
+ *
+ *  stage 0                 every local block l (pre-LayerNorm)                         last stage
+ *  ┌───────────────┐  ┌──────────────────────────────────────────────────────────┐  ┌────────────────┐
+ *  │ x = wte[tok]  │  │ ln1 = LN1(x)                                              │  │ h = LN_f(x)    │
+ *  │   (vocab-par.,│─►│ qkv = ln1 c_attn^T + b          column-parallel, by head  │─►│ z = h wte^T    │
+ *  │    g)         │  │ y   = attention(qkv)            local: the rank's heads   │  │ (vocab-par.,   │
+ *  │   + wpe[t]    │  │ x2  = x + drop(y c_proj^T (g) + b)   row-parallel         │  │  f)            │
+ *  └───────────────┘  │ ln2 = LN2(x2)                                             │  │ loss = xent(z) │
+ *                     │ x   = x2 + drop(GELU(ln2 c_fc^T + b) c_proj^T (g) + b)    │  │ (vocab-par.)   │
+ *                     └──────────────────────────────────────────────────────────┘  └────────────────┘
+ *
+ * g marks the one all-reduce of a row-parallel layer's partial sums in the
+ * forward, f the one of a column-parallel layer's input gradient in the
+ * backward (tp.h): two of each per block.  Everything else is local.
+ *
+ * The backward walks the boxes right to left; gradients ACCUMULATE (+=)
+ * into the model's gradient buffer, so micro-batches add up.  With pp = 1
+ * the head is wte itself, and its gradient gets both the head's and the
+ * lookups' parts.  With recompute a micro-batch keeps only its stage input
+ * and runs the forward again inside its backward (the dropout masks are
+ * counter-based, so the second forward is the first).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "ptdp/gpt.h"
+#include "ptdp/ops.h"
+#include "ptdp/rng.h"
+#include "ptdp/tp.h"
+
+#define LN_EPS 1e-5
+
+static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
+{
+    char name[PTDP_NAME_MAX];
+    snprintf(name, sizeof name, "dropout.h.%d.%s", layer, where);
+    return ptdp_rng_key(m->seed, name);
+}
+
+/* Compute in the virtual clock; under the "ideal" profile the embedding
+ * and the head cost nothing, so the stages are uniform (as the MLP's). */
+static void account(ptdp_device *dev, const char *what, double flops, double w0, bool edge)
+{
+    if (edge && dev->profile != NULL && dev->profile->ideal)
+        flops = 0;
+    ptdp_compute(dev, what, flops, w0);
+}
+
+static int act(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
+{
+    return ptdp_tensor_alloc(dev, t, name, PTDP_MEM_ACTS, rows, cols);
+}
+
+static ptdp_real *act_reals(ptdp_device *dev, size_t n, const char *name)
+{
+    return ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
+}
+
+/* ------------------------------------------------------- saved state */
+
+static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
+{
+    ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        ptdp_tensor_free(dev, t[i]);
+    ptdp_real **r[] = { &a->ln1_mean, &a->ln1_rstd, &a->probs, &a->ln2_mean, &a->ln2_rstd };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        ptdp_free(dev, *r[i]);
+        *r[i] = NULL;
+    }
+}
+
+/* Everything the forward made except the stage input (recompute keeps it). */
+static void free_computed(ptdp_device *dev, ptdp_gpt_saved *sv)
+{
+    if (sv->blocks != NULL)
+        for (int i = 0; i < sv->nblocks; i++)
+            free_block(dev, &sv->blocks[i]);
+    free(sv->blocks);
+    sv->blocks = NULL;
+    ptdp_tensor_free(dev, &sv->x_out);
+    ptdp_tensor_free(dev, &sv->lnf);
+    ptdp_tensor_free(dev, &sv->logits);
+    ptdp_free(dev, sv->lnf_mean);
+    ptdp_free(dev, sv->lnf_rstd);
+    ptdp_free(dev, sv->rowmax);
+    ptdp_free(dev, sv->sumexp);
+    sv->lnf_mean = sv->lnf_rstd = NULL;
+    sv->rowmax = sv->sumexp = NULL;
+}
+
+void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
+{
+    (void)m;
+    ptdp_gpt_saved *sv = acts->saved;
+    if (sv != NULL) {
+        free_computed(dev, sv);
+        ptdp_tensor_free(dev, &sv->input);
+        ptdp_free(dev, (void *)sv->tokens);
+        free(sv);
+    }
+    acts->saved = NULL;
+    acts->alive = false;
+}
+
+ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
+{
+    return acts->saved;
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* One block: x (R x C, owned by a) in, *out (R x C, allocated here) out. */
+static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
+                         ptdp_gpt_block_acts *a, ptdp_tensor *out)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt *g = m->impl;
+    const ptdp_gpt_block *w = &g->blocks[i];
+    ptdp_comm *tp = m->mesh->tp_comm;
+    const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, layer = m->layer_begin + i;
+    const int64_t token0 = acts->first_sample * T;
+    char what[32];
+    snprintf(what, sizeof what, "block %d fwd", layer);
+    int rc;
+    if ((rc = act(dev, &a->ln1, "acts.ln1", R, C)) != 0 || (rc = act(dev, &a->qkv, "acts.qkv", R, 3 * Cl)) != 0 ||
+        (rc = act(dev, &a->y, "acts.attn_y", R, Cl)) != 0 || (rc = act(dev, &a->x2, "acts.x2", R, C)) != 0 ||
+        (rc = act(dev, &a->ln2, "acts.ln2", R, C)) != 0 || (rc = act(dev, &a->fc, "acts.fc", R, Fl)) != 0 ||
+        (rc = act(dev, &a->gelu, "acts.gelu", R, Fl)) != 0 || (rc = act(dev, out, "acts.x", R, C)) != 0)
+        return rc;
+    a->ln1_mean = act_reals(dev, (size_t)R, "acts.ln1_mean");
+    a->ln1_rstd = act_reals(dev, (size_t)R, "acts.ln1_rstd");
+    a->ln2_mean = act_reals(dev, (size_t)R, "acts.ln2_mean");
+    a->ln2_rstd = act_reals(dev, (size_t)R, "acts.ln2_rstd");
+    a->probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "acts.probs");
+    if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd || !a->probs)
+        return PTDP_ENOMEM;
+    ptdp_attn_dropout drop = {
+        .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
+        .head0 = m->mesh->tp_rank * hl, .heads_total = c->heads,
+    };
+    ptdp_real *scratch = NULL;
+    if (m->dropout > 0 && (scratch = ptdp_alloc(dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS,
+                                                "attn.scratch")) == NULL)
+        return PTDP_ENOMEM;
+
+    /* attention: x2 = x + drop(attention(LN1(x) c_attn^T) c_proj^T + b) */
+    double w0 = ptdp_wall_now();
+    ptdp_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w->w, w->ln1_b->w, LN_EPS);
+    ptdp_tp_column_linear_forward(dev, tp, a->qkv, a->ln1, w->attn_w->w, &w->attn_b->w, NULL);
+    ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
+    ptdp_linear_forward(a->x2, a->y, w->proj_w->w, NULL);            /* partial sum */
+    account(dev, what, ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
+            ptdp_attention_flops_forward(acts->rows, T, hl, hd) + ptdp_matmul_flops(R, C, Cl), w0, false);
+    ptdp_free(dev, scratch);
+    if ((rc = ptdp_tp_reduce_from_region_forward(tp, a->x2)) != 0)   /* g */
+        return rc;
+    w0 = ptdp_wall_now();
+    ptdp_add_bias(a->x2, w->proj_b->w);
+    ptdp_tp_dropout(a->x2, m->dropout, dropout_key(m, layer, "attn_out"), token0, C, 0);
+    ptdp_tensor_add(a->x2, a->x);                                    /* the residual */
+
+    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
+    ptdp_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w->w, w->ln2_b->w, LN_EPS);
+    ptdp_tp_column_linear_forward(dev, tp, a->fc, a->ln2, w->fc_w->w, &w->fc_b->w, NULL);
+    ptdp_gelu_forward(a->gelu, a->fc);
+    ptdp_linear_forward(*out, a->gelu, w->fc_proj_w->w, NULL);      /* partial sum */
+    account(dev, what, 3.0 * R * C + ptdp_layernorm_flops_forward((size_t)R * C) +
+            ptdp_linear_flops_forward(R, C, Fl) + ptdp_gelu_flops_forward((size_t)R * Fl) +
+            ptdp_matmul_flops(R, C, Fl), w0, false);
+    if ((rc = ptdp_tp_reduce_from_region_forward(tp, *out)) != 0)    /* g */
+        return rc;
+    w0 = ptdp_wall_now();
+    ptdp_add_bias(*out, w->fc_proj_b->w);
+    ptdp_tp_dropout(*out, m->dropout, dropout_key(m, layer, "mlp_out"), token0, C, 0);
+    ptdp_tensor_add(*out, a->x2);                                    /* the residual */
+    account(dev, what, 3.0 * R * C, w0, false);
+    return PTDP_OK;
+}
+
+/* Everything after the stage input, kept for the backward.  Used by the
+ * forward, and again by a recomputing backward. */
+static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_gpt_saved *sv)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt *g = m->impl;
+    ptdp_comm *tp = m->mesh->tp_comm;
+    const int T = c->seq_len, C = c->hidden, R = acts->rows * T, nb = sv->nblocks;
+    int rc;
+    sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
+    if (sv->blocks == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+
+    /* x: the embeddings on stage 0, else the received activation */
+    ptdp_tensor x;
+    if ((rc = act(dev, &x, "acts.x", R, C)) != 0)
+        return rc;
+    if (nb > 0)
+        sv->blocks[0].x = x;
+    else
+        sv->x_out = x;
+    double w0 = ptdp_wall_now();
+    if (m->first_stage) {
+        const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
+        if ((rc = ptdp_tp_embedding_forward(tp, x, g->wte->w, row0, sv->tokens)) != 0)   /* g */
+            return rc;
+        w0 = ptdp_wall_now();
+        ptdp_positions_forward(x, g->wpe->w, T);
+        account(dev, "embed fwd", (double)R * C, w0, true);
+    } else {
+        ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, R, C));
+    }
+
+    for (int i = 0; i < nb; i++) {
+        ptdp_tensor *out = i + 1 < nb ? &sv->blocks[i + 1].x : &sv->x_out;
+        if ((rc = block_forward(dev, m, acts, i, &sv->blocks[i], out)) != 0)
+            return rc;
+    }
+
+    if (m->last_stage) {
+        const int Vl = g->vocab_local;
+        if ((rc = act(dev, &sv->lnf, "acts.lnf", R, C)) != 0 || (rc = act(dev, &sv->logits, "acts.logits", R, Vl)) != 0)
+            return rc;
+        sv->lnf_mean = act_reals(dev, (size_t)R, "acts.lnf_mean");
+        sv->lnf_rstd = act_reals(dev, (size_t)R, "acts.lnf_rstd");
+        sv->rowmax = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
+        sv->sumexp = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
+        double *picked = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
+        if (!sv->lnf_mean || !sv->lnf_rstd || !sv->rowmax || !sv->sumexp || !picked) {
+            ptdp_free(dev, picked);
+            return PTDP_ENOMEM;
+        }
+        w0 = ptdp_wall_now();
+        ptdp_layernorm_forward(sv->lnf, sv->lnf_mean, sv->lnf_rstd, sv->x_out, g->lnf_w->w, g->lnf_b->w, LN_EPS);
+        /* f forward is the identity: lnf is the same on every rank */
+        ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->lnf, g->head->w, NULL, NULL);
+        account(dev, "head fwd", ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_matmul_flops(R, Vl, C),
+                w0, true);
+        rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
+                                  sv->sumexp, picked, &acts->loss_sum);
+        ptdp_free(dev, picked);
+        if (rc != 0)
+            return rc;
+    }
+    return PTDP_OK;
+}
+
+int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
+                     ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
+{
+    const int T = m->cfg.seq_len, C = m->cfg.hidden;
+    memset(acts, 0, sizeof *acts);
+    acts->rows = b->rows;
+    acts->first_sample = b->first;
+    acts->step = step;
+    acts->labels = b->labels;
+    acts->recompute = recompute;
+    acts->alive = true;
+    ptdp_gpt_saved *sv = calloc(1, sizeof *sv);
+    if (sv == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    acts->saved = sv;
+    sv->nblocks = m->layer_end - m->layer_begin;
+    int rc;
+    /* The stage input, kept: the tokens on stage 0, else the activation. */
+    if (m->first_stage) {
+        size_t n = (size_t)b->rows * T;
+        int64_t *tokens = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *tokens, PTDP_MEM_ACTS, "acts.tokens");
+        if (tokens == NULL)
+            return PTDP_ENOMEM;
+        memcpy(tokens, b->tokens, n * sizeof *tokens);
+        sv->tokens = tokens;
+    } else {
+        if ((rc = act(dev, &sv->input, "acts.input", b->rows, T * C)) != 0)
+            return rc;
+        ptdp_tensor_copy(sv->input, input);
+    }
+    if ((rc = stage_forward(dev, m, acts, sv)) != 0)
+        return rc;
+    if (!m->last_stage && out != NULL)
+        ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, T * C));
+    if (recompute)
+        free_computed(dev, sv);
+    return PTDP_OK;
+}
+
+/* ----------------------------------------------------------- backward */
+
+/* Scratch of one backward, all R token rows. */
+typedef struct {
+    ptdp_tensor tmp, dln, dff, dy, dqkv;
+    ptdp_real *att;             /* 2 T T */
+} scratch;
+
+/* One block, right to left: dh (R x C) is the gradient of the block's
+ * output on entry and of its input on return. */
+static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
+                          ptdp_gpt_block_acts *a, ptdp_tensor dh, scratch *s)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt *g = m->impl;
+    const ptdp_gpt_block *w = &g->blocks[i];
+    ptdp_comm *tp = m->mesh->tp_comm;
+    const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, layer = m->layer_begin + i;
+    const int64_t token0 = acts->first_sample * T;
+    char what[32];
+    snprintf(what, sizeof what, "block %d bwd", layer);
+    int rc;
+
+    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
+    double w0 = ptdp_wall_now();
+    ptdp_tensor dm = dh;
+    if (m->dropout > 0) {
+        ptdp_tensor_copy(s->tmp, dh);
+        ptdp_tp_dropout(s->tmp, m->dropout, dropout_key(m, layer, "mlp_out"), token0, C, 0);
+        dm = s->tmp;
+    }
+    ptdp_tp_row_linear_backward(&s->dff, w->fc_proj_w->g, &w->fc_proj_b->g, dm, a->gelu, w->fc_proj_w->w);
+    ptdp_gelu_backward(s->dff, s->dff, a->fc);
+    ptdp_linear_backward(&s->dln, w->fc_w->g, &w->fc_b->g, s->dff, a->ln2, w->fc_w->w, false);
+    account(dev, what, ptdp_linear_flops_backward(R, Fl, C) + ptdp_gelu_flops_backward((size_t)R * Fl) +
+            ptdp_linear_flops_backward(R, C, Fl), w0, false);
+    if ((rc = ptdp_tp_copy_to_region_backward(tp, s->dln)) != 0)     /* f */
+        return rc;
+    w0 = ptdp_wall_now();
+    /* dx2 = dh (the residual) + LN2's backward */
+    ptdp_layernorm_backward(dh, w->ln2_w->g, w->ln2_b->g, s->dln, a->x2, w->ln2_w->w, a->ln2_mean,
+                            a->ln2_rstd, true);
+
+    /* attention: x2 = x + drop(attention(LN1(x) c_attn^T) c_proj^T + b) */
+    ptdp_tensor dout = dh;
+    if (m->dropout > 0) {
+        ptdp_tensor_copy(s->tmp, dh);
+        ptdp_tp_dropout(s->tmp, m->dropout, dropout_key(m, layer, "attn_out"), token0, C, 0);
+        dout = s->tmp;
+    }
+    ptdp_tp_row_linear_backward(&s->dy, w->proj_w->g, &w->proj_b->g, dout, a->y, w->proj_w->w);
+    ptdp_attn_dropout drop = {
+        .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
+        .head0 = m->mesh->tp_rank * hl, .heads_total = c->heads,
+    };
+    ptdp_attention_backward(s->dqkv, s->dy, a->qkv, a->probs, T, hl, hd, &drop, s->att);
+    ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
+    account(dev, what, ptdp_layernorm_flops_backward((size_t)R * C) + ptdp_linear_flops_backward(R, Cl, C) +
+            ptdp_attention_flops_backward(acts->rows, T, hl, hd) + ptdp_linear_flops_backward(R, C, 3 * Cl),
+            w0, false);
+    if ((rc = ptdp_tp_copy_to_region_backward(tp, s->dln)) != 0)     /* f */
+        return rc;
+    w0 = ptdp_wall_now();
+    ptdp_layernorm_backward(dh, w->ln1_w->g, w->ln1_b->g, s->dln, a->x, w->ln1_w->w, a->ln1_mean,
+                            a->ln1_rstd, true);
+    account(dev, what, ptdp_layernorm_flops_backward((size_t)R * C) + 2.0 * R * C, w0, false);
+    return PTDP_OK;
+}
+
+int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                      double loss_scale, ptdp_tensor *dx)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt *g = m->impl;
+    ptdp_gpt_saved *sv = acts->saved;
+    ptdp_comm *tp = m->mesh->tp_comm;
+    const int T = c->seq_len, C = c->hidden, hl = g->heads_local, Cl = hl * (C / c->heads);
+    const int Fl = g->ffn_local, R = acts->rows * T, nb = sv->nblocks;
+    ptdp_tensor dh = { 0 };
+    scratch s = { 0 };
+    int rc;
+
+    if (acts->recompute) {
+        double loss = acts->loss_sum;   /* the first forward's, kept as is */
+        if ((rc = stage_forward(dev, m, acts, sv)) != 0)
+            goto done;
+        acts->loss_sum = loss;
+    }
+    if ((rc = act(dev, &dh, "grad.h", R, C)) != 0 || (rc = act(dev, &s.tmp, "grad.tmp", R, C)) != 0 ||
+        (rc = act(dev, &s.dln, "grad.ln", R, C)) != 0 || (rc = act(dev, &s.dff, "grad.ff", R, Fl)) != 0 ||
+        (rc = act(dev, &s.dy, "grad.attn_y", R, Cl)) != 0 || (rc = act(dev, &s.dqkv, "grad.qkv", R, 3 * Cl)) != 0)
+        goto done;
+    if ((s.att = ptdp_alloc(dev, 2 * (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL) {
+        rc = PTDP_ENOMEM;
+        goto done;
+    }
+
+    double w0 = ptdp_wall_now();
+    if (m->last_stage) {
+        /* dz = (softmax - onehot) / (B T) on this rank's vocabulary rows,
+         * then through the head (its f backward sums dh over the ranks'
+         * rows) and LN_f. */
+        const int Vl = g->vocab_local;
+        ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
+                              sv->sumexp, loss_scale);
+        ptdp_linear_backward(&s.dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w, false);
+        account(dev, "head bwd", ptdp_xent_flops_backward(R, Vl) + 2 * ptdp_matmul_flops(R, Vl, C), w0, true);
+        if ((rc = ptdp_tp_copy_to_region_backward(tp, s.dln)) != 0)  /* f */
+            goto done;
+        w0 = ptdp_wall_now();
+        ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln, sv->x_out, g->lnf_w->w, sv->lnf_mean,
+                                sv->lnf_rstd, false);
+        account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)R * C), w0, true);
+    } else {
+        ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, R, C));
+    }
+
+    for (int i = nb - 1; i >= 0; i--)
+        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s)) != 0)
+            goto done;
+
+    w0 = ptdp_wall_now();
+    if (m->first_stage) {
+        /* the embedding's g backward is the identity: every rank adds dh
+         * into the wte rows it holds, and into wpe */
+        ptdp_positions_backward(g->wpe->g, dh, T);
+        ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dh);
+        account(dev, "embed bwd", 2.0 * R * C, w0, true);
+    } else if (dx != NULL) {
+        ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, T * C));
+    }
+done:
+    ptdp_tensor_free(dev, &dh);
+    ptdp_tensor_free(dev, &s.tmp);
+    ptdp_tensor_free(dev, &s.dln);
+    ptdp_tensor_free(dev, &s.dff);
+    ptdp_tensor_free(dev, &s.dy);
+    ptdp_tensor_free(dev, &s.dqkv);
+    ptdp_free(dev, s.att);
+    ptdp_gpt_acts_free(dev, m, acts);
+    return rc;
+}

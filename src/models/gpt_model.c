@@ -1,0 +1,351 @@
+/*
+ * gpt_model.c — the GPT as a model: its shapes and their checks, its
+ * parameters on one stage and shard under nanoGPT's names, its checkpoint
+ * metadata, its data, and the table the rest of ptdp calls (model.h).
+ *
+ *   parameter (nanoGPT name)                whole          TP split          decay
+ *   transformer.wte.weight                  [V_pad, C]     rows (vocab)      yes
+ *   transformer.wpe.weight                  [T, C]         replicated        yes
+ *   transformer.h.l.ln_1.{weight,bias}      [C]            replicated        no
+ *   transformer.h.l.attn.c_attn.weight      [3C, C]        rows, by head,    yes
+ *                                                          in q, k and v
+ *   transformer.h.l.attn.c_attn.bias        [3C]           the same          no
+ *   transformer.h.l.attn.c_proj.weight      [C, C]         columns (heads)   yes
+ *   transformer.h.l.attn.c_proj.bias        [C]            replicated        no
+ *   transformer.h.l.ln_2.{weight,bias}      [C]            replicated        no
+ *   transformer.h.l.mlp.c_fc.weight         [F, C]         rows              yes
+ *   transformer.h.l.mlp.c_fc.bias           [F]            with its rows     no
+ *   transformer.h.l.mlp.c_proj.weight       [C, F]         columns           yes
+ *   transformer.h.l.mlp.c_proj.bias         [C]            replicated        no
+ *   transformer.ln_f.{weight,bias}          [C]            replicated        no
+ *
+ * Initialisation as GPT-2's: N(0, 0.02^2) for matrices and embeddings, both
+ * c_proj weights N(0, (0.02 / sqrt(2 L))^2) (each block adds two of them to
+ * the residual stream), biases 0, LayerNorm weights 1.  Weight decay, as
+ * GPT-2 is trained, only on the 2-D tensors.
+ */
+#include "ptdp/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/error.h"
+
+#define INIT_STD 0.02
+
+ptdp_model_config ptdp_gpt_default_config(void)
+{
+    ptdp_model_config c = {
+        .kind = PTDP_MODEL_GPT, .hidden = 64, .ffn = 256, .layers = 2, .heads = 4, .seq_len = 32,
+        .vocab = 0, .vocab_multiple = 64,
+    };
+    return c;
+}
+
+int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp)
+{
+    long unit = (long)multiple * tp;
+    if (unit < 1)
+        return vocab;
+    long v = (vocab + unit - 1) / unit * unit;
+    return v > 0x7fffffff ? -1 : (int)v;
+}
+
+static int padded(const ptdp_model_config *c, int tp)
+{
+    return c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, tp);
+}
+
+/* "1, 2, 4" — every tp up to the limit that divides all of a, b and c. */
+static void valid_tp(int a, int b, int c, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int t = 1; t <= PTDP_MAX_DEVICES; t++)
+        if (a % t == 0 && b % t == 0 && c % t == 0 && n + 8 < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "", t);
+}
+
+/* ------------------------------------------------- the whole model */
+
+static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size_t n)
+{
+    (void)pp;
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    if (m->hidden < 1) BAD("--hidden %d: must be at least 1", m->hidden);
+    if (m->heads < 1) BAD("--heads %d: must be at least 1", m->heads);
+    if (m->hidden % m->heads != 0) {
+        char valid[256] = "";
+        size_t len = 0;
+        for (int h = 1; h <= m->hidden && len + 8 < sizeof valid; h++)
+            if (m->hidden % h == 0)
+                len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", h);
+        BAD("--heads %d must divide --hidden %d (valid --heads: %s)", m->heads, m->hidden, valid);
+    }
+    if (m->ffn < 1) BAD("--ffn %d: must be at least 1", m->ffn);
+    if (m->layers < 1) BAD("--layers %d: must be at least 1", m->layers);
+    if (m->seq_len < 2) BAD("--seq-len %d: must be at least 2 (a position and the token after it)", m->seq_len);
+    if (m->vocab < 1) BAD("--vocab %d: must be at least 1", m->vocab);
+    if (m->vocab_multiple < 1) BAD("--vocab-multiple %d: must be at least 1", m->vocab_multiple);
+    if (m->corpus != NULL && m->corpus_len < (size_t)m->seq_len + 1)
+        BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
+            m->corpus_len, m->seq_len, m->seq_len + 1);
+    if (tp >= 1) {
+        int vp = padded(m, tp);
+        if (vp < m->vocab)
+            BAD("the padded vocabulary %d is smaller than --vocab %d", vp, m->vocab);
+        if (m->heads % tp != 0 || m->ffn % tp != 0 || vp % tp != 0) {
+            char valid[256];
+            valid_tp(m->heads, m->ffn, vp, valid, sizeof valid);
+            BAD("--tp %d must divide --heads %d, --ffn %d and the padded vocabulary %d (valid --tp: %s)",
+                tp, m->heads, m->ffn, vp, valid);
+        }
+    }
+#undef BAD
+    return PTDP_OK;
+}
+
+/* The whole model's tensors in nanoGPT's state_dict order (no lm_head:
+ * the head is tied to wte and stored once, as wte). */
+static int gpt_list_params(const ptdp_model_config *c, ptdp_param_info *out)
+{
+    int n = 0, C = c->hidden, F = c->ffn, V = padded(c, 1);
+#define ADD(nm, r, cc, bias) do { if (out) { snprintf(out[n].name, sizeof out[n].name, "%s", nm); \
+        out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
+    char name[PTDP_NAME_MAX];
+    ADD("transformer.wte.weight", V, C, false);
+    ADD("transformer.wpe.weight", c->seq_len, C, false);
+    for (int l = 0; l < c->layers; l++) {
+        static const struct { const char *name; int rows, cols; bool bias; } t[] = {
+            { "ln_1.weight", 0, 1, true }, { "ln_1.bias", 0, 1, true },
+            { "attn.c_attn.weight", 3, 1, false }, { "attn.c_attn.bias", 0, 3, true },
+            { "attn.c_proj.weight", 1, 1, false }, { "attn.c_proj.bias", 0, 1, true },
+            { "ln_2.weight", 0, 1, true }, { "ln_2.bias", 0, 1, true },
+            { "mlp.c_fc.weight", -1, 1, false }, { "mlp.c_fc.bias", 0, -1, true },
+            { "mlp.c_proj.weight", 1, -1, false }, { "mlp.c_proj.bias", 0, 1, true },
+        };
+        for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+            /* sizes in units of C, with -1 standing for F */
+            int rows = t[k].rows == 0 ? 1 : t[k].rows < 0 ? F : t[k].rows * C;
+            int cols = t[k].cols < 0 ? F : t[k].cols * C;
+            snprintf(name, sizeof name, "transformer.h.%d.%s", l, t[k].name);
+            ADD(name, rows, cols, t[k].bias);
+        }
+    }
+    ADD("transformer.ln_f.weight", 1, C, true);
+    ADD("transformer.ln_f.bias", 1, C, true);
+#undef ADD
+    return n;
+}
+
+static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*values)[32],
+                        const char **flags, int max)
+{
+    const char *k[] = { "vocab", "vocab_padded", "seq_len", "hidden", "heads", "ffn", "layers" };
+    const char *f[] = { "--vocab", "--vocab-multiple", "--seq-len", "--hidden", "--heads", "--ffn", "--layers" };
+    const int v[] = { c->vocab, padded(c, 1), c->seq_len, c->hidden, c->heads, c->ffn, c->layers };
+    int n = 0;
+    for (; n < 7 && n < max; n++) {
+        keys[n] = k[n];
+        flags[n] = f[n];
+        snprintf(values[n], 32, "%d", v[n]);
+    }
+    return n;
+}
+
+/* ------------------------------------------------- one stage and shard */
+
+/* This stage's parameters, in the order the backward makes their gradients. */
+static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const int C = c->hidden, F = c->ffn, t = m->mesh->tp_rank;
+    const int Cl = C / m->mesh->tp, Fl = g->ffn_local, Vl = g->vocab_local;
+    const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
+    char name[PTDP_NAME_MAX];
+#define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
+#define W(std) PTDP_INIT_NORMAL, (std)
+#define ZERO PTDP_INIT_ZEROS, 0.0
+#define ONE PTDP_INIT_ONES, 0.0
+
+    if (m->last_stage) {
+        /* The head: wte's rows of this rank.  With one stage it is wte
+         * itself, described with the embedding below. */
+        if (!m->first_stage) {
+            g->head = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS,
+                          t * Vl, 0, Vl, C, W(INIT_STD));
+            if (g->head != NULL)
+                g->head->tied = g->head->tied_copy = true;
+        }
+        g->lnf_b = ADD("transformer.ln_f.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+        g->lnf_w = ADD("transformer.ln_f.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+    }
+    for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
+        ptdp_gpt_block *b = &g->blocks[l - m->layer_begin];
+#define NAME(what) (snprintf(name, sizeof name, "transformer.h.%d.%s", l, what), name)
+        b->fc_proj_b = ADD(NAME("mlp.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+        b->fc_proj_w = ADD(NAME("mlp.c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
+        b->fc_w = ADD(NAME("mlp.c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+        b->fc_b = ADD(NAME("mlp.c_fc.bias"), 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, ZERO);
+        b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+        b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+        b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+        b->proj_w = ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std));
+        b->attn_w = ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C, W(INIT_STD));
+        b->attn_b = ADD(NAME("attn.c_attn.bias"), 1, 3 * C, true, PTDP_SHARD_ROWS, 0, t * Cl, 1, 3 * Cl, ZERO);
+        b->ln1_b = ADD(NAME("ln_1.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+        b->ln1_w = ADD(NAME("ln_1.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+#undef NAME
+        if (b->attn_w != NULL && b->attn_b != NULL)
+            b->attn_w->parts = b->attn_b->parts = 3;   /* q, k and v: each cut by head */
+    }
+    if (m->first_stage) {
+        g->wpe = ADD("transformer.wpe.weight", c->seq_len, C, false, PTDP_SHARD_NONE, 0, 0, c->seq_len, C,
+                     W(INIT_STD));
+        g->wte = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
+                     W(INIT_STD));
+        if (m->last_stage)
+            g->head = g->wte;
+        else if (g->wte != NULL)
+            g->wte->tied = true;
+    }
+#undef ADD
+#undef W
+#undef ZERO
+#undef ONE
+    if (ptdp_aborted(dev))
+        return PTDP_EABORTED;
+    for (int i = 0; i < m->nparams; i++)   /* decay only the 2-D tensors */
+        m->params[i].no_decay = m->params[i].is_bias;
+    return PTDP_OK;
+}
+
+/* The data: the given text, or the built-in one, in the device's arena. */
+static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    const ptdp_model_config *c = &m->cfg;
+    unsigned char *built = NULL;
+    const unsigned char *text = c->corpus;
+    size_t len = c->corpus_len;
+    if (text == NULL) {
+        len = ptdp_gpt_builtin_corpus(m->seed, PTDP_GPT_CORPUS_LINES, &built);
+        if (len == 0) {
+            free(built);
+            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory making the corpus", dev->rank);
+        }
+        text = built;
+    }
+    int rc = PTDP_OK;
+    if (len < (size_t)c->seq_len + 1)
+        rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, c->seq_len,
+                       c->seq_len + 1);
+    else if ((g->corpus = ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
+        rc = PTDP_ENOMEM;
+    else {
+        memcpy(g->corpus, text, len);
+        g->corpus_len = len;
+        for (size_t i = 0; i < len; i++)
+            if (g->corpus[i] >= c->vocab) {
+                rc = ptdp_fail(dev, PTDP_EINVAL, "the data holds token %d at %zu, but --vocab is %d",
+                               g->corpus[i], i, c->vocab);
+                break;
+            }
+    }
+    free(built);
+    return rc;
+}
+
+/* The embedding group: stage 0 and the last stage of each pipeline (the
+ * same dp and tp coordinates).  A collective over the world: every device
+ * takes part, the middle stages with no color. */
+static int make_emb_group(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    const ptdp_mesh *mesh = m->mesh;
+    if (mesh->pp == 1)
+        return PTDP_OK;
+    bool member = m->first_stage || m->last_stage;
+    int color = member ? mesh->dp_rank * mesh->tp + mesh->tp_rank : -1;
+    return ptdp_comm_split(dev->world, color, mesh->pp_rank, "emb", &g->emb);
+}
+
+static void gpt_free(ptdp_device *dev, ptdp_model *m)
+{
+    ptdp_gpt *g = m->impl;
+    if (g == NULL)
+        return;
+    ptdp_comm_free(g->emb);
+    ptdp_free(dev, g->corpus);
+    free(g->blocks);
+    free(g);
+    m->impl = NULL;
+}
+
+static int gpt_init(ptdp_device *dev, ptdp_model *m)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const int tp = m->mesh->tp, nb = m->layer_end - m->layer_begin;
+    ptdp_gpt *g = calloc(1, sizeof *g);
+    if (g != NULL)
+        g->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *g->blocks);
+    m->impl = g;
+    if (g == NULL || g->blocks == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
+    g->vocab_padded = padded(c, tp);
+    g->vocab_local = g->vocab_padded / tp;
+    g->heads_local = c->heads / tp;
+    g->ffn_local = c->ffn / tp;
+    m->input_cols = c->seq_len;
+    m->input_tokens = true;
+    m->label_cols = c->seq_len;
+    m->boundary_cols = c->seq_len * c->hidden;
+    int rc = make_emb_group(dev, m, g);
+    if (rc == 0)
+        rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
+    if (rc == 0)
+        rc = lay_out(dev, m, g);
+    if (rc == 0 && (m->first_stage || m->last_stage))
+        rc = load_corpus(dev, m, g);
+    return rc;
+}
+
+/* The tied embedding: after a backward, stage 0's wte gradient (the
+ * lookups) and the last stage's (the head) are both halves of one
+ * tensor's gradient; the all-reduce gives each copy the sum, so the two
+ * copies take the same step and stay equal. */
+static int gpt_sync_gradients(ptdp_device *dev, ptdp_model *m)
+{
+    (void)dev;
+    ptdp_gpt *g = m->impl;
+    if (g->emb == NULL)
+        return PTDP_OK;
+    ptdp_param *p = m->first_stage ? g->wte : g->head;
+    return ptdp_all_reduce(g->emb, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
+}
+
+ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
+{
+    return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
+}
+
+double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp)
+{
+    const double B = batch, T = c->seq_len, C = c->hidden, F = c->ffn;
+    return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * T * T;
+}
+
+const ptdp_model_ops ptdp_gpt_ops = {
+    .name = "gpt",
+    .check = gpt_check,
+    .list_params = gpt_list_params,
+    .metadata = gpt_metadata,
+    .init = gpt_init,
+    .free = gpt_free,
+    .fill_batch = ptdp_gpt_fill_batch,
+    .forward = ptdp_gpt_forward,
+    .backward = ptdp_gpt_backward,
+    .acts_free = ptdp_gpt_acts_free,
+    .sync_gradients = gpt_sync_gradients,
+};
