@@ -121,6 +121,19 @@ typedef struct {
     const int64_t *tokens;          /* stage 0: the batch's tokens           */
 } ptdp_gpt_saved;
 
+/* Generation (gpt_sample.c): extend ids[0..len) by n tokens (ids has room
+ * for len + n), each from the logits at the last of the last T tokens:
+ * greedy at temperature 0, else a counter-based draw from softmax(logits /
+ * temperature) over the top_k (0: all) — the same text for the same seed.
+ * The model must be whole on this device (tp = pp = 1). */
+typedef struct {
+    double temperature;
+    int top_k;
+    uint64_t seed;
+} ptdp_gpt_sample_opts;
+int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
+                      const ptdp_gpt_sample_opts *o);
+
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts);
 

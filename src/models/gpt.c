@@ -242,8 +242,10 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->lnf, g->head->w, NULL, NULL);
         account(dev, "head fwd", ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_matmul_flops(R, Vl, C),
                 w0, true);
-        rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
-                                  sv->sumexp, picked, &acts->loss_sum);
+        /* no labels: a forward for the logits alone (gpt_sample.c) */
+        if (acts->labels != NULL)
+            rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
+                                      sv->sumexp, picked, &acts->loss_sum);
         ptdp_free(dev, picked);
         if (rc != 0)
             return rc;

@@ -1,0 +1,105 @@
+/*
+ * gpt_sample.c — generating text with a trained GPT, one token at a time.
+ *
+ *   context = the last T tokens so far (a longer prompt keeps its end)
+ *   logits  = the model's forward on the context, at its last position
+ *   next    = argmax(logits)                        temperature 0: greedy
+ *           | a draw from softmax(logits / temperature) over the top k
+ *   append next, repeat
+ *
+ * The context is padded on the right to T positions: attention is causal,
+ * so what follows the last real token cannot change the logits there.  The
+ * padded vocabulary rows (V .. V_pad - 1) are never real tokens and are
+ * never drawn.  The draws are counter-based — uniform(seed, "sample", k)
+ * for the k-th token — so a seed always gives the same text.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "ptdp/gpt.h"
+#include "ptdp/rng.h"
+
+/* The index of the next token from one row of logits (V real tokens). */
+static int64_t choose(const ptdp_real *logits, int V, const ptdp_gpt_sample_opts *o, uint64_t key, int k,
+                      double *prob)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best])
+            best = v;
+    if (o->temperature <= 0)
+        return best;
+    /* the k largest logits (all when top_k is 0 or >= V), by threshold */
+    double cut = -INFINITY;
+    if (o->top_k > 0 && o->top_k < V) {
+        int above = 0;
+        double lo = logits[best];
+        /* the top_k-th largest value: lower the cut one distinct value at a time */
+        while (above < o->top_k) {
+            double next = -INFINITY;
+            for (int v = 0; v < V; v++)
+                if (logits[v] < lo && logits[v] > next)
+                    next = logits[v];
+            above = 0;
+            for (int v = 0; v < V; v++)
+                above += logits[v] >= lo;
+            if (above >= o->top_k || next == -INFINITY)
+                break;
+            lo = next;
+        }
+        cut = lo;
+    }
+    double sum = 0, max = logits[best];
+    for (int v = 0; v < V; v++)
+        if (logits[v] >= cut) {
+            prob[v] = exp((logits[v] - max) / o->temperature);
+            sum += prob[v];
+        } else {
+            prob[v] = 0;
+        }
+    double u = ptdp_rng_uniform(key, (uint64_t)k) * sum, acc = 0;
+    for (int v = 0; v < V; v++) {
+        acc += prob[v];
+        if (prob[v] > 0 && u < acc)
+            return v;
+    }
+    return best;
+}
+
+int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
+                      const ptdp_gpt_sample_opts *o)
+{
+    ptdp_gpt *g = ptdp_gpt_of(m);
+    if (g == NULL || !m->first_stage || !m->last_stage || m->mesh->tp != 1)
+        return ptdp_fail(dev, PTDP_EINVAL, "generation runs a whole GPT on one device");
+    const int T = m->cfg.seq_len, V = m->cfg.vocab;
+    if (len < 1)
+        return ptdp_fail(dev, PTDP_EINVAL, "generation needs at least one token to start from");
+    int64_t *ctx = ptdp_alloc(dev, (size_t)T * sizeof *ctx, PTDP_MEM_OTHER, "sample.context");
+    double *prob = ptdp_alloc(dev, (size_t)V * sizeof *prob, PTDP_MEM_OTHER, "sample.prob");
+    if (ctx == NULL || prob == NULL) {
+        ptdp_free(dev, ctx);
+        ptdp_free(dev, prob);
+        return PTDP_ENOMEM;
+    }
+    const uint64_t key = ptdp_rng_key(o->seed, "sample");
+    int rc = PTDP_OK;
+    for (int k = 0; k < n && rc == 0; k++) {
+        int used = len < T ? len : T;
+        memset(ctx, 0, (size_t)T * sizeof *ctx);
+        memcpy(ctx, ids + (len - used), (size_t)used * sizeof *ctx);
+        ptdp_acts acts;
+        ptdp_batch b = { .first = 0, .rows = 1, .tokens = ctx, .labels = NULL };
+        rc = ptdp_model_forward(dev, m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL);
+        if (rc == 0) {
+            const ptdp_gpt_saved *sv = ptdp_gpt_saved_of(&acts);
+            ids[len++] = choose(ptdp_at(sv->logits, used - 1, 0), V, o, key, k, prob);
+        }
+        ptdp_acts_free(dev, m, &acts);
+    }
+    ptdp_free(dev, ctx);
+    ptdp_free(dev, prob);
+    return rc;
+}
