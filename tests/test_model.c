@@ -23,7 +23,7 @@ static const ptdp_model_config CFG = { .d_in = 5, .hidden = 6, .ffn = 8, .layers
 typedef struct { int checked; double worst; int status; } fd_result;
 
 /* loss of the whole batch (mean), with the model as it is now */
-static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_tensor x, const int64_t *y)
+static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_tensor x, int64_t *y)
 {
     ptdp_acts acts;
     ptdp_model_forward(dev, m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL);
