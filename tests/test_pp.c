@@ -542,8 +542,10 @@ static int step_device(ptdp_device *dev, void *arg)
     int rc = ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh);
     if (rc != 0)
         return rc;
-    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0)
+    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0) {
+        ptdp_mesh_free(&mesh);   /* the runs that must fail free what they made, for LeakSanitizer */
         return rc;
+    }
     ptdp_pp_step st = {
         .model = &m, .schedule = a->schedule, .step = 0,
         .shard_first = 0, .shard_rows = a->batch, .micro_batches = a->micro_batches,
