@@ -2,17 +2,18 @@
  * test_arena.c — the device memory arena: allocation, alignment, reuse,
  * coalescing, accounting, out-of-memory messages, red zones, sizes.
  */
-#include <check.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
+
+static const harness_tcase arena_tests = { .name = "arena", .timeout_s = 60 };
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -59,7 +60,7 @@ static int all_zero(const unsigned char *p, size_t n) { return all_bytes(p, n, 0
 
 /* ---- Allocation ---------------------------------------------------------------- */
 
-START_TEST(test_alloc_aligned_zeroed_distinct)
+TEST(arena_tests, test_alloc_aligned_zeroed_distinct)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 0);
     ck_assert_ptr_nonnull(a);
@@ -86,7 +87,7 @@ START_TEST(test_alloc_aligned_zeroed_distinct)
 }
 END_TEST
 
-START_TEST(test_zero_bytes_unique)
+TEST(arena_tests, test_zero_bytes_unique)
 {
     ptdp_arena *a = ptdp_arena_create(0, 0);    /* capacity 0 still allows 0 bytes */
     void *p = must_alloc(a, 0, PTDP_MEM_OTHER, "empty1");
@@ -102,7 +103,7 @@ START_TEST(test_zero_bytes_unique)
 }
 END_TEST
 
-START_TEST(test_huge_capacity_costs_nothing)
+TEST(arena_tests, test_huge_capacity_costs_nothing)
 {
     /* A terabyte of capacity: only what is used is taken from the host. */
     ptdp_arena *a = ptdp_arena_create((size_t)1 << 40, 0);
@@ -119,7 +120,7 @@ END_TEST
 
 /* ---- Reuse and coalescing --------------------------------------------------------- */
 
-START_TEST(test_free_block_is_reused)
+TEST(arena_tests, test_free_block_is_reused)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 0);
     void *p = must_alloc(a, 5000, PTDP_MEM_ACTS, "x");
@@ -135,7 +136,7 @@ END_TEST
 /* Two neighbours of 400 KiB, freed, must merge: a 700 KiB block then fits
  * exactly where the first one was, which only a merged block can offer.
  * _i selects the order of the frees (next-side and prev-side merges). */
-START_TEST(test_coalesce_neighbours)
+LOOP_TEST(arena_tests, test_coalesce_neighbours, 2)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 0);
     void *x = must_alloc(a, 400 * KiB, PTDP_MEM_ACTS, "x");
@@ -157,7 +158,7 @@ START_TEST(test_coalesce_neighbours)
 }
 END_TEST
 
-START_TEST(test_coalesce_both_sides)
+TEST(arena_tests, test_coalesce_both_sides)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 0);
     void *x = must_alloc(a, 300 * KiB, PTDP_MEM_ACTS, "x");
@@ -177,7 +178,7 @@ END_TEST
 
 /* Random allocations and frees across several chunks: every live block keeps
  * its contents (no overlap), new blocks are zeroed, the books balance. */
-START_TEST(test_random_stress)
+TEST(arena_tests, test_random_stress)
 {
     enum { SLOTS = 64, STEPS = 3000 };
     ptdp_arena *a = ptdp_arena_create(256 * MiB, 7);
@@ -216,7 +217,7 @@ END_TEST
 
 /* ---- Accounting ------------------------------------------------------------------- */
 
-START_TEST(test_category_peaks)
+TEST(arena_tests, test_category_peaks)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 0);
     void *w = must_alloc(a, 1000, PTDP_MEM_PARAMS, "w");
@@ -253,7 +254,7 @@ START_TEST(test_category_peaks)
 }
 END_TEST
 
-START_TEST(test_category_names)
+TEST(arena_tests, test_category_names)
 {
     ck_assert_str_eq(ptdp_mem_category_name(PTDP_MEM_PARAMS), "params");
     ck_assert_str_eq(ptdp_mem_category_name(PTDP_MEM_GRADS), "grads");
@@ -266,7 +267,7 @@ END_TEST
 
 /* ---- Out of memory ------------------------------------------------------------------ */
 
-START_TEST(test_oom_message_and_no_change)
+TEST(arena_tests, test_oom_message_and_no_change)
 {
     ptdp_arena *a = ptdp_arena_create(1 * MiB, 3);
     void *p = must_alloc(a, 700 * KiB, PTDP_MEM_ACTS, "blocks.1.act");
@@ -293,7 +294,7 @@ START_TEST(test_oom_message_and_no_change)
 END_TEST
 
 #ifndef UNDER_TSAN
-START_TEST(test_oom_from_host)
+TEST(arena_tests, test_oom_from_host)
 {
     /* An unbounded arena: the host is what says no. */
     ptdp_arena *a = ptdp_arena_create(SIZE_MAX, 5);
@@ -323,36 +324,6 @@ END_TEST
 
 /* ---- Bugs are caught: overflow, use after free, bad frees ------------------------- */
 
-/* Run fn in a child process; return its wait status and its stderr. */
-static int run_child(void (*fn)(void), char *err, size_t errlen)
-{
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t n;
-    char sink[4096];
-    while ((n = read(fds[0], sink, sizeof sink)) > 0) {   /* drain all of it */
-        size_t take = (size_t)n < errlen - 1 - used ? (size_t)n : errlen - 1 - used;
-        memcpy(err + used, sink, take);
-        used += take;
-    }
-    err[used] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
-}
-
 static void overflow_into_red_zone(void)
 {
     ptdp_arena *a = ptdp_arena_create(64 * MiB, 2);
@@ -366,10 +337,10 @@ static void overflow_into_red_zone(void)
     ptdp_arena_destroy(a);
 }
 
-START_TEST(test_overflow_is_caught)
+TEST(arena_tests, test_overflow_is_caught)
 {
     char err[1 << 14];
-    int status = run_child(overflow_into_red_zone, err, sizeof err);
+    int status = harness_run_child(overflow_into_red_zone, err, sizeof err);
     ck_assert_msg(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "overflow went unnoticed");
 #ifdef UNDER_ASAN
     ck_assert_msg(strstr(err, "AddressSanitizer") && strstr(err, "use-after-poison"), "%s", err);
@@ -391,10 +362,10 @@ static void underflow_into_red_zone(void)
     ptdp_arena_destroy(a);
 }
 
-START_TEST(test_underflow_is_caught)
+TEST(arena_tests, test_underflow_is_caught)
 {
     char err[1 << 14];
-    int status = run_child(underflow_into_red_zone, err, sizeof err);
+    int status = harness_run_child(underflow_into_red_zone, err, sizeof err);
     ck_assert_msg(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "underflow went unnoticed");
 #ifdef UNDER_ASAN
     ck_assert_msg(strstr(err, "AddressSanitizer"), "%s", err);
@@ -417,10 +388,10 @@ static void read_after_free(void)
     ptdp_arena_destroy(a);
 }
 
-START_TEST(test_use_after_free_is_caught)
+TEST(arena_tests, test_use_after_free_is_caught)
 {
     char err[1 << 14];
-    int status = run_child(read_after_free, err, sizeof err);
+    int status = harness_run_child(read_after_free, err, sizeof err);
     ck_assert(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
     ck_assert_msg(strstr(err, "AddressSanitizer") && strstr(err, "use-after-poison"), "%s", err);
 }
@@ -454,18 +425,18 @@ static void interior_free(void)
     ptdp_arena_free(a, (char *)p + 64);
 }
 
-START_TEST(test_bad_frees_abort)
+TEST(arena_tests, test_bad_frees_abort)
 {
     char err[4096];
-    int status = run_child(double_free, err, sizeof err);
+    int status = harness_run_child(double_free, err, sizeof err);
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     ck_assert_msg(strstr(err, "double free of 'twice'"), "%s", err);
 
-    status = run_child(foreign_free, err, sizeof err);
+    status = harness_run_child(foreign_free, err, sizeof err);
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     ck_assert_msg(strstr(err, "not a pointer from this device's arena"), "%s", err);
 
-    status = run_child(interior_free, err, sizeof err);
+    status = harness_run_child(interior_free, err, sizeof err);
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     ck_assert_msg(strstr(err, "ptdp_arena_free"), "%s", err);
 }
@@ -473,7 +444,7 @@ END_TEST
 
 /* ---- Sizes --------------------------------------------------------------------------- */
 
-START_TEST(test_parse_size_good)
+TEST(arena_tests, test_parse_size_good)
 {
     static const struct { const char *text; size_t bytes; } good[] = {
         { "0", 0 }, { "64", 64 }, { "1048576", 1048576 },
@@ -495,7 +466,7 @@ START_TEST(test_parse_size_good)
 }
 END_TEST
 
-START_TEST(test_parse_size_bad)
+TEST(arena_tests, test_parse_size_bad)
 {
     static const char *const bad[] = {
         "", "-1", "+1", " 1", "1 ", "12Q", "1.5G", "M", "G1", "1KK", "1iB", "1Bi",
@@ -521,7 +492,7 @@ START_TEST(test_parse_size_bad)
 }
 END_TEST
 
-START_TEST(test_format_bytes)
+TEST(arena_tests, test_format_bytes)
 {
     char buf[32];
     ck_assert_str_eq(ptdp_format_bytes(0, buf, sizeof buf), "0 B");
@@ -536,36 +507,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("arena");
-    TCase *tc = tcase_create("arena");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_alloc_aligned_zeroed_distinct);
-    tcase_add_test(tc, test_zero_bytes_unique);
-    tcase_add_test(tc, test_huge_capacity_costs_nothing);
-    tcase_add_test(tc, test_free_block_is_reused);
-    tcase_add_loop_test(tc, test_coalesce_neighbours, 0, 2);
-    tcase_add_test(tc, test_coalesce_both_sides);
-    tcase_add_test(tc, test_random_stress);
-    tcase_add_test(tc, test_category_peaks);
-    tcase_add_test(tc, test_category_names);
-    tcase_add_test(tc, test_oom_message_and_no_change);
-#ifndef UNDER_TSAN
-    tcase_add_test(tc, test_oom_from_host);
-#endif
-    tcase_add_test(tc, test_overflow_is_caught);
-    tcase_add_test(tc, test_underflow_is_caught);
-#ifdef UNDER_ASAN
-    tcase_add_test(tc, test_use_after_free_is_caught);
-#endif
-    tcase_add_test(tc, test_bad_frees_abort);
-    tcase_add_test(tc, test_parse_size_good);
-    tcase_add_test(tc, test_parse_size_bad);
-    tcase_add_test(tc, test_format_bytes);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return harness_main("arena");
 }

@@ -2,9 +2,7 @@
  * test_clock_trace.c — device profiles, the cost formulas of clock.h, wall
  * time, and Chrome traces: recorded, written atomically, parsed back.
  */
-#include <check.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/clock.h"
 #include "ptdp/error.h"
 #include "ptdp/trace.h"
@@ -23,9 +22,11 @@ static int close_to(double got, double want)
     return fabs(got - want) <= 1e-12 * fabs(want) + 1e-300;
 }
 
+static const harness_tcase clock_tests = { .name = "clock" };
+
 /* ---- Profiles ------------------------------------------------------------- */
 
-START_TEST(test_profiles_table)
+TEST(clock_tests, test_profiles_table)
 {
     int n = 0;
     const ptdp_profile *p = ptdp_profiles(&n);
@@ -56,7 +57,7 @@ END_TEST
 
 static const ptdp_profile test_link = { "test", "alpha 1 ms, beta 1 MB/s", 1e9, 1e-3, 1e6, 0 };
 
-START_TEST(test_cost_message)
+TEST(clock_tests, test_cost_message)
 {
     ck_assert(close_to(ptdp_cost_message(&test_link, 0), 1e-3));
     ck_assert(close_to(ptdp_cost_message(&test_link, 2000000), 1e-3 + 2.0));
@@ -67,7 +68,7 @@ START_TEST(test_cost_message)
 }
 END_TEST
 
-START_TEST(test_cost_collectives)
+TEST(clock_tests, test_cost_collectives)
 {
     const ptdp_profile *p = &test_link;
     const double a = p->alpha_s, b = p->beta_Bps, S = 4e6;
@@ -101,7 +102,7 @@ START_TEST(test_cost_collectives)
 }
 END_TEST
 
-START_TEST(test_wall_clock)
+TEST(clock_tests, test_wall_clock)
 {
     double t0 = ptdp_wall_now();
     struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
@@ -274,21 +275,9 @@ static int jparse(const char *text, jval *out)
     return j.ok && *j.p == '\0';
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
+static const harness_tcase trace_tests = { .name = "trace", .timeout_s = 60 };
 
-START_TEST(test_json_parser_rejects)
+TEST(trace_tests, test_json_parser_rejects)
 {
     /* The validator must be able to say no, or the trace test proves nothing. */
     static const char *const bad[] = { "", "{", "{\"a\":1,}", "[1 2]", "{\"a\":nan}",
@@ -327,22 +316,7 @@ static void make_tmpdir(void)
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
-/* Names in dir, other than . and .., joined by spaces. */
-static void list_dir(const char *dir, char *out, size_t len)
-{
-    out[0] = '\0';
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        strncat(out, e->d_name, len - strlen(out) - 1);
-        strncat(out, " ", len - strlen(out) - 1);
-    }
-    if (d) closedir(d);
-}
-
-START_TEST(test_trace_record)
+TEST(trace_tests, test_trace_record)
 {
     ptdp_trace *t = ptdp_trace_create(3);
     ck_assert_uint_eq(ptdp_trace_count(t), 0);
@@ -361,7 +335,7 @@ START_TEST(test_trace_record)
 }
 END_TEST
 
-START_TEST(test_trace_limit_warns_once)
+TEST(trace_tests, test_trace_limit_warns_once)
 {
     char path[] = "/tmp/ptdp-stderr-XXXXXX";
     int fd = mkstemp(path);
@@ -386,7 +360,7 @@ START_TEST(test_trace_limit_warns_once)
     dup2(saved, 2);
     close(saved);
     close(fd);
-    char *err = slurp(path);
+    char *err = harness_read_file(path, NULL);
     unlink(path);
 
     ck_assert_msg(kept >= 100000 && kept < added, "kept %zu of %zu", kept, added);
@@ -397,7 +371,7 @@ START_TEST(test_trace_limit_warns_once)
 }
 END_TEST
 
-START_TEST(test_trace_write_and_parse)
+TEST(trace_tests, test_trace_write_and_parse)
 {
     make_tmpdir();
     char path[128];
@@ -416,11 +390,10 @@ START_TEST(test_trace_write_and_parse)
     char msg[512] = "";
     ck_assert_int_eq(ptdp_trace_write_chrome(path, tr, 3, msg, sizeof msg), 0);
 
-    char names[512];
-    list_dir(tmpdir, names, sizeof names);
-    ck_assert_str_eq(names, "trace.json ");            /* no temporary left behind */
+    ck_assert_int_eq(harness_count_entries(tmpdir, false), 1);   /* no temporary left behind */
+    ck_assert_int_eq(access(path, F_OK), 0);
 
-    char *text = slurp(path);
+    char *text = harness_read_file(path, NULL);
     jval root;
     ck_assert_msg(jparse(text, &root), "not valid JSON:\n%s", text);
     const jval *evs = jget(&root, "traceEvents");
@@ -489,7 +462,7 @@ START_TEST(test_trace_write_and_parse)
 
     /* Writing again replaces the file whole. */
     ck_assert_int_eq(ptdp_trace_write_chrome(path, tr, 0, msg, sizeof msg), 0);
-    text = slurp(path);
+    text = harness_read_file(path, NULL);
     ck_assert(jparse(text, &root));
     ck_assert_int_eq(jget(&root, "traceEvents")->n, 2);   /* the two process names */
     jfree(&root);
@@ -507,7 +480,7 @@ START_TEST(test_trace_write_and_parse)
 }
 END_TEST
 
-START_TEST(test_trace_write_errors)
+TEST(trace_tests, test_trace_write_errors)
 {
     ptdp_trace *t = ptdp_trace_create(0);
     ptdp_trace_event e = event("x", "compute", 0, 1, 0, 1, 0);
@@ -530,9 +503,8 @@ START_TEST(test_trace_write_errors)
     rc = ptdp_trace_write_chrome(target, &t, 1, msg, sizeof msg);
     ck_assert_int_eq(rc, PTDP_EIO);
     ck_assert_msg(strstr(msg, "rename") && strstr(msg, target), "%s", msg);
-    char names[256];
-    list_dir(tmpdir, names, sizeof names);
-    ck_assert_str_eq(names, "busy ");
+    ck_assert_int_eq(harness_count_entries(tmpdir, false), 1);   /* busy, and no temporary */
+    ck_assert_int_eq(access(target, F_OK), 0);
     unlink(inner);
     rmdir(target);
     rmdir(tmpdir);
@@ -542,24 +514,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("clock-trace");
-    TCase *tc = tcase_create("clock");
-    tcase_add_test(tc, test_profiles_table);
-    tcase_add_test(tc, test_cost_message);
-    tcase_add_test(tc, test_cost_collectives);
-    tcase_add_test(tc, test_wall_clock);
-    suite_add_tcase(s, tc);
-    TCase *tt = tcase_create("trace");
-    tcase_set_timeout(tt, 60);
-    tcase_add_test(tt, test_json_parser_rejects);
-    tcase_add_test(tt, test_trace_record);
-    tcase_add_test(tt, test_trace_limit_warns_once);
-    tcase_add_test(tt, test_trace_write_and_parse);
-    tcase_add_test(tt, test_trace_write_errors);
-    suite_add_tcase(s, tt);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return harness_main("clock-trace");
 }

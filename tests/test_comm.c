@@ -7,18 +7,17 @@
  * and any reduction order must give exactly the reference.  The test of
  * bit-identical results uses inexact floats instead.
  *
- * A device that finds a wrong value fails itself (ptdp_fail with
- * PTDP_ECHECK and the first bad element), so a failure reads like
- * "all_reduce ring in place sum f32 count=7 n=3: rank 1 element 4 = 3,
- * expected 5".
+ * A device that finds a wrong value fails itself (DEVICE_CHECK, with the
+ * first bad element), so a failure reads like "all_reduce ring in place sum
+ * f32 count=7 root=0 n=3: rank 1 element 4 = 3, expected 5".
  */
-#include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/ptdp.h"
 
 static const size_t sizes[] = { 0, 1, 7, 1000, (size_t)1 << 20 };
@@ -95,29 +94,23 @@ typedef struct {
 
 static const char *const rop_names[] = { "sum", "avg", "max", "min" };
 
-static void case_name(const coll_case *k, int n, char *buf, size_t len)
+/* The case in words, for a failure message (one buffer per device thread). */
+static const char *case_name(const coll_case *k, int n)
 {
-    snprintf(buf, len, "%s %s%s %s %s count=%zu root=%d n=%d", ptdp_coll_name(k->op),
+    static _Thread_local char buf[160];
+    snprintf(buf, sizeof buf, "%s %s%s %s %s count=%zu root=%d n=%d", ptdp_coll_name(k->op),
              ptdp_algo_name(k->algo), k->in_place ? " in place" : "", rop_names[k->rop],
              ptdp_dtype_name(k->dtype), k->count, k->root, n);
+    return buf;
 }
 
-/* Compare n elements of got[] with want(i); fail the device at the first
- * difference. */
-#define CHECK_ELEMENTS(dev, k, c, got, n, want_expr)                                   \
-    do {                                                                               \
-        for (size_t i_ = 0; i_ < (n); i_++) {                                          \
-            size_t i = i_;                                                             \
-            double want_ = (want_expr), got_ = get((got), (k)->dtype, i_);            \
-            if (got_ != want_) {                                                       \
-                char name_[160];                                                       \
-                case_name((k), ptdp_comm_size(c), name_, sizeof name_);                \
-                return ptdp_fail((dev), PTDP_ECHECK, "%s: rank %d element %zu = %g, "  \
-                                 "expected %g", name_, ptdp_comm_rank(c), i_, got_,    \
-                                 want_);                                               \
-            }                                                                          \
-        }                                                                              \
-    } while (0)
+/* Compare n elements of got[] with want_expr (a function of i); fail the
+ * device at the first difference. */
+#define CHECK_ELEMENTS(dev, k, c, got, n, want_expr)                                       \
+    for (size_t i = 0; i < (n); i++)                                                       \
+        DEVICE_CHECK((dev), get((got), (k)->dtype, i) == (want_expr),                      \
+                     "%s: rank %d element %zu = %g, expected %g", case_name((k), ptdp_comm_size(c)), \
+                     ptdp_comm_rank(c), i, get((got), (k)->dtype, i), (double)(want_expr))
 
 /* Run one collective on c and check this rank's result. */
 static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
@@ -226,6 +219,9 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
 
 /* ------------------------------------------------------ many cases */
 
+/* Every collective against the reference: CK_RUN_CASE=reference runs these alone. */
+static const harness_tcase reference_tests = { .name = "reference", .timeout_s = 150 };
+
 typedef struct {
     coll_case *cases;
     int ncases;
@@ -245,15 +241,7 @@ static int run_cases(ptdp_device *dev, void *arg)
 static void launch_cases(int n, coll_case *cases, int ncases)
 {
     case_list l = { cases, ncases };
-    ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.device_mem = (size_t)64 << 20;
-    o.watchdog_s = 20;
-    o.result = &res;
-    int rc = ptdp_launch(n, run_cases, &l, &o);
-    ck_assert_msg(rc == 0, "n=%d: %s", n, res.message);
-    ptdp_launch_result_free(&res);
+    harness_launch_ok(n, run_cases, &l, &(ptdp_launch_opts){ .device_mem = (size_t)64 << 20 }, NULL);
 }
 
 /* Every size, with `make` filling in the variants of one size. */
@@ -358,15 +346,15 @@ static int make_all_to_all(coll_case *out, size_t count, int n)
     return 2;
 }
 
-START_TEST(test_all_reduce) { run_all_groups(make_all_reduce); }
+TEST(reference_tests, test_all_reduce) { run_all_groups(make_all_reduce); }
 END_TEST
-START_TEST(test_reduce_scatter) { run_all_groups(make_reduce_scatter); }
+TEST(reference_tests, test_reduce_scatter) { run_all_groups(make_reduce_scatter); }
 END_TEST
-START_TEST(test_all_gather) { run_all_groups(make_all_gather); }
+TEST(reference_tests, test_all_gather) { run_all_groups(make_all_gather); }
 END_TEST
-START_TEST(test_rooted) { run_all_groups(make_rooted); }
+TEST(reference_tests, test_rooted) { run_all_groups(make_rooted); }
 END_TEST
-START_TEST(test_all_to_all_and_barrier) { run_all_groups(make_all_to_all); }
+TEST(reference_tests, test_all_to_all_and_barrier) { run_all_groups(make_all_to_all); }
 END_TEST
 
 /* The device's own algorithm (opts.algo) drives plain ptdp_all_reduce,
@@ -385,17 +373,10 @@ static int plain_calls(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_default_algorithm_from_options)
+TEST(reference_tests, test_default_algorithm_from_options)
 {
-    for (int a = 0; a < PTDP_ALGO_COUNT; a++) {
-        ptdp_launch_result res;
-        ptdp_launch_opts o;
-        memset(&o, 0, sizeof o);
-        o.algo = (ptdp_algo)a;
-        o.result = &res;
-        ck_assert_msg(ptdp_launch(3, plain_calls, NULL, &o) == 0, "%s", res.message);
-        ptdp_launch_result_free(&res);
-    }
+    for (int a = 0; a < PTDP_ALGO_COUNT; a++)
+        harness_launch_ok(3, plain_calls, NULL, &(ptdp_launch_opts){ .algo = (ptdp_algo)a }, NULL);
     ck_assert_str_eq(ptdp_algo_name(PTDP_ALGO_RING), "ring");
     ptdp_algo a;
     ck_assert_int_eq(ptdp_algo_parse("shm", &a), 0);
@@ -405,6 +386,8 @@ START_TEST(test_default_algorithm_from_options)
 END_TEST
 
 /* ------------------------------------------------------------ split */
+
+static const harness_tcase split_tests = { .name = "split", .timeout_s = 60 };
 
 typedef struct {
     int rank_in_half[8], rank_in_pair[8], reversed[8];
@@ -429,9 +412,9 @@ static int split_groups(ptdp_device *dev, void *arg)
     seen->rank_in_pair[r] = ptdp_comm_rank(pair);
     seen->reversed[r] = ptdp_comm_rank(rev);
     seen->none_is_null[r] = none == NULL;
-    if (ptdp_comm_size(half) != 4 || ptdp_comm_size(pair) != 2 ||
-        ptdp_comm_world_rank(pair, 1) != r % 4 + 4 || strcmp(ptdp_comm_name(half), "half") != 0)
-        return ptdp_fail(dev, PTDP_ECHECK, "rank %d: wrong split groups", r);
+    DEVICE_CHECK(dev, ptdp_comm_size(half) == 4 && ptdp_comm_size(pair) == 2 &&
+                 ptdp_comm_world_rank(pair, 1) == r % 4 + 4 && strcmp(ptdp_comm_name(half), "half") == 0,
+                 "rank %d: wrong split groups", r);
 
     /* Collectives on both splits at once: each group is independent. */
     static const ptdp_algo algos[] = { PTDP_ALGO_NAIVE, PTDP_ALGO_RING, PTDP_ALGO_SHM };
@@ -456,16 +439,12 @@ static int split_groups(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_split)
+TEST(split_tests, test_split)
 {
     split_seen seen;
     memset(&seen, 0, sizeof seen);
     ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.result = &res;
-    o.watchdog_s = 20;
-    ck_assert_msg(ptdp_launch(8, split_groups, &seen, &o) == 0, "%s", res.message);
+    harness_launch_ok(8, split_groups, &seen, NULL, &res);
     for (int r = 0; r < 8; r++) {
         ck_assert_int_eq(seen.rank_in_half[r], r % 4);
         ck_assert_int_eq(seen.rank_in_pair[r], r / 4);
@@ -486,6 +465,8 @@ START_TEST(test_split)
 END_TEST
 
 /* ------------------------------------------------- bit-identical */
+
+static const harness_tcase bits_tests = { .name = "bits", .timeout_s = 60 };
 
 typedef struct {
     ptdp_algo algo;
@@ -509,7 +490,7 @@ static int inexact_all_reduce(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_bit_identical)
+TEST(bits_tests, test_bit_identical)
 {
     static const ptdp_algo algos[] = { PTDP_ALGO_NAIVE, PTDP_ALGO_RING, PTDP_ALGO_SHM };
     static const int ns[] = { 3, 5, 8 };
@@ -522,7 +503,7 @@ START_TEST(test_bit_identical)
                 run[t].count = 100003;
                 for (int r = 0; r < n; r++)
                     run[t].out[r] = malloc(run[t].count * sizeof(float));
-                ck_assert_int_eq(ptdp_launch(n, inexact_all_reduce, &run[t], NULL), 0);
+                harness_launch_ok(n, inexact_all_reduce, &run[t], NULL, NULL);
             }
             for (int t = 0; t < 2; t++)
                 for (int r = 0; r < n; r++)
@@ -538,6 +519,8 @@ END_TEST
 
 /* ------------------------------------------------------ byte counts */
 
+static const harness_tcase bytes_tests = { .name = "bytes", .timeout_s = 60 };
+
 typedef struct {
     coll_case k;
 } one_case;
@@ -552,12 +535,7 @@ static void stats_of(int n, coll_case k, ptdp_comm_stats *out)
 {
     one_case oc = { k };
     ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.algo = k.algo;
-    o.result = &res;
-    int rc = ptdp_launch(n, run_one, &oc, &o);
-    ck_assert_msg(rc == 0, "%s", res.message);
+    harness_launch_ok(n, run_one, &oc, &(ptdp_launch_opts){ .algo = k.algo }, &res);
     for (int r = 0; r < n; r++)
         out[r] = res.devices[r].comm;
     ptdp_launch_result_free(&res);
@@ -582,7 +560,7 @@ static size_t chunk_len(size_t count, int n, int r)
         ck_assert((st).total_sent == (double)(want_sent));                               \
     } while (0)
 
-START_TEST(test_bytes_textbook)
+TEST(bytes_tests, test_bytes_textbook)
 {
     /* count divisible by every n: the textbook numbers exactly. */
     const size_t count = 840;                 /* 2^3 * 3 * 5 * 7 */
@@ -608,7 +586,7 @@ START_TEST(test_bytes_textbook)
 }
 END_TEST
 
-START_TEST(test_bytes_exact)
+TEST(bytes_tests, test_bytes_exact)
 {
     /* count not divisible: the exact chunk sums of each algorithm. */
     const size_t count = 1003;
@@ -686,13 +664,10 @@ static int skewed_all_reduce(ptdp_device *dev, void *arg)
     return ptdp_all_reduce(dev->world, x, x, 1024, PTDP_F32, PTDP_SUM);
 }
 
-START_TEST(test_virtual_clock)
+TEST(bytes_tests, test_virtual_clock)
 {
     ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.result = &res;
-    ck_assert_int_eq(ptdp_launch(4, skewed_all_reduce, NULL, &o), 0);
+    harness_launch_ok(4, skewed_all_reduce, NULL, NULL, &res);
     double cost = ptdp_cost_collective(ptdp_profile_default(), PTDP_COLL_ALL_REDUCE, 4096, 4);
     ck_assert(cost > 0);
     for (int r = 0; r < 4; r++) {
@@ -707,43 +682,7 @@ START_TEST(test_virtual_clock)
 }
 END_TEST
 
-static Suite *comm_suite(void)
-{
-    Suite *s = suite_create("comm");
-    TCase *ref = tcase_create("reference");        /* CK_RUN_CASE=reference */
-    tcase_set_timeout(ref, 150);
-    tcase_add_test(ref, test_all_reduce);
-    tcase_add_test(ref, test_reduce_scatter);
-    tcase_add_test(ref, test_all_gather);
-    tcase_add_test(ref, test_rooted);
-    tcase_add_test(ref, test_all_to_all_and_barrier);
-    tcase_add_test(ref, test_default_algorithm_from_options);
-    suite_add_tcase(s, ref);
-
-    TCase *groups_tc = tcase_create("split");
-    tcase_set_timeout(groups_tc, 60);
-    tcase_add_test(groups_tc, test_split);
-    suite_add_tcase(s, groups_tc);
-
-    TCase *bits = tcase_create("bits");
-    tcase_set_timeout(bits, 60);
-    tcase_add_test(bits, test_bit_identical);
-    suite_add_tcase(s, bits);
-
-    TCase *bytes = tcase_create("bytes");
-    tcase_set_timeout(bytes, 60);
-    tcase_add_test(bytes, test_bytes_textbook);
-    tcase_add_test(bytes, test_bytes_exact);
-    tcase_add_test(bytes, test_virtual_clock);
-    suite_add_tcase(s, bytes);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(comm_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return harness_main("comm");
 }

@@ -8,11 +8,10 @@
  * over micro-batches, then over ranks weighs a sample of a 1-sample
  * micro-batch twice as much as one of a 2-sample micro-batch: wrong.
  */
-#include <check.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/dp.h"
@@ -22,6 +21,8 @@
 #include "ptdp/optim.h"
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
+
+static const harness_tcase dp_tests = { .name = "dp", .timeout_s = 60 };
 
 static const ptdp_model_config CFG = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 };
 enum { B = 10, M = 2, MAXP = 4096 };
@@ -41,11 +42,11 @@ static int dp_device(ptdp_device *dev, void *arg)
     ptdp_mlp_data data;
     ptdp_ddp ddp;
     int n = dev->world_size;
-    ck_assert_int_eq(ptdp_mesh_init(dev, n, 1, 1, &mesh), 0);
-    ck_assert_int_eq(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 7, 0.0), 0);
-    ck_assert_int_eq(ptdp_mlp_data_init(dev, &data, 7, CFG.d_in, CFG.classes), 0);
-    ck_assert_int_eq(ptdp_ddp_init(&ddp, &m, 0.001), 0);
-    ck_assert_uint_le(m.numel, MAXP);
+    DEVICE_TRY(ptdp_mesh_init(dev, n, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 7, 0.0));
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 7, CFG.d_in, CFG.classes));
+    DEVICE_TRY(ptdp_ddp_init(&ddp, &m, 0.001));
+    DEVICE_CHECK(dev, m.numel <= MAXP, "%zu parameters, room for %d", m.numel, MAXP);
 
     size_t shard_off, shard_len;
     ptdp_chunk(B, n, mesh.dp_rank, &shard_off, &shard_len);
@@ -54,20 +55,20 @@ static int dp_device(ptdp_device *dev, void *arg)
         ptdp_chunk(shard_len, a->micro_batches, k, &off, &len);
         ptdp_tensor x;
         int64_t y[B];
-        ck_assert_int_eq(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, CFG.d_in), 0);
+        DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, CFG.d_in));
         ptdp_mlp_data_batch(&data, (int64_t)(shard_off + off), (int)len, x, y);
         ptdp_acts acts;
-        ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = (int64_t)(shard_off + off), .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL), 0);
+        DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = (int64_t)(shard_off + off), .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL));
         /* right: 1/B for every sample; wrong: the micro-batch's own mean */
         double scale = a->average_of_averages ? 1.0 / (double)len : 1.0 / B;
-        ck_assert_int_eq(ptdp_model_backward(dev, &m, &acts, NULL, scale, NULL), 0);
+        DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, scale, NULL));
         ptdp_tensor_free(dev, &x);
     }
     if (a->average_of_averages) {
         ptdp_scale(m.flat_g, m.numel, 1.0 / a->micro_batches);       /* mean over micro-batches */
-        ck_assert_int_eq(ptdp_all_reduce(mesh.dp_comm, m.flat_g, m.flat_g, m.numel, PTDP_REAL, PTDP_AVG), 0);
+        DEVICE_TRY(ptdp_all_reduce(mesh.dp_comm, m.flat_g, m.flat_g, m.numel, PTDP_REAL, PTDP_AVG));
     } else {
-        ck_assert_int_eq(ptdp_ddp_all_reduce(mesh.dp_comm, &ddp, &m), 0);
+        DEVICE_TRY(ptdp_ddp_all_reduce(mesh.dp_comm, &ddp, &m));
     }
     if (mesh.dp_rank == 0) {
         memcpy(a->grad, m.flat_g, m.numel * sizeof(ptdp_real));
@@ -90,15 +91,15 @@ static double max_rel_diff(const dp_arg *a, const dp_arg *b)
     return d / fmax(mx, 1e-30);
 }
 
-START_TEST(test_sum_of_1_over_B_equals_the_full_batch_on_unequal_shards)
+TEST(dp_tests, test_sum_of_1_over_B_equals_the_full_batch_on_unequal_shards)
 {
     static dp_arg base, right, wrong;
     base = (dp_arg){ .micro_batches = 1 };
     right = (dp_arg){ .micro_batches = M };
     wrong = (dp_arg){ .micro_batches = M, .average_of_averages = true };
-    ck_assert_int_eq(ptdp_launch(1, dp_device, &base, NULL), 0);
-    ck_assert_int_eq(ptdp_launch(3, dp_device, &right, NULL), 0);
-    ck_assert_int_eq(ptdp_launch(3, dp_device, &wrong, NULL), 0);
+    harness_launch_ok(1, dp_device, &base, NULL, NULL);
+    harness_launch_ok(3, dp_device, &right, NULL, NULL);
+    harness_launch_ok(3, dp_device, &wrong, NULL, NULL);
     ck_assert_uint_eq(base.numel, right.numel);
     double ok = max_rel_diff(&right, &base), bad = max_rel_diff(&wrong, &base);
     ck_assert_msg(ok <= 10 * PTDP_TOLERANCE, "1/B + sum differs from the baseline by %g", ok);
@@ -107,7 +108,7 @@ START_TEST(test_sum_of_1_over_B_equals_the_full_batch_on_unequal_shards)
 }
 END_TEST
 
-START_TEST(test_buckets_follow_the_backward_order)
+TEST(dp_tests, test_buckets_follow_the_backward_order)
 {
     /* The flat buffer begins with the output layer and ends with the input
      * layer; buckets tile it without gaps, each at parameter boundaries. */
@@ -138,15 +139,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("dp");
-    TCase *tc = tcase_create("dp");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_sum_of_1_over_B_equals_the_full_batch_on_unequal_shards);
-    tcase_add_test(tc, test_buckets_follow_the_backward_order);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("dp");
 }

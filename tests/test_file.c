@@ -7,8 +7,6 @@
  * ignores permission bits), a target that cannot be replaced, and a write
  * that fails halfway because the file-size limit hits, as a full disk would.
  */
-#include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,11 +15,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+
+static const harness_tcase atomic_tests = { .name = "atomic" };
 
 static char dir[64];
 static char msg[512];
@@ -44,49 +44,22 @@ static const char *in_dir(const char *name)
 }
 
 /* Entries of the test directory; with tmp_only, just leftover temporaries. */
-static int count_entries(int tmp_only)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            (!tmp_only || strstr(e->d_name, ".tmp.")))
-            n++;
-    closedir(d);
-    return n;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    char *buf = malloc(1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+static int count_entries(int tmp_only) { return harness_count_entries(dir, tmp_only); }
 
 static void assert_content(const char *path, const char *want)
 {
-    char *got = slurp(path);
+    char *got = harness_read_file(path, NULL);
     ck_assert_str_eq(got, want);
     free(got);
 }
 
 static void remove_dir(void)
 {
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlink(in_dir(e->d_name));
-    if (d)
-        closedir(d);
-    ck_assert_int_eq(rmdir(dir), 0);
+    harness_remove_tree(dir);
+    ck_assert_int_ne(access(dir, F_OK), 0);
 }
 
-START_TEST(test_new_file)
+TEST(atomic_tests, test_new_file)
 {
     make_dir();
     const char *path = in_dir("a.txt");
@@ -113,7 +86,7 @@ START_TEST(test_new_file)
 }
 END_TEST
 
-START_TEST(test_overwrite_and_abort)
+TEST(atomic_tests, test_overwrite_and_abort)
 {
     make_dir();
     const char *path = in_dir("log.json");
@@ -129,7 +102,7 @@ START_TEST(test_overwrite_and_abort)
     ck_assert_int_eq(count_entries(1), 1);
     ck_assert_int_eq(ptdp_atomic_commit(&f, msg, sizeof msg), 0);
     ptdp_atomic_abort(&f);   /* harmless after commit */
-    char *text = slurp(path);
+    char *text = harness_read_file(path, NULL);
     ck_assert_ptr_nonnull(strstr(text, "line 0\nline 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "line 999\nend\n"));
     ck_assert_uint_eq(strlen(text), 4 + 10 * 7 + 90 * 8 + 900 * 9);
@@ -142,14 +115,14 @@ START_TEST(test_overwrite_and_abort)
     ptdp_atomic_abort(&f);
     ptdp_atomic_abort(&f);
     ck_assert_int_eq(count_entries(0), 1);
-    text = slurp(path);
+    text = harness_read_file(path, NULL);
     ck_assert_ptr_null(strstr(text, "never seen"));
     free(text);
     remove_dir();
 }
 END_TEST
 
-START_TEST(test_missing_directory_and_busy_target)
+TEST(atomic_tests, test_missing_directory_and_busy_target)
 {
     make_dir();
     /* a directory that does not exist, and a "directory" that is a file */
@@ -178,50 +151,19 @@ END_TEST
 
 /* ---- failures in a child process -------------------------------------------------- */
 
-/* Run `fn` in a child (as "nobody" if we are root and `unprivileged`), so
- * that what it changes — user, resource limits — ends with it.  Returns
- * fn's status; the child's message lands in msg. */
-static int in_child(int (*fn)(void *), void *arg, int unprivileged)
-{
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        int rc = PTDP_EINVAL;
-        msg[0] = '\0';
-        if (unprivileged && geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
-            snprintf(msg, sizeof msg, "could not drop root");
-        else
-            rc = fn(arg);
-        if (write(fds[1], msg, strlen(msg) + 1) < 0)
-            _exit(127);
-        _exit(-rc);
-    }
-    close(fds[1]);
-    ssize_t got = read(fds[0], msg, sizeof msg - 1);
-    msg[got > 0 ? got : 0] = '\0';
-    close(fds[0]);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status), "the child died: %s", msg);
-    return -WEXITSTATUS(status);
-}
-
 static int write_small(void *path)
 {
     return ptdp_write_file_atomic(path, "new", 3, msg, sizeof msg);
 }
 
-START_TEST(test_read_only_directory)
+TEST(atomic_tests, test_read_only_directory)
 {
     make_dir();
     const char *path = in_dir("ckpt");
     ck_assert_int_eq(ptdp_write_file_atomic(path, "old", 3, msg, sizeof msg), 0);
     /* others may enter but not write; so may we, unless we are root */
     ck_assert_int_eq(chmod(dir, 0555), 0);
-    int rc = in_child(write_small, (void *)path, 1);
+    int rc = harness_in_child(write_small, (void *)path, true, msg, sizeof msg);
     ck_assert_int_eq(chmod(dir, 0755), 0);
     ck_assert_msg(rc == PTDP_EIO, "rc %d: %s", rc, msg);
     ck_assert_msg(strstr(msg, path) && strstr(msg, strerror(EACCES)), "%s", msg);
@@ -267,14 +209,14 @@ static int write_big(void *arg)
     return ptdp_atomic_commit(&f, msg, sizeof msg);
 }
 
-START_TEST(test_failed_write_keeps_the_old_file)
+TEST(atomic_tests, test_failed_write_keeps_the_old_file)
 {
     make_dir();
     const char *path = in_dir("ckpt");
     for (int stream = 0; stream < 2; stream++) {
         ck_assert_int_eq(ptdp_write_file_atomic(path, "old", 3, msg, sizeof msg), 0);
         big_write b = { .stream = stream, .limited = 1 };
-        int rc = in_child(write_big, &b, 0);
+        int rc = harness_in_child(write_big, &b, false, msg, sizeof msg);
         ck_assert_msg(rc == PTDP_EIO, "stream %d, rc %d: %s", stream, rc, msg);
         ck_assert_msg(strstr(msg, path) && strstr(msg, "write"), "%s", msg);
         if (!stream)   /* the first failure's errno, kept by ptdp_atomic_write */
@@ -284,7 +226,7 @@ START_TEST(test_failed_write_keeps_the_old_file)
 
         /* and without the limit the same write replaces the file */
         b.limited = 0;
-        rc = in_child(write_big, &b, 0);
+        rc = harness_in_child(write_big, &b, false, msg, sizeof msg);
         ck_assert_msg(rc == 0, "stream %d, rc %d: %s", stream, rc, msg);
         struct stat st;
         ck_assert_int_eq(stat(path, &st), 0);
@@ -319,7 +261,7 @@ static void *save_repeatedly(void *p)
 
 /* Threads saving to one path at once: each has its own temporary, each
  * rename is atomic, so what remains is one writer's bytes, whole. */
-START_TEST(test_concurrent_writers)
+TEST(atomic_tests, test_concurrent_writers)
 {
     make_dir();
     const char *path = in_dir("shared");
@@ -333,7 +275,7 @@ START_TEST(test_concurrent_writers)
         pthread_join(th[i], NULL);
         ck_assert_int_eq(args[i].failures, 0);
     }
-    char *text = slurp(path);
+    char *text = harness_read_file(path, NULL);
     ck_assert_uint_eq(strlen(text), BYTES);
     ck_assert(text[0] >= 'a' && text[0] < 'a' + WRITERS);
     for (int i = 1; i < BYTES; i++)
@@ -346,19 +288,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("file");
-    TCase *tc = tcase_create("atomic");
-    tcase_add_test(tc, test_new_file);
-    tcase_add_test(tc, test_overwrite_and_abort);
-    tcase_add_test(tc, test_missing_directory_and_busy_target);
-    tcase_add_test(tc, test_read_only_directory);
-    tcase_add_test(tc, test_failed_write_keeps_the_old_file);
-    tcase_add_test(tc, test_concurrent_writers);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("file");
 }

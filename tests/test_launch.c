@@ -6,28 +6,20 @@
  * Every failure test sets a short watchdog, so a bug that hangs instead of
  * failing still ends the test in seconds.
  */
-#include <check.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/ptdp.h"
 
-/* Run fn on n devices with a watchdog; return the launch status. */
-static int launch(int n, ptdp_device_fn fn, void *arg, double watchdog_s, ptdp_launch_result *res)
-{
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.watchdog_s = watchdog_s;
-    o.result = res;
-    return ptdp_launch(n, fn, arg, &o);
-}
+static const harness_tcase launch_tests = { .name = "launch", .timeout_s = 60 };
 
-#define ASSERT_HAS(text, part) \
-    ck_assert_msg(strstr((text), (part)) != NULL, "'%s' not found in: %s", (part), (text))
+/* The failure tests' watchdogs: 10 s, or half a second where the watchdog
+ * itself is what is tested. */
+static const ptdp_launch_opts short_watchdog = { .watchdog_s = 10 }, half_second = { .watchdog_s = 0.5 };
 
 static void sleep_s(double s)
 {
@@ -53,14 +45,14 @@ static int record_rank(ptdp_device *dev, void *arg)
     return ptdp_barrier(dev->world);
 }
 
-START_TEST(test_launch_sizes)
+TEST(launch_tests, test_launch_sizes)
 {
     static const int ns[] = { 1, 2, 7, 64 };
     for (int i = 0; i < 4; i++) {
         who w;
         memset(&w, 0, sizeof w);
         ptdp_launch_result res;
-        ck_assert_int_eq(launch(ns[i], record_rank, &w, 10, &res), 0);
+        harness_launch_ok(ns[i], record_rank, &w, NULL, &res);
         ck_assert_int_eq(res.status, 0);
         ck_assert_int_eq(res.failed_rank, -1);
         ck_assert_int_eq(res.world_size, ns[i]);
@@ -75,19 +67,19 @@ START_TEST(test_launch_sizes)
 }
 END_TEST
 
-START_TEST(test_invalid_world_size)
+TEST(launch_tests, test_invalid_world_size)
 {
     static const int bad[] = { 0, -1, 65, 1000 };
     for (int i = 0; i < 4; i++) {
         ptdp_launch_result res;
-        ck_assert_int_eq(launch(bad[i], record_rank, NULL, 1, &res), PTDP_EINVAL);
+        ck_assert_int_eq(harness_launch(bad[i], record_rank, NULL, NULL, &res), PTDP_EINVAL);
         ck_assert_int_eq(res.status, PTDP_EINVAL);
         ASSERT_HAS(res.message, "world size");
         ck_assert_ptr_null(res.devices);
         ptdp_launch_result_free(&res);
     }
     ptdp_launch_result res;
-    ck_assert_int_eq(launch(2, NULL, NULL, 1, &res), PTDP_EINVAL);
+    ck_assert_int_eq(harness_launch(2, NULL, NULL, NULL, &res), PTDP_EINVAL);
     ASSERT_HAS(res.message, "no device function");
 }
 END_TEST
@@ -109,16 +101,15 @@ static int busy_collectives(ptdp_device *dev, void *arg)
             return rc;
     }
     for (int i = 0; i < 1000; i++)
-        if (x[i] != 1.0f)
-            return ptdp_fail(dev, PTDP_ECHECK, "x[%d] = %g", i, (double)x[i]);
+        DEVICE_CHECK(dev, x[i] == 1.0f, "x[%d] = %g", i, (double)x[i]);
     return 0;
 }
 
-START_TEST(test_sixteen_devices_quickly)
+TEST(launch_tests, test_sixteen_devices_quickly)
 {
     double t0 = ptdp_wall_now();
     ptdp_launch_result res;
-    ck_assert_msg(launch(16, busy_collectives, NULL, 20, &res) == 0, "%s", res.message);
+    harness_launch_ok(16, busy_collectives, NULL, NULL, &res);
     double t = ptdp_wall_now() - t0;
     /* 200 collectives; a spinning implementation takes minutes here. */
     ck_assert_msg(t < 15.0, "16 devices took %.1f s", t);
@@ -132,16 +123,9 @@ START_TEST(test_sixteen_devices_quickly)
 END_TEST
 
 /* Never spinning (opts.spin = 1) changes the speed, not the results. */
-START_TEST(test_without_spinning)
+TEST(launch_tests, test_without_spinning)
 {
-    ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.spin = 1;
-    o.watchdog_s = 20;
-    o.result = &res;
-    ck_assert_msg(ptdp_launch(2, busy_collectives, NULL, &o) == 0, "%s", res.message);
-    ptdp_launch_result_free(&res);
+    harness_launch_ok(2, busy_collectives, NULL, &(ptdp_launch_opts){ .spin = 1 }, NULL);
 }
 END_TEST
 
@@ -160,19 +144,12 @@ static int use_memory_and_compute(ptdp_device *dev, void *arg)
     return ptdp_all_reduce(dev->world, x, x, 16, PTDP_F32, PTDP_SUM);
 }
 
-START_TEST(test_result_summaries_and_trace)
+TEST(launch_tests, test_result_summaries_and_trace)
 {
     char path[] = "/tmp/ptdp_test_trace_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-
+    harness_temp_file(path);
     ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.result = &res;
-    o.trace_path = path;
-    ck_assert_msg(ptdp_launch(3, use_memory_and_compute, NULL, &o) == 0, "%s", res.message);
+    harness_launch_ok(3, use_memory_and_compute, NULL, &(ptdp_launch_opts){ .trace_path = path }, &res);
     double peak = ptdp_profile_default()->peak_flops;
     for (int r = 0; r < 3; r++) {
         const ptdp_device_summary *s = &res.devices[r];
@@ -187,15 +164,11 @@ START_TEST(test_result_summaries_and_trace)
     }
     ptdp_launch_result_free(&res);
 
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char *text = harness_read_file(path, NULL);
     remove(path);
     ASSERT_HAS(text, "matmul");
     ASSERT_HAS(text, "all_reduce world");
+    free(text);
 }
 END_TEST
 
@@ -231,7 +204,7 @@ static int fail_while_others_wait(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_failure_propagates)
+TEST(launch_tests, test_failure_propagates)
 {
     for (int mode = 0; mode < 3; mode++) {
         failure f;
@@ -240,7 +213,7 @@ START_TEST(test_failure_propagates)
         f.mode = mode;
         ptdp_launch_result res;
         double t0 = ptdp_wall_now();
-        int rc = launch(5, fail_while_others_wait, &f, 30, &res);
+        int rc = harness_launch(5, fail_while_others_wait, &f, NULL, &res);
         ck_assert_msg(ptdp_wall_now() - t0 < 5.0, "failure took %.1f s to propagate",
                       ptdp_wall_now() - t0);
         int want = mode == 0 ? PTDP_EINVAL : PTDP_EUSER;
@@ -274,10 +247,10 @@ static int check_aborted_flag(ptdp_device *dev, void *arg)
     return dev->status == 0 ? 0 : -100;     /* the others did not fail */
 }
 
-START_TEST(test_aborted_flag)
+TEST(launch_tests, test_aborted_flag)
 {
     ptdp_launch_result res;
-    ck_assert_int_eq(launch(3, check_aborted_flag, NULL, 10, &res), PTDP_ECHECK);
+    ck_assert_int_eq(harness_launch(3, check_aborted_flag, NULL, &short_watchdog, &res), PTDP_ECHECK);
     ck_assert_int_eq(res.failed_rank, 1);
     ck_assert_str_eq(res.message, "bad numbers");
     ptdp_launch_result_free(&res);
@@ -296,15 +269,12 @@ static int allocate_too_much(ptdp_device *dev, void *arg)
     return ptdp_barrier(dev->world);
 }
 
-START_TEST(test_out_of_memory_message)
+TEST(launch_tests, test_out_of_memory_message)
 {
     ptdp_launch_result res;
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
+    ptdp_launch_opts o = short_watchdog;
     o.device_mem = 1 << 20;
-    o.watchdog_s = 10;
-    o.result = &res;
-    ck_assert_int_eq(ptdp_launch(3, allocate_too_much, NULL, &o), PTDP_ENOMEM);
+    ck_assert_int_eq(harness_launch(3, allocate_too_much, NULL, &o, &res), PTDP_ENOMEM);
     ck_assert_int_eq(res.failed_rank, 1);
     ASSERT_HAS(res.message, "device 1");
     ASSERT_HAS(res.message, "blocks.0.fc1.out");
@@ -360,7 +330,7 @@ static int mismatched_calls(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_mismatch_detected)
+TEST(launch_tests, test_mismatch_detected)
 {
     static const char *const expect[5][3] = {
         { "rank 0 all_reduce count=256 f32 op=sum algo=shm", "rank 1 all_gather count=512 f32",
@@ -378,7 +348,7 @@ START_TEST(test_mismatch_detected)
         memset(&m, 0, sizeof m);
         m.kind = kind;
         ptdp_launch_result res;
-        ck_assert_int_eq(launch(3, mismatched_calls, &m, 10, &res), PTDP_EMISMATCH);
+        ck_assert_int_eq(harness_launch(3, mismatched_calls, &m, &short_watchdog, &res), PTDP_EMISMATCH);
         ASSERT_HAS(res.message, "mismatched collectives in group 'world' (call #1)");
         for (int r = 0; r < 3; r++) {
             char where[64];
@@ -401,11 +371,11 @@ static int one_device_is_slow(ptdp_device *dev, void *arg)
     return ptdp_barrier(dev->world);
 }
 
-START_TEST(test_watchdog_names_the_waiters)
+TEST(launch_tests, test_watchdog_names_the_waiters)
 {
     ptdp_launch_result res;
     double t0 = ptdp_wall_now();
-    ck_assert_int_eq(launch(3, one_device_is_slow, NULL, 0.5, &res), PTDP_ETIMEDOUT);
+    ck_assert_int_eq(harness_launch(3, one_device_is_slow, NULL, &half_second, &res), PTDP_ETIMEDOUT);
     ck_assert(ptdp_wall_now() - t0 < 5.0);
     ASSERT_HAS(res.message, "watchdog");
     ASSERT_HAS(res.message, "waiting in barrier in group 'world' at test_launch.c");
@@ -422,11 +392,11 @@ static int one_device_returns_early(ptdp_device *dev, void *arg)
     return ptdp_barrier(dev->world);
 }
 
-START_TEST(test_returned_device_is_named)
+TEST(launch_tests, test_returned_device_is_named)
 {
     ptdp_launch_result res;
     double t0 = ptdp_wall_now();
-    ck_assert_int_eq(launch(3, one_device_returns_early, NULL, 30, &res), PTDP_EMISMATCH);
+    ck_assert_int_eq(harness_launch(3, one_device_returns_early, NULL, NULL, &res), PTDP_EMISMATCH);
     ck_assert_msg(ptdp_wall_now() - t0 < 2.0, "took %.1f s", ptdp_wall_now() - t0);
     ASSERT_HAS(res.message, "rank 2 has already returned");
     ASSERT_HAS(res.message, "rank 2: finished");
@@ -461,7 +431,7 @@ static int call_badly(ptdp_device *dev, void *arg)
     }
 }
 
-START_TEST(test_bad_arguments)
+TEST(launch_tests, test_bad_arguments)
 {
     static const char *const expect[] = {
         "send is NULL for 8 elements", "root 2 is not a rank of a group of 2",
@@ -471,7 +441,7 @@ START_TEST(test_bad_arguments)
     for (int kind = 0; kind < 7; kind++) {
         bad_args b = { kind, 0 };
         ptdp_launch_result res;
-        ck_assert_int_eq(launch(2, call_badly, &b, 10, &res), PTDP_EINVAL);
+        ck_assert_int_eq(harness_launch(2, call_badly, &b, &short_watchdog, &res), PTDP_EINVAL);
         ck_assert_int_eq(res.failed_rank, 0);
         ASSERT_HAS(res.message, expect[kind]);
         char where[64];
@@ -483,32 +453,7 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-static Suite *launch_suite(void)
-{
-    Suite *s = suite_create("launch");
-    TCase *tc = tcase_create("launch");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_launch_sizes);
-    tcase_add_test(tc, test_invalid_world_size);
-    tcase_add_test(tc, test_sixteen_devices_quickly);
-    tcase_add_test(tc, test_without_spinning);
-    tcase_add_test(tc, test_result_summaries_and_trace);
-    tcase_add_test(tc, test_failure_propagates);
-    tcase_add_test(tc, test_aborted_flag);
-    tcase_add_test(tc, test_out_of_memory_message);
-    tcase_add_test(tc, test_mismatch_detected);
-    tcase_add_test(tc, test_watchdog_names_the_waiters);
-    tcase_add_test(tc, test_returned_device_is_named);
-    tcase_add_test(tc, test_bad_arguments);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(launch_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return harness_main("launch");
 }

@@ -12,18 +12,19 @@
  * the groups that ptdp_mesh_init really builds by splitting the world —
  * each device lists the world ranks of its TP, DP and PP group members.
  */
-#include <check.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
 
-START_TEST(test_coordinates_round_trip)
+static const harness_tcase mesh_tests = { .name = "mesh", .timeout_s = 60 };
+
+TEST(mesh_tests, test_coordinates_round_trip)
 {
     static const int shapes[][3] = { { 2, 2, 2 }, { 3, 2, 1 }, { 1, 4, 2 }, { 2, 1, 4 }, { 4, 2, 8 }, { 1, 1, 1 } };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -88,7 +89,7 @@ static void build(groups_arg *a, int dp, int tp, int pp)
     a->tp = tp;
     a->pp = pp;
     ck_assert_int_le(dp * tp * pp, MAXW);
-    ck_assert_int_eq(ptdp_launch(dp * tp * pp, groups_device, a, NULL), 0);
+    harness_launch_ok(dp * tp * pp, groups_device, a, NULL, NULL);
 }
 
 static void expect_group(const groups_arg *a, int kind, int rank, const int *want, int n)
@@ -101,7 +102,7 @@ static void expect_group(const groups_arg *a, int kind, int rank, const int *wan
                       rank, names[kind], i, a->members[kind][rank][i], want[i]);
 }
 
-START_TEST(test_groups_of_2x2x2)
+TEST(mesh_tests, test_groups_of_2x2x2)
 {
     groups_arg a;
     build(&a, 2, 2, 2);
@@ -116,7 +117,7 @@ START_TEST(test_groups_of_2x2x2)
 }
 END_TEST
 
-START_TEST(test_groups_of_3x2x2_and_1x4x2)
+TEST(mesh_tests, test_groups_of_3x2x2_and_1x4x2)
 {
     groups_arg a;
     /* dp 3, tp 2, pp 2: 12 devices; rank 7 = 1 + 2 (0 + 3 x 1) is (dp 0, tp 1, pp 1) */
@@ -140,7 +141,7 @@ START_TEST(test_groups_of_3x2x2_and_1x4x2)
 }
 END_TEST
 
-START_TEST(test_every_group_follows_the_rule)
+TEST(mesh_tests, test_every_group_follows_the_rule)
 {
     /* For every shape: the member i of a device's TP group has the device's
      * (dp, pp) and tp rank i; likewise for DP and PP. */
@@ -174,30 +175,16 @@ static int wrong_world_device(ptdp_device *dev, void *arg)
     return ptdp_mesh_init(dev, 2, 2, 1, &m);   /* needs 4, the world has 3 */
 }
 
-START_TEST(test_wrong_world_size_is_an_error)
+TEST(mesh_tests, test_wrong_world_size_is_an_error)
 {
     ptdp_launch_result r;
-    ptdp_launch_opts o = { .result = &r };
-    ck_assert_int_eq(ptdp_launch(3, wrong_world_device, NULL, &o), PTDP_EINVAL);
-    ck_assert_ptr_nonnull(strstr(r.message, "needs 4 devices, the world has 3"));
+    ck_assert_int_eq(harness_launch(3, wrong_world_device, NULL, NULL, &r), PTDP_EINVAL);
+    ASSERT_HAS(r.message, "needs 4 devices, the world has 3");
     ptdp_launch_result_free(&r);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("mesh");
-    TCase *tc = tcase_create("mesh");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_coordinates_round_trip);
-    tcase_add_test(tc, test_groups_of_2x2x2);
-    tcase_add_test(tc, test_groups_of_3x2x2_and_1x4x2);
-    tcase_add_test(tc, test_every_group_follows_the_rule);
-    tcase_add_test(tc, test_wrong_world_size_is_an_error);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("mesh");
 }

@@ -2,11 +2,10 @@
  * test_model.c — the reference MLP on its own: gradients against finite
  * differences, shards equal to slices, stage cuts, data determinism.
  */
-#include <check.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/mesh.h"
@@ -14,6 +13,8 @@
 #include "ptdp/models.h"
 #include "ptdp/state.h"
 #include "ptdp/launch.h"
+
+static const harness_tcase model_tests = { .name = "model", .timeout_s = 60 };
 
 static const ptdp_model_config CFG = { .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 };
 
@@ -39,20 +40,20 @@ static int fd_device(ptdp_device *dev, void *arg)
     ptdp_model m;
     ptdp_mlp_data data;
     int B = 7;
-    ck_assert_int_eq(ptdp_mesh_init(dev, 1, 1, 1, &mesh), 0);
-    ck_assert_int_eq(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0), 0);
-    ck_assert_int_eq(ptdp_mlp_data_init(dev, &data, 3, CFG.d_in, CFG.classes), 0);
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 3, CFG.d_in, CFG.classes));
     /* Larger weights than the 0.02 init, so every path carries signal. */
     for (size_t k = 0; k < m.numel; k++)
         m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 20 + 0.01 * sin((double)k));
     ptdp_tensor x;
     int64_t y[7];
-    ck_assert_int_eq(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, CFG.d_in), 0);
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, CFG.d_in));
     ptdp_mlp_data_batch(&data, 0, B, x, y);
 
     ptdp_acts acts;
-    ck_assert_int_eq(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL), 0);
-    ck_assert_int_eq(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / B, NULL), 0);
+    DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL));
+    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / B, NULL));
 
     /* Central differences on every parameter element (the model is tiny). */
     for (size_t k = 0; k < m.numel; k++) {
@@ -76,10 +77,10 @@ static int fd_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-START_TEST(test_gradients_match_finite_differences)
+TEST(model_tests, test_gradients_match_finite_differences)
 {
     fd_result r = { 0 };
-    ck_assert_int_eq(ptdp_launch(1, fd_device, &r, NULL), 0);
+    harness_launch_ok(1, fd_device, &r, NULL, NULL);
     ck_assert_int_eq(r.checked, 284);   /* 36 + 2 x 110 + 28 parameters, every one checked */
     ck_assert_msg(r.worst < 1e-6, "worst relative gradient error %g", r.worst);
 }
@@ -110,14 +111,14 @@ static int shard_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-START_TEST(test_tp_shards_equal_slices_of_the_whole)
+TEST(model_tests, test_tp_shards_equal_slices_of_the_whole)
 {
     ptdp_state whole, split;
     ck_assert_int_eq(ptdp_state_init(&whole, &CFG, PTDP_OPT_ADAMW, false), 0);
     ck_assert_int_eq(ptdp_state_init(&split, &CFG, PTDP_OPT_ADAMW, false), 0);
     shard_arg a1 = { 1, &whole }, a4 = { 4, &split };
-    ck_assert_int_eq(ptdp_launch(1, shard_device, &a1, NULL), 0);
-    ck_assert_int_eq(ptdp_launch(4, shard_device, &a4, NULL), 0);
+    harness_launch_ok(1, shard_device, &a1, NULL, NULL);
+    harness_launch_ok(4, shard_device, &a4, NULL, NULL);
     for (int i = 0; i < whole.ntensors; i++) {
         size_t n = (size_t)whole.t[i].rows * whole.t[i].cols;
         ck_assert_msg(memcmp(whole.t[i].data, split.t[i].data, n * sizeof(ptdp_real)) == 0,
@@ -134,7 +135,7 @@ START_TEST(test_tp_shards_equal_slices_of_the_whole)
 }
 END_TEST
 
-START_TEST(test_stage_range)
+TEST(model_tests, test_stage_range)
 {
     int b, n;
     int starts[3], counts[3];
@@ -163,7 +164,7 @@ static int data_device(ptdp_device *dev, void *arg)
 {
     data_arg *a = arg;
     ptdp_mlp_data d;
-    ck_assert_int_eq(ptdp_mlp_data_init(dev, &d, 5, 5, 4), 0);
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &d, 5, 5, 4));
     /* all 16 at once, then as two shards of 9 and 7 */
     ptdp_mlp_data_batch(&d, 100, 16, ptdp_tensor_wrap(a->x[0], 16, 5), a->labels[0]);
     ptdp_mlp_data_batch(&d, 100, 9, ptdp_tensor_wrap(a->x[1], 9, 5), a->labels[1]);
@@ -172,10 +173,10 @@ static int data_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-START_TEST(test_data_is_a_function_of_the_index)
+TEST(model_tests, test_data_is_a_function_of_the_index)
 {
     data_arg a;
-    ck_assert_int_eq(ptdp_launch(1, data_device, &a, NULL), 0);
+    harness_launch_ok(1, data_device, &a, NULL, NULL);
     ck_assert(memcmp(a.labels[0], a.labels[1], sizeof a.labels[0]) == 0);
     ck_assert(memcmp(a.x[0], a.x[1], sizeof a.x[0]) == 0);
     int seen[4] = { 0 };
@@ -189,19 +190,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("model");
-    TCase *tc = tcase_create("model");
-    tcase_set_timeout(tc, 60);
-#ifdef PTDP_DOUBLE
-    tcase_add_test(tc, test_gradients_match_finite_differences);
-#endif
-    tcase_add_test(tc, test_tp_shards_equal_slices_of_the_whole);
-    tcase_add_test(tc, test_stage_range);
-    tcase_add_test(tc, test_data_is_a_function_of_the_index);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("model");
 }

@@ -12,12 +12,12 @@
  * Every tensor is also tried as a strided view, as tensor parallelism hands
  * the ops column slices of larger matrices.
  */
-#include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/ops.h"
 
 #define PI 3.14159265358979323846
@@ -75,13 +75,6 @@ static void fill_all(ptdp_real *p, size_t n, ptdp_real v)
         p[i] = v;
 }
 
-#define CHECK_CLOSE(got, want, tol)                                                   \
-    do {                                                                              \
-        double g_ = (got), w_ = (want), t_ = (tol);                                   \
-        ck_assert_msg(fabs(g_ - w_) <= t_, "%s = %.17g, want %.17g (tol %.3g) at %s:%d", \
-                      #got, g_, w_, t_, __FILE__, __LINE__);                          \
-    } while (0)
-
 /* Every element of a padded buffer outside the view must keep its sentinel. */
 static void check_padding(const ptdp_real *buf, int rows, int stride, int c0, int cols, ptdp_real sentinel)
 {
@@ -123,6 +116,8 @@ static double gelu_grad_ref(double x)
 
 /* ---------------------------------------------------------- linear: forward */
 
+static const harness_tcase linear_tests = { .name = "linear" };
+
 /* Run y = x W^T + b with every operand a column view inside a wider padded
  * buffer (stride > cols) and compare with the triple loop. */
 static void linear_forward_case(int B, int in, int out, int pad, bool bias)
@@ -148,12 +143,12 @@ static void linear_forward_case(int B, int in, int out, int pad, bool bias)
     naive_linear(ref, mag, x, w, bias ? &b : NULL);
     for (int i = 0; i < B; i++)
         for (int o = 0; o < out; o++)
-            CHECK_CLOSE(at(y, i, o), ref[i * out + o], REL * mag[i * out + o] + 1e-30);
+            ASSERT_CLOSE(at(y, i, o), ref[i * out + o], REL * mag[i * out + o] + 1e-30);
     check_padding(yb, B, sy, pad, out, sentinel);
     free(xb); free(wb); free(yb); free(ref); free(mag);
 }
 
-START_TEST(linear_forward_matches_triple_loop)
+TEST(linear_tests, linear_forward_matches_triple_loop)
 {
     linear_forward_case(5, 7, 3, 0, true);
     linear_forward_case(5, 7, 3, 0, false);
@@ -162,7 +157,7 @@ START_TEST(linear_forward_matches_triple_loop)
 }
 END_TEST
 
-START_TEST(linear_forward_on_strided_views)
+TEST(linear_tests, linear_forward_on_strided_views)
 {
     linear_forward_case(5, 7, 3, 4, true);
     linear_forward_case(9, 12, 20, 6, false);
@@ -173,7 +168,7 @@ END_TEST
 /* A tensor-parallel column-parallel layer: the full layer's output columns
  * [c0, c0+n) are what the layer with W's rows [c0, c0+n) computes; a
  * row-parallel layer: the partial products over input slices sum to y. */
-START_TEST(linear_shards_compose_to_the_full_layer)
+TEST(linear_tests, linear_shards_compose_to_the_full_layer)
 {
     enum { B = 4, IN = 10, OUT = 6 };
     ptdp_real x[B * IN], w[OUT * IN], b[OUT], y[B * OUT], part[B * OUT], sum[B * OUT];
@@ -188,17 +183,17 @@ START_TEST(linear_shards_compose_to_the_full_layer)
     ptdp_linear_forward(view(part, B, 4, 4), view(x, B, IN, IN), view(w + 2 * IN, 4, IN, IN), &b_part);
     for (int i = 0; i < B; i++)
         for (int j = 0; j < 4; j++)
-            CHECK_CLOSE(part[i * 4 + j], y[i * OUT + 2 + j], 1e-5);
+            ASSERT_CLOSE(part[i * 4 + j], y[i * OUT + 2 + j], 1e-5);
 
     /* row-parallel: x[:, 0:3] W[:, 0:3]^T + x[:, 3:10] W[:, 3:10]^T + b = y */
     ptdp_linear_forward(view(sum, B, OUT, OUT), view(x, B, 3, IN), view(w, OUT, 3, IN), &bt);
     ptdp_linear_forward(view(part, B, OUT, OUT), view(x + 3, B, 7, IN), view(w + 3, OUT, 7, IN), NULL);
     for (int i = 0; i < B * OUT; i++)
-        CHECK_CLOSE(sum[i] + part[i], y[i], 1e-5);
+        ASSERT_CLOSE(sum[i] + part[i], y[i], 1e-5);
 }
 END_TEST
 
-START_TEST(linear_degenerate_sizes)
+TEST(linear_tests, linear_degenerate_sizes)
 {
     ptdp_real x[4] = { 1, 2, 3, 4 }, w[6] = { 0 }, b[3] = { 1, 2, 3 }, y[6];
     ptdp_tensor bt = view(b, 1, 3, 3);
@@ -225,7 +220,7 @@ END_TEST
 
 /* ---------------------------------------------------------- matmul */
 
-START_TEST(matmul_all_transposes)
+TEST(linear_tests, matmul_all_transposes)
 {
     enum { M = 4, N = 5, K = 3 };
     ptdp_real a[M * K], at_[K * M], b[K * N], bt[N * K], c[M * N], c0[M * N];
@@ -248,7 +243,7 @@ START_TEST(matmul_all_transposes)
                     double s = 2.0 * c0[i * N + j];
                     for (int k = 0; k < K; k++)
                         s += 0.5 * a[i * K + k] * b[k * N + j];
-                    CHECK_CLOSE(c[i * N + j], s, 1e-5);
+                    ASSERT_CLOSE(c[i * N + j], s, 1e-5);
                 }
         }
     /* beta = 0 overwrites C without reading it: NaN garbage does not leak in */
@@ -296,7 +291,7 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
             }
             double before = dx0[i * (IN + P) + 1 + k];
             double want = !with_dx ? before : accumulate_dx ? before + s : s;
-            CHECK_CLOSE(at(dx, i, k), want, REL * (mag + fabs(before)) + 1e-30);
+            ASSERT_CLOSE(at(dx, i, k), want, REL * (mag + fabs(before)) + 1e-30);
         }
     for (int o = 0; o < OUT; o++)
         for (int k = 0; k < IN; k++) {
@@ -305,7 +300,7 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
                 s += at(dy, i, o) * at(x, i, k);
                 mag += fabs(at(dy, i, o) * at(x, i, k));
             }
-            CHECK_CLOSE(at(dw, o, k), s, REL * mag);
+            ASSERT_CLOSE(at(dw, o, k), s, REL * mag);
         }
     for (int o = 0; o < OUT; o++) {
         double s = db0[o], mag = fabs(db0[o]);
@@ -313,7 +308,7 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
             s += at(dy, i, o);
             mag += fabs(at(dy, i, o));
         }
-        CHECK_CLOSE(db[o], s, REL * mag);
+        ASSERT_CLOSE(db[o], s, REL * mag);
     }
     /* the padding around dx and dW is untouched */
     for (int i = 0; i < B; i++)
@@ -326,7 +321,7 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
                 ck_assert(dwb[o * (IN + P) + j] == dw0[o * (IN + P) + j]);
 }
 
-START_TEST(linear_backward_matches_naive_sums)
+TEST(linear_tests, linear_backward_matches_naive_sums)
 {
     linear_backward_case(false, true, true);
     linear_backward_case(true, true, true);
@@ -335,7 +330,7 @@ START_TEST(linear_backward_matches_naive_sums)
 }
 END_TEST
 
-START_TEST(bias_add_and_backward)
+TEST(linear_tests, bias_add_and_backward)
 {
     ptdp_real yb[3 * 5], b[2] = { 10, 20 }, db[2] = { 1, 2 };
     for (int i = 0; i < 15; i++)
@@ -354,7 +349,7 @@ START_TEST(bias_add_and_backward)
 }
 END_TEST
 
-START_TEST(linear_flop_counts)
+TEST(linear_tests, linear_flop_counts)
 {
     ck_assert(ptdp_linear_flops_forward(4, 3, 2) == 2.0 * 4 * 3 * 2 + 4 * 2);
     ck_assert(ptdp_linear_flops_backward(4, 3, 2) == 4.0 * 4 * 3 * 2 + 4 * 2);
@@ -368,7 +363,7 @@ END_TEST
 /* L(x, W, b) = sum(y ⊙ R) with y = x W^T + b, so dy = R.  Each parameter and
  * input is nudged by ±h and the central difference compared with the
  * backward's gradient. */
-START_TEST(linear_backward_finite_differences)
+TEST(linear_tests, linear_backward_finite_differences)
 {
     enum { B = 3, IN = 4, OUT = 5 };
     ptdp_real x[B * IN], w[OUT * IN], b[OUT], r[B * OUT], y[B * OUT];
@@ -398,7 +393,7 @@ START_TEST(linear_backward_finite_differences)
             }
             targets[t][e] = (ptdp_real)keep;
             double numeric = (L[0] - L[1]) / (2 * h);
-            CHECK_CLOSE(grads[t][e], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
+            ASSERT_CLOSE(grads[t][e], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
         }
 }
 END_TEST
@@ -406,7 +401,9 @@ END_TEST
 
 /* -------------------------------------------------------------- GELU */
 
-START_TEST(gelu_known_values)
+static const harness_tcase gelu_tests = { .name = "gelu" };
+
+TEST(gelu_tests, gelu_known_values)
 {
     /* 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), evaluated independently */
     static const double xs[] = { 0, 1, -1, 2, -2, 0.5, -0.75, 3, 10, -10 };
@@ -419,7 +416,7 @@ START_TEST(gelu_known_values)
         x[i] = (ptdp_real)xs[i];
     ptdp_gelu_forward(view(y, 1, N, N), view(x, 1, N, N));
     for (int i = 0; i < N; i++)
-        CHECK_CLOSE(y[i], ys[i], (sizeof(ptdp_real) == 4 ? 3e-7 : 1e-15) * fmax(1.0, fabs(ys[i])));
+        ASSERT_CLOSE(y[i], ys[i], (sizeof(ptdp_real) == 4 ? 3e-7 : 1e-15) * fmax(1.0, fabs(ys[i])));
     /* in place: y may be x */
     ptdp_gelu_forward(view(x, 1, N, N), view(x, 1, N, N));
     for (int i = 0; i < N; i++)
@@ -427,7 +424,7 @@ START_TEST(gelu_known_values)
 }
 END_TEST
 
-START_TEST(gelu_on_strided_view_matches_formula)
+TEST(gelu_tests, gelu_on_strided_view_matches_formula)
 {
     enum { R = 7, C = 9, S = 12 };
     ptdp_real xb[R * S], yb[R * S];
@@ -437,12 +434,12 @@ START_TEST(gelu_on_strided_view_matches_formula)
     ptdp_gelu_forward(y, x);
     for (int i = 0; i < R; i++)
         for (int j = 0; j < C; j++)
-            CHECK_CLOSE(at(y, i, j), gelu_ref(at(x, i, j)), REL * fmax(1.0, fabs(at(x, i, j))));
+            ASSERT_CLOSE(at(y, i, j), gelu_ref(at(x, i, j)), REL * fmax(1.0, fabs(at(x, i, j))));
     check_padding(yb, R, S, 1, C, 555);
 }
 END_TEST
 
-START_TEST(gelu_backward_matches_derivative_formula)
+TEST(gelu_tests, gelu_backward_matches_derivative_formula)
 {
     enum { R = 5, C = 11 };
     ptdp_real x[R * C], dy[R * C], dx[R * C];
@@ -450,7 +447,7 @@ START_TEST(gelu_backward_matches_derivative_formula)
     fill_random(view(dy, R, C, C), 1.0);
     ptdp_gelu_backward(view(dx, R, C, C), view(dy, R, C, C), view(x, R, C, C));
     for (int i = 0; i < R * C; i++)
-        CHECK_CLOSE(dx[i], dy[i] * gelu_grad_ref(x[i]), 4 * REL * fmax(1.0, fabs(x[i])));
+        ASSERT_CLOSE(dx[i], dy[i] * gelu_grad_ref(x[i]), 4 * REL * fmax(1.0, fabs(x[i])));
     /* in place: dx may be dy */
     ptdp_gelu_backward(view(dy, R, C, C), view(dy, R, C, C), view(x, R, C, C));
     for (int i = 0; i < R * C; i++)
@@ -461,7 +458,7 @@ START_TEST(gelu_backward_matches_derivative_formula)
 END_TEST
 
 #ifdef PTDP_DOUBLE
-START_TEST(gelu_backward_finite_differences)
+TEST(gelu_tests, gelu_backward_finite_differences)
 {
     enum { N = 41 };
     ptdp_real x[N], dy[N], dx[N], yp, ym;
@@ -476,13 +473,15 @@ START_TEST(gelu_backward_finite_differences)
         ptdp_gelu_forward(view(&yp, 1, 1, 1), view(&xp, 1, 1, 1));
         ptdp_gelu_forward(view(&ym, 1, 1, 1), view(&xm, 1, 1, 1));
         double numeric = (yp - ym) / (2 * h);
-        CHECK_CLOSE(dx[i], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
+        ASSERT_CLOSE(dx[i], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
     }
 }
 END_TEST
 #endif
 
 /* ---------------------------------------------------- cross-entropy */
+
+static const harness_tcase xent_tests = { .name = "xent" };
 
 /* Textbook softmax in double with the max subtracted. */
 static void softmax_ref(double *p, ptdp_tensor l, int i)
@@ -496,28 +495,28 @@ static void softmax_ref(double *p, ptdp_tensor l, int i)
         p[j] = exp(at(l, i, j) - m) / s;
 }
 
-START_TEST(xent_closed_forms)
+TEST(xent_tests, xent_closed_forms)
 {
     ptdp_real l[2 * 3] = { 0, 0, 0, 1, 2, 3 };
     int64_t y[2] = { 1, 2 };
     /* row 0: log 3; row 1: log(e + e^2 + e^3) - 3 */
     double want = log(3.0) + (log(exp(1.0) + exp(2.0) + exp(3.0)) - 3.0);
-    CHECK_CLOSE(ptdp_xent_forward(view(l, 2, 3, 3), y), want, 1e-14);
+    ASSERT_CLOSE(ptdp_xent_forward(view(l, 2, 3, 3), y), want, 1e-14);
     /* the sum, not the mean: one row alone is its own loss */
-    CHECK_CLOSE(ptdp_xent_forward(view(l, 1, 3, 3), y), log(3.0), 1e-15);
+    ASSERT_CLOSE(ptdp_xent_forward(view(l, 1, 3, 3), y), log(3.0), 1e-15);
 
     ptdp_real d[6];
     ptdp_xent_backward(view(d, 2, 3, 3), view(l, 2, 3, 3), y, 0.5);
     /* row 0: 0.5 * (1/3 - [j == 1]) */
-    CHECK_CLOSE(d[0], 0.5 / 3, 1e-7);
-    CHECK_CLOSE(d[1], 0.5 * (1.0 / 3 - 1), 1e-7);
-    CHECK_CLOSE(d[2], 0.5 / 3, 1e-7);
+    ASSERT_CLOSE(d[0], 0.5 / 3, 1e-7);
+    ASSERT_CLOSE(d[1], 0.5 * (1.0 / 3 - 1), 1e-7);
+    ASSERT_CLOSE(d[2], 0.5 / 3, 1e-7);
     /* each row of softmax - onehot sums to zero */
-    CHECK_CLOSE(d[3] + d[4] + d[5], 0.0, 1e-7);
+    ASSERT_CLOSE(d[3] + d[4] + d[5], 0.0, 1e-7);
 }
 END_TEST
 
-START_TEST(xent_stable_on_large_logits)
+TEST(xent_tests, xent_stable_on_large_logits)
 {
     ptdp_real l[3 * 3] = { 1e4, 0, -1e4,
                            1e4, 1e4, -1e4,
@@ -527,19 +526,19 @@ START_TEST(xent_stable_on_large_logits)
      * row 1: two equal winners: log 2;  row 2: all equal: log 3 */
     double loss = ptdp_xent_forward(view(l, 3, 3, 3), y);
     ck_assert(isfinite(loss));
-    CHECK_CLOSE(loss, 1e4 + log(2.0) + log(3.0), 1e-9);
+    ASSERT_CLOSE(loss, 1e4 + log(2.0) + log(3.0), 1e-9);
 
     ptdp_real d[9];
     ptdp_xent_backward(view(d, 3, 3, 3), view(l, 3, 3, 3), y, 1.0);
     double want[9] = { 1, -1, 0,   0.5 - 1, 0.5, 0,   1.0 / 3, 1.0 / 3, 1.0 / 3 - 1 };
     for (int i = 0; i < 9; i++) {
         ck_assert(isfinite(d[i]));
-        CHECK_CLOSE(d[i], want[i], 1e-7);
+        ASSERT_CLOSE(d[i], want[i], 1e-7);
     }
 }
 END_TEST
 
-START_TEST(xent_backward_matches_softmax_minus_onehot)
+TEST(xent_tests, xent_backward_matches_softmax_minus_onehot)
 {
     enum { B = 6, C = 7, S = 10 };
     ptdp_real lb[B * S], db[B * S];
@@ -555,10 +554,10 @@ START_TEST(xent_backward_matches_softmax_minus_onehot)
         softmax_ref(p, l, i);
         loss -= log(p[y[i]]);
         for (int j = 0; j < C; j++)
-            CHECK_CLOSE(at(d, i, j), scale * (p[j] - (j == y[i])), (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-14) * scale);
+            ASSERT_CLOSE(at(d, i, j), scale * (p[j] - (j == y[i])), (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-14) * scale);
     }
     check_padding(db, B, S, 1, C, 321);
-    CHECK_CLOSE(ptdp_xent_forward(l, y), loss, 1e-12 * loss);
+    ASSERT_CLOSE(ptdp_xent_forward(l, y), loss, 1e-12 * loss);
 
     /* in place: dlogits may be logits */
     ptdp_real copy[B * S];
@@ -571,7 +570,7 @@ START_TEST(xent_backward_matches_softmax_minus_onehot)
 END_TEST
 
 #ifdef PTDP_DOUBLE
-START_TEST(xent_backward_finite_differences)
+TEST(xent_tests, xent_backward_finite_differences)
 {
     enum { B = 3, C = 5 };
     ptdp_real l[B * C], d[B * C];
@@ -587,7 +586,7 @@ START_TEST(xent_backward_finite_differences)
         double lm = scale * ptdp_xent_forward(view(l, B, C, C), y);
         l[e] = keep;
         double numeric = (lp - lm) / (2 * h);
-        CHECK_CLOSE(d[e], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
+        ASSERT_CLOSE(d[e], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
     }
 }
 END_TEST
@@ -633,17 +632,17 @@ static void sharded_case(int parts)
     double whole = ptdp_xent_forward(L, y);
     double pieces = ptdp_xent_from_pieces(B, max, sumexp, picked);
     ck_assert(isfinite(pieces));
-    CHECK_CLOSE(pieces, whole, 1e-12 * whole);
+    ASSERT_CLOSE(pieces, whole, 1e-12 * whole);
 
     ptdp_xent_backward(view(full_d, B, C, C), L, y, scale);
     for (int r = 0; r < parts; r++)
         ptdp_xent_backward_shard(cols(view(shard_d, B, C, C), c0[r], w[r]),
                                  cols(L, c0[r], w[r]), y, c0[r], max, sumexp, scale);
     for (int i = 0; i < B * C; i++)
-        CHECK_CLOSE(shard_d[i], full_d[i], (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-15) * scale);
+        ASSERT_CLOSE(shard_d[i], full_d[i], (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-15) * scale);
 }
 
-START_TEST(xent_shards_combine_to_the_full_loss)
+TEST(xent_tests, xent_shards_combine_to_the_full_loss)
 {
     for (int parts = 1; parts <= 4; parts++)
         sharded_case(parts);
@@ -654,43 +653,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("ops-" PTDP_REAL_NAME);
-    TCase *lin = tcase_create("linear");
-    tcase_add_test(lin, linear_forward_matches_triple_loop);
-    tcase_add_test(lin, linear_forward_on_strided_views);
-    tcase_add_test(lin, linear_shards_compose_to_the_full_layer);
-    tcase_add_test(lin, linear_degenerate_sizes);
-    tcase_add_test(lin, matmul_all_transposes);
-    tcase_add_test(lin, linear_backward_matches_naive_sums);
-    tcase_add_test(lin, bias_add_and_backward);
-    tcase_add_test(lin, linear_flop_counts);
-#ifdef PTDP_DOUBLE
-    tcase_add_test(lin, linear_backward_finite_differences);
-#endif
-    suite_add_tcase(s, lin);
-
-    TCase *gelu = tcase_create("gelu");
-    tcase_add_test(gelu, gelu_known_values);
-    tcase_add_test(gelu, gelu_on_strided_view_matches_formula);
-    tcase_add_test(gelu, gelu_backward_matches_derivative_formula);
-#ifdef PTDP_DOUBLE
-    tcase_add_test(gelu, gelu_backward_finite_differences);
-#endif
-    suite_add_tcase(s, gelu);
-
-    TCase *xent = tcase_create("xent");
-    tcase_add_test(xent, xent_closed_forms);
-    tcase_add_test(xent, xent_stable_on_large_logits);
-    tcase_add_test(xent, xent_backward_matches_softmax_minus_onehot);
-#ifdef PTDP_DOUBLE
-    tcase_add_test(xent, xent_backward_finite_differences);
-#endif
-    tcase_add_test(xent, xent_shards_combine_to_the_full_loss);
-    suite_add_tcase(s, xent);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("ops-" PTDP_REAL_NAME);
 }

@@ -8,11 +8,10 @@
  * they agree to rounding; a wrong exponent, a missing correction or a swapped
  * beta would not.
  */
-#include <check.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/optim.h"
 
 /* Agreement with the double reference, relative to max(|value|, 1e-3) */
@@ -22,14 +21,7 @@
 #define REL 1e-6
 #endif
 
-#define CHECK_CLOSE(got, want, tol)                                                   \
-    do {                                                                              \
-        double g_ = (got), w_ = (want), t_ = (tol);                                   \
-        ck_assert_msg(fabs(g_ - w_) <= t_, "%s = %.17g, want %.17g (tol %.3g) at %s:%d", \
-                      #got, g_, w_, t_, __FILE__, __LINE__);                          \
-    } while (0)
-
-#define CHECK_REL(got, want) CHECK_CLOSE(got, want, REL * fmax(fabs(want), 1e-3))
+#define ASSERT_REL(got, want) ASSERT_CLOSE(got, want, REL * fmax(fabs(want), 1e-3))
 
 /* Five parameters, three steps of gradients: signs, a zero gradient, a tiny
  * one (where eps matters) and one that changes sign between steps. */
@@ -55,6 +47,8 @@ static void setup_gradients(void)
 }
 
 /* ------------------------------------------------------------- AdamW */
+
+static const harness_tcase adamw_tests = { .name = "adamw" };
 
 /* Three AdamW steps on one scalar parameter, straight-line:
  *   p ← p (1 - lr wd);  m ← b1 m + (1-b1) g;  v ← b2 v + (1-b2) g²;
@@ -99,22 +93,22 @@ static void adamw_case(const ptdp_adamw_config *c)
     for (int s = 0; s < STEPS; s++) {
         ptdp_adamw_step(p, g_real[s], m, v, N, c, s + 1);
         for (int i = 0; i < N; i++) {
-            CHECK_CLOSE(m[i], rm[i][s], REL * fabs(rm[i][s]) + 1e-30);
-            CHECK_CLOSE(v[i], rv[i][s], 2 * REL * fabs(rv[i][s]) + 1e-30);
+            ASSERT_CLOSE(m[i], rm[i][s], REL * fabs(rm[i][s]) + 1e-30);
+            ASSERT_CLOSE(v[i], rv[i][s], 2 * REL * fabs(rv[i][s]) + 1e-30);
             /* p moves by about lr per step: judge it against the move */
-            CHECK_CLOSE(p[i], rp[i][s], REL * fabs(rp[i][s]) + 10 * REL * c->lr);
+            ASSERT_CLOSE(p[i], rp[i][s], REL * fabs(rp[i][s]) + 10 * REL * c->lr);
         }
     }
 }
 
-START_TEST(adamw_default_config_is_pytorchs)
+TEST(adamw_tests, adamw_default_config_is_pytorchs)
 {
     ptdp_adamw_config c = ptdp_adamw_default_config();
     ck_assert(c.lr == 1e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 && c.eps == 1e-8 && c.weight_decay == 0.0);
 }
 END_TEST
 
-START_TEST(adamw_three_steps_match_the_formulas)
+TEST(adamw_tests, adamw_three_steps_match_the_formulas)
 {
     setup_gradients();
     ptdp_adamw_config c = ptdp_adamw_default_config();
@@ -130,7 +124,7 @@ END_TEST
  * undo both factors, and every parameter moves by lr · g / (|g| + eps) —
  * the full lr whatever the gradient's size.  Without bias correction the
  * move would be lr (1-b1)/sqrt(1-b2) ≈ 3.16 lr. */
-START_TEST(adamw_bias_correction_at_step_one)
+TEST(adamw_tests, adamw_bias_correction_at_step_one)
 {
     setup_gradients();
     ptdp_adamw_config c = ptdp_adamw_default_config();
@@ -141,12 +135,12 @@ START_TEST(adamw_bias_correction_at_step_one)
     for (int i = 0; i < N; i++) {
         double g = g_used[0][i];
         double move = (double)p[i] - (double)(ptdp_real)P0[i];
-        CHECK_CLOSE(m[i], 0.1 * g, REL * fabs(g) + 1e-30);
-        CHECK_CLOSE(v[i], 0.001 * g * g, 2 * REL * g * g + 1e-30);
-        CHECK_CLOSE(move, -c.lr * g / (fabs(g) + c.eps), sizeof(ptdp_real) == 4 ? 1e-7 : 1e-15);
+        ASSERT_CLOSE(m[i], 0.1 * g, REL * fabs(g) + 1e-30);
+        ASSERT_CLOSE(v[i], 0.001 * g * g, 2 * REL * g * g + 1e-30);
+        ASSERT_CLOSE(move, -c.lr * g / (fabs(g) + c.eps), sizeof(ptdp_real) == 4 ? 1e-7 : 1e-15);
     }
     /* |g| ≫ eps: the move is lr to within eps/|g| */
-    CHECK_CLOSE((double)p[4] - P0[4], -c.lr, sizeof(ptdp_real) == 4 ? 1e-7 : 1e-11);
+    ASSERT_CLOSE((double)p[4] - P0[4], -c.lr, sizeof(ptdp_real) == 4 ? 1e-7 : 1e-11);
     /* a zero gradient leaves the parameter where it was */
     ck_assert(p[2] == (ptdp_real)P0[2]);
 }
@@ -154,7 +148,7 @@ END_TEST
 
 /* Element-wise: one call on the whole array equals calls on pieces of it,
  * bit for bit.  This is what lets ZeRO-1 run the optimizer on 1/DP of it. */
-START_TEST(adamw_on_pieces_equals_whole)
+TEST(adamw_tests, adamw_on_pieces_equals_whole)
 {
     setup_gradients();
     ptdp_adamw_config c = { .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01 };
@@ -174,6 +168,8 @@ START_TEST(adamw_on_pieces_equals_whole)
 END_TEST
 
 /* --------------------------------------------------------------- SGD */
+
+static const harness_tcase sgd_tests = { .name = "sgd" };
 
 /* Three SGD steps on one scalar, straight-line:
  *   d = g + wd p;  b = d (t = 1), b = mu b + d (t > 1);  p ← p - lr (mu ? b : d) */
@@ -212,14 +208,14 @@ static void sgd_case(const ptdp_sgd_config *c)
     for (int s = 0; s < STEPS; s++) {
         ptdp_sgd_step(p, g_real[s], c->momentum != 0 ? buf : NULL, N, c, s + 1);
         for (int i = 0; i < N; i++) {
-            CHECK_REL(p[i], rp[i][s]);
+            ASSERT_REL(p[i], rp[i][s]);
             if (c->momentum != 0)
-                CHECK_REL(buf[i], rb[i][s]);
+                ASSERT_REL(buf[i], rb[i][s]);
         }
     }
 }
 
-START_TEST(sgd_three_steps_match_the_formulas)
+TEST(sgd_tests, sgd_three_steps_match_the_formulas)
 {
     setup_gradients();
     ptdp_sgd_config plain = { .lr = 0.1, .momentum = 0, .weight_decay = 0 };
@@ -235,7 +231,7 @@ END_TEST
 
 /* Plain SGD in closed form: p ← p - lr g, and with momentum the first step
  * is the same move (the buffer starts as a copy of g, not as mu·0 + ...). */
-START_TEST(sgd_first_step_closed_form)
+TEST(sgd_tests, sgd_first_step_closed_form)
 {
     ptdp_real p[2] = { 1.0f, 2.0f }, q[2] = { 1.0f, 2.0f }, g[2] = { 0.5f, -0.25f }, buf[2] = { 7, 7 };
     ptdp_sgd_config plain = { .lr = 0.5, .momentum = 0, .weight_decay = 0 };
@@ -247,8 +243,8 @@ START_TEST(sgd_first_step_closed_form)
     ck_assert(buf[0] == g[0] && buf[1] == g[1]);
     /* step 2 with g again: b = 0.9 g + g = 1.9 g */
     ptdp_sgd_step(q, g, buf, 2, &mom, 2);
-    CHECK_CLOSE(buf[0], 1.9 * 0.5, 1e-7);
-    CHECK_CLOSE(q[0], 0.75 - 0.5 * 0.95, 1e-7);
+    ASSERT_CLOSE(buf[0], 1.9 * 0.5, 1e-7);
+    ASSERT_CLOSE(q[0], 0.75 - 0.5 * 0.95, 1e-7);
     ck_assert(ptdp_sgd_flops(10, &plain) == 20.0);
     ptdp_sgd_config all = { .lr = 0.1, .momentum = 0.9, .weight_decay = 0.1 };
     ck_assert(ptdp_sgd_flops(10, &all) == 60.0);
@@ -257,7 +253,9 @@ END_TEST
 
 /* ------------------------------------------------ norms and clipping */
 
-START_TEST(sum_squares_exact)
+static const harness_tcase norm_tests = { .name = "norm" };
+
+TEST(norm_tests, sum_squares_exact)
 {
     /* sum_{i<n} i^2 = n(n-1)(2n-1)/6: exact in double, integers exact in float */
     enum { M = 1001 };
@@ -278,7 +276,7 @@ START_TEST(sum_squares_exact)
 }
 END_TEST
 
-START_TEST(scale_multiplies)
+TEST(norm_tests, scale_multiplies)
 {
     ptdp_real x[5] = { 1, -2, 3, 0, 0.5 };
     ptdp_scale(x, 5, 0.5);
@@ -288,11 +286,11 @@ START_TEST(scale_multiplies)
 }
 END_TEST
 
-START_TEST(clip_coefficient_as_clip_grad_norm)
+TEST(norm_tests, clip_coefficient_as_clip_grad_norm)
 {
     /* norm above max: scale down to max (up to the 1e-6 guard) */
-    CHECK_CLOSE(ptdp_clip_coefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6), 1e-16);
-    CHECK_CLOSE(10.0 * ptdp_clip_coefficient(10.0, 1.0), 1.0, 1e-6);
+    ASSERT_CLOSE(ptdp_clip_coefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6), 1e-16);
+    ASSERT_CLOSE(10.0 * ptdp_clip_coefficient(10.0, 1.0), 1.0, 1e-6);
     /* norm below max, or zero: leave alone */
     ck_assert(ptdp_clip_coefficient(0.5, 1.0) == 1.0);
     ck_assert(ptdp_clip_coefficient(0.0, 1.0) == 1.0);
@@ -306,28 +304,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("optim-" PTDP_REAL_NAME);
-    TCase *adam = tcase_create("adamw");
-    tcase_add_test(adam, adamw_default_config_is_pytorchs);
-    tcase_add_test(adam, adamw_three_steps_match_the_formulas);
-    tcase_add_test(adam, adamw_bias_correction_at_step_one);
-    tcase_add_test(adam, adamw_on_pieces_equals_whole);
-    suite_add_tcase(s, adam);
-
-    TCase *sgd = tcase_create("sgd");
-    tcase_add_test(sgd, sgd_three_steps_match_the_formulas);
-    tcase_add_test(sgd, sgd_first_step_closed_form);
-    suite_add_tcase(s, sgd);
-
-    TCase *norm = tcase_create("norm");
-    tcase_add_test(norm, sum_squares_exact);
-    tcase_add_test(norm, scale_multiplies);
-    tcase_add_test(norm, clip_coefficient_as_clip_grad_norm);
-    suite_add_tcase(s, norm);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("optim-" PTDP_REAL_NAME);
 }

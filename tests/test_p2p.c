@@ -3,24 +3,18 @@
  * deadlock-free even/odd exchange, mismatches, deadlocks named by the
  * watchdog, the virtual clock of a message, byte counts.
  */
-#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/ptdp.h"
 
-static int launch(int n, ptdp_device_fn fn, void *arg, double watchdog_s, ptdp_launch_result *res)
-{
-    ptdp_launch_opts o;
-    memset(&o, 0, sizeof o);
-    o.watchdog_s = watchdog_s;
-    o.result = res;
-    return ptdp_launch(n, fn, arg, &o);
-}
+static const harness_tcase p2p_tests = { .name = "p2p", .timeout_s = 30 };
 
-#define ASSERT_HAS(text, part) \
-    ck_assert_msg(strstr((text), (part)) != NULL, "'%s' not found in: %s", (part), (text))
+/* The failure tests' watchdogs: 10 s, or half a second where the watchdog
+ * itself is what is tested. */
+static const ptdp_launch_opts short_watchdog = { .watchdog_s = 10 }, half_second = { .watchdog_s = 0.5 };
 
 /* ------------------------------------------------------------ order */
 
@@ -30,26 +24,22 @@ static int stream_in_order(ptdp_device *dev, void *arg)
     ptdp_comm *c = dev->world;
     for (int i = 0; i < 200; i++) {
         int64_t v[3] = { i, -i, 7 };
-        int rc;
         if (dev->rank == 0) {
-            rc = ptdp_send(c, v, 3, PTDP_I64, 1, 5);
+            DEVICE_TRY(ptdp_send(c, v, 3, PTDP_I64, 1, 5));
         } else {
             int64_t got[3] = { 0 };
-            rc = ptdp_recv(c, got, 3, PTDP_I64, 0, 5);
-            if (rc == 0 && (got[0] != i || got[1] != -i || got[2] != 7))
-                return ptdp_fail(dev, PTDP_ECHECK, "message %d arrived as %lld", i,
-                                 (long long)got[0]);
+            DEVICE_TRY(ptdp_recv(c, got, 3, PTDP_I64, 0, 5));
+            DEVICE_CHECK(dev, got[0] == i && got[1] == -i && got[2] == 7, "message %d arrived as %lld", i,
+                         (long long)got[0]);
         }
-        if (rc)
-            return rc;
     }
     return 0;
 }
 
-START_TEST(test_messages_arrive_in_order)
+TEST(p2p_tests, test_messages_arrive_in_order)
 {
     ptdp_launch_result res;
-    ck_assert_msg(launch(2, stream_in_order, NULL, 20, &res) == 0, "%s", res.message);
+    harness_launch_ok(2, stream_in_order, NULL, NULL, &res);
     ck_assert_int_eq(res.devices[0].comm.calls[PTDP_COLL_SEND], 200);
     ck_assert_int_eq(res.devices[1].comm.calls[PTDP_COLL_RECV], 200);
     ck_assert_double_eq(res.devices[0].comm.bytes_sent[PTDP_COLL_SEND], 200.0 * 24);
@@ -75,23 +65,18 @@ static int pick_by_source_and_tag(ptdp_device *dev, void *arg)
     }
     default: {
         double a = 0, b = 0, d = 0;
-        int rc = ptdp_recv(c, &a, 1, PTDP_F64, 1, 8);
-        if (rc == 0)
-            rc = ptdp_recv(c, &d, 1, PTDP_F64, 1, 9);
-        if (rc == 0)
-            rc = ptdp_recv(c, &b, 1, PTDP_F64, 0, 7);
-        if (rc == 0 && (a != 10.0 || b != 0.0 || d != 11.0))
-            return ptdp_fail(dev, PTDP_ECHECK, "got %g %g %g", a, b, d);
-        return rc;
+        DEVICE_TRY(ptdp_recv(c, &a, 1, PTDP_F64, 1, 8));
+        DEVICE_TRY(ptdp_recv(c, &d, 1, PTDP_F64, 1, 9));
+        DEVICE_TRY(ptdp_recv(c, &b, 1, PTDP_F64, 0, 7));
+        DEVICE_CHECK(dev, a == 10.0 && b == 0.0 && d == 11.0, "got %g %g %g", a, b, d);
+        return 0;
     }
     }
 }
 
-START_TEST(test_source_and_tag)
+TEST(p2p_tests, test_source_and_tag)
 {
-    ptdp_launch_result res;
-    ck_assert_msg(launch(3, pick_by_source_and_tag, NULL, 20, &res) == 0, "%s", res.message);
-    ptdp_launch_result_free(&res);
+    harness_launch_ok(3, pick_by_source_and_tag, NULL, NULL, NULL);
 }
 END_TEST
 
@@ -120,17 +105,16 @@ static int even_odd_shift(ptdp_device *dev, void *arg)
                 rc = ptdp_send(pp, out, 100, PTDP_F32, right, round);
         }
         for (int i = 0; rc == 0 && i < 100; i++)
-            if (in[i] != (float)(left * 1000 + i))
-                rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d got %g from %d", r, (double)in[i], left);
+            DEVICE_CHECK(dev, in[i] == (float)(left * 1000 + i), "rank %d got %g from %d", r, (double)in[i], left);
     }
     ptdp_comm_free(pp);
     return rc;
 }
 
-START_TEST(test_even_odd_ring_shift)
+TEST(p2p_tests, test_even_odd_ring_shift)
 {
     ptdp_launch_result res;
-    ck_assert_msg(launch(8, even_odd_shift, NULL, 20, &res) == 0, "%s", res.message);
+    harness_launch_ok(8, even_odd_shift, NULL, NULL, &res);
     for (int r = 0; r < 8; r++) {
         ck_assert_double_eq(res.devices[r].comm.total_sent, 20 * 400.0);
         ck_assert_double_eq(res.devices[r].comm.total_recv, 20 * 400.0);
@@ -159,12 +143,12 @@ static int mismatched_message(ptdp_device *dev, void *arg)
     return ptdp_recv(dev->world, x, m->kind == 0 ? 12 : 10, m->kind == 0 ? PTDP_F32 : PTDP_I32, 0, 3);
 }
 
-START_TEST(test_count_and_type_mismatch)
+TEST(p2p_tests, test_count_and_type_mismatch)
 {
     for (int kind = 0; kind < 2; kind++) {
         p2p_mismatch m = { kind, 0, 0 };
         ptdp_launch_result res;
-        ck_assert_int_eq(launch(2, mismatched_message, &m, 10, &res), PTDP_EMISMATCH);
+        ck_assert_int_eq(harness_launch(2, mismatched_message, &m, &short_watchdog, &res), PTDP_EMISMATCH);
         ck_assert_int_eq(res.failed_rank, 1);
         char where[64];
         snprintf(where, sizeof where, "rank 0 send count=10 f32 at test_p2p.c:%d", m.send_line);
@@ -204,7 +188,7 @@ static int deadlocked_pair(ptdp_device *dev, void *arg)
     return rc ? rc : ptdp_recv(dev->world, &x, 1, PTDP_F32, 0, 1);
 }
 
-START_TEST(test_watchdog_names_deadlock)
+TEST(p2p_tests, test_watchdog_names_deadlock)
 {
     for (int kind = 0; kind < 2; kind++) {
         deadlock d;
@@ -212,7 +196,7 @@ START_TEST(test_watchdog_names_deadlock)
         d.kind = kind;
         ptdp_launch_result res;
         double t0 = ptdp_wall_now();
-        ck_assert_int_eq(launch(2, deadlocked_pair, &d, 0.5, &res), PTDP_ETIMEDOUT);
+        ck_assert_int_eq(harness_launch(2, deadlocked_pair, &d, &half_second, &res), PTDP_ETIMEDOUT);
         ck_assert(ptdp_wall_now() - t0 < 5.0);
         char want[160];
         if (kind == 0) {
@@ -250,10 +234,10 @@ static int deadlock_in_pairs(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_watchdog_in_subgroup)
+TEST(p2p_tests, test_watchdog_in_subgroup)
 {
     ptdp_launch_result res;
-    ck_assert_int_eq(launch(4, deadlock_in_pairs, NULL, 0.5, &res), PTDP_ETIMEDOUT);
+    ck_assert_int_eq(harness_launch(4, deadlock_in_pairs, NULL, &half_second, &res), PTDP_ETIMEDOUT);
     ASSERT_HAS(res.message, "rank 0: waiting in send to rank 1 (world rank 2) tag 0 in group 'pair'");
     ASSERT_HAS(res.message, "rank 3: waiting in send to rank 0 (world rank 1) tag 0 in group 'pair'");
     ptdp_launch_result_free(&res);
@@ -269,11 +253,11 @@ static int receive_from_returned(ptdp_device *dev, void *arg)
     return ptdp_recv(dev->world, &x, 1, PTDP_F32, 1, 0);
 }
 
-START_TEST(test_peer_returned)
+TEST(p2p_tests, test_peer_returned)
 {
     ptdp_launch_result res;
     double t0 = ptdp_wall_now();
-    ck_assert_int_eq(launch(2, receive_from_returned, NULL, 30, &res), PTDP_EMISMATCH);
+    ck_assert_int_eq(harness_launch(2, receive_from_returned, NULL, NULL, &res), PTDP_EMISMATCH);
     ck_assert(ptdp_wall_now() - t0 < 2.0);
     ASSERT_HAS(res.message, "recv from rank 1 tag 0");
     ASSERT_HAS(res.message, "rank 1 has already returned");
@@ -300,7 +284,7 @@ static int timed_message(ptdp_device *dev, void *arg)
     return ptdp_recv(dev->world, buf[1], t->count, PTDP_F32, 0, 0);
 }
 
-START_TEST(test_message_virtual_time)
+TEST(p2p_tests, test_message_virtual_time)
 {
     const ptdp_profile *p = ptdp_profile_default();
     size_t count = 1 << 16;
@@ -310,7 +294,7 @@ START_TEST(test_message_virtual_time)
     /* An early receiver waits for the arrival. */
     timing early = { 1e-3, 0.0, count };
     ptdp_launch_result res;
-    ck_assert_int_eq(launch(2, timed_message, &early, 10, &res), 0);
+    harness_launch_ok(2, timed_message, &early, NULL, &res);
     ck_assert_double_eq_tol(res.devices[0].clock.now, 1e-3 + cost, 1e-15);
     ck_assert_double_eq_tol(res.devices[0].clock.comm_s, cost, 1e-15);
     ck_assert_double_eq_tol(res.devices[1].clock.now, 1e-3 + cost, 1e-15);
@@ -319,7 +303,7 @@ START_TEST(test_message_virtual_time)
 
     /* A late receiver finds the message there. */
     timing late = { 1e-3, 5e-3, count };
-    ck_assert_int_eq(launch(2, timed_message, &late, 10, &res), 0);
+    harness_launch_ok(2, timed_message, &late, NULL, &res);
     ck_assert_double_eq_tol(res.devices[1].clock.now, 5e-3, 1e-15);
     ck_assert_double_eq_tol(res.devices[1].clock.idle_s, 0.0, 1e-15);
     ptdp_launch_result_free(&res);
@@ -334,37 +318,13 @@ static int zero_length(ptdp_device *dev, void *arg)
     return ptdp_recv(dev->world, NULL, 0, PTDP_F32, 0, 4);
 }
 
-START_TEST(test_zero_length_message)
+TEST(p2p_tests, test_zero_length_message)
 {
-    ptdp_launch_result res;
-    ck_assert_msg(launch(2, zero_length, NULL, 10, &res) == 0, "%s", res.message);
-    ptdp_launch_result_free(&res);
+    harness_launch_ok(2, zero_length, NULL, NULL, NULL);
 }
 END_TEST
 
-static Suite *p2p_suite(void)
-{
-    Suite *s = suite_create("p2p");
-    TCase *tc = tcase_create("p2p");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_messages_arrive_in_order);
-    tcase_add_test(tc, test_source_and_tag);
-    tcase_add_test(tc, test_even_odd_ring_shift);
-    tcase_add_test(tc, test_count_and_type_mismatch);
-    tcase_add_test(tc, test_watchdog_names_deadlock);
-    tcase_add_test(tc, test_watchdog_in_subgroup);
-    tcase_add_test(tc, test_peer_returned);
-    tcase_add_test(tc, test_message_virtual_time);
-    tcase_add_test(tc, test_zero_length_message);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(p2p_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return harness_main("p2p");
 }

@@ -25,13 +25,13 @@
  *             schedules run through the same executor, holding exactly the
  *             micro-batches the schedule says.
  */
-#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "equivalence/equiv.h"
 #include "ptdp/ptdp.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -47,25 +47,11 @@ static ptdp_train_config small_config(int dp, int pp, int m, const char *schedul
     return c;
 }
 
-/* Run cfg with opts (watchdog, profile, trace, result); fail the test on error. */
-static void train(const ptdp_train_config *cfg, ptdp_launch_opts *opts, ptdp_state *final,
-                  ptdp_train_result *res)
-{
-    char msg[PTDP_MSG_MAX];
-    ptdp_train_config c = *cfg;
-    if (final != NULL) {
-        ck_assert_int_eq(ptdp_state_init(final, &c.model, c.optimizer, c.momentum > 0), 0);
-        c.final_state = final;
-    }
-    if (opts->watchdog_s == 0)
-        opts->watchdog_s = 20;
-    int rc = ptdp_train(&c, opts, NULL, NULL, res, msg, sizeof msg);
-    ck_assert_msg(rc == 0, "dp=%d pp=%d m=%d %s failed: %s", c.dp, c.pp, c.micro_batches, c.schedule, msg);
-}
-
 static const char *const SCHEDULES[] = { "gpipe", "1f1b" };
 
 /* ------------------------------------------------------------- memory */
+
+static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 60 };
 
 /*
  * Bytes of the category "acts" one micro-batch of `rows` samples leaves on
@@ -122,17 +108,16 @@ static size_t expected_peak(const ptdp_train_config *c, int stage)
 }
 
 /* _i: (pp, m) from the table, x schedule. */
-START_TEST(test_activation_peaks_per_stage)
+LOOP_TEST(memory_tests, test_activation_peaks_per_stage, 10)
 {
     static const int cases[][2] = { { 4, 8 }, { 4, 2 }, { 3, 6 }, { 2, 1 }, { 2, 16 } };
     int pp = cases[_i / 2][0], m = cases[_i / 2][1];
     const char *schedule = SCHEDULES[_i % 2];
     ptdp_train_config c = small_config(1, pp, m, schedule);
-    ptdp_launch_opts o = { 0 };
     ptdp_train_result plain, recomputed;
-    train(&c, &o, NULL, &plain);
+    equiv_train(&c, NULL, NULL, &plain);
     c.recompute = true;
-    train(&c, &o, NULL, &recomputed);
+    equiv_train(&c, NULL, NULL, &recomputed);
 
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create(schedule, pp, m, &s), 0);
@@ -163,14 +148,13 @@ START_TEST(test_activation_peaks_per_stage)
 END_TEST
 
 /* GPipe against 1F1B on one configuration: the headline of the pipeline lesson. */
-START_TEST(test_gpipe_holds_m_1f1b_holds_p_minus_rank)
+TEST(memory_tests, test_gpipe_holds_m_1f1b_holds_p_minus_rank)
 {
     ptdp_train_config c = small_config(1, 4, 8, "gpipe");
-    ptdp_launch_opts o = { 0 };
     ptdp_train_result g, f;
-    train(&c, &o, NULL, &g);
+    equiv_train(&c, NULL, NULL, &g);
     c.schedule = "1f1b";
-    train(&c, &o, NULL, &f);
+    equiv_train(&c, NULL, NULL, &f);
     for (int st = 0; st < 4; st++) {
         mb_bytes b = micro_batch_bytes(&c, st);
         ck_assert_uint_eq((g.peak_acts[st] - b.scratch) / b.resident, 8);
@@ -185,24 +169,18 @@ END_TEST
 
 /* The recomputed forward is the same computation on the same bits, so the
  * trained weights and every step's loss are bit-identical, not just close. */
-START_TEST(test_recompute_is_bit_identical)
+LOOP_TEST(memory_tests, test_recompute_is_bit_identical, 4)
 {
     ptdp_train_config c = small_config(1, 4, 8, SCHEDULES[_i % 2]);
     c.steps = 3;
     c.dropout = _i / 2 ? 0.1 : 0.0;
-    ptdp_launch_opts o = { 0 };
     ptdp_state a, b;
     ptdp_train_result ra, rb;
-    train(&c, &o, &a, &ra);
+    equiv_train(&c, NULL, &a, &ra);
     c.recompute = true;
-    train(&c, &o, &b, &rb);
-    for (int i = 0; i < c.steps; i++)
-        ck_assert_msg(memcmp(&ra.log[i].loss, &rb.log[i].loss, sizeof(double)) == 0,
-                      "step %d loss %.17g, with recompute %.17g", i + 1, ra.log[i].loss, rb.log[i].loss);
-    ck_assert_int_eq(a.ntensors, b.ntensors);
-    for (int i = 0; i < a.ntensors; i++)
-        ck_assert_msg(memcmp(a.t[i].data, b.t[i].data, (size_t)a.t[i].rows * a.t[i].cols * sizeof(ptdp_real)) == 0,
-                      "%s differs with --recompute", a.t[i].name);
+    equiv_train(&c, NULL, &b, &rb);
+    equiv_losses_agree(rb.log, ra.log, c.steps, 0, "with --recompute");
+    equiv_states_agree(&b, &a, 0, "with --recompute");
     ptdp_train_result_free(&ra);
     ptdp_train_result_free(&rb);
     ptdp_state_free(&a);
@@ -212,6 +190,8 @@ END_TEST
 
 /* ------------------------------------------------------------- bubble */
 
+static const harness_tcase bubble_tests = { .name = "bubble", .timeout_s = 60 };
+
 /*
  * The ideal profile: blocks cost flops / peak, everything else (input and
  * output layers, links, optimizer) is free.  Then every device's virtual
@@ -219,7 +199,7 @@ END_TEST
  * 1 - compute / now is that stage's idle fraction, and the run's measured
  * bubble (their mean) must be the formula.
  */
-START_TEST(test_bubble_ideal_equals_formula)
+LOOP_TEST(bubble_tests, test_bubble_ideal_equals_formula, 44)
 {
     static const int cases[][3] = {   /* dp, pp, m */
         { 1, 2, 1 }, { 1, 2, 4 }, { 1, 3, 2 }, { 1, 3, 6 }, { 1, 4, 1 }, { 1, 4, 4 },
@@ -232,7 +212,7 @@ START_TEST(test_bubble_ideal_equals_formula)
     ptdp_launch_opts o = { .profile = ptdp_profile_find("ideal"), .result = &lr };
     ck_assert_ptr_nonnull(o.profile);
     ptdp_train_result r;
-    train(&c, &o, NULL, &r);
+    equiv_train(&c, &o, NULL, &r);
     double formula = (double)(pp - 1) / (double)(m + pp - 1);
     ck_assert_msg(fabs(r.bubble_formula - formula) < 1e-15, "formula %.17g", r.bubble_formula);
     ck_assert_msg(fabs(ptdp_bubble_formula(pp, m) - formula) < 1e-15, "schedule.h formula");
@@ -252,12 +232,12 @@ END_TEST
 
 /* The measurement is a measurement: with real costs (edge layers, links
  * with latency) the bubble is larger than the textbook's. */
-START_TEST(test_bubble_real_profile_exceeds_formula)
+LOOP_TEST(bubble_tests, test_bubble_real_profile_exceeds_formula, 2)
 {
     ptdp_train_config c = small_config(1, 4, 8, SCHEDULES[_i]);
     ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100") };
     ptdp_train_result r;
-    train(&c, &o, NULL, &r);
+    equiv_train(&c, &o, NULL, &r);
     ck_assert_msg(r.bubble_measured > r.bubble_formula + 0.01, "measured %.6f, formula %.6f", r.bubble_measured,
                   r.bubble_formula);
     ck_assert(r.bubble_measured < 1.0);
@@ -266,6 +246,8 @@ START_TEST(test_bubble_real_profile_exceeds_formula)
 END_TEST
 
 /* ------------------------------------------- data parallelism composes */
+
+static const harness_tcase dp_tests = { .name = "dp", .timeout_s = 60 };
 
 /* Each stage's DDP buckets and parameter count, from the library itself. */
 typedef struct {
@@ -286,7 +268,7 @@ static int stage_info_device(ptdp_device *dev, void *arg)
         rc = ptdp_model_init(dev, &m, &c->model, &mesh, c->stage_layers, c->seed, 0.0);
     if (rc != 0)
         return rc;
-    ck_assert_int_eq(ptdp_ddp_init(&ddp, &m, c->bucket_mb), 0);
+    DEVICE_TRY(ptdp_ddp_init(&ddp, &m, c->bucket_mb));
     si->nbuckets[mesh.pp_rank] = ddp.nbuckets;
     si->numel[mesh.pp_rank] = m.numel;
     ptdp_ddp_free(&ddp);
@@ -299,21 +281,11 @@ static void stage_info_of(const ptdp_train_config *c, stage_info *si)
 {
     memset(si, 0, sizeof *si);
     si->cfg = c;
-    ck_assert_int_eq(ptdp_launch(c->pp, stage_info_device, si, NULL), 0);
-}
-
-static const ptdp_comm_stats *comm_of(const ptdp_launch_result *lr, int d) { return &lr->devices[d].comm; }
-
-static int group_index(const ptdp_comm_stats *s, const char *name)
-{
-    for (int g = 0; g < s->ngroups; g++)
-        if (strcmp(s->group[g].name, name) == 0)
-            return g;
-    return -1;
+    harness_launch_ok(c->pp, stage_info_device, si, NULL, NULL);
 }
 
 /* dp 2 x pp 2: dp-group calls per step = buckets of the stage, for any M. */
-START_TEST(test_dp_all_reduce_once_per_step)
+TEST(dp_tests, test_dp_all_reduce_once_per_step)
 {
     static const int ms[] = { 1, 4, 8 };
     ptdp_train_config c = small_config(2, 2, 4, "1f1b");
@@ -328,12 +300,12 @@ START_TEST(test_dp_all_reduce_once_per_step)
         ptdp_launch_result lr;
         ptdp_launch_opts o = { .result = &lr };
         ptdp_train_result r;
-        train(&c, &o, NULL, &r);
+        equiv_train(&c, &o, NULL, &r);
         for (int d = 0; d < lr.world_size; d++) {
             int dp_rank, tp_rank, stage;
             ptdp_mesh_coords(c.dp, c.tp, c.pp, d, &dp_rank, &tp_rank, &stage);
-            const ptdp_comm_stats *s = comm_of(&lr, d);
-            int g = group_index(s, "dp");
+            const ptdp_comm_stats *s = &lr.devices[d].comm;
+            int g = harness_group_index(s, "dp");
             ck_assert_msg(g >= 0, "device %d has no 'dp' group statistics", d);
             ck_assert_msg(s->group[g].calls == (unsigned long long)c.steps * si.nbuckets[stage],
                           "m=%d device %d (stage %d): %llu dp calls in %d steps, expected %d per step (buckets)",
@@ -346,7 +318,7 @@ START_TEST(test_dp_all_reduce_once_per_step)
             else
                 ck_assert_uint_eq(s->group[g].calls, calls_at_m1[d]);
             /* while the pipeline's messages do scale with M: one each way per micro-batch */
-            int p = group_index(s, "pp");
+            int p = harness_group_index(s, "pp");
             ck_assert_int_ge(p, 0);
             ck_assert_uint_eq(s->calls[PTDP_COLL_SEND], (unsigned long long)c.steps * c.micro_batches);
             ck_assert_uint_eq(s->calls[PTDP_COLL_RECV], (unsigned long long)c.steps * c.micro_batches);
@@ -358,6 +330,8 @@ START_TEST(test_dp_all_reduce_once_per_step)
 END_TEST
 
 /* ------------------------------------------------------------- trace */
+
+static const harness_tcase trace_tests = { .name = "trace", .timeout_s = 60 };
 
 typedef struct {
     char name[64], cat[16];
@@ -419,12 +393,10 @@ static bool ends_with(const char *s, const char *suffix)
  * profile a transfer is free, so their time is all idle, and it must add
  * up to the stage's bubble (p - 1) / (m + p - 1).
  */
-START_TEST(test_trace_shows_stages_and_idle)
+LOOP_TEST(trace_tests, test_trace_shows_stages_and_idle, 2)
 {
     char path[] = "/tmp/ptdp-pp-trace-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert(fd >= 0);
-    close(fd);
+    harness_temp_file(path);
     const int M = 4;
     ptdp_train_config c = small_config(2, 2, M, SCHEDULES[_i]);
     c.model.hidden = 64;   /* events of a microsecond or more: the file's */
@@ -436,7 +408,7 @@ START_TEST(test_trace_shows_stages_and_idle)
     ptdp_launch_result lr;
     ptdp_launch_opts o = { .profile = ptdp_profile_find("ideal"), .trace_path = path, .result = &lr };
     ptdp_train_result r;
-    train(&c, &o, NULL, &r);
+    equiv_train(&c, &o, NULL, &r);
 
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
@@ -515,6 +487,8 @@ END_TEST
 
 /* ------------------------------------------------- the executor, by hand */
 
+static const harness_tcase executor_tests = { .name = "executor", .timeout_s = 60 };
+
 /* One pipeline step of a given schedule on pp devices, assembled from the
  * library's pieces: mesh, model, data, ptdp_pp_run_step. */
 typedef struct {
@@ -542,8 +516,10 @@ static int step_device(ptdp_device *dev, void *arg)
     int rc = ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh);
     if (rc != 0)
         return rc;
-    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0)
+    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0) {
+        ptdp_mesh_free(&mesh);   /* the runs that must fail free what they made, for LeakSanitizer */
         return rc;
+    }
     ptdp_pp_step st = {
         .model = &m, .schedule = a->schedule, .step = 0,
         .shard_first = 0, .shard_rows = a->batch, .micro_batches = a->micro_batches,
@@ -568,14 +544,13 @@ static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchd
     a->model = STEP_MODEL;
     a->batch = 4 * s->micro_batches;
     a->micro_batches = micro_batches;
-    ptdp_launch_opts o = { .watchdog_s = watchdog_s, .result = lr };
-    return ptdp_launch(s->pp, step_device, a, &o);
+    return harness_launch(s->pp, step_device, a, &(ptdp_launch_opts){ .watchdog_s = watchdog_s }, lr);
 }
 
 /* The real schedules through the executor: each stage holds exactly the
  * micro-batches the schedule promises, runs the optimizer once, and every
  * schedule computes the same loss. */
-START_TEST(test_executor_follows_the_schedule)
+LOOP_TEST(executor_tests, test_executor_follows_the_schedule, 5)
 {
     static const int cases[][2] = { { 2, 1 }, { 2, 5 }, { 3, 4 }, { 4, 8 }, { 4, 2 } };
     int pp = cases[_i][0], m = cases[_i][1];
@@ -607,7 +582,7 @@ END_TEST
  * both send and wait for each other.  The validator predicts it; the
  * executor then really hangs, and the watchdog (1 s here) ends the run with
  * PTDP_ETIMEDOUT and a report naming each stage waiting in its send. */
-START_TEST(test_naive_1f1b_deadlocks_and_watchdog_names_stages)
+LOOP_TEST(executor_tests, test_naive_1f1b_deadlocks_and_watchdog_names_stages, 2)
 {
     static const int cases[][2] = { { 2, 2 }, { 4, 8 } };
     int pp = cases[_i][0], m = cases[_i][1];
@@ -625,7 +600,7 @@ START_TEST(test_naive_1f1b_deadlocks_and_watchdog_names_stages)
     ck_assert_msg(rc == PTDP_ETIMEDOUT, "rc %d (%s): %s", rc, ptdp_strerror(rc), lr.message);
     ck_assert_int_eq(lr.status, PTDP_ETIMEDOUT);
     ck_assert_msg(took < 5.0, "the watchdog took %.1f s", took);
-    ck_assert_ptr_nonnull(strstr(lr.message, "watchdog"));
+    ASSERT_HAS(lr.message, "watchdog");
     /* Every stage is where the validator said it would block: in the send
      * of its verdict line, to that peer, with that micro-batch's tag
      * (pp.c: 2 mb for activations, 2 mb + 1 for gradients). */
@@ -638,7 +613,7 @@ START_TEST(test_naive_1f1b_deadlocks_and_watchdog_names_stages)
         ck_assert(act->kind == PTDP_ACT_SEND_FORWARD || act->kind == PTDP_ACT_SEND_BACKWARD);
         snprintf(want, sizeof want, "rank %d: waiting in send to rank %d tag %d in group 'pp' at pp.c:", st,
                  act->peer, 2 * act->mb + (act->kind == PTDP_ACT_SEND_BACKWARD));
-        ck_assert_msg(strstr(lr.message, want) != NULL, "watchdog report lacks \"%s\": %s", want, lr.message);
+        ASSERT_HAS(lr.message, want);
     }
     /* no stage got to its optimizer step */
     for (int st = 0; st < pp; st++)
@@ -656,7 +631,7 @@ END_TEST
 
 /* A schedule made for another m (or another pp) is an error, not a write
  * past the executor's micro-batch table. */
-START_TEST(test_executor_rejects_a_mismatched_schedule)
+TEST(executor_tests, test_executor_rejects_a_mismatched_schedule)
 {
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create("1f1b", 2, 4, &s), 0);
@@ -664,7 +639,7 @@ START_TEST(test_executor_rejects_a_mismatched_schedule)
     ptdp_launch_result lr;
     int rc = run_schedule(s, 2, 5, &a, &lr);
     ck_assert_int_eq(rc, PTDP_EINVAL);
-    ck_assert_msg(strstr(lr.message, "micro-batches") != NULL, "%s", lr.message);
+    ASSERT_HAS(lr.message, "micro-batches");
     ptdp_launch_result_free(&lr);
     ptdp_schedule_destroy(s);
 }
@@ -673,7 +648,7 @@ END_TEST
 /* A hand-written list that forwards on stage 1 before receiving: the
  * executor names the action instead of computing on nothing, and the
  * stage waiting for it is released (aborted), not left to the watchdog. */
-START_TEST(test_executor_names_an_out_of_order_action)
+TEST(executor_tests, test_executor_names_an_out_of_order_action)
 {
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_alloc("broken", 2, 1, &s), 0);
@@ -694,8 +669,7 @@ START_TEST(test_executor_names_an_out_of_order_action)
     ck_assert_int_eq(run_schedule(s, 1, 30, &a, &lr), PTDP_EINVAL);
     ck_assert(ptdp_wall_now() - t0 < 5.0);
     ck_assert_int_eq(lr.failed_rank, 1);
-    ck_assert_msg(strstr(lr.message, "stage 1, action 0 (FORWARD of micro-batch 0): its input was not received") != NULL,
-                  "%s", lr.message);
+    ASSERT_HAS(lr.message, "stage 1, action 0 (FORWARD of micro-batch 0): its input was not received");
     ptdp_launch_result_free(&lr);
     ptdp_schedule_destroy(s);
 }
@@ -703,41 +677,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pp");
-    TCase *mem = tcase_create("memory");
-    tcase_set_timeout(mem, 60);
-    tcase_add_loop_test(mem, test_activation_peaks_per_stage, 0, 10);
-    tcase_add_test(mem, test_gpipe_holds_m_1f1b_holds_p_minus_rank);
-    tcase_add_loop_test(mem, test_recompute_is_bit_identical, 0, 4);
-    suite_add_tcase(s, mem);
-
-    TCase *bub = tcase_create("bubble");
-    tcase_set_timeout(bub, 60);
-    tcase_add_loop_test(bub, test_bubble_ideal_equals_formula, 0, 44);
-    tcase_add_loop_test(bub, test_bubble_real_profile_exceeds_formula, 0, 2);
-    suite_add_tcase(s, bub);
-
-    TCase *dp = tcase_create("dp");
-    tcase_set_timeout(dp, 60);
-    tcase_add_test(dp, test_dp_all_reduce_once_per_step);
-    suite_add_tcase(s, dp);
-
-    TCase *tr = tcase_create("trace");
-    tcase_set_timeout(tr, 60);
-    tcase_add_loop_test(tr, test_trace_shows_stages_and_idle, 0, 2);
-    suite_add_tcase(s, tr);
-
-    TCase *ex = tcase_create("executor");
-    tcase_set_timeout(ex, 60);
-    tcase_add_loop_test(ex, test_executor_follows_the_schedule, 0, 5);
-    tcase_add_loop_test(ex, test_naive_1f1b_deadlocks_and_watchdog_names_stages, 0, 2);
-    tcase_add_test(ex, test_executor_rejects_a_mismatched_schedule);
-    tcase_add_test(ex, test_executor_names_an_out_of_order_action);
-    suite_add_tcase(s, ex);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("pp");
 }

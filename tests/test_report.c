@@ -15,15 +15,15 @@
  *                          gradients backward, per stage boundary
  *   virtual time           compute + comm + idle = the device's clock
  */
-#include <check.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "equivalence/equiv.h"
 #include "model_size.h"
 #include "ptdp/mesh.h"
 #include "ptdp/launch.h"
+
+static const harness_tcase report_tests = { .name = "report", .timeout_s = 60 };
 
 static const double R = sizeof(ptdp_real);
 
@@ -34,12 +34,8 @@ typedef struct {
 
 static void run(const ptdp_train_config *cfg, run_out *out)
 {
-    char msg[PTDP_MSG_MAX];
-    ptdp_launch_opts o = equiv_opts();
     memset(out, 0, sizeof *out);
-    o.result = &out->lr;
-    int rc = ptdp_train(cfg, &o, NULL, NULL, &out->res, msg, sizeof msg);
-    ck_assert_msg(rc == 0, "%s", msg);
+    equiv_train(cfg, &(ptdp_launch_opts){ .result = &out->lr }, NULL, &out->res);
 }
 
 static void run_free(run_out *out)
@@ -52,13 +48,11 @@ static void run_free(run_out *out)
 static double sent_in(const run_out *o, int r, const char *name)
 {
     const ptdp_comm_stats *s = &o->lr.devices[r].comm;
-    for (int g = 0; g < s->ngroups; g++)
-        if (strcmp(s->group[g].name, name) == 0)
-            return s->group[g].sent;
-    return 0;
+    int g = harness_group_index(s, name);
+    return g < 0 ? 0 : s->group[g].sent;
 }
 
-START_TEST(test_params_memory)
+TEST(report_tests, test_params_memory)
 {
     static const int layers[] = { 3, 1 };
     ptdp_train_config c = equiv_config(2, 2, 2, 2);
@@ -79,7 +73,7 @@ START_TEST(test_params_memory)
 }
 END_TEST
 
-START_TEST(test_dp_bytes_per_step)
+TEST(report_tests, test_dp_bytes_per_step)
 {
     const int N = 4, steps = 3;
     ptdp_train_config c = equiv_config(N, 1, 1, 2);
@@ -114,7 +108,7 @@ static double tp_bytes(int layers, int tp, double *group_sum)
     return one;
 }
 
-START_TEST(test_tp_bytes_per_block)
+TEST(report_tests, test_tp_bytes_per_block)
 {
     ptdp_train_config c = equiv_config(1, 2, 1, 2);
     double B = c.batch, h = c.model.hidden;
@@ -136,7 +130,7 @@ START_TEST(test_tp_bytes_per_block)
 }
 END_TEST
 
-START_TEST(test_pp_bytes_per_step)
+TEST(report_tests, test_pp_bytes_per_step)
 {
     for (int P = 2; P <= 4; P += 2) {
         ptdp_train_config c = equiv_config(1, 1, P, 4);
@@ -159,7 +153,7 @@ START_TEST(test_pp_bytes_per_step)
 }
 END_TEST
 
-START_TEST(test_virtual_time_adds_up)
+TEST(report_tests, test_virtual_time_adds_up)
 {
     ptdp_train_config c = equiv_config(2, 2, 2, 4);
     c.steps = 3;
@@ -186,18 +180,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("report");
-    TCase *tc = tcase_create("report");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_params_memory);
-    tcase_add_test(tc, test_dp_bytes_per_step);
-    tcase_add_test(tc, test_tp_bytes_per_block);
-    tcase_add_test(tc, test_pp_bytes_per_step);
-    tcase_add_test(tc, test_virtual_time_adds_up);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("report");
 }

@@ -2,18 +2,20 @@
  * test_rng.c — counter-based random numbers: reference values, determinism,
  * shards equal slices of the full stream, distribution, independent streams.
  */
-#include <check.h>
 #include <math.h>
 #include <stdint.h>
 
+#include "harness.h"
 #include "ptdp/rng.h"
+
+static const harness_tcase rng_tests = { .name = "rng", .timeout_s = 60 };
 
 /* Statistical checks use 5 standard errors: a correct generator fails one of
  * them with probability ~6e-7, and the inputs are fixed, so a pass is
  * reproducible. */
 #define SIGMAS 5.0
 
-START_TEST(test_splitmix64_reference)
+TEST(rng_tests, test_splitmix64_reference)
 {
     /* bits(key, i) is output i+1 of SplitMix64 seeded with key; the first
      * outputs for seed 0 are the published reference values. */
@@ -24,7 +26,7 @@ START_TEST(test_splitmix64_reference)
 }
 END_TEST
 
-START_TEST(test_deterministic)
+TEST(rng_tests, test_deterministic)
 {
     uint64_t k1 = ptdp_rng_key(42, "blocks.0.fc1.weight");
     uint64_t k2 = ptdp_rng_key(42, "blocks.0.fc1.weight");
@@ -39,7 +41,7 @@ END_TEST
 
 /* What tensor parallelism relies on: rank r drawing indices [lo, hi) alone,
  * in any order, gets exactly that slice of the full stream. */
-START_TEST(test_shard_equals_slice)
+TEST(rng_tests, test_shard_equals_slice)
 {
     enum { N = 4096 };
     static double full[N];
@@ -57,7 +59,7 @@ START_TEST(test_shard_equals_slice)
 }
 END_TEST
 
-START_TEST(test_uniform_open_interval_and_moments)
+TEST(rng_tests, test_uniform_open_interval_and_moments)
 {
     enum { N = 1000000 };
     uint64_t key = ptdp_rng_key(1, "u");
@@ -77,7 +79,7 @@ START_TEST(test_uniform_open_interval_and_moments)
 }
 END_TEST
 
-START_TEST(test_normal_moments)
+TEST(rng_tests, test_normal_moments)
 {
     enum { N = 1000000 };
     uint64_t key = ptdp_rng_key(2024, "blocks.3.attn.qkv.weight");
@@ -103,7 +105,7 @@ START_TEST(test_normal_moments)
 }
 END_TEST
 
-START_TEST(test_bits_balanced)
+TEST(rng_tests, test_bits_balanced)
 {
     enum { N = 100000 };
     uint64_t key = ptdp_rng_key(3, "bits");
@@ -120,7 +122,7 @@ START_TEST(test_bits_balanced)
 END_TEST
 
 /* Two names, or two seeds, give unrelated streams. */
-START_TEST(test_streams_independent)
+TEST(rng_tests, test_streams_independent)
 {
     enum { N = 200000 };
     uint64_t a = ptdp_rng_key(1, "blocks.0.fc1.weight");
@@ -148,20 +150,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("rng");
-    TCase *tc = tcase_create("rng");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_splitmix64_reference);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_shard_equals_slice);
-    tcase_add_test(tc, test_uniform_open_interval_and_moments);
-    tcase_add_test(tc, test_normal_moments);
-    tcase_add_test(tc, test_bits_balanced);
-    tcase_add_test(tc, test_streams_independent);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return harness_main("rng");
 }

@@ -13,8 +13,6 @@
  *     files included);
  *   - writes are atomic: a failed write leaves the old file and no temporary.
  */
-#include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -25,9 +23,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/safetensors.h"
 
@@ -47,24 +44,7 @@ static void make_root(void)
     chmod(root, 0755);   /* the read-only-directory test may look in as "nobody" */
 }
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    chmod(path, 0755);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            if (unlink(p) != 0) remove_tree(p);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
-static void remove_root(void) { remove_tree(root); }
+static void remove_root(void) { harness_remove_tree(root); }
 
 static void make_dir(void)
 {
@@ -72,7 +52,13 @@ static void make_dir(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
-static void remove_dir(void) { remove_tree(dir); }
+static void remove_dir(void) { harness_remove_tree(dir); }
+
+/* Every test runs in a fresh directory of its own. */
+static const harness_tcase core_tests = {
+    .name = "core", .timeout_s = 30,
+    .setup_once = make_root, .teardown_once = remove_root, .setup = make_dir, .teardown = remove_dir,
+};
 
 static const char *in_dir(const char *name)
 {
@@ -87,31 +73,6 @@ static void write_bytes(const char *path, const void *buf, size_t len)
     ck_assert_ptr_nonnull(fp);
     ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
     ck_assert_int_eq(fclose(fp), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    ck_assert_ptr_nonnull(fp);
-    unsigned char *buf = malloc(1 << 20);
-    *len = fread(buf, 1, 1 << 20, fp);
-    fclose(fp);
-    return buf;
-}
-
-/* Entries of the test directory; with `tmp` set, only leftover temporaries. */
-static int count_entries(const char *d, int tmp_only)
-{
-    DIR *dd = opendir(d);
-    ck_assert_ptr_nonnull(dd);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(dd)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            (!tmp_only || strstr(e->d_name, ".tmp.")))
-            n++;
-    closedir(dd);
-    return n;
 }
 
 static ptdp_st_tensor tensor(const char *name, ptdp_dtype dt, int ndim, const int64_t *shape,
@@ -165,7 +126,7 @@ static void expect_corrupt_header(const char *header, const void *data, size_t d
 /* Round trips                                                               */
 /* ------------------------------------------------------------------------ */
 
-START_TEST(test_round_trip_all_dtypes)
+TEST(core_tests, test_round_trip_all_dtypes)
 {
     const float w[6] = {1.5f, -2.25f, 3.0f, 0.0f, -0.0f, 1e-30f};
     const double b[4] = {0.1, -1e300, 3.141592653589793, 5e-324};
@@ -188,7 +149,7 @@ START_TEST(test_round_trip_all_dtypes)
     const char *vals[3] = {"1234", "line1\nline2\ttab\r/\b\f", "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80"};
     const char *path = in_dir("ckpt.st");
     ck_assert_int_eq(ptdp_st_write(path, t, 7, keys, vals, 3, msg, sizeof msg), 0);
-    ck_assert_int_eq(count_entries(dir, 0), 1);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 1);
 
     ptdp_st_file *f = NULL;
     ck_assert_msg(ptdp_st_open(path, &f, msg, sizeof msg) == 0, "%s", msg);
@@ -239,7 +200,7 @@ END_TEST
 
 /* The file on disk, byte for byte, written out by hand from the format's
  * description: length prefix, compact JSON, spaces to a multiple of 8, data. */
-START_TEST(test_exact_bytes)
+TEST(core_tests, test_exact_bytes)
 {
     const float a[2] = {1.0f, -2.0f};
     const int64_t s = 7, shape_a[1] = {2};
@@ -261,14 +222,14 @@ START_TEST(test_exact_bytes)
     memcpy(expected + 144, data, 16);
 
     size_t len;
-    unsigned char *got = read_bytes(path, &len);
+    unsigned char *got = (unsigned char *)harness_read_file(path, &len);
     ck_assert_uint_eq(len, sizeof expected);
     ck_assert_int_eq(memcmp(got, expected, sizeof expected), 0);
     free(got);
 
     /* and no tensors at all: "{}" and six spaces */
     ck_assert_int_eq(ptdp_st_write(path, NULL, 0, NULL, NULL, 0, msg, sizeof msg), 0);
-    got = read_bytes(path, &len);
+    got = (unsigned char *)harness_read_file(path, &len);
     ck_assert_uint_eq(len, 16);
     ck_assert_int_eq(memcmp(got, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(got);
@@ -281,7 +242,7 @@ END_TEST
 
 /* Files written by others: any key order, whitespace, escapes, \u with
  * surrogate pairs, tensors listed out of data order. */
-START_TEST(test_reads_foreign_layouts)
+TEST(core_tests, test_reads_foreign_layouts)
 {
     static const char header[] =
         "{ \"b\" : { \"shape\" : [ 2 ] , \"data_offsets\" : [ 8 , 16 ], \"dtype\" : \"F32\" } ,\n"
@@ -322,7 +283,7 @@ static size_t valid_file(unsigned char *buf)
                      d, sizeof d);
 }
 
-START_TEST(test_corrupt_lengths)
+TEST(core_tests, test_corrupt_lengths)
 {
     unsigned char buf[1024];
     size_t len = valid_file(buf);
@@ -353,7 +314,7 @@ START_TEST(test_corrupt_lengths)
 }
 END_TEST
 
-START_TEST(test_corrupt_json)
+TEST(core_tests, test_corrupt_json)
 {
     static const unsigned char d[32];
     static const struct { const char *header; const char *why; } cases[] = {
@@ -441,7 +402,7 @@ START_TEST(test_corrupt_json)
 END_TEST
 
 /* The JSON is fine; what it says about the bytes is not. */
-START_TEST(test_corrupt_layout)
+TEST(core_tests, test_corrupt_layout)
 {
     static const unsigned char d[64];
     expect_corrupt_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,16]}}", d, 16,
@@ -480,7 +441,7 @@ static unsigned next_rand(uint64_t *s)   /* a 64-bit LCG: deterministic runs */
     return (unsigned)(*s >> 33);
 }
 
-START_TEST(test_garbage_and_unreadable)
+TEST(core_tests, test_garbage_and_unreadable)
 {
     unsigned char junk[1000];
     uint64_t s = 0x9e3779b97f4a7c15u;
@@ -507,7 +468,7 @@ END_TEST
 /* Typed reads                                                               */
 /* ------------------------------------------------------------------------ */
 
-START_TEST(test_read_checks_name_shape_dtype)
+TEST(core_tests, test_read_checks_name_shape_dtype)
 {
     const float w[6] = {1, 2, 3, 4, 5, 6};
     const double d[6] = {0.5, -1, 2, 4, 8, 1e-3};
@@ -553,7 +514,7 @@ END_TEST
 /* Writing: bad arguments, atomicity                                          */
 /* ------------------------------------------------------------------------ */
 
-START_TEST(test_write_rejects_bad_arguments)
+TEST(core_tests, test_write_rejects_bad_arguments)
 {
     const float w[2] = {1, 2};
     const int64_t s2[1] = {2}, neg[1] = {-2}, s5[5] = {1, 1, 1, 1, 2};
@@ -586,7 +547,7 @@ START_TEST(test_write_rejects_bad_arguments)
     ck_assert_int_eq(ptdp_st_write(path, t, 1, k2, vnull, 1, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_int_eq(ptdp_st_write(NULL, t, 1, NULL, NULL, 0, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_int_eq(ptdp_st_write(path, t, -1, NULL, NULL, 0, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_int_eq(count_entries(dir, 0), 0);   /* nothing was created */
+    ck_assert_int_eq(harness_count_entries(dir, 0), 0);   /* nothing was created */
 }
 END_TEST
 
@@ -597,19 +558,19 @@ static unsigned char *write_old(const char *path, size_t *len)
     const int64_t s3[1] = {3};
     ptdp_st_tensor t = tensor("old", PTDP_F32, 1, s3, old);
     ck_assert_int_eq(ptdp_st_write(path, &t, 1, NULL, NULL, 0, msg, sizeof msg), 0);
-    return read_bytes(path, len);
+    return (unsigned char *)harness_read_file(path, len);
 }
 
 static void assert_unchanged(const char *path, const unsigned char *before, size_t len)
 {
     size_t now_len;
-    unsigned char *now = read_bytes(path, &now_len);
+    unsigned char *now = (unsigned char *)harness_read_file(path, &now_len);
     ck_assert_uint_eq(now_len, len);
     ck_assert_int_eq(memcmp(now, before, len), 0);
     free(now);
 }
 
-START_TEST(test_write_failures_are_clean)
+TEST(core_tests, test_write_failures_are_clean)
 {
     const float w[2] = {1, 2};
     const int64_t s2[1] = {2};
@@ -633,47 +594,33 @@ START_TEST(test_write_failures_are_clean)
     write_bytes(in_dir("adir/inside"), "x", 1);   /* non-empty: rename cannot replace it */
     ck_assert_int_eq(ptdp_st_write(path, &t, 1, NULL, NULL, 0, msg, sizeof msg), PTDP_EIO);
     ck_assert_msg(strstr(msg, path) && strstr(msg, "rename"), "%s", msg);
-    ck_assert_int_eq(count_entries(dir, 1), 0);
-    ck_assert_int_eq(count_entries(dir, 0), 2);   /* plain, adir */
+    ck_assert_int_eq(harness_count_entries(dir, 1), 0);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 2);   /* plain, adir */
 }
 END_TEST
 
-/* A directory we may not write to.  Root ignores permission bits, so as root
- * the write runs in a child process that has given up root for "nobody". */
-static int write_as_unprivileged(const char *path, const ptdp_st_tensor *t)
+/* A directory we may not write to: root ignores permission bits, so the
+ * write runs in a child process that, as root, gives up root for "nobody". */
+typedef struct {
+    const char *path;
+    const ptdp_st_tensor *t;
+} write_args;
+
+static int write_one(void *arg)
 {
-    if (geteuid() != 0) {
-        ck_assert_int_eq(chmod(dir, 0555), 0);
-        int rc = ptdp_st_write(path, t, 1, NULL, NULL, 0, msg, sizeof msg);
-        ck_assert_int_eq(chmod(dir, 0755), 0);
-        return rc;
-    }
-    ck_assert_int_eq(chmod(dir, 0755), 0);   /* nobody may look, not write */
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(fds[0]);
-        int rc = PTDP_EINVAL;
-        if (setgid(65534) == 0 && setuid(65534) == 0)
-            rc = ptdp_st_write(path, t, 1, NULL, NULL, 0, msg, sizeof msg);
-        else
-            snprintf(msg, sizeof msg, "could not drop root");
-        if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(127);
-        _exit(-rc);
-    }
-    close(fds[1]);
-    ssize_t got = read(fds[0], msg, sizeof msg - 1);
-    msg[got > 0 ? got : 0] = '\0';
-    close(fds[0]);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status));
-    return -WEXITSTATUS(status);
+    const write_args *w = arg;
+    return ptdp_st_write(w->path, w->t, 1, NULL, NULL, 0, msg, sizeof msg);
 }
 
-START_TEST(test_write_read_only_directory)
+static int write_as_unprivileged(const char *path, const ptdp_st_tensor *t)
+{
+    ck_assert_int_eq(chmod(dir, 0555), 0);   /* nobody may look, not write */
+    int rc = harness_in_child(write_one, &(write_args){ path, t }, true, msg, sizeof msg);
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    return rc;
+}
+
+TEST(core_tests, test_write_read_only_directory)
 {
     size_t len;
     const char *path = in_dir("ckpt.st");
@@ -685,14 +632,14 @@ START_TEST(test_write_read_only_directory)
     ck_assert_msg(rc == PTDP_EIO, "rc %d: %s", rc, msg);
     ck_assert_msg(strstr(msg, path) && strstr(msg, strerror(EACCES)), "%s", msg);
     assert_unchanged(path, before, len);
-    ck_assert_int_eq(count_entries(dir, 0), 1);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 1);
     free(before);
 }
 END_TEST
 
 /* A failure in the middle of writing the data (the file-size limit hits,
  * as a full disk would): the temporary goes, the old file stays. */
-START_TEST(test_write_fails_midway)
+TEST(core_tests, test_write_fails_midway)
 {
     size_t len;
     const char *path = in_dir("ckpt.st");
@@ -714,11 +661,11 @@ START_TEST(test_write_fails_midway)
     ck_assert_msg(strstr(msg, path) && strstr(msg, "write") && strstr(msg, strerror(EFBIG)),
                   "%s", msg);
     assert_unchanged(path, before, len);
-    ck_assert_int_eq(count_entries(dir, 0), 1);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 1);
 
     /* and without the limit the same write replaces the file, leaving no temporary */
     ck_assert_int_eq(ptdp_st_write(path, &t, 1, NULL, NULL, 0, msg, sizeof msg), 0);
-    ck_assert_int_eq(count_entries(dir, 0), 1);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 1);
     ptdp_st_file *f;
     ck_assert_int_eq(ptdp_st_open(path, &f, msg, sizeof msg), 0);
     ck_assert_ptr_nonnull(ptdp_st_find(f, "big"));
@@ -752,7 +699,7 @@ static void *save_repeatedly(void *arg)
     return NULL;
 }
 
-START_TEST(test_concurrent_writers)
+TEST(core_tests, test_concurrent_writers)
 {
     char path[320];
     snprintf(path, sizeof path, "%s", in_dir("shared.st"));
@@ -766,7 +713,7 @@ START_TEST(test_concurrent_writers)
         pthread_join(th[i], NULL);
         ck_assert_int_eq(args[i].failures, 0);
     }
-    ck_assert_int_eq(count_entries(dir, 0), 1);
+    ck_assert_int_eq(harness_count_entries(dir, 0), 1);
     ptdp_st_file *f;
     ck_assert_int_eq(ptdp_st_open(path, &f, msg, sizeof msg), 0);
     const int64_t s[1] = {VALUES};
@@ -783,7 +730,7 @@ END_TEST
 /* Fuzz: mutate a valid checkpoint 500 times; open must never crash          */
 /* ------------------------------------------------------------------------ */
 
-START_TEST(test_fuzz_mutations)
+TEST(core_tests, test_fuzz_mutations)
 {
     float w[12];
     double b[3] = {1, 2, 3};
@@ -798,7 +745,7 @@ START_TEST(test_fuzz_mutations)
     const char *path = in_dir("valid.st");
     ck_assert_int_eq(ptdp_st_write(path, t, 4, k, v, 2, msg, sizeof msg), 0);
     size_t len;
-    unsigned char *orig = read_bytes(path, &len);
+    unsigned char *orig = (unsigned char *)harness_read_file(path, &len);
     unsigned char *buf = malloc(len);
     const char *mpath = in_dir("mutant.st");
     uint64_t s = 12345;
@@ -862,36 +809,7 @@ START_TEST(test_fuzz_mutations)
 }
 END_TEST
 
-static Suite *safetensors_suite(void)
-{
-    Suite *s = suite_create("safetensors");
-    TCase *tc = tcase_create("core");
-    tcase_add_unchecked_fixture(tc, make_root, remove_root);
-    tcase_add_checked_fixture(tc, make_dir, remove_dir);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_round_trip_all_dtypes);
-    tcase_add_test(tc, test_exact_bytes);
-    tcase_add_test(tc, test_reads_foreign_layouts);
-    tcase_add_test(tc, test_corrupt_lengths);
-    tcase_add_test(tc, test_corrupt_json);
-    tcase_add_test(tc, test_corrupt_layout);
-    tcase_add_test(tc, test_garbage_and_unreadable);
-    tcase_add_test(tc, test_read_checks_name_shape_dtype);
-    tcase_add_test(tc, test_write_rejects_bad_arguments);
-    tcase_add_test(tc, test_write_failures_are_clean);
-    tcase_add_test(tc, test_write_read_only_directory);
-    tcase_add_test(tc, test_write_fails_midway);
-    tcase_add_test(tc, test_concurrent_writers);
-    tcase_add_test(tc, test_fuzz_mutations);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(safetensors_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return harness_main("safetensors");
 }

@@ -9,12 +9,12 @@
  * and hand-broken lists must be rejected with the rule they break.
  * The drawings are tested in test_schedule_draw.c.
  */
-#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
 
@@ -29,6 +29,8 @@ static ptdp_schedule *make(const char *name, int pp, int m)
 
 /* ---- schedules as data -------------------------------------------------- */
 
+static const harness_tcase data_tests = { .name = "data" };
+
 static int count_kind(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb)
 {
     int n = 0;
@@ -37,7 +39,7 @@ static int count_kind(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb
     return n;
 }
 
-START_TEST(every_schedule_is_valid_for_pp_1_to_8_and_m_1_to_16)
+TEST(data_tests, every_schedule_is_valid_for_pp_1_to_8_and_m_1_to_16)
 {
     for (int pp = 1; pp <= 8; pp++)
         for (int m = 1; m <= 16; m++)
@@ -67,7 +69,7 @@ START_TEST(every_schedule_is_valid_for_pp_1_to_8_and_m_1_to_16)
 }
 END_TEST
 
-START_TEST(peak_in_flight_is_m_for_gpipe_and_p_minus_rank_for_1f1b)
+TEST(data_tests, peak_in_flight_is_m_for_gpipe_and_p_minus_rank_for_1f1b)
 {
     for (int pp = 1; pp <= 8; pp++)
         for (int m = 1; m <= 16; m++) {
@@ -83,7 +85,7 @@ START_TEST(peak_in_flight_is_m_for_gpipe_and_p_minus_rank_for_1f1b)
 }
 END_TEST
 
-START_TEST(registry_finds_both_and_rejects_bad_requests)
+TEST(data_tests, registry_finds_both_and_rejects_bad_requests)
 {
     int n = 0;
     const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
@@ -105,7 +107,7 @@ static void too_long(ptdp_schedule *s)
         ptdp_schedule_push(s, 0, PTDP_ACT_FORWARD, 0);
 }
 
-START_TEST(a_generator_that_overflows_is_reported)
+TEST(data_tests, a_generator_that_overflows_is_reported)
 {
     ptdp_schedule *s = NULL;
     ck_assert_int_eq(ptdp_schedule_generate(too_long, "too-long", 2, 3, &s), PTDP_EINVAL);
@@ -115,7 +117,9 @@ END_TEST
 
 /* ---- deadlocks -------------------------------------------------------------- */
 
-START_TEST(naive_1f1b_deadlocks_and_names_the_stages)
+static const harness_tcase validator_tests = { .name = "validator" };
+
+TEST(validator_tests, naive_1f1b_deadlocks_and_names_the_stages)
 {
     for (int pp = 2; pp <= 8; pp++)
         for (int m = 2; m <= 16; m++) {
@@ -144,7 +148,7 @@ START_TEST(naive_1f1b_deadlocks_and_names_the_stages)
 }
 END_TEST
 
-START_TEST(crossed_receive_order_deadlocks)
+TEST(validator_tests, crossed_receive_order_deadlocks)
 {
     /* Stage 0 sends F0 then F1; stage 1 waits for F1 first. */
     ptdp_schedule *s = NULL;
@@ -207,7 +211,7 @@ static void expect_rejected(ptdp_schedule *s, const char *fragment)
     ptdp_schedule_destroy(s);
 }
 
-START_TEST(broken_lists_are_rejected_with_the_rule_they_break)
+TEST(validator_tests, broken_lists_are_rejected_with_the_rule_they_break)
 {
     /* gpipe 3x2, stage 1: F0<-0 F0 F0->2 F1<-0 F1 F1->2 B1<-2 B1 B1->0 B0<-2 B0 B0->0 step */
     ptdp_schedule *s = gpipe_edited(1, 0, 0);     /* removed and put back: valid */
@@ -239,7 +243,9 @@ END_TEST
 
 /* ---- timing and the bubble ---------------------------------------------------- */
 
-START_TEST(bubble_equals_the_formula_for_uniform_stages_and_free_links)
+static const harness_tcase timing_tests = { .name = "timing" };
+
+TEST(timing_tests, bubble_equals_the_formula_for_uniform_stages_and_free_links)
 {
     const double costs[][2] = { { 1, 2 }, { 1, 1 }, { 0.5, 1.5 }, { 3, 0.25 } };
     for (int pp = 1; pp <= 8; pp++)
@@ -270,7 +276,7 @@ END_TEST
 
 /* Recorded times obey the model: a stage never overlaps itself, and a recv
  * ends no earlier than its send plus the link time. */
-START_TEST(timeline_respects_messages_and_link_cost)
+TEST(timing_tests, timeline_respects_messages_and_link_cost)
 {
     const double fwd[3] = { 1, 3, 1 }, bwd[3] = { 2, 6, 2 };
     for (int n = 0; n < 2; n++) {
@@ -309,22 +315,12 @@ START_TEST(timeline_respects_messages_and_link_cost)
 }
 END_TEST
 
-static char *read_all(FILE *f)
-{
-    long n = ftell(f);
-    char *buf = malloc((size_t)n + 1);
-    rewind(f);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    return buf;
-}
-
-START_TEST(print_lists_every_action)
+TEST(data_tests, print_lists_every_action)
 {
     ptdp_schedule *s = make("1f1b", 2, 2);
     FILE *f = tmpfile();
     ptdp_schedule_print(s, f);
-    char *text = read_all(f);
+    char *text = harness_read_stream(f);
     /* stage 1 (last, odd): receive first in its exchange with stage 0 */
     ck_assert_msg(strstr(text, "F0<-0   F0      B0      F1<-0   B0->0") != NULL, "%s", text);
     ck_assert_ptr_nonnull(strstr(text, "stage 0 (9 actions)"));
@@ -336,29 +332,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("schedule");
-    TCase *data = tcase_create("data");
-    tcase_add_test(data, every_schedule_is_valid_for_pp_1_to_8_and_m_1_to_16);
-    tcase_add_test(data, peak_in_flight_is_m_for_gpipe_and_p_minus_rank_for_1f1b);
-    tcase_add_test(data, registry_finds_both_and_rejects_bad_requests);
-    tcase_add_test(data, a_generator_that_overflows_is_reported);
-    tcase_add_test(data, print_lists_every_action);
-    suite_add_tcase(s, data);
-
-    TCase *check = tcase_create("validator");
-    tcase_add_test(check, naive_1f1b_deadlocks_and_names_the_stages);
-    tcase_add_test(check, crossed_receive_order_deadlocks);
-    tcase_add_test(check, broken_lists_are_rejected_with_the_rule_they_break);
-    suite_add_tcase(s, check);
-
-    TCase *timing = tcase_create("timing");
-    tcase_add_test(timing, bubble_equals_the_formula_for_uniform_stages_and_free_links);
-    tcase_add_test(timing, timeline_respects_messages_and_link_cost);
-    suite_add_tcase(s, timing);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("schedule");
 }

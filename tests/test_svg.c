@@ -6,8 +6,6 @@
  * entity, one root element) — and the checker is first shown to reject
  * broken documents, so a pass means something.
  */
-#include <check.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,118 +13,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/svg.h"
 
-/* ---- a small XML checker -------------------------------------------------------- */
+static const harness_tcase svg_tests = { .name = "svg" };
 
-static int entity_ok(const char *p)
-{
-    static const char *const known[] = { "&amp;", "&lt;", "&gt;", "&quot;", "&apos;" };
-    for (int i = 0; i < 5; i++)
-        if (strncmp(p, known[i], strlen(known[i])) == 0)
-            return 1;
-    return 0;
-}
+/* ---- the XML checker of harness.h: it can say no ----------------------------------- */
 
-/* Text between tags: no '>' or a bare '&'. */
-static int text_ok(const char *p, const char *end)
+TEST(svg_tests, the_checker_rejects_broken_documents)
 {
-    for (; p < end; p++)
-        if (*p == '>' || (*p == '&' && !entity_ok(p)))
-            return 0;
-    return 1;
-}
-
-/* Inside <name a="v" b="w"/>: name="value" pairs with the value in double
- * quotes holding no '<' and only known entities. */
-static int attributes_ok(const char *p, const char *end)
-{
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\n' || *p == '\t'))
-            p++;
-        if (p >= end || (*p == '/' && p + 1 == end))
-            return 1;
-        size_t n = strcspn(p, "= \t\n/>");
-        if (n == 0 || p[n] != '=' || p[n + 1] != '"')
-            return 0;
-        const char *v = p + n + 2, *close = memchr(v, '"', (size_t)(end - v));
-        if (close == NULL)
-            return 0;
-        for (const char *q = v; q < close; q++)
-            if (*q == '<' || (*q == '&' && !entity_ok(q)))
-                return 0;
-        p = close + 1;
-    }
-    return 1;
-}
-
-/* The number of elements of a well-formed document with one root, or -1. */
-static int well_formed(const char *x)
-{
-    char stack[64][32];
-    int depth = 0, elements = 0, roots = 0;
-    const char *p = x;
-    while (*p) {
-        const char *lt = strchr(p, '<');
-        const char *stop = lt ? lt : p + strlen(p);
-        if (!text_ok(p, stop))
-            return -1;
-        if (depth == 0 && strspn(p, " \n\t") < (size_t)(stop - p))
-            return -1;                      /* text outside the root */
-        if (lt == NULL)
-            break;
-        const char *gt = strchr(lt, '>');
-        if (gt == NULL || memchr(lt + 1, '<', (size_t)(gt - lt - 1)) != NULL)
-            return -1;
-        int closing = lt[1] == '/', self = gt[-1] == '/';
-        const char *name = lt + 1 + closing;
-        size_t len = strcspn(name, " \t\n/>");
-        if (len == 0 || len >= 32)
-            return -1;
-        if (closing) {
-            if (depth == 0 || strlen(stack[depth - 1]) != len || strncmp(stack[depth - 1], name, len) != 0)
-                return -1;
-            depth--;
-        } else {
-            if (!attributes_ok(name + len, gt))
-                return -1;
-            if (depth == 0 && roots++ > 0)
-                return -1;
-            elements++;
-            if (!self) {
-                if (depth == 64)
-                    return -1;
-                memcpy(stack[depth], name, len);
-                stack[depth++][len] = '\0';
-            }
-        }
-        p = gt + 1;
-    }
-    return depth == 0 && roots == 1 ? elements : -1;
-}
-
-START_TEST(the_checker_rejects_broken_documents)
-{
-    ck_assert_int_eq(well_formed("<svg><g><rect x=\"1\"/></g></svg>\n"), 3);
-    ck_assert_int_eq(well_formed("<svg><text>a &lt; b &amp; c</text></svg>"), 2);
-    ck_assert_int_eq(well_formed("<svg><g></svg>"), -1);                    /* unclosed   */
-    ck_assert_int_eq(well_formed("<svg><g></svg></g>"), -1);                /* crossed    */
-    ck_assert_int_eq(well_formed("<svg>"), -1);
-    ck_assert_int_eq(well_formed("<svg><rect x=\"1/></svg>"), -1);          /* quote      */
-    ck_assert_int_eq(well_formed("<svg><rect x=1/></svg>"), -1);            /* unquoted   */
-    ck_assert_int_eq(well_formed("<svg><text>a & b</text></svg>"), -1);     /* bare &     */
-    ck_assert_int_eq(well_formed("<svg><text>a > b</text></svg>"), -1);
-    ck_assert_int_eq(well_formed("<svg><text>a < b</text></svg>"), -1);
-    ck_assert_int_eq(well_formed("<svg><rect fill=\"a<b\"/></svg>"), -1);
-    ck_assert_int_eq(well_formed("<svg/><svg/>"), -1);                      /* two roots  */
-    ck_assert_int_eq(well_formed("hello <svg/>"), -1);
+    ck_assert_int_eq(harness_xml_elements("<svg><g><rect x=\"1\"/></g></svg>\n"), 3);
+    ck_assert_int_eq(harness_xml_elements("<svg><text>a &lt; b &amp; c</text></svg>"), 2);
+    ck_assert_int_eq(harness_xml_elements("<svg><g></svg>"), -1);                    /* unclosed   */
+    ck_assert_int_eq(harness_xml_elements("<svg><g></svg></g>"), -1);                /* crossed    */
+    ck_assert_int_eq(harness_xml_elements("<svg>"), -1);
+    ck_assert_int_eq(harness_xml_elements("<svg><rect x=\"1/></svg>"), -1);          /* quote      */
+    ck_assert_int_eq(harness_xml_elements("<svg><rect x=1/></svg>"), -1);            /* unquoted   */
+    ck_assert_int_eq(harness_xml_elements("<svg><text>a & b</text></svg>"), -1);     /* bare &     */
+    ck_assert_int_eq(harness_xml_elements("<svg><text>a > b</text></svg>"), -1);
+    ck_assert_int_eq(harness_xml_elements("<svg><text>a < b</text></svg>"), -1);
+    ck_assert_int_eq(harness_xml_elements("<svg><rect fill=\"a<b\"/></svg>"), -1);
+    ck_assert_int_eq(harness_xml_elements("<svg/><svg/>"), -1);                      /* two roots  */
+    ck_assert_int_eq(harness_xml_elements("hello <svg/>"), -1);
 }
 END_TEST
 
 /* ---- the writer ------------------------------------------------------------------ */
 
-START_TEST(text_and_attributes_are_escaped)
+TEST(svg_tests, text_and_attributes_are_escaped)
 {
     ptdp_svg s;
     ck_assert_int_eq(ptdp_svg_begin(&s, 400, 120), PTDP_OK);
@@ -140,12 +55,12 @@ START_TEST(text_and_attributes_are_escaped)
     ck_assert_ptr_nonnull(strstr(s.buf, "id=\"id&quot;&lt;&amp;&gt;\""));
     ck_assert_ptr_nonnull(strstr(s.buf, "fill=\"red&quot; onload=&quot;x\""));
     ck_assert_ptr_null(strstr(s.buf, "onload=\"x"));
-    ck_assert_int_eq(well_formed(s.buf), 5);     /* svg, background, text, g, rect */
+    ck_assert_int_eq(harness_xml_elements(s.buf), 5);     /* svg, background, text, g, rect */
     ptdp_svg_free(&s);
 }
 END_TEST
 
-START_TEST(every_shape_makes_a_well_formed_document)
+TEST(svg_tests, every_shape_makes_a_well_formed_document)
 {
     ptdp_svg s;
     ck_assert_int_eq(ptdp_svg_begin(&s, 400, 120), PTDP_OK);
@@ -164,7 +79,7 @@ START_TEST(every_shape_makes_a_well_formed_document)
     ptdp_svg_group_end(&s);
     ck_assert_int_eq(ptdp_svg_end(&s), PTDP_OK);
 
-    ck_assert_int_eq(well_formed(s.buf), 11);
+    ck_assert_int_eq(harness_xml_elements(s.buf), 11);
     ck_assert_ptr_nonnull(strstr(s.buf, "<g id=\"outer\" transform=\"translate(5 6)\">"));
     ck_assert_ptr_nonnull(strstr(s.buf, "<g>"));
     ck_assert_ptr_nonnull(strstr(s.buf, "stroke-dasharray=\"6 4\""));
@@ -180,7 +95,7 @@ START_TEST(every_shape_makes_a_well_formed_document)
 }
 END_TEST
 
-START_TEST(numbers_are_short_and_finite)
+TEST(svg_tests, numbers_are_short_and_finite)
 {
     ptdp_svg s;
     ck_assert_int_eq(ptdp_svg_begin(&s, 10, 10), PTDP_OK);
@@ -195,7 +110,7 @@ START_TEST(numbers_are_short_and_finite)
 }
 END_TEST
 
-START_TEST(errors_are_sticky_and_groups_must_balance)
+TEST(svg_tests, errors_are_sticky_and_groups_must_balance)
 {
     char msg[256];
     ptdp_svg s;
@@ -223,7 +138,7 @@ START_TEST(errors_are_sticky_and_groups_must_balance)
 }
 END_TEST
 
-START_TEST(the_buffer_grows)
+TEST(svg_tests, the_buffer_grows)
 {
     ptdp_svg s;
     ck_assert_int_eq(ptdp_svg_begin(&s, 1000, 1000), PTDP_OK);
@@ -234,7 +149,7 @@ START_TEST(the_buffer_grows)
     }
     ck_assert_int_eq(ptdp_svg_end(&s), PTDP_OK);
     ck_assert_uint_gt(s.len, 20000u * 40u);
-    ck_assert_int_eq(well_formed(s.buf), 2 + 2 * 20000);
+    ck_assert_int_eq(harness_xml_elements(s.buf), 2 + 2 * 20000);
     ck_assert_ptr_nonnull(strstr(s.buf, ">19999 &amp; 20000</text>"));
     ptdp_svg_free(&s);
 }
@@ -242,32 +157,7 @@ END_TEST
 
 /* ---- saving ---------------------------------------------------------------------- */
 
-static int leftover_temp_files(const char *dir)
-{
-    int n = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += strstr(e->d_name, ".tmp.") != NULL;
-    if (d)
-        closedir(d);
-    return n;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-START_TEST(save_replaces_the_file_whole_or_not_at_all)
+TEST(svg_tests, save_replaces_the_file_whole_or_not_at_all)
 {
     char dir[] = "/tmp/ptdp_svg_XXXXXX", path[128], other[160], msg[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -282,24 +172,24 @@ START_TEST(save_replaces_the_file_whole_or_not_at_all)
 
     /* not closed yet: refused, the old file untouched */
     ck_assert_int_eq(ptdp_svg_save(&s, path, msg, sizeof msg), PTDP_EINVAL);
-    char *text = slurp(path);
+    char *text = harness_read_file(path, NULL);
     ck_assert_str_eq(text, "old picture");
     free(text);
 
     ck_assert_int_eq(ptdp_svg_end(&s), PTDP_OK);
     ck_assert_int_eq(ptdp_svg_save(&s, path, msg, sizeof msg), PTDP_OK);
-    text = slurp(path);
+    text = harness_read_file(path, NULL);
     ck_assert_str_eq(text, s.buf);
-    ck_assert_int_eq(well_formed(text), 3);
+    ck_assert_int_eq(harness_xml_elements(text), 3);
     free(text);
-    ck_assert_int_eq(leftover_temp_files(dir), 0);
+    ck_assert_int_eq(harness_count_entries(dir, true), 0);
 
     /* a target that cannot be replaced (a directory): an error, no debris */
     snprintf(other, sizeof other, "%s/adir", dir);
     ck_assert_int_eq(mkdir(other, 0700), 0);
     ck_assert_int_eq(ptdp_svg_save(&s, other, msg, sizeof msg), PTDP_EIO);
     ck_assert_ptr_nonnull(strstr(msg, other));
-    ck_assert_int_eq(leftover_temp_files(dir), 0);
+    ck_assert_int_eq(harness_count_entries(dir, true), 0);
     struct stat st;
     ck_assert(stat(other, &st) == 0 && S_ISDIR(st.st_mode));
     ck_assert_int_eq(rmdir(other), 0);
@@ -317,20 +207,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("svg");
-    TCase *tc = tcase_create("svg");
-    tcase_add_test(tc, the_checker_rejects_broken_documents);
-    tcase_add_test(tc, text_and_attributes_are_escaped);
-    tcase_add_test(tc, every_shape_makes_a_well_formed_document);
-    tcase_add_test(tc, numbers_are_short_and_finite);
-    tcase_add_test(tc, errors_are_sticky_and_groups_must_balance);
-    tcase_add_test(tc, the_buffer_grows);
-    tcase_add_test(tc, save_replaces_the_file_whole_or_not_at_all);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("svg");
 }

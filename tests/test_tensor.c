@@ -3,11 +3,11 @@
  * strided views on both sides; ptdp_chunk partitions; tensors in the arena.
  * Built and run in both precisions.
  */
-#include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
@@ -47,9 +47,11 @@ static int untouched_outside(ptdp_tensor p, int r0, int nr, int c0, int nc)
     return 1;
 }
 
+static const harness_tcase views_tests = { .name = "views" };
+
 /* ---- Views ----------------------------------------------------------------- */
 
-START_TEST(test_views_keep_stride)
+TEST(views_tests, test_views_keep_stride)
 {
     ptdp_tensor p = parent();
     fill_pattern(p, 1);
@@ -81,7 +83,7 @@ START_TEST(test_views_keep_stride)
 }
 END_TEST
 
-START_TEST(test_fill_zero_on_view)
+TEST(views_tests, test_fill_zero_on_view)
 {
     ptdp_tensor p = parent();
     ptdp_tensor v = ptdp_tensor_rows(ptdp_tensor_cols(p, 2, 5), 1, 4);
@@ -98,7 +100,7 @@ END_TEST
 
 /* ---- Copy and add, all four combinations of contiguous and strided -------------- */
 
-START_TEST(test_copy_strided_both_sides)
+TEST(views_tests, test_copy_strided_both_sides)
 {
     ptdp_real src_buf[4 * 12], dst_flat[3 * 4];
     ptdp_tensor src_parent = ptdp_tensor_wrap(src_buf, 4, 12);
@@ -137,7 +139,7 @@ START_TEST(test_copy_strided_both_sides)
 }
 END_TEST
 
-START_TEST(test_add_strided)
+TEST(views_tests, test_add_strided)
 {
     ptdp_real src_buf[8 * 6];
     ptdp_tensor s = ptdp_tensor_wrap(src_buf, 8, 6);
@@ -155,7 +157,7 @@ END_TEST
 
 /* ---- Slices and concatenation ---------------------------------------------------- */
 
-START_TEST(test_slice_cols_and_rows)
+TEST(views_tests, test_slice_cols_and_rows)
 {
     ptdp_real big_buf[6 * 9], out_buf[6 * 4];
     ptdp_tensor big = ptdp_tensor_wrap(big_buf, 6, 9);
@@ -179,7 +181,7 @@ START_TEST(test_slice_cols_and_rows)
 END_TEST
 
 /* Cut a matrix into uneven column shards (as TP does), glue them back. */
-START_TEST(test_concat_cols_round_trip)
+TEST(views_tests, test_concat_cols_round_trip)
 {
     ptdp_real full_buf[5 * 11], shard_buf[11 * 5];
     ptdp_tensor full = ptdp_tensor_wrap(full_buf, 5, 11);
@@ -211,7 +213,7 @@ START_TEST(test_concat_cols_round_trip)
 }
 END_TEST
 
-START_TEST(test_concat_rows_from_views)
+TEST(views_tests, test_concat_rows_from_views)
 {
     ptdp_real a_buf[2 * 8], b_buf[3 * 8];
     ptdp_tensor a = ptdp_tensor_wrap(a_buf, 2, 8), b = ptdp_tensor_wrap(b_buf, 3, 8);
@@ -234,7 +236,7 @@ END_TEST
 
 /* ---- Comparison ------------------------------------------------------------------ */
 
-START_TEST(test_max_diff)
+TEST(views_tests, test_max_diff)
 {
     ptdp_real x[6] = { 1, -2, 3, 4, 5, 6 };
     ptdp_real y[6] = { 1, -2.5, 3, 4, 5, -7 };
@@ -273,7 +275,7 @@ END_TEST
 
 /* ---- Chunking -------------------------------------------------------------------- */
 
-START_TEST(test_chunk_partition)
+TEST(views_tests, test_chunk_partition)
 {
     size_t off, len;
     static const size_t want[4][2] = { { 0, 3 }, { 3, 3 }, { 6, 2 }, { 8, 2 } };
@@ -303,48 +305,53 @@ END_TEST
 
 /* ---- Tensors in a device's arena (ptdp_launch) ----------------------------------- */
 
+static const harness_tcase arena_tests = { .name = "arena", .timeout_s = 30 };
+
 static int alloc_and_free(ptdp_device *dev, void *arg)
 {
     (void)arg;
     ptdp_tensor w, a;
-    ck_assert_int_eq(ptdp_tensor_alloc(dev, &w, "blocks.0.fc1.weight", PTDP_MEM_PARAMS, 33, 17), 0);
-    ck_assert(w.owned && w.rows == 33 && w.cols == 17 && w.stride == 17);
-    ck_assert_str_eq(w.name, "blocks.0.fc1.weight");
-    ck_assert((uintptr_t)w.data % 64 == 0);
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &w, "blocks.0.fc1.weight", PTDP_MEM_PARAMS, 33, 17));
+    DEVICE_CHECK(dev, w.owned && w.rows == 33 && w.cols == 17 && w.stride == 17, "a %d x %d tensor, stride %d",
+                 w.rows, w.cols, w.stride);
+    DEVICE_CHECK(dev, strcmp(w.name, "blocks.0.fc1.weight") == 0, "named '%s'", w.name);
+    DEVICE_CHECK(dev, (uintptr_t)w.data % 64 == 0, "at %p", (void *)w.data);
     double d, m;
     ptdp_real zeros[33 * 17];
     memset(zeros, 0, sizeof zeros);
     ptdp_tensor_max_diff(w, ptdp_tensor_wrap(zeros, 33, 17), &d, &m);
-    ck_assert(d == 0 && m == 0);                          /* zero-filled */
+    DEVICE_CHECK(dev, d == 0 && m == 0, "not zero-filled: largest value %g", m);
     ptdp_tensor_fill(w, (ptdp_real)dev->rank);
 
-    ck_assert_int_eq(ptdp_tensor_alloc(dev, &a, "acts", PTDP_MEM_ACTS, 0, 5), 0);   /* empty ok */
-    ck_assert(a.data != NULL && a.rows == 0);
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &a, "acts", PTDP_MEM_ACTS, 0, 5));   /* empty ok */
+    DEVICE_CHECK(dev, a.data != NULL && a.rows == 0, "an empty tensor of %d rows", a.rows);
 
     ptdp_mem_stats s;
     ptdp_arena_stats(dev->arena, &s);
-    ck_assert_uint_eq(s.current[PTDP_MEM_PARAMS], 33 * 17 * sizeof(ptdp_real));
-    ck_assert_uint_eq(s.allocations, 2);
+    DEVICE_CHECK(dev, s.current[PTDP_MEM_PARAMS] == 33 * 17 * sizeof(ptdp_real), "%zu parameter bytes",
+                 s.current[PTDP_MEM_PARAMS]);
+    DEVICE_CHECK(dev, s.allocations == 2, "%zu allocations", s.allocations);
 
     ptdp_tensor view = ptdp_tensor_cols(w, 2, 3);
     ptdp_tensor_free(dev, &view);                         /* a view: nothing happens */
-    ck_assert(view.data != NULL);
+    DEVICE_CHECK(dev, view.data != NULL, "freeing a view cleared it");
     ptdp_arena_stats(dev->arena, &s);
-    ck_assert_uint_eq(s.allocations, 2);
+    DEVICE_CHECK(dev, s.allocations == 2, "%zu allocations after freeing a view", s.allocations);
 
     ptdp_tensor_free(dev, &w);
-    ck_assert(w.data == NULL && !w.owned && w.rows == 0);   /* cleared */
+    DEVICE_CHECK(dev, w.data == NULL && !w.owned && w.rows == 0, "not cleared");
     ptdp_tensor_free(dev, &w);                            /* and harmless twice */
     ptdp_tensor_free(dev, &a);
     ptdp_arena_stats(dev->arena, &s);
-    ck_assert_uint_eq(s.current_total, 0);
-    ck_assert_uint_eq(s.peak[PTDP_MEM_PARAMS], 33 * 17 * sizeof(ptdp_real));
+    DEVICE_CHECK(dev, s.current_total == 0, "%zu bytes still in use", s.current_total);
+    DEVICE_CHECK(dev, s.peak[PTDP_MEM_PARAMS] == 33 * 17 * sizeof(ptdp_real), "parameter peak %zu",
+                 s.peak[PTDP_MEM_PARAMS]);
     return 0;
 }
 
-START_TEST(test_tensor_alloc_in_arena)
+TEST(arena_tests, test_tensor_alloc_in_arena)
 {
-    ck_assert_int_eq(ptdp_launch(3, alloc_and_free, NULL, NULL), 0);
+    harness_launch_ok(3, alloc_and_free, NULL, NULL, NULL);
 }
 END_TEST
 
@@ -372,71 +379,36 @@ static int too_big(ptdp_device *dev, void *arg)
     return rc;
 }
 
-START_TEST(test_tensor_alloc_out_of_memory)
+TEST(arena_tests, test_tensor_alloc_out_of_memory)
 {
     ptdp_launch_result res;
-    memset(&res, 0, sizeof res);
-    ptdp_launch_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.device_mem = (size_t)1 << 20;                    /* 1 MiB; rank 1 wants 4 or 8 */
-    opts.watchdog_s = 10;
-    opts.result = &res;
+    ptdp_launch_opts opts = { .device_mem = (size_t)1 << 20 };   /* 1 MiB; rank 1 wants 4 or 8 */
     int seen[2] = { 0, 0 };
-    int rc = ptdp_launch(2, too_big, seen, &opts);
+    int rc = harness_launch(2, too_big, seen, &opts, &res);
     ck_assert_int_eq(rc, PTDP_ENOMEM);
     ck_assert_int_eq(res.status, PTDP_ENOMEM);
     ck_assert_int_eq(res.failed_rank, 1);
     ck_assert_int_eq(seen[0], PTDP_ENOMEM);
     ck_assert_int_eq(seen[1], 1);
-    ck_assert_msg(strstr(res.message, "device 1") && strstr(res.message, "'blocks.2.fc1.weight'")
-                  && strstr(res.message, "1.00 MiB") && strstr(res.message, "--device-mem"),
-                  "%s", res.message);
+    ASSERT_HAS(res.message, "device 1");
+    ASSERT_HAS(res.message, "'blocks.2.fc1.weight'");
+    ASSERT_HAS(res.message, "1.00 MiB");
+    ASSERT_HAS(res.message, "--device-mem");
     ptdp_launch_result_free(&res);
 }
 END_TEST
 
-START_TEST(test_tensor_alloc_bad_shape)
+TEST(arena_tests, test_tensor_alloc_bad_shape)
 {
     ptdp_launch_result res;
-    memset(&res, 0, sizeof res);
-    ptdp_launch_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.result = &res;
-    ck_assert_int_eq(ptdp_launch(1, bad_shape, NULL, &opts), PTDP_EINVAL);
-    ck_assert_msg(strstr(res.message, "'w'") && strstr(res.message, "-3"), "%s", res.message);
+    ck_assert_int_eq(harness_launch(1, bad_shape, NULL, NULL, &res), PTDP_EINVAL);
+    ASSERT_HAS(res.message, "'w'");
+    ASSERT_HAS(res.message, "-3");
     ptdp_launch_result_free(&res);
 }
 END_TEST
-
-Suite *tensor_suite(void);
-Suite *tensor_suite(void)
-{
-    Suite *s = suite_create("tensor-" PTDP_REAL_NAME);
-    TCase *tc = tcase_create("views");
-    tcase_add_test(tc, test_views_keep_stride);
-    tcase_add_test(tc, test_fill_zero_on_view);
-    tcase_add_test(tc, test_copy_strided_both_sides);
-    tcase_add_test(tc, test_add_strided);
-    tcase_add_test(tc, test_slice_cols_and_rows);
-    tcase_add_test(tc, test_concat_cols_round_trip);
-    tcase_add_test(tc, test_concat_rows_from_views);
-    tcase_add_test(tc, test_max_diff);
-    tcase_add_test(tc, test_chunk_partition);
-    suite_add_tcase(s, tc);
-    TCase *ta = tcase_create("arena");
-    tcase_set_timeout(ta, 30);
-    tcase_add_test(ta, test_tensor_alloc_in_arena);
-    tcase_add_test(ta, test_tensor_alloc_out_of_memory);
-    tcase_add_test(ta, test_tensor_alloc_bad_shape);
-    suite_add_tcase(s, ta);
-    return s;
-}
 
 int main(void)
 {
-    SRunner *sr = srunner_create(tensor_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return harness_main("tensor-" PTDP_REAL_NAME);
 }

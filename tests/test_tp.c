@@ -21,60 +21,69 @@
  * sum is exact in float and double alike and "equal" can mean bit-equal
  * whatever order BLAS or the all-reduce adds in.
  *
- * Device threads never call ck_assert: they write their first failure into
- * their rank's slot of a `verdicts` table, which the test thread asserts
- * empty after ptdp_launch returns.
+ * Devices check with DEVICE_CHECK (harness.h): the first failed expectation
+ * fails its device, stops the others, and comes back through the launch
+ * result with its rank and file:line.
  */
-#include <check.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/mlp_data.h"
+#include "equivalence/equiv.h"
+#include "ptdp/comm.h"
 #include "ptdp/device.h"
-#include "ptdp/error.h"
 #include "ptdp/mesh.h"
+#include "ptdp/mlp.h"
+#include "ptdp/mlp_data.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
-#include "ptdp/mlp.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
-#include "ptdp/train.h"
-#include "ptdp/comm.h"
 
 static const int TPS[] = { 1, 2, 4 };
 #define NTPS 3
 #define SR ((double)sizeof(ptdp_real))
 
-/* ------------------------------------------------------------- harness */
+/* ------------------------------------------------------------- helpers */
 
-typedef struct {
-    char why[PTDP_MAX_DEVICES][320];
-} verdicts;
-
-/* Record the first failed expectation of this rank (devices never ck_assert). */
-#define EXPECT(v, dev, cond, ...)                                                         \
-    do {                                                                                  \
-        if (!(cond) && (v)->why[(dev)->rank][0] == '\0')                                  \
-            snprintf((v)->why[(dev)->rank], sizeof (v)->why[0], __VA_ARGS__);            \
-    } while (0)
-
-static void launch(int n, ptdp_device_fn fn, void *arg, ptdp_algo algo)
+static int tp_mesh(ptdp_device *dev, ptdp_mesh *mesh)
 {
-    ptdp_launch_result res;
-    ptdp_launch_opts o = { .watchdog_s = 20, .algo = algo, .result = &res };
-    int rc = ptdp_launch(n, fn, arg, &o);
-    ck_assert_msg(rc == 0, "launch of %d devices failed: %s", n, res.message);
-    ptdp_launch_result_free(&res);
+    return ptdp_mesh_init(dev, 1, dev->world_size, 1, mesh);
 }
 
-static void assert_verdicts(const verdicts *v, int n, const char *what)
+/* Tensors of one device test, allocated (category "other") and freed as a
+ * list: { &t, "name", rows, cols }. */
+typedef struct {
+    ptdp_tensor *t;
+    const char *name;
+    int rows, cols;
+} tensor_spec;
+#define NSPECS(specs) ((int)(sizeof(specs) / sizeof(specs)[0]))
+
+static int make_tensors(ptdp_device *dev, const tensor_spec *specs, int n)
 {
-    for (int r = 0; r < n; r++)
-        ck_assert_msg(v->why[r][0] == '\0', "%s, tp=%d, rank %d: %s", what, n, r, v->why[r]);
+    for (int k = 0; k < n; k++)
+        DEVICE_TRY(ptdp_tensor_alloc(dev, specs[k].t, specs[k].name, PTDP_MEM_OTHER, specs[k].rows, specs[k].cols));
+    return 0;
+}
+
+static void free_tensors(ptdp_device *dev, const tensor_spec *specs, int n)
+{
+    for (int k = 0; k < n; k++)
+        ptdp_tensor_free(dev, specs[k].t);
+}
+
+/* got = scale * want, element by element and exactly (small integers). */
+static int expect_equal(ptdp_device *dev, const char *what, ptdp_tensor got, ptdp_tensor want, double scale)
+{
+    for (int i = 0; i < got.rows; i++)
+        for (int j = 0; j < got.cols; j++)
+            DEVICE_CHECK(dev, (double)*ptdp_at(got, i, j) == scale * (double)*ptdp_at(want, i, j),
+                         "%s (%d,%d) = %g, want %g", what, i, j, (double)*ptdp_at(got, i, j),
+                         scale * (double)*ptdp_at(want, i, j));
+    return 0;
 }
 
 /* Communication of one device between two moments. */
@@ -93,11 +102,11 @@ static traffic traffic_now(const ptdp_device *dev)
         t.calls[k] = dev->stats.calls[k];
         t.sent[k] = dev->stats.bytes_sent[k];
     }
-    for (int g = 0; g < dev->stats.ngroups; g++)
-        if (strcmp(dev->stats.group[g].name, "tp") == 0) {
-            t.tp_calls = dev->stats.group[g].calls;
-            t.tp_sent = dev->stats.group[g].sent;
-        }
+    int g = harness_group_index(&dev->stats, "tp");
+    if (g >= 0) {
+        t.tp_calls = dev->stats.group[g].calls;
+        t.tp_sent = dev->stats.group[g].sent;
+    }
     return t;
 }
 
@@ -123,6 +132,21 @@ static unsigned long long calls_except(const traffic *t, ptdp_coll except)
     return n;
 }
 
+/* `what` made `calls` calls of `coll`, sending `bytes` in them, and no
+ * other collective; coll = PTDP_COLL_COUNT: no communication at all. */
+static int expect_traffic(ptdp_device *dev, const char *what, const traffic *d, ptdp_coll coll,
+                          unsigned long long calls, double bytes)
+{
+    DEVICE_CHECK(dev, calls_except(d, coll) == 0, "%s made %llu calls of other collectives", what,
+                 calls_except(d, coll));
+    if (coll == PTDP_COLL_COUNT)
+        return 0;
+    DEVICE_CHECK(dev, d->calls[coll] == calls, "%s made %llu calls of %s, want %llu", what, d->calls[coll],
+                 ptdp_coll_name(coll), calls);
+    DEVICE_CHECK(dev, d->sent[coll] == bytes, "%s sent %g bytes, want %g", what, d->sent[coll], bytes);
+    return 0;
+}
+
 /* The textbook all-reduce volume per device: 2(N-1)/N * S (0 for N = 1,
  * where the operators skip the collective altogether). */
 static double all_reduce_bytes(int n, double s)
@@ -130,324 +154,274 @@ static double all_reduce_bytes(int n, double s)
     return n > 1 ? 2.0 * (n - 1) / n * s : 0.0;
 }
 
+/* ------------------------------------------- f and g: the sum operators */
+
+static const harness_tcase operator_tests = { .name = "operators", .timeout_s = 30 };
+
+enum { OR = 3, OC = 8 };   /* rows and columns of the operator tests */
+
+/* t(i, j) = scale * (i*OC + j + 1): rank r contributes (r+1) times the
+ * pattern, so the sum over the group is n(n+1)/2 times it. */
+static void fill_base(ptdp_tensor t, double scale)
+{
+    for (int i = 0; i < t.rows; i++)
+        for (int j = 0; j < t.cols; j++)
+            *ptdp_at(t, i, j) = (ptdp_real)(scale * (i * OC + j + 1));
+}
+
+/* f backward (copy to region) sums dx from every slice of the layer; g
+ * forward (reduce from region) sums the partial products: both are one
+ * in-place all-reduce over the TP group. */
+static const struct {
+    const char *name;
+    int (*op)(ptdp_comm *tp, ptdp_tensor t);
+} SUMS[] = {
+    { "f backward", ptdp_tp_copy_to_region_backward },
+    { "g forward", ptdp_tp_reduce_from_region_forward },
+};
+
+static int f_and_g_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_mesh mesh;
+    DEVICE_TRY(tp_mesh(dev, &mesh));
+    int n = mesh.tp, r = mesh.tp_rank;
+    double bytes = all_reduce_bytes(n, OR * OC * SR);
+    ptdp_tensor t, sum, wide, want_wide;
+    const tensor_spec specs[] = {
+        { &t, "t", OR, OC }, { &sum, "sum", OR, OC }, { &wide, "wide", OR, OC + 4 }, { &want_wide, "want", OR, OC + 4 },
+    };
+    DEVICE_TRY(make_tensors(dev, specs, NSPECS(specs)));
+    fill_base(sum, n * (n + 1) / 2.0);
+
+    for (size_t k = 0; k < sizeof SUMS / sizeof SUMS[0]; k++) {
+        fill_base(t, r + 1);
+        traffic t0 = traffic_now(dev);
+        DEVICE_TRY(SUMS[k].op(mesh.tp_comm, t));
+        traffic d = traffic_since(dev, t0);
+        DEVICE_TRY(expect_equal(dev, SUMS[k].name, t, sum, 1));
+        DEVICE_TRY(expect_traffic(dev, SUMS[k].name, &d, PTDP_COLL_ALL_REDUCE, n > 1, bytes));
+        DEVICE_CHECK(dev, d.tp_sent == bytes, "%s sent %g bytes in group tp", SUMS[k].name, d.tp_sent);
+    }
+
+    /* The same on a column view (a strided tensor): only the view is summed. */
+    ptdp_tensor_fill(wide, -7);
+    ptdp_tensor_fill(want_wide, -7);
+    fill_base(ptdp_tensor_cols(wide, 2, OC), r + 1);
+    fill_base(ptdp_tensor_cols(want_wide, 2, OC), n * (n + 1) / 2.0);
+    DEVICE_TRY(ptdp_tp_reduce_from_region_forward(mesh.tp_comm, ptdp_tensor_cols(wide, 2, OC)));
+    DEVICE_TRY(expect_equal(dev, "g forward on a view", wide, want_wide, 1));
+    free_tensors(dev, specs, NSPECS(specs));
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+LOOP_TEST(operator_tests, test_f_and_g_sum_over_ranks, NTPS)
+{
+    harness_launch_ok(TPS[_i], f_and_g_device, NULL, NULL, NULL);
+}
+END_TEST
+
+/* ----------------------------------- gather and scatter: the concat pair */
+
+/* Gather forward and scatter backward concatenate every rank's columns in
+ * rank order (one all-gather); gather backward and scatter forward keep
+ * this rank's columns of a replicated tensor (no communication). */
+static const struct {
+    const char *name;
+    int (*op)(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full);
+} CONCATS[] = {
+    { "gather forward", ptdp_tp_gather_from_region_forward },
+    { "scatter backward", ptdp_tp_scatter_to_region_backward },
+};
+static const struct {
+    const char *name;
+    void (*op)(ptdp_comm *tp, ptdp_tensor full, ptdp_tensor local);
+} SPLITS[] = {
+    { "gather backward", ptdp_tp_gather_from_region_backward },
+    { "scatter forward", ptdp_tp_scatter_to_region_forward },
+};
+
+/* Rank k's block holds 1000 k + 10 i + j: after a concatenation, column
+ * k c + j of row i must read exactly that.  A replicated tensor holds
+ * 10 i + col, so rank r's columns read 10 i + r c + j. */
+static int gather_scatter_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_mesh mesh;
+    DEVICE_TRY(tp_mesh(dev, &mesh));
+    int n = mesh.tp, r = mesh.tp_rank, c = OC / n;
+    ptdp_tensor local, full, blocks, replicated;
+    const tensor_spec specs[] = {
+        { &local, "local", OR, c }, { &full, "full", OR, OC }, { &blocks, "blocks", OR, OC },
+        { &replicated, "replicated", OR, OC },
+    };
+    DEVICE_TRY(make_tensors(dev, specs, NSPECS(specs)));
+    for (int i = 0; i < OR; i++)
+        for (int col = 0; col < OC; col++) {
+            *ptdp_at(blocks, i, col) = (ptdp_real)(1000 * (col / c) + 10 * i + col % c);
+            *ptdp_at(replicated, i, col) = (ptdp_real)(10 * i + col);
+        }
+
+    for (size_t k = 0; k < sizeof CONCATS / sizeof CONCATS[0]; k++) {
+        ptdp_tensor_copy(local, ptdp_tensor_cols(blocks, r * c, c));
+        ptdp_tensor_zero(full);
+        traffic t0 = traffic_now(dev);
+        DEVICE_TRY(CONCATS[k].op(dev, mesh.tp_comm, local, full));
+        traffic d = traffic_since(dev, t0);
+        DEVICE_TRY(expect_equal(dev, CONCATS[k].name, full, blocks, 1));
+        DEVICE_TRY(expect_traffic(dev, CONCATS[k].name, &d, PTDP_COLL_ALL_GATHER, n > 1, (n - 1.0) / n * OR * OC * SR));
+    }
+    for (size_t k = 0; k < sizeof SPLITS / sizeof SPLITS[0]; k++) {
+        ptdp_tensor_zero(local);
+        traffic t0 = traffic_now(dev);
+        SPLITS[k].op(mesh.tp_comm, replicated, local);
+        traffic d = traffic_since(dev, t0);
+        DEVICE_TRY(expect_equal(dev, SPLITS[k].name, local, ptdp_tensor_cols(replicated, r * c, c), 1));
+        DEVICE_TRY(expect_traffic(dev, SPLITS[k].name, &d, PTDP_COLL_COUNT, 0, 0));
+    }
+
+    /* the gather's staging buffer went back to the arena */
+    ptdp_mem_stats ms;
+    ptdp_arena_stats(dev->arena, &ms);
+    DEVICE_CHECK(dev, ms.current[PTDP_MEM_COMM] == 0, "%zu bytes of communication buffers left",
+                 ms.current[PTDP_MEM_COMM]);
+    free_tensors(dev, specs, NSPECS(specs));
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+LOOP_TEST(operator_tests, test_gather_and_scatter_concatenate_in_rank_order, NTPS)
+{
+    harness_launch_ok(TPS[_i], gather_scatter_device, NULL, NULL, NULL);
+}
+END_TEST
+
+/* ------------------------------------------- column- and row-parallel */
+
 /* A small integer in [-3, 3], a different pattern per `seed`. */
 static ptdp_real ival(int seed, int i, int j)
 {
     return (ptdp_real)((seed * 31 + i * 7 + j * 3 + (i * j) % 5) % 7 - 3);
 }
 
-static ptdp_tensor make(ptdp_device *dev, const char *name, int rows, int cols)
+static void fill_ival(ptdp_tensor t, int seed)
 {
-    ptdp_tensor t = { 0 };
-    if (ptdp_tensor_alloc(dev, &t, name, PTDP_MEM_OTHER, rows, cols) != 0)
-        t.data = NULL;
-    return t;
+    for (int i = 0; i < t.rows; i++)
+        for (int j = 0; j < t.cols; j++)
+            *ptdp_at(t, i, j) = ival(seed, i, j);
 }
 
-static int tp_mesh(ptdp_device *dev, ptdp_mesh *mesh)
+/* The dense layer y = x W^T + b with x [B x in], W [out x in], and its
+ * gradients for an output gradient dy [B x out]:
+ *     dx = dy W      dW = dy^T x      db = the column sums of dy
+ * all by the triple loop, on every rank: the reference a TP layer's shards
+ * must be slices of.  x, W, b, dy are the patterns seed .. seed + 3. */
+typedef struct {
+    ptdp_tensor x, w, b, dy, y, dx, dw, db;
+    tensor_spec specs[8];
+} dense_linear;
+
+static int dense_linear_init(ptdp_device *dev, dense_linear *d, int batch, int in, int out, int seed)
 {
-    return ptdp_mesh_init(dev, 1, dev->world_size, 1, mesh);
-}
-
-/* ------------------------------------------- f and g: the sum operators */
-
-enum { OR = 3, OC = 8 };   /* rows and columns of the operator tests */
-
-/* base(i, j) = i*OC + j + 1; rank r contributes (r+1) base, so the sum over
- * the group is n(n+1)/2 base. */
-static ptdp_real base_value(int i, int j) { return (ptdp_real)(i * OC + j + 1); }
-
-static int f_and_g_device(ptdp_device *dev, void *arg)
-{
-    verdicts *v = arg;
-    ptdp_mesh mesh;
-    int rc = tp_mesh(dev, &mesh);
-    if (rc != 0)
-        return rc;
-    int n = mesh.tp, r = mesh.tp_rank;
-    double tri = n * (n + 1) / 2.0;
-    ptdp_tensor t = make(dev, "t", OR, OC), wide = make(dev, "wide", OR, OC + 4);
-    if (t.data == NULL || wide.data == NULL)
-        return PTDP_ENOMEM;
-
-    /* f backward (copy to region): dx from every slice of the layer is summed. */
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC; j++)
-            *ptdp_at(t, i, j) = (ptdp_real)(r + 1) * base_value(i, j);
-    traffic t0 = traffic_now(dev);
-    rc = ptdp_tp_copy_to_region_backward(mesh.tp_comm, t);
-    traffic d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0, "f backward returned %d", rc);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC; j++)
-            EXPECT(v, dev, *ptdp_at(t, i, j) == tri * base_value(i, j), "f backward (%d,%d) = %g, want %g",
-                   i, j, (double)*ptdp_at(t, i, j), tri * base_value(i, j));
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) && calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0,
-           "f backward made %llu all-reduces, %llu other calls", d.calls[PTDP_COLL_ALL_REDUCE],
-           calls_except(&d, PTDP_COLL_ALL_REDUCE));
-    EXPECT(v, dev, d.sent[PTDP_COLL_ALL_REDUCE] == all_reduce_bytes(n, OR * OC * SR),
-           "f backward sent %g bytes, want 2(N-1)/N S = %g", d.sent[PTDP_COLL_ALL_REDUCE],
-           all_reduce_bytes(n, OR * OC * SR));
-
-    /* g forward (reduce from region): the partial products are summed. */
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC; j++)
-            *ptdp_at(t, i, j) = (ptdp_real)(r + 1) * base_value(i, j);
-    t0 = traffic_now(dev);
-    rc = ptdp_tp_reduce_from_region_forward(mesh.tp_comm, t);
-    d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0, "g forward returned %d", rc);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC; j++)
-            EXPECT(v, dev, *ptdp_at(t, i, j) == tri * base_value(i, j), "g forward (%d,%d) = %g, want %g",
-                   i, j, (double)*ptdp_at(t, i, j), tri * base_value(i, j));
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) && calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0,
-           "g forward made %llu all-reduces", d.calls[PTDP_COLL_ALL_REDUCE]);
-    EXPECT(v, dev, d.tp_sent == all_reduce_bytes(n, OR * OC * SR), "g forward sent %g bytes in group tp", d.tp_sent);
-
-    /* The same on a column view (a strided tensor): only the view is summed. */
-    ptdp_tensor_fill(wide, -7);
-    ptdp_tensor view = ptdp_tensor_cols(wide, 2, OC);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC; j++)
-            *ptdp_at(view, i, j) = (ptdp_real)(r + 1) * base_value(i, j);
-    rc = ptdp_tp_reduce_from_region_forward(mesh.tp_comm, view);
-    EXPECT(v, dev, rc == 0, "g forward on a view returned %d", rc);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < OC + 4; j++) {
-            double want = j >= 2 && j < 2 + OC ? tri * base_value(i, j - 2) : -7.0;
-            EXPECT(v, dev, *ptdp_at(wide, i, j) == want, "g forward on a view: (%d,%d) = %g, want %g", i, j,
-                   (double)*ptdp_at(wide, i, j), want);
+    const tensor_spec specs[8] = {
+        { &d->x, "dense x", batch, in }, { &d->w, "dense W", out, in }, { &d->b, "dense b", 1, out },
+        { &d->dy, "dense dy", batch, out }, { &d->y, "dense y", batch, out }, { &d->dx, "dense dx", batch, in },
+        { &d->dw, "dense dW", out, in }, { &d->db, "dense db", 1, out },
+    };
+    memcpy(d->specs, specs, sizeof specs);
+    DEVICE_TRY(make_tensors(dev, d->specs, NSPECS(specs)));
+    fill_ival(d->x, seed);
+    fill_ival(d->w, seed + 1);
+    fill_ival(d->b, seed + 2);
+    fill_ival(d->dy, seed + 3);
+    for (int i = 0; i < batch; i++)
+        for (int o = 0; o < out; o++) {
+            double sum = *ptdp_at(d->b, 0, o);
+            for (int k = 0; k < in; k++)
+                sum += (double)*ptdp_at(d->x, i, k) * (double)*ptdp_at(d->w, o, k);
+            *ptdp_at(d->y, i, o) = (ptdp_real)sum;
         }
-    ptdp_tensor_free(dev, &t);
-    ptdp_tensor_free(dev, &wide);
-    ptdp_mesh_free(&mesh);
+    for (int i = 0; i < batch; i++)
+        for (int k = 0; k < in; k++) {
+            double sum = 0;
+            for (int o = 0; o < out; o++)
+                sum += (double)*ptdp_at(d->dy, i, o) * (double)*ptdp_at(d->w, o, k);
+            *ptdp_at(d->dx, i, k) = (ptdp_real)sum;
+        }
+    for (int o = 0; o < out; o++) {
+        double colsum = 0;
+        for (int i = 0; i < batch; i++)
+            colsum += *ptdp_at(d->dy, i, o);
+        *ptdp_at(d->db, 0, o) = (ptdp_real)colsum;
+        for (int k = 0; k < in; k++) {
+            double sum = 0;
+            for (int i = 0; i < batch; i++)
+                sum += (double)*ptdp_at(d->dy, i, o) * (double)*ptdp_at(d->x, i, k);
+            *ptdp_at(d->dw, o, k) = (ptdp_real)sum;
+        }
+    }
     return 0;
 }
-
-START_TEST(test_f_and_g_sum_over_ranks)
-{
-    static verdicts v;
-    memset(&v, 0, sizeof v);
-    launch(TPS[_i], f_and_g_device, &v, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&v, TPS[_i], "f/g");
-}
-END_TEST
-
-/* ----------------------------------- gather and scatter: the concat pair */
-
-/* Rank k's block holds 1000 k + 10 i + j: after a gather, column k c + j
- * of row i must read exactly that. */
-static int gather_scatter_device(ptdp_device *dev, void *arg)
-{
-    verdicts *v = arg;
-    ptdp_mesh mesh;
-    int rc = tp_mesh(dev, &mesh);
-    if (rc != 0)
-        return rc;
-    int n = mesh.tp, r = mesh.tp_rank, c = OC / n;
-    ptdp_tensor local = make(dev, "local", OR, c), full = make(dev, "full", OR, OC);
-    if (local.data == NULL || full.data == NULL)
-        return PTDP_ENOMEM;
-
-    /* gather forward: full = [local_0 | … | local_{n-1}] */
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < c; j++)
-            *ptdp_at(local, i, j) = (ptdp_real)(1000 * r + 10 * i + j);
-    traffic t0 = traffic_now(dev);
-    rc = ptdp_tp_gather_from_region_forward(dev, mesh.tp_comm, local, full);
-    traffic d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0, "gather forward returned %d", rc);
-    for (int i = 0; i < OR; i++)
-        for (int col = 0; col < OC; col++) {
-            double want = 1000.0 * (col / c) + 10 * i + col % c;
-            EXPECT(v, dev, *ptdp_at(full, i, col) == want, "gather forward (%d,%d) = %g, want %g", i, col,
-                   (double)*ptdp_at(full, i, col), want);
-        }
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_GATHER] == (n > 1 ? 1u : 0u) && calls_except(&d, PTDP_COLL_ALL_GATHER) == 0,
-           "gather forward: %llu all-gathers, %llu other calls", d.calls[PTDP_COLL_ALL_GATHER],
-           calls_except(&d, PTDP_COLL_ALL_GATHER));
-    EXPECT(v, dev, d.sent[PTDP_COLL_ALL_GATHER] == (n - 1.0) / n * OR * OC * SR,
-           "gather forward sent %g bytes, want (N-1)/N S = %g", d.sent[PTDP_COLL_ALL_GATHER],
-           (n - 1.0) / n * OR * OC * SR);
-
-    /* gather backward: keep my columns of the (replicated) gradient; no communication */
-    for (int i = 0; i < OR; i++)
-        for (int col = 0; col < OC; col++)
-            *ptdp_at(full, i, col) = (ptdp_real)(10 * i + col);
-    t0 = traffic_now(dev);
-    ptdp_tp_gather_from_region_backward(mesh.tp_comm, full, local);
-    d = traffic_since(dev, t0);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < c; j++)
-            EXPECT(v, dev, *ptdp_at(local, i, j) == 10 * i + r * c + j, "gather backward (%d,%d) = %g", i, j,
-                   (double)*ptdp_at(local, i, j));
-    EXPECT(v, dev, calls_except(&d, PTDP_COLL_COUNT) == 0, "gather backward communicated");
-
-    /* scatter forward: my columns of a replicated tensor; no communication */
-    ptdp_tensor_zero(local);
-    t0 = traffic_now(dev);
-    ptdp_tp_scatter_to_region_forward(mesh.tp_comm, full, local);
-    d = traffic_since(dev, t0);
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < c; j++)
-            EXPECT(v, dev, *ptdp_at(local, i, j) == 10 * i + r * c + j, "scatter forward (%d,%d) = %g", i, j,
-                   (double)*ptdp_at(local, i, j));
-    EXPECT(v, dev, calls_except(&d, PTDP_COLL_COUNT) == 0, "scatter forward communicated");
-
-    /* scatter backward: the gradient of a split is the concatenation */
-    for (int i = 0; i < OR; i++)
-        for (int j = 0; j < c; j++)
-            *ptdp_at(local, i, j) = (ptdp_real)(1000 * r + 10 * i + j);
-    ptdp_tensor_zero(full);
-    t0 = traffic_now(dev);
-    rc = ptdp_tp_scatter_to_region_backward(dev, mesh.tp_comm, local, full);
-    d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0, "scatter backward returned %d", rc);
-    for (int i = 0; i < OR; i++)
-        for (int col = 0; col < OC; col++) {
-            double want = 1000.0 * (col / c) + 10 * i + col % c;
-            EXPECT(v, dev, *ptdp_at(full, i, col) == want, "scatter backward (%d,%d) = %g, want %g", i, col,
-                   (double)*ptdp_at(full, i, col), want);
-        }
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_GATHER] == (n > 1 ? 1u : 0u), "scatter backward: %llu all-gathers",
-           d.calls[PTDP_COLL_ALL_GATHER]);
-
-    /* the gather's staging buffer went back to the arena */
-    ptdp_mem_stats ms;
-    ptdp_arena_stats(dev->arena, &ms);
-    EXPECT(v, dev, ms.current[PTDP_MEM_COMM] == 0, "%zu bytes of communication buffers left",
-           ms.current[PTDP_MEM_COMM]);
-    ptdp_tensor_free(dev, &local);
-    ptdp_tensor_free(dev, &full);
-    ptdp_mesh_free(&mesh);
-    return 0;
-}
-
-START_TEST(test_gather_and_scatter_concatenate_in_rank_order)
-{
-    static verdicts v;
-    memset(&v, 0, sizeof v);
-    launch(TPS[_i], gather_scatter_device, &v, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&v, TPS[_i], "gather/scatter");
-}
-END_TEST
-
-/* ------------------------------------------- column- and row-parallel */
 
 /* Column-parallel: W [LOUT x LIN], its LOUT outputs split.
  * Row-parallel:    W [LIN x LOUT], its LOUT inputs split. */
 enum { LB = 4, LIN = 6, LOUT = 8 };
 
-/* Dense reference values: x (seed 1), W (seed 2), b (seed 3), dy (seed 4). */
-static double dense_xwt(int in, int i, int o)   /* (x W^T)(i, o) with W [.. x in] */
-{
-    double s = 0;
-    for (int k = 0; k < in; k++)
-        s += (double)ival(1, i, k) * (double)ival(2, o, k);
-    return s;
-}
-
 static int column_linear_device(ptdp_device *dev, void *arg)
 {
-    verdicts *v = arg;
+    (void)arg;
     ptdp_mesh mesh;
-    int rc = tp_mesh(dev, &mesh);
-    if (rc != 0)
-        return rc;
+    DEVICE_TRY(tp_mesh(dev, &mesh));
     ptdp_comm *tp = mesh.tp_comm;
     int n = mesh.tp, ol = LOUT / n, o0 = mesh.tp_rank * ol;
-    ptdp_tensor x = make(dev, "x", LB, LIN), w = make(dev, "w_r", ol, LIN), b = make(dev, "b_r", 1, ol);
-    ptdp_tensor y = make(dev, "y_r", LB, ol), full = make(dev, "y", LB, LOUT), dy = make(dev, "dy_r", LB, ol);
-    ptdp_tensor dx = make(dev, "dx", LB, LIN), dw = make(dev, "dw_r", ol, LIN), db = make(dev, "db_r", 1, ol);
-    if (x.data == NULL || w.data == NULL || b.data == NULL || y.data == NULL || full.data == NULL ||
-        dy.data == NULL || dx.data == NULL || dw.data == NULL || db.data == NULL)
-        return PTDP_ENOMEM;
-    for (int i = 0; i < LB; i++)
-        for (int k = 0; k < LIN; k++)
-            *ptdp_at(x, i, k) = ival(1, i, k);
-    for (int o = 0; o < ol; o++) {                 /* my rows of the dense W and b */
-        for (int k = 0; k < LIN; k++)
-            *ptdp_at(w, o, k) = ival(2, o0 + o, k);
-        *ptdp_at(b, 0, o) = ival(3, 0, o0 + o);
-    }
+    dense_linear d;
+    DEVICE_TRY(dense_linear_init(dev, &d, LB, LIN, LOUT, 1));
+    ptdp_tensor w, b, y, full, dy, dx, dw, db;
+    const tensor_spec specs[] = {
+        { &w, "w_r", ol, LIN }, { &b, "b_r", 1, ol }, { &y, "y_r", LB, ol }, { &full, "y", LB, LOUT },
+        { &dy, "dy_r", LB, ol }, { &dx, "dx", LB, LIN }, { &dw, "dw_r", ol, LIN }, { &db, "db_r", 1, ol },
+    };
+    DEVICE_TRY(make_tensors(dev, specs, NSPECS(specs)));
+    ptdp_tensor_copy(w, ptdp_tensor_rows(d.w, o0, ol));   /* my rows of the dense W, b and dy */
+    ptdp_tensor_copy(b, ptdp_tensor_cols(d.b, o0, ol));
+    ptdp_tensor_copy(dy, ptdp_tensor_cols(d.dy, o0, ol));
 
     /* forward without gather: my output columns, no communication (f forward = identity) */
     traffic t0 = traffic_now(dev);
-    rc = ptdp_tp_column_linear_forward(dev, tp, y, x, w, &b, NULL);
-    traffic d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0 && calls_except(&d, PTDP_COLL_COUNT) == 0, "column forward: rc %d, %llu calls", rc,
-           calls_except(&d, PTDP_COLL_COUNT));
-    for (int i = 0; i < LB; i++)
-        for (int o = 0; o < ol; o++) {
-            double want = dense_xwt(LIN, i, o0 + o) + ival(3, 0, o0 + o);
-            EXPECT(v, dev, *ptdp_at(y, i, o) == want, "column forward y(%d,%d) = %g, want %g", i, o0 + o,
-                   (double)*ptdp_at(y, i, o), want);
-        }
+    DEVICE_TRY(ptdp_tp_column_linear_forward(dev, tp, y, d.x, w, &b, NULL));
+    traffic t = traffic_since(dev, t0);
+    DEVICE_TRY(expect_equal(dev, "column forward y", y, ptdp_tensor_cols(d.y, o0, ol), 1));
+    DEVICE_TRY(expect_traffic(dev, "column forward", &t, PTDP_COLL_COUNT, 0, 0));
     /* forward with gather: the whole y on every rank */
     t0 = traffic_now(dev);
-    rc = ptdp_tp_column_linear_forward(dev, tp, y, x, w, &b, &full);
-    d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_GATHER] == (n > 1 ? 1u : 0u) &&
-           calls_except(&d, PTDP_COLL_ALL_GATHER) == 0, "column forward with gather: rc %d, %llu all-gathers", rc,
-           d.calls[PTDP_COLL_ALL_GATHER]);
-    for (int i = 0; i < LB; i++)
-        for (int o = 0; o < LOUT; o++) {
-            double want = dense_xwt(LIN, i, o) + ival(3, 0, o);
-            EXPECT(v, dev, *ptdp_at(full, i, o) == want, "gathered y(%d,%d) = %g, want %g", i, o,
-                   (double)*ptdp_at(full, i, o), want);
-        }
+    DEVICE_TRY(ptdp_tp_column_linear_forward(dev, tp, y, d.x, w, &b, &full));
+    t = traffic_since(dev, t0);
+    DEVICE_TRY(expect_equal(dev, "gathered y", full, d.y, 1));
+    DEVICE_TRY(expect_traffic(dev, "column forward with gather", &t, PTDP_COLL_ALL_GATHER, n > 1,
+                              (n - 1.0) / n * LB * LOUT * SR));
 
-    /* backward, twice: the weight gradients accumulate, dx is overwritten */
-    for (int i = 0; i < LB; i++)
-        for (int o = 0; o < ol; o++)
-            *ptdp_at(dy, i, o) = ival(4, i, o0 + o);
+    /* backward, twice: the weight gradients accumulate, dx is overwritten;
+     * dx = dy W over ALL outputs: f backward summed the slices */
     for (int pass = 1; pass <= 2; pass++) {
         t0 = traffic_now(dev);
-        rc = ptdp_tp_column_linear_backward(tp, &dx, dw, &db, dy, x, w);
-        d = traffic_since(dev, t0);
-        EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) &&
-               calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0, "column backward: rc %d, %llu all-reduces", rc,
-               d.calls[PTDP_COLL_ALL_REDUCE]);
-        EXPECT(v, dev, d.sent[PTDP_COLL_ALL_REDUCE] == all_reduce_bytes(n, LB * LIN * SR),
-               "column backward sent %g bytes, want %g", d.sent[PTDP_COLL_ALL_REDUCE],
-               all_reduce_bytes(n, LB * LIN * SR));
-        for (int i = 0; i < LB; i++)
-            for (int k = 0; k < LIN; k++) {
-                double want = 0;   /* dx = dy W over ALL outputs: f backward summed the slices */
-                for (int o = 0; o < LOUT; o++)
-                    want += (double)ival(4, i, o) * (double)ival(2, o, k);
-                EXPECT(v, dev, *ptdp_at(dx, i, k) == want, "column backward dx(%d,%d) = %g, want %g", i, k,
-                       (double)*ptdp_at(dx, i, k), want);
-            }
-        for (int o = 0; o < ol; o++) {
-            double wantb = 0;
-            for (int i = 0; i < LB; i++)
-                wantb += ival(4, i, o0 + o);
-            EXPECT(v, dev, *ptdp_at(db, 0, o) == pass * wantb, "column backward db(%d) = %g, want %g", o0 + o,
-                   (double)*ptdp_at(db, 0, o), pass * wantb);
-            for (int k = 0; k < LIN; k++) {
-                double want = 0;
-                for (int i = 0; i < LB; i++)
-                    want += (double)ival(4, i, o0 + o) * (double)ival(1, i, k);
-                EXPECT(v, dev, *ptdp_at(dw, o, k) == pass * want, "column backward dW(%d,%d) = %g, want %g",
-                       o0 + o, k, (double)*ptdp_at(dw, o, k), pass * want);
-            }
-        }
+        DEVICE_TRY(ptdp_tp_column_linear_backward(tp, &dx, dw, &db, dy, d.x, w));
+        t = traffic_since(dev, t0);
+        DEVICE_TRY(expect_traffic(dev, "column backward", &t, PTDP_COLL_ALL_REDUCE, n > 1,
+                                  all_reduce_bytes(n, LB * LIN * SR)));
+        DEVICE_TRY(expect_equal(dev, "column backward dx", dx, d.dx, 1));
+        DEVICE_TRY(expect_equal(dev, "column backward dW", dw, ptdp_tensor_rows(d.dw, o0, ol), pass));
+        DEVICE_TRY(expect_equal(dev, "column backward db", db, ptdp_tensor_cols(d.db, o0, ol), pass));
     }
-    ptdp_tensor *all[] = { &x, &w, &b, &y, &full, &dy, &dx, &dw, &db };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        ptdp_tensor_free(dev, all[k]);
+    free_tensors(dev, specs, NSPECS(specs));
+    free_tensors(dev, d.specs, NSPECS(d.specs));
     ptdp_mesh_free(&mesh);
     return 0;
 }
 
-START_TEST(test_column_parallel_linear_equals_dense)
+LOOP_TEST(operator_tests, test_column_parallel_linear_equals_dense, NTPS)
 {
-    static verdicts v;
-    memset(&v, 0, sizeof v);
-    launch(TPS[_i], column_linear_device, &v, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&v, TPS[_i], "column-parallel linear");
+    harness_launch_ok(TPS[_i], column_linear_device, NULL, NULL, NULL);
 }
 END_TEST
 
@@ -455,90 +429,48 @@ END_TEST
  * LOUT input columns; x [LB x LOUT] arrives split the same way. */
 static int row_linear_device(ptdp_device *dev, void *arg)
 {
-    verdicts *v = arg;
+    (void)arg;
     ptdp_mesh mesh;
-    int rc = tp_mesh(dev, &mesh);
-    if (rc != 0)
-        return rc;
+    DEVICE_TRY(tp_mesh(dev, &mesh));
     ptdp_comm *tp = mesh.tp_comm;
     int n = mesh.tp, cl = LOUT / n, c0 = mesh.tp_rank * cl;
-    ptdp_tensor x = make(dev, "x_r", LB, cl), w = make(dev, "w_r", LIN, cl), b = make(dev, "b", 1, LIN);
-    ptdp_tensor y = make(dev, "y", LB, LIN), dy = make(dev, "dy", LB, LIN);
-    ptdp_tensor dx = make(dev, "dx_r", LB, cl), dw = make(dev, "dw_r", LIN, cl), db = make(dev, "db", 1, LIN);
-    if (x.data == NULL || w.data == NULL || b.data == NULL || y.data == NULL || dy.data == NULL ||
-        dx.data == NULL || dw.data == NULL || db.data == NULL)
-        return PTDP_ENOMEM;
-    /* x(i, k) = ival(5, i, k) and W(o, k) = ival(6, o, k) over the whole k; I hold k in [c0, c0 + cl). */
-    for (int i = 0; i < LB; i++)
-        for (int k = 0; k < cl; k++)
-            *ptdp_at(x, i, k) = ival(5, i, c0 + k);
-    for (int o = 0; o < LIN; o++) {
-        for (int k = 0; k < cl; k++)
-            *ptdp_at(w, o, k) = ival(6, o, c0 + k);
-        *ptdp_at(b, 0, o) = ival(7, 0, o);
-    }
+    dense_linear d;
+    DEVICE_TRY(dense_linear_init(dev, &d, LB, LOUT, LIN, 5));
+    ptdp_tensor x, w, y, dx, dw, db;
+    const tensor_spec specs[] = {
+        { &x, "x_r", LB, cl }, { &w, "w_r", LIN, cl }, { &y, "y", LB, LIN }, { &dx, "dx_r", LB, cl },
+        { &dw, "dw_r", LIN, cl }, { &db, "db", 1, LIN },
+    };
+    DEVICE_TRY(make_tensors(dev, specs, NSPECS(specs)));
+    ptdp_tensor_copy(x, ptdp_tensor_cols(d.x, c0, cl));   /* my input columns of x and W */
+    ptdp_tensor_copy(w, ptdp_tensor_cols(d.w, c0, cl));
 
     /* forward: one all-reduce (g), and the bias added once after it */
     traffic t0 = traffic_now(dev);
-    rc = ptdp_tp_row_linear_forward(tp, y, x, w, &b);
-    traffic d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0 && d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 1u : 0u) &&
-           calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0, "row forward: rc %d, %llu all-reduces", rc,
-           d.calls[PTDP_COLL_ALL_REDUCE]);
-    EXPECT(v, dev, d.sent[PTDP_COLL_ALL_REDUCE] == all_reduce_bytes(n, LB * LIN * SR),
-           "row forward sent %g bytes, want %g", d.sent[PTDP_COLL_ALL_REDUCE], all_reduce_bytes(n, LB * LIN * SR));
-    for (int i = 0; i < LB; i++)
-        for (int o = 0; o < LIN; o++) {
-            double want = ival(7, 0, o);
-            for (int k = 0; k < LOUT; k++)
-                want += (double)ival(5, i, k) * (double)ival(6, o, k);
-            EXPECT(v, dev, *ptdp_at(y, i, o) == want, "row forward y(%d,%d) = %g, want %g (bias once)", i, o,
-                   (double)*ptdp_at(y, i, o), want);
-        }
+    DEVICE_TRY(ptdp_tp_row_linear_forward(tp, y, x, w, &d.b));
+    traffic t = traffic_since(dev, t0);
+    DEVICE_TRY(expect_equal(dev, "row forward y (bias once)", y, d.y, 1));
+    DEVICE_TRY(expect_traffic(dev, "row forward", &t, PTDP_COLL_ALL_REDUCE, n > 1,
+                              all_reduce_bytes(n, LB * LIN * SR)));
 
-    /* backward: g backward is the identity, so nothing is communicated */
-    for (int i = 0; i < LB; i++)
-        for (int o = 0; o < LIN; o++)
-            *ptdp_at(dy, i, o) = ival(8, i, o);
+    /* backward: g backward is the identity, so nothing is communicated;
+     * db is the whole bias's gradient, on every rank */
     t0 = traffic_now(dev);
-    ptdp_tp_row_linear_backward(&dx, dw, &db, dy, x, w);
-    d = traffic_since(dev, t0);
-    EXPECT(v, dev, calls_except(&d, PTDP_COLL_COUNT) == 0, "row backward communicated");
-    for (int i = 0; i < LB; i++)
-        for (int k = 0; k < cl; k++) {
-            double want = 0;
-            for (int o = 0; o < LIN; o++)
-                want += (double)ival(8, i, o) * (double)ival(6, o, c0 + k);
-            EXPECT(v, dev, *ptdp_at(dx, i, k) == want, "row backward dx(%d,%d) = %g, want %g", i, c0 + k,
-                   (double)*ptdp_at(dx, i, k), want);
-        }
-    for (int o = 0; o < LIN; o++) {
-        double wantb = 0;
-        for (int i = 0; i < LB; i++)
-            wantb += ival(8, i, o);
-        EXPECT(v, dev, *ptdp_at(db, 0, o) == wantb, "row backward db(%d) = %g, want %g (the whole bias, every rank)",
-               o, (double)*ptdp_at(db, 0, o), wantb);
-        for (int k = 0; k < cl; k++) {
-            double want = 0;
-            for (int i = 0; i < LB; i++)
-                want += (double)ival(8, i, o) * (double)ival(5, i, c0 + k);
-            EXPECT(v, dev, *ptdp_at(dw, o, k) == want, "row backward dW(%d,%d) = %g, want %g", o, c0 + k,
-                   (double)*ptdp_at(dw, o, k), want);
-        }
-    }
-    ptdp_tensor *all[] = { &x, &w, &b, &y, &dy, &dx, &dw, &db };
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-        ptdp_tensor_free(dev, all[k]);
+    ptdp_tp_row_linear_backward(&dx, dw, &db, d.dy, x, w);
+    t = traffic_since(dev, t0);
+    DEVICE_TRY(expect_traffic(dev, "row backward", &t, PTDP_COLL_COUNT, 0, 0));
+    DEVICE_TRY(expect_equal(dev, "row backward dx", dx, ptdp_tensor_cols(d.dx, c0, cl), 1));
+    DEVICE_TRY(expect_equal(dev, "row backward dW", dw, ptdp_tensor_cols(d.dw, c0, cl), 1));
+    DEVICE_TRY(expect_equal(dev, "row backward db", db, d.db, 1));
+    free_tensors(dev, specs, NSPECS(specs));
+    free_tensors(dev, d.specs, NSPECS(d.specs));
     ptdp_mesh_free(&mesh);
     return 0;
 }
 
-START_TEST(test_row_parallel_linear_equals_dense)
+LOOP_TEST(operator_tests, test_row_parallel_linear_equals_dense, NTPS)
 {
-    static verdicts v;
-    memset(&v, 0, sizeof v);
-    launch(TPS[_i], row_linear_device, &v, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&v, TPS[_i], "row-parallel linear");
+    harness_launch_ok(TPS[_i], row_linear_device, NULL, NULL, NULL);
 }
 END_TEST
 
@@ -557,24 +489,20 @@ static ptdp_real logit(int i, int c)
 
 static int64_t label_of(int i) { return (i * 5 + 3) % XC; }
 
-typedef struct {
-    verdicts v;
-    double tol;
-} xent_arg;
-
 static int xent_device(ptdp_device *dev, void *arg)
 {
-    xent_arg *a = arg;
-    verdicts *v = &a->v;
+    const double *tol = arg;
     ptdp_mesh mesh;
-    int rc = tp_mesh(dev, &mesh);
-    if (rc != 0)
-        return rc;
+    DEVICE_TRY(tp_mesh(dev, &mesh));
     int n = mesh.tp, cl = XC / n, c0 = mesh.tp_rank * cl;
-    ptdp_tensor lg = make(dev, "logits_r", XB, cl), dl = make(dev, "dlogits_r", XB, cl);
-    ptdp_tensor full = make(dev, "logits", XB, XC), dfull = make(dev, "dlogits", XB, XC);
+    ptdp_tensor lg, dl, full, dfull;
+    const tensor_spec specs[] = {
+        { &lg, "logits_r", XB, cl }, { &dl, "dlogits_r", XB, cl }, { &full, "logits", XB, XC },
+        { &dfull, "dlogits", XB, XC },
+    };
+    DEVICE_TRY(make_tensors(dev, specs, NSPECS(specs)));
     double *stats = ptdp_alloc(dev, 3 * XB * sizeof(double), PTDP_MEM_OTHER, "xent stats");
-    if (lg.data == NULL || dl.data == NULL || full.data == NULL || dfull.data == NULL || stats == NULL)
+    if (stats == NULL)
         return PTDP_ENOMEM;
     int64_t labels[XB];
     for (int i = 0; i < XB; i++) {
@@ -585,52 +513,82 @@ static int xent_device(ptdp_device *dev, void *arg)
     double *rowmax = stats, *sumexp = stats + XB, *picked = stats + 2 * XB, loss = NAN;
     const double scale = 1.0 / XB;
 
-    /* the vocab-parallel way: three all-reduces of B doubles, no gather */
+    /* the vocab-parallel way: three all-reduces of B doubles (max, sum of
+     * exp, picked logit), no gather */
     traffic t0 = traffic_now(dev);
-    rc = ptdp_tp_xent_forward(mesh.tp_comm, lg, c0, labels, rowmax, sumexp, picked, &loss);
+    DEVICE_TRY(ptdp_tp_xent_forward(mesh.tp_comm, lg, c0, labels, rowmax, sumexp, picked, &loss));
     ptdp_tp_xent_backward(dl, lg, c0, labels, rowmax, sumexp, scale);
     traffic d = traffic_since(dev, t0);
-    EXPECT(v, dev, rc == 0, "xent forward returned %d", rc);
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_GATHER] == 0, "the cross-entropy gathered the logits");
-    EXPECT(v, dev, d.calls[PTDP_COLL_ALL_REDUCE] == (n > 1 ? 3u : 0u) && calls_except(&d, PTDP_COLL_ALL_REDUCE) == 0,
-           "xent: %llu all-reduces (want 3: max, sum of exp, picked logit), %llu other calls",
-           d.calls[PTDP_COLL_ALL_REDUCE], calls_except(&d, PTDP_COLL_ALL_REDUCE));
-    EXPECT(v, dev, d.sent[PTDP_COLL_ALL_REDUCE] == 3 * all_reduce_bytes(n, XB * sizeof(double)),
-           "xent sent %g bytes, want 3 x 2(N-1)/N x B x 8 = %g", d.sent[PTDP_COLL_ALL_REDUCE],
-           3 * all_reduce_bytes(n, XB * sizeof(double)));
+    DEVICE_TRY(expect_traffic(dev, "the vocab-parallel cross-entropy", &d, PTDP_COLL_ALL_REDUCE, n > 1 ? 3 : 0,
+                              3 * all_reduce_bytes(n, XB * sizeof(double))));
 
     /* the gathered way, as the reference: all logits on every rank */
-    rc = ptdp_tp_gather_from_region_forward(dev, mesh.tp_comm, lg, full);
-    EXPECT(v, dev, rc == 0, "gather returned %d", rc);
+    DEVICE_TRY(ptdp_tp_gather_from_region_forward(dev, mesh.tp_comm, lg, full));
     double ref = ptdp_xent_forward(full, labels);
     ptdp_xent_backward(dfull, full, labels, scale);
-    EXPECT(v, dev, isfinite(loss) && fabs(loss - ref) <= a->tol * fmax(1.0, fabs(ref)),
-           "vocab-parallel loss %.17g, gathered %.17g", loss, ref);
+    DEVICE_CHECK(dev, isfinite(loss) && fabs(loss - ref) <= *tol * fmax(1.0, fabs(ref)),
+                 "vocab-parallel loss %.17g, gathered %.17g", loss, ref);
     for (int i = 0; i < XB; i++)
         for (int c = 0; c < cl; c++) {
             double got = *ptdp_at(dl, i, c), want = *ptdp_at(dfull, i, c0 + c);
-            EXPECT(v, dev, fabs(got - want) <= a->tol, "dlogits(%d,%d) = %.17g, gathered %.17g", i, c0 + c, got, want);
+            DEVICE_CHECK(dev, fabs(got - want) <= *tol, "dlogits(%d,%d) = %.17g, gathered %.17g", i, c0 + c, got, want);
         }
     ptdp_free(dev, stats);
-    ptdp_tensor_free(dev, &lg);
-    ptdp_tensor_free(dev, &dl);
-    ptdp_tensor_free(dev, &full);
-    ptdp_tensor_free(dev, &dfull);
+    free_tensors(dev, specs, NSPECS(specs));
     ptdp_mesh_free(&mesh);
     return 0;
 }
 
-START_TEST(test_vocab_parallel_xent_equals_gathered_without_gathering)
+LOOP_TEST(operator_tests, test_vocab_parallel_xent_equals_gathered_without_gathering, NTPS + 1)
 {
-    static xent_arg a;
-    memset(&a, 0, sizeof a);
-    a.tol = sizeof(ptdp_real) == sizeof(double) ? 1e-12 : 1e-6;
+    static const double tol = sizeof(ptdp_real) == sizeof(double) ? 1e-12 : 1e-6;
     /* tp 8 too: two classes per rank */
     int n = _i < NTPS ? TPS[_i] : 8;
-    launch(n, xent_device, &a, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&a.v, n, "vocab-parallel cross-entropy");
+    harness_launch_ok(n, xent_device, (void *)&tol, NULL, NULL);
 }
 END_TEST
+
+/* ------------------------------------------------------- a model under TP */
+
+static const harness_tcase model_tests = { .name = "model", .timeout_s = 30 };
+
+/* What every model test sets up on a device: the TP mesh over the whole
+ * world, the model, its data, and one batch of `rows` samples. */
+enum { MAX_ROWS = 8 };
+
+typedef struct {
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_mlp_data data;
+    ptdp_tensor x;
+    int64_t y[MAX_ROWS];
+} tp_model;
+
+static int tp_model_init(ptdp_device *dev, tp_model *t, const ptdp_model_config *cfg, uint64_t seed, double dropout,
+                         int rows)
+{
+    DEVICE_CHECK(dev, rows <= MAX_ROWS, "%d rows, room for %d", rows, MAX_ROWS);
+    DEVICE_TRY(tp_mesh(dev, &t->mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &t->m, cfg, &t->mesh, NULL, seed, dropout));
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &t->data, seed, cfg->d_in, cfg->classes));
+    return ptdp_tensor_alloc(dev, &t->x, "x", PTDP_MEM_OTHER, rows, cfg->d_in);
+}
+
+/* The forward of the batch of samples [first, first + rows) at `step`. */
+static int tp_model_forward(ptdp_device *dev, tp_model *t, ptdp_acts *acts, int64_t first, long step)
+{
+    ptdp_mlp_data_batch(&t->data, first, t->x.rows, t->x, t->y);
+    ptdp_batch b = { .first = first, .rows = t->x.rows, .x = t->x, .labels = t->y };
+    return ptdp_model_forward(dev, &t->m, acts, &b, t->x, step, false, NULL);
+}
+
+static void tp_model_free(ptdp_device *dev, tp_model *t)
+{
+    ptdp_tensor_free(dev, &t->x);
+    ptdp_mlp_data_free(dev, &t->data);
+    ptdp_model_free(dev, &t->m);
+    ptdp_mesh_free(&t->mesh);
+}
 
 /* ---------------------------------------------- the MLP block's traffic */
 
@@ -651,7 +609,6 @@ static const ptdp_model_config COUNT_CFG = { .d_in = 4, .hidden = 16, .ffn = 32,
 typedef struct {
     int layers;
     traffic fwd[PTDP_MAX_DEVICES], bwd[PTDP_MAX_DEVICES];
-    verdicts v;
 } count_arg;
 
 static int count_device(ptdp_device *dev, void *arg)
@@ -659,35 +616,20 @@ static int count_device(ptdp_device *dev, void *arg)
     count_arg *a = arg;
     ptdp_model_config cfg = COUNT_CFG;
     cfg.layers = a->layers;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    ptdp_mlp_data data;
-    int rc;
-    if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0)) != 0 ||
-        (rc = ptdp_mlp_data_init(dev, &data, 5, cfg.d_in, cfg.classes)) != 0)
-        return rc;
-    ptdp_tensor x = make(dev, "x", MB, cfg.d_in);
-    int64_t y[MB];
-    if (x.data == NULL)
-        return PTDP_ENOMEM;
-    ptdp_mlp_data_batch(&data, 0, MB, x, y);
+    tp_model t;
+    DEVICE_TRY(tp_model_init(dev, &t, &cfg, 5, 0.0, MB));
     ptdp_acts acts;
     traffic t0 = traffic_now(dev);
-    rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL);
+    DEVICE_TRY(tp_model_forward(dev, &t, &acts, 0, 0));
     a->fwd[dev->rank] = traffic_since(dev, t0);
-    EXPECT(&a->v, dev, rc == 0, "forward returned %d", rc);
     t0 = traffic_now(dev);
-    rc = ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / MB, NULL);
+    DEVICE_TRY(ptdp_model_backward(dev, &t.m, &acts, NULL, 1.0 / MB, NULL));
     a->bwd[dev->rank] = traffic_since(dev, t0);
-    EXPECT(&a->v, dev, rc == 0, "backward returned %d", rc);
-    ptdp_tensor_free(dev, &x);
-    ptdp_mlp_data_free(dev, &data);
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
+    tp_model_free(dev, &t);
     return 0;
 }
 
-START_TEST(test_mlp_block_one_all_reduce_each_way)
+LOOP_TEST(model_tests, test_mlp_block_one_all_reduce_each_way, 2 * NTPS)
 {
     /* _i: tp (3) x algorithm (default = shm, ring) */
     static const ptdp_algo algos[] = { PTDP_ALGO_DEFAULT, PTDP_ALGO_RING };
@@ -699,8 +641,7 @@ START_TEST(test_mlp_block_one_all_reduce_each_way)
     for (int k = 0; k < 2; k++) {
         memset(&a[k], 0, sizeof a[k]);
         a[k].layers = layers[k];
-        launch(n, count_device, &a[k], algo);
-        assert_verdicts(&a[k].v, n, "MLP traffic");
+        harness_launch_ok(n, count_device, &a[k], &(ptdp_launch_opts){ .algo = algo }, NULL);
         int L = layers[k];
         bool many = n > 1;
         for (int r = 0; r < n; r++) {
@@ -748,27 +689,18 @@ END_TEST
 static const ptdp_model_config REP_CFG = { .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 };
 enum { RB = 8, RSTEPS = 4 };
 
-static int train_a_little(ptdp_device *dev, ptdp_model *m, ptdp_mlp_data *data, int steps, ptdp_real *opt_m,
-                          ptdp_real *opt_v)
+static int train_a_little(ptdp_device *dev, tp_model *t, int steps, ptdp_real *opt_m, ptdp_real *opt_v)
 {
-    ptdp_tensor x = make(dev, "x", RB, m->cfg.d_in);
-    int64_t y[RB];
-    if (x.data == NULL)
-        return PTDP_ENOMEM;
     ptdp_adamw_config ac = ptdp_adamw_default_config();
     ac.lr = 1e-2;
-    int rc = 0;
-    for (int s = 0; rc == 0 && s < steps; s++) {
+    for (int s = 0; s < steps; s++) {
         ptdp_acts acts;
-        ptdp_mlp_data_batch(data, (int64_t)s * RB, RB, x, y);
-        if ((rc = ptdp_model_forward(dev, m, &acts, &(ptdp_batch){ .first = (int64_t)s * RB, .rows = x.rows, .x = x, .labels = y }, x, s, false, NULL)) != 0 ||
-            (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / RB, NULL)) != 0)
-            break;
-        ptdp_adamw_step(m->flat_w, m->flat_g, opt_m, opt_v, m->numel, &ac, s + 1);
-        memset(m->flat_g, 0, m->numel * sizeof(ptdp_real));
+        DEVICE_TRY(tp_model_forward(dev, t, &acts, (int64_t)s * RB, s));
+        DEVICE_TRY(ptdp_model_backward(dev, &t->m, &acts, NULL, 1.0 / RB, NULL));
+        ptdp_adamw_step(t->m.flat_w, t->m.flat_g, opt_m, opt_v, t->m.numel, &ac, s + 1);
+        memset(t->m.flat_g, 0, t->m.numel * sizeof(ptdp_real));
     }
-    ptdp_tensor_free(dev, &x);
-    return rc;
+    return 0;
 }
 
 /* All-gather the bytes of p through the TP group; 1 if every rank's copy
@@ -792,58 +724,44 @@ static int same_on_every_tp_rank(ptdp_device *dev, ptdp_comm *tp, const ptdp_par
 
 static int replicas_device(ptdp_device *dev, void *arg)
 {
-    verdicts *v = arg;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    ptdp_mlp_data data;
-    int rc;
-    if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &REP_CFG, &mesh, NULL, 9, 0.1)) != 0 ||
-        (rc = ptdp_mlp_data_init(dev, &data, 9, REP_CFG.d_in, REP_CFG.classes)) != 0)
-        return rc;
-    ptdp_real *opt = ptdp_alloc(dev, 2 * m.numel * sizeof(ptdp_real), PTDP_MEM_OPTIM, "adamw m, v");
-    if (opt == NULL)
+    (void)arg;
+    tp_model t;
+    DEVICE_TRY(tp_model_init(dev, &t, &REP_CFG, 9, 0.1, RB));
+    ptdp_real *opt = ptdp_alloc(dev, 2 * t.m.numel * sizeof(ptdp_real), PTDP_MEM_OPTIM, "adamw m, v");
+    const ptdp_param *in_w = ptdp_mlp_of(&t.m)->in_w;
+    size_t in_bytes = ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real);
+    ptdp_real *in_w0 = ptdp_alloc(dev, in_bytes, PTDP_MEM_OTHER, "in.weight before");
+    if (opt == NULL || in_w0 == NULL)
         return PTDP_ENOMEM;
-    const ptdp_param *in_w = ptdp_mlp_of(&m)->in_w;
-    ptdp_real *in_w0 = malloc(ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real));
-    if (in_w0 == NULL)
-        return PTDP_ENOMEM;
-    memcpy(in_w0, in_w->w.data, ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real));
-    if ((rc = train_a_little(dev, &m, &data, RSTEPS, opt, opt + m.numel)) != 0)
-        return rc;
-    EXPECT(v, dev, memcmp(in_w0, in_w->w.data, ptdp_tensor_numel(in_w->w) * sizeof(ptdp_real)) != 0,
-           "in.weight did not train");
-    free(in_w0);
+    memcpy(in_w0, in_w->w.data, in_bytes);
+    DEVICE_TRY(train_a_little(dev, &t, RSTEPS, opt, opt + t.m.numel));
+    DEVICE_CHECK(dev, memcmp(in_w0, in_w->w.data, in_bytes) != 0, "in.weight did not train");
 
     int replicated = 0;
-    for (int i = 0; i < m.nparams; i++) {
-        const ptdp_param *p = &m.params[i];
-        int same = same_on_every_tp_rank(dev, mesh.tp_comm, p);
+    for (int i = 0; i < t.m.nparams; i++) {
+        const ptdp_param *p = &t.m.params[i];
+        int same = same_on_every_tp_rank(dev, t.mesh.tp_comm, p);
         if (same < 0)
             return same;
         if (p->shard == PTDP_SHARD_NONE) {
             replicated++;
-            EXPECT(v, dev, same == 1, "replicated %s differs between TP ranks after %d steps", p->name, RSTEPS);
-        } else if (mesh.tp > 1) {
+            DEVICE_CHECK(dev, same == 1, "replicated %s differs between TP ranks after %d steps", p->name, RSTEPS);
+        } else if (t.mesh.tp > 1) {
             /* the comparison can tell: different shards do differ */
-            EXPECT(v, dev, same == 0, "shards of %s are identical on every rank", p->name);
+            DEVICE_CHECK(dev, same == 0, "shards of %s are identical on every rank", p->name);
         }
     }
-    EXPECT(v, dev, replicated == 2 + REP_CFG.layers,
-           "%d replicated parameters, want in.weight, in.bias and %d fc2.bias", replicated, REP_CFG.layers);
+    DEVICE_CHECK(dev, replicated == 2 + REP_CFG.layers,
+                 "%d replicated parameters, want in.weight, in.bias and %d fc2.bias", replicated, REP_CFG.layers);
+    ptdp_free(dev, in_w0);
     ptdp_free(dev, opt);
-    ptdp_mlp_data_free(dev, &data);
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
+    tp_model_free(dev, &t);
     return 0;
 }
 
-START_TEST(test_replicated_parameters_stay_bit_identical)
+LOOP_TEST(model_tests, test_replicated_parameters_stay_bit_identical, 2)
 {
-    static verdicts v;
-    memset(&v, 0, sizeof v);
-    int n = _i == 0 ? 2 : 4;
-    launch(n, replicas_device, &v, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&v, n, "replicas");
+    harness_launch_ok(_i == 0 ? 2 : 4, replicas_device, NULL, NULL, NULL);
 }
 END_TEST
 
@@ -852,7 +770,7 @@ END_TEST
 /* The mask on its own: a split activation's mask on rank r is columns
  * [r F/n, (r+1) F/n) of the one-device mask; a replicated one is the
  * one-device mask itself on every rank. */
-START_TEST(test_dropout_mask_is_a_slice_of_the_single_device_mask)
+TEST(model_tests, test_dropout_mask_is_a_slice_of_the_single_device_mask)
 {
     enum { R = 6, F = 32, H = 8 };
     const double p = 0.5;
@@ -905,52 +823,36 @@ typedef struct {
     ptdp_real g[PTDP_MAX_DEVICES][DL][DB * DFF];   /* rank r's GELU outputs (its columns) */
     ptdp_real h[PTDP_MAX_DEVICES][DL][DB * DH];    /* block outputs                        */
     double loss[PTDP_MAX_DEVICES];
-    verdicts v;
 } drop_arg;
 
 static int drop_device(ptdp_device *dev, void *arg)
 {
     drop_arg *a = arg;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    ptdp_mlp_data data;
-    int rc;
-    if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &DROP_CFG, &mesh, NULL, 11, 0.5)) != 0 ||
-        (rc = ptdp_mlp_data_init(dev, &data, 11, DROP_CFG.d_in, DROP_CFG.classes)) != 0)
-        return rc;
-    ptdp_tensor x = make(dev, "x", DB, DROP_CFG.d_in);
-    int64_t y[DB];
-    if (x.data == NULL)
-        return PTDP_ENOMEM;
-    const int64_t first = 3 * DB;     /* step 3's samples: the masks key on global sample indices */
-    ptdp_mlp_data_batch(&data, first, DB, x, y);
+    tp_model t;
+    DEVICE_TRY(tp_model_init(dev, &t, &DROP_CFG, 11, 0.5, DB));
     ptdp_acts acts;
-    if ((rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = first, .rows = x.rows, .x = x, .labels = y }, x, 3, false, NULL)) != 0)
-        return rc;
+    /* step 3's samples: the masks key on global sample indices */
+    DEVICE_TRY(tp_model_forward(dev, &t, &acts, 3 * DB, 3));
     const ptdp_mlp_saved *sv = ptdp_mlp_saved_of(&acts);
     for (int l = 0; l < DL; l++) {
-        ptdp_tensor_copy(ptdp_tensor_wrap(a->g[dev->rank][l], DB, ptdp_mlp_of(&m)->ffn_local), sv->g[l]);
+        ptdp_tensor_copy(ptdp_tensor_wrap(a->g[dev->rank][l], DB, ptdp_mlp_of(&t.m)->ffn_local), sv->g[l]);
         ptdp_tensor_copy(ptdp_tensor_wrap(a->h[dev->rank][l], DB, DH), sv->h[l + 1]);
     }
     a->loss[dev->rank] = acts.loss_sum;
-    rc = ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / DB, NULL);
-    ptdp_tensor_free(dev, &x);
-    ptdp_mlp_data_free(dev, &data);
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
-    return rc;
+    DEVICE_TRY(ptdp_model_backward(dev, &t.m, &acts, NULL, 1.0 / DB, NULL));
+    tp_model_free(dev, &t);
+    return 0;
 }
 
-START_TEST(test_dropout_masks_in_the_model)
+LOOP_TEST(model_tests, test_dropout_masks_in_the_model, 2)
 {
     static drop_arg one, many;
     memset(&one, 0, sizeof one);
     memset(&many, 0, sizeof many);
     int n = _i == 0 ? 2 : 4, c = DFF / n;
     double tol = PTDP_TOLERANCE;
-    launch(1, drop_device, &one, PTDP_ALGO_DEFAULT);
-    launch(n, drop_device, &many, PTDP_ALGO_DEFAULT);
-    assert_verdicts(&many.v, n, "dropout");
+    harness_launch_ok(1, drop_device, &one, NULL, NULL);
+    harness_launch_ok(n, drop_device, &many, NULL, NULL);
     int zeros = 0, differ = 0;
     for (int l = 0; l < DL; l++) {
         for (int r = 0; r < n; r++)
@@ -986,53 +888,38 @@ END_TEST
  *   naive = true + (tp - 1) * ||g_replicated||^2. */
 typedef struct {
     double sumsq[PTDP_MAX_DEVICES], naive[PTDP_MAX_DEVICES], replicated[PTDP_MAX_DEVICES];
-    verdicts v;
 } norm_arg;
 
 static int norm_device(ptdp_device *dev, void *arg)
 {
     norm_arg *a = arg;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    ptdp_mlp_data data;
-    int rc;
-    if ((rc = tp_mesh(dev, &mesh)) != 0 || (rc = ptdp_model_init(dev, &m, &REP_CFG, &mesh, NULL, 13, 0.0)) != 0 ||
-        (rc = ptdp_mlp_data_init(dev, &data, 13, REP_CFG.d_in, REP_CFG.classes)) != 0)
-        return rc;
-    ptdp_tensor x = make(dev, "x", RB, REP_CFG.d_in);
-    int64_t y[RB];
-    if (x.data == NULL)
-        return PTDP_ENOMEM;
-    ptdp_mlp_data_batch(&data, 0, RB, x, y);
+    tp_model t;
+    DEVICE_TRY(tp_model_init(dev, &t, &REP_CFG, 13, 0.0, RB));
     ptdp_acts acts;
-    if ((rc = ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = 0, .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL)) != 0 ||
-        (rc = ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / RB, NULL)) != 0 ||
-        (rc = ptdp_model_grad_sumsq(dev, &m, &a->sumsq[dev->rank])) != 0)
-        return rc;
-    double naive = ptdp_sum_squares(m.flat_g, m.numel), rep = 0;
-    for (int i = 0; i < m.nparams; i++)
-        if (m.params[i].shard == PTDP_SHARD_NONE)
-            rep += ptdp_sum_squares(m.params[i].g.data, ptdp_tensor_numel(m.params[i].g));
-    if (mesh.tp > 1 && (rc = ptdp_all_reduce(mesh.tp_comm, &naive, &naive, 1, PTDP_F64, PTDP_SUM)) != 0)
-        return rc;
+    DEVICE_TRY(tp_model_forward(dev, &t, &acts, 0, 0));
+    DEVICE_TRY(ptdp_model_backward(dev, &t.m, &acts, NULL, 1.0 / RB, NULL));
+    DEVICE_TRY(ptdp_model_grad_sumsq(dev, &t.m, &a->sumsq[dev->rank]));
+    double naive = ptdp_sum_squares(t.m.flat_g, t.m.numel), rep = 0;
+    for (int i = 0; i < t.m.nparams; i++)
+        if (t.m.params[i].shard == PTDP_SHARD_NONE)
+            rep += ptdp_sum_squares(t.m.params[i].g.data, ptdp_tensor_numel(t.m.params[i].g));
+    if (t.mesh.tp > 1)
+        DEVICE_TRY(ptdp_all_reduce(t.mesh.tp_comm, &naive, &naive, 1, PTDP_F64, PTDP_SUM));
     a->naive[dev->rank] = naive;
     a->replicated[dev->rank] = rep;
-    ptdp_tensor_free(dev, &x);
-    ptdp_mlp_data_free(dev, &data);
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
+    tp_model_free(dev, &t);
     return 0;
 }
 
-START_TEST(test_grad_norm_counts_each_parameter_once)
+LOOP_TEST(model_tests, test_grad_norm_counts_each_parameter_once, 2)
 {
     static norm_arg one, many;
     memset(&one, 0, sizeof one);
     memset(&many, 0, sizeof many);
     int n = _i == 0 ? 2 : 4;
     double tol = 10 * PTDP_TOLERANCE;
-    launch(1, norm_device, &one, PTDP_ALGO_DEFAULT);
-    launch(n, norm_device, &many, PTDP_ALGO_DEFAULT);
+    harness_launch_ok(1, norm_device, &one, NULL, NULL);
+    harness_launch_ok(n, norm_device, &many, NULL, NULL);
     double base = one.sumsq[0];
     ck_assert(base > 0 && one.replicated[0] > 0);
     for (int r = 0; r < n; r++) {
@@ -1055,7 +942,7 @@ END_TEST
  *   replicated  in.weight h d_in + in.bias h + L fc2.bias h
  *   split       (L (d_ff h + d_ff + h d_ff) + C h + C) / tp
  * With replicated parameters this small, tp = 4 holds close to 1/4. */
-START_TEST(test_parameter_memory_falls_as_one_over_tp)
+TEST(model_tests, test_parameter_memory_falls_as_one_over_tp)
 {
     const ptdp_model_config mc = { .d_in = 4, .hidden = 8, .ffn = 64, .layers = 2, .classes = 32 };
     const int tps[] = { 1, 2, 4, 8 };
@@ -1069,10 +956,7 @@ START_TEST(test_parameter_memory_falls_as_one_over_tp)
             .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
         };
         ptdp_launch_result lr;
-        ptdp_launch_opts o = { .watchdog_s = 20, .result = &lr };
-        ptdp_train_result res;
-        char msg[PTDP_MSG_MAX];
-        ck_assert_msg(ptdp_train(&c, &o, NULL, NULL, &res, msg, sizeof msg) == 0, "%s", msg);
+        equiv_train(&c, &(ptdp_launch_opts){ .result = &lr }, NULL, NULL);
         size_t want = (rep + split / (size_t)tps[k]) * sizeof(ptdp_real);
         for (int r = 0; r < tps[k]; r++) {
             ck_assert_msg(lr.devices[r].mem.peak[PTDP_MEM_PARAMS] == want, "tp=%d device %d: %zu parameter bytes, "
@@ -1082,7 +966,6 @@ START_TEST(test_parameter_memory_falls_as_one_over_tp)
         }
         peak[k] = lr.devices[0].mem.peak[PTDP_MEM_PARAMS];
         ptdp_launch_result_free(&lr);
-        ptdp_train_result_free(&res);
     }
     double ratio = (double)peak[2] / (double)peak[0];
     ck_assert_msg(ratio > 0.25 && ratio < 0.27, "tp=4 holds %.4f of tp=1's parameters", ratio);
@@ -1091,29 +974,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("tp");
-    TCase *ops = tcase_create("operators");
-    tcase_set_timeout(ops, 30);
-    tcase_add_loop_test(ops, test_f_and_g_sum_over_ranks, 0, NTPS);
-    tcase_add_loop_test(ops, test_gather_and_scatter_concatenate_in_rank_order, 0, NTPS);
-    tcase_add_loop_test(ops, test_column_parallel_linear_equals_dense, 0, NTPS);
-    tcase_add_loop_test(ops, test_row_parallel_linear_equals_dense, 0, NTPS);
-    tcase_add_loop_test(ops, test_vocab_parallel_xent_equals_gathered_without_gathering, 0, NTPS + 1);
-    suite_add_tcase(s, ops);
-
-    TCase *model = tcase_create("model");
-    tcase_set_timeout(model, 30);
-    tcase_add_loop_test(model, test_mlp_block_one_all_reduce_each_way, 0, 2 * NTPS);
-    tcase_add_loop_test(model, test_replicated_parameters_stay_bit_identical, 0, 2);
-    tcase_add_test(model, test_dropout_mask_is_a_slice_of_the_single_device_mask);
-    tcase_add_loop_test(model, test_dropout_masks_in_the_model, 0, 2);
-    tcase_add_loop_test(model, test_grad_norm_counts_each_parameter_once, 0, 2);
-    tcase_add_test(model, test_parameter_memory_falls_as_one_over_tp);
-    suite_add_tcase(s, model);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("tp");
 }

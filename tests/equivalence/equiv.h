@@ -1,74 +1,62 @@
 /*
- * equiv.h — shared helpers of the equivalence suites: run a configuration
- * and the single-device baseline, compare by --check's rule.
+ * equiv.h — the equivalence lesson as helpers: train a configuration,
+ * train its single-device baseline, and compare them the way --check does.
+ *
+ *   cfg ──► ptdp_train ──► losses, gradient norms, final state ─┐
+ *                                                              ├─► agree to PTDP_TOLERANCE
+ *   baseline (dp = tp = pp = 1, one micro-batch) ──► the same ─┘   (1e-10 double, 1e-4 float)
+ *
+ * and checkpoints as a round trip: train, save, load (into any mesh),
+ * train on — which must equal never stopping.
+ *
+ * Every helper fails the running Check test, with the configuration in
+ * the message, when something does not hold.  Used by the equivalence
+ * suites and by the unit tests that train (test_zero.c, test_report.c,
+ * test_pp.c, test_tp.c).
  */
 #ifndef PTDP_TESTS_EQUIV_H
 #define PTDP_TESTS_EQUIV_H
 
-#include <check.h>
-#include <stdio.h>
-#include <string.h>
-
+#include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/train.h"
 
-/* A small model so that a whole matrix runs in seconds. */
-static inline ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
-{
-    ptdp_train_config c = {
-        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 },
-        .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = 48, .steps = 4,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
-    };
-    return c;
-}
+/* A small model (12 -> 16 -> 8 classes, d_ff 32, 4 blocks) so that a whole
+ * matrix of meshes runs in seconds; AdamW, 4 steps, a global batch of 48. */
+ptdp_train_config equiv_config(int dp, int tp, int pp, int m);
 
-static inline ptdp_launch_opts equiv_opts(void)
-{
-    ptdp_launch_opts o = { 0 };
-    o.watchdog_s = 20;
-    return o;
-}
+/* Train cfg; the test fails (naming the mesh and the error) if it does.
+ * opts: NULL, or launch options (a profile, a trace, a launch result);
+ * the harness watchdog applies unless they set one.  final, res: NULL, or
+ * they receive the final state and the steps' log (free them with
+ * ptdp_state_free and ptdp_train_result_free). */
+void equiv_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts, ptdp_state *final,
+                 ptdp_train_result *res);
 
-/* Run cfg; fill *final and *res.  Fails the test on error. */
-static inline void equiv_run(const ptdp_train_config *cfg, ptdp_state *final, ptdp_train_result *res)
-{
-    char msg[PTDP_MSG_MAX];
-    ptdp_train_config c = *cfg;
-    ck_assert_int_eq(ptdp_state_init(final, &c.model, c.optimizer, c.momentum > 0), 0);
-    c.final_state = final;
-    ptdp_launch_opts o = equiv_opts();
-    int rc = ptdp_train(&c, &o, NULL, NULL, res, msg, sizeof msg);
-    ck_assert_msg(rc == 0, "dp=%d tp=%d pp=%d m=%d failed: %s", c.dp, c.tp, c.pp, c.micro_batches, msg);
-}
+/* cfg's baseline: the same model, data, optimizer and steps on one device. */
+ptdp_train_config equiv_baseline(const ptdp_train_config *cfg);
 
-/* cfg against its baseline (dp = tp = pp = 1, one micro-batch). */
-static inline void equiv_check(const ptdp_train_config *cfg)
-{
-    ptdp_train_config b = *cfg;
-    b.dp = b.tp = b.pp = 1;
-    b.micro_batches = 1;
-    b.recompute = false;
-    b.zero = 0;
-    b.stage_layers = NULL;
-    ptdp_state fs, fb;
-    ptdp_train_result rs, rb;
-    equiv_run(cfg, &fs, &rs);
-    equiv_run(&b, &fb, &rb);
-    for (int i = 0; i < cfg->steps; i++)
-        ck_assert_msg(ptdp_check_value(rs.log[i].loss, rb.log[i].loss, PTDP_TOLERANCE),
-                      "dp=%d tp=%d pp=%d m=%d %s: step %d loss %.15g vs baseline %.15g", cfg->dp, cfg->tp,
-                      cfg->pp, cfg->micro_batches, cfg->schedule, i + 1, rs.log[i].loss, rb.log[i].loss);
-    ptdp_check_report rep;
-    ck_assert_msg(ptdp_check_states(&fs, &fb, PTDP_TOLERANCE, &rep),
-                  "dp=%d tp=%d pp=%d m=%d %s: %s differs by %g (relative %g)", cfg->dp, cfg->tp, cfg->pp,
-                  cfg->micro_batches, cfg->schedule, rep.worst, rep.max_abs, rep.max_rel);
-    /* the run must actually have trained: the loss moved */
-    ck_assert(rb.log[0].loss != rb.log[cfg->steps - 1].loss);
-    ptdp_train_result_free(&rs);
-    ptdp_train_result_free(&rb);
-    ptdp_state_free(&fs);
-    ptdp_state_free(&fb);
-}
+/* cfg against its baseline, by --check's rule: every step's loss and
+ * gradient norm, and every final parameter.  The baseline must really
+ * train (its loss moves, its gradients are not zero) and, when cfg clips,
+ * clip at every step — or the comparison would prove little. */
+void equiv_check(const ptdp_train_config *cfg);
+
+/* Steps a[0..n) against b[0..n): losses within tol (--check's rule), or
+ * bit for bit when tol is 0. */
+void equiv_losses_agree(const ptdp_step_log *a, const ptdp_step_log *b, int n, double tol, const char *what);
+
+/* Every tensor of a against b, the optimizer state included (which --check
+ * skips): within tol of each tensor's own largest value, or bit for bit
+ * when tol is 0.  Adam's exp_avg_sq must have no zeros in either: every
+ * element saw a gradient, so a zero is a slice that was never written. */
+void equiv_states_agree(const ptdp_state *a, const ptdp_state *b, double tol, const char *what);
+
+/* The checkpoint round trip: train `first` from scratch, save its final
+ * state to a file, load it for `second`'s model and train `second` from
+ * it.  *end is where that ends and *log its steps (numbered on from
+ * first's).  Free both. */
+void equiv_resume(const ptdp_train_config *first, const ptdp_train_config *second, ptdp_state *end,
+                  ptdp_train_result *log);
 
 #endif

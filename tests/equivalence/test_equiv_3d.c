@@ -16,9 +16,9 @@
  * configuration): 174 runs of 4 steps and as many baselines, about 5 s per
  * precision on 2 cores.
  */
-#include <stdlib.h>
-
 #include "equiv.h"
+
+static const harness_tcase mesh_tests = { .name = "3d", .timeout_s = 60 };
 
 typedef struct { int dp, tp, pp, m, zero; const char *schedule; } mesh_case;
 
@@ -26,10 +26,13 @@ typedef struct { int dp, tp, pp, m, zero; const char *schedule; } mesh_case;
 static mesh_case cases[MAX_CASES];
 static int ncases;
 
-static void add_cases(void)
+/* Fill the table (once) and return its length: the loop test's range. */
+static int mesh_cases(void)
 {
     static const int tps[] = { 1, 2, 4, 8 }, ms[] = { 1, 4 };
     static const char *const schedules[] = { "1f1b", "gpipe" };
+    if (ncases > 0)
+        return ncases;
     for (int pp = 1; pp <= 4; pp++)
         for (int t = 0; t < 4; t++)
             for (int dp = 1; dp * tps[t] * pp <= 8; dp++)
@@ -37,21 +40,10 @@ static void add_cases(void)
                     for (int s = 0; s < (pp > 1 ? 2 : 1); s++)
                         for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++)
                             cases[ncases++] = (mesh_case){ dp, tps[t], pp, ms[mi], zero, schedules[s] };
+    return ncases;
 }
 
-START_TEST(test_mesh_equals_baseline)
-{
-    const mesh_case *k = &cases[_i];
-    ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
-    int per = k->dp * k->m;
-    c.batch = (c.batch + per - 1) / per * per;
-    c.zero = k->zero;
-    c.schedule = k->schedule;
-    equiv_check(&c);
-}
-END_TEST
-
-START_TEST(test_matrix_covers_every_factorization)
+TEST(mesh_tests, test_matrix_covers_every_factorization)
 {
     /* 28 meshes of at most 8 devices; 13 of them with pp > 1; and the count
      * of runs follows: each mesh x 2 M x (2 schedules if pp > 1) x (3 ZeRO
@@ -66,22 +58,23 @@ START_TEST(test_matrix_covers_every_factorization)
                         runs += 2 * (pp > 1 ? 2 : 1) * (dp > 1 ? 3 : 1);
                     }
     ck_assert_int_eq(meshes, 28);
-    ck_assert_int_eq(ncases, runs);
+    ck_assert_int_eq(mesh_cases(), runs);
+}
+END_TEST
+
+LOOP_TEST(mesh_tests, test_mesh_equals_baseline, mesh_cases())
+{
+    const mesh_case *k = &cases[_i];
+    ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
+    int per = k->dp * k->m;
+    c.batch = (c.batch + per - 1) / per * per;
+    c.zero = k->zero;
+    c.schedule = k->schedule;
+    equiv_check(&c);
 }
 END_TEST
 
 int main(void)
 {
-    add_cases();
-    Suite *s = suite_create("equivalence-3d");
-    TCase *tc = tcase_create("3d");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_matrix_covers_every_factorization);
-    tcase_add_loop_test(tc, test_mesh_equals_baseline, 0, ncases);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("equivalence-3d");
 }

@@ -14,15 +14,15 @@
  * changes only the order of the additions into each gradient; the stages
  * compute exactly the layers the single device computes, on the same rows.
  */
-#include <stdlib.h>
-
 #include "equiv.h"
+
+static const harness_tcase pp_tests = { .name = "pp", .timeout_s = 60 };
 
 static const int PPS[] = { 1, 2, 3, 4 }, MS[] = { 1, 2, 4, 8 };
 static const char *const SCHEDULES[] = { "gpipe", "1f1b" };
 
 /* _i = ((pp * 4 + m) * 2 + schedule) * 2 + recompute: 64 runs. */
-START_TEST(test_pp_matrix)
+LOOP_TEST(pp_tests, test_pp_matrix, 64)
 {
     int recompute = _i % 2, sched = _i / 2 % 2, m = MS[_i / 4 % 4], pp = PPS[_i / 16];
     ptdp_train_config c = equiv_config(1, 1, pp, m);
@@ -33,7 +33,7 @@ START_TEST(test_pp_matrix)
 END_TEST
 
 /* Stages of different depth: the first or the last stage heavier. */
-START_TEST(test_explicit_stage_layers)
+LOOP_TEST(pp_tests, test_explicit_stage_layers, 8)
 {
     static const int one_three[] = { 1, 3 }, three_one[] = { 3, 1 }, two_one_one[] = { 2, 1, 1 },
                      one_one_two[] = { 1, 1, 2 };
@@ -50,7 +50,7 @@ END_TEST
 
 /* dp 2 x pp 2: every DP replica of a stage runs the pipeline on its shard,
  * then one all-reduce per bucket; the replicas must stay bit-identical. */
-START_TEST(test_dp2_pp2)
+LOOP_TEST(pp_tests, test_dp2_pp2, 12)
 {
     static const int ms[] = { 1, 2, 4 };
     ptdp_train_config c = equiv_config(2, 1, 2, ms[_i / 4]);
@@ -63,7 +63,7 @@ END_TEST
 
 /* Dropout masks are keyed by (layer, global sample, feature): a pipeline,
  * micro-batches and recomputation must all draw the baseline's masks. */
-START_TEST(test_dropout)
+LOOP_TEST(pp_tests, test_dropout, 4)
 {
     ptdp_train_config c = equiv_config(1, 1, 4, 4);
     c.dropout = 0.2;
@@ -75,17 +75,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("equivalence-pp");
-    TCase *tc = tcase_create("pp");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_pp_matrix, 0, 64);
-    tcase_add_loop_test(tc, test_explicit_stage_layers, 0, 8);
-    tcase_add_loop_test(tc, test_dp2_pp2, 0, 12);
-    tcase_add_loop_test(tc, test_dropout, 0, 4);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return harness_main("equivalence-pp");
 }

@@ -1,0 +1,163 @@
+/*
+ * equiv.c — train, compare with the baseline, resume from a checkpoint
+ * (equiv.h).  Why a parallel run can equal one device at all: every
+ * random number is a function of (seed, name, global index), every
+ * gradient is scaled by 1/B and summed, and every reduction runs in a
+ * fixed order — so the only differences left are the order of additions,
+ * which --check's tolerance allows.
+ */
+#include "equiv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 },
+        .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = 48, .steps = 4,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
+    };
+    return c;
+}
+
+/* "dp=2 tp=4 pp=1 m=3 1f1b zero=0": a configuration in a failure message. */
+static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "dp=%d tp=%d pp=%d m=%d %s%s zero=%d", c->dp, c->tp, c->pp, c->micro_batches,
+             c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : "", c->zero);
+    return buf;
+}
+
+/* ------------------------------------------------------------ one run */
+
+void equiv_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts, ptdp_state *final,
+                 ptdp_train_result *res)
+{
+    ptdp_train_config c = *cfg;
+    if (final != NULL) {
+        ck_assert_int_eq(ptdp_state_init(final, &c.model, c.optimizer, c.momentum > 0), 0);
+        c.final_state = final;
+    }
+    ptdp_launch_opts o = harness_opts(opts);
+    char msg[PTDP_MSG_MAX] = "", what[128];
+    int rc = ptdp_train(&c, &o, NULL, NULL, res, msg, sizeof msg);
+    /* with a launch result to fill, the failure's message goes there */
+    ck_assert_msg(rc == 0, "%s failed: %s", describe(&c, what, sizeof what),
+                  o.result != NULL && o.result->message[0] != '\0' ? o.result->message : msg);
+}
+
+/* ------------------------------------------------------ against the baseline */
+
+ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
+{
+    ptdp_train_config b = *cfg;
+    b.dp = b.tp = b.pp = 1;
+    b.micro_batches = 1;
+    b.recompute = false;
+    b.zero = 0;
+    b.stage_layers = NULL;
+    return b;
+}
+
+void equiv_check(const ptdp_train_config *cfg)
+{
+    ptdp_train_config b = equiv_baseline(cfg);
+    ptdp_state fs, fb;
+    ptdp_train_result rs, rb;
+    char what[128];
+    describe(cfg, what, sizeof what);
+    equiv_train(cfg, NULL, &fs, &rs);
+    equiv_train(&b, NULL, &fb, &rb);
+    for (int i = 0; i < cfg->steps; i++) {
+        const ptdp_step_log *s = &rs.log[i], *l = &rb.log[i];
+        ck_assert_msg(l->grad_norm > 0, "%s: step %d: the baseline's gradient is zero", what, i + 1);
+        if (cfg->clip_grad > 0)   /* clipping must act, or it tests nothing */
+            ck_assert_msg(l->grad_norm > cfg->clip_grad, "%s: step %d: norm %g is below the clip %g", what, i + 1,
+                          l->grad_norm, cfg->clip_grad);
+        ck_assert_msg(ptdp_check_value(s->loss, l->loss, PTDP_TOLERANCE),
+                      "%s: step %d loss %.15g vs baseline %.15g", what, i + 1, s->loss, l->loss);
+        ck_assert_msg(ptdp_check_value(s->grad_norm, l->grad_norm, PTDP_TOLERANCE),
+                      "%s: step %d gradient norm %.15g vs baseline %.15g", what, i + 1, s->grad_norm, l->grad_norm);
+    }
+    ptdp_check_report rep;
+    ck_assert_msg(ptdp_check_states(&fs, &fb, PTDP_TOLERANCE, &rep), "%s: %s differs by %g (relative %g)", what,
+                  rep.worst, rep.max_abs, rep.max_rel);
+    /* the run must actually have trained: the loss moved */
+    ck_assert_msg(rb.log[0].loss != rb.log[cfg->steps - 1].loss, "%s: the baseline's loss never moved", what);
+    ptdp_train_result_free(&rs);
+    ptdp_train_result_free(&rb);
+    ptdp_state_free(&fs);
+    ptdp_state_free(&fb);
+}
+
+void equiv_losses_agree(const ptdp_step_log *a, const ptdp_step_log *b, int n, double tol, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        bool same = tol == 0 ? memcmp(&a[i].loss, &b[i].loss, sizeof(double)) == 0
+                             : ptdp_check_value(a[i].loss, b[i].loss, tol);
+        ck_assert_msg(same, "%s: step %ld: loss %.17g, step %ld: %.17g", what, a[i].step, a[i].loss, b[i].step,
+                      b[i].loss);
+    }
+}
+
+/* Adam's second moment: v > 0 wherever a gradient was seen. */
+static bool has_zeros(const ptdp_state_tensor *t)
+{
+    for (size_t k = 0; k < (size_t)t->rows * (size_t)t->cols; k++)
+        if (t->data[k] == 0)
+            return true;
+    return false;
+}
+
+void equiv_states_agree(const ptdp_state *a, const ptdp_state *b, double tol, const char *what)
+{
+    ck_assert_int_eq(a->ntensors, b->ntensors);
+    for (int i = 0; i < a->ntensors; i++) {
+        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
+        size_t n = (size_t)x->rows * (size_t)x->cols;
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
+        if (tol == 0) {
+            ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
+        } else {
+            double worst = 0, largest = 0;
+            for (size_t k = 0; k < n; k++) {
+                worst = fmax(worst, fabs((double)x->data[k] - (double)y->data[k]));
+                largest = fmax(largest, fabs((double)y->data[k]));
+            }
+            /* relative to the tensor's own scale: exp_avg_sq is ~1e-6, far below --check's max(1, |b|) */
+            ck_assert_msg(worst <= tol * largest, "%s: %s differs by %g (largest value %g)", what, x->name, worst,
+                          largest);
+        }
+        if (strstr(x->name, "exp_avg_sq") != NULL)
+            ck_assert_msg(!has_zeros(x) && !has_zeros(y), "%s: %s has zeros: a slice was not written", what,
+                          x->name);
+    }
+}
+
+/* ------------------------------------------------------ the checkpoint */
+
+void equiv_resume(const ptdp_train_config *first, const ptdp_train_config *second, ptdp_state *end,
+                  ptdp_train_result *log)
+{
+    char path[] = "/tmp/ptdp-resume-XXXXXX", msg[PTDP_MSG_MAX];
+    harness_temp_file(path);
+    ptdp_state half, loaded;
+    ptdp_train_result r;
+    equiv_train(first, NULL, &half, &r);
+    ck_assert_msg(ptdp_state_save(&half, path, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(ptdp_state_load(&loaded, path, &second->model, msg, sizeof msg) == 0, "%s", msg);
+    unlink(path);
+    ck_assert_int_eq(loaded.step, first->steps);
+
+    ptdp_train_config c = *second;
+    c.resume = &loaded;
+    equiv_train(&c, NULL, end, log);
+    ck_assert_int_eq(log->log[0].step, first->steps + 1);
+    ptdp_train_result_free(&r);
+    ptdp_state_free(&half);
+    ptdp_state_free(&loaded);
+}
