@@ -386,9 +386,13 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
     double wall_start = dev->trace ? ptdp_wall_now() : 0.0;
     ptdp_traffic tr = { 0.0, 0.0 };
     ptdp_call sender;
+    memset(&sender, 0, sizeof sender);
     k.clock = dev->clock.now;
     rc = c->ops->recv(c, &k, &sender, &tr);
-    if (rc == PTDP_EMISMATCH) {
+    /* A mismatch the backend saw in the sender's call (it is in `sender`);
+     * a sender that returned without sending failed this device in the
+     * waiting layer already, with a report of its own. */
+    if (rc == PTDP_EMISMATCH && dev->status == 0) {
         char mine[192], theirs[192];
         ptdp_describe_call(&k, mine, sizeof mine);
         ptdp_describe_call(&sender, theirs, sizeof theirs);
