@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# check_paths.sh — every file and folder the documentation names exists.
+#
+#   docs/check_paths.sh [FILE.md …]      (default: README.md docs/*.md)
+#
+# What counts as a name, in each Markdown file:
+#   a link target        [text](path)     resolved from the file's own folder
+#   a word in `code`     `src/nn/gelu.c`  resolved from the repository's root,
+#   a word in a ``` block                 if it has a '/' or ends in a source
+#                                         extension (.c .h .sh .py .md .build .svg)
+# A bare file name (`gelu.c`) must exist somewhere in the tree — and, on a row
+# of a table whose first cell is a folder (| `src/nn/` | …), inside that
+# folder: that is what makes the README's map say where each idea lives.
+# Not checked: build outputs (build*/), a user's own files (hello.c, r.json,
+# run.json), what `meson install` writes (*.pc), URLs, absolute and ~ paths.
+#
+# Prints each missing name with its file and line; exit status 1 if any.
+# shellcheck disable=SC2094  # `miss` names the file being read; it writes only to stderr
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Paths the documentation names before they land in the tree: accepted while
+# they are absent, checked like any other once they exist.
+pending=" bench/ bench/compare_mpi.sh bench/mpi_allreduce.c bench/train.sh bench/train_torch.py
+          bench/step_times.sh cli/bench/ cli/bench/bench_collectives.c cli/bench/bench_memory.c
+          cli/bench/bench_train.c "
+pending=" $(tr -s ' \n' '  ' <<<"$pending") "    # one space between names
+not_ours=" hello hello.c r.json run.json ptdp.pc ptdp-f64.pc ptdp-train-report/1 "
+
+if [[ $# -eq 0 ]]; then set -- README.md docs/*.md; fi
+set -f                      # from here on, a word of the docs is never a glob
+missing=0
+
+miss() { echo "$1:$2: $3 does not exist" >&2; missing=$((missing + 1)); }
+
+normal() {      # normal PATH: without ./ and dir/../
+    sed -E ':a
+        s#(^|/)\./#\1#
+        s#(^|/)[^/.][^/]*/\.\./#\1#
+        ta' <<<"$1"
+}
+
+exists() {      # exists PATH: a file or folder of the tree, or a pending one
+    [[ -e $1 ]] || [[ $pending == *" $1 "* ]] || [[ $pending == *" ${1%/}/ "* ]]
+}
+
+in_tree() {     # in_tree NAME [FOLDER]: a file of that name under FOLDER (default .)
+    [[ -n $(find "${2:-.}" -path ./build\* -prune -o -name "$1" -print -quit 2>/dev/null) ]] ||
+        [[ $pending == *"/$1 "* ]]
+}
+
+check_word() {  # check_word FILE LINE WORD ROW_FOLDER
+    local file=$1 line=$2 word=$3 folder=$4
+    word=${word%[.,;:]}                              # a sentence's punctuation
+    [[ $word =~ ^[A-Za-z0-9_.][A-Za-z0-9_./-]*$ ]] || return 0
+    [[ $word == build* || $word == */build/* ]] && return 0
+    word=$(normal "$word")
+    [[ $not_ours == *" $word "* ]] && return 0
+    if [[ $word == */* ]]; then
+        exists "$word" || miss "$file" "$line" "$word"
+    elif [[ $word =~ \.(c|h|sh|py|md|build|svg)$ ]]; then
+        if [[ -n $folder ]]; then
+            in_tree "$word" "$folder" || miss "$file" "$line" "$folder$word"
+        else
+            in_tree "$word" || miss "$file" "$line" "$word"
+        fi
+    fi
+}
+
+for file in "$@"; do
+    dir=$(dirname "$file")
+    n=0
+    in_block=0
+    while IFS= read -r text || [[ -n $text ]]; do
+        n=$((n + 1))
+        if [[ $text == '```'* ]]; then in_block=$((1 - in_block)); continue; fi
+
+        # links: [text](target), resolved from the file's folder
+        while read -r target; do
+            [[ -z $target || $target == *://* || $target == mailto:* ]] && continue
+            exists "$(normal "$dir/$target")" || miss "$file" "$n" "$target"
+        done < <(grep -oE '\]\([^)#]+' <<<"$text" | sed 's/^](//')
+
+        if [[ $in_block -eq 1 ]]; then
+            # a code block: every word; a lone folder (`models/`) in the layer
+            # picture is a folder of src/
+            for word in $text; do
+                if [[ $word =~ ^[a-z]+/$ && ! -e $word ]]; then
+                    exists "src/$word" || miss "$file" "$n" "src/$word"
+                else
+                    check_word "$file" "$n" "$word" ""
+                fi
+            done
+            continue
+        fi
+
+        # a table row whose first cell is a folder names files in that folder
+        folder=""
+        if [[ $text =~ ^\|\ \`([A-Za-z0-9_./-]+/)\` ]]; then folder=${BASH_REMATCH[1]}; fi
+        # shellcheck disable=SC2016  # the backquotes are Markdown's
+        while read -r code; do
+            for word in $code; do check_word "$file" "$n" "$word" "$folder"; done
+        done < <(grep -oE '`[^`]+`' <<<"$text" | tr -d '`')
+    done <"$file"
+done
+
+if [[ $missing -gt 0 ]]; then
+    echo "check_paths.sh: $missing name(s) in the documentation do not exist" >&2
+    exit 1
+fi
+echo "check_paths.sh: every path named in $* exists"
