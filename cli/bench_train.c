@@ -55,7 +55,7 @@
  * A fast wrong answer is not reported: the losses of (1), of dp = 2 and of
  * ZeRO-1 must agree with the dp = 1 run's by --check's rule, or the command
  * fails.
- * scripts/bench_train.sh runs this beside the same model in PyTorch and
+ * bench/train.sh runs this beside the same model in PyTorch and
  * prints the ratios against the targets of the README ("Training benchmark").
  */
 #include <math.h>
@@ -611,7 +611,7 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("    dp=2 speed-up over dp=1              %6.3f   = t(dp=1) / t(dp=2)\n", s.dp2_over_dp1);
     printf("    of which t(B) / 2 t(B/2 alone)       %6.3f   how a step's time scales with its batch\n",
            s.batch_scaling);
-    printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): scripts/bench_train.sh\n");
+    printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): bench/train.sh\n");
 }
 
 static void usage(void)
