@@ -62,9 +62,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "../args.h"
 #include "bench.h"
-#include "commands.h"
+#include "../commands.h"
 #include "ptdp/clock.h"
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
@@ -411,7 +411,7 @@ static void print_table(const bench_run *run, const ptdp_membw *m, int n)
     }
     printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
            "bound = busbw if the T x S bytes each call must move crossed memory at B;\n"
-           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench_collectives.c.\n");
+           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench/bench_collectives.c.\n");
 }
 
 static void print_json(const bench_run *run, const ptdp_membw *m, int n)

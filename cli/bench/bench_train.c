@@ -70,7 +70,7 @@
 #include <cblas.h>
 #endif
 
-#include "args.h"
+#include "../args.h"
 #include "bench.h"
 #include "ptdp/clock.h"
 #include "ptdp/mlp_data.h"
