@@ -82,7 +82,7 @@ echo
 echo "| measurement | time (ms) | samples/s | GFLOP/s |"
 echo "|---|---:|---:|---:|"
 echo "| ptdp baseline forward + backward | $(ms "$(med ptdp fwd_bwd_s)") | | $(num "$(med ptdp fwd_bwd_gflops)" %.1f) |"
-echo "| ptdp GEMMs alone (the same cblas calls) | $(ms "$(med ptdp gemm_s)") | | $(num "$(med ptdp gemm_gflops)" %.1f) |"
+echo "| ptdp GEMMs alone (the same ptdp_matmul calls) | $(ms "$(med ptdp gemm_s)") | | $(num "$(med ptdp gemm_gflops)" %.1f) |"
 echo "| ptdp baseline optimizer (norm, AdamW, zero grads) | $(ms "$(med ptdp optimizer_s)") | | |"
 echo "| ptdp baseline step (ptdp train, 1 device) | $(ms "$(med ptdp baseline_step_s)") | $(num "$(med ptdp baseline_samples_per_s)" %.1f) | $(num "$(med ptdp baseline_gflops)" %.1f) |"
 echo "| ptdp dp=2 step (same global batch) | $(ms "$(med ptdp dp2_step_s)") | $(num "$(med ptdp dp2_samples_per_s)" %.1f) | $(num "$(med ptdp dp2_gflops)" %.1f) |"

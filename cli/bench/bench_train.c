@@ -21,8 +21,10 @@
  *          forward + backward     ptdp_model_forward, ptdp_model_backward
  *          optimizer              gradient norm (ptdp_sum_squares),
  *                                 ptdp_adamw_step, zero the gradients
- *          GEMMs alone            the same cblas GEMM calls, same shapes and
- *                                 transposes, with nothing around them
+ *          GEMMs alone            the same matrix products, same shapes and
+ *                                 transposes, through the same ptdp_matmul
+ *                                 (the library's one door to BLAS), with
+ *                                 nothing around them
  *      forward + backward / GEMMs alone is what everything that is not a
  *      matrix product (bias, GELU, softmax, residual, copies) costs.
  *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch (and
@@ -63,12 +65,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(PTDP_HAVE_OPENBLAS_CBLAS_H)
-#include <openblas/cblas.h>
-#else
-#include <cblas.h>
-#endif
 
 #include "../args.h"
 #include "bench.h"
@@ -130,86 +126,82 @@ static double step_flops(const ptdp_model_config *c, int b)
 
 /* ---- the GEMMs of one step, alone ----------------------------------------- */
 
-/* One call  C = op(A) op(B) + beta C  (row-major), as linear.c issues it. */
+/* One product  C = op(A) op(B) + beta C, as linear.c asks ptdp_matmul for
+ * it: the same door to BLAS as the model's layers, so the only difference
+ * between the two measurements is everything around the products. */
 typedef struct {
+    ptdp_tensor c, a, b;
     bool ta, tb;
-    int m, n, k;
-    const ptdp_real *a, *b;
-    ptdp_real *c;
     double beta;
 } gemm_call;
 
 static void gemm_run(const gemm_call *g)
 {
-    int lda = g->ta ? g->m : g->k, ldb = g->tb ? g->k : g->n;
-    enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
-#ifdef PTDP_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0, g->a, lda, g->b, ldb, g->beta, g->c, g->n);
-#else
-    cblas_sgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, (float)g->beta, g->c, g->n);
-#endif
+    ptdp_matmul(g->c, g->a, g->ta, g->b, g->tb, 1.0, g->beta);
 }
 
 /* Scratch of the size of the activations, so the GEMMs alone touch as much
  * memory as the model's: per block its input h, fc1 output and GELU output. */
 typedef struct {
-    ptdp_real *x, *logits, *dlogits, *dh, *dg, *tmp;
-    ptdp_real **h, **a, **g;       /* [L + 1], [L], [L] */
+    ptdp_tensor x, logits, dlogits, dh, dg, tmp;
+    ptdp_tensor *h, *a, *g;        /* [L + 1], [L], [L] */
     gemm_call *calls;
     int ncalls;
     double flops;
 } gemm_plan;
 
-static void add_call(gemm_plan *p, bool ta, bool tb, int m, int n, int k,
-                     const ptdp_real *a, const ptdp_real *b, ptdp_real *c, double beta)
+static void add_call(gemm_plan *p, ptdp_tensor c, ptdp_tensor a, bool ta, ptdp_tensor b, bool tb,
+                     double beta)
 {
-    p->calls[p->ncalls++] = (gemm_call){ ta, tb, m, n, k, a, b, c, beta };
-    p->flops += ptdp_matmul_flops(m, n, k);
+    int k = ta ? a.rows : a.cols;
+    p->calls[p->ncalls++] = (gemm_call){ .c = c, .a = a, .b = b, .ta = ta, .tb = tb, .beta = beta };
+    p->flops += ptdp_matmul_flops(c.rows, c.cols, k);
 }
 
 /* The list, in mlp.c's order: y = x W^T is (B x in)(out x in)^T; its
  * backward dx = dy W and dW += dy^T x.  Weights and gradients are the
- * model's own buffers. */
-static void plan_gemms(gemm_plan *p, ptdp_model *model, int b)
+ * model's own tensors. */
+static void plan_gemms(gemm_plan *p, ptdp_model *model)
 {
-    const ptdp_model_config *c = &model->cfg;
     const ptdp_mlp *m = ptdp_mlp_of(model);
-    int h = c->hidden, f = c->ffn, L = c->layers, C = c->classes;
+    int L = model->cfg.layers;
     p->ncalls = 0;
     p->flops = 0;
-    add_call(p, false, true, b, h, c->d_in, p->x, m->in_w->w.data, p->h[0], 1);
+    add_call(p, p->h[0], p->x, false, m->in_w->w, true, 1);
     for (int l = 0; l < L; l++) {
         const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, false, true, b, f, h, p->h[l], k->fc1_w->w.data, p->a[l], 1);
-        add_call(p, false, true, b, h, f, p->g[l], k->fc2_w->w.data, p->h[l + 1], 0);
+        add_call(p, p->a[l], p->h[l], false, k->fc1_w->w, true, 1);
+        add_call(p, p->h[l + 1], p->g[l], false, k->fc2_w->w, true, 0);
     }
-    add_call(p, false, true, b, C, h, p->h[L], m->out_w->w.data, p->logits, 1);
+    add_call(p, p->logits, p->h[L], false, m->out_w->w, true, 1);
 
-    add_call(p, false, false, b, h, C, p->dlogits, m->out_w->w.data, p->dh, 0);
-    add_call(p, true, false, C, h, b, p->dlogits, p->h[L], m->out_w->g.data, 1);
+    add_call(p, p->dh, p->dlogits, false, m->out_w->w, false, 0);
+    add_call(p, m->out_w->g, p->dlogits, true, p->h[L], false, 1);
     for (int l = L - 1; l >= 0; l--) {
         const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, false, false, b, f, h, p->dh, k->fc2_w->w.data, p->dg, 0);
-        add_call(p, true, false, h, f, b, p->dh, p->g[l], k->fc2_w->g.data, 1);
-        add_call(p, false, false, b, h, f, p->dg, k->fc1_w->w.data, p->tmp, 0);
-        add_call(p, true, false, f, h, b, p->dg, p->h[l], k->fc1_w->g.data, 1);
+        add_call(p, p->dg, p->dh, false, k->fc2_w->w, false, 0);
+        add_call(p, k->fc2_w->g, p->dh, true, p->g[l], false, 1);
+        add_call(p, p->tmp, p->dg, false, k->fc1_w->w, false, 0);
+        add_call(p, k->fc1_w->g, p->dg, true, p->h[l], false, 1);
     }
-    add_call(p, true, false, h, c->d_in, b, p->dh, p->x, m->in_w->g.data, 1);
+    add_call(p, m->in_w->g, p->dh, true, p->x, false, 1);
 }
 
-static ptdp_real *scratch(ptdp_device *dev, size_t n, const char *name)
+/* A rows x cols activation in the arena, filled with ordinary numbers (no
+ * denormals, which would make the products slow for the wrong reason). */
+static int scratch(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
 {
-    ptdp_real *x = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
-    for (size_t i = 0; x != NULL && i < n; i++)
-        x[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));   /* ordinary numbers: no denormals */
-    return x;
+    int rc = ptdp_tensor_alloc(dev, t, name, PTDP_MEM_ACTS, rows, cols);
+    size_t n = ptdp_tensor_numel(*t);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        t->data[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));
+    return rc;
 }
 
 static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
 {
     const ptdp_model_config *c = &m->cfg;
-    int L = c->layers;
-    size_t bh = (size_t)b * c->hidden, bf = (size_t)b * c->ffn;
+    int L = c->layers, h = c->hidden, f = c->ffn;
     memset(p, 0, sizeof *p);
     p->h = calloc((size_t)L + 1, sizeof *p->h);
     p->a = calloc((size_t)L, sizeof *p->a);
@@ -217,32 +209,36 @@ static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
     p->calls = calloc((size_t)6 * L + 5, sizeof *p->calls);   /* plan_gemms: 2L + 2 forward, 4L + 3 backward */
     if (!p->h || !p->a || !p->g || !p->calls)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
-    bool ok = (p->x = scratch(dev, (size_t)b * c->d_in, "gemm.x")) &&
-              (p->logits = scratch(dev, (size_t)b * c->classes, "gemm.logits")) &&
-              (p->dlogits = scratch(dev, (size_t)b * c->classes, "gemm.dlogits")) &&
-              (p->dh = scratch(dev, bh, "gemm.dh")) && (p->dg = scratch(dev, bf, "gemm.dg")) &&
-              (p->tmp = scratch(dev, bh, "gemm.tmp"));
-    for (int l = 0; ok && l <= L; l++)
-        ok = (p->h[l] = scratch(dev, bh, "gemm.h")) &&
-             (l == L || ((p->a[l] = scratch(dev, bf, "gemm.a")) && (p->g[l] = scratch(dev, bf, "gemm.g"))));
-    if (!ok)
-        return PTDP_ENOMEM;
-    plan_gemms(p, m, b);
+    int rc = 0;
+    if ((rc = scratch(dev, &p->x, "gemm.x", b, c->d_in)) != 0 ||
+        (rc = scratch(dev, &p->logits, "gemm.logits", b, c->classes)) != 0 ||
+        (rc = scratch(dev, &p->dlogits, "gemm.dlogits", b, c->classes)) != 0 ||
+        (rc = scratch(dev, &p->dh, "gemm.dh", b, h)) != 0 ||
+        (rc = scratch(dev, &p->dg, "gemm.dg", b, f)) != 0 ||
+        (rc = scratch(dev, &p->tmp, "gemm.tmp", b, h)) != 0)
+        return rc;
+    for (int l = 0; rc == 0 && l <= L; l++)
+        if ((rc = scratch(dev, &p->h[l], "gemm.h", b, h)) == 0 && l < L &&
+            (rc = scratch(dev, &p->a[l], "gemm.a", b, f)) == 0)
+            rc = scratch(dev, &p->g[l], "gemm.g", b, f);
+    if (rc != 0)
+        return rc;
+    plan_gemms(p, m);
     return PTDP_OK;
 }
 
 static void gemm_plan_free(ptdp_device *dev, gemm_plan *p, int L)
 {
     for (int l = 0; l <= L && p->h != NULL; l++) {   /* p->h NULL: never set up */
-        ptdp_free(dev, p->h[l]);
+        ptdp_tensor_free(dev, &p->h[l]);
         if (p->a != NULL && l < L)
-            ptdp_free(dev, p->a[l]);
+            ptdp_tensor_free(dev, &p->a[l]);
         if (p->g != NULL && l < L)
-            ptdp_free(dev, p->g[l]);
+            ptdp_tensor_free(dev, &p->g[l]);
     }
-    ptdp_real *bufs[] = { p->x, p->logits, p->dlogits, p->dh, p->dg, p->tmp };
+    ptdp_tensor *bufs[] = { &p->x, &p->logits, &p->dlogits, &p->dh, &p->dg, &p->tmp };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ptdp_free(dev, bufs[i]);
+        ptdp_tensor_free(dev, bufs[i]);
     free(p->h);
     free(p->a);
     free(p->g);
@@ -586,7 +582,7 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
     printf("  %-46s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
            r->flops / r->fwd_bwd_s / 1e9);
-    printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (cblas, same calls)", 1e3 * r->gemm_s, "",
+    printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (ptdp_matmul, same calls)", 1e3 * r->gemm_s, "",
            r->gemm_flops / r->gemm_s / 1e9);
     printf("  %-46s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
     printf("  %-46s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
