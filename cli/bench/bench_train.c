@@ -67,6 +67,7 @@
 #include <string.h>
 
 #include "../args.h"
+#include "../model_flags.h"
 #include "bench.h"
 #include "ptdp/clock.h"
 #include "ptdp/mlp_data.h"
@@ -82,12 +83,24 @@
 
 #define MAX_STEPS 1000
 
+/* What `ptdp bench train` was asked for: filled by parse, checked by
+ * validate, used by every measurement. */
 typedef struct {
     ptdp_model_config model;
     int batch, steps, warmup;
     bool json;
     double watchdog_s;
 } bench_cfg;
+
+static const bench_cfg bench_defaults = {
+    .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
+    .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
+};
+
+/* The largest model a benchmark run takes (model_flags.h). */
+static const ptdp_model_flag_limits model_limits = {
+    .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
+};
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -421,7 +434,7 @@ static int run_concurrently(train_run *a, train_run *b)
     return a->rc ? a->rc : b->rc;
 }
 
-/* ---- the command ---------------------------------------------------------- */
+/* ---- every measurement, and the losses that must agree ------------------- */
 
 typedef struct {
     double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
@@ -450,82 +463,109 @@ static int check_losses(const char *who, const double *loss, const double *base,
     return 1;
 }
 
-static int measure(const bench_cfg *c, bench_result *out)
+/* 1. The baseline's phases and its GEMMs alone, on one device: fills out's
+ *    fwd_bwd_s, optim_s, gemm_s and gemm_flops, and every step's loss. */
+static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
 {
-    int total = c->warmup + c->steps, rc;
-    memset(out, 0, sizeof *out);
-    double *buf = calloc((size_t)7 * total, sizeof *buf);
-    if (buf == NULL) {
+    int total = c->warmup + c->steps;
+    double *times = calloc((size_t)3 * total, sizeof *times);
+    if (times == NULL) {
         fprintf(stderr, "ptdp bench train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
-    phase_run pr = { .cfg = c, .fwd_bwd = buf, .optim = buf + total, .gemm = buf + 2 * total,
-                     .loss = buf + 3 * total };
-
-    /* 1. The baseline's phases, and its GEMMs alone. */
+    phase_run pr = { .cfg = c, .fwd_bwd = times, .optim = times + total, .gemm = times + 2 * total,
+                     .loss = loss };
     ptdp_launch_result lr;
     ptdp_launch_opts o = { 0 };
     o.watchdog_s = c->watchdog_s;
     o.result = &lr;
-    rc = ptdp_launch(1, phase_device, &pr, &o);
+    int rc = ptdp_launch(1, phase_device, &pr, &o);
     if (rc != 0) {
         ptdp_progress_done();
         fprintf(stderr, "ptdp bench train: baseline: %s\n", lr.message);
-        ptdp_launch_result_free(&lr);
-        free(buf);
-        return PTDP_EXIT_FAIL;
+    } else {
+        out->fwd_bwd_s = median(pr.fwd_bwd, c->steps);
+        out->optim_s = median(pr.optim, c->steps);
+        out->gemm_s = median(pr.gemm, c->steps);
+        out->gemm_flops = pr.gemm_flops;
+        out->flops = step_flops(&c->model, c->batch);
     }
     ptdp_launch_result_free(&lr);
-    out->fwd_bwd_s = median(pr.fwd_bwd, c->steps);
-    out->optim_s = median(pr.optim, c->steps);
-    out->gemm_s = median(pr.gemm, c->steps);
-    out->gemm_flops = pr.gemm_flops;
-    out->flops = step_flops(&c->model, c->batch);
+    free(times);
+    return rc != 0 ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+}
 
-    /* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2
-     *    with ZeRO-1 (the optimizer step sharded, zero.h) where available. */
+/* Every step's loss of the runs that must agree with one another. */
+typedef struct {
+    double *phases, *base, *dp2, *zero1;
+} run_losses;
+
+/* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2 with
+ *    ZeRO-1 (the optimizer step sharded, zero.h) where available;
+ * 3. the hardware's limit: B/2 alone, then two B/2 runs at once.
+ * Fills out's step times; *with_zero: whether ZeRO-1 ran. */
+static int measure_training(const bench_cfg *c, const run_losses *l, bench_result *out, bool *with_zero)
+{
     train_run base, dp2, zero1, alone, conc[2];
     train_init(&base, c, 1, c->batch, "[2/6] ptdp_train dp=1");
     train_init(&dp2, c, 2, c->batch, "[3/6] ptdp_train dp=2");
     train_init(&zero1, c, 2, c->batch, "[4/6] ptdp_train dp=2 ZeRO-1");
     zero1.tc.zero = 1;
-    base.loss = buf + 4 * total;
-    dp2.loss = buf + 5 * total;
-    zero1.loss = buf + 6 * total;
-    bool with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
+    base.loss = l->base;
+    dp2.loss = l->dp2;
+    zero1.loss = l->zero1;
+    *with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
 
-    /* 3. The hardware's limit: B/2 alone, then two B/2 runs at once
-     *    (only the first of the two reports progress: one writer at a time). */
+    /* (only the first of the two concurrent runs reports progress: one
+     * writer at a time) */
     train_init(&alone, c, 1, c->batch / 2, "[5/6] one run at B/2 alone");
     train_init(&conc[0], c, 1, c->batch / 2, "[6/6] two runs at B/2 at once");
     train_init(&conc[1], c, 1, c->batch / 2, NULL);
 
-    train_run *order[] = { &base, &dp2, with_zero ? &zero1 : NULL, &alone };
+    train_run *order[] = { &base, &dp2, *with_zero ? &zero1 : NULL, &alone };
     train_run *failed = NULL;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && failed == NULL; i++)
         if (order[i] != NULL && (train_thread(order[i]), order[i]->rc != 0))
             failed = order[i];
-    if (failed == NULL && (rc = run_concurrently(&conc[0], &conc[1])) != 0)
+    if (failed == NULL && run_concurrently(&conc[0], &conc[1]) != 0)
         failed = conc[0].rc ? &conc[0] : &conc[1];
     ptdp_progress_done();
     if (failed != NULL) {
         fprintf(stderr, "ptdp bench train: %s: %s\n", failed->label ? failed->label : "concurrent runs",
                 failed->msg[0] ? failed->msg : "cannot start a thread");
-        free(buf);
         return PTDP_EXIT_FAIL;
     }
     out->base_s = base.step_s;
     out->dp2_s = dp2.step_s;
-    out->zero1_s = with_zero ? zero1.step_s : 0;
+    out->zero1_s = *with_zero ? zero1.step_s : 0;
     out->alone_s = alone.step_s;
     out->conc_s = 0.5 * (conc[0].step_s + conc[1].step_s);
+    return PTDP_EXIT_OK;
+}
+
+static int measure(const bench_cfg *c, bench_result *out)
+{
+    int total = c->warmup + c->steps;
+    memset(out, 0, sizeof *out);
+    double *buf = calloc((size_t)4 * total, sizeof *buf);
+    if (buf == NULL) {
+        fprintf(stderr, "ptdp bench train: host out of memory\n");
+        return PTDP_EXIT_FAIL;
+    }
+    run_losses l = { .phases = buf, .base = buf + total, .dp2 = buf + 2 * total, .zero1 = buf + 3 * total };
+    bool with_zero = false;
+    int status = measure_phases(c, l.phases, out);
+    if (status == PTDP_EXIT_OK)
+        status = measure_training(c, &l, out, &with_zero);
 
     /* No fast wrong answer: the same seed and data must give the same losses. */
-    int bad = check_losses("the phase-by-phase baseline", pr.loss, base.loss, total) +
-              check_losses("dp=2", dp2.loss, base.loss, total) +
-              (with_zero ? check_losses("dp=2 ZeRO-1", zero1.loss, base.loss, total) : 0);
+    if (status == PTDP_EXIT_OK &&
+        check_losses("the phase-by-phase baseline", l.phases, l.base, total) +
+        check_losses("dp=2", l.dp2, l.base, total) +
+        (with_zero ? check_losses("dp=2 ZeRO-1", l.zero1, l.base, total) : 0) != 0)
+        status = PTDP_EXIT_FAIL;
     free(buf);
-    return bad ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+    return status;
 }
 
 /* The speed-ups, and the two factors the dp=2 target splits into. */
@@ -610,6 +650,8 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): bench/train.sh\n");
 }
 
+/* ---- parse, validate, run ------------------------------------------------- */
+
 static void usage(void)
 {
     printf("usage: ptdp bench train [--steps N] [--warmup N] [--json] [--watchdog S]\n"
@@ -621,52 +663,67 @@ static void usage(void)
            "allows two devices).  AdamW, seed 1; every time is a median over the timed steps.\n"
            "\n"
            "  --steps N      timed steps per measurement (default 8)\n"
-           "  --warmup N     untimed steps before them (default 2)\n"
-           "  --d-in N --hidden N --ffn N --layers N --classes N\n"
-           "                 the model (default 1024, 1024, 4096, 4, 10)\n"
-           "  --batch B      global batch, even (default 64)\n"
+           "  --warmup N     untimed steps before them (default 2)\n");
+    ptdp_model_flags_help(stdout, &bench_defaults.model);
+    printf("  --batch B      global batch, even (default 64)\n"
            "  --json         one JSON object on stdout instead of the table\n"
            "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n");
 }
 
-int ptdp_bench_train_cmd(int argc, char **argv)
+/* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
+static int parse(int argc, char **argv, bench_cfg *c)
 {
-    bench_cfg c = {
-        .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
-        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
-    };
+    *c = bench_defaults;
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc;
-        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
-        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c.steps);
-        else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c.warmup);
-        else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_in);
-        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.hidden);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 18, &c.model.ffn);
-        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1024, &c.model.layers);
-        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.model.classes);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.batch);
-        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c.json);
-        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c.watchdog_s);
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c->steps);
+        else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c->warmup);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-    if (c.batch % 2 != 0)
-        return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
-                                "use B/2 per device (try --batch %d)", c.batch, c.batch + 1);
+    ptdp_model_flags_finish(&c->model);
+    return 0;
+}
 
+/* The flags together, before the first measurement. */
+static int validate(const bench_cfg *c)
+{
+    if (c->batch % 2 != 0)
+        return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
+                                "use B/2 per device (try --batch %d)", c->batch, c->batch + 1);
+    return 0;
+}
+
+static int run(const bench_cfg *c)
+{
     bench_result r;
-    int status = measure(&c, &r);
+    int status = measure(c, &r);
     if (status != PTDP_EXIT_OK)
         return status;
-    if (c.json)
-        print_json(&c, &r);
+    if (c->json)
+        print_json(c, &r);
     else
-        print_table(&c, &r);
+        print_table(c, &r);
     return PTDP_EXIT_OK;
+}
+
+int ptdp_bench_train_cmd(int argc, char **argv)
+{
+    bench_cfg c;
+    int rc = parse(argc, argv, &c);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    if ((rc = validate(&c)) != 0)
+        return rc;
+    return run(&c);
 }
