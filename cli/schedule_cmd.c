@@ -55,6 +55,7 @@ static void usage(FILE *f)
         "  --naive              1f1b with every send before its receive: watch it deadlock\n");
 }
 
+/* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
 static int parse(int argc, char **argv, schedule_options *o)
 {
     int n;
@@ -91,6 +92,12 @@ static int parse(int argc, char **argv, schedule_options *o)
         return PTDP_EXIT_USAGE;
     if (which >= 0)
         o->schedule = names[which];
+    return 0;
+}
+
+/* The flags together, before a schedule is built. */
+static int validate(const schedule_options *o)
+{
     if (o->costs.forward + o->costs.backward <= 0)
         return ptdp_usage_error("schedule", "--forward-time and --backward-time are both 0: "
                                 "give at least one a positive time");
@@ -157,6 +164,8 @@ int ptdp_cmd_schedule(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? PTDP_EXIT_OK : rc;
+    if ((rc = validate(&o)) != 0)
+        return rc;
 
     ptdp_schedule *s = NULL;
     rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "1f1b-naive",

@@ -238,28 +238,64 @@ static void selftest_usage(void)
            PTDP_MAX_DEVICES);
 }
 
-int ptdp_cmd_selftest(int argc, char **argv)
+typedef struct {
+    int devices;
+    double watchdog_s;
+} selftest_options;
+
+/* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE.  The two
+ * flags do not depend on each other, so there is no validate step. */
+static int parse(int argc, char **argv, selftest_options *o)
 {
-    int devices = 4;
-    double watchdog = 20.0;
+    o->devices = 4;
+    o->watchdog_s = 20.0;
     ptdp_args a;
     ptdp_args_init(&a, "selftest", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc;
         if (ptdp_args_is(&a, "--help")) {
             selftest_usage();
-            return PTDP_EXIT_OK;
+            return -1;
         } else if (ptdp_args_is(&a, "--devices")) {
-            rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &devices);
+            rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
         } else if (ptdp_args_is(&a, "--watchdog")) {
-            rc = ptdp_args_double(&a, 0.1, 86400, &watchdog);
+            rc = ptdp_args_double(&a, 0.1, 86400, &o->watchdog_s);
         } else {
             rc = ptdp_args_unknown(&a);
         }
         if (rc)
             return PTDP_EXIT_USAGE;
     }
+    return 0;
+}
 
+/* One check on its own launch: prints PASS or FAIL, returns true if passed. */
+static bool run_check(const selftest_check *ck, const selftest_options *o)
+{
+    ptdp_launch_result result;
+    memset(&result, 0, sizeof result);
+    ptdp_launch_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.device_mem = (size_t)8 << 20;
+    opts.watchdog_s = o->watchdog_s;
+    opts.algo = ck->algo;
+    opts.result = &result;
+
+    double t0 = ptdp_wall_now();
+    int rc = ptdp_launch(o->devices, selftest_device, (void *)ck, &opts);
+    double dt = ptdp_wall_now() - t0;
+    if (rc == 0)
+        printf("PASS  %-40s %6.3f s\n", ck->title, dt);
+    else
+        printf("FAIL  %-40s device %d: %s\n", ck->title, result.failed_rank, result.message);
+    fflush(stdout);
+    ptdp_launch_result_free(&result);
+    return rc == 0;
+}
+
+static int run(const selftest_options *o)
+{
+    int devices = o->devices;
     printf("ptdp selftest: %d device%s, elements %s, counts 0, 1, 7, 1000, 65539\n",
            devices, devices > 1 ? "s" : "", PTDP_REAL_NAME);
     int passed = 0, failed = 0, skipped = 0;
@@ -269,33 +305,24 @@ int ptdp_cmd_selftest(int argc, char **argv)
             /* a rendezvous send to oneself can never complete */
             printf("SKIP  %-40s (needs 2 devices)\n", ck->title);
             skipped++;
-            continue;
-        }
-        ptdp_launch_result result;
-        memset(&result, 0, sizeof result);
-        ptdp_launch_opts opts;
-        memset(&opts, 0, sizeof opts);
-        opts.device_mem = (size_t)8 << 20;
-        opts.watchdog_s = watchdog;
-        opts.algo = ck->algo;
-        opts.result = &result;
-
-        double t0 = ptdp_wall_now();
-        int rc = ptdp_launch(devices, selftest_device, (void *)ck, &opts);
-        double dt = ptdp_wall_now() - t0;
-        if (rc == 0) {
-            printf("PASS  %-40s %6.3f s\n", ck->title, dt);
+        } else if (run_check(ck, o)) {
             passed++;
         } else {
-            printf("FAIL  %-40s device %d: %s\n", ck->title, result.failed_rank, result.message);
             failed++;
         }
-        fflush(stdout);
-        ptdp_launch_result_free(&result);
     }
     printf("selftest: %d passed, %d failed", passed, failed);
     if (skipped)
         printf(", %d skipped", skipped);
     printf(" (%d device%s)\n", devices, devices > 1 ? "s" : "");
     return failed ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+}
+
+int ptdp_cmd_selftest(int argc, char **argv)
+{
+    selftest_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    return run(&o);
 }

@@ -9,6 +9,14 @@
  * by the rule  max|a - b| <= tol * max(1, max|b|)  (tol 1e-4 in float, 1e-10
  * in double).  Exit status: 0 done, 1 the run failed (out of memory, a bad
  * checkpoint, a --check mismatch), 2 a usage error.
+ *
+ * The command runs in three steps, so that a mistake costs a second, not a
+ * run:
+ *
+ *     parse     the flags as typed, each checked alone  -> train_options
+ *     validate  the flags together, the profile, the checkpoint to --load,
+ *               and ptdp_train_validate's rules (shapes, divisibility)
+ *     run       ptdp_train_and_report (train_run.c)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,12 +26,41 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model_flags.h"
 #include "ptdp/error.h"
 #include "ptdp/train.h"
 #include "report.h"
 
+/* The largest model `ptdp train` accepts (model_flags.h).  The defaults are
+ * ptdp_train_defaults()'s, except ffn: 0 until every flag is read, so that
+ * --hidden alone gives ffn = 4 x hidden. */
+static const ptdp_model_flag_limits model_limits = {
+    .d_in = 1 << 20, .hidden = 1 << 20, .ffn = 1 << 22, .layers = 4096, .classes = 1 << 22,
+};
+
+static const char *const optimizer_names[] = { "adamw", "sgd" };
+static const char *const schedule_names[] = { "1f1b", "gpipe" };
+static const char *const algo_names[] = { "shm", "ring", "naive", "default" };
+static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT };
+
+/* Everything `ptdp train` was asked for: filled by parse, completed and
+ * checked by validate, used by run. */
+typedef struct {
+    ptdp_train_config cfg;         /* dp 0: not given (--devices may decide) */
+    ptdp_launch_opts launch;
+    int devices;                   /* 0: not given                          */
+    int stage_layers[PTDP_MAX_DEVICES], nstage;
+    const char *profile;           /* NULL: the default profile             */
+    bool check, quiet;
+    const char *log_path, *save, *load, *save_init, *dump, *report_path;
+    ptdp_state resume;             /* --load's checkpoint, read by validate */
+    bool have_resume;
+} train_options;
+
 static void usage(void)
 {
+    ptdp_train_config d = ptdp_train_defaults();
+    d.model.ffn = 0;               /* printed as 4*hidden */
     printf(
         "usage: ptdp train [flags]\n"
         "\n"
@@ -41,8 +78,9 @@ static void usage(void)
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced)\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
-        "model and data:\n"
-        "  --d-in N --hidden N --ffn N --layers N --classes N   (default 32, 64, 4*hidden, 8, 16)\n"
+        "model and data:\n");
+    ptdp_model_flags_help(stdout, &d.model);
+    printf(
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
         "  --steps N           steps of this run (default 10)\n"
         "  --seed N            seed of initialisation, data and dropout (default 1)\n"
@@ -98,123 +136,153 @@ static int list_profiles(void)
     return PTDP_EXIT_OK;
 }
 
-int ptdp_cmd_train(int argc, char **argv)
+/* ---- parse: each flag as typed ------------------------------------------ */
+
+/* Returns 0 to go on, -1 after printing what was asked for instead of a run
+ * (--help, --profile list), or PTDP_EXIT_USAGE. */
+static int parse(int argc, char **argv, train_options *o)
 {
-    ptdp_train_config c = ptdp_train_defaults();
-    c.dp = 0;            /* unset: --devices may decide it */
-    c.model.ffn = 0;    /* unset: 4 x --hidden */
-    ptdp_launch_opts o = { 0 };
-    int devices = 0, stage_layers[PTDP_MAX_DEVICES], nstage = 0, opt = 0, seed = 1;
-    bool check = false, quiet = false, profile_list = false;
-    const char *log_path = NULL, *save = NULL, *load = NULL, *save_init = NULL, *dump = NULL;
-    const char *profile = NULL, *report_path = NULL;
-    static const char *const optimizers[] = { "adamw", "sgd" };
-    static const char *const schedules[] = { "1f1b", "gpipe" };
-    static const char *const algos[] = { "shm", "ring", "naive", "default" };
-    static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT };
-    int sched = 0, algo = 3;
+    memset(o, 0, sizeof *o);
+    ptdp_train_config *c = &o->cfg;
+    *c = ptdp_train_defaults();
+    c->dp = 0;                     /* unset: --devices may decide it */
+    c->model.ffn = 0;              /* unset: 4 x --hidden */
+    int opt = 0, sched = 0, algo = 3, seed = 1;
 
     ptdp_args a;
     ptdp_args_init(&a, "train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc = 0;
-        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
-        else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.dp);
-        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.tp);
-        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c.pp);
-        else if (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &devices);
-        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.micro_batches);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 24, &c.batch);
-        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c.steps);
-        else if (ptdp_args_is(&a, "--lr")) rc = ptdp_args_double(&a, 1e-12, 1e6, &c.lr);
-        else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizers, 2, &opt);
-        else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c.momentum);
-        else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c.weight_decay);
-        else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c.clip_grad);
-        else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c.bucket_mb);
-        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c.zero);
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->dp);
+        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->tp);
+        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->pp);
+        else if (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
+        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->micro_batches);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 24, &c->batch);
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c->steps);
+        else if (ptdp_args_is(&a, "--lr")) rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
+        else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizer_names, 2, &opt);
+        else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c->momentum);
+        else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c->weight_decay);
+        else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c->clip_grad);
+        else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
+        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c->zero);
         else if (ptdp_args_is(&a, "--seed")) rc = ptdp_args_int(&a, 0, 2147483647, &seed);
-        else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.d_in);
-        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 20, &c.model.hidden);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 22, &c.model.ffn);
-        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 4096, &c.model.layers);
-        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 22, &c.model.classes);
-        else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c.dropout);
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedules, 2, &sched);
-        else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c.recompute);
-        else if (ptdp_args_is(&a, "--stage-layers")) rc = parse_stage_layers(&a, stage_layers, PTDP_MAX_DEVICES, &nstage);
-        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o.device_mem);
-        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algos, 4, &algo);
-        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
-        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o.watchdog_s);
-        else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &check);
-        else if (ptdp_args_is(&a, "--verify-replicas")) rc = ptdp_args_switch(&a, &c.verify_replicas);
-        else if (ptdp_args_is(&a, "--quiet")) rc = ptdp_args_switch(&a, &quiet);
-        else if (ptdp_args_is(&a, "--log")) rc = ptdp_args_string(&a, &log_path);
-        else if (ptdp_args_is(&a, "--trace")) rc = ptdp_args_string(&a, &o.trace_path);
-        else if (ptdp_args_is(&a, "--report")) rc = ptdp_args_string(&a, &report_path);
-        else if (ptdp_args_is(&a, "--save")) rc = ptdp_args_string(&a, &save);
-        else if (ptdp_args_is(&a, "--load")) rc = ptdp_args_string(&a, &load);
-        else if (ptdp_args_is(&a, "--save-init")) rc = ptdp_args_string(&a, &save_init);
-        else if (ptdp_args_is(&a, "--dump-data")) rc = ptdp_args_string(&a, &dump);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
+        else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
+        else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c->recompute);
+        else if (ptdp_args_is(&a, "--stage-layers"))
+            rc = parse_stage_layers(&a, o->stage_layers, PTDP_MAX_DEVICES, &o->nstage);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
+        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 4, &algo);
+        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o->launch.watchdog_s);
+        else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &o->check);
+        else if (ptdp_args_is(&a, "--verify-replicas")) rc = ptdp_args_switch(&a, &c->verify_replicas);
+        else if (ptdp_args_is(&a, "--quiet")) rc = ptdp_args_switch(&a, &o->quiet);
+        else if (ptdp_args_is(&a, "--log")) rc = ptdp_args_string(&a, &o->log_path);
+        else if (ptdp_args_is(&a, "--trace")) rc = ptdp_args_string(&a, &o->launch.trace_path);
+        else if (ptdp_args_is(&a, "--report")) rc = ptdp_args_string(&a, &o->report_path);
+        else if (ptdp_args_is(&a, "--save")) rc = ptdp_args_string(&a, &o->save);
+        else if (ptdp_args_is(&a, "--load")) rc = ptdp_args_string(&a, &o->load);
+        else if (ptdp_args_is(&a, "--save-init")) rc = ptdp_args_string(&a, &o->save_init);
+        else if (ptdp_args_is(&a, "--dump-data")) rc = ptdp_args_string(&a, &o->dump);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-
-    if (profile != NULL && strcmp(profile, "list") == 0)
-        profile_list = true;
-    if (profile_list)
-        return list_profiles();
-    if (profile != NULL && (o.profile = ptdp_profile_find(profile)) == NULL)
-        return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", profile);
-    o.algo = algo_values[algo];
-    c.optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
-    c.seed = (uint64_t)seed;
-    c.schedule = schedules[sched];
-    if (c.model.ffn == 0)
-        c.model.ffn = 4 * c.model.hidden;
-    if (nstage > 0) {
-        if (nstage != c.pp)
-            return ptdp_usage_error("train", "--stage-layers lists %d stages but --pp is %d", nstage, c.pp);
-        c.stage_layers = stage_layers;
+    if (o->profile != NULL && strcmp(o->profile, "list") == 0) {
+        list_profiles();
+        return -1;
     }
+
+    /* what was typed, in the config's terms */
+    o->launch.algo = algo_values[algo];
+    c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
+    c->seed = (uint64_t)seed;
+    c->schedule = schedule_names[sched];
+    ptdp_model_flags_finish(&c->model);
+    return 0;
+}
+
+/* ---- validate: the flags together, before any work ---------------------- */
+
+/* --devices N: dp = N / (tp x pp) if --dp is not given, else a check. */
+static int resolve_dp(ptdp_train_config *c, int devices)
+{
     if (devices > 0) {
-        int mp = c.tp * c.pp;
-        if (c.dp == 0) {
+        int mp = c->tp * c->pp;
+        if (c->dp == 0) {
             if (devices % mp != 0)
                 return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
-                                        "(try --devices %d or %d)", devices, c.tp, c.pp, mp,
+                                        "(try --devices %d or %d)", devices, c->tp, c->pp, mp,
                                         devices / mp * mp > 0 ? devices / mp * mp : mp, (devices / mp + 1) * mp);
-            c.dp = devices / mp;
-        } else if (c.dp * mp != devices) {
+            c->dp = devices / mp;
+        } else if (c->dp * mp != devices) {
             return ptdp_usage_error("train", "--devices %d must equal --dp %d x --tp %d x --pp %d = %d",
-                                    devices, c.dp, c.tp, c.pp, c.dp * mp);
+                                    devices, c->dp, c->tp, c->pp, c->dp * mp);
         }
     }
-    if (c.dp == 0)
-        c.dp = 1;
+    if (c->dp == 0)
+        c->dp = 1;
+    return 0;
+}
+
+/* 0, PTDP_EXIT_USAGE, or PTDP_EXIT_FAIL if the checkpoint to --load cannot
+ * be read.  On 0, o->resume holds that checkpoint (run frees it). */
+static int validate(train_options *o)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (o->profile != NULL && (o->launch.profile = ptdp_profile_find(o->profile)) == NULL)
+        return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", o->profile);
+    if (o->nstage > 0) {
+        if (o->nstage != c->pp)
+            return ptdp_usage_error("train", "--stage-layers lists %d stages but --pp is %d", o->nstage, c->pp);
+        c->stage_layers = o->stage_layers;
+    }
+    int rc = resolve_dp(c, o->devices);
+    if (rc != 0)
+        return rc;
 
     char msg[PTDP_MSG_MAX];
-    ptdp_state resume;
-    bool have_resume = false;
-    if (load != NULL) {
-        if (ptdp_state_load(&resume, load, &c.model, msg, sizeof msg) != 0) {
+    if (o->load != NULL) {
+        if (ptdp_state_load(&o->resume, o->load, &c->model, msg, sizeof msg) != 0) {
             fprintf(stderr, "ptdp train: --load %s\n", msg);
             return PTDP_EXIT_FAIL;
         }
-        have_resume = true;
-        c.resume = &resume;
+        o->have_resume = true;
+        c->resume = &o->resume;
     }
-    if (ptdp_train_validate(&c, msg, sizeof msg) != 0) {
-        if (have_resume)
-            ptdp_state_free(&resume);
+    if (ptdp_train_validate(c, msg, sizeof msg) != 0) {
+        if (o->have_resume)
+            ptdp_state_free(&o->resume);
         return ptdp_usage_error("train", "%s", msg);
     }
-    int status = ptdp_train_and_report(&c, &o, check, quiet, log_path, save, save_init, dump, report_path);
-    if (have_resume)
-        ptdp_state_free(&resume);
+    return 0;
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+static int run(train_options *o)
+{
+    int status = ptdp_train_and_report(&o->cfg, &o->launch, o->check, o->quiet, o->log_path,
+                                       o->save, o->save_init, o->dump, o->report_path);
+    if (o->have_resume)
+        ptdp_state_free(&o->resume);
     return status;
+}
+
+int ptdp_cmd_train(int argc, char **argv)
+{
+    train_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    if ((rc = validate(&o)) != 0)
+        return rc;
+    return run(&o);
 }

@@ -21,8 +21,10 @@
  *          forward + backward     ptdp_model_forward, ptdp_model_backward
  *          optimizer              gradient norm (ptdp_sum_squares),
  *                                 ptdp_adamw_step, zero the gradients
- *          GEMMs alone            the same cblas GEMM calls, same shapes and
- *                                 transposes, with nothing around them
+ *          GEMMs alone            the same matrix products, same shapes and
+ *                                 transposes, through the same ptdp_matmul
+ *                                 (the library's one door to BLAS), with
+ *                                 nothing around them
  *      forward + backward / GEMMs alone is what everything that is not a
  *      matrix product (bias, GELU, softmax, residual, copies) costs.
  *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch (and
@@ -55,7 +57,7 @@
  * A fast wrong answer is not reported: the losses of (1), of dp = 2 and of
  * ZeRO-1 must agree with the dp = 1 run's by --check's rule, or the command
  * fails.
- * scripts/bench_train.sh runs this beside the same model in PyTorch and
+ * bench/train.sh runs this beside the same model in PyTorch and
  * prints the ratios against the targets of the README ("Training benchmark").
  */
 #include <math.h>
@@ -64,13 +66,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(PTDP_HAVE_OPENBLAS_CBLAS_H)
-#include <openblas/cblas.h>
-#else
-#include <cblas.h>
-#endif
-
-#include "args.h"
+#include "../args.h"
+#include "../model_flags.h"
 #include "bench.h"
 #include "ptdp/clock.h"
 #include "ptdp/mlp_data.h"
@@ -86,12 +83,24 @@
 
 #define MAX_STEPS 1000
 
+/* What `ptdp bench train` was asked for: filled by parse, checked by
+ * validate, used by every measurement. */
 typedef struct {
     ptdp_model_config model;
     int batch, steps, warmup;
     bool json;
     double watchdog_s;
 } bench_cfg;
+
+static const bench_cfg bench_defaults = {
+    .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
+    .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
+};
+
+/* The largest model a benchmark run takes (model_flags.h). */
+static const ptdp_model_flag_limits model_limits = {
+    .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
+};
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -130,86 +139,82 @@ static double step_flops(const ptdp_model_config *c, int b)
 
 /* ---- the GEMMs of one step, alone ----------------------------------------- */
 
-/* One call  C = op(A) op(B) + beta C  (row-major), as linear.c issues it. */
+/* One product  C = op(A) op(B) + beta C, as linear.c asks ptdp_matmul for
+ * it: the same door to BLAS as the model's layers, so the only difference
+ * between the two measurements is everything around the products. */
 typedef struct {
+    ptdp_tensor c, a, b;
     bool ta, tb;
-    int m, n, k;
-    const ptdp_real *a, *b;
-    ptdp_real *c;
     double beta;
 } gemm_call;
 
 static void gemm_run(const gemm_call *g)
 {
-    int lda = g->ta ? g->m : g->k, ldb = g->tb ? g->k : g->n;
-    enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
-#ifdef PTDP_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0, g->a, lda, g->b, ldb, g->beta, g->c, g->n);
-#else
-    cblas_sgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, (float)g->beta, g->c, g->n);
-#endif
+    ptdp_matmul(g->c, g->a, g->ta, g->b, g->tb, 1.0, g->beta);
 }
 
 /* Scratch of the size of the activations, so the GEMMs alone touch as much
  * memory as the model's: per block its input h, fc1 output and GELU output. */
 typedef struct {
-    ptdp_real *x, *logits, *dlogits, *dh, *dg, *tmp;
-    ptdp_real **h, **a, **g;       /* [L + 1], [L], [L] */
+    ptdp_tensor x, logits, dlogits, dh, dg, tmp;
+    ptdp_tensor *h, *a, *g;        /* [L + 1], [L], [L] */
     gemm_call *calls;
     int ncalls;
     double flops;
 } gemm_plan;
 
-static void add_call(gemm_plan *p, bool ta, bool tb, int m, int n, int k,
-                     const ptdp_real *a, const ptdp_real *b, ptdp_real *c, double beta)
+static void add_call(gemm_plan *p, ptdp_tensor c, ptdp_tensor a, bool ta, ptdp_tensor b, bool tb,
+                     double beta)
 {
-    p->calls[p->ncalls++] = (gemm_call){ ta, tb, m, n, k, a, b, c, beta };
-    p->flops += ptdp_matmul_flops(m, n, k);
+    int k = ta ? a.rows : a.cols;
+    p->calls[p->ncalls++] = (gemm_call){ .c = c, .a = a, .b = b, .ta = ta, .tb = tb, .beta = beta };
+    p->flops += ptdp_matmul_flops(c.rows, c.cols, k);
 }
 
 /* The list, in mlp.c's order: y = x W^T is (B x in)(out x in)^T; its
  * backward dx = dy W and dW += dy^T x.  Weights and gradients are the
- * model's own buffers. */
-static void plan_gemms(gemm_plan *p, ptdp_model *model, int b)
+ * model's own tensors. */
+static void plan_gemms(gemm_plan *p, ptdp_model *model)
 {
-    const ptdp_model_config *c = &model->cfg;
     const ptdp_mlp *m = ptdp_mlp_of(model);
-    int h = c->hidden, f = c->ffn, L = c->layers, C = c->classes;
+    int L = model->cfg.layers;
     p->ncalls = 0;
     p->flops = 0;
-    add_call(p, false, true, b, h, c->d_in, p->x, m->in_w->w.data, p->h[0], 1);
+    add_call(p, p->h[0], p->x, false, m->in_w->w, true, 1);
     for (int l = 0; l < L; l++) {
         const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, false, true, b, f, h, p->h[l], k->fc1_w->w.data, p->a[l], 1);
-        add_call(p, false, true, b, h, f, p->g[l], k->fc2_w->w.data, p->h[l + 1], 0);
+        add_call(p, p->a[l], p->h[l], false, k->fc1_w->w, true, 1);
+        add_call(p, p->h[l + 1], p->g[l], false, k->fc2_w->w, true, 0);
     }
-    add_call(p, false, true, b, C, h, p->h[L], m->out_w->w.data, p->logits, 1);
+    add_call(p, p->logits, p->h[L], false, m->out_w->w, true, 1);
 
-    add_call(p, false, false, b, h, C, p->dlogits, m->out_w->w.data, p->dh, 0);
-    add_call(p, true, false, C, h, b, p->dlogits, p->h[L], m->out_w->g.data, 1);
+    add_call(p, p->dh, p->dlogits, false, m->out_w->w, false, 0);
+    add_call(p, m->out_w->g, p->dlogits, true, p->h[L], false, 1);
     for (int l = L - 1; l >= 0; l--) {
         const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, false, false, b, f, h, p->dh, k->fc2_w->w.data, p->dg, 0);
-        add_call(p, true, false, h, f, b, p->dh, p->g[l], k->fc2_w->g.data, 1);
-        add_call(p, false, false, b, h, f, p->dg, k->fc1_w->w.data, p->tmp, 0);
-        add_call(p, true, false, f, h, b, p->dg, p->h[l], k->fc1_w->g.data, 1);
+        add_call(p, p->dg, p->dh, false, k->fc2_w->w, false, 0);
+        add_call(p, k->fc2_w->g, p->dh, true, p->g[l], false, 1);
+        add_call(p, p->tmp, p->dg, false, k->fc1_w->w, false, 0);
+        add_call(p, k->fc1_w->g, p->dg, true, p->h[l], false, 1);
     }
-    add_call(p, true, false, h, c->d_in, b, p->dh, p->x, m->in_w->g.data, 1);
+    add_call(p, m->in_w->g, p->dh, true, p->x, false, 1);
 }
 
-static ptdp_real *scratch(ptdp_device *dev, size_t n, const char *name)
+/* A rows x cols activation in the arena, filled with ordinary numbers (no
+ * denormals, which would make the products slow for the wrong reason). */
+static int scratch(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
 {
-    ptdp_real *x = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
-    for (size_t i = 0; x != NULL && i < n; i++)
-        x[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));   /* ordinary numbers: no denormals */
-    return x;
+    int rc = ptdp_tensor_alloc(dev, t, name, PTDP_MEM_ACTS, rows, cols);
+    size_t n = ptdp_tensor_numel(*t);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        t->data[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));
+    return rc;
 }
 
 static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
 {
     const ptdp_model_config *c = &m->cfg;
-    int L = c->layers;
-    size_t bh = (size_t)b * c->hidden, bf = (size_t)b * c->ffn;
+    int L = c->layers, h = c->hidden, f = c->ffn;
     memset(p, 0, sizeof *p);
     p->h = calloc((size_t)L + 1, sizeof *p->h);
     p->a = calloc((size_t)L, sizeof *p->a);
@@ -217,32 +222,36 @@ static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
     p->calls = calloc((size_t)6 * L + 5, sizeof *p->calls);   /* plan_gemms: 2L + 2 forward, 4L + 3 backward */
     if (!p->h || !p->a || !p->g || !p->calls)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
-    bool ok = (p->x = scratch(dev, (size_t)b * c->d_in, "gemm.x")) &&
-              (p->logits = scratch(dev, (size_t)b * c->classes, "gemm.logits")) &&
-              (p->dlogits = scratch(dev, (size_t)b * c->classes, "gemm.dlogits")) &&
-              (p->dh = scratch(dev, bh, "gemm.dh")) && (p->dg = scratch(dev, bf, "gemm.dg")) &&
-              (p->tmp = scratch(dev, bh, "gemm.tmp"));
-    for (int l = 0; ok && l <= L; l++)
-        ok = (p->h[l] = scratch(dev, bh, "gemm.h")) &&
-             (l == L || ((p->a[l] = scratch(dev, bf, "gemm.a")) && (p->g[l] = scratch(dev, bf, "gemm.g"))));
-    if (!ok)
-        return PTDP_ENOMEM;
-    plan_gemms(p, m, b);
+    int rc = 0;
+    if ((rc = scratch(dev, &p->x, "gemm.x", b, c->d_in)) != 0 ||
+        (rc = scratch(dev, &p->logits, "gemm.logits", b, c->classes)) != 0 ||
+        (rc = scratch(dev, &p->dlogits, "gemm.dlogits", b, c->classes)) != 0 ||
+        (rc = scratch(dev, &p->dh, "gemm.dh", b, h)) != 0 ||
+        (rc = scratch(dev, &p->dg, "gemm.dg", b, f)) != 0 ||
+        (rc = scratch(dev, &p->tmp, "gemm.tmp", b, h)) != 0)
+        return rc;
+    for (int l = 0; rc == 0 && l <= L; l++)
+        if ((rc = scratch(dev, &p->h[l], "gemm.h", b, h)) == 0 && l < L &&
+            (rc = scratch(dev, &p->a[l], "gemm.a", b, f)) == 0)
+            rc = scratch(dev, &p->g[l], "gemm.g", b, f);
+    if (rc != 0)
+        return rc;
+    plan_gemms(p, m);
     return PTDP_OK;
 }
 
 static void gemm_plan_free(ptdp_device *dev, gemm_plan *p, int L)
 {
     for (int l = 0; l <= L && p->h != NULL; l++) {   /* p->h NULL: never set up */
-        ptdp_free(dev, p->h[l]);
+        ptdp_tensor_free(dev, &p->h[l]);
         if (p->a != NULL && l < L)
-            ptdp_free(dev, p->a[l]);
+            ptdp_tensor_free(dev, &p->a[l]);
         if (p->g != NULL && l < L)
-            ptdp_free(dev, p->g[l]);
+            ptdp_tensor_free(dev, &p->g[l]);
     }
-    ptdp_real *bufs[] = { p->x, p->logits, p->dlogits, p->dh, p->dg, p->tmp };
+    ptdp_tensor *bufs[] = { &p->x, &p->logits, &p->dlogits, &p->dh, &p->dg, &p->tmp };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ptdp_free(dev, bufs[i]);
+        ptdp_tensor_free(dev, bufs[i]);
     free(p->h);
     free(p->a);
     free(p->g);
@@ -425,7 +434,7 @@ static int run_concurrently(train_run *a, train_run *b)
     return a->rc ? a->rc : b->rc;
 }
 
-/* ---- the command ---------------------------------------------------------- */
+/* ---- every measurement, and the losses that must agree ------------------- */
 
 typedef struct {
     double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
@@ -454,82 +463,109 @@ static int check_losses(const char *who, const double *loss, const double *base,
     return 1;
 }
 
-static int measure(const bench_cfg *c, bench_result *out)
+/* 1. The baseline's phases and its GEMMs alone, on one device: fills out's
+ *    fwd_bwd_s, optim_s, gemm_s and gemm_flops, and every step's loss. */
+static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
 {
-    int total = c->warmup + c->steps, rc;
-    memset(out, 0, sizeof *out);
-    double *buf = calloc((size_t)7 * total, sizeof *buf);
-    if (buf == NULL) {
+    int total = c->warmup + c->steps;
+    double *times = calloc((size_t)3 * total, sizeof *times);
+    if (times == NULL) {
         fprintf(stderr, "ptdp bench train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
-    phase_run pr = { .cfg = c, .fwd_bwd = buf, .optim = buf + total, .gemm = buf + 2 * total,
-                     .loss = buf + 3 * total };
-
-    /* 1. The baseline's phases, and its GEMMs alone. */
+    phase_run pr = { .cfg = c, .fwd_bwd = times, .optim = times + total, .gemm = times + 2 * total,
+                     .loss = loss };
     ptdp_launch_result lr;
     ptdp_launch_opts o = { 0 };
     o.watchdog_s = c->watchdog_s;
     o.result = &lr;
-    rc = ptdp_launch(1, phase_device, &pr, &o);
+    int rc = ptdp_launch(1, phase_device, &pr, &o);
     if (rc != 0) {
         ptdp_progress_done();
         fprintf(stderr, "ptdp bench train: baseline: %s\n", lr.message);
-        ptdp_launch_result_free(&lr);
-        free(buf);
-        return PTDP_EXIT_FAIL;
+    } else {
+        out->fwd_bwd_s = median(pr.fwd_bwd, c->steps);
+        out->optim_s = median(pr.optim, c->steps);
+        out->gemm_s = median(pr.gemm, c->steps);
+        out->gemm_flops = pr.gemm_flops;
+        out->flops = step_flops(&c->model, c->batch);
     }
     ptdp_launch_result_free(&lr);
-    out->fwd_bwd_s = median(pr.fwd_bwd, c->steps);
-    out->optim_s = median(pr.optim, c->steps);
-    out->gemm_s = median(pr.gemm, c->steps);
-    out->gemm_flops = pr.gemm_flops;
-    out->flops = step_flops(&c->model, c->batch);
+    free(times);
+    return rc != 0 ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+}
 
-    /* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2
-     *    with ZeRO-1 (the optimizer step sharded, zero.h) where available. */
+/* Every step's loss of the runs that must agree with one another. */
+typedef struct {
+    double *phases, *base, *dp2, *zero1;
+} run_losses;
+
+/* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2 with
+ *    ZeRO-1 (the optimizer step sharded, zero.h) where available;
+ * 3. the hardware's limit: B/2 alone, then two B/2 runs at once.
+ * Fills out's step times; *with_zero: whether ZeRO-1 ran. */
+static int measure_training(const bench_cfg *c, const run_losses *l, bench_result *out, bool *with_zero)
+{
     train_run base, dp2, zero1, alone, conc[2];
     train_init(&base, c, 1, c->batch, "[2/6] ptdp_train dp=1");
     train_init(&dp2, c, 2, c->batch, "[3/6] ptdp_train dp=2");
     train_init(&zero1, c, 2, c->batch, "[4/6] ptdp_train dp=2 ZeRO-1");
     zero1.tc.zero = 1;
-    base.loss = buf + 4 * total;
-    dp2.loss = buf + 5 * total;
-    zero1.loss = buf + 6 * total;
-    bool with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
+    base.loss = l->base;
+    dp2.loss = l->dp2;
+    zero1.loss = l->zero1;
+    *with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
 
-    /* 3. The hardware's limit: B/2 alone, then two B/2 runs at once
-     *    (only the first of the two reports progress: one writer at a time). */
+    /* (only the first of the two concurrent runs reports progress: one
+     * writer at a time) */
     train_init(&alone, c, 1, c->batch / 2, "[5/6] one run at B/2 alone");
     train_init(&conc[0], c, 1, c->batch / 2, "[6/6] two runs at B/2 at once");
     train_init(&conc[1], c, 1, c->batch / 2, NULL);
 
-    train_run *order[] = { &base, &dp2, with_zero ? &zero1 : NULL, &alone };
+    train_run *order[] = { &base, &dp2, *with_zero ? &zero1 : NULL, &alone };
     train_run *failed = NULL;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && failed == NULL; i++)
         if (order[i] != NULL && (train_thread(order[i]), order[i]->rc != 0))
             failed = order[i];
-    if (failed == NULL && (rc = run_concurrently(&conc[0], &conc[1])) != 0)
+    if (failed == NULL && run_concurrently(&conc[0], &conc[1]) != 0)
         failed = conc[0].rc ? &conc[0] : &conc[1];
     ptdp_progress_done();
     if (failed != NULL) {
         fprintf(stderr, "ptdp bench train: %s: %s\n", failed->label ? failed->label : "concurrent runs",
                 failed->msg[0] ? failed->msg : "cannot start a thread");
-        free(buf);
         return PTDP_EXIT_FAIL;
     }
     out->base_s = base.step_s;
     out->dp2_s = dp2.step_s;
-    out->zero1_s = with_zero ? zero1.step_s : 0;
+    out->zero1_s = *with_zero ? zero1.step_s : 0;
     out->alone_s = alone.step_s;
     out->conc_s = 0.5 * (conc[0].step_s + conc[1].step_s);
+    return PTDP_EXIT_OK;
+}
+
+static int measure(const bench_cfg *c, bench_result *out)
+{
+    int total = c->warmup + c->steps;
+    memset(out, 0, sizeof *out);
+    double *buf = calloc((size_t)4 * total, sizeof *buf);
+    if (buf == NULL) {
+        fprintf(stderr, "ptdp bench train: host out of memory\n");
+        return PTDP_EXIT_FAIL;
+    }
+    run_losses l = { .phases = buf, .base = buf + total, .dp2 = buf + 2 * total, .zero1 = buf + 3 * total };
+    bool with_zero = false;
+    int status = measure_phases(c, l.phases, out);
+    if (status == PTDP_EXIT_OK)
+        status = measure_training(c, &l, out, &with_zero);
 
     /* No fast wrong answer: the same seed and data must give the same losses. */
-    int bad = check_losses("the phase-by-phase baseline", pr.loss, base.loss, total) +
-              check_losses("dp=2", dp2.loss, base.loss, total) +
-              (with_zero ? check_losses("dp=2 ZeRO-1", zero1.loss, base.loss, total) : 0);
+    if (status == PTDP_EXIT_OK &&
+        check_losses("the phase-by-phase baseline", l.phases, l.base, total) +
+        check_losses("dp=2", l.dp2, l.base, total) +
+        (with_zero ? check_losses("dp=2 ZeRO-1", l.zero1, l.base, total) : 0) != 0)
+        status = PTDP_EXIT_FAIL;
     free(buf);
-    return bad ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+    return status;
 }
 
 /* The speed-ups, and the two factors the dp=2 target splits into. */
@@ -586,7 +622,7 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
     printf("  %-46s %10.1f %12s %10.1f\n", "baseline forward + backward", 1e3 * r->fwd_bwd_s, "",
            r->flops / r->fwd_bwd_s / 1e9);
-    printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (cblas, same calls)", 1e3 * r->gemm_s, "",
+    printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (ptdp_matmul, same calls)", 1e3 * r->gemm_s, "",
            r->gemm_flops / r->gemm_s / 1e9);
     printf("  %-46s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
     printf("  %-46s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
@@ -611,8 +647,10 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("    dp=2 speed-up over dp=1              %6.3f   = t(dp=1) / t(dp=2)\n", s.dp2_over_dp1);
     printf("    of which t(B) / 2 t(B/2 alone)       %6.3f   how a step's time scales with its batch\n",
            s.batch_scaling);
-    printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): scripts/bench_train.sh\n");
+    printf("\nThe PyTorch comparison (step time <= 0.8x PyTorch's): bench/train.sh\n");
 }
+
+/* ---- parse, validate, run ------------------------------------------------- */
 
 static void usage(void)
 {
@@ -625,52 +663,67 @@ static void usage(void)
            "allows two devices).  AdamW, seed 1; every time is a median over the timed steps.\n"
            "\n"
            "  --steps N      timed steps per measurement (default 8)\n"
-           "  --warmup N     untimed steps before them (default 2)\n"
-           "  --d-in N --hidden N --ffn N --layers N --classes N\n"
-           "                 the model (default 1024, 1024, 4096, 4, 10)\n"
-           "  --batch B      global batch, even (default 64)\n"
+           "  --warmup N     untimed steps before them (default 2)\n");
+    ptdp_model_flags_help(stdout, &bench_defaults.model);
+    printf("  --batch B      global batch, even (default 64)\n"
            "  --json         one JSON object on stdout instead of the table\n"
            "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n");
 }
 
-int ptdp_bench_train_cmd(int argc, char **argv)
+/* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
+static int parse(int argc, char **argv, bench_cfg *c)
 {
-    bench_cfg c = {
-        .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
-        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
-    };
+    *c = bench_defaults;
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc;
-        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
-        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c.steps);
-        else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c.warmup);
-        else if (ptdp_args_is(&a, "--d-in")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.d_in);
-        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 16, &c.model.hidden);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 18, &c.model.ffn);
-        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1024, &c.model.layers);
-        else if (ptdp_args_is(&a, "--classes")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.model.classes);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c.batch);
-        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c.json);
-        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c.watchdog_s);
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c->steps);
+        else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c->warmup);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-    if (c.batch % 2 != 0)
-        return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
-                                "use B/2 per device (try --batch %d)", c.batch, c.batch + 1);
+    ptdp_model_flags_finish(&c->model);
+    return 0;
+}
 
+/* The flags together, before the first measurement. */
+static int validate(const bench_cfg *c)
+{
+    if (c->batch % 2 != 0)
+        return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
+                                "use B/2 per device (try --batch %d)", c->batch, c->batch + 1);
+    return 0;
+}
+
+static int run(const bench_cfg *c)
+{
     bench_result r;
-    int status = measure(&c, &r);
+    int status = measure(c, &r);
     if (status != PTDP_EXIT_OK)
         return status;
-    if (c.json)
-        print_json(&c, &r);
+    if (c->json)
+        print_json(c, &r);
     else
-        print_table(&c, &r);
+        print_table(c, &r);
     return PTDP_EXIT_OK;
+}
+
+int ptdp_bench_train_cmd(int argc, char **argv)
+{
+    bench_cfg c;
+    int rc = parse(argc, argv, &c);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    if ((rc = validate(&c)) != 0)
+        return rc;
+    return run(&c);
 }

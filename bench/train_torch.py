@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""bench_train_torch.py — the reference MLP's training step in PyTorch, on the CPU.
+"""train_torch.py — the reference MLP's training step in PyTorch, on the CPU.
 
-    bench_train_torch.py [--steps 8] [--warmup 2] [--batch 64] [--threads 1] [--json]
-                         [--d-in 1024 --hidden 1024 --ffn 4096 --layers 4 --classes 10]
+    train_torch.py [--steps 8] [--warmup 2] [--batch 64] [--threads 1] [--json]
+                   [--d-in 1024 --hidden 1024 --ffn 4096 --layers 4 --classes 10]
 
-The PyTorch side of scripts/bench_train.sh: the same model as `ptdp bench
+The PyTorch side of bench/train.sh: the same model as `ptdp bench
 train` (h = in(x); h = h + fc2(gelu(fc1(h), approximate="tanh")) per block;
 cross_entropy(out(h), y)), the same initialisation (weights N(0, 0.02^2),
 biases 0), float32, torch.optim.AdamW with its defaults but weight_decay 0
@@ -36,7 +36,7 @@ try:
     import torch
     import torch.nn.functional as F
 except ImportError:
-    sys.exit("bench_train_torch.py: torch is not installed for " + sys.executable)
+    sys.exit("train_torch.py: torch is not installed for " + sys.executable)
 
 
 class ReferenceMLP(torch.nn.Module):
@@ -109,7 +109,7 @@ def main():
     }
     r["torch_samples_per_s"] = a.batch / r["torch_step_s"]
     if not all(l == l and abs(l) < 1e30 for l in losses):
-        sys.exit("bench_train_torch.py: the loss is not finite")
+        sys.exit("train_torch.py: the loss is not finite")
     if a.json:
         print(json.dumps(r))
     else:

@@ -2,9 +2,9 @@
  * mpi_allreduce.c — the yardstick: Open MPI's MPI_Allreduce, timed exactly as
  * `ptdp bench collectives` times ptdp's all_reduce.
  *
- *     mpirun -np 2 build/tests/bench/mpi_allreduce 4K,4M,64M
+ *     mpirun -np 2 build/bench/mpi_allreduce 4K,4M,64M
  *
- * Same method, so the two columns of tests/bench/compare_mpi.sh compare like
+ * Same method, so the two columns of bench/compare_mpi.sh compare like
  * with like: float elements, SUM, out of place; a warm-up; rank 0 sizes the
  * run to about half a second per size (samples of back-to-back calls); a
  * barrier before each sample; a sample's time is the slowest rank's; the

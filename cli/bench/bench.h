@@ -36,7 +36,7 @@ double ptdp_membw_ceiling(const ptdp_membw *m);
 int ptdp_bench_memory_cmd(int argc, char **argv);
 
 /* `ptdp bench train …` (bench_train.c): the training step of the reference
- * MLP against its GEMMs, PyTorch's (scripts/bench_train.sh) and dp=2. */
+ * MLP against its GEMMs, PyTorch's (bench/train.sh) and dp=2. */
 int ptdp_bench_train_cmd(int argc, char **argv);
 
 /* Progress on stderr: one line rewritten in place (\r) on a terminal, plain

@@ -4,7 +4,7 @@
 # single-device baseline.  Prints the Markdown table of the README section
 # "Step times: wall clock vs simulated GPUs".
 #
-#   scripts/step_times.sh [PTDP] [--steps N] [--warmup N] [--profiles P,Q] [-- MODEL FLAGS...]
+#   bench/step_times.sh [PTDP] [--steps N] [--warmup N] [--profiles P,Q] [-- MODEL FLAGS...]
 #
 #   PTDP          the ptdp binary (default: $PTDP, else build/cli/ptdp)
 #   --steps N     steps per configuration (default 12); the first --warmup N

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # compare_mpi.sh — ptdp's all_reduce beside Open MPI's MPI_Allreduce, in one run.
 #
-#   tests/bench/compare_mpi.sh [--build DIR] [--rounds R] [--devices N] [--sizes LIST] [--raw FILE]
+#   bench/compare_mpi.sh [--build DIR] [--rounds R] [--devices N] [--sizes LIST] [--raw FILE]
 #
 # Runs `ptdp bench collectives --ops all_reduce --json` (default algorithm)
-# and `mpirun -np N mpi_allreduce` (tests/bench/mpi_allreduce.c, same timing
+# and `mpirun -np N mpi_allreduce` (bench/mpi_allreduce.c, same timing
 # method) R times, alternating, and prints the median of each as a Markdown
 # table with the ratio of bus bandwidths and ptdp's share of the memory-traffic
 # bound, then the targets for the shared-memory all-reduce and whether they
@@ -39,7 +39,7 @@ done
 [[ $devices =~ ^[1-9][0-9]*$ ]] || die "--devices $devices: must be a whole number >= 1"
 
 ptdp=$build/cli/ptdp
-mpi_bench=$build/tests/bench/mpi_allreduce
+mpi_bench=$build/bench/mpi_allreduce
 [[ -x $ptdp ]] || die "$ptdp not found: build first (./quickstart, or meson compile -C $build)"
 [[ -x $mpi_bench ]] || die "$mpi_bench not found: install Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev) and run: meson setup --reconfigure $build -Dmpi_bench=enabled && meson compile -C $build"
 command -v mpirun >/dev/null || die "mpirun not found (Debian: apt-get install openmpi-bin)"

@@ -62,9 +62,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "../args.h"
 #include "bench.h"
-#include "commands.h"
+#include "../commands.h"
 #include "ptdp/clock.h"
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
@@ -411,7 +411,7 @@ static void print_table(const bench_run *run, const ptdp_membw *m, int n)
     }
     printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
            "bound = busbw if the T x S bytes each call must move crossed memory at B;\n"
-           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench_collectives.c.\n");
+           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench/bench_collectives.c.\n");
 }
 
 static void print_json(const bench_run *run, const ptdp_membw *m, int n)
@@ -509,6 +509,63 @@ static int parse_collectives(int argc, char **argv, bench_opts *o)
     return 0;
 }
 
+/* The points of the run, every operation at every size, with room for
+ * every device's samples.  0, or PTDP_ENOMEM. */
+static int plan_points(bench_run *run, const bench_opts *o)
+{
+    memset(run, 0, sizeof *run);
+    run->o = o;
+    run->npoints = o->nops * o->nsizes;
+    run->points = calloc((size_t)run->npoints, sizeof *run->points);
+    run->seconds = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
+    if (!run->points || !run->seconds) {
+        free(run->points);
+        free(run->seconds);
+        return PTDP_ENOMEM;
+    }
+    for (int k = 0; k < o->nops; k++) {
+        for (int s = 0; s < o->nsizes; s++) {
+            bench_point *pt = &run->points[k * o->nsizes + s];
+            pt->op = op_codes[o->ops[k]];
+            pt->count = o->sizes[s] / sizeof(ptdp_real);
+            pt->bytes = pt->count * sizeof(ptdp_real);
+            if (pt->count > run->max_count)
+                run->max_count = pt->count;
+        }
+    }
+    return 0;
+}
+
+/* Time every point on the devices; the result says who failed, if any. */
+static int time_points(bench_run *run, ptdp_launch_result *result)
+{
+    const bench_opts *o = run->o;
+    memset(result, 0, sizeof *result);
+    ptdp_launch_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.device_mem = 2 * run->max_count * sizeof(ptdp_real) + ((size_t)16 << 20);
+    opts.watchdog_s = o->watchdog_s;
+    opts.algo = o->algo;
+    opts.result = result;
+    return ptdp_launch(o->devices, bench_device, run, &opts);
+}
+
+/* The ceiling once more: a shared or throttled host's bandwidth drifts, and
+ * a ceiling should be the best the host showed during the run, so keep the
+ * faster of the two measurements (a failed second one changes nothing). */
+static void measure_ceiling_again(ptdp_membw *m, const bench_opts *o)
+{
+    ptdp_membw again;
+    char msg[PTDP_MSG_MAX];
+    ptdp_progress("measuring memory bandwidth again");
+    if (ptdp_bench_memory(o->devices, o->watchdog_s, &again, msg, sizeof msg) == 0) {
+        if (again.copy_Bps > m->copy_Bps)
+            m->copy_Bps = again.copy_Bps;
+        if (again.triad_Bps > m->triad_Bps)
+            m->triad_Bps = again.triad_Bps;
+    }
+}
+
 static int run_collectives(const bench_opts *o)
 {
     int n = o->devices;
@@ -526,52 +583,16 @@ static int run_collectives(const bench_opts *o)
 
     /* 2. The points: every operation at every size. */
     bench_run run;
-    memset(&run, 0, sizeof run);
-    run.o = o;
-    run.npoints = o->nops * o->nsizes;
-    run.points = calloc((size_t)run.npoints, sizeof *run.points);
-    run.seconds = calloc((size_t)n * run.npoints * MAX_SAMPLES, sizeof(double));
-    if (!run.points || !run.seconds) {
-        free(run.points);
-        free(run.seconds);
+    if (plan_points(&run, o) != 0) {
         fprintf(stderr, "ptdp bench collectives: out of host memory\n");
         return PTDP_EXIT_FAIL;
     }
-    for (int k = 0; k < o->nops; k++) {
-        for (int s = 0; s < o->nsizes; s++) {
-            bench_point *pt = &run.points[k * o->nsizes + s];
-            pt->op = op_codes[o->ops[k]];
-            pt->count = o->sizes[s] / sizeof(ptdp_real);
-            pt->bytes = pt->count * sizeof(ptdp_real);
-            if (pt->count > run.max_count)
-                run.max_count = pt->count;
-        }
-    }
 
-    /* 3. Time them on n devices. */
+    /* 3. Time them on n devices, 4. then the ceiling again. */
     ptdp_launch_result result;
-    memset(&result, 0, sizeof result);
-    ptdp_launch_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.device_mem = 2 * run.max_count * sizeof(ptdp_real) + ((size_t)16 << 20);
-    opts.watchdog_s = o->watchdog_s;
-    opts.algo = o->algo;
-    opts.result = &result;
-    int rc = ptdp_launch(n, bench_device, &run, &opts);
-
-    /* 4. The ceiling once more: a shared or throttled host's bandwidth
-     * drifts, and a ceiling should be the best the host showed during
-     * the run, so keep the faster of the two measurements. */
-    if (rc == 0) {
-        ptdp_membw again;
-        ptdp_progress("measuring memory bandwidth again");
-        if (ptdp_bench_memory(n, o->watchdog_s, &again, msg, sizeof msg) == 0) {
-            if (again.copy_Bps > m.copy_Bps)
-                m.copy_Bps = again.copy_Bps;
-            if (again.triad_Bps > m.triad_Bps)
-                m.triad_Bps = again.triad_Bps;
-        }
-    }
+    int rc = time_points(&run, &result);
+    if (rc == 0)
+        measure_ceiling_again(&m, o);
     ptdp_progress_done();
 
     if (rc != 0) {
@@ -590,6 +611,8 @@ static int run_collectives(const bench_opts *o)
     return rc == 0 ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 
+/* parse, then run: every flag of this command stands alone (each is checked
+ * as it is read), so there is nothing left for a validate step to check. */
 static int collectives_cmd(int argc, char **argv)
 {
     bench_opts o;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench_train.sh — the training benchmark of the README, side by side in one run.
+# train.sh — the training benchmark of the README, side by side in one run.
 #
-#   scripts/bench_train.sh [PTDP] [--runs N] [--steps N] [--warmup N]
+#   bench/train.sh [PTDP] [--runs N] [--steps N] [--warmup N]
 #
 #   PTDP      the ptdp binary (default: $PTDP, else build/cli/ptdp)
 #   --runs    how many times to run both benchmarks (default 3); the table
@@ -12,7 +12,7 @@
 # Each run, one after the other on the same machine:
 #   ptdp bench train --json              the baseline's phases, its GEMMs alone,
 #                                        dp=1 and dp=2, two runs at B/2 at once
-#   scripts/bench_train_torch.py --json  the same model in PyTorch CPU, one
+#   bench/train_torch.py --json          the same model in PyTorch CPU, one
 #                                        thread (skipped when no Python has torch)
 # and then prints the table (Markdown, as in the README) and the targets:
 #   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
@@ -32,18 +32,18 @@ while [[ $# -gt 0 ]]; do
         --steps) steps=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
         -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        -*) echo "bench_train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
+        -*) echo "train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) ptdp=$1; shift ;;
     esac
 done
-[[ -x $ptdp ]] || { echo "bench_train.sh: no ptdp binary at $ptdp (build first, or pass its path)" >&2; exit 2; }
+[[ -x $ptdp ]] || { echo "train.sh: no ptdp binary at $ptdp (build first, or pass its path)" >&2; exit 2; }
 
 # A Python with torch: $PTDP_PYTHON, python3, then /usr/bin/python3 (Debian's torch).
 python=""
 for py in "${PTDP_PYTHON:-}" python3 /usr/bin/python3; do
     if [[ -n $py ]] && "$py" -c 'import torch' >/dev/null 2>&1; then python=$py; break; fi
 done
-[[ -n $python ]] || echo "bench_train.sh: no Python with torch found: the PyTorch column is skipped" >&2
+[[ -n $python ]] || echo "train.sh: no Python with torch found: the PyTorch column is skipped" >&2
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -64,7 +64,7 @@ for r in $(seq "$runs"); do
     "$ptdp" bench train --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
     if [[ -n $python ]]; then
         echo "== run $r of $runs: PyTorch" >&2
-        "$python" "$root/scripts/bench_train_torch.py" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
+        "$python" "$root/bench/train_torch.py" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
     fi
 done
 
@@ -82,7 +82,7 @@ echo
 echo "| measurement | time (ms) | samples/s | GFLOP/s |"
 echo "|---|---:|---:|---:|"
 echo "| ptdp baseline forward + backward | $(ms "$(med ptdp fwd_bwd_s)") | | $(num "$(med ptdp fwd_bwd_gflops)" %.1f) |"
-echo "| ptdp GEMMs alone (the same cblas calls) | $(ms "$(med ptdp gemm_s)") | | $(num "$(med ptdp gemm_gflops)" %.1f) |"
+echo "| ptdp GEMMs alone (the same ptdp_matmul calls) | $(ms "$(med ptdp gemm_s)") | | $(num "$(med ptdp gemm_gflops)" %.1f) |"
 echo "| ptdp baseline optimizer (norm, AdamW, zero grads) | $(ms "$(med ptdp optimizer_s)") | | |"
 echo "| ptdp baseline step (ptdp train, 1 device) | $(ms "$(med ptdp baseline_step_s)") | $(num "$(med ptdp baseline_samples_per_s)" %.1f) | $(num "$(med ptdp baseline_gflops)" %.1f) |"
 echo "| ptdp dp=2 step (same global batch) | $(ms "$(med ptdp dp2_step_s)") | $(num "$(med ptdp dp2_samples_per_s)" %.1f) | $(num "$(med ptdp dp2_gflops)" %.1f) |"

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "../args.h"
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
