@@ -21,9 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Paths the documentation names before they land in the tree: accepted while
 # they are absent, checked like any other once they exist.
-pending=" bench/ bench/compare_mpi.sh bench/mpi_allreduce.c bench/train.sh bench/train_torch.py
-          bench/step_times.sh cli/bench/ cli/bench/bench_collectives.c cli/bench/bench_memory.c
-          cli/bench/bench_train.c "
+pending=" "
 pending=" $(tr -s ' \n' '  ' <<<"$pending") "    # one space between names
 not_ours=" hello hello.c r.json run.json ptdp.pc ptdp-f64.pc ptdp-train-report/1 "
 
@@ -33,20 +31,38 @@ missing=0
 
 miss() { echo "$1:$2: $3 does not exist" >&2; missing=$((missing + 1)); }
 
-normal() {      # normal PATH: without ./ and dir/../
-    sed -E ':a
-        s#(^|/)\./#\1#
-        s#(^|/)[^/.][^/]*/\.\./#\1#
-        ta' <<<"$1"
+normal() {      # normal PATH: REPLY = PATH without ./ and dir/.. (no process started)
+    local p=$1 prev
+    while :; do
+        prev=$p
+        p=${p//\/.\//\/}
+        p=${p#./}
+        if [[ $p =~ ^(.*/)?([^/.][^/]*)/\.\./(.*)$ ]]; then
+            p=${BASH_REMATCH[1]}${BASH_REMATCH[3]}
+        fi
+        [[ $p == "$prev" ]] && break
+    done
+    REPLY=$p
 }
 
 exists() {      # exists PATH: a file or folder of the tree, or a pending one
     [[ -e $1 ]] || [[ $pending == *" $1 "* ]] || [[ $pending == *" ${1%/}/ "* ]]
 }
 
+# Every file of the tree once (build directories left out), by name: the
+# folders it is found in, so a lookup costs no process.
+declare -A where
+while IFS= read -r f; do
+    where[${f##*/}]+=" ${f%/*}/"
+done < <(find . \( -name 'build*' -o -name .git \) -prune -o -type f -print | sed 's#^\./##')
+
 in_tree() {     # in_tree NAME [FOLDER]: a file of that name under FOLDER (default .)
-    [[ -n $(find "${2:-.}" -path ./build\* -prune -o -name "$1" -print -quit 2>/dev/null) ]] ||
-        [[ $pending == *"/$1 "* ]]
+    local dirs=" ${where[$1]:-} " folder=${2:-}
+    folder=${folder#./}
+    if [[ -z $folder ]]; then [[ $dirs != "  " ]] && return 0
+    elif [[ $dirs == *" $folder"* ]]; then return 0
+    fi
+    [[ $pending == *"/$1 "* ]]
 }
 
 check_word() {  # check_word FILE LINE WORD ROW_FOLDER
@@ -54,7 +70,8 @@ check_word() {  # check_word FILE LINE WORD ROW_FOLDER
     word=${word%[.,;:]}                              # a sentence's punctuation
     [[ $word =~ ^[A-Za-z0-9_.][A-Za-z0-9_./-]*$ ]] || return 0
     [[ $word == build* || $word == */build/* ]] && return 0
-    word=$(normal "$word")
+    normal "$word"
+    word=$REPLY
     [[ $not_ours == *" $word "* ]] && return 0
     if [[ $word == */* ]]; then
         exists "$word" || miss "$file" "$line" "$word"
@@ -76,10 +93,14 @@ for file in "$@"; do
         if [[ $text == '```'* ]]; then in_block=$((1 - in_block)); continue; fi
 
         # links: [text](target), resolved from the file's folder
-        while read -r target; do
+        rest=$text
+        while [[ $rest =~ \]\(([^\)#]+)(.*)$ ]]; do
+            target=${BASH_REMATCH[1]}
+            rest=${BASH_REMATCH[2]}
             [[ -z $target || $target == *://* || $target == mailto:* ]] && continue
-            exists "$(normal "$dir/$target")" || miss "$file" "$n" "$target"
-        done < <(grep -oE '\]\([^)#]+' <<<"$text" | sed 's/^](//')
+            normal "$dir/$target"
+            exists "$REPLY" || miss "$file" "$n" "$target"
+        done
 
         if [[ $in_block -eq 1 ]]; then
             # a code block: every word; a lone folder (`models/`) in the layer
@@ -97,10 +118,13 @@ for file in "$@"; do
         # a table row whose first cell is a folder names files in that folder
         folder=""
         if [[ $text =~ ^\|\ \`([A-Za-z0-9_./-]+/)\` ]]; then folder=${BASH_REMATCH[1]}; fi
-        # shellcheck disable=SC2016  # the backquotes are Markdown's
-        while read -r code; do
+        # every word of every `code span`
+        rest=$text
+        while [[ $rest =~ \`([^\`]+)\`(.*)$ ]]; do
+            code=${BASH_REMATCH[1]}
+            rest=${BASH_REMATCH[2]}
             for word in $code; do check_word "$file" "$n" "$word" "$folder"; done
-        done < <(grep -oE '`[^`]+`' <<<"$text" | tr -d '`')
+        done
     done <"$file"
 done
 

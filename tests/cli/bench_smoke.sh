@@ -3,7 +3,7 @@
 # reports what it promises: one JSON object per (operation, size) with positive
 # times and bandwidths, a table with the memory ceiling, progress on stderr.
 # Small sizes and --iters keep it to seconds; the numbers themselves are
-# measured by tests/bench/compare_mpi.sh, not asserted here.
+# measured by bench/compare_mpi.sh, not asserted here.
 set -uo pipefail
 
 ptdp=${1:?usage: bench_smoke.sh PATH_TO_PTDP}
