@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/mesh.h"

@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "commands.h"
+#include "../args.h"
+#include "../commands.h"
 #include "figures.h"
 #include "ptdp/error.h"
 

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
+#include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/mesh.h"

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "commands.h"
-#include "model_flags.h"
+#include "../args.h"
+#include "../commands.h"
+#include "../model_flags.h"
 #include "ptdp/error.h"
 #include "ptdp/train.h"
 #include "report.h"
