@@ -5,6 +5,12 @@
  * model interface, the parallelisms, the models, training.  The file, SVG,
  * trace and safetensors helpers are included separately, by the code that
  * writes files: ptdp/file.h, ptdp/svg.h, ptdp/trace.h, ptdp/safetensors.h.
+ *
+ * Conventions of every header: functions return 0 or a negative PTDP_E…
+ * code (error.h) and a failing device says why (ptdp_fail); a struct the
+ * caller owns is set up by ptdp_X_init and released by ptdp_X_free (a mesh,
+ * a model, a state); one the library allocates comes from ptdp_X_create and
+ * goes back through ptdp_X_destroy (an arena, a schedule, a trace).
  */
 #ifndef PTDP_H
 #define PTDP_H
