@@ -50,7 +50,8 @@ static int value_error(ptdp_args *a, const char *value, const char *fmt, ...)
 static int value_error(ptdp_args *a, const char *value, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "ptdp %s: %s %s: ", a->cmd, a->flag, value);
+    /* an empty value is quoted, so the message still shows where it was */
+    fprintf(stderr, "ptdp %s: %s %s: ", a->cmd, a->flag, value[0] ? value : "''");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -80,6 +81,15 @@ bool ptdp_args_next(ptdp_args *a)
         a->flag[len] = '\0';
         if (eq)
             a->inline_value = eq + 1;
+        for (int i = 0; i < a->nseen; i++)
+            if (strcmp(a->seen[i], a->flag) == 0 && strcmp(a->flag, "--help") != 0) {
+                fprintf(stderr, "ptdp %s: %s is given twice: give it once (which value did you mean?)\n",
+                        a->cmd, a->flag);
+                a->status = PTDP_EXIT_USAGE;
+                return false;
+            }
+        if (a->nseen < (int)(sizeof a->seen / sizeof a->seen[0]))
+            memcpy(a->seen[a->nseen++], a->flag, len + 1);
     }
     return true;
 }
@@ -126,8 +136,11 @@ int ptdp_args_double(ptdp_args *a, double lo, double hi, double *out)
     char *end = NULL;
     errno = 0;
     double x = strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || errno == ERANGE || !isfinite(x))
+    if (*v == '\0' || *end != '\0')
         return value_error(a, v, "not a number; use one between %g and %g", lo, hi);
+    if (errno == ERANGE || !isfinite(x))
+        return value_error(a, v, "%s; use one between %g and %g",
+                           fabs(x) < 1 ? "too close to zero (it underflows)" : "too large (it overflows)", lo, hi);
     if (x < lo || x > hi)
         return value_error(a, v, "must be between %g and %g", lo, hi);
     *out = x;

@@ -44,13 +44,17 @@ typedef struct {
     char flag[64];       /* its flag name ("--devices"), or "" if positional   */
     const char *inline_value;  /* the part after '=' in "--flag=value"        */
     int status;          /* 0, or PTDP_EXIT_USAGE once an error was reported  */
+    char seen[64][64];   /* the flags read so far: each may be given once     */
+    int nseen;
 } ptdp_args;
 
 /* Start reading argv[first..argc). */
 void ptdp_args_init(ptdp_args *a, const char *cmd, int argc, char **argv, int first);
 
 /* Step to the next argument.  Returns true while there is one; a.flag then
- * holds its name ("--devices"), or is "" for a positional argument (a.arg). */
+ * holds its name ("--devices"), or is "" for a positional argument (a.arg).
+ * A flag given twice is a usage error ("--dp 2 --dp 4": which one?), so
+ * this returns false with a.status set. */
 bool ptdp_args_next(ptdp_args *a);
 
 /* True if the current argument is the flag `name` ("--devices"). */

@@ -332,16 +332,13 @@ static int mismatched_calls(ptdp_device *dev, void *arg)
 
 TEST(launch_tests, test_mismatch_detected)
 {
-    static const char *const expect[5][3] = {
-        { "rank 0 all_reduce count=256 f32 op=sum algo=shm", "rank 1 all_gather count=512 f32",
-          "rank 2 all_reduce count=256 f32" },
-        { "rank 0 all_reduce count=256", "rank 1 all_reduce count=256", "rank 2 all_reduce count=200" },
-        { "rank 0 broadcast count=8 f32 root=1", "rank 1 broadcast count=8 f32 root=0",
-          "rank 2 broadcast count=8 f32 root=0" },
-        { "rank 0 all_reduce count=16 f32", "rank 1 all_reduce count=16 i32",
-          "rank 2 all_reduce count=16 f32" },
-        { "rank 0 all_reduce count=16 f32 op=max", "rank 1 all_reduce count=16 f32 op=sum",
-          "rank 2 all_reduce count=16 f32 op=sum" },
+    /* One clause per distinct call, the odd rank's first (core/ranks.h). */
+    static const char *const expect[5][2] = {
+        { "rank 1: all_gather count=512 f32", "ranks 0, 2: all_reduce count=256 f32 op=sum algo=shm" },
+        { "rank 2: all_reduce count=200", "ranks 0-1: all_reduce count=256" },
+        { "rank 0: broadcast count=8 f32 root=1", "ranks 1-2: broadcast count=8 f32 root=0" },
+        { "rank 1: all_reduce count=16 i32", "ranks 0, 2: all_reduce count=16 f32" },
+        { "rank 0: all_reduce count=16 f32 op=max", "ranks 1-2: all_reduce count=16 f32 op=sum" },
     };
     for (int kind = 0; kind < 5; kind++) {
         mismatch m;
@@ -350,14 +347,57 @@ TEST(launch_tests, test_mismatch_detected)
         ptdp_launch_result res;
         ck_assert_int_eq(harness_launch(3, mismatched_calls, &m, &short_watchdog, &res), PTDP_EMISMATCH);
         ASSERT_HAS(res.message, "mismatched collectives in group 'world' (call #1)");
+        ASSERT_HAS(res.message, expect[kind][0]);
+        ASSERT_HAS(res.message, expect[kind][1]);
+        ck_assert_msg(strstr(res.message, expect[kind][0]) < strstr(res.message, expect[kind][1]),
+                      "the odd call must come first: %s", res.message);
         for (int r = 0; r < 3; r++) {
             char where[64];
-            ASSERT_HAS(res.message, expect[kind][r]);
             snprintf(where, sizeof where, "test_launch.c:%d", m.line[r]);
             ASSERT_HAS(res.message, where);
         }
         ptdp_launch_result_free(&res);
     }
+}
+END_TEST
+
+/* At 64 devices the rank at fault is named first, not cut off the end. */
+static int last_rank_counts_differently(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    static float x[64][17];
+    return ptdp_all_reduce(dev->world, x[dev->rank], x[dev->rank], dev->rank == 63 ? 17 : 16,
+                           PTDP_F32, PTDP_SUM);
+}
+
+TEST(launch_tests, test_mismatch_at_64_devices_names_the_odd_rank)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(harness_launch(64, last_rank_counts_differently, NULL, &short_watchdog, &res),
+                     PTDP_EMISMATCH);
+    ASSERT_HAS(res.message, "): rank 63: all_reduce count=17 f32 op=sum");
+    ASSERT_HAS(res.message, "; ranks 0-62: all_reduce count=16 f32 op=sum");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* A send nobody receives, at 64 devices: the watchdog names the sender. */
+static int last_rank_sends_to_nobody(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    float v = 1;
+    if (dev->rank == 63)
+        return ptdp_send(dev->world, &v, 1, PTDP_F32, 0, 9);
+    return ptdp_barrier(dev->world);
+}
+
+TEST(launch_tests, test_watchdog_at_64_devices_names_the_odd_rank)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(harness_launch(64, last_rank_sends_to_nobody, NULL, &half_second, &res), PTDP_ETIMEDOUT);
+    ASSERT_HAS(res.message, "rank 63: waiting in send to rank 0 tag 9 in group 'world'");
+    ASSERT_HAS(res.message, "ranks 0-62: waiting in barrier in group 'world'");
+    ptdp_launch_result_free(&res);
 }
 END_TEST
 
@@ -401,6 +441,70 @@ TEST(launch_tests, test_returned_device_is_named)
     ASSERT_HAS(res.message, "rank 2 has already returned");
     ASSERT_HAS(res.message, "rank 2: finished");
     ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* A NULL communicator: the device fails with the call site (the thread's
+ * device, runtime/device.c), not "device 0 returned -1". */
+static int null_line;
+static int calls_with_no_group(ptdp_device *dev, void *arg)
+{
+    (void)dev;
+    (void)arg;
+    float x = 1;
+    null_line = __LINE__ + 1;
+    return ptdp_all_reduce(NULL, &x, &x, 1, PTDP_F32, PTDP_SUM);
+}
+
+TEST(launch_tests, test_null_communicator_names_the_call)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(harness_launch(2, calls_with_no_group, NULL, &short_watchdog, &res), PTDP_EINVAL);
+    char where[96];
+    snprintf(where, sizeof where, "ptdp_all_reduce at test_launch.c:%d: the communicator is NULL", null_line);
+    ASSERT_HAS(res.message, where);
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* A view out of range fails the device with a sentence, never an abort. */
+static int slices_too_far(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_real data[12] = { 0 };
+    ptdp_tensor w = ptdp_tensor_wrap(data, 4, 3);
+    ptdp_tensor v = ptdp_tensor_rows(w, 2 + dev->rank, 2);   /* rank 1: rows [3, 5) of 4 */
+    return v.rows == 2 ? 0 : PTDP_EINVAL;
+}
+
+TEST(launch_tests, test_view_out_of_range_fails_the_device)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(harness_launch(2, slices_too_far, NULL, &short_watchdog, &res), PTDP_EINVAL);
+    ck_assert_int_eq(res.failed_rank, 1);
+    ASSERT_HAS(res.message, "ptdp_tensor_rows: rows [3, 5) of a tensor of 4 rows");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
+/* A trace that cannot be written is an output of its own: the run stands. */
+static int quick_barrier(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    return ptdp_barrier(dev->world);
+}
+
+TEST(launch_tests, test_unwritable_trace_does_not_fail_the_run)
+{
+    ptdp_launch_result res;
+    ptdp_launch_opts o = short_watchdog;
+    o.trace_path = "/nonexistent-directory/t.json";
+    ck_assert_int_eq(harness_launch(2, quick_barrier, NULL, &o, &res), 0);
+    ck_assert_int_eq(res.trace_status, PTDP_EIO);
+    ASSERT_HAS(res.trace_message, "/nonexistent-directory/t.json");
+    ptdp_launch_result_free(&res);
+    o.result = NULL;             /* nobody asked for a result: it is returned */
+    ck_assert_int_eq(ptdp_launch(2, quick_barrier, NULL, &o), PTDP_EIO);
 }
 END_TEST
 

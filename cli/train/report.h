@@ -17,7 +17,7 @@ int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, 
  * category, the bytes sent per group (dp, tp, pp) and per step, the virtual
  * compute / communication / idle time — printed as tables, with the DP
  * traffic beside its formula and, with ZeRO, what it saved. */
-void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr);
+void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr, ptdp_algo algo);
 /* The same figures as JSON (README, "Report JSON schema"), written
  * atomically (ptdp/file.h).  0 or PTDP_EIO with the reason in msg. */
 int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,

@@ -28,6 +28,7 @@
 #include "../commands.h"
 #include "../model_flags.h"
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 #include "ptdp/train.h"
 #include "report.h"
 
@@ -55,6 +56,8 @@ typedef struct {
     const char *log_path, *save, *load, *save_init, *dump, *report_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
+    bool seed_given, batch_given;  /* typed: otherwise a resume takes the
+                                      checkpoint's                          */
 } train_options;
 
 static void usage(void)
@@ -84,6 +87,8 @@ static void usage(void)
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
         "  --steps N           steps of this run (default 10)\n"
         "  --seed N            seed of initialisation, data and dropout (default 1)\n"
+        "                      with --load, --seed and --batch default to the checkpoint's;\n"
+        "                      given and different, the run uses them and says so\n"
         "  --dropout P         dropout after GELU and on each block's output (default 0)\n"
         "optimizer:\n"
         "  --optimizer adamw|sgd  (default adamw)   --lr X (default 1e-3)\n"
@@ -159,7 +164,10 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->pp);
         else if (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->micro_batches);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 24, &c->batch);
+        else if (ptdp_args_is(&a, "--batch")) {
+            rc = ptdp_args_int(&a, 1, 1 << 24, &c->batch);
+            o->batch_given = true;
+        }
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c->steps);
         else if (ptdp_args_is(&a, "--lr")) rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
         else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizer_names, 2, &opt);
@@ -168,7 +176,10 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c->clip_grad);
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
         else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c->zero);
-        else if (ptdp_args_is(&a, "--seed")) rc = ptdp_args_int(&a, 0, 2147483647, &seed);
+        else if (ptdp_args_is(&a, "--seed")) {
+            rc = ptdp_args_int(&a, 0, 2147483647, &seed);
+            o->seed_given = true;
+        }
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
@@ -217,10 +228,18 @@ static int resolve_dp(ptdp_train_config *c, int devices)
     if (devices > 0) {
         int mp = c->tp * c->pp;
         if (c->dp == 0) {
-            if (devices % mp != 0)
+            if (mp > PTDP_MAX_DEVICES)
+                return ptdp_usage_error("train", "--tp %d x --pp %d = %d devices already exceeds the %d "
+                                        "supported, whatever --devices is", c->tp, c->pp, mp, PTDP_MAX_DEVICES);
+            if (devices % mp != 0) {
+                /* the multiples of tp x pp on either side, those within the limit */
+                int lo = devices / mp * mp, hi = lo + mp;
+                if (lo > 0 && hi <= PTDP_MAX_DEVICES)
+                    return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
+                                            "(try --devices %d or %d)", devices, c->tp, c->pp, mp, lo, hi);
                 return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
-                                        "(try --devices %d or %d)", devices, c->tp, c->pp, mp,
-                                        devices / mp * mp > 0 ? devices / mp * mp : mp, (devices / mp + 1) * mp);
+                                        "(try --devices %d)", devices, c->tp, c->pp, mp, lo > 0 ? lo : hi);
+            }
             c->dp = devices / mp;
         } else if (c->dp * mp != devices) {
             return ptdp_usage_error("train", "--devices %d must equal --dp %d x --tp %d x --pp %d = %d",
@@ -248,7 +267,26 @@ static int validate(train_options *o)
     if (rc != 0)
         return rc;
 
+    /* Every file the run will write, before it starts: an unwritable
+     * --save found after an hour of training is a lost hour. */
+    const struct { const char *flag, *path; } outputs[] = {
+        { "--save", o->save }, { "--save-init", o->save_init }, { "--log", o->log_path },
+        { "--trace", o->launch.trace_path }, { "--report", o->report_path }, { "--dump-data", o->dump },
+    };
     char msg[PTDP_MSG_MAX];
+    const int nout = (int)(sizeof outputs / sizeof outputs[0]);
+    for (int i = 0; i < nout; i++) {
+        if (outputs[i].path == NULL)
+            continue;
+        for (int j = 0; j < i; j++)
+            if (outputs[j].path != NULL && strcmp(outputs[i].path, outputs[j].path) == 0)
+                return ptdp_usage_error("train", "%s and %s name the same file %s: the second would overwrite "
+                                        "the first", outputs[j].flag, outputs[i].flag, outputs[i].path);
+        if (ptdp_file_can_write(outputs[i].path, msg, sizeof msg) != 0)
+            return ptdp_usage_error("train", "%s %s: cannot be written: %s", outputs[i].flag, outputs[i].path,
+                                    msg);
+    }
+
     if (o->load != NULL) {
         if (ptdp_state_load(&o->resume, o->load, &c->model, msg, sizeof msg) != 0) {
             fprintf(stderr, "ptdp train: --load %s\n", msg);
@@ -256,6 +294,17 @@ static int validate(train_options *o)
         }
         o->have_resume = true;
         c->resume = &o->resume;
+        /* seed and batch: the checkpoint's, unless typed; say which */
+        if (!o->seed_given)
+            c->seed = o->resume.seed;
+        else if (c->seed != o->resume.seed)
+            printf("note: --seed %" PRIu64 " is used, not the checkpoint's seed %" PRIu64 ": the data and "
+                   "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
+        if (!o->batch_given)
+            c->batch = o->resume.batch;
+        else if (c->batch != o->resume.batch)
+            printf("note: --batch %d is used, not the checkpoint's batch %d: the run goes on from sample "
+                   "%ld x %d\n", c->batch, o->resume.batch, o->resume.step, c->batch);
     }
     if (ptdp_train_validate(c, msg, sizeof msg) != 0) {
         if (o->have_resume)

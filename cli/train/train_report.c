@@ -23,6 +23,7 @@
 #include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+#include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/zero.h"
 #include "ptdp/launch.h"
@@ -107,7 +108,7 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
-static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
+static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr, ptdp_algo algo)
 {
     if (c->dp == 1 || c->steps == 0)
         return;
@@ -125,7 +126,13 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     formula /= lr->world_size;
     grads /= lr->world_size;
     char b[4][32];
-    const char *rule = c->zero == 2 ? "(M+1)(N-1)/N S" : "2(N-1)/N S";
+    /* The formula of the algorithm that ran.  The naive all-reduce (reduce
+     * to rank 0, broadcast) sends as much in all as the ring, but unevenly:
+     * the root sends (N-1) S, every other rank S — a mean of 2(N-1)/N S. */
+    const char *rule = c->zero == 2 ? "(M+1)(N-1)/N S"
+                     : c->zero == 0 && algo == PTDP_ALGO_NAIVE
+                         ? "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S"
+                         : "2(N-1)/N S";
     printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
            "(S = %s of gradients per device, mean), measured %s\n",
            N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
@@ -153,22 +160,26 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
            M, (M + 1) / 2.0);
 }
 
-void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr)
+void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, ptdp_algo algo)
 {
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
-    print_data_parallel(c, lr);
+    print_data_parallel(c, lr, algo);
 }
 
 /* ------------------------------------------------------------------ JSON */
+
+/* A number as JSON: %.17g, or null for NaN and infinity (json.h).  Each use
+ * has a buffer of its own, alive until the end of the statement. */
+#define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
 
 static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s, int r)
 {
     int d, t, p;
     ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
     double other = s->comm.total_sent;
-    fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"param_elements\": %.17g,\n",
-            r, d, t, p, stage_elements(c, p));
+    fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"param_elements\": %s,\n",
+            r, d, t, p, J(stage_elements(c, p)));
     fprintf(f, "     \"memory_peak_bytes\": {");
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         fprintf(f, "\"%s\": %zu, ", ptdp_mem_category_name((ptdp_mem_category)k), s->mem.peak[k]);
@@ -177,16 +188,16 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     for (int g = 0; g < 3; g++) {
         double x = group_sent(&s->comm, group_names[g]);
         other -= x;
-        fprintf(f, "\"%s\": %.17g, ", group_names[g], x);
+        fprintf(f, "\"%s\": %s, ", group_names[g], J(x));
     }
-    fprintf(f, "\"other\": %.17g, \"total\": %.17g},\n", other, s->comm.total_sent);
+    fprintf(f, "\"other\": %s, \"total\": %s},\n", J(other), J(s->comm.total_sent));
     fprintf(f, "     \"bytes_sent_per_step\": {");
     for (int g = 0; g < 3; g++)
-        fprintf(f, "\"%s\": %.17g, ", group_names[g], per_step(group_sent(&s->comm, group_names[g]), c));
-    fprintf(f, "\"total\": %.17g},\n", per_step(s->comm.total_sent, c));
-    fprintf(f, "     \"virtual_s\": {\"compute\": %.17g, \"comm\": %.17g, \"idle\": %.17g, \"end\": %.17g},\n",
-            s->clock.compute_s, s->clock.comm_s, s->clock.idle_s, s->clock.now);
-    fprintf(f, "     \"wall_s\": %.17g}", s->wall_s);
+        fprintf(f, "\"%s\": %s, ", group_names[g], J(per_step(group_sent(&s->comm, group_names[g]), c)));
+    fprintf(f, "\"total\": %s},\n", J(per_step(s->comm.total_sent, c)));
+    fprintf(f, "     \"virtual_s\": {\"compute\": %s, \"comm\": %s, \"idle\": %s, \"end\": %s},\n",
+            J(s->clock.compute_s), J(s->clock.comm_s), J(s->clock.idle_s), J(s->clock.now));
+    fprintf(f, "     \"wall_s\": %s}", J(s->wall_s));
 }
 
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
@@ -211,10 +222,11 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         first = res->log[0].loss;
         last = res->log[res->steps - 1].loss;
     }
-    fprintf(f, "  \"run\": {\"first_loss\": %.17g, \"last_loss\": %.17g, \"virtual_s\": %.17g",
-            first, last, makespan);
+    fprintf(f, "  \"run\": {\"first_loss\": %s, \"last_loss\": %s, \"virtual_s\": %s",
+            J(first), J(last), J(makespan));
     if (c->pp > 1)
-        fprintf(f, ", \"bubble_measured\": %.17g, \"bubble_formula\": %.17g", res->bubble_measured, res->bubble_formula);
+        fprintf(f, ", \"bubble_measured\": %s, \"bubble_formula\": %s",
+                J(res->bubble_measured), J(res->bubble_formula));
     fprintf(f, "},\n  \"devices\": [\n");
     for (int r = 0; r < lr->world_size; r++) {
         json_device(f, c, &lr->devices[r], r);

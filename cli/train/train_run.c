@@ -20,6 +20,7 @@
 #include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+#include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/launch.h"
@@ -58,7 +59,7 @@ static void print_step(const ptdp_step_log *l, void *ctx)
     char b[32];
     /* Virtual time is what the step would take on the profile's GPUs:
      * microseconds for the default model, so print it in us. */
-    printf("step %4ld  loss %.6f  |g| %.4e  virtual %10.2f us  wall %8.2f ms  sent %s\n",
+    printf("step %4ld  loss %.6f  |g| %.4e  virtual %10.2f us  wall %8.2f ms  sent %s (all devices)\n",
            l->step, l->loss, l->grad_norm, l->virtual_s * 1e6, l->wall_s * 1e3,
            ptdp_format_bytes(l->bytes, b, sizeof b));
     fflush(stdout);
@@ -95,12 +96,15 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
     int rc = ptdp_atomic_open(&f, path, msg, len);
     if (rc != 0)
         return rc;
-    for (int i = 0; i < r->steps; i++) {
+    for (int i = 0; i < r->completed; i++) {
         const ptdp_step_log *l = &r->log[i];
+        char a[PTDP_JSON_NUMBER_MAX], b[PTDP_JSON_NUMBER_MAX], v[PTDP_JSON_NUMBER_MAX],
+             w[PTDP_JSON_NUMBER_MAX], n[PTDP_JSON_NUMBER_MAX];
         fprintf(ptdp_atomic_stream(&f),
-                "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"virtual_s\": %.17g, "
-                "\"wall_s\": %.17g, \"bytes\": %.17g}\n",
-                l->step, l->loss, l->grad_norm, l->virtual_s, l->wall_s, l->bytes);
+                "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"virtual_s\": %s, "
+                "\"wall_s\": %s, \"bytes\": %s}\n",
+                l->step, ptdp_json_number(l->loss, a), ptdp_json_number(l->grad_norm, b),
+                ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
     }
     return ptdp_atomic_commit(&f, msg, len);
 }
@@ -226,13 +230,33 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
     ptdp_launch_opts o = *opts;
     o.result = &lr;
     int rc = ptdp_train(c, &o, print_step, &pr, &res, msg, sizeof msg);
+    /* Every output on its own: one that cannot be written is reported and
+     * makes the exit status 1, and the others are still written. */
+    if (lr.trace_status != 0) {
+        fprintf(stderr, "ptdp train: --trace %s\n", lr.trace_message);
+        status = PTDP_EXIT_FAIL;
+    }
     if (rc != 0) {
         fprintf(stderr, "ptdp train: run failed (%s): %s\n", ptdp_strerror(rc), msg);
+        /* The steps that did complete are still worth a log (how a run
+         * diverged, say); a failed run has no final state or report. */
+        if (log_path != NULL && res.log != NULL) {
+            if (write_log(log_path, &res, msg, sizeof msg) != 0)
+                fprintf(stderr, "ptdp train: --log %s\n", msg);
+            else
+                fprintf(stderr, "ptdp train: --log %s: the %d step%s completed\n", log_path, res.completed,
+                        res.completed == 1 ? "" : "s");
+        }
+        const char *skipped[] = { save ? "--save" : NULL, save_init ? "--save-init" : NULL,
+                                  report_path ? "--report" : NULL, dump ? "--dump-data" : NULL };
+        for (int i = 0; i < 4; i++)
+            if (skipped[i] != NULL)
+                fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
         status = PTDP_EXIT_FAIL;
         ptdp_train_result_free(&res);
         goto done;
     }
-    ptdp_report_print(c, &lr);
+    ptdp_report_print(c, &lr, opts->algo);
     if (c->pp > 1) {
         char b[32];
         printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",

@@ -19,10 +19,30 @@ enum {
     PTDP_EIO       = -6,  /* a file could not be read or written            */
     PTDP_ECORRUPT  = -7,  /* a file is truncated, corrupt or of wrong shape  */
     PTDP_ECHECK    = -8,  /* an equivalence check exceeded its tolerance    */
-    PTDP_EUSER     = -9   /* user code returned a failure of its own        */
+    PTDP_EUSER     = -9,  /* user code returned a failure of its own        */
+    PTDP_ENONFINITE = -10 /* a loss or gradient norm is NaN or infinite:
+                             training diverged                              */
 };
 
 /* A short constant name for a code, e.g. "out of memory". */
 const char *ptdp_strerror(int code);
+
+/* Shape preconditions of the tensor views and the numerical ops: a view out
+ * of range, operands that do not fit, a label outside the classes.  Inside
+ * a device the device fails with the message, naming the function and the
+ * shapes (the runtime installs the handler that does it), and the op does
+ * nothing; outside a device the program stops with the message, as
+ * assert() would.
+ *
+ *     if (!PTDP_REQUIRE(r0 >= 0 && r0 + n <= t.rows, "rows [%d, %d) of %d", r0, r0 + n, t.rows))
+ *         return empty;                                                            */
+#define PTDP_REQUIRE(cond, ...) ((cond) ? 1 : (ptdp_shape_error(__func__, __VA_ARGS__), 0))
+void ptdp_shape_error(const char *func, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+typedef void (*ptdp_shape_handler)(const char *msg);
+void ptdp_set_shape_handler(ptdp_shape_handler h);
 
 #endif

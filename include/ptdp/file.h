@@ -18,6 +18,11 @@
  * new one, never a mix.  On any failure the temporary is removed and `path`
  * is untouched.
  *
+ * Leftovers: a run killed between open and commit leaves its temporary.
+ * Every open first removes the temporaries of the same path whose process
+ * is gone (its pid no longer exists), so a kill loop cannot fill the disk;
+ * a live writer's temporary is never touched.
+ *
  * Mode: a new file gets 0666 minus the umask, exactly what fopen(path, "w")
  * gives (0644 under the usual umask 022).  The kernel applies the umask at
  * open(2), so nothing here reads or changes the process-wide umask.
@@ -60,6 +65,20 @@ int   ptdp_atomic_commit(ptdp_atomic_file *f, char *msg, size_t msglen);
 /* Give up: close and remove the temporary; path is untouched.  Safe on a
  * file that is already committed or aborted. */
 void  ptdp_atomic_abort(ptdp_atomic_file *f);
+
+/* Can `path` be written?  The check before a run: it is not a directory,
+ * its directory exists, and a temporary can be created beside it (then
+ * removed) — the first step of the write itself.  0, or PTDP_EIO with the
+ * reason in msg ("the directory out/ does not exist", "cannot create a file
+ * in /ro: Read-only file system"). */
+int   ptdp_file_can_write(const char *path, char *msg, size_t msglen);
+
+/* Read a whole regular file into a malloc'ed buffer (*data, *len; one byte
+ * more, a NUL, so text can be read as a string).  The file is opened
+ * without blocking and refused unless it is a regular file, so a FIFO, a
+ * device or a directory is an error at once, never a hang.  0, PTDP_EIO or
+ * PTDP_ENOMEM with "<path>: …" in msg. */
+int   ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *msg, size_t msglen);
 
 /* The whole recipe for one buffer in memory.  0, PTDP_EIO or PTDP_ENOMEM. */
 int   ptdp_write_file_atomic(const char *path, const void *data, size_t len,

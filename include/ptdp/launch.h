@@ -36,6 +36,10 @@ typedef struct {
     char message[PTDP_MSG_MAX];    /* its message                           */
     int world_size;
     ptdp_device_summary *devices;  /* world_size entries (malloc'd)         */
+    int trace_status;              /* 0, or why the trace file (trace_path)
+                                      could not be written: an output of its
+                                      own, which does not fail the run      */
+    char trace_message[PTDP_MSG_MAX];
 } ptdp_launch_result;
 
 typedef struct {
@@ -55,7 +59,9 @@ typedef struct {
 
 /* Run fn(dev, arg) on world_size (1..64) device threads and wait for all.
  * Returns 0, or the first failure's code (its message in opts->result, and
- * printed nowhere: the caller decides).  opts may be NULL. */
+ * printed nowhere: the caller decides).  opts may be NULL.  A trace that
+ * cannot be written is reported in result->trace_status and trace_message
+ * (the run itself may have succeeded); without a result it is returned. */
 int  ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts);
 void ptdp_launch_result_free(ptdp_launch_result *r);
 

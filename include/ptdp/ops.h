@@ -16,7 +16,9 @@
  *   - Any tensor argument may be a strided view (stride > cols), e.g. a
  *     tensor-parallel column slice of a full weight: ops index with
  *     data[i * stride + j] and pass the stride to BLAS as the leading dimension.
- *   - Shapes (and labels in range) are preconditions, checked with assert().
+ *   - Shapes (and labels in range) are preconditions, checked with
+ *     PTDP_REQUIRE (error.h): inside a device a wrong shape fails the device
+ *     with a message naming the op and the shapes, and the op does nothing.
  *   - Deterministic: the same inputs give bit-identical outputs (BLAS runs
  *     single-threaded inside a device), so data-parallel replicas never drift.
  *

@@ -24,6 +24,10 @@
 
 typedef enum { PTDP_OPT_ADAMW = 0, PTDP_OPT_SGD } ptdp_optimizer_kind;
 
+/* The most optimizer steps a state may count: 2^53 - 1, the largest integer
+ * a double holds exactly (AdamW's bias corrections raise beta to the step). */
+#define PTDP_MAX_STEP ((int64_t)9007199254740991)
+
 typedef struct {
     char name[2 * PTDP_NAME_MAX];     /* "blocks.3.fc1.weight", "optim.out.bias.exp_avg" */
     int rows, cols;                  /* a bias or 1-D state is 1 x n   */
@@ -53,10 +57,14 @@ int  ptdp_state_optim_slots(const ptdp_state *s);
 /* Name of optimizer slot k of parameter `param`: "exp_avg", "exp_avg_sq", "momentum_buffer". */
 const char *ptdp_state_slot_name(const ptdp_state *s, int k);
 
-/* Save as safetensors (atomic) and load (validated: names, shapes, dtype,
- * length; F32 or F64).  Loading checks that the file's model configuration
- * equals cfg and fills optimizer, step, seed and batch from it.  Errors:
- * PTDP_EIO / PTDP_ECORRUPT with a message naming the file and the problem. */
+/* Save as safetensors (atomic) and load.  Loading trusts nothing: the model
+ * and its shapes must be cfg's, every metadata field present and a whole
+ * number (seed >= 0, batch >= 1), every tensor one this model has, of its
+ * shape and dtype (F32 or F64), every value finite, every exp_avg_sq >= 0,
+ * optim.step in [0, PTDP_MAX_STEP]; it fills optimizer (and whether SGD
+ * has momentum buffers), step, seed and batch from the file.  Errors:
+ * PTDP_EIO / PTDP_ECORRUPT with a message naming the file and the tensor
+ * or field. */
 int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen);
 int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
                     char *msg, size_t msglen);

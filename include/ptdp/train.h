@@ -65,7 +65,9 @@ typedef void (*ptdp_step_observer)(const ptdp_step_log *log, void *ctx);
 
 typedef struct {
     int steps;
-    ptdp_step_log *log;           /* [steps] */
+    int completed;                /* steps every device finished: all of them,
+                                     or fewer when the run failed            */
+    ptdp_step_log *log;           /* [steps], the first `completed` filled  */
     double bubble_measured;       /* pipeline idle fraction, virtual time (pp > 1) */
     double bubble_formula;        /* (p - 1) / (m + p - 1)                         */
     size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */

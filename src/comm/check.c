@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "core/ranks.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 
@@ -200,16 +201,18 @@ int ptdp_check_agreement(ptdp_comm *c, const ptdp_call *const *calls)
     return 0;
 
 mismatch:;
-    char msg[PTDP_MSG_MAX];
-    int used = snprintf(msg, sizeof msg, "mismatched collectives in group '%s' (call #%llu):",
-                        c->name, calls[c->rank]->seq);
-    for (int r = 0; r < n && used < (int)sizeof msg; r++) {
-        char one[192];
-        ptdp_describe_call(calls[r], one, sizeof one);
-        used += snprintf(msg + used, sizeof msg - (size_t)used, "%s rank %d %s",
-                         r ? ";" : "", r, one);
+    /* One clause per distinct call, the odd ones first: at 64 ranks the
+     * rank at fault must not be cut off the end of the message. */
+    static _Thread_local char each[PTDP_MAX_DEVICES][192];
+    const char *text[PTDP_MAX_DEVICES];
+    for (int r = 0; r < n; r++) {
+        ptdp_describe_call(calls[r], each[r], sizeof each[r]);
+        text[r] = each[r];
     }
-    return ptdp_fail(c->dev, PTDP_EMISMATCH, "%s", msg);
+    char ranks[PTDP_MSG_MAX - 96];
+    ptdp_describe_ranks(text, n, ranks, sizeof ranks);
+    return ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched collectives in group '%s' (call #%llu): %s",
+                     c->name, calls[c->rank]->seq, ranks);
 }
 
 

@@ -158,10 +158,19 @@ static int run_collective(ptdp_comm *c, ptdp_call *mine, ptdp_coll_fn move)
 
 /* The common start of every public call: a usable communicator in a world
  * that has not failed. */
-static int enter(ptdp_comm *c)
+static int enter(ptdp_comm *c, ptdp_coll op, const char *file, int line)
 {
-    if (!c || !c->dev)
-        return PTDP_EINVAL;
+    if (!c || !c->dev) {
+        /* No communicator, so no device through it: the thread's own
+         * device (runtime/device.c) fails with the call site. */
+        ptdp_device *dev = ptdp_device_current();
+        if (dev == NULL)
+            return PTDP_EINVAL;
+        const char *slash = file ? strrchr(file, '/') : NULL;
+        return ptdp_fail(dev, PTDP_EINVAL, "ptdp_%s at %s:%d: the communicator is NULL (a group this device "
+                         "is not a member of, or one not made yet)", ptdp_coll_name(op),
+                         slash ? slash + 1 : file ? file : "?", line);
+    }
     return ptdp_aborted(c->dev) ? PTDP_EABORTED : 0;
 }
 
@@ -214,7 +223,7 @@ static ptdp_coll_fn backend_op(ptdp_comm *c, ptdp_call *k)
 /* Steps 1 to 5 for one collective call. */
 static int collective(ptdp_comm *c, ptdp_call *k, const void *send)
 {
-    int rc = enter(c);
+    int rc = enter(c, k->op, k->file, k->line);
     if (rc == 0)
         rc = ptdp_check_call(c, k, send);
     if (rc)
@@ -311,7 +320,7 @@ int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
 int ptdp_comm_split_at(ptdp_comm *c, int color, int key, const char *name,
                        ptdp_comm **out, const char *file, int line)
 {
-    int rc = enter(c);
+    int rc = enter(c, PTDP_COLL_SPLIT, file, line);
     if (rc)
         return rc;
     ptdp_call k = new_call(PTDP_COLL_SPLIT, 0, PTDP_U8, file, line);
@@ -340,7 +349,7 @@ int ptdp_comm_split_at(ptdp_comm *c, int color, int key, const char *name,
 int ptdp_send_at(ptdp_comm *c, const void *buf, size_t count, ptdp_dtype t,
                  int dst, int tag, const char *file, int line)
 {
-    int rc = enter(c);
+    int rc = enter(c, PTDP_COLL_SEND, file, line);
     if (rc)
         return rc;
     ptdp_device *dev = c->dev;
@@ -372,7 +381,7 @@ int ptdp_send_at(ptdp_comm *c, const void *buf, size_t count, ptdp_dtype t,
 int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
                  int src, int tag, const char *file, int line)
 {
-    int rc = enter(c);
+    int rc = enter(c, PTDP_COLL_RECV, file, line);
     if (rc)
         return rc;
     ptdp_device *dev = c->dev;

@@ -59,7 +59,9 @@ static void *device_main(void *p)
     device_thread *th = p;
     ptdp_device *dev = th->dev;
     dev->wall0 = ptdp_wall_now();
+    ptdp_device_set_current(dev);
     int rc = th->fn(dev, th->arg);
+    ptdp_device_set_current(NULL);
     if (rc != 0 && dev->status == 0 && !ptdp_aborted(dev))
         ptdp_fail(dev, rc, "device %d returned %d (%s)", dev->rank, rc, ptdp_strerror(rc));
     else if (rc != 0 && dev->status == 0)
@@ -227,9 +229,11 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
         for (int r = 0; r < world_size; r++)
             traces[r] = L->dev[r].trace;
         int trc = ptdp_trace_write_chrome(o->trace_path, traces, world_size, msg, sizeof msg);
-        if (trc != 0 && rc == 0) {
-            rc = trc;
-            set_result(res, trc, -1, "%s", msg);
+        if (trc != 0 && res != NULL) {
+            res->trace_status = trc;
+            snprintf(res->trace_message, sizeof res->trace_message, "%s", msg);
+        } else if (trc != 0 && rc == 0) {
+            rc = trc;            /* nobody asked for a result: say it here */
         }
     }
     destroy_devices(L, world_size);

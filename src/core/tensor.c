@@ -18,11 +18,15 @@
  * exactly how they are drawn: concat_cols copies part k into the column
  * range of dst that part k occupies.
  *
- * Shapes that do not fit are programming errors and are caught by assert().
+ * Shapes that do not fit are caught (PTDP_REQUIRE, error.h): inside a device
+ * the device fails with a message naming the function and the shapes — a
+ * lesson's wrong slice is a sentence, not an abort — and the call does
+ * nothing (a view out of range is empty).
  */
 #include "ptdp/tensor.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +35,9 @@
 
 ptdp_tensor ptdp_tensor_wrap(ptdp_real *data, int rows, int cols)
 {
-    assert(rows >= 0 && cols >= 0);
     ptdp_tensor t;
+    if (!PTDP_REQUIRE(rows >= 0 && cols >= 0, "a %d x %d tensor", rows, cols))
+        rows = cols = 0;
     memset(&t, 0, sizeof t);
     t.data = data;
     t.rows = rows;
@@ -52,8 +57,14 @@ static ptdp_real *offset(ptdp_tensor t, int i, int j)
 
 ptdp_tensor ptdp_tensor_rows(ptdp_tensor t, int r0, int n)
 {
-    assert(r0 >= 0 && n >= 0 && r0 + n <= t.rows);
     ptdp_tensor v = t;
+    if (!PTDP_REQUIRE(r0 >= 0 && n >= 0 && r0 + n <= t.rows,
+                      "rows [%d, %d) of a tensor of %d rows (r0 = %d, n = %d)", r0, r0 + n, t.rows, r0, n)) {
+        v.data = NULL;   /* empty: every op given it does nothing */
+        v.rows = v.cols = 0;
+        v.owned = false;
+        return v;
+    }
     v.data = n > 0 ? offset(t, r0, 0) : t.data;
     v.rows = n;
     v.owned = false;
@@ -62,8 +73,14 @@ ptdp_tensor ptdp_tensor_rows(ptdp_tensor t, int r0, int n)
 
 ptdp_tensor ptdp_tensor_cols(ptdp_tensor t, int c0, int n)
 {
-    assert(c0 >= 0 && n >= 0 && c0 + n <= t.cols);
     ptdp_tensor v = t;
+    if (!PTDP_REQUIRE(c0 >= 0 && n >= 0 && c0 + n <= t.cols,
+                      "columns [%d, %d) of a tensor of %d columns (c0 = %d, n = %d)", c0, c0 + n, t.cols, c0, n)) {
+        v.data = NULL;
+        v.rows = v.cols = 0;
+        v.owned = false;
+        return v;
+    }
     v.data = n > 0 ? offset(t, 0, c0) : t.data;
     v.cols = n;
     v.owned = false;
@@ -90,7 +107,9 @@ void ptdp_tensor_fill(ptdp_tensor t, ptdp_real v)
 
 void ptdp_tensor_copy(ptdp_tensor dst, ptdp_tensor src)
 {
-    assert(dst.rows == src.rows && dst.cols == src.cols);
+    if (!PTDP_REQUIRE(dst.rows == src.rows && dst.cols == src.cols, "dst %d x %d, src %d x %d",
+                      dst.rows, dst.cols, src.rows, src.cols))
+        return;
     if (dst.rows == 0 || dst.cols == 0)
         return;
     /* Both contiguous: one copy of the whole block. */
@@ -104,7 +123,9 @@ void ptdp_tensor_copy(ptdp_tensor dst, ptdp_tensor src)
 
 void ptdp_tensor_add(ptdp_tensor dst, ptdp_tensor src)
 {
-    assert(dst.rows == src.rows && dst.cols == src.cols);
+    if (!PTDP_REQUIRE(dst.rows == src.rows && dst.cols == src.cols, "dst %d x %d, src %d x %d",
+                      dst.rows, dst.cols, src.rows, src.cols))
+        return;
     if (dst.cols == 0)
         return;
     for (int i = 0; i < dst.rows; i++) {
@@ -134,7 +155,7 @@ void ptdp_tensor_concat_cols(ptdp_tensor dst, const ptdp_tensor *parts, int n)
         ptdp_tensor_copy(ptdp_tensor_cols(dst, c0, parts[k].cols), parts[k]);
         c0 += parts[k].cols;
     }
-    assert(c0 == dst.cols);
+    PTDP_REQUIRE(c0 == dst.cols, "the parts have %d columns, dst %d", c0, dst.cols);
 }
 
 void ptdp_tensor_concat_rows(ptdp_tensor dst, const ptdp_tensor *parts, int n)
@@ -144,7 +165,7 @@ void ptdp_tensor_concat_rows(ptdp_tensor dst, const ptdp_tensor *parts, int n)
         ptdp_tensor_copy(ptdp_tensor_rows(dst, r0, parts[k].rows), parts[k]);
         r0 += parts[k].rows;
     }
-    assert(r0 == dst.rows);
+    PTDP_REQUIRE(r0 == dst.rows, "the parts have %d rows, dst %d", r0, dst.rows);
 }
 
 /* ---- Comparison ------------------------------------------------------------ */
@@ -155,7 +176,12 @@ void ptdp_tensor_concat_rows(ptdp_tensor dst, const ptdp_tensor *parts, int n)
  * `!(diff <= tol)` fails on it. */
 void ptdp_tensor_max_diff(ptdp_tensor a, ptdp_tensor b, double *max_abs_diff, double *max_abs_b)
 {
-    assert(a.rows == b.rows && a.cols == b.cols);
+    if (!PTDP_REQUIRE(a.rows == b.rows && a.cols == b.cols, "a %d x %d, b %d x %d", a.rows, a.cols,
+                      b.rows, b.cols)) {
+        *max_abs_diff = NAN;   /* never "equal" */
+        *max_abs_b = 0;
+        return;
+    }
     double max_d = 0.0, max_b = 0.0;
     for (int i = 0; i < a.rows && a.cols > 0; i++) {
         const ptdp_real *ra = ptdp_at(a, i, 0);

@@ -6,7 +6,7 @@
  */
 #include "ptdp/types.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
 
 static const struct {
     size_t size;
@@ -39,7 +39,10 @@ const char *ptdp_dtype_name(ptdp_dtype t)
  * pipeline stages) cuts the same way. */
 void ptdp_chunk(size_t count, int parts, int index, size_t *offset_out, size_t *len)
 {
-    assert(parts > 0 && index >= 0 && index < parts);
+    if (!PTDP_REQUIRE(parts > 0 && index >= 0 && index < parts, "chunk %d of %d parts", index, parts)) {
+        *offset_out = *len = 0;
+        return;
+    }
     size_t p = (size_t)parts, i = (size_t)index;
     size_t base = count / p, extra = count % p;
     *offset_out = i * base + (i < extra ? i : extra);

@@ -22,9 +22,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ptdp/error.h"
@@ -49,10 +53,61 @@ static int fail(char *msg, size_t msglen, int code, const char *path, const char
  * temporary; O_EXCL refuses a name that exists (a crashed run's leftover). */
 static atomic_uint tmp_counter;
 
+/* A run killed between open and commit leaves "<path>.tmp.<pid>.<n>"
+ * behind, and a kill loop leaves one per run (gigabytes of checkpoints).
+ * Before writing <path>, remove the temporaries of <path> whose process no
+ * longer exists: kill(pid, 0) failing with ESRCH says no process has that
+ * pid.  A live writer's temporary is left alone (kill succeeds, or fails
+ * with EPERM for another user's process); a pid reused since costs a
+ * leftover, never a file in use.  POSIX has no unnamed temporary that can
+ * later be given a name (Linux's O_TMPFILE and linkat are not portable), so
+ * this is the cleanup that works everywhere. */
+static void remove_dead_temporaries(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dirlen = slash ? (size_t)(slash - path) : 0, blen = strlen(base);
+    char *dir = malloc(dirlen + 2);
+    if (dir == NULL)
+        return;
+    if (slash == NULL)
+        strcpy(dir, ".");
+    else if (dirlen == 0)
+        strcpy(dir, "/");
+    else {
+        memcpy(dir, path, dirlen);
+        dir[dirlen] = '\0';
+    }
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp.", 5) != 0)
+            continue;
+        char *end;
+        long pid = strtol(n + blen + 5, &end, 10);
+        if (end == n + blen + 5 || *end != '.' || pid <= 0 || pid == (long)getpid())
+            continue;
+        strtoul(end + 1, &end, 10);
+        if (*end != '\0' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        size_t len = strlen(dir) + strlen(n) + 2;
+        char *full = malloc(len);
+        if (full != NULL) {
+            snprintf(full, len, "%s/%s", dir, n);
+            unlink(full);
+            free(full);
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    free(dir);
+}
+
 int ptdp_atomic_open(ptdp_atomic_file *f, const char *path, char *msg, size_t msglen)
 {
     memset(f, 0, sizeof *f);
     f->path = path;
+    remove_dead_temporaries(path);
     size_t n = strlen(path) + sizeof ".tmp.-9223372036854775808.4294967295";
     f->tmp = malloc(n);
     if (f->tmp == NULL)
@@ -186,4 +241,105 @@ int ptdp_write_file_atomic(const char *path, const void *data, size_t len,
         return rc;
     ptdp_atomic_write(&f, data, len);   /* a failure is reported by commit */
     return ptdp_atomic_commit(&f, msg, msglen);
+}
+
+int ptdp_file_can_write(const char *path, char *msg, size_t msglen)
+{
+    struct stat st;
+    size_t len = strlen(path);
+    if (len == 0) {
+        snprintf(msg, msglen, "an empty file name");
+        return PTDP_EIO;
+    }
+    if (path[len - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        snprintf(msg, msglen, "it is a directory; name a file");
+        return PTDP_EIO;
+    }
+    /* the directory the file goes in */
+    const char *slash = strrchr(path, '/');
+    char dir[1024];
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path < 1023 ? slash - path : 1023), path);
+    if (stat(dir, &st) != 0) {
+        snprintf(msg, msglen, "the directory %s does not exist", dir);
+        return PTDP_EIO;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(msg, msglen, "%s is not a directory", dir);
+        return PTDP_EIO;
+    }
+    /* The very step the write will take: a temporary beside it. */
+    ptdp_atomic_file f;
+    char why[512];
+    if (ptdp_atomic_open(&f, path, why, sizeof why) != 0) {
+        const char *colon = strrchr(why, ':');   /* the system's reason, last */
+        snprintf(msg, msglen, "cannot create a file in %s:%s", dir, colon ? colon + 1 : " unknown error");
+        return PTDP_EIO;
+    }
+    ptdp_atomic_abort(&f);
+    return 0;
+}
+
+/* ------------------------------------------------------------- reading */
+
+static int read_fail(char *msg, size_t msglen, int code, const char *path, const char *what, int err)
+{
+    if (msg != NULL && msglen > 0) {
+        char text[128] = "";
+        if (err != 0 && strerror_r(err, text, sizeof text) != 0)
+            snprintf(text, sizeof text, "error %d", err);
+        snprintf(msg, msglen, "%s: %s%s%s", path, what, err ? ": " : "", text);
+    }
+    return code;
+}
+
+int ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *msg, size_t msglen)
+{
+    *data = NULL;
+    *len = 0;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever.  A regular file ignores the flag. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return read_fail(msg, msglen, PTDP_EIO, path, "cannot open", errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return read_fail(msg, msglen, PTDP_EIO, path, "cannot stat", e);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uintmax_t)st.st_size > (uintmax_t)SIZE_MAX - 1) {
+        close(fd);
+        return read_fail(msg, msglen, PTDP_EIO, path,
+                         S_ISDIR(st.st_mode) ? "not a regular file: a directory" : "not a regular file", 0);
+    }
+    size_t want = (size_t)st.st_size, got = 0;
+    unsigned char *buf = malloc(want + 1);
+    if (buf == NULL) {
+        close(fd);
+        return read_fail(msg, msglen, PTDP_ENOMEM, path, "out of host memory reading it", 0);
+    }
+    while (got < want) {   /* a file that shrinks while we read is just shorter */
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return read_fail(msg, msglen, PTDP_EIO, path, "read failed", e);
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return 0;
 }

@@ -23,10 +23,11 @@
  * violation is PTDP_ECORRUPT with a message naming the file and what is
  * wrong — never a crash, never an index past the bytes really read.
  */
-#include "io/json.h"
+#include "io/json_read.h"
 #include "io/safetensors_impl.h"
 
 #include "ptdp/error.h"
+#include "ptdp/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,45 +48,14 @@
 
 static int read_whole_file(ptdp_st_file *f, char *msg, size_t msglen)
 {
-    char err[128];
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: cannot open: %s", f->path,
-                            ptdp_st_errno_text(errno, err, sizeof err));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: cannot stat: %s", f->path,
-                            ptdp_st_errno_text(e, err, sizeof err));
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size < 0 ||
-        (uintmax_t)st.st_size > (uintmax_t)SIZE_MAX - 1) {
-        close(fd);
-        return ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: not a regular file", f->path);
-    }
-    size_t want = (size_t)st.st_size;
-    f->bytes = malloc(want + 1);
-    if (!f->bytes) {
-        close(fd);
-        return ptdp_st_fail(msg, msglen, PTDP_ENOMEM, "%s: out of host memory reading %zu bytes",
-                            f->path, want);
-    }
-    size_t got = 0;
-    while (got < want) {   /* a file that shrinks while we read is just shorter */
-        ssize_t r = read(fd, f->bytes + got, want - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            return ptdp_st_fail(msg, msglen, PTDP_EIO, "%s: read failed: %s", f->path,
-                                ptdp_st_errno_text(e, err, sizeof err));
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    f->size = got;
+    /* never blocks: a FIFO or a device is refused before any read (file.h) */
+    unsigned char *bytes;
+    size_t len;
+    int rc = ptdp_read_file(f->path, &bytes, &len, msg, msglen);
+    if (rc != 0)
+        return rc;
+    f->bytes = bytes;
+    f->size = len;
     return 0;
 }
 

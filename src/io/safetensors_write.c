@@ -20,7 +20,7 @@
  * crash — sees the old checkpoint or the new one, never a mix.  Any failure
  * removes the temporary file and leaves the old checkpoint untouched.
  */
-#include "io/json.h"
+#include "io/json_read.h"
 #include "io/safetensors_impl.h"
 
 #include "ptdp/error.h"

@@ -36,7 +36,8 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 #include <math.h>
 
 #include "ptdp/rng.h"
@@ -104,7 +105,10 @@ void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, in
                             int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
 {
     const int width = heads * hd;
-    assert(qkv.cols == 3 * width && y.cols == width && y.rows == qkv.rows && T > 0 && qkv.rows % T == 0);
+    if (!PTDP_REQUIRE(qkv.cols == 3 * width && y.cols == width && y.rows == qkv.rows && T > 0 &&
+                      qkv.rows % T == 0, "qkv %d x %d, y %d x %d, T %d, %d heads of %d", qkv.rows, qkv.cols,
+                      y.rows, y.cols, T, heads, hd))
+        return;
     const int B = qkv.rows / T;
     const double scale = 1.0 / sqrt((double)hd);
     const bool dropping = dropout != NULL && dropout->p > 0;
@@ -134,8 +138,11 @@ void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, 
                              ptdp_real *scratch)
 {
     const int width = heads * hd;
-    assert(qkv.cols == 3 * width && dqkv.cols == 3 * width && dqkv.rows == qkv.rows);
-    assert(dy.cols == width && dy.rows == qkv.rows && T > 0 && qkv.rows % T == 0);
+    if (!PTDP_REQUIRE(qkv.cols == 3 * width && dqkv.cols == 3 * width && dqkv.rows == qkv.rows &&
+                      dy.cols == width && dy.rows == qkv.rows && T > 0 && qkv.rows % T == 0,
+                      "qkv %d x %d, dqkv %d x %d, dy %d x %d, T %d, %d heads of %d", qkv.rows, qkv.cols,
+                      dqkv.rows, dqkv.cols, dy.rows, dy.cols, T, heads, hd))
+        return;
     const int B = qkv.rows / T;
     const double scale = 1.0 / sqrt((double)hd);
     const bool dropping = dropout != NULL && dropout->p > 0;

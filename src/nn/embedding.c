@@ -23,12 +23,15 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 #include <string.h>
 
 void ptdp_embedding_forward(ptdp_tensor out, ptdp_tensor table, int64_t row0, const int64_t *ids)
 {
-    assert(out.cols == table.cols);
+    if (!PTDP_REQUIRE(out.cols == table.cols, "out %d x %d, table %d x %d", out.rows, out.cols, table.rows,
+                      table.cols))
+        return;
     for (int i = 0; i < out.rows; i++) {
         ptdp_real *o = ptdp_at(out, i, 0);
         int64_t r = ids[i] - row0;
@@ -41,7 +44,9 @@ void ptdp_embedding_forward(ptdp_tensor out, ptdp_tensor table, int64_t row0, co
 
 void ptdp_embedding_backward(ptdp_tensor dtable, int64_t row0, const int64_t *ids, ptdp_tensor dout)
 {
-    assert(dout.cols == dtable.cols);
+    if (!PTDP_REQUIRE(dout.cols == dtable.cols, "dout %d x %d, dtable %d x %d", dout.rows, dout.cols,
+                      dtable.rows, dtable.cols))
+        return;
     for (int i = 0; i < dout.rows; i++) {
         int64_t r = ids[i] - row0;
         if (r < 0 || r >= dtable.rows)
@@ -55,7 +60,9 @@ void ptdp_embedding_backward(ptdp_tensor dtable, int64_t row0, const int64_t *id
 
 void ptdp_positions_forward(ptdp_tensor x, ptdp_tensor wpe, int T)
 {
-    assert(x.cols == wpe.cols && T > 0 && x.rows % T == 0 && wpe.rows >= T);
+    if (!PTDP_REQUIRE(x.cols == wpe.cols && T > 0 && x.rows % T == 0 && wpe.rows >= T,
+                      "x %d x %d, wpe %d x %d, T %d", x.rows, x.cols, wpe.rows, wpe.cols, T))
+        return;
     for (int i = 0; i < x.rows; i++) {
         ptdp_real *o = ptdp_at(x, i, 0);
         const ptdp_real *p = ptdp_at(wpe, i % T, 0);
@@ -66,7 +73,9 @@ void ptdp_positions_forward(ptdp_tensor x, ptdp_tensor wpe, int T)
 
 void ptdp_positions_backward(ptdp_tensor dwpe, ptdp_tensor dx, int T)
 {
-    assert(dx.cols == dwpe.cols && T > 0 && dx.rows % T == 0 && dwpe.rows >= T);
+    if (!PTDP_REQUIRE(dx.cols == dwpe.cols && T > 0 && dx.rows % T == 0 && dwpe.rows >= T,
+                      "dx %d x %d, dwpe %d x %d, T %d", dx.rows, dx.cols, dwpe.rows, dwpe.cols, T))
+        return;
     for (int i = 0; i < dx.rows; i++) {
         ptdp_real *d = ptdp_at(dwpe, i % T, 0);
         const ptdp_real *g = ptdp_at(dx, i, 0);

@@ -33,7 +33,8 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 #include <math.h>
 
 /* sqrt(2/pi) and the cubic coefficient, in the build's precision. */
@@ -48,7 +49,9 @@
 
 void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x)
 {
-    assert(y.rows == x.rows && y.cols == x.cols);
+    if (!PTDP_REQUIRE(y.rows == x.rows && y.cols == x.cols, "y %d x %d, x %d x %d", y.rows, y.cols,
+                      x.rows, x.cols))
+        return;
     for (int i = 0; i < x.rows; i++) {
         const ptdp_real *xr = ptdp_at(x, i, 0);
         ptdp_real *yr = ptdp_at(y, i, 0);
@@ -62,8 +65,9 @@ void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x)
 
 void ptdp_gelu_backward(ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x)
 {
-    assert(dx.rows == x.rows && dx.cols == x.cols);
-    assert(dy.rows == x.rows && dy.cols == x.cols);
+    if (!PTDP_REQUIRE(dx.rows == x.rows && dx.cols == x.cols && dy.rows == x.rows && dy.cols == x.cols,
+                      "dx %d x %d, dy %d x %d, x %d x %d", dx.rows, dx.cols, dy.rows, dy.cols, x.rows, x.cols))
+        return;
     for (int i = 0; i < x.rows; i++) {
         const ptdp_real *xr = ptdp_at(x, i, 0);
         const ptdp_real *dyr = ptdp_at(dy, i, 0);

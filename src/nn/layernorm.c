@@ -29,13 +29,16 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 #include <math.h>
 
 void ptdp_layernorm_forward(ptdp_tensor y, ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x,
                             ptdp_tensor w, ptdp_tensor b, double eps)
 {
-    assert(y.rows == x.rows && y.cols == x.cols && w.cols == x.cols && b.cols == x.cols);
+    if (!PTDP_REQUIRE(y.rows == x.rows && y.cols == x.cols && w.cols == x.cols && b.cols == x.cols,
+                      "y %d x %d, x %d x %d, w %d, b %d", y.rows, y.cols, x.rows, x.cols, w.cols, b.cols))
+        return;
     const int C = x.cols;
     for (int i = 0; i < x.rows; i++) {
         const ptdp_real *xr = ptdp_at(x, i, 0);
@@ -62,8 +65,11 @@ void ptdp_layernorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor db, ptd
                              ptdp_tensor x, ptdp_tensor w, const ptdp_real *mean,
                              const ptdp_real *rstd, bool accumulate_dx)
 {
-    assert(dx.rows == x.rows && dx.cols == x.cols && dy.rows == x.rows && dy.cols == x.cols);
-    assert(dw.cols == x.cols && db.cols == x.cols && w.cols == x.cols);
+    if (!PTDP_REQUIRE(dx.rows == x.rows && dx.cols == x.cols && dy.rows == x.rows && dy.cols == x.cols &&
+                      dw.cols == x.cols && db.cols == x.cols && w.cols == x.cols,
+                      "dx %d x %d, dy %d x %d, x %d x %d, w %d", dx.rows, dx.cols, dy.rows, dy.cols,
+                      x.rows, x.cols, w.cols))
+        return;
     const int C = x.cols;
     for (int i = 0; i < x.rows; i++) {
         const ptdp_real *xr = ptdp_at(x, i, 0), *dyr = ptdp_at(dy, i, 0);

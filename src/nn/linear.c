@@ -30,7 +30,8 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
+
 
 #include "nn/blas.h"
 
@@ -43,8 +44,9 @@ void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool
     int k = trans_a ? a.rows : a.cols;
     int kb = trans_b ? b.cols : b.rows;
     int n = trans_b ? b.rows : b.cols;
-    assert(k == kb && c.rows == m && c.cols == n);
-    (void)kb;
+    if (!PTDP_REQUIRE(k == kb && c.rows == m && c.cols == n,
+                      "op(a) %d x %d times op(b) %d x %d into c %d x %d", m, k, kb, n, c.rows, c.cols))
+        return;
     ptdp_gemm(trans_a, trans_b, m, n, k, alpha, a.data, ptdp_blas_ld(a),
               b.data, ptdp_blas_ld(b), beta, c.data, ptdp_blas_ld(c));
 }
@@ -58,7 +60,9 @@ double ptdp_matmul_flops(int m, int n, int k)
 
 void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b)
 {
-    assert(b.rows == 1 && b.cols == y.cols);
+    if (!PTDP_REQUIRE(b.rows == 1 && b.cols == y.cols, "bias %d x %d for y %d x %d", b.rows, b.cols,
+                      y.rows, y.cols))
+        return;
     for (int i = 0; i < y.rows; i++) {
         ptdp_real *row = ptdp_at(y, i, 0);
         for (int j = 0; j < y.cols; j++)
@@ -70,7 +74,9 @@ void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b)
  * contiguously; each db[o] still sums its column in row order i = 0, 1, … */
 void ptdp_bias_backward(ptdp_tensor db, ptdp_tensor dy)
 {
-    assert(db.rows == 1 && db.cols == dy.cols);
+    if (!PTDP_REQUIRE(db.rows == 1 && db.cols == dy.cols, "db %d x %d for dy %d x %d", db.rows, db.cols,
+                      dy.rows, dy.cols))
+        return;
     for (int i = 0; i < dy.rows; i++) {
         const ptdp_real *row = ptdp_at(dy, i, 0);
         for (int j = 0; j < dy.cols; j++)
@@ -82,11 +88,16 @@ void ptdp_bias_backward(ptdp_tensor db, ptdp_tensor dy)
 
 void ptdp_linear_forward(ptdp_tensor y, ptdp_tensor x, ptdp_tensor w, const ptdp_tensor *b)
 {
-    assert(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows);
+    if (!PTDP_REQUIRE(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows,
+                      "y %d x %d = x %d x %d times W^T of W %d x %d", y.rows, y.cols, x.rows, x.cols,
+                      w.rows, w.cols))
+        return;
     if (b) {
         /* Start every row of y at b, then let GEMM add x W^T on top
          * (beta = 1): one pass over y instead of two. */
-        assert(b->rows == 1 && b->cols == y.cols);
+        if (!PTDP_REQUIRE(b->rows == 1 && b->cols == y.cols, "bias %d x %d for y %d x %d", b->rows,
+                          b->cols, y.rows, y.cols))
+            return;
         for (int i = 0; i < y.rows; i++) {
             ptdp_real *row = ptdp_at(y, i, 0);
             for (int j = 0; j < y.cols; j++)
@@ -100,12 +111,17 @@ void ptdp_linear_forward(ptdp_tensor y, ptdp_tensor x, ptdp_tensor w, const ptdp
 void ptdp_linear_backward(ptdp_tensor *dx, ptdp_tensor dw, ptdp_tensor *db,
                           ptdp_tensor dy, ptdp_tensor x, ptdp_tensor w, bool accumulate_dx)
 {
-    assert(dy.rows == x.rows && dy.cols == w.rows && x.cols == w.cols);
-    assert(dw.rows == w.rows && dw.cols == w.cols);
+    if (!PTDP_REQUIRE(dy.rows == x.rows && dy.cols == w.rows && x.cols == w.cols &&
+                      dw.rows == w.rows && dw.cols == w.cols,
+                      "dy %d x %d, x %d x %d, W %d x %d, dW %d x %d", dy.rows, dy.cols, x.rows, x.cols,
+                      w.rows, w.cols, dw.rows, dw.cols))
+        return;
 
     /* dx (B x in) = dy (B x out) · W (out x in) */
     if (dx) {
-        assert(dx->rows == x.rows && dx->cols == x.cols);
+        if (!PTDP_REQUIRE(dx->rows == x.rows && dx->cols == x.cols, "dx %d x %d for x %d x %d",
+                          dx->rows, dx->cols, x.rows, x.cols))
+            return;
         ptdp_matmul(*dx, dy, false, w, false, 1.0, accumulate_dx ? 1.0 : 0.0);
     }
     /* dW (out x in) += dy^T (out x B) · x (B x in) */

@@ -34,7 +34,7 @@
  */
 #include "ptdp/ops.h"
 
-#include <assert.h>
+#include "ptdp/error.h"
 #include <math.h>
 
 /* ---------------------------------------------------- one row, one slice */
@@ -82,7 +82,9 @@ double ptdp_xent_forward(ptdp_tensor logits, const int64_t *labels)
     double total = 0.0;
     for (int i = 0; i < logits.rows; i++) {
         const ptdp_real *l = ptdp_at(logits, i, 0);
-        assert(labels[i] >= 0 && labels[i] < logits.cols);
+        if (!PTDP_REQUIRE(labels[i] >= 0 && labels[i] < logits.cols, "label %lld of row %d is not a class "
+                          "0..%d", (long long)labels[i], i, logits.cols - 1))
+            return NAN;
         double m = row_max(l, logits.cols);
         double s = row_sum_exp(l, logits.cols, m);
         total += log(s) + m - (double)l[labels[i]];
@@ -92,10 +94,14 @@ double ptdp_xent_forward(ptdp_tensor logits, const int64_t *labels)
 
 void ptdp_xent_backward(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels, double scale)
 {
-    assert(dlogits.rows == logits.rows && dlogits.cols == logits.cols);
+    if (!PTDP_REQUIRE(dlogits.rows == logits.rows && dlogits.cols == logits.cols,
+                      "dlogits %d x %d, logits %d x %d", dlogits.rows, dlogits.cols, logits.rows, logits.cols))
+        return;
     for (int i = 0; i < logits.rows; i++) {
         const ptdp_real *l = ptdp_at(logits, i, 0);
-        assert(labels[i] >= 0 && labels[i] < logits.cols);
+        if (!PTDP_REQUIRE(labels[i] >= 0 && labels[i] < logits.cols, "label %lld of row %d is not a class "
+                          "0..%d", (long long)labels[i], i, logits.cols - 1))
+            return;
         double m = row_max(l, logits.cols);
         double s = row_sum_exp(l, logits.cols, m);
         row_grad(ptdp_at(dlogits, i, 0), l, logits.cols, (int)labels[i], m, s, scale);
@@ -147,7 +153,9 @@ double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, 
 void ptdp_xent_backward_shard(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels,
                               int col0, const double *max, const double *sumexp, double scale)
 {
-    assert(dlogits.rows == logits.rows && dlogits.cols == logits.cols);
+    if (!PTDP_REQUIRE(dlogits.rows == logits.rows && dlogits.cols == logits.cols,
+                      "dlogits %d x %d, logits %d x %d", dlogits.rows, dlogits.cols, logits.rows, logits.cols))
+        return;
     for (int i = 0; i < logits.rows; i++)
         row_grad(ptdp_at(dlogits, i, 0), ptdp_at(logits, i, 0), logits.cols,
                  local_label(labels[i], col0, logits.cols), max[i], sumexp[i], scale);

@@ -17,6 +17,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptdp/error.h"
@@ -38,6 +39,32 @@ int ptdp_fail(ptdp_device *dev, int code, const char *fmt, ...)
 bool ptdp_aborted(const ptdp_device *dev)
 {
     return ptdp_world_aborted(dev->w);
+}
+
+/* One device per thread: C11's thread-local storage, no lock needed. */
+static _Thread_local ptdp_device *current_device;
+
+ptdp_device *ptdp_device_current(void)
+{
+    return current_device;
+}
+
+/* A shape error (error.h) inside a device fails that device; outside any
+ * device it stops the program, as assert() would. */
+static void fail_current(const char *msg)
+{
+    if (current_device != NULL) {
+        ptdp_fail(current_device, PTDP_EINVAL, "%s", msg);
+        return;
+    }
+    fprintf(stderr, "ptdp: %s\n", msg);
+    abort();
+}
+
+void ptdp_device_set_current(ptdp_device *dev)
+{
+    current_device = dev;
+    ptdp_set_shape_handler(fail_current);
 }
 
 /* ------------------------------------------------------------ memory */

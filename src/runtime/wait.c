@@ -17,6 +17,8 @@
  */
 #include "runtime/wait.h"
 
+#include "core/ranks.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,25 +157,23 @@ static void describe_wait(const ptdp_wait_why *why, char *buf, size_t len)
 
 void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len)
 {
-    size_t used = 0;
-    double now = ptdp_wall_now();
-    buf[0] = '\0';
-    for (int r = 0; r < w->size && used + 1 < len; r++) {
+    /* What each device is in, grouped: "ranks 0-62: waiting in barrier in
+     * group 'world' at a.c:12; rank 63: finished" (core/ranks.h). */
+    static _Thread_local char state[PTDP_MAX_DEVICES][200];
+    const char *text[PTDP_MAX_DEVICES];
+    for (int r = 0; r < w->size; r++) {
         ptdp_parker *p = &w->parkers[r];
-        char state[256];
         pthread_mutex_lock(&p->lock);
         if (atomic_load(&p->finished))
-            snprintf(state, sizeof state, "finished");
+            snprintf(state[r], sizeof state[r], "finished");
         else if (p->waiting)
-            snprintf(state, sizeof state, "waiting in %s for %.1f s", p->what, now - p->since);
+            snprintf(state[r], sizeof state[r], "waiting in %s", p->what);
         else
-            snprintf(state, sizeof state, "running");
+            snprintf(state[r], sizeof state[r], "running");
         pthread_mutex_unlock(&p->lock);
-        int n = snprintf(buf + used, len - used, "%srank %d: %s", r ? "; " : "", r, state);
-        if (n < 0)
-            break;
-        used += (size_t)n;
+        text[r] = state[r];
     }
+    ptdp_describe_ranks(text, w->size, buf, len);
 }
 
 /* -------------------------------------------------------------- waiting */

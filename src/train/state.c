@@ -20,7 +20,9 @@
  */
 #include "ptdp/state.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +170,12 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     /* The model's shapes, then what every run has. */
     char vals[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *values[NMETA_MAX], *flags[NMETA_MAX];
-    int n = ops->metadata(&s->cfg, keys, vals, flags, NMETA_MAX - 3);
+    int n = 0;
+    if (s->cfg.kind != PTDP_MODEL_MLP) {   /* absent means the MLP (its files came first) */
+        keys[n] = "model";
+        snprintf(vals[n++], 32, "%s", ops->name);
+    }
+    n += ops->metadata(&s->cfg, keys + n, vals + n, flags + n, NMETA_MAX - 4);
     keys[n] = "seed";
     snprintf(vals[n++], 32, "%" PRIu64, s->seed);
     keys[n] = "batch";
@@ -183,20 +190,55 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     return rc;
 }
 
-/* Read an integer metadata field; -1 if absent or not a number. */
-static long long meta_int(const ptdp_st_file *f, const char *key)
+/* A whole-number metadata field, or why not ("has no metadata field 'x'",
+ * "metadata 'x' is 'banana', not a whole number"): the field is named, so a
+ * hand-edited or foreign file says what is wrong with it. */
+static int meta_int(const ptdp_st_file *f, const char *path, const char *key, long long *out,
+                    char *msg, size_t msglen)
 {
     const char *v = ptdp_st_meta(f, key);
-    if (v == NULL || *v == '\0')
-        return -1;
+    if (v == NULL) {
+        snprintf(msg, msglen, "%s: the checkpoint has no metadata field '%s' (every ptdp checkpoint "
+                 "of this model names it)", path, key);
+        return PTDP_ECORRUPT;
+    }
     char *end;
+    errno = 0;
     long long x = strtoll(v, &end, 10);
-    return *end == '\0' ? x : -1;
+    if (*v == '\0' || *end != '\0' || errno == ERANGE) {
+        snprintf(msg, msglen, "%s: metadata '%s' is '%.40s', not a whole number", path, key, v);
+        return PTDP_ECORRUPT;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Every value of a tensor finite; and a second moment never negative. */
+static int check_values(const ptdp_state_tensor *t, const char *path, char *msg, size_t msglen)
+{
+    size_t n = (size_t)t->rows * (size_t)t->cols;
+    size_t len = strlen(t->name);
+    bool second_moment = len > 11 && strcmp(t->name + len - 11, ".exp_avg_sq") == 0;
+    for (size_t k = 0; k < n; k++) {
+        double x = t->data[k];
+        if (!isfinite(x)) {
+            snprintf(msg, msglen, "%s: tensor '%s' holds %s at element %zu: a checkpoint of a diverged "
+                     "or damaged run cannot be resumed", path, t->name, isnan(x) ? "NaN" : "an infinity", k);
+            return PTDP_ECORRUPT;
+        }
+        if (second_moment && x < 0) {
+            snprintf(msg, msglen, "%s: tensor '%s' holds %g at element %zu: a second moment is a mean "
+                     "of squares and never negative", path, t->name, x, k);
+            return PTDP_ECORRUPT;
+        }
+    }
+    return 0;
 }
 
 int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
                     char *msg, size_t msglen)
 {
+    memset(s, 0, sizeof *s);
     ptdp_st_file *f;
     int rc = ptdp_st_open(path, &f, msg, msglen);
     if (rc != 0)
@@ -207,11 +249,24 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
         ptdp_st_close(f);
         return PTDP_EINVAL;
     }
+    /* Which model: the key is absent in the MLP's files (the first model,
+     * whose files came before the key). */
+    const char *model = ptdp_st_meta(f, "model");
+    if (strcmp(model ? model : "mlp", ops->name) != 0) {
+        snprintf(msg, msglen, "%s: the checkpoint holds a %.20s model, this run trains a %s (--model)", path,
+                 model ? model : "mlp", ops->name);
+        ptdp_st_close(f);
+        return PTDP_ECORRUPT;
+    }
     char want[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *flags[NMETA_MAX];
     int nmeta = ops->metadata(cfg, keys, want, flags, NMETA_MAX);
     for (int i = 0; i < nmeta; i++) {
-        long long have = meta_int(f, keys[i]);
+        long long have;
+        if ((rc = meta_int(f, path, keys[i], &have, msg, msglen)) != 0) {
+            ptdp_st_close(f);
+            return rc;
+        }
         if (have != strtoll(want[i], NULL, 10)) {
             snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %s",
                      path, keys[i], have, flags[i], want[i]);
@@ -222,27 +277,51 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
     const char *opt = ptdp_st_meta(f, "optimizer");
     ptdp_optimizer_kind kind = opt && strncmp(opt, "sgd", 3) == 0 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     if (opt == NULL || (strcmp(opt, "adamw") != 0 && strcmp(opt, "sgd") != 0 && strcmp(opt, "sgd-momentum") != 0)) {
-        snprintf(msg, msglen, "%s: metadata 'optimizer' is missing or unknown", path);
+        snprintf(msg, msglen, "%s: metadata 'optimizer' is missing or unknown (adamw, sgd or sgd-momentum)", path);
         ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
-    if ((rc = ptdp_state_init(s, cfg, kind, opt && strcmp(opt, "sgd-momentum") == 0)) != 0) {
+    long long seed, batch;
+    if ((rc = meta_int(f, path, "seed", &seed, msg, msglen)) != 0 ||
+        (rc = meta_int(f, path, "batch", &batch, msg, msglen)) != 0) {
         ptdp_st_close(f);
         return rc;
     }
-    long long seed = meta_int(f, "seed"), batch = meta_int(f, "batch");
-    s->seed = seed < 0 ? 0 : (uint64_t)seed;
-    s->batch = batch < 0 ? 0 : (int)batch;
+    if (seed < 0 || batch < 1 || batch > INT32_MAX) {
+        snprintf(msg, msglen, "%s: metadata '%s' is %lld; %s", path, seed < 0 ? "seed" : "batch",
+                 seed < 0 ? seed : batch, seed < 0 ? "a seed is not negative" : "a batch holds at least one sample");
+        ptdp_st_close(f);
+        return PTDP_ECORRUPT;
+    }
+    if ((rc = ptdp_state_init(s, cfg, kind, strcmp(opt, "sgd-momentum") == 0)) != 0) {
+        ptdp_st_close(f);
+        return rc;
+    }
+    s->seed = (uint64_t)seed;
+    s->batch = (int)batch;
+    /* Nothing the model does not have: a tensor of another model, or a
+     * layer more than this one has, is a wrong file, not something to skip. */
+    for (int i = 0; i < ptdp_st_count(f) && rc == 0; i++) {
+        const char *name = ptdp_st_get(f, i)->name;
+        if (strcmp(name, "optim.step") != 0 && ptdp_state_find(s, name) == NULL) {
+            snprintf(msg, msglen, "%s: the checkpoint holds a tensor this model does not have: '%.100s' "
+                     "(a checkpoint of another model or shape?)", path, name);
+            rc = PTDP_ECORRUPT;
+        }
+    }
     for (int i = 0; i < s->ntensors && rc == 0; i++) {
         ptdp_state_tensor *t = &s->t[i];
         int64_t shape[2] = { t->is_bias ? t->cols : t->rows, t->cols };
         rc = ptdp_st_read_real(f, t->name, t->is_bias ? 1 : 2, shape, t->data, msg, msglen);
+        if (rc == 0)
+            rc = check_values(t, path, msg, msglen);
     }
     int64_t step = 0;
     if (rc == 0)
         rc = ptdp_st_read_i64(f, "optim.step", 0, NULL, &step, msg, msglen);
-    if (rc == 0 && step < 0) {
-        snprintf(msg, msglen, "%s: optim.step is negative (%" PRId64 ")", path, step);
+    if (rc == 0 && (step < 0 || step > PTDP_MAX_STEP)) {
+        snprintf(msg, msglen, "%s: tensor 'optim.step' is %" PRId64 "; a step count is between 0 and %" PRId64
+                 " (2^53 - 1, the largest the optimizer counts exactly)", path, step, (int64_t)PTDP_MAX_STEP);
         rc = PTDP_ECORRUPT;
     }
     s->step = (long)step;

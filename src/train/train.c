@@ -108,9 +108,21 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->schedule != NULL && ptdp_schedule_find(c->schedule) == NULL)
         BAD("--schedule %s: unknown (gpipe or 1f1b)", c->schedule);
     if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
+    if (c->optimizer == PTDP_OPT_ADAMW && c->momentum > 0)
+        BAD("--momentum %g is for --optimizer sgd; AdamW keeps moments of its own (beta1 0.9, beta2 0.999)",
+            c->momentum);
     if (c->resume != NULL && c->resume->optimizer != c->optimizer)
         BAD("--optimizer %s does not match the checkpoint's (%s)",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", c->resume->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw");
+    if (c->resume != NULL && c->optimizer == PTDP_OPT_SGD && c->resume->has_momentum && !(c->momentum > 0))
+        BAD("the checkpoint holds SGD momentum buffers, but --momentum is 0: resuming would drop them "
+            "(give --momentum, as the run that saved it did)");
+    if (c->resume != NULL && c->optimizer == PTDP_OPT_SGD && !c->resume->has_momentum && c->momentum > 0)
+        BAD("--momentum %g, but the checkpoint holds no momentum buffers (it was saved without --momentum): "
+            "resuming would restart the momentum at zero (leave --momentum out)", c->momentum);
+    if (c->resume != NULL && c->resume->step > PTDP_MAX_STEP - c->steps)
+        BAD("--steps %d after the checkpoint's step %ld would pass %lld, the most steps the optimizer counts",
+            c->steps, c->resume->step, (long long)PTDP_MAX_STEP);
 #undef BAD
     return PTDP_OK;
 }
@@ -185,6 +197,7 @@ typedef struct {
     ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
                                       zero.len elements, for chunk zero.off   */
     long global_step;              /* 1-based step being taken                */
+    const ptdp_pp_step *pp_step;   /* the step being run (its loss so far)    */
     double grad_norm;
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
 } device_ctx;
@@ -344,6 +357,14 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     ptdp_zero *z = &d->zero;
     int rc;
 
+    /* A loss that is NaN or infinite ends the run here, before any of this
+     * step's updates: on the last stage, before the norm's collectives, so
+     * every other device stops at them (their reduction needs this one).
+     * Every last-stage device says the same words; the first one wins. */
+    if (m->last_stage && d->pp_step != NULL && !isfinite(d->pp_step->loss_sum))
+        return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the loss is not finite: training diverged "
+                         "(a smaller --lr, or --clip-grad, may help)", d->global_step);
+
     /* The pipeline phase of the step ends here: measure its bubble before
      * the once-per-step work, which every stage does alike. */
     d->phase_end = dev->clock.now;
@@ -364,6 +385,12 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     if ((rc = ptdp_zero_grad_sumsq(z, m, g, &sumsq)) != 0)
         return rc;
     d->grad_norm = sqrt(sumsq);
+    /* The norm is the same on every device (one sum over the whole model),
+     * so every device stops here, with the same words. */
+    if (!isfinite(d->grad_norm))
+        return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the gradient norm is %s: training diverged "
+                         "(a smaller --lr, or --clip-grad, may help)", d->global_step,
+                         isnan(d->grad_norm) ? "NaN" : "infinite");
 
     double w0 = ptdp_wall_now();
     ptdp_real *w = m->flat_w + z->off;
@@ -496,7 +523,9 @@ static int device_main(ptdp_device *dev, void *arg)
             .backward_end = c->zero == 2 ? zero2_backward_end : NULL,
         };
         d.busy0 = busy0;
-        rc = ptdp_pp_run_step(dev, &st);   /* ends with the schedule's OPTIMIZER_STEP */
+        d.pp_step = &st;
+        rc = ptdp_pp_run_step(dev, &st);
+        d.pp_step = NULL;   /* ends with the schedule's OPTIMIZER_STEP */
         if (rc != 0)
             break;
         x.phase_end = d.phase_end;
@@ -598,6 +627,8 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     rc = ptdp_launch(world, device_main, &r, &o);
     if (rc != 0)
         snprintf(msg, msglen, "%s", o.result->message);
+    if (result != NULL)
+        result->completed = r.next_report;
     if (o.result == &local)
         ptdp_launch_result_free(&local);
     pthread_mutex_destroy(&r.mu);

@@ -82,6 +82,21 @@ expect 2 "unknown command 'nothing'"                      -- help nothing
 expect 2 "unknown flag --verbose (see ptdp version --help)" -- version --verbose
 expect 2 "usage: ptdp <command>"                          --
 
+# A flag given twice: which value was meant?  (Both used to run, the last won.)
+expect 2 "--dp is given twice: give it once"              -- train --dp 2 --dp 4
+expect 2 "--save is given twice: give it once"            -- train --save a.st --save b.st
+expect 2 "--quiet is given twice"                         -- train --quiet --quiet
+# A value that needs a label or a better word
+expect 2 "--tp '': not a whole number"                    -- train --tp ""
+expect 2 "--tp '': not a whole number"                    -- train --tp=
+expect 2 "--lr 1e-400: too close to zero (it underflows)" -- train --lr 1e-400
+expect 2 "--lr 1e999: too large (it overflows)"           -- train --lr 1e999
+expect 2 "--tp 64 x --pp 2 = 128 devices already exceeds the 64 supported" -- train --devices 64 --tp 64 --pp 2
+expect 2 "--devices 9 is not a multiple of --tp 2 x --pp 2 = 4 (try --devices 8 or 12)" -- train --devices 9 --tp 2 --pp 2
+expect 2 "--devices 63 is not a multiple of --tp 4 x --pp 3 = 12 (try --devices 60)" -- train --devices 63 --tp 4 --pp 3
+# A flag that would be ignored
+expect 2 "--momentum 0.9 is for --optimizer sgd"          -- train --momentum 0.9
+
 expect_ok "usage: ptdp <command>"                    -- --help
 expect_ok "usage: ptdp bench <what>"                 -- help bench
 expect_ok "usage: ptdp bench collectives"            -- bench collectives --help

@@ -80,9 +80,13 @@ fi
 for s in 7 8; do same "$dir/B2.jsonl" "$dir/C2.jsonl" $s; done
 
 # --check with dropout, and a tp of 5
-for args in "--tp 2 --dp 2 --dropout 0.1" "--tp 4 --dp 2 --dropout 0.1" "--tp 5 --ffn 20 --classes 10"; do
+# (each flag once: a flag given twice is a usage error, so the tp-5 case
+# names its own --ffn and --classes instead of the model's)
+model5=(--d-in 8 --hidden 16 --layers 2 --batch 16 --lr 1e-2 --seed 7 --quiet --ffn 20 --classes 10)
+for args in "--tp 2 --dp 2 --dropout 0.1" "--tp 4 --dp 2 --dropout 0.1" "--tp 5"; do
+    if [[ $args == "--tp 5" ]]; then base=("${model5[@]}"); else base=("${model[@]}"); fi
     # shellcheck disable=SC2086
-    run check "${model[@]}" --steps 3 --check $args
+    run check "${base[@]}" --steps 3 --check $args
     cases=$((cases + 1))
     grep -q "check PASSED" "$dir/check.out" || fail "ptdp train $args --check did not pass"
 done

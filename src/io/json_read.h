@@ -1,5 +1,5 @@
 /*
- * json.h — a small, strict JSON reader for untrusted text (private to the library).
+ * json_read.h — a small, strict JSON reader for untrusted text (private to the library).
  *
  * The safetensors header is JSON written by someone else, so it is read with
  * a cursor the caller drives: the caller knows the grammar it expects and
@@ -31,8 +31,8 @@
  * Every failure is PTDP_ECORRUPT (PTDP_ENOMEM if a string cannot be
  * allocated) with a message "<source>: bad <kind> at byte <n>: <what>".
  */
-#ifndef PTDP_JSON_H
-#define PTDP_JSON_H
+#ifndef PTDP_JSON_READ_H
+#define PTDP_JSON_READ_H
 
 #include <stdbool.h>
 #include <stddef.h>

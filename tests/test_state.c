@@ -1,0 +1,244 @@
+/*
+ * test_state.c — resuming trusts nothing: each damaged or foreign
+ * checkpoint is refused with a message naming the tensor or the field.
+ *
+ * Every case starts from a good checkpoint of a small MLP (AdamW), rewrites
+ * it with one thing wrong, and loads it:
+ *
+ *   metadata   seed "banana", batch -5, a field missing (d_in), optimizer "x"
+ *   tensors    one the model does not have ("junk", a third block's), a NaN
+ *              or an infinity in a weight, a negative exp_avg_sq
+ *   the step   2^63 - 1 and 2^62 (beyond what the optimizer counts), -1
+ *
+ * and the good one loads, so the rewriting itself is not what fails.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ptdp/models.h"
+#include "ptdp/safetensors.h"
+#include "ptdp/error.h"
+#include "ptdp/state.h"
+#include "ptdp/train.h"
+
+static const harness_tcase resume_tests = { .name = "resume" };
+
+static const ptdp_model_config CFG = { .kind = PTDP_MODEL_MLP, .d_in = 3, .hidden = 4, .ffn = 8, .layers = 2,
+                                       .classes = 2 };
+
+/* The metadata and tensors of a checkpoint, to rewrite before saving. */
+typedef struct {
+    const char *keys[16];
+    char values[16][32];
+    int nmeta;
+    ptdp_st_tensor t[64];
+    int n;
+    int64_t step;
+    ptdp_real junk[4];
+} file_parts;
+
+/* The parts of a good checkpoint of CFG: every tensor of a fresh state
+ * (small nonzero values), AdamW, step 3, seed 7, batch 16. */
+static void good_parts(ptdp_state *s, file_parts *f)
+{
+    ck_assert_int_eq(ptdp_state_init(s, &CFG, PTDP_OPT_ADAMW, false), 0);
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < s->ntensors; i++) {
+        ptdp_state_tensor *t = &s->t[i];
+        for (int k = 0; k < t->rows * t->cols; k++)
+            t->data[k] = (ptdp_real)(0.01 * (k + 1));
+        ptdp_st_tensor *e = &f->t[f->n++];
+        snprintf(e->name, sizeof e->name, "%s", t->name);
+        e->dtype = PTDP_REAL;
+        e->ndim = t->is_bias ? 1 : 2;
+        e->shape[0] = t->is_bias ? t->cols : t->rows;
+        e->shape[1] = t->cols;
+        e->data = t->data;
+    }
+    f->step = 3;
+    ptdp_st_tensor *e = &f->t[f->n++];
+    snprintf(e->name, sizeof e->name, "optim.step");
+    e->dtype = PTDP_I64;
+    e->ndim = 0;
+    e->data = &f->step;
+    const char *k[] = { "d_in", "d_model", "d_ff", "n_layers", "n_classes", "seed", "batch", "optimizer" };
+    const char *v[] = { "3", "4", "8", "2", "2", "7", "16", "adamw" };
+    for (int i = 0; i < 8; i++) {
+        f->keys[i] = k[i];
+        snprintf(f->values[i], sizeof f->values[i], "%s", v[i]);
+    }
+    f->nmeta = 8;
+}
+
+static void set_meta(file_parts *f, const char *key, const char *value)
+{
+    for (int i = 0; i < f->nmeta; i++)
+        if (strcmp(f->keys[i], key) == 0) {
+            if (value == NULL) {   /* remove it */
+                f->keys[i] = f->keys[f->nmeta - 1];
+                memcpy(f->values[i], f->values[f->nmeta - 1], sizeof f->values[i]);
+                f->nmeta--;
+            } else {
+                snprintf(f->values[i], sizeof f->values[i], "%s", value);
+            }
+            return;
+        }
+    ck_abort_msg("no metadata key %s", key);
+}
+
+static ptdp_real *tensor_data(file_parts *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0)
+            return (ptdp_real *)f->t[i].data;   /* the state owns it: writable */
+    ck_abort_msg("no tensor %s", name);
+    return NULL;
+}
+
+/* Save f and load it back: the load's status, its message in msg. */
+static int save_and_load(file_parts *f, char *msg, size_t msglen)
+{
+    char path[] = "/tmp/ptdp_state_XXXXXX";
+    harness_temp_file(path);
+    const char *values[16];
+    for (int i = 0; i < f->nmeta; i++)
+        values[i] = f->values[i];
+    ck_assert_int_eq(ptdp_st_write(path, f->t, f->n, f->keys, values, f->nmeta, msg, msglen), 0);
+    ptdp_state s;
+    int rc = ptdp_state_load(&s, path, &CFG, msg, msglen);
+    if (rc == 0)
+        ptdp_state_free(&s);
+    unlink(path);
+    return rc;
+}
+
+#define EXPECT_REFUSED(f, text)                                                       \
+    do {                                                                              \
+        char m_[PTDP_MSG_MAX];                                                        \
+        ck_assert_int_ne(save_and_load(f, m_, sizeof m_), 0);                         \
+        ASSERT_HAS(m_, text);                                                         \
+    } while (0)
+
+TEST(resume_tests, test_the_good_checkpoint_loads)
+{
+    ptdp_state s;
+    file_parts f;
+    good_parts(&s, &f);
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(save_and_load(&f, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+}
+END_TEST
+
+TEST(resume_tests, test_bad_metadata_is_named)
+{
+    static const struct { const char *key, *value, *says; } cases[] = {
+        { "seed", "banana", "metadata 'seed' is 'banana', not a whole number" },
+        { "batch", "-5", "metadata 'batch' is -5" },
+        { "batch", "0", "metadata 'batch' is 0" },
+        { "seed", "-1", "metadata 'seed' is -1" },
+        { "d_in", NULL, "the checkpoint has no metadata field 'd_in'" },
+        { "n_layers", "3", "the checkpoint has n_layers=3, this run --layers 2" },
+        { "optimizer", "adam", "metadata 'optimizer' is missing or unknown" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ptdp_state s;
+        file_parts f;
+        good_parts(&s, &f);
+        set_meta(&f, cases[i].key, cases[i].value);
+        EXPECT_REFUSED(&f, cases[i].says);
+        ptdp_state_free(&s);
+    }
+}
+END_TEST
+
+TEST(resume_tests, test_a_tensor_the_model_does_not_have_is_named)
+{
+    static const char *const names[] = { "junk", "blocks.2.fc1.bias" };
+    for (int i = 0; i < 2; i++) {
+        ptdp_state s;
+        file_parts f;
+        good_parts(&s, &f);
+        ptdp_st_tensor *e = &f.t[f.n++];
+        snprintf(e->name, sizeof e->name, "%s", names[i]);
+        e->dtype = PTDP_REAL;
+        e->ndim = 1;
+        e->shape[0] = 4;
+        e->data = f.junk;
+        char want[128];
+        snprintf(want, sizeof want, "a tensor this model does not have: '%s'", names[i]);
+        EXPECT_REFUSED(&f, want);
+        ptdp_state_free(&s);
+    }
+}
+END_TEST
+
+TEST(resume_tests, test_non_finite_and_negative_values_are_named)
+{
+    static const struct { const char *tensor; double value; const char *says; } cases[] = {
+        { "blocks.0.fc1.weight", NAN, "tensor 'blocks.0.fc1.weight' holds NaN at element 1" },
+        { "out.bias", INFINITY, "tensor 'out.bias' holds an infinity at element 1" },
+        { "optim.in.weight.exp_avg", -INFINITY, "tensor 'optim.in.weight.exp_avg' holds an infinity" },
+        { "optim.in.bias.exp_avg_sq", -1e-3, "tensor 'optim.in.bias.exp_avg_sq' holds -0.001 at element 1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ptdp_state s;
+        file_parts f;
+        good_parts(&s, &f);
+        tensor_data(&f, cases[i].tensor)[1] = (ptdp_real)cases[i].value;
+        EXPECT_REFUSED(&f, cases[i].says);
+        ptdp_state_free(&s);
+    }
+}
+END_TEST
+
+TEST(resume_tests, test_a_step_out_of_range_is_refused)
+{
+    static const int64_t steps[] = { INT64_MAX, (int64_t)1 << 62, PTDP_MAX_STEP + 1, -1 };
+    for (int i = 0; i < 4; i++) {
+        ptdp_state s;
+        file_parts f;
+        good_parts(&s, &f);
+        f.step = steps[i];
+        EXPECT_REFUSED(&f, "tensor 'optim.step' is");
+        ptdp_state_free(&s);
+    }
+    ptdp_state s;                 /* the largest allowed still loads */
+    file_parts f;
+    good_parts(&s, &f);
+    f.step = PTDP_MAX_STEP;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(save_and_load(&f, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+}
+END_TEST
+
+/* ... and the run refuses steps that would pass the counter. */
+TEST(resume_tests, test_steps_past_the_counter_are_refused)
+{
+    ptdp_state s;
+    ck_assert_int_eq(ptdp_state_init(&s, &CFG, PTDP_OPT_ADAMW, false), 0);
+    s.step = PTDP_MAX_STEP - 2;
+    ptdp_train_config c = ptdp_train_defaults();
+    c.model = CFG;
+    c.batch = 16;
+    c.steps = 3;
+    c.resume = &s;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+    ASSERT_HAS(msg, "--steps 3 after the checkpoint's step");
+    c.steps = 2;
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
+    ptdp_state_free(&s);
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("state");
+}
