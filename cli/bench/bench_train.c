@@ -100,6 +100,7 @@ static const bench_cfg bench_defaults = {
 /* The largest model a benchmark run takes (model_flags.h). */
 static const ptdp_model_flag_limits model_limits = {
     .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
+    .heads = 1024, .seq_len = 1 << 16, .vocab = 1 << 20,
 };
 
 /* ---- statistics ---------------------------------------------------------- */
@@ -674,6 +675,8 @@ static void usage(void)
 static int parse(int argc, char **argv, bench_cfg *c)
 {
     *c = bench_defaults;
+    ptdp_model_flags mf;
+    ptdp_model_flags_init(&mf, &bench_defaults.model);
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -681,7 +684,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c->steps);
         else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c->warmup);
-        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &mf);
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
@@ -689,9 +692,9 @@ static int parse(int argc, char **argv, bench_cfg *c)
         if (rc)
             return PTDP_EXIT_USAGE;
     }
-    if (a.status)
+    if (a.status || ptdp_model_flags_finish("bench train", &mf) != 0)
         return PTDP_EXIT_USAGE;
-    ptdp_model_flags_finish(&c->model);
+    c->model = mf.cfg;   /* the GPT's text, if any, lives until the process ends */
     return 0;
 }
 

@@ -6,18 +6,24 @@
 
 #include "ptdp/train.h"
 
+/* What a run prints and writes besides training. */
+typedef struct {
+    bool check, quiet;
+    const char *log, *save, *save_init, *dump, *report;   /* paths, or NULL */
+    const char *data_name;        /* the GPT's --data, or NULL: built in  */
+} ptdp_train_outputs;
+
 /* Run cfg, print the steps and the per-device summary, optionally check it
  * against the single-device baseline and write the requested files.
  * Returns the process exit code (0, 1). */
-int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, bool check, bool quiet,
-                          const char *log_path, const char *save, const char *save_init,
-                          const char *dump, const char *report_path);
+int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, const ptdp_train_outputs *out);
 
 /* The per-run report (train_report.c): per device, the peak memory by
  * category, the bytes sent per group (dp, tp, pp) and per step, the virtual
  * compute / communication / idle time — printed as tables, with the DP
  * traffic beside its formula and, with ZeRO, what it saved. */
-void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr, ptdp_algo algo);
+void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                       ptdp_algo algo);
 /* The same figures as JSON (README, "Report JSON schema"), written
  * atomically (ptdp/file.h).  0 or PTDP_EIO with the reason in msg. */
 int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,

@@ -29,6 +29,8 @@
 #include "../model_flags.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+#include "ptdp/gpt.h"
+#include "ptdp/safetensors.h"
 #include "ptdp/train.h"
 #include "report.h"
 
@@ -37,6 +39,7 @@
  * --hidden alone gives ffn = 4 x hidden. */
 static const ptdp_model_flag_limits model_limits = {
     .d_in = 1 << 20, .hidden = 1 << 20, .ffn = 1 << 22, .layers = 4096, .classes = 1 << 22,
+    .heads = 1 << 16, .seq_len = 1 << 20, .vocab = 1 << 24,
 };
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
@@ -58,6 +61,8 @@ typedef struct {
     bool have_resume;
     bool seed_given, batch_given;  /* typed: otherwise a resume takes the
                                       checkpoint's                          */
+    bool lr_given;
+    ptdp_model_flags model;        /* the model's flags, and the GPT's text  */
 } train_options;
 
 static void usage(void)
@@ -152,6 +157,7 @@ static int parse(int argc, char **argv, train_options *o)
     *c = ptdp_train_defaults();
     c->dp = 0;                     /* unset: --devices may decide it */
     c->model.ffn = 0;              /* unset: 4 x --hidden */
+    ptdp_model_flags_init(&o->model, &c->model);
     int opt = 0, sched = 0, algo = 3, seed = 1;
 
     ptdp_args a;
@@ -169,7 +175,10 @@ static int parse(int argc, char **argv, train_options *o)
             o->batch_given = true;
         }
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c->steps);
-        else if (ptdp_args_is(&a, "--lr")) rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
+        else if (ptdp_args_is(&a, "--lr")) {
+            rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
+            o->lr_given = true;
+        }
         else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizer_names, 2, &opt);
         else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c->momentum);
         else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c->weight_decay);
@@ -180,7 +189,7 @@ static int parse(int argc, char **argv, train_options *o)
             rc = ptdp_args_int(&a, 0, 2147483647, &seed);
             o->seed_given = true;
         }
-        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &c->model);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
         else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c->recompute);
@@ -216,7 +225,13 @@ static int parse(int argc, char **argv, train_options *o)
     c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     c->seed = (uint64_t)seed;
     c->schedule = schedule_names[sched];
-    ptdp_model_flags_finish(&c->model);
+    o->model.seed = c->seed;
+    if (ptdp_model_flags_finish("train", &o->model) != 0)
+        return PTDP_EXIT_USAGE;
+    c->model = o->model.cfg;
+    /* The GPT learns its sums faster than the MLP's default lr allows. */
+    if (c->model.kind == PTDP_MODEL_GPT && !o->lr_given)
+        c->lr = 5e-3;
     return 0;
 }
 
@@ -287,6 +302,23 @@ static int validate(train_options *o)
                                     msg);
     }
 
+    /* The GPT's padded vocabulary: a multiple of --vocab-multiple x tp, fixed
+     * here so that --check's one-device baseline has the same one; a
+     * resumed run keeps its checkpoint's (so it may load at another tp). */
+    if (c->model.kind == PTDP_MODEL_GPT) {
+        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, c->tp);
+        if (o->load != NULL) {
+            ptdp_st_file *f;
+            const char *vp;
+            if (ptdp_st_open(o->load, &f, msg, sizeof msg) != 0) {
+                fprintf(stderr, "ptdp train: --load %s\n", msg);
+                return PTDP_EXIT_FAIL;
+            }
+            if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
+                c->model.vocab_padded = atoi(vp);
+            ptdp_st_close(f);
+        }
+    }
     if (o->load != NULL) {
         if (ptdp_state_load(&o->resume, o->load, &c->model, msg, sizeof msg) != 0) {
             fprintf(stderr, "ptdp train: --load %s\n", msg);
@@ -300,6 +332,10 @@ static int validate(train_options *o)
         else if (c->seed != o->resume.seed)
             printf("note: --seed %" PRIu64 " is used, not the checkpoint's seed %" PRIu64 ": the data and "
                    "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
+        if (ptdp_model_flags_reseed("train", &o->model, c->seed) != 0)
+            return PTDP_EXIT_USAGE;
+        c->model.corpus = o->model.cfg.corpus;
+        c->model.corpus_len = o->model.cfg.corpus_len;
         if (!o->batch_given)
             c->batch = o->resume.batch;
         else if (c->batch != o->resume.batch)
@@ -318,10 +354,14 @@ static int validate(train_options *o)
 
 static int run(train_options *o)
 {
-    int status = ptdp_train_and_report(&o->cfg, &o->launch, o->check, o->quiet, o->log_path,
-                                       o->save, o->save_init, o->dump, o->report_path);
+    const ptdp_train_outputs out = {
+        .check = o->check, .quiet = o->quiet, .log = o->log_path, .save = o->save, .save_init = o->save_init,
+        .dump = o->dump, .report = o->report_path, .data_name = o->model.data,
+    };
+    int status = ptdp_train_and_report(&o->cfg, &o->launch, &out);
     if (o->have_resume)
         ptdp_state_free(&o->resume);
+    ptdp_model_flags_free(&o->model);
     return status;
 }
 

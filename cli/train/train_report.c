@@ -24,6 +24,7 @@
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/json.h"
+#include "ptdp/models.h"
 #include "ptdp/mesh.h"
 #include "ptdp/zero.h"
 #include "ptdp/launch.h"
@@ -31,7 +32,11 @@
 
 #define REPORT_SCHEMA "ptdp-train-report/1"
 
-static const char *const group_names[3] = { "dp", "tp", "pp" };
+/* The groups a run's bytes are told by: data, tensor and pipeline
+ * parallelism, and the GPT's embedding group (its tied wte's gradients,
+ * stage 0 and the last stage: gpt.h). */
+static const char *const group_names[4] = { "dp", "tp", "pp", "emb" };
+#define NGROUPS 4
 
 /* Bytes a device sent in the group called `name` (0 if it never used it). */
 static double group_sent(const ptdp_comm_stats *s, const char *name)
@@ -42,20 +47,20 @@ static double group_sent(const ptdp_comm_stats *s, const char *name)
     return 0;
 }
 
-/* Elements of the parameters (= of the gradients) on pipeline stage `stage`
- * and one TP rank: model.h's table, fc1/fc2 and the output layer split by tp. */
-static double stage_elements(const ptdp_train_config *c, int stage)
+/* Elements of device r's parameters (= of its gradients): its stage and
+ * its TP shard, as the run counted them (ptdp_train_result). */
+static double device_elements(const ptdp_train_result *res, int r)
 {
-    const ptdp_model_config *m = &c->model;
-    double h = m->hidden, ff = (double)m->ffn / c->tp, cl = (double)m->classes / c->tp;
-    int begin, count;
-    ptdp_stage_range(m->layers, c->pp, c->stage_layers, stage, &begin, &count);
-    double n = count * (ff * h + ff + h * ff + h);
-    if (stage == 0)
-        n += h * m->d_in + h;
-    if (stage == c->pp - 1)
-        n += cl * h + cl;
-    return n;
+    return res != NULL && res->param_elements != NULL ? (double)res->param_elements[r] : 0;
+}
+
+/* Does any device send in group g?  (The emb column only when it does.) */
+static bool group_used(const ptdp_launch_result *lr, int g)
+{
+    for (int r = 0; r < lr->world_size; r++)
+        if (group_sent(&lr->devices[r].comm, group_names[g]) > 0)
+            return true;
+    return g < 3;
 }
 
 static double per_step(double x, const ptdp_train_config *c)
@@ -87,11 +92,12 @@ static void print_memory(const ptdp_train_config *c, const ptdp_launch_result *l
 
 static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
-    char b[4][32];
+    char b[NGROUPS + 1][32];
     printf("bytes sent per device and step (mean of %d step%s) by group; virtual time of the whole run:\n  %-17s",
            c->steps, c->steps == 1 ? "" : "s", "device (dp,tp,pp)");
-    for (int g = 0; g < 3; g++)
-        printf(" %9s sent", group_names[g]);
+    for (int g = 0; g < NGROUPS; g++)
+        if (group_used(lr, g))
+            printf(" %9s sent", group_names[g]);
     printf(" %11s %11s %11s %11s\n", "total sent", "compute us", "comm us", "idle us");
     for (int r = 0; r < lr->world_size; r++) {
         const ptdp_device_summary *s = &lr->devices[r];
@@ -100,15 +106,19 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
         char who[32];
         snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
         printf("  %-17s", who);
-        for (int g = 0; g < 3; g++)
-            printf(" %14s", ptdp_format_bytes(per_step(group_sent(&s->comm, group_names[g]), c), b[g], sizeof b[g]));
-        printf(" %11s %11.2f %11.2f %11.2f\n", ptdp_format_bytes(per_step(s->comm.total_sent, c), b[3], sizeof b[3]),
+        for (int g = 0; g < NGROUPS; g++)
+            if (group_used(lr, g))
+                printf(" %14s", ptdp_format_bytes(per_step(group_sent(&s->comm, group_names[g]), c), b[g],
+                                                  sizeof b[g]));
+        printf(" %11s %11.2f %11.2f %11.2f\n", ptdp_format_bytes(per_step(s->comm.total_sent, c), b[NGROUPS],
+                                                                sizeof b[NGROUPS]),
                s->clock.compute_s * 1e6, s->clock.comm_s * 1e6, s->clock.idle_s * 1e6);
     }
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
-static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr, ptdp_algo algo)
+static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                                const ptdp_train_result *res, ptdp_algo algo)
 {
     if (c->dp == 1 || c->steps == 0)
         return;
@@ -117,7 +127,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     for (int r = 0; r < lr->world_size; r++) {
         int d, t, p;
         ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
-        double S = stage_elements(c, p);
+        double S = device_elements(res, r);
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
         grads += S * sizeof(ptdp_real);
@@ -140,7 +150,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     if (c->zero == 0)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
-    double S0 = stage_elements(c, 0) * sizeof(ptdp_real);
+    double S0 = device_elements(res, 0) * sizeof(ptdp_real);
     int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
     printf("  ZeRO-%d on device 0: ", c->zero);
     if (slots > 0)
@@ -160,11 +170,12 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
            M, (M + 1) / 2.0);
 }
 
-void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, ptdp_algo algo)
+void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                       ptdp_algo algo)
 {
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
-    print_data_parallel(c, lr, algo);
+    print_data_parallel(c, lr, res, algo);
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -173,26 +184,27 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
  * has a buffer of its own, alive until the end of the statement. */
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
 
-static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s, int r)
+static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s,
+                        const ptdp_train_result *res, int r)
 {
     int d, t, p;
     ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
     double other = s->comm.total_sent;
     fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"param_elements\": %s,\n",
-            r, d, t, p, J(stage_elements(c, p)));
+            r, d, t, p, J(device_elements(res, r)));
     fprintf(f, "     \"memory_peak_bytes\": {");
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         fprintf(f, "\"%s\": %zu, ", ptdp_mem_category_name((ptdp_mem_category)k), s->mem.peak[k]);
     fprintf(f, "\"total\": %zu},\n", s->mem.peak_total);
     fprintf(f, "     \"bytes_sent\": {");
-    for (int g = 0; g < 3; g++) {
+    for (int g = 0; g < NGROUPS; g++) {
         double x = group_sent(&s->comm, group_names[g]);
         other -= x;
         fprintf(f, "\"%s\": %s, ", group_names[g], J(x));
     }
     fprintf(f, "\"other\": %s, \"total\": %s},\n", J(other), J(s->comm.total_sent));
     fprintf(f, "     \"bytes_sent_per_step\": {");
-    for (int g = 0; g < 3; g++)
+    for (int g = 0; g < NGROUPS; g++)
         fprintf(f, "\"%s\": %s, ", group_names[g], J(per_step(group_sent(&s->comm, group_names[g]), c)));
     fprintf(f, "\"total\": %s},\n", J(per_step(s->comm.total_sent, c)));
     fprintf(f, "     \"virtual_s\": {\"compute\": %s, \"comm\": %s, \"idle\": %s, \"end\": %s},\n",
@@ -213,8 +225,13 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"optimizer\": \"%s\", \"algo\": \"%s\", "
                "\"profile\": \"%s\",\n", c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name);
-    fprintf(f, "             \"model\": {\"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d}},\n",
-            m->d_in, m->hidden, m->ffn, m->layers, m->classes);
+    fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
+               "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,
+            m->layers, m->classes);
+    if (m->kind == PTDP_MODEL_GPT)
+        fprintf(f, ", \"heads\": %d, \"seq_len\": %d, \"vocab\": %d, \"vocab_padded\": %d", m->heads,
+                m->seq_len, m->vocab, m->vocab_padded);
+    fprintf(f, "}},\n");
     double makespan = 0, first = 0, last = 0;
     for (int i = 0; i < res->steps; i++)
         makespan += res->log[i].virtual_s;
@@ -229,7 +246,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                 J(res->bubble_measured), J(res->bubble_formula));
     fprintf(f, "},\n  \"devices\": [\n");
     for (int r = 0; r < lr->world_size; r++) {
-        json_device(f, c, &lr->devices[r], r);
+        json_device(f, c, &lr->devices[r], res, r);
         fprintf(f, "%s\n", r + 1 < lr->world_size ? "," : "");
     }
     fprintf(f, "  ]\n}\n");

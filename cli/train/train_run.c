@@ -65,16 +65,24 @@ static void print_step(const ptdp_step_log *l, void *ctx)
     fflush(stdout);
 }
 
-static void print_header(const ptdp_train_config *c)
+static void print_header(const ptdp_train_config *c, const char *data_name)
 {
     int world = c->dp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
     printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d", PTDP_REAL_NAME, world,
            world == 1 ? "" : "s", c->dp, c->tp, c->pp);
     if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
-    printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
-           c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers, c->model.classes,
-           c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
+    const ptdp_model_config *m = &c->model;
+    if (m->kind == PTDP_MODEL_GPT)
+        printf("\n  model gpt: hidden %d, %d heads of %d, ffn %d, %d layers, seq-len %d, vocab %d (padded to %d);"
+               " batch %d sequences, %d micro-batch%s of %d\n  data: %zu tokens (%s)\n",
+               m->hidden, m->heads, m->hidden / m->heads, m->ffn, m->layers, m->seq_len, m->vocab,
+               m->vocab_padded, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
+               m->corpus_len, data_name ? data_name : "the built-in lines of sums");
+    else
+        printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
+               m->d_in, m->hidden, m->ffn, m->layers, m->classes,
+               c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
     printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
            "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
            world, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp));
@@ -109,22 +117,27 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
     return ptdp_atomic_commit(&f, msg, len);
 }
 
+/* --dump-data: the global batches, x and y.  The MLP's x is its features
+ * [steps, B, d_in] and y its labels [steps, B]; the GPT's x its tokens and
+ * y the next tokens, both I64 [steps, B, T]. */
 static int dump_data(const char *path, const ptdp_train_config *c, char *msg, size_t len)
 {
+    const bool gpt = c->model.kind == PTDP_MODEL_GPT;
     ptdp_st_tensor t[2];
     memset(t, 0, sizeof t);
     snprintf(t[0].name, sizeof t[0].name, "x");
-    t[0].dtype = PTDP_REAL;
+    t[0].dtype = gpt ? PTDP_I64 : PTDP_REAL;
     t[0].ndim = 3;
     t[0].shape[0] = c->steps;
     t[0].shape[1] = c->batch;
-    t[0].shape[2] = c->model.d_in;
-    t[0].data = c->dump_x;
+    t[0].shape[2] = gpt ? c->model.seq_len : c->model.d_in;
+    t[0].data = gpt ? (const void *)c->dump_tokens : (const void *)c->dump_x;
     snprintf(t[1].name, sizeof t[1].name, "y");
     t[1].dtype = PTDP_I64;
-    t[1].ndim = 2;
+    t[1].ndim = gpt ? 3 : 2;
     t[1].shape[0] = c->steps;
     t[1].shape[1] = c->batch;
+    t[1].shape[2] = c->model.seq_len;
     t[1].data = c->dump_y;
     return ptdp_st_write(path, t, 2, NULL, NULL, 0, msg, len);
 }
@@ -142,6 +155,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.final_state = final;
     b.init_state = NULL;
     b.dump_x = NULL;
+    b.dump_tokens = NULL;
     b.dump_y = NULL;
     ptdp_launch_opts bo = *o;
     bo.device_mem = 0;
@@ -191,10 +205,11 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
     return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 
-int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bool check, bool quiet,
-                          const char *log_path, const char *save, const char *save_init,
-                          const char *dump, const char *report_path)
+int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out)
 {
+    const bool check = out->check, quiet = out->quiet;
+    const char *log_path = out->log, *save = out->save, *save_init = out->save_init, *dump = out->dump;
+    const char *report_path = out->report, *data_name = out->data_name;
     char msg[PTDP_MSG_MAX];
     ptdp_state final, init;
     bool have_final = false, have_init = false;
@@ -214,13 +229,21 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
         c->init_state = &init;
     }
     if (dump != NULL) {
-        c->dump_x = calloc((size_t)c->steps * c->batch * c->model.d_in + 1, sizeof(ptdp_real));
-        c->dump_y = calloc((size_t)c->steps * c->batch + 1, sizeof(int64_t));
-        if (c->dump_x == NULL || c->dump_y == NULL)
-            goto oom;
+        size_t rows = (size_t)c->steps * c->batch;
+        if (c->model.kind == PTDP_MODEL_GPT) {
+            c->dump_tokens = calloc(rows * c->model.seq_len + 1, sizeof(int64_t));
+            c->dump_y = calloc(rows * c->model.seq_len + 1, sizeof(int64_t));
+            if (c->dump_tokens == NULL || c->dump_y == NULL)
+                goto oom;
+        } else {
+            c->dump_x = calloc(rows * c->model.d_in + 1, sizeof(ptdp_real));
+            c->dump_y = calloc(rows + 1, sizeof(int64_t));
+            if (c->dump_x == NULL || c->dump_y == NULL)
+                goto oom;
+        }
     }
 
-    print_header(c);
+    print_header(c, data_name);
     printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps,
                    .first = c->resume ? c->resume->step + 1 : 1, .what = "training" };
     ptdp_launch_result lr;
@@ -256,7 +279,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, bo
         ptdp_train_result_free(&res);
         goto done;
     }
-    ptdp_report_print(c, &lr, opts->algo);
+    ptdp_report_print(c, &lr, &res, opts->algo);
     if (c->pp > 1) {
         char b[32];
         printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
@@ -298,10 +321,14 @@ done:
     if (have_init)
         ptdp_state_free(&init);
     free(c->dump_x);
+    free(c->dump_tokens);
     free(c->dump_y);
     return status;
 oom:
     fprintf(stderr, "ptdp train: host out of memory\n");
+    free(c->dump_x);
+    free(c->dump_tokens);
+    free(c->dump_y);
     if (have_final)
         ptdp_state_free(&final);
     if (have_init)

@@ -43,9 +43,12 @@ typedef struct {
     const ptdp_state *resume;   /* start from this state (--load), or NULL */
     ptdp_state *final_state;    /* filled at the end if not NULL (--save, --check) */
     ptdp_state *init_state;     /* filled before the first step (--save-init)      */
-    /* --dump-data: filled with the global batches used, x [steps, B, d_in]
-     * and y [steps, B], if not NULL (host arrays of that size). */
+    /* --dump-data: filled with the global batches used, if not NULL (host
+     * arrays of that size): the inputs [steps, B, input_cols] in dump_x (a
+     * model of features) or dump_tokens (a model of tokens), the targets
+     * [steps, B, label_cols] in dump_y. */
     ptdp_real *dump_x;
+    int64_t *dump_tokens;
     int64_t *dump_y;
 } ptdp_train_config;
 
@@ -71,6 +74,8 @@ typedef struct {
     double bubble_measured;       /* pipeline idle fraction, virtual time (pp > 1) */
     double bubble_formula;        /* (p - 1) / (m + p - 1)                         */
     size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */
+    size_t *param_elements;       /* [world]: each device's parameter elements (its
+                                     stage, its TP shard): S / R of its buffers     */
 } ptdp_train_result;
 
 /* The defaults of `ptdp train` (and of the demo and the figures): a model

@@ -467,6 +467,8 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         save_state(d, c->init_state, false);
     if (dev->rank == 0)           /* read by the host after step 0 (mutex) */
         d->r->targets_per_sample = d->model.label_cols;
+    if (d->r->result != NULL && d->r->result->param_elements != NULL)
+        d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago: start
      * the peaks from the set-up device, so they show training, not set-up. */
     if (c->zero == 2)
@@ -502,15 +504,18 @@ static int device_main(ptdp_device *dev, void *arg)
         device_step x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
         double busy0 = dev->clock.compute_s + dev->clock.comm_s;
 
-        if (c->dump_x != NULL && dev->rank == 0) {
+        if ((c->dump_x != NULL || c->dump_tokens != NULL) && dev->rank == 0) {
             /* Device 0 is on the first stage and, when pp = 1, the last:
              * the model fills whatever its stages hold a data source for. */
             ptdp_model *m = &d.model;
             ptdp_batch gb = {
                 .first = step * (int64_t)c->batch, .rows = c->batch,
-                .x = ptdp_tensor_wrap(c->dump_x + (size_t)s * c->batch * m->input_cols, c->batch, m->input_cols),
                 .labels = c->dump_y + (size_t)s * c->batch * m->label_cols,
             };
+            if (m->input_tokens && c->dump_tokens != NULL)
+                gb.tokens = c->dump_tokens + (size_t)s * c->batch * m->input_cols;
+            else if (!m->input_tokens && c->dump_x != NULL)
+                gb.x = ptdp_tensor_wrap(c->dump_x + (size_t)s * c->batch * m->input_cols, c->batch, m->input_cols);
             m->ops->fill_batch(m, &gb);
         }
         ptdp_pp_step st = {
@@ -601,9 +606,11 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
         result->steps = cfg->steps;
         result->log = calloc(steps, sizeof *result->log);
         result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
+        result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
     }
     if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL ||
-        (result != NULL && (result->log == NULL || result->peak_acts == NULL))) {
+        (result != NULL && (result->log == NULL || result->peak_acts == NULL ||
+                            result->param_elements == NULL))) {
         snprintf(msg, msglen, "host out of memory");
         rc = PTDP_ENOMEM;
         goto out;
@@ -654,8 +661,10 @@ void ptdp_train_result_free(ptdp_train_result *r)
 {
     free(r->log);
     free(r->peak_acts);
+    free(r->param_elements);
     r->log = NULL;
     r->peak_acts = NULL;
+    r->param_elements = NULL;
 }
 
 /* ----------------------------------------------------------------- check */
