@@ -20,7 +20,8 @@
 #define PTDP_CLI_COMMANDS_H
 
 #define PTDP_COMMANDS(X)                                                          \
-    X(train,    "train the reference MLP on dp x tp x pp devices (--check: against one device)") \
+    X(train,    "train the MLP or a GPT on dp x tp x pp devices (--check: against one device)") \
+    X(sample,   "generate text from a GPT checkpoint: ptdp sample --load gpt.st --prompt TEXT") \
     X(schedule, "print and draw pipeline schedules (GPipe, 1F1B)")             \
     X(figures,  "draw the course's figures (SVG) from real runs: ptdp figures --out DIR") \
     X(demo,     "the classroom demo: 1 device vs dp 2 x tp 2 x pp 2, side by side") \

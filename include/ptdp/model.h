@@ -157,6 +157,9 @@ typedef struct ptdp_model_ops {
      * values and the flag each one comes from.  Returns the number. */
     int  (*metadata)(const ptdp_model_config *c, const char **keys, char (*values)[32],
                      const char **flags, int max);
+    /* The reverse: set the field of c that metadata calls `key`.  0, or
+     * PTDP_EINVAL for a key the model does not have. */
+    int  (*from_metadata)(ptdp_model_config *c, const char *key, long long value);
 
     /* ---- one device: its stage and shard ---- */
     /* Describe this stage's parameters (ptdp_model_add_param, backward

@@ -69,6 +69,12 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
 int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
                     char *msg, size_t msglen);
 
+/* The model a checkpoint holds, from its metadata alone: its kind and
+ * shapes (what a command needs before it can build the model to load the
+ * file into, e.g. ptdp sample).  0, or PTDP_EIO / PTDP_ECORRUPT naming the
+ * field. */
+int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen);
+
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);
 void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);

@@ -156,6 +156,26 @@ static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*va
     return n;
 }
 
+/* A metadata key back into its field (a checkpoint read without flags). */
+static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long value)
+{
+    const struct { const char *key; int *field; } t[] = {
+        { "vocab", &c->vocab },
+        { "vocab_padded", &c->vocab_padded },
+        { "seq_len", &c->seq_len },
+        { "hidden", &c->hidden },
+        { "heads", &c->heads },
+        { "ffn", &c->ffn },
+        { "layers", &c->layers },
+    };
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+        if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
+            *t[k].field = (int)value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
+}
+
 /* ------------------------------------------------- one stage and shard */
 
 /* This stage's parameters, in the order the backward makes their gradients. */
@@ -341,6 +361,7 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .check = gpt_check,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
+    .from_metadata = gpt_from_metadata,
     .init = gpt_init,
     .free = gpt_free,
     .fill_batch = ptdp_gpt_fill_batch,

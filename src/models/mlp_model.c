@@ -95,6 +95,24 @@ static int mlp_metadata(const ptdp_model_config *c, const char **keys, char (*va
     return n;
 }
 
+/* A metadata key back into its field (a checkpoint read without flags). */
+static int mlp_from_metadata(ptdp_model_config *c, const char *key, long long value)
+{
+    const struct { const char *key; int *field; } t[] = {
+        { "d_in", &c->d_in },
+        { "d_model", &c->hidden },
+        { "d_ff", &c->ffn },
+        { "n_layers", &c->layers },
+        { "n_classes", &c->classes },
+    };
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+        if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
+            *t[k].field = (int)value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
+}
+
 /* ------------------------------------------------- one stage and shard */
 
 /* The parameter list of this stage and shard, output layer first. */
@@ -184,6 +202,7 @@ const ptdp_model_ops ptdp_mlp_ops = {
     .check = mlp_check,
     .list_params = mlp_list_params,
     .metadata = mlp_metadata,
+    .from_metadata = mlp_from_metadata,
     .init = mlp_init,
     .free = mlp_free,
     .fill_batch = mlp_fill_batch,

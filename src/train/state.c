@@ -330,3 +330,33 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
         ptdp_state_free(s);
     return rc;
 }
+
+int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen)
+{
+    ptdp_st_file *f;
+    int rc = ptdp_st_open(path, &f, msg, msglen);
+    if (rc != 0)
+        return rc;
+    const char *model = ptdp_st_meta(f, "model");
+    ptdp_model_kind kind;
+    if (ptdp_model_parse(model ? model : "mlp", &kind) != 0) {
+        snprintf(msg, msglen, "%s: metadata 'model' is '%.20s', not a model ptdp has", path, model);
+        ptdp_st_close(f);
+        return PTDP_ECORRUPT;
+    }
+    const ptdp_model_ops *ops = ptdp_model_ops_of(kind);
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    char values[NMETA_MAX][32];
+    const char *keys[NMETA_MAX], *flags[NMETA_MAX];
+    int n = ops->metadata(cfg, keys, values, flags, NMETA_MAX);
+    for (int i = 0; i < n && rc == 0; i++) {
+        long long v;
+        if ((rc = meta_int(f, path, keys[i], &v, msg, msglen)) == 0 && ops->from_metadata(cfg, keys[i], v) != 0) {
+            snprintf(msg, msglen, "%s: metadata '%s' is %lld, out of range", path, keys[i], v);
+            rc = PTDP_ECORRUPT;
+        }
+    }
+    ptdp_st_close(f);
+    return rc;
+}
