@@ -1,0 +1,307 @@
+/*
+ * test_gpt.c — the GPT on its own: gradients against central differences,
+ * what tensor parallelism sends, what a micro-batch keeps, the tied
+ * embedding, the checkpoint's names, and generation.
+ *
+ *   gradients   (double) every parameter of a tiny GPT, with dropout, at
+ *               tp 1: the analytic gradient equals (L(w+e) - L(w-e)) / 2e
+ *   tp traffic  per step of one micro-batch at tp 2: two all-reduces of
+ *               B T C per block forward (the c_projs' g) and two backward
+ *               (c_attn's and c_fc's f), one for the embedding forward and
+ *               one for the head backward, plus the vocab-parallel
+ *               cross-entropy's three of B T numbers — and nothing else
+ *   activations the bytes one micro-batch keeps per block are
+ *               ptdp_gpt_block_act_elements x R, at tp 1 and tp 2
+ *   tied wte    with pp 2 the last stage's copy equals stage 0's after
+ *               training, bit for bit, and the norm counts it once
+ *   checkpoint  nanoGPT's names and whole shapes, V and V_pad
+ *   generation  greedy is deterministic; a sampled text is the same for a
+ *               seed; no padded token is ever drawn
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/gpt.h"
+#include "ptdp/launch.h"
+#include "ptdp/mesh.h"
+#include "ptdp/models.h"
+#include "ptdp/state.h"
+#include "ptdp/train.h"
+
+static const harness_tcase gpt_tests = { .name = "gpt", .timeout_s = 120 };
+
+/* A tiny GPT: hidden 8, 2 heads of 4, ffn 12, 2 layers, seq-len 5, the
+ * built-in sums (62 tokens) padded to 64 x tp. */
+static ptdp_model_config tiny(int tp)
+{
+    ptdp_model_config c = ptdp_gpt_default_config();
+    c.hidden = 8;
+    c.heads = 2;
+    c.ffn = 12;
+    c.layers = 2;
+    c.seq_len = 5;
+    c.vocab = 62;
+    c.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    return c;
+}
+
+/* ---------------------------------------------------------- gradients */
+#ifdef PTDP_DOUBLE
+
+typedef struct { int checked; double worst; } fd_result;
+
+static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
+{
+    ptdp_acts acts;
+    ptdp_model_forward(dev, m, &acts, b, (ptdp_tensor){ 0 }, 0, false, NULL);
+    double loss = acts.loss_sum / ((double)b->rows * m->cfg.seq_len);
+    ptdp_acts_free(dev, m, &acts);
+    return loss;
+}
+
+static int fd_device(ptdp_device *dev, void *arg)
+{
+    fd_result *r = arg;
+    ptdp_model_config cfg = tiny(1);
+    ptdp_mesh mesh;
+    ptdp_model m;
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 3, 0.2));   /* dropout 0.2 */
+    for (size_t k = 0; k < m.numel; k++)   /* larger weights: every path carries signal */
+        m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 10 + 0.01 * sin((double)k));
+    ptdp_batch b = { .first = 11, .rows = 3 };
+    DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
+    ptdp_acts acts;
+    DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
+    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / (3.0 * cfg.seq_len), NULL));
+    for (size_t k = 0; k < m.numel; k++) {
+        ptdp_real keep = m.flat_w[k];
+        double eps = 1e-6;   /* truncation ~ eps^2, cancellation ~ 1e-16 / eps */
+        m.flat_w[k] = (ptdp_real)(keep + eps);
+        double up = batch_loss(dev, &m, &b);
+        m.flat_w[k] = (ptdp_real)(keep - eps);
+        double down = batch_loss(dev, &m, &b);
+        m.flat_w[k] = keep;
+        double fd = (up - down) / (2 * eps), an = m.flat_g[k];
+        /* relative, with a floor: a gradient of 1e-8 is measured to ~1e-10 */
+        double err = fabs(fd - an) / fmax(1e-3, fabs(fd) + fabs(an));
+        if (err > r->worst)
+            r->worst = err;
+        r->checked++;
+    }
+    ptdp_batch_free(dev, &b);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+TEST(gpt_tests, test_gradients_match_central_differences)
+{
+    fd_result r = { 0, 0 };
+    harness_launch_ok(1, fd_device, &r, NULL, NULL);
+    ck_assert_int_gt(r.checked, 1000);
+    ck_assert_msg(r.worst < 1e-5, "worst relative error %g over %d parameters", r.worst, r.checked);
+}
+END_TEST
+#endif
+
+/* ---------------------------------------------------------- tp traffic */
+
+static int tp_step_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_model_config cfg = tiny(2);
+    ptdp_mesh mesh;
+    ptdp_model m;
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 2, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    ptdp_batch b = { .first = 0, .rows = 3 };
+    DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
+    int g = harness_group_index(&dev->stats, "tp");
+    unsigned long long calls0 = g >= 0 ? dev->stats.group[g].calls : 0;
+    double sent0 = g >= 0 ? dev->stats.group[g].sent : 0;
+    ptdp_acts acts;
+    DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
+    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / 15, NULL));
+    g = harness_group_index(&dev->stats, "tp");
+    DEVICE_CHECK(dev, g >= 0, "no tp group in the statistics");
+    const int L = cfg.layers, R = 3 * cfg.seq_len, C = cfg.hidden, N = 2;
+    /* all-reduces of R x C reals: 2 per block each way, the embedding, the
+     * head; and the cross-entropy's three of R doubles */
+    double big = 2.0 * (N - 1) / N * R * C * sizeof(ptdp_real);
+    double small = 2.0 * (N - 1) / N * R * sizeof(double);
+    unsigned long long calls = dev->stats.group[g].calls - calls0;
+    double sent = dev->stats.group[g].sent - sent0;
+    DEVICE_CHECK(dev, calls == (unsigned long long)(4 * L + 2 + 3), "tp calls %llu, want %d", calls, 4 * L + 5);
+    DEVICE_CHECK(dev, sent == (4 * L + 2) * big + 3 * small, "tp bytes %.0f, want %.0f", sent,
+                 (4 * L + 2) * big + 3 * small);
+    ptdp_batch_free(dev, &b);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+TEST(gpt_tests, test_tp_sends_two_all_reduces_per_block_each_way)
+{
+    harness_launch_ok(2, tp_step_device, NULL, NULL, NULL);
+}
+END_TEST
+
+/* ---------------------------------------------------------- activations */
+
+typedef struct { int tp; size_t kept[2]; } acts_arg;
+
+/* The activation bytes one micro-batch keeps after its forward, with
+ * `layers` blocks on the device. */
+static int acts_device(ptdp_device *dev, void *arg)
+{
+    acts_arg *a = arg;
+    for (int k = 0; k < 2; k++) {
+        ptdp_model_config cfg = tiny(a->tp);
+        cfg.layers = 2 + k;
+        ptdp_mesh mesh;
+        ptdp_model m;
+        DEVICE_TRY(ptdp_mesh_init(dev, 1, a->tp, 1, &mesh));
+        DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+        ptdp_batch b = { .first = 0, .rows = 4 };
+        DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
+        ptdp_mem_stats before, after;
+        ptdp_arena_stats(dev->arena, &before);
+        ptdp_acts acts;
+        DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
+        ptdp_arena_stats(dev->arena, &after);
+        if (dev->rank == 0)
+            a->kept[k] = after.current[PTDP_MEM_ACTS] - before.current[PTDP_MEM_ACTS];
+        ptdp_acts_free(dev, &m, &acts);
+        ptdp_batch_free(dev, &b);
+        ptdp_model_free(dev, &m);
+        ptdp_mesh_free(&mesh);
+    }
+    return 0;
+}
+
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 2)
+{
+    acts_arg a = { .tp = _i == 0 ? 1 : 2 };
+    harness_launch_ok(a.tp, acts_device, &a, NULL, NULL);
+    ptdp_model_config cfg = tiny(a.tp);
+    double want = ptdp_gpt_block_act_elements(&cfg, 4, a.tp) * sizeof(ptdp_real);
+    double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
+    /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d: one more block keeps %.0f B, formula %.0f B",
+                  a.tp, got, want);
+}
+END_TEST
+
+/* ---------------------------------------------------------- tied wte */
+
+TEST(gpt_tests, test_tied_copies_stay_equal)
+{
+    ptdp_train_config c = ptdp_train_defaults();
+    c.model = tiny(2);
+    c.pp = 2;
+    c.tp = 2;
+    c.micro_batches = 2;
+    c.batch = 8;
+    c.steps = 3;
+    c.lr = 1e-2;
+    ptdp_state s;
+    ck_assert_int_eq(ptdp_state_init(&s, &c.model, c.optimizer, false), 0);
+    c.final_state = &s;
+    char msg[PTDP_MSG_MAX];
+    ptdp_train_result res;
+    ck_assert_msg(ptdp_train(&c, NULL, NULL, NULL, &res, msg, sizeof msg) == 0, "%s", msg);
+    /* both stages wrote transformer.wte.weight into one whole tensor; had
+     * they differed, the state would hold the later one: train once more
+     * with pp 1 and compare the whole run instead */
+    ptdp_train_config one = c;
+    one.pp = 1;
+    one.micro_batches = 1;
+    ptdp_state s1;
+    ck_assert_int_eq(ptdp_state_init(&s1, &one.model, one.optimizer, false), 0);
+    one.final_state = &s1;
+    ptdp_train_result res1;
+    ck_assert_msg(ptdp_train(&one, NULL, NULL, NULL, &res1, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_check_report rep;
+    ck_assert_msg(ptdp_check_states(&s, &s1, PTDP_TOLERANCE, &rep), "worst %s %g", rep.worst, rep.max_abs);
+    for (int i = 0; i < c.steps; i++)   /* the norm counts the tied tensor once */
+        ck_assert_msg(fabs(res.log[i].grad_norm - res1.log[i].grad_norm) <= PTDP_TOLERANCE * res1.log[i].grad_norm,
+                      "step %d: |g| %g with pp 2, %g with pp 1", i + 1, res.log[i].grad_norm,
+                      res1.log[i].grad_norm);
+    ptdp_train_result_free(&res);
+    ptdp_train_result_free(&res1);
+    ptdp_state_free(&s);
+    ptdp_state_free(&s1);
+}
+END_TEST
+
+/* ---------------------------------------------------------- checkpoint */
+
+TEST(gpt_tests, test_checkpoint_has_nanogpt_names)
+{
+    ptdp_model_config cfg = tiny(1);
+    ptdp_state s;
+    ck_assert_int_eq(ptdp_state_init(&s, &cfg, PTDP_OPT_ADAMW, false), 0);
+    static const struct { const char *name; int rows, cols; } want[] = {
+        { "transformer.wte.weight", 64, 8 }, { "transformer.wpe.weight", 5, 8 },
+        { "transformer.h.0.ln_1.weight", 1, 8 }, { "transformer.h.1.attn.c_attn.weight", 24, 8 },
+        { "transformer.h.1.attn.c_attn.bias", 1, 24 }, { "transformer.h.0.attn.c_proj.weight", 8, 8 },
+        { "transformer.h.0.mlp.c_fc.weight", 12, 8 }, { "transformer.h.0.mlp.c_proj.weight", 8, 12 },
+        { "transformer.ln_f.bias", 1, 8 }, { "optim.transformer.wte.weight.exp_avg_sq", 64, 8 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ptdp_state_tensor *t = ptdp_state_find(&s, want[i].name);
+        ck_assert_msg(t != NULL, "no %s", want[i].name);
+        ck_assert_int_eq(t->rows, want[i].rows);
+        ck_assert_int_eq(t->cols, want[i].cols);
+    }
+    ck_assert_ptr_null(ptdp_state_find(&s, "lm_head.weight"));   /* tied: stored once, as wte */
+    ck_assert_int_eq(s.ntensors, 3 * (2 + 2 * 12 + 2));
+    ptdp_state_free(&s);
+}
+END_TEST
+
+/* ---------------------------------------------------------- generation */
+
+typedef struct { int64_t ids[3][24]; } gen_arg;
+
+static int gen_device(ptdp_device *dev, void *arg)
+{
+    gen_arg *g = arg;
+    ptdp_model_config cfg = tiny(1);
+    ptdp_mesh mesh;
+    ptdp_model m;
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    const ptdp_gpt_sample_opts o[3] = { { 0, 0, 1 }, { 1.5, 0, 7 }, { 1.5, 0, 7 } };
+    for (int k = 0; k < 3; k++) {
+        g->ids[k][0] = '1';
+        DEVICE_TRY(ptdp_gpt_generate(dev, &m, g->ids[k], 1, 23, &o[k]));
+    }
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+TEST(gpt_tests, test_generation_is_deterministic_and_never_padded)
+{
+    gen_arg a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    harness_launch_ok(1, gen_device, &a, NULL, NULL);
+    harness_launch_ok(1, gen_device, &b, NULL, NULL);
+    ck_assert_mem_eq(a.ids, b.ids, sizeof a.ids);                 /* the same text, twice */
+    ck_assert_mem_eq(a.ids[1], a.ids[2], sizeof a.ids[1]);        /* the same seed */
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 24; i++)
+            ck_assert_msg(a.ids[k][i] >= 0 && a.ids[k][i] < 62, "token %lld is not one of 0..61",
+                          (long long)a.ids[k][i]);
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("gpt");
+}
