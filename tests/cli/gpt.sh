@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# gpt.sh PTDP — ptdp train --model gpt and ptdp sample from the command line.
+#
+#   bad input     every GPT flag validated: exit 2 naming the flag and what
+#                 would work, before any step
+#   --check       a 3D mesh with dropout equals one device
+#   checkpoints   saved at tp 2 x pp 2, resumed at tp 3 x pp 1 and back: the
+#                 same losses as a run that never stopped
+#   learning      the default GPT's loss falls on the built-in sums
+#   sample        greedy and seeded text from a checkpoint; an MLP checkpoint
+#                 and a missing file are clear errors
+set -uo pipefail
+
+ptdp=${1:?usage: gpt.sh PATH_TO_PTDP}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+cases=0
+ok() { cases=$((cases + 1)); echo "ok    $*"; }
+fail() { cases=$((cases + 1)); failures=$((failures + 1)); echo "FAIL  $*"; }
+
+# usage TEXT ARGS...: exit 2 with TEXT on stderr, nothing on stdout
+usage() {
+    local want=$1
+    shift
+    "$ptdp" "$@" >"$dir/u.out" 2>"$dir/u.err" </dev/null
+    local status=$?
+    if [[ $status -eq 2 ]] && grep -qF -- "$want" "$dir/u.err" && [[ ! -s $dir/u.out ]]; then
+        ok "ptdp $*  ->  $(head -n 1 "$dir/u.err")"
+    else
+        fail "ptdp $*: exit $status, want 2 and \"$want\"; stderr: $(cat "$dir/u.err")"
+    fi
+}
+
+printf '' >"$dir/empty.txt"
+printf 'abc' >"$dir/short.txt"
+printf 'hello, world\n%.0s' {1..20} >"$dir/text.txt"
+mkfifo "$dir/fifo"
+g=(train --model gpt --steps 1)
+usage "--heads 5 must divide --hidden 64 (valid --heads: 1, 2, 4, 8, 16, 32, 64)" "${g[@]}" --heads 5
+usage "--tp 3 must divide --heads 4, --ffn 256 and the padded vocabulary" "${g[@]}" --tp 3
+usage "--tp 8 must divide --heads 4" "${g[@]}" --tp 8
+usage "--seq-len 1: must be between 2 and" "${g[@]}" --seq-len 1
+usage "--seq-len 10: the data has 3 tokens, one sequence needs 11" "${g[@]}" --seq-len 10 --data "$dir/short.txt"
+usage "--data $dir/missing.txt: cannot open" "${g[@]}" --data "$dir/missing.txt"
+usage "--data $dir/empty.txt: the file is empty" "${g[@]}" --data "$dir/empty.txt"
+usage "not a regular file" "${g[@]}" --data "$dir/fifo"
+usage "--vocab 50: the data holds token 61, so --vocab must be at least 62" "${g[@]}" --vocab 50
+usage "--vocab 100: the data holds token 119, so --vocab must be at least 120" "${g[@]}" --vocab 100 --data "$dir/text.txt"
+usage "--heads is a flag of --model gpt" train --heads 4
+usage "--data is a flag of --model gpt" train --data "$dir/text.txt"
+usage "--classes is a flag of --model mlp" "${g[@]}" --classes 10
+usage "--model transformer: " train --model transformer
+
+# --check on a 3D mesh, with dropout and the tied embedding across stages
+m=(--model gpt --hidden 32 --heads 4 --ffn 64 --layers 2 --seq-len 8 --batch 16 --quiet)
+if "$ptdp" train "${m[@]}" --dp 2 --tp 2 --pp 2 --micro-batches 2 --dropout 0.1 --steps 3 --check \
+        >"$dir/check.out" 2>&1 && grep -q "check PASSED" "$dir/check.out"; then
+    ok "gpt dp 2 x tp 2 x pp 2 with dropout: --check passed"
+else
+    fail "gpt --check: $(tail -3 "$dir/check.out")"
+fi
+
+# checkpoints: tp 2 x pp 2 -> tp 3 x pp 1 -> tp 2 x pp 2 against one uninterrupted run;
+# V_pad 192 divides by 2 and 3 (--vocab-multiple 96 at tp 2)
+r=(--model gpt --hidden 48 --heads 6 --ffn 96 --layers 2 --seq-len 16 --batch 12 --vocab-multiple 96 --quiet)
+"$ptdp" train "${r[@]}" --tp 2 --pp 2 --micro-batches 2 --steps 6 --log "$dir/whole.json" >/dev/null 2>&1
+"$ptdp" train "${r[@]}" --tp 2 --pp 2 --micro-batches 2 --steps 2 --save "$dir/a.st" >/dev/null 2>&1
+"$ptdp" train "${r[@]}" --tp 3 --steps 2 --load "$dir/a.st" --save "$dir/b.st" --log "$dir/b.json" >/dev/null 2>&1
+"$ptdp" train "${r[@]}" --tp 2 --pp 2 --micro-batches 2 --steps 2 --load "$dir/b.st" --log "$dir/c.json" \
+    >/dev/null 2>&1
+loss() { sed -n "$2p" "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
+# --check's rule: |a - b| <= tol max(1, |b|), 1e-4 in float, 1e-10 in double
+tol=1e-4
+[[ $("$ptdp" version) == *f64* ]] && tol=1e-10
+close() { awk -v a="$1" -v b="$2" -v t="$tol" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b;
+                                                      if (m < 1) m = 1; exit !(a != "" && d <= t * m) }'; }
+same=1
+for s in 3 4; do close "$(loss "$dir/b.json" $((s - 2)))" "$(loss "$dir/whole.json" $s)" || same=0; done
+for s in 5 6; do close "$(loss "$dir/c.json" $((s - 4)))" "$(loss "$dir/whole.json" $s)" || same=0; done
+if [[ $same -eq 1 && -s $dir/c.json ]]; then
+    ok "saved at tp 2 x pp 2, resumed at tp 3, then at tp 2 x pp 2: the losses of one run"
+else
+    fail "re-sharding: whole $(cut -c1-50 "$dir/whole.json" | tr '\n' ' '); b $(cut -c1-50 "$dir/b.json" 2>/dev/null | tr '\n' ' ')"
+fi
+if grep -qa '"transformer.h.1.attn.c_attn.weight"' "$dir/a.st" && grep -qa '"model":"gpt"' "$dir/a.st" &&
+    grep -qa '"vocab_padded":"192"' "$dir/a.st" && ! grep -qa 'lm_head' "$dir/a.st"; then
+    ok "the checkpoint has nanoGPT's names, the model and V_pad; the tied head stored once"
+else
+    fail "checkpoint header: $(head -c 400 "$dir/a.st" | tr -c '[:print:]' '.')"
+fi
+
+# the default GPT learns the sums
+"$ptdp" train --model gpt --steps 120 --save "$dir/gpt.st" --log "$dir/learn.json" --quiet >/dev/null 2>&1
+first=$(loss "$dir/learn.json" 1)
+last=$(loss "$dir/learn.json" 120)
+if awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 4 && b < 2.6) }'; then
+    ok "the default GPT's loss falls from $first to $last in 120 steps"
+else
+    fail "the default GPT's loss: $first -> $last"
+fi
+
+# sample
+a=$("$ptdp" sample --load "$dir/gpt.st" --prompt "12+35=" --tokens 20 2>&1)
+b=$("$ptdp" sample --load "$dir/gpt.st" --prompt "12+35=" --tokens 20 2>&1)
+c=$("$ptdp" sample --load "$dir/gpt.st" --prompt "12+35=" --tokens 20 --temperature 1 --seed 4 2>&1)
+d=$("$ptdp" sample --load "$dir/gpt.st" --prompt "12+35=" --tokens 20 --temperature 1 --seed 4 2>&1)
+if [[ $a == "$b" && $c == "$d" && $a == 12+35=* && ${#a} -ge 26 ]]; then
+    ok "sample: greedy twice the same, seeded twice the same: $(head -n 1 <<<"$a")"
+else
+    fail "sample: '$a' / '$b' / '$c' / '$d'"
+fi
+"$ptdp" train --steps 1 --save "$dir/mlp.st" --quiet >/dev/null 2>&1
+"$ptdp" sample --load "$dir/mlp.st" >"$dir/s.out" 2>"$dir/s.err"
+status=$?
+if [[ $status -eq 1 ]] && grep -qF "holds an mlp model; ptdp sample needs a GPT checkpoint" "$dir/s.err"; then
+    ok "sample of an MLP checkpoint: a clear error"
+else
+    fail "sample of an MLP checkpoint: exit $status; $(cat "$dir/s.err")"
+fi
+usage "--load CKPT is needed" sample
+usage "--temperature -1: must be between 0 and 100" sample --load x --temperature -1
+"$ptdp" sample --load "$dir/gpt.st" --prompt "$(printf '1+%.0s' {1..30})" --tokens 2 >/dev/null 2>"$dir/long.err"
+if grep -qF "the prompt has 60 bytes, the model sees 32: it keeps the last 32" "$dir/long.err"; then
+    ok "sample: a prompt longer than seq-len keeps its end, and says so"
+else
+    fail "long prompt: $(cat "$dir/long.err")"
+fi
+
+echo "gpt.sh: $((cases - failures)) of $cases cases behaved"
+[[ $failures -eq 0 ]]
