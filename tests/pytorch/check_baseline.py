@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_baseline.py — train the reference MLP in PyTorch and compare it with ptdp.
+"""check_baseline.py — train ptdp's model (the MLP or the GPT) in PyTorch and compare.
 
     check_baseline.py PTDP [--perturb TENSOR] [ptdp train flags ...]
 
@@ -29,6 +29,13 @@ The model, in PyTorch's words (nn.Linear stores W as [out, in]):
     h = in(x)                                        in:  Linear(d_in, h)
     for each block:  h = h + fc2(gelu(fc1(h), approximate="tanh"))
     logits = out(h);  loss = cross_entropy(logits, y)   (mean over the batch)
+
+With --model gpt the model is nanoGPT's GPT-2, in its names (transformer.wte,
+transformer.h.{l}.attn.c_attn, …; the head tied to wte): pre-LayerNorm
+blocks of causal attention and a GELU-tanh MLP, cross-entropy over the
+padded vocabulary, mean over every position; AdamW with weight decay on the
+2-D tensors only, as nanoGPT's configure_optimizers.  (Dropout masks cannot
+be replayed in PyTorch: GPT cases run without --dropout.)
 
 The rule is ptdp train --check's: for each step's loss and gradient norm, and
 for every parameter of the final state, max|a - b| <= tol * max(1, max|b|)
@@ -90,6 +97,50 @@ class ReferenceMLP(torch.nn.Module):
         return self.out(h)
 
 
+class ReferenceGPT(torch.nn.Module):
+    """nanoGPT's GPT, named like its state_dict; lm_head tied to wte (no tensor of its own)."""
+
+    def __init__(self, vocab_padded, seq_len, hidden, heads, ffn, layers, dtype):
+        super().__init__()
+        self.heads = heads
+        t = torch.nn.Module()
+        t.wte = torch.nn.Embedding(vocab_padded, hidden, dtype=dtype)
+        t.wpe = torch.nn.Embedding(seq_len, hidden, dtype=dtype)
+        t.h = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.ln_1 = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
+            b.attn = torch.nn.Module()
+            b.attn.c_attn = torch.nn.Linear(hidden, 3 * hidden, dtype=dtype)
+            b.attn.c_proj = torch.nn.Linear(hidden, hidden, dtype=dtype)
+            b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
+            b.mlp = torch.nn.Module()
+            b.mlp.c_fc = torch.nn.Linear(hidden, ffn, dtype=dtype)
+            b.mlp.c_proj = torch.nn.Linear(ffn, hidden, dtype=dtype)
+            t.h.append(b)
+        t.ln_f = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
+        self.transformer = t
+
+    def attention(self, b, x):
+        B, T, C = x.shape
+        q, k, v = b.attn.c_attn(x).split(C, dim=2)
+        hd = C // self.heads
+        q, k, v = (z.view(B, T, self.heads, hd).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return b.attn.c_proj(y)
+
+    def forward(self, idx):
+        t = self.transformer
+        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        for b in t.h:
+            x = x + self.attention(b, b.ln_1(x))
+            x = x + b.mlp.c_proj(F.gelu(b.mlp.c_fc(b.ln_2(x)), approximate="tanh"))
+        return t.ln_f(x) @ t.wte.weight.t()
+
+
 # ------------------------------------------------------------- the ptdp run
 
 def run_ptdp(ptdp, flags, workdir):
@@ -132,25 +183,34 @@ def perturb(path, name, tol):
 
 def train_torch(init, data, meta, opts, dtype):
     """Train from ptdp's initial parameters on ptdp's batches; return losses, norms, model, optimizer."""
-    model = ReferenceMLP(int(meta["d_in"]), int(meta["d_model"]), int(meta["d_ff"]),
-                         int(meta["n_layers"]), int(meta["n_classes"]), dtype)
+    gpt = meta.get("model") == "gpt"
+    if gpt:
+        model = ReferenceGPT(int(meta["vocab_padded"]), int(meta["seq_len"]), int(meta["hidden"]),
+                             int(meta["heads"]), int(meta["ffn"]), int(meta["layers"]), dtype)
+    else:
+        model = ReferenceMLP(int(meta["d_in"]), int(meta["d_model"]), int(meta["d_ff"]),
+                             int(meta["n_layers"]), int(meta["n_classes"]), dtype)
     params = {k: torch.from_numpy(v.copy()) for k, v in init.items() if not k.startswith("optim.")}
     model.load_state_dict(params, strict=True)    # every name and shape must match ptdp's
 
+    # The GPT decays its 2-D tensors only (nanoGPT); the MLP every tensor.
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2 or not gpt],
+               "weight_decay": opts.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2 and gpt], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
     if opts.optimizer == "adamw":
         # foreach=False: PyTorch's single-tensor loop, whose operation order ptdp copies.
-        opt = torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.999), eps=1e-8,
-                                weight_decay=opts.weight_decay, foreach=False)
+        opt = torch.optim.AdamW(groups, lr=opts.lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
     else:
-        opt = torch.optim.SGD(model.parameters(), lr=opts.lr, momentum=opts.momentum,
-                              weight_decay=opts.weight_decay, foreach=False)
+        opt = torch.optim.SGD(groups, lr=opts.lr, momentum=opts.momentum, foreach=False)
 
     xs = torch.from_numpy(data["x"].copy())
     ys = torch.from_numpy(data["y"].copy())
     losses, norms = [], []
     for s in range(xs.shape[0]):
         opt.zero_grad()
-        loss = F.cross_entropy(model(xs[s]), ys[s])
+        out = model(xs[s])                        # the GPT: B x T x V_pad, a mean over every position
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), ys[s].reshape(-1))
         loss.backward()
         # The norm ptdp logs: every parameter once, summed in double.
         norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
@@ -252,7 +312,7 @@ def main():
         files, log = run_ptdp(opts.ptdp, flags, workdir)
         init, meta = read_safetensors(files["init"])
         data, _ = read_safetensors(files["data"])
-        dtype_name = str(init["in.weight"].dtype)
+        dtype_name = str(init["transformer.wte.weight" if meta.get("model") == "gpt" else "in.weight"].dtype)
         tol = TOLERANCE[dtype_name]
         if opts.perturb:
             perturb(files["final"], opts.perturb, tol)
