@@ -55,6 +55,8 @@ void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *mlp_def
     memset(f, 0, sizeof *f);
     f->mlp = *mlp_defaults;
     f->cfg = *mlp_defaults;
+    f->gpt = ptdp_gpt_default_config();
+    f->gpt.ffn = 0;                /* 4 x hidden */
     f->seed = 1;
 }
 
@@ -129,8 +131,7 @@ int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f)
                                     kind == GPT ? "mlp" : "gpt");
     if (kind == GPT) {
         /* the GPT's defaults for what was not typed */
-        ptdp_model_config d = ptdp_gpt_default_config();
-        d.ffn = 0;
+        ptdp_model_config d = f->gpt;
         for (int i = 0; i < MODEL_FLAG; i++)
             if (!(f->given & (1u << i)) && field(&d, i) != NULL)
                 *field(m, i) = *field(&d, i);
@@ -140,8 +141,8 @@ int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f)
         m->corpus = f->corpus;
         m->corpus_len = f->corpus_len;
         int need = ptdp_model_flags_min_vocab(f);
-        if (!(f->given & (1u << 7)))
-            m->vocab = f->data != NULL ? 256 : need;   /* bytes: 256; the sums: what they use */
+        if (!(f->given & (1u << 7)))   /* bytes: 256; the sums: what they use (or the command's) */
+            m->vocab = f->data != NULL ? 256 : f->gpt.vocab > need ? f->gpt.vocab : need;
         else if (m->vocab < need)
             return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
                                     m->vocab, need - 1, need);

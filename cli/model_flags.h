@@ -52,6 +52,8 @@ typedef struct {
 typedef struct {
     ptdp_model_config cfg;       /* the model as typed, then completed      */
     ptdp_model_config mlp;       /* the command's MLP defaults              */
+    ptdp_model_config gpt;       /* its GPT defaults (ptdp_gpt_default_config
+                                    unless the command sets others)        */
     unsigned given;              /* which flags were typed (one bit each)   */
     const char *data;            /* --data FILE, or NULL                    */
     unsigned char *corpus;       /* the GPT's text (malloc'd), or NULL      */

@@ -70,13 +70,12 @@
 #include "../model_flags.h"
 #include "bench.h"
 #include "ptdp/clock.h"
-#include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
-#include "ptdp/mlp.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/train.h"
@@ -120,88 +119,26 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* ---- what a step costs (the conventions of ops.h) ------------------------ */
-
-/* Flops of one forward + backward of B samples, counted as mlp.c counts
- * them for the virtual clock. */
-static double step_flops(const ptdp_model_config *c, int b)
-{
-    int h = c->hidden, f = c->ffn;
-    double fwd = ptdp_linear_flops_forward(b, c->d_in, h)
-               + c->layers * (ptdp_linear_flops_forward(b, h, f) + ptdp_gelu_flops_forward((size_t)b * f)
-                                + ptdp_matmul_flops(b, h, f) + 2.0 * b * h)
-               + ptdp_linear_flops_forward(b, h, c->classes) + ptdp_xent_flops_forward(b, c->classes);
-    double bwd = ptdp_linear_flops_backward(b, h, c->classes) + ptdp_xent_flops_backward(b, c->classes)
-               + c->layers * (ptdp_linear_flops_backward(b, h, f) + ptdp_linear_flops_backward(b, f, h)
-                                + ptdp_gelu_flops_backward((size_t)b * f))
-               + ptdp_linear_flops_backward(b, c->d_in, h) - ptdp_matmul_flops(b, c->d_in, h);
-    return fwd + bwd;
-}
-
 /* ---- the GEMMs of one step, alone ----------------------------------------- */
 
-/* One product  C = op(A) op(B) + beta C, as linear.c asks ptdp_matmul for
- * it: the same door to BLAS as the model's layers, so the only difference
- * between the two measurements is everything around the products. */
+/* The products of one forward + backward, recorded as they ran
+ * (ptdp_gemm_log, ops.h), are played again through the same door,
+ * ptdp_matmul, on operands of their shapes: the only difference between
+ * the two measurements is everything around the products.  Every product
+ * gets operands of its own, so the GEMMs alone touch as much memory as
+ * the model's (weights, activations, gradients). */
 typedef struct {
     ptdp_tensor c, a, b;
-    bool ta, tb;
-    double beta;
+    ptdp_gemm_shape g;
 } gemm_call;
 
-static void gemm_run(const gemm_call *g)
-{
-    ptdp_matmul(g->c, g->a, g->ta, g->b, g->tb, 1.0, g->beta);
-}
-
-/* Scratch of the size of the activations, so the GEMMs alone touch as much
- * memory as the model's: per block its input h, fc1 output and GELU output. */
 typedef struct {
-    ptdp_tensor x, logits, dlogits, dh, dg, tmp;
-    ptdp_tensor *h, *a, *g;        /* [L + 1], [L], [L] */
     gemm_call *calls;
     int ncalls;
     double flops;
 } gemm_plan;
 
-static void add_call(gemm_plan *p, ptdp_tensor c, ptdp_tensor a, bool ta, ptdp_tensor b, bool tb,
-                     double beta)
-{
-    int k = ta ? a.rows : a.cols;
-    p->calls[p->ncalls++] = (gemm_call){ .c = c, .a = a, .b = b, .ta = ta, .tb = tb, .beta = beta };
-    p->flops += ptdp_matmul_flops(c.rows, c.cols, k);
-}
-
-/* The list, in mlp.c's order: y = x W^T is (B x in)(out x in)^T; its
- * backward dx = dy W and dW += dy^T x.  Weights and gradients are the
- * model's own tensors. */
-static void plan_gemms(gemm_plan *p, ptdp_model *model)
-{
-    const ptdp_mlp *m = ptdp_mlp_of(model);
-    int L = model->cfg.layers;
-    p->ncalls = 0;
-    p->flops = 0;
-    add_call(p, p->h[0], p->x, false, m->in_w->w, true, 1);
-    for (int l = 0; l < L; l++) {
-        const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, p->a[l], p->h[l], false, k->fc1_w->w, true, 1);
-        add_call(p, p->h[l + 1], p->g[l], false, k->fc2_w->w, true, 0);
-    }
-    add_call(p, p->logits, p->h[L], false, m->out_w->w, true, 1);
-
-    add_call(p, p->dh, p->dlogits, false, m->out_w->w, false, 0);
-    add_call(p, m->out_w->g, p->dlogits, true, p->h[L], false, 1);
-    for (int l = L - 1; l >= 0; l--) {
-        const ptdp_mlp_block *k = &m->blocks[l];
-        add_call(p, p->dg, p->dh, false, k->fc2_w->w, false, 0);
-        add_call(p, k->fc2_w->g, p->dh, true, p->g[l], false, 1);
-        add_call(p, p->tmp, p->dg, false, k->fc1_w->w, false, 0);
-        add_call(p, k->fc1_w->g, p->dg, true, p->h[l], false, 1);
-    }
-    add_call(p, m->in_w->g, p->dh, true, p->x, false, 1);
-}
-
-/* A rows x cols activation in the arena, filled with ordinary numbers (no
+/* A rows x cols operand in the arena, filled with ordinary numbers (no
  * denormals, which would make the products slow for the wrong reason). */
 static int scratch(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
 {
@@ -212,51 +149,42 @@ static int scratch(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows,
     return rc;
 }
 
-static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, ptdp_model *m, int b)
+static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_gemm_log *log)
 {
-    const ptdp_model_config *c = &m->cfg;
-    int L = c->layers, h = c->hidden, f = c->ffn;
     memset(p, 0, sizeof *p);
-    p->h = calloc((size_t)L + 1, sizeof *p->h);
-    p->a = calloc((size_t)L, sizeof *p->a);
-    p->g = calloc((size_t)L, sizeof *p->g);
-    p->calls = calloc((size_t)6 * L + 5, sizeof *p->calls);   /* plan_gemms: 2L + 2 forward, 4L + 3 backward */
-    if (!p->h || !p->a || !p->g || !p->calls)
+    if (log->overflow || (p->calls = calloc((size_t)(log->n > 0 ? log->n : 1), sizeof *p->calls)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
-    int rc = 0;
-    if ((rc = scratch(dev, &p->x, "gemm.x", b, c->d_in)) != 0 ||
-        (rc = scratch(dev, &p->logits, "gemm.logits", b, c->classes)) != 0 ||
-        (rc = scratch(dev, &p->dlogits, "gemm.dlogits", b, c->classes)) != 0 ||
-        (rc = scratch(dev, &p->dh, "gemm.dh", b, h)) != 0 ||
-        (rc = scratch(dev, &p->dg, "gemm.dg", b, f)) != 0 ||
-        (rc = scratch(dev, &p->tmp, "gemm.tmp", b, h)) != 0)
-        return rc;
-    for (int l = 0; rc == 0 && l <= L; l++)
-        if ((rc = scratch(dev, &p->h[l], "gemm.h", b, h)) == 0 && l < L &&
-            (rc = scratch(dev, &p->a[l], "gemm.a", b, f)) == 0)
-            rc = scratch(dev, &p->g[l], "gemm.g", b, f);
-    if (rc != 0)
-        return rc;
-    plan_gemms(p, m);
+    for (int i = 0; i < log->n; i++) {
+        const ptdp_gemm_shape *g = &log->calls[i];
+        gemm_call *c = &p->calls[p->ncalls++];
+        c->g = *g;
+        int rc;
+        if ((rc = scratch(dev, &c->a, "gemm.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k)) != 0 ||
+            (rc = scratch(dev, &c->b, "gemm.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n)) != 0 ||
+            (rc = scratch(dev, &c->c, "gemm.c", g->m, g->n)) != 0)
+            return rc;
+        p->flops += ptdp_matmul_flops(g->m, g->n, g->k);
+    }
     return PTDP_OK;
 }
 
-static void gemm_plan_free(ptdp_device *dev, gemm_plan *p, int L)
+static void gemm_plan_run(const gemm_plan *p)
 {
-    for (int l = 0; l <= L && p->h != NULL; l++) {   /* p->h NULL: never set up */
-        ptdp_tensor_free(dev, &p->h[l]);
-        if (p->a != NULL && l < L)
-            ptdp_tensor_free(dev, &p->a[l]);
-        if (p->g != NULL && l < L)
-            ptdp_tensor_free(dev, &p->g[l]);
+    for (int i = 0; i < p->ncalls; i++) {
+        const gemm_call *c = &p->calls[i];
+        ptdp_matmul(c->c, c->a, c->g.trans_a, c->b, c->g.trans_b, c->g.alpha, c->g.beta);
     }
-    ptdp_tensor *bufs[] = { &p->x, &p->logits, &p->dlogits, &p->dh, &p->dg, &p->tmp };
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ptdp_tensor_free(dev, bufs[i]);
-    free(p->h);
-    free(p->a);
-    free(p->g);
+}
+
+static void gemm_plan_free(ptdp_device *dev, gemm_plan *p)
+{
+    for (int i = 0; i < p->ncalls; i++) {
+        ptdp_tensor_free(dev, &p->calls[i].a);
+        ptdp_tensor_free(dev, &p->calls[i].b);
+        ptdp_tensor_free(dev, &p->calls[i].c);
+    }
     free(p->calls);
+    p->calls = NULL;
 }
 
 /* ---- 1. the baseline, phase by phase, on one device ---------------------- */
@@ -265,55 +193,47 @@ typedef struct {
     const bench_cfg *cfg;
     double *fwd_bwd, *optim, *gemm;    /* [timed steps] seconds          */
     double *loss;                      /* [steps], every step            */
-    double gemm_flops;
+    double flops, gemm_flops;          /* of one forward + backward      */
 } phase_run;
 
 /* Everything the phase-by-phase baseline holds on its device. */
 typedef struct {
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_mlp_data data;
     gemm_plan plan;
-    ptdp_tensor x;
-    int64_t *labels;
+    ptdp_gemm_log log;
     ptdp_real *exp_avg, *exp_avg_sq;
 } phase_state;
 
 static int phase_setup(ptdp_device *dev, phase_state *st, const bench_cfg *c)
 {
     int rc;
-    size_t bytes;
-    if ((st->labels = calloc((size_t)c->batch, sizeof *st->labels)) == NULL)
-        return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
     if ((rc = ptdp_mesh_init(dev, 1, 1, 1, &st->mesh)) != 0)
         return rc;
     /* Seed 1, as the ptdp_train runs below: the losses must agree. */
-    if ((rc = ptdp_model_init(dev, &st->model, &c->model, &st->mesh, NULL, 1, 0.0)) != 0 ||
-        (rc = ptdp_mlp_data_init(dev, &st->data, 1, c->model.d_in, c->model.classes)) != 0)
+    if ((rc = ptdp_model_init(dev, &st->model, &c->model, &st->mesh, NULL, 1, 0.0)) != 0)
         return rc;
-    bytes = st->model.numel * sizeof(ptdp_real);
+    size_t bytes = st->model.numel * sizeof(ptdp_real);
     if ((st->exp_avg = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg")) == NULL ||
         (st->exp_avg_sq = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq")) == NULL)
         return PTDP_ENOMEM;
-    if ((rc = ptdp_tensor_alloc(dev, &st->x, "bench.x", PTDP_MEM_ACTS, c->batch, c->model.d_in)) != 0)
-        return rc;
-    return gemm_plan_init(dev, &st->plan, &st->model, c->batch);
+    return PTDP_OK;
 }
 
-static void phase_teardown(ptdp_device *dev, phase_state *st, const bench_cfg *c)
+static void phase_teardown(ptdp_device *dev, phase_state *st)
 {
-    gemm_plan_free(dev, &st->plan, c->model.layers);
-    ptdp_tensor_free(dev, &st->x);
+    gemm_plan_free(dev, &st->plan);
+    free(st->log.calls);
     ptdp_free(dev, st->exp_avg_sq);
     ptdp_free(dev, st->exp_avg);
-    ptdp_mlp_data_free(dev, &st->data);
-    ptdp_model_free(dev, &st->model);
+    if (st->model.ops != NULL)
+        ptdp_model_free(dev, &st->model);
     ptdp_mesh_free(&st->mesh);
-    free(st->labels);
 }
 
 /* One step as ptdp_train takes it on one device, a timestamp between phases,
- * then the step's GEMMs again on their own. */
+ * then the step's GEMMs again on their own.  The first step records them
+ * (and makes their operands), untimed, as a warm-up step. */
 static int phase_device(ptdp_device *dev, void *arg)
 {
     phase_run *r = arg;
@@ -325,19 +245,29 @@ static int phase_device(ptdp_device *dev, void *arg)
     ptdp_model *m = &st.model;
     size_t bytes = m->numel * sizeof(ptdp_real);
     ptdp_adamw_config ac = ptdp_adamw_default_config();
-    r->gemm_flops = st.plan.flops;
 
     for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
         ptdp_progress("[1/6] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
-        ptdp_mlp_data_batch(&st.data, (int64_t)s * b, b, st.x, st.labels);   /* not timed */
+        ptdp_batch batch = { .first = (int64_t)s * b, .rows = b };
+        if ((rc = ptdp_batch_load(dev, m, &batch)) != 0)      /* not timed */
+            break;
 
-        double t0 = ptdp_wall_now();
+        if (s == 0)
+            ptdp_gemm_log_start(&st.log);
+        double c0 = dev->clock.compute_s, t0 = ptdp_wall_now();
         ptdp_acts acts;
-        ptdp_batch batch = { .first = (int64_t)s * b, .rows = b, .x = st.x, .labels = st.labels };
-        if ((rc = ptdp_model_forward(dev, m, &acts, &batch, st.x, s, false, NULL)) != 0 ||
-            (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / b, NULL)) != 0)
+        if ((rc = ptdp_model_forward(dev, m, &acts, &batch, (ptdp_tensor){ 0 }, s, false, NULL)) != 0 ||
+            (rc = ptdp_model_backward(dev, m, &acts, NULL, 1.0 / ((double)b * m->label_cols), NULL)) != 0)
             break;
         double t1 = ptdp_wall_now();
+        if (s == 0) {
+            ptdp_gemm_log_stop();
+            /* the flops as the model counts them for the virtual clock */
+            r->flops = (dev->clock.compute_s - c0) * dev->profile->peak_flops;
+            if ((rc = gemm_plan_init(dev, &st.plan, &st.log)) != 0)   /* untimed */
+                break;
+        }
+        double t1b = ptdp_wall_now();
         /* (the norm is only logged here, as in ptdp_train without --clip-grad;
          * computed all the same, because the baseline computes it) */
         volatile double norm = sqrt(ptdp_sum_squares(m->flat_g, m->numel));
@@ -345,21 +275,20 @@ static int phase_device(ptdp_device *dev, void *arg)
         ptdp_adamw_step(m->flat_w, m->flat_g, st.exp_avg, st.exp_avg_sq, m->numel, &ac, s + 1);
         memset(m->flat_g, 0, bytes);
         double t2 = ptdp_wall_now();
-        for (int i = 0; i < st.plan.ncalls; i++)
-            gemm_run(&st.plan.calls[i]);
+        gemm_plan_run(&st.plan);
         double t3 = ptdp_wall_now();
-        /* The GEMMs alone accumulated into the gradients as a backward does:
-         * clear them (untimed) so the next step starts as ptdp_train's. */
-        memset(m->flat_g, 0, bytes);
 
-        r->loss[s] = acts.loss_sum / b;
+        r->loss[s] = acts.loss_sum / ((double)b * m->label_cols);
         if (s >= c->warmup) {
             r->fwd_bwd[s - c->warmup] = t1 - t0;
-            r->optim[s - c->warmup] = t2 - t1;
+            r->optim[s - c->warmup] = t2 - t1b;
             r->gemm[s - c->warmup] = t3 - t2;
         }
+        ptdp_batch_free(dev, &batch);
     }
-    phase_teardown(dev, &st, c);
+    r->gemm_flops = st.plan.flops;
+    ptdp_gemm_log_stop();
+    phase_teardown(dev, &st);
     return rc;
 }
 
@@ -489,7 +418,7 @@ static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
         out->optim_s = median(pr.optim, c->steps);
         out->gemm_s = median(pr.gemm, c->steps);
         out->gemm_flops = pr.gemm_flops;
-        out->flops = step_flops(&c->model, c->batch);
+        out->flops = pr.flops;
     }
     ptdp_launch_result_free(&lr);
     free(times);
@@ -675,8 +604,17 @@ static void usage(void)
 static int parse(int argc, char **argv, bench_cfg *c)
 {
     *c = bench_defaults;
+    bool batch_given = false;
     ptdp_model_flags mf;
     ptdp_model_flags_init(&mf, &bench_defaults.model);
+    /* --model gpt: the GPT of the benchmark (V 256, T 256, C 512, 8 heads,
+     * 4 layers, F 2048; batch 8 sequences), one thread, as PyTorch's */
+    mf.gpt.vocab = 256;
+    mf.gpt.seq_len = 256;
+    mf.gpt.hidden = 512;
+    mf.gpt.heads = 8;
+    mf.gpt.layers = 4;
+    mf.gpt.ffn = 2048;
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -685,7 +623,10 @@ static int parse(int argc, char **argv, bench_cfg *c)
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c->steps);
         else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c->warmup);
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &mf);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
+        else if (ptdp_args_is(&a, "--batch")) {
+            rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
+            batch_given = true;
+        }
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else rc = ptdp_args_unknown(&a);
@@ -695,6 +636,11 @@ static int parse(int argc, char **argv, bench_cfg *c)
     if (a.status || ptdp_model_flags_finish("bench train", &mf) != 0)
         return PTDP_EXIT_USAGE;
     c->model = mf.cfg;   /* the GPT's text, if any, lives until the process ends */
+    if (c->model.kind == PTDP_MODEL_GPT) {
+        if (!batch_given)
+            c->batch = 8;
+        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);
+    }
     return 0;
 }
 

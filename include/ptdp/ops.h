@@ -44,6 +44,22 @@ void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool
 /* 2 m n k */
 double ptdp_matmul_flops(int m, int n, int k);
 
+/* The products a piece of code asks for, recorded (for `ptdp bench train`:
+ * "the same GEMMs alone").  Between start and stop every ptdp_matmul of
+ * the calling thread appends its shape here (not its operands). */
+typedef struct {
+    bool trans_a, trans_b;
+    int m, n, k;
+    double alpha, beta;
+} ptdp_gemm_shape;
+typedef struct {
+    ptdp_gemm_shape *calls;       /* malloc'd; free() when done            */
+    int n, cap;
+    bool overflow;                /* out of host memory: some were missed  */
+} ptdp_gemm_log;
+void ptdp_gemm_log_start(ptdp_gemm_log *log);
+void ptdp_gemm_log_stop(void);
+
 /* ---------------------------------------------------------------- linear */
 
 /* y = x W^T (+ b): nn.Linear. x: B x in, w: out x in, b: 1 x out or NULL, y: B x out (overwritten). */

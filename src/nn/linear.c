@@ -30,12 +30,45 @@
  */
 #include "ptdp/ops.h"
 
+#include <stdlib.h>
+
 #include "ptdp/error.h"
 
 
 #include "nn/blas.h"
 
 /* ---------------------------------------------------------------- matmul */
+
+/* The recorder of ops.h: one per thread (a device is a thread). */
+static _Thread_local ptdp_gemm_log *recording;
+
+void ptdp_gemm_log_start(ptdp_gemm_log *log)
+{
+    log->n = 0;
+    log->overflow = false;
+    recording = log;
+}
+
+void ptdp_gemm_log_stop(void)
+{
+    recording = NULL;
+}
+
+static void record(bool ta, bool tb, int m, int n, int k, double alpha, double beta)
+{
+    ptdp_gemm_log *l = recording;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        ptdp_gemm_shape *c = realloc(l->calls, (size_t)cap * sizeof *c);
+        if (c == NULL) {
+            l->overflow = true;
+            return;
+        }
+        l->calls = c;
+        l->cap = cap;
+    }
+    l->calls[l->n++] = (ptdp_gemm_shape){ ta, tb, m, n, k, alpha, beta };
+}
 
 void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool trans_b,
                  double alpha, double beta)
@@ -47,6 +80,8 @@ void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool
     if (!PTDP_REQUIRE(k == kb && c.rows == m && c.cols == n,
                       "op(a) %d x %d times op(b) %d x %d into c %d x %d", m, k, kb, n, c.rows, c.cols))
         return;
+    if (recording != NULL)
+        record(trans_a, trans_b, m, n, k, alpha, beta);
     ptdp_gemm(trans_a, trans_b, m, n, k, alpha, a.data, ptdp_blas_ld(a),
               b.data, ptdp_blas_ld(b), beta, c.data, ptdp_blas_ld(c));
 }
