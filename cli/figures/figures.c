@@ -35,7 +35,8 @@ static const struct {
       fig_tp_splits },
     { "pipeline_schedules", "GPipe above 1F1B, p = 4, m = 8: the bubble measured and by formula",
       fig_pipeline_schedules },
-    { "memory_per_device",  "peak memory per device by category, six configurations", fig_memory_per_device },
+    { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
+      fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
 };
 enum { NFIGURES = sizeof figures / sizeof figures[0] };

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # figures.sh PTDP — `ptdp figures` draws every figure, each a valid SVG.
 #
-#  1. --out a fresh (nested) directory: the five files exist, their paths are
-#     printed, each starts with <svg and the SVG namespace, and each is
+#  1. --out a fresh (nested) directory: every figure's file exists, its path
+#     is printed, it starts with <svg and the SVG namespace, and it is
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
-#     the loss difference);
+#     the loss difference, and the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -48,8 +48,9 @@ else
         tail -n 1 "$f" | grep -qx '</svg>' || fail "$n.svg does not end with </svg>"
         well_formed "$f" || fail "$n.svg is not well-formed XML"
     done
-    [[ $(ls "$out" | wc -l) -eq 5 ]] || fail "expected exactly 5 files in $out: $(ls "$out")"
-    echo "ok    5 figures, well-formed"
+    count=$(echo $names | wc -w)
+    [[ $(ls "$out" | wc -l) -eq $count ]] || fail "expected exactly $count files in $out: $(ls "$out")"
+    echo "ok    $count figures, well-formed"
 
     # 2. what each figure measured
     grep -q 'checked against a real 4-device ring all-reduce' "$out/ring_allreduce.svg" || fail "ring: no check"
@@ -61,6 +62,11 @@ else
         "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
     [[ $(grep -c '<polyline' "$out/loss_curves.svg") -eq 2 ]] || fail "loss: expected two curves"
     grep -q 'stroke-dasharray' "$out/loss_curves.svg" || fail "loss: no dashed curve"
+
+    # the memory figure: the ZeRO runs and the comm category
+    f=$out/memory_per_device.svg
+    grep -q '>ZeRO-1<' "$f" && grep -q '>ZeRO-2<' "$f" || fail "memory: no ZeRO bars"
+    grep -q '>comm<' "$f" || fail "memory: no comm category in the legend"
     echo "ok    captions carry the measurements"
 fi
 
