@@ -31,6 +31,8 @@ static const struct {
     fig_draw_fn draw;
 } figures[] = {
     { "ring_allreduce",     "the ring all-reduce step by step (checked on 4 devices)", fig_ring_allreduce },
+    { "dp_allreduce",       "lesson 02: each rank's 1/B-scaled gradient, the all-reduce (sum), its bytes",
+      fig_dp_allreduce },
     { "tp_splits",          "how tp = 4 cuts fc1, fc2 and the output layer, and where f and g talk",
       fig_tp_splits },
     { "pipeline_schedules", "GPipe above 1F1B, p = 4, m = 8: the bubble measured and by formula",

@@ -5,7 +5,8 @@
 #     is printed, it starts with <svg and the SVG namespace, and it is
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
-#     the loss difference, and the memory of the ZeRO runs);
+#     the loss difference, the DP gradient and bytes, and the memory of the
+#     ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -16,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce tp_splits pipeline_schedules memory_per_device loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -62,6 +63,17 @@ else
         "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
     [[ $(grep -c '<polyline' "$out/loss_curves.svg") -eq 2 ]] || fail "loss: expected two curves"
     grep -q 'stroke-dasharray' "$out/loss_curves.svg" || fail "loss: no dashed curve"
+
+    # lesson 02: the sum equals one device, the three replicas print the same
+    # norm, the bytes of each rank are there
+    f=$out/dp_allreduce.svg
+    same='The same gradient: the largest difference between the dp = 3 sum and one device over the [0-9]* elements'
+    grep -q "$same is [0-9.e+-]* (f[0-9]* rounding)" "$f" || fail "dp: no difference from one device in the caption"
+    grep -q 'measured: rank 0 sent [0-9]* B, rank 1 [0-9]* B, rank 2 [0-9]* B' "$f" || fail "dp: no bytes per rank"
+    norms=$(grep -A1 '>g = g0 + g1 + g2<' "$f" | grep -o '>‖g‖ = [0-9.]*<' | sort -u)
+    [[ $(grep -c '>g = g0 + g1 + g2<' "$f") -eq 3 && $(echo "$norms" | wc -l) -eq 1 && -n $norms ]] \
+        || fail "dp: expected three replicas with one norm after the all-reduce, got: $norms"
+    grep -q 'The tempting average instead' "$f" || fail "dp: no average of averages"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
