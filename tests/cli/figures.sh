@@ -5,8 +5,8 @@
 #     is printed, it starts with <svg and the SVG namespace, and it is
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
-#     the loss difference, the DP gradient and bytes, and the memory of the
-#     ZeRO runs);
+#     the loss difference, the DP gradient and bytes, the mesh's groups, and
+#     the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules memory_per_device loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -74,6 +74,15 @@ else
     [[ $(grep -c '>g = g0 + g1 + g2<' "$f") -eq 3 && $(echo "$norms" | wc -l) -eq 1 && -n $norms ]] \
         || fail "dp: expected three replicas with one norm after the all-reduce, got: $norms"
     grep -q 'The tempting average instead' "$f" || fail "dp: no average of averages"
+
+    # lesson 05: the groups the devices reported
+    f=$out/mesh_groups.svg
+    grep -q 'Device 5 (dp 0, tp 1, pp 1): TP group {4, 5}, DP group {5, 7}, PP group {1, 5}' "$f" \
+        || fail "mesh: no groups of device 5"
+    for g in '{0, 1} {2, 3} {4, 5} {6, 7}' '{0, 2} {1, 3} {4, 6} {5, 7}' '{0, 4} {1, 5} {2, 6} {3, 7}'; do
+        grep -q "4 groups: $g" "$f" || fail "mesh: no groups $g"
+    done
+    grep -q '1 + 2·(0 + 2·1) = 5' "$f" || fail "mesh: no rank formula for device 5"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
