@@ -39,6 +39,8 @@ static const struct {
       fig_pipeline_schedules },
     { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
       fig_mesh_groups },
+    { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",
+      fig_zero_ownership },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },

@@ -5,8 +5,8 @@
 #     is printed, it starts with <svg and the SVG namespace, and it is
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
-#     the loss difference, the DP gradient and bytes, the mesh's groups, and
-#     the memory of the ZeRO runs);
+#     the loss difference, the DP gradient and bytes, the mesh's groups,
+#     ZeRO's formulas and peaks, and the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -17,7 +17,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups memory_per_device loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership memory_per_device
+       loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -83,6 +84,17 @@ else
         grep -q "4 groups: $g" "$f" || fail "mesh: no groups $g"
     done
     grep -q '1 + 2·(0 + 2·1) = 5' "$f" || fail "mesh: no rank formula for device 5"
+
+    # lesson 06: each stage's formulas, with the measured peaks beside them
+    f=$out/zero_ownership.svg
+    grep -q 'P = 267856 parameters' "$f" || fail "zero: no P"
+    for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)'; do
+        grep -q ">$t" "$f" || fail "zero: no row '$t'"
+    done
+    [[ $(grep -c '>2P/N<' "$f") -eq 2 && $(grep -c '>P/N<' "$f") -eq 1 && $(grep -c '>P (bucket)<' "$f") -eq 1 ]] \
+        || fail "zero: expected 2P/N twice, P/N and the bucket once"
+    [[ $(grep -c '>DP sent/step<' "$f") -eq 3 ]] || fail "zero: expected the DP bytes of three stages"
+    grep -q 'its peak total, [0-9.]* [KM]iB, is' "$f" || fail "zero: no measured peak total of ZeRO-2"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
