@@ -5,16 +5,18 @@
  * flags) with ptdp_train and draw what the runs report:
  *
  *   memory_per_device   each device's arena peaks by category (launch result),
- *                       for six configurations, and the eight devices of the
- *                       3D run one by one;
+ *                       for eight configurations — ZeRO-1 and ZeRO-2 among
+ *                       them, with ZeRO-2's bucket in category "comm" — and
+ *                       the eight devices of the 3D run one by one;
  *   loss_curves         the loss of every step of the single-device baseline
  *                       and of dp 2 x tp 2 x pp 2 — one curve over the other,
  *                       because they are the same training run.
  *
  *   MiB │ ▆                      params, grads and optimizer state fall as
  *       │ █ ▆ ▄                  1/tp and 1/pp; data parallelism keeps a full
- *       │ █ █ █ ▂ ▂ ▂            replica; GPipe keeps m micro-batches of
- *       └─────────────           activations, 1F1B at most p.
+ *       │ █ █ █ ▂ ▂ ▂            replica (ZeRO shards its optimizer state and
+ *       └─────────────           gradients); GPipe keeps m micro-batches of
+ *                                activations, 1F1B at most p.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -100,13 +102,16 @@ static const struct {
     const char *line1, *line2;
     int dp, tp, pp, micro_batches;
     const char *schedule;
+    int zero;
 } configs[] = {
-    { "1 device", "baseline", 1, 1, 1, 1, "1f1b" },
-    { "dp 2", "", 2, 1, 1, 1, "1f1b" },
-    { "tp 2", "", 1, 2, 1, 1, "1f1b" },
-    { "pp 2 GPipe", "m 8", 1, 1, 2, 8, "gpipe" },
-    { "pp 2 1F1B", "m 8", 1, 1, 2, 8, "1f1b" },
-    { "dp 2 tp 2 pp 2", "1F1B m 4", 2, 2, 2, 4, "1f1b" },
+    { "1 device", "baseline", 1, 1, 1, 1, "1f1b", 0 },
+    { "dp 2", "", 2, 1, 1, 1, "1f1b", 0 },
+    { "dp 2", "ZeRO-1", 2, 1, 1, 1, "1f1b", 1 },
+    { "dp 2", "ZeRO-2", 2, 1, 1, 1, "1f1b", 2 },
+    { "tp 2", "", 1, 2, 1, 1, "1f1b", 0 },
+    { "pp 2 GPipe", "m 8", 1, 1, 2, 8, "gpipe", 0 },
+    { "pp 2 1F1B", "m 8", 1, 1, 2, 8, "1f1b", 0 },
+    { "dp 2 tp 2 pp 2", "1F1B m 4", 2, 2, 2, 4, "1f1b", 0 },
 };
 enum { NCONFIGS = sizeof configs / sizeof configs[0], WORLD_3D = 8 };
 
@@ -144,6 +149,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
         c.pp = configs[i].pp;
         c.micro_batches = configs[i].micro_batches;
         c.schedule = configs[i].schedule;
+        c.zero = configs[i].zero;
         c.steps = 2;    /* the optimizer state exists from the first step on */
         run_result r;
         int err = train(&c, configs[i].line1, &r, msg, msglen);
@@ -161,7 +167,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     }
 
     ptdp_svg s;
-    ptdp_svg_begin(&s, 980, 590);
+    ptdp_svg_begin(&s, 1180, 608);
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "Peak memory per device, default model (8 blocks, hidden 64), AdamW, batch 64");
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
@@ -182,7 +188,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     for (int i = 0; i < NCONFIGS; i++)
         top = fmax(top, stack_total(&busiest[i]) / MiB);
     double step = ptdp_svg_tick_step(top, 6);
-    chart left = { 70, 120, 560, 330, 0, ceil(top / step) * step };
+    chart left = { 70, 120, 760, 330, 0, ceil(top / step) * step };
     y_axis(&s, &left, step, "MiB, the busiest device of each run");
     const double slot = left.w / NCONFIGS;
     for (int i = 0; i < NCONFIGS; i++) {
@@ -204,7 +210,7 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
     for (int d = 0; d < WORLD_3D; d++)
         top = fmax(top, stack_total(&each[d]) / MiB);
     step = ptdp_svg_tick_step(top, 6);
-    chart right = { 700, 120, 250, 330, 0, ceil(top / step) * step };
+    chart right = { 900, 120, 250, 330, 0, ceil(top / step) * step };
     y_axis(&s, &right, step, "MiB, each device of dp 2 \u00d7 tp 2 \u00d7 pp 2");
     const double rslot = right.w / WORLD_3D;
     for (int d = 0; d < WORLD_3D; d++) {
@@ -221,14 +227,15 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
                   "device (rank = tp + 2 dp + 4 pp)");
 
     static const char *const notes[] = {
-        "Numbers above the bars: the device's measured peak total.  dp 2 keeps a whole replica of "
-        "parameters, gradients and",
-        "optimizer state (only the activations halve: half the batch each); tp 2 and pp 2 halve all three.  "
-        "GPipe keeps all 8",
-        "micro-batches' activations until the first backward, 1F1B at most p \u2212 s on stage s (stage 0 "
-        "keeps more than stage 1).",
+        "Numbers above the bars: the device's measured peak total.  dp 2 keeps a whole replica of parameters, gradients "
+        "and optimizer state (only the",
+        "activations halve: half the batch each); ZeRO-1 halves the optimizer state, ZeRO-2 the gradients too, but "
+        "keeps a full-size bucket (comm)",
+        "while a backward runs.  tp 2 and pp 2 halve all three.  GPipe keeps all 8 micro-batches' activations until "
+        "the first backward, 1F1B at most",
+        "p \u2212 s on stage s (stage 0 keeps more than stage 1).",
     };
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         ptdp_svg_text(&s, 20, 530 + 17 * i, 12, PTDP_SVG_START, "#333333", "%s", notes[i]);
     return fig_finish(&s, path, msg, msglen);
 }

@@ -31,11 +31,18 @@ static const struct {
     fig_draw_fn draw;
 } figures[] = {
     { "ring_allreduce",     "the ring all-reduce step by step (checked on 4 devices)", fig_ring_allreduce },
+    { "dp_allreduce",       "lesson 02: each rank's 1/B-scaled gradient, the all-reduce (sum), its bytes",
+      fig_dp_allreduce },
     { "tp_splits",          "how tp = 4 cuts fc1, fc2 and the output layer, and where f and g talk",
       fig_tp_splits },
     { "pipeline_schedules", "GPipe above 1F1B, p = 4, m = 8: the bubble measured and by formula",
       fig_pipeline_schedules },
-    { "memory_per_device",  "peak memory per device by category, six configurations", fig_memory_per_device },
+    { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
+      fig_mesh_groups },
+    { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",
+      fig_zero_ownership },
+    { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
+      fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
 };
 enum { NFIGURES = sizeof figures / sizeof figures[0] };

@@ -22,6 +22,9 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen);           /* figu
 int fig_pipeline_schedules(const char *path, char *msg, size_t msglen);  /* figure_pipeline.c */
 int fig_memory_per_device(const char *path, char *msg, size_t msglen);   /* figure_training.c */
 int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figure_training.c */
+int fig_dp_allreduce(const char *path, char *msg, size_t msglen);        /* figure_dp.c       */
+int fig_mesh_groups(const char *path, char *msg, size_t msglen);         /* figure_mesh.c     */
+int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figure_zero.c     */
 
 /* One colour per rank (0..7, then repeating): the same device has the same
  * colour in every figure. */

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # figures.sh PTDP — `ptdp figures` draws every figure, each a valid SVG.
 #
-#  1. --out a fresh (nested) directory: the five files exist, their paths are
-#     printed, each starts with <svg and the SVG namespace, and each is
+#  1. --out a fresh (nested) directory: every figure's file exists, its path
+#     is printed, it starts with <svg and the SVG namespace, and it is
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
-#     the loss difference);
+#     the loss difference, the DP gradient and bytes, the mesh's groups,
+#     ZeRO's formulas and peaks, and the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -16,7 +17,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce tp_splits pipeline_schedules memory_per_device loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership memory_per_device
+       loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -48,8 +50,9 @@ else
         tail -n 1 "$f" | grep -qx '</svg>' || fail "$n.svg does not end with </svg>"
         well_formed "$f" || fail "$n.svg is not well-formed XML"
     done
-    [[ $(ls "$out" | wc -l) -eq 5 ]] || fail "expected exactly 5 files in $out: $(ls "$out")"
-    echo "ok    5 figures, well-formed"
+    count=$(echo $names | wc -w)
+    [[ $(ls "$out" | wc -l) -eq $count ]] || fail "expected exactly $count files in $out: $(ls "$out")"
+    echo "ok    $count figures, well-formed"
 
     # 2. what each figure measured
     grep -q 'checked against a real 4-device ring all-reduce' "$out/ring_allreduce.svg" || fail "ring: no check"
@@ -61,6 +64,42 @@ else
         "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
     [[ $(grep -c '<polyline' "$out/loss_curves.svg") -eq 2 ]] || fail "loss: expected two curves"
     grep -q 'stroke-dasharray' "$out/loss_curves.svg" || fail "loss: no dashed curve"
+
+    # lesson 02: the sum equals one device, the three replicas print the same
+    # norm, the bytes of each rank are there
+    f=$out/dp_allreduce.svg
+    same='The same gradient: the largest difference between the dp = 3 sum and one device over the [0-9]* elements'
+    grep -q "$same is [0-9.e+-]* (f[0-9]* rounding)" "$f" || fail "dp: no difference from one device in the caption"
+    grep -q 'measured: rank 0 sent [0-9]* B, rank 1 [0-9]* B, rank 2 [0-9]* B' "$f" || fail "dp: no bytes per rank"
+    norms=$(grep -A1 '>g = g0 + g1 + g2<' "$f" | grep -o '>‖g‖ = [0-9.]*<' | sort -u)
+    [[ $(grep -c '>g = g0 + g1 + g2<' "$f") -eq 3 && $(echo "$norms" | wc -l) -eq 1 && -n $norms ]] \
+        || fail "dp: expected three replicas with one norm after the all-reduce, got: $norms"
+    grep -q 'The tempting average instead' "$f" || fail "dp: no average of averages"
+
+    # lesson 05: the groups the devices reported
+    f=$out/mesh_groups.svg
+    grep -q 'Device 5 (dp 0, tp 1, pp 1): TP group {4, 5}, DP group {5, 7}, PP group {1, 5}' "$f" \
+        || fail "mesh: no groups of device 5"
+    for g in '{0, 1} {2, 3} {4, 5} {6, 7}' '{0, 2} {1, 3} {4, 6} {5, 7}' '{0, 4} {1, 5} {2, 6} {3, 7}'; do
+        grep -q "4 groups: $g" "$f" || fail "mesh: no groups $g"
+    done
+    grep -q '1 + 2·(0 + 2·1) = 5' "$f" || fail "mesh: no rank formula for device 5"
+
+    # lesson 06: each stage's formulas, with the measured peaks beside them
+    f=$out/zero_ownership.svg
+    grep -q 'P = 267856 parameters' "$f" || fail "zero: no P"
+    for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)'; do
+        grep -q ">$t" "$f" || fail "zero: no row '$t'"
+    done
+    [[ $(grep -c '>2P/N<' "$f") -eq 2 && $(grep -c '>P/N<' "$f") -eq 1 && $(grep -c '>P (bucket)<' "$f") -eq 1 ]] \
+        || fail "zero: expected 2P/N twice, P/N and the bucket once"
+    [[ $(grep -c '>DP sent/step<' "$f") -eq 3 ]] || fail "zero: expected the DP bytes of three stages"
+    grep -q 'its peak total, [0-9.]* [KM]iB, is' "$f" || fail "zero: no measured peak total of ZeRO-2"
+
+    # the memory figure: the ZeRO runs and the comm category
+    f=$out/memory_per_device.svg
+    grep -q '>ZeRO-1<' "$f" && grep -q '>ZeRO-2<' "$f" || fail "memory: no ZeRO bars"
+    grep -q '>comm<' "$f" || fail "memory: no comm category in the legend"
     echo "ok    captions carry the measurements"
 fi
 
