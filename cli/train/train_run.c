@@ -20,6 +20,7 @@
 #include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+#include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
@@ -289,6 +290,18 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         for (int s = 0; s < c->pp; s++)
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
+    }
+    if (c->model.kind == PTDP_MODEL_GPT) {
+        /* what one micro-batch keeps per block, by this implementation's own
+         * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
+        const ptdp_model_config *m = &c->model;
+        int mb = c->batch / (c->dp * c->micro_batches);
+        double e = ptdp_gpt_block_act_elements(m, mb, c->tp);
+        char b[32];
+        printf("activations a micro-batch keeps per block: B T (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) T^2\n"
+               "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d^2 = %.0f elements = %s\n",
+               mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, m->seq_len, e,
+               ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
     }
     if (report_path != NULL &&
         ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
