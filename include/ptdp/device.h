@@ -80,6 +80,11 @@ void  ptdp_free(ptdp_device *dev, void *p);
  * arena's message, which names `name`.  rows or cols may be 0. */
 int  ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
                        ptdp_mem_category cat, int rows, int cols);
+/* The same without the zero-fill (arena.h): for an output written whole
+ * before it is read. */
+int  ptdp_tensor_alloc_uninit(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                              ptdp_mem_category cat, int rows, int cols);
+void *ptdp_alloc_uninit(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name);
 /* Free an owned tensor (views are ignored) and clear *t. */
 void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);
 

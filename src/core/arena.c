@@ -47,6 +47,7 @@
 #include "ptdp/arena.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,8 +312,23 @@ static int out_of_memory(const ptdp_arena *a, size_t bytes, ptdp_mem_category ca
     return PTDP_ENOMEM;
 }
 
+static int arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat, const char *name, void **out,
+                       char *msg, size_t msglen, bool zero);
+
 int ptdp_arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat,
                      const char *name, void **out, char *msg, size_t msglen)
+{
+    return arena_alloc(a, bytes, cat, name, out, msg, msglen, true);
+}
+
+int ptdp_arena_alloc_uninit(ptdp_arena *a, size_t bytes, ptdp_mem_category cat,
+                            const char *name, void **out, char *msg, size_t msglen)
+{
+    return arena_alloc(a, bytes, cat, name, out, msg, msglen, false);
+}
+
+static int arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat, const char *name, void **out,
+                       char *msg, size_t msglen, bool zero)
 {
     if (name == NULL)
         name = "(unnamed)";
@@ -365,7 +381,15 @@ int ptdp_arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat,
     fill_red_zones(b);
 #endif
     UNPOISON(user, bytes);
-    memset(user, 0, bytes);
+#ifdef PTDP_ASAN
+    /* Under the sanitizers an uninitialised block holds all-ones bytes, a
+     * NaN as a float or a double: a read before the first write shows up
+     * as NaN in the results the equivalence tests compare. */
+    memset(user, zero ? 0 : 0xFF, bytes);
+#else
+    if (zero)
+        memset(user, 0, bytes);
+#endif
 
     /* 6. Account: current and peak, per category and in total. */
     s->current[cat] += bytes;

@@ -69,16 +69,27 @@ void ptdp_device_set_current(ptdp_device *dev)
 
 /* ------------------------------------------------------------ memory */
 
-void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name)
+static void *alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name, bool zero)
 {
     void *p = NULL;
     char msg[PTDP_MSG_MAX];
-    int rc = ptdp_arena_alloc(dev->arena, bytes, cat, name, &p, msg, sizeof msg);
+    int rc = zero ? ptdp_arena_alloc(dev->arena, bytes, cat, name, &p, msg, sizeof msg)
+                  : ptdp_arena_alloc_uninit(dev->arena, bytes, cat, name, &p, msg, sizeof msg);
     if (rc != 0) {
         ptdp_fail(dev, rc, "%s", msg);
         return NULL;
     }
     return p;
+}
+
+void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name)
+{
+    return alloc(dev, bytes, cat, name, true);
+}
+
+void *ptdp_alloc_uninit(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name)
+{
+    return alloc(dev, bytes, cat, name, false);
 }
 
 void ptdp_free(ptdp_device *dev, void *p)
@@ -113,8 +124,8 @@ void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_
 }
 
 /* Owned tensors live in the arena too. */
-int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
-                      ptdp_mem_category cat, int rows, int cols)
+static int tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                        ptdp_mem_category cat, int rows, int cols, bool zero)
 {
     memset(t, 0, sizeof *t);
     if (name == NULL)
@@ -123,7 +134,7 @@ int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
         return ptdp_fail(dev, PTDP_EINVAL, "tensor '%s': bad shape %d x %d", name, rows, cols);
 
     size_t bytes = (size_t)rows * (size_t)cols * sizeof(ptdp_real);
-    ptdp_real *data = ptdp_alloc(dev, bytes, cat, name);
+    ptdp_real *data = alloc(dev, bytes, cat, name, zero);
     if (data == NULL)
         return PTDP_ENOMEM;             /* ptdp_alloc failed the device */
 
@@ -134,6 +145,18 @@ int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
     t->owned = true;
     snprintf(t->name, sizeof t->name, "%s", name);
     return 0;
+}
+
+int ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                      ptdp_mem_category cat, int rows, int cols)
+{
+    return tensor_alloc(dev, t, name, cat, rows, cols, true);
+}
+
+int ptdp_tensor_alloc_uninit(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
+                             ptdp_mem_category cat, int rows, int cols)
+{
+    return tensor_alloc(dev, t, name, cat, rows, cols, false);
 }
 
 void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t)
