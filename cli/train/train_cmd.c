@@ -61,7 +61,6 @@ typedef struct {
     bool have_resume;
     bool seed_given, batch_given;  /* typed: otherwise a resume takes the
                                       checkpoint's                          */
-    bool lr_given;
     ptdp_model_flags model;        /* the model's flags, and the GPT's text  */
 } train_options;
 
@@ -177,7 +176,6 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c->steps);
         else if (ptdp_args_is(&a, "--lr")) {
             rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
-            o->lr_given = true;
         }
         else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizer_names, 2, &opt);
         else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c->momentum);
@@ -229,9 +227,6 @@ static int parse(int argc, char **argv, train_options *o)
     if (ptdp_model_flags_finish("train", &o->model) != 0)
         return PTDP_EXIT_USAGE;
     c->model = o->model.cfg;
-    /* The GPT learns its sums faster than the MLP's default lr allows. */
-    if (c->model.kind == PTDP_MODEL_GPT && !o->lr_given)
-        c->lr = 5e-3;
     return 0;
 }
 
