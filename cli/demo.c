@@ -8,6 +8,7 @@
  *      split layers of 1/pp of the blocks;
  *   3. the pipeline's timeline and its bubble, measured and by formula;
  *   4. where to start the course.
+ * `ptdp demo gpt` (demo_gpt.c) does the same for a small GPT.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 static void demo_usage(void)
 {
     printf("usage: ptdp demo [--steps N] [--micro-batches M]\n"
+           "       ptdp demo gpt [--steps N] [--prompt TEXT]   (the same for a small GPT; then it adds)\n"
            "\n"
            "Train the reference MLP on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
            "same seed, and show that they agree; then where the memory went and the pipeline's\n"
@@ -53,6 +55,8 @@ static size_t peak_max(const ptdp_launch_result *lr, int cat)
 
 int ptdp_cmd_demo(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "gpt") == 0)
+        return ptdp_demo_gpt(argc - 1, argv + 1);
     int steps = 12, mbs = 4;
     ptdp_args a;
     ptdp_args_init(&a, "demo", argc, argv, 1);

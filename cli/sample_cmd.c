@@ -22,13 +22,9 @@
 #include "ptdp/gpt.h"
 #include "ptdp/launch.h"
 #include "ptdp/models.h"
-#include "ptdp/state.h"
+#include "sample.h"
 
-typedef struct {
-    const char *load, *prompt;
-    int tokens, top_k, seed;
-    double temperature;
-} sample_options;
+typedef ptdp_sample_options sample_options;
 
 static void usage(void)
 {
@@ -117,53 +113,39 @@ static void put_token(int64_t t)
         printf("\\x%02x", (unsigned)(t & 0xff));
 }
 
-static int run(const sample_options *o)
+int ptdp_sample_print(const char *cmd, const ptdp_model_config *cfg, const ptdp_state *state,
+                      const ptdp_sample_options *o)
 {
-    char msg[PTDP_MSG_MAX];
-    sample_job j = { .o = o };
-    if (ptdp_state_peek_config(o->load, &j.cfg, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp sample: --load %s\n", msg);
-        return PTDP_EXIT_FAIL;
-    }
-    if (j.cfg.kind != PTDP_MODEL_GPT) {
-        fprintf(stderr, "ptdp sample: --load %s holds an %s model; ptdp sample needs a GPT checkpoint "
-                "(ptdp train --model gpt --save FILE)\n", o->load, ptdp_model_name(j.cfg.kind));
-        return PTDP_EXIT_FAIL;
-    }
+    sample_job j = { .o = o, .cfg = *cfg, .state = state };
     /* The model's data source is never read here: a sequence of zeros. */
     unsigned char *none = calloc((size_t)j.cfg.seq_len + 1, 1);
-    j.cfg.corpus = none;
-    j.cfg.corpus_len = (size_t)j.cfg.seq_len + 1;
-    j.cfg.vocab_multiple = 1;
-
-    ptdp_state state;
-    if (none == NULL || ptdp_state_load(&state, o->load, &j.cfg, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp sample: --load %s\n", none ? msg : "host out of memory");
-        free(none);
+    if (none == NULL) {
+        fprintf(stderr, "ptdp %s: host out of memory\n", cmd);
         return PTDP_EXIT_FAIL;
     }
-    j.state = &state;
+    j.cfg.corpus = none;
+    j.cfg.corpus_len = (size_t)j.cfg.seq_len + 1;
 
     size_t plen = strlen(o->prompt);
     const int T = j.cfg.seq_len;
     int status = PTDP_EXIT_OK;
     for (size_t i = 0; i < plen && status == 0; i++)
         if ((unsigned char)o->prompt[i] >= j.cfg.vocab) {
-            fprintf(stderr, "ptdp sample: --prompt: byte %zu is token %u, but the model knows tokens 0..%d "
-                    "(it was trained on other text)\n", i, (unsigned char)o->prompt[i], j.cfg.vocab - 1);
+            fprintf(stderr, "ptdp %s: --prompt: byte %zu is token %u, but the model knows tokens 0..%d "
+                    "(it was trained on other text)\n", cmd, i, (unsigned char)o->prompt[i], j.cfg.vocab - 1);
             status = PTDP_EXIT_USAGE;
         }
     const char *kept = o->prompt;
     if (status == 0 && plen > (size_t)T) {
         kept = o->prompt + (plen - (size_t)T);
-        fprintf(stderr, "ptdp sample: the prompt has %zu bytes, the model sees %d: it keeps the last %d\n",
-                plen, T, T);
+        fprintf(stderr, "ptdp %s: the prompt has %zu bytes, the model sees %d: it keeps the last %d\n",
+                cmd, plen, T, T);
         plen = (size_t)T;
     }
     j.len = (int)plen;
     j.ids = calloc(plen + (size_t)o->tokens, sizeof *j.ids);
     if (status == 0 && j.ids == NULL) {
-        fprintf(stderr, "ptdp sample: host out of memory\n");
+        fprintf(stderr, "ptdp %s: host out of memory\n", cmd);
         status = PTDP_EXIT_FAIL;
     }
     if (status == 0) {
@@ -172,7 +154,7 @@ static int run(const sample_options *o)
         ptdp_launch_result res;
         ptdp_launch_opts lo = { .result = &res };
         if (ptdp_launch(1, sample_device, &j, &lo) != 0) {
-            fprintf(stderr, "ptdp sample: %s\n", res.message);
+            fprintf(stderr, "ptdp %s: %s\n", cmd, res.message);
             status = PTDP_EXIT_FAIL;
         } else {
             for (int i = 0; i < j.len + o->tokens; i++)
@@ -182,6 +164,35 @@ static int run(const sample_options *o)
         ptdp_launch_result_free(&res);
     }
     free(j.ids);
+    free(none);
+    return status;
+}
+
+static int run(const sample_options *o)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_model_config cfg;
+    if (ptdp_state_peek_config(o->load, &cfg, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp sample: --load %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+    if (cfg.kind != PTDP_MODEL_GPT) {
+        fprintf(stderr, "ptdp sample: --load %s holds an %s model; ptdp sample needs a GPT checkpoint "
+                "(ptdp train --model gpt --save FILE)\n", o->load, ptdp_model_name(cfg.kind));
+        return PTDP_EXIT_FAIL;
+    }
+    /* The checkpoint's metadata says V_pad; its data source is not needed. */
+    cfg.vocab_multiple = 1;
+    unsigned char *none = calloc((size_t)cfg.seq_len + 1, 1);
+    cfg.corpus = none;
+    cfg.corpus_len = (size_t)cfg.seq_len + 1;
+    ptdp_state state;
+    if (none == NULL || ptdp_state_load(&state, o->load, &cfg, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp sample: --load %s\n", none ? msg : "host out of memory");
+        free(none);
+        return PTDP_EXIT_FAIL;
+    }
+    int status = ptdp_sample_print("sample", &cfg, &state, o);
     ptdp_state_free(&state);
     free(none);
     return status;

@@ -9,6 +9,8 @@
 #   learning      the default GPT's loss falls on the built-in sums
 #   sample        greedy and seeded text from a checkpoint; an MLP checkpoint
 #                 and a missing file are clear errors
+#   demo gpt      1 device and dp 2 x tp 2 x pp 2 side by side, equal; then
+#                 the 8-device model continues the prompt
 set -uo pipefail
 
 ptdp=${1:?usage: gpt.sh PATH_TO_PTDP}
@@ -126,6 +128,18 @@ if grep -qF "the prompt has 60 bytes, the model sees 32: it keeps the last 32" "
 else
     fail "long prompt: $(cat "$dir/long.err")"
 fi
+
+# demo gpt: 40 steps side by side, 5 more for B alone, then its text
+"$ptdp" demo gpt --steps 45 >"$dir/demo.out" 2>&1
+status=$?
+if [[ $status -eq 0 ]] && grep -qF "after 40 steps" "$dir/demo.out" && grep -qF "the same training run" "$dir/demo.out" &&
+    grep -qE "^ +45 +[0-9.]+$" "$dir/demo.out" && grep -q "^12+35=" "$dir/demo.out"; then
+    ok "demo gpt: $(grep -F "after 40 steps" "$dir/demo.out" | sed 's/^ *//')"
+else
+    fail "demo gpt: exit $status; $(tail -n 20 "$dir/demo.out")"
+fi
+usage "--prompt: 'x' is not in the sums' alphabet" demo gpt --prompt x
+usage "--steps 0: must be between 1 and 5000" demo gpt --steps 0
 
 echo "gpt.sh: $((cases - failures)) of $cases cases behaved"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,201 @@
+/*
+ * demo_gpt.c — `ptdp demo gpt`: a small GPT trained on 1 device and on 8,
+ * side by side, then asked to add.
+ *
+ * The transformer half of the classroom demo.  The built-in corpus is lines
+ * of sums ("12+35=47"); the default GPT (2 blocks, 4 heads, C 64, T 32)
+ * learns their form within a couple of hundred steps.  Run B splits it the
+ * way Megatron-LM does:
+ *
+ *   dp 2   two replicas, each on half of every batch; gradients all-reduced
+ *   tp 2   attention by heads (2 of the 4 per rank), the MLP by columns and
+ *          rows, the embedding and the head by vocabulary rows
+ *   pp 2   the blocks in two stages; the first holds wte, the last its own
+ *          copy for the tied head, the two copies' gradients summed each step
+ *
+ * and still trains exactly like one device: over the first 40 steps the
+ * losses agree step by step, and so does every parameter (--check's rule).
+ * B then trains on alone, and continues a prompt greedily, one byte at a
+ * time (ptdp sample).
+ *
+ * Why only 40 steps side by side: the loss soon sits on a plateau (~2.5,
+ * the entropy of the characters alone) until the model finds how the sums
+ * work, and leaving a plateau amplifies any difference exponentially — two
+ * runs 1e-9 apart at step 20 can be 1e-1 apart at step 200 in float (at
+ * --lr 5e-3, 1e-5 apart in double: ptdp-f64 train --model gpt --lr 5e-3
+ * --steps 200 --check --dp 2 --tp 2 --pp 2).  The difference is rounding, the order in which
+ * the devices add; the growth is the training's own.  So equality is
+ * checked where it is meaningful, over a few steps, as --check and the
+ * equivalence tests do.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "model_flags.h"
+#include "ptdp/error.h"
+#include "ptdp/gpt.h"
+#include "ptdp/train.h"
+#include "sample.h"
+
+static void usage(void)
+{
+    printf("usage: ptdp demo gpt [--steps N] [--prompt TEXT]\n"
+           "\n"
+           "Train the default GPT on the built-in sums for 40 steps on one device and on dp 2 x tp 2\n"
+           "x pp 2 = 8 devices with the same seed and show that they agree (losses and every\n"
+           "parameter); then train the 8-device run on to --steps and let it continue the prompt.\n"
+           "Defaults: 300 steps, prompt \"12+35=\".\n");
+}
+
+static int run(ptdp_train_config *c, ptdp_train_result *res, ptdp_state *final, const char *what)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_launch_opts o = { 0 };
+    o.watchdog_s = 60;
+    int rc = ptdp_state_init(final, &c->model, c->optimizer, false);
+    if (rc != 0) {
+        fprintf(stderr, "ptdp demo gpt: host out of memory\n");
+        return rc;
+    }
+    c->final_state = final;
+    rc = ptdp_train(c, &o, NULL, NULL, res, msg, sizeof msg);
+    if (rc != 0)
+        fprintf(stderr, "ptdp demo gpt: the %s run failed: %s\n", what, msg);
+    return rc;
+}
+
+enum { SIDE_BY_SIDE = 40 };   /* steps run on both, compared */
+
+int ptdp_demo_gpt(int argc, char **argv)
+{
+    int steps = 300;
+    const char *prompt = "12+35=";
+    ptdp_args a;
+    ptdp_args_init(&a, "demo gpt", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc = 0;
+        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 5000, &steps);
+        else if (ptdp_args_is(&a, "--prompt")) rc = ptdp_args_string(&a, &prompt);
+        else rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+    if (prompt[0] == '\0')
+        return ptdp_usage_error("demo gpt", "--prompt '': give at least one character to continue");
+
+    /* The GPT as `ptdp train --model gpt` makes it: the model flags' defaults. */
+    ptdp_train_config par = ptdp_train_defaults();
+    ptdp_model_flags mf;
+    ptdp_model_flags_init(&mf, &par.model);
+    mf.cfg.kind = PTDP_MODEL_GPT;
+    mf.seed = par.seed;
+    if (ptdp_model_flags_finish("demo gpt", &mf) != 0)
+        return PTDP_EXIT_USAGE;
+    for (const char *p = prompt; *p; p++)
+        if ((unsigned char)*p >= mf.cfg.vocab) {
+            ptdp_model_flags_free(&mf);
+            return ptdp_usage_error("demo gpt", "--prompt: '%c' is not in the sums' alphabet (digits, + and =)",
+                                    *p);
+        }
+    par.model = mf.cfg;
+    par.dp = par.tp = par.pp = 2;
+    par.micro_batches = 2;
+    par.steps = steps;
+    /* V_pad for tp 2, and the same for the baseline (as --check does) */
+    par.model.vocab_padded = ptdp_gpt_pad_vocab(par.model.vocab, par.model.vocab_multiple, par.tp);
+    const int both = steps < SIDE_BY_SIDE ? steps : SIDE_BY_SIDE;
+    par.steps = both;
+    ptdp_train_config base = par;
+    base.dp = base.tp = base.pp = 1;
+    base.micro_batches = 1;
+
+    const ptdp_model_config *g = &par.model;
+    printf("ptdp demo gpt: the same GPT (%d blocks, %d heads, C %d, T %d, V %d padded to %d; batch %d)\n"
+           "trained with seed %d on the built-in sums (\"12+35=47\"), AdamW lr %g\n"
+           "  A: 1 device (the reference)\n"
+           "  B: 8 devices = dp 2 x tp 2 (attention by heads, vocabulary by rows) x pp 2 (tied\n"
+           "     embedding on the first and last stage), 1F1B, %d micro-batches\n\n",
+           g->layers, g->heads, g->hidden, g->seq_len, g->vocab, g->vocab_padded, par.batch, (int)par.seed,
+           par.lr, par.micro_batches);
+    fflush(stdout);
+
+    ptdp_train_result ra, rb, rc_;
+    ptdp_state sa, sb, sc;
+    memset(&ra, 0, sizeof ra);
+    memset(&rb, 0, sizeof rb);
+    memset(&rc_, 0, sizeof rc_);
+    memset(&sa, 0, sizeof sa);
+    memset(&sb, 0, sizeof sb);
+    memset(&sc, 0, sizeof sc);
+    int status = PTDP_EXIT_FAIL;
+    if (run(&base, &ra, &sa, "single-device") != 0 || run(&par, &rb, &sb, "8-device") != 0)
+        goto out;
+
+    /* 1. side by side: the losses, every 5 steps */
+    printf("  step   loss on 1 device   loss on 8 devices   difference\n");
+    double worst = 0;
+    for (int i = 0; i < both; i++) {
+        double d = fabs(ra.log[i].loss - rb.log[i].loss);
+        worst = fmax(worst, d);
+        if (i == 0 || (i + 1) % 5 == 0 || i + 1 == both)
+            printf("  %4ld   %16.7f   %17.7f   %10.1e\n", ra.log[i].step, ra.log[i].loss, rb.log[i].loss, d);
+    }
+    bool same_loss = worst <= PTDP_TOLERANCE * fmax(1.0, ra.log[0].loss);
+
+    /* 2. every parameter, gathered into whole tensors (nanoGPT's names) */
+    ptdp_check_report rep;
+    bool same_params = ptdp_check_states(&sb, &sa, PTDP_TOLERANCE, &rep);
+    bool same = same_loss && same_params;
+    printf("  → after %d steps: losses differ by at most %.1e, parameters by %.1e (%s):\n"
+           "    %s (%s arithmetic; tolerance %.0e)\n\n",
+           both, worst, rep.max_abs, rep.worst, same ? "the same training run" : "THE RUNS DIFFER",
+           PTDP_REAL_NAME, PTDP_TOLERANCE);
+    if (!same)
+        goto out;
+
+    /* 3. B trains on alone, from where it stands (its checkpoint, in memory) */
+    const ptdp_state *last = &sb;
+    if (steps > both) {
+        ptdp_train_config more = par;
+        more.steps = steps - both;
+        more.resume = &sb;
+        printf("  B trains on alone to step %d:\n", steps);
+        fflush(stdout);
+        if (run(&more, &rc_, &sc, "8-device") != 0)
+            goto out;
+        int every = (steps - both) / 5 > 0 ? (steps - both) / 5 : 1;
+        for (int i = 0; i < more.steps; i++)
+            if ((i + 1) % every == 0 || i + 1 == more.steps)
+                printf("  %4ld   %17.7f\n", rc_.log[i].step, rc_.log[i].loss);
+        printf("\n");
+        last = &sc;
+    }
+
+    /* 4. what it learnt */
+    ptdp_sample_options so = { .prompt = prompt, .tokens = 40, .seed = 1 };
+    printf("  B continues \"%s\" (greedy, 40 bytes; ptdp sample):\n", prompt);
+    fflush(stdout);
+    int rc = ptdp_sample_print("demo gpt", &par.model, last, &so);
+    if (rc != 0) {
+        status = rc;
+        goto out;
+    }
+    printf("\nnext: ptdp train --model gpt --dp 2 --tp 2 --pp 2 --check   (any mesh, against one device)\n"
+           "      ptdp train --model gpt --steps 300 --save gpt.st && ptdp sample --load gpt.st\n");
+    status = PTDP_EXIT_OK;
+out:
+    ptdp_train_result_free(&ra);
+    ptdp_train_result_free(&rb);
+    ptdp_train_result_free(&rc_);
+    ptdp_state_free(&sa);
+    ptdp_state_free(&sb);
+    ptdp_state_free(&sc);
+    ptdp_model_flags_free(&mf);
+    return status;
+}
