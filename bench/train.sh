@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # train.sh — the training benchmark of the README, side by side in one run.
 #
-#   bench/train.sh [PTDP] [--runs N] [--steps N] [--warmup N]
+#   bench/train.sh [PTDP] [--model mlp|gpt] [--runs N] [--steps N] [--warmup N]
 #
 #   PTDP      the ptdp binary (default: $PTDP, else build/cli/ptdp)
 #   --runs    how many times to run both benchmarks (default 3); the table
 #             shows the median of each number over the runs — small machines
 #             are noisy, and a median of 3 shrugs off one disturbed run
 #   --steps, --warmup   passed to both benchmarks (default 8 and 2)
+#   --model   mlp (default: d_in 1024, hidden 1024, ffn 4096, 4 blocks, batch 64)
+#             or gpt (V 256, T 256, C 512, 8 heads, 4 layers, F 2048, batch 8)
 #
 # Each run, one after the other on the same machine:
 #   ptdp bench train --json              the baseline's phases, its GEMMs alone,
@@ -16,7 +18,9 @@
 #                                        thread (skipped when no Python has torch)
 # and then prints the table (Markdown, as in the README) and the targets:
 #   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
-#   forward + backward      <= 1.2 x the same GEMMs alone
+#                              (the GPT: <= 0.9 x)
+#   forward + backward      <= 1.2 x the same GEMMs alone (the GPT: <= 1.3 x:
+#                              attention's softmax and LayerNorms are not GEMMs)
 #   dp=2 speed-up           >= 0.85 x the speed-up of two independent runs at once
 #                           (both against one device at the per-device batch B/2)
 # Every ratio is taken within a run, then the median over runs.
@@ -25,13 +29,15 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
-runs=3 steps=8 warmup=2
+runs=3 steps=8 warmup=2 model=mlp
 while [[ $# -gt 0 ]]; do
     case $1 in
+        --model) model=$2; shift 2
+                 [[ $model == mlp || $model == gpt ]] || { echo "train.sh: --model $model: expected mlp or gpt" >&2; exit 2; } ;;
         --runs) runs=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
-        -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) ptdp=$1; shift ;;
     esac
@@ -61,10 +67,10 @@ ratio() { for r in $(seq "$runs"); do
 
 for r in $(seq "$runs"); do
     echo "== run $r of $runs: ptdp bench train" >&2
-    "$ptdp" bench train --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
+    "$ptdp" bench train --model "$model" --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
     if [[ -n $python ]]; then
         echo "== run $r of $runs: PyTorch" >&2
-        "$python" "$root/bench/train_torch.py" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
+        "$python" "$root/bench/train_torch.py" --model "$model" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
     fi
 done
 
@@ -74,8 +80,14 @@ verdict() { awk -v x="$1" -v t="$3" -v op="$2" 'BEGIN { if (x == "") print "not 
             else if ((op == "<=" && x <= t) || (op == ">=" && x >= t)) print "met"; else print "MISSED" }'; }
 
 b=$(field batch "$out/ptdp.1")
+step_goal=0.8 gemm_goal=1.2
+[[ $model == gpt ]] && step_goal=0.9 gemm_goal=1.3
 echo
+if [[ $model == gpt ]]; then
+echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW"
+else
 echo "ptdp bench train vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), d_in $(field d_in "$out/ptdp.1"), hidden $(field hidden "$out/ptdp.1"), ffn $(field ffn "$out/ptdp.1"), $(field layers "$out/ptdp.1") blocks, $(field classes "$out/ptdp.1") classes, batch $b, AdamW"
+fi
 echo "median of $runs runs; each run: median of $steps steps after $warmup warm-up; $(nproc 2>/dev/null || echo '?') cores"
 [[ -n $python ]] && echo "PyTorch $(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' "$out/torch.1"), $(field threads "$out/torch.1") thread, float32, AdamW (foreach=False, its default here)"
 echo
@@ -101,8 +113,8 @@ fb=$(med ptdp fwd_bwd_over_gemm)
 dp=$(med ptdp dp2_fraction_of_concurrent)
 echo "| target | measured | goal | |"
 echo "|---|---:|---:|---|"
-echo "| baseline step / PyTorch step | $(num "$vs_torch" %.3f) | <= 0.8 | $(verdict "$vs_torch" '<=' 0.8) |"
-echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= 1.2 | $(verdict "$fb" '<=' 1.2) |"
+echo "| baseline step / PyTorch step | $(num "$vs_torch" %.3f) | <= $step_goal | $(verdict "$vs_torch" '<=' "$step_goal") |"
+echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= $gemm_goal | $(verdict "$fb" '<=' "$gemm_goal") |"
 echo "| dp=2 speed-up / two concurrent runs' speed-up (both against 1 device at batch $((b / 2))) | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
 echo "|   dp=2 speed-up = 2 t(B/2 alone) / t(dp=2) | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
 echo "|   two concurrent runs' speed-up (the hardware's limit) | $(num "$(med ptdp concurrent_speedup)" %.3f) | | |"

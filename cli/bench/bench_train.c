@@ -533,6 +533,13 @@ static void print_json(const bench_cfg *c, const bench_result *r)
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
            r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9);
+    if (c->model.kind == PTDP_MODEL_GPT)
+        printf("\"model\": \"gpt\", \"seq_len\": %d, \"heads\": %d, \"vocab\": %d, \"vocab_padded\": %d, "
+               "\"tokens_per_s\": %.6g, ",
+               c->model.seq_len, c->model.heads, c->model.vocab, c->model.vocab_padded,
+               b * c->model.seq_len / r->base_s);
+    else
+        printf("\"model\": \"mlp\", ");
     if (r->zero1_s > 0)
         printf("\"dp2_zero1_step_s\": %.6g, \"dp2_zero1_speedup\": %.6g, ", r->zero1_s, r->base_s / r->zero1_s);
     printf("\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
