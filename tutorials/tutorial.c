@@ -27,24 +27,26 @@ static char blank_message[PTDP_MSG_MAX];
 static _Thread_local ptdp_device *current_device;
 
 /* "…/tutorials/01-collectives/exercise.c" -> "tutorials/01-collectives/exercise.c"
- * and the lesson "01". */
-static const char *short_path(const char *file, char lesson[3])
+ * and the lesson "01" (or "04b" for tutorials/04b-recomputation/). */
+static const char *short_path(const char *file, char lesson[4])
 {
     const char *p = NULL;
     for (const char *s = strstr(file, "tutorials/"); s != NULL; s = strstr(s + 1, "tutorials/"))
         p = s;
-    snprintf(lesson, 3, "??");
+    snprintf(lesson, 4, "??");
     if (p == NULL)
         return file;
     const char *dir = p + strlen("tutorials/");
-    if (dir[0] >= '0' && dir[0] <= '9' && dir[1] >= '0' && dir[1] <= '9')
-        snprintf(lesson, 3, "%c%c", dir[0], dir[1]);
+    if (dir[0] >= '0' && dir[0] <= '9' && dir[1] >= '0' && dir[1] <= '9') {
+        bool letter = dir[2] >= 'a' && dir[2] <= 'z' && dir[3] == '-';
+        snprintf(lesson, 4, "%c%c%c", dir[0], dir[1], letter ? dir[2] : '\0');
+    }
     return p;
 }
 
 int tutorial_blank(int n, const char *hint, const char *file, int line)
 {
-    char lesson[3], msg[PTDP_MSG_MAX];
+    char lesson[4], msg[PTDP_MSG_MAX];
     const char *path = short_path(file, lesson);
     char who[16] = "";
     if (strcmp(lesson, "??") != 0)

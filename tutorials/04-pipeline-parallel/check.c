@@ -139,33 +139,98 @@ static void note_stage_list(const ptdp_schedule *s, int st)
 
 /* --------------------------------------------------------- 1. the lists */
 
-/* The validator's deadlock report has one "stage s blocked at action i,
- * KIND …" line per stuck stage: say what kind of wait it is. */
-static void explain_deadlock(const student_schedule *y, const char *report)
+enum { MAX_STAGES = 16 };   /* the shapes above go to p = 8 */
+
+/* Is this action a send (to either neighbour)? */
+static bool is_send(ptdp_action_kind k)
 {
-    int sends = 0, recvs = 0;
-    for (const char *at = strstr(report, " blocked at action "); at != NULL;
-         at = strstr(at + 1, " blocked at action ")) {
-        const char *comma = strchr(at, ',');
-        if (comma != NULL && strncmp(comma + 2, "SEND_", 5) == 0)
-            sends++;
-        else if (comma != NULL && strncmp(comma + 2, "RECV_", 5) == 0)
-            recvs++;
+    return k == PTDP_ACT_SEND_FORWARD || k == PTDP_ACT_SEND_BACKWARD;
+}
+
+/* "stage 0", "stages 0 and 3", "stages 0, 3 and 5" into buf. */
+static const char *format_stages(const int *st, int n, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "%s", n == 1 ? "Stage" : "Stages");
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", i == 0 ? " " : i == n - 1 ? " and " : ", ", st[i]);
+    return buf;
+}
+
+/* The validator's deadlock report names every stuck stage ("stage s
+ * blocked at action i, …") and every pair of neighbours that wait for each
+ * other ("stages s and s+1 wait for each other").  Only such a pair is the
+ * cause; the other stuck stages only wait behind it.  Say which kind of
+ * wait the pair is in, from the two actions they stand at, and which blank
+ * makes it. */
+static void explain_deadlock(const student_schedule *y, const ptdp_schedule *s, const char *report)
+{
+    int at[MAX_STAGES], in_pair[MAX_STAGES];
+    const int p = s->pp < (int)(sizeof at / sizeof at[0]) ? s->pp : (int)(sizeof at / sizeof at[0]);
+    for (int st = 0; st < p; st++)
+        at[st] = in_pair[st] = -1;
+    for (const char *c = strstr(report, "stage "); c != NULL; c = strstr(c + 1, "stage ")) {
+        int st, i;
+        if (sscanf(c, "stage %d blocked at action %d", &st, &i) == 2 && st >= 0 && st < p &&
+            i >= 0 && i < s->stage[st].count)
+            at[st] = i;
     }
     tutorial_note("Send and receive block: a send returns only once the receiver stands at the");
     tutorial_note("matching receive.  The stages above would wait for each other forever; on real");
     tutorial_note("devices the step would hang (ptdp's watchdog ends such a run after a few seconds).");
-    if (recvs == 0)
-        tutorial_note("Every stuck stage is sending, and its neighbour is sending too.%s",
-                      y->kind == ONE_F_ONE_B ? "  Look at blank 5." : "");
-    else if (sends == 0)
-        tutorial_note("Every stuck stage waits to receive a message its neighbour sends only later in its"
-                      "\nlist: a stage must not wait for what the other side cannot send yet (too short a"
-                      "\nwarm-up?).");
+    const char *order_blank = y->kind == ONE_F_ONE_B ? "blank 4 (f = warmup + k, b = k) and the\nloops around it: in which order each one takes its micro-batches"
+                                                     : "blanks 1 and 2";
+    for (const char *c = strstr(report, "stages "); c != NULL; c = strstr(c + 1, "stages ")) {
+        int a, b;
+        if (sscanf(c, "stages %d and %d wait for each other", &a, &b) != 2 || a < 0 || b >= p ||
+            at[a] < 0 || at[b] < 0)
+            continue;
+        in_pair[a] = in_pair[b] = 1;
+        const ptdp_action *x = &s->stage[a].actions[at[a]], *z = &s->stage[b].actions[at[b]];
+        char tx[32], tz[32];
+        ptdp_action_format(x, tx, sizeof tx);
+        ptdp_action_format(z, tz, sizeof tz);
+        if (is_send(x->kind) && is_send(z->kind))
+            tutorial_note("Stages %d and %d both send first (%s, %s): each waits for the other to receive.\n%s",
+                          a, b, tx, tz, y->kind == ONE_F_ONE_B ? "Of two neighbours, one must receive "
+                          "first.  Look at blank 5." : "Look at blanks 1 and 2.");
+        else if (!is_send(x->kind) && !is_send(z->kind))
+            tutorial_note("Stages %d and %d both receive first (%s, %s): each waits for the other to send.\n%s",
+                          a, b, tx, tz, y->kind == ONE_F_ONE_B ? "Of two neighbours, one must send "
+                          "first.  Look at blank 5." : "Look at blanks 1 and 2.");
+        else
+            tutorial_note("Stage %d stands at %s while stage %d stands at %s: the two pass the micro-batches\n"
+                          "in different orders.  Between two neighbours, the sends of one and the receives of\n"
+                          "the other must come in the same order.  Look at %s.", a, tx, b, tz, order_blank);
+    }
+    int behind[MAX_STAGES], nb = 0;
+    for (int st = 0; st < p; st++)
+        if (at[st] >= 0 && in_pair[st] < 0)
+            behind[nb++] = st;
+    if (nb > 0) {
+        char who[128];
+        tutorial_note("%s %s only stuck behind them: %s for a neighbour that never gets there.",
+                      format_stages(behind, nb, who, sizeof who), nb == 1 ? "is" : "are",
+                      nb == 1 ? "it waits" : "each waits");
+    }
+}
+
+/* A validation error on one action (not a deadlock): a word on the likely
+ * blank when the action names a micro-batch past the last. */
+static void explain_action(const student_schedule *y, const ptdp_schedule *s, const ptdp_schedule_verdict *v)
+{
+    if (v->stage < 0 || v->stage >= s->pp || v->index < 0 || v->index >= s->stage[v->stage].count)
+        return;
+    const ptdp_action *a = &s->stage[v->stage].actions[v->index];
+    if (a->kind == PTDP_ACT_OPTIMIZER_STEP || (a->mb >= 0 && a->mb < s->micro_batches))
+        return;
+    if (y->kind == ONE_F_ONE_B && a->kind == PTDP_ACT_RECV_FORWARD && a->mb == s->micro_batches)
+        tutorial_note("The last steady iteration only sends: its forward f = m - 1 is the last one,\n"
+                      "there is no micro-batch f + 1 = %d to receive.  In blank 4, on the last\n"
+                      "iteration (k == steady - 1) push the SEND_BACKWARD alone, without an exchange.",
+                      s->micro_batches);
     else
-        tutorial_note("A stage sends one micro-batch's message while its neighbour waits for another's:"
-                      "\nthe two lists pass the micro-batches in different orders.  Between two stages,"
-                      "\nthe sends and the receives must come in the same order.");
+        tutorial_note("Micro-batches are numbered 0 .. m - 1 = %d: does a loop run one too far (%s)?",
+                      s->micro_batches - 1, y->kind == GPIPE ? "blanks 1 and 2" : "blanks 3 and 4");
 }
 
 static int expected_peak(schedule_kind kind, int p, int m, int st)
@@ -187,9 +252,10 @@ static int check_one_shape(const student_schedule *y, int p, int m)
     if (ptdp_schedule_validate(s, &v) != 0) {
         tutorial_wrong("%s, p = %d, m = %d: %s", y->name, p, m, v.message);
         if (v.deadlock) {
-            explain_deadlock(y, v.message);
+            explain_deadlock(y, s, v.message);
         } else if (v.stage >= 0) {
             note_stage_list(s, v.stage);
+            explain_action(y, s, &v);
         }
         goto done;
     }
@@ -232,6 +298,37 @@ done:
     return bad;
 }
 
+/* GPipe's text asks for the backwards last micro-batch first; the other
+ * order is valid too (the lists passed).  Say so, and why. */
+static void note_backward_order(const student_schedule *y)
+{
+    ptdp_schedule *s;
+    if (generate(y, 4, 4, &s) != 0)
+        return;
+    bool forward_order = true;
+    for (int st = 0; st < s->pp && forward_order; st++) {
+        int last = -1;
+        for (int i = 0; i < s->stage[st].count; i++) {
+            const ptdp_action *a = &s->stage[st].actions[i];
+            if (a->kind != PTDP_ACT_BACKWARD)
+                continue;
+            forward_order = forward_order && a->mb > last;
+            last = a->mb;
+        }
+    }
+    ptdp_schedule_destroy(s);
+    if (!forward_order)
+        return;
+    tutorial_note("Your backwards run micro-batch 0 first; the text asks for m - 1 first (blank 2).\n"
+                  "Both orders are right.  GPipe runs all m forwards before any backward, so every\n"
+                  "micro-batch's activations are there in either order: the bubble is the same (each\n"
+                  "stage still waits for p - 1 backwards), so is the memory (all m held when the\n"
+                  "backwards begin), and the gradient is the same sum (its additions in another order:\n"
+                  "far below 1e-10).  What matters is that neighbours agree on the order, and every\n"
+                  "stage of yours uses the same one.  Last first is the convention of a stack: the last\n"
+                  "stage starts with the micro-batch it has just forwarded.");
+}
+
 static bool check_lists(const student_schedule *y)
 {
     static const int shapes[][2] = {
@@ -245,6 +342,8 @@ static bool check_lists(const student_schedule *y)
     tutorial_ok("%s: the lists for %d shapes (p = 1..8, m = 1..16) are valid and deadlock-free; every "
                 "stage holds %s; bubble = (p - 1) / (m + p - 1) on each", y->name, n,
                 y->kind == GPIPE ? "all m micro-batches" : "at most min(p - s, m) micro-batches");
+    if (y->kind == GPIPE)
+        note_backward_order(y);
 
     /* Show it: the timeline of p = 4, m = 4. */
     ptdp_schedule *s;

@@ -65,7 +65,9 @@ int lesson_gpipe(ptdp_schedule *s)
         PTDP_BLANK(1, "stage st's forwards: receive, forward, send, for mb = 0 .. m-1");
 
         /* Blank 2: all m backwards, the last micro-batch first (a stack:
-         * the last stage starts with the one it has just forwarded).  For
+         * the last stage starts with the one it has just forwarded; 0 first
+         * works too, with the same bubble, memory and gradient, as long as
+         * every stage uses the same order — README.md says why).  For
          * each: receive the gradient of its output (unless this stage
          * computes the loss), run the backward, send the gradient of its
          * input back (unless this stage reads the data). */

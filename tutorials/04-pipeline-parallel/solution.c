@@ -64,7 +64,9 @@ int lesson_gpipe(ptdp_schedule *s)
                 ptdp_schedule_push(s, st, PTDP_ACT_SEND_FORWARD, mb);
         }
         /* All backwards, last micro-batch first (a stack: the last stage
-         * starts with the one it has just forwarded). */
+         * starts with the one it has just forwarded).  0 first would do as
+         * well — same bubble, memory and gradient — as long as every stage
+         * uses the same order (README.md). */
         for (int mb = m - 1; mb >= 0; mb--) {
             if (!last)
                 ptdp_schedule_push(s, st, PTDP_ACT_RECV_BACKWARD, mb);

@@ -5,6 +5,11 @@
  *      to dp 2 x tp 2 x pp 4 (16 devices): does each device's TP, DP and PP
  *      group hold exactly the right devices, in the right order — the
  *      devices that share its other two coordinates, ranked by the third?
+ *      Each grid runs twice: with the world as it is, then with dev->world
+ *      a copy whose ranks are numbered backwards.  ptdp_comm_split breaks
+ *      ties of equal keys by rank, so only keys that encode the coordinate
+ *      along the group keep the order in both runs; a constant key passes
+ *      the first by luck and fails the second.
  *   2. Your groups at work: dp 2 x tp 2 x pp 2 trains the model with them
  *      (DP all-reduce in your DP group, TP all-reduces in your TP group,
  *      1F1B sends and receives in your PP group, the gradient norm over TP
@@ -44,17 +49,33 @@ static const char *const coord_name[3] = { "dp", "tp", "pp" };
 
 typedef struct {
     int shape[3];                              /* dp, tp, pp                       */
+    bool reversed;                             /* the world's ranks numbered backwards */
     int exists[MAX_WORLD][KINDS];              /* the communicator is not NULL     */
     int size[MAX_WORLD][KINDS], rank[MAX_WORLD][KINDS];
     int members[MAX_WORLD][KINDS][MAX_WORLD];  /* world rank of each group rank    */
     int fields_ok[MAX_WORLD];                  /* sizes and coordinates in *m      */
 } mesh_run;
 
+/* With x->reversed, the student's function sees as dev->world a copy of
+ * the world whose ranks run backwards (device w is rank world - 1 - w of
+ * it).  Coordinates still come from dev->rank, so the right groups are the
+ * same devices in the same order; but ptdp_comm_split breaks ties of equal
+ * keys by rank in the communicator split, now backwards.  A key that
+ * encodes the coordinate along the group keeps the order; a constant one,
+ * which the plain world's ranks happened to order right, now reverses it. */
 static int mesh_device(ptdp_device *dev, void *arg)
 {
     mesh_run *x = arg;
     ptdp_mesh m = { 0 };
+    ptdp_comm *world = dev->world, *backwards = NULL;
+    if (x->reversed) {
+        int rc = ptdp_comm_split(world, 0, dev->world_size - 1 - dev->rank, "world-backwards", &backwards);
+        if (rc != 0)
+            return rc;
+        dev->world = backwards;
+    }
     int rc = lesson_mesh_create(dev, x->shape[0], x->shape[1], x->shape[2], &m);
+    dev->world = world;
     if (rc == 0) {
         int d, t, p, w = dev->rank;
         ptdp_mesh_coords(x->shape[0], x->shape[1], x->shape[2], w, &d, &t, &p);
@@ -71,6 +92,8 @@ static int mesh_device(ptdp_device *dev, void *arg)
         }
     }
     ptdp_mesh_free(&m);
+    if (backwards != NULL)
+        ptdp_comm_free(backwards);
     return rc;
 }
 
@@ -120,21 +143,22 @@ static int check_group(const mesh_run *x, const char *what, int w, int k)
     int n = expected_members(shape, w, k, want);
     const char *K = kind_name[k], *a = coord_name[along[k]];
     const char *f0 = coord_name[fixed[k][0]], *f1 = coord_name[fixed[k][1]];
+    const int blank = k + 1;                   /* blank 1 TP, 2 DP, 3 PP */
     char dev_name[64], got_s[256], want_s[256];
     snprintf(dev_name, sizeof dev_name, "device %d (dp %d, tp %d, pp %d)", w, c[0], c[1], c[2]);
     format_set(want, n, want_s, sizeof want_s);
 
     if (!x->exists[w][k]) {
-        tutorial_wrong("%s: %s has no %s group (a negative color joins none); it should be %s.", what,
-                       dev_name, K, want_s);
+        tutorial_wrong("%s: %s has no %s group (a negative color joins none); it should be %s "
+                       "(blank %d).", what, dev_name, K, want_s, blank);
         return 1;
     }
     int size = x->size[w][k];
     format_set(x->members[w][k], size < MAX_WORLD ? size : MAX_WORLD, got_s, sizeof got_s);
     if (size != n || !same_set(x->members[w][k], want, n)) {
         tutorial_wrong("%s: %s is in the %s group %s; it should be %s: the devices with its %s and %s "
-                       "coordinates (%s %d, %s %d).", what, dev_name, K, got_s, want_s, f0, f1,
-                       f0, c[fixed[k][0]], f1, c[fixed[k][1]]);
+                       "coordinates (%s %d, %s %d).  Look at the color of blank %d.", what, dev_name, K, got_s,
+                       want_s, f0, f1, f0, c[fixed[k][0]], f1, c[fixed[k][1]], blank);
         if (size > n)
             tutorial_note("Devices of different %s groups passed the same color.  The color must tell every\n"
                           "(%s, %s) pair apart — for instance %s_rank + %s_rank does not: (1, 0) and (0, 1)\n"
@@ -152,7 +176,15 @@ static int check_group(const mesh_run *x, const char *what, int w, int k)
         if (x->members[w][k][r] != want[r]) {
             tutorial_wrong("%s: %s's %s group holds the right devices in the wrong order: %s; by rank it "
                            "should be %s (rank i = %s coordinate i).", what, dev_name, K, got_s, want_s, a);
-            tutorial_note("The key orders a group: give each device its %s coordinate.", a);
+            if (x->reversed)
+                tutorial_note("In the plain world this order was right.  This run numbered the world's ranks\n"
+                              "backwards: ptdp_comm_split ranks a group by key, and breaks ties by the rank in\n"
+                              "the communicator it splits, so equal keys now come out backwards.  Your key\n"
+                              "does not say where a device sits along its %s group (a constant key?): the\n"
+                              "order came from the world's numbering, not from you.  Give each device its %s\n"
+                              "coordinate as the key of blank %d.", K, a, blank);
+            else
+                tutorial_note("The key orders a group: give each device its %s coordinate (blank %d).", a, blank);
             return 1;
         }
     if (x->rank[w][k] != c[along[k]]) {
@@ -165,10 +197,11 @@ static int check_group(const mesh_run *x, const char *what, int w, int k)
 
 /* true if every device's three groups are right in this grid; with
  * `show`, also note the groups found. */
-static bool check_shape(int dp, int tp, int pp, bool show)
+static bool check_shape(int dp, int tp, int pp, bool reversed, bool show)
 {
-    char what[64];
-    snprintf(what, sizeof what, "dp %d x tp %d x pp %d", dp, tp, pp);
+    char what[96];
+    snprintf(what, sizeof what, "dp %d x tp %d x pp %d%s", dp, tp, pp,
+             reversed ? ", world ranks numbered backwards" : "");
     int world = dp * tp * pp;
     mesh_run *x = calloc(1, sizeof *x);
     bool ok = false;
@@ -179,6 +212,7 @@ static bool check_shape(int dp, int tp, int pp, bool show)
     x->shape[0] = dp;
     x->shape[1] = tp;
     x->shape[2] = pp;
+    x->reversed = reversed;
     if (tutorial_launch(what, world, mesh_device, x) != 0)
         goto done;
     for (int w = 0; w < world; w++)
@@ -217,13 +251,14 @@ static bool check_groups(void)
     size_t len = 0;
     for (int k = 0; k < n; k++) {
         const int *s = shapes[k];
-        if (!check_shape(s[0], s[1], s[2], false))
+        if (!check_shape(s[0], s[1], s[2], false, false) || !check_shape(s[0], s[1], s[2], true, false))
             return false;
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%dx%dx%d", k ? ", " : "", s[0], s[1], s[2]);
     }
     tutorial_ok("your groups: every device of %d grids dp x tp x pp (%s) is in the right TP, DP and PP "
-                "group, with the right rank", n, list);
-    return check_shape(2, 2, 2, true);
+                "group, with the right rank — also with the world's ranks numbered backwards, so the "
+                "order comes from your keys", n, list);
+    return check_shape(2, 2, 2, false, true);
 }
 
 /* ----------------------------------------------- 2. training with them */

@@ -24,7 +24,8 @@
  *     ptdp_comm_split(world, color, key, name, &group)
  *
  * and the devices that pass the same color form one group, ranked by key
- * (ties broken by world rank).  So for each kind of group, ask:
+ * (ties broken by rank in dev->world: do not count on them; the check
+ * also runs with a world numbered backwards).  So for each kind of group, ask:
  *   - which coordinates are the same on all its members, and how do you
  *     turn them into ONE number that no other group shares?
  *   - which coordinate runs along the group, and should be its rank?

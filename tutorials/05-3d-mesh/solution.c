@@ -27,8 +27,9 @@
  * along the group, one-to-one (a two-digit number in mixed radix).  Its key
  * is the coordinate that runs along it, so that rank in the group = that
  * coordinate.  (With this layout the world rank already grows along every
- * axis, so ties broken by world rank would give the same order; the key
- * says what is meant instead of relying on it.)
+ * axis, so ties broken by world rank would give the same order here; the
+ * key says what is meant instead of relying on it, and the check proves it
+ * by running again with the world's ranks numbered backwards.)
  */
 #include "lesson.h"
 

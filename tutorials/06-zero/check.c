@@ -171,6 +171,61 @@ static void compare_first_step(const lesson_zero *z, const ptdp_real *w_old, con
     }
 }
 
+/* ---------------------------------------------- guarded moments */
+
+/* The classic mistake of blank 4 is to index the moments like the
+ * parameters, exp_avg + off: they hold len elements, for the chunk alone,
+ * so every rank but rank 0 writes past their end, over the arena's next
+ * block, and the run dies far away ("not a live block").  So during your
+ * step the moments are host copies with GUARD bytes of a known pattern on
+ * each side, as wide as the whole buffer (an offset of up to numel stays
+ * inside them): an overrun is found, and told, before anything breaks. */
+enum { GUARD_BYTE = 0xA5 };
+
+typedef struct {
+    ptdp_real *arena;          /* the student's block, put back afterwards */
+    unsigned char *host;       /* guard | len elements | guard             */
+    size_t guard;              /* bytes on each side                       */
+} guarded;
+
+static ptdp_real *guard_begin(guarded *gd, ptdp_real *moments, size_t len, size_t numel)
+{
+    gd->arena = moments;
+    gd->guard = (numel + 1) * sizeof(ptdp_real);
+    gd->host = malloc(2 * gd->guard + len * sizeof(ptdp_real));
+    if (gd->host == NULL)
+        return NULL;
+    memset(gd->host, GUARD_BYTE, 2 * gd->guard + len * sizeof(ptdp_real));
+    ptdp_real *inside = (ptdp_real *)(void *)(gd->host + gd->guard);
+    memcpy(inside, moments, len * sizeof(ptdp_real));
+    return inside;
+}
+
+/* Copy the moments back into the arena; where (in elements from the
+ * moments' first) the first guard byte was overwritten, or 0 if none:
+ * negative before the start, >= len past the end. */
+static long guard_end(guarded *gd, size_t len, bool *overrun)
+{
+    const unsigned char *h = gd->host;
+    const size_t body = len * sizeof(ptdp_real);
+    long where = 0;
+    *overrun = false;
+    for (size_t i = 0; i < gd->guard && !*overrun; i++)
+        if (h[i] != GUARD_BYTE) {
+            *overrun = true;
+            where = -(long)((gd->guard - i + sizeof(ptdp_real) - 1) / sizeof(ptdp_real));
+        }
+    for (size_t i = 0; i < gd->guard && !*overrun; i++)
+        if (h[gd->guard + body + i] != GUARD_BYTE) {
+            *overrun = true;
+            where = (long)(len + i / sizeof(ptdp_real));
+        }
+    memcpy(gd->arena, h + gd->guard, body);
+    free(gd->host);
+    gd->host = NULL;
+    return where;
+}
+
 /* The schedule's OPTIMIZER_STEP: your step, its bytes, then fresh gradients. */
 static int optimizer_step(ptdp_device *dev, void *arg)
 {
@@ -188,7 +243,35 @@ static int optimizer_step(ptdp_device *dev, void *arg)
             return rc;
     }
     double sent0 = dev->stats.total_sent;
+    guarded gm, gv;
+    ptdp_real *exp_avg = z->exp_avg, *exp_avg_sq = z->exp_avg_sq;
+    z->exp_avg = guard_begin(&gm, exp_avg, z->len, z->numel);
+    z->exp_avg_sq = guard_begin(&gv, exp_avg_sq, z->len, z->numel);
+    if (z->exp_avg == NULL || z->exp_avg_sq == NULL) {
+        free(gm.host);
+        free(gv.host);
+        z->exp_avg = exp_avg;
+        z->exp_avg_sq = exp_avg_sq;
+        ptdp_free(dev, w_want);
+        ptdp_free(dev, w_old);
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    }
     rc = lesson_zero_step(z, c->step);
+    bool over_m, over_v;
+    long at_m = guard_end(&gm, z->len, &over_m), at_v = guard_end(&gv, z->len, &over_v);
+    z->exp_avg = exp_avg;
+    z->exp_avg_sq = exp_avg_sq;
+    if (over_m || over_v) {
+        ptdp_free(dev, w_want);
+        ptdp_free(dev, w_old);
+        return tutorial_device_wrong(dev, "rank %d, step %ld: your step wrote outside its moments: %s[%ld] "
+                                     "(they hold elements 0 .. %zu, for the %zu elements of chunk [%zu, %zu)).\n"
+                                     "The moments belong to your chunk alone, so they are indexed from 0: pass "
+                                     "z->exp_avg and z->exp_avg_sq\nto AdamW as they are, not exp_avg + off — "
+                                     "only w and g are whole buffers, read at w + off and\ng + off (blank 4).",
+                                     r, c->step, over_m ? "exp_avg" : "exp_avg_sq", over_m ? at_m : at_v,
+                                     z->len - 1, z->len, z->off, z->off + z->len);
+    }
     c->x->bytes[r] += dev->stats.total_sent - sent0;
     if (rc == 0 && c->step == 1)
         compare_first_step(z, w_old, w_want, &c->x->first[r]);
