@@ -3,8 +3,8 @@
  * by the conjugate operators f and g.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-03 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-03 -v
  * README.md explains the idea; solution.c is the answer (try first).
  * lesson_column_forward is done for you: read it first.
  *
