@@ -141,8 +141,11 @@ int ptdp_cmd_demo(int argc, char **argv)
     printf("  in the real run (virtual time of the default GPU profile, links included):\n"
            "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb.bubble_measured, rb.bubble_formula);
 
-    printf("next: the course starts at tutorials/01-collectives/README.md\n"
-           "      (check your answers with: meson test -C build --suite tutorial-01)\n");
+    printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"
+           "      Do it in a student build, whose checks run YOUR exercise.c files (the default\n"
+           "      build checks the reference solutions, so its lesson tests pass untouched):\n"
+           "        meson setup build-student -Dexercises=student\n"
+           "        meson test -C build-student --suite tutorial-01 -v\n");
     status = same ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 out:
     ptdp_train_result_free(&ra);

@@ -12,7 +12,8 @@
  *
  * and above them the block's data flow with its two conjugate operators:
  * f (identity forward, all-reduce backward) before fc1 and g (all-reduce
- * forward, identity backward) after fc2 — see tp.h.
+ * forward, identity backward) after fc2 — see tp.h.  B is fc2's weight, so
+ * the number of samples is written "batch" (X is batch x h), never "B".
  */
 #include <stdio.h>
 #include <string.h>
@@ -156,21 +157,21 @@ static void draw_flow(ptdp_svg *s, const tp_layout *t, double y)
 {
     const int h = t->cfg.hidden, fl = t->fc1[0].rows;
     char shape[64];
-    snprintf(shape, sizeof shape, "B \u00d7 %d", h);
+    snprintf(shape, sizeof shape, "batch \u00d7 %d", h);
     flow_box(s, 30, y, 84, 44, 1, "X", shape);
     flow_arrow(s, 114, 152, y + 22);
     conjugate(s, 166, y + 22, "f", "identity", "all-reduce dX");
     flow_arrow(s, 180, 226, y + 22);
-    snprintf(shape, sizeof shape, "B \u00d7 %d on rank r", fl);
+    snprintf(shape, sizeof shape, "batch \u00d7 %d on rank r", fl);
     flow_box(s, 226, y, 176, 44, TP, "GELU(X A_r\u1d40)", shape);
     flow_arrow(s, 414, 462, y + 22);
     ptdp_svg_text(s, 438, y + 14, 10, PTDP_SVG_MIDDLE, "#555555", "no talk");
-    snprintf(shape, sizeof shape, "B \u00d7 %d partial sum", h);
+    snprintf(shape, sizeof shape, "batch \u00d7 %d partial sum", h);
     flow_box(s, 462, y, 176, 44, TP, "Y_r B_r\u1d40", shape);
     flow_arrow(s, 650, 696, y + 22);
     conjugate(s, 710, y + 22, "g", "all-reduce", "identity");
     flow_arrow(s, 724, 770, y + 22);
-    snprintf(shape, sizeof shape, "B \u00d7 %d", h);
+    snprintf(shape, sizeof shape, "batch \u00d7 %d", h);
     flow_box(s, 770, y, 150, 44, 1, "Z = \u03a3_r Y_r B_r\u1d40 + b", shape);
 }
 
@@ -264,7 +265,7 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
     snprintf(buf[0], sizeof buf[0],
              "Rank r multiplies its %d hidden units by B_r: a partial sum Y_r B_r\u1d40", fl);
     snprintf(buf[1], sizeof buf[1],
-             "of the whole B \u00d7 %d output.  g all-reduces the partial sums, once", h);
+             "of the whole batch \u00d7 %d output.  g all-reduces the partial sums, once", h);
     snprintf(buf[2], sizeof buf[2], "per block forward (f does the same for dX backward); the bias is");
     snprintf(buf[3], sizeof buf[3], "replicated and added once, after the sum.");
     lines(&s, rx, top + h * 1.25 + 26, (const char *const[]){ buf[0], buf[1], buf[2], buf[3] }, 4);
@@ -275,8 +276,8 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, rx, oy - 30, 12, PTDP_SVG_START, "#08519c", "split by rows (classes): vocab-parallel");
     draw_matrix(&s, t.out, rx + 70, oy, 4.0, "C", "h");
     snprintf(buf[0], sizeof buf[0], "Rank r holds the logits of %d of the %d classes.  The softmax", cl, C);
-    snprintf(buf[1], sizeof buf[1], "cross-entropy all-reduces B numbers per quantity (row max, sum of");
-    snprintf(buf[2], sizeof buf[2], "exp, the label's logit), never the B \u00d7 %d logits.", C);
+    snprintf(buf[1], sizeof buf[1], "cross-entropy all-reduces batch numbers per quantity (row max, sum of");
+    snprintf(buf[2], sizeof buf[2], "exp, the label's logit), never the batch \u00d7 %d logits.", C);
     lines(&s, rx, oy + C * 4.0 + 26, (const char *const[]){ buf[0], buf[1], buf[2] }, 3);
 
     const double foot = top + dff * 1.25 + 26 + 4 * 15 + 24;

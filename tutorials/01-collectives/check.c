@@ -13,6 +13,31 @@
  * Element i of rank r starts as (1 + i mod 5) * 8^r, so a wrong element
  * can be read back in base 8 as "which ranks' parts, how many times each"
  * and the check can say, e.g., "it holds rank 1's part twice".
+ *
+ * When a sum is wrong, the final numbers alone often cannot say which blank
+ * is at fault (on 2 devices several wrong answers end alike).  So the check
+ * runs the all-reduce once more, on the same devices and 960 elements (equal
+ * chunks on 2 to 5 devices), watching every message (lesson.h routes
+ * ptdp_send / ptdp_recv through lesson_send_at / lesson_recv_at): which
+ * chunk each send carried, which chunk each all-gather receive landed in,
+ * and what every chunk held, in parts, at each step.  Then it walks the
+ * ring's rules in order:
+ *
+ *   reduce-scatter (blank 2)  at step 0 every chunk starts at one rank; at
+ *                             step s >= 1 a rank passes on the chunk that
+ *                             arrived at step s-1;
+ *   the addition (blank 3)    after step s exactly that arriving chunk
+ *                             changed: my part plus the arriving sum;
+ *   all-gather (blank 4)      step 0 passes on the chunk this rank
+ *                             finished; later steps pass on the chunk that
+ *                             just arrived; a chunk lands in its own place.
+ *
+ * The first rule broken names its blank; if none is, blank 3 is blamed.
+ * The buffer also has a guard zone after its last element, so a write past
+ * the end is reported (blank 3) instead of corrupting the arena.
+ *
+ * A deadlock is explained from what the watchdog saw each rank waiting in:
+ * all sending, all receiving, or one rank waiting for the wrong neighbour.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +53,79 @@
 #include "ptdp/comm.h"
 
 enum { MAX_WORLD = 5, EXCHANGE_LEN = 3 };
+
+/* ------------------------------------------ 0. watching the ring's messages */
+
+enum { MAX_CALLS = 4 * MAX_WORLD, NOT_A_CHUNK = -1, OUTSIDE_BUF = -2 };
+
+/* One ptdp_send or ptdp_recv of a watched rank, as it began. */
+typedef struct {
+    bool send;
+    int chunk;                 /* the chunk of buf it carries (send) or lands
+                                  in (recv), NOT_A_CHUNK or OUTSIDE_BUF    */
+    double carried;            /* send: the parts it carries, -1 unreadable */
+    double before[MAX_WORLD];  /* each chunk's parts as the call began      */
+} watched_call;
+
+/* "Parts" are read from a chunk's first element: (1 + i mod 5) * 8^r per
+ * rank r, so value / (1 + i mod 5) in base 8 counts each rank's parts. */
+typedef struct {
+    const ptdp_real *buf;
+    size_t count;
+    int world;
+    size_t off[MAX_WORLD], len[MAX_WORLD];
+    int ncalls;
+    watched_call calls[MAX_CALLS];
+} call_watch;
+
+static _Thread_local call_watch *watching;   /* this device's, or NULL */
+
+static double parts_at(const call_watch *w, size_t i)
+{
+    double q = (double)w->buf[i] / (double)(1 + i % 5);
+    return q >= 0 && q == floor(q) && q < pow(8.0, w->world) ? q : -1;
+}
+
+static int chunk_at(const call_watch *w, const void *p, size_t count)
+{
+    const ptdp_real *e = p;
+    if (e < w->buf || e > w->buf + w->count)
+        return OUTSIDE_BUF;
+    for (int c = 0; c < w->world; c++)
+        if (e == w->buf + w->off[c] && count == w->len[c])
+            return c;
+    return NOT_A_CHUNK;
+}
+
+static void watch_call(bool send, const void *p, size_t count)
+{
+    call_watch *w = watching;
+    if (w == NULL || w->ncalls >= MAX_CALLS) {
+        if (w != NULL)
+            w->ncalls++;
+        return;
+    }
+    watched_call *k = &w->calls[w->ncalls++];
+    k->send = send;
+    k->chunk = chunk_at(w, p, count);
+    k->carried = send && k->chunk >= 0 ? parts_at(w, w->off[k->chunk]) : -1;
+    for (int c = 0; c < w->world; c++)
+        k->before[c] = w->len[c] > 0 ? parts_at(w, w->off[c]) : -1;
+}
+
+int lesson_send_at(ptdp_comm *comm, const void *buf, size_t count, ptdp_dtype t,
+                   int dst, int tag, const char *file, int line)
+{
+    watch_call(true, buf, count);
+    return ptdp_send_at(comm, buf, count, t, dst, tag, file, line);
+}
+
+int lesson_recv_at(ptdp_comm *comm, void *buf, size_t count, ptdp_dtype t,
+                   int src, int tag, const char *file, int line)
+{
+    watch_call(false, buf, count);
+    return ptdp_recv_at(comm, buf, count, t, src, tag, file, line);
+}
 
 /* ------------------------------------------------ 1. the neighbour exchange */
 
@@ -58,18 +156,107 @@ static int exchange_device(ptdp_device *dev, void *arg)
     return rc;
 }
 
+/* What the watchdog saw each rank waiting in, read from its report
+ * ("watchdog: …; rank 0: waiting in send to rank 1 tag 7 …; ranks 1-2:
+ * waiting in recv from rank 0 …", src/runtime/wait.c): op 's' or 'r' and
+ * the peer, or op 0 for a rank that was not waiting in a send or a recv. */
+typedef struct {
+    char op;
+    int peer;
+} rank_wait;
+
+static void read_watchdog_report(const char *report, int world, rank_wait *waits)
+{
+    for (int r = 0; r < world; r++)
+        waits[r] = (rank_wait){ 0, -1 };
+    for (const char *p = strstr(report, "; "); p != NULL; p = strstr(p, "; ")) {
+        p += 2;
+        const char *q = strncmp(p, "ranks ", 6) == 0 ? p + 6 : strncmp(p, "rank ", 5) == 0 ? p + 5 : NULL;
+        if (q == NULL)
+            continue;
+        bool member[MAX_WORLD] = { false };
+        for (;;) {                           /* "0", "0-2", "0, 3-4" */
+            char *end;
+            long a = strtol(q, &end, 10), b;
+            if (end == q)
+                break;
+            q = end;
+            b = a;
+            if (*q == '-') {
+                b = strtol(q + 1, &end, 10);
+                q = end;
+            }
+            for (long v = a; v <= b; v++)
+                if (v >= 0 && v < world)
+                    member[v] = true;
+            if (q[0] != ',' || q[1] != ' ')
+                break;
+            q += 2;
+        }
+        if (q[0] != ':' || q[1] != ' ')
+            continue;
+        rank_wait seen = { 0, -1 };
+        if (sscanf(q + 2, "waiting in send to rank %d", &seen.peer) == 1)
+            seen.op = 's';
+        else if (sscanf(q + 2, "waiting in recv from rank %d", &seen.peer) == 1)
+            seen.op = 'r';
+        for (int r = 0; r < world; r++)
+            if (member[r])
+                waits[r] = seen;
+    }
+}
+
+/* The hint under a STUCK verdict: what the watchdog saw, in words. */
+static void explain_deadlock(const char *report, int world)
+{
+    rank_wait waits[MAX_WORLD];
+    read_watchdog_report(report, world, waits);
+    int sending = 0, receiving = 0;
+    for (int r = 0; r < world; r++) {
+        int left = (r + world - 1) % world, right = (r + 1) % world;
+        sending += waits[r].op == 's';
+        receiving += waits[r].op == 'r';
+        if (waits[r].op == 'r' && waits[r].peer != left) {
+            tutorial_note("Rank %d waits to receive from rank %d, but its message comes from its left", r,
+                          waits[r].peer);
+            tutorial_note("neighbour, rank %d: every rank sends to `right` and receives from `left` (blank 1).",
+                          left);
+            return;
+        }
+        if (waits[r].op == 's' && waits[r].peer != right) {
+            tutorial_note("Rank %d waits to send to rank %d, but the ring sends to the right neighbour,", r,
+                          waits[r].peer);
+            tutorial_note("rank %d: every rank sends to `right` and receives from `left` (blank 1).", right);
+            return;
+        }
+    }
+    if (sending == world) {
+        tutorial_note("Every rank was waiting in its send.  A blocking send waits until its receive has");
+        tutorial_note("taken the message: if every rank sends first, every rank waits for a receive that");
+        tutorial_note("nobody has posted, a cycle of waiting sends.  Break the cycle (blank 1): let half of");
+        tutorial_note("the ranks receive first.  Which half, so that every send meets a waiting receive?");
+    } else if (receiving == world) {
+        tutorial_note("Every rank was waiting in its receive: if every rank receives first, nobody ever");
+        tutorial_note("sends, a cycle of waiting receives.  Break the cycle (blank 1): let half of the");
+        tutorial_note("ranks send first.  Which half, so that every send meets a waiting receive?");
+    } else if (sending + receiving > 0) {
+        tutorial_note("Some ranks were waiting to send and some to receive, each for a neighbour that was");
+        tutorial_note("waiting too (the list above): follow who waits for whom around the ring.  A send");
+        tutorial_note("must meet a neighbour that is receiving from it (blank 1).");
+    }
+}
+
 static bool check_exchange(int world)
 {
     exchange_run x;
     char what[64];
     snprintf(what, sizeof what, "the neighbour exchange on %d devices", world);
-    int rc = tutorial_launch(what, world, exchange_device, &x);
-    if (rc == PTDP_ETIMEDOUT) {
-        tutorial_note("A blocking send waits until its receive has taken the message.  If every rank");
-        tutorial_note("sends first, every rank waits for a receive that nobody has posted: a cycle of");
-        tutorial_note("waiting sends, a deadlock.  Break the cycle (blank 1): let half of the ranks");
-        tutorial_note("receive first.  Which half, so that every send meets a waiting receive?");
-    }
+    ptdp_launch_result res;
+    ptdp_launch_opts opts = { .result = &res };
+    int rc = tutorial_launch_opts(what, world, exchange_device, &x, &opts);
+    if (rc == PTDP_ETIMEDOUT)
+        explain_deadlock(res.message, world);
+    ptdp_launch_result_free(&res);
     if (rc != 0)
         return false;
     for (int r = 0; r < world; r++) {
@@ -105,7 +292,17 @@ typedef struct {
     double sent[MAX_WORLD];   /* bytes                                   */
     double naive_sent[MAX_WORLD], library_ring_sent[MAX_WORLD];
     bool compare_algorithms;
+    size_t overrun[MAX_WORLD];   /* elements of the guard zone written, up to */
+    bool watch;                  /* note every message (watches)             */
+    call_watch watches[MAX_WORLD];
 } reduce_run;
+
+/* After buf's `count` elements, a guard zone of count + GUARD_EXTRA
+ * elements holding GUARD_VALUE (not a sum of parts): a write past the end
+ * lands there, where the check sees it, instead of in the arena's own
+ * bookkeeping. */
+enum { GUARD_EXTRA = 8 };
+#define GUARD_VALUE ((ptdp_real)-0.5)
 
 static ptdp_real start_value(const reduce_run *x, int rank, size_t i)
 {
@@ -119,17 +316,34 @@ static int reduce_device(ptdp_device *dev, void *arg)
     reduce_run *x = arg;
     const ptdp_comm_stats *st = &dev->stats;
     int r = dev->rank;
-    size_t bytes = x->count * sizeof(ptdp_real);
-    ptdp_real *buf = ptdp_alloc(dev, bytes, PTDP_MEM_OTHER, "lesson.buf");
+    size_t bytes = x->count * sizeof(ptdp_real), guard = x->count + GUARD_EXTRA;
+    ptdp_real *buf = ptdp_alloc(dev, bytes + guard * sizeof(ptdp_real), PTDP_MEM_OTHER, "lesson.buf");
     ptdp_real *ref = ptdp_alloc(dev, bytes, PTDP_MEM_OTHER, "lesson.reference");
     if (buf == NULL || ref == NULL)
         return PTDP_ENOMEM;
     for (size_t i = 0; i < x->count; i++)
         buf[i] = ref[i] = start_value(x, r, i);
+    for (size_t g = 0; g < guard; g++)
+        buf[x->count + g] = GUARD_VALUE;
+    if (x->watch) {
+        call_watch *w = &x->watches[r];
+        memset(w, 0, sizeof *w);
+        w->buf = buf;
+        w->count = x->count;
+        w->world = x->world;
+        for (int c = 0; c < x->world; c++)
+            ptdp_chunk(x->count, x->world, c, &w->off[c], &w->len[c]);
+        watching = w;
+    }
 
     unsigned long long s0 = st->calls[PTDP_COLL_SEND], r0 = st->calls[PTDP_COLL_RECV];
     double b0 = st->bytes_sent[PTDP_COLL_SEND];
     int rc = lesson_ring_all_reduce(dev, dev->world, buf, x->count);
+    watching = NULL;
+    x->overrun[r] = 0;
+    for (size_t g = 0; g < guard; g++)
+        if (buf[x->count + g] != GUARD_VALUE)
+            x->overrun[r] = g + 1;
     x->sends[r] = st->calls[PTDP_COLL_SEND] - s0;
     x->recvs[r] = st->calls[PTDP_COLL_RECV] - r0;
     x->sent[r] = st->bytes_sent[PTDP_COLL_SEND] - b0;
@@ -191,6 +405,220 @@ static void explain_element(const reduce_run *x, int rank, size_t i, double got)
     }
 }
 
+/* "parts {0, 1, 1, 3}": whose parts a chunk holds, each rank once per part,
+ * from its base-8 reading (parts_at). */
+static const char *parts_text(double q, int world, char *out, size_t n)
+{
+    if (q < 0) {
+        snprintf(out, n, "numbers that are not sums of whole parts");
+        return out;
+    }
+    if (q == 0) {
+        snprintf(out, n, "no part at all");
+        return out;
+    }
+    size_t used = (size_t)snprintf(out, n, "parts {");
+    bool first = true;
+    for (int k = 0; k < world && used < n; k++) {
+        int times = (int)fmod(q, 8.0);
+        q = floor(q / 8.0);
+        for (int t = 0; t < times && used < n; t++) {
+            used += (size_t)snprintf(out + used, n - used, "%s%d", first ? "" : ", ", k);
+            first = false;
+        }
+    }
+    if (used < n)
+        snprintf(out + used, n - used, "}");
+    return out;
+}
+
+enum { DIAGNOSIS_COUNT = 960 };   /* equal chunks on 2, 3, 4 and 5 devices */
+
+/* The first rule of the ring that the watched run x breaks, in words;
+ * false if it breaks none (or the messages cannot be paired into steps). */
+static bool name_broken_rule(const reduce_run *x)
+{
+    int n = x->world, steps = 2 * (n - 1);
+    int sent[MAX_WORLD][MAX_CALLS / 2], landed[MAX_WORLD][MAX_CALLS / 2];
+    double carried[MAX_WORLD][MAX_CALLS / 2];
+    const double *before[MAX_WORLD][MAX_CALLS / 2];
+    for (int r = 0; r < n; r++) {
+        const call_watch *w = &x->watches[r];
+        if (w->ncalls != 2 * steps)
+            return false;
+        for (int k = 0; k < steps; k++) {
+            const watched_call *a = &w->calls[2 * k], *b = &w->calls[2 * k + 1];
+            if (a->send == b->send)
+                return false;
+            const watched_call *snd = a->send ? a : b, *rcv = a->send ? b : a;
+            sent[r][k] = snd->chunk;
+            carried[r][k] = snd->carried;
+            landed[r][k] = rcv->chunk;
+            before[r][k] = a->before;     /* every chunk as step k began */
+        }
+    }
+    char p1[96], p2[96], p3[96];
+    for (int k = 0; k < steps; k++) {
+        bool scatter = k < n - 1;
+        int s = scatter ? k : k - (n - 1);
+        const char *phase = scatter ? "reduce-scatter" : "all-gather";
+        int blank = scatter ? 2 : 4;
+        /* Which chunk each rank passes on. */
+        for (int r = 0; r < n; r++) {
+            int left = (r + n - 1) % n, c = sent[r][k];
+            if (c < 0) {
+                tutorial_note("At %s step %d rank %d sent something that is not one of the %d chunks:", phase,
+                              s, r, n);
+                tutorial_note("is send_chunk a chunk number, 0 to N-1 (blank %d)?", blank);
+                return true;
+            }
+            if (scatter && s == 0) {
+                for (int q = 0; q < r; q++)
+                    if (sent[q][0] == c) {
+                        tutorial_note("At reduce-scatter step 0 ranks %d and %d both sent chunk %d: every chunk", q,
+                                      r, c);
+                        tutorial_note("starts its trip around the ring at exactly one rank, so at step 0 the N");
+                        tutorial_note("ranks send N different chunks (blank 2: send_chunk).");
+                        return true;
+                    }
+            } else if (scatter) {
+                int want = sent[left][k - 1];
+                if (c != want) {
+                    tutorial_note("At reduce-scatter step %d rank %d sent chunk %d, but the partial sum that", s, r,
+                                  c);
+                    tutorial_note("arrived at step %d was chunk %d (rank %d sent it): each step passes on the", s - 1,
+                                  want, left);
+                    tutorial_note("chunk that just arrived, with your part added (blank 2: send_chunk).");
+                    return true;
+                }
+            } else if (s == 0) {
+                int finished = sent[left][n - 2];
+                if (c != finished && c == r) {
+                    tutorial_note("Your reduce-scatter finishes chunk %d at rank %d, but the all-gather starts",
+                                  finished, r);
+                    tutorial_note("from chunk %d there.  Chunk c should end, complete, at rank c (blank 2),", r);
+                    tutorial_note("which is where the all-gather (blank 4) expects it.");
+                    return true;
+                }
+                if (c != finished) {
+                    tutorial_note("At all-gather step 0 rank %d passed on chunk %d, which holds %s;", r, c,
+                                  parts_text(before[r][k][c], n, p1, sizeof p1));
+                    tutorial_note("the chunk it finished in the reduce-scatter is chunk %d (%s).", finished,
+                                  parts_text(before[r][k][finished], n, p2, sizeof p2));
+                    tutorial_note("The all-gather starts from the chunk this rank finished (blank 4: send_chunk).");
+                    return true;
+                }
+            } else {
+                int want = sent[left][k - 1];
+                if (c != want) {
+                    tutorial_note("At all-gather step %d rank %d passed on chunk %d, but the finished chunk that", s,
+                                  r, c);
+                    tutorial_note("arrived at step %d was chunk %d (rank %d sent it): each step passes on the", s - 1,
+                                  want, left);
+                    tutorial_note("chunk that just arrived (blank 4: send_chunk).");
+                    return true;
+                }
+            }
+        }
+        /* Where what arrived went. */
+        for (int r = 0; r < n; r++) {
+            int left = (r + n - 1) % n, y = sent[left][k];
+            if (!scatter) {
+                if (landed[r][k] != y) {
+                    tutorial_note("At all-gather step %d rank %d received chunk %d (rank %d sent it) into the", s, r,
+                                  y, left);
+                    if (landed[r][k] >= 0)
+                        tutorial_note("place of chunk %d: a chunk lands in its own place, so recv_chunk is the", landed[r][k]);
+                    else
+                        tutorial_note("wrong place: a chunk lands in its own place, so recv_chunk is the");
+                    tutorial_note("chunk the left neighbour sends at this step (blank 4: recv_chunk).");
+                    return true;
+                }
+                continue;
+            }
+            const double *b = before[r][k], *a = before[r][k + 1];
+            double arrived = carried[left][k];
+            int changed = 0, other = -1;
+            for (int c = 0; c < n; c++)
+                if (a[c] != b[c]) {
+                    changed++;
+                    if (c != y)
+                        other = c;
+                }
+            bool right = a[y] >= 0 && b[y] >= 0 && arrived >= 0 && a[y] == b[y] + arrived;
+            if (right && changed == 1)
+                continue;
+            tutorial_note("At reduce-scatter step %d the partial sum of chunk %d arrived at rank %d (%s).", s, y,
+                          r, parts_text(arrived, n, p1, sizeof p1));
+            if (changed == 0) {
+                tutorial_note("Nothing of rank %d changed: blank 3 adds the arriving partial sum (in", r);
+                tutorial_note("`incoming`) to your part of that chunk, buf + off[recv_chunk].");
+            } else if (changed == 1 && other >= 0 && a[other] >= 0 && b[other] >= 0 &&
+                       a[other] == b[other] + arrived) {
+                if (other == sent[r][k]) {
+                    tutorial_note("Rank %d added it to chunk %d, the chunk it had just sent, not to chunk %d: the", r,
+                                  other, y);
+                    tutorial_note("sum that arrives belongs to chunk recv_chunk; blank 3 adds it at");
+                    tutorial_note("buf + off[recv_chunk], not at the chunk you sent (and recv_chunk, blank 2, is");
+                    tutorial_note("the chunk the left neighbour sends, not the one you send).");
+                } else {
+                    tutorial_note("Rank %d added it to chunk %d, not to chunk %d.  Is recv_chunk the chunk the", r,
+                                  other, y);
+                    tutorial_note("left neighbour sends at this step (blank 2), and does blank 3 add at");
+                    tutorial_note("buf + off[recv_chunk]?");
+                }
+            } else if (changed == 1 && other < 0 && a[y] == arrived) {
+                tutorial_note("Rank %d's chunk %d now holds %s: the arriving sum replaced rank %d's", r, y,
+                              parts_text(a[y], n, p2, sizeof p2), r);
+                tutorial_note("part instead of being added to it.  Does blank 3 overwrite the chunk (=)");
+                tutorial_note("instead of adding to it (+=)?");
+            } else if (changed == 1 && other < 0) {
+                tutorial_note("Rank %d's chunk %d now holds %s; it should hold %s plus the arriving", r, y,
+                              parts_text(a[y], n, p2, sizeof p2), parts_text(b[y], n, p3, sizeof p3));
+                tutorial_note("sum, each part once: what does blank 3 add, and how many times?");
+            } else {
+                tutorial_note("Rank %d's chunks changed in %d places; only chunk %d, the one that arrived,", r,
+                              changed, y);
+                tutorial_note("should change: blank 3 adds the arriving sum at buf + off[recv_chunk] only.");
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Run the all-reduce again on `world` devices and 960 elements, watching
+ * every message, and say which rule of the ring it breaks (see the top).
+ * Returns true if it said something, false if that second run failed. */
+static bool diagnose_ring(int world)
+{
+    reduce_run *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return false;
+    x->world = world;
+    x->count = DIAGNOSIS_COUNT;
+    x->watch = true;
+    x->result = calloc((size_t)world * x->count, sizeof(ptdp_real));
+    x->reference = calloc((size_t)world * x->count, sizeof(ptdp_real));
+    ptdp_launch_opts opts = { .watchdog_s = TUTORIAL_WATCHDOG_S };
+    bool said = false;
+    if (x->result != NULL && x->reference != NULL && ptdp_launch(world, reduce_device, x, &opts) == 0) {
+        tutorial_note("A second run on %d devices, %d elements (%d chunks of %d), watching every message:",
+                      world, DIAGNOSIS_COUNT, world, DIAGNOSIS_COUNT / world);
+        said = name_broken_rule(x);
+        if (!said) {
+            tutorial_note("every message followed the ring's rules and every step's addition was right at");
+            tutorial_note("its chunk's first element: so the addition goes wrong further in.  Does blank 3");
+            tutorial_note("add incoming[i] to element i of chunk recv_chunk, for every i < len[recv_chunk]?");
+            said = true;
+        }
+    }
+    free(x->result);
+    free(x->reference);
+    free(x);
+    return said;
+}
+
 static bool check_all_reduce(int world, size_t count, bool random_values, bool compare_algorithms)
 {
     reduce_run x = { .world = world, .count = count, .random_values = random_values,
@@ -200,8 +628,37 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
              random_values ? " (random values)" : "");
     x.result = calloc((size_t)world * count, sizeof(ptdp_real));
     x.reference = calloc((size_t)world * count, sizeof(ptdp_real));
-    bool ok = x.result != NULL && x.reference != NULL &&
-              tutorial_launch(what, world, reduce_device, &x) == 0;
+    ptdp_launch_result res;
+    ptdp_launch_opts opts = { .result = &res };
+    int rc = x.result != NULL && x.reference != NULL ? tutorial_launch_opts(what, world, reduce_device, &x, &opts)
+                                                     : PTDP_ENOMEM;
+    bool ok = rc == 0;
+    if (rc == PTDP_EMISMATCH && strstr(res.message, "mismatched message") != NULL) {
+        /* A receive whose length is not its message's: the exchange takes
+         * len[recv_chunk], so recv_chunk is not the chunk the left sends. */
+        int tag = 0;
+        const char *t = strstr(res.message, " tag ");
+        if (t != NULL)
+            tag = atoi(t + 5);
+        tutorial_note("A receive expected another length than its left neighbour sent: the exchange");
+        tutorial_note("receives len[recv_chunk] elements, so recv_chunk is not the chunk that arrives.");
+        tutorial_note("In the %s, recv_chunk is the chunk the left neighbour sends at",
+                      tag == 2 ? "all-gather" : "reduce-scatter");
+        tutorial_note("the same step (blank %d: recv_chunk).", tag == 2 ? 4 : 2);
+    }
+    if (rc != PTDP_ENOMEM)
+        ptdp_launch_result_free(&res);
+
+    /* Nothing written past the end of buf (into the guard zone). */
+    for (int r = 0; ok && r < world; r++)
+        if (x.overrun[r] > 0) {
+            tutorial_wrong("%s: rank %d wrote past the end of buf, up to element %zu (buf has %zu element%s).\n"
+                           "The ring writes only inside chunks: blank 3 adds the len[recv_chunk] "
+                           "elements that arrive\nat buf + off[recv_chunk].", what, r,
+                           count + x.overrun[r] - 1, count, count == 1 ? "" : "s");
+            diagnose_ring(world);
+            ok = false;
+        }
 
     /* Every rank holds the sum (ptdp_all_reduce's), to 1e-10. */
     for (int r = 0; ok && r < world; r++)
@@ -210,7 +667,7 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
             if (fabs(got - want) > 1e-10 * fmax(1.0, fabs(want))) {
                 tutorial_wrong("%s: rank %d ended with %.17g in element %zu; the sum over %d devices is %.17g.",
                                what, r, got, i, world, want);
-                if (!random_values)
+                if (!random_values && !diagnose_ring(world))
                     explain_element(&x, r, i, got);
                 ok = false;
             }

@@ -2,8 +2,8 @@
  * exercise.c — lesson 01: write the ring all-reduce from send and recv.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-01 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-01 -v
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * N devices stand in a ring; each talks only to its neighbours: it sends

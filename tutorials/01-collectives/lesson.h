@@ -22,4 +22,20 @@ int lesson_ring_exchange(ptdp_comm *comm, const ptdp_real *out, size_t nout,
  * Returns 0 or a PTDP_E… code. */
 int lesson_ring_all_reduce(ptdp_device *dev, ptdp_comm *comm, ptdp_real *buf, size_t count);
 
+/* The check watches the ring's messages.  Your ptdp_send and ptdp_recv
+ * (here and in exercise.c) go through lesson_send_at and lesson_recv_at
+ * (check.c), which note which chunk of the buffer each message carries, or
+ * lands in, and what that chunk holds, and then call the library's
+ * ptdp_send_at / ptdp_recv_at with your arguments unchanged: a wrong sum can
+ * then be explained step by step ("at all-gather step 1 rank 2 passed on
+ * chunk 0, but chunk 1 had just arrived").  Nothing else changes. */
+int lesson_send_at(ptdp_comm *comm, const void *buf, size_t count, ptdp_dtype t,
+                   int dst, int tag, const char *file, int line);
+int lesson_recv_at(ptdp_comm *comm, void *buf, size_t count, ptdp_dtype t,
+                   int src, int tag, const char *file, int line);
+#undef ptdp_send
+#undef ptdp_recv
+#define ptdp_send(c, b, n, t, dst, tag) lesson_send_at(c, b, n, t, dst, tag, __FILE__, __LINE__)
+#define ptdp_recv(c, b, n, t, src, tag) lesson_recv_at(c, b, n, t, src, tag, __FILE__, __LINE__)
+
 #endif

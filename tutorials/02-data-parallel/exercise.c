@@ -2,8 +2,8 @@
  * exercise.c — lesson 02: the gradient of a data-parallel step.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-02 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-02 -v
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * Every DP rank holds a whole replica of the model and takes a shard of

@@ -1,9 +1,10 @@
 /*
  * check.c — lesson 03: does your tensor-parallel MLP block equal the dense one?
  *
- * One block, y = GELU(x A^T + a) B^T + b, with B = 6 samples, h = 8 and
- * ffn = 24, computed densely on the host (ptdp's ops, one device's worth)
- * and then by your functions on tp = 1, 2, 3 and 4 devices:
+ * One block, y = GELU(x A^T + a) B^T + b (A = fc1's weight, B = fc2's),
+ * with a batch of 6 samples, h = 8 and ffn = 24, computed densely on the
+ * host (ptdp's ops, one device's worth) and then by your functions on
+ * tp = 1, 2, 3 and 4 devices:
  *
  *   shards     lesson_column_shard(A, a), lesson_row_shard(B)
  *   forward    a_r = column_forward(x)   g_r = GELU(a_r)   y = row_forward(g_r)
@@ -12,7 +13,16 @@
  * Every rank must hold y and dx equal to the dense ones (double, 1e-10),
  * its slices of dA, da, dB equal to the dense gradients' slices, and db
  * equal to the dense db; and the block must cost exactly one all-reduce of
- * B x h reals in the forward (g) and one in the backward (f).
+ * batch x h reals in the forward (g) and one in the backward (f).
+ *
+ * The gradients the contract says are overwritten (dx of the column-parallel
+ * backward, dx_local of the row-parallel one) start filled with stale
+ * numbers, as a reused buffer would be: accumulating into them shows.
+ *
+ * Each rank remembers which of your functions it is in; if the library
+ * refuses a call there (a view out of range, shapes that do not fit:
+ * PTDP_REQUIRE fails the device with the call's name), the check names your
+ * function, its blank and the shapes it was given.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +46,8 @@ typedef struct {
     ptdp_real x[BATCH * H], dy[BATCH * H];
     ptdp_real pre[BATCH * FF], act[BATCH * FF], y[BATCH * H];
     ptdp_real dA[FF * H], da[FF], dB[H * FF], db[H], dx[BATCH * H];
+    ptdp_real dg[BATCH * FF];                        /* fc2's dx: dy B, before GELU' */
+    ptdp_real stale_dx[BATCH * H], stale_dg[BATCH * FF];   /* "what dx held before" */
 } dense_block;
 
 static void fill(ptdp_real *v, size_t n, const char *stream, double scale)
@@ -58,6 +70,8 @@ static void dense_forward_backward(dense_block *d)
     fill(d->b, H, "b", 0.5);
     fill(d->x, BATCH * H, "x", 1.0);
     fill(d->dy, BATCH * H, "dy", 1.0);
+    fill(d->stale_dx, BATCH * H, "stale dx", 1.0);
+    fill(d->stale_dg, BATCH * FF, "stale dg", 1.0);
     ptdp_tensor a = T(d->a, 1, FF), b = T(d->b, 1, H), db = T(d->db, 1, H), da = T(d->da, 1, FF);
     ptdp_tensor dx = T(d->dx, BATCH, H);
     ptdp_real dact[BATCH * FF];
@@ -69,8 +83,103 @@ static void dense_forward_backward(dense_block *d)
 
     ptdp_linear_backward(&dact_t, T(d->dB, H, FF), &db, T(d->dy, BATCH, H), T(d->act, BATCH, FF),
                          T(d->B, H, FF), false);
+    memcpy(d->dg, dact, sizeof d->dg);
     ptdp_gelu_backward(dact_t, dact_t, T(d->pre, BATCH, FF));
     ptdp_linear_backward(&dx, T(d->dA, FF, H), &da, dact_t, T(d->x, BATCH, H), T(d->A, FF, H), false);
+}
+
+/* ------------------------------------------------- your functions */
+
+/* Which of your functions a rank is in, so that a device failed inside one
+ * (the library refused a call: PTDP_REQUIRE) is explained in its terms. */
+typedef enum {
+    IN_NONE = -1,
+    IN_COLUMN_SHARD,
+    IN_ROW_SHARD,
+    IN_COLUMN_FORWARD,
+    IN_ROW_FORWARD,
+    IN_ROW_BACKWARD,
+    IN_COLUMN_BACKWARD,
+} student_fn;
+
+static const struct {
+    const char *name;
+    int blank;          /* 0: the worked example, no blank */
+} student_fns[] = {
+    [IN_COLUMN_SHARD] = { "lesson_column_shard", 1 },
+    [IN_ROW_SHARD] = { "lesson_row_shard", 2 },
+    [IN_COLUMN_FORWARD] = { "lesson_column_forward", 0 },
+    [IN_ROW_FORWARD] = { "lesson_row_forward", 4 },
+    [IN_ROW_BACKWARD] = { "lesson_row_backward", 5 },
+    [IN_COLUMN_BACKWARD] = { "lesson_column_backward", 3 },
+};
+
+/* The shapes (rows x cols) of what the check passes to fn on tp ranks. */
+static void describe_arguments(student_fn fn, int tp, char *out, size_t len)
+{
+    int n = FF / tp;
+    switch (fn) {
+    case IN_COLUMN_SHARD:
+        snprintf(out, len, "w (fc1's weight) %d x %d, b %d x %d", FF, H, 1, FF);
+        break;
+    case IN_ROW_SHARD:
+        snprintf(out, len, "w (fc2's weight) %d x %d", H, FF);
+        break;
+    case IN_COLUMN_FORWARD:
+        snprintf(out, len, "y_local %d x %d, x %d x %d, w_local %d x %d, b_local %d x %d", BATCH, n, BATCH, H, n,
+                 H, 1, n);
+        break;
+    case IN_ROW_FORWARD:
+        snprintf(out, len, "y %d x %d, x_local %d x %d, w_local %d x %d, b %d x %d", BATCH, H, BATCH, n, H, n, 1,
+                 H);
+        break;
+    case IN_ROW_BACKWARD:
+        snprintf(out, len, "dx_local %d x %d, dw_local %d x %d, db %d x %d, dy %d x %d, x_local %d x %d, "
+                 "w_local %d x %d", BATCH, n, H, n, 1, H, BATCH, H, BATCH, n, H, n);
+        break;
+    case IN_COLUMN_BACKWARD:
+        snprintf(out, len, "dx %d x %d, dw_local %d x %d, db_local %d x %d, dy_local %d x %d, x %d x %d, "
+                 "w_local %d x %d", BATCH, H, n, H, 1, n, BATCH, n, BATCH, H, n, H);
+        break;
+    default:
+        snprintf(out, len, "?");
+    }
+}
+
+/* The device failed inside fn with the library's message `msg`
+ * ("ptdp_tensor_rows: rows [0, 24) of a tensor of 8 rows …"). */
+static void explain_refused_call(student_fn fn, int rank, int tp, const char *msg)
+{
+    char args[256];
+    int blank = student_fns[fn].blank, n = FF / tp;
+    describe_arguments(fn, tp, args, sizeof args);
+    if (blank > 0)
+        tutorial_note("Rank %d was in %s (blank %d) when the library refused that call.", rank,
+                      student_fns[fn].name, blank);
+    else
+        tutorial_note("Rank %d was in %s when the library refused that call.", rank, student_fns[fn].name);
+    bool rows = strncmp(msg, "ptdp_tensor_rows:", 17) == 0, cols = strncmp(msg, "ptdp_tensor_cols:", 17) == 0;
+    if (fn == IN_ROW_SHARD && rows) {
+        tutorial_note("ptdp_tensor_rows cuts the outputs: the rows of fc2's weight, %d x %d, which has only %d.",
+                      H, FF, H);
+        tutorial_note("The row-parallel fc2 is cut by its INPUTS, the columns: rank r owns columns");
+        tutorial_note("[r*%d, (r+1)*%d) of all %d rows.  Use ptdp_tensor_cols (blank 2).", n, n, H);
+    } else if (fn == IN_COLUMN_SHARD && rows && strstr(msg, "of a tensor of 1 rows") != NULL) {
+        tutorial_note("The bias b is one row, 1 x %d: its entries are columns.  Rank r's entries of b", FF);
+        tutorial_note("are ptdp_tensor_cols(b, r*%d, %d) (blank 1).", n, n);
+    } else if (fn == IN_COLUMN_SHARD && cols) {
+        tutorial_note("ptdp_tensor_cols cuts the inputs: the columns of fc1's weight, %d x %d, which has", FF, H);
+        tutorial_note("only %d.  The column-parallel fc1 is cut by its OUTPUTS, the rows: rank r owns rows", H);
+        tutorial_note("[r*%d, (r+1)*%d) of all %d columns.  Use ptdp_tensor_rows for w (blank 1).", n, n, H);
+    } else {
+        tutorial_note("Its arguments, on tp %d: %s.", tp, args);
+        if (fn == IN_ROW_BACKWARD || fn == IN_COLUMN_BACKWARD)
+            tutorial_note("ptdp_linear_backward(&dx, dw, &db, dy, x, w, accumulate_dx): dy is batch x out,\n"
+                          "x batch x in, w out x in (ops.h).  Are the arguments in that order?");
+        else
+            tutorial_note("ptdp_linear_forward(y, x, w, &b or NULL): y is batch x out, x batch x in,\n"
+                          "w out x in, b 1 x out; ptdp_add_bias(y, b) (ops.h).  Are the arguments in that order?");
+    }
 }
 
 /* ------------------------------------------------------- one TP run */
@@ -81,6 +190,8 @@ typedef struct {
     /* per rank, for the host's verdicts */
     ptdp_real y[MAX_TP][BATCH * H], dx[MAX_TP][BATCH * H], db[MAX_TP][H];
     ptdp_real dA[MAX_TP][FF * H], da[MAX_TP][FF], dB[MAX_TP][H * FF];   /* the local slices */
+    ptdp_real dg[MAX_TP][BATCH * FF];      /* lesson_row_backward's dx_local, before GELU' */
+    student_fn in_fn[MAX_TP];              /* where each rank is, or was when it failed    */
     unsigned long long fwd_calls[MAX_TP], bwd_calls[MAX_TP];           /* collectives of any kind */
     unsigned long long fwd_reduces[MAX_TP], bwd_reduces[MAX_TP];       /* all-reduces among them  */
     double fwd_bytes[MAX_TP], bwd_bytes[MAX_TP];                        /* all-reduce bytes sent   */
@@ -120,11 +231,29 @@ static bool is_view_of(ptdp_tensor v, ptdp_tensor whole, int i0, int j0, int row
     return true;
 }
 
-static int check_shards(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor A, ptdp_tensor a, ptdp_tensor Bw,
-                        ptdp_tensor *A_r, ptdp_tensor *a_r, ptdp_tensor *B_r)
+/* Rank r enters your function fn. */
+static void enter_student(tp_run *x, int r, student_fn fn)
+{
+    x->in_fn[r] = fn;
+}
+
+/* …and leaves it with status rc: the device's own failure (a call the
+ * library refused inside fn) wins, and then fn stays recorded. */
+static int leave_student(tp_run *x, ptdp_device *dev, int rc)
+{
+    if (dev->status != 0)
+        return dev->status;
+    if (rc == 0)
+        x->in_fn[dev->rank] = IN_NONE;
+    return rc;
+}
+
+static int check_shards(tp_run *x, ptdp_device *dev, ptdp_comm *tp, ptdp_tensor A, ptdp_tensor a,
+                        ptdp_tensor Bw, ptdp_tensor *A_r, ptdp_tensor *a_r, ptdp_tensor *B_r)
 {
     int r = ptdp_comm_rank(tp), n = FF / ptdp_comm_size(tp);
-    int rc = lesson_column_shard(tp, A, a, A_r, a_r);
+    enter_student(x, r, IN_COLUMN_SHARD);
+    int rc = leave_student(x, dev, lesson_column_shard(tp, A, a, A_r, a_r));
     if (rc != 0)
         return rc;
     if (!is_view_of(*A_r, A, r * n, 0, n, H) || !is_view_of(*a_r, a, 0, r * n, 1, n))
@@ -133,7 +262,8 @@ static int check_shards(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor A, ptdp_ten
             "rank r owns rows [r*%d, (r+1)*%d) of the %d x %d weight\n(all %d columns, ptdp_tensor_rows) "
             "and the same %d entries of the bias (ptdp_tensor_cols).", r, A_r->rows, A_r->cols, a_r->rows,
             a_r->cols, n, n, FF, H, H, n);
-    if ((rc = lesson_row_shard(tp, Bw, B_r)) != 0)
+    enter_student(x, r, IN_ROW_SHARD);
+    if ((rc = leave_student(x, dev, lesson_row_shard(tp, Bw, B_r))) != 0)
         return rc;
     if (!is_view_of(*B_r, Bw, 0, r * n, H, n))
         return tutorial_device_wrong(dev,
@@ -160,23 +290,27 @@ static int tp_device(ptdp_device *dev, void *arg)
         (rc = device_tensor(dev, &pre_r, "pre_r", BATCH, n, NULL)) ||
         (rc = device_tensor(dev, &act_r, "act_r", BATCH, n, NULL)) ||
         (rc = device_tensor(dev, &y, "y", BATCH, H, NULL)) ||
-        (rc = device_tensor(dev, &dact_r, "dact_r", BATCH, n, NULL)) ||
-        (rc = device_tensor(dev, &dx, "dx", BATCH, H, NULL)) ||
+        (rc = device_tensor(dev, &dact_r, "dact_r", BATCH, n, d->stale_dg)) ||
+        (rc = device_tensor(dev, &dx, "dx", BATCH, H, d->stale_dx)) ||
         (rc = device_tensor(dev, &dA_r, "dA_r", n, H, NULL)) ||
         (rc = device_tensor(dev, &da_r, "da_r", 1, n, NULL)) ||
         (rc = device_tensor(dev, &dB_r, "dB_r", H, n, NULL)) ||
         (rc = device_tensor(dev, &db, "db", 1, H, NULL)))
         return rc;
-    if ((rc = check_shards(dev, tp, A, a, Bw, &A_r, &a_r, &B_r)) != 0)
+    /* dx and dact_r (row_backward's dx_local) hold stale numbers, as a
+     * reused buffer would: the contract says they are overwritten. */
+    if ((rc = check_shards(x, dev, tp, A, a, Bw, &A_r, &a_r, &B_r)) != 0)
         return rc;
 
     const ptdp_comm_stats *st = &dev->stats;
     unsigned long long c0 = collective_calls(st), r0 = st->calls[PTDP_COLL_ALL_REDUCE];
     double b0 = st->bytes_sent[PTDP_COLL_ALL_REDUCE];
-    if ((rc = lesson_column_forward(tp, pre_r, in, A_r, a_r)) != 0)
+    enter_student(x, r, IN_COLUMN_FORWARD);
+    if ((rc = leave_student(x, dev, lesson_column_forward(tp, pre_r, in, A_r, a_r))) != 0)
         return rc;
     ptdp_gelu_forward(act_r, pre_r);                       /* on my slice: no communication */
-    if ((rc = lesson_row_forward(tp, y, act_r, B_r, b)) != 0)
+    enter_student(x, r, IN_ROW_FORWARD);
+    if ((rc = leave_student(x, dev, lesson_row_forward(tp, y, act_r, B_r, b))) != 0)
         return rc;
     x->fwd_calls[r] = collective_calls(st) - c0;
     x->fwd_reduces[r] = st->calls[PTDP_COLL_ALL_REDUCE] - r0;
@@ -185,10 +319,13 @@ static int tp_device(ptdp_device *dev, void *arg)
     c0 = collective_calls(st);
     r0 = st->calls[PTDP_COLL_ALL_REDUCE];
     b0 = st->bytes_sent[PTDP_COLL_ALL_REDUCE];
-    if ((rc = lesson_row_backward(tp, dact_r, dB_r, db, dy, act_r, B_r)) != 0)
+    enter_student(x, r, IN_ROW_BACKWARD);
+    if ((rc = leave_student(x, dev, lesson_row_backward(tp, dact_r, dB_r, db, dy, act_r, B_r))) != 0)
         return rc;
+    memcpy(x->dg[r], dact_r.data, (size_t)BATCH * (size_t)n * sizeof(ptdp_real));
     ptdp_gelu_backward(dact_r, dact_r, pre_r);
-    if ((rc = lesson_column_backward(tp, dx, dA_r, da_r, dact_r, in, A_r)) != 0)
+    enter_student(x, r, IN_COLUMN_BACKWARD);
+    if ((rc = leave_student(x, dev, lesson_column_backward(tp, dx, dA_r, da_r, dact_r, in, A_r))) != 0)
         return rc;
     x->bwd_calls[r] = collective_calls(st) - c0;
     x->bwd_reduces[r] = st->calls[PTDP_COLL_ALL_REDUCE] - r0;
@@ -273,6 +410,22 @@ static bool check_backward(const tp_run *x, const char *what)
                               "summing it over the ranks adds tp copies.");
             return false;
         }
+        if ((e = max_diff(x->dg[r], BATCH, n, d->dg, FF, 0, r * n, &at)) > TOL) {
+            int i = at / n, j = at % n;
+            tutorial_wrong("%s, backward: rank %d's dx_local from lesson_row_backward, [%d][%d], is %.6g; the "
+                           "dense gradient's\nentry there (dy B, column %d) is %.6g.", what, r, i, j,
+                           (double)x->dg[r][at], r * n + j, (double)d->dg[i * FF + r * n + j]);
+            ptdp_real stale_added[BATCH * FF];
+            for (int k = 0; k < BATCH * n; k++)
+                stale_added[k] = x->dg[r][k] - d->stale_dg[k];
+            if (max_diff(stale_added, BATCH, n, d->dg, FF, 0, r * n, &at) <= 1e-9)
+                tutorial_note("It is the gradient plus what dx_local held before: accumulate_dx = true adds "
+                              "dy W_r to it.\nThe contract says dx_local is overwritten: pass false (blank 5).");
+            else
+                tutorial_note("dx_r = dy B_r: the whole dy (g's backward is the identity) times my weight "
+                              "columns (blank 5).");
+            return false;
+        }
         if ((e = max_diff(x->dA[r], n, H, d->dA, H, r * n, 0, &at)) > TOL ||
             (e = max_diff(x->da[r], 1, n, d->da, FF, 0, r * n, &at)) > TOL) {
             tutorial_wrong("%s, backward: rank %d's fc1 gradients differ from the dense ones' rows [%d, %d) "
@@ -283,9 +436,22 @@ static bool check_backward(const tp_run *x, const char *what)
         if ((e = max_diff(x->dx[r], BATCH, H, d->dx, H, 0, 0, &at)) > TOL) {
             tutorial_wrong("%s, backward: rank %d's dx[%d][%d] is %.6g; the dense block's is %.6g.", what, r,
                            at / H, at % H, (double)x->dx[r][at], (double)d->dx[at]);
-            if (x->tp > 1 && x->bwd_reduces[r] == 0)
+            ptdp_real stale_added[BATCH * H];
+            for (int k = 0; k < BATCH * H; k++)
+                stale_added[k] = x->dx[r][k] - (ptdp_real)x->tp * d->stale_dx[k];
+            if (max_diff(stale_added, BATCH, H, d->dx, H, 0, 0, &at) <= 1e-9) {
+                if (x->tp == 1)
+                    tutorial_note("It is the gradient plus what dx held before: accumulate_dx = true adds "
+                                  "da A to dx.");
+                else
+                    tutorial_note("It is the gradient plus %d times what dx held before: accumulate_dx = true "
+                                  "adds each rank's part\nto its old dx, and f's all-reduce sums all %d of "
+                                  "them.", x->tp, x->tp);
+                tutorial_note("The contract says dx is overwritten: pass false (blank 3).");
+            } else if (x->tp > 1 && x->bwd_reduces[r] == 0) {
                 tutorial_note("rank %d made no all-reduce in the backward: its dx is only its own slice's "
                               "part, da_r A_r.\nx fed every rank's outputs; f's backward sums the parts.", r);
+            }
             return false;
         }
     }
@@ -309,8 +475,8 @@ static bool check_communication(const tp_run *x, const char *what)
             tutorial_wrong("%s: rank %d made %llu collective call%s in the %s (%llu all-reduce%s, %.0f bytes "
                            "sent).", what, r, calls[p], calls[p] == 1 ? "" : "s", phase[p], reduces[p],
                            reduces[p] == 1 ? "" : "s", bytes[p]);
-            tutorial_note("The block needs exactly one all-reduce of B x h = %d x %d reals in each direction: "
-                          "g's in the forward, f's in the backward.", BATCH, H);
+            tutorial_note("The block needs exactly one all-reduce of batch x h = %d x %d reals in each "
+                          "direction: g's in the forward, f's in the backward.", BATCH, H);
             if (reduces[p] > 1)
                 tutorial_note("The other operator is the identity in that direction (g backward, f forward).");
             return false;
@@ -328,8 +494,17 @@ static bool check_tp(int tp, const dense_block *dense)
         return false;
     x->tp = tp;
     x->dense = dense;
-    bool ok = tutorial_launch(what, tp, tp_device, x) == 0 && check_forward(x, what) &&
-              check_backward(x, what) && (tp == 1 || check_communication(x, what));
+    for (int r = 0; r < MAX_TP; r++)
+        x->in_fn[r] = IN_NONE;
+    ptdp_launch_result res;
+    ptdp_launch_opts opts = { .result = &res };
+    int rc = tutorial_launch_opts(what, tp, tp_device, x, &opts);
+    int failed = res.failed_rank;
+    if (rc == PTDP_EINVAL && failed >= 0 && failed < tp && x->in_fn[failed] != IN_NONE)
+        explain_refused_call(x->in_fn[failed], failed, tp, res.message);
+    ptdp_launch_result_free(&res);
+    bool ok = rc == 0 && check_forward(x, what) && check_backward(x, what) &&
+              (tp == 1 || check_communication(x, what));
     if (ok && tp == 1)
         tutorial_ok("tp 1: y, dx and every gradient equal to the dense block");
     else if (ok)
@@ -348,7 +523,7 @@ int main(void)
     for (int tp = 1; ok && tp <= MAX_TP; tp++)
         ok = check_tp(tp, &dense);
     if (ok)
-        tutorial_note("each all-reduce sums B x h = %d x %d reals, S = %d B: every device sends "
+        tutorial_note("each all-reduce sums batch x h = %d x %d reals, S = %d bytes: every device sends "
                       "2(tp-1)/tp * S (lesson 01)", BATCH, H, (int)(BATCH * H * sizeof(ptdp_real)));
     return tutorial_end();
 }

@@ -3,8 +3,8 @@
  * by the conjugate operators f and g.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-03 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-03 -v
  * README.md explains the idea; solution.c is the answer (try first).
  * lesson_column_forward is done for you: read it first.
  *
@@ -24,7 +24,8 @@
  *
  * GELU works element by element, so it runs on each rank's slice with no
  * communication: that is why A is split by outputs and B by inputs.  The
- * whole block costs ONE all-reduce of B x h forward (g) and ONE backward (f).
+ * whole block costs ONE all-reduce of batch x h forward (g) and ONE backward (f)
+ * (B is fc2's weight; the batch is the number of samples in x).
  */
 #include "blank.h"
 #include "lesson.h"

@@ -20,7 +20,8 @@
  *
  * GELU works element by element, so it runs on each rank's slice with no
  * communication: that is why A is split by outputs and B by inputs.  The
- * whole block costs ONE all-reduce of B x h forward (g) and ONE backward (f).
+ * whole block costs ONE all-reduce of batch x h forward (g) and ONE backward (f)
+ * (B is fc2's weight; the batch is the number of samples in x).
  */
 #include "lesson.h"
 

@@ -2,8 +2,8 @@
  * exercise.c — lesson 04: pipeline schedules as lists of actions.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-04 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-04 -v
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * The L blocks of the model are cut into p stages, one per device.  A step's

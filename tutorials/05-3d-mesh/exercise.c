@@ -2,8 +2,8 @@
  * exercise.c — lesson 05: the three groups of a dp x tp x pp mesh.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-05 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-05 -v
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * World = dp * tp * pp devices, laid out as in Megatron-LM, tp fastest:

@@ -2,8 +2,8 @@
  * exercise.c — lesson 06: ZeRO-1, the optimizer state sharded across DP.
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
- *     meson setup build -Dexercises=student      (once)
- *     meson test -C build --suite tutorial-06 -v
+ *     meson setup build-student -Dexercises=student      (once)
+ *     meson test -C build-student --suite tutorial-06 -v
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * Plain data parallelism: every one of the N ranks all-reduces the whole
