@@ -236,9 +236,9 @@ static bool judge_shard(const char *what, const char *tensor, int tp, int r, con
     char g[256], w[256];
     format_rows(got, 3 * n, g, sizeof g);
     format_rows(want, 3 * n, w, sizeof w);
-    tutorial_wrong("%s: rank %d's %s shard holds %s %s of the whole;\nit should hold %s: the q, k and v "
-                   "%s of heads %d\xe2\x80\x93%d.", what, r, tensor, strstr(tensor, "bias") ? "entries" : "rows",
-                   g, w, strstr(tensor, "bias") ? "entries" : "rows", r * hl, (r + 1) * hl - 1);
+    const char *unit = strstr(tensor, "bias") ? "entries" : "rows";
+    tutorial_wrong("%s: rank %d's %s shard holds %s: %s.\nIt should hold %s %s: the q, k and v %s of heads "
+                   "%d\xe2\x80\x93%d.", what, r, tensor, unit, g, unit, w, unit, r * hl, (r + 1) * hl - 1);
     bool contiguous = true, q_only = true;
     int written = 0;
     for (int i = 0; i < 3 * n; i++) {
