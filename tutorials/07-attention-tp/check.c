@@ -609,6 +609,7 @@ int main(void)
         ok = check_embedding(TPS[k], &dense);
     if (ok)
         tutorial_note("per block the forward makes 2 all-reduces (attention's c_proj, the MLP's c_proj), the "
-                      "backward 2 (before c_attn, before c_fc);\nthe embedding 1 more forward");
+                      "backward 2 (before c_attn, before c_fc);\nthe whole GPT adds the embedding's forward and "
+                      "the head's backward (ptdp train --model gpt --tp 2)");
     return tutorial_end();
 }
