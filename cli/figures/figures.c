@@ -41,6 +41,8 @@ static const struct {
       fig_mesh_groups },
     { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",
       fig_zero_ownership },
+    { "attention_tp",       "lesson 07: tp = 2 splits a GPT's heads (c_attn q/k/v rows, c_proj columns) and its vocabulary",
+      fig_attention_tp },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },

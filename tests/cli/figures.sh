@@ -6,7 +6,8 @@
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
 #     the loss difference, the DP gradient and bytes, the mesh's groups,
-#     ZeRO's formulas and peaks, and the memory of the ZeRO runs);
+#     ZeRO's formulas and peaks, the attention's shards and padded
+#     vocabularies, and the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -17,8 +18,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership memory_per_device
-       loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership attention_tp
+       memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -95,6 +96,24 @@ else
         || fail "zero: expected 2P/N twice, P/N and the bucket once"
     [[ $(grep -c '>DP sent/step<' "$f") -eq 3 ]] || fail "zero: expected the DP bytes of three stages"
     grep -q 'its peak total, [0-9.]* [KM]iB, is' "$f" || fail "zero: no measured peak total of ZeRO-2"
+
+    # lesson 07: the default GPT at tp 2 — c_attn's q, k, v rows by head,
+    # c_proj's columns, the vocabulary padded at two multiples
+    f=$out/attention_tp.svg
+    for t in 'rank 0 · q rows 0–31' 'rank 1 · q rows 32–63' 'rank 0 · k rows 64–95' 'rank 1 · k rows 96–127' \
+             'rank 0 · v rows 128–159' 'rank 1 · v rows 160–191'; do
+        grep -q ">$t<" "$f" || fail "attention: no c_attn run '$t'"
+    done
+    [[ $(grep -c '>heads 0–1<' "$f") -eq 4 && $(grep -c '>heads 2–3<' "$f") -eq 4 ]] \
+        || fail "attention: expected heads 0–1 and 2–3 on three c_attn blocks and c_proj each"
+    grep -q '>cols 0–31<' "$f" && grep -q '>cols 32–63<' "$f" || fail "attention: no c_proj columns per rank"
+    grep -q '>V_pad = 128<' "$f" && grep -q '>V_pad = 64<' "$f" || fail "attention: no V_pad 128 and 64"
+    grep -q '64 × 2 → 128, 66 padding rows; 8 × 2 → 64, 2 padding rows' "$f" \
+        || fail "attention: no padding arithmetic in the caption"
+    [[ $(grep -c '>padding 62–63<' "$f") -eq 2 ]] && grep -q '>padding 64–127<' "$f" \
+        || fail "attention: padding rows not marked per rank"
+    grep -q 'rank 1 holds padding only' "$f" || fail "attention: rank 1's all-padding rows not said"
+    grep -q 'every element held by exactly one rank' "$f" || fail "attention: no coverage check said"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
