@@ -11,7 +11,10 @@
  *               one for the head backward, plus the vocab-parallel
  *               cross-entropy's three of B T numbers — and nothing else
  *   activations the bytes one micro-batch keeps per block are
- *               ptdp_gpt_block_act_elements x R, at tp 1 and tp 2
+ *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
+ *               with sequence parallelism (less)
+ *   sp          the LayerNorms' gradients are partial sums until the
+ *               model's sync all-reduces them over TP; SP's bytes are TP's
  *   tied wte    with pp 2 the last stage's copy equals stage 0's after
  *               training, bit for bit, and the norm counts it once
  *   checkpoint  nanoGPT's names and whole shapes, V and V_pad
@@ -151,7 +154,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; size_t kept[2]; } acts_arg;
+typedef struct { int tp; bool sp; size_t kept[2]; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -161,9 +164,11 @@ static int acts_device(ptdp_device *dev, void *arg)
     for (int k = 0; k < 2; k++) {
         ptdp_model_config cfg = tiny(a->tp);
         cfg.layers = 2 + k;
+        cfg.seq_len = a->sp ? 6 : cfg.seq_len;   /* divisible by tp */
         ptdp_mesh mesh;
         ptdp_model m;
         DEVICE_TRY(ptdp_mesh_init(dev, 1, a->tp, 1, &mesh));
+        mesh.sp = a->sp;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         ptdp_batch b = { .first = 0, .rows = 4 };
         DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
@@ -182,16 +187,108 @@ static int acts_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 2)
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 3)
 {
-    acts_arg a = { .tp = _i == 0 ? 1 : 2 };
+    acts_arg a = { .tp = _i == 0 ? 1 : 2, .sp = _i == 2 };
     harness_launch_ok(a.tp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
-    double want = ptdp_gpt_block_act_elements(&cfg, 4, a.tp) * sizeof(ptdp_real);
+    cfg.seq_len = a.sp ? 6 : cfg.seq_len;
+    double want = ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp) * sizeof(ptdp_real);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
     /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
-    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d: one more block keeps %.0f B, formula %.0f B",
-                  a.tp, got, want);
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s: one more block keeps %.0f B, formula %.0f B",
+                  a.tp, a.sp ? " sp" : "", got, want);
+    if (a.sp) {   /* and SP keeps less than TP alone */
+        acts_arg t = { .tp = 2 };
+        harness_launch_ok(2, acts_device, &t, NULL, NULL);
+        double tp_only = ptdp_gpt_block_act_elements(&cfg, 4, 2, false) * sizeof(ptdp_real);
+        ck_assert_msg(want < tp_only, "sp %.0f B, tp alone %.0f B", want, tp_only);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------ sequence parallelism */
+
+/* One micro-batch at tp 2: the ln_1 weight gradient of block 0 on each
+ * rank, before and after the model's gradient sync, and the TP bytes. */
+typedef struct {
+    bool sp;
+    double before[2][16], after[2][16];
+    double tp_sent;
+} sp_arg;
+
+static int sp_device(ptdp_device *dev, void *arg)
+{
+    sp_arg *a = arg;
+    ptdp_model_config cfg = tiny(2);
+    cfg.seq_len = 6;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    const int tp = ptdp_comm_size(dev->world);
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, tp, 1, &mesh));
+    mesh.sp = a->sp;
+    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    for (int i = 0; i < m.nparams; i++)   /* LayerNorms with weights of their own */
+        if (strstr(m.params[i].name, ".ln_") != NULL)
+            for (int j = 0; j < m.params[i].w.cols; j++)
+                m.params[i].w.data[j] += (ptdp_real)(0.1 * sin(j + i));
+    ptdp_batch b = { .first = 2, .rows = 3 };
+    DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
+    ptdp_acts acts;
+    DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
+    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / 18, NULL));
+    ptdp_param *ln = ptdp_model_find(&m, "transformer.h.0.ln_1.weight");
+    DEVICE_CHECK(dev, ln != NULL && ln->sequence_parallel == a->sp, "ln_1's sequence_parallel flag");
+    for (int j = 0; j < cfg.hidden; j++)
+        a->before[mesh.tp_rank][j] = ln->g.data[j];
+    DEVICE_TRY(ptdp_model_sync_gradients(dev, &m));
+    for (int j = 0; j < cfg.hidden; j++)
+        a->after[mesh.tp_rank][j] = ln->g.data[j];
+    int g = harness_group_index(&dev->stats, "tp");
+    if (mesh.tp_rank == 0)
+        a->tp_sent = g >= 0 ? dev->stats.group[g].sent : 0;
+    ptdp_batch_free(dev, &b);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+/* Under SP each rank's LayerNorm sees only its positions: its gradient is
+ * a partial sum, wrong on its own; the all-reduce over TP in the model's
+ * sync makes it the single device's.  Leaving it out breaks equality. */
+TEST(gpt_tests, test_sp_layernorm_gradients_need_their_all_reduce)
+{
+    sp_arg one = { .sp = false }, sp = { .sp = true };
+    harness_launch_ok(1, sp_device, &one, NULL, NULL);
+    harness_launch_ok(2, sp_device, &sp, NULL, NULL);
+    double partial = 0, summed = 0, scale = 0;
+    for (int j = 0; j < 8; j++) {
+        scale = fmax(scale, fabs(one.after[0][j]));
+        partial = fmax(partial, fabs(sp.before[0][j] - one.after[0][j]));
+        summed = fmax(summed, fabs(sp.after[0][j] - one.after[0][j]) + fabs(sp.after[1][j] - one.after[0][j]));
+        ck_assert_msg(fabs(sp.before[0][j] + sp.before[1][j] - one.after[0][j]) <= PTDP_TOLERANCE * fmax(1, scale),
+                      "element %d: the two ranks' partial gradients do not add up to the whole", j);
+    }
+    ck_assert_msg(partial > 0.05 * scale, "before the sync a rank's gradient should be a partial sum (diff %g of %g)",
+                  partial, scale);
+    ck_assert_msg(summed <= PTDP_TOLERANCE * fmax(1, scale), "after the sync: %g from one device", summed);
+}
+END_TEST
+
+/* An all-reduce is a reduce-scatter plus an all-gather: SP sends exactly
+ * what TP sends, plus the LayerNorms' gradient all-reduce — 2 tensors of C
+ * per LayerNorm, 2L + 1 of them; each all-reduce of C reals over 2 ranks
+ * sends 2(N-1)/N C = C reals.  (At a real size that is well under 3%: the
+ * CLI test measures the default GPT.) */
+TEST(gpt_tests, test_sp_sends_what_tp_sends)
+{
+    sp_arg tp = { .sp = false }, sp = { .sp = true };
+    harness_launch_ok(2, sp_device, &tp, NULL, NULL);
+    harness_launch_ok(2, sp_device, &sp, NULL, NULL);
+    const ptdp_model_config cfg = tiny(2);
+    double ln = 2.0 * (2 * cfg.layers + 1) * cfg.hidden * sizeof(ptdp_real);
+    ck_assert_msg(sp.tp_sent == tp.tp_sent + ln, "tp group bytes: sp %.0f, tp alone %.0f + LayerNorms %.0f",
+                  sp.tp_sent, tp.tp_sent, ln);
 }
 END_TEST
 

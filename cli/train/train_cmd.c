@@ -82,6 +82,9 @@ static void usage(void)
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default) or gpipe\n"
         "  --recompute         keep only each stage's input; redo the forward in the backward\n"
+        "  --sp                sequence parallelism (gpt, tp > 1): LayerNorms, dropouts and residuals\n"
+        "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
+        "                      along the sequence replace TP's all-reduces\n"
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced)\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
@@ -191,6 +194,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
         else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c->recompute);
+        else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
         else if (ptdp_args_is(&a, "--stage-layers"))
             rc = parse_stage_layers(&a, o->stage_layers, PTDP_MAX_DEVICES, &o->nstage);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);

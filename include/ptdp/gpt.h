@@ -70,8 +70,15 @@ void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
  *
  *   B T (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) T^2
  *        x, ln1, x2, ln2 (C each); qkv, y (3C + C split); c_fc in and
- *        out (F split); four LayerNorm statistics; the probabilities  */
-double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp);
+ *        out (F split); four LayerNorm statistics; the probabilities
+ *
+ * With sequence parallelism (sp.h) the residual stream x and x2 and the
+ * LayerNorm statistics are this rank's positions only; the LayerNorm
+ * outputs ln1 and ln2 are kept gathered, as the column-parallel layers'
+ * backward needs them (Megatron gathers them again instead, for bytes):
+ *
+ *   B T (2 C + 2 C / tp + (3 C + C) / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) T^2 */
+double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp);
 
 /* Per block on this device (shards under TP). */
 typedef struct {

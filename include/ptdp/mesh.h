@@ -23,6 +23,8 @@
 #ifndef PTDP_MESH_H
 #define PTDP_MESH_H
 
+#include <stdbool.h>
+
 #include "comm.h"
 
 struct ptdp_device;
@@ -31,6 +33,9 @@ typedef struct {
     int dp, tp, pp;                 /* group sizes                         */
     int dp_rank, tp_rank, pp_rank;  /* this device's coordinates           */
     ptdp_comm *dp_comm, *tp_comm, *pp_comm;   /* never NULL (size 1 ok)     */
+    bool sp;                        /* sequence parallelism in the TP group
+                                       (sp.h); false after init, set by the
+                                       caller before the model is built    */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */

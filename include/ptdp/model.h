@@ -112,6 +112,11 @@ typedef struct {
     bool tied_copy;            /* the second of the two (the last stage's):
                                   counted in the gradient norm by the other,
                                   saved as the same tensor                   */
+    bool sequence_parallel;    /* replicated over TP but used where each TP
+                                  rank holds only its positions (sp.h: a
+                                  LayerNorm under SP): its gradient is a
+                                  partial sum that ops->sync_gradients
+                                  completes by an all-reduce over TP        */
     size_t offset;             /* elements from the start of the flat buffers */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
@@ -188,9 +193,10 @@ typedef struct ptdp_model_ops {
      * backward and the data-parallel sum: make the gradient of each `tied`
      * parameter (the views p->g) the sum of its two copies', by a
      * collective of the model's own (one all-reduce leaves both copies the
-     * same bits).  The loop calls it on the full gradient buffer after the
-     * DP all-reduce; under ZeRO, whose gradients are sharded by then,
-     * zero.c gathers each tied tensor's gradient whole for it.  Never per
+     * same bits), and that of each `sequence_parallel` one the sum over
+     * TP.  The loop calls it on the full gradient buffer after the DP
+     * all-reduce; under ZeRO, whose gradients are sharded by then, zero.c
+     * gathers each such tensor's gradient whole for it.  Never per
      * micro-batch: the two stages reach a micro-batch's backward at
      * different times, and a collective between them in the middle of the
      * pipeline would wait for a stage that waits for it. */

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t seed;
     const char *schedule;     /* "1f1b" (default) or "gpipe"              */
     bool recompute;
+    bool sp;                  /* sequence parallelism in the TP group (sp.h) */
     const int *stage_layers;  /* pp entries, or NULL for balanced         */
     int zero;                 /* 0, 1 or 2                                */
     bool verify_replicas;     /* after every step, check that DP replicas are

@@ -16,6 +16,13 @@
  * forward, f the one of a column-parallel layer's input gradient in the
  * backward (tp.h): two of each per block.  Everything else is local.
  *
+ * With sequence parallelism (mesh->sp, sp.h) the LayerNorms, dropouts and
+ * residuals hold only this rank's T/tp positions of each sequence ("region
+ * rows"); the g after each row-parallel layer becomes a reduce-scatter
+ * along the sequence, and an all-gather along the sequence brings LN's
+ * output into each column-parallel layer (its backward: a reduce-scatter,
+ * where TP's f had an all-reduce).  The same numbers, the same bytes.
+ *
  * The backward walks the boxes right to left; gradients ACCUMULATE (+=)
  * into the model's gradient buffer, so micro-batches add up.  With pp = 1
  * the head is wte itself, and its gradient gets both the head's and the
@@ -31,6 +38,7 @@
 #include "ptdp/gpt.h"
 #include "ptdp/ops.h"
 #include "ptdp/rng.h"
+#include "ptdp/sp.h"
 #include "ptdp/tp.h"
 
 #define LN_EPS 1e-5
@@ -61,6 +69,74 @@ static int act(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int
 static ptdp_real *act_reals(ptdp_device *dev, size_t n, const char *name)
 {
     return ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
+}
+
+/* ------------------------------------------- TP and SP regions (sp.h) */
+
+/* Rows this rank holds in the LayerNorm / dropout / residual regions of a
+ * micro-batch of R token rows: all of them, or its T/tp positions (SP). */
+static int region_rows(const ptdp_model *m, int R)
+{
+    return m->mesh->sp ? R / m->mesh->tp : R;
+}
+
+/* LayerNorm, then into the TP region: under SP its output is gathered
+ * along the sequence into `out` (R rows); mean and rstd stay local. */
+static int layernorm_into_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor out,
+                             ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x, const ptdp_param *w,
+                             const ptdp_param *b)
+{
+    if (!m->mesh->sp) {
+        ptdp_layernorm_forward(out, mean, rstd, x, w->w, b->w, LN_EPS);
+        return PTDP_OK;
+    }
+    ptdp_tensor local;
+    int rc = act(dev, &local, "acts.ln_local", x.rows, x.cols);
+    if (rc != 0)
+        return rc;
+    ptdp_layernorm_forward(local, mean, rstd, x, w->w, b->w, LN_EPS);
+    rc = ptdp_sp_all_gather(dev, m->mesh->tp_comm, out, local, acts->rows);   /* sequence gather */
+    ptdp_tensor_free(dev, &local);
+    return rc;
+}
+
+/* Out of the TP region: `part` (R rows) holds this rank's partial sums;
+ * `out` (region rows) gets their sum — g's all-reduce in place (out is
+ * part), or under SP a reduce-scatter along the sequence. */
+static int sum_out_of_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor out,
+                         ptdp_tensor part)
+{
+    if (!m->mesh->sp)
+        return ptdp_tp_reduce_from_region_forward(m->mesh->tp_comm, out);      /* g */
+    return ptdp_sp_reduce_scatter(dev, m->mesh->tp_comm, out, part, acts->rows);
+}
+
+/* The backward of layernorm_into_tp's join: `dfull` (R rows) holds this
+ * rank's part of the gradient of LN's output; `dlocal` (region rows) gets
+ * the sum — f's all-reduce in place, or a reduce-scatter under SP. */
+static int grad_out_of_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor dlocal,
+                          ptdp_tensor dfull)
+{
+    if (!m->mesh->sp)
+        return ptdp_tp_copy_to_region_backward(m->mesh->tp_comm, dlocal);      /* f */
+    return ptdp_sp_reduce_scatter(dev, m->mesh->tp_comm, dlocal, dfull, acts->rows);
+}
+
+/* Dropout on region rows, its mask keyed by global token index (tp.h), so
+ * a sequence shard draws exactly the single device's mask. */
+static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor t, uint64_t key)
+{
+    const int T = m->cfg.seq_len, C = m->cfg.hidden, tp = m->mesh->tp;
+    if (m->dropout <= 0)
+        return;
+    if (!m->mesh->sp) {
+        ptdp_tp_dropout(t, m->dropout, key, acts->first_sample * T, C, 0);
+        return;
+    }
+    const int Tl = T / tp;
+    for (int b = 0; b < acts->rows; b++)
+        ptdp_tp_dropout(ptdp_tensor_rows(t, b * Tl, Tl), m->dropout, key,
+                        ptdp_sp_token(acts->first_sample, T, tp, m->mesh->tp_rank, b * Tl), C, 0);
 }
 
 /* ------------------------------------------------------- saved state */
@@ -117,7 +193,8 @@ ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 
 /* ------------------------------------------------------------ forward */
 
-/* One block: x (R x C, owned by a) in, *out (R x C, allocated here) out. */
+/* One block: x (region rows x C, owned by a) in, *out (the same,
+ * allocated here) out. */
 static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
                          ptdp_gpt_block_acts *a, ptdp_tensor *out)
 {
@@ -125,21 +202,22 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     const ptdp_gpt *g = m->impl;
     const ptdp_gpt_block *w = &g->blocks[i];
     ptdp_comm *tp = m->mesh->tp_comm;
+    const bool sp = m->mesh->sp;
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, layer = m->layer_begin + i;
-    const int64_t token0 = acts->first_sample * T;
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R);
+    const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d fwd", layer);
     int rc;
     if ((rc = act(dev, &a->ln1, "acts.ln1", R, C)) != 0 || (rc = act(dev, &a->qkv, "acts.qkv", R, 3 * Cl)) != 0 ||
-        (rc = act(dev, &a->y, "acts.attn_y", R, Cl)) != 0 || (rc = act(dev, &a->x2, "acts.x2", R, C)) != 0 ||
+        (rc = act(dev, &a->y, "acts.attn_y", R, Cl)) != 0 || (rc = act(dev, &a->x2, "acts.x2", Rl, C)) != 0 ||
         (rc = act(dev, &a->ln2, "acts.ln2", R, C)) != 0 || (rc = act(dev, &a->fc, "acts.fc", R, Fl)) != 0 ||
-        (rc = act(dev, &a->gelu, "acts.gelu", R, Fl)) != 0 || (rc = act(dev, out, "acts.x", R, C)) != 0)
+        (rc = act(dev, &a->gelu, "acts.gelu", R, Fl)) != 0 || (rc = act(dev, out, "acts.x", Rl, C)) != 0)
         return rc;
-    a->ln1_mean = act_reals(dev, (size_t)R, "acts.ln1_mean");
-    a->ln1_rstd = act_reals(dev, (size_t)R, "acts.ln1_rstd");
-    a->ln2_mean = act_reals(dev, (size_t)R, "acts.ln2_mean");
-    a->ln2_rstd = act_reals(dev, (size_t)R, "acts.ln2_rstd");
+    a->ln1_mean = act_reals(dev, (size_t)Rl, "acts.ln1_mean");
+    a->ln1_rstd = act_reals(dev, (size_t)Rl, "acts.ln1_rstd");
+    a->ln2_mean = act_reals(dev, (size_t)Rl, "acts.ln2_mean");
+    a->ln2_rstd = act_reals(dev, (size_t)Rl, "acts.ln2_rstd");
     a->probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "acts.probs");
     if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd || !a->probs)
         return PTDP_ENOMEM;
@@ -151,39 +229,52 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     if (m->dropout > 0 && (scratch = ptdp_alloc(dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS,
                                                 "attn.scratch")) == NULL)
         return PTDP_ENOMEM;
+    /* a row-parallel layer's partial sums: in place under TP, R rows under SP */
+    ptdp_tensor part = { 0 };
+    if (sp && (rc = act(dev, &part, "acts.partial", R, C)) != 0) {
+        ptdp_free(dev, scratch);
+        return rc;
+    }
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T) c_proj^T + b) */
     double w0 = ptdp_wall_now();
-    ptdp_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w->w, w->ln1_b->w, LN_EPS);
+    if ((rc = layernorm_into_tp(dev, m, acts, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b)) != 0)
+        goto out;
+    w0 = sp ? ptdp_wall_now() : w0;
     ptdp_tp_column_linear_forward(dev, tp, a->qkv, a->ln1, w->attn_w->w, &w->attn_b->w, NULL);
     ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
-    ptdp_linear_forward(a->x2, a->y, w->proj_w->w, NULL);            /* partial sum */
-    account(dev, what, ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
-            ptdp_attention_flops_forward(acts->rows, T, hl, hd) + ptdp_matmul_flops(R, C, Cl), w0, false);
     ptdp_free(dev, scratch);
-    if ((rc = ptdp_tp_reduce_from_region_forward(tp, a->x2)) != 0)   /* g */
-        return rc;
+    scratch = NULL;
+    ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
+    account(dev, what, ptdp_layernorm_flops_forward((size_t)Rl * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
+            ptdp_attention_flops_forward(acts->rows, T, hl, hd) + ptdp_matmul_flops(R, C, Cl), w0, false);
+    if ((rc = sum_out_of_tp(dev, m, acts, a->x2, part)) != 0)         /* g, or the sequence scatter */
+        goto out;
     w0 = ptdp_wall_now();
     ptdp_add_bias(a->x2, w->proj_b->w);
-    ptdp_tp_dropout(a->x2, m->dropout, dropout_key(m, layer, "attn_out"), token0, C, 0);
+    region_dropout(m, acts, a->x2, dropout_key(m, layer, "attn_out"));
     ptdp_tensor_add(a->x2, a->x);                                    /* the residual */
 
     /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
-    ptdp_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w->w, w->ln2_b->w, LN_EPS);
+    if ((rc = layernorm_into_tp(dev, m, acts, a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w, w->ln2_b)) != 0)
+        goto out;
     ptdp_tp_column_linear_forward(dev, tp, a->fc, a->ln2, w->fc_w->w, &w->fc_b->w, NULL);
     ptdp_gelu_forward(a->gelu, a->fc);
-    ptdp_linear_forward(*out, a->gelu, w->fc_proj_w->w, NULL);      /* partial sum */
-    account(dev, what, 3.0 * R * C + ptdp_layernorm_flops_forward((size_t)R * C) +
+    ptdp_linear_forward(sp ? part : *out, a->gelu, w->fc_proj_w->w, NULL);  /* partial sum */
+    account(dev, what, 3.0 * Rl * C + ptdp_layernorm_flops_forward((size_t)Rl * C) +
             ptdp_linear_flops_forward(R, C, Fl) + ptdp_gelu_flops_forward((size_t)R * Fl) +
             ptdp_matmul_flops(R, C, Fl), w0, false);
-    if ((rc = ptdp_tp_reduce_from_region_forward(tp, *out)) != 0)    /* g */
-        return rc;
+    if ((rc = sum_out_of_tp(dev, m, acts, *out, part)) != 0)          /* g, or the sequence scatter */
+        goto out;
     w0 = ptdp_wall_now();
     ptdp_add_bias(*out, w->fc_proj_b->w);
-    ptdp_tp_dropout(*out, m->dropout, dropout_key(m, layer, "mlp_out"), token0, C, 0);
+    region_dropout(m, acts, *out, dropout_key(m, layer, "mlp_out"));
     ptdp_tensor_add(*out, a->x2);                                    /* the residual */
-    account(dev, what, 3.0 * R * C, w0, false);
-    return PTDP_OK;
+    account(dev, what, 3.0 * Rl * C, w0, false);
+out:
+    ptdp_tensor_free(dev, &part);
+    ptdp_free(dev, scratch);
+    return rc;
 }
 
 /* Everything after the stage input, kept for the backward.  Used by the
@@ -193,30 +284,50 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     ptdp_comm *tp = m->mesh->tp_comm;
-    const int T = c->seq_len, C = c->hidden, R = acts->rows * T, nb = sv->nblocks;
+    const int T = c->seq_len, C = c->hidden, R = acts->rows * T, Rl = region_rows(m, R), nb = sv->nblocks;
     int rc;
     sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
     if (sv->blocks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
 
-    /* x: the embeddings on stage 0, else the received activation */
+    /* x: the embeddings on stage 0, else the received activation (under
+     * SP this rank's positions only) */
     ptdp_tensor x;
-    if ((rc = act(dev, &x, "acts.x", R, C)) != 0)
+    if ((rc = act(dev, &x, "acts.x", Rl, C)) != 0)
         return rc;
     if (nb > 0)
         sv->blocks[0].x = x;
     else
         sv->x_out = x;
     double w0 = ptdp_wall_now();
-    if (m->first_stage) {
+    if (m->first_stage && !m->mesh->sp) {
         const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
         if ((rc = ptdp_tp_embedding_forward(tp, x, g->wte->w, row0, sv->tokens)) != 0)   /* g */
             return rc;
         w0 = ptdp_wall_now();
         ptdp_positions_forward(x, g->wpe->w, T);
         account(dev, "embed fwd", (double)R * C, w0, true);
+    } else if (m->first_stage) {
+        /* SP: each rank looks up its vocabulary rows for every token (zeros
+         * for the others'), and the reduce-scatter along the sequence both
+         * sums the ranks' lookups and keeps this rank's positions */
+        const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
+        const int Tl = T / m->mesh->tp;
+        ptdp_tensor full;
+        if ((rc = act(dev, &full, "acts.embed_partial", R, C)) != 0)
+            return rc;
+        ptdp_embedding_forward(full, g->wte->w, row0, sv->tokens);
+        rc = ptdp_sp_reduce_scatter(dev, tp, x, full, acts->rows);
+        ptdp_tensor_free(dev, &full);
+        if (rc != 0)
+            return rc;
+        w0 = ptdp_wall_now();
+        for (int b = 0; b < acts->rows; b++)
+            ptdp_positions_forward(ptdp_tensor_rows(x, b * Tl, Tl),
+                                   ptdp_tensor_rows(g->wpe->w, m->mesh->tp_rank * Tl, Tl), Tl);
+        account(dev, "embed fwd", (double)Rl * C, w0, true);
     } else {
-        ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, R, C));
+        ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
     }
 
     for (int i = 0; i < nb; i++) {
@@ -229,8 +340,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         const int Vl = g->vocab_local;
         if ((rc = act(dev, &sv->lnf, "acts.lnf", R, C)) != 0 || (rc = act(dev, &sv->logits, "acts.logits", R, Vl)) != 0)
             return rc;
-        sv->lnf_mean = act_reals(dev, (size_t)R, "acts.lnf_mean");
-        sv->lnf_rstd = act_reals(dev, (size_t)R, "acts.lnf_rstd");
+        sv->lnf_mean = act_reals(dev, (size_t)Rl, "acts.lnf_mean");
+        sv->lnf_rstd = act_reals(dev, (size_t)Rl, "acts.lnf_rstd");
         sv->rowmax = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
         sv->sumexp = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
         double *picked = ptdp_alloc(dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
@@ -239,7 +350,11 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             return PTDP_ENOMEM;
         }
         w0 = ptdp_wall_now();
-        ptdp_layernorm_forward(sv->lnf, sv->lnf_mean, sv->lnf_rstd, sv->x_out, g->lnf_w->w, g->lnf_b->w, LN_EPS);
+        if ((rc = layernorm_into_tp(dev, m, acts, sv->lnf, sv->lnf_mean, sv->lnf_rstd, sv->x_out, g->lnf_w,
+                                    g->lnf_b)) != 0) {
+            ptdp_free(dev, picked);
+            return rc;
+        }
         /* f forward is the identity: lnf is the same on every rank */
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->lnf, g->head->w, NULL, NULL);
         account(dev, "head fwd", ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_matmul_flops(R, Vl, C),
@@ -258,7 +373,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
 int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
-    const int T = m->cfg.seq_len, C = m->cfg.hidden;
+    const int T = m->cfg.seq_len;
     memset(acts, 0, sizeof *acts);
     acts->rows = b->rows;
     acts->first_sample = b->first;
@@ -281,14 +396,14 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         memcpy(tokens, b->tokens, n * sizeof *tokens);
         sv->tokens = tokens;
     } else {
-        if ((rc = act(dev, &sv->input, "acts.input", b->rows, T * C)) != 0)
+        if ((rc = act(dev, &sv->input, "acts.input", b->rows, m->boundary_cols)) != 0)
             return rc;
         ptdp_tensor_copy(sv->input, input);
     }
     if ((rc = stage_forward(dev, m, acts, sv)) != 0)
         return rc;
     if (!m->last_stage && out != NULL)
-        ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, T * C));
+        ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, m->boundary_cols));
     if (recompute)
         free_computed(dev, sv);
     return PTDP_OK;
@@ -296,24 +411,39 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
 
 /* ----------------------------------------------------------- backward */
 
-/* Scratch of one backward, all R token rows. */
+/* Scratch of one backward.  R token rows, but tmp and dln_local (and dh)
+ * have region rows: all R, or this rank's positions under SP, where dfull
+ * holds a gathered gradient. */
 typedef struct {
-    ptdp_tensor tmp, dln, dff, dy, dqkv;
+    ptdp_tensor tmp, dln, dln_local, dfull, dff, dy, dqkv;
     ptdp_real *att;             /* 2 T T */
 } scratch;
 
-/* One block, right to left: dh (R x C) is the gradient of the block's
- * output on entry and of its input on return. */
+/* Into the TP region's backward: the gradient `d` of a row-parallel
+ * layer's output (region rows) as that layer's backward needs it, all R
+ * rows — itself under TP (g's backward is the identity), gathered along
+ * the sequence into s->dfull under SP. */
+static int grad_into_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor d, scratch *s,
+                        ptdp_tensor *full)
+{
+    *full = d;
+    if (!m->mesh->sp)
+        return PTDP_OK;
+    *full = s->dfull;
+    return ptdp_sp_all_gather(dev, m->mesh->tp_comm, s->dfull, d, acts->rows);
+}
+
+/* One block, right to left: dh (region rows x C) is the gradient of the
+ * block's output on entry and of its input on return. */
 static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
                           ptdp_gpt_block_acts *a, ptdp_tensor dh, scratch *s)
 {
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     const ptdp_gpt_block *w = &g->blocks[i];
-    ptdp_comm *tp = m->mesh->tp_comm;
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, layer = m->layer_begin + i;
-    const int64_t token0 = acts->first_sample * T;
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R);
+    const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
     int rc;
@@ -323,28 +453,33 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     ptdp_tensor dm = dh;
     if (m->dropout > 0) {
         ptdp_tensor_copy(s->tmp, dh);
-        ptdp_tp_dropout(s->tmp, m->dropout, dropout_key(m, layer, "mlp_out"), token0, C, 0);
+        region_dropout(m, acts, s->tmp, dropout_key(m, layer, "mlp_out"));
         dm = s->tmp;
     }
+    if ((rc = grad_into_tp(dev, m, acts, dm, s, &dm)) != 0)           /* SP: sequence gather */
+        return rc;
+    w0 = m->mesh->sp ? ptdp_wall_now() : w0;
     ptdp_tp_row_linear_backward(&s->dff, w->fc_proj_w->g, &w->fc_proj_b->g, dm, a->gelu, w->fc_proj_w->w);
     ptdp_gelu_backward(s->dff, s->dff, a->fc);
     ptdp_linear_backward(&s->dln, w->fc_w->g, &w->fc_b->g, s->dff, a->ln2, w->fc_w->w, false);
     account(dev, what, ptdp_linear_flops_backward(R, Fl, C) + ptdp_gelu_flops_backward((size_t)R * Fl) +
             ptdp_linear_flops_backward(R, C, Fl), w0, false);
-    if ((rc = ptdp_tp_copy_to_region_backward(tp, s->dln)) != 0)     /* f */
+    if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
     /* dx2 = dh (the residual) + LN2's backward */
-    ptdp_layernorm_backward(dh, w->ln2_w->g, w->ln2_b->g, s->dln, a->x2, w->ln2_w->w, a->ln2_mean,
+    ptdp_layernorm_backward(dh, w->ln2_w->g, w->ln2_b->g, s->dln_local, a->x2, w->ln2_w->w, a->ln2_mean,
                             a->ln2_rstd, true);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T) c_proj^T + b) */
     ptdp_tensor dout = dh;
     if (m->dropout > 0) {
         ptdp_tensor_copy(s->tmp, dh);
-        ptdp_tp_dropout(s->tmp, m->dropout, dropout_key(m, layer, "attn_out"), token0, C, 0);
+        region_dropout(m, acts, s->tmp, dropout_key(m, layer, "attn_out"));
         dout = s->tmp;
     }
+    if ((rc = grad_into_tp(dev, m, acts, dout, s, &dout)) != 0)       /* SP: sequence gather */
+        return rc;
     ptdp_tp_row_linear_backward(&s->dy, w->proj_w->g, &w->proj_b->g, dout, a->y, w->proj_w->w);
     ptdp_attn_dropout drop = {
         .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
@@ -352,15 +487,15 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     };
     ptdp_attention_backward(s->dqkv, s->dy, a->qkv, a->probs, T, hl, hd, &drop, s->att);
     ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
-    account(dev, what, ptdp_layernorm_flops_backward((size_t)R * C) + ptdp_linear_flops_backward(R, Cl, C) +
+    account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
             ptdp_attention_flops_backward(acts->rows, T, hl, hd) + ptdp_linear_flops_backward(R, C, 3 * Cl),
             w0, false);
-    if ((rc = ptdp_tp_copy_to_region_backward(tp, s->dln)) != 0)     /* f */
+    if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
-    ptdp_layernorm_backward(dh, w->ln1_w->g, w->ln1_b->g, s->dln, a->x, w->ln1_w->w, a->ln1_mean,
+    ptdp_layernorm_backward(dh, w->ln1_w->g, w->ln1_b->g, s->dln_local, a->x, w->ln1_w->w, a->ln1_mean,
                             a->ln1_rstd, true);
-    account(dev, what, ptdp_layernorm_flops_backward((size_t)R * C) + 2.0 * R * C, w0, false);
+    account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + 2.0 * Rl * C, w0, false);
     return PTDP_OK;
 }
 
@@ -370,9 +505,9 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     ptdp_gpt_saved *sv = acts->saved;
-    ptdp_comm *tp = m->mesh->tp_comm;
     const int T = c->seq_len, C = c->hidden, hl = g->heads_local, Cl = hl * (C / c->heads);
-    const int Fl = g->ffn_local, R = acts->rows * T, nb = sv->nblocks;
+    const int Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R), nb = sv->nblocks;
+    const bool sp = m->mesh->sp;
     ptdp_tensor dh = { 0 };
     scratch s = { 0 };
     int rc;
@@ -383,9 +518,13 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
             goto done;
         acts->loss_sum = loss;
     }
-    if ((rc = act(dev, &dh, "grad.h", R, C)) != 0 || (rc = act(dev, &s.tmp, "grad.tmp", R, C)) != 0 ||
+    if ((rc = act(dev, &dh, "grad.h", Rl, C)) != 0 || (rc = act(dev, &s.tmp, "grad.tmp", Rl, C)) != 0 ||
         (rc = act(dev, &s.dln, "grad.ln", R, C)) != 0 || (rc = act(dev, &s.dff, "grad.ff", R, Fl)) != 0 ||
         (rc = act(dev, &s.dy, "grad.attn_y", R, Cl)) != 0 || (rc = act(dev, &s.dqkv, "grad.qkv", R, 3 * Cl)) != 0)
+        goto done;
+    s.dln_local = s.dln;    /* TP: f's all-reduce works in place */
+    if (sp && ((rc = act(dev, &s.dln_local, "grad.ln_local", Rl, C)) != 0 ||
+               (rc = act(dev, &s.dfull, "grad.gathered", R, C)) != 0))
         goto done;
     if ((s.att = ptdp_alloc(dev, 2 * (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL) {
         rc = PTDP_ENOMEM;
@@ -402,14 +541,14 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
                               sv->sumexp, loss_scale);
         ptdp_linear_backward(&s.dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w, false);
         account(dev, "head bwd", ptdp_xent_flops_backward(R, Vl) + 2 * ptdp_matmul_flops(R, Vl, C), w0, true);
-        if ((rc = ptdp_tp_copy_to_region_backward(tp, s.dln)) != 0)  /* f */
+        if ((rc = grad_out_of_tp(dev, m, acts, s.dln_local, s.dln)) != 0)  /* f, or the sequence scatter */
             goto done;
         w0 = ptdp_wall_now();
-        ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln, sv->x_out, g->lnf_w->w, sv->lnf_mean,
-                                sv->lnf_rstd, false);
-        account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)R * C), w0, true);
+        ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln_local, sv->x_out, g->lnf_w->w,
+                                sv->lnf_mean, sv->lnf_rstd, false);
+        account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)Rl * C), w0, true);
     } else {
-        ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, R, C));
+        ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, Rl, C));
     }
 
     for (int i = nb - 1; i >= 0; i--)
@@ -419,17 +558,25 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     w0 = ptdp_wall_now();
     if (m->first_stage) {
         /* the embedding's g backward is the identity: every rank adds dh
-         * into the wte rows it holds, and into wpe */
-        ptdp_positions_backward(g->wpe->g, dh, T);
-        ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dh);
+         * into the wte rows it holds, and into wpe.  Under SP the
+         * reduce-scatter's backward first gathers dh along the sequence. */
+        ptdp_tensor dfull;
+        if ((rc = grad_into_tp(dev, m, acts, dh, &s, &dfull)) != 0)
+            goto done;
+        w0 = sp ? ptdp_wall_now() : w0;
+        ptdp_positions_backward(g->wpe->g, dfull, T);
+        ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dfull);
         account(dev, "embed bwd", 2.0 * R * C, w0, true);
     } else if (dx != NULL) {
-        ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, T * C));
+        ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, m->boundary_cols));
     }
 done:
     ptdp_tensor_free(dev, &dh);
     ptdp_tensor_free(dev, &s.tmp);
     ptdp_tensor_free(dev, &s.dln);
+    if (sp)
+        ptdp_tensor_free(dev, &s.dln_local);
+    ptdp_tensor_free(dev, &s.dfull);
     ptdp_tensor_free(dev, &s.dff);
     ptdp_tensor_free(dev, &s.dy);
     ptdp_tensor_free(dev, &s.dqkv);

@@ -240,6 +240,16 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         return PTDP_EABORTED;
     for (int i = 0; i < m->nparams; i++)   /* decay only the 2-D tensors */
         m->params[i].no_decay = m->params[i].is_bias;
+    /* Under SP a LayerNorm sees only this rank's positions (sp.h). */
+    if (m->mesh->sp) {
+        for (int i = 0; i < m->layer_end - m->layer_begin; i++) {
+            ptdp_gpt_block *b = &g->blocks[i];
+            b->ln1_w->sequence_parallel = b->ln1_b->sequence_parallel = true;
+            b->ln2_w->sequence_parallel = b->ln2_b->sequence_parallel = true;
+        }
+        if (m->last_stage)
+            g->lnf_w->sequence_parallel = g->lnf_b->sequence_parallel = true;
+    }
     return PTDP_OK;
 }
 
@@ -320,7 +330,8 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     m->input_cols = c->seq_len;
     m->input_tokens = true;
     m->label_cols = c->seq_len;
-    m->boundary_cols = c->seq_len * c->hidden;
+    /* under SP a stage boundary carries the rank's positions only */
+    m->boundary_cols = c->seq_len / (m->mesh->sp ? tp : 1) * c->hidden;
     int rc = make_emb_group(dev, m, g);
     if (rc == 0)
         rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
@@ -339,8 +350,18 @@ static int gpt_sync_gradients(ptdp_device *dev, ptdp_model *m)
 {
     (void)dev;
     ptdp_gpt *g = m->impl;
-    if (g->emb == NULL)
-        return PTDP_OK;
+    int rc = PTDP_OK;
+    /* Under SP each rank's LayerNorm gradients cover its positions only:
+     * the sum over TP is the whole gradient (sp.h).  Leave this out and
+     * the ranks' LayerNorms drift apart from the first step. */
+    for (int i = 0; rc == 0 && i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (p->sequence_parallel)
+            rc = ptdp_all_reduce(m->mesh->tp_comm, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL,
+                                 PTDP_SUM);
+    }
+    if (rc != 0 || g->emb == NULL)
+        return rc;
     ptdp_param *p = m->first_stage ? g->wte : g->head;
     return ptdp_all_reduce(g->emb, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
 }
@@ -350,9 +371,11 @@ ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
     return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
 }
 
-double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp)
+double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp)
 {
     const double B = batch, T = c->seq_len, C = c->hidden, F = c->ffn;
+    if (sp)
+        return B * T * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (c->heads / tp) * T * T;
     return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * T * T;
 }
 

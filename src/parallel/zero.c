@@ -139,7 +139,8 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* -------------------------------------------------------- once per step */
 
-/* ZeRO and a tensor two stages hold (model.h, `tied`): once the gradient
+/* ZeRO and a tensor two stages hold (model.h, `tied`; the same for a
+ * `sequence_parallel` one, whose copies are the TP ranks'): once the gradient
  * is reduce-scattered it is spread over the DP ranks' chunks — and
  * differently on the two stages, whose flat buffers differ.  Make each tied
  * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
@@ -153,7 +154,7 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
     ptdp_device *dev = ptdp_comm_device(z->dp);
     int ntied = 0, rc = PTDP_OK;
     for (int i = 0; i < m->nparams; i++)
-        ntied += m->params[i].tied;
+        ntied += m->params[i].tied || m->params[i].sequence_parallel;
     if (ntied == 0)
         return PTDP_OK;
     ptdp_real **whole = calloc((size_t)m->nparams, sizeof *whole);
@@ -161,7 +162,7 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     for (int i = 0; rc == 0 && i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
-        if (!p->tied)
+        if (!p->tied && !p->sequence_parallel)
             continue;
         size_t n = ptdp_tensor_numel(p->g), b = p->offset, e = p->offset + n;
         if ((whole[i] = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.tied")) == NULL) {

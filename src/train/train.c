@@ -86,6 +86,18 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     }
     if (ptdp_model_check(m, c->tp, c->pp, msg, n) != 0)   /* and how they split */
         return PTDP_EINVAL;
+    if (c->sp && m->kind != PTDP_MODEL_GPT)
+        BAD("--sp splits the sequence, and the MLP has none: sequence parallelism is for --model gpt");
+    if (c->sp && c->tp < 2)
+        BAD("--sp shares the TP group's work along the sequence: it needs --tp 2 or more");
+    if (c->sp && m->seq_len % c->tp != 0) {
+        int lo = m->seq_len / c->tp * c->tp;
+        if (lo >= 2)
+            BAD("--sp: --seq-len %d must divide by --tp %d, each rank holding seq-len / tp positions "
+                "(nearest valid: --seq-len %d or %d)", m->seq_len, c->tp, lo, lo + c->tp);
+        BAD("--sp: --seq-len %d must divide by --tp %d, each rank holding seq-len / tp positions "
+            "(try --seq-len %d)", m->seq_len, c->tp, lo + c->tp);
+    }
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
@@ -444,6 +456,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     int rc;
     if ((rc = ptdp_mesh_init(dev, c->dp, c->tp, c->pp, &d->mesh)) != 0)
         return rc;
+    d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
         return rc;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)

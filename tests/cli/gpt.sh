@@ -11,6 +11,9 @@
 #                 and a missing file are clear errors
 #   demo gpt      1 device and dp 2 x tp 2 x pp 2 side by side, equal; then
 #                 the 8-device model continues the prompt
+#   --sp          sequence parallelism: bad input; --check on a 3D mesh; the
+#                 TP bytes of the default GPT within 3% of TP alone; its
+#                 activation formula printed, smaller than TP's
 set -uo pipefail
 
 ptdp=${1:?usage: gpt.sh PATH_TO_PTDP}
@@ -140,6 +143,36 @@ else
 fi
 usage "--prompt: 'x' is not in the sums' alphabet" demo gpt --prompt x
 usage "--steps 0: must be between 1 and 5000" demo gpt --steps 0
+
+# sequence parallelism
+usage "--sp splits the sequence, and the MLP has none" train --sp --tp 2 --steps 1
+usage "--sp shares the TP group's work along the sequence: it needs --tp 2 or more" "${g[@]}" --sp
+usage "--sp: --seq-len 30 must divide by --tp 4" "${g[@]}" --sp --tp 4 --seq-len 30
+if "$ptdp" train --model gpt --sp --dp 2 --tp 2 --pp 2 --micro-batches 2 --dropout 0.1 --steps 2 --check \
+        >"$dir/sp.out" 2>&1 && grep -q "^check PASSED" "$dir/sp.out" &&
+    grep -qF "with sequence parallelism" "$dir/sp.out"; then
+    ok "--sp on dp 2 x tp 2 x pp 2 with dropout: $(grep "^check PASSED" "$dir/sp.out")"
+else
+    fail "--sp --check: $(tail -n 5 "$dir/sp.out")"
+fi
+# tp bytes per step of device 0 in a --report
+tp_bytes() { tr -d ' \n' <"$1" | sed 's/.*"bytes_sent_per_step":{[^}]*"tp":\([0-9.eE+]*\).*/\1/'; }
+"$ptdp" train --model gpt --tp 2 --steps 2 --report "$dir/tp.json" --quiet >/dev/null 2>&1
+"$ptdp" train --model gpt --tp 2 --sp --steps 2 --report "$dir/sp.json" --quiet >"$dir/spq.out" 2>&1
+a=$(tp_bytes "$dir/tp.json") b=$(tp_bytes "$dir/sp.json")
+if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b >= a && b <= 1.03 * a) }'; then
+    ok "--sp sends $b B per step over TP, TP alone $a B (within 3%)"
+else
+    fail "--sp tp bytes: $b against TP's $a"
+fi
+"$ptdp" train --model gpt --tp 2 --sp --steps 1 >"$dir/spf.out" 2>&1
+if grep -qF "activations a micro-batch keeps per block (sp): B T (2C + 6C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2" \
+        "$dir/spf.out" && grep -qF "= 64 x 32 x (2x64 + 6x64/2 + 2x256/2 + 4/2) + 64 x (4/2) x 32^2 = 1314816 elements" \
+        "$dir/spf.out"; then
+    ok "--sp prints its activation formula: $(grep -F "1314816 elements" "$dir/spf.out" | sed 's/^ *//')"
+else
+    fail "--sp activation formula: $(grep -A1 "activations a micro-batch" "$dir/spf.out")"
+fi
 
 echo "gpt.sh: $((cases - failures)) of $cases cases behaved"
 [[ $failures -eq 0 ]]

@@ -13,7 +13,9 @@
  * baseline on the same padded vocabulary by --check's rule (1e-10 in double,
  * 1e-4 in float).  With pp > 1 the last stage holds its own copy of wte,
  * kept equal by the embedding group's all-reduce; the baseline has one.
- * Plus: recompute, and uneven stages, on the 3D mesh.
+ * Plus: recompute, and uneven stages, on the 3D mesh; and sequence
+ * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
+ * 1 or 2 where dp > 1, both schedules and dropout in turn.
  */
 #include "equiv.h"
 #include "ptdp/gpt.h"
@@ -87,6 +89,45 @@ LOOP_TEST(gpt_tests, test_mesh_equals_baseline, gpt_cases())
 }
 END_TEST
 
+/* Every mesh with tp > 1, once, with sequence parallelism. */
+#define MAX_SP_CASES 32
+static gpt_case sp_cases[MAX_SP_CASES];
+static int nsp;
+
+static int gpt_sp_cases(void)
+{
+    if (nsp > 0)
+        return nsp;
+    for (int pp = 1; pp <= 4; pp++)
+        for (int tp = 2; tp <= 8; tp *= 2)
+            for (int dp = 1; dp * tp * pp <= 8; dp++) {
+                int zero = dp > 1 ? 1 + nsp % 2 : 0;
+                sp_cases[nsp] = (gpt_case){ dp, tp, pp, 2, zero, nsp % 2 ? "gpipe" : "1f1b", nsp % 2 ? 0.0 : 0.1 };
+                nsp++;
+            }
+    return nsp;
+}
+
+LOOP_TEST(gpt_tests, test_sequence_parallel_mesh_equals_baseline, gpt_sp_cases())
+{
+    const gpt_case *k = &sp_cases[_i];
+    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
+    int per = k->dp * k->m;
+    c.batch = (c.batch + per - 1) / per * per;
+    c.zero = k->zero;
+    c.schedule = k->schedule;
+    c.dropout = k->dropout;
+    c.sp = true;
+    equiv_check(&c);
+}
+END_TEST
+
+TEST(gpt_tests, test_sp_meshes_are_all_there)
+{
+    ck_assert_int_eq(gpt_sp_cases(), 12);   /* tp 2: 8 meshes, tp 4: 3, tp 8: 1 */
+}
+END_TEST
+
 TEST(gpt_tests, test_recompute_and_uneven_stages)
 {
     static const int layers[] = { 3, 1 };
@@ -96,6 +137,8 @@ TEST(gpt_tests, test_recompute_and_uneven_stages)
     c.stage_layers = layers;
     equiv_check(&c);
     c.zero = 2;
+    equiv_check(&c);
+    c.sp = true;
     equiv_check(&c);
 }
 END_TEST

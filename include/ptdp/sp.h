@@ -1,0 +1,60 @@
+/*
+ * sp.h — sequence parallelism (Megatron-LM, Korthikanti et al. 2022): the
+ * TP group also splits the sequence, where tensor parallelism left the
+ * activations whole.
+ *
+ * Under plain TP every rank holds the whole B x T x C activation in the
+ * LayerNorm, dropout and residual regions — the same numbers tp times.
+ * Under SP rank r holds positions [r T/tp, (r+1) T/tp) of every sequence
+ * there, and the two joins of a TP block change:
+ *
+ *            SP region            TP region               SP region
+ *   x[T/tp] ─LN─► ──all-gather──► [column-par ... row-par] ──reduce-scatter──► + x[T/tp]
+ *                 (seq. gather)                             (seq. scatter)
+ *   backward:      reduce-scatter                            all-gather
+ *
+ * An all-reduce is a reduce-scatter followed by an all-gather, so the
+ * bytes are those of TP; what falls is the activation memory of the SP
+ * regions (LayerNorm inputs and statistics, dropout, residuals), by tp.
+ * The price: a replicated parameter used in an SP region — the LayerNorms'
+ * weights and biases — sees only its rank's positions, so its gradient is
+ * a partial sum that one all-reduce over TP completes (the parameter's
+ * `sequence_parallel` flag, model.h).
+ *
+ * Layout: a full tensor has samples x T rows, sample-major ([b][t]); its
+ * SP shard samples x T/tp rows ([b][t_local]).  The collectives move
+ * rank-major blocks ([r][b][t_local]), so each call permutes through a
+ * scratch buffer of the full size (memory category "comm").
+ */
+#ifndef PTDP_SP_H
+#define PTDP_SP_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "tensor.h"
+
+struct ptdp_device;
+
+/* gather_from_sequence_parallel_region forward (and the backward of
+ * reduce_scatter_to_sequence_parallel_region): full = every rank's shard,
+ * in sequence order.  full: samples x T rows, local: samples x T/tp rows,
+ * both C columns and contiguous. */
+int ptdp_sp_all_gather(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full, ptdp_tensor local,
+                       int samples);
+
+/* reduce_scatter_to_sequence_parallel_region forward (and the backward of
+ * the gather): local = this rank's positions of the sum over the ranks of
+ * full (each rank's partial sums). */
+int ptdp_sp_reduce_scatter(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full,
+                           int samples);
+
+/* The global token index of row i of an SP shard (for dropout keys and
+ * positions): sample first_sample + i / Tl, position rank Tl + i % Tl. */
+static inline int64_t ptdp_sp_token(int64_t first_sample, int T, int tp, int tp_rank, int i)
+{
+    const int Tl = T / tp;
+    return (first_sample + i / Tl) * T + (int64_t)tp_rank * Tl + i % Tl;
+}
+
+#endif
