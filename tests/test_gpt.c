@@ -12,7 +12,8 @@
  *               cross-entropy's three of B T numbers — and nothing else
  *   activations the bytes one micro-batch keeps per block are
  *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
- *               with sequence parallelism (less)
+ *               with sequence parallelism (less); with selective
+ *               recomputation, without the attention probabilities
  *   sp          the LayerNorms' gradients are partial sums until the
  *               model's sync all-reduces them over TP; SP's bytes are TP's
  *   tied wte    with pp 2 the last stage's copy equals stage 0's after
@@ -154,7 +155,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; bool sp; size_t kept[2]; } acts_arg;
+typedef struct { int tp; bool sp, selective; size_t kept[2]; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -170,6 +171,7 @@ static int acts_device(ptdp_device *dev, void *arg)
         DEVICE_TRY(ptdp_mesh_init(dev, 1, a->tp, 1, &mesh));
         mesh.sp = a->sp;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+        m.recompute_attention = a->selective;
         ptdp_batch b = { .first = 0, .rows = 4 };
         DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
         ptdp_mem_stats before, after;
@@ -187,18 +189,20 @@ static int acts_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 3)
+/* tp 1, tp 2, tp 2 with SP; then selective recomputation at tp 1 and tp 2 with SP */
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 5)
 {
-    acts_arg a = { .tp = _i == 0 ? 1 : 2, .sp = _i == 2 };
+    acts_arg a = { .tp = _i == 0 || _i == 3 ? 1 : 2, .sp = _i == 2 || _i == 4, .selective = _i >= 3 };
     harness_launch_ok(a.tp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
     cfg.seq_len = a.sp ? 6 : cfg.seq_len;
-    double want = ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp) * sizeof(ptdp_real);
+    double want = (a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
+                               : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
     /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
-    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s: one more block keeps %.0f B, formula %.0f B",
-                  a.tp, a.sp ? " sp" : "", got, want);
-    if (a.sp) {   /* and SP keeps less than TP alone */
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s%s: one more block keeps %.0f B, formula %.0f B",
+                  a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", got, want);
+    if (a.sp && !a.selective) {   /* and SP keeps less than TP alone */
         acts_arg t = { .tp = 2 };
         harness_launch_ok(2, acts_device, &t, NULL, NULL);
         double tp_only = ptdp_gpt_block_act_elements(&cfg, 4, 2, false) * sizeof(ptdp_real);

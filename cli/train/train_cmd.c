@@ -81,7 +81,9 @@ static void usage(void)
         "  --devices N         world size; sets --dp to N / (tp * pp), or must equal dp * tp * pp\n"
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default) or gpipe\n"
-        "  --recompute         keep only each stage's input; redo the forward in the backward\n"
+        "  --recompute [full|selective]  full (the default): keep only each stage's input and redo\n"
+        "                      the forward in the backward; selective (gpt): keep all but the\n"
+        "                      attention's T x T probabilities, redo the attention core\n"
         "  --sp                sequence parallelism (gpt, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
@@ -152,6 +154,22 @@ static int list_profiles(void)
 
 /* Returns 0 to go on, -1 after printing what was asked for instead of a run
  * (--help, --profile list), or PTDP_EXIT_USAGE. */
+/* --recompute [full|selective]: alone it means full, as it always has; a
+ * value, if any, is the next argument that is not a flag (train takes no
+ * positional arguments) or --recompute=VALUE. */
+static int read_recompute(ptdp_args *a, ptdp_train_config *c)
+{
+    static const char *const modes[] = { "full", "selective" };
+    bool has_value = a->inline_value != NULL ||
+                     (a->next < a->argc && a->argv[a->next][0] != '-');
+    int k = 0;
+    if (has_value && ptdp_args_enum(a, modes, 2, &k) != 0)
+        return PTDP_EXIT_USAGE;
+    c->recompute = k == 0;
+    c->recompute_attention = k == 1;
+    return 0;
+}
+
 static int parse(int argc, char **argv, train_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -193,7 +211,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
-        else if (ptdp_args_is(&a, "--recompute")) rc = ptdp_args_switch(&a, &c->recompute);
+        else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);
         else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
         else if (ptdp_args_is(&a, "--stage-layers"))
             rc = parse_stage_layers(&a, o->stage_layers, PTDP_MAX_DEVICES, &o->nstage);

@@ -222,9 +222,10 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "  \"config\": {\"world\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, "
                "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d,\n", lr->world_size, c->dp, c->tp, c->pp,
             c->zero, c->micro_batches, c->batch, c->steps);
-    fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"sp\": %s, \"optimizer\": \"%s\", "
-               "\"algo\": \"%s\", \"profile\": \"%s\",\n", c->schedule ? c->schedule : "1f1b",
-               c->recompute ? "true" : "false", c->sp ? "true" : "false",
+    fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
+               "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\",\n",
+               c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
+               c->recompute ? "full" : c->recompute_attention ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name);
     fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
                "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,

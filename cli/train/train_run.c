@@ -69,8 +69,9 @@ static void print_step(const ptdp_step_log *l, void *ctx)
 static void print_header(const ptdp_train_config *c, const char *data_name)
 {
     int world = c->dp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
-    printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s", PTDP_REAL_NAME, world,
-           world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "");
+    printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
+           world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
+           c->recompute_attention ? ", selective recompute (the attention core)" : "");
     if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
@@ -152,6 +153,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.micro_batches = 1;
     b.stage_layers = NULL;
     b.recompute = false;
+    b.recompute_attention = false;
     b.sp = false;
     b.zero = 0;
     b.final_state = final;
@@ -297,18 +299,28 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
          * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
         const ptdp_model_config *m = &c->model;
         int mb = c->batch / (c->dp * c->micro_batches);
-        double e = ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);
-        char b[32];
+        const bool sel = c->recompute_attention;
+        double e = sel ? ptdp_gpt_block_act_elements_selective(m, mb, c->tp, c->sp)
+                       : ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);
+        char b[32], probs[96] = "";
+        /* the attention's probabilities, unless selective recomputation redoes them */
+        if (!sel)
+            snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, m->heads, c->tp, m->seq_len);
+        printf("activations a micro-batch keeps per block%s%s: ", c->sp ? " (sp)" : "",
+               sel ? " (selective recompute)" : "");
         if (c->sp)   /* the residual stream and LN statistics split along the sequence */
-            printf("activations a micro-batch keeps per block (sp): B T (2C + 6C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2\n"
-                   "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d^2 = %.0f elements = %s\n",
-                   mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, m->heads, c->tp,
-                   m->seq_len, e, ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+            printf("B T (2C + 6C/tp + 2F/tp + 4/tp)%s\n"
+                   "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
+                   sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+                   c->tp, probs, e, ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
         else
-            printf("activations a micro-batch keeps per block: B T (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) T^2\n"
-                   "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d^2 = %.0f elements = %s\n",
-                   mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp,
-                   m->seq_len, e, ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+            printf("B T (4C + 4C/tp + 2F/tp + 4)%s\n"
+                   "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4)%s = %.0f elements = %s\n",
+                   sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+                   probs, e, ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+        if (sel)
+            printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
+                   (double)mb * (m->heads / c->tp) * m->seq_len * m->seq_len);
     }
     if (report_path != NULL &&
         ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {

@@ -79,6 +79,9 @@ void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
  *
  *   B T (2 C + 2 C / tp + (3 C + C) / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) T^2 */
 double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp);
+/* The same with selective recomputation: without the B (nh/tp) T^2
+ * probabilities, which the backward computes again. */
+double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp);
 
 /* Per block on this device (shards under TP). */
 typedef struct {

@@ -211,6 +211,12 @@ struct ptdp_model {
     bool first_stage, last_stage;
     double dropout;                 /* probability, 0 = off                 */
     uint64_t seed;
+    bool recompute_attention;       /* selective recomputation: a model with
+                                       attention keeps no T x T probabilities
+                                       and redoes the attention core in the
+                                       backward (set by the caller after
+                                       init; models without attention ignore
+                                       it)                                  */
 
     /* Per sample, set by the model's init. */
     int input_cols;                 /* stage 0's input: features or tokens  */

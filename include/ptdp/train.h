@@ -34,7 +34,11 @@ typedef struct {
     double dropout;
     uint64_t seed;
     const char *schedule;     /* "1f1b" (default) or "gpipe"              */
-    bool recompute;
+    bool recompute;           /* full: keep only each stage's input         */
+    bool recompute_attention; /* selective: keep the block's activations but
+                                 the attention core's (scores, softmax,
+                                 dropout, weighted sum), redone in the
+                                 backward (Korthikanti et al. 2022)         */
     bool sp;                  /* sequence parallelism in the TP group (sp.h) */
     const int *stage_layers;  /* pp entries, or NULL for balanced         */
     int zero;                 /* 0, 1 or 2                                */

@@ -26,7 +26,9 @@
  * The backward walks the boxes right to left; gradients ACCUMULATE (+=)
  * into the model's gradient buffer, so micro-batches add up.  With pp = 1
  * the head is wte itself, and its gradient gets both the head's and the
- * lookups' parts.  With recompute a micro-batch keeps only its stage input
+ * lookups' parts.  With selective recomputation (m->recompute_attention) a
+ * block keeps no attention probabilities and redoes the attention core in
+ * its backward.  With recompute a micro-batch keeps only its stage input
  * and runs the forward again inside its backward (the dropout masks are
  * counter-based, so the second forward is the first).
  */
@@ -245,6 +247,10 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
     ptdp_free(dev, scratch);
     scratch = NULL;
+    if (m->recompute_attention) {    /* selective: the T x T probabilities are not kept */
+        ptdp_free(dev, a->probs);
+        a->probs = NULL;
+    }
     ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
     account(dev, what, ptdp_layernorm_flops_forward((size_t)Rl * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
             ptdp_attention_flops_forward(acts->rows, T, hl, hd) + ptdp_matmul_flops(R, C, Cl), w0, false);
@@ -485,10 +491,26 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
         .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
         .head0 = m->mesh->tp_rank * hl, .heads_total = c->heads,
     };
-    ptdp_attention_backward(s->dqkv, s->dy, a->qkv, a->probs, T, hl, hd, &drop, s->att);
+    /* Selective recomputation (Korthikanti et al.): the forward kept qkv
+     * but not the probabilities, B nh/tp T^2 numbers a block, the largest
+     * activation at long T; the attention core runs again here, cheap
+     * beside the GEMMs around it.  Counter-based dropout masks make the
+     * second run the first, bit for bit.  Its y goes to dqkv's storage,
+     * which the backward overwrites next. */
+    ptdp_real *probs = a->probs;
+    double redo = 0;
+    if (probs == NULL) {
+        if ((probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "grad.probs")) == NULL)
+            return PTDP_ENOMEM;
+        ptdp_attention_forward(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, a->qkv, T, hl, hd, &drop, s->att);
+        redo = ptdp_attention_flops_forward(acts->rows, T, hl, hd);
+    }
+    ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
+    if (probs != a->probs)
+        ptdp_free(dev, probs);
     ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
     account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
-            ptdp_attention_flops_backward(acts->rows, T, hl, hd) + ptdp_linear_flops_backward(R, C, 3 * Cl),
+            redo + ptdp_attention_flops_backward(acts->rows, T, hl, hd) + ptdp_linear_flops_backward(R, C, 3 * Cl),
             w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;

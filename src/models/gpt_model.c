@@ -371,6 +371,11 @@ ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
     return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
 }
 
+double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp)
+{
+    return ptdp_gpt_block_act_elements(c, batch, tp, sp) - (double)batch * (c->heads / tp) * c->seq_len * c->seq_len;
+}
+
 double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp)
 {
     const double B = batch, T = c->seq_len, C = c->hidden, F = c->ffn;

@@ -86,6 +86,11 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     }
     if (ptdp_model_check(m, c->tp, c->pp, msg, n) != 0)   /* and how they split */
         return PTDP_EINVAL;
+    if (c->recompute_attention && m->kind != PTDP_MODEL_GPT)
+        BAD("--recompute selective redoes the attention core, and the MLP has no attention: use --recompute "
+            "(full) for the MLP");
+    if (c->recompute_attention && c->recompute)
+        BAD("--recompute is either full or selective, not both");
     if (c->sp && m->kind != PTDP_MODEL_GPT)
         BAD("--sp splits the sequence, and the MLP has none: sequence parallelism is for --model gpt");
     if (c->sp && c->tp < 2)
@@ -459,6 +464,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
         return rc;
+    d->model.recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
         return rc;
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)

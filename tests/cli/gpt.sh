@@ -11,6 +11,9 @@
 #                 and a missing file are clear errors
 #   demo gpt      1 device and dp 2 x tp 2 x pp 2 side by side, equal; then
 #                 the 8-device model continues the prompt
+#   selective     --recompute selective: bad input; --check with dropout on a
+#                 3D mesh with SP; the probabilities left out of the printed
+#                 formula; more compute on the virtual clock than without
 #   --sp          sequence parallelism: bad input; --check on a 3D mesh; the
 #                 TP bytes of the default GPT within 3% of TP alone; its
 #                 activation formula printed, smaller than TP's
@@ -172,6 +175,27 @@ if grep -qF "activations a micro-batch keeps per block (sp): B T (2C + 6C/tp + 2
     ok "--sp prints its activation formula: $(grep -F "1314816 elements" "$dir/spf.out" | sed 's/^ *//')"
 else
     fail "--sp activation formula: $(grep -A1 "activations a micro-batch" "$dir/spf.out")"
+fi
+
+# selective recomputation
+usage "--recompute bogus: must be one of full, selective" "${g[@]}" --recompute bogus
+usage "--recompute selective redoes the attention core, and the MLP has no attention" train --recompute selective
+if "$ptdp" train --model gpt --recompute selective --sp --dp 2 --tp 2 --pp 2 --micro-batches 2 --dropout 0.1 \
+        --steps 2 --check >"$dir/sel.out" 2>&1 && grep -q "^check PASSED" "$dir/sel.out" &&
+    grep -qF "activations a micro-batch keeps per block (sp) (selective recompute): B T (2C + 6C/tp + 2F/tp + 4/tp)" \
+        "$dir/sel.out" && grep -qF "attention probabilities are computed again in the backward" "$dir/sel.out"; then
+    ok "--recompute selective with --sp and dropout: $(grep "^check PASSED" "$dir/sel.out")"
+else
+    fail "--recompute selective: $(tail -n 6 "$dir/sel.out")"
+fi
+compute_s() { tr -d ' \n' <"$1" | sed 's/.*"virtual_s":{"compute":\([0-9.eE+-]*\).*/\1/'; }
+"$ptdp" train --model gpt --steps 1 --report "$dir/full.json" --quiet >/dev/null 2>&1
+"$ptdp" train --model gpt --steps 1 --recompute selective --report "$dir/selr.json" --quiet >/dev/null 2>&1
+a=$(compute_s "$dir/full.json") b=$(compute_s "$dir/selr.json")
+if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > a) }' && grep -q '"recompute_mode": "selective"' "$dir/selr.json"; then
+    ok "--recompute selective: virtual compute $b s against $a s without (the attention core twice)"
+else
+    fail "--recompute selective compute: $b s against $a s; $(grep -o '"recompute_mode": "[a-z]*"' "$dir/selr.json")"
 fi
 
 echo "gpt.sh: $((cases - failures)) of $cases cases behaved"

@@ -27,7 +27,7 @@ ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
 static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, "dp=%d tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, c->tp, c->sp ? " sp" : "", c->pp,
-             c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : "", c->zero);
+             c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_attention ? " selective" : "", c->zero);
     return buf;
 }
 
@@ -57,6 +57,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.dp = b.tp = b.pp = 1;
     b.micro_batches = 1;
     b.recompute = false;
+    b.recompute_attention = false;
     b.sp = false;
     b.zero = 0;
     b.stage_layers = NULL;

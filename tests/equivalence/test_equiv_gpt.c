@@ -13,7 +13,7 @@
  * baseline on the same padded vocabulary by --check's rule (1e-10 in double,
  * 1e-4 in float).  With pp > 1 the last stage holds its own copy of wte,
  * kept equal by the embedding group's all-reduce; the baseline has one.
- * Plus: recompute, and uneven stages, on the 3D mesh; and sequence
+ * Plus: recompute (full and selective), and uneven stages, on the 3D mesh; and sequence
  * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
  * 1 or 2 where dp > 1, both schedules and dropout in turn.
  */
@@ -139,6 +139,14 @@ TEST(gpt_tests, test_recompute_and_uneven_stages)
     c.zero = 2;
     equiv_check(&c);
     c.sp = true;
+    equiv_check(&c);
+    /* selective recomputation: the attention core again in the backward,
+     * its dropout masks the same */
+    c.recompute = false;
+    c.recompute_attention = true;
+    equiv_check(&c);
+    c.sp = false;
+    c.zero = 0;
     equiv_check(&c);
 }
 END_TEST
