@@ -141,6 +141,7 @@ int ptdp_cmd_demo(int argc, char **argv)
     printf("  in the real run (virtual time of the default GPU profile, links included):\n"
            "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb.bubble_measured, rb.bubble_formula);
 
+    printf("the same for a small GPT (attention split by heads, a tied embedding), then it adds: ptdp demo gpt\n\n");
     printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"
            "      Do it in a student build, whose checks run YOUR exercise.c files (the default\n"
            "      build checks the reference solutions, so its lesson tests pass untouched):\n"
