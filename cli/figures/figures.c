@@ -43,6 +43,8 @@ static const struct {
       fig_zero_ownership },
     { "attention_tp",       "lesson 07: tp = 2 splits a GPT's heads (c_attn q/k/v rows, c_proj columns) and its vocabulary",
       fig_attention_tp },
+    { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
+      fig_sp_block },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },

@@ -7,7 +7,8 @@
 #  2. each figure carries what it measured (the ring's check, the bubble,
 #     the loss difference, the DP gradient and bytes, the mesh's groups,
 #     ZeRO's formulas and peaks, the attention's shards and padded
-#     vocabularies, and the memory of the ZeRO runs);
+#     vocabularies, the SP block's shapes, positions, activations and
+#     bytes, and the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -19,7 +20,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership attention_tp
-       memory_per_device loss_curves"
+       sp_block memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -114,6 +115,35 @@ else
         || fail "attention: padding rows not marked per rank"
     grep -q 'rank 1 holds padding only' "$f" || fail "attention: rank 1's all-padding rows not said"
     grep -q 'every element held by exactly one rank' "$f" || fail "attention: no coverage check said"
+
+    # sequence parallelism: the default GPT at tp 2 with --sp, B = 64 — the
+    # SP regions' tensors split along T (positions found by value), the TP
+    # region's by head or F/tp, the joins (ḡ is g and a combining macron),
+    # the formula beside the arena (one block more: the formula's bytes;
+    # the SVG writes ' as &apos;) and one step's bytes
+    f=$out/sp_block.svg
+    [[ $(grep -c '>rank 0: positions 0–15<' "$f") -eq 4 && $(grep -c '>rank 1: positions 16–31<' "$f") -eq 4 ]] \
+        || fail "sp: expected positions 0–15 and 16–31 on x, x2 (twice) and out"
+    [[ $(grep -c '>64 × 16 × 64 per rank<' "$f") -eq 4 && $(grep -c '>64 × 32 × 64 per rank<' "$f") -eq 2 ]] \
+        || fail "sp: expected B × T/tp × C four times (x, x2, x2, out) and the gathered B × T × C twice"
+    grep -q '>64 × 32 × 96 per rank<' "$f" && grep -q '>64 × 32 × 32 per rank<' "$f" \
+        && [[ $(grep -c '>64 × 32 × 128 per rank<' "$f") -eq 2 ]] || fail "sp: no qkv, y, fc and gelu shapes"
+    grep -q '>rank 0: q k v, heads 0–1<' "$f" && grep -q '>rank 1: q k v, heads 2–3<' "$f" \
+        || fail "sp: no heads per rank on qkv"
+    [[ $(grep -c '>rank 1: columns 128–255<' "$f") -eq 2 ]] || fail "sp: no F/tp columns of rank 1"
+    [[ $(grep -c '>g[^ ]*: all-gather along T<' "$f") -eq 2 && $(grep -c '>g: reduce-scatter along T<' "$f") -eq 2 \
+       && $(grep -c '>backward: reduce-scatter<' "$f") -eq 2 && $(grep -c '>backward: all-gather<' "$f") -eq 2 ]] \
+        || fail "sp: expected two ḡ and two g joins with their backward partners"
+    grep -q 'ln_1.weight, ln_1.bias \[64\]: replicated.*gradient all-reduced over TP' "$f" \
+        || fail "sp: the LayerNorm parameters not marked replicated, gradient all-reduced"
+    grep -q '1314816 elements with SP, 1449984 with TP alone (90.7%)' "$f" || fail "sp: no formula per block"
+    kept=$(grep -o 'one block more adds [0-9]* B and [0-9]* B' "$f" | grep -o '[0-9]* B and [0-9]* B')
+    [[ -n $kept ]] && grep -q "(the formula.* $kept, exactly)" "$f" \
+        || fail "sp: one block more measured '$kept', not the formula's bytes exactly"
+    grep -q 'with --sp (10 reduce-scatters, 10 all-gathers, 14 all-reduces), [0-9]* B without (14 all-reduces)' "$f" \
+        || fail "sp: no collectives of one step"
+    grep -q "the [0-9]* B more are the all-reduce of the LayerNorms[^ ]* 640 gradients" "$f" \
+        || fail "sp: the extra bytes of --sp are not the LayerNorms' all-reduce"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
