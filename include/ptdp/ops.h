@@ -162,6 +162,11 @@ typedef struct {
     int heads_total;      /* heads of the whole model                    */
 } ptdp_attn_dropout;
 
+/* The mask itself: keep the probability of query t for key s (positions
+ * in a sequence of T) of sample `sample` and global head `head`?  One
+ * definition, for attention.c and ring attention (cp.c) alike. */
+bool ptdp_attn_dropout_kept(const ptdp_attn_dropout *d, int64_t sample, int head, int T, int t, int s);
+
 /* Causal self-attention (attention.c).  qkv: (B T) x (3 heads hd), each row
  * [q of every head | k of every head | v of every head]; y: (B T) x (heads
  * hd), the heads side by side.  probs receives the softmax probabilities,

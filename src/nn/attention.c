@@ -60,8 +60,7 @@ static ptdp_tensor square(ptdp_real *data, int T)
     return (ptdp_tensor){ .data = data, .rows = T, .cols = T, .stride = T };
 }
 
-/* Keep element (t, s) of the probabilities of (sample, global head)? */
-static bool kept(const ptdp_attn_dropout *d, int64_t sample, int head, int T, int t, int s)
+bool ptdp_attn_dropout_kept(const ptdp_attn_dropout *d, int64_t sample, int head, int T, int t, int s)
 {
     uint64_t index = (((uint64_t)sample * (uint64_t)d->heads_total + (uint64_t)head) * (uint64_t)T +
                       (uint64_t)t) * (uint64_t)T + (uint64_t)s;
@@ -76,7 +75,7 @@ static void drop(ptdp_real *dst, const ptdp_real *src, int T, const ptdp_attn_dr
     for (int t = 0; t < T; t++)
         for (int s = 0; s <= t; s++) {
             size_t k = (size_t)t * T + s;
-            dst[k] = kept(d, sample, head, T, t, s) ? src[k] * scale : 0;
+            dst[k] = ptdp_attn_dropout_kept(d, sample, head, T, t, s) ? src[k] * scale : 0;
         }
 }
 

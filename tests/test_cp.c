@@ -1,0 +1,163 @@
+/*
+ * test_cp.c — ring attention (cp.h) against one device's attention.
+ *
+ *   equality   for N = 1, 2, 3, 4 devices, zigzag and contiguous chunks,
+ *              with and without dropout on the probabilities: every
+ *              rank's outputs and its q, k and v gradients equal the
+ *              rows of its positions in attention.c's, on the whole
+ *              sequence (1e-12 in double, 1e-5 in float)
+ *   layout     zigzag gives rank r chunks r and 2N-1-r; every position
+ *              is held exactly once
+ *   balance    zigzag: every rank computes the same score blocks;
+ *              contiguous: the last rank the most
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/cp.h"
+#include "ptdp/ops.h"
+
+static const harness_tcase cp_tests = { .name = "cp", .timeout_s = 60 };
+
+enum { B = 2, T = 24, HEADS = 2, HD = 4, W = HEADS * HD };
+
+typedef struct {
+    bool zigzag;
+    double p;                       /* dropout */
+    ptdp_real qkv[B * T][3 * W];    /* the whole sequences */
+    ptdp_real dy[B * T][W];
+    ptdp_real y[B * T][W];          /* one device's answers */
+    ptdp_real dqkv[B * T][3 * W];
+    double worst_y[8], worst_d[8];  /* per rank */
+} cp_arg;
+
+static ptdp_attn_dropout dropout_of(const cp_arg *a)
+{
+    return (ptdp_attn_dropout){ .p = a->p, .key = 77, .sample0 = 5, .head0 = 0, .heads_total = HEADS };
+}
+
+/* One device on the whole sequences: attention.c. */
+static void reference(cp_arg *a)
+{
+    for (int i = 0; i < B * T; i++) {
+        for (int j = 0; j < 3 * W; j++)
+            a->qkv[i][j] = (ptdp_real)(sin(0.37 * i + 1.3 * j) + 0.3 * cos(0.11 * i * j));
+        for (int j = 0; j < W; j++)
+            a->dy[i][j] = (ptdp_real)cos(0.23 * i - 0.7 * j);
+    }
+    ptdp_attn_dropout d = dropout_of(a);
+    ptdp_real *probs = malloc(sizeof(ptdp_real) * B * HEADS * T * T);
+    ptdp_real *scratch = malloc(sizeof(ptdp_real) * 2 * T * T);
+    ck_assert(probs != NULL && scratch != NULL);
+    ptdp_tensor qkv = ptdp_tensor_wrap(&a->qkv[0][0], B * T, 3 * W);
+    ptdp_attention_forward(ptdp_tensor_wrap(&a->y[0][0], B * T, W), probs, qkv, T, HEADS, HD, &d, scratch);
+    ptdp_attention_backward(ptdp_tensor_wrap(&a->dqkv[0][0], B * T, 3 * W), ptdp_tensor_wrap(&a->dy[0][0], B * T, W),
+                            qkv, probs, T, HEADS, HD, &d, scratch);
+    free(probs);
+    free(scratch);
+}
+
+static int ring_device(ptdp_device *dev, void *arg)
+{
+    cp_arg *a = arg;
+    const int N = ptdp_comm_size(dev->world), r = dev->rank, Tl = T / N;
+    ptdp_cp_layout l = ptdp_cp_layout_of(T, N, r, a->zigzag);
+    ptdp_tensor qkv, dy, y, dqkv;
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &qkv, "qkv", PTDP_MEM_ACTS, B * Tl, 3 * W));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &dy, "dy", PTDP_MEM_ACTS, B * Tl, W));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &y, "y", PTDP_MEM_ACTS, B * Tl, W));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &dqkv, "dqkv", PTDP_MEM_ACTS, B * Tl, 3 * W));
+    ptdp_real *lse = ptdp_alloc(dev, sizeof(ptdp_real) * B * HEADS * Tl, PTDP_MEM_ACTS, "lse");
+    DEVICE_CHECK(dev, lse != NULL, "no memory");
+    for (int b = 0; b < B; b++)            /* my positions of each sequence */
+        for (int t = 0; t < Tl; t++) {
+            int g = b * T + ptdp_cp_position(&l, t);
+            memcpy(ptdp_at(qkv, b * Tl + t, 0), a->qkv[g], sizeof a->qkv[g]);
+            memcpy(ptdp_at(dy, b * Tl + t, 0), a->dy[g], sizeof a->dy[g]);
+        }
+    ptdp_attn_dropout d = dropout_of(a);
+    DEVICE_TRY(ptdp_ring_attention_forward(dev, dev->world, y, lse, qkv, T, HEADS, HD, a->zigzag, &d));
+    DEVICE_TRY(ptdp_ring_attention_backward(dev, dev->world, dqkv, dy, qkv, y, lse, T, HEADS, HD, a->zigzag, &d));
+    double wy = 0, wd = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++) {
+            int g = b * T + ptdp_cp_position(&l, t);
+            for (int j = 0; j < W; j++)
+                wy = fmax(wy, fabs((double)*ptdp_at(y, b * Tl + t, j) - a->y[g][j]));
+            for (int j = 0; j < 3 * W; j++)
+                wd = fmax(wd, fabs((double)*ptdp_at(dqkv, b * Tl + t, j) - a->dqkv[g][j]));
+        }
+    a->worst_y[r] = wy;
+    a->worst_d[r] = wd;
+    ptdp_free(dev, lse);
+    ptdp_tensor_free(dev, &qkv);
+    ptdp_tensor_free(dev, &dy);
+    ptdp_tensor_free(dev, &y);
+    ptdp_tensor_free(dev, &dqkv);
+    return 0;
+}
+
+/* _i: N = 1 + _i % 4, zigzag for _i / 4 even, dropout 0.2 for _i >= 8 */
+LOOP_TEST(cp_tests, test_ring_attention_equals_one_device, 16)
+{
+    static cp_arg a;   /* large: not on the stack */
+    memset(&a, 0, sizeof a);
+    const int N = 1 + _i % 4;
+    a.zigzag = (_i / 4) % 2 == 0;
+    a.p = _i >= 8 ? 0.2 : 0.0;
+    reference(&a);
+    harness_launch_ok(N, ring_device, &a, NULL, NULL);
+#ifdef PTDP_DOUBLE
+    const double tol = 1e-12;
+#else
+    const double tol = 1e-5;
+#endif
+    for (int r = 0; r < N; r++) {
+        ck_assert_msg(a.worst_y[r] <= tol, "N %d %s p %.1f rank %d: y differs by %g", N,
+                      a.zigzag ? "zigzag" : "contiguous", a.p, r, a.worst_y[r]);
+        ck_assert_msg(a.worst_d[r] <= 10 * tol, "N %d %s p %.1f rank %d: dqkv differs by %g", N,
+                      a.zigzag ? "zigzag" : "contiguous", a.p, r, a.worst_d[r]);
+    }
+}
+END_TEST
+
+TEST(cp_tests, test_zigzag_layout_covers_every_position_once)
+{
+    for (int N = 1; N <= 4; N++)
+        for (int z = 0; z < 2; z++) {
+            int seen[T] = { 0 };
+            for (int r = 0; r < N; r++) {
+                ptdp_cp_layout l = ptdp_cp_layout_of(T, N, r, z == 0);
+                for (int t = 0; t < T / N; t++)
+                    seen[ptdp_cp_position(&l, t)]++;
+            }
+            for (int t = 0; t < T; t++)
+                ck_assert_msg(seen[t] == 1, "N %d %s: position %d held %d times", N, z ? "contiguous" : "zigzag", t,
+                              seen[t]);
+        }
+    ptdp_cp_layout l = ptdp_cp_layout_of(16, 2, 0, true);   /* cp.h's example */
+    ck_assert(l.nchunks == 2 && l.len == 4 && l.first[0] == 0 && l.first[1] == 12);
+    l = ptdp_cp_layout_of(16, 2, 1, true);
+    ck_assert(l.first[0] == 4 && l.first[1] == 8);
+}
+END_TEST
+
+TEST(cp_tests, test_zigzag_balances_the_work)
+{
+    for (int N = 2; N <= 4; N++) {
+        double z0 = ptdp_ring_attention_scores(T, N, 0, true);
+        for (int r = 1; r < N; r++)
+            ck_assert_msg(ptdp_ring_attention_scores(T, N, r, true) == z0, "zigzag N %d: rank %d does %g, rank 0 %g",
+                          N, r, ptdp_ring_attention_scores(T, N, r, true), z0);
+        double c0 = ptdp_ring_attention_scores(T, N, 0, false), cl = ptdp_ring_attention_scores(T, N, N - 1, false);
+        ck_assert_msg(cl == N * c0, "contiguous N %d: the last rank does %g, N x the first's %g", N, cl, c0);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("cp");
+}
