@@ -13,7 +13,8 @@
  *   activations the bytes one micro-batch keeps per block are
  *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
  *               with sequence parallelism (less); with selective
- *               recomputation, without the attention probabilities
+ *               recomputation, without the attention probabilities; with
+ *               context parallelism, T/cp positions and a log-sum-exp
  *   sp          the LayerNorms' gradients are partial sums until the
  *               model's sync all-reduces them over TP; SP's bytes are TP's
  *   tied wte    with pp 2 the last stage's copy equals stage 0's after
@@ -155,7 +156,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; bool sp, selective; size_t kept[2]; } acts_arg;
+typedef struct { int tp; bool sp, selective; int cp; size_t kept[2]; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -165,10 +166,10 @@ static int acts_device(ptdp_device *dev, void *arg)
     for (int k = 0; k < 2; k++) {
         ptdp_model_config cfg = tiny(a->tp);
         cfg.layers = 2 + k;
-        cfg.seq_len = a->sp ? 6 : cfg.seq_len;   /* divisible by tp */
+        cfg.seq_len = a->sp ? 6 : a->cp > 1 ? 8 : cfg.seq_len;   /* divisible by tp, or 2 cp */
         ptdp_mesh mesh;
         ptdp_model m;
-        DEVICE_TRY(ptdp_mesh_init(dev, 1, a->tp, 1, &mesh));
+        DEVICE_TRY(ptdp_mesh_init_cp(dev, 1, a->cp > 1 ? a->cp : 1, a->tp, 1, &mesh));
         mesh.sp = a->sp;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.recompute_attention = a->selective;
@@ -189,19 +190,22 @@ static int acts_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
-/* tp 1, tp 2, tp 2 with SP; then selective recomputation at tp 1 and tp 2 with SP */
-LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 5)
+/* tp 1, tp 2, tp 2 with SP; then selective recomputation at tp 1 and tp 2
+ * with SP; then context parallelism, cp 2 at tp 1 and cp 2 x tp 2 */
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 7)
 {
-    acts_arg a = { .tp = _i == 0 || _i == 3 ? 1 : 2, .sp = _i == 2 || _i == 4, .selective = _i >= 3 };
-    harness_launch_ok(a.tp, acts_device, &a, NULL, NULL);
+    acts_arg a = { .tp = _i == 0 || _i == 3 || _i == 5 ? 1 : 2, .sp = _i == 2 || _i == 4,
+                   .selective = _i == 3 || _i == 4, .cp = _i >= 5 ? 2 : 1 };
+    harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
-    cfg.seq_len = a.sp ? 6 : cfg.seq_len;
-    double want = (a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
-                               : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
+    cfg.seq_len = a.sp ? 6 : a.cp > 1 ? 8 : cfg.seq_len;
+    double want = (a.cp > 1 ? ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp)
+                   : a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
+                                 : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
     /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
-    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s%s: one more block keeps %.0f B, formula %.0f B",
-                  a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", got, want);
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s%s cp %d: one more block keeps %.0f B, formula %.0f B",
+                  a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", a.cp, got, want);
     if (a.sp && !a.selective) {   /* and SP keeps less than TP alone */
         acts_arg t = { .tp = 2 };
         harness_launch_ok(2, acts_device, &t, NULL, NULL);

@@ -78,12 +78,16 @@ static void usage(void)
         "  --dp N              data-parallel replicas (default 1)\n"
         "  --tp N              tensor-parallel ranks; must divide --ffn and --classes (default 1)\n"
         "  --pp N              pipeline stages, at most --layers (default 1)\n"
-        "  --devices N         world size; sets --dp to N / (tp * pp), or must equal dp * tp * pp\n"
+        "  --devices N         world size; sets --dp to N / (cp * tp * pp), or must equal dp * cp * tp * pp\n"
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default) or gpipe\n"
         "  --recompute [full|selective]  full (the default): keep only each stage's input and redo\n"
         "                      the forward in the backward; selective (gpt): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core\n"
+        "  --cp N              context parallelism (gpt): N devices share each sequence, attention\n"
+        "                      runs as a ring over them (default 1)\n"
+        "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
+        "                      or contiguous (chunk r of N: the last rank works N times the first)\n"
         "  --sp                sequence parallelism (gpt, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
@@ -213,6 +217,13 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
         else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);
         else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
+        else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->cp);
+        else if (ptdp_args_is(&a, "--cp-layout")) {
+            static const char *const layouts[] = { "zigzag", "contiguous" };
+            int k = 0;
+            rc = ptdp_args_enum(&a, layouts, 2, &k);
+            c->cp_contiguous = k == 1;
+        }
         else if (ptdp_args_is(&a, "--stage-layers"))
             rc = parse_stage_layers(&a, o->stage_layers, PTDP_MAX_DEVICES, &o->nstage);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
@@ -254,28 +265,35 @@ static int parse(int argc, char **argv, train_options *o)
 
 /* ---- validate: the flags together, before any work ---------------------- */
 
-/* --devices N: dp = N / (tp x pp) if --dp is not given, else a check. */
+/* --devices N: dp = N / (cp x tp x pp) if --dp is not given, else a check. */
 static int resolve_dp(ptdp_train_config *c, int devices)
 {
     if (devices > 0) {
-        int mp = c->tp * c->pp;
+        const int cp = ptdp_train_cp(c);
+        long mpl = (long)cp * c->tp * c->pp;
+        int mp = mpl > PTDP_MAX_DEVICES ? PTDP_MAX_DEVICES + 1 : (int)mpl;
+        char axes[64];   /* "--tp 2 x --pp 2", with "--cp N x " in front under CP */
+        if (cp > 1)
+            snprintf(axes, sizeof axes, "--cp %d x --tp %d x --pp %d", cp, c->tp, c->pp);
+        else
+            snprintf(axes, sizeof axes, "--tp %d x --pp %d", c->tp, c->pp);
         if (c->dp == 0) {
-            if (mp > PTDP_MAX_DEVICES)
-                return ptdp_usage_error("train", "--tp %d x --pp %d = %d devices already exceeds the %d "
-                                        "supported, whatever --devices is", c->tp, c->pp, mp, PTDP_MAX_DEVICES);
+            if (mpl > PTDP_MAX_DEVICES)
+                return ptdp_usage_error("train", "%s = %ld devices already exceeds the %d "
+                                        "supported, whatever --devices is", axes, mpl, PTDP_MAX_DEVICES);
             if (devices % mp != 0) {
                 /* the multiples of tp x pp on either side, those within the limit */
                 int lo = devices / mp * mp, hi = lo + mp;
                 if (lo > 0 && hi <= PTDP_MAX_DEVICES)
-                    return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
-                                            "(try --devices %d or %d)", devices, c->tp, c->pp, mp, lo, hi);
-                return ptdp_usage_error("train", "--devices %d is not a multiple of --tp %d x --pp %d = %d "
-                                        "(try --devices %d)", devices, c->tp, c->pp, mp, lo > 0 ? lo : hi);
+                    return ptdp_usage_error("train", "--devices %d is not a multiple of %s = %d "
+                                            "(try --devices %d or %d)", devices, axes, mp, lo, hi);
+                return ptdp_usage_error("train", "--devices %d is not a multiple of %s = %d "
+                                        "(try --devices %d)", devices, axes, mp, lo > 0 ? lo : hi);
             }
             c->dp = devices / mp;
-        } else if (c->dp * mp != devices) {
-            return ptdp_usage_error("train", "--devices %d must equal --dp %d x --tp %d x --pp %d = %d",
-                                    devices, c->dp, c->tp, c->pp, c->dp * mp);
+        } else if (c->dp * mpl != devices) {
+            return ptdp_usage_error("train", "--devices %d must equal --dp %d x %s = %ld",
+                                    devices, c->dp, axes, c->dp * mpl);
         }
     }
     if (c->dp == 0)

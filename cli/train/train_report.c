@@ -33,10 +33,21 @@
 #define REPORT_SCHEMA "ptdp-train-report/1"
 
 /* The groups a run's bytes are told by: data, tensor and pipeline
- * parallelism, and the GPT's embedding group (its tied wte's gradients,
- * stage 0 and the last stage: gpt.h). */
-static const char *const group_names[4] = { "dp", "tp", "pp", "emb" };
-#define NGROUPS 4
+ * parallelism, the GPT's embedding group (its tied wte's gradients, stage 0
+ * and the last stage: gpt.h) and context parallelism's ring (cp.h). */
+static const char *const group_names[5] = { "dp", "tp", "pp", "emb", "cp" };
+#define NGROUPS 5
+
+/* Rank r's coordinates, and "r (dp,tp,pp)" — "r (dp,cp,tp,pp)" under CP —
+ * for the tables. */
+static void coords(const ptdp_train_config *c, int r, int *d, int *cp, int *t, int *p, char *who, size_t n)
+{
+    ptdp_mesh_coords_cp(c->dp, ptdp_train_cp(c), c->tp, c->pp, r, d, cp, t, p);
+    if (ptdp_train_cp(c) > 1)
+        snprintf(who, n, "%d (%d,%d,%d,%d)", r, *d, *cp, *t, *p);
+    else
+        snprintf(who, n, "%d (%d,%d,%d)", r, *d, *t, *p);
+}
 
 /* Bytes a device sent in the group called `name` (0 if it never used it). */
 static double group_sent(const ptdp_comm_stats *s, const char *name)
@@ -73,16 +84,16 @@ static double per_step(double x, const ptdp_train_config *c)
 static void print_memory(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     char b[PTDP_MEM_NCAT + 1][32];
-    printf("peak memory per device (each category's own peak):\n  %-14s", "device (dp,tp,pp)");
+    printf("peak memory per device (each category's own peak):\n  %-14s",
+           ptdp_train_cp(c) > 1 ? "device (dp,cp,tp,pp)" : "device (dp,tp,pp)");
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         printf(" %11s", ptdp_mem_category_name((ptdp_mem_category)k));
     printf(" %11s\n", "total");
     for (int r = 0; r < lr->world_size; r++) {
         const ptdp_mem_stats *m = &lr->devices[r].mem;
-        int d, t, p;
-        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        int d, q, t, p;
         char who[32];
-        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
+        coords(c, r, &d, &q, &t, &p, who, sizeof who);
         printf("  %-17s", who);
         for (int k = 0; k < PTDP_MEM_NCAT; k++)
             printf(" %11s", ptdp_format_bytes((double)m->peak[k], b[k], sizeof b[k]));
@@ -94,17 +105,16 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
 {
     char b[NGROUPS + 1][32];
     printf("bytes sent per device and step (mean of %d step%s) by group; virtual time of the whole run:\n  %-17s",
-           c->steps, c->steps == 1 ? "" : "s", "device (dp,tp,pp)");
+           c->steps, c->steps == 1 ? "" : "s", ptdp_train_cp(c) > 1 ? "device (dp,cp,tp,pp)" : "device (dp,tp,pp)");
     for (int g = 0; g < NGROUPS; g++)
         if (group_used(lr, g))
             printf(" %9s sent", group_names[g]);
     printf(" %11s %11s %11s %11s\n", "total sent", "compute us", "comm us", "idle us");
     for (int r = 0; r < lr->world_size; r++) {
         const ptdp_device_summary *s = &lr->devices[r];
-        int d, t, p;
-        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+        int d, q, t, p;
         char who[32];
-        snprintf(who, sizeof who, "%d (%d,%d,%d)", r, d, t, p);
+        coords(c, r, &d, &q, &t, &p, who, sizeof who);
         printf("  %-17s", who);
         for (int g = 0; g < NGROUPS; g++)
             if (group_used(lr, g))
@@ -120,13 +130,11 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
 static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                 const ptdp_train_result *res, ptdp_algo algo)
 {
-    if (c->dp == 1 || c->steps == 0)
+    if (c->dp * ptdp_train_cp(c) == 1 || c->steps == 0)
         return;
-    int N = c->dp, M = c->micro_batches;
+    int N = c->dp * ptdp_train_cp(c), M = c->micro_batches;   /* the gradient group: dp x cp (mesh.h) */
     double measured = 0, formula = 0, grads = 0;
     for (int r = 0; r < lr->world_size; r++) {
-        int d, t, p;
-        ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
         double S = device_elements(res, r);
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
@@ -187,11 +195,12 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
 static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s,
                         const ptdp_train_result *res, int r)
 {
-    int d, t, p;
-    ptdp_mesh_coords(c->dp, c->tp, c->pp, r, &d, &t, &p);
+    int d, q, t, p;
+    char who[32];
+    coords(c, r, &d, &q, &t, &p, who, sizeof who);
     double other = s->comm.total_sent;
-    fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"param_elements\": %s,\n",
-            r, d, t, p, J(device_elements(res, r)));
+    fprintf(f, "    {\"rank\": %d, \"dp_rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"cp_rank\": %d, "
+               "\"param_elements\": %s,\n", r, d, t, p, q, J(device_elements(res, r)));
     fprintf(f, "     \"memory_peak_bytes\": {");
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         fprintf(f, "\"%s\": %zu, ", ptdp_mem_category_name((ptdp_mem_category)k), s->mem.peak[k]);
@@ -220,8 +229,9 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "{\n  \"schema\": \"%s\",\n  \"precision\": \"%s\",\n  \"real_bytes\": %zu,\n", REPORT_SCHEMA,
             PTDP_REAL_NAME, sizeof(ptdp_real));
     fprintf(f, "  \"config\": {\"world\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, "
-               "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d,\n", lr->world_size, c->dp, c->tp, c->pp,
-            c->zero, c->micro_batches, c->batch, c->steps);
+               "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"cp\": %d, \"cp_layout\": \"%s\",\n",
+            lr->world_size, c->dp, c->tp, c->pp, c->zero, c->micro_batches, c->batch, c->steps, ptdp_train_cp(c),
+            c->cp_contiguous ? "contiguous" : "zigzag");
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\",\n",
                c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",

@@ -12,12 +12,14 @@
  *   - with --check, the baseline's loss beside every step's, and the
  *     largest parameter difference.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../args.h"
+#include "ptdp/cp.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/gpt.h"
@@ -66,12 +68,50 @@ static void print_step(const ptdp_step_log *l, void *ctx)
     fflush(stdout);
 }
 
+/* Context parallelism: what a micro-batch keeps per block (T/cp positions,
+ * and each query's log-sum-exp where one device keeps T x T probabilities),
+ * and the balance of the attention's work: the score elements each CP rank
+ * computes (cp.h), and the virtual compute each device measured. */
+static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    const ptdp_model_config *m = &c->model;
+    const int cp = ptdp_train_cp(c), Tq = m->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
+    double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp);
+    char b[32];
+    printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
+           "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
+           mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, Tq, e,
+           ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+    double lo = INFINITY, hi = 0, clo = INFINITY, chi = 0;
+    printf("context parallelism, cp %d (%s): attention scores per sequence and head on CP rank", cp,
+           c->cp_contiguous ? "contiguous" : "zigzag");
+    for (int r = 0; r < cp; r++) {
+        double s = ptdp_ring_attention_scores(m->seq_len, cp, r, !c->cp_contiguous);
+        lo = fmin(lo, s);
+        hi = fmax(hi, s);
+        printf(" %d: %.0f%s", r, s, r + 1 < cp ? "," : "");
+    }
+    for (int r = 0; r < lr->world_size; r++) {
+        double v = lr->devices[r].clock.compute_s;
+        clo = fmin(clo, v);
+        chi = fmax(chi, v);
+    }
+    printf("\n  largest / smallest: %.2f (the scores), %.3f (the devices' virtual compute)\n", hi / lo,
+           clo > 0 ? chi / clo : 1.0);
+}
+
 static void print_header(const ptdp_train_config *c, const char *data_name)
 {
-    int world = c->dp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
-    printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
-           world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
-           c->recompute_attention ? ", selective recompute (the attention core)" : "");
+    const int cp = ptdp_train_cp(c);
+    int world = c->dp * cp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
+    if (cp > 1)
+        printf("ptdp train (%s): %d devices = dp %d x cp %d (%s) x tp %d x pp %d%s", PTDP_REAL_NAME, world, c->dp,
+               cp, c->cp_contiguous ? "contiguous" : "zigzag", c->tp, c->pp,
+               c->recompute_attention ? ", selective recompute (the attention core)" : "");
+    else
+        printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
+               world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
+               c->recompute_attention ? ", selective recompute (the attention core)" : "");
     if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
@@ -85,10 +125,26 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
                m->d_in, m->hidden, m->ffn, m->layers, m->classes,
                c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
-    printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
-           "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
-           world, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp));
-    if (world > 1 && world <= 16) {
+    if (cp > 1)
+        printf("  DP = world / (CP x TP x PP) = %d / (%d x %d x %d) = %d;  "
+               "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n"
+               "  each device holds %d of the %d positions of a sequence; gradients are summed over dp x cp = %d\n",
+               world, cp, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp),
+               c->model.seq_len / cp, c->model.seq_len, c->dp * cp);
+    else
+        printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
+               "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
+               world, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp));
+    if (world > 1 && world <= 16 && cp > 1) {
+        printf("  mesh (rank = tp + %d cp + %d dp + %d pp):", c->tp, c->tp * cp, c->tp * cp * c->dp);
+        for (int r = 0; r < world; r++) {
+            int d, q, t, p;
+            ptdp_mesh_coords_cp(c->dp, cp, c->tp, c->pp, r, &d, &q, &t, &p);
+            printf("%s r%d=(dp%d,cp%d,tp%d,pp%d)", r % 4 == 0 && r ? "\n                                     " : "",
+                   r, d, q, t, p);
+        }
+        printf("\n");
+    } else if (world > 1 && world <= 16) {
         printf("  mesh (rank = tp + %d dp + %d pp):", c->tp, c->tp * c->dp);
         for (int r = 0; r < world; r++) {
             int d, t, p;
@@ -155,6 +211,8 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.recompute = false;
     b.recompute_attention = false;
     b.sp = false;
+    b.cp = 0;
+    b.cp_contiguous = false;
     b.zero = 0;
     b.final_state = final;
     b.init_state = NULL;
@@ -294,7 +352,9 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
     }
-    if (c->model.kind == PTDP_MODEL_GPT) {
+    if (c->model.kind == PTDP_MODEL_GPT && ptdp_train_cp(c) > 1) {
+        print_context_parallel(c, &lr);
+    } else if (c->model.kind == PTDP_MODEL_GPT) {
         /* what one micro-batch keeps per block, by this implementation's own
          * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
         const ptdp_model_config *m = &c->model;

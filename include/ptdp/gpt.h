@@ -82,6 +82,10 @@ double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp
 /* The same with selective recomputation: without the B (nh/tp) T^2
  * probabilities, which the backward computes again. */
 double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp);
+/* Under context parallelism (cp.h): T/cp positions, and of the attention a
+ * log-sum-exp per query instead of the probabilities:
+ *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) (T/cp) */
+double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp);
 
 /* Per block on this device (shards under TP). */
 typedef struct {
@@ -128,7 +132,9 @@ typedef struct {
     ptdp_tensor lnf;                /* LN_f(x): the head's input             */
     ptdp_tensor logits;             /* rows x V_pad/tp                       */
     double *rowmax, *sumexp;        /* softmax statistics per token          */
-    const int64_t *tokens;          /* stage 0: the batch's tokens           */
+    const int64_t *tokens;          /* stage 0: the batch's tokens (under CP
+                                       this device's positions of them)     */
+    int64_t *labels;                /* CP, last stage: its positions' labels */
 } ptdp_gpt_saved;
 
 /* Generation (gpt_sample.c): extend ids[0..len) by n tokens (ids has room

@@ -19,6 +19,19 @@
  *   tp group: same (dp, pp), ordered by tp rank
  *   dp group: same (tp, pp), ordered by dp rank
  *   pp group: same (tp, dp), ordered by stage
+ *
+ * Context parallelism (cp.h) adds a fourth axis, between tp and dp
+ * (Megatron-LM's tp-cp-dp-pp order): the cp devices of one replica hold
+ * different positions of the same sequences.
+ *
+ *     world rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
+ *
+ *   cp group: same (dp, tp, pp), ordered by cp rank: the attention ring
+ *   dp group: with cp > 1 it is every device of the same (tp, pp), dp x cp
+ *             of them ordered by dp, then cp: each holds a part of the
+ *             gradient (its samples, its positions), and one all-reduce or
+ *             ZeRO's reduce-scatter over this group sums them all.
+ *             dp and dp_rank still count the replicas (the data split).
  */
 #ifndef PTDP_MESH_H
 #define PTDP_MESH_H
@@ -36,6 +49,11 @@ typedef struct {
     bool sp;                        /* sequence parallelism in the TP group
                                        (sp.h); false after init, set by the
                                        caller before the model is built    */
+    int cp, cp_rank;                /* context parallelism (cp.h); 1 and 0
+                                       without                              */
+    ptdp_comm *cp_comm;             /* never NULL (size 1 ok)               */
+    bool cp_zigzag;                 /* the chunks: zigzag (true after init)
+                                       or contiguous                        */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */
@@ -46,6 +64,11 @@ void ptdp_mesh_coords(int dp, int tp, int pp, int world_rank, int *dp_rank, int 
 /* Collective over dev->world: build this device's groups.  The world size
  * must equal dp * tp * pp (PTDP_EINVAL otherwise, with a message). */
 int  ptdp_mesh_init(struct ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m);
+/* The same with a cp axis: world = dp * cp * tp * pp. */
+int  ptdp_mesh_init_cp(struct ptdp_device *dev, int dp, int cp, int tp, int pp, ptdp_mesh *m);
+/* Coordinates of a world rank on a dp x cp x tp x pp grid. */
+void ptdp_mesh_coords_cp(int dp, int cp, int tp, int pp, int world_rank, int *dp_rank, int *cp_rank,
+                         int *tp_rank, int *pp_rank);
 void ptdp_mesh_free(ptdp_mesh *m);
 
 #endif

@@ -40,6 +40,9 @@ typedef struct {
                                  dropout, weighted sum), redone in the
                                  backward (Korthikanti et al. 2022)         */
     bool sp;                  /* sequence parallelism in the TP group (sp.h) */
+    int cp;                   /* context parallelism (cp.h): devices per
+                                 sequence; 0 or 1 = off                     */
+    bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
     const int *stage_layers;  /* pp entries, or NULL for balanced         */
     int zero;                 /* 0, 1 or 2                                */
     bool verify_replicas;     /* after every step, check that DP replicas are
@@ -88,6 +91,12 @@ typedef struct {
  * d_in 32, hidden 64, ffn 256, 8 blocks, 16 classes, batch 64 — with AdamW
  * lr 1e-3, 10 steps, one device. */
 ptdp_train_config ptdp_train_defaults(void);
+
+/* The CP group's size: cfg->cp, or 1 when it is 0 (off). */
+static inline int ptdp_train_cp(const ptdp_train_config *cfg)
+{
+    return cfg->cp > 1 ? cfg->cp : 1;
+}
 
 /* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */
 int  ptdp_train_validate(const ptdp_train_config *cfg, char *msg, size_t msglen);

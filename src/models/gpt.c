@@ -23,6 +23,14 @@
  * output into each column-parallel layer (its backward: a reduce-scatter,
  * where TP's f had an all-reduce).  The same numbers, the same bytes.
  *
+ * With context parallelism (mesh->cp > 1, cp.h) a device holds T/cp
+ * positions of each sequence — the zigzag chunks, or one contiguous chunk —
+ * and everything is local to them but attention, which runs as a ring
+ * over the CP group and keeps each query's log-sum-exp instead of the
+ * probabilities.  The embedding adds wpe at the global positions, the loss
+ * is the device's tokens' share, and the DP all-reduce over dp x cp sums
+ * the gradients' parts (mesh.h).
+ *
  * The backward walks the boxes right to left; gradients ACCUMULATE (+=)
  * into the model's gradient buffer, so micro-batches add up.  With pp = 1
  * the head is wte itself, and its gradient gets both the head's and the
@@ -39,6 +47,7 @@
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/ops.h"
+#include "ptdp/cp.h"
 #include "ptdp/rng.h"
 #include "ptdp/sp.h"
 #include "ptdp/tp.h"
@@ -74,6 +83,70 @@ static ptdp_real *act_reals(ptdp_device *dev, size_t n, const char *name)
 }
 
 /* ------------------------------------------- TP and SP regions (sp.h) */
+
+/* Context parallelism: the CP group's size and this device's positions. */
+static int cp_size(const ptdp_model *m)
+{
+    return m->mesh->cp > 1 ? m->mesh->cp : 1;
+}
+
+static ptdp_cp_layout cp_layout(const ptdp_model *m)
+{
+    return ptdp_cp_layout_of(m->cfg.seq_len, cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
+}
+
+/* Positions of each sequence this device holds: T, or T / cp. */
+static int local_T(const ptdp_model *m)
+{
+    return m->cfg.seq_len / cp_size(m);
+}
+
+/* Copy this device's positions of rows x T values (tokens, labels) into
+ * rows x T/cp (the same, without CP). */
+static void take_positions(const ptdp_model *m, int64_t *dst, const int64_t *src, int rows)
+{
+    const int T = m->cfg.seq_len, Tq = local_T(m);
+    const ptdp_cp_layout l = cp_layout(m);
+    for (int b = 0; b < rows; b++)
+        for (int t = 0; t < Tq; t++)
+            dst[(size_t)b * Tq + t] = src[(size_t)b * T + (cp_size(m) > 1 ? ptdp_cp_position(&l, t) : t)];
+}
+
+/* x += wpe at each row's position (rows sequences of local_T rows), or
+ * its backward dwpe += dx: under CP chunk by chunk, at the global positions. */
+static void positions(const ptdp_model *m, ptdp_tensor wpe, ptdp_tensor x, int rows, bool backward)
+{
+    if (cp_size(m) == 1) {
+        if (backward)
+            ptdp_positions_backward(wpe, x, m->cfg.seq_len);
+        else
+            ptdp_positions_forward(x, wpe, m->cfg.seq_len);
+        return;
+    }
+    const ptdp_cp_layout l = cp_layout(m);
+    for (int b = 0; b < rows; b++)
+        for (int i = 0; i < l.nchunks; i++) {
+            ptdp_tensor w = ptdp_tensor_rows(wpe, l.first[i], l.len);
+            ptdp_tensor chunk = ptdp_tensor_rows(x, b * local_T(m) + i * l.len, l.len);
+            if (backward)
+                ptdp_positions_backward(w, chunk, l.len);
+            else
+                ptdp_positions_forward(chunk, w, l.len);
+        }
+}
+
+/* Attention's flops: one device's share of the whole sequence's, or under
+ * CP the score elements the ring computes on this device (cp.h) times the
+ * forward's 4 hd + 5, or the backward's 8 hd + 4, per score. */
+static double attention_flops(const ptdp_model *m, int rows, int heads, int hd, bool backward)
+{
+    const int T = m->cfg.seq_len;
+    if (cp_size(m) == 1)
+        return backward ? ptdp_attention_flops_backward(rows, T, heads, hd)
+                        : ptdp_attention_flops_forward(rows, T, heads, hd);
+    double scores = ptdp_ring_attention_scores(T, cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
+    return (double)rows * heads * scores * (backward ? 8.0 * hd + 4 : 4.0 * hd + 5);
+}
 
 /* Rows this rank holds in the LayerNorm / dropout / residual regions of a
  * micro-batch of R token rows: all of them, or its T/tp positions (SP). */
@@ -131,6 +204,14 @@ static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tens
     const int T = m->cfg.seq_len, C = m->cfg.hidden, tp = m->mesh->tp;
     if (m->dropout <= 0)
         return;
+    if (cp_size(m) > 1) {        /* each chunk of each sequence: consecutive tokens */
+        const ptdp_cp_layout l = cp_layout(m);
+        for (int b = 0; b < acts->rows; b++)
+            for (int i = 0; i < l.nchunks; i++)
+                ptdp_tp_dropout(ptdp_tensor_rows(t, b * local_T(m) + i * l.len, l.len), m->dropout, key,
+                                (acts->first_sample + b) * T + l.first[i], C, 0);
+        return;
+    }
     if (!m->mesh->sp) {
         ptdp_tp_dropout(t, m->dropout, key, acts->first_sample * T, C, 0);
         return;
@@ -182,6 +263,7 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
         free_computed(dev, sv);
         ptdp_tensor_free(dev, &sv->input);
         ptdp_free(dev, (void *)sv->tokens);
+        ptdp_free(dev, sv->labels);
         free(sv);
     }
     acts->saved = NULL;
@@ -206,7 +288,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_comm *tp = m->mesh->tp_comm;
     const bool sp = m->mesh->sp;
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R);
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d fwd", layer);
@@ -220,7 +302,8 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     a->ln1_rstd = act_reals(dev, (size_t)Rl, "acts.ln1_rstd");
     a->ln2_mean = act_reals(dev, (size_t)Rl, "acts.ln2_mean");
     a->ln2_rstd = act_reals(dev, (size_t)Rl, "acts.ln2_rstd");
-    a->probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "acts.probs");
+    /* the probabilities, or under CP each query's log-sum-exp */
+    a->probs = act_reals(dev, (size_t)acts->rows * hl * (cp_size(m) > 1 ? (size_t)local_T(m) : (size_t)T * T), "acts.probs");
     if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd || !a->probs)
         return PTDP_ENOMEM;
     ptdp_attn_dropout drop = {
@@ -244,16 +327,22 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
         goto out;
     w0 = sp ? ptdp_wall_now() : w0;
     ptdp_tp_column_linear_forward(dev, tp, a->qkv, a->ln1, w->attn_w->w, &w->attn_b->w, NULL);
-    ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
+    if (cp_size(m) > 1)              /* the ring over the CP group */
+        rc = ptdp_ring_attention_forward(dev, m->mesh->cp_comm, a->y, a->probs, a->qkv, T, hl, hd,
+                                         m->mesh->cp_zigzag, &drop);
+    else
+        ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
     ptdp_free(dev, scratch);
     scratch = NULL;
-    if (m->recompute_attention) {    /* selective: the T x T probabilities are not kept */
+    if (rc != 0)
+        goto out;
+    if (m->recompute_attention && cp_size(m) == 1) {   /* selective: the T x T probabilities are not kept */
         ptdp_free(dev, a->probs);
         a->probs = NULL;
     }
     ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
     account(dev, what, ptdp_layernorm_flops_forward((size_t)Rl * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
-            ptdp_attention_flops_forward(acts->rows, T, hl, hd) + ptdp_matmul_flops(R, C, Cl), w0, false);
+            attention_flops(m, acts->rows, hl, hd, false) + ptdp_matmul_flops(R, C, Cl), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, a->x2, part)) != 0)         /* g, or the sequence scatter */
         goto out;
     w0 = ptdp_wall_now();
@@ -290,7 +379,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     ptdp_comm *tp = m->mesh->tp_comm;
-    const int T = c->seq_len, C = c->hidden, R = acts->rows * T, Rl = region_rows(m, R), nb = sv->nblocks;
+    const int T = c->seq_len, C = c->hidden, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
     int rc;
     sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
     if (sv->blocks == NULL)
@@ -311,7 +400,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         if ((rc = ptdp_tp_embedding_forward(tp, x, g->wte->w, row0, sv->tokens)) != 0)   /* g */
             return rc;
         w0 = ptdp_wall_now();
-        ptdp_positions_forward(x, g->wpe->w, T);
+        positions(m, g->wpe->w, x, acts->rows, false);
         account(dev, "embed fwd", (double)R * C, w0, true);
     } else if (m->first_stage) {
         /* SP: each rank looks up its vocabulary rows for every token (zeros
@@ -379,7 +468,6 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
 int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
-    const int T = m->cfg.seq_len;
     memset(acts, 0, sizeof *acts);
     acts->rows = b->rows;
     acts->first_sample = b->first;
@@ -393,18 +481,26 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
     acts->saved = sv;
     sv->nblocks = m->layer_end - m->layer_begin;
     int rc;
-    /* The stage input, kept: the tokens on stage 0, else the activation. */
+    /* The stage input, kept: the tokens on stage 0 (this device's
+     * positions of them under CP), else the activation. */
+    const size_t n = (size_t)b->rows * local_T(m);
     if (m->first_stage) {
-        size_t n = (size_t)b->rows * T;
         int64_t *tokens = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *tokens, PTDP_MEM_ACTS, "acts.tokens");
         if (tokens == NULL)
             return PTDP_ENOMEM;
-        memcpy(tokens, b->tokens, n * sizeof *tokens);
+        take_positions(m, tokens, b->tokens, b->rows);
         sv->tokens = tokens;
     } else {
         if ((rc = act(dev, &sv->input, "acts.input", b->rows, m->boundary_cols)) != 0)
             return rc;
         ptdp_tensor_copy(sv->input, input);
+    }
+    /* Under CP the loss is this device's tokens' share: their labels. */
+    if (cp_size(m) > 1 && b->labels != NULL) {
+        if ((sv->labels = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *sv->labels, PTDP_MEM_ACTS, "acts.labels")) == NULL)
+            return PTDP_ENOMEM;
+        take_positions(m, sv->labels, b->labels, b->rows);
+        acts->labels = sv->labels;
     }
     if ((rc = stage_forward(dev, m, acts, sv)) != 0)
         return rc;
@@ -448,7 +544,7 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     const ptdp_gpt *g = m->impl;
     const ptdp_gpt_block *w = &g->blocks[i];
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R);
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
@@ -499,18 +595,23 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
      * which the backward overwrites next. */
     ptdp_real *probs = a->probs;
     double redo = 0;
-    if (probs == NULL) {
+    if (cp_size(m) > 1) {            /* the ring again, the key/value gradients travelling home */
+        if ((rc = ptdp_ring_attention_backward(dev, m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs, T,
+                                               hl, hd, m->mesh->cp_zigzag, &drop)) != 0)
+            return rc;
+    } else if (probs == NULL) {
         if ((probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "grad.probs")) == NULL)
             return PTDP_ENOMEM;
         ptdp_attention_forward(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, a->qkv, T, hl, hd, &drop, s->att);
         redo = ptdp_attention_flops_forward(acts->rows, T, hl, hd);
     }
-    ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
+    if (cp_size(m) == 1)
+        ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
     if (probs != a->probs)
         ptdp_free(dev, probs);
     ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
     account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
-            redo + ptdp_attention_flops_backward(acts->rows, T, hl, hd) + ptdp_linear_flops_backward(R, C, 3 * Cl),
+            redo + attention_flops(m, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl),
             w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
@@ -528,7 +629,7 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     const ptdp_gpt *g = m->impl;
     ptdp_gpt_saved *sv = acts->saved;
     const int T = c->seq_len, C = c->hidden, hl = g->heads_local, Cl = hl * (C / c->heads);
-    const int Fl = g->ffn_local, R = acts->rows * T, Rl = region_rows(m, R), nb = sv->nblocks;
+    const int Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
     const bool sp = m->mesh->sp;
     ptdp_tensor dh = { 0 };
     scratch s = { 0 };
@@ -586,7 +687,7 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
         if ((rc = grad_into_tp(dev, m, acts, dh, &s, &dfull)) != 0)
             goto done;
         w0 = sp ? ptdp_wall_now() : w0;
-        ptdp_positions_backward(g->wpe->g, dfull, T);
+        positions(m, g->wpe->g, dfull, acts->rows, true);
         ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dfull);
         account(dev, "embed bwd", 2.0 * R * C, w0, true);
     } else if (dx != NULL) {

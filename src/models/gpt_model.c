@@ -289,15 +289,16 @@ static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 }
 
 /* The embedding group: stage 0 and the last stage of each pipeline (the
- * same dp and tp coordinates).  A collective over the world: every device
- * takes part, the middle stages with no color. */
+ * same dp, cp and tp coordinates).  A collective over the world: every
+ * device takes part, the middle stages with no color. */
 static int make_emb_group(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
     const ptdp_mesh *mesh = m->mesh;
     if (mesh->pp == 1)
         return PTDP_OK;
     bool member = m->first_stage || m->last_stage;
-    int color = member ? mesh->dp_rank * mesh->tp + mesh->tp_rank : -1;
+    int cp = mesh->cp > 0 ? mesh->cp : 1;
+    int color = member ? (mesh->dp_rank * cp + mesh->cp_rank) * mesh->tp + mesh->tp_rank : -1;
     return ptdp_comm_split(dev->world, color, mesh->pp_rank, "emb", &g->emb);
 }
 
@@ -331,7 +332,7 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     m->input_tokens = true;
     m->label_cols = c->seq_len;
     /* under SP a stage boundary carries the rank's positions only */
-    m->boundary_cols = c->seq_len / (m->mesh->sp ? tp : 1) * c->hidden;
+    m->boundary_cols = c->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
     int rc = make_emb_group(dev, m, g);
     if (rc == 0)
         rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
@@ -369,6 +370,12 @@ static int gpt_sync_gradients(ptdp_device *dev, ptdp_model *m)
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
 {
     return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
+}
+
+double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp)
+{
+    const double B = batch, Tq = c->seq_len / cp, C = c->hidden, F = c->ffn;
+    return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * Tq;
 }
 
 double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp)

@@ -70,6 +70,10 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (--tp x --pp alone is %ld)",
             c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
     }
+    if (c->cp < 0) BAD("--cp %d: must be at least 1", c->cp);
+    if (c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
+        BAD("--dp %d x --cp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->cp, c->tp,
+            c->pp, (long)c->dp * c->cp * c->tp * c->pp, PTDP_MAX_DEVICES);
     if (ptdp_model_check(m, 1, 1, msg, n) != 0)   /* the model's own shapes */
         return PTDP_EINVAL;
     if (c->micro_batches < 1) BAD("--micro-batches %d: must be at least 1", c->micro_batches);
@@ -91,6 +95,24 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
             "(full) for the MLP");
     if (c->recompute_attention && c->recompute)
         BAD("--recompute is either full or selective, not both");
+    if (c->cp > 1 && m->kind != PTDP_MODEL_GPT)
+        BAD("--cp %d splits each sequence over devices, and the MLP's samples have no sequence: context "
+            "parallelism is for --model gpt", c->cp);
+    if (c->cp > 1) {
+        const int parts = c->cp_contiguous ? c->cp : 2 * c->cp;
+        if (m->seq_len % parts != 0) {
+            int lo = m->seq_len / parts * parts;
+            BAD("--cp %d: --seq-len %d must divide into %d %s chunks (%s; try --seq-len %d%s%d)", c->cp, m->seq_len,
+                parts, c->cp_contiguous ? "contiguous" : "zigzag",
+                c->cp_contiguous ? "one per CP rank" : "two per CP rank, 2 x cp", lo >= 2 * parts ? lo : lo + parts,
+                lo >= 2 * parts ? " or " : " or ", lo + (lo >= 2 * parts ? parts : 2 * parts));
+        }
+        if (c->sp)
+            BAD("--sp with --cp %d: sequence parallelism inside a context-parallel group is not built yet "
+                "(use one of them)", c->cp);
+    }
+    if (c->cp_contiguous && c->cp <= 1)
+        BAD("--cp-layout contiguous needs --cp 2 or more");
     if (c->sp && m->kind != PTDP_MODEL_GPT)
         BAD("--sp splits the sequence, and the MLP has none: sequence parallelism is for --model gpt");
     if (c->sp && c->tp < 2)
@@ -222,7 +244,7 @@ typedef struct {
 /* Which device writes a parameter's whole tensor: one per shard. */
 static bool writes_param(const device_ctx *d, const ptdp_param *p)
 {
-    return d->mesh.dp_rank == 0 && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+    return d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0 && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
 }
 
 /* The elements [k0, k1) of p's optimizer state that this device holds: p
@@ -246,7 +268,8 @@ static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, si
  * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
 static bool writes_optim(const device_ctx *d, const ptdp_param *p)
 {
-    return (d->zero.stage > 0 || d->mesh.dp_rank == 0) && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+    return (d->zero.stage > 0 || (d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0)) &&
+           (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
 }
 
 /* Local elements [k0, k1) of p (row-major in its shard) to or from the whole tensor. */
@@ -315,14 +338,14 @@ static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
  * and take the same step.  Check it with a 64-bit FNV-1a hash per replica. */
 static int verify_replicas(ptdp_device *dev, device_ctx *d)
 {
-    int n = d->mesh.dp;
+    int n = ptdp_comm_size(d->mesh.dp_comm);   /* dp x cp: every copy of these parameters */
     if (n == 1)
         return PTDP_OK;
     uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
     const unsigned char *b = (const unsigned char *)d->model.flat_w;
     for (size_t k = 0; k < d->model.numel * sizeof(ptdp_real); k++)
         hash = (hash ^ b[k]) * 1099511628211ull;
-    all[d->mesh.dp_rank] = hash;
+    all[ptdp_comm_rank(d->mesh.dp_comm)] = hash;
     int rc = ptdp_all_gather(d->mesh.dp_comm, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
     for (int r = 1; rc == 0 && r < n; r++)
         if (all[r] != all[0])
@@ -459,8 +482,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 {
     const ptdp_train_config *c = d->r->cfg;
     int rc;
-    if ((rc = ptdp_mesh_init(dev, c->dp, c->tp, c->pp, &d->mesh)) != 0)
+    if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
+    d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
         return rc;
@@ -609,7 +633,7 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     int rc = ptdp_train_validate(cfg, msg, msglen);
     if (rc != 0)
         return rc;
-    int world = cfg->dp * cfg->tp * cfg->pp;
+    int world = cfg->dp * ptdp_train_cp(cfg) * cfg->tp * cfg->pp;
     run r = {
         .cfg = cfg, .world = world, .observer = observer, .observer_ctx = observer_ctx,
         .first_step = cfg->resume ? cfg->resume->step : 0, .result = result,
@@ -662,8 +686,9 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     if (rc == 0 && result != NULL) {
         bubble(&r, result);
         for (int d = 0; d < world; d++) {
-            int dp_rank, tp_rank, pp_rank;
-            ptdp_mesh_coords(cfg->dp, cfg->tp, cfg->pp, d, &dp_rank, &tp_rank, &pp_rank);
+            int dp_rank, cp_rank, tp_rank, pp_rank;
+            ptdp_mesh_coords_cp(cfg->dp, ptdp_train_cp(cfg), cfg->tp, cfg->pp, d, &dp_rank, &cp_rank, &tp_rank,
+                                &pp_rank);
             if (r.peak_acts[d] > result->peak_acts[pp_rank])
                 result->peak_acts[pp_rank] = r.peak_acts[d];
         }

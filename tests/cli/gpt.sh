@@ -14,6 +14,9 @@
 #   selective     --recompute selective: bad input; --check with dropout on a
 #                 3D mesh with SP; the probabilities left out of the printed
 #                 formula; more compute on the virtual clock than without
+#   --cp          context parallelism: bad input; --check on dp x cp x tp x pp;
+#                 zigzag balances the attention (scores equal, virtual compute
+#                 within 5%), contiguous does not; the report's cp bytes
 #   --sp          sequence parallelism: bad input; --check on a 3D mesh; the
 #                 TP bytes of the default GPT within 3% of TP alone; its
 #                 activation formula printed, smaller than TP's
@@ -196,6 +199,33 @@ if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > a) }' && grep -q '"recom
     ok "--recompute selective: virtual compute $b s against $a s without (the attention core twice)"
 else
     fail "--recompute selective compute: $b s against $a s; $(grep -o '"recompute_mode": "[a-z]*"' "$dir/selr.json")"
+fi
+
+# context parallelism
+usage "--cp 2 splits each sequence over devices, and the MLP's samples have no sequence" train --cp 2 --steps 1
+usage "--cp 3: --seq-len 32 must divide into 6 zigzag chunks" "${g[@]}" --cp 3
+usage "--cp 3: --seq-len 32 must divide into 3 contiguous chunks" "${g[@]}" --cp 3 --cp-layout contiguous
+usage "--cp-layout diagonal: must be one of zigzag, contiguous" "${g[@]}" --cp 2 --cp-layout diagonal
+usage "--cp-layout contiguous needs --cp 2 or more" "${g[@]}" --cp-layout contiguous
+usage "--sp with --cp 2: sequence parallelism inside a context-parallel group is not built yet" "${g[@]}" --cp 2 --sp --tp 2
+usage "--devices 6 is not a multiple of --cp 4 x --tp 1 x --pp 1 = 4" "${g[@]}" --cp 4 --devices 6
+if "$ptdp" train --model gpt --cp 2 --dp 2 --tp 2 --micro-batches 2 --dropout 0.1 --steps 2 --check \
+        --report "$dir/cp.json" >"$dir/cp.out" 2>&1 && grep -q "^check PASSED" "$dir/cp.out" &&
+    grep -qF "8 devices = dp 2 x cp 2 (zigzag) x tp 2 x pp 1" "$dir/cp.out" &&
+    grep -q '"cp": [1-9][0-9]*' "$dir/cp.json" && grep -q '"cp_rank": 1' "$dir/cp.json"; then
+    ok "--cp 2 on dp 2 x cp 2 x tp 2 with dropout: $(grep "^check PASSED" "$dir/cp.out")"
+else
+    fail "--cp --check: $(tail -n 5 "$dir/cp.out"); $(grep -o '"bytes_sent": {[^}]*}' "$dir/cp.json" | head -1)"
+fi
+"$ptdp" train --model gpt --cp 4 --steps 1 >"$dir/zz.out" 2>&1
+"$ptdp" train --model gpt --cp 4 --cp-layout contiguous --steps 1 >"$dir/ct.out" 2>&1
+zz=$(sed -n 's/.*largest \/ smallest: \([0-9.]*\) (the scores), \([0-9.]*\).*/\1 \2/p' "$dir/zz.out")
+ct=$(sed -n 's/.*largest \/ smallest: \([0-9.]*\) (the scores), \([0-9.]*\).*/\1 \2/p' "$dir/ct.out")
+if [[ $zz == "1.00 "* ]] && awk -v v="${zz#* }" 'BEGIN { exit !(v <= 1.05) }' && [[ $ct == "4.00 "* ]] &&
+    awk -v v="${ct#* }" 'BEGIN { exit !(v > 1.0) }'; then
+    ok "--cp 4: zigzag scores and compute balanced ($zz), contiguous not ($ct)"
+else
+    fail "--cp balance: zigzag '$zz', contiguous '$ct'"
 fi
 
 echo "gpt.sh: $((cases - failures)) of $cases cases behaved"

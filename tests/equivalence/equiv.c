@@ -26,7 +26,8 @@ ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
 /* "dp=2 tp=4 pp=1 m=3 1f1b zero=0": a configuration in a failure message. */
 static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "dp=%d tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, c->tp, c->sp ? " sp" : "", c->pp,
+    snprintf(buf, len, "dp=%d cp=%d%s tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, ptdp_train_cp(c),
+             c->cp_contiguous ? " contiguous" : "", c->tp, c->sp ? " sp" : "", c->pp,
              c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_attention ? " selective" : "", c->zero);
     return buf;
 }
@@ -59,6 +60,8 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.recompute = false;
     b.recompute_attention = false;
     b.sp = false;
+    b.cp = 0;
+    b.cp_contiguous = false;
     b.zero = 0;
     b.stage_layers = NULL;
     return b;

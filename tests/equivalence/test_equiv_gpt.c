@@ -13,6 +13,9 @@
  * baseline on the same padded vocabulary by --check's rule (1e-10 in double,
  * 1e-4 in float).  With pp > 1 the last stage holds its own copy of wte,
  * kept equal by the embedding group's all-reduce; the baseline has one.
+ * Context parallelism: cp 2, 3 and 4 alone in both layouts, and cp 2 with
+ * every other axis (dp with ZeRO, tp, pp with both schedules, dropout,
+ * recompute).
  * Plus: recompute (full and selective), and uneven stages, on the 3D mesh; and sequence
  * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
  * 1 or 2 where dp > 1, both schedules and dropout in turn.
@@ -125,6 +128,35 @@ END_TEST
 TEST(gpt_tests, test_sp_meshes_are_all_there)
 {
     ck_assert_int_eq(gpt_sp_cases(), 12);   /* tp 2: 8 meshes, tp 4: 3, tp 8: 1 */
+}
+END_TEST
+
+typedef struct { int dp, cp, tp, pp, m, zero; bool contiguous; const char *schedule; double dropout; bool recompute; } cp_case;
+static const cp_case cp_cases[] = {
+    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.0, false }, { 1, 2, 1, 1, 1, 0, true, "1f1b", 0.1, false },
+    { 1, 3, 1, 1, 1, 0, false, "1f1b", 0.1, false }, { 1, 3, 1, 1, 2, 0, true, "1f1b", 0.0, false },
+    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false }, { 1, 4, 1, 1, 1, 0, true, "1f1b", 0.0, false },
+    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false }, { 2, 2, 2, 1, 1, 2, false, "1f1b", 0.0, false },
+    { 1, 2, 2, 2, 2, 0, false, "gpipe", 0.1, false }, { 1, 2, 1, 4, 2, 0, true, "1f1b", 0.0, true },
+    { 2, 2, 1, 2, 2, 2, false, "1f1b", 0.1, true }, { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false },
+};
+
+LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp_cases / sizeof cp_cases[0]))
+{
+    const cp_case *k = &cp_cases[_i];
+    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
+    c.model.seq_len = 12;                     /* divides into 2 cp chunks for cp 2 and 3, and cp 4's 4 */
+    if (k->cp == 4 && !k->contiguous)
+        c.model.seq_len = 16;
+    int per = k->dp * k->m;
+    c.batch = (c.batch + per - 1) / per * per;
+    c.cp = k->cp;
+    c.cp_contiguous = k->contiguous;
+    c.zero = k->zero;
+    c.schedule = k->schedule;
+    c.dropout = k->dropout;
+    c.recompute = k->recompute;
+    equiv_check(&c);
 }
 END_TEST
 
