@@ -166,7 +166,7 @@ static int acts_device(ptdp_device *dev, void *arg)
     for (int k = 0; k < 2; k++) {
         ptdp_model_config cfg = tiny(a->tp);
         cfg.layers = 2 + k;
-        cfg.seq_len = a->sp ? 6 : a->cp > 1 ? 8 : cfg.seq_len;   /* divisible by tp, or 2 cp */
+        cfg.seq_len = a->cp > 1 ? 8 : a->sp ? 6 : cfg.seq_len;   /* divisible by 2 cp (and then tp), or tp */
         ptdp_mesh mesh;
         ptdp_model m;
         DEVICE_TRY(ptdp_mesh_init_cp(dev, 1, a->cp > 1 ? a->cp : 1, a->tp, 1, &mesh));
@@ -191,15 +191,16 @@ static int acts_device(ptdp_device *dev, void *arg)
 }
 
 /* tp 1, tp 2, tp 2 with SP; then selective recomputation at tp 1 and tp 2
- * with SP; then context parallelism, cp 2 at tp 1 and cp 2 x tp 2 */
-LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 7)
+ * with SP; then context parallelism, cp 2 at tp 1, cp 2 x tp 2, and cp 2 x
+ * tp 2 with SP */
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 8)
 {
-    acts_arg a = { .tp = _i == 0 || _i == 3 || _i == 5 ? 1 : 2, .sp = _i == 2 || _i == 4,
+    acts_arg a = { .tp = _i == 0 || _i == 3 || _i == 5 ? 1 : 2, .sp = _i == 2 || _i == 4 || _i == 7,
                    .selective = _i == 3 || _i == 4, .cp = _i >= 5 ? 2 : 1 };
     harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
-    cfg.seq_len = a.sp ? 6 : a.cp > 1 ? 8 : cfg.seq_len;
-    double want = (a.cp > 1 ? ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp)
+    cfg.seq_len = a.cp > 1 ? 8 : a.sp ? 6 : cfg.seq_len;
+    double want = (a.cp > 1 ? ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp, a.sp)
                    : a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
                                  : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */

@@ -76,12 +76,18 @@ static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch
 {
     const ptdp_model_config *m = &c->model;
     const int cp = ptdp_train_cp(c), Tq = m->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
-    double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp);
+    double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
     char b[32];
-    printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
-           "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-           mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, Tq, e,
-           ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+    if (c->sp)
+        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
+               "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, m->heads, c->tp, Tq, e,
+               ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
+    else
+        printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
+               "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, Tq, e,
+               ptdp_format_bytes(e * sizeof(ptdp_real), b, sizeof b));
     double lo = INFINITY, hi = 0, clo = INFINITY, chi = 0;
     printf("context parallelism, cp %d (%s): attention scores per sequence and head on CP rank", cp,
            c->cp_contiguous ? "contiguous" : "zigzag");
@@ -105,8 +111,9 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     const int cp = ptdp_train_cp(c);
     int world = c->dp * cp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
     if (cp > 1)
-        printf("ptdp train (%s): %d devices = dp %d x cp %d (%s) x tp %d x pp %d%s", PTDP_REAL_NAME, world, c->dp,
+        printf("ptdp train (%s): %d devices = dp %d x cp %d (%s) x tp %d x pp %d%s%s", PTDP_REAL_NAME, world, c->dp,
                cp, c->cp_contiguous ? "contiguous" : "zigzag", c->tp, c->pp,
+               c->sp ? " with sequence parallelism" : "",
                c->recompute_attention ? ", selective recompute (the attention core)" : "");
     else
         printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,

@@ -84,8 +84,10 @@ double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp
 double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp);
 /* Under context parallelism (cp.h): T/cp positions, and of the attention a
  * log-sum-exp per query instead of the probabilities:
- *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) (T/cp) */
-double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp);
+ *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) (T/cp)
+ * and with SP as well, SP's split of those T/cp positions:
+ *   B (T/cp) (2 C + 6 C / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) (T/cp) */
+double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp);
 
 /* Per block on this device (shards under TP). */
 typedef struct {

@@ -197,6 +197,28 @@ static int grad_out_of_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts
     return ptdp_sp_reduce_scatter(dev, m->mesh->tp_comm, dlocal, dfull, acts->rows);
 }
 
+/* Positions of a sequence in the LayerNorm / dropout / residual regions:
+ * local_T, or local_T / tp under SP. */
+static int region_T(const ptdp_model *m)
+{
+    return local_T(m) / (m->mesh->sp ? m->mesh->tp : 1);
+}
+
+/* The position in its sequence (0 .. T-1) of row i of a region tensor: its
+ * place among this device's positions — under SP this TP rank's stretch of
+ * them — and under CP that place's chunk. */
+static int region_position(const ptdp_model *m, int i)
+{
+    int t = i % region_T(m);
+    if (m->mesh->sp)
+        t += m->mesh->tp_rank * region_T(m);
+    if (cp_size(m) > 1) {
+        const ptdp_cp_layout l = cp_layout(m);
+        t = ptdp_cp_position(&l, t);
+    }
+    return t;
+}
+
 /* Dropout on region rows, its mask keyed by global token index (tp.h), so
  * a sequence shard draws exactly the single device's mask. */
 static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor t, uint64_t key)
@@ -204,6 +226,12 @@ static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tens
     const int T = m->cfg.seq_len, C = m->cfg.hidden, tp = m->mesh->tp;
     if (m->dropout <= 0)
         return;
+    if (cp_size(m) > 1 && m->mesh->sp) {   /* both: row by row, each at its global position */
+        for (int i = 0; i < t.rows; i++)
+            ptdp_tp_dropout(ptdp_tensor_rows(t, i, 1), m->dropout, key,
+                            (acts->first_sample + i / region_T(m)) * T + region_position(m, i), C, 0);
+        return;
+    }
     if (cp_size(m) > 1) {        /* each chunk of each sequence: consecutive tokens */
         const ptdp_cp_layout l = cp_layout(m);
         for (int b = 0; b < acts->rows; b++)
@@ -379,7 +407,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     ptdp_comm *tp = m->mesh->tp_comm;
-    const int T = c->seq_len, C = c->hidden, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
+    const int C = c->hidden, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
     int rc;
     sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
     if (sv->blocks == NULL)
@@ -407,7 +435,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
          * for the others'), and the reduce-scatter along the sequence both
          * sums the ranks' lookups and keeps this rank's positions */
         const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
-        const int Tl = T / m->mesh->tp;
+        const int Tl = region_T(m);
         ptdp_tensor full;
         if ((rc = act(dev, &full, "acts.embed_partial", R, C)) != 0)
             return rc;
@@ -417,9 +445,14 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         if (rc != 0)
             return rc;
         w0 = ptdp_wall_now();
-        for (int b = 0; b < acts->rows; b++)
-            ptdp_positions_forward(ptdp_tensor_rows(x, b * Tl, Tl),
-                                   ptdp_tensor_rows(g->wpe->w, m->mesh->tp_rank * Tl, Tl), Tl);
+        if (cp_size(m) > 1)          /* with CP: row by row, each at its global position */
+            for (int i = 0; i < x.rows; i++)
+                ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, i), 1),
+                                       1);
+        else
+            for (int b = 0; b < acts->rows; b++)
+                ptdp_positions_forward(ptdp_tensor_rows(x, b * Tl, Tl),
+                                       ptdp_tensor_rows(g->wpe->w, m->mesh->tp_rank * Tl, Tl), Tl);
         account(dev, "embed fwd", (double)Rl * C, w0, true);
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));

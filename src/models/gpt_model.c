@@ -372,9 +372,11 @@ ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
     return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
 }
 
-double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp)
+double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp)
 {
     const double B = batch, Tq = c->seq_len / cp, C = c->hidden, F = c->ffn;
+    if (sp)
+        return B * Tq * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (c->heads / tp) * Tq;
     return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * Tq;
 }
 

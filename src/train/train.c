@@ -107,9 +107,9 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
                 c->cp_contiguous ? "one per CP rank" : "two per CP rank, 2 x cp", lo >= 2 * parts ? lo : lo + parts,
                 lo >= 2 * parts ? " or " : " or ", lo + (lo >= 2 * parts ? parts : 2 * parts));
         }
-        if (c->sp)
-            BAD("--sp with --cp %d: sequence parallelism inside a context-parallel group is not built yet "
-                "(use one of them)", c->cp);
+        if (c->sp && (m->seq_len / c->cp) % c->tp != 0)
+            BAD("--sp with --cp %d: each device's %d positions must divide by --tp %d", c->cp, m->seq_len / c->cp,
+                c->tp);
     }
     if (c->cp_contiguous && c->cp <= 1)
         BAD("--cp-layout contiguous needs --cp 2 or more");

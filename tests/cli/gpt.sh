@@ -207,13 +207,13 @@ usage "--cp 3: --seq-len 32 must divide into 6 zigzag chunks" "${g[@]}" --cp 3
 usage "--cp 3: --seq-len 32 must divide into 3 contiguous chunks" "${g[@]}" --cp 3 --cp-layout contiguous
 usage "--cp-layout diagonal: must be one of zigzag, contiguous" "${g[@]}" --cp 2 --cp-layout diagonal
 usage "--cp-layout contiguous needs --cp 2 or more" "${g[@]}" --cp-layout contiguous
-usage "--sp with --cp 2: sequence parallelism inside a context-parallel group is not built yet" "${g[@]}" --cp 2 --sp --tp 2
+usage "--sp with --cp 2: each device's 15 positions must divide by --tp 2" "${g[@]}" --cp 2 --sp --tp 2 --seq-len 30 --cp-layout contiguous
 usage "--devices 6 is not a multiple of --cp 4 x --tp 1 x --pp 1 = 4" "${g[@]}" --cp 4 --devices 6
-if "$ptdp" train --model gpt --cp 2 --dp 2 --tp 2 --micro-batches 2 --dropout 0.1 --steps 2 --check \
+if "$ptdp" train --model gpt --cp 2 --dp 2 --tp 2 --sp --micro-batches 2 --dropout 0.1 --steps 2 --check \
         --report "$dir/cp.json" >"$dir/cp.out" 2>&1 && grep -q "^check PASSED" "$dir/cp.out" &&
-    grep -qF "8 devices = dp 2 x cp 2 (zigzag) x tp 2 x pp 1" "$dir/cp.out" &&
+    grep -qF "8 devices = dp 2 x cp 2 (zigzag) x tp 2 x pp 1 with sequence parallelism" "$dir/cp.out" &&
     grep -q '"cp": [1-9][0-9]*' "$dir/cp.json" && grep -q '"cp_rank": 1' "$dir/cp.json"; then
-    ok "--cp 2 on dp 2 x cp 2 x tp 2 with dropout: $(grep "^check PASSED" "$dir/cp.out")"
+    ok "--cp 2 on dp 2 x cp 2 x tp 2 with --sp and dropout: $(grep "^check PASSED" "$dir/cp.out")"
 else
     fail "--cp --check: $(tail -n 5 "$dir/cp.out"); $(grep -o '"bytes_sent": {[^}]*}' "$dir/cp.json" | head -1)"
 fi

@@ -14,8 +14,8 @@
  * 1e-4 in float).  With pp > 1 the last stage holds its own copy of wte,
  * kept equal by the embedding group's all-reduce; the baseline has one.
  * Context parallelism: cp 2, 3 and 4 alone in both layouts, and cp 2 with
- * every other axis (dp with ZeRO, tp, pp with both schedules, dropout,
- * recompute).
+ * every other axis (dp with ZeRO, tp with and without SP, pp with both
+ * schedules, dropout, recompute).
  * Plus: recompute (full and selective), and uneven stages, on the 3D mesh; and sequence
  * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
  * 1 or 2 where dp > 1, both schedules and dropout in turn.
@@ -131,14 +131,23 @@ TEST(gpt_tests, test_sp_meshes_are_all_there)
 }
 END_TEST
 
-typedef struct { int dp, cp, tp, pp, m, zero; bool contiguous; const char *schedule; double dropout; bool recompute; } cp_case;
+typedef struct {
+    int dp, cp, tp, pp, m, zero;
+    bool contiguous;
+    const char *schedule;
+    double dropout;
+    bool recompute, sp;
+} cp_case;
 static const cp_case cp_cases[] = {
-    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.0, false }, { 1, 2, 1, 1, 1, 0, true, "1f1b", 0.1, false },
-    { 1, 3, 1, 1, 1, 0, false, "1f1b", 0.1, false }, { 1, 3, 1, 1, 2, 0, true, "1f1b", 0.0, false },
-    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false }, { 1, 4, 1, 1, 1, 0, true, "1f1b", 0.0, false },
-    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false }, { 2, 2, 2, 1, 1, 2, false, "1f1b", 0.0, false },
-    { 1, 2, 2, 2, 2, 0, false, "gpipe", 0.1, false }, { 1, 2, 1, 4, 2, 0, true, "1f1b", 0.0, true },
-    { 2, 2, 1, 2, 2, 2, false, "1f1b", 0.1, true }, { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false },
+    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.0, false, false }, { 1, 2, 1, 1, 1, 0, true, "1f1b", 0.1, false, false },
+    { 1, 3, 1, 1, 1, 0, false, "1f1b", 0.1, false, false }, { 1, 3, 1, 1, 2, 0, true, "1f1b", 0.0, false, false },
+    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false, false }, { 1, 4, 1, 1, 1, 0, true, "1f1b", 0.0, false, false },
+    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false, false }, { 2, 2, 2, 1, 1, 2, false, "1f1b", 0.0, false, false },
+    { 1, 2, 2, 2, 2, 0, false, "gpipe", 0.1, false, false }, { 1, 2, 1, 4, 2, 0, true, "1f1b", 0.0, true, false },
+    { 2, 2, 1, 2, 2, 2, false, "1f1b", 0.1, true, false }, { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false, false },
+    /* with sequence parallelism inside each device's positions */
+    { 1, 2, 2, 1, 1, 0, false, "1f1b", 0.1, false, true }, { 2, 2, 2, 1, 2, 1, true, "1f1b", 0.0, false, true },
+    { 1, 2, 2, 2, 2, 0, false, "1f1b", 0.1, true, true },
 };
 
 LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp_cases / sizeof cp_cases[0]))
@@ -156,6 +165,7 @@ LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp
     c.schedule = k->schedule;
     c.dropout = k->dropout;
     c.recompute = k->recompute;
+    c.sp = k->sp;
     equiv_check(&c);
 }
 END_TEST
