@@ -45,6 +45,8 @@ static const struct {
       fig_attention_tp },
     { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
       fig_sp_block },
+    { "ring_attention",     "context parallelism: ring attention's steps on cp = 4, zigzag beside contiguous chunks",
+      fig_ring_attention },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },

@@ -27,6 +27,7 @@ int fig_mesh_groups(const char *path, char *msg, size_t msglen);         /* figu
 int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figure_zero.c     */
 int fig_attention_tp(const char *path, char *msg, size_t msglen);        /* figure_attention.c */
 int fig_sp_block(const char *path, char *msg, size_t msglen);            /* figure_sp.c       */
+int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
 
 /* One colour per rank (0..7, then repeating): the same device has the same
  * colour in every figure. */

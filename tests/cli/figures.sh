@@ -8,7 +8,8 @@
 #     the loss difference, the DP gradient and bytes, the mesh's groups,
 #     ZeRO's formulas and peaks, the attention's shards and padded
 #     vocabularies, the SP block's shapes, positions, activations and
-#     bytes, and the memory of the ZeRO runs);
+#     bytes, ring attention's blocks, pairs, work and bytes per rank, and
+#     the memory of the ZeRO runs);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -20,7 +21,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership attention_tp
-       sp_block memory_per_device loss_curves"
+       sp_block ring_attention memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -144,6 +145,37 @@ else
         || fail "sp: no collectives of one step"
     grep -q "the [0-9]* B more are the all-reduce of the LayerNorms[^ ]* 640 gradients" "$f" \
         || fail "sp: the extra bytes of --sp are not the LayerNorms' all-reduce"
+
+    # ring attention, cp = 4, T = 32: at step s rank r holds rank r - s's
+    # block (cells drawn rank by rank, step by step: zigzag, then
+    # contiguous); the pairs per cell; the work per rank from
+    # ptdp_ring_attention_scores; the bytes of a real ring
+    f=$out/ring_attention.svg
+    owners=$(grep -o '>kv of rank [0-9]: chunks\? [0-9, ]*<' "$f" | sed 's/>kv of rank \([0-9]\).*/\1/' | tr -d '\n')
+    [[ $owners == 03211032210332100321103221033210 ]] \
+        || fail "ring attention: expected rank r - step's block in each cell, got owners $owners"
+    for r in 0 1 2 3; do
+        grep -q ">kv of rank $r: chunks $r, $((7 - r))<" "$f" && grep -q ">kv of rank $r: chunk $r<" "$f" \
+            || fail "ring attention: rank $r's block is not chunks $r, $((7 - r)) (zigzag) and chunk $r (contiguous)"
+    done
+    [[ $(grep -c '>48 scores<' "$f") -eq 4 && $(grep -c '>32 scores<' "$f") -eq 12 \
+       && $(grep -c '>64 scores<' "$f") -eq 10 && $(grep -c '>0 scores<' "$f") -eq 6 ]] \
+        || fail "ring attention: expected 4 cells of 48 scores and 12 of 32 (zigzag), 10 of 64 and 6 of 0 (contiguous)"
+    [[ $(grep -c '>1 full, 2 masked<' "$f") -eq 4 && $(grep -c '>2 full, 0 masked<' "$f") -eq 12 ]] \
+        || fail "ring attention: expected the diagonal pairs masked at step 0 only"
+    # one triangle per masked pair (8 zigzag, 4 contiguous) and the legend's
+    [[ $(grep -c '<polygon' "$f") -eq 13 ]] || fail "ring attention: expected 13 masked triangles"
+    [[ $(grep -c '>144<' "$f") -eq 4 ]] && grep -q '>64<' "$f" && grep -q '>128<' "$f" && grep -q '>192<' "$f" \
+        && grep -q '>256<' "$f" || fail "ring attention: no scores per rank 144 x 4 and 64, 128, 192, 256"
+    grep -q 'zigzag 144, 144, 144, 144, equal on every rank; contiguous 64, 128, 192, 256 = 1, 2, 3, 4 times rank 0' \
+        "$f" || fail "ring attention: no work per rank compared in the caption"
+    grep -q 'each equals ptdp_ring_attention_scores' "$f" || fail "ring attention: no check against the library said"
+    bytes=$(grep -o '2 × 8 × 16 = 256 reals = [0-9]* B, over N − 1 = 3 passes: [0-9]* B sent per rank (zigzag), [0-9]* B' "$f" \
+            | grep -o '[0-9]* B' | grep -o '[0-9]*' | tr '\n' ' ')
+    read -r step zig con <<<"$bytes"
+    grep -q 'each step sends B T/N 2C per rank' "$f" && [[ -n $step && $zig -eq $((3 * step)) && $con -eq $zig ]] \
+        && [[ $step -eq 1024 || $step -eq 2048 ]] \
+        || fail "ring attention: expected 256 reals per step and 3 steps sent per rank in both layouts, got '$bytes'"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
