@@ -46,10 +46,10 @@ enum { RB = 2, HEADS = 2, HD = 4, C = HEADS * HD };
 
 typedef enum { PAIR_SKIPPED, PAIR_MASKED, PAIR_FULL } pair_kind;
 
-/* cp.c's rule: key chunk from kfirst against the query chunk [qfirst, qfirst + len). */
+/* cp.h's rule (ptdp_cp_in_future): key chunk from kfirst against the query chunk [qfirst, qfirst + len). */
 static pair_kind kind_of(int qfirst, int kfirst, int len)
 {
-    if (!(kfirst <= qfirst + len - 1))      /* wholly in the future: skipped */
+    if (ptdp_cp_in_future(qfirst, kfirst, len))   /* wholly in the future: skipped */
         return PAIR_SKIPPED;
     if (kfirst + len - 1 > qfirst)          /* some key after some query: causal mask */
         return PAIR_MASKED;

@@ -62,6 +62,14 @@ typedef struct {
 ptdp_cp_layout ptdp_cp_layout_of(int T, int cp, int rank, bool zigzag);
 int ptdp_cp_position(const ptdp_cp_layout *l, int t);
 
+/* The skip rule: a key chunk starting at k_first lies wholly in the future
+ * of the query chunk [q_first, q_first + len) — causal attention uses none
+ * of it — when its first key comes after the chunk's last query. */
+static inline bool ptdp_cp_in_future(int q_first, int k_first, int len)
+{
+    return k_first > q_first + len - 1;
+}
+
 /* Ring attention over the CP group, for the rank's Tl = T / cp positions of
  * B sequences.  qkv: (B Tl) x (3 heads hd), q | k | v as attention.c's;
  * y: (B Tl) x (heads hd); lse: B heads Tl numbers kept for the backward.

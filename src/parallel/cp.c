@@ -76,7 +76,7 @@ double ptdp_ring_attention_scores(int T, int cp, int rank, bool zigzag)
         ptdp_cp_layout k = ptdp_cp_layout_of(T, cp, owner, zigzag);
         for (int i = 0; i < q.nchunks; i++)
             for (int j = 0; j < k.nchunks; j++)
-                if (k.first[j] <= q.first[i] + q.len - 1)   /* not wholly in the future */
+                if (!ptdp_cp_in_future(q.first[i], k.first[j], q.len))
                     n += (double)q.len * k.len;
     }
     return n;
@@ -157,7 +157,7 @@ static int step_pairs(const ring *g, int step, pair *pairs)
         for (int h = 0; h < g->heads; h++)
             for (int qi = 0; qi < lq.nchunks; qi++)
                 for (int kj = 0; kj < lk.nchunks; kj++)
-                    if (lk.first[kj] <= lq.first[qi] + c - 1)   /* else wholly in the future: skipped */
+                    if (!ptdp_cp_in_future(lq.first[qi], lk.first[kj], c))   /* else skipped */
                         pairs[n++] = (pair){ .b = b, .h = h, .qi = qi, .qp = lq.first[qi], .kp = lk.first[kj],
                                              .qr = b * g->Tl + qi * c, .kr = b * g->Tl + kj * c };
     return n;
