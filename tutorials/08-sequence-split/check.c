@@ -1,0 +1,368 @@
+/*
+ * check.c — lesson 08: does your ring attention equal one device's, and is
+ * its work balanced?
+ *
+ * One sequence, 2 heads of hd = 4, q, k and v drawn at random (double).
+ * One device computes the causal attention of the whole sequence
+ * (ptdp_attention_forward, attention.c).  Then:
+ *
+ *   blank 1  lesson_zigzag_chunks   on the host, N = 1 .. 4, T = 24: chunks
+ *                                   of T/(2N); every position held by
+ *                                   exactly one rank
+ *   all      lesson_ring_attention  (done for you, calls blanks 1-3) on N =
+ *                                   1 .. 4 devices, T = 24 and T = 2N (chunks
+ *                                   of one position): every rank's y equal to
+ *                                   one device's at its positions, to 1e-10;
+ *                                   then the (query chunk, key chunk) pairs
+ *                                   each rank computed: none wholly in the
+ *                                   future (blank 2), and as many on every
+ *                                   rank (blank 1: zigzag balances the work)
+ *
+ * When y is wrong the check probes your functions on the host to name the
+ * blank: the future test on every pair of chunks (does it skip a chunk that
+ * holds keys a query must see?), and the merge on partials made of known
+ * scores (is the max kept?  are l and o rescaled?  is an empty partial
+ * handled?).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lesson.h"
+#include "tutorial.h"
+
+#include "ptdp/error.h"
+#include "ptdp/ops.h"
+#include "ptdp/rng.h"
+
+enum { HEADS = 2, HD = 4, W = HEADS * HD, MAX_N = 4, T_BIG = 24 };
+static const double TOL = 1e-10;
+static const ptdp_real UNWRITTEN = 1000;   /* y starts as this on every rank */
+
+static double diff(double a, double b)
+{
+    double d = fabs(a - b);
+    return isnan(d) ? INFINITY : d;
+}
+
+/* ============================================== blank 1: who holds what */
+
+static bool check_chunks(void)
+{
+    const int T = T_BIG;
+    for (int n = 1; n <= MAX_N; n++) {
+        int owner[T_BIG], held[T_BIG] = { 0 };
+        for (int r = 0; r < n; r++) {
+            int first[2] = { -1, -1 }, len = -1;
+            if (lesson_zigzag_chunks(T, n, r, first, &len) != 0) {
+                if (!tutorial_report_blank())
+                    tutorial_wrong("blank 1: lesson_zigzag_chunks returned an error for rank %d of %d", r, n);
+                return false;
+            }
+            if (len != T / (2 * n)) {
+                tutorial_wrong("N %d, T %d, blank 1: rank %d's chunks have len %d; they should have T/(2N) = %d.", n,
+                               T, r, len, T / (2 * n));
+                tutorial_note("Zigzag cuts the sequence into 2N chunks (not N): two per rank.");
+                return false;
+            }
+            for (int c = 0; c < 2; c++)
+                for (int t = 0; t < len; t++) {
+                    int p = first[c] + t;
+                    if (p < 0 || p >= T) {
+                        tutorial_wrong("N %d, T %d, blank 1: rank %d's chunk %d starts at %d: position %d is not in "
+                                       "the sequence [0, %d).", n, T, r, c, first[c], p, T);
+                        return false;
+                    }
+                    held[p]++;
+                    owner[p] = r;
+                }
+        }
+        for (int p = 0; p < T; p++) {
+            if (held[p] == 1)
+                continue;
+            int len = T / (2 * n), chunk = p / len;
+            if (held[p] == 0)
+                tutorial_wrong("N %d, T %d, blank 1: position %d (chunk %d) is held by no rank; another is held "
+                               "twice.", n, T, p, chunk);
+            else
+                tutorial_wrong("N %d, T %d, blank 1: position %d (chunk %d) is held by %d ranks (rank %d among them).",
+                               n, T, p, chunk, held[p], owner[p]);
+            tutorial_note("Each of the 2N = %d chunks must belong to exactly one rank: rank r holds chunk r and "
+                          "chunk 2N-1-r (its mirror from the end), not N-1-r.", 2 * n);
+            return false;
+        }
+    }
+    tutorial_ok("blank 1: N = 1 to %d, T = %d: every position held by exactly one rank, in 2 chunks of T/(2N)",
+                MAX_N, T);
+    return true;
+}
+
+/* ============================================ the ring, and its probes */
+
+typedef struct {
+    int n, T;
+    const ptdp_real *qkv;                  /* T x 3W: the whole sequence */
+    ptdp_real y[MAX_N][T_BIG * W];
+    int pos[MAX_N][T_BIG];                 /* local row t is position pos[r][t] */
+    int rows[MAX_N];
+    long blocks[MAX_N];
+} ring_run;
+
+static int ring_device(ptdp_device *dev, void *arg)
+{
+    ring_run *x = arg;
+    const int r = dev->rank;
+    int first[2] = { 0 }, len = 0, rc;
+    if ((rc = lesson_zigzag_chunks(x->T, x->n, r, first, &len)) != 0)
+        return rc;
+    const int rows = 2 * len;
+    ptdp_real *q = ptdp_alloc(dev, (size_t)rows * 3 * W * sizeof *q, PTDP_MEM_ACTS, "qkv");
+    ptdp_real *y = ptdp_alloc(dev, (size_t)rows * W * sizeof *y, PTDP_MEM_ACTS, "y");
+    if (q == NULL || y == NULL)
+        return PTDP_ENOMEM;
+    for (int t = 0; t < rows; t++) {
+        int p = first[t / len] + t % len;
+        x->pos[r][t] = p;
+        memcpy(q + (size_t)t * 3 * W, x->qkv + (size_t)p * 3 * W, 3 * W * sizeof *q);
+    }
+    for (int i = 0; i < rows * W; i++)
+        y[i] = UNWRITTEN;
+    x->rows[r] = rows;
+    if ((rc = lesson_ring_attention(dev, ptdp_tensor_wrap(y, rows, W), ptdp_tensor_wrap(q, rows, 3 * W), x->T,
+                                    HEADS, HD, &x->blocks[r])) != 0)
+        return rc;
+    memcpy(x->y[r], y, (size_t)rows * W * sizeof *y);
+    ptdp_free(dev, q);
+    ptdp_free(dev, y);
+    return PTDP_OK;
+}
+
+/* A needed key chunk that blank 2 skips, or a wholly future one it keeps:
+ * looks at every pair of chunks of len = 1 .. 4 in a sequence of 8 chunks. */
+static bool probe_future(bool want_needed_skipped, int *qa, int *ka, int *la)
+{
+    for (int len = 1; len <= 4; len++)
+        for (int qc = 0; qc < 8; qc++)
+            for (int kc = 0; kc < 8; kc++) {
+                bool skip = false;
+                if (lesson_future_block(qc * len, kc * len, len, &skip) != 0)
+                    return false;
+                bool future = kc > qc;
+                if (want_needed_skipped ? (skip && !future) : (!skip && future)) {
+                    *qa = qc * len;
+                    *ka = kc * len;
+                    *la = len;
+                    return true;
+                }
+            }
+    return false;
+}
+
+/* The partial of scores s[0..n) with values v[i] = (s, 1, -s, i): what a
+ * correct partial holds.  n = 0 is the empty one. */
+static lesson_partial partial_of(const double *s, int n)
+{
+    lesson_partial p = { .m = -INFINITY, .l = 0 };
+    for (int i = 0; i < n; i++)
+        p.m = s[i] > p.m ? s[i] : p.m;
+    for (int i = 0; i < n; i++) {
+        double e = exp(s[i] - p.m), v[HD] = { s[i], 1, -s[i], i };
+        p.l += e;
+        for (int j = 0; j < HD; j++)
+            p.o[j] += e * v[j];
+    }
+    return p;
+}
+
+static bool same_partial(const lesson_partial *a, const lesson_partial *b)
+{
+    if (!(a->m == b->m || diff(a->m, b->m) <= TOL) || diff(a->l, b->l) > TOL)
+        return false;
+    for (int j = 0; j < HD; j++)
+        if (diff(a->o[j], b->o[j]) > TOL)
+            return false;
+    return true;
+}
+
+/* Merge partials of known scores and say what is wrong, in words; false
+ * when blank 3 answers every probe right. */
+static bool probe_merge(void)
+{
+    /* key sets of one query: a low one and a high one, and their union */
+    static const double lo[] = { 0.5, -1.0, 1.0 }, hi[] = { 3.0, 2.0 };
+    static const double all_lh[] = { 0.5, -1.0, 1.0, 3.0, 2.0 };
+    static const double all_hl[] = { 3.0, 2.0, 0.5, -1.0, 1.0 };
+    struct { const double *a; int na; const double *b; int nb; const double *u; int nu; const char *what; } cases[] = {
+        { lo, 3, hi, 2, all_lh, 5, "a block with a larger max merged into a smaller one" },
+        { hi, 2, lo, 3, all_hl, 5, "a block with a smaller max merged into a larger one" },
+        { NULL, 0, hi, 2, hi, 2, "a block merged into an empty partial (m = -inf, l = 0)" },
+        { hi, 2, NULL, 0, hi, 2, "an empty partial merged into a block" },
+        { NULL, 0, NULL, 0, NULL, 0, "an empty partial merged into an empty one" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lesson_partial a = partial_of(cases[c].a, cases[c].na), b = partial_of(cases[c].b, cases[c].nb);
+        const lesson_partial want = partial_of(cases[c].u, cases[c].nu), a0 = a;
+        if (lesson_merge(&a, &b, HD) != 0) {
+            tutorial_report_blank();
+            return true;
+        }
+        if (same_partial(&a, &want))
+            continue;
+        tutorial_note("Blank 3, %s:\n  m_a = %g, l_a = %.6g;  m_b = %g, l_b = %.6g  gave m = %g, l = %.6g, o[0] = %.6g\n"
+                      "  the partial of both key sets is m = %g, l = %.6g, o[0] = %.6g.", cases[c].what,
+                      (double)a0.m, (double)a0.l, (double)b.m, (double)b.l, (double)a.m, (double)a.l,
+                      (double)a.o[0], (double)want.m, (double)want.l, (double)want.o[0]);
+        if (cases[c].nu == 0)
+            tutorial_note("Two empty partials: m' = -inf, and e^(m_a - m') is e^(-inf + inf) = NaN.  Nothing to merge "
+                          "when b is empty (l_b = 0): return a as it is.");
+        else if (isnan(a.m) || isnan(a.l))
+            tutorial_note("NaN: e^(m - m') with m = m' = -inf is e^NaN.  An empty partial (l = 0) adds nothing: "
+                          "leave a as it is when b is empty.");
+        else if (diff(a.m, want.m) > TOL)
+            tutorial_note("The max was not updated: after a merge a->m must be m' = max(m_a, m_b), the max l and o "
+                          "are now relative to, or the next merge rescales them by the wrong factor.");
+        else if (diff(a.l, a0.l + b.l) <= TOL)
+            tutorial_note("l' = l_a + l_b: the running sum was not rescaled.  l_a counts e^(s - m_a), l_b e^(s - m_b); "
+                          "bring both to the new max: l' = l_a e^(m_a - m') + l_b e^(m_b - m').");
+        else if (diff(a.l, want.l) > TOL)
+            tutorial_note("l is wrong: l' = l_a e^(m_a - m') + l_b e^(m_b - m').");
+        else if (diff(a.o[0], a0.o[0] + b.o[0]) <= TOL)
+            tutorial_note("l is right but o' = o_a + o_b: o was not rescaled.  o is a sum of e^(s - m) v like l, "
+                          "so it takes the same factors: o' = o_a e^(m_a - m') + o_b e^(m_b - m').");
+        else
+            tutorial_note("o is wrong: o' = o_a e^(m_a - m') + o_b e^(m_b - m'), entry by entry (hd of them).");
+        return true;
+    }
+    return false;
+}
+
+/* The pairs rank r should compute: its chunks against every rank's, the
+ * wholly future ones skipped. */
+static long pairs_needed(int T, int n, int r)
+{
+    int qf[2] = { 0 }, kf[2] = { 0 }, len = 0;
+    long count = 0;
+    lesson_zigzag_chunks(T, n, r, qf, &len);
+    for (int o = 0; o < n; o++) {
+        lesson_zigzag_chunks(T, n, o, kf, &len);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                count += kf[j] <= qf[i] + len - 1;
+    }
+    return count;
+}
+
+static bool run_ring(int n, int T, const ptdp_real *qkv, const ptdp_real *yref, char *ok_text, size_t ok_size)
+{
+    char what[48];
+    snprintf(what, sizeof what, "N %d, T %d", n, T);
+    ring_run *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return false;
+    x->n = n;
+    x->T = T;
+    x->qkv = qkv;
+    bool ok = tutorial_launch(what, n, ring_device, x) == 0;
+    /* 1. the values */
+    for (int r = 0; ok && r < n; r++)
+        for (int t = 0; ok && t < x->rows[r]; t++)
+            for (int c = 0; ok && c < W; c++) {
+                const int p = x->pos[r][t];
+                const double got = x->y[r][t * W + c], want = yref[p * W + c];
+                if (diff(got, want) <= TOL)
+                    continue;
+                ok = false;
+                tutorial_wrong("%s: rank %d's y at position %d (head %d, [%d]) is %.6g; one device's is %.6g.", what,
+                               r, p, c / HD, c % HD, got, want);
+                int qa, ka, la;
+                if (probe_future(true, &qa, &ka, &la))
+                    tutorial_note("Blank 2 skips a key chunk that is needed: query chunk %d-%d, key chunk %d-%d "
+                                  "(len %d).\nKey %d is at or before query %d, which must see it: skip only when the "
+                                  "first key comes AFTER the query chunk's last position, %d + %d - 1.",
+                                  qa, qa + la - 1, ka, ka + la - 1, la, ka, qa + la - 1, qa, la);
+                else if (!probe_merge())
+                    tutorial_note("Your blanks 2 and 3 answer the check's own probes right; compare your chunks "
+                                  "(blank 1) with lesson.h: local row t is position first[t / len] + t %% len.");
+            }
+    /* 2. the work: pairs computed, none wholly in the future, the same on every rank */
+    long lo = 0, hi = 0;
+    for (int r = 0; ok && r < n; r++) {
+        long need = pairs_needed(T, n, r);
+        if (x->blocks[r] > need) {
+            int qa, ka, la;
+            ok = false;
+            tutorial_wrong("%s, blank 2: y is right, but rank %d computed %ld (query chunk, key chunk) pairs of %d x %d "
+                           "scores; only %ld are not wholly in the future.", what, r, x->blocks[r], T / (2 * n),
+                           T / (2 * n), need);
+            if (probe_future(false, &qa, &ka, &la))
+                tutorial_note("Query chunk %d-%d, key chunk %d-%d was computed: every one of its keys comes after "
+                              "every query, so causal masking throws all %d x %d scores away.\nSkip it: *skip = "
+                              "true when the first key is after the query chunk's last position.",
+                              qa, qa + la - 1, ka, ka + la - 1, la, la);
+        } else if (x->blocks[r] < need) {
+            ok = false;
+            tutorial_wrong("%s, blank 2: rank %d computed %ld pairs; %ld are not wholly in the future.", what, r,
+                           x->blocks[r], need);
+        }
+        lo = r == 0 || x->blocks[r] < lo ? x->blocks[r] : lo;
+        hi = r == 0 || x->blocks[r] > hi ? x->blocks[r] : hi;
+    }
+    if (ok && hi != lo) {
+        ok = false;
+        tutorial_wrong("%s, blank 1: y is right, but the work is unbalanced: largest / smallest = %.2f.", what,
+                       (double)hi / (double)lo);
+        for (int r = 0; r < n; r++) {
+            int first[2] = { 0 }, len = 1;
+            lesson_zigzag_chunks(T, n, r, first, &len);
+            tutorial_note("rank %d holds chunks %d and %d and computes %ld blocks of scores", r, first[0] / len,
+                          first[1] / len, x->blocks[r]);
+        }
+        tutorial_note("A late chunk sees more keys than an early one.  Zigzag pairs them: rank r holds chunk r and "
+                      "chunk 2N-1-r, and every rank then computes 2N+1 blocks.");
+    }
+    if (ok)
+        snprintf(ok_text, ok_size, "%ld of its %d (query chunk, key chunk) pairs", lo, 4 * n);
+    free(x);
+    return ok;
+}
+
+static bool check_ring(int n)
+{
+    const int Ts[2] = { T_BIG, 2 * n };
+    char text[2][64];
+    for (int k = 0; k < 2; k++) {
+        const int T = Ts[k];
+        ptdp_real *qkv = malloc((size_t)T * 3 * W * sizeof *qkv), *y = malloc((size_t)T * W * sizeof *y);
+        ptdp_real *probs = malloc((size_t)HEADS * T * T * sizeof *probs);
+        bool ok = qkv != NULL && y != NULL && probs != NULL;
+        if (ok) {
+            uint64_t key = ptdp_rng_key(8, "qkv");
+            for (int i = 0; i < T * 3 * W; i++)
+                qkv[i] = (ptdp_real)ptdp_rng_normal(key, (uint64_t)T * 1000 + i);
+            ptdp_attention_forward(ptdp_tensor_wrap(y, T, W), probs, ptdp_tensor_wrap(qkv, T, 3 * W), T, HEADS, HD,
+                                   NULL, NULL);
+            ok = run_ring(n, T, qkv, y, text[k], sizeof text[k]);
+        }
+        free(qkv);
+        free(y);
+        free(probs);
+        if (!ok)
+            return false;
+    }
+    tutorial_ok("N %d: y equals one device's (T = %d and %d); every rank computed %s (T = %d), wholly future "
+                "ones skipped", n, Ts[0], Ts[1], text[0], Ts[0]);
+    return true;
+}
+
+int main(void)
+{
+    tutorial_begin("08", "splitting the sequence: zigzag chunks, the future test, the online-softmax merge");
+    bool ok = check_chunks();
+    for (int n = 1; ok && n <= MAX_N; n++)
+        ok = check_ring(n);
+    if (ok)
+        tutorial_note("with zigzag every rank computes 2N+1 of its 4N pairs: about half, the causal half, the same "
+                      "on every rank (ptdp train --model gpt --cp 2 --check)");
+    return tutorial_end();
+}

@@ -1,0 +1,64 @@
+/*
+ * lesson.h — lesson 08: the functions you write in exercise.c, which the
+ * check calls.
+ *
+ * Context parallelism: a sequence of T positions is cut over the N devices
+ * of a CP group.  Zigzag: 2N chunks of len = T/(2N) positions; rank r holds
+ * chunks r and 2N-1-r.  Its local row t (0 <= t < 2 len) is position
+ *     first[t / len] + t % len.
+ *
+ * One query's partial attention over a set of keys (online softmax):
+ *     m  the largest score                 (-inf when the set is empty)
+ *     l  sum over the keys of e^(score - m)           (0 when empty)
+ *     o  sum over the keys of e^(score - m) v          (0 when empty)
+ * and the query's output is y = o / l once every key has been merged in.
+ */
+#ifndef LESSON_08_H
+#define LESSON_08_H
+
+#include <stdbool.h>
+
+#include "ptdp/device.h"
+#include "ptdp/tensor.h"
+
+enum { LESSON_MAX_HD = 16 };
+
+typedef struct {
+    ptdp_real m, l;
+    ptdp_real o[LESSON_MAX_HD];     /* the first hd entries are used */
+} lesson_partial;
+
+/* Blank 1.  The zigzag chunks of `rank` in a CP group of n devices, for a
+ * sequence of T positions (T divisible by 2n): *len = T/(2n), first[0] and
+ * first[1] the first positions of chunks rank and 2n-1-rank. */
+int lesson_zigzag_chunks(int T, int n, int rank, int first[2], int *len);
+
+/* Blank 2.  *skip = true when the key chunk [k_first, k_first + len) is
+ * wholly in the future of the query chunk [q_first, q_first + len): its
+ * first key comes after the query chunk's last position, so no query of
+ * the chunk may see any of its keys. */
+int lesson_future_block(int q_first, int k_first, int len, bool *skip);
+
+/* Done for you (the worked example).  The partial of ONE query, at
+ * position q_pos, over one key chunk of len keys from position k_first:
+ * keys after q_pos are masked (causal).  q [hd], k and v [len x hd] rows
+ * with the given stride. */
+void lesson_block_partial(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
+                          int k_first, int len, int hd, lesson_partial *out);
+
+/* Blank 3.  Merge the partial b (another, disjoint set of keys of the
+ * same query) into a:
+ *     m' = max(m_a, m_b)
+ *     l' = l_a e^(m_a - m') + l_b e^(m_b - m')
+ *     o' = o_a e^(m_a - m') + o_b e^(m_b - m')
+ * Either may be empty (m = -inf, l = 0); -inf - -inf is NaN. */
+int lesson_merge(lesson_partial *a, const lesson_partial *b, int hd);
+
+/* Done for you: ring attention, forward, over dev->world (one sequence).
+ * qkv [2 len, 3 heads hd]: my positions' q | k | v (the layout of
+ * attention.c); y [2 len, heads hd].  Calls your three functions; adds to
+ * *blocks the (query chunk, key chunk) pairs it computed (not skipped). */
+int lesson_ring_attention(ptdp_device *dev, ptdp_tensor y, ptdp_tensor qkv, int T, int heads, int hd,
+                          long *blocks);
+
+#endif
