@@ -46,6 +46,14 @@ int lesson_future_block(int q_first, int k_first, int len, bool *skip)
 
 /* ----------------------------------- one block's partial (worked example) */
 
+/* One query against one key chunk.  For example (hd = 1, no 1/sqrt(hd)):
+ * the query at position 5 with q = 1, a chunk of 4 keys from position 4,
+ * k = (2, 0, 1, 3), v = (10, 20, 30, 40).  Keys 6 and 7 are in the query's
+ * future: masked, visible = 5 - 4 + 1 = 2 keys, scores (2, 0).
+ *     m = 2,   l = e^0 + e^-2 = 1.1353,   o = 10 e^0 + 20 e^-2 = 12.707
+ * A chunk whose first key is after q_pos gives the empty partial
+ * (m = -inf, l = 0, o = 0) — but blank 2 skips such chunks before this. */
+
 void lesson_block_partial(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
                           int k_first, int len, int hd, lesson_partial *out)
 {
