@@ -17,6 +17,7 @@
 #include "blank.h"
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
+#include "ptdp/train.h"
 
 /* ---------------------------------------------------------------- blanks */
 
@@ -241,5 +242,22 @@ int tutorial_end(void)
         return 1;
     }
     printf("lesson %s: all %d checks passed.\n", lesson_name, checks_run);
+    return 0;
+}
+
+int tutorial_train_baseline(ptdp_train_config c, double *loss, ptdp_state *final, char *msg, size_t len)
+{
+    ptdp_train_result res;
+    int rc = ptdp_state_init(final, &c.model, c.optimizer, false);
+    if (rc != 0) {
+        snprintf(msg, len, "host out of memory");
+        return rc;
+    }
+    c.final_state = final;
+    if ((rc = ptdp_train(&c, NULL, NULL, NULL, &res, msg, len)) != 0)
+        return rc;
+    for (int s = 0; s < c.steps; s++)
+        loss[s] = res.log[s].loss;
+    ptdp_train_result_free(&res);
     return 0;
 }

@@ -25,6 +25,7 @@
 
 #include "ptdp/device.h"
 #include "ptdp/launch.h"
+#include "ptdp/train.h"
 
 #define TUTORIAL_WATCHDOG_S 5.0
 
@@ -64,6 +65,12 @@ int tutorial_device_wrong(ptdp_device *dev, const char *fmt, ...) TUTORIAL_PRINT
 /* If a blank was reached (in host or device code), print its message and
  * return true: the check should stop, there is nothing more to test. */
 bool tutorial_report_blank(void);
+
+/* The reference a check compares with: train c (on one device) and keep
+ * each step's loss in loss[0 .. c.steps) and the final parameters in
+ * *final (initialised here; the caller frees it).  0, or an error with a
+ * sentence in msg. */
+int tutorial_train_baseline(ptdp_train_config c, double *loss, ptdp_state *final, char *msg, size_t len);
 
 /* The summary line; returns the exit status (0 = every check passed). */
 int tutorial_end(void);

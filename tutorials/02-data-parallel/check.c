@@ -58,10 +58,10 @@ static int run_baseline(baseline *b, char *msg, size_t len)
 {
     ptdp_train_config c = baseline_config(STEPS);
     ptdp_state init, one;
-    ptdp_train_result res;
-    int rc = ptdp_state_init(&b->final, &c.model, c.optimizer, false);
-    if (rc == 0)
-        rc = ptdp_state_init(&b->grad, &c.model, c.optimizer, false);
+    int rc = tutorial_train_baseline(c, b->loss, &b->final, msg, len);
+    if (rc != 0)
+        return rc;
+    rc = ptdp_state_init(&b->grad, &c.model, c.optimizer, false);
     if (rc == 0)
         rc = ptdp_state_init(&init, &c.model, c.optimizer, false);
     if (rc == 0)
@@ -70,12 +70,6 @@ static int run_baseline(baseline *b, char *msg, size_t len)
         snprintf(msg, len, "host out of memory");
         return rc;
     }
-    c.final_state = &b->final;
-    if ((rc = ptdp_train(&c, NULL, NULL, NULL, &res, msg, len)) != 0)
-        return rc;
-    for (int s = 0; s < STEPS; s++)
-        b->loss[s] = res.log[s].loss;
-    ptdp_train_result_free(&res);
 
     /* One step alone: g = (w0 - w1) / lr for plain SGD. */
     c = baseline_config(1);

@@ -378,20 +378,7 @@ typedef struct {
 
 static int run_baseline(baseline *b, char *msg, size_t len)
 {
-    ptdp_train_config c = run_config(1, 1);
-    ptdp_train_result res;
-    int rc = ptdp_state_init(&b->final, &c.model, c.optimizer, false);
-    if (rc != 0) {
-        snprintf(msg, len, "host out of memory");
-        return rc;
-    }
-    c.final_state = &b->final;
-    if ((rc = ptdp_train(&c, NULL, NULL, NULL, &res, msg, len)) != 0)
-        return rc;
-    for (int s = 0; s < STEPS; s++)
-        b->loss[s] = res.log[s].loss;
-    ptdp_train_result_free(&res);
-    return 0;
+    return tutorial_train_baseline(run_config(1, 1), b->loss, &b->final, msg, len);
 }
 
 /* What every stage records, per step: when the step started, when its
