@@ -29,8 +29,6 @@
 #ifndef PTDP_SP_H
 #define PTDP_SP_H
 
-#include <stdint.h>
-
 #include "comm.h"
 #include "tensor.h"
 
@@ -48,13 +46,5 @@ int ptdp_sp_all_gather(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full,
  * full (each rank's partial sums). */
 int ptdp_sp_reduce_scatter(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full,
                            int samples);
-
-/* The global token index of row i of an SP shard (for dropout keys and
- * positions): sample first_sample + i / Tl, position rank Tl + i % Tl. */
-static inline int64_t ptdp_sp_token(int64_t first_sample, int T, int tp, int tp_rank, int i)
-{
-    const int Tl = T / tp;
-    return (first_sample + i / Tl) * T + (int64_t)tp_rank * Tl + i % Tl;
-}
 
 #endif

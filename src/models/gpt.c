@@ -223,31 +223,16 @@ static int region_position(const ptdp_model *m, int i)
  * a sequence shard draws exactly the single device's mask. */
 static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor t, uint64_t key)
 {
-    const int T = m->cfg.seq_len, C = m->cfg.hidden, tp = m->mesh->tp;
+    const int T = m->cfg.seq_len, C = m->cfg.hidden;
     if (m->dropout <= 0)
         return;
-    if (cp_size(m) > 1 && m->mesh->sp) {   /* both: row by row, each at its global position */
-        for (int i = 0; i < t.rows; i++)
-            ptdp_tp_dropout(ptdp_tensor_rows(t, i, 1), m->dropout, key,
-                            (acts->first_sample + i / region_T(m)) * T + region_position(m, i), C, 0);
-        return;
-    }
-    if (cp_size(m) > 1) {        /* each chunk of each sequence: consecutive tokens */
-        const ptdp_cp_layout l = cp_layout(m);
-        for (int b = 0; b < acts->rows; b++)
-            for (int i = 0; i < l.nchunks; i++)
-                ptdp_tp_dropout(ptdp_tensor_rows(t, b * local_T(m) + i * l.len, l.len), m->dropout, key,
-                                (acts->first_sample + b) * T + l.first[i], C, 0);
-        return;
-    }
-    if (!m->mesh->sp) {
+    if (!m->mesh->sp && cp_size(m) == 1) {   /* whole sequences: consecutive tokens */
         ptdp_tp_dropout(t, m->dropout, key, acts->first_sample * T, C, 0);
         return;
     }
-    const int Tl = T / tp;
-    for (int b = 0; b < acts->rows; b++)
-        ptdp_tp_dropout(ptdp_tensor_rows(t, b * Tl, Tl), m->dropout, key,
-                        ptdp_sp_token(acts->first_sample, T, tp, m->mesh->tp_rank, b * Tl), C, 0);
+    for (int i = 0; i < t.rows; i++)         /* SP, CP: row by row, each at its global position */
+        ptdp_tp_dropout(ptdp_tensor_rows(t, i, 1), m->dropout, key,
+                        (acts->first_sample + i / region_T(m)) * T + region_position(m, i), C, 0);
 }
 
 /* ------------------------------------------------------- saved state */
@@ -435,7 +420,6 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
          * for the others'), and the reduce-scatter along the sequence both
          * sums the ranks' lookups and keeps this rank's positions */
         const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
-        const int Tl = region_T(m);
         ptdp_tensor full;
         if ((rc = act(dev, &full, "acts.embed_partial", R, C)) != 0)
             return rc;
@@ -445,14 +429,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         if (rc != 0)
             return rc;
         w0 = ptdp_wall_now();
-        if (cp_size(m) > 1)          /* with CP: row by row, each at its global position */
-            for (int i = 0; i < x.rows; i++)
-                ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, i), 1),
-                                       1);
-        else
-            for (int b = 0; b < acts->rows; b++)
-                ptdp_positions_forward(ptdp_tensor_rows(x, b * Tl, Tl),
-                                       ptdp_tensor_rows(g->wpe->w, m->mesh->tp_rank * Tl, Tl), Tl);
+        for (int i = 0; i < x.rows; i++)     /* each row at its global position */
+            ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, i), 1), 1);
         account(dev, "embed fwd", (double)Rl * C, w0, true);
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
