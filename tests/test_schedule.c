@@ -230,7 +230,7 @@ TEST(validator_tests, broken_lists_are_rejected_with_the_rule_they_break)
     s->stage[1].actions[4].mb = 0;                  /* F1 becomes a second F0 */
     expect_rejected(s, "appears twice");
     s = make("gpipe", 3, 2);
-    s->stage[0].actions[0] = (ptdp_action){ PTDP_ACT_RECV_FORWARD, 0, -1 };
+    s->stage[0].actions[0] = (ptdp_action){ PTDP_ACT_RECV_FORWARD, 0, -1, 0 };
     expect_rejected(s, "stage 0 has no previous stage");
     s = make("gpipe", 3, 2);
     s->stage[1].actions[2].peer = 0;                /* "send F0 to stage 0" */

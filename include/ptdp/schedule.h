@@ -52,6 +52,13 @@ typedef enum {
     PTDP_ACT_SEND_BACKWARD,
     PTDP_ACT_RECV_BACKWARD,
     PTDP_ACT_OPTIMIZER_STEP,
+    /* Zero-bubble schedules split BACKWARD in two (Qi et al. 2024):        */
+    PTDP_ACT_BACKWARD_INPUT,   /* "B": the gradient of the stage input only,
+                                  which the previous stage waits for; keeps
+                                  what the weight gradients need            */
+    PTDP_ACT_BACKWARD_WEIGHT,  /* "W": the weight gradients from what B
+                                  kept; nobody waits for it, so it can fill
+                                  a bubble                                  */
     PTDP_ACT_KIND_COUNT
 } ptdp_action_kind;
 
@@ -59,6 +66,9 @@ typedef struct {
     ptdp_action_kind kind;
     int mb;      /* micro-batch 0..m-1; -1 for OPTIMIZER_STEP               */
     int peer;    /* the stage a send goes to / a recv comes from; -1 if none */
+    int chunk;   /* which of this stage's model chunks (0..v-1; always 0
+                    without interleaving).  Stage s's chunk c holds the
+                    model's piece c*p + s of p*v (ptdp_chunk_global).       */
 } ptdp_action;
 
 typedef struct {
@@ -71,6 +81,8 @@ typedef struct {
     char                name[32];      /* "gpipe", "1f1b", …                */
     int                 pp;            /* pipeline stages                    */
     int                 micro_batches; /* m                                  */
+    int                 virtual_stages;/* v: model chunks per stage (1, or
+                                          more for the interleaved schedule) */
     ptdp_stage_actions *stage;         /* stage[s] for s = 0 .. pp-1          */
     int                 overflow;      /* set if a generator pushed past capacity */
 } ptdp_schedule;
@@ -82,36 +94,92 @@ typedef struct {
     const char             *name;
     const char             *summary;
     ptdp_schedule_generator generate;
+    int                     chunked;        /* takes --virtual-stages v > 1   */
+    int                     split_backward; /* backward as B and W actions    */
 } ptdp_schedule_entry;
 
 /* The generators. */
 void ptdp_schedule_gpipe(ptdp_schedule *s);
 void ptdp_schedule_1f1b(ptdp_schedule *s);
+/* Interleaved 1F1B (Narayanan et al. 2021): each stage holds v =
+ * s->virtual_stages model chunks and runs Megatron-LM's order; m must be a
+ * multiple of p (ptdp_schedule_check says so). */
+void ptdp_schedule_interleaved(ptdp_schedule *s);
+/* ZB-H1 (Qi et al. 2024): 1F1B's order with every backward split into B
+ * and W, the W passes deferred into the bubbles. */
+void ptdp_schedule_zb_h1(ptdp_schedule *s);
 /* A counter-example, not in the registry: 1F1B with every send ordered before
  * its receive.  It deadlocks under rendezvous send/recv for pp >= 2, m >= 2. */
 void ptdp_schedule_1f1b_naive(ptdp_schedule *s);
 
-/* The registry: "gpipe", "1f1b".  Adding a schedule = one generator + one line. */
+/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1".  Adding a schedule
+ * = one generator + one line. */
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
+/* "gpipe, 1f1b, interleaved, zb-h1": for messages naming the valid values. */
+void ptdp_schedule_names(char *buf, size_t len);
+
+/* Can `name` be built for pp stages, m micro-batches and v virtual stages?
+ * 0, or PTDP_EINVAL with the reason and what would work in msg, naming the
+ * flags (--schedule, --pp, --micro-batches, --virtual-stages). */
+int  ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
+                         char *msg, size_t msglen);
 
 /* An empty schedule (lists with room for any schedule), or a generated one.
- * Both return 0, or PTDP_EINVAL (pp < 1, m < 1, unknown name, a generator
- * overflow) / PTDP_ENOMEM; *out is NULL on failure. */
+ * Both return 0, or PTDP_EINVAL (pp < 1, m < 1, v < 1, unknown name, a
+ * generator overflow, ptdp_schedule_check's refusals) / PTDP_ENOMEM; *out
+ * is NULL on failure.  Without _v, v = 1. */
 int  ptdp_schedule_alloc(const char *name, int pp, int micro_batches, ptdp_schedule **out);
+int  ptdp_schedule_alloc_v(const char *name, int pp, int micro_batches, int virtual_stages,
+                           ptdp_schedule **out);
 int  ptdp_schedule_generate(ptdp_schedule_generator gen, const char *name,
                             int pp, int micro_batches, ptdp_schedule **out);
+int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, const char *name, int pp,
+                              int micro_batches, int virtual_stages, ptdp_schedule **out);
 int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
+int  ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
+                            ptdp_schedule **out);
 void ptdp_schedule_destroy(ptdp_schedule *s);
 
 /* Append one action to stage `stage`; the peer follows from the kind
  * (SEND_FORWARD/RECV_BACKWARD: stage+1, RECV_FORWARD/SEND_BACKWARD: stage-1).
- * Past capacity it sets s->overflow, which ptdp_schedule_generate reports. */
+ * Past capacity it sets s->overflow, which ptdp_schedule_generate reports.
+ * _chunk: the same for one of the stage's model chunks (interleaving). */
 void ptdp_schedule_push(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb);
+void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb, int chunk);
+
+/* A generator that lists only the compute (FORWARD, BACKWARD, or
+ * BACKWARD_INPUT and BACKWARD_WEIGHT) of every stage calls this once to add
+ * the sends and receives: each message goes right after the compute that
+ * makes it and before the one that needs it, and every stage meets its
+ * messages in one global order (when they are sent), which cannot deadlock
+ * under rendezvous send/recv (schedule_comms.c has the argument).  Then the
+ * optimizer step.  0, or PTDP_EINVAL if the compute lists cannot run (a
+ * dependency no order satisfies) / PTDP_ENOMEM. */
+int  ptdp_schedule_add_comms(ptdp_schedule *s);
 
 /* The neighbour an action of `stage` talks to: stage+1 for SEND_FORWARD and
  * RECV_BACKWARD, stage-1 for RECV_FORWARD and SEND_BACKWARD; -1 otherwise. */
 int ptdp_action_peer(ptdp_action_kind kind, int stage);
+
+/* Model chunks.  With v chunks per stage the model is cut into p*v pieces;
+ * stage s holds pieces s, s+p, s+2p, …, so activations go round the ring
+ * 0 -> 1 -> … -> p-1 -> 0 v times:
+ *
+ *   piece:   0   1   2   3 | 4   5   6   7        p = 4, v = 2
+ *   stage:   0   1   2   3 | 0   1   2   3
+ *   chunk:   0   0   0   0 | 1   1   1   1
+ *
+ * ptdp_chunk_global gives the piece; ptdp_action_route the stage and chunk
+ * at the other end of a send or recv (peer -1 for other kinds, or for a
+ * send/recv past either end of the model). */
+int  ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk);
+void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
+                       int *peer_stage, int *peer_chunk);
+/* Is the piece (stage, chunk) the model's first / last (it reads the data /
+ * computes the loss)? */
+int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
+int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
 
 /* "FORWARD", "SEND_BACKWARD", …; and the short form used by print:
  * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */
@@ -136,14 +204,19 @@ typedef struct {
 int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v);
 
 /* Micro-batches forwarded but not yet backwarded, at most, on `stage`:
- * GPipe m; 1F1B min(pp - stage, m).  Those are the activations a stage holds. */
+ * GPipe m; 1F1B min(pp - stage, m).  Those are the activations a stage holds.
+ * Interleaved: counted in chunk-micro-batches (each 1/v of a stage's); a
+ * split backward releases its micro-batch at W, whose inputs B kept. */
 int ptdp_schedule_peak_in_flight(const ptdp_schedule *s, int stage);
 
 /* ---- timing: the schedule in virtual time (schedule_sim.c) ----------------- */
 
 typedef struct {
-    double forward;    /* t_f of one micro-batch on one stage                 */
-    double backward;   /* t_b                                                 */
+    double forward;    /* t_f of one FORWARD action (one micro-batch on one
+                          stage, or on one chunk when interleaving)          */
+    double backward;   /* t_b of one BACKWARD                                 */
+    double backward_input;   /* a BACKWARD_INPUT ("B")                        */
+    double backward_weight;  /* a BACKWARD_WEIGHT ("W")                       */
     double send;       /* a message arrives at t_send + send; the sender goes on */
     const double *forward_per_stage;   /* optional, pp values overriding forward  */
     const double *backward_per_stage;  /* optional, pp values overriding backward */
@@ -171,6 +244,10 @@ void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t);
 
 /* (p - 1) / (m + p - 1): GPipe's and 1F1B's bubble with uniform stages. */
 double ptdp_bubble_formula(int pp, int micro_batches);
+/* The bubble a schedule should show with uniform stages: 1F1B's above;
+ * interleaved (p - 1) / (v m + p - 1); ZB-H1 with F = B = W (m >= p)
+ * (p - 1) / (3m + p - 1).  `formula` (may be NULL) gets it in words. */
+double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula);
 
 /* ---- drawing (schedule_draw.c); t must come from ptdp_schedule_simulate(s) - */
 

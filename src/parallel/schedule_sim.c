@@ -1,11 +1,14 @@
 /*
  * schedule_sim.c — proving a schedule correct, then playing it in virtual time.
  *
- * 1. Rules, stage by stage (no communication needed to check them):
- *      every micro-batch is forwarded once and backwarded once;
+ * 1. Rules, stage by stage and chunk by chunk (no communication needed):
+ *      every micro-batch is forwarded once and backwarded once — by one
+ *      BACKWARD, or by one BACKWARD_INPUT and one BACKWARD_WEIGHT;
  *      RECV_FORWARD(k) < FORWARD(k) < SEND_FORWARD(k)      (activations)
- *      RECV_BACKWARD(k) < BACKWARD(k) < SEND_BACKWARD(k)   (gradients)
- *      FORWARD(k) < BACKWARD(k);  OPTIMIZER_STEP once, last
+ *      RECV_BACKWARD(k) < BACKWARD(k) < SEND_BACKWARD(k)   (gradients;
+ *                          BACKWARD_INPUT plays BACKWARD's part here)
+ *      FORWARD(k) < BACKWARD(k);  BACKWARD_INPUT(k) < BACKWARD_WEIGHT(k);
+ *      OPTIMIZER_STEP once, last
  *    and every send has its recv: stage s sends F(k) once iff s+1 receives it.
  *
  * 2. Rendezvous simulation: each stage stands at its next action.  Compute
@@ -57,31 +60,45 @@ static const struct {
     ptdp_action_kind before, after;
     const char *why;
 } order_rules[] = {
-    { PTDP_ACT_RECV_FORWARD,  PTDP_ACT_FORWARD,       "a forward needs its input activation" },
-    { PTDP_ACT_FORWARD,       PTDP_ACT_SEND_FORWARD,  "an activation is sent once computed" },
-    { PTDP_ACT_FORWARD,       PTDP_ACT_BACKWARD,      "a backward needs its forward's activations" },
-    { PTDP_ACT_RECV_BACKWARD, PTDP_ACT_BACKWARD,      "a backward needs its output gradient" },
-    { PTDP_ACT_BACKWARD,      PTDP_ACT_SEND_BACKWARD, "a gradient is sent once computed" },
+    { PTDP_ACT_RECV_FORWARD,   PTDP_ACT_FORWARD,         "a forward needs its input activation" },
+    { PTDP_ACT_FORWARD,        PTDP_ACT_SEND_FORWARD,    "an activation is sent once computed" },
+    { PTDP_ACT_FORWARD,        PTDP_ACT_BACKWARD,        "a backward needs its forward's activations" },
+    { PTDP_ACT_RECV_BACKWARD,  PTDP_ACT_BACKWARD,        "a backward needs its output gradient" },
+    { PTDP_ACT_BACKWARD,       PTDP_ACT_SEND_BACKWARD,   "a gradient is sent once computed" },
+    { PTDP_ACT_FORWARD,        PTDP_ACT_BACKWARD_INPUT,  "a backward needs its forward's activations" },
+    { PTDP_ACT_RECV_BACKWARD,  PTDP_ACT_BACKWARD_INPUT,  "a backward needs its output gradient" },
+    { PTDP_ACT_BACKWARD_INPUT, PTDP_ACT_SEND_BACKWARD,   "a gradient is sent once computed" },
+    { PTDP_ACT_BACKWARD_INPUT, PTDP_ACT_BACKWARD_WEIGHT, "W multiplies the output gradient that B "
+                                                         "received by the inputs B kept" },
 };
 
+/* Must piece (stage, chunk) have an action of kind k for every micro-batch?
+ * The backward is checked apart: BACKWARD, or BACKWARD_INPUT and _WEIGHT. */
 static int required(ptdp_action_kind k, int first, int last)
 {
     switch (k) {
-    case PTDP_ACT_FORWARD: case PTDP_ACT_BACKWARD:           return 1;
+    case PTDP_ACT_FORWARD:                                   return 1;
     case PTDP_ACT_RECV_FORWARD: case PTDP_ACT_SEND_BACKWARD: return !first;
     case PTDP_ACT_SEND_FORWARD: case PTDP_ACT_RECV_BACKWARD: return !last;
     default:                                                 return 0;
     }
 }
 
-/* at[kind * m + mb] = index of that action in the list, -1 if absent. */
+static int allowed(ptdp_action_kind k, int first, int last)
+{
+    return required(k, first, last) || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_INPUT ||
+           k == PTDP_ACT_BACKWARD_WEIGHT;
+}
+
+/* at[(kind * v + chunk) * m + mb] = index of that action in the list, -1 if absent. */
 static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
 {
-    const int m = s->micro_batches, first = st == 0, last = st == s->pp - 1;
+    const int m = s->micro_batches, nv = s->virtual_stages;
     const ptdp_stage_actions *list = &s->stage[st];
     char tok[32];
+#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
 
-    for (int j = 0; j < PTDP_ACT_OPTIMIZER_STEP * m; j++)
+    for (int j = 0; j < PTDP_ACT_KIND_COUNT * nv * m; j++)
         at[j] = -1;
     for (int i = 0; i < list->count; i++) {
         const ptdp_action *a = &list->actions[i];
@@ -95,14 +112,20 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
         if ((unsigned)a->kind >= PTDP_ACT_KIND_COUNT || a->mb < 0 || a->mb >= m)
             return fail(v, st, i, "stage %d action %d: %s is not an action on one of "
                         "micro-batches 0..%d", st, i, tok, m - 1);
-        if (!required(a->kind, first, last))
-            return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
-                        st, i, tok, st, first ? "previous" : "next");
-        if (a->peer != ptdp_action_peer(a->kind, st))
-            return fail(v, st, i, "stage %d action %d: %s names stage %d; a %s talks to "
-                        "stage %d", st, i, tok, a->peer, ptdp_action_kind_name(a->kind),
-                        ptdp_action_peer(a->kind, st));
-        int *slot = &at[a->kind * m + a->mb];
+        if (a->chunk < 0 || a->chunk >= nv)
+            return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
+                        "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
+        int first = ptdp_chunk_is_first(s, st, a->chunk), last = ptdp_chunk_is_last(s, st, a->chunk);
+        if (!allowed(a->kind, first, last))
+            return fail(v, st, i, "stage %d action %d: %s, but %s has no %s stage", st, i, tok,
+                        nv > 1 ? "this chunk" : "this stage", first ? "previous" : "next");
+        int peer, peer_chunk;
+        ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
+        if (a->peer != peer)
+            return fail(v, st, i, "stage %d action %d: %s names stage %d; a %s of chunk %d talks "
+                        "to stage %d", st, i, tok, a->peer, ptdp_action_kind_name(a->kind),
+                        a->chunk, peer);
+        int *slot = &AT(a->kind, a->chunk, a->mb);
         if (*slot >= 0)
             return fail(v, st, i, "stage %d: %s appears twice (actions %d and %d)",
                         st, tok, *slot, i);
@@ -111,22 +134,41 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
     if (list->count == 0 || list->actions[list->count - 1].kind != PTDP_ACT_OPTIMIZER_STEP)
         return fail(v, st, list->count, "stage %d: no optimizer step at the end", st);
 
-    for (int mb = 0; mb < m; mb++) {
-        for (int k = 0; k < PTDP_ACT_OPTIMIZER_STEP; k++)
-            if (required((ptdp_action_kind)k, first, last) && at[k * m + mb] < 0)
-                return fail(v, st, -1, "stage %d: %s of micro-batch %d is missing",
-                            st, ptdp_action_kind_name((ptdp_action_kind)k), mb);
-        for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
-            int before = at[order_rules[r].before * m + mb];
-            int after  = at[order_rules[r].after * m + mb];
-            if (before >= 0 && after >= 0 && before > after)
-                return fail(v, st, after, "stage %d: %s of micro-batch %d (action %d) comes "
-                            "before %s (action %d): %s", st,
-                            ptdp_action_kind_name(order_rules[r].after), mb, after,
-                            ptdp_action_kind_name(order_rules[r].before), before,
-                            order_rules[r].why);
+    for (int c = 0; c < nv; c++)
+        for (int mb = 0; mb < m; mb++) {
+            int first = ptdp_chunk_is_first(s, st, c), last = ptdp_chunk_is_last(s, st, c);
+            char where[32] = "";
+            if (nv > 1)
+                snprintf(where, sizeof where, " (chunk %d)", c);
+            for (int k = 0; k < PTDP_ACT_KIND_COUNT; k++)
+                if (required((ptdp_action_kind)k, first, last) && AT(k, c, mb) < 0)
+                    return fail(v, st, -1, "stage %d: %s of micro-batch %d%s is missing",
+                                st, ptdp_action_kind_name((ptdp_action_kind)k), mb, where);
+            int full = AT(PTDP_ACT_BACKWARD, c, mb) >= 0, input = AT(PTDP_ACT_BACKWARD_INPUT, c, mb) >= 0,
+                weight = AT(PTDP_ACT_BACKWARD_WEIGHT, c, mb) >= 0;
+            if (full && (input || weight))
+                return fail(v, st, AT(PTDP_ACT_BACKWARD, c, mb), "stage %d: micro-batch %d%s has a BACKWARD "
+                            "and a split one (BACKWARD_INPUT/_WEIGHT): its gradients would count twice",
+                            st, mb, where);
+            if (!full && !input)
+                return fail(v, st, -1, "stage %d: BACKWARD of micro-batch %d%s is missing", st, mb, where);
+            if (input != weight)
+                return fail(v, st, -1, "stage %d: micro-batch %d%s has %s but no %s: a split backward "
+                            "needs both halves", st, mb, where,
+                            input ? "BACKWARD_INPUT" : "BACKWARD_WEIGHT",
+                            input ? "BACKWARD_WEIGHT (its weight gradients)" : "BACKWARD_INPUT");
+            for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
+                int before = AT(order_rules[r].before, c, mb);
+                int after  = AT(order_rules[r].after, c, mb);
+                if (before >= 0 && after >= 0 && before > after)
+                    return fail(v, st, after, "stage %d: %s of micro-batch %d%s (action %d) comes "
+                                "before %s (action %d): %s", st,
+                                ptdp_action_kind_name(order_rules[r].after), mb, where, after,
+                                ptdp_action_kind_name(order_rules[r].before), before,
+                                order_rules[r].why);
+            }
         }
-    }
+#undef AT
     return PTDP_OK;
 }
 
@@ -134,17 +176,21 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
 
 static int is_compute(ptdp_action_kind k)
 {
-    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_OPTIMIZER_STEP;
+    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_OPTIMIZER_STEP ||
+           k == PTDP_ACT_BACKWARD_INPUT || k == PTDP_ACT_BACKWARD_WEIGHT;
 }
 
-/* Does a (stage s) meet b (stage t): a send and its recv, same micro-batch? */
-static int rendezvous(const ptdp_action *a, int s, const ptdp_action *b, int t)
+/* Does a (stage st) meet b (stage t): a send and its recv, same micro-batch,
+ * and the chunks at both ends that the route names? */
+static int rendezvous(const ptdp_schedule *s, const ptdp_action *a, int st, const ptdp_action *b, int t)
 {
     int fwd = (a->kind == PTDP_ACT_SEND_FORWARD && b->kind == PTDP_ACT_RECV_FORWARD) ||
               (a->kind == PTDP_ACT_RECV_FORWARD && b->kind == PTDP_ACT_SEND_FORWARD);
     int bwd = (a->kind == PTDP_ACT_SEND_BACKWARD && b->kind == PTDP_ACT_RECV_BACKWARD) ||
               (a->kind == PTDP_ACT_RECV_BACKWARD && b->kind == PTDP_ACT_SEND_BACKWARD);
-    return (fwd || bwd) && a->mb == b->mb && a->peer == t && b->peer == s;
+    int peer, peer_chunk;
+    ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
+    return (fwd || bwd) && a->mb == b->mb && a->peer == t && b->peer == st && b->chunk == peer_chunk;
 }
 
 static int report_deadlock(const ptdp_schedule *s, const int *pos, ptdp_schedule_verdict *v)
@@ -202,7 +248,7 @@ static int run_rendezvous(const ptdp_schedule *s, int *pos, ptdp_schedule_verdic
                 } else {
                     int t = a->peer;
                     if (pos[t] == s->stage[t].count ||
-                        !rendezvous(a, st, &s->stage[t].actions[pos[t]], t))
+                        !rendezvous(s, a, st, &s->stage[t].actions[pos[t]], t))
                         break;
                     pos[st]++;
                     pos[t]++;
@@ -224,7 +270,9 @@ int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v)
         *v = (ptdp_schedule_verdict){ .deadlock = 0, .stage = -1, .index = -1 };
     if (s == NULL || s->pp < 1 || s->micro_batches < 1)
         return fail(v, -1, -1, "not a schedule: need at least 1 stage and 1 micro-batch");
-    int *at = malloc(sizeof(int) * PTDP_ACT_OPTIMIZER_STEP * (size_t)s->micro_batches);
+    if (s->virtual_stages < 1)
+        return fail(v, -1, -1, "not a schedule: need at least 1 chunk per stage");
+    int *at = malloc(sizeof(int) * PTDP_ACT_KIND_COUNT * (size_t)s->virtual_stages * (size_t)s->micro_batches);
     int *pos = calloc((size_t)s->pp, sizeof(int));
     int rc = at == NULL || pos == NULL ? PTDP_ENOMEM : PTDP_OK;
     for (int st = 0; st < s->pp && rc == PTDP_OK; st++)
@@ -235,8 +283,9 @@ int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v)
     free(pos);
     if (rc == PTDP_OK && v != NULL)
         snprintf(v->message, sizeof v->message, "valid: every micro-batch (m = %d) forwarded "
-                 "and backwarded once on every stage (p = %d), every dependency kept, no "
-                 "deadlock under blocking rendezvous send/recv", s->micro_batches, s->pp);
+                 "and backwarded once on every stage (p = %d)%s, every dependency kept, no "
+                 "deadlock under blocking rendezvous send/recv", s->micro_batches, s->pp,
+                 s->virtual_stages > 1 ? " and chunk" : "");
     return rc;
 }
 
@@ -276,8 +325,8 @@ static ptdp_schedule_timeline *timeline_alloc(const ptdp_schedule *s)
 }
 
 /* Play stage st from pos[st] on, as far as messages already sent allow.
- * arrival[(2 * sender + dir) * m + mb] is when a message lands, -1 if unsent
- * (dir 0: activation to sender+1, dir 1: gradient to sender-1). */
+ * arrival[(2 * g + dir) * m + mb] is when a message from piece g lands, -1
+ * if unsent (dir 0: activation to piece g+1, dir 1: gradient to g-1). */
 static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
                    int *pos, double *now, double *arrival, ptdp_schedule_timeline *t)
 {
@@ -290,14 +339,19 @@ static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
         ptdp_action_time *when = &t->time[st][pos[st]];
         when->start = now[st];
         double *msg = NULL;
+        int g = ptdp_chunk_global(s, st, a->chunk), peer, peer_chunk;
+        ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
+        int from = peer >= 0 ? ptdp_chunk_global(s, peer, peer_chunk) : 0;
         switch (a->kind) {
-        case PTDP_ACT_FORWARD:       now[st] += tf; t->busy[st] += tf; break;
-        case PTDP_ACT_BACKWARD:      now[st] += tb; t->busy[st] += tb; break;
-        case PTDP_ACT_SEND_FORWARD:  arrival[(2 * st) * m + a->mb] = now[st] + c->send; break;
-        case PTDP_ACT_SEND_BACKWARD: arrival[(2 * st + 1) * m + a->mb] = now[st] + c->send; break;
-        case PTDP_ACT_RECV_FORWARD:  msg = &arrival[(2 * a->peer) * m + a->mb]; break;
-        case PTDP_ACT_RECV_BACKWARD: msg = &arrival[(2 * a->peer + 1) * m + a->mb]; break;
-        default:                     break;   /* the optimizer step: not modelled, 0 */
+        case PTDP_ACT_FORWARD:         now[st] += tf; t->busy[st] += tf; break;
+        case PTDP_ACT_BACKWARD:        now[st] += tb; t->busy[st] += tb; break;
+        case PTDP_ACT_BACKWARD_INPUT:  now[st] += c->backward_input; t->busy[st] += c->backward_input; break;
+        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->backward_weight; t->busy[st] += c->backward_weight; break;
+        case PTDP_ACT_SEND_FORWARD:    arrival[(2 * g) * m + a->mb] = now[st] + c->send; break;
+        case PTDP_ACT_SEND_BACKWARD:   arrival[(2 * g + 1) * m + a->mb] = now[st] + c->send; break;
+        case PTDP_ACT_RECV_FORWARD:    msg = &arrival[(2 * from) * m + a->mb]; break;
+        case PTDP_ACT_RECV_BACKWARD:   msg = &arrival[(2 * from + 1) * m + a->mb]; break;
+        default:                       break;   /* the optimizer step: not modelled, 0 */
         }
         if (msg != NULL) {
             if (*msg < 0)
@@ -314,7 +368,8 @@ int ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
                            ptdp_schedule_timeline **out)
 {
     *out = NULL;
-    if (c == NULL || !(c->forward >= 0 && c->backward >= 0 && c->send >= 0))
+    if (c == NULL || !(c->forward >= 0 && c->backward >= 0 && c->send >= 0 &&
+                       c->backward_input >= 0 && c->backward_weight >= 0))
         return PTDP_EINVAL;
     for (int st = 0; s != NULL && st < s->pp; st++)
         if ((c->forward_per_stage && !(c->forward_per_stage[st] >= 0)) ||
@@ -324,7 +379,7 @@ int ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
     if (rc != PTDP_OK)
         return rc;
 
-    const size_t nmsg = 2 * (size_t)s->pp * (size_t)s->micro_batches;
+    const size_t nmsg = 2 * (size_t)s->pp * (size_t)s->virtual_stages * (size_t)s->micro_batches;
     ptdp_schedule_timeline *t = timeline_alloc(s);
     int *pos = calloc((size_t)s->pp, sizeof(int));
     double *now = calloc((size_t)s->pp, sizeof(double));
