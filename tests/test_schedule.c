@@ -85,16 +85,18 @@ TEST(data_tests, peak_in_flight_is_m_for_gpipe_and_p_minus_rank_for_1f1b)
 }
 END_TEST
 
-TEST(data_tests, registry_finds_both_and_rejects_bad_requests)
+TEST(data_tests, registry_finds_all_and_rejects_bad_requests)
 {
     int n = 0;
     const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
-    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(n, 4);
     ck_assert_ptr_eq(ptdp_schedule_find("gpipe"), &e[0]);
     ck_assert(ptdp_schedule_find("1f1b")->generate == ptdp_schedule_1f1b);
-    ck_assert_ptr_null(ptdp_schedule_find("interleaved"));
+    ck_assert(ptdp_schedule_find("interleaved")->generate == ptdp_schedule_interleaved);
+    ck_assert(ptdp_schedule_find("zb-h1")->generate == ptdp_schedule_zb_h1);
+    ck_assert_ptr_null(ptdp_schedule_find("zb-v"));
     ptdp_schedule *s = (ptdp_schedule *)1;
-    ck_assert_int_eq(ptdp_schedule_create("interleaved", 4, 8, &s), PTDP_EINVAL);
+    ck_assert_int_eq(ptdp_schedule_create("zb-v", 4, 8, &s), PTDP_EINVAL);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(ptdp_schedule_create("1f1b", 0, 8, &s), PTDP_EINVAL);
     ck_assert_int_eq(ptdp_schedule_create("1f1b", 4, 0, &s), PTDP_EINVAL);
@@ -103,7 +105,7 @@ END_TEST
 
 static void too_long(ptdp_schedule *s)
 {
-    for (int i = 0; i < 7 * s->micro_batches + 1; i++)
+    for (int i = 0; i <= s->stage[0].capacity; i++)
         ptdp_schedule_push(s, 0, PTDP_ACT_FORWARD, 0);
 }
 

@@ -116,9 +116,14 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
             return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
                         "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
         int first = ptdp_chunk_is_first(s, st, a->chunk), last = ptdp_chunk_is_last(s, st, a->chunk);
-        if (!allowed(a->kind, first, last))
-            return fail(v, st, i, "stage %d action %d: %s, but %s has no %s stage", st, i, tok,
-                        nv > 1 ? "this chunk" : "this stage", first ? "previous" : "next");
+        if (!allowed(a->kind, first, last)) {
+            if (nv > 1)
+                return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d is the model's "
+                            "%s piece: there is no %s stage", st, i, tok, a->chunk, st,
+                            first ? "first" : "last", first ? "previous" : "next");
+            return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
+                        st, i, tok, st, first ? "previous" : "next");
+        }
         int peer, peer_chunk;
         ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
         if (a->peer != peer)
