@@ -2,14 +2,19 @@
  * schedule_cmd.c — `ptdp schedule`: a pipeline schedule, checked, timed, drawn.
  *
  *     ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b [--svg FILE] [--list]
+ *     ptdp schedule --schedule interleaved --virtual-stages 2
+ *     ptdp schedule --schedule zb-h1
  *
  * No model runs: the command generates the per-stage action lists
  * (schedule.h), proves them deadlock-free under blocking rendezvous
  * send/recv, plays them in virtual time with forward = 1 and backward = 2
- * time units per micro-batch and stage (the usual t_b ~ 2 t_f), and prints
+ * time units per micro-batch and stage (the usual t_b ~ 2 t_f; with v chunks
+ * a chunk's share is 1/v of that; a split backward's B and W take half of
+ * t_b each, so F = B = W), and prints
  *
  *     the timeline       one row per stage, F/B per micro-batch, idle as dots
- *     the bubble         measured, and by formula (p - 1)/(m + p - 1)
+ *     the bubble         measured, and by the schedule's formula: (p - 1)/(m + p - 1),
+ *                        interleaved (p - 1)/(v m + p - 1), ZB-H1 (p - 1)/(3m + p - 1)
  *     the memory         peak micro-batches in flight per stage (GPipe m, 1F1B p - rank)
  *
  * --naive shows what the even/odd send/recv ordering prevents: 1F1B with
@@ -24,11 +29,12 @@
 #include "ptdp/schedule.h"
 
 typedef struct {
-    int pp, micro_batches;
+    int pp, micro_batches, virtual_stages;
     const char *schedule;
     const char *svg;
     bool list, naive;
-    ptdp_schedule_costs costs;
+    ptdp_schedule_costs costs;   /* per micro-batch and stage, as typed */
+    bool split_times;            /* --backward-input-time or -weight-time given */
 } schedule_options;
 
 static void usage(FILE *f)
@@ -36,7 +42,8 @@ static void usage(FILE *f)
     int n;
     const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
     fprintf(f,
-        "usage: ptdp schedule [--pp N] [--micro-batches M] [--schedule NAME] [--svg FILE] [--list]\n"
+        "usage: ptdp schedule [--pp N] [--micro-batches M] [--schedule NAME] [--virtual-stages V]\n"
+        "                     [--svg FILE] [--list]\n"
         "\n"
         "Generate a pipeline schedule, prove it free of deadlock under blocking send/recv,\n"
         "time it in virtual time and draw it.  No model runs.\n"
@@ -45,12 +52,15 @@ static void usage(FILE *f)
         "  --micro-batches M    micro-batches per step, 1..512 (default 8)\n"
         "  --schedule NAME      (default 1f1b)\n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "                         %-6s %s\n", e[i].name, e[i].summary);
+        fprintf(f, "                         %-11s %s\n", e[i].name, e[i].summary);
     fprintf(f,
+        "  --virtual-stages V   model chunks per stage for --schedule interleaved, 1..16 (default 1)\n"
         "  --svg FILE           also draw the timeline as an SVG picture\n"
         "  --list               print every stage's list of actions\n"
-        "  --forward-time T     time of one forward on one stage (default 1)\n"
+        "  --forward-time T     time of one forward on one stage (default 1; a chunk takes T/V)\n"
         "  --backward-time T    time of one backward (default 2)\n"
+        "  --backward-input-time T   a split backward's B (default: half the backward time)\n"
+        "  --backward-weight-time T  its W (default: half the backward time)\n"
         "  --send-time T        time for a message to arrive (default 0)\n"
         "  --naive              1f1b with every send before its receive: watch it deadlock\n");
 }
@@ -79,6 +89,14 @@ static int parse(int argc, char **argv, schedule_options *o)
         else if (ptdp_args_is(&a, "--forward-time"))  rc = ptdp_args_double(&a, 0, 1e9, &o->costs.forward);
         else if (ptdp_args_is(&a, "--backward-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward);
         else if (ptdp_args_is(&a, "--send-time"))     rc = ptdp_args_double(&a, 0, 1e9, &o->costs.send);
+        else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 16, &o->virtual_stages);
+        else if (ptdp_args_is(&a, "--backward-input-time")) {
+            rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward_input);
+            o->split_times = true;
+        } else if (ptdp_args_is(&a, "--backward-weight-time")) {
+            rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward_weight);
+            o->split_times = true;
+        }
         else if (ptdp_args_is(&a, "--help"))          rc = ptdp_args_switch(&a, &help);
         else                                          rc = ptdp_args_unknown(&a);
         if (rc)
@@ -98,6 +116,14 @@ static int parse(int argc, char **argv, schedule_options *o)
 /* The flags together, before a schedule is built. */
 static int validate(const schedule_options *o)
 {
+    char msg[512];
+    if (!o->naive && ptdp_schedule_check(o->schedule, o->pp, o->micro_batches, o->virtual_stages,
+                                         msg, sizeof msg) != PTDP_OK)
+        return ptdp_usage_error("schedule", "%s", msg);
+    if (o->split_times && !ptdp_schedule_find(o->schedule)->split_backward)
+        return ptdp_usage_error("schedule", "--backward-input-time and --backward-weight-time time a "
+                                "split backward: --schedule %s runs whole backwards (try --schedule zb-h1)",
+                                o->schedule);
     if (o->costs.forward + o->costs.backward <= 0)
         return ptdp_usage_error("schedule", "--forward-time and --backward-time are both 0: "
                                 "give at least one a positive time");
@@ -114,6 +140,17 @@ static void print_peaks(const ptdp_schedule *s)
         printf(" %d", ptdp_schedule_peak_in_flight(s, st));
     printf("\n  (GPipe holds all m = %d on every stage; 1F1B at most min(p - rank, m))\n",
            s->micro_batches);
+    if (s->virtual_stages > 1)
+        printf("  interleaved counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
+               "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->virtual_stages);
+    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
+    if (e != NULL && e->split_backward) {
+        printf("W passes owed at once per stage (B keeps each linear layer's input and output gradient\n"
+               "  for them):");
+        for (int st = 0; st < s->pp; st++)
+            printf(" %d", ptdp_schedule_peak_deferred(s, st));
+        printf("\n");
+    }
 }
 
 static int run(const schedule_options *o, ptdp_schedule *s)
@@ -128,12 +165,27 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         return PTDP_EXIT_FAIL;
     }
     printf("%s\n", v.message);
-    printf("costs per micro-batch and stage: forward %g, backward %g, send %g time units "
-           "(--forward-time, --backward-time, --send-time)\n\n",
-           o->costs.forward, o->costs.backward, o->costs.send);
+    /* The flags price a micro-batch on a whole stage; an action on one of
+     * v chunks does 1/v of that work. */
+    ptdp_schedule_costs c = o->costs;
+    const double v_ = s->virtual_stages;
+    c.forward /= v_;
+    c.backward /= v_;
+    if (!o->split_times)
+        c.backward_input = c.backward_weight = o->costs.backward / 2;
+    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
+    if (e != NULL && e->split_backward)
+        printf("costs per micro-batch and stage: forward %g, B %g, W %g, send %g time units "
+               "(--forward-time, --backward-input-time, --backward-weight-time, --send-time)\n\n",
+               c.forward, c.backward_input, c.backward_weight, c.send);
+    else
+        printf("costs per micro-batch and stage: forward %g, backward %g, send %g time units "
+               "(--forward-time, --backward-time, --send-time)%s\n\n",
+               o->costs.forward, o->costs.backward, o->costs.send,
+               s->virtual_stages > 1 ? "; a chunk takes 1/v of them" : "");
 
     ptdp_schedule_timeline *t = NULL;
-    int rc = ptdp_schedule_simulate(s, &o->costs, &t);
+    int rc = ptdp_schedule_simulate(s, &c, &t);
     if (rc == PTDP_OK)
         rc = ptdp_schedule_ascii(s, t, stdout);
     if (rc != PTDP_OK) {
@@ -158,7 +210,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
 int ptdp_cmd_schedule(int argc, char **argv)
 {
     schedule_options o = {
-        .pp = 4, .micro_batches = 8, .schedule = "1f1b",
+        .pp = 4, .micro_batches = 8, .virtual_stages = 1, .schedule = "1f1b",
         .costs = { .forward = 1, .backward = 2, .send = 0 },
     };
     int rc = parse(argc, argv, &o);
@@ -170,7 +222,7 @@ int ptdp_cmd_schedule(int argc, char **argv)
     ptdp_schedule *s = NULL;
     rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "1f1b-naive",
                                           o.pp, o.micro_batches, &s)
-                 : ptdp_schedule_create(o.schedule, o.pp, o.micro_batches, &s);
+                 : ptdp_schedule_create_v(o.schedule, o.pp, o.micro_batches, o.virtual_stages, &s);
     if (rc != PTDP_OK) {
         fprintf(stderr, "ptdp schedule: cannot build %s (%s)\n", o.schedule, ptdp_strerror(rc));
         return PTDP_EXIT_FAIL;

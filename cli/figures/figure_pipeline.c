@@ -12,6 +12,12 @@
  *
  * and differ in what a stage must keep: GPipe holds the activations of all
  * m micro-batches before the first backward, 1F1B at most p - s on stage s.
+ *
+ * filling_the_bubble.svg puts the two schedules that shrink the bubble
+ * under them, same p, m and work per micro-batch:
+ *
+ *     interleaved, v = 2 chunks per stage   (p - 1)/(v m + p - 1) = 3/19 = 15.8%
+ *     ZB-H1, B = W = 1 (half a backward)    (p - 1)/(3m + p - 1)  = 3/27 = 11.1%
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,17 +40,25 @@ typedef struct {
     ptdp_schedule_timeline *t;
 } timed_schedule;
 
-static int make(const char *name, timed_schedule *ts, char *msg, size_t msglen)
+/* The same work per micro-batch and stage for every schedule: forward 1,
+ * backward 2 — split as B 1 + W 1 — and a chunk's share 1/v of it. */
+static int make_v(const char *name, int v, timed_schedule *ts, char *msg, size_t msglen)
 {
-    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
+    const ptdp_schedule_costs costs = { .forward = 1.0 / v, .backward = 2.0 / v, .send = 0,
+                                        .backward_input = 1, .backward_weight = 1 };
     ts->s = NULL;
     ts->t = NULL;
-    int err = ptdp_schedule_create(name, P, M, &ts->s);
+    int err = ptdp_schedule_create_v(name, P, M, v, &ts->s);
     if (err == 0)
         err = ptdp_schedule_simulate(ts->s, &costs, &ts->t);
     if (err != 0)
         snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", name, P, M, ptdp_strerror(err));
     return err;
+}
+
+static int make(const char *name, timed_schedule *ts, char *msg, size_t msglen)
+{
+    return make_v(name, 1, ts, msg, msglen);
 }
 
 static void release(timed_schedule *ts)
@@ -64,9 +78,11 @@ static void draw_timeline(ptdp_svg *svg, const timed_schedule *ts, const char *t
     const ptdp_schedule *s = ts->s;
     const ptdp_schedule_timeline *t = ts->t;
     ptdp_svg_group_begin(svg, s->name, 0, y);
+    const char *words;
+    const double formula = ptdp_schedule_bubble_formula(s, &words);
     ptdp_svg_text(svg, 20, 18, 14, PTDP_SVG_BOLD, NULL,
-                  "%s \u2014 bubble measured %.1f%%, formula (p\u22121)/(m+p\u22121) = %d/%d = %.1f%%",
-                  title, 100.0 * t->bubble, P - 1, M + P - 1, 100.0 * ptdp_bubble_formula(P, M));
+                  "%s \u2014 bubble measured %.1f%%, formula %s = %.1f%%",
+                  title, 100.0 * t->bubble, words, 100.0 * formula);
     ptdp_svg_text(svg, 20, 36, 12, PTDP_SVG_START, "#444444", "%s", how);
     const ptdp_schedule_frame frame = {
         .left = LEFT, .top = 46, .lane = LANE, .gap = LANE_GAP, .px_per_unit = PX_PER_UNIT,
@@ -126,5 +142,66 @@ int fig_pipeline_schedules(const char *path, char *msg, size_t msglen)
                   "at once).", same ? "Same makespan, same bubble:" : "Makespans differ;");
     release(&gpipe);
     release(&ofob);
+    return fig_finish(&s, path, msg, msglen);
+}
+
+/* GPipe, 1F1B, interleaved (v = 2) and ZB-H1 on one time axis. */
+int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
+{
+    enum { N = 4 };
+    static const struct { const char *name; int v; const char *title, *how; } rows[N] = {
+        { "gpipe", 1, "GPipe", "all forwards, then all backwards" },
+        { "1f1b", 1, "1F1B", "the same bubble; stage s keeps at most p \u2212 s micro-batches" },
+        { "interleaved", 2, "Interleaved 1F1B, v = 2",
+          "each stage holds 2 chunks (pieces s and s + p): fill and drain shrink by v; "
+          "a longer warm-up keeps more (paler = chunk 1)" },
+        { "zb-h1", 1, "ZB-H1", "the backward split into B (input gradient) and W (weight gradients): "
+          "W waits, filling the bubble" },
+    };
+    timed_schedule ts[N];
+    int err = 0, made = 0;
+    for (; made < N && err == 0; made++)
+        err = make_v(rows[made].name, rows[made].v, &ts[made], msg, msglen);
+    if (err != 0) {
+        for (int i = 0; i < made; i++)
+            release(&ts[i]);
+        return err;
+    }
+    double makespan = 0;
+    for (int i = 0; i < N; i++)
+        makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
+
+    const double width = x_of(makespan) + RIGHT, top = 62;
+    const double height = top + N * PANEL_H + 86;
+    ptdp_svg s;
+    ptdp_svg_begin(&s, width, height);
+    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
+                  "Filling the bubble: p = %d stages, m = %d micro-batches, the same work per micro-batch",
+                  P, M);
+    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
+                  "forward 1, backward 2 (B 1 + W 1) time units per micro-batch and stage, a chunk 1/v of it; "
+                  "timed by ptdp_schedule_simulate on the lists the executor runs.");
+    for (int i = 0; i < N; i++)
+        draw_timeline(&s, &ts[i], rows[i].title, rows[i].how, makespan, top + i * PANEL_H);
+    const double ly = top + N * PANEL_H + 8;
+    static const struct { const char *fill, *label; } legend[] = {
+        { "#3b73c4", "forward" }, { "#3f9e4d", "backward (ZB-H1: B)" },
+        { "#d9822b", "W: weight gradients" }, { "#e3e3e3", "idle (bubble)" },
+    };
+    for (int i = 0; i < 4; i++) {
+        ptdp_svg_rect(&s, LEFT + i * 190, ly, 14, 14, legend[i].fill, NULL);
+        ptdp_svg_text(&s, LEFT + i * 190 + 20, ly + 12, 12, PTDP_SVG_START, NULL, "%s", legend[i].label);
+    }
+    ptdp_svg_text(&s, LEFT, ly + 38, 12, PTDP_SVG_START, "#333333",
+                  "Makespans %g, %g, %g and %g time units for the same %d units of work per stage. "
+                  "\u201ckeeps\u201d = activations alive at once (interleaved: chunk-micro-batches, each half "
+                  "a stage's);", ts[0].t->makespan, ts[1].t->makespan, ts[2].t->makespan, ts[3].t->makespan, 3 * M);
+    ptdp_svg_text(&s, LEFT, ly + 56, 12, PTDP_SVG_START, "#333333",
+                  "ZB-H1's B also leaves each linear layer's input and output gradient for W: stage s owes up "
+                  "to %d, %d, %d, %d W passes.", ptdp_schedule_peak_deferred(ts[3].s, 0),
+                  ptdp_schedule_peak_deferred(ts[3].s, 1), ptdp_schedule_peak_deferred(ts[3].s, 2),
+                  ptdp_schedule_peak_deferred(ts[3].s, 3));
+    for (int i = 0; i < N; i++)
+        release(&ts[i]);
     return fig_finish(&s, path, msg, msglen);
 }

@@ -37,6 +37,8 @@ static const struct {
       fig_tp_splits },
     { "pipeline_schedules", "GPipe above 1F1B, p = 4, m = 8: the bubble measured and by formula",
       fig_pipeline_schedules },
+    { "filling_the_bubble", "GPipe, 1F1B, interleaved (v = 2) and ZB-H1, p = 4, m = 8: each bubble and its formula",
+      fig_filling_the_bubble },
     { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
       fig_mesh_groups },
     { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",

@@ -205,9 +205,14 @@ int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v);
 
 /* Micro-batches forwarded but not yet backwarded, at most, on `stage`:
  * GPipe m; 1F1B min(pp - stage, m).  Those are the activations a stage holds.
- * Interleaved: counted in chunk-micro-batches (each 1/v of a stage's); a
- * split backward releases its micro-batch at W, whose inputs B kept. */
+ * Interleaved: counted in chunk-micro-batches (each 1/v of a stage's).  A
+ * split backward frees a micro-batch's activations at B (ZB-H1 keeps 1F1B's
+ * p - stage) ... */
 int ptdp_schedule_peak_in_flight(const ptdp_schedule *s, int stage);
+/* ... but B keeps what its W needs (each linear layer's input and output
+ * gradient) until W runs: the most micro-batches whose W is owed at once
+ * (ZB-H1: stage + 1, at most m). */
+int ptdp_schedule_peak_deferred(const ptdp_schedule *s, int stage);
 
 /* ---- timing: the schedule in virtual time (schedule_sim.c) ----------------- */
 

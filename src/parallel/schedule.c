@@ -503,8 +503,21 @@ int ptdp_schedule_peak_in_flight(const ptdp_schedule *s, int stage)
         ptdp_action_kind k = list->actions[i].kind;
         if (k == PTDP_ACT_FORWARD && ++alive > peak)
             peak = alive;
-        if (k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_WEIGHT)
+        if (k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_INPUT)
             alive--;
+    }
+    return peak;
+}
+
+int ptdp_schedule_peak_deferred(const ptdp_schedule *s, int stage)
+{
+    int owed = 0, peak = 0;
+    const ptdp_stage_actions *list = &s->stage[stage];
+    for (int i = 0; i < list->count; i++) {
+        if (list->actions[i].kind == PTDP_ACT_BACKWARD_INPUT && ++owed > peak)
+            peak = owed;
+        if (list->actions[i].kind == PTDP_ACT_BACKWARD_WEIGHT)
+            owed--;
     }
     return peak;
 }
@@ -523,7 +536,7 @@ double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula
         f = "(p-1)/(v*m+p-1)";
         b = (p - 1) / (v * m + p - 1);
     } else if (strcmp(s->name, "zb-h1") == 0) {
-        f = "(p-1)/(3m+p-1), F=B=W, m>=p";
+        f = "(p-1)/(3m+p-1)";   /* F = B = W, m >= p */
         b = (p - 1) / (3 * m + p - 1);
     }
     if (formula != NULL)

@@ -13,7 +13,10 @@
  * A box is its label (F or B, then the micro-batch) padded with '>' for a
  * forward and '<' for a backward.  A "quantum" of time, the shortest compute
  * action, takes as many columns as the longest label, so every box holds
- * its label.
+ * its label.  A split backward draws B (the input's gradient) and W (the
+ * weights', padded with '='); with model chunks a label says which chunk,
+ * F3.1 (micro-batch 3 through the stage's chunk 1), and the SVG pales the
+ * colour of each later chunk.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +29,21 @@
 
 static int is_drawn(ptdp_action_kind k)
 {
-    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD;
+    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_INPUT ||
+           k == PTDP_ACT_BACKWARD_WEIGHT;
+}
+
+static char letter(ptdp_action_kind k)
+{
+    return k == PTDP_ACT_FORWARD ? 'F' : k == PTDP_ACT_BACKWARD_WEIGHT ? 'W' : 'B';
+}
+
+/* "F3", or "F3.1" when the schedule has chunks. */
+static int label_of(const ptdp_schedule *s, const ptdp_action *a, char *buf, size_t len)
+{
+    if (s->virtual_stages > 1)
+        return snprintf(buf, len, "%c%d.%d", letter(a->kind), a->mb, a->chunk);
+    return snprintf(buf, len, "%c%d", letter(a->kind), a->mb);
 }
 
 /* The shortest positive compute duration: the unit of the horizontal axis.
@@ -89,11 +106,11 @@ static void ascii_row(const ptdp_schedule *s, const ptdp_schedule_timeline *t, i
             continue;
         int c0 = column(t->time[st][i].start, q, cpq);
         int c1 = column(t->time[st][i].end, q, cpq);
-        char label[16];
-        int n = snprintf(label, sizeof label, "%c%d",
-                         a->kind == PTDP_ACT_FORWARD ? 'F' : 'B', a->mb);
+        char label[24];
+        int n = label_of(s, a, label, sizeof label);
+        char pad = a->kind == PTDP_ACT_FORWARD ? '>' : a->kind == PTDP_ACT_BACKWARD_WEIGHT ? '=' : '<';
         for (int c = c0; c < c1 && c < width; c++)
-            row[c] = c - c0 < n ? label[c - c0] : a->kind == PTDP_ACT_FORWARD ? '>' : '<';
+            row[c] = c - c0 < n ? label[c - c0] : pad;
     }
 }
 
@@ -101,7 +118,8 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
 {
     if (s == NULL || t == NULL || out == NULL || t->pp != s->pp)
         return PTDP_EINVAL;
-    const int cpq = 1 + digits(s->micro_batches - 1);      /* columns per quantum */
+    const int cpq = 1 + digits(s->micro_batches - 1) +     /* columns per quantum */
+                    (s->virtual_stages > 1 ? 1 + digits(s->virtual_stages - 1) : 0);
     const double q = quantum_of(s, t, 20000.0 / cpq);
     const int width = column(t->makespan, q, cpq);
     char *row = malloc((size_t)width + 2);
@@ -137,18 +155,39 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     fputc('\n', out);
     free(row);
 
-    fprintf(out, "F<k> forward and B<k> backward of micro-batch k, . idle; "
-                 "peak = micro-batches whose activations are alive at once\n");
-    const int p = s->pp, m = s->micro_batches;
+    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
+    fprintf(out, "F<k> forward and B<k> backward of micro-batch k%s%s, . idle; "
+                 "peak = micro-batches whose activations are alive at once%s\n",
+            e != NULL && e->split_backward ? " (B: its input's gradient only), W<k> its weight gradients" : "",
+            s->virtual_stages > 1 ? "; F<k>.<c> through the stage's chunk c" : "",
+            s->virtual_stages > 1 ? " (in chunk-micro-batches, each 1/v of a stage's)" : "");
+    const char *words;
+    double formula = ptdp_schedule_bubble_formula(s, &words);
     fprintf(out, "bubble: measured %.6f (idle / makespan, mean over stages); "
-                 "formula (p-1)/(m+p-1) = %d/%d = %.6f (uniform stages, free links)\n",
-            t->bubble, p - 1, m + p - 1, ptdp_bubble_formula(p, m));
+                 "formula %s = %.6f (uniform stages, free links%s)\n", t->bubble, words, formula,
+            e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
     return ferror(out) ? PTDP_EIO : PTDP_OK;
 }
 
 /* ---- SVG ------------------------------------------------------------------ */
 
 static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_unit; }
+
+/* Forward blue, backward (or B) green, W orange; chunk c of v mixed with
+ * white by c / (v + 1), so a stage's later chunks are paler. */
+static const unsigned colours[3] = { 0x3b73c4, 0x3f9e4d, 0xd9822b };
+
+static void box_colour(const ptdp_schedule *s, const ptdp_action *a, char fill[8])
+{
+    unsigned rgb = colours[a->kind == PTDP_ACT_FORWARD ? 0 : a->kind == PTDP_ACT_BACKWARD_WEIGHT ? 2 : 1];
+    double w = (double)a->chunk / (s->virtual_stages + 1);
+    unsigned out = 0;
+    for (int shift = 16; shift >= 0; shift -= 8) {
+        double c = (rgb >> shift) & 0xff;
+        out |= (unsigned)(c + (255 - c) * w + 0.5) << shift;
+    }
+    snprintf(fill, 8, "#%06x", out);
+}
 
 void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                         const ptdp_schedule_frame *f)
@@ -163,11 +202,18 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
             const ptdp_action *a = &s->stage[st].actions[i];
             if (!is_drawn(a->kind))
                 continue;
-            const int fwd = a->kind == PTDP_ACT_FORWARD;
             const double x0 = x_at(f, t->time[st][i].start), x1 = x_at(f, t->time[st][i].end);
-            ptdp_svg_rect(svg, x0, ly, x1 - x0, lane, fwd ? "#3b73c4" : "#3f9e4d", "white");
-            ptdp_svg_text(svg, (x0 + x1) / 2, ly + lane / 2.0 + 4, 11, PTDP_SVG_MIDDLE, "white", "%c%d",
-                          fwd ? 'F' : 'B', a->mb);
+            char fill[8], label[24];
+            box_colour(s, a, fill);
+            label_of(s, a, label, sizeof label);
+            ptdp_svg_rect(svg, x0, ly, x1 - x0, lane, fill, "white");
+            /* A label wider than its box (about 6 units a character at
+             * size 10) shrinks to the micro-batch, or goes. */
+            if ((double)strlen(label) * 6.0 > x1 - x0)
+                snprintf(label, sizeof label, "%d", a->mb);
+            if ((double)strlen(label) * 6.0 <= x1 - x0)
+                ptdp_svg_text(svg, (x0 + x1) / 2, ly + lane / 2.0 + 4, 10, PTDP_SVG_MIDDLE, "white", "%s",
+                              label);
         }
         ptdp_svg_text(svg, x_at(f, f->axis_end) + 10, ly + lane / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
                       "idle %4.1f%% \u00b7 keeps %d", t->makespan > 0 ? 100.0 * t->idle[st] / t->makespan : 0,
@@ -200,25 +246,36 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         .axis_end = t->makespan, .max_ticks = 12,
     };
     double width = x_at(&f, t->makespan) + 130;
-    if (width < 800)
-        width = 800;      /* room for the title and the legend */
+    if (width < 900)
+        width = 900;      /* room for the title and the legend */
     const double legend_y = f.top + s->pp * (f.lane + f.gap) + 32;
 
     ptdp_svg svg;
     ptdp_svg_begin(&svg, width, legend_y + 30);
+    const char *words;
+    double formula = ptdp_schedule_bubble_formula(s, &words);
+    char chunks[32] = "";
+    if (s->virtual_stages > 1)
+        snprintf(chunks, sizeof chunks, ", v = %d chunks", s->virtual_stages);
     ptdp_svg_text(&svg, f.left, 24, 15, PTDP_SVG_BOLD, NULL,
-                  "%s schedule: p = %d stages, m = %d micro-batches, bubble %.1f%% "
-                  "(formula (p-1)/(m+p-1) = %.1f%%)", s->name, s->pp, s->micro_batches,
-                  100.0 * t->bubble, 100.0 * ptdp_bubble_formula(s->pp, s->micro_batches));
+                  "%s schedule: p = %d stages, m = %d micro-batches%s, bubble %.1f%% "
+                  "(formula %s = %.1f%%)", s->name, s->pp, s->micro_batches, chunks,
+                  100.0 * t->bubble, words, 100.0 * formula);
     ptdp_schedule_draw(&svg, s, t, &f);
-    static const struct { const char *fill, *label; } legend[] = {
-        { "#3b73c4", "forward" }, { "#3f9e4d", "backward" }, { "#e3e3e3", "idle (bubble)" },
+    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
+    const int split = e != NULL && e->split_backward;
+    const struct { const char *fill, *label; } legend[] = {
+        { "#3b73c4", "forward" }, { "#3f9e4d", split ? "B: input gradient" : "backward" },
+        { "#e3e3e3", "idle (bubble)" }, { "#d9822b", "W: weight gradients" },
     };
-    for (int i = 0; i < 3; i++) {
-        ptdp_svg_rect(&svg, f.left + i * 120, legend_y, 14, 14, legend[i].fill, NULL);
-        ptdp_svg_text(&svg, f.left + i * 120 + 20, legend_y + 11, 11, PTDP_SVG_START, NULL, "%s",
+    for (int i = 0; i < (split ? 4 : 3); i++) {
+        ptdp_svg_rect(&svg, f.left + i * 150, legend_y, 14, 14, legend[i].fill, NULL);
+        ptdp_svg_text(&svg, f.left + i * 150 + 20, legend_y + 11, 11, PTDP_SVG_START, NULL, "%s",
                       legend[i].label);
     }
+    if (s->virtual_stages > 1)
+        ptdp_svg_text(&svg, f.left + 3 * 150, legend_y + 11, 11, PTDP_SVG_START, NULL,
+                      "Fk.c: micro-batch k through chunk c (paler: later chunks)");
     int rc = ptdp_svg_end(&svg);
     if (rc != 0)
         snprintf(msg, msglen, "%s: drawing failed (%s)", path, ptdp_strerror(rc));

@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules mesh_groups zero_ownership attention_tp
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership attention_tp
        sp_block ring_attention memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
@@ -62,6 +62,13 @@ else
     grep -q 'each device sent [0-9]* B of S = [0-9]* B' "$out/ring_allreduce.svg" || fail "ring: no bytes"
     [[ $(grep -c 'bubble measured 27.3%, formula' "$out/pipeline_schedules.svg") -eq 2 ]] \
         || fail "pipeline: expected two titles with the bubble 27.3%"
+    for want in 'GPipe — bubble measured 27.3%, formula (p-1)/(m+p-1) = 27.3%' \
+                '1F1B — bubble measured 27.3%' \
+                'v = 2 — bubble measured 15.8%, formula (p-1)/(v\*m+p-1) = 15.8%' \
+                'ZB-H1 — bubble measured 11.1%, formula (p-1)/(3m+p-1) = 11.1%' \
+                'Makespans 33, 33, 28.5 and 27 time units' 'owes up to 1, 2, 3, 4 W passes'; do
+        grep -q -- "$want" "$out/filling_the_bubble.svg" || fail "filling_the_bubble: no '$want'"
+    done
     grep -q 'rank 3 · \[4 × 64\] · rows 12–15' "$out/tp_splits.svg" || fail "tp: no output-layer shard of rank 3"
     grep -q 'Largest difference over 30 steps: [0-9.e+-]* .* within the --check tolerance' \
         "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
