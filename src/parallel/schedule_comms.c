@@ -130,6 +130,8 @@ static double settle(const double *start, const double *end, int n, double t)
 int ptdp_schedule_add_comms(ptdp_schedule *s)
 {
     const int p = s->pp, m = s->micro_batches, G = p * s->virtual_stages;
+    if (p == 1 && s->virtual_stages > 1)
+        return PTDP_EINVAL;   /* chunks on one stage would send to themselves */
     int rc = PTDP_ENOMEM;
     double **start = calloc((size_t)p, sizeof *start), **end = calloc((size_t)p, sizeof *end);
     double *fwd_end = malloc(sizeof(double) * (size_t)G * (size_t)m);

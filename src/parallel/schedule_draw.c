@@ -163,8 +163,12 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
             s->virtual_stages > 1 ? " (in chunk-micro-batches, each 1/v of a stage's)" : "");
     const char *words;
     double formula = ptdp_schedule_bubble_formula(s, &words);
+    /* Every formula is (p - 1) / (its denominator): show the fraction. */
+    char fraction[48] = "";
+    if (formula > 0)
+        snprintf(fraction, sizeof fraction, " = %d/%.0f", s->pp - 1, (s->pp - 1) / formula);
     fprintf(out, "bubble: measured %.6f (idle / makespan, mean over stages); "
-                 "formula %s = %.6f (uniform stages, free links%s)\n", t->bubble, words, formula,
+                 "formula %s%s = %.6f (uniform stages, free links%s)\n", t->bubble, words, fraction, formula,
             e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
     return ferror(out) ? PTDP_EIO : PTDP_OK;
 }
