@@ -15,6 +15,11 @@
  *   RECV_BACKWARD(mb)  gradient of mb's output      <- stage s+1
  *   OPTIMIZER_STEP     once, last (a data-parallel gradient all-reduce goes
  *                      right before it: once per step, not per micro-batch)
+ *   BACKWARD_INPUT(mb) zero-bubble schedules split BACKWARD: "B", the
+ *   BACKWARD_WEIGHT(mb) gradient of the input, then later "W", the weights'
+ *
+ * With v model chunks per stage (interleaved 1F1B) every action also names
+ * its chunk: F3.1 is micro-batch 3 through the stage's chunk 1.
  *
  * A generator (GPipe, 1F1B, …) is a small function that appends actions; an
  * executor runs any list with one switch statement; the validator proves a
@@ -34,8 +39,8 @@
  *                                                  a->peer, TAG_ACTIVATION);      break;
  *       …
  *
- * One tag per direction is enough: a validated schedule sends and receives
- * the micro-batches between two stages in the same order.
+ * A message is named by its micro-batch, its direction and (with chunks)
+ * the boundary between model pieces it crosses; the executor tags it so.
  */
 #ifndef PTDP_SCHEDULE_H
 #define PTDP_SCHEDULE_H
@@ -155,7 +160,8 @@ void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind
  * messages in one global order (when they are sent), which cannot deadlock
  * under rendezvous send/recv (schedule_comms.c has the argument).  Then the
  * optimizer step.  0, or PTDP_EINVAL if the compute lists cannot run (a
- * dependency no order satisfies) / PTDP_ENOMEM. */
+ * dependency no order satisfies, or chunks on a single stage, which would
+ * send to themselves) / PTDP_ENOMEM. */
 int  ptdp_schedule_add_comms(ptdp_schedule *s);
 
 /* The neighbour an action of `stage` talks to: stage+1 for SEND_FORWARD and
