@@ -95,6 +95,14 @@ typedef struct {
     ptdp_param *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
 } ptdp_gpt_block;
 
+/* TeraPipe's cache of one micro-batch's sequences on one stage (gpt_kv.c). */
+typedef struct ptdp_gpt_kv {
+    int64_t first_sample;           /* the micro-batch it belongs to         */
+    int rows, nblocks;              /* sequences; this stage's blocks        */
+    ptdp_tensor *qkv, *dqkv;        /* [nblocks]: (rows T) x 3 C/tp each      */
+    struct ptdp_gpt_kv *next;
+} ptdp_gpt_kv;
+
 /* What the GPT keeps beside the interface's fields (model->impl). */
 typedef struct {
     ptdp_param *wte, *wpe;          /* stage 0 (wte also the head when pp = 1) */
@@ -108,6 +116,7 @@ typedef struct {
                                        (pp > 1, on those stages), else NULL */
     unsigned char *corpus;          /* the data (arena), first and last stage */
     size_t corpus_len;
+    ptdp_gpt_kv *kv;                /* token slices in flight (gpt_kv.c)     */
 } ptdp_gpt;
 
 /* What one block of one micro-batch keeps (rows = B T tokens). */
@@ -151,6 +160,13 @@ typedef struct {
 } ptdp_gpt_sample_opts;
 int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
                       const ptdp_gpt_sample_opts *o);
+
+/* The cache of acts' micro-batch: found, or made by its first slice
+ * (t0 = 0); NULL after failing the device.  Released after the backward of
+ * the first slice; free_all on the model's free. */
+ptdp_gpt_kv *ptdp_gpt_kv_get(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts);
+void ptdp_gpt_kv_release(ptdp_device *dev, ptdp_model *m, ptdp_gpt_kv *kv);
+void ptdp_gpt_kv_free_all(ptdp_device *dev, ptdp_model *m);
 
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts);

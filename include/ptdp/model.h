@@ -131,6 +131,9 @@ typedef struct {
     int64_t *tokens;          /* stage 0 of a model of tokens: rows x
                                  input_cols ids                             */
     int64_t *labels;          /* last stage: rows x label_cols targets      */
+    int t0, tlen;             /* a model of sequences may run only the token
+                                 slice [t0, t0 + tlen) of each (TeraPipe,
+                                 pp.h); tlen 0: the whole sequence        */
 } ptdp_batch;
 
 /* What one micro-batch leaves behind for its backward (category "acts"). */
@@ -142,6 +145,7 @@ typedef struct {
     double loss_sum;          /* last stage: sum of per-sample losses       */
     bool recompute;           /* only the stage input was kept             */
     bool alive;               /* between forward and backward              */
+    int t0, tlen;             /* the batch's token slice (tlen 0: whole)   */
     void *saved;              /* the model's own record of what it keeps:
                                  host bookkeeping, tensors in the arena     */
 } ptdp_acts;
@@ -275,6 +279,9 @@ ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
  * ptdp_batch_free returns them. */
 int  ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b);
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b);
+/* Elements per sample crossing the stage boundary for b: boundary_cols,
+ * or a token slice's share of them (tlen of the input_cols positions). */
+int  ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b);
 int  ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                         ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
 int  ptdp_model_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,

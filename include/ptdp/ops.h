@@ -178,8 +178,23 @@ void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, in
 void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
                              int T, int heads, int hd, const ptdp_attn_dropout *dropout,
                              ptdp_real *scratch);
+/* The same for the queries of one slice of each sequence, positions
+ * [q0, q1), against the keys [0, q1) (TeraPipe; q0 = 0, q1 = T is the
+ * above).  qkv holds the WHOLE sequences, (B T) x (3 heads hd): rows q0..q1-1
+ * of each the slice's q, k, v, rows 0..q0-1 the earlier slices' k and v.
+ * y: (B (q1-q0)) x (heads hd); probs B heads (q1-q0) q1 numbers; scratch
+ * (q1-q0) q1 reals (forward, with dropout), twice that (backward).  The
+ * backward writes dq for rows q0..q1-1 of dqkv and writes — or with
+ * accumulate_kv adds — dk and dv for rows 0..q1-1. */
+void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                  int heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                                   int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
+                                   bool accumulate_kv, ptdp_real *scratch);
 double ptdp_attention_flops_forward(int batch, int T, int heads, int hd);
 double ptdp_attention_flops_backward(int batch, int T, int heads, int hd);
+/* A slice's share: the GEMMs over its (q1-q0) x q1 scores. */
+double ptdp_attention_flops_slice(int batch, int q0, int q1, int heads, int hd, bool backward);
 
 /* ------------------------------------------------------------ embeddings */
 

@@ -95,27 +95,56 @@ static ptdp_cp_layout cp_layout(const ptdp_model *m)
     return ptdp_cp_layout_of(m->cfg.seq_len, cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
 }
 
-/* Positions of each sequence this device holds: T, or T / cp. */
-static int local_T(const ptdp_model *m)
+/* TeraPipe (pp.h): a micro-batch's step may cover only the token slice
+ * [t0, t0 + tlen) of each sequence; tlen 0 means all of it. */
+static bool sliced(const ptdp_acts *a)
 {
-    return m->cfg.seq_len / cp_size(m);
+    return a->tlen > 0;
+}
+
+/* Positions of each sequence this device computes now: T, T / cp, or the
+ * slice's tlen. */
+static int local_T(const ptdp_model *m, const ptdp_acts *a)
+{
+    return sliced(a) ? a->tlen : m->cfg.seq_len / cp_size(m);
+}
+
+/* The position in its sequence of local row t: t, the CP layout's, or t0 + t. */
+static int local_position(const ptdp_model *m, const ptdp_acts *a, int t)
+{
+    if (sliced(a))
+        return a->t0 + t;
+    if (cp_size(m) > 1) {
+        const ptdp_cp_layout l = cp_layout(m);
+        return ptdp_cp_position(&l, t);
+    }
+    return t;
 }
 
 /* Copy this device's positions of rows x T values (tokens, labels) into
- * rows x T/cp (the same, without CP). */
-static void take_positions(const ptdp_model *m, int64_t *dst, const int64_t *src, int rows)
+ * rows x local_T (the same, without CP or slices). */
+static void take_positions(const ptdp_model *m, const ptdp_acts *a, int64_t *dst, const int64_t *src, int rows)
 {
-    const int T = m->cfg.seq_len, Tq = local_T(m);
-    const ptdp_cp_layout l = cp_layout(m);
+    const int T = m->cfg.seq_len, Tq = local_T(m, a);
     for (int b = 0; b < rows; b++)
         for (int t = 0; t < Tq; t++)
-            dst[(size_t)b * Tq + t] = src[(size_t)b * T + (cp_size(m) > 1 ? ptdp_cp_position(&l, t) : t)];
+            dst[(size_t)b * Tq + t] = src[(size_t)b * T + local_position(m, a, t)];
 }
 
 /* x += wpe at each row's position (rows sequences of local_T rows), or
- * its backward dwpe += dx: under CP chunk by chunk, at the global positions. */
-static void positions(const ptdp_model *m, ptdp_tensor wpe, ptdp_tensor x, int rows, bool backward)
+ * its backward dwpe += dx: under CP chunk by chunk, at the global positions;
+ * a token slice at its positions t0 .. t0 + tlen - 1. */
+static void positions(const ptdp_model *m, const ptdp_acts *a, ptdp_tensor wpe, ptdp_tensor x, int rows,
+                      bool backward)
 {
+    if (sliced(a)) {
+        ptdp_tensor w = ptdp_tensor_rows(wpe, a->t0, a->tlen);
+        if (backward)
+            ptdp_positions_backward(w, x, a->tlen);
+        else
+            ptdp_positions_forward(x, w, a->tlen);
+        return;
+    }
     if (cp_size(m) == 1) {
         if (backward)
             ptdp_positions_backward(wpe, x, m->cfg.seq_len);
@@ -127,7 +156,7 @@ static void positions(const ptdp_model *m, ptdp_tensor wpe, ptdp_tensor x, int r
     for (int b = 0; b < rows; b++)
         for (int i = 0; i < l.nchunks; i++) {
             ptdp_tensor w = ptdp_tensor_rows(wpe, l.first[i], l.len);
-            ptdp_tensor chunk = ptdp_tensor_rows(x, b * local_T(m) + i * l.len, l.len);
+            ptdp_tensor chunk = ptdp_tensor_rows(x, b * local_T(m, a) + i * l.len, l.len);
             if (backward)
                 ptdp_positions_backward(w, chunk, l.len);
             else
@@ -137,10 +166,13 @@ static void positions(const ptdp_model *m, ptdp_tensor wpe, ptdp_tensor x, int r
 
 /* Attention's flops: one device's share of the whole sequence's, or under
  * CP the score elements the ring computes on this device (cp.h) times the
- * forward's 4 hd + 5, or the backward's 8 hd + 4, per score. */
-static double attention_flops(const ptdp_model *m, int rows, int heads, int hd, bool backward)
+ * forward's 4 hd + 5, or the backward's 8 hd + 4, per score; a token
+ * slice's tlen x (t0 + tlen) scores. */
+static double attention_flops(const ptdp_model *m, const ptdp_acts *a, int rows, int heads, int hd, bool backward)
 {
     const int T = m->cfg.seq_len;
+    if (sliced(a))
+        return ptdp_attention_flops_slice(rows, a->t0, a->t0 + a->tlen, heads, hd, backward);
     if (cp_size(m) == 1)
         return backward ? ptdp_attention_flops_backward(rows, T, heads, hd)
                         : ptdp_attention_flops_forward(rows, T, heads, hd);
@@ -199,24 +231,20 @@ static int grad_out_of_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts
 
 /* Positions of a sequence in the LayerNorm / dropout / residual regions:
  * local_T, or local_T / tp under SP. */
-static int region_T(const ptdp_model *m)
+static int region_T(const ptdp_model *m, const ptdp_acts *a)
 {
-    return local_T(m) / (m->mesh->sp ? m->mesh->tp : 1);
+    return local_T(m, a) / (m->mesh->sp ? m->mesh->tp : 1);
 }
 
 /* The position in its sequence (0 .. T-1) of row i of a region tensor: its
  * place among this device's positions — under SP this TP rank's stretch of
- * them — and under CP that place's chunk. */
-static int region_position(const ptdp_model *m, int i)
+ * them — and under CP that place's chunk, in a token slice t0 on. */
+static int region_position(const ptdp_model *m, const ptdp_acts *a, int i)
 {
-    int t = i % region_T(m);
+    int t = i % region_T(m, a);
     if (m->mesh->sp)
-        t += m->mesh->tp_rank * region_T(m);
-    if (cp_size(m) > 1) {
-        const ptdp_cp_layout l = cp_layout(m);
-        t = ptdp_cp_position(&l, t);
-    }
-    return t;
+        t += m->mesh->tp_rank * region_T(m, a);
+    return local_position(m, a, t);
 }
 
 /* Dropout on region rows, its mask keyed by global token index (tp.h), so
@@ -226,13 +254,13 @@ static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tens
     const int T = m->cfg.seq_len, C = m->cfg.hidden;
     if (m->dropout <= 0)
         return;
-    if (!m->mesh->sp && cp_size(m) == 1) {   /* whole sequences: consecutive tokens */
+    if (!m->mesh->sp && cp_size(m) == 1 && !sliced(acts)) {   /* whole sequences: consecutive tokens */
         ptdp_tp_dropout(t, m->dropout, key, acts->first_sample * T, C, 0);
         return;
     }
-    for (int i = 0; i < t.rows; i++)         /* SP, CP: row by row, each at its global position */
+    for (int i = 0; i < t.rows; i++)         /* SP, CP, slices: row by row, each at its global position */
         ptdp_tp_dropout(ptdp_tensor_rows(t, i, 1), m->dropout, key,
-                        (acts->first_sample + i / region_T(m)) * T + region_position(m, i), C, 0);
+                        (acts->first_sample + i / region_T(m, acts)) * T + region_position(m, acts, i), C, 0);
 }
 
 /* ------------------------------------------------------- saved state */
@@ -290,6 +318,21 @@ ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 
 /* ------------------------------------------------------------ forward */
 
+/* A token slice's rows (rows x tlen, one sequence after another) to or
+ * from their places in a whole-sequence cache tensor ((rows T) x width). */
+static void slice_rows(ptdp_tensor whole, ptdp_tensor slice, const ptdp_acts *acts, bool into_whole)
+{
+    const int T = whole.rows / acts->rows;
+    for (int b = 0; b < acts->rows; b++) {
+        ptdp_tensor w = ptdp_tensor_rows(whole, b * T + acts->t0, acts->tlen);
+        ptdp_tensor p = ptdp_tensor_rows(slice, b * acts->tlen, acts->tlen);
+        if (into_whole)
+            ptdp_tensor_copy(w, p);
+        else
+            ptdp_tensor_copy(p, w);
+    }
+}
+
 /* One block: x (region rows x C, owned by a) in, *out (the same,
  * allocated here) out. */
 static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
@@ -301,7 +344,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_comm *tp = m->mesh->tp_comm;
     const bool sp = m->mesh->sp;
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R);
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d fwd", layer);
@@ -315,8 +358,11 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     a->ln1_rstd = act_reals(dev, (size_t)Rl, "acts.ln1_rstd");
     a->ln2_mean = act_reals(dev, (size_t)Rl, "acts.ln2_mean");
     a->ln2_rstd = act_reals(dev, (size_t)Rl, "acts.ln2_rstd");
-    /* the probabilities, or under CP each query's log-sum-exp */
-    a->probs = act_reals(dev, (size_t)acts->rows * hl * (cp_size(m) > 1 ? (size_t)local_T(m) : (size_t)T * T), "acts.probs");
+    /* the probabilities (a token slice's tlen x (t0 + tlen) of them), or
+     * under CP each query's log-sum-exp */
+    const size_t nprobs = sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
+                          cp_size(m) > 1 ? (size_t)local_T(m, acts) : (size_t)T * T;
+    a->probs = act_reals(dev, (size_t)acts->rows * hl * nprobs, "acts.probs");
     if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd || !a->probs)
         return PTDP_ENOMEM;
     ptdp_attn_dropout drop = {
@@ -340,22 +386,32 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
         goto out;
     w0 = sp ? ptdp_wall_now() : w0;
     ptdp_tp_column_linear_forward(dev, tp, a->qkv, a->ln1, w->attn_w->w, &w->attn_b->w, NULL);
-    if (cp_size(m) > 1)              /* the ring over the CP group */
+    if (sliced(acts)) {              /* TeraPipe: into the cache, then against every earlier key */
+        ptdp_gpt_kv *kv = ptdp_gpt_kv_get(dev, m, acts);
+        if (kv == NULL) {
+            rc = PTDP_EINVAL;
+            goto out;
+        }
+        slice_rows(kv->qkv[i], a->qkv, acts, true);
+        ptdp_attention_forward_slice(a->y, a->probs, kv->qkv[i], T, acts->t0, acts->t0 + acts->tlen, hl, hd,
+                                     &drop, scratch);
+    } else if (cp_size(m) > 1) {     /* the ring over the CP group */
         rc = ptdp_ring_attention_forward(dev, m->mesh->cp_comm, a->y, a->probs, a->qkv, T, hl, hd,
                                          m->mesh->cp_zigzag, &drop);
-    else
+    } else {
         ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
+    }
     ptdp_free(dev, scratch);
     scratch = NULL;
     if (rc != 0)
         goto out;
-    if (m->recompute_attention && cp_size(m) == 1) {   /* selective: the T x T probabilities are not kept */
+    if (m->recompute_attention && cp_size(m) == 1) {   /* selective: the probabilities are not kept */
         ptdp_free(dev, a->probs);
         a->probs = NULL;
     }
     ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
     account(dev, what, ptdp_layernorm_flops_forward((size_t)Rl * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
-            attention_flops(m, acts->rows, hl, hd, false) + ptdp_matmul_flops(R, C, Cl), w0, false);
+            attention_flops(m, acts, acts->rows, hl, hd, false) + ptdp_matmul_flops(R, C, Cl), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, a->x2, part)) != 0)         /* g, or the sequence scatter */
         goto out;
     w0 = ptdp_wall_now();
@@ -392,7 +448,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
     ptdp_comm *tp = m->mesh->tp_comm;
-    const int C = c->hidden, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
+    const int C = c->hidden, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R), nb = sv->nblocks;
     int rc;
     sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
     if (sv->blocks == NULL)
@@ -413,7 +469,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         if ((rc = ptdp_tp_embedding_forward(tp, x, g->wte->w, row0, sv->tokens)) != 0)   /* g */
             return rc;
         w0 = ptdp_wall_now();
-        positions(m, g->wpe->w, x, acts->rows, false);
+        positions(m, acts, g->wpe->w, x, acts->rows, false);
         account(dev, "embed fwd", (double)R * C, w0, true);
     } else if (m->first_stage) {
         /* SP: each rank looks up its vocabulary rows for every token (zeros
@@ -430,7 +486,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             return rc;
         w0 = ptdp_wall_now();
         for (int i = 0; i < x.rows; i++)     /* each row at its global position */
-            ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, i), 1), 1);
+            ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, acts, i), 1), 1);
         account(dev, "embed fwd", (double)Rl * C, w0, true);
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
@@ -486,6 +542,8 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
     acts->labels = b->labels;
     acts->recompute = recompute;
     acts->alive = true;
+    acts->t0 = b->t0;
+    acts->tlen = b->tlen;
     ptdp_gpt_saved *sv = calloc(1, sizeof *sv);
     if (sv == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -493,30 +551,33 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
     sv->nblocks = m->layer_end - m->layer_begin;
     int rc;
     /* The stage input, kept: the tokens on stage 0 (this device's
-     * positions of them under CP), else the activation. */
-    const size_t n = (size_t)b->rows * local_T(m);
+     * positions of them under CP, the slice's with token slices), else the
+     * activation. */
+    const size_t n = (size_t)b->rows * local_T(m, acts);
+    const int bcols = ptdp_batch_boundary_cols(m, b);
     if (m->first_stage) {
         int64_t *tokens = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *tokens, PTDP_MEM_ACTS, "acts.tokens");
         if (tokens == NULL)
             return PTDP_ENOMEM;
-        take_positions(m, tokens, b->tokens, b->rows);
+        take_positions(m, acts, tokens, b->tokens, b->rows);
         sv->tokens = tokens;
     } else {
-        if ((rc = act(dev, &sv->input, "acts.input", b->rows, m->boundary_cols)) != 0)
+        if ((rc = act(dev, &sv->input, "acts.input", b->rows, bcols)) != 0)
             return rc;
         ptdp_tensor_copy(sv->input, input);
     }
-    /* Under CP the loss is this device's tokens' share: their labels. */
-    if (cp_size(m) > 1 && b->labels != NULL) {
+    /* Under CP (or a token slice) the loss is this device's tokens' share:
+     * their labels. */
+    if ((cp_size(m) > 1 || sliced(acts)) && b->labels != NULL) {
         if ((sv->labels = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *sv->labels, PTDP_MEM_ACTS, "acts.labels")) == NULL)
             return PTDP_ENOMEM;
-        take_positions(m, sv->labels, b->labels, b->rows);
+        take_positions(m, acts, sv->labels, b->labels, b->rows);
         acts->labels = sv->labels;
     }
     if ((rc = stage_forward(dev, m, acts, sv)) != 0)
         return rc;
     if (!m->last_stage && out != NULL)
-        ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, m->boundary_cols));
+        ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, bcols));
     if (recompute)
         free_computed(dev, sv);
     return PTDP_OK;
@@ -555,7 +616,7 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     const ptdp_gpt *g = m->impl;
     const ptdp_gpt_block *w = &g->blocks[i];
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R);
+    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
@@ -610,19 +671,34 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
         if ((rc = ptdp_ring_attention_backward(dev, m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs, T,
                                                hl, hd, m->mesh->cp_zigzag, &drop)) != 0)
             return rc;
+    } else if (sliced(acts)) {       /* TeraPipe: the cache's keys, their gradients added into it */
+        ptdp_gpt_kv *kv = ptdp_gpt_kv_get(dev, m, acts);
+        if (kv == NULL)
+            return PTDP_EINVAL;
+        const int q0 = acts->t0, q1 = acts->t0 + acts->tlen;
+        if (probs == NULL) {
+            if ((probs = act_reals(dev, (size_t)acts->rows * hl * (q1 - q0) * q1, "grad.probs")) == NULL)
+                return PTDP_ENOMEM;
+            ptdp_attention_forward_slice(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, kv->qkv[i], T, q0, q1, hl,
+                                         hd, &drop, s->att);
+            redo = attention_flops(m, acts, acts->rows, hl, hd, false);
+        }
+        ptdp_attention_backward_slice(kv->dqkv[i], s->dy, kv->qkv[i], probs, T, q0, q1, hl, hd, &drop, true,
+                                      s->att);
+        slice_rows(kv->dqkv[i], s->dqkv, acts, false);    /* complete: later slices ran first */
     } else if (probs == NULL) {
         if ((probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "grad.probs")) == NULL)
             return PTDP_ENOMEM;
         ptdp_attention_forward(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, a->qkv, T, hl, hd, &drop, s->att);
         redo = ptdp_attention_flops_forward(acts->rows, T, hl, hd);
     }
-    if (cp_size(m) == 1)
+    if (cp_size(m) == 1 && !sliced(acts))
         ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
     if (probs != a->probs)
         ptdp_free(dev, probs);
     ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
     account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
-            redo + attention_flops(m, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl),
+            redo + attention_flops(m, acts, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl),
             w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
@@ -640,7 +716,7 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     const ptdp_gpt *g = m->impl;
     ptdp_gpt_saved *sv = acts->saved;
     const int T = c->seq_len, C = c->hidden, hl = g->heads_local, Cl = hl * (C / c->heads);
-    const int Fl = g->ffn_local, R = acts->rows * local_T(m), Rl = region_rows(m, R), nb = sv->nblocks;
+    const int Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R), nb = sv->nblocks;
     const bool sp = m->mesh->sp;
     ptdp_tensor dh = { 0 };
     scratch s = { 0 };
@@ -698,13 +774,21 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
         if ((rc = grad_into_tp(dev, m, acts, dh, &s, &dfull)) != 0)
             goto done;
         w0 = sp ? ptdp_wall_now() : w0;
-        positions(m, g->wpe->g, dfull, acts->rows, true);
+        positions(m, acts, g->wpe->g, dfull, acts->rows, true);
         ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dfull);
         account(dev, "embed bwd", 2.0 * R * C, w0, true);
     } else if (dx != NULL) {
-        ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, m->boundary_cols));
+        ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
     }
 done:
+    if (sliced(acts) && acts->t0 == 0) {     /* the sequences' last backward here */
+        ptdp_gpt *gm = m->impl;
+        for (ptdp_gpt_kv *kv = gm->kv; kv != NULL; kv = kv->next)
+            if (kv->first_sample == acts->first_sample) {
+                ptdp_gpt_kv_release(dev, m, kv);
+                break;
+            }
+    }
     ptdp_tensor_free(dev, &dh);
     ptdp_tensor_free(dev, &s.tmp);
     ptdp_tensor_free(dev, &s.dln);

@@ -307,6 +307,7 @@ static void gpt_free(ptdp_device *dev, ptdp_model *m)
     ptdp_gpt *g = m->impl;
     if (g == NULL)
         return;
+    ptdp_gpt_kv_free_all(dev, m);
     ptdp_comm_free(g->emb);
     ptdp_free(dev, g->corpus);
     free(g->blocks);

@@ -29,6 +29,19 @@
  *     dS[t][s] = P[t][s] (dP[t][s] − sum_s' P[t][s'] dP[t][s'])  (softmax')
  *     dQ = dS K / sqrt(hd)  dK = dS^T Q / sqrt(hd)                (GEMMs)
  *
+ * TeraPipe's token slices (pp.h) run the same for the queries of one slice
+ * [q0, q1) against every key before them, [0, q1): S is (q1 - q0) x q1,
+ * the earlier slices' keys and values come from a cache of the whole
+ * sequence, and their gradients are added into it (the slices' backwards
+ * run last slice first, so a slice's keys have every later query's share
+ * by the time its own backward reads them):
+ *
+ *          keys 0 .. q1-1 →
+ *     q0 ┌──────────┬───┐        rows: this slice's queries
+ *        │██████████│█  │        left: the keys of earlier slices (cached)
+ *     q1 │██████████│███│        right: its own, causal
+ *        └──────────┴───┘
+ *
  * The dropout mask is counter-based (rng.h), keyed by GLOBAL indices —
  * the sample, the head among all nh heads, the query and the key — so a TP
  * rank with heads 4..7 drops exactly what one device drops for those heads,
@@ -55,9 +68,9 @@ static ptdp_tensor head_view(ptdp_tensor t, int r0, int T, int c0, int hd)
     return (ptdp_tensor){ .data = ptdp_at(t, r0, c0), .rows = T, .cols = hd, .stride = t.stride };
 }
 
-static ptdp_tensor square(ptdp_real *data, int T)
+static ptdp_tensor matrix(ptdp_real *data, int rows, int cols)
 {
-    return (ptdp_tensor){ .data = data, .rows = T, .cols = T, .stride = T };
+    return (ptdp_tensor){ .data = data, .rows = rows, .cols = cols, .stride = cols };
 }
 
 bool ptdp_attn_dropout_kept(const ptdp_attn_dropout *d, int64_t sample, int head, int T, int t, int s)
@@ -67,23 +80,26 @@ bool ptdp_attn_dropout_kept(const ptdp_attn_dropout *d, int64_t sample, int head
     return ptdp_rng_uniform(d->key, index) >= d->p;
 }
 
-/* dst = dropout(src) on the causal part (s <= t); dst may be src. */
-static void drop(ptdp_real *dst, const ptdp_real *src, int T, const ptdp_attn_dropout *d,
-                 int64_t sample, int head)
+/* dst = dropout(src) for queries q0 .. q0 + rows - 1 (row i is position
+ * q0 + i) against keys 0 .. cols - 1, on the causal part (s <= q0 + i), the
+ * future set to 0; dst may be src. */
+static void drop(ptdp_real *dst, const ptdp_real *src, int rows, int cols, int q0, int T,
+                 const ptdp_attn_dropout *d, int64_t sample, int head)
 {
     const ptdp_real scale = (ptdp_real)(1.0 / (1.0 - d->p));
-    for (int t = 0; t < T; t++)
-        for (int s = 0; s <= t; s++) {
-            size_t k = (size_t)t * T + s;
-            dst[k] = ptdp_attn_dropout_kept(d, sample, head, T, t, s) ? src[k] * scale : 0;
+    for (int i = 0; i < rows; i++)
+        for (int s = 0; s < cols; s++) {
+            size_t k = (size_t)i * cols + s;
+            dst[k] = s <= q0 + i && ptdp_attn_dropout_kept(d, sample, head, T, q0 + i, s) ? src[k] * scale : 0;
         }
 }
 
-/* Row t of S becomes softmax over s <= t; the rest of the row is 0. */
-static void causal_softmax(ptdp_real *S, int T)
+/* Row i of S (query q0 + i) becomes softmax over s <= q0 + i; the rest 0. */
+static void causal_softmax(ptdp_real *S, int rows, int cols, int q0)
 {
-    for (int t = 0; t < T; t++) {
-        ptdp_real *row = S + (size_t)t * T;
+    for (int i = 0; i < rows; i++) {
+        ptdp_real *row = S + (size_t)i * cols;
+        const int t = q0 + i;
         ptdp_real max = row[0];
         for (int s = 1; s <= t; s++)
             max = row[s] > max ? row[s] : max;
@@ -95,40 +111,105 @@ static void causal_softmax(ptdp_real *S, int T)
         const ptdp_real inv = (ptdp_real)(1.0 / sum);
         for (int s = 0; s <= t; s++)
             row[s] *= inv;
-        for (int s = t + 1; s < T; s++)
+        for (int s = t + 1; s < cols; s++)
             row[s] = 0;
     }
 }
 
-void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads,
-                            int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
+/* The queries of a slice [q0, q1) see the keys [0, q1): the whole sequence
+ * is the slice q0 = 0, q1 = T, and then every matrix below is T x T. */
+void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                  int heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
 {
-    const int width = heads * hd;
-    if (!PTDP_REQUIRE(qkv.cols == 3 * width && y.cols == width && y.rows == qkv.rows && T > 0 &&
-                      qkv.rows % T == 0, "qkv %d x %d, y %d x %d, T %d, %d heads of %d", qkv.rows, qkv.cols,
-                      y.rows, y.cols, T, heads, hd))
+    const int width = heads * hd, Tq = q1 - q0, Tk = q1;
+    if (!PTDP_REQUIRE(qkv.cols == 3 * width && y.cols == width && T > 0 && qkv.rows % T == 0 &&
+                      0 <= q0 && q0 < q1 && q1 <= T && y.rows == qkv.rows / T * Tq,
+                      "qkv %d x %d, y %d x %d, T %d, queries [%d, %d), %d heads of %d", qkv.rows, qkv.cols,
+                      y.rows, y.cols, T, q0, q1, heads, hd))
         return;
     const int B = qkv.rows / T;
     const double scale = 1.0 / sqrt((double)hd);
     const bool dropping = dropout != NULL && dropout->p > 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < heads; h++) {
-            ptdp_tensor q = head_view(qkv, b * T, T, h * hd, hd);
-            ptdp_tensor k = head_view(qkv, b * T, T, width + h * hd, hd);
-            ptdp_tensor v = head_view(qkv, b * T, T, 2 * width + h * hd, hd);
-            ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)T * T;
-            ptdp_matmul(square(P, T), q, false, k, true, scale, 0.0);       /* S = Q K^T / sqrt(hd) */
-            causal_softmax(P, T);
+            ptdp_tensor q = head_view(qkv, b * T + q0, Tq, h * hd, hd);
+            ptdp_tensor k = head_view(qkv, b * T, Tk, width + h * hd, hd);
+            ptdp_tensor v = head_view(qkv, b * T, Tk, 2 * width + h * hd, hd);
+            ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)Tq * Tk;
+            ptdp_matmul(matrix(P, Tq, Tk), q, false, k, true, scale, 0.0);   /* S = Q K^T / sqrt(hd) */
+            causal_softmax(P, Tq, Tk, q0);
             const ptdp_real *D = P;
-            if (dropping) {
-                drop(scratch, P, T, dropout, dropout->sample0 + b, dropout->head0 + h);
-                for (int t = 0; t < T; t++)          /* the masked-out future stays 0 */
-                    for (int s = t + 1; s < T; s++)
-                        scratch[(size_t)t * T + s] = 0;
+            if (dropping) {              /* the masked-out future stays 0 */
+                drop(scratch, P, Tq, Tk, q0, T, dropout, dropout->sample0 + b, dropout->head0 + h);
                 D = scratch;
             }
-            ptdp_matmul(head_view(y, b * T, T, h * hd, hd), square((ptdp_real *)D, T), false, v, false,
+            ptdp_matmul(head_view(y, b * Tq, Tq, h * hd, hd), matrix((ptdp_real *)D, Tq, Tk), false, v, false,
                         1.0, 0.0);                                          /* Y = D V */
+        }
+}
+
+void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads,
+                            int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
+{
+    ptdp_attention_forward_slice(y, probs, qkv, T, 0, T, heads, hd, dropout, scratch);
+}
+
+void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                                   int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
+                                   bool accumulate_kv, ptdp_real *scratch)
+{
+    const int width = heads * hd, Tq = q1 - q0, Tk = q1;
+    if (!PTDP_REQUIRE(qkv.cols == 3 * width && dqkv.cols == 3 * width && dqkv.rows == qkv.rows &&
+                      dy.cols == width && T > 0 && qkv.rows % T == 0 && 0 <= q0 && q0 < q1 && q1 <= T &&
+                      dy.rows == qkv.rows / T * Tq,
+                      "qkv %d x %d, dqkv %d x %d, dy %d x %d, T %d, queries [%d, %d), %d heads of %d", qkv.rows,
+                      qkv.cols, dqkv.rows, dqkv.cols, dy.rows, dy.cols, T, q0, q1, heads, hd))
+        return;
+    const int B = qkv.rows / T;
+    const double scale = 1.0 / sqrt((double)hd), beta = accumulate_kv ? 1.0 : 0.0;
+    const bool dropping = dropout != NULL && dropout->p > 0;
+    ptdp_real *dP = scratch, *D = scratch + (size_t)Tq * Tk;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < heads; h++) {
+            ptdp_tensor q = head_view(qkv, b * T + q0, Tq, h * hd, hd);
+            ptdp_tensor k = head_view(qkv, b * T, Tk, width + h * hd, hd);
+            ptdp_tensor v = head_view(qkv, b * T, Tk, 2 * width + h * hd, hd);
+            ptdp_tensor dq = head_view(dqkv, b * T + q0, Tq, h * hd, hd);
+            ptdp_tensor dk = head_view(dqkv, b * T, Tk, width + h * hd, hd);
+            ptdp_tensor dv = head_view(dqkv, b * T, Tk, 2 * width + h * hd, hd);
+            ptdp_tensor dyh = head_view(dy, b * Tq, Tq, h * hd, hd);
+            const ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)Tq * Tk;
+            const int64_t sample = dropping ? dropout->sample0 + b : 0;
+            const int head = dropping ? dropout->head0 + h : 0;
+
+            /* dV = D^T dY, with D the dropped probabilities (made again) */
+            const ptdp_real *Dh = P;
+            if (dropping) {
+                drop(D, P, Tq, Tk, q0, T, dropout, sample, head);
+                Dh = D;
+            }
+            ptdp_matmul(dv, matrix((ptdp_real *)Dh, Tq, Tk), true, dyh, false, 1.0, beta);
+            /* dD = dY V^T, then back through the dropout: dP */
+            ptdp_matmul(matrix(dP, Tq, Tk), dyh, false, v, true, 1.0, 0.0);
+            if (dropping)
+                drop(dP, dP, Tq, Tk, q0, T, dropout, sample, head);
+            /* softmax': dS = P (dP − rowsum(P dP)), in place over dP */
+            for (int i = 0; i < Tq; i++) {
+                const int t = q0 + i;
+                const ptdp_real *pr = P + (size_t)i * Tk;
+                ptdp_real *gr = dP + (size_t)i * Tk;
+                double dot = 0;
+                for (int s = 0; s <= t; s++)
+                    dot += (double)pr[s] * gr[s];
+                const ptdp_real d = (ptdp_real)dot;
+                for (int s = 0; s <= t; s++)
+                    gr[s] = pr[s] * (gr[s] - d);
+                for (int s = t + 1; s < Tk; s++)
+                    gr[s] = 0;
+            }
+            /* dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd) */
+            ptdp_matmul(dq, matrix(dP, Tq, Tk), false, k, false, scale, 0.0);
+            ptdp_matmul(dk, matrix(dP, Tq, Tk), true, q, false, scale, beta);
         }
 }
 
@@ -136,60 +217,7 @@ void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, 
                              int T, int heads, int hd, const ptdp_attn_dropout *dropout,
                              ptdp_real *scratch)
 {
-    const int width = heads * hd;
-    if (!PTDP_REQUIRE(qkv.cols == 3 * width && dqkv.cols == 3 * width && dqkv.rows == qkv.rows &&
-                      dy.cols == width && dy.rows == qkv.rows && T > 0 && qkv.rows % T == 0,
-                      "qkv %d x %d, dqkv %d x %d, dy %d x %d, T %d, %d heads of %d", qkv.rows, qkv.cols,
-                      dqkv.rows, dqkv.cols, dy.rows, dy.cols, T, heads, hd))
-        return;
-    const int B = qkv.rows / T;
-    const double scale = 1.0 / sqrt((double)hd);
-    const bool dropping = dropout != NULL && dropout->p > 0;
-    ptdp_real *dP = scratch, *D = scratch + (size_t)T * T;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < heads; h++) {
-            ptdp_tensor q = head_view(qkv, b * T, T, h * hd, hd);
-            ptdp_tensor k = head_view(qkv, b * T, T, width + h * hd, hd);
-            ptdp_tensor v = head_view(qkv, b * T, T, 2 * width + h * hd, hd);
-            ptdp_tensor dq = head_view(dqkv, b * T, T, h * hd, hd);
-            ptdp_tensor dk = head_view(dqkv, b * T, T, width + h * hd, hd);
-            ptdp_tensor dv = head_view(dqkv, b * T, T, 2 * width + h * hd, hd);
-            ptdp_tensor dyh = head_view(dy, b * T, T, h * hd, hd);
-            const ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)T * T;
-            const int64_t sample = dropping ? dropout->sample0 + b : 0;
-            const int head = dropping ? dropout->head0 + h : 0;
-
-            /* dV = D^T dY, with D the dropped probabilities (made again) */
-            const ptdp_real *Dh = P;
-            if (dropping) {
-                drop(D, P, T, dropout, sample, head);
-                for (int t = 0; t < T; t++)
-                    for (int s = t + 1; s < T; s++)
-                        D[(size_t)t * T + s] = 0;
-                Dh = D;
-            }
-            ptdp_matmul(dv, square((ptdp_real *)Dh, T), true, dyh, false, 1.0, 0.0);
-            /* dD = dY V^T, then back through the dropout: dP */
-            ptdp_matmul(square(dP, T), dyh, false, v, true, 1.0, 0.0);
-            if (dropping)
-                drop(dP, dP, T, dropout, sample, head);
-            /* softmax': dS = P (dP − rowsum(P dP)), in place over dP */
-            for (int t = 0; t < T; t++) {
-                const ptdp_real *pr = P + (size_t)t * T;
-                ptdp_real *gr = dP + (size_t)t * T;
-                double dot = 0;
-                for (int s = 0; s <= t; s++)
-                    dot += (double)pr[s] * gr[s];
-                const ptdp_real d = (ptdp_real)dot;
-                for (int s = 0; s <= t; s++)
-                    gr[s] = pr[s] * (gr[s] - d);
-                for (int s = t + 1; s < T; s++)
-                    gr[s] = 0;
-            }
-            /* dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd) */
-            ptdp_matmul(dq, square(dP, T), false, k, false, scale, 0.0);
-            ptdp_matmul(dk, square(dP, T), true, q, false, scale, 0.0);
-        }
+    ptdp_attention_backward_slice(dqkv, dy, qkv, probs, T, 0, T, heads, hd, dropout, false, scratch);
 }
 
 /* Per sequence and head: the two GEMMs (4 T T hd) and the softmax (about
@@ -204,4 +232,10 @@ double ptdp_attention_flops_forward(int batch, int T, int heads, int hd)
 double ptdp_attention_flops_backward(int batch, int T, int heads, int hd)
 {
     return (double)batch * heads * (8.0 * T * T * hd + 4.0 * T * T);
+}
+
+double ptdp_attention_flops_slice(int batch, int q0, int q1, int heads, int hd, bool backward)
+{
+    const double scores = (double)(q1 - q0) * q1;
+    return (double)batch * heads * scores * (backward ? 8.0 * hd + 4 : 4.0 * hd + 5);
 }

@@ -207,6 +207,13 @@ int ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
     return PTDP_OK;
 }
 
+int ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b)
+{
+    if (b->tlen <= 0 || m->input_cols <= 0)
+        return m->boundary_cols;
+    return (int)((long long)m->boundary_cols * b->tlen / m->input_cols);
+}
+
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b)
 {
     ptdp_tensor_free(dev, &b->x);
