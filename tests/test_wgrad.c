@@ -167,7 +167,7 @@ static int gemm_device(ptdp_device *dev, void *arg)
         dw1.data[i] = dw2.data[i] = (ptdp_real)(0.01 * i);
     DEVICE_TRY(ptdp_wgrad_gemm(dev, NULL, dw1, dy, x, 0, "now"));
     ptdp_wgrad w;
-    ptdp_wgrad_init(&w, NULL);
+    ptdp_wgrad_init(&w, NULL, 0);
     DEVICE_TRY(ptdp_wgrad_gemm(dev, &w, dw2, dy, x, 120, "later"));
     DEVICE_CHECK(dev, w.pending && w.n == 1 && w.bytes == ptdp_wgrad_linear_bytes(5, 3, 4), "bytes %zu", w.bytes);
     DEVICE_CHECK(dev, dw2.data[5] == (ptdp_real)0.05, "recorded, not run");

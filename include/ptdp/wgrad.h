@@ -78,6 +78,7 @@ typedef struct {
 typedef struct ptdp_wgrad {
     ptdp_real *const *base;   /* the gradient buffer the records point into
                                  (&model->flat_g), or NULL                      */
+    size_t base_len;          /* its elements                                   */
     int n, cap;
     ptdp_wgrad_item *items;   /* host bookkeeping                               */
     size_t bytes;             /* arena bytes held for W now                     */
@@ -86,8 +87,9 @@ typedef struct ptdp_wgrad {
     bool pending;             /* recorded by a B, not yet run by its W          */
 } ptdp_wgrad;
 
-/* An empty sink whose records point into *base (may be NULL: raw pointers). */
-void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base);
+/* An empty sink whose records point into the base_len elements at *base
+ * (base may be NULL: raw pointers). */
+void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base, size_t base_len);
 
 /* dw += dy^T x: now if w is NULL (the unsplit backward), else recorded with
  * copies of dy and x.  `flops` is what W charges when it runs the product

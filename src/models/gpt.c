@@ -39,6 +39,12 @@
  * its backward.  With recompute a micro-batch keeps only its stage input
  * and runs the forward again inside its backward (the dropout masks are
  * counter-based, so the second forward is the first).
+ *
+ * Split backward (zero-bubble schedules, wgrad.h): ptdp_gpt_backward_input
+ * with a sink records the four dW products of every block, the head's and
+ * the embedding's scatter-add for a later W; the LayerNorms', the biases'
+ * and wpe's gradients (sums over rows) stay in B, and so does attention's
+ * T^2 work: the GPT's B costs more than its W, unlike the MLP's.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,6 +20,16 @@
  * at the end of its backward.  With recompute it keeps only the stage input and runs the
  * forward again inside the backward (the masks of dropout are regenerated
  * from the counter-based generator, so the recomputed forward is the same).
+ *
+ * Split backward (zero-bubble schedules, wgrad.h): ptdp_mlp_backward_input
+ * with a sink runs all of the above but the dW += dY^T X product of every
+ * linear layer (two a block, and the input and output layers'), which it
+ * records with copies of dY and X for the later W; the biases' column sums
+ * stay in B.
+ * Per linear layer a block's F, B and W are one product each:
+ *
+ *   fc1  F: h A^T     B: dA_out A  (dX)    W: dA_out^T h    2 rows h ffn/tp flops each
+ *   fc2  F: g B^T     B: dz B      (dX)    W: dz^T g        2 rows h ffn/tp flops each
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -25,10 +25,11 @@
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
 
-void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base)
+void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base, size_t base_len)
 {
     memset(w, 0, sizeof *w);
     w->base = base;
+    w->base_len = base_len;
 }
 
 size_t ptdp_wgrad_linear_bytes(int rows, int in, int out)
@@ -73,7 +74,7 @@ static ptdp_wgrad_item *next_item(ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor d
     memset(it, 0, sizeof *it);
     /* Where dW lives: an offset into the model's gradient buffer, which
      * ZeRO-2 may replace between B and W; a raw pointer without one. */
-    if (w->base != NULL && *w->base != NULL && dw.data >= *w->base)
+    if (w->base != NULL && *w->base != NULL && dw.data >= *w->base && dw.data < *w->base + w->base_len)
         it->offset = (size_t)(dw.data - *w->base);
     else
         it->raw = dw.data;

@@ -240,7 +240,7 @@ int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, 
     if (m->ops->backward_input == NULL)
         return ptdp_fail(dev, PTDP_EINVAL, "model %s cannot split its backward into B and W", m->ops->name);
     size_t *held = w->held, *peak = w->peak;   /* the caller's stage-wide count */
-    ptdp_wgrad_init(w, &m->flat_g);
+    ptdp_wgrad_init(w, &m->flat_g, m->numel);
     w->held = held;
     w->peak = peak;
     return m->ops->backward_input(dev, m, acts, dout, loss_scale, dx, w);
