@@ -179,6 +179,9 @@ int ptdp_wgrad_run(ptdp_device *dev, ptdp_wgrad *w)
 {
     for (int k = 0; k < w->n; k++) {
         ptdp_wgrad_item *it = &w->items[k];
+        if (it->raw == NULL && *w->base == NULL)   /* ZeRO-2 gave B a bucket but not W */
+            return ptdp_fail(dev, PTDP_EINVAL, "device %d: W of %s: the gradient buffer is gone "
+                             "(its buffer must be given around W as around B)", dev->rank, it->what);
         ptdp_real *data = it->raw != NULL ? it->raw : *w->base + it->offset;
         ptdp_tensor dw = { .data = data, .rows = it->rows, .cols = it->cols, .stride = it->stride };
         double w0 = ptdp_wall_now();
