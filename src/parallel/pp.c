@@ -172,6 +172,7 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
             rc = st->backward_end(dev, st->optimizer_ctx);
         ptdp_tensor_free(dev, &b->dout);
         ptdp_batch_free(dev, &b->data);
+        --*alive;   /* its activations are gone; W's operands are counted apart */
         return rc;
     case PTDP_ACT_BACKWARD_WEIGHT:
         if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
@@ -179,7 +180,6 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
         rc = ptdp_model_backward_weight(dev, m, &b->wgrad);
         if (rc == 0 && st->backward_end != NULL)
             rc = st->backward_end(dev, st->optimizer_ctx);
-        --*alive;   /* the micro-batch's last bytes (W's operands) are gone */
         return rc;
     case PTDP_ACT_SEND_BACKWARD:
         rc = ptdp_send(pp, b->dx.data, ptdp_tensor_numel(b->dx), PTDP_REAL, a->peer, tag_of(a->mb, 1));
