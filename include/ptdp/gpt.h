@@ -177,5 +177,10 @@ int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
 int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                        double loss_scale, ptdp_tensor *dx);
 void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+/* The backward with its weight-gradient products recorded in w (wgrad.h),
+ * or run at once if w is NULL (= ptdp_gpt_backward): the table's
+ * backward_input. */
+int  ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                             double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
 
 #endif

@@ -45,6 +45,7 @@
 #include "device.h"
 #include "mesh.h"
 #include "tensor.h"
+#include "wgrad.h"
 
 /* The models ptdp has (models.h maps each to its implementation). */
 typedef enum { PTDP_MODEL_MLP = 0, PTDP_MODEL_GPT, PTDP_MODEL_COUNT } ptdp_model_kind;
@@ -205,6 +206,12 @@ typedef struct ptdp_model_ops {
      * different times, and a collective between them in the middle of the
      * pipeline would wait for a stage that waits for it. */
     int  (*sync_gradients)(ptdp_device *dev, ptdp_model *m);
+    /* Optional (NULL: the model's backward cannot be split).  backward
+     * without the weight-gradient products of its linear layers, which it
+     * records in w instead (wgrad.h) for ptdp_model_backward_weight; with
+     * w NULL, exactly backward. */
+    int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                           double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
 } ptdp_model_ops;
 
 struct ptdp_model {
@@ -287,6 +294,16 @@ int  ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const 
 int  ptdp_model_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                          double loss_scale, ptdp_tensor *dx);
 void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+/* The backward split in two for zero-bubble schedules (wgrad.h).
+ * _input ("B"): everything ptdp_model_backward does — dx, the bias and
+ * LayerNorm gradients, freeing the activations — except the weight
+ * gradients dW += dY^T X, recorded in w (initialised here) with copies of
+ * their operands.  _weight ("W"): runs them, in order, into m's gradient
+ * views and frees the copies.  B then W adds the bits ptdp_model_backward
+ * adds.  PTDP_EINVAL if the model cannot split its backward. */
+int  ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                               double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
+int  ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w);
 
 /* ---- the whole model from its shards ---- */
 /* Whether this device's copy of p counts in a whole-model sum (the gradient

@@ -13,6 +13,8 @@
  *       case RECV_BACKWARD: receive the gradient of mb's output from stage + 1
  *       case BACKWARD:      run my blocks backward on mb, free its activations
  *       case SEND_BACKWARD: send the gradient of mb's input to stage - 1
+ *       case BACKWARD_INPUT:  "B": the backward but the weight gradients
+ *       case BACKWARD_WEIGHT: "W": those, from what B kept (wgrad.h)
  *       case OPTIMIZER_STEP: the caller's step (DP all-reduce, optimizer)
  *       }
  *
@@ -50,6 +52,9 @@ typedef struct {
     void *optimizer_ctx;
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
     int peak_in_flight;        /* out: most micro-batches alive at once          */
+    size_t wgrad_bytes;        /* split backward (BACKWARD_INPUT / _WEIGHT):
+                                  bytes B keeps for W now (wgrad.h)            */
+    size_t wgrad_peak_bytes;   /* out: their most at once this step              */
 } ptdp_pp_step;
 
 /* Run this stage's list of st->schedule.  Returns 0; PTDP_EINVAL if the

@@ -39,6 +39,12 @@
  * its backward.  With recompute a micro-batch keeps only its stage input
  * and runs the forward again inside its backward (the dropout masks are
  * counter-based, so the second forward is the first).
+ *
+ * Split backward (zero-bubble schedules, wgrad.h): ptdp_gpt_backward_input
+ * with a sink records the four dW products of every block, the head's and
+ * the embedding's scatter-add for a later W; the LayerNorms', the biases'
+ * and wpe's gradients (sums over rows) stay in B, and so does attention's
+ * T^2 work: the GPT's B costs more than its W, unlike the MLP's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +57,7 @@
 #include "ptdp/rng.h"
 #include "ptdp/sp.h"
 #include "ptdp/tp.h"
+#include "ptdp/wgrad.h"
 
 #define LN_EPS 1e-5
 
@@ -68,6 +75,12 @@ static void account(ptdp_device *dev, const char *what, double flops, double w0,
     if (edge && dev->profile != NULL && dev->profile->ideal)
         flops = 0;
     ptdp_compute(dev, what, flops, w0);
+}
+
+/* What a deferred weight-gradient product charges when W runs it (wgrad.h). */
+static double w_cost(const ptdp_device *dev, double flops, bool edge)
+{
+    return edge && dev->profile != NULL && dev->profile->ideal ? 0 : flops;
 }
 
 /* Every activation and scratch tensor here is an op's output, written whole
@@ -610,7 +623,7 @@ static int grad_into_tp(ptdp_device *dev, const ptdp_model *m, const ptdp_acts *
 /* One block, right to left: dh (region rows x C) is the gradient of the
  * block's output on entry and of its input on return. */
 static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, int i,
-                          ptdp_gpt_block_acts *a, ptdp_tensor dh, scratch *s)
+                          ptdp_gpt_block_acts *a, ptdp_tensor dh, scratch *s, ptdp_wgrad *wg)
 {
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
@@ -620,6 +633,12 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
+    char wwhat[32];
+    snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
+    /* The four dW products (c_fc, its c_proj, c_attn, its c_proj): charged
+     * here when they run here, by W when recorded for it. */
+    const double dw_fc = ptdp_matmul_flops(Fl, C, R), dw_attn = ptdp_matmul_flops(3 * Cl, C, R);
+    const double dw_proj = ptdp_matmul_flops(C, Cl, R), now = wg == NULL ? 1.0 : 0.0;
     int rc;
 
     /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
@@ -633,11 +652,16 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     if ((rc = grad_into_tp(dev, m, acts, dm, s, &dm)) != 0)           /* SP: sequence gather */
         return rc;
     w0 = m->mesh->sp ? ptdp_wall_now() : w0;
-    ptdp_tp_row_linear_backward(&s->dff, w->fc_proj_w->g, &w->fc_proj_b->g, dm, a->gelu, w->fc_proj_w->w);
+    /* row-parallel c_proj (g's backward is the identity), then c_fc */
+    if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dff, w->fc_proj_w->g, &w->fc_proj_b->g, dm, a->gelu,
+                                         w->fc_proj_w->w, false, dw_fc, wwhat)) != 0)
+        return rc;
     ptdp_gelu_backward(s->dff, s->dff, a->fc);
-    ptdp_linear_backward(&s->dln, w->fc_w->g, &w->fc_b->g, s->dff, a->ln2, w->fc_w->w, false);
+    if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dln, w->fc_w->g, &w->fc_b->g, s->dff, a->ln2, w->fc_w->w,
+                                         false, dw_fc, wwhat)) != 0)
+        return rc;
     account(dev, what, ptdp_linear_flops_backward(R, Fl, C) + ptdp_gelu_flops_backward((size_t)R * Fl) +
-            ptdp_linear_flops_backward(R, C, Fl), w0, false);
+            ptdp_linear_flops_backward(R, C, Fl) - (1 - now) * 2 * dw_fc, w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
@@ -654,7 +678,9 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     }
     if ((rc = grad_into_tp(dev, m, acts, dout, s, &dout)) != 0)       /* SP: sequence gather */
         return rc;
-    ptdp_tp_row_linear_backward(&s->dy, w->proj_w->g, &w->proj_b->g, dout, a->y, w->proj_w->w);
+    if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dy, w->proj_w->g, &w->proj_b->g, dout, a->y, w->proj_w->w,
+                                         false, dw_proj, wwhat)) != 0)   /* row-parallel */
+        return rc;
     ptdp_attn_dropout drop = {
         .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
         .head0 = m->mesh->tp_rank * hl, .heads_total = c->heads,
@@ -696,10 +722,12 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
         ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
     if (probs != a->probs)
         ptdp_free(dev, probs);
-    ptdp_linear_backward(&s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1, w->attn_w->w, false);
+    if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1,
+                                         w->attn_w->w, false, dw_attn, wwhat)) != 0)
+        return rc;
     account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
-            redo + attention_flops(m, acts, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl),
-            w0, false);
+            redo + attention_flops(m, acts, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl) -
+            (1 - now) * (dw_proj + dw_attn), w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
@@ -709,8 +737,13 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     return PTDP_OK;
 }
 
-int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                      double loss_scale, ptdp_tensor *dx)
+/* The backward of one micro-batch; with a sink wg the weight-gradient
+ * products (and the embedding's scatter-add, which a one-stage model's
+ * tied wte shares with the head's product) are recorded there for a later
+ * W (wgrad.h) and not charged here.  Biases, LayerNorms and wpe (sums over
+ * rows, cheap) stay here. */
+int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *wg)
 {
     const ptdp_model_config *c = &m->cfg;
     const ptdp_gpt *g = m->impl;
@@ -749,8 +782,12 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
         const int Vl = g->vocab_local;
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
                               sv->sumexp, loss_scale);
-        ptdp_linear_backward(&s.dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w, false);
-        account(dev, "head bwd", ptdp_xent_flops_backward(R, Vl) + 2 * ptdp_matmul_flops(R, Vl, C), w0, true);
+        const double dw = ptdp_matmul_flops(Vl, C, R);
+        if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s.dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w,
+                                             false, w_cost(dev, dw, true), "head wgrad")) != 0)
+            goto done;
+        account(dev, "head bwd", wg == NULL ? ptdp_xent_flops_backward(R, Vl) + 2 * ptdp_matmul_flops(R, Vl, C)
+                                            : ptdp_xent_flops_backward(R, Vl) + ptdp_matmul_flops(R, Vl, C), w0, true);
         if ((rc = grad_out_of_tp(dev, m, acts, s.dln_local, s.dln)) != 0)  /* f, or the sequence scatter */
             goto done;
         w0 = ptdp_wall_now();
@@ -762,7 +799,7 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     }
 
     for (int i = nb - 1; i >= 0; i--)
-        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s)) != 0)
+        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0)
             goto done;
 
     w0 = ptdp_wall_now();
@@ -775,8 +812,12 @@ int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
             goto done;
         w0 = sp ? ptdp_wall_now() : w0;
         positions(m, acts, g->wpe->g, dfull, acts->rows, true);
-        ptdp_tp_embedding_backward(g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens, dfull);
-        account(dev, "embed bwd", 2.0 * R * C, w0, true);
+        /* the vocab-parallel embedding's backward (tp.h): each rank adds
+         * into the rows it holds — a weight gradient, so W's if split */
+        if ((rc = ptdp_wgrad_embedding(dev, wg, g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local,
+                                       sv->tokens, dfull, w_cost(dev, (double)R * C, true), "embed wgrad")) != 0)
+            goto done;
+        account(dev, "embed bwd", wg == NULL ? 2.0 * R * C : (double)R * C, w0, true);
     } else if (dx != NULL) {
         ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
     }
@@ -801,4 +842,10 @@ done:
     ptdp_free(dev, s.att);
     ptdp_gpt_acts_free(dev, m, acts);
     return rc;
+}
+
+int ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                      double loss_scale, ptdp_tensor *dx)
+{
+    return ptdp_gpt_backward_input(dev, m, acts, dout, loss_scale, dx, NULL);
 }

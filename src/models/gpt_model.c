@@ -407,4 +407,5 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .backward = ptdp_gpt_backward,
     .acts_free = ptdp_gpt_acts_free,
     .sync_gradients = gpt_sync_gradients,
+    .backward_input = ptdp_gpt_backward_input,
 };

@@ -20,6 +20,16 @@
  * at the end of its backward.  With recompute it keeps only the stage input and runs the
  * forward again inside the backward (the masks of dropout are regenerated
  * from the counter-based generator, so the recomputed forward is the same).
+ *
+ * Split backward (zero-bubble schedules, wgrad.h): ptdp_mlp_backward_input
+ * with a sink runs all of the above but the dW += dY^T X product of every
+ * linear layer (two a block, and the input and output layers'), which it
+ * records with copies of dY and X for the later W; the biases' column sums
+ * stay in B.
+ * Per linear layer a block's F, B and W are one product each:
+ *
+ *   fc1  F: h A^T     B: dA_out A  (dX)    W: dA_out^T h    2 rows h ffn/tp flops each
+ *   fc2  F: g B^T     B: dz B      (dX)    W: dz^T g        2 rows h ffn/tp flops each
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +41,7 @@
 #include "ptdp/ops.h"
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
+#include "ptdp/wgrad.h"
 
 /* Dropout streams: one per block and place, keyed by global indices. */
 static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
@@ -40,14 +51,30 @@ static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
     return ptdp_rng_key(m->seed, name);
 }
 
-/* Account compute in the virtual clock.  Under the "ideal" profile the input
- * and output layers cost nothing, so pipeline stages are exactly uniform
- * and the textbook bubble formula holds to the last digit. */
-static void account(ptdp_device *dev, const char *what, double flops, double w0, bool edge_layer)
+/* Account compute in the virtual clock: the products (GEMMs) and the rest
+ * (biases, GELU, residuals).  Under the "ideal" profile only the blocks'
+ * products cost: the input and output layers and the element-wise work
+ * are free, so pipeline stages are exactly uniform and a block's forward,
+ * its backward's dX products ("B") and its dW products ("W") cost the
+ * same, 4 rows hidden ffn/tp flops each — the textbook F = B = W = 1 under
+ * which the bubble formulas hold to the last digit (1F1B's backward,
+ * B + W, stays 2 F). */
+static bool ideal(const ptdp_device *dev)
 {
-    if (edge_layer && dev->profile != NULL && dev->profile->ideal)
-        flops = 0;
+    return dev->profile != NULL && dev->profile->ideal;
+}
+
+static void account(ptdp_device *dev, const char *what, double gemm_flops, double other_flops, double w0,
+                    bool edge_layer)
+{
+    double flops = !ideal(dev) ? gemm_flops + other_flops : edge_layer ? 0 : gemm_flops;
     ptdp_compute(dev, what, flops, w0);
+}
+
+/* What a deferred dW product charges when W runs it (wgrad.h). */
+static double w_cost(const ptdp_device *dev, double gemm_flops, bool edge_layer)
+{
+    return edge_layer && ideal(dev) ? 0 : gemm_flops;
 }
 
 static int alloc_act(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
@@ -117,7 +144,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     double w0 = ptdp_wall_now();
     if (m->first_stage) {
         ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
-        account(dev, "in fwd", ptdp_linear_flops_forward(rows, c->d_in, hd), w0, true);
+        account(dev, "in fwd", ptdp_matmul_flops(rows, hd, c->d_in), (double)rows * hd, w0, true);
     } else {
         ptdp_tensor_copy(sv->h[0], sv->x);
     }
@@ -138,9 +165,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
         ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
         snprintf(what, sizeof what, "block %d fwd", layer);
-        account(dev, what, ptdp_linear_flops_forward(rows, hd, fl) +
-                ptdp_gelu_flops_forward((size_t)rows * fl) +
-                ptdp_matmul_flops(rows, hd, fl), w0, false);
+        account(dev, what, ptdp_matmul_flops(rows, fl, hd) + ptdp_matmul_flops(rows, hd, fl),
+                (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl), w0, false);
 
         /* g: the one all-reduce of the block's forward; bias after the sum. */
         if ((rc = ptdp_tp_reduce_from_region_forward(tp, h_out)) != 0)
@@ -149,7 +175,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_add_bias(h_out, b->fc2_b->w);
         ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
         ptdp_tensor_add(h_out, h_in);                                  /* the residual */
-        account(dev, what, 2.0 * rows * hd, w0, false);
+        account(dev, what, 0, 2.0 * rows * hd, w0, false);
     }
 
     if (m->last_stage) {
@@ -165,7 +191,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         }
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->h[nb], p->out_w->w, &p->out_b->w, NULL);
-        account(dev, "out fwd", ptdp_linear_flops_forward(rows, hd, cl), w0, true);
+        account(dev, "out fwd", ptdp_matmul_flops(rows, cl, hd), (double)rows * cl, w0, true);
         rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * cl, acts->labels,
                                   sv->rowmax, sv->sumexp, picked, &acts->loss_sum);
         ptdp_free(dev, picked);
@@ -204,8 +230,10 @@ int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
     return PTDP_OK;
 }
 
-int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                      double loss_scale, ptdp_tensor *dx)
+/* The backward of one micro-batch; with a sink w the dW products are
+ * recorded there for a later W (wgrad.h) and not charged here. */
+int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w)
 {
     const ptdp_model_config *c = &m->cfg;
     const ptdp_mlp *p = m->impl;
@@ -214,6 +242,8 @@ int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     int rows = acts->rows, nb = sv->nblocks, hd = c->hidden, fl = p->ffn_local, rc;
     int ff0 = m->mesh->tp_rank * fl;
     ptdp_tensor dh = { 0 }, tmp = { 0 }, dg = { 0 };
+    /* the dW products' flops, charged here only when they run here */
+    const double now = w == NULL ? 1.0 : 0.0;
 
     if (acts->recompute) {
         double loss = acts->loss_sum;   /* the first forward's, kept as is */
@@ -231,11 +261,14 @@ int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
         /* dlogits = (softmax - onehot) / B, then through the output layer;
          * its f backward all-reduces dh across the TP ranks' class slices. */
         int cl = p->classes_local;
+        double dw = ptdp_matmul_flops(cl, hd, rows);
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl,
                               acts->labels, sv->rowmax, sv->sumexp, loss_scale);
-        ptdp_linear_backward(&dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb], p->out_w->w, false);
-        account(dev, "out bwd", ptdp_linear_flops_backward(rows, hd, cl) +
-                ptdp_xent_flops_backward(rows, cl), w0, true);
+        if ((rc = ptdp_wgrad_linear_backward(dev, w, &dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
+                                             p->out_w->w, false, w_cost(dev, dw, true), "out wgrad")) != 0)
+            goto done;
+        account(dev, "out bwd", ptdp_matmul_flops(rows, hd, cl) + now * dw,
+                (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
     } else {
@@ -245,8 +278,10 @@ int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
     for (int i = nb - 1; i >= 0; i--) {
         const ptdp_mlp_block *b = &p->blocks[i];
         int layer = m->layer_begin + i;
-        char what[32];
+        char what[32], wwhat[32];
         snprintf(what, sizeof what, "block %d bwd", layer);
+        snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
+        double dw = ptdp_matmul_flops(hd, fl, rows);   /* each of fc1's and fc2's dW */
         w0 = ptdp_wall_now();
         /* z's gradient is dh through the output dropout (same mask). */
         ptdp_tensor dz = dh;
@@ -255,15 +290,19 @@ int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
             ptdp_tp_dropout(tmp, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
             dz = tmp;
         }
-        /* Row-parallel fc2: dg = dz B_r, dB_r += dz^T g, db += colsum dz — no communication. */
-        ptdp_tp_row_linear_backward(&dg, b->fc2_w->g, &b->fc2_b->g, dz, sv->g[i], b->fc2_w->w);
+        /* Row-parallel fc2 (g's backward is the identity): dg = dz B_r,
+         * dB_r += dz^T g, db += colsum dz — no communication. */
+        if ((rc = ptdp_wgrad_linear_backward(dev, w, &dg, b->fc2_w->g, &b->fc2_b->g, dz, sv->g[i], b->fc2_w->w,
+                                             false, w_cost(dev, dw, false), wwhat)) != 0)
+            goto done;
         ptdp_tp_dropout(dg, m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
         ptdp_gelu_backward(dg, dg, sv->a[i]);
         /* Column-parallel fc1: tmp = dg A_r here, summed over TP by f's backward. */
-        ptdp_linear_backward(&tmp, b->fc1_w->g, &b->fc1_b->g, dg, sv->h[i], b->fc1_w->w, false);
-        account(dev, what, ptdp_linear_flops_backward(rows, hd, fl) +
-                ptdp_linear_flops_backward(rows, fl, hd) +
-                ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
+        if ((rc = ptdp_wgrad_linear_backward(dev, w, &tmp, b->fc1_w->g, &b->fc1_b->g, dg, sv->h[i], b->fc1_w->w,
+                                             false, w_cost(dev, dw, false), wwhat)) != 0)
+            goto done;
+        account(dev, what, ptdp_matmul_flops(rows, fl, hd) + ptdp_matmul_flops(rows, hd, fl) + now * 2 * dw,
+                (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
             goto done;
         ptdp_tensor_add(dh, tmp);   /* the residual adds both paths */
@@ -271,9 +310,11 @@ int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
 
     w0 = ptdp_wall_now();
     if (m->first_stage) {
-        ptdp_linear_backward(NULL, p->in_w->g, &p->in_b->g, dh, sv->x, p->in_w->w, false);
-        account(dev, "in bwd", ptdp_linear_flops_backward(rows, c->d_in, hd) -
-                ptdp_matmul_flops(rows, c->d_in, hd), w0, true);
+        double dw = ptdp_matmul_flops(hd, c->d_in, rows);
+        if ((rc = ptdp_wgrad_linear_backward(dev, w, NULL, p->in_w->g, &p->in_b->g, dh, sv->x, p->in_w->w, false,
+                                             w_cost(dev, dw, true), "in wgrad")) != 0)
+            goto done;
+        account(dev, "in bwd", now * dw, (double)rows * hd, w0, true);
     } else if (dx != NULL) {
         ptdp_tensor_copy(*dx, dh);
     }
@@ -283,4 +324,10 @@ done:
     ptdp_tensor_free(dev, &dg);
     ptdp_mlp_acts_free(dev, m, acts);
     return rc;
+}
+
+int ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                      double loss_scale, ptdp_tensor *dx)
+{
+    return ptdp_mlp_backward_input(dev, m, acts, dout, loss_scale, dx, NULL);
 }

@@ -209,4 +209,5 @@ const ptdp_model_ops ptdp_mlp_ops = {
     .forward = ptdp_mlp_forward,
     .backward = ptdp_mlp_backward,
     .acts_free = ptdp_mlp_acts_free,
+    .backward_input = ptdp_mlp_backward_input,
 };

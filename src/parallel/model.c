@@ -241,6 +241,24 @@ void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
     acts->alive = false;
 }
 
+int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
+                              double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w)
+{
+    if (m->ops->backward_input == NULL)
+        return ptdp_fail(dev, PTDP_EINVAL, "model %s cannot split its backward into B and W", m->ops->name);
+    size_t *held = w->held, *peak = w->peak;   /* the caller's stage-wide count */
+    ptdp_wgrad_init(w, &m->flat_g, m->numel);
+    w->held = held;
+    w->peak = peak;
+    return m->ops->backward_input(dev, m, acts, dout, loss_scale, dx, w);
+}
+
+int ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w)
+{
+    (void)m;   /* the records know their gradients (offsets into m->flat_g) */
+    return ptdp_wgrad_run(dev, w);
+}
+
 /* ------------------------------------------- the whole model from shards */
 
 /* ||g||^2 of the whole model, each parameter once.  A TP-replicated

@@ -8,9 +8,12 @@
  *   out[mb]   the output activation, until it is sent
  *   dout[mb]  the received gradient of the output
  *   dx[mb]    the gradient of the input, until it is sent
+ *   wgrad[mb] a split backward's weight-gradient products, recorded by
+ *             BACKWARD_INPUT ("B") with copies of their operands, run by
+ *             BACKWARD_WEIGHT ("W") (wgrad.h)
  * Each is freed as soon as it is no longer needed, so the arena's peak of
  * "acts" shows how many micro-batches a schedule keeps alive: m for GPipe,
- * at most p - stage for 1F1B.
+ * at most p - stage for 1F1B; a split backward releases its micro-batch at W.
  *
  * Tags: 2 mb for activations, 2 mb + 1 for their gradients.
  */
@@ -26,6 +29,7 @@ typedef struct {
     ptdp_batch data;   /* first sample, rows; input and labels once loaded */
     ptdp_tensor in, out, dout, dx;
     ptdp_acts acts;
+    ptdp_wgrad wgrad;  /* B's records for W                                */
 } micro_batch;
 
 static int tag_of(int mb, int backward) { return 2 * mb + backward; }
@@ -38,6 +42,7 @@ static void release(ptdp_device *dev, ptdp_model *m, micro_batch *b)
     ptdp_tensor_free(dev, &b->dx);
     ptdp_batch_free(dev, &b->data);
     ptdp_acts_free(dev, m, &b->acts);
+    ptdp_wgrad_free(dev, &b->wgrad);
 }
 
 /* The executor trusts a schedule's order (the validator proves it), but a
@@ -80,6 +85,14 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, const micro_ba
         break;
     case PTDP_ACT_SEND_BACKWARD:
         why = b->dx.data == NULL ? "no input gradient to send" : NULL;
+        break;
+    case PTDP_ACT_BACKWARD_INPUT:
+        why = !b->acts.alive ? "not forwarded (or its backward already ran)" :
+              !received_grad ? "its output gradient was not received" : NULL;
+        break;
+    case PTDP_ACT_BACKWARD_WEIGHT:
+        why = b->acts.alive ? "its BACKWARD_INPUT has not run (W before B)" :
+              !b->wgrad.pending ? "no BACKWARD_INPUT left weight gradients to compute (W twice, or without B)" : NULL;
         break;
     default:
         break;
@@ -139,6 +152,35 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, micro_batch *mbs, cons
         ptdp_batch_free(dev, &b->data);
         --*alive;
         return rc;
+    case PTDP_ACT_BACKWARD_INPUT:
+        /* B: as BACKWARD, the dW products recorded for W.  ZeRO-2's bucket
+         * is given and reduce-scattered around B and again around W: B's
+         * bias and LayerNorm gradients and W's weight gradients touch
+         * different parameters, so each element's sum is the unsplit one
+         * (the other action adds exact zeros), at twice the reduce-scatters. */
+        if (!m->first_stage &&
+            (rc = ptdp_tensor_alloc(dev, &b->dx, "pp.send_grad", PTDP_MEM_ACTS, b->data.rows, h)) != 0)
+            return rc;
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+            return rc;
+        b->wgrad.held = &st->wgrad_bytes;
+        b->wgrad.peak = &st->wgrad_peak_bytes;
+        rc = ptdp_model_backward_input(dev, m, &b->acts, m->last_stage ? NULL : &b->dout, st->loss_scale,
+                                       m->first_stage ? NULL : &b->dx, &b->wgrad);
+        b->wgrad.pending = true;   /* even with nothing recorded: W must follow */
+        if (rc == 0 && st->backward_end != NULL)
+            rc = st->backward_end(dev, st->optimizer_ctx);
+        ptdp_tensor_free(dev, &b->dout);
+        ptdp_batch_free(dev, &b->data);
+        --*alive;   /* its activations are gone; W's operands are counted apart */
+        return rc;
+    case PTDP_ACT_BACKWARD_WEIGHT:
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+            return rc;
+        rc = ptdp_model_backward_weight(dev, m, &b->wgrad);
+        if (rc == 0 && st->backward_end != NULL)
+            rc = st->backward_end(dev, st->optimizer_ctx);
+        return rc;
     case PTDP_ACT_SEND_BACKWARD:
         rc = ptdp_send(pp, b->dx.data, ptdp_tensor_numel(b->dx), PTDP_REAL, a->peer, tag_of(a->mb, 1));
         ptdp_tensor_free(dev, &b->dx);
@@ -175,10 +217,15 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
     }
     st->loss_sum = 0;
     st->peak_in_flight = 0;
+    st->wgrad_bytes = st->wgrad_peak_bytes = 0;
     int alive = 0, rc = PTDP_OK;
     for (int i = 0; i < list->count && rc == 0; i++)
         if ((rc = check_action(dev, st, mbs, &list->actions[i], i)) == 0)
             rc = run_action(dev, st, mbs, &list->actions[i], &alive);
+    for (int k = 0; k < M && rc == 0; k++)
+        if (mbs[k].wgrad.pending)   /* its weight gradients would be lost */
+            rc = ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d: micro-batch %d has a BACKWARD_INPUT "
+                           "but no BACKWARD_WEIGHT", stage, k);
     for (int k = 0; k < M; k++)
         release(dev, st->model, &mbs[k]);
     free(mbs);
