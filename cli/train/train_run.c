@@ -26,6 +26,7 @@
 #include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
+#include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
 
@@ -215,6 +216,10 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.dp = b.tp = b.pp = 1;
     b.micro_batches = 1;
     b.stage_layers = NULL;
+    /* one device: one chunk, and a schedule that runs on one stage */
+    b.virtual_stages = 0;
+    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
+        b.schedule = "1f1b";
     b.recompute = false;
     b.recompute_attention = false;
     b.sp = false;
