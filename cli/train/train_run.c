@@ -122,9 +122,9 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
     for (int r = 0; r < lr->world_size; r++)
         sent += lr->devices[r].comm.bytes_sent[PTDP_COLL_SEND];
     char b[32];
-    printf("  point-to-point per step: %s in all = 2 m (p v - 1) = 2 x %d x %d = %d boundary crossings per "
-           "pipeline%s", ptdp_format_bytes(sent / c->steps, b, sizeof b), m, p * v - 1, 2 * m * (p * v - 1),
-           c->dp * c->tp > 1 ? " (x dp x tp)" : "");
+    printf("  point-to-point per step: %s in all = %s = 2 x %d x %d = %d boundary crossings per pipeline%s",
+           ptdp_format_bytes(sent / c->steps, b, sizeof b), v > 1 ? "2 m (p v - 1)" : "2 m (p - 1)", m,
+           p * v - 1, 2 * m * (p * v - 1), c->dp * c->tp > 1 ? " (x dp x tp)" : "");
     if (v > 1)
         printf("; (p v - 1) / (p - 1) = %.3g x 1F1B's", (double)(p * v - 1) / (p - 1));
     printf("\n");
