@@ -22,6 +22,14 @@
  *           stage boundary (rows x boundary_cols elements) between stages (pp.h)
  *   state   copies each params[i] into and out of its whole tensor (state.h)
  *
+ * An interleaved pipeline gives a device v of these, its model chunks
+ * (pieces s, s + p, … of p v), under one ptdp_model that owns the buffers:
+ *
+ *   device  flat_w [ chunk v-1 | … | chunk 0 ]   params[] the same, in order
+ *   chunk c its own blocks, forward, backward; params = its window
+ *
+ * so everything above, except the executor, sees one model per device.
+ *
  * A model implements the table ptdp_model_ops (models.h lists the models);
  * its init describes its parameters with ptdp_model_add_param, in the order
  * the backward produces their gradients, and this file does the rest:

@@ -11,6 +11,10 @@
  *   gradient norm over the whole model, clip                  (model.c)
  *   optimizer step (AdamW or SGD), zero the gradients         (optim.c)
  *
+ * With an interleaved schedule (virtual_stages v > 1) each stage holds v
+ * model chunks, the pieces s, s + p, … of p v; the step is the same list
+ * of actions, each naming its chunk.
+ *
  * The single-device baseline is the same call with dp = tp = pp = 1.
  */
 #ifndef PTDP_TRAIN_H

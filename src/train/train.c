@@ -15,6 +15,13 @@
  *                            the whole flat buffer, or its 1/dp under ZeRO
  *                            zero the gradients; ZeRO: all-gather the parameters
  *
+ * With --schedule interleaved --virtual-stages v the model of a device is
+ * v chunks (model.h): pieces s, s + p, … of p v.  Nothing else in the loop
+ * changes — DP, ZeRO, the optimizer and checkpoints see the device's one
+ * flat buffer — but the schedule, and the bubble formula it reports:
+ *
+ *   bubble = (p - 1) / (v m + p - 1)       (1F1B: v = 1)
+ *
  * The loss is the mean over the GLOBAL batch B: every micro-batch scales
  * its loss gradient by 1/B, and DP sums (dp.h explains why that, and not an
  * average of averages, is what equals the single device).
