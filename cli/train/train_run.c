@@ -397,6 +397,15 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         for (int s = 0; s < c->pp; s++)
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
+        bool split = false;
+        for (int s = 0; s < c->pp; s++)
+            split |= res.peak_wgrad[s] > 0;
+        if (split) {   /* a split backward: what B left for W, inside those peaks */
+            printf("  of which held for W (each linear layer's input and output gradient, copied by B):");
+            for (int s = 0; s < c->pp; s++)
+                printf(" %s", ptdp_format_bytes((double)res.peak_wgrad[s], b, sizeof b));
+            printf("\n");
+        }
     }
     if (c->model.kind == PTDP_MODEL_GPT && ptdp_train_cp(c) > 1) {
         print_context_parallel(c, &lr);

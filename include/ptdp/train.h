@@ -91,6 +91,9 @@ typedef struct {
                                      v chunks (p - 1) / (v m + p - 1) (schedule.h) */
     const char *bubble_words;     /* that formula in words, "(p-1)/(v*m+p-1)"      */
     size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */
+    size_t *peak_wgrad;           /* [pp]: with a split backward (zb-h1), the most
+                                     bytes B kept for W at once (included in
+                                     peak_acts); 0 otherwise                      */
     size_t *param_elements;       /* [world]: each device's parameter elements (its
                                      stage, its TP shard): S / R of its buffers     */
 } ptdp_train_result;

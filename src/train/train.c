@@ -203,6 +203,7 @@ typedef struct {
     void *observer_ctx;
     ptdp_train_result *result;
     size_t *peak_acts;            /* [world]                             */
+    size_t *peak_wgrad;           /* [world]: bytes held for W           */
     int *peak_in_flight;          /* [world]                             */
     int targets_per_sample;       /* the model's label_cols (device 0)   */
 } run;
@@ -602,6 +603,8 @@ static int device_main(ptdp_device *dev, void *arg)
         x.busy = d.phase_busy;
         if (st.peak_in_flight > r->peak_in_flight[dev->rank])
             r->peak_in_flight[dev->rank] = st.peak_in_flight;
+        if (st.wgrad_peak_bytes > r->peak_wgrad[dev->rank])
+            r->peak_wgrad[dev->rank] = st.wgrad_peak_bytes;
         x.v1 = dev->clock.now;
         x.w1 = ptdp_wall_now();
         x.bytes = dev->stats.total_sent - x.bytes;
@@ -673,16 +676,18 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     r.ds = calloc(steps * (size_t)world, sizeof *r.ds);
     r.done = calloc(steps, sizeof *r.done);
     r.peak_acts = calloc((size_t)world, sizeof *r.peak_acts);
+    r.peak_wgrad = calloc((size_t)world, sizeof *r.peak_wgrad);
     r.peak_in_flight = calloc((size_t)world, sizeof *r.peak_in_flight);
     if (result != NULL) {
         memset(result, 0, sizeof *result);
         result->steps = cfg->steps;
         result->log = calloc(steps, sizeof *result->log);
         result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
+        result->peak_wgrad = calloc((size_t)cfg->pp, sizeof *result->peak_wgrad);
         result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
     }
-    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL ||
-        (result != NULL && (result->log == NULL || result->peak_acts == NULL ||
+    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL || r.peak_wgrad == NULL ||
+        (result != NULL && (result->log == NULL || result->peak_acts == NULL || result->peak_wgrad == NULL ||
                             result->param_elements == NULL))) {
         snprintf(msg, msglen, "host out of memory");
         rc = PTDP_ENOMEM;
@@ -721,12 +726,15 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                                 &pp_rank);
             if (r.peak_acts[d] > result->peak_acts[pp_rank])
                 result->peak_acts[pp_rank] = r.peak_acts[d];
+            if (r.peak_wgrad[d] > result->peak_wgrad[pp_rank])
+                result->peak_wgrad[pp_rank] = r.peak_wgrad[d];
         }
     }
 out:
     free(r.ds);
     free(r.done);
     free(r.peak_acts);
+    free(r.peak_wgrad);
     free(r.peak_in_flight);
     return rc;
 }
@@ -735,9 +743,11 @@ void ptdp_train_result_free(ptdp_train_result *r)
 {
     free(r->log);
     free(r->peak_acts);
+    free(r->peak_wgrad);
     free(r->param_elements);
     r->log = NULL;
     r->peak_acts = NULL;
+    r->peak_wgrad = NULL;
     r->param_elements = NULL;
 }
 
