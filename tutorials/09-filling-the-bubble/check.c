@@ -34,7 +34,9 @@ static const double TOL = 1e-9;
 
 /* ------------------------------------------------------------ helpers */
 
-/* The ASCII timeline (schedule.h), indented under the verdict. */
+/* The ASCII timeline (schedule.h), indented under the verdict.  Its own
+ * "bubble:" line is left out (it may quote 1F1B's formula); this lesson's
+ * is printed instead. */
 static void note_timeline(const ptdp_schedule *s, const ptdp_schedule_timeline *t)
 {
     char *text = NULL;
@@ -47,9 +49,13 @@ static void note_timeline(const ptdp_schedule *s, const ptdp_schedule_timeline *
     for (char *line = text, *end; line != NULL && *line; line = end ? end + 1 : NULL) {
         if ((end = strchr(line, '\n')) != NULL)
             *end = '\0';
-        tutorial_note("%s", line);
+        if (strncmp(line, "bubble:", 7) != 0)
+            tutorial_note("%s", line);
     }
     free(text);
+    const char *words;
+    const double formula = ptdp_schedule_bubble_formula(s, &words);
+    tutorial_note("bubble: measured %.6f; %s = %.6f", t->bubble, words, formula);
 }
 
 static bool is_compute(ptdp_action_kind k)
@@ -69,6 +75,8 @@ static void note_compute(const ptdp_schedule *s, int st)
             continue;
         char tok[32];
         ptdp_action_format(&list->actions[i], tok, sizeof tok);
+        if (s->virtual_stages > 1 && list->actions[i].chunk == 0)
+            strcat(tok, ".0");          /* with chunks, name chunk 0 too */
         n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", shown > 0 && shown % 16 == 0 ? "\n  " : " ", tok);
         shown++;
     }
@@ -332,6 +340,9 @@ static bool check_interleaved(void)
         ptdp_schedule_create("1f1b", 4, 8, &one) == 0 && ptdp_schedule_create_v("interleaved", 4, 8, 2, &ref) == 0 &&
         ptdp_schedule_simulate(s, &chunk_costs, &t) == 0) {
         note_timeline(s, t);
+        tutorial_note("(the drawing names micro-batches, not chunks; the lists, Fmb.chunk:)");
+        note_compute(s, 0);
+        note_compute(s, 3);
         tutorial_note("1F1B at p = 4, m = 8: bubble %.4f; interleaved, v = 2: %.4f.  Held at most, in chunk-\n"
                       "micro-batches (each half a stage's): %d %d %d %d; 1F1B, in whole ones: %d %d %d %d.",
                       bubble_of(one, &costs, NULL), t->bubble, ptdp_schedule_peak_in_flight(s, 0),
@@ -356,18 +367,22 @@ static bool check_interleaved(void)
 
 /* ============================================ 3. ZB-H1's W passes, blank 4 */
 
-/* Stage st's W passes owed (B run, W not yet) right before its last
- * forward: what it keeps owed in the steady state. */
+/* Stage st's W passes owed (B run, W not yet) as its steady state ends:
+ * after the B that follows its last forward, and the W passes right after
+ * that B. */
 static int owed_in_steady_state(const ptdp_schedule *s, int st)
 {
-    int owed = 0, at_last_f = 0;
+    int owed = 0, last_f = -1, b_after = 0;
+    for (int i = 0; i < s->stage[st].count; i++)
+        if (s->stage[st].actions[i].kind == PTDP_ACT_FORWARD)
+            last_f = i;
     for (int i = 0; i < s->stage[st].count; i++) {
         ptdp_action_kind k = s->stage[st].actions[i].kind;
-        if (k == PTDP_ACT_FORWARD)
-            at_last_f = owed;
+        if (i > last_f && k == PTDP_ACT_BACKWARD_INPUT && b_after++)
+            break;
         owed += (k == PTDP_ACT_BACKWARD_INPUT) - (k == PTDP_ACT_BACKWARD_WEIGHT);
     }
-    return at_last_f;
+    return owed;
 }
 
 /* Does every W come right after its own B (compute only)? */
@@ -530,8 +545,8 @@ static int full_activations_peak(const ptdp_schedule *s, int st)
 
 static bool check_zb_h1(void)
 {
-    static const int shapes[][2] = { { 1, 1 }, { 2, 2 }, { 2, 5 }, { 3, 3 }, { 4, 4 },
-                                     { 4, 6 }, { 4, 8 }, { 6, 9 }, { 8, 16 } };
+    static const int shapes[][2] = { { 2, 2 }, { 2, 5 }, { 3, 3 }, { 4, 4 }, { 4, 6 },
+                                     { 4, 8 }, { 6, 9 }, { 8, 16 }, { 1, 1 } };
     for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++)
         if (!check_zb_shape(shapes[n][0], shapes[n][1]))
             return false;
