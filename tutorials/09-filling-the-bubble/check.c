@@ -213,6 +213,16 @@ static bool check_mapping(void)
     }
     tutorial_ok("blanks 1-2: the k-th forward and backward for 6 (p, v) are Megatron's: groups of p "
                 "micro-batches through chunk 0, 1, …, v-1; backwards through v-1 first");
+
+    /* Why m must be a multiple of p: the order is made of whole groups. */
+    int c[12], mb[12];
+    for (int k = 0; k < 12; k++)
+        lesson_interleaved_forward(4, 2, k, &c[k], &mb[k]);
+    char text[256];
+    tutorial_note("p = 4, v = 2 and m = 6, not a multiple of p: a stage runs m v = 12 forwards, and yours are\n"
+                  "%s — micro-batches 6 and 7 do not exist,\n"
+                  "4 and 5 never reach chunk 1.  The order is made of whole groups of p (README.md).",
+                  order_text('F', c, mb, 12, text, sizeof text));
     return true;
 }
 
@@ -497,8 +507,8 @@ static bool check_zb_shape(int p, int m)
                           "keep st W passes owed in the steady state, run them in the cool-down (blank 4).", at_once);
         else if (kept_wrong >= 0)
             tutorial_note("Stage %d keeps %d W pass%s owed in the steady state; ZB-H1 keeps st = %d there:\n"
-                          "stage st idles 2 st units at the start (the gradient comes back late) and fills the\n"
-                          "same time at the end with W passes (blank 4).", kept_wrong,
+                          "stage st runs its last B while the gradient still has st stages to go back, and the\n"
+                          "st W passes it kept fill that time (blank 4).", kept_wrong,
                           owed_in_steady_state(s, kept_wrong), owed_in_steady_state(s, kept_wrong) == 1 ? "" : "es",
                           kept_wrong);
         else if ((cool_b = cooldown_without_w(s, &cool_stage)) >= 0)
