@@ -117,12 +117,14 @@ static int place_w(ptdp_schedule *s, int st, w_moment when, int b, int *next_w)
 {
     const int m = s->micro_batches;
     /* Blank 4: where the W passes go.
-     *   steady state   keep st of them owed: a stage nearer the end (larger
-     *                  st) is reached first by the gradients and has more
-     *                  idle time to fill later; stage 0 runs each W at once
+     *   steady state   keep st of them owed, run the oldest while more
+     *                  are: stage st runs its last B while the gradient
+     *                  still has st stages to go back, and the st W passes
+     *                  it kept fill that time (stage 0 runs each W at once)
      *   cool-down      one W after each B, but not after the last B
      *   the end        every W still owed
-     * One ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, w) per W. */
+     * One ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, w) per W,
+     * oldest first; a switch (when) { … } reads well. */
     switch (when) {
     case AFTER_STEADY_B:
         while (b + 1 - *next_w > st)        /* owed beyond the st kept */
