@@ -129,9 +129,9 @@ static void note_consequence(int p, int m, int v)
         return;
     int rc = lesson_interleaved(s);
     ptdp_schedule_verdict verdict;
-    if (tutorial_report_blank())
-        ;
-    else if (rc != 0)
+    if (tutorial_report_blank()) {
+        /* the blank's message says it all */
+    } else if (rc != 0)
         tutorial_note("With it, your generator at p = %d, m = %d, v = %d returns %s: no order of the\n"
                       "messages lets the lists run (ptdp_schedule_add_comms): some backward would wait for a\n"
                       "gradient that can only come after it.", p, m, v, ptdp_strerror(rc));
