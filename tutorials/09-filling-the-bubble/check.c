@@ -15,8 +15,8 @@
  *   3. blank 4      lesson_zb_h1 for nine (p, m), m >= p: valid; with F = B =
  *                   W = 1 the bubble must be (p - 1) / (3m + p - 1); a stage
  *                   must hold the full activations of at most 1F1B's p - s
- *                   micro-batches (F to B) and W's inputs of at most p (F to
- *                   W: 1F1B's largest, on stage 0).
+ *                   micro-batches (F to B), and owe at most ZB-H1's s + 1 W
+ *                   passes at once (each keeps what its W needs).
  *
  * No model runs: a schedule is data, and these are facts about the lists.
  */
@@ -34,9 +34,7 @@ static const double TOL = 1e-9;
 
 /* ------------------------------------------------------------ helpers */
 
-/* The ASCII timeline (schedule.h), indented under the verdict.  Its own
- * "bubble:" line is left out (it may quote 1F1B's formula); this lesson's
- * is printed instead. */
+/* The ASCII timeline (schedule.h), indented under the verdict. */
 static void note_timeline(const ptdp_schedule *s, const ptdp_schedule_timeline *t)
 {
     char *text = NULL;
@@ -49,13 +47,9 @@ static void note_timeline(const ptdp_schedule *s, const ptdp_schedule_timeline *
     for (char *line = text, *end; line != NULL && *line; line = end ? end + 1 : NULL) {
         if ((end = strchr(line, '\n')) != NULL)
             *end = '\0';
-        if (strncmp(line, "bubble:", 7) != 0)
-            tutorial_note("%s", line);
+        tutorial_note("%s", line);
     }
     free(text);
-    const char *words;
-    const double formula = ptdp_schedule_bubble_formula(s, &words);
-    tutorial_note("bubble: measured %.6f; %s = %.6f", t->bubble, words, formula);
 }
 
 static bool is_compute(ptdp_action_kind k)
@@ -350,9 +344,6 @@ static bool check_interleaved(void)
         ptdp_schedule_create("1f1b", 4, 8, &one) == 0 && ptdp_schedule_create_v("interleaved", 4, 8, 2, &ref) == 0 &&
         ptdp_schedule_simulate(s, &chunk_costs, &t) == 0) {
         note_timeline(s, t);
-        tutorial_note("(the drawing names micro-batches, not chunks; the lists, Fmb.chunk:)");
-        note_compute(s, 0);
-        note_compute(s, 3);
         tutorial_note("1F1B at p = 4, m = 8: bubble %.4f; interleaved, v = 2: %.4f.  Held at most, in chunk-\n"
                       "micro-batches (each half a stage's): %d %d %d %d; 1F1B, in whole ones: %d %d %d %d.",
                       bubble_of(one, &costs, NULL), t->bubble, ptdp_schedule_peak_in_flight(s, 0),
@@ -516,14 +507,23 @@ static bool check_zb_shape(int p, int m)
                           "next gradient.  Run one W after each cool-down B but the last (blank 4).",
                           cool_stage, cool_b, cool_b + 1);
         note_compute(s, kept_wrong >= 0 ? kept_wrong : cool_stage >= 0 ? cool_stage : 0);
+        tutorial_note("Your timeline, F = B = W = 1:");
+        note_timeline(s, t);
         goto done;
     }
     for (int st = 0; st < p; st++) {
-        int held = ptdp_schedule_peak_in_flight(s, st), most = ptdp_schedule_peak_in_flight(ref, st);
+        int full = ptdp_schedule_peak_in_flight(s, st), held = ptdp_schedule_peak_deferred(s, st),
+            most = ptdp_schedule_peak_deferred(ref, st);
+        if (full > (p - st < m ? p - st : m)) {
+            tutorial_wrong("your ZB-H1, p = %d, m = %d: stage %d holds the full activations of %d micro-batches at "
+                           "once (F to B); 1F1B, and so ZB-H1, holds p - s = %d.", p, m, st, full, p - st);
+            note_compute(s, st);
+            goto done;
+        }
         if (held > most) {
-            tutorial_wrong("your ZB-H1, p = %d, m = %d: the bubble is right (%.4f), but stage %d keeps W's inputs "
-                           "for up to %d micro-batches (from F until W); ZB-H1 keeps at most %d, the peak of 1F1B.",
-                           p, m, bubble, st, held, most);
+            tutorial_wrong("your ZB-H1, p = %d, m = %d: the bubble is right (%.4f), but stage %d owes up to %d W "
+                           "passes at once, each keeping what its W needs (the layers' inputs and output "
+                           "gradients); ZB-H1 owes at most st + 1 = %d.", p, m, bubble, st, held, most);
             if (kept_wrong >= 0)
                 tutorial_note("Stage %d keeps %d W passes owed in the steady state; ZB-H1 keeps st = %d (blank 4).",
                               kept_wrong, owed_in_steady_state(s, kept_wrong), kept_wrong);
@@ -539,20 +539,6 @@ done:
     return ok;
 }
 
-/* Micro-batches whose full activations stage st holds at once: forwarded,
- * their B not yet run (W needs only a part). */
-static int full_activations_peak(const ptdp_schedule *s, int st)
-{
-    int alive = 0, peak = 0;
-    for (int i = 0; i < s->stage[st].count; i++) {
-        ptdp_action_kind k = s->stage[st].actions[i].kind;
-        if (k == PTDP_ACT_FORWARD && ++alive > peak)
-            peak = alive;
-        alive -= k == PTDP_ACT_BACKWARD_INPUT;
-    }
-    return peak;
-}
-
 static bool check_zb_h1(void)
 {
     static const int shapes[][2] = { { 2, 2 }, { 2, 5 }, { 3, 3 }, { 4, 4 }, { 4, 6 },
@@ -560,25 +546,10 @@ static bool check_zb_h1(void)
     for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++)
         if (!check_zb_shape(shapes[n][0], shapes[n][1]))
             return false;
-    ptdp_schedule *s;
-    for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
-        const int p = shapes[n][0], m = shapes[n][1];
-        if (ptdp_schedule_alloc("zb-h1", p, m, &s) != 0 || lesson_zb_h1(s) != 0) {
-            ptdp_schedule_destroy(s);
-            return false;
-        }
-        for (int st = 0; st < p; st++)
-            if (full_activations_peak(s, st) > p - st) {
-                tutorial_wrong("your ZB-H1, p = %d, m = %d: stage %d holds %d micro-batches' full activations "
-                               "(F to B); 1F1B holds p - s = %d.", p, m, st, full_activations_peak(s, st), p - st);
-                ptdp_schedule_destroy(s);
-                return false;
-            }
-        ptdp_schedule_destroy(s);
-    }
+    ptdp_schedule *s = NULL;
     tutorial_ok("blank 4: your ZB-H1 for 9 shapes (p = 1..8, m >= p) is valid and deadlock-free; bubble = "
-                "(p-1)/(3m+p-1) with F = B = W; full activations (F to B) at most p - s, W's inputs (F to W) "
-                "at most p");
+                "(p-1)/(3m+p-1) with F = B = W; full activations (F to B) for at most p - s micro-batches, "
+                "W passes owed at most s + 1");
 
     /* Show it: p = 4, m = 8, beside W right after B and 1F1B. */
     ptdp_schedule *one = NULL;
@@ -590,13 +561,12 @@ static bool check_zb_h1(void)
                       "with an unsplit backward of 2: %.4f).  Idle per stage: %g %g %g %g = (p - 1)(F + B - W).",
                       t->makespan, t->bubble, 2.0 * 3 / (3.0 * 8 + 2.0 * 3), bubble_of(one, &costs, NULL),
                       t->idle[0], t->idle[1], t->idle[2], t->idle[3]);
-        for (int st = 0; st < 4; st++)
-            note_compute(s, st);
-        tutorial_note("held from F to B: %d %d %d %d (1F1B's p - s); from F to W: %d %d %d %d",
-                      full_activations_peak(s, 0), full_activations_peak(s, 1), full_activations_peak(s, 2),
-                      full_activations_peak(s, 3), ptdp_schedule_peak_in_flight(s, 0),
-                      ptdp_schedule_peak_in_flight(s, 1), ptdp_schedule_peak_in_flight(s, 2),
-                      ptdp_schedule_peak_in_flight(s, 3));
+        note_timeline(s, t);
+        tutorial_note("full activations held (F to B): %d %d %d %d, 1F1B's p - s; W passes owed at once: %d %d %d %d",
+                      ptdp_schedule_peak_in_flight(s, 0), ptdp_schedule_peak_in_flight(s, 1),
+                      ptdp_schedule_peak_in_flight(s, 2), ptdp_schedule_peak_in_flight(s, 3),
+                      ptdp_schedule_peak_deferred(s, 0), ptdp_schedule_peak_deferred(s, 1),
+                      ptdp_schedule_peak_deferred(s, 2), ptdp_schedule_peak_deferred(s, 3));
         ptdp_schedule_timeline_destroy(t);
     }
     ptdp_schedule_destroy(one);
