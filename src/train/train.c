@@ -464,7 +464,7 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
         return rc;
     double flops = u.flops;
     ptdp_zero_clear_gradients(z, m);
-    /* The ideal profile is the textbook pipeline: only the blocks cost time. */
+    /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
     /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
     if ((rc = ptdp_zero_gather_params(z, m)) != 0)
