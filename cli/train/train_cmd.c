@@ -43,7 +43,7 @@ static const ptdp_model_flag_limits model_limits = {
 };
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
-static const char *const schedule_names[] = { "1f1b", "gpipe" };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
 static const char *const algo_names[] = { "shm", "ring", "naive", "default" };
 static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT };
 
@@ -53,7 +53,7 @@ typedef struct {
     ptdp_train_config cfg;         /* dp 0: not given (--devices may decide) */
     ptdp_launch_opts launch;
     int devices;                   /* 0: not given                          */
-    int stage_layers[PTDP_MAX_DEVICES], nstage;
+    int stage_layers[4096], nstage;  /* per piece: at most --layers' limit */
     const char *profile;           /* NULL: the default profile             */
     bool check, quiet;
     const char *log_path, *save, *load, *save_init, *dump, *report_path;
@@ -80,7 +80,11 @@ static void usage(void)
         "  --pp N              pipeline stages, at most --layers (default 1)\n"
         "  --devices N         world size; sets --dp to N / (cp * tp * pp), or must equal dp * cp * tp * pp\n"
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
-        "  --schedule S        pipeline schedule: 1f1b (default) or gpipe\n"
+        "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved or zb-h1 (the\n"
+        "                      backward split in B and W, W filling the bubble)\n"
+        "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
+        "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
+        "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
         "  --recompute [full|selective]  full (the default): keep only each stage's input and redo\n"
         "                      the forward in the backward; selective (gpt): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core\n"
@@ -91,7 +95,8 @@ static void usage(void)
         "  --sp                sequence parallelism (gpt, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
-        "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced)\n"
+        "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
+        "                      --virtual-stages V, pp x V entries, one per piece\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
         "model and data:\n");
@@ -214,7 +219,8 @@ static int parse(int argc, char **argv, train_options *o)
         }
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 2, &sched);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
+        else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1024, &c->virtual_stages);
         else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);
         else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
         else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->cp);
@@ -225,7 +231,7 @@ static int parse(int argc, char **argv, train_options *o)
             c->cp_contiguous = k == 1;
         }
         else if (ptdp_args_is(&a, "--stage-layers"))
-            rc = parse_stage_layers(&a, o->stage_layers, PTDP_MAX_DEVICES, &o->nstage);
+            rc = parse_stage_layers(&a, o->stage_layers, 4096, &o->nstage);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
         else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 4, &algo);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile);
@@ -309,7 +315,12 @@ static int validate(train_options *o)
     if (o->profile != NULL && (o->launch.profile = ptdp_profile_find(o->profile)) == NULL)
         return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", o->profile);
     if (o->nstage > 0) {
-        if (o->nstage != c->pp)
+        const int v = ptdp_train_virtual_stages(c);
+        if (v > 1 && o->nstage != c->pp * v)
+            return ptdp_usage_error("train", "--stage-layers lists %d pieces but --pp %d x --virtual-stages %d "
+                                    "cuts the layers into %d (one entry per piece; piece c x %d + s is stage s's "
+                                    "chunk c)", o->nstage, c->pp, v, c->pp * v, c->pp);
+        if (o->nstage != c->pp * v)
             return ptdp_usage_error("train", "--stage-layers lists %d stages but --pp is %d", o->nstage, c->pp);
         c->stage_layers = o->stage_layers;
     }

@@ -8,7 +8,9 @@
  *     (parameters of split layers fall as 1/tp; activations show the
  *     pipeline schedule; ZeRO divides optimizer state by dp), bytes sent per
  *     group and virtual time per step; --report FILE writes it as JSON;
- *   - with pp > 1, the measured bubble beside (p - 1) / (m + p - 1);
+ *   - with pp > 1, the measured bubble beside the schedule's formula,
+ *     (p - 1) / (m + p - 1), or (p - 1) / (v m + p - 1) interleaved, and
+ *     the pipeline's point-to-point bytes;
  *   - with --check, the baseline's loss beside every step's, and the
  *     largest parameter difference.
  */
@@ -26,6 +28,7 @@
 #include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
+#include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
 
@@ -106,6 +109,27 @@ static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch
            clo > 0 ? chi / clo : 1.0);
 }
 
+/* The pipeline's point-to-point traffic: each micro-batch crosses every
+ * boundary between pieces once each way, p v - 1 of them (p - 1 without
+ * chunks), so interleaving multiplies the bytes by (p v - 1) / (p - 1).
+ * Context parallelism's ring sends too; then the line is left out. */
+static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    if (ptdp_train_cp(c) > 1 || c->steps == 0)
+        return;
+    const int p = c->pp, v = ptdp_train_virtual_stages(c), m = c->micro_batches;
+    double sent = 0;
+    for (int r = 0; r < lr->world_size; r++)
+        sent += lr->devices[r].comm.bytes_sent[PTDP_COLL_SEND];
+    char b[32];
+    printf("  point-to-point per step: %s in all = %s = 2 x %d x %d = %d boundary crossings per pipeline%s",
+           ptdp_format_bytes(sent / c->steps, b, sizeof b), v > 1 ? "2 m (p v - 1)" : "2 m (p - 1)", m,
+           p * v - 1, 2 * m * (p * v - 1), c->dp * c->tp > 1 ? " (x dp x tp)" : "");
+    if (v > 1)
+        printf("; (p v - 1) / (p - 1) = %.3g x 1F1B's", (double)(p * v - 1) / (p - 1));
+    printf("\n");
+}
+
 static void print_header(const ptdp_train_config *c, const char *data_name)
 {
     const int cp = ptdp_train_cp(c);
@@ -119,7 +143,10 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
                world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
                c->recompute_attention ? ", selective recompute (the attention core)" : "");
-    if (c->pp > 1)
+    if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
+        printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
+               c->recompute ? " and recompute" : "");
+    else if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
     if (m->kind == PTDP_MODEL_GPT)
@@ -215,6 +242,10 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.dp = b.tp = b.pp = 1;
     b.micro_batches = 1;
     b.stage_layers = NULL;
+    /* one device: one chunk, and a schedule that runs on one stage */
+    b.virtual_stages = 0;
+    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
+        b.schedule = "1f1b";
     b.recompute = false;
     b.recompute_attention = false;
     b.sp = false;
@@ -351,13 +382,30 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     ptdp_report_print(c, &lr, &res, opts->algo);
     if (c->pp > 1) {
         char b[32];
-        printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula (p-1)/(m+p-1) = %.4f\n",
-               c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
-               res.bubble_measured, res.bubble_formula);
+        const int v = ptdp_train_virtual_stages(c);
+        if (v > 1)
+            printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
+                   "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+                   res.bubble_measured, res.bubble_words, res.bubble_formula);
+        else
+            printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula %s = %.4f\n",
+                   c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+                   res.bubble_measured, res.bubble_words ? res.bubble_words : "(p-1)/(m+p-1)",
+                   res.bubble_formula);
+        print_pipeline_bytes(c, &lr);
         printf("  peak activation memory per stage:");
         for (int s = 0; s < c->pp; s++)
             printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
         printf("\n");
+        bool split = false;
+        for (int s = 0; s < c->pp; s++)
+            split |= res.peak_wgrad[s] > 0;
+        if (split) {   /* a split backward: what B left for W, inside those peaks */
+            printf("  of which held for W (each linear layer's input and output gradient, copied by B):");
+            for (int s = 0; s < c->pp; s++)
+                printf(" %s", ptdp_format_bytes((double)res.peak_wgrad[s], b, sizeof b));
+            printf("\n");
+        }
     }
     if (c->model.kind == PTDP_MODEL_GPT && ptdp_train_cp(c) > 1) {
         print_context_parallel(c, &lr);

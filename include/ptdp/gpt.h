@@ -38,7 +38,9 @@
  * init: the same counter-based draws) and after every backward the two
  * copies' gradients are summed by an all-reduce in the embedding group of
  * the pipeline's first and last stage (Megatron-LM's word-embedding
- * all-reduce, group "emb" in the report).
+ * all-reduce, group "emb" in the report).  Interleaved (v model chunks
+ * per stage, model.h), wte is on stage 0's chunk 0 and its copy on stage
+ * p-1's chunk v-1: the model's first and last pieces.
  */
 #ifndef PTDP_GPT_H
 #define PTDP_GPT_H

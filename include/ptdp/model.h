@@ -22,6 +22,14 @@
  *           stage boundary (rows x boundary_cols elements) between stages (pp.h)
  *   state   copies each params[i] into and out of its whole tensor (state.h)
  *
+ * An interleaved pipeline gives a device v of these, its model chunks
+ * (pieces s, s + p, … of p v), under one ptdp_model that owns the buffers:
+ *
+ *   device  flat_w [ chunk v-1 | … | chunk 0 ]   params[] the same, in order
+ *   chunk c its own blocks, forward, backward; params = its window
+ *
+ * so everything above, except the executor, sees one model per device.
+ *
  * A model implements the table ptdp_model_ops (models.h lists the models);
  * its init describes its parameters with ptdp_model_add_param, in the order
  * the backward produces their gradients, and this file does the rest:
@@ -241,11 +249,26 @@ struct ptdp_model {
     ptdp_real *flat_w, *flat_g;     /* the flat buffers (arena)             */
     size_t numel;                   /* elements in each                     */
     void *impl;                     /* the model's own bookkeeping (host)   */
+
+    /* Model chunks (interleaved pipelines, schedule.h).  With v > 1 chunks
+     * per stage this struct is the DEVICE: all its parameters (params,
+     * flat_w, flat_g, numel: what DP, ZeRO, the optimizer and checkpoints
+     * see), no layers of its own (impl NULL), first_stage / last_stage
+     * meaning "holds piece 0 / the last piece".  Its chunks[c] are set up
+     * by the model's own init, each as if it were a stage of p v, with
+     * params a window of the device's params[] (so re-pointing a view on
+     * the device re-points it for the chunk: they are the same struct). */
+    int virtual_stages;             /* v: 1 without interleaving            */
+    int chunk;                      /* a chunk: which one, 0 .. v-1          */
+    ptdp_model *chunks;             /* the device, v > 1: [v]; else NULL     */
+    ptdp_model *device;             /* a chunk: its device; else NULL        */
 };
 
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
  * for balanced: the first layers mod pp stages take one block more).
- * Returns the first block of `stage` and its count. */
+ * Returns the first block of `stage` and its count.  With v chunks per
+ * stage the same cut makes p v pieces: ptdp_stage_range(layers, p * v,
+ * stage_layers, c * p + s, …) is stage s's chunk c. */
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage,
                       int *begin, int *count);
 
@@ -279,6 +302,18 @@ int  ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops
                       const int *stage_layers, uint64_t seed, double dropout);
 void ptdp_model_free(ptdp_device *dev, ptdp_model *m);
 ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
+
+/* The same with v model chunks per stage (interleaving): stage s holds the
+ * pieces s, s + p, …, s + (v-1) p of p v (stage_layers: p v entries, or
+ * NULL).  params[] holds chunk v-1's parameters first, chunk 0's last:
+ * backward order, as the last piece's backward runs first.  v = 1 is
+ * ptdp_model_setup. */
+int  ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
+                        const ptdp_model_config *cfg, const ptdp_mesh *mesh,
+                        const int *stage_layers, int virtual_stages, uint64_t seed, double dropout);
+/* What runs chunk c's forward and backward: m->chunks[c], or m itself
+ * when the device holds one chunk. */
+ptdp_model *ptdp_model_chunk(ptdp_model *m, int c);
 
 /* ---- one micro-batch ---- */
 /* b->first and b->rows set: allocate (category "other") the input on stage
@@ -316,7 +351,7 @@ int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
 /* Sum of squared gradients counting every parameter of the whole model
  * once.  Collective over the tp and pp groups. */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
-/* ops->sync_gradients if the model has one. */
+/* ops->sync_gradients if the model has one (on each chunk in turn). */
 int  ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m);
 
 /* The stretches of the flat buffers [begin, end) with one weight-decay rule,

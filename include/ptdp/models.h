@@ -28,6 +28,11 @@ int ptdp_model_parse(const char *name, ptdp_model_kind *out);
  * the shapes do not divide by the mesh. */
 int ptdp_model_init(ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
                     const ptdp_mesh *mesh, const int *stage_layers, uint64_t seed, double dropout);
+/* The same with v model chunks per stage, for an interleaved pipeline
+ * (model.h, ptdp_model_setup_v; stage_layers then has p v entries). */
+int ptdp_model_init_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
+                      const ptdp_mesh *mesh, const int *stage_layers, int virtual_stages,
+                      uint64_t seed, double dropout);
 
 /* --check and the CLI's validation: the model's own rules for cfg on a
  * tp x pp mesh (model.h, ops->check), with an unknown kind refused too. */

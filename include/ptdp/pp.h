@@ -21,6 +21,11 @@
  * Messages are tagged (micro-batch, direction) and blocking with rendezvous
  * semantics; the schedule's order of sends and receives (even stages send
  * first, odd stages receive first) is what keeps them from deadlocking.
+ *
+ * Interleaved schedules: each action names one of the stage's v model
+ * chunks (a->chunk, model.h's m->chunks); the executor keeps one state per
+ * (chunk, micro-batch), runs that chunk's blocks, and tags each message by
+ * (piece boundary, micro-batch, direction) — pp.c has the picture.
  */
 #ifndef PTDP_PP_H
 #define PTDP_PP_H
@@ -51,14 +56,15 @@ typedef struct {
     ptdp_optimizer_fn backward_begin, backward_end;
     void *optimizer_ctx;
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
-    int peak_in_flight;        /* out: most micro-batches alive at once          */
+    int peak_in_flight;        /* out: most micro-batches alive at once (with
+                                  chunks: (chunk, micro-batch) pairs)            */
     size_t wgrad_bytes;        /* split backward (BACKWARD_INPUT / _WEIGHT):
                                   bytes B keeps for W now (wgrad.h)            */
     size_t wgrad_peak_bytes;   /* out: their most at once this step              */
 } ptdp_pp_step;
 
 /* Run this stage's list of st->schedule.  Returns 0; PTDP_EINVAL if the
- * schedule was made for another pp or m, or an action comes out of order
+ * schedule was made for another pp, m or v, or an action comes out of order
  * (a FORWARD before its input arrived, a BACKWARD of a micro-batch not
  * forwarded, …: the message names the stage, the action and why); or the
  * first communication or memory error.  A schedule whose order deadlocks

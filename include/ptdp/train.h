@@ -11,6 +11,10 @@
  *   gradient norm over the whole model, clip                  (model.c)
  *   optimizer step (AdamW or SGD), zero the gradients         (optim.c)
  *
+ * With an interleaved schedule (virtual_stages v > 1) each stage holds v
+ * model chunks, the pieces s, s + p, … of p v; the step is the same list
+ * of actions, each naming its chunk.
+ *
  * The single-device baseline is the same call with dp = tp = pp = 1.
  */
 #ifndef PTDP_TRAIN_H
@@ -33,7 +37,9 @@ typedef struct {
     double bucket_mb;         /* DDP bucket size, MiB                     */
     double dropout;
     uint64_t seed;
-    const char *schedule;     /* "1f1b" (default) or "gpipe"              */
+    const char *schedule;     /* "1f1b" (default), "gpipe", "interleaved" */
+    int virtual_stages;       /* v model chunks per stage (interleaved;
+                                 pp.c): 0 or 1 = one                      */
     bool recompute;           /* full: keep only each stage's input         */
     bool recompute_attention; /* selective: keep the block's activations but
                                  the attention core's (scores, softmax,
@@ -43,7 +49,8 @@ typedef struct {
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */
     bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
-    const int *stage_layers;  /* pp entries, or NULL for balanced         */
+    const int *stage_layers;  /* pp x v entries (blocks per piece), or NULL
+                                 for balanced                             */
     int zero;                 /* 0, 1 or 2                                */
     bool verify_replicas;     /* after every step, check that DP replicas are
                                  bit-identical (one small all-gather of hashes) */
@@ -80,8 +87,13 @@ typedef struct {
                                      or fewer when the run failed            */
     ptdp_step_log *log;           /* [steps], the first `completed` filled  */
     double bubble_measured;       /* pipeline idle fraction, virtual time (pp > 1) */
-    double bubble_formula;        /* (p - 1) / (m + p - 1)                         */
+    double bubble_formula;        /* the schedule's: (p - 1) / (m + p - 1); with
+                                     v chunks (p - 1) / (v m + p - 1) (schedule.h) */
+    const char *bubble_words;     /* that formula in words, "(p-1)/(v*m+p-1)"      */
     size_t *peak_acts;            /* [pp]: each stage's peak activation bytes       */
+    size_t *peak_wgrad;           /* [pp]: with a split backward (zb-h1), the most
+                                     bytes B kept for W at once (included in
+                                     peak_acts); 0 otherwise                      */
     size_t *param_elements;       /* [world]: each device's parameter elements (its
                                      stage, its TP shard): S / R of its buffers     */
 } ptdp_train_result;
@@ -96,6 +108,12 @@ ptdp_train_config ptdp_train_defaults(void);
 static inline int ptdp_train_cp(const ptdp_train_config *cfg)
 {
     return cfg->cp > 1 ? cfg->cp : 1;
+}
+
+/* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage). */
+static inline int ptdp_train_virtual_stages(const ptdp_train_config *cfg)
+{
+    return cfg->virtual_stages > 1 ? cfg->virtual_stages : 1;
 }
 
 /* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */

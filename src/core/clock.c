@@ -31,7 +31,10 @@
  *     a message to another core costs ~1 µs (a condition-variable wake-up).
  *   - ideal: the textbook picture — free links, only compute costs time, and
  *     (ideal = 1) embedding and loss layers cost nothing, so pipeline figures
- *     show the bubble (p-1)/(m+p-1) exactly.
+ *     show the bubble (p-1)/(m+p-1) exactly; the MLP's blocks charge only
+ *     their matrix products, so a backward is exactly two forwards and a
+ *     split one's B and W one forward each (the interleaved and ZB-H1
+ *     formulas hold to the last digit too).
  * Real collectives reach ~70–85% of the link bandwidth (nccl-tests busbw);
  * the model uses nominal figures, so its times are lower bounds.
  */

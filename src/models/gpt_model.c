@@ -297,6 +297,16 @@ static int make_emb_group(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     if (mesh->pp == 1)
         return PTDP_OK;
     bool member = m->first_stage || m->last_stage;
+    /* Interleaved (model.h, chunks): a device's chunks are set up one after
+     * another, and the split is a collective of the whole world, so each
+     * device makes it exactly once — stage 0 in its chunk 0 (piece 0),
+     * stage p-1 in its chunk v-1 (the last piece), the others in chunk 0
+     * with no color.  The group then joins the two chunks that hold wte. */
+    if (m->virtual_stages > 1) {
+        bool device_member = mesh->pp_rank == 0 || mesh->pp_rank == mesh->pp - 1;
+        if (device_member ? !member : m->chunk != 0)
+            return PTDP_OK;
+    }
     int cp = mesh->cp > 0 ? mesh->cp : 1;
     int color = member ? (mesh->dp_rank * cp + mesh->cp_rank) * mesh->tp + mesh->tp_rank : -1;
     return ptdp_comm_split(dev->world, color, mesh->pp_rank, "emb", &g->emb);

@@ -46,13 +46,20 @@ int ptdp_model_check(const ptdp_model_config *cfg, int tp, int pp, char *msg, si
     return ops->check(cfg, tp, pp, msg, msglen);
 }
 
-int ptdp_model_init(ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
-                    const ptdp_mesh *mesh, const int *stage_layers, uint64_t seed, double dropout)
+int ptdp_model_init_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
+                      const ptdp_mesh *mesh, const int *stage_layers, int virtual_stages,
+                      uint64_t seed, double dropout)
 {
     const ptdp_model_ops *ops = ptdp_model_ops_of(cfg->kind);
     if (ops == NULL) {
         memset(m, 0, sizeof *m);
         return ptdp_fail(dev, PTDP_EINVAL, "unknown model kind %d", (int)cfg->kind);
     }
-    return ptdp_model_setup(dev, m, ops, cfg, mesh, stage_layers, seed, dropout);
+    return ptdp_model_setup_v(dev, m, ops, cfg, mesh, stage_layers, virtual_stages, seed, dropout);
+}
+
+int ptdp_model_init(ptdp_device *dev, ptdp_model *m, const ptdp_model_config *cfg,
+                    const ptdp_mesh *mesh, const int *stage_layers, uint64_t seed, double dropout)
+{
+    return ptdp_model_init_v(dev, m, cfg, mesh, stage_layers, 1, seed, dropout);
 }

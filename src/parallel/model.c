@@ -21,6 +21,18 @@
  * while later ones are still being computed, and ZeRO can cut the buffers
  * into chunks without caring where one tensor ends.
  *
+ * An interleaved pipeline (schedule.h) gives a device v chunks: stage s of
+ * p holds the pieces s, s + p, …, s + (v-1) p of the p v the blocks are cut
+ * into.  Each chunk is set up by the model's own init, as if it were a
+ * stage of a pipeline of p v, and the device keeps ONE set of buffers:
+ *
+ *   device params[]   [ chunk v-1's | … | chunk 1's | chunk 0's ]
+ *   chunk c params    a window of it (the same structs, not copies)
+ *
+ * so DP buckets, ZeRO's chunks and views, the optimizer, checkpoints and
+ * the gradient norm see one device with one flat buffer, and whatever
+ * re-points a view (ZeRO-2's bucket) re-points it for the chunk too.
+ *
  * Initialisation draws element (i, j) of the WHOLE tensor from the stream
  * named after the parameter at index i * cols + j, so a shard starting at
  * (row0, col0) draws exactly the numbers the single device drew there: the
@@ -54,6 +66,17 @@ void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, in
 
 int ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n)
 {
+    if (m->device != NULL) {
+        /* A chunk describes its parameters straight into its device's
+         * params[], after the chunks set up before it: the device holds at
+         * most the whole model's tensors and one tied copy, which is what
+         * ptdp_model_setup_v reserved, so no room asked for is missing. */
+        ptdp_model *d = m->device;
+        int room = d->params_capacity - d->nparams;
+        m->params = d->params + d->nparams;
+        m->params_capacity = n < room ? n : room;
+        return PTDP_OK;
+    }
     ptdp_param *p = realloc(m->params, (size_t)(n > 0 ? n : 1) * sizeof *p);
     if (p == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
@@ -118,9 +141,62 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
     return PTDP_OK;
 }
 
-int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
-                     const ptdp_model_config *cfg, const ptdp_mesh *mesh,
-                     const int *stage_layers, uint64_t seed, double dropout)
+/* One chunk of a device's v: the pieces are the stages of a pipeline of
+ * p v, so the model's own init sets it up unchanged, as the stage it is. */
+static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
+{
+    const int p = d->mesh->pp, v = d->virtual_stages, g = c * p + d->mesh->pp_rank;
+    ptdp_model *k = &d->chunks[c];
+    int count = 0;
+    k->ops = d->ops;
+    k->cfg = d->cfg;
+    k->mesh = d->mesh;
+    k->seed = d->seed;
+    k->dropout = d->dropout;
+    k->device = d;
+    k->chunk = c;
+    k->virtual_stages = v;
+    ptdp_stage_range(d->cfg.layers, p * v, stage_layers, g, &k->layer_begin, &count);
+    k->layer_end = k->layer_begin + count;
+    k->first_stage = g == 0;
+    k->last_stage = g == p * v - 1;
+    int rc = d->ops->init(dev, k);
+    /* Its parameters sit in the device's flat buffers after the chunks
+     * before it: offsets from the chunk's own 0 become the device's. */
+    for (int i = 0; i < k->nparams; i++)
+        k->params[i].offset += d->numel;
+    d->nparams += k->nparams;
+    d->numel += k->numel;
+    return rc;
+}
+
+/* The device of an interleaved pipeline: v chunks, one set of buffers. */
+static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers)
+{
+    const int p = m->mesh->pp, v = m->virtual_stages;
+    m->first_stage = m->mesh->pp_rank == 0;          /* chunk 0 is piece 0   */
+    m->last_stage = m->mesh->pp_rank == p - 1;       /* chunk v-1 the last   */
+    m->chunks = calloc((size_t)v, sizeof *m->chunks);
+    if (m->chunks == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
+    /* Room for every tensor of the whole model and a tied copy: more than
+     * any device's share (ptdp_model_reserve_params hands it out). */
+    int rc = ptdp_model_reserve_params(dev, m, m->ops->list_params(&m->cfg, NULL) + 1);
+    /* Backward order: chunk v-1's pieces are the later ones in the model. */
+    for (int c = v - 1; rc == 0 && c >= 0; c--)
+        rc = setup_chunk(dev, m, c, stage_layers);
+    if (rc == 0) {   /* per sample, the same on every chunk */
+        m->input_cols = m->chunks[0].input_cols;
+        m->input_tokens = m->chunks[0].input_tokens;
+        m->label_cols = m->chunks[0].label_cols;
+        m->boundary_cols = m->chunks[0].boundary_cols;
+    }
+    return rc;
+}
+
+int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
+                       const ptdp_model_config *cfg, const ptdp_mesh *mesh,
+                       const int *stage_layers, int virtual_stages, uint64_t seed, double dropout)
 {
     memset(m, 0, sizeof *m);
     m->ops = ops;
@@ -128,15 +204,25 @@ int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
     m->mesh = mesh;
     m->seed = seed;
     m->dropout = dropout;
+    m->virtual_stages = virtual_stages > 1 ? virtual_stages : 1;
     char msg[PTDP_MSG_MAX];
     if (ops->check(cfg, mesh->tp, mesh->pp, msg, sizeof msg) != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "%s", msg);
-    int count = 0;
-    ptdp_stage_range(cfg->layers, mesh->pp, stage_layers, mesh->pp_rank, &m->layer_begin, &count);
-    m->layer_end = m->layer_begin + count;
-    m->first_stage = mesh->pp_rank == 0;
-    m->last_stage = mesh->pp_rank == mesh->pp - 1;
-    int rc = ops->init(dev, m);
+    if (m->virtual_stages > 1 && (long)mesh->pp * m->virtual_stages > cfg->layers)
+        return ptdp_fail(dev, PTDP_EINVAL, "--layers %d cannot be cut into %d pieces for --pp %d "
+                         "--virtual-stages %d: need --layers >= %d", cfg->layers, mesh->pp * m->virtual_stages,
+                         mesh->pp, m->virtual_stages, mesh->pp * m->virtual_stages);
+    int rc;
+    if (m->virtual_stages > 1) {
+        rc = setup_chunks(dev, m, stage_layers);
+    } else {
+        int count = 0;
+        ptdp_stage_range(cfg->layers, mesh->pp, stage_layers, mesh->pp_rank, &m->layer_begin, &count);
+        m->layer_end = m->layer_begin + count;
+        m->first_stage = mesh->pp_rank == 0;
+        m->last_stage = mesh->pp_rank == mesh->pp - 1;
+        rc = ops->init(dev, m);
+    }
     if (rc == 0)
         rc = materialise(dev, m);
     if (rc != 0)
@@ -144,10 +230,29 @@ int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
     return rc;
 }
 
+int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
+                     const ptdp_model_config *cfg, const ptdp_mesh *mesh,
+                     const int *stage_layers, uint64_t seed, double dropout)
+{
+    return ptdp_model_setup_v(dev, m, ops, cfg, mesh, stage_layers, 1, seed, dropout);
+}
+
+ptdp_model *ptdp_model_chunk(ptdp_model *m, int c)
+{
+    return m->chunks != NULL ? &m->chunks[c] : m;
+}
+
 void ptdp_model_free(ptdp_device *dev, ptdp_model *m)
 {
-    if (m->ops != NULL && m->ops->free != NULL)
+    if (m->chunks != NULL) {
+        for (int c = 0; c < m->virtual_stages; c++)
+            if (m->chunks[c].ops != NULL && m->chunks[c].ops->free != NULL)
+                m->chunks[c].ops->free(dev, &m->chunks[c]);
+        free(m->chunks);
+        m->chunks = NULL;
+    } else if (m->ops != NULL && m->ops->free != NULL) {
         m->ops->free(dev, m);
+    }
     ptdp_free(dev, m->flat_g);
     ptdp_free(dev, m->flat_w);
     free(m->params);
@@ -297,7 +402,16 @@ int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
 
 int ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m)
 {
-    return m->ops->sync_gradients ? m->ops->sync_gradients(dev, m) : PTDP_OK;
+    if (m->ops->sync_gradients == NULL)
+        return PTDP_OK;
+    /* A chunked device: each chunk syncs what it holds (its SP LayerNorms
+     * over TP; the tied embedding on the chunks of piece 0 and of the last
+     * piece).  Every device of a TP group runs its chunks in the same
+     * order, so their collectives pair up. */
+    int rc = PTDP_OK;
+    for (int c = 0; rc == 0 && c < (m->chunks ? m->virtual_stages : 1); c++)
+        rc = m->ops->sync_gradients(dev, ptdp_model_chunk(m, c));
+    return rc;
 }
 
 /* ------------------------------------------------------- weight decay */

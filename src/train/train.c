@@ -15,6 +15,13 @@
  *                            the whole flat buffer, or its 1/dp under ZeRO
  *                            zero the gradients; ZeRO: all-gather the parameters
  *
+ * With --schedule interleaved --virtual-stages v the model of a device is
+ * v chunks (model.h): pieces s, s + p, … of p v.  Nothing else in the loop
+ * changes — DP, ZeRO, the optimizer and checkpoints see the device's one
+ * flat buffer — but the schedule, and the bubble formula it reports:
+ *
+ *   bubble = (p - 1) / (v m + p - 1)       (1F1B: v = 1)
+ *
  * The loss is the mean over the GLOBAL batch B: every micro-batch scales
  * its loss gradient by 1/B, and DP sums (dp.h explains why that, and not an
  * average of averages, is what equals the single device).
@@ -125,12 +132,25 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--sp: --seq-len %d must divide by --tp %d, each rank holding seq-len / tp positions "
             "(try --seq-len %d)", m->seq_len, c->tp, lo + c->tp);
     }
+    if (c->virtual_stages < 0)
+        BAD("--virtual-stages %d: must be at least 1 (model chunks per pipeline stage)", c->virtual_stages);
+    /* The schedule for this pp, m and v: --virtual-stages needs the
+     * interleaved schedule, which needs pp > 1 and m a multiple of pp. */
+    const int v = ptdp_train_virtual_stages(c);
+    if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v, msg, n) != 0)
+        return PTDP_EINVAL;
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
+    if ((long)c->pp * v > m->layers)
+        BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
+            "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
     if (c->stage_layers != NULL) {
         int sum = 0;
-        for (int s = 0; s < c->pp; s++) {
+        for (int s = 0; s < c->pp * v; s++) {
+            if (c->stage_layers[s] < 1 && v > 1)
+                BAD("--stage-layers: piece %d (stage %d, chunk %d) has %d blocks; every piece needs at least 1",
+                    s, s % c->pp, s / c->pp, c->stage_layers[s]);
             if (c->stage_layers[s] < 1)
                 BAD("--stage-layers: stage %d has %d blocks; every stage needs at least 1", s, c->stage_layers[s]);
             sum += c->stage_layers[s];
@@ -144,8 +164,6 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->clip_grad < 0) BAD("--clip-grad %g: must not be negative (0 = off)", c->clip_grad);
     if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
     if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
-    if (c->schedule != NULL && ptdp_schedule_find(c->schedule) == NULL)
-        BAD("--schedule %s: unknown (gpipe or 1f1b)", c->schedule);
     if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
     if (c->optimizer == PTDP_OPT_ADAMW && c->momentum > 0)
         BAD("--momentum %g is for --optimizer sgd; AdamW keeps moments of its own (beta1 0.9, beta2 0.999)",
@@ -185,6 +203,7 @@ typedef struct {
     void *observer_ctx;
     ptdp_train_result *result;
     size_t *peak_acts;            /* [world]                             */
+    size_t *peak_wgrad;           /* [world]: bytes held for W           */
     int *peak_in_flight;          /* [world]                             */
     int targets_per_sample;       /* the model's label_cols (device 0)   */
 } run;
@@ -445,7 +464,7 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
         return rc;
     double flops = u.flops;
     ptdp_zero_clear_gradients(z, m);
-    /* The ideal profile is the textbook pipeline: only the blocks cost time. */
+    /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
     /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
     if ((rc = ptdp_zero_gather_params(z, m)) != 0)
@@ -472,9 +491,9 @@ static int zero2_backward_end(ptdp_device *dev, void *ctx)
 static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
-    if (ptdp_schedule_create(name, c->pp, c->micro_batches, out) != 0)
-        return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d",
-                         name, c->pp, c->micro_batches);
+    if (ptdp_schedule_create_v(name, c->pp, c->micro_batches, ptdp_train_virtual_stages(c), out) != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d, v=%d",
+                         name, c->pp, c->micro_batches, ptdp_train_virtual_stages(c));
     return PTDP_OK;
 }
 
@@ -486,9 +505,12 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
-    if ((rc = ptdp_model_init(dev, &d->model, &c->model, &d->mesh, c->stage_layers, c->seed, c->dropout)) != 0)
+    if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
+                                ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;
     d->model.recompute_attention = c->recompute_attention;
+    for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++)
+        d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
         return rc;
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
@@ -549,8 +571,9 @@ static int device_main(ptdp_device *dev, void *arg)
 
         if ((c->dump_x != NULL || c->dump_tokens != NULL) && dev->rank == 0) {
             /* Device 0 is on the first stage and, when pp = 1, the last:
-             * the model fills whatever its stages hold a data source for. */
-            ptdp_model *m = &d.model;
+             * the model fills whatever its stages hold a data source for
+             * (its chunk 0, the model's first piece, when interleaved). */
+            ptdp_model *m = ptdp_model_chunk(&d.model, 0);
             ptdp_batch gb = {
                 .first = step * (int64_t)c->batch, .rows = c->batch,
                 .labels = c->dump_y + (size_t)s * c->batch * m->label_cols,
@@ -580,6 +603,8 @@ static int device_main(ptdp_device *dev, void *arg)
         x.busy = d.phase_busy;
         if (st.peak_in_flight > r->peak_in_flight[dev->rank])
             r->peak_in_flight[dev->rank] = st.peak_in_flight;
+        if (st.wgrad_peak_bytes > r->peak_wgrad[dev->rank])
+            r->peak_wgrad[dev->rank] = st.wgrad_peak_bytes;
         x.v1 = dev->clock.now;
         x.w1 = ptdp_wall_now();
         x.bytes = dev->stats.total_sent - x.bytes;
@@ -602,8 +627,16 @@ static int device_main(ptdp_device *dev, void *arg)
 static void bubble(run *r, ptdp_train_result *res)
 {
     const ptdp_train_config *c = r->cfg;
-    int p = c->pp, m = c->micro_batches;
-    res->bubble_formula = (double)(p - 1) / (double)(m + p - 1);
+    /* The schedule's own formula: (p-1)/(m+p-1), or (p-1)/(v m+p-1) for
+     * the interleaved one (schedule.h).  Validation built it already. */
+    ptdp_schedule *s;
+    res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches);
+    res->bubble_words = "(p-1)/(m+p-1)";
+    if (ptdp_schedule_create_v(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches,
+                               ptdp_train_virtual_stages(c), &s) == 0) {
+        res->bubble_formula = ptdp_schedule_bubble_formula(s, &res->bubble_words);
+        ptdp_schedule_destroy(s);
+    }
     /* Idle fraction of every device's pipeline phase, averaged over devices
      * and steps.  The phase starts when the first device of the step starts
      * and ends when the last one reaches its optimizer step. */
@@ -643,16 +676,18 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     r.ds = calloc(steps * (size_t)world, sizeof *r.ds);
     r.done = calloc(steps, sizeof *r.done);
     r.peak_acts = calloc((size_t)world, sizeof *r.peak_acts);
+    r.peak_wgrad = calloc((size_t)world, sizeof *r.peak_wgrad);
     r.peak_in_flight = calloc((size_t)world, sizeof *r.peak_in_flight);
     if (result != NULL) {
         memset(result, 0, sizeof *result);
         result->steps = cfg->steps;
         result->log = calloc(steps, sizeof *result->log);
         result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
+        result->peak_wgrad = calloc((size_t)cfg->pp, sizeof *result->peak_wgrad);
         result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
     }
-    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL ||
-        (result != NULL && (result->log == NULL || result->peak_acts == NULL ||
+    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL || r.peak_wgrad == NULL ||
+        (result != NULL && (result->log == NULL || result->peak_acts == NULL || result->peak_wgrad == NULL ||
                             result->param_elements == NULL))) {
         snprintf(msg, msglen, "host out of memory");
         rc = PTDP_ENOMEM;
@@ -691,12 +726,15 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                                 &pp_rank);
             if (r.peak_acts[d] > result->peak_acts[pp_rank])
                 result->peak_acts[pp_rank] = r.peak_acts[d];
+            if (r.peak_wgrad[d] > result->peak_wgrad[pp_rank])
+                result->peak_wgrad[pp_rank] = r.peak_wgrad[d];
         }
     }
 out:
     free(r.ds);
     free(r.done);
     free(r.peak_acts);
+    free(r.peak_wgrad);
     free(r.peak_in_flight);
     return rc;
 }
@@ -705,9 +743,11 @@ void ptdp_train_result_free(ptdp_train_result *r)
 {
     free(r->log);
     free(r->peak_acts);
+    free(r->peak_wgrad);
     free(r->param_elements);
     r->log = NULL;
     r->peak_acts = NULL;
+    r->peak_wgrad = NULL;
     r->param_elements = NULL;
 }
 

@@ -4,10 +4,14 @@
 #  1. Bad pipeline flags exit 2, name the flag on stderr, print nothing on
 #     stdout: --pp above --layers, --micro-batches 0, a batch not divisible
 #     by dp x M, --stage-layers that do not add up, contain 0 or have the
-#     wrong count, an unknown --schedule.
+#     wrong count, an unknown --schedule; and for the interleaved schedule
+#     --virtual-stages 0, v > 1 with another schedule, m not a multiple of
+#     p, --pp 1, fewer layers than pieces, --stage-layers without p v entries.
 #  2. `ptdp train --pp 4 --micro-batches 8 --check` passes and ends with the
 #     bubble (measured next to the formula) and the peak activation memory
-#     of each of the 4 stages; under --profile ideal the two bubbles agree.
+#     of each of the 4 stages; under --profile ideal the two bubbles agree;
+#     the same for --schedule interleaved --virtual-stages 2, whose line
+#     shows (p-1)/(v*m+p-1) and the point-to-point bytes.
 #  3. `ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b` prints one
 #     row per stage with every F<k> and B<k>, idle as dots, and the bubble
 #     measured and by formula; --svg writes a well-formed SVG.
@@ -84,6 +88,21 @@ expect_usage "--schedule zigzag"                            -- $t --pp 2 --sched
 expect_usage "--pp 0"                                       -- schedule --pp 0
 expect_usage "--micro-batches 0"                            -- schedule --micro-batches 0
 expect_usage "--schedule zigzag"                            -- schedule --schedule zigzag
+# interleaved 1F1B: each mistake found before any work, naming the flags and the fix
+i="$t --schedule interleaved"
+expect_usage "--virtual-stages 0: must be between 1"        -- $t --pp 2 --virtual-stages 0
+expect_usage "--virtual-stages 2: the 1f1b schedule runs one chunk per stage (use --schedule interleaved" \
+                                                            -- $t --pp 2 --micro-batches 2 --virtual-stages 2
+expect_usage "--virtual-stages 2: the gpipe schedule runs one chunk per stage" \
+                                                            -- $t --pp 2 --micro-batches 2 --schedule gpipe --virtual-stages 2
+expect_usage "--micro-batches 6 must be a multiple of --pp 4" -- $i --pp 4 --micro-batches 6 --batch 48 --virtual-stages 2
+expect_usage "--schedule interleaved needs --pp 2 or more"  -- $i --pp 1 --virtual-stages 2
+expect_usage "--layers 6 cannot be cut into 8 pieces for --pp 4 --virtual-stages 2: need --layers >= 8" \
+                                                            -- $i --layers 6 --pp 4 --micro-batches 4 --virtual-stages 2
+expect_usage "--stage-layers lists 2 pieces but --pp 2 x --virtual-stages 2 cuts the layers into 4" \
+                                                            -- $i --pp 2 --micro-batches 2 --virtual-stages 2 --stage-layers 4,4
+expect_usage "--stage-layers: piece 1 (stage 1, chunk 0) has 0 blocks" \
+                                                            -- $i --pp 2 --micro-batches 2 --virtual-stages 2 --stage-layers 4,0,2,2
 
 # ---- 2. a pipelined run: --check, the bubble, the peaks -------------------------
 if run_ok train --pp 4 --micro-batches 8 --steps 3 --check --quiet; then
@@ -110,6 +129,29 @@ for sched in gpipe 1f1b; do
         fi
     fi
 done
+
+# interleaved: --check passes; under the ideal profile the bubble is
+# (p-1)/(v m+p-1) = 3/11 for p 4, m 4, v 2, measured alike; the
+# point-to-point bytes (p v - 1) / (p - 1) = 7/3 times 1F1B's
+if run_ok train --pp 2 --micro-batches 4 --schedule interleaved --virtual-stages 2 --steps 2 --check --quiet \
+        --report "$tmp/r.json"; then
+    if ! has "check PASSED"; then
+        fail "train --schedule interleaved --virtual-stages 2 --check: no 'check PASSED'"
+    elif ! grep -q '"virtual_stages": 2' "$tmp/r.json"; then
+        fail "train --schedule interleaved: the report has no \"virtual_stages\": 2"
+    else
+        echo "ok    train --schedule interleaved --virtual-stages 2 --check: passed, report has virtual_stages"
+    fi
+fi
+if run_ok train --pp 4 --micro-batches 4 --schedule interleaved --virtual-stages 2 --steps 2 --profile ideal --quiet; then
+    if ! grep -qE '^pipeline \(interleaved, 4 stages x 2 virtual stages, 4 micro-batches\): bubble measured 0\.2727, formula \(p-1\)/\(v\*m\+p-1\) = 0\.2727$' "$out"; then
+        fail "train --profile ideal --schedule interleaved: no bubble line measured 0.2727 = formula (p-1)/(v*m+p-1)"
+    elif ! grep -qE '^  point-to-point per step: .* = 2 m \(p v - 1\) = 2 x 4 x 7 = 56 boundary crossings per pipeline; \(p v - 1\) / \(p - 1\) = 2\.33 x 1F1B.s$' "$out"; then
+        fail "train --schedule interleaved: no point-to-point line with 56 crossings and 2.33 x 1F1B's"
+    else
+        echo "ok    train --profile ideal --schedule interleaved: bubble 0.2727 both ways, p2p 7/3 of 1F1B's"
+    fi
+fi
 
 # GPipe holds m = 8 micro-batches on every stage, 1F1B only 4, 3, 2, 1:
 # every stage's printed peak must be larger under GPipe.

@@ -8,6 +8,8 @@
  */
 #include "equiv.h"
 
+#include "ptdp/schedule.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +66,10 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.cp_contiguous = false;
     b.zero = 0;
     b.stage_layers = NULL;
+    /* one device: one chunk, and a schedule that runs on one stage */
+    b.virtual_stages = 0;
+    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
+        b.schedule = "1f1b";
     return b;
 }
 

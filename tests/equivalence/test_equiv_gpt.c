@@ -18,7 +18,8 @@
  * schedules, dropout, recompute).
  * Plus: recompute (full and selective), and uneven stages, on the 3D mesh; and sequence
  * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
- * 1 or 2 where dp > 1, both schedules and dropout in turn.
+ * 1 or 2 where dp > 1, both schedules and dropout in turn.  And the
+ * interleaved schedule (v chunks per stage) composed with each of those.
  */
 #include "equiv.h"
 #include "ptdp/gpt.h"
@@ -189,6 +190,51 @@ TEST(gpt_tests, test_recompute_and_uneven_stages)
     equiv_check(&c);
     c.sp = false;
     c.zero = 0;
+    equiv_check(&c);
+}
+END_TEST
+
+/* Interleaved 1F1B (--virtual-stages v): each stage holds v chunks of a
+ * small GPT, the tied wte on stage 0's chunk 0 and stage p-1's chunk
+ * v-1, SP's LayerNorms in every chunk.  Composed with dp and ZeRO 1 and 2,
+ * tp with and without SP, cp, dropout, recompute and uneven pieces. */
+typedef struct {
+    int dp, cp, tp, pp, m, v, zero;
+    bool sp, recompute;
+    double dropout;
+    const int *pieces;
+} chunk_case;
+static const int uneven_pieces[] = { 1, 2, 1, 1 };   /* pp 2 x v 2, 5 layers */
+static const chunk_case chunk_cases[] = {
+    { 1, 1, 1, 2, 2, 2, 0, false, false, 0.0, NULL },  { 1, 1, 1, 2, 4, 4, 0, false, false, 0.1, NULL },
+    { 1, 1, 1, 4, 4, 2, 0, false, true, 0.1, NULL },   { 2, 1, 1, 2, 2, 2, 1, false, false, 0.1, NULL },
+    { 2, 1, 1, 2, 4, 2, 2, false, true, 0.0, NULL },   { 1, 1, 2, 2, 2, 2, 0, true, false, 0.1, NULL },
+    { 1, 1, 2, 2, 4, 3, 0, false, false, 0.0, NULL },  { 2, 1, 2, 2, 2, 2, 2, true, true, 0.1, NULL },
+    { 1, 2, 1, 2, 2, 2, 0, false, false, 0.1, NULL },  { 1, 2, 2, 2, 2, 2, 0, true, true, 0.0, NULL },
+    { 1, 1, 1, 2, 2, 2, 0, false, false, 0.1, uneven_pieces },
+    { 1, 1, 2, 2, 4, 2, 0, true, true, 0.0, uneven_pieces },
+};
+
+LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_cases / sizeof chunk_cases[0]))
+{
+    const chunk_case *k = &chunk_cases[_i];
+    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
+    /* one block per piece (4 at least), or the uneven cut's 5: deeper
+     * models drift past float's 1e-4 whatever the schedule */
+    c.model.layers = k->pieces ? 5 : k->pp * k->v > 4 ? k->pp * k->v : 4;
+    if (k->cp > 1)
+        c.model.seq_len = 12;                 /* 2 zigzag chunks per cp rank */
+    int per = k->dp * k->m;
+    c.batch = (c.batch + per - 1) / per * per;
+    c.cp = k->cp;
+    c.schedule = "interleaved";
+    c.virtual_stages = k->v;
+    c.zero = k->zero;
+    c.sp = k->sp;
+    c.recompute = k->recompute;
+    c.dropout = k->dropout;
+    c.stage_layers = k->pieces;
+    c.verify_replicas = k->dp > 1;
     equiv_check(&c);
 }
 END_TEST

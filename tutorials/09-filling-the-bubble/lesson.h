@@ -1,0 +1,34 @@
+/*
+ * lesson.h — lesson 09: the functions you write in exercise.c, which the
+ * check calls.
+ *
+ * The two generators fill an empty schedule (ptdp_schedule_alloc_v: s->pp
+ * stages, s->micro_batches micro-batches, s->virtual_stages chunks per
+ * stage) with every stage's compute only — forwards and backwards, pushed
+ * with ptdp_schedule_push_chunk — then call ptdp_schedule_add_comms(s),
+ * which places the sends and receives (schedule.h).  Like the library's
+ * ptdp_schedule_interleaved and ptdp_schedule_zb_h1, except that they
+ * return a status, so that an unfinished one can say so.
+ */
+#ifndef LESSON_09_H
+#define LESSON_09_H
+
+#include "ptdp/schedule.h"
+
+/* Interleaved 1F1B, p stages of v chunks each: the stage's k-th forward
+ * (k = 0 .. m v - 1; the same on every stage) runs chunk *chunk on
+ * micro-batch *mb.  Returns 0 or a PTDP_E… code. */
+int lesson_interleaved_forward(int p, int v, int k, int *chunk, int *mb);
+
+/* The same for the stage's k-th backward. */
+int lesson_interleaved_backward(int p, int v, int k, int *chunk, int *mb);
+
+/* Megatron-LM's interleaved 1F1B (s->virtual_stages = v chunks per stage;
+ * m a multiple of p).  Returns 0 or a PTDP_E… code. */
+int lesson_interleaved(ptdp_schedule *s);
+
+/* ZB-H1: 1F1B's forwards and input-gradient backwards (B), with the weight
+ * gradients (W) deferred into the bubbles.  Returns 0 or a PTDP_E… code. */
+int lesson_zb_h1(ptdp_schedule *s);
+
+#endif

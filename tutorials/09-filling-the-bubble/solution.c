@@ -1,0 +1,171 @@
+/*
+ * solution.c — lesson 09, the answer: filling the bubble (interleaved
+ * 1F1B's chunks, ZB-H1's deferred weight gradients).
+ *
+ * (exercise.c is this file with the blanks still empty.  Try it first.)
+ * src/parallel/schedule.c holds the library's own generators,
+ * ptdp_schedule_interleaved and ptdp_schedule_zb_h1.
+ *
+ * 1F1B idles (p - 1)(t_f + t_b) per stage while the pipe fills and drains.
+ * Two ways to shrink that with the same p and m:
+ *
+ *   Interleaved 1F1B (Megatron-LM): cut the model into p v pieces and give
+ *   stage s the pieces s, s + p, s + 2p, … (its v "chunks").  A forward or
+ *   backward through one chunk is 1/v of a stage's, so the fill and drain
+ *   cost 1/v as much:      bubble = (p - 1) / (v m + p - 1)
+ *
+ *     piece:  0 1 2 3 | 4 5 6 7       p = 4, v = 2: micro-batches go round
+ *     stage:  0 1 2 3 | 0 1 2 3       the ring of stages twice
+ *     chunk:  0 0 0 0 | 1 1 1 1
+ *
+ *   ZB-H1 (Qi et al. 2024): split each backward into B (the gradient of the
+ *   stage's input — the stage before waits for it) and W (the gradients of
+ *   its weights — nobody waits for it) and run the W passes where 1F1B
+ *   idles.  With F = B = W:  bubble = (p - 1) / (3m + p - 1)
+ *
+ * Both generators list the compute only and end with
+ * ptdp_schedule_add_comms(s), which places every send and receive so that
+ * blocking rendezvous send/recv cannot deadlock.
+ */
+#include "lesson.h"
+
+#include "ptdp/error.h"
+
+/* -------------------------------------------- interleaved: which chunk */
+
+int lesson_interleaved_forward(int p, int v, int k, int *chunk, int *mb)
+{
+    /* Blank 1: the k-th forward.  Megatron's order takes micro-batches in
+     * groups of p: the group's p micro-batches through chunk 0, the same p
+     * through chunk 1, …, through chunk v - 1, then the next group of p.
+     * p = 2, v = 2:   k   0   1   2   3   4   5   6   7
+     *                    F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1   (Fmb.chunk) */
+    *chunk = (k / p) % v;                   /* p forwards per chunk, round and round */
+    *mb = (k / (p * v)) * p + k % p;        /* the group's first, plus k's place in it */
+    return PTDP_OK;
+}
+
+int lesson_interleaved_backward(int p, int v, int k, int *chunk, int *mb)
+{
+    /* Blank 2: the k-th backward: the same micro-batches in the same
+     * order as the forwards, but a gradient flows from the model's last
+     * piece to its first. */
+    int rc = lesson_interleaved_forward(p, v, k, chunk, mb);
+    *chunk = v - 1 - *chunk;                /* the last chunk first: the loss is there */
+    return rc;
+}
+
+/* One compute action: the stage's k-th forward or backward. */
+static int push_forward(ptdp_schedule *s, int st, int k)
+{
+    int chunk = 0, mb = 0;
+    int rc = lesson_interleaved_forward(s->pp, s->virtual_stages, k, &chunk, &mb);
+    if (rc == PTDP_OK)
+        ptdp_schedule_push_chunk(s, st, PTDP_ACT_FORWARD, mb, chunk);
+    return rc;
+}
+
+static int push_backward(ptdp_schedule *s, int st, int k)
+{
+    int chunk = 0, mb = 0;
+    int rc = lesson_interleaved_backward(s->pp, s->virtual_stages, k, &chunk, &mb);
+    if (rc == PTDP_OK)
+        ptdp_schedule_push_chunk(s, st, PTDP_ACT_BACKWARD, mb, chunk);
+    return rc;
+}
+
+int lesson_interleaved(ptdp_schedule *s)
+{
+    const int p = s->pp, v = s->virtual_stages, total = s->micro_batches * v;
+    int rc = PTDP_OK;
+    for (int st = 0; st < p && rc == PTDP_OK; st++) {
+        /* Blank 3: the warm-up, the forwards stage st runs before its
+         * first backward.  1F1B's is p - st - 1 (see lesson_zb_h1 below).
+         * Here the first backward is micro-batch 0 through the stage's
+         * LAST chunk: which forward number k is micro-batch 0 through
+         * chunk v - 1?  Megatron-LM then adds 2 (p - st - 1): twice
+         * 1F1B's fill.  A stage runs only m v forwards in all. */
+        int warmup = (p - st - 1) * 2 + (v - 1) * p;
+        if (warmup > total)
+            warmup = total;
+
+        for (int k = 0; k < warmup && rc == PTDP_OK; k++)            /* warm-up */
+            rc = push_forward(s, st, k);
+        for (int k = 0; k < total - warmup && rc == PTDP_OK; k++) {   /* steady: 1F1B */
+            rc = push_forward(s, st, warmup + k);
+            if (rc == PTDP_OK)
+                rc = push_backward(s, st, k);
+        }
+        for (int k = total - warmup; k < total && rc == PTDP_OK; k++) /* cool-down */
+            rc = push_backward(s, st, k);
+    }
+    return rc != PTDP_OK ? rc : ptdp_schedule_add_comms(s);
+}
+
+/* ------------------------------------------------- ZB-H1: where W goes */
+
+typedef enum {
+    AFTER_STEADY_B,     /* after a B of the steady state (one F, one B, …)  */
+    AFTER_COOLDOWN_B,   /* after a B of the cool-down (no forwards left)     */
+    AT_THE_END,         /* after the stage's last B                         */
+} w_moment;
+
+/* Push the W passes stage st runs now.  b: the micro-batch whose B has
+ * just run (at AT_THE_END, m).  *next_w: the oldest W still owed (W passes
+ * run oldest first); after B(b), b + 1 - *next_w are owed. */
+static int place_w(ptdp_schedule *s, int st, w_moment when, int b, int *next_w)
+{
+    const int m = s->micro_batches;
+    /* Blank 4: where the W passes go.
+     *   steady state   keep st of them owed, run the oldest while more
+     *                  are: stage st runs its last B while the gradient
+     *                  still has st stages to go back, and the st W passes
+     *                  it kept fill that time (stage 0 runs each W at once)
+     *   cool-down      one W after each B, but not after the last B
+     *   the end        every W still owed
+     * One ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, w) per W,
+     * oldest first; a switch (when) { … } reads well. */
+    switch (when) {
+    case AFTER_STEADY_B:
+        while (b + 1 - *next_w > st)        /* owed beyond the st kept */
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, (*next_w)++);
+        break;
+    case AFTER_COOLDOWN_B:
+        if (b < m - 1)                      /* fills the wait for the next gradient */
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, (*next_w)++);
+        break;
+    case AT_THE_END:
+        while (*next_w < m)
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, (*next_w)++);
+        break;
+    }
+    return PTDP_OK;
+}
+
+/* 1F1B's order of F and B (the worked example: its warm-up, its steady
+ * state, its cool-down), with every backward split in two. */
+int lesson_zb_h1(ptdp_schedule *s)
+{
+    const int p = s->pp, m = s->micro_batches;
+    int rc = PTDP_OK;
+    for (int st = 0; st < p && rc == PTDP_OK; st++) {
+        /* 1F1B's warm-up: fill the pipe below stage st, so that the
+         * gradient of micro-batch 0 comes back just as it ends. */
+        const int warmup = p - st - 1 < m ? p - st - 1 : m;
+        int next_w = 0;
+        for (int mb = 0; mb < warmup; mb++)
+            ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, mb);
+        for (int k = 0; k < m - warmup && rc == PTDP_OK; k++) {      /* steady */
+            ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, warmup + k);
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_INPUT, k);
+            rc = place_w(s, st, AFTER_STEADY_B, k, &next_w);
+        }
+        for (int b = m - warmup; b < m && rc == PTDP_OK; b++) {      /* cool-down */
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_INPUT, b);
+            rc = place_w(s, st, AFTER_COOLDOWN_B, b, &next_w);
+        }
+        if (rc == PTDP_OK)
+            rc = place_w(s, st, AT_THE_END, m, &next_w);
+    }
+    return rc != PTDP_OK ? rc : ptdp_schedule_add_comms(s);
+}
