@@ -82,6 +82,9 @@ static void usage(void)
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved or zb-h1 (the\n"
         "                      backward split in B and W, W filling the bubble)\n"
+        "  --token-slices K    gpt, TeraPipe: each sequence runs through the pipeline as K slices of\n"
+        "                      positions, one after another (implies --schedule gpipe); a slice's\n"
+        "                      attention reads the keys and values the earlier ones left on the stage\n"
         "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
         "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
         "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
@@ -187,7 +190,7 @@ static int parse(int argc, char **argv, train_options *o)
     c->dp = 0;                     /* unset: --devices may decide it */
     c->model.ffn = 0;              /* unset: 4 x --hidden */
     ptdp_model_flags_init(&o->model, &c->model);
-    int opt = 0, sched = 0, algo = 3, seed = 1;
+    int opt = 0, sched = -1, algo = 3, seed = 1;
 
     ptdp_args a;
     ptdp_args_init(&a, "train", argc, argv, 1);
@@ -221,6 +224,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
         else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1024, &c->virtual_stages);
+        else if (ptdp_args_is(&a, "--token-slices")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->token_slices);
         else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);
         else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
         else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->cp);
@@ -261,7 +265,10 @@ static int parse(int argc, char **argv, train_options *o)
     o->launch.algo = algo_values[algo];
     c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     c->seed = (uint64_t)seed;
-    c->schedule = schedule_names[sched];
+    /* Token slices go through the pipeline as GPipe's micro-batches do: the
+     * default schedule then is gpipe; an explicit other one is refused by
+     * validation, naming both flags. */
+    c->schedule = sched >= 0 ? schedule_names[sched] : c->token_slices > 1 ? "gpipe" : schedule_names[0];
     o->model.seed = c->seed;
     if (ptdp_model_flags_finish("train", &o->model) != 0)
         return PTDP_EXIT_USAGE;

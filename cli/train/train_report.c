@@ -133,8 +133,10 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     if (c->dp * ptdp_train_cp(c) == 1 || c->steps == 0)
         return;
     /* the gradient group: dp x cp (mesh.h); ZeRO-2 reduce-scatters after
-     * every backward, one per (chunk, micro-batch) when interleaved */
-    int N = c->dp * ptdp_train_cp(c), M = c->micro_batches * ptdp_train_virtual_stages(c);
+     * every backward, one per (chunk, micro-batch) when interleaved, per
+     * (micro-batch, token slice) with TeraPipe */
+    int N = c->dp * ptdp_train_cp(c),
+        M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
     double measured = 0, formula = 0, grads = 0;
     for (int r = 0; r < lr->world_size; r++) {
         double S = device_elements(res, r);
@@ -235,11 +237,12 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
             lr->world_size, c->dp, c->tp, c->pp, c->zero, c->micro_batches, c->batch, c->steps, ptdp_train_cp(c),
             c->cp_contiguous ? "contiguous" : "zigzag");
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
-               "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d,\n",
+               "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
+               "\"token_slices\": %d,\n",
                c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
                c->recompute ? "full" : c->recompute_attention ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
-            ptdp_train_virtual_stages(c));
+            ptdp_train_virtual_stages(c), ptdp_train_token_slices(c));
     fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
                "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,
             m->layers, m->classes);

@@ -127,6 +127,9 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
            p * v - 1, 2 * m * (p * v - 1), c->dp * c->tp > 1 ? " (x dp x tp)" : "");
     if (v > 1)
         printf("; (p v - 1) / (p - 1) = %.3g x 1F1B's", (double)(p * v - 1) / (p - 1));
+    if (ptdp_train_token_slices(c) > 1)
+        printf(", each in %d token slices (the same bytes in %d messages)", ptdp_train_token_slices(c),
+               ptdp_train_token_slices(c));
     printf("\n");
 }
 
@@ -146,6 +149,9 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
         printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
                c->recompute ? " and recompute" : "");
+    else if (c->pp > 1 && ptdp_train_token_slices(c) > 1)
+        printf(", schedule %s over %d token slices of each sequence (TeraPipe)%s", c->schedule,
+               ptdp_train_token_slices(c), c->recompute ? " with recompute" : "");
     else if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
@@ -387,6 +393,10 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
             printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
                    "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                    res.bubble_measured, res.bubble_words, res.bubble_formula);
+        else if (ptdp_train_token_slices(c) > 1)
+            printf("pipeline (%s, %d stages, %d micro-batch%s x %d token slices): bubble measured %.4f, "
+                   "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+                   ptdp_train_token_slices(c), res.bubble_measured, res.bubble_words, res.bubble_formula);
         else
             printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula %s = %.4f\n",
                    c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",

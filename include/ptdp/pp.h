@@ -47,6 +47,10 @@ typedef struct {
     int64_t shard_first;       /* global index of this DP shard's first sample   */
     int shard_rows;            /* samples in this DP shard this step             */
     int micro_batches;
+    int token_slices;          /* k >= 1: TeraPipe — the schedule runs m k units,
+                                  unit u = slice u % k of micro-batch u / k
+                                  (positions ptdp_chunk(T, k, u % k) of each
+                                  sequence); 0 or 1: whole sequences          */
     bool recompute;
     double loss_scale;         /* 1 / global batch                               */
     ptdp_optimizer_fn optimizer_step;   /* at OPTIMIZER_STEP                    */

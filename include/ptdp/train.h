@@ -40,6 +40,10 @@ typedef struct {
     const char *schedule;     /* "1f1b" (default), "gpipe", "interleaved" */
     int virtual_stages;       /* v model chunks per stage (interleaved;
                                  pp.c): 0 or 1 = one                      */
+    int token_slices;         /* TeraPipe (gpt, --schedule gpipe): each
+                                 micro-batch's sequences run as k slices
+                                 of positions through the pipeline (pp.h);
+                                 0 or 1 = whole sequences                  */
     bool recompute;           /* full: keep only each stage's input         */
     bool recompute_attention; /* selective: keep the block's activations but
                                  the attention core's (scores, softmax,
@@ -108,6 +112,12 @@ ptdp_train_config ptdp_train_defaults(void);
 static inline int ptdp_train_cp(const ptdp_train_config *cfg)
 {
     return cfg->cp > 1 ? cfg->cp : 1;
+}
+
+/* k: cfg->token_slices, or 1 when it is 0 (whole sequences). */
+static inline int ptdp_train_token_slices(const ptdp_train_config *cfg)
+{
+    return cfg->token_slices > 1 ? cfg->token_slices : 1;
 }
 
 /* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage). */

@@ -78,13 +78,21 @@ static void release(ptdp_device *dev, ptdp_model *m, unit *u)
     ptdp_wgrad_free(dev, &u->wgrad);
 }
 
-/* "micro-batch 3" or, with chunks, "micro-batch 3, chunk 1". */
-static const char *unit_name(const ptdp_model *m, const ptdp_action *a, char *buf, size_t len)
+/* Token slices: the schedule's micro-batch u is slice u % k of micro-batch u / k. */
+static int slices_of(const ptdp_pp_step *st)
 {
-    if (m->virtual_stages > 1)
-        snprintf(buf, len, "micro-batch %d, chunk %d", a->mb, a->chunk);
-    else
-        snprintf(buf, len, "micro-batch %d", a->mb);
+    return st->token_slices > 1 ? st->token_slices : 1;
+}
+
+/* "micro-batch 3", with chunks "micro-batch 3, chunk 1", with token
+ * slices "micro-batch 1, slice 0". */
+static const char *unit_name(const ptdp_pp_step *st, const ptdp_action *a, char *buf, size_t len)
+{
+    const int k = slices_of(st);
+    int n = k > 1 ? snprintf(buf, len, "micro-batch %d, slice %d", a->mb / k, a->mb % k)
+                  : snprintf(buf, len, "micro-batch %d", a->mb);
+    if (st->model->virtual_stages > 1 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", chunk %d", a->chunk);
     return buf;
 }
 
@@ -102,14 +110,16 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
     char what[64];
     if (a->kind == PTDP_ACT_OPTIMIZER_STEP)
         return PTDP_OK;
-    if (a->mb < 0 || a->mb >= st->micro_batches)
-        return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s): micro-batch %d of %d micro-batches",
-                         stage, index, ptdp_action_kind_name(a->kind), a->mb, st->micro_batches);
+    const int U = st->micro_batches * slices_of(st);
+    if (a->mb < 0 || a->mb >= U)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s): micro-batch %d of %d %s",
+                         stage, index, ptdp_action_kind_name(a->kind), a->mb, U,
+                         U == st->micro_batches ? "micro-batches" : "(micro-batch, token slice) units");
     if (a->chunk < 0 || a->chunk >= v)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s of micro-batch %d): chunk %d of the "
                          "%d this stage holds", stage, index, ptdp_action_kind_name(a->kind), a->mb, a->chunk, v);
     const ptdp_model *c = ptdp_model_chunk(m, a->chunk);
-    const unit *u = &units[a->chunk * st->micro_batches + a->mb];
+    const unit *u = &units[a->chunk * U + a->mb];
     bool received_input = c->first_stage || u->in.data != NULL;
     bool received_grad = c->last_stage || u->dout.data != NULL;
     switch (a->kind) {
@@ -147,7 +157,7 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
     }
     if (why != NULL)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s of %s): %s",
-                         stage, index, ptdp_action_kind_name(a->kind), unit_name(m, a, what, sizeof what), why);
+                         stage, index, ptdp_action_kind_name(a->kind), unit_name(st, a, what, sizeof what), why);
     return PTDP_OK;
 }
 
@@ -157,7 +167,7 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u
                       int tag, int *alive)
 {
     ptdp_comm *pp = m->mesh->pp_comm;
-    int h = m->boundary_cols, rc = PTDP_OK;
+    int h = u != NULL ? ptdp_batch_boundary_cols(m, &u->data) : 0, rc = PTDP_OK;
 
     switch (a->kind) {
     case PTDP_ACT_RECV_FORWARD:
@@ -245,11 +255,16 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
 {
     ptdp_model *model = st->model;
     int stage = model->mesh->pp_rank, M = st->micro_batches, v = model->virtual_stages;
+    const int K = slices_of(st), U = M * K;   /* U: the schedule's units */
     const ptdp_schedule *s = st->schedule;
-    if (s == NULL || s->pp != model->mesh->pp || s->micro_batches != M)
+    if (s == NULL || s->pp != model->mesh->pp || s->micro_batches != U)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule is for %d stages and %d micro-batches, "
-                         "the step has %d stages and %d micro-batches", s ? s->name : "(null)",
-                         s ? s->pp : 0, s ? s->micro_batches : 0, model->mesh->pp, M);
+                         "the step has %d stages and %d micro-batches%s", s ? s->name : "(null)",
+                         s ? s->pp : 0, s ? s->micro_batches : 0, model->mesh->pp, U,
+                         K > 1 ? " (micro-batches x token slices)" : "");
+    if (K > 1 && (model->input_cols < K || !model->input_tokens))
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d token slices need a model of sequences of at least %d "
+                         "tokens", K, K);
     if (s->virtual_stages != v)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule runs %d chunks per stage, the model has %d "
                          "(set both from --virtual-stages)", s->name, s->virtual_stages, v);
@@ -257,18 +272,27 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);
     const ptdp_stage_actions *list = &s->stage[stage];
-    unit *units = calloc((size_t)M * (size_t)v, sizeof *units);
+    unit *units = calloc((size_t)U * (size_t)v, sizeof *units);
     if (units == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* Micro-batch k is chunk k of this DP shard (ptdp_chunk), so unequal
      * shards and micro-batches are handled the same way everywhere; every
-     * model chunk sees the same samples of it. */
+     * model chunk sees the same samples of it, and each token slice j its
+     * positions ptdp_chunk(T, K, j) of every sequence. */
     for (int k = 0; k < M; k++) {
         size_t off, len;
         ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
-        for (int c = 0; c < v; c++) {
-            units[c * M + k].data.first = st->shard_first + (int64_t)off;
-            units[c * M + k].data.rows = (int)len;
+        for (int j = 0; j < K; j++) {
+            size_t t0 = 0, tlen = 0;
+            if (K > 1)
+                ptdp_chunk((size_t)model->input_cols, K, j, &t0, &tlen);
+            for (int c = 0; c < v; c++) {
+                unit *u = &units[c * U + k * K + j];
+                u->data.first = st->shard_first + (int64_t)off;
+                u->data.rows = (int)len;
+                u->data.t0 = (int)t0;
+                u->data.tlen = (int)tlen;
+            }
         }
     }
     st->loss_sum = 0;
@@ -281,17 +305,17 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
             break;
         bool step = a->kind == PTDP_ACT_OPTIMIZER_STEP;
         rc = run_action(dev, st, ptdp_model_chunk(model, step ? 0 : a->chunk),
-                        step ? NULL : &units[a->chunk * M + a->mb], a,
-                        step ? 0 : tag_of(s, stage, a, M), &alive);
+                        step ? NULL : &units[a->chunk * U + a->mb], a,
+                        step ? 0 : tag_of(s, stage, a, U), &alive);
     }
     for (int c = 0; c < v; c++)
-        for (int k = 0; k < M && rc == 0; k++)
-            if (units[c * M + k].wgrad.pending)   /* its weight gradients would be lost */
+        for (int k = 0; k < U && rc == 0; k++)
+            if (units[c * U + k].wgrad.pending)   /* its weight gradients would be lost */
                 rc = ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d: micro-batch %d%s has a BACKWARD_INPUT "
                                "but no BACKWARD_WEIGHT", stage, k, v > 1 ? " (a chunk of it)" : "");
     for (int c = 0; c < v; c++)
-        for (int k = 0; k < M; k++)
-            release(dev, ptdp_model_chunk(model, c), &units[c * M + k]);
+        for (int k = 0; k < U; k++)
+            release(dev, ptdp_model_chunk(model, c), &units[c * U + k]);
     free(units);
     return rc;
 }

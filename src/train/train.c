@@ -139,6 +139,30 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     const int v = ptdp_train_virtual_stages(c);
     if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v, msg, n) != 0)
         return PTDP_EINVAL;
+    if (c->token_slices < 0)
+        BAD("--token-slices %d: must be at least 1 (slices of each sequence)", c->token_slices);
+    if (c->token_slices > 1) {
+        const int k = c->token_slices;
+        if (m->kind != PTDP_MODEL_GPT)
+            BAD("--token-slices %d cuts each sequence into slices of positions, and the MLP's samples have no "
+                "sequence: TeraPipe is for --model gpt", k);
+        if (k > m->seq_len)
+            BAD("--token-slices %d: more slices than --seq-len %d positions (a slice needs at least one: "
+                "--token-slices 1 to %d)", k, m->seq_len, m->seq_len);
+        if (c->cp > 1)
+            BAD("--token-slices %d and --cp %d both cut the sequence (one in time, one over devices): use one "
+                "of them", k, c->cp);
+        if (strcmp(c->schedule ? c->schedule : "1f1b", "gpipe") != 0)
+            BAD("--token-slices %d runs each sequence's slices forward in order and backward last first, as "
+                "GPipe does its micro-batches: use --schedule gpipe (not %s)", k, c->schedule ? c->schedule : "1f1b");
+        for (int j = 0; c->sp && j < k; j++) {
+            size_t off, len;
+            ptdp_chunk((size_t)m->seq_len, k, j, &off, &len);
+            if (len % (size_t)c->tp != 0)
+                BAD("--token-slices %d with --sp: slice %d holds %zu positions, which do not divide by --tp %d "
+                    "(every slice's positions are shared out over the TP group)", k, j, len, c->tp);
+        }
+    }
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
@@ -488,12 +512,15 @@ static int zero2_backward_end(ptdp_device *dev, void *ctx)
     return ptdp_zero_backward_end(dev, &d->zero, &d->model);
 }
 
+/* With token slices the schedule's "micro-batches" are the m k units
+ * (micro-batch, slice), slice fastest (pp.h). */
 static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
-    if (ptdp_schedule_create_v(name, c->pp, c->micro_batches, ptdp_train_virtual_stages(c), out) != 0)
+    const int units = c->micro_batches * ptdp_train_token_slices(c);
+    if (ptdp_schedule_create_v(name, c->pp, units, ptdp_train_virtual_stages(c), out) != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d, v=%d",
-                         name, c->pp, c->micro_batches, ptdp_train_virtual_stages(c));
+                         name, c->pp, units, ptdp_train_virtual_stages(c));
     return PTDP_OK;
 }
 
@@ -587,7 +614,8 @@ static int device_main(ptdp_device *dev, void *arg)
         ptdp_pp_step st = {
             .model = &d.model, .schedule = sched, .step = step,
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
-            .micro_batches = c->micro_batches, .recompute = c->recompute,
+            .micro_batches = c->micro_batches, .token_slices = ptdp_train_token_slices(c),
+            .recompute = c->recompute,
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
             .optimizer_step = optimizer_step, .optimizer_ctx = &d,
             .backward_begin = c->zero == 2 ? zero2_backward_begin : NULL,
@@ -632,8 +660,13 @@ static void bubble(run *r, ptdp_train_result *res)
     ptdp_schedule *s;
     res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches);
     res->bubble_words = "(p-1)/(m+p-1)";
-    if (ptdp_schedule_create_v(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches,
-                               ptdp_train_virtual_stages(c), &s) == 0) {
+    if (c->token_slices > 1) {
+        /* TeraPipe: GPipe over m k units, as if the slices cost the same;
+         * later slices attend to more keys, so the measured bubble differs */
+        res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches * c->token_slices);
+        res->bubble_words = "(p-1)/(k*m+p-1), uniform slices";
+    } else if (ptdp_schedule_create_v(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches,
+                                      ptdp_train_virtual_stages(c), &s) == 0) {
         res->bubble_formula = ptdp_schedule_bubble_formula(s, &res->bubble_words);
         ptdp_schedule_destroy(s);
     }
