@@ -27,6 +27,7 @@
 #include "ptdp/models.h"
 #include "ptdp/mesh.h"
 #include "ptdp/zero.h"
+#include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
 
@@ -137,6 +138,12 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
      * (micro-batch, token slice) with TeraPipe */
     int N = c->dp * ptdp_train_cp(c),
         M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
+    /* a split backward (zb-h1) reduce-scatters ZeRO-2's bucket after B and
+     * again after W (pp.c): twice per micro-batch */
+    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
+    const bool split = c->zero == 2 && e != NULL && e->split_backward;
+    if (split)
+        M *= 2;
     double measured = 0, formula = 0, grads = 0;
     for (int r = 0; r < lr->world_size; r++) {
         double S = device_elements(res, r);
@@ -177,9 +184,9 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     }
     printf(", gradients %s (1/%d of %s);\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]), N,
            ptdp_format_bytes(S0, b[3], sizeof b[3]));
-    printf("  the price: a reduce-scatter after each of the M = %d backwards, (M+1)(N-1)/N S instead of 2(N-1)/N S "
+    printf("  the price: a reduce-scatter after each of the M = %d backwards%s, (M+1)(N-1)/N S instead of 2(N-1)/N S "
            "(x%.2f bytes);\n  a full-size bucket (category comm) lives while one backward runs (zero.h explains)\n",
-           M, (M + 1) / 2.0);
+           M, split ? " (B and W each count: a split backward reduce-scatters twice)" : "", (M + 1) / 2.0);
 }
 
 void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
