@@ -9,6 +9,8 @@
 #     bubble 0.157895 measured and by (p-1)/(v*m+p-1), peaks 11 9 7 5.
 #  3. --schedule zb-h1 (p 4, m 8): W boxes, bubble 0.111111 both ways,
 #     1F1B's activation peaks 4 3 2 1 and W owed 1 2 3 4; --svg and --list.
+#  4. `ptdp train --schedule zb-h1 --zero 2`: the DP bytes' formula counts a
+#     reduce-scatter after B and another after W, and meets the measurement.
 set -uo pipefail
 
 ptdp=${1:?usage: schedule_ii.sh PATH_TO_PTDP}
@@ -79,6 +81,17 @@ fi
 if run $s --schedule zb-h1 --pp 4 --micro-batches 8 --backward-input-time 1 --backward-weight-time 2; then
     expect_out "forward 1, B 1, W 2"
     grep -q 'makespan 27 ' "$out" && fail "zb-h1 with W = 2 still takes 27"
+fi
+
+# ---- 4. ZB-H1 under ZeRO-2 reduce-scatters after B and after W: the printed
+# formula counts both and meets the measured bytes.
+if run train --pp 2 --dp 2 --micro-batches 4 --schedule zb-h1 --zero 2 --steps 2 --quiet; then
+    line=$(grep '^data parallelism' "$out")
+    f=$(sed -n 's/.*S = \([0-9.]* [KMG]*i*B\) (S = .*/\1/p' <<<"$line")
+    m=$(sed -n 's/.*measured \([0-9.]* [KMG]*i*B\)$/\1/p' <<<"$line")
+    [[ -n $f && $f == "$m" ]] || fail "zb-h1 --zero 2: formula '$f', measured '$m': $line"
+    expect_out "M = 8 backwards (B and W each count"
+    echo "ok    train --schedule zb-h1 --zero 2: DP bytes $m by formula and measured"
 fi
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
