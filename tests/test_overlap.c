@@ -11,7 +11,9 @@
  * and moves the same bits as the blocking call.  --overlap starts each DP
  * bucket's all-reduce inside the last micro-batch's backward (dp.h): the
  * same final state bit for bit, a shorter step under a GPU profile, shorter
- * by about the communication the backward hid.
+ * by about the communication the backward hid.  Under ZeRO-2 it starts
+ * each micro-batch's reduce-scatter and waits before the next backward
+ * (zero.h): the same bits again, and a shorter step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -168,6 +170,38 @@ LOOP_TEST(overlap_tests, test_overlap_same_bits_shorter_step, 2)
     ck_assert_msg(t1 < t0, "--overlap %g s, without %g s: no shorter", t1, t0);
     ck_assert_msg(fabs((t0 - t1) - hidden) < 1e-3 * t0, "saved %g s, device 0 hid %g s", t0 - t1, hidden);
     ck_assert_msg(hidden <= stream, "hidden %g more than the stream's %g", hidden, stream);
+    ptdp_state_free(&s0);
+    ptdp_state_free(&s1);
+    ptdp_train_result_free(&r0);
+    ptdp_train_result_free(&r1);
+    ptdp_launch_result_free(&l0);
+    ptdp_launch_result_free(&l1);
+}
+END_TEST
+
+/* ZeRO-2 with --overlap: each micro-batch's reduce-scatter waits until the
+ * next backward begins, hidden under the forward in between.  The same
+ * bits; a shorter run; the first micro-batches' reduce-scatters hidden. */
+LOOP_TEST(overlap_tests, test_overlap_zero2_same_bits_shorter, 2)
+{
+    const int pp = _i + 1;
+    ptdp_train_config plain = overlap_config(2, pp, false), ov = overlap_config(2, pp, true);
+    plain.zero = ov.zero = 2;
+    plain.micro_batches = ov.micro_batches = 4;
+    ptdp_launch_result l0, l1;
+    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
+    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
+    ptdp_state s0, s1;
+    ptdp_train_result r0, r1;
+    equiv_train(&plain, &o0, &s0, &r0);
+    equiv_train(&ov, &o1, &s1, &r1);
+    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, "zero 2 --overlap against without");
+    equiv_states_agree(&s1, &s0, 0, "zero 2 --overlap against without");
+    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1);
+    for (int d = 0; d < l1.world_size; d++)
+        ck_assert_msg(l1.devices[d].clock.hidden_s > 0 && l1.devices[d].clock.hidden_s <= l1.devices[d].clock.stream_s,
+                      "device %d hid %g of %g", d, l1.devices[d].clock.hidden_s, l1.devices[d].clock.stream_s);
+    ck_assert_msg(t1 < t0, "zero 2 --overlap %g s, without %g s: no shorter", t1, t0);
     ptdp_state_free(&s0);
     ptdp_state_free(&s1);
     ptdp_train_result_free(&r0);

@@ -191,9 +191,10 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
         BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
-    if (c->overlap && c->zero != 0)
-        BAD("--overlap with --zero %d: only plain data parallelism's bucket all-reduces overlap the backward "
-            "so far (ZeRO's reduce-scatters cut the whole buffer, not buckets): use --zero 0", c->zero);
+    if (c->overlap && c->zero == 1)
+        BAD("--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once, after the last "
+            "backward, so nothing is left to overlap; use --zero 0 (buckets summed during the backward) or "
+            "--zero 2 (each micro-batch's reduce-scatter under the next one's forward)");
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
@@ -513,12 +514,14 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
  * micro-batch's backward: give the model a gradient buffer before, and
  * reduce-scatter it into this rank's shard after (zero.h).  With --overlap
  * the stage's last backward of the step starts each DP bucket's all-reduce
- * as soon as the backward has completed it (dp.h); the rest start after. */
+ * as soon as the backward has completed it (dp.h); the rest start after.
+ * (ZeRO-2 with --overlap starts its reduce-scatters non-blocking instead,
+ * inside zero.c.) */
 static int around_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
     int rc = ptdp_zero_backward_begin(dev, &d->zero, &d->model);
-    if (rc == 0 && d->r->cfg->overlap && d->pp_step->last_backward)
+    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
         rc = ptdp_ddp_overlap_begin(d->mesh.dp_comm, &d->ddp, &d->model);
     return rc;
 }
@@ -527,7 +530,7 @@ static int around_backward_end(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
     int rc = ptdp_zero_backward_end(dev, &d->zero, &d->model);
-    if (rc == 0 && d->r->cfg->overlap && d->pp_step->last_backward)
+    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
         rc = ptdp_ddp_overlap_end(dev, &d->ddp, &d->model);
     return rc;
 }
@@ -560,6 +563,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
         return rc;
+    d->zero.overlap = c->overlap && c->zero == 2;   /* its reduce-scatters on the stream */
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* The optimizer state covers the chunk this device updates. */
