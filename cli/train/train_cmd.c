@@ -102,6 +102,8 @@ static void usage(void)
         "                      --virtual-stages V, pp x V entries, one per piece\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
+        "  --overlap           all-reduce each DP bucket during the last micro-batch's backward, as soon\n"
+        "                      as its gradients are complete (dp >= 2; the same bits, less virtual time)\n"
         "model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
@@ -216,6 +218,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c->clip_grad);
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
         else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c->zero);
+        else if (ptdp_args_is(&a, "--overlap")) rc = ptdp_args_switch(&a, &c->overlap);
         else if (ptdp_args_is(&a, "--seed")) {
             rc = ptdp_args_int(&a, 0, 2147483647, &seed);
             o->seed_given = true;

@@ -189,12 +189,42 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
            M, split ? " (B and W each count: a split backward reduce-scatters twice)" : "", (M + 1) / 2.0);
 }
 
+/* Per step, the mean over devices of the communication stream's time (the
+ * non-blocking collectives: --overlap's DP buckets) and of the part of it
+ * the compute stream never waited for (clock.h). */
+static void overlap_means(const ptdp_train_config *c, const ptdp_launch_result *lr, double *stream, double *hidden)
+{
+    *stream = *hidden = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        *stream += lr->devices[r].clock.stream_s;
+        *hidden += lr->devices[r].clock.hidden_s;
+    }
+    double n = (double)lr->world_size * (c->steps > 0 ? c->steps : 1);
+    *stream /= n > 0 ? n : 1;
+    *hidden /= n > 0 ? n : 1;
+}
+
+/* --overlap: how much of the DP communication the backward hid (under
+ * ZeRO-2: the compute between one backward and the next, zero.h). */
+static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    if (!c->overlap || c->steps == 0)
+        return;
+    double stream, hidden;
+    overlap_means(c, lr, &stream, &hidden);
+    printf("overlap: DP communication %.2f us per step and device, of which %.2f us under %s "
+           "(%.0f%% hidden; %.2f us exposed)\n", stream * 1e6, hidden * 1e6,
+           c->zero == 2 ? "the next micro-batch's compute" : "the backward",
+           stream > 0 ? 100.0 * hidden / stream : 0.0, (stream - hidden) * 1e6);
+}
+
 void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
                        ptdp_algo algo)
 {
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
+    print_overlap(c, lr);
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -227,8 +257,10 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     for (int g = 0; g < NGROUPS; g++)
         fprintf(f, "\"%s\": %s, ", group_names[g], J(per_step(group_sent(&s->comm, group_names[g]), c)));
     fprintf(f, "\"total\": %s},\n", J(per_step(s->comm.total_sent, c)));
-    fprintf(f, "     \"virtual_s\": {\"compute\": %s, \"comm\": %s, \"idle\": %s, \"end\": %s},\n",
-            J(s->clock.compute_s), J(s->clock.comm_s), J(s->clock.idle_s), J(s->clock.now));
+    fprintf(f, "     \"virtual_s\": {\"compute\": %s, \"comm\": %s, \"idle\": %s, \"end\": %s, "
+               "\"comm_stream\": %s, \"comm_hidden\": %s},\n",
+            J(s->clock.compute_s), J(s->clock.comm_s), J(s->clock.idle_s), J(s->clock.now),
+            J(s->clock.stream_s), J(s->clock.hidden_s));
     fprintf(f, "     \"wall_s\": %s}", J(s->wall_s));
 }
 
@@ -245,11 +277,11 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
             c->cp_contiguous ? "contiguous" : "zigzag");
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
-               "\"token_slices\": %d,\n",
+               "\"token_slices\": %d, \"overlap\": %s,\n",
                c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
                c->recompute ? "full" : c->recompute_attention ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
-            ptdp_train_virtual_stages(c), ptdp_train_token_slices(c));
+            ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false");
     fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
                "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,
             m->layers, m->classes);
@@ -264,8 +296,11 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         first = res->log[0].loss;
         last = res->log[res->steps - 1].loss;
     }
-    fprintf(f, "  \"run\": {\"first_loss\": %s, \"last_loss\": %s, \"virtual_s\": %s",
-            J(first), J(last), J(makespan));
+    double stream, hidden;
+    overlap_means(c, lr, &stream, &hidden);
+    fprintf(f, "  \"run\": {\"first_loss\": %s, \"last_loss\": %s, \"virtual_s\": %s, "
+               "\"comm_stream_s_per_step\": %s, \"comm_hidden_s_per_step\": %s",
+            J(first), J(last), J(makespan), J(stream), J(hidden));
     if (c->pp > 1)
         fprintf(f, ", \"bubble_measured\": %s, \"bubble_formula\": %s",
                 J(res->bubble_measured), J(res->bubble_formula));

@@ -258,6 +258,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.cp = 0;
     b.cp_contiguous = false;
     b.zero = 0;
+    b.overlap = false;
     b.final_state = final;
     b.init_state = NULL;
     b.dump_x = NULL;

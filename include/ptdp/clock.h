@@ -11,6 +11,18 @@
  *                and lasts as its algorithm's steps would on the links, e.g.
  *                ring all-reduce: 2(N-1) steps of (alpha + S/(N beta))
  *
+ * Two streams per device, as a GPU has: the compute stream (`now`) and a
+ * communication stream (`comm_free`) on which non-blocking collectives
+ * (comm.h: ptdp_all_reduce_start … ptdp_wait) run while the compute stream
+ * goes on.  Blocking calls keep running on the compute stream.
+ *
+ *   compute   ▇▇▇▇ backward ▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇ ░wait░ ▇ optimizer
+ *   comm              ┌bucket 0┐┌bucket 1┐┌── bucket 2 ──┐
+ *                     ^start   (serialised on the stream)  ^ wait returns
+ *
+ * The part of a started collective that the compute stream never waits for
+ * is "hidden"; the rest it waits for in ptdp_wait is "exposed".
+ *
  * Virtual time is deterministic: the same run gives the same timeline and the
  * same pipeline bubble whatever the host is doing.
  */
@@ -42,6 +54,10 @@ typedef struct {
     double compute_s;   /* time spent computing                           */
     double comm_s;      /* time spent moving data (modelled)              */
     double idle_s;      /* time spent waiting for other devices           */
+    /* The communication stream (non-blocking collectives). */
+    double comm_free;   /* when the stream has finished what it was given  */
+    double stream_s;    /* time the stream spent moving data               */
+    double hidden_s;    /* of it, what the compute stream never waited for */
 } ptdp_clock;
 
 /* Seconds since an arbitrary fixed point (monotonic). */

@@ -96,6 +96,32 @@ int ptdp_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
 int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                        ptdp_dtype t, const char *file, int line);
 
+/* Non-blocking collectives: start, then wait (stream.c).  The collective's
+ * virtual time runs on the device's communication stream (clock.h) from
+ * its start: it begins when every member's stream is free and its caller
+ * has reached the start (the latest of them), lasts what the blocking call
+ * costs, and the compute stream waits for its end only in ptdp_wait.  The
+ * data moves at the start, exactly as the blocking call moves it (same
+ * algorithm, same bits): recv is final once start returns, but a caller
+ * must not use it before ptdp_wait, as on a GPU.  Every member starts the
+ * same collectives in the same order, as for the blocking ones. */
+typedef struct {
+    struct ptdp_device *dev;
+    int active;              /* started and not yet waited for            */
+    double start, end;       /* virtual time on the communication stream  */
+    char name[48];           /* "all_reduce dp", for the trace            */
+} ptdp_request;
+
+int ptdp_all_reduce_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                             ptdp_dtype t, ptdp_op op, ptdp_request *req,
+                             const char *file, int line);
+int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                                 ptdp_dtype t, ptdp_op op, ptdp_request *req,
+                                 const char *file, int line);
+/* The compute stream waits for req's end (nothing if it has passed it);
+ * req becomes inactive.  An inactive req returns at once. */
+int ptdp_wait(ptdp_request *req);
+
 /* Blocking, rendezvous point-to-point.  dst/src are ranks in c. */
 int ptdp_send_at(ptdp_comm *c, const void *buf, size_t count, ptdp_dtype t,
                  int dst, int tag, const char *file, int line);
@@ -114,6 +140,8 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
 #define ptdp_gather(c, s, r, n, t, root)        ptdp_gather_at(c, s, r, n, t, root, __FILE__, __LINE__)
 #define ptdp_scatter(c, s, r, n, t, root)       ptdp_scatter_at(c, s, r, n, t, root, __FILE__, __LINE__)
 #define ptdp_all_to_all(c, s, r, n, t)          ptdp_all_to_all_at(c, s, r, n, t, __FILE__, __LINE__)
+#define ptdp_all_reduce_start(c, s, r, n, t, op, req)     ptdp_all_reduce_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
+#define ptdp_reduce_scatter_start(c, s, r, n, t, op, req) ptdp_reduce_scatter_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
 #define ptdp_send(c, b, n, t, dst, tag)         ptdp_send_at(c, b, n, t, dst, tag, __FILE__, __LINE__)
 #define ptdp_recv(c, b, n, t, src, tag)         ptdp_recv_at(c, b, n, t, src, tag, __FILE__, __LINE__)
 

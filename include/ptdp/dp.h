@@ -23,12 +23,29 @@
  * order the backward produces gradients (output layer first), and cut at
  * parameter boundaries into buckets of about --bucket-mb MiB.  Each bucket
  * is one all-reduce; fewer, larger messages pay the latency alpha less often.
+ *
+ * Overlap (--overlap), as DDP does: during the LAST micro-batch's backward
+ * (the earlier ones only accumulate, DDP's no_sync), the model reports each
+ * block whose gradients are complete (ptdp_model_grads_ready); those form a
+ * growing prefix of flat_g, and every bucket inside it starts its
+ * all-reduce at once on the communication stream (comm.h, clock.h).  The
+ * backward goes on computing meanwhile; the optimizer waits for them all.
+ *
+ *   compute   ── backward: out  block 3  block 2  block 1  block 0  in ─|wait|─ optimizer
+ *   comm                  [b0]     [b1 ──]  [b2 ──]  [b3 ──]  [b4 ──]  [b5]
+ *                                                   hidden            ^exposed
+ *
+ * The same calls on the same data in the same order as without overlap, so
+ * the same bits; only the virtual time differs.  What overlap cannot hide:
+ * the buckets that fill last (the first layers' gradients, done when the
+ * backward ends) are summed after it.
  */
 #ifndef PTDP_DP_H
 #define PTDP_DP_H
 
 #include <stddef.h>
 
+#include "comm.h"
 #include "model.h"
 
 struct ptdp_device;
@@ -38,6 +55,10 @@ typedef struct { size_t begin, end; int first_param, last_param; } ptdp_bucket;
 typedef struct {
     int nbuckets;
     ptdp_bucket *buckets;   /* host memory: bookkeeping, not device data */
+    /* overlap (ptdp_ddp_overlap_begin … ptdp_ddp_wait) */
+    ptdp_comm *comm;        /* the DP group of the armed backward          */
+    int started;            /* buckets whose all-reduce has started        */
+    ptdp_request *requests; /* [nbuckets], host                            */
 } ptdp_ddp;
 
 /* Cut m's flat gradient buffer into buckets of at most bucket_mb MiB (a
@@ -46,5 +67,15 @@ int  ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb);
 void ptdp_ddp_free(ptdp_ddp *d);
 /* All-reduce (sum) every bucket in the DP group, in order. */
 int  ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
+
+/* Overlap.  Before the last micro-batch's backward: arm the model's
+ * grads_ready hook, so that every bucket starts its all-reduce (non-
+ * blocking) as soon as the backward has completed it. */
+int  ptdp_ddp_overlap_begin(ptdp_comm *dp, ptdp_ddp *d, ptdp_model *m);
+/* After that backward: disarm, and start the buckets still waiting (the
+ * last ones, which the backward completes as it ends). */
+int  ptdp_ddp_overlap_end(struct ptdp_device *dev, ptdp_ddp *d, ptdp_model *m);
+/* Before the optimizer: wait for every bucket's all-reduce, in order. */
+int  ptdp_ddp_wait(ptdp_ddp *d);
 
 #endif

@@ -262,6 +262,13 @@ struct ptdp_model {
     int chunk;                      /* a chunk: which one, 0 .. v-1          */
     ptdp_model *chunks;             /* the device, v > 1: [v]; else NULL     */
     ptdp_model *device;             /* a chunk: its device; else NULL        */
+
+    /* Gradients final early (set on the device's model by whoever sums
+     * them during the backward: dp.c's overlap; NULL: nobody).  Called by
+     * ptdp_model_grads_ready with `ready`: the elements [0, ready) of the
+     * device's flat_g hold their final gradient for this backward. */
+    int (*grads_ready)(ptdp_device *dev, ptdp_model *m, size_t ready, void *ctx);
+    void *grads_ready_ctx;
 };
 
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
@@ -339,6 +346,15 @@ void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
 int  ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                                double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
 int  ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w);
+
+/* For a model's backward, after each block: the gradient of `last` and of
+ * every parameter before it in params[] (backward order) is complete for
+ * this micro-batch.  Since params[] is laid out in backward order, the
+ * complete gradients are a growing prefix of flat_g, and a data-parallel
+ * sum may start on it while the backward goes on (dp.h, --overlap).  A
+ * split backward (B without W) must not call it: W still adds.  Returns
+ * the hook's status (0 without one). */
+int  ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *last);
 
 /* ---- the whole model from its shards ---- */
 /* Whether this device's copy of p counts in a whole-model sum (the gradient

@@ -59,6 +59,9 @@ typedef struct {
      * it after each micro-batch's backward. */
     ptdp_optimizer_fn backward_begin, backward_end;
     void *optimizer_ctx;
+    bool last_backward;        /* set by the executor for the hooks: the BACKWARD
+                                  running is this stage's last of the step (its
+                                  gradients are final after it: --overlap)      */
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
     int peak_in_flight;        /* out: most micro-batches alive at once (with
                                   chunks: (chunk, micro-batch) pairs)            */

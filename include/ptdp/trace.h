@@ -4,7 +4,9 @@
  * Each device appends events (compute, each collective, send, recv, waiting)
  * to its own trace; ptdp_launch writes all of them as one Chrome trace
  * (chrome://tracing, https://ui.perfetto.dev) with two processes, "virtual
- * time" and "wall time", and one track (thread) per device in each.
+ * time" and "wall time", and one track (thread) per device in each — two
+ * for a device that ran non-blocking collectives: "device R" (its compute
+ * stream) and "device R comm" (its communication stream).
  */
 #ifndef PTDP_TRACE_H
 #define PTDP_TRACE_H
@@ -19,6 +21,8 @@ typedef struct {
     double v0, v1;       /* virtual start and end, seconds                 */
     double w0, w1;       /* wall start and end, seconds since launch       */
     double bytes;        /* bytes sent by this device in the event, or 0   */
+    int    track;        /* 0: the compute stream; 1: the communication
+                            stream (non-blocking collectives, clock.h)     */
 } ptdp_trace_event;
 
 ptdp_trace *ptdp_trace_create(int rank);

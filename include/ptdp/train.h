@@ -56,6 +56,9 @@ typedef struct {
     const int *stage_layers;  /* pp x v entries (blocks per piece), or NULL
                                  for balanced                             */
     int zero;                 /* 0, 1 or 2                                */
+    bool overlap;             /* all-reduce each DP bucket during the last
+                                 micro-batch's backward, as soon as it is
+                                 complete (dp.h): the same bits, earlier     */
     bool verify_replicas;     /* after every step, check that DP replicas are
                                  bit-identical (one small all-gather of hashes) */
 

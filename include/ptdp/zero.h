@@ -58,6 +58,7 @@
 
 #include <stddef.h>
 
+#include "comm.h"
 #include "model.h"
 
 struct ptdp_device;
@@ -73,6 +74,15 @@ typedef struct {
     ptdp_zero_range *norm;      /* host: the pieces of my chunk the norm counts     */
     ptdp_real *grad_shard;      /* stage 2: [len], my chunk of the step's gradient ("grads") */
     ptdp_real *bucket;          /* stage 2: [numel] while a backward runs ("comm"), else NULL */
+    /* Stage 2 with overlap (--overlap): the reduce-scatter after a backward
+     * starts non-blocking (comm.h) and is waited for — its chunk added to
+     * the shard, its bucket freed — only before the next backward's bucket
+     * is allocated or before the optimizer, so it runs on the communication
+     * stream under whatever the stage computes in between (the next
+     * micro-batch's forward).  One bucket at a time, as without overlap. */
+    bool overlap;
+    ptdp_real *pending;         /* the bucket being reduce-scattered, or NULL */
+    ptdp_request request;
 } ptdp_zero;
 
 /* Set up `stage` (0, 1 or 2) for model m in m->mesh's DP group.  Stage 2

@@ -21,6 +21,13 @@
  *   end   = start + cost(op, S bytes, n)        (modelled on real links)
  *   idle += start - my clock;  comm += cost
  *
+ * A non-blocking collective (…_start, then ptdp_wait; stream.c) takes the
+ * same five steps at its start, with the same rule on the members'
+ * communication streams instead of their compute streams:
+ *
+ *   start = max over members of max(caller's clock, its stream's clock)
+ *   end   = start + cost;   the stream is busy until end, the caller goes on
+ *
  * Point-to-point messages model an asynchronous send, as GPUs overlap
  * sends with compute: the sender is charged alpha + bytes/beta and moves
  * on; the message arrives at t_send + alpha + bytes/beta; a receive
@@ -106,7 +113,7 @@ static size_t model_bytes(const ptdp_comm *c, const ptdp_call *k)
 }
 
 static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_call *const *calls,
-                               ptdp_traffic t, double wall_start)
+                               ptdp_traffic t, double wall_start, ptdp_request *req)
 {
     ptdp_device *dev = c->dev;
     double start = mine->clock;
@@ -115,6 +122,14 @@ static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_c
             start = calls[r]->clock;
     ptdp_coll model = mine->op == PTDP_COLL_SPLIT ? PTDP_COLL_BARRIER : mine->op;
     double cost = ptdp_cost_collective(dev->profile, model, model_bytes(c, mine), c->size);
+    if (req != NULL) {   /* on the communication stream: the caller goes on */
+        char name[48];
+        snprintf(name, sizeof name, "%s %s", ptdp_coll_name(mine->op), c->name);
+        count_bytes(dev, c, mine->op, t);
+        ptdp_stream_record(dev, req, name, start, cost, t.sent, wall_start,
+                           dev->trace ? ptdp_wall_now() : 0.0);
+        return;
+    }
     double idle = start - dev->clock.now;
 
     dev->clock.idle_s += idle;
@@ -134,15 +149,16 @@ static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_c
 
 /* ------------------------------------------------- the collective path */
 
-/* Steps 2–5 for a collective whose arguments are checked. */
-static int run_collective(ptdp_comm *c, ptdp_call *mine, ptdp_coll_fn move)
+/* Steps 2–5 for a collective whose arguments are checked; on the
+ * communication stream if req is not NULL. */
+static int run_collective(ptdp_comm *c, ptdp_call *mine, ptdp_coll_fn move, ptdp_request *req)
 {
     ptdp_device *dev = c->dev;
     double wall_start = dev->trace ? ptdp_wall_now() : 0.0;
     const ptdp_call *calls[PTDP_MAX_DEVICES];
     ptdp_traffic t = { 0.0, 0.0 };
 
-    mine->clock = dev->clock.now;
+    mine->clock = req != NULL ? ptdp_stream_ready(dev) : dev->clock.now;
     mine->seq = c->ncalls++;
     int rc = c->ops->meet(c, mine, calls);
     if (rc == 0)
@@ -152,7 +168,7 @@ static int run_collective(ptdp_comm *c, ptdp_call *mine, ptdp_coll_fn move)
     if (rc == 0 && move)
         rc = move(c, calls, &t);
     if (rc == 0)
-        account_collective(c, mine, calls, t, wall_start);
+        account_collective(c, mine, calls, t, wall_start, req);
     return rc;
 }
 
@@ -220,16 +236,24 @@ static ptdp_coll_fn backend_op(ptdp_comm *c, ptdp_call *k)
     }
 }
 
-/* Steps 1 to 5 for one collective call. */
-static int collective(ptdp_comm *c, ptdp_call *k, const void *send)
+/* Steps 1 to 5 for one collective call, started on the communication
+ * stream if req is not NULL. */
+static int collective_on(ptdp_comm *c, ptdp_call *k, const void *send, ptdp_request *req)
 {
     int rc = enter(c, k->op, k->file, k->line);
     if (rc == 0)
         rc = ptdp_check_call(c, k, send);
+    if (rc == 0 && req != NULL && req->active)
+        rc = ptdp_bad_call(c, k, "the request is still active (started and not waited for)");
     if (rc)
         return rc;
     ptdp_coll_fn move = backend_op(c, k);
-    return run_collective(c, k, move);
+    return run_collective(c, k, move, req);
+}
+
+static int collective(ptdp_comm *c, ptdp_call *k, const void *send)
+{
+    return collective_on(c, k, send, NULL);
 }
 
 int ptdp_barrier_at(ptdp_comm *c, const char *file, int line)
@@ -291,6 +315,37 @@ int ptdp_reduce_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t co
     return collective(c, &k, send);
 }
 
+/* A start needs somewhere to put what ptdp_wait waits for. */
+static int start_without_request(ptdp_comm *c, ptdp_call *k)
+{
+    int rc = enter(c, k->op, k->file, k->line);
+    return rc ? rc : ptdp_bad_call(c, k, "req is NULL (a non-blocking call needs a ptdp_request)");
+}
+
+int ptdp_all_reduce_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                             ptdp_dtype t, ptdp_op op, ptdp_request *req,
+                             const char *file, int line)
+{
+    ptdp_call k = new_call(PTDP_COLL_ALL_REDUCE, count, t, file, line);
+    k.rop = op;
+    k.recv = recv;
+    if (req == NULL)
+        return start_without_request(c, &k);
+    return collective_on(c, &k, send, req);
+}
+
+int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                                 ptdp_dtype t, ptdp_op op, ptdp_request *req,
+                                 const char *file, int line)
+{
+    ptdp_call k = new_call(PTDP_COLL_REDUCE_SCATTER, count, t, file, line);
+    k.rop = op;
+    k.recv = recv;
+    if (req == NULL)
+        return start_without_request(c, &k);
+    return collective_on(c, &k, send, req);
+}
+
 int ptdp_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                    ptdp_dtype t, int root, const char *file, int line)
 {
@@ -340,7 +395,7 @@ int ptdp_comm_split_at(ptdp_comm *c, int color, int key, const char *name,
     if ((rc = c->ops->split(c, calls, name ? name : "group", out)) != 0)
         return rc;
     ptdp_traffic none = { 0.0, 0.0 };
-    account_collective(c, &k, calls, none, wall_start);
+    account_collective(c, &k, calls, none, wall_start, NULL);
     return 0;
 }
 

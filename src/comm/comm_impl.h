@@ -136,6 +136,14 @@ int  ptdp_bad_call(ptdp_comm *c, const ptdp_call *call, const char *fmt, ...)
 #endif
     ;
 
+/* The communication stream (stream.c).  When a collective started on it
+ * may begin on this device: its caller's time or the stream's, the later. */
+double ptdp_stream_ready(const ptdp_device *dev);
+/* A collective on the stream from start to start + cost: the stream's
+ * clock, the request, the trace's second track. */
+void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, double start,
+                        double cost, double bytes, double wall_start, double wall_end);
+
 /* ------------------------------------------- element-wise reductions */
 
 /* memcpy that accepts n == 0 with NULL pointers and dst == src. */

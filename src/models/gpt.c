@@ -794,12 +794,16 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln_local, sv->x_out, g->lnf_w->w,
                                 sv->lnf_mean, sv->lnf_rstd, false);
         account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)Rl * C), w0, true);
+        /* the head's and LN_f's gradients are final (a data-parallel sum may start) */
+        if (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->lnf_w)) != 0)
+            goto done;
     } else {
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, Rl, C));
     }
 
     for (int i = nb - 1; i >= 0; i--)
-        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0)
+        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0 ||
+            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0))
             goto done;
 
     w0 = ptdp_wall_now();

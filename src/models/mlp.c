@@ -271,6 +271,9 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                 (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
+        /* the output layer's gradients are final (a data-parallel sum may start) */
+        if (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0)
+            goto done;
     } else {
         ptdp_tensor_copy(dh, *dout);
     }
@@ -306,6 +309,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
             goto done;
         ptdp_tensor_add(dh, tmp);   /* the residual adds both paths */
+        if (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0)
+            goto done;
     }
 
     w0 = ptdp_wall_now();

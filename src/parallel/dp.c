@@ -8,10 +8,12 @@
  *   buckets:         |<-- bucket 0 -->|<-- bucket 1 -->| … |<- last ->|
  *
  * In PyTorch DDP a bucket's all-reduce starts as soon as the backward has
- * filled it, overlapping with the rest of the backward.  Here collectives
- * block, so buckets run one after another once the last micro-batch's
- * backward is done; what they still show is the trade between the number of
- * messages (each pays alpha) and their size.
+ * filled it, overlapping with the rest of the backward.  Without --overlap
+ * the buckets run one after another, blocking, once the last micro-batch's
+ * backward is done; what they show is the trade between the number of
+ * messages (each pays alpha) and their size.  With --overlap (dp.h) each
+ * starts on the communication stream as soon as the backward has filled
+ * it: the same calls in the same order, started earlier.
  */
 #include "ptdp/dp.h"
 
@@ -23,9 +25,14 @@
 int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
 {
     d->nbuckets = 0;
+    d->comm = NULL;
+    d->started = 0;
     d->buckets = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *d->buckets);
-    if (d->buckets == NULL)
+    d->requests = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *d->requests);
+    if (d->buckets == NULL || d->requests == NULL) {
+        ptdp_ddp_free(d);
         return PTDP_ENOMEM;
+    }
     size_t cap = bucket_mb > 0 ? (size_t)(bucket_mb * 1024 * 1024) / sizeof(ptdp_real) : 0;
     if (cap == 0)
         cap = 1;
@@ -47,7 +54,9 @@ int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
 void ptdp_ddp_free(ptdp_ddp *d)
 {
     free(d->buckets);
+    free(d->requests);
     d->buckets = NULL;
+    d->requests = NULL;
     d->nbuckets = 0;
 }
 
@@ -62,4 +71,61 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
             return rc;
     }
     return PTDP_OK;
+}
+
+/* ------------------------------------------------------------ overlap */
+
+/* Start bucket b's all-reduce on the communication stream. */
+static int start_bucket(ptdp_ddp *d, ptdp_model *m, int b)
+{
+    ptdp_real *g = m->flat_g + d->buckets[b].begin;
+    return ptdp_all_reduce_start(d->comm, g, g, d->buckets[b].end - d->buckets[b].begin, PTDP_REAL, PTDP_SUM,
+                                 &d->requests[b]);
+}
+
+/* The model's grads_ready hook: [0, ready) of flat_g is final, so every
+ * bucket that ends inside it can be summed now (buckets in order, as the
+ * blocking path sums them). */
+static int on_grads_ready(ptdp_device *dev, ptdp_model *m, size_t ready, void *ctx)
+{
+    (void)dev;
+    ptdp_ddp *d = ctx;
+    int rc = PTDP_OK;
+    while (rc == 0 && d->started < d->nbuckets && d->buckets[d->started].end <= ready)
+        rc = start_bucket(d, m, d->started++);
+    return rc;
+}
+
+int ptdp_ddp_overlap_begin(ptdp_comm *dp, ptdp_ddp *d, ptdp_model *m)
+{
+    d->comm = dp;
+    d->started = 0;
+    if (ptdp_comm_size(dp) == 1) {   /* nothing to sum: never arm */
+        d->started = d->nbuckets;
+        return PTDP_OK;
+    }
+    m->grads_ready = on_grads_ready;
+    m->grads_ready_ctx = d;
+    return PTDP_OK;
+}
+
+int ptdp_ddp_overlap_end(ptdp_device *dev, ptdp_ddp *d, ptdp_model *m)
+{
+    m->grads_ready = NULL;
+    m->grads_ready_ctx = NULL;
+    /* the whole buffer is final now */
+    return d->comm != NULL ? on_grads_ready(dev, m, m->numel, d) : PTDP_OK;
+}
+
+int ptdp_ddp_wait(ptdp_ddp *d)
+{
+    int rc = PTDP_OK;
+    for (int b = 0; b < d->nbuckets; b++) {
+        int w = ptdp_wait(&d->requests[b]);
+        if (rc == 0)
+            rc = w;
+    }
+    d->comm = NULL;
+    d->started = 0;
+    return rc;
 }

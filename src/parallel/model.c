@@ -346,6 +346,14 @@ void ptdp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
     acts->alive = false;
 }
 
+int ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *last)
+{
+    ptdp_model *d = m->device != NULL ? m->device : m;   /* the hook lives on the device */
+    if (d->grads_ready == NULL || last == NULL)
+        return PTDP_OK;
+    return d->grads_ready(dev, d, last->offset + ptdp_tensor_numel(last->g), d->grads_ready_ctx);
+}
+
 int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                               double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w)
 {

@@ -298,11 +298,15 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
     st->loss_sum = 0;
     st->peak_in_flight = 0;
     st->wgrad_bytes = st->wgrad_peak_bytes = 0;
-    int alive = 0, rc = PTDP_OK;
+    int alive = 0, rc = PTDP_OK, last_backward = -1;
+    for (int i = 0; i < list->count; i++)
+        if (list->actions[i].kind == PTDP_ACT_BACKWARD)
+            last_backward = i;
     for (int i = 0; i < list->count && rc == 0; i++) {
         const ptdp_action *a = &list->actions[i];
         if ((rc = check_action(dev, st, units, a, i)) != 0)
             break;
+        st->last_backward = i == last_backward;
         bool step = a->kind == PTDP_ACT_OPTIMIZER_STEP;
         rc = run_action(dev, st, ptdp_model_chunk(model, step ? 0 : a->chunk),
                         step ? NULL : &units[a->chunk * U + a->mb], a,

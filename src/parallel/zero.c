@@ -97,6 +97,10 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         point_gradients(m, NULL);
         z->bucket = NULL;
     }
+    if (z->pending != NULL) {         /* a step that failed before its wait */
+        ptdp_free(dev, z->pending);
+        z->pending = NULL;
+    }
     ptdp_free(dev, z->grad_shard);
     z->grad_shard = NULL;
     free(z->norm);
@@ -106,10 +110,37 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* ----------------------------------------- stage 2: around each backward */
 
+/* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k,
+ * from a bucket whose reduce-scatter is done; then the bucket is freed. */
+static void accumulate_and_free(ptdp_device *dev, ptdp_zero *z, ptdp_real *bucket)
+{
+    const ptdp_real *mine = bucket + z->off;
+    for (size_t i = 0; i < z->len; i++)
+        z->grad_shard[i] += mine[i];
+    ptdp_free(dev, bucket);
+}
+
+/* Overlap: wait for the reduce-scatter started after the previous backward. */
+static int finish_pending(ptdp_device *dev, ptdp_zero *z)
+{
+    if (z->pending == NULL)
+        return PTDP_OK;
+    int rc = ptdp_wait(&z->request);
+    if (rc == 0)
+        accumulate_and_free(dev, z, z->pending);
+    else
+        ptdp_free(dev, z->pending);
+    z->pending = NULL;
+    return rc;
+}
+
 int ptdp_zero_backward_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage != 2)
         return PTDP_OK;
+    int rc = finish_pending(dev, z);   /* one bucket at a time */
+    if (rc != 0)
+        return rc;
     /* Zero-filled by the arena: the backward accumulates into it. */
     z->bucket = ptdp_alloc(dev, z->numel * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.grad_bucket");
     if (z->bucket == NULL)
@@ -124,16 +155,19 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         return PTDP_OK;
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
      * of the same index: chunk k lands at its offset inside the bucket. */
-    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, z->bucket, z->numel, PTDP_REAL, PTDP_SUM);
-    if (rc == 0) {
-        /* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k */
-        const ptdp_real *mine = z->bucket + z->off;
-        for (size_t i = 0; i < z->len; i++)
-            z->grad_shard[i] += mine[i];
-    }
-    ptdp_free(dev, z->bucket);
+    ptdp_real *bucket = z->bucket;
     z->bucket = NULL;
     point_gradients(m, NULL);
+    if (z->overlap) {   /* waited for before the next bucket, or the optimizer */
+        z->pending = bucket;
+        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, bucket, z->numel, PTDP_REAL, PTDP_SUM,
+                                         &z->request);
+    }
+    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, bucket, z->numel, PTDP_REAL, PTDP_SUM);
+    if (rc == 0)
+        accumulate_and_free(dev, z, bucket);
+    else
+        ptdp_free(dev, bucket);
     return rc;
 }
 
@@ -207,7 +241,8 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
         if (rc == 0)
             rc = sync_tied_shards(z, m, *grad);
     } else if (z->stage == 2) {
-        rc = sync_tied_shards(z, m, z->grad_shard);
+        if ((rc = finish_pending(ptdp_comm_device(z->dp), z)) == 0)
+            rc = sync_tied_shards(z, m, z->grad_shard);
         *grad = z->grad_shard;
     } else {
         *grad = m->flat_g;   /* stage 0: the caller's all-reduce has summed it */

@@ -17,6 +17,11 @@
  *   process 1 "wall time"      device 0  ▇▇ ░ ▇▇▇▇ ▒
  *                              device 1  ▇▇▇▇ ▒▒ ▇▇
  *
+ * A device that started non-blocking collectives (comm.h) has a second
+ * track, "device R comm" (thread id PTDP_TRACE_COMM_TID + R, sorted right
+ * below "device R"), where its communication stream's collectives lie under
+ * the compute that hid them.
+ *
  * Tracing is instrumentation, not device memory: events live in host memory
  * (malloc), not in the arena, and recording stops with one warning past
  * PTDP_TRACE_MAX_EVENTS per device, since a trace much larger than that
@@ -38,6 +43,7 @@
 #include "ptdp/file.h"
 
 #define PTDP_TRACE_MAX_EVENTS ((size_t)1 << 18)
+#define PTDP_TRACE_COMM_TID 1000   /* + rank: a device's communication stream */
 
 struct ptdp_trace {
     int rank;
@@ -155,6 +161,21 @@ static void put_metadata(FILE *f, const char *what, int pid, int tid, const char
     *first = false;
 }
 
+/* Does t hold events of the communication stream? */
+static bool has_comm_track(const ptdp_trace *t)
+{
+    for (size_t i = 0; t != NULL && i < t->count; i++)
+        if (t->events[i].track == 1)
+            return true;
+    return false;
+}
+
+static void put_sort_index(FILE *f, int pid, int tid, int index)
+{
+    fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+               "\"args\":{\"sort_index\":%d}}", pid, tid, index);
+}
+
 static void put_event(FILE *f, const ptdp_trace_event *e, int pid, int tid,
                       double t0, double t1, bool *first)
 {
@@ -180,8 +201,15 @@ static void put_trace(FILE *f, ptdp_trace *const *traces, int n)
             if (traces[d] == NULL)
                 continue;
             char name[32];
-            snprintf(name, sizeof name, "device %d", traces[d]->rank);
-            put_metadata(f, "thread_name", pid, traces[d]->rank, name, &first);
+            int rank = traces[d]->rank;
+            snprintf(name, sizeof name, "device %d", rank);
+            put_metadata(f, "thread_name", pid, rank, name, &first);
+            if (has_comm_track(traces[d])) {
+                snprintf(name, sizeof name, "device %d comm", rank);
+                put_metadata(f, "thread_name", pid, PTDP_TRACE_COMM_TID + rank, name, &first);
+                put_sort_index(f, pid, rank, 2 * rank);
+                put_sort_index(f, pid, PTDP_TRACE_COMM_TID + rank, 2 * rank + 1);
+            }
         }
     }
     for (int pid = 0; pid < 2; pid++)
@@ -189,10 +217,11 @@ static void put_trace(FILE *f, ptdp_trace *const *traces, int n)
             const ptdp_trace *t = traces[d];
             for (size_t i = 0; t != NULL && i < t->count; i++) {
                 const ptdp_trace_event *e = &t->events[i];
+                int tid = e->track == 1 ? PTDP_TRACE_COMM_TID + t->rank : t->rank;
                 if (pid == 0)
-                    put_event(f, e, pid, t->rank, e->v0, e->v1, &first);
+                    put_event(f, e, pid, tid, e->v0, e->v1, &first);
                 else
-                    put_event(f, e, pid, t->rank, e->w0, e->w1, &first);
+                    put_event(f, e, pid, tid, e->w0, e->w1, &first);
             }
         }
     fputs("\n]}\n", f);

@@ -189,6 +189,18 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
     if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
     if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
+    if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
+        BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
+    if (c->overlap && c->zero == 1)
+        BAD("--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once, after the last "
+            "backward, so nothing is left to overlap; use --zero 0 (buckets summed during the backward) or "
+            "--zero 2 (each micro-batch's reduce-scatter under the next one's forward)");
+    if (c->overlap && v > 1)
+        BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
+            "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
+    if (c->overlap && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--overlap with --schedule zb-h1: its split backward writes the weight gradients in W, after B, so "
+            "no block's gradients are complete when its backward ends; use --schedule 1f1b or gpipe");
     if (c->optimizer == PTDP_OPT_ADAMW && c->momentum > 0)
         BAD("--momentum %g is for --optimizer sgd; AdamW keeps moments of its own (beta1 0.9, beta2 0.999)",
             c->momentum);
@@ -458,7 +470,8 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
      * reduce-scattered after every backward already.  Then a tensor the
      * model holds on two stages (a tied embedding) gets the sum of both
      * copies' gradients (ZeRO does it inside ptdp_zero_reduce_gradients). */
-    if (z->stage == 0 && ((rc = ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
+    if (z->stage == 0 && ((rc = c->overlap ? ptdp_ddp_wait(&d->ddp)   /* started in the backward */
+                                           : ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
                           (rc = ptdp_model_sync_gradients(dev, m)) != 0))
         return rc;
     ptdp_real *g;
@@ -499,17 +512,27 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
 /* The executor (pp.c) hands control back to the trainer at the schedule's
  * OPTIMIZER_STEP action, once per step; ZeRO-2 also acts around every
  * micro-batch's backward: give the model a gradient buffer before, and
- * reduce-scatter it into this rank's shard after (zero.h). */
-static int zero2_backward_begin(ptdp_device *dev, void *ctx)
+ * reduce-scatter it into this rank's shard after (zero.h).  With --overlap
+ * the stage's last backward of the step starts each DP bucket's all-reduce
+ * as soon as the backward has completed it (dp.h); the rest start after.
+ * (ZeRO-2 with --overlap starts its reduce-scatters non-blocking instead,
+ * inside zero.c.) */
+static int around_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
-    return ptdp_zero_backward_begin(dev, &d->zero, &d->model);
+    int rc = ptdp_zero_backward_begin(dev, &d->zero, &d->model);
+    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
+        rc = ptdp_ddp_overlap_begin(d->mesh.dp_comm, &d->ddp, &d->model);
+    return rc;
 }
 
-static int zero2_backward_end(ptdp_device *dev, void *ctx)
+static int around_backward_end(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
-    return ptdp_zero_backward_end(dev, &d->zero, &d->model);
+    int rc = ptdp_zero_backward_end(dev, &d->zero, &d->model);
+    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
+        rc = ptdp_ddp_overlap_end(dev, &d->ddp, &d->model);
+    return rc;
 }
 
 /* With token slices the schedule's "micro-batches" are the m k units
@@ -540,6 +563,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
         return rc;
+    d->zero.overlap = c->overlap && c->zero == 2;   /* its reduce-scatters on the stream */
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* The optimizer state covers the chunk this device updates. */
@@ -618,8 +642,8 @@ static int device_main(ptdp_device *dev, void *arg)
             .recompute = c->recompute,
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
             .optimizer_step = optimizer_step, .optimizer_ctx = &d,
-            .backward_begin = c->zero == 2 ? zero2_backward_begin : NULL,
-            .backward_end = c->zero == 2 ? zero2_backward_end : NULL,
+            .backward_begin = c->zero == 2 || c->overlap ? around_backward_begin : NULL,
+            .backward_end = c->zero == 2 || c->overlap ? around_backward_end : NULL,
         };
         d.busy0 = busy0;
         d.pp_step = &st;

@@ -90,6 +90,10 @@ expect 2 "--quiet is given twice"                         -- train --quiet --qui
 expect 2 "--tp '': not a whole number"                    -- train --tp ""
 expect 2 "--tp '': not a whole number"                    -- train --tp=
 expect 2 "--lr 1e-400: too close to zero (it underflows)" -- train --lr 1e-400
+expect 2 "--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more" -- train --overlap
+expect 2 "--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once" -- train --dp 2 --zero 1 --overlap
+expect 2 "--overlap with --schedule zb-h1" -- train --dp 2 --pp 2 --micro-batches 2 --schedule zb-h1 --overlap
+expect 2 "--overlap with --virtual-stages 2" -- train --dp 2 --pp 2 --micro-batches 2 --schedule interleaved --virtual-stages 2 --overlap
 expect 2 "--lr 1e999: too large (it overflows)"           -- train --lr 1e999
 expect 2 "--tp 64 x --pp 2 = 128 devices already exceeds the 64 supported" -- train --devices 64 --tp 64 --pp 2
 expect 2 "--devices 9 is not a multiple of --tp 2 x --pp 2 = 4 (try --devices 8 or 12)" -- train --devices 9 --tp 2 --pp 2

@@ -65,6 +65,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.cp = 0;
     b.cp_contiguous = false;
     b.zero = 0;
+    b.overlap = false;
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;

@@ -1,0 +1,270 @@
+/*
+ * test_overlap.c — the communication stream, and --overlap's DP buckets.
+ *
+ * A non-blocking collective (comm.h: …_start, then ptdp_wait) runs on the
+ * device's communication stream (clock.h):
+ *
+ *   start = max over members of max(caller's clock, its stream's clock)
+ *   end   = start + cost            the caller's clock does not move
+ *   wait:   now = max(now, end)     hidden = the part never waited for
+ *
+ * and moves the same bits as the blocking call.  --overlap starts each DP
+ * bucket's all-reduce inside the last micro-batch's backward (dp.h): the
+ * same final state bit for bit, a shorter step under a GPU profile, shorter
+ * by about the communication the backward hid.  Under ZeRO-2 it starts
+ * each micro-batch's reduce-scatter and waits before the next backward
+ * (zero.h): the same bits again, and a shorter step.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "equivalence/equiv.h"
+#include "harness.h"
+#include "ptdp/clock.h"
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "ptdp/launch.h"
+#include "ptdp/state.h"
+
+static const harness_tcase stream_tests = { .name = "stream", .timeout_s = 60 };
+static const harness_tcase overlap_tests = { .name = "overlap", .timeout_s = 300 };
+
+enum { N = 1000 };
+
+/* Rank r computes r x 10 us, then starts two all-reduces and computes
+ * 200 us more; rank 0 also checks a third, waited for at once. */
+static int stream_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    const ptdp_profile *p = dev->profile;
+    const int n = dev->world_size, r = dev->rank;
+    ptdp_real a[N], b[N], want[N];
+    for (int i = 0; i < N; i++)
+        a[i] = b[i] = want[i] = (ptdp_real)(0.1 * (i + 1) * (r + 1));
+    DEVICE_TRY(ptdp_all_reduce(dev->world, want, want, N, PTDP_REAL, PTDP_SUM));   /* the blocking bits */
+    double t0 = dev->clock.now, busy = dev->clock.comm_s;
+    ptdp_compute_seconds(dev, "before", 10e-6 * r, ptdp_wall_now());
+
+    ptdp_request q1 = { 0 }, q2 = { 0 };
+    double mine = dev->clock.now;
+    DEVICE_TRY(ptdp_all_reduce_start(dev->world, a, a, N, PTDP_REAL, PTDP_SUM, &q1));
+    DEVICE_CHECK(dev, dev->clock.now == mine, "start moved the compute stream: %g -> %g", mine, dev->clock.now);
+    double cost = ptdp_cost_collective(p, PTDP_COLL_ALL_REDUCE, N * sizeof(ptdp_real), n);
+    double last = t0 + 10e-6 * (n - 1);   /* the latest member's start */
+    DEVICE_CHECK(dev, fabs(q1.start - last) < 1e-12, "start %g, the latest member's clock %g", q1.start, last);
+    DEVICE_CHECK(dev, fabs(q1.end - (last + cost)) < 1e-12, "end %g, want %g", q1.end, last + cost);
+    /* the stream serialises: the second begins where the first ends */
+    DEVICE_TRY(ptdp_all_reduce_start(dev->world, b, b, N, PTDP_REAL, PTDP_SUM, &q2));
+    DEVICE_CHECK(dev, fabs(q2.start - q1.end) < 1e-12, "second start %g, first end %g", q2.start, q1.end);
+    DEVICE_CHECK(dev, dev->clock.comm_free == q2.end, "the stream is free at %g, not %g", dev->clock.comm_free,
+                 q2.end);
+    for (int i = 0; i < N; i++)
+        DEVICE_CHECK(dev, a[i] == want[i] && b[i] == want[i], "element %d differs from the blocking call's", i);
+
+    /* compute past both ends: the waits cost nothing, all of it hidden */
+    ptdp_compute_seconds(dev, "after", 200e-6, ptdp_wall_now());
+    double now = dev->clock.now;
+    DEVICE_TRY(ptdp_wait(&q1));
+    DEVICE_TRY(ptdp_wait(&q2));
+    DEVICE_CHECK(dev, dev->clock.now == now, "a wait past the end moved the clock");
+    DEVICE_CHECK(dev, fabs(dev->clock.hidden_s - 2 * cost) < 1e-12, "hidden %g, want %g", dev->clock.hidden_s,
+                 2 * cost);
+    DEVICE_CHECK(dev, fabs(dev->clock.stream_s - 2 * cost) < 1e-12, "stream %g", dev->clock.stream_s);
+    DEVICE_CHECK(dev, !q1.active && !q2.active, "waited requests stay active");
+
+    /* waited for at once: all of it exposed, the compute stream at its end */
+    ptdp_request q3 = { 0 };
+    DEVICE_TRY(ptdp_reduce_scatter_start(dev->world, PTDP_IN_PLACE, a, N, PTDP_REAL, PTDP_SUM, &q3));
+    now = dev->clock.now;
+    DEVICE_TRY(ptdp_wait(&q3));
+    DEVICE_CHECK(dev, fabs(dev->clock.now - q3.end) < 1e-12 && q3.end > now, "wait ended at %g, not %g",
+                 dev->clock.now, q3.end);
+    double rs = ptdp_cost_collective(p, PTDP_COLL_REDUCE_SCATTER, N * sizeof(ptdp_real), n);
+    DEVICE_CHECK(dev, fabs(dev->clock.comm_s - busy - rs) < 1e-12, "exposed %g, want the whole %g",
+                 dev->clock.comm_s - busy, rs);
+    DEVICE_CHECK(dev, fabs(dev->clock.hidden_s - 2 * cost) < 1e-12, "the third hid something");
+    return 0;
+}
+
+TEST(stream_tests, test_stream_start_wait_and_bits)
+{
+    ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100") };
+    harness_launch_ok(3, stream_device, NULL, &o, NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------ --overlap */
+
+static ptdp_train_config overlap_config(int dp, int pp, bool overlap)
+{
+    ptdp_train_config c = equiv_config(dp, 1, pp, 2);
+    c.model.hidden = 64;
+    c.model.ffn = 256;
+    c.batch = 1024;         /* enough compute to hide something on an A100 */
+    c.steps = 2;
+    c.bucket_mb = 0.05;
+    c.overlap = overlap;
+    return c;
+}
+
+/* One trace event: the writer puts one per line (trace.c). */
+typedef struct { char name[64]; int pid, tid; double ts, dur; } event;
+
+static bool parse_event(const char *line, event *e)
+{
+    const char *p = strstr(line, "\"name\":\"");
+    if (strstr(line, "\"ph\":\"X\"") == NULL || p == NULL)
+        return false;
+    p += 8;
+    size_t n = strcspn(p, "\"");
+    snprintf(e->name, sizeof e->name, "%.*s", (int)(n < sizeof e->name ? n : sizeof e->name - 1), p);
+    const char *pid = strstr(line, "\"pid\":"), *tid = strstr(line, "\"tid\":");
+    const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
+    if (!pid || !tid || !ts || !dur)
+        return false;
+    e->pid = atoi(pid + 6);
+    e->tid = atoi(tid + 6);
+    e->ts = strtod(ts + 5, NULL);
+    e->dur = strtod(dur + 6, NULL);
+    return true;
+}
+
+/* The run's virtual time: its steps' makespans added. */
+static double max_step_virtual(const ptdp_train_result *r)
+{
+    double s = 0;
+    for (int i = 0; i < r->completed; i++)
+        s += r->log[i].virtual_s;
+    return s;
+}
+
+/* dp 2 (_i = 0) and dp 2 x pp 2 (_i = 1), with and without --overlap,
+ * under dgx-a100: the same bits, and a shorter run. */
+LOOP_TEST(overlap_tests, test_overlap_same_bits_shorter_step, 2)
+{
+    const int pp = _i + 1;
+    ptdp_train_config plain = overlap_config(2, pp, false), ov = overlap_config(2, pp, true);
+    ptdp_launch_result l0, l1;
+    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
+    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
+    ptdp_state s0, s1;
+    ptdp_train_result r0, r1;
+    equiv_train(&plain, &o0, &s0, &r0);
+    equiv_train(&ov, &o1, &s1, &r1);
+    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, "--overlap against without");
+    equiv_states_agree(&s1, &s0, 0, "--overlap against without");
+
+    /* Stage 0 ends its last backward last (1F1B), so its exposed
+     * communication sets the step: the run is shorter by what stage 0 hid.
+     * (The last stage hides more, but only into time it would have waited
+     * for stage 0 anyway.) */
+    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1), stream = 0;
+    double hidden = l1.devices[0].clock.hidden_s;
+    for (int d = 0; d < l1.world_size; d++) {
+        stream = fmax(stream, l1.devices[d].clock.stream_s);
+        ck_assert_msg(l0.devices[d].clock.stream_s == 0, "without --overlap nothing runs on the stream");
+        ck_assert_msg(l1.devices[d].clock.hidden_s > 0, "device %d hid no communication", d);
+    }
+    ck_assert_msg(t1 < t0, "--overlap %g s, without %g s: no shorter", t1, t0);
+    ck_assert_msg(fabs((t0 - t1) - hidden) < 1e-3 * t0, "saved %g s, device 0 hid %g s", t0 - t1, hidden);
+    ck_assert_msg(hidden <= stream, "hidden %g more than the stream's %g", hidden, stream);
+    ptdp_state_free(&s0);
+    ptdp_state_free(&s1);
+    ptdp_train_result_free(&r0);
+    ptdp_train_result_free(&r1);
+    ptdp_launch_result_free(&l0);
+    ptdp_launch_result_free(&l1);
+}
+END_TEST
+
+/* ZeRO-2 with --overlap: each micro-batch's reduce-scatter waits until the
+ * next backward begins, hidden under the forward in between.  The same
+ * bits; a shorter run; the first micro-batches' reduce-scatters hidden. */
+LOOP_TEST(overlap_tests, test_overlap_zero2_same_bits_shorter, 2)
+{
+    const int pp = _i + 1;
+    ptdp_train_config plain = overlap_config(2, pp, false), ov = overlap_config(2, pp, true);
+    plain.zero = ov.zero = 2;
+    plain.micro_batches = ov.micro_batches = 4;
+    ptdp_launch_result l0, l1;
+    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
+    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
+    ptdp_state s0, s1;
+    ptdp_train_result r0, r1;
+    equiv_train(&plain, &o0, &s0, &r0);
+    equiv_train(&ov, &o1, &s1, &r1);
+    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, "zero 2 --overlap against without");
+    equiv_states_agree(&s1, &s0, 0, "zero 2 --overlap against without");
+    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1);
+    for (int d = 0; d < l1.world_size; d++)
+        ck_assert_msg(l1.devices[d].clock.hidden_s > 0 && l1.devices[d].clock.hidden_s <= l1.devices[d].clock.stream_s,
+                      "device %d hid %g of %g", d, l1.devices[d].clock.hidden_s, l1.devices[d].clock.stream_s);
+    ck_assert_msg(t1 < t0, "zero 2 --overlap %g s, without %g s: no shorter", t1, t0);
+    ptdp_state_free(&s0);
+    ptdp_state_free(&s1);
+    ptdp_train_result_free(&r0);
+    ptdp_train_result_free(&r1);
+    ptdp_launch_result_free(&l0);
+    ptdp_launch_result_free(&l1);
+}
+END_TEST
+
+/* The order of events on device 0 (dp 2, one stage, 2 micro-batches, 2
+ * steps): every bucket's all-reduce lies on the communication track
+ * (tid 1000), starts after the last backward has begun writing (after its
+ * first block's backward ends: the gradients it sums exist), and the
+ * first one starts before that backward ends. */
+TEST(overlap_tests, test_overlap_trace_order)
+{
+    char path[] = "/tmp/ptdp-overlap-trace-XXXXXX";
+    harness_temp_file(path);
+    ptdp_train_config c = overlap_config(2, 1, true);
+    ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100"), .trace_path = path };
+    equiv_train(&c, &o, NULL, NULL);
+
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int bwd = 0, buckets = 0, steps = 0, early = 0;
+    double first_done = -1, bwd_end = 0, first_start = -1;
+    const int blocks_per_step = c.micro_batches * c.model.layers;
+    while (fgets(line, sizeof line, f) != NULL) {
+        event e;
+        if (!parse_event(line, &e) || e.pid != 0)
+            continue;
+        if (e.tid == 0 && strncmp(e.name, "block ", 6) == 0 && strstr(e.name, " bwd") != NULL) {
+            if (++bwd == blocks_per_step - c.model.layers + 1)   /* the last backward's first block */
+                first_done = e.ts + e.dur;
+            bwd_end = e.ts + e.dur;
+        } else if (e.tid == 1000 && strcmp(e.name, "all_reduce dp") == 0) {
+            ck_assert_msg(bwd > blocks_per_step - c.model.layers, "an all-reduce before the last backward");
+            ck_assert_msg(e.ts >= first_done - 1e-3, "bucket starts at %g us, before its gradients (%g us)", e.ts,
+                          first_done);
+            if (first_start < 0)
+                first_start = e.ts;
+            buckets++;
+        } else if (e.tid == 0 && strcmp(e.name, "all_reduce dp") == 0) {
+            ck_abort_msg("a DP all-reduce on the compute track under --overlap");
+        } else if (e.tid == 0 && strcmp(e.name, "optimizer") == 0) {
+            ck_assert_msg(buckets > 1, "step %d: %d buckets", steps + 1, buckets);
+            ck_assert_msg(first_start < bwd_end, "the first bucket starts at %g us, after the backward (%g us)",
+                          first_start, bwd_end);
+            early++;
+            bwd = buckets = 0;
+            first_start = first_done = -1;
+            steps++;
+        }
+    }
+    fclose(f);
+    remove(path);
+    ck_assert_int_eq(steps, c.steps);
+    ck_assert_int_eq(early, c.steps);
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("overlap");
+}
