@@ -168,6 +168,7 @@ int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, in
  * the first slice; free_all on the model's free. */
 ptdp_gpt_kv *ptdp_gpt_kv_get(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts);
 void ptdp_gpt_kv_release(ptdp_device *dev, ptdp_model *m, ptdp_gpt_kv *kv);
+void ptdp_gpt_kv_done(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts);   /* acts' entry, if any */
 void ptdp_gpt_kv_free_all(ptdp_device *dev, ptdp_model *m);
 
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);

@@ -826,14 +826,8 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
     }
 done:
-    if (sliced(acts) && acts->t0 == 0) {     /* the sequences' last backward here */
-        ptdp_gpt *gm = m->impl;
-        for (ptdp_gpt_kv *kv = gm->kv; kv != NULL; kv = kv->next)
-            if (kv->first_sample == acts->first_sample) {
-                ptdp_gpt_kv_release(dev, m, kv);
-                break;
-            }
-    }
+    if (sliced(acts) && acts->t0 == 0)     /* the sequences' last backward here */
+        ptdp_gpt_kv_done(dev, m, acts);
     ptdp_tensor_free(dev, &dh);
     ptdp_tensor_free(dev, &s.tmp);
     ptdp_tensor_free(dev, &s.dln);

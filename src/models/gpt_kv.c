@@ -57,6 +57,13 @@ void ptdp_gpt_kv_release(ptdp_device *dev, ptdp_model *m, ptdp_gpt_kv *kv)
     free(kv);
 }
 
+void ptdp_gpt_kv_done(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts)
+{
+    ptdp_gpt_kv *kv = find(m->impl, acts->first_sample);
+    if (kv != NULL)
+        ptdp_gpt_kv_release(dev, m, kv);
+}
+
 void ptdp_gpt_kv_free_all(ptdp_device *dev, ptdp_model *m)
 {
     ptdp_gpt *g = m->impl;

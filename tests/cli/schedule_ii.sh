@@ -20,24 +20,8 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL  $*"
-    sed 's/^/      stdout: /' "$out" | head -n 20
-    sed 's/^/      stderr: /' "$err" | head -n 10
-}
-
-expect_usage() {   # expect_usage "TEXT ON STDERR" -- ARGS...
-    local want=$1
-    shift 2
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
-    local status=$?
-    if [[ $status -ne 2 ]]; then fail "ptdp $*: exit status $status, expected 2"
-    elif ! grep -qF -- "$want" "$err"; then fail "ptdp $*: stderr lacks \"$want\""
-    elif [[ -s $out ]]; then fail "ptdp $*: printed on stdout"
-    else echo "ok    ptdp $*  ->  $(head -n 1 "$err")"
-    fi
-}
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
 expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
     for want in "$@"; do
