@@ -101,9 +101,11 @@ static void usage(void)
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
         "                      --virtual-stages V, pp x V entries, one per piece\n"
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
-        "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients\n"
+        "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
+        "                      3 also the parameters (gathered a unit at a time; needs dp >= 2)\n"
         "  --overlap           all-reduce each DP bucket during the last micro-batch's backward, as soon\n"
-        "                      as its gradients are complete (dp >= 2; the same bits, less virtual time)\n"
+        "                      as its gradients are complete (dp >= 2; the same bits, less virtual time);\n"
+        "                      with --zero 3 also gather the next unit while this one computes\n"
         "model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
@@ -217,7 +219,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c->weight_decay);
         else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c->clip_grad);
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
-        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 2, &c->zero);
+        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &c->zero);
         else if (ptdp_args_is(&a, "--overlap")) rc = ptdp_args_switch(&a, &c->overlap);
         else if (ptdp_args_is(&a, "--seed")) {
             rc = ptdp_args_int(&a, 0, 2147483647, &seed);

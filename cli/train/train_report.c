@@ -148,7 +148,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     for (int r = 0; r < lr->world_size; r++) {
         double S = device_elements(res, r);
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
-        formula += ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
+        formula += c->zero == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)S, N, M, c->recompute)
+                                : ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
         grads += S * sizeof(ptdp_real);
     }
     measured /= lr->world_size;
@@ -158,7 +159,9 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     /* The formula of the algorithm that ran.  The naive all-reduce (reduce
      * to rank 0, broadcast) sends as much in all as the ring, but unevenly:
      * the root sends (N-1) S, every other rank S — a mean of 2(N-1)/N S. */
-    const char *rule = c->zero == 2 ? "(M+1)(N-1)/N S"
+    const char *rule = c->zero == 3 ? (c->recompute ? "4M(N-1)/N S, a gather more for the recomputed forward"
+                                                    : "3M(N-1)/N S")
+                     : c->zero == 2 ? "(M+1)(N-1)/N S"
                      : c->zero == 0 && algo == PTDP_ALGO_NAIVE
                          ? "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S"
                          : "2(N-1)/N S";
@@ -180,6 +183,16 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         printf("no optimizer state to shard (SGD without momentum), each rank updates 1/%d", N);
     if (c->zero == 1) {
         printf("; the same bytes as plain DP\n");
+        return;
+    }
+    if (c->zero == 3) {
+        printf(",\n  gradients %s and parameters %s at their peaks: 1/%d of %s each (%s), plus the units "
+               "gathered at once\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]),
+               ptdp_format_bytes((double)m0->peak[PTDP_MEM_PARAMS], b[3], sizeof b[3]), N,
+               ptdp_format_bytes(S0, b[0], sizeof b[0]), ptdp_format_bytes(S0 / N, b[1], sizeof b[1]));
+        printf("  the price: every unit gathered before its forward and again before its backward, its gradient "
+               "reduce-scattered after: %s(N-1)/N S per step for M = %d, against plain DP's 2(N-1)/N S\n",
+               c->recompute ? "4M" : "3M", M);
         return;
     }
     printf(", gradients %s (1/%d of %s);\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]), N,
@@ -214,8 +227,37 @@ static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *
     overlap_means(c, lr, &stream, &hidden);
     printf("overlap: DP communication %.2f us per step and device, of which %.2f us under %s "
            "(%.0f%% hidden; %.2f us exposed)\n", stream * 1e6, hidden * 1e6,
-           c->zero == 2 ? "the next micro-batch's compute" : "the backward",
+           c->zero == 3 ? "compute (prefetched gathers, the backward's reduce-scatters)"
+           : c->zero == 2 ? "the next micro-batch's compute" : "the backward",
            stream > 0 ? 100.0 * hidden / stream : 0.0, (stream - hidden) * 1e6);
+}
+
+/* The model states of device 0 beside the ZeRO paper's formula (zero.h):
+ * its own bytes per parameter (this build's float or double; AdamW's two
+ * moments), the measured peaks of params, grads and optim — which add to
+ * the formula what lives for a moment: ZeRO-2's bucket is "comm", ZeRO-3's
+ * gathered units are "params" and its unit gradients "grads". */
+static void print_model_states(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                               const ptdp_train_result *res)
+{
+    int N = c->dp * ptdp_train_cp(c);
+    if (N == 1 || c->steps == 0 || res == NULL)
+        return;
+    const double R = sizeof(ptdp_real);
+    int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    double psi = device_elements(res, 0);
+    ptdp_zero_bytes f = ptdp_zero_state_bytes(c->zero, psi, N, R, R, slots * R);
+    const ptdp_mem_stats *m0 = &lr->devices[0].mem;
+    char b[6][32];
+    printf("model states on device 0, psi = %.0f parameters, N = %d, %g + %g + %g bytes each "
+           "(the ZeRO paper's formula; measured peaks):\n", psi, N, R, R, slots * R);
+    printf("  params %s (%s)  grads %s (%s)  optim %s (%s)\n",
+           ptdp_format_bytes(f.params, b[0], sizeof b[0]),
+           ptdp_format_bytes((double)m0->peak[PTDP_MEM_PARAMS], b[1], sizeof b[1]),
+           ptdp_format_bytes(f.grads, b[2], sizeof b[2]),
+           ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[3], sizeof b[3]),
+           ptdp_format_bytes(f.optim, b[4], sizeof b[4]),
+           ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[5], sizeof b[5]));
 }
 
 void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
@@ -224,6 +266,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
+    print_model_states(c, lr, res);
     print_overlap(c, lr);
 }
 

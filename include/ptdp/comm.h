@@ -118,6 +118,8 @@ int ptdp_all_reduce_start_at(ptdp_comm *c, const void *send, void *recv, size_t 
 int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                                  ptdp_dtype t, ptdp_op op, ptdp_request *req,
                                  const char *file, int line);
+int ptdp_all_gather_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                             ptdp_dtype t, ptdp_request *req, const char *file, int line);
 /* The compute stream waits for req's end (nothing if it has passed it);
  * req becomes inactive.  An inactive req returns at once. */
 int ptdp_wait(ptdp_request *req);
@@ -142,6 +144,7 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
 #define ptdp_all_to_all(c, s, r, n, t)          ptdp_all_to_all_at(c, s, r, n, t, __FILE__, __LINE__)
 #define ptdp_all_reduce_start(c, s, r, n, t, op, req)     ptdp_all_reduce_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
 #define ptdp_reduce_scatter_start(c, s, r, n, t, op, req) ptdp_reduce_scatter_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
+#define ptdp_all_gather_start(c, s, r, n, t, req) ptdp_all_gather_start_at(c, s, r, n, t, req, __FILE__, __LINE__)
 #define ptdp_send(c, b, n, t, dst, tag)         ptdp_send_at(c, b, n, t, dst, tag, __FILE__, __LINE__)
 #define ptdp_recv(c, b, n, t, src, tag)         ptdp_recv_at(c, b, n, t, src, tag, __FILE__, __LINE__)
 

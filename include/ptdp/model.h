@@ -127,8 +127,20 @@ typedef struct {
                                   partial sum that ops->sync_gradients
                                   completes by an all-reduce over TP        */
     size_t offset;             /* elements from the start of the flat buffers */
+    int unit;                  /* the unit it belongs to (ptdp_model_begin_unit):
+                                  ZeRO-3 gathers a unit's parameters together */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
+
+/* What a model tells whoever manages its parameters (ZeRO-3, zero.h), unit
+ * by unit: it is about to read a unit's parameters, or is done with them,
+ * in a forward or in a backward (which also adds into their gradients). */
+typedef enum {
+    PTDP_UNIT_FORWARD_BEGIN = 0,
+    PTDP_UNIT_FORWARD_END,
+    PTDP_UNIT_BACKWARD_BEGIN,
+    PTDP_UNIT_BACKWARD_END
+} ptdp_unit_event;
 
 /* The samples of one micro-batch, as the data gives them.  Stage 0 reads
  * its input here, the last stage its labels; other stages get neither. */
@@ -269,6 +281,14 @@ struct ptdp_model {
      * device's flat_g hold their final gradient for this backward. */
     int (*grads_ready)(ptdp_device *dev, ptdp_model *m, size_t ready, void *ctx);
     void *grads_ready_ctx;
+
+    /* Units: consecutive runs of params[] (a block, the embeddings, the
+     * head) that the model uses together; at least one.  unit_hook (set on
+     * the device's model by ZeRO-3; NULL: every parameter is always there)
+     * hears ptdp_model_unit's events. */
+    int nunits;
+    int (*unit_hook)(ptdp_device *dev, ptdp_model *m, int unit, ptdp_unit_event ev, void *ctx);
+    void *unit_hook_ctx;
 };
 
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
@@ -297,6 +317,11 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
  *   ├ k ┤ rows C .. 2C-1              k rows C + r C/tp ..
  *   └ v ┘ rows 2C .. 3C-1             v rows 2C + r C/tp ..   (row0 = r C/tp) */
 size_t ptdp_param_whole_index(const ptdp_param *p, int r, int c);
+
+/* The parameters described next form a new unit (model.h's nunits): a
+ * model calls it before each block's parameters, and before those of its
+ * embeddings and its head.  A model that never calls it has one unit. */
+void ptdp_model_begin_unit(ptdp_model *m);
 
 /* Reserve room for n parameter descriptions (host bookkeeping). */
 int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
@@ -355,6 +380,15 @@ int  ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w);
  * split backward (B without W) must not call it: W still adds.  Returns
  * the hook's status (0 without one). */
 int  ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *last);
+
+/* For a model's forward and backward: before it reads the parameters of
+ * p's unit (BEGIN) and once it no longer needs them (END).  Under ZeRO-3
+ * (zero.h) a unit's parameters exist on the device only between the two —
+ * gathered at the first BEGIN, freed at the last END (the calls nest: a
+ * unit used twice, like a tied embedding, is gathered once) — and a
+ * backward's END is where the unit's gradient leaves the device.  Without
+ * a hook, both are no-ops.  Returns the hook's status. */
+int  ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev);
 
 /* ---- the whole model from its shards ---- */
 /* Whether this device's copy of p counts in a whole-model sum (the gradient

@@ -1,6 +1,6 @@
 /*
- * zero.h — ZeRO: shard the optimizer state (stage 1) and the gradients
- * (stage 2) across the data-parallel group.
+ * zero.h — ZeRO: shard the optimizer state (stage 1), the gradients
+ * (stage 2) and the parameters (stage 3) across the data-parallel group.
  *
  * Plain data parallelism keeps, on every one of the N replicas, the whole
  * parameter buffer P, the whole gradient G and the whole optimizer state
@@ -31,10 +31,35 @@
  *   all-gather = (M+1)(N-1)/N S — the same as stage 1 for M = 1, more for
  *   M > 1: the gradient memory is bought with communication.
  *
- *   per device, AdamW        params   grads                 optim
- *   plain DP (zero 0)        P        P                     2P
- *   zero 1                   P        P                     2 len_k
- *   zero 2                   P        len_k  (+ P, comm)    2 len_k       len_k = |chunk k| ~ P/N
+ * Stage 3 — the parameters are sharded too (zero3.c: FSDP's way).  The
+ * model's parameters are cut into units (model.h: a block, the
+ * embeddings, the head) and EACH UNIT is cut into N chunks, so that every
+ * unit's gather moves the same bytes on every rank.  Rank k keeps chunk k
+ * of every unit — parameters, gradients, optimizer state — and nothing
+ * else between uses:
+ *
+ *   forward of unit u      all-gather u's parameters   (N-1)/N |u|, freed after
+ *   backward of unit u     all-gather them again       (N-1)/N |u|
+ *                          reduce-scatter u's gradient (N-1)/N |u|, += my chunk
+ *   once per step          norm, AdamW on my chunks; nothing to gather
+ *
+ * Bytes per step 3M(N-1)/N S (one more gather per micro-batch with full
+ * recomputation, whose backward runs the forward again): the ZeRO
+ * paper's 3Ψ against plain DP's 2Ψ for M = 1, bought with the parameters'
+ * memory.  With --overlap the next unit's gather starts while this one
+ * computes (prefetch), and a unit's reduce-scatter runs while the backward
+ * goes on.
+ *
+ *   per device, AdamW        params               grads                 optim
+ *   plain DP (zero 0)        P                    P                     2P
+ *   zero 1                   P                    P                     2 len_k
+ *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |chunk k| ~ P/N
+ *   zero 3                   len_k (+ units)      len_k  (+ a unit)     2 len_k
+ *
+ * What this device owns is a list of pieces of the flat buffer, each with
+ * its place in the device's shard buffers (gradient shard, optimizer
+ * state, stage 3's parameter shard): one piece [off, off + len) for stages
+ * 0 to 2, one per unit for stage 3.
  *
  * What the arena shows for stage 2: this model's backward writes the
  * gradient of every parameter of the stage before it returns, so one
@@ -63,13 +88,30 @@
 
 struct ptdp_device;
 
-typedef struct { size_t begin, end; } ptdp_zero_range;   /* [begin, end) of the flat buffer */
+/* [begin, end) of the flat buffer, held from element `at` of the shard */
+typedef struct { size_t begin, end, at; } ptdp_zero_range;
+
+/* Stage 3: one unit of the model (model.h), as this device manages it. */
+typedef struct {
+    size_t begin, end;          /* [begin, end) of the flat buffer            */
+    size_t off, len;            /* my chunk of it: ptdp_chunk(end - begin, N, k) */
+    size_t at;                  /* where that chunk sits in my shard buffers  */
+    int users;                  /* BEGINs not yet ENDed (model.h)             */
+    int grad_users;             /* the same, of backwards                     */
+    ptdp_real *w;               /* the gathered parameters ("params"), or NULL */
+    ptdp_real *g;               /* its gradient while a backward runs ("comm") */
+    bool prefetched;            /* --overlap: w's gather started, not waited  */
+    ptdp_request gather;
+} ptdp_zero_unit;
 
 typedef struct {
-    int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1 or 2 */
+    int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1, 2 or 3 */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
-    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank)          */
+    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stage 3:
+                                   len = what all my pieces hold             */
+    int npieces;
+    ptdp_zero_range *pieces;    /* host: what I own, and where in the shards */
     int nnorm;
     ptdp_zero_range *norm;      /* host: the pieces of my chunk the norm counts     */
     ptdp_real *grad_shard;      /* stage 2: [len], my chunk of the step's gradient ("grads") */
@@ -83,11 +125,18 @@ typedef struct {
     bool overlap;
     ptdp_real *pending;         /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
+    /* Stage 3 (zero3.c) */
+    int nunits;
+    ptdp_zero_unit *units;      /* host                                      */
+    ptdp_real *param_shard;     /* [len]: my chunks of the parameters ("params") */
+    size_t pending_at, pending_off, pending_len;   /* the pending unit's chunk */
 } ptdp_zero;
 
-/* Set up `stage` (0, 1 or 2) for model m in m->mesh's DP group.  Stage 2
+/* Set up `stage` (0 to 3) for model m in m->mesh's DP group.  Stage 2
  * frees the model's full-size gradient buffer (m->flat_g becomes NULL
- * between backwards) and allocates the shard.  PTDP_EINVAL for another stage. */
+ * between backwards) and allocates the shard; stage 3 frees the parameter
+ * buffer too, keeps its chunks, and hooks into the model's units
+ * (m->unit_hook).  PTDP_EINVAL for another stage. */
 int  ptdp_zero_init(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage);
 void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
@@ -97,21 +146,49 @@ void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
-/* Once per step, after the last backward (stages 1 and 2): *grad points to
+/* Once per step, after the last backward (stages 1 to 3): *grad points to
  * my chunk of the gradient summed over the DP group, len elements.  Stage 1
- * reduce-scatters the full buffer in place; stage 2 has done it already. */
+ * reduce-scatters the full buffer in place; stages 2 and 3 have done it. */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad);
 /* ||g||^2 of the whole model from every rank's chunk (collective over DP,
  * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
 int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *grad, double *sumsq);
-/* After the update of my chunk: every rank gets every chunk of the parameters. */
+/* After the update of my chunk: every rank gets every chunk of the
+ * parameters (stages 1 and 2; stage 3 keeps them sharded). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
+/* My chunk of the parameters, the shard that the optimizer updates: element
+ * i is the flat buffer's element of the piece that holds shard index i. */
+ptdp_real *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
+/* The part [*b, *e) of [begin, end) that this device owns, and where it
+ * starts in the shard buffers (*at).  A parameter lies inside one unit, so
+ * it meets at most one piece; false if it meets none. */
+bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at);
 /* Zero what holds the next step's gradient: the full buffer (stage 1) or the shard (stage 2). */
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);
 
 /* Bytes a device sends in its DP group per step for the gradients and
  * parameters, by the textbook formula with S = numel elements: plain DP
- * 2(N-1)/N S, zero 1 the same, zero 2 (M+1)(N-1)/N S.  For printing the trade. */
+ * 2(N-1)/N S, zero 1 the same, zero 2 (M+1)(N-1)/N S, zero 3 3M(N-1)/N S
+ * (4M with recompute).  For printing the trade. */
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches);
+double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, bool recompute);
+
+/* The ZeRO paper's model states per device (Rajbhandari et al., section
+ * 3 and figure 1), for psi parameters on N DP ranks, with bw bytes per
+ * parameter, bg per gradient and bo of optimizer state per parameter —
+ * float AdamW 4 + 4 + 8; bf16 mixed precision 2 + 2 + 12 (fp32 master
+ * weights and both moments):
+ *
+ *   stage 0  (bw + bg + bo) psi          stage 2  bw psi + (bg + bo) psi / N
+ *   stage 1  (bw + bg) psi + bo psi / N  stage 3  (bw + bg + bo) psi / N
+ *
+ * (bf16: 16 psi, 4 psi + 12 psi / N, 2 psi + 14 psi / N, 16 psi / N.) */
+typedef struct { double params, grads, optim; } ptdp_zero_bytes;
+ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo);
+
+/* Stage 3's parts, for zero.c (zero3.c). */
+int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z);
 
 #endif

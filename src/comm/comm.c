@@ -346,6 +346,16 @@ int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, siz
     return collective_on(c, &k, send, req);
 }
 
+int ptdp_all_gather_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
+                             ptdp_dtype t, ptdp_request *req, const char *file, int line)
+{
+    ptdp_call k = new_call(PTDP_COLL_ALL_GATHER, count, t, file, line);
+    k.recv = recv;
+    if (req == NULL)
+        return start_without_request(c, &k);
+    return collective_on(c, &k, send, req);
+}
+
 int ptdp_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                    ptdp_dtype t, int root, const char *file, int line)
 {

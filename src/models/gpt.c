@@ -476,6 +476,10 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         sv->blocks[0].x = x;
     else
         sv->x_out = x;
+    /* Units (model.h): the embeddings; with one stage they are also the
+     * head, held from here to the loss. */
+    if (m->first_stage && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_BEGIN)) != 0)
+        return rc;
     double w0 = ptdp_wall_now();
     if (m->first_stage && !m->mesh->sp) {
         const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
@@ -504,10 +508,15 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
     }
+    if (m->first_stage && g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_END)) != 0)
+        return rc;
 
     for (int i = 0; i < nb; i++) {
         ptdp_tensor *out = i + 1 < nb ? &sv->blocks[i + 1].x : &sv->x_out;
-        if ((rc = block_forward(dev, m, acts, i, &sv->blocks[i], out)) != 0)
+        const ptdp_param *unit = g->blocks[i].ln1_w;
+        if ((rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_BEGIN)) != 0 ||
+            (rc = block_forward(dev, m, acts, i, &sv->blocks[i], out)) != 0 ||
+            (rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     }
 
@@ -524,6 +533,11 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             ptdp_free(dev, picked);
             return PTDP_ENOMEM;
         }
+        if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_FORWARD_BEGIN)) != 0 ||
+            (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_FORWARD_BEGIN)) != 0)) {
+            ptdp_free(dev, picked);
+            return rc;
+        }
         w0 = ptdp_wall_now();
         if ((rc = layernorm_into_tp(dev, m, acts, sv->lnf, sv->lnf_mean, sv->lnf_rstd, sv->x_out, g->lnf_w,
                                     g->lnf_b)) != 0) {
@@ -539,7 +553,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
                                       sv->sumexp, picked, &acts->loss_sum);
         ptdp_free(dev, picked);
-        if (rc != 0)
+        if (rc != 0 || (rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_FORWARD_END)) != 0 ||
+            (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     }
     return PTDP_OK;
@@ -780,6 +795,10 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
          * then through the head (its f backward sums dh over the ranks'
          * rows) and LN_f. */
         const int Vl = g->vocab_local;
+        if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+            goto done;
+        w0 = ptdp_wall_now();
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
                               sv->sumexp, loss_scale);
         const double dw = ptdp_matmul_flops(Vl, C, R);
@@ -795,15 +814,19 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                                 sv->lnf_mean, sv->lnf_rstd, false);
         account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)Rl * C), w0, true);
         /* the head's and LN_f's gradients are final (a data-parallel sum may start) */
-        if (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->lnf_w)) != 0)
+        if ((wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->lnf_w)) != 0) ||
+            (rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+            (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0))
             goto done;
     } else {
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, Rl, C));
     }
 
     for (int i = nb - 1; i >= 0; i--)
-        if ((rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0 ||
-            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0))
+        if ((rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0 ||
+            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0) ||
+            (rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_END)) != 0)
             goto done;
 
     w0 = ptdp_wall_now();
@@ -812,7 +835,8 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
          * into the wte rows it holds, and into wpe.  Under SP the
          * reduce-scatter's backward first gathers dh along the sequence. */
         ptdp_tensor dfull;
-        if ((rc = grad_into_tp(dev, m, acts, dh, &s, &dfull)) != 0)
+        if ((g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_BACKWARD_BEGIN)) != 0) ||
+            (rc = grad_into_tp(dev, m, acts, dh, &s, &dfull)) != 0)
             goto done;
         w0 = sp ? ptdp_wall_now() : w0;
         positions(m, acts, g->wpe->g, dfull, acts->rows, true);
@@ -822,6 +846,8 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                                        sv->tokens, dfull, w_cost(dev, (double)R * C, true), "embed wgrad")) != 0)
             goto done;
         account(dev, "embed bwd", wg == NULL ? 2.0 * R * C : (double)R * C, w0, true);
+        if ((rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_BACKWARD_END)) != 0)
+            goto done;
     } else if (dx != NULL) {
         ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
     }

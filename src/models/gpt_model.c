@@ -191,7 +191,9 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 #define ZERO PTDP_INIT_ZEROS, 0.0
 #define ONE PTDP_INIT_ONES, 0.0
 
+    /* Units (model.h): the head with LN_f, each block, the embeddings. */
     if (m->last_stage) {
+        ptdp_model_begin_unit(m);
         /* The head: wte's rows of this rank.  With one stage it is wte
          * itself, described with the embedding below. */
         if (!m->first_stage) {
@@ -205,6 +207,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     }
     for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
         ptdp_gpt_block *b = &g->blocks[l - m->layer_begin];
+        ptdp_model_begin_unit(m);
 #define NAME(what) (snprintf(name, sizeof name, "transformer.h.%d.%s", l, what), name)
         b->fc_proj_b = ADD(NAME("mlp.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         b->fc_proj_w = ADD(NAME("mlp.c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
@@ -223,6 +226,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
             b->attn_w->parts = b->attn_b->parts = 3;   /* q, k and v: each cut by head */
     }
     if (m->first_stage) {
+        ptdp_model_begin_unit(m);
         g->wpe = ADD("transformer.wpe.weight", c->seq_len, C, false, PTDP_SHARD_NONE, 0, 0, c->seq_len, C,
                      W(INIT_STD));
         g->wte = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,

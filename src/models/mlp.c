@@ -143,8 +143,13 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         return rc;
     double w0 = ptdp_wall_now();
     if (m->first_stage) {
+        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
+            return rc;
+        w0 = ptdp_wall_now();
         ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
         account(dev, "in fwd", ptdp_matmul_flops(rows, hd, c->d_in), (double)rows * hd, w0, true);
+        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END)) != 0)
+            return rc;
     } else {
         ptdp_tensor_copy(sv->h[0], sv->x);
     }
@@ -158,6 +163,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             (rc = alloc_act(dev, &sv->h[i + 1], "acts.h", rows, hd)) != 0)
             return rc;
         ptdp_tensor h_in = sv->h[i], h_out = sv->h[i + 1];
+        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
+            return rc;
 
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->a[i], h_in, b->fc1_w->w, &b->fc1_b->w, NULL);
@@ -176,6 +183,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
         ptdp_tensor_add(h_out, h_in);                                  /* the residual */
         account(dev, what, 0, 2.0 * rows * hd, w0, false);
+        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_END)) != 0)
+            return rc;
     }
 
     if (m->last_stage) {
@@ -189,13 +198,17 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             ptdp_free(dev, picked);
             return PTDP_ENOMEM;
         }
+        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_BEGIN)) != 0) {
+            ptdp_free(dev, picked);
+            return rc;
+        }
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->h[nb], p->out_w->w, &p->out_b->w, NULL);
         account(dev, "out fwd", ptdp_matmul_flops(rows, cl, hd), (double)rows * cl, w0, true);
         rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * cl, acts->labels,
                                   sv->rowmax, sv->sumexp, picked, &acts->loss_sum);
         ptdp_free(dev, picked);
-        if (rc != 0)
+        if (rc != 0 || (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     }
     return PTDP_OK;
@@ -262,6 +275,9 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
          * its f backward all-reduces dh across the TP ranks' class slices. */
         int cl = p->classes_local;
         double dw = ptdp_matmul_flops(cl, hd, rows);
+        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+            goto done;
+        w0 = ptdp_wall_now();
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl,
                               acts->labels, sv->rowmax, sv->sumexp, loss_scale);
         if ((rc = ptdp_wgrad_linear_backward(dev, w, &dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
@@ -272,7 +288,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
         /* the output layer's gradients are final (a data-parallel sum may start) */
-        if (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0)
+        if ((w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0) ||
+            (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0)
             goto done;
     } else {
         ptdp_tensor_copy(dh, *dout);
@@ -285,6 +302,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         snprintf(what, sizeof what, "block %d bwd", layer);
         snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
         double dw = ptdp_matmul_flops(hd, fl, rows);   /* each of fc1's and fc2's dW */
+        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+            goto done;
         w0 = ptdp_wall_now();
         /* z's gradient is dh through the output dropout (same mask). */
         ptdp_tensor dz = dh;
@@ -309,17 +328,22 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
             goto done;
         ptdp_tensor_add(dh, tmp);   /* the residual adds both paths */
-        if (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0)
+        if ((w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0) ||
+            (rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0)
             goto done;
     }
 
-    w0 = ptdp_wall_now();
     if (m->first_stage) {
         double dw = ptdp_matmul_flops(hd, c->d_in, rows);
+        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+            goto done;
+        w0 = ptdp_wall_now();
         if ((rc = ptdp_wgrad_linear_backward(dev, w, NULL, p->in_w->g, &p->in_b->g, dh, sv->x, p->in_w->w, false,
                                              w_cost(dev, dw, true), "in wgrad")) != 0)
             goto done;
         account(dev, "in bwd", now * dw, (double)rows * hd, w0, true);
+        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_END)) != 0)
+            goto done;
     } else if (dx != NULL) {
         ptdp_tensor_copy(*dx, dh);
     }

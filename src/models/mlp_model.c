@@ -126,12 +126,15 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
 #define W PTDP_INIT_NORMAL, INIT_STD
 #define ZERO PTDP_INIT_ZEROS, 0.0
 
+    /* Units (model.h): the output layer, each block, the input layer. */
     if (m->last_stage) {
+        ptdp_model_begin_unit(m);
         p->out_w = ADD("out.weight", c->classes, h, false, PTDP_SHARD_ROWS, t * cl, 0, cl, h, W);
         p->out_b = ADD("out.bias", 1, c->classes, true, PTDP_SHARD_ROWS, 0, t * cl, 1, cl, ZERO);
     }
     for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
         ptdp_mlp_block *b = &p->blocks[l - m->layer_begin];
+        ptdp_model_begin_unit(m);
         snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);
         b->fc2_b = ADD(name, 1, h, true, PTDP_SHARD_NONE, 0, 0, 1, h, ZERO);
         snprintf(name, sizeof name, "blocks.%d.fc2.weight", l);
@@ -142,6 +145,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
         b->fc1_b = ADD(name, 1, c->ffn, true, PTDP_SHARD_ROWS, 0, t * fl, 1, fl, ZERO);
     }
     if (m->first_stage) {
+        ptdp_model_begin_unit(m);
         p->in_w = ADD("in.weight", h, c->d_in, false, PTDP_SHARD_NONE, 0, 0, h, c->d_in, W);
         p->in_b = ADD("in.bias", 1, h, true, PTDP_SHARD_NONE, 0, 0, 1, h, ZERO);
     }

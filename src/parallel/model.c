@@ -108,6 +108,9 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     p->init = init;
     p->init_std = init_std;
     p->offset = m->numel;
+    if (m->nunits == 0)
+        m->nunits = 1;
+    p->unit = m->nunits - 1;
     p->w = (ptdp_tensor){ .rows = rows, .cols = cols, .stride = cols };
     snprintf(p->w.name, sizeof p->w.name, "%s", name);
     p->g = p->w;
@@ -352,6 +355,21 @@ int ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *la
     if (d->grads_ready == NULL || last == NULL)
         return PTDP_OK;
     return d->grads_ready(dev, d, last->offset + ptdp_tensor_numel(last->g), d->grads_ready_ctx);
+}
+
+void ptdp_model_begin_unit(ptdp_model *m)
+{
+    /* a new unit only once the current one holds a parameter */
+    if (m->nparams > 0 && m->params[m->nparams - 1].unit == m->nunits - 1)
+        m->nunits++;
+}
+
+int ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
+{
+    ptdp_model *d = m->device != NULL ? m->device : m;   /* the hook lives on the device */
+    if (d->unit_hook == NULL || p == NULL)
+        return PTDP_OK;
+    return d->unit_hook(dev, d, p->unit, ev, d->unit_hook_ctx);
 }
 
 int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,

@@ -1,5 +1,7 @@
 /*
- * zero.c — ZeRO stages 1 and 2: each DP rank updates only its chunk.
+ * zero.c — ZeRO stages 1 and 2: each DP rank updates only its chunk
+ * (stage 3, the parameters' sharding, is zero3.c; the once-per-step part
+ * here serves it too).
  *
  * zero.h has the idea, the memory table and the bytes.  This file is the
  * once-per-step part, in the order it runs:
@@ -28,8 +30,23 @@
 
 /* ----------------------------------------------------------------- setup */
 
-/* The pieces of my chunk that the norm counts: the intersection of
- * [off, off + len) with each counted parameter, adjacent pieces merged. */
+bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at)
+{
+    for (int i = 0; i < z->npieces; i++) {
+        const ptdp_zero_range *r = &z->pieces[i];
+        size_t lo = begin > r->begin ? begin : r->begin, hi = end < r->end ? end : r->end;
+        if (lo < hi) {
+            *b = lo;
+            *e = hi;
+            *at = r->at + (lo - r->begin);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The pieces of what I own that the norm counts: the intersection of my
+ * pieces with each counted parameter, adjacent pieces merged. */
 static int norm_ranges(ptdp_zero *z, const ptdp_model *m)
 {
     z->nnorm = 0;
@@ -38,19 +55,16 @@ static int norm_ranges(ptdp_zero *z, const ptdp_model *m)
         return PTDP_ENOMEM;
     for (int i = 0; i < m->nparams; i++) {
         const ptdp_param *p = &m->params[i];
+        size_t b, e, at;
         if (!ptdp_param_counted_here(m, p))
             continue;   /* the same gradient on every TP rank: count it once */
-        size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
-        if (b < z->off)
-            b = z->off;
-        if (e > z->off + z->len)
-            e = z->off + z->len;
-        if (b >= e)
+        if (!ptdp_zero_owned(z, p->offset, p->offset + ptdp_tensor_numel(p->w), &b, &e, &at))
             continue;
-        if (z->nnorm > 0 && z->norm[z->nnorm - 1].end == b)
-            z->norm[z->nnorm - 1].end = e;
+        ptdp_zero_range *last = z->nnorm > 0 ? &z->norm[z->nnorm - 1] : NULL;
+        if (last != NULL && last->end == b && last->at + (last->end - last->begin) == at)
+            last->end = e;
         else
-            z->norm[z->nnorm++] = (ptdp_zero_range){ b, e };
+            z->norm[z->nnorm++] = (ptdp_zero_range){ b, e, at };
     }
     return PTDP_OK;
 }
@@ -66,15 +80,24 @@ static void point_gradients(ptdp_model *m, ptdp_real *flat)
 int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
 {
     memset(z, 0, sizeof *z);
-    if (stage < 0 || stage > 2)
-        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1 and 2 exist here", stage);
+    if (stage < 0 || stage > 3)
+        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1, 2 and 3 exist here", stage);
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
     z->numel = m->numel;
-    if (stage == 0) {
-        z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
+    if (stage == 3) {
+        int rc = ptdp_zero3_init(dev, z, m);   /* the units, my pieces, the shards */
+        if (rc != 0)
+            return rc;
     } else {
-        ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+        if (stage == 0)
+            z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
+        else
+            ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+        if ((z->pieces = malloc(sizeof *z->pieces)) == NULL)
+            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+        z->npieces = 1;
+        z->pieces[0] = (ptdp_zero_range){ z->off, z->off + z->len, 0 };
     }
     if (norm_ranges(z, m) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -101,11 +124,16 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         ptdp_free(dev, z->pending);
         z->pending = NULL;
     }
+    if (z->stage == 3)
+        ptdp_zero3_free(dev, z, m);
     ptdp_free(dev, z->grad_shard);
     z->grad_shard = NULL;
     free(z->norm);
     z->norm = NULL;
     z->nnorm = 0;
+    free(z->pieces);
+    z->pieces = NULL;
+    z->npieces = 0;
 }
 
 /* ----------------------------------------- stage 2: around each backward */
@@ -180,7 +208,7 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
  * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
  * pieces, zeros elsewhere: adding zeros changes no bit), let the model sum
  * the two stages' copies, and take my piece back into my chunk `shard`
- * (elements [off, off + len)).  As with plain DP (train.c), the DP sum
+ * (ptdp_zero_owned says where).  As with plain DP (train.c), the DP sum
  * comes first and the two copies are added by one all-reduce, so both
  * stages hold the same bits whatever algorithm ran. */
 static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
@@ -198,17 +226,13 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
         ptdp_param *p = &m->params[i];
         if (!p->tied && !p->sequence_parallel)
             continue;
-        size_t n = ptdp_tensor_numel(p->g), b = p->offset, e = p->offset + n;
+        size_t n = ptdp_tensor_numel(p->g), b, e, at;
         if ((whole[i] = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.tied")) == NULL) {
             rc = PTDP_ENOMEM;
             break;
         }
-        if (b < z->off)
-            b = z->off;
-        if (e > z->off + z->len)
-            e = z->off + z->len;
-        if (b < e)
-            memcpy(whole[i] + (b - p->offset), shard + (b - z->off), (e - b) * sizeof(ptdp_real));
+        if (ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
+            memcpy(whole[i] + (b - p->offset), shard + at, (e - b) * sizeof(ptdp_real));
         rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
         p->g.data = whole[i];
     }
@@ -218,13 +242,9 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
         ptdp_param *p = &m->params[i];
         if (whole[i] == NULL)
             continue;
-        size_t n = ptdp_tensor_numel(p->g), b = p->offset, e = p->offset + n;
-        if (b < z->off)
-            b = z->off;
-        if (e > z->off + z->len)
-            e = z->off + z->len;
-        if (rc == 0 && b < e)
-            memcpy(shard + (b - z->off), whole[i] + (b - p->offset), (e - b) * sizeof(ptdp_real));
+        size_t n = ptdp_tensor_numel(p->g), b, e, at;
+        if (rc == 0 && ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
+            memcpy(shard + at, whole[i] + (b - p->offset), (e - b) * sizeof(ptdp_real));
         p->g.data = m->flat_g ? m->flat_g + p->offset : NULL;   /* back where it was */
         ptdp_free(dev, whole[i]);
     }
@@ -244,6 +264,10 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
         if ((rc = finish_pending(ptdp_comm_device(z->dp), z)) == 0)
             rc = sync_tied_shards(z, m, z->grad_shard);
         *grad = z->grad_shard;
+    } else if (z->stage == 3) {
+        if ((rc = ptdp_zero3_finish(ptdp_comm_device(z->dp), z)) == 0)
+            rc = sync_tied_shards(z, m, z->grad_shard);
+        *grad = z->grad_shard;
     } else {
         *grad = m->flat_g;   /* stage 0: the caller's all-reduce has summed it */
     }
@@ -252,10 +276,10 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
 
 int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *grad, double *sumsq)
 {
-    /* grad[i] is element z->off + i of the flat buffer. */
+    /* grad[at] is element begin of the flat buffer (ptdp_zero_owned). */
     double local = 0;
     for (int r = 0; r < z->nnorm; r++)
-        local += ptdp_sum_squares(grad + (z->norm[r].begin - z->off), z->norm[r].end - z->norm[r].begin);
+        local += ptdp_sum_squares(grad + z->norm[r].at, z->norm[r].end - z->norm[r].begin);
     int rc = PTDP_OK;
     if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
         rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
@@ -267,14 +291,19 @@ int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *gra
 
 int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
 {
-    if (z->stage == 0)
+    if (z->stage == 0 || z->stage == 3)   /* replicas already, or kept sharded */
         return PTDP_OK;
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, m->flat_w, z->numel, PTDP_REAL);
 }
 
+ptdp_real *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)
+{
+    return z->stage == 3 ? z->param_shard : m->flat_w + z->off;
+}
+
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 {
-    if (z->stage == 2)
+    if (z->stage >= 2)
         memset(z->grad_shard, 0, z->len * sizeof(ptdp_real));
     else
         memset(m->flat_g, 0, z->numel * sizeof(ptdp_real));
@@ -283,6 +312,27 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches)
 {
     double S = (double)numel * sizeof(ptdp_real), share = (double)(dp - 1) / dp;
-    int passes = stage == 2 ? micro_batches + 1 : 2;   /* reduce-scatters + one all-gather */
+    int passes = stage == 2 ? micro_batches + 1    /* reduce-scatters + one all-gather */
+               : stage == 3 ? 3 * micro_batches    /* two gathers and a reduce-scatter each */
+               : 2;
     return passes * share * S;
+}
+
+double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, bool recompute)
+{
+    double S = (double)numel * sizeof(ptdp_real), share = (double)(dp - 1) / dp;
+    return (recompute ? 4 : 3) * micro_batches * share * S;
+}
+
+ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo)
+{
+    double N = dp > 0 ? dp : 1;
+    ptdp_zero_bytes b = { bw * psi, bg * psi, bo * psi };
+    if (stage >= 1)
+        b.optim /= N;
+    if (stage >= 2)
+        b.grads /= N;
+    if (stage >= 3)
+        b.params /= N;
+    return b;
 }

@@ -188,7 +188,18 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->clip_grad < 0) BAD("--clip-grad %g: must not be negative (0 = off)", c->clip_grad);
     if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
     if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
-    if (c->zero < 0 || c->zero > 2) BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state) or 2 (+ gradients)", c->zero);
+    if (c->zero < 0 || c->zero > 3)
+        BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)",
+            c->zero);
+    if (c->zero == 3 && c->dp * ptdp_train_cp(c) == 1)
+        BAD("--zero 3 with --dp 1: ZeRO-3 shards the parameters over the data-parallel ranks, and with one rank "
+            "there is nothing to shard, so it changes nothing; use --dp 2 or more, or leave --zero out");
+    if (c->zero == 3 && v > 1)
+        BAD("--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's units per device; "
+            "use --virtual-stages 1 (or --zero 2)", v);
+    if (c->zero == 3 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--zero 3 with --schedule zb-h1: W adds into a unit's gradient after the unit's backward has "
+            "reduce-scattered and freed it; use --schedule 1f1b or gpipe (or --zero 2)");
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
         BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
     if (c->overlap && c->zero == 1)
@@ -306,13 +317,10 @@ static bool writes_param(const device_ctx *d, const ptdp_param *p)
  * intersected with its ZeRO chunk (the whole of p without ZeRO).  Chunks cut
  * through parameters, so a checkpoint gets each tensor's state in pieces,
  * one per DP rank — and holds the full tensors, whatever the stage. */
-static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, size_t *k1)
+static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, size_t *k1, size_t *at)
 {
-    size_t b = p->offset, e = p->offset + ptdp_tensor_numel(p->w);
-    size_t zb = d->zero.off, ze = d->zero.off + d->zero.len;
-    b = b > zb ? b : zb;
-    e = e < ze ? e : ze;
-    if (b >= e)
+    size_t b, e;
+    if (!ptdp_zero_owned(&d->zero, p->offset, p->offset + ptdp_tensor_numel(p->w), &b, &e, at))
         return false;
     *k0 = b - p->offset;
     *k1 = e - p->offset;
@@ -341,27 +349,34 @@ static void copy_elements(const ptdp_param *p, size_t k0, size_t k1, ptdp_real *
     }
 }
 
-/* Optimizer slot k of p, from element k0 on (opt_a / opt_b hold the chunk). */
-static ptdp_real *optim_at(const device_ctx *d, int slot, const ptdp_param *p, size_t k0)
+/* Optimizer slot k, from shard element `at` on (opt_a / opt_b hold what
+ * this device owns, in the order of ptdp_zero_owned's shard). */
+static ptdp_real *optim_at(const device_ctx *d, int slot, size_t at)
 {
-    return (slot == 0 ? d->opt_a : d->opt_b) + (p->offset + k0 - d->zero.off);
+    return (slot == 0 ? d->opt_a : d->opt_b) + at;
 }
 
 /* Copy this device's shards (and optimizer state) into / out of a host state. */
+/* Under ZeRO-3 no device holds a whole parameter: like the optimizer
+ * state, each DP rank writes (and reads) the elements it owns, and the
+ * host state still holds whole tensors — no communication. */
 static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
 {
     int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
+    const bool sharded = d->zero.stage == 3;
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
-        if (writes_param(d, p))
+        size_t k0, k1, at;
+        if (!sharded && writes_param(d, p))
             ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
-        size_t k0, k1;
-        if (!writes_optim(d, p) || !optim_slice(d, p, &k0, &k1))
+        if (!writes_optim(d, p) || !optim_slice(d, p, &k0, &k1, &at))
             continue;
+        if (sharded)
+            copy_elements(p, k0, k1, d->zero.param_shard + at, ptdp_state_find(s, p->name), true);
         for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            copy_elements(p, k0, k1, optim_at(d, k, p, k0), ptdp_state_find(s, name), true);
+            copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), true);
         }
     }
 }
@@ -370,19 +385,23 @@ static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
 {
     ptdp_state *s = (ptdp_state *)cs;   /* read only */
     int slots = ptdp_state_optim_slots(s);
+    const bool sharded = d->zero.stage == 3;
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
         const ptdp_state_tensor *t = ptdp_state_find(s, p->name);
         if (t == NULL)
             return ptdp_fail(dev, PTDP_ECORRUPT, "checkpoint has no tensor %s", p->name);
-        ptdp_param_from_state(p, p->w, t);
-        size_t k0, k1;
-        if (!optim_slice(d, p, &k0, &k1))
+        size_t k0, k1, at;
+        if (!sharded)
+            ptdp_param_from_state(p, p->w, t);
+        if (!optim_slice(d, p, &k0, &k1, &at))
             continue;
+        if (sharded)
+            copy_elements(p, k0, k1, d->zero.param_shard + at, (ptdp_state_tensor *)t, false);
         for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            copy_elements(p, k0, k1, optim_at(d, k, p, k0), ptdp_state_find(s, name), false);
+            copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), false);
         }
     }
     return PTDP_OK;
@@ -397,6 +416,8 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
     if (n == 1)
         return PTDP_OK;
     uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
+    if (d->zero.stage == 3)
+        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
     const unsigned char *b = (const unsigned char *)d->model.flat_w;
     for (size_t k = 0; k < d->model.numel * sizeof(ptdp_real); k++)
         hash = (hash ^ b[k]) * 1099511628211ull;
@@ -416,7 +437,8 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
  * stretch at a time gives the bits of one call on the whole. */
 typedef struct {
     device_ctx *d;
-    ptdp_real *w, *g;          /* element zero.off of the parameters, and its gradient */
+    ptdp_real *w, *g;          /* my shard of the parameters, and of the gradient */
+    size_t begin, at;          /* the piece being updated: flat element begin is shard element at */
     double flops;
 } update;
 
@@ -425,7 +447,7 @@ static int update_range(size_t begin, size_t end, bool decay, void *ctx)
     update *u = ctx;
     device_ctx *d = u->d;
     const ptdp_train_config *c = d->r->cfg;
-    size_t k = begin - d->zero.off, n = end - begin;
+    size_t k = u->at + (begin - u->begin), n = end - begin;
     double wd = decay ? c->weight_decay : 0.0;
     if (c->optimizer == PTDP_OPT_ADAMW) {
         ptdp_adamw_config ac = ptdp_adamw_default_config();
@@ -489,7 +511,7 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
                          isnan(d->grad_norm) ? "NaN" : "infinite");
 
     double w0 = ptdp_wall_now();
-    ptdp_real *w = m->flat_w + z->off;
+    ptdp_real *w = ptdp_zero_param_shard(z, m);
     size_t n = z->len;
     if (c->clip_grad > 0) {
         double coef = ptdp_clip_coefficient(d->grad_norm, c->clip_grad);
@@ -497,8 +519,12 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
             ptdp_scale(g, n, coef);
     }
     update u = { .d = d, .w = w, .g = g, .flops = 0 };
-    if ((rc = ptdp_model_decay_ranges(m, z->off, z->off + n, update_range, &u)) != 0)
-        return rc;
+    for (int i = 0; i < z->npieces; i++) {   /* one piece; one per unit under ZeRO-3 */
+        u.begin = z->pieces[i].begin;
+        u.at = z->pieces[i].at;
+        if ((rc = ptdp_model_decay_ranges(m, z->pieces[i].begin, z->pieces[i].end, update_range, &u)) != 0)
+            return rc;
+    }
     double flops = u.flops;
     ptdp_zero_clear_gradients(z, m);
     /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
@@ -563,7 +589,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
         return rc;
-    d->zero.overlap = c->overlap && c->zero == 2;   /* its reduce-scatters on the stream */
+    d->zero.overlap = c->overlap && c->zero >= 2;   /* its reduce-scatters (and ZeRO-3's gathers) on the stream */
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* The optimizer state covers the chunk this device updates. */
@@ -585,9 +611,10 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->r->targets_per_sample = d->model.label_cols;
     if (d->r->result != NULL && d->r->result->param_elements != NULL)
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
-    /* ZeRO-2 freed the model's full-size gradient buffer a moment ago: start
-     * the peaks from the set-up device, so they show training, not set-up. */
-    if (c->zero == 2)
+    /* ZeRO-2 freed the model's full-size gradient buffer a moment ago (ZeRO-3
+     * its parameters too): start the peaks from the set-up device, so they
+     * show training, not set-up. */
+    if (c->zero >= 2)
         ptdp_arena_reset_peaks(dev->arena);
     return PTDP_OK;
 }

@@ -1,0 +1,302 @@
+/*
+ * zero3.c — ZeRO stage 3 (FSDP): the parameters themselves are sharded,
+ * and a unit of them exists on a device only while it computes.
+ *
+ * Stages 1 and 2 (zero.c) still keep every parameter on every DP rank:
+ * P of them, whatever N.  Stage 3 keeps 1/N.  The model is cut into units
+ * (model.h: a block, the embeddings, the head), and each unit into N
+ * chunks; rank k keeps chunk k of every unit — its parameters, their
+ * gradient, their optimizer state — and gathers the rest only when the
+ * model says it is about to use the unit (ptdp_model_unit):
+ *
+ *   unit u of the flat buffer      [ chunk 0 | chunk 1 | chunk 2 | chunk 3 ]
+ *   rank 1 keeps                              [ chunk 1 ]
+ *
+ *   FORWARD_BEGIN u    all-gather u's chunks into a buffer ("params")   (N-1)/N |u|
+ *                      point u's parameter views into it
+ *   FORWARD_END u      free it: the views point at nothing again
+ *   BACKWARD_BEGIN u   all-gather again, and a zeroed gradient buffer
+ *                      for u ("grads") that the backward adds into
+ *   BACKWARD_END u     reduce-scatter the gradient buffer              (N-1)/N |u|
+ *                      add my chunk into the gradient shard, free both
+ *
+ * Per micro-batch that is two gathers and one reduce-scatter of every
+ * unit, 3 (N-1)/N S bytes: the ZeRO paper's 3Ψ against plain DP's 2Ψ.
+ * The memory it buys, per device, with P parameters and AdamW:
+ *
+ *   params  P/N  + the units gathered at once   (one, two with prefetch)
+ *   grads   P/N  + one unit's gradient buffer
+ *   optim   2P/N
+ *
+ * The calls nest: a unit already gathered is not gathered again (a tied
+ * embedding that the first and last layers of one stage both use), and is
+ * freed at its last END.  Under --overlap the next unit's gather starts on
+ * the communication stream as soon as a unit is gathered (prefetch: the
+ * next in forward order in a forward, in backward order in a backward),
+ * and a unit's reduce-scatter runs while the backward goes on; the data
+ * moves at once all the same (stream.c), so the bits are the blocking
+ * run's.
+ *
+ * Since DP ranks run the same schedule over the same model, they make the
+ * same unit events in the same order — and so the same collectives.
+ */
+#include "ptdp/zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+
+/* Point the views of unit u's parameters (or gradients) into buf, a copy
+ * of the unit's stretch of the flat buffer, or at nothing. */
+static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_real *buf, bool grads)
+{
+    for (int i = 0; i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (p->unit != u)
+            continue;
+        ptdp_real *at = buf != NULL ? buf + (p->offset - unit->begin) : NULL;
+        if (grads)
+            p->g.data = at;
+        else
+            p->w.data = at;
+    }
+}
+
+/* ------------------------------------------------------------ gathering */
+
+/* Start (or do) the gather of unit u's parameters: my chunk in its place,
+ * then an all-gather in place fills the others'. */
+static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
+{
+    size_t n = u->end - u->begin;
+    u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS, "zero3.gathered");
+    if (u->w == NULL)
+        return PTDP_ENOMEM;
+    memcpy(u->w + u->off, z->param_shard + u->at, u->len * sizeof(ptdp_real));
+    if (start) {
+        u->prefetched = true;
+        return ptdp_all_gather_start(z->dp, PTDP_IN_PLACE, u->w, n, PTDP_REAL, &u->gather);
+    }
+    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, u->w, n, PTDP_REAL);
+}
+
+/* --overlap: the unit the model will ask for next, gathered ahead. */
+static int prefetch(ptdp_device *dev, ptdp_zero *z, int next)
+{
+    if (!z->overlap || next < 0 || next >= z->nunits)
+        return PTDP_OK;
+    ptdp_zero_unit *u = &z->units[next];
+    if (u->w != NULL)
+        return PTDP_OK;   /* gathered already, or on its way */
+    return gather(dev, z, u, true);
+}
+
+/* A unit becomes present: gathered now, or its prefetch waited for. */
+static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+{
+    ptdp_zero_unit *u = &z->units[k];
+    if (u->users++ > 0)
+        return PTDP_OK;
+    int rc;
+    if (u->prefetched) {
+        u->prefetched = false;
+        rc = ptdp_wait(&u->gather);
+    } else if (u->w == NULL) {
+        rc = gather(dev, z, u, false);
+    } else {
+        rc = PTDP_OK;
+    }
+    if (rc == 0)
+        point_unit(m, k, u, u->w, false);
+    return rc;
+}
+
+static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+{
+    ptdp_zero_unit *u = &z->units[k];
+    if (u->users <= 0 || --u->users > 0)
+        return;
+    point_unit(m, k, u, NULL, false);
+    ptdp_free(dev, u->w);
+    u->w = NULL;
+}
+
+/* ------------------------------------------------------------ gradients */
+
+/* g_k += (the unit's gradient summed over the DP ranks)_k, then free it. */
+static void accumulate(ptdp_device *dev, ptdp_zero *z, ptdp_real *buf, size_t off, size_t len, size_t at)
+{
+    const ptdp_real *mine = buf + off;
+    for (size_t i = 0; i < len; i++)
+        z->grad_shard[at + i] += mine[i];
+    ptdp_free(dev, buf);
+}
+
+/* --overlap: the reduce-scatter started at the previous BACKWARD_END. */
+static int finish_pending(ptdp_device *dev, ptdp_zero *z)
+{
+    if (z->pending == NULL)
+        return PTDP_OK;
+    int rc = ptdp_wait(&z->request);
+    if (rc == 0)
+        accumulate(dev, z, z->pending, z->pending_off, z->pending_len, z->pending_at);
+    else
+        ptdp_free(dev, z->pending);
+    z->pending = NULL;
+    return rc;
+}
+
+static int grads_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+{
+    ptdp_zero_unit *u = &z->units[k];
+    if (u->grad_users++ > 0)
+        return PTDP_OK;
+    size_t n = u->end - u->begin;
+    /* zero-filled by the arena: the backward adds into it */
+    if ((u->g = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero3.unit_grad")) == NULL)
+        return PTDP_ENOMEM;
+    point_unit(m, k, u, u->g, true);
+    return PTDP_OK;
+}
+
+static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+{
+    ptdp_zero_unit *u = &z->units[k];
+    if (u->grad_users <= 0 || --u->grad_users > 0)
+        return PTDP_OK;
+    ptdp_real *g = u->g;
+    size_t n = u->end - u->begin;
+    u->g = NULL;
+    point_unit(m, k, u, NULL, true);
+    int rc = finish_pending(dev, z);   /* one unit's reduce-scatter at a time */
+    if (rc != 0) {
+        ptdp_free(dev, g);
+        return rc;
+    }
+    if (z->overlap) {   /* waited for at the next unit's END, or before the optimizer */
+        z->pending = g;
+        z->pending_off = u->off;
+        z->pending_len = u->len;
+        z->pending_at = u->at;
+        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, g, n, PTDP_REAL, PTDP_SUM, &z->request);
+    }
+    rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, g, n, PTDP_REAL, PTDP_SUM);
+    if (rc == 0)
+        accumulate(dev, z, g, u->off, u->len, u->at);
+    else
+        ptdp_free(dev, g);
+    return rc;
+}
+
+/* ------------------------------------------------ the model's unit events */
+
+static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, void *ctx)
+{
+    ptdp_zero *z = ctx;
+    if (k < 0 || k >= z->nunits)
+        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO-3: unit %d of a model with %d", k, z->nunits);
+    int rc = PTDP_OK;
+    switch (ev) {
+    case PTDP_UNIT_FORWARD_BEGIN:    /* a forward walks the units from the last down */
+        if ((rc = acquire(dev, z, m, k)) == 0)
+            rc = prefetch(dev, z, k - 1);
+        break;
+    case PTDP_UNIT_BACKWARD_BEGIN:   /* a backward from the first up (params[] order) */
+        if ((rc = acquire(dev, z, m, k)) == 0 && (rc = grads_begin(dev, z, m, k)) == 0)
+            rc = prefetch(dev, z, k + 1);
+        break;
+    case PTDP_UNIT_BACKWARD_END:
+        rc = grads_end(dev, z, m, k);
+        release(dev, z, m, k);
+        break;
+    case PTDP_UNIT_FORWARD_END:
+        release(dev, z, m, k);
+        break;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ set-up */
+
+int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    const int N = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
+    if (m->device != NULL || m->chunks != NULL)
+        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO-3 manages one model chunk per device, not %d",
+                         m->virtual_stages);
+    z->nunits = m->nparams > 0 ? m->nunits : 0;
+    z->units = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->units);
+    z->pieces = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->pieces);
+    if (z->units == NULL || z->pieces == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    /* A unit is a run of params[], so its stretch of the flat buffer is
+     * from its first parameter's offset to its last one's end. */
+    for (int i = m->nparams - 1; i >= 0; i--)
+        z->units[m->params[i].unit].begin = m->params[i].offset;
+    for (int i = 0; i < m->nparams; i++)
+        z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+    size_t at = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        ptdp_zero_unit *x = &z->units[u];
+        ptdp_chunk(x->end - x->begin, N, k, &x->off, &x->len);
+        x->at = at;
+        z->pieces[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
+        at += x->len;
+    }
+    z->npieces = z->nunits;
+    z->len = at;
+    /* My chunks of the initial parameters; then the full buffers go. */
+    z->param_shard = ptdp_alloc(dev, (at > 0 ? at : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS, "zero3.param_shard");
+    z->grad_shard = ptdp_alloc(dev, (at > 0 ? at : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero3.grad_shard");
+    if (z->param_shard == NULL || z->grad_shard == NULL)
+        return PTDP_ENOMEM;
+    for (int u = 0; u < z->nunits; u++)
+        memcpy(z->param_shard + z->pieces[u].at, m->flat_w + z->pieces[u].begin, z->units[u].len * sizeof(ptdp_real));
+    ptdp_free(dev, m->flat_w);
+    ptdp_free(dev, m->flat_g);
+    m->flat_w = m->flat_g = NULL;
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i].w.data = m->params[i].g.data = NULL;
+    m->unit_hook = on_unit;
+    m->unit_hook_ctx = z;
+    return PTDP_OK;
+}
+
+/* Before the optimizer: every reduce-scatter done, no prefetch left over. */
+int ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z)
+{
+    int rc = finish_pending(dev, z);
+    for (int u = 0; u < z->nunits; u++) {
+        ptdp_zero_unit *x = &z->units[u];
+        if (!x->prefetched)
+            continue;
+        int w = ptdp_wait(&x->gather);   /* gathered ahead, never asked for */
+        rc = rc ? rc : w;
+        x->prefetched = false;
+        if (x->users == 0) {
+            ptdp_free(dev, x->w);
+            x->w = NULL;
+        }
+    }
+    return rc;
+}
+
+void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    for (int u = 0; u < z->nunits; u++) {   /* what a failed step left */
+        ptdp_free(dev, z->units[u].w);
+        ptdp_free(dev, z->units[u].g);
+    }
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i].w.data = m->params[i].g.data = NULL;
+    ptdp_free(dev, z->param_shard);
+    z->param_shard = NULL;
+    free(z->units);
+    z->units = NULL;
+    z->nunits = 0;
+    m->unit_hook = NULL;
+    m->unit_hook_ctx = NULL;
+}
