@@ -237,6 +237,13 @@ static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *
  * moments), the measured peaks of params, grads and optim — which add to
  * the formula what lives for a moment: ZeRO-2's bucket is "comm", ZeRO-3's
  * gathered units are "params" and its unit gradients "grads". */
+static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptdp_train_result *res, int r)
+{
+    const double R = sizeof(ptdp_real);
+    int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    return ptdp_zero_state_bytes(c->zero, device_elements(res, r), c->dp * ptdp_train_cp(c), R, R, slots * R);
+}
+
 static void print_model_states(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                const ptdp_train_result *res)
 {
@@ -246,7 +253,7 @@ static void print_model_states(const ptdp_train_config *c, const ptdp_launch_res
     const double R = sizeof(ptdp_real);
     int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
     double psi = device_elements(res, 0);
-    ptdp_zero_bytes f = ptdp_zero_state_bytes(c->zero, psi, N, R, R, slots * R);
+    ptdp_zero_bytes f = model_state_formula(c, res, 0);
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
     char b[6][32];
     printf("model states on device 0, psi = %.0f parameters, N = %d, %g + %g + %g bytes each "
@@ -289,6 +296,10 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         fprintf(f, "\"%s\": %zu, ", ptdp_mem_category_name((ptdp_mem_category)k), s->mem.peak[k]);
     fprintf(f, "\"total\": %zu},\n", s->mem.peak_total);
+    /* the ZeRO paper's params, grads and optimizer state for this device (zero.h) */
+    ptdp_zero_bytes zb = model_state_formula(c, res, r);
+    fprintf(f, "     \"model_states_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s},\n",
+            J(zb.params), J(zb.grads), J(zb.optim));
     fprintf(f, "     \"bytes_sent\": {");
     for (int g = 0; g < NGROUPS; g++) {
         double x = group_sent(&s->comm, group_names[g]);
