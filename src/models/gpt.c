@@ -814,9 +814,9 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                                 sv->lnf_mean, sv->lnf_rstd, false);
         account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)Rl * C), w0, true);
         /* the head's and LN_f's gradients are final (a data-parallel sum may start) */
-        if ((wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->lnf_w)) != 0) ||
-            (rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
-            (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0))
+        if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+            (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0) ||
+            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->lnf_w)) != 0))
             goto done;
     } else {
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, Rl, C));
@@ -825,8 +825,8 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     for (int i = nb - 1; i >= 0; i--)
         if ((rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
             (rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0 ||
-            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0) ||
-            (rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_END)) != 0)
+            (rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+            (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0))
             goto done;
 
     w0 = ptdp_wall_now();

@@ -288,8 +288,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
         /* the output layer's gradients are final (a data-parallel sum may start) */
-        if ((w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0) ||
-            (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0)
+        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+            (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0))
             goto done;
     } else {
         ptdp_tensor_copy(dh, *dout);
@@ -328,8 +328,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
             goto done;
         ptdp_tensor_add(dh, tmp);   /* the residual adds both paths */
-        if ((w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0) ||
-            (rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0)
+        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+            (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0))
             goto done;
     }
 
