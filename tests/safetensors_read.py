@@ -23,7 +23,8 @@ try:
 except ImportError:
     sys.exit("numpy not found (Debian: apt-get install python3-numpy; run with /usr/bin/python3)")
 
-DTYPES = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8", "U8": "u1"}
+# BF16 as its raw 16 bits (numpy has no bfloat16): float32 of bits << 16 is its value.
+DTYPES = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8", "U8": "u1", "BF16": "<u2"}
 
 
 def read(path):

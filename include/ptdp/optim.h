@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "bf16.h"
 #include "types.h"
 
 typedef struct { double lr, beta1, beta2, eps, weight_decay; } ptdp_adamw_config;   /* defaults 1e-3, 0.9, 0.999, 1e-8, 0 */
@@ -37,6 +38,26 @@ ptdp_adamw_config ptdp_adamw_default_config(void);
 void ptdp_adamw_step(ptdp_real *p, const ptdp_real *g, ptdp_real *m, ptdp_real *v, size_t n, const ptdp_adamw_config *c, long step);
 /* One SGD step as torch.optim.SGD (dampening 0, nesterov off): g' = g + wd p; with momentum: buf = g' on the first step (step==1), else buf = mu buf + g'; p -= lr * (momentum ? buf : g'). buf may be NULL when momentum == 0. */
 void ptdp_sgd_step(ptdp_real *p, const ptdp_real *g, ptdp_real *buf, size_t n, const ptdp_sgd_config *c, long step);
+/* Mixed precision (bf16 parameters, float optimizer): the same steps on
+ * float "master" weights, which then are rounded to bf16 for the model.
+ *
+ *     g (float, widened from the bf16 gradient by the caller)
+ *        │
+ *     master, m, v (float) ──step──► master', m', v' ──round (bf16.h)──► p (bf16)
+ *
+ * The master copy is what makes small updates count: lr·m̂/denom is often
+ * below half a bf16 step of p, and added to a bf16 p it would round away
+ * every time; in float it accumulates until p moves.  Memory per parameter:
+ * 2 (p) + 2 (bf16 gradient) + 4 (master) + 4 + 4 (m, v) = 16 bytes for
+ * AdamW.  The arithmetic on master, m and v is ptdp_adamw_step's (resp.
+ * ptdp_sgd_step's) in float, operation for operation: in the float build
+ * the master weights equal what ptdp_adamw_step gives on the same arrays,
+ * bit for bit, whatever the build.  p[i] = bf16(master'[i]), round to
+ * nearest even. */
+void ptdp_adamw_step_bf16(float *master, const float *g, float *m, float *v, ptdp_bf16 *p,
+                          size_t n, const ptdp_adamw_config *c, long step);
+void ptdp_sgd_step_bf16(float *master, const float *g, float *buf, ptdp_bf16 *p, size_t n,
+                        const ptdp_sgd_config *c, long step);
 /* Sum of squares in double (for the global gradient norm, which sums these across devices).
  * A fixed summation order: the same array always gives the same bits. */
 double ptdp_sum_squares(const ptdp_real *x, size_t n);
@@ -49,5 +70,8 @@ double ptdp_clip_coefficient(double total_norm, double max_norm);
  * AdamW 15 (sqrt counted as one), SGD 2 to 6 (weight decay and momentum add 2 each). */
 double ptdp_adamw_flops(size_t n);
 double ptdp_sgd_flops(size_t n, const ptdp_sgd_config *c);
+/* The bf16 steps: the same, plus 1 per element for rounding the new parameter to bf16. */
+double ptdp_adamw_bf16_flops(size_t n);
+double ptdp_sgd_bf16_flops(size_t n, const ptdp_sgd_config *c);
 
 #endif

@@ -16,6 +16,7 @@
 #define PTDP_H
 #include "error.h"
 #include "types.h"
+#include "bf16.h"
 #include "coll.h"
 #include "arena.h"
 #include "tensor.h"

@@ -37,7 +37,7 @@
 
 typedef struct {
     char name[PTDP_ST_NAME_MAX];
-    ptdp_dtype dtype;           /* PTDP_F32, PTDP_F64, PTDP_I32, PTDP_I64 or PTDP_U8 */
+    ptdp_dtype dtype;           /* PTDP_F32, PTDP_F64, PTDP_I32, PTDP_I64, PTDP_U8 or PTDP_BF16 */
     int ndim;                   /* 0 (a scalar) .. PTDP_ST_MAX_NDIM                  */
     int64_t shape[PTDP_ST_MAX_NDIM];
     /* Writer: the caller's data in host memory, native layout, row-major.
@@ -53,8 +53,8 @@ int64_t ptdp_st_numel(const ptdp_st_tensor *t);
 /* Write n tensors and n_meta key/value string pairs as __metadata__ (keys
  * may be NULL when n_meta is 0) to `path` atomically: a temporary file in the
  * same directory, fsync, rename, then fsync of the directory.  The data is
- * laid out 8-byte types first, then 4-byte, then 1-byte, each group in the
- * order given, so every tensor starts at a multiple of its element size (as
+ * laid out 8-byte types first, then 4-, 2- (BF16) and 1-byte, each group in
+ * the order given, so every tensor starts at a multiple of its element size (as
  * the reference writer does; readers that map the file need it).
  * A bad argument (unknown dtype, ndim out of range, a negative dimension, an
  * empty, too long, duplicate or reserved name, NULL data for a non-empty
@@ -85,10 +85,11 @@ const ptdp_st_tensor *ptdp_st_find(const ptdp_st_file *f, const char *name);  /*
 /* A __metadata__ value, or NULL if absent. */
 const char *ptdp_st_meta(const ptdp_st_file *f, const char *key);
 
-/* Copy tensor `name` into dst (numel elements of ptdp_real), converting F32
- * or F64 to ptdp_real.  The tensor must exist, have a float dtype and exactly
- * the expected shape (ndim dims of `shape`); otherwise PTDP_ECORRUPT with a
- * message naming the tensor and what was expected and found.  A finite F64
+/* Copy tensor `name` into dst (numel elements of ptdp_real), converting F32,
+ * F64 or BF16 (exactly: a bf16 is a float's top half) to ptdp_real.  The
+ * tensor must exist, have a float dtype and exactly the expected shape (ndim
+ * dims of `shape`); otherwise PTDP_ECORRUPT with a message naming the tensor
+ * and what was expected and found.  A finite F64
  * beyond float's range becomes ±infinity in the float build. */
 int ptdp_st_read_real(const ptdp_st_file *f, const char *name, int ndim, const int64_t *shape,
                       ptdp_real *dst, char *msg, size_t msglen);

@@ -20,11 +20,12 @@ typedef enum {
     PTDP_I32,
     PTDP_I64,
     PTDP_U8,
+    PTDP_BF16,          /* bfloat16 (bf16.h); appended, so the others keep their numbers */
     PTDP_DTYPE_COUNT
 } ptdp_dtype;
 
 size_t      ptdp_dtype_size(ptdp_dtype t);
-const char *ptdp_dtype_name(ptdp_dtype t);   /* "F32", "F64", … (safetensors spelling) */
+const char *ptdp_dtype_name(ptdp_dtype t);   /* "F32", "F64", "BF16", … (safetensors spelling) */
 
 #ifdef PTDP_DOUBLE
 typedef double ptdp_real;

@@ -21,11 +21,18 @@
  * the inputs (an in-place all_reduce reduces into its own send buffer).
  * The fixed left-to-right order is what makes results bit-identical from
  * run to run.
+ *
+ * bfloat16 (bf16.h) has no arithmetic of its own: each pair is widened to
+ * float (exact), combined in float, and rounded back to bf16 — as NCCL
+ * reduces bf16.  The rounding after every pair is part of the order:
+ * (a + b) + c rounds twice, so a sum of k bf16 buffers is k - 1 roundings,
+ * the same ones on every run.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "ptdp/bf16.h"
 
 #define TILE_BYTES 4096
 
@@ -46,13 +53,13 @@
 /* For each element type: out = a op b (three distinct buffers), acc = acc
  * op b, and buf = buf / k.  `restrict` promises the buffers are distinct,
  * which lets the compiler vectorise without run-time overlap checks. */
-#define KERNELS(T, NAME, ADD)                                                         \
+#define KERNELS(T, NAME, ADD, MAX, MIN, DIV)                                          \
     static void NAME##_combine(T *restrict out, const T *restrict a,                 \
                                const T *restrict b, size_t n, ptdp_op op)            \
     {                                                                                 \
         switch (op) {                                                                 \
-        case PTDP_MAX: BLOCKED_LOOP(n, out[i] = a[i] > b[i] ? a[i] : b[i]); break;    \
-        case PTDP_MIN: BLOCKED_LOOP(n, out[i] = a[i] < b[i] ? a[i] : b[i]); break;    \
+        case PTDP_MAX: BLOCKED_LOOP(n, out[i] = MAX(a[i], b[i])); break;              \
+        case PTDP_MIN: BLOCKED_LOOP(n, out[i] = MIN(a[i], b[i])); break;              \
         default:       BLOCKED_LOOP(n, out[i] = ADD(a[i], b[i])); break;  /* SUM, AVG */ \
         }                                                                             \
     }                                                                                 \
@@ -60,26 +67,41 @@
                                   ptdp_op op)                                         \
     {                                                                                 \
         switch (op) {                                                                 \
-        case PTDP_MAX: BLOCKED_LOOP(n, acc[i] = acc[i] > b[i] ? acc[i] : b[i]); break; \
-        case PTDP_MIN: BLOCKED_LOOP(n, acc[i] = acc[i] < b[i] ? acc[i] : b[i]); break; \
+        case PTDP_MAX: BLOCKED_LOOP(n, acc[i] = MAX(acc[i], b[i])); break;            \
+        case PTDP_MIN: BLOCKED_LOOP(n, acc[i] = MIN(acc[i], b[i])); break;            \
         default:       BLOCKED_LOOP(n, acc[i] = ADD(acc[i], b[i])); break;            \
         }                                                                             \
     }                                                                                 \
-    static void NAME##_divide(T *buf, size_t n, T k)                                  \
+    static void NAME##_divide(T *buf, size_t n, int k)                                \
     {                                                                                 \
-        BLOCKED_LOOP(n, buf[i] = buf[i] / k);                                         \
+        BLOCKED_LOOP(n, buf[i] = DIV(buf[i], k));                                     \
     }
 
+#define MAX_PLAIN(x, y) ((x) > (y) ? (x) : (y))
+#define MIN_PLAIN(x, y) ((x) < (y) ? (x) : (y))
 #define ADD_FLOAT(x, y) ((x) + (y))
 #define ADD_I32(x, y)   ((int32_t)((uint32_t)(x) + (uint32_t)(y)))
 #define ADD_I64(x, y)   ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
 #define ADD_U8(x, y)    ((uint8_t)((x) + (y)))
+#define DIV_F32(x, k)   ((x) / (float)(k))
+#define DIV_F64(x, k)   ((x) / (double)(k))
+#define DIV_I32(x, k)   ((x) / (int32_t)(k))
+#define DIV_I64(x, k)   ((x) / (int64_t)(k))
+#define DIV_U8(x, k)    ((uint8_t)((x) / (uint8_t)(k)))
 
-KERNELS(float, f32, ADD_FLOAT)
-KERNELS(double, f64, ADD_FLOAT)
-KERNELS(int32_t, i32, ADD_I32)
-KERNELS(int64_t, i64, ADD_I64)
-KERNELS(uint8_t, u8, ADD_U8)
+/* bf16: widen both to float, combine, round back to bf16. */
+#define BF16_F(x)       ptdp_bf16_to_float(x)
+#define ADD_BF16(x, y)  ptdp_bf16_from_float(BF16_F(x) + BF16_F(y))
+#define MAX_BF16(x, y)  ptdp_bf16_from_float(MAX_PLAIN(BF16_F(x), BF16_F(y)))
+#define MIN_BF16(x, y)  ptdp_bf16_from_float(MIN_PLAIN(BF16_F(x), BF16_F(y)))
+#define DIV_BF16(x, k)  ptdp_bf16_from_float(BF16_F(x) / (float)(k))
+
+KERNELS(float, f32, ADD_FLOAT, MAX_PLAIN, MIN_PLAIN, DIV_F32)
+KERNELS(double, f64, ADD_FLOAT, MAX_PLAIN, MIN_PLAIN, DIV_F64)
+KERNELS(int32_t, i32, ADD_I32, MAX_PLAIN, MIN_PLAIN, DIV_I32)
+KERNELS(int64_t, i64, ADD_I64, MAX_PLAIN, MIN_PLAIN, DIV_I64)
+KERNELS(uint8_t, u8, ADD_U8, MAX_PLAIN, MIN_PLAIN, DIV_U8)
+KERNELS(ptdp_bf16, bf16, ADD_BF16, MAX_BF16, MIN_BF16, DIV_BF16)
 
 #define REDUCE2(NAME)                                                  \
     if (out == a)                                                      \
@@ -96,6 +118,7 @@ void ptdp_reduce2(void *out, const void *a, const void *b, size_t n, ptdp_dtype 
     case PTDP_I32: REDUCE2(i32);
     case PTDP_I64: REDUCE2(i64);
     case PTDP_U8:  REDUCE2(u8);
+    case PTDP_BF16: REDUCE2(bf16);
     default: break;
     }
 }
@@ -103,11 +126,12 @@ void ptdp_reduce2(void *out, const void *a, const void *b, size_t n, ptdp_dtype 
 void ptdp_divide(void *buf, size_t n, ptdp_dtype t, int k)
 {
     switch (t) {
-    case PTDP_F32: f32_divide(buf, n, (float)k);   break;
-    case PTDP_F64: f64_divide(buf, n, (double)k);  break;
-    case PTDP_I32: i32_divide(buf, n, (int32_t)k); break;
-    case PTDP_I64: i64_divide(buf, n, (int64_t)k); break;
-    case PTDP_U8:  u8_divide(buf, n, (uint8_t)k);  break;
+    case PTDP_F32:  f32_divide(buf, n, k);  break;
+    case PTDP_F64:  f64_divide(buf, n, k);  break;
+    case PTDP_I32:  i32_divide(buf, n, k);  break;
+    case PTDP_I64:  i64_divide(buf, n, k);  break;
+    case PTDP_U8:   u8_divide(buf, n, k);   break;
+    case PTDP_BF16: bf16_divide(buf, n, k); break;
     default: break;
     }
 }

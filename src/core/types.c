@@ -17,6 +17,7 @@ static const struct {
     [PTDP_I32] = { 4, "I32" },
     [PTDP_I64] = { 8, "I64" },
     [PTDP_U8]  = { 1, "U8"  },
+    [PTDP_BF16] = { 2, "BF16" },
 };
 
 size_t ptdp_dtype_size(ptdp_dtype t)

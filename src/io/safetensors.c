@@ -20,11 +20,12 @@
  *
  * This file holds what both sides share — dtypes, element counts, messages —
  * and then what a caller does with a file that has passed: look tensors up
- * and copy them out, converting the file's little-endian F32/F64/I64 into
+ * and copy them out, converting the file's little-endian F32/F64/BF16/I64 into
  * native values.
  */
 #include "io/safetensors_impl.h"
 
+#include "ptdp/bf16.h"
 #include "ptdp/error.h"
 
 #include <float.h>
@@ -45,7 +46,7 @@ static const struct {
     size_t size;
 } dtypes[] = {
     {"F32", PTDP_F32, 4}, {"F64", PTDP_F64, 8}, {"I32", PTDP_I32, 4},
-    {"I64", PTDP_I64, 8}, {"U8", PTDP_U8, 1},
+    {"I64", PTDP_I64, 8}, {"U8", PTDP_U8, 1}, {"BF16", PTDP_BF16, 2},
 };
 #define N_DTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 
@@ -215,10 +216,10 @@ int ptdp_st_read_real(const ptdp_st_file *f, const char *name, int ndim, const i
     const ptdp_st_tensor *t;
     int rc = find_checked(f, name, ndim, shape, &t, msg, msglen);
     if (rc != 0) return rc;
-    if (t->dtype != PTDP_F32 && t->dtype != PTDP_F64)
+    if (t->dtype != PTDP_F32 && t->dtype != PTDP_F64 && t->dtype != PTDP_BF16)
         return ptdp_st_fail(msg, msglen, PTDP_ECORRUPT,
-                            "%s: tensor '%s' has dtype %s, expected F32 or F64", f->path, name,
-                            ptdp_st_dtype_name(t->dtype));
+                            "%s: tensor '%s' has dtype %s, expected F32, F64 or BF16", f->path,
+                            name, ptdp_st_dtype_name(t->dtype));
     const unsigned char *src = t->data;
     int64_t n = ptdp_st_numel(t);
     for (int64_t i = 0; i < n; i++) {
@@ -227,6 +228,8 @@ int ptdp_st_read_real(const ptdp_st_file *f, const char *name, int ndim, const i
             float v;
             memcpy(&v, &bits, 4);
             dst[i] = (ptdp_real)v;
+        } else if (t->dtype == PTDP_BF16) {      /* widening is exact (bf16.h) */
+            dst[i] = (ptdp_real)ptdp_bf16_to_float((ptdp_bf16)ptdp_st_load_le(src + 2 * i, 2));
         } else {
             uint64_t bits = ptdp_st_load_le(src + 8 * i, 8);
             double v;

@@ -8,7 +8,7 @@
  *
  *   1. check the arguments: refuse anything another reader would reject
  *      (names that are empty, too long, not UTF-8, duplicated or reserved);
- *   2. plan the layout: 8-byte elements first, then 4-byte, then bytes, so
+ *   2. plan the layout: 8-byte elements first, then 4-, 2-, 1-byte, so
  *      each tensor starts at a multiple of its element size;
  *   3. build the header: data_offsets that tile the data section from 0,
  *      the JSON padded with spaces to a multiple of 8;
@@ -83,7 +83,7 @@ static int check_write_args(const char *path, const ptdp_st_tensor *t, int n,
     return rc;
 }
 
-/* Step 2: the order of the data: 8-byte elements first, then 4-byte, then bytes,
+/* Step 2: the order of the data: 8-byte elements first, then 4-, 2-, 1-byte,
  * each group in the caller's order.  The data section starts at a multiple
  * of 8, so every tensor then starts at a multiple of its own element size —
  * what a reader that maps the file and views the bytes in place (torch via
@@ -232,7 +232,8 @@ static int write_tensor_data(ptdp_atomic_file *f, const ptdp_st_tensor *t)
         size_t k = 0;
         for (; k + size <= sizeof chunk && i < numel; k += size, i++) {
             uint64_t v = 0;   /* the element's value, read in host order */
-            if (size == 4) { uint32_t u; memcpy(&u, src + i * size, 4); v = u; }
+            if (size == 2) { uint16_t u; memcpy(&u, src + i * size, 2); v = u; }
+            else if (size == 4) { uint32_t u; memcpy(&u, src + i * size, 4); v = u; }
             else memcpy(&v, src + i * size, 8);
             ptdp_st_store_le(chunk + k, v, size);
         }

@@ -28,6 +28,13 @@
  *     g' = g + wd p
  *     b  = g'  (first step)   or   b ← mu b + g'   (later steps)
  *     p  ← p - lr · (mu ? b : g')
+ *
+ * Mixed precision: the _bf16 steps run the same loops in float on master
+ * weights, then round each new value to the bf16 parameter the model uses.
+ * Their element updates repeat the lines above rather than share them, so
+ * each loop still reads as the formula; tests/test_bf16.c checks that the
+ * master weights equal ptdp_adamw_step's / ptdp_sgd_step's bit for bit, so
+ * the two copies cannot drift apart.
  */
 #include "ptdp/optim.h"
 
@@ -112,6 +119,68 @@ double ptdp_sgd_flops(size_t n, const ptdp_sgd_config *c)
 {
     double per = 2.0 + (c->weight_decay != 0.0 ? 2.0 : 0.0) + (c->momentum != 0.0 ? 2.0 : 0.0);
     return per * (double)n;
+}
+
+/* --------------------------------------------- mixed precision (bf16) */
+
+void ptdp_adamw_step_bf16(float *master, const float *g, float *m, float *v, ptdp_bf16 *p,
+                          size_t n, const ptdp_adamw_config *c, long step)
+{
+    assert(step >= 1);
+    /* ptdp_adamw_step's scalars, rounded once to float (its ptdp_real in
+     * the float build). */
+    double bc1 = 1.0 - pow(c->beta1, (double)step);
+    double bc2 = 1.0 - pow(c->beta2, (double)step);
+    const float decay = (float)(1.0 - c->lr * c->weight_decay);
+    const float b1 = (float)c->beta1, one_minus_b1 = (float)(1.0 - c->beta1);
+    const float b2 = (float)c->beta2, one_minus_b2 = (float)(1.0 - c->beta2);
+    const float neg_step_size = (float)(-(c->lr / bc1));
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float eps = (float)c->eps;
+
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float pi = master[i] * decay;
+        float mi = m[i] * b1 + one_minus_b1 * gi;
+        float vi = v[i] * b2 + one_minus_b2 * gi * gi;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        master[i] = pi + neg_step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = ptdp_bf16_from_float(master[i]);    /* what the model computes with */
+    }
+}
+
+double ptdp_adamw_bf16_flops(size_t n)
+{
+    return ptdp_adamw_flops(n) + (double)n;
+}
+
+void ptdp_sgd_step_bf16(float *master, const float *g, float *buf, ptdp_bf16 *p, size_t n,
+                        const ptdp_sgd_config *c, long step)
+{
+    assert(step >= 1);
+    assert(c->momentum == 0.0 || buf != NULL);
+    const float wd = (float)c->weight_decay;
+    const float mu = (float)c->momentum;
+    const float neg_lr = (float)(-c->lr);
+
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (c->weight_decay != 0.0)
+            d = d + wd * master[i];
+        if (c->momentum != 0.0) {
+            buf[i] = step == 1 ? d : buf[i] * mu + d;
+            d = buf[i];
+        }
+        master[i] = master[i] + neg_lr * d;
+        p[i] = ptdp_bf16_from_float(master[i]);
+    }
+}
+
+double ptdp_sgd_bf16_flops(size_t n, const ptdp_sgd_config *c)
+{
+    return ptdp_sgd_flops(n, c) + (double)n;
 }
 
 /* ------------------------------------------------ norms and clipping */
