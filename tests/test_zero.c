@@ -119,15 +119,16 @@ static int bucket_device(ptdp_device *dev, void *arg)
         DEVICE_TRY(ptdp_zero_backward_end(dev, &z, &m));
         DEVICE_CHECK(dev, m.flat_g == NULL, "the bucket outlived its reduce-scatter");
     }
-    ptdp_real *g = NULL;
-    DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &g));
+    void *gv = NULL;
+    DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &gv));
+    const ptdp_real *g = gv, *shard = z.grad_shard;   /* a float store */
     for (size_t k = 0; k < z.len; k++)
         DEVICE_CHECK(dev, g[k] == (ptdp_real)(6.0 * (double)(z.off + k + 1)),
                      "the shard is not the sum over ranks and micro-batches: element %zu is %g", z.off + k,
                      (double)g[k]);
     ptdp_zero_clear_gradients(&z, &m);
     for (size_t k = 0; k < z.len; k++)
-        DEVICE_CHECK(dev, z.grad_shard[k] == 0, "clear left a gradient behind at %zu", z.off + k);
+        DEVICE_CHECK(dev, shard[k] == 0, "clear left a gradient behind at %zu", z.off + k);
     ptdp_zero_free(dev, &z, &m);
     ptdp_model_free(dev, &m);
     ptdp_mesh_free(&mesh);

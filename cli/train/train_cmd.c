@@ -106,6 +106,8 @@ static void usage(void)
         "  --overlap           all-reduce each DP bucket during the last micro-batch's backward, as soon\n"
         "                      as its gradients are complete (dp >= 2; the same bits, less virtual time);\n"
         "                      with --zero 3 also gather the next unit while this one computes\n"
+        "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
+        "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
         "model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
@@ -221,6 +223,13 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
         else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &c->zero);
         else if (ptdp_args_is(&a, "--overlap")) rc = ptdp_args_switch(&a, &c->overlap);
+        else if (ptdp_args_is(&a, "--precision")) {
+            /* the build's own type, or bf16 mixed precision (mixed.h) */
+            static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
+            int k = 0;
+            rc = ptdp_args_enum(&a, precisions, 2, &k);
+            c->bf16 = k == 1;
+        }
         else if (ptdp_args_is(&a, "--seed")) {
             rc = ptdp_args_int(&a, 0, 2147483647, &seed);
             o->seed_given = true;

@@ -127,6 +127,17 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
     }
 }
 
+/* Bytes per parameter of each model state: the store's element (this
+ * build's ptdp_real, or bf16's 2 under --precision bf16: mixed.h) for a
+ * parameter and a gradient; the optimizer's slots (AdamW 2, SGD with
+ * momentum 1), each a ptdp_real, plus the float master weight under bf16. */
+static void state_bytes(const ptdp_train_config *c, double *bw, double *bg, double *bo)
+{
+    const int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    *bw = *bg = c->bf16 ? 2.0 : (double)sizeof(ptdp_real);
+    *bo = (double)sizeof(ptdp_real) * (slots + (c->bf16 ? 1 : 0));
+}
+
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
 static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                 const ptdp_train_result *res, ptdp_algo algo)
@@ -144,13 +155,15 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     const bool split = c->zero == 2 && e != NULL && e->split_backward;
     if (split)
         M *= 2;
-    double measured = 0, formula = 0, grads = 0;
+    double measured = 0, formula = 0, grads = 0, bw, bg, bo;
+    state_bytes(c, &bw, &bg, &bo);
+    const double shrink = bg / sizeof(ptdp_real);   /* bf16 moves 2 bytes an element */
     for (int r = 0; r < lr->world_size; r++) {
         double S = device_elements(res, r);
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
-        formula += c->zero == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)S, N, M, c->recompute)
-                                : ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
-        grads += S * sizeof(ptdp_real);
+        formula += shrink * (c->zero == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)S, N, M, c->recompute)
+                                          : ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M));
+        grads += S * bg;
     }
     measured /= lr->world_size;
     formula /= lr->world_size;
@@ -172,7 +185,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     if (c->zero == 0)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
-    double S0 = device_elements(res, 0) * sizeof(ptdp_real);
+    double S0 = device_elements(res, 0) * bg;
     int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
     printf("  ZeRO-%d on device 0: ", c->zero);
     if (slots > 0)
@@ -239,9 +252,9 @@ static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *
  * gathered units are "params" and its unit gradients "grads". */
 static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptdp_train_result *res, int r)
 {
-    const double R = sizeof(ptdp_real);
-    int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
-    return ptdp_zero_state_bytes(c->zero, device_elements(res, r), c->dp * ptdp_train_cp(c), R, R, slots * R);
+    double bw, bg, bo;
+    state_bytes(c, &bw, &bg, &bo);
+    return ptdp_zero_state_bytes(c->zero, device_elements(res, r), c->dp * ptdp_train_cp(c), bw, bg, bo);
 }
 
 static void print_model_states(const ptdp_train_config *c, const ptdp_launch_result *lr,
@@ -250,14 +263,15 @@ static void print_model_states(const ptdp_train_config *c, const ptdp_launch_res
     int N = c->dp * ptdp_train_cp(c);
     if (N == 1 || c->steps == 0 || res == NULL)
         return;
-    const double R = sizeof(ptdp_real);
-    int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
+    double bw, bg, bo;
+    state_bytes(c, &bw, &bg, &bo);
     double psi = device_elements(res, 0);
     ptdp_zero_bytes f = model_state_formula(c, res, 0);
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
     char b[6][32];
-    printf("model states on device 0, psi = %.0f parameters, N = %d, %g + %g + %g bytes each "
-           "(the ZeRO paper's formula; measured peaks):\n", psi, N, R, R, slots * R);
+    printf("model states on device 0, psi = %.0f parameters, N = %d, %g + %g + %g bytes each%s "
+           "(the ZeRO paper's formula; measured peaks):\n", psi, N, bw, bg, bo,
+           c->bf16 ? " (bf16 parameter and gradient; float master, m, v)" : "");
     printf("  params %s (%s)  grads %s (%s)  optim %s (%s)\n",
            ptdp_format_bytes(f.params, b[0], sizeof b[0]),
            ptdp_format_bytes((double)m0->peak[PTDP_MEM_PARAMS], b[1], sizeof b[1]),
@@ -331,11 +345,12 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
             c->cp_contiguous ? "contiguous" : "zigzag");
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
-               "\"token_slices\": %d, \"overlap\": %s,\n",
+               "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",
                c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
                c->recompute ? "full" : c->recompute_attention ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
-            ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false");
+            ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false",
+            c->bf16 ? "bf16" : PTDP_REAL_NAME);
     fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
                "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,
             m->layers, m->classes);

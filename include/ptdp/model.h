@@ -50,6 +50,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bf16.h"
 #include "device.h"
 #include "mesh.h"
 #include "tensor.h"
@@ -260,6 +261,12 @@ struct ptdp_model {
     ptdp_param *params;             /* backward order (host)                */
     ptdp_real *flat_w, *flat_g;     /* the flat buffers (arena)             */
     size_t numel;                   /* elements in each                     */
+    /* Mixed precision (mixed.h): with bf16 set the parameters and
+     * gradients live in flat_w16 / flat_g16 (flat_w, flat_g NULL; under
+     * ZeRO in shards, zero.h) and the float views exist only while a unit
+     * is in use. */
+    bool bf16;
+    ptdp_bf16 *flat_w16, *flat_g16;
     void *impl;                     /* the model's own bookkeeping (host)   */
 
     /* Model chunks (interleaved pipelines, schedule.h).  With v > 1 chunks
@@ -389,6 +396,13 @@ int  ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *l
  * backward's END is where the unit's gradient leaves the device.  Without
  * a hook, both are no-ops.  Returns the hook's status. */
 int  ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev);
+
+/* The type of the parameter and gradient stores: PTDP_BF16 under mixed
+ * precision, else PTDP_REAL. */
+static inline ptdp_dtype ptdp_model_store(const ptdp_model *m)
+{
+    return m->bf16 ? PTDP_BF16 : PTDP_REAL;
+}
 
 /* ---- the whole model from its shards ---- */
 /* Whether this device's copy of p counts in a whole-model sum (the gradient

@@ -98,9 +98,13 @@ typedef struct {
     size_t at;                  /* where that chunk sits in my shard buffers  */
     int users;                  /* BEGINs not yet ENDed (model.h)             */
     int grad_users;             /* the same, of backwards                     */
-    ptdp_real *w;               /* the gathered parameters ("params"), or NULL */
-    ptdp_real *g;               /* its gradient while a backward runs ("comm") */
-    bool prefetched;            /* --overlap: w's gather started, not waited  */
+    void *gathered;             /* stage 3: the unit in the store's type, from
+                                   its gather on ("params")                  */
+    ptdp_real *w;               /* the float parameters the model reads: the
+                                   gathered buffer itself, or (bf16) a widened
+                                   copy ("params"); NULL when not in use     */
+    ptdp_real *g;               /* its float gradient while a backward runs ("grads") */
+    bool prefetched;            /* --overlap: gathered's all-gather started, not waited */
     ptdp_request gather;
 } ptdp_zero_unit;
 
@@ -114,8 +118,13 @@ typedef struct {
     ptdp_zero_range *pieces;    /* host: what I own, and where in the shards */
     int nnorm;
     ptdp_zero_range *norm;      /* host: the pieces of my chunk the norm counts     */
-    ptdp_real *grad_shard;      /* stage 2: [len], my chunk of the step's gradient ("grads") */
-    ptdp_real *bucket;          /* stage 2: [numel] while a backward runs ("comm"), else NULL */
+    /* The stores hold ptdp_real, or bf16 under mixed precision (mixed.h):
+     * elements of ptdp_store_size(store) bytes. */
+    ptdp_dtype store;
+    ptdp_real *master;          /* bf16: [len] float master weights of what I own ("optim";
+                                   bf16 needs the float build: ptdp_real is float) */
+    void *grad_shard;           /* stages 2, 3: [len], my chunk of the step's gradient ("grads") */
+    void *bucket;               /* stage 2: [numel] while a backward runs ("comm"), else NULL */
     /* Stage 2 with overlap (--overlap): the reduce-scatter after a backward
      * starts non-blocking (comm.h) and is waited for — its chunk added to
      * the shard, its bucket freed — only before the next backward's bucket
@@ -123,12 +132,12 @@ typedef struct {
      * stream under whatever the stage computes in between (the next
      * micro-batch's forward).  One bucket at a time, as without overlap. */
     bool overlap;
-    ptdp_real *pending;         /* the bucket being reduce-scattered, or NULL */
+    void *pending;              /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
     /* Stage 3 (zero3.c) */
     int nunits;
     ptdp_zero_unit *units;      /* host                                      */
-    ptdp_real *param_shard;     /* [len]: my chunks of the parameters ("params") */
+    void *param_shard;          /* [len]: my chunks of the parameters ("params") */
     size_t pending_at, pending_off, pending_len;   /* the pending unit's chunk */
 } ptdp_zero;
 
@@ -136,7 +145,10 @@ typedef struct {
  * frees the model's full-size gradient buffer (m->flat_g becomes NULL
  * between backwards) and allocates the shard; stage 3 frees the parameter
  * buffer too, keeps its chunks, and hooks into the model's units
- * (m->unit_hook).  PTDP_EINVAL for another stage. */
+ * (m->unit_hook).  With m->bf16 set (mixed.h) the stores become bf16, the
+ * master weights of what this device owns are kept in float, and the
+ * unit hook widens a unit's parameters for the model whatever the stage.
+ * PTDP_EINVAL for another stage. */
 int  ptdp_zero_init(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage);
 void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
@@ -147,18 +159,19 @@ int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model 
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Once per step, after the last backward (stages 1 to 3): *grad points to
- * my chunk of the gradient summed over the DP group, len elements.  Stage 1
- * reduce-scatters the full buffer in place; stages 2 and 3 have done it. */
-int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad);
+ * my chunk of the gradient summed over the DP group, len elements of the
+ * store's type.  Stage 1 reduce-scatters the full buffer in place; stages 2
+ * and 3 have done it. */
+int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
 /* ||g||^2 of the whole model from every rank's chunk (collective over DP,
  * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
-int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *grad, double *sumsq);
+int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
 /* After the update of my chunk: every rank gets every chunk of the
  * parameters (stages 1 and 2; stage 3 keeps them sharded). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
 /* My chunk of the parameters, the shard that the optimizer updates: element
  * i is the flat buffer's element of the piece that holds shard index i. */
-ptdp_real *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
+void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
 /* The part [*b, *e) of [begin, end) that this device owns, and where it
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
  * it meets at most one piece; false if it meets none. */
@@ -186,8 +199,10 @@ double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, boo
 typedef struct { double params, grads, optim; } ptdp_zero_bytes;
 ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo);
 
-/* Stage 3's parts, for zero.c (zero3.c). */
+/* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my
+ * pieces of them); the hook that serves the model's unit events. */
 int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z);
 void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z);
 

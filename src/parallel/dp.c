@@ -21,6 +21,7 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "ptdp/mixed.h"
 
 int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
 {
@@ -60,13 +61,21 @@ void ptdp_ddp_free(ptdp_ddp *d)
     d->nbuckets = 0;
 }
 
+/* Bucket b of the gradient store: float, or bf16 under mixed precision
+ * (mixed.h), summed in its own type — bf16 sends half the bytes. */
+static void *bucket_at(const ptdp_ddp *d, ptdp_model *m, int b)
+{
+    return m->bf16 ? ptdp_store_at(PTDP_BF16, m->flat_g16, d->buckets[b].begin)
+                   : (void *)(m->flat_g + d->buckets[b].begin);
+}
+
 int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 {
     if (ptdp_comm_size(dp) == 1)
         return PTDP_OK;
     for (int b = 0; b < d->nbuckets; b++) {
-        ptdp_real *g = m->flat_g + d->buckets[b].begin;
-        int rc = ptdp_all_reduce(dp, g, g, d->buckets[b].end - d->buckets[b].begin, PTDP_REAL, PTDP_SUM);
+        void *g = bucket_at(d, m, b);
+        int rc = ptdp_all_reduce(dp, g, g, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m), PTDP_SUM);
         if (rc != 0)
             return rc;
     }
@@ -78,9 +87,9 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 /* Start bucket b's all-reduce on the communication stream. */
 static int start_bucket(ptdp_ddp *d, ptdp_model *m, int b)
 {
-    ptdp_real *g = m->flat_g + d->buckets[b].begin;
-    return ptdp_all_reduce_start(d->comm, g, g, d->buckets[b].end - d->buckets[b].begin, PTDP_REAL, PTDP_SUM,
-                                 &d->requests[b]);
+    void *g = bucket_at(d, m, b);
+    return ptdp_all_reduce_start(d->comm, g, g, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m),
+                                 PTDP_SUM, &d->requests[b]);
 }
 
 /* The model's grads_ready hook: [0, ready) of flat_g is final, so every

@@ -258,6 +258,9 @@ void ptdp_model_free(ptdp_device *dev, ptdp_model *m)
     }
     ptdp_free(dev, m->flat_g);
     ptdp_free(dev, m->flat_w);
+    ptdp_free(dev, m->flat_g16);
+    ptdp_free(dev, m->flat_w16);
+    m->flat_w16 = m->flat_g16 = NULL;
     free(m->params);
     m->params = NULL;
     m->nparams = m->params_capacity = 0;

@@ -26,6 +26,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/mixed.h"
 #include "ptdp/optim.h"
 
 /* ----------------------------------------------------------------- setup */
@@ -77,6 +78,65 @@ static void point_gradients(ptdp_model *m, ptdp_real *flat)
         m->params[i].g.data = flat ? flat + m->params[i].offset : NULL;
 }
 
+/* The element i of a store of this run's type. */
+static void *at(const ptdp_zero *z, void *buf, size_t i)
+{
+    return ptdp_store_at(z->store, buf, i);
+}
+
+/* What the model's initial (float) buffers become: the stores each stage
+ * keeps (zero.h's table), in the store's type; under bf16 also the float
+ * master weights of what I own, bf16(initial value) widened, so that the
+ * parameter the model sees is bf16(master) from the first step on.  Then
+ * the model's float buffers go where something else now holds them. */
+static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    const size_t es = ptdp_store_size(z->store), len = z->len > 0 ? z->len : 1;
+    const bool bf16 = z->store == PTDP_BF16;
+    if (bf16) {
+        if ((z->master = ptdp_alloc(dev, len * sizeof(ptdp_real), PTDP_MEM_OPTIM, "optim.master")) == NULL)
+            return PTDP_ENOMEM;
+        for (int i = 0; i < z->npieces; i++)
+            for (size_t k = z->pieces[i].begin; k < z->pieces[i].end; k++)
+                z->master[z->pieces[i].at + (k - z->pieces[i].begin)] =
+                    ptdp_bf16_to_float(ptdp_bf16_from_float((float)m->flat_w[k]));
+    }
+    if (z->stage == 3) {   /* my chunks of every unit */
+        if ((z->param_shard = ptdp_alloc(dev, len * es, PTDP_MEM_PARAMS, "zero3.param_shard")) == NULL)
+            return PTDP_ENOMEM;
+        for (int i = 0; i < z->npieces; i++)
+            ptdp_store_from_real(z->store, at(z, z->param_shard, z->pieces[i].at), m->flat_w + z->pieces[i].begin,
+                                 z->pieces[i].end - z->pieces[i].begin);
+    } else if (bf16) {
+        if ((m->flat_w16 = ptdp_alloc(dev, (m->numel > 0 ? m->numel : 1) * es, PTDP_MEM_PARAMS, "params.bf16")) == NULL)
+            return PTDP_ENOMEM;
+        ptdp_store_from_real(PTDP_BF16, m->flat_w16, m->flat_w, m->numel);
+    }
+    if (z->stage >= 2) {   /* the persistent gradient is my chunk only */
+        const char *name = z->stage == 2 ? "zero2.grad_shard" : "zero3.grad_shard";
+        if ((z->grad_shard = ptdp_alloc(dev, len * es, PTDP_MEM_GRADS, name)) == NULL)
+            return PTDP_ENOMEM;
+    } else if (bf16) {
+        if ((m->flat_g16 = ptdp_alloc(dev, (m->numel > 0 ? m->numel : 1) * es, PTDP_MEM_GRADS, "grads.bf16")) == NULL)
+            return PTDP_ENOMEM;
+    }
+    /* Stage 2 replaces the full-size gradient by a bucket that lives during
+     * each backward; stage 3 and bf16 give the model its float views only
+     * while it uses a unit (zero3.c). */
+    if (z->stage >= 2 || bf16) {
+        ptdp_free(dev, m->flat_g);
+        point_gradients(m, NULL);
+    }
+    if (z->stage == 3 || bf16) {
+        ptdp_free(dev, m->flat_w);
+        m->flat_w = NULL;
+        for (int i = 0; i < m->nparams; i++)
+            m->params[i].w.data = NULL;
+        ptdp_zero3_hook(m, z);
+    }
+    return PTDP_OK;
+}
+
 int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
 {
     memset(z, 0, sizeof *z);
@@ -85,11 +145,18 @@ int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
     z->numel = m->numel;
-    if (stage == 3) {
-        int rc = ptdp_zero3_init(dev, z, m);   /* the units, my pieces, the shards */
+    z->store = ptdp_model_store(m);
+#ifdef PTDP_DOUBLE
+    if (z->store == PTDP_BF16)
+        return ptdp_fail(dev, PTDP_EINVAL, "bf16 mixed precision keeps float master weights: it needs the float "
+                         "build (ptdp), not the double one");
+#endif
+    if (stage == 3 || z->store == PTDP_BF16) {
+        int rc = ptdp_zero3_init(dev, z, m);   /* the units; stage 3: my pieces of them */
         if (rc != 0)
             return rc;
-    } else {
+    }
+    if (stage != 3) {
         if (stage == 0)
             z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
         else
@@ -101,16 +168,7 @@ int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
     }
     if (norm_ranges(z, m) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    if (stage == 2) {
-        /* The persistent gradient is my chunk only; the model's full-size
-         * buffer is replaced by a bucket that lives during each backward. */
-        ptdp_free(dev, m->flat_g);
-        point_gradients(m, NULL);
-        z->grad_shard = ptdp_alloc(dev, z->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero2.grad_shard");
-        if (z->grad_shard == NULL)
-            return PTDP_ENOMEM;
-    }
-    return PTDP_OK;
+    return make_stores(dev, z, m);
 }
 
 void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
@@ -118,16 +176,22 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     if (z->bucket != NULL) {          /* a backward that failed half-way */
         ptdp_free(dev, z->bucket);
         point_gradients(m, NULL);
+        if (z->store == PTDP_BF16)
+            m->flat_g16 = NULL;
         z->bucket = NULL;
     }
     if (z->pending != NULL) {         /* a step that failed before its wait */
         ptdp_free(dev, z->pending);
         z->pending = NULL;
     }
-    if (z->stage == 3)
+    if (z->stage == 3 || z->store == PTDP_BF16)
         ptdp_zero3_free(dev, z, m);
     ptdp_free(dev, z->grad_shard);
     z->grad_shard = NULL;
+    ptdp_free(dev, z->param_shard);
+    z->param_shard = NULL;
+    ptdp_free(dev, z->master);
+    z->master = NULL;
     free(z->norm);
     z->norm = NULL;
     z->nnorm = 0;
@@ -140,11 +204,9 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* Gradient accumulation, on the shard: g_k += (sum over ranks of mb's g)_k,
  * from a bucket whose reduce-scatter is done; then the bucket is freed. */
-static void accumulate_and_free(ptdp_device *dev, ptdp_zero *z, ptdp_real *bucket)
+static void accumulate_and_free(ptdp_device *dev, ptdp_zero *z, void *bucket)
 {
-    const ptdp_real *mine = bucket + z->off;
-    for (size_t i = 0; i < z->len; i++)
-        z->grad_shard[i] += mine[i];
+    ptdp_store_add(z->store, z->grad_shard, at(z, bucket, z->off), z->len);
     ptdp_free(dev, bucket);
 }
 
@@ -169,11 +231,15 @@ int ptdp_zero_backward_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     int rc = finish_pending(dev, z);   /* one bucket at a time */
     if (rc != 0)
         return rc;
-    /* Zero-filled by the arena: the backward accumulates into it. */
-    z->bucket = ptdp_alloc(dev, z->numel * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.grad_bucket");
+    /* Zero-filled by the arena: the backward accumulates into it (under
+     * bf16 through zero3.c's flush of each unit into m->flat_g16). */
+    z->bucket = ptdp_alloc(dev, z->numel * ptdp_store_size(z->store), PTDP_MEM_COMM, "zero2.grad_bucket");
     if (z->bucket == NULL)
         return PTDP_ENOMEM;
-    point_gradients(m, z->bucket);
+    if (z->store == PTDP_BF16)
+        m->flat_g16 = z->bucket;
+    else
+        point_gradients(m, z->bucket);
     return PTDP_OK;
 }
 
@@ -183,15 +249,17 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         return PTDP_OK;
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
      * of the same index: chunk k lands at its offset inside the bucket. */
-    ptdp_real *bucket = z->bucket;
+    void *bucket = z->bucket;
     z->bucket = NULL;
     point_gradients(m, NULL);
+    if (z->store == PTDP_BF16)
+        m->flat_g16 = NULL;
     if (z->overlap) {   /* waited for before the next bucket, or the optimizer */
         z->pending = bucket;
-        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, bucket, z->numel, PTDP_REAL, PTDP_SUM,
+        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, bucket, z->numel, z->store, PTDP_SUM,
                                          &z->request);
     }
-    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, bucket, z->numel, PTDP_REAL, PTDP_SUM);
+    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, bucket, z->numel, z->store, PTDP_SUM);
     if (rc == 0)
         accumulate_and_free(dev, z, bucket);
     else
@@ -211,7 +279,7 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
  * (ptdp_zero_owned says where).  As with plain DP (train.c), the DP sum
  * comes first and the two copies are added by one all-reduce, so both
  * stages hold the same bits whatever algorithm ran. */
-static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
+static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
 {
     ptdp_device *dev = ptdp_comm_device(z->dp);
     int ntied = 0, rc = PTDP_OK;
@@ -232,8 +300,9 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
             break;
         }
         if (ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
-            memcpy(whole[i] + (b - p->offset), shard + at, (e - b) * sizeof(ptdp_real));
-        rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
+            ptdp_store_to_real(z->store, whole[i] + (b - p->offset), ptdp_store_at(z->store, shard, at), e - b);
+        if (!summed)   /* stage 0 (bf16) holds the DP sum whole already */
+            rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
         p->g.data = whole[i];
     }
     if (rc == 0)
@@ -244,7 +313,7 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
             continue;
         size_t n = ptdp_tensor_numel(p->g), b, e, at;
         if (rc == 0 && ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
-            memcpy(shard + at, whole[i] + (b - p->offset), (e - b) * sizeof(ptdp_real));
+            ptdp_store_from_real(z->store, ptdp_store_at(z->store, shard, at), whole[i] + (b - p->offset), e - b);
         p->g.data = m->flat_g ? m->flat_g + p->offset : NULL;   /* back where it was */
         ptdp_free(dev, whole[i]);
     }
@@ -252,34 +321,45 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, ptdp_real *shard)
     return rc;
 }
 
-int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, ptdp_real **grad)
+/* The full gradient store of stages 0 and 1. */
+static void *grad_store(ptdp_zero *z, ptdp_model *m)
+{
+    return z->store == PTDP_BF16 ? (void *)m->flat_g16 : (void *)m->flat_g;
+}
+
+int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
 {
     int rc = PTDP_OK;
     if (z->stage == 1) {
-        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, m->flat_g, z->numel, PTDP_REAL, PTDP_SUM);
-        *grad = m->flat_g + z->off;
+        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, grad_store(z, m), z->numel, z->store, PTDP_SUM);
+        *grad = at(z, grad_store(z, m), z->off);
         if (rc == 0)
-            rc = sync_tied_shards(z, m, *grad);
+            rc = sync_tied_shards(z, m, *grad, false);
     } else if (z->stage == 2) {
         if ((rc = finish_pending(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard);
+            rc = sync_tied_shards(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else if (z->stage == 3) {
         if ((rc = ptdp_zero3_finish(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard);
+            rc = sync_tied_shards(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else {
-        *grad = m->flat_g;   /* stage 0: the caller's all-reduce has summed it */
+        /* stage 0: the caller's all-reduce has summed it; under bf16 the
+         * model's float views exist only in a backward, so the tied copies
+         * are added here, as for the shards */
+        *grad = grad_store(z, m);
+        if (z->store == PTDP_BF16)
+            rc = sync_tied_shards(z, m, *grad, true);
     }
     return rc;
 }
 
-int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const ptdp_real *grad, double *sumsq)
+int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq)
 {
     /* grad[at] is element begin of the flat buffer (ptdp_zero_owned). */
     double local = 0;
     for (int r = 0; r < z->nnorm; r++)
-        local += ptdp_sum_squares(grad + z->norm[r].at, z->norm[r].end - z->norm[r].begin);
+        local += ptdp_store_sum_squares(z->store, at(z, (void *)grad, z->norm[r].at), z->norm[r].end - z->norm[r].begin);
     int rc = PTDP_OK;
     if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
         rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
@@ -293,20 +373,23 @@ int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage == 0 || z->stage == 3)   /* replicas already, or kept sharded */
         return PTDP_OK;
-    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, m->flat_w, z->numel, PTDP_REAL);
+    void *w = z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w;
+    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, w, z->numel, z->store);
 }
 
-ptdp_real *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)
+void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)
 {
-    return z->stage == 3 ? z->param_shard : m->flat_w + z->off;
+    if (z->stage == 3)
+        return z->param_shard;
+    return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->off);
 }
 
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage >= 2)
-        memset(z->grad_shard, 0, z->len * sizeof(ptdp_real));
+        memset(z->grad_shard, 0, z->len * ptdp_store_size(z->store));
     else
-        memset(m->flat_g, 0, z->numel * sizeof(ptdp_real));
+        memset(grad_store(z, m), 0, z->numel * ptdp_store_size(z->store));
 }
 
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches)

@@ -39,6 +39,19 @@
  *
  * Since DP ranks run the same schedule over the same model, they make the
  * same unit events in the same order — and so the same collectives.
+ *
+ * Mixed precision (mixed.h) uses the same events, with or without ZeRO-3:
+ * the stores hold bf16, and the model computes in float.  A unit's bf16
+ * parameters (gathered, or read from the whole store m->flat_w16) are
+ * widened into a float working copy at BEGIN; at a backward's END its
+ * float gradient is rounded into the bf16 store — summed into the whole
+ * gradient store m->flat_g16 (stages 0 to 2), or reduce-scattered in bf16
+ * (stage 3):
+ *
+ *   stage 3, bf16   gather bf16 unit ──widen──► float copy ──► model
+ *                   model ──► float grad ──round──► bf16 ──reduce-scatter──► += shard
+ *   stages 0–2      flat_w16[u] ──widen──► float copy ──► model
+ *                   model ──► float grad ──round, +=──► flat_g16[u]
  */
 #include "ptdp/zero.h"
 
@@ -48,6 +61,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/mixed.h"
 
 /* Point the views of unit u's parameters (or gradients) into buf, a copy
  * of the unit's stretch of the flat buffer, or at nothing. */
@@ -67,51 +81,68 @@ static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_re
 
 /* ------------------------------------------------------------ gathering */
 
-/* Start (or do) the gather of unit u's parameters: my chunk in its place,
- * then an all-gather in place fills the others'. */
+/* Start (or do) the gather of unit u's parameters, in the store's type:
+ * my chunk in its place, then an all-gather in place fills the others'. */
 static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
 {
-    size_t n = u->end - u->begin;
-    u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS, "zero3.gathered");
-    if (u->w == NULL)
+    const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
+    u->gathered = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * es, PTDP_MEM_PARAMS, "zero3.gathered");
+    if (u->gathered == NULL)
         return PTDP_ENOMEM;
-    memcpy(u->w + u->off, z->param_shard + u->at, u->len * sizeof(ptdp_real));
+    memcpy(ptdp_store_at(z->store, u->gathered, u->off), ptdp_store_at(z->store, z->param_shard, u->at), u->len * es);
     if (start) {
         u->prefetched = true;
-        return ptdp_all_gather_start(z->dp, PTDP_IN_PLACE, u->w, n, PTDP_REAL, &u->gather);
+        return ptdp_all_gather_start(z->dp, PTDP_IN_PLACE, u->gathered, n, z->store, &u->gather);
     }
-    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, u->w, n, PTDP_REAL);
+    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, u->gathered, n, z->store);
 }
 
 /* --overlap: the unit the model will ask for next, gathered ahead. */
 static int prefetch(ptdp_device *dev, ptdp_zero *z, int next)
 {
-    if (!z->overlap || next < 0 || next >= z->nunits)
+    if (!z->overlap || z->stage != 3 || next < 0 || next >= z->nunits)
         return PTDP_OK;
     ptdp_zero_unit *u = &z->units[next];
-    if (u->w != NULL)
+    if (u->w != NULL || u->gathered != NULL)
         return PTDP_OK;   /* gathered already, or on its way */
     return gather(dev, z, u, true);
 }
 
-/* A unit becomes present: gathered now, or its prefetch waited for. */
+/* A unit becomes present: gathered now, or its prefetch waited for
+ * (stage 3); then, under bf16, widened into the float copy the model reads. */
 static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
 {
     ptdp_zero_unit *u = &z->units[k];
     if (u->users++ > 0)
         return PTDP_OK;
-    int rc;
-    if (u->prefetched) {
-        u->prefetched = false;
-        rc = ptdp_wait(&u->gather);
-    } else if (u->w == NULL) {
-        rc = gather(dev, z, u, false);
+    int rc = PTDP_OK;
+    const void *src;
+    if (z->stage == 3) {
+        if (u->prefetched) {
+            u->prefetched = false;
+            rc = ptdp_wait(&u->gather);
+        } else if (u->gathered == NULL) {
+            rc = gather(dev, z, u, false);
+        }
+        if (rc != 0)
+            return rc;
+        src = u->gathered;
     } else {
-        rc = PTDP_OK;
+        src = ptdp_store_at(PTDP_BF16, m->flat_w16, u->begin);   /* bf16, the whole store */
     }
-    if (rc == 0)
-        point_unit(m, k, u, u->w, false);
-    return rc;
+    if (z->store == PTDP_BF16) {
+        size_t n = u->end - u->begin;
+        if ((u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
+                                      "bf16.working")) == NULL)
+            return PTDP_ENOMEM;
+        ptdp_store_to_real(PTDP_BF16, u->w, src, n);
+        ptdp_free(dev, u->gathered);
+        u->gathered = NULL;
+    } else {
+        u->w = u->gathered;   /* float: the gathered buffer is the model's */
+    }
+    point_unit(m, k, u, u->w, false);
+    return PTDP_OK;
 }
 
 static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
@@ -120,18 +151,19 @@ static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     if (u->users <= 0 || --u->users > 0)
         return;
     point_unit(m, k, u, NULL, false);
+    if (u->gathered != u->w)
+        ptdp_free(dev, u->gathered);
     ptdp_free(dev, u->w);
     u->w = NULL;
+    u->gathered = NULL;
 }
 
 /* ------------------------------------------------------------ gradients */
 
 /* g_k += (the unit's gradient summed over the DP ranks)_k, then free it. */
-static void accumulate(ptdp_device *dev, ptdp_zero *z, ptdp_real *buf, size_t off, size_t len, size_t at)
+static void accumulate(ptdp_device *dev, ptdp_zero *z, void *buf, size_t off, size_t len, size_t at)
 {
-    const ptdp_real *mine = buf + off;
-    for (size_t i = 0; i < len; i++)
-        z->grad_shard[at + i] += mine[i];
+    ptdp_store_add(z->store, ptdp_store_at(z->store, z->grad_shard, at), ptdp_store_at(z->store, buf, off), len);
     ptdp_free(dev, buf);
 }
 
@@ -167,10 +199,25 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     ptdp_zero_unit *u = &z->units[k];
     if (u->grad_users <= 0 || --u->grad_users > 0)
         return PTDP_OK;
-    ptdp_real *g = u->g;
+    ptdp_real *gf = u->g;
     size_t n = u->end - u->begin;
     u->g = NULL;
     point_unit(m, k, u, NULL, true);
+    if (z->stage != 3) {   /* bf16, unsharded: round it into the gradient store */
+        ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, u->begin), gf, n);
+        ptdp_free(dev, gf);
+        return PTDP_OK;
+    }
+    void *g = gf;
+    if (z->store == PTDP_BF16) {   /* sent and summed in bf16: half the bytes */
+        if ((g = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS, "zero3.unit_grad_bf16"))
+            == NULL) {
+            ptdp_free(dev, gf);
+            return PTDP_ENOMEM;
+        }
+        ptdp_store_from_real(PTDP_BF16, g, gf, n);
+        ptdp_free(dev, gf);
+    }
     int rc = finish_pending(dev, z);   /* one unit's reduce-scatter at a time */
     if (rc != 0) {
         ptdp_free(dev, g);
@@ -181,9 +228,9 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         z->pending_off = u->off;
         z->pending_len = u->len;
         z->pending_at = u->at;
-        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, g, n, PTDP_REAL, PTDP_SUM, &z->request);
+        return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, g, n, z->store, PTDP_SUM, &z->request);
     }
-    rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, g, n, PTDP_REAL, PTDP_SUM);
+    rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, g, n, z->store, PTDP_SUM);
     if (rc == 0)
         accumulate(dev, z, g, u->off, u->len, u->at);
     else
@@ -223,14 +270,14 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
 
 int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
-    const int N = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
+    const bool shard = z->stage == 3;
+    const int N = shard ? ptdp_comm_size(z->dp) : 1, k = shard ? ptdp_comm_rank(z->dp) : 0;
     if (m->device != NULL || m->chunks != NULL)
-        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO-3 manages one model chunk per device, not %d",
+        return ptdp_fail(dev, PTDP_EINVAL, "ZeRO-3 and bf16 manage one model chunk per device, not %d",
                          m->virtual_stages);
     z->nunits = m->nparams > 0 ? m->nunits : 0;
     z->units = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->units);
-    z->pieces = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->pieces);
-    if (z->units == NULL || z->pieces == NULL)
+    if (z->units == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* A unit is a run of params[], so its stretch of the flat buffer is
      * from its first parameter's offset to its last one's end. */
@@ -238,6 +285,11 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+    if (!shard)
+        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no pieces of them */
+    z->pieces = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->pieces);
+    if (z->pieces == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     size_t at = 0;
     for (int u = 0; u < z->nunits; u++) {
         ptdp_zero_unit *x = &z->units[u];
@@ -248,21 +300,13 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     }
     z->npieces = z->nunits;
     z->len = at;
-    /* My chunks of the initial parameters; then the full buffers go. */
-    z->param_shard = ptdp_alloc(dev, (at > 0 ? at : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS, "zero3.param_shard");
-    z->grad_shard = ptdp_alloc(dev, (at > 0 ? at : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero3.grad_shard");
-    if (z->param_shard == NULL || z->grad_shard == NULL)
-        return PTDP_ENOMEM;
-    for (int u = 0; u < z->nunits; u++)
-        memcpy(z->param_shard + z->pieces[u].at, m->flat_w + z->pieces[u].begin, z->units[u].len * sizeof(ptdp_real));
-    ptdp_free(dev, m->flat_w);
-    ptdp_free(dev, m->flat_g);
-    m->flat_w = m->flat_g = NULL;
-    for (int i = 0; i < m->nparams; i++)
-        m->params[i].w.data = m->params[i].g.data = NULL;
+    return PTDP_OK;
+}
+
+void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z)
+{
     m->unit_hook = on_unit;
     m->unit_hook_ctx = z;
-    return PTDP_OK;
 }
 
 /* Before the optimizer: every reduce-scatter done, no prefetch left over. */
@@ -277,8 +321,8 @@ int ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z)
         rc = rc ? rc : w;
         x->prefetched = false;
         if (x->users == 0) {
-            ptdp_free(dev, x->w);
-            x->w = NULL;
+            ptdp_free(dev, x->gathered);
+            x->gathered = NULL;
         }
     }
     return rc;
@@ -287,13 +331,14 @@ int ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z)
 void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
     for (int u = 0; u < z->nunits; u++) {   /* what a failed step left */
-        ptdp_free(dev, z->units[u].w);
-        ptdp_free(dev, z->units[u].g);
+        ptdp_zero_unit *x = &z->units[u];
+        if (x->gathered != x->w)
+            ptdp_free(dev, x->gathered);
+        ptdp_free(dev, x->w);
+        ptdp_free(dev, x->g);
     }
     for (int i = 0; i < m->nparams; i++)
         m->params[i].w.data = m->params[i].g.data = NULL;
-    ptdp_free(dev, z->param_shard);
-    z->param_shard = NULL;
     free(z->units);
     z->units = NULL;
     z->nunits = 0;

@@ -44,6 +44,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/models.h"
+#include "ptdp/mixed.h"
 #include "ptdp/optim.h"
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
@@ -191,6 +192,17 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
     if (c->zero < 0 || c->zero > 3)
         BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)",
             c->zero);
+#ifdef PTDP_DOUBLE
+    if (c->bf16)
+        BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
+            "ptdp-f64, whose precision is f64");
+#endif
+    if (c->bf16 && v > 1)
+        BAD("--precision bf16 with --virtual-stages %d: bf16 parameters are widened one model chunk's units "
+            "at a time; use --virtual-stages 1", v);
+    if (c->bf16 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--precision bf16 with --schedule zb-h1: W adds into a unit's float gradient after the unit's "
+            "backward has rounded it into the bf16 store; use --schedule 1f1b or gpipe");
     if (c->zero == 3 && c->dp * ptdp_train_cp(c) == 1)
         BAD("--zero 3 with --dp 1: ZeRO-3 shards the parameters over the data-parallel ranks, and with one rank "
             "there is nothing to shard, so it changes nothing; use --dp 2 or more, or leave --zero out");
@@ -359,20 +371,30 @@ static ptdp_real *optim_at(const device_ctx *d, int slot, size_t at)
 /* Copy this device's shards (and optimizer state) into / out of a host state. */
 /* Under ZeRO-3 no device holds a whole parameter: like the optimizer
  * state, each DP rank writes (and reads) the elements it owns, and the
- * host state still holds whole tensors — no communication. */
+ * host state still holds whole tensors — no communication.  Under bf16 the
+ * exact parameters are the float master weights (the model's bf16 ones
+ * are bf16 of them), which the optimizer state's owners write the same way.
+ * NULL: the model's own views hold them (float, without ZeRO-3). */
+static ptdp_real *exact_params(const ptdp_zero *z)
+{
+    if (z->store == PTDP_BF16)
+        return z->master;
+    return z->stage == 3 ? (ptdp_real *)z->param_shard : NULL;
+}
+
 static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
 {
     int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
-    const bool sharded = d->zero.stage == 3;
+    ptdp_real *mine = exact_params(&d->zero);
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
         size_t k0, k1, at;
-        if (!sharded && writes_param(d, p))
+        if (mine == NULL && writes_param(d, p))
             ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
         if (!writes_optim(d, p) || !optim_slice(d, p, &k0, &k1, &at))
             continue;
-        if (sharded)
-            copy_elements(p, k0, k1, d->zero.param_shard + at, ptdp_state_find(s, p->name), true);
+        if (mine != NULL)
+            copy_elements(p, k0, k1, mine + at, ptdp_state_find(s, p->name), true);
         for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
@@ -381,29 +403,47 @@ static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
     }
 }
 
+/* bf16 without ZeRO-3: every device holds the whole bf16 parameter. */
+static int load_bf16_param(ptdp_device *dev, device_ctx *d, const ptdp_param *p, const ptdp_state_tensor *t)
+{
+    size_t n = ptdp_tensor_numel(p->w);
+    ptdp_tensor whole = p->w;
+    if ((whole.data = malloc((n > 0 ? n : 1) * sizeof(ptdp_real))) == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    ptdp_param_from_state(p, whole, t);
+    ptdp_store_from_real(PTDP_BF16, d->model.flat_w16 + p->offset, whole.data, n);
+    free(whole.data);
+    return PTDP_OK;
+}
+
 static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
 {
     ptdp_state *s = (ptdp_state *)cs;   /* read only */
     int slots = ptdp_state_optim_slots(s);
-    const bool sharded = d->zero.stage == 3;
+    ptdp_zero *z = &d->zero;
+    ptdp_real *mine = exact_params(z);
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
         const ptdp_state_tensor *t = ptdp_state_find(s, p->name);
         if (t == NULL)
             return ptdp_fail(dev, PTDP_ECORRUPT, "checkpoint has no tensor %s", p->name);
         size_t k0, k1, at;
-        if (!sharded)
+        if (mine == NULL)
             ptdp_param_from_state(p, p->w, t);
+        else if (z->store == PTDP_BF16 && z->stage < 3 && load_bf16_param(dev, d, p, t) != 0)
+            return PTDP_ENOMEM;
         if (!optim_slice(d, p, &k0, &k1, &at))
             continue;
-        if (sharded)
-            copy_elements(p, k0, k1, d->zero.param_shard + at, (ptdp_state_tensor *)t, false);
+        if (mine != NULL)
+            copy_elements(p, k0, k1, mine + at, (ptdp_state_tensor *)t, false);
         for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
             copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), false);
         }
     }
+    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
+        ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
     return PTDP_OK;
 }
 
@@ -418,8 +458,9 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
     uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
     if (d->zero.stage == 3)
         return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
-    const unsigned char *b = (const unsigned char *)d->model.flat_w;
-    for (size_t k = 0; k < d->model.numel * sizeof(ptdp_real); k++)
+    const bool bf16 = d->model.bf16;
+    const unsigned char *b = bf16 ? (const unsigned char *)d->model.flat_w16 : (const unsigned char *)d->model.flat_w;
+    for (size_t k = 0; k < d->model.numel * ptdp_store_size(ptdp_model_store(&d->model)); k++)
         hash = (hash ^ b[k]) * 1099511628211ull;
     all[ptdp_comm_rank(d->mesh.dp_comm)] = hash;
     int rc = ptdp_all_gather(d->mesh.dp_comm, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
@@ -437,10 +478,52 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
  * stretch at a time gives the bits of one call on the whole. */
 typedef struct {
     device_ctx *d;
-    ptdp_real *w, *g;          /* my shard of the parameters, and of the gradient */
+    void *w, *g;               /* my shard of the parameters, and of the gradient (float, or bf16) */
     size_t begin, at;          /* the piece being updated: flat element begin is shard element at */
+    double clip;               /* bf16: the clipping coefficient (1: none) */
     double flops;
 } update;
+
+/* Mixed precision (mixed.h): the bf16 gradient widened to float a block at
+ * a time (and clipped there, not in bf16), the float master weights and
+ * moments stepped, and the bf16 parameters written as bf16(master). */
+static int update_bf16(update *u, size_t k, size_t n, double wd)
+{
+    device_ctx *d = u->d;
+    const ptdp_train_config *c = d->r->cfg;
+#ifdef PTDP_DOUBLE
+    (void)k, (void)n, (void)wd, (void)c;
+    return PTDP_EINVAL;   /* validation refuses bf16 in the double build */
+#else
+    enum { BLOCK = 1024 };
+    float g[BLOCK];
+    ptdp_real *master = d->zero.master;
+    const ptdp_bf16 *g16 = u->g;
+    ptdp_bf16 *w16 = u->w;
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t b = n - i < BLOCK ? n - i : BLOCK, j = k + i;
+        ptdp_bf16_to_float_array(g, g16 + j, b);
+        if (u->clip < 1)
+            ptdp_scale(g, b, u->clip);
+        if (c->optimizer == PTDP_OPT_ADAMW) {
+            ptdp_adamw_config ac = ptdp_adamw_default_config();
+            ac.lr = c->lr;
+            ac.weight_decay = wd;
+            ptdp_adamw_step_bf16(master + j, g, d->opt_a + j, d->opt_b + j, w16 + j, b, &ac, d->global_step);
+        } else {
+            ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
+            ptdp_sgd_step_bf16(master + j, g, d->opt_a ? d->opt_a + j : NULL, w16 + j, b, &sc, d->global_step);
+        }
+    }
+    if (c->optimizer == PTDP_OPT_ADAMW) {
+        u->flops += ptdp_adamw_bf16_flops(n);
+    } else {
+        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
+        u->flops += ptdp_sgd_bf16_flops(n, &sc);
+    }
+    return PTDP_OK;
+#endif
+}
 
 static int update_range(size_t begin, size_t end, bool decay, void *ctx)
 {
@@ -449,15 +532,18 @@ static int update_range(size_t begin, size_t end, bool decay, void *ctx)
     const ptdp_train_config *c = d->r->cfg;
     size_t k = u->at + (begin - u->begin), n = end - begin;
     double wd = decay ? c->weight_decay : 0.0;
+    if (d->model.bf16)
+        return update_bf16(u, k, n, wd);
+    ptdp_real *w = u->w, *g = u->g;
     if (c->optimizer == PTDP_OPT_ADAMW) {
         ptdp_adamw_config ac = ptdp_adamw_default_config();
         ac.lr = c->lr;
         ac.weight_decay = wd;
-        ptdp_adamw_step(u->w + k, u->g + k, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
+        ptdp_adamw_step(w + k, g + k, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
         u->flops += ptdp_adamw_flops(n);
     } else {
         ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-        ptdp_sgd_step(u->w + k, u->g + k, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
+        ptdp_sgd_step(w + k, g + k, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
         u->flops += ptdp_sgd_flops(n, &sc);
     }
     return PTDP_OK;
@@ -494,9 +580,9 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
      * copies' gradients (ZeRO does it inside ptdp_zero_reduce_gradients). */
     if (z->stage == 0 && ((rc = c->overlap ? ptdp_ddp_wait(&d->ddp)   /* started in the backward */
                                            : ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
-                          (rc = ptdp_model_sync_gradients(dev, m)) != 0))
+                          (!m->bf16 && (rc = ptdp_model_sync_gradients(dev, m)) != 0)))   /* bf16: in zero.c */
         return rc;
-    ptdp_real *g;
+    void *g;
     if ((rc = ptdp_zero_reduce_gradients(z, m, &g)) != 0)
         return rc;
     double sumsq;
@@ -511,14 +597,12 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
                          isnan(d->grad_norm) ? "NaN" : "infinite");
 
     double w0 = ptdp_wall_now();
-    ptdp_real *w = ptdp_zero_param_shard(z, m);
+    void *w = ptdp_zero_param_shard(z, m);
     size_t n = z->len;
-    if (c->clip_grad > 0) {
-        double coef = ptdp_clip_coefficient(d->grad_norm, c->clip_grad);
-        if (coef < 1)
-            ptdp_scale(g, n, coef);
-    }
-    update u = { .d = d, .w = w, .g = g, .flops = 0 };
+    double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
+    if (coef < 1 && !m->bf16)
+        ptdp_scale(g, n, coef);   /* bf16: while widening, in update_bf16 */
+    update u = { .d = d, .w = w, .g = g, .clip = coef, .flops = 0 };
     for (int i = 0; i < z->npieces; i++) {   /* one piece; one per unit under ZeRO-3 */
         u.begin = z->pieces[i].begin;
         u.at = z->pieces[i].at;
@@ -585,6 +669,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;
     d->model.recompute_attention = c->recompute_attention;
+    d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
@@ -614,7 +699,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago (ZeRO-3
      * its parameters too): start the peaks from the set-up device, so they
      * show training, not set-up. */
-    if (c->zero >= 2)
+    if (c->zero >= 2 || c->bf16)
         ptdp_arena_reset_peaks(dev->arena);
     return PTDP_OK;
 }
