@@ -497,7 +497,7 @@ TEST(core_tests, test_read_checks_name_shape_dtype)
     ck_assert_int_eq(ptdp_st_read_real(f, "f64", 3, s231, x, msg, sizeof msg), PTDP_ECORRUPT);
     ck_assert_msg(strstr(msg, "expected [2, 3, 1]"), "%s", msg);
     ck_assert_int_eq(ptdp_st_read_real(f, "step", 0, NULL, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "tensor 'step' has dtype I64, expected F32 or F64"), "%s", msg);
+    ck_assert_msg(strstr(msg, "tensor 'step' has dtype I64, expected F32, F64 or BF16"), "%s", msg);
     ck_assert_int_eq(ptdp_st_read_i64(f, "step", 1, s6, i64, msg, sizeof msg), PTDP_ECORRUPT);
     ck_assert_msg(strstr(msg, "tensor 'step' has shape [], expected [6]"), "%s", msg);
     ck_assert_int_eq(ptdp_st_read_i64(f, "f32", 2, s23, i64, msg, sizeof msg), PTDP_ECORRUPT);

@@ -18,7 +18,7 @@
  * PyTorch does exactly this (c10::BFloat16 is built from a float, so a
  * float64 tensor's .to(torch.bfloat16) goes through float32): only x within
  * half a float step of a bf16 tie is affected, and there the two results
- * differ by one bf16 step.  ptdp rounds once instead, with the textbook
+ * differ by one bf16 step (tests/pytorch/check_bf16.py shows both).  ptdp rounds once instead, with the textbook
  * repair: the first rounding goes to *odd* (Boldo & Melquiond, "Emulation
  * of FMA and correctly rounded sums: proved algorithms using rounding to
  * odd", 2008).  Round-to-odd keeps a float that was exact, and otherwise

@@ -133,7 +133,7 @@ static int parse_tensor_field(ptdp_json *j, ptdp_st_entry *e, const char *key, u
         bool known = ptdp_st_dtype_parse(dt, &e->t.dtype);
         if (!known)
             snprintf(what, sizeof what, "tensor '%s': dtype '%.16s' is not one ptdp reads "
-                     "(F32, F64, I32, I64, U8)", name, dt);
+                     "(F32, F64, I32, I64, U8, BF16)", name, dt);
         free(dt);
         return known ? 0 : ptdp_json_error(j, what);
     }
