@@ -300,7 +300,8 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     printf("  bytes per parameter + gradient + optimizer state: %s %g + %g + %g (measured), "
            "bf16 %g + %g + %g (formula only)\n", precisions[0].name, precisions[0].bw, precisions[0].bg,
            precisions[0].bo, precisions[1].bw, precisions[1].bg, precisions[1].bo);
-    printf("  device 0 shown; every device's states at rest were checked against the formula\n");
+    printf("  device 0 shown; every device's states at rest were checked against the formula\n"
+           "  (= equal; ≈ within ptdp_chunk's rounding, an element per cut, the devices' sum exact)\n");
 }
 
 static void print_stage(const ptdp_zero_measure *m, bool match)
@@ -324,7 +325,7 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
         printf("  %-13s ", names[i]);
         put_padded(state_rule(m->stage, i, &m->prec, r, sizeof r), 12);
         printf(" %11s %11s %s %11s %11s    ", ptdp_format_bytes(fw[i], b[0], sizeof b[0]),
-               ptdp_format_bytes(at, b[1], sizeof b[1]), at == fw[i] ? "=" : "≠",
+               ptdp_format_bytes(at, b[1], sizeof b[1]), at == fw[i] ? "=" : match ? "≈" : "≠",
                ptdp_format_bytes(pk, b[2], sizeof b[2]), ptdp_format_bytes(pk - at, b[3], sizeof b[3]));
         put_padded(state_rule(m->stage, i, bf, r, sizeof r), 12);
         printf(" %11s\n", ptdp_format_bytes(gw[i], b[4], sizeof b[4]));
@@ -333,7 +334,7 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
     printf("  %-13s ", "model states");
     put_padded(total_rule(m->stage, &m->prec, r, sizeof r), 12);
     printf(" %11s %11s %s %11s %11s    ", ptdp_format_bytes(ftot, b[0], sizeof b[0]),
-           ptdp_format_bytes(rest_sum, b[1], sizeof b[1]), rest_sum == ftot ? "=" : "≠", "", "");
+           ptdp_format_bytes(rest_sum, b[1], sizeof b[1]), rest_sum == ftot ? "=" : match ? "≈" : "≠", "", "");
     put_padded(total_rule(m->stage, bf, r, sizeof r), 12);
     printf(" %11s\n", ptdp_format_bytes(gtot, b[4], sizeof b[4]));
     const double comm = (double)peak->peak[PTDP_MEM_COMM];
