@@ -134,7 +134,7 @@ else
     [[ -n $ovl && -n $blk ]] && awk -v a="$ovl" -v b="$blk" 'BEGIN { exit !(a < b) }' \
         || fail "zero_overlap: expected a shorter --overlap step, got '$ovl' against '$blk'"
     grep -q "The step: $blk µs blocking, $ovl µs with --overlap" "$f" || fail "zero_overlap: no step times in the caption"
-    grep -q 'Device 0 sent [0-9.]* KiB in the step = 3M(N−1)/N S' "$f" || fail "zero_overlap: no bytes per step"
+    grep -q 'Device 0 sent [0-9.]* [KM]iB in the step = 3M(N−1)/N S' "$f" || fail "zero_overlap: no bytes per step"
     grep -q '5 gathers and 4 reduce-scatters on its comm stream' "$f" || fail "zero_overlap: no collectives counted"
     [[ $(grep -c '>device [01] comm<' "$f") -eq 2 ]] || fail "zero_overlap: expected two comm tracks"
     [[ $(grep -c '>AG<' "$f") -ge 10 && $(grep -c '>RS<' "$f") -ge 8 ]] || fail "zero_overlap: too few AG / RS labels"
