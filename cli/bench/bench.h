@@ -4,7 +4,8 @@
  * bench_memory.c measures how fast N threads can stream through host memory
  * (the ceiling); bench_collectives.c times the collectives and compares them
  * with that ceiling; bench_train.c times a training step; bench_zero.c
- * measures ZeRO's memory table (and the figure zero_memory uses it).
+ * measures ZeRO's memory table with zero_measure.c (which the figure
+ * zero_memory uses too).
  */
 #ifndef PTDP_CLI_BENCH_H
 #define PTDP_CLI_BENCH_H
@@ -58,7 +59,7 @@ typedef struct {
     bool measured;
 } ptdp_zero_precision;
 
-/* One --zero stage, measured by ptdp_train (bench_zero.c; the figure
+/* One --zero stage, measured by ptdp_train (zero_measure.c; the figure
  * zero_memory draws it too). */
 typedef struct {
     int stage, dp, micro_batches, steps;

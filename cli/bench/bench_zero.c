@@ -30,23 +30,22 @@
  *   --steps S        training: the arena's peaks, which add what lives for a
  *                    moment (transient = peak - at rest): ZeRO-2's full-size
  *                    bucket in "comm", ZeRO-3's gathered units in "params"
- *                    and one unit's gradient in "grads"; the DP bytes per
+ *                    and their gradients in "grads"; the DP bytes per
  *                    step against the formula; the virtual step time
  *   --overlap        the same, where the stage allows it (not ZeRO-1):
  *                    the virtual step time with the communication under
  *                    the compute, and ZeRO-3's prefetched units
  *
  *   device 0, --zero 3          params   ██ (Ψ/N)  ░░░░░░░░ gathered units, transient
- *                               grads    ██ (Ψ/N)  ░░░ one unit's gradient
+ *                               grads    ██ (Ψ/N)  ░░░░░░░░ their gradients, transient
  *                               optim    ████ (2Ψ/N)
  *
- * The precision of a column is data (zero_precision): this build's float
- * is measured, bf16 mixed precision is printed as the formula only until a
- * training mode runs in it — then its entry says measured and the runs
- * take it.  A persistent state that differs from the formula fails the
- * command (exit 1): no table of wrong numbers.
+ * The measuring is zero_measure.c's, where a precision is data
+ * (ptdp_zero_precision): this build's float is measured, bf16 mixed
+ * precision printed as the formula only until a training mode runs in it.
+ * A persistent state that differs from the formula fails the command
+ * (exit 1): no table of wrong numbers.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,160 +59,6 @@
 #include "ptdp/models.h"
 #include "ptdp/train.h"
 #include "ptdp/zero.h"
-
-/* ---- the precisions of the table ------------------------------------------ */
-
-/* float: this build's ptdp_real; AdamW's two moments in it. */
-static const ptdp_zero_precision precisions[] = {
-    { PTDP_REAL_NAME, sizeof(ptdp_real), sizeof(ptdp_real), 2 * sizeof(ptdp_real), true },
-    { "bf16", 2, 2, 12, false },       /* bf16 weights and gradients, fp32 master weights, m, v */
-};
-enum { NPRECISIONS = sizeof precisions / sizeof precisions[0] };
-
-const ptdp_zero_precision *ptdp_zero_precision_of(const char *name)
-{
-    for (int i = 0; i < NPRECISIONS; i++)
-        if (strcmp(precisions[i].name, name) == 0)
-            return &precisions[i];
-    return NULL;
-}
-
-/* ---- measuring one stage ---------------------------------------------------- */
-
-static double group_sent(const ptdp_comm_stats *s, const char *name)
-{
-    for (int g = 0; g < s->ngroups; g++)
-        if (strcmp(s->group[g].name, name) == 0)
-            return s->group[g].sent;
-    return 0;
-}
-
-/* One ptdp_train run of cfg: each device's arena, its DP bytes per step
- * (mean over devices), the last step's virtual time, the communication
- * hidden per step (--overlap). */
-typedef struct {
-    ptdp_mem_stats mem[PTDP_MAX_DEVICES];
-    double dp_sent, step_s, hidden_s, psi;
-} one_run;
-
-static int run_once(const ptdp_train_config *cfg, const ptdp_launch_opts *base, one_run *out, char *msg,
-                    size_t msglen)
-{
-    ptdp_train_result res;
-    ptdp_launch_result lr;
-    memset(&res, 0, sizeof res);
-    memset(&lr, 0, sizeof lr);
-    ptdp_launch_opts o = *base;
-    o.result = &lr;
-    o.trace_path = base->trace_path;
-    int err = ptdp_train(cfg, &o, NULL, NULL, &res, msg, msglen);
-    if (err == 0) {
-        const int n = lr.world_size;
-        out->dp_sent = out->hidden_s = 0;
-        for (int d = 0; d < n; d++) {
-            out->mem[d] = lr.devices[d].mem;
-            out->dp_sent += group_sent(&lr.devices[d].comm, "dp");
-            out->hidden_s += lr.devices[d].clock.hidden_s;
-        }
-        const double steps = cfg->steps > 0 ? cfg->steps : 1;
-        out->dp_sent /= n * steps;
-        out->hidden_s /= n * steps;
-        out->step_s = res.completed > 0 ? res.log[res.completed - 1].virtual_s : 0;
-        out->psi = res.param_elements != NULL ? (double)res.param_elements[0] : 0;
-    } else if (lr.message[0] != '\0') {
-        snprintf(msg, msglen, "%s", lr.message);
-    }
-    ptdp_train_result_free(&res);
-    ptdp_launch_result_free(&lr);
-    return err;
-}
-
-int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opts *opts,
-                            const ptdp_zero_precision *prec, int stage, ptdp_zero_measure *out,
-                            char *msg, size_t msglen)
-{
-    memset(out, 0, sizeof *out);
-    if (!prec->measured) {
-        snprintf(msg, msglen, "no training mode runs in %s in this build: its column is the formula only",
-                 prec->name);
-        return PTDP_EINVAL;
-    }
-    ptdp_train_config c = *base;
-    c.zero = stage;
-    c.overlap = false;
-    out->stage = stage;
-    out->dp = c.dp;
-    out->micro_batches = c.micro_batches;
-    out->steps = c.steps;
-    out->prec = *prec;
-
-    static one_run rest, train, ovl;   /* large: PTDP_MAX_DEVICES arenas each */
-    ptdp_train_config c0 = c;
-    c0.steps = 0;
-    int err;
-    if ((err = run_once(&c0, opts, &rest, msg, msglen)) != 0 || (err = run_once(&c, opts, &train, msg, msglen)) != 0)
-        return err;
-    out->psi = train.psi;
-    out->formula = ptdp_zero_state_bytes(stage, out->psi, c.dp, prec->bw, prec->bg, prec->bo);
-    for (int d = 0; d < c.dp; d++) {
-        out->rest[d] = rest.mem[d];
-        out->peak[d] = train.mem[d];
-    }
-    out->dp_sent = train.dp_sent;
-    out->dp_formula = stage == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)out->psi, c.dp, c.micro_batches, false)
-                                 : ptdp_zero_dp_bytes_per_step(stage, (size_t)out->psi, c.dp, c.micro_batches);
-    out->step_s = train.step_s;
-
-    /* --overlap, where the stage allows it (ptdp_train_validate says why not) */
-    c.overlap = true;
-    if (ptdp_train_validate(&c, out->overlap_note, sizeof out->overlap_note) != 0) {
-        out->overlap_step_s = -1;
-        return PTDP_OK;
-    }
-    if ((err = run_once(&c, opts, &ovl, msg, msglen)) != 0)
-        return err;
-    out->overlap_step_s = ovl.step_s;
-    out->overlap_hidden_s = ovl.hidden_s;
-    out->overlap_peak_params = (double)ovl.mem[0].peak[PTDP_MEM_PARAMS];
-    return PTDP_OK;
-}
-
-/* The persistent states on every device against the formula.  Chunks are
- * cut by ptdp_chunk, a unit at a time under ZeRO-3, so a device's share can
- * differ from Ψ/N by an element per cut; over the N devices the shares add
- * up to the whole exactly.  So: every device within one element of each
- * unit (at most layers + 3 of them), and the sum over devices exact. */
-bool ptdp_zero_states_match(const ptdp_zero_measure *m, int layers, char *why, size_t n)
-{
-    static const ptdp_mem_category cats[3] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM };
-    const double want[3] = { m->formula.params, m->formula.grads, m->formula.optim };
-    const double per[3] = { m->prec.bw, m->prec.bg, m->prec.bo };
-    for (int i = 0; i < 3; i++) {
-        double sum = 0;
-        for (int d = 0; d < m->dp; d++) {
-            double got = (double)m->rest[d].peak[cats[i]];
-            sum += got;
-            if (fabs(got - want[i]) > per[i] * (layers + 3)) {
-                snprintf(why, n, "--zero %d, device %d: %s at rest %.0f B, the formula says %.0f B", m->stage, d,
-                         ptdp_mem_category_name(cats[i]), got, want[i]);
-                return false;
-            }
-        }
-        if (fabs(sum - m->dp * want[i]) > 0.5) {
-            snprintf(why, n, "--zero %d: %s at rest %.0f B over the %d devices, the formula says %d x %.0f B",
-                     m->stage, ptdp_mem_category_name(cats[i]), sum, m->dp, m->dp, want[i]);
-            return false;
-        }
-    }
-    return true;
-}
-
-/* The DP bytes per step against the formula: the gradient norm's
- * all-reduce of one number adds a few bytes under ZeRO. */
-bool ptdp_zero_bytes_match(const ptdp_zero_measure *m)
-{
-    return fabs(m->dp_sent - m->dp_formula) <= 64;
-}
 
 /* ---- the formulas in words ------------------------------------------------- */
 
@@ -288,6 +133,7 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
 {
     const ptdp_model_config *m = &c->model;
     const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
+    const ptdp_zero_precision *f = ptdp_zero_precision_of(PTDP_REAL_NAME), *bf = ptdp_zero_precision_of("bf16");
     if (m->kind == PTDP_MODEL_GPT)
         printf("ptdp bench zero (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; ",
                PTDP_REAL_NAME, m->vocab, m->vocab_padded, m->seq_len, m->hidden, m->heads, m->layers, m->ffn);
@@ -298,8 +144,7 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     printf("  N = dp = %d, M = %d micro-batches, batch %d, AdamW, %d steps a run, profile %s\n", c->dp,
            c->micro_batches, c->batch, c->steps, prof->name);
     printf("  bytes per parameter + gradient + optimizer state: %s %g + %g + %g (measured), "
-           "bf16 %g + %g + %g (formula only)\n", precisions[0].name, precisions[0].bw, precisions[0].bg,
-           precisions[0].bo, precisions[1].bw, precisions[1].bg, precisions[1].bo);
+           "bf16 %g + %g + %g (formula only)\n", f->name, f->bw, f->bg, f->bo, bf->bw, bf->bg, bf->bo);
     printf("  device 0 shown; every device's states at rest were checked against the formula\n"
            "  (= equal; ≈ within ptdp_chunk's rounding, an element per cut, the devices' sum exact)\n");
 }
@@ -308,7 +153,7 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
 {
     static const char *const names[3] = { "params", "grads", "optim" };
     static const ptdp_mem_category cats[3] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM };
-    const ptdp_zero_precision *bf = &precisions[1];
+    const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
     const ptdp_zero_bytes f = m->formula;
     const ptdp_zero_bytes g = ptdp_zero_state_bytes(m->stage, m->psi, m->dp, bf->bw, bf->bg, bf->bo);
     const double fw[3] = { f.params, f.grads, f.optim }, gw[3] = { g.params, g.grads, g.optim };
@@ -370,7 +215,7 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
 static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match, const ptdp_launch_opts *o)
 {
     const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
-    const ptdp_zero_precision *bf = &precisions[1];
+    const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
     const ptdp_zero_bytes f = m->formula;
     const ptdp_zero_bytes g = ptdp_zero_state_bytes(m->stage, m->psi, m->dp, bf->bw, bf->bg, bf->bo);
     const ptdp_mem_stats *rest = &m->rest[0], *peak = &m->peak[0];
@@ -498,7 +343,8 @@ static int run(const zero_cfg *c, const ptdp_launch_opts *o)
     int status = PTDP_EXIT_OK;
     for (int z = 0; z < 4; z++) {
         ptdp_progress("--zero %d: at rest, training, --overlap", z);
-        if (ptdp_zero_measure_stage(&t, o, &precisions[0], z, &m[z], msg, sizeof msg) != 0) {
+        if (ptdp_zero_measure_stage(&t, o, ptdp_zero_precision_of(PTDP_REAL_NAME), z, &m[z], msg,
+                                    sizeof msg) != 0) {
             ptdp_progress_done();
             fprintf(stderr, "ptdp bench zero: --zero %d: %s\n", z, msg);
             return PTDP_EXIT_FAIL;

@@ -12,7 +12,7 @@
  *   ZeRO-3 (+ params) 16Ψ/N                                  16Ψ/N
  *
  * Four stages of the default GPT, dp = N = 4, M = 2, each measured as
- * `ptdp bench zero` measures it (ptdp_zero_measure_stage, bench_zero.c):
+ * `ptdp bench zero` measures it (ptdp_zero_measure_stage, zero_measure.c):
  * the states at rest (after set-up, no step taken) and the peaks while
  * training.  Each stage is three bars, one segment per state:
  *
