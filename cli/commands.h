@@ -25,7 +25,7 @@
     X(schedule, "print and draw pipeline schedules (GPipe, 1F1B)")             \
     X(figures,  "draw the course's figures (SVG) from real runs: ptdp figures --out DIR") \
     X(demo,     "the classroom demo: 1 device vs dp 2 x tp 2 x pp 2, side by side") \
-    X(bench,    "benchmarks: collectives (vs memory bandwidth), memory, a training step") \
+    X(bench,    "benchmarks: collectives (vs memory bandwidth), memory, a training step, ZeRO") \
     X(selftest, "check every collective against a sequential reference")        \
     X(version,  "print the version and how this binary was built")              \
     X(help,     "show the commands, or one command's flags: ptdp help bench")

@@ -3,13 +3,19 @@
  *
  * bench_memory.c measures how fast N threads can stream through host memory
  * (the ceiling); bench_collectives.c times the collectives and compares them
- * with that ceiling.
+ * with that ceiling; bench_train.c times a training step; bench_zero.c
+ * measures ZeRO's memory table with zero_measure.c (which the figure
+ * zero_memory uses too).
  */
 #ifndef PTDP_CLI_BENCH_H
 #define PTDP_CLI_BENCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "ptdp/launch.h"
+#include "ptdp/train.h"
+#include "ptdp/zero.h"
 
 /* STREAM-style host memory bandwidth of `threads` threads together.  Bytes
  * are counted as STREAM counts them: a copy a[i] = b[i] moves 2 x 8 bytes, a
@@ -38,6 +44,51 @@ int ptdp_bench_memory_cmd(int argc, char **argv);
 /* `ptdp bench train …` (bench_train.c): the training step of the reference
  * MLP against its GEMMs, PyTorch's (bench/train.sh) and dp=2. */
 int ptdp_bench_train_cmd(int argc, char **argv);
+
+/* `ptdp bench zero …` (bench_zero.c): the ZeRO paper's model states per
+ * device, stage by stage, by the formula and by the arena; the DP bytes per
+ * step; the virtual step with and without --overlap. */
+int ptdp_bench_zero_cmd(int argc, char **argv);
+
+/* A precision of the model states: bytes per parameter (bw), per gradient
+ * (bg) and of optimizer state per parameter (bo), and whether a training
+ * run in it exists (else its numbers are the formula only). */
+typedef struct {
+    const char *name;             /* PTDP_REAL_NAME, "bf16"                 */
+    double bw, bg, bo;
+    bool measured;
+} ptdp_zero_precision;
+
+/* One --zero stage, measured by ptdp_train (zero_measure.c; the figure
+ * zero_memory draws it too). */
+typedef struct {
+    int stage, dp, micro_batches, steps;
+    ptdp_zero_precision prec;
+    double psi;                                /* parameters per device       */
+    ptdp_zero_bytes formula;                   /* ptdp_zero_state_bytes        */
+    ptdp_mem_stats rest[PTDP_MAX_DEVICES];     /* after set-up (--steps 0)     */
+    ptdp_mem_stats peak[PTDP_MAX_DEVICES];     /* training                     */
+    double dp_sent, dp_formula;                /* DP bytes per device and step */
+    double step_s;                             /* virtual, the last step       */
+    double overlap_step_s;                     /* with --overlap; < 0 refused  */
+    double overlap_hidden_s;                   /* communication hidden a step  */
+    double overlap_peak_params;                /* device 0, with --overlap     */
+    char overlap_note[PTDP_MSG_MAX];           /* why --overlap was refused    */
+} ptdp_zero_measure;
+
+/* The precision called name, or NULL. */
+const ptdp_zero_precision *ptdp_zero_precision_of(const char *name);
+/* Run `base` (its dp, micro-batches, model, steps) at --zero `stage`: at
+ * rest, training, and with --overlap where allowed.  0 or PTDP_E… with
+ * the reason in msg (PTDP_EINVAL for a precision no run exists in). */
+int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opts *opts,
+                            const ptdp_zero_precision *prec, int stage, ptdp_zero_measure *out,
+                            char *msg, size_t msglen);
+/* Every device's persistent states (at rest) against the formula; why not
+ * in `why`.  `layers`: the model's, bounding the chunks' rounding. */
+bool ptdp_zero_states_match(const ptdp_zero_measure *m, int layers, char *why, size_t n);
+/* The DP bytes per step against the formula (a few bytes of norm aside). */
+bool ptdp_zero_bytes_match(const ptdp_zero_measure *m);
 
 /* Progress on stderr: one line rewritten in place (\r) on a terminal, plain
  * lines otherwise (logs, CI).  ptdp_progress_done clears the line. */

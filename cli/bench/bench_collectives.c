@@ -632,6 +632,8 @@ static void bench_usage(FILE *f)
            "                against the host's memory bandwidth\n"
            "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
            "  train         the reference MLP's training step: GEMMs, optimizer, dp=2\n"
+           "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"
+           "                the virtual step with and without --overlap\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n");
 }
@@ -652,6 +654,8 @@ int ptdp_cmd_bench(int argc, char **argv)
         return ptdp_bench_memory_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "train") == 0)
         return ptdp_bench_train_cmd(argc - 1, argv + 1);
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory or train "
+    if (strcmp(argv[1], "zero") == 0)
+        return ptdp_bench_zero_cmd(argc - 1, argv + 1);
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train or zero "
                             "(see ptdp bench --help)", argv[1]);
 }

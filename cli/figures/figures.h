@@ -26,9 +26,16 @@ int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figu
 int fig_dp_allreduce(const char *path, char *msg, size_t msglen);        /* figure_dp.c       */
 int fig_mesh_groups(const char *path, char *msg, size_t msglen);         /* figure_mesh.c     */
 int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figure_zero.c     */
+int fig_zero_memory(const char *path, char *msg, size_t msglen);         /* figure_zero_memory.c */
+int fig_zero_overlap(const char *path, char *msg, size_t msglen);        /* figure_zero_overlap.c */
 int fig_attention_tp(const char *path, char *msg, size_t msglen);        /* figure_attention.c */
 int fig_sp_block(const char *path, char *msg, size_t msglen);            /* figure_sp.c       */
 int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
+
+/* The default GPT of `ptdp train --model gpt`, on the built-in corpus (its
+ * vocabulary from the corpus's tokens, padded for tp = 1); *corpus is
+ * malloc'd, free it after the runs.  0 or PTDP_ENOMEM (figure_zero_memory.c). */
+int fig_default_gpt(ptdp_model_config *cfg, unsigned char **corpus, char *msg, size_t msglen);
 
 /* One colour per rank (0..7, then repeating): the same device has the same
  * colour in every figure. */

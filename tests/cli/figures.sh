@@ -6,7 +6,9 @@
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
 #     the loss difference, the DP gradient and bytes, the mesh's groups,
-#     ZeRO's formulas and peaks, the attention's shards and padded
+#     ZeRO's formulas and peaks (stages 0-3 and bf16's formula, the
+#     arena equal to it at rest; one ZeRO-3 step's timeline with its
+#     prefetched gathers and bytes), the attention's shards and padded
 #     vocabularies, the SP block's shapes, positions, activations and
 #     bytes, ring attention's blocks, pairs, work and bytes per rank, and
 #     the memory of the ZeRO runs);
@@ -20,8 +22,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership attention_tp
-       sp_block ring_attention memory_per_device loss_curves"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership zero_memory
+       zero_overlap attention_tp sp_block ring_attention memory_per_device loss_curves"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -105,6 +107,37 @@ else
         || fail "zero: expected 2P/N twice, P/N and the bucket once"
     [[ $(grep -c '>DP sent/step<' "$f") -eq 3 ]] || fail "zero: expected the DP bytes of three stages"
     grep -q 'its peak total, [0-9.]* [KM]iB, is' "$f" || fail "zero: no measured peak total of ZeRO-2"
+
+    # ZeRO's memory table: four stages of the default GPT (Ψ = 106240), each
+    # the formula in this build's float, the arena (equal at rest), the bf16
+    # formula (the same in both builds: 2 + 2 + 12 bytes)
+    f=$out/zero_memory.svg
+    grep -q 'Ψ = 106240 parameters' "$f" || fail "zero_memory: no Ψ"
+    for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)' 'ZeRO-3 (--zero 3)'; do
+        grep -q ">$t" "$f" || fail "zero_memory: no stage '$t'"
+    done
+    [[ $(grep -c 'at rest = formula' "$f") -eq 4 ]] && ! grep -q '≠' "$f" \
+        || fail "zero_memory: expected the arena at rest = formula in all 4 stages"
+    [[ $(grep -c '>formula, bf16 mixed<' "$f") -eq 4 ]] || fail "zero_memory: expected 4 bf16 formula bars"
+    for t in '16Ψ = 1.62 MiB' '4Ψ + 12Ψ/N = 726.25 KiB' '2Ψ + 14Ψ/N = 570.62 KiB' '16Ψ/N = 415.00 KiB'; do
+        grep -q ">$t<" "$f" || fail "zero_memory: no bf16 formula '$t'"
+    done
+    grep -q 'at rest = formula; + [0-9.]* [KM]iB bucket' "$f" || fail "zero_memory: no ZeRO-2 bucket"
+    grep -q 'at rest = formula; + [0-9.]* [KM]iB units' "$f" || fail "zero_memory: no ZeRO-3 gathered units"
+
+    # one ZeRO-3 step in time, --overlap against blocking, 2 devices: both
+    # step times, the saving, the bytes = 3M(N-1)/N S, gathers and
+    # reduce-scatters on the comm tracks (AG / RS labels)
+    f=$out/zero_overlap.svg
+    ovl=$(grep -o '>--zero 3 --overlap: step [0-9.]* µs<' "$f" | grep -o '[0-9.]*')
+    blk=$(grep -o '>--zero 3, blocking: step [0-9.]* µs<' "$f" | grep -o '[0-9.]*')
+    [[ -n $ovl && -n $blk ]] && awk -v a="$ovl" -v b="$blk" 'BEGIN { exit !(a < b) }' \
+        || fail "zero_overlap: expected a shorter --overlap step, got '$ovl' against '$blk'"
+    grep -q "The step: $blk µs blocking, $ovl µs with --overlap" "$f" || fail "zero_overlap: no step times in the caption"
+    grep -q 'Device 0 sent [0-9.]* [KM]iB in the step = 3M(N−1)/N S' "$f" || fail "zero_overlap: no bytes per step"
+    grep -q '5 gathers and 4 reduce-scatters on its comm stream' "$f" || fail "zero_overlap: no collectives counted"
+    [[ $(grep -c '>device [01] comm<' "$f") -eq 2 ]] || fail "zero_overlap: expected two comm tracks"
+    [[ $(grep -c '>AG<' "$f") -ge 10 && $(grep -c '>RS<' "$f") -ge 8 ]] || fail "zero_overlap: too few AG / RS labels"
 
     # lesson 07: the default GPT at tp 2 — c_attn's q, k, v rows by head,
     # c_proj's columns, the vocabulary padded at two multiples

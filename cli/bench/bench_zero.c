@@ -1,0 +1,388 @@
+/*
+ * bench_zero.c — `ptdp bench zero`: the ZeRO paper's memory table, measured.
+ *
+ * Rajbhandari et al. (ZeRO, 2020, section 3 and figure 1) count the model
+ * states per device for Ψ parameters on N data-parallel ranks, with bw
+ * bytes per parameter, bg per gradient and bo of optimizer state per
+ * parameter (ptdp_zero_state_bytes, zero.h):
+ *
+ *                 params      grads       optim        this build (f32,   mixed precision
+ *                                                       AdamW 4 + 4 + 8)   (bf16: 2 + 2 + 12)
+ *   plain DP      bw Ψ        bg Ψ        bo Ψ          16Ψ                16Ψ
+ *   ZeRO-1        bw Ψ        bg Ψ        bo Ψ/N        8Ψ + 8Ψ/N          4Ψ + 12Ψ/N
+ *   ZeRO-2        bw Ψ        bg Ψ/N      bo Ψ/N        4Ψ + 12Ψ/N         2Ψ + 14Ψ/N
+ *   ZeRO-3        bw Ψ/N      bg Ψ/N      bo Ψ/N        16Ψ/N              16Ψ/N
+ *
+ * and the bytes each device sends in its DP group per step, with S = Ψ
+ * gradient bytes and M micro-batches: 2(N-1)/N S for plain DP and ZeRO-1
+ * (an all-reduce is a reduce-scatter and an all-gather), (M+1)(N-1)/N S
+ * for ZeRO-2 (a reduce-scatter after every backward), 3M(N-1)/N S for
+ * ZeRO-3 (each unit gathered for its forward and again for its backward,
+ * its gradient reduce-scattered).
+ *
+ * For each stage this command runs ptdp_train three times on the same
+ * model and data:
+ *
+ *   --steps 0        the set-up alone: what the device holds between steps,
+ *                    the persistent model states ("at rest": arena peaks of
+ *                    params, grads, optim after set-up), checked against the
+ *                    formula on every device
+ *   --steps S        training: the arena's peaks, which add what lives for a
+ *                    moment (transient = peak - at rest): ZeRO-2's full-size
+ *                    bucket in "comm", ZeRO-3's gathered units in "params"
+ *                    and their gradients in "grads"; the DP bytes per
+ *                    step against the formula; the virtual step time
+ *   --overlap        the same, where the stage allows it (not ZeRO-1):
+ *                    the virtual step time with the communication under
+ *                    the compute, and ZeRO-3's prefetched units
+ *
+ *   device 0, --zero 3          params   ██ (Ψ/N)  ░░░░░░░░ gathered units, transient
+ *                               grads    ██ (Ψ/N)  ░░░░░░░░ their gradients, transient
+ *                               optim    ████ (2Ψ/N)
+ *
+ * The measuring is zero_measure.c's, where a precision is data
+ * (ptdp_zero_precision): this build's float is measured, bf16 mixed
+ * precision printed as the formula only until a training mode runs in it.
+ * A persistent state that differs from the formula fails the command
+ * (exit 1): no table of wrong numbers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../args.h"
+#include "../model_flags.h"
+#include "bench.h"
+#include "ptdp/error.h"
+#include "ptdp/gpt.h"
+#include "ptdp/json.h"
+#include "ptdp/models.h"
+#include "ptdp/train.h"
+#include "ptdp/zero.h"
+
+/* ---- the formulas in words ------------------------------------------------- */
+
+/* "4Ψ", "8Ψ/N", "4Ψ + 12Ψ/N": whole bytes per parameter w held whole and s
+ * sharded. */
+static const char *rule(double whole, double sharded, char *buf, size_t n)
+{
+    if (whole > 0 && sharded > 0)
+        snprintf(buf, n, "%gΨ + %gΨ/N", whole, sharded);
+    else if (sharded > 0)
+        snprintf(buf, n, "%gΨ/N", sharded);
+    else
+        snprintf(buf, n, "%gΨ", whole);
+    return buf;
+}
+
+/* Which of params, grads, optim a stage shards. */
+static bool sharded(int stage, int cat)
+{
+    return stage >= 3 - cat;     /* optim from 1, grads from 2, params from 3 */
+}
+
+static const char *state_rule(int stage, int cat, const ptdp_zero_precision *p, char *buf, size_t n)
+{
+    const double b[3] = { p->bw, p->bg, p->bo };
+    return sharded(stage, cat) ? rule(0, b[cat], buf, n) : rule(b[cat], 0, buf, n);
+}
+
+static const char *total_rule(int stage, const ptdp_zero_precision *p, char *buf, size_t n)
+{
+    const double b[3] = { p->bw, p->bg, p->bo };
+    double whole = 0, part = 0;
+    for (int c = 0; c < 3; c++)
+        *(sharded(stage, c) ? &part : &whole) += b[c];
+    return rule(whole, part, buf, n);
+}
+
+static const char *dp_rule(int stage)
+{
+    return stage == 3 ? "3M(N-1)/N S" : stage == 2 ? "(M+1)(N-1)/N S" : "2(N-1)/N S";
+}
+
+/* printf's widths count bytes; Ψ is two.  Pad by characters. */
+static void put_padded(const char *s, int width)
+{
+    int chars = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        chars += (*p & 0xC0) != 0x80;
+    fputs(s, stdout);
+    for (; chars < width; chars++)
+        putchar(' ');
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+typedef struct {
+    ptdp_model_config model;
+    int dp, micro_batches, batch, steps;
+    const char *profile;
+    bool json;
+    double watchdog_s;
+} zero_cfg;
+
+static const char *const stage_titles[4] = {
+    "plain DP (--zero 0): every device holds every state whole",
+    "ZeRO-1 (--zero 1): the optimizer state sharded",
+    "ZeRO-2 (--zero 2): the gradients sharded too",
+    "ZeRO-3 (--zero 3): the parameters sharded too",
+};
+
+static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *o)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
+    const ptdp_zero_precision *f = ptdp_zero_precision_of(PTDP_REAL_NAME), *bf = ptdp_zero_precision_of("bf16");
+    if (m->kind == PTDP_MODEL_GPT)
+        printf("ptdp bench zero (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; ",
+               PTDP_REAL_NAME, m->vocab, m->vocab_padded, m->seq_len, m->hidden, m->heads, m->layers, m->ffn);
+    else
+        printf("ptdp bench zero (%s): mlp, d_in %d, hidden %d, ffn %d, %d blocks, %d classes; ", PTDP_REAL_NAME,
+               m->d_in, m->hidden, m->ffn, m->layers, m->classes);
+    printf("Ψ = %.0f parameters\n", psi);
+    printf("  N = dp = %d, M = %d micro-batches, batch %d, AdamW, %d steps a run, profile %s\n", c->dp,
+           c->micro_batches, c->batch, c->steps, prof->name);
+    printf("  bytes per parameter + gradient + optimizer state: %s %g + %g + %g (measured), "
+           "bf16 %g + %g + %g (formula only)\n", f->name, f->bw, f->bg, f->bo, bf->bw, bf->bg, bf->bo);
+    printf("  device 0 shown; every device's states at rest were checked against the formula\n"
+           "  (= equal; ≈ within ptdp_chunk's rounding, an element per cut, the devices' sum exact)\n");
+}
+
+static void print_stage(const ptdp_zero_measure *m, bool match)
+{
+    static const char *const names[3] = { "params", "grads", "optim" };
+    static const ptdp_mem_category cats[3] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM };
+    const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
+    const ptdp_zero_bytes f = m->formula;
+    const ptdp_zero_bytes g = ptdp_zero_state_bytes(m->stage, m->psi, m->dp, bf->bw, bf->bg, bf->bo);
+    const double fw[3] = { f.params, f.grads, f.optim }, gw[3] = { g.params, g.grads, g.optim };
+    const ptdp_mem_stats *rest = &m->rest[0], *peak = &m->peak[0];
+    char b[6][32], r[64];
+
+    printf("\n%s\n", stage_titles[m->stage]);
+    printf("  %-13s %-12s %11s %11s   %11s %11s    %-12s %11s\n", "device 0", "formula", "bytes", "at rest",
+           "peak", "transient", "bf16 formula", "bytes");
+    double rest_sum = 0;
+    for (int i = 0; i < 3; i++) {
+        double at = (double)rest->peak[cats[i]], pk = (double)peak->peak[cats[i]];
+        rest_sum += at;
+        printf("  %-13s ", names[i]);
+        put_padded(state_rule(m->stage, i, &m->prec, r, sizeof r), 12);
+        printf(" %11s %11s %s %11s %11s    ", ptdp_format_bytes(fw[i], b[0], sizeof b[0]),
+               ptdp_format_bytes(at, b[1], sizeof b[1]), at == fw[i] ? "=" : match ? "≈" : "≠",
+               ptdp_format_bytes(pk, b[2], sizeof b[2]), ptdp_format_bytes(pk - at, b[3], sizeof b[3]));
+        put_padded(state_rule(m->stage, i, bf, r, sizeof r), 12);
+        printf(" %11s\n", ptdp_format_bytes(gw[i], b[4], sizeof b[4]));
+    }
+    const double ftot = f.params + f.grads + f.optim, gtot = g.params + g.grads + g.optim;
+    printf("  %-13s ", "model states");
+    put_padded(total_rule(m->stage, &m->prec, r, sizeof r), 12);
+    printf(" %11s %11s %s %11s %11s    ", ptdp_format_bytes(ftot, b[0], sizeof b[0]),
+           ptdp_format_bytes(rest_sum, b[1], sizeof b[1]), rest_sum == ftot ? "=" : match ? "≈" : "≠", "", "");
+    put_padded(total_rule(m->stage, bf, r, sizeof r), 12);
+    printf(" %11s\n", ptdp_format_bytes(gtot, b[4], sizeof b[4]));
+    const double comm = (double)peak->peak[PTDP_MEM_COMM];
+    if (m->stage == 2)
+        printf("  %-13s %-12s %11s %11s   %11s %11s    the full-size bucket of one backward\n", "comm", "", "", "",
+               ptdp_format_bytes(comm, b[2], sizeof b[2]), ptdp_format_bytes(comm, b[3], sizeof b[3]));
+    if (m->stage == 3)
+        printf("  %-13s transient params: the units gathered at once; grads: their gradients in the backward\n",
+               "");
+    printf("  %-13s %-12s %11s %11s   %11s    (every category, activations and data too)\n", "total", "", "", "",
+           ptdp_format_bytes((double)peak->peak_total, b[0], sizeof b[0]));
+    printf("  DP bytes per step  %s = %s, measured %s %s\n", dp_rule(m->stage),
+           ptdp_format_bytes(m->dp_formula, b[0], sizeof b[0]), ptdp_format_bytes(m->dp_sent, b[1], sizeof b[1]),
+           ptdp_zero_bytes_match(m) ? "=" : "≠");
+    printf("  virtual step       %.2f us", m->step_s * 1e6);
+    if (m->overlap_step_s >= 0) {
+        printf("; with --overlap %.2f us (%+.1f%%, %.2f us of communication hidden)", m->overlap_step_s * 1e6,
+               m->step_s > 0 ? 100.0 * (m->overlap_step_s - m->step_s) / m->step_s : 0.0,
+               m->overlap_hidden_s * 1e6);
+        if (m->stage == 3)
+            printf(",\n                     params peak %s with the next unit prefetched",
+                   ptdp_format_bytes(m->overlap_peak_params, b[0], sizeof b[0]));
+    } else {
+        printf("; --overlap refused for --zero %d", m->stage);
+    }
+    printf("\n");
+    if (!match)
+        printf("  MISMATCH: the persistent states differ from the formula (see stderr)\n");
+}
+
+#define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
+
+static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match, const ptdp_launch_opts *o)
+{
+    const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
+    const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
+    const ptdp_zero_bytes f = m->formula;
+    const ptdp_zero_bytes g = ptdp_zero_state_bytes(m->stage, m->psi, m->dp, bf->bw, bf->bg, bf->bo);
+    const ptdp_mem_stats *rest = &m->rest[0], *peak = &m->peak[0];
+    printf("{\"bench\": \"zero\", \"stage\": %d, \"precision\": \"%s\", \"model\": \"%s\", \"psi\": %s, "
+           "\"dp\": %d, \"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"profile\": \"%s\", ",
+           m->stage, m->prec.name, ptdp_model_name(c->model.kind), J(m->psi), m->dp, m->micro_batches, c->batch,
+           m->steps, prof->name);
+    printf("\"formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"total\": %s}, ", J(f.params),
+           J(f.grads), J(f.optim), J(f.params + f.grads + f.optim));
+    printf("\"rest_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"total\": %zu}, ",
+           rest->peak[PTDP_MEM_PARAMS], rest->peak[PTDP_MEM_GRADS], rest->peak[PTDP_MEM_OPTIM],
+           rest->peak[PTDP_MEM_PARAMS] + rest->peak[PTDP_MEM_GRADS] + rest->peak[PTDP_MEM_OPTIM]);
+    printf("\"peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, \"total\": %zu}, ",
+           peak->peak[PTDP_MEM_PARAMS], peak->peak[PTDP_MEM_GRADS], peak->peak[PTDP_MEM_OPTIM],
+           peak->peak[PTDP_MEM_COMM], peak->peak_total);
+    printf("\"states_match\": %s, ", match ? "true" : "false");
+    printf("\"bf16_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"total\": %s}, ", J(g.params),
+           J(g.grads), J(g.optim), J(g.params + g.grads + g.optim));
+    printf("\"dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(m->dp_formula), J(m->dp_sent));
+    printf("\"virtual_step_s\": {\"blocking\": %s, \"overlap\": %s}}\n", J(m->step_s),
+           m->overlap_step_s >= 0 ? J(m->overlap_step_s) : "null");
+}
+
+/* ---- parse, validate, run ----------------------------------------------------- */
+
+static const ptdp_model_flag_limits model_limits = {
+    .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
+    .heads = 1024, .seq_len = 1 << 16, .vocab = 1 << 20,
+};
+
+static void usage(void)
+{
+    ptdp_train_config d = ptdp_train_defaults();
+    d.model.ffn = 0;
+    printf("usage: ptdp bench zero [--model gpt|mlp] [--dp N] [--micro-batches M] [--batch B] [--steps S]\n"
+           "                       [--profile P] [--json] [--watchdog S] [model flags]\n"
+           "\n"
+           "The ZeRO paper's memory table, measured: for --zero 0, 1, 2 and 3 the model states one\n"
+           "device holds (params, grads, optim) by the formula and by its arena at rest, the peaks\n"
+           "in training and what lives only for a moment (ZeRO-2's bucket, ZeRO-3's gathered units),\n"
+           "the DP bytes per step against 2(N-1)/N S, (M+1)(N-1)/N S and 3M(N-1)/N S, and the\n"
+           "virtual step time with and without --overlap.  The bf16 column is the formula only.\n"
+           "Exit 1 if a persistent state differs from the formula.\n"
+           "\n"
+           "  --dp N              data-parallel devices, at least 2 (default 4)\n"
+           "  --micro-batches M   micro-batches per device and step (default 2)\n"
+           "  --batch B           global batch, divisible by N x M (default 64)\n"
+           "  --steps S           training steps of each run (default 2)\n"
+           "  --profile P         the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
+           "  --json              one JSON object per stage instead of the tables\n"
+           "  --watchdog S        fail if a collective waits longer than S seconds (default 60)\n"
+           "model (default: --model gpt, the GPT of ptdp train):\n");
+    ptdp_model_flags_help(stdout, &d.model);
+}
+
+static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
+{
+    ptdp_train_config d = ptdp_train_defaults();
+    memset(c, 0, sizeof *c);
+    c->dp = 4;
+    c->micro_batches = 2;
+    c->batch = d.batch;
+    c->steps = 2;
+    c->watchdog_s = PTDP_DEFAULT_WATCHDOG_S;
+    d.model.ffn = 0;
+    ptdp_model_flags_init(mf, &d.model);
+    mf->cfg.kind = PTDP_MODEL_GPT;          /* the GPT unless --model mlp */
+    ptdp_args a;
+    ptdp_args_init(&a, "bench zero", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc;
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 2, PTDP_MAX_DEVICES, &c->dp);
+        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 10, &c->micro_batches);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->batch);
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 1000, &c->steps);
+        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &c->profile);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
+        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, mf);
+        else rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status || ptdp_model_flags_finish("bench zero", mf) != 0)
+        return PTDP_EXIT_USAGE;
+    c->model = mf->cfg;
+    if (c->model.kind == PTDP_MODEL_GPT)
+        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);
+    return 0;
+}
+
+static ptdp_train_config train_config(const zero_cfg *c)
+{
+    ptdp_train_config t = ptdp_train_defaults();
+    t.model = c->model;
+    t.dp = c->dp;
+    t.micro_batches = c->micro_batches;
+    t.batch = c->batch;
+    t.steps = c->steps;
+    return t;
+}
+
+/* Every stage's run must be valid before the first one starts. */
+static int validate(const zero_cfg *c, ptdp_launch_opts *o)
+{
+    if (c->profile != NULL && (o->profile = ptdp_profile_find(c->profile)) == NULL)
+        return ptdp_usage_error("bench zero", "--profile %s: unknown (ptdp train --profile list names them)",
+                                c->profile);
+    ptdp_train_config t = train_config(c);
+    char msg[PTDP_MSG_MAX];
+    for (int z = 0; z < 4; z++) {
+        t.zero = z;
+        if (ptdp_train_validate(&t, msg, sizeof msg) != 0)
+            return ptdp_usage_error("bench zero", "%s", msg);
+    }
+    return 0;
+}
+
+static int run(const zero_cfg *c, const ptdp_launch_opts *o)
+{
+    const ptdp_train_config t = train_config(c);
+    static ptdp_zero_measure m[4];
+    char msg[PTDP_MSG_MAX];
+    int status = PTDP_EXIT_OK;
+    for (int z = 0; z < 4; z++) {
+        ptdp_progress("--zero %d: at rest, training, --overlap", z);
+        if (ptdp_zero_measure_stage(&t, o, ptdp_zero_precision_of(PTDP_REAL_NAME), z, &m[z], msg,
+                                    sizeof msg) != 0) {
+            ptdp_progress_done();
+            fprintf(stderr, "ptdp bench zero: --zero %d: %s\n", z, msg);
+            return PTDP_EXIT_FAIL;
+        }
+    }
+    ptdp_progress_done();
+    if (!c->json)
+        print_header(c, m[0].psi, o);
+    for (int z = 0; z < 4; z++) {
+        char why[PTDP_MSG_MAX];
+        bool match = ptdp_zero_states_match(&m[z], c->model.layers, why, sizeof why);
+        if (!match) {
+            fprintf(stderr, "ptdp bench zero: %s\n", why);
+            status = PTDP_EXIT_FAIL;
+        }
+        if (!ptdp_zero_bytes_match(&m[z])) {
+            fprintf(stderr, "ptdp bench zero: --zero %d: %.0f DP bytes per step, the formula says %.0f\n", z,
+                    m[z].dp_sent, m[z].dp_formula);
+            status = PTDP_EXIT_FAIL;
+        }
+        if (c->json)
+            print_json(c, &m[z], match, o);
+        else
+            print_stage(&m[z], match);
+    }
+    return status;
+}
+
+int ptdp_bench_zero_cmd(int argc, char **argv)
+{
+    zero_cfg c;
+    ptdp_model_flags mf;
+    int rc = parse(argc, argv, &c, &mf);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    ptdp_launch_opts o = { .watchdog_s = c.watchdog_s };
+    if ((rc = validate(&c, &o)) == 0)
+        rc = run(&c, &o);
+    ptdp_model_flags_free(&mf);
+    return rc;
+}

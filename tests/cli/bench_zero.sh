@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# bench_zero.sh PTDP — `ptdp bench zero` measures what the ZeRO paper's
+# formula says, on a GPT small enough to run every stage in a second.
+#
+# The idea: with Ψ parameters on N devices and bw + bg + bo bytes per
+# parameter (this build's float: 4 + 4 + 8, or 8 + 8 + 16 in ptdp-f64), a
+# device keeps at rest
+#
+#   --zero 0   params bw Ψ     grads bg Ψ     optim bo Ψ
+#   --zero 1   params bw Ψ     grads bg Ψ     optim bo Ψ/N
+#   --zero 2   params bw Ψ     grads bg Ψ/N   optim bo Ψ/N
+#   --zero 3   params bw Ψ/N   grads bg Ψ/N   optim bo Ψ/N
+#
+# and sends 2(N-1)/N S, 2(N-1)/N S, (M+1)(N-1)/N S, 3M(N-1)/N S per step.
+#
+#  1. --json: per stage, the arena's bytes at rest equal the formula's,
+#     each state (Ψ divides by N here, so exactly); the formula is the
+#     table above, computed here from Ψ; the DP bytes are the formula's
+#     (+ the norm's few bytes); ZeRO-2's bucket is a whole gradient and
+#     ZeRO-3's peak params exceed its shard (the gathered units); the
+#     bf16 column is 2 + 2 + 12; --overlap refused only for ZeRO-1;
+#  2. the table: each stage's rows show the formula's bytes and the
+#     measured ones side by side, equal ("="), the rules 16Ψ/N etc.;
+#  3. bad input exits 2 naming the flag, before any run.
+set -uo pipefail
+
+ptdp=${1:?usage: bench_zero.sh PATH_TO_PTDP}
+out=$(mktemp)
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+failures=0
+source "$(dirname "$0")/usage_lib.sh"
+
+small=(--layers 1 --hidden 32 --heads 2 --seq-len 16 --batch 8 --dp 2 --micro-batches 2)
+N=2 M=2
+
+# A number from a JSON line: field FIELD of object OBJ ("" for top level).
+num() {   # LINE OBJ FIELD
+    local s=$1
+    [[ -n $2 ]] && s=$(grep -o "\"$2\": {[^}]*}" <<<"$s")
+    grep -o "\"$3\": [^,}]*" <<<"$s" | head -n 1 | sed 's/.*: //'
+}
+
+# 1. --json
+before=$failures
+if ! "$ptdp" bench zero "${small[@]}" --json >"$out" 2>"$err"; then
+    fail "bench zero --json exited $?"
+else
+    [[ $(wc -l <"$out") -eq 4 ]] || fail "expected 4 JSON lines, one per stage"
+    R=$(num "$(head -n 1 "$out")" "" precision)
+    case $R in
+        '"f32"') r=4 ;;
+        '"f64"') r=8 ;;
+        *) r=0; fail "unknown precision $R" ;;
+    esac
+    for z in 0 1 2 3; do
+        line=$(grep "\"stage\": $z," "$out")
+        psi=$(num "$line" "" psi)
+        [[ $(num "$line" "" states_match) == true ]] || fail "--zero $z: states_match is not true"
+        # the formula, computed here: whole or divided by N
+        div() { [[ $1 -ge $2 ]] && echo $N || echo 1; }   # STAGE FROM
+        want_p=$((r * psi / $(div $z 3))) want_g=$((r * psi / $(div $z 2))) want_o=$((2 * r * psi / $(div $z 1)))
+        for k in params:$want_p grads:$want_g optim:$want_o; do
+            cat=${k%%:*} want=${k#*:}
+            f=$(num "$line" formula_bytes "$cat") m=$(num "$line" rest_bytes "$cat")
+            [[ $f == "$want" ]] || fail "--zero $z: formula $cat $f B, expected ${want} B"
+            [[ $m == "$want" ]] || fail "--zero $z: measured $cat at rest $m B, the formula says ${want} B"
+        done
+        # bf16: 2 + 2 + 12 bytes, same sharding
+        b=$(num "$line" bf16_formula_bytes total)
+        want_b=$(( (2 * psi / $(div $z 3)) + (2 * psi / $(div $z 2)) + (12 * psi / $(div $z 1)) ))
+        [[ $b == "$want_b" ]] || fail "--zero $z: bf16 formula total $b, expected $want_b"
+        # DP bytes per step
+        S=$((r * psi))
+        case $z in 0|1) fb=$((2 * (N - 1) * S / N)) ;; 2) fb=$(((M + 1) * (N - 1) * S / N)) ;; 3) fb=$((3 * M * (N - 1) * S / N)) ;; esac
+        f=$(num "$line" dp_bytes_per_step formula) m=$(num "$line" dp_bytes_per_step measured)
+        [[ $f == "$fb" ]] || fail "--zero $z: DP formula $f B, expected $fb B"
+        awk -v m="$m" -v f="$fb" 'BEGIN { exit !(m >= f && m <= f + 64) }' \
+            || fail "--zero $z: DP bytes measured $m B, the formula says $fb B"
+        ov=$(num "$line" virtual_step_s overlap)
+        if [[ $z -eq 1 ]]; then [[ $ov == null ]] || fail "--zero 1: --overlap should be refused, got $ov"
+        else [[ $ov != null ]] || fail "--zero $z: no --overlap step time"; fi
+    done
+    # what lives a moment: ZeRO-2's bucket is one whole gradient, ZeRO-3's
+    # gathered units are more than its shard
+    z2=$(grep '"stage": 2,' "$out") z3=$(grep '"stage": 3,' "$out")
+    [[ $(num "$z2" peak_bytes comm) == $((r * $(num "$z2" "" psi))) ]] || fail "--zero 2: the bucket is not S"
+    [[ $(num "$z3" peak_bytes params) -gt $(num "$z3" rest_bytes params) ]] \
+        || fail "--zero 3: the peak of params shows no gathered unit"
+    [[ $failures -eq $before ]] && echo "ok    --json: the states at rest, bf16 and the DP bytes equal the formula"
+fi
+
+# 2. the table
+before=$failures
+if ! "$ptdp" bench zero "${small[@]}" >"$out" 2>"$err"; then
+    fail "bench zero exited $?"
+else
+    for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)' 'ZeRO-3 (--zero 3)'; do
+        grep -qF "$t" "$out" || fail "table: no stage '$t'"
+    done
+    # every params/grads/optim/model-states row: the formula's bytes, then
+    # the same bytes measured, then "="
+    rows=$(grep -E '^  (params|grads|optim|model states) ' "$out")
+    [[ $(wc -l <<<"$rows") -eq 16 ]] || fail "table: expected 16 rows of states, got $(wc -l <<<"$rows")"
+    bad=$(sed -E 's/^  (params|grads|optim|model states) +[^ ]+( \+ [^ ]+)? +//' <<<"$rows" \
+          | awk '!($1 == $3 && $2 == $4 && $5 == "=") { print }')
+    [[ -z $bad ]] || fail "table: formula and measured differ in: $bad"
+    grep -q '≠\|MISMATCH' "$out" && fail "table: a mismatch is shown"
+    for want in '16Ψ/N' '2Ψ + 14Ψ/N' '4Ψ + 12Ψ/N' '3M(N-1)/N S' '(M+1)(N-1)/N S' 'the full-size bucket' \
+                '--overlap refused for --zero 1' 'bf16 2 + 2 + 12 (formula only)'; do
+        grep -qF -- "$want" "$out" || fail "table: no '$want'"
+    done
+    [[ $(grep -c 'DP bytes per step .* measured .* =$' "$out") -eq 4 ]] || fail "table: DP bytes not equal 4 times"
+    [[ $failures -eq $before ]] && echo "ok    table: formula = measured in every row"
+fi
+
+# 3. bad input: exit 2 naming the flag, nothing on stdout
+expect_usage '--dp 1' -- bench zero --dp 1
+expect_usage '--bogus' -- bench zero --bogus
+expect_usage '--batch 15' -- bench zero --dp 2 --batch 15
+expect_usage '--profile nosuch' -- bench zero --profile nosuch
+expect_usage '--d-in' -- bench zero --d-in 8
+expect_usage '--micro-batches' -- bench zero --micro-batches 0
+
+[[ $failures -eq 0 ]]
