@@ -153,11 +153,11 @@ typedef struct {
     double bad_got[MAX_N], bad_want[MAX_N];
     bool all_over_n[MAX_N];              /* every wrong element is the right one / N */
     double max_diff;
-    char unwaited[MAX_N][96];            /* a collective started, never waited for */
     char leaked[MAX_N][96];              /* a unit's buffer left at the end of a step */
     overlap_seen seen[MAX_N];
     int seen_unit[MAX_N];
     int kept_unit[MAX_N], kept_at[MAX_N];   /* unit kept gathered after its forward, seen at forward of … */
+    int fwd_units[MAX_N];                /* the most units gathered at once at a forward */
     ptdp_real final_w[LESSON_MAX_UNITS][NUMEL];   /* every rank writes its chunks */
 } zero3_run;
 
@@ -260,6 +260,11 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
 static void note_kept(lesson_zero3 *z, int u)
 {
     struct lesson_model *m = z->model;
+    int held = 0;
+    for (int v = 0; v < z->nunits; v++)
+        held += z->unit[v].w != NULL;
+    if (held > m->x->fwd_units[m->rank])
+        m->x->fwd_units[m->rank] = held;
     for (int v = 0; v < u; v++)
         if (z->unit[v].w != NULL && m->x->kept_unit[m->rank] < 0) {
             m->x->kept_unit[m->rank] = v;
@@ -377,14 +382,9 @@ static void after_step(zero3_run *x, lesson_zero3 *z, int r)
 {
     for (int u = 0; u < z->nunits; u++) {
         lesson_unit *unit = &z->unit[u];
-        if (x->unwaited[r][0] == '\0' && (unit->gather.active || unit->reduce.active))
-            snprintf(x->unwaited[r], sizeof x->unwaited[r], "unit %d's %s", u,
-                     unit->reduce.active ? "reduce-scatter" : "all-gather");
         if (x->leaked[r][0] == '\0' && (unit->w != NULL || unit->g != NULL))
             snprintf(x->leaked[r], sizeof x->leaked[r], "unit %d's %s", u,
                      unit->w != NULL ? "gathered parameters (z->unit[u].w)" : "gradient buffer (z->unit[u].g)");
-        ptdp_wait(&unit->gather);
-        ptdp_wait(&unit->reduce);
     }
 }
 
@@ -429,6 +429,13 @@ static int zero3_device(ptdp_device *dev, void *arg)
                 for (int k = 0; k < H; k++)
                     m.act[0][i * H + k] = input_x(s, m.row0 + i, k);
             rc = x->overlap ? lesson_micro_batch_overlap(dev, &z) : lesson_micro_batch(dev, &z);
+            for (int u = 0; u < L && rc == 0; u++)
+                if (z.unit[u].gather.active || z.unit[u].reduce.active)
+                    rc = tutorial_device_wrong(dev, "rank %d: after micro-batch %d, unit %d's %s was started and "
+                        "never waited for.\nEvery ptdp_*_start needs its ptdp_wait before the micro-batch ends: "
+                        "until then the compute\nstream has not waited for the collective's end, and its result may "
+                        "not be used (blank %d%s).", r, mb + 1, u, z.unit[u].reduce.active ? "reduce-scatter" : "all-gather",
+                        z.unit[u].reduce.active ? 7 : 6, z.unit[u].reduce.active ? ": unit 0's reduce-scatter, the backward's last, too, after the loop" : "");
             if (rc == 0 && m.next_bwd != -1)
                 rc = tutorial_device_wrong(dev, "rank %d: lesson_micro_batch%s returned before the backward of "
                                            "unit %d: a micro-batch goes forward through every unit, then back.",
@@ -475,6 +482,130 @@ static int zero3_device(ptdp_device *dev, void *arg)
     return rc;
 }
 
+/* ------------------------------------------------- blanks 1 to 3 alone */
+
+/* Rank r's made-up gradient of the pieces test: element i. */
+static double piece_grad(int r, size_t i) { return 0.01 * (r + 1) * (double)(i + 1) + sin((double)i); }
+
+/* One unit on x->N ranks: lesson_gather (blocking), then twice
+ * lesson_reduce_scatter + lesson_add_grad of a known gradient per rank
+ * (two micro-batches' worth). */
+static int pieces_device(ptdp_device *dev, void *arg)
+{
+    zero3_run *x = arg;
+    const int r = dev->rank, N = x->N;
+    struct lesson_model m = { .x = x, .rank = r };
+    lesson_zero3 z = { .dp = dev->world, .nunits = 1, .model = &m };
+    lesson_unit *unit = &z.unit[0];
+    unit->numel = NUMEL;
+    ptdp_chunk(NUMEL, N, r, &unit->off, &unit->len);
+    unit->w_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_PARAMS, "w_shard");
+    unit->g_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "g_shard");
+    if (unit->w_shard == NULL || unit->g_shard == NULL)
+        return PTDP_ENOMEM;
+    memcpy(unit->w_shard, x->ref->w[0][0] + unit->off, unit->len * sizeof(ptdp_real));
+
+    int rc = lesson_gather(dev, &z, 0, false);
+    if (rc != 0)
+        return rc;
+    if (unit->w == NULL)
+        return tutorial_device_wrong(dev, "rank %d: after lesson_gather(dev, z, 0, false), z->unit[0].w is NULL: "
+                                     "the gathered unit goes into a fresh buffer x->w (blank 1).", r);
+    if (unit->gather.active)
+        return tutorial_device_wrong(dev, "rank %d: lesson_gather with start false STARTED its all-gather: "
+                                     "blocking means ptdp_all_gather, which returns with the data (blank 1).", r);
+    if ((rc = check_params(dev, &z, 0, "gather")) != 0)
+        return rc;
+    lesson_release(dev, &z, 0);
+
+    size_t count = 0;
+    for (int mb = 0; mb < 2; mb++) {
+        if ((rc = lesson_grad_buffer(dev, &z, 0)) != 0)
+            return rc;
+        for (size_t i = 0; i < NUMEL; i++)
+            unit->g[i] = piece_grad(r, i);
+        double sent0 = dev->stats.total_sent;
+        if ((rc = lesson_reduce_scatter(dev, &z, 0, false)) != 0)
+            return rc;
+        double sent = dev->stats.total_sent - sent0, want = (double)(N - 1) / N * NUMEL * sizeof(ptdp_real);
+        x->bytes[r] = sent;
+        if (unit->reduce.active)
+            return tutorial_device_wrong(dev, "rank %d: lesson_reduce_scatter with start false STARTED its "
+                                         "collective: blocking means ptdp_reduce_scatter (blank 2).", r);
+        if (unit->g == NULL)
+            return tutorial_device_wrong(dev, "rank %d: lesson_reduce_scatter left z->unit[0].g NULL: the "
+                                         "reduce-scatter works in place, and lesson_add_grad frees g (blanks 2, 3).", r);
+        if ((rc = lesson_add_grad(dev, &z, 0)) != 0)
+            return rc;
+        if (unit->g != NULL)
+            return tutorial_device_wrong(dev, "rank %d: after lesson_add_grad, z->unit[0].g is still there: "
+                                         "free it and set it to NULL once its chunk is added (blank 3).", r);
+        count++;
+        for (size_t i = 0; i < unit->len; i++) {
+            double sum = 0, got = unit->g_shard[i];
+            for (int k = 0; k < N; k++)
+                sum += piece_grad(k, unit->off + i);
+            double want_shard = (double)count * sum;
+            if (same(got, want_shard))
+                continue;
+            const char *why;
+            if (same(got, want_shard / N))
+                why = "That is 1/N of it: you AVERAGED over the ranks.  Each rank's gradient is already\n"
+                      "divided by the whole batch B (the model's backward does it), so the ranks' pieces must\n"
+                      "be SUMMED: PTDP_SUM (blank 2).";
+            else if (count == 2 && same(got, sum))
+                why = "That is the second micro-batch's alone: g_shard sums the step's micro-batches,\n"
+                      "so ADD into it (+=), do not overwrite it (blank 3).";
+            else if (r > 0)
+                why = "Rank 0's chunk starts at element 0 and yours does not: after an in-place\n"
+                      "reduce-scatter, your chunk of the sum sits at g + off — add g[off + i], not g[i] (blank 3).";
+            else
+                why = "After the reduce-scatter (PTDP_SUM, in place, numel elements) your chunk of the sum\n"
+                      "is g[off .. off + len): add it into g_shard (blanks 2, 3).";
+            return tutorial_device_wrong(dev, "rank %d: after %zu micro-batch%s of lesson_reduce_scatter + "
+                                         "lesson_add_grad, g_shard[%zu] (element %zu of the unit) is %.10g; "
+                                         "the sum over the %d ranks%s is %.10g.\n%s", r, count,
+                                         count == 1 ? "" : "es", i, unit->off + i, got, N,
+                                         count == 1 ? "" : ", added up over both", want_shard, why);
+        }
+        /* With chunks of unequal length a rank's share of the ring varies by a
+         * chunk; the mean over the ranks is exactly (N-1)/N (verdict_bytes). */
+        if (sent > 1.5 * want) {
+            char b1[32], b2[32], b3[32];
+            return tutorial_device_wrong(dev, "rank %d: lesson_reduce_scatter sent %s; a reduce-scatter of "
+                "the unit's %s sends about (N-1)/N of them, %s.%s", r, ptdp_format_bytes(sent, b1, sizeof b1),
+                ptdp_format_bytes((double)NUMEL * sizeof(ptdp_real), b2, sizeof b2),
+                ptdp_format_bytes(want, b3, sizeof b3),
+                sent > 1.8 * want
+                    ? "\nThat is twice as much: an ALL-REDUCE, which gives every rank the whole sum when you keep\n"
+                      "only your chunk of it.  A reduce-scatter gives exactly that chunk, for half the bytes (blank 2)."
+                    : "");
+        }
+    }
+    ptdp_free(dev, unit->w_shard);
+    ptdp_free(dev, unit->g_shard);
+    return PTDP_OK;
+}
+
+static bool check_pieces(void)
+{
+    static reference ref;
+    run_reference(1, &ref);
+    int rc;
+    zero3_run *x = calloc(1, sizeof *x);
+    const char *what = "lesson_gather, lesson_reduce_scatter, lesson_add_grad on 4 ranks";
+    if (x == NULL) {
+        tutorial_wrong("%s: host out of memory", what);
+        return false;
+    }
+    *x = (zero3_run){ .N = 4, .L = 1, .M = 1, .ref = &ref };
+    rc = tutorial_launch(what, x->N, pieces_device, x);
+    free(x);
+    if (rc == 0)
+        tutorial_ok("%s: every rank's gathered unit right; my chunk of the summed gradient, twice", what);
+    return rc == 0;
+}
+
 /* ------------------------------------------------------------- verdicts */
 
 static double fmt_us(double s) { return s * 1e6; }
@@ -514,17 +645,9 @@ static bool verdict_values(const zero3_run *x, const char *what)
     return true;
 }
 
-/* 3: every collective waited for, every buffer freed. */
+/* 3: every buffer freed (every collective waited for: zero3_device). */
 static bool verdict_tidy(const zero3_run *x, const char *what)
 {
-    for (int r = 0; r < x->N; r++)
-        if (x->unwaited[r][0]) {
-            tutorial_wrong("%s: on rank %d, %s was started and never waited for.", what, r, x->unwaited[r]);
-            tutorial_note("Every ptdp_*_start needs its ptdp_wait: until then the compute stream has not\n"
-                          "waited for the collective's end, and its result may not be used (blank 7: the last\n"
-                          "unit's reduce-scatter too, before the step ends).");
-            return false;
-        }
     for (int r = 0; r < x->N; r++)
         if (x->leaked[r][0]) {
             tutorial_wrong("%s: on rank %d, %s was still allocated after the step.", what, r, x->leaked[r]);
@@ -551,10 +674,12 @@ static bool verdict_memory(const zero3_run *x, const char *what)
                            ptdp_format_bytes((double)unit_b, b3, sizeof b3), units, units > 1 ? "s" : "",
                            ptdp_format_bytes((double)want, b4, sizeof b4));
             if (x->kept_unit[r] >= 0)
-                tutorial_note("Unit %d was still gathered when unit %d's forward began: free a unit's gathered\n"
-                              "parameters right after its forward (lesson_release, blank %d), or every unit stays\n"
-                              "and the device holds the whole model, as plain DP does.", x->kept_unit[r],
-                              x->kept_at[r], x->overlap ? 6 : 4);
+                tutorial_note("Unit %d was still gathered when unit %d's forward began, and at the last forward\n"
+                              "%d of the %d units were gathered at once%s.  Free a unit's gathered parameters right\n"
+                              "after its forward (lesson_release, blank %d): kept, they add up to the whole model on\n"
+                              "every rank, as in plain DP (and a buffer gathered again over one still held is lost).",
+                              x->kept_unit[r], x->kept_at[r], x->fwd_units[r], x->L,
+                              x->fwd_units[r] == x->L ? " — the whole model" : "", x->overlap ? 6 : 4);
             else
                 tutorial_note("Gather a unit only when it is about to be used (the next one, when prefetching),\n"
                               "and free it right after.");
@@ -726,6 +851,8 @@ int main(void)
 {
     tutorial_begin("10", "ZeRO-3 and overlap: a unit gathered only while it computes");
     static const int configs[][3] = { { 2, 3, 2 }, { 3, 4, 1 }, { 4, 5, 2 } };
+    if (!check_pieces())
+        return tutorial_end();
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
         if (!check_config(configs[k][0], configs[k][1], configs[k][2]))
             break;
