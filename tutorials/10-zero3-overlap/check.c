@@ -9,6 +9,10 @@
  * units, M micro-batches a step — 2 steps each, your lesson_micro_batch
  * and then your lesson_micro_batch_overlap run, and the check asks:
  *
+ *   0. first, on 4 ranks, blanks 1 to 3 alone: does lesson_gather give
+ *      every rank the whole unit, and lesson_reduce_scatter +
+ *      lesson_add_grad my chunk of the summed gradient (twice: two
+ *      micro-batches' worth), for (N-1)/N of the unit's bytes?
  *   1. at every use: are unit u's parameters there (z->unit[u].w), their
  *      gather waited for, and every element right?  If not: which chunks
  *      are wrong, and what that means (lesson_unit_forward/_backward here);
@@ -695,6 +699,16 @@ static bool verdict_memory(const zero3_run *x, const char *what)
             tutorial_note("A unit's gradient buffer lives from its backward until its chunk is added to\n"
                           "g_shard (lesson_add_grad frees it)%s.", x->overlap ?
                           "; overlapped, one unit's reduce-scatter is in flight while the next\nunit's backward runs, no more" : "");
+            return false;
+        }
+        if (x->end_params[r] > shard || x->end_grads[r] > shard) {
+            bool params = x->end_params[r] > shard;
+            tutorial_wrong("%s: after the last step rank %d still holds %s of %s; its shards are %s.", what, r,
+                           ptdp_format_bytes((double)(params ? x->end_params[r] : x->end_grads[r]), b1, sizeof b1),
+                           params ? "parameters" : "gradients", ptdp_format_bytes((double)shard, b2, sizeof b2));
+            tutorial_note("Some buffer was lost: allocated again over one that was never freed.  Every gathered\n"
+                          "unit is freed after its use (lesson_release), every gradient buffer once its chunk is\n"
+                          "added (lesson_add_grad).");
             return false;
         }
     }
