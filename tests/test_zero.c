@@ -144,13 +144,15 @@ TEST(zero_tests, test_validate_rejects_unknown_stages)
 {
     char msg[256];
     ptdp_train_config c = equiv_config(2, 1, 1, 1);
-    c.zero = 3;
+    c.zero = 4;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ASSERT_HAS(msg, "--zero 3");
+    ASSERT_HAS(msg, "--zero 4");
     ASSERT_HAS(msg, "0 (off), 1");
     c.zero = -1;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     c.zero = 2;
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
+    c.zero = 3;   /* stage 3 exists (test_zero3.c) */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
 }
 END_TEST
