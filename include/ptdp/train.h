@@ -55,7 +55,7 @@ typedef struct {
     bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
     const int *stage_layers;  /* pp x v entries (blocks per piece), or NULL
                                  for balanced                             */
-    int zero;                 /* 0, 1 or 2                                */
+    int zero;                 /* 0, 1, 2 or 3 (zero.h)                     */
     bool overlap;             /* all-reduce each DP bucket during the last
                                  micro-batch's backward, as soon as it is
                                  complete (dp.h): the same bits, earlier     */

@@ -87,7 +87,7 @@ expect_error "--tp 5 must divide --ffn 96 and --classes 12 (valid --tp: 1, 2, 3,
 expect_error "--pp 9: more stages than --layers 8 (each stage needs at least one block: --pp 1 to 8)" -- --pp 9
 expect_error "--dp 16 x --tp 8 x --pp 1 = 128 devices: at most 64 are supported (with --tp 8 and --pp 1, --dp at most 8)" -- --dp 16 --tp 8
 expect_error "--devices 65: must be between 1 and 64"                          -- --devices 65
-expect_error "--zero 3: must be between 0 and 2"                               -- --zero 3
+expect_error "--zero 4: must be between 0 and 3"                               -- --zero 4
 expect_error "--batch 64 must be divisible by --dp x --micro-batches = 3 x 1 = 3 (nearest valid: 63 or 66)" -- --devices 6 --tp 2
 
 # ---- ZeRO: --check passes; the table shows the saving and the trade
