@@ -140,13 +140,19 @@ static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what
     }
 }
 
-LOOP_TEST(zero3_tests, test_zero3_overlap_same_bits, NCASES)
+/* The cases of CASES that --overlap changes most: pipelines (a forward of
+ * one micro-batch between two backwards), tp with sp, cp, recomputation,
+ * the tied embedding, dp 4. */
+static const int BITS[] = { 1, 4, 5, 9, 11, 12, 15, 18, 19, 20 };
+
+LOOP_TEST(zero3_tests, test_zero3_overlap_same_bits, (int)(sizeof BITS / sizeof BITS[0]))
 {
-    ptdp_train_config plain = config_of(&CASES[_i]), ov = plain;
+    const z3_case *k = &CASES[BITS[_i]];
+    ptdp_train_config plain = config_of(k), ov = plain;
     plain.overlap = false;
     ov.overlap = true;
     char what[256];
-    describe(&CASES[_i], &ov, what, sizeof what);
+    describe(k, &ov, what, sizeof what);
     ptdp_state a, b;
     ptdp_train_result ra, rb;
     equiv_train(&ov, NULL, &a, &ra);
