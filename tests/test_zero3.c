@@ -6,7 +6,8 @@
  *             outside its BEGIN..END, at the gathered initial values inside;
  *             a prefetched unit stays invisible until asked for; nested
  *             BEGINs gather once; a backward's END reduce-scatters the
- *             unit's gradient into my shard and drops its views
+ *             unit's gradient, adds it into my shard (micro-batch after
+ *             micro-batch) and drops its views
  *   bytes     summed over the DP group, per step: reduce-scatters and
  *             all-gathers 3M(N-1) S (4M with full recomputation), plain DP's
  *             all-reduce 2(N-1) S on the same model — ZeRO's 3Ψ against 2Ψ
@@ -115,9 +116,10 @@ static int units_device(ptdp_device *dev, void *arg)
         DEVICE_CHECK(dev, z.units[u].w == NULL, "unit %d's gathered buffer outlived its forward", u);
     }
 
-    /* A backward from the first up; each writes (rank + 1) (i + 1) into
-     * element i of the flat gradient. */
-    for (int u = 0; u < m.nunits; u++) {
+    /* Two micro-batches' backwards, each from the first unit up; each
+     * writes (rank + 1) (i + 1) into element i of the flat gradient. */
+    for (int step = 0; step < 2 * m.nunits; step++) {
+        const int u = step % m.nunits;
         const ptdp_param *p = first_of(&m, u);
         DEVICE_TRY(ptdp_model_unit(dev, &m, p, PTDP_UNIT_BACKWARD_BEGIN));
         DEVICE_CHECK(dev, unit_present(&m, u, false, true) && unit_present(&m, u, true, true),
@@ -139,8 +141,8 @@ static int units_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &g));
     for (int r = 0; r < z.npieces; r++)
         for (size_t e = z.pieces[r].begin; e < z.pieces[r].end; e++)
-            DEVICE_CHECK(dev, g[z.pieces[r].at + e - z.pieces[r].begin] == (ptdp_real)(3.0 * (double)(e + 1)),
-                         "element %zu of the shard is not the sum over ranks", e);
+            DEVICE_CHECK(dev, g[z.pieces[r].at + e - z.pieces[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
+                         "element %zu of the shard is not the sum over ranks and micro-batches", e);
     /* the pieces tile my chunk of every unit, and my shard is the parameters' */
     const ptdp_real *w = ptdp_zero_param_shard(&z, &m);
     for (int r = 0; r < z.npieces; r++)
