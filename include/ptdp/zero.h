@@ -99,7 +99,7 @@ typedef struct {
     int users;                  /* BEGINs not yet ENDed (model.h)             */
     int grad_users;             /* the same, of backwards                     */
     ptdp_real *w;               /* the gathered parameters ("params"), or NULL */
-    ptdp_real *g;               /* its gradient while a backward runs ("comm") */
+    ptdp_real *g;               /* its gradient while a backward runs ("grads") */
     bool prefetched;            /* --overlap: w's gather started, not waited  */
     ptdp_request gather;
 } ptdp_zero_unit;
