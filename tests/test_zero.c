@@ -154,6 +154,8 @@ TEST(zero_tests, test_validate_rejects_unknown_stages)
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     c.zero = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
+    c.zero = 3;   /* stage 3 exists (test_zero3.c) */
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
 }
 END_TEST
 
