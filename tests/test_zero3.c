@@ -100,7 +100,7 @@ static int units_device(ptdp_device *dev, void *arg)
             DEVICE_CHECK(dev, unit_present(&m, v, false, v == u),
                          "forward of unit %d: unit %d's parameters are %s", u, v, v == u ? "missing" : "present");
         if (a->overlap && u > 0)
-            DEVICE_CHECK(dev, z.units[u - 1].w != NULL && z.units[u - 1].prefetched,
+            DEVICE_CHECK(dev, z.units[u - 1].gathered != NULL && z.units[u - 1].prefetched,
                          "--overlap: unit %d's gather did not start during unit %d", u - 1, u);
         for (int i = 0; i < m.nparams; i++)
             if (m.params[i].unit == u)
@@ -113,7 +113,8 @@ static int units_device(ptdp_device *dev, void *arg)
         DEVICE_CHECK(dev, unit_present(&m, u, false, true), "unit %d freed at its first of two ENDs", u);
         DEVICE_TRY(ptdp_model_unit(dev, &m, p, PTDP_UNIT_FORWARD_END));
         DEVICE_CHECK(dev, unit_present(&m, u, false, false), "unit %d outlived its forward", u);
-        DEVICE_CHECK(dev, z.units[u].w == NULL, "unit %d's gathered buffer outlived its forward", u);
+        DEVICE_CHECK(dev, z.units[u].w == NULL && z.units[u].gathered == NULL,
+                     "unit %d's gathered buffer outlived its forward", u);
     }
 
     /* Two micro-batches' backwards, each from the first unit up; each
@@ -137,8 +138,9 @@ static int units_device(ptdp_device *dev, void *arg)
         DEVICE_CHECK(dev, unit_present(&m, u, false, false) && unit_present(&m, u, true, false),
                      "unit %d outlived its backward", u);
     }
-    ptdp_real *g = NULL;
-    DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &g));
+    void *gv = NULL;
+    DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &gv));
+    const ptdp_real *g = gv;   /* a float store */
     for (int r = 0; r < z.npieces; r++)
         for (size_t e = z.pieces[r].begin; e < z.pieces[r].end; e++)
             DEVICE_CHECK(dev, g[z.pieces[r].at + e - z.pieces[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
