@@ -35,7 +35,13 @@
  * next in forward order in a forward, in backward order in a backward),
  * and a unit's reduce-scatter runs while the backward goes on; the data
  * moves at once all the same (stream.c), so the bits are the blocking
- * run's.
+ * run's.  One stream serves both, in the order they start: in a backward
+ * the next unit's gather queues behind the previous unit's reduce-scatter,
+ * so it runs under this unit's compute only if that compute outlasts the
+ * reduce-scatter (a forward has no reduce-scatters in the way):
+ *
+ *   compute   [ bwd u-1 ][ bwd u          ][ bwd u+1 ]
+ *   comm          [ RS u-1 ][ gather u+1 ][ RS u ][ gather u+2 ]
  *
  * Since DP ranks run the same schedule over the same model, they make the
  * same unit events in the same order — and so the same collectives.
