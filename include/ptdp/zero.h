@@ -56,6 +56,11 @@
  *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |chunk k| ~ P/N
  *   zero 3                   len_k (+ units)      len_k  (+ a unit)     2 len_k
  *
+ * In elements; under --precision bf16 (mixed.h) the parameter and gradient
+ * stores hold 2-byte bf16 — sent, summed and gathered as bf16 — and the
+ * optimizer state adds float master weights of what the device owns:
+ * the ZeRO paper's 2 + 2 + 12 bytes a parameter (ptdp_zero_state_bytes).
+ *
  * What this device owns is a list of pieces of the flat buffer, each with
  * its place in the device's shard buffers (gradient shard, optimizer
  * state, stage 3's parameter shard): one piece [off, off + len) for stages
