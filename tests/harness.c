@@ -393,3 +393,32 @@ int harness_xml_elements(const char *x)
     }
     return depth == 0 && roots == 1 ? elements : -1;
 }
+
+/* A quoted field of a trace line into dst (truncated to its size). */
+static bool trace_field(const char *line, const char *key, char *dst, size_t size)
+{
+    const char *p = strstr(line, key);
+    if (p == NULL)
+        return false;
+    p += strlen(key);
+    size_t n = strcspn(p, "\"");
+    snprintf(dst, size, "%.*s", (int)(n < size ? n : size - 1), p);
+    return true;
+}
+
+bool harness_parse_trace_event(const char *line, harness_trace_event *e)
+{
+    memset(e, 0, sizeof *e);
+    if (strstr(line, "\"ph\":\"X\"") == NULL || !trace_field(line, "\"name\":\"", e->name, sizeof e->name) ||
+        !trace_field(line, "\"cat\":\"", e->cat, sizeof e->cat))
+        return false;
+    const char *pid = strstr(line, "\"pid\":"), *tid = strstr(line, "\"tid\":");
+    const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
+    if (!pid || !tid || !ts || !dur)
+        return false;
+    e->pid = atoi(pid + 6);
+    e->tid = atoi(tid + 6);
+    e->ts = strtod(ts + 5, NULL);
+    e->dur = strtod(dur + 6, NULL);
+    return true;
+}

@@ -193,6 +193,15 @@ int harness_run_child(void (*fn)(void), char *err, size_t errlen);
  * ptdp error); the test fails if the child dies. */
 int harness_in_child(int (*fn)(void *), void *arg, bool unprivileged, char *msg, size_t msglen);
 
+/* One complete event ("ph":"X") of a Chrome trace, as trace.c writes
+ * them: one per line.  Returns false for any other line. */
+typedef struct {
+    char name[64], cat[16];
+    int pid, tid;           /* tid: the device's track, or its comm track */
+    double ts, dur;         /* microseconds */
+} harness_trace_event;
+bool harness_parse_trace_event(const char *line, harness_trace_event *e);
+
 /* The number of elements of a well-formed XML document with one root
  * (tags balanced in order, attribute values quoted, every & a known
  * entity, no text outside the root), or -1: how SVG output is judged. */

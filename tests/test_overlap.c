@@ -109,27 +109,8 @@ static ptdp_train_config overlap_config(int dp, int pp, bool overlap)
     return c;
 }
 
-/* One trace event: the writer puts one per line (trace.c). */
-typedef struct { char name[64]; int pid, tid; double ts, dur; } event;
-
-static bool parse_event(const char *line, event *e)
-{
-    const char *p = strstr(line, "\"name\":\"");
-    if (strstr(line, "\"ph\":\"X\"") == NULL || p == NULL)
-        return false;
-    p += 8;
-    size_t n = strcspn(p, "\"");
-    snprintf(e->name, sizeof e->name, "%.*s", (int)(n < sizeof e->name ? n : sizeof e->name - 1), p);
-    const char *pid = strstr(line, "\"pid\":"), *tid = strstr(line, "\"tid\":");
-    const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
-    if (!pid || !tid || !ts || !dur)
-        return false;
-    e->pid = atoi(pid + 6);
-    e->tid = atoi(tid + 6);
-    e->ts = strtod(ts + 5, NULL);
-    e->dur = strtod(dur + 6, NULL);
-    return true;
-}
+/* One trace event (harness.h). */
+typedef harness_trace_event event;
 
 /* The run's virtual time: its steps' makespans added. */
 static double max_step_virtual(const ptdp_train_result *r)
@@ -232,7 +213,7 @@ TEST(overlap_tests, test_overlap_trace_order)
     const int blocks_per_step = c.micro_batches * c.model.layers;
     while (fgets(line, sizeof line, f) != NULL) {
         event e;
-        if (!parse_event(line, &e) || e.pid != 0)
+        if (!harness_parse_trace_event(line, &e) || e.pid != 0)
             continue;
         if (e.tid == 0 && strncmp(e.name, "block ", 6) == 0 && strstr(e.name, " bwd") != NULL) {
             if (++bwd == blocks_per_step - c.model.layers + 1)   /* the last backward's first block */

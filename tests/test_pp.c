@@ -333,39 +333,7 @@ END_TEST
 
 static const harness_tcase trace_tests = { .name = "trace", .timeout_s = 60 };
 
-typedef struct {
-    char name[64], cat[16];
-    int pid, tid;
-    double ts, dur;
-} trace_event;
-
-/* The writer puts one event per line (trace.c); take the fields we need. */
-static bool parse_event(const char *line, trace_event *e)
-{
-    const char *p;
-    if (strstr(line, "\"ph\":\"X\"") == NULL)
-        return false;
-    memset(e, 0, sizeof *e);
-    if ((p = strstr(line, "\"name\":\"")) == NULL)
-        return false;
-    p += 8;
-    size_t n = strcspn(p, "\"");
-    snprintf(e->name, sizeof e->name, "%.*s", (int)(n < sizeof e->name ? n : sizeof e->name - 1), p);
-    if ((p = strstr(line, "\"cat\":\"")) == NULL)
-        return false;
-    p += 7;
-    n = strcspn(p, "\"");
-    snprintf(e->cat, sizeof e->cat, "%.*s", (int)(n < sizeof e->cat ? n : sizeof e->cat - 1), p);
-    const char *pid = strstr(line, "\"pid\":"), *tid = strstr(line, "\"tid\":");
-    const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
-    if (!pid || !tid || !ts || !dur)
-        return false;
-    e->pid = atoi(pid + 6);
-    e->tid = atoi(tid + 6);
-    e->ts = strtod(ts + 5, NULL);
-    e->dur = strtod(dur + 6, NULL);
-    return true;
-}
+typedef harness_trace_event trace_event;   /* harness.h */
 
 /* What one device's track held, per step (counts) and over the run. */
 typedef struct {
@@ -418,7 +386,7 @@ LOOP_TEST(trace_tests, test_trace_shows_stages_and_idle, 2)
     char line[1024];
     while (fgets(line, sizeof line, f) != NULL) {
         trace_event e;
-        if (!parse_event(line, &e) || e.pid != 0)
+        if (!harness_parse_trace_event(line, &e) || e.pid != 0)
             continue;
         ck_assert(e.tid >= 0 && e.tid < world);
         int dp_rank, tp_rank, stage;

@@ -427,27 +427,8 @@ TEST(overlap_tests, test_overlap_shorter_and_hidden)
 }
 END_TEST
 
-/* One trace event: the writer puts one per line (trace.c). */
-typedef struct { char name[64]; int pid, tid; double ts, dur; } event;
-
-static bool parse_event(const char *line, event *e)
-{
-    const char *p = strstr(line, "\"name\":\"");
-    if (strstr(line, "\"ph\":\"X\"") == NULL || p == NULL)
-        return false;
-    p += 8;
-    size_t n = strcspn(p, "\"");
-    snprintf(e->name, sizeof e->name, "%.*s", (int)(n < sizeof e->name ? n : sizeof e->name - 1), p);
-    const char *pid = strstr(line, "\"pid\":"), *tid = strstr(line, "\"tid\":");
-    const char *ts = strstr(line, "\"ts\":"), *dur = strstr(line, "\"dur\":");
-    if (!pid || !tid || !ts || !dur)
-        return false;
-    e->pid = atoi(pid + 6);
-    e->tid = atoi(tid + 6);
-    e->ts = strtod(ts + 5, NULL);
-    e->dur = strtod(dur + 6, NULL);
-    return true;
-}
+/* One trace event (harness.h). */
+typedef harness_trace_event event;
 
 static int by_start(const void *x, const void *y)
 {
@@ -491,7 +472,7 @@ LOOP_TEST(overlap_tests, test_trace_gathers_before_their_units, 2)
     char line[1024];
     while (fgets(line, sizeof line, f) != NULL) {
         event e;
-        if (!parse_event(line, &e) || e.pid != 0 || (e.tid != 0 && e.tid != 1000))   /* device 0's two tracks */
+        if (!harness_parse_trace_event(line, &e) || e.pid != 0 || (e.tid != 0 && e.tid != 1000))   /* device 0's two tracks */
             continue;
         if (e.tid == 1000) {
             ck_assert_int_lt(ns, MAX_EVENTS);
