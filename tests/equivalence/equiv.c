@@ -173,3 +173,15 @@ void equiv_resume(const ptdp_train_config *first, const ptdp_train_config *secon
     ptdp_state_free(&half);
     ptdp_state_free(&loaded);
 }
+
+void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
+{
+    ck_assert_int_eq(a->ntensors, b->ntensors);
+    for (int i = 0; i < a->ntensors; i++) {
+        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
+        size_t n = (size_t)x->rows * (size_t)x->cols;
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
+        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
+    }
+}

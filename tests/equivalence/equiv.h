@@ -51,6 +51,11 @@ void equiv_losses_agree(const ptdp_step_log *a, const ptdp_step_log *b, int n, d
  * when tol is 0.  Adam's exp_avg_sq must have no zeros in either: every
  * element saw a gradient, so a zero is a slice that was never written. */
 void equiv_states_agree(const ptdp_state *a, const ptdp_state *b, double tol, const char *what);
+/* Every tensor of two final states, parameters and optimizer state, bit
+ * for bit.  (Not equiv_states_agree: its rule that Adam's second moment
+ * has no zeros fails on an honest GPT run, where attention's key bias has
+ * an exactly zero gradient in exact arithmetic.) */
+void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char *what);
 
 /* The checkpoint round trip: train `first` from scratch, save its final
  * state to a file, load it for `second`'s model and train `second` from

@@ -83,22 +83,6 @@ LOOP_TEST(zb_tests, test_zb_h1_equals_baseline, (int)(sizeof CASES / sizeof CASE
 }
 END_TEST
 
-/* Every tensor of the final states, parameters and optimizer state, bit
- * for bit.  (Not equiv_states_agree: its rule that Adam's second moment
- * has no zeros fails on an honest run where a gradient is exactly zero —
- * attention's key bias has a zero gradient in exact arithmetic.) */
-static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
-{
-    ck_assert_int_eq(a->ntensors, b->ntensors);
-    for (int i = 0; i < a->ntensors; i++) {
-        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
-        size_t n = (size_t)x->rows * (size_t)x->cols;
-        ck_assert_str_eq(x->name, y->name);
-        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
-        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
-    }
-}
-
 LOOP_TEST(zb_tests, test_zb_h1_equals_1f1b_bit_for_bit, (int)(sizeof CASES / sizeof CASES[0]))
 {
     const zb_case *k = &CASES[_i];
@@ -111,7 +95,7 @@ LOOP_TEST(zb_tests, test_zb_h1_equals_1f1b_bit_for_bit, (int)(sizeof CASES / siz
     snprintf(what, sizeof what, "%s dp=%d tp=%d%s cp=%d pp=%d m=%d zero=%d: zb-h1 vs 1f1b", k->gpt ? "gpt" : "mlp",
              k->dp, k->tp, k->sp ? " sp" : "", k->cp, k->pp, k->m, k->zero);
     equiv_losses_agree(ra.log, rb.log, zb.steps, 0, what);
-    same_bits(&a, &b, what);
+    equiv_states_same_bits(&a, &b, what);
     ptdp_state_free(&a);
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);

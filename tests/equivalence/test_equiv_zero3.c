@@ -124,22 +124,6 @@ END_TEST
 
 /* ------------------------------------- 2. --overlap: the same bits */
 
-/* Every tensor of the final states, parameters and optimizer state, bit
- * for bit.  (Not equiv_states_agree: its rule that Adam's second moment
- * has no zeros fails on an honest GPT run, where attention's key bias has
- * an exactly zero gradient.) */
-static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
-{
-    ck_assert_int_eq(a->ntensors, b->ntensors);
-    for (int i = 0; i < a->ntensors; i++) {
-        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
-        size_t n = (size_t)x->rows * (size_t)x->cols;
-        ck_assert_str_eq(x->name, y->name);
-        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
-        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
-    }
-}
-
 /* The cases of CASES that --overlap changes most: pipelines (a forward of
  * one micro-batch between two backwards), tp with sp, cp, recomputation,
  * the tied embedding, dp 4. */
@@ -158,7 +142,7 @@ LOOP_TEST(zero3_tests, test_zero3_overlap_same_bits, (int)(sizeof BITS / sizeof 
     equiv_train(&ov, NULL, &a, &ra);
     equiv_train(&plain, NULL, &b, &rb);
     equiv_losses_agree(ra.log, rb.log, plain.steps, 0, what);
-    same_bits(&a, &b, what);
+    equiv_states_same_bits(&a, &b, what);
     ptdp_state_free(&a);
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);
