@@ -216,8 +216,10 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
     if (c->overlap && c->zero == 1)
         BAD("--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once, after the last "
-            "backward, so nothing is left to overlap; use --zero 0 (buckets summed during the backward) or "
-            "--zero 2 (each micro-batch's reduce-scatter under the next one's forward)");
+            "backward, and gives each rank one contiguous chunk of it; starting it bucket by bucket would need "
+            "every bucket cut over the DP ranks instead (as Megatron-LM's distributed optimizer does), which "
+            "this ZeRO-1 does not; use --zero 0 (buckets summed during the backward), --zero 2 (each "
+            "micro-batch's reduce-scatter under the next one's forward) or --zero 3");
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
