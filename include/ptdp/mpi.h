@@ -48,4 +48,14 @@ int  ptdp_mpi_rank(void);
 /* MPI_Finalize, if started. */
 void ptdp_mpi_finish(void);
 
+struct ptdp_device;
+/* The yardstick of `ptdp bench collectives --backend mpi`: MPI_Allreduce
+ * itself (blocking, sum, out of place) over dev's world, outside ptdp's
+ * communicator — no meeting, no checks, no accounting.  `samples` samples
+ * of `batch` calls, each started together (MPI_Barrier); this rank's time
+ * per call of sample s in seconds[s].  Called by every device of an MPI
+ * launch; without MPI, PTDP_EINVAL. */
+int  ptdp_mpi_time_all_reduce(struct ptdp_device *dev, const void *send, void *recv, size_t count,
+                              int dtype, int samples, int batch, double *seconds);
+
 #endif

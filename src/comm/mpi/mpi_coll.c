@@ -42,7 +42,9 @@
 #include <string.h>
 
 #include "comm/mpi/mpi_backend.h"
+#include "ptdp/clock.h"
 #include "ptdp/error.h"
+#include "ptdp/mpi.h"
 #include "ptdp/tensor.h"
 
 enum { RING_TAG = 1 };
@@ -323,6 +325,28 @@ int ptdp_mpi_library_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptd
         int r = c->rank, N = c->size;
         t->sent += (double)(S - ch.len[r]) + (double)(S - ch.len[mod(r + 1, N)]);
         t->recv += (double)(S - ch.len[mod(r - 1, N)]) + (double)(S - ch.len[r]);
+    }
+    return 0;
+}
+
+/* The raw yardstick for the benchmark (mpi.h): the library's blocking call
+ * with nothing of ptdp around it. */
+int ptdp_mpi_time_all_reduce(ptdp_device *dev, const void *send, void *recv, size_t count,
+                             int dtype, int samples, int batch, double *seconds)
+{
+    MPI_Datatype type = mpi_type((ptdp_dtype)dtype);
+    int n, rc = ptdp_mpi_count(dev->world, count, &n);
+    if (rc)
+        return rc;
+    if (type == MPI_DATATYPE_NULL)
+        return ptdp_fail(dev, PTDP_EINVAL, "MPI has no type for %s", ptdp_dtype_name((ptdp_dtype)dtype));
+    MPI_Comm comm = mpi_group_of(dev->world)->coll;
+    for (int s = 0; s < samples; s++) {
+        MPI_Barrier(comm);
+        double t0 = ptdp_wall_now();
+        for (int b = 0; b < batch; b++)
+            MPI_Allreduce(send, recv, n, type, MPI_SUM, comm);
+        seconds[s] = (ptdp_wall_now() - t0) / batch;
     }
     return 0;
 }

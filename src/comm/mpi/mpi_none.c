@@ -51,3 +51,10 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
     }
     return PTDP_EINVAL;
 }
+
+int ptdp_mpi_time_all_reduce(struct ptdp_device *dev, const void *send, void *recv, size_t count,
+                             int dtype, int samples, int batch, double *seconds)
+{
+    (void)dev; (void)send; (void)recv; (void)count; (void)dtype; (void)samples; (void)batch; (void)seconds;
+    return PTDP_EINVAL;
+}
