@@ -47,7 +47,6 @@ else
         run_mpi 3 "$ptdp" train --backend mpi --dp 2
     expect_usage "add --backend mpi" -- run_mpi 2 "$ptdp" train --dp 2
     expect_usage "--trace with --backend mpi" -- run_mpi 2 "$ptdp" train --backend mpi --dp 2 --trace t.json
-    expect_usage "--backend gpu" -- run_mpi 2 "$ptdp" train --backend gpu --dp 2
 fi
 
 if [[ $failures -ne 0 ]]; then
