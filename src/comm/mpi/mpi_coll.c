@@ -27,7 +27,8 @@
  *
  *   naive                    reduce to rank 0, broadcast (mpi_comm.c).
  *
- *   mpi (--algo mpi)         MPI_Allreduce itself: the library picks the
+ *   mpi (--algo mpi)         MPI_Allreduce itself (blocking: see below);
+ *                            the library picks the
  *                            algorithm and the order of the sums (by size
  *                            and process count), so the bits may differ
  *                            from the threads' in the last place; results
@@ -308,12 +309,13 @@ int ptdp_mpi_library_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptd
     if (rc)
         return rc;
     MPI_Op op = mine->rop == PTDP_MAX ? MPI_MAX : mine->rop == PTDP_MIN ? MPI_MIN : MPI_SUM;
-    MPI_Request req;
-    MPI_Iallreduce(mine->send == mine->recv ? MPI_IN_PLACE : mine->send, mine->recv, n, type, op,
-                   mpi_group_of(c)->coll, &req);
-    ptdp_wait_why why = ptdp_mpi_why(c, mine);
-    if ((rc = ptdp_mpi_wait(c->dev, 1, &req, &why)) != 0)
-        return rc;
+    /* The blocking call, the library's fastest path (its non-blocking twin
+     * runs a slower generic schedule that only moves when polled).  It
+     * needs no deadline: after the meeting every member is inside this very
+     * call, so nobody can be waited for who is not coming — only a dead
+     * process, and mpirun ends the job then. */
+    MPI_Allreduce(mine->send == mine->recv ? MPI_IN_PLACE : mine->send, mine->recv, n, type, op,
+                  mpi_group_of(c)->coll);
     if (mine->rop == PTDP_AVG)
         ptdp_divide(mine->recv, mine->count, mine->dtype, c->size);
     /* The ring's bytes: every chunk but r, r-1 (reduce-scatter) and r+1, r

@@ -9,8 +9,8 @@
  *   done? ─yes─► return 0
  *     │no
  *   poll: MPI_Test ── answer questions ── past the deadline? ── pause
- *         (spin first if every process has a core; then sleep in short
- *          slices so 8 processes on 2 cores leave each other time)
+ *         (spin for 2 ms first if every process has a core; then sleep in
+ *          short slices so 8 processes on 2 cores leave each other time)
  *
  * The watchdog's report names what every rank is doing, as the threads
  * backend's does (runtime/wait.c).  Threads read each other's state from
@@ -39,7 +39,9 @@
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 
-#define SPIN_SECONDS   50e-6
+#define SPIN_SECONDS   2e-3       /* poll without pausing this long, if every
+                                     process has a core: MPI's messages move
+                                     only while someone polls               */
 #define SLEEP_NS       20000L     /* a pause between polls once spinning ends */
 #define ANSWER_WAIT_S  2.0        /* how long a report waits for the others   */
 
@@ -81,7 +83,7 @@ static void pause_a_little(double waited)
 {
     if (W.spin && waited < SPIN_SECONDS)
         return;
-    struct timespec ts = { 0, waited < 1e-3 ? SLEEP_NS : 10 * SLEEP_NS };
+    struct timespec ts = { 0, waited < 10e-3 ? SLEEP_NS : 10 * SLEEP_NS };
     nanosleep(&ts, NULL);
 }
 
