@@ -305,7 +305,7 @@ int ptdp_mpi_library_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptd
     MPI_Datatype type = mpi_type(mine->dtype);
     if (type == MPI_DATATYPE_NULL)
         return ptdp_mpi_direct_all_reduce(c, calls, t);
-    int n, rc = ptdp_mpi_count(c, mine->count, &n);
+    int n = 0, rc = ptdp_mpi_count(c, mine->count, &n);
     if (rc)
         return rc;
     MPI_Op op = mine->rop == PTDP_MAX ? MPI_MAX : mine->rop == PTDP_MIN ? MPI_MIN : MPI_SUM;
@@ -337,7 +337,7 @@ int ptdp_mpi_time_all_reduce(ptdp_device *dev, const void *send, void *recv, siz
                              int dtype, int samples, int batch, double *seconds)
 {
     MPI_Datatype type = mpi_type((ptdp_dtype)dtype);
-    int n, rc = ptdp_mpi_count(dev->world, count, &n);
+    int n = 0, rc = ptdp_mpi_count(dev->world, count, &n);
     if (rc)
         return rc;
     if (type == MPI_DATATYPE_NULL)

@@ -227,7 +227,7 @@ int ptdp_mpi_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic
 {
     const ptdp_call *mine = calls[c->rank];
     size_t S = bytes_of(mine, mine->count);
-    int n, rc = ptdp_mpi_count(c, S, &n);
+    int n = 0, rc = ptdp_mpi_count(c, S, &n);
     if (rc)
         return rc;
     MPI_Request req;
@@ -249,7 +249,7 @@ int ptdp_mpi_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t
 {
     const ptdp_call *mine = calls[c->rank];
     size_t S = bytes_of(mine, mine->count);
-    int n, rc = ptdp_mpi_count(c, S, &n);
+    int n = 0, rc = ptdp_mpi_count(c, S, &n);
     if (rc == 0)
         rc = ptdp_mpi_count(c, S * (size_t)c->size, &(int){ 0 });
     if (rc)
@@ -326,7 +326,7 @@ static int mpi_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traf
 {
     const ptdp_call *mine = calls[c->rank];
     size_t block = bytes_of(mine, mine->count);
-    int n, rc = ptdp_mpi_count(c, block * (size_t)c->size, &n);
+    int n = 0, rc = ptdp_mpi_count(c, block * (size_t)c->size, &n);
     if (rc)
         return rc;
     MPI_Request req;

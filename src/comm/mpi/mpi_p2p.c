@@ -55,7 +55,7 @@ static int mpi_tag(ptdp_comm *c, const ptdp_call *mine, int *out)
 int ptdp_mpi_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t)
 {
     size_t S = mine->count * ptdp_dtype_size(mine->dtype), H = sizeof(mpi_wire_call);
-    int n, tag, rc = ptdp_mpi_count(c, H + S, &n);
+    int n = 0, tag = 0, rc = ptdp_mpi_count(c, H + S, &n);
     if (rc || (rc = mpi_tag(c, mine, &tag)) != 0)
         return rc;
     char *msg = ptdp_mpi_scratch(c, H + S);
@@ -93,7 +93,7 @@ int ptdp_mpi_recv(ptdp_comm *c, const ptdp_call *mine, ptdp_call *sender, ptdp_t
 {
     mpi_group *g = mpi_group_of(c);
     size_t S = mine->count * ptdp_dtype_size(mine->dtype), H = sizeof(mpi_wire_call);
-    int tag, rc = mpi_tag(c, mine, &tag);
+    int tag = 0, rc = mpi_tag(c, mine, &tag);
     if (rc)
         return rc;
     probe p = { .comm = g->p2p, .src = mine->root, .tag = tag };
