@@ -11,6 +11,9 @@
  *                      threads backend's report: who waits for whom.
  *   faults fail        rank 1 fails while rank 0 waits for its message: the
  *                      job must end (MPI_Abort) with rank 1's message, not hang.
+ *   faults mismatch    rank 1 all-reduces 5 elements where the others give 4:
+ *                      every rank's call (operation, count, file:line) is
+ *                      reported, as with threads, and the job ends.
  *   faults ring        the ring all-reduce of lesson 01 over processes: every
  *                      rank ends with 0 + 1 + … + (N-1) in every element, the
  *                      same bits as threads.
@@ -45,6 +48,13 @@ static int fail(ptdp_device *dev, void *arg)
     return 0;
 }
 
+static int mismatch(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    double x[5] = { 0 };
+    return ptdp_all_reduce(dev->world, x, x, dev->rank == 1 ? 5 : 4, PTDP_F64, PTDP_SUM);
+}
+
 static int ring(ptdp_device *dev, void *arg)
 {
     (void)arg;
@@ -63,9 +73,9 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     ptdp_device_fn fn = strcmp(mode, "deadlock") == 0 ? deadlock : strcmp(mode, "fail") == 0 ? fail
-                      : strcmp(mode, "ring") == 0 ? ring : NULL;
+                      : strcmp(mode, "mismatch") == 0 ? mismatch : strcmp(mode, "ring") == 0 ? ring : NULL;
     if (fn == NULL) {
-        fprintf(stderr, "usage: faults deadlock|fail|ring (under mpirun)\n");
+        fprintf(stderr, "usage: faults deadlock|fail|mismatch|ring (under mpirun)\n");
         return 2;
     }
     int rank, size;

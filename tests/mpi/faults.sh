@@ -9,6 +9,8 @@
 #     who waits for whom ("waiting in recv from rank 1 …") for every rank;
 #   - a rank that fails while another waits for it (faults fail) ends the
 #     job with its rank and message (MPI_Abort), exit status not 0;
+#   - a collective called with different counts (faults mismatch) reports
+#     every rank's call, as with threads;
 #   - a rank killed by a signal (kill -9, mid-training) ends the job instead
 #     of leaving the others waiting;
 #   - lesson 01's ring all-reduce over processes (faults ring).
@@ -51,6 +53,18 @@ elif ! grep -q "ptdp: rank 1 of 3 failed (.*): rank 1 gives up before its send" 
     fail "faults fail: no report of rank 1's failure"; head -n 5 out.txt
 else
     ok "a failing rank ends the job: $(grep -m1 "ptdp: rank 1 of 3 failed" out.txt)"
+fi
+
+# Different calls in one collective: every rank's call is reported.
+run_mpi 3 "$faults" mismatch >out.txt 2>&1
+status=$?
+if [[ $status -eq 0 ]]; then
+    fail "faults mismatch: exit status 0"
+elif ! grep -q "mismatched collectives in group 'world'" out.txt ||
+     ! grep -q "count=5" out.txt || ! grep -q "count=4" out.txt; then
+    fail "faults mismatch: no report of both calls"; head -n 5 out.txt
+else
+    ok "mismatched calls: $(grep -m1 -o "mismatched collectives.*" out.txt | cut -c1-160)…"
 fi
 
 # kill -9 one process of a long run: mpirun must end the job.

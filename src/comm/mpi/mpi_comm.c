@@ -211,16 +211,14 @@ static size_t bytes_of(const ptdp_call *k, size_t n)
 /* The byte counts and offsets of the N chunks of a call (ptdp_chunk). */
 static int chunk_counts(ptdp_comm *c, const ptdp_call *k, int *counts, int *displs)
 {
-    for (int r = 0; r < c->size; r++) {
+    int all = 0, rc = ptdp_mpi_count(c, bytes_of(k, k->count), &all);   /* the largest offset fits */
+    for (int r = 0; rc == 0 && r < c->size; r++) {
         size_t off, len;
         ptdp_chunk(k->count, c->size, r, &off, &len);
-        int rc = ptdp_mpi_count(c, bytes_of(k, off + len), &displs[r]);
-        if (rc)
-            return rc;
         counts[r] = (int)bytes_of(k, len);
         displs[r] = (int)bytes_of(k, off);
     }
-    return 0;
+    return rc;
 }
 
 int ptdp_mpi_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
