@@ -359,10 +359,6 @@ static int validate(train_options *o)
                                     "--cp %d x --tp %d x --pp %d needs %ld, one per device (mpirun -n %ld, or "
                                     "a mesh of %d devices)", o->mpi_world, o->mpi_world == 1 ? "" : "es", c->dp,
                                     ptdp_train_cp(c), c->tp, c->pp, world, world, o->mpi_world);
-        if (o->launch.trace_path != NULL)
-            return ptdp_usage_error("train", "--trace with --backend mpi: the trace is written by the threads "
-                                    "backend only (each process holds one device's events); run the same "
-                                    "command without --backend mpi for its trace");
     }
 
     /* Every file the run will write, before it starts: an unwritable

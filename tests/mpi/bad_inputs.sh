@@ -46,7 +46,6 @@ else
     expect_usage "mpirun started 3 processes, but the mesh --dp 2 x --cp 1 x --tp 1 x --pp 1 needs 2" -- \
         run_mpi 3 "$ptdp" train --backend mpi --dp 2
     expect_usage "add --backend mpi" -- run_mpi 2 "$ptdp" train --dp 2
-    expect_usage "--trace with --backend mpi" -- run_mpi 2 "$ptdp" train --backend mpi --dp 2 --trace t.json
 fi
 
 if [[ $failures -ne 0 ]]; then

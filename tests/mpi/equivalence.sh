@@ -9,7 +9,8 @@
 # bytes, memory — everything but the wall clock), the --log lines, and the
 # checkpoint's bytes (gathered to rank 0, one file).  Then the files cross
 # backends: a checkpoint saved under MPI at tp 2 resumes under MPI (every
-# rank loads it) and with threads at tp 4 exactly as the threads' own does.
+# rank loads it) and with threads at tp 4 exactly as the threads' own does;
+# a --trace, gathered to rank 0, holds the threads' virtual timeline.
 # Last, --algo mpi (MPI_Allreduce: another order of sums) passes --check
 # against the single device within tolerance.
 # Exit 77 (skipped) without MPI.
@@ -60,6 +61,26 @@ if [[ -s t4.log ]] && diff <(no_wall t4.log) <(no_wall m4.log) >/dev/null; then
     ok "saved under MPI at tp 2, resumed by threads at tp 4: the threads' own steps"
 else
     fail "a checkpoint saved under MPI at tp 2 does not resume at tp 4 as the threads' does"
+fi
+
+# --trace: rank 0 gathers every device's events; the virtual-time half of
+# the file (process 0 of the Chrome trace) is the threads' own.
+"$ptdp" train --dp 2 --pp 2 --micro-batches 2 --steps 2 --trace t.json >/dev/null 2>&1
+run_mpi 4 "$ptdp" train --backend mpi --dp 2 --pp 2 --micro-batches 2 --steps 2 --trace m.json >/dev/null 2>&1
+virtual_events() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for e in (d["traceEvents"] if isinstance(d, dict) else d):
+    if e.get("pid") == 0:
+        print(json.dumps(e, sort_keys=True))' "$1"
+}
+if ! command -v python3 >/dev/null; then
+    echo "note: python3 not found: the traces are not compared"
+elif [[ -s t.json ]] && virtual_events t.json >tv.txt && virtual_events m.json >mv.txt && [[ -s tv.txt ]] &&
+     cmp -s tv.txt mv.txt; then
+    ok "--trace under MPI: the $(wc -l <tv.txt) virtual-time events of the threads' trace, every device's"
+else
+    fail "--trace under MPI: the virtual-time events differ from the threads' (or a trace is missing)"
 fi
 
 # --algo mpi: MPI_Allreduce's own order of sums, within --check's tolerance.

@@ -159,6 +159,45 @@ static int fail_result(ptdp_launch_result *res, int code, const char *fmt, ...)
     return code;
 }
 
+/* --trace: every rank's events to rank 0, which writes the one file the
+ * threads backend writes (one track per device).  A file that cannot be
+ * written is an output of its own (launch.h): reported in the result. */
+static int write_trace(ptdp_device *dev, const char *path, ptdp_launch_result *res)
+{
+    const int n = dev->world_size;
+    unsigned long long count = ptdp_trace_count(dev->trace);
+    size_t es = sizeof(ptdp_trace_event);
+    if (dev->rank != 0) {
+        MPI_Send(&count, 1, MPI_UNSIGNED_LONG_LONG, 0, 0, host_comm);
+        MPI_Send(ptdp_trace_events(dev->trace), (int)(count * es), MPI_BYTE, 0, 1, host_comm);
+        return 0;
+    }
+    ptdp_trace *traces[PTDP_MAX_DEVICES] = { dev->trace };
+    ptdp_trace_event *buf = NULL;
+    for (int r = 1; r < n; r++) {
+        MPI_Recv(&count, 1, MPI_UNSIGNED_LONG_LONG, r, 0, host_comm, MPI_STATUS_IGNORE);
+        ptdp_trace_event *more = realloc(buf, count * es + 1);
+        traces[r] = ptdp_trace_create(r);
+        if (!more || !traces[r])
+            return ptdp_fail(dev, PTDP_ENOMEM, "--trace: host out of memory for device %d's events", r);
+        buf = more;
+        MPI_Recv(buf, (int)(count * es), MPI_BYTE, r, 1, host_comm, MPI_STATUS_IGNORE);
+        for (unsigned long long i = 0; i < count; i++)
+            ptdp_trace_add(traces[r], &buf[i]);
+    }
+    free(buf);
+    char msg[PTDP_MSG_MAX];
+    int rc = ptdp_trace_write_chrome(path, traces, n, msg, sizeof msg);
+    for (int r = 1; r < n; r++)
+        ptdp_trace_destroy(traces[r]);
+    if (rc != 0 && res != NULL) {
+        res->trace_status = rc;
+        snprintf(res->trace_message, sizeof res->trace_message, "%s", msg);
+        rc = 0;
+    }
+    return rc;
+}
+
 int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *o)
 {
     ptdp_launch_result *res = o->result;
@@ -170,8 +209,6 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
     if (size != world_size)
         return fail_result(res, PTDP_EINVAL, "mpirun started %d processes, but the run needs %d devices "
                            "(one process per device)", size, world_size);
-    if (o->trace_path)
-        return fail_result(res, PTDP_EINVAL, "a trace is written by the threads backend only");
 #if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
     openblas_set_num_threads(1);
 #endif
@@ -205,10 +242,14 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
         w->devices[rank] = dev;
         dev->arena = ptdp_arena_create(o->device_mem ? o->device_mem : PTDP_DEFAULT_DEVICE_MEM, rank);
         dev->world = ptdp_mpi_comm_create(world, dev, world_rank, "world");
+        if (o->trace_path)
+            dev->trace = ptdp_trace_create(rank);
     }
-    if (!dev || !dev->arena || !dev->world) {
+    if (!dev || !dev->arena || !dev->world || (o->trace_path && !dev->trace)) {
         if (dev && dev->arena)
             ptdp_arena_destroy(dev->arena);
+        if (dev && dev->trace)
+            ptdp_trace_destroy(dev->trace);
         free(dev);
         ptdp_world_destroy(w);
         free(w);
@@ -244,6 +285,9 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
     } else {
         free(all);
     }
+    if (o->trace_path)
+        rc = write_trace(dev, o->trace_path, res);
+    ptdp_trace_destroy(dev->trace);
     ptdp_comm_free(dev->world);
     ptdp_arena_destroy(dev->arena);
     free(dev);
@@ -252,5 +296,5 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
     ptdp_mpi_wait_setup(MPI_COMM_NULL, o->watchdog_s, 0);
     ptdp_world_destroy(w);
     free(w);
-    return 0;
+    return rc;
 }
