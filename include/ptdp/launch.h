@@ -1,6 +1,9 @@
 /*
  * launch.h — start N simulated devices and wait for them.
  *
+ * Threads by default; with opts.backend = PTDP_BACKEND_MPI, under mpirun,
+ * each process is one device and ptdp_launch makes this process's (mpi.h).
+ *
  * ptdp_launch(N, fn, arg, opts) starts N device threads and hands each its
  * ptdp_device (device.h): rank, arena, clocks, and a world communicator
  * over the shared-memory backend.  It returns when every device's fn has

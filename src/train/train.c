@@ -30,7 +30,9 @@
  * writes its numbers for the step into the run's table, and the last
  * device to finish a step prints it.  The loss is summed there from the
  * last stage's shards, so logging adds no collective and no byte to what
- * the lessons count.
+ * the lessons count.  With one process per device (MPI) every process has
+ * a table of its own; the hosts merge them (ptdp_host_merge, launch.h),
+ * also outside the counted bytes and the virtual clock.
  */
 #include "ptdp/train.h"
 
