@@ -120,6 +120,10 @@ typedef struct {
     int samples, batch;            /* chosen by rank 0                    */
     double time_s;                 /* per call (filled after the run)      */
     double raw_time_s;             /* MPI_Allreduce alone (--backend mpi)  */
+    double vs_raw;                 /* ptdp's busbw / MPI_Allreduce's: the
+                                      median over samples of each sample's
+                                      ratio (taken back to back, so a busy
+                                      host's drift cancels)                 */
 } bench_point;
 
 typedef struct {
@@ -369,12 +373,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One point's time: the slowest device of each sample, then the median sample. */
-static double median_of_slowest(const bench_run *run, const double *seconds, int p, int n)
+/* The slowest device of each sample of point p. */
+static void slowest_of(const bench_run *run, const double *seconds, int p, int n, double *slowest)
 {
-    const bench_point *pt = &run->points[p];
-    double slowest[MAX_SAMPLES];
-    for (int s = 0; s < pt->samples; s++) {
+    for (int s = 0; s < run->points[p].samples; s++) {
         slowest[s] = 0.0;
         for (int r = 0; r < n; r++) {
             double t = seconds[((size_t)r * run->npoints + p) * MAX_SAMPLES + s];
@@ -382,16 +384,28 @@ static double median_of_slowest(const bench_run *run, const double *seconds, int
                 slowest[s] = t;
         }
     }
-    qsort(slowest, (size_t)pt->samples, sizeof(double), cmp_double);
-    int k = pt->samples;
-    return k % 2 ? slowest[k / 2] : 0.5 * (slowest[k / 2 - 1] + slowest[k / 2]);
 }
 
+static double median(double *x, int k)
+{
+    qsort(x, (size_t)k, sizeof(double), cmp_double);
+    return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
+}
+
+/* Per point: the slowest device of each sample, then the median sample;
+ * beside MPI_Allreduce, the median of the samples' ratios. */
 static void reduce_times(bench_run *run, int n)
 {
     for (int p = 0; p < run->npoints; p++) {
-        run->points[p].time_s = median_of_slowest(run, run->seconds, p, n);
-        run->points[p].raw_time_s = median_of_slowest(run, run->raw_seconds, p, n);
+        bench_point *pt = &run->points[p];
+        double mine[MAX_SAMPLES], raw[MAX_SAMPLES], ratio[MAX_SAMPLES];
+        slowest_of(run, run->seconds, p, n, mine);
+        slowest_of(run, run->raw_seconds, p, n, raw);
+        for (int s = 0; s < pt->samples; s++)
+            ratio[s] = mine[s] > 0 ? raw[s] / mine[s] : 0.0;
+        pt->vs_raw = median(ratio, pt->samples);
+        pt->time_s = median(mine, pt->samples);
+        pt->raw_time_s = median(raw, pt->samples);
     }
 }
 
@@ -435,7 +449,7 @@ static void print_table_processes(const bench_run *run, int n)
         if (pt->op == PTDP_COLL_ALL_REDUCE && pt->raw_time_s > 0) {
             double raw_busbw = (double)pt->bytes / pt->raw_time_s * bus_factor(pt->op, n);
             snprintf(raw, sizeof raw, "%.2f", raw_busbw / 1e9);
-            snprintf(ratio, sizeof ratio, "%.2fx", f.busbw / raw_busbw);
+            snprintf(ratio, sizeof ratio, "%.2fx", pt->vs_raw);
         }
         double us = pt->time_s * 1e6;
         printf("%-15s %8s %9lld %10.*f %9.2f %9.2f %12s %10s\n", ptdp_coll_name(pt->op),
@@ -443,6 +457,8 @@ static void print_table_processes(const bench_run *run, int n)
                us < 10 ? 3 : us < 1000 ? 1 : 0, us, f.algbw / 1e9, f.busbw / 1e9, raw, ratio);
     }
     printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
+           "ptdp/MPI: the median over samples of each sample's ratio (each MPI_Allreduce sample runs\n"
+           "right after ptdp's, so a busy host slows both alike).\n"
            "--algo mpi hands the sum to MPI_Allreduce; ptdp's own algorithms (default, ring) keep the\n"
            "threads' order of sums over MPI messages: bit-identical to threads, at the cost of their steps.\n");
 }
@@ -516,8 +532,9 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
             printf("{\"op\": \"all_reduce\", \"algo\": \"MPI_Allreduce\", \"devices\": %d, \"dtype\": \"%s\", "
                    "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
                    "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, \"backend\": \"mpi\", "
-                   "\"impl\": \"mpi_raw\"}\n", n, PTDP_REAL_NAME, pt->bytes, pt->count, pt->samples, pt->batch,
-                   pt->raw_time_s * 1e6, algbw / 1e9, algbw * bus_factor(pt->op, n) / 1e9);
+                   "\"impl\": \"mpi_raw\", \"ptdp_vs_mpi\": %.6g}\n", n, PTDP_REAL_NAME, pt->bytes, pt->count,
+                   pt->samples, pt->batch, pt->raw_time_s * 1e6, algbw / 1e9, algbw * bus_factor(pt->op, n) / 1e9,
+                   pt->vs_raw);
         }
     }
 }
