@@ -34,7 +34,7 @@
  *
  * Files: mpi_comm.c (groups, meet, split, rooted collectives), mpi_coll.c
  * (the all-reduce algorithms and their halves), mpi_p2p.c (send, recv),
- * mpi_wait.c (polling with a deadline, the watchdog's report), mpi_launch.c
+ * mpi_wait.c (polling with a deadline, the watchdog's report), mpi.c
  * (MPI_Init, the one device of this process, host merges, failure).
  */
 #ifndef PTDP_MPI_BACKEND_H

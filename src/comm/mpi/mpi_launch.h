@@ -3,7 +3,7 @@
  *
  * comm/launch.c starts threads; for opts->backend == PTDP_BACKEND_MPI it
  * calls this instead, which makes the one device of this process
- * (mpi_launch.c), or, in a build without MPI, says how to get one
+ * (mpi.c), or, in a build without MPI, says how to get one
  * (mpi_none.c).  This header needs no <mpi.h>, so launch.c builds either way.
  */
 #ifndef PTDP_MPI_LAUNCH_H

@@ -5,7 +5,7 @@
  * always ask ptdp_mpi_built() and say how to get the backend, instead of a
  * link error or a flag that silently does nothing.
  *
- *   built with MPI  (-Dmpi=enabled, or auto and MPI found):  mpi_launch.c
+ *   built with MPI  (-Dmpi=enabled, or auto and MPI found):  mpi.c
  *   built without:                                           this file
  */
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /*
- * mpi_launch.c — the one device of this process, under mpirun.
+ * mpi.c — the process-level side of the MPI backend (mpi.h), and the one
+ * device of this process, under mpirun.
  *
  * The threads' launch (comm/launch.c) makes N devices and N threads.  Here
  * mpirun has made the N processes; each makes one device:
