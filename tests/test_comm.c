@@ -376,7 +376,10 @@ static int plain_calls(ptdp_device *dev, void *arg)
 TEST(reference_tests, test_default_algorithm_from_options)
 {
     for (int a = 0; a < PTDP_ALGO_COUNT; a++)
-        harness_launch_ok(3, plain_calls, NULL, &(ptdp_launch_opts){ .algo = (ptdp_algo)a }, NULL);
+        if (a != PTDP_ALGO_MPI)     /* MPI_Allreduce: the MPI backend's alone */
+            harness_launch_ok(3, plain_calls, NULL, &(ptdp_launch_opts){ .algo = (ptdp_algo)a }, NULL);
+    ck_assert_int_eq(ptdp_launch(3, plain_calls, NULL, &(ptdp_launch_opts){ .algo = PTDP_ALGO_MPI }),
+                     PTDP_EINVAL);
     ck_assert_str_eq(ptdp_algo_name(PTDP_ALGO_RING), "ring");
     ptdp_algo a;
     ck_assert_int_eq(ptdp_algo_parse("shm", &a), 0);

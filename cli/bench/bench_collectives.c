@@ -56,6 +56,20 @@
  * slowest device's, and the reported time per call is the median sample
  * divided by the batch.  After timing, every device checks its result
  * element by element, so a fast wrong answer cannot be reported.
+ *
+ * Processes (--backend mpi, under mpirun).  A device is a process, a
+ * collective is MPI messages, and the yardstick is no longer the memory
+ * bus but MPI itself: for every all_reduce size the same processes also
+ * time the library's own blocking MPI_Allreduce (no ptdp around it), with
+ * the same samples, and the table shows both busbw and their ratio:
+ *
+ *   --algo mpi      ptdp's all_reduce handing the sum to MPI_Allreduce:
+ *                   the ratio is what ptdp's meeting (the calls' all-gather,
+ *                   the checks, the accounting) costs on top
+ *   default, ring   ptdp's own algorithms over MPI messages, in the
+ *                   threads' order of sums (bit-identical to threads): they
+ *                   pay one more pass over the data for that, and every
+ *                   step is a message round of its own
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +77,7 @@
 #include <unistd.h>
 
 #include "../args.h"
+#include "../backend.h"
 #include "bench.h"
 #include "../commands.h"
 #include "ptdp/clock.h"
@@ -71,6 +86,7 @@
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 #include "ptdp/launch.h"
+#include "ptdp/mpi.h"
 
 #define MAX_SIZES 32
 #define MAX_SAMPLES 25            /* odd: the median is one sample         */
@@ -92,6 +108,8 @@ typedef struct {
     int iters;                     /* 0: size the run by time              */
     bool json;
     double watchdog_s;
+    ptdp_backend backend;          /* threads, or MPI processes (backend.h) */
+    bool devices_given;
 } bench_opts;
 
 /* One (operation, size) of the run. */
@@ -101,6 +119,11 @@ typedef struct {
     size_t bytes;                  /* S = count * sizeof(ptdp_real)       */
     int samples, batch;            /* chosen by rank 0                    */
     double time_s;                 /* per call (filled after the run)      */
+    double raw_time_s;             /* MPI_Allreduce alone (--backend mpi)  */
+    double vs_raw;                 /* ptdp's busbw / MPI_Allreduce's: the
+                                      median over samples of each sample's
+                                      ratio (taken back to back, so a busy
+                                      host's drift cancels)                 */
 } bench_point;
 
 typedef struct {
@@ -109,6 +132,7 @@ typedef struct {
     int npoints;
     size_t max_count;
     double *seconds;               /* [(rank * npoints + p) * MAX_SAMPLES + s] */
+    double *raw_seconds;           /* the same for MPI_Allreduce alone     */
     ptdp_algo algo_used;           /* the all_reduce algorithm, resolved  */
 } bench_run;
 
@@ -300,6 +324,13 @@ static int bench_device(ptdp_device *dev, void *arg)
         if (rc == 0)
             rc = ptdp_broadcast(dev->world, plan, 2, PTDP_I32, 0);
 
+        /* Processes: MPI_Allreduce itself beside it, warmed up alike, each
+         * of its samples right after ptdp's, so a busy host slows both. */
+        const bool raw = o->backend == PTDP_BACKEND_MPI && pt->op == PTDP_COLL_ALL_REDUCE;
+        double *raw_mine = run->raw_seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
+        if (rc == 0 && raw)
+            rc = ptdp_mpi_time_all_reduce(dev, send, recv, pt->count, PTDP_REAL, 1, nwarm, raw_mine);
+
         /* The timed samples: start together, time, keep the slowest. */
         double *mine = run->seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
         for (int s = 0; s < plan[0] && rc == 0; s++) {
@@ -308,14 +339,27 @@ static int bench_device(ptdp_device *dev, void *arg)
             for (int b = 0; b < plan[1] && rc == 0; b++)
                 rc = call_op(dev, pt, o->algo, send, recv);
             mine[s] = (ptdp_wall_now() - start) / plan[1];
+            if (rc == 0 && raw)
+                rc = ptdp_mpi_time_all_reduce(dev, send, recv, pt->count, PTDP_REAL, 1, plan[1], &raw_mine[s]);
         }
         if (rc == 0)
-            rc = check_result(dev, pt, recv);
+            rc = check_result(dev, pt, recv);   /* MPI_Allreduce's answer, when it ran last */
         if (dev->rank == 0) {
             pt->samples = plan[0];
             pt->batch = plan[1];
         }
     }
+    /* Processes: each host holds its own device's samples; rank 0 reports
+     * them all (launch.h). */
+    size_t nsec = (size_t)dev->world_size * run->npoints * MAX_SAMPLES * sizeof(double);
+    if (rc == 0 && !ptdp_host_shared(dev))
+        rc = ptdp_host_merge(dev, run->seconds, nsec);
+    if (rc == 0 && !ptdp_host_shared(dev))
+        rc = ptdp_host_merge(dev, run->raw_seconds, nsec);
+    if (rc == 0 && !ptdp_host_shared(dev))
+        rc = ptdp_host_merge(dev, run->points, (size_t)run->npoints * sizeof *run->points);
+    if (rc == 0 && !ptdp_host_shared(dev))
+        rc = ptdp_host_merge(dev, &run->algo_used, sizeof run->algo_used);
     ptdp_free(dev, recv);
     ptdp_free(dev, send);
     return rc;
@@ -329,23 +373,39 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Per point: the slowest device of each sample, then the median sample. */
+/* The slowest device of each sample of point p. */
+static void slowest_of(const bench_run *run, const double *seconds, int p, int n, double *slowest)
+{
+    for (int s = 0; s < run->points[p].samples; s++) {
+        slowest[s] = 0.0;
+        for (int r = 0; r < n; r++) {
+            double t = seconds[((size_t)r * run->npoints + p) * MAX_SAMPLES + s];
+            if (t > slowest[s])
+                slowest[s] = t;
+        }
+    }
+}
+
+static double median(double *x, int k)
+{
+    qsort(x, (size_t)k, sizeof(double), cmp_double);
+    return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
+}
+
+/* Per point: the slowest device of each sample, then the median sample;
+ * beside MPI_Allreduce, the median of the samples' ratios. */
 static void reduce_times(bench_run *run, int n)
 {
     for (int p = 0; p < run->npoints; p++) {
         bench_point *pt = &run->points[p];
-        double slowest[MAX_SAMPLES];
-        for (int s = 0; s < pt->samples; s++) {
-            slowest[s] = 0.0;
-            for (int r = 0; r < n; r++) {
-                double t = run->seconds[((size_t)r * run->npoints + p) * MAX_SAMPLES + s];
-                if (t > slowest[s])
-                    slowest[s] = t;
-            }
-        }
-        qsort(slowest, (size_t)pt->samples, sizeof(double), cmp_double);
-        int k = pt->samples;
-        pt->time_s = k % 2 ? slowest[k / 2] : 0.5 * (slowest[k / 2 - 1] + slowest[k / 2]);
+        double mine[MAX_SAMPLES], raw[MAX_SAMPLES], ratio[MAX_SAMPLES];
+        slowest_of(run, run->seconds, p, n, mine);
+        slowest_of(run, run->raw_seconds, p, n, raw);
+        for (int s = 0; s < pt->samples; s++)
+            ratio[s] = mine[s] > 0 ? raw[s] / mine[s] : 0.0;
+        pt->vs_raw = median(ratio, pt->samples);
+        pt->time_s = median(mine, pt->samples);
+        pt->raw_time_s = median(raw, pt->samples);
     }
 }
 
@@ -374,14 +434,48 @@ static long online_cores(void)
 #endif
 }
 
+/* Processes: no memory ceiling (the bytes go through MPI's transport),
+ * the yardstick is MPI_Allreduce timed in the same run. */
+static void print_table_processes(const bench_run *run, int n)
+{
+    printf("each all_reduce size is also timed as MPI_Allreduce alone (blocking, no ptdp around it)\n\n");
+    printf("%-15s %8s %9s %10s %9s %9s %12s %10s\n", "operation", "size", "calls", "time(us)", "algbw",
+           "busbw", "MPI busbw", "ptdp/MPI");
+    printf("%-15s %8s %9s %10s %9s %9s %12s %10s\n", "", "", "", "", "(GB/s)", "(GB/s)", "(GB/s)", "");
+    for (int p = 0; p < run->npoints; p++) {
+        const bench_point *pt = &run->points[p];
+        bench_figures f = figures_of(pt, run->algo_used, n, 0.0);
+        char lab[32], raw[16] = "-", ratio[16] = "-";
+        if (pt->op == PTDP_COLL_ALL_REDUCE && pt->raw_time_s > 0) {
+            double raw_busbw = (double)pt->bytes / pt->raw_time_s * bus_factor(pt->op, n);
+            snprintf(raw, sizeof raw, "%.2f", raw_busbw / 1e9);
+            snprintf(ratio, sizeof ratio, "%.2fx", pt->vs_raw);
+        }
+        double us = pt->time_s * 1e6;
+        printf("%-15s %8s %9lld %10.*f %9.2f %9.2f %12s %10s\n", ptdp_coll_name(pt->op),
+               size_label(pt->bytes, lab, sizeof lab), (long long)pt->samples * pt->batch,
+               us < 10 ? 3 : us < 1000 ? 1 : 0, us, f.algbw / 1e9, f.busbw / 1e9, raw, ratio);
+    }
+    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
+           "ptdp/MPI: the median over samples of each sample's ratio (each MPI_Allreduce sample runs\n"
+           "right after ptdp's, so a busy host slows both alike).\n"
+           "--algo mpi hands the sum to MPI_Allreduce; ptdp's own algorithms (default, ring) keep the\n"
+           "threads' order of sums over MPI messages: bit-identical to threads, at the cost of their steps.\n");
+}
+
 static void print_table(const bench_run *run, const ptdp_membw *m, int n)
 {
     double ceiling = ptdp_membw_ceiling(m);
     long cores = online_cores();
-    printf("ptdp bench collectives: %d device%s on %ld core%s, elements %s, all_reduce algorithm %s%s\n",
-           n, n > 1 ? "s" : "", cores, cores == 1 ? "" : "s", PTDP_REAL_NAME,
+    const bool procs = run->o->backend == PTDP_BACKEND_MPI;
+    printf("ptdp bench collectives: %d device%s%s on %ld core%s, elements %s, all_reduce algorithm %s%s\n",
+           n, n > 1 ? "s" : "", procs ? " (MPI processes)" : "", cores, cores == 1 ? "" : "s", PTDP_REAL_NAME,
            ptdp_algo_name(run->algo_used),
            run->o->algo == PTDP_ALGO_DEFAULT ? " (default)" : "");
+    if (procs) {
+        print_table_processes(run, n);
+        return;
+    }
     if (cores > 0 && n > cores)
         printf("note: devices outnumber cores, so waiting devices sleep instead of spinning\n"
                "      and every time includes the operating system's thread switches.\n");
@@ -428,11 +522,20 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
                "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
                "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, "
                "\"mem_copy_GBps\": %.6g, \"mem_triad_GBps\": %.6g, \"traffic_factor\": %.6g, "
-               "\"bound_busbw_GBps\": %.6g, \"fraction_of_bound\": %.6g}\n",
+               "\"bound_busbw_GBps\": %.6g, \"fraction_of_bound\": %.6g, \"backend\": \"%s\"}\n",
                ptdp_coll_name(pt->op), algo, n, PTDP_REAL_NAME, pt->bytes, pt->count,
                pt->samples, pt->batch, pt->time_s * 1e6, f.algbw / 1e9, f.busbw / 1e9,
                m->copy_Bps / 1e9, m->triad_Bps / 1e9, f.traffic,
-               f.bound_busbw / 1e9, f.fraction);
+               f.bound_busbw / 1e9, f.fraction, ptdp_backend_names[run->o->backend]);
+        if (run->o->backend == PTDP_BACKEND_MPI && pt->op == PTDP_COLL_ALL_REDUCE && pt->raw_time_s > 0) {
+            double algbw = (double)pt->bytes / pt->raw_time_s;
+            printf("{\"op\": \"all_reduce\", \"algo\": \"MPI_Allreduce\", \"devices\": %d, \"dtype\": \"%s\", "
+                   "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
+                   "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, \"backend\": \"mpi\", "
+                   "\"impl\": \"mpi_raw\", \"ptdp_vs_mpi\": %.6g}\n", n, PTDP_REAL_NAME, pt->bytes, pt->count,
+                   pt->samples, pt->batch, pt->raw_time_s * 1e6, algbw / 1e9, algbw * bus_factor(pt->op, n) / 1e9,
+                   pt->vs_raw);
+        }
     }
 }
 
@@ -440,15 +543,18 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
 
 static void collectives_usage(void)
 {
-    printf("usage: ptdp bench collectives [--devices N] [--algo ring|naive|shm|default]\n"
+    printf("usage: ptdp bench collectives [--devices N] [--algo ring|naive|shm|default|mpi]\n"
            "                              [--sizes 4K,256K,4M,64M] [--ops LIST] [--iters K]\n"
-           "                              [--json] [--watchdog S]\n"
+           "                              [--json] [--watchdog S] [--backend threads|mpi]\n"
            "\n"
            "Time collectives on N simulated devices and compare them with the host's\n"
            "memory bandwidth, measured in the same run (the bound no algorithm beats).\n"
            "\n"
            "  --devices N    devices (threads), 1-%d (default 2)\n"
-           "  --algo A       all_reduce algorithm: default (= shm), shm, ring or naive\n"
+           "  --algo A       all_reduce algorithm: default (= shm), shm, ring or naive; mpi\n"
+           "                 (MPI_Allreduce, with --backend mpi)\n"
+           "  --backend B    threads (default) or mpi: one process per device under\n"
+           "                 mpirun -n N (N devices), beside MPI_Allreduce timed in the same run\n"
            "  --sizes LIST   buffer sizes S, K/M/G = 1024-based (default 4K,256K,4M,64M)\n"
            "  --ops LIST     any of all_reduce,reduce_scatter,all_gather,broadcast (default all)\n"
            "  --iters K      timed calls per operation and size (default: ~0.5 s worth)\n"
@@ -485,6 +591,11 @@ static int parse_collectives(int argc, char **argv, bench_opts *o)
             return -1;
         } else if (ptdp_args_is(&a, "--devices")) {
             rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
+            o->devices_given = true;
+        } else if (ptdp_args_is(&a, "--backend")) {
+            int b = 0;
+            rc = ptdp_args_enum(&a, ptdp_backend_names, 2, &b);
+            o->backend = b == 1 ? PTDP_BACKEND_MPI : PTDP_BACKEND_THREADS;
         } else if (ptdp_args_is(&a, "--algo")) {
             rc = ptdp_args_enum(&a, algo_names, PTDP_ALGO_COUNT, &algo);
             if (rc == 0)
@@ -518,9 +629,11 @@ static int plan_points(bench_run *run, const bench_opts *o)
     run->npoints = o->nops * o->nsizes;
     run->points = calloc((size_t)run->npoints, sizeof *run->points);
     run->seconds = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
-    if (!run->points || !run->seconds) {
+    run->raw_seconds = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
+    if (!run->points || !run->seconds || !run->raw_seconds) {
         free(run->points);
         free(run->seconds);
+        free(run->raw_seconds);
         return PTDP_ENOMEM;
     }
     for (int k = 0; k < o->nops; k++) {
@@ -547,6 +660,7 @@ static int time_points(bench_run *run, ptdp_launch_result *result)
     opts.watchdog_s = o->watchdog_s;
     opts.algo = o->algo;
     opts.result = result;
+    opts.backend = o->backend;
     return ptdp_launch(o->devices, bench_device, run, &opts);
 }
 
@@ -572,10 +686,13 @@ static int run_collectives(const bench_opts *o)
     char msg[PTDP_MSG_MAX];
 
     /* 1. The ceiling: memory bandwidth with n threads (before, and again
-     *    after the collectives). */
+     *    after the collectives).  Processes have MPI_Allreduce instead. */
     ptdp_membw m;
-    ptdp_progress("measuring memory bandwidth with %d thread%s", n, n > 1 ? "s" : "");
-    if (ptdp_bench_memory(n, o->watchdog_s, &m, msg, sizeof msg) != 0) {
+    memset(&m, 0, sizeof m);
+    const bool threads = o->backend == PTDP_BACKEND_THREADS;
+    if (threads)
+        ptdp_progress("measuring memory bandwidth with %d thread%s", n, n > 1 ? "s" : "");
+    if (threads && ptdp_bench_memory(n, o->watchdog_s, &m, msg, sizeof msg) != 0) {
         ptdp_progress_done();
         fprintf(stderr, "ptdp bench collectives: %s\n", msg);
         return PTDP_EXIT_FAIL;
@@ -591,14 +708,14 @@ static int run_collectives(const bench_opts *o)
     /* 3. Time them on n devices, 4. then the ceiling again. */
     ptdp_launch_result result;
     int rc = time_points(&run, &result);
-    if (rc == 0)
+    if (rc == 0 && threads)
         measure_ceiling_again(&m, o);
     ptdp_progress_done();
 
     if (rc != 0) {
         fprintf(stderr, "ptdp bench collectives: device %d failed: %s\n",
                 result.failed_rank, result.message);
-    } else {
+    } else if (ptdp_host_is_root(&(ptdp_launch_opts){ .backend = o->backend })) {
         reduce_times(&run, n);
         if (o->json)
             print_json(&run, &m, n);
@@ -608,6 +725,7 @@ static int run_collectives(const bench_opts *o)
     ptdp_launch_result_free(&result);
     free(run.points);
     free(run.seconds);
+    free(run.raw_seconds);
     return rc == 0 ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 
@@ -616,12 +734,30 @@ static int run_collectives(const bench_opts *o)
 static int collectives_cmd(int argc, char **argv)
 {
     bench_opts o;
+    ptdp_cli_backend_quiet();          /* under mpirun: rank 0 speaks */
     int rc = parse_collectives(argc, argv, &o);
     if (rc < 0)
         return PTDP_EXIT_OK;           /* --help */
     if (rc > 0)
         return rc;
-    return run_collectives(&o);
+    if (o.algo == PTDP_ALGO_MPI && o.backend != PTDP_BACKEND_MPI)
+        return ptdp_usage_error("bench collectives", "--algo mpi is MPI's own MPI_Allreduce: it needs "
+                                "--backend mpi");
+    int world;
+    if ((rc = ptdp_cli_backend_start("bench collectives", o.backend, &world)) != 0)
+        return rc;
+    if (o.backend == PTDP_BACKEND_MPI) {
+        /* One device per process: the world is mpirun's. */
+        if (o.devices_given && o.devices != world)
+            rc = ptdp_usage_error("bench collectives", "--devices %d with --backend mpi: mpirun started %d "
+                                  "process%s, one per device (leave --devices out, or mpirun -n %d)",
+                                  o.devices, world, world == 1 ? "" : "es", o.devices);
+        o.devices = world;
+    }
+    if (rc == 0)
+        rc = run_collectives(&o);
+    ptdp_cli_backend_finish(o.backend);
+    return rc;
 }
 
 static void bench_usage(FILE *f)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../args.h"
+#include "../backend.h"
 #include "../commands.h"
 #include "../model_flags.h"
 #include "ptdp/error.h"
@@ -44,8 +45,9 @@ static const ptdp_model_flag_limits model_limits = {
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
-static const char *const algo_names[] = { "shm", "ring", "naive", "default" };
-static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT };
+static const char *const algo_names[] = { "shm", "ring", "naive", "default", "mpi" };
+static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT,
+                                         PTDP_ALGO_MPI };
 
 /* Everything `ptdp train` was asked for: filled by parse, completed and
  * checked by validate, used by run. */
@@ -53,6 +55,7 @@ typedef struct {
     ptdp_train_config cfg;         /* dp 0: not given (--devices may decide) */
     ptdp_launch_opts launch;
     int devices;                   /* 0: not given                          */
+    int mpi_world;                 /* --backend mpi: the processes mpirun started */
     int stage_layers[4096], nstage;  /* per piece: at most --layers' limit */
     const char *profile;           /* NULL: the default profile             */
     bool check, quiet;
@@ -122,7 +125,11 @@ static void usage(void)
         "  --momentum X (sgd)  --weight-decay X  --clip-grad X (max gradient norm, 0 = off)\n"
         "devices and simulation:\n"
         "  --device-mem SIZE   arena per device, e.g. 512M (K/M/G = 1024-based; default 4G)\n"
-        "  --algo A            all_reduce algorithm: shm (default), ring, naive\n"
+        "  --algo A            all_reduce algorithm: shm (default), ring, naive; mpi (MPI_Allreduce,\n"
+        "                      --backend mpi only: equal within tolerance, not bit for bit)\n"
+        "  --backend B         threads (default: every device a thread of this process) or mpi (one\n"
+        "                      process per device: mpirun -n N ptdp train --backend mpi …, N = the\n"
+        "                      mesh's devices; the same bits as threads; rank 0 prints and saves)\n"
         "  --profile P         cost model of the virtual clock (--profile list names them)\n"
         "  --watchdog S        seconds before a stuck collective fails the run (default 60)\n"
         "output:\n"
@@ -251,7 +258,12 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--stage-layers"))
             rc = parse_stage_layers(&a, o->stage_layers, 4096, &o->nstage);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
-        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 4, &algo);
+        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 5, &algo);
+        else if (ptdp_args_is(&a, "--backend")) {
+            int b = 0;
+            rc = ptdp_args_enum(&a, ptdp_backend_names, 2, &b);
+            o->launch.backend = b == 1 ? PTDP_BACKEND_MPI : PTDP_BACKEND_THREADS;
+        }
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o->launch.watchdog_s);
         else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &o->check);
@@ -348,6 +360,17 @@ static int validate(train_options *o)
     int rc = resolve_dp(c, o->devices);
     if (rc != 0)
         return rc;
+    if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)
+        return ptdp_usage_error("train", "--algo mpi is MPI's own MPI_Allreduce: it needs --backend mpi");
+    if (o->launch.backend == PTDP_BACKEND_MPI) {
+        /* One process per device: mpirun's world is the mesh. */
+        long world = (long)c->dp * ptdp_train_cp(c) * c->tp * c->pp;
+        if (world != o->mpi_world)
+            return ptdp_usage_error("train", "--backend mpi: mpirun started %d process%s, but the mesh --dp %d x "
+                                    "--cp %d x --tp %d x --pp %d needs %ld, one per device (mpirun -n %ld, or "
+                                    "a mesh of %d devices)", o->mpi_world, o->mpi_world == 1 ? "" : "es", c->dp,
+                                    ptdp_train_cp(c), c->tp, c->pp, world, world, o->mpi_world);
+    }
 
     /* Every file the run will write, before it starts: an unwritable
      * --save found after an hour of training is a lost hour. */
@@ -435,10 +458,14 @@ static int run(train_options *o)
 int ptdp_cmd_train(int argc, char **argv)
 {
     train_options o;
+    ptdp_cli_backend_quiet();          /* under mpirun: rank 0 speaks */
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? PTDP_EXIT_OK : rc;
-    if ((rc = validate(&o)) != 0)
+    if ((rc = ptdp_cli_backend_start("train", o.launch.backend, &o.mpi_world)) != 0)
         return rc;
-    return run(&o);
+    if ((rc = validate(&o)) == 0)
+        rc = run(&o);
+    ptdp_cli_backend_finish(o.launch.backend);
+    return rc;
 }

@@ -265,6 +265,9 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.dump_tokens = NULL;
     b.dump_y = NULL;
     ptdp_launch_opts bo = *o;
+    bo.backend = PTDP_BACKEND_THREADS;   /* one device: a thread of rank 0 */
+    if (bo.algo == PTDP_ALGO_MPI)
+        bo.algo = PTDP_ALGO_DEFAULT;
     bo.device_mem = 0;
     bo.trace_path = NULL;
     bo.result = NULL;
@@ -321,6 +324,10 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     const bool check = out->check, quiet = out->quiet;
     const char *log_path = out->log, *save = out->save, *save_init = out->save_init, *dump = out->dump;
     const char *report_path = out->report, *data_name = out->data_name;
+    /* One process per device (--backend mpi): every process trains and
+     * merges its tables, rank 0 alone prints (the others are quiet) and
+     * writes the files and the --check. */
+    const bool root = ptdp_host_is_root(opts);
     char msg[PTDP_MSG_MAX];
     ptdp_state final, init;
     bool have_final = false, have_init = false;
@@ -452,28 +459,28 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
             printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
                    (double)mb * (m->heads / c->tp) * m->seq_len * m->seq_len);
     }
-    if (report_path != NULL &&
+    if (root && report_path != NULL &&
         ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --report %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (log_path != NULL && write_log(log_path, &res, msg, sizeof msg) != 0) {
+    if (root && log_path != NULL && write_log(log_path, &res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --log %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (save_init != NULL && ptdp_state_save(&init, save_init, msg, sizeof msg) != 0) {
+    if (root && save_init != NULL && ptdp_state_save(&init, save_init, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --save-init %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (save != NULL && ptdp_state_save(&final, save, msg, sizeof msg) != 0) {
+    if (root && save != NULL && ptdp_state_save(&final, save, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --save %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (dump != NULL && dump_data(dump, c, msg, sizeof msg) != 0) {
+    if (root && dump != NULL && dump_data(dump, c, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --dump-data %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (check && status == PTDP_EXIT_OK)
+    if (root && check && status == PTDP_EXIT_OK)
         status = check_against_baseline(c, opts, &res, &final);
     ptdp_train_result_free(&res);
 done:

@@ -11,7 +11,7 @@
  *   ptdp_coll   barrier, broadcast, reduce, all_reduce, all_gather,
  *               reduce_scatter, gather, scatter, all_to_all, send, recv, split
  *   ptdp_op     sum, avg, max, min
- *   ptdp_algo   default, naive, ring, shm          (--algo)
+ *   ptdp_algo   default, naive, ring, shm, mpi     (--algo)
  */
 #ifndef PTDP_COLL_H
 #define PTDP_COLL_H
@@ -26,10 +26,12 @@ typedef enum {
     PTDP_ALGO_SHM,      /* each device reduces its 1/N slice reading every
                            buffer once and writes the result straight into
                            every member's recv ("push"): 2 barrier crossings */
+    PTDP_ALGO_MPI,      /* the MPI library's own MPI_Allreduce (MPI backend
+                           only): its order of sums, equal within tolerance */
     PTDP_ALGO_COUNT
 } ptdp_algo;
 
-const char *ptdp_algo_name(ptdp_algo a);          /* "default", "naive", "ring", "shm" */
+const char *ptdp_algo_name(ptdp_algo a);          /* "default", "naive", "ring", "shm", "mpi" */
 int         ptdp_algo_parse(const char *s, ptdp_algo *out);   /* 0 or PTDP_EINVAL */
 
 /* What was called, for statistics, traces and mismatch reports. */

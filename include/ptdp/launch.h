@@ -1,6 +1,9 @@
 /*
  * launch.h — start N simulated devices and wait for them.
  *
+ * Threads by default; with opts.backend = PTDP_BACKEND_MPI, under mpirun,
+ * each process is one device and ptdp_launch makes this process's (mpi.h).
+ *
  * ptdp_launch(N, fn, arg, opts) starts N device threads and hands each its
  * ptdp_device (device.h): rank, arena, clocks, and a world communicator
  * over the shared-memory backend.  It returns when every device's fn has
@@ -21,6 +24,10 @@
 #include "device.h"
 
 typedef int (*ptdp_device_fn)(ptdp_device *dev, void *arg);
+
+/* Who plays the devices: threads of this process (the default), or one
+ * process per device started by mpirun (mpi.h; built with -Dmpi). */
+typedef enum { PTDP_BACKEND_THREADS = 0, PTDP_BACKEND_MPI } ptdp_backend;
 
 /* What each device looked like when it finished. */
 typedef struct {
@@ -52,6 +59,7 @@ typedef struct {
                                       not outnumber cores; 1 never spin     */
     ptdp_launch_result *result;    /* filled if not NULL; free with
                                       ptdp_launch_result_free               */
+    ptdp_backend backend;          /* threads (0) or MPI processes          */
 } ptdp_launch_opts;
 
 #define PTDP_DEFAULT_DEVICE_MEM ((size_t)4 << 30)
@@ -64,5 +72,30 @@ typedef struct {
  * (the run itself may have succeeded); without a result it is returned. */
 int  ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts);
 void ptdp_launch_result_free(ptdp_launch_result *r);
+
+/*
+ * One host, or one per process.  Threads share the host's memory, so what
+ * a device writes into a host table (a step's numbers, its shard of a
+ * checkpoint) every other device and the caller see.  With processes (the
+ * MPI backend) each process's host holds only what its own device wrote.
+ * ptdp_host_merge brings the rest in: every process's copy of buf becomes
+ * the bitwise OR of all of them —
+ *
+ *      process 0: [x0 | 0  | 0 ]
+ *      process 1: [0  | x1 | 0 ]   ──OR──►  every process: [x0 | x1 | x2]
+ *      process 2: [0  | 0  | x2]
+ *
+ * — exact when every byte is written by one device (or identically by
+ * several, as replicas do) and left zero by the others.  It is host
+ * bookkeeping, not device communication: no bytes or virtual time are
+ * counted.  Every device calls it at the same point, like a collective.
+ * With threads it does nothing and returns 0.
+ */
+int  ptdp_host_merge(ptdp_device *dev, void *buf, size_t bytes);
+/* True when every device of the run shares this host (threads). */
+bool ptdp_host_shared(const ptdp_device *dev);
+/* The host that prints and writes files: always with threads; with
+ * processes, rank 0's. */
+bool ptdp_host_is_root(const ptdp_launch_opts *opts);
 
 #endif

@@ -9,10 +9,12 @@
  * torch.distributed.checkpoint, each rank writes and reads only its own
  * slice, so no device ever needs memory for the whole model.
  *
- * This works because device threads share the host's memory.  An MPI
- * backend (one process per device) has no shared host state: there, saving
- * must gather the shards to one rank (or write one file per rank) and
- * loading must scatter them, through the communicator.
+ * This works because device threads share the host's memory.  The MPI
+ * backend (one process per device) has no shared host state: each process
+ * copies its device's shards into its own host state, the hosts' copies are
+ * merged (ptdp_host_merge, launch.h: every element is written by one device
+ * and zero elsewhere) so rank 0 writes one file, the threads' byte for
+ * byte; loading reads the file on every rank.
  */
 #ifndef PTDP_STATE_H
 #define PTDP_STATE_H

@@ -248,6 +248,9 @@ static int collective_on(ptdp_comm *c, ptdp_call *k, const void *send, ptdp_requ
     if (rc)
         return rc;
     ptdp_coll_fn move = backend_op(c, k);
+    if (move == NULL && k->op != PTDP_COLL_BARRIER)
+        return ptdp_bad_call(c, k, "the %s backend has no algorithm %s", c->ops->backend,
+                             ptdp_algo_name(k->algo));
     return run_collective(c, k, move, req);
 }
 

@@ -23,8 +23,8 @@
  * detection, the virtual start time (the latest member's clock) and, in
  * shared memory, each member's buffer addresses.
  *
- * What a backend of one process per device (MPI) must do differently — the
- * table stays, what is behind it changes:
+ * What a backend of one process per device (MPI, comm/mpi/) does
+ * differently — the table stays, what is behind it changes:
  *
  *   meet       the calls are not in shared memory: all-gather the members'
  *              ptdp_call descriptors (fixed size; file names as short
@@ -48,8 +48,9 @@
  *              MPI_COMM_WORLD (comm/launch.c is the threads backend's).
  *   state      checkpoints: the threads copy their shards into one host
  *              state (train/state.c, state.h); processes have no shared
- *              host, so saving gathers the shards to rank 0 through the
- *              communicator and loading broadcasts or scatters them.
+ *              host, so each process's host holds its own device's shards
+ *              and ptdp_host_merge (launch.h) combines the hosts' copies;
+ *              loading reads the file on every rank.
  */
 #ifndef PTDP_COMM_IMPL_H
 #define PTDP_COMM_IMPL_H

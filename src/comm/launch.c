@@ -33,10 +33,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include "comm/mpi/mpi_launch.h"
 #include "comm/shm/shm.h"
 #include "ptdp/comm.h"
+#include "ptdp/mpi.h"
 #include "ptdp/error.h"
 #include "ptdp/trace.h"
 #include "runtime/wait.h"
@@ -175,6 +178,14 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
                    : o->watchdog_s < 0 ? "negative watchdog" : "unknown all_reduce algorithm");
         return PTDP_EINVAL;
     }
+    /* One process per device: mpirun made the processes (comm/mpi). */
+    if (o->backend == PTDP_BACKEND_MPI)
+        return ptdp_mpi_launch(world_size, fn, arg, o);
+    if (o->algo == PTDP_ALGO_MPI) {
+        set_result(res, PTDP_EINVAL, -1, "the all_reduce algorithm mpi is MPI_Allreduce: it needs the MPI "
+                   "backend (one process per device), not threads");
+        return PTDP_EINVAL;
+    }
 
 #if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
     openblas_set_num_threads(1);
@@ -248,4 +259,71 @@ void ptdp_launch_result_free(ptdp_launch_result *r)
         free(r->devices);
         r->devices = NULL;
     }
+}
+
+/* ------------------------------------------------------------ hosts */
+
+int ptdp_host_merge(ptdp_device *dev, void *buf, size_t bytes)
+{
+    /* Threads share this host: what every device wrote is already here. */
+    return dev->w->host_merge ? dev->w->host_merge(dev, buf, bytes) : 0;
+}
+
+bool ptdp_host_shared(const ptdp_device *dev)
+{
+    return dev->w->host_merge == NULL;
+}
+
+bool ptdp_host_is_root(const ptdp_launch_opts *opts)
+{
+    return opts == NULL || opts->backend != PTDP_BACKEND_MPI || ptdp_mpi_rank() <= 0;
+}
+
+/* ------------------------------------------------- under an MPI launcher */
+
+/* The launchers' environment: Open MPI, MPICH/Hydra (and Intel MPI), PMIx,
+ * MVAPICH.  A process under mpirun sees one of these; none needs MPI_Init
+ * (or an MPI library) to be read. */
+static int launcher_env(const char *const *vars, int n, int none)
+{
+    for (int i = 0; i < n; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && *v != '\0')
+            return atoi(v);
+    }
+    return none;
+}
+
+int ptdp_mpi_launcher_size(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE" };
+    return launcher_env(vars, 4, 0);
+}
+
+int ptdp_mpi_launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK" };
+    return launcher_env(vars, 4, -1);
+}
+
+static int real_stderr = STDERR_FILENO;
+
+int ptdp_mpi_stderr(void)
+{
+    return real_stderr;
+}
+
+void ptdp_mpi_quiet(void)
+{
+    if (ptdp_mpi_launcher_rank() <= 0 || real_stderr != STDERR_FILENO)
+        return;
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd < 0)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    real_stderr = dup(STDERR_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
 }

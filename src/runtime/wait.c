@@ -131,12 +131,14 @@ int ptdp_world_fail(ptdp_device *dev, int code, const char *msg)
     }
     pthread_mutex_unlock(&w->fail_lock);
     ptdp_world_abort(w);
+    if (w->on_fail)
+        w->on_fail(dev, code, msg);        /* processes: ends the job */
     return code;
 }
 
 /* ------------------------------------------------------------- reporting */
 
-static void describe_wait(const ptdp_wait_why *why, char *buf, size_t len)
+void ptdp_wait_describe(const ptdp_wait_why *why, char *buf, size_t len)
 {
     const char *file = why->file ? why->file : "?";
     const char *slash = strrchr(file, '/');
@@ -215,7 +217,7 @@ static int wait_asleep(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
     pthread_mutex_lock(&p->lock);
     p->waiting = true;
     p->since = start;
-    describe_wait(why, p->what, sizeof p->what);
+    ptdp_wait_describe(why, p->what, sizeof p->what);
     atomic_store(&p->sleeping, 1);            /* Dekker: before re-checking */
     for (;;) {
         if (ready(arg))
@@ -244,7 +246,7 @@ static int wait_asleep(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
         /* Report while our own state still says what we wait in. */
         char report[PTDP_MSG_MAX], mine[192], msg[PTDP_MSG_MAX];
         ptdp_world_report(w, report, sizeof report);
-        describe_wait(why, mine, sizeof mine);
+        ptdp_wait_describe(why, mine, sizeof mine);
         int n;
         if (rc == PTDP_ETIMEDOUT)
             n = snprintf(msg, sizeof msg, "watchdog: rank %d waited %.1f s in %s; ",

@@ -75,6 +75,14 @@ struct ptdp_world {
     char fail_msg[PTDP_MSG_MAX];
     ptdp_device *devices[PTDP_MAX_DEVICES];
     ptdp_parker parkers[PTDP_MAX_DEVICES];
+    /* A world of processes (comm/mpi) holds one device per process: a
+     * failure cannot raise a flag in the others' memory, so after recording
+     * it, ptdp_world_fail hands it to on_fail, which ends the job.  NULL for
+     * threads. */
+    void (*on_fail)(ptdp_device *dev, int code, const char *msg);
+    /* Combine host memory over the processes (launch.h, ptdp_host_merge);
+     * NULL for threads, who share one host. */
+    int (*host_merge)(ptdp_device *dev, void *buf, size_t bytes);
 };
 
 typedef bool (*ptdp_ready_fn)(const void *arg);
@@ -108,6 +116,9 @@ bool ptdp_world_aborted(const struct ptdp_world *w);
  * message and calls this; so does the watchdog below, so the dependency
  * runs one way: devices use the waiting layer, never the reverse. */
 int  ptdp_world_fail(ptdp_device *dev, int code, const char *msg);
+
+/* "recv from rank 1 tag 0 in group 'pp' at pp.c:120": what `why` waits in. */
+void ptdp_wait_describe(const ptdp_wait_why *why, char *buf, size_t len);
 
 /* Write "rank 0: waiting in …; rank 1: finished; …" for every device. */
 void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len);

@@ -30,7 +30,9 @@
  * writes its numbers for the step into the run's table, and the last
  * device to finish a step prints it.  The loss is summed there from the
  * last stage's shards, so logging adds no collective and no byte to what
- * the lessons count.
+ * the lessons count.  With one process per device (MPI) every process has
+ * a table of its own; the hosts merge them (ptdp_host_merge, launch.h),
+ * also outside the counted bytes and the virtual clock.
  */
 #include "ptdp/train.h"
 
@@ -289,11 +291,18 @@ static ptdp_step_log summarize(run *r, int s)
 }
 
 /* A device finished step s: record, and report every step now complete. */
-static void step_done(run *r, int rank, int s, const device_step *x)
+static int step_done(ptdp_device *dev, run *r, int s, const device_step *x)
 {
+    int rank = dev->rank, rc = 0;
     pthread_mutex_lock(&r->mu);
     r->ds[(size_t)s * r->world + rank] = *x;
     r->done[s]++;
+    if (!ptdp_host_shared(dev)) {
+        /* One device per host (processes, MPI): the row holds this
+         * device's entry alone until the hosts merge theirs (launch.h). */
+        rc = ptdp_host_merge(dev, &r->ds[(size_t)s * r->world], (size_t)r->world * sizeof *r->ds);
+        r->done[s] = rc == 0 ? r->world : 0;
+    }
     while (r->next_report < r->cfg->steps && r->done[r->next_report] == r->world) {
         ptdp_step_log log = summarize(r, r->next_report);
         if (r->result != NULL && r->result->log != NULL)
@@ -303,6 +312,30 @@ static void step_done(run *r, int rank, int s, const device_step *x)
         r->next_report++;
     }
     pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* One device per host (processes, MPI): each host's tables hold only its
+ * own device's entries and shards; merge them, so that every host (rank
+ * 0's prints and saves) holds the whole run's, as threads do (launch.h). */
+static int merge_hosts(ptdp_device *dev, run *r)
+{
+    const ptdp_train_config *c = r->cfg;
+    size_t w = (size_t)r->world;
+    int rc = ptdp_host_merge(dev, r->peak_acts, w * sizeof *r->peak_acts);
+    if (rc == 0)
+        rc = ptdp_host_merge(dev, r->peak_wgrad, w * sizeof *r->peak_wgrad);
+    if (rc == 0)
+        rc = ptdp_host_merge(dev, r->peak_in_flight, w * sizeof *r->peak_in_flight);
+    if (rc == 0 && r->result != NULL && r->result->param_elements != NULL)
+        rc = ptdp_host_merge(dev, r->result->param_elements, w * sizeof *r->result->param_elements);
+    ptdp_state *states[2] = { c->final_state, c->init_state };
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; rc == 0 && states[k] != NULL && i < states[k]->ntensors; i++) {
+            ptdp_state_tensor *t = &states[k]->t[i];
+            rc = ptdp_host_merge(dev, t->data, (size_t)t->rows * (size_t)t->cols * sizeof *t->data);
+        }
+    return rc;
 }
 
 /* ------------------------------------------------------ one device's run */
@@ -776,13 +809,16 @@ static int device_main(ptdp_device *dev, void *arg)
         x.bytes = dev->stats.total_sent - x.bytes;
         x.loss = d.model.last_stage && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
         x.grad_norm = d.grad_norm;
-        step_done(r, dev->rank, s, &x);
+        if ((rc = step_done(dev, r, s, &x)) != 0)
+            break;
     }
     if (rc == 0 && c->final_state != NULL)
         save_state(&d, c->final_state, true);
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
+    if (rc == 0 && !ptdp_host_shared(dev))
+        rc = merge_hosts(dev, r);
     ptdp_schedule_destroy(sched);
     device_teardown(dev, &d);
     return rc;
