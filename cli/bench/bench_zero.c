@@ -258,11 +258,16 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
         printf("\"bf16_rest_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"total\": %zu}, ",
                br->peak[PTDP_MEM_PARAMS], br->peak[PTDP_MEM_GRADS], br->peak[PTDP_MEM_OPTIM],
                br->peak[PTDP_MEM_PARAMS] + br->peak[PTDP_MEM_GRADS] + br->peak[PTDP_MEM_OPTIM]);
+        const ptdp_mem_stats *bp = &mb->peak[0];
+        printf("\"bf16_peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, "
+               "\"total\": %zu}, ", bp->peak[PTDP_MEM_PARAMS], bp->peak[PTDP_MEM_GRADS], bp->peak[PTDP_MEM_OPTIM],
+               bp->peak[PTDP_MEM_COMM], bp->peak_total);
         printf("\"bf16_states_match\": %s, ", bmatch ? "true" : "false");
         printf("\"bf16_dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(mb->dp_formula),
                J(mb->dp_sent));
     } else {
-        printf("\"bf16_rest_bytes\": null, \"bf16_states_match\": null, \"bf16_dp_bytes_per_step\": null, ");
+        printf("\"bf16_rest_bytes\": null, \"bf16_peak_bytes\": null, \"bf16_states_match\": null, "
+               "\"bf16_dp_bytes_per_step\": null, ");
     }
     printf("\"dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(m->dp_formula), J(m->dp_sent));
     printf("\"virtual_step_s\": {\"blocking\": %s, \"overlap\": %s}}\n", J(m->step_s),
