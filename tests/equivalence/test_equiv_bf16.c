@@ -23,13 +23,16 @@
  *      weights keep the small updates);
  *   3. --overlap moves the same bf16 bits at other (virtual) times: with and
  *      without it the losses and final states are bit-identical;
- *   4. checkpoints: a bf16 run saved at step 3 and resumed to step 6 equals
+ *   4. the master weights keep what bf16 drops: after a few steps they
+ *      lie off the bf16 grid;
+ *   5. checkpoints: a bf16 run saved at step 3 and resumed to step 6 equals
  *      the six uninterrupted steps bit for bit (master weights, moments,
  *      losses); a bf16 checkpoint resumes in float and a float one in bf16.
  *
  * The float build only (tests/meson.build): ptdp-f64 refuses bf16.
  */
 #include "equiv.h"
+#include "ptdp/bf16.h"
 #include "ptdp/gpt.h"
 #include "ptdp/state.h"
 
@@ -214,6 +217,37 @@ LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BI
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);
     ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* The master weights keep what bf16 drops: they start as bf16 values
+ * (bf16 of the initial ones, so the model and the optimizer agree), and an
+ * update far below half a bf16 step moves them off the bf16 grid.  The
+ * final state's parameters are the master weights: after 3 steps nearly
+ * all of them must lie between two bf16 values.  (A run that stepped the
+ * bf16 parameters themselves would leave every one on the grid.) */
+static const int MASTER[] = { 0, 3, 12 };
+
+LOOP_TEST(bf16_tests, test_bf16_master_weights_are_not_bf16, (int)(sizeof MASTER / sizeof MASTER[0]))
+{
+    ptdp_train_config c = config_of(&CASES[MASTER[_i]]);
+    char what[256];
+    describe(&c, what, sizeof what);
+    ptdp_state fs;
+    equiv_train(&c, NULL, &fs, NULL);
+    size_t off_grid = 0, total = 0;
+    for (int i = 0; i < fs.ntensors; i++) {
+        const ptdp_state_tensor *t = &fs.t[i];
+        if (strncmp(t->name, "optim.", 6) == 0)
+            continue;   /* the moments are float anyway */
+        for (size_t e = 0; e < (size_t)t->rows * (size_t)t->cols; e++) {
+            off_grid += ptdp_bf16_round(t->data[e]) != t->data[e];
+            total++;
+        }
+    }
+    ck_assert_msg(off_grid > total * 9 / 10, "%s: only %zu of %zu master weights lie off the bf16 grid", what,
+                  off_grid, total);
+    ptdp_state_free(&fs);
 }
 END_TEST
 
