@@ -46,8 +46,10 @@ num() {   # LINE OBJ FIELD
 
 # 1. --json
 before=$failures
-if ! "$ptdp" bench zero "${small[@]}" --json >"$out" 2>"$err"; then
-    fail "bench zero --json exited $?"
+"$ptdp" bench zero "${small[@]}" --json >"$out" 2>"$err"
+status=$?
+if [[ $status -ne 0 ]]; then
+    fail "bench zero --json exited $status"
 else
     [[ $(wc -l <"$out") -eq 4 ]] || fail "expected 4 JSON lines, one per stage"
     R=$(num "$(head -n 1 "$out")" "" precision)
@@ -112,8 +114,10 @@ fi
 
 # 2. the table
 before=$failures
-if ! "$ptdp" bench zero "${small[@]}" >"$out" 2>"$err"; then
-    fail "bench zero exited $?"
+"$ptdp" bench zero "${small[@]}" >"$out" 2>"$err"
+status=$?
+if [[ $status -ne 0 ]]; then
+    fail "bench zero exited $status"
 else
     for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)' 'ZeRO-3 (--zero 3)'; do
         grep -qF "$t" "$out" || fail "table: no stage '$t'"
