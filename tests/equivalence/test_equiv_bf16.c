@@ -220,6 +220,8 @@ LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BI
 }
 END_TEST
 
+/* ---------------------------- 4. the master weights keep the small updates */
+
 /* The master weights keep what bf16 drops.  At lr 1e-5 an AdamW update
  * (about lr per element) is far below half a bf16 step (2^-9 |p|), so it
  * would vanish if it were added to the bf16 parameter itself: each step
@@ -274,7 +276,7 @@ LOOP_TEST(bf16_tests, test_bf16_master_weights_add_up_small_updates, (int)(sizeo
 }
 END_TEST
 
-/* ------------------------------------------------ 4. checkpoints */
+/* ------------------------------------------------ 5. checkpoints */
 
 /* 3 steps saved, 3 more resumed on the same mesh: the 6 uninterrupted
  * steps bit for bit — the master weights (the checkpoint's parameters),
