@@ -41,10 +41,13 @@
  *                               optim    ████ (2Ψ/N)
  *
  * The measuring is zero_measure.c's, where a precision is data
- * (ptdp_zero_precision): this build's float is measured, bf16 mixed
- * precision printed as the formula only until a training mode runs in it.
- * A persistent state that differs from the formula fails the command
- * (exit 1): no table of wrong numbers.
+ * (ptdp_zero_precision): this build's float, and bf16 mixed precision
+ * (--precision bf16, mixed.h), whose runs repeat the float ones with bf16
+ * parameters and gradients and float master weights — 2 + 2 + 12 bytes at
+ * rest, half of float's DP bytes.  ptdp-f64 has no bf16 run: there the bf16
+ * column is the formula only.  A persistent state or a DP byte count that
+ * differs from the formula, in either precision, fails the command (exit
+ * 1): no table of wrong numbers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,12 +147,14 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     printf("  N = dp = %d, M = %d micro-batches, batch %d, AdamW, %d steps a run, profile %s\n", c->dp,
            c->micro_batches, c->batch, c->steps, prof->name);
     printf("  bytes per parameter + gradient + optimizer state: %s %g + %g + %g (measured), "
-           "bf16 %g + %g + %g (formula only)\n", f->name, f->bw, f->bg, f->bo, bf->bw, bf->bg, bf->bo);
+           "bf16 %g + %g + %g (%s)\n", f->name, f->bw, f->bg, f->bo, bf->bw, bf->bg, bf->bo,
+           bf->measured ? "measured, --precision bf16" : "formula only");
     printf("  device 0 shown; every device's states at rest were checked against the formula\n"
            "  (= equal; ≈ within ptdp_chunk's rounding, an element per cut, the devices' sum exact)\n");
 }
 
-static void print_stage(const ptdp_zero_measure *m, bool match)
+/* m: float; mb: bf16 (NULL: the formula only, ptdp-f64). */
+static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_measure *mb, bool bmatch)
 {
     static const char *const names[3] = { "params", "grads", "optim" };
     static const ptdp_mem_category cats[3] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM };
@@ -161,9 +166,9 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
     char b[6][32], r[64];
 
     printf("\n%s\n", stage_titles[m->stage]);
-    printf("  %-13s %-12s %11s %11s   %11s %11s    %-12s %11s\n", "device 0", "formula", "bytes", "at rest",
-           "peak", "transient", "bf16 formula", "bytes");
-    double rest_sum = 0;
+    printf("  %-13s %-12s %11s %11s   %11s %11s    %-12s %11s %11s\n", "device 0", "formula", "bytes", "at rest",
+           "peak", "transient", "bf16 formula", "bytes", mb ? "at rest" : "");
+    double rest_sum = 0, brest_sum = 0;
     for (int i = 0; i < 3; i++) {
         double at = (double)rest->peak[cats[i]], pk = (double)peak->peak[cats[i]];
         rest_sum += at;
@@ -173,7 +178,13 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
                ptdp_format_bytes(at, b[1], sizeof b[1]), at == fw[i] ? "=" : match ? "≈" : "≠",
                ptdp_format_bytes(pk, b[2], sizeof b[2]), ptdp_format_bytes(pk - at, b[3], sizeof b[3]));
         put_padded(state_rule(m->stage, i, bf, r, sizeof r), 12);
-        printf(" %11s\n", ptdp_format_bytes(gw[i], b[4], sizeof b[4]));
+        printf(" %11s", ptdp_format_bytes(gw[i], b[4], sizeof b[4]));
+        if (mb != NULL) {
+            double bat = (double)mb->rest[0].peak[cats[i]];
+            brest_sum += bat;
+            printf(" %11s %s", ptdp_format_bytes(bat, b[5], sizeof b[5]), bat == gw[i] ? "=" : bmatch ? "≈" : "≠");
+        }
+        printf("\n");
     }
     const double ftot = f.params + f.grads + f.optim, gtot = g.params + g.grads + g.optim;
     printf("  %-13s ", "model states");
@@ -181,7 +192,11 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
     printf(" %11s %11s %s %11s %11s    ", ptdp_format_bytes(ftot, b[0], sizeof b[0]),
            ptdp_format_bytes(rest_sum, b[1], sizeof b[1]), rest_sum == ftot ? "=" : match ? "≈" : "≠", "", "");
     put_padded(total_rule(m->stage, bf, r, sizeof r), 12);
-    printf(" %11s\n", ptdp_format_bytes(gtot, b[4], sizeof b[4]));
+    printf(" %11s", ptdp_format_bytes(gtot, b[4], sizeof b[4]));
+    if (mb != NULL)
+        printf(" %11s %s", ptdp_format_bytes(brest_sum, b[5], sizeof b[5]),
+               brest_sum == gtot ? "=" : bmatch ? "≈" : "≠");
+    printf("\n");
     const double comm = (double)peak->peak[PTDP_MEM_COMM];
     if (m->stage == 2)
         printf("  %-13s %-12s %11s %11s   %11s %11s    the full-size bucket of one backward\n", "comm", "", "", "",
@@ -194,6 +209,9 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
     printf("  DP bytes per step  %s = %s, measured %s %s\n", dp_rule(m->stage),
            ptdp_format_bytes(m->dp_formula, b[0], sizeof b[0]), ptdp_format_bytes(m->dp_sent, b[1], sizeof b[1]),
            ptdp_zero_bytes_match(m) ? "=" : "≠");
+    if (mb != NULL)
+        printf("  DP bytes, bf16     half: %s, measured %s %s\n", ptdp_format_bytes(mb->dp_formula, b[0], sizeof b[0]),
+               ptdp_format_bytes(mb->dp_sent, b[1], sizeof b[1]), ptdp_zero_bytes_match(mb) ? "=" : "≠");
     printf("  virtual step       %.2f us", m->step_s * 1e6);
     if (m->overlap_step_s >= 0) {
         printf("; with --overlap %.2f us (%+.1f%%, %.2f us of communication hidden)", m->overlap_step_s * 1e6,
@@ -206,13 +224,14 @@ static void print_stage(const ptdp_zero_measure *m, bool match)
         printf("; --overlap refused for --zero %d", m->stage);
     }
     printf("\n");
-    if (!match)
+    if (!match || (mb != NULL && !bmatch))
         printf("  MISMATCH: the persistent states differ from the formula (see stderr)\n");
 }
 
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
 
-static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match, const ptdp_launch_opts *o)
+static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match, const ptdp_zero_measure *mb,
+                       bool bmatch, const ptdp_launch_opts *o)
 {
     const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
     const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
@@ -234,6 +253,22 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
     printf("\"states_match\": %s, ", match ? "true" : "false");
     printf("\"bf16_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"total\": %s}, ", J(g.params),
            J(g.grads), J(g.optim), J(g.params + g.grads + g.optim));
+    if (mb != NULL) {   /* --precision bf16, measured like float */
+        const ptdp_mem_stats *br = &mb->rest[0];
+        printf("\"bf16_rest_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"total\": %zu}, ",
+               br->peak[PTDP_MEM_PARAMS], br->peak[PTDP_MEM_GRADS], br->peak[PTDP_MEM_OPTIM],
+               br->peak[PTDP_MEM_PARAMS] + br->peak[PTDP_MEM_GRADS] + br->peak[PTDP_MEM_OPTIM]);
+        const ptdp_mem_stats *bp = &mb->peak[0];
+        printf("\"bf16_peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, "
+               "\"total\": %zu}, ", bp->peak[PTDP_MEM_PARAMS], bp->peak[PTDP_MEM_GRADS], bp->peak[PTDP_MEM_OPTIM],
+               bp->peak[PTDP_MEM_COMM], bp->peak_total);
+        printf("\"bf16_states_match\": %s, ", bmatch ? "true" : "false");
+        printf("\"bf16_dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(mb->dp_formula),
+               J(mb->dp_sent));
+    } else {
+        printf("\"bf16_rest_bytes\": null, \"bf16_peak_bytes\": null, \"bf16_states_match\": null, "
+               "\"bf16_dp_bytes_per_step\": null, ");
+    }
     printf("\"dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(m->dp_formula), J(m->dp_sent));
     printf("\"virtual_step_s\": {\"blocking\": %s, \"overlap\": %s}}\n", J(m->step_s),
            m->overlap_step_s >= 0 ? J(m->overlap_step_s) : "null");
@@ -257,8 +292,10 @@ static void usage(void)
            "device holds (params, grads, optim) by the formula and by its arena at rest, the peaks\n"
            "in training and what lives only for a moment (ZeRO-2's bucket, ZeRO-3's gathered units),\n"
            "the DP bytes per step against 2(N-1)/N S, (M+1)(N-1)/N S and 3M(N-1)/N S, and the\n"
-           "virtual step time with and without --overlap.  The bf16 column is the formula only.\n"
-           "Exit 1 if a persistent state differs from the formula.\n"
+           "virtual step time with and without --overlap.  The bf16 column is measured too, by the\n"
+           "same runs under --precision bf16 (2 + 2 + 12 bytes, half the DP bytes); in ptdp-f64,\n"
+           "which has no bf16, it is the formula only.\n"
+           "Exit 1 if a persistent state or the DP bytes differ from the formula, in either precision.\n"
            "\n"
            "  --dp N              data-parallel devices, at least 2 (default 4)\n"
            "  --micro-batches M   micro-batches per device and step (default 2)\n"
@@ -335,16 +372,39 @@ static int validate(const zero_cfg *c, ptdp_launch_opts *o)
     return 0;
 }
 
+/* One precision's stage against the formula: states at rest, DP bytes.
+ * false (and why on stderr) if either differs. */
+static bool check_stage(const ptdp_zero_measure *m, int layers)
+{
+    char why[PTDP_MSG_MAX];
+    bool ok = true;
+    if (!ptdp_zero_states_match(m, layers, why, sizeof why)) {
+        fprintf(stderr, "ptdp bench zero: %s: %s\n", m->prec.name, why);
+        ok = false;
+    }
+    if (!ptdp_zero_bytes_match(m)) {
+        fprintf(stderr, "ptdp bench zero: %s, --zero %d: %.0f DP bytes per step, the formula says %.0f\n",
+                m->prec.name, m->stage, m->dp_sent, m->dp_formula);
+        ok = false;
+    }
+    return ok;
+}
+
 static int run(const zero_cfg *c, const ptdp_launch_opts *o)
 {
     const ptdp_train_config t = train_config(c);
-    static ptdp_zero_measure m[4];
+    const ptdp_zero_precision *bf = ptdp_zero_precision_of("bf16");
+    static ptdp_zero_measure m[4], mb[4];
     char msg[PTDP_MSG_MAX];
     int status = PTDP_EXIT_OK;
     for (int z = 0; z < 4; z++) {
         ptdp_progress("--zero %d: at rest, training, --overlap", z);
-        if (ptdp_zero_measure_stage(&t, o, ptdp_zero_precision_of(PTDP_REAL_NAME), z, &m[z], msg,
-                                    sizeof msg) != 0) {
+        int err = ptdp_zero_measure_stage(&t, o, ptdp_zero_precision_of(PTDP_REAL_NAME), z, &m[z], msg, sizeof msg);
+        if (err == 0 && bf->measured) {
+            ptdp_progress("--zero %d --precision bf16: at rest, training, --overlap", z);
+            err = ptdp_zero_measure_stage(&t, o, bf, z, &mb[z], msg, sizeof msg);
+        }
+        if (err != 0) {
             ptdp_progress_done();
             fprintf(stderr, "ptdp bench zero: --zero %d: %s\n", z, msg);
             return PTDP_EXIT_FAIL;
@@ -354,21 +414,15 @@ static int run(const zero_cfg *c, const ptdp_launch_opts *o)
     if (!c->json)
         print_header(c, m[0].psi, o);
     for (int z = 0; z < 4; z++) {
-        char why[PTDP_MSG_MAX];
-        bool match = ptdp_zero_states_match(&m[z], c->model.layers, why, sizeof why);
-        if (!match) {
-            fprintf(stderr, "ptdp bench zero: %s\n", why);
+        bool match = check_stage(&m[z], c->model.layers);
+        bool bmatch = !bf->measured || check_stage(&mb[z], c->model.layers);
+        if (!match || !bmatch)
             status = PTDP_EXIT_FAIL;
-        }
-        if (!ptdp_zero_bytes_match(&m[z])) {
-            fprintf(stderr, "ptdp bench zero: --zero %d: %.0f DP bytes per step, the formula says %.0f\n", z,
-                    m[z].dp_sent, m[z].dp_formula);
-            status = PTDP_EXIT_FAIL;
-        }
+        const ptdp_zero_measure *b = bf->measured ? &mb[z] : NULL;
         if (c->json)
-            print_json(c, &m[z], match, o);
+            print_json(c, &m[z], match, b, bmatch, o);
         else
-            print_stage(&m[z], match);
+            print_stage(&m[z], match, b, bmatch);
     }
     return status;
 }

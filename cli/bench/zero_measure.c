@@ -18,10 +18,11 @@
  * the N devices exactly.  The DP bytes per step are 2(N-1)/N S, (M+1)(N-1)/N S
  * or 3M(N-1)/N S, plus the gradient norm's all-reduce of one number.
  *
- * A precision is data (ptdp_zero_precision): this build's float is
- * measured; bf16 mixed precision (2 + 2 + 12 bytes) is the formula only
- * until a training mode runs in it — then its entry says measured and the
- * runs take it.
+ * A precision is data (ptdp_zero_precision): this build's float, and in
+ * the float build bf16 mixed precision (2 + 2 + 12 bytes: the runs take
+ * --precision bf16, mixed.h), whose DP bytes are half of float's — every
+ * store it moves is bf16.  ptdp-f64 has no bf16 run: its bf16 column is
+ * the formula only.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +38,11 @@
 /* float: this build's ptdp_real; AdamW's two moments in it. */
 static const ptdp_zero_precision precisions[] = {
     { PTDP_REAL_NAME, sizeof(ptdp_real), sizeof(ptdp_real), 2 * sizeof(ptdp_real), true },
+#ifdef PTDP_DOUBLE
     { "bf16", 2, 2, 12, false },       /* bf16 weights and gradients, fp32 master weights, m, v */
+#else
+    { "bf16", 2, 2, 12, true },        /* --precision bf16 (mixed.h) */
+#endif
 };
 enum { NPRECISIONS = sizeof precisions / sizeof precisions[0] };
 
@@ -111,6 +116,7 @@ int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opt
     ptdp_train_config c = *base;
     c.zero = stage;
     c.overlap = false;
+    c.bf16 = strcmp(prec->name, "bf16") == 0;
     out->stage = stage;
     out->dp = c.dp;
     out->micro_batches = c.micro_batches;
@@ -132,6 +138,7 @@ int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opt
     out->dp_sent = train.dp_sent;
     out->dp_formula = stage == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)out->psi, c.dp, c.micro_batches, false)
                                  : ptdp_zero_dp_bytes_per_step(stage, (size_t)out->psi, c.dp, c.micro_batches);
+    out->dp_formula *= prec->bg / sizeof(ptdp_real);   /* the formulas count ptdp_real; a bf16 store moves 2 bytes */
     out->step_s = train.step_s;
 
     /* --overlap, where the stage allows it (ptdp_train_validate says why not) */

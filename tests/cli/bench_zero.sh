@@ -18,7 +18,10 @@
 #     table above, computed here from Ψ; the DP bytes are the formula's
 #     (+ the norm's few bytes); ZeRO-2's bucket is a whole gradient and
 #     ZeRO-3's peak params exceed its shard (the gathered units); the
-#     bf16 column is 2 + 2 + 12; --overlap refused only for ZeRO-1;
+#     bf16 column is 2 + 2 + 12 — and in the float build measured: its
+#     arena at rest equals that formula exactly and its DP bytes are half
+#     of float's (ptdp-f64 has no bf16 run: null there); --overlap refused
+#     only for ZeRO-1;
 #  2. the table: each stage's rows show the formula's bytes and the
 #     measured ones side by side, equal ("="), the rules 16Ψ/N etc.;
 #  3. bad input exits 2 naming the flag, before any run.
@@ -43,8 +46,10 @@ num() {   # LINE OBJ FIELD
 
 # 1. --json
 before=$failures
-if ! "$ptdp" bench zero "${small[@]}" --json >"$out" 2>"$err"; then
-    fail "bench zero --json exited $?"
+"$ptdp" bench zero "${small[@]}" --json >"$out" 2>"$err"
+status=$?
+if [[ $status -ne 0 ]]; then
+    fail "bench zero --json exited $status"
 else
     [[ $(wc -l <"$out") -eq 4 ]] || fail "expected 4 JSON lines, one per stage"
     R=$(num "$(head -n 1 "$out")" "" precision)
@@ -70,6 +75,17 @@ else
         b=$(num "$line" bf16_formula_bytes total)
         want_b=$(( (2 * psi / $(div $z 3)) + (2 * psi / $(div $z 2)) + (12 * psi / $(div $z 1)) ))
         [[ $b == "$want_b" ]] || fail "--zero $z: bf16 formula total $b, expected $want_b"
+        if [[ $r -eq 4 ]]; then   # the float build runs --precision bf16
+            [[ $(num "$line" "" bf16_states_match) == true ]] || fail "--zero $z: bf16_states_match is not true"
+            want_bp=$((2 * psi / $(div $z 3))) want_bg=$((2 * psi / $(div $z 2))) want_bo=$((12 * psi / $(div $z 1)))
+            for k in params:$want_bp grads:$want_bg optim:$want_bo total:$want_b; do
+                cat=${k%%:*} want=${k#*:}
+                m=$(num "$line" bf16_rest_bytes "$cat")
+                [[ $m == "$want" ]] || fail "--zero $z: bf16 $cat at rest $m B, the formula says ${want} B"
+            done
+        else
+            [[ $(num "$line" "" bf16_rest_bytes) == null ]] || fail "--zero $z: ptdp-f64 measured bf16"
+        fi
         # DP bytes per step
         S=$((r * psi))
         case $z in 0|1) fb=$((2 * (N - 1) * S / N)) ;; 2) fb=$(((M + 1) * (N - 1) * S / N)) ;; 3) fb=$((3 * M * (N - 1) * S / N)) ;; esac
@@ -77,6 +93,12 @@ else
         [[ $f == "$fb" ]] || fail "--zero $z: DP formula $f B, expected $fb B"
         awk -v m="$m" -v f="$fb" 'BEGIN { exit !(m >= f && m <= f + 64) }' \
             || fail "--zero $z: DP bytes measured $m B, the formula says $fb B"
+        if [[ $r -eq 4 ]]; then   # bf16 moves bf16 stores: half the bytes
+            f=$(num "$line" bf16_dp_bytes_per_step formula) m=$(num "$line" bf16_dp_bytes_per_step measured)
+            [[ $f == $((fb / 2)) ]] || fail "--zero $z: bf16 DP formula $f B, expected $((fb / 2)) B"
+            awk -v m="$m" -v f="$((fb / 2))" 'BEGIN { exit !(m >= f && m <= f + 64) }' \
+                || fail "--zero $z: bf16 DP bytes measured $m B, half the formula is $((fb / 2)) B"
+        fi
         ov=$(num "$line" virtual_step_s overlap)
         if [[ $z -eq 1 ]]; then [[ $ov == null ]] || fail "--zero 1: --overlap should be refused, got $ov"
         else [[ $ov != null ]] || fail "--zero $z: no --overlap step time"; fi
@@ -92,8 +114,10 @@ fi
 
 # 2. the table
 before=$failures
-if ! "$ptdp" bench zero "${small[@]}" >"$out" 2>"$err"; then
-    fail "bench zero exited $?"
+"$ptdp" bench zero "${small[@]}" >"$out" 2>"$err"
+status=$?
+if [[ $status -ne 0 ]]; then
+    fail "bench zero exited $status"
 else
     for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)' 'ZeRO-3 (--zero 3)'; do
         grep -qF "$t" "$out" || fail "table: no stage '$t'"
@@ -107,9 +131,20 @@ else
     [[ -z $bad ]] || fail "table: formula and measured differ in: $bad"
     grep -q '≠\|MISMATCH' "$out" && fail "table: a mismatch is shown"
     for want in '16Ψ/N' '2Ψ + 14Ψ/N' '4Ψ + 12Ψ/N' '3M(N-1)/N S' '(M+1)(N-1)/N S' 'the full-size bucket' \
-                '--overlap refused for --zero 1' 'bf16 2 + 2 + 12 (formula only)'; do
+                '--overlap refused for --zero 1'; do
         grep -qF -- "$want" "$out" || fail "table: no '$want'"
     done
+    if grep -qF '(f32)' "$out"; then
+        # the bf16 column measured: each row's bf16 bytes, then at rest, then "="
+        grep -qF 'bf16 2 + 2 + 12 (measured, --precision bf16)' "$out" || fail "table: bf16 not measured"
+        bad=$(grep -oE '(2|12|16)Ψ(/N)?( \+ [0-9]+Ψ/N)? +[0-9.]+ [KM]?i?B +[0-9.]+ [KM]?i?B( [=≈≠])?$' <<<"$rows" \
+              | sed -E 's/^.*Ψ(\/N)? +//' | awk '!($1 == $3 && $2 == $4 && $5 == "=") { print }')
+        [[ -z $bad && $(grep -cE '[0-9.]+ [KM]?i?B =$' <<<"$rows") -eq 16 ]] \
+            || fail "table: bf16 formula and measured differ in: $bad"
+        [[ $(grep -c 'DP bytes, bf16 .* measured .* =$' "$out") -eq 4 ]] || fail "table: bf16 DP bytes not equal 4 times"
+    else
+        grep -qF 'bf16 2 + 2 + 12 (formula only)' "$out" || fail "table: ptdp-f64's bf16 is not the formula only"
+    fi
     [[ $(grep -c 'DP bytes per step .* measured .* =$' "$out") -eq 4 ]] || fail "table: DP bytes not equal 4 times"
     [[ $failures -eq $before ]] && echo "ok    table: formula = measured in every row"
 fi

@@ -6,9 +6,9 @@
 #     well-formed XML (Python's parser if python3 is there, else a tag count);
 #  2. each figure carries what it measured (the ring's check, the bubble,
 #     the loss difference, the DP gradient and bytes, the mesh's groups,
-#     ZeRO's formulas and peaks (stages 0-3 and bf16's formula, the
-#     arena equal to it at rest; one ZeRO-3 step's timeline with its
-#     prefetched gathers and bytes), the attention's shards and padded
+#     ZeRO's formulas and peaks (stages 0-3, float and bf16 — measured in
+#     the float build — each arena equal to its formula at rest; one
+#     ZeRO-3 step's timeline with its prefetched gathers and bytes), the attention's shards and padded
 #     vocabularies, the SP block's shapes, positions, activations and
 #     bytes, ring attention's blocks, pairs, work and bytes per rank, and
 #     the memory of the ZeRO runs);
@@ -109,19 +109,34 @@ else
     grep -q 'its peak total, [0-9.]* [KM]iB, is' "$f" || fail "zero: no measured peak total of ZeRO-2"
 
     # ZeRO's memory table: four stages of the default GPT (Ψ = 106240), each
-    # the formula in this build's float, the arena (equal at rest), the bf16
-    # formula (the same in both builds: 2 + 2 + 12 bytes)
+    # the formula in this build's float, the arena (equal at rest), and bf16
+    # mixed (2 + 2 + 12 bytes): in the float build its arena measured under
+    # --precision bf16, equal at rest to the formula; in ptdp-f64 the formula
     f=$out/zero_memory.svg
     grep -q 'Ψ = 106240 parameters' "$f" || fail "zero_memory: no Ψ"
     for t in 'plain DP (--zero 0)' 'ZeRO-1 (--zero 1)' 'ZeRO-2 (--zero 2)' 'ZeRO-3 (--zero 3)'; do
         grep -q ">$t" "$f" || fail "zero_memory: no stage '$t'"
     done
-    [[ $(grep -c 'at rest = formula' "$f") -eq 4 ]] && ! grep -q '≠' "$f" \
-        || fail "zero_memory: expected the arena at rest = formula in all 4 stages"
-    [[ $(grep -c '>formula, bf16 mixed<' "$f") -eq 4 ]] || fail "zero_memory: expected 4 bf16 formula bars"
-    for t in '16Ψ = 1.62 MiB' '4Ψ + 12Ψ/N = 726.25 KiB' '2Ψ + 14Ψ/N = 570.62 KiB' '16Ψ/N = 415.00 KiB'; do
-        grep -q ">$t<" "$f" || fail "zero_memory: no bf16 formula '$t'"
-    done
+    ! grep -q '≠' "$f" || fail "zero_memory: an arena differs from its formula"
+    if grep -q 'bf16 mixed: 2 + 2 + 12, measured' "$f"; then
+        [[ $(grep -c 'at rest = formula' "$f") -eq 8 ]] \
+            || fail "zero_memory: expected the arena at rest = formula in all 4 stages, f32 and bf16"
+        [[ $(grep -c '>arena, bf16, measured<' "$f") -eq 4 ]] || fail "zero_memory: expected 4 measured bf16 bars"
+        for t in '1.62 MiB at rest = formula (16Ψ)' '726.25 KiB at rest = formula (4Ψ + 12Ψ/N)' \
+                 '570.62 KiB at rest = formula (2Ψ + 14Ψ/N); + [0-9.]* KiB units + [0-9.]* KiB bucket' \
+                 '415.00 KiB at rest = formula (16Ψ/N); + [0-9.]* KiB units'; do
+            grep -q ">$t" "$f" || fail "zero_memory: no bf16 arena '$t'"
+        done
+        grep -q 'bf16 moves bf16 stores, half the bytes, measured = formula: 311.25 KiB, 466.89 KiB and 933.76 KiB' "$f" \
+            || fail "zero_memory: no bf16 DP bytes (half of float's)"
+    else
+        [[ $(grep -c 'at rest = formula' "$f") -eq 4 ]] \
+            || fail "zero_memory: expected the arena at rest = formula in all 4 stages"
+        [[ $(grep -c '>formula, bf16 mixed<' "$f") -eq 4 ]] || fail "zero_memory: expected 4 bf16 formula bars"
+        for t in '16Ψ = 1.62 MiB' '4Ψ + 12Ψ/N = 726.25 KiB' '2Ψ + 14Ψ/N = 570.62 KiB' '16Ψ/N = 415.00 KiB'; do
+            grep -q ">$t<" "$f" || fail "zero_memory: no bf16 formula '$t'"
+        done
+    fi
     grep -q 'at rest = formula; + [0-9.]* [KM]iB bucket' "$f" || fail "zero_memory: no ZeRO-2 bucket"
     grep -q 'at rest = formula; + [0-9.]* [KM]iB units' "$f" || fail "zero_memory: no ZeRO-3 gathered units"
 

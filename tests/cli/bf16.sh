@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bf16.sh PTDP — `ptdp train --precision bf16` from the command line (the
+# float binary; ptdp-f64 is found beside it).
+#
+#  1. Bad inputs exit 2 naming the flag, nothing on stdout: --precision fp8;
+#     ptdp-f64 with --precision bf16 (its master weights would be double);
+#     bf16 with --schedule zb-h1 and with --schedule interleaved
+#     --virtual-stages 2.
+#  2. A good run (dp 2, ZeRO-1, 2 micro-batches) prints the model states as
+#     2 + 2 + 12 bytes each, its --report JSON says "store": "bf16" (and
+#     parses), and --check passes against a bf16 baseline.
+set -uo pipefail
+
+ptdp=${1:?usage: bf16.sh PATH_TO_PTDP}
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
+
+# ---- 1. errors ------------------------------------------------------------------
+t="train --steps 1 --quiet"
+expect_usage "--precision fp8"                   -- $t --precision fp8
+expect_usage "--precision bf16 with --schedule zb-h1" \
+                                                 -- $t --precision bf16 --pp 2 --micro-batches 2 --schedule zb-h1
+expect_usage "--precision bf16 with --virtual-stages 2" \
+                                                 -- $t --precision bf16 --schedule interleaved --virtual-stages 2 --pp 2 --micro-batches 4
+f64="$(dirname "$ptdp")/ptdp-f64"
+if [[ -x $f64 ]]; then
+    ptdp=$f64 expect_usage "--precision bf16"   -- $t --precision bf16
+    ptdp=$f64 expect_usage "ptdp-f64"           -- $t --precision bf16
+else
+    fail "no ptdp-f64 beside $ptdp"
+fi
+
+# ---- 2. a good run ----------------------------------------------------------------
+if "$ptdp" train --precision bf16 --dp 2 --micro-batches 2 --zero 1 --steps 2 --check --report "$tmp/r.json" \
+        >"$out" 2>"$err" </dev/null; then
+    grep -qE "^model states on device 0, .* 2 \+ 2 \+ 12 bytes each" "$out" \
+        && echo "ok    model states: 2 + 2 + 12 bytes each" || fail "no \"model states … 2 + 2 + 12 bytes each\" line"
+    grep -qF "check PASSED" "$out" && grep -qF "bf16 against a bf16 baseline" "$out" \
+        && echo "ok    --check passed against a bf16 baseline" || fail "--check did not pass against a bf16 baseline"
+    grep -qF '"store": "bf16"' "$tmp/r.json" && echo "ok    --report has \"store\": \"bf16\"" \
+        || fail "the report lacks \"store\": \"bf16\""
+    if command -v python3 >/dev/null; then
+        python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["config"]["store"] == "bf16"' "$tmp/r.json" \
+            && echo "ok    the report parses, config.store = bf16" || fail "the report does not parse with config.store bf16"
+    fi
+else
+    fail "train --precision bf16 --dp 2 --zero 1: exit status $?"
+fi
+
+# float keeps its 4 + 4 + 8 and its store
+if "$ptdp" train --dp 2 --steps 1 --report "$tmp/f.json" >"$out" 2>"$err" </dev/null; then
+    grep -qE "^model states on device 0, .* 4 \+ 4 \+ 8 bytes each" "$out" && ! grep -qF '"store": "bf16"' "$tmp/f.json" \
+        && echo "ok    float: 4 + 4 + 8 bytes each, no bf16 store" || fail "float run: not 4 + 4 + 8, or a bf16 store"
+else
+    fail "train --dp 2: exit status $?"
+fi
+
+[[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
+echo "all bf16 command-line checks passed"

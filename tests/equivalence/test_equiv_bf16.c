@@ -1,0 +1,352 @@
+/*
+ * test_equiv_bf16.c — `--precision bf16` trains like one device in bf16,
+ * and like float within bf16's rounding.
+ *
+ * Under bf16 mixed precision (mixed.h) parameters and gradients are stored
+ * as bf16, the arithmetic runs in float and the optimizer steps float
+ * master weights.  A mesh cannot equal one device bit for bit any more —
+ * it rounds its partial sums to bf16 (2^-8 relative) in other places than
+ * one device does — so the claims are:
+ *
+ *   1. a mesh equals the bf16 single-device baseline within
+ *      PTDP_TOLERANCE_BF16 (1e-2, --check's rule) in every step's loss and
+ *      gradient norm and every final parameter, over a matrix: MLP and GPT;
+ *      dp 2 and 4; ZeRO 0-3; tp (with sp); pp under 1F1B and GPipe; cp;
+ *      micro-batches; full and selective recomputation; --overlap;
+ *
+ *          mesh (bf16) ──┐
+ *                        ├── within 1e-2     (float: 1e-4; double: 1e-10)
+ *          one device (bf16) ┘
+ *
+ *   2. bf16 tracks float: for 20 steps every loss within 2% of the float
+ *      run's on the same mesh (bf16 keeps 8 significant bits, the master
+ *      weights keep the small updates);
+ *   3. --overlap moves the same bf16 bits at other (virtual) times: with and
+ *      without it the losses and final states are bit-identical;
+ *   4. the master weights keep what bf16 drops: updates far below half a
+ *      bf16 step add up in them as in float, off the bf16 grid;
+ *   5. checkpoints: a bf16 run saved at step 3 and resumed to step 6 equals
+ *      the six uninterrupted steps bit for bit (master weights, moments,
+ *      losses); a bf16 checkpoint resumes in float and a float one in bf16.
+ *
+ * The float build only (tests/meson.build): ptdp-f64 refuses bf16.
+ */
+#include "equiv.h"
+#include "ptdp/bf16.h"
+#include "ptdp/gpt.h"
+#include "ptdp/state.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+static const harness_tcase bf16_tests = { .name = "bf16", .timeout_s = 240 };
+
+typedef struct {
+    bool gpt;
+    int dp, tp, pp, cp, m, zero;
+    const char *schedule;
+    bool sp, recompute, selective, overlap;
+} bf16_case;
+
+static const bf16_case CASES[] = {
+    /* MLP: dp and every ZeRO stage, then composed */
+    { .dp = 2, .m = 1 },
+    { .dp = 2, .m = 2, .zero = 1 },
+    { .dp = 4, .m = 2, .zero = 2 },
+    { .dp = 2, .m = 2, .zero = 3 },
+    { .dp = 4, .m = 1, .zero = 3, .overlap = true },
+    { .dp = 2, .m = 4, .overlap = true },
+    { .dp = 2, .tp = 2, .m = 2, .zero = 1 },
+    { .dp = 2, .pp = 2, .m = 4 },
+    { .dp = 2, .pp = 2, .m = 4, .zero = 2, .schedule = "gpipe", .recompute = true },
+    { .dp = 2, .pp = 2, .m = 2, .zero = 3, .overlap = true },
+    { .dp = 2, .tp = 2, .pp = 2, .m = 2, .zero = 3, .schedule = "gpipe" },
+    /* GPT: the tied embedding, attention, sp, cp */
+    { .gpt = true, .dp = 2, .m = 1 },
+    { .gpt = true, .dp = 2, .m = 2, .zero = 3, .overlap = true },
+    { .gpt = true, .dp = 4, .m = 1, .zero = 2 },
+    { .gpt = true, .dp = 2, .tp = 2, .m = 2, .sp = true, .zero = 1 },
+    { .gpt = true, .dp = 2, .cp = 2, .m = 1, .zero = 3 },
+    { .gpt = true, .dp = 2, .pp = 2, .m = 2, .selective = true },
+    { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 3, .schedule = "gpipe", .recompute = true },
+};
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+/* The GPT of the other equivalence suites: small, several heads. */
+static void small_gpt(ptdp_train_config *c, int tp)
+{
+    c->model = ptdp_gpt_default_config();
+    c->model.hidden = 32;
+    c->model.heads = 8;
+    c->model.ffn = 64;
+    c->model.layers = 4;
+    c->model.seq_len = 8;
+    c->model.vocab = 62;   /* the built-in sums' tokens */
+    c->model.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    c->batch = 16;
+}
+
+static ptdp_train_config config_of(const bf16_case *k)
+{
+    const int tp = k->tp > 0 ? k->tp : 1, pp = k->pp > 0 ? k->pp : 1;
+    ptdp_train_config c = equiv_config(k->dp, tp, pp, k->m);
+    if (k->gpt)
+        small_gpt(&c, tp);
+    /* AdamW at the CLI's lr, 1e-3: equiv_config's 1e-2 moves an element whose
+     * gradient is almost zero (its sign a matter of rounding) by ±lr a step,
+     * a difference of 3e-2 after 3 steps that is Adam's, not bf16's */
+    c.lr = 1e-3;
+    c.steps = 3;
+    c.bf16 = true;
+    c.zero = k->zero;
+    c.cp = k->cp;
+    if (k->schedule != NULL)
+        c.schedule = k->schedule;
+    c.sp = k->sp;
+    c.recompute = k->recompute;
+    c.recompute_attention = k->selective;
+    c.overlap = k->overlap;
+    c.verify_replicas = true;   /* the replicas' bf16 parameters agree bit for bit after each step */
+    return c;
+}
+
+static void describe(const ptdp_train_config *c, char *out, size_t n)
+{
+    snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s",
+             c->model.vocab > 0 ? "gpt" : "mlp", c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
+             c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
+             c->recompute_attention ? " selective" : "", c->overlap ? " overlap" : "");
+}
+
+/* ------------------------------------------ 1. like one device in bf16 */
+
+LOOP_TEST(bf16_tests, test_bf16_mesh_equals_bf16_baseline, NCASES)
+{
+    ptdp_train_config c = config_of(&CASES[_i]), b = equiv_baseline(&c);
+    ck_assert(b.bf16);   /* the baseline is bf16 too: float's would be 1e-2 away for other reasons */
+    char what[256];
+    describe(&c, what, sizeof what);
+    ptdp_state fs, fb;
+    ptdp_train_result rs, rb;
+    equiv_train(&c, NULL, &fs, &rs);
+    equiv_train(&b, NULL, &fb, &rb);
+    for (int i = 0; i < c.steps; i++) {
+        const ptdp_step_log *s = &rs.log[i], *l = &rb.log[i];
+        ck_assert_msg(l->grad_norm > 0 && isfinite(s->loss), "%s: step %d: no gradient, or no loss", what, i + 1);
+        ck_assert_msg(ptdp_check_value(s->loss, l->loss, PTDP_TOLERANCE_BF16),
+                      "%s: step %d loss %.9g vs bf16 baseline %.9g", what, i + 1, s->loss, l->loss);
+        ck_assert_msg(ptdp_check_value(s->grad_norm, l->grad_norm, PTDP_TOLERANCE_BF16),
+                      "%s: step %d gradient norm %.9g vs bf16 baseline %.9g", what, i + 1, s->grad_norm, l->grad_norm);
+    }
+    ck_assert_msg(rb.log[0].loss != rb.log[c.steps - 1].loss, "%s: the baseline's loss never moved", what);
+    ptdp_check_report rep;
+    ck_assert_msg(ptdp_check_states(&fs, &fb, PTDP_TOLERANCE_BF16, &rep), "%s: %s differs by %g (relative %g)", what,
+                  rep.worst, rep.max_abs, rep.max_rel);
+    ptdp_state_free(&fs);
+    ptdp_state_free(&fb);
+    ptdp_train_result_free(&rs);
+    ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* -------------------------------------------- 2. bf16 tracks float */
+
+/* Meshes of CASES run 20 steps in bf16 and in float. */
+static const int TRACK[] = { 3, 9, 12, 15 };
+
+LOOP_TEST(bf16_tests, test_bf16_tracks_float_for_20_steps, (int)(sizeof TRACK / sizeof TRACK[0]))
+{
+    ptdp_train_config h = config_of(&CASES[TRACK[_i]]), f = h;
+    h.steps = f.steps = 20;
+    f.bf16 = false;
+    char what[256];
+    describe(&h, what, sizeof what);
+    ptdp_train_result rh, rf;
+    equiv_train(&h, NULL, NULL, &rh);
+    equiv_train(&f, NULL, NULL, &rf);
+    double worst = 0;
+    for (int i = 0; i < h.steps; i++) {
+        double rel = fabs(rh.log[i].loss - rf.log[i].loss) / fabs(rf.log[i].loss);
+        worst = fmax(worst, rel);
+        ck_assert_msg(rel <= 0.02, "%s: step %d: bf16 loss %.9g, float %.9g: %.2f%% apart", what, i + 1,
+                      rh.log[i].loss, rf.log[i].loss, 100 * rel);
+    }
+    /* both trained, and bf16 is not float in disguise */
+    ck_assert_msg(rf.log[19].loss < rf.log[0].loss, "%s: the float run did not learn", what);
+    ck_assert_msg(rh.log[19].loss < rh.log[0].loss, "%s: the bf16 run did not learn", what);
+    ck_assert_msg(worst > 0, "%s: bf16 and float losses identical: is bf16 on?", what);
+    ptdp_train_result_free(&rh);
+    ptdp_train_result_free(&rf);
+}
+END_TEST
+
+/* ------------------------------------- 3. --overlap: the same bits */
+
+/* Every tensor of the final states, parameters and optimizer state, bit for bit. */
+static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
+{
+    ck_assert_int_eq(a->ntensors, b->ntensors);
+    for (int i = 0; i < a->ntensors; i++) {
+        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
+        size_t n = (size_t)x->rows * (size_t)x->cols;
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
+        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
+    }
+}
+
+/* Cases of CASES where --overlap can change something: buckets, ZeRO-3's
+ * prefetches, pipelines, the GPT. */
+static const int BITS[] = { 0, 2, 3, 7, 9, 12, 15, 17 };
+
+LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BITS[0]))
+{
+    ptdp_train_config plain = config_of(&CASES[BITS[_i]]), ov = plain;
+    plain.overlap = false;
+    ov.overlap = true;
+    char what[256];
+    describe(&ov, what, sizeof what);
+    ptdp_state a, b;
+    ptdp_train_result ra, rb;
+    equiv_train(&ov, NULL, &a, &ra);
+    equiv_train(&plain, NULL, &b, &rb);
+    equiv_losses_agree(ra.log, rb.log, plain.steps, 0, what);
+    same_bits(&a, &b, what);
+    ptdp_state_free(&a);
+    ptdp_state_free(&b);
+    ptdp_train_result_free(&ra);
+    ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* ---------------------------- 4. the master weights keep the small updates */
+
+/* The master weights keep what bf16 drops.  At lr 1e-5 an AdamW update
+ * (about lr per element) is far below half a bf16 step (2^-9 |p|), so it
+ * would vanish if it were added to the bf16 parameter itself: each step
+ * would start again from the unchanged bf16 value.  The float master
+ * weights add the updates up: after 10 steps they have moved as far as
+ * float's parameters (the sum of |final - initial| within 20%), and off
+ * the bf16 grid. */
+static double moved(const ptdp_state *a, const ptdp_state *b, size_t *off_grid, size_t *total)
+{
+    double sum = 0;
+    for (int i = 0; i < a->ntensors; i++) {
+        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
+        if (strncmp(x->name, "optim.", 6) == 0)
+            continue;   /* the moments, not parameters */
+        for (size_t e = 0; e < (size_t)x->rows * (size_t)x->cols; e++) {
+            sum += fabs((double)x->data[e] - (double)y->data[e]);
+            *off_grid += ptdp_bf16_round(x->data[e]) != x->data[e];
+            (*total)++;
+        }
+    }
+    return sum;
+}
+
+static const int MASTER[] = { 0, 3, 12 };
+
+LOOP_TEST(bf16_tests, test_bf16_master_weights_add_up_small_updates, (int)(sizeof MASTER / sizeof MASTER[0]))
+{
+    ptdp_train_config h = config_of(&CASES[MASTER[_i]]), f;
+    h.lr = 1e-5;
+    h.steps = 10;
+    f = h;
+    f.bf16 = false;
+    char what[256];
+    describe(&h, what, sizeof what);
+    ptdp_state h0, h1, f0, f1;
+    ck_assert_int_eq(ptdp_state_init(&h0, &h.model, h.optimizer, false), 0);
+    ck_assert_int_eq(ptdp_state_init(&f0, &f.model, f.optimizer, false), 0);
+    h.init_state = &h0;
+    f.init_state = &f0;
+    equiv_train(&h, NULL, &h1, NULL);
+    equiv_train(&f, NULL, &f1, NULL);
+    size_t off_grid = 0, total = 0, ignore = 0, ignore_total = 0;
+    double mh = moved(&h1, &h0, &off_grid, &total), mf = moved(&f1, &f0, &ignore, &ignore_total);
+    ck_assert_msg(mf > 0 && fabs(mh / mf - 1) < 0.2, "%s: in 10 steps at lr 1e-5 the bf16 run's master weights "
+                  "moved %g in all, float's parameters %g", what, mh, mf);
+    ck_assert_msg(off_grid > total * 9 / 10, "%s: only %zu of %zu master weights lie off the bf16 grid", what,
+                  off_grid, total);
+    ptdp_state_free(&h0);
+    ptdp_state_free(&h1);
+    ptdp_state_free(&f0);
+    ptdp_state_free(&f1);
+}
+END_TEST
+
+/* ------------------------------------------------ 5. checkpoints */
+
+/* 3 steps saved, 3 more resumed on the same mesh: the 6 uninterrupted
+ * steps bit for bit — the master weights (the checkpoint's parameters),
+ * both moments, and the losses of steps 4-6. */
+static const int RESUME[] = { 1, 3, 12 };
+
+LOOP_TEST(bf16_tests, test_bf16_resume_bit_for_bit, (int)(sizeof RESUME / sizeof RESUME[0]))
+{
+    ptdp_train_config half = config_of(&CASES[RESUME[_i]]), full = half;
+    full.steps = 6;
+    char what[256];
+    describe(&half, what, sizeof what);
+    ptdp_state reference, resumed;
+    ptdp_train_result rfull, rlog;
+    equiv_train(&full, NULL, &reference, &rfull);
+    equiv_resume(&half, &half, &resumed, &rlog);
+    ck_assert_int_eq(rlog.completed, 3);
+    equiv_losses_agree(rlog.log, rfull.log + 3, 3, 0, what);
+    same_bits(&resumed, &reference, what);
+    ptdp_state_free(&reference);
+    ptdp_state_free(&resumed);
+    ptdp_train_result_free(&rfull);
+    ptdp_train_result_free(&rlog);
+}
+END_TEST
+
+/* A checkpoint of one precision resumed in the other: it loads, it trains
+ * on (steps 4-6 numbered on, their losses finite and within 2% of six
+ * uninterrupted steps in the second precision), and its loss keeps falling. */
+static void cross_resume(ptdp_train_config first, ptdp_train_config second, const char *what)
+{
+    ptdp_train_config full = second;
+    full.steps = 6;
+    ptdp_state reference, resumed;
+    ptdp_train_result rfull, rlog;
+    equiv_train(&full, NULL, &reference, &rfull);
+    equiv_resume(&first, &second, &resumed, &rlog);
+    ck_assert_int_eq(rlog.completed, 3);
+    for (int i = 0; i < 3; i++) {
+        double got = rlog.log[i].loss, want = rfull.log[3 + i].loss;
+        ck_assert_msg(isfinite(got) && fabs(got - want) <= 0.02 * fabs(want),
+                      "%s: step %d: loss %.9g, six steps without stopping %.9g", what, 4 + i, got, want);
+    }
+    ck_assert_msg(rlog.log[2].loss < rfull.log[0].loss, "%s: the loss did not fall", what);
+    ptdp_check_report rep;
+    ck_assert_msg(ptdp_check_states(&resumed, &reference, 2 * PTDP_TOLERANCE_BF16, &rep),
+                  "%s: %s differs by %g from six steps without stopping", what, rep.worst, rep.max_abs);
+    ptdp_state_free(&reference);
+    ptdp_state_free(&resumed);
+    ptdp_train_result_free(&rfull);
+    ptdp_train_result_free(&rlog);
+}
+
+TEST(bf16_tests, test_bf16_checkpoint_crosses_precisions)
+{
+    ptdp_train_config first = config_of(&CASES[3]), second = config_of(&CASES[7]);
+    second.bf16 = false;   /* bf16 zero 3 dp 2 -> float dp 2 pp 2 */
+    cross_resume(first, second, "mlp: bf16 zero 3 dp 2 -> float dp 2 pp 2");
+    first = config_of(&CASES[6]);
+    first.bf16 = false;    /* float dp 2 tp 2 -> bf16 zero 2 dp 4 */
+    second = config_of(&CASES[2]);
+    cross_resume(first, second, "mlp: float dp 2 tp 2 zero 1 -> bf16 dp 4 zero 2");
+    first = config_of(&CASES[12]);
+    second = config_of(&CASES[11]);
+    second.bf16 = false;   /* the GPT: bf16 zero 3 -> float */
+    cross_resume(first, second, "gpt: bf16 zero 3 dp 2 -> float dp 2");
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("equiv_bf16");
+}

@@ -1,0 +1,304 @@
+/*
+ * test_mixed.c — mixed precision's stores (mixed.h, mixed.c) and what
+ * they cost: the bytes at rest and the bytes on the wire.
+ *
+ *   1. the store helpers against straightforward references: narrowing
+ *      rounds to nearest, ties to even (the reference picks the nearer of
+ *      the two bf16 neighbours in double, not the bias trick of bf16.h);
+ *      widening is exact; an add rounds once; a sum of squares is the
+ *      widened values' in double; a float store is plain float;
+ *   2. the model states at rest, read from each device's arena after a
+ *      run with no step: params, grads and optim are exactly the ZeRO
+ *      paper's 2Ψ + 2Ψ + 12Ψ divided by stage (ptdp_zero_state_bytes)
+ *      with AdamW, 2 + 2 + 8 with SGD and momentum, 2 + 2 + 4 without;
+ *
+ *         stage   params   grads   optim
+ *           0      2Ψ       2Ψ      12Ψ
+ *           1      2Ψ       2Ψ      12Ψ/N
+ *           2      2Ψ       2Ψ/N    12Ψ/N
+ *           3      2Ψ/N     2Ψ/N    12Ψ/N
+ *
+ *   3. the DP bytes per step under bf16 are exactly half of float's, for
+ *      stages 0-3 — plus, under ZeRO, the gradient norm's all-reduce of
+ *      one double, which bf16 does not halve.
+ *
+ * The float build only (tests/meson.build): ptdp-f64 refuses bf16.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "equivalence/equiv.h"
+#include "model_size.h"
+#include "ptdp/bf16.h"
+#include "ptdp/launch.h"
+#include "ptdp/mixed.h"
+#include "ptdp/optim.h"
+#include "ptdp/zero.h"
+
+static const harness_tcase helper_tests = { .name = "store helpers", .timeout_s = 30 };
+static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 120 };
+
+/* ---------------------------------------------------------- references */
+
+/* A float's bits and back. */
+static uint32_t bits_of(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static float float_of(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* bf16(x) the long way: the two bf16 values around x (x's top half cut
+ * off, and the next one away from zero), the nearer one in double, a tie
+ * to the one whose last bit is 0.  NaN becomes the quiet NaN. */
+static uint16_t ref_round(float x)
+{
+    if (isnan(x))
+        return PTDP_BF16_NAN;
+    uint16_t lo = (uint16_t)(bits_of(x) >> 16), hi = (uint16_t)(lo + 1);
+    if (isinf(x) || (bits_of(x) & 0xFFFFu) == 0)
+        return lo;
+    double dlo = fabs((double)x - (double)float_of((uint32_t)lo << 16));
+    double dhi = fabs((double)float_of((uint32_t)hi << 16) - (double)x);   /* inf past the largest: dhi = inf… */
+    if (isinf(float_of((uint32_t)hi << 16)))                                /* …but the tie rule still rounds up */
+        dhi = (double)float_of(((uint32_t)hi << 16) - 1u) - fabs((double)x);
+    if (dlo < dhi)
+        return lo;
+    if (dhi < dlo)
+        return hi;
+    return (lo & 1u) ? hi : lo;
+}
+
+/* Reproducible values over many binades, with exact ties and specials. */
+static float sample(uint64_t *s, int i)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint32_t r = (uint32_t)(*s >> 32);
+    switch (i % 8) {
+    case 0: return float_of((r & 0xBFFF0000u) | 0x8000u);   /* a tie exactly (finite) */
+    case 1: return (float)((double)(r % 20001) / 1000.0 - 10.0);
+    case 2: return float_of(r & 0xBFFFFFFFu);               /* any finite magnitude below 2 ^ 1 */
+    default: return (float)((double)(int32_t)r * 1e-9);
+    }
+}
+
+enum { N = 4096 };
+
+/* ---------------------------------------------------- 1. the helpers */
+
+TEST(helper_tests, test_narrow_rounds_to_nearest_even)
+{
+    static float x[N];
+    static ptdp_bf16 got[N];
+    uint64_t s = 7;
+    for (int i = 0; i < N; i++)
+        x[i] = sample(&s, i);
+    /* and the edges: ±0, ±inf, NaN, the largest float (rounds to inf), a denormal tie */
+    const float edges[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.4028235e38f, -3.4028235e38f,
+                            float_of(0x00018000u), float_of(0x00028000u), 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f };
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
+        x[e] = edges[e];
+    ptdp_store_from_real(PTDP_BF16, got, x, N);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(got[i] == ref_round(x[i]), "bf16(%a) = 0x%04x, the nearest (ties to even) is 0x%04x", (double)x[i],
+                      got[i], ref_round(x[i]));
+    ck_assert_uint_eq(got[5], 0x7F80u);   /* the largest float rounds up to inf */
+    ck_assert_uint_eq(got[9], 0x3F80u);   /* 1 + 2^-8: a tie, to the even 1 */
+    ck_assert_uint_eq(got[10], 0x3F81u);  /* just past it: up */
+}
+END_TEST
+
+TEST(helper_tests, test_widen_is_exact_and_float_stores_are_copies)
+{
+    static ptdp_bf16 b[N];
+    static float w[N], x[N], y[N];
+    for (int i = 0; i < N; i++)
+        b[i] = (ptdp_bf16)(i * 16 + 3);   /* 16 binades of patterns, signs, denormals */
+    b[0] = 0xFF80u;                       /* -inf */
+    ptdp_store_to_real(PTDP_BF16, w, b, N);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_eq(bits_of(w[i]), (uint32_t)b[i] << 16);
+    ptdp_store_from_real(PTDP_BF16, b + N / 2, w, N / 2);   /* narrowing a widened value: itself */
+    for (int i = 0; i < N / 2; i++) {
+        unsigned pattern = i == 0 ? 0xFF80u : (unsigned)(i * 16 + 3);
+        bool nan = (pattern & 0x7FFFu) > 0x7F80u;   /* every NaN comes back as the quiet one */
+        ck_assert_uint_eq(b[N / 2 + i], nan ? PTDP_BF16_NAN : pattern);
+    }
+    uint64_t s = 3;
+    for (int i = 0; i < N; i++)
+        x[i] = sample(&s, i);
+    ptdp_store_from_real(PTDP_REAL, y, x, N);
+    ck_assert(memcmp(x, y, sizeof x) == 0);
+    memset(y, 0, sizeof y);
+    ptdp_store_to_real(PTDP_REAL, y, x, N);
+    ck_assert(memcmp(x, y, sizeof x) == 0);
+    ck_assert_uint_eq(ptdp_store_size(PTDP_BF16), 2);
+    ck_assert_uint_eq(ptdp_store_size(PTDP_REAL), sizeof(ptdp_real));
+    ck_assert_ptr_eq(ptdp_store_at(PTDP_BF16, b, 5), (char *)b + 10);
+    ck_assert_ptr_eq(ptdp_store_at(PTDP_REAL, x, 5), (char *)x + 5 * sizeof(ptdp_real));
+}
+END_TEST
+
+/* g16[i] = bf16(float(g16[i]) + g[i]): one rounding per add, and
+ * accumulating many small gradients shows why rounding matters. */
+TEST(helper_tests, test_add_rounds_once)
+{
+    static ptdp_bf16 d[N], d2[N], s16[N];
+    static float a[N], g[N], y[N], z[N];
+    uint64_t s = 11;
+    for (int i = 0; i < N; i++) {
+        a[i] = sample(&s, i + 1);
+        g[i] = sample(&s, i + 3) * 0.01f;
+        y[i] = a[i];
+        z[i] = a[i];
+    }
+    ptdp_store_from_real(PTDP_BF16, d, a, N);
+    memcpy(d2, d, sizeof d);
+    ptdp_store_from_real(PTDP_BF16, s16, g, N);
+    ptdp_store_add_real(PTDP_BF16, d, g, N);
+    ptdp_store_add(PTDP_BF16, d2, s16, N);
+    for (int i = 0; i < N; i++) {
+        float base = float_of((uint32_t)ref_round(a[i]) << 16);
+        ck_assert_msg(d[i] == ref_round(base + g[i]), "add_real %d: 0x%04x, want 0x%04x", i, d[i],
+                      ref_round(base + g[i]));
+        float gs = float_of((uint32_t)ref_round(g[i]) << 16);
+        ck_assert_msg(d2[i] == ref_round(base + gs), "add %d: 0x%04x, want 0x%04x", i, d2[i], ref_round(base + gs));
+    }
+    /* a float store adds in float */
+    ptdp_store_add_real(PTDP_REAL, y, g, N);
+    ptdp_store_add(PTDP_REAL, z, g, N);
+    for (int i = 0; i < N; i++) {
+        ck_assert(y[i] == a[i] + g[i]);
+        ck_assert(z[i] == a[i] + g[i]);
+    }
+    /* rounding is really there: 1 + 2^-9 is 1 in bf16, 256 such adds stay 1 */
+    ptdp_bf16 one = 0x3F80u;
+    const float tiny = 0x1p-9f;
+    for (int k = 0; k < 256; k++)
+        ptdp_store_add_real(PTDP_BF16, &one, &tiny, 1);
+    ck_assert_uint_eq(one, 0x3F80u);
+}
+END_TEST
+
+TEST(helper_tests, test_sum_of_squares_of_the_widened_values)
+{
+    static ptdp_bf16 b[N];
+    static float x[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N; i++)
+        x[i] = sample(&s, i + 1) * 1e-3f;
+    ptdp_store_from_real(PTDP_BF16, b, x, N);
+    double want = 0, want_f = 0;
+    for (int i = 0; i < N; i++) {
+        double w = (double)float_of((uint32_t)b[i] << 16);
+        want += w * w;
+        want_f += (double)x[i] * (double)x[i];
+    }
+    ck_assert(ptdp_store_sum_squares(PTDP_BF16, b, N) == want);   /* in order, in double: exactly */
+    ck_assert(ptdp_store_sum_squares(PTDP_REAL, x, N) == ptdp_sum_squares(x, N));
+    ASSERT_CLOSE(ptdp_store_sum_squares(PTDP_REAL, x, N), want_f, 1e-12 * want_f);
+    ck_assert(ptdp_store_sum_squares(PTDP_BF16, b, N) != want_f);  /* the bf16 values, not the float ones */
+}
+END_TEST
+
+/* ----------------------------------------------- 2. memory at rest */
+
+static void run_with_result(const ptdp_train_config *cfg, ptdp_launch_result *lr, ptdp_train_result *res)
+{
+    memset(lr, 0, sizeof *lr);
+    equiv_train(cfg, &(ptdp_launch_opts){ .result = lr }, NULL, res);
+}
+
+/* A model whose units (the input layer 208, a block 1072, the head 136
+ * elements) all divide by 2 and 4, so that every 1/N is exact. */
+static ptdp_train_config bf16_config(int dp, int stage)
+{
+    ptdp_train_config c = equiv_config(dp, 1, 1, 2);
+    c.bf16 = true;
+    c.zero = stage;
+    return c;
+}
+
+/* 0: AdamW (12 bytes: master, m, v), 1: SGD with momentum (8: master,
+ * momentum), 2: SGD (4: the master alone); on dp 2 and dp 4. */
+LOOP_TEST(memory_tests, test_bf16_model_states_at_rest_are_the_formula, 4 * 3 * 2)
+{
+    const int stage = _i % 4, opt = (_i / 4) % 3, dp = _i / 12 == 0 ? 2 : 4;
+    ptdp_train_config c = bf16_config(dp, stage);
+    c.steps = 0;
+    double bo = 12;
+    if (opt > 0) {
+        c.optimizer = PTDP_OPT_SGD;
+        c.momentum = opt == 1 ? 0.9 : 0;
+        bo = opt == 1 ? 8 : 4;
+    }
+    ptdp_launch_result lr;
+    ptdp_train_result res;
+    run_with_result(&c, &lr, &res);
+    const double psi = (double)model_size_stage(&c, 0);
+    ck_assert_msg(res.param_elements != NULL && (double)res.param_elements[0] == psi, "psi");
+    ptdp_zero_bytes want = ptdp_zero_state_bytes(stage, psi, dp, 2, 2, bo);
+    for (int r = 0; r < lr.world_size; r++) {
+        const ptdp_mem_stats *m = &lr.devices[r].mem;
+        ck_assert_msg((double)m->peak[PTDP_MEM_PARAMS] == want.params && (double)m->peak[PTDP_MEM_GRADS] == want.grads &&
+                      (double)m->peak[PTDP_MEM_OPTIM] == want.optim,
+                      "zero %d, %s, dp %d, device %d at rest: params %zu grads %zu optim %zu, the formula "
+                      "2 + 2 + %g: %.0f %.0f %.0f", stage, opt == 0 ? "adamw" : opt == 1 ? "sgd momentum" : "sgd", dp,
+                      r, m->peak[PTDP_MEM_PARAMS], m->peak[PTDP_MEM_GRADS], m->peak[PTDP_MEM_OPTIM], bo, want.params,
+                      want.grads, want.optim);
+    }
+    ptdp_launch_result_free(&lr);
+    ptdp_train_result_free(&res);
+}
+END_TEST
+
+/* ------------------------------------------------ 3. bytes on the wire */
+
+/* The DP group's bytes sent per device and step, mean over the devices. */
+static double dp_bytes_per_step(const ptdp_train_config *c)
+{
+    ptdp_launch_result lr;
+    ptdp_train_result res;
+    run_with_result(c, &lr, &res);
+    double sent = 0;
+    for (int r = 0; r < lr.world_size; r++) {
+        int g = harness_group_index(&lr.devices[r].comm, "dp");
+        ck_assert_int_ge(g, 0);
+        sent += lr.devices[r].comm.group[g].sent;
+    }
+    ptdp_launch_result_free(&lr);
+    ptdp_train_result_free(&res);
+    return sent / lr.world_size / c->steps;
+}
+
+LOOP_TEST(memory_tests, test_bf16_halves_the_dp_bytes, 4 * 2)
+{
+    const int stage = _i % 4, dp = _i / 4 == 0 ? 2 : 4;
+    ptdp_train_config h = bf16_config(dp, stage), f = h;
+    h.steps = f.steps = 2;
+    f.bf16 = false;
+    const double psi = (double)model_size_stage(&h, 0);
+    /* under ZeRO the gradient norm's partial sums are all-reduced: one double */
+    const double norm = stage > 0 ? 2.0 * (dp - 1) / dp * sizeof(double) : 0;
+    const double formula = stage == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)psi, dp, h.micro_batches, false)
+                                      : ptdp_zero_dp_bytes_per_step(stage, (size_t)psi, dp, h.micro_batches);
+    const double bh = dp_bytes_per_step(&h), bf = dp_bytes_per_step(&f);
+    ck_assert_msg(bf - norm == formula, "zero %d dp %d: float sends %.1f B per step, the formula %.1f + %.1f", stage,
+                  dp, bf, formula, norm);
+    ck_assert_msg(bh - norm == (bf - norm) / 2, "zero %d dp %d: bf16 sends %.1f B per step, float %.1f: want half of "
+                  "%.1f, plus %.1f for the norm", stage, dp, bh, bf, bf - norm, norm);
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("mixed");
+}
