@@ -8,6 +8,7 @@
  */
 #include "equiv.h"
 
+#include "ptdp/gpt.h"
 #include "ptdp/schedule.h"
 
 #include <math.h>
@@ -184,4 +185,17 @@ void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char
         ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
         ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
     }
+}
+
+ptdp_model_config equiv_small_gpt(int tp)
+{
+    ptdp_model_config m = ptdp_gpt_default_config();
+    m.hidden = 32;
+    m.heads = 8;
+    m.ffn = 64;
+    m.layers = 4;
+    m.seq_len = 8;
+    m.vocab = 62;   /* the built-in sums' tokens */
+    m.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    return m;
 }

@@ -24,6 +24,10 @@
 /* A small model (12 -> 16 -> 8 classes, d_ff 32, 4 blocks) so that a whole
  * matrix of meshes runs in seconds; AdamW, 4 steps, a global batch of 48. */
 ptdp_train_config equiv_config(int dp, int tp, int pp, int m);
+/* The GPT every equivalence suite uses: small (C 32, 8 heads, F 64, 4
+ * layers, T 8), on the built-in sums' 62 tokens, its vocabulary padded
+ * for tp ranks. */
+ptdp_model_config equiv_small_gpt(int tp);
 
 /* Train cfg; the test fails (naming the mesh and the error) if it does.
  * opts: NULL, or launch options (a profile, a trace, a launch result);

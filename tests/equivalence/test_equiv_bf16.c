@@ -76,14 +76,7 @@ static const bf16_case CASES[] = {
 /* The GPT of the other equivalence suites: small, several heads. */
 static void small_gpt(ptdp_train_config *c, int tp)
 {
-    c->model = ptdp_gpt_default_config();
-    c->model.hidden = 32;
-    c->model.heads = 8;
-    c->model.ffn = 64;
-    c->model.layers = 4;
-    c->model.seq_len = 8;
-    c->model.vocab = 62;   /* the built-in sums' tokens */
-    c->model.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    c->model = equiv_small_gpt(tp);
     c->batch = 16;
 }
 

@@ -53,14 +53,7 @@ static int gpt_cases(void)
 static ptdp_train_config gpt_config(int dp, int tp, int pp, int m)
 {
     ptdp_train_config c = equiv_config(dp, tp, pp, m);
-    c.model = ptdp_gpt_default_config();
-    c.model.hidden = 32;
-    c.model.heads = 8;
-    c.model.ffn = 64;
-    c.model.layers = 4;
-    c.model.seq_len = 8;
-    c.model.vocab = 62;                       /* the built-in sums' tokens */
-    c.model.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    c.model = equiv_small_gpt(tp);
     c.batch = 16;
     c.steps = 3;
     c.weight_decay = 0.1;                     /* only the 2-D tensors decay */

@@ -34,14 +34,7 @@ static const tp_case CASES[] = {
 static ptdp_train_config config_of(const tp_case *k)
 {
     ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
-    c.model = ptdp_gpt_default_config();
-    c.model.hidden = 32;
-    c.model.heads = 8;
-    c.model.ffn = 64;
-    c.model.layers = 4;
-    c.model.seq_len = 8;
-    c.model.vocab = 62;                   /* the built-in sums' tokens */
-    c.model.vocab_padded = ptdp_gpt_pad_vocab(62, 64, k->tp);
+    c.model = equiv_small_gpt(k->tp);
     c.batch = 8;
     c.steps = 2;
     /* The GPT's own default lr (gpt.h).  Slices sum each weight gradient in

@@ -54,14 +54,7 @@ static ptdp_train_config config_of(const zb_case *k, const char *schedule)
 {
     ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
     if (k->gpt) {
-        c.model = ptdp_gpt_default_config();
-        c.model.hidden = 32;
-        c.model.heads = 8;
-        c.model.ffn = 64;
-        c.model.layers = 4;
-        c.model.seq_len = 8;
-        c.model.vocab = 62;                   /* the built-in sums' tokens */
-        c.model.vocab_padded = ptdp_gpt_pad_vocab(62, 64, k->tp);
+        c.model = equiv_small_gpt(k->tp);
         c.batch = 16;
         c.steps = 2;
     }
