@@ -33,6 +33,11 @@
 
 #include "coll.h"
 
+/* How close a matrix product of a given shape comes to the peak (clock.c
+ * says where each curve's numbers come from).  NULL in a profile: every
+ * product runs at the peak, as the textbook profiles want. */
+typedef struct ptdp_gemm_curve ptdp_gemm_curve;
+
 typedef struct {
     const char *name;
     const char *description;
@@ -41,6 +46,16 @@ typedef struct {
     double beta_Bps;     /* link bandwidth, bytes per second (0 = infinite) */
     int    ideal;        /* 1: the textbook pipeline (embedding and loss
                             layers cost nothing, links are free)           */
+    /* A cluster of nodes (0 below: every device in one node, one link
+     * level, alpha_s and beta_Bps).  Device r sits in node r / gpus_per_node;
+     * a collective or message that leaves a node uses the network. */
+    int    gpus_per_node;   /* devices per node; 0 = one node holds them all */
+    double net_alpha_s;     /* latency of a message between nodes          */
+    double net_beta_Bps;    /* network bandwidth of ONE device (its NIC),
+                               bytes per second each way                   */
+    double peak_flops_bf16; /* peak under --precision bf16; 0 = peak_flops */
+    const ptdp_gemm_curve *gemm;   /* NULL: products at the peak           */
+    double mem_bytes;       /* memory of one device; 0 = not given         */
 } ptdp_profile;
 
 /* The named profiles; "dgx-a100" (the default) first. */
@@ -78,5 +93,31 @@ double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
  *   gather, scatter, all_to_all  (n-1) * (alpha + S/(n beta))
  */
 double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n);
+
+/* The same over n devices spread across `nodes` nodes (1: inside one node,
+ * exactly ptdp_cost_collective).  Across nodes every ring step waits for
+ * the network: alpha = net_alpha_s and the bandwidth is what the group's
+ * devices in one node bring together, n/nodes NICs, capped by the link
+ * inside the node:  beta = min(beta_Bps, (n / nodes) net_beta_Bps). */
+double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n, int nodes);
+/* One message between world ranks a and b (the network if their nodes
+ * differ). */
+double ptdp_cost_message_between(const ptdp_profile *p, size_t bytes, int a, int b);
+/* The node of world rank r (0 when the profile has one node). */
+int    ptdp_profile_node(const ptdp_profile *p, int r);
+/* How many nodes the n world ranks touch. */
+int    ptdp_profile_nodes_spanned(const ptdp_profile *p, const int *ranks, int n);
+
+/* The peak a device computes at: peak_flops, or under bf16 the profile's
+ * bf16 peak when it gives one. */
+double ptdp_profile_peak(const ptdp_profile *p, int bf16);
+
+/* The fraction of the peak an m x k by k x n product reaches, in (0, 1];
+ * exactly 1 when the profile has no curve. */
+double ptdp_gemm_efficiency(const ptdp_profile *p, double m, double n, double k);
+/* What such a product charges the clock, in flops at the peak:
+ * 2 m n k / ptdp_gemm_efficiency — exactly 2 m n k without a curve, so
+ * the textbook profiles' times do not move. */
+double ptdp_gemm_cost_flops(const ptdp_profile *p, double m, double n, double k);
 
 #endif

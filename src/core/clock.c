@@ -133,3 +133,56 @@ double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, i
         return 0.0;
     }
 }
+
+/* ---- Two link levels and GEMM efficiency --------------------------------- */
+/* (provisional: one node and every product at the peak, until the cluster
+ * profiles land) */
+
+int ptdp_profile_node(const ptdp_profile *p, int r)
+{
+    return p->gpus_per_node > 0 ? r / p->gpus_per_node : 0;
+}
+
+int ptdp_profile_nodes_spanned(const ptdp_profile *p, const int *ranks, int n)
+{
+    int nodes = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0, node = ptdp_profile_node(p, ranks[i]);
+        for (int j = 0; j < i && !seen; j++)
+            seen = ptdp_profile_node(p, ranks[j]) == node;
+        nodes += !seen;
+    }
+    return nodes > 0 ? nodes : 1;
+}
+
+double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n, int nodes)
+{
+    (void)nodes;
+    return ptdp_cost_collective(p, op, bytes, n);
+}
+
+double ptdp_cost_message_between(const ptdp_profile *p, size_t bytes, int a, int b)
+{
+    (void)a;
+    (void)b;
+    return ptdp_cost_message(p, bytes);
+}
+
+double ptdp_profile_peak(const ptdp_profile *p, int bf16)
+{
+    return bf16 && p->peak_flops_bf16 > 0 ? p->peak_flops_bf16 : p->peak_flops;
+}
+
+double ptdp_gemm_efficiency(const ptdp_profile *p, double m, double n, double k)
+{
+    (void)p;
+    (void)m;
+    (void)n;
+    (void)k;
+    return 1.0;
+}
+
+double ptdp_gemm_cost_flops(const ptdp_profile *p, double m, double n, double k)
+{
+    return 2.0 * m * n * k / ptdp_gemm_efficiency(p, m, n, k);
+}

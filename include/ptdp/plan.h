@@ -1,0 +1,143 @@
+/*
+ * plan.h — choosing the layout of a GPT on a GPU cluster: memory per GPU
+ * and step time of every layout, by the implementation's own formulas and
+ * the cost model the virtual clock runs (clock.h).
+ *
+ * The arithmetic everyone who trains at scale does first:
+ *
+ *     N  = dp x tp x pp x cp                 (GPUs)
+ *     M  = B / (b x dp)                      (micro-batches per replica a step)
+ *
+ * and then, for each way of choosing (tp, pp, cp, b, schedule, v, recompute,
+ * ZeRO stage, sp):
+ *
+ *     memory per GPU = parameters + gradients + optimizer state   (zero.h)
+ *                    + activations of the micro-batches in flight (the
+ *                      schedule's own count) + what one op holds at once
+ *                    + communication buffers
+ *     step time      = the pipeline's makespan from the schedule simulator
+ *                      (schedule.h), each F and B priced as gpt.c charges
+ *                      the clock (GEMMs at the profile's efficiency for
+ *                      their shape, TP/SP/CP collectives on their link
+ *                      level) + the DP/ZeRO traffic not hidden + optimizer
+ *
+ * Agreement: for a layout `ptdp train` can run, ptdp_plan_train_config
+ * gives the run; its virtual step time and the measured peaks are the
+ * plan's within 5% (tests/test_plan_agree.c).
+ *
+ * Bytes are those of this build's ptdp_real (4 in libptdp, 8 in
+ * libptdp_f64); under bf16 parameters and gradients are 2 bytes
+ * (mixed.h) and activations stay ptdp_real, as in the implementation.
+ */
+#ifndef PTDP_PLAN_H
+#define PTDP_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "clock.h"
+#include "model.h"
+#include "train.h"
+
+typedef enum {
+    PTDP_RECOMPUTE_NONE = 0,
+    PTDP_RECOMPUTE_SELECTIVE,   /* the attention core (train.h recompute_attention) */
+    PTDP_RECOMPUTE_FULL,        /* keep only each stage's input (train.h recompute)  */
+    PTDP_RECOMPUTE_COUNT
+} ptdp_recompute;
+
+/* "none", "selective", "full"; and back (-1 if unknown). */
+const char *ptdp_recompute_name(ptdp_recompute r);
+int         ptdp_recompute_parse(const char *name);
+
+/* What `ptdp plan` is asked: the model, the batch, the cluster, and which
+ * parts of the layout the flags fix (-1 or NULL: free). */
+typedef struct {
+    ptdp_model_config model;     /* kind GPT: layers, hidden, ffn, heads,
+                                    seq_len, vocab, vocab_multiple          */
+    long long batch;             /* B: sequences per step (global)          */
+    int gpus;                    /* N                                       */
+    const ptdp_profile *profile;
+    bool bf16;                   /* --precision bf16                        */
+    ptdp_optimizer_kind optimizer;   /* AdamW (as ptdp train's default)     */
+    double bucket_mb;            /* DDP bucket, MiB (ptdp train's default)  */
+    /* fixed by flags, or -1 / NULL = the planner chooses */
+    int tp, pp, cp, zero, micro_batch_size, virtual_stages;
+    int recompute;               /* a ptdp_recompute, or -1                 */
+    int sp;                      /* 0, 1, or -1                             */
+    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1" */
+} ptdp_plan_request;
+
+/* The request with nothing fixed: AdamW, ptdp train's bucket, float. */
+ptdp_plan_request ptdp_plan_request_defaults(void);
+
+/* One layout. */
+typedef struct {
+    int dp, tp, pp, cp;
+    int micro_batch_size;        /* b: sequences per micro-batch            */
+    int micro_batches;           /* M = B / (b dp)                          */
+    int virtual_stages;          /* v: 1, or the interleaved chunks          */
+    char schedule[16];
+    ptdp_recompute recompute;
+    int zero;                    /* 0 .. 3                                  */
+    bool sp;                     /* sequence parallelism (tp > 1 only)      */
+    bool overlap;                /* DP/ZeRO traffic started in the backward */
+} ptdp_plan_layout;
+
+/* Memory per GPU, bytes, on the device with the largest peak. */
+typedef struct {
+    double params, grads, optim;   /* model states (with ZeRO-3's gathered unit) */
+    double acts;                   /* activations at the peak                    */
+    double comm;                   /* communication buffers                      */
+    double other;                  /* everything else (data, scratch)            */
+    double total;                  /* the peak: what must fit                    */
+    int stage;                     /* the pipeline stage of that device          */
+    int in_flight;                 /* micro-batches whose activations it holds   */
+} ptdp_plan_memory;
+
+/* Time of one step, seconds, and what it is made of. */
+typedef struct {
+    double step_s;                 /* the step's makespan                        */
+    double forward_s, backward_s;  /* one micro-batch on the slowest stage       */
+    double bubble;                 /* the pipeline's idle fraction               */
+    double tp_comm_s, cp_comm_s;   /* per micro-batch, on the compute stream     */
+    double pp_comm_s;              /* one activation message                     */
+    double dp_comm_s;              /* DP / ZeRO traffic a step                    */
+    double dp_exposed_s;           /* of it, what the compute stream waits for   */
+    double optimizer_s;
+    double tokens_per_s;
+    double model_flops;            /* a step: 72 B s l h^2 (1 + s/6h + V/12lh)    */
+    double hardware_flops;         /* a step, counting recomputation              */
+    double model_tflops_per_gpu;   /* model_flops / (step_s N) / 1e12             */
+    double hardware_tflops_per_gpu;
+} ptdp_plan_time;
+
+/* A layout with its numbers. */
+typedef struct {
+    ptdp_plan_layout layout;
+    ptdp_plan_memory memory;
+    ptdp_plan_time time;
+    bool fits;                     /* memory.total <= the device's memory        */
+} ptdp_plan_candidate;
+
+/* Whether this layout can run as ptdp train would run it (the same rules:
+ * every split divides, the schedule takes p, m and v).  0, or PTDP_EINVAL
+ * with the reason naming the flag, and what would divide, in msg. */
+int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len);
+
+/* The ptdp train configuration of a layout (for the agreement test and for
+ * --explain's "run it" line). */
+void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg);
+
+/* The formulas (plan_memory.c, plan_time.c). */
+int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out);
+int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_time *out);
+
+/* Every valid layout (fixing what rq fixes), best (fastest fitting) first;
+ * device_bytes is the memory of one GPU (0: the profile's mem_bytes):
+ * *out gets *count candidates (free with free()).  0; PTDP_EINVAL with a
+ * message when nothing can divide or nothing fits (what would, in msg). */
+int ptdp_plan_search(const ptdp_plan_request *rq, double device_bytes, ptdp_plan_candidate **out,
+                     int *count, char *msg, size_t len);
+
+#endif
