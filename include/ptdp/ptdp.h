@@ -39,4 +39,5 @@
 #include "gpt.h"
 #include "state.h"
 #include "train.h"
+#include "plan.h"
 #endif

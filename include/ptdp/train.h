@@ -134,6 +134,9 @@ static inline int ptdp_train_virtual_stages(const ptdp_train_config *cfg)
 
 /* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */
 int  ptdp_train_validate(const ptdp_train_config *cfg, char *msg, size_t msglen);
+/* The same rules but the host's limit of PTDP_MAX_DEVICES threads: whether
+ * the layout could run on as many devices as it names (ptdp plan). */
+int  ptdp_train_validate_layout(const ptdp_train_config *cfg, char *msg, size_t msglen);
 /* Run.  opts may carry device memory, watchdog, profile, algo, trace and a
  * launch result (per-device memory, bytes and times).  Returns 0 or the
  * first failure (message in opts->result if given, else in msg). */

@@ -64,14 +64,16 @@ ptdp_train_config ptdp_train_defaults(void)
     return c;
 }
 
-int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
+/* Every rule; `threads` adds the one of this host, at most
+ * PTDP_MAX_DEVICES device threads (a planner weighs clusters far larger). */
+static int validate(const ptdp_train_config *c, bool threads, char *msg, size_t n)
 {
     const ptdp_model_config *m = &c->model;
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
     if (c->dp < 1) BAD("--dp %d: must be at least 1", c->dp);
     if (c->tp < 1) BAD("--tp %d: must be at least 1", c->tp);
     if (c->pp < 1) BAD("--pp %d: must be at least 1", c->pp);
-    if ((long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES) {
+    if (threads && (long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES) {
         long mp = (long)c->tp * c->pp;
         if (mp <= PTDP_MAX_DEVICES)
             BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (with --tp %d and --pp %d, "
@@ -81,7 +83,7 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
             c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
     }
     if (c->cp < 0) BAD("--cp %d: must be at least 1", c->cp);
-    if (c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
+    if (threads && c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
         BAD("--dp %d x --cp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->cp, c->tp,
             c->pp, (long)c->dp * c->cp * c->tp * c->pp, PTDP_MAX_DEVICES);
     if (ptdp_model_check(m, 1, 1, msg, n) != 0)   /* the model's own shapes */
@@ -245,6 +247,16 @@ int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
             c->steps, c->resume->step, (long long)PTDP_MAX_STEP);
 #undef BAD
     return PTDP_OK;
+}
+
+int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
+{
+    return validate(c, true, msg, n);
+}
+
+int ptdp_train_validate_layout(const ptdp_train_config *c, char *msg, size_t n)
+{
+    return validate(c, false, msg, n);
 }
 
 /* ------------------------------------------------------- the run's table */

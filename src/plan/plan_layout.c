@@ -1,0 +1,103 @@
+/*
+ * plan_layout.c — what a layout is, and whether it can run.
+ *
+ * A layout is one answer to "how do I cut this model over N GPUs":
+ *
+ *     N = dp x cp x tp x pp        M = B / (b x dp)
+ *
+ *   tp  tensor parallelism: each block's matrices split over tp GPUs
+ *   pp  pipeline stages, run by a schedule (1f1b, gpipe, interleaved with
+ *       v chunks per stage, zb-h1) over the M micro-batches of b sequences
+ *   cp  context parallelism: each sequence's positions over cp GPUs
+ *   dp  data parallelism over what is left, with a ZeRO stage
+ *   and how activations are kept: recompute none, selective or full, sp.
+ *
+ * A layout is valid exactly when `ptdp train` would run it: the planner
+ * asks the training loop's own validation (ptdp_train_validate_layout,
+ * every rule but this host's thread limit), so the two cannot disagree
+ * about what divides.
+ */
+#include "ptdp/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+
+static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
+
+const char *ptdp_recompute_name(ptdp_recompute r)
+{
+    return r >= 0 && r < PTDP_RECOMPUTE_COUNT ? recompute_names[r] : "?";
+}
+
+int ptdp_recompute_parse(const char *name)
+{
+    for (int r = 0; name != NULL && r < PTDP_RECOMPUTE_COUNT; r++)
+        if (strcmp(name, recompute_names[r]) == 0)
+            return r;
+    return -1;
+}
+
+ptdp_plan_request ptdp_plan_request_defaults(void)
+{
+    ptdp_train_config t = ptdp_train_defaults();
+    ptdp_plan_request rq = {
+        .model = { .kind = PTDP_MODEL_GPT, .vocab_multiple = 64 },
+        .gpus = 1,
+        .batch = 1,
+        .profile = ptdp_profile_default(),
+        .optimizer = t.optimizer,
+        .bucket_mb = t.bucket_mb,
+        .tp = -1, .pp = -1, .cp = -1, .zero = -1, .micro_batch_size = -1, .virtual_stages = -1,
+        .recompute = -1, .sp = -1, .schedule = NULL,
+    };
+    return rq;
+}
+
+void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg)
+{
+    *cfg = ptdp_train_defaults();
+    cfg->model = rq->model;
+    cfg->optimizer = rq->optimizer;
+    cfg->bucket_mb = rq->bucket_mb;
+    cfg->bf16 = rq->bf16;
+    cfg->batch = (int)rq->batch;
+    cfg->dp = l->dp;
+    cfg->tp = l->tp;
+    cfg->pp = l->pp;
+    cfg->cp = l->cp > 1 ? l->cp : 0;
+    cfg->micro_batches = l->micro_batches;
+    cfg->schedule = l->schedule;
+    cfg->virtual_stages = l->virtual_stages > 1 ? l->virtual_stages : 0;
+    cfg->recompute = l->recompute == PTDP_RECOMPUTE_FULL;
+    cfg->recompute_attention = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    cfg->sp = l->sp;
+    cfg->zero = l->zero;
+    cfg->overlap = l->overlap;
+}
+
+int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len)
+{
+#define BAD(...) do { snprintf(msg, len, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    const int cp = l->cp > 1 ? l->cp : 1;
+    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1)
+        BAD("dp %d, tp %d, pp %d, cp %d: each must be at least 1", l->dp, l->tp, l->pp, l->cp);
+    if ((long long)l->dp * cp * l->tp * l->pp != rq->gpus)
+        BAD("dp %d x cp %d x tp %d x pp %d = %lld GPUs, but --gpus is %d", l->dp, cp, l->tp, l->pp,
+            (long long)l->dp * cp * l->tp * l->pp, rq->gpus);
+    if (l->micro_batch_size < 1)
+        BAD("--micro-batch-size %d: must be at least 1", l->micro_batch_size);
+    if (rq->batch % ((long long)l->micro_batch_size * l->dp) != 0)
+        BAD("--batch %lld must divide by --micro-batch-size %d x dp %d = %lld", rq->batch, l->micro_batch_size,
+            l->dp, (long long)l->micro_batch_size * l->dp);
+    if ((long long)l->micro_batches * l->micro_batch_size * l->dp != rq->batch)
+        BAD("micro-batches %d x --micro-batch-size %d x dp %d is not --batch %lld", l->micro_batches,
+            l->micro_batch_size, l->dp, rq->batch);
+    if (rq->batch > 0x7fffffffLL)
+        BAD("--batch %lld: at most %d sequences a step", rq->batch, 0x7fffffff);
+#undef BAD
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(rq, l, &cfg);
+    return ptdp_train_validate_layout(&cfg, msg, len);
+}
