@@ -15,7 +15,14 @@
  * recomputation, bf16.  The second step is measured (the first one's
  * devices start a little apart, after setting up their groups).  The log
  * shows the table, plan beside measured.
+ *
+ * A long schedule is not played out: past the warm-up every group of
+ * micro-batches adds the same time (plan_time.c), so two short plays give
+ * the line.  test_long_schedules_follow_the_line checks the line against
+ * the whole schedule played out, every schedule, with stages of unequal
+ * cost; and the 1-trillion-parameter GPT's layouts take milliseconds.
  */
+#define _POSIX_C_SOURCE 200809L   /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +170,106 @@ TEST(unit_tests, test_model_and_hardware_flops)
                             1e-9 * none.model_tflops_per_gpu);
     ck_assert(full.hardware_tflops_per_gpu > full.model_tflops_per_gpu);
     ck_assert(none.bubble > 0 && none.bubble < 1);
+}
+END_TEST
+
+/* ------------------------------------------------ long schedules, fast */
+
+static double step_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool play_all)
+{
+    if (play_all)
+        setenv("PTDP_PLAN_PLAY_ALL", "1", 1);
+    else
+        unsetenv("PTDP_PLAN_PLAY_ALL");
+    ptdp_plan_time t;
+    ck_assert_int_eq(ptdp_plan_time_of(rq, l, &t), 0);
+    unsetenv("PTDP_PLAN_PLAY_ALL");
+    return t.step_s;
+}
+
+TEST(unit_tests, test_long_schedules_follow_the_line)
+{
+    /* a large vocabulary makes the last stage the slowest */
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 24;
+    rq.model.hidden = 512;
+    rq.model.heads = 8;
+    rq.model.ffn = 2048;
+    rq.model.seq_len = 256;
+    rq.model.vocab = 50000;
+    rq.model.vocab_padded = 0;
+    const char *schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
+    const char *profiles[] = { "dgx-a100", "laptop-cpu" };
+    int checked = 0;
+    for (int k = 0; k < 4; k++)
+        for (int pr = 0; pr < 2; pr++)
+            for (int p = 2; p <= 8; p *= 2)
+                for (int m = 9 * p; m <= 12 * p; m += p) {
+                    rq.profile = ptdp_profile_find(profiles[pr]);
+                    rq.batch = 2 * m;
+                    rq.gpus = 2 * p;
+                    ptdp_plan_layout l = {
+                        .dp = 2, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1, .micro_batches = m + (k < 3),
+                        .virtual_stages = k == 3 ? 2 : 1, .recompute = (ptdp_recompute)(m % 3), .zero = m % 4,
+                        .overlap = m % 2 == 0,
+                    };
+                    rq.batch = 2 * l.micro_batches;
+                    snprintf(l.schedule, sizeof l.schedule, "%s", schedules[k]);
+                    double line = step_of(&rq, &l, false), all = step_of(&rq, &l, true);
+                    ck_assert_msg(fabs(line - all) <= 1e-12 * all, "%s p %d m %d: the line %.15g s, played out %.15g s",
+                                  schedules[k], p, l.micro_batches, line, all);
+                    checked++;
+                }
+    ck_assert_int_eq(checked, 4 * 2 * 3 * 4);
+}
+END_TEST
+
+/* The PTD-P paper's largest GPT: 1T parameters (128 layers, h 25600, 160
+ * heads, s 2048, V 51200) on 3072 GPUs, batch 3072. */
+TEST(unit_tests, test_a_trillion_parameters_in_milliseconds)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 128;
+    rq.model.hidden = 25600;
+    rq.model.heads = 160;
+    rq.model.ffn = 4 * 25600;
+    rq.model.seq_len = 2048;
+    rq.model.vocab = 51200;
+    rq.model.vocab_padded = 0;
+    rq.batch = 3072;
+    rq.gpus = 3072;
+    rq.bf16 = true;
+    rq.profile = ptdp_profile_find("dgx-a100");
+    const struct { int tp, pp, v, b; const char *schedule; } L[] = {
+        { 8, 64, 1, 1, "1f1b" }, { 8, 64, 2, 1, "interleaved" }, { 8, 32, 1, 1, "zb-h1" }, { 8, 64, 1, 2, "gpipe" },
+        { 4, 64, 1, 1, "1f1b" },
+    };
+    for (int i = 0; i < (int)(sizeof L / sizeof L[0]); i++) {
+        ptdp_plan_layout l = {
+            .tp = L[i].tp, .pp = L[i].pp, .cp = 1, .dp = 3072 / (L[i].tp * L[i].pp), .micro_batch_size = L[i].b,
+            .virtual_stages = L[i].v, .recompute = PTDP_RECOMPUTE_FULL, .zero = 1,
+        };
+        l.micro_batches = 3072 / (l.micro_batch_size * l.dp);
+        snprintf(l.schedule, sizeof l.schedule, "%s", L[i].schedule);
+        ptdp_plan_time t;
+        double w0 = ptdp_wall_now();
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        double w1 = ptdp_wall_now();
+        for (int k = 0; k < 10; k++)
+            ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        double w2 = ptdp_wall_now();
+        printf("plan-time  1T: tp %d pp %d dp %d v %d b %d m %d %-11s step %8.2f s, bubble %.3f, %6.1f model "
+               "TFLOP/s a GPU; first call %.1f ms, then %.2f ms a call\n", l.tp, l.pp, l.dp, l.virtual_stages,
+               l.micro_batch_size, l.micro_batches, l.schedule, t.step_s, t.bubble, t.model_tflops_per_gpu,
+               1e3 * (w1 - w0), 1e3 * (w2 - w1) / 10);
+        ck_assert(t.step_s > 0 && t.bubble > 0 && t.bubble < 1);
+        ck_assert(t.hardware_tflops_per_gpu > t.model_tflops_per_gpu);
+        /* generous for a loaded 2-core host: the search calls this for
+         * every layout */
+        ck_assert_msg((w2 - w1) / 10 < 0.1, "%.1f ms a call", 1e3 * (w2 - w1) / 10);
+    }
 }
 END_TEST
 

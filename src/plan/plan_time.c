@@ -54,7 +54,6 @@
  */
 #include "ptdp/plan.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,17 +323,15 @@ static double walk_units(const ctx *x, const piece_cost *pc, int which)
 
 /* The schedule of (name, p, m, v), made once: the search asks for the same
  * few many times. */
-#define CACHE 8
-static struct {
+#define CACHE 32
+static _Thread_local struct {   /* one per thread: nobody frees what another plays */
     ptdp_schedule *s[CACHE];
     int next;
-    pthread_mutex_t mu;
-} cache = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} cache;
 
 static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
 {
     const ptdp_schedule *found = NULL;
-    pthread_mutex_lock(&cache.mu);
     for (int i = 0; i < CACHE && found == NULL; i++) {
         ptdp_schedule *s = cache.s[i];
         if (s != NULL && strcmp(s->name, name) == 0 && s->pp == p && s->micro_batches == m && s->virtual_stages == v)
@@ -349,7 +346,6 @@ static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
             found = s;
         }
     }
-    pthread_mutex_unlock(&cache.mu);
     return found;
 }
 
@@ -358,64 +354,84 @@ static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
  * beta and arrives then (comm.c), a recv ends at max(now, arrival).
  * Per stage: its end, and when its last backward started. */
 typedef struct {
-    double *end, *last_b;
+    double *end, *last_b, *busy;
     double makespan, bubble;
 } pipe_times;
 
 static int play(const ptdp_schedule *s, const piece_cost *pc, const double *send, pipe_times *out)
 {
-    const int P = s->pp, m = s->micro_batches, V = s->virtual_stages;
+    const int P = s->pp, m = s->micro_batches, V = s->virtual_stages, last = P * V - 1;
     const size_t nmsg = 2 * (size_t)P * V * m;
-    int *pos = calloc((size_t)P, sizeof *pos);
-    double *now = calloc((size_t)P, sizeof *now), *busy = calloc((size_t)P, sizeof *busy);
+    int *pos = calloc((size_t)P, sizeof *pos), *ready = malloc((size_t)P * sizeof *ready);
+    char *queued = malloc((size_t)P);
+    double *now = calloc((size_t)P, sizeof *now), *busy = out->busy;
     double *arrival = malloc(nmsg * sizeof *arrival);
-    int rc = PTDP_OK;
-    if (pos == NULL || now == NULL || busy == NULL || arrival == NULL) {
+    int rc = PTDP_OK, nready = 0;
+    if (pos == NULL || ready == NULL || queued == NULL || now == NULL || busy == NULL || arrival == NULL) {
         rc = PTDP_ENOMEM;
         goto out;
     }
+    memset(busy, 0, (size_t)P * sizeof *busy);
     for (size_t i = 0; i < nmsg; i++)
         arrival[i] = -1;
-    for (int moved = 1; moved;) {
-        moved = 0;
-        for (int st = 0; st < P; st++) {
-            const ptdp_stage_actions *list = &s->stage[st];
-            for (; pos[st] < list->count; pos[st]++, moved = 1) {
-                const ptdp_action *a = &list->actions[pos[st]];
-                const int g = a->chunk * P + st;
-                const piece_cost *c = &pc[g];
-                double *msg = NULL, t0 = now[st];
-                int peer, peer_chunk;
-                switch (a->kind) {
-                case PTDP_ACT_FORWARD:         now[st] += c->f; break;
-                case PTDP_ACT_BACKWARD:        out->last_b[st] = now[st]; now[st] += c->b; break;
-                case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += c->bi; break;
-                case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->w; break;
-                case PTDP_ACT_SEND_FORWARD:
-                    now[st] += send[g];
-                    arrival[(2 * (size_t)g) * m + a->mb] = now[st];
+    /* Stages that may move: all at first, then those a message was sent
+     * to (the order changes no time: each recv waits for its own send). */
+    for (int st = P - 1; st >= 0; st--) {
+        ready[nready++] = st;
+        queued[st] = 1;
+    }
+    while (nready > 0) {
+        const int st = ready[--nready];
+        const ptdp_stage_actions *list = &s->stage[st];
+        queued[st] = 0;
+        for (; pos[st] < list->count; pos[st]++) {
+            const ptdp_action *a = &list->actions[pos[st]];
+            const int g = a->chunk * P + st;
+            const piece_cost *c = &pc[g];
+            const double t0 = now[st];
+            double *msg = NULL;
+            int to = -1;
+            switch (a->kind) {
+            case PTDP_ACT_FORWARD:         now[st] += c->f; break;
+            case PTDP_ACT_BACKWARD:        out->last_b[st] = now[st]; now[st] += c->b; break;
+            case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += c->bi; break;
+            case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->w; break;
+            case PTDP_ACT_SEND_FORWARD:    /* to piece g + 1 */
+                if (g >= last)
                     break;
-                case PTDP_ACT_SEND_BACKWARD:
-                    now[st] += send[g - 1];
-                    arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
+                now[st] += send[g];
+                arrival[(2 * (size_t)g) * m + a->mb] = now[st];
+                to = (g + 1) % P;
+                break;
+            case PTDP_ACT_SEND_BACKWARD:   /* to piece g - 1 */
+                if (g <= 0)
                     break;
-                case PTDP_ACT_RECV_FORWARD:
-                case PTDP_ACT_RECV_BACKWARD:
-                    ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
-                    msg = &arrival[(2 * (size_t)(peer_chunk * P + peer) + (a->kind == PTDP_ACT_RECV_BACKWARD)) * m +
-                                   a->mb];
-                    break;
-                default:
-                    break;
-                }
-                if (msg != NULL) {
-                    if (*msg < 0)
-                        break;          /* not sent yet: come back later */
-                    if (*msg > now[st])
-                        now[st] = *msg;
-                } else if (a->kind <= PTDP_ACT_BACKWARD || a->kind >= PTDP_ACT_BACKWARD_INPUT) {
-                    busy[st] += now[st] - t0;
-                }
+                now[st] += send[g - 1];
+                arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
+                to = (g - 1) % P;
+                break;
+            case PTDP_ACT_RECV_FORWARD:    /* from piece g - 1 */
+                if (g > 0)
+                    msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
+                break;
+            case PTDP_ACT_RECV_BACKWARD:   /* from piece g + 1 */
+                if (g < last)
+                    msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
+                break;
+            default:
+                break;
+            }
+            if (to >= 0 && !queued[to]) {
+                queued[to] = 1;
+                ready[nready++] = to;
+            }
+            if (msg != NULL) {
+                if (*msg < 0)
+                    break;          /* not sent yet: woken by a send */
+                if (*msg > now[st])
+                    now[st] = *msg;
+            } else if (a->kind <= PTDP_ACT_BACKWARD || a->kind >= PTDP_ACT_BACKWARD_INPUT) {
+                busy[st] += now[st] - t0;
             }
         }
     }
@@ -432,9 +448,56 @@ static int play(const ptdp_schedule *s, const piece_cost *pc, const double *send
     out->bubble = out->makespan > 0 ? idle / (P * out->makespan) : 0;
 out:
     free(pos);
+    free(ready);
+    free(queued);
     free(now);
-    free(busy);
     free(arrival);
+    return rc;
+}
+
+/* The makespan of (name, p, m, v).  A schedule's timing is a max-plus
+ * linear recursion over the micro-batches: past the warm-up every further
+ * group of micro-batches adds the same time to every stage's clock (the
+ * slowest stage's F + B and its messages, per micro-batch).  So a long
+ * schedule — whose generation alone grows faster than m (ZB-H1 and the
+ * interleaved one take seconds at p 64, m 1536) — is played at two
+ * lengths past the warm-up, m1 = 2p and m2 = 2p + 1 (interleaved: 3p, as
+ * its micro-batches go round in groups of p), and carried on in a
+ * straight line; tests/test_plan_time.c checks the line against the
+ * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
+ * plays every schedule out, as that check does). */
+static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, const double *send, pipe_times *out)
+{
+    const bool chunked = v > 1;   /* the interleaved schedule: groups of p */
+    const int m1 = 2 * p, m2 = m1 + (chunked ? p : 1);
+    if (m <= m2 || getenv("PTDP_PLAN_PLAY_ALL") != NULL) {
+        const ptdp_schedule *s = schedule_of(name, p, m, v);
+        return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
+    }
+    const ptdp_schedule *s1 = schedule_of(name, p, m1, v), *s2 = schedule_of(name, p, m2, v);
+    if (s1 == NULL || s2 == NULL)
+        return PTDP_EINVAL;
+    double *buf = calloc(3 * (size_t)p, sizeof *buf);
+    if (buf == NULL)
+        return PTDP_ENOMEM;
+    pipe_times a = { .end = buf, .last_b = buf + p, .busy = buf + 2 * p };
+    int rc = play(s1, pc, send, &a);
+    if (rc == 0)
+        rc = play(s2, pc, send, out);
+    const double k = (double)(m - m2) / (m2 - m1);
+    double idle = 0;
+    out->makespan = 0;
+    for (int st = 0; rc == 0 && st < p; st++) {
+        out->end[st] += k * (out->end[st] - a.end[st]);
+        out->last_b[st] += k * (out->last_b[st] - a.last_b[st]);
+        out->busy[st] += k * (out->busy[st] - a.busy[st]);
+        out->makespan = out->end[st] > out->makespan ? out->end[st] : out->makespan;
+    }
+    for (int st = 0; rc == 0 && st < p; st++)
+        idle += out->makespan - out->busy[st];
+    if (rc == 0)
+        out->bubble = out->makespan > 0 ? idle / (p * out->makespan) : 0;
+    free(buf);
     return rc;
 }
 
@@ -535,13 +598,13 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     x.split = x.shape;
     x.split.split = true;
 
-    const ptdp_schedule *s = schedule_of(e->name, l->pp, l->micro_batches, v);
     piece_cost *pc = calloc((size_t)P, sizeof *pc);
     double *send = calloc((size_t)P, sizeof *send);
-    pipe_times pt = { .end = calloc((size_t)l->pp, sizeof(double)), .last_b = calloc((size_t)l->pp, sizeof(double)) };
+    pipe_times pt = { .end = calloc((size_t)l->pp, sizeof(double)), .last_b = calloc((size_t)l->pp, sizeof(double)),
+                      .busy = calloc((size_t)l->pp, sizeof(double)) };
     const piece_cost **mine = calloc((size_t)v, sizeof *mine);
-    int rc = s == NULL ? PTDP_EINVAL : PTDP_OK;
-    if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || mine == NULL)
+    int rc = PTDP_OK;
+    if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL)
         rc = PTDP_ENOMEM;
 
     /* ZeRO-2: the gradient reduce-scattered after every backward action
@@ -584,7 +647,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
             }
     }
     if (rc == 0)
-        rc = play(s, pc, send, &pt);
+        rc = play_m(e->name, l->pp, l->micro_batches, v, pc, send, &pt);
 
     /* Once a step, per stage, then everybody at the norm. */
     double sync = 0, post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
@@ -719,6 +782,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     free(send);
     free(pt.end);
     free(pt.last_b);
+    free(pt.busy);
     free(mine);
     return rc;
 }
