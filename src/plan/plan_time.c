@@ -719,15 +719,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         if (l->zero > 0)
             sync += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
         sync += tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
-        if (l->pp > 1) {
-            int pnodes = 1;
-            if (rq->profile->gpus_per_node > 0) {
-                int last = ptdp_profile_node(rq->profile, world_rank(&x.mesh, 0, 0, 0, l->pp - 1));
-                pnodes = last - ptdp_profile_node(rq->profile, 0) + 1;
-                pnodes = pnodes < l->pp ? pnodes : l->pp;
-            }
-            sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp, pnodes);
-        }
+        sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp,
+                     span(rq->profile, l->pp, world_rank(&x.mesh, 0, 0, 0, 1)));
     }
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double numel = 0;
