@@ -153,25 +153,31 @@ static double head_params(const shape *s, bool first) { return 2 * s->C + (first
 
 /* ------------------------------------------------- activations */
 
-/* Reals one micro-batch keeps per block (the header's K_block). */
-static double block_kept(const shape *s, ptdp_recompute rc)
+/* Reals one micro-batch keeps per block (the header's K_block): the
+ * model's own formula (gpt.h), the one `ptdp train` prints. */
+static double block_kept(const ptdp_plan_request *rq, const shape *s, ptdp_recompute rc)
 {
-    double probs = s->cp > 1 ? s->b * s->hl * s->Tq : rc == PTDP_RECOMPUTE_SELECTIVE ? 0 : s->b * s->hl * s->T * s->T;
-    return s->R * (2 * s->C + 4 * s->Cl + 2 * s->Fl) + s->Rl * (2 * s->C + 4) + probs;
+    const int b = (int)s->b;
+    if (s->cp > 1)
+        return ptdp_gpt_block_act_elements_cp(&rq->model, b, s->tp, s->cp, s->sp);
+    if (rc == PTDP_RECOMPUTE_SELECTIVE)
+        return ptdp_gpt_block_act_elements_selective(&rq->model, b, s->tp, s->sp);
+    return ptdp_gpt_block_act_elements(&rq->model, b, s->tp, s->sp);
 }
 
 /* Bytes one micro-batch of one chunk keeps from its forward to its
  * backward ("acts" and "other" apart), and what a full recompute keeps. */
 typedef struct { double acts, other, acts_recompute; } kept;
 
-static kept chunk_kept(const shape *s, int blocks, bool first, bool last, ptdp_recompute rc)
+static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, bool first, bool last,
+                       ptdp_recompute rc)
 {
     const double r = sizeof(ptdp_real);
     kept k = { 0 };
     double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     k.acts_recompute = input + labels;
-    k.acts = input + labels + r * (blocks * block_kept(s, rc) + s->Rl * s->C);   /* + the first x */
+    k.acts = input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
     if (last)
         k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
     k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
@@ -318,7 +324,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
             if (units[u] > biggest_unit && (u < 2 || nb > 0))
                 biggest_unit = units[u];
         }
-        const kept k = chunk_kept(s, nb, first, last, l->recompute);
+        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute);
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         other_kept += nc * k.other;
@@ -377,7 +383,14 @@ int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
     const shape s = shape_of(rq, l);
     memset(out, 0, sizeof *out);
     out->total = -1;
+    /* With one chunk a stage and no deferred W, the stages between the
+     * first and the last differ only in what they hold less of further
+     * down (in-flight count, and blocks when p does not divide L): stage 1
+     * stands for them all.  Otherwise every stage is weighed. */
+    const bool monotone = s.v == 1 && strcmp(l->schedule, "zb-h1") != 0;
     for (int stage = 0; stage < l->pp; stage++) {
+        if (monotone && stage > 1 && stage < l->pp - 1)
+            stage = l->pp - 1;
         ptdp_plan_memory m;
         stage_memory(rq, l, &s, stage, &m);
         if (m.total > out->total)
