@@ -15,11 +15,13 @@
  *         │ + the data corpus on the first and last stage
  *         └──────────────────────────────────────────────────────► time
  *
- * and the peak is the largest of a few moments: the backward of the
+ * and the peak is the larger of two moments: the backward of the
  * micro-batch that finds n = the schedule's in-flight peak alive (its
- * scratch and the largest op transient on top), the forward that makes
- * the n-th (the last stage's logits and cross-entropy), and the
- * optimizer step.  Every stage is computed (O(pp)), the largest wins.
+ * scratch and the largest op transient on top), or the forward that makes
+ * the n-th (on the last stage, the logits and the cross-entropy's rows).
+ * The stage whose peak is largest is the answer; with one chunk a stage
+ * the middle stages hold no more than stage 1, so stages 0, 1 and p-1
+ * decide (O(1) a layout); interleaved and ZB-H1 weigh every stage (O(p v)).
  *
  * Symbols: b sequences a micro-batch, T positions, Tq = T/cp this device's
  * positions, R = b Tq rows, Rl = R/tp under SP (else R) the rows of the
@@ -34,13 +36,23 @@
  *                                             recomputation; b hl Tq log-sum-exps
  *                                             under CP)
  *
- * (ptdp_gpt_block_act_elements, the formula the CLI prints, plus the
- * output x the next block reads as its input.)  A stage adds the input it
- * keeps (tokens on stage 0, int64; else the received Rl x C), its first x,
- * and on the last stage LN_f (R C + 2 Rl), the logits (R Vl) and two
- * doubles a row (max, sum of exponentials); the data loader's tokens and
- * labels (b T int64 each, "other") live as long as the micro-batch.  Full
- * recomputation keeps only the stage input and the data.
+ * — ptdp_gpt_block_act_elements, the formula `ptdp train` prints (it
+ * counts the block's input x where this counts its output: the same
+ * bytes).  A stage adds its first x, the input it keeps (tokens on stage
+ * 0, int64; else the received Rl x C), and on the last stage LN_f
+ * (R C + 2 Rl), the logits (R Vl) and two doubles a row (max, sum of
+ * exponentials); the data loader's tokens and labels (b T int64 each,
+ * "other") live as long as the micro-batch.  Full recomputation keeps only
+ * the stage input and the data, and rebuilds one micro-batch's K inside
+ * its backward.
+ *
+ * In flight (the schedule's own counts, by formula; the test checks them
+ * against ptdp_schedule_peak_in_flight): GPipe m; 1F1B and ZB-H1
+ * min(p - s, m); interleaved min(2 (p - s - 1) + (v - 1) p + 1, v m)
+ * chunk-micro-batches, chunk c of them as Megatron's order runs p
+ * micro-batches of one chunk before the next.  ZB-H1 also keeps, for each
+ * deferred W (ptdp_schedule_peak_deferred, by formula), a copy of both
+ * operands of every dW product (wgrad.c).
  *
  * One backward adds its scratch (gpt.c): grad.h, grad.tmp (Rl C each),
  * grad.ln (R C), grad.ff (R Fl), grad.attn_y (R Cl), grad.qkv (3 R Cl),
