@@ -78,8 +78,6 @@
 #include "ptdp/plan.h"
 
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,7 +112,7 @@ static double corpus_bytes(const ptdp_model_config *c)
 /* ------------------------------------------------- shapes */
 
 typedef struct {
-    double b, T, Tq, R, Rl, C, Cl, F, Fl, hl, Vl, V;
+    double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
     int layers, tp, pp, v, cp, dp;
     bool sp;
 } shape;
@@ -137,11 +135,10 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.Rl = s.sp ? s.R / s.tp : s.R;
     s.C = c->hidden;
     s.Cl = (double)(c->hidden / c->heads * (c->heads / s.tp));
-    s.F = c->ffn;
     s.Fl = (double)(c->ffn / s.tp);
     s.hl = (double)(c->heads / s.tp);
-    s.V = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, s.tp);
-    s.Vl = s.V / s.tp;
+    const int V = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, s.tp);
+    s.Vl = (double)(V / s.tp);
     return s;
 }
 
