@@ -10,8 +10,7 @@
  *     layouts/s = layouts considered / seconds (wall)
  *
  * with the process's CPU time beside it (on a loaded machine, the one-core
- * time) *
- * beside the counts (considered, valid, fitting, timed: the pruning's
+ * time), beside the counts (considered, valid, fitting, timed: the pruning's
  * effect, plan_search.c) and the best layout found, for the 1T model and
  * smaller ones of the same paper: table 1's 18B on 256 GPUs and 145B on
  * 1536, and GPT-3's 175B on 768 (its ZeRO-3 comparison, batch 1536).
