@@ -103,7 +103,7 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
         const ptdp_plan_layout *l = &c[i].layout;
         char b[32];
         ptdp_format_bytes(c[i].memory.total, b, sizeof b);
-        fprintf(f, "%3d %5d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %3s %11s %10.4g %10.4g %6.1f %6.1f\n", i + 1,
+        fprintf(f, "%3d %5d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %3s %11s %10.4g %10.4g %6.4g %6.4g\n", i + 1,
                 l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches, l->schedule, l->virtual_stages,
                 ptdp_recompute_name(l->recompute), l->zero, l->sp ? "on" : "off", b, c[i].time.step_s,
                 c[i].time.tokens_per_s, c[i].time.model_tflops_per_gpu, c[i].time.hardware_tflops_per_gpu);
@@ -222,8 +222,10 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", psi);
     fprintf(f, "  gradients      %12s   Ψ x %g B%s\n", gib(m->grads, b[1], 32), rq->bf16 ? 2.0 : bw,
             l->zero >= 2 ? " / (dp cp)" : "");
+    char moments[64];
+    snprintf(moments, sizeof moments, "%zu B (2 AdamW moments)", 2 * sizeof(ptdp_real));
     fprintf(f, "  optimizer      %12s   Ψ x %s%s\n", gib(m->optim, b[2], 32),
-            rq->bf16 ? "(4 B master + 2 x 4 B AdamW moments)" : "(2 AdamW moments)",
+            rq->bf16 ? "12 B (4 B master + 2 x 4 B AdamW moments)" : moments,
             l->zero >= 1 ? " / (dp cp)" : "");
     fprintf(f, "  activations    %12s   %d in flight x %s per micro-batch (recompute %s%s)\n",
             gib(m->acts, b[3], 32), m->in_flight, gib(m->in_flight > 0 ? m->acts / m->in_flight : m->acts, b[4], 32),
@@ -245,8 +247,8 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             t->forward_s);
     fprintf(f, "  backward B     %12.6g s   the same, backward%s\n", t->backward_s,
             l->recompute == PTDP_RECOMPUTE_NONE ? "" : " (with the recomputed forward)");
-    fprintf(f, "  M (F + B)      %12.6g s   %d micro-batches of compute on that stage\n",
-            l->micro_batches * (t->forward_s + t->backward_s), l->micro_batches);
+    fprintf(f, "  M (F + B)      %12.6g s   %d micro-batch%s of compute on that stage\n",
+            l->micro_batches * (t->forward_s + t->backward_s), l->micro_batches, l->micro_batches == 1 ? "" : "es");
     fprintf(f, "  bubble         %12.4f     idle fraction of the schedule (textbook (p-1)/(v m+p-1) = %.4f)\n",
             t->bubble, ideal);
     fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);

@@ -147,7 +147,7 @@ LOOP_TEST(plan_search_tests, test_pruning_is_exact, NCASES)
                       "candidate %d: bound %.9g above its step %.9g", i, bound, all[i].time.step_s);
         worst = fmax(worst, bound / all[i].time.step_s);
         if (i > 0)
-            ck_assert(all[i].time.step_s >= all[i - 1].time.step_s);   /* best first */
+            ck_assert((float)all[i].time.step_s >= (float)all[i - 1].time.step_s);   /* best first (7 digits) */
     }
 
     for (int K = 1; K <= 7; K += 3) {

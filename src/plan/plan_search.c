@@ -457,11 +457,15 @@ static int by_bound(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Better: a faster step; then less memory; then enumerated first. */
+/* Better: a faster step; then less memory; then enumerated first.  Steps
+ * equal to float precision (7 digits) tie: GPipe and 1F1B often take the
+ * same time to the last bits of rounding, and then the one that keeps
+ * fewer micro-batches should win. */
 static bool better(const ptdp_plan_candidate *x, long long xo, const ptdp_plan_candidate *y, long long yo)
 {
-    if (x->time.step_s != y->time.step_s)
-        return x->time.step_s < y->time.step_s;
+    const float xs = (float)x->time.step_s, ys = (float)y->time.step_s;
+    if (xs != ys)
+        return xs < ys;
     if (x->memory.total != y->memory.total)
         return x->memory.total < y->memory.total;
     return xo < yo;
@@ -516,7 +520,7 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
     int have = 0;
     bool exact_bound = true;
     for (long long i = 0; i < n; i++) {
-        if (exact_bound && have == k && s->e[i].bound > best[k - 1].time.step_s)
+        if (exact_bound && have == k && s->e[i].bound > best[k - 1].time.step_s * (1 + 1e-6))
             break;   /* no layout left can beat the K-th */
         ptdp_plan_candidate c = { .layout = s->e[i].l, .fits = true };
         if ((rc = ptdp_plan_memory_of(rq, &c.layout, &c.memory)) != 0 ||
