@@ -40,13 +40,14 @@
  *     (300e9 B/s each way, as dgx-a100); eight single-port ConnectX-6 200 Gb/s
  *     HDR InfiniBand adapters, one per GPU: 25e9 B/s each way.  The "NVIDIA
  *     A100 Tensor Core GPU" datasheet: TF32 156, BF16 312 TFLOP/s dense (312
- *     and 624 "with sparsity"); 2,039 GB/s HBM2e.  Memory "80GB" is 80 GiB:
+ *     and 624 "with sparsity"); 2,039 GB/s HBM2e; 108 SMs.  Memory "80GB" is 80 GiB:
  *     five HBM2e stacks of 16 GiB (nvidia-smi reports 81920 MiB).
  *   - dgx-h100: the "NVIDIA DGX H100" datasheet: 8 H100 SXM5 80GB on four
  *     NVSwitches, NVLink 4 900 GB/s per GPU (450e9 B/s each way); eight
  *     single-port ConnectX-7 400 Gb/s NDR InfiniBand: 50e9 B/s per GPU each
- *     way.  The "NVIDIA H100 Tensor Core GPU" datasheet (SXM): TF32 494.5, BF16
- *     989 TFLOP/s dense (989 and 1,979 "with sparsity"); 3.35 TB/s HBM3;
+ *     way.  The "NVIDIA H100 Tensor Core GPU" datasheet (SXM): TF32 494 (as
+ *     h100-nvlink), BF16 989 TFLOP/s dense (989 and 1,979 "with sparsity");
+ *     3.35 TB/s HBM3;
  *     80 GiB as above; 132 SMs.
  *   - net_alpha = 10 µs for both: NCCL's tuning model (src/graph/tuning.cc,
  *     hwLat[NET][Ring][Simple]) charges 9.6 µs per ring hop over the
