@@ -51,7 +51,7 @@ static ptdp_plan_request request(const row *r, int batch)
     ptdp_plan_request rq = ptdp_plan_request_defaults();
     rq.model = ptdp_gpt_default_config();
     rq.model.hidden = 64;
-    rq.model.heads = 4;
+    rq.model.heads = 8;           /* tp 8 divides them */
     rq.model.ffn = 256;
     rq.model.layers = r->layers > 0 ? r->layers : 4;
     rq.model.seq_len = 32;
@@ -116,6 +116,18 @@ static const row ROWS[] = {
       false, false, "laptop-cpu", 0 },
     { "laptop-cpu: tp 2 --sp x cp 2, zero 3 --overlap", 2, 2, 1, 2, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 3, true, true,
       false, "laptop-cpu", 0 },
+    { "ideal: dp 2 --overlap x pp 2, gpipe", 2, 1, 2, 1, 1, 1, "gpipe", PTDP_RECOMPUTE_NONE, 0, false, true, false,
+      "ideal", 0 },
+    /* two nodes of 8: TP inside a node, DP or the pipeline across; GEMMs
+     * at the A100's efficiency for their shape */
+    { "dgx-a100-80g: dp 2 x tp 8 (2 nodes)",  2, 8, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, true,
+      "dgx-a100-80g", 0 },
+    { "dgx-a100-80g: pp 2 x tp 8 --sp, zb-h1", 1, 8, 2, 1, 1, 1, "zb-h1", PTDP_RECOMPUTE_NONE, 0, true, false, false,
+      "dgx-a100-80g", 0 },
+    { "dgx-a100-80g: dp 4 x cp 2 x tp 2, zero 3 --overlap", 4, 2, 1, 2, 2, 1, NULL, PTDP_RECOMPUTE_SELECTIVE, 3,
+      false, true, true, "dgx-a100-80g", 0 },
+    { "dgx-h100: dp 2 x pp 4 interleaved, zero 1", 2, 1, 4, 1, 1, 2, "interleaved", PTDP_RECOMPUTE_FULL, 1, false,
+      false, false, "dgx-h100", 8 },
     { "laptop-cpu: dp 2 --overlap, bf16", 2, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, true, true,
       "laptop-cpu", 0 },
 };
@@ -132,7 +144,7 @@ LOOP_TEST(agree_tests, test_plan_step_time_is_the_simulators, NROWS)
     ptdp_plan_time t;
     ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
     double got = measure(&rq, &l), err = (t.step_s - got) / got;
-    printf("plan-time  %-46s  plan %10.3f us  measured %10.3f us  %+6.2f%%  (bubble %.3f, dp exposed %.3f us)\n",
+    printf("plan-time  %-52s  plan %10.3f us  measured %10.3f us  %+6.2f%%  (bubble %.3f, dp exposed %.3f us)\n",
            r->what, t.step_s * 1e6, got * 1e6, 100 * err, t.bubble, t.dp_exposed_s * 1e6);
     fflush(stdout);
     ck_assert_msg(fabs(err) <= 0.05, "%s: plan %.6g s, measured %.6g s: %+.2f%% (more than 5%%)", r->what,
