@@ -474,16 +474,18 @@ static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, c
         const ptdp_schedule *s = schedule_of(name, p, m, v);
         return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
     }
-    const ptdp_schedule *s1 = schedule_of(name, p, m1, v), *s2 = schedule_of(name, p, m2, v);
-    if (s1 == NULL || s2 == NULL)
-        return PTDP_EINVAL;
     double *buf = calloc(3 * (size_t)p, sizeof *buf);
     if (buf == NULL)
         return PTDP_ENOMEM;
     pipe_times a = { .end = buf, .last_b = buf + p, .busy = buf + 2 * p };
-    int rc = play(s1, pc, send, &a);
-    if (rc == 0)
-        rc = play(s2, pc, send, out);
+    /* Each schedule played as soon as it is found: finding the second may
+     * evict the first from the cache. */
+    const ptdp_schedule *s1 = schedule_of(name, p, m1, v);
+    int rc = s1 == NULL ? PTDP_EINVAL : play(s1, pc, send, &a);
+    if (rc == 0) {
+        const ptdp_schedule *s2 = schedule_of(name, p, m2, v);
+        rc = s2 == NULL ? PTDP_EINVAL : play(s2, pc, send, out);
+    }
     const double k = (double)(m - m2) / (m2 - m1);
     double idle = 0;
     out->makespan = 0;
