@@ -52,6 +52,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/gpt_cost.h"
 #include "ptdp/ops.h"
 #include "ptdp/cp.h"
 #include "ptdp/rng.h"
@@ -68,19 +69,15 @@ static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
     return ptdp_rng_key(m->seed, name);
 }
 
-/* Compute in the virtual clock; under the "ideal" profile the embedding
- * and the head cost nothing, so the stages are uniform (as the MLP's). */
+/* Compute in the virtual clock, priced by gpt_cost.c (the planner prices
+ * the same work with the same functions); under the "ideal" profile the
+ * embedding and the head cost nothing, so the stages are uniform (as the
+ * MLP's). */
 static void account(ptdp_device *dev, const char *what, double flops, double w0, bool edge)
 {
     if (edge && dev->profile != NULL && dev->profile->ideal)
         flops = 0;
     ptdp_compute(dev, what, flops, w0);
-}
-
-/* What a deferred weight-gradient product charges when W runs it (wgrad.h). */
-static double w_cost(const ptdp_device *dev, double flops, bool edge)
-{
-    return edge && dev->profile != NULL && dev->profile->ideal ? 0 : flops;
 }
 
 /* Every activation and scratch tensor here is an op's output, written whole
@@ -177,27 +174,26 @@ static void positions(const ptdp_model *m, const ptdp_acts *a, ptdp_tensor wpe, 
         }
 }
 
-/* Attention's flops: one device's share of the whole sequence's, or under
- * CP the score elements the ring computes on this device (cp.h) times the
- * forward's 4 hd + 5, or the backward's 8 hd + 4, per score; a token
- * slice's tlen x (t0 + tlen) scores. */
-static double attention_flops(const ptdp_model *m, const ptdp_acts *a, int rows, int heads, int hd, bool backward)
-{
-    const int T = m->cfg.seq_len;
-    if (sliced(a))
-        return ptdp_attention_flops_slice(rows, a->t0, a->t0 + a->tlen, heads, hd, backward);
-    if (cp_size(m) == 1)
-        return backward ? ptdp_attention_flops_backward(rows, T, heads, hd)
-                        : ptdp_attention_flops_forward(rows, T, heads, hd);
-    double scores = ptdp_ring_attention_scores(T, cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
-    return (double)rows * heads * scores * (backward ? 8.0 * hd + 4 : 4.0 * hd + 5);
-}
-
 /* Rows this rank holds in the LayerNorm / dropout / residual regions of a
  * micro-batch of R token rows: all of them, or its T/tp positions (SP). */
 static int region_rows(const ptdp_model *m, int R)
 {
     return m->mesh->sp ? R / m->mesh->tp : R;
+}
+
+/* The shapes the clock's charges are priced at (gpt_cost.h): this
+ * device's share of the micro-batch; split when W runs the dW products. */
+static ptdp_gpt_shape shape_of(const ptdp_model *m, const ptdp_acts *a, bool split)
+{
+    const ptdp_gpt *g = m->impl;
+    const int C = m->cfg.hidden, hd = C / m->cfg.heads, R = a->rows * local_T(m, a);
+    return (ptdp_gpt_shape){
+        .rows = a->rows, .R = R, .Rl = region_rows(m, R), .C = C, .Cl = g->heads_local * hd,
+        .Fl = g->ffn_local, .Vl = g->vocab_local, .heads = g->heads_local, .hd = hd, .T = m->cfg.seq_len,
+        .cp = cp_size(m), .cp_rank = cp_size(m) > 1 ? m->mesh->cp_rank : 0, .cp_zigzag = m->mesh->cp_zigzag,
+        .t0 = sliced(a) ? a->t0 : 0, .tlen = sliced(a) ? a->tlen : 0,
+        .selective = m->recompute_attention, .split = split,
+    };
 }
 
 /* LayerNorm, then into the TP region: under SP its output is gathered
@@ -358,6 +354,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     const bool sp = m->mesh->sp;
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
     const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R);
+    const ptdp_gpt_shape shape = shape_of(m, acts, false);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d fwd", layer);
@@ -423,8 +420,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
         a->probs = NULL;
     }
     ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
-    account(dev, what, ptdp_layernorm_flops_forward((size_t)Rl * C) + ptdp_linear_flops_forward(R, C, 3 * Cl) +
-            attention_flops(m, acts, acts->rows, hl, hd, false) + ptdp_matmul_flops(R, C, Cl), w0, false);
+    account(dev, what, ptdp_gpt_cost_attn_forward(dev->profile, &shape), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, a->x2, part)) != 0)         /* g, or the sequence scatter */
         goto out;
     w0 = ptdp_wall_now();
@@ -438,16 +434,14 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_tp_column_linear_forward(dev, tp, a->fc, a->ln2, w->fc_w->w, &w->fc_b->w, NULL);
     ptdp_gelu_forward(a->gelu, a->fc);
     ptdp_linear_forward(sp ? part : *out, a->gelu, w->fc_proj_w->w, NULL);  /* partial sum */
-    account(dev, what, 3.0 * Rl * C + ptdp_layernorm_flops_forward((size_t)Rl * C) +
-            ptdp_linear_flops_forward(R, C, Fl) + ptdp_gelu_flops_forward((size_t)R * Fl) +
-            ptdp_matmul_flops(R, C, Fl), w0, false);
+    account(dev, what, ptdp_gpt_cost_mlp_forward(dev->profile, &shape), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, *out, part)) != 0)          /* g, or the sequence scatter */
         goto out;
     w0 = ptdp_wall_now();
     ptdp_add_bias(*out, w->fc_proj_b->w);
     region_dropout(m, acts, *out, dropout_key(m, layer, "mlp_out"));
     ptdp_tensor_add(*out, a->x2);                                    /* the residual */
-    account(dev, what, 3.0 * Rl * C, w0, false);
+    account(dev, what, ptdp_gpt_cost_block_out_forward(dev->profile, &shape), w0, false);
 out:
     ptdp_tensor_free(dev, &part);
     ptdp_free(dev, scratch);
@@ -462,6 +456,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_gpt *g = m->impl;
     ptdp_comm *tp = m->mesh->tp_comm;
     const int C = c->hidden, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R), nb = sv->nblocks;
+    const ptdp_gpt_shape shape = shape_of(m, acts, false);
     int rc;
     sv->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->blocks);
     if (sv->blocks == NULL)
@@ -487,7 +482,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             return rc;
         w0 = ptdp_wall_now();
         positions(m, acts, g->wpe->w, x, acts->rows, false);
-        account(dev, "embed fwd", (double)R * C, w0, true);
+        account(dev, "embed fwd", ptdp_gpt_cost_embed_forward(dev->profile, &shape), w0, true);
     } else if (m->first_stage) {
         /* SP: each rank looks up its vocabulary rows for every token (zeros
          * for the others'), and the reduce-scatter along the sequence both
@@ -504,7 +499,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         w0 = ptdp_wall_now();
         for (int i = 0; i < x.rows; i++)     /* each row at its global position */
             ptdp_positions_forward(ptdp_tensor_rows(x, i, 1), ptdp_tensor_rows(g->wpe->w, region_position(m, acts, i), 1), 1);
-        account(dev, "embed fwd", (double)Rl * C, w0, true);
+        account(dev, "embed fwd", ptdp_gpt_cost_embed_forward(dev->profile, &shape), w0, true);
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
     }
@@ -546,8 +541,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         }
         /* f forward is the identity: lnf is the same on every rank */
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->lnf, g->head->w, NULL, NULL);
-        account(dev, "head fwd", ptdp_layernorm_flops_forward((size_t)R * C) + ptdp_matmul_flops(R, Vl, C),
-                w0, true);
+        account(dev, "head fwd", ptdp_gpt_cost_head_forward(dev->profile, &shape), w0, true);
         /* no labels: a forward for the logits alone (gpt_sample.c) */
         if (acts->labels != NULL)
             rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
@@ -644,16 +638,16 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     const ptdp_gpt *g = m->impl;
     const ptdp_gpt_block *w = &g->blocks[i];
     const int T = c->seq_len, C = c->hidden, hd = C / c->heads, hl = g->heads_local;
-    const int Cl = hl * hd, Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R);
+    const int Cl = hl * hd, R = acts->rows * local_T(m, acts);
     const int layer = m->layer_begin + i;
     char what[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
     char wwhat[32];
     snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
     /* The four dW products (c_fc, its c_proj, c_attn, its c_proj): charged
-     * here when they run here, by W when recorded for it. */
-    const double dw_fc = ptdp_matmul_flops(Fl, C, R), dw_attn = ptdp_matmul_flops(3 * Cl, C, R);
-    const double dw_proj = ptdp_matmul_flops(C, Cl, R), now = wg == NULL ? 1.0 : 0.0;
+     * here when they run here, by W when recorded for it (gpt_cost.h). */
+    const ptdp_gpt_shape shape = shape_of(m, acts, wg != NULL);
+    const ptdp_profile *p = dev->profile;
     int rc;
 
     /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
@@ -669,14 +663,13 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     w0 = m->mesh->sp ? ptdp_wall_now() : w0;
     /* row-parallel c_proj (g's backward is the identity), then c_fc */
     if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dff, w->fc_proj_w->g, &w->fc_proj_b->g, dm, a->gelu,
-                                         w->fc_proj_w->w, false, dw_fc, wwhat)) != 0)
+                                         w->fc_proj_w->w, false, ptdp_gpt_cost_dw_fc_proj(p, &shape), wwhat)) != 0)
         return rc;
     ptdp_gelu_backward(s->dff, s->dff, a->fc);
     if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dln, w->fc_w->g, &w->fc_b->g, s->dff, a->ln2, w->fc_w->w,
-                                         false, dw_fc, wwhat)) != 0)
+                                         false, ptdp_gpt_cost_dw_fc(p, &shape), wwhat)) != 0)
         return rc;
-    account(dev, what, ptdp_linear_flops_backward(R, Fl, C) + ptdp_gelu_flops_backward((size_t)R * Fl) +
-            ptdp_linear_flops_backward(R, C, Fl) - (1 - now) * 2 * dw_fc, w0, false);
+    account(dev, what, ptdp_gpt_cost_mlp_backward(p, &shape), w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
@@ -694,7 +687,7 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
     if ((rc = grad_into_tp(dev, m, acts, dout, s, &dout)) != 0)       /* SP: sequence gather */
         return rc;
     if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dy, w->proj_w->g, &w->proj_b->g, dout, a->y, w->proj_w->w,
-                                         false, dw_proj, wwhat)) != 0)   /* row-parallel */
+                                         false, ptdp_gpt_cost_dw_attn_proj(p, &shape), wwhat)) != 0)   /* row-parallel */
         return rc;
     ptdp_attn_dropout drop = {
         .p = m->dropout, .key = dropout_key(m, layer, "attn"), .sample0 = acts->first_sample,
@@ -707,7 +700,6 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
      * second run the first, bit for bit.  Its y goes to dqkv's storage,
      * which the backward overwrites next. */
     ptdp_real *probs = a->probs;
-    double redo = 0;
     if (cp_size(m) > 1) {            /* the ring again, the key/value gradients travelling home */
         if ((rc = ptdp_ring_attention_backward(dev, m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs, T,
                                                hl, hd, m->mesh->cp_zigzag, &drop)) != 0)
@@ -722,7 +714,6 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
                 return PTDP_ENOMEM;
             ptdp_attention_forward_slice(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, kv->qkv[i], T, q0, q1, hl,
                                          hd, &drop, s->att);
-            redo = attention_flops(m, acts, acts->rows, hl, hd, false);
         }
         ptdp_attention_backward_slice(kv->dqkv[i], s->dy, kv->qkv[i], probs, T, q0, q1, hl, hd, &drop, true,
                                       s->att);
@@ -731,24 +722,22 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
         if ((probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "grad.probs")) == NULL)
             return PTDP_ENOMEM;
         ptdp_attention_forward(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, a->qkv, T, hl, hd, &drop, s->att);
-        redo = ptdp_attention_flops_forward(acts->rows, T, hl, hd);
     }
     if (cp_size(m) == 1 && !sliced(acts))
         ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
     if (probs != a->probs)
         ptdp_free(dev, probs);
     if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s->dln, w->attn_w->g, &w->attn_b->g, s->dqkv, a->ln1,
-                                         w->attn_w->w, false, dw_attn, wwhat)) != 0)
+                                         w->attn_w->w, false, ptdp_gpt_cost_dw_attn(p, &shape), wwhat)) != 0)
         return rc;
-    account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + ptdp_linear_flops_backward(R, Cl, C) +
-            redo + attention_flops(m, acts, acts->rows, hl, hd, true) + ptdp_linear_flops_backward(R, C, 3 * Cl) -
-            (1 - now) * (dw_proj + dw_attn), w0, false);
+    /* (the core again under selective recomputation: gpt_cost.c) */
+    account(dev, what, ptdp_gpt_cost_attn_backward(p, &shape), w0, false);
     if ((rc = grad_out_of_tp(dev, m, acts, s->dln_local, s->dln)) != 0)   /* f, or the sequence scatter */
         return rc;
     w0 = ptdp_wall_now();
     ptdp_layernorm_backward(dh, w->ln1_w->g, w->ln1_b->g, s->dln_local, a->x, w->ln1_w->w, a->ln1_mean,
                             a->ln1_rstd, true);
-    account(dev, what, ptdp_layernorm_flops_backward((size_t)Rl * C) + 2.0 * Rl * C, w0, false);
+    account(dev, what, ptdp_gpt_cost_ln1_backward(p, &shape), w0, false);
     return PTDP_OK;
 }
 
@@ -766,6 +755,7 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     const int T = c->seq_len, C = c->hidden, hl = g->heads_local, Cl = hl * (C / c->heads);
     const int Fl = g->ffn_local, R = acts->rows * local_T(m, acts), Rl = region_rows(m, R), nb = sv->nblocks;
     const bool sp = m->mesh->sp;
+    const ptdp_gpt_shape shape = shape_of(m, acts, wg != NULL);
     ptdp_tensor dh = { 0 };
     scratch s = { 0 };
     int rc;
@@ -801,18 +791,16 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         w0 = ptdp_wall_now();
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
                               sv->sumexp, loss_scale);
-        const double dw = ptdp_matmul_flops(Vl, C, R);
         if ((rc = ptdp_wgrad_linear_backward(dev, wg, &s.dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w,
-                                             false, w_cost(dev, dw, true), "head wgrad")) != 0)
+                                             false, ptdp_gpt_cost_dw_head(dev->profile, &shape), "head wgrad")) != 0)
             goto done;
-        account(dev, "head bwd", wg == NULL ? ptdp_xent_flops_backward(R, Vl) + 2 * ptdp_matmul_flops(R, Vl, C)
-                                            : ptdp_xent_flops_backward(R, Vl) + ptdp_matmul_flops(R, Vl, C), w0, true);
+        account(dev, "head bwd", ptdp_gpt_cost_head_backward(dev->profile, &shape), w0, true);
         if ((rc = grad_out_of_tp(dev, m, acts, s.dln_local, s.dln)) != 0)  /* f, or the sequence scatter */
             goto done;
         w0 = ptdp_wall_now();
         ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln_local, sv->x_out, g->lnf_w->w,
                                 sv->lnf_mean, sv->lnf_rstd, false);
-        account(dev, "head bwd", ptdp_layernorm_flops_backward((size_t)Rl * C), w0, true);
+        account(dev, "head bwd", ptdp_gpt_cost_lnf_backward(dev->profile, &shape), w0, true);
         /* the head's and LN_f's gradients are final (a data-parallel sum may start) */
         if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0) ||
@@ -843,9 +831,10 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         /* the vocab-parallel embedding's backward (tp.h): each rank adds
          * into the rows it holds — a weight gradient, so W's if split */
         if ((rc = ptdp_wgrad_embedding(dev, wg, g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local,
-                                       sv->tokens, dfull, w_cost(dev, (double)R * C, true), "embed wgrad")) != 0)
+                                       sv->tokens, dfull, ptdp_gpt_cost_dw_embed(dev->profile, &shape),
+                                       "embed wgrad")) != 0)
             goto done;
-        account(dev, "embed bwd", wg == NULL ? 2.0 * R * C : (double)R * C, w0, true);
+        account(dev, "embed bwd", ptdp_gpt_cost_embed_backward(dev->profile, &shape), w0, true);
         if ((rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_BACKWARD_END)) != 0)
             goto done;
     } else if (dx != NULL) {

@@ -1,11 +1,482 @@
-/* plan_search.c — being written (the planner's search part). */
-#include "ptdp/plan.h"
+/*
+ * plan_search.c — every layout of a GPT on N GPUs, the ones that fit, the
+ * fastest first.
+ *
+ * The layouts are the ways to write N as a product and to choose the rest:
+ *
+ *     N = dp x tp x pp x cp          tp | heads, ffn, padded vocab
+ *     M = B / (b x dp)               b  | B / dp
+ *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
+ *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
+ *     overlap on wherever ptdp train allows it (it never costs time)
+ *
+ *         enumerate ──cheap rules──► ptdp_plan_layout_check ──► memory
+ *           (loops)   (no strings)    (the training loop's own   (drop what
+ *                                      rules, the last word)      does not fit)
+ *                                                                    │
+ *           ranked by ptdp_plan_time_of, best first  ◄── in order of a bound
+ *
+ * Memory first, because it is cheap; time last, because it runs the
+ * pipeline's schedule.  Asked for the best K, the search does not time
+ * every fitting layout.  It works out a lower bound of each one's step:
+ *
+ *     T ≥ max( W / (N peak),                      the work spread perfectly
+ *              (p − 1) f_piece + W_stage )         the pipeline's fill, then
+ *                                                  the last stage's own work
+ *
+ *     W      = 3 x forward GEMM flops of the step (+ the blocks' forward again
+ *              under full recomputation): B s (L (8h² + 4 h ffn) + 2 h V_pad)
+ *     f_piece = one micro-batch's forward GEMMs through floor(L / (p v)) blocks,
+ *              on one device (/ tp cp)
+ *
+ * — every GEMM at the peak (the profile's efficiency only slows them), no
+ * communication, no attention core, no optimizer.  It times layouts in
+ * the order of that bound and stops when the bound passes the K-th best
+ * step found: no layout left can beat it, so the K best are exact.  Should
+ * the cost model ever price a layout below its bound, the search notices
+ * and times every fitting layout instead.
+ *
+ * When nothing can divide, the message says what would (the first rule
+ * broken, and the nearest --gpus and --batch with a layout); when nothing
+ * fits, the smallest peak found, its layout, and how many GPUs would do.
+ */
+#include "ptdp/plan_search.h"
+
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/arena.h"
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
+
+/* ------------------------------------------------------------ the bound */
+
+static int padded_vocab(const ptdp_model_config *m, int tp)
+{
+    return m->vocab_padded > 0 ? m->vocab_padded : ptdp_gpt_pad_vocab(m->vocab, m->vocab_multiple, tp);
+}
+
+double ptdp_plan_step_lower_bound(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const ptdp_model_config *m = &rq->model;
+    const double h = m->hidden, ffn = m->ffn, s = m->seq_len, L = m->layers;
+    const double block = 8 * h * h + 4 * h * ffn;           /* forward GEMM flops per token */
+    const double head = 2 * h * padded_vocab(m, l->tp);
+    const double redo = l->recompute == PTDP_RECOMPUTE_FULL ? 1 : 0;
+    const double tokens = (double)rq->batch * s;
+    const double peak = ptdp_profile_peak(rq->profile, rq->bf16);
+    const double n = (double)rq->gpus;
+    const double work = tokens * ((3 + redo) * L * block + 3 * head);
+    const double spread = work / (n * peak);
+
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const double piece_blocks = floor(L / ((double)l->pp * v));
+    const double split = (double)l->tp * (l->cp > 1 ? l->cp : 1);
+    const double mb_tokens = (double)l->micro_batch_size * s;
+    const double f_piece = mb_tokens * piece_blocks * block / (split * peak);
+    const double w_stage = l->micro_batches * mb_tokens * v * piece_blocks * (3 + redo) * block / (split * peak);
+    const double fill = (l->pp - 1) * f_piece + w_stage;
+    return spread > fill ? spread : fill;
+}
+
+/* ---------------------------------------------------------- enumeration */
+
+typedef struct {
+    ptdp_plan_layout l;
+    double mem, bound;
+    long long order;
+} entry;
+
+enum { PROBE_NONE, PROBE_VALID, PROBE_FITS };   /* stop at the first such layout */
+
+typedef struct {
+    const ptdp_plan_request *rq;
+    double device_bytes;
+    int probe;
+    bool found;                    /* a probe's answer                             */
+    ptdp_plan_search_stats st;
+    entry *e;
+    long long n, cap;
+    int rc;                        /* an error of the memory model, or ENOMEM      */
+    char why[PTDP_MSG_MAX];        /* the first reason a whole layout was refused  */
+} search;
+
+static bool stop(const search *s)
+{
+    return s->rc != 0 || s->found;
+}
+
+/* The rules ptdp train checks, without building a message: most layouts
+ * the loops make fail one of these, and need no more. */
+static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const bool zb = strcmp(l->schedule, "zb-h1") == 0;
+    const int v = l->virtual_stages, spread = l->dp * l->cp;
+    if (rq->bf16 && (v > 1 || zb))
+        return false;
+    if (l->zero == 3 && (spread == 1 || v > 1 || zb))
+        return false;
+    if (l->sp && l->cp > 1 && (rq->model.seq_len / l->cp) % l->tp != 0)
+        return false;
+    return true;
+}
+
+static int add_entry(search *s, const ptdp_plan_layout *l, double mem)
+{
+    if (s->n == s->cap) {
+        long long cap = s->cap ? 2 * s->cap : 1024;
+        entry *e = realloc(s->e, (size_t)cap * sizeof *e);
+        if (e == NULL)
+            return PTDP_ENOMEM;
+        s->e = e;
+        s->cap = cap;
+    }
+    s->e[s->n] = (entry){ .l = *l, .mem = mem, .order = s->n };
+    s->n++;
+    return 0;
+}
+
+static void consider(search *s, ptdp_plan_layout *l)
+{
+    const ptdp_plan_request *rq = s->rq;
+    s->st.considered++;
+    if (!cheap_ok(rq, l))
+        return;
+    const bool zb = strcmp(l->schedule, "zb-h1") == 0;
+    l->overlap = l->dp * l->cp > 1 && l->zero != 1 && l->virtual_stages == 1 && !zb;
+    char msg[PTDP_MSG_MAX];
+    if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
+        if (s->why[0] == '\0')
+            snprintf(s->why, sizeof s->why, "%s", msg);
+        return;
+    }
+    s->st.valid++;
+    if (s->probe == PROBE_VALID) {
+        s->found = true;
+        return;
+    }
+    ptdp_plan_memory mem;
+    int rc = ptdp_plan_memory_of(rq, l, &mem);
+    if (rc != 0) {
+        s->rc = rc;
+        snprintf(s->why, sizeof s->why, "the memory model refused dp %d tp %d pp %d cp %d (status %d)", l->dp,
+                 l->tp, l->pp, l->cp, rc);
+        return;
+    }
+    if (!s->st.have_smallest || mem.total < s->st.smallest_memory.total) {
+        s->st.have_smallest = true;
+        s->st.smallest = *l;
+        s->st.smallest_memory = mem;
+    }
+    if (s->device_bytes > 0 && mem.total > s->device_bytes)
+        return;
+    s->st.fitting++;
+    if (s->probe == PROBE_FITS) {
+        s->found = true;
+        return;
+    }
+    s->rc = add_entry(s, l, mem.total);
+}
+
+/* The choices below the splits: schedule (and v), ZeRO, recompute, sp. */
+static void enumerate_choices(search *s, ptdp_plan_layout *l)
+{
+    const ptdp_plan_request *rq = s->rq;
+    static const char *const schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
+    for (int k = 0; k < 4 && !stop(s); k++) {
+        const bool chunked = k == 3;
+        if (rq->schedule != NULL && strcmp(rq->schedule, schedules[k]) != 0)
+            continue;
+        int v_lo = 1, v_hi = 1;
+        if (chunked) {
+            /* interleaved needs pp ≥ 2 and M a multiple of pp; v ≥ 2 chunks,
+             * pp v ≤ L pieces (ptdp_schedule_check, validate) */
+            if (l->pp < 2 || l->micro_batches % l->pp != 0)
+                continue;
+            v_lo = 2;
+            v_hi = rq->model.layers / l->pp;
+        }
+        if (rq->virtual_stages > 0) {
+            if (rq->virtual_stages < v_lo || rq->virtual_stages > v_hi)
+                continue;
+            v_lo = v_hi = rq->virtual_stages;
+        }
+        snprintf(l->schedule, sizeof l->schedule, "%s", schedules[k]);
+        for (int v = v_lo; v <= v_hi && !stop(s); v++) {
+            l->virtual_stages = v;
+            for (int z = 0; z <= 3 && !stop(s); z++) {
+                if (rq->zero >= 0 && z != rq->zero)
+                    continue;
+                l->zero = z;
+                for (int r = 0; r < PTDP_RECOMPUTE_COUNT && !stop(s); r++) {
+                    if (rq->recompute >= 0 && r != rq->recompute)
+                        continue;
+                    l->recompute = (ptdp_recompute)r;
+                    for (int sp = 0; sp <= 1 && !stop(s); sp++) {
+                        if ((rq->sp >= 0 && sp != rq->sp) || (sp && l->tp < 2) ||
+                            (sp && rq->model.seq_len % l->tp != 0))
+                            continue;
+                        l->sp = sp;
+                        consider(s, l);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static bool fixed_or(int fixed, int x)
+{
+    return fixed < 0 || fixed == x;
+}
+
+/* The splits: tp, pp, cp, dp, then b and M. */
+static void enumerate(search *s)
+{
+    const ptdp_plan_request *rq = s->rq;
+    const ptdp_model_config *m = &rq->model;
+    const int n = rq->gpus;
+    for (int tp = 1; tp <= n && !stop(s); tp++) {
+        if (n % tp != 0 || !fixed_or(rq->tp, tp) || m->heads % tp != 0 || m->ffn % tp != 0 ||
+            padded_vocab(m, tp) % tp != 0)
+            continue;
+        for (int pp = 1; pp <= n / tp && pp <= m->layers && !stop(s); pp++) {
+            if ((n / tp) % pp != 0 || !fixed_or(rq->pp, pp))
+                continue;
+            for (int cp = 1; cp <= n / (tp * pp) && !stop(s); cp++) {
+                if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp, cp) || (cp > 1 && m->seq_len % (2 * cp) != 0))
+                    continue;
+                const int dp = n / (tp * pp * cp);
+                if (rq->batch % dp != 0)
+                    continue;
+                const long long per_replica = rq->batch / dp;
+                for (long long b = 1; b <= per_replica && b <= 0x7fffffff && !stop(s); b++) {
+                    if (per_replica % b != 0 || !fixed_or(rq->micro_batch_size, (int)b) ||
+                        per_replica / b > 0x7fffffff)
+                        continue;
+                    ptdp_plan_layout l = {
+                        .dp = dp, .tp = tp, .pp = pp, .cp = cp,
+                        .micro_batch_size = (int)b, .micro_batches = (int)(per_replica / b),
+                    };
+                    enumerate_choices(s, &l);
+                }
+            }
+        }
+    }
+}
+
+static void search_run(search *s, const ptdp_plan_request *rq, double device_bytes, int probe)
+{
+    memset(s, 0, sizeof *s);
+    s->rq = rq;
+    s->device_bytes = device_bytes;
+    s->probe = probe;
+    s->st.device_bytes = device_bytes;
+    enumerate(s);
+}
+
+/* Is there a layout (PROBE_VALID) or a fitting one (PROBE_FITS) of rq with
+ * this many GPUs and this batch? */
+static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, long long batch, int what)
+{
+    ptdp_plan_request q = *rq;
+    q.gpus = gpus;
+    q.batch = batch;
+    search s;
+    search_run(&s, &q, device_bytes, what);
+    free(s.e);
+    return s.found;
+}
+
+/* ------------------------------------------------------ what would do */
+
+/* Nothing divides: the first rule a layout broke, and the nearest --gpus
+ * and --batch (the other one as given) with a layout. */
+static void explain_nothing_divides(const search *s, char *msg, size_t len)
+{
+    const ptdp_plan_request *rq = s->rq;
+    const ptdp_model_config *m = &rq->model;
+    char why[PTDP_MSG_MAX];
+    int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
+    if (s->why[0] != '\0')
+        snprintf(why, sizeof why, "%s", s->why);
+    else if (rq->tp > 0 && (m->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
+        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, m->heads, m->ffn);
+    else if (rq->pp > 0 && rq->pp > m->layers)
+        snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
+    else if (rq->cp > 1 && m->seq_len % (2 * rq->cp) != 0)
+        snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
+                 m->seq_len, 2 * rq->cp);
+    else if (rq->gpus % fixed != 0)
+        snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
+    else
+        snprintf(why, sizeof why, "no dp = --gpus / (tp pp cp) and micro-batch size divide --batch %lld",
+                 rq->batch);
+
+    char gpus[96] = "", batch[96] = "";
+    for (int d = 1; d <= 64 && gpus[0] == '\0'; d++) {
+        int lo = rq->gpus - d, hi = rq->gpus + d;
+        bool l_ok = lo >= 1 && probe(rq, 0, lo, rq->batch, PROBE_VALID);
+        bool h_ok = probe(rq, 0, hi, rq->batch, PROBE_VALID);
+        if (l_ok && h_ok)
+            snprintf(gpus, sizeof gpus, "--gpus %d or %d", lo, hi);
+        else if (l_ok || h_ok)
+            snprintf(gpus, sizeof gpus, "--gpus %d", l_ok ? lo : hi);
+    }
+    for (long long d = 1; d <= 256 && batch[0] == '\0'; d++) {
+        long long lo = rq->batch - d, hi = rq->batch + d;
+        bool l_ok = lo >= 1 && probe(rq, 0, rq->gpus, lo, PROBE_VALID);
+        bool h_ok = probe(rq, 0, rq->gpus, hi, PROBE_VALID);
+        if (l_ok && h_ok)
+            snprintf(batch, sizeof batch, "--batch %lld or %lld", lo, hi);
+        else if (l_ok || h_ok)
+            snprintf(batch, sizeof batch, "--batch %lld", l_ok ? lo : hi);
+    }
+    if (gpus[0] != '\0' || batch[0] != '\0')
+        snprintf(msg, len, "no layout of %d GPUs can run this: %s (nearest that would: %s%s%s)", rq->gpus, why,
+                 gpus, gpus[0] && batch[0] ? "; " : "", batch);
+    else
+        snprintf(msg, len, "no layout of %d GPUs can run this: %s", rq->gpus, why);
+}
+
+static void layout_text(const ptdp_plan_layout *l, char *buf, size_t len)
+{
+    snprintf(buf, len, "dp %d tp %d pp %d cp %d b %d %s%s%.0d recompute %s zero %d%s", l->dp, l->tp, l->pp, l->cp,
+             l->micro_batch_size, l->schedule, l->virtual_stages > 1 ? " v " : "",
+             l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
+             l->sp ? " sp" : "");
+}
+
+/* Nothing fits: how far the best came, and how many GPUs would do. */
+static void explain_nothing_fits(const search *s, char *msg, size_t len)
+{
+    const ptdp_plan_request *rq = s->rq;
+    char need[32], have[32], lay[160], more[96] = "";
+    ptdp_format_bytes(s->st.smallest_memory.total, need, sizeof need);
+    ptdp_format_bytes(s->device_bytes, have, sizeof have);
+    layout_text(&s->st.smallest, lay, sizeof lay);
+    for (int k = 1; k <= 6 && more[0] == '\0'; k++) {
+        long long g = (long long)rq->gpus << k;
+        if (g > 0x7fffffff)
+            break;
+        if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS))
+            snprintf(more, sizeof more, "; %lld GPUs of %s would (--gpus %lld)", g, have, g);
+    }
+    snprintf(msg, len,
+             "no layout fits in %s per GPU: the smallest peak of the %lld valid layouts is %s (%s); it would fit "
+             "on GPUs with %s (--device-mem)%s", have, s->st.valid, need, lay, need, more);
+}
+
+/* ---------------------------------------------------------- the ranking */
+
+static int by_bound(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->bound != y->bound)
+        return x->bound < y->bound ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Better: a faster step; then less memory; then enumerated first. */
+static bool better(const ptdp_plan_candidate *x, long long xo, const ptdp_plan_candidate *y, long long yo)
+{
+    if (x->time.step_s != y->time.step_s)
+        return x->time.step_s < y->time.step_s;
+    if (x->memory.total != y->memory.total)
+        return x->memory.total < y->memory.total;
+    return xo < yo;
+}
+
+int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int top, ptdp_plan_candidate **out,
+                         int *count, ptdp_plan_search_stats *stats, char *msg, size_t len)
+{
+    *out = NULL;
+    *count = 0;
+    if (device_bytes <= 0 && rq->profile != NULL)
+        device_bytes = rq->profile->mem_bytes;
+    search *s = malloc(sizeof *s);
+    if (s == NULL)
+        return PTDP_ENOMEM;
+    search_run(s, rq, device_bytes, PROBE_NONE);
+    int rc = s->rc;
+    if (rc != 0)
+        snprintf(msg, len, "%s", rc == PTDP_ENOMEM ? "out of host memory holding the layouts" : s->why);
+    else if (s->st.valid == 0) {
+        explain_nothing_divides(s, msg, len);
+        rc = PTDP_EINVAL;
+    } else if (s->st.fitting == 0) {
+        explain_nothing_fits(s, msg, len);
+        rc = PTDP_EINVAL;
+    }
+    if (rc != 0) {
+        if (stats)
+            *stats = s->st;
+        free(s->e);
+        free(s);
+        return rc;
+    }
+
+    /* Time in the order of the bound; keep the best K in order. */
+    const long long n = s->n;
+    const int k = top > 0 && top < n ? top : (int)n;
+    for (long long i = 0; i < n; i++)
+        s->e[i].bound = ptdp_plan_step_lower_bound(rq, &s->e[i].l);
+    qsort(s->e, (size_t)n, sizeof *s->e, by_bound);
+    ptdp_plan_candidate *best = malloc((size_t)k * sizeof *best);
+    long long *order = malloc((size_t)k * sizeof *order);
+    if (best == NULL || order == NULL) {
+        free(best);
+        free(order);
+        free(s->e);
+        free(s);
+        snprintf(msg, len, "out of host memory holding the candidates");
+        return PTDP_ENOMEM;
+    }
+    int have = 0;
+    bool exact_bound = true;
+    for (long long i = 0; i < n; i++) {
+        if (exact_bound && have == k && s->e[i].bound > best[k - 1].time.step_s)
+            break;   /* no layout left can beat the K-th */
+        ptdp_plan_candidate c = { .layout = s->e[i].l, .fits = true };
+        if ((rc = ptdp_plan_memory_of(rq, &c.layout, &c.memory)) != 0 ||
+            (rc = ptdp_plan_time_of(rq, &c.layout, &c.time)) != 0) {
+            char lay[160];
+            layout_text(&c.layout, lay, sizeof lay);
+            snprintf(msg, len, "the cost model refused %s (status %d)", lay, rc);
+            break;
+        }
+        s->st.timed++;
+        if (c.time.step_s < s->e[i].bound * (1 - 1e-9))
+            exact_bound = false;   /* the bound is not one: time them all */
+        if (have == k && !better(&c, s->e[i].order, &best[k - 1], order[k - 1]))
+            continue;
+        int at = have < k ? have++ : k - 1;
+        while (at > 0 && better(&c, s->e[i].order, &best[at - 1], order[at - 1])) {
+            best[at] = best[at - 1];
+            order[at] = order[at - 1];
+            at--;
+        }
+        best[at] = c;
+        order[at] = s->e[i].order;
+    }
+    free(order);
+    if (stats)
+        *stats = s->st;
+    free(s->e);
+    free(s);
+    if (rc != 0) {
+        free(best);
+        return rc;
+    }
+    *out = best;
+    *count = have;
+    return 0;
+}
+
 int ptdp_plan_search(const ptdp_plan_request *rq, double device_bytes, ptdp_plan_candidate **out, int *count,
                      char *msg, size_t len)
 {
-    (void)rq; (void)device_bytes; (void)out; (void)count;
-    snprintf(msg, len, "not written yet");
-    return PTDP_EINVAL;
+    return ptdp_plan_search_top(rq, device_bytes, 0, out, count, NULL, msg, len);
 }

@@ -1,8 +1,788 @@
-/* plan_time.c — being written (the planner's time part). */
+/*
+ * plan_time.c — the step time of a layout, as `ptdp train`'s virtual clock
+ * would measure it, without running it.
+ *
+ * The clock (clock.h) charges compute as flops / peak, a message
+ * alpha + bytes / beta, and a collective its ring's steps once the last
+ * member arrives.  One step of a layout is then, on every device:
+ *
+ *   pipeline phase   the schedule's actions, each F / B / W the model's
+ *                    charges (gpt_cost.h) at the layout's shapes, plus the
+ *                    collectives that block the compute stream inside it:
+ *                      TP   2 all-reduces a block forward, 2 backward (g, f)
+ *                           R C values each; under SP an all-gather and a
+ *                           reduce-scatter in place of each (same bytes);
+ *                           the embedding's g, the loss's 3 all-reduces of R
+ *                           doubles, the head's f
+ *                      CP   the ring: cp - 1 passes of K, V forward
+ *                           (R 2 Cl values), cp - 1 of K, V and their
+ *                           gradient backward and one home (2 messages
+ *                           of time a pass: even ranks send first)
+ *                      ZeRO-3  every unit gathered before its forward and
+ *                           backward, its gradient reduce-scattered after
+ *                           (--overlap: the next unit's gather under this
+ *                           unit's compute, on the communication stream)
+ *                      ZeRO-2  the gradient reduce-scattered after every
+ *                           backward (--overlap: on the stream)
+ *                      full recompute: the forward again in the backward
+ *                    and the activation messages between stages
+ *                    (alpha + bytes / beta, charged to the sender: comm.c);
+ *                    the makespan is the schedule played with these costs
+ *   once a step      DP: the gradient buckets' all-reduces (--overlap:
+ *                    started in the last backward, what is left exposed)
+ *                    or ZeRO's reduce-scatter; SP's LayerNorm gradients
+ *                    over TP; the tied embedding between the first and
+ *                    last stages; the gradient norm's all-reduces over DP,
+ *                    TP and PP (every device waits for the slowest stage);
+ *                    AdamW on this device's share; ZeRO-1/2's all-gather
+ *
+ *   stage 0  ▇F▇F▇F▇B▇F▇B▇F▇B▇ B ▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
+ *   stage 1     ▇F▇F▇B▇F▇B▇F▇B▇F▇B▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
+ *            └──────── makespan of the schedule ───────┘
+ *
+ * TP groups are the mesh's (tp fastest in the world rank), so a group of
+ * tp <= GPUs per node stays inside one node and a larger one crosses the
+ * network (ptdp_cost_collective_nodes); DP and CP groups are strided, and
+ * a message between stages crosses nodes when the stages' ranks do.
+ *
+ * Model FLOPs a step (Narayanan et al. 2021, the MFU count):
+ *     72 B s l h^2 (1 + s / 6h + V / 12 l h)
+ * hardware FLOPs, what the run computes: with full recomputation the
+ * forward again (the paper's 96 B s l h^2 (1 + s/6h + V/16lh), and ptdp
+ * runs the head's forward again too: + 2 B s h V); with selective
+ * recomputation the attention core's forward again, + 4 B s^2 h l.
+ */
 #include "ptdp/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
 #include "ptdp/error.h"
+#include "ptdp/gpt_cost.h"
+#include "ptdp/schedule.h"
+#include "ptdp/types.h"
+
+#define REAL ((double)sizeof(ptdp_real))
+
+/* ------------------------------------------------------------ the groups */
+
+/* The layout's mesh: world rank = tp_rank + tp (cp_rank + cp (dp_rank +
+ * dp pp_rank)) (mesh.h). */
+typedef struct {
+    const ptdp_profile *p;
+    int dp, tp, pp, cp, ndp;     /* ndp: the DP group, dp x cp             */
+    int tp_nodes, dp_nodes, cp_nodes;
+} mesh_info;
+
+static int world_rank(const mesh_info *m, int t, int c, int d, int s)
+{
+    return t + m->tp * (c + m->cp * (d + m->dp * s));
+}
+
+/* Nodes a group spans: its members' ranks from the group of rank 0. */
+static int span(const ptdp_profile *p, int n, int stride)
+{
+    if (p->gpus_per_node <= 0 || n <= 1)
+        return 1;
+    int first = ptdp_profile_node(p, 0), last = ptdp_profile_node(p, (n - 1) * stride);
+    return last - first + 1 < n ? last - first + 1 : n;
+}
+
+static void mesh_of(mesh_info *m, const ptdp_profile *p, const ptdp_plan_layout *l)
+{
+    m->p = p;
+    m->dp = l->dp;
+    m->tp = l->tp;
+    m->pp = l->pp;
+    m->cp = l->cp > 1 ? l->cp : 1;
+    m->ndp = m->dp * m->cp;
+    m->tp_nodes = span(p, m->tp, 1);
+    m->cp_nodes = span(p, m->cp, m->tp);
+    /* the DP group: (dp, cp) with tp fixed, every tp-th rank of one stage */
+    m->dp_nodes = span(p, m->ndp, m->tp);
+}
+
+static double coll(const mesh_info *m, ptdp_coll op, double bytes, int n, int nodes)
+{
+    return n > 1 ? ptdp_cost_collective_nodes(m->p, op, (size_t)bytes, n, nodes) : 0.0;
+}
+
+static double tp_coll(const mesh_info *m, ptdp_coll op, double bytes)
+{
+    return coll(m, op, bytes, m->tp, m->tp_nodes);
+}
+
+static double dp_coll(const mesh_info *m, ptdp_coll op, double bytes)
+{
+    return coll(m, op, bytes, m->ndp, m->dp_nodes);
+}
+
+/* The slowest hop of a ring of n ranks `stride` apart (the CP ring). */
+static double ring_hop(const mesh_info *m, double bytes, int n, int stride)
+{
+    double worst = 0;
+    for (int k = 0; k < n; k++) {
+        double t = ptdp_cost_message_between(m->p, (size_t)bytes, k * stride, ((k + 1) % n) * stride);
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
+/* ------------------------------------------------------ one piece's work */
+
+/* A piece of the model (a stage, or one interleaved chunk): its units in
+ * forward order (the embeddings, each block, the head), each with its
+ * compute-stream time forward and backward (charges and blocking
+ * collectives), its parameters, and what ZeRO-3 moves for it. */
+typedef enum { UNIT_EMBED, UNIT_BLOCK, UNIT_HEAD } unit_kind;
+
+typedef struct {
+    unit_kind kind;
+    double fwd, bwd, bwd_in, w;   /* seconds on the compute stream       */
+    double numel;                  /* parameters (this TP rank's)         */
+    double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
+} unit_cost;
+
+typedef struct {
+    int nunits;
+    unit_cost *u;
+    double numel;                  /* the piece's parameters              */
+    double f, b, bi, w;            /* one micro-batch                     */
+    double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
+} piece_cost;
+
+typedef struct {
+    const ptdp_plan_request *rq;
+    const ptdp_plan_layout *l;
+    mesh_info mesh;
+    ptdp_gpt_shape shape, split;
+    double peak, store;            /* flop/s; bytes of a stored parameter */
+    bool full, z3, split_bw;
+} ctx;
+
+static double secs(const ctx *x, double flops)
+{
+    return flops / x->peak;
+}
+
+/* Blocks of piece g of P: layers / P, the first layers % P one more. */
+static int piece_layers(int layers, int P, int g)
+{
+    return layers / P + (g < layers % P ? 1 : 0);
+}
+
+/* The TP collectives of a block, forward and backward (tp.c, sp.c). */
+static void block_tp(const ctx *x, double *f, double *b)
+{
+    const double S = (double)x->shape.R * x->shape.C * REAL;
+    if (x->l->sp && x->l->tp > 1) {
+        double one = tp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, S) + tp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, S);
+        *f = *b = 2 * one;
+    } else {
+        *f = *b = 2 * tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, S);
+    }
+}
+
+/* The CP ring of one block's attention (cp.c): every pass two messages'
+ * time (even ranks send then receive, odd ranks receive then send). */
+static void block_cp(const ctx *x, double *f, double *b)
+{
+    const int n = x->mesh.cp;
+    *f = *b = 0;
+    if (n <= 1)
+        return;
+    const double kv = (double)x->shape.R * 2 * x->shape.Cl * REAL;
+    *f = (n - 1) * 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
+    *b = (n - 1) * 2 * ring_hop(&x->mesh, 2 * kv, n, x->l->tp) + 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
+}
+
+static double block_params(const ptdp_gpt_shape *s)
+{
+    const double C = s->C, Cl = s->Cl, Fl = s->Fl;
+    return 4 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + Fl * C + Fl + C * Fl + C;
+}
+
+/* The units of piece g and the piece's F, B (and B, W split) times. */
+static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
+{
+    const ptdp_profile *p = x->rq->profile;
+    const ptdp_gpt_shape *s = &x->shape, *sb = x->split_bw ? &x->split : &x->shape;
+    const bool first = g == 0, last = g == P - 1;
+    const int n = piece_layers(x->rq->model.layers, P, g);
+    const double S = (double)s->R * s->C * REAL;
+    const bool sp = x->l->sp && x->l->tp > 1;
+    const mesh_info *m = &x->mesh;
+    memset(pc, 0, sizeof *pc);
+    pc->nunits = n + first + last;
+    pc->u = calloc((size_t)pc->nunits, sizeof *pc->u);
+    if (pc->u == NULL)
+        return PTDP_ENOMEM;
+    int k = 0;
+    if (first) {   /* wte's rows and wpe; with one piece also the head */
+        unit_cost *u = &pc->u[k++];
+        u->kind = UNIT_EMBED;
+        double tf = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
+        double tb = sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0;
+        u->fwd = secs(x, ptdp_gpt_cost_embed_forward(p, s)) + tf;
+        u->bwd = secs(x, ptdp_gpt_cost_embed_backward(p, s)) + tb;
+        u->bwd_in = secs(x, ptdp_gpt_cost_embed_backward(p, sb)) + tb;
+        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_embed(p, s)) : 0;
+        u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
+        pc->tp_f += tf;
+        pc->tp_b += tb;
+    }
+    double tpf, tpb, cpf, cpb;
+    block_tp(x, &tpf, &tpb);
+    block_cp(x, &cpf, &cpb);
+    for (int i = 0; i < n; i++) {
+        unit_cost *u = &pc->u[k++];
+        u->kind = UNIT_BLOCK;
+        u->fwd = secs(x, ptdp_gpt_cost_block_forward(p, s)) + tpf + cpf;
+        u->bwd = secs(x, ptdp_gpt_cost_block_backward(p, s)) + tpb + cpb;
+        u->bwd_in = secs(x, ptdp_gpt_cost_block_backward(p, sb)) + tpb + cpb;
+        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_block_w(p, s)) : 0;
+        u->numel = block_params(s);
+        pc->tp_f += tpf;
+        pc->tp_b += tpb;
+        pc->cp_f += cpf;
+        pc->cp_b += cpb;
+    }
+    if (last) {    /* LN_f, the head (wte's rows again when pp > 1), the loss */
+        unit_cost *u = &pc->u[k++];
+        u->kind = UNIT_HEAD;
+        double tf = (sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0) +
+                    3 * tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * sizeof(double));
+        double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
+        u->fwd = secs(x, ptdp_gpt_cost_head_forward(p, s)) + tf;
+        u->bwd = secs(x, ptdp_gpt_cost_head_backward(p, s) + ptdp_gpt_cost_lnf_backward(p, s)) + tb;
+        u->bwd_in = secs(x, ptdp_gpt_cost_head_backward(p, sb) + ptdp_gpt_cost_lnf_backward(p, sb)) + tb;
+        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_head(p, s)) : 0;
+        u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
+        pc->tp_f += tf;
+        pc->tp_b += tb;
+    }
+    for (int i = 0; i < pc->nunits; i++) {
+        unit_cost *u = &pc->u[i];
+        pc->numel += u->numel;
+        if (x->z3) {
+            u->gather = dp_coll(m, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+            u->rs = dp_coll(m, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
+        }
+    }
+    return PTDP_OK;
+}
+
+/* ZeRO-3's walk over a piece's units (zero3.c): blocking, a gather before
+ * each unit (and a reduce-scatter after it in a backward); with --overlap
+ * the next unit's gather starts on the communication stream as soon as
+ * this one is present, and a backward's reduce-scatter runs there too,
+ * one at a time, waited for at the next unit's end. */
+static double walk_units(const ctx *x, const piece_cost *pc, int which)
+{
+    const bool backward = which != 0;
+    const int n = pc->nunits;
+    double t = 0, stream = 0, rs_end = 0;
+    double *ready = NULL;
+    if (!x->z3) {
+        for (int i = 0; i < n; i++)
+            t += which == 0 ? pc->u[i].fwd : which == 1 ? pc->u[i].bwd : pc->u[i].bwd_in;
+        return t;
+    }
+    const bool overlap = x->l->overlap;
+    ready = calloc((size_t)n + 1, sizeof *ready);
+    for (int j = 0; j < n; j++) {
+        /* forward: units from the embeddings to the head; backward: back */
+        const int i = backward ? n - 1 - j : j;
+        const unit_cost *u = &pc->u[i];
+        if (overlap && j > 0 && ready != NULL)
+            t = t > ready[j] ? t : ready[j];
+        else
+            t += u->gather;
+        if (overlap && j + 1 < n && ready != NULL) {   /* prefetch the next */
+            const int nx = backward ? n - 2 - j : j + 1;
+            double start = t > stream ? t : stream;
+            stream = start + pc->u[nx].gather;
+            ready[j + 1] = stream;
+        }
+        t += which == 0 ? u->fwd : which == 1 ? u->bwd : u->bwd_in;
+        if (backward) {
+            if (overlap) {
+                t = t > rs_end ? t : rs_end;        /* one reduce-scatter at a time */
+                double start = t > stream ? t : stream;
+                stream = rs_end = start + u->rs;
+            } else {
+                t += u->rs;
+            }
+        }
+    }
+    free(ready);
+    return t;
+}
+
+/* ------------------------------------------------------- the pipeline */
+
+/* The schedule of (name, p, m, v), made once: the search asks for the same
+ * few many times. */
+#define CACHE 32
+static _Thread_local struct {   /* one per thread: nobody frees what another plays */
+    ptdp_schedule *s[CACHE];
+    int next;
+} cache;
+
+static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
+{
+    const ptdp_schedule *found = NULL;
+    for (int i = 0; i < CACHE && found == NULL; i++) {
+        ptdp_schedule *s = cache.s[i];
+        if (s != NULL && strcmp(s->name, name) == 0 && s->pp == p && s->micro_batches == m && s->virtual_stages == v)
+            found = s;
+    }
+    if (found == NULL) {
+        ptdp_schedule *s = NULL;
+        if (ptdp_schedule_create_v(name, p, m, v, &s) == PTDP_OK) {
+            ptdp_schedule_destroy(cache.s[cache.next]);
+            cache.s[cache.next] = s;
+            cache.next = (cache.next + 1) % CACHE;
+            found = s;
+        }
+    }
+    return found;
+}
+
+/* The schedule played in virtual time as the executor (pp.c) plays it:
+ * compute takes its piece's cost; a send costs the sender alpha + bytes /
+ * beta and arrives then (comm.c), a recv ends at max(now, arrival).
+ * Per stage: its end, and when its last backward started. */
+typedef struct {
+    double *end, *last_b, *busy;
+    double makespan, bubble;
+} pipe_times;
+
+static int play(const ptdp_schedule *s, const piece_cost *pc, const double *send, pipe_times *out)
+{
+    const int P = s->pp, m = s->micro_batches, V = s->virtual_stages, last = P * V - 1;
+    const size_t nmsg = 2 * (size_t)P * V * m;
+    int *pos = calloc((size_t)P, sizeof *pos), *ready = malloc((size_t)P * sizeof *ready);
+    char *queued = malloc((size_t)P);
+    double *now = calloc((size_t)P, sizeof *now), *busy = out->busy;
+    double *arrival = malloc(nmsg * sizeof *arrival);
+    int rc = PTDP_OK, nready = 0;
+    if (pos == NULL || ready == NULL || queued == NULL || now == NULL || busy == NULL || arrival == NULL) {
+        rc = PTDP_ENOMEM;
+        goto out;
+    }
+    memset(busy, 0, (size_t)P * sizeof *busy);
+    for (size_t i = 0; i < nmsg; i++)
+        arrival[i] = -1;
+    /* Stages that may move: all at first, then those a message was sent
+     * to (the order changes no time: each recv waits for its own send). */
+    for (int st = P - 1; st >= 0; st--) {
+        ready[nready++] = st;
+        queued[st] = 1;
+    }
+    while (nready > 0) {
+        const int st = ready[--nready];
+        const ptdp_stage_actions *list = &s->stage[st];
+        queued[st] = 0;
+        for (; pos[st] < list->count; pos[st]++) {
+            const ptdp_action *a = &list->actions[pos[st]];
+            const int g = a->chunk * P + st;
+            const piece_cost *c = &pc[g];
+            const double t0 = now[st];
+            double *msg = NULL;
+            int to = -1;
+            switch (a->kind) {
+            case PTDP_ACT_FORWARD:         now[st] += c->f; break;
+            case PTDP_ACT_BACKWARD:        out->last_b[st] = now[st]; now[st] += c->b; break;
+            case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += c->bi; break;
+            case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->w; break;
+            case PTDP_ACT_SEND_FORWARD:    /* to piece g + 1 */
+                if (g >= last)
+                    break;
+                now[st] += send[g];
+                arrival[(2 * (size_t)g) * m + a->mb] = now[st];
+                to = (g + 1) % P;
+                break;
+            case PTDP_ACT_SEND_BACKWARD:   /* to piece g - 1 */
+                if (g <= 0)
+                    break;
+                now[st] += send[g - 1];
+                arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
+                to = (g - 1) % P;
+                break;
+            case PTDP_ACT_RECV_FORWARD:    /* from piece g - 1 */
+                if (g > 0)
+                    msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
+                break;
+            case PTDP_ACT_RECV_BACKWARD:   /* from piece g + 1 */
+                if (g < last)
+                    msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
+                break;
+            default:
+                break;
+            }
+            if (to >= 0 && !queued[to]) {
+                queued[to] = 1;
+                ready[nready++] = to;
+            }
+            if (msg != NULL) {
+                if (*msg < 0)
+                    break;          /* not sent yet: woken by a send */
+                if (*msg > now[st])
+                    now[st] = *msg;
+            } else if (a->kind <= PTDP_ACT_BACKWARD || a->kind >= PTDP_ACT_BACKWARD_INPUT) {
+                busy[st] += now[st] - t0;
+            }
+        }
+    }
+    double idle = 0;
+    out->makespan = 0;
+    for (int st = 0; st < P; st++) {
+        if (pos[st] != s->stage[st].count)
+            rc = PTDP_EINVAL;
+        out->end[st] = now[st];
+        out->makespan = now[st] > out->makespan ? now[st] : out->makespan;
+    }
+    for (int st = 0; st < P; st++)
+        idle += out->makespan - busy[st];
+    out->bubble = out->makespan > 0 ? idle / (P * out->makespan) : 0;
+out:
+    free(pos);
+    free(ready);
+    free(queued);
+    free(now);
+    free(arrival);
+    return rc;
+}
+
+/* The makespan of (name, p, m, v).  A schedule's timing is a max-plus
+ * linear recursion over the micro-batches: past the warm-up every further
+ * group of micro-batches adds the same time to every stage's clock (the
+ * slowest stage's F + B and its messages, per micro-batch).  So a long
+ * schedule — whose generation alone grows faster than m (ZB-H1 and the
+ * interleaved one take seconds at p 64, m 1536) — is played at two
+ * lengths past the warm-up, m1 = 2p and m2 = 2p + 1 (interleaved: 3p, as
+ * its micro-batches go round in groups of p), and carried on in a
+ * straight line; tests/test_plan_time.c checks the line against the
+ * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
+ * plays every schedule out, as that check does). */
+static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, const double *send, pipe_times *out)
+{
+    const bool chunked = v > 1;   /* the interleaved schedule: groups of p */
+    const int m1 = 2 * p, m2 = m1 + (chunked ? p : 1);
+    if (m <= m2 || getenv("PTDP_PLAN_PLAY_ALL") != NULL) {
+        const ptdp_schedule *s = schedule_of(name, p, m, v);
+        return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
+    }
+    const ptdp_schedule *s1 = schedule_of(name, p, m1, v), *s2 = schedule_of(name, p, m2, v);
+    if (s1 == NULL || s2 == NULL)
+        return PTDP_EINVAL;
+    double *buf = calloc(3 * (size_t)p, sizeof *buf);
+    if (buf == NULL)
+        return PTDP_ENOMEM;
+    pipe_times a = { .end = buf, .last_b = buf + p, .busy = buf + 2 * p };
+    int rc = play(s1, pc, send, &a);
+    if (rc == 0)
+        rc = play(s2, pc, send, out);
+    const double k = (double)(m - m2) / (m2 - m1);
+    double idle = 0;
+    out->makespan = 0;
+    for (int st = 0; rc == 0 && st < p; st++) {
+        out->end[st] += k * (out->end[st] - a.end[st]);
+        out->last_b[st] += k * (out->last_b[st] - a.last_b[st]);
+        out->busy[st] += k * (out->busy[st] - a.busy[st]);
+        out->makespan = out->end[st] > out->makespan ? out->end[st] : out->makespan;
+    }
+    for (int st = 0; rc == 0 && st < p; st++)
+        idle += out->makespan - out->busy[st];
+    if (rc == 0)
+        out->bubble = out->makespan > 0 ? idle / (p * out->makespan) : 0;
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------- once a step */
+
+/* The DP buckets' all-reduces (dp.c): greedy buckets of bucket_mb over
+ * the stage's gradients in their flat (backward) order; blocking one after
+ * another, or with --overlap each started when the last backward has made
+ * it.  Returns the time the compute stream spends (or waits) on them
+ * after the pipeline's end, and the traffic's whole time in *total. */
+static double dp_buckets(const ctx *x, const piece_cost *const *pcs, int npcs, double last_b, double end,
+                         double *total)
+{
+    const double cap = x->rq->bucket_mb > 0 ? (double)(size_t)(x->rq->bucket_mb * 1024 * 1024 / REAL) : 1;
+    double fill = 0, t_ready = last_b, stream = 0, sum = 0;
+    bool open = false;
+    /* parameters in flat order: pieces' units from the head back */
+    for (int k = 0; k < npcs; k++) {
+        const piece_cost *pc = pcs[k];
+        const ptdp_gpt_shape *s = &x->shape;
+        for (int i = pc->nunits - 1; i >= 0; i--) {
+            const unit_cost *u = &pc->u[i];
+            /* the unit's tensors in gpt_model.c's order (lay_out) */
+            const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
+            double sizes[12];
+            int ns = 0;
+            if (u->kind == UNIT_HEAD) {
+                if (u->numel > 2 * C)
+                    sizes[ns++] = wte;
+                sizes[ns++] = C;
+                sizes[ns++] = C;
+            } else if (u->kind == UNIT_BLOCK) {
+                const double b[12] = { C, C * Fl, Fl * C, Fl, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
+                for (int j = 0; j < 12; j++)
+                    sizes[ns++] = b[j];
+            } else {
+                sizes[ns++] = (double)s->T * C;
+                sizes[ns++] = wte;
+            }
+            t_ready += x->l->overlap ? u->bwd : 0;
+            for (int j = 0; j < ns; j++) {
+                if (!open || fill + sizes[j] > cap) {
+                    if (open) {   /* the previous bucket goes */
+                        double c = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, fill * x->store);
+                        double start = t_ready > stream ? t_ready : stream;
+                        stream = start + c;
+                        sum += c;
+                    }
+                    fill = 0;
+                    open = true;
+                }
+                fill += sizes[j];
+            }
+        }
+    }
+    if (open) {
+        double c = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, fill * x->store);
+        double start = (x->l->overlap ? end : t_ready) > stream ? (x->l->overlap ? end : t_ready) : stream;
+        stream = start + c;
+        sum += c;
+    }
+    *total = sum;
+    if (!x->l->overlap)
+        return sum;
+    return stream > end ? stream - end : 0;
+}
+
+/* AdamW (or SGD) on n elements, as train.c charges it. */
+static double optimizer_flops(const ctx *x, double n)
+{
+    if (x->rq->profile->ideal)
+        return 0;
+    double per = x->rq->optimizer == PTDP_OPT_ADAMW ? 15 : 2;
+    return (per + (x->rq->bf16 ? 1 : 0)) * n;
+}
+
+/* ------------------------------------------------------------ the step */
+
 int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_time *out)
 {
-    (void)rq; (void)l; (void)out;
-    return PTDP_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (rq == NULL || l == NULL || rq->profile == NULL || l->pp < 1 || l->tp < 1 || l->dp < 1 ||
+        l->micro_batch_size < 1 || l->micro_batches < 1)
+        return PTDP_EINVAL;
+    const ptdp_model_config *c = &rq->model;
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1, P = l->pp * v;
+    ctx x = { .rq = rq, .l = l, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
+              .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL, .z3 = l->zero == 3 };
+    mesh_of(&x.mesh, rq->profile, l);
+    if (x.mesh.ndp < 2)
+        x.z3 = false;
+    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
+    if (e == NULL || x.peak <= 0)
+        return PTDP_EINVAL;
+    x.split_bw = e->split_backward;
+    x.shape = ptdp_gpt_shape_make(c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, 0, true);
+    x.shape.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    x.split = x.shape;
+    x.split.split = true;
+
+    piece_cost *pc = calloc((size_t)P, sizeof *pc);
+    double *send = calloc((size_t)P, sizeof *send);
+    pipe_times pt = { .end = calloc((size_t)l->pp, sizeof(double)), .last_b = calloc((size_t)l->pp, sizeof(double)),
+                      .busy = calloc((size_t)l->pp, sizeof(double)) };
+    const piece_cost **mine = calloc((size_t)v, sizeof *mine);
+    int rc = PTDP_OK;
+    if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL)
+        rc = PTDP_ENOMEM;
+
+    /* ZeRO-2: the gradient reduce-scattered after every backward action
+     * (B and W each, split), blocking unless --overlap. */
+    double z2_rs = 0;
+    for (int g = 0; rc == 0 && g < P; g++)
+        rc = piece_of(&x, g, P, &pc[g]);
+    for (int g = 0; rc == 0 && g < P; g++) {
+        piece_cost *q = &pc[g];
+        double f = walk_units(&x, q, 0);
+        double b = walk_units(&x, q, 1), bi = walk_units(&x, q, 2), w = 0;
+        for (int i = 0; i < q->nunits; i++)
+            w += q->u[i].w;
+        if (x.full) {   /* the forward again, inside the backward */
+            b += f;
+            bi += f;
+        }
+        q->f = f;
+        q->b = b;
+        q->bi = bi;
+        q->w = w;
+        /* the boundary's activation: rows x (T / cp / (sp ? tp : 1)) x C */
+        const int st = g % l->pp;
+        if (g + 1 < P) {
+            const int nst = (g + 1) % l->pp;
+            send[g] = ptdp_cost_message_between(rq->profile, (size_t)((double)x.shape.Rl * x.shape.C * REAL),
+                                                world_rank(&x.mesh, 0, 0, 0, st), world_rank(&x.mesh, 0, 0, 0, nst));
+        }
+    }
+    if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
+        double numel = 0;
+        for (int g = 0; g < P; g += l->pp)     /* stage 0's device: every chunk */
+            numel += pc[g].numel;
+        z2_rs = dp_coll(&x.mesh, PTDP_COLL_REDUCE_SCATTER, numel * x.store);
+        if (!l->overlap)
+            for (int g = 0; g < P; g++) {
+                pc[g].b += z2_rs;
+                pc[g].bi += z2_rs;
+                pc[g].w += x.split_bw ? z2_rs : 0;
+            }
+    }
+    if (rc == 0)
+        rc = play_m(e->name, l->pp, l->micro_batches, v, pc, send, &pt);
+
+    /* Once a step, per stage, then everybody at the norm. */
+    double sync = 0, post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
+    for (int st = 0; rc == 0 && st < l->pp; st++) {
+        double numel = 0, t = pt.end[st], traffic = 0;
+        for (int k = 0; k < v; k++) {
+            mine[k] = &pc[k * l->pp + st];
+            numel += mine[k]->numel;
+        }
+        const double wte = (double)x.shape.Vl * x.shape.C;
+        const bool has_first = st == 0, has_last = (P - 1) % l->pp == st;
+        if (l->zero == 0) {
+            double e0 = dp_buckets(&x, mine, v, pt.last_b[st], t, &traffic);
+            t += e0;
+            dp_exposed = e0 > dp_exposed ? e0 : dp_exposed;
+        } else if (l->zero == 1) {
+            traffic = dp_coll(&x.mesh, PTDP_COLL_REDUCE_SCATTER, numel * x.store);
+            t += traffic;
+            dp_exposed = traffic > dp_exposed ? traffic : dp_exposed;
+        } else if (l->zero == 2) {
+            const double per = x.split_bw ? 2 : 1;
+            traffic = z2_rs * per * l->micro_batches * v;
+            double e2 = l->overlap ? z2_rs : traffic;   /* the last, waited for before the optimizer */
+            if (l->overlap)
+                t += z2_rs;
+            dp_exposed = e2 > dp_exposed ? e2 : dp_exposed;
+        } else if (x.z3) {
+            double g3 = 0, r3 = 0;
+            for (int k = 0; k < v; k++)
+                for (int i = 0; i < mine[k]->nunits; i++) {
+                    g3 += mine[k]->u[i].gather;
+                    r3 += mine[k]->u[i].rs;
+                }
+            traffic = (g3 * (x.full ? 3 : 2) + r3) * l->micro_batches;
+            dp_exposed = l->overlap ? 0 : traffic;
+        }
+        /* tied and SP tensors (zero.c sync_tied_shards, gpt_sync_gradients) */
+        const bool sp = l->sp && l->tp > 1;
+        if (l->zero >= 1 && x.mesh.ndp > 1) {
+            double sp_n = 0;
+            int count = 0;
+            for (int k = 0; k < v; k++) {
+                const int g = k * l->pp + st, nb = piece_layers(c->layers, P, g);
+                if (sp) {
+                    count += 4 * nb + (g == P - 1 ? 2 : 0);
+                    sp_n += (4.0 * nb + (g == P - 1 ? 2 : 0)) * x.shape.C;
+                }
+            }
+            if (l->pp > 1 && (has_first || has_last)) {
+                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL) * (has_first && has_last ? 2 : 1);
+            }
+            for (int i = 0; i < count; i++)
+                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sp_n / count * REAL);
+        }
+        if (sp) {
+            for (int k = 0; k < v; k++) {
+                const int g = k * l->pp + st, nb = piece_layers(c->layers, P, g);
+                t += (4.0 * nb + (g == P - 1 ? 2 : 0)) * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
+            }
+        }
+        pt.end[st] = t;
+        dp_total = traffic > dp_total ? traffic : dp_total;
+    }
+    /* the tied embedding: stage 0 and the last stage sum their copies */
+    if (rc == 0 && l->pp > 1) {
+        const int a = 0, b = (P - 1) % l->pp;
+        int ranks[2] = { world_rank(&x.mesh, 0, 0, 0, a), world_rank(&x.mesh, 0, 0, 0, b) };
+        double tie = a == b ? 0
+                            : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,
+                                                         (size_t)((double)x.shape.Vl * x.shape.C * REAL), 2,
+                                                         ptdp_profile_nodes_spanned(rq->profile, ranks, 2));
+        double meet = pt.end[a] > pt.end[b] ? pt.end[a] : pt.end[b];
+        pt.end[a] = pt.end[b] = meet + tie;
+    }
+    for (int st = 0; rc == 0 && st < l->pp; st++)
+        sync = pt.end[st] > sync ? pt.end[st] : sync;
+    if (rc == 0) {   /* the norm: DP (ZeRO), TP, PP all-reduces of one double */
+        if (l->zero > 0)
+            sync += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
+        sync += tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
+        if (l->pp > 1) {
+            int pnodes = 1;
+            if (rq->profile->gpus_per_node > 0) {
+                int last = ptdp_profile_node(rq->profile, world_rank(&x.mesh, 0, 0, 0, l->pp - 1));
+                pnodes = last - ptdp_profile_node(rq->profile, 0) + 1;
+                pnodes = pnodes < l->pp ? pnodes : l->pp;
+            }
+            sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp, pnodes);
+        }
+    }
+    for (int st = 0; rc == 0 && st < l->pp; st++) {
+        double numel = 0;
+        for (int k = 0; k < v; k++)
+            numel += pc[k * l->pp + st].numel;
+        double share = l->zero >= 1 && x.mesh.ndp > 1 ? numel / x.mesh.ndp : numel;
+        double opt = secs(&x, optimizer_flops(&x, share));
+        double gather = (l->zero == 1 || l->zero == 2) ? dp_coll(&x.mesh, PTDP_COLL_ALL_GATHER, numel * x.store) : 0;
+        opt_max = opt > opt_max ? opt : opt_max;
+        post = opt + gather > post ? opt + gather : post;
+    }
+
+    if (rc == 0) {
+        int slow = 0;
+        for (int g = 0; g < P; g++)
+            if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
+                slow = g;
+        const double B = (double)rq->batch, sl = c->seq_len, L = c->layers, h = c->hidden, V = c->vocab;
+        const double N = (double)l->dp * x.mesh.cp * l->tp * l->pp;
+        out->step_s = sync + post;
+        out->forward_s = pc[slow].f;
+        out->backward_s = x.split_bw ? pc[slow].bi + pc[slow].w : pc[slow].b;
+        out->bubble = pt.bubble;
+        out->tp_comm_s = pc[slow].tp_f + pc[slow].tp_b;
+        out->cp_comm_s = pc[slow].cp_f + pc[slow].cp_b;
+        out->pp_comm_s = send[0];
+        out->dp_comm_s = dp_total;
+        out->dp_exposed_s = dp_exposed;
+        out->optimizer_s = opt_max;
+        out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
+        out->model_flops = 72 * B * sl * L * h * h * (1 + sl / (6 * h) + V / (12 * L * h));
+        out->hardware_flops = out->model_flops;
+        if (l->recompute == PTDP_RECOMPUTE_FULL)
+            out->hardware_flops += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
+        else if (l->recompute == PTDP_RECOMPUTE_SELECTIVE)
+            out->hardware_flops += 4 * B * sl * sl * h * L;
+        out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
+        out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;
+    }
+    for (int g = 0; pc != NULL && g < P; g++)
+        free(pc[g].u);
+    free(pc);
+    free(send);
+    free(pt.end);
+    free(pt.last_b);
+    free(pt.busy);
+    free(mine);
+    return rc;
 }

@@ -1,0 +1,282 @@
+/*
+ * plan_cmd.c — `ptdp plan`: which layout for this GPT on this cluster, does
+ * it fit, and how fast will it run?
+ *
+ *   ptdp plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 \
+ *             --vocab 51200 --batch 3072 --gpus 3072 --profile dgx-a100-80g --precision bf16
+ *
+ * enumerates every layout of N = dp x tp x pp x cp GPUs (fixing what --tp,
+ * --pp, --cp, --zero, --micro-batch-size, --recompute, --schedule fix),
+ * drops what does not fit the GPU's memory and prints the fastest K with
+ * memory per GPU, step time, tokens/s and TFLOP/s per GPU counted two ways:
+ *
+ *     model FLOPs     72 B s L h² (1 + s/6h + V/12Lh)     a step, as MFU counts
+ *     hardware FLOPs  the same plus what recomputation redoes (96 … under
+ *                     full recomputation, the PTD-P paper's count)
+ *
+ * Memory and time come from the planner (plan.h): the implementation's own
+ * formulas and the cost model `ptdp train` runs on its virtual clock, so a
+ * layout of at most 64 GPUs can be checked by running it — --explain
+ * prints the command.
+ *
+ *     parse     the flags as typed, each checked alone   -> plan_options
+ *     validate  the model's shapes, the fixed flags against the model and N
+ *     search    ptdp_plan_search_top (plan_search.c)
+ *     print     a table, --json or --explain (plan_print.c)
+ *
+ * Exit status: 0 a plan; 1 nothing fits (what would is said); 2 a bad
+ * command line, including layouts that cannot divide (what would is said).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "plan_print.h"
+#include "ptdp/arena.h"
+#include "ptdp/error.h"
+#include "ptdp/models.h"
+#include "ptdp/plan_search.h"
+#include "ptdp/types.h"
+
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
+
+static void usage(void)
+{
+    printf(
+        "usage: ptdp plan --model gpt --layers L --hidden h --heads a --seq-len s --vocab V\n"
+        "                 --batch B --gpus N --profile P [flags]\n"
+        "\n"
+        "Choose the layout of a GPT on a GPU cluster: every way of cutting it over N GPUs\n"
+        "(N = dp x tp x pp x cp, micro-batches M = B / (b dp)), its memory per GPU and its\n"
+        "step time by the cost model `ptdp train` runs; the fastest that fit, best first.\n"
+        "\n"
+        "the model and the batch (all required):\n"
+        "  --model gpt         the planner plans GPTs\n"
+        "  --layers L --hidden h --heads a --seq-len s --vocab V\n"
+        "  --ffn F             the MLP's width (default 4 x hidden)\n"
+        "  --vocab-multiple K  the vocabulary is padded to a multiple of K x tp (default 64)\n"
+        "  --batch B           sequences per step (global)\n"
+        "the cluster:\n"
+        "  --gpus N            GPUs (required)\n"
+        "  --profile P         the cluster (required; --profile list names them)\n"
+        "  --device-mem SIZE   memory of one GPU, e.g. 40G (default: the profile's)\n"
+        "  --precision bf16|" PTDP_REAL_NAME "  bf16 mixed precision, or this build's (default)\n"
+        "fix part of the layout (default: the planner chooses):\n"
+        "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
+        "  --recompute none|selective|full\n"
+        "  --schedule 1f1b|gpipe|interleaved|zb-h1   --virtual-stages v (interleaved)\n"
+        "  --sp on|off         sequence parallelism (only with tp > 1)\n"
+        "what to print:\n"
+        "  --top K             the best K layouts (default 10)\n"
+        "  --json              {\"candidates\": [{\"dp\", \"tp\", …}, …]}, best first\n"
+        "  --explain           the best layout term by term: memory, time, FLOPs, and the\n"
+        "                      `ptdp train` command that runs it (64 GPUs or fewer);\n"
+        "                      with --json, on stderr\n"
+        "\n"
+        "Exit status: 0 a plan; 1 nothing fits (the message says what would);\n"
+        "2 a bad command line, or no layout divides (the message says what would).\n");
+}
+
+static void list_profiles(FILE *f)
+{
+    int n;
+    const ptdp_profile *p = ptdp_profiles(&n);
+    for (int i = 0; i < n; i++) {
+        char mem[32] = "-";
+        if (p[i].mem_bytes > 0)
+            ptdp_format_bytes(p[i].mem_bytes, mem, sizeof mem);
+        fprintf(f, "  %-14s %s (memory %s)\n", p[i].name, p[i].description, mem);
+    }
+}
+
+/* The names of every profile, "a, b, c", for a message. */
+static void profile_names(char *buf, size_t len)
+{
+    int n;
+    size_t at = 0;
+    const ptdp_profile *p = ptdp_profiles(&n);
+    buf[0] = '\0';
+    for (int i = 0; i < n && at + 2 < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", p[i].name);
+}
+
+/* ---- parse: each flag as typed ------------------------------------------ */
+
+static int parse(int argc, char **argv, plan_options *o)
+{
+    memset(o, 0, sizeof *o);
+    ptdp_plan_request *rq = &o->rq;
+    *rq = ptdp_plan_request_defaults();
+    rq->gpus = 0;
+    rq->batch = 0;
+    o->top = 10;
+    int sched = -1, gpus = 0, sp = -1;
+    double batch = 0;
+    size_t mem = 0;
+    const char *model = NULL, *profile = NULL;
+    ptdp_model_config *m = &rq->model;
+
+    ptdp_args a;
+    ptdp_args_init(&a, "plan", argc, argv, 1);
+    while (ptdp_args_next(&a)) {
+        int rc = 0;
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--model")) rc = ptdp_args_string(&a, &model);
+        else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->layers);
+        else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 24, &m->hidden);
+        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->ffn);
+        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &m->heads);
+        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &m->seq_len);
+        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->vocab);
+        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->vocab_multiple);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
+        else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
+        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 50, &mem);
+        else if (ptdp_args_is(&a, "--precision")) {
+            static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
+            int k = 0;
+            rc = ptdp_args_enum(&a, precisions, 2, &k);
+            rq->bf16 = k == 1;
+        }
+        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->tp);
+        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->pp);
+        else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->cp);
+        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &rq->zero);
+        else if (ptdp_args_is(&a, "--micro-batch-size")) rc = ptdp_args_int(&a, 1, 2147483647, &rq->micro_batch_size);
+        else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1 << 16, &rq->virtual_stages);
+        else if (ptdp_args_is(&a, "--recompute")) {
+            static const char *const modes[] = { "none", "selective", "full" };
+            rc = ptdp_args_enum(&a, modes, 3, &rq->recompute);
+        }
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
+        else if (ptdp_args_is(&a, "--sp")) {
+            static const char *const onoff[] = { "off", "on" };
+            rc = ptdp_args_enum(&a, onoff, 2, &sp);
+        }
+        else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
+        else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
+        else rc = ptdp_args_unknown(&a);
+        if (rc)
+            return PTDP_EXIT_USAGE;
+    }
+    if (a.status)
+        return PTDP_EXIT_USAGE;
+    if (profile != NULL && strcmp(profile, "list") == 0) {
+        printf("cluster profiles (--profile NAME):\n");
+        list_profiles(stdout);
+        return -1;
+    }
+    if (batch != (double)(long long)batch)
+        return ptdp_usage_error("plan", "--batch %g: must be a whole number of sequences", batch);
+    rq->batch = (long long)batch;
+    rq->gpus = gpus;
+    rq->sp = sp;
+    rq->schedule = sched >= 0 ? schedule_names[sched] : NULL;
+    o->device_bytes = (double)mem;
+    o->model_name = model;
+    o->profile_name = profile;
+    return 0;
+}
+
+/* ---- validate: the flags together, before any search ---------------------- */
+
+static int validate(plan_options *o)
+{
+    ptdp_plan_request *rq = &o->rq;
+    ptdp_model_config *m = &rq->model;
+    char names[256];
+    profile_names(names, sizeof names);
+    if (o->model_name == NULL)
+        return ptdp_usage_error("plan", "--model is required: the planner plans GPTs (--model gpt)");
+    if (strcmp(o->model_name, "gpt") != 0)
+        return ptdp_usage_error("plan", "--model %s: the planner plans GPTs only (--model gpt); the MLP is "
+                                "trained with ptdp train", o->model_name);
+    struct { const char *flag; long long value; } need[] = {
+        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", m->heads },
+        { "--seq-len", m->seq_len }, { "--vocab", m->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
+    };
+    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++)
+        if (need[k].value == 0)
+            return ptdp_usage_error("plan", "%s is required (ptdp plan --help lists the flags)", need[k].flag);
+    if (o->profile_name == NULL)
+        return ptdp_usage_error("plan", "--profile is required: the cluster to plan for (one of %s)", names);
+    if ((rq->profile = ptdp_profile_find(o->profile_name)) == NULL)
+        return ptdp_usage_error("plan", "--profile %s: unknown (the profiles: %s)", o->profile_name, names);
+    if (m->ffn == 0)
+        m->ffn = 4 * m->hidden;
+#ifdef PTDP_DOUBLE
+    if (rq->bf16)
+        return ptdp_usage_error("plan", "--precision bf16 keeps float master weights: plan with the float build "
+                                "(ptdp), not ptdp-f64");
+#endif
+    char msg[PTDP_MSG_MAX];
+    if (ptdp_model_check(m, 1, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);
+    /* what the fixed flags ask of the model and of N */
+    if (rq->tp > 0 && ptdp_model_check(m, rq->tp, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);
+    if (rq->pp > m->layers)
+        return ptdp_usage_error("plan", "--pp %d: more stages than --layers %d (--pp 1 to %d)", rq->pp, m->layers,
+                                m->layers);
+    if (rq->cp > 1 && m->seq_len % (2 * rq->cp) != 0)
+        return ptdp_usage_error("plan", "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks (two "
+                                "per CP rank)", rq->cp, m->seq_len, 2 * rq->cp);
+    const long long fixed = (long long)(rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) *
+                            (rq->cp > 0 ? rq->cp : 1);
+    if (rq->gpus % fixed != 0) {
+        long long lo = rq->gpus / fixed * fixed, hi = lo + fixed;
+        if (lo > 0)
+            return ptdp_usage_error("plan", "--gpus %d is not a multiple of --tp x --pp x --cp = %lld (nearest: "
+                                    "--gpus %lld or %lld)", rq->gpus, fixed, lo, hi);
+        return ptdp_usage_error("plan", "--gpus %d is fewer than --tp x --pp x --cp = %lld (try --gpus %lld)",
+                                rq->gpus, fixed, hi);
+    }
+    if (rq->micro_batch_size > 0 && rq->batch % rq->micro_batch_size != 0)
+        return ptdp_usage_error("plan", "--micro-batch-size %d does not divide --batch %lld", rq->micro_batch_size,
+                                rq->batch);
+    if (rq->sp == 1 && rq->tp == 1)
+        return ptdp_usage_error("plan", "--sp on shares the TP group's work along the sequence: it needs --tp 2 "
+                                "or more");
+    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
+        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
+                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
+    if (rq->virtual_stages > 1 && rq->schedule == NULL)
+        rq->schedule = "interleaved";
+    if (rq->zero == 3 && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
+                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
+    return 0;
+}
+
+int ptdp_cmd_plan(int argc, char **argv)
+{
+    plan_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    if ((rc = validate(&o)) != 0)
+        return rc;
+    ptdp_plan_candidate *c = NULL;
+    int n = 0;
+    char msg[PTDP_MSG_MAX];
+    ptdp_plan_search_stats st = { 0 };
+    rc = ptdp_plan_search_top(&o.rq, o.device_bytes, o.top, &c, &n, &st, msg, sizeof msg);
+    if (rc != 0) {
+        if (rc == PTDP_EINVAL && st.valid == 0)
+            return ptdp_usage_error("plan", "%s", msg);
+        fprintf(stderr, "ptdp plan: %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+    if (o.json)
+        ptdp_plan_print_json(stdout, &o, &st, c, n);
+    else
+        ptdp_plan_print_table(stdout, &o, &st, c, n);
+    if (o.explain)
+        ptdp_plan_print_explain(o.json ? stderr : stdout, &o, &c[0]);
+    free(c);
+    return PTDP_EXIT_OK;
+}

@@ -1,0 +1,277 @@
+/*
+ * plan_print.c — what `ptdp plan` prints.
+ *
+ *   the table     a header naming the model (its parameters), the cluster
+ *                 and the counts (considered / valid / fitting), then one
+ *                 row per layout, best first:
+ *
+ *     #  dp tp pp cp  b   M schedule    v recompute zero sp  memory/GPU  step s  tokens/s  TFLOP/s/GPU
+ *                                                                                          model  hw
+ *
+ *   --json        {"candidates": [{"dp", "tp", …, "hardware_tflops_per_gpu"}, …]}
+ *                 one candidate a line, best first (extra keys: the memory
+ *                 and time terms, "micro_batches", "overlap", "fits")
+ *
+ *   --explain     one layout term by term — memory (parameters, gradients,
+ *                 optimizer, activations x in flight, communication, other),
+ *                 time (F, B, bubble, TP/CP/PP/DP communication, optimizer),
+ *                 FLOPs counted both ways — and the `ptdp train` command that
+ *                 runs it in the simulator when it has 64 GPUs or fewer.
+ *
+ * The two FLOP counts (Narayanan et al. 2021, "Efficient large-scale
+ * language model training on GPU clusters using Megatron-LM", appendix):
+ *
+ *     model     72 B s L h² (1 + s/6h + V/12Lh)     what the model needs
+ *     hardware  96 B s L h² (1 + s/6h + V/16Lh)     under full recomputation
+ *                                                   (one more forward)
+ *
+ * taken from the planner's ptdp_plan_time (plan_time.c), per GPU per second.
+ */
+#include "plan_print.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ptdp/arena.h"
+#include "ptdp/gpt.h"
+#include "ptdp/json.h"
+#include "ptdp/device.h"
+#include "ptdp/types.h"
+
+/* Mirrors the GPT's tensors (gpt_model.c): the embeddings V_pad h and s h;
+ * a block's two LayerNorms 4h, attention 4h² + 4h, MLP 2 h ffn + ffn + h;
+ * the final LayerNorm 2h; the head is tied to the embedding. */
+double ptdp_plan_parameters(const ptdp_model_config *m)
+{
+    const double h = m->hidden, F = m->ffn;
+    const int vp = m->vocab_padded > 0 ? m->vocab_padded : ptdp_gpt_pad_vocab(m->vocab, m->vocab_multiple, 1);
+    return (double)vp * h + (double)m->seq_len * h + m->layers * (4 * h * h + 2 * h * F + 9 * h + F) + 2 * h;
+}
+
+/* 1.01T, 175B, 1.3M: the way model sizes are said. */
+static const char *count_text(double x, char *buf, size_t len)
+{
+    static const char *const unit[] = { "", "K", "M", "B", "T" };
+    int k = 0;
+    while (x >= 999.5 && k < 4) {
+        x /= 1000;
+        k++;
+    }
+    snprintf(buf, len, x >= 100 || k == 0 ? "%.0f%s" : "%.3g%s", x, unit[k]);
+    return buf;
+}
+
+static const char *precision_name(const ptdp_plan_request *rq)
+{
+    return rq->bf16 ? "bf16" : PTDP_REAL_NAME;
+}
+
+static double device_bytes_of(const plan_options *o, const ptdp_plan_search_stats *st)
+{
+    return st->device_bytes > 0 ? st->device_bytes : o->device_bytes;
+}
+
+/* ---------------------------------------------------------------- table */
+
+void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
+                           const ptdp_plan_candidate *c, int n)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    const ptdp_model_config *m = &rq->model;
+    const ptdp_profile *p = rq->profile;
+    char params[32], mem[32], node[48] = "";
+    const double dev = device_bytes_of(o, st);
+    count_text(ptdp_plan_parameters(m), params, sizeof params);
+    if (dev > 0)
+        ptdp_format_bytes(dev, mem, sizeof mem);
+    else
+        snprintf(mem, sizeof mem, "unlimited memory");
+    if (p->gpus_per_node > 0)
+        snprintf(node, sizeof node, "%d per node, ", p->gpus_per_node);
+    fprintf(f, "GPT of %s parameters (layers %d, hidden %d, heads %d, ffn %d, seq-len %d, vocab %d), batch %lld\n",
+            params, m->layers, m->hidden, m->heads, m->ffn, m->seq_len, m->vocab, rq->batch);
+    fprintf(f, "on %d GPUs of %s (%s%s each), %s\n", rq->gpus, p->name, node, mem, precision_name(rq));
+    fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
+            st->valid, st->fitting, st->timed, n);
+    /* the row's widths, so that the header stands over its columns */
+    fprintf(f, "%3s %5s %3s %4s %4s %4s %6s %-11s %2s %-9s %4s %3s %11s %10s %10s %13s\n", "#", "dp", "tp", "pp",
+            "cp", "b", "M", "schedule", "v", "recompute", "zero", "sp", "memory/GPU", "step s", "tokens/s",
+            "TFLOP/s/GPU");
+    fprintf(f, "%3s %5s %3s %4s %4s %4s %6s %-11s %2s %-9s %4s %3s %11s %10s %10s %6s %6s\n", "", "", "", "", "",
+            "", "", "", "", "", "", "", "", "", "", "model", "hw");
+    for (int i = 0; i < n; i++) {
+        const ptdp_plan_layout *l = &c[i].layout;
+        char b[32];
+        ptdp_format_bytes(c[i].memory.total, b, sizeof b);
+        fprintf(f, "%3d %5d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %3s %11s %10.4g %10.4g %6.1f %6.1f\n", i + 1,
+                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches, l->schedule, l->virtual_stages,
+                ptdp_recompute_name(l->recompute), l->zero, l->sp ? "on" : "off", b, c[i].time.step_s,
+                c[i].time.tokens_per_s, c[i].time.model_tflops_per_gpu, c[i].time.hardware_tflops_per_gpu);
+    }
+}
+
+/* ----------------------------------------------------------------- json */
+
+void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
+                          const ptdp_plan_candidate *c, int n)
+{
+    (void)o;
+    (void)st;
+    char x[16][PTDP_JSON_NUMBER_MAX];
+    fprintf(f, "{\"candidates\": [\n");
+    for (int i = 0; i < n; i++) {
+        const ptdp_plan_layout *l = &c[i].layout;
+        const ptdp_plan_memory *m = &c[i].memory;
+        const ptdp_plan_time *t = &c[i].time;
+        fprintf(f,
+                "  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"cp\": %d, \"micro_batch_size\": %d, \"virtual_stages\": %d, "
+                "\"schedule\": \"%s\", \"recompute\": \"%s\", \"zero\": %d, \"sp\": %s, \"memory_per_gpu_bytes\": %s, "
+                "\"step_s\": %s, \"tokens_per_s\": %s, \"model_tflops_per_gpu\": %s, \"hardware_tflops_per_gpu\": %s, "
+                "\"micro_batches\": %d, \"overlap\": %s, \"fits\": %s, ",
+                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->virtual_stages, l->schedule,
+                ptdp_recompute_name(l->recompute), l->zero, l->sp ? "true" : "false",
+                ptdp_json_number(m->total, x[0]), ptdp_json_number(t->step_s, x[1]),
+                ptdp_json_number(t->tokens_per_s, x[2]), ptdp_json_number(t->model_tflops_per_gpu, x[3]),
+                ptdp_json_number(t->hardware_tflops_per_gpu, x[4]), l->micro_batches, l->overlap ? "true" : "false",
+                c[i].fits ? "true" : "false");
+        fprintf(f,
+                "\"memory\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"acts\": %s, \"comm\": %s, \"other\": %s, "
+                "\"stage\": %d, \"in_flight\": %d}, ",
+                ptdp_json_number(m->params, x[0]), ptdp_json_number(m->grads, x[1]), ptdp_json_number(m->optim, x[2]),
+                ptdp_json_number(m->acts, x[3]), ptdp_json_number(m->comm, x[4]), ptdp_json_number(m->other, x[5]),
+                m->stage, m->in_flight);
+        fprintf(f,
+                "\"time\": {\"forward_s\": %s, \"backward_s\": %s, \"bubble\": %s, \"tp_comm_s\": %s, "
+                "\"cp_comm_s\": %s, \"pp_comm_s\": %s, \"dp_comm_s\": %s, \"dp_exposed_s\": %s, \"optimizer_s\": %s, "
+                "\"model_flops\": %s, \"hardware_flops\": %s}}%s\n",
+                ptdp_json_number(t->forward_s, x[0]), ptdp_json_number(t->backward_s, x[1]),
+                ptdp_json_number(t->bubble, x[2]), ptdp_json_number(t->tp_comm_s, x[3]),
+                ptdp_json_number(t->cp_comm_s, x[4]), ptdp_json_number(t->pp_comm_s, x[5]),
+                ptdp_json_number(t->dp_comm_s, x[6]), ptdp_json_number(t->dp_exposed_s, x[7]),
+                ptdp_json_number(t->optimizer_s, x[8]), ptdp_json_number(t->model_flops, x[9]),
+                ptdp_json_number(t->hardware_flops, x[10]), i + 1 < n ? "," : "");
+    }
+    fprintf(f, "]}\n");
+}
+
+/* -------------------------------------------------------------- explain */
+
+static const char *gib(double bytes, char *buf, size_t len)
+{
+    return ptdp_format_bytes(bytes, buf, len);
+}
+
+/* The `ptdp train` line that runs the layout (plan_layout.c's
+ * ptdp_plan_train_config, in flags). */
+static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    const ptdp_model_config *m = &rq->model;
+    const ptdp_plan_layout *l = &c->layout;
+    fprintf(f, "  ptdp train --model gpt --layers %d --hidden %d --ffn %d --heads %d --seq-len %d --vocab %d",
+            m->layers, m->hidden, m->ffn, m->heads, m->seq_len, m->vocab);
+    if (m->vocab_multiple != 64)
+        fprintf(f, " --vocab-multiple %d", m->vocab_multiple);
+    fprintf(f, " \\\n      --batch %lld --dp %d --tp %d --pp %d", rq->batch, l->dp, l->tp, l->pp);
+    if (l->cp > 1)
+        fprintf(f, " --cp %d", l->cp);
+    fprintf(f, " --micro-batches %d --schedule %s", l->micro_batches, l->schedule);
+    if (l->virtual_stages > 1)
+        fprintf(f, " --virtual-stages %d", l->virtual_stages);
+    if (l->recompute != PTDP_RECOMPUTE_NONE)
+        fprintf(f, " --recompute %s", ptdp_recompute_name(l->recompute));
+    if (l->sp)
+        fprintf(f, " --sp");
+    if (l->zero > 0)
+        fprintf(f, " --zero %d", l->zero);
+    if (l->overlap)
+        fprintf(f, " --overlap");
+    if (rq->bf16)
+        fprintf(f, " --precision bf16");
+    /* the arena: the plan's peak with room to spare, at least the default 4G */
+    const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
+    if (mib > 4096)
+        fprintf(f, " --device-mem %.0fM", mib);
+    fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
+}
+
+void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    const ptdp_model_config *md = &rq->model;
+    const ptdp_plan_layout *l = &c->layout;
+    const ptdp_plan_memory *m = &c->memory;
+    const ptdp_plan_time *t = &c->time;
+    char b[8][32];
+    const int spread = l->dp * l->cp;
+
+    fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPUs; b %d sequences a micro-batch, M = B / (b dp) = "
+            "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, l->micro_batch_size,
+            rq->batch, l->micro_batch_size, l->dp, l->micro_batches, l->schedule);
+    if (l->virtual_stages > 1)
+        fprintf(f, " with v %d chunks a stage", l->virtual_stages);
+    fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,
+            l->sp ? "on" : "off", l->overlap ? "on" : "off");
+
+    /* memory: the bytes per parameter give the parameters on this GPU back */
+    const double bw = rq->bf16 ? 2 : sizeof(ptdp_real);
+    const double psi = m->params / bw * (l->zero >= 3 ? spread : 1);
+    fprintf(f, "\nmemory per GPU — stage %d holds the peak, with %d micro-batch%s of activations in flight:\n",
+            m->stage, m->in_flight, m->in_flight == 1 ? "" : "es");
+    fprintf(f, "  parameters     %12s   Ψ x %g B%s            Ψ = %.4g on this stage's tp shard\n",
+            gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", psi);
+    fprintf(f, "  gradients      %12s   Ψ x %g B%s\n", gib(m->grads, b[1], 32), rq->bf16 ? 2.0 : bw,
+            l->zero >= 2 ? " / (dp cp)" : "");
+    fprintf(f, "  optimizer      %12s   Ψ x %s%s\n", gib(m->optim, b[2], 32),
+            rq->bf16 ? "(4 B master + 2 x 4 B AdamW moments)" : "(2 AdamW moments)",
+            l->zero >= 1 ? " / (dp cp)" : "");
+    fprintf(f, "  activations    %12s   %d in flight x %s per micro-batch (recompute %s%s)\n",
+            gib(m->acts, b[3], 32), m->in_flight, gib(m->in_flight > 0 ? m->acts / m->in_flight : m->acts, b[4], 32),
+            ptdp_recompute_name(l->recompute), l->sp ? ", sp divides by tp" : "");
+    fprintf(f, "  communication  %12s   buffers of the collectives\n", gib(m->comm, b[5], 32));
+    fprintf(f, "  other          %12s   data, scratch\n", gib(m->other, b[6], 32));
+    const double dev = o->device_bytes > 0 ? o->device_bytes : rq->profile->mem_bytes;
+    if (dev > 0)
+        fprintf(f, "  total (peak)   %12s   of %s: %s\n", gib(m->total, b[0], 32), gib(dev, b[1], 32),
+                m->total <= dev ? "fits" : "does not fit");
+    else
+        fprintf(f, "  total (peak)   %12s\n", gib(m->total, b[0], 32));
+
+    /* time */
+    const double ideal = (double)(l->pp - 1) / ((double)l->virtual_stages * l->micro_batches + l->pp - 1);
+    fprintf(f, "\ntime of one step (%s):\n", rq->profile->name);
+    fprintf(f, "  forward  F     %12.6g s   one micro-batch on the slowest stage (GEMMs at the profile's\n"
+            "                                 efficiency for their shape, TP/CP collectives on the compute stream)\n",
+            t->forward_s);
+    fprintf(f, "  backward B     %12.6g s   the same, backward%s\n", t->backward_s,
+            l->recompute == PTDP_RECOMPUTE_NONE ? "" : " (with the recomputed forward)");
+    fprintf(f, "  M (F + B)      %12.6g s   %d micro-batches of compute on that stage\n",
+            l->micro_batches * (t->forward_s + t->backward_s), l->micro_batches);
+    fprintf(f, "  bubble         %12.4f     idle fraction of the schedule (textbook (p-1)/(v m+p-1) = %.4f)\n",
+            t->bubble, ideal);
+    fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
+    fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
+    fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
+    fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
+            t->dp_comm_s, t->dp_exposed_s);
+    fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
+    fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
+            t->tokens_per_s, rq->batch, md->seq_len, t->step_s);
+
+    /* FLOPs */
+    const double h = md->hidden, s = md->seq_len, L = md->layers, V = md->vocab;
+    fprintf(f, "\nFLOPs of one step:\n");
+    fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) = 72 x %lld x %g x %g x %g² x (1 + %.4g + %.4g)\n"
+            "            = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", rq->batch, s, L, h,
+            s / (6 * h), V / (12 * L * h), t->model_flops, t->model_tflops_per_gpu);
+    fprintf(f, "  hardware  with what recompute %s redoes = %.4g (%.3f x model)  -> %.1f TFLOP/s per GPU\n",
+            ptdp_recompute_name(l->recompute), t->hardware_flops,
+            t->model_flops > 0 ? t->hardware_flops / t->model_flops : 0, t->hardware_tflops_per_gpu);
+
+    fprintf(f, "\nrun it in the simulator:\n");
+    if (rq->gpus <= PTDP_MAX_DEVICES)
+        print_run_line(f, o, c);
+    else
+        fprintf(f, "  %d GPUs: more devices than the simulator runs (%d); plan a smaller model on %d or fewer "
+                "GPUs to check the numbers with ptdp train\n", rq->gpus, PTDP_MAX_DEVICES, PTDP_MAX_DEVICES);
+}

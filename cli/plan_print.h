@@ -1,0 +1,36 @@
+/*
+ * plan_print.h — what `ptdp plan` prints: the table of the best layouts,
+ * --json, and --explain's term-by-term account of one layout
+ * (plan_print.c); the command itself is plan_cmd.c.
+ */
+#ifndef PTDP_CLI_PLAN_PRINT_H
+#define PTDP_CLI_PLAN_PRINT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ptdp/plan_search.h"
+
+/* Everything `ptdp plan` was asked for. */
+typedef struct {
+    ptdp_plan_request rq;
+    double device_bytes;         /* --device-mem, or 0: the profile's       */
+    int top;                     /* --top K                                 */
+    bool json, explain;
+    const char *model_name;      /* --model as typed                        */
+    const char *profile_name;    /* --profile as typed                      */
+} plan_options;
+
+/* The header (model, cluster, counts) and the best n layouts, one a row. */
+void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
+                           const ptdp_plan_candidate *c, int n);
+/* {"candidates": [{…}, …]}, best first, one candidate a line. */
+void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
+                          const ptdp_plan_candidate *c, int n);
+/* One layout term by term, and the `ptdp train` line that runs it. */
+void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c);
+
+/* The GPT's parameters (its whole model, the head tied to the embedding). */
+double ptdp_plan_parameters(const ptdp_model_config *m);
+
+#endif

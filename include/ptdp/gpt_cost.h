@@ -1,0 +1,106 @@
+/*
+ * gpt_cost.h — what each piece of the GPT's work charges the virtual clock,
+ * in flops at the device's peak: one function per charge gpt.c makes, so
+ * the model that runs and the planner that predicts it (plan_time.c) price
+ * the same work with the same arithmetic.
+ *
+ * Every matrix product goes through the profile's GEMM curve (clock.h):
+ *
+ *     a product (m x k) by (k x n)   ptdp_gemm_cost_flops(p, m, n, k)
+ *                                    = 2 m n k / efficiency(m, n, k)
+ *     elementwise work               its flop count, at the peak
+ *
+ * and attention's two (forward) or four (backward) products per sequence
+ * and head are batched GEMMs of their own shape: T x T by hd (Q K^T), T x T
+ * by T x hd (P V), or under CP one (chunk x chunk) block per pair the ring
+ * computes.  Without a curve every product costs exactly 2 m n k, and all
+ * counts are integers below 2^53: regrouping the sums changes no bit.
+ *
+ *   one block, forward                    one block, backward
+ *   ┌ attn_forward ───────────┐ g         ┌ mlp_backward ─────────┐ f
+ *   │ LN1, x W_qkv, core, W_o │──►        │ c_proj, GELU, c_fc    │──►
+ *   └─────────────────────────┘           └───────────────────────┘
+ *   ┌ mlp_forward ────────────┐ g         ┌ attn_backward ────────┐ f
+ *   │ +res, LN2, c_fc, GELU,  │──►        │ LN2, c_proj, core,    │──►
+ *   │ c_proj                  │           │ c_attn (+ selective)  │
+ *   └─────────────────────────┘           └───────────────────────┘
+ *   ┌ block_out_forward ──────┐           ┌ ln1_backward ─────────┐
+ *   │ bias, dropout, residual │           │ LN1, the residual     │
+ *   └─────────────────────────┘           └───────────────────────┘
+ *
+ * With a split backward (zero-bubble schedules) the four dW products of a
+ * block, the head's and the embedding's scatter-add are charged by W (the
+ * dw_* functions) and left out of B.  Under the "ideal" profile the
+ * embedding and the head cost nothing (clock.c).
+ */
+#ifndef PTDP_GPT_COST_H
+#define PTDP_GPT_COST_H
+
+#include <stdbool.h>
+
+#include "clock.h"
+#include "model.h"
+
+/* The shapes of one micro-batch on one device. */
+typedef struct {
+    int rows;          /* sequences in the micro-batch                     */
+    int R;             /* token rows: rows x the positions computed here   */
+    int Rl;            /* region rows: R, or R / tp under SP               */
+    int C;             /* hidden                                          */
+    int Cl;            /* this rank's attention width: heads_local x hd    */
+    int Fl;            /* this rank's MLP width                            */
+    int Vl;            /* this rank's vocabulary rows                      */
+    int heads;         /* this rank's heads                                */
+    int hd;            /* head size                                        */
+    int T;             /* seq_len                                          */
+    int cp, cp_rank;   /* context parallelism (1, 0 without)               */
+    bool cp_zigzag;
+    int t0, tlen;      /* a token slice (tlen 0: whole sequences)          */
+    bool selective;    /* the attention core runs again in the backward    */
+    bool split;        /* B and W apart: the weight products wait for W    */
+} ptdp_gpt_shape;
+
+/* The shape of a micro-batch of `rows` sequences of model c on a device of
+ * a tp x cp group (sp: sequence parallelism; cp_rank: its place in the CP
+ * ring), whole sequences. */
+ptdp_gpt_shape ptdp_gpt_shape_make(const ptdp_model_config *c, int rows, int tp, bool sp, int cp, int cp_rank,
+                                   bool cp_zigzag);
+
+/* Attention's core for one micro-batch: the batched GEMMs and the softmax. */
+double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape *s, bool backward);
+
+/* A block's forward, in its three charges. */
+double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_mlp_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_block_out_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+/* A block's backward, in its three charges (without the dW products when
+ * s->split; with the attention core again when s->selective). */
+double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_ln1_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+/* A block's whole forward and backward: the sums of the above. */
+double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+
+/* The four dW products of a block, as W charges them (each also part of
+ * the backward when not split). */
+double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s);      /* c_attn          */
+double ptdp_gpt_cost_dw_attn_proj(const ptdp_profile *p, const ptdp_gpt_shape *s); /* attention c_proj */
+double ptdp_gpt_cost_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);        /* c_fc            */
+double ptdp_gpt_cost_dw_fc_proj(const ptdp_profile *p, const ptdp_gpt_shape *s);   /* MLP c_proj      */
+double ptdp_gpt_cost_block_w(const ptdp_profile *p, const ptdp_gpt_shape *s);      /* all four        */
+
+/* The first stage: the embedding (lookups and positions), and its
+ * backward (the scatter-add into wte's rows, unless split, and wpe's). */
+double ptdp_gpt_cost_embed_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_embed_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_dw_embed(const ptdp_profile *p, const ptdp_gpt_shape *s);
+
+/* The last stage: LN_f and the head's product; the loss's backward, the
+ * head's products (dW unless split), then LN_f's backward. */
+double ptdp_gpt_cost_head_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_head_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_lnf_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_dw_head(const ptdp_profile *p, const ptdp_gpt_shape *s);
+
+#endif

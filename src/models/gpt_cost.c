@@ -1,0 +1,250 @@
+/*
+ * gpt_cost.c — the GPT's work priced for the virtual clock (gpt_cost.h).
+ *
+ * A linear layer y = x W^T + b of rows x in -> out is three pieces of work
+ * (ops.h counts them the same way):
+ *
+ *   forward    y = x W^T          GEMM (R x in) by (in x out)   m R, n out, k in
+ *              + b                R out
+ *   backward   dx = dy W          GEMM (R x out) by (out x in)  m R, n in,  k out
+ *              dW = dy^T x        GEMM (out x R) by (R x in)    m out, n in, k R
+ *              db = sum dy        R out
+ *
+ * and attention, per sequence and head (T positions, head size hd):
+ *
+ *   forward    S = Q K^T          GEMM T x T by hd      2 T T hd
+ *              softmax            5 per score
+ *              Y = P V            GEMM T x hd by T      2 T T hd
+ *   backward   dP = dY V^T, dV = P^T dY, dQ = dS K, dK = dS^T Q
+ *                                 four GEMMs            8 T T hd
+ *              softmax'           4 per score
+ *
+ * Under CP the ring computes (chunk x chunk) blocks, those not wholly in
+ * the future (cp.h); a token slice (TeraPipe) tlen queries against the
+ * t0 + tlen keys before them.  The elementwise counts are gpt.c's own:
+ * LayerNorm 8 / 16 per element, GELU 9 / 19, cross-entropy 4 / 5 per
+ * logit, bias + dropout + residual 3 per element of the region.
+ */
+#include "ptdp/gpt_cost.h"
+
+#include "ptdp/cp.h"
+#include "ptdp/gpt.h"
+#include "ptdp/ops.h"
+
+static double gemm(const ptdp_profile *p, double m, double n, double k)
+{
+    return ptdp_gemm_cost_flops(p, m, n, k);
+}
+
+/* The embedding and the head: nothing under the ideal profile. */
+static bool free_edges(const ptdp_profile *p)
+{
+    return p != NULL && p->ideal;
+}
+
+ptdp_gpt_shape ptdp_gpt_shape_make(const ptdp_model_config *c, int rows, int tp, bool sp, int cp, int cp_rank,
+                                   bool cp_zigzag)
+{
+    const int vp = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, tp);
+    const int hd = c->heads > 0 ? c->hidden / c->heads : 0;
+    const int hl = c->heads / tp;
+    ptdp_gpt_shape s = {
+        .rows = rows, .C = c->hidden, .heads = hl, .hd = hd, .Cl = hl * hd, .Fl = c->ffn / tp,
+        .Vl = vp / tp, .T = c->seq_len, .cp = cp > 1 ? cp : 1, .cp_rank = cp > 1 ? cp_rank : 0,
+        .cp_zigzag = cp_zigzag,
+    };
+    s.R = rows * (c->seq_len / s.cp);
+    s.Rl = sp && tp > 1 ? s.R / tp : s.R;
+    return s;
+}
+
+/* ----------------------------------------------------------- attention */
+
+/* Blocks of the ring's (chunk x chunk) products on this CP rank: the
+ * score elements cp.c computes, ptdp_ring_attention_scores, by blocks. */
+static double ring_blocks(const ptdp_gpt_shape *s, int *chunk)
+{
+    const ptdp_cp_layout q = ptdp_cp_layout_of(s->T, s->cp, s->cp_rank, s->cp_zigzag);
+    double n = 0;
+    for (int owner = 0; owner < s->cp; owner++) {
+        const ptdp_cp_layout k = ptdp_cp_layout_of(s->T, s->cp, owner, s->cp_zigzag);
+        for (int i = 0; i < q.nchunks; i++)
+            for (int j = 0; j < k.nchunks; j++)
+                n += !ptdp_cp_in_future(q.first[i], k.first[j], q.len);
+    }
+    *chunk = q.len;
+    return n;
+}
+
+double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape *s, bool backward)
+{
+    const double bh = (double)s->rows * s->heads;
+    const int hd = s->hd;
+    double nq, nk, blocks;     /* each of `blocks` products: nq queries by nk keys */
+    if (s->tlen > 0) {
+        nq = s->tlen;
+        nk = s->t0 + s->tlen;
+        blocks = 1;
+    } else if (s->cp > 1) {
+        int c;
+        blocks = ring_blocks(s, &c);
+        nq = nk = c;
+    } else {
+        nq = nk = s->T;
+        blocks = 1;
+    }
+    const double scores = blocks * nq * nk;
+    if (!backward)      /* S = Q K^T, Y = P V;  softmax 5 a score */
+        return bh * blocks * (gemm(p, nq, nk, hd) + gemm(p, nq, hd, nk)) + bh * scores * 5;
+    /* dP = dY V^T, dS K, dS^T Q, P^T dY;  softmax' 4 a score */
+    return bh * blocks * (gemm(p, nq, nk, hd) + gemm(p, nq, hd, nk) + gemm(p, nk, hd, nq) + gemm(p, nk, hd, nq)) +
+           bh * scores * 4;
+}
+
+/* ------------------------------------------------------------- forward */
+
+/* LN1 (region rows), qkv = ln1 W_qkv^T + b, the core, y W_o^T (its bias
+ * comes after the sum over TP). */
+double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Cl = s->Cl;
+    return ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + gemm(p, R, 3 * Cl, C) + R * 3 * Cl +
+           ptdp_gpt_cost_attention_core(p, s, false) + gemm(p, R, C, Cl);
+}
+
+/* The attention's bias, dropout and residual (3 per region element), LN2,
+ * c_fc with its bias, GELU, and c_proj's product. */
+double ptdp_gpt_cost_mlp_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Fl = s->Fl;
+    return 3.0 * s->Rl * C + ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + gemm(p, R, Fl, C) + R * Fl +
+           ptdp_gelu_flops_forward((size_t)s->R * s->Fl) + gemm(p, R, C, Fl);
+}
+
+/* The MLP's bias, dropout and residual. */
+double ptdp_gpt_cost_block_out_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    (void)p;
+    return 3.0 * s->Rl * s->C;
+}
+
+double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return ptdp_gpt_cost_attn_forward(p, s) + ptdp_gpt_cost_mlp_forward(p, s) +
+           ptdp_gpt_cost_block_out_forward(p, s);
+}
+
+/* ------------------------------------------------------------ backward */
+
+double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, 3.0 * s->Cl, s->C, s->R);
+}
+
+double ptdp_gpt_cost_dw_attn_proj(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, s->C, s->Cl, s->R);
+}
+
+double ptdp_gpt_cost_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, s->Fl, s->C, s->R);
+}
+
+double ptdp_gpt_cost_dw_fc_proj(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, s->C, s->Fl, s->R);
+}
+
+double ptdp_gpt_cost_block_w(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return ptdp_gpt_cost_dw_fc_proj(p, s) + ptdp_gpt_cost_dw_fc(p, s) + ptdp_gpt_cost_dw_attn_proj(p, s) +
+           ptdp_gpt_cost_dw_attn(p, s);
+}
+
+/* c_proj's dx (and dW) and db, GELU's backward, c_fc's dx (and dW), db. */
+double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Fl = s->Fl;
+    double f = gemm(p, R, Fl, C) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl) + gemm(p, R, C, Fl) +
+               R * Fl;
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_fc_proj(p, s) + ptdp_gpt_cost_dw_fc(p, s);
+    return f;
+}
+
+/* LN2's backward, the attention c_proj's dx (dW) and db, the core again
+ * (selective), the core's backward, c_attn's dx (dW) and db. */
+double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Cl = s->Cl;
+    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + gemm(p, R, Cl, C) + R * C +
+               gemm(p, R, C, 3 * Cl) + R * 3 * Cl + ptdp_gpt_cost_attention_core(p, s, true);
+    if (s->selective && s->cp == 1)
+        f += ptdp_gpt_cost_attention_core(p, s, false);
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_attn_proj(p, s) + ptdp_gpt_cost_dw_attn(p, s);
+    return f;
+}
+
+/* LN1's backward and the residual's sum. */
+double ptdp_gpt_cost_ln1_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    (void)p;
+    return ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + 2.0 * s->Rl * s->C;
+}
+
+double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return ptdp_gpt_cost_mlp_backward(p, s) + ptdp_gpt_cost_attn_backward(p, s) + ptdp_gpt_cost_ln1_backward(p, s);
+}
+
+/* --------------------------------------------------- embedding and head */
+
+/* Each region row gets its position's wpe row added (the lookup is a copy). */
+double ptdp_gpt_cost_embed_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : (double)s->Rl * s->C;
+}
+
+/* The scatter-add into wte (a weight gradient: W's when split), wpe's. */
+double ptdp_gpt_cost_dw_embed(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : (double)s->R * s->C;
+}
+
+double ptdp_gpt_cost_embed_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    if (free_edges(p))
+        return 0;
+    return (double)s->R * s->C + (s->split ? 0 : ptdp_gpt_cost_dw_embed(p, s));
+}
+
+/* LN_f over every row, z = h wte^T on this rank's vocabulary rows. */
+double ptdp_gpt_cost_head_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    if (free_edges(p))
+        return 0;
+    return ptdp_layernorm_flops_forward((size_t)s->R * s->C) + gemm(p, s->R, s->Vl, s->C);
+}
+
+double ptdp_gpt_cost_dw_head(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : gemm(p, s->Vl, s->C, s->R);
+}
+
+/* dz = softmax - onehot, dh = dz wte (and d wte = dz^T h). */
+double ptdp_gpt_cost_head_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    if (free_edges(p))
+        return 0;
+    double f = ptdp_xent_flops_backward(s->R, s->Vl) + gemm(p, s->R, s->C, s->Vl);
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_head(p, s);
+    return f;
+}
+
+double ptdp_gpt_cost_lnf_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : ptdp_layernorm_flops_backward((size_t)s->Rl * s->C);
+}

@@ -1,0 +1,279 @@
+/*
+ * test_plan_time.c — the planner's step time against the simulator's.
+ *
+ * For each layout below, ptdp_plan_time_of predicts the step; the same
+ * layout runs through ptdp_train (ptdp_plan_train_config gives its
+ * configuration) under the same profile, and its virtual step time — the
+ * step's makespan over every device, ptdp_step_log.virtual_s — must be the
+ * plan's within 5%:
+ *
+ *     |plan - measured| / measured <= 0.05
+ *
+ * The layouts cover every term of the time model: DP buckets (blocking and
+ * overlapped), TP and SP collectives, the four schedules, CP's ring,
+ * ZeRO 1, 2 and 3 with and without --overlap, selective and full
+ * recomputation, bf16.  The second step is measured (the first one's
+ * devices start a little apart, after setting up their groups).  The log
+ * shows the table, plan beside measured.
+ *
+ * A long schedule is not played out: past the warm-up every group of
+ * micro-batches adds the same time (plan_time.c), so two short plays give
+ * the line.  test_long_schedules_follow_the_line checks the line against
+ * the whole schedule played out, every schedule, with stages of unequal
+ * cost; and the 1-trillion-parameter GPT's layouts take milliseconds.
+ */
+#define _POSIX_C_SOURCE 200809L   /* setenv */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/gpt.h"
+#include "ptdp/plan.h"
+#include "ptdp/train.h"
+
+static const harness_tcase agree_tests = { .name = "agree", .timeout_s = 240 };
+static const harness_tcase unit_tests = { .name = "terms", .timeout_s = 30 };
+
+typedef struct {
+    const char *what;
+    int dp, tp, pp, cp, b, v;
+    const char *schedule;
+    ptdp_recompute recompute;
+    int zero;
+    bool sp, overlap, bf16;
+    const char *profile;
+    int layers;
+} row;
+
+static ptdp_plan_request request(const row *r, int batch)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.hidden = 64;
+    rq.model.heads = 4;
+    rq.model.ffn = 256;
+    rq.model.layers = r->layers > 0 ? r->layers : 4;
+    rq.model.seq_len = 32;
+    rq.model.vocab = 62;          /* the built-in corpus */
+    rq.model.vocab_padded = 0;
+    rq.batch = batch;
+    rq.gpus = r->dp * r->tp * r->pp * (r->cp > 1 ? r->cp : 1);
+    rq.profile = ptdp_profile_find(r->profile ? r->profile : "dgx-a100");
+    rq.bf16 = r->bf16;
+    return rq;
+}
+
+static ptdp_plan_layout layout_of(const row *r, int batch)
+{
+    ptdp_plan_layout l = {
+        .dp = r->dp, .tp = r->tp, .pp = r->pp, .cp = r->cp > 1 ? r->cp : 1, .micro_batch_size = r->b,
+        .micro_batches = batch / (r->b * r->dp), .virtual_stages = r->v > 1 ? r->v : 1,
+        .recompute = r->recompute, .zero = r->zero, .sp = r->sp, .overlap = r->overlap,
+    };
+    snprintf(l.schedule, sizeof l.schedule, "%s", r->schedule ? r->schedule : "1f1b");
+    return l;
+}
+
+/* The measured step: ptdp train's second step, in virtual seconds. */
+static double measure(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(rq, l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20 };
+    ptdp_train_result res;
+    char msg[PTDP_MSG_MAX];
+    int rc = ptdp_train(&cfg, &opts, NULL, NULL, &res, msg, sizeof msg);
+    ck_assert_msg(rc == 0, "ptdp_train: %s", msg);
+    ck_assert_int_eq(res.completed, 2);
+    double t = res.log[1].virtual_s;
+    ptdp_train_result_free(&res);
+    return t;
+}
+
+enum { BATCH = 8 };
+
+static const row ROWS[] = {
+    { "dp 2 x tp 2",                      2, 2, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 },
+    { "dp 2 --overlap, pp 2",             2, 1, 2, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, true, false, NULL, 0 },
+    { "tp 2 --sp, pp 2 1f1b",             1, 2, 2, 1, 1, 1, "1f1b", PTDP_RECOMPUTE_NONE, 0, true, false, false, NULL, 0 },
+    { "pp 4 gpipe",                       1, 1, 4, 1, 1, 1, "gpipe", PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 },
+    { "pp 4 zb-h1",                       1, 1, 4, 1, 1, 1, "zb-h1", PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 },
+    { "pp 2 interleaved v 2",             1, 1, 2, 1, 2, 2, "interleaved", PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 },
+    { "cp 2 x tp 2, selective",           1, 2, 1, 2, 8, 1, NULL, PTDP_RECOMPUTE_SELECTIVE, 0, false, false, false, NULL, 0 },
+    { "dp 2, zero 1, bf16, tp 2",         2, 2, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, NULL, 0 },
+    { "dp 2, zero 2, pp 2, full",         2, 1, 2, 1, 2, 1, NULL, PTDP_RECOMPUTE_FULL, 2, false, false, false, NULL, 0 },
+    { "dp 2, zero 2 --overlap, pp 2",     2, 1, 2, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 2, false, true, false, NULL, 0 },
+    { "dp 4, zero 3",                     4, 1, 1, 1, 1, 1, NULL, PTDP_RECOMPUTE_NONE, 3, false, false, false, NULL, 0 },
+    { "dp 2 x cp 2, zero 3 --overlap",    2, 1, 1, 2, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 3, false, true, false, NULL, 0 },
+    { "dp 2 x tp 2 x pp 2, zb-h1",        2, 2, 2, 1, 1, 1, "zb-h1", PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 },
+    { "laptop-cpu: dp 2 x pp 2, full",    2, 1, 2, 1, 1, 1, NULL, PTDP_RECOMPUTE_FULL, 0, false, false, false,
+      "laptop-cpu", 0 },
+    { "laptop-cpu: pp 4 zb-h1",           1, 1, 4, 1, 1, 1, "zb-h1", PTDP_RECOMPUTE_NONE, 0, false, false, false,
+      "laptop-cpu", 0 },
+    { "laptop-cpu: pp 2 interleaved, sel.", 1, 1, 2, 1, 1, 2, "interleaved", PTDP_RECOMPUTE_SELECTIVE, 0, false,
+      false, false, "laptop-cpu", 0 },
+    { "laptop-cpu: tp 2 --sp x cp 2, zero 3 --overlap", 2, 2, 1, 2, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 3, true, true,
+      false, "laptop-cpu", 0 },
+    { "laptop-cpu: dp 2 --overlap, bf16", 2, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, true, true,
+      "laptop-cpu", 0 },
+};
+#define NROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
+
+LOOP_TEST(agree_tests, test_plan_step_time_is_the_simulators, NROWS)
+{
+    const row *r = &ROWS[_i];
+    ptdp_plan_request rq = request(r, BATCH);
+    ck_assert_ptr_nonnull(rq.profile);
+    ptdp_plan_layout l = layout_of(r, BATCH);
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s: %s", r->what, msg);
+    ptdp_plan_time t;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+    double got = measure(&rq, &l), err = (t.step_s - got) / got;
+    printf("plan-time  %-46s  plan %10.3f us  measured %10.3f us  %+6.2f%%  (bubble %.3f, dp exposed %.3f us)\n",
+           r->what, t.step_s * 1e6, got * 1e6, 100 * err, t.bubble, t.dp_exposed_s * 1e6);
+    fflush(stdout);
+    ck_assert_msg(fabs(err) <= 0.05, "%s: plan %.6g s, measured %.6g s: %+.2f%% (more than 5%%)", r->what,
+                  t.step_s, got, 100 * err);
+}
+END_TEST
+
+/* ------------------------------------------------------ the FLOP counts */
+
+TEST(unit_tests, test_model_and_hardware_flops)
+{
+    const row r = { "pp 2", 1, 1, 2, 1, 1, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, false, NULL, 0 };
+    ptdp_plan_request rq = request(&r, BATCH);
+    ptdp_plan_layout l = layout_of(&r, BATCH);
+    ptdp_plan_time none, full, sel;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &none), 0);
+    l.recompute = PTDP_RECOMPUTE_FULL;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &full), 0);
+    l.recompute = PTDP_RECOMPUTE_SELECTIVE;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &sel), 0);
+    /* 72 B s l h^2 (1 + s/6h + V/12lh), by hand: B 8, s 32, l 4, h 64, V 62 */
+    const double B = 8, s = 32, L = 4, h = 64, V = 62;
+    const double want = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+    ck_assert_double_eq_tol(none.model_flops, want, 1e-6 * want);
+    ck_assert_double_eq_tol(none.hardware_flops, want, 1e-6 * want);
+    ck_assert_double_eq_tol(full.model_flops, want, 1e-6 * want);
+    /* full: the forward again, blocks (1/3 of 72) and the head's logits */
+    const double again = 24 * B * s * L * h * h * (1 + s / (6 * h)) + 2 * B * s * h * V;
+    ck_assert_double_eq_tol(full.hardware_flops, want + again, 1e-6 * want);
+    ck_assert_double_eq_tol(sel.hardware_flops, want + 4 * B * s * s * h * L, 1e-6 * want);
+    /* recomputation costs time; tokens/s and TFLOP/s follow the step */
+    ck_assert(full.step_s > none.step_s && sel.step_s > none.step_s);
+    ck_assert_double_eq_tol(none.tokens_per_s, B * s / none.step_s, 1e-9 * none.tokens_per_s);
+    ck_assert_double_eq_tol(none.model_tflops_per_gpu, want / (none.step_s * 2) / 1e12,
+                            1e-9 * none.model_tflops_per_gpu);
+    ck_assert(full.hardware_tflops_per_gpu > full.model_tflops_per_gpu);
+    ck_assert(none.bubble > 0 && none.bubble < 1);
+}
+END_TEST
+
+/* ------------------------------------------------ long schedules, fast */
+
+static double step_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool play_all)
+{
+    if (play_all)
+        setenv("PTDP_PLAN_PLAY_ALL", "1", 1);
+    else
+        unsetenv("PTDP_PLAN_PLAY_ALL");
+    ptdp_plan_time t;
+    ck_assert_int_eq(ptdp_plan_time_of(rq, l, &t), 0);
+    unsetenv("PTDP_PLAN_PLAY_ALL");
+    return t.step_s;
+}
+
+TEST(unit_tests, test_long_schedules_follow_the_line)
+{
+    /* a large vocabulary makes the last stage the slowest */
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 24;
+    rq.model.hidden = 512;
+    rq.model.heads = 8;
+    rq.model.ffn = 2048;
+    rq.model.seq_len = 256;
+    rq.model.vocab = 50000;
+    rq.model.vocab_padded = 0;
+    const char *schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
+    const char *profiles[] = { "dgx-a100", "laptop-cpu" };
+    int checked = 0;
+    for (int k = 0; k < 4; k++)
+        for (int pr = 0; pr < 2; pr++)
+            for (int p = 2; p <= 8; p *= 2)
+                for (int m = 9 * p; m <= 12 * p; m += p) {
+                    rq.profile = ptdp_profile_find(profiles[pr]);
+                    rq.batch = 2 * m;
+                    rq.gpus = 2 * p;
+                    ptdp_plan_layout l = {
+                        .dp = 2, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1, .micro_batches = m + (k < 3),
+                        .virtual_stages = k == 3 ? 2 : 1, .recompute = (ptdp_recompute)(m % 3), .zero = m % 4,
+                        .overlap = m % 2 == 0,
+                    };
+                    rq.batch = 2 * l.micro_batches;
+                    snprintf(l.schedule, sizeof l.schedule, "%s", schedules[k]);
+                    double line = step_of(&rq, &l, false), all = step_of(&rq, &l, true);
+                    ck_assert_msg(fabs(line - all) <= 1e-12 * all, "%s p %d m %d: the line %.15g s, played out %.15g s",
+                                  schedules[k], p, l.micro_batches, line, all);
+                    checked++;
+                }
+    ck_assert_int_eq(checked, 4 * 2 * 3 * 4);
+}
+END_TEST
+
+/* The PTD-P paper's largest GPT: 1T parameters (128 layers, h 25600, 160
+ * heads, s 2048, V 51200) on 3072 GPUs, batch 3072. */
+TEST(unit_tests, test_a_trillion_parameters_in_milliseconds)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 128;
+    rq.model.hidden = 25600;
+    rq.model.heads = 160;
+    rq.model.ffn = 4 * 25600;
+    rq.model.seq_len = 2048;
+    rq.model.vocab = 51200;
+    rq.model.vocab_padded = 0;
+    rq.batch = 3072;
+    rq.gpus = 3072;
+    rq.bf16 = true;
+    rq.profile = ptdp_profile_find("dgx-a100");
+    const struct { int tp, pp, v, b; const char *schedule; } L[] = {
+        { 8, 64, 1, 1, "1f1b" }, { 8, 64, 2, 1, "interleaved" }, { 8, 32, 1, 1, "zb-h1" }, { 8, 64, 1, 2, "gpipe" },
+        { 4, 64, 1, 1, "1f1b" },
+    };
+    for (int i = 0; i < (int)(sizeof L / sizeof L[0]); i++) {
+        ptdp_plan_layout l = {
+            .tp = L[i].tp, .pp = L[i].pp, .cp = 1, .dp = 3072 / (L[i].tp * L[i].pp), .micro_batch_size = L[i].b,
+            .virtual_stages = L[i].v, .recompute = PTDP_RECOMPUTE_FULL, .zero = 1,
+        };
+        l.micro_batches = 3072 / (l.micro_batch_size * l.dp);
+        snprintf(l.schedule, sizeof l.schedule, "%s", L[i].schedule);
+        ptdp_plan_time t;
+        double w0 = ptdp_wall_now();
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        double w1 = ptdp_wall_now();
+        for (int k = 0; k < 10; k++)
+            ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        double w2 = ptdp_wall_now();
+        printf("plan-time  1T: tp %d pp %d dp %d v %d b %d m %d %-11s step %8.2f s, bubble %.3f, %6.1f model "
+               "TFLOP/s a GPU; first call %.1f ms, then %.2f ms a call\n", l.tp, l.pp, l.dp, l.virtual_stages,
+               l.micro_batch_size, l.micro_batches, l.schedule, t.step_s, t.bubble, t.model_tflops_per_gpu,
+               1e3 * (w1 - w0), 1e3 * (w2 - w1) / 10);
+        ck_assert(t.step_s > 0 && t.bubble > 0 && t.bubble < 1);
+        ck_assert(t.hardware_tflops_per_gpu > t.model_tflops_per_gpu);
+        /* generous for a loaded 2-core host: the search calls this for
+         * every layout */
+        ck_assert_msg((w2 - w1) / 10 < 0.1, "%.1f ms a call", 1e3 * (w2 - w1) / 10);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("plan_time");
+}
