@@ -1,9 +1,381 @@
-/* plan_memory.c — being written (the planner's memory part). */
+/*
+ * plan_memory.c — the memory of one GPU under a layout, by the
+ * implementation's own allocations: what `ptdp train --report` would
+ * measure as that device's peak, computed instead of run.
+ *
+ * A device's arena at its busiest moment holds three layers:
+ *
+ *   bytes ▲                         ┌──┐ one op's transient (sp gather,
+ *         │              ┌──────────┤  │ grad.probs, ring buffers, units)
+ *         │              │ scratch of one backward (grad.*), pp buffers
+ *         │   ┌──────────┴──────────────┐
+ *         │   │ n in-flight micro-batches x what each keeps (K)
+ *         ├───┴─────────────────────────┴─────────────────────────
+ *         │ model states (params, grads, optimizer: ZeRO stage, bf16)
+ *         │ + the data corpus on the first and last stage
+ *         └──────────────────────────────────────────────────────► time
+ *
+ * and the peak is the largest of a few moments: the backward of the
+ * micro-batch that finds n = the schedule's in-flight peak alive (its
+ * scratch and the largest op transient on top), the forward that makes
+ * the n-th (the last stage's logits and cross-entropy), and the
+ * optimizer step.  Every stage is computed (O(pp)), the largest wins.
+ *
+ * Symbols: b sequences a micro-batch, T positions, Tq = T/cp this device's
+ * positions, R = b Tq rows, Rl = R/tp under SP (else R) the rows of the
+ * LayerNorm/residual regions, C hidden, Cl = C/tp, Fl = F/tp, hl = nh/tp,
+ * Vl = V_pad/tp; r = sizeof(ptdp_real).
+ *
+ * What one micro-batch keeps per block (gpt.c block_forward), in reals:
+ *
+ *   K_block = R (C + 3Cl + Cl + C + 2Fl)      ln1, qkv, attn_y, ln2, fc, gelu
+ *           + Rl (2C + 4)                     x2, the block's output x, LN stats
+ *           + b hl T^2                        probs (none under selective
+ *                                             recomputation; b hl Tq log-sum-exps
+ *                                             under CP)
+ *
+ * (ptdp_gpt_block_act_elements, the formula the CLI prints, plus the
+ * output x the next block reads as its input.)  A stage adds the input it
+ * keeps (tokens on stage 0, int64; else the received Rl x C), its first x,
+ * and on the last stage LN_f (R C + 2 Rl), the logits (R Vl) and two
+ * doubles a row (max, sum of exponentials); the data loader's tokens and
+ * labels (b T int64 each, "other") live as long as the micro-batch.  Full
+ * recomputation keeps only the stage input and the data.
+ *
+ * One backward adds its scratch (gpt.c): grad.h, grad.tmp (Rl C each),
+ * grad.ln (R C), grad.ff (R Fl), grad.attn_y (R Cl), grad.qkv (3 R Cl),
+ * under SP grad.ln_local and grad.gathered, and grad.attn (2 T^2); plus the
+ * pipeline's received and sent gradients (Rl C each).
+ *
+ * Model states, per device with N its stage's parameter elements and
+ * len its share (N; ceil(N/dp) for ZeRO 1-2; per unit for ZeRO-3):
+ *
+ *                     float              bf16 (mixed.h)
+ *   params            4N  (3: 4 len)     2N  (3: 2 len)  + float working
+ *                                                           copies of units
+ *   grads             4N  (2,3: 4 len)   2N  (2,3: 2 len) + a unit's float
+ *                                                            gradient
+ *   optimizer         8 len (AdamW)      8 len + 4 len master
+ *
+ * and ZeRO-2's reduce bucket (N elements, "comm") during each backward;
+ * ZeRO-3 gathers a unit (a block; the embeddings; the head) only while it
+ * computes — the embeddings for the whole pass when one stage holds the
+ * tied head too.  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
+ * (ptdp_zero_state_bytes) with this implementation's rounding.
+ */
 #include "ptdp/plan.h"
+
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
+
+/* ------------------------------------------------- the data corpus */
+
+/* The built-in corpus's bytes (gpt_model.c load_corpus keeps it in the
+ * arena of the first and the last stage): made once, it is 20000 lines. */
+static size_t corpus_bytes_builtin;
+static pthread_once_t corpus_once = PTHREAD_ONCE_INIT;
+
+static void measure_corpus(void)
+{
+    unsigned char *text = NULL;
+    corpus_bytes_builtin = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, &text);
+    free(text);
+}
+
+static double corpus_bytes(const ptdp_model_config *c)
+{
+    if (c->corpus != NULL)
+        return (double)c->corpus_len;
+    pthread_once(&corpus_once, measure_corpus);
+    return (double)corpus_bytes_builtin;
+}
+
+/* ------------------------------------------------- shapes */
+
+typedef struct {
+    double b, T, Tq, R, Rl, C, Cl, F, Fl, hl, Vl, V;
+    int layers, tp, pp, v, cp, dp;
+    bool sp;
+} shape;
+
+static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const ptdp_model_config *c = &rq->model;
+    shape s;
+    s.tp = l->tp;
+    s.pp = l->pp;
+    s.v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    s.cp = l->cp > 1 ? l->cp : 1;
+    s.dp = l->dp;
+    s.sp = l->sp && l->tp > 1;
+    s.layers = c->layers;
+    s.b = l->micro_batch_size;
+    s.T = c->seq_len;
+    s.Tq = (double)(c->seq_len / s.cp);
+    s.R = s.b * s.Tq;
+    s.Rl = s.sp ? s.R / s.tp : s.R;
+    s.C = c->hidden;
+    s.Cl = (double)(c->hidden / c->heads * (c->heads / s.tp));
+    s.F = c->ffn;
+    s.Fl = (double)(c->ffn / s.tp);
+    s.hl = (double)(c->heads / s.tp);
+    s.V = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, s.tp);
+    s.Vl = s.V / s.tp;
+    return s;
+}
+
+/* Blocks of piece g of the pp v pieces (model.c ptdp_stage_range). */
+static int piece_blocks(const shape *s, int g)
+{
+    const int n = s->pp * s->v;
+    return s->layers / n + (g < s->layers % n ? 1 : 0);
+}
+
+/* ------------------------------------------------- parameters */
+
+/* One block's parameter elements on one TP rank (gpt_model.c lay_out). */
+static double block_params(const shape *s)
+{
+    return 4 * s->C * s->Cl + 2 * s->C * s->Fl + 6 * s->C + 3 * s->Cl + s->Fl;
+}
+
+static double embed_params(const shape *s)  { return s->T * s->C + s->Vl * s->C; }    /* wpe, wte */
+static double head_params(const shape *s, bool first) { return 2 * s->C + (first ? 0 : s->Vl * s->C); }
+
+/* ------------------------------------------------- activations */
+
+/* Reals one micro-batch keeps per block (the header's K_block). */
+static double block_kept(const shape *s, ptdp_recompute rc)
+{
+    double probs = s->cp > 1 ? s->b * s->hl * s->Tq : rc == PTDP_RECOMPUTE_SELECTIVE ? 0 : s->b * s->hl * s->T * s->T;
+    return s->R * (2 * s->C + 4 * s->Cl + 2 * s->Fl) + s->Rl * (2 * s->C + 4) + probs;
+}
+
+/* Bytes one micro-batch of one chunk keeps from its forward to its
+ * backward ("acts" and "other" apart), and what a full recompute keeps. */
+typedef struct { double acts, other, acts_recompute; } kept;
+
+static kept chunk_kept(const shape *s, int blocks, bool first, bool last, ptdp_recompute rc)
+{
+    const double r = sizeof(ptdp_real);
+    kept k = { 0 };
+    double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
+    double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
+    k.acts_recompute = input + labels;
+    k.acts = input + labels + r * (blocks * block_kept(s, rc) + s->Rl * s->C);   /* + the first x */
+    if (last)
+        k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
+    k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
+    return k;
+}
+
+/* One backward's scratch (gpt.c ptdp_gpt_backward_input), bytes. */
+static double backward_scratch(const shape *s)
+{
+    const double r = sizeof(ptdp_real);
+    double e = 2 * s->Rl * s->C + s->R * s->C + s->R * s->Fl + 4 * s->R * s->Cl + 2 * s->T * s->T;
+    if (s->sp)
+        e += s->Rl * s->C + s->R * s->C;     /* grad.ln_local, grad.gathered */
+    return r * e;
+}
+
+/* The largest single transient inside a backward (bytes): selective
+ * recomputation's probabilities, SP's gather/scatter buffer, CP's ring. */
+static double backward_transient(const shape *s, ptdp_recompute rc)
+{
+    const double r = sizeof(ptdp_real);
+    double t = 0;
+    if (rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1)
+        t = s->b * s->hl * s->T * s->T;
+    if (s->sp && s->R * s->C > t)
+        t = s->R * s->C;
+    if (s->cp > 1) {
+        double c = s->Tq / 2;                         /* a zigzag chunk */
+        double ring = 8 * s->R * s->Cl + 2 * c * c + s->b * s->hl * s->Tq;
+        if (ring > t)
+            t = ring;
+    }
+    return r * t;
+}
+
+/* The largest transient of a forward (bytes) on top of its own kept. */
+static double forward_transient(const shape *s, bool first, bool last)
+{
+    const double r = sizeof(ptdp_real);
+    double t = 0;
+    if (s->sp)   /* acts.partial lives through the block; ln_local + sp.gather at the LayerNorm */
+        t = s->R * s->C + s->Rl * s->C + s->R * s->C;
+    if (s->sp && first && 2 * s->R * s->C > t)
+        t = 2 * s->R * s->C;                          /* embed_partial + sp.scatter */
+    if (s->cp > 1) {
+        double c = s->Tq / 2;
+        double ring = 4 * s->R * s->Cl + c * c + s->b * s->hl * s->Tq;
+        if (ring > t)
+            t = ring;
+    }
+    t *= r;
+    if (last && 8 * s->R > t)
+        t = 8 * s->R;                                 /* acts.picked */
+    return t;
+}
+
+/* ------------------------------------------------- the schedule */
+
+/* Micro-batches (chunk-micro-batches when interleaved) whose activations
+ * stage `stage` holds at its peak: the schedule's own counts, by formula
+ * (tests/test_plan_memory.c checks them against ptdp_schedule_peak_in_flight):
+ *   gpipe        m
+ *   1f1b, zb-h1  min(p - s, m)
+ *   interleaved  min(2 (p - s - 1) + (v - 1) p + 1, v m)   (Megatron's warm-up + 1)
+ * Building the schedule instead would cost O(p v m) a layout. */
+static int in_flight(const char *schedule, int p, int m, int v, int stage)
+{
+    if (schedule != NULL && strcmp(schedule, "gpipe") == 0)
+        return m;
+    if (schedule != NULL && strcmp(schedule, "interleaved") == 0) {
+        long n = 2L * (p - stage - 1) + (long)(v - 1) * p + 1;
+        return n < (long)v * m ? (int)n : v * m;
+    }
+    return p - stage < m ? p - stage : m;
+}
+
+/* ZB-H1 (Qi et al.): backward passes whose weight-gradient half W waits,
+ * at most, on stage s (ptdp_schedule_peak_deferred): W runs late on the
+ * early stages, so they hold up to s + 1 of them once m covers the pipe:
+ *   max(1, min(m, s + 1 - max(0, p - 1 - m)))                          */
+static int deferred(const char *schedule, int p, int m, int stage)
+{
+    if (schedule == NULL || strcmp(schedule, "zb-h1") != 0)
+        return 0;
+    int short_by = p - 1 - m > 0 ? p - 1 - m : 0, n = stage + 1 - short_by;
+    n = n < m ? n : m;
+    return n > 1 ? n : 1;
+}
+
+/* What one deferred W keeps (wgrad.c: a copy of each dW product's two
+ * operands), bytes: per block the output gradient and the input of c_proj
+ * (R (C + Fl)), c_fc (R (Fl + C)), attn c_proj (R (C + Cl)), c_attn
+ * (R (3Cl + C)); the embedding's token ids and gradient; the head's dz
+ * and LN_f output. */
+static double wgrad_kept(const shape *s, int blocks, bool first, bool last)
+{
+    const double r = sizeof(ptdp_real);
+    double e = blocks * s->R * (4 * s->C + 2 * s->Fl + 4 * s->Cl);
+    if (first)
+        e += s->R * s->C + 8 * s->R / r;
+    if (last)
+        e += s->R * (s->Vl + s->C);
+    return r * e;
+}
+
+/* ------------------------------------------------- one stage */
+
+/* How many of the first n forwards of a stage run chunk c: Megatron's
+ * interleaved order takes p micro-batches of chunk 0, p of chunk 1, …,
+ * and the peak comes after the warm-up's n forwards. */
+static int forwards_of_chunk(int n, int p, int v, int c)
+{
+    const int groups = n / p, rem = n % p;
+    return (groups / v + (c < groups % v ? 1 : 0)) * p + (c == groups % v ? rem : 0);
+}
+
+static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
+                         ptdp_plan_memory *o)
+{
+    const double r = sizeof(ptdp_real);
+    const bool bf16 = rq->bf16, full = l->recompute == PTDP_RECOMPUTE_FULL;
+    const int zero = l->zero, p = s->pp, v = s->v;
+    const int n = in_flight(l->schedule, p, l->micro_batches, v, stage);
+    memset(o, 0, sizeof *o);
+    o->stage = stage;
+    o->in_flight = n;
+
+    /* The chunks of this stage (piece c p + stage of the p v pieces):
+     * their parameters, ZeRO-3's units, what their in-flight micro-batches
+     * keep, and the chunk whose backward runs at the peak (the last). */
+    double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
+    kept peak_chunk = { 0 };
+    bool has_first = false, has_last = false;
+    for (int c = 0; c < v; c++) {
+        const int g = c * p + stage, nb = piece_blocks(s, g);
+        const bool first = g == 0, last = g == p * v - 1;
+        has_first |= first;
+        has_last |= last;
+        const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
+        numel += units[0] + units[1] + nb * units[2];
+        for (int u = 0; u < 3; u++) {
+            const double chunk = (double)(((long long)units[u] + s->dp - 1) / s->dp);   /* ceil: rank 0's */
+            len3 += (u == 2 ? nb : units[u] > 0) * chunk;
+            if (units[u] > biggest_unit && (u < 2 || nb > 0))
+                biggest_unit = units[u];
+        }
+        const kept k = chunk_kept(s, nb, first, last, l->recompute);
+        const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
+        acts_kept += nc * (full ? k.acts_recompute : k.acts);
+        other_kept += nc * k.other;
+        if (c == v - 1)
+            peak_chunk = k;
+        if (v == 1)
+            wgrad = deferred(l->schedule, p, l->micro_batches, stage) * wgrad_kept(s, nb, first, last);
+    }
+    const bool first_here = stage == 0 && v == 1, last_here = stage == p - 1;
+
+    /* Model states: the header's table. */
+    const double len = zero == 0 ? numel : zero == 3 ? len3 : (double)(((long long)numel + s->dp - 1) / s->dp);
+    const double es = bf16 ? 2 : r;
+    const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : ptdp_train_defaults().momentum > 0 ? 1 : 0;
+    o->params = (zero == 3 ? len : numel) * es;
+    o->grads = (zero >= 2 ? len : numel) * es;
+    o->optim = nopt * len * r + (bf16 ? len * r : 0);
+
+    /* Units present while a pass runs (ZeRO-3 gathers them, bf16 widens
+     * them into float): the one computing, the embeddings for the whole
+     * pass when the tied head is on this stage too, under --overlap the
+     * next one prefetched; in a backward each with its float gradient,
+     * and under --overlap the previous unit's, still being reduce-scattered. */
+    if (zero == 3 || bf16) {
+        const double emb = has_first && has_last ? embed_params(s) : 0;
+        const bool ahead = l->overlap && zero == 3;
+        o->params += ((ahead ? 2 : 1) * biggest_unit + emb) * r;
+        o->grads += (biggest_unit + emb) * r + (ahead ? biggest_unit * es : 0);
+    }
+
+    /* Activations: n micro-batches kept, and on top either the backward
+     * of one (its recomputed forward, scratch, the pipeline's gradient
+     * buffers, the largest op transient) or the forward that makes the
+     * n-th (its send buffer, the largest forward transient). */
+    const double recomputed = full ? peak_chunk.acts - peak_chunk.acts_recompute : 0;
+    const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
+    const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
+    const double backward_comm = backward_transient(s, l->recompute);
+    const double forward = acts_kept + wgrad + forward_transient(s, first_here, last_here) +
+                           (last_here ? 0 : r * s->Rl * s->C);
+    const bool in_backward = backward + backward_comm >= forward;
+    o->acts = in_backward ? backward : forward;
+    o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
+    o->other = (has_first || has_last ? corpus_bytes(&rq->model) : 0) + other_kept;
+    o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
+}
+
 int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out)
 {
-    (void)rq; (void)l; (void)out;
-    return PTDP_EINVAL;
+    if (rq == NULL || l == NULL || out == NULL || rq->model.kind != PTDP_MODEL_GPT || l->tp < 1 || l->pp < 1 ||
+        l->dp < 1 || l->micro_batch_size < 1 || l->micro_batches < 1)
+        return PTDP_EINVAL;
+    const shape s = shape_of(rq, l);
+    memset(out, 0, sizeof *out);
+    out->total = -1;
+    for (int stage = 0; stage < l->pp; stage++) {
+        ptdp_plan_memory m;
+        stage_memory(rq, l, &s, stage, &m);
+        if (m.total > out->total)
+            *out = m;
+    }
+    return PTDP_OK;
 }

@@ -1,0 +1,171 @@
+/*
+ * test_plan_memory.c — the planner's memory per GPU against the arena.
+ *
+ * For each layout: ptdp_plan_memory_of predicts the peak of the busiest
+ * device; ptdp_train runs the same layout (ptdp_plan_train_config) on a
+ * tiny GPT for two steps and the launch result gives every device's
+ * measured peak (after set-up: train.c resets the peaks once ZeRO-2/3 or
+ * bf16 have made their stores).  The prediction must be within 5% of the
+ * largest measured peak, and name that device's stage.  The log prints
+ * plan and measurement term by term.
+ *
+ * And the schedule counts the formula uses (in-flight micro-batches per
+ * stage) against the schedule's own, for a grid of p, m, v.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/arena.h"
+#include "ptdp/gpt.h"
+#include "ptdp/mesh.h"
+#include "ptdp/plan.h"
+#include "ptdp/schedule.h"
+#include "ptdp/train.h"
+
+typedef struct {
+    const char *name;
+    int layers, seq, vocab, batch;
+    int dp, tp, pp, cp, b;
+    const char *schedule;
+    int v, zero;
+    ptdp_recompute recompute;
+    bool sp, bf16, overlap;
+} layout_case;
+
+static const harness_tcase plan_memory_tests = { .name = "plan_memory", .timeout_s = 120 };
+
+static const layout_case cases[] = {
+    /* name              L  T    V   B  dp tp pp cp b  schedule       v z  recompute               sp     bf16   overlap */
+    { "one device",      4, 32,  64, 4, 1, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "dp 2",            4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "tp 2",            4, 64, 128, 4, 1, 2, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "tp 2 sp",         4, 64, 128, 4, 1, 2, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      true,  false, false },
+    { "pp 2 1f1b",       4, 32,  64, 8, 1, 1, 2, 1, 1, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "pp 4 gpipe",      8, 32,  64, 8, 1, 1, 4, 1, 1, "gpipe",       1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "pp 2 interleaved",8, 32,  64, 8, 1, 1, 2, 1, 1, "interleaved", 2, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "pp 2 zb-h1",      4, 32,  64, 8, 1, 1, 2, 1, 1, "zb-h1",       1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "cp 2",            4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "dp 2 zero 1",     4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "dp 2 zero 2",     4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "dp 2 zero 3",     4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "zero 3 overlap",  4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, false, true  },
+    { "dp 2 overlap",    4, 32,  64, 8, 2, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, true  },
+    { "selective",       4, 64,  64, 4, 1, 1, 1, 1, 4, "1f1b",        1, 0, PTDP_RECOMPUTE_SELECTIVE, false, false, false },
+    { "full, pp 2",      4, 32,  64, 8, 1, 1, 2, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_FULL,      false, false, false },
+    { "bf16",            4, 32,  64, 4, 1, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 zero 2 tp",  4, 32, 128, 8, 2, 2, 1, 1, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "3d",              4, 32, 128, 8, 2, 2, 2, 1, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      true,  false, false },
+    { "b 4",             4, 64, 256, 8, 1, 1, 1, 1, 4, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+};
+
+static ptdp_plan_request request_of(const layout_case *k)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = k->layers;
+    rq.model.hidden = 64;
+    rq.model.ffn = 256;
+    rq.model.heads = 4;
+    rq.model.seq_len = k->seq;
+    rq.model.vocab = k->vocab;
+    rq.batch = k->batch;
+    rq.gpus = k->dp * k->tp * k->pp * k->cp;
+    rq.bf16 = k->bf16;
+    return rq;
+}
+
+static ptdp_plan_layout layout_of(const layout_case *k)
+{
+    ptdp_plan_layout l = {
+        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .micro_batch_size = k->b,
+        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v, .recompute = k->recompute,
+        .zero = k->zero, .sp = k->sp, .overlap = k->overlap,
+    };
+    snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
+    return l;
+}
+
+static void print_terms(const char *who, const double t[PTDP_MEM_NCAT + 1])
+{
+    printf("    %-9s", who);
+    for (int c = 0; c < PTDP_MEM_NCAT; c++)
+        printf(" %s %8.0f", ptdp_mem_category_name((ptdp_mem_category)c), t[c]);
+    printf("  total %9.0f\n", t[PTDP_MEM_NCAT]);
+}
+
+LOOP_TEST(plan_memory_tests, test_plan_memory_matches_measured_peak, (int)(sizeof cases / sizeof cases[0]))
+{
+    const layout_case *k = &cases[_i];
+    ptdp_plan_request rq = request_of(k);
+    ptdp_plan_layout l = layout_of(k);
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s: %s", k->name, msg);
+    ptdp_plan_memory pm;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &pm), 0);
+
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(&rq, &l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_result lr = { 0 };
+    ptdp_launch_opts opts = { .result = &lr };
+    ptdp_train_result tr;
+    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &tr, msg, sizeof msg) == 0, "%s: %s %s", k->name, msg,
+                  lr.message);
+    int worst = 0;
+    for (int d = 1; d < lr.world_size; d++)
+        if (lr.devices[d].mem.peak_total > lr.devices[worst].mem.peak_total)
+            worst = d;
+    int dp_rank, cp_rank, tp_rank, pp_rank;
+    ptdp_mesh_coords_cp(l.dp, l.cp, l.tp, l.pp, worst, &dp_rank, &cp_rank, &tp_rank, &pp_rank);
+    const ptdp_mem_stats *ms = &lr.devices[worst].mem;
+    const double measured = (double)ms->peak_total;
+    const double plan[PTDP_MEM_NCAT + 1] = { pm.params, pm.grads, pm.optim, pm.acts, pm.comm, pm.other, pm.total };
+    double meas[PTDP_MEM_NCAT + 1];
+    for (int c = 0; c < PTDP_MEM_NCAT; c++)
+        meas[c] = (double)ms->peak[c];
+    meas[PTDP_MEM_NCAT] = measured;
+    printf("%-18s stage %d (plan %d, %d in flight): plan %.0f, measured %.0f, ratio %.3f\n", k->name, pp_rank,
+           pm.stage, pm.in_flight, pm.total, measured, pm.total / measured);
+    print_terms("plan", plan);
+    print_terms("measured", meas);   /* each category's own peak: not all at one moment */
+    fflush(stdout);
+    ck_assert_msg(fabs(pm.total / measured - 1) <= 0.05, "%s: plan %.0f bytes, measured %.0f (ratio %.3f)", k->name,
+                  pm.total, measured, pm.total / measured);
+    ptdp_train_result_free(&tr);
+    ptdp_launch_result_free(&lr);
+}
+END_TEST
+
+/* The in-flight counts: the formula beside the schedule's own count. */
+TEST(plan_memory_tests, test_in_flight_formula_is_the_schedules)
+{
+    const char *names[] = { "gpipe", "1f1b", "zb-h1", "interleaved" };
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+        for (int p = 1; p <= 8; p++)
+            for (int m = 1; m <= 12; m++)
+                for (int v = 1; v <= (strcmp(names[n], "interleaved") == 0 ? 3 : 1); v++) {
+                    ptdp_schedule *s = NULL;
+                    if (ptdp_schedule_create_v(names[n], p, m, v, &s) != 0)
+                        continue;   /* not a valid (p, m, v) for it */
+                    ptdp_plan_request rq = ptdp_plan_request_defaults();
+                    rq.model = ptdp_gpt_default_config();
+                    rq.model.layers = p * v;
+                    rq.model.vocab = 64;
+                    rq.batch = m;
+                    rq.gpus = p;
+                    ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1,
+                                           .micro_batches = m, .virtual_stages = v };
+                    snprintf(l.schedule, sizeof l.schedule, "%s", names[n]);
+                    ptdp_plan_memory pm;
+                    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &pm), 0);
+                    int want = ptdp_schedule_peak_in_flight(s, pm.stage);
+                    ck_assert_msg(pm.in_flight == want, "%s p %d m %d v %d stage %d: formula %d, schedule %d",
+                                  names[n], p, m, v, pm.stage, pm.in_flight, want);
+                    ptdp_schedule_destroy(s);
+                }
+}
+END_TEST
+
+int main(void) { return harness_main("plan_memory"); }
