@@ -10,6 +10,8 @@
  * the GPU's memory is then drawn as a line, and the layouts left of it
  * are the ones `ptdp plan` would print, the best K ringed and named.
  *
+ * (1F1B, no context or sequence parallelism: one family, readable.)
+ *
  *   step s │ ·  ∘ ·       ·  │  ·          ∘ none  ∘ selective  ∘ full
  *          │  ∘· ∘  ·  ·     │    ·   ·    (filled: fits; hollow: does not)
  *          │ ①②③  ·    ·     │ ·     ·
@@ -117,6 +119,9 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     rq.batch = 512;
     rq.gpus = 32;
     rq.bf16 = sizeof(ptdp_real) == 4;    /* the float build (ptdp figures); f64 has no bf16 */
+    rq.cp = 1;                           /* one family of layouts, readable: 1F1B, no CP, no SP */
+    rq.sp = 0;
+    rq.schedule = "1f1b";
     rq.profile = ptdp_profile_find(PROFILE);
     if (rq.profile == NULL || rq.profile->mem_bytes <= 0) {
         snprintf(msg, msglen, "the profile %s (with its device memory) is not in this build", PROFILE);
@@ -168,8 +173,8 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
                   "ptdp plan: every layout of a 7.5B GPT on %d GPUs (%s, %s)", rq.gpus, PROFILE,
                   rq.bf16 ? "bf16" : "f32");
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "L 36, h 4096, 32 heads, s 2048, V 51200, B 512: %d valid layouts, %d fit in %.0f GB; memory "
-                  "(plan_memory.c) against step time (plan_time.c)", n, nfit, mem / 1e9);
+                  "L 36, h 4096, 32 heads, s 2048, V 51200, B 512; 1F1B, cp 1, no SP: %d valid layouts, %d fit in "
+                  "%.0f GB; memory (plan_memory.c) against step time (plan_time.c)", n, nfit, mem / 1e9);
     log_ticks(&s, &ch, true, 1e9);
     log_ticks(&s, &ch, false, 1);
     ptdp_svg_line(&s, ch.x, ch.y + ch.h, ch.x + ch.w, ch.y + ch.h, "#333333", 1, NULL);
@@ -190,7 +195,7 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
             if (fits != (pass == 1))
                 continue;
             const char *col = RECOMPUTE_COLOR[c[i].layout.recompute];
-            dot(&s, px(&ch, c[i].memory.total), py(&ch, c[i].time.step_s), 3, fits ? col : NULL, col);
+            dot(&s, px(&ch, c[i].memory.total), py(&ch, c[i].time.step_s), 3, fits ? col : NULL, fits ? NULL : col);
         }
     /* the best K, ringed and named beside the chart */
     double ly = ch.y + 10;
@@ -218,7 +223,8 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, ch.x + ch.w + 42, ly, 12, PTDP_SVG_START, NULL, "hollow: does not fit");
     ptdp_svg_text(&s, 20, 625, 11, PTDP_SVG_START, "#555555",
                   "ptdp plan --model gpt --layers 36 --hidden 4096 --heads 32 --seq-len 2048 --vocab 51200 "
-                  "--batch 512 --gpus 32 --profile %s%s", PROFILE, rq.bf16 ? " --precision bf16" : "");
+                  "--batch 512 --gpus 32 --profile %s%s --schedule 1f1b --cp 1 --sp off", PROFILE,
+                  rq.bf16 ? " --precision bf16" : "");
     free(c);
     return fig_finish(&s, path, msg, msglen);
 }
