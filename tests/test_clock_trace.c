@@ -1,6 +1,12 @@
 /*
  * test_clock_trace.c — device profiles, the cost formulas of clock.h, wall
  * time, and Chrome traces: recorded, written atomically, parsed back.
+ *
+ * The cluster profiles' terms are checked by hand too: two link levels
+ * (a step across nodes at net_alpha and min(beta, n/nodes · net_beta)),
+ * messages between nodes, the GEMM efficiency curve, the bf16 peak — and
+ * in the simulator: groups and messages that cross nodes, a --dp 16 run
+ * priced with the network, a bf16 run at the bf16 peak.
  */
 #include <ctype.h>
 #include <math.h>
@@ -11,9 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "equivalence/equiv.h"
 #include "harness.h"
 #include "ptdp/clock.h"
+#include "ptdp/comm.h"
+#include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/launch.h"
 #include "ptdp/trace.h"
 
 /* Relative comparison for modelled seconds. */
@@ -55,7 +65,7 @@ END_TEST
 
 /* ---- The cost model -------------------------------------------------------- */
 
-static const ptdp_profile test_link = { "test", "alpha 1 ms, beta 1 MB/s", 1e9, 1e-3, 1e6, 0 };
+static const ptdp_profile test_link = { "test", "alpha 1 ms, beta 1 MB/s", 1e9, 1e-3, 1e6, 0, .gpus_per_node = 0 };
 
 TEST(clock_tests, test_cost_message)
 {
@@ -96,7 +106,7 @@ TEST(clock_tests, test_cost_collectives)
     for (int op = 0; op < PTDP_COLL_COUNT; op++)
         ck_assert(ptdp_cost_collective(ideal, (ptdp_coll)op, 1 << 26, 8) == 0.0);
     /* The ring's bandwidth term is 2(n-1)/n S / beta: nearly 2 S / beta for large n. */
-    double t64 = ptdp_cost_collective(&(ptdp_profile){ "bw", "", 1, 0, 1e9, 0 },
+    double t64 = ptdp_cost_collective(&(ptdp_profile){ "bw", "", 1, 0, 1e9, 0, .gpus_per_node = 0 },
                                       PTDP_COLL_ALL_REDUCE, 1000000000, 64);
     ck_assert(close_to(t64, 2.0 * 63.0 / 64.0));
 }
@@ -511,6 +521,337 @@ TEST(trace_tests, test_trace_write_errors)
     ptdp_trace_destroy(t);
 }
 END_TEST
+
+
+/* ---- Clusters: two link levels ------------------------------------------------ */
+
+static const harness_tcase cluster_tests = { .name = "cluster", .timeout_s = 120 };
+
+TEST(cluster_tests, test_cluster_profiles)
+{
+    int n = 0;
+    const ptdp_profile *p = ptdp_profiles(&n);
+    /* the four textbook profiles first, one node, as they were */
+    static const char *const first[] = { "dgx-a100", "h100-nvlink", "laptop-cpu", "ideal" };
+    for (int i = 0; i < 4; i++) {
+        ck_assert_str_eq(p[i].name, first[i]);
+        ck_assert(p[i].gpus_per_node == 0 && p[i].gemm == NULL && p[i].peak_flops_bf16 == 0);
+        ck_assert(p[i].net_alpha_s == 0 && p[i].net_beta_Bps == 0 && p[i].mem_bytes == 0);
+    }
+    ck_assert(p[0].peak_flops == 156e12 && p[0].alpha_s == 3e-6 && p[0].beta_Bps == 300e9);
+    const ptdp_profile *a = ptdp_profile_find("dgx-a100-80g"), *h = ptdp_profile_find("dgx-h100");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(h);
+    ck_assert(a->gpus_per_node == 8 && a->peak_flops == 156e12 && a->peak_flops_bf16 == 312e12);
+    ck_assert(a->alpha_s == 3e-6 && a->beta_Bps == 300e9 && a->net_alpha_s == 10e-6 && a->net_beta_Bps == 25e9);
+    ck_assert(a->mem_bytes == 80.0 * 1024 * 1024 * 1024 && a->gemm != NULL);
+    ck_assert(h->gpus_per_node == 8 && h->peak_flops == 494e12 && h->peak_flops_bf16 == 989e12);
+    ck_assert(h->alpha_s == 3e-6 && h->beta_Bps == 450e9 && h->net_alpha_s == 10e-6 && h->net_beta_Bps == 50e9);
+    ck_assert(h->mem_bytes == a->mem_bytes && h->gemm != NULL);
+}
+END_TEST
+
+TEST(cluster_tests, test_nodes_spanned)
+{
+    const ptdp_profile *a = ptdp_profile_find("dgx-a100-80g"), *old = ptdp_profile_default();
+    ck_assert_int_eq(ptdp_profile_node(a, 0), 0);
+    ck_assert_int_eq(ptdp_profile_node(a, 7), 0);
+    ck_assert_int_eq(ptdp_profile_node(a, 8), 1);
+    ck_assert_int_eq(ptdp_profile_node(a, 63), 7);
+    ck_assert_int_eq(ptdp_profile_node(old, 63), 0);
+    const int in_node[] = { 0, 1, 2, 3, 4, 5, 6, 7 }, pair[] = { 3, 11 }, three[] = { 3, 9, 17, 18, 2 };
+    int world[16];
+    for (int r = 0; r < 16; r++)
+        world[r] = r;
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, in_node, 8), 1);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, pair, 2), 2);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, three, 5), 3);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, world, 16), 2);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, world, 1), 1);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(old, world, 16), 1);
+    ck_assert_int_eq(ptdp_profile_nodes_spanned(a, NULL, 0), 1);
+}
+END_TEST
+
+TEST(cluster_tests, test_two_level_collectives)
+{
+    const ptdp_profile *a = ptdp_profile_find("dgx-a100-80g");
+    const double S = 64.0 * 1024 * 1024, na = 10e-6;
+    const size_t bytes = 64u << 20;
+    /* one node: exactly the one-level model, for every operation */
+    for (int op = 0; op < PTDP_COLL_COUNT; op++) {
+        ck_assert(ptdp_cost_collective_nodes(a, (ptdp_coll)op, bytes, 8, 1) ==
+                  ptdp_cost_collective(a, (ptdp_coll)op, bytes, 8));
+        ck_assert(ptdp_cost_collective_nodes(a, (ptdp_coll)op, bytes, 1, 1) == 0.0);
+    }
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_ALL_REDUCE, bytes, 8, 1),
+                       14 * (3e-6 + S / (8 * 300e9))));
+    /* 16 on 2 nodes, 8 a node: 8 NICs of 25 GB/s = 200 GB/s, under NVLink's 300 */
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_ALL_REDUCE, bytes, 16, 2),
+                       30 * (na + S / (16 * 200e9))));
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_REDUCE_SCATTER, bytes, 16, 2),
+                       15 * (na + S / (16 * 200e9))));
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_BROADCAST, bytes, 16, 2), 4 * (na + S / 200e9)));
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_BARRIER, 0, 16, 2), 4 * na));
+    /* 2 on 2 nodes, 1 a node (DP across nodes, TP inside): one NIC, 25 GB/s */
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_ALL_REDUCE, bytes, 2, 2), 2 * (na + S / (2 * 25e9))));
+    /* 64 on 8 nodes: still 8 NICs a node */
+    ck_assert(close_to(ptdp_cost_collective_nodes(a, PTDP_COLL_ALL_REDUCE, bytes, 64, 8),
+                       126 * (na + S / (64 * 200e9))));
+    /* NICs faster than NVLink together: capped by the link inside the node */
+    ptdp_profile fast = *a;
+    fast.net_beta_Bps = 50e9;   /* 8 x 50 = 400 > 300 */
+    ck_assert(close_to(ptdp_cost_collective_nodes(&fast, PTDP_COLL_ALL_REDUCE, bytes, 16, 2),
+                       30 * (na + S / (16 * 300e9))));
+    /* the network is the slower level: crossing nodes costs more */
+    ck_assert(ptdp_cost_collective_nodes(a, PTDP_COLL_ALL_REDUCE, bytes, 16, 2) >
+              ptdp_cost_collective(a, PTDP_COLL_ALL_REDUCE, bytes, 16));
+    /* a profile of one node has no network to use */
+    const ptdp_profile *old = ptdp_profile_default();
+    ck_assert(ptdp_cost_collective_nodes(old, PTDP_COLL_ALL_REDUCE, bytes, 16, 2) ==
+              ptdp_cost_collective(old, PTDP_COLL_ALL_REDUCE, bytes, 16));
+}
+END_TEST
+
+TEST(cluster_tests, test_message_between_nodes)
+{
+    const ptdp_profile *a = ptdp_profile_find("dgx-a100-80g"), *old = ptdp_profile_default();
+    const size_t bytes = 1u << 20;
+    ck_assert(ptdp_cost_message_between(a, bytes, 0, 7) == ptdp_cost_message(a, bytes));
+    ck_assert(close_to(ptdp_cost_message_between(a, bytes, 0, 7), 3e-6 + bytes / 300e9));
+    ck_assert(close_to(ptdp_cost_message_between(a, bytes, 7, 8), 10e-6 + bytes / 25e9));
+    ck_assert(close_to(ptdp_cost_message_between(a, bytes, 17, 3), 10e-6 + bytes / 25e9));
+    ck_assert(ptdp_cost_message_between(old, bytes, 0, 40) == ptdp_cost_message(old, bytes));
+}
+END_TEST
+
+TEST(cluster_tests, test_peak_bf16)
+{
+    const ptdp_profile *a = ptdp_profile_find("dgx-a100-80g"), *h = ptdp_profile_find("dgx-h100");
+    ck_assert(ptdp_profile_peak(a, 0) == 156e12 && ptdp_profile_peak(a, 1) == 312e12);
+    ck_assert(ptdp_profile_peak(h, 0) == 494e12 && ptdp_profile_peak(h, 1) == 989e12);
+    for (int i = 0; i < 4; i++) {   /* no bf16 peak: the one peak */
+        const ptdp_profile *p = &ptdp_profiles(NULL)[i];
+        ck_assert(ptdp_profile_peak(p, 0) == p->peak_flops && ptdp_profile_peak(p, 1) == p->peak_flops);
+    }
+}
+END_TEST
+
+/* ---- GEMM efficiency ------------------------------------------------------------- */
+
+TEST(cluster_tests, test_gemm_without_curve)
+{
+    const double shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 4096, 1024, 333 }, { 12288, 4608, 8192 } };
+    for (int i = 0; i < 4; i++) {
+        const ptdp_profile *p = &ptdp_profiles(NULL)[i];
+        for (int s = 0; s < 4; s++) {
+            double m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            ck_assert(ptdp_gemm_efficiency(p, m, n, k) == 1.0);
+            ck_assert(ptdp_gemm_cost_flops(p, m, n, k) == 2.0 * m * n * k);   /* bit for bit */
+        }
+    }
+}
+END_TEST
+
+/* The curve of clock.c: e_max · fill against the memory roofline. */
+LOOP_TEST(cluster_tests, test_gemm_curve, 2)
+{
+    const ptdp_profile *p = ptdp_profile_find(_i == 0 ? "dgx-a100-80g" : "dgx-h100");
+    /* ml-engineering's MAMF table, bf16: efficiency and the best shape found */
+    const double e_max = _i == 0 ? 271.2 / 312 : 794.5 / 989;
+    const double best[3] = { _i == 0 ? 1024 : 2048, _i == 0 ? 10240 : 2048, _i == 0 ? 5120 : 13312 };
+    double prev = 0;
+    for (double d = 64; d <= 16384; d *= 2) {   /* squares: more of the GPU, more reuse */
+        double e = ptdp_gemm_efficiency(p, d, d, d);
+        ck_assert_msg(e > 0 && e <= e_max + 1e-15, "eff(%g^3) = %g outside (0, %g]", d, e, e_max);
+        ck_assert_msg(e >= prev, "eff(%g^3) = %g below eff(%g^3) = %g", d, e, d / 2, prev);
+        ck_assert(close_to(ptdp_gemm_cost_flops(p, d, d, d), 2 * d * d * d / e));
+        prev = e;
+    }
+    /* large squares come near the best measured: within the last wave's
+     * idle SMs (A100 8192^2: 2048 tiles in 19 waves of 108, 0.2%; H100:
+     * in 16 waves of 132, 3%) */
+    ck_assert(ptdp_gemm_efficiency(p, 8192, 8192, 8192) > (_i == 0 ? 0.99 : 0.96) * e_max);
+    ck_assert(ptdp_gemm_efficiency(p, 16384, 16384, 16384) > 0.98 * e_max);
+    /* a longer k only adds reuse */
+    prev = 0;
+    for (double k = 16; k <= 65536; k *= 2) {
+        double e = ptdp_gemm_efficiency(p, 4096, 4096, k);
+        ck_assert_msg(e >= prev && e <= e_max, "eff(4096, 4096, %g) = %g", k, e);
+        prev = e;
+    }
+    /* a thin k is memory-bound: 8192 x 8192 x 64 is the roofline's AI/ridge */
+    double ai = 8192.0 * 8192 * 64 / (8192.0 * 64 * 2 + 8192.0 * 8192);
+    double ridge = _i == 0 ? 312e12 / 2.039e12 : 989e12 / 3.35e12;
+    ck_assert(close_to(ptdp_gemm_efficiency(p, 8192, 8192, 64), ai / ridge));
+    /* the published best shape: within 3% of its measured efficiency, not above */
+    double at_best = ptdp_gemm_efficiency(p, best[0], best[1], best[2]);
+    ck_assert_msg(at_best <= e_max && at_best > e_max - 0.03, "eff at the MAMF shape %g, measured %g", at_best,
+                  e_max);
+    /* wave quantisation by hand (A100: 108 SMs, 256 x 128 tiles): 2048^2
+     * is 128 tiles, two waves of 108 */
+    if (_i == 0)
+        ck_assert(close_to(ptdp_gemm_efficiency(p, 2048, 2048, 2048), e_max * 2048.0 * 2048 / (2 * 108 * 256 * 128)));
+    /* every shape in (0, 1]; an empty product costs nothing */
+    for (double m = 1; m <= 1 << 16; m *= 7)
+        for (double k = 1; k <= 1 << 16; k *= 5) {
+            double e = ptdp_gemm_efficiency(p, m, 3 * m + 1, k);
+            ck_assert_msg(e > 0 && e <= 1, "eff(%g, %g, %g) = %g", m, 3 * m + 1, k, e);
+        }
+    ck_assert(ptdp_gemm_efficiency(p, 0, 128, 128) == 1.0);
+    ck_assert(ptdp_gemm_cost_flops(p, 0, 128, 128) == 0.0);
+}
+END_TEST
+
+/* ---- Clusters in the simulator --------------------------------------------------- */
+
+/* 16 devices of dgx-a100-80g (2 nodes): the world's all-reduce crosses
+ * nodes with 8 NICs a node; a group of one device a node has one NIC; a
+ * group inside a node keeps NVLink; a message to the other node takes the
+ * network. */
+static int cluster_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    const ptdp_profile *p = dev->profile;
+    enum { COUNT = 1 << 16 };
+    const size_t S = COUNT * sizeof(ptdp_real);
+    static ptdp_real buf[16][COUNT];
+    ptdp_real *x = buf[dev->rank];
+    for (int i = 0; i < COUNT; i++)
+        x[i] = (ptdp_real)(dev->rank + 1);
+
+    ptdp_comm *across = NULL, *inside = NULL;   /* {r, r+8} and {8 of a node} */
+    DEVICE_TRY(ptdp_comm_split(dev->world, dev->rank % 8, dev->rank, "across", &across));
+    DEVICE_TRY(ptdp_comm_split(dev->world, dev->rank / 8, dev->rank, "inside", &inside));
+    struct { ptdp_comm *c; double want; } cases[] = {
+        { dev->world, ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_REDUCE, S, 16, 2) },
+        { across, 2 * (p->net_alpha_s + S / (2 * p->net_beta_Bps)) },
+        { inside, ptdp_cost_collective(p, PTDP_COLL_ALL_REDUCE, S, 8) },
+    };
+    for (int i = 0; i < 3; i++) {
+        double c0 = dev->clock.comm_s;
+        DEVICE_TRY(ptdp_all_reduce(cases[i].c, x, x, COUNT, PTDP_REAL, PTDP_SUM));
+        double got = dev->clock.comm_s - c0;
+        DEVICE_CHECK(dev, fabs(got - cases[i].want) <= 1e-12 * cases[i].want, "all-reduce on '%s' cost %g s, want %g",
+                     ptdp_comm_name(cases[i].c), got, cases[i].want);
+    }
+    /* device 7 sends to 8 (the next node) and to 6 (its own) */
+    DEVICE_TRY(ptdp_barrier(dev->world));
+    double t0 = dev->clock.now;
+    if (dev->rank == 7) {
+        DEVICE_TRY(ptdp_send(dev->world, x, COUNT, PTDP_REAL, 8, 0));
+        DEVICE_TRY(ptdp_send(dev->world, x, COUNT, PTDP_REAL, 6, 0));
+        double want = ptdp_cost_message_between(p, S, 7, 8) + ptdp_cost_message(p, S);
+        DEVICE_CHECK(dev, fabs(dev->clock.now - t0 - want) <= 1e-12 * want, "sends took %g s, want %g",
+                     dev->clock.now - t0, want);
+    } else if (dev->rank == 8 || dev->rank == 6) {
+        DEVICE_TRY(ptdp_recv(dev->world, x, COUNT, PTDP_REAL, 7, 0));
+        double want = dev->rank == 8 ? p->net_alpha_s + S / p->net_beta_Bps
+                                     : ptdp_cost_message(p, S) + (p->net_alpha_s + S / p->net_beta_Bps);
+        DEVICE_CHECK(dev, fabs(dev->clock.now - t0 - want) <= 1e-12 * want, "rank %d received after %g s, want %g",
+                     dev->rank, dev->clock.now - t0, want);
+    }
+    ptdp_comm_free(across);
+    ptdp_comm_free(inside);
+    return 0;
+}
+
+TEST(cluster_tests, test_cluster_groups_and_messages)
+{
+    ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100-80g") };
+    harness_launch_ok(16, cluster_device, NULL, &o, NULL);
+}
+END_TEST
+
+/* A run's virtual time: its steps' makespans added. */
+static double run_virtual(const ptdp_train_config *c, const ptdp_profile *p, ptdp_launch_result *l)
+{
+    ptdp_launch_opts o = { .profile = p, .result = l };
+    ptdp_train_result r;
+    equiv_train(c, &o, NULL, &r);
+    double t = 0;
+    for (int i = 0; i < r.completed; i++)
+        t += r.log[i].virtual_s;
+    ptdp_train_result_free(&r);
+    return t;
+}
+
+/* dgx-a100-80g as one node whose links are (alpha, beta): the same peaks
+ * and GEMM curve, so only the links differ. */
+static ptdp_profile one_node(double alpha, double beta)
+{
+    ptdp_profile p = *ptdp_profile_find("dgx-a100-80g");
+    p.name = "one-node";
+    p.gpus_per_node = 0;
+    p.alpha_s = alpha;
+    p.beta_Bps = beta;
+    return p;
+}
+
+/* --dp 16 under dgx-a100-80g spans 2 nodes: every DP collective runs at the
+ * network's alpha and 8 NICs' bandwidth, so the run takes exactly as long
+ * as under one node whose links are alpha 10 us and 200 GB/s, and its
+ * communication takes longer than on NVLink.  --dp 8 fits one node:
+ * exactly the time under NVLink alone. */
+TEST(cluster_tests, test_dp16_prices_the_network)
+{
+    const ptdp_profile *c80 = ptdp_profile_find("dgx-a100-80g");
+    const ptdp_profile net = one_node(10e-6, 200e9), nvlink = one_node(3e-6, 300e9);
+    ptdp_train_config c = equiv_config(16, 1, 1, 1);
+    c.steps = 1;
+    ptdp_launch_result lc, ln, lv;
+    double tc = run_virtual(&c, c80, &lc), tn = run_virtual(&c, &net, &ln), tv = run_virtual(&c, &nvlink, &lv);
+    ck_assert_msg(tc == tn, "dp 16 on 2 nodes %.17g s, one node of network links %.17g s", tc, tn);
+    ck_assert_msg(tc > tv, "dp 16 on 2 nodes %g s, not longer than on NVLink %g s", tc, tv);
+    for (int d = 0; d < 16; d++) {
+        ck_assert(lc.devices[d].clock.comm_s == ln.devices[d].clock.comm_s);
+        ck_assert(lc.devices[d].clock.compute_s == lv.devices[d].clock.compute_s);
+        ck_assert(lc.devices[d].clock.comm_s > lv.devices[d].clock.comm_s);
+    }
+    ptdp_launch_result_free(&lc);
+    ptdp_launch_result_free(&ln);
+    ptdp_launch_result_free(&lv);
+
+    c = equiv_config(8, 1, 1, 1);
+    c.steps = 1;
+    tc = run_virtual(&c, c80, &lc);
+    tv = run_virtual(&c, &nvlink, &lv);
+    ck_assert_msg(tc == tv, "dp 8 in one node %.17g s, NVLink alone %.17g s", tc, tv);
+    ptdp_launch_result_free(&lc);
+    ptdp_launch_result_free(&lv);
+}
+END_TEST
+
+#ifndef PTDP_DOUBLE
+/* Under --precision bf16 a device computes at the bf16 peak: twice
+ * dgx-a100-80g's TF32 peak, so half the compute time of the same profile
+ * without a bf16 peak — exactly, halving is exact.  A float run keeps the
+ * TF32 peak. */
+TEST(cluster_tests, test_bf16_runs_at_the_bf16_peak)
+{
+    ptdp_train_config c = equiv_config(1, 1, 1, 1);
+    c.steps = 1;
+    c.bf16 = true;
+    ptdp_profile no_bf16 = *ptdp_profile_find("dgx-a100-80g");
+    no_bf16.peak_flops_bf16 = 0;
+    ptdp_launch_result la, lc;
+    run_virtual(&c, &no_bf16, &la);
+    run_virtual(&c, ptdp_profile_find("dgx-a100-80g"), &lc);
+    double a = la.devices[0].clock.compute_s, b = lc.devices[0].clock.compute_s;
+    ck_assert_msg(a > 0 && b * 2 == a, "bf16 compute %.17g s at the bf16 peak, %.17g s without", b, a);
+    ptdp_launch_result_free(&la);
+    ptdp_launch_result_free(&lc);
+    c.bf16 = false;
+    run_virtual(&c, &no_bf16, &la);
+    run_virtual(&c, ptdp_profile_find("dgx-a100-80g"), &lc);
+    a = la.devices[0].clock.compute_s;
+    b = lc.devices[0].clock.compute_s;
+    ck_assert_msg(a > 0 && b == a, "float compute %.17g s, %.17g s without a bf16 peak", b, a);
+    ptdp_launch_result_free(&la);
+    ptdp_launch_result_free(&lc);
+}
+END_TEST
+#endif
 
 int main(void)
 {

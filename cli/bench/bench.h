@@ -50,6 +50,9 @@ int ptdp_bench_train_cmd(int argc, char **argv);
  * step; the virtual step with and without --overlap. */
 int ptdp_bench_zero_cmd(int argc, char **argv);
 
+/* `ptdp bench plan …` (bench_plan.c): the planner's search, timed. */
+int ptdp_bench_plan_cmd(int argc, char **argv);
+
 /* A precision of the model states: bytes per parameter (bw), per gradient
  * (bg) and of optimizer state per parameter (bo), and whether a training
  * run in it exists (else its numbers are the formula only). */

@@ -770,6 +770,7 @@ static void bench_usage(FILE *f)
            "  train         the reference MLP's training step: GEMMs, optimizer, dp=2\n"
            "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"
            "                the virtual step with and without --overlap\n"
+           "  plan          ptdp plan's search: seconds and layouts/s, the 1T GPT on 3072 GPUs\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n");
 }
@@ -792,6 +793,8 @@ int ptdp_cmd_bench(int argc, char **argv)
         return ptdp_bench_train_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "zero") == 0)
         return ptdp_bench_zero_cmd(argc - 1, argv + 1);
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train or zero "
+    if (strcmp(argv[1], "plan") == 0)
+        return ptdp_bench_plan_cmd(argc - 1, argv + 1);
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero or plan "
                             "(see ptdp bench --help)", argv[1]);
 }

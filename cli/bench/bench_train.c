@@ -263,7 +263,7 @@ static int phase_device(ptdp_device *dev, void *arg)
         if (s == 0) {
             ptdp_gemm_log_stop();
             /* the flops as the model counts them for the virtual clock */
-            r->flops = (dev->clock.compute_s - c0) * dev->profile->peak_flops;
+            r->flops = (dev->clock.compute_s - c0) * ptdp_profile_peak(dev->profile, dev->bf16);
             if ((rc = gemm_plan_init(dev, &st.plan, &st.log)) != 0)   /* untimed */
                 break;
         }

@@ -163,15 +163,25 @@ static int parse_stage_layers(ptdp_args *a, int *out, int max, int *n)
     }
 }
 
+/* One profile a paragraph: the name and description, then one line of
+ * numbers (the one-level ones as they always were), and for a cluster a
+ * second line: node size, network, bf16 peak, memory, GEMM curve. */
 static int list_profiles(void)
 {
     int n;
     const ptdp_profile *p = ptdp_profiles(&n);
     printf("profiles of the virtual clock (--profile NAME):\n");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         printf("  %-12s %s\n               peak %.3g flop/s, alpha %.3g s, beta %.3g B/s%s\n",
                p[i].name, p[i].description, p[i].peak_flops, p[i].alpha_s, p[i].beta_Bps,
                i == 0 ? " (default)" : "");
+        if (p[i].gpus_per_node > 0 || p[i].peak_flops_bf16 > 0 || p[i].mem_bytes > 0)
+            printf("               node %d devices, network alpha %.3g s, beta %.3g B/s a device\n"
+                   "               bf16 peak %.3g flop/s, memory %.4g B, GEMM efficiency %s\n",
+                   p[i].gpus_per_node, p[i].net_alpha_s, p[i].net_beta_Bps,
+                   ptdp_profile_peak(&p[i], 1), p[i].mem_bytes,
+                   p[i].gemm != NULL ? "by shape" : "1");
+    }
     return PTDP_EXIT_OK;
 }
 

@@ -94,11 +94,12 @@ double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
  */
 double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n);
 
-/* The same over n devices spread across `nodes` nodes (1: inside one node,
- * exactly ptdp_cost_collective).  Across nodes every ring step waits for
- * the network: alpha = net_alpha_s and the bandwidth is what the group's
- * devices in one node bring together, n/nodes NICs, capped by the link
- * inside the node:  beta = min(beta_Bps, (n / nodes) net_beta_Bps). */
+/* The same over n devices spread across `nodes` nodes (1, or a profile of
+ * one node: exactly ptdp_cost_collective).  Across nodes every ring step
+ * waits for the network: alpha = net_alpha_s and the bandwidth is what the
+ * group's devices in one node bring together, n/nodes NICs, capped by the
+ * link inside the node:  beta = min(beta_Bps, (n / nodes) net_beta_Bps).
+ * (clock.c draws it and says what the model leaves out.) */
 double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n, int nodes);
 /* One message between world ranks a and b (the network if their nodes
  * differ). */
@@ -113,7 +114,9 @@ int    ptdp_profile_nodes_spanned(const ptdp_profile *p, const int *ranks, int n
 double ptdp_profile_peak(const ptdp_profile *p, int bf16);
 
 /* The fraction of the peak an m x k by k x n product reaches, in (0, 1];
- * exactly 1 when the profile has no curve. */
+ * exactly 1 when the profile has no curve (and for an empty product, a
+ * dimension <= 0).  With a curve (clock.c): e_max · tile-and-wave fill,
+ * or the memory roofline for thin products, whichever is lower. */
 double ptdp_gemm_efficiency(const ptdp_profile *p, double m, double n, double k);
 /* What such a product charges the clock, in flops at the peak:
  * 2 m n k / ptdp_gemm_efficiency — exactly 2 m n k without a curve, so

@@ -42,6 +42,8 @@ typedef struct ptdp_device {
     ptdp_arena *arena;
     ptdp_comm *world;            /* every device                          */
     const ptdp_profile *profile; /* cost model of the virtual clock       */
+    int bf16;                    /* 1: compute at the profile's bf16 peak
+                                    (the training loop under bf16)        */
     ptdp_algo algo;              /* all_reduce algorithm (resolved)       */
     ptdp_clock clock;            /* virtual time                          */
     double wall0;                /* wall time at launch                   */
@@ -90,7 +92,8 @@ void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);
 
 /* Account `flops` of work that started at wall time wall_start
  * (ptdp_wall_now()): advances the virtual clock by flops / peak and records
- * a trace event called `name`. */
+ * a trace event called `name`.  peak = ptdp_profile_peak(profile, bf16):
+ * the bf16 peak when the device computes in bf16 and the profile gives one. */
 void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_start);
 /* Advance the virtual clock by `seconds` of compute directly. */
 void ptdp_compute_seconds(ptdp_device *dev, const char *name, double seconds, double wall_start);

@@ -19,6 +19,10 @@
  *
  *   start = max over members of their clock     (the last one to arrive)
  *   end   = start + cost(op, S bytes, n)        (modelled on real links)
+ *
+ * where the links are the network when the members' world ranks span more
+ * than one node of the profile (clock.h: ptdp_cost_collective_nodes); the
+ * communicator counts its nodes once, at its first collective.
  *   idle += start - my clock;  comm += cost
  *
  * A non-blocking collective (…_start, then ptdp_wait; stream.c) takes the
@@ -33,6 +37,8 @@
  * on; the message arrives at t_send + alpha + bytes/beta; a receive
  * completes at max(t_recv, arrival).  (On the host the send still blocks
  * until the receiver has copied the data — that is the rendezvous.)
+ * Between world ranks in different nodes alpha and beta are the network's
+ * (ptdp_cost_message_between).
  */
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +118,21 @@ static size_t model_bytes(const ptdp_comm *c, const ptdp_call *k)
     return k->op == PTDP_COLL_ALL_TO_ALL ? bytes * (size_t)c->size : bytes;
 }
 
+/* How many nodes the members span: counted once (the profile and the
+ * members of a communicator never change). */
+static int comm_nodes(ptdp_comm *c)
+{
+    if (c->nodes == 0)
+        c->nodes = ptdp_profile_nodes_spanned(c->dev->profile, c->world_rank, c->size);
+    return c->nodes;
+}
+
+/* One message between members `from` and `to` of c. */
+static double message_cost(const ptdp_comm *c, size_t bytes, int from, int to)
+{
+    return ptdp_cost_message_between(c->dev->profile, bytes, c->world_rank[from], c->world_rank[to]);
+}
+
 static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_call *const *calls,
                                ptdp_traffic t, double wall_start, ptdp_request *req)
 {
@@ -121,7 +142,7 @@ static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_c
         if (calls[r]->clock > start)
             start = calls[r]->clock;
     ptdp_coll model = mine->op == PTDP_COLL_SPLIT ? PTDP_COLL_BARRIER : mine->op;
-    double cost = ptdp_cost_collective(dev->profile, model, model_bytes(c, mine), c->size);
+    double cost = ptdp_cost_collective_nodes(dev->profile, model, model_bytes(c, mine), c->size, comm_nodes(c));
     if (req != NULL) {   /* on the communication stream: the caller goes on */
         char name[48];
         snprintf(name, sizeof name, "%s %s", ptdp_coll_name(mine->op), c->name);
@@ -434,7 +455,7 @@ int ptdp_send_at(ptdp_comm *c, const void *buf, size_t count, ptdp_dtype t,
         return rc;
 
     /* The sender pays alpha + bytes/beta and goes on (see the top). */
-    double cost = ptdp_cost_message(dev->profile, count * ptdp_dtype_size(t));
+    double cost = message_cost(c, count * ptdp_dtype_size(t), c->rank, dst);
     dev->clock.comm_s += cost;
     dev->clock.now = k.clock + cost;
     count_bytes(dev, c, PTDP_COLL_SEND, tr);
@@ -481,7 +502,7 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
         return rc;
 
     /* Arrival = the send's start + its transfer; we may have waited. */
-    double arrival = sender.clock + ptdp_cost_message(dev->profile, count * ptdp_dtype_size(t));
+    double arrival = sender.clock + message_cost(c, count * ptdp_dtype_size(t), src, c->rank);
     double done = arrival > k.clock ? arrival : k.clock;
     dev->clock.idle_s += done - k.clock;
     dev->clock.now = done;

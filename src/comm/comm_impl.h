@@ -117,6 +117,9 @@ struct ptdp_comm {
     int rank, size;
     char name[16];
     const int *world_rank;          /* world rank of each member           */
+    int nodes;                      /* nodes the members span under the
+                                       device's profile (comm.c counts them
+                                       at the first collective); 0 = not yet */
     unsigned long long ncalls;      /* collectives called so far           */
     void *backend;                  /* the backend's state of this group:
                                        struct shm_group (comm/shm/shm.h)   */

@@ -64,6 +64,14 @@ static bool ideal(const ptdp_device *dev)
     return dev->profile != NULL && dev->profile->ideal;
 }
 
+/* What an m x k by k x n product charges: 2mnk flops, divided by the
+ * profile's GEMM efficiency for its shape (clock.h) — exactly 2mnk under a
+ * profile without a curve. */
+static double product_flops(const ptdp_device *dev, int m, int n, int k)
+{
+    return ptdp_gemm_cost_flops(dev->profile, m, n, k);
+}
+
 static void account(ptdp_device *dev, const char *what, double gemm_flops, double other_flops, double w0,
                     bool edge_layer)
 {
@@ -147,7 +155,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             return rc;
         w0 = ptdp_wall_now();
         ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
-        account(dev, "in fwd", ptdp_matmul_flops(rows, hd, c->d_in), (double)rows * hd, w0, true);
+        account(dev, "in fwd", product_flops(dev, rows, hd, c->d_in), (double)rows * hd, w0, true);
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     } else {
@@ -172,7 +180,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
         ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
         snprintf(what, sizeof what, "block %d fwd", layer);
-        account(dev, what, ptdp_matmul_flops(rows, fl, hd) + ptdp_matmul_flops(rows, hd, fl),
+        account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl),
                 (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl), w0, false);
 
         /* g: the one all-reduce of the block's forward; bias after the sum. */
@@ -204,7 +212,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         }
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->h[nb], p->out_w->w, &p->out_b->w, NULL);
-        account(dev, "out fwd", ptdp_matmul_flops(rows, cl, hd), (double)rows * cl, w0, true);
+        account(dev, "out fwd", product_flops(dev, rows, cl, hd), (double)rows * cl, w0, true);
         rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * cl, acts->labels,
                                   sv->rowmax, sv->sumexp, picked, &acts->loss_sum);
         ptdp_free(dev, picked);
@@ -274,7 +282,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         /* dlogits = (softmax - onehot) / B, then through the output layer;
          * its f backward all-reduces dh across the TP ranks' class slices. */
         int cl = p->classes_local;
-        double dw = ptdp_matmul_flops(cl, hd, rows);
+        double dw = product_flops(dev, cl, hd, rows);
         if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
             goto done;
         w0 = ptdp_wall_now();
@@ -283,7 +291,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_wgrad_linear_backward(dev, w, &dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
                                              p->out_w->w, false, w_cost(dev, dw, true), "out wgrad")) != 0)
             goto done;
-        account(dev, "out bwd", ptdp_matmul_flops(rows, hd, cl) + now * dw,
+        account(dev, "out bwd", product_flops(dev, rows, hd, cl) + now * dw,
                 (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
@@ -301,7 +309,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         char what[32], wwhat[32];
         snprintf(what, sizeof what, "block %d bwd", layer);
         snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
-        double dw = ptdp_matmul_flops(hd, fl, rows);   /* each of fc1's and fc2's dW */
+        double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
         if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
             goto done;
         w0 = ptdp_wall_now();
@@ -323,7 +331,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_wgrad_linear_backward(dev, w, &tmp, b->fc1_w->g, &b->fc1_b->g, dg, sv->h[i], b->fc1_w->w,
                                              false, w_cost(dev, dw, false), wwhat)) != 0)
             goto done;
-        account(dev, what, ptdp_matmul_flops(rows, fl, hd) + ptdp_matmul_flops(rows, hd, fl) + now * 2 * dw,
+        account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + now * 2 * dw,
                 (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
             goto done;
@@ -334,7 +342,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     }
 
     if (m->first_stage) {
-        double dw = ptdp_matmul_flops(hd, c->d_in, rows);
+        double dw = product_flops(dev, hd, c->d_in, rows);
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
             goto done;
         w0 = ptdp_wall_now();

@@ -79,12 +79,15 @@
 /* The built-in corpus's bytes (gpt_model.c load_corpus keeps it in the
  * arena of the first and the last stage): made once, it is 20000 lines. */
 static size_t corpus_bytes_builtin;
+static double sgd_momentum;          /* ptdp train's, for SGD's buffer */
 static pthread_once_t corpus_once = PTHREAD_ONCE_INIT;
 
 static void measure_corpus(void)
 {
     unsigned char *text = NULL;
-    corpus_bytes_builtin = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, &text);
+    const ptdp_train_config t = ptdp_train_defaults();
+    corpus_bytes_builtin = ptdp_gpt_builtin_corpus(t.seed, PTDP_GPT_CORPUS_LINES, &text);
+    sgd_momentum = t.momentum;
     free(text);
 }
 
@@ -329,7 +332,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     /* Model states: the header's table. */
     const double len = zero == 0 ? numel : zero == 3 ? len3 : (double)(((long long)numel + s->dp - 1) / s->dp);
     const double es = bf16 ? 2 : r;
-    const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : ptdp_train_defaults().momentum > 0 ? 1 : 0;
+    const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
     o->params = (zero == 3 ? len : numel) * es;
     o->grads = (zero >= 2 ? len : numel) * es;
     o->optim = nopt * len * r + (bf16 ? len * r : 0);
@@ -343,6 +346,8 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         const double emb = has_first && has_last ? embed_params(s) : 0;
         const bool ahead = l->overlap && zero == 3;
         o->params += ((ahead ? 2 : 1) * biggest_unit + emb) * r;
+        if (zero == 3 && bf16)   /* a gathered bf16 unit beside its float copy, a moment */
+            o->params += biggest_unit * es;
         o->grads += (biggest_unit + emb) * r + (ahead ? biggest_unit * es : 0);
     }
 
@@ -368,6 +373,7 @@ int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
     if (rq == NULL || l == NULL || out == NULL || rq->model.kind != PTDP_MODEL_GPT || l->tp < 1 || l->pp < 1 ||
         l->dp < 1 || l->micro_batch_size < 1 || l->micro_batches < 1)
         return PTDP_EINVAL;
+    pthread_once(&corpus_once, measure_corpus);
     const shape s = shape_of(rq, l);
     memset(out, 0, sizeof *out);
     out->total = -1;

@@ -119,7 +119,7 @@ void ptdp_compute_seconds(ptdp_device *dev, const char *name, double seconds, do
 
 void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_start)
 {
-    double peak = dev->profile->peak_flops;
+    double peak = ptdp_profile_peak(dev->profile, dev->bf16);
     ptdp_compute_seconds(dev, name, peak > 0 ? flops / peak : 0.0, wall_start);
 }
 

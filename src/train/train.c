@@ -708,6 +708,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 {
     const ptdp_train_config *c = d->r->cfg;
     int rc;
+    dev->bf16 = c->bf16;   /* products at the profile's bf16 peak, if it has one */
     if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
     d->mesh.cp_zigzag = !c->cp_contiguous;

@@ -107,6 +107,9 @@ expect_ok "usage: ptdp bench collectives"            -- bench collectives --help
 expect_ok "usage: ptdp bench memory"                 -- bench memory -h
 expect_ok "usage: ptdp selftest"                     -- selftest --help
 expect_ok "ptdp "                                    -- version
+expect_ok "dgx-a100     NVIDIA A100 SXM"             -- train --profile list
+expect_ok "node 8 devices, network alpha 1e-05 s, beta 2.5e+10 B/s a device" -- train --profile list
+expect_ok "bf16 peak 9.89e+14 flop/s"                -- train --profile list
 
 echo "bad_flags.sh: $((cases - failures)) of $cases cases behaved"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# plan.sh PTDP — `ptdp plan`: the layouts of a GPT on a cluster, best first.
+#
+#  1. The table: the header names the model (its parameters), the cluster
+#     and the counts (considered >= valid >= fit > 0), then --top rows.
+#  2. --json: {"candidates": [...]}, one candidate a line, every key the
+#     issue names, best first (step_s never falls), memory within the GPU.
+#  3. Fixed flags are honoured in every candidate (--tp --pp --zero
+#     --recompute --schedule --micro-batch-size --sp --cp).
+#  4. --explain: memory, time and FLOPs term by term, and a `ptdp train`
+#     line that runs (exit 0) the layout in the simulator.
+#  5. Bad inputs exit 2 naming the flag and what would do, nothing on
+#     stdout; a model that fits nowhere exits 1 saying how far it came.
+#  6. The PTD-P paper's 1T GPT on 3072 GPUs: the search finishes with a
+#     plan (its wall time is printed; the 5 s target is `ptdp bench plan`'s).
+set -uo pipefail
+
+ptdp=${1:?usage: plan.sh PATH_TO_PTDP}
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
+
+run() {
+    "$ptdp" "$@" >"$out" 2>"$err" </dev/null || { fail "ptdp $*: exit status $?"; return 1; }
+}
+
+expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
+    for want in "$@"; do
+        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
+    done
+}
+
+# a small GPT on 8 GPUs of the default cluster, 1 GiB each
+small=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8
+       --profile dgx-a100 --device-mem 1G)
+
+# ---- 1. the table ---------------------------------------------------------------
+before=$failures
+if run "${small[@]}" --top 3; then
+    expect_out "GPT of 218K parameters (layers 4, hidden 64, heads 4, ffn 256, seq-len 32, vocab 256), batch 16" \
+               "on 8 GPUs of dgx-a100" "the best 3:" "schedule" "memory/GPU" "tokens/s"
+    counts=$(sed -n 's/^layouts: \([0-9]*\) considered, \([0-9]*\) valid, \([0-9]*\) fit.*/\1 \2 \3/p' "$out")
+    read -r considered valid fit <<<"$counts"
+    if [[ -z $counts ]] || ! (( considered >= valid && valid >= fit && fit > 0 )); then
+        fail "the counts line is wrong: '$counts'"
+    fi
+    rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ ' "$out")
+    [[ $rows -eq 3 ]] || fail "--top 3 printed $rows rows"
+    [[ $failures -eq $before ]] && echo "ok    the table: $counts (considered, valid, fit), 3 rows"
+fi
+
+# ---- 2. --json ------------------------------------------------------------------
+keys='dp tp pp cp micro_batch_size virtual_stages schedule recompute zero sp memory_per_gpu_bytes step_s
+      tokens_per_s model_tflops_per_gpu hardware_tflops_per_gpu'
+json_ok() {   # json_ok N: stdout is {"candidates": [ N lines ]}, every key, best first, within 1 GiB
+    local n=$1
+    [[ $(head -n 1 "$out") == '{"candidates": [' ]] || fail "--json: first line is not {\"candidates\": ["
+    [[ $(tail -n 1 "$out") == ']}' ]] || fail "--json: last line is not ]}"
+    local lines
+    lines=$(grep -c '^  {"dp": ' "$out")
+    [[ $lines -eq $n ]] || fail "--json: $lines candidates, expected $n"
+    for k in $keys; do
+        [[ $(grep -c "\"$k\": " "$out") -ge $n ]] || fail "--json: a candidate lacks \"$k\""
+    done
+    local bad
+    bad=$(awk -v dev=$((1 << 30)) '/^  \{"dp": / {
+              match($0, /"step_s": [^,]*/); s = substr($0, RSTART + 10, RLENGTH - 10) + 0
+              match($0, /"memory_per_gpu_bytes": [^,]*/); m = substr($0, RSTART + 24, RLENGTH - 24) + 0
+              if (!(s > 0)) print "step_s " s " not positive"
+              if (n++ && s < last) print "step_s " s " after " last ": not best first"
+              if (!(m > 0) || m > dev) print "memory " m " not within the GPU"
+              last = s }' "$out")
+    [[ -z $bad ]] || fail "--json: $bad"
+}
+before=$failures
+if run "${small[@]}" --top 5 --json; then
+    json_ok 5
+    [[ $failures -eq $before ]] && echo "ok    --json: 5 candidates, every key, best first, within the GPU"
+fi
+
+# ---- 3. fixed flags -------------------------------------------------------------
+before=$failures
+if run "${small[@]}" --tp 2 --pp 2 --zero 1 --recompute full --schedule gpipe --micro-batch-size 2 --sp on \
+       --top 100 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    [[ $n -ge 1 ]] || fail "fixed flags: no candidate"
+    for want in '"tp": 2,' '"pp": 2,' '"zero": 1,' '"recompute": "full",' '"schedule": "gpipe",' \
+                '"micro_batch_size": 2,' '"sp": true,'; do
+        [[ $(grep -cF -- "$want" "$out") -eq $n ]] || fail "fixed flags: not every candidate has $want"
+    done
+    [[ $failures -eq $before ]] && echo "ok    fixed flags: all $n candidates keep tp 2 pp 2 zero 1 full gpipe b 2 sp"
+fi
+before=$failures
+if run "${small[@]}" --cp 2 --schedule interleaved --virtual-stages 2 --top 100 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    for want in '"cp": 2,' '"virtual_stages": 2,' '"schedule": "interleaved",'; do
+        [[ $(grep -cF -- "$want" "$out") -eq $n && $n -ge 1 ]] || fail "fixed flags: not every candidate has $want"
+    done
+    [[ $failures -eq $before ]] && echo "ok    fixed flags: all $n candidates keep cp 2, interleaved v 2"
+fi
+
+# ---- 4. --explain ---------------------------------------------------------------
+before=$failures
+if run "${small[@]}" --tp 2 --pp 2 --top 1 --explain; then
+    expect_out "memory per GPU" "parameters" "gradients" "optimizer" "activations" "in flight" \
+               "forward  F" "backward B" "bubble" "TP comm" "DP/ZeRO comm" "step " \
+               "72 B s L h² (1 + s/6h + V/12Lh)" "hardware" "run it in the simulator:" "ptdp train --model gpt"
+    # the run line, joined, runs the layout (one step)
+    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
+    line=${line#*ptdp train }
+    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
+    # shellcheck disable=SC2086
+    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
+        fail "--explain's run line failed: ptdp train $line"
+        sed 's/^/      /' "$tmp/train_err" | head -n 5
+    fi
+    [[ $failures -eq $before ]] && echo "ok    --explain: every term, and its line runs: ptdp train $line"
+fi
+before=$failures
+if run "${small[@]}" --top 2 --json --explain; then
+    json_ok 2
+    grep -qF "memory per GPU" "$err" || fail "--json --explain: the explanation is not on stderr"
+    [[ $failures -eq $before ]] && echo "ok    --json --explain: JSON on stdout, the explanation on stderr"
+fi
+
+# ---- 5. bad inputs --------------------------------------------------------------
+m=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256)
+expect_usage "--profile nope: unknown (the profiles: dgx-a100"  -- "${m[@]}" --batch 16 --gpus 8 --profile nope
+expect_usage "--profile is required"                           -- "${m[@]}" --batch 16 --gpus 8
+expect_usage "--gpus is required"                              -- "${m[@]}" --batch 16 --profile dgx-a100
+expect_usage "--batch is required"                             -- "${m[@]}" --gpus 8 --profile dgx-a100
+expect_usage "--heads is required"                             -- plan --model gpt --layers 4 --hidden 64 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
+expect_usage "--model is required"                             -- plan --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
+expect_usage "--model mlp: the planner plans GPTs only"         -- plan --model mlp --gpus 8
+expect_usage "--tp 3 must divide --heads 4"                    -- "${m[@]}" --batch 16 --gpus 6 --profile dgx-a100 --tp 3
+expect_usage "--heads 3 must divide --hidden 64"               -- plan --model gpt --layers 4 --hidden 64 --heads 3 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
+expect_usage "--gpus 6 is not a multiple of --tp x --pp x --cp = 4 (nearest: --gpus 4 or 8)" \
+                                                               -- "${m[@]}" --batch 16 --gpus 6 --profile dgx-a100 --tp 2 --pp 2
+expect_usage "--pp 5: more stages than --layers 4"             -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --pp 5
+expect_usage "--cp 3: --seq-len 32 must divide into 2 x cp = 6" -- "${m[@]}" --batch 16 --gpus 6 --profile dgx-a100 --cp 3
+expect_usage "no layout of 8 GPUs can run this"                -- "${m[@]}" --batch 3 --gpus 8 --profile dgx-a100 --tp 2 --pp 2 --cp 1
+expect_usage "nearest that would: --gpus"                      -- "${m[@]}" --batch 3 --gpus 8 --profile dgx-a100 --tp 2 --pp 2 --cp 1
+expect_usage "--micro-batch-size 3 does not divide --batch 16" -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --micro-batch-size 3
+expect_usage "--sp on shares the TP group's work"              -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --tp 1 --sp on
+expect_usage "--recompute some"                                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --recompute some
+expect_usage "--schedule 2f2b"                                 -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule 2f2b
+expect_usage "--zero 4"                                        -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --zero 4
+expect_usage "--device-mem 12Q"                                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --device-mem 12Q
+expect_usage "--virtual-stages 2: the gpipe schedule runs one chunk per stage" \
+                                                               -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule gpipe --virtual-stages 2
+expect_usage "--batch 2.5: must be a whole number"             -- "${m[@]}" --batch 2.5 --gpus 8 --profile dgx-a100
+
+# nothing fits: exit 1, how far the best came, what would do
+before=$failures
+"$ptdp" "${small[@]/1G/64K}" >"$out" 2>"$err" </dev/null
+status=$?
+if [[ $status -ne 1 ]]; then fail "64K GPUs: exit status $status, expected 1"
+else
+    for want in "no layout fits in 64.00 KiB per GPU" "the smallest peak of the" "valid layouts is" "--device-mem"; do
+        grep -qF -- "$want" "$err" || fail "64K GPUs: stderr lacks \"$want\""
+    done
+    [[ -s $out ]] && fail "64K GPUs: printed on stdout"
+fi
+[[ $failures -eq $before ]] && echo "ok    nothing fits: exit 1 -> $(head -c 200 "$err")"
+
+# ---- 6. the 1T GPT on 3072 GPUs -------------------------------------------------
+before=$failures
+t0=$(date +%s.%N)
+if run plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 --vocab 51200 --batch 3072 \
+       --gpus 3072 --profile dgx-a100-80g --precision bf16 --top 3; then
+    t1=$(date +%s.%N)
+    expect_out "GPT of 1.01T parameters" "on 3072 GPUs of dgx-a100-80g" "the best 3:"
+    rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ ' "$out")
+    [[ $rows -eq 3 ]] || fail "1T: $rows rows, expected 3"
+    [[ $failures -eq $before ]] &&
+        echo "ok    1T on 3072 GPUs: $(grep '^layouts:' "$out") in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
+fi
+
+if [[ $failures -gt 0 ]]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+echo "all ptdp plan checks passed"
