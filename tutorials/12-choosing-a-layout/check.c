@@ -517,12 +517,19 @@ static void compare_with_planner(void)
             tutorial_note("(the planner could not price dp %d x tp %d x pp %d here)", l->dp, l->tp, l->pp);
             continue;
         }
-        tutorial_note("planner, dp %d x tp %d x pp %d, b %d, recompute %s, ZeRO-%d, stage %d (its peak): params "
-                      "%.3g/%.3g grads %.3g/%.3g optim %.3g/%.3g acts %.3g/%.3g GB (yours/planner's); its total "
-                      "%.3g GB adds comm %.3g, other %.3g", l->dp, l->tp, l->pp, l->micro_batch_size,
-                      ptdp_recompute_name(l->recompute), l->zero, pm.stage, got.params / 1e9, pm.params / 1e9,
-                      got.grads / 1e9, pm.grads / 1e9, got.optim / 1e9, pm.optim / 1e9, got.acts / 1e9,
-                      pm.acts / 1e9, pm.total / 1e9, pm.comm / 1e9, pm.other / 1e9);
+        /* the model states are the same arithmetic; the planner's activations
+         * add the stage's input, the head's logits and one backward's scratch */
+        const bool same = near(got.params, pm.params) && near(got.grads, pm.grads) && near(got.optim, pm.optim);
+        char line[512];
+        snprintf(line, sizeof line, "the 7.5B GPT at dp %d x tp %d x pp %d, b %d, recompute %s, ZeRO-%d, stage %d (the "
+                 "planner's peak): params %.3g, grads %.3g, optim %.3g GB %s ptdp_plan_memory_of's; activations "
+                 "%.3g GB, the planner's %.3g (%.2fx)", l->dp, l->tp, l->pp, l->micro_batch_size,
+                 ptdp_recompute_name(l->recompute), l->zero, pm.stage, got.params / 1e9, got.grads / 1e9,
+                 got.optim / 1e9, same ? "=" : "differ from", got.acts / 1e9, pm.acts / 1e9, pm.acts / got.acts);
+        if (same)
+            tutorial_ok("%s", line);
+        else
+            tutorial_note("%s (planner: %.3g, %.3g, %.3g GB)", line, pm.params / 1e9, pm.grads / 1e9, pm.optim / 1e9);
     }
 }
 
