@@ -15,8 +15,8 @@
  *   step s │ ·  ∘ ·       ·  │  ·          ∘ none  ∘ selective  ∘ full
  *          │  ∘· ∘  ·  ·     │    ·   ·    (filled: fits; hollow: does not)
  *          │ ①②③  ·    ·     │ ·     ·
- *          └─────────────────┴──────────  memory per GPU (GB, log)
- *                         80 GB
+ *          └─────────────────┴──────────  memory per GPU (GiB, log)
+ *                         80 GiB
  *
  * Both axes are logarithmic: the layouts span orders of magnitude in
  * both.  What it shows: the fastest layouts sit just inside the line —
@@ -35,6 +35,7 @@
 
 enum { TOP = 5 };
 static const double PI = 3.14159265358979323846;
+static const double GiB = 1024.0 * 1024.0 * 1024.0;
 static const char *const PROFILE = "dgx-a100-80g";
 static const char *const RECOMPUTE_COLOR[PTDP_RECOMPUTE_COUNT] = { "#4e79a7", "#59a14f", "#e15759" };
 
@@ -144,8 +145,8 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     double mlo = INFINITY, mhi = 0, slo = INFINITY, shi = 0;
     int best[TOP], nbest = 0, nfit = 0;
     for (int i = 0; i < n; i++) {
-        mlo = fmin(mlo, c[i].memory.total);
-        mhi = fmax(mhi, c[i].memory.total);
+        mlo = fmin(mlo, c[i].memory.total / GiB);     /* the x axis in GiB */
+        mhi = fmax(mhi, c[i].memory.total / GiB);
         slo = fmin(slo, c[i].time.step_s);
         shi = fmax(shi, c[i].time.step_s);
         if (c[i].memory.total <= mem) {
@@ -154,11 +155,11 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
                 best[nbest++] = i;
         }
     }
-    mhi = fmax(mhi, mem);
-    mlo = fmin(mlo, mem);
+    mhi = fmax(mhi, mem / GiB);
+    mlo = fmin(mlo, mem / GiB);
 
     ptdp_svg s;
-    if (ptdp_svg_begin(&s, 980, 640) != 0) {
+    if (ptdp_svg_begin(&s, 1080, 660) != 0) {
         free(c);
         snprintf(msg, msglen, "out of memory");
         return PTDP_ENOMEM;
@@ -174,19 +175,19 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
                   rq.bf16 ? "bf16" : "f32");
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
                   "L 36, h 4096, 32 heads, s 2048, V 51200, B 512; 1F1B, cp 1, no SP: %d valid layouts, %d fit in "
-                  "%.0f GB; memory (plan_memory.c) against step time (plan_time.c)", n, nfit, mem / 1e9);
-    log_ticks(&s, &ch, true, 1e9);
+                  "%.0f GiB. Memory per GPU by plan_memory.c, step time by plan_time.c.", n, nfit, mem / GiB);
+    log_ticks(&s, &ch, true, 1);
     log_ticks(&s, &ch, false, 1);
     ptdp_svg_line(&s, ch.x, ch.y + ch.h, ch.x + ch.w, ch.y + ch.h, "#333333", 1, NULL);
     ptdp_svg_line(&s, ch.x, ch.y, ch.x, ch.y + ch.h, "#333333", 1, NULL);
     ptdp_svg_text(&s, ch.x + ch.w / 2, ch.y + ch.h + 36, 12, PTDP_SVG_MIDDLE, NULL,
-                  "memory per GPU, GB (the peak stage; log)");
+                  "memory per GPU, GiB (the peak stage; log)");
     ptdp_svg_text(&s, ch.x, ch.y - 10, 12, PTDP_SVG_START, NULL, "step time, s (log)");
 
     /* the GPU's memory */
-    double X = px(&ch, mem);
+    double X = px(&ch, mem / GiB);
     ptdp_svg_line(&s, X, ch.y, X, ch.y + ch.h, "#333333", 2, "6 4");
-    ptdp_svg_text(&s, X + 4, ch.y + 12, 11, PTDP_SVG_START, "#333333", "%.0f GB: one GPU", mem / 1e9);
+    ptdp_svg_text(&s, X + 4, ch.y + 12, 11, PTDP_SVG_START, "#333333", "%.0f GiB: one GPU", mem / GiB);
 
     /* every layout, the ones that do not fit hollow */
     for (int pass = 0; pass < 2; pass++)
@@ -195,22 +196,22 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
             if (fits != (pass == 1))
                 continue;
             const char *col = RECOMPUTE_COLOR[c[i].layout.recompute];
-            dot(&s, px(&ch, c[i].memory.total), py(&ch, c[i].time.step_s), 3, fits ? col : NULL, fits ? NULL : col);
+            dot(&s, px(&ch, c[i].memory.total / GiB), py(&ch, c[i].time.step_s), 3, fits ? col : NULL, fits ? NULL : col);
         }
     /* the best K, ringed and named beside the chart */
     double ly = ch.y + 10;
     ptdp_svg_text(&s, ch.x + ch.w + 24, ly, 13, PTDP_SVG_START | PTDP_SVG_BOLD, NULL, "the best %d that fit", nbest);
     for (int k = 0; k < nbest; k++) {
         const ptdp_plan_candidate *b = &c[best[k]];
-        double x = px(&ch, b->memory.total), y = py(&ch, b->time.step_s);
+        double x = px(&ch, b->memory.total / GiB), y = py(&ch, b->time.step_s);
         dot(&s, x, y, 7, NULL, "#000000");
         ptdp_svg_text(&s, x - 9, y - 7, 11, PTDP_SVG_END | PTDP_SVG_BOLD, NULL, "%d", k + 1);
         char d[128];
         describe(&b->layout, d, sizeof d);
         ly += 40;
-        ptdp_svg_text(&s, ch.x + ch.w + 24, ly, 11, PTDP_SVG_START | PTDP_SVG_BOLD, NULL, "%d. %s", k + 1, d);
+        ptdp_svg_text(&s, ch.x + ch.w + 24, ly, 12, PTDP_SVG_START | PTDP_SVG_BOLD, NULL, "%d. %s", k + 1, d);
         ptdp_svg_text(&s, ch.x + ch.w + 36, ly + 15, 11, PTDP_SVG_START, "#333333",
-                      "%.1f GB, step %.2f s, %.0f model TFLOP/s a GPU", b->memory.total / 1e9, b->time.step_s,
+                      "%.1f GiB, step %.2f s, %.0f model TFLOP/s a GPU", b->memory.total / GiB, b->time.step_s,
                       b->time.model_tflops_per_gpu);
     }
     /* the legend */
@@ -221,10 +222,11 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     }
     dot(&s, ch.x + ch.w + 30, ly - 4, 4, NULL, "#333333");
     ptdp_svg_text(&s, ch.x + ch.w + 42, ly, 12, PTDP_SVG_START, NULL, "hollow: does not fit");
-    ptdp_svg_text(&s, 20, 625, 11, PTDP_SVG_START, "#555555",
-                  "ptdp plan --model gpt --layers 36 --hidden 4096 --heads 32 --seq-len 2048 --vocab 51200 "
-                  "--batch 512 --gpus 32 --profile %s%s --schedule 1f1b --cp 1 --sp off", PROFILE,
-                  rq.bf16 ? " --precision bf16" : "");
+    ptdp_svg_text(&s, 20, 628, 11, PTDP_SVG_START, "#555555",
+                  "The same ranking: ptdp plan --model gpt --layers 36 --hidden 4096 --heads 32 --seq-len 2048 "
+                  "--vocab 51200 --batch 512 --gpus 32");
+    ptdp_svg_text(&s, 20, 644, 11, PTDP_SVG_START, "#555555", "    --profile %s%s --schedule 1f1b --cp 1 --sp off --top 5",
+                  PROFILE, rq.bf16 ? " --precision bf16" : "");
     free(c);
     return fig_finish(&s, path, msg, msglen);
 }

@@ -90,11 +90,11 @@ else
 
     # lesson 12: every layout the planner found, the GPU's memory, the best five named
     f=$out/plan_layouts.svg
-    grep -q '[0-9][0-9]* valid layouts, [0-9][0-9]* fit in [0-9]* GB' "$f" || fail "plan_layouts: no counts"
+    grep -q '[0-9][0-9]* valid layouts, [0-9][0-9]* fit in [0-9]* GiB' "$f" || fail "plan_layouts: no counts"
     grep -q '>the best 5 that fit<' "$f" || fail "plan_layouts: no best five"
-    [[ $(grep -c 'GB, step [0-9.]* s, [0-9]* model TFLOP/s a GPU' "$f") -eq 5 ]] \
+    [[ $(grep -c 'GiB, step [0-9.]* s, [0-9]* model TFLOP/s a GPU' "$f") -eq 5 ]] \
         || fail "plan_layouts: expected five named layouts"
-    grep -q 'GB: one GPU' "$f" || fail "plan_layouts: no memory line"
+    grep -q 'GiB: one GPU' "$f" || fail "plan_layouts: no memory line"
 
     # lesson 05: the groups the devices reported
     f=$out/mesh_groups.svg
