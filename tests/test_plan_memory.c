@@ -23,6 +23,8 @@
 #include "ptdp/plan.h"
 #include "ptdp/schedule.h"
 #include "ptdp/train.h"
+#include "ptdp/zero.h"
+#include "ptdp/error.h"
 
 typedef struct {
     const char *name;
@@ -183,6 +185,78 @@ TEST(plan_memory_tests, test_in_flight_formula_is_the_schedules)
                                   names[n], p, m, v, pm.stage, pm.in_flight, want);
                     ptdp_schedule_destroy(s);
                 }
+}
+END_TEST
+
+/* At scale the model states are the ZeRO paper's (ptdp_zero_state_bytes):
+ * float AdamW 4 + 4 + 8 bytes a parameter, stage by stage divided by dp —
+ * here a 175B GPT (96 layers, h 12288) on tp 8 x dp 128, whose
+ * parameters psi a device the stage-0 plan gives (4 bytes each); ZeRO-3
+ * adds the gathered block unit being computed and the embeddings (held
+ * the whole pass: one stage, so the tied head is theirs), and their
+ * gradients. */
+TEST(plan_memory_tests, test_model_states_are_the_zero_papers)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 96;
+    rq.model.hidden = 12288;
+    rq.model.ffn = 4 * 12288;
+    rq.model.heads = 96;
+    rq.model.seq_len = 2048;
+    rq.model.vocab = 51200;
+    rq.batch = 1536;
+    rq.gpus = 1024;
+    ptdp_plan_layout l = { .dp = 128, .tp = 8, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 12,
+                           .virtual_stages = 1, .recompute = PTDP_RECOMPUTE_FULL, .zero = 0 };
+    snprintf(l.schedule, sizeof l.schedule, "1f1b");
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_plan_memory m0;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m0), 0);
+    const double psi = m0.params / sizeof(ptdp_real), r = sizeof(ptdp_real);
+    const double block = 12.0 * 12288 * 12288 / 8 + (6 + 3.0 / 8 + 4.0 / 8) * 12288;   /* 4C Cl + 2C Fl + 6C + 3Cl + Fl */
+    const double embed = (2048 + 51200 / 8) * 12288.0;                                  /* wpe, wte's rows */
+    for (int z = 0; z <= 3; z++) {
+        l.zero = z;
+        ptdp_plan_memory m;
+        ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m), 0);
+        ck_assert_int_eq(m.stage, m0.stage);
+        ptdp_zero_bytes want = ptdp_zero_state_bytes(z, psi, l.dp, r, r, 2 * r);
+        if (z == 3) {
+            want.params += (block + embed) * r;
+            want.grads += (block + embed) * r;
+        }
+        printf("zero %d: params %.4g (paper %.4g), grads %.4g (%.4g), optim %.4g (%.4g), comm %.4g\n", z, m.params,
+               want.params, m.grads, want.grads, m.optim, want.optim, m.comm);
+        ck_assert_msg(fabs(m.params / want.params - 1) < 1e-3 && fabs(m.grads / want.grads - 1) < 1e-3 &&
+                          fabs(m.optim / want.optim - 1) < 1e-3,
+                      "zero %d: %.6g %.6g %.6g, the paper's %.6g %.6g %.6g", z, m.params, m.grads, m.optim,
+                      want.params, want.grads, want.optim);
+        /* ZeRO-2's reduce bucket: the whole stage's gradient, during a backward */
+        if (z == 2)
+            ck_assert_msg(m.comm >= psi * r, "zero 2: comm %.6g without the bucket %.6g", m.comm, psi * r);
+    }
+}
+END_TEST
+
+/* What cannot be a layout is an error, not a number. */
+TEST(plan_memory_tests, test_bad_layouts_are_refused)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.vocab = 64;
+    ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 1,
+                           .virtual_stages = 1 };
+    ptdp_plan_memory m;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m), 0);
+    ck_assert(m.total > 0);
+    l.pp = 0;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m), PTDP_EINVAL);
+    l.pp = 1;
+    l.micro_batch_size = 0;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m), PTDP_EINVAL);
+    ck_assert_int_eq(ptdp_plan_memory_of(NULL, &l, &m), PTDP_EINVAL);
 }
 END_TEST
 

@@ -116,6 +116,8 @@ static const row ROWS[] = {
       false, false, "laptop-cpu", 0 },
     { "laptop-cpu: tp 2 --sp x cp 2, zero 3 --overlap", 2, 2, 1, 2, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 3, true, true,
       false, "laptop-cpu", 0 },
+    { "ideal: dp 2 --overlap x pp 2, gpipe", 2, 1, 2, 1, 1, 1, "gpipe", PTDP_RECOMPUTE_NONE, 0, false, true, false,
+      "ideal", 0 },
     { "laptop-cpu: dp 2 --overlap, bf16", 2, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, true, true,
       "laptop-cpu", 0 },
 };

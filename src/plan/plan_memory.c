@@ -15,11 +15,13 @@
  *         │ + the data corpus on the first and last stage
  *         └──────────────────────────────────────────────────────► time
  *
- * and the peak is the largest of a few moments: the backward of the
+ * and the peak is the larger of two moments: the backward of the
  * micro-batch that finds n = the schedule's in-flight peak alive (its
- * scratch and the largest op transient on top), the forward that makes
- * the n-th (the last stage's logits and cross-entropy), and the
- * optimizer step.  Every stage is computed (O(pp)), the largest wins.
+ * scratch and the largest op transient on top), or the forward that makes
+ * the n-th (on the last stage, the logits and the cross-entropy's rows).
+ * The stage whose peak is largest is the answer; with one chunk a stage
+ * the middle stages hold no more than stage 1, so stages 0, 1 and p-1
+ * decide (O(1) a layout); interleaved and ZB-H1 weigh every stage (O(p v)).
  *
  * Symbols: b sequences a micro-batch, T positions, Tq = T/cp this device's
  * positions, R = b Tq rows, Rl = R/tp under SP (else R) the rows of the
@@ -34,13 +36,23 @@
  *                                             recomputation; b hl Tq log-sum-exps
  *                                             under CP)
  *
- * (ptdp_gpt_block_act_elements, the formula the CLI prints, plus the
- * output x the next block reads as its input.)  A stage adds the input it
- * keeps (tokens on stage 0, int64; else the received Rl x C), its first x,
- * and on the last stage LN_f (R C + 2 Rl), the logits (R Vl) and two
- * doubles a row (max, sum of exponentials); the data loader's tokens and
- * labels (b T int64 each, "other") live as long as the micro-batch.  Full
- * recomputation keeps only the stage input and the data.
+ * — ptdp_gpt_block_act_elements, the formula `ptdp train` prints (it
+ * counts the block's input x where this counts its output: the same
+ * bytes).  A stage adds its first x, the input it keeps (tokens on stage
+ * 0, int64; else the received Rl x C), and on the last stage LN_f
+ * (R C + 2 Rl), the logits (R Vl) and two doubles a row (max, sum of
+ * exponentials); the data loader's tokens and labels (b T int64 each,
+ * "other") live as long as the micro-batch.  Full recomputation keeps only
+ * the stage input and the data, and rebuilds one micro-batch's K inside
+ * its backward.
+ *
+ * In flight (the schedule's own counts, by formula; the test checks them
+ * against ptdp_schedule_peak_in_flight): GPipe m; 1F1B and ZB-H1
+ * min(p - s, m); interleaved min(2 (p - s - 1) + (v - 1) p + 1, v m)
+ * chunk-micro-batches, chunk c of them as Megatron's order runs p
+ * micro-batches of one chunk before the next.  ZB-H1 also keeps, for each
+ * deferred W (ptdp_schedule_peak_deferred, by formula), a copy of both
+ * operands of every dW product (wgrad.c).
  *
  * One backward adds its scratch (gpt.c): grad.h, grad.tmp (Rl C each),
  * grad.ln (R C), grad.ff (R Fl), grad.attn_y (R Cl), grad.qkv (3 R Cl),
@@ -153,25 +165,31 @@ static double head_params(const shape *s, bool first) { return 2 * s->C + (first
 
 /* ------------------------------------------------- activations */
 
-/* Reals one micro-batch keeps per block (the header's K_block). */
-static double block_kept(const shape *s, ptdp_recompute rc)
+/* Reals one micro-batch keeps per block (the header's K_block): the
+ * model's own formula (gpt.h), the one `ptdp train` prints. */
+static double block_kept(const ptdp_plan_request *rq, const shape *s, ptdp_recompute rc)
 {
-    double probs = s->cp > 1 ? s->b * s->hl * s->Tq : rc == PTDP_RECOMPUTE_SELECTIVE ? 0 : s->b * s->hl * s->T * s->T;
-    return s->R * (2 * s->C + 4 * s->Cl + 2 * s->Fl) + s->Rl * (2 * s->C + 4) + probs;
+    const int b = (int)s->b;
+    if (s->cp > 1)
+        return ptdp_gpt_block_act_elements_cp(&rq->model, b, s->tp, s->cp, s->sp);
+    if (rc == PTDP_RECOMPUTE_SELECTIVE)
+        return ptdp_gpt_block_act_elements_selective(&rq->model, b, s->tp, s->sp);
+    return ptdp_gpt_block_act_elements(&rq->model, b, s->tp, s->sp);
 }
 
 /* Bytes one micro-batch of one chunk keeps from its forward to its
  * backward ("acts" and "other" apart), and what a full recompute keeps. */
 typedef struct { double acts, other, acts_recompute; } kept;
 
-static kept chunk_kept(const shape *s, int blocks, bool first, bool last, ptdp_recompute rc)
+static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, bool first, bool last,
+                       ptdp_recompute rc)
 {
     const double r = sizeof(ptdp_real);
     kept k = { 0 };
     double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     k.acts_recompute = input + labels;
-    k.acts = input + labels + r * (blocks * block_kept(s, rc) + s->Rl * s->C);   /* + the first x */
+    k.acts = input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
     if (last)
         k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
     k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
@@ -318,7 +336,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
             if (units[u] > biggest_unit && (u < 2 || nb > 0))
                 biggest_unit = units[u];
         }
-        const kept k = chunk_kept(s, nb, first, last, l->recompute);
+        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute);
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         other_kept += nc * k.other;
@@ -377,7 +395,14 @@ int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
     const shape s = shape_of(rq, l);
     memset(out, 0, sizeof *out);
     out->total = -1;
+    /* With one chunk a stage and no deferred W, the stages between the
+     * first and the last differ only in what they hold less of further
+     * down (in-flight count, and blocks when p does not divide L): stage 1
+     * stands for them all.  Otherwise every stage is weighed. */
+    const bool monotone = s.v == 1 && strcmp(l->schedule, "zb-h1") != 0;
     for (int stage = 0; stage < l->pp; stage++) {
+        if (monotone && stage > 1 && stage < l->pp - 1)
+            stage = l->pp - 1;
         ptdp_plan_memory m;
         stage_memory(rq, l, &s, stage, &m);
         if (m.total > out->total)

@@ -684,29 +684,20 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
             traffic = (g3 * (x.full ? 3 : 2) + r3) * l->micro_batches;
             dp_exposed = l->overlap ? 0 : traffic;
         }
-        /* tied and SP tensors (zero.c sync_tied_shards, gpt_sync_gradients) */
+        /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
+         * all-reduced over TP (gpt_sync_gradients); under ZeRO they and the
+         * tied embedding are first made whole over DP (sync_tied_shards) */
         const bool sp = l->sp && l->tp > 1;
-        if (l->zero >= 1 && x.mesh.ndp > 1) {
-            double sp_n = 0;
-            int count = 0;
-            for (int k = 0; k < v; k++) {
-                const int g = k * l->pp + st, nb = piece_layers(c->layers, P, g);
-                if (sp) {
-                    count += 4 * nb + (g == P - 1 ? 2 : 0);
-                    sp_n += (4.0 * nb + (g == P - 1 ? 2 : 0)) * x.shape.C;
-                }
-            }
-            if (l->pp > 1 && (has_first || has_last)) {
-                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL) * (has_first && has_last ? 2 : 1);
-            }
-            for (int i = 0; i < count; i++)
-                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sp_n / count * REAL);
+        double nsp = 0;
+        for (int k = 0; sp && k < v; k++) {
+            const int g = k * l->pp + st;
+            nsp += 4.0 * piece_layers(c->layers, P, g) + (g == P - 1 ? 2 : 0);
         }
-        if (sp) {
-            for (int k = 0; k < v; k++) {
-                const int g = k * l->pp + st, nb = piece_layers(c->layers, P, g);
-                t += (4.0 * nb + (g == P - 1 ? 2 : 0)) * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
-            }
+        t += nsp * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
+        if (l->zero >= 1) {
+            t += nsp * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
+            if (l->pp > 1 && (has_first || has_last))
+                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
         }
         pt.end[st] = t;
         dp_total = traffic > dp_total ? traffic : dp_total;
