@@ -20,21 +20,19 @@
  * pipeline's schedule.  Asked for the best K, the search does not time
  * every fitting layout.  It works out a lower bound of each one's step:
  *
- *     T ≥ max( W / (N peak),                      the work spread perfectly
- *              (p − 1) f_piece + W_stage )         the pipeline's fill, then
- *                                                  the last stage's own work
+ *     T ≥ max( M (blocks_0 (F + B + R) + embedding),      the busiest device's
+ *              fill + M (blocks_last (F + B + R) + head) )   own work, after the
+ *                                                           pipeline's fill
  *
- *     W      = 3 x forward GEMM flops of the step (+ the blocks' forward again
- *              under full recomputation): B s (L (8h² + 4 h ffn) + 2 h V_pad)
- *     f_piece = one micro-batch's forward GEMMs through floor(L / (p v)) blocks,
- *              on one device (/ tp cp)
- *
- * — every GEMM at the peak (the profile's efficiency only slows them), no
- * communication, no attention core, no optimizer.  It times layouts in
- * the order of that bound and stops when the bound passes the K-th best
- * step found: no layout left can beat it, so the K best are exact.  Should
- * the cost model ever price a layout below its bound, the search notices
- * and times every fitting layout instead.
+ * F and B are a block's forward and backward for one micro-batch, priced
+ * by the very functions gpt.c charges the clock with (gpt_cost.h: every
+ * GEMM at the profile's efficiency for its shape), R = F under full
+ * recomputation, fill = micro-batch 0's forward through the first chunk of
+ * every stage before the last — no communication, no optimizer.  It times
+ * layouts in the order of that bound and stops when the bound passes the
+ * K-th best step found: no layout left can beat it, so the K best are
+ * exact.  Should the cost model ever price a layout below its bound, the
+ * search notices and times every fitting layout instead.
  *
  * When nothing can divide, the message says what would (the first rule
  * broken, and the nearest --gpus and --batch with a layout); when nothing
@@ -50,6 +48,8 @@
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/gpt_cost.h"
+#include "ptdp/model.h"
 
 /* ------------------------------------------------------------ the bound */
 
@@ -58,27 +58,105 @@ static int padded_vocab(const ptdp_model_config *m, int tp)
     return m->vocab_padded > 0 ? m->vocab_padded : ptdp_gpt_pad_vocab(m->vocab, m->vocab_multiple, tp);
 }
 
+/* What one micro-batch costs a device of a tp x cp group, from the pricing
+ * functions gpt.c charges the clock with (gpt_cost.h), in seconds. */
+typedef struct {
+    int tp, cp, b;
+    bool sp, selective;
+    double block_f, block_b;      /* one block's forward, its whole backward (dW included) */
+    double embed_f, embed;        /* the embedding's forward; forward + backward           */
+    double head;                  /* LN_f, the head and the loss, forward + backward       */
+} piece_cost;
+
+static piece_cost piece_cost_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const ptdp_profile *p = rq->profile;
+    const double peak = ptdp_profile_peak(p, rq->bf16);
+    const int cp = l->cp > 1 ? l->cp : 1;
+    ptdp_gpt_shape sh = ptdp_gpt_shape_make(&rq->model, l->micro_batch_size, l->tp, l->sp, cp, 0, true);
+    sh.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    sh.split = false;
+    piece_cost c = {
+        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = sh.selective,
+        .block_f = ptdp_gpt_cost_block_forward(p, &sh) / peak,
+        .block_b = ptdp_gpt_cost_block_backward(p, &sh) / peak,
+        .embed_f = ptdp_gpt_cost_embed_forward(p, &sh) / peak,
+    };
+    c.embed = c.embed_f + ptdp_gpt_cost_embed_backward(p, &sh) / peak;
+    c.head = (ptdp_gpt_cost_head_forward(p, &sh) + ptdp_gpt_cost_head_backward(p, &sh) +
+              ptdp_gpt_cost_lnf_backward(p, &sh)) / peak;
+    return c;
+}
+
+/* Blocks of stage s over its v chunks (the balanced cut, model.h). */
+static int stage_blocks(int layers, int pp, int v, int s)
+{
+    int n = 0;
+    for (int c = 0; c < v; c++) {
+        int begin, count;
+        ptdp_stage_range(layers, pp * v, NULL, c * pp + s, &begin, &count);
+        n += count;
+    }
+    return n;
+}
+
+/* Every device computes its own work one piece after another, so a step
+ * lasts at least the work of its busiest device; and the last stage can
+ * start nothing before micro-batch 0 has gone forward through the first
+ * chunk of every stage before it (the fill):
+ *
+ *     T ≥ max( M (blocks_0 (F + B + R) + embedding),
+ *              fill + M (blocks_last (F + B + R) + head) )
+ *
+ * F, B a block's forward and backward as gpt.c charges them, R = F under
+ * full recomputation.  No communication, no optimizer: a lower bound. */
+static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const piece_cost *c)
+{
+    const int L = rq->model.layers, p = l->pp, v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const double M = l->micro_batches;
+    const double block = c->block_f + c->block_b + (l->recompute == PTDP_RECOMPUTE_FULL ? c->block_f : 0);
+    if (p == 1)
+        return M * (L * block + c->embed + c->head);
+    const double first = M * (stage_blocks(L, p, v, 0) * block + c->embed);
+    double fill = c->embed_f;
+    for (int s = 0; s + 1 < p; s++) {
+        int begin, count;
+        ptdp_stage_range(L, p * v, NULL, s, &begin, &count);
+        fill += count * c->block_f;
+    }
+    const double last = fill + M * (stage_blocks(L, p, v, p - 1) * block + c->head);
+    return first > last ? first : last;
+}
+
 double ptdp_plan_step_lower_bound(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    const ptdp_model_config *m = &rq->model;
-    const double h = m->hidden, ffn = m->ffn, s = m->seq_len, L = m->layers;
-    const double block = 8 * h * h + 4 * h * ffn;           /* forward GEMM flops per token */
-    const double head = 2 * h * padded_vocab(m, l->tp);
-    const double redo = l->recompute == PTDP_RECOMPUTE_FULL ? 1 : 0;
-    const double tokens = (double)rq->batch * s;
-    const double peak = ptdp_profile_peak(rq->profile, rq->bf16);
-    const double n = (double)rq->gpus;
-    const double work = tokens * ((3 + redo) * L * block + 3 * head);
-    const double spread = work / (n * peak);
+    piece_cost c = piece_cost_of(rq, l);
+    return bound_of(rq, l, &c);
+}
 
-    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
-    const double piece_blocks = floor(L / ((double)l->pp * v));
-    const double split = (double)l->tp * (l->cp > 1 ? l->cp : 1);
-    const double mb_tokens = (double)l->micro_batch_size * s;
-    const double f_piece = mb_tokens * piece_blocks * block / (split * peak);
-    const double w_stage = l->micro_batches * mb_tokens * v * piece_blocks * (3 + redo) * block / (split * peak);
-    const double fill = (l->pp - 1) * f_piece + w_stage;
-    return spread > fill ? spread : fill;
+/* The pieces' costs of the layouts met lately: many layouts share a
+ * (tp, cp, b, sp, selective). */
+enum { COST_CACHE = 32 };
+typedef struct {
+    piece_cost c[COST_CACHE];
+    int n, next;
+} cost_cache;
+
+static double cached_bound(cost_cache *k, const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const int cp = l->cp > 1 ? l->cp : 1;
+    const bool sel = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    for (int i = 0; i < k->n; i++) {
+        const piece_cost *c = &k->c[i];
+        if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel)
+            return bound_of(rq, l, c);
+    }
+    piece_cost *c = &k->c[k->next];
+    *c = piece_cost_of(rq, l);
+    k->next = (k->next + 1) % COST_CACHE;
+    if (k->n < COST_CACHE)
+        k->n++;
+    return bound_of(rq, l, c);
 }
 
 /* ---------------------------------------------------------- enumeration */
@@ -421,8 +499,9 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
     /* Time in the order of the bound; keep the best K in order. */
     const long long n = s->n;
     const int k = top > 0 && top < n ? top : (int)n;
+    cost_cache cache = { .n = 0 };
     for (long long i = 0; i < n; i++)
-        s->e[i].bound = ptdp_plan_step_lower_bound(rq, &s->e[i].l);
+        s->e[i].bound = cached_bound(&cache, rq, &s->e[i].l);
     qsort(s->e, (size_t)n, sizeof *s->e, by_bound);
     ptdp_plan_candidate *best = malloc((size_t)k * sizeof *best);
     long long *order = malloc((size_t)k * sizeof *order);
