@@ -56,6 +56,8 @@ static const struct {
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
+    { "plan_layouts",       "lesson 12: every layout of a 7.5B GPT on 32 GPUs, memory against step time, the best marked",
+      fig_plan_layouts },
 };
 enum { NFIGURES = sizeof figures / sizeof figures[0] };
 

@@ -31,6 +31,7 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen);        /* figu
 int fig_attention_tp(const char *path, char *msg, size_t msglen);        /* figure_attention.c */
 int fig_sp_block(const char *path, char *msg, size_t msglen);            /* figure_sp.c       */
 int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
+int fig_plan_layouts(const char *path, char *msg, size_t msglen);        /* figure_plan.c     */
 
 /* The default GPT of `ptdp train --model gpt`, on the built-in corpus (its
  * vocabulary from the corpus's tokens, padded for tp = 1); *corpus is

@@ -11,7 +11,7 @@
 #     ZeRO-3 step's timeline with its prefetched gathers and bytes), the attention's shards and padded
 #     vocabularies, the SP block's shapes, positions, activations and
 #     bytes, ring attention's blocks, pairs, work and bytes per rank, and
-#     the memory of the ZeRO runs);
+#     the memory of the ZeRO runs, the planner's layouts of a 7.5B GPT);
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -23,7 +23,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership zero_memory
-       zero_overlap attention_tp sp_block ring_attention memory_per_device loss_curves"
+       zero_overlap attention_tp sp_block ring_attention memory_per_device loss_curves plan_layouts"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -87,6 +87,14 @@ else
     [[ $(grep -c '>g = g0 + g1 + g2<' "$f") -eq 3 && $(echo "$norms" | wc -l) -eq 1 && -n $norms ]] \
         || fail "dp: expected three replicas with one norm after the all-reduce, got: $norms"
     grep -q 'The tempting average instead' "$f" || fail "dp: no average of averages"
+
+    # lesson 12: every layout the planner found, the GPU's memory, the best five named
+    f=$out/plan_layouts.svg
+    grep -q '[0-9][0-9]* valid layouts, [0-9][0-9]* fit in [0-9]* GiB' "$f" || fail "plan_layouts: no counts"
+    grep -q '>the best 5 that fit<' "$f" || fail "plan_layouts: no best five"
+    [[ $(grep -c 'GiB, step [0-9.]* s, [0-9]* model TFLOP/s a GPU' "$f") -eq 5 ]] \
+        || fail "plan_layouts: expected five named layouts"
+    grep -q 'GiB: one GPU' "$f" || fail "plan_layouts: no memory line"
 
     # lesson 05: the groups the devices reported
     f=$out/mesh_groups.svg

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""plan_validation.py PTDP — docs/plan.md's validation at scale, rerun.
+
+For each published run of Narayanan et al. 2021 ("Efficient Large-Scale
+Language Model Training on GPU Clusters Using Megatron-LM", arXiv
+2104.04473v5: table 1, weak scaling; table 2, PTD-P against ZeRO-3) it asks
+`ptdp plan` for the published layout fixed — tp, pp (and ZeRO-3's dp and
+micro-batch), full recomputation as the paper ran, no SP or CP (not in the
+paper), ZeRO off for PTD-P — on dgx-a100-80g in bf16, and prints the
+planner's hardware TFLOP/s per GPU (the paper's count, which includes the
+recomputed forward: its equation 3) beside the published one, with the
+ratio, and the memory per GPU the planner predicts.  --device-mem 100000G lets
+the planner price layouts that would not fit in 80 GB (it says which).
+
+    python3 docs/plan_validation.py build/cli/ptdp        # the markdown tables
+"""
+import json
+import subprocess
+import sys
+
+V, S = 51200, 2048
+# table 1: params (B), heads, hidden, layers, tp, pp, GPUs, batch, TFLOP/s per GPU, % of peak
+TABLE1 = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 44),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 44),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 46),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 43),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 44),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 45),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 47),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 50),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 52),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 52),
+]
+# table 2: scheme, params (B), model-parallel size, batch, GPUs, micro-batch, TFLOP/s per GPU
+GPT3 = (96, 12288, 96)          # heads, hidden, layers of the 174.6B model (GPT-3)
+MT530 = (128, 20480, 105)       # of the 529.6B model (table 1's row)
+TABLE2 = [
+    ("ZeRO-3", 174.6, 1, 1536, 384, 4, 144), ("ZeRO-3", 174.6, 1, 1536, 768, 2, 88),
+    ("ZeRO-3", 174.6, 1, 1536, 1536, 1, 44), ("ZeRO-3", 529.6, 1, 2560, 640, 4, 138),
+    ("ZeRO-3", 529.6, 1, 2240, 1120, 2, 98), ("ZeRO-3", 529.6, 1, 2240, 2240, 1, 48),
+    ("PTD-P", 174.6, 96, 1536, 384, 1, 153), ("PTD-P", 174.6, 96, 1536, 768, 1, 149),
+    ("PTD-P", 174.6, 96, 1536, 1536, 1, 141), ("PTD-P", 529.6, 280, 2240, 560, 1, 171),
+    ("PTD-P", 529.6, 280, 2240, 1120, 1, 167), ("PTD-P", 529.6, 280, 2240, 2240, 1, 159),
+]
+
+
+def plan(ptdp, heads, hidden, layers, gpus, batch, fixed):
+    """The best layout within the profile's 80 GiB; if none fits, the best
+    with no memory limit, marked (fits False)."""
+    for mem in ([], ["--device-mem", "100000G"]):
+        c, cmd, err = plan_once(ptdp, heads, hidden, layers, gpus, batch, fixed + mem)
+        if c is not None:
+            c["fits80"] = not mem
+            return c, cmd, err
+    return c, cmd, err
+
+
+def plan_once(ptdp, heads, hidden, layers, gpus, batch, fixed):
+    cmd = [ptdp, "plan", "--model", "gpt", "--layers", str(layers), "--hidden", str(hidden),
+           "--heads", str(heads), "--seq-len", str(S), "--vocab", str(V), "--batch", str(batch),
+           "--gpus", str(gpus), "--profile", "dgx-a100-80g", "--precision", "bf16",
+           "--recompute", "full", "--cp", "1", "--sp", "off", "--top", "1", "--json"] + fixed
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, " ".join(cmd[1:]), out.stderr.strip()
+    return json.loads(out.stdout)["candidates"][0], " ".join(cmd[1:]), ""
+
+
+def mem(c):
+    m = f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB"
+    return m if c["fits80"] else m + " (> 80 GiB: none fits)"
+
+
+def layout(c):
+    s = c["schedule"] + (f" v{c['virtual_stages']}" if c["virtual_stages"] > 1 else "")
+    return f"dp {c['dp']} tp {c['tp']} pp {c['pp']}, b {c['micro_batch_size']}, {s}, ZeRO-{c['zero']}"
+
+
+def main():
+    ptdp = sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp"
+    print("| params | GPUs | t x p | published TFLOP/s a GPU | ptdp plan (layout it chose) | predicted "
+          "TFLOP/s a GPU (hardware; model) | ratio | memory a GPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    for p, heads, hidden, layers, tp, pp, gpus, batch, tflops, pct in TABLE1:
+        c, cmd, err = plan(ptdp, heads, hidden, layers, gpus, batch, ["--tp", str(tp), "--pp", str(pp), "--zero", "0"])
+        if c is None:
+            print(f"| {p}B | {gpus} | {tp} x {pp} | {tflops} ({pct}%) | failed: {err} | | | |")
+            continue
+        hw = c["hardware_tflops_per_gpu"]
+        print(f"| {p}B | {gpus} | {tp} x {pp} | {tflops} ({pct}%) | {layout(c)} | {hw:.0f}; {c['model_tflops_per_gpu']:.0f} "
+              f"| {hw / tflops:.2f} | {mem(c)} |")
+    print()
+    print("| scheme | params | GPUs | micro-batch | published TFLOP/s a GPU | ptdp plan (layout) | predicted "
+          "(hardware; model) | ratio | memory a GPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for scheme, p, mp, batch, gpus, b, tflops in TABLE2:
+        heads, hidden, layers = GPT3 if p < 300 else MT530
+        if scheme == "ZeRO-3":
+            fixed = ["--tp", "1", "--pp", "1", "--zero", "3", "--micro-batch-size", str(b)]
+        else:
+            fixed = ["--tp", "8", "--pp", str(mp // 8), "--zero", "0", "--micro-batch-size", str(b)]
+        c, cmd, err = plan(ptdp, heads, hidden, layers, gpus, batch, fixed)
+        if c is None:
+            print(f"| {scheme} | {p}B | {gpus} | {b} | {tflops} | failed: {err} | | | |")
+            continue
+        hw = c["hardware_tflops_per_gpu"]
+        print(f"| {scheme} | {p}B | {gpus} | {b} | {tflops} | {layout(c)} | {hw:.0f}; {c['model_tflops_per_gpu']:.0f} "
+              f"| {hw / tflops:.2f} | {mem(c)} |")
+
+
+if __name__ == "__main__":
+    main()
