@@ -246,10 +246,14 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             "                                 efficiency for their shape, TP/CP collectives on the compute stream)\n",
             t->forward_s);
     fprintf(f, "  backward B     %12.6g s   the same, backward%s\n", t->backward_s,
-            l->recompute == PTDP_RECOMPUTE_NONE ? "" : " (with the recomputed forward)");
+            l->recompute == PTDP_RECOMPUTE_FULL        ? " (with the recomputed forward)"
+            : l->recompute == PTDP_RECOMPUTE_SELECTIVE ? " (with the attention core recomputed)"
+                                                       : "");
     fprintf(f, "  M (F + B)      %12.6g s   %d micro-batch%s of compute on that stage\n",
             l->micro_batches * (t->forward_s + t->backward_s), l->micro_batches, l->micro_batches == 1 ? "" : "es");
-    fprintf(f, "  bubble         %12.4f     idle fraction of the schedule (textbook (p-1)/(v m+p-1) = %.4f)\n",
+    fprintf(f, "  bubble         %12.4f     the stages' time not computing: fill and drain, sending (the\n"
+            "                                 sender pays each message) and waiting for the slowest stage\n"
+            "                                 (textbook, equal stages and free messages: (p-1)/(v m+p-1) = %.4f)\n",
             t->bubble, ideal);
     fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
     fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
