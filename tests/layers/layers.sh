@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # layers.sh SOURCE_DIR — the folders of src/ form a stack with no cycle.
 #
-#   core → io → runtime → comm → nn → parallel → models → train
+#   core → io → runtime → comm → nn → parallel → models → train → plan
 #
 # A file may include headers of its own folder and of the folders before it
 # in this list, never of a folder after it.  A public header include/ptdp/X.h
@@ -15,7 +15,7 @@
 set -euo pipefail
 src_dir=$1
 cd "$src_dir"
-layers=(core io runtime comm nn parallel models train)
+layers=(core io runtime comm nn parallel models train plan)
 
 declare -A rank             # folder -> its place in the stack
 for i in "${!layers[@]}"; do
@@ -30,6 +30,7 @@ while IFS= read -r impl; do              # src/<folder>/…/X.c
     owner[${base%.c}]=${folder%%/*}
 done < <(find src -name '*.c')
 owner[ops]=nn               # linear.c, gelu.c, xent.c
+owner[plan]=plan            # plan_layout.c, plan_memory.c, plan_time.c, …
 owner[ptdp]=cli             # the learner's umbrella header: never inside src/
 
 bad=0
@@ -66,7 +67,7 @@ done < <(find src -name '*.[ch]' | sort)
 while IFS= read -r hit; do
     echo "layers: $hit: a private header of the library outside src/" >&2
     bad=1
-done < <(grep -rn --include='*.[ch]' -E '#include "(core|io|runtime|comm|nn|parallel|models|train)/' \
+done < <(grep -rn --include='*.[ch]' -E '#include "(core|io|runtime|comm|nn|parallel|models|train|plan)/' \
              cli tests tutorials bench 2>/dev/null || true)
 
 for l in "${layers[@]}"; do
