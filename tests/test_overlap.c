@@ -179,23 +179,31 @@ static double dp_bytes_per_step(const ptdp_launch_result *l, int steps)
  * reduce-scatter started in the last backward.  The same bits (losses,
  * norms, parameters, optimizer state), the same bytes — ZeRO-1's
  * 2(N-1)/N S and the norm's one double — and a shorter run.  Cases: dp 2;
- * dp 2 x pp 2; dp 2 x tp 2 with 4 micro-batches and clipping; dp 4; and,
- * in the float build, bf16 stores (mixed.h). */
+ * dp 2 x pp 2; dp 2 x tp 2 with 4 micro-batches and clipping; dp 4; the
+ * GPT on dp 2 x pp 2 (its embedding tied across the stages, each stage's
+ * copy in pieces); and, in the float build, bf16 stores (mixed.h). */
 #ifdef PTDP_DOUBLE
-enum { ZERO1_CASES = 4 };
-#else
 enum { ZERO1_CASES = 5 };
+#else
+enum { ZERO1_CASES = 6 };
 #endif
 LOOP_TEST(overlap_tests, test_overlap_zero1_same_bits_shorter, ZERO1_CASES)
 {
-    static const int shapes[][4] = { { 2, 1, 1, 2 }, { 2, 1, 2, 2 }, { 2, 2, 1, 4 }, { 4, 1, 1, 2 }, { 2, 1, 1, 2 } };
+    static const int shapes[][4] = {   /* dp, tp, pp, M */
+        { 2, 1, 1, 2 }, { 2, 1, 2, 2 }, { 2, 2, 1, 4 }, { 4, 1, 1, 2 }, { 2, 1, 2, 2 }, { 2, 1, 1, 2 },
+    };
     const int *k = shapes[_i];
     ptdp_train_config plain = overlap_config(k[0], k[2], false), ov;
     plain.tp = k[1];
     plain.micro_batches = k[3];
     plain.zero = 1;
     plain.clip_grad = _i == 2 ? 0.05 : 0;   /* a norm taken from the pieces, and used */
-    plain.bf16 = _i == 4;
+    if (_i == 4) {   /* the GPT of the equivalence suites, in buckets of a few parameters */
+        plain.model = equiv_small_gpt(1);
+        plain.batch = 64;
+        plain.bucket_mb = 0.004;
+    }
+    plain.bf16 = _i == 5;
     ov = plain;
     ov.overlap = true;
     ptdp_launch_result l0, l1;
@@ -206,8 +214,8 @@ LOOP_TEST(overlap_tests, test_overlap_zero1_same_bits_shorter, ZERO1_CASES)
     equiv_train(&plain, &o0, &s0, &r0);
     equiv_train(&ov, &o1, &s1, &r1);
     char what[96];
-    snprintf(what, sizeof what, "zero 1 --overlap against without (dp %d tp %d pp %d m %d%s)", k[0], k[1], k[2], k[3],
-             plain.bf16 ? " bf16" : "");
+    snprintf(what, sizeof what, "zero 1 --overlap against without (%s dp %d tp %d pp %d m %d%s)",
+             _i == 4 ? "gpt" : "mlp", k[0], k[1], k[2], k[3], plain.bf16 ? " bf16" : "");
     equiv_losses_agree(r1.log, r0.log, plain.steps, 0, what);
     for (int i = 0; i < plain.steps; i++)
         ck_assert_msg(r1.log[i].grad_norm == r0.log[i].grad_norm, "%s: step %d norm %.17g, without %.17g", what,
