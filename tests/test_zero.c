@@ -18,7 +18,8 @@
  *               so a wrong norm or a wrong shard shows), with the same
  *               gradient norm every step; replicas stay bit-identical
  *   checkpoints full tensors: a zero-1 checkpoint holds the optimizer state
- *               of zero 0, and loads into zero 0 / zero 2 and back
+ *               of zero 0, and loads into zero 0 / zero 2 and back, and into
+ *               zero 1 --overlap on another mesh (other pieces)
  */
 #include <math.h>
 
@@ -408,6 +409,19 @@ TEST(zero_tests, test_checkpoints_are_full_tensors_across_stages)
     rest.zero = 2;
     equiv_resume(&first, &rest, &resumed, &log);
     equiv_states_agree(&resumed, &reference, PTDP_TOLERANCE, "zero 0 -> zero 2");
+    ptdp_state_free(&resumed);
+    ptdp_train_result_free(&log);
+
+    /* ZeRO-1 to ZeRO-1 on another mesh, with --overlap: the pieces (chunk
+     * k of every DP bucket) are cut otherwise on dp 2 x pp 2 than on dp 3 x
+     * tp 2, and each rank reads its own from the full tensors */
+    first.zero = 1;
+    rest = equiv_config(2, 1, 2, 2);
+    rest.steps = 3;
+    rest.zero = 1;
+    rest.overlap = true;
+    equiv_resume(&first, &rest, &resumed, &log);
+    equiv_states_agree(&resumed, &reference, PTDP_TOLERANCE, "zero 1 -> zero 1 --overlap on another mesh");
     ptdp_train_result_free(&log);
 
     ptdp_state_free(&plain);
