@@ -11,9 +11,12 @@
  * and moves the same bits as the blocking call.  --overlap starts each DP
  * bucket's all-reduce inside the last micro-batch's backward (dp.h): the
  * same final state bit for bit, a shorter step under a GPU profile, shorter
- * by about the communication the backward hid.  Under ZeRO-2 it starts
- * each micro-batch's reduce-scatter and waits before the next backward
- * (zero.h): the same bits again, and a shorter step.
+ * by about the communication the backward hid.  Under ZeRO-1 the same
+ * buckets are reduce-scattered instead (each rank owns chunk k of every
+ * bucket, zero.h), started the same way: the same bits, the same bytes, a
+ * shorter step.  Under ZeRO-2 it starts each micro-batch's reduce-scatter
+ * and waits before the next backward (zero.h): the same bits again, and a
+ * shorter step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -160,6 +163,88 @@ LOOP_TEST(overlap_tests, test_overlap_same_bits_shorter_step, 2)
 }
 END_TEST
 
+/* The DP group's bytes sent per device and step, mean over the devices. */
+static double dp_bytes_per_step(const ptdp_launch_result *l, int steps)
+{
+    double sent = 0;
+    for (int r = 0; r < l->world_size; r++) {
+        int g = harness_group_index(&l->devices[r].comm, "dp");
+        ck_assert_int_ge(g, 0);
+        sent += l->devices[r].comm.group[g].sent;
+    }
+    return sent / l->world_size / steps;
+}
+
+/* ZeRO-1 with --overlap, with and without, under dgx-a100: every bucket's
+ * reduce-scatter started in the last backward.  The same bits (losses,
+ * norms, parameters, optimizer state), the same bytes — ZeRO-1's
+ * 2(N-1)/N S and the norm's one double — and a shorter run.  Cases: dp 2;
+ * dp 2 x pp 2; dp 2 x tp 2 with 4 micro-batches and clipping; dp 4; the
+ * GPT on dp 2 x pp 2 (its embedding tied across the stages, each stage's
+ * copy in pieces); and, in the float build, bf16 stores (mixed.h). */
+#ifdef PTDP_DOUBLE
+enum { ZERO1_CASES = 5 };
+#else
+enum { ZERO1_CASES = 6 };
+#endif
+LOOP_TEST(overlap_tests, test_overlap_zero1_same_bits_shorter, ZERO1_CASES)
+{
+    static const int shapes[][4] = {   /* dp, tp, pp, M */
+        { 2, 1, 1, 2 }, { 2, 1, 2, 2 }, { 2, 2, 1, 4 }, { 4, 1, 1, 2 }, { 2, 1, 2, 2 }, { 2, 1, 1, 2 },
+    };
+    const int *k = shapes[_i];
+    ptdp_train_config plain = overlap_config(k[0], k[2], false), ov;
+    plain.tp = k[1];
+    plain.micro_batches = k[3];
+    plain.zero = 1;
+    plain.clip_grad = _i == 2 ? 0.05 : 0;   /* a norm taken from the pieces, and used */
+    if (_i == 4) {   /* the GPT of the equivalence suites, in buckets of a few parameters */
+        plain.model = equiv_small_gpt(1);
+        plain.batch = 64;
+        plain.bucket_mb = 0.004;
+    }
+    plain.bf16 = _i == 5;
+    ov = plain;
+    ov.overlap = true;
+    ptdp_launch_result l0, l1;
+    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
+    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
+    ptdp_state s0, s1;
+    ptdp_train_result r0, r1;
+    equiv_train(&plain, &o0, &s0, &r0);
+    equiv_train(&ov, &o1, &s1, &r1);
+    char what[96];
+    snprintf(what, sizeof what, "zero 1 --overlap against without (%s dp %d tp %d pp %d m %d%s)",
+             _i == 4 ? "gpt" : "mlp", k[0], k[1], k[2], k[3], plain.bf16 ? " bf16" : "");
+    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, what);
+    for (int i = 0; i < plain.steps; i++)
+        ck_assert_msg(r1.log[i].grad_norm == r0.log[i].grad_norm, "%s: step %d norm %.17g, without %.17g", what,
+                      i + 1, r1.log[i].grad_norm, r0.log[i].grad_norm);
+    equiv_states_same_bits(&s1, &s0, what);
+
+    const double b0 = dp_bytes_per_step(&l0, plain.steps), b1 = dp_bytes_per_step(&l1, plain.steps);
+    const double S = (double)r0.param_elements[0] * (plain.bf16 ? 2 : sizeof(ptdp_real));
+    const double formula = 2.0 * (k[0] - 1) / k[0] * S, norm = 2.0 * (k[0] - 1) / k[0] * sizeof(double);
+    ck_assert_msg(b1 == b0, "%s: %.1f bytes per step, without %.1f", what, b1, b0);
+    ck_assert_msg(k[2] > 1 || fabs(b0 - norm - formula) < 1e-9 * formula,
+                  "%s: %.1f DP bytes per step, want 2(N-1)/N S = %.1f + %.1f for the norm", what, b0, formula, norm);
+
+    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1);
+    for (int d = 0; d < l1.world_size; d++) {
+        ck_assert_msg(l0.devices[d].clock.stream_s == 0, "without --overlap nothing runs on the stream");
+        ck_assert_msg(l1.devices[d].clock.hidden_s > 0 && l1.devices[d].clock.hidden_s <= l1.devices[d].clock.stream_s,
+                      "%s: device %d hid %g of %g", what, d, l1.devices[d].clock.hidden_s, l1.devices[d].clock.stream_s);
+    }
+    ck_assert_msg(t1 < t0, "%s: %g s, without %g s: no shorter", what, t1, t0);
+    ptdp_state_free(&s0);
+    ptdp_state_free(&s1);
+    ptdp_train_result_free(&r0);
+    ptdp_train_result_free(&r1);
+    ptdp_launch_result_free(&l0);
+    ptdp_launch_result_free(&l1);
+}
+END_TEST
+
 /* ZeRO-2 with --overlap: each micro-batch's reduce-scatter waits until the
  * next backward begins, hidden under the forward in between.  The same
  * bits; a shorter run; the first micro-batches' reduce-scatters hidden. */
@@ -193,15 +278,17 @@ LOOP_TEST(overlap_tests, test_overlap_zero2_same_bits_shorter, 2)
 END_TEST
 
 /* The order of events on device 0 (dp 2, one stage, 2 micro-batches, 2
- * steps): every bucket's all-reduce lies on the communication track
- * (tid 1000), starts after the last backward has begun writing (after its
- * first block's backward ends: the gradients it sums exist), and the
- * first one starts before that backward ends. */
-TEST(overlap_tests, test_overlap_trace_order)
+ * steps): every bucket's all-reduce (_i = 1, ZeRO-1: reduce-scatter) lies
+ * on the communication track (tid 1000), starts after the last backward
+ * has begun writing (after its first block's backward ends: the gradients
+ * it sums exist), and the first one starts before that backward ends. */
+LOOP_TEST(overlap_tests, test_overlap_trace_order, 2)
 {
     char path[] = "/tmp/ptdp-overlap-trace-XXXXXX";
     harness_temp_file(path);
     ptdp_train_config c = overlap_config(2, 1, true);
+    c.zero = _i;
+    const char *bucket = _i == 1 ? "reduce_scatter dp" : "all_reduce dp";
     ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100"), .trace_path = path };
     equiv_train(&c, &o, NULL, NULL);
 
@@ -219,15 +306,15 @@ TEST(overlap_tests, test_overlap_trace_order)
             if (++bwd == blocks_per_step - c.model.layers + 1)   /* the last backward's first block */
                 first_done = e.ts + e.dur;
             bwd_end = e.ts + e.dur;
-        } else if (e.tid == 1000 && strcmp(e.name, "all_reduce dp") == 0) {
-            ck_assert_msg(bwd > blocks_per_step - c.model.layers, "an all-reduce before the last backward");
+        } else if (e.tid == 1000 && strcmp(e.name, bucket) == 0) {
+            ck_assert_msg(bwd > blocks_per_step - c.model.layers, "a %s before the last backward", bucket);
             ck_assert_msg(e.ts >= first_done - 1e-3, "bucket starts at %g us, before its gradients (%g us)", e.ts,
                           first_done);
             if (first_start < 0)
                 first_start = e.ts;
             buckets++;
-        } else if (e.tid == 0 && strcmp(e.name, "all_reduce dp") == 0) {
-            ck_abort_msg("a DP all-reduce on the compute track under --overlap");
+        } else if (e.tid == 0 && strcmp(e.name, bucket) == 0) {
+            ck_abort_msg("a DP %s on the compute track under --overlap", bucket);
         } else if (e.tid == 0 && strcmp(e.name, "optimizer") == 0) {
             ck_assert_msg(buckets > 1, "step %d: %d buckets", steps + 1, buckets);
             ck_assert_msg(first_start < bwd_end, "the first bucket starts at %g us, after the backward (%g us)",

@@ -2,13 +2,15 @@
  * test_zero.c — ZeRO stages 1 and 2: the pieces, the memory, the bytes,
  * the numbers and the checkpoints.
  *
- *   pieces      chunks tile the flat buffer; the norm's ranges count every
+ *   pieces      chunks tile the flat buffer (ZeRO-1: chunk k of every DP
+ *               bucket on rank k); the norm's ranges count every
  *               element of the whole model exactly once (TP-replicated
  *               parameters on tp rank 0 only); stage 2 accumulates
  *               reduce-scattered micro-batches into the shard
  *   memory      arena peaks per category, exactly: optimizer state 2 len_r
- *               (len_r from ptdp_chunk), stage 2 gradients len_r, its
- *               bucket (comm) the full buffer
+ *               (len_r from ptdp_chunk; ZeRO-1: of every DP bucket, so
+ *               Ψ/N within an element a bucket), stage 2 gradients len_r,
+ *               its bucket (comm) the full buffer
  *   bytes       summed over the DP group, per step: plain DP's all-reduce =
  *               2(N-1) S = ZeRO-1's reduce-scatter + all-gather = ZeRO-2's
  *               with M = 1; ZeRO-2 with M micro-batches (M+1)(N-1) S
@@ -16,7 +18,8 @@
  *               so a wrong norm or a wrong shard shows), with the same
  *               gradient norm every step; replicas stay bit-identical
  *   checkpoints full tensors: a zero-1 checkpoint holds the optimizer state
- *               of zero 0, and loads into zero 0 / zero 2 and back
+ *               of zero 0, and loads into zero 0 / zero 2 and back, and into
+ *               zero 1 --overlap on another mesh (other pieces)
  */
 #include <math.h>
 
@@ -42,7 +45,9 @@ static void run_with_result(const ptdp_train_config *cfg, ptdp_launch_result *lr
 
 typedef struct {
     int dp, tp, pp;
+    double bucket_mb;        /* 0: ptdp_zero_init (one bucket); else ZeRO-1 cut by DP's buckets */
     double counted;          /* all-reduced over the world: elements the norm counts */
+    int buckets;             /* DP buckets of device 0's stage */
 } pieces_arg;
 
 static const ptdp_model_config SMALL = { .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 };
@@ -57,26 +62,60 @@ static int pieces_device(ptdp_device *dev, void *arg)
     if (rc == 0)
         rc = ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0);
     if (rc == 0)
-        rc = ptdp_zero_init(dev, &z, &m, 1);
+        rc = ptdp_zero_init_buckets(dev, &z, &m, 1, a->bucket_mb);
     if (rc != 0)
         return rc;
     size_t off, len;
-    ptdp_chunk(m.numel, a->dp, mesh.dp_rank, &off, &len);
-    DEVICE_CHECK(dev, z.off == off && z.len == len, "dp=%d tp=%d pp=%d: the chunk is not ptdp_chunk(numel, dp, dp rank)",
-                 a->dp, a->tp, a->pp);
+    if (a->bucket_mb == 0) {   /* one bucket: the whole buffer, one chunk */
+        ptdp_chunk(m.numel, a->dp, mesh.dp_rank, &off, &len);
+        DEVICE_CHECK(dev, z.off == off && z.len == len && z.npieces == (len > 0),
+                     "dp=%d tp=%d pp=%d: the chunk is not ptdp_chunk(numel, dp, dp rank)", a->dp, a->tp, a->pp);
+    }
+    /* per bucket: my piece is ptdp_chunk(|bucket|, dp, dp rank) of it, what
+     * its in-place reduce-scatter leaves me; the state packed in order */
+    int p = 0;
+    size_t at = 0;
+    for (int b = 0; b < z.buckets.nbuckets; b++) {
+        const ptdp_bucket *bk = &z.buckets.buckets[b];
+        ptdp_chunk(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
+        if (len == 0)
+            continue;
+        DEVICE_CHECK(dev, p < z.npieces && z.pieces[p].begin == bk->begin + off && z.pieces[p].end == bk->begin + off + len &&
+                     z.pieces[p].at == at, "dp=%d tp=%d pp=%d bucket-mb %g: piece %d is not my chunk of bucket %d",
+                     a->dp, a->tp, a->pp, a->bucket_mb, p, b);
+        p++;
+        at += len;
+    }
+    DEVICE_CHECK(dev, p == z.npieces && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
+                 "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.npieces, z.len, p, at);
+    /* within one element per bucket of numel / dp (ptdp_chunk's remainders) */
+    DEVICE_CHECK(dev, fabs((double)z.len - (double)m.numel / a->dp) < z.buckets.nbuckets + 1e-9,
+                 "dp=%d: %zu elements owned of %zu in %d buckets", a->dp, z.len, m.numel, z.buckets.nbuckets);
     double mine = 0;
     for (int r = 0; r < z.nnorm; r++) {
+        size_t b, e, at;
         DEVICE_CHECK(dev, z.norm[r].begin < z.norm[r].end, "dp=%d tp=%d pp=%d: range %d is empty", a->dp, a->tp,
                      a->pp, r);
-        DEVICE_CHECK(dev, z.norm[r].begin >= z.off && z.norm[r].end <= z.off + z.len,
-                     "dp=%d tp=%d pp=%d: range %d lies outside the chunk", a->dp, a->tp, a->pp, r);
+        /* inside my pieces, in flat and shard order alike (a range may span
+         * adjacent pieces: with dp 1 each piece is a whole bucket) */
+        for (size_t x = z.norm[r].begin; x < z.norm[r].end; x = e)
+            DEVICE_CHECK(dev, ptdp_zero_owned(&z, x, z.norm[r].end, &b, &e, &at) && b == x &&
+                         at == z.norm[r].at + (x - z.norm[r].begin),
+                         "dp=%d tp=%d pp=%d: range %d lies outside my pieces", a->dp, a->tp, a->pp, r);
         DEVICE_CHECK(dev, r == 0 || z.norm[r].begin > z.norm[r - 1].end,
                      "dp=%d tp=%d pp=%d: ranges not sorted, disjoint and merged", a->dp, a->tp, a->pp);
         mine += (double)(z.norm[r].end - z.norm[r].begin);
     }
     rc = ptdp_all_reduce(dev->world, &mine, &mine, 1, PTDP_F64, PTDP_SUM);
-    if (dev->rank == 0)
+    double owned = (double)z.len, numel = (double)m.numel;
+    if (rc == 0)   /* the DP ranks' pieces tile the stage's buffer */
+        rc = ptdp_all_reduce(mesh.dp_comm, &owned, &owned, 1, PTDP_F64, PTDP_SUM);
+    DEVICE_CHECK(dev, rc != 0 || owned == numel, "dp=%d tp=%d pp=%d bucket-mb %g: the DP ranks own %.0f of %.0f elements",
+                 a->dp, a->tp, a->pp, a->bucket_mb, owned, numel);
+    if (dev->rank == 0) {
         a->counted = mine;
+        a->buckets = z.buckets.nbuckets;
+    }
     ptdp_zero_free(dev, &z, &m);
     ptdp_model_free(dev, &m);
     ptdp_mesh_free(&mesh);
@@ -87,12 +126,18 @@ TEST(zero_tests, test_norm_ranges_count_every_element_once)
 {
     /* dp 3 cuts chunks through parameters; tp 2 replicates in.* and fc2.bias */
     static const int shapes[][3] = { { 3, 1, 1 }, { 3, 2, 1 }, { 2, 2, 3 }, { 5, 1, 2 }, { 1, 4, 1 } };
+    /* one bucket (ptdp_zero_init), and ZeRO-1 as ptdp_train cuts it: by DP
+     * buckets of 40 bytes (every parameter its own bucket here) and 200 */
+    static const double bucket_mb[] = { 0, 40.0 / (1 << 20), 200.0 / (1 << 20) };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        pieces_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2] };
-        harness_launch_ok(a.dp * a.tp * a.pp, pieces_device, &a, NULL, NULL);
-        ck_assert_msg(a.counted == (double)model_size_total(&SMALL),
-                      "dp=%d tp=%d pp=%d: the norm counts %.0f elements, the model has %zu", a.dp, a.tp, a.pp,
-                      a.counted, model_size_total(&SMALL));
+        for (size_t k = 0; k < sizeof bucket_mb / sizeof bucket_mb[0]; k++) {
+            pieces_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2], .bucket_mb = bucket_mb[k] };
+            harness_launch_ok(a.dp * a.tp * a.pp, pieces_device, &a, NULL, NULL);
+            ck_assert_msg(a.counted == (double)model_size_total(&SMALL),
+                          "dp=%d tp=%d pp=%d bucket-mb %g: the norm counts %.0f elements, the model has %zu", a.dp,
+                          a.tp, a.pp, a.bucket_mb, a.counted, model_size_total(&SMALL));
+            ck_assert_msg(k == 0 ? a.buckets == 1 : a.buckets > 1, "bucket-mb %g: %d buckets", a.bucket_mb, a.buckets);
+        }
     }
 }
 END_TEST
@@ -161,6 +206,30 @@ END_TEST
 
 /* ------------------------------------------------------------ the memory */
 
+/* What each device owns under ZeRO-1 as ptdp_train cuts it (by c's DP
+ * buckets): ptdp_chunk of every bucket, so Ψ/N within an element a bucket. */
+typedef struct { const ptdp_train_config *c; size_t len[PTDP_MAX_DEVICES]; } owned_arg;
+
+static int owned_device(ptdp_device *dev, void *arg)
+{
+    owned_arg *a = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_zero z;
+    int rc = ptdp_mesh_init(dev, a->c->dp, a->c->tp, a->c->pp, &mesh);
+    if (rc == 0)
+        rc = ptdp_model_init(dev, &m, &a->c->model, &mesh, a->c->stage_layers, a->c->seed, 0.0);
+    if (rc == 0)
+        rc = ptdp_zero_init_buckets(dev, &z, &m, 1, a->c->bucket_mb);
+    if (rc != 0)
+        return rc;
+    a->len[dev->rank] = z.len;
+    ptdp_zero_free(dev, &z, &m);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return PTDP_OK;
+}
+
 LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
 {
     /* dp 4 (chunks may be equal) and dp 3 (they are not: the first numel % 3 are longer) */
@@ -173,12 +242,16 @@ LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
     ptdp_launch_result lr;
     ptdp_train_result res;
     run_with_result(&c, &lr, &res);
+    owned_arg own = { .c = &c };
+    harness_launch_ok(c.dp * c.tp * c.pp, owned_device, &own, NULL, NULL);
     const size_t R = sizeof(ptdp_real);
     for (int r = 0; r < lr.world_size; r++) {
         int d, t, p;
         ptdp_mesh_coords(c.dp, c.tp, c.pp, r, &d, &t, &p);
         size_t P = model_size_stage(&c, p), off, len;
         ptdp_chunk(P, c.dp, d, &off, &len);
+        if (stage == 1)   /* chunk d of every DP bucket (zero.h): what the rank really owns */
+            len = own.len[r];
         const ptdp_mem_stats *m = &lr.devices[r].mem;
         size_t want_optim = 2 * (stage == 0 ? P : len) * R;
         size_t want_grads = (stage == 2 ? len : P) * R;
@@ -191,8 +264,11 @@ LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
                       m->peak[PTDP_MEM_GRADS], want_grads);
         ck_assert_msg(m->peak[PTDP_MEM_COMM] == want_comm, "zero %d device %d: comm %zu, want %zu", stage, r,
                       m->peak[PTDP_MEM_COMM], want_comm);
-        if (stage > 0 && c.dp > 1)   /* the point: a strict saving, about 1/dp */
+        if (stage == 2 && c.dp > 1)   /* the point: a strict saving, about 1/dp */
             ck_assert(len < P && len * c.dp >= P && (len - 1) * c.dp < P);
+        if (stage == 1 && c.dp > 1)   /* about 1/dp: within an element per bucket (ZeRO-1 by buckets) */
+            ck_assert_msg(len < P && fabs((double)len - (double)P / c.dp) < (double)P * sizeof(ptdp_real) /
+                          (c.bucket_mb * 1024 * 1024) + 2, "zero 1 device %d: %zu of %zu elements", r, len, P);
     }
     ptdp_launch_result_free(&lr);
     ptdp_train_result_free(&res);
@@ -333,6 +409,19 @@ TEST(zero_tests, test_checkpoints_are_full_tensors_across_stages)
     rest.zero = 2;
     equiv_resume(&first, &rest, &resumed, &log);
     equiv_states_agree(&resumed, &reference, PTDP_TOLERANCE, "zero 0 -> zero 2");
+    ptdp_state_free(&resumed);
+    ptdp_train_result_free(&log);
+
+    /* ZeRO-1 to ZeRO-1 on another mesh, with --overlap: the pieces (chunk
+     * k of every DP bucket) are cut otherwise on dp 2 x pp 2 than on dp 3 x
+     * tp 2, and each rank reads its own from the full tensors */
+    first.zero = 1;
+    rest = equiv_config(2, 1, 2, 2);
+    rest.steps = 3;
+    rest.zero = 1;
+    rest.overlap = true;
+    equiv_resume(&first, &rest, &resumed, &log);
+    equiv_states_agree(&resumed, &reference, PTDP_TOLERANCE, "zero 1 -> zero 1 --overlap on another mesh");
     ptdp_train_result_free(&log);
 
     ptdp_state_free(&plain);

@@ -39,10 +39,21 @@
  * the same bits; only the virtual time differs.  What overlap cannot hide:
  * the buckets that fill last (the first layers' gradients, done when the
  * backward ends) are summed after it.
+ *
+ * ZeRO-1 (zero.h) uses the same buckets with `scatter` set: each bucket is
+ * reduce-scattered instead of all-reduced — DP rank k keeps chunk k of
+ * every bucket, summed — and after the optimizer the parameters are
+ * all-gathered bucket by bucket (Megatron-LM's distributed optimizer):
+ *
+ *   bucket b of flat_g   [ chunk 0 | chunk 1 ]   all-reduce:      both, summed, on both ranks
+ *                        [ k = 0   | k = 1   ]   reduce-scatter:  chunk k, summed, on rank k
+ *
+ * Blocking or started from the grads_ready hook, the calls are the same.
  */
 #ifndef PTDP_DP_H
 #define PTDP_DP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "comm.h"
@@ -59,14 +70,21 @@ typedef struct {
     ptdp_comm *comm;        /* the DP group of the armed backward          */
     int started;            /* buckets whose all-reduce has started        */
     ptdp_request *requests; /* [nbuckets], host                            */
+    bool scatter;           /* ZeRO-1: reduce-scatter each bucket in place
+                               (chunk ptdp_chunk(|b|, N, k) to DP rank k)
+                               instead of all-reducing it                  */
 } ptdp_ddp;
 
 /* Cut m's flat gradient buffer into buckets of at most bucket_mb MiB (a
  * parameter larger than that gets a bucket of its own). */
 int  ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb);
 void ptdp_ddp_free(ptdp_ddp *d);
-/* All-reduce (sum) every bucket in the DP group, in order. */
+/* All-reduce (sum) every bucket in the DP group, in order (reduce-scatter
+ * with `scatter`). */
 int  ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
+/* ZeRO-1: all-gather every bucket of the parameter store in place, in
+ * order: rank k's chunk of each bucket goes to every rank. */
+int  ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
 
 /* Overlap.  Before the last micro-batch's backward: arm the model's
  * grads_ready hook, so that every bucket starts its all-reduce (non-

@@ -17,12 +17,37 @@
  *
  * Stage 1 — the optimizer state is sharded (2P/N per rank):
  *   backward of all M micro-batches   full G on every rank, as in plain DP
- *   reduce-scatter G                  rank k: chunk k summed over ranks   (N-1)/N S
- *   norm, clip, AdamW on chunk k      with the moments of chunk k only
- *   all-gather P                      every rank has the whole new P      (N-1)/N S
+ *   reduce-scatter G, bucket by bucket  rank k: chunk k of each bucket,
+ *                                     summed over ranks                   (N-1)/N S
+ *   norm, clip, AdamW on my chunks    with the moments of my chunks only
+ *   all-gather P, bucket by bucket    every rank has the whole new P      (N-1)/N S
  * Bytes per step 2(N-1)/N S: exactly plain DP's all-reduce, which IS a
  * reduce-scatter followed by an all-gather — ZeRO-1 only moves the update
  * in between, where each rank holds 1/N of the summed gradient.
+ *
+ * Stage 1's chunks follow DP's buckets (dp.h), as Megatron-LM's distributed
+ * optimizer does: rank k owns chunk k of EVERY bucket, one piece each,
+ * so a bucket's reduce-scatter can start the moment the backward has
+ * completed it, like DP's all-reduce (--overlap):
+ *
+ *   flat buffer (backward order)  | bucket 0      | bucket 1      | bucket 2      |
+ *   owner (N = 2)                 | dp 0  | dp 1  | dp 0  | dp 1  | dp 0  | dp 1  |
+ *   my compact state (dp 1)               [ at 0 ]        [ at 1 ]        [ at 2 ]
+ *
+ * The layout is the same with and without --overlap (ptdp_train always
+ * cuts by its --bucket-mb buckets; ptdp_zero_init alone takes one bucket,
+ * the whole buffer, which is the chunk of the picture above it): the same
+ * reduce-scatters on the same data in the same order either way — blocking
+ * after the last backward, or started from the model's grads_ready hook —
+ * so the two are bit-identical, as DP's buckets are.  One layout for both
+ * is what makes that a fact of construction rather than a coincidence.
+ * ptdp_chunk gives a bucket's remainder to the first ranks, so a rank owns
+ * Ψ/N within one element per bucket; the memory checks compare a rank with
+ * what it really owns (z->len), and the sum over ranks with Ψ exactly.
+ * The gradient and the parameters stay in the full buffers (stage 1 keeps
+ * them whole), so a piece's gradient and parameters sit at its own flat
+ * offset, and only its optimizer state at `at` of the compact shard
+ * (ptdp_zero_piece_params, ptdp_zero_piece_grad).
  *
  * Stage 2 — the gradients are sharded too (G/N per rank):
  *   after EVERY micro-batch's backward, reduce-scatter its gradient and add
@@ -64,7 +89,7 @@
  * What this device owns is a list of pieces of the flat buffer, each with
  * its place in the device's shard buffers (gradient shard, optimizer
  * state, stage 3's parameter shard): one piece [off, off + len) for stages
- * 0 to 2, one per unit for stage 3.
+ * 0 and 2, one per DP bucket for stage 1, one per unit for stage 3.
  *
  * What the arena shows for stage 2: this model's backward writes the
  * gradient of every parameter of the stage before it returns, so one
@@ -89,6 +114,7 @@
 #include <stddef.h>
 
 #include "comm.h"
+#include "dp.h"
 #include "model.h"
 
 struct ptdp_device;
@@ -117,8 +143,9 @@ typedef struct {
     int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1, 2 or 3 */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
-    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stage 3:
-                                   len = what all my pieces hold             */
+    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stages 1
+                                   and 3: len = what all my pieces hold, off = where
+                                   the first one begins                      */
     int npieces;
     ptdp_zero_range *pieces;    /* host: what I own, and where in the shards */
     int nnorm;
@@ -139,6 +166,10 @@ typedef struct {
     bool overlap;
     void *pending;              /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
+    /* Stage 1: DP's buckets (dp.h) with `scatter` set, whose chunks are my
+     * pieces; with --overlap (`overlap`) their reduce-scatters start from
+     * the grads_ready hook (ptdp_ddp_overlap_begin on &z->buckets). */
+    ptdp_ddp buckets;
     /* Stage 3 (zero3.c) */
     int nunits;
     ptdp_zero_unit *units;      /* host                                      */
@@ -155,6 +186,10 @@ typedef struct {
  * unit hook widens a unit's parameters for the model whatever the stage.
  * PTDP_EINVAL for another stage. */
 int  ptdp_zero_init(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage);
+/* The same, stage 1 cut by DP's buckets of bucket_mb MiB (ptdp_ddp_init):
+ * what ptdp_train does.  bucket_mb <= 0: one bucket, the whole buffer
+ * (ptdp_zero_init).  The other stages ignore it. */
+int  ptdp_zero_init_buckets(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage, double bucket_mb);
 void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Stage 2, around every micro-batch's backward (no-ops for stages 0 and 1):
@@ -164,19 +199,31 @@ int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model 
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Once per step, after the last backward (stages 1 to 3): *grad points to
- * my chunk of the gradient summed over the DP group, len elements of the
- * store's type.  Stage 1 reduce-scatters the full buffer in place; stages 2
- * and 3 have done it. */
+ * the store that holds my pieces of the gradient summed over the DP group,
+ * in the store's type: the full buffer (stages 0 and 1: a piece's gradient
+ * at its flat offset) or the shard (stages 2 and 3: at the piece's `at`;
+ * ptdp_zero_piece_grad says where).  Stage 1 reduce-scatters the full
+ * buffer bucket by bucket in place (or, with `overlap`, waits for the
+ * reduce-scatters the backward started); stages 2 and 3 have done it. */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
 /* ||g||^2 of the whole model from every rank's chunk (collective over DP,
  * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
 int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
 /* After the update of my chunk: every rank gets every chunk of the
- * parameters (stages 1 and 2; stage 3 keeps them sharded). */
+ * parameters (stages 1, bucket by bucket, and 2; stage 3 keeps them
+ * sharded). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
 /* My chunk of the parameters, the shard that the optimizer updates: element
- * i is the flat buffer's element of the piece that holds shard index i. */
+ * i is the flat buffer's element of the piece that holds shard index i
+ * (stage 1: true with one bucket only; see ptdp_zero_piece_params). */
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
+/* Where piece i's parameters and gradient begin, for the optimizer, whose
+ * state for the piece begins at `at`: the full buffers at the piece's flat
+ * offset (parameters of stages 0 to 2, gradients of stages 0 and 1), or the
+ * shards at `at` (stage 3's parameters, gradients of stages 2 and 3).
+ * `grad` is what ptdp_zero_reduce_gradients gave. */
+void *ptdp_zero_piece_params(ptdp_zero *z, ptdp_model *m, int i);
+void *ptdp_zero_piece_grad(const ptdp_zero *z, void *grad, int i);
 /* The part [*b, *e) of [begin, end) that this device owns, and where it
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
  * it meets at most one piece; false if it meets none. */

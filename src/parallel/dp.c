@@ -13,7 +13,10 @@
  * backward is done; what they show is the trade between the number of
  * messages (each pays alpha) and their size.  With --overlap (dp.h) each
  * starts on the communication stream as soon as the backward has filled
- * it: the same calls in the same order, started earlier.
+ * it: the same calls in the same order, started earlier.  Under ZeRO-1
+ * (`scatter`, zero.h) a bucket is reduce-scattered instead: the same
+ * buckets, the same moments, half the bytes before the optimizer and the
+ * other half after it (ptdp_ddp_all_gather_params).
  */
 #include "ptdp/dp.h"
 
@@ -28,6 +31,7 @@ int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
     d->nbuckets = 0;
     d->comm = NULL;
     d->started = 0;
+    d->scatter = false;
     d->buckets = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *d->buckets);
     d->requests = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *d->requests);
     if (d->buckets == NULL || d->requests == NULL) {
@@ -75,7 +79,23 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
         return PTDP_OK;
     for (int b = 0; b < d->nbuckets; b++) {
         void *g = bucket_at(d, m, b);
-        int rc = ptdp_all_reduce(dp, g, g, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m), PTDP_SUM);
+        size_t n = d->buckets[b].end - d->buckets[b].begin;
+        int rc = d->scatter ? ptdp_reduce_scatter(dp, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM)
+                            : ptdp_all_reduce(dp, g, g, n, ptdp_model_store(m), PTDP_SUM);
+        if (rc != 0)
+            return rc;
+    }
+    return PTDP_OK;
+}
+
+int ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
+{
+    if (ptdp_comm_size(dp) == 1)
+        return PTDP_OK;
+    for (int b = 0; b < d->nbuckets; b++) {
+        void *w = m->bf16 ? ptdp_store_at(PTDP_BF16, m->flat_w16, d->buckets[b].begin)
+                          : (void *)(m->flat_w + d->buckets[b].begin);
+        int rc = ptdp_all_gather(dp, PTDP_IN_PLACE, w, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m));
         if (rc != 0)
             return rc;
     }
@@ -84,12 +104,16 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 
 /* ------------------------------------------------------------ overlap */
 
-/* Start bucket b's all-reduce on the communication stream. */
+/* Start bucket b's all-reduce (ZeRO-1: reduce-scatter) on the
+ * communication stream. */
 static int start_bucket(ptdp_ddp *d, ptdp_model *m, int b)
 {
     void *g = bucket_at(d, m, b);
-    return ptdp_all_reduce_start(d->comm, g, g, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m),
-                                 PTDP_SUM, &d->requests[b]);
+    size_t n = d->buckets[b].end - d->buckets[b].begin;
+    if (d->scatter)
+        return ptdp_reduce_scatter_start(d->comm, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM,
+                                         &d->requests[b]);
+    return ptdp_all_reduce_start(d->comm, g, g, n, ptdp_model_store(m), PTDP_SUM, &d->requests[b]);
 }
 
 /* The model's grads_ready hook: [0, ready) of flat_g is final, so every

@@ -9,14 +9,15 @@
  *   stage 2, after every micro-batch's backward:
  *       bucket (full size) --reduce-scatter--> my chunk --+=--> grad_shard
  *   once per step:
- *       stage 1: reduce-scatter the full gradient in place
- *       norm over my chunk, all-reduced over DP, TP, PP     (the trainer clips
- *       AdamW on my chunk of the parameters                  and steps between)
- *       all-gather the parameters in place
+ *       stage 1: reduce-scatter the full gradient in place, bucket by bucket
+ *                (with --overlap: wait for what the backward started)
+ *       norm over my pieces, all-reduced over DP, TP, PP    (the trainer clips
+ *       AdamW on my pieces of the parameters                 and steps between)
+ *       all-gather the parameters in place (stage 1: bucket by bucket)
  *
- * In place means the chunk stays at its own offset of the flat buffer, so
- * chunk k of the gradient, of the parameters and of the optimizer state all
- * line up with the same element indices, on every rank.
+ * In place means a piece stays at its own offset of the flat buffer, so
+ * its gradient and parameters have the same element indices on every
+ * rank; its optimizer state sits at `at` of the compact shard.
  */
 #include "ptdp/zero.h"
 
@@ -44,6 +45,14 @@ bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, si
         }
     }
     return false;
+}
+
+/* Where the gradient of flat element `flat`, held at shard index `at`,
+ * lies in the store ptdp_zero_reduce_gradients gives: the full buffer
+ * (stages 0 and 1) or the shard (2 and 3). */
+static size_t grad_index(const ptdp_zero *z, size_t flat, size_t at)
+{
+    return z->stage >= 2 ? at : flat;
 }
 
 /* The pieces of what I own that the norm counts: the intersection of my
@@ -137,7 +146,37 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     return PTDP_OK;
 }
 
+/* Stage 1: DP's buckets, each reduce-scattered, and my chunk of each one
+ * a piece, its state packed one after the other (zero.h's picture). */
+static int bucket_pieces(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
+{
+    /* one bucket larger than any buffer: the whole buffer */
+    if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    z->buckets.scatter = true;
+    if ((z->pieces = calloc((size_t)(z->buckets.nbuckets > 0 ? z->buckets.nbuckets : 1), sizeof *z->pieces)) == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    const int n = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
+    z->len = 0;
+    for (int b = 0; b < z->buckets.nbuckets; b++) {
+        const ptdp_bucket *bk = &z->buckets.buckets[b];
+        size_t off, len;
+        ptdp_chunk(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
+        if (len == 0)
+            continue;
+        z->pieces[z->npieces++] = (ptdp_zero_range){ bk->begin + off, bk->begin + off + len, z->len };
+        z->len += len;
+    }
+    z->off = z->npieces > 0 ? z->pieces[0].begin : 0;
+    return PTDP_OK;
+}
+
 int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
+{
+    return ptdp_zero_init_buckets(dev, z, m, stage, 0);
+}
+
+int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage, double bucket_mb)
 {
     memset(z, 0, sizeof *z);
     if (stage < 0 || stage > 3)
@@ -156,7 +195,11 @@ int ptdp_zero_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage)
         if (rc != 0)
             return rc;
     }
-    if (stage != 3) {
+    if (stage == 1) {
+        int rc = bucket_pieces(dev, z, m, bucket_mb);
+        if (rc != 0)
+            return rc;
+    } else if (stage != 3) {
         if (stage == 0)
             z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
         else
@@ -198,6 +241,7 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     free(z->pieces);
     z->pieces = NULL;
     z->npieces = 0;
+    ptdp_ddp_free(&z->buckets);   /* the data of a started collective has moved at once (stream.c) */
 }
 
 /* ----------------------------------------- stage 2: around each backward */
@@ -275,8 +319,8 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
  * differently on the two stages, whose flat buffers differ.  Make each tied
  * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
  * pieces, zeros elsewhere: adding zeros changes no bit), let the model sum
- * the two stages' copies, and take my piece back into my chunk `shard`
- * (ptdp_zero_owned says where).  As with plain DP (train.c), the DP sum
+ * the two stages' copies, and take my piece back into `shard`, the store
+ * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain DP (train.c), the DP sum
  * comes first and the two copies are added by one all-reduce, so both
  * stages hold the same bits whatever algorithm ran. */
 static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
@@ -300,7 +344,8 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summe
             break;
         }
         if (ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
-            ptdp_store_to_real(z->store, whole[i] + (b - p->offset), ptdp_store_at(z->store, shard, at), e - b);
+            ptdp_store_to_real(z->store, whole[i] + (b - p->offset),
+                               ptdp_store_at(z->store, shard, grad_index(z, b, at)), e - b);
         if (!summed)   /* stage 0 (bf16) holds the DP sum whole already */
             rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
         p->g.data = whole[i];
@@ -313,7 +358,8 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summe
             continue;
         size_t n = ptdp_tensor_numel(p->g), b, e, at;
         if (rc == 0 && ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
-            ptdp_store_from_real(z->store, ptdp_store_at(z->store, shard, at), whole[i] + (b - p->offset), e - b);
+            ptdp_store_from_real(z->store, ptdp_store_at(z->store, shard, grad_index(z, b, at)),
+                                 whole[i] + (b - p->offset), e - b);
         p->g.data = m->flat_g ? m->flat_g + p->offset : NULL;   /* back where it was */
         ptdp_free(dev, whole[i]);
     }
@@ -331,8 +377,9 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
 {
     int rc = PTDP_OK;
     if (z->stage == 1) {
-        rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, grad_store(z, m), z->numel, z->store, PTDP_SUM);
-        *grad = at(z, grad_store(z, m), z->off);
+        /* the same reduce-scatters, bucket by bucket, either way (zero.h) */
+        rc = z->overlap ? ptdp_ddp_wait(&z->buckets) : ptdp_ddp_all_reduce(z->dp, &z->buckets, m);
+        *grad = grad_store(z, m);
         if (rc == 0)
             rc = sync_tied_shards(z, m, *grad, false);
     } else if (z->stage == 2) {
@@ -356,10 +403,12 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
 
 int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq)
 {
-    /* grad[at] is element begin of the flat buffer (ptdp_zero_owned). */
+    /* grad holds element begin of the flat buffer at grad_index (stage 1:
+     * begin itself; 2 and 3: at, from ptdp_zero_owned). */
     double local = 0;
     for (int r = 0; r < z->nnorm; r++)
-        local += ptdp_store_sum_squares(z->store, at(z, (void *)grad, z->norm[r].at), z->norm[r].end - z->norm[r].begin);
+        local += ptdp_store_sum_squares(z->store, at(z, (void *)grad, grad_index(z, z->norm[r].begin, z->norm[r].at)),
+                                        z->norm[r].end - z->norm[r].begin);
     int rc = PTDP_OK;
     if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
         rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
@@ -373,6 +422,8 @@ int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage == 0 || z->stage == 3)   /* replicas already, or kept sharded */
         return PTDP_OK;
+    if (z->stage == 1)   /* my chunk of each bucket to every rank */
+        return ptdp_ddp_all_gather_params(z->dp, &z->buckets, m);
     void *w = z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w;
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, w, z->numel, z->store);
 }
@@ -382,6 +433,18 @@ void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)
     if (z->stage == 3)
         return z->param_shard;
     return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->off);
+}
+
+void *ptdp_zero_piece_params(ptdp_zero *z, ptdp_model *m, int i)
+{
+    if (z->stage == 3)
+        return at(z, z->param_shard, z->pieces[i].at);
+    return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->pieces[i].begin);
+}
+
+void *ptdp_zero_piece_grad(const ptdp_zero *z, void *grad, int i)
+{
+    return at(z, grad, grad_index(z, z->pieces[i].begin, z->pieces[i].at));
 }
 
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)

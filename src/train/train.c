@@ -218,12 +218,6 @@ static int validate(const ptdp_train_config *c, bool threads, char *msg, size_t 
             "reduce-scattered and freed it; use --schedule 1f1b or gpipe (or --zero 2)");
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
         BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
-    if (c->overlap && c->zero == 1)
-        BAD("--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once, after the last "
-            "backward, and gives each rank one contiguous chunk of it; starting it bucket by bucket would need "
-            "every bucket cut over the DP ranks instead (as Megatron-LM's distributed optimizer does), which "
-            "this ZeRO-1 does not; use --zero 0 (buckets summed during the backward), --zero 2 (each "
-            "micro-batch's reduce-scatter under the next one's forward) or --zero 3");
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
@@ -357,9 +351,9 @@ typedef struct {
     ptdp_mesh mesh;
     ptdp_model model;
     ptdp_ddp ddp;
-    ptdp_zero zero;                /* the chunk this device updates (zero.h)  */
+    ptdp_zero zero;                /* the pieces this device updates (zero.h) */
     ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
-                                      zero.len elements, for chunk zero.off   */
+                                      zero.len elements, piece i's from its at */
     long global_step;              /* 1-based step being taken                */
     const ptdp_pp_step *pp_step;   /* the step being run (its loss so far)    */
     double grad_norm;
@@ -520,13 +514,13 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
 }
 
 /* The optimizer on one stretch [begin, end) of the flat buffers (element
- * indices of the model; this device holds the chunk from zero.off on),
- * with or without weight decay: AdamW and SGD are element-wise, so a
- * stretch at a time gives the bits of one call on the whole. */
+ * indices of the model) inside one of this device's pieces, with or
+ * without weight decay: AdamW and SGD are element-wise, so a stretch at a
+ * time gives the bits of one call on the whole. */
 typedef struct {
     device_ctx *d;
-    void *w, *g;               /* my shard of the parameters, and of the gradient (float, or bf16) */
-    size_t begin, at;          /* the piece being updated: flat element begin is shard element at */
+    void *w, *g;               /* the piece's parameters and gradient (float, or bf16), from its begin */
+    size_t begin, at;          /* the piece being updated: flat element begin; its state from `at` */
     double clip;               /* bf16: the clipping coefficient (1: none) */
     double flops;
 } update;
@@ -534,12 +528,12 @@ typedef struct {
 /* Mixed precision (mixed.h): the bf16 gradient widened to float a block at
  * a time (and clipped there, not in bf16), the float master weights and
  * moments stepped, and the bf16 parameters written as bf16(master). */
-static int update_bf16(update *u, size_t k, size_t n, double wd)
+static int update_bf16(update *u, size_t i0, size_t k, size_t n, double wd)
 {
     device_ctx *d = u->d;
     const ptdp_train_config *c = d->r->cfg;
 #ifdef PTDP_DOUBLE
-    (void)k, (void)n, (void)wd, (void)c;
+    (void)i0, (void)k, (void)n, (void)wd, (void)c;
     return PTDP_EINVAL;   /* validation refuses bf16 in the double build */
 #else
     enum { BLOCK = 1024 };
@@ -548,18 +542,18 @@ static int update_bf16(update *u, size_t k, size_t n, double wd)
     const ptdp_bf16 *g16 = u->g;
     ptdp_bf16 *w16 = u->w;
     for (size_t i = 0; i < n; i += BLOCK) {
-        size_t b = n - i < BLOCK ? n - i : BLOCK, j = k + i;
-        ptdp_bf16_to_float_array(g, g16 + j, b);
+        size_t b = n - i < BLOCK ? n - i : BLOCK, j = k + i, jw = i0 + i;   /* state, piece */
+        ptdp_bf16_to_float_array(g, g16 + jw, b);
         if (u->clip < 1)
             ptdp_scale(g, b, u->clip);
         if (c->optimizer == PTDP_OPT_ADAMW) {
             ptdp_adamw_config ac = ptdp_adamw_default_config();
             ac.lr = c->lr;
             ac.weight_decay = wd;
-            ptdp_adamw_step_bf16(master + j, g, d->opt_a + j, d->opt_b + j, w16 + j, b, &ac, d->global_step);
+            ptdp_adamw_step_bf16(master + j, g, d->opt_a + j, d->opt_b + j, w16 + jw, b, &ac, d->global_step);
         } else {
             ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-            ptdp_sgd_step_bf16(master + j, g, d->opt_a ? d->opt_a + j : NULL, w16 + j, b, &sc, d->global_step);
+            ptdp_sgd_step_bf16(master + j, g, d->opt_a ? d->opt_a + j : NULL, w16 + jw, b, &sc, d->global_step);
         }
     }
     if (c->optimizer == PTDP_OPT_ADAMW) {
@@ -577,20 +571,20 @@ static int update_range(size_t begin, size_t end, bool decay, void *ctx)
     update *u = ctx;
     device_ctx *d = u->d;
     const ptdp_train_config *c = d->r->cfg;
-    size_t k = u->at + (begin - u->begin), n = end - begin;
+    size_t i = begin - u->begin, k = u->at + i, n = end - begin;   /* in the piece; in the state */
     double wd = decay ? c->weight_decay : 0.0;
     if (d->model.bf16)
-        return update_bf16(u, k, n, wd);
+        return update_bf16(u, i, k, n, wd);
     ptdp_real *w = u->w, *g = u->g;
     if (c->optimizer == PTDP_OPT_ADAMW) {
         ptdp_adamw_config ac = ptdp_adamw_default_config();
         ac.lr = c->lr;
         ac.weight_decay = wd;
-        ptdp_adamw_step(w + k, g + k, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
+        ptdp_adamw_step(w + i, g + i, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
         u->flops += ptdp_adamw_flops(n);
     } else {
         ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-        ptdp_sgd_step(w + k, g + k, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
+        ptdp_sgd_step(w + i, g + i, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
         u->flops += ptdp_sgd_flops(n, &sc);
     }
     return PTDP_OK;
@@ -644,15 +638,15 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
                          isnan(d->grad_norm) ? "NaN" : "infinite");
 
     double w0 = ptdp_wall_now();
-    void *w = ptdp_zero_param_shard(z, m);
-    size_t n = z->len;
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
-    if (coef < 1 && !m->bf16)
-        ptdp_scale(g, n, coef);   /* bf16: while widening, in update_bf16 */
-    update u = { .d = d, .w = w, .g = g, .clip = coef, .flops = 0 };
-    for (int i = 0; i < z->npieces; i++) {   /* one piece; one per unit under ZeRO-3 */
+    update u = { .d = d, .clip = coef, .flops = 0 };
+    for (int i = 0; i < z->npieces; i++) {   /* one piece; one per bucket (ZeRO-1) or unit (ZeRO-3) */
         u.begin = z->pieces[i].begin;
         u.at = z->pieces[i].at;
+        u.w = ptdp_zero_piece_params(z, m, i);
+        u.g = ptdp_zero_piece_grad(z, g, i);
+        if (coef < 1 && !m->bf16)
+            ptdp_scale(u.g, z->pieces[i].end - z->pieces[i].begin, coef);   /* bf16: while widening */
         if ((rc = ptdp_model_decay_ranges(m, z->pieces[i].begin, z->pieces[i].end, update_range, &u)) != 0)
             return rc;
     }
@@ -671,15 +665,23 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
  * micro-batch's backward: give the model a gradient buffer before, and
  * reduce-scatter it into this rank's shard after (zero.h).  With --overlap
  * the stage's last backward of the step starts each DP bucket's all-reduce
- * as soon as the backward has completed it (dp.h); the rest start after.
- * (ZeRO-2 with --overlap starts its reduce-scatters non-blocking instead,
- * inside zero.c.) */
+ * (ZeRO-1: reduce-scatter, of the same buckets) as soon as the backward has
+ * completed it (dp.h); the rest start after.  (ZeRO-2 with --overlap starts
+ * its reduce-scatters non-blocking instead, inside zero.c.) */
+static ptdp_ddp *overlapped_buckets(device_ctx *d)
+{
+    if (!d->r->cfg->overlap || !d->pp_step->last_backward || d->zero.stage > 1)
+        return NULL;
+    return d->zero.stage == 1 ? &d->zero.buckets : &d->ddp;
+}
+
 static int around_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
     int rc = ptdp_zero_backward_begin(dev, &d->zero, &d->model);
-    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
-        rc = ptdp_ddp_overlap_begin(d->mesh.dp_comm, &d->ddp, &d->model);
+    ptdp_ddp *b = overlapped_buckets(d);
+    if (rc == 0 && b != NULL)
+        rc = ptdp_ddp_overlap_begin(d->mesh.dp_comm, b, &d->model);
     return rc;
 }
 
@@ -687,8 +689,9 @@ static int around_backward_end(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
     int rc = ptdp_zero_backward_end(dev, &d->zero, &d->model);
-    if (rc == 0 && d->r->cfg->overlap && d->zero.stage == 0 && d->pp_step->last_backward)
-        rc = ptdp_ddp_overlap_end(dev, &d->ddp, &d->model);
+    ptdp_ddp *b = overlapped_buckets(d);
+    if (rc == 0 && b != NULL)
+        rc = ptdp_ddp_overlap_end(dev, b, &d->model);
     return rc;
 }
 
@@ -720,9 +723,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
-    if ((rc = ptdp_zero_init(dev, &d->zero, &d->model, c->zero)) != 0)
+    if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
-    d->zero.overlap = c->overlap && c->zero >= 2;   /* its reduce-scatters (and ZeRO-3's gathers) on the stream */
+    d->zero.overlap = c->overlap && c->zero >= 1;   /* its reduce-scatters (and ZeRO-3's gathers) on the stream */
     if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     /* The optimizer state covers the chunk this device updates. */

@@ -91,7 +91,6 @@ expect 2 "--tp '': not a whole number"                    -- train --tp ""
 expect 2 "--tp '': not a whole number"                    -- train --tp=
 expect 2 "--lr 1e-400: too close to zero (it underflows)" -- train --lr 1e-400
 expect 2 "--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more" -- train --overlap
-expect 2 "--overlap with --zero 1: ZeRO-1 reduce-scatters the whole gradient buffer once" -- train --dp 2 --zero 1 --overlap
 expect 2 "--overlap with --schedule zb-h1" -- train --dp 2 --pp 2 --micro-batches 2 --schedule zb-h1 --overlap
 expect 2 "--overlap with --virtual-stages 2" -- train --dp 2 --pp 2 --micro-batches 2 --schedule interleaved --virtual-stages 2 --overlap
 expect 2 "--lr 1e999: too large (it overflows)"           -- train --lr 1e999

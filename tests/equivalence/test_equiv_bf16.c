@@ -70,6 +70,8 @@ static const bf16_case CASES[] = {
     { .gpt = true, .dp = 2, .cp = 2, .m = 1, .zero = 3 },
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .selective = true },
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 3, .schedule = "gpipe", .recompute = true },
+    /* ZeRO-1's pieces (one per DP bucket) and the embedding tied across stages */
+    { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 1, .overlap = true },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -189,9 +191,9 @@ static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what
     }
 }
 
-/* Cases of CASES where --overlap can change something: buckets, ZeRO-3's
- * prefetches, pipelines, the GPT. */
-static const int BITS[] = { 0, 2, 3, 7, 9, 12, 15, 17 };
+/* Cases of CASES where --overlap can change something: buckets (ZeRO-1's
+ * reduce-scattered), ZeRO-3's prefetches, pipelines, the GPT. */
+static const int BITS[] = { 0, 1, 2, 3, 6, 7, 9, 12, 14, 15, 17, 18 };
 
 LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BITS[0]))
 {
