@@ -34,7 +34,8 @@
  *                    over TP; the tied embedding between the first and
  *                    last stages; the gradient norm's all-reduces over DP,
  *                    TP and PP (every device waits for the slowest stage);
- *                    AdamW on this device's share; ZeRO-1/2's all-gather
+ *                    AdamW on this device's share; ZeRO-1's all-gathers
+ *                    (one a bucket, as its reduce-scatters), ZeRO-2's one
  *
  *   stage 0  ▇F▇F▇F▇B▇F▇B▇F▇B▇ B ▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
  *   stage 1     ▇F▇F▇B▇F▇B▇F▇B▇F▇B▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
@@ -505,13 +506,16 @@ static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, c
 
 /* ------------------------------------------------------- once a step */
 
-/* The DP buckets' all-reduces (dp.c): greedy buckets of bucket_mb over
+/* The DP buckets' collectives (dp.c): greedy buckets of bucket_mb over
  * the stage's gradients in their flat (backward) order; blocking one after
  * another, or with --overlap each started when the last backward has made
- * it.  Returns the time the compute stream spends (or waits) on them
- * after the pipeline's end, and the traffic's whole time in *total. */
-static double dp_buckets(const ctx *x, const piece_cost *const *pcs, int npcs, double last_b, double end,
-                         double *total)
+ * it.  `op` is the all-reduce of plain DP, or ZeRO-1's reduce-scatter
+ * (zero.h: ZeRO-1 owns chunk k of every bucket, and gathers the updated
+ * parameters back bucket by bucket: their time in *gather, if not NULL).
+ * Returns the time the compute stream spends (or waits) on them after the
+ * pipeline's end, and the traffic's whole time in *total. */
+static double dp_buckets(const ctx *x, ptdp_coll op, const piece_cost *const *pcs, int npcs, double last_b,
+                         double end, double *total, double *gather)
 {
     const double cap = x->rq->bucket_mb > 0 ? (double)(size_t)(x->rq->bucket_mb * 1024 * 1024 / REAL) : 1;
     double fill = 0, t_ready = last_b, stream = 0, sum = 0;
@@ -543,7 +547,9 @@ static double dp_buckets(const ctx *x, const piece_cost *const *pcs, int npcs, d
             for (int j = 0; j < ns; j++) {
                 if (!open || fill + sizes[j] > cap) {
                     if (open) {   /* the previous bucket goes */
-                        double c = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, fill * x->store);
+                        double c = dp_coll(&x->mesh, op, fill * x->store);
+                        if (gather != NULL)
+                            *gather += dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store);
                         double start = t_ready > stream ? t_ready : stream;
                         stream = start + c;
                         sum += c;
@@ -556,7 +562,9 @@ static double dp_buckets(const ctx *x, const piece_cost *const *pcs, int npcs, d
         }
     }
     if (open) {
-        double c = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, fill * x->store);
+        double c = dp_coll(&x->mesh, op, fill * x->store);
+        if (gather != NULL)
+            *gather += dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store);
         double start = (x->l->overlap ? end : t_ready) > stream ? (x->l->overlap ? end : t_ready) : stream;
         stream = start + c;
         sum += c;
@@ -605,8 +613,10 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     pipe_times pt = { .end = calloc((size_t)l->pp, sizeof(double)), .last_b = calloc((size_t)l->pp, sizeof(double)),
                       .busy = calloc((size_t)l->pp, sizeof(double)) };
     const piece_cost **mine = calloc((size_t)v, sizeof *mine);
+    double *z1_gather = calloc((size_t)l->pp, sizeof *z1_gather);   /* ZeRO-1's bucket gathers, per stage */
     int rc = PTDP_OK;
-    if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL)
+    if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL ||
+        z1_gather == NULL)
         rc = PTDP_ENOMEM;
 
     /* ZeRO-2: the gradient reduce-scattered after every backward action
@@ -661,14 +671,12 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         }
         const double wte = (double)x.shape.Vl * x.shape.C;
         const bool has_first = st == 0, has_last = (P - 1) % l->pp == st;
-        if (l->zero == 0) {
-            double e0 = dp_buckets(&x, mine, v, pt.last_b[st], t, &traffic);
+        if (l->zero <= 1) {
+            z1_gather[st] = 0;
+            double e0 = dp_buckets(&x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v,
+                                   pt.last_b[st], t, &traffic, l->zero == 1 ? &z1_gather[st] : NULL);
             t += e0;
             dp_exposed = e0 > dp_exposed ? e0 : dp_exposed;
-        } else if (l->zero == 1) {
-            traffic = dp_coll(&x.mesh, PTDP_COLL_REDUCE_SCATTER, numel * x.store);
-            t += traffic;
-            dp_exposed = traffic > dp_exposed ? traffic : dp_exposed;
         } else if (l->zero == 2) {
             const double per = x.split_bw ? 2 : 1;
             traffic = z2_rs * per * l->micro_batches * v;
@@ -730,7 +738,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
             numel += pc[k * l->pp + st].numel;
         double share = l->zero >= 1 && x.mesh.ndp > 1 ? numel / x.mesh.ndp : numel;
         double opt = secs(&x, optimizer_flops(&x, share));
-        double gather = (l->zero == 1 || l->zero == 2) ? dp_coll(&x.mesh, PTDP_COLL_ALL_GATHER, numel * x.store) : 0;
+        double gather = l->zero == 1 ? z1_gather[st]
+                      : l->zero == 2 ? dp_coll(&x.mesh, PTDP_COLL_ALL_GATHER, numel * x.store) : 0;
         opt_max = opt > opt_max ? opt : opt_max;
         post = opt + gather > post ? opt + gather : post;
     }
@@ -770,5 +779,6 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     free(pt.last_b);
     free(pt.busy);
     free(mine);
+    free(z1_gather);
     return rc;
 }
