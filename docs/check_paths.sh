@@ -11,7 +11,7 @@
 # A bare file name (`gelu.c`) must exist somewhere in the tree — and, on a row
 # of a table whose first cell is a folder (| `src/nn/` | …), inside that
 # folder: that is what makes the README's map say where each idea lives.
-# Not checked: build outputs (build*/), formulas such as 4C/tp, a user's own files (hello.c, r.json,
+# Not checked: build outputs (build*/), formulas such as 4C/tp, units (tokens/s, TFLOP/s/GPU), a user's own files (hello.c, r.json,
 # run.json), what `meson install` writes (*.pc), URLs, absolute and ~ paths.
 #
 # Prints each missing name with its file and line; exit status 1 if any.
@@ -71,6 +71,7 @@ check_word() {  # check_word FILE LINE WORD ROW_FOLDER
     [[ $word =~ ^[A-Za-z0-9_.][A-Za-z0-9_./-]*$ ]] || return 0
     [[ $word == build* || $word == */build/* ]] && return 0
     [[ $word =~ ^[0-9][0-9A-Za-z]*/ ]] && return 0   # a formula (4C/tp, 2x256/2), not a path
+    [[ $word =~ /(s|GPU)(/|$) ]] && return 0          # a unit (tokens/s, TFLOP/s/GPU, memory/GPU)
     normal "$word"
     word=$REPLY
     [[ $not_ours == *" $word "* ]] && return 0

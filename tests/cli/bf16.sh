@@ -11,13 +11,6 @@
 #     parses), and --check passes against a bf16 baseline.
 set -uo pipefail
 
-ptdp=${1:?usage: bf16.sh PATH_TO_PTDP}
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 

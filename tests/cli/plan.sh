@@ -15,13 +15,6 @@
 #     plan (its wall time is printed; the 5 s target is `ptdp bench plan`'s).
 set -uo pipefail
 
-ptdp=${1:?usage: plan.sh PATH_TO_PTDP}
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 

@@ -13,13 +13,6 @@
 #     reduce-scatter after B and another after W, and meets the measurement.
 set -uo pipefail
 
-ptdp=${1:?usage: schedule_ii.sh PATH_TO_PTDP}
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 

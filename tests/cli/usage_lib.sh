@@ -1,8 +1,17 @@
-# usage_lib.sh — what schedule_ii.sh and terapipe.sh share, sourced after
-# they set $ptdp, $out, $err and failures=0.
+# usage_lib.sh — what the newer CLI scripts (bf16, plan, schedule_ii,
+# terapipe, zero3) share, sourced first thing with the script's own
+# arguments: $ptdp is the binary ($1), $out and $err the last run's
+# output in a temporary folder removed at exit, failures counts.
 #
 #   fail MESSAGE                    count a failure, show the last run's output
 #   expect_usage "TEXT" -- ARGS...  ptdp ARGS exits 2, TEXT on stderr, nothing on stdout
+
+ptdp=${1:?usage: $(basename "$0") PATH_TO_PTDP}
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
 
 fail() {
     failures=$((failures + 1))

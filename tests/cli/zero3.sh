@@ -11,13 +11,6 @@
 #     Its --report JSON holds "zero": 3, and --check passes.
 set -uo pipefail
 
-ptdp=${1:?usage: zero3.sh PATH_TO_PTDP}
-failures=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
