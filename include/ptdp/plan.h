@@ -23,7 +23,7 @@
  *
  * Agreement: for a layout `ptdp train` can run, ptdp_plan_train_config
  * gives the run; its virtual step time and the measured peaks are the
- * plan's within 5% (tests/test_plan_agree.c).
+ * plan's within 5% (tests/test_plan_time.c, tests/test_plan_memory.c).
  *
  * Bytes are those of this build's ptdp_real (4 in libptdp, 8 in
  * libptdp_f64); under bf16 parameters and gradients are 2 bytes
