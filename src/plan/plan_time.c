@@ -664,11 +664,9 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     /* Once a step, per stage, then everybody at the norm. */
     double sync = 0, post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {
-        double numel = 0, t = pt.end[st], traffic = 0;
-        for (int k = 0; k < v; k++) {
+        double t = pt.end[st], traffic = 0;
+        for (int k = 0; k < v; k++)
             mine[k] = &pc[k * l->pp + st];
-            numel += mine[k]->numel;
-        }
         const double wte = (double)x.shape.Vl * x.shape.C;
         const bool has_first = st == 0, has_last = (P - 1) % l->pp == st;
         if (l->zero <= 1) {
