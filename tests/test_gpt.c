@@ -14,7 +14,9 @@
  *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
  *               with sequence parallelism (less); with selective
  *               recomputation, without the attention probabilities; with
- *               context parallelism, T/cp positions and a log-sum-exp
+ *               context parallelism, T/cp positions and a log-sum-exp;
+ *               under bf16 (act_bf16.h) 2 bytes an element but the
+ *               LayerNorm statistics and log-sum-exps, about half
  *   sp          the LayerNorms' gradients are partial sums until the
  *               model's sync all-reduces them over TP; SP's bytes are TP's
  *   tied wte    with pp 2 the last stage's copy equals stage 0's after
@@ -156,7 +158,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; bool sp, selective; int cp; size_t kept[2]; } acts_arg;
+typedef struct { int tp; bool sp, selective, bf16; int cp; size_t kept[2]; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -173,6 +175,7 @@ static int acts_device(ptdp_device *dev, void *arg)
         mesh.sp = a->sp;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.recompute_attention = a->selective;
+        m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
         ptdp_batch b = { .first = 0, .rows = 4 };
         DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
         ptdp_mem_stats before, after;
@@ -192,21 +195,29 @@ static int acts_device(ptdp_device *dev, void *arg)
 
 /* tp 1, tp 2, tp 2 with SP; then selective recomputation at tp 1 and tp 2
  * with SP; then context parallelism, cp 2 at tp 1, cp 2 x tp 2, and cp 2 x
- * tp 2 with SP */
-LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 8)
+ * tp 2 with SP; then four of them again with bf16 activations */
+LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 12)
 {
-    acts_arg a = { .tp = _i == 0 || _i == 3 || _i == 5 ? 1 : 2, .sp = _i == 2 || _i == 4 || _i == 7,
-                   .selective = _i == 3 || _i == 4, .cp = _i >= 5 ? 2 : 1 };
+    static const int bf16_of[] = { 0, 2, 3, 6 };
+    const int k = _i < 8 ? _i : bf16_of[_i - 8];
+    acts_arg a = { .tp = k == 0 || k == 3 || k == 5 ? 1 : 2, .sp = k == 2 || k == 4 || k == 7,
+                   .selective = k == 3 || k == 4, .cp = k >= 5 ? 2 : 1, .bf16 = _i >= 8 };
     harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
     cfg.seq_len = a.cp > 1 ? 8 : a.sp ? 6 : cfg.seq_len;
-    double want = (a.cp > 1 ? ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp, a.sp)
-                   : a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
-                                 : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
+    double want = ptdp_gpt_block_act_bytes(&cfg, 4, a.tp, a.cp, a.sp, a.selective, a.bf16);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
     /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
-    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s%s cp %d: one more block keeps %.0f B, formula %.0f B",
-                  a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", a.cp, got, want);
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tp %d%s%s cp %d%s: one more block keeps %.0f B, formula %.0f B",
+                  a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", a.cp, a.bf16 ? " bf16" : "", got, want);
+    if (a.bf16) {   /* about half of float's: all but the statistics */
+        const double f = ptdp_gpt_block_act_bytes(&cfg, 4, a.tp, a.cp, a.sp, a.selective, false);
+        const double fe = (a.cp > 1 ? ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp, a.sp)
+                           : a.selective ? ptdp_gpt_block_act_elements_selective(&cfg, 4, a.tp, a.sp)
+                                         : ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp)) * sizeof(ptdp_real);
+        ck_assert_msg(f == fe && want < 0.62 * f, "bf16 %.0f B, float %.0f B (elements x %zu: %.0f)", want, f,
+                      sizeof(ptdp_real), fe);
+    }
     if (a.sp && !a.selective) {   /* and SP keeps less than TP alone */
         acts_arg t = { .tp = 2 };
         harness_launch_ok(2, acts_device, &t, NULL, NULL);

@@ -20,7 +20,13 @@
  *
  *   3. the DP bytes per step under bf16 are exactly half of float's, for
  *      stages 0-3 — plus, under ZeRO, the gradient norm's all-reduce of
- *      one double, which bf16 does not halve.
+ *      one double, which bf16 does not halve;
+ *   4. kept activations (act_bf16.h): rounding in place is bf16.h's
+ *      rounding; a pack moves bf16-valued tensors and reals into one bf16
+ *      buffer of half their bytes and frees them, keeping each shape and
+ *      name; an unpack gives back the same bits under the same names; a
+ *      slot with nothing kept (selective recomputation's probabilities)
+ *      stays empty.
  *
  * The float build only (tests/meson.build): ptdp-f64 refuses bf16.
  */
@@ -30,6 +36,8 @@
 
 #include "equivalence/equiv.h"
 #include "model_size.h"
+#include "ptdp/act_bf16.h"
+#include "ptdp/arena.h"
 #include "ptdp/bf16.h"
 #include "ptdp/launch.h"
 #include "ptdp/mixed.h"
@@ -38,6 +46,7 @@
 
 static const harness_tcase helper_tests = { .name = "store helpers", .timeout_s = 30 };
 static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 120 };
+static const harness_tcase act_tests = { .name = "kept activations", .timeout_s = 30 };
 
 /* ---------------------------------------------------------- references */
 
@@ -295,6 +304,84 @@ LOOP_TEST(memory_tests, test_bf16_halves_the_dp_bytes, 4 * 2)
                   dp, bf, formula, norm);
     ck_assert_msg(bh - norm == (bf - norm) / 2, "zero %d dp %d: bf16 sends %.1f B per step, float %.1f: want half of "
                   "%.1f, plus %.1f for the norm", stage, dp, bh, bf, bf - norm, norm);
+}
+END_TEST
+
+
+/* ------------------------------------------- 4. activations kept as bf16 */
+
+static int pack_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_tensor a, b;
+    ptdp_real *r = NULL, *none = NULL;
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &a, "acts.a", PTDP_MEM_ACTS, 5, 7));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &b, "acts.b", PTDP_MEM_ACTS, 3, 40));
+    r = ptdp_alloc(dev, 11 * sizeof *r, PTDP_MEM_ACTS, "acts.r");
+    DEVICE_CHECK(dev, r != NULL, "out of memory");
+    uint64_t seed = 3;
+    static float want[35 + 120 + 11];
+    int k = 0;
+    for (int i = 0; i < 35; i++)
+        a.data[i] = sample(&seed, i + 1);
+    for (int i = 0; i < 120; i++)
+        b.data[i] = sample(&seed, i + 1) * 1e-3f;
+    for (int i = 0; i < 11; i++)
+        r[i] = sample(&seed, i + 1);
+    ptdp_act_round(a);
+    ptdp_act_round(b);
+    ptdp_act_round_reals(r, 11);
+    for (int i = 0; i < 35; i++, k++) {
+        want[k] = a.data[i];
+        DEVICE_CHECK(dev, bits_of(a.data[i]) == ((uint32_t)ref_round(a.data[i]) << 16) || isnan(a.data[i]),
+                     "a[%d] not bf16-valued after rounding", i);
+    }
+    for (int i = 0; i < 120; i++)
+        want[k++] = b.data[i];
+    for (int i = 0; i < 11; i++)
+        want[k++] = r[i];
+
+    ptdp_mem_stats before, packed, after;
+    ptdp_arena_stats(dev->arena, &before);
+    const ptdp_act_slot slots[] = {
+        { .t = &a }, { .reals = &none, .n = 99, .name = "acts.none" }, { .t = &b },
+        { .reals = &r, .n = 11, .name = "acts.r" },
+    };
+    ptdp_act_packed pk = { 0 };
+    DEVICE_TRY(ptdp_act_pack(dev, &pk, slots, 4, "acts.packed"));
+    ptdp_arena_stats(dev->arena, &packed);
+    DEVICE_CHECK(dev, a.data == NULL && b.data == NULL && r == NULL && none == NULL, "the floats are freed");
+    DEVICE_CHECK(dev, a.rows == 5 && a.cols == 7 && b.rows == 3 && b.cols == 40 && strcmp(b.name, "acts.b") == 0,
+                 "shapes and names kept");
+    DEVICE_CHECK(dev, pk.n == 166 && pk.held == 0xDu, "%zu elements, held %#x", pk.n, pk.held);
+    /* 166 bf16 in one buffer where three float blocks were: half, give or
+     * take the arena's rounding of each block to 64 bytes */
+    const size_t was = before.current[PTDP_MEM_ACTS], now = packed.current[PTDP_MEM_ACTS];
+    DEVICE_CHECK(dev, now < was && 2 * now <= was + 2 * 64, "acts %zu B before, %zu B packed", was, now);
+
+    DEVICE_TRY(ptdp_act_unpack(dev, &pk, slots, 4));
+    ptdp_arena_stats(dev->arena, &after);
+    DEVICE_CHECK(dev, pk.data == NULL && none == NULL && r != NULL && a.data != NULL && b.data != NULL, "unpacked");
+    DEVICE_CHECK(dev, strcmp(a.name, "acts.a") == 0 && a.rows == 5 && a.cols == 7, "a's name and shape");
+    DEVICE_CHECK(dev, after.current[PTDP_MEM_ACTS] == before.current[PTDP_MEM_ACTS], "acts %zu B, were %zu B",
+                 after.current[PTDP_MEM_ACTS], before.current[PTDP_MEM_ACTS]);
+    k = 0;
+    for (int i = 0; i < 35; i++, k++)
+        DEVICE_CHECK(dev, memcmp(&a.data[i], &want[k], sizeof want[k]) == 0, "a[%d] changed", i);
+    for (int i = 0; i < 120; i++, k++)
+        DEVICE_CHECK(dev, memcmp(&b.data[i], &want[k], sizeof want[k]) == 0, "b[%d] changed", i);
+    for (int i = 0; i < 11; i++, k++)
+        DEVICE_CHECK(dev, memcmp(&r[i], &want[k], sizeof want[k]) == 0, "r[%d] changed", i);
+    DEVICE_TRY(ptdp_act_unpack(dev, &pk, slots, 4));   /* nothing packed: a no-op */
+    ptdp_tensor_free(dev, &a);
+    ptdp_tensor_free(dev, &b);
+    ptdp_free(dev, r);
+    return 0;
+}
+
+TEST(act_tests, test_pack_and_unpack_keep_the_bits_in_half_the_bytes)
+{
+    harness_launch_ok(1, pack_device, NULL, NULL, NULL);
 }
 END_TEST
 

@@ -68,6 +68,17 @@ static const layout_case cases[] = {
     { "pp 4 zb-h1",      8, 32,  64, 8, 1, 1, 4, 1, 1, "zb-h1",       1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
     { "pp 4 tp 2 zero 2",8, 32, 128, 8, 2, 2, 4, 1, 1, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, false, true  },
     { "b 4",             4, 64, 256, 8, 1, 1, 1, 1, 4, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, false, false },
+    /* bf16 activations (act_bf16.h): packed a block at a time, one block's float copy */
+    { "bf16 tp 2 sp",    4, 64, 128, 4, 1, 2, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      true,  true,  false },
+    { "bf16 selective",  4, 64,  64, 4, 1, 1, 1, 1, 4, "1f1b",        1, 0, PTDP_RECOMPUTE_SELECTIVE, false, true,  false },
+    { "bf16 full pp 2",  4, 32,  64, 8, 1, 1, 2, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_FULL,      false, true,  false },
+    { "bf16 pp 4 gpipe", 8, 32,  64, 8, 1, 1, 4, 1, 1, "gpipe",       1, 0, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 2",       4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 sp pp 2 full",4, 64, 128, 8, 1, 2, 2, 1, 2, "1f1b",       1, 0, PTDP_RECOMPUTE_FULL,      true,  true,  false },
+    { "bf16 b 4 zero 3", 4, 64, 256, 8, 2, 1, 1, 1, 4, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  true  },
+    { "bf16 pp 2 z3 ovl",4, 32,  64, 8, 2, 1, 2, 1, 1, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  true  },
+    { "bf16 tp sp z3 sel",4, 64, 128, 8, 2, 2, 1, 1, 2, "1f1b",       1, 3, PTDP_RECOMPUTE_SELECTIVE, true,  true,  false },
+    { "bf16 pp 4 z3 gpipe",8, 32, 64, 8, 2, 1, 4, 1, 1, "gpipe",      1, 3, PTDP_RECOMPUTE_FULL,      false, true,  true  },
 };
 
 static ptdp_plan_request request_of(const layout_case *k)

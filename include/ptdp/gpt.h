@@ -45,6 +45,7 @@
 #ifndef PTDP_GPT_H
 #define PTDP_GPT_H
 
+#include "act_bf16.h"
 #include "model.h"
 
 extern const ptdp_model_ops ptdp_gpt_ops;
@@ -90,6 +91,13 @@ double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int bat
  * and with SP as well, SP's split of those T/cp positions:
  *   B (T/cp) (2 C + 6 C / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) (T/cp) */
 double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp);
+/* The bytes of one of the above (cp 1: no CP; selective ignored under CP,
+ * which keeps log-sum-exps).  Under --precision bf16 (act_bf16.h) every
+ * element is 2 bytes but the four LayerNorm statistics a row and CP's
+ * log-sum-exps, which stay float:
+ *   2 (elements - stats - lse) + 4 (stats + lse)                          */
+double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                bool bf16);
 
 /* Per block on this device (shards under TP). */
 typedef struct {
@@ -134,6 +142,9 @@ typedef struct {
     ptdp_tensor ln2;                /* LN2(x2): c_fc's input                */
     ptdp_tensor fc;                 /* c_fc's output, before GELU           */
     ptdp_tensor gelu;               /* GELU's output: c_proj's input        */
+    ptdp_act_packed packed;         /* --precision bf16: x … gelu and the
+                                       probabilities, as bf16 between the
+                                       forward and the backward (act_bf16.h) */
 } ptdp_gpt_block_acts;
 
 typedef struct {
@@ -145,6 +156,7 @@ typedef struct {
     ptdp_tensor lnf;                /* LN_f(x): the head's input             */
     ptdp_tensor logits;             /* rows x V_pad/tp                       */
     double *rowmax, *sumexp;        /* softmax statistics per token          */
+    ptdp_act_packed tail_packed;    /* bf16: x_out and lnf (act_bf16.h)      */
     const int64_t *tokens;          /* stage 0: the batch's tokens (under CP
                                        this device's positions of them)     */
     int64_t *labels;                /* CP, last stage: its positions' labels */

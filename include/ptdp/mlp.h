@@ -19,6 +19,7 @@
 #ifndef PTDP_MLP_H
 #define PTDP_MLP_H
 
+#include "act_bf16.h"
 #include "model.h"
 #include "mlp_data.h"
 
@@ -46,6 +47,9 @@ typedef struct {
     ptdp_tensor *g;           /* GELU output (after dropout), per block     */
     ptdp_tensor logits;       /* last stage: this rank's logit columns      */
     double *rowmax, *sumexp;  /* last stage: softmax statistics per row      */
+    ptdp_act_packed *packed;  /* --precision bf16: block i's h, a, g as bf16
+                                 between forward and backward (act_bf16.h) */
+    ptdp_act_packed tail_packed;   /* bf16: the last block's output h       */
 } ptdp_mlp_saved;
 
 /* The table's forward, backward and acts_free (mlp.c); model.h says what

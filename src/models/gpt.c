@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/gpt_cost.h"
@@ -274,8 +275,54 @@ static void region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tens
 
 /* ------------------------------------------------------- saved state */
 
+/* Under --precision bf16 (act_bf16.h) every activation a block keeps is
+ * rounded to bf16 where it is made and stored as bf16 between the forward
+ * and the backward: rounded in place here ... */
+static void round_bf16(const ptdp_model *m, ptdp_tensor t)
+{
+    if (m->bf16)
+        ptdp_act_round(t);
+}
+
+/* The probabilities a block keeps (a token slice's tlen x (t0 + tlen) of
+ * them a head), or under CP each query's log-sum-exp. */
+static size_t probs_len(const ptdp_model *m, const ptdp_acts *acts)
+{
+    const ptdp_gpt *g = m->impl;
+    const int T = m->cfg.seq_len;
+    const size_t per_head = sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
+                            cp_size(m) > 1 ? (size_t)local_T(m, acts) : (size_t)T * T;
+    return (size_t)acts->rows * g->heads_local * per_head;
+}
+
+/* ... and packed into one bf16 buffer after the block's forward, unpacked
+ * before its backward: the block's input, its eight tensors and the
+ * probabilities.  The LayerNorm statistics stay float (apex keeps them in
+ * float), and so does CP's log-sum-exp. */
+static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_block_acts *a, ptdp_act_slot *s)
+{
+    int n = 0;
+    ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        s[n++] = (ptdp_act_slot){ .t = t[i] };
+    if (cp_size(m) == 1)
+        s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = probs_len(m, acts), .name = "acts.probs" };
+    return n;
+}
+
+/* The last stage's tail: the last block's output (LN_f's input) and LN_f's
+ * output (the head's input); elsewhere x_out alone.  The logits stay
+ * float: the cross-entropy works in float, as Megatron's upcasts them. */
+static int tail_slots(ptdp_gpt_saved *sv, ptdp_act_slot *s)
+{
+    s[0] = (ptdp_act_slot){ .t = &sv->x_out };
+    s[1] = (ptdp_act_slot){ .t = &sv->lnf };
+    return 2;
+}
+
 static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
 {
+    ptdp_act_packed_free(dev, &a->packed);
     ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         ptdp_tensor_free(dev, t[i]);
@@ -294,6 +341,7 @@ static void free_computed(ptdp_device *dev, ptdp_gpt_saved *sv)
             free_block(dev, &sv->blocks[i]);
     free(sv->blocks);
     sv->blocks = NULL;
+    ptdp_act_packed_free(dev, &sv->tail_packed);
     ptdp_tensor_free(dev, &sv->x_out);
     ptdp_tensor_free(dev, &sv->lnf);
     ptdp_tensor_free(dev, &sv->logits);
@@ -368,11 +416,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     a->ln1_rstd = act_reals(dev, (size_t)Rl, "acts.ln1_rstd");
     a->ln2_mean = act_reals(dev, (size_t)Rl, "acts.ln2_mean");
     a->ln2_rstd = act_reals(dev, (size_t)Rl, "acts.ln2_rstd");
-    /* the probabilities (a token slice's tlen x (t0 + tlen) of them), or
-     * under CP each query's log-sum-exp */
-    const size_t nprobs = sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
-                          cp_size(m) > 1 ? (size_t)local_T(m, acts) : (size_t)T * T;
-    a->probs = act_reals(dev, (size_t)acts->rows * hl * nprobs, "acts.probs");
+    a->probs = act_reals(dev, probs_len(m, acts), "acts.probs");   /* or CP's log-sum-exps */
     if (!a->ln1_mean || !a->ln1_rstd || !a->ln2_mean || !a->ln2_rstd || !a->probs)
         return PTDP_ENOMEM;
     ptdp_attn_dropout drop = {
@@ -394,8 +438,10 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     double w0 = ptdp_wall_now();
     if ((rc = layernorm_into_tp(dev, m, acts, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b)) != 0)
         goto out;
+    round_bf16(m, a->ln1);
     w0 = sp ? ptdp_wall_now() : w0;
     ptdp_tp_column_linear_forward(dev, tp, a->qkv, a->ln1, w->attn_w->w, &w->attn_b->w, NULL);
+    round_bf16(m, a->qkv);
     if (sliced(acts)) {              /* TeraPipe: into the cache, then against every earlier key */
         ptdp_gpt_kv *kv = ptdp_gpt_kv_get(dev, m, acts);
         if (kv == NULL) {
@@ -419,6 +465,12 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
         ptdp_free(dev, a->probs);
         a->probs = NULL;
     }
+    /* bf16: the heads' outputs as c_proj reads them; the probabilities as
+     * the backward reads them (the forward's P V used them in float, as a
+     * fused kernel does in its registers) */
+    round_bf16(m, a->y);
+    if (m->bf16 && a->probs != NULL && cp_size(m) == 1)
+        ptdp_act_round_reals(a->probs, probs_len(m, acts));
     ptdp_linear_forward(sp ? part : a->x2, a->y, w->proj_w->w, NULL);  /* partial sum */
     account(dev, what, ptdp_gpt_cost_attn_forward(dev->profile, &shape), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, a->x2, part)) != 0)         /* g, or the sequence scatter */
@@ -427,12 +479,16 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_add_bias(a->x2, w->proj_b->w);
     region_dropout(m, acts, a->x2, dropout_key(m, layer, "attn_out"));
     ptdp_tensor_add(a->x2, a->x);                                    /* the residual */
+    round_bf16(m, a->x2);
 
     /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
     if ((rc = layernorm_into_tp(dev, m, acts, a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w, w->ln2_b)) != 0)
         goto out;
+    round_bf16(m, a->ln2);
     ptdp_tp_column_linear_forward(dev, tp, a->fc, a->ln2, w->fc_w->w, &w->fc_b->w, NULL);
+    round_bf16(m, a->fc);
     ptdp_gelu_forward(a->gelu, a->fc);
+    round_bf16(m, a->gelu);
     ptdp_linear_forward(sp ? part : *out, a->gelu, w->fc_proj_w->w, NULL);  /* partial sum */
     account(dev, what, ptdp_gpt_cost_mlp_forward(dev->profile, &shape), w0, false);
     if ((rc = sum_out_of_tp(dev, m, acts, *out, part)) != 0)          /* g, or the sequence scatter */
@@ -441,6 +497,7 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
     ptdp_add_bias(*out, w->fc_proj_b->w);
     region_dropout(m, acts, *out, dropout_key(m, layer, "mlp_out"));
     ptdp_tensor_add(*out, a->x2);                                    /* the residual */
+    round_bf16(m, *out);
     account(dev, what, ptdp_gpt_cost_block_out_forward(dev->profile, &shape), w0, false);
 out:
     ptdp_tensor_free(dev, &part);
@@ -503,6 +560,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     } else {
         ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, Rl, C));
     }
+    round_bf16(m, x);   /* (a received x is bf16-valued already) */
     if (m->first_stage && g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_END)) != 0)
         return rc;
 
@@ -513,6 +571,12 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             (rc = block_forward(dev, m, acts, i, &sv->blocks[i], out)) != 0 ||
             (rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
+        if (m->bf16) {   /* the block's float working tensors become bf16 */
+            ptdp_act_slot slots[PTDP_ACT_SLOTS_MAX];
+            const int ns = block_slots(m, acts, &sv->blocks[i], slots);
+            if ((rc = ptdp_act_pack(dev, &sv->blocks[i].packed, slots, ns, "acts.block_bf16")) != 0)
+                return rc;
+        }
     }
 
     if (m->last_stage) {
@@ -539,8 +603,10 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             ptdp_free(dev, picked);
             return rc;
         }
+        round_bf16(m, sv->lnf);
         /* f forward is the identity: lnf is the same on every rank */
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->lnf, g->head->w, NULL, NULL);
+        round_bf16(m, sv->logits);   /* a bf16 product's output, then the loss in float */
         account(dev, "head fwd", ptdp_gpt_cost_head_forward(dev->profile, &shape), w0, true);
         /* no labels: a forward for the logits alone (gpt_sample.c) */
         if (acts->labels != NULL)
@@ -600,8 +666,13 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, bcols));
-    if (recompute)
+    if (recompute) {
         free_computed(dev, sv);
+    } else if (m->bf16) {
+        ptdp_act_slot slots[2];
+        if ((rc = ptdp_act_pack(dev, &sv->tail_packed, slots, tail_slots(sv, slots), "acts.tail_bf16")) != 0)
+            return rc;
+    }
     return PTDP_OK;
 }
 
@@ -785,8 +856,10 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
          * then through the head (its f backward sums dh over the ranks'
          * rows) and LN_f. */
         const int Vl = g->vocab_local;
+        ptdp_act_slot tail[2];
         if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-            (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+            (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = ptdp_act_unpack(dev, &sv->tail_packed, tail, tail_slots(sv, tail))) != 0)   /* bf16 */
             goto done;
         w0 = ptdp_wall_now();
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
@@ -801,6 +874,10 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         ptdp_layernorm_backward(dh, g->lnf_w->g, g->lnf_b->g, s.dln_local, sv->x_out, g->lnf_w->w,
                                 sv->lnf_mean, sv->lnf_rstd, false);
         account(dev, "head bwd", ptdp_gpt_cost_lnf_backward(dev->profile, &shape), w0, true);
+        if (m->bf16) {   /* done with the tail's float copies */
+            ptdp_tensor_free(dev, &sv->x_out);
+            ptdp_tensor_free(dev, &sv->lnf);
+        }
         /* the head's and LN_f's gradients are final (a data-parallel sum may start) */
         if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0) ||
@@ -810,12 +887,18 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, Rl, C));
     }
 
-    for (int i = nb - 1; i >= 0; i--)
+    for (int i = nb - 1; i >= 0; i--) {
+        ptdp_act_slot slots[PTDP_ACT_SLOTS_MAX];
+        const int ns = block_slots(m, acts, &sv->blocks[i], slots);
         if ((rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = ptdp_act_unpack(dev, &sv->blocks[i].packed, slots, ns)) != 0 ||      /* bf16 */
             (rc = block_backward(dev, m, acts, i, &sv->blocks[i], dh, &s, wg)) != 0 ||
             (rc = ptdp_model_unit(dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (wg == NULL && (rc = ptdp_model_grads_ready(dev, m, g->blocks[i].ln1_w)) != 0))
             goto done;
+        if (m->bf16)   /* one block's float copy at a time */
+            free_block(dev, &sv->blocks[i]);
+    }
 
     w0 = ptdp_wall_now();
     if (m->first_stage) {

@@ -408,6 +408,21 @@ double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp
     return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * T * T;
 }
 
+double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                bool bf16)
+{
+    cp = cp > 1 ? cp : 1;
+    const double e = cp > 1 ? ptdp_gpt_block_act_elements_cp(c, batch, tp, cp, sp)
+                     : selective ? ptdp_gpt_block_act_elements_selective(c, batch, tp, sp)
+                                 : ptdp_gpt_block_act_elements(c, batch, tp, sp);
+    if (!bf16)
+        return e * sizeof(ptdp_real);
+    const double rows = (double)batch * (c->seq_len / cp);
+    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
+    const double lse = cp > 1 ? (double)batch * (c->heads / tp) * (c->seq_len / cp) : 0;   /* CP's log-sum-exps */
+    return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
+}
+
 const ptdp_model_ops ptdp_gpt_ops = {
     .name = "gpt",
     .check = gpt_check,

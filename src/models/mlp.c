@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/act_bf16.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mlp.h"
@@ -90,10 +91,35 @@ static int alloc_act(ptdp_device *dev, ptdp_tensor *t, const char *name, int row
     return ptdp_tensor_alloc(dev, t, name, PTDP_MEM_ACTS, rows, cols);
 }
 
+/* Under --precision bf16 (act_bf16.h) each activation is rounded to bf16
+ * where it is made, and a block's h, a and g are kept as one bf16 buffer
+ * from the end of its forward to the start of its backward; the last
+ * block's output h (the head's input) as another.  The stage input x
+ * stays as it arrived: the data, or the float the pipeline sent. */
+static void round_bf16(const ptdp_model *m, ptdp_tensor t)
+{
+    if (m->bf16)
+        ptdp_act_round(t);
+}
+
+static int block_slots(ptdp_mlp_saved *sv, int i, ptdp_act_slot *s)
+{
+    s[0] = (ptdp_act_slot){ .t = &sv->h[i] };
+    s[1] = (ptdp_act_slot){ .t = &sv->a[i] };
+    s[2] = (ptdp_act_slot){ .t = &sv->g[i] };
+    return 3;
+}
+
 /* Free everything the forward made but the stage input (a recomputing
  * backward makes it again). */
 static void free_computed(ptdp_device *dev, ptdp_mlp_saved *sv)
 {
+    if (sv->packed != NULL)
+        for (int i = 0; i < sv->nblocks; i++)
+            ptdp_act_packed_free(dev, &sv->packed[i]);
+    ptdp_act_packed_free(dev, &sv->tail_packed);
+    free(sv->packed);
+    sv->packed = NULL;
     if (sv->h != NULL)
         for (int i = 0; i <= sv->nblocks; i++)
             ptdp_tensor_free(dev, &sv->h[i]);
@@ -143,7 +169,8 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     sv->h = calloc((size_t)nb + 1, sizeof *sv->h);
     sv->a = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->a);
     sv->g = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->g);
-    if (sv->h == NULL || sv->a == NULL || sv->g == NULL)
+    sv->packed = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->packed);
+    if (sv->h == NULL || sv->a == NULL || sv->g == NULL || sv->packed == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
 
     /* h_0: the input layer on stage 0, else the received activation. */
@@ -161,6 +188,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     } else {
         ptdp_tensor_copy(sv->h[0], sv->x);
     }
+    round_bf16(m, sv->h[0]);
 
     for (int i = 0; i < nb; i++) {
         const ptdp_mlp_block *b = &p->blocks[i];
@@ -176,8 +204,10 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
 
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->a[i], h_in, b->fc1_w->w, &b->fc1_b->w, NULL);
+        round_bf16(m, sv->a[i]);
         ptdp_gelu_forward(sv->g[i], sv->a[i]);
         ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
+        round_bf16(m, sv->g[i]);
         ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
         snprintf(what, sizeof what, "block %d fwd", layer);
         account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl),
@@ -190,9 +220,15 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_add_bias(h_out, b->fc2_b->w);
         ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
         ptdp_tensor_add(h_out, h_in);                                  /* the residual */
+        round_bf16(m, h_out);
         account(dev, what, 0, 2.0 * rows * hd, w0, false);
         if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
+        if (m->bf16) {   /* the block's float working tensors become bf16 */
+            ptdp_act_slot slots[3];
+            if ((rc = ptdp_act_pack(dev, &sv->packed[i], slots, block_slots(sv, i, slots), "acts.block_bf16")) != 0)
+                return rc;
+        }
     }
 
     if (m->last_stage) {
@@ -212,6 +248,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         }
         w0 = ptdp_wall_now();
         ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->h[nb], p->out_w->w, &p->out_b->w, NULL);
+        round_bf16(m, sv->logits);   /* a bf16 product's output, then the loss in float */
         account(dev, "out fwd", product_flops(dev, rows, cl, hd), (double)rows * cl, w0, true);
         rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * cl, acts->labels,
                                   sv->rowmax, sv->sumexp, picked, &acts->loss_sum);
@@ -246,8 +283,13 @@ int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, sv->h[sv->nblocks]);
-    if (recompute)
+    if (recompute) {
         free_computed(dev, sv);   /* keep the stage input alone */
+    } else if (m->bf16) {
+        ptdp_act_slot tail = { .t = &sv->h[sv->nblocks] };
+        if ((rc = ptdp_act_pack(dev, &sv->tail_packed, &tail, 1, "acts.tail_bf16")) != 0)
+            return rc;
+    }
     return PTDP_OK;
 }
 
@@ -283,7 +325,9 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
          * its f backward all-reduces dh across the TP ranks' class slices. */
         int cl = p->classes_local;
         double dw = product_flops(dev, cl, hd, rows);
-        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+        ptdp_act_slot tail = { .t = &sv->h[nb] };
+        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
             goto done;
         w0 = ptdp_wall_now();
         ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl,
@@ -295,6 +339,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                 (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
+        if (m->bf16)   /* done with the tail's float copy */
+            ptdp_tensor_free(dev, &sv->h[nb]);
         /* the output layer's gradients are final (a data-parallel sum may start) */
         if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0))
@@ -310,7 +356,9 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         snprintf(what, sizeof what, "block %d bwd", layer);
         snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
         double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
-        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+        ptdp_act_slot slots[3];
+        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+            (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0)   /* bf16 */
             goto done;
         w0 = ptdp_wall_now();
         /* z's gradient is dh through the output dropout (same mask). */
@@ -339,6 +387,11 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0))
             goto done;
+        if (m->bf16) {   /* one block's float copy at a time */
+            ptdp_tensor_free(dev, &sv->h[i]);
+            ptdp_tensor_free(dev, &sv->a[i]);
+            ptdp_tensor_free(dev, &sv->g[i]);
+        }
     }
 
     if (m->first_stage) {

@@ -109,6 +109,9 @@ static double corpus_bytes(const ptdp_model_config *c)
     return (double)corpus_bytes_builtin;
 }
 
+static double fmax2(double a, double b) { return a > b ? a : b; }
+static double fmax3(double a, double b, double c) { return fmax2(fmax2(a, b), c); }
+
 /* ------------------------------------------------- shapes */
 
 typedef struct {
@@ -181,14 +184,22 @@ typedef struct { double acts, other, acts_recompute; } kept;
 static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, bool first, bool last,
                        ptdp_recompute rc)
 {
-    const double r = sizeof(ptdp_real);
+    const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
     kept k = { 0 };
     double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     k.acts_recompute = input + labels;
-    k.acts = input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
-    if (last)
-        k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
+    if (rq->bf16) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
+        k.acts = input + labels + blocks * ptdp_gpt_block_act_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
+                                                                    rc == PTDP_RECOMPUTE_SELECTIVE, true) +
+                 h * s->Rl * s->C;                                                      /* x_out */
+        if (last)
+            k.acts += h * s->R * s->C + r * (s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf; logits, stats float */
+    } else {
+        k.acts = input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
+        if (last)
+            k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
+    }
     k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
     return k;
 }
@@ -292,6 +303,104 @@ static double wgrad_kept(const shape *s, int blocks, bool first, bool last)
     return r * e;
 }
 
+/* ------------------------------------------------- bf16 activations */
+
+/* Under --precision bf16 (act_bf16.h) a block's forward works in float
+ * tensors and packs them into one bf16 buffer when it ends; its backward
+ * unpacks them into float again.  So the float copy of one block rides
+ * on top of what is kept, and the moments differ from float's: with
+ * Pe the elements a block packs (x, ln1, qkv, y, x2, ln2, fc, gelu, the
+ * probabilities), Kb the bytes it keeps (2 Pe + 4 (LN statistics + CP's
+ * log-sum-exps)), base what the other micro-batches and this one's
+ * input hold:
+ *
+ *   forward, last block   base + nb Kb - 2 Pe + 4 (Pe + Rl C) + max(T_f, 2 Pe)
+ *                         (its floats, its output x, then the pack)
+ *   forward, the tail     base + nb Kb + x_out (4 Rl C) [+ the head's
+ *                         lnf, logits, statistics] + the tail's pack
+ *   backward, a block     all kept + scratch + 4 Pe + max(0, T_b - 2 Pe)
+ *                         (unpacked, then the bf16 freed; one block at a
+ *                         time, the head's tail already freed)
+ *
+ * where T_f, T_b are the block's transients (SP's gathers, CP's ring,
+ * selective recomputation's probabilities).  With full recomputation the
+ * backward's forward packs the blocks but not the tail.  bf16 runs one
+ * chunk a stage and no deferred W (the loop's rules), so v = 1 here.
+ *
+ * The units' copies (zero3.c) are on top, and which of them are present
+ * depends on the moment, so the moments are kept apart: the largest of a
+ * forward and of a backward, and the activations at the top block's
+ * BEGIN (a gathered bf16 unit beside its float copy) and END (its float
+ * gradient beside the bf16 one it becomes). */
+typedef struct {
+    double fwd, bwd;               /* the largest forward / backward moment */
+    double fwd_begin, bwd_begin;   /* at the last (top) block's BEGIN      */
+    double bwd_end;                /* at the top block's backward END       */
+} bf16_moments;
+
+static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
+                              int n)
+{
+    const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
+    const ptdp_recompute rc = l->recompute;
+    const bool full = rc == PTDP_RECOMPUTE_FULL, sel = rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1;
+    const bool first = stage == 0, last = stage == s->pp - 1;
+    const int nb = piece_blocks(s, stage);
+    const kept k = chunk_kept(rq, s, nb, first, last, rc);
+    const double Kb = ptdp_gpt_block_act_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp, sel, true);
+    const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
+    const double Pe = block_kept(rq, s, rc) - stats - lse;
+    const double x = s->Rl * s->C, tail = x + (last ? s->R * s->C : 0);   /* x_out, lnf */
+    const double head = last ? r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 16 * s->R : 0;
+    const double pp_bufs = (first ? 0 : r * x) + (last ? 0 : r * x);
+
+    /* the transients inside a block's forward (allocated over its floats) */
+    double Tf = 0;
+    if (s->cp > 1) {
+        const double c = s->Tq / 2;
+        Tf = r * (4 * s->R * s->Cl + c * c + s->b * s->hl * s->Tq);
+    } else {
+        Tf = r * ((sel ? s->b * s->hl * s->T * s->T : 0) + (s->sp ? 2 * s->R * s->C + s->Rl * s->C : 0));
+    }
+    const double Tb = backward_transient(s, rc);
+    const double Th = 8 * s->R + (s->sp ? r * (s->Rl * s->C + s->R * s->C) : 0);   /* picked, LN_f's gather */
+    const double X = k.acts_recompute;
+    bf16_moments mo = { 0 };
+
+    /* One forward from the stage input on top of `base`; pack_tail: the
+     * tail is packed at its end (not in a recomputing backward). */
+#define FORWARD_PEAK(base, pack_tail)                                                              \
+    fmax3((base) + r * x + (first && s->sp ? 2 * r * s->R * s->C : 0),                            \
+          nb > 0 ? (base) + nb * Kb - h * Pe + r * (Pe + x) + fmax2(Tf, h * Pe) : 0,              \
+          last ? (base) + nb * Kb + r * x + head + fmax2(Th, (pack_tail) ? h * tail : 0)          \
+               : (base) + nb * Kb + r * x + ((pack_tail) ? h * x : 0))
+    const double fbase = (n - 1) * (full ? X : k.acts) + X + (last ? 0 : r * x);   /* + the send buffer */
+    mo.fwd = FORWARD_PEAK(fbase, !full);
+    mo.fwd_begin = fbase + (nb > 0 ? (nb - 1) * Kb : 0) + r * x;
+
+    double bbase;   /* everything at the start of the backward, scratch included */
+    double tail_kept;   /* what the tail keeps until the head's backward frees it */
+    if (full) {
+        const double rbase = (n - 1) * X + X + pp_bufs;
+        mo.fwd = fmax2(mo.fwd, FORWARD_PEAK(rbase, false));
+        bbase = (n - 1) * X + X + nb * Kb + r * x + head + backward_scratch(s) + pp_bufs;   /* its tail float */
+        tail_kept = r * tail;
+        if (last)
+            mo.bwd = bbase + (s->sp ? r * s->R * s->C : 0);
+    } else {
+        bbase = n * k.acts + backward_scratch(s) + pp_bufs;
+        tail_kept = h * tail;
+        if (last)
+            mo.bwd = bbase + r * tail + fmax2(0, (s->sp ? r * s->R * s->C : 0) - h * tail);
+    }
+#undef FORWARD_PEAK
+    mo.bwd_begin = bbase - (last ? tail_kept : 0);
+    mo.bwd_end = mo.bwd_begin + (nb > 0 ? r * Pe - h * Pe : 0);
+    if (nb > 0)
+        mo.bwd = fmax2(mo.bwd, mo.bwd_begin + r * Pe + fmax2(0, Tb - h * Pe));
+    return mo;
+}
+
 /* ------------------------------------------------- one stage */
 
 /* How many of the first n forwards of a stage run chunk c: Megatron's
@@ -357,12 +466,10 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * pass when the tied head is on this stage too, under --overlap the
      * next one prefetched; in a backward each with its float gradient,
      * and under --overlap the previous unit's, still being reduce-scattered. */
-    if (zero == 3 || bf16) {
+    if (zero == 3 && !bf16) {
         const double emb = has_first && has_last ? embed_params(s) : 0;
         const bool ahead = l->overlap && zero == 3;
         o->params += ((ahead ? 2 : 1) * biggest_unit + emb) * r;
-        if (zero == 3 && bf16)   /* a gathered bf16 unit beside its float copy, a moment */
-            o->params += biggest_unit * es;
         o->grads += (biggest_unit + emb) * r + (ahead ? biggest_unit * es : 0);
     }
 
@@ -379,6 +486,41 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const bool in_backward = backward + backward_comm >= forward;
     o->acts = in_backward ? backward : forward;
     o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
+    if (bf16) {   /* its own moments, transients included (in acts), and the units' copies at each */
+        const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
+        const double u = biggest_unit, emb = has_first && has_last ? embed_params(s) : 0;
+        const bool z3 = zero == 3, ahead = l->overlap && z3;
+        /* a unit's float copy (and the embeddings' when the tied head is
+         * here too); under --overlap the next unit's gathered bf16 ahead
+         * of it; ZeRO-3 gathers a unit in bf16 and widens it (BEGIN) */
+        const double par = (u + emb) * r + (ahead ? u * es : 0), par_begin = (u + emb) * r + (z3 ? u * es : 0);
+        /* in a backward the unit's float gradient; under --overlap the
+         * previous unit's bf16 one, being reduce-scattered: on the last
+         * stage the head's, whose backward came just before; elsewhere
+         * the last unit of the micro-batch before's backward (the
+         * embeddings on stage 0), if one came before at this level — in
+         * 1F1B's steady state, m > n — and then in a forward too.  At
+         * END ZeRO-3 rounds the gradient into a bf16 copy beside it. */
+        const bool steady = strcmp(l->schedule, "gpipe") != 0 && l->micro_batches > n;
+        const double before = steady ? (first_here ? embed_params(s) : u) * es : 0;
+        const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
+        const double pending_fwd = ahead ? before : 0;
+        const double gr = (u + emb) * r + pending, gr_begin = emb * r + pending;
+        const double gr_end = gr + (z3 ? u * es : 0);
+        const double cand[5][3] = {   /* params, grads, acts */
+            { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
+            { par, gr, mo.bwd },                  { par_begin, gr_begin, mo.bwd_begin },
+            { par, gr_end, mo.bwd_end },
+        };
+        int best = 0;
+        for (int c = 1; c < 5; c++)
+            if (cand[c][0] + cand[c][1] + cand[c][2] > cand[best][0] + cand[best][1] + cand[best][2])
+                best = c;
+        o->params += cand[best][0];
+        o->grads += cand[best][1];
+        o->acts = cand[best][2];
+        o->comm = zero == 2 ? numel * es : 0;
+    }
     o->other = (has_first || has_last ? corpus_bytes(&rq->model) : 0) + other_kept;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
 }
