@@ -204,8 +204,16 @@ static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_
     if (m->stage == 3)
         printf("  %-13s transient params: the units gathered at once; grads: their gradients in the backward\n",
                "");
-    printf("  %-13s %-12s %11s %11s   %11s    (every category, activations and data too)\n", "total", "", "", "",
+    printf("  %-13s %-12s %11s %11s   %11s    ", "acts", "", "", "",
+           ptdp_format_bytes((double)peak->peak[PTDP_MEM_ACTS], b[0], sizeof b[0]));
+    if (mb != NULL)   /* under bf16 the kept activations are bf16 too (act_bf16.h) */
+        printf("bf16 %s: activations kept as bf16, one block's float copy",
+               ptdp_format_bytes((double)mb->peak[0].peak[PTDP_MEM_ACTS], b[1], sizeof b[1]));
+    printf("\n  %-13s %-12s %11s %11s   %11s    ", "total", "", "", "",
            ptdp_format_bytes((double)peak->peak_total, b[0], sizeof b[0]));
+    if (mb != NULL)
+        printf("bf16 %s ", ptdp_format_bytes((double)mb->peak[0].peak_total, b[1], sizeof b[1]));
+    printf("(every category, activations and data too)\n");
     printf("  DP bytes per step  %s = %s, measured %s %s\n", dp_rule(m->stage),
            ptdp_format_bytes(m->dp_formula, b[0], sizeof b[0]), ptdp_format_bytes(m->dp_sent, b[1], sizeof b[1]),
            ptdp_zero_bytes_match(m) ? "=" : "≠");
@@ -247,9 +255,9 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
     printf("\"rest_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"total\": %zu}, ",
            rest->peak[PTDP_MEM_PARAMS], rest->peak[PTDP_MEM_GRADS], rest->peak[PTDP_MEM_OPTIM],
            rest->peak[PTDP_MEM_PARAMS] + rest->peak[PTDP_MEM_GRADS] + rest->peak[PTDP_MEM_OPTIM]);
-    printf("\"peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, \"total\": %zu}, ",
-           peak->peak[PTDP_MEM_PARAMS], peak->peak[PTDP_MEM_GRADS], peak->peak[PTDP_MEM_OPTIM],
-           peak->peak[PTDP_MEM_COMM], peak->peak_total);
+    printf("\"peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, \"total\": %zu, "
+           "\"acts\": %zu}, ", peak->peak[PTDP_MEM_PARAMS], peak->peak[PTDP_MEM_GRADS], peak->peak[PTDP_MEM_OPTIM],
+           peak->peak[PTDP_MEM_COMM], peak->peak_total, peak->peak[PTDP_MEM_ACTS]);
     printf("\"states_match\": %s, ", match ? "true" : "false");
     printf("\"bf16_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"total\": %s}, ", J(g.params),
            J(g.grads), J(g.optim), J(g.params + g.grads + g.optim));
@@ -260,8 +268,8 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
                br->peak[PTDP_MEM_PARAMS] + br->peak[PTDP_MEM_GRADS] + br->peak[PTDP_MEM_OPTIM]);
         const ptdp_mem_stats *bp = &mb->peak[0];
         printf("\"bf16_peak_bytes\": {\"params\": %zu, \"grads\": %zu, \"optim\": %zu, \"comm\": %zu, "
-               "\"total\": %zu}, ", bp->peak[PTDP_MEM_PARAMS], bp->peak[PTDP_MEM_GRADS], bp->peak[PTDP_MEM_OPTIM],
-               bp->peak[PTDP_MEM_COMM], bp->peak_total);
+               "\"total\": %zu, \"acts\": %zu}, ", bp->peak[PTDP_MEM_PARAMS], bp->peak[PTDP_MEM_GRADS],
+               bp->peak[PTDP_MEM_OPTIM], bp->peak[PTDP_MEM_COMM], bp->peak_total, bp->peak[PTDP_MEM_ACTS]);
         printf("\"bf16_states_match\": %s, ", bmatch ? "true" : "false");
         printf("\"bf16_dp_bytes_per_step\": {\"formula\": %s, \"measured\": %s}, ", J(mb->dp_formula),
                J(mb->dp_sent));

@@ -19,7 +19,9 @@
  * computed in float and added into the bf16 gradient store, rounded, when
  * its backward ends (zero3.c runs both, with or without ZeRO-3).  So every
  * matrix product multiplies bf16-valued weights in float, as a GPU's bf16
- * GEMM does with float accumulation; activations stay float here.
+ * GEMM does with float accumulation.  The activations a micro-batch keeps
+ * for its backward are bf16 too: rounded where they are made and stored
+ * as bf16 from a block's forward to its backward (act_bf16.h).
  *
  * Everything that moves or sums whole stores — DP's all-reduce, ZeRO's
  * reduce-scatters and gathers — does it in the store's type, so bf16 halves

@@ -26,8 +26,9 @@
  * plan's within 5% (tests/test_plan_time.c, tests/test_plan_memory.c).
  *
  * Bytes are those of this build's ptdp_real (4 in libptdp, 8 in
- * libptdp_f64); under bf16 parameters and gradients are 2 bytes
- * (mixed.h) and activations stay ptdp_real, as in the implementation.
+ * libptdp_f64); under bf16 parameters, gradients and the activations a
+ * micro-batch keeps are 2 bytes (mixed.h, act_bf16.h), as in the
+ * implementation.
  */
 #ifndef PTDP_PLAN_H
 #define PTDP_PLAN_H

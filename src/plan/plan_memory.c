@@ -44,7 +44,9 @@
  * exponentials); the data loader's tokens and labels (b T int64 each,
  * "other") live as long as the micro-batch.  Full recomputation keeps only
  * the stage input and the data, and rebuilds one micro-batch's K inside
- * its backward.
+ * its backward.  Under bf16 those tensors are kept as bf16 (2 bytes; the
+ * LN statistics and CP's log-sum-exps stay float) and one block's float
+ * copy rides on top at each moment: the bf16 section below.
  *
  * In flight (the schedule's own counts, by formula; the test checks them
  * against ptdp_schedule_peak_in_flight): GPipe m; 1F1B and ZB-H1

@@ -371,7 +371,7 @@ static lesson_memory reference_memory(const lesson_gpt *g, const lesson_layout *
         acts = in_flight * blocks * ptdp_gpt_block_act_elements_selective(&c, (int)b, l->tp, false);
     else
         acts = in_flight * blocks * ptdp_gpt_block_act_elements(&c, (int)b, l->tp, false);
-    lesson_memory m = { z.params, z.grads, z.optim, acts * R, 0 };
+    lesson_memory m = { z.params, z.grads, z.optim, acts * (l->bf16 ? 2 : R), 0 };   /* bf16 activations */
     m.total = m.params + m.grads + m.optim + m.acts;
     return m;
 }
@@ -407,8 +407,11 @@ static bool check_stage_memory_one(const lesson_gpt *g, const lesson_layout *l, 
     else if (!near(got->params, want.params) || !near(got->grads, want.grads) || !near(got->optim, want.optim))
         tutorial_note("the model states are lesson_model_states of lesson_stage_params's count, with the "
                       "layout's dp, zero and bf16 (blank 6)");
+    else if (l->bf16 && near(got->acts, want.acts * R / 2))
+        tutorial_note("under bf16 the activations a micro-batch keeps are bf16 too: 2 bytes an element, not "
+                      "real_bytes (blank 6)");
     else if (l->recompute == PTDP_RECOMPUTE_FULL)
-        tutorial_note("full recomputation: (in flight x b T C + blocks x block(none)) x real_bytes (blank 6)");
+        tutorial_note("full recomputation: (in flight x b T C + blocks x block(none)) x 2 or real_bytes (blank 6)");
     else
         tutorial_note("activations: in flight on THIS stage x its L/pp blocks x one block's x real_bytes (blank 6)");
     return false;

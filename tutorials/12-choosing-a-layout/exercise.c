@@ -95,10 +95,10 @@ int lesson_stage_memory(const lesson_gpt *g, const lesson_layout *l, int stage, 
     /* Blank 6: put them together for one GPU of stage `stage`:
      *   - the model states of its parameters (blanks 2 and 3);
      *   - activations: in flight (blank 4) x its L / pp blocks x one
-     *     block's (blank 5) x real_bytes; under full recomputation each
-     *     micro-batch in flight keeps only its stage input (b T C), and the
-     *     one in its backward has the whole stage again for a moment:
-     *     (in flight x b T C + blocks x block(none)) x real_bytes;
+     *     block's (blank 5) x a, a = real_bytes (2 under bf16); under full
+     *     recomputation each micro-batch in flight keeps only its stage
+     *     input (b T C), the one in its backward the whole stage again:
+     *     (in flight x b T C + blocks x block(none)) x a;
      *   - out->total, the sum.
      * Return 0 (or the first blank's error). */
     PTDP_BLANK(6, "one GPU of stage `stage`: model states + in flight x blocks x block activations, and the total");

@@ -104,17 +104,17 @@ int lesson_stage_memory(const lesson_gpt *g, const lesson_layout *l, int stage, 
         (rc = lesson_in_flight(l->schedule, l->pp, l->micro_batches, stage, &in_flight)) != 0)
         return rc;
     const double blocks = g->layers / l->pp;
+    const int a = l->bf16 ? 2 : real_bytes;   /* bf16: the kept activations are bf16 too */
     if (l->recompute == PTDP_RECOMPUTE_FULL) {
         /* each micro-batch in flight keeps only its stage input; the one in
          * its backward has the whole stage again, for a moment */
         if ((rc = lesson_block_acts(g, l->micro_batch_size, l->tp, PTDP_RECOMPUTE_NONE, &block)) != 0)
             return rc;
-        out->acts = (in_flight * (double)l->micro_batch_size * g->seq_len * g->hidden + blocks * block) *
-                    real_bytes;
+        out->acts = (in_flight * (double)l->micro_batch_size * g->seq_len * g->hidden + blocks * block) * a;
     } else {
         if ((rc = lesson_block_acts(g, l->micro_batch_size, l->tp, l->recompute, &block)) != 0)
             return rc;
-        out->acts = in_flight * blocks * block * real_bytes;
+        out->acts = in_flight * blocks * block * a;
     }
     out->total = out->params + out->grads + out->optim + out->acts;
     return 0;
