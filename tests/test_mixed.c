@@ -26,7 +26,8 @@
  *      buffer of half their bytes and frees them, keeping each shape and
  *      name; an unpack gives back the same bits under the same names; a
  *      slot with nothing kept (selective recomputation's probabilities)
- *      stays empty.
+ *      stays empty; the MLP keeps a block's h, a and g in 2 bytes an
+ *      element where float keeps 4 (the GPT's: tests/test_gpt.c).
  *
  * The float build only (tests/meson.build): ptdp-f64 refuses bf16.
  */
@@ -40,7 +41,9 @@
 #include "ptdp/arena.h"
 #include "ptdp/bf16.h"
 #include "ptdp/launch.h"
+#include "ptdp/mesh.h"
 #include "ptdp/mixed.h"
+#include "ptdp/models.h"
 #include "ptdp/optim.h"
 #include "ptdp/zero.h"
 
@@ -382,6 +385,53 @@ static int pack_device(ptdp_device *dev, void *arg)
 TEST(act_tests, test_pack_and_unpack_keep_the_bits_in_half_the_bytes)
 {
     harness_launch_ok(1, pack_device, NULL, NULL, NULL);
+}
+END_TEST
+
+/* The MLP under bf16 keeps each block's h, a and g (rows x (C + 2 F)
+ * elements) as bf16: one block more on the device keeps 2 bytes an element
+ * where float keeps 4 (give or take the arena's 64-byte rounding). */
+typedef struct { bool bf16; size_t kept[2]; } mlp_acts_arg;
+
+static int mlp_acts_device(ptdp_device *dev, void *arg)
+{
+    mlp_acts_arg *a = arg;
+    for (int k = 0; k < 2; k++) {
+        ptdp_model_config cfg = equiv_config(1, 1, 1, 1).model;
+        cfg.layers = 2 + k;
+        ptdp_mesh mesh;
+        ptdp_model m;
+        DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+        DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+        m.bf16 = a->bf16;   /* the activations only: the parameters are the float ones here */
+        ptdp_batch b = { .first = 0, .rows = 6 };
+        DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
+        ptdp_mem_stats before, after;
+        ptdp_arena_stats(dev->arena, &before);
+        ptdp_acts acts;
+        DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
+        ptdp_arena_stats(dev->arena, &after);
+        a->kept[k] = after.current[PTDP_MEM_ACTS] - before.current[PTDP_MEM_ACTS];
+        ptdp_acts_free(dev, &m, &acts);
+        ptdp_batch_free(dev, &b);
+        ptdp_model_free(dev, &m);
+        ptdp_mesh_free(&mesh);
+    }
+    return 0;
+}
+
+TEST(act_tests, test_mlp_keeps_its_blocks_in_bf16)
+{
+    const ptdp_model_config cfg = equiv_config(1, 1, 1, 1).model;
+    const double elements = 6.0 * (cfg.hidden + 2 * cfg.ffn);   /* h, a, g of one block */
+    for (int bf = 0; bf < 2; bf++) {
+        mlp_acts_arg a = { .bf16 = bf == 1 };
+        harness_launch_ok(1, mlp_acts_device, &a, NULL, NULL);
+        const double got = (double)a.kept[1] - (double)a.kept[0];
+        const double want = elements * (bf ? sizeof(ptdp_bf16) : sizeof(ptdp_real));
+        ck_assert_msg(got >= want - 64 && got <= want + 3 * 64, "%s: one more block keeps %.0f B, want %.0f B",
+                      bf ? "bf16" : "float", got, want);
+    }
 }
 END_TEST
 
