@@ -203,7 +203,6 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
     const ptdp_plan_memory *m = &c->memory;
     const ptdp_plan_time *t = &c->time;
     char b[8][32];
-    const int spread = l->dp * l->cp;
 
     fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPUs; b %d sequences a micro-batch, M = B / (b dp) = "
             "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, l->micro_batch_size,
@@ -213,13 +212,16 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
     fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", l->overlap ? "on" : "off");
 
-    /* memory: the bytes per parameter give the parameters on this GPU back */
+    /* memory: Ψ the parameters of the stage's tp shard, at rest in their store */
     const double bw = rq->bf16 ? 2 : sizeof(ptdp_real);
-    const double psi = m->params / bw * (l->zero >= 3 ? spread : 1);
     fprintf(f, "\nmemory per GPU — stage %d holds the peak, with %d micro-batch%s of activations in flight:\n",
             m->stage, m->in_flight, m->in_flight == 1 ? "" : "es");
-    fprintf(f, "  parameters     %12s   Ψ x %g B%s            Ψ = %.4g on this stage's tp shard\n",
-            gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", psi);
+    fprintf(f, "  parameters     %12s   Ψ x %g B%s            Ψ = %.4g on this stage's tp shard",
+            gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", m->psi);
+    if (m->params_units > 0)
+        fprintf(f, ";\n                                 + %s of units in use (%s)", gib(m->params_units, b[1], 32),
+                rq->bf16 ? "float working copies" : "gathered");
+    fprintf(f, "\n");
     fprintf(f, "  gradients      %12s   Ψ x %g B%s\n", gib(m->grads, b[1], 32), rq->bf16 ? 2.0 : bw,
             l->zero >= 2 ? " / (dp cp)" : "");
     char moments[64];

@@ -94,6 +94,9 @@ typedef struct {
     double total;                  /* the peak: what must fit                    */
     int stage;                     /* the pipeline stage of that device          */
     int in_flight;                 /* micro-batches whose activations it holds   */
+    double psi;                    /* parameter elements of that stage (tp shard) */
+    double params_units;           /* of params, the units in use: bf16's float
+                                      copies, ZeRO-3's gathered ones            */
 } ptdp_plan_memory;
 
 /* Time of one step, seconds, and what it is made of. */

@@ -460,6 +460,8 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const double es = bf16 ? 2 : r;
     const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
     o->params = (zero == 3 ? len : numel) * es;
+    o->psi = numel;
+    const double params_rest = o->params;
     o->grads = (zero >= 2 ? len : numel) * es;
     o->optim = nopt * len * r + (bf16 ? len * r : 0);
 
@@ -524,6 +526,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         o->comm = zero == 2 ? numel * es : 0;
     }
     o->other = (has_first || has_last ? corpus_bytes(&rq->model) : 0) + other_kept;
+    o->params_units = o->params - params_rest;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
 }
 
