@@ -785,6 +785,8 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
                 return PTDP_ENOMEM;
             ptdp_attention_forward_slice(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, kv->qkv[i], T, q0, q1, hl,
                                          hd, &drop, s->att);
+            if (m->bf16)   /* as the forward would have kept them */
+                ptdp_act_round_reals(probs, (size_t)acts->rows * hl * (q1 - q0) * q1);
         }
         ptdp_attention_backward_slice(kv->dqkv[i], s->dy, kv->qkv[i], probs, T, q0, q1, hl, hd, &drop, true,
                                       s->att);
@@ -793,6 +795,8 @@ static int block_backward(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts
         if ((probs = act_reals(dev, (size_t)acts->rows * hl * T * T, "grad.probs")) == NULL)
             return PTDP_ENOMEM;
         ptdp_attention_forward(ptdp_tensor_wrap(s->dqkv.data, R, Cl), probs, a->qkv, T, hl, hd, &drop, s->att);
+        if (m->bf16)   /* as the forward would have kept them */
+            ptdp_act_round_reals(probs, (size_t)acts->rows * hl * T * T);
     }
     if (cp_size(m) == 1 && !sliced(acts))
         ptdp_attention_backward(s->dqkv, s->dy, a->qkv, probs, T, hl, hd, &drop, s->att);
