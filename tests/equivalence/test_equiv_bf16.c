@@ -26,7 +26,9 @@
  *      run's on the same mesh (bf16 keeps 8 significant bits, the master
  *      weights keep the small updates);
  *   3. --overlap moves the same bf16 bits at other (virtual) times: with and
- *      without it the losses and final states are bit-identical;
+ *      without it the losses and final states are bit-identical; and so
+ *      are no recomputation, selective and full (the activations rounded
+ *      where they are made, the first time and again);
  *   4. the master weights keep what bf16 drops: updates far below half a
  *      bf16 step add up in them as in float, off the bf16 grid;
  *   5. checkpoints: a bf16 run saved at step 3 and resumed to step 6 equals
@@ -149,37 +151,6 @@ LOOP_TEST(bf16_tests, test_bf16_mesh_equals_bf16_baseline, NCASES)
 }
 END_TEST
 
-/* -------------------------------------------- 2. bf16 tracks float */
-
-/* Meshes of CASES run 20 steps in bf16 and in float. */
-static const int TRACK[] = { 3, 9, 12, 15 };
-
-LOOP_TEST(bf16_tests, test_bf16_tracks_float_for_20_steps, (int)(sizeof TRACK / sizeof TRACK[0]))
-{
-    ptdp_train_config h = config_of(&CASES[TRACK[_i]]), f = h;
-    h.steps = f.steps = 20;
-    f.bf16 = false;
-    char what[256];
-    describe(&h, what, sizeof what);
-    ptdp_train_result rh, rf;
-    equiv_train(&h, NULL, NULL, &rh);
-    equiv_train(&f, NULL, NULL, &rf);
-    double worst = 0;
-    for (int i = 0; i < h.steps; i++) {
-        double rel = fabs(rh.log[i].loss - rf.log[i].loss) / fabs(rf.log[i].loss);
-        worst = fmax(worst, rel);
-        ck_assert_msg(rel <= 0.02, "%s: step %d: bf16 loss %.9g, float %.9g: %.2f%% apart", what, i + 1,
-                      rh.log[i].loss, rf.log[i].loss, 100 * rel);
-    }
-    /* both trained, and bf16 is not float in disguise */
-    ck_assert_msg(rf.log[19].loss < rf.log[0].loss, "%s: the float run did not learn", what);
-    ck_assert_msg(rh.log[19].loss < rh.log[0].loss, "%s: the bf16 run did not learn", what);
-    ck_assert_msg(worst > 0, "%s: bf16 and float losses identical: is bf16 on?", what);
-    ptdp_train_result_free(&rh);
-    ptdp_train_result_free(&rf);
-}
-END_TEST
-
 /* ------------------------- 1b. 20 steps: AdamW's reach on the key bias */
 
 /* The largest |a - b| over a tensor's elements, leaving out [skip0, skip1). */
@@ -240,6 +211,37 @@ LOOP_TEST(bf16_tests, test_bf16_check_over_20_steps, (int)(sizeof LONG / sizeof 
 }
 END_TEST
 
+/* -------------------------------------------- 2. bf16 tracks float */
+
+/* Meshes of CASES run 20 steps in bf16 and in float. */
+static const int TRACK[] = { 3, 9, 12, 15 };
+
+LOOP_TEST(bf16_tests, test_bf16_tracks_float_for_20_steps, (int)(sizeof TRACK / sizeof TRACK[0]))
+{
+    ptdp_train_config h = config_of(&CASES[TRACK[_i]]), f = h;
+    h.steps = f.steps = 20;
+    f.bf16 = false;
+    char what[256];
+    describe(&h, what, sizeof what);
+    ptdp_train_result rh, rf;
+    equiv_train(&h, NULL, NULL, &rh);
+    equiv_train(&f, NULL, NULL, &rf);
+    double worst = 0;
+    for (int i = 0; i < h.steps; i++) {
+        double rel = fabs(rh.log[i].loss - rf.log[i].loss) / fabs(rf.log[i].loss);
+        worst = fmax(worst, rel);
+        ck_assert_msg(rel <= 0.02, "%s: step %d: bf16 loss %.9g, float %.9g: %.2f%% apart", what, i + 1,
+                      rh.log[i].loss, rf.log[i].loss, 100 * rel);
+    }
+    /* both trained, and bf16 is not float in disguise */
+    ck_assert_msg(rf.log[19].loss < rf.log[0].loss, "%s: the float run did not learn", what);
+    ck_assert_msg(rh.log[19].loss < rh.log[0].loss, "%s: the bf16 run did not learn", what);
+    ck_assert_msg(worst > 0, "%s: bf16 and float losses identical: is bf16 on?", what);
+    ptdp_train_result_free(&rh);
+    ptdp_train_result_free(&rf);
+}
+END_TEST
+
 /* ------------------------------------- 3. --overlap: the same bits */
 
 /* Every tensor of the final states, parameters and optimizer state, bit for bit. */
@@ -276,6 +278,44 @@ LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BI
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);
     ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* --------------------------- 3b. recomputation: the same bits */
+
+/* Recomputing is running the forward again: under bf16 the recomputed
+ * activations are rounded where they are made, as the first forward's
+ * were, and the probabilities selective recomputation makes again are
+ * rounded as kept ones are (act_bf16.h) — so no recomputation, selective
+ * and full train the same bits.  The GPT on one device and on dp 2 x pp 2. */
+static const int RECOMPUTE[] = { 11, 16 };
+
+LOOP_TEST(bf16_tests, test_bf16_recompute_same_bits, (int)(sizeof RECOMPUTE / sizeof RECOMPUTE[0]))
+{
+    ptdp_train_config none = config_of(&CASES[RECOMPUTE[_i]]);
+    none.recompute = none.recompute_attention = false;
+    ptdp_train_config sel = none, full = none;
+    sel.recompute_attention = true;
+    full.recompute = true;
+    char what[256];
+    describe(&none, what, sizeof what);
+    ptdp_state fn, fs, ff;
+    ptdp_train_result rn, rs, rf;
+    equiv_train(&none, NULL, &fn, &rn);
+    equiv_train(&sel, NULL, &fs, &rs);
+    equiv_train(&full, NULL, &ff, &rf);
+    for (int i = 0; i < none.steps; i++)
+        ck_assert_msg(rn.log[i].loss == rs.log[i].loss && rn.log[i].loss == rf.log[i].loss,
+                      "%s: step %d loss %.9g, selective %.9g, full %.9g", what, i + 1, rn.log[i].loss, rs.log[i].loss,
+                      rf.log[i].loss);
+    same_bits(&fn, &fs, "selective recomputation");
+    same_bits(&fn, &ff, "full recomputation");
+    ptdp_state_free(&fn);
+    ptdp_state_free(&fs);
+    ptdp_state_free(&ff);
+    ptdp_train_result_free(&rn);
+    ptdp_train_result_free(&rs);
+    ptdp_train_result_free(&rf);
 }
 END_TEST
 
