@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ptdp/error.h"
+#include "ptdp/model.h"
 
 /* ----------------------------------------------- registration and main */
 
@@ -162,6 +163,23 @@ int harness_group_index(const ptdp_comm_stats *s, const char *name)
         if (strcmp(s->group[g].name, name) == 0)
             return g;
     return -1;
+}
+
+int harness_forward_kept(ptdp_device *dev, struct ptdp_model *m, int rows, size_t *kept)
+{
+    ptdp_batch b = { .first = 0, .rows = rows };
+    int rc = ptdp_batch_load(dev, m, &b);
+    if (rc != 0)
+        return rc;
+    ptdp_mem_stats before, after;
+    ptdp_arena_stats(dev->arena, &before);
+    ptdp_acts acts;
+    rc = ptdp_model_forward(dev, m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL);
+    ptdp_arena_stats(dev->arena, &after);
+    *kept = after.current[PTDP_MEM_ACTS] - before.current[PTDP_MEM_ACTS];
+    ptdp_acts_free(dev, m, &acts);
+    ptdp_batch_free(dev, &b);
+    return rc;
 }
 
 /* ---------------------------------------------- what the code wrote */

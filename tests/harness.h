@@ -153,6 +153,12 @@ int harness_device_fail(ptdp_device *dev, const char *file, int line, const char
  * device's statistics, or -1 if it never communicated. */
 int harness_group_index(const ptdp_comm_stats *s, const char *name);
 
+/* The activation bytes (arena category acts) one forward of model m keeps
+ * on this device for its backward: a batch of `rows` samples from sample
+ * 0, measured between before and after the forward, then freed. */
+struct ptdp_model;
+int harness_forward_kept(ptdp_device *dev, struct ptdp_model *m, int rows, size_t *kept);
+
 /* ---------------------------------------------- what the code wrote */
 
 /* text contains part, or the test fails showing both. */

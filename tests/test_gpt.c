@@ -176,17 +176,10 @@ static int acts_device(ptdp_device *dev, void *arg)
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.recompute_attention = a->selective;
         m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
-        ptdp_batch b = { .first = 0, .rows = 4 };
-        DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
-        ptdp_mem_stats before, after;
-        ptdp_arena_stats(dev->arena, &before);
-        ptdp_acts acts;
-        DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
-        ptdp_arena_stats(dev->arena, &after);
+        size_t kept;
+        DEVICE_TRY(harness_forward_kept(dev, &m, 4, &kept));
         if (dev->rank == 0)
-            a->kept[k] = after.current[PTDP_MEM_ACTS] - before.current[PTDP_MEM_ACTS];
-        ptdp_acts_free(dev, &m, &acts);
-        ptdp_batch_free(dev, &b);
+            a->kept[k] = kept;
         ptdp_model_free(dev, &m);
         ptdp_mesh_free(&mesh);
     }

@@ -404,16 +404,7 @@ static int mlp_acts_device(ptdp_device *dev, void *arg)
         DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.bf16 = a->bf16;   /* the activations only: the parameters are the float ones here */
-        ptdp_batch b = { .first = 0, .rows = 6 };
-        DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
-        ptdp_mem_stats before, after;
-        ptdp_arena_stats(dev->arena, &before);
-        ptdp_acts acts;
-        DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
-        ptdp_arena_stats(dev->arena, &after);
-        a->kept[k] = after.current[PTDP_MEM_ACTS] - before.current[PTDP_MEM_ACTS];
-        ptdp_acts_free(dev, &m, &acts);
-        ptdp_batch_free(dev, &b);
+        DEVICE_TRY(harness_forward_kept(dev, &m, 6, &a->kept[k]));
         ptdp_model_free(dev, &m);
         ptdp_mesh_free(&mesh);
     }
