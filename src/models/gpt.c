@@ -40,6 +40,12 @@
  * and runs the forward again inside its backward (the dropout masks are
  * counter-based, so the second forward is the first).
  *
+ * Under --precision bf16 (act_bf16.h) every activation a block keeps is
+ * rounded to bf16 where it is made — the next op reads the bf16 value —
+ * and a block's are packed into one bf16 buffer when its forward ends,
+ * unpacked into float when its backward begins: one block in float at a
+ * time, the rest at 2 bytes an element.
+ *
  * Split backward (zero-bubble schedules, wgrad.h): ptdp_gpt_backward_input
  * with a sink records the four dW products of every block, the head's and
  * the embedding's scatter-add for a later W; the LayerNorms', the biases'

@@ -20,6 +20,8 @@
  * at the end of its backward.  With recompute it keeps only the stage input and runs the
  * forward again inside the backward (the masks of dropout are regenerated
  * from the counter-based generator, so the recomputed forward is the same).
+ * Under --precision bf16 a block's h, a and g are rounded to bf16 where
+ * they are made and kept as one bf16 buffer until its backward (act_bf16.h).
  *
  * Split backward (zero-bubble schedules, wgrad.h): ptdp_mlp_backward_input
  * with a sink runs all of the above but the dW += dY^T X product of every
