@@ -9,6 +9,11 @@
 #  2. A good run (dp 2, ZeRO-1, 2 micro-batches) prints the model states as
 #     2 + 2 + 12 bytes each, its --report JSON says "store": "bf16" (and
 #     parses), and --check passes against a bf16 baseline.
+#  3. The activations (act_bf16.h): a GPT run prints a block's in bf16
+#     bytes and its report says "acts_store": "bf16" with about half float's
+#     "acts_per_block_bytes" (the LayerNorm statistics stay float); 12 steps' --check allows the
+#     parameters AdamW's reach (2 lr a step); an arena too small for a
+#     block's bf16 buffer stops the run with exit 1 naming it.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -52,6 +57,37 @@ if "$ptdp" train --dp 2 --steps 1 --report "$tmp/f.json" >"$out" 2>"$err" </dev/
         && echo "ok    float: 4 + 4 + 8 bytes each, no bf16 store" || fail "float run: not 4 + 4 + 8, or a bf16 store"
 else
     fail "train --dp 2: exit status $?"
+fi
+
+# ---- 3. the activations ----------------------------------------------------------
+g="train --model gpt --steps 1"
+if "$ptdp" $g --precision bf16 --report "$tmp/gb.json" >"$out" 2>"$err" </dev/null &&
+        "$ptdp" $g --report "$tmp/gf.json" >/dev/null 2>&1 </dev/null; then
+    grep -qE "elements = [0-9.]+ MiB in bf16 \(float LayerNorm statistics\)$" "$out" \
+        && echo "ok    a block's activations printed in bf16 bytes" || fail "no \"… MiB in bf16\" activations line"
+    bb=$(grep -o '"acts_per_block_bytes": [0-9.e+]*' "$tmp/gb.json" | grep -o '[0-9.e+]*$')
+    fb=$(grep -o '"acts_per_block_bytes": [0-9.e+]*' "$tmp/gf.json" | grep -o '[0-9.e+]*$')
+    if grep -qF '"acts_store": "bf16"' "$tmp/gb.json" && [[ -n $bb && -n $fb ]] &&
+            awk -v b="$bb" -v f="$fb" 'BEGIN { exit !(b > 0 && b < 0.55 * f) }'; then
+        echo "ok    --report: acts_store bf16, $bb bytes a block against float's $fb"
+    else
+        fail "--report: acts_store or acts_per_block_bytes wrong (bf16 '$bb', float '$fb')"
+    fi
+else
+    fail "train --model gpt (--precision bf16): exit status $?"
+fi
+if "$ptdp" train --model gpt --precision bf16 --steps 12 --check >"$out" 2>"$err" </dev/null; then
+    grep -qF "bf16 against a bf16 baseline; parameters 2e-02, AdamW's 2 lr a step)" "$out" \
+        && echo "ok    12 steps: the parameters allowed 2 lr a step" || fail "no \"parameters 2e-02\" in --check's verdict"
+else
+    fail "train --model gpt --precision bf16 --steps 12 --check: exit status $?"
+fi
+"$ptdp" train --model gpt --precision bf16 --steps 1 --device-mem 20M >"$out" 2>"$err" </dev/null
+rc=$?
+if [[ $rc -eq 1 ]] && grep -qF "out of memory allocating 'acts.block_bf16'" "$err"; then
+    echo "ok    --device-mem 20M: exit 1 naming acts.block_bf16"
+else
+    fail "--device-mem 20M: exit $rc, stderr: $(head -c 300 "$err")"
 fi
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
