@@ -481,16 +481,17 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * of one (its recomputed forward, scratch, the pipeline's gradient
      * buffers, the largest op transient) or the forward that makes the
      * n-th (its send buffer, the largest forward transient). */
-    const double recomputed = full ? peak_chunk.acts - peak_chunk.acts_recompute : 0;
-    const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
-    const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
-    const double backward_comm = backward_transient(s, l->recompute);
-    const double forward = acts_kept + wgrad + forward_transient(s, first_here, last_here) +
-                           (last_here ? 0 : r * s->Rl * s->C);
-    const bool in_backward = backward + backward_comm >= forward;
-    o->acts = in_backward ? backward : forward;
-    o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
-    if (bf16) {   /* its own moments, transients included (in acts), and the units' copies at each */
+    if (!bf16) {
+        const double recomputed = full ? peak_chunk.acts - peak_chunk.acts_recompute : 0;
+        const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
+        const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
+        const double backward_comm = backward_transient(s, l->recompute);
+        const double forward = acts_kept + wgrad + forward_transient(s, first_here, last_here) +
+                               (last_here ? 0 : r * s->Rl * s->C);
+        const bool in_backward = backward + backward_comm >= forward;
+        o->acts = in_backward ? backward : forward;
+        o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
+    } else {   /* its own moments, transients included (in acts), and the units' copies at each */
         const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
         const double u = biggest_unit, emb = has_first && has_last ? embed_params(s) : 0;
         const bool z3 = zero == 3, ahead = l->overlap && z3;
