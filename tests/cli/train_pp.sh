@@ -17,53 +17,8 @@
 #     measured and by formula; --svg writes a well-formed SVG.
 set -uo pipefail
 
-ptdp=${1:?usage: train_pp.sh PATH_TO_PTDP}
-failures=0
-cases=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL  $*"
-    sed 's/^/      stdout: /' "$out" | head -n 40
-    sed 's/^/      stderr: /' "$err" | head -n 20
-}
-
-# expect_usage "TEXT THAT MUST APPEAR ON STDERR" -- ARGS...
-expect_usage() {
-    local want=$1
-    shift 2
-    cases=$((cases + 1))
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
-    local status=$?
-    if [[ $status -ne 2 ]]; then
-        fail "ptdp $*: exit status $status, expected 2"
-    elif ! grep -qF -- "$want" "$err"; then
-        fail "ptdp $*: stderr lacks \"$want\""
-    elif [[ -s $out ]]; then
-        fail "ptdp $*: printed on stdout"
-    else
-        echo "ok    ptdp $*  ->  $(head -n 1 "$err")"
-    fi
-}
-
-# run_ok ARGS...: exit 0; stdout in $out
-run_ok() {
-    cases=$((cases + 1))
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
-    local status=$?
-    if [[ $status -ne 0 ]]; then
-        fail "ptdp $*: exit status $status, expected 0"
-        return 1
-    fi
-    return 0
-}
-
-# has TEXT: stdout of the last run contains TEXT
-has() { grep -qF -- "$1" "$out"; }
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
 # ---- 1. errors -------------------------------------------------------------------
 t="train --steps 1 --quiet"

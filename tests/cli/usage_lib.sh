@@ -1,13 +1,16 @@
-# usage_lib.sh — what the newer CLI scripts (bf16, plan, schedule_ii,
+# usage_lib.sh — what the CLI scripts (bf16, plan, schedule_ii, train_pp,
 # terapipe, zero3) share, sourced first thing with the script's own
 # arguments: $ptdp is the binary ($1), $out and $err the last run's
-# output in a temporary folder removed at exit, failures counts.
+# output in a temporary folder removed at exit, failures and cases count.
 #
 #   fail MESSAGE                    count a failure, show the last run's output
 #   expect_usage "TEXT" -- ARGS...  ptdp ARGS exits 2, TEXT on stderr, nothing on stdout
+#   run_ok ARGS...                  ptdp ARGS exits 0 (stdout in $out), else a failure
+#   has TEXT                        the last run's stdout contains TEXT
 
 ptdp=${1:?usage: $(basename "$0") PATH_TO_PTDP}
 failures=0
+cases=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
@@ -16,13 +19,14 @@ err=$tmp/err
 fail() {
     failures=$((failures + 1))
     echo "FAIL  $*"
-    sed 's/^/      stdout: /' "$out" | head -n 20
-    sed 's/^/      stderr: /' "$err" | head -n 10
+    sed 's/^/      stdout: /' "$out" | head -n 40
+    sed 's/^/      stderr: /' "$err" | head -n 20
 }
 
 expect_usage() {
     local want=$1
     shift 2
+    cases=$((cases + 1))
     "$ptdp" "$@" >"$out" 2>"$err" </dev/null
     local status=$?
     if [[ $status -ne 2 ]]; then fail "ptdp $*: exit status $status, expected 2"
@@ -31,3 +35,16 @@ expect_usage() {
     else echo "ok    ptdp $*  ->  $(head -n 1 "$err")"
     fi
 }
+
+run_ok() {
+    cases=$((cases + 1))
+    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
+    local status=$?
+    if [[ $status -ne 0 ]]; then
+        fail "ptdp $*: exit status $status, expected 0"
+        return 1
+    fi
+    return 0
+}
+
+has() { grep -qF -- "$1" "$out"; }
