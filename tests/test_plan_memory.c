@@ -79,6 +79,19 @@ static const layout_case cases[] = {
     { "bf16 pp 2 z3 ovl",4, 32,  64, 8, 2, 1, 2, 1, 1, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  true  },
     { "bf16 tp sp z3 sel",4, 64, 128, 8, 2, 2, 1, 1, 2, "1f1b",       1, 3, PTDP_RECOMPUTE_SELECTIVE, true,  true,  false },
     { "bf16 pp 4 z3 gpipe",8, 32, 64, 8, 2, 1, 4, 1, 1, "gpipe",      1, 3, PTDP_RECOMPUTE_FULL,      false, true,  true  },
+    /* ZeRO under context parallelism: its states are sharded over dp x cp, every copy of the parameters */
+    { "cp 2 zero 1",     4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "cp 4 zero 1",     4, 64,  64, 4, 1, 1, 1, 4, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "cp 2 zero 2",     4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "dp 2 cp 4 zero 2",4, 64,  64, 8, 2, 1, 1, 4, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "cp 2 zero 3",     4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "cp 4 zero 3",     4, 64,  64, 4, 1, 1, 1, 4, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, false, false },
+    { "bf16 cp 2 zero 1",4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 4 zero 1",4, 64,  64, 4, 1, 1, 1, 4, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 2 zero 2",4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 4 zero 2",4, 64,  64, 8, 2, 1, 1, 4, 2, "1f1b",        1, 2, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 2 zero 3",4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  false },
+    { "bf16 cp 4 zero 3",4, 64,  64, 4, 1, 1, 1, 4, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  true  },
 };
 
 static ptdp_plan_request request_of(const layout_case *k)

@@ -3,7 +3,7 @@
  *
  * The pieces of a recursive-descent parser, without a grammar: the caller
  * (safetensors_open.c) knows the grammar and drives the cursor through it
- * (see json.h); each function here reads one piece and moves past it:
+ * (see json_read.h); each function here reads one piece and moves past it:
  *
  *     {"shape" : [2, 3]}
  *     ^ expect '{'

@@ -62,7 +62,8 @@
  * pipeline's received and sent gradients (Rl C each).
  *
  * Model states, per device with N its stage's parameter elements and
- * len its share (N; ceil(N/dp) for ZeRO 1-2; per unit for ZeRO-3):
+ * len its share (N; ceil(N/(dp cp)) for ZeRO 1-2, whose group is every copy of
+ * the parameters, the context-parallel ranks included; per unit for ZeRO-3):
  *
  *                     float              bf16 (mixed.h)
  *   params            4N  (3: 4 len)     2N  (3: 2 len)  + float working
@@ -118,7 +119,8 @@ static double fmax3(double a, double b, double c) { return fmax2(fmax2(a, b), c)
 
 typedef struct {
     double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
-    int layers, tp, pp, v, cp, dp;
+    int layers, tp, pp, v, cp;
+    int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
     bool sp;
 } shape;
 
@@ -130,7 +132,7 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.pp = l->pp;
     s.v = l->virtual_stages > 1 ? l->virtual_stages : 1;
     s.cp = l->cp > 1 ? l->cp : 1;
-    s.dp = l->dp;
+    s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
     s.layers = c->layers;
     s.b = l->micro_batch_size;
@@ -439,7 +441,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
         numel += units[0] + units[1] + nb * units[2];
         for (int u = 0; u < 3; u++) {
-            const double chunk = (double)(((long long)units[u] + s->dp - 1) / s->dp);   /* ceil: rank 0's */
+            const double chunk = (double)(((long long)units[u] + s->ndp - 1) / s->ndp);   /* ceil: rank 0's */
             len3 += (u == 2 ? nb : units[u] > 0) * chunk;
             if (units[u] > biggest_unit && (u < 2 || nb > 0))
                 biggest_unit = units[u];
@@ -456,7 +458,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const bool first_here = stage == 0 && v == 1, last_here = stage == p - 1;
 
     /* Model states: the header's table. */
-    const double len = zero == 0 ? numel : zero == 3 ? len3 : (double)(((long long)numel + s->dp - 1) / s->dp);
+    const double len = zero == 0 ? numel : zero == 3 ? len3 : (double)(((long long)numel + s->ndp - 1) / s->ndp);
     const double es = bf16 ? 2 : r;
     const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
     o->params = (zero == 3 ? len : numel) * es;
