@@ -80,7 +80,7 @@ typedef struct {
 
 typedef struct {
     int          count;      /* actions in the list                          */
-    int          capacity;   /* room allocated (6m + 1 covers any schedule)   */
+    int          capacity;   /* room allocated (7mv + 1 covers any schedule)  */
     ptdp_action *actions;    /* actions[0 .. count-1], run in this order      */
 } ptdp_stage_actions;
 
