@@ -168,7 +168,8 @@ static void index_compute(const ptdp_schedule *s, int *fwd_at, int *bwd_at)
 
 /* Stage st sends a's output, then receives b's input.  An exchange if both
  * go to the same neighbour and it makes what we receive before it needs
- * what we send: it too sends first, unless told otherwise. */
+ * what we send: then it stands at its send while we stand at ours, and
+ * one of the two must receive first. */
 static int is_exchange(const ptdp_schedule *s, int st, const ptdp_action *a, const ptdp_action *b,
                        ptdp_action_kind send, ptdp_action_kind recv, const int *fwd_at, const int *bwd_at)
 {
