@@ -220,7 +220,7 @@ int ptdp_cmd_schedule(int argc, char **argv)
         return rc;
 
     ptdp_schedule *s = NULL;
-    rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "1f1b-naive",
+    rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "1f1b-naive",
                                           o.pp, o.micro_batches, &s)
                  : ptdp_schedule_create_v(o.schedule, o.pp, o.micro_batches, o.virtual_stages, &s);
     if (rc != PTDP_OK) {

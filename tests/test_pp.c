@@ -555,7 +555,7 @@ LOOP_TEST(executor_tests, test_naive_1f1b_deadlocks_and_watchdog_names_stages, 2
     static const int cases[][2] = { { 2, 2 }, { 4, 8 } };
     int pp = cases[_i][0], m = cases[_i][1];
     ptdp_schedule *s;
-    ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "1f1b-naive", pp, m, &s), 0);
+    ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "1f1b-naive", pp, m, &s), 0);
     ptdp_schedule_verdict v;
     ck_assert_int_eq(ptdp_schedule_validate(s, &v), PTDP_EINVAL);
     ck_assert_int_eq(v.deadlock, 1);

@@ -6,10 +6,13 @@
  * rendezvous send/recv, the bubble is (p-1)/(m+p-1) to 1e-9 with uniform
  * stages and free links, and the activations in flight peak at m (GPipe) and
  * min(p - rank, m) (1F1B).  1F1B with sends before receives must deadlock,
- * and hand-broken lists must be rejected with the rule they break.
+ * and hand-broken lists must be rejected with the rule they break.  Every
+ * registry schedule's lists, for every shape up to p = 8, m = 12, v = 3,
+ * are pinned by a hash: the executor runs them, so they must not move.
  * The drawings are tested in test_schedule_draw.c.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +115,77 @@ static void too_long(ptdp_schedule *s)
 TEST(data_tests, a_generator_that_overflows_is_reported)
 {
     ptdp_schedule *s = NULL;
-    ck_assert_int_eq(ptdp_schedule_generate(too_long, "too-long", 2, 3, &s), PTDP_EINVAL);
+    ck_assert_int_eq(ptdp_schedule_generate(too_long, PTDP_PLACE_EVEN_ODD, "too-long", 2, 3, &s), PTDP_EINVAL);
     ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* Every list the registry makes (and 1F1B placed send-first), for the
+ * shapes p 1..8, m 1..12, v 1..3 that ptdp_schedule_check accepts, hashed
+ * action by action (FNV-1a over kind, micro-batch, peer, chunk).  The
+ * executor runs exactly these lists, so they fix the virtual times, bytes
+ * and bits of every pipelined run: a generator or the placing pass that
+ * changed one would show here first.  The numbers are those of the lists
+ * as GPipe and 1F1B first wrote them by hand. */
+static uint64_t fnv(uint64_t h, int x)
+{
+    for (int i = 0; i < 4; i++) {
+        h ^= (uint64_t)(((unsigned)x >> (8 * i)) & 0xFF);
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t hash_lists(const ptdp_schedule *s, uint64_t h)
+{
+    for (int st = 0; st < s->pp; st++) {
+        h = fnv(h, -100 - st);
+        for (int i = 0; i < s->stage[st].count; i++) {
+            const ptdp_action *a = &s->stage[st].actions[i];
+            h = fnv(fnv(fnv(fnv(h, (int)a->kind), a->mb), a->peer), a->chunk);
+        }
+    }
+    return h;
+}
+
+static uint64_t hash_schedule(const char *name)
+{
+    uint64_t h = 14695981039346656037ull;
+    char msg[256];
+    for (int p = 1; p <= 8; p++)
+        for (int m = 1; m <= 12; m++)
+            for (int v = 1; v <= 3; v++) {
+                ptdp_schedule *s = NULL;
+                if (name == NULL && v == 1)
+                    ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST,
+                                                            "1f1b-naive", p, m, &s), PTDP_OK);
+                else if (name == NULL || ptdp_schedule_check(name, p, m, v, msg, sizeof msg) != PTDP_OK)
+                    continue;
+                else
+                    ck_assert_int_eq(ptdp_schedule_create_v(name, p, m, v, &s), PTDP_OK);
+                h = hash_lists(s, fnv(fnv(fnv(h, p), m), v));
+                ptdp_schedule_destroy(s);
+            }
+    return h;
+}
+
+TEST(data_tests, the_lists_are_the_ones_the_executor_has_always_run)
+{
+    static const struct {
+        const char *name;
+        uint64_t hash;
+    } pinned[] = {
+        { "gpipe",       0x94f96fb9cb681425ull },
+        { "1f1b",        0x5fb122c989fd7a95ull },
+        { "interleaved", 0x583fd509f7b6c0aeull },
+        { "zb-h1",       0xedf65d3c47c19dddull },
+        { NULL,          0x1038aa4506e34a15ull },    /* 1f1b-naive */
+    };
+    for (size_t k = 0; k < sizeof pinned / sizeof pinned[0]; k++) {
+        uint64_t h = hash_schedule(pinned[k].name);
+        ck_assert_msg(h == pinned[k].hash, "%s: the lists hash to 0x%016llxull",
+                      pinned[k].name ? pinned[k].name : "1f1b-naive", (unsigned long long)h);
+    }
 }
 END_TEST
 
@@ -126,7 +198,7 @@ TEST(validator_tests, naive_1f1b_deadlocks_and_names_the_stages)
     for (int pp = 2; pp <= 8; pp++)
         for (int m = 2; m <= 16; m++) {
             ptdp_schedule *s = NULL;
-            ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "naive",
+            ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "naive",
                                                     pp, m, &s), PTDP_OK);
             ptdp_schedule_verdict v;
             ck_assert_int_eq(ptdp_schedule_validate(s, &v), PTDP_EINVAL);
@@ -144,7 +216,7 @@ TEST(validator_tests, naive_1f1b_deadlocks_and_names_the_stages)
         }
     /* With one micro-batch there is no steady state, nothing to exchange. */
     ptdp_schedule *s = NULL;
-    ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b_naive, "naive", 4, 1, &s), 0);
+    ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "naive", 4, 1, &s), 0);
     ck_assert_int_eq(ptdp_schedule_validate(s, NULL), PTDP_OK);
     ptdp_schedule_destroy(s);
 }

@@ -10,8 +10,10 @@
  *   zb-h1         for p 1..8, m 1..16: valid, B and W once each, the bubble
  *                 (p - 1)/(3m + p - 1) to 1e-9 with F = B = W (m >= p), 1F1B's
  *                 activation peak min(p - s, m), W owed at most min(s + 1, m).
- *   add_comms     on random compute orders that can run: the lists it makes
- *                 always pass the validator (no deadlock under rendezvous).
+ *   place_comms   on random compute orders that can run: the lists it makes
+ *                 by send time always pass the validator (no deadlock under
+ *                 rendezvous); what it refuses, with its reason, leaving the
+ *                 lists as they were.
  *   rules         a split backward mixed with a whole one, a missing W, W
  *                 before B, a chunk out of range, a receive from the wrong
  *                 chunk: each refused with its reason.
@@ -168,9 +170,9 @@ TEST(zb_tests, valid_with_a_third_of_the_bubble_at_1f1b_activation_peak)
 }
 END_TEST
 
-/* ---- add_comms ------------------------------------------------------------------ */
+/* ---- place_comms ---------------------------------------------------------------- */
 
-static const harness_tcase comms_tests = { .name = "add_comms" };
+static const harness_tcase comms_tests = { .name = "place_comms" };
 
 /* A random compute order that can run: play the pipeline, each time
  * letting a random stage run a random one of its ready actions. */
@@ -197,7 +199,9 @@ static ptdp_schedule *random_order(unsigned *seed, int p, int m, int v, int spli
         left--;
     }
     free(state);
-    ck_assert_int_eq(ptdp_schedule_add_comms(s), PTDP_OK);
+    char msg[256];
+    ck_assert_int_eq(ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, msg, sizeof msg), PTDP_OK);
+    ck_assert_str_eq(msg, "");
     return s;
 }
 
@@ -226,8 +230,79 @@ TEST(comms_tests, an_order_that_cannot_run_is_refused)
     ptdp_schedule_push(s, 0, PTDP_ACT_FORWARD, 0);
     ptdp_schedule_push(s, 1, PTDP_ACT_FORWARD, 0);
     ptdp_schedule_push(s, 1, PTDP_ACT_BACKWARD, 0);
-    ck_assert_int_eq(ptdp_schedule_add_comms(s), PTDP_EINVAL);
+    char msg[256];
+    ck_assert_int_eq(ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, msg, sizeof msg), PTDP_EINVAL);
+    ck_assert_msg(strstr(msg, "stage 0 stalls at compute 0 (B0): its input is made only after it") != NULL, "%s", msg);
+    ck_assert_int_eq(s->stage[0].count, 2);      /* the compute, untouched */
+    ck_assert_int_eq(s->stage[0].actions[0].kind, PTDP_ACT_BACKWARD);
     ptdp_schedule_destroy(s);
+}
+END_TEST
+
+/* The pass places messages once: a list that already has one, or an
+ * optimizer step, or a micro-batch or chunk that does not exist, or chunks
+ * on one stage, is refused with the action named; the lists stay as they
+ * were. */
+TEST(comms_tests, what_is_not_compute_is_refused_and_named)
+{
+    static const struct {
+        int pp, v;
+        ptdp_action_kind kind;
+        int mb, chunk;
+        const char *why;
+    } cases[] = {
+        { 2, 1, PTDP_ACT_SEND_FORWARD,   0, 0, "stage 0, action 1 (F0->1): a generator lists compute only" },
+        { 2, 1, PTDP_ACT_OPTIMIZER_STEP, 0, 0, "stage 0, action 1 (step): a generator lists compute only" },
+        { 2, 1, PTDP_ACT_BACKWARD,       3, 0, "stage 0, action 1 (B3): micro-batches are 0..1, chunks 0..0" },
+        { 2, 2, PTDP_ACT_FORWARD,        0, 2, "stage 0, action 1 (F0.2): micro-batches are 0..1, chunks 0..1" },
+        { 1, 2, PTDP_ACT_FORWARD,        0, 1, "2 chunks on a single stage would send to themselves" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int how = PTDP_PLACE_EVEN_ODD; how <= PTDP_PLACE_BY_SEND_TIME; how++) {
+            ptdp_schedule *s = NULL;
+            ck_assert_int_eq(ptdp_schedule_alloc_v("odd", cases[k].pp, 2, cases[k].v, &s), PTDP_OK);
+            ptdp_schedule_push(s, 0, PTDP_ACT_FORWARD, 0);
+            ptdp_schedule_push_chunk(s, 0, cases[k].kind, cases[k].mb, cases[k].chunk);
+            char msg[256];
+            ck_assert_int_eq(ptdp_schedule_place_comms(s, (ptdp_placement)how, msg, sizeof msg), PTDP_EINVAL);
+            ck_assert_msg(strstr(msg, cases[k].why) != NULL, "case %zu: %s", k, msg);
+            ck_assert_int_eq(s->stage[0].count, 2);
+            ptdp_schedule_destroy(s);
+        }
+}
+END_TEST
+
+/* GPipe and 1F1B place beside the compute, even/odd; the same compute
+ * placed by send time gets another order (so the rule is theirs, named in
+ * the registry), which is just as valid.  Placed send-first, 1F1B
+ * deadlocks as soon as there is a steady state to exchange in. */
+TEST(comms_tests, each_placement_of_1f1b_is_what_it_says)
+{
+    int differ = 0;
+    for (int pp = 2; pp <= 6; pp++)
+        for (int m = 1; m <= 9; m++) {
+            ptdp_schedule *even_odd = NULL, *by_time = NULL, *naive = NULL;
+            ck_assert_int_eq(ptdp_schedule_create("1f1b", pp, m, &even_odd), PTDP_OK);
+            ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_BY_SEND_TIME, "1f1b",
+                                                    pp, m, &by_time), PTDP_OK);
+            ck_assert_int_eq(ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "1f1b",
+                                                    pp, m, &naive), PTDP_OK);
+            expect_valid(even_odd);
+            expect_valid(by_time);
+            ck_assert_int_eq(ptdp_schedule_validate(naive, NULL), m >= 2 ? PTDP_EINVAL : PTDP_OK);
+            for (int st = 0; st < pp; st++) {
+                ck_assert_int_eq(even_odd->stage[st].count, by_time->stage[st].count);
+                ck_assert_int_eq(even_odd->stage[st].count, naive->stage[st].count);
+                ck_assert_int_eq(even_odd->stage[st].actions[even_odd->stage[st].count - 1].kind,
+                                 PTDP_ACT_OPTIMIZER_STEP);
+                differ += memcmp(even_odd->stage[st].actions, by_time->stage[st].actions,
+                                 sizeof(ptdp_action) * (size_t)even_odd->stage[st].count) != 0;
+            }
+            ptdp_schedule_destroy(even_odd);
+            ptdp_schedule_destroy(by_time);
+            ptdp_schedule_destroy(naive);
+        }
+    ck_assert_int_gt(differ, 0);
 }
 END_TEST
 

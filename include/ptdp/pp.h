@@ -75,7 +75,7 @@ typedef struct {
  * (a FORWARD before its input arrived, a BACKWARD of a micro-batch not
  * forwarded, …: the message names the stage, the action and why); or the
  * first communication or memory error.  A schedule whose order deadlocks
- * (ptdp_schedule_1f1b_naive) is not refused: the watchdog names it. */
+ * (1F1B placed PTDP_PLACE_SEND_FIRST) is not refused: the watchdog names it. */
 int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
 
 #endif

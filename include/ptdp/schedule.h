@@ -21,10 +21,12 @@
  * With v model chunks per stage (interleaved 1F1B) every action also names
  * its chunk: F3.1 is micro-batch 3 through the stage's chunk 1.
  *
- * A generator (GPipe, 1F1B, …) is a small function that appends actions; an
- * executor runs any list with one switch statement; the validator proves a
- * list correct and deadlock-free under blocking rendezvous send/recv; the
- * timing simulation measures its bubble in virtual time:
+ * A generator (GPipe, 1F1B, …) is a small function that appends a stage's
+ * compute (F, B, or B and W); one pass then places the sends, the receives
+ * and the optimizer step; an executor runs any list with one switch
+ * statement; the validator proves a list correct and deadlock-free under
+ * blocking rendezvous send/recv; the timing simulation measures its bubble
+ * in virtual time:
  *
  *   bubble = idle / makespan = (p - 1) / (m + p - 1)   (uniform stages, free links)
  *
@@ -78,7 +80,7 @@ typedef struct {
 
 typedef struct {
     int          count;      /* actions in the list                          */
-    int          capacity;   /* room allocated (6m + 1 covers any schedule)   */
+    int          capacity;   /* room allocated (7mv + 1 covers any schedule)  */
     ptdp_action *actions;    /* actions[0 .. count-1], run in this order      */
 } ptdp_stage_actions;
 
@@ -89,21 +91,45 @@ typedef struct {
     int                 virtual_stages;/* v: model chunks per stage (1, or
                                           more for the interleaved schedule) */
     ptdp_stage_actions *stage;         /* stage[s] for s = 0 .. pp-1          */
-    int                 overflow;      /* set if a generator pushed past capacity */
+    int                 overflow;      /* set if a push went past capacity or
+                                          to a stage that does not exist     */
 } ptdp_schedule;
 
-/* A generator appends every stage's actions with ptdp_schedule_push. */
+/* A generator appends every stage's compute (FORWARD, BACKWARD,
+ * BACKWARD_INPUT, BACKWARD_WEIGHT) with ptdp_schedule_push: the order in
+ * which the stage runs them, nothing else. */
 typedef void (*ptdp_schedule_generator)(ptdp_schedule *s);
+
+/* Where the placing pass (ptdp_schedule_place_comms) puts the messages.
+ * Every receive comes before the compute that needs it, every send after
+ * the compute that makes it; the placements differ in how they order
+ * messages that meet between two computes. */
+typedef enum {
+    /* Each message right next to its compute (a compute's receive just
+     * before it, its send just after).  Where two neighbours would each
+     * send before receiving what the other sends (an exchange: 1F1B's
+     * steady state), the even stage sends first and the odd one receives
+     * first: GPipe and 1F1B, as Megatron-LM orders them. */
+    PTDP_PLACE_EVEN_ODD = 0,
+    /* The same with every send first, exchanges included: the
+     * counter-example, which deadlocks 1F1B for pp >= 2, m >= 2. */
+    PTDP_PLACE_SEND_FIRST,
+    /* Every stage meets its messages in one global order, the time each is
+     * sent when the compute is played: any compute order that can run, with
+     * chunks round a ring or split backwards (interleaved, ZB-H1). */
+    PTDP_PLACE_BY_SEND_TIME,
+} ptdp_placement;
 
 typedef struct {
     const char             *name;
     const char             *summary;
     ptdp_schedule_generator generate;
+    ptdp_placement          placement;      /* where its messages go          */
     int                     chunked;        /* takes --virtual-stages v > 1   */
     int                     split_backward; /* backward as B and W actions    */
 } ptdp_schedule_entry;
 
-/* The generators. */
+/* The generators: compute only. */
 void ptdp_schedule_gpipe(ptdp_schedule *s);
 void ptdp_schedule_1f1b(ptdp_schedule *s);
 /* Interleaved 1F1B (Narayanan et al. 2021): each stage holds v =
@@ -113,9 +139,8 @@ void ptdp_schedule_interleaved(ptdp_schedule *s);
 /* ZB-H1 (Qi et al. 2024): 1F1B's order with every backward split into B
  * and W, the W passes deferred into the bubbles. */
 void ptdp_schedule_zb_h1(ptdp_schedule *s);
-/* A counter-example, not in the registry: 1F1B with every send ordered before
- * its receive.  It deadlocks under rendezvous send/recv for pp >= 2, m >= 2. */
-void ptdp_schedule_1f1b_naive(ptdp_schedule *s);
+/* A counter-example, not in the registry: ptdp_schedule_1f1b placed with
+ * PTDP_PLACE_SEND_FIRST ("1f1b-naive": `ptdp schedule --naive`). */
 
 /* The registry: "gpipe", "1f1b", "interleaved", "zb-h1".  Adding a schedule
  * = one generator + one line. */
@@ -130,17 +155,19 @@ void ptdp_schedule_names(char *buf, size_t len);
 int  ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
                          char *msg, size_t msglen);
 
-/* An empty schedule (lists with room for any schedule), or a generated one.
- * Both return 0, or PTDP_EINVAL (pp < 1, m < 1, v < 1, unknown name, a
- * generator overflow, ptdp_schedule_check's refusals) / PTDP_ENOMEM; *out
- * is NULL on failure.  Without _v, v = 1. */
+/* An empty schedule (lists with room for any schedule), or a generated one:
+ * the generator's compute, then ptdp_schedule_place_comms with `placement`
+ * (create: the registry's generator and placement).  All return 0, or
+ * PTDP_EINVAL (pp < 1, m < 1, v < 1, unknown name, a push past a list's
+ * room, compute the pass cannot place, ptdp_schedule_check's refusals) /
+ * PTDP_ENOMEM; *out is NULL on failure.  Without _v, v = 1. */
 int  ptdp_schedule_alloc(const char *name, int pp, int micro_batches, ptdp_schedule **out);
 int  ptdp_schedule_alloc_v(const char *name, int pp, int micro_batches, int virtual_stages,
                            ptdp_schedule **out);
-int  ptdp_schedule_generate(ptdp_schedule_generator gen, const char *name,
+int  ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
                             int pp, int micro_batches, ptdp_schedule **out);
-int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, const char *name, int pp,
-                              int micro_batches, int virtual_stages, ptdp_schedule **out);
+int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
+                              int pp, int micro_batches, int virtual_stages, ptdp_schedule **out);
 int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
 int  ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
                             ptdp_schedule **out);
@@ -148,25 +175,22 @@ void ptdp_schedule_destroy(ptdp_schedule *s);
 
 /* Append one action to stage `stage`; the peer follows from the kind
  * (SEND_FORWARD/RECV_BACKWARD: stage+1, RECV_FORWARD/SEND_BACKWARD: stage-1).
- * Past capacity it sets s->overflow, which ptdp_schedule_generate reports.
+ * A generator pushes compute; a list written by hand (a test, a lesson)
+ * may push every action, messages and OPTIMIZER_STEP included.  Past
+ * capacity it sets s->overflow, which ptdp_schedule_generate reports.
  * _chunk: the same for one of the stage's model chunks (interleaving). */
 void ptdp_schedule_push(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb);
 void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb, int chunk);
 
-/* A generator that lists only the compute (FORWARD, BACKWARD, or
- * BACKWARD_INPUT and BACKWARD_WEIGHT) of every stage calls this once to add
- * the sends and receives: each message goes right after the compute that
- * makes it and before the one that needs it, and every stage meets its
- * messages in one global order (when they are sent), which cannot deadlock
- * under rendezvous send/recv (schedule_comms.c has the argument).  Then the
- * optimizer step.  0, or PTDP_EINVAL if the compute lists cannot run (a
- * dependency no order satisfies, or chunks on a single stage, which would
- * send to themselves) / PTDP_ENOMEM. */
-int  ptdp_schedule_add_comms(ptdp_schedule *s);
-
-/* The neighbour an action of `stage` talks to: stage+1 for SEND_FORWARD and
- * RECV_BACKWARD, stage-1 for RECV_FORWARD and SEND_BACKWARD; -1 otherwise. */
-int ptdp_action_peer(ptdp_action_kind kind, int stage);
+/* The placing pass.  The lists hold compute only (a generator's output);
+ * it adds every send and receive where `placement` says, then one
+ * OPTIMIZER_STEP at the end of every list.  0, or a negative code with the
+ * reason in msg: PTDP_EINVAL if a list holds anything but compute, a
+ * micro-batch or chunk out of range, chunks on a single stage (they would
+ * send to themselves), more actions than a list has room for, or (by send
+ * time) a dependency no order satisfies; PTDP_ENOMEM.  The lists are left
+ * as they were unless it returns 0. */
+int  ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char *msg, size_t msglen);
 
 /* Model chunks.  With v chunks per stage the model is cut into p*v pieces;
  * stage s holds pieces s, s+p, s+2p, …, so activations go round the ring

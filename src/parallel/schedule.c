@@ -1,5 +1,6 @@
 /*
- * schedule.c — pipeline schedules as lists of actions: GPipe and 1F1B.
+ * schedule.c — the generators (GPipe, 1F1B, interleaved 1F1B, ZB-H1): each
+ * stage's compute, in order; and the registry that names them.
  *
  * p stages, m micro-batches.  Time flows right; each row is one stage
  * (the picture `ptdp schedule --pp 4 --micro-batches 4` draws, t_f = t_b):
@@ -25,25 +26,16 @@
  * forwarding, so the backward pass is a stack (last in, first out) and the
  * freshest activations are consumed first.  Same order would time the same.
  *
- * Deadlock freedom.  send and recv are blocking with rendezvous semantics: a
- * send returns only once the receiver is at the matching recv.  In 1F1B's
- * steady state two neighbours want to exchange at the same moment:
+ * A generator lists the compute only: which forward and backward each stage
+ * runs, in its order.  The sends and receives, and the optimizer step, are
+ * added afterwards by one pass (schedule_comms.c), whose placement is part
+ * of the registry's data: GPipe and 1F1B put each message next to its
+ * compute with the even/odd rule, the schedules with chunks or split
+ * backwards in the order the messages are sent.  So the compute orders
+ * below are the whole of each schedule's idea:
  *
- *     stage i  :  F5 | send F5 -> i+1 | recv B2 <- i+1 | B2
- *     stage i+1:  B2 | send B2 -> i   | recv F5 <- i   | F5
- *
- * If both send first, each waits for the other to receive: a cycle, a hang
- * (`ptdp_schedule_1f1b_naive` builds exactly that).  The even/odd rule: in an
- * exchange with a neighbour, an even stage sends first and an odd stage
- * receives first.  Neighbours differ in parity, so the two first calls always
- * pair up, then the two second calls:
- *
- *     stage 2 (even):  send F5 -> 3  ---.    .--> recv B2 <- 3
- *                                        |    |
- *     stage 3 (odd) :  recv F5 <- 2  <--'    '--- send B2 -> 2
- *
- * No two neighbours ever both send first, so no cycle of blocking calls can
- * form; ptdp_schedule_validate proves it for a given list by simulation.
+ *   GPipe, p = 2, m = 2   stage 0  F0 F1 B1 B0      stage 1  F0 F1 B1 B0
+ *   1F1B,  p = 2, m = 2   stage 0  F0 F1 B0 B1      stage 1  F0 B0 F1 B1
  */
 #include "ptdp/schedule.h"
 
@@ -52,224 +44,40 @@
 
 #include "ptdp/error.h"
 
-/* ---- the data: allocate, push ----------------------------------------------- */
-
-int ptdp_schedule_alloc(const char *name, int pp, int micro_batches, ptdp_schedule **out)
-{
-    return ptdp_schedule_alloc_v(name, pp, micro_batches, 1, out);
-}
-
-int ptdp_schedule_alloc_v(const char *name, int pp, int micro_batches, int virtual_stages,
-                          ptdp_schedule **out)
-{
-    *out = NULL;
-    if (pp < 1 || micro_batches < 1 || virtual_stages < 1 || name == NULL)
-        return PTDP_EINVAL;
-    ptdp_schedule *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return PTDP_ENOMEM;
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->pp = pp;
-    s->micro_batches = micro_batches;
-    s->virtual_stages = virtual_stages;
-    s->stage = calloc((size_t)pp, sizeof *s->stage);
-    if (s->stage == NULL) {
-        ptdp_schedule_destroy(s);
-        return PTDP_ENOMEM;
-    }
-    /* Per micro-batch and chunk a stage does at most F, B (or B and W) and
-     * four sends/recvs, plus one optimizer step: 7mv + 1 fits every valid
-     * schedule. */
-    for (int st = 0; st < pp; st++) {
-        s->stage[st].capacity = 7 * micro_batches * virtual_stages + 1;
-        s->stage[st].actions = calloc((size_t)s->stage[st].capacity, sizeof(ptdp_action));
-        if (s->stage[st].actions == NULL) {
-            ptdp_schedule_destroy(s);
-            return PTDP_ENOMEM;
-        }
-    }
-    *out = s;
-    return PTDP_OK;
-}
-
-void ptdp_schedule_destroy(ptdp_schedule *s)
-{
-    if (s == NULL)
-        return;
-    if (s->stage != NULL)
-        for (int st = 0; st < s->pp; st++)
-            free(s->stage[st].actions);
-    free(s->stage);
-    free(s);
-}
-
-/* Activations flow to stage+1, gradients to stage-1. */
-int ptdp_action_peer(ptdp_action_kind kind, int stage)
-{
-    switch (kind) {
-    case PTDP_ACT_SEND_FORWARD:
-    case PTDP_ACT_RECV_BACKWARD: return stage + 1;
-    case PTDP_ACT_RECV_FORWARD:
-    case PTDP_ACT_SEND_BACKWARD: return stage - 1;
-    default:                     return -1;
-    }
-}
-
-/* ---- model chunks ------------------------------------------------------------ */
-
-int ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk)
-{
-    return chunk * s->pp + stage;
-}
-
-int ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk)
-{
-    return ptdp_chunk_global(s, stage, chunk) == 0;
-}
-
-int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
-{
-    return ptdp_chunk_global(s, stage, chunk) == s->pp * s->virtual_stages - 1;
-}
-
-/* Activations go from piece g to piece g + 1, gradients from g to g - 1.
- * Without interleaving (v = 1) that is stage s +- 1, even past the ends
- * (the validator names such an action); with it, pieces wrap round the
- * ring of stages, and off the model's ends there is nobody (-1). */
-void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
-                       int *peer_stage, int *peer_chunk)
-{
-    int step = 0;
-    switch (kind) {
-    case PTDP_ACT_SEND_FORWARD:
-    case PTDP_ACT_RECV_BACKWARD: step = +1; break;
-    case PTDP_ACT_RECV_FORWARD:
-    case PTDP_ACT_SEND_BACKWARD: step = -1; break;
-    default:                     break;
-    }
-    *peer_stage = *peer_chunk = -1;
-    if (step == 0)
-        return;
-    if (s->virtual_stages == 1) {
-        *peer_stage = stage + step;
-        *peer_chunk = 0;
-        return;
-    }
-    int g = ptdp_chunk_global(s, stage, chunk) + step;
-    if (g < 0 || g >= s->pp * s->virtual_stages)
-        return;
-    *peer_stage = g % s->pp;
-    *peer_chunk = g / s->pp;
-}
-
-/* Generators stay readable as plain lists of pushes: a push past capacity
- * only marks the schedule (like ferror on a FILE), and
- * ptdp_schedule_generate reports it once the generator returns. */
-void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb, int chunk)
-{
-    if (stage < 0 || stage >= s->pp || s->stage[stage].count == s->stage[stage].capacity) {
-        s->overflow = 1;
-        return;
-    }
-    int peer, peer_chunk;
-    ptdp_action_route(s, kind, stage, chunk, &peer, &peer_chunk);
-    ptdp_stage_actions *list = &s->stage[stage];
-    list->actions[list->count++] = (ptdp_action){
-        .kind  = kind,
-        .mb    = kind == PTDP_ACT_OPTIMIZER_STEP ? -1 : mb,
-        .peer  = peer,
-        .chunk = kind == PTDP_ACT_OPTIMIZER_STEP ? 0 : chunk,
-    };
-}
-
-void ptdp_schedule_push(ptdp_schedule *s, int stage, ptdp_action_kind kind, int mb)
-{
-    ptdp_schedule_push_chunk(s, stage, kind, mb, 0);
-}
-
 /* ---- GPipe --------------------------------------------------------------------- */
 
 void ptdp_schedule_gpipe(ptdp_schedule *s)
 {
     const int p = s->pp, m = s->micro_batches;
     for (int st = 0; st < p; st++) {
-        const int first = st == 0, last = st == p - 1;
-        for (int mb = 0; mb < m; mb++) {
-            if (!first) ptdp_schedule_push(s, st, PTDP_ACT_RECV_FORWARD, mb);
+        for (int mb = 0; mb < m; mb++)
             ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, mb);
-            if (!last)  ptdp_schedule_push(s, st, PTDP_ACT_SEND_FORWARD, mb);
-        }
-        for (int mb = m - 1; mb >= 0; mb--) {
-            if (!last)  ptdp_schedule_push(s, st, PTDP_ACT_RECV_BACKWARD, mb);
+        for (int mb = m - 1; mb >= 0; mb--)
             ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD, mb);
-            if (!first) ptdp_schedule_push(s, st, PTDP_ACT_SEND_BACKWARD, mb);
-        }
-        ptdp_schedule_push(s, st, PTDP_ACT_OPTIMIZER_STEP, -1);
     }
 }
 
 /* ---- 1F1B ---------------------------------------------------------------------- */
 
-typedef enum { EVEN_SENDS_FIRST, ALWAYS_SEND_FIRST } exchange_order;
-
-/* A send and a recv with the same neighbour, issued back to back. */
-static void exchange(ptdp_schedule *s, int st, exchange_order order,
-                     ptdp_action_kind send, int send_mb,
-                     ptdp_action_kind recv, int recv_mb)
-{
-    if (order == ALWAYS_SEND_FIRST || st % 2 == 0) {
-        ptdp_schedule_push(s, st, send, send_mb);
-        ptdp_schedule_push(s, st, recv, recv_mb);
-    } else {
-        ptdp_schedule_push(s, st, recv, recv_mb);
-        ptdp_schedule_push(s, st, send, send_mb);
-    }
-}
-
-static void one_f_one_b(ptdp_schedule *s, exchange_order order)
+void ptdp_schedule_1f1b(ptdp_schedule *s)
 {
     const int p = s->pp, m = s->micro_batches;
     for (int st = 0; st < p; st++) {
-        const int first = st == 0, last = st == p - 1;
         const int warmup = p - st - 1 < m ? p - st - 1 : m;
-        const int steady = m - warmup;
 
         /* Warm-up: fill the pipe below this stage. */
-        for (int mb = 0; mb < warmup; mb++) {
-            if (!first) ptdp_schedule_push(s, st, PTDP_ACT_RECV_FORWARD, mb);
+        for (int mb = 0; mb < warmup; mb++)
             ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, mb);
-            if (!last)  ptdp_schedule_push(s, st, PTDP_ACT_SEND_FORWARD, mb);
+        /* Steady state: forward mb warm-up + k, then backward mb k. */
+        for (int k = 0; k < m - warmup; k++) {
+            ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, warmup + k);
+            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD, k);
         }
-        if (steady > 0 && !first)
-            ptdp_schedule_push(s, st, PTDP_ACT_RECV_FORWARD, warmup);
-
-        /* Steady state: forward mb f = warm-up + k, then backward mb k. */
-        for (int k = 0; k < steady; k++) {
-            const int f = warmup + k, b = k;
-            ptdp_schedule_push(s, st, PTDP_ACT_FORWARD, f);
-            if (!last)
-                exchange(s, st, order, PTDP_ACT_SEND_FORWARD, f, PTDP_ACT_RECV_BACKWARD, b);
-            ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD, b);
-            if (first)
-                continue;
-            if (k == steady - 1)
-                ptdp_schedule_push(s, st, PTDP_ACT_SEND_BACKWARD, b);
-            else
-                exchange(s, st, order, PTDP_ACT_SEND_BACKWARD, b, PTDP_ACT_RECV_FORWARD, f + 1);
-        }
-
         /* Cool-down: the backwards of the warm-up micro-batches. */
-        for (int b = steady; b < m; b++) {
-            if (!last)  ptdp_schedule_push(s, st, PTDP_ACT_RECV_BACKWARD, b);
+        for (int b = m - warmup; b < m; b++)
             ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD, b);
-            if (!first) ptdp_schedule_push(s, st, PTDP_ACT_SEND_BACKWARD, b);
-        }
-        ptdp_schedule_push(s, st, PTDP_ACT_OPTIMIZER_STEP, -1);
     }
 }
-
-void ptdp_schedule_1f1b(ptdp_schedule *s)       { one_f_one_b(s, EVEN_SENDS_FIRST); }
-void ptdp_schedule_1f1b_naive(ptdp_schedule *s) { one_f_one_b(s, ALWAYS_SEND_FIRST); }
 
 /* ---- interleaved 1F1B ------------------------------------------------------------ */
 
@@ -327,8 +135,6 @@ void ptdp_schedule_interleaved(ptdp_schedule *s)
         for (int k = total - warmup; k < total; k++)    /* cool-down */
             ptdp_schedule_push_chunk(s, st, PTDP_ACT_BACKWARD, interleaved_mb(s, k), interleaved_chunk_b(s, k));
     }
-    if (ptdp_schedule_add_comms(s) != PTDP_OK)
-        s->overflow = 1;
 }
 
 /* ---- ZB-H1 --------------------------------------------------------------------- */
@@ -382,20 +188,20 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s)
         while (next_w < m)
             ptdp_schedule_push(s, st, PTDP_ACT_BACKWARD_WEIGHT, next_w++);
     }
-    if (ptdp_schedule_add_comms(s) != PTDP_OK)
-        s->overflow = 1;
 }
 
 /* ---- the registry ----------------------------------------------------------- */
 
+/* Each schedule's compute, and where its messages go (schedule.h). */
 static const ptdp_schedule_entry registry[] = {
-    { "gpipe", "all forwards, then all backwards (GPipe)",              ptdp_schedule_gpipe, 0, 0 },
+    { "gpipe", "all forwards, then all backwards (GPipe)",
+      ptdp_schedule_gpipe, PTDP_PLACE_EVEN_ODD, 0, 0 },
     { "1f1b",  "warm-up, one forward one backward, cool-down (PipeDream-Flush)",
-      ptdp_schedule_1f1b, 0, 0 },
+      ptdp_schedule_1f1b, PTDP_PLACE_EVEN_ODD, 0, 0 },
     { "interleaved", "1F1B over v model chunks per stage (Megatron-LM, --virtual-stages)",
-      ptdp_schedule_interleaved, 1, 0 },
+      ptdp_schedule_interleaved, PTDP_PLACE_BY_SEND_TIME, 1, 0 },
     { "zb-h1", "1F1B with the weight gradients deferred into the bubbles (zero bubble H1)",
-      ptdp_schedule_zb_h1, 0, 1 },
+      ptdp_schedule_zb_h1, PTDP_PLACE_BY_SEND_TIME, 0, 1 },
 };
 
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count)
@@ -456,25 +262,28 @@ int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual
     return PTDP_OK;
 }
 
-int ptdp_schedule_generate_v(ptdp_schedule_generator gen, const char *name, int pp,
-                             int micro_batches, int virtual_stages, ptdp_schedule **out)
+/* Generate, then place: the generator only appends compute, so whatever
+ * it does, the messages and the optimizer step come from one pass. */
+int ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
+                             int pp, int micro_batches, int virtual_stages, ptdp_schedule **out)
 {
+    char msg[256];   /* the registry's schedules always place; others get the code */
     int rc = ptdp_schedule_alloc_v(name, pp, micro_batches, virtual_stages, out);
     if (rc != PTDP_OK)
         return rc;
     gen(*out);
-    if ((*out)->overflow) {
+    rc = (*out)->overflow ? PTDP_EINVAL : ptdp_schedule_place_comms(*out, placement, msg, sizeof msg);
+    if (rc != PTDP_OK) {
         ptdp_schedule_destroy(*out);
         *out = NULL;
-        return PTDP_EINVAL;
     }
-    return PTDP_OK;
+    return rc;
 }
 
-int ptdp_schedule_generate(ptdp_schedule_generator gen, const char *name,
+int ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
                            int pp, int micro_batches, ptdp_schedule **out)
 {
-    return ptdp_schedule_generate_v(gen, name, pp, micro_batches, 1, out);
+    return ptdp_schedule_generate_v(gen, placement, name, pp, micro_batches, 1, out);
 }
 
 int ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
@@ -485,7 +294,8 @@ int ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virt
     if (ptdp_schedule_check(name, pp, micro_batches, virtual_stages, msg, sizeof msg) != PTDP_OK)
         return PTDP_EINVAL;
     const ptdp_schedule_entry *e = ptdp_schedule_find(name);
-    return ptdp_schedule_generate_v(e->generate, e->name, pp, micro_batches, virtual_stages, out);
+    return ptdp_schedule_generate_v(e->generate, e->placement, e->name, pp, micro_batches,
+                                    virtual_stages, out);
 }
 
 int ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out)
@@ -493,34 +303,7 @@ int ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_sched
     return ptdp_schedule_create_v(name, pp, micro_batches, 1, out);
 }
 
-/* ---- reading a schedule ------------------------------------------------------ */
-
-int ptdp_schedule_peak_in_flight(const ptdp_schedule *s, int stage)
-{
-    int alive = 0, peak = 0;
-    const ptdp_stage_actions *list = &s->stage[stage];
-    for (int i = 0; i < list->count; i++) {
-        ptdp_action_kind k = list->actions[i].kind;
-        if (k == PTDP_ACT_FORWARD && ++alive > peak)
-            peak = alive;
-        if (k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_INPUT)
-            alive--;
-    }
-    return peak;
-}
-
-int ptdp_schedule_peak_deferred(const ptdp_schedule *s, int stage)
-{
-    int owed = 0, peak = 0;
-    const ptdp_stage_actions *list = &s->stage[stage];
-    for (int i = 0; i < list->count; i++) {
-        if (list->actions[i].kind == PTDP_ACT_BACKWARD_INPUT && ++owed > peak)
-            peak = owed;
-        if (list->actions[i].kind == PTDP_ACT_BACKWARD_WEIGHT)
-            owed--;
-    }
-    return peak;
-}
+/* ---- the bubble a schedule should show ----------------------------------------- */
 
 double ptdp_bubble_formula(int pp, int micro_batches)
 {
@@ -542,69 +325,4 @@ double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula
     if (formula != NULL)
         *formula = f;
     return b;
-}
-
-const char *ptdp_action_kind_name(ptdp_action_kind k)
-{
-    static const char *const names[PTDP_ACT_KIND_COUNT] = {
-        "FORWARD", "BACKWARD", "SEND_FORWARD", "RECV_FORWARD",
-        "SEND_BACKWARD", "RECV_BACKWARD", "OPTIMIZER_STEP",
-        "BACKWARD_INPUT", "BACKWARD_WEIGHT",
-    };
-    return (unsigned)k < PTDP_ACT_KIND_COUNT ? names[k] : "?";
-}
-
-/* Chunk c > 0 of a stage is written after a dot: F3.1 is micro-batch 3's
- * forward through the stage's second chunk (ptdp_schedule_print writes the
- * .0 too when a schedule has chunks). */
-static int format_action(const ptdp_action *a, char *buf, size_t len, int with_chunk)
-{
-    char c[16] = "";
-    if (with_chunk || a->chunk > 0)
-        snprintf(c, sizeof c, ".%d", a->chunk);
-    switch (a->kind) {
-    case PTDP_ACT_FORWARD:         return snprintf(buf, len, "F%d%s", a->mb, c);
-    case PTDP_ACT_BACKWARD:        return snprintf(buf, len, "B%d%s", a->mb, c);
-    case PTDP_ACT_BACKWARD_INPUT:  return snprintf(buf, len, "B%d%s", a->mb, c);
-    case PTDP_ACT_BACKWARD_WEIGHT: return snprintf(buf, len, "W%d%s", a->mb, c);
-    case PTDP_ACT_SEND_FORWARD:    return snprintf(buf, len, "F%d%s->%d", a->mb, c, a->peer);
-    case PTDP_ACT_RECV_FORWARD:    return snprintf(buf, len, "F%d%s<-%d", a->mb, c, a->peer);
-    case PTDP_ACT_SEND_BACKWARD:   return snprintf(buf, len, "B%d%s->%d", a->mb, c, a->peer);
-    case PTDP_ACT_RECV_BACKWARD:   return snprintf(buf, len, "B%d%s<-%d", a->mb, c, a->peer);
-    case PTDP_ACT_OPTIMIZER_STEP:  return snprintf(buf, len, "step");
-    default:                       return snprintf(buf, len, "?%d", (int)a->kind);
-    }
-}
-
-int ptdp_action_format(const ptdp_action *a, char *buf, size_t len)
-{
-    return format_action(a, buf, len, 0);
-}
-
-void ptdp_schedule_print(const ptdp_schedule *s, FILE *out)
-{
-    enum { PER_LINE = 10 };
-    fprintf(out, "schedule %s: %d stage%s, %d micro-batch%s\n"
-                 "  Fk forward, Bk backward of micro-batch k;  Fk->s send activation to stage s,\n"
-                 "  Fk<-s receive it from s;  Bk->s / Bk<-s the same for its gradient;"
-                 "  step = optimizer\n",
-            s->name, s->pp, s->pp == 1 ? "" : "s",
-            s->micro_batches, s->micro_batches == 1 ? "" : "es");
-    if (s->virtual_stages > 1)
-        fprintf(out, "  Fk.c: through chunk c of the stage (stage s, chunk c holds the model's piece "
-                     "c*%d + s of %d)\n", s->pp, s->pp * s->virtual_stages);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
-    if (e != NULL && e->split_backward)
-        fprintf(out, "  backward split: Bk the gradient of the stage input only, Wk the weight "
-                     "gradients (deferred)\n");
-    for (int st = 0; st < s->pp; st++) {
-        const ptdp_stage_actions *list = &s->stage[st];
-        fprintf(out, "stage %d (%d actions):", st, list->count);
-        for (int i = 0; i < list->count; i++) {
-            char tok[32];
-            format_action(&list->actions[i], tok, sizeof tok, s->virtual_stages > 1);
-            fprintf(out, "%s%-7s", i % PER_LINE == 0 ? "\n   " : " ", tok);
-        }
-        fputc('\n', out);
-    }
 }

@@ -21,10 +21,11 @@
  *      cost time, links are free: the formula's assumptions), so the
  *      bubble they measure must be the formula's.
  *
- * Your generators plug into the library the way its own do:
- *     ptdp_schedule_generate(generator, "your-gpipe", p, m, &schedule)
- * through a small trampoline, because a ptdp_schedule_generator returns
- * nothing and yours return a status.
+ * Your functions write every action by hand, messages and optimizer step
+ * included, into an empty schedule from ptdp_schedule_alloc.  (The
+ * library's generators write only the compute and let
+ * ptdp_schedule_place_comms add the rest by this same even/odd rule:
+ * PTDP_PLACE_EVEN_ODD, schedule.h.)
  */
 #include <math.h>
 #include <stdio.h>
@@ -62,31 +63,26 @@ enum { P_RUN = 4, M_RUN = 8, B = 16, STEPS = 3 };
 static const double LR = 0.5;
 static const uint64_t SEED = 11;
 
-/* ------------------------------------------------------- the trampoline */
+/* ------------------------------------------------------- your lists */
 
-static lesson_generator trampoline_fn;
-static int trampoline_rc;
-
-static void trampoline(ptdp_schedule *s)
-{
-    trampoline_rc = trampoline_fn(s);
-}
-
-/* Generate with the student's function.  0, or 1 after printing why not
- * (a blank reached: its message only). */
+/* An empty schedule filled by the student's function.  0, or 1 after
+ * printing why not (a blank reached: its message only). */
 static int generate(const student_schedule *y, int p, int m, ptdp_schedule **out)
 {
-    trampoline_fn = y->fn;
-    trampoline_rc = 0;
     char name[32];
     snprintf(name, sizeof name, "your-%s", y->kind == GPIPE ? "gpipe" : "1f1b");
-    int rc = ptdp_schedule_generate(trampoline, name, p, m, out);
-    if (trampoline_rc != 0) {
-        if (!tutorial_report_blank())
-            tutorial_wrong("%s, p = %d, m = %d: %s returned %d (%s).", y->name, p, m, y->function,
-                           trampoline_rc, ptdp_strerror(trampoline_rc));
+    int rc = ptdp_schedule_alloc(name, p, m, out);
+    int yours = rc == PTDP_OK ? y->fn(*out) : PTDP_OK;
+    if (yours == PTDP_OK && rc == PTDP_OK && (*out)->overflow)
+        rc = PTDP_EINVAL;
+    if (yours != PTDP_OK || rc != PTDP_OK) {
         ptdp_schedule_destroy(*out);
         *out = NULL;
+    }
+    if (yours != PTDP_OK) {
+        if (!tutorial_report_blank())
+            tutorial_wrong("%s, p = %d, m = %d: %s returned %d (%s).", y->name, p, m, y->function,
+                           yours, ptdp_strerror(yours));
         return 1;
     }
     if (rc == PTDP_EINVAL) {

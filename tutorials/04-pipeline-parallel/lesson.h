@@ -3,10 +3,12 @@
  * check calls.
  *
  * Each one fills an empty schedule (made by ptdp_schedule_alloc for
- * s->pp stages and s->micro_batches micro-batches) with every stage's list
- * of actions, using ptdp_schedule_push (schedule.h).  They are generators,
- * exactly like ptdp_schedule_gpipe and ptdp_schedule_1f1b, except that they
- * return a status, so that an unfinished one can say so.
+ * s->pp stages and s->micro_batches micro-batches) with every stage's whole
+ * list of actions — compute, sends, receives and the optimizer step — using
+ * ptdp_schedule_push (schedule.h), and returns a status, so that an
+ * unfinished one can say so.  The library's ptdp_schedule_gpipe and
+ * ptdp_schedule_1f1b list only the compute; ptdp_schedule_place_comms
+ * (PTDP_PLACE_EVEN_ODD) then adds the rest exactly as you do here.
  */
 #ifndef LESSON_04_H
 #define LESSON_04_H

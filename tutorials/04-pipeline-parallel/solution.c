@@ -1,8 +1,10 @@
 /*
  * solution.c — lesson 04: pipeline schedules as lists of actions.
  *
- * The answer to exercise.c (try that first).  src/parallel/schedule.c holds the
- * library's own generators, written the same way.
+ * The answer to exercise.c (try that first).  The library splits the same
+ * work in two: its generators (src/parallel/schedule.c) list the compute
+ * only, and src/parallel/schedule_comms.c adds the sends and receives by
+ * the rule of exchange() below.
  *
  * The L blocks of the model are cut into p stages, one per device.  A step's
  * batch is cut into m micro-batches that flow forward through the stages

@@ -77,6 +77,21 @@ static void note_compute(const ptdp_schedule *s, int st)
     tutorial_note("%s", line);
 }
 
+/* Your generator, then what the library runs after its own: the one pass
+ * that places the sends, the receives and the optimizer step (by send
+ * time, as for ptdp_schedule_interleaved and ptdp_schedule_zb_h1).
+ * Returns your function's code; *placed gets the pass's (its reason in
+ * why), 0 if it did not run because your function failed or overflowed. */
+static int generate(int (*fn)(ptdp_schedule *s), ptdp_schedule *s, int *placed, char *why, size_t len)
+{
+    int rc = fn(s);
+    *placed = 0;
+    why[0] = '\0';
+    if (rc == PTDP_OK && !s->overflow)
+        *placed = ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, why, len);
+    return rc;
+}
+
 /* Time the schedule; the bubble, or -1 if it cannot be timed. */
 static double bubble_of(const ptdp_schedule *s, const ptdp_schedule_costs *c, ptdp_schedule_timeline **keep)
 {
@@ -121,14 +136,17 @@ static void note_consequence(int p, int m, int v)
     ptdp_schedule *s;
     if (ptdp_schedule_alloc_v("interleaved", p, m, v, &s) != 0)
         return;
-    int rc = lesson_interleaved(s);
+    char why[256];
+    int placed, rc = generate(lesson_interleaved, s, &placed, why, sizeof why);
     ptdp_schedule_verdict verdict;
     if (tutorial_report_blank()) {
         /* the blank's message says it all */
     } else if (rc != 0)
-        tutorial_note("With it, your generator at p = %d, m = %d, v = %d returns %s: no order of the\n"
-                      "messages lets the lists run (ptdp_schedule_add_comms): some backward would wait for a\n"
-                      "gradient that can only come after it.", p, m, v, ptdp_strerror(rc));
+        tutorial_note("With it, your generator at p = %d, m = %d, v = %d returns %s.", p, m, v, ptdp_strerror(rc));
+    else if (placed != 0)
+        tutorial_note("With it, your lists at p = %d, m = %d, v = %d cannot run: no order of the messages\n"
+                      "lets them, some backward would wait for a gradient that can only come after it\n"
+                      "(ptdp_schedule_place_comms: %s).", p, m, v, why);
     else if (ptdp_schedule_validate(s, &verdict) != 0)
         tutorial_note("With it, your schedule at p = %d, m = %d, v = %d is not valid: %s", p, m, v, verdict.message);
     ptdp_schedule_destroy(s);
@@ -222,9 +240,9 @@ static bool check_mapping(void)
 
 /* ================================== 2. the interleaved schedule, blank 3 */
 
-/* The generator failed (after the mapping was right): the compute lists,
- * which add_comms had not touched, say why. */
-static void explain_interleaved_failure(const ptdp_schedule *s, int rc)
+/* The messages could not be placed (after the mapping was right): the
+ * compute lists, which the pass leaves as they were, say why. */
+static void explain_interleaved_failure(const ptdp_schedule *s, const char *why)
 {
     const int v = s->virtual_stages, total = s->micro_batches * v;
     for (int st = 0; st < s->pp; st++) {
@@ -239,9 +257,33 @@ static void explain_interleaved_failure(const ptdp_schedule *s, int rc)
             return;
         }
     }
-    tutorial_note("ptdp_schedule_add_comms found no order of the messages that lets these lists run (%s).",
-                  ptdp_strerror(rc));
+    tutorial_note("ptdp_schedule_place_comms found no order of the messages that lets these lists run\n(%s).",
+                  why);
     note_compute(s, s->pp - 1);
+}
+
+/* Did your generator make lists, and the pass place their messages?  If
+ * not, say why and return false. */
+static bool interleaved_generated(const ptdp_schedule *s, int rc, int placed, const char *why)
+{
+    const int p = s->pp, m = s->micro_batches, v = s->virtual_stages;
+    if (s->overflow) {
+        tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: pushed more actions than a stage can hold, or "
+                       "onto a stage that does not exist.", p, m, v);
+        return false;
+    }
+    if (rc != 0) {
+        tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: lesson_interleaved returned %s.", p, m, v,
+                       ptdp_strerror(rc));
+        return false;
+    }
+    if (placed != 0) {
+        tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: the sends and receives cannot be placed (%s).",
+                       p, m, v, why);
+        explain_interleaved_failure(s, why);
+        return false;
+    }
+    return true;
 }
 
 static bool check_interleaved_shape(int p, int m, int v, int *fewer_at)
@@ -255,20 +297,12 @@ static bool check_interleaved_shape(int p, int m, int v, int *fewer_at)
         tutorial_wrong("p = %d, m = %d, v = %d: could not make the schedules (host out of memory?)", p, m, v);
         goto done;
     }
-    int rc = lesson_interleaved(s);
+    char why[256];
+    int placed, rc = generate(lesson_interleaved, s, &placed, why, sizeof why);
     if (tutorial_report_blank())
         goto done;
-    if (s->overflow) {
-        tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: pushed more actions than a stage can hold, or "
-                       "onto a stage that does not exist.", p, m, v);
+    if (!interleaved_generated(s, rc, placed, why))
         goto done;
-    }
-    if (rc != 0) {
-        tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: lesson_interleaved returned %s.", p, m, v,
-                       ptdp_strerror(rc));
-        explain_interleaved_failure(s, rc);
-        goto done;
-    }
     ptdp_schedule_verdict verdict;
     if (ptdp_schedule_validate(s, &verdict) != 0) {
         tutorial_wrong("your interleaved, p = %d, m = %d, v = %d: %s", p, m, v, verdict.message);
@@ -340,7 +374,10 @@ static bool check_interleaved(void)
     ptdp_schedule *s = NULL, *one = NULL, *ref = NULL;
     ptdp_schedule_timeline *t;
     const ptdp_schedule_costs chunk_costs = { .forward = 0.5, .backward = 1.0 }, costs = { .forward = 1, .backward = 2 };
-    if (ptdp_schedule_alloc_v("interleaved", 4, 8, 2, &s) == 0 && lesson_interleaved(s) == 0 &&
+    char why[256];
+    int placed;
+    if (ptdp_schedule_alloc_v("interleaved", 4, 8, 2, &s) == 0 &&
+        generate(lesson_interleaved, s, &placed, why, sizeof why) == 0 && placed == 0 &&
         ptdp_schedule_create("1f1b", 4, 8, &one) == 0 && ptdp_schedule_create_v("interleaved", 4, 8, 2, &ref) == 0 &&
         ptdp_schedule_simulate(s, &chunk_costs, &t) == 0) {
         note_timeline(s, t);
@@ -446,6 +483,26 @@ static void explain_zb_invalid(const ptdp_schedule_verdict *v)
         tutorial_note("A W of a micro-batch past the last: only W passes already owed may run (blank 4).");
 }
 
+/* Your generator failed, overflowed, or listed compute the pass cannot
+ * place: say which, and name a W past the last micro-batch. */
+static void explain_zb_failure(const ptdp_schedule *s, int rc, int placed, const char *why)
+{
+    const int p = s->pp, m = s->micro_batches;
+    if (placed != 0)
+        tutorial_wrong("your ZB-H1, p = %d, m = %d: the sends and receives cannot be placed (%s).", p, m, why);
+    else
+        tutorial_wrong("your ZB-H1, p = %d, m = %d: lesson_zb_h1 returned %s%s.", p, m, ptdp_strerror(rc),
+                       s->overflow ? " after pushing past a stage's room" : "");
+    for (int st = 0; st < p; st++)
+        for (int i = 0; i < s->stage[st].count; i++)
+            if (s->stage[st].actions[i].mb >= m) {
+                tutorial_note("Stage %d runs W%d: micro-batches are 0 .. m - 1 = %d.  Only W passes already\n"
+                              "owed may run (blank 4).", st, s->stage[st].actions[i].mb, m - 1);
+                note_compute(s, st);
+                return;
+            }
+}
+
 static bool check_zb_shape(int p, int m)
 {
     ptdp_schedule *s = NULL, *ref = NULL;
@@ -456,20 +513,12 @@ static bool check_zb_shape(int p, int m)
         tutorial_wrong("p = %d, m = %d: could not make the schedules (host out of memory?)", p, m);
         goto done;
     }
-    int rc = lesson_zb_h1(s);
+    char why[256];
+    int placed, rc = generate(lesson_zb_h1, s, &placed, why, sizeof why);
     if (tutorial_report_blank())
         goto done;
-    if (rc != 0 || s->overflow) {
-        tutorial_wrong("your ZB-H1, p = %d, m = %d: lesson_zb_h1 returned %s%s.", p, m, ptdp_strerror(rc),
-                       s->overflow ? " after pushing past a stage's room" : "");
-        for (int st = 0; st < p; st++)
-            for (int i = 0; i < s->stage[st].count; i++)
-                if (s->stage[st].actions[i].mb >= m) {
-                    tutorial_note("Stage %d runs W%d: micro-batches are 0 .. m - 1 = %d.  Only W passes already\n"
-                                  "owed may run (blank 4).", st, s->stage[st].actions[i].mb, m - 1);
-                    note_compute(s, st);
-                    goto done;
-                }
+    if (rc != 0 || s->overflow || placed != 0) {
+        explain_zb_failure(s, rc, placed, why);
         goto done;
     }
     ptdp_schedule_verdict verdict;
@@ -555,7 +604,10 @@ static bool check_zb_h1(void)
     ptdp_schedule *one = NULL;
     ptdp_schedule_timeline *t;
     const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .backward_input = 1, .backward_weight = 1 };
-    if (ptdp_schedule_alloc("zb-h1", 4, 8, &s) == 0 && lesson_zb_h1(s) == 0 &&
+    char why[256];
+    int placed;
+    if (ptdp_schedule_alloc("zb-h1", 4, 8, &s) == 0 && generate(lesson_zb_h1, s, &placed, why, sizeof why) == 0 &&
+        placed == 0 &&
         ptdp_schedule_create("1f1b", 4, 8, &one) == 0 && ptdp_schedule_simulate(s, &costs, &t) == 0) {
         tutorial_note("p = 4, m = 8, F = B = W = 1: makespan %g, bubble %.4f (W right after its B: %.4f; 1F1B\n"
                       "with an unsplit backward of 2: %.4f).  Idle per stage: %g %g %g %g = (p - 1)(F + B - W).",

@@ -5,10 +5,10 @@
  * The two generators fill an empty schedule (ptdp_schedule_alloc_v: s->pp
  * stages, s->micro_batches micro-batches, s->virtual_stages chunks per
  * stage) with every stage's compute only — forwards and backwards, pushed
- * with ptdp_schedule_push_chunk — then call ptdp_schedule_add_comms(s),
- * which places the sends and receives (schedule.h).  Like the library's
- * ptdp_schedule_interleaved and ptdp_schedule_zb_h1, except that they
- * return a status, so that an unfinished one can say so.
+ * with ptdp_schedule_push_chunk; the check then places the sends and
+ * receives with ptdp_schedule_place_comms (schedule.h).  Like the
+ * library's ptdp_schedule_interleaved and ptdp_schedule_zb_h1, except that
+ * they return a status, so that an unfinished one can say so.
  */
 #ifndef LESSON_09_H
 #define LESSON_09_H

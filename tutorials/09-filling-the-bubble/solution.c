@@ -23,9 +23,10 @@
  *   its weights — nobody waits for it) and run the W passes where 1F1B
  *   idles.  With F = B = W:  bubble = (p - 1) / (3m + p - 1)
  *
- * Both generators list the compute only and end with
- * ptdp_schedule_add_comms(s), which places every send and receive so that
- * blocking rendezvous send/recv cannot deadlock.
+ * Both generators list the compute only.  The check then calls
+ * ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, …), as the library
+ * does for its own, which places every send and receive so that blocking
+ * rendezvous send/recv cannot deadlock, and the optimizer step.
  */
 #include "lesson.h"
 
@@ -99,7 +100,7 @@ int lesson_interleaved(ptdp_schedule *s)
         for (int k = total - warmup; k < total && rc == PTDP_OK; k++) /* cool-down */
             rc = push_backward(s, st, k);
     }
-    return rc != PTDP_OK ? rc : ptdp_schedule_add_comms(s);
+    return rc;
 }
 
 /* ------------------------------------------------- ZB-H1: where W goes */
@@ -167,5 +168,5 @@ int lesson_zb_h1(ptdp_schedule *s)
         if (rc == PTDP_OK)
             rc = place_w(s, st, AT_THE_END, m, &next_w);
     }
-    return rc != PTDP_OK ? rc : ptdp_schedule_add_comms(s);
+    return rc;
 }
