@@ -83,7 +83,9 @@ double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *
 double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 
 /* The four dW products of a block, as W charges them (each also part of
- * the backward when not split). */
+ * the backward when not split): dW_linear for a weight of out x in on
+ * this device, then each of the four by name. */
+double ptdp_gpt_cost_dw_linear(const ptdp_profile *p, const ptdp_gpt_shape *s, int out, int in);
 double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s);      /* c_attn          */
 double ptdp_gpt_cost_dw_attn_proj(const ptdp_profile *p, const ptdp_gpt_shape *s); /* attention c_proj */
 double ptdp_gpt_cost_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);        /* c_fc            */
