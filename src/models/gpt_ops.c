@@ -3,13 +3,16 @@
  * the rounding to bf16 of the activation it keeps, the tensor-parallel
  * collective that ends a piece of work, and the clock's charge for it.
  *
- *   forward                                backward
- *   ln             LN, SP: gather ─┐       residual_backward  dropout', SP: gather
- *   column_linear  x W^T + b (f)   │ TP    row_linear_backward dx, dW (or W's), db
- *   gelu                           │ region gelu_backward
- *   row_linear     x W^T, charge,  │       column_linear_backward dx, dW, db,
- *                  g / SP: scatter ┘                      charge, f / SP: scatter
- *   residual       + b, dropout, + skip    ln_backward        LN', += the residual
+ *   op             forward                        backward
+ *   ln             LN; SP: gather into the region  LN' (+= into the stream's gradient)
+ *   column_linear  x W^T + b                       dx, dW (now or W's), db; charge;
+ *                                                  f, or SP: scatter out of the region
+ *   gelu           GELU                            GELU'
+ *   row_linear     x W^T; charge; g, or SP:        dx, dW (now or W's), db
+ *                  scatter out of the region
+ *   residual       skip + dropout(branch + b)      dropout'; SP: gather into the region
+ *
+ * each op's forward beside its backward, below.
  *
  * bf16 (act_bf16.h): under --precision bf16 every activation a block keeps
  * is rounded where it is made — here, by the op that makes it — so the
@@ -98,8 +101,7 @@ static void collective_done(ptdp_gpt_pass *k, int rc)
         k->rc = rc;
     k->w0 = ptdp_wall_now();
 }
-
-/* ------------------------------------------------------------- forward */
+/* --------------------------------------------------------- LayerNorm */
 
 /* LayerNorm into the TP region: under SP its output is gathered along the
  * sequence into `out` (R rows); mean and rstd stay local. */
@@ -123,6 +125,15 @@ void ptdp_gpt_ln(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_real *mean, ptdp_real *
     ptdp_gpt_round(k, out);
 }
 
+void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
+                          const ptdp_param *b, const ptdp_real *mean, const ptdp_real *rstd, bool accumulate_dx)
+{
+    if (k->rc == 0)
+        ptdp_layernorm_backward(dx, w->g, b->g, dy, x, w->w, mean, rstd, accumulate_dx);
+}
+
+/* -------------------------------------------- column-parallel linear */
+
 /* y = x W^T + b on this rank's output columns (f's forward is the identity). */
 void ptdp_gpt_column_linear(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x, const ptdp_param *w,
                             const ptdp_param *b)
@@ -134,6 +145,43 @@ void ptdp_gpt_column_linear(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x, cons
     ptdp_gpt_round(k, y);
 }
 
+/* dx = dy W, dW += dy^T x (now, or recorded for W), db += sum dy. */
+static void linear_backward(ptdp_gpt_pass *k, ptdp_tensor *dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
+                            ptdp_param *b)
+{
+    if (k->rc != 0)
+        return;
+    const double dw_flops = ptdp_gpt_cost_dw_linear(k->dev->profile, &k->shape, w->w.rows, w->w.cols);
+    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, dx, w->g, &b->g, dy, x, w->w, false, dw_flops,
+                                       k->wwhat);
+}
+
+/* Out of it: s->dln (R rows) holds this rank's part of the gradient of a
+ * LayerNorm's output; s->dln_local (region rows) gets the sum — f's
+ * all-reduce in place, or a reduce-scatter under SP. */
+void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (k->rc != 0)
+        return;
+    if (!mesh->sp)
+        collective_done(k, ptdp_tp_copy_to_region_backward(mesh->tp_comm, s->dln_local));   /* f */
+    else
+        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, s->dln_local, s->dln, k->acts->rows));
+}
+
+/* A column-parallel layer's backward into s->dln, the piece of work
+ * charged at `cost`, then f (or SP's scatter) into s->dln_local. */
+void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
+                                     const ptdp_param *w, ptdp_param *b, ptdp_gpt_cost_fn cost)
+{
+    linear_backward(k, &s->dln, dy, x, w, b);
+    ptdp_gpt_charge(k, cost);
+    ptdp_gpt_grad_out_of_tp(k, s);
+}
+
+/* -------------------------------------------------------------- GELU */
+
 void ptdp_gpt_gelu(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x)
 {
     if (k->rc != 0)
@@ -141,6 +189,14 @@ void ptdp_gpt_gelu(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x)
     ptdp_gelu_forward(y, x);
     ptdp_gpt_round(k, y);
 }
+
+void ptdp_gpt_gelu_backward(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_tensor x)
+{
+    if (k->rc == 0)
+        ptdp_gelu_backward(d, d, x);
+}
+
+/* ----------------------------------------------- row-parallel linear */
 
 /* This rank's partial sums x W_r^T — into `out` under TP, into `part` (R
  * rows) under SP — the piece of work charged at `cost`, then summed out of
@@ -160,20 +216,6 @@ void ptdp_gpt_row_linear(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_tensor part, pt
         collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, out, part, k->acts->rows));
 }
 
-/* out = skip + dropout(out + b): a residual branch joins the stream. */
-void ptdp_gpt_residual(ptdp_gpt_pass *k, ptdp_tensor out, const ptdp_param *b, uint64_t drop_key,
-                       ptdp_tensor skip)
-{
-    if (k->rc != 0)
-        return;
-    ptdp_add_bias(out, b->w);
-    ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
-    ptdp_tensor_add(out, skip);
-    ptdp_gpt_round(k, out);
-}
-
-/* ------------------------------------------------------------ backward */
-
 /* Into the TP region's backward: the gradient `d` of a row-parallel
  * layer's output (region rows) as its backward needs it, all R rows —
  * itself under TP (g's backward is the identity), gathered along the
@@ -188,18 +230,25 @@ void ptdp_gpt_grad_into_tp(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_gpt_scratch *s,
     collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, s->dfull, d, k->acts->rows));
 }
 
-/* Out of it: s->dln (R rows) holds this rank's part of the gradient of a
- * LayerNorm's output; s->dln_local (region rows) gets the sum — f's
- * all-reduce in place, or a reduce-scatter under SP. */
-void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s)
+/* A row-parallel layer's backward: local (g's backward is the identity). */
+void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x,
+                                  const ptdp_param *w, ptdp_param *b)
 {
-    const ptdp_mesh *mesh = k->m->mesh;
+    linear_backward(k, &dx, dy, x, w, b);
+}
+
+/* ---------------------------------------------------------- residual */
+
+/* out = skip + dropout(out + b): a residual branch joins the stream. */
+void ptdp_gpt_residual(ptdp_gpt_pass *k, ptdp_tensor out, const ptdp_param *b, uint64_t drop_key,
+                       ptdp_tensor skip)
+{
     if (k->rc != 0)
         return;
-    if (!mesh->sp)
-        collective_done(k, ptdp_tp_copy_to_region_backward(mesh->tp_comm, s->dln_local));   /* f */
-    else
-        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, s->dln_local, s->dln, k->acts->rows));
+    ptdp_add_bias(out, b->w);
+    ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
+    ptdp_tensor_add(out, skip);
+    ptdp_gpt_round(k, out);
 }
 
 /* The gradient of a residual branch's output: the stream's gradient dout
@@ -216,45 +265,4 @@ void ptdp_gpt_residual_backward(ptdp_gpt_pass *k, ptdp_tensor *d, ptdp_tensor do
         *d = s->tmp;
     }
     ptdp_gpt_grad_into_tp(k, *d, s, d);
-}
-
-/* dx = dy W, dW += dy^T x (now, or recorded for W), db += sum dy. */
-static void linear_backward(ptdp_gpt_pass *k, ptdp_tensor *dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
-                            ptdp_param *b)
-{
-    if (k->rc != 0)
-        return;
-    const double dw_flops = ptdp_gpt_cost_dw_linear(k->dev->profile, &k->shape, w->w.rows, w->w.cols);
-    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, dx, w->g, &b->g, dy, x, w->w, false, dw_flops,
-                                       k->wwhat);
-}
-
-/* A row-parallel layer's backward: local (g's backward is the identity). */
-void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x,
-                                  const ptdp_param *w, ptdp_param *b)
-{
-    linear_backward(k, &dx, dy, x, w, b);
-}
-
-void ptdp_gpt_gelu_backward(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_tensor x)
-{
-    if (k->rc == 0)
-        ptdp_gelu_backward(d, d, x);
-}
-
-/* A column-parallel layer's backward into s->dln, the piece of work
- * charged at `cost`, then f (or SP's scatter) into s->dln_local. */
-void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
-                                     const ptdp_param *w, ptdp_param *b, ptdp_gpt_cost_fn cost)
-{
-    linear_backward(k, &s->dln, dy, x, w, b);
-    ptdp_gpt_charge(k, cost);
-    ptdp_gpt_grad_out_of_tp(k, s);
-}
-
-void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
-                          const ptdp_param *b, const ptdp_real *mean, const ptdp_real *rstd, bool accumulate_dx)
-{
-    if (k->rc == 0)
-        ptdp_layernorm_backward(dx, w->g, b->g, dy, x, w->w, mean, rstd, accumulate_dx);
 }
