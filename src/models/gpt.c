@@ -203,7 +203,7 @@ static int head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv)
     const ptdp_gpt *g = m->impl;
     const int R = k->shape.R, Rl = k->shape.Rl, Vl = g->vocab_local;
     int rc = PTDP_OK;
-    if (ptdp_gpt_act(k, &sv->lnf, "acts.lnf", R, m->cfg.hidden) != 0 ||
+    if (ptdp_gpt_act(k, &sv->lnf, "acts.lnf", R, k->shape.C) != 0 ||
         ptdp_gpt_act(k, &sv->logits, "acts.logits", R, Vl) != 0)
         return k->rc;
     sv->lnf_mean = ptdp_gpt_act_reals(k, (size_t)Rl, "acts.lnf_mean");
@@ -248,7 +248,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     if (sv->blocks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     ptdp_tensor *x = nb > 0 ? &sv->blocks[0].x : &sv->x_out;
-    if ((rc = ptdp_gpt_act(&k, x, "acts.x", k.shape.Rl, m->cfg.hidden)) != 0 ||
+    if ((rc = ptdp_gpt_act(&k, x, "acts.x", k.shape.Rl, k.shape.C)) != 0 ||
         (m->first_stage && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_BEGIN)) != 0))
         return rc;
     k.w0 = ptdp_wall_now();
@@ -344,7 +344,7 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
 static int scratch_alloc(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
 {
     const ptdp_gpt *g = k->m->impl;
-    const int T = k->m->cfg.seq_len, C = k->m->cfg.hidden, R = k->shape.R, Rl = k->shape.Rl, Cl = k->shape.Cl;
+    const int T = k->shape.T, C = k->shape.C, R = k->shape.R, Rl = k->shape.Rl, Cl = k->shape.Cl;
     ptdp_gpt_act(k, dh, "grad.h", Rl, C);
     ptdp_gpt_act(k, &s->tmp, "grad.tmp", Rl, C);
     ptdp_gpt_act(k, &s->dln, "grad.ln", R, C);

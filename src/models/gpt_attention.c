@@ -36,11 +36,10 @@
 static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)
 {
     const ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
+    const int heads = m->cfg.heads;
     return (ptdp_attn_dropout){
         .p = m->dropout, .key = ptdp_gpt_dropout_key(m, m->layer_begin + i, "attn"),
-        .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * g->heads_local,
-        .heads_total = m->cfg.heads,
+        .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads, .heads_total = heads,
     };
 }
 
@@ -64,8 +63,7 @@ static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_re
 {
     const ptdp_model *m = k->m;
     const ptdp_acts *acts = k->acts;
-    const ptdp_gpt *g = m->impl;
-    const int T = m->cfg.seq_len, hl = g->heads_local, hd = m->cfg.hidden / m->cfg.heads;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
     const ptdp_attn_dropout drop = dropout_of(k, i);
     if (ptdp_gpt_sliced(acts)) {         /* into the cache, then against every earlier key */
         ptdp_gpt_kv *kv = ptdp_gpt_kv_get(k->dev, k->m, acts);
@@ -86,7 +84,7 @@ static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_re
 void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
 {
     const ptdp_model *m = k->m;
-    const int T = m->cfg.seq_len;
+    const int T = k->shape.T;
     const bool cp = ptdp_gpt_cp_size(m) > 1;
     if (k->rc != 0)
         return;
@@ -116,8 +114,7 @@ static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1,
                               ptdp_gpt_scratch *s)
 {
     const ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
-    const int T = m->cfg.seq_len, hl = g->heads_local, hd = m->cfg.hidden / m->cfg.heads;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
     const int R = k->acts->rows * ptdp_gpt_local_T(m, k->acts);
     const size_t n = (size_t)k->acts->rows * hl * (q1 - q0) * q1;
     ptdp_real *probs = ptdp_gpt_act_reals(k, n, "grad.probs");
@@ -136,8 +133,7 @@ void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a
 {
     const ptdp_model *m = k->m;
     const ptdp_acts *acts = k->acts;
-    const ptdp_gpt *g = m->impl;
-    const int T = m->cfg.seq_len, hl = g->heads_local, hd = m->cfg.hidden / m->cfg.heads;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
     if (k->rc != 0)
         return;
     const ptdp_attn_dropout drop = dropout_of(k, i);

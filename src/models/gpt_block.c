@@ -49,8 +49,7 @@ static ptdp_real *reals(ptdp_gpt_pass *k, size_t n, const char *what)
  * a row-parallel layer's R rows of partial sums. */
 static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *out, ptdp_tensor *part)
 {
-    const ptdp_gpt *g = k->m->impl;
-    const int C = k->m->cfg.hidden, Cl = k->shape.Cl, Fl = g->ffn_local, R = k->shape.R, Rl = k->shape.Rl;
+    const int C = k->shape.C, Cl = k->shape.Cl, Fl = k->shape.Fl, R = k->shape.R, Rl = k->shape.Rl;
     ptdp_gpt_act(k, &a->ln1, "acts.ln1", R, C);
     ptdp_gpt_act(k, &a->qkv, "acts.qkv", R, 3 * Cl);
     ptdp_gpt_act(k, &a->y, "acts.attn_y", R, Cl);
@@ -75,7 +74,7 @@ static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *o
 /* Block i: a->x (region rows x C) in, *out (the same, allocated here) out. */
 int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor *out)
 {
-    const ptdp_gpt_block *w = &((const ptdp_gpt *)k->m->impl)->blocks[i];
+    const ptdp_gpt_block *w = &ptdp_gpt_of(k->m)->blocks[i];
     const int layer = k->m->layer_begin + i;
     ptdp_tensor part = { 0 };
     name(k, layer, "fwd");
@@ -105,7 +104,7 @@ int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
  * to k->wg when the backward is split (wgrad.h). */
 int ptdp_gpt_block_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor dh, ptdp_gpt_scratch *s)
 {
-    ptdp_gpt_block *w = &((ptdp_gpt *)k->m->impl)->blocks[i];
+    ptdp_gpt_block *w = &ptdp_gpt_of(k->m)->blocks[i];
     const int layer = k->m->layer_begin + i;
     ptdp_tensor d;
     name(k, layer, "bwd");
