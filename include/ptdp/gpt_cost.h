@@ -1,8 +1,9 @@
 /*
  * gpt_cost.h — what each piece of the GPT's work charges the virtual clock,
- * in flops at the device's peak: one function per charge gpt.c makes, so
- * the model that runs and the planner that predicts it (plan_time.c) price
- * the same work with the same arithmetic.
+ * in flops at the device's peak: one function per charge the GPT makes (a
+ * block's in gpt_block.c through its ops, gpt_ops.c; the embedding's and
+ * the head's in gpt.c), so the model that runs and the planner that
+ * predicts it (plan_time.c) price the same work with the same arithmetic.
  *
  * Every matrix product goes through the profile's GEMM curve (clock.h):
  *

@@ -21,9 +21,10 @@
  *
  * Under CP the ring computes (chunk x chunk) blocks, those not wholly in
  * the future (cp.h); a token slice (TeraPipe) tlen queries against the
- * t0 + tlen keys before them.  The elementwise counts are gpt.c's own:
- * LayerNorm 8 / 16 per element, GELU 9 / 19, cross-entropy 4 / 5 per
- * logit, bias + dropout + residual 3 per element of the region.
+ * t0 + tlen keys before them.  The elementwise counts are ops.h's:
+ * LayerNorm 8 / 16 per element, GELU 9 / 19, the cross-entropy's backward
+ * 5 per logit (its forward is not charged); and bias + dropout + residual
+ * 3 per element of the region.
  */
 #include "ptdp/gpt_cost.h"
 
