@@ -88,7 +88,7 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
     const bool cp = ptdp_gpt_cp_size(m) > 1;
     if (k->rc != 0)
         return;
-    ptdp_real *scratch = NULL;           /* dropout's T x T (the ring needs none, but it is held alike) */
+    ptdp_real *scratch = NULL;           /* dropout's T x T; held under CP too, where the ring uses none */
     if (m->dropout > 0 &&
         (scratch = ptdp_alloc(k->dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "attn.scratch")) == NULL) {
         k->rc = PTDP_ENOMEM;
@@ -113,9 +113,7 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
 static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1, const ptdp_attn_dropout *drop,
                               ptdp_gpt_scratch *s)
 {
-    const ptdp_model *m = k->m;
-    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
-    const int R = k->acts->rows * ptdp_gpt_local_T(m, k->acts);
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, R = k->shape.R;
     const size_t n = (size_t)k->acts->rows * hl * (q1 - q0) * q1;
     ptdp_real *probs = ptdp_gpt_act_reals(k, n, "grad.probs");
     if (probs == NULL)
