@@ -53,21 +53,18 @@
  * T^2 work: the GPT's B costs more than its W, unlike the MLP's.
  *
  * Where things are: this file runs a stage — the embedding, the blocks in
- * turn, LN_f, the head and the loss, and what a micro-batch keeps between
- * its forward and its backward.  A block is gpt_block.c, its ops
- * gpt_ops.c, the attention core gpt_attention.c, the rows a device holds
- * gpt_regions.c (models/gpt_pass.h ties them together).
+ * turn, LN_f, the head and the loss — and keeps what a micro-batch needs
+ * between its forward and its backward.  The two ends are
+ * gpt_embed_head.c, a block gpt_block.c, its ops gpt_ops.c, the attention
+ * core gpt_attention.c, the rows a device holds gpt_regions.c
+ * (models/gpt_pass.h ties them together).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/gpt_pass.h"
 #include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
-#include "ptdp/ops.h"
-#include "ptdp/sp.h"
-#include "ptdp/tp.h"
 
 /* ------------------------------------------------------- saved state */
 
@@ -86,16 +83,6 @@ static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_bloc
     if (ptdp_gpt_cp_size(m) == 1)
         s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = ptdp_gpt_probs_len(m, acts), .name = "acts.probs" };
     return n;
-}
-
-/* The last stage's tail: the last block's output (LN_f's input) and LN_f's
- * output (the head's input); elsewhere x_out alone.  The logits stay
- * float: the cross-entropy works in float, as Megatron's upcasts them. */
-static int tail_slots(ptdp_gpt_saved *sv, ptdp_act_slot *s)
-{
-    s[0] = (ptdp_act_slot){ .t = &sv->x_out };
-    s[1] = (ptdp_act_slot){ .t = &sv->lnf };
-    return 2;
 }
 
 static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
@@ -153,86 +140,6 @@ ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 
 /* ------------------------------------------------------------ forward */
 
-/* The stage's input x (region rows x C): on stage 0 the embeddings — each
- * rank looks up the vocabulary rows it holds and g sums the ranks'
- * lookups; under SP a reduce-scatter along the sequence both sums them
- * and keeps this rank's positions — plus wpe at each row's position; on
- * the other stages the received activation (bf16-valued already). */
-static int embed_forward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_tensor x)
-{
-    ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
-    ptdp_comm *tp = m->mesh->tp_comm;
-    const int64_t row0 = (int64_t)m->mesh->tp_rank * g->vocab_local;
-    int rc;
-    if (!m->first_stage) {
-        ptdp_tensor_copy(x, ptdp_tensor_wrap(sv->input.data, x.rows, x.cols));
-        return PTDP_OK;
-    }
-    if (!m->mesh->sp) {
-        if ((rc = ptdp_tp_embedding_forward(tp, x, g->wte->w, row0, sv->tokens)) != 0)   /* g */
-            return rc;
-        k->w0 = ptdp_wall_now();
-        ptdp_gpt_positions(m, k->acts, g->wpe->w, x, k->acts->rows, false);
-    } else {
-        ptdp_tensor full;
-        if (ptdp_gpt_act(k, &full, "acts.embed_partial", k->shape.R, x.cols) != 0)
-            return k->rc;
-        ptdp_embedding_forward(full, g->wte->w, row0, sv->tokens);
-        rc = ptdp_sp_reduce_scatter(k->dev, tp, x, full, k->acts->rows);
-        ptdp_tensor_free(k->dev, &full);
-        if (rc != 0)
-            return rc;
-        k->w0 = ptdp_wall_now();
-        for (int i = 0; i < x.rows; i++)     /* each row at its global position */
-            ptdp_positions_forward(ptdp_tensor_rows(x, i, 1),
-                                   ptdp_tensor_rows(g->wpe->w, ptdp_gpt_region_position(m, k->acts, i), 1), 1);
-    }
-    ptdp_gpt_pass_name(k, "embed fwd", "");
-    ptdp_gpt_charge(k, ptdp_gpt_cost_embed_forward);
-    return PTDP_OK;
-}
-
-/* The last stage: h = LN_f(x), z = h wte^T on this rank's vocabulary rows
- * (f's forward is the identity: h is the same on every rank), and the
- * vocab-parallel loss (no labels: a forward for the logits alone,
- * gpt_sample.c). */
-static int head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv)
-{
-    ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
-    const int R = k->shape.R, Rl = k->shape.Rl, Vl = g->vocab_local;
-    int rc = PTDP_OK;
-    if (ptdp_gpt_act(k, &sv->lnf, "acts.lnf", R, k->shape.C) != 0 ||
-        ptdp_gpt_act(k, &sv->logits, "acts.logits", R, Vl) != 0)
-        return k->rc;
-    sv->lnf_mean = ptdp_gpt_act_reals(k, (size_t)Rl, "acts.lnf_mean");
-    sv->lnf_rstd = ptdp_gpt_act_reals(k, (size_t)Rl, "acts.lnf_rstd");
-    sv->rowmax = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
-    sv->sumexp = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
-    double *picked = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
-    if (!sv->lnf_mean || !sv->lnf_rstd || !sv->rowmax || !sv->sumexp || !picked)
-        rc = PTDP_ENOMEM;
-    else if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_BEGIN)) == 0 && g->head != g->wte)
-        rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_FORWARD_BEGIN);
-    if (rc == 0) {
-        k->w0 = ptdp_wall_now();
-        ptdp_gpt_pass_name(k, "head fwd", "");
-        ptdp_gpt_ln(k, sv->lnf, sv->lnf_mean, sv->lnf_rstd, sv->x_out, g->lnf_w, g->lnf_b);
-        ptdp_gpt_column_linear(k, sv->logits, sv->lnf, g->head, NULL);
-        ptdp_gpt_charge(k, ptdp_gpt_cost_head_forward);
-        rc = k->rc;
-    }
-    if (rc == 0 && acts->labels != NULL)
-        rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
-                                  sv->sumexp, picked, &acts->loss_sum);
-    ptdp_free(k->dev, picked);
-    if (rc != 0 || (rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_END)) != 0 ||
-        (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_FORWARD_END)) != 0)
-        return rc;
-    return PTDP_OK;
-}
-
 /* Everything after the stage input, kept for the backward.  Used by the
  * forward, and again by a recomputing backward.  Units (model.h): the
  * embeddings (with one stage also the head, held to the loss), each block,
@@ -252,7 +159,9 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         (m->first_stage && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_BEGIN)) != 0))
         return rc;
     k.w0 = ptdp_wall_now();
-    if ((rc = embed_forward(&k, sv, *x)) != 0)
+    if (!m->first_stage)   /* the received activation (bf16-valued already) */
+        ptdp_tensor_copy(*x, ptdp_tensor_wrap(sv->input.data, x->rows, x->cols));
+    else if ((rc = ptdp_gpt_embed_forward(&k, sv, *x)) != 0)
         return rc;
     ptdp_gpt_round(&k, *x);
     if (m->first_stage && g->head != g->wte && (rc = ptdp_model_unit(dev, m, g->wte, PTDP_UNIT_FORWARD_END)) != 0)
@@ -272,7 +181,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
                 return rc;
         }
     }
-    return m->last_stage ? head_forward(&k, acts, sv) : PTDP_OK;
+    return m->last_stage ? ptdp_gpt_head_forward(&k, acts, sv) : PTDP_OK;
 }
 
 /* The stage input, kept: the tokens on stage 0 (this device's positions of
@@ -331,7 +240,7 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         free_computed(dev, sv);
     } else if (m->bf16) {
         ptdp_act_slot slots[2];
-        if ((rc = ptdp_act_pack(dev, &sv->tail_packed, slots, tail_slots(sv, slots), "acts.tail_bf16")) != 0)
+        if ((rc = ptdp_act_pack(dev, &sv->tail_packed, slots, ptdp_gpt_tail_slots(sv, slots), "acts.tail_bf16")) != 0)
             return rc;
     }
     return PTDP_OK;
@@ -375,45 +284,6 @@ static void scratch_free(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     ptdp_free(k->dev, s->att);
 }
 
-/* The last stage: dz = (softmax - onehot) / (B T) on this rank's
- * vocabulary rows, then through the head (its f backward sums dh over the
- * ranks' rows) and LN_f; their gradients are then final. */
-static int head_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh,
-                         double loss_scale)
-{
-    ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
-    ptdp_act_slot tail[2];
-    int rc;
-    if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-        (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-        (rc = ptdp_act_unpack(k->dev, &sv->tail_packed, tail, tail_slots(sv, tail))) != 0)   /* bf16 */
-        return rc;
-    k->w0 = ptdp_wall_now();
-    ptdp_gpt_pass_name(k, "head bwd", "head wgrad");
-    ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * g->vocab_local, k->acts->labels, sv->rowmax,
-                          sv->sumexp, loss_scale);
-    /* the head's dW: a vocabulary's worth, priced 0 under the ideal profile */
-    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, &s->dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w,
-                                       false, ptdp_gpt_cost_dw_head(k->dev->profile, &k->shape), k->wwhat);
-    ptdp_gpt_charge(k, ptdp_gpt_cost_head_backward);
-    ptdp_gpt_grad_out_of_tp(k, s);                                  /* f, or the sequence scatter */
-    ptdp_gpt_ln_backward(k, dh, s->dln_local, sv->x_out, g->lnf_w, g->lnf_b, sv->lnf_mean, sv->lnf_rstd, false);
-    ptdp_gpt_charge(k, ptdp_gpt_cost_lnf_backward);
-    if (k->rc != 0)
-        return k->rc;
-    if (m->bf16) {   /* done with the tail's float copies */
-        ptdp_tensor_free(k->dev, &sv->x_out);
-        ptdp_tensor_free(k->dev, &sv->lnf);
-    }
-    /* (a data-parallel sum may start) */
-    if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
-        (g->head != g->wte && (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_BACKWARD_END)) != 0) ||
-        (k->wg == NULL && (rc = ptdp_model_grads_ready(k->dev, m, g->lnf_w)) != 0))
-        return rc;
-    return PTDP_OK;
-}
-
 /* The blocks right to left, each unpacked from bf16 before and its float
  * copy freed after (one block's at a time). */
 static int blocks_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh)
@@ -434,32 +304,6 @@ static int blocks_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratc
             free_block(k->dev, &sv->blocks[i]);
     }
     return PTDP_OK;
-}
-
-/* Stage 0: the embedding's g backward is the identity: every rank adds dh
- * into the wte rows it holds — a weight gradient, so W's if split — and
- * into wpe.  Under SP the reduce-scatter's backward first gathers dh
- * along the sequence. */
-static int embed_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh)
-{
-    ptdp_model *m = k->m;
-    const ptdp_gpt *g = m->impl;
-    ptdp_tensor dfull;
-    int rc;
-    k->w0 = ptdp_wall_now();
-    if (g->head != g->wte && (rc = ptdp_model_unit(k->dev, m, g->wte, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
-        return rc;
-    ptdp_gpt_grad_into_tp(k, dh, s, &dfull);
-    if (k->rc != 0)
-        return k->rc;
-    ptdp_gpt_positions(m, k->acts, g->wpe->g, dfull, k->acts->rows, true);
-    ptdp_gpt_pass_name(k, "embed bwd", "embed wgrad");
-    k->rc = ptdp_wgrad_embedding(k->dev, k->wg, g->wte->g, (int64_t)m->mesh->tp_rank * g->vocab_local, sv->tokens,
-                                 dfull, ptdp_gpt_cost_dw_embed(k->dev->profile, &k->shape), k->wwhat);
-    ptdp_gpt_charge(k, ptdp_gpt_cost_embed_backward);
-    if (k->rc != 0)
-        return k->rc;
-    return ptdp_model_unit(k->dev, m, g->wte, PTDP_UNIT_BACKWARD_END);
 }
 
 /* The backward of one micro-batch; with a sink wg the weight-gradient
@@ -484,13 +328,13 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     if (rc != 0 || (rc = scratch_alloc(&k, &s, &dh)) != 0)
         goto done;
     if (m->last_stage)
-        rc = head_backward(&k, sv, &s, dh, loss_scale);
+        rc = ptdp_gpt_head_backward(&k, sv, &s, dh, loss_scale);
     else
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, dh.rows, dh.cols));
     if (rc != 0 || (rc = blocks_backward(&k, sv, &s, dh)) != 0)
         goto done;
     if (m->first_stage)
-        rc = embed_backward(&k, sv, &s, dh);
+        rc = ptdp_gpt_embed_backward(&k, sv, &s, dh);
     else if (dx != NULL)
         ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
 done:

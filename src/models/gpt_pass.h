@@ -17,6 +17,10 @@
  *   gpt_regions.c    which rows this device holds: CP's positions, a token
  *                    slice's, SP's share of them; dropout by global position
  *
+ * and gpt.c runs a stage: the embedding (gpt_embed_head.c), the blocks,
+ * LN_f, the head and the loss (gpt_embed_head.c again), and keeps what a
+ * micro-batch needs between its forward and its backward.
+ *
  * Errors stick: the first op that fails stores its status in pass->rc and
  * every later op of the pass does nothing, so a block reads as its ops
  * and ends with `return k->rc`.
@@ -27,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ptdp/act_bf16.h"
 #include "ptdp/gpt.h"
 #include "ptdp/gpt_cost.h"
 #include "ptdp/wgrad.h"
@@ -117,6 +122,19 @@ void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s);
 void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a);
 /* s->dqkv from s->dy. */
 void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s);
+
+/* ------------------------------------------- gpt_embed_head.c */
+
+/* Stage 0's x; its backward into wte's and wpe's gradients. */
+int ptdp_gpt_embed_forward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_tensor x);
+int ptdp_gpt_embed_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh);
+/* The last stage's LN_f, head and loss; the backward from the loss to dh. */
+int ptdp_gpt_head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv);
+int ptdp_gpt_head_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh,
+                           double loss_scale);
+/* What the last stage keeps as bf16 between them (act_bf16.h): LN_f's
+ * input and output. */
+int ptdp_gpt_tail_slots(ptdp_gpt_saved *sv, ptdp_act_slot *s);
 
 /* ------------------------------------------------ gpt_block.c */
 
