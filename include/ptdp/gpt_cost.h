@@ -1,8 +1,9 @@
 /*
  * gpt_cost.h — what each piece of the GPT's work charges the virtual clock,
- * in flops at the device's peak: one function per charge gpt.c makes, so
- * the model that runs and the planner that predicts it (plan_time.c) price
- * the same work with the same arithmetic.
+ * in flops at the device's peak: one function per charge the GPT makes (a
+ * block's in gpt_block.c through its ops, gpt_ops.c; the embedding's and
+ * the head's in gpt.c), so the model that runs and the planner that
+ * predicts it (plan_time.c) price the same work with the same arithmetic.
  *
  * Every matrix product goes through the profile's GEMM curve (clock.h):
  *
@@ -83,7 +84,9 @@ double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *
 double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 
 /* The four dW products of a block, as W charges them (each also part of
- * the backward when not split). */
+ * the backward when not split): dW_linear for a weight of out x in on
+ * this device, then each of the four by name. */
+double ptdp_gpt_cost_dw_linear(const ptdp_profile *p, const ptdp_gpt_shape *s, int out, int in);
 double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s);      /* c_attn          */
 double ptdp_gpt_cost_dw_attn_proj(const ptdp_profile *p, const ptdp_gpt_shape *s); /* attention c_proj */
 double ptdp_gpt_cost_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);        /* c_fc            */

@@ -11,8 +11,11 @@
  *
  * Rules every op follows:
  *   - Pure functions on ptdp_tensor: they never allocate, never communicate
- *     and never touch a device or its clock.  The model counts flops itself
- *     with the ptdp_*_flops helpers below and advances the virtual clock.
+ *     and never touch a device or its clock.  A model prices its own work
+ *     and advances the virtual clock: the GPT in gpt_cost.c (GEMMs through
+ *     the profile's curve, clock.h, attention's included), the MLP in
+ *     mlp.c; both take the elementwise counts of the ptdp_*_flops helpers
+ *     below (LayerNorm, GELU, the cross-entropy's backward).
  *   - Any tensor argument may be a strided view (stride > cols), e.g. a
  *     tensor-parallel column slice of a full weight: ops index with
  *     data[i * stride + j] and pass the stride to BLAS as the leading dimension.
@@ -101,8 +104,7 @@ double ptdp_gelu_flops_backward(size_t n);
 double ptdp_xent_forward(ptdp_tensor logits, const int64_t *labels);
 /* dlogits = scale * (softmax(logits) - onehot(label)); dlogits may alias logits. */
 void ptdp_xent_backward(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *labels, double scale);
-/* About 4 per logit forward (subtract, exp, add, compare), 5 backward. */
-double ptdp_xent_flops_forward(int batch, int classes);
+/* About 5 per logit backward (subtract, exp, multiply, subtract, multiply). */
 double ptdp_xent_flops_backward(int batch, int classes);
 
 /* Vocab-parallel (tensor-parallel) cross-entropy, where each rank holds the
@@ -191,10 +193,6 @@ void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor q
 void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
                                    int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
                                    bool accumulate_kv, ptdp_real *scratch);
-double ptdp_attention_flops_forward(int batch, int T, int heads, int hd);
-double ptdp_attention_flops_backward(int batch, int T, int heads, int hd);
-/* A slice's share: the GEMMs over its (q1-q0) x q1 scores. */
-double ptdp_attention_flops_slice(int batch, int q0, int q1, int heads, int hd, bool backward);
 
 /* ------------------------------------------------------------ embeddings */
 

@@ -21,9 +21,10 @@
  *
  * Under CP the ring computes (chunk x chunk) blocks, those not wholly in
  * the future (cp.h); a token slice (TeraPipe) tlen queries against the
- * t0 + tlen keys before them.  The elementwise counts are gpt.c's own:
- * LayerNorm 8 / 16 per element, GELU 9 / 19, cross-entropy 4 / 5 per
- * logit, bias + dropout + residual 3 per element of the region.
+ * t0 + tlen keys before them.  The elementwise counts are ops.h's:
+ * LayerNorm 8 / 16 per element, GELU 9 / 19, the cross-entropy's backward
+ * 5 per logit (its forward is not charged); and bias + dropout + residual
+ * 3 per element of the region.
  */
 #include "ptdp/gpt_cost.h"
 
@@ -136,24 +137,30 @@ double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *
 
 /* ------------------------------------------------------------ backward */
 
+/* dW (out x in) = dy^T x over the R token rows. */
+double ptdp_gpt_cost_dw_linear(const ptdp_profile *p, const ptdp_gpt_shape *s, int out, int in)
+{
+    return gemm(p, out, in, s->R);
+}
+
 double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, 3.0 * s->Cl, s->C, s->R);
+    return ptdp_gpt_cost_dw_linear(p, s, 3 * s->Cl, s->C);
 }
 
 double ptdp_gpt_cost_dw_attn_proj(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, s->C, s->Cl, s->R);
+    return ptdp_gpt_cost_dw_linear(p, s, s->C, s->Cl);
 }
 
 double ptdp_gpt_cost_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, s->Fl, s->C, s->R);
+    return ptdp_gpt_cost_dw_linear(p, s, s->Fl, s->C);
 }
 
 double ptdp_gpt_cost_dw_fc_proj(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, s->C, s->Fl, s->R);
+    return ptdp_gpt_cost_dw_linear(p, s, s->C, s->Fl);
 }
 
 double ptdp_gpt_cost_block_w(const ptdp_profile *p, const ptdp_gpt_shape *s)

@@ -219,23 +219,3 @@ void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, 
 {
     ptdp_attention_backward_slice(dqkv, dy, qkv, probs, T, 0, T, heads, hd, dropout, false, scratch);
 }
-
-/* Per sequence and head: the two GEMMs (4 T T hd) and the softmax (about
- * 5 per score: max, subtract, exp, sum, scale), counted over the whole
- * square as the GEMMs compute it. */
-double ptdp_attention_flops_forward(int batch, int T, int heads, int hd)
-{
-    return (double)batch * heads * (4.0 * T * T * hd + 5.0 * T * T);
-}
-
-/* Four GEMMs (8 T T hd) and the softmax backward (about 4 per score). */
-double ptdp_attention_flops_backward(int batch, int T, int heads, int hd)
-{
-    return (double)batch * heads * (8.0 * T * T * hd + 4.0 * T * T);
-}
-
-double ptdp_attention_flops_slice(int batch, int q0, int q1, int heads, int hd, bool backward)
-{
-    const double scores = (double)(q1 - q0) * q1;
-    return (double)batch * heads * scores * (backward ? 8.0 * hd + 4 : 4.0 * hd + 5);
-}

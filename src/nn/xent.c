@@ -108,13 +108,7 @@ void ptdp_xent_backward(ptdp_tensor dlogits, ptdp_tensor logits, const int64_t *
     }
 }
 
-/* Per logit: forward compare, subtract, exp, add (4); backward subtract,
- * exp, multiply, subtract, multiply (5). */
-double ptdp_xent_flops_forward(int batch, int classes)
-{
-    return 4.0 * batch * classes;
-}
-
+/* Per logit of the backward: subtract, exp, multiply, subtract, multiply. */
 double ptdp_xent_flops_backward(int batch, int classes)
 {
     return 5.0 * batch * classes;

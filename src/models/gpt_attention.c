@@ -1,0 +1,166 @@
+/*
+ * gpt_attention.c — the attention core of a GPT block, one call for every
+ * way a device may hold its sequences.
+ *
+ * For each sequence and each of this rank's heads (TP splits the heads):
+ *
+ *     y = softmax(q k^T / sqrt(hd) + causal mask) v        (dropout on the
+ *                                                           probabilities)
+ *
+ * Which queries and keys a device has decides how it is computed:
+ *
+ *   whole sequences   T queries x T keys             attention.c; keeps the
+ *                     ████                           probabilities P (B nh T T)
+ *                     ████
+ *   CP (cp.h)         T/cp queries, the keys come    cp.c's ring; keeps one
+ *                     round the ring block by block  log-sum-exp a query
+ *                     █·██·
+ *   a token slice     tlen queries x (t0 + tlen)     attention.c's slice over
+ *   (TeraPipe, pp.h)  keys: the earlier slices'      the stage's cache of q k v
+ *                     from the cache (gpt_kv.c)      (gpt_kv.c); keeps P
+ *                           ░░░░██
+ *
+ * Selective recomputation (Korthikanti et al.) keeps no probabilities: the
+ * backward computes them again, cheap beside the GEMMs around the core and
+ * bit for bit the same, the dropout masks being counter-based.  Under
+ * --precision bf16 the probabilities are rounded as the backward reads
+ * them, recomputed or kept; the forward's P V used them in float, as a
+ * fused kernel does in its registers.  CP's log-sum-exps stay float.
+ */
+#include "models/gpt_pass.h"
+#include "ptdp/error.h"
+#include "ptdp/cp.h"
+#include "ptdp/ops.h"
+
+/* The mask of block i, keyed by global sample and head (ops.h). */
+static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)
+{
+    const ptdp_model *m = k->m;
+    const int heads = m->cfg.heads;
+    return (ptdp_attn_dropout){
+        .p = m->dropout, .key = ptdp_gpt_dropout_key(m, m->layer_begin + i, "attn"),
+        .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads, .heads_total = heads,
+    };
+}
+
+/* A token slice's rows (rows x tlen, one sequence after another) to or
+ * from their places in a whole-sequence cache tensor ((rows T) x width). */
+static void slice_rows(ptdp_tensor whole, ptdp_tensor slice, const ptdp_acts *acts, bool into_whole)
+{
+    const int T = whole.rows / acts->rows;
+    for (int b = 0; b < acts->rows; b++) {
+        ptdp_tensor w = ptdp_tensor_rows(whole, b * T + acts->t0, acts->tlen);
+        ptdp_tensor p = ptdp_tensor_rows(slice, b * acts->tlen, acts->tlen);
+        if (into_whole)
+            ptdp_tensor_copy(w, p);
+        else
+            ptdp_tensor_copy(p, w);
+    }
+}
+
+/* The core itself, into a->y and a->probs (or CP's log-sum-exps). */
+static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_real *scratch)
+{
+    const ptdp_model *m = k->m;
+    const ptdp_acts *acts = k->acts;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
+    const ptdp_attn_dropout drop = dropout_of(k, i);
+    if (ptdp_gpt_sliced(acts)) {         /* into the cache, then against every earlier key */
+        ptdp_gpt_kv *kv = ptdp_gpt_kv_get(k->dev, k->m, acts);
+        if (kv == NULL)
+            return PTDP_EINVAL;
+        slice_rows(kv->qkv[i], a->qkv, acts, true);
+        ptdp_attention_forward_slice(a->y, a->probs, kv->qkv[i], T, acts->t0, acts->t0 + acts->tlen, hl, hd,
+                                     &drop, scratch);
+        return PTDP_OK;
+    }
+    if (ptdp_gpt_cp_size(m) > 1)         /* the ring over the CP group */
+        return ptdp_ring_attention_forward(k->dev, m->mesh->cp_comm, a->y, a->probs, a->qkv, T, hl, hd,
+                                           m->mesh->cp_zigzag, &drop);
+    ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
+    return PTDP_OK;
+}
+
+void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
+{
+    const ptdp_model *m = k->m;
+    const int T = k->shape.T;
+    const bool cp = ptdp_gpt_cp_size(m) > 1;
+    if (k->rc != 0)
+        return;
+    ptdp_real *scratch = NULL;           /* dropout's T x T; held under CP too, where the ring uses none */
+    if (m->dropout > 0 &&
+        (scratch = ptdp_alloc(k->dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "attn.scratch")) == NULL) {
+        k->rc = PTDP_ENOMEM;
+        return;
+    }
+    k->rc = core_forward(k, i, a, scratch);
+    ptdp_free(k->dev, scratch);
+    if (k->rc != 0)
+        return;
+    if (m->recompute_attention && !cp) {  /* selective: the probabilities are not kept */
+        ptdp_free(k->dev, a->probs);
+        a->probs = NULL;
+    }
+    ptdp_gpt_round(k, a->y);             /* bf16: the heads' outputs as c_proj reads them */
+    if (a->probs != NULL && !cp)
+        ptdp_gpt_round_reals(k, a->probs, ptdp_gpt_probs_len(m, k->acts));
+}
+
+/* Selective recomputation: the probabilities of queries [q0, q1) against
+ * keys [0, q1) again, as the forward would have kept them; its y goes to
+ * s->dqkv's storage, which the backward overwrites next. */
+static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1, const ptdp_attn_dropout *drop,
+                              ptdp_gpt_scratch *s)
+{
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, R = k->shape.R;
+    const size_t n = (size_t)k->acts->rows * hl * (q1 - q0) * q1;
+    ptdp_real *probs = ptdp_gpt_act_reals(k, n, "grad.probs");
+    if (probs == NULL)
+        return NULL;
+    const ptdp_tensor y = ptdp_tensor_wrap(s->dqkv.data, R, hl * hd);
+    if (ptdp_gpt_sliced(k->acts))
+        ptdp_attention_forward_slice(y, probs, qkv, T, q0, q1, hl, hd, drop, s->att);
+    else
+        ptdp_attention_forward(y, probs, qkv, T, hl, hd, drop, s->att);
+    ptdp_gpt_round_reals(k, probs, n);
+    return probs;
+}
+
+void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s)
+{
+    const ptdp_model *m = k->m;
+    const ptdp_acts *acts = k->acts;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd;
+    if (k->rc != 0)
+        return;
+    const ptdp_attn_dropout drop = dropout_of(k, i);
+    if (ptdp_gpt_cp_size(m) > 1) {       /* the ring again, the key/value gradients travelling home */
+        k->rc = ptdp_ring_attention_backward(k->dev, m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs, T,
+                                             hl, hd, m->mesh->cp_zigzag, &drop);
+        return;
+    }
+    ptdp_tensor qkv = a->qkv;
+    ptdp_gpt_kv *kv = NULL;
+    int q0 = 0, q1 = T;
+    if (ptdp_gpt_sliced(acts)) {         /* the cache's keys, their gradients added into it */
+        if ((kv = ptdp_gpt_kv_get(k->dev, k->m, acts)) == NULL) {
+            k->rc = PTDP_EINVAL;
+            return;
+        }
+        qkv = kv->qkv[i];
+        q0 = acts->t0;
+        q1 = acts->t0 + acts->tlen;
+    }
+    ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, q0, q1, &drop, s);
+    if (probs == NULL)
+        return;
+    if (kv != NULL) {
+        ptdp_attention_backward_slice(kv->dqkv[i], s->dy, qkv, probs, T, q0, q1, hl, hd, &drop, true, s->att);
+        slice_rows(kv->dqkv[i], s->dqkv, acts, false);    /* complete: later slices ran first */
+    } else {
+        ptdp_attention_backward(s->dqkv, s->dy, qkv, probs, T, hl, hd, &drop, s->att);
+    }
+    if (probs != a->probs)
+        ptdp_free(k->dev, probs);
+}

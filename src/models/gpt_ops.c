@@ -1,0 +1,268 @@
+/*
+ * gpt_ops.c — the ops a GPT block calls, each with what is not its math:
+ * the rounding to bf16 of the activation it keeps, the tensor-parallel
+ * collective that ends a piece of work, and the clock's charge for it.
+ *
+ *   op             forward                        backward
+ *   ln             LN; SP: gather into the region  LN' (+= into the stream's gradient)
+ *   column_linear  x W^T + b                       dx, dW (now or W's), db; charge;
+ *                                                  f, or SP: scatter out of the region
+ *   gelu           GELU                            GELU'
+ *   row_linear     x W^T; charge; g, or SP:        dx, dW (now or W's), db
+ *                  scatter out of the region
+ *   residual       skip + dropout(branch + b)      dropout'; SP: gather into the region
+ *
+ * each op's forward beside its backward, below.
+ *
+ * bf16 (act_bf16.h): under --precision bf16 every activation a block keeps
+ * is rounded where it is made — here, by the op that makes it — so the
+ * next op reads the value a GPU would have written.
+ *
+ * The clock (gpt_cost.h): the work between two collectives is one charge,
+ * priced by gpt_cost.c with the functions the planner uses (plan_time.c),
+ * and made just before the collective that ends it: the virtual times of
+ * the model and of the plan are the same numbers.  The embedding's and the
+ * head's prices are 0 under the "ideal" profile (gpt_cost.c), so the
+ * stages are uniform, as the MLP's.
+ *
+ * TP and SP (tp.h, sp.h): a column-parallel layer reads all R rows of its
+ * input; without SP they are there already (f's forward is the identity),
+ * under SP the LayerNorm before it gathers them along the sequence.  A
+ * row-parallel layer's partial sums are summed by g's all-reduce, or under
+ * SP reduce-scattered along the sequence into this rank's region rows.
+ */
+#include <stdio.h>
+
+#include "models/gpt_pass.h"
+#include "ptdp/act_bf16.h"
+#include "ptdp/error.h"
+#include "ptdp/ops.h"
+#include "ptdp/sp.h"
+#include "ptdp/tp.h"
+
+#define LN_EPS 1e-5
+
+void ptdp_gpt_pass_begin(ptdp_gpt_pass *k, ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
+                         ptdp_wgrad *wg)
+{
+    *k = (ptdp_gpt_pass){ .dev = dev, .m = m, .acts = acts, .wg = wg, .w0 = ptdp_wall_now() };
+    k->shape = ptdp_gpt_shape_of(m, acts, wg != NULL);
+}
+
+void ptdp_gpt_pass_name(ptdp_gpt_pass *k, const char *what, const char *wwhat)
+{
+    snprintf(k->what, sizeof k->what, "%s", what);
+    snprintf(k->wwhat, sizeof k->wwhat, "%s", wwhat);
+}
+
+/* Every activation and scratch tensor here is an op's output, written whole
+ * before it is read: no zero-fill (arena.h), a tenth of a step saved. */
+int ptdp_gpt_act(ptdp_gpt_pass *k, ptdp_tensor *t, const char *name, int rows, int cols)
+{
+    if (k->rc == 0)
+        k->rc = ptdp_tensor_alloc_uninit(k->dev, t, name, PTDP_MEM_ACTS, rows, cols);
+    return k->rc;
+}
+
+ptdp_real *ptdp_gpt_act_reals(ptdp_gpt_pass *k, size_t n, const char *name)
+{
+    if (k->rc != 0)
+        return NULL;
+    ptdp_real *r = ptdp_alloc_uninit(k->dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_ACTS, name);
+    if (r == NULL)
+        k->rc = PTDP_ENOMEM;
+    return r;
+}
+
+void ptdp_gpt_round(ptdp_gpt_pass *k, ptdp_tensor t)
+{
+    if (k->rc == 0 && k->m->bf16)
+        ptdp_act_round(t);
+}
+
+void ptdp_gpt_round_reals(ptdp_gpt_pass *k, ptdp_real *x, size_t n)
+{
+    if (k->rc == 0 && k->m->bf16)
+        ptdp_act_round_reals(x, n);
+}
+
+void ptdp_gpt_charge(ptdp_gpt_pass *k, ptdp_gpt_cost_fn cost)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_compute(k->dev, k->what, cost(k->dev->profile, &k->shape), k->w0);
+    k->w0 = ptdp_wall_now();
+}
+
+/* After a collective the wall clock of the next piece starts again. */
+static void collective_done(ptdp_gpt_pass *k, int rc)
+{
+    if (k->rc == 0)
+        k->rc = rc;
+    k->w0 = ptdp_wall_now();
+}
+/* --------------------------------------------------------- LayerNorm */
+
+/* LayerNorm into the TP region: under SP its output is gathered along the
+ * sequence into `out` (R rows); mean and rstd stay local. */
+void ptdp_gpt_ln(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x,
+                 const ptdp_param *w, const ptdp_param *b)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (k->rc != 0)
+        return;
+    if (!mesh->sp) {
+        ptdp_layernorm_forward(out, mean, rstd, x, w->w, b->w, LN_EPS);
+    } else {
+        ptdp_tensor local;
+        if (ptdp_gpt_act(k, &local, "acts.ln_local", x.rows, x.cols) != 0)
+            return;
+        ptdp_layernorm_forward(local, mean, rstd, x, w->w, b->w, LN_EPS);
+        const int rc = ptdp_sp_all_gather(k->dev, mesh->tp_comm, out, local, k->acts->rows);   /* gather */
+        ptdp_tensor_free(k->dev, &local);
+        collective_done(k, rc);
+    }
+    ptdp_gpt_round(k, out);
+}
+
+void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
+                          const ptdp_param *b, const ptdp_real *mean, const ptdp_real *rstd, bool accumulate_dx)
+{
+    if (k->rc == 0)
+        ptdp_layernorm_backward(dx, w->g, b->g, dy, x, w->w, mean, rstd, accumulate_dx);
+}
+
+/* -------------------------------------------- column-parallel linear */
+
+/* y = x W^T + b on this rank's output columns (f's forward is the identity). */
+void ptdp_gpt_column_linear(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x, const ptdp_param *w,
+                            const ptdp_param *b)
+{
+    if (k->rc != 0)
+        return;
+    k->rc = ptdp_tp_column_linear_forward(k->dev, k->m->mesh->tp_comm, y, x, w->w, b != NULL ? &b->w : NULL,
+                                          NULL);
+    ptdp_gpt_round(k, y);
+}
+
+/* dx = dy W, dW += dy^T x (now, or recorded for W), db += sum dy. */
+static void linear_backward(ptdp_gpt_pass *k, ptdp_tensor *dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
+                            ptdp_param *b)
+{
+    if (k->rc != 0)
+        return;
+    const double dw_flops = ptdp_gpt_cost_dw_linear(k->dev->profile, &k->shape, w->w.rows, w->w.cols);
+    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, dx, w->g, &b->g, dy, x, w->w, false, dw_flops,
+                                       k->wwhat);
+}
+
+/* Out of it: s->dln (R rows) holds this rank's part of the gradient of a
+ * LayerNorm's output; s->dln_local (region rows) gets the sum — f's
+ * all-reduce in place, or a reduce-scatter under SP. */
+void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (k->rc != 0)
+        return;
+    if (!mesh->sp)
+        collective_done(k, ptdp_tp_copy_to_region_backward(mesh->tp_comm, s->dln_local));   /* f */
+    else
+        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, s->dln_local, s->dln, k->acts->rows));
+}
+
+/* A column-parallel layer's backward into s->dln, the piece of work
+ * charged at `cost`, then f (or SP's scatter) into s->dln_local. */
+void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
+                                     const ptdp_param *w, ptdp_param *b, ptdp_gpt_cost_fn cost)
+{
+    linear_backward(k, &s->dln, dy, x, w, b);
+    ptdp_gpt_charge(k, cost);
+    ptdp_gpt_grad_out_of_tp(k, s);
+}
+
+/* -------------------------------------------------------------- GELU */
+
+void ptdp_gpt_gelu(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_gelu_forward(y, x);
+    ptdp_gpt_round(k, y);
+}
+
+void ptdp_gpt_gelu_backward(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_tensor x)
+{
+    if (k->rc == 0)
+        ptdp_gelu_backward(d, d, x);
+}
+
+/* ----------------------------------------------- row-parallel linear */
+
+/* This rank's partial sums x W_r^T — into `out` under TP, into `part` (R
+ * rows) under SP — the piece of work charged at `cost`, then summed out of
+ * the TP region: g's all-reduce in place, or SP's reduce-scatter into
+ * `out` (region rows).  The bias comes after the sum (residual). */
+void ptdp_gpt_row_linear(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_tensor part, ptdp_tensor x, const ptdp_param *w,
+                         ptdp_gpt_cost_fn cost)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (k->rc != 0)
+        return;
+    ptdp_linear_forward(mesh->sp ? part : out, x, w->w, NULL);
+    ptdp_gpt_charge(k, cost);
+    if (!mesh->sp)
+        collective_done(k, ptdp_tp_reduce_from_region_forward(mesh->tp_comm, out));          /* g */
+    else
+        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, out, part, k->acts->rows));
+}
+
+/* Into the TP region's backward: the gradient `d` of a row-parallel
+ * layer's output (region rows) as its backward needs it, all R rows —
+ * itself under TP (g's backward is the identity), gathered along the
+ * sequence into s->dfull under SP. */
+void ptdp_gpt_grad_into_tp(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_gpt_scratch *s, ptdp_tensor *full)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    *full = d;
+    if (k->rc != 0 || !mesh->sp)
+        return;
+    *full = s->dfull;
+    collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, s->dfull, d, k->acts->rows));
+}
+
+/* A row-parallel layer's backward: local (g's backward is the identity). */
+void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x,
+                                  const ptdp_param *w, ptdp_param *b)
+{
+    linear_backward(k, &dx, dy, x, w, b);
+}
+
+/* ---------------------------------------------------------- residual */
+
+/* out = skip + dropout(out + b): a residual branch joins the stream. */
+void ptdp_gpt_residual(ptdp_gpt_pass *k, ptdp_tensor out, const ptdp_param *b, uint64_t drop_key,
+                       ptdp_tensor skip)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_add_bias(out, b->w);
+    ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
+    ptdp_tensor_add(out, skip);
+    ptdp_gpt_round(k, out);
+}
+
+/* The gradient of a residual branch's output: the stream's gradient dout
+ * through the branch's dropout, then into the TP region (*d). */
+void ptdp_gpt_residual_backward(ptdp_gpt_pass *k, ptdp_tensor *d, ptdp_tensor dout, uint64_t drop_key,
+                                ptdp_gpt_scratch *s)
+{
+    *d = dout;
+    if (k->rc != 0)
+        return;
+    if (k->m->dropout > 0) {
+        ptdp_tensor_copy(s->tmp, dout);
+        ptdp_gpt_region_dropout(k->m, k->acts, s->tmp, drop_key);
+        *d = s->tmp;
+    }
+    ptdp_gpt_grad_into_tp(k, *d, s, d);
+}
