@@ -246,7 +246,11 @@ static bool judge_shard(const char *what, const char *tensor, int tp, int r, con
         q_only = q_only && (i < n ? got[i] == want[i] : got[i] == -1);
         written += got[i] != -1;
     }
-    if (contiguous)
+    if (written == 0)
+        tutorial_note("You wrote none of it: %s is never copied.  It is sharded like its rows: entry "
+                      "b C + r n + i for\nb = 0, 1, 2 (q, k, v) and i < n = C/tp = %d — copy it in the same loop "
+                      "(blank 1).", tensor, n);
+    else if (contiguous)
         tutorial_note("You took %d consecutive %s, [%d, %d).  But %s is three blocks of C = %d: all the q, then "
                       "all the k,\nthen all the v; a rank's heads have n = C/tp = %d in EACH block: "
                       "[b C + r n, b C + (r+1) n) for b = 0, 1, 2.", 3 * n,

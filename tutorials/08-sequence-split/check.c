@@ -211,6 +211,26 @@ static bool same_partial(const lesson_partial *a, const lesson_partial *b)
     return true;
 }
 
+/* A case of probe_merge: a's keys, b's keys, their union, in words. */
+typedef struct { const double *a; int na; const double *b; int nb; const double *u; int nu; const char *what; } merge_case;
+
+/* The larger max merged into a smaller one gave a (from a0 and b) with
+ * the right max and neither l nor o rescaled, while `other` (a smaller
+ * max into a larger: a's factor is 1 anyway) merges right — the factors
+ * were computed after a->m was overwritten with the new max. */
+static bool max_set_first(const lesson_partial *a, const lesson_partial *a0, const lesson_partial *b,
+                          const merge_case *other)
+{
+    if (diff(a->m, fmax(a0->m, b->m)) > TOL || diff(a->l, a0->l + b->l) > TOL)
+        return false;
+    for (int j = 0; j < HD; j++)
+        if (diff(a->o[j], a0->o[j] + b->o[j]) > TOL)
+            return false;
+    lesson_partial x = partial_of(other->a, other->na), y = partial_of(other->b, other->nb);
+    const lesson_partial want = partial_of(other->u, other->nu);
+    return lesson_merge(&x, &y, HD) == 0 && same_partial(&x, &want);
+}
+
 /* Merge partials of known scores and (when `say`) tell what is wrong, in
  * words; false when blank 3 answers every probe right. */
 static bool probe_merge(bool say)
@@ -220,7 +240,7 @@ static bool probe_merge(bool say)
     static const double all_lh[] = { 0.5, -1.0, 1.0, 3.0, 2.0 };
     static const double all_hl[] = { 3.0, 2.0, 0.5, -1.0, 1.0 };
     static const double eq[] = { 0.0, 3.0 }, all_he[] = { 3.0, 2.0, 0.0, 3.0 };
-    struct { const double *a; int na; const double *b; int nb; const double *u; int nu; const char *what; } cases[] = {
+    const merge_case cases[] = {
         { lo, 3, hi, 2, all_lh, 5, "a block with a larger max merged into a smaller one" },
         { hi, 2, lo, 3, all_hl, 5, "a block with a smaller max merged into a larger one" },
         { hi, 2, eq, 2, all_he, 4, "two blocks with the same max" },
@@ -249,6 +269,10 @@ static bool probe_merge(bool say)
         else if (isnan(a.m) || isnan(a.l))
             tutorial_note("NaN: e^(m - m') with m = m' = -inf is e^NaN.  An empty partial (l = 0) adds nothing: "
                           "leave a as it is when b is empty.");
+        else if (c == 0 && max_set_first(&a, &a0, &b, &cases[1]))
+            tutorial_note("l' = l_a + l_b and o' = o_a + o_b, yet a smaller max merged into a larger one comes out right:\n"
+                          "your factor e^(m_a - m') came out 1 because a->m already held m' when you computed it.  "
+                          "Keep m_a\nuntil both factors are computed: set a->m = m' last (blank 3).");
         else if (diff(a.m, want.m) > TOL)
             tutorial_note("The max was not kept: after a merge, l and o are sums of e^(s - m'), so a->m must become "
                           "m' = max(m_a, m_b);\nelse the next merge rescales them from the old max.");

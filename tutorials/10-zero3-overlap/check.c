@@ -197,6 +197,21 @@ static unsigned wrong_chunks(const zero3_run *x, const ptdp_real *w, const ptdp_
     return mask;
 }
 
+/* Does every chunk begin right and go wrong before its end — each rank
+ * copied a part of its chunk (bytes counted as elements)? */
+static bool short_copy(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth)
+{
+    for (int k = 0; k < x->N; k++) {
+        size_t off, cl, p = 0;
+        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        while (p < cl && same(w[off + p], truth[off + p]))
+            p++;
+        if (p == 0 || p == cl)
+            return false;
+    }
+    return true;
+}
+
 /* Are unit u's parameters there, waited for and right, as `what` (forward
  * or backward) is about to use them? */
 static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *what)
@@ -241,7 +256,11 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
     ptdp_chunk(NUMEL, x->N, m->rank, &off, &len);
     unsigned all = (1u << x->N) - 1;
     const char *why;
-    if (bad == (all & ~1u))
+    if (bad == all && short_copy(x, unit->w, truth))
+        why = "Every chunk begins right and stops after its first element or so: a copy of len BYTES, not\n"
+              "len elements.  memcpy counts bytes: copy x->len * sizeof(ptdp_real) of your w_shard to\n"
+              "w + off (blank 1).";
+    else if (bad == (all & ~1u))
         why = "Chunk 0 is right and every other rank's is not: each rank's own chunk must sit at its\n"
               "offset inside the buffer, w + off, not at its start — the in-place all-gather sends rank k's\n"
               "chunk from w + off on rank k (blank 1).";
