@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# expect_unfinished.sh CHECK — run a lesson's check built against its
-# untouched exercise.c and prove that it fails helpfully: exit status 1,
+# expect_unfinished.sh CHECK [ARG…] — run a lesson's check (with ARGs)
+# built against its untouched exercise.c and prove that it fails helpfully: exit status 1,
 # a message naming the blank that "is still empty", and quickly (a blank
 # stops every device at once; it must not wait for the watchdog).
 set -u
 check=$1
+shift
 start=$SECONDS
-out=$("$check" 2>&1)
+out=$("$check" "$@" 2>&1)
 rc=$?
 took=$((SECONDS - start))
 printf '%s\n' "$out"

@@ -16,7 +16,7 @@ solution.c, under a header saying what the check must answer:
     (more --- / +++ pairs may follow)
 
     wrong_answer.py make SOLUTION WRONG OUT   write solution.c with the edits
-    wrong_answer.py run WRONG CHECK           run CHECK, judge what it said
+    wrong_answer.py run WRONG CHECK [ARG…]   run CHECK (with ARGs), judge what it said
 
 `make` stops the build when an edit's lines are not in solution.c exactly
 once (the solution changed; the mistake must be rewritten), so a wrong
@@ -89,9 +89,9 @@ def make(solution, wrong, out):
         f.write(text)
 
 
-def run(wrong, check):
+def run(wrong, check, args=()):
     header, _ = parse(wrong)
-    proc = subprocess.run([check], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    proc = subprocess.run([check, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     out = proc.stdout.decode("utf-8", "replace")
     sys.stdout.write(out)
     problems = []
@@ -118,9 +118,9 @@ def main(argv):
     if len(argv) == 5 and argv[1] == "make":
         make(argv[2], argv[3], argv[4])
         return 0
-    if len(argv) == 4 and argv[1] == "run":
-        return run(argv[2], argv[3])
-    sys.stderr.write("usage: wrong_answer.py make SOLUTION WRONG OUT | run WRONG CHECK\n")
+    if len(argv) >= 4 and argv[1] == "run":
+        return run(argv[2], argv[3], argv[4:])
+    sys.stderr.write("usage: wrong_answer.py make SOLUTION WRONG OUT | run WRONG CHECK [ARG...]\n")
     return 2
 
 

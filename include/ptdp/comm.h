@@ -102,14 +102,19 @@ int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
  * has reached the start (the latest of them), lasts what the blocking call
  * costs, and the compute stream waits for its end only in ptdp_wait.  The
  * data moves at the start, exactly as the blocking call moves it (same
- * algorithm, same bits): recv is final once start returns, but a caller
- * must not use it before ptdp_wait, as on a GPU.  Every member starts the
- * same collectives in the same order, as for the blocking ones. */
+ * algorithm, same bits), but a caller must not use recv before
+ * ptdp_wait, as on a GPU — and cannot: the start keeps the result aside
+ * and fills recv with NaN (all bits set: NaN in every float type, -1 in
+ * the integers) until ptdp_wait puts it back (stream.c), so a result read
+ * too early spoils the run instead of silently passing.  Every member
+ * starts the same collectives in the same order, as for the blocking ones. */
 typedef struct {
     struct ptdp_device *dev;
     int active;              /* started and not yet waited for            */
     double start, end;       /* virtual time on the communication stream  */
     char name[48];           /* "all_reduce dp", for the trace            */
+    struct ptdp_comm *comm;  /* the group that holds the result aside     */
+    struct ptdp_held *held;  /* the result until ptdp_wait (stream.c)     */
 } ptdp_request;
 
 int ptdp_all_reduce_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,

@@ -61,8 +61,10 @@ int ptdp_comm_world_rank(const ptdp_comm *c, int r)
 
 void ptdp_comm_free(ptdp_comm *c)
 {
-    if (c)
+    if (c) {
+        ptdp_stream_release(c);
         c->ops->free(c);
+    }
 }
 
 /* -------------------------------------------------------- 5. account */
@@ -339,6 +341,16 @@ int ptdp_reduce_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t co
     return collective(c, &k, send);
 }
 
+/* Steps 1 to 5 on the communication stream; the result then waits aside
+ * for ptdp_wait, recv poisoned (stream.c). */
+static int start_on(ptdp_comm *c, ptdp_call *k, const void *send, ptdp_request *req)
+{
+    int rc = collective_on(c, k, send, req);
+    if (rc == 0)
+        ptdp_stream_hold(c, k, req);
+    return rc;
+}
+
 /* A start needs somewhere to put what ptdp_wait waits for. */
 static int start_without_request(ptdp_comm *c, ptdp_call *k)
 {
@@ -355,7 +367,7 @@ int ptdp_all_reduce_start_at(ptdp_comm *c, const void *send, void *recv, size_t 
     k.recv = recv;
     if (req == NULL)
         return start_without_request(c, &k);
-    return collective_on(c, &k, send, req);
+    return start_on(c, &k, send, req);
 }
 
 int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
@@ -367,7 +379,7 @@ int ptdp_reduce_scatter_start_at(ptdp_comm *c, const void *send, void *recv, siz
     k.recv = recv;
     if (req == NULL)
         return start_without_request(c, &k);
-    return collective_on(c, &k, send, req);
+    return start_on(c, &k, send, req);
 }
 
 int ptdp_all_gather_start_at(ptdp_comm *c, const void *send, void *recv, size_t count,
@@ -377,7 +389,7 @@ int ptdp_all_gather_start_at(ptdp_comm *c, const void *send, void *recv, size_t 
     k.recv = recv;
     if (req == NULL)
         return start_without_request(c, &k);
-    return collective_on(c, &k, send, req);
+    return start_on(c, &k, send, req);
 }
 
 int ptdp_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,

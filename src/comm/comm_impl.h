@@ -123,6 +123,8 @@ struct ptdp_comm {
     unsigned long long ncalls;      /* collectives called so far           */
     void *backend;                  /* the backend's state of this group:
                                        struct shm_group (comm/shm/shm.h)   */
+    struct ptdp_held *held;         /* results of started collectives not
+                                       yet waited for (stream.c)           */
 };
 
 /* The checks of check.c.  Each failing check fails the device. */
@@ -147,6 +149,10 @@ double ptdp_stream_ready(const ptdp_device *dev);
  * clock, the request, the trace's second track. */
 void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, double start,
                         double cost, double bytes, double wall_start, double wall_end);
+/* Keep the started call's result aside and poison recv until ptdp_wait;
+ * ptdp_stream_release frees what no wait took back (a run that failed). */
+void ptdp_stream_hold(ptdp_comm *c, const ptdp_call *k, ptdp_request *req);
+void ptdp_stream_release(ptdp_comm *c);
 
 /* ------------------------------------------- element-wise reductions */
 

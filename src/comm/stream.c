@@ -29,8 +29,23 @@
  * The host moves the data at the start, in the device's thread, exactly as
  * the blocking call does: the bits are the blocking call's; only the
  * virtual time runs on the other stream.
+ *
+ * On a GPU the result is not there before the wait, so a program that reads
+ * it early is wrong even when it happens to work.  Here it could never be
+ * seen to fail, so the start hides the result until the wait:
+ *
+ *   start   result ──copy──▶ held (host memory, one block per request)
+ *           recv   := all bits set      NaN in f32/f64/bf16, -1 in ints
+ *   wait    recv   := held; free held   the blocking call's bits again
+ *
+ * A read before the wait meets NaN, which spreads into every value it
+ * touches, and the run's checks fail.  A correct program sees no
+ * difference: the same bits, bytes and virtual times.  The held blocks of
+ * a communicator are listed on it, so a request abandoned when a run fails
+ * (never waited for) is freed with its communicator (ptdp_comm_free).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm_impl.h"
@@ -72,12 +87,85 @@ void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, d
         trace_on(dev, 1, name, "comm", start, start + cost, wall_start, wall_end, bytes);
 }
 
+/* ------------------------------------- the result, held until the wait */
+
+struct ptdp_held {
+    struct ptdp_held *next;      /* the communicator's other held results */
+    void *recv;                  /* where the result goes back            */
+    size_t bytes;
+    unsigned char data[];        /* the result                            */
+};
+
+/* Where the call's result lies in recv: all of it, except for an in-place
+ * reduce_scatter, whose result is this rank's chunk inside recv. */
+static void result_of(const ptdp_comm *c, const ptdp_call *k, unsigned char **at, size_t *bytes)
+{
+    size_t es = ptdp_dtype_size(k->dtype), off, len;
+    *at = k->recv;
+    *bytes = k->count * es;
+    if (k->op == PTDP_COLL_REDUCE_SCATTER) {
+        ptdp_chunk(k->count, c->size, c->rank, &off, &len);
+        *bytes = len * es;
+        if (k->in_place)
+            *at += off * es;
+    }
+}
+
+void ptdp_stream_hold(ptdp_comm *c, const ptdp_call *k, ptdp_request *req)
+{
+    unsigned char *at;
+    size_t bytes;
+    result_of(c, k, &at, &bytes);
+    req->comm = c;
+    req->held = NULL;
+    if (bytes == 0)
+        return;
+    /* No host memory for the copy: the result stays readable, which a
+     * correct program cannot tell apart; only the guard is lost. */
+    struct ptdp_held *h = malloc(sizeof *h + bytes);
+    if (h == NULL)
+        return;
+    h->recv = at;
+    h->bytes = bytes;
+    memcpy(h->data, at, bytes);
+    memset(at, 0xff, bytes);
+    h->next = c->held;
+    c->held = h;
+    req->held = h;
+}
+
+/* The result back into recv, and its block off the communicator's list. */
+static void give_back(ptdp_request *req)
+{
+    struct ptdp_held *h = req->held, **p = &req->comm->held;
+    while (*p != NULL && *p != h)
+        p = &(*p)->next;
+    if (*p == h)
+        *p = h->next;
+    memcpy(h->recv, h->data, h->bytes);
+    free(h);
+    req->held = NULL;
+}
+
+void ptdp_stream_release(ptdp_comm *c)
+{
+    while (c->held != NULL) {
+        struct ptdp_held *h = c->held;
+        c->held = h->next;
+        free(h);
+    }
+}
+
+/* ------------------------------------------------------------ the wait */
+
 int ptdp_wait(ptdp_request *req)
 {
     if (req == NULL || !req->active)
         return PTDP_OK;
     ptdp_device *dev = req->dev;
     req->active = 0;
+    if (req->held != NULL)
+        give_back(req);
     if (ptdp_aborted(dev))
         return PTDP_EABORTED;
     double now = dev->clock.now, cost = req->end - req->start;

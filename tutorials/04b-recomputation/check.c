@@ -387,16 +387,18 @@ int main(void)
         if (!ptdp_check_value(yours.loss[k], base.loss[k], PTDP_TOLERANCE)) {
             tutorial_wrong("%s: the loss of step %d is %.12g; one device's is %.12g.", what, k + 1,
                            yours.loss[k], base.loss[k]);
-            tutorial_note("Does the forward again run on the same micro-batch at the same step (kept->batch,\n"
-                          "kept->step)?  Dropout's masks are keyed by them (blank 3).");
+            tutorial_note("Does the forward again run on the same micro-batch (kept->batch)?  Dropout's masks are "
+                          "keyed by its\nsamples' global indices, step x B + row (blank 3).");
             goto done;
         }
     ptdp_check_report rep;
     if (!ptdp_check_states(&yours.final, &base.final, PTDP_TOLERANCE, &rep)) {
         tutorial_wrong("%s: after %d steps, %s differs from one device's by %.3g.", what, STEPS, rep.worst,
                        rep.max_abs);
-        tutorial_note("Does the backward run on the recomputed activations, with the output gradient it\n"
-                      "was given (blank 4)?");
+        tutorial_note("Does the forward again run on the same micro-batch, kept->batch (blank 3)?  Dropout's "
+                      "masks are keyed\nby its samples' global indices, step x B + row, not by the step: another "
+                      "micro-batch's samples\ndraw other masks.  And does the backward run on the recomputed "
+                      "activations, with the output\ngradient it was given (blank 4)?");
         goto done;
     }
     /* 4. The price: exactly one more forward per micro-batch. */

@@ -64,7 +64,9 @@ int lesson_backward(ptdp_device *dev, ptdp_model *m, lesson_kept *kept, const pt
     int rc;
 
     /* Blank 3: run the plain forward once more, on `again` from your copy,
-     * at the step it first ran, so that kept->full holds everything again.
+     * at the step it first ran (kept->step), so that kept->full holds
+     * everything again: the same samples (kept->batch) draw the same
+     * dropout masks, keyed by their global indices.
      * No output is wanted this time (it was sent already): out = NULL.
      * Return its status if it fails. */
     PTDP_BLANK(3, "run the forward again, from kept->input, into kept->full");

@@ -18,7 +18,10 @@
 typedef struct {
     ptdp_batch batch;    /* which samples, and their labels on the last stage
                             (the executor keeps those until the backward)   */
-    long step;           /* the training step (the forward's dropout keys)   */
+    long step;           /* the training step, as the model interface passes
+                            it.  Not a dropout key: a mask is keyed by the
+                            sample's global index, step x B + row (batch.first
+                            + row), which already differs from step to step */
     ptdp_tensor input;   /* YOUR copy of the stage input: arena, "acts"      */
     ptdp_acts full;      /* what the plain forward keeps: everything it made.
                             Empty between your forward and your backward.    */

@@ -15,6 +15,12 @@
  *                                  out equal to one device's; one all-reduce
  *   blank 3  lesson_embedding_forward  x = wte[token] on every rank; one
  *                                  all-reduce
+ *   blanks 4, 5  lesson_proj_backward, lesson_qkv_backward  from random
+ *                                  dout and dqkv: every rank's gradients
+ *                                  (its slice of dy, dW, db; dx whole) equal
+ *                                  one device's ptdp_linear_backward; none
+ *                                  in c_proj's backward, one all-reduce in
+ *                                  c_attn's
  *
  * to 1e-10 in double (libptdp_f64).  Mistakes are made to show: each
  * shard and each rank's table sits between rows of NaN, so a read outside
@@ -246,7 +252,11 @@ static bool judge_shard(const char *what, const char *tensor, int tp, int r, con
         q_only = q_only && (i < n ? got[i] == want[i] : got[i] == -1);
         written += got[i] != -1;
     }
-    if (contiguous)
+    if (written == 0)
+        tutorial_note("You wrote none of it: %s is never copied.  It is sharded like its rows: entry "
+                      "b C + r n + i for\nb = 0, 1, 2 (q, k, v) and i < n = C/tp = %d — copy it in the same loop "
+                      "(blank 1).", tensor, n);
+    else if (contiguous)
         tutorial_note("You took %d consecutive %s, [%d, %d).  But %s is three blocks of C = %d: all the q, then "
                       "all the k,\nthen all the v; a rank's heads have n = C/tp = %d in EACH block: "
                       "[b C + r n, b C + (r+1) n) for b = 0, 1, 2.", 3 * n,
@@ -595,6 +605,218 @@ static bool check_embedding(int tp, const dense_t *d)
     return ok;
 }
 
+/* =================================== blanks 4 and 5: the attention's backward */
+
+typedef struct {
+    ptdp_real y[R * C], dout[R * C], dqkv[R * 3 * C];   /* c_proj's input, the arriving gradients */
+    ptdp_real dy[R * C], dP[C * C], dpb[C];             /* one device's c_proj backward */
+    ptdp_real dx[R * C], dW[3 * C * C], db[3 * C];      /* one device's c_attn backward */
+} dense_bwd;
+
+typedef struct {
+    int tp;
+    const dense_t *dense;
+    const dense_bwd *bwd;
+    ptdp_real dy[MAX_TP][R * C], dP[MAX_TP][C * C], dpb[MAX_TP][C];
+    ptdp_real dx[MAX_TP][R * C], dW[MAX_TP][3 * C * C], db[MAX_TP][3 * C];
+    ptdp_real partial[MAX_TP][R * C];                   /* my heads' term of dx alone */
+    comm_count proj[MAX_TP], qkv[MAX_TP];
+} bwd_run;
+
+static void dense_backward(const dense_t *d, dense_bwd *g)
+{
+    fill(g->y, R * C, "y", 1.0);
+    fill(g->dout, R * C, "dout", 1.0);
+    fill(g->dqkv, R * 3 * C, "dqkv", 1.0);
+    memset(g->dP, 0, sizeof g->dP);
+    memset(g->dpb, 0, sizeof g->dpb);
+    memset(g->dW, 0, sizeof g->dW);
+    memset(g->db, 0, sizeof g->db);
+    ptdp_tensor dy = T2(g->dy, R, C), dpb = T2(g->dpb, 1, C), dx = T2(g->dx, R, C), db = T2(g->db, 1, 3 * C);
+    ptdp_linear_backward(&dy, T2(g->dP, C, C), &dpb, T2((ptdp_real *)g->dout, R, C), T2(g->y, R, C),
+                         T2((ptdp_real *)d->P, C, C), false);
+    ptdp_linear_backward(&dx, T2(g->dW, 3 * C, C), &db, T2(g->dqkv, R, 3 * C), T2((ptdp_real *)d->x, R, C),
+                         T2((ptdp_real *)d->W, 3 * C, C), false);
+}
+
+/* Column j of my heads' q | k | v (0 <= j < 3n) in the whole 3C. */
+static int qkv_col(int j, int n, int r) { return (j / n) * C + r * n + j % n; }
+
+static int bwd_device(ptdp_device *dev, void *arg)
+{
+    bwd_run *x = arg;
+    const dense_t *d = x->dense;
+    const dense_bwd *g = x->bwd;
+    const int r = dev->rank, n = C / x->tp;
+    ptdp_comm *tp = dev->world;
+    ptdp_tensor W, b, P, dout, y_local, dy, dP, dpb, in, w_local, b_local, P_local, dqkv, dx, dW, db;
+    int rc;
+    if ((rc = device_tensor(dev, &W, "c_attn.weight", 3 * C, C, 0)) ||
+        (rc = device_tensor(dev, &b, "c_attn.bias", 1, 3 * C, 0)) ||
+        (rc = device_tensor(dev, &P, "c_proj.weight", C, C, 0)) ||
+        (rc = device_tensor(dev, &dout, "dout", R, C, 0)) || (rc = device_tensor(dev, &y_local, "y local", R, n, 0)) ||
+        (rc = device_tensor(dev, &dy, "dy local", R, n, UNWRITTEN)) ||
+        (rc = device_tensor(dev, &dP, "dP local", C, n, 0)) || (rc = device_tensor(dev, &dpb, "dpb", 1, C, 0)) ||
+        (rc = device_tensor(dev, &in, "x", R, C, 0)) ||
+        (rc = device_tensor(dev, &w_local, "c_attn.weight local", 3 * n, C, 0)) ||
+        (rc = device_tensor(dev, &b_local, "c_attn.bias local", 1, 3 * n, 0)) ||
+        (rc = device_tensor(dev, &dqkv, "dqkv local", R, 3 * n, 0)) ||
+        (rc = device_tensor(dev, &dx, "dx", R, C, UNWRITTEN)) ||
+        (rc = device_tensor(dev, &dW, "dW local", 3 * n, C, 0)) || (rc = device_tensor(dev, &db, "db local", 1, 3 * n, 0)))
+        return rc;
+    memcpy(W.data, d->W, sizeof d->W);
+    memcpy(b.data, d->b, sizeof d->b);
+    memcpy(P.data, d->P, sizeof d->P);
+    memcpy(in.data, d->x, sizeof d->x);
+    memcpy(dout.data, g->dout, sizeof g->dout);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < 3 * n; j++) {
+            if (j < n)
+                *ptdp_at(y_local, i, j) = g->y[i * C + r * n + j];
+            *ptdp_at(dqkv, i, j) = g->dqkv[i * 3 * C + qkv_col(j, n, r)];
+        }
+    if ((rc = lesson_qkv_shard(tp, NH, W, b, w_local, b_local)) != 0 ||   /* right: blank 1 passed */
+        (rc = lesson_proj_shard(tp, P, &P_local)) != 0)
+        return rc;
+    count_begin(dev, &x->proj[r]);
+    if ((rc = lesson_proj_backward(tp, dy, dP, dpb, dout, y_local, P_local)) != 0)
+        return rc;
+    count_end(dev, &x->proj[r]);
+    count_begin(dev, &x->qkv[r]);
+    if ((rc = lesson_qkv_backward(tp, dx, dW, db, dqkv, in, w_local)) != 0)
+        return rc;
+    count_end(dev, &x->qkv[r]);
+    ptdp_tensor part = T2(x->partial[r], R, C);
+    ptdp_linear_backward(&part, T2(x->dW[r], 3 * n, C), NULL, dqkv, in, w_local, false);   /* dW[r]: scratch */
+    memcpy(x->dy[r], dy.data, (size_t)R * n * sizeof(ptdp_real));
+    memcpy(x->dP[r], dP.data, (size_t)C * n * sizeof(ptdp_real));
+    memcpy(x->dpb[r], dpb.data, sizeof x->dpb[r]);
+    memcpy(x->dx[r], dx.data, sizeof x->dx[r]);
+    memcpy(x->dW[r], dW.data, (size_t)3 * n * C * sizeof(ptdp_real));
+    memcpy(x->db[r], db.data, (size_t)3 * n * sizeof(ptdp_real));
+    return PTDP_OK;
+}
+
+/* The largest |got - want| of n values, and where. */
+static double worst_of(const ptdp_real *got, const ptdp_real *want, int n, int *at)
+{
+    double worst = 0;
+    *at = 0;
+    for (int i = 0; i < n; i++)
+        if (diff(got[i], want[i]) > worst) {
+            worst = diff(got[i], want[i]);
+            *at = i;
+        }
+    return worst;
+}
+
+/* Blank 4 on rank r: dy_local, dP_local, db against one device's. */
+static bool judge_proj_backward(const bwd_run *x, int r, const char *what)
+{
+    const dense_bwd *g = x->bwd;
+    const int n = C / x->tp;
+    if (x->tp > 1 && x->proj[r].calls != 0) {
+        tutorial_wrong("%s: rank %d made %llu collective call%s in c_proj's backward.", what, r, x->proj[r].calls,
+                       x->proj[r].calls == 1 ? "" : "s");
+        tutorial_note("It needs none: dout is already whole on every rank (g's backward is the identity), "
+                      "dy_r = dout P_r needs\nonly my columns, and every rank adds the same column sums of dout "
+                      "into its whole bias (blank 4).");
+        return false;
+    }
+    ptdp_real want_dy[R * C], want_dP[C * C];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < n; j++)
+            want_dy[i * n + j] = g->dy[i * C + r * n + j];
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < n; j++)
+            want_dP[i * n + j] = g->dP[i * C + r * n + j];
+    int at;
+    if (worst_of(x->dy[r], want_dy, R * n, &at) > TOL) {
+        tutorial_wrong("%s: rank %d's dy_local[%d][%d] is %.6g; one device's dy at [%d][%d] is %.6g.", what, r,
+                       at / n, at % n, (double)x->dy[r][at], at / n, r * n + at % n, (double)want_dy[at]);
+        tutorial_note("dy_r = dout P_r: the gradient of my heads' outputs, through my columns of c_proj (blank 4).");
+        return false;
+    }
+    if (worst_of(x->dP[r], want_dP, C * n, &at) > TOL) {
+        tutorial_wrong("%s: rank %d's c_proj.weight gradient [%d][%d] is %.6g; one device's is %.6g.", what, r,
+                       at / n, at % n, (double)x->dP[r][at], (double)want_dP[at]);
+        tutorial_note("dP_r += dout^T y_r: my columns of the weight see only my heads' outputs (blank 4).");
+        return false;
+    }
+    if (worst_of(x->dpb[r], g->dpb, C, &at) > TOL) {
+        bool zero = true;
+        for (int i = 0; i < C; i++)
+            zero = zero && x->dpb[r][i] == 0;
+        tutorial_wrong("%s: rank %d's c_proj.bias gradient [%d] is %.6g; one device's is %.6g.", what, r, at,
+                       (double)x->dpb[r][at], (double)g->dpb[at]);
+        tutorial_note(zero ? "Nothing was added: every rank holds the whole bias, so every rank adds the column sums "
+                             "of dout\n(the same on every rank: no communication) (blank 4)."
+                           : "db += the column sums of dout, whole, on every rank (blank 4).");
+        return false;
+    }
+    return true;
+}
+
+/* Blank 5 on rank r: dx, dW_local, db_local against one device's. */
+static bool judge_qkv_backward(const bwd_run *x, int r, const char *what)
+{
+    const dense_bwd *g = x->bwd;
+    const int n = C / x->tp;
+    int at;
+    if (worst_of(x->dx[r], g->dx, R * C, &at) > TOL) {
+        tutorial_wrong("%s: rank %d's dx[%d][%d] is %.6g; one device's is %.6g.", what, r, at / C, at % C,
+                       (double)x->dx[r][at], (double)g->dx[at]);
+        int p;
+        if (x->tp > 1 && worst_of(x->dx[r], x->partial[r], R * C, &p) <= TOL)
+            tutorial_note("It is rank %d's own term dqkv_r W_r alone: x fed every rank's heads (f's forward is "
+                          "the identity),\nso its gradient is the sum over ranks — f's backward is one all-reduce "
+                          "of dx (blank 5).", r);
+        else
+            tutorial_note("dx = sum over ranks of dqkv_r W_r: my term, then one all-reduce (blank 5).");
+        return false;
+    }
+    ptdp_real want_dW[3 * C * C], want_db[3 * C];
+    for (int j = 0; j < 3 * n; j++) {
+        memcpy(&want_dW[j * C], &g->dW[qkv_col(j, n, r) * C], C * sizeof(ptdp_real));
+        want_db[j] = g->db[qkv_col(j, n, r)];
+    }
+    if (worst_of(x->dW[r], want_dW, 3 * n * C, &at) > TOL || worst_of(x->db[r], want_db, 3 * n, &at) > TOL) {
+        tutorial_wrong("%s: rank %d's c_attn weight or bias gradient differs from one device's rows of its heads.",
+                       what, r);
+        tutorial_note("dW_r += dqkv_r^T x and db_r += the column sums of dqkv_r: my rows only, no communication "
+                      "(blank 5).");
+        return false;
+    }
+    if (x->tp > 1 && (x->qkv[r].calls != 1 || x->qkv[r].reduces != 1)) {
+        tutorial_wrong("%s: rank %d made %llu collective call%s in c_attn's backward (%llu all-reduce%s).", what, r,
+                       x->qkv[r].calls, x->qkv[r].calls == 1 ? "" : "s", x->qkv[r].reduces,
+                       x->qkv[r].reduces == 1 ? "" : "s");
+        tutorial_note("Exactly one: the all-reduce of dx (f's backward) (blank 5).");
+        return false;
+    }
+    return true;
+}
+
+static bool check_backward(int tp, const dense_t *d, const dense_bwd *g)
+{
+    char what[32];
+    snprintf(what, sizeof what, "tp %d, blanks 4, 5", tp);
+    bwd_run *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return false;
+    x->tp = tp;
+    x->dense = d;
+    x->bwd = g;
+    bool ok = tutorial_launch(what, tp, bwd_device, x) == 0;
+    for (int r = 0; ok && r < tp; r++)
+        ok = judge_proj_backward(x, r, what) && judge_qkv_backward(x, r, what);
+    if (ok)
+        tutorial_ok("tp %d, blanks 4, 5: c_proj's and c_attn's gradients equal one device's; c_proj's backward "
+                    "sends nothing, c_attn's %s", tp, tp > 1 ? "one all-reduce of dx (f)" : "nothing at tp 1");
+    free(x);
+    return ok;
+}
+
 int main(void)
 {
     tutorial_begin("07", "tensor parallelism in attention: heads, c_proj, the vocab-parallel embedding");
@@ -607,6 +829,10 @@ int main(void)
         ok = check_attention(TPS[k], &dense);
     for (int k = 0; ok && k < NTPS; k++)
         ok = check_embedding(TPS[k], &dense);
+    static dense_bwd bwd;
+    dense_backward(&dense, &bwd);
+    for (int k = 0; ok && k < NTPS; k++)
+        ok = check_backward(TPS[k], &dense, &bwd);
     if (ok)
         tutorial_note("per block the forward makes 2 all-reduces (attention's c_proj, the MLP's c_proj), the "
                       "backward 2 (before c_attn, before c_fc);\nthe whole GPT adds the embedding's forward and "

@@ -30,7 +30,8 @@
  *                      rank 1 (rows 32-63): [ 0  w40   0]  ──all-reduce──► [w3 w40 w17]
  *
  * Forward: one all-reduce in c_proj (g), one in the embedding; backward one
- * in front of c_attn (f); two per block each way with the MLP's.
+ * in front of c_attn (f), which you write too (blanks 4, 5); two per block
+ * each way with the MLP's.
  */
 #include <string.h>
 
@@ -108,4 +109,25 @@ int lesson_embedding_forward(ptdp_comm *tp, ptdp_tensor x, ptdp_tensor wte_local
      * one all-reduce makes x whole on every rank (ptdp_at in tensor.h,
      * memcpy, memset). */
     PTDP_BLANK(3, "the vocab-parallel lookup: my row of each token or zeros, then one all-reduce");
+}
+
+/* ------------------------------------------------------ the backward */
+
+int lesson_proj_backward(ptdp_comm *tp, ptdp_tensor dy_local, ptdp_tensor dw_local, ptdp_tensor db,
+                         ptdp_tensor dout, ptdp_tensor y_local, ptdp_tensor w_local)
+{
+    /* Blank 4: c_proj's backward (lesson.h): dy_r = dout P_r, dP_r +=
+     * dout^T y_r, db += the column sums of dout (ptdp_linear_backward in
+     * ops.h does all three).  dout is the same on every rank: does this
+     * backward need any communication? */
+    PTDP_BLANK(4, "the row-parallel c_proj backward: dy_local, dw_local, db — and which communication?");
+}
+
+int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptdp_tensor db_local,
+                        ptdp_tensor dqkv_local, ptdp_tensor x, ptdp_tensor w_local)
+{
+    /* Blank 5: c_attn's backward: my heads' term of dx is dqkv_r W_r; the
+     * weight and bias gradients are my rows'.  dx must end whole on every
+     * rank: how many all-reduces? */
+    PTDP_BLANK(5, "the column-parallel c_attn backward: my term of dx, dw_local, db_local, then dx whole");
 }

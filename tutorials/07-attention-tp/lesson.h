@@ -60,4 +60,32 @@ int lesson_attention_forward(ptdp_comm *tp, int heads, int T, ptdp_tensor out, p
 int lesson_embedding_forward(ptdp_comm *tp, ptdp_tensor x, ptdp_tensor wte_local,
                              const int64_t *tokens);
 
+/* ------------------------------------------------------ the backward
+ *
+ * The backward runs the attention's two linears in reverse.  Each TP
+ * linear's backward takes the gradient of its output and gives the
+ * gradient of its input and (added into) its weights' and bias's:
+ *
+ *   c_proj (row-parallel):    out = sum_r y_r P_r^T + b   (g: all-reduce)
+ *       dy_r = dout P_r     dP_r += dout^T y_r     db += column sums of dout
+ *   c_attn (column-parallel): qkv_r = x W_r^T + b_r       (f: identity)
+ *       dx = sum_r dqkv_r W_r                dW_r += dqkv_r^T x
+ *                                            db_r += column sums of dqkv_r
+ *
+ * Which of the two needs an all-reduce, and which none? */
+
+/* Blank 4.  c_proj's backward on this rank: from dout [R, C] (whole, the
+ * same on every rank), y_local [R, n] (my heads' outputs) and w_local
+ * [C, n] (my columns of c_proj.weight): dy_local [R, n] (overwritten),
+ * and ADD into dw_local [C, n] and db [1, C] (the whole bias, on every
+ * rank). */
+int lesson_proj_backward(ptdp_comm *tp, ptdp_tensor dy_local, ptdp_tensor dw_local, ptdp_tensor db,
+                         ptdp_tensor dout, ptdp_tensor y_local, ptdp_tensor w_local);
+/* Blank 5.  c_attn's backward on this rank: from dqkv_local [R, 3n] (the
+ * gradient of my heads' q | k | v), x [R, C] (whole) and w_local [3n, C]
+ * (my rows of c_attn.weight): dx [R, C] (overwritten; whole on every
+ * rank), and ADD into dw_local [3n, C] and db_local [1, 3n]. */
+int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptdp_tensor db_local,
+                        ptdp_tensor dqkv_local, ptdp_tensor x, ptdp_tensor w_local);
+
 #endif

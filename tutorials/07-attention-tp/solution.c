@@ -110,3 +110,26 @@ int lesson_embedding_forward(ptdp_comm *tp, ptdp_tensor x, ptdp_tensor wte_local
     }
     return all_reduce(tp, x);   /* exactly one rank added each token's row */
 }
+
+/* ------------------------------------------------------ the backward */
+
+int lesson_proj_backward(ptdp_comm *tp, ptdp_tensor dy_local, ptdp_tensor dw_local, ptdp_tensor db,
+                         ptdp_tensor dout, ptdp_tensor y_local, ptdp_tensor w_local)
+{
+    /* g's backward is the identity: dout is already whole on every rank,
+     * and dy_r = dout P_r needs only my columns.  No communication; every
+     * rank adds the same column sums into its whole copy of the bias. */
+    (void)tp;
+    ptdp_linear_backward(&dy_local, dw_local, &db, dout, y_local, w_local, false);
+    return PTDP_OK;
+}
+
+int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptdp_tensor db_local,
+                        ptdp_tensor dqkv_local, ptdp_tensor x, ptdp_tensor w_local)
+{
+    /* f's backward: x fed every rank's heads, so its gradient is the sum of
+     * every rank's term dqkv_r W_r — one all-reduce.  The weights and bias
+     * are my rows: their gradients stay local. */
+    ptdp_linear_backward(&dx, dw_local, &db_local, dqkv_local, x, w_local, false);
+    return all_reduce(tp, dx);
+}

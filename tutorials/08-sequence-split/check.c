@@ -17,6 +17,10 @@
  *                                   each rank computed: none wholly in the
  *                                   future (blank 2), and as many on every
  *                                   rank (blank 1: zigzag balances the work)
+ *   blank 4  lesson_block_backward  on the host, T = 24 in 4 chunks, one
+ *                                   head: every query against every chunk
+ *                                   not in its future, summed, equal to
+ *                                   ptdp_attention_backward's dq, dk, dv
  *
  * When y is wrong the check probes your functions on the host to name the
  * blank: the future test on every pair of chunks (does it skip a chunk that
@@ -211,6 +215,26 @@ static bool same_partial(const lesson_partial *a, const lesson_partial *b)
     return true;
 }
 
+/* A case of probe_merge: a's keys, b's keys, their union, in words. */
+typedef struct { const double *a; int na; const double *b; int nb; const double *u; int nu; const char *what; } merge_case;
+
+/* The larger max merged into a smaller one gave a (from a0 and b) with
+ * the right max and neither l nor o rescaled, while `other` (a smaller
+ * max into a larger: a's factor is 1 anyway) merges right — the factors
+ * were computed after a->m was overwritten with the new max. */
+static bool max_set_first(const lesson_partial *a, const lesson_partial *a0, const lesson_partial *b,
+                          const merge_case *other)
+{
+    if (diff(a->m, fmax(a0->m, b->m)) > TOL || diff(a->l, a0->l + b->l) > TOL)
+        return false;
+    for (int j = 0; j < HD; j++)
+        if (diff(a->o[j], a0->o[j] + b->o[j]) > TOL)
+            return false;
+    lesson_partial x = partial_of(other->a, other->na), y = partial_of(other->b, other->nb);
+    const lesson_partial want = partial_of(other->u, other->nu);
+    return lesson_merge(&x, &y, HD) == 0 && same_partial(&x, &want);
+}
+
 /* Merge partials of known scores and (when `say`) tell what is wrong, in
  * words; false when blank 3 answers every probe right. */
 static bool probe_merge(bool say)
@@ -220,7 +244,7 @@ static bool probe_merge(bool say)
     static const double all_lh[] = { 0.5, -1.0, 1.0, 3.0, 2.0 };
     static const double all_hl[] = { 3.0, 2.0, 0.5, -1.0, 1.0 };
     static const double eq[] = { 0.0, 3.0 }, all_he[] = { 3.0, 2.0, 0.0, 3.0 };
-    struct { const double *a; int na; const double *b; int nb; const double *u; int nu; const char *what; } cases[] = {
+    const merge_case cases[] = {
         { lo, 3, hi, 2, all_lh, 5, "a block with a larger max merged into a smaller one" },
         { hi, 2, lo, 3, all_hl, 5, "a block with a smaller max merged into a larger one" },
         { hi, 2, eq, 2, all_he, 4, "two blocks with the same max" },
@@ -249,6 +273,10 @@ static bool probe_merge(bool say)
         else if (isnan(a.m) || isnan(a.l))
             tutorial_note("NaN: e^(m - m') with m = m' = -inf is e^NaN.  An empty partial (l = 0) adds nothing: "
                           "leave a as it is when b is empty.");
+        else if (c == 0 && max_set_first(&a, &a0, &b, &cases[1]))
+            tutorial_note("l' = l_a + l_b and o' = o_a + o_b, yet a smaller max merged into a larger one comes out right:\n"
+                          "your factor e^(m_a - m') came out 1 because a->m already held m' when you computed it.  "
+                          "Keep m_a\nuntil both factors are computed: set a->m = m' last (blank 3).");
         else if (diff(a.m, want.m) > TOL)
             tutorial_note("The max was not kept: after a merge, l and o are sums of e^(s - m'), so a->m must become "
                           "m' = max(m_a, m_b);\nelse the next merge rescales them from the old max.");
@@ -399,6 +427,131 @@ static bool check_merge_alone(void)
     return true;
 }
 
+/* ============================ blank 4: one step of the backward, for the ring */
+
+enum { BT = T_BIG, BN = 2, BLEN = BT / (2 * BN), Q3 = 3 * HD };
+
+/* The gradients of one head's q | k | v (rows of 3 HD) from the chunk
+ * steps: every query against every key chunk not wholly in its future,
+ * with the query's final m, l and D = dy . y.  `step` is the student's
+ * function or a variant of the check's own. */
+typedef int (*block_bwd_fn)(const ptdp_real *, const ptdp_real *, const ptdp_real *, int, int, int, int, int,
+                            ptdp_real, ptdp_real, ptdp_real, const ptdp_real *, ptdp_real *, ptdp_real *,
+                            ptdp_real *);
+
+static int ring_backward_all(block_bwd_fn step, const ptdp_real *qkv, const ptdp_real *y, const ptdp_real *dy,
+                             ptdp_real *dqkv)
+{
+    memset(dqkv, 0, (size_t)BT * Q3 * sizeof *dqkv);
+    const double scale = 1.0 / sqrt((double)HD);
+    for (int i = 0; i < BT; i++) {
+        const ptdp_real *q = qkv + (size_t)i * Q3;
+        double m = -INFINITY, l = 0, D = 0;
+        for (int s = 0; s <= i; s++) {        /* the forward's final m and l over keys 0 .. i */
+            double d = 0;
+            for (int j = 0; j < HD; j++)
+                d += (double)q[j] * qkv[(size_t)s * Q3 + HD + j];
+            m = fmax(m, d * scale);
+        }
+        for (int s = 0; s <= i; s++) {
+            double d = 0;
+            for (int j = 0; j < HD; j++)
+                d += (double)q[j] * qkv[(size_t)s * Q3 + HD + j];
+            l += exp(d * scale - m);
+        }
+        for (int j = 0; j < HD; j++)
+            D += (double)dy[i * HD + j] * y[i * HD + j];
+        for (int c = 0; c < 2 * BN && c * BLEN <= i; c++) {
+            const size_t k0 = (size_t)c * BLEN * Q3;
+            int rc = step(q, qkv + k0 + HD, qkv + k0 + 2 * HD, Q3, i, c * BLEN, BLEN, HD, (ptdp_real)m,
+                          (ptdp_real)l, (ptdp_real)D, dy + (size_t)i * HD, dqkv + (size_t)i * Q3,
+                          dqkv + k0 + HD, dqkv + k0 + 2 * HD);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The mistake this variant makes: ds without - D. */
+static int step_without_d(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
+                          int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,
+                          const ptdp_real *dy, ptdp_real *dq, ptdp_real *dk, ptdp_real *dv)
+{
+    (void)D;
+    return lesson_block_backward(q, k, v, stride, q_pos, k_first, len, hd, m, l, 0, dy, dq, dk, dv);
+}
+
+/* Which of v, q, k (2, 0, 1: dv needs only p) first differs beyond TOL,
+ * -1 if none. */
+static int first_wrong(const ptdp_real *got, const ptdp_real *want, int *row, int *col)
+{
+    static const int order[3] = { 2, 0, 1 };
+    for (int o = 0; o < 3; o++)
+        for (int i = 0, part = order[o]; i < BT; i++)
+            for (int j = 0; j < HD; j++)
+                if (diff(got[i * Q3 + part * HD + j], want[i * Q3 + part * HD + j]) > TOL) {
+                    *row = i;
+                    *col = j;
+                    return part;
+                }
+    return -1;
+}
+
+/* dq and dk are sqrt(hd) times the right ones (the scale left out). */
+static bool unscaled(const ptdp_real *got, const ptdp_real *want)
+{
+    for (int i = 0; i < BT; i++)
+        for (int j = 0; j < 2 * HD; j++)
+            if (diff(got[i * Q3 + j], want[i * Q3 + j] * sqrt((double)HD)) > TOL)
+                return false;
+    return true;
+}
+
+static bool check_block_backward(void)
+{
+    static ptdp_real qkv[BT * Q3], y[BT * HD], dy[BT * HD], probs[BT * BT], scratch[2 * BT * BT];
+    static ptdp_real want[BT * Q3], got[BT * Q3], alt[BT * Q3];
+    uint64_t key = ptdp_rng_key(8, "backward");
+    for (int i = 0; i < BT * Q3; i++)
+        qkv[i] = (ptdp_real)ptdp_rng_normal(key, (uint64_t)i);
+    for (int i = 0; i < BT * HD; i++)
+        dy[i] = (ptdp_real)ptdp_rng_normal(key, (uint64_t)(BT * Q3 + i));
+    ptdp_attention_forward(ptdp_tensor_wrap(y, BT, HD), probs, ptdp_tensor_wrap(qkv, BT, Q3), BT, 1, HD, NULL, NULL);
+    ptdp_attention_backward(ptdp_tensor_wrap(want, BT, Q3), ptdp_tensor_wrap(dy, BT, HD),
+                            ptdp_tensor_wrap(qkv, BT, Q3), probs, BT, 1, HD, NULL, scratch);
+    if (ring_backward_all(lesson_block_backward, qkv, y, dy, got) != 0) {
+        tutorial_report_blank();
+        return false;
+    }
+    int row, col, part = first_wrong(got, want, &row, &col);
+    if (part < 0) {
+        tutorial_ok("blank 4: T = %d in %d chunks of %d, every query against every chunk not in its future: dq, "
+                    "dk, dv equal ptdp_attention_backward's", BT, 2 * BN, BLEN);
+        return true;
+    }
+    static const char *name[3] = { "dq", "dk", "dv" };
+    tutorial_wrong("blank 4: %s at position %d [%d] is %.6g; ptdp_attention_backward's is %.6g.", name[part], row, col,
+                   (double)got[row * Q3 + part * HD + col], (double)want[row * Q3 + part * HD + col]);
+    int r2, c2;
+    ring_backward_all(step_without_d, qkv, y, dy, alt);   /* the student's own step, handed D = 0 */
+    if (part == 2)
+        tutorial_note("dv_s += p_s dy, with p_s = e^(score - m) / l: the query's FINAL m and l, over every key "
+                      "(the forward's merges\nleft them), not this chunk's own max and sum (blank 4).");
+    else if (first_wrong(got, alt, &r2, &c2) < 0)
+        tutorial_note("dv is right, dq and dk not, and D changes nothing: ds_s = p_s (dp_s - D).  Each "
+                      "probability pulls on the\nothers through the softmax's sum: minus D = dy . y, the "
+                      "output's own share (blank 4).");
+    else if (unscaled(got, want))
+        tutorial_note("dv is right, dq and dk are sqrt(hd) = %g times too large: the scores were q . k / sqrt(hd), "
+                      "so dk_s += ds_s q / sqrt(hd)\nand dq += ds_s k_s / sqrt(hd) — the scores' own scale "
+                      "(blank 4).", sqrt((double)HD));
+    else
+        tutorial_note("dv is right: ds_s = p_s (dp_s - D), then dk_s += ds_s q / sqrt(hd) and dq += ds_s k_s / "
+                      "sqrt(hd) (blank 4).");
+    return false;
+}
+
 int main(void)
 {
     tutorial_begin("08", "splitting the sequence: zigzag chunks, the future test, the online-softmax merge");
@@ -407,6 +560,8 @@ int main(void)
         ok = check_ring(n);
     if (ok)
         ok = check_merge_alone();
+    if (ok)
+        ok = check_block_backward();
     if (ok)
         tutorial_note("with zigzag every rank computes 2N+1 of its 4N pairs: about half, the causal half, the same "
                       "on every rank (ptdp train --model gpt --cp 2 --check)");

@@ -188,3 +188,16 @@ out:
     ptdp_free(dev, acc);
     return rc;
 }
+
+/* ------------------------------------------ one step of the backward */
+
+int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
+                          int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,
+                          const ptdp_real *dy, ptdp_real *dq, ptdp_real *dk, ptdp_real *dv)
+{
+    /* Blank 4: for each visible key s of the chunk (causal, as in
+     * lesson_block_partial): its score, p_s = e^(score - m) / l with the
+     * query's FINAL m and l, dp_s = dy . v_s, ds_s = p_s (dp_s - D); then
+     * dv_s += p_s dy, dk_s += ds_s q / sqrt(hd), dq += ds_s k_s / sqrt(hd). */
+    PTDP_BLANK(4, "one ring step of the backward: p from the final m and l, ds = p (dp - D), add into dq, dk, dv");
+}

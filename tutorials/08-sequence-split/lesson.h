@@ -61,4 +61,18 @@ int lesson_merge(lesson_partial *a, const lesson_partial *b, int hd);
 int lesson_ring_attention(ptdp_device *dev, ptdp_tensor y, ptdp_tensor qkv, int T, int heads, int hd,
                           long *blocks);
 
+/* Blank 4.  One step of ring attention's BACKWARD for ONE query (at
+ * q_pos; q [hd]) against one key chunk [k_first, k_first + len) (k, v
+ * rows of the given stride; keys after q_pos masked), once the forward is
+ * over: m and l are the query's FINAL max and sum over all its keys, dy
+ * [hd] the gradient of its output y, and D = dy . y.  With
+ *     p_s  = e^(score_s - m) / l          the final probability of key s
+ *     dp_s = dy . v_s,   ds_s = p_s (dp_s - D)
+ * ADD   dv_s += p_s dy,   dk_s += ds_s q / sqrt(hd)   (rows of dk, dv:
+ * the same stride) and dq += sum_s ds_s k_s / sqrt(hd).  No key chunk
+ * needs any other: the ring passes k, v and their dk, dv around. */
+int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
+                          int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,
+                          const ptdp_real *dy, ptdp_real *dq, ptdp_real *dk, ptdp_real *dv);
+
 #endif

@@ -185,3 +185,33 @@ out:
     ptdp_free(dev, acc);
     return rc;
 }
+
+/* ------------------------------------------ one step of the backward */
+
+int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
+                          int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,
+                          const ptdp_real *dy, ptdp_real *dq, ptdp_real *dk, ptdp_real *dv)
+{
+    const double scale = 1.0 / sqrt((double)hd);
+    int visible = q_pos - k_first + 1;        /* causal, as the forward */
+    if (visible > len)
+        visible = len;
+    for (int s = 0; s < visible; s++) {
+        const ptdp_real *ks = k + (size_t)s * stride, *vs = v + (size_t)s * stride;
+        double score = 0, dp = 0;
+        for (int j = 0; j < hd; j++) {
+            score += (double)q[j] * ks[j];
+            dp += (double)dy[j] * vs[j];
+        }
+        /* the FINAL probability: the query's m and l over every key, which
+         * the forward's merges left — not this chunk's own */
+        ptdp_real p = exp((ptdp_real)(score * scale) - m) / l;
+        ptdp_real ds = p * (dp - D);          /* the softmax's Jacobian: minus y's own share */
+        for (int j = 0; j < hd; j++) {
+            dv[(size_t)s * stride + j] += p * dy[j];
+            dk[(size_t)s * stride + j] += ds * q[j] * scale;
+            dq[j] += ds * ks[j] * scale;
+        }
+    }
+    return PTDP_OK;
+}

@@ -197,6 +197,21 @@ static unsigned wrong_chunks(const zero3_run *x, const ptdp_real *w, const ptdp_
     return mask;
 }
 
+/* Does every chunk begin right and go wrong before its end — each rank
+ * copied a part of its chunk (bytes counted as elements)? */
+static bool short_copy(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth)
+{
+    for (int k = 0; k < x->N; k++) {
+        size_t off, cl, p = 0;
+        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        while (p < cl && same(w[off + p], truth[off + p]))
+            p++;
+        if (p == 0 || p == cl)
+            return false;
+    }
+    return true;
+}
+
 /* Are unit u's parameters there, waited for and right, as `what` (forward
  * or backward) is about to use them? */
 static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *what)
@@ -229,8 +244,8 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
     }
     if (unit->gather.active)
         return tutorial_device_wrong(dev, "rank %d: unit %d's %s uses its parameters while their all-gather is "
-            "still in flight\n(z->unit[%d].gather was started and not waited for).  The data is in place in "
-            "ptdp, but on a GPU\nthe buffer would still be filling: ptdp_wait(&z->unit[u].gather) before the "
+            "still in flight\n(z->unit[%d].gather was started and not waited for).  On a GPU the buffer would "
+            "still be filling\n(ptdp fills it with NaN until the wait): ptdp_wait(&z->unit[u].gather) before the "
             "unit is used (blank %d).", m->rank, u, what, u, blank);
     const ptdp_real *truth = x->ref->w[m->step][u];
     char list[64];
@@ -241,7 +256,11 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
     ptdp_chunk(NUMEL, x->N, m->rank, &off, &len);
     unsigned all = (1u << x->N) - 1;
     const char *why;
-    if (bad == (all & ~1u))
+    if (bad == all && short_copy(x, unit->w, truth))
+        why = "Every chunk begins right and stops after its first element or so: a copy of len BYTES, not\n"
+              "len elements.  memcpy counts bytes: copy x->len * sizeof(ptdp_real) of your w_shard to\n"
+              "w + off (blank 1).";
+    else if (bad == (all & ~1u))
         why = "Chunk 0 is right and every other rank's is not: each rank's own chunk must sit at its\n"
               "offset inside the buffer, w + off, not at its start — the in-place all-gather sends rank k's\n"
               "chunk from w + off on rank k (blank 1).";
@@ -354,6 +373,24 @@ int lesson_unit_backward(ptdp_device *dev, lesson_zero3 *z, int u)
     return PTDP_OK;
 }
 
+/* A started collective's result is not there before its ptdp_wait: ptdp
+ * fills it with NaN until then (comm.h), so a gradient chunk added too
+ * early leaves NaN in the shard. */
+static int check_read_before_wait(ptdp_device *dev, const lesson_zero3 *z, int mb)
+{
+    for (int u = 0; u < z->nunits; u++) {
+        const lesson_unit *unit = &z->unit[u];
+        for (size_t i = 0; i < unit->len; i++)
+            if (isnan(unit->g_shard[i]))
+                return tutorial_device_wrong(dev, "rank %d: after micro-batch %d, unit %d's gradient shard is NaN "
+                    "at element %zu: its chunk of the\nreduce-scatter was added before its ptdp_wait.  Until the "
+                    "wait the result is not there (on a GPU\nthe collective is still writing it; ptdp fills it with "
+                    "NaN): ptdp_wait(&z->unit[u + 1].reduce), then lesson_add_grad (blank 7).",
+                    dev->rank, mb + 1, u, i);
+    }
+    return PTDP_OK;
+}
+
 /* After a step: my gradient chunks against the reference. */
 static void compare_grads(zero3_run *x, lesson_zero3 *z, int r, int s)
 {
@@ -440,6 +477,8 @@ static int zero3_device(ptdp_device *dev, void *arg)
                         "until then the compute\nstream has not waited for the collective's end, and its result may "
                         "not be used (blank %d%s).", r, mb + 1, u, z.unit[u].reduce.active ? "reduce-scatter" : "all-gather",
                         z.unit[u].reduce.active ? 7 : 6, z.unit[u].reduce.active ? ": unit 0's reduce-scatter, the backward's last, too, after the loop" : "");
+            if (rc == 0 && x->overlap)
+                rc = check_read_before_wait(dev, &z, mb);
             if (rc == 0 && m.next_bwd != -1)
                 rc = tutorial_device_wrong(dev, "rank %d: lesson_micro_batch%s returned before the backward of "
                                            "unit %d: a micro-batch goes forward through every unit, then back.",

@@ -421,11 +421,11 @@ static bool check_stage_memory(void)
 {
     /* several layouts of the small GPT and of the task's, every stage */
     const lesson_layout layouts[] = {
-        { 1, 1, 1, 4, 1, "1f1b", PTDP_RECOMPUTE_NONE, 0, false },
-        { 2, 2, 2, 4, 4, "1f1b", PTDP_RECOMPUTE_NONE, 1, false },
-        { 4, 1, 4, 2, 8, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 2, true },
-        { 2, 1, 2, 4, 4, "gpipe", PTDP_RECOMPUTE_FULL, 3, false },
-        { 1, 8, 4, 1, 512, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 0, false },
+        { 1, 1, 1, 4, 1, "1f1b", PTDP_RECOMPUTE_NONE, 0, false, false, false },
+        { 2, 2, 2, 4, 4, "1f1b", PTDP_RECOMPUTE_NONE, 1, false, false, false },
+        { 4, 1, 4, 2, 8, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 2, true, false, false },
+        { 2, 1, 2, 4, 4, "gpipe", PTDP_RECOMPUTE_FULL, 3, false, false, false },
+        { 1, 8, 4, 1, 512, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 0, false, false, false },
     };
     lesson_memory got;
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
@@ -439,7 +439,7 @@ static bool check_stage_memory(void)
     /* Against a real run: tp 2, pp 2, m 4 of b 4, 1F1B, float, ZeRO off. */
     char msg[PTDP_MSG_MAX];
     run r;
-    const lesson_layout l = { 1, 2, 2, 4, 4, "1f1b", PTDP_RECOMPUTE_NONE, 0, false };
+    const lesson_layout l = { 1, 2, 2, 4, 4, "1f1b", PTDP_RECOMPUTE_NONE, 0, false, false, false };
     if (run_small(2, 2, 4, "1f1b", &r, msg, sizeof msg) != 0) {
         tutorial_wrong("ptdp train of the small GPT at tp 2, pp 2 failed: %s", msg);
         return false;
@@ -497,17 +497,17 @@ static ptdp_plan_layout plan_layout(const lesson_layout *l)
     snprintf(p.schedule, sizeof p.schedule, "%s", l->schedule);
     p.recompute = l->recompute;
     p.zero = l->zero;
-    p.sp = false;
-    p.overlap = false;
+    p.sp = l->sp;
+    p.overlap = l->overlap;
     return p;
 }
 
 static void compare_with_planner(void)
 {
     const lesson_layout layouts[] = {
-        { 4, 8, 1, 1, 128, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 1, false },
-        { 2, 4, 4, 1, 256, "1f1b", PTDP_RECOMPUTE_NONE, 0, false },
-        { 1, 8, 4, 2, 256, "1f1b", PTDP_RECOMPUTE_FULL, 0, false },
+        { 4, 8, 1, 1, 128, "1f1b", PTDP_RECOMPUTE_SELECTIVE, 1, false, false, false },
+        { 2, 4, 4, 1, 256, "1f1b", PTDP_RECOMPUTE_NONE, 0, false, false, false },
+        { 1, 8, 4, 2, 256, "1f1b", PTDP_RECOMPUTE_FULL, 0, false, false, false },
     };
     ptdp_plan_request rq = task_request();
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
@@ -612,19 +612,20 @@ static bool check_choice(void)
                        pm.comm / 1e9, pm.other / 1e9, mem / 1e9);
         return false;
     }
-    tutorial_ok("your layout dp %d x tp %d x pp %d, b %d, m %d, %s, recompute %s, ZeRO-%d fits: %.1f GB of %.1f "
+    tutorial_ok("your layout dp %d x tp %d x pp %d, b %d, m %d, %s, recompute %s, ZeRO-%d%s%s fits: %.1f GB of %.1f "
                 "(the planner: %.1f GB on stage %d); step %.3f s, %.0f tokens/s", l.dp, l.tp, l.pp,
                 l.micro_batch_size, l.micro_batches, l.schedule, ptdp_recompute_name(l.recompute), l.zero,
-                mine / 1e9, mem / 1e9, pm.total / 1e9, pm.stage, pt.step_s,
-                pt.tokens_per_s);
+                l.sp ? ", sp" : "", l.overlap ? ", overlap" : "", mine / 1e9, mem / 1e9, pm.total / 1e9, pm.stage,
+                pt.step_s, pt.tokens_per_s);
     ptdp_plan_candidate *c = NULL;
     int count = 0;
     rq.cp = 1;
     if (ptdp_plan_search(&rq, mem, &c, &count, msg, sizeof msg) == 0 && count > 0) {
         const ptdp_plan_layout *b = &c[0].layout;
-        tutorial_note("the planner's best: dp %d x tp %d x pp %d, b %d, %s, recompute %s, ZeRO-%d%s: step %.3f s; "
+        tutorial_note("the planner's best: dp %d x tp %d x pp %d, b %d, %s, recompute %s, ZeRO-%d%s%s: step %.3f s; "
                       "yours takes %.2fx its time", b->dp, b->tp, b->pp, b->micro_batch_size, b->schedule,
-                      ptdp_recompute_name(b->recompute), b->zero, b->sp ? ", sp" : "", c[0].time.step_s,
+                      ptdp_recompute_name(b->recompute), b->zero, b->sp ? ", sp" : "", b->overlap ? ", overlap" : "",
+                      c[0].time.step_s,
                       pt.step_s / c[0].time.step_s);
     } else {
         tutorial_note("(the planner's search found no best layout: %s)", msg);

@@ -24,7 +24,9 @@ typedef struct {
 
 /* A layout: N = dp x tp x pp GPUs, micro-batches of b sequences, m of them
  * per replica and step, under a schedule, a recomputation and a ZeRO
- * stage.  (cp 1, sp off, one chunk per stage.) */
+ * stage; sequence parallelism and overlapped DP/ZeRO traffic on or off.
+ * (cp 1, one chunk per stage.)  Your memory formulas (blanks 5, 6) count
+ * sp off; the planner prices sp and overlap as ptdp train runs them. */
 typedef struct {
     int dp, tp, pp;
     int micro_batch_size;           /* b                                      */
@@ -33,6 +35,9 @@ typedef struct {
     ptdp_recompute recompute;       /* none, selective, full                  */
     int zero;                       /* 0 .. 3                                 */
     bool bf16;                      /* bf16 parameters and gradients          */
+    bool sp;                        /* sequence parallelism (--sp; tp > 1)    */
+    bool overlap;                   /* DP/ZeRO traffic under the backward
+                                       (--overlap; dp > 1)                    */
 } lesson_layout;
 
 /* Bytes on one GPU. */

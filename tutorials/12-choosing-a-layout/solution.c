@@ -136,5 +136,7 @@ int lesson_choose_layout(lesson_layout *l)
     l->recompute = PTDP_RECOMPUTE_SELECTIVE;
     l->zero = 0;
     l->bf16 = false;
+    l->sp = true;          /* tp 8: the LayerNorm and dropout regions split 8 ways */
+    l->overlap = false;    /* dp 1: no DP traffic to hide */
     return 0;
 }
