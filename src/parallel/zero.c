@@ -313,30 +313,29 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* -------------------------------------------------------- once per step */
 
-/* ZeRO and a tensor two stages hold (model.h, `tied`; the same for a
- * `sequence_parallel` one, whose copies are the TP ranks'): once the gradient
- * is reduce-scattered it is spread over the DP ranks' chunks — and
- * differently on the two stages, whose flat buffers differ.  Make each tied
- * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
- * pieces, zeros elsewhere: adding zeros changes no bit), let the model sum
- * the two stages' copies, and take my piece back into `shard`, the store
- * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain DP (train.c), the DP sum
- * comes first and the two copies are added by one all-reduce, so both
- * stages hold the same bits whatever algorithm ran. */
-static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
+/* ZeRO and a parameter whose gradient is summed over a group beyond DP
+ * (model.h, ptdp_grad_sum: a tied embedding's copies on two stages, an SP
+ * LayerNorm's on the TP ranks): once the gradient is reduce-scattered it
+ * is spread over the DP ranks' chunks — and differently on the two
+ * stages, whose flat buffers differ.  Make each such tensor's DP-summed
+ * gradient whole on every DP rank (an all-reduce of the pieces, zeros
+ * elsewhere: adding zeros changes no bit), sum it over its further groups
+ * (ptdp_model_sum_groups), and take my piece back into `shard`, the store
+ * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain
+ * DP, the DP sum comes first and the copies are added by one all-reduce,
+ * so every copy holds the same bits whatever algorithm ran. */
+static int sum_groups_whole(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
 {
     ptdp_device *dev = ptdp_comm_device(z->dp);
-    int ntied = 0, rc = PTDP_OK;
-    for (int i = 0; i < m->nparams; i++)
-        ntied += m->params[i].tied || m->params[i].sequence_parallel;
-    if (ntied == 0)
+    int rc = PTDP_OK;
+    if (!ptdp_model_has_groups(m))
         return PTDP_OK;
     ptdp_real **whole = calloc((size_t)m->nparams, sizeof *whole);
     if (whole == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     for (int i = 0; rc == 0 && i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
-        if (!p->tied && !p->sequence_parallel)
+        if (p->sum.also == 0)
             continue;
         size_t n = ptdp_tensor_numel(p->g), b, e, at;
         if ((whole[i] = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.tied")) == NULL) {
@@ -351,7 +350,7 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summe
         p->g.data = whole[i];
     }
     if (rc == 0)
-        rc = ptdp_model_sync_gradients(dev, m);
+        rc = ptdp_model_sum_groups(dev, m);
     for (int i = 0; i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
         if (whole[i] == NULL)
@@ -381,14 +380,14 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
         rc = z->overlap ? ptdp_ddp_wait(&z->buckets) : ptdp_ddp_all_reduce(z->dp, &z->buckets, m);
         *grad = grad_store(z, m);
         if (rc == 0)
-            rc = sync_tied_shards(z, m, *grad, false);
+            rc = sum_groups_whole(z, m, *grad, false);
     } else if (z->stage == 2) {
         if ((rc = finish_pending(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard, false);
+            rc = sum_groups_whole(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else if (z->stage == 3) {
         if ((rc = ptdp_zero3_finish(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard, false);
+            rc = sum_groups_whole(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else {
         /* stage 0: the caller's all-reduce has summed it; under bf16 the
@@ -396,7 +395,7 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
          * are added here, as for the shards */
         *grad = grad_store(z, m);
         if (z->store == PTDP_BF16)
-            rc = sync_tied_shards(z, m, *grad, true);
+            rc = sum_groups_whole(z, m, *grad, true);
     }
     return rc;
 }

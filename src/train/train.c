@@ -360,10 +360,12 @@ typedef struct {
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
 } device_ctx;
 
-/* Which device writes a parameter's whole tensor: one per shard. */
+/* Which device writes a parameter's whole tensor: one per shard, the copy
+ * the norm counts (model.h: one TP rank of a replicated tensor, stage 0's
+ * of a tied embedding). */
 static bool writes_param(const device_ctx *d, const ptdp_param *p)
 {
-    return d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0 && (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+    return d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0 && ptdp_param_counted_here(&d->model, p);
 }
 
 /* The elements [k0, k1) of p's optimizer state that this device holds: p
@@ -385,7 +387,7 @@ static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, si
 static bool writes_optim(const device_ctx *d, const ptdp_param *p)
 {
     return (d->zero.stage > 0 || (d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0)) &&
-           (p->shard != PTDP_SHARD_NONE || d->mesh.tp_rank == 0);
+           ptdp_param_counted_here(&d->model, p);
 }
 
 /* Local elements [k0, k1) of p (row-major in its shard) to or from the whole tensor. */
@@ -621,7 +623,7 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
      * copies' gradients (ZeRO does it inside ptdp_zero_reduce_gradients). */
     if (z->stage == 0 && ((rc = c->overlap ? ptdp_ddp_wait(&d->ddp)   /* started in the backward */
                                            : ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
-                          (!m->bf16 && (rc = ptdp_model_sync_gradients(dev, m)) != 0)))   /* bf16: in zero.c */
+                          (!m->bf16 && (rc = ptdp_model_sum_groups(dev, m)) != 0)))   /* bf16: in zero.c */
         return rc;
     void *g;
     if ((rc = ptdp_zero_reduce_gradients(z, m, &g)) != 0)
