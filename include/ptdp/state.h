@@ -23,8 +23,7 @@
 #include <stdint.h>
 
 #include "model.h"
-
-typedef enum { PTDP_OPT_ADAMW = 0, PTDP_OPT_SGD } ptdp_optimizer_kind;
+#include "optim.h"   /* ptdp_optimizer_kind */
 
 /* The most optimizer steps a state may count: 2^53 - 1, the largest integer
  * a double holds exactly (AdamW's bias corrections raise beta to the step). */

@@ -200,10 +200,13 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         if (rc != 0)
             return rc;
     } else if (stage != 3) {
-        if (stage == 0)
+        if (stage == 0) {
             z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
-        else
+            if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
+                return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+        } else {
             ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+        }
         if ((z->pieces = malloc(sizeof *z->pieces)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         z->npieces = 1;
@@ -216,6 +219,9 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
 
 void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
+    ptdp_free(dev, z->opt_b);
+    ptdp_free(dev, z->opt_a);
+    z->opt_a = z->opt_b = NULL;
     if (z->bucket != NULL) {          /* a backward that failed half-way */
         ptdp_free(dev, z->bucket);
         point_gradients(m, NULL);
@@ -452,6 +458,98 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
         memset(z->grad_shard, 0, z->len * ptdp_store_size(z->store));
     else
         memset(grad_store(z, m), 0, z->numel * ptdp_store_size(z->store));
+}
+
+/* ------------------------------------------------ the trainer's calls */
+
+void ptdp_zero_set_overlap(ptdp_zero *z, bool overlap)
+{
+    z->overlap = overlap;
+}
+
+int ptdp_zero_optim_init(ptdp_device *dev, ptdp_zero *z, const ptdp_optimizer *o)
+{
+    z->optim = *o;
+    size_t bytes = z->len * sizeof(ptdp_real);
+    if (o->kind == PTDP_OPT_ADAMW) {
+        z->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg");
+        z->opt_b = z->opt_a ? ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq") : NULL;
+        if (z->opt_b == NULL)
+            return PTDP_ENOMEM;
+    } else if (o->momentum > 0) {
+        if ((z->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.momentum_buffer")) == NULL)
+            return PTDP_ENOMEM;
+    }
+    return PTDP_OK;
+}
+
+/* With --overlap the stage's last backward of the step starts each DP
+ * bucket's all-reduce (ZeRO-1: reduce-scatter, of the same buckets) as
+ * soon as the backward has completed it (dp.h); the rest start after.
+ * (ZeRO-2 and 3 start theirs non-blocking from their own calls.) */
+static bool overlaps_buckets(const ptdp_zero *z, bool last)
+{
+    return z->overlap && last && z->stage <= 1;
+}
+
+int ptdp_zero_before_backward(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last)
+{
+    int rc = ptdp_zero_backward_begin(dev, z, m);
+    if (rc == 0 && overlaps_buckets(z, last))
+        rc = ptdp_ddp_overlap_begin(z->dp, &z->buckets, m);
+    return rc;
+}
+
+int ptdp_zero_after_backward(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last)
+{
+    int rc = ptdp_zero_backward_end(dev, z, m);
+    if (rc == 0 && overlaps_buckets(z, last))
+        rc = ptdp_ddp_overlap_end(dev, &z->buckets, m);
+    return rc;
+}
+
+int ptdp_zero_finish_gradients(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void **grad)
+{
+    /* Plain DP: every bucket all-reduced (started in the backward under
+     * --overlap), then the declared groups on the whole float gradient
+     * (under bf16 the float views exist only in a backward: zero.c's
+     * sum_groups_whole does it, as for ZeRO's shards). */
+    if (z->stage == 0) {
+        int rc = z->overlap ? ptdp_ddp_wait(&z->buckets) : ptdp_ddp_all_reduce(z->dp, &z->buckets, m);
+        if (rc == 0 && !m->bf16)
+            rc = ptdp_model_sum_groups(dev, m);
+        if (rc != 0)
+            return rc;
+    }
+    return ptdp_zero_reduce_gradients(z, m, grad);
+}
+
+ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot)
+{
+    return slot == 0 ? z->opt_a : slot == 1 ? z->opt_b : NULL;
+}
+
+bool ptdp_zero_shards_optim(const ptdp_zero *z)
+{
+    return z->stage > 0;
+}
+
+bool ptdp_zero_params_replicated(const ptdp_zero *z)
+{
+    return z->stage != 3;
+}
+
+ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z)
+{
+    if (z->store == PTDP_BF16)
+        return z->master;
+    return z->stage == 3 ? (ptdp_real *)z->param_shard : NULL;
+}
+
+void ptdp_zero_params_written(ptdp_zero *z)
+{
+    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
+        ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
 }
 
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches)

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/dp.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/models.h"
@@ -350,10 +349,8 @@ typedef struct {
     run *r;
     ptdp_mesh mesh;
     ptdp_model model;
-    ptdp_ddp ddp;
-    ptdp_zero zero;                /* the pieces this device updates (zero.h) */
-    ptdp_real *opt_a, *opt_b;      /* AdamW m and v, or SGD momentum in opt_a:
-                                      zero.len elements, piece i's from its at */
+    ptdp_zero zero;                /* the pieces this device updates and their
+                                      optimizer state (zero.h)               */
     long global_step;              /* 1-based step being taken                */
     const ptdp_pp_step *pp_step;   /* the step being run (its loss so far)    */
     double grad_norm;
@@ -386,7 +383,7 @@ static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, si
  * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
 static bool writes_optim(const device_ctx *d, const ptdp_param *p)
 {
-    return (d->zero.stage > 0 || (d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0)) &&
+    return (ptdp_zero_shards_optim(&d->zero) || (d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0)) &&
            ptdp_param_counted_here(&d->model, p);
 }
 
@@ -404,11 +401,11 @@ static void copy_elements(const ptdp_param *p, size_t k0, size_t k1, ptdp_real *
     }
 }
 
-/* Optimizer slot k, from shard element `at` on (opt_a / opt_b hold what
- * this device owns, in the order of ptdp_zero_owned's shard). */
+/* Optimizer slot k, from shard element `at` on (what this device owns,
+ * in the order of ptdp_zero_owned's shard). */
 static ptdp_real *optim_at(const device_ctx *d, int slot, size_t at)
 {
-    return (slot == 0 ? d->opt_a : d->opt_b) + at;
+    return ptdp_zero_optim_state(&d->zero, slot) + at;
 }
 
 /* Copy this device's shards (and optimizer state) into / out of a host state. */
@@ -416,19 +413,13 @@ static ptdp_real *optim_at(const device_ctx *d, int slot, size_t at)
  * state, each DP rank writes (and reads) the elements it owns, and the
  * host state still holds whole tensors — no communication.  Under bf16 the
  * exact parameters are the float master weights (the model's bf16 ones
- * are bf16 of them), which the optimizer state's owners write the same way.
- * NULL: the model's own views hold them (float, without ZeRO-3). */
-static ptdp_real *exact_params(const ptdp_zero *z)
-{
-    if (z->store == PTDP_BF16)
-        return z->master;
-    return z->stage == 3 ? (ptdp_real *)z->param_shard : NULL;
-}
+ * are bf16 of them), which the optimizer state's owners write the same way
+ * (ptdp_zero_exact_params; NULL: the model's own views hold them). */
 
 static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
 {
     int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
-    ptdp_real *mine = exact_params(&d->zero);
+    ptdp_real *mine = ptdp_zero_exact_params(&d->zero);
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
         size_t k0, k1, at;
@@ -438,7 +429,7 @@ static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
             continue;
         if (mine != NULL)
             copy_elements(p, k0, k1, mine + at, ptdp_state_find(s, p->name), true);
-        for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
+        for (int k = 0; k < slots && ptdp_zero_optim_state(&d->zero, k) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
             copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), true);
@@ -464,7 +455,7 @@ static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
     ptdp_state *s = (ptdp_state *)cs;   /* read only */
     int slots = ptdp_state_optim_slots(s);
     ptdp_zero *z = &d->zero;
-    ptdp_real *mine = exact_params(z);
+    ptdp_real *mine = ptdp_zero_exact_params(z);
     for (int i = 0; i < d->model.nparams; i++) {
         const ptdp_param *p = &d->model.params[i];
         const ptdp_state_tensor *t = ptdp_state_find(s, p->name);
@@ -473,20 +464,19 @@ static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
         size_t k0, k1, at;
         if (mine == NULL)
             ptdp_param_from_state(p, p->w, t);
-        else if (z->store == PTDP_BF16 && z->stage < 3 && load_bf16_param(dev, d, p, t) != 0)
+        else if (d->model.bf16 && ptdp_zero_params_replicated(z) && load_bf16_param(dev, d, p, t) != 0)
             return PTDP_ENOMEM;
         if (!optim_slice(d, p, &k0, &k1, &at))
             continue;
         if (mine != NULL)
             copy_elements(p, k0, k1, mine + at, (ptdp_state_tensor *)t, false);
-        for (int k = 0; k < slots && (k == 0 ? d->opt_a : d->opt_b) != NULL; k++) {
+        for (int k = 0; k < slots && ptdp_zero_optim_state(&d->zero, k) != NULL; k++) {
             char name[2 * PTDP_NAME_MAX];
             snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
             copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), false);
         }
     }
-    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
-        ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
+    ptdp_zero_params_written(z);   /* bf16 ZeRO-3: its bf16 chunks of the master */
     return PTDP_OK;
 }
 
@@ -499,7 +489,7 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
     if (n == 1)
         return PTDP_OK;
     uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
-    if (d->zero.stage == 3)
+    if (!ptdp_zero_params_replicated(&d->zero))
         return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
     const bool bf16 = d->model.bf16;
     const unsigned char *b = bf16 ? (const unsigned char *)d->model.flat_w16 : (const unsigned char *)d->model.flat_w;
@@ -513,83 +503,6 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
                              "dp rank 0 %016llx", d->global_step, r, (unsigned long long)all[r],
                              (unsigned long long)all[0]);
     return rc;
-}
-
-/* The optimizer on one stretch [begin, end) of the flat buffers (element
- * indices of the model) inside one of this device's pieces, with or
- * without weight decay: AdamW and SGD are element-wise, so a stretch at a
- * time gives the bits of one call on the whole. */
-typedef struct {
-    device_ctx *d;
-    void *w, *g;               /* the piece's parameters and gradient (float, or bf16), from its begin */
-    size_t begin, at;          /* the piece being updated: flat element begin; its state from `at` */
-    double clip;               /* bf16: the clipping coefficient (1: none) */
-    double flops;
-} update;
-
-/* Mixed precision (mixed.h): the bf16 gradient widened to float a block at
- * a time (and clipped there, not in bf16), the float master weights and
- * moments stepped, and the bf16 parameters written as bf16(master). */
-static int update_bf16(update *u, size_t i0, size_t k, size_t n, double wd)
-{
-    device_ctx *d = u->d;
-    const ptdp_train_config *c = d->r->cfg;
-#ifdef PTDP_DOUBLE
-    (void)i0, (void)k, (void)n, (void)wd, (void)c;
-    return PTDP_EINVAL;   /* validation refuses bf16 in the double build */
-#else
-    enum { BLOCK = 1024 };
-    float g[BLOCK];
-    ptdp_real *master = d->zero.master;
-    const ptdp_bf16 *g16 = u->g;
-    ptdp_bf16 *w16 = u->w;
-    for (size_t i = 0; i < n; i += BLOCK) {
-        size_t b = n - i < BLOCK ? n - i : BLOCK, j = k + i, jw = i0 + i;   /* state, piece */
-        ptdp_bf16_to_float_array(g, g16 + jw, b);
-        if (u->clip < 1)
-            ptdp_scale(g, b, u->clip);
-        if (c->optimizer == PTDP_OPT_ADAMW) {
-            ptdp_adamw_config ac = ptdp_adamw_default_config();
-            ac.lr = c->lr;
-            ac.weight_decay = wd;
-            ptdp_adamw_step_bf16(master + j, g, d->opt_a + j, d->opt_b + j, w16 + jw, b, &ac, d->global_step);
-        } else {
-            ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-            ptdp_sgd_step_bf16(master + j, g, d->opt_a ? d->opt_a + j : NULL, w16 + jw, b, &sc, d->global_step);
-        }
-    }
-    if (c->optimizer == PTDP_OPT_ADAMW) {
-        u->flops += ptdp_adamw_bf16_flops(n);
-    } else {
-        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-        u->flops += ptdp_sgd_bf16_flops(n, &sc);
-    }
-    return PTDP_OK;
-#endif
-}
-
-static int update_range(size_t begin, size_t end, bool decay, void *ctx)
-{
-    update *u = ctx;
-    device_ctx *d = u->d;
-    const ptdp_train_config *c = d->r->cfg;
-    size_t i = begin - u->begin, k = u->at + i, n = end - begin;   /* in the piece; in the state */
-    double wd = decay ? c->weight_decay : 0.0;
-    if (d->model.bf16)
-        return update_bf16(u, i, k, n, wd);
-    ptdp_real *w = u->w, *g = u->g;
-    if (c->optimizer == PTDP_OPT_ADAMW) {
-        ptdp_adamw_config ac = ptdp_adamw_default_config();
-        ac.lr = c->lr;
-        ac.weight_decay = wd;
-        ptdp_adamw_step(w + i, g + i, d->opt_a + k, d->opt_b + k, n, &ac, d->global_step);
-        u->flops += ptdp_adamw_flops(n);
-    } else {
-        ptdp_sgd_config sc = { .lr = c->lr, .momentum = c->momentum, .weight_decay = wd };
-        ptdp_sgd_step(w + i, g + i, d->opt_a ? d->opt_a + k : NULL, n, &sc, d->global_step);
-        u->flops += ptdp_sgd_flops(n, &sc);
-    }
-    return PTDP_OK;
 }
 
 /* The last action of every stage's schedule: the once-per-step part.
@@ -616,17 +529,10 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     d->phase_end = dev->clock.now;
     d->phase_busy = dev->clock.compute_s + dev->clock.comm_s - d->busy0;
 
-    /* Data parallelism: once per step, after the last micro-batch's backward.
-     * Plain DP all-reduces every bucket; ZeRO-1 reduce-scatters; ZeRO-2 has
-     * reduce-scattered after every backward already.  Then a tensor the
-     * model holds on two stages (a tied embedding) gets the sum of both
-     * copies' gradients (ZeRO does it inside ptdp_zero_reduce_gradients). */
-    if (z->stage == 0 && ((rc = c->overlap ? ptdp_ddp_wait(&d->ddp)   /* started in the backward */
-                                           : ptdp_ddp_all_reduce(d->mesh.dp_comm, &d->ddp, m)) != 0 ||
-                          (!m->bf16 && (rc = ptdp_model_sum_groups(dev, m)) != 0)))   /* bf16: in zero.c */
-        return rc;
+    /* The gradients' sums: DP's (or ZeRO's), then each group a parameter
+     * declares beyond it (a tied embedding's copies, SP's LayerNorms). */
     void *g;
-    if ((rc = ptdp_zero_reduce_gradients(z, m, &g)) != 0)
+    if ((rc = ptdp_zero_finish_gradients(dev, z, m, &g)) != 0)
         return rc;
     double sumsq;
     if ((rc = ptdp_zero_grad_sumsq(z, m, g, &sumsq)) != 0)
@@ -638,63 +544,28 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
         return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the gradient norm is %s: training diverged "
                          "(a smaller --lr, or --clip-grad, may help)", d->global_step,
                          isnan(d->grad_norm) ? "NaN" : "infinite");
-
-    double w0 = ptdp_wall_now();
+    /* Every device updates what it owns: the whole buffer without ZeRO,
+     * its pieces with it; then gathers the rest (zero.h). */
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
-    update u = { .d = d, .clip = coef, .flops = 0 };
-    for (int i = 0; i < z->npieces; i++) {   /* one piece; one per bucket (ZeRO-1) or unit (ZeRO-3) */
-        u.begin = z->pieces[i].begin;
-        u.at = z->pieces[i].at;
-        u.w = ptdp_zero_piece_params(z, m, i);
-        u.g = ptdp_zero_piece_grad(z, g, i);
-        if (coef < 1 && !m->bf16)
-            ptdp_scale(u.g, z->pieces[i].end - z->pieces[i].begin, coef);   /* bf16: while widening */
-        if ((rc = ptdp_model_decay_ranges(m, z->pieces[i].begin, z->pieces[i].end, update_range, &u)) != 0)
-            return rc;
-    }
-    double flops = u.flops;
-    ptdp_zero_clear_gradients(z, m);
-    /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
-    ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : flops, w0);
-    /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
-    if ((rc = ptdp_zero_gather_params(z, m)) != 0)
+    if ((rc = ptdp_zero_step(dev, z, m, g, coef, d->global_step)) != 0)
         return rc;
     return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
 }
 
 /* The executor (pp.c) hands control back to the trainer at the schedule's
  * OPTIMIZER_STEP action, once per step; ZeRO-2 also acts around every
- * micro-batch's backward: give the model a gradient buffer before, and
- * reduce-scatter it into this rank's shard after (zero.h).  With --overlap
- * the stage's last backward of the step starts each DP bucket's all-reduce
- * (ZeRO-1: reduce-scatter, of the same buckets) as soon as the backward has
- * completed it (dp.h); the rest start after.  (ZeRO-2 with --overlap starts
- * its reduce-scatters non-blocking instead, inside zero.c.) */
-static ptdp_ddp *overlapped_buckets(device_ctx *d)
-{
-    if (!d->r->cfg->overlap || !d->pp_step->last_backward || d->zero.stage > 1)
-        return NULL;
-    return d->zero.stage == 1 ? &d->zero.buckets : &d->ddp;
-}
-
+ * micro-batch's backward, and --overlap around the last one (zero.h,
+ * ptdp_zero_before_backward). */
 static int around_backward_begin(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
-    int rc = ptdp_zero_backward_begin(dev, &d->zero, &d->model);
-    ptdp_ddp *b = overlapped_buckets(d);
-    if (rc == 0 && b != NULL)
-        rc = ptdp_ddp_overlap_begin(d->mesh.dp_comm, b, &d->model);
-    return rc;
+    return ptdp_zero_before_backward(dev, &d->zero, &d->model, d->pp_step->last_backward);
 }
 
 static int around_backward_end(ptdp_device *dev, void *ctx)
 {
     device_ctx *d = ctx;
-    int rc = ptdp_zero_backward_end(dev, &d->zero, &d->model);
-    ptdp_ddp *b = overlapped_buckets(d);
-    if (rc == 0 && b != NULL)
-        rc = ptdp_ddp_overlap_end(dev, b, &d->model);
-    return rc;
+    return ptdp_zero_after_backward(dev, &d->zero, &d->model, d->pp_step->last_backward);
 }
 
 /* With token slices the schedule's "micro-batches" are the m k units
@@ -727,20 +598,12 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->model.chunks[k].recompute_attention = c->recompute_attention;
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
-    d->zero.overlap = c->overlap && c->zero >= 1;   /* its reduce-scatters (and ZeRO-3's gathers) on the stream */
-    if (ptdp_ddp_init(&d->ddp, &d->model, c->bucket_mb) != 0)
-        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */
     /* The optimizer state covers the chunk this device updates. */
-    size_t bytes = d->zero.len * sizeof(ptdp_real);
-    if (c->optimizer == PTDP_OPT_ADAMW) {
-        d->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg");
-        d->opt_b = d->opt_a ? ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq") : NULL;
-        if (d->opt_b == NULL)
-            return PTDP_ENOMEM;
-    } else if (c->momentum > 0) {
-        if ((d->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.momentum_buffer")) == NULL)
-            return PTDP_ENOMEM;
-    }
+    const ptdp_optimizer o = { .kind = c->optimizer, .lr = c->lr, .momentum = c->momentum,
+                               .weight_decay = c->weight_decay };
+    if ((rc = ptdp_zero_optim_init(dev, &d->zero, &o)) != 0)
+        return rc;
     if (c->resume != NULL && (rc = load_state(dev, d, c->resume)) != 0)
         return rc;
     if (c->init_state != NULL)
@@ -759,9 +622,6 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 
 static void device_teardown(ptdp_device *dev, device_ctx *d)
 {
-    ptdp_free(dev, d->opt_b);
-    ptdp_free(dev, d->opt_a);
-    ptdp_ddp_free(&d->ddp);
     ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_model_free(dev, &d->model);
     ptdp_mesh_free(&d->mesh);
