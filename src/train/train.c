@@ -352,7 +352,6 @@ typedef struct {
     ptdp_zero zero;                /* the pieces this device updates and their
                                       optimizer state (zero.h)               */
     long global_step;              /* 1-based step being taken                */
-    const ptdp_pp_step *pp_step;   /* the step being run (its loss so far)    */
     double grad_norm;
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
 } device_ctx;
@@ -508,9 +507,8 @@ static int verify_replicas(ptdp_device *dev, device_ctx *d)
 /* The last action of every stage's schedule: the once-per-step part.
  * Every device updates one chunk of its flat buffers: the whole buffer
  * without ZeRO, its 1/dp chunk with it (zero.h). */
-static int optimizer_step(ptdp_device *dev, void *ctx)
+static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
 {
-    device_ctx *d = ctx;
     const ptdp_train_config *c = d->r->cfg;
     ptdp_model *m = &d->model;
     ptdp_zero *z = &d->zero;
@@ -520,7 +518,7 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
      * step's updates: on the last stage, before the norm's collectives, so
      * every other device stops at them (their reduction needs this one).
      * Every last-stage device says the same words; the first one wins. */
-    if (m->last_stage && d->pp_step != NULL && !isfinite(d->pp_step->loss_sum))
+    if (m->last_stage && !isfinite(loss_sum))
         return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the loss is not finite: training diverged "
                          "(a smaller --lr, or --clip-grad, may help)", d->global_step);
 
@@ -552,20 +550,31 @@ static int optimizer_step(ptdp_device *dev, void *ctx)
     return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
 }
 
-/* The executor (pp.c) hands control back to the trainer at the schedule's
- * OPTIMIZER_STEP action, once per step; ZeRO-2 also acts around every
- * micro-batch's backward, and --overlap around the last one (zero.h,
+/* The executor (pp.c) stops at the schedule's OPTIMIZER_STEP action, once
+ * per step, for the trainer's optimizer_step; ZeRO-2 also acts around
+ * every micro-batch's backward, and --overlap around the last one (zero.h,
  * ptdp_zero_before_backward). */
-static int around_backward_begin(ptdp_device *dev, void *ctx)
+static int around_backward_begin(ptdp_device *dev, void *ctx, bool last)
 {
     device_ctx *d = ctx;
-    return ptdp_zero_before_backward(dev, &d->zero, &d->model, d->pp_step->last_backward);
+    return ptdp_zero_before_backward(dev, &d->zero, &d->model, last);
 }
 
-static int around_backward_end(ptdp_device *dev, void *ctx)
+static int around_backward_end(ptdp_device *dev, void *ctx, bool last)
 {
     device_ctx *d = ctx;
-    return ptdp_zero_after_backward(dev, &d->zero, &d->model, d->pp_step->last_backward);
+    return ptdp_zero_after_backward(dev, &d->zero, &d->model, last);
+}
+
+/* One step: the executor runs this stage's schedule, and at its
+ * OPTIMIZER_STEP the trainer takes the optimizer step. */
+static int run_step(ptdp_device *dev, device_ctx *d, ptdp_pp_step *st)
+{
+    int rc = ptdp_pp_begin(dev, st);
+    while (rc == 0 && (rc = ptdp_pp_run(dev, st)) == PTDP_PP_AT_OPTIMIZER)
+        rc = optimizer_step(dev, d, st->loss_sum);
+    ptdp_pp_end(dev, st);
+    return rc;
 }
 
 /* With token slices the schedule's "micro-batches" are the m k units
@@ -666,14 +675,12 @@ static int device_main(ptdp_device *dev, void *arg)
             .micro_batches = c->micro_batches, .token_slices = ptdp_train_token_slices(c),
             .recompute = c->recompute,
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
-            .optimizer_step = optimizer_step, .optimizer_ctx = &d,
             .backward_begin = c->zero == 2 || c->overlap ? around_backward_begin : NULL,
             .backward_end = c->zero == 2 || c->overlap ? around_backward_end : NULL,
+            .hook_ctx = &d,
         };
         d.busy0 = busy0;
-        d.pp_step = &st;
-        rc = ptdp_pp_run_step(dev, &st);
-        d.pp_step = NULL;   /* ends with the schedule's OPTIMIZER_STEP */
+        rc = run_step(dev, &d, &st);   /* ends with the schedule's OPTIMIZER_STEP */
         if (rc != 0)
             break;
         x.phase_end = d.phase_end;
