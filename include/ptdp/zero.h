@@ -294,6 +294,10 @@ int  ptdp_zero_finish_gradients(struct ptdp_device *dev, ptdp_zero *z, ptdp_mode
 int  ptdp_zero_step(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, double clip, long step);
 
 /* ---- for checkpoints and checks ---- */
+/* --verify-replicas: the DP ranks' parameters are the same bits
+ * (ptdp_ddp_check_replicas); under stage 3, which keeps no replicas,
+ * nothing to check. */
+int  ptdp_zero_check_replicas(struct ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step);
 /* Optimizer state slot 0 (AdamW's m, SGD's momentum) or 1 (AdamW's v):
  * [len], piece by piece from its `at`; NULL if the optimizer has none. */
 ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot);

@@ -524,6 +524,13 @@ int ptdp_zero_finish_gradients(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, vo
     return ptdp_zero_reduce_gradients(z, m, grad);
 }
 
+int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
+{
+    if (z->stage == 3)
+        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
+    return ptdp_ddp_check_replicas(dev, z->dp, m, step);
+}
+
 ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot)
 {
     return slot == 0 ? z->opt_a : slot == 1 ? z->opt_b : NULL;

@@ -356,154 +356,6 @@ typedef struct {
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
 } device_ctx;
 
-/* Which device writes a parameter's whole tensor: one per shard, the copy
- * the norm counts (model.h: one TP rank of a replicated tensor, stage 0's
- * of a tied embedding). */
-static bool writes_param(const device_ctx *d, const ptdp_param *p)
-{
-    return d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0 && ptdp_param_counted_here(&d->model, p);
-}
-
-/* The elements [k0, k1) of p's optimizer state that this device holds: p
- * intersected with its ZeRO chunk (the whole of p without ZeRO).  Chunks cut
- * through parameters, so a checkpoint gets each tensor's state in pieces,
- * one per DP rank — and holds the full tensors, whatever the stage. */
-static bool optim_slice(const device_ctx *d, const ptdp_param *p, size_t *k0, size_t *k1, size_t *at)
-{
-    size_t b, e;
-    if (!ptdp_zero_owned(&d->zero, p->offset, p->offset + ptdp_tensor_numel(p->w), &b, &e, at))
-        return false;
-    *k0 = b - p->offset;
-    *k1 = e - p->offset;
-    return true;
-}
-
-/* Who writes the optimizer state of p: without ZeRO the replicas agree and
- * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
-static bool writes_optim(const device_ctx *d, const ptdp_param *p)
-{
-    return (ptdp_zero_shards_optim(&d->zero) || (d->mesh.dp_rank == 0 && d->mesh.cp_rank == 0)) &&
-           ptdp_param_counted_here(&d->model, p);
-}
-
-/* Local elements [k0, k1) of p (row-major in its shard) to or from the whole tensor. */
-static void copy_elements(const ptdp_param *p, size_t k0, size_t k1, ptdp_real *local,
-                          ptdp_state_tensor *whole, bool to_whole)
-{
-    size_t cols = (size_t)p->w.cols;
-    for (size_t k = k0; k < k1; k++) {
-        ptdp_real *x = &whole->data[ptdp_param_whole_index(p, (int)(k / cols), (int)(k % cols))];
-        if (to_whole)
-            *x = local[k - k0];
-        else
-            local[k - k0] = *x;
-    }
-}
-
-/* Optimizer slot k, from shard element `at` on (what this device owns,
- * in the order of ptdp_zero_owned's shard). */
-static ptdp_real *optim_at(const device_ctx *d, int slot, size_t at)
-{
-    return ptdp_zero_optim_state(&d->zero, slot) + at;
-}
-
-/* Copy this device's shards (and optimizer state) into / out of a host state. */
-/* Under ZeRO-3 no device holds a whole parameter: like the optimizer
- * state, each DP rank writes (and reads) the elements it owns, and the
- * host state still holds whole tensors — no communication.  Under bf16 the
- * exact parameters are the float master weights (the model's bf16 ones
- * are bf16 of them), which the optimizer state's owners write the same way
- * (ptdp_zero_exact_params; NULL: the model's own views hold them). */
-
-static void save_state(device_ctx *d, ptdp_state *s, bool with_optim)
-{
-    int slots = with_optim ? ptdp_state_optim_slots(s) : 0;
-    ptdp_real *mine = ptdp_zero_exact_params(&d->zero);
-    for (int i = 0; i < d->model.nparams; i++) {
-        const ptdp_param *p = &d->model.params[i];
-        size_t k0, k1, at;
-        if (mine == NULL && writes_param(d, p))
-            ptdp_param_to_state(p, p->w, ptdp_state_find(s, p->name));
-        if (!writes_optim(d, p) || !optim_slice(d, p, &k0, &k1, &at))
-            continue;
-        if (mine != NULL)
-            copy_elements(p, k0, k1, mine + at, ptdp_state_find(s, p->name), true);
-        for (int k = 0; k < slots && ptdp_zero_optim_state(&d->zero, k) != NULL; k++) {
-            char name[2 * PTDP_NAME_MAX];
-            snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), true);
-        }
-    }
-}
-
-/* bf16 without ZeRO-3: every device holds the whole bf16 parameter. */
-static int load_bf16_param(ptdp_device *dev, device_ctx *d, const ptdp_param *p, const ptdp_state_tensor *t)
-{
-    size_t n = ptdp_tensor_numel(p->w);
-    ptdp_tensor whole = p->w;
-    if ((whole.data = malloc((n > 0 ? n : 1) * sizeof(ptdp_real))) == NULL)
-        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    ptdp_param_from_state(p, whole, t);
-    ptdp_store_from_real(PTDP_BF16, d->model.flat_w16 + p->offset, whole.data, n);
-    free(whole.data);
-    return PTDP_OK;
-}
-
-static int load_state(ptdp_device *dev, device_ctx *d, const ptdp_state *cs)
-{
-    ptdp_state *s = (ptdp_state *)cs;   /* read only */
-    int slots = ptdp_state_optim_slots(s);
-    ptdp_zero *z = &d->zero;
-    ptdp_real *mine = ptdp_zero_exact_params(z);
-    for (int i = 0; i < d->model.nparams; i++) {
-        const ptdp_param *p = &d->model.params[i];
-        const ptdp_state_tensor *t = ptdp_state_find(s, p->name);
-        if (t == NULL)
-            return ptdp_fail(dev, PTDP_ECORRUPT, "checkpoint has no tensor %s", p->name);
-        size_t k0, k1, at;
-        if (mine == NULL)
-            ptdp_param_from_state(p, p->w, t);
-        else if (d->model.bf16 && ptdp_zero_params_replicated(z) && load_bf16_param(dev, d, p, t) != 0)
-            return PTDP_ENOMEM;
-        if (!optim_slice(d, p, &k0, &k1, &at))
-            continue;
-        if (mine != NULL)
-            copy_elements(p, k0, k1, mine + at, (ptdp_state_tensor *)t, false);
-        for (int k = 0; k < slots && ptdp_zero_optim_state(&d->zero, k) != NULL; k++) {
-            char name[2 * PTDP_NAME_MAX];
-            snprintf(name, sizeof name, "optim.%.63s.%s", p->name, ptdp_state_slot_name(s, k));
-            copy_elements(p, k0, k1, optim_at(d, k, at), ptdp_state_find(s, name), false);
-        }
-    }
-    ptdp_zero_params_written(z);   /* bf16 ZeRO-3: its bf16 chunks of the master */
-    return PTDP_OK;
-}
-
-/* DP replicas must stay bit-identical: they start equal, all-reduce to the
- * same gradient (a fixed reduction order gives every rank the same bits)
- * and take the same step.  Check it with a 64-bit FNV-1a hash per replica. */
-static int verify_replicas(ptdp_device *dev, device_ctx *d)
-{
-    int n = ptdp_comm_size(d->mesh.dp_comm);   /* dp x cp: every copy of these parameters */
-    if (n == 1)
-        return PTDP_OK;
-    uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
-    if (!ptdp_zero_params_replicated(&d->zero))
-        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
-    const bool bf16 = d->model.bf16;
-    const unsigned char *b = bf16 ? (const unsigned char *)d->model.flat_w16 : (const unsigned char *)d->model.flat_w;
-    for (size_t k = 0; k < d->model.numel * ptdp_store_size(ptdp_model_store(&d->model)); k++)
-        hash = (hash ^ b[k]) * 1099511628211ull;
-    all[ptdp_comm_rank(d->mesh.dp_comm)] = hash;
-    int rc = ptdp_all_gather(d->mesh.dp_comm, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
-    for (int r = 1; rc == 0 && r < n; r++)
-        if (all[r] != all[0])
-            return ptdp_fail(dev, PTDP_ECHECK, "DP replicas differ after step %ld: dp rank %d has hash %016llx, "
-                             "dp rank 0 %016llx", d->global_step, r, (unsigned long long)all[r],
-                             (unsigned long long)all[0]);
-    return rc;
-}
-
 /* The last action of every stage's schedule: the once-per-step part.
  * Every device updates one chunk of its flat buffers: the whole buffer
  * without ZeRO, its 1/dp chunk with it (zero.h). */
@@ -547,7 +399,7 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
     if ((rc = ptdp_zero_step(dev, z, m, g, coef, d->global_step)) != 0)
         return rc;
-    return c->verify_replicas ? verify_replicas(dev, d) : PTDP_OK;
+    return c->verify_replicas ? ptdp_zero_check_replicas(dev, &d->zero, &d->model, d->global_step) : PTDP_OK;
 }
 
 /* The executor (pp.c) stops at the schedule's OPTIMIZER_STEP action, once
@@ -613,10 +465,10 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
                                .weight_decay = c->weight_decay };
     if ((rc = ptdp_zero_optim_init(dev, &d->zero, &o)) != 0)
         return rc;
-    if (c->resume != NULL && (rc = load_state(dev, d, c->resume)) != 0)
+    if (c->resume != NULL && (rc = ptdp_state_load_device(dev, c->resume, &d->model, &d->zero)) != 0)
         return rc;
     if (c->init_state != NULL)
-        save_state(d, c->init_state, false);
+        ptdp_state_save_device(c->init_state, &d->model, &d->zero, false);
     if (dev->rank == 0)           /* read by the host after step 0 (mutex) */
         d->r->targets_per_sample = d->model.label_cols;
     if (d->r->result != NULL && d->r->result->param_elements != NULL)
@@ -698,7 +550,7 @@ static int device_main(ptdp_device *dev, void *arg)
             break;
     }
     if (rc == 0 && c->final_state != NULL)
-        save_state(&d, c->final_state, true);
+        ptdp_state_save_device(c->final_state, &d.model, &d.zero, true);
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
