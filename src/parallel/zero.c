@@ -183,6 +183,11 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1, 2 and 3 exist here", stage);
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
+    for (int i = 0; i < m->nparams; i++)   /* the buckets and shards below are DP's */
+        if (m->params[i].sum.replicas != PTDP_GROUP_DP)
+            return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d: the gradient sums here are "
+                             "over DP's replicas only (model.h, ptdp_grad_sum)", m->params[i].name,
+                             (int)m->params[i].sum.replicas);
     z->numel = m->numel;
     z->store = ptdp_model_store(m);
 #ifdef PTDP_DOUBLE
