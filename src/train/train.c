@@ -8,12 +8,18 @@
  *   pipeline step (pp.c)  ── F/B of every micro-batch of this DP shard,
  *                            sends and receives between stages
  *                            (ZeRO-2: a reduce-scatter after each backward)
- *   optimizer_step        ── DP all-reduce of the gradients (dp.c),
- *                            or ZeRO-1's reduce-scatter (zero.c)
+ *   at its OPTIMIZER_STEP ── the gradients finished (zero.h): DP's
+ *                            all-reduce or ZeRO's sums, then every group a
+ *                            parameter declares (model.h: a tied
+ *                            embedding's copies, SP's LayerNorms)
  *                            gradient norm of the whole model, clip
- *                            AdamW / SGD on the chunk this device updates:
- *                            the whole flat buffer, or its 1/dp under ZeRO
- *                            zero the gradients; ZeRO: all-gather the parameters
+ *                            AdamW / SGD on what this device owns: the whole
+ *                            flat buffer, or its pieces under ZeRO; zero the
+ *                            gradients; ZeRO: all-gather the parameters
+ *
+ * The executor stops at OPTIMIZER_STEP and the loop takes the step: control
+ * runs one way, trainer → executor.  Beside the loop: the run's table
+ * (run_table.c) and a device's checkpoint shards (state_shards.c).
  *
  * With --schedule interleaved --virtual-stages v the model of a device is
  * v chunks (model.h): pieces s, s + p, … of p v.  Nothing else in the loop
@@ -26,18 +32,13 @@
  * its loss gradient by 1/B, and DP sums (dp.h explains why that, and not an
  * average of averages, is what equals the single device).
  *
- * Logging is host bookkeeping, not device communication: each device
- * writes its numbers for the step into the run's table, and the last
- * device to finish a step prints it.  The loss is summed there from the
- * last stage's shards, so logging adds no collective and no byte to what
- * the lessons count.  With one process per device (MPI) every process has
- * a table of its own; the hosts merge them (ptdp_host_merge, launch.h),
- * also outside the counted bytes and the virtual clock.
+ * Logging is host bookkeeping, not device communication (run_table.h):
+ * each device writes its numbers for the step into the run's table, and
+ * the last device to finish a step prints it.
  */
 #include "ptdp/train.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
+#include "train/run_table.h"
 
 /* ------------------------------------------------------------ validation */
 
@@ -252,101 +254,10 @@ int ptdp_train_validate_layout(const ptdp_train_config *c, char *msg, size_t n)
     return validate(c, false, msg, n);
 }
 
-/* ------------------------------------------------------- the run's table */
-
-typedef struct {
-    double v0, v1, w0, w1, bytes, loss, grad_norm;
-    double phase_end, busy;       /* pipeline phase: end (virtual), compute+comm in it */
-} device_step;
-
-typedef struct {
-    const ptdp_train_config *cfg;
-    int world;
-    long first_step;              /* global steps already taken (resume) */
-    device_step *ds;              /* [steps][world]                      */
-    int *done;                    /* [steps] devices finished            */
-    int next_report;
-    pthread_mutex_t mu;
-    ptdp_step_observer observer;
-    void *observer_ctx;
-    ptdp_train_result *result;
-    size_t *peak_acts;            /* [world]                             */
-    size_t *peak_wgrad;           /* [world]: bytes held for W           */
-    int *peak_in_flight;          /* [world]                             */
-    int targets_per_sample;       /* the model's label_cols (device 0)   */
-} run;
-
-static ptdp_step_log summarize(run *r, int s)
-{
-    const ptdp_train_config *c = r->cfg;
-    ptdp_step_log log = { .step = r->first_step + s + 1 };
-    double v0 = INFINITY, v1 = -INFINITY, loss = 0;
-    for (int d = 0; d < r->world; d++) {
-        const device_step *x = &r->ds[(size_t)s * r->world + d];
-        v0 = fmin(v0, x->v0);
-        v1 = fmax(v1, x->v1);
-        log.wall_s = fmax(log.wall_s, x->w1 - x->w0);
-        log.bytes += x->bytes;
-        loss += x->loss;
-    }
-    log.virtual_s = v1 - v0;
-    log.loss = loss / ((double)c->batch * r->targets_per_sample);
-    log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;
-    return log;
-}
-
-/* A device finished step s: record, and report every step now complete. */
-static int step_done(ptdp_device *dev, run *r, int s, const device_step *x)
-{
-    int rank = dev->rank, rc = 0;
-    pthread_mutex_lock(&r->mu);
-    r->ds[(size_t)s * r->world + rank] = *x;
-    r->done[s]++;
-    if (!ptdp_host_shared(dev)) {
-        /* One device per host (processes, MPI): the row holds this
-         * device's entry alone until the hosts merge theirs (launch.h). */
-        rc = ptdp_host_merge(dev, &r->ds[(size_t)s * r->world], (size_t)r->world * sizeof *r->ds);
-        r->done[s] = rc == 0 ? r->world : 0;
-    }
-    while (r->next_report < r->cfg->steps && r->done[r->next_report] == r->world) {
-        ptdp_step_log log = summarize(r, r->next_report);
-        if (r->result != NULL && r->result->log != NULL)
-            r->result->log[r->next_report] = log;
-        if (r->observer != NULL)
-            r->observer(&log, r->observer_ctx);
-        r->next_report++;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return rc;
-}
-
-/* One device per host (processes, MPI): each host's tables hold only its
- * own device's entries and shards; merge them, so that every host (rank
- * 0's prints and saves) holds the whole run's, as threads do (launch.h). */
-static int merge_hosts(ptdp_device *dev, run *r)
-{
-    const ptdp_train_config *c = r->cfg;
-    size_t w = (size_t)r->world;
-    int rc = ptdp_host_merge(dev, r->peak_acts, w * sizeof *r->peak_acts);
-    if (rc == 0)
-        rc = ptdp_host_merge(dev, r->peak_wgrad, w * sizeof *r->peak_wgrad);
-    if (rc == 0)
-        rc = ptdp_host_merge(dev, r->peak_in_flight, w * sizeof *r->peak_in_flight);
-    if (rc == 0 && r->result != NULL && r->result->param_elements != NULL)
-        rc = ptdp_host_merge(dev, r->result->param_elements, w * sizeof *r->result->param_elements);
-    ptdp_state *states[2] = { c->final_state, c->init_state };
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; rc == 0 && states[k] != NULL && i < states[k]->ntensors; i++) {
-            ptdp_state_tensor *t = &states[k]->t[i];
-            rc = ptdp_host_merge(dev, t->data, (size_t)t->rows * (size_t)t->cols * sizeof *t->data);
-        }
-    return rc;
-}
-
 /* ------------------------------------------------------ one device's run */
 
 typedef struct {
-    run *r;
+    ptdp_run_table *r;
     ptdp_mesh mesh;
     ptdp_model model;
     ptdp_zero zero;                /* the pieces this device updates and their
@@ -490,7 +401,7 @@ static void device_teardown(ptdp_device *dev, device_ctx *d)
 
 static int device_main(ptdp_device *dev, void *arg)
 {
-    run *r = arg;
+    ptdp_run_table *r = arg;
     const ptdp_train_config *c = r->cfg;
     device_ctx d = { .r = r };
     ptdp_schedule *sched = NULL;
@@ -503,7 +414,7 @@ static int device_main(ptdp_device *dev, void *arg)
     for (int s = 0; rc == 0 && s < c->steps; s++) {
         long step = r->first_step + s;    /* 0-based global step */
         d.global_step = step + 1;
-        device_step x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
+        ptdp_run_row x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
         double busy0 = dev->clock.compute_s + dev->clock.comm_s;
 
         if ((c->dump_x != NULL || c->dump_tokens != NULL) && dev->rank == 0) {
@@ -546,7 +457,7 @@ static int device_main(ptdp_device *dev, void *arg)
         x.bytes = dev->stats.total_sent - x.bytes;
         x.loss = d.model.last_stage && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
         x.grad_norm = d.grad_norm;
-        if ((rc = step_done(dev, r, s, &x)) != 0)
+        if ((rc = ptdp_run_table_step_done(dev, r, s, &x)) != 0)
             break;
     }
     if (rc == 0 && c->final_state != NULL)
@@ -555,53 +466,13 @@ static int device_main(ptdp_device *dev, void *arg)
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
     if (rc == 0 && !ptdp_host_shared(dev))
-        rc = merge_hosts(dev, r);
+        rc = ptdp_run_table_merge_hosts(dev, r);
     ptdp_schedule_destroy(sched);
     device_teardown(dev, &d);
     return rc;
 }
 
 /* ------------------------------------------------------------ the host */
-
-static void bubble(run *r, ptdp_train_result *res)
-{
-    const ptdp_train_config *c = r->cfg;
-    /* The schedule's own formula: (p-1)/(m+p-1), or (p-1)/(v m+p-1) for
-     * the interleaved one (schedule.h).  Validation built it already. */
-    ptdp_schedule *s;
-    res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches);
-    res->bubble_words = "(p-1)/(m+p-1)";
-    if (c->token_slices > 1) {
-        /* TeraPipe: GPipe over m k units, as if the slices cost the same;
-         * later slices attend to more keys, so the measured bubble differs */
-        res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches * c->token_slices);
-        res->bubble_words = "(p-1)/(k*m+p-1), uniform slices";
-    } else if (ptdp_schedule_create_v(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches,
-                                      ptdp_train_virtual_stages(c), &s) == 0) {
-        res->bubble_formula = ptdp_schedule_bubble_formula(s, &res->bubble_words);
-        ptdp_schedule_destroy(s);
-    }
-    /* Idle fraction of every device's pipeline phase, averaged over devices
-     * and steps.  The phase starts when the first device of the step starts
-     * and ends when the last one reaches its optimizer step. */
-    double sum = 0;
-    int count = 0;
-    for (int s = 0; s < c->steps; s++) {
-        double t0 = INFINITY, t1 = -INFINITY;
-        for (int d = 0; d < r->world; d++) {
-            const device_step *x = &r->ds[(size_t)s * r->world + d];
-            t0 = fmin(t0, x->v0);
-            t1 = fmax(t1, x->phase_end);
-        }
-        if (!(t1 > t0))
-            continue;
-        for (int d = 0; d < r->world; d++) {
-            sum += 1.0 - r->ds[(size_t)s * r->world + d].busy / (t1 - t0);
-            count++;
-        }
-    }
-    res->bubble_measured = count ? sum / count : 0;
-}
 
 int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                ptdp_step_observer observer, void *observer_ctx,
@@ -611,33 +482,9 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     if (rc != 0)
         return rc;
     int world = cfg->dp * ptdp_train_cp(cfg) * cfg->tp * cfg->pp;
-    run r = {
-        .cfg = cfg, .world = world, .observer = observer, .observer_ctx = observer_ctx,
-        .first_step = cfg->resume ? cfg->resume->step : 0, .result = result,
-        .targets_per_sample = 1,
-    };
-    size_t steps = (size_t)(cfg->steps > 0 ? cfg->steps : 1);
-    r.ds = calloc(steps * (size_t)world, sizeof *r.ds);
-    r.done = calloc(steps, sizeof *r.done);
-    r.peak_acts = calloc((size_t)world, sizeof *r.peak_acts);
-    r.peak_wgrad = calloc((size_t)world, sizeof *r.peak_wgrad);
-    r.peak_in_flight = calloc((size_t)world, sizeof *r.peak_in_flight);
-    if (result != NULL) {
-        memset(result, 0, sizeof *result);
-        result->steps = cfg->steps;
-        result->log = calloc(steps, sizeof *result->log);
-        result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
-        result->peak_wgrad = calloc((size_t)cfg->pp, sizeof *result->peak_wgrad);
-        result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
-    }
-    if (r.ds == NULL || r.done == NULL || r.peak_acts == NULL || r.peak_in_flight == NULL || r.peak_wgrad == NULL ||
-        (result != NULL && (result->log == NULL || result->peak_acts == NULL || result->peak_wgrad == NULL ||
-                            result->param_elements == NULL))) {
-        snprintf(msg, msglen, "host out of memory");
-        rc = PTDP_ENOMEM;
-        goto out;
-    }
-    pthread_mutex_init(&r.mu, NULL);
+    ptdp_run_table r;
+    if ((rc = ptdp_run_table_open(&r, cfg, world, observer, observer_ctx, result, msg, msglen)) != 0)
+        return rc;
     for (ptdp_state *s = cfg->final_state; s != NULL; s = NULL) {
         s->seed = cfg->seed;
         s->batch = cfg->batch;
@@ -660,26 +507,7 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
         result->completed = r.next_report;
     if (o.result == &local)
         ptdp_launch_result_free(&local);
-    pthread_mutex_destroy(&r.mu);
-
-    if (rc == 0 && result != NULL) {
-        bubble(&r, result);
-        for (int d = 0; d < world; d++) {
-            int dp_rank, cp_rank, tp_rank, pp_rank;
-            ptdp_mesh_coords_cp(cfg->dp, ptdp_train_cp(cfg), cfg->tp, cfg->pp, d, &dp_rank, &cp_rank, &tp_rank,
-                                &pp_rank);
-            if (r.peak_acts[d] > result->peak_acts[pp_rank])
-                result->peak_acts[pp_rank] = r.peak_acts[d];
-            if (r.peak_wgrad[d] > result->peak_wgrad[pp_rank])
-                result->peak_wgrad[pp_rank] = r.peak_wgrad[d];
-        }
-    }
-out:
-    free(r.ds);
-    free(r.done);
-    free(r.peak_acts);
-    free(r.peak_wgrad);
-    free(r.peak_in_flight);
+    ptdp_run_table_close(&r, rc == 0);
     return rc;
 }
 
