@@ -103,8 +103,8 @@
  * The gradient norm must count every element of the whole model once.  No
  * rank holds the whole summed gradient any more, so each sums the squares
  * of its own chunk — only the pieces that belong to parameters it counts
- * (a TP-replicated parameter is counted on tp rank 0 only, as in
- * ptdp_model_grad_sumsq) — and the partial sums are all-reduced over DP,
+ * (ptdp_param_counted_here, model.h: a TP-replicated parameter on tp rank
+ * 0 only, a tied copy on stage 0 only) — and the partial sums are all-reduced over DP,
  * then TP, then PP.  Chunk boundaries cut through parameters, so the pieces
  * are precomputed once as ranges of the flat buffer.
  */
