@@ -251,10 +251,10 @@ static int sp_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
     DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / 18, NULL));
     ptdp_param *ln = ptdp_model_find(&m, "transformer.h.0.ln_1.weight");
-    DEVICE_CHECK(dev, ln != NULL && ln->sequence_parallel == a->sp, "ln_1's sequence_parallel flag");
+    DEVICE_CHECK(dev, ln != NULL && ptdp_param_summed_over(ln, PTDP_GROUP_TP) == a->sp, "ln_1 declared summed over TP under SP only");
     for (int j = 0; j < cfg.hidden; j++)
         a->before[mesh.tp_rank][j] = ln->g.data[j];
-    DEVICE_TRY(ptdp_model_sync_gradients(dev, &m));
+    DEVICE_TRY(ptdp_model_sum_groups(dev, &m));
     for (int j = 0; j < cfg.hidden; j++)
         a->after[mesh.tp_rank][j] = ln->g.data[j];
     int g = harness_group_index(&dev->stats, "tp");

@@ -168,6 +168,60 @@ TEST(mesh_tests, test_every_group_follows_the_rule)
 }
 END_TEST
 
+/* ------------------------------------------------ groups by name */
+
+/* dp 2 x tp 1 x pp 3: the embedding group joins stage 0 and stage 2 of each
+ * pipeline, ordered by stage ({0, 4}, {1, 5}); stage 1 is in none.  The
+ * named axes are the mesh's own communicators, and asking twice builds once. */
+typedef struct {
+    int emb_size[MAXW], emb_rank[MAXW], emb_other[MAXW];
+    bool axes_same[MAXW];
+    bool split_once[MAXW];
+} emb_arg;
+
+static int emb_device(ptdp_device *dev, void *arg)
+{
+    emb_arg *a = arg;
+    ptdp_mesh m;
+    int rc = ptdp_mesh_init(dev, 2, 1, 3, &m);
+    if (rc != 0)
+        return rc;
+    a->axes_same[dev->rank] = ptdp_mesh_group(&m, PTDP_GROUP_DP) == m.dp_comm &&
+                              ptdp_mesh_group(&m, PTDP_GROUP_TP) == m.tp_comm &&
+                              ptdp_mesh_group(&m, PTDP_GROUP_PP) == m.pp_comm &&
+                              ptdp_mesh_group(&m, PTDP_GROUP_CP) == m.cp_comm &&
+                              ptdp_mesh_group(&m, PTDP_GROUP_EMB) == NULL;   /* not built yet */
+    double t0 = dev->clock.now, t1 = t0;
+    if ((rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EMB)) == 0) {
+        t1 = dev->clock.now;   /* a split: its latency is charged */
+        rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EMB);   /* kept: no second split */
+    }
+    a->split_once[dev->rank] = t1 > t0 && dev->clock.now == t1;
+    ptdp_comm *e = ptdp_mesh_group(&m, PTDP_GROUP_EMB);
+    a->emb_size[dev->rank] = e ? ptdp_comm_size(e) : 0;
+    a->emb_rank[dev->rank] = e ? ptdp_comm_rank(e) : -1;
+    a->emb_other[dev->rank] = e ? ptdp_comm_world_rank(e, 1 - ptdp_comm_rank(e)) : -1;
+    ptdp_mesh_free(&m);
+    return rc;
+}
+
+TEST(mesh_tests, test_embedding_group_joins_the_first_and_last_stage)
+{
+    emb_arg a;
+    memset(&a, 0, sizeof a);
+    harness_launch_ok(6, emb_device, &a, NULL, NULL);
+    static const int size[6] = { 2, 2, 0, 0, 2, 2 }, rank[6] = { 0, 0, -1, -1, 1, 1 };
+    static const int other[6] = { 4, 5, -1, -1, 0, 1 };
+    for (int r = 0; r < 6; r++) {
+        ck_assert_msg(a.axes_same[r], "rank %d: the named axes are not the mesh's communicators", r);
+        ck_assert_msg(a.split_once[r], "rank %d: asking for the group twice should split the world once", r);
+        ck_assert_int_eq(a.emb_size[r], size[r]);
+        ck_assert_int_eq(a.emb_rank[r], rank[r]);
+        ck_assert_int_eq(a.emb_other[r], other[r]);
+    }
+}
+END_TEST
+
 static int wrong_world_device(ptdp_device *dev, void *arg)
 {
     (void)arg;

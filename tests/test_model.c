@@ -1,6 +1,7 @@
 /*
  * test_model.c — the reference MLP on its own: gradients against finite
- * differences, shards equal to slices, stage cuts, data determinism.
+ * differences, shards equal to slices, stage cuts, data determinism; and
+ * the model interface's declaration of where a gradient is summed.
  */
 #include <math.h>
 #include <string.h>
@@ -8,11 +9,13 @@
 #include "harness.h"
 #include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
+#include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
 #include "ptdp/state.h"
 #include "ptdp/launch.h"
+#include "ptdp/zero.h"
 
 static const harness_tcase model_tests = { .name = "model", .timeout_s = 60 };
 
@@ -185,6 +188,79 @@ TEST(model_tests, test_data_is_a_function_of_the_index)
         seen[a.labels[0][i]]++;
     }
     ck_assert_msg(seen[0] + seen[1] + seen[2] + seen[3] == 16 && (seen[0] < 16), "labels not all one class");
+}
+END_TEST
+
+/* ------------------------------------ where gradients are summed (model.h) */
+
+/* A parameter declares the groups its gradient is summed over, and the one
+ * generic path (ptdp_zero_finish_gradients) sums it there: on dp 2 x tp 2,
+ * the MLP's blocks.0.fc2.bias declared "DP and TP" ends as the sum over
+ * all four devices, every other element as the sum over its two DP ranks —
+ * whole (stage 0) or in each rank's ZeRO-1 piece.  Every gradient is set
+ * by hand to (world rank + 1)(k mod 7 + 1)/4, exact in float. */
+typedef struct { int stage; ptdp_group extra; } groups_arg;
+
+static double grad_value(int rank, size_t k)
+{
+    return (rank + 1) * (double)(k % 7 + 1) * 0.25;
+}
+
+static int declared_groups_device(ptdp_device *dev, void *arg)
+{
+    const groups_arg *a = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_zero z;
+    DEVICE_TRY(ptdp_mesh_init(dev, 2, 2, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 1, 0.0));
+    ptdp_param *p = ptdp_model_find(&m, "blocks.0.fc2.bias");
+    DEVICE_CHECK(dev, p != NULL && p->sum.replicas == PTDP_GROUP_DP && p->sum.also == 0, "DP alone by default");
+    p->sum.also = PTDP_GROUP_BIT(a->extra);
+    DEVICE_CHECK(dev, ptdp_param_summed_over(p, PTDP_GROUP_DP) && ptdp_param_summed_over(p, a->extra),
+                 "declared over DP and group %d", (int)a->extra);
+    DEVICE_CHECK(dev, ptdp_param_counted_here(&m, p) == (mesh.tp_rank == 0), "counted by tp rank 0 only");
+    DEVICE_TRY(ptdp_zero_init(dev, &z, &m, a->stage));
+    for (size_t k = 0; k < m.numel; k++)
+        m.flat_g[k] = (ptdp_real)grad_value(dev->rank, k);
+    void *g;
+    int rc = ptdp_zero_finish_gradients(dev, &z, &m, &g);
+    for (size_t k = 0; rc == 0 && k < m.numel; k++) {
+        size_t b, e, at;
+        if (!ptdp_zero_owned(&z, k, k + 1, &b, &e, &at))
+            continue;   /* another DP rank's piece */
+        bool declared = k >= p->offset && k < p->offset + ptdp_tensor_numel(p->g);
+        double want = grad_value(mesh.tp_rank, k) + grad_value(mesh.tp_rank + 2, k);
+        if (declared)
+            want += grad_value(1 - mesh.tp_rank, k) + grad_value(3 - mesh.tp_rank, k);
+        DEVICE_CHECK(dev, m.flat_g[k] == (ptdp_real)want, "element %zu%s: %g, want %g", k,
+                     declared ? " (declared)" : "", (double)m.flat_g[k], want);
+    }
+    ptdp_zero_free(dev, &z, &m);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return rc;
+}
+
+TEST(model_tests, test_declared_groups_are_summed)
+{
+    for (int stage = 0; stage <= 1; stage++) {
+        groups_arg a = { .stage = stage, .extra = PTDP_GROUP_TP };
+        harness_launch_ok(4, declared_groups_device, &a, NULL, NULL);
+    }
+}
+END_TEST
+
+/* A group the model never asked the mesh for (ops->groups) cannot be
+ * summed over: said, with the parameter's name, not skipped. */
+TEST(model_tests, test_a_group_not_built_is_an_error)
+{
+    groups_arg a = { .stage = 0, .extra = PTDP_GROUP_EMB };
+    ptdp_launch_result r;
+    ck_assert_int_eq(harness_launch(4, declared_groups_device, &a, NULL, &r), PTDP_EINVAL);
+    ASSERT_HAS(r.message, "blocks.0.fc2.bias");
+    ASSERT_HAS(r.message, "no part in");
+    ptdp_launch_result_free(&r);
 }
 END_TEST
 

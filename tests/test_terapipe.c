@@ -134,7 +134,7 @@ static int gpt_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 2, c->recompute, NULL));
     double loss = acts.loss_sum;
     DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, scale, NULL));
-    DEVICE_TRY(ptdp_model_sync_gradients(dev, &m));   /* SP: each rank's LayerNorm part covers other positions */
+    DEVICE_TRY(ptdp_model_sum_groups(dev, &m));   /* SP: each rank's LayerNorm part covers other positions */
     memcpy(whole, m.flat_g, sizeof(ptdp_real) * m.numel);
     memset(m.flat_g, 0, sizeof(ptdp_real) * m.numel);
 
@@ -152,7 +152,7 @@ static int gpt_device(ptdp_device *dev, void *arg)
     }
     for (int j = c->slices - 1; j >= 0; j--)
         DEVICE_TRY(ptdp_model_backward(dev, &m, &sa[j], NULL, scale, NULL));
-    DEVICE_TRY(ptdp_model_sync_gradients(dev, &m));
+    DEVICE_TRY(ptdp_model_sum_groups(dev, &m));
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     if (dev->rank == 0) {

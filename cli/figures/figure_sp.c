@@ -87,7 +87,7 @@ static void read_params(ptdp_model *m, rank_view *v)
     v->ln_cols = b->ln1_w->full_cols;
     for (int i = 0; i < 4; i++) {
         v->ln_replicated += ln[i]->shard == PTDP_SHARD_NONE && ln[i]->w.cols == ln[i]->full_cols;
-        v->ln_sp += ln[i]->sequence_parallel;
+        v->ln_sp += ptdp_param_summed_over(ln[i], PTDP_GROUP_TP);
     }
     v->heads_local = ptdp_gpt_of(m)->heads_local;
 }
@@ -241,7 +241,7 @@ static int check_layout(sp_layout *a, char *msg, size_t msglen)
                 err = PTDP_ECHECK;
             } else if (v->ln_cols != C || v->ln_replicated != 4 || v->ln_sp != (layout == SP ? 4 : 0)) {
                 snprintf(msg, msglen, "rank %d%s: of block 0's four LayerNorm tensors %d are replicated and %d "
-                         "marked sequence_parallel (want 4 and %d)", r, layout == SP ? " (sp)" : "",
+                         "declared summed over TP (want 4 and %d)", r, layout == SP ? " (sp)" : "",
                          v->ln_replicated, v->ln_sp, layout == SP ? 4 : 0);
                 err = PTDP_ECHECK;
             }

@@ -96,4 +96,10 @@ int  ptdp_ddp_overlap_end(struct ptdp_device *dev, ptdp_ddp *d, ptdp_model *m);
 /* Before the optimizer: wait for every bucket's all-reduce, in order. */
 int  ptdp_ddp_wait(ptdp_ddp *d);
 
+/* --verify-replicas: every DP rank's parameter store (m->flat_w, or
+ * flat_w16 under bf16) is the same bits, by a 64-bit FNV-1a hash each,
+ * all-gathered over dp.  PTDP_ECHECK naming the first rank that differs
+ * after `step`.  Collective over dp. */
+int  ptdp_ddp_check_replicas(struct ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step);
+
 #endif

@@ -38,7 +38,8 @@
  * init: the same counter-based draws) and after every backward the two
  * copies' gradients are summed by an all-reduce in the embedding group of
  * the pipeline's first and last stage (Megatron-LM's word-embedding
- * all-reduce, group "emb" in the report).  Interleaved (v model chunks
+ * all-reduce, group "emb" in the report): both copies declare it
+ * (model.h, ptdp_grad_sum), and the mesh builds the group (mesh.h).  Interleaved (v model chunks
  * per stage, model.h), wte is on stage 0's chunk 0 and its copy on stage
  * p-1's chunk v-1: the model's first and last pieces.
  */
@@ -122,8 +123,6 @@ typedef struct {
     ptdp_gpt_block *blocks;         /* [layer_end - layer_begin]            */
     int vocab_padded, vocab_local;  /* V_pad and V_pad / tp                 */
     int heads_local, ffn_local;     /* nh / tp, F / tp                      */
-    ptdp_comm *emb;                 /* first and last stage of this pipeline
-                                       (pp > 1, on those stages), else NULL */
     unsigned char *corpus;          /* the data (arena), first and last stage */
     size_t corpus_len;
     ptdp_gpt_kv *kv;                /* token slices in flight (gpt_kv.c)     */

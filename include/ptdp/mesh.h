@@ -32,6 +32,23 @@
  *             gradient (its samples, its positions), and one all-reduce or
  *             ZeRO's reduce-scatter over this group sums them all.
  *             dp and dp_rank still count the replicas (the data split).
+ *
+ * Groups by name.  A parameter declares over which groups its gradient is
+ * summed (model.h, ptdp_grad_sum), naming them by ptdp_group; the mesh
+ * answers with the communicator (ptdp_mesh_group).  Beyond the grid's four
+ * axes the mesh builds, on request, groups that cut across them, as
+ * Megatron-LM's parallel_state does:
+ *
+ *   emb group: stage 0 and the last stage of one pipeline, same (dp, cp,
+ *              tp), ordered by stage — the two copies of a tied embedding
+ *
+ *     pp=4 tp=1 dp=2:   stage 0   1   2   3
+ *                       dp0: [0]  2   4  [6]     [0 6] one emb group
+ *                       dp1: [1]  3   5  [7]     [1 7] another
+ *
+ * Built only when a model asks (ptdp_mesh_add_group, a split of the
+ * world): a split is an exchange of (color, key) and the virtual clock
+ * charges its latency, so a model without a tied embedding pays for none.
  */
 #ifndef PTDP_MESH_H
 #define PTDP_MESH_H
@@ -41,6 +58,19 @@
 #include "comm.h"
 
 struct ptdp_device;
+
+/* The mesh's groups, by name: what a parameter's gradient is summed over. */
+typedef enum {
+    PTDP_GROUP_DP = 0,   /* dp x cp: the data-parallel replicas (dp_comm) */
+    PTDP_GROUP_TP,       /* tp_comm                                       */
+    PTDP_GROUP_PP,       /* pp_comm                                       */
+    PTDP_GROUP_CP,       /* cp_comm                                       */
+    PTDP_GROUP_EMB,      /* stage 0 and the last stage: same dp, cp, tp    */
+    PTDP_GROUP_COUNT
+} ptdp_group;
+
+/* A set of groups, one bit each. */
+#define PTDP_GROUP_BIT(g) (1u << (unsigned)(g))
 
 typedef struct {
     int dp, tp, pp;                 /* group sizes                         */
@@ -54,6 +84,10 @@ typedef struct {
     ptdp_comm *cp_comm;             /* never NULL (size 1 ok)               */
     bool cp_zigzag;                 /* the chunks: zigzag (true after init)
                                        or contiguous                        */
+    ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
+                                       id, once built (ptdp_mesh_add_group);
+                                       NULL: not built, or not a member    */
+    unsigned extra_built;           /* PTDP_GROUP_BIT of each one built    */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */
@@ -70,5 +104,15 @@ int  ptdp_mesh_init_cp(struct ptdp_device *dev, int dp, int cp, int tp, int pp, 
 void ptdp_mesh_coords_cp(int dp, int cp, int tp, int pp, int world_rank, int *dp_rank, int *cp_rank,
                          int *tp_rank, int *pp_rank);
 void ptdp_mesh_free(ptdp_mesh *m);
+
+/* The communicator of group g on this device: one of the four axes, or a
+ * group built by ptdp_mesh_add_group (NULL where this device is not in
+ * one, or before it is built). */
+ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g);
+/* Collective over dev->world: build group g beyond the four axes (today
+ * PTDP_GROUP_EMB; with pp 1 there is none to build).  A group built
+ * already is kept, so every device must ask for the same groups in the
+ * same order.  The mesh frees it. */
+int  ptdp_mesh_add_group(struct ptdp_device *dev, ptdp_mesh *m, ptdp_group g);
 
 #endif

@@ -100,6 +100,27 @@ typedef struct {
     bool is_bias;              /* saved with shape [n]                      */
 } ptdp_param_info;
 
+/* Where a parameter's gradient is summed: the one declaration that DP's
+ * buckets, ZeRO's shards, the gradient norm and the checkpoints read.
+ *
+ *   parameter                     replicas   also      counted / saved by
+ *   any (the default)             DP         -         tp rank 0 if replicated over TP
+ *   a LayerNorm under SP (sp.h)   DP         TP        tp rank 0
+ *   a tied embedding's copies     DP         EMB       emb rank 0: stage 0's copy
+ *
+ * The sum over `replicas` is the data-parallel one (dp.h's buckets or
+ * zero.h's shards: every micro-batch of every replica adds up).  Then,
+ * once per step, the gradient is all-reduced over each group of `also`,
+ * in group order (ptdp_model_sum_groups): the TP ranks of an SP LayerNorm
+ * each saw only their positions; the two copies of a tied embedding each
+ * saw one of its two uses.  Each such group holds equal copies of the
+ * parameter afterwards, and the copy of the group's rank 0 is the one the
+ * norm counts and the checkpoint saves. */
+typedef struct {
+    ptdp_group replicas;       /* PTDP_GROUP_DP                             */
+    unsigned also;             /* PTDP_GROUP_BIT of each further group      */
+} ptdp_grad_sum;
+
 /* One parameter on this device: its shard of the whole tensor. */
 typedef struct {
     char name[PTDP_NAME_MAX];  /* state_dict name, e.g. "blocks.3.fc1.weight" */
@@ -115,18 +136,8 @@ typedef struct {
     double init_std;           /* PTDP_INIT_NORMAL                          */
     bool no_decay;             /* the optimizer applies no weight decay (as
                                   GPT-2 training does for biases and norms) */
-    bool tied;                 /* one of two copies of a tensor that two
-                                  stages hold (a tied embedding): their
-                                  gradients are summed by ops->sync_gradients
-                                  once per step, so both take the same step */
-    bool tied_copy;            /* the second of the two (the last stage's):
-                                  counted in the gradient norm by the other,
-                                  saved as the same tensor                   */
-    bool sequence_parallel;    /* replicated over TP but used where each TP
-                                  rank holds only its positions (sp.h: a
-                                  LayerNorm under SP): its gradient is a
-                                  partial sum that ops->sync_gradients
-                                  completes by an all-reduce over TP        */
+    ptdp_grad_sum sum;         /* the groups its gradient is summed over:
+                                  over DP unless the model declares more   */
     size_t offset;             /* elements from the start of the flat buffers */
     int unit;                  /* the unit it belongs to (ptdp_model_begin_unit):
                                   ZeRO-3 gathers a unit's parameters together */
@@ -215,18 +226,11 @@ typedef struct ptdp_model_ops {
                      double loss_scale, ptdp_tensor *dx);
     /* Free what acts still holds (a failed or abandoned micro-batch). */
     void (*acts_free)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
-    /* Optional (NULL: nothing to do).  Once per step, after the last
-     * backward and the data-parallel sum: make the gradient of each `tied`
-     * parameter (the views p->g) the sum of its two copies', by a
-     * collective of the model's own (one all-reduce leaves both copies the
-     * same bits), and that of each `sequence_parallel` one the sum over
-     * TP.  The loop calls it on the full gradient buffer after the DP
-     * all-reduce; under ZeRO, whose gradients are sharded by then, zero.c
-     * gathers each such tensor's gradient whole for it.  Never per
-     * micro-batch: the two stages reach a micro-batch's backward at
-     * different times, and a collective between them in the middle of the
-     * pipeline would wait for a stage that waits for it. */
-    int  (*sync_gradients)(ptdp_device *dev, ptdp_model *m);
+    /* The mesh groups beyond dp, cp, tp and pp that the model's parameters
+     * may declare (ptdp_grad_sum.also; PTDP_GROUP_BIT of each, 0: none).
+     * ptdp_model_setup builds them (mesh.h, a collective of the whole
+     * world) before the model's init. */
+    unsigned groups;
     /* Optional (NULL: the model's backward cannot be split).  backward
      * without the weight-gradient products of its linear layers, which it
      * records in w instead (wgrad.h) for ptdp_model_backward_weight; with
@@ -405,9 +409,13 @@ static inline ptdp_dtype ptdp_model_store(const ptdp_model *m)
 }
 
 /* ---- the whole model from its shards ---- */
+/* Whether p's gradient is summed over group g (its replicas or `also`). */
+bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g);
 /* Whether this device's copy of p counts in a whole-model sum (the gradient
- * norm): a shard always does; a TP-replicated parameter holds the same
- * gradient on every TP rank, so only TP rank 0 counts it. */
+ * norm) and is the one a checkpoint saves: a TP shard always does; a
+ * TP-replicated parameter holds the same values on every TP rank, so only
+ * TP rank 0 counts it; and of the copies a group of `also` makes equal,
+ * only its rank 0's (ptdp_grad_sum). */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
 /* x := the sum of x over this device's TP group, then its PP group: from
  * what this shard of this stage holds to the whole model.  Collective. */
@@ -415,8 +423,17 @@ int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
 /* Sum of squared gradients counting every parameter of the whole model
  * once.  Collective over the tp and pp groups. */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
-/* ops->sync_gradients if the model has one (on each chunk in turn). */
-int  ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m);
+/* Once per step, after the sum over the replicas: all-reduce the gradient
+ * (the views p->g, float) of every parameter over each group of its
+ * `also`, group by group in group order, parameters in params[] order,
+ * chunk by chunk (ptdp_grad_sum).  Never per micro-batch: the two stages
+ * of a tied embedding reach a micro-batch's backward at different times,
+ * and a collective between them in the middle of the pipeline would wait
+ * for a stage that waits for it.  Under ZeRO, whose gradients are sharded
+ * by then, zero.c gathers each such tensor's gradient whole for it. */
+int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
+/* Whether any parameter of m declares a group beyond its replicas. */
+bool ptdp_model_has_groups(const ptdp_model *m);
 
 /* The stretches of the flat buffers [begin, end) with one weight-decay rule,
  * in order, for the optimizer (which may update only its ZeRO chunk

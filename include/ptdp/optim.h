@@ -58,6 +58,30 @@ void ptdp_adamw_step_bf16(float *master, const float *g, float *m, float *v, ptd
                           size_t n, const ptdp_adamw_config *c, long step);
 void ptdp_sgd_step_bf16(float *master, const float *g, float *buf, ptdp_bf16 *p, size_t n,
                         const ptdp_sgd_config *c, long step);
+/* ---- the optimizer a run configures, on any stretch of elements ---- */
+typedef enum { PTDP_OPT_ADAMW = 0, PTDP_OPT_SGD } ptdp_optimizer_kind;
+
+/* AdamW (its betas and eps the defaults above) or SGD, as `ptdp train`
+ * configures it; weight decay is per stretch (a tensor without decay). */
+typedef struct {
+    ptdp_optimizer_kind kind;
+    double lr, momentum;        /* momentum: SGD's (0: no buffer)            */
+    double weight_decay;        /* for the tensors that decay                */
+} ptdp_optimizer;
+
+/* One step of o on n elements with weight decay wd, as ptdp_adamw_step
+ * (state a = m, b = v) or ptdp_sgd_step (a = the momentum buffer, or NULL).
+ * Returns the flops it costs. */
+double ptdp_optimizer_step(const ptdp_optimizer *o, ptdp_real *p, const ptdp_real *g, ptdp_real *a,
+                           ptdp_real *b, size_t n, double wd, long step);
+/* Mixed precision: the same step on float master weights from a bf16
+ * gradient, widened to float a block at a time and multiplied there by
+ * clip (when clip < 1: clipping in float, not in bf16), writing the bf16
+ * parameters p = bf16(master').  Returns the flops; in the double build,
+ * which has no float master weights, -1 and nothing done. */
+double ptdp_optimizer_step_bf16(const ptdp_optimizer *o, ptdp_real *master, const ptdp_bf16 *g, double clip,
+                                ptdp_real *a, ptdp_real *b, ptdp_bf16 *p, size_t n, double wd, long step);
+
 /* Sum of squares in double (for the global gradient norm, which sums these across devices).
  * A fixed summation order: the same array always gives the same bits. */
 double ptdp_sum_squares(const ptdp_real *x, size_t n);

@@ -15,8 +15,14 @@
  *       case SEND_BACKWARD: send the gradient of mb's input to stage - 1
  *       case BACKWARD_INPUT:  "B": the backward but the weight gradients
  *       case BACKWARD_WEIGHT: "W": those, from what B kept (wgrad.h)
- *       case OPTIMIZER_STEP: the caller's step (DP all-reduce, optimizer)
- *       }
+ *       case OPTIMIZER_STEP: back to the caller, who steps the optimizer
+ *       }                    (DP's sum, the update) and runs the rest
+ *
+ * The trainer drives: ptdp_pp_begin, then ptdp_pp_run until it returns 0,
+ * doing the optimizer step each time it returns PTDP_PP_AT_OPTIMIZER, then
+ * ptdp_pp_end.  The executor calls nobody back but the hooks around a
+ * backward, which are given what they need (their context, and whether
+ * this is the stage's last backward of the step).
  *
  * Messages are tagged (micro-batch, direction) and blocking with rendezvous
  * semantics; the schedule's order of sends and receives (even stages send
@@ -39,6 +45,14 @@
 struct ptdp_device;
 
 typedef int (*ptdp_optimizer_fn)(struct ptdp_device *dev, void *ctx);
+/* Around a backward: `last` is true for the stage's last BACKWARD of the
+ * step (its gradients become final as it goes: --overlap). */
+typedef int (*ptdp_backward_hook)(struct ptdp_device *dev, void *ctx, bool last);
+
+/* ptdp_pp_run: the list reached an OPTIMIZER_STEP (a status > 0). */
+#define PTDP_PP_AT_OPTIMIZER 1
+
+struct ptdp_pp_run;   /* the executor's own state of a step (pp.c) */
 
 typedef struct {
     ptdp_model *model;         /* any model: its batches come from it too       */
@@ -53,15 +67,15 @@ typedef struct {
                                   sequence); 0 or 1: whole sequences          */
     bool recompute;
     double loss_scale;         /* 1 / global batch                               */
-    ptdp_optimizer_fn optimizer_step;   /* at OPTIMIZER_STEP                    */
-    /* Optional hooks around every BACKWARD (NULL: none), given optimizer_ctx:
-     * ZeRO-2 hands the model a gradient buffer before and reduce-scatters
-     * it after each micro-batch's backward. */
-    ptdp_optimizer_fn backward_begin, backward_end;
+    /* ptdp_pp_run_step only: called at OPTIMIZER_STEP (NULL: nothing). */
+    ptdp_optimizer_fn optimizer_step;
     void *optimizer_ctx;
-    bool last_backward;        /* set by the executor for the hooks: the BACKWARD
-                                  running is this stage's last of the step (its
-                                  gradients are final after it: --overlap)      */
+    /* Optional hooks around every BACKWARD, B and W (NULL: none), given
+     * hook_ctx: ZeRO-2 hands the model a gradient buffer before and
+     * reduce-scatters it after each micro-batch's backward (zero.h). */
+    ptdp_backward_hook backward_begin, backward_end;
+    void *hook_ctx;
+    struct ptdp_pp_run *run;   /* between ptdp_pp_begin and ptdp_pp_end      */
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
     int peak_in_flight;        /* out: most micro-batches alive at once (with
                                   chunks: (chunk, micro-batch) pairs)            */
@@ -77,5 +91,15 @@ typedef struct {
  * first communication or memory error.  A schedule whose order deadlocks
  * (1F1B placed PTDP_PLACE_SEND_FIRST) is not refused: the watchdog names it. */
 int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
+
+/* The same step, driven by the caller: begin checks the schedule against
+ * the step and lays out the micro-batches; run goes on through this
+ * stage's list and returns PTDP_PP_AT_OPTIMIZER at an OPTIMIZER_STEP (call
+ * it again to go on), 0 at the end of the list, or the first error; end
+ * frees what the step kept (also after an error).  ptdp_pp_run_step is
+ * begin, run (calling optimizer_step at each stop) and end. */
+int  ptdp_pp_begin(struct ptdp_device *dev, ptdp_pp_step *st);
+int  ptdp_pp_run(struct ptdp_device *dev, ptdp_pp_step *st);
+void ptdp_pp_end(struct ptdp_device *dev, ptdp_pp_step *st);
 
 #endif

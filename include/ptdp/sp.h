@@ -18,8 +18,8 @@
  * regions (LayerNorm inputs and statistics, dropout, residuals), by tp.
  * The price: a replicated parameter used in an SP region — the LayerNorms'
  * weights and biases — sees only its rank's positions, so its gradient is
- * a partial sum that one all-reduce over TP completes (the parameter's
- * `sequence_parallel` flag, model.h).
+ * a partial sum that one all-reduce over TP completes (the parameter
+ * declares it: summed over DP and TP, model.h's ptdp_grad_sum).
  *
  * Layout: a full tensor has samples x T rows, sample-major ([b][t]); its
  * SP shard samples x T/tp rows ([b][t_local]).  The collectives move

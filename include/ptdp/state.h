@@ -22,9 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "model.h"
-
-typedef enum { PTDP_OPT_ADAMW = 0, PTDP_OPT_SGD } ptdp_optimizer_kind;
+#include "optim.h"   /* ptdp_optimizer_kind */
+#include "zero.h"
 
 /* The most optimizer steps a state may count: 2^53 - 1, the largest integer
  * a double holds exactly (AdamW's bias corrections raise beta to the step). */
@@ -76,6 +77,15 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
  * file into, e.g. ptdp sample).  0, or PTDP_EIO / PTDP_ECORRUPT naming the
  * field. */
 int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen);
+
+/* A device's part of a whole state (state_shards.c): save writes the
+ * elements this device is the writer of — its shards of the parameters
+ * (the copies the norm counts, model.h) and, with_optim, the optimizer
+ * state of what it owns (zero.h); load reads everything it holds (the
+ * model's views, or ZeRO's exact parameters, and its optimizer state).
+ * Load: 0, or PTDP_ECORRUPT naming a tensor the state lacks, PTDP_ENOMEM. */
+void ptdp_state_save_device(ptdp_state *s, ptdp_model *m, const ptdp_zero *z, bool with_optim);
+int  ptdp_state_load_device(ptdp_device *dev, const ptdp_state *s, ptdp_model *m, ptdp_zero *z);
 
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);

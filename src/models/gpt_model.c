@@ -199,8 +199,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         if (!m->first_stage) {
             g->head = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS,
                           t * Vl, 0, Vl, C, W(INIT_STD));
-            if (g->head != NULL)
-                g->head->tied = g->head->tied_copy = true;
+            if (g->head != NULL)   /* the sum of both copies' gradients */
+                g->head->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
         }
         g->lnf_b = ADD("transformer.ln_f.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         g->lnf_w = ADD("transformer.ln_f.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
@@ -234,7 +234,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         if (m->last_stage)
             g->head = g->wte;
         else if (g->wte != NULL)
-            g->wte->tied = true;
+            g->wte->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
     }
 #undef ADD
 #undef W
@@ -244,15 +244,17 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         return PTDP_EABORTED;
     for (int i = 0; i < m->nparams; i++)   /* decay only the 2-D tensors */
         m->params[i].no_decay = m->params[i].is_bias;
-    /* Under SP a LayerNorm sees only this rank's positions (sp.h). */
+    /* Under SP a LayerNorm sees only this rank's positions (sp.h): its
+     * gradient is the sum over TP.  Leave this out and the ranks'
+     * LayerNorms drift apart from the first step. */
     if (m->mesh->sp) {
+        const ptdp_grad_sum over_tp = { .replicas = PTDP_GROUP_DP, .also = PTDP_GROUP_BIT(PTDP_GROUP_TP) };
         for (int i = 0; i < m->layer_end - m->layer_begin; i++) {
             ptdp_gpt_block *b = &g->blocks[i];
-            b->ln1_w->sequence_parallel = b->ln1_b->sequence_parallel = true;
-            b->ln2_w->sequence_parallel = b->ln2_b->sequence_parallel = true;
+            b->ln1_w->sum = b->ln1_b->sum = b->ln2_w->sum = b->ln2_b->sum = over_tp;
         }
         if (m->last_stage)
-            g->lnf_w->sequence_parallel = g->lnf_b->sequence_parallel = true;
+            g->lnf_w->sum = g->lnf_b->sum = over_tp;
     }
     return PTDP_OK;
 }
@@ -292,37 +294,12 @@ static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     return rc;
 }
 
-/* The embedding group: stage 0 and the last stage of each pipeline (the
- * same dp, cp and tp coordinates).  A collective over the world: every
- * device takes part, the middle stages with no color. */
-static int make_emb_group(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
-{
-    const ptdp_mesh *mesh = m->mesh;
-    if (mesh->pp == 1)
-        return PTDP_OK;
-    bool member = m->first_stage || m->last_stage;
-    /* Interleaved (model.h, chunks): a device's chunks are set up one after
-     * another, and the split is a collective of the whole world, so each
-     * device makes it exactly once — stage 0 in its chunk 0 (piece 0),
-     * stage p-1 in its chunk v-1 (the last piece), the others in chunk 0
-     * with no color.  The group then joins the two chunks that hold wte. */
-    if (m->virtual_stages > 1) {
-        bool device_member = mesh->pp_rank == 0 || mesh->pp_rank == mesh->pp - 1;
-        if (device_member ? !member : m->chunk != 0)
-            return PTDP_OK;
-    }
-    int cp = mesh->cp > 0 ? mesh->cp : 1;
-    int color = member ? (mesh->dp_rank * cp + mesh->cp_rank) * mesh->tp + mesh->tp_rank : -1;
-    return ptdp_comm_split(dev->world, color, mesh->pp_rank, "emb", &g->emb);
-}
-
 static void gpt_free(ptdp_device *dev, ptdp_model *m)
 {
     ptdp_gpt *g = m->impl;
     if (g == NULL)
         return;
     ptdp_gpt_kv_free_all(dev, m);
-    ptdp_comm_free(g->emb);
     ptdp_free(dev, g->corpus);
     free(g->blocks);
     free(g);
@@ -348,38 +325,12 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     m->label_cols = c->seq_len;
     /* under SP a stage boundary carries the rank's positions only */
     m->boundary_cols = c->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
-    int rc = make_emb_group(dev, m, g);
-    if (rc == 0)
-        rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
+    int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
     if (rc == 0)
         rc = lay_out(dev, m, g);
     if (rc == 0 && (m->first_stage || m->last_stage))
         rc = load_corpus(dev, m, g);
     return rc;
-}
-
-/* The tied embedding: after a backward, stage 0's wte gradient (the
- * lookups) and the last stage's (the head) are both halves of one
- * tensor's gradient; the all-reduce gives each copy the sum, so the two
- * copies take the same step and stay equal. */
-static int gpt_sync_gradients(ptdp_device *dev, ptdp_model *m)
-{
-    (void)dev;
-    ptdp_gpt *g = m->impl;
-    int rc = PTDP_OK;
-    /* Under SP each rank's LayerNorm gradients cover its positions only:
-     * the sum over TP is the whole gradient (sp.h).  Leave this out and
-     * the ranks' LayerNorms drift apart from the first step. */
-    for (int i = 0; rc == 0 && i < m->nparams; i++) {
-        ptdp_param *p = &m->params[i];
-        if (p->sequence_parallel)
-            rc = ptdp_all_reduce(m->mesh->tp_comm, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL,
-                                 PTDP_SUM);
-    }
-    if (rc != 0 || g->emb == NULL)
-        return rc;
-    ptdp_param *p = m->first_stage ? g->wte : g->head;
-    return ptdp_all_reduce(g->emb, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
 }
 
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
@@ -435,6 +386,6 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .forward = ptdp_gpt_forward,
     .backward = ptdp_gpt_backward,
     .acts_free = ptdp_gpt_acts_free,
-    .sync_gradients = gpt_sync_gradients,
+    .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB),   /* the tied embedding's two copies */
     .backward_input = ptdp_gpt_backward_input,
 };

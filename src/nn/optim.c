@@ -183,6 +183,50 @@ double ptdp_sgd_bf16_flops(size_t n, const ptdp_sgd_config *c)
     return ptdp_sgd_flops(n, c) + (double)n;
 }
 
+/* ------------------------------------------ the optimizer a run configures */
+
+double ptdp_optimizer_step(const ptdp_optimizer *o, ptdp_real *p, const ptdp_real *g, ptdp_real *a,
+                           ptdp_real *b, size_t n, double wd, long step)
+{
+    if (o->kind == PTDP_OPT_ADAMW) {
+        ptdp_adamw_config ac = ptdp_adamw_default_config();
+        ac.lr = o->lr;
+        ac.weight_decay = wd;
+        ptdp_adamw_step(p, g, a, b, n, &ac, step);
+        return ptdp_adamw_flops(n);
+    }
+    ptdp_sgd_config sc = { .lr = o->lr, .momentum = o->momentum, .weight_decay = wd };
+    ptdp_sgd_step(p, g, a, n, &sc, step);
+    return ptdp_sgd_flops(n, &sc);
+}
+
+double ptdp_optimizer_step_bf16(const ptdp_optimizer *o, ptdp_real *master, const ptdp_bf16 *g16, double clip,
+                                ptdp_real *a, ptdp_real *b, ptdp_bf16 *p, size_t n, double wd, long step)
+{
+#ifdef PTDP_DOUBLE
+    (void)o, (void)master, (void)g16, (void)clip, (void)a, (void)b, (void)p, (void)n, (void)wd, (void)step;
+    return -1;   /* bf16 keeps float master weights: the float build only */
+#else
+    enum { BLOCK = 1024 };
+    float g[BLOCK];
+    ptdp_adamw_config ac = ptdp_adamw_default_config();
+    ac.lr = o->lr;
+    ac.weight_decay = wd;
+    ptdp_sgd_config sc = { .lr = o->lr, .momentum = o->momentum, .weight_decay = wd };
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        ptdp_bf16_to_float_array(g, g16 + i, k);
+        if (clip < 1)
+            ptdp_scale(g, k, clip);
+        if (o->kind == PTDP_OPT_ADAMW)
+            ptdp_adamw_step_bf16(master + i, g, a + i, b + i, p + i, k, &ac, step);
+        else
+            ptdp_sgd_step_bf16(master + i, g, a ? a + i : NULL, p + i, k, &sc, step);
+    }
+    return o->kind == PTDP_OPT_ADAMW ? ptdp_adamw_bf16_flops(n) : ptdp_sgd_bf16_flops(n, &sc);
+#endif
+}
+
 /* ------------------------------------------------ norms and clipping */
 
 /* Four running sums, interleaved, so the loop is not one long chain of

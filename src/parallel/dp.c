@@ -162,3 +162,26 @@ int ptdp_ddp_wait(ptdp_ddp *d)
     d->started = 0;
     return rc;
 }
+
+/* ------------------------------------------------------------ replicas */
+
+/* DP replicas must stay bit-identical: they start equal, all-reduce to the
+ * same gradient (a fixed reduction order gives every rank the same bits)
+ * and take the same step.  Check it with a 64-bit FNV-1a hash per replica. */
+int ptdp_ddp_check_replicas(ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step)
+{
+    int n = ptdp_comm_size(dp);   /* dp x cp: every copy of these parameters */
+    if (n == 1)
+        return PTDP_OK;
+    uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
+    const unsigned char *b = m->bf16 ? (const unsigned char *)m->flat_w16 : (const unsigned char *)m->flat_w;
+    for (size_t k = 0; k < m->numel * ptdp_store_size(ptdp_model_store(m)); k++)
+        hash = (hash ^ b[k]) * 1099511628211ull;
+    all[ptdp_comm_rank(dp)] = hash;
+    int rc = ptdp_all_gather(dp, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
+    for (int r = 1; rc == 0 && r < n; r++)
+        if (all[r] != all[0])
+            return ptdp_fail(dev, PTDP_ECHECK, "DP replicas differ after step %ld: dp rank %d has hash %016llx, "
+                             "dp rank 0 %016llx", step, r, (unsigned long long)all[r], (unsigned long long)all[0]);
+    return rc;
+}

@@ -8,6 +8,11 @@
  *   tp group  color = (dp_rank, pp_rank)   key = tp_rank
  *   dp group  color = (tp_rank, pp_rank)   key = dp_rank
  *   pp group  color = (tp_rank, dp_rank)   key = pp_rank
+ *
+ * and, asked for by a model, one more: the embedding group
+ *
+ *   emb group color = (dp_rank, cp_rank, tp_rank) on stage 0 and the last
+ *             stage, none on the others              key = pp_rank
  */
 #include "ptdp/mesh.h"
 
@@ -66,8 +71,48 @@ int ptdp_mesh_init_cp(ptdp_device *dev, int dp, int cp, int tp, int pp, ptdp_mes
     return rc;
 }
 
+ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g)
+{
+    switch (g) {
+    case PTDP_GROUP_DP: return m->dp_comm;
+    case PTDP_GROUP_TP: return m->tp_comm;
+    case PTDP_GROUP_PP: return m->pp_comm;
+    case PTDP_GROUP_CP: return m->cp_comm;
+    default: return g >= 0 && g < PTDP_GROUP_COUNT ? m->extra[g] : NULL;
+    }
+}
+
+/* The embedding group: the pipeline's first and last stage, whose two
+ * copies of a tied embedding are summed in it.  Every device takes part
+ * in the split, the middle stages with no color. */
+static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
+{
+    if (m->pp == 1)
+        return PTDP_OK;
+    const bool member = m->pp_rank == 0 || m->pp_rank == m->pp - 1;
+    const int cp = m->cp > 0 ? m->cp : 1;
+    const int color = member ? (m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank : -1;
+    return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);
+}
+
+int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
+{
+    if (g != PTDP_GROUP_EMB)
+        return g >= 0 && g < PTDP_GROUP_EMB ? PTDP_OK   /* the four axes exist */
+               : ptdp_fail(dev, PTDP_EINVAL, "the mesh has no group %d to build", (int)g);
+    if (m->extra[g] != NULL || m->extra_built & PTDP_GROUP_BIT(g))
+        return PTDP_OK;
+    m->extra_built |= PTDP_GROUP_BIT(g);
+    return split_embedding(dev, m);
+}
+
 void ptdp_mesh_free(ptdp_mesh *m)
 {
+    for (int g = 0; g < PTDP_GROUP_COUNT; g++) {
+        ptdp_comm_free(m->extra[g]);
+        m->extra[g] = NULL;
+    }
+    m->extra_built = 0;
     ptdp_comm_free(m->tp_comm);
     ptdp_comm_free(m->dp_comm);
     ptdp_comm_free(m->pp_comm);

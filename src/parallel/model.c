@@ -105,6 +105,7 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     p->row0 = row0;
     p->col0 = col0;
     p->parts = 1;
+    p->sum = (ptdp_grad_sum){ .replicas = PTDP_GROUP_DP };   /* the model may declare more */
     p->init = init;
     p->init_std = init_std;
     p->offset = m->numel;
@@ -215,7 +216,16 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
         return ptdp_fail(dev, PTDP_EINVAL, "--layers %d cannot be cut into %d pieces for --pp %d "
                          "--virtual-stages %d: need --layers >= %d", cfg->layers, mesh->pp * m->virtual_stages,
                          mesh->pp, m->virtual_stages, mesh->pp * m->virtual_stages);
-    int rc;
+    /* The groups the model's parameters may declare, before any of them
+     * exists: a split of the world, so every device builds them here.
+     * (The mesh is the caller's; a model only reads it, hence const in
+     * the model — building a group it asked for is the one write.) */
+    int rc = PTDP_OK;
+    for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
+        if (ops->groups & PTDP_GROUP_BIT(g))
+            rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, (ptdp_group)g);
+    if (rc != 0)
+        return rc;
     if (m->virtual_stages > 1) {
         rc = setup_chunks(dev, m, stage_layers);
     } else {
@@ -397,14 +407,26 @@ int ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w)
 
 /* ||g||^2 of the whole model, each parameter once.  A TP-replicated
  * parameter has an identical gradient on every TP rank, so only TP rank 0
- * counts it; a shard counts its own elements; the TP group then sums the
- * shards, and the PP group sums the stages.  (DP replicas hold the same
- * all-reduced gradient, so each computes the same total.) */
+ * counts it; a shard counts its own elements; a copy that a group of its
+ * `also` keeps equal (the last stage's tied embedding) counts only on the
+ * group's rank 0; the TP group then sums the shards, and the PP group sums
+ * the stages.  (DP replicas hold the same all-reduced gradient, so each
+ * computes the same total.) */
+bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g)
+{
+    return p->sum.replicas == g || (p->sum.also & PTDP_GROUP_BIT(g)) != 0;
+}
+
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
 {
-    if (p->tied_copy)
-        return false;   /* the other stage's copy counts it */
-    return p->shard != PTDP_SHARD_NONE || m->mesh->tp_rank == 0;
+    if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
+        return false;
+    for (int g = 0; g < PTDP_GROUP_COUNT; g++) {
+        ptdp_comm *c = p->sum.also & PTDP_GROUP_BIT(g) ? ptdp_mesh_group(m->mesh, (ptdp_group)g) : NULL;
+        if (c != NULL && ptdp_comm_rank(c) != 0)
+            return false;   /* the group's rank 0 counts it */
+    }
+    return true;
 }
 
 int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
@@ -429,17 +451,42 @@ int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
     return rc;
 }
 
-int ptdp_model_sync_gradients(ptdp_device *dev, ptdp_model *m)
+bool ptdp_model_has_groups(const ptdp_model *m)
 {
-    if (m->ops->sync_gradients == NULL)
-        return PTDP_OK;
-    /* A chunked device: each chunk syncs what it holds (its SP LayerNorms
-     * over TP; the tied embedding on the chunks of piece 0 and of the last
-     * piece).  Every device of a TP group runs its chunks in the same
-     * order, so their collectives pair up. */
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].sum.also != 0)
+            return true;
+    return false;
+}
+
+/* One chunk's parameters of group g, each all-reduced over it. */
+static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
+{
+    ptdp_comm *c = ptdp_mesh_group(m->mesh, g);
+    for (int i = 0; i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (!(p->sum.also & PTDP_GROUP_BIT(g)))
+            continue;
+        if (c == NULL)
+            return ptdp_fail(dev, PTDP_EINVAL, "%s: its gradient is summed over mesh group %d, which this "
+                             "device has no part in (was it built? model.h, ops->groups)", p->name, (int)g);
+        int rc = ptdp_all_reduce(c, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
+        if (rc != 0)
+            return rc;
+    }
+    return PTDP_OK;
+}
+
+int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
+{
+    /* A chunked device: chunk by chunk (its SP LayerNorms over TP; the tied
+     * embedding on the chunks of piece 0 and of the last piece).  Every
+     * device of a group runs its chunks and groups in the same order, so
+     * their collectives pair up. */
     int rc = PTDP_OK;
     for (int c = 0; rc == 0 && c < (m->chunks ? m->virtual_stages : 1); c++)
-        rc = m->ops->sync_gradients(dev, ptdp_model_chunk(m, c));
+        for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
+            rc = sum_group(dev, ptdp_model_chunk(m, c), (ptdp_group)g);
     return rc;
 }
 

@@ -164,7 +164,7 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
 /* One action.  `m` is the chunk it names (the device's model without
  * chunks); `u` its unit. */
 static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u, const ptdp_action *a,
-                      int tag, int *alive)
+                      int tag, int *alive, bool last)
 {
     ptdp_comm *pp = m->mesh->pp_comm;
     int h = u != NULL ? ptdp_batch_boundary_cols(m, &u->data) : 0, rc = PTDP_OK;
@@ -201,12 +201,12 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u
         if (!m->first_stage &&
             (rc = ptdp_tensor_alloc(dev, &u->dx, "pp.send_grad", PTDP_MEM_ACTS, u->data.rows, h)) != 0)
             return rc;
-        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->hook_ctx, last)) != 0)
             return rc;
         rc = ptdp_model_backward(dev, m, &u->acts, m->last_stage ? NULL : &u->dout, st->loss_scale,
                                  m->first_stage ? NULL : &u->dx);
         if (rc == 0 && st->backward_end != NULL)
-            rc = st->backward_end(dev, st->optimizer_ctx);
+            rc = st->backward_end(dev, st->hook_ctx, last);
         ptdp_tensor_free(dev, &u->dout);
         ptdp_batch_free(dev, &u->data);
         --*alive;
@@ -220,7 +220,7 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u
         if (!m->first_stage &&
             (rc = ptdp_tensor_alloc(dev, &u->dx, "pp.send_grad", PTDP_MEM_ACTS, u->data.rows, h)) != 0)
             return rc;
-        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->hook_ctx, last)) != 0)
             return rc;
         u->wgrad.held = &st->wgrad_bytes;
         u->wgrad.peak = &st->wgrad_peak_bytes;
@@ -228,35 +228,69 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u
                                        m->first_stage ? NULL : &u->dx, &u->wgrad);
         u->wgrad.pending = true;   /* even with nothing recorded: W must follow */
         if (rc == 0 && st->backward_end != NULL)
-            rc = st->backward_end(dev, st->optimizer_ctx);
+            rc = st->backward_end(dev, st->hook_ctx, last);
         ptdp_tensor_free(dev, &u->dout);
         ptdp_batch_free(dev, &u->data);
         --*alive;   /* its activations are gone; W's operands are counted apart */
         return rc;
     case PTDP_ACT_BACKWARD_WEIGHT:
-        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->optimizer_ctx)) != 0)
+        if (st->backward_begin != NULL && (rc = st->backward_begin(dev, st->hook_ctx, last)) != 0)
             return rc;
         rc = ptdp_model_backward_weight(dev, m, &u->wgrad);
         if (rc == 0 && st->backward_end != NULL)
-            rc = st->backward_end(dev, st->optimizer_ctx);
+            rc = st->backward_end(dev, st->hook_ctx, last);
         return rc;
     case PTDP_ACT_SEND_BACKWARD:
         rc = ptdp_send(pp, u->dx.data, ptdp_tensor_numel(u->dx), PTDP_REAL, a->peer, tag);
         ptdp_tensor_free(dev, &u->dx);
         return rc;
-    case PTDP_ACT_OPTIMIZER_STEP:
-        return st->optimizer_step ? st->optimizer_step(dev, st->optimizer_ctx) : PTDP_OK;
     default:
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: unknown action kind %d", (int)a->kind);
     }
 }
 
-int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
+/* What a step keeps between ptdp_pp_begin and ptdp_pp_end (host). */
+struct ptdp_pp_run {
+    unit *units;          /* [v][U]: one per (chunk, micro-batch)          */
+    int U, v;
+    int next;             /* the next action of this stage's list           */
+    int last_backward;    /* the index of the list's last BACKWARD          */
+    int alive;            /* micro-batches between forward and backward     */
+};
+
+/* The step's units: micro-batch k is chunk k of this DP shard (ptdp_chunk),
+ * so unequal shards and micro-batches are handled the same way everywhere;
+ * every model chunk sees the same samples of it, and each token slice j
+ * its positions ptdp_chunk(T, K, j) of every sequence. */
+static void lay_out_units(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
+{
+    const ptdp_model *model = st->model;
+    const int M = st->micro_batches;
+    for (int k = 0; k < M; k++) {
+        size_t off, len;
+        ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
+        for (int j = 0; j < K; j++) {
+            size_t t0 = 0, tlen = 0;
+            if (K > 1)
+                ptdp_chunk((size_t)model->input_cols, K, j, &t0, &tlen);
+            for (int c = 0; c < r->v; c++) {
+                unit *u = &r->units[c * r->U + k * K + j];
+                u->data.first = st->shard_first + (int64_t)off;
+                u->data.rows = (int)len;
+                u->data.t0 = (int)t0;
+                u->data.tlen = (int)tlen;
+            }
+        }
+    }
+}
+
+int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
 {
     ptdp_model *model = st->model;
     int stage = model->mesh->pp_rank, M = st->micro_batches, v = model->virtual_stages;
     const int K = slices_of(st), U = M * K;   /* U: the schedule's units */
     const ptdp_schedule *s = st->schedule;
+    st->run = NULL;
     if (s == NULL || s->pp != model->mesh->pp || s->micro_batches != U)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule is for %d stages and %d micro-batches, "
                          "the step has %d stages and %d micro-batches%s", s ? s->name : "(null)",
@@ -271,55 +305,81 @@ int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
     if (M < 1 || st->shard_rows < M)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);
-    const ptdp_stage_actions *list = &s->stage[stage];
-    unit *units = calloc((size_t)U * (size_t)v, sizeof *units);
-    if (units == NULL)
+    struct ptdp_pp_run *r = calloc(1, sizeof *r);
+    unit *units = r ? calloc((size_t)U * (size_t)v, sizeof *units) : NULL;
+    if (units == NULL) {
+        free(r);
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    /* Micro-batch k is chunk k of this DP shard (ptdp_chunk), so unequal
-     * shards and micro-batches are handled the same way everywhere; every
-     * model chunk sees the same samples of it, and each token slice j its
-     * positions ptdp_chunk(T, K, j) of every sequence. */
-    for (int k = 0; k < M; k++) {
-        size_t off, len;
-        ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
-        for (int j = 0; j < K; j++) {
-            size_t t0 = 0, tlen = 0;
-            if (K > 1)
-                ptdp_chunk((size_t)model->input_cols, K, j, &t0, &tlen);
-            for (int c = 0; c < v; c++) {
-                unit *u = &units[c * U + k * K + j];
-                u->data.first = st->shard_first + (int64_t)off;
-                u->data.rows = (int)len;
-                u->data.t0 = (int)t0;
-                u->data.tlen = (int)tlen;
-            }
-        }
     }
+    *r = (struct ptdp_pp_run){ .units = units, .U = U, .v = v, .last_backward = -1 };
+    lay_out_units(st, r, K);
+    const ptdp_stage_actions *list = &s->stage[stage];
+    for (int i = 0; i < list->count; i++)
+        if (list->actions[i].kind == PTDP_ACT_BACKWARD)
+            r->last_backward = i;
     st->loss_sum = 0;
     st->peak_in_flight = 0;
     st->wgrad_bytes = st->wgrad_peak_bytes = 0;
-    int alive = 0, rc = PTDP_OK, last_backward = -1;
-    for (int i = 0; i < list->count; i++)
-        if (list->actions[i].kind == PTDP_ACT_BACKWARD)
-            last_backward = i;
-    for (int i = 0; i < list->count && rc == 0; i++) {
+    st->run = r;
+    return PTDP_OK;
+}
+
+/* After the list's last action: a split backward whose W never ran would
+ * lose its weight gradients. */
+static int check_wgrad_done(ptdp_device *dev, const ptdp_pp_step *st)
+{
+    const struct ptdp_pp_run *r = st->run;
+    for (int c = 0; c < r->v; c++)
+        for (int k = 0; k < r->U; k++)
+            if (r->units[c * r->U + k].wgrad.pending)
+                return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d: micro-batch %d%s has a BACKWARD_INPUT "
+                                 "but no BACKWARD_WEIGHT", st->model->mesh->pp_rank, k,
+                                 r->v > 1 ? " (a chunk of it)" : "");
+    return PTDP_OK;
+}
+
+int ptdp_pp_run(ptdp_device *dev, ptdp_pp_step *st)
+{
+    struct ptdp_pp_run *r = st->run;
+    if (r == NULL)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: ptdp_pp_run without ptdp_pp_begin");
+    ptdp_model *model = st->model;
+    const int stage = model->mesh->pp_rank;
+    const ptdp_stage_actions *list = &st->schedule->stage[stage];
+    while (r->next < list->count) {
+        const int i = r->next++;
         const ptdp_action *a = &list->actions[i];
-        if ((rc = check_action(dev, st, units, a, i)) != 0)
-            break;
-        st->last_backward = i == last_backward;
-        bool step = a->kind == PTDP_ACT_OPTIMIZER_STEP;
-        rc = run_action(dev, st, ptdp_model_chunk(model, step ? 0 : a->chunk),
-                        step ? NULL : &units[a->chunk * U + a->mb], a,
-                        step ? 0 : tag_of(s, stage, a, U), &alive);
+        int rc = check_action(dev, st, r->units, a, i);
+        if (rc != 0)
+            return rc;
+        if (a->kind == PTDP_ACT_OPTIMIZER_STEP)
+            return PTDP_PP_AT_OPTIMIZER;   /* the trainer's turn */
+        rc = run_action(dev, st, ptdp_model_chunk(model, a->chunk), &r->units[a->chunk * r->U + a->mb], a,
+                        tag_of(st->schedule, stage, a, r->U), &r->alive, i == r->last_backward);
+        if (rc != 0)
+            return rc;
     }
-    for (int c = 0; c < v; c++)
-        for (int k = 0; k < U && rc == 0; k++)
-            if (units[c * U + k].wgrad.pending)   /* its weight gradients would be lost */
-                rc = ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d: micro-batch %d%s has a BACKWARD_INPUT "
-                               "but no BACKWARD_WEIGHT", stage, k, v > 1 ? " (a chunk of it)" : "");
-    for (int c = 0; c < v; c++)
-        for (int k = 0; k < U; k++)
-            release(dev, ptdp_model_chunk(model, c), &units[c * U + k]);
-    free(units);
+    return check_wgrad_done(dev, st);
+}
+
+void ptdp_pp_end(ptdp_device *dev, ptdp_pp_step *st)
+{
+    struct ptdp_pp_run *r = st->run;
+    if (r == NULL)
+        return;
+    for (int c = 0; c < r->v; c++)
+        for (int k = 0; k < r->U; k++)
+            release(dev, ptdp_model_chunk(st->model, c), &r->units[c * r->U + k]);
+    free(r->units);
+    free(r);
+    st->run = NULL;
+}
+
+int ptdp_pp_run_step(ptdp_device *dev, ptdp_pp_step *st)
+{
+    int rc = ptdp_pp_begin(dev, st);
+    while (rc == 0 && (rc = ptdp_pp_run(dev, st)) == PTDP_PP_AT_OPTIMIZER)
+        rc = st->optimizer_step ? st->optimizer_step(dev, st->optimizer_ctx) : PTDP_OK;
+    ptdp_pp_end(dev, st);
     return rc;
 }

@@ -183,6 +183,11 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1, 2 and 3 exist here", stage);
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
+    for (int i = 0; i < m->nparams; i++)   /* the buckets and shards below are DP's */
+        if (m->params[i].sum.replicas != PTDP_GROUP_DP)
+            return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d: the gradient sums here are "
+                             "over DP's replicas only (model.h, ptdp_grad_sum)", m->params[i].name,
+                             (int)m->params[i].sum.replicas);
     z->numel = m->numel;
     z->store = ptdp_model_store(m);
 #ifdef PTDP_DOUBLE
@@ -200,10 +205,13 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         if (rc != 0)
             return rc;
     } else if (stage != 3) {
-        if (stage == 0)
+        if (stage == 0) {
             z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
-        else
+            if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
+                return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+        } else {
             ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+        }
         if ((z->pieces = malloc(sizeof *z->pieces)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         z->npieces = 1;
@@ -216,6 +224,9 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
 
 void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
+    ptdp_free(dev, z->opt_b);
+    ptdp_free(dev, z->opt_a);
+    z->opt_a = z->opt_b = NULL;
     if (z->bucket != NULL) {          /* a backward that failed half-way */
         ptdp_free(dev, z->bucket);
         point_gradients(m, NULL);
@@ -313,30 +324,29 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 /* -------------------------------------------------------- once per step */
 
-/* ZeRO and a tensor two stages hold (model.h, `tied`; the same for a
- * `sequence_parallel` one, whose copies are the TP ranks'): once the gradient
- * is reduce-scattered it is spread over the DP ranks' chunks — and
- * differently on the two stages, whose flat buffers differ.  Make each tied
- * tensor's DP-summed gradient whole on every DP rank (an all-reduce of the
- * pieces, zeros elsewhere: adding zeros changes no bit), let the model sum
- * the two stages' copies, and take my piece back into `shard`, the store
- * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain DP (train.c), the DP sum
- * comes first and the two copies are added by one all-reduce, so both
- * stages hold the same bits whatever algorithm ran. */
-static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
+/* ZeRO and a parameter whose gradient is summed over a group beyond DP
+ * (model.h, ptdp_grad_sum: a tied embedding's copies on two stages, an SP
+ * LayerNorm's on the TP ranks): once the gradient is reduce-scattered it
+ * is spread over the DP ranks' chunks — and differently on the two
+ * stages, whose flat buffers differ.  Make each such tensor's DP-summed
+ * gradient whole on every DP rank (an all-reduce of the pieces, zeros
+ * elsewhere: adding zeros changes no bit), sum it over its further groups
+ * (ptdp_model_sum_groups), and take my piece back into `shard`, the store
+ * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain
+ * DP, the DP sum comes first and the copies are added by one all-reduce,
+ * so every copy holds the same bits whatever algorithm ran. */
+static int sum_groups_whole(ptdp_zero *z, ptdp_model *m, void *shard, bool summed)
 {
     ptdp_device *dev = ptdp_comm_device(z->dp);
-    int ntied = 0, rc = PTDP_OK;
-    for (int i = 0; i < m->nparams; i++)
-        ntied += m->params[i].tied || m->params[i].sequence_parallel;
-    if (ntied == 0)
+    int rc = PTDP_OK;
+    if (!ptdp_model_has_groups(m))
         return PTDP_OK;
     ptdp_real **whole = calloc((size_t)m->nparams, sizeof *whole);
     if (whole == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     for (int i = 0; rc == 0 && i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
-        if (!p->tied && !p->sequence_parallel)
+        if (p->sum.also == 0)
             continue;
         size_t n = ptdp_tensor_numel(p->g), b, e, at;
         if ((whole[i] = ptdp_alloc(dev, n * sizeof(ptdp_real), PTDP_MEM_COMM, "zero2.tied")) == NULL) {
@@ -351,7 +361,7 @@ static int sync_tied_shards(ptdp_zero *z, ptdp_model *m, void *shard, bool summe
         p->g.data = whole[i];
     }
     if (rc == 0)
-        rc = ptdp_model_sync_gradients(dev, m);
+        rc = ptdp_model_sum_groups(dev, m);
     for (int i = 0; i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
         if (whole[i] == NULL)
@@ -381,14 +391,14 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
         rc = z->overlap ? ptdp_ddp_wait(&z->buckets) : ptdp_ddp_all_reduce(z->dp, &z->buckets, m);
         *grad = grad_store(z, m);
         if (rc == 0)
-            rc = sync_tied_shards(z, m, *grad, false);
+            rc = sum_groups_whole(z, m, *grad, false);
     } else if (z->stage == 2) {
         if ((rc = finish_pending(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard, false);
+            rc = sum_groups_whole(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else if (z->stage == 3) {
         if ((rc = ptdp_zero3_finish(ptdp_comm_device(z->dp), z)) == 0)
-            rc = sync_tied_shards(z, m, z->grad_shard, false);
+            rc = sum_groups_whole(z, m, z->grad_shard, false);
         *grad = z->grad_shard;
     } else {
         /* stage 0: the caller's all-reduce has summed it; under bf16 the
@@ -396,7 +406,7 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
          * are added here, as for the shards */
         *grad = grad_store(z, m);
         if (z->store == PTDP_BF16)
-            rc = sync_tied_shards(z, m, *grad, true);
+            rc = sum_groups_whole(z, m, *grad, true);
     }
     return rc;
 }
@@ -453,6 +463,105 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
         memset(z->grad_shard, 0, z->len * ptdp_store_size(z->store));
     else
         memset(grad_store(z, m), 0, z->numel * ptdp_store_size(z->store));
+}
+
+/* ------------------------------------------------ the trainer's calls */
+
+void ptdp_zero_set_overlap(ptdp_zero *z, bool overlap)
+{
+    z->overlap = overlap;
+}
+
+int ptdp_zero_optim_init(ptdp_device *dev, ptdp_zero *z, const ptdp_optimizer *o)
+{
+    z->optim = *o;
+    size_t bytes = z->len * sizeof(ptdp_real);
+    if (o->kind == PTDP_OPT_ADAMW) {
+        z->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg");
+        z->opt_b = z->opt_a ? ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq") : NULL;
+        if (z->opt_b == NULL)
+            return PTDP_ENOMEM;
+    } else if (o->momentum > 0) {
+        if ((z->opt_a = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.momentum_buffer")) == NULL)
+            return PTDP_ENOMEM;
+    }
+    return PTDP_OK;
+}
+
+/* With --overlap the stage's last backward of the step starts each DP
+ * bucket's all-reduce (ZeRO-1: reduce-scatter, of the same buckets) as
+ * soon as the backward has completed it (dp.h); the rest start after.
+ * (ZeRO-2 and 3 start theirs non-blocking from their own calls.) */
+static bool overlaps_buckets(const ptdp_zero *z, bool last)
+{
+    return z->overlap && last && z->stage <= 1;
+}
+
+int ptdp_zero_before_backward(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last)
+{
+    int rc = ptdp_zero_backward_begin(dev, z, m);
+    if (rc == 0 && overlaps_buckets(z, last))
+        rc = ptdp_ddp_overlap_begin(z->dp, &z->buckets, m);
+    return rc;
+}
+
+int ptdp_zero_after_backward(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last)
+{
+    int rc = ptdp_zero_backward_end(dev, z, m);
+    if (rc == 0 && overlaps_buckets(z, last))
+        rc = ptdp_ddp_overlap_end(dev, &z->buckets, m);
+    return rc;
+}
+
+int ptdp_zero_finish_gradients(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void **grad)
+{
+    /* Plain DP: every bucket all-reduced (started in the backward under
+     * --overlap), then the declared groups on the whole float gradient
+     * (under bf16 the float views exist only in a backward: zero.c's
+     * sum_groups_whole does it, as for ZeRO's shards). */
+    if (z->stage == 0) {
+        int rc = z->overlap ? ptdp_ddp_wait(&z->buckets) : ptdp_ddp_all_reduce(z->dp, &z->buckets, m);
+        if (rc == 0 && !m->bf16)
+            rc = ptdp_model_sum_groups(dev, m);
+        if (rc != 0)
+            return rc;
+    }
+    return ptdp_zero_reduce_gradients(z, m, grad);
+}
+
+int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
+{
+    if (z->stage == 3)
+        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
+    return ptdp_ddp_check_replicas(dev, z->dp, m, step);
+}
+
+ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot)
+{
+    return slot == 0 ? z->opt_a : slot == 1 ? z->opt_b : NULL;
+}
+
+bool ptdp_zero_shards_optim(const ptdp_zero *z)
+{
+    return z->stage > 0;
+}
+
+bool ptdp_zero_params_replicated(const ptdp_zero *z)
+{
+    return z->stage != 3;
+}
+
+ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z)
+{
+    if (z->store == PTDP_BF16)
+        return z->master;
+    return z->stage == 3 ? (ptdp_real *)z->param_shard : NULL;
+}
+
+void ptdp_zero_params_written(ptdp_zero *z)
+{
+    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
+        ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
 }
 
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches)

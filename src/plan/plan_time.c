@@ -693,8 +693,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
             dp_exposed = l->overlap ? 0 : traffic;
         }
         /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
-         * all-reduced over TP (gpt_sync_gradients); under ZeRO they and the
-         * tied embedding are first made whole over DP (sync_tied_shards) */
+         * all-reduced over TP (ptdp_model_sum_groups); under ZeRO they and the
+         * tied embedding are first made whole over DP (zero.c, sum_groups_whole) */
         const bool sp = l->sp && l->tp > 1;
         double nsp = 0;
         for (int k = 0; sp && k < v; k++) {
