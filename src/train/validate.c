@@ -8,6 +8,7 @@
  *   --cp, --sp, --token-slices   need caps.sequences (and the split's own
  *                                capability), and divide ops->positions
  *   --recompute selective        needs caps.attention
+ *   --schedule zb-h1             needs a split backward (ops->backward_input)
  *   shapes under tp x pp         the model's own ops->check
  *
  *   validate ─┬─ mesh_rules        devices, their product, the host's limit
@@ -107,12 +108,20 @@ static const char *model_with(bool (*has)(const ptdp_model_caps *), const char *
     return buf;
 }
 
-/* A model must have what a flag needs: a message naming both, or 0. */
-static int model_supports(const ptdp_train_config *c, char *msg, size_t n)
+/* The model's name in a sentence: "the MLP". */
+static const char *title_of(const ptdp_model_ops *ops)
+{
+    return ops->caps.title ? ops->caps.title : ops->name;
+}
+
+/* A model must have what a flag needs: a message naming both, or 0.
+ * Selective recomputation and CP here; SP (supports_sp) after CP's own
+ * rules, the order the messages have always come in. */
+static int supports_recompute_cp(const ptdp_train_config *c, char *msg, size_t n)
 {
     const ptdp_model_ops *ops = ptdp_model_of(&c->model);
     const ptdp_model_caps *k = &ops->caps;
-    const char *t = k->title ? k->title : ops->name;
+    const char *t = title_of(ops);
     char w[64];
     if (c->recompute_attention && !k->attention)
         BAD("--recompute selective redoes the attention core, and %s has no attention: use --recompute "
@@ -125,6 +134,15 @@ static int model_supports(const ptdp_train_config *c, char *msg, size_t n)
     if (c->cp > 1 && !k->context_parallel)
         BAD("--cp %d splits each sequence over devices, and %s cannot split its sequences: context "
             "parallelism is for %s", c->cp, t, model_with(has_cp, "another model", w, sizeof w));
+    return PTDP_OK;
+}
+
+static int supports_sp(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    const ptdp_model_caps *k = &ops->caps;
+    const char *t = title_of(ops);
+    char w[64];
     if (c->sp && !k->sequences)
         BAD("--sp splits the sequence, and %s has none: sequence parallelism is for %s", t,
             model_with(has_sp, "a model of sequences", w, sizeof w));
@@ -135,10 +153,10 @@ static int model_supports(const ptdp_train_config *c, char *msg, size_t n)
 }
 
 /* What splits or recomputes inside a sample: the model must support it
- * (model_supports) and its T positions (ops->positions) must divide. */
+ * (supports_…) and its T positions (ops->positions) must divide. */
 static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
 {
-    if (model_supports(c, msg, n) != 0)
+    if (supports_recompute_cp(c, msg, n) != 0)
         return PTDP_EINVAL;
     const int T = ptdp_model_positions(&c->model);
     if (c->cp > 1) {
@@ -155,6 +173,8 @@ static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
     }
     if (c->cp_contiguous && c->cp <= 1)
         BAD("--cp-layout contiguous needs --cp 2 or more");
+    if (supports_sp(c, msg, n) != 0)
+        return PTDP_EINVAL;
     if (c->sp && c->tp < 2)
         BAD("--sp shares the TP group's work along the sequence: it needs --tp 2 or more");
     if (c->sp && T % c->tp != 0) {
@@ -180,19 +200,22 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     const int v = ptdp_train_virtual_stages(c);
     if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v, msg, n) != 0)
         return PTDP_EINVAL;
+    const ptdp_model_ops *ops = ptdp_model_of(m);
+    if (strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0 && ops->backward_input == NULL)
+        BAD("--schedule zb-h1 splits each backward into B and W, and %s cannot split its backward: use "
+            "--schedule 1f1b or gpipe", title_of(ops));
     if (c->token_slices < 0)
         BAD("--token-slices %d: must be at least 1 (slices of each sequence)", c->token_slices);
     if (c->token_slices > 1) {
         const int k = c->token_slices;
-        const ptdp_model_ops *ops = ptdp_model_of(m);
         char w[64];
         if (!ops->caps.sequences)
             BAD("--token-slices %d cuts each sequence into slices of positions, and %s's samples have no "
-                "sequence: TeraPipe is for %s", k, ops->caps.title ? ops->caps.title : ops->name,
+                "sequence: TeraPipe is for %s", k, title_of(ops),
                 model_with(has_slices, "a model of sequences", w, sizeof w));
         if (!ops->caps.token_slices)
             BAD("--token-slices %d cuts each sequence into slices of positions, and %s cannot run a slice "
-                "alone: TeraPipe is for %s", k, ops->caps.title ? ops->caps.title : ops->name,
+                "alone: TeraPipe is for %s", k, title_of(ops),
                 model_with(has_slices, "another model", w, sizeof w));
         const int T = ptdp_model_positions(m);
         if (k > T)

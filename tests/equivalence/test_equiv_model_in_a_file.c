@@ -342,7 +342,8 @@ LOOP_TEST(model_tests, test_zero_stages_equal_one_device, 3)
 }
 END_TEST
 
-/* The validation asks the model's capabilities: this one has no sequence. */
+/* The validation asks the model's capabilities: this one has no sequence,
+ * no attention and no split backward. */
 TEST(model_tests, test_sequence_flags_refused_by_capability)
 {
     ptdp_train_config c = resmlp_config(1, 2, 1, 0);
@@ -354,6 +355,17 @@ TEST(model_tests, test_sequence_flags_refused_by_capability)
     c.cp = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "the residual MLP's samples have no sequence") != NULL, "%s", msg);
+    c.cp = 1;
+    c.recompute_attention = true;
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+    ck_assert_msg(strstr(msg, "the residual MLP has no attention") != NULL, "%s", msg);
+    c.recompute_attention = false;
+    c.pp = 2;
+    c.schedule = "zb-h1";   /* it has no backward_input: its backward cannot be split */
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+    ck_assert_msg(strstr(msg, "the residual MLP cannot split its backward") != NULL, "%s", msg);
+    c.schedule = "1f1b";
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_OK);
 }
 END_TEST
 
