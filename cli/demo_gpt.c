@@ -93,7 +93,7 @@ int ptdp_demo_gpt(int argc, char **argv)
     ptdp_train_config par = ptdp_train_defaults();
     ptdp_model_flags mf;
     ptdp_model_flags_init(&mf, &par.model);
-    mf.cfg.kind = PTDP_MODEL_GPT;
+    mf.cfg.ops = &ptdp_gpt_ops;
     mf.seed = par.seed;
     if (ptdp_model_flags_finish("demo gpt", &mf) != 0)
         return PTDP_EXIT_USAGE;

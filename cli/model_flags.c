@@ -1,173 +1,186 @@
 /*
- * model_flags.c — one table of the model's flags, and the readers over it.
+ * model_flags.c — the flags every model has, the readers over every
+ * model's own flags (cli/models/), and --model.
  *
  *     flag              field of ptdp_model_config   smallest   model
- *     --d-in            d_in                          1          mlp
- *     --hidden          hidden                        1          both
- *     --ffn             ffn                           1          both
- *     --layers          layers                        1          both
- *     --classes         classes                       2          mlp   (softmax over one class learns nothing)
- *     --heads           heads                         1          gpt
- *     --seq-len         seq_len                       2          gpt   (a position and the token after it)
- *     --vocab           vocab                         1          gpt
- *     --vocab-multiple  vocab_multiple                1          gpt
- *     --model, --data                                            (read apart)
+ *     --hidden          hidden                        1          every
+ *     --ffn             ffn                           1          every
+ *     --layers          layers                        1          every
+ *     --model NAME                                               (the registry's names)
+ *     …                 the model's table (ptdp_model_cli.flags)
  *
- * The largest values come from the command (ptdp_model_flag_limits), since
- * what is reasonable differs: `ptdp train` takes what an arena can hold,
- * `ptdp bench train` keeps to what a benchmark run can finish.
+ * A flag is read into the configuration as it comes (--model may come
+ * last); finish then keeps only the chosen model's: its defaults, with
+ * what was typed on top, and refuses a flag of another model.
  */
 #include "model_flags.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp/file.h"
-#include "ptdp/gpt.h"
-#include "ptdp/models.h"
-
-enum { MLP = 1, GPT = 2, BOTH = 3 };
-
-static const struct {
-    const char *name;
-    int smallest, models;
-} flags[] = {
-    { "--d-in", 1, MLP }, { "--hidden", 1, BOTH }, { "--ffn", 1, BOTH }, { "--layers", 1, BOTH },
-    { "--classes", 2, MLP }, { "--heads", 1, GPT }, { "--seq-len", 2, GPT }, { "--vocab", 1, GPT },
-    { "--vocab-multiple", 1, GPT }, { "--model", 0, BOTH }, { "--data", 0, GPT },
+static const ptdp_model_flag common[] = {
+    { "--hidden", offsetof(ptdp_model_config, hidden), 1, { 1 << 20, 1 << 16 } },
+    { "--ffn", offsetof(ptdp_model_config, ffn), 1, { 1 << 22, 1 << 18 } },
+    { "--layers", offsetof(ptdp_model_config, layers), 1, { 4096, 1024 } },
 };
-#define NFLAGS (int)(sizeof flags / sizeof flags[0])
-#define MODEL_FLAG 9
-#define DATA_FLAG 10
+#define NCOMMON (int)(sizeof common / sizeof common[0])
 
-/* Index of the current argument in flags[], or -1. */
-static int which(const ptdp_args *a)
+/* The flag called `name` in a table of n, or NULL. */
+static const ptdp_model_flag *in_table(const ptdp_model_flag *t, int n, const char *name)
 {
-    for (int i = 0; i < NFLAGS; i++)
-        if (ptdp_args_is(a, flags[i].name))
-            return i;
-    return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0)
+            return &t[i];
+    return NULL;
 }
 
-void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *mlp_defaults)
+/* The flag the current argument names, in the common table or any model's;
+ * `owner` (if not NULL) receives the model whose flag it is (NULL: common). */
+static const ptdp_model_flag *find_flag(const char *name, const ptdp_model_ops **owner)
+{
+    const ptdp_model_flag *fl = in_table(common, NCOMMON, name);
+    if (owner)
+        *owner = NULL;
+    for (int k = 0; fl == NULL && k < ptdp_model_count(); k++) {
+        ptdp_model_config probe = { .ops = ptdp_model_at(k) };
+        const ptdp_model_cli *cli = ptdp_model_cli_of(&probe);
+        if ((fl = in_table(cli->flags, cli->nflags, name)) != NULL && owner)
+            *owner = probe.ops;
+    }
+    return fl;
+}
+
+static int model_index(const ptdp_model_ops *ops)
+{
+    for (int k = 0; k < ptdp_model_count(); k++)
+        if (ptdp_model_at(k) == ops)
+            return k;
+    return 0;
+}
+
+static int *field_of(ptdp_model_config *m, const ptdp_model_flag *fl)
+{
+    return (int *)(void *)((char *)m + fl->field);
+}
+
+void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *defaults)
 {
     memset(f, 0, sizeof *f);
-    f->mlp = *mlp_defaults;
-    f->cfg = *mlp_defaults;
-    f->gpt = ptdp_gpt_default_config();
-    f->gpt.ffn = 0;                /* 4 x hidden */
+    for (int k = 0; k < ptdp_model_count(); k++) {
+        ptdp_model_config probe = { .ops = ptdp_model_at(k) };
+        const ptdp_model_cli *cli = ptdp_model_cli_of(&probe);
+        f->defaults[k] = cli->defaults ? cli->defaults() : probe;
+        f->defaults[k].ops = probe.ops;
+    }
+    f->defaults[model_index(ptdp_model_of(defaults))] = *defaults;
+    f->cfg = *defaults;
     f->seed = 1;
+}
+
+ptdp_model_config *ptdp_model_flags_defaults(ptdp_model_flags *f, const ptdp_model_ops *ops)
+{
+    return &f->defaults[model_index(ops)];
+}
+
+/* The flag the current argument is, among the common ones and every
+ * model's, or NULL. */
+static const ptdp_model_flag *which(const ptdp_args *a)
+{
+    for (int i = 0; i < NCOMMON; i++)
+        if (ptdp_args_is(a, common[i].name))
+            return &common[i];
+    for (int k = 0; k < ptdp_model_count(); k++) {
+        ptdp_model_config probe = { .ops = ptdp_model_at(k) };
+        const ptdp_model_cli *cli = ptdp_model_cli_of(&probe);
+        for (int i = 0; i < cli->nflags; i++)
+            if (ptdp_args_is(a, cli->flags[i].name))
+                return &cli->flags[i];
+    }
+    return NULL;
 }
 
 bool ptdp_model_flag_is(const ptdp_args *a)
 {
-    return which(a) >= 0;
+    return ptdp_args_is(a, "--model") || which(a) != NULL;
 }
 
-static int *field(ptdp_model_config *m, int i)
+bool ptdp_model_flags_given(const ptdp_model_flags *f, const char *name)
 {
-    int *fields[] = { &m->d_in, &m->hidden, &m->ffn, &m->layers, &m->classes, &m->heads, &m->seq_len,
-                      &m->vocab, &m->vocab_multiple };
-    return i < (int)(sizeof fields / sizeof fields[0]) ? fields[i] : NULL;
+    for (int i = 0; i < f->ngiven; i++)
+        if (strcmp(f->given[i], name) == 0)
+            return true;
+    return false;
 }
 
-int ptdp_model_flag_read(ptdp_args *a, const ptdp_model_flag_limits *max, ptdp_model_flags *f)
+/* --model NAME: one of the registry's. */
+static int read_model(ptdp_args *a, ptdp_model_flags *f)
 {
-    int i = which(a);
-    if (i < 0)
+    const char *names[PTDP_MAX_MODELS];
+    for (int k = 0; k < ptdp_model_count(); k++)
+        names[k] = ptdp_model_at(k)->name;
+    int k;
+    int rc = ptdp_args_enum(a, names, ptdp_model_count(), &k);
+    if (rc == 0)
+        f->cfg.ops = ptdp_model_at(k);
+    return rc;
+}
+
+int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_flags *f)
+{
+    if (ptdp_args_is(a, "--model"))
+        return read_model(a, f);
+    const ptdp_model_flag *fl = which(a);
+    if (fl == NULL)
         return ptdp_args_unknown(a);
-    f->given |= 1u << i;
-    if (i == MODEL_FLAG) {
-        static const char *const names[] = { "mlp", "gpt" };
-        int k;
-        int rc = ptdp_args_enum(a, names, 2, &k);
-        if (rc == 0)
-            f->cfg.kind = k == 1 ? PTDP_MODEL_GPT : PTDP_MODEL_MLP;
-        return rc;
-    }
-    if (i == DATA_FLAG)
+    if (!ptdp_model_flags_given(f, fl->name) && f->ngiven < PTDP_MODEL_FLAGS_GIVEN_MAX)
+        f->given[f->ngiven++] = fl->name;
+    if (fl->field == PTDP_FLAG_PATH)
         return ptdp_args_string(a, &f->data);
-    const int largest[] = { max->d_in, max->hidden, max->ffn, max->layers, max->classes, max->heads,
-                            max->seq_len, max->vocab, 1 << 20 };
-    return ptdp_args_int(a, flags[i].smallest, largest[i], field(&f->cfg, i));
+    return ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
 }
 
-int ptdp_model_flags_min_vocab(const ptdp_model_flags *f)
+/* The chosen model's defaults with what was typed on top; a flag of
+ * another model refused. */
+static int settle(const char *cmd, ptdp_model_flags *f)
 {
-    int top = 0;
-    for (size_t k = 0; k < f->corpus_len; k++)
-        if (f->corpus[k] + 1 > top)
-            top = f->corpus[k] + 1;
-    return top;
-}
-
-/* The GPT's text: --data's bytes, or the built-in sums. */
-static int load_data(const char *cmd, ptdp_model_flags *f)
-{
-    char msg[512];
-    if (f->data == NULL) {
-        f->corpus_len = ptdp_gpt_builtin_corpus(f->seed, PTDP_GPT_CORPUS_LINES, &f->corpus);
-        if (f->corpus_len == 0)
-            return ptdp_usage_error(cmd, "out of host memory making the built-in corpus");
-        return 0;
+    const ptdp_model_ops *ops = ptdp_model_of(&f->cfg);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&f->cfg);
+    ptdp_model_config m = *ptdp_model_flags_defaults(f, ops);
+    for (int i = 0; i < f->ngiven; i++) {
+        const ptdp_model_flag *fl = in_table(common, NCOMMON, f->given[i]);
+        if (fl == NULL)
+            fl = in_table(cli->flags, cli->nflags, f->given[i]);
+        if (fl == NULL) {
+            const ptdp_model_ops *owner;
+            find_flag(f->given[i], &owner);
+            const char *o = owner ? owner->name : "?";
+            return ptdp_usage_error(cmd, "%s is a flag of --model %s (this run trains the %s; add --model %s)",
+                                    f->given[i], o, ops->name, o);
+        }
+        if (fl->field != PTDP_FLAG_PATH)
+            *field_of(&m, fl) = *field_of(&f->cfg, fl);
     }
-    if (ptdp_read_file(f->data, &f->corpus, &f->corpus_len, msg, sizeof msg) != 0)
-        return ptdp_usage_error(cmd, "--data %s", msg);
-    if (f->corpus_len == 0)
-        return ptdp_usage_error(cmd, "--data %s: the file is empty (it needs at least --seq-len + 1 bytes)",
-                                f->data);
+    m.ops = ops;
+    f->cfg = m;
     return 0;
 }
 
 int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f)
 {
-    ptdp_model_config *m = &f->cfg;
-    int kind = m->kind == PTDP_MODEL_GPT ? GPT : MLP;
-    for (int i = 0; i < NFLAGS; i++)
-        if ((f->given & (1u << i)) && !(flags[i].models & kind))
-            return ptdp_usage_error(cmd, "%s is a flag of --model %s (this run trains the %s; add --model %s)",
-                                    flags[i].name, kind == GPT ? "mlp" : "gpt", kind == GPT ? "gpt" : "mlp",
-                                    kind == GPT ? "mlp" : "gpt");
-    if (kind == GPT) {
-        /* the GPT's defaults for what was not typed */
-        ptdp_model_config d = f->gpt;
-        for (int i = 0; i < MODEL_FLAG; i++)
-            if (!(f->given & (1u << i)) && field(&d, i) != NULL)
-                *field(m, i) = *field(&d, i);
-        m->d_in = m->classes = 0;
-        if (load_data(cmd, f) != 0)
-            return PTDP_EXIT_USAGE;
-        m->corpus = f->corpus;
-        m->corpus_len = f->corpus_len;
-        int need = ptdp_model_flags_min_vocab(f);
-        if (!(f->given & (1u << 7)))   /* bytes: 256; the sums: what they use (or the command's) */
-            m->vocab = f->data != NULL ? 256 : f->gpt.vocab > need ? f->gpt.vocab : need;
-        else if (m->vocab < need)
-            return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
-                                    m->vocab, need - 1, need);
-        if (m->corpus_len < (size_t)m->seq_len + 1)
-            return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
-                                    "(--seq-len at most %zu, or more data)", m->seq_len, m->corpus_len,
-                                    m->seq_len + 1, m->corpus_len - 1);
-    }
-    if (m->ffn == 0)
-        m->ffn = 4 * m->hidden;
+    if (settle(cmd, f) != 0)
+        return PTDP_EXIT_USAGE;
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&f->cfg);
+    if (cli->finish != NULL && cli->finish(cmd, f) != 0)
+        return PTDP_EXIT_USAGE;
+    if (f->cfg.ffn == 0)
+        f->cfg.ffn = 4 * f->cfg.hidden;
     return 0;
 }
 
 int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed)
 {
-    if (f->cfg.kind != PTDP_MODEL_GPT || f->data != NULL || seed == f->seed)
-        return 0;
-    free(f->corpus);
-    f->corpus = NULL;
-    f->seed = seed;
-    if (load_data(cmd, f) != 0)
-        return PTDP_EXIT_USAGE;
-    f->cfg.corpus = f->corpus;
-    f->cfg.corpus_len = f->corpus_len;
-    return 0;
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&f->cfg);
+    return cli->reseed != NULL ? cli->reseed(cmd, f, seed) : 0;
 }
 
 void ptdp_model_flags_free(ptdp_model_flags *f)
@@ -178,17 +191,17 @@ void ptdp_model_flags_free(ptdp_model_flags *f)
 
 void ptdp_model_flags_help(FILE *out, const ptdp_model_config *d)
 {
-    char ffn[16] = "4*hidden";
+    char names[256], ffn[16] = "4*hidden";
     if (d->ffn != 0)
         snprintf(ffn, sizeof ffn, "%d", d->ffn);
-    ptdp_model_config g = ptdp_gpt_default_config();
-    fprintf(out,
-            "  --model mlp|gpt     the reference MLP (default) or a small GPT-2\n"
-            "  --hidden N --ffn N --layers N   both models (mlp default %d, %s, %d; gpt %d, 4*hidden, %d)\n"
-            "  --d-in N --classes N            the MLP (default %d, %d)\n"
-            "  --heads N --seq-len N           the GPT (default %d, %d)\n"
-            "  --vocab V           the GPT's tokens 0..V-1 (default: 256 with --data, else the built-in\n"
-            "                      corpus's); padded to a multiple of --vocab-multiple (64) x tp\n"
-            "  --data FILE         the GPT's text, one token per byte (default: built-in lines of sums)\n",
-            d->hidden, ffn, d->layers, g.hidden, g.layers, d->d_in, d->classes, g.heads, g.seq_len);
+    fprintf(out, "  --model %-11s the model (default %s)\n", ptdp_model_names(names, sizeof names, "|"),
+            ptdp_model_name(d));
+    fprintf(out, "  --hidden N --ffn N --layers N   every model (%s default %d, %s, %d)\n", ptdp_model_name(d),
+            d->hidden, ffn, d->layers);
+    for (int k = 0; k < ptdp_model_count(); k++) {
+        ptdp_model_config probe = { .ops = ptdp_model_at(k) };
+        const ptdp_model_cli *cli = ptdp_model_cli_of(&probe);
+        if (cli->help != NULL)
+            cli->help(out, d);
+    }
 }

@@ -1,31 +1,40 @@
 /*
- * model_flags.h — the model's flags, read one way for every command.
+ * model_flags.h — the model's flags, read one way for every command, and
+ * the model's side of the command line.
  *
- *     --model mlp|gpt
- *     both        --hidden N  --ffn N  --layers N
- *     the MLP     --d-in N  --classes N
- *     the GPT     --heads N  --seq-len N  --vocab N  --vocab-multiple N  --data FILE
+ *     --model NAME    a registered model (models.h): mlp|gpt|…
+ *     every model     --hidden N  --ffn N  --layers N
+ *     its own         each model's table (cli/models/): the MLP's --d-in
+ *                     --classes, the GPT's --heads --seq-len --vocab
+ *                     --vocab-multiple --data, …
+ *
+ *   ptdp_model_flags ──► which model (--model, or the command's default)
+ *        │                 its flags (ptdp_model_cli.flags) into cfg
+ *        ▼                 its defaults for what was not typed
+ *   ptdp_model_cli   ──► finish (its data, cross-checks), help, and what
+ *   (one per model,        `ptdp train` prints and reports about it
+ *    cli/models/)
  *
  * `ptdp train` and `ptdp bench train` both describe the model with these
  * flags, and both fill a ptdp_model_config (ptdp/model.h) from them.  A
- * command puts its defaults in the state, says how large each value may
- * be, and offers every argument to the model flags inside its own loop:
+ * command puts its defaults in the state, says which limits apply, and
+ * offers every argument to the model flags inside its own loop:
  *
  *     ptdp_model_flags mf;
- *     ptdp_model_flags_init(&mf, &my_mlp_defaults);
+ *     ptdp_model_flags_init(&mf, &my_defaults);
  *     while (ptdp_args_next(&a)) {
  *         …
- *         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &max, &mf);
+ *         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_RUN, &mf);
  *         …
  *     }
  *     if (ptdp_model_flags_finish("train", &mf) != 0) return PTDP_EXIT_USAGE;
  *     cfg.model = mf.cfg;
  *
  * finish applies the chosen model's defaults to what was not typed, refuses
- * the other model's flags ("--heads is a flag of --model gpt"), reads
- * --data (a regular, non-empty file; its bytes are the tokens, V = 256)
- * or makes the built-in corpus, and checks --vocab against the data.  A
- * bad value reads the same in every command (args.h):
+ * another model's flags ("--heads is a flag of --model gpt"), and runs the
+ * model's own finish (the GPT reads --data or makes the built-in corpus and
+ * checks --vocab against it).  A bad value reads the same in every command
+ * (args.h):
  *
  *     ptdp train: --hidden 0: must be between 1 and 1048576
  *
@@ -37,56 +46,107 @@
 #define PTDP_CLI_MODEL_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "args.h"
-#include "ptdp/model.h"
+#include "ptdp/launch.h"
+#include "ptdp/models.h"
+#include "ptdp/train.h"
 
-/* The largest value each flag accepts (the smallest is 1, and 2 classes). */
-typedef struct {
-    int d_in, hidden, ffn, layers, classes;
-    int heads, seq_len, vocab;
-} ptdp_model_flag_limits;
+/* Which largest values apply: `ptdp train` takes what an arena can hold,
+ * `ptdp bench …` keeps to what a benchmark run can finish. */
+typedef enum { PTDP_FLAGS_RUN = 0, PTDP_FLAGS_BENCH, PTDP_FLAGS_TIERS } ptdp_model_flag_tier;
 
+/* One flag of a model: --name N into the int at `field` of
+ * ptdp_model_config, or (field PTDP_FLAG_PATH) a path kept in the flags'
+ * `data`. */
+#define PTDP_FLAG_PATH ((size_t)-1)
 typedef struct {
+    const char *name;                  /* "--heads"                         */
+    size_t field;                      /* offsetof(ptdp_model_config, heads) */
+    int smallest;
+    int largest[PTDP_FLAGS_TIERS];
+} ptdp_model_flag;
+
+#define PTDP_MODEL_FLAGS_GIVEN_MAX 32
+
+typedef struct ptdp_model_flags {
     ptdp_model_config cfg;       /* the model as typed, then completed      */
-    ptdp_model_config mlp;       /* the command's MLP defaults              */
-    ptdp_model_config gpt;       /* its GPT defaults (ptdp_gpt_default_config
-                                    unless the command sets others)        */
-    unsigned given;              /* which flags were typed (one bit each)   */
-    const char *data;            /* --data FILE, or NULL                    */
-    unsigned char *corpus;       /* the GPT's text (malloc'd), or NULL      */
+    ptdp_model_config defaults[PTDP_MAX_MODELS];   /* per registered model:
+                                    the command's for its own model, the
+                                    model's (ptdp_model_cli.defaults) else */
+    const char *given[PTDP_MODEL_FLAGS_GIVEN_MAX];  /* the flags typed     */
+    int ngiven;
+    const char *data;            /* a path flag's value (the GPT's --data)  */
+    unsigned char *corpus;       /* the model's data (malloc'd), or NULL    */
     size_t corpus_len;
-    uint64_t seed;               /* for the built-in corpus                 */
+    uint64_t seed;               /* for built-in data                       */
 } ptdp_model_flags;
 
-/* Start with the command's MLP defaults (ffn 0: 4 x hidden). */
-void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *mlp_defaults);
+/* A model's side of the command line: its flags and defaults, and what
+ * `ptdp train` prints and reports about it.  Every function may be NULL. */
+typedef struct {
+    const ptdp_model_ops *ops;         /* the model it speaks for           */
+    const ptdp_model_flag *flags;      /* its own flags                     */
+    int nflags;
+    /* Its defaults when it is not the command's default model. */
+    ptdp_model_config (*defaults)(void);
+    /* After the flags: its data and cross-checks.  0 or PTDP_EXIT_USAGE. */
+    int  (*finish)(const char *cmd, ptdp_model_flags *f);
+    /* The run's seed is settled: remake seed-dependent data. */
+    int  (*reseed)(const char *cmd, ptdp_model_flags *f, uint64_t seed);
+    /* Its help lines (d: the command's defaults for the default model). */
+    void (*help)(FILE *out, const ptdp_model_config *d);
+    /* `ptdp train` once tp is known (and a checkpoint to load, or NULL):
+     * fix what depends on them.  0 or PTDP_EXIT_FAIL after printing. */
+    int  (*prepare)(ptdp_train_config *c, const char *load);
+    /* The "model …" line of train's header (mb: a micro-batch's samples). */
+    void (*describe)(const ptdp_train_config *c, int mb, const char *data_name);
+    /* --report's model keys after "name": `, "d_in": 6, …`. */
+    void (*report_keys)(FILE *f, const ptdp_train_config *c);
+    /* Lines after the run (what a micro-batch keeps, …). */
+    void (*summary)(const ptdp_train_config *c, const ptdp_launch_result *lr);
+    /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols
+     * per sample (y_cols 0: one label, y is [steps, B]). */
+    void (*samples)(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols);
+} ptdp_model_cli;
+
+/* The CLI side of cfg's model (cli/models/models_cli.c), or one with no
+ * flags and no hooks for a model that has none. */
+const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg);
+
+/* Start with the command's defaults for its default model (ffn 0: 4 x
+ * hidden); the other models start from their own. */
+void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *defaults);
+
+/* The defaults of one model in f, for a command to change. */
+ptdp_model_config *ptdp_model_flags_defaults(ptdp_model_flags *f, const ptdp_model_ops *ops);
+
+/* Whether `name` ("--vocab") was typed. */
+bool ptdp_model_flags_given(const ptdp_model_flags *f, const char *name);
 
 /* True if the current argument is one of the model's flags. */
 bool ptdp_model_flag_is(const ptdp_args *a);
 
 /* Read the current model flag's value: 0, or PTDP_EXIT_USAGE after printing
  * what is wrong (args.h). */
-int ptdp_model_flag_read(ptdp_args *a, const ptdp_model_flag_limits *max, ptdp_model_flags *f);
+int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_flags *f);
 
 /* After the flags (f->seed set to the run's seed first): the chosen
  * model's defaults, its data, the cross-checks.  0 or PTDP_EXIT_USAGE. */
 int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f);
 
 /* The run's seed is settled (a resumed run takes its checkpoint's): make
- * the built-in corpus again from it, so a resumed run reads the same text.
+ * seed-dependent data again from it, so a resumed run reads the same text.
  * 0 or PTDP_EXIT_USAGE. */
 int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed);
 
-/* The data's largest token + 1: the smallest --vocab the data allows. */
-int ptdp_model_flags_min_vocab(const ptdp_model_flags *f);
-
-/* Free the corpus (after the run). */
+/* Free the model's data (after the run). */
 void ptdp_model_flags_free(ptdp_model_flags *f);
 
 /* The help lines of the model's flags, with the command's defaults. */
-void ptdp_model_flags_help(FILE *out, const ptdp_model_config *mlp_defaults);
+void ptdp_model_flags_help(FILE *out, const ptdp_model_config *defaults);
 
 #endif

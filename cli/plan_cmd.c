@@ -104,6 +104,12 @@ static void profile_names(char *buf, size_t len)
 
 /* ---- parse: each flag as typed ------------------------------------------ */
 
+/* The models the planner prices. */
+static bool plannable(const ptdp_model_caps *caps)
+{
+    return caps->plannable;
+}
+
 static int parse(int argc, char **argv, plan_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -190,11 +196,18 @@ static int validate(plan_options *o)
     ptdp_model_config *m = &rq->model;
     char names[256];
     profile_names(names, sizeof names);
+    /* the models the planner prices: their caps say so */
+    const ptdp_model_ops *p = ptdp_model_first_with(plannable), *ops = ptdp_model_lookup(o->model_name);
+    const char *pt = p && p->caps.title ? p->caps.title : "?";
+    pt += strncmp(pt, "the ", 4) == 0 ? 4 : 0;   /* "the GPT" -> "GPTs" */
     if (o->model_name == NULL)
-        return ptdp_usage_error("plan", "--model is required: the planner plans GPTs (--model gpt)");
-    if (strcmp(o->model_name, "gpt") != 0)
-        return ptdp_usage_error("plan", "--model %s: the planner plans GPTs only (--model gpt); the MLP is "
-                                "trained with ptdp train", o->model_name);
+        return ptdp_usage_error("plan", "--model is required: the planner plans %ss (--model %s)", pt,
+                                p ? p->name : "?");
+    if (ops == NULL || !ops->caps.plannable)
+        return ptdp_usage_error("plan", "--model %s: the planner plans %ss only (--model %s); %s is "
+                                "trained with ptdp train", o->model_name, pt, p ? p->name : "?",
+                                ops && ops->caps.title ? ops->caps.title : "it");
+    m->ops = ops;
     struct { const char *flag; long long value; } need[] = {
         { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", m->heads },
         { "--seq-len", m->seq_len }, { "--vocab", m->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },

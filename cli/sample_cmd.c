@@ -176,9 +176,9 @@ static int run(const sample_options *o)
         fprintf(stderr, "ptdp sample: --load %s\n", msg);
         return PTDP_EXIT_FAIL;
     }
-    if (cfg.kind != PTDP_MODEL_GPT) {
+    if (ptdp_model_of(&cfg) != &ptdp_gpt_ops) {
         fprintf(stderr, "ptdp sample: --load %s holds an %s model; ptdp sample needs a GPT checkpoint "
-                "(ptdp train --model gpt --save FILE)\n", o->load, ptdp_model_name(cfg.kind));
+                "(ptdp train --model gpt --save FILE)\n", o->load, ptdp_model_name(&cfg));
         return PTDP_EXIT_FAIL;
     }
     /* The checkpoint's metadata says V_pad; its data source is not needed. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ptdp/mlp.h"
 #include "ptdp/models.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/error.h"
@@ -28,7 +29,7 @@
 
 static const harness_tcase resume_tests = { .name = "resume" };
 
-static const ptdp_model_config CFG = { .kind = PTDP_MODEL_MLP, .d_in = 3, .hidden = 4, .ffn = 8, .layers = 2,
+static const ptdp_model_config CFG = { .ops = &ptdp_mlp_ops, .d_in = 3, .hidden = 4, .ffn = 8, .layers = 2,
                                        .classes = 2 };
 
 /* The metadata and tensors of a checkpoint, to rewrite before saving. */

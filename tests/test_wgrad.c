@@ -47,7 +47,7 @@ static ptdp_model_config config_of(const split_case *k)
         c.vocab = 62;   /* the built-in sums' tokens */
     } else {
         memset(&c, 0, sizeof c);
-        c.kind = PTDP_MODEL_MLP;
+        c.ops = &ptdp_mlp_ops;
         c.d_in = 12;
         c.hidden = 16;
         c.ffn = 32;

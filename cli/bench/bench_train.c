@@ -97,10 +97,6 @@ static const bench_cfg bench_defaults = {
 };
 
 /* The largest model a benchmark run takes (model_flags.h). */
-static const ptdp_model_flag_limits model_limits = {
-    .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
-    .heads = 1024, .seq_len = 1 << 16, .vocab = 1 << 20,
-};
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -533,7 +529,7 @@ static void print_json(const bench_cfg *c, const bench_result *r)
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
            r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9);
-    if (c->model.kind == PTDP_MODEL_GPT)
+    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
         printf("\"model\": \"gpt\", \"seq_len\": %d, \"heads\": %d, \"vocab\": %d, \"vocab_padded\": %d, "
                "\"tokens_per_s\": %.6g, ",
                c->model.seq_len, c->model.heads, c->model.vocab, c->model.vocab_padded,
@@ -552,7 +548,7 @@ static void print_table(const bench_cfg *c, const bench_result *r)
 {
     double b = c->batch;
     speedups s = speedups_of(r);
-    const bool gpt = c->model.kind == PTDP_MODEL_GPT;
+    const bool gpt = ptdp_model_of(&c->model) == &ptdp_gpt_ops;
     if (gpt)
         printf("ptdp bench train (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; "
                "batch %d sequences, AdamW\n", PTDP_REAL_NAME, c->model.vocab, c->model.vocab_padded,
@@ -626,12 +622,13 @@ static int parse(int argc, char **argv, bench_cfg *c)
     ptdp_model_flags_init(&mf, &bench_defaults.model);
     /* --model gpt: the GPT of the benchmark (V 256, T 256, C 512, 8 heads,
      * 4 layers, F 2048; batch 8 sequences), one thread, as PyTorch's */
-    mf.gpt.vocab = 256;
-    mf.gpt.seq_len = 256;
-    mf.gpt.hidden = 512;
-    mf.gpt.heads = 8;
-    mf.gpt.layers = 4;
-    mf.gpt.ffn = 2048;
+    ptdp_model_config *gpt_d = ptdp_model_flags_defaults(&mf, &ptdp_gpt_ops);
+    gpt_d->vocab = 256;
+    gpt_d->seq_len = 256;
+    gpt_d->hidden = 512;
+    gpt_d->heads = 8;
+    gpt_d->layers = 4;
+    gpt_d->ffn = 2048;
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -639,7 +636,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, MAX_STEPS / 2, &c->steps);
         else if (ptdp_args_is(&a, "--warmup")) rc = ptdp_args_int(&a, 0, MAX_STEPS / 2, &c->warmup);
-        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &mf);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_BENCH, &mf);
         else if (ptdp_args_is(&a, "--batch")) {
             rc = ptdp_args_int(&a, 2, 1 << 16, &c->batch);
             batch_given = true;
@@ -653,7 +650,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
     if (a.status || ptdp_model_flags_finish("bench train", &mf) != 0)
         return PTDP_EXIT_USAGE;
     c->model = mf.cfg;   /* the GPT's text, if any, lives until the process ends */
-    if (c->model.kind == PTDP_MODEL_GPT) {
+    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops) {
         if (!batch_given)
             c->batch = 8;
         c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);

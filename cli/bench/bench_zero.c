@@ -137,7 +137,7 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     const ptdp_model_config *m = &c->model;
     const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
     const ptdp_zero_precision *f = ptdp_zero_precision_of(PTDP_REAL_NAME), *bf = ptdp_zero_precision_of("bf16");
-    if (m->kind == PTDP_MODEL_GPT)
+    if (ptdp_model_of(m) == &ptdp_gpt_ops)
         printf("ptdp bench zero (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; ",
                PTDP_REAL_NAME, m->vocab, m->vocab_padded, m->seq_len, m->hidden, m->heads, m->layers, m->ffn);
     else
@@ -248,7 +248,7 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
     const ptdp_mem_stats *rest = &m->rest[0], *peak = &m->peak[0];
     printf("{\"bench\": \"zero\", \"stage\": %d, \"precision\": \"%s\", \"model\": \"%s\", \"psi\": %s, "
            "\"dp\": %d, \"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"profile\": \"%s\", ",
-           m->stage, m->prec.name, ptdp_model_name(c->model.kind), J(m->psi), m->dp, m->micro_batches, c->batch,
+           m->stage, m->prec.name, ptdp_model_name(&c->model), J(m->psi), m->dp, m->micro_batches, c->batch,
            m->steps, prof->name);
     printf("\"formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"total\": %s}, ", J(f.params),
            J(f.grads), J(f.optim), J(f.params + f.grads + f.optim));
@@ -284,10 +284,6 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
 
 /* ---- parse, validate, run ----------------------------------------------------- */
 
-static const ptdp_model_flag_limits model_limits = {
-    .d_in = 1 << 16, .hidden = 1 << 16, .ffn = 1 << 18, .layers = 1024, .classes = 1 << 16,
-    .heads = 1024, .seq_len = 1 << 16, .vocab = 1 << 20,
-};
 
 static void usage(void)
 {
@@ -327,7 +323,7 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
     c->watchdog_s = PTDP_DEFAULT_WATCHDOG_S;
     d.model.ffn = 0;
     ptdp_model_flags_init(mf, &d.model);
-    mf->cfg.kind = PTDP_MODEL_GPT;          /* the GPT unless --model mlp */
+    mf->cfg.ops = &ptdp_gpt_ops;          /* the GPT unless --model mlp */
     ptdp_args a;
     ptdp_args_init(&a, "bench zero", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -340,7 +336,7 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &c->profile);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
-        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, mf);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_BENCH, mf);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
@@ -348,7 +344,7 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
     if (a.status || ptdp_model_flags_finish("bench zero", mf) != 0)
         return PTDP_EXIT_USAGE;
     c->model = mf->cfg;
-    if (c->model.kind == PTDP_MODEL_GPT)
+    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
         c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);
     return 0;
 }

@@ -36,6 +36,7 @@
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
+#include "ptdp/mlp.h"
 #include "ptdp/models.h"
 
 enum { DP = 3, M = 2, B = 10, TRAIN_DP = 2, TRAIN_M = 5 };
@@ -44,7 +45,7 @@ static const uint64_t SEED = 7;
 /* Lesson 02's model and seed: the numbers its check prints. */
 static ptdp_model_config lesson_model(void)
 {
-    return (ptdp_model_config){ .kind = PTDP_MODEL_MLP, .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2,
+    return (ptdp_model_config){ .ops = &ptdp_mlp_ops, .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2,
                                 .classes = 5 };
 }
 
@@ -185,7 +186,7 @@ oom:
 static size_t model_numel(void)
 {
     ptdp_model_config cfg = lesson_model();
-    const ptdp_model_ops *ops = ptdp_model_ops_of(cfg.kind);
+    const ptdp_model_ops *ops = ptdp_model_of(&cfg);
     int n = ops->list_params(&cfg, NULL);
     ptdp_param_info info[64];
     if (n <= 0 || n > 64)

@@ -110,7 +110,6 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
     rq.model = ptdp_gpt_default_config();
-    rq.model.kind = PTDP_MODEL_GPT;
     rq.model.layers = 36;
     rq.model.hidden = 4096;
     rq.model.heads = 32;

@@ -51,7 +51,7 @@ static double group_sent(const ptdp_comm_stats *s, const char *name)
 
 static size_t model_numel(const ptdp_model_config *cfg)
 {
-    const ptdp_model_ops *ops = ptdp_model_ops_of(cfg->kind);
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
     ptdp_param_info info[128];
     int n = ops->list_params(cfg, NULL);
     if (n <= 0 || n > 128)

@@ -30,18 +30,11 @@
 #include "../model_flags.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
+#include "ptdp/plan.h"
 #include "ptdp/gpt.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/train.h"
 #include "report.h"
-
-/* The largest model `ptdp train` accepts (model_flags.h).  The defaults are
- * ptdp_train_defaults()'s, except ffn: 0 until every flag is read, so that
- * --hidden alone gives ffn = 4 x hidden. */
-static const ptdp_model_flag_limits model_limits = {
-    .d_in = 1 << 20, .hidden = 1 << 20, .ffn = 1 << 22, .layers = 4096, .classes = 1 << 22,
-    .heads = 1 << 16, .seq_len = 1 << 20, .vocab = 1 << 24,
-};
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
@@ -91,9 +84,10 @@ static void usage(void)
         "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
         "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
         "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
-        "  --recompute [full|selective]  full (the default): keep only each stage's input and redo\n"
+        "  --recompute [full|selective|none]  full (alone): keep only each stage's input and redo\n"
         "                      the forward in the backward; selective (gpt): keep all but the\n"
-        "                      attention's T x T probabilities, redo the attention core\n"
+        "                      attention's T x T probabilities, redo the attention core; none\n"
+        "                      (without the flag): keep everything\n"
         "  --cp N              context parallelism (gpt): N devices share each sequence, attention\n"
         "                      runs as a ring over them (default 1)\n"
         "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
@@ -190,19 +184,21 @@ static int list_profiles(void)
 
 /* Returns 0 to go on, -1 after printing what was asked for instead of a run
  * (--help, --profile list), or PTDP_EXIT_USAGE. */
-/* --recompute [full|selective]: alone it means full, as it always has; a
- * value, if any, is the next argument that is not a flag (train takes no
- * positional arguments) or --recompute=VALUE. */
+/* --recompute [full|selective|none]: alone it means full, as it always
+ * has; a value, if any, is the next argument that is not a flag (train
+ * takes no positional arguments) or --recompute=VALUE.  none is the
+ * default spelled out, as `ptdp plan --recompute none` spells it. */
 static int read_recompute(ptdp_args *a, ptdp_train_config *c)
 {
-    static const char *const modes[] = { "full", "selective" };
+    static const char *const modes[] = { "full", "selective", "none" };
     bool has_value = a->inline_value != NULL ||
                      (a->next < a->argc && a->argv[a->next][0] != '-');
     int k = 0;
-    if (has_value && ptdp_args_enum(a, modes, 2, &k) != 0)
+    if (has_value && ptdp_args_enum(a, modes, 3, &k) != 0)
         return PTDP_EXIT_USAGE;
-    c->recompute = k == 0;
-    c->recompute_attention = k == 1;
+    const int r = ptdp_recompute_parse(modes[k]);
+    c->recompute = r == PTDP_RECOMPUTE_FULL;
+    c->recompute_attention = r == PTDP_RECOMPUTE_SELECTIVE;
     return 0;
 }
 
@@ -252,7 +248,7 @@ static int parse(int argc, char **argv, train_options *o)
             rc = ptdp_args_int(&a, 0, 2147483647, &seed);
             o->seed_given = true;
         }
-        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, &model_limits, &o->model);
+        else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_RUN, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
         else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
         else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1024, &c->virtual_stages);
@@ -403,23 +399,11 @@ static int validate(train_options *o)
                                     msg);
     }
 
-    /* The GPT's padded vocabulary: a multiple of --vocab-multiple x tp, fixed
-     * here so that --check's one-device baseline has the same one; a
-     * resumed run keeps its checkpoint's (so it may load at another tp). */
-    if (c->model.kind == PTDP_MODEL_GPT) {
-        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, c->tp);
-        if (o->load != NULL) {
-            ptdp_st_file *f;
-            const char *vp;
-            if (ptdp_st_open(o->load, &f, msg, sizeof msg) != 0) {
-                fprintf(stderr, "ptdp train: --load %s\n", msg);
-                return PTDP_EXIT_FAIL;
-            }
-            if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
-                c->model.vocab_padded = atoi(vp);
-            ptdp_st_close(f);
-        }
-    }
+    /* What the model fixes once tp is known (the GPT's padded vocabulary). */
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
+    int prc = cli->prepare != NULL ? cli->prepare(c, o->load) : 0;
+    if (prc != 0)
+        return prc;
     if (o->load != NULL) {
         if (ptdp_state_load(&o->resume, o->load, &c->model, msg, sizeof msg) != 0) {
             fprintf(stderr, "ptdp train: --load %s\n", msg);

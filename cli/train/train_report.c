@@ -23,7 +23,7 @@
 #include "../args.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
-#include "ptdp/gpt.h"
+#include "../model_flags.h"
 #include "ptdp/json.h"
 #include "ptdp/models.h"
 #include "ptdp/mesh.h"
@@ -352,17 +352,8 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
             ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false",
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
-    fprintf(f, "             \"model\": {\"name\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
-               "\"layers\": %d, \"classes\": %d", ptdp_model_name(m->kind), m->d_in, m->hidden, m->ffn,
-            m->layers, m->classes);
-    if (m->kind == PTDP_MODEL_GPT)
-        fprintf(f, ", \"heads\": %d, \"seq_len\": %d, \"vocab\": %d, \"vocab_padded\": %d", m->heads,
-                m->seq_len, m->vocab, m->vocab_padded);
-    if (m->kind == PTDP_MODEL_GPT)   /* what a micro-batch keeps per block, by formula (gpt.h), and in what */
-        fprintf(f, ", \"acts_per_block_bytes\": %s, \"acts_store\": \"%s\"",
-                J(ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
-                                           c->recompute_attention, c->bf16)),
-                c->bf16 ? "bf16" : PTDP_REAL_NAME);
+    fprintf(f, "             \"model\": {\"name\": \"%s\"", ptdp_model_name(m));
+    ptdp_model_cli_of(m)->report_keys(f, c);
     fprintf(f, "}},\n");
     double makespan = 0, first = 0, last = 0;
     for (int i = 0; i < res->steps; i++)

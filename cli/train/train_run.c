@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "../args.h"
+#include "../model_flags.h"
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
-#include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
@@ -69,58 +69,6 @@ static void print_step(const ptdp_step_log *l, void *ctx)
            l->step, l->loss, l->grad_norm, l->virtual_s * 1e6, l->wall_s * 1e3,
            ptdp_format_bytes(l->bytes, b, sizeof b));
     fflush(stdout);
-}
-
-/* The bytes of e elements a block keeps: ptdp_real each, or under bf16
- * (act_bf16.h) 2 bytes each but the LayerNorm statistics' (and CP's
- * log-sum-exps'), which stay float. */
-static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_t n)
-{
-    const ptdp_model_config *m = &c->model;
-    const double bytes = ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_attention,
-                                                  c->bf16);
-    char v[32];
-    snprintf(b, n, "%s%s", ptdp_format_bytes(bytes, v, sizeof v),
-             c->bf16 ? " in bf16 (float LayerNorm statistics)" : "");
-    return b;
-}
-
-/* Context parallelism: what a micro-batch keeps per block (T/cp positions,
- * and each query's log-sum-exp where one device keeps T x T probabilities),
- * and the balance of the attention's work: the score elements each CP rank
- * computes (cp.h), and the virtual compute each device measured. */
-static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
-{
-    const ptdp_model_config *m = &c->model;
-    const int cp = ptdp_train_cp(c), Tq = m->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
-    double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
-    char b[96];
-    if (c->sp)
-        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
-               "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, m->heads, c->tp, Tq, e,
-               kept_bytes(c, mb, b, sizeof b));
-    else
-        printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
-               "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, Tq, e,
-               kept_bytes(c, mb, b, sizeof b));
-    double lo = INFINITY, hi = 0, clo = INFINITY, chi = 0;
-    printf("context parallelism, cp %d (%s): attention scores per sequence and head on CP rank", cp,
-           c->cp_contiguous ? "contiguous" : "zigzag");
-    for (int r = 0; r < cp; r++) {
-        double s = ptdp_ring_attention_scores(m->seq_len, cp, r, !c->cp_contiguous);
-        lo = fmin(lo, s);
-        hi = fmax(hi, s);
-        printf(" %d: %.0f%s", r, s, r + 1 < cp ? "," : "");
-    }
-    for (int r = 0; r < lr->world_size; r++) {
-        double v = lr->devices[r].clock.compute_s;
-        clo = fmin(clo, v);
-        chi = fmax(chi, v);
-    }
-    printf("\n  largest / smallest: %.2f (the scores), %.3f (the devices' virtual compute)\n", hi / lo,
-           clo > 0 ? chi / clo : 1.0);
 }
 
 /* The pipeline's point-to-point traffic: each micro-batch crosses every
@@ -169,22 +117,13 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     else if (c->pp > 1)
         printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
-    if (m->kind == PTDP_MODEL_GPT)
-        printf("\n  model gpt: hidden %d, %d heads of %d, ffn %d, %d layers, seq-len %d, vocab %d (padded to %d);"
-               " batch %d sequences, %d micro-batch%s of %d\n  data: %zu tokens (%s)\n",
-               m->hidden, m->heads, m->hidden / m->heads, m->ffn, m->layers, m->seq_len, m->vocab,
-               m->vocab_padded, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
-               m->corpus_len, data_name ? data_name : "the built-in lines of sums");
-    else
-        printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
-               m->d_in, m->hidden, m->ffn, m->layers, m->classes,
-               c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb);
+    ptdp_model_cli_of(m)->describe(c, mb, data_name);
     if (cp > 1)
         printf("  DP = world / (CP x TP x PP) = %d / (%d x %d x %d) = %d;  "
                "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n"
                "  each device holds %d of the %d positions of a sequence; gradients are summed over dp x cp = %d\n",
                world, cp, c->tp, c->pp, c->dp, c->batch, mb, c->dp, c->batch / (mb * c->dp),
-               c->model.seq_len / cp, c->model.seq_len, c->dp * cp);
+               ptdp_model_positions(&c->model) / cp, ptdp_model_positions(&c->model), c->dp * cp);
     else
         printf("  DP = world / (TP x PP) = %d / (%d x %d) = %d;  "
                "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n",
@@ -229,27 +168,39 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
     return ptdp_atomic_commit(&f, msg, len);
 }
 
+/* A sample's shape as the model's CLI side says (none: nothing to dump). */
+static void samples_of(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
+    *tokens = false;
+    *x_cols = *y_cols = 0;
+    if (cli->samples != NULL)
+        cli->samples(m, tokens, x_cols, y_cols);
+}
+
 /* --dump-data: the global batches, x and y.  The MLP's x is its features
  * [steps, B, d_in] and y its labels [steps, B]; the GPT's x its tokens and
  * y the next tokens, both I64 [steps, B, T]. */
 static int dump_data(const char *path, const ptdp_train_config *c, char *msg, size_t len)
 {
-    const bool gpt = c->model.kind == PTDP_MODEL_GPT;
+    bool tokens;
+    int x_cols, y_cols;
+    samples_of(&c->model, &tokens, &x_cols, &y_cols);
     ptdp_st_tensor t[2];
     memset(t, 0, sizeof t);
     snprintf(t[0].name, sizeof t[0].name, "x");
-    t[0].dtype = gpt ? PTDP_I64 : PTDP_REAL;
+    t[0].dtype = tokens ? PTDP_I64 : PTDP_REAL;
     t[0].ndim = 3;
     t[0].shape[0] = c->steps;
     t[0].shape[1] = c->batch;
-    t[0].shape[2] = gpt ? c->model.seq_len : c->model.d_in;
-    t[0].data = gpt ? (const void *)c->dump_tokens : (const void *)c->dump_x;
+    t[0].shape[2] = x_cols;
+    t[0].data = tokens ? (const void *)c->dump_tokens : (const void *)c->dump_x;
     snprintf(t[1].name, sizeof t[1].name, "y");
     t[1].dtype = PTDP_I64;
-    t[1].ndim = gpt ? 3 : 2;
+    t[1].ndim = y_cols > 0 ? 3 : 2;
     t[1].shape[0] = c->steps;
     t[1].shape[1] = c->batch;
-    t[1].shape[2] = c->model.seq_len;
+    t[1].shape[2] = y_cols;
     t[1].data = c->dump_y;
     return ptdp_st_write(path, t, 2, NULL, NULL, 0, msg, len);
 }
@@ -366,17 +317,16 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     }
     if (dump != NULL) {
         size_t rows = (size_t)c->steps * c->batch;
-        if (c->model.kind == PTDP_MODEL_GPT) {
-            c->dump_tokens = calloc(rows * c->model.seq_len + 1, sizeof(int64_t));
-            c->dump_y = calloc(rows * c->model.seq_len + 1, sizeof(int64_t));
-            if (c->dump_tokens == NULL || c->dump_y == NULL)
-                goto oom;
-        } else {
-            c->dump_x = calloc(rows * c->model.d_in + 1, sizeof(ptdp_real));
-            c->dump_y = calloc(rows + 1, sizeof(int64_t));
-            if (c->dump_x == NULL || c->dump_y == NULL)
-                goto oom;
-        }
+        bool tokens;
+        int x_cols, y_cols;
+        samples_of(&c->model, &tokens, &x_cols, &y_cols);
+        if (tokens)
+            c->dump_tokens = calloc(rows * x_cols + 1, sizeof(int64_t));
+        else
+            c->dump_x = calloc(rows * x_cols + 1, sizeof(ptdp_real));
+        c->dump_y = calloc(rows * (y_cols > 0 ? y_cols : 1) + 1, sizeof(int64_t));
+        if ((tokens ? (void *)c->dump_tokens : (void *)c->dump_x) == NULL || c->dump_y == NULL)
+            goto oom;
     }
 
     print_header(c, data_name);
@@ -447,36 +397,8 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
             printf("\n");
         }
     }
-    if (c->model.kind == PTDP_MODEL_GPT && ptdp_train_cp(c) > 1) {
-        print_context_parallel(c, &lr);
-    } else if (c->model.kind == PTDP_MODEL_GPT) {
-        /* what one micro-batch keeps per block, by this implementation's own
-         * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
-        const ptdp_model_config *m = &c->model;
-        int mb = c->batch / (c->dp * c->micro_batches);
-        const bool sel = c->recompute_attention;
-        double e = sel ? ptdp_gpt_block_act_elements_selective(m, mb, c->tp, c->sp)
-                       : ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);
-        char b[96], probs[96] = "";
-        /* the attention's probabilities, unless selective recomputation redoes them */
-        if (!sel)
-            snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, m->heads, c->tp, m->seq_len);
-        printf("activations a micro-batch keeps per block%s%s: ", c->sp ? " (sp)" : "",
-               sel ? " (selective recompute)" : "");
-        if (c->sp)   /* the residual stream and LN statistics split along the sequence */
-            printf("B T (2C + 6C/tp + 2F/tp + 4/tp)%s\n"
-                   "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
-                   sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
-                   c->tp, probs, e, kept_bytes(c, mb, b, sizeof b));
-        else
-            printf("B T (4C + 4C/tp + 2F/tp + 4)%s\n"
-                   "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4)%s = %.0f elements = %s\n",
-                   sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
-                   probs, e, kept_bytes(c, mb, b, sizeof b));
-        if (sel)
-            printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
-                   (double)mb * (m->heads / c->tp) * m->seq_len * m->seq_len);
-    }
+    if (ptdp_model_cli_of(&c->model)->summary != NULL)
+        ptdp_model_cli_of(&c->model)->summary(c, &lr);
     if (root && report_path != NULL &&
         ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --report %s\n", msg);

@@ -56,11 +56,14 @@
 #include "tensor.h"
 #include "wgrad.h"
 
-/* The models ptdp has (models.h maps each to its implementation). */
-typedef enum { PTDP_MODEL_MLP = 0, PTDP_MODEL_GPT, PTDP_MODEL_COUNT } ptdp_model_kind;
+typedef struct ptdp_model_ops ptdp_model_ops;
 
+/* A model's configuration.  Which model: its table of functions, found by
+ * name in the registry (models.h); NULL means the registry's first model,
+ * the default.  The sizes every model has come first; the fields after
+ * them belong to one model or the other, which reads only its own. */
 typedef struct {
-    ptdp_model_kind kind;   /* PTDP_MODEL_MLP (0) by default                 */
+    const ptdp_model_ops *ops; /* the model (models.h); NULL: the default   */
     int d_in;               /* MLP: input features                 --d-in    */
     int hidden;             /* residual stream width (d_model)     --hidden  */
     int ffn;                /* MLP blocks' inner width (d_ff)      --ffn     */
@@ -185,8 +188,29 @@ typedef struct {
 
 typedef struct ptdp_model ptdp_model;
 
-typedef struct ptdp_model_ops {
+/* What a model supports, so that the layers above it ask the model instead
+ * of its name: the training loop's validation, the planner, the CLI.
+ * Everything false is refused with a message naming the flag and the
+ * model (its `title`). */
+typedef struct {
+    const char *title;        /* the model in a sentence: "the MLP"        */
+    bool sequences;           /* its samples are sequences of positions:
+                                 ops->positions says how many             */
+    bool attention;           /* it has an attention core to recompute
+                                 selectively (--recompute selective)      */
+    bool sequence_parallel;   /* --sp: LayerNorm regions split along the
+                                 sequence over TP (sp.h)                  */
+    bool context_parallel;    /* --cp: each sequence split over devices   */
+    bool token_slices;        /* --token-slices: TeraPipe's slices        */
+    bool plannable;           /* the planner (plan.h) prices it           */
+} ptdp_model_caps;
+
+struct ptdp_model_ops {
     const char *name;                         /* "mlp": --model and checkpoints */
+    ptdp_model_caps caps;                     /* what it supports             */
+    /* Optional: positions per sample of a model with caps.sequences (the
+     * --seq-len a split along the sequence must divide). */
+    int  (*positions)(const ptdp_model_config *c);
 
     /* ---- the whole model, from its configuration alone (no device) ---- */
     /* 0, or PTDP_EINVAL with a message naming the flags and what would work
@@ -237,7 +261,7 @@ typedef struct ptdp_model_ops {
      * w NULL, exactly backward. */
     int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
-} ptdp_model_ops;
+};
 
 struct ptdp_model {
     const ptdp_model_ops *ops;
@@ -338,19 +362,15 @@ void ptdp_model_begin_unit(ptdp_model *m);
 int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
 
 /* ---- for everyone: set-up (models.h's ptdp_model_init calls this) ---- */
-/* The common part of every model's set-up: fields, the stage of this
- * device, ops->init, then the flat buffers and the initial values. */
-int  ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
-                      const ptdp_model_config *cfg, const ptdp_mesh *mesh,
-                      const int *stage_layers, uint64_t seed, double dropout);
 void ptdp_model_free(ptdp_device *dev, ptdp_model *m);
 ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
 
-/* The same with v model chunks per stage (interleaving): stage s holds the
+/* The common part of every model's set-up: fields, the stage of this
+ * device, ops->init, then the flat buffers and the initial values; with v
+ * model chunks per stage (interleaving; v = 1 without) stage s holds the
  * pieces s, s + p, …, s + (v-1) p of p v (stage_layers: p v entries, or
  * NULL).  params[] holds chunk v-1's parameters first, chunk 0's last:
- * backward order, as the last piece's backward runs first.  v = 1 is
- * ptdp_model_setup. */
+ * backward order, as the last piece's backward runs first. */
 int  ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
                         const ptdp_model_config *cfg, const ptdp_mesh *mesh,
                         const int *stage_layers, int virtual_stages, uint64_t seed, double dropout);

@@ -39,7 +39,7 @@
 ptdp_model_config ptdp_gpt_default_config(void)
 {
     ptdp_model_config c = {
-        .kind = PTDP_MODEL_GPT, .hidden = 64, .ffn = 256, .layers = 2, .heads = 4, .seq_len = 32,
+        .ops = &ptdp_gpt_ops, .hidden = 64, .ffn = 256, .layers = 2, .heads = 4, .seq_len = 32,
         .vocab = 0, .vocab_multiple = 64,
     };
     return c;
@@ -374,8 +374,16 @@ double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, i
     return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
 }
 
+static int gpt_positions(const ptdp_model_config *c)
+{
+    return c->seq_len;
+}
+
 const ptdp_model_ops ptdp_gpt_ops = {
     .name = "gpt",
+    .caps = { .title = "the GPT", .sequences = true, .attention = true, .sequence_parallel = true,
+              .context_parallel = true, .token_slices = true, .plannable = true },
+    .positions = gpt_positions,
     .check = gpt_check,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,

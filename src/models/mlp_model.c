@@ -203,6 +203,7 @@ ptdp_mlp *ptdp_mlp_of(ptdp_model *m)
 
 const ptdp_model_ops ptdp_mlp_ops = {
     .name = "mlp",
+    .caps = { .title = "the MLP" },
     .check = mlp_check,
     .list_params = mlp_list_params,
     .metadata = mlp_metadata,

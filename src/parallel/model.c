@@ -243,13 +243,6 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
     return rc;
 }
 
-int ptdp_model_setup(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
-                     const ptdp_model_config *cfg, const ptdp_mesh *mesh,
-                     const int *stage_layers, uint64_t seed, double dropout)
-{
-    return ptdp_model_setup_v(dev, m, ops, cfg, mesh, stage_layers, 1, seed, dropout);
-}
-
 ptdp_model *ptdp_model_chunk(ptdp_model *m, int c)
 {
     return m->chunks != NULL ? &m->chunks[c] : m;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/models.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -39,11 +40,17 @@ int ptdp_recompute_parse(const char *name)
     return -1;
 }
 
+/* The models the planner prices (their caps say so). */
+static bool plannable(const ptdp_model_caps *caps)
+{
+    return caps->plannable;
+}
+
 ptdp_plan_request ptdp_plan_request_defaults(void)
 {
     ptdp_train_config t = ptdp_train_defaults();
     ptdp_plan_request rq = {
-        .model = { .kind = PTDP_MODEL_GPT, .vocab_multiple = 64 },
+        .model = { .ops = ptdp_model_first_with(plannable), .vocab_multiple = 64 },
         .gpus = 1,
         .batch = 1,
         .profile = ptdp_profile_default(),

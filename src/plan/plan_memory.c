@@ -86,6 +86,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/models.h"
 
 /* ------------------------------------------------- the data corpus */
 
@@ -535,7 +536,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
 
 int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out)
 {
-    if (rq == NULL || l == NULL || out == NULL || rq->model.kind != PTDP_MODEL_GPT || l->tp < 1 || l->pp < 1 ||
+    if (rq == NULL || l == NULL || out == NULL || !ptdp_model_of(&rq->model)->caps.plannable || l->tp < 1 || l->pp < 1 ||
         l->dp < 1 || l->micro_batch_size < 1 || l->micro_batches < 1)
         return PTDP_EINVAL;
     pthread_once(&corpus_once, measure_corpus);

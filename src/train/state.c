@@ -51,7 +51,7 @@ const char *ptdp_state_slot_name(const ptdp_state *s, int k)
  * NULL to count them; -1 for an unknown model. */
 static int list_params(const ptdp_model_config *c, ptdp_state_tensor *out)
 {
-    const ptdp_model_ops *ops = ptdp_model_ops_of(c->kind);
+    const ptdp_model_ops *ops = ptdp_model_of(c);
     if (ops == NULL)
         return -1;
     int n = ops->list_params(c, NULL);
@@ -143,7 +143,7 @@ void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_st
 
 int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen)
 {
-    const ptdp_model_ops *ops = ptdp_model_ops_of(s->cfg.kind);
+    const ptdp_model_ops *ops = ptdp_model_of(&s->cfg);
     if (ops == NULL) {
         snprintf(msg, msglen, "%s: the state holds an unknown model", path);
         return PTDP_EINVAL;
@@ -171,7 +171,7 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     char vals[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *values[NMETA_MAX], *flags[NMETA_MAX];
     int n = 0;
-    if (s->cfg.kind != PTDP_MODEL_MLP) {   /* absent means the MLP (its files came first) */
+    if (ops != ptdp_model_at(0)) {   /* absent means the default model (its files came first) */
         keys[n] = "model";
         snprintf(vals[n++], 32, "%s", ops->name);
     }
@@ -243,18 +243,20 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
     int rc = ptdp_st_open(path, &f, msg, msglen);
     if (rc != 0)
         return rc;
-    const ptdp_model_ops *ops = ptdp_model_ops_of(cfg->kind);
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
     if (ops == NULL) {
         snprintf(msg, msglen, "%s: this run's model is unknown", path);
         ptdp_st_close(f);
         return PTDP_EINVAL;
     }
-    /* Which model: the key is absent in the MLP's files (the first model,
-     * whose files came before the key). */
+    /* Which model: the key is absent in the default model's files (the
+     * first model, whose files came before the key). */
     const char *model = ptdp_st_meta(f, "model");
-    if (strcmp(model ? model : "mlp", ops->name) != 0) {
+    if (model == NULL)
+        model = ptdp_model_at(0)->name;
+    if (strcmp(model, ops->name) != 0) {
         snprintf(msg, msglen, "%s: the checkpoint holds a %.20s model, this run trains a %s (--model)", path,
-                 model ? model : "mlp", ops->name);
+                 model, ops->name);
         ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
@@ -338,15 +340,14 @@ int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, 
     if (rc != 0)
         return rc;
     const char *model = ptdp_st_meta(f, "model");
-    ptdp_model_kind kind;
-    if (ptdp_model_parse(model ? model : "mlp", &kind) != 0) {
+    const ptdp_model_ops *ops = model ? ptdp_model_lookup(model) : ptdp_model_at(0);
+    if (ops == NULL) {
         snprintf(msg, msglen, "%s: metadata 'model' is '%.20s', not a model ptdp has", path, model);
         ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
-    const ptdp_model_ops *ops = ptdp_model_ops_of(kind);
     memset(cfg, 0, sizeof *cfg);
-    cfg->kind = kind;
+    cfg->ops = ops;
     char values[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *flags[NMETA_MAX];
     int n = ops->metadata(cfg, keys, values, flags, NMETA_MAX);

@@ -62,7 +62,7 @@ static bool near(double a, double b)
 static ptdp_model_config model_config(const lesson_gpt *g)
 {
     ptdp_model_config c = ptdp_gpt_default_config();
-    c.kind = PTDP_MODEL_GPT;
+    c.ops = &ptdp_gpt_ops;
     c.layers = g->layers;
     c.hidden = g->hidden;
     c.heads = g->heads;

@@ -1,0 +1,352 @@
+/*
+ * validate.c — every rule a training run must pass before its first step,
+ * in the words of the flags (train.h: ptdp_train_validate).
+ *
+ * The rules ask the model what it supports (its ptdp_model_caps, model.h),
+ * never which model it is:
+ *
+ *   --cp, --sp, --token-slices   need caps.sequences (and the split's own
+ *                                capability), and divide ops->positions
+ *   --recompute selective        needs caps.attention
+ *   --schedule zb-h1             needs a split backward (ops->backward_input)
+ *   shapes under tp x pp         the model's own ops->check
+ *
+ *   validate ─┬─ mesh_rules        devices, their product, the host's limit
+ *             ├─ batch_rules       micro-batches, batch, the model's shapes
+ *             ├─ sequence_rules    recomputation, CP, SP
+ *             ├─ pipeline_rules    schedule, token slices, stages, pieces
+ *             ├─ optimizer_rules   lr, momentum, decay, clip, dropout, ZeRO
+ *             ├─ combination_rules bf16, ZeRO-3, overlap against the rest
+ *             └─ resume_rules      the checkpoint against the flags
+ *
+ * Each returns 0 or PTDP_EINVAL with the message written; the first
+ * failing rule speaks.
+ */
+#include "ptdp/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "ptdp/models.h"
+#include "ptdp/schedule.h"
+#include "ptdp/state.h"
+
+ptdp_train_config ptdp_train_defaults(void)
+{
+    ptdp_train_config c = {
+        .model = { .d_in = 32, .hidden = 64, .ffn = 256, .layers = 8, .classes = 16 },
+        .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+    };
+    return c;
+}
+
+
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+
+/* The devices: each size at least 1, and (with `threads`) no more than
+ * this host runs, PTDP_MAX_DEVICES device threads. */
+static int mesh_rules(const ptdp_train_config *c, bool threads, char *msg, size_t n)
+{
+    if (c->dp < 1) BAD("--dp %d: must be at least 1", c->dp);
+    if (c->tp < 1) BAD("--tp %d: must be at least 1", c->tp);
+    if (c->pp < 1) BAD("--pp %d: must be at least 1", c->pp);
+    if (threads && (long)c->dp * c->tp * c->pp > PTDP_MAX_DEVICES) {
+        long mp = (long)c->tp * c->pp;
+        if (mp <= PTDP_MAX_DEVICES)
+            BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (with --tp %d and --pp %d, "
+                "--dp at most %ld)", c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, c->tp, c->pp,
+                PTDP_MAX_DEVICES / mp);
+        BAD("--dp %d x --tp %d x --pp %d = %ld devices: at most %d are supported (--tp x --pp alone is %ld)",
+            c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
+    }
+    if (c->cp < 0) BAD("--cp %d: must be at least 1", c->cp);
+    if (threads && c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
+        BAD("--dp %d x --cp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->cp, c->tp,
+            c->pp, (long)c->dp * c->cp * c->tp * c->pp, PTDP_MAX_DEVICES);
+    return PTDP_OK;
+}
+
+/* The model's own shapes, the batch and its cut into micro-batches, and
+ * the shapes under tp x pp. */
+static int batch_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (ptdp_model_check(&c->model, 1, 1, msg, n) != 0)   /* the model's own shapes */
+        return PTDP_EINVAL;
+    if (c->micro_batches < 1) BAD("--micro-batches %d: must be at least 1", c->micro_batches);
+    if (c->batch < 1) BAD("--batch %d: must be at least 1", c->batch);
+    if (c->steps < 0) BAD("--steps %d: must not be negative", c->steps);
+    int per = c->dp * c->micro_batches;
+    if (c->batch % per != 0) {
+        int lo = c->batch / per * per, hi = lo + per;
+        if (lo == 0)
+            BAD("--batch %d must be divisible by --dp x --micro-batches = %d x %d = %d (try --batch %d)",
+                c->batch, c->dp, c->micro_batches, per, hi);
+        BAD("--batch %d must be divisible by --dp x --micro-batches = %d x %d = %d (nearest valid: %d or %d)",
+            c->batch, c->dp, c->micro_batches, per, lo, hi);
+    }
+    if (ptdp_model_check(&c->model, c->tp, c->pp, msg, n) != 0)   /* and how they split */
+        return PTDP_EINVAL;
+    return PTDP_OK;
+}
+
+/* Which capability a rule needs, for ptdp_model_first_with. */
+static bool has_cp(const ptdp_model_caps *k) { return k->sequences && k->context_parallel; }
+static bool has_sp(const ptdp_model_caps *k) { return k->sequences && k->sequence_parallel; }
+static bool has_slices(const ptdp_model_caps *k) { return k->sequences && k->token_slices; }
+
+/* "--model gpt": a registered model that has what the rule needs (the
+ * first), or a description when none has. */
+static const char *model_with(bool (*has)(const ptdp_model_caps *), const char *none, char *buf, size_t len)
+{
+    const ptdp_model_ops *ops = ptdp_model_first_with(has);
+    if (ops == NULL)
+        return none;
+    snprintf(buf, len, "--model %s", ops->name);
+    return buf;
+}
+
+/* The model's name in a sentence: "the MLP". */
+static const char *title_of(const ptdp_model_ops *ops)
+{
+    return ops->caps.title ? ops->caps.title : ops->name;
+}
+
+/* A model must have what a flag needs: a message naming both, or 0.
+ * Selective recomputation and CP here; SP (supports_sp) after CP's own
+ * rules, the order the messages have always come in. */
+static int supports_recompute_cp(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    const ptdp_model_caps *k = &ops->caps;
+    const char *t = title_of(ops);
+    char w[64];
+    if (c->recompute_attention && !k->attention)
+        BAD("--recompute selective redoes the attention core, and %s has no attention: use --recompute "
+            "(full) for %s", t, t);
+    if (c->recompute_attention && c->recompute)
+        BAD("--recompute is either full or selective, not both");
+    if (c->cp > 1 && !k->sequences)
+        BAD("--cp %d splits each sequence over devices, and %s's samples have no sequence: context "
+            "parallelism is for %s", c->cp, t, model_with(has_cp, "a model of sequences", w, sizeof w));
+    if (c->cp > 1 && !k->context_parallel)
+        BAD("--cp %d splits each sequence over devices, and %s cannot split its sequences: context "
+            "parallelism is for %s", c->cp, t, model_with(has_cp, "another model", w, sizeof w));
+    return PTDP_OK;
+}
+
+static int supports_sp(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    const ptdp_model_caps *k = &ops->caps;
+    const char *t = title_of(ops);
+    char w[64];
+    if (c->sp && !k->sequences)
+        BAD("--sp splits the sequence, and %s has none: sequence parallelism is for %s", t,
+            model_with(has_sp, "a model of sequences", w, sizeof w));
+    if (c->sp && !k->sequence_parallel)
+        BAD("--sp splits the sequence, and %s cannot split its own: sequence parallelism is for %s", t,
+            model_with(has_sp, "another model", w, sizeof w));
+    return PTDP_OK;
+}
+
+/* What splits or recomputes inside a sample: the model must support it
+ * (supports_…) and its T positions (ops->positions) must divide. */
+static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (supports_recompute_cp(c, msg, n) != 0)
+        return PTDP_EINVAL;
+    const int T = ptdp_model_positions(&c->model);
+    if (c->cp > 1) {
+        const int parts = c->cp_contiguous ? c->cp : 2 * c->cp;
+        if (T % parts != 0) {
+            int lo = T / parts * parts;
+            BAD("--cp %d: --seq-len %d must divide into %d %s chunks (%s; try --seq-len %d%s%d)", c->cp, T,
+                parts, c->cp_contiguous ? "contiguous" : "zigzag",
+                c->cp_contiguous ? "one per CP rank" : "two per CP rank, 2 x cp", lo >= 2 * parts ? lo : lo + parts,
+                lo >= 2 * parts ? " or " : " or ", lo + (lo >= 2 * parts ? parts : 2 * parts));
+        }
+        if (c->sp && (T / c->cp) % c->tp != 0)
+            BAD("--sp with --cp %d: each device's %d positions must divide by --tp %d", c->cp, T / c->cp, c->tp);
+    }
+    if (c->cp_contiguous && c->cp <= 1)
+        BAD("--cp-layout contiguous needs --cp 2 or more");
+    if (supports_sp(c, msg, n) != 0)
+        return PTDP_EINVAL;
+    if (c->sp && c->tp < 2)
+        BAD("--sp shares the TP group's work along the sequence: it needs --tp 2 or more");
+    if (c->sp && T % c->tp != 0) {
+        int lo = T / c->tp * c->tp;
+        if (lo >= 2)
+            BAD("--sp: --seq-len %d must divide by --tp %d, each rank holding seq-len / tp positions "
+                "(nearest valid: --seq-len %d or %d)", T, c->tp, lo, lo + c->tp);
+        BAD("--sp: --seq-len %d must divide by --tp %d, each rank holding seq-len / tp positions "
+            "(try --seq-len %d)", T, c->tp, lo + c->tp);
+    }
+    return PTDP_OK;
+}
+
+/* The schedule, its token slices, and the cut of the blocks into stages
+ * and pieces. */
+static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_config *m = &c->model;
+    if (c->virtual_stages < 0)
+        BAD("--virtual-stages %d: must be at least 1 (model chunks per pipeline stage)", c->virtual_stages);
+    /* The schedule for this pp, m and v: --virtual-stages needs the
+     * interleaved schedule, which needs pp > 1 and m a multiple of pp. */
+    const int v = ptdp_train_virtual_stages(c);
+    if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v, msg, n) != 0)
+        return PTDP_EINVAL;
+    const ptdp_model_ops *ops = ptdp_model_of(m);
+    if (strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0 && ops->backward_input == NULL)
+        BAD("--schedule zb-h1 splits each backward into B and W, and %s cannot split its backward: use "
+            "--schedule 1f1b or gpipe", title_of(ops));
+    if (c->token_slices < 0)
+        BAD("--token-slices %d: must be at least 1 (slices of each sequence)", c->token_slices);
+    if (c->token_slices > 1) {
+        const int k = c->token_slices;
+        char w[64];
+        if (!ops->caps.sequences)
+            BAD("--token-slices %d cuts each sequence into slices of positions, and %s's samples have no "
+                "sequence: TeraPipe is for %s", k, title_of(ops),
+                model_with(has_slices, "a model of sequences", w, sizeof w));
+        if (!ops->caps.token_slices)
+            BAD("--token-slices %d cuts each sequence into slices of positions, and %s cannot run a slice "
+                "alone: TeraPipe is for %s", k, title_of(ops),
+                model_with(has_slices, "another model", w, sizeof w));
+        const int T = ptdp_model_positions(m);
+        if (k > T)
+            BAD("--token-slices %d: more slices than --seq-len %d positions (a slice needs at least one: "
+                "--token-slices 1 to %d)", k, T, T);
+        if (c->cp > 1)
+            BAD("--token-slices %d and --cp %d both cut the sequence (one in time, one over devices): use one "
+                "of them", k, c->cp);
+        if (strcmp(c->schedule ? c->schedule : "1f1b", "gpipe") != 0)
+            BAD("--token-slices %d runs each sequence's slices forward in order and backward last first, as "
+                "GPipe does its micro-batches: use --schedule gpipe (not %s)", k, c->schedule ? c->schedule : "1f1b");
+        for (int j = 0; c->sp && j < k; j++) {
+            size_t off, len;
+            ptdp_chunk((size_t)T, k, j, &off, &len);
+            if (len % (size_t)c->tp != 0)
+                BAD("--token-slices %d with --sp: slice %d holds %zu positions, which do not divide by --tp %d "
+                    "(every slice's positions are shared out over the TP group)", k, j, len, c->tp);
+        }
+    }
+    if (c->pp > m->layers)
+        BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
+            c->pp, m->layers, m->layers);
+    if ((long)c->pp * v > m->layers)
+        BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
+            "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
+    if (c->stage_layers != NULL) {
+        int sum = 0;
+        for (int s = 0; s < c->pp * v; s++) {
+            if (c->stage_layers[s] < 1 && v > 1)
+                BAD("--stage-layers: piece %d (stage %d, chunk %d) has %d blocks; every piece needs at least 1",
+                    s, s % c->pp, s / c->pp, c->stage_layers[s]);
+            if (c->stage_layers[s] < 1)
+                BAD("--stage-layers: stage %d has %d blocks; every stage needs at least 1", s, c->stage_layers[s]);
+            sum += c->stage_layers[s];
+        }
+        if (sum != m->layers)
+            BAD("--stage-layers adds up to %d blocks, but --layers is %d", sum, m->layers);
+    }
+    return PTDP_OK;
+}
+
+/* The optimizer's numbers, dropout and the ZeRO stage. */
+static int optimizer_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (!(c->lr > 0) || !isfinite(c->lr)) BAD("--lr %g: must be a positive number", c->lr);
+    if (c->momentum < 0 || c->momentum >= 1) BAD("--momentum %g: must be in [0, 1)", c->momentum);
+    if (c->weight_decay < 0) BAD("--weight-decay %g: must not be negative", c->weight_decay);
+    if (c->clip_grad < 0) BAD("--clip-grad %g: must not be negative (0 = off)", c->clip_grad);
+    if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
+    if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
+    if (c->zero < 0 || c->zero > 3)
+        BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)",
+            c->zero);
+    return PTDP_OK;
+}
+
+/* bf16, ZeRO-3 and --overlap against the schedule and the mesh. */
+static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const int v = ptdp_train_virtual_stages(c);
+#ifdef PTDP_DOUBLE
+    if (c->bf16)
+        BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
+            "ptdp-f64, whose precision is f64");
+#endif
+    if (c->bf16 && v > 1)
+        BAD("--precision bf16 with --virtual-stages %d: bf16 parameters are widened one model chunk's units "
+            "at a time; use --virtual-stages 1", v);
+    if (c->bf16 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--precision bf16 with --schedule zb-h1: W adds into a unit's float gradient after the unit's "
+            "backward has rounded it into the bf16 store; use --schedule 1f1b or gpipe");
+    if (c->zero == 3 && c->dp * ptdp_train_cp(c) == 1)
+        BAD("--zero 3 with --dp 1: ZeRO-3 shards the parameters over the data-parallel ranks, and with one rank "
+            "there is nothing to shard, so it changes nothing; use --dp 2 or more, or leave --zero out");
+    if (c->zero == 3 && v > 1)
+        BAD("--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's units per device; "
+            "use --virtual-stages 1 (or --zero 2)", v);
+    if (c->zero == 3 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--zero 3 with --schedule zb-h1: W adds into a unit's gradient after the unit's backward has "
+            "reduce-scattered and freed it; use --schedule 1f1b or gpipe (or --zero 2)");
+    if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
+        BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
+    if (c->overlap && v > 1)
+        BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
+            "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
+    if (c->overlap && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
+        BAD("--overlap with --schedule zb-h1: its split backward writes the weight gradients in W, after B, so "
+            "no block's gradients are complete when its backward ends; use --schedule 1f1b or gpipe");
+    return PTDP_OK;
+}
+
+/* The optimizer against itself and against the checkpoint resumed. */
+static int resume_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (c->optimizer == PTDP_OPT_ADAMW && c->momentum > 0)
+        BAD("--momentum %g is for --optimizer sgd; AdamW keeps moments of its own (beta1 0.9, beta2 0.999)",
+            c->momentum);
+    if (c->resume != NULL && c->resume->optimizer != c->optimizer)
+        BAD("--optimizer %s does not match the checkpoint's (%s)",
+            c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", c->resume->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw");
+    if (c->resume != NULL && c->optimizer == PTDP_OPT_SGD && c->resume->has_momentum && !(c->momentum > 0))
+        BAD("the checkpoint holds SGD momentum buffers, but --momentum is 0: resuming would drop them "
+            "(give --momentum, as the run that saved it did)");
+    if (c->resume != NULL && c->optimizer == PTDP_OPT_SGD && !c->resume->has_momentum && c->momentum > 0)
+        BAD("--momentum %g, but the checkpoint holds no momentum buffers (it was saved without --momentum): "
+            "resuming would restart the momentum at zero (leave --momentum out)", c->momentum);
+    if (c->resume != NULL && c->resume->step > PTDP_MAX_STEP - c->steps)
+        BAD("--steps %d after the checkpoint's step %ld would pass %lld, the most steps the optimizer counts",
+            c->steps, c->resume->step, (long long)PTDP_MAX_STEP);
+    return PTDP_OK;
+}
+
+#undef BAD
+
+/* Every rule, in order. */
+static int validate(const ptdp_train_config *c, bool threads, char *msg, size_t n)
+{
+    int rc;
+    if ((rc = mesh_rules(c, threads, msg, n)) != 0 || (rc = batch_rules(c, msg, n)) != 0 ||
+        (rc = sequence_rules(c, msg, n)) != 0 || (rc = pipeline_rules(c, msg, n)) != 0 ||
+        (rc = optimizer_rules(c, msg, n)) != 0 || (rc = combination_rules(c, msg, n)) != 0)
+        return rc;
+    return resume_rules(c, msg, n);
+}
+int ptdp_train_validate(const ptdp_train_config *c, char *msg, size_t n)
+{
+    return validate(c, true, msg, n);
+}
+
+int ptdp_train_validate_layout(const ptdp_train_config *c, char *msg, size_t n)
+{
+    return validate(c, false, msg, n);
+}
+
