@@ -213,18 +213,27 @@ static int declared_groups_device(ptdp_device *dev, void *arg)
     ptdp_model m;
     ptdp_zero z;
     DEVICE_TRY(ptdp_mesh_init(dev, 2, 2, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 1, 0.0));
+    int rc = ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 1, 0.0);
+    if (rc != 0) {   /* another device's refusal may abort this one's set-up */
+        ptdp_mesh_free(&mesh);
+        return rc;
+    }
     ptdp_param *p = ptdp_model_find(&m, "blocks.0.fc2.bias");
     DEVICE_CHECK(dev, p != NULL && p->sum.replicas == PTDP_GROUP_DP && p->sum.also == 0, "DP alone by default");
     p->sum.also = PTDP_GROUP_BIT(a->extra);
     DEVICE_CHECK(dev, ptdp_param_summed_over(p, PTDP_GROUP_DP) && ptdp_param_summed_over(p, a->extra),
                  "declared over DP and group %d", (int)a->extra);
     DEVICE_CHECK(dev, ptdp_param_counted_here(&m, p) == (mesh.tp_rank == 0), "counted by tp rank 0 only");
-    DEVICE_TRY(ptdp_zero_init(dev, &z, &m, a->stage));
+    rc = ptdp_zero_init(dev, &z, &m, a->stage);   /* refuses a group never built */
+    if (rc != 0) {
+        ptdp_model_free(dev, &m);
+        ptdp_mesh_free(&mesh);
+        return rc;
+    }
     for (size_t k = 0; k < m.numel; k++)
         m.flat_g[k] = (ptdp_real)grad_value(dev->rank, k);
     void *g;
-    int rc = ptdp_zero_finish_gradients(dev, &z, &m, &g);
+    rc = ptdp_zero_finish_gradients(dev, &z, &m, &g);
     for (size_t k = 0; rc == 0 && k < m.numel; k++) {
         size_t b, e, at;
         if (!ptdp_zero_owned(&z, k, k + 1, &b, &e, &at))
@@ -252,7 +261,9 @@ TEST(model_tests, test_declared_groups_are_summed)
 END_TEST
 
 /* A group the model never asked the mesh for (ops->groups) cannot be
- * summed over: said, with the parameter's name, not skipped. */
+ * summed over: said at set-up (ZeRO's init), with the parameter's name, by
+ * every device before any collective — not skipped, and not found in the
+ * middle of a step while other devices still sum their buckets. */
 TEST(model_tests, test_a_group_not_built_is_an_error)
 {
     groups_arg a = { .stage = 0, .extra = PTDP_GROUP_EMB };

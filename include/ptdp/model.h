@@ -454,6 +454,11 @@ int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
 int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
 /* Whether any parameter of m declares a group beyond its replicas. */
 bool ptdp_model_has_groups(const ptdp_model *m);
+/* Before the first step (ZeRO's set-up calls it): every group a parameter
+ * declares exists on this device's mesh.  0, or PTDP_EINVAL failing the
+ * device with the parameter's name — on every device at set-up, so no
+ * device is left in a collective that another has abandoned. */
+int  ptdp_model_check_groups(ptdp_device *dev, const ptdp_model *m);
 
 /* The stretches of the flat buffers [begin, end) with one weight-decay rule,
  * in order, for the optimizer (which may update only its ZeRO chunk

@@ -452,6 +452,16 @@ bool ptdp_model_has_groups(const ptdp_model *m)
     return false;
 }
 
+int ptdp_model_check_groups(ptdp_device *dev, const ptdp_model *m)
+{
+    for (int i = 0; i < m->nparams; i++)
+        for (int g = 0; g < PTDP_GROUP_COUNT; g++)
+            if ((m->params[i].sum.also & PTDP_GROUP_BIT(g)) && ptdp_mesh_group(m->mesh, (ptdp_group)g) == NULL)
+                return ptdp_fail(dev, PTDP_EINVAL, "%s: its gradient is summed over mesh group %d, which this "
+                                 "device has no part in (was it built? model.h, ops->groups)", m->params[i].name, g);
+    return PTDP_OK;
+}
+
 /* One chunk's parameters of group g, each all-reduced over it. */
 static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
 {

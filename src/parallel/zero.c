@@ -181,6 +181,8 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
     memset(z, 0, sizeof *z);
     if (stage < 0 || stage > 3)
         return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1, 2 and 3 exist here", stage);
+    if (ptdp_model_check_groups(dev, m) != 0)
+        return PTDP_EINVAL;
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
     for (int i = 0; i < m->nparams; i++)   /* the buckets and shards below are DP's */
