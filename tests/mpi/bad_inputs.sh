@@ -10,12 +10,8 @@
 # started without --backend mpi (its environment is enough to tell), and,
 # in a build without MPI, --backend mpi itself.
 set -u
-ptdp=$(realpath "${1:?usage: bad_inputs.sh PTDP}")
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-source "$(dirname "$0")/lib.sh"
-cd "$dir"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 
 # expect_usage TEXT -- ARGS…: exit 2, TEXT on stderr once, nothing on stdout.
 expect_usage() {
@@ -48,8 +44,4 @@ else
     expect_usage "add --backend mpi" -- run_mpi 2 "$ptdp" train --dp 2
 fi
 
-if [[ $failures -ne 0 ]]; then
-    echo "$failures failure(s)"
-    exit 1
-fi
-echo "all bad-input checks passed"
+finish "bad-input checks"

@@ -15,13 +15,9 @@
 # against the single device within tolerance.
 # Exit 77 (skipped) without MPI.
 set -u
-ptdp=$(realpath "${1:?usage: equivalence.sh PTDP}")
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 need_mpi
-cd "$dir"
 
 # same N ARGS...: threads and N processes, compared.
 same() {
@@ -91,8 +87,4 @@ else
     fail "--algo mpi, dp 4: --check did not pass"; tail -n 5 check.out
 fi
 
-if [[ $failures -ne 0 ]]; then
-    echo "$failures failure(s)"
-    exit 1
-fi
-echo "all MPI equivalence checks passed"
+finish "MPI equivalence checks"

@@ -16,14 +16,10 @@
 #   - lesson 01's ring all-reduce over processes (faults ring).
 # Exit 77 (skipped) without MPI.
 set -u
-ptdp=$(realpath "${1:?usage: faults.sh PTDP FAULTS}")
 faults=$(realpath "${2:?usage: faults.sh PTDP FAULTS}")
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 need_mpi
-cd "$dir"
 
 # A cycle of receives: the watchdog (1 s in faults.c) and its report.
 start=$SECONDS
@@ -111,8 +107,4 @@ else
     fail "faults ring"; head -n 5 out.txt
 fi
 
-if [[ $failures -ne 0 ]]; then
-    echo "$failures failure(s)"
-    exit 1
-fi
-echo "all MPI fault checks passed"
+finish "MPI fault checks"

@@ -1,11 +1,21 @@
-# lib.sh — what the MPI suite's scripts share (sourced after they set
-# $ptdp, $dir and failures=0).
+# lib.sh — what the MPI suite's scripts share, sourced first with the
+# script's arguments: $ptdp is the binary ($1, made absolute), $dir a
+# temporary folder removed at exit and made the working directory,
+# failures counts.
 #
 #   need_mpi                  skip the script (exit 77, with the reason) when
 #                             mpirun is missing or ptdp was built without MPI
 #   run_mpi N ARGS...         mpirun -n N ARGS: --oversubscribe (8 processes
 #                             on 2 cores), --allow-run-as-root when root
 #   fail MESSAGE / ok MESSAGE count and say
+#   finish WHAT               exit 1 with the failures counted, or say that
+#                             all WHAT passed
+
+ptdp=$(realpath "${1:?usage: $(basename "$0") PTDP …}")
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+cd "$dir" || exit 1
 
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; }
 ok()   { echo "ok    $*"; }
@@ -40,3 +50,11 @@ run_mpi() {
 # The step lines and the report without the wall-clock times, the only
 # numbers a run on another backend may change.
 no_wall() { sed -E 's/wall +[0-9.]+ ms//; s/"wall_s": [^,}]*[,}]//g' "$1"; }
+
+finish() {
+    if [[ $failures -ne 0 ]]; then
+        echo "$failures failure(s)"
+        exit 1
+    fi
+    echo "all $* passed"
+}
