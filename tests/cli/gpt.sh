@@ -22,13 +22,8 @@
 #                 activation formula printed, smaller than TP's
 set -uo pipefail
 
-ptdp=${1:?usage: gpt.sh PATH_TO_PTDP}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-cases=0
-ok() { cases=$((cases + 1)); echo "ok    $*"; }
-fail() { cases=$((cases + 1)); failures=$((failures + 1)); echo "FAIL  $*"; }
+# shellcheck source=cases_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cases_lib.sh"
 
 # usage TEXT ARGS...: exit 2 with TEXT on stderr, nothing on stdout
 usage() {
@@ -228,5 +223,4 @@ else
     fail "--cp balance: zigzag '$zz', contiguous '$ct'"
 fi
 
-echo "gpt.sh: $((cases - failures)) of $cases cases behaved"
-[[ $failures -eq 0 ]]
+behaved

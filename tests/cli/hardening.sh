@@ -15,15 +15,10 @@
 #                             naive all-reduce's formula is its own
 set -uo pipefail
 
-ptdp=${1:?usage: hardening.sh PATH_TO_PTDP}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failures=0
-cases=0
+# shellcheck source=cases_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cases_lib.sh"
 small=(--d-in 8 --hidden 16 --ffn 32 --layers 2 --classes 4)   # each flag once: twice is an error
 
-ok() { cases=$((cases + 1)); echo "ok    $*"; }
-fail() { cases=$((cases + 1)); failures=$((failures + 1)); echo "FAIL  $*"; }
 # run NAME ARGS...: ptdp train, stdout and stderr into $dir/NAME.out/.err, status into $status
 run() {
     local name=$1
@@ -141,5 +136,4 @@ else
     fail "labels: $(cat "$dir/label.out")"
 fi
 
-echo "hardening.sh: $((cases - failures)) of $cases cases behaved"
-[[ $failures -eq 0 ]]
+behaved
