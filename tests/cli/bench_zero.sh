@@ -28,12 +28,8 @@
 #  3. bad input exits 2 naming the flag, before any run.
 set -uo pipefail
 
-ptdp=${1:?usage: bench_zero.sh PATH_TO_PTDP}
-out=$(mktemp)
-err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-failures=0
-source "$(dirname "$0")/usage_lib.sh"
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
 small=(--layers 1 --hidden 32 --heads 2 --seq-len 16 --batch 8 --dp 2 --micro-batches 2)
 N=2 M=2

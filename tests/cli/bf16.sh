@@ -41,12 +41,7 @@ if "$ptdp" train --precision bf16 --dp 2 --micro-batches 2 --zero 1 --steps 2 --
         && echo "ok    model states: 2 + 2 + 12 bytes each" || fail "no \"model states … 2 + 2 + 12 bytes each\" line"
     grep -qF "check PASSED" "$out" && grep -qF "bf16 against a bf16 baseline" "$out" \
         && echo "ok    --check passed against a bf16 baseline" || fail "--check did not pass against a bf16 baseline"
-    grep -qF '"store": "bf16"' "$tmp/r.json" && echo "ok    --report has \"store\": \"bf16\"" \
-        || fail "the report lacks \"store\": \"bf16\""
-    if command -v python3 >/dev/null; then
-        python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["config"]["store"] == "bf16"' "$tmp/r.json" \
-            && echo "ok    the report parses, config.store = bf16" || fail "the report does not parse with config.store bf16"
-    fi
+    report_config "$tmp/r.json" store '"bf16"'
 else
     fail "train --precision bf16 --dp 2 --zero 1: exit status $?"
 fi

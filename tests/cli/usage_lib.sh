@@ -7,6 +7,8 @@
 #   expect_usage "TEXT" -- ARGS...  ptdp ARGS exits 2, TEXT on stderr, nothing on stdout
 #   run_ok ARGS...                  ptdp ARGS exits 0 (stdout in $out), else a failure
 #   has TEXT                        the last run's stdout contains TEXT
+#   report_config FILE KEY VALUE    a --report's config.KEY is VALUE (JSON): in the
+#                                   text, and parsed when there is a python3
 
 ptdp=${1:?usage: $(basename "$0") PATH_TO_PTDP}
 failures=0
@@ -48,3 +50,14 @@ run_ok() {
 }
 
 has() { grep -qF -- "$1" "$out"; }
+
+report_config() {
+    local file=$1 key=$2 value=$3
+    grep -qE "\"$key\": $value[,}]" "$file" && echo "ok    --report has \"$key\": $value" \
+        || fail "the report lacks \"$key\": $value"
+    if command -v python3 >/dev/null; then
+        python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["config"][sys.argv[2]] == json.loads(sys.argv[3])' \
+            "$file" "$key" "$value" \
+            && echo "ok    the report parses, config.$key = $value" || fail "the report does not parse with config.$key $value"
+    fi
+}
