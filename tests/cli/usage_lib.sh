@@ -21,8 +21,9 @@ err=$tmp/err
 fail() {
     failures=$((failures + 1))
     echo "FAIL  $*"
-    sed 's/^/      stdout: /' "$out" | head -n 40
-    sed 's/^/      stderr: /' "$err" | head -n 20
+    [[ -f $out ]] && sed 's/^/      stdout: /' "$out" | head -n 40
+    [[ -f $err ]] && sed 's/^/      stderr: /' "$err" | head -n 20
+    return 0
 }
 
 expect_usage() {
