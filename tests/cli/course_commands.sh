@@ -23,12 +23,9 @@
 # `meson test -C build --suite tutorial-01 -v`) must be refused.
 set -uo pipefail
 
-ptdp=${1:?usage: course_commands.sh PATH_TO_PTDP SOURCE_DIR}
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 src=${2:?usage: course_commands.sh PATH_TO_PTDP SOURCE_DIR}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { failures=$((failures + 1)); echo "FAIL  $*"; }
 
 setup_cmd='meson setup build-student -Dexercises=student'
 test_cmd() { printf 'meson test -C build-student --suite tutorial-%s -v' "$1"; }

@@ -16,12 +16,9 @@
 # fail: the old wording ("B x h", "B = 6 samples", "S = 384 B") is refused.
 set -uo pipefail
 
-ptdp=${1:?usage: tp_letters.sh PATH_TO_PTDP SOURCE_DIR}
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 src=${2:?usage: tp_letters.sh PATH_TO_PTDP SOURCE_DIR}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { failures=$((failures + 1)); echo "FAIL  $*"; }
 
 # batch_as_b FILE… — lines where B is a batch: "B x h", "B × 64",
 # "B \u00d7 %d", "B = 6", "B numbers", "B samples".
