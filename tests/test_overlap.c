@@ -159,42 +159,70 @@ static double max_step_virtual(const ptdp_train_result *r)
     return s;
 }
 
+/* One configuration trained twice under dgx-a100, without and with
+ * --overlap (the second config): [0] and [1] of each. */
+typedef struct {
+    ptdp_launch_result l[2];
+    ptdp_state s[2];
+    ptdp_train_result r[2];
+} overlap_pair;
+
+static void train_pair(const ptdp_train_config *plain, const ptdp_train_config *ov, overlap_pair *p)
+{
+    const ptdp_train_config *c[2] = { plain, ov };
+    for (int k = 0; k < 2; k++) {
+        ptdp_launch_opts o = { .profile = ptdp_profile_find("dgx-a100"), .result = &p->l[k] };
+        equiv_train(c[k], &o, &p->s[k], &p->r[k]);
+    }
+}
+
+static void pair_free(overlap_pair *p)
+{
+    for (int k = 0; k < 2; k++) {
+        ptdp_state_free(&p->s[k]);
+        ptdp_train_result_free(&p->r[k]);
+        ptdp_launch_result_free(&p->l[k]);
+    }
+}
+
+/* With --overlap every device hid some of its stream's time (and no more
+ * than it), nothing ran on the stream without, and the run is shorter. */
+static void assert_hidden_and_shorter(const overlap_pair *p, const char *what)
+{
+    const ptdp_launch_result *l0 = &p->l[0], *l1 = &p->l[1];
+    for (int d = 0; d < l1->world_size; d++) {
+        ck_assert_msg(l0->devices[d].clock.stream_s == 0, "without --overlap nothing runs on the stream");
+        ck_assert_msg(l1->devices[d].clock.hidden_s > 0 && l1->devices[d].clock.hidden_s <= l1->devices[d].clock.stream_s,
+                      "%s: device %d hid %g of %g", what, d, l1->devices[d].clock.hidden_s,
+                      l1->devices[d].clock.stream_s);
+    }
+    double t0 = max_step_virtual(&p->r[0]), t1 = max_step_virtual(&p->r[1]);
+    ck_assert_msg(t1 < t0, "%s: %g s, without %g s: no shorter", what, t1, t0);
+}
+
 /* dp 2 (_i = 0) and dp 2 x pp 2 (_i = 1), with and without --overlap,
  * under dgx-a100: the same bits, and a shorter run. */
 LOOP_TEST(overlap_tests, test_overlap_same_bits_shorter_step, 2)
 {
     const int pp = _i + 1;
     ptdp_train_config plain = overlap_config(2, pp, false), ov = overlap_config(2, pp, true);
-    ptdp_launch_result l0, l1;
-    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
-    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
-    ptdp_state s0, s1;
-    ptdp_train_result r0, r1;
-    equiv_train(&plain, &o0, &s0, &r0);
-    equiv_train(&ov, &o1, &s1, &r1);
-    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, "--overlap against without");
-    equiv_states_agree(&s1, &s0, 0, "--overlap against without");
+    overlap_pair p;
+    train_pair(&plain, &ov, &p);
+    equiv_losses_agree(p.r[1].log, p.r[0].log, plain.steps, 0, "--overlap against without");
+    equiv_states_agree(&p.s[1], &p.s[0], 0, "--overlap against without");
+    assert_hidden_and_shorter(&p, "--overlap");
 
     /* Stage 0 ends its last backward last (1F1B), so its exposed
      * communication sets the step: the run is shorter by what stage 0 hid.
      * (The last stage hides more, but only into time it would have waited
      * for stage 0 anyway.) */
-    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1), stream = 0;
-    double hidden = l1.devices[0].clock.hidden_s;
-    for (int d = 0; d < l1.world_size; d++) {
-        stream = fmax(stream, l1.devices[d].clock.stream_s);
-        ck_assert_msg(l0.devices[d].clock.stream_s == 0, "without --overlap nothing runs on the stream");
-        ck_assert_msg(l1.devices[d].clock.hidden_s > 0, "device %d hid no communication", d);
-    }
-    ck_assert_msg(t1 < t0, "--overlap %g s, without %g s: no shorter", t1, t0);
+    double t0 = max_step_virtual(&p.r[0]), t1 = max_step_virtual(&p.r[1]), stream = 0;
+    double hidden = p.l[1].devices[0].clock.hidden_s;
+    for (int d = 0; d < p.l[1].world_size; d++)
+        stream = fmax(stream, p.l[1].devices[d].clock.stream_s);
     ck_assert_msg(fabs((t0 - t1) - hidden) < 1e-3 * t0, "saved %g s, device 0 hid %g s", t0 - t1, hidden);
     ck_assert_msg(hidden <= stream, "hidden %g more than the stream's %g", hidden, stream);
-    ptdp_state_free(&s0);
-    ptdp_state_free(&s1);
-    ptdp_train_result_free(&r0);
-    ptdp_train_result_free(&r1);
-    ptdp_launch_result_free(&l0);
-    ptdp_launch_result_free(&l1);
+    pair_free(&p);
 }
 END_TEST
 
@@ -241,42 +269,26 @@ LOOP_TEST(overlap_tests, test_overlap_zero1_same_bits_shorter, ZERO1_CASES)
     plain.bf16 = _i == 5;
     ov = plain;
     ov.overlap = true;
-    ptdp_launch_result l0, l1;
-    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
-    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
-    ptdp_state s0, s1;
-    ptdp_train_result r0, r1;
-    equiv_train(&plain, &o0, &s0, &r0);
-    equiv_train(&ov, &o1, &s1, &r1);
+    overlap_pair p;
+    train_pair(&plain, &ov, &p);
+    const ptdp_train_result *r0 = &p.r[0], *r1 = &p.r[1];
     char what[96];
     snprintf(what, sizeof what, "zero 1 --overlap against without (%s dp %d tp %d pp %d m %d%s)",
              _i == 4 ? "gpt" : "mlp", k[0], k[1], k[2], k[3], plain.bf16 ? " bf16" : "");
-    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, what);
+    equiv_losses_agree(r1->log, r0->log, plain.steps, 0, what);
     for (int i = 0; i < plain.steps; i++)
-        ck_assert_msg(r1.log[i].grad_norm == r0.log[i].grad_norm, "%s: step %d norm %.17g, without %.17g", what,
-                      i + 1, r1.log[i].grad_norm, r0.log[i].grad_norm);
-    equiv_states_same_bits(&s1, &s0, what);
+        ck_assert_msg(r1->log[i].grad_norm == r0->log[i].grad_norm, "%s: step %d norm %.17g, without %.17g", what,
+                      i + 1, r1->log[i].grad_norm, r0->log[i].grad_norm);
+    equiv_states_same_bits(&p.s[1], &p.s[0], what);
 
-    const double b0 = dp_bytes_per_step(&l0, plain.steps), b1 = dp_bytes_per_step(&l1, plain.steps);
-    const double S = (double)r0.param_elements[0] * (plain.bf16 ? 2 : sizeof(ptdp_real));
+    const double b0 = dp_bytes_per_step(&p.l[0], plain.steps), b1 = dp_bytes_per_step(&p.l[1], plain.steps);
+    const double S = (double)r0->param_elements[0] * (plain.bf16 ? 2 : sizeof(ptdp_real));
     const double formula = 2.0 * (k[0] - 1) / k[0] * S, norm = 2.0 * (k[0] - 1) / k[0] * sizeof(double);
     ck_assert_msg(b1 == b0, "%s: %.1f bytes per step, without %.1f", what, b1, b0);
     ck_assert_msg(k[2] > 1 || fabs(b0 - norm - formula) < 1e-9 * formula,
                   "%s: %.1f DP bytes per step, want 2(N-1)/N S = %.1f + %.1f for the norm", what, b0, formula, norm);
-
-    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1);
-    for (int d = 0; d < l1.world_size; d++) {
-        ck_assert_msg(l0.devices[d].clock.stream_s == 0, "without --overlap nothing runs on the stream");
-        ck_assert_msg(l1.devices[d].clock.hidden_s > 0 && l1.devices[d].clock.hidden_s <= l1.devices[d].clock.stream_s,
-                      "%s: device %d hid %g of %g", what, d, l1.devices[d].clock.hidden_s, l1.devices[d].clock.stream_s);
-    }
-    ck_assert_msg(t1 < t0, "%s: %g s, without %g s: no shorter", what, t1, t0);
-    ptdp_state_free(&s0);
-    ptdp_state_free(&s1);
-    ptdp_train_result_free(&r0);
-    ptdp_train_result_free(&r1);
-    ptdp_launch_result_free(&l0);
-    ptdp_launch_result_free(&l1);
+    assert_hidden_and_shorter(&p, what);
+    pair_free(&p);
 }
 END_TEST
 
@@ -289,26 +301,12 @@ LOOP_TEST(overlap_tests, test_overlap_zero2_same_bits_shorter, 2)
     ptdp_train_config plain = overlap_config(2, pp, false), ov = overlap_config(2, pp, true);
     plain.zero = ov.zero = 2;
     plain.micro_batches = ov.micro_batches = 4;
-    ptdp_launch_result l0, l1;
-    ptdp_launch_opts o0 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l0 };
-    ptdp_launch_opts o1 = { .profile = ptdp_profile_find("dgx-a100"), .result = &l1 };
-    ptdp_state s0, s1;
-    ptdp_train_result r0, r1;
-    equiv_train(&plain, &o0, &s0, &r0);
-    equiv_train(&ov, &o1, &s1, &r1);
-    equiv_losses_agree(r1.log, r0.log, plain.steps, 0, "zero 2 --overlap against without");
-    equiv_states_agree(&s1, &s0, 0, "zero 2 --overlap against without");
-    double t0 = max_step_virtual(&r0), t1 = max_step_virtual(&r1);
-    for (int d = 0; d < l1.world_size; d++)
-        ck_assert_msg(l1.devices[d].clock.hidden_s > 0 && l1.devices[d].clock.hidden_s <= l1.devices[d].clock.stream_s,
-                      "device %d hid %g of %g", d, l1.devices[d].clock.hidden_s, l1.devices[d].clock.stream_s);
-    ck_assert_msg(t1 < t0, "zero 2 --overlap %g s, without %g s: no shorter", t1, t0);
-    ptdp_state_free(&s0);
-    ptdp_state_free(&s1);
-    ptdp_train_result_free(&r0);
-    ptdp_train_result_free(&r1);
-    ptdp_launch_result_free(&l0);
-    ptdp_launch_result_free(&l1);
+    overlap_pair p;
+    train_pair(&plain, &ov, &p);
+    equiv_losses_agree(p.r[1].log, p.r[0].log, plain.steps, 0, "zero 2 --overlap against without");
+    equiv_states_agree(&p.s[1], &p.s[0], 0, "zero 2 --overlap against without");
+    assert_hidden_and_shorter(&p, "zero 2 --overlap");
+    pair_free(&p);
 }
 END_TEST
 
