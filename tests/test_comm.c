@@ -112,6 +112,20 @@ static const char *case_name(const coll_case *k, int n)
                      "%s: rank %d element %zu = %g, expected %g", case_name((k), ptdp_comm_size(c)), \
                      ptdp_comm_rank(c), i, get((got), (k)->dtype, i), (double)(want_expr))
 
+/* An all-gather's or a gather's result: chunk m holds rank m's slice of
+ * the whole vector, element mo + i of it. */
+static int check_owners_chunks(ptdp_device *dev, const coll_case *k, ptdp_comm *c, const char *recv)
+{
+    const int n = ptdp_comm_size(c);
+    const size_t es = ptdp_dtype_size(k->dtype);
+    for (int m = 0; m < n; m++) {
+        size_t mo, ml;
+        ptdp_chunk(k->count, n, m, &mo, &ml);
+        CHECK_ELEMENTS(dev, k, c, recv + mo * es, ml, val(m, mo + i, k->dtype));
+    }
+    return PTDP_OK;
+}
+
 /* Run one collective on c and check this rank's result. */
 static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
 {
@@ -162,13 +176,8 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
             fill(send, k->dtype, len, r, off);
             rc = ptdp_all_gather(c, send, recv, k->count, k->dtype);
         }
-        /* element i comes from its chunk's owner */
-        if (rc == 0)
-            for (int m = 0; m < n; m++) {
-                size_t mo, ml;
-                ptdp_chunk(k->count, n, m, &mo, &ml);
-                CHECK_ELEMENTS(dev, k, c, recv + mo * es, ml, val(m, mo + i, k->dtype));
-            }
+        if (rc == 0)   /* element i comes from its chunk's owner */
+            rc = check_owners_chunks(dev, k, c, recv);
         break;
     case PTDP_COLL_REDUCE_SCATTER:
         if (k->in_place) {
@@ -186,11 +195,7 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
         fill(send, k->dtype, len, r, off);
         rc = ptdp_gather(c, send, r == k->root ? recv : NULL, k->count, k->dtype, k->root);
         if (rc == 0 && r == k->root)
-            for (int m = 0; m < n; m++) {
-                size_t mo, ml;
-                ptdp_chunk(k->count, n, m, &mo, &ml);
-                CHECK_ELEMENTS(dev, k, c, recv + mo * es, ml, val(m, mo + i, k->dtype));
-            }
+            rc = check_owners_chunks(dev, k, c, recv);
         break;
     case PTDP_COLL_SCATTER:
         if (r == k->root)
