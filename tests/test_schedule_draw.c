@@ -27,16 +27,27 @@ static ptdp_schedule *make(const char *name, int pp, int m)
     return s;
 }
 
+/* The ASCII drawing of 1F1B on pp stages with 8 micro-batches, F = 1 and
+ * B = 2 (the caller frees it). */
+static char *ascii_1f1b(int pp)
+{
+    ptdp_schedule *s = make("1f1b", pp, 8);
+    ptdp_schedule_costs k = { .forward = 1, .backward = 2 };
+    ptdp_schedule_timeline *t = NULL;
+    ck_assert_int_eq(ptdp_schedule_simulate(s, &k, &t), PTDP_OK);
+    FILE *f = tmpfile();
+    ck_assert_int_eq(ptdp_schedule_ascii(s, t, f), PTDP_OK);
+    char *text = harness_read_stream(f);
+    fclose(f);
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(s);
+    return text;
+}
+
 TEST(draw_tests, ascii_has_one_row_per_stage_and_the_bubble)
 {
     for (int pp = 1; pp <= 8; pp += 3) {
-        ptdp_schedule *s = make("1f1b", pp, 8);
-        ptdp_schedule_costs k = { .forward = 1, .backward = 2 };
-        ptdp_schedule_timeline *t = NULL;
-        ck_assert_int_eq(ptdp_schedule_simulate(s, &k, &t), PTDP_OK);
-        FILE *f = tmpfile();
-        ck_assert_int_eq(ptdp_schedule_ascii(s, t, f), PTDP_OK);
-        char *text = harness_read_stream(f);
+        char *text = ascii_1f1b(pp);
         int rows = 0;
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
             if (strncmp(line, "stage ", 6) == 0) {
@@ -48,25 +59,13 @@ TEST(draw_tests, ascii_has_one_row_per_stage_and_the_bubble)
             }
         ck_assert_int_eq(rows, pp);
         free(text);
-        fclose(f);
-        ptdp_schedule_timeline_destroy(t);
-        ptdp_schedule_destroy(s);
     }
 
-    ptdp_schedule *s = make("1f1b", 4, 8);
-    ptdp_schedule_costs k = { .forward = 1, .backward = 2 };
-    ptdp_schedule_timeline *t = NULL;
-    ck_assert_int_eq(ptdp_schedule_simulate(s, &k, &t), PTDP_OK);
-    FILE *f = tmpfile();
-    ck_assert_int_eq(ptdp_schedule_ascii(s, t, f), PTDP_OK);
-    char *text = harness_read_stream(f);
+    char *text = ascii_1f1b(4);
     ck_assert_msg(strstr(text, "stage 3 |......F0B0<<F1B1<<") != NULL, "%s", text);
     ck_assert_msg(strstr(text, "stage 0 |F0F1F2F3............B0<<F4B1<<") != NULL, "%s", text);
     ck_assert(strstr(text, "measured 0.272727") && strstr(text, "= 3/11 = 0.272727"));
     free(text);
-    fclose(f);
-    ptdp_schedule_timeline_destroy(t);
-    ptdp_schedule_destroy(s);
 }
 END_TEST
 
