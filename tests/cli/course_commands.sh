@@ -100,8 +100,4 @@ printf '%s\n%s\n' "$setup_cmd" "$(test_cmd 01)" >"$tmp/new.md"
 n=$(bad_lines "$tmp/new.md" | wc -l)
 [[ $n -eq 0 ]] || fail "the page check refused the right commands"
 
-if [[ $failures -gt 0 ]]; then
-    echo "course_commands: $failures failure(s)"
-    exit 1
-fi
-echo "course_commands: ok — demo, quickstart and ${#pages[@]} pages name one student build, build-student"
+finish course_commands "demo, quickstart and ${#pages[@]} pages name one student build, build-student"

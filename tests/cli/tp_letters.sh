@@ -77,8 +77,4 @@ n=$(batch_as_b "$tmp/old.txt" | wc -l)
 n=$(bytes_as_b "$tmp/old.txt" | wc -l)
 [[ $n -eq 1 ]] || fail "the bytes pattern found $n of the 1 old line (and must leave the KiB table alone)"
 
-if [[ $failures -gt 0 ]]; then
-    echo "tp_letters: $failures failure(s)"
-    exit 1
-fi
-echo "tp_letters: ok — B is fc2's weight only, in tp_splits.svg, figure_tp.c and lesson 03"
+finish tp_letters "B is fc2's weight only, in tp_splits.svg, figure_tp.c and lesson 03"

@@ -7,6 +7,8 @@
 #   expect_usage "TEXT" -- ARGS...  ptdp ARGS exits 2, TEXT on stderr, nothing on stdout
 #   run_ok ARGS...                  ptdp ARGS exits 0 (stdout in $out), else a failure
 #   has TEXT                        the last run's stdout contains TEXT
+#   finish NAME TEXT                the closing line: NAME's failures and exit 1,
+#                                   or "NAME: ok — TEXT"
 #   report_config FILE KEY VALUE    a --report's config.KEY is VALUE (JSON): in the
 #                                   text, and parsed when there is a python3
 
@@ -61,4 +63,12 @@ report_config() {
             "$file" "$key" "$value" \
             && echo "ok    the report parses, config.$key = $value" || fail "the report does not parse with config.$key $value"
     fi
+}
+
+finish() {
+    if [[ $failures -gt 0 ]]; then
+        echo "$1: $failures failure(s)"
+        exit 1
+    fi
+    echo "$1: ok — $2"
 }
