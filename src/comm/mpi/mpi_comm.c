@@ -18,7 +18,7 @@
  * The rooted collectives move whole buffers; only `reduce` computes, and it
  * does so at the root in rank order with the same ptdp_reduce_many the
  * threads use, so its bits are theirs.  Traffic is counted by the threads
- * backend's rules (shm.c), so the byte reports agree too:
+ * backend's rules (shm/rooted.c), so the byte reports agree too:
  *
  *     broadcast    root sends (N-1) S            others receive S
  *     reduce       root receives (N-1) S         others send S
