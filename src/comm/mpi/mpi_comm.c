@@ -21,6 +21,8 @@
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 
+/* -------------------------------------------------- the communicator */
+
 ptdp_comm *ptdp_mpi_comm_create(MPI_Comm comm, ptdp_device *dev, const int *world_rank,
                                 const char *name)
 {
@@ -88,6 +90,8 @@ static int mpi_split(ptdp_comm *c, const ptdp_call *const *calls, const char *na
     }
     return 0;
 }
+
+/* ---------------------------------------------- the table of operations */
 
 const struct ptdp_comm_ops ptdp_mpi_ops = {
     .backend = "mpi",

@@ -23,6 +23,8 @@
 #include "comm/shm/shm.h"
 #include "ptdp/error.h"
 
+/* -------------------------------------------------- the communicator */
+
 ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank, const char *name)
 {
     ptdp_comm *c = calloc(1, sizeof *c);
@@ -92,6 +94,8 @@ static int shm_split(ptdp_comm *c, const ptdp_call *const *calls, const char *na
     }
     return 0;
 }
+
+/* ---------------------------------------------- the table of operations */
 
 const struct ptdp_comm_ops ptdp_shm_ops = {
     .backend = "threads",
