@@ -10,8 +10,8 @@
  *        │ struct ptdp_comm_ops (a table of functions)
  *        ▼
  *   backend       moves the bytes.  The first backend runs devices as
- *                 threads over shared memory (comm/shm/: shm.c, p2p.c,
- *                 allreduce_*.c); a backend of one process per device (MPI)
+ *                 threads over shared memory (comm/shm/: group.c, rooted.c, p2p.c,
+ *                 allreduce_*.c, shm.c); a backend of one process per device (MPI)
  *                 fills the same table.  Nothing outside comm/ includes a
  *                 backend's header; nothing outside the library includes
  *                 this one.

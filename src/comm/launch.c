@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "comm/mpi/mpi_launch.h"
@@ -277,53 +276,4 @@ bool ptdp_host_shared(const ptdp_device *dev)
 bool ptdp_host_is_root(const ptdp_launch_opts *opts)
 {
     return opts == NULL || opts->backend != PTDP_BACKEND_MPI || ptdp_mpi_rank() <= 0;
-}
-
-/* ------------------------------------------------- under an MPI launcher */
-
-/* The launchers' environment: Open MPI, MPICH/Hydra (and Intel MPI), PMIx,
- * MVAPICH.  A process under mpirun sees one of these; none needs MPI_Init
- * (or an MPI library) to be read. */
-static int launcher_env(const char *const *vars, int n, int none)
-{
-    for (int i = 0; i < n; i++) {
-        const char *v = getenv(vars[i]);
-        if (v != NULL && *v != '\0')
-            return atoi(v);
-    }
-    return none;
-}
-
-int ptdp_mpi_launcher_size(void)
-{
-    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE" };
-    return launcher_env(vars, 4, 0);
-}
-
-int ptdp_mpi_launcher_rank(void)
-{
-    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK" };
-    return launcher_env(vars, 4, -1);
-}
-
-static int real_stderr = STDERR_FILENO;
-
-int ptdp_mpi_stderr(void)
-{
-    return real_stderr;
-}
-
-void ptdp_mpi_quiet(void)
-{
-    if (ptdp_mpi_launcher_rank() <= 0 || real_stderr != STDERR_FILENO)
-        return;
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd < 0)
-        return;
-    fflush(stdout);
-    fflush(stderr);
-    real_stderr = dup(STDERR_FILENO);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
 }

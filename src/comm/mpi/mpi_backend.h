@@ -32,10 +32,12 @@
  *   │  dp, tp, pp   │       │  dp, tp, pp   │       │               │
  *   └───────────────┘       └───────────────┘       └───────────────┘
  *
- * Files: mpi_comm.c (groups, meet, split, rooted collectives), mpi_coll.c
- * (the all-reduce algorithms and their halves), mpi_p2p.c (send, recv),
- * mpi_wait.c (polling with a deadline, the watchdog's report), mpi.c
- * (MPI_Init, the one device of this process, host merges, failure).
+ * Files, bottom up: mpi_wait.c (polling with a deadline, the watchdog's
+ * report), mpi_group.c (calls on the wire, a group's buffer, meet),
+ * mpi_rooted.c (the rooted collectives, all_to_all, the naive all-reduce),
+ * mpi_coll.c (the all-reduce algorithms and their halves), mpi_p2p.c
+ * (send, recv), mpi_comm.c (a group's communicator, split, the table),
+ * mpi.c (MPI_Init, the one device of this process, host merges, failure).
  */
 #ifndef PTDP_MPI_BACKEND_H
 #define PTDP_MPI_BACKEND_H
@@ -76,11 +78,15 @@ static inline mpi_group *mpi_group_of(const ptdp_comm *c)
     return (mpi_group *)c->backend;
 }
 
-/* A communicator over `comm` (taken over: freed with the communicator). */
+/* A communicator over `comm` (taken over: freed with the communicator;
+ * mpi_comm.c). */
 ptdp_comm *ptdp_mpi_comm_create(MPI_Comm comm, ptdp_device *dev, const int *world_rank,
                                 const char *name);
-/* The group's scratch of at least `bytes`, or NULL (the device failed). */
+/* The group's scratch of at least `bytes`, or NULL (the device failed;
+ * mpi_group.c). */
 void *ptdp_mpi_scratch(ptdp_comm *c, size_t bytes);
+/* All-gather every member's call (the table's meet; mpi_group.c). */
+int ptdp_mpi_meet(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls);
 
 /* Wait for n requests: poll, answer other ranks' questions, and fail the
  * device with the watchdog's report if the deadline passes (mpi_wait.c). */
@@ -98,7 +104,7 @@ int  ptdp_mpi_wait_finish(ptdp_device *dev);
 /* A message count in bytes that MPI's int counts can carry, or fail. */
 int  ptdp_mpi_count(ptdp_comm *c, size_t bytes, int *out);
 
-/* The algorithms (mpi_coll.c) and the rooted collectives (mpi_comm.c). */
+/* The algorithms (mpi_coll.c) and the simple collectives (mpi_rooted.c). */
 int ptdp_mpi_direct_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_direct_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_direct_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
@@ -109,6 +115,9 @@ int ptdp_mpi_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_
 int ptdp_mpi_library_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_mpi_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_mpi_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_mpi_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 
 /* Point to point (mpi_p2p.c). */
 int ptdp_mpi_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);

@@ -25,7 +25,7 @@
  *                            operands in the same order), then pass the
  *                            complete chunks around once more.
  *
- *   naive                    reduce to rank 0, broadcast (mpi_comm.c).
+ *   naive                    reduce to rank 0, broadcast (mpi_rooted.c).
  *
  *   mpi (--algo mpi)         MPI_Allreduce itself (blocking: see below);
  *                            the library picks the

@@ -19,7 +19,7 @@
 int ptdp_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     /* An all_reduce call carries root 0 (comm.c), so the rooted reduce and
-     * broadcast of shm.c are exactly the two halves. */
+     * broadcast of rooted.c are exactly the two halves. */
     int rc = ptdp_shm_reduce(c, calls, t);
     if (rc)
         return rc;

@@ -5,13 +5,14 @@
  * A collective can read the other members' buffers directly, as NCCL reads
  * a peer GPU's memory over NVLink:
  *
- *   shm.c              groups, meeting, split, broadcast, reduce, gather,
- *                      scatter, all_to_all; the operations table
+ *   group.c            a group's shared memory; meeting: post, barrier
+ *   rooted.c           broadcast, reduce, gather, scatter, all_to_all
  *   allreduce_shm.c    the default all-reduce: each member reduces its 1/N
  *                      slice and pushes it into every member's buffer
  *   allreduce_ring.c   the textbook ring: reduce-scatter, then all-gather
  *   allreduce_naive.c  reduce to rank 0, then broadcast
  *   p2p.c              rendezvous send and recv through per-pair mailboxes
+ *   shm.c              a member's communicator, split; the operations table
  *   launch.c (comm/)   starts N threads sharing one world group
  */
 #ifndef PTDP_SHM_H
@@ -62,16 +63,19 @@ struct shm_group {
 
 extern const struct ptdp_comm_ops ptdp_shm_ops;
 
-/* A group of the given world ranks, and each member's handle on it. */
+/* A group of the given world ranks (group.c). */
 struct shm_group *ptdp_shm_group_create(int size, const int *world_rank);
 /* Drop one member's reference; the last one frees the group. */
 void ptdp_shm_group_release(struct shm_group *g);
-ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank, const char *name);
-
 /* The wait description for a collective on c (the watchdog's report). */
 ptdp_wait_why ptdp_shm_why(const ptdp_comm *c, const ptdp_call *mine);
 /* Cross the group's barrier during a collective. */
 int ptdp_shm_barrier(ptdp_comm *c, const ptdp_call *mine);
+/* Post my call and read everyone's (the table's meet). */
+int ptdp_shm_meet(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls);
+
+/* Each member's handle on a group (shm.c). */
+ptdp_comm *ptdp_shm_comm_create(struct shm_group *g, ptdp_device *dev, int rank, const char *name);
 
 /* The algorithms (allreduce_naive.c, allreduce_ring.c, allreduce_shm.c). */
 int ptdp_naive_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
@@ -81,9 +85,13 @@ int ptdp_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traff
 int ptdp_shm_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_shm_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_shm_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
-/* Rooted reduce and broadcast, also the two halves of the naive all_reduce. */
+/* The simple collectives (rooted.c); reduce and broadcast are also the two
+ * halves of the naive all_reduce. */
 int ptdp_shm_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_shm_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 
 /* Rendezvous send and recv (p2p.c). */
 int ptdp_shm_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);
