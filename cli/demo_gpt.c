@@ -108,7 +108,8 @@ int ptdp_demo_gpt(int argc, char **argv)
     par.micro_batches = 2;
     par.steps = steps;
     /* V_pad for tp 2, and the same for the baseline (as --check does) */
-    ptdp_gpt(&par.model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&par.model)->vocab, ptdp_gpt(&par.model)->vocab_multiple, par.tp);
+    ptdp_gpt(&par.model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&par.model)->vocab,
+                                                            ptdp_gpt(&par.model)->vocab_multiple, par.tp);
     const int both = steps < SIDE_BY_SIDE ? steps : SIDE_BY_SIDE;
     par.steps = both;
     ptdp_train_config base = par;

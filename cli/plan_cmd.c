@@ -124,6 +124,7 @@ static int parse(int argc, char **argv, plan_options *o)
     size_t mem = 0;
     const char *model = NULL, *profile = NULL;
     ptdp_model_config *m = &rq->model;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
 
     ptdp_args a;
     ptdp_args_init(&a, "plan", argc, argv, 1);
@@ -134,10 +135,10 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->layers);
         else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 24, &m->hidden);
         else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->ffn);
-        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &ptdp_gpt(m)->heads);
-        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &ptdp_gpt(m)->seq_len);
-        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &ptdp_gpt(m)->vocab);
-        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &ptdp_gpt(m)->vocab_multiple);
+        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &gpt->heads);
+        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &gpt->seq_len);
+        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &gpt->vocab);
+        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &gpt->vocab_multiple);
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
@@ -195,6 +196,7 @@ static int validate(plan_options *o)
 {
     ptdp_plan_request *rq = &o->rq;
     ptdp_model_config *m = &rq->model;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
     char names[256];
     profile_names(names, sizeof names);
     /* the models the planner prices: their caps say so */
@@ -210,8 +212,8 @@ static int validate(plan_options *o)
                                 ops && ops->caps.title ? ops->caps.title : "it");
     m->ops = ops;
     struct { const char *flag; long long value; } need[] = {
-        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", ptdp_gpt(m)->heads },
-        { "--seq-len", ptdp_gpt(m)->seq_len }, { "--vocab", ptdp_gpt(m)->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
+        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", gpt->heads },
+        { "--seq-len", gpt->seq_len }, { "--vocab", gpt->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
     };
     for (size_t k = 0; k < sizeof need / sizeof need[0]; k++)
         if (need[k].value == 0)
@@ -236,9 +238,9 @@ static int validate(plan_options *o)
     if (rq->pp > m->layers)
         return ptdp_usage_error("plan", "--pp %d: more stages than --layers %d (--pp 1 to %d)", rq->pp, m->layers,
                                 m->layers);
-    if (rq->cp > 1 && ptdp_gpt(m)->seq_len % (2 * rq->cp) != 0)
+    if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
         return ptdp_usage_error("plan", "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks (two "
-                                "per CP rank)", rq->cp, ptdp_gpt(m)->seq_len, 2 * rq->cp);
+                                "per CP rank)", rq->cp, gpt->seq_len, 2 * rq->cp);
     const long long fixed = (long long)(rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) *
                             (rq->cp > 0 ? rq->cp : 1);
     if (rq->gpus % fixed != 0) {

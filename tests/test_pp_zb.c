@@ -230,7 +230,8 @@ LOOP_TEST(executor_tests, test_executor_names_b_and_w_out_of_order, 3)
         ptdp_schedule_push(s, 0, PTDP_ACT_BACKWARD_WEIGHT, 0);
     }
     ptdp_schedule_push(s, 0, PTDP_ACT_OPTIMIZER_STEP, -1);
-    step_arg a = { .schedule = s, .batch = 4, .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 ) };
+    step_arg a = { .schedule = s, .batch = 4, .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32,
+                                                                       .layers = 1, .classes = 8 ) };
     ptdp_launch_result lr;
     ck_assert_int_eq(harness_launch(1, step_device, &a, NULL, &lr), PTDP_EINVAL);
     ck_assert_msg(strstr(lr.message, want[_i]) != NULL, "message '%s', want '%s'", lr.message, want[_i]);

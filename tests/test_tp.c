@@ -567,11 +567,12 @@ typedef struct {
 static int tp_model_init(ptdp_device *dev, tp_model *t, const ptdp_model_config *cfg, uint64_t seed, double dropout,
                          int rows)
 {
+    const ptdp_mlp_settings *mlp = ptdp_mlp(cfg);
     DEVICE_CHECK(dev, rows <= MAX_ROWS, "%d rows, room for %d", rows, MAX_ROWS);
     DEVICE_TRY(tp_mesh(dev, &t->mesh));
     DEVICE_TRY(ptdp_model_init(dev, &t->m, cfg, &t->mesh, NULL, seed, dropout));
-    DEVICE_TRY(ptdp_mlp_data_init(dev, &t->data, seed, ptdp_mlp(cfg)->d_in, ptdp_mlp(cfg)->classes));
-    return ptdp_tensor_alloc(dev, &t->x, "x", PTDP_MEM_OTHER, rows, ptdp_mlp(cfg)->d_in);
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &t->data, seed, mlp->d_in, mlp->classes));
+    return ptdp_tensor_alloc(dev, &t->x, "x", PTDP_MEM_OTHER, rows, mlp->d_in);
 }
 
 /* The forward of the batch of samples [first, first + rows) at `step`. */

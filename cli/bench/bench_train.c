@@ -659,7 +659,8 @@ static int parse(int argc, char **argv, bench_cfg *c)
     if (ptdp_model_of(&c->model) == &ptdp_gpt_ops) {
         if (!batch_given)
             c->batch = 8;
-        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_multiple, 1);
+        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
     }
     return 0;
 }

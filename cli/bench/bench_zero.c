@@ -346,7 +346,8 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
         return PTDP_EXIT_USAGE;
     c->model = mf->cfg;
     if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
-        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_multiple, 1);
+        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
     return 0;
 }
 

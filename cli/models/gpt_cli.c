@@ -74,20 +74,21 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
 static int gpt_finish(const char *cmd, ptdp_model_flags *f)
 {
     ptdp_model_config *m = &f->cfg;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
     if (load_data(cmd, f) != 0)
         return PTDP_EXIT_USAGE;
-    ptdp_gpt(m)->corpus = f->corpus;
-    ptdp_gpt(m)->corpus_len = f->corpus_len;
+    gpt->corpus = f->corpus;
+    gpt->corpus_len = f->corpus_len;
     int need = min_vocab(f), own = ptdp_gpt(ptdp_model_flags_defaults(f, &ptdp_gpt_ops))->vocab;
     if (!ptdp_model_flags_given(f, "--vocab"))   /* bytes: 256; the sums: what they use (or the command's) */
-        ptdp_gpt(m)->vocab = f->data != NULL ? 256 : own > need ? own : need;
-    else if (ptdp_gpt(m)->vocab < need)
+        gpt->vocab = f->data != NULL ? 256 : own > need ? own : need;
+    else if (gpt->vocab < need)
         return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
-                                ptdp_gpt(m)->vocab, need - 1, need);
-    if (ptdp_gpt(m)->corpus_len < (size_t)ptdp_gpt(m)->seq_len + 1)
+                                gpt->vocab, need - 1, need);
+    if (gpt->corpus_len < (size_t)gpt->seq_len + 1)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
-                                "(--seq-len at most %zu, or more data)", ptdp_gpt(m)->seq_len, ptdp_gpt(m)->corpus_len,
-                                ptdp_gpt(m)->seq_len + 1, ptdp_gpt(m)->corpus_len - 1);
+                                "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
+                                gpt->seq_len + 1, gpt->corpus_len - 1);
     return 0;
 }
 
@@ -125,7 +126,8 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
 static int gpt_prepare(ptdp_train_config *c, const char *load)
 {
     char msg[512];
-    ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_multiple, c->tp);
+    ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                           ptdp_gpt(&c->model)->vocab_multiple, c->tp);
     if (load != NULL) {
         ptdp_st_file *f;
         const char *vp;
@@ -189,24 +191,25 @@ static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_
 static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     const ptdp_model_config *m = &c->model;
-    const int cp = ptdp_train_cp(c), Tq = ptdp_gpt(m)->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const int cp = ptdp_train_cp(c), Tq = gpt->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
     double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
     char b[96];
     if (c->sp)
         printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
                "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, ptdp_gpt(m)->heads, c->tp, Tq, e,
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     else
         printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
                "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, ptdp_gpt(m)->heads, c->tp, Tq, e,
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     double lo = INFINITY, hi = 0, clo = INFINITY, chi = 0;
     printf("context parallelism, cp %d (%s): attention scores per sequence and head on CP rank", cp,
            c->cp_contiguous ? "contiguous" : "zigzag");
     for (int r = 0; r < cp; r++) {
-        double s = ptdp_ring_attention_scores(ptdp_gpt(m)->seq_len, cp, r, !c->cp_contiguous);
+        double s = ptdp_ring_attention_scores(gpt->seq_len, cp, r, !c->cp_contiguous);
         lo = fmin(lo, s);
         hi = fmax(hi, s);
         printf(" %d: %.0f%s", r, s, r + 1 < cp ? "," : "");

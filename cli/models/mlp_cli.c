@@ -26,7 +26,8 @@ static ptdp_model_config mlp_defaults(void)
 static void mlp_help(FILE *out, const ptdp_model_config *d)
 {
     ptdp_model_config own = ptdp_model_of(d) == &ptdp_mlp_ops ? *d : mlp_defaults();
-    fprintf(out, "  --d-in N --classes N            the MLP (default %d, %d)\n", ptdp_mlp(&own)->d_in, ptdp_mlp(&own)->classes);
+    fprintf(out, "  --d-in N --classes N            the MLP (default %d, %d)\n", ptdp_mlp(&own)->d_in,
+            ptdp_mlp(&own)->classes);
 }
 
 static void mlp_describe(const ptdp_train_config *c, int mb, const char *data_name)
@@ -41,7 +42,8 @@ static void mlp_describe(const ptdp_train_config *c, int mb, const char *data_na
 static void mlp_report_keys(FILE *f, const ptdp_train_config *c)
 {
     const ptdp_model_config *m = &c->model;
-    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", ptdp_mlp(m)->d_in, m->hidden,
+    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", ptdp_mlp(m)->d_in,
+            m->hidden,
             m->ffn, m->layers, ptdp_mlp(m)->classes);
 }
 

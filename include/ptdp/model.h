@@ -220,7 +220,7 @@ struct ptdp_model_ops {
 
     /* ---- the whole model, from its configuration alone (no device) ---- */
     /* 0, or PTDP_EINVAL with a message naming the flags and what would work
-     * (e.g. "--tp 3 must divide --ffn 256 and --classes 16 (valid --tp: …)"). */
+     * (e.g. "--tp 3 must divide --ffn 256 (valid --tp: …)"). */
     int  (*check)(const ptdp_model_config *c, int tp, int pp, char *msg, size_t msglen);
     /* The whole model's parameters in state_dict (forward) order: fills
      * out[] if not NULL, returns their number. */

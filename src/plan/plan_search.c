@@ -55,7 +55,8 @@
 
 static int padded_vocab(const ptdp_model_config *m, int tp)
 {
-    return ptdp_gpt(m)->vocab_padded > 0 ? ptdp_gpt(m)->vocab_padded : ptdp_gpt_pad_vocab(ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_multiple, tp);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    return gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
 }
 
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
@@ -324,7 +325,8 @@ static void enumerate(search *s)
             if ((n / tp) % pp != 0 || !fixed_or(rq->pp, pp))
                 continue;
             for (int cp = 1; cp <= n / (tp * pp) && !stop(s); cp++) {
-                if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp, cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
+                if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp,
+                                                           cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
                     continue;
                 const int dp = n / (tp * pp * cp);
                 if (rq->batch % dp != 0)
@@ -376,17 +378,18 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
         snprintf(why, sizeof why, "%s", s->why);
-    else if (rq->tp > 0 && (ptdp_gpt(m)->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
-        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, ptdp_gpt(m)->heads, m->ffn);
+    else if (rq->tp > 0 && (gpt->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
+        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, gpt->heads, m->ffn);
     else if (rq->pp > 0 && rq->pp > m->layers)
         snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
-    else if (rq->cp > 1 && ptdp_gpt(m)->seq_len % (2 * rq->cp) != 0)
+    else if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
-                 ptdp_gpt(m)->seq_len, 2 * rq->cp);
+                 gpt->seq_len, 2 * rq->cp);
     else if (rq->gpus % fixed != 0)
         snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
     else

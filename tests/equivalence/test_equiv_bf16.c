@@ -40,6 +40,7 @@
 #include "equiv.h"
 #include "ptdp/bf16.h"
 #include "ptdp/gpt.h"
+#include "ptdp/models.h"
 #include "ptdp/state.h"
 
 #include <math.h>
@@ -115,7 +116,7 @@ static ptdp_train_config config_of(const bf16_case *k)
 static void describe(const ptdp_train_config *c, char *out, size_t n)
 {
     snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s",
-             ptdp_gpt(&c->model)->vocab > 0 ? "gpt" : "mlp", c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
+             ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
              c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
              c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "");
 }
