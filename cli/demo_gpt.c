@@ -98,7 +98,7 @@ int ptdp_demo_gpt(int argc, char **argv)
     if (ptdp_model_flags_finish("demo gpt", &mf) != 0)
         return PTDP_EXIT_USAGE;
     for (const char *p = prompt; *p; p++)
-        if ((unsigned char)*p >= mf.cfg.vocab) {
+        if ((unsigned char)*p >= ptdp_gpt(&mf.cfg)->vocab) {
             ptdp_model_flags_free(&mf);
             return ptdp_usage_error("demo gpt", "--prompt: '%c' is not in the sums' alphabet (digits, + and =)",
                                     *p);
@@ -108,7 +108,8 @@ int ptdp_demo_gpt(int argc, char **argv)
     par.micro_batches = 2;
     par.steps = steps;
     /* V_pad for tp 2, and the same for the baseline (as --check does) */
-    par.model.vocab_padded = ptdp_gpt_pad_vocab(par.model.vocab, par.model.vocab_multiple, par.tp);
+    ptdp_gpt(&par.model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&par.model)->vocab,
+                                                            ptdp_gpt(&par.model)->vocab_multiple, par.tp);
     const int both = steps < SIDE_BY_SIDE ? steps : SIDE_BY_SIDE;
     par.steps = both;
     ptdp_train_config base = par;
@@ -121,7 +122,7 @@ int ptdp_demo_gpt(int argc, char **argv)
            "  A: 1 device (the reference)\n"
            "  B: 8 devices = dp 2 x tp 2 (attention by heads, vocabulary by rows) x pp 2 (tied\n"
            "     embedding on the first and last stage), 1F1B, %d micro-batches\n\n",
-           g->layers, g->heads, g->hidden, g->seq_len, g->vocab, g->vocab_padded, par.batch, (int)par.seed,
+           g->layers, ptdp_gpt(g)->heads, g->hidden, ptdp_gpt(g)->seq_len, ptdp_gpt(g)->vocab, ptdp_gpt(g)->vocab_padded, par.batch, (int)par.seed,
            par.lr, par.micro_batches);
     fflush(stdout);
 

@@ -39,6 +39,7 @@
 #include "ptdp/models.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
+#include "ptdp/gpt.h"
 
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
 
@@ -123,6 +124,7 @@ static int parse(int argc, char **argv, plan_options *o)
     size_t mem = 0;
     const char *model = NULL, *profile = NULL;
     ptdp_model_config *m = &rq->model;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
 
     ptdp_args a;
     ptdp_args_init(&a, "plan", argc, argv, 1);
@@ -133,10 +135,10 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->layers);
         else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 24, &m->hidden);
         else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->ffn);
-        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &m->heads);
-        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &m->seq_len);
-        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->vocab);
-        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->vocab_multiple);
+        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &gpt->heads);
+        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &gpt->seq_len);
+        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &gpt->vocab);
+        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &gpt->vocab_multiple);
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
@@ -194,6 +196,7 @@ static int validate(plan_options *o)
 {
     ptdp_plan_request *rq = &o->rq;
     ptdp_model_config *m = &rq->model;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
     char names[256];
     profile_names(names, sizeof names);
     /* the models the planner prices: their caps say so */
@@ -209,8 +212,8 @@ static int validate(plan_options *o)
                                 ops && ops->caps.title ? ops->caps.title : "it");
     m->ops = ops;
     struct { const char *flag; long long value; } need[] = {
-        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", m->heads },
-        { "--seq-len", m->seq_len }, { "--vocab", m->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
+        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", gpt->heads },
+        { "--seq-len", gpt->seq_len }, { "--vocab", gpt->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
     };
     for (size_t k = 0; k < sizeof need / sizeof need[0]; k++)
         if (need[k].value == 0)
@@ -235,9 +238,9 @@ static int validate(plan_options *o)
     if (rq->pp > m->layers)
         return ptdp_usage_error("plan", "--pp %d: more stages than --layers %d (--pp 1 to %d)", rq->pp, m->layers,
                                 m->layers);
-    if (rq->cp > 1 && m->seq_len % (2 * rq->cp) != 0)
+    if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
         return ptdp_usage_error("plan", "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks (two "
-                                "per CP rank)", rq->cp, m->seq_len, 2 * rq->cp);
+                                "per CP rank)", rq->cp, gpt->seq_len, 2 * rq->cp);
     const long long fixed = (long long)(rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) *
                             (rq->cp > 0 ? rq->cp : 1);
     if (rq->gpus % fixed != 0) {

@@ -118,21 +118,21 @@ int ptdp_sample_print(const char *cmd, const ptdp_model_config *cfg, const ptdp_
 {
     sample_job j = { .o = o, .cfg = *cfg, .state = state };
     /* The model's data source is never read here: a sequence of zeros. */
-    unsigned char *none = calloc((size_t)j.cfg.seq_len + 1, 1);
+    unsigned char *none = calloc((size_t)ptdp_gpt(&j.cfg)->seq_len + 1, 1);
     if (none == NULL) {
         fprintf(stderr, "ptdp %s: host out of memory\n", cmd);
         return PTDP_EXIT_FAIL;
     }
-    j.cfg.corpus = none;
-    j.cfg.corpus_len = (size_t)j.cfg.seq_len + 1;
+    ptdp_gpt(&j.cfg)->corpus = none;
+    ptdp_gpt(&j.cfg)->corpus_len = (size_t)ptdp_gpt(&j.cfg)->seq_len + 1;
 
     size_t plen = strlen(o->prompt);
-    const int T = j.cfg.seq_len;
+    const int T = ptdp_gpt(&j.cfg)->seq_len;
     int status = PTDP_EXIT_OK;
     for (size_t i = 0; i < plen && status == 0; i++)
-        if ((unsigned char)o->prompt[i] >= j.cfg.vocab) {
+        if ((unsigned char)o->prompt[i] >= ptdp_gpt(&j.cfg)->vocab) {
             fprintf(stderr, "ptdp %s: --prompt: byte %zu is token %u, but the model knows tokens 0..%d "
-                    "(it was trained on other text)\n", cmd, i, (unsigned char)o->prompt[i], j.cfg.vocab - 1);
+                    "(it was trained on other text)\n", cmd, i, (unsigned char)o->prompt[i], ptdp_gpt(&j.cfg)->vocab - 1);
             status = PTDP_EXIT_USAGE;
         }
     const char *kept = o->prompt;
@@ -182,10 +182,10 @@ static int run(const sample_options *o)
         return PTDP_EXIT_FAIL;
     }
     /* The checkpoint's metadata says V_pad; its data source is not needed. */
-    cfg.vocab_multiple = 1;
-    unsigned char *none = calloc((size_t)cfg.seq_len + 1, 1);
-    cfg.corpus = none;
-    cfg.corpus_len = (size_t)cfg.seq_len + 1;
+    ptdp_gpt(&cfg)->vocab_multiple = 1;
+    unsigned char *none = calloc((size_t)ptdp_gpt(&cfg)->seq_len + 1, 1);
+    ptdp_gpt(&cfg)->corpus = none;
+    ptdp_gpt(&cfg)->corpus_len = (size_t)ptdp_gpt(&cfg)->seq_len + 1;
     ptdp_state state;
     if (none == NULL || ptdp_state_load(&state, o->load, &cfg, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp sample: --load %s\n", none ? msg : "host out of memory");

@@ -21,10 +21,20 @@
 #include "ptdp/optim.h"
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
+#include "ptdp/mlp.h"
 
 static const harness_tcase dp_tests = { .name = "dp", .timeout_s = 60 };
 
-static const ptdp_model_config CFG = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 };
+/* CFG reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *cfg_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 );
+    return &c;
+}
+#define CFG (*cfg_of())
 enum { B = 10, M = 2, MAXP = 4096 };
 
 typedef struct {
@@ -44,7 +54,7 @@ static int dp_device(ptdp_device *dev, void *arg)
     int n = dev->world_size;
     DEVICE_TRY(ptdp_mesh_init(dev, n, 1, 1, &mesh));
     DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 7, 0.0));
-    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 7, CFG.d_in, CFG.classes));
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 7, ptdp_mlp(&CFG)->d_in, ptdp_mlp(&CFG)->classes));
     DEVICE_TRY(ptdp_ddp_init(&ddp, &m, 0.001));
     DEVICE_CHECK(dev, m.numel <= MAXP, "%zu parameters, room for %d", m.numel, MAXP);
 
@@ -55,7 +65,7 @@ static int dp_device(ptdp_device *dev, void *arg)
         ptdp_chunk(shard_len, a->micro_batches, k, &off, &len);
         ptdp_tensor x;
         int64_t y[B];
-        DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, CFG.d_in));
+        DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, ptdp_mlp(&CFG)->d_in));
         ptdp_mlp_data_batch(&data, (int64_t)(shard_off + off), (int)len, x, y);
         ptdp_acts acts;
         DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &(ptdp_batch){ .first = (int64_t)(shard_off + off), .rows = x.rows, .x = x, .labels = y }, x, 0, false, NULL));

@@ -45,12 +45,12 @@ static ptdp_model_config tiny(int tp)
 {
     ptdp_model_config c = ptdp_gpt_default_config();
     c.hidden = 8;
-    c.heads = 2;
+    ptdp_gpt(&c)->heads = 2;
     c.ffn = 12;
     c.layers = 2;
-    c.seq_len = 5;
-    c.vocab = 62;
-    c.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    ptdp_gpt(&c)->seq_len = 5;
+    ptdp_gpt(&c)->vocab = 62;
+    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
     return c;
 }
 
@@ -63,7 +63,7 @@ static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
 {
     ptdp_acts acts;
     ptdp_model_forward(dev, m, &acts, b, (ptdp_tensor){ 0 }, 0, false, NULL);
-    double loss = acts.loss_sum / ((double)b->rows * m->cfg.seq_len);
+    double loss = acts.loss_sum / ((double)b->rows * ptdp_gpt(&m->cfg)->seq_len);
     ptdp_acts_free(dev, m, &acts);
     return loss;
 }
@@ -82,7 +82,7 @@ static int fd_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
     ptdp_acts acts;
     DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
-    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / (3.0 * cfg.seq_len), NULL));
+    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / (3.0 * ptdp_gpt(&cfg)->seq_len), NULL));
     for (size_t k = 0; k < m.numel; k++) {
         ptdp_real keep = m.flat_w[k];
         double eps = 1e-6;   /* truncation ~ eps^2, cancellation ~ 1e-16 / eps */
@@ -134,7 +134,7 @@ static int tp_step_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / 15, NULL));
     g = harness_group_index(&dev->stats, "tp");
     DEVICE_CHECK(dev, g >= 0, "no tp group in the statistics");
-    const int L = cfg.layers, R = 3 * cfg.seq_len, C = cfg.hidden, N = 2;
+    const int L = cfg.layers, R = 3 * ptdp_gpt(&cfg)->seq_len, C = cfg.hidden, N = 2;
     /* all-reduces of R x C reals: 2 per block each way, the embedding, the
      * head; and the cross-entropy's three of R doubles */
     double big = 2.0 * (N - 1) / N * R * C * sizeof(ptdp_real);
@@ -168,13 +168,13 @@ static int acts_device(ptdp_device *dev, void *arg)
     for (int k = 0; k < 2; k++) {
         ptdp_model_config cfg = tiny(a->tp);
         cfg.layers = 2 + k;
-        cfg.seq_len = a->cp > 1 ? 8 : a->sp ? 6 : cfg.seq_len;   /* divisible by 2 cp (and then tp), or tp */
+        ptdp_gpt(&cfg)->seq_len = a->cp > 1 ? 8 : a->sp ? 6 : ptdp_gpt(&cfg)->seq_len;   /* divisible by 2 cp (and then tp), or tp */
         ptdp_mesh mesh;
         ptdp_model m;
         DEVICE_TRY(ptdp_mesh_init_cp(dev, 1, a->cp > 1 ? a->cp : 1, a->tp, 1, &mesh));
         mesh.sp = a->sp;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
-        m.recompute_attention = a->selective;
+        m.recompute_core = a->selective;
         m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
         size_t kept;
         DEVICE_TRY(harness_forward_kept(dev, &m, 4, &kept));
@@ -197,7 +197,7 @@ LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 12)
                    .selective = k == 3 || k == 4, .cp = k >= 5 ? 2 : 1, .bf16 = _i >= 8 };
     harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
     ptdp_model_config cfg = tiny(a.tp);
-    cfg.seq_len = a.cp > 1 ? 8 : a.sp ? 6 : cfg.seq_len;
+    ptdp_gpt(&cfg)->seq_len = a.cp > 1 ? 8 : a.sp ? 6 : ptdp_gpt(&cfg)->seq_len;
     double want = ptdp_gpt_block_act_bytes(&cfg, 4, a.tp, a.cp, a.sp, a.selective, a.bf16);
     double got = (double)a.kept[1] - (double)a.kept[0];   /* one block more */
     /* the arena rounds every block up to 64 bytes: at most 64 per tensor */
@@ -234,7 +234,7 @@ static int sp_device(ptdp_device *dev, void *arg)
 {
     sp_arg *a = arg;
     ptdp_model_config cfg = tiny(2);
-    cfg.seq_len = 6;
+    ptdp_gpt(&cfg)->seq_len = 6;
     ptdp_mesh mesh;
     ptdp_model m;
     const int tp = ptdp_comm_size(dev->world);

@@ -16,10 +16,20 @@
 #include "ptdp/state.h"
 #include "ptdp/launch.h"
 #include "ptdp/zero.h"
+#include "ptdp/mlp.h"
 
 static const harness_tcase model_tests = { .name = "model", .timeout_s = 60 };
 
-static const ptdp_model_config CFG = { .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 };
+/* CFG reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *cfg_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 );
+    return &c;
+}
+#define CFG (*cfg_of())
 
 /* ---------------------------------------------------------- gradients */
 #ifdef PTDP_DOUBLE   /* finite differences need double precision */
@@ -45,13 +55,13 @@ static int fd_device(ptdp_device *dev, void *arg)
     int B = 7;
     DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
     DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0));
-    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 3, CFG.d_in, CFG.classes));
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 3, ptdp_mlp(&CFG)->d_in, ptdp_mlp(&CFG)->classes));
     /* Larger weights than the 0.02 init, so every path carries signal. */
     for (size_t k = 0; k < m.numel; k++)
         m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 20 + 0.01 * sin((double)k));
     ptdp_tensor x;
     int64_t y[7];
-    DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, CFG.d_in));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, B, ptdp_mlp(&CFG)->d_in));
     ptdp_mlp_data_batch(&data, 0, B, x, y);
 
     ptdp_acts acts;

@@ -101,9 +101,9 @@ static ptdp_plan_request request_of(const layout_case *k)
     rq.model.layers = k->layers;
     rq.model.hidden = 64;
     rq.model.ffn = 256;
-    rq.model.heads = 4;
-    rq.model.seq_len = k->seq;
-    rq.model.vocab = k->vocab;
+    ptdp_gpt(&rq.model)->heads = 4;
+    ptdp_gpt(&rq.model)->seq_len = k->seq;
+    ptdp_gpt(&rq.model)->vocab = k->vocab;
     rq.batch = k->batch;
     rq.gpus = k->dp * k->tp * k->pp * k->cp;
     rq.bf16 = k->bf16;
@@ -196,7 +196,7 @@ TEST(plan_memory_tests, test_in_flight_formula_is_the_schedules)
                     ptdp_plan_request rq = ptdp_plan_request_defaults();
                     rq.model = ptdp_gpt_default_config();
                     rq.model.layers = p * v;
-                    rq.model.vocab = 64;
+                    ptdp_gpt(&rq.model)->vocab = 64;
                     rq.batch = m;
                     rq.gpus = p;
                     ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1,
@@ -226,9 +226,9 @@ TEST(plan_memory_tests, test_model_states_are_the_zero_papers)
     rq.model.layers = 96;
     rq.model.hidden = 12288;
     rq.model.ffn = 4 * 12288;
-    rq.model.heads = 96;
-    rq.model.seq_len = 2048;
-    rq.model.vocab = 51200;
+    ptdp_gpt(&rq.model)->heads = 96;
+    ptdp_gpt(&rq.model)->seq_len = 2048;
+    ptdp_gpt(&rq.model)->vocab = 51200;
     rq.batch = 1536;
     rq.gpus = 1024;
     ptdp_plan_layout l = { .dp = 128, .tp = 8, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 12,
@@ -269,7 +269,7 @@ TEST(plan_memory_tests, test_bad_layouts_are_refused)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
     rq.model = ptdp_gpt_default_config();
-    rq.model.vocab = 64;
+    ptdp_gpt(&rq.model)->vocab = 64;
     ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 1,
                            .virtual_stages = 1 };
     ptdp_plan_memory m;

@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "ptdp/error.h"
 #include "ptdp/plan_search.h"
+#include "ptdp/gpt.h"
 
 static const harness_tcase plan_search_tests = { .name = "plan_search", .timeout_s = 120 };
 
@@ -30,9 +31,9 @@ static ptdp_plan_request tiny(const char *profile, int gpus, int batch, bool bf1
     rq.model.layers = 4;
     rq.model.hidden = 64;
     rq.model.ffn = 256;
-    rq.model.heads = 4;
-    rq.model.seq_len = 32;
-    rq.model.vocab = 256;
+    ptdp_gpt(&rq.model)->heads = 4;
+    ptdp_gpt(&rq.model)->seq_len = 32;
+    ptdp_gpt(&rq.model)->vocab = 256;
     rq.gpus = gpus;
     rq.batch = batch;
     rq.bf16 = bf16;

@@ -40,7 +40,7 @@
 static ptdp_train_config small_config(int dp, int pp, int m, const char *schedule)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 },
+        .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 96, .steps = 2,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = schedule,
     };
@@ -84,10 +84,10 @@ static mb_bytes micro_batch_bytes(const ptdp_train_config *c, int stage)
     ptdp_stage_range(m->layers, c->pp, c->stage_layers, stage, &begin, &nb);
     bool first = stage == 0, last = stage == c->pp - 1;
     mb_bytes b;
-    b.input = rows * (first ? (size_t)m->d_in : h) * es;
+    b.input = rows * (first ? (size_t)ptdp_mlp(m)->d_in : h) * es;
     b.resident = b.input + (size_t)(nb + 1) * rows * h * es + 2 * (size_t)nb * rows * ff * es;
     if (last)
-        b.resident += rows * (size_t)m->classes * es + 2 * rows * sizeof(double);
+        b.resident += rows * (size_t)ptdp_mlp(m)->classes * es + 2 * rows * sizeof(double);
     b.scratch = (last ? 0 : rows * h * es) + (first ? 0 : rows * h * es) + 2 * rows * h * es + rows * ff * es;
     return b;
 }
@@ -502,7 +502,16 @@ static int step_device(ptdp_device *dev, void *arg)
     return rc;
 }
 
-static const ptdp_model_config STEP_MODEL = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 };
+/* STEP_MODEL reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *step_model_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 );
+    return &c;
+}
+#define STEP_MODEL (*step_model_of())
 
 static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchdog_s, step_arg *a,
                         ptdp_launch_result *lr)

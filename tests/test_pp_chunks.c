@@ -36,7 +36,7 @@
 static ptdp_train_config chunk_config(int dp, int pp, int m, int v)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 24, .classes = 8 },
+        .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 24, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 8 * m * dp, .steps = 2,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5,
         .schedule = v > 0 ? "interleaved" : "1f1b", .virtual_stages = v,
@@ -56,7 +56,7 @@ typedef struct {
 static int layout_device(ptdp_device *dev, void *arg)
 {
     const layout_arg *a = arg;
-    ptdp_model_config cfg = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 4 };
+    ptdp_model_config cfg = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 4 );
     ptdp_mesh mesh;
     ptdp_model m;
     int rc = ptdp_mesh_init(dev, 1, 1, a->pp, &mesh);
@@ -255,7 +255,7 @@ static int step_device(ptdp_device *dev, void *arg)
 {
     step_arg *a = arg;
     const ptdp_schedule *s = a->schedule;
-    ptdp_model_config cfg = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 5 };
+    ptdp_model_config cfg = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 5 );
     ptdp_mesh mesh;
     ptdp_model m;
     int rc = ptdp_mesh_init(dev, 1, 1, s->pp, &mesh);

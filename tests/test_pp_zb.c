@@ -24,11 +24,12 @@
 #include "ptdp/pp.h"
 #include "ptdp/schedule.h"
 #include "ptdp/wgrad.h"
+#include "ptdp/mlp.h"
 
 static ptdp_train_config mlp_config(int dp, int pp, int m, const char *schedule)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 },
+        .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 96, .steps = 2,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = schedule,
     };
@@ -108,11 +109,11 @@ LOOP_TEST(bubble_tests, test_zb_h1_gpt_bubble_equals_simulation, 3)
     ptdp_train_config c = equiv_config(1, 1, pp, m);
     c.model = ptdp_gpt_default_config();
     c.model.hidden = 32;
-    c.model.heads = 8;
+    ptdp_gpt(&c.model)->heads = 8;
     c.model.ffn = 64;
     c.model.layers = 8;
-    c.model.seq_len = 16;
-    c.model.vocab = 62;   /* the built-in sums' tokens */
+    ptdp_gpt(&c.model)->seq_len = 16;
+    ptdp_gpt(&c.model)->vocab = 62;   /* the built-in sums' tokens */
     c.batch = 2 * m;
     c.schedule = "zb-h1";
     ptdp_launch_opts o = { .profile = ptdp_profile_find("ideal") };
@@ -188,16 +189,16 @@ LOOP_TEST(executor_tests, test_zb_h1_w_bytes_and_in_flight, 4)
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create("zb-h1", pp, M, &s), 0);
     step_arg a = { .schedule = s, .batch = 4 * M,
-                   .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 2 * pp, .classes = 8 } };
+                   .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 2 * pp, .classes = 8 ) };
     harness_launch_ok(pp, step_device, &a, NULL, NULL);
     const int rows = a.batch / M, h = a.model.hidden;
     for (int st = 0; st < pp; st++) {
         /* two blocks of fc1 (h -> ffn) and fc2 (ffn -> h); in and out layers on the edges */
         size_t per_mb = 2 * 2 * ptdp_wgrad_linear_bytes(rows, h, a.model.ffn);
         if (st == 0)
-            per_mb += ptdp_wgrad_linear_bytes(rows, a.model.d_in, h);
+            per_mb += ptdp_wgrad_linear_bytes(rows, ptdp_mlp(&a.model)->d_in, h);
         if (st == pp - 1)
-            per_mb += ptdp_wgrad_linear_bytes(rows, h, a.model.classes);
+            per_mb += ptdp_wgrad_linear_bytes(rows, h, ptdp_mlp(&a.model)->classes);
         size_t want = per_mb * (size_t)ptdp_schedule_peak_deferred(s, st);
         printf("zb-h1 pp=%d m=%d stage %d: W held at most %zu bytes = %d micro-batches x %zu\n", pp, M, st,
                a.wgrad_peak[st], ptdp_schedule_peak_deferred(s, st), per_mb);
@@ -229,7 +230,8 @@ LOOP_TEST(executor_tests, test_executor_names_b_and_w_out_of_order, 3)
         ptdp_schedule_push(s, 0, PTDP_ACT_BACKWARD_WEIGHT, 0);
     }
     ptdp_schedule_push(s, 0, PTDP_ACT_OPTIMIZER_STEP, -1);
-    step_arg a = { .schedule = s, .batch = 4, .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 } };
+    step_arg a = { .schedule = s, .batch = 4, .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32,
+                                                                       .layers = 1, .classes = 8 ) };
     ptdp_launch_result lr;
     ck_assert_int_eq(harness_launch(1, step_device, &a, NULL, &lr), PTDP_EINVAL);
     ck_assert_msg(strstr(lr.message, want[_i]) != NULL, "message '%s', want '%s'", lr.message, want[_i]);

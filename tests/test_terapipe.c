@@ -104,12 +104,12 @@ static ptdp_model_config small(int tp)
 {
     ptdp_model_config c = ptdp_gpt_default_config();
     c.hidden = 8;
-    c.heads = 2;
+    ptdp_gpt(&c)->heads = 2;
     c.ffn = 16;
     c.layers = 2;
-    c.seq_len = 12;
-    c.vocab = 62;
-    c.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    ptdp_gpt(&c)->seq_len = 12;
+    ptdp_gpt(&c)->vocab = 62;
+    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
     return c;
 }
 
@@ -122,9 +122,9 @@ static int gpt_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_mesh_init(dev, 1, c->tp, 1, &mesh));
     mesh.sp = c->sp;
     DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, c->dropout));
-    m.recompute_attention = c->selective;
+    m.recompute_core = c->selective;
     const int rows = 3;
-    const double scale = 1.0 / (rows * (double)cfg.seq_len);
+    const double scale = 1.0 / (rows * (double)ptdp_gpt(&cfg)->seq_len);
     ptdp_real *whole = malloc(sizeof(ptdp_real) * m.numel);
 
     /* the whole micro-batch */
@@ -143,7 +143,7 @@ static int gpt_device(ptdp_device *dev, void *arg)
     double sliced = 0;
     for (int j = 0; j < c->slices; j++) {
         size_t off, len;
-        ptdp_chunk((size_t)cfg.seq_len, c->slices, j, &off, &len);
+        ptdp_chunk((size_t)ptdp_gpt(&cfg)->seq_len, c->slices, j, &off, &len);
         ptdp_batch s = b;
         s.t0 = (int)off;
         s.tlen = (int)len;

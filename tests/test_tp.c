@@ -567,11 +567,12 @@ typedef struct {
 static int tp_model_init(ptdp_device *dev, tp_model *t, const ptdp_model_config *cfg, uint64_t seed, double dropout,
                          int rows)
 {
+    const ptdp_mlp_settings *mlp = ptdp_mlp(cfg);
     DEVICE_CHECK(dev, rows <= MAX_ROWS, "%d rows, room for %d", rows, MAX_ROWS);
     DEVICE_TRY(tp_mesh(dev, &t->mesh));
     DEVICE_TRY(ptdp_model_init(dev, &t->m, cfg, &t->mesh, NULL, seed, dropout));
-    DEVICE_TRY(ptdp_mlp_data_init(dev, &t->data, seed, cfg->d_in, cfg->classes));
-    return ptdp_tensor_alloc(dev, &t->x, "x", PTDP_MEM_OTHER, rows, cfg->d_in);
+    DEVICE_TRY(ptdp_mlp_data_init(dev, &t->data, seed, mlp->d_in, mlp->classes));
+    return ptdp_tensor_alloc(dev, &t->x, "x", PTDP_MEM_OTHER, rows, mlp->d_in);
 }
 
 /* The forward of the batch of samples [first, first + rows) at `step`. */
@@ -604,7 +605,16 @@ static void tp_model_free(ptdp_device *dev, tp_model *t)
  * so each block adds exactly one all-reduce of B x h forward and one
  * backward, 2(N-1)/N * B h sizeof(real) bytes each; nothing is gathered. */
 enum { MB = 8 };
-static const ptdp_model_config COUNT_CFG = { .d_in = 4, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 };
+/* COUNT_CFG reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *count_cfg_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 );
+    return &c;
+}
+#define COUNT_CFG (*count_cfg_of())
 
 typedef struct {
     int layers;
@@ -686,7 +696,16 @@ END_TEST
  * gradient made from rank-local data (a backward mask keyed by rank, a
  * skipped f); a forward that differs per rank is re-synchronised by the
  * next all-reduce and shows in the dropout test below instead. */
-static const ptdp_model_config REP_CFG = { .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 };
+/* REP_CFG reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *rep_cfg_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 );
+    return &c;
+}
+#define REP_CFG (*rep_cfg_of())
 enum { RB = 8, RSTEPS = 4 };
 
 static int train_a_little(ptdp_device *dev, tp_model *t, int steps, ptdp_real *opt_m, ptdp_real *opt_v)
@@ -816,7 +835,16 @@ END_TEST
  * its zeros exactly where the one-device model's columns [r d_ff/n, …)
  * have them; the block outputs (replicated) are bit-identical on every TP
  * rank and equal the one-device ones. */
-static const ptdp_model_config DROP_CFG = { .d_in = 4, .hidden = 16, .ffn = 32, .layers = 2, .classes = 8 };
+/* DROP_CFG reads as a constant config; the MLP keeps its own settings in the
+ * config's `own` block, filled by its builder (mlp.h), a function: so
+ * each thread makes its copy on use. */
+static const ptdp_model_config *drop_cfg_of(void)
+{
+    static _Thread_local ptdp_model_config c;
+    c = PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 2, .classes = 8 );
+    return &c;
+}
+#define DROP_CFG (*drop_cfg_of())
 enum { DB = 8, DL = 2, DFF = 32, DH = 16 };
 
 typedef struct {
@@ -944,12 +972,12 @@ END_TEST
  * With replicated parameters this small, tp = 4 holds close to 1/4. */
 TEST(model_tests, test_parameter_memory_falls_as_one_over_tp)
 {
-    const ptdp_model_config mc = { .d_in = 4, .hidden = 8, .ffn = 64, .layers = 2, .classes = 32 };
+    const ptdp_model_config mc = PTDP_MLP_CONFIG( .d_in = 4, .hidden = 8, .ffn = 64, .layers = 2, .classes = 32 );
     const int tps[] = { 1, 2, 4, 8 };
     size_t peak[4];
-    size_t rep = (size_t)mc.hidden * mc.d_in + mc.hidden + (size_t)mc.layers * mc.hidden;
+    size_t rep = (size_t)mc.hidden * ptdp_mlp(&mc)->d_in + mc.hidden + (size_t)mc.layers * mc.hidden;
     size_t split = (size_t)mc.layers * (2 * (size_t)mc.ffn * mc.hidden + mc.ffn) +
-                   (size_t)mc.classes * mc.hidden + mc.classes;
+                   (size_t)ptdp_mlp(&mc)->classes * mc.hidden + ptdp_mlp(&mc)->classes;
     for (int k = 0; k < 4; k++) {
         ptdp_train_config c = {
             .model = mc, .dp = 1, .tp = tps[k], .pp = 1, .micro_batches = 1, .batch = 8, .steps = 1,

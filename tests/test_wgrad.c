@@ -40,19 +40,19 @@ static ptdp_model_config config_of(const split_case *k)
     if (k->gpt) {
         c = ptdp_gpt_default_config();
         c.hidden = 32;
-        c.heads = 8;
+        ptdp_gpt(&c)->heads = 8;
         c.ffn = 64;
         c.layers = 2;
-        c.seq_len = 8;
-        c.vocab = 62;   /* the built-in sums' tokens */
+        ptdp_gpt(&c)->seq_len = 8;
+        ptdp_gpt(&c)->vocab = 62;   /* the built-in sums' tokens */
     } else {
         memset(&c, 0, sizeof c);
         c.ops = &ptdp_mlp_ops;
-        c.d_in = 12;
+        ptdp_mlp(&c)->d_in = 12;
         c.hidden = 16;
         c.ffn = 32;
         c.layers = 2;
-        c.classes = 8;
+        ptdp_mlp(&c)->classes = 8;
     }
     return c;
 }
@@ -111,7 +111,7 @@ static int split_device(ptdp_device *dev, void *arg)
     if (!k->gpt) {
         /* per linear layer rows x (in + out): in, fc1, fc2 (this shard's ffn), out */
         const ptdp_mlp *p = ptdp_mlp_of(&m);
-        size_t one = ptdp_wgrad_linear_bytes(3, cfg.d_in, cfg.hidden) +
+        size_t one = ptdp_wgrad_linear_bytes(3, ptdp_mlp(&cfg)->d_in, cfg.hidden) +
                      (size_t)cfg.layers * 2 * ptdp_wgrad_linear_bytes(3, cfg.hidden, p->ffn_local) +
                      ptdp_wgrad_linear_bytes(3, cfg.hidden, p->classes_local);
         DEVICE_CHECK(dev, w[0].bytes == one && w[1].bytes == one, "W holds %zu, formula %zu", w[0].bytes, one);

@@ -28,6 +28,7 @@
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
 #include "ptdp/json.h"
+#include "ptdp/gpt.h"
 
 typedef struct {
     const char *name;
@@ -107,9 +108,9 @@ int ptdp_bench_plan_cmd(int argc, char **argv)
         rq.model.layers = pc->layers;
         rq.model.hidden = pc->hidden;
         rq.model.ffn = 4 * pc->hidden;
-        rq.model.heads = pc->heads;
-        rq.model.seq_len = pc->seq_len;
-        rq.model.vocab = pc->vocab;
+        ptdp_gpt(&rq.model)->heads = pc->heads;
+        ptdp_gpt(&rq.model)->seq_len = pc->seq_len;
+        ptdp_gpt(&rq.model)->vocab = pc->vocab;
         rq.batch = pc->batch;
         rq.gpus = pc->gpus;
         rq.profile = p;

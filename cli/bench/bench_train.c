@@ -79,6 +79,7 @@
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/train.h"
+#include "ptdp/mlp.h"
 
 #define MAX_STEPS 1000
 
@@ -91,10 +92,14 @@ typedef struct {
     double watchdog_s;
 } bench_cfg;
 
-static const bench_cfg bench_defaults = {
-    .model = { .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10 },
-    .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
-};
+static bench_cfg bench_defaults(void)
+{
+    bench_cfg d = {
+        .model = PTDP_MLP_CONFIG(.d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10),
+        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
+    };
+    return d;
+}
 
 /* The largest model a benchmark run takes (model_flags.h). */
 
@@ -523,8 +528,8 @@ static void print_json(const bench_cfg *c, const bench_result *r)
            "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
            "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
            "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, ",
-           PTDP_REAL_NAME, c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers,
-           c->model.classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
+           PTDP_REAL_NAME, ptdp_mlp(&c->model)->d_in, c->model.hidden, c->model.ffn, c->model.layers,
+           ptdp_mlp(&c->model)->classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
            r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
@@ -532,8 +537,8 @@ static void print_json(const bench_cfg *c, const bench_result *r)
     if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
         printf("\"model\": \"gpt\", \"seq_len\": %d, \"heads\": %d, \"vocab\": %d, \"vocab_padded\": %d, "
                "\"tokens_per_s\": %.6g, ",
-               c->model.seq_len, c->model.heads, c->model.vocab, c->model.vocab_padded,
-               b * c->model.seq_len / r->base_s);
+               ptdp_gpt(&c->model)->seq_len, ptdp_gpt(&c->model)->heads, ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_padded,
+               b * ptdp_gpt(&c->model)->seq_len / r->base_s);
     else
         printf("\"model\": \"mlp\", ");
     if (r->zero1_s > 0)
@@ -551,12 +556,12 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     const bool gpt = ptdp_model_of(&c->model) == &ptdp_gpt_ops;
     if (gpt)
         printf("ptdp bench train (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; "
-               "batch %d sequences, AdamW\n", PTDP_REAL_NAME, c->model.vocab, c->model.vocab_padded,
-               c->model.seq_len, c->model.hidden, c->model.heads, c->model.layers, c->model.ffn, c->batch);
+               "batch %d sequences, AdamW\n", PTDP_REAL_NAME, ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_padded,
+               ptdp_gpt(&c->model)->seq_len, c->model.hidden, ptdp_gpt(&c->model)->heads, c->model.layers, c->model.ffn, c->batch);
     else
         printf("ptdp bench train (%s): d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, AdamW\n",
-               PTDP_REAL_NAME, c->model.d_in, c->model.hidden, c->model.ffn, c->model.layers,
-               c->model.classes, c->batch);
+               PTDP_REAL_NAME, ptdp_mlp(&c->model)->d_in, c->model.hidden, c->model.ffn, c->model.layers,
+               ptdp_mlp(&c->model)->classes, c->batch);
     printf("  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
            r->flops / 1e9, c->steps, c->warmup);
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
@@ -607,7 +612,8 @@ static void usage(void)
            "\n"
            "  --steps N      timed steps per measurement (default 8)\n"
            "  --warmup N     untimed steps before them (default 2)\n");
-    ptdp_model_flags_help(stdout, &bench_defaults.model);
+    const bench_cfg d = bench_defaults();
+    ptdp_model_flags_help(stdout, &d.model);
     printf("  --batch B      global batch, even (default 64)\n"
            "  --json         one JSON object on stdout instead of the table\n"
            "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n");
@@ -616,17 +622,17 @@ static void usage(void)
 /* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
 static int parse(int argc, char **argv, bench_cfg *c)
 {
-    *c = bench_defaults;
+    *c = bench_defaults();
     bool batch_given = false;
     ptdp_model_flags mf;
-    ptdp_model_flags_init(&mf, &bench_defaults.model);
+    ptdp_model_flags_init(&mf, &c->model);
     /* --model gpt: the GPT of the benchmark (V 256, T 256, C 512, 8 heads,
      * 4 layers, F 2048; batch 8 sequences), one thread, as PyTorch's */
     ptdp_model_config *gpt_d = ptdp_model_flags_defaults(&mf, &ptdp_gpt_ops);
-    gpt_d->vocab = 256;
-    gpt_d->seq_len = 256;
+    ptdp_gpt(gpt_d)->vocab = 256;
+    ptdp_gpt(gpt_d)->seq_len = 256;
     gpt_d->hidden = 512;
-    gpt_d->heads = 8;
+    ptdp_gpt(gpt_d)->heads = 8;
     gpt_d->layers = 4;
     gpt_d->ffn = 2048;
     ptdp_args a;
@@ -653,7 +659,8 @@ static int parse(int argc, char **argv, bench_cfg *c)
     if (ptdp_model_of(&c->model) == &ptdp_gpt_ops) {
         if (!batch_given)
             c->batch = 8;
-        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);
+        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
     }
     return 0;
 }

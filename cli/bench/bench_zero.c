@@ -62,6 +62,7 @@
 #include "ptdp/models.h"
 #include "ptdp/train.h"
 #include "ptdp/zero.h"
+#include "ptdp/mlp.h"
 
 /* ---- the formulas in words ------------------------------------------------- */
 
@@ -139,10 +140,10 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     const ptdp_zero_precision *f = ptdp_zero_precision_of(PTDP_REAL_NAME), *bf = ptdp_zero_precision_of("bf16");
     if (ptdp_model_of(m) == &ptdp_gpt_ops)
         printf("ptdp bench zero (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; ",
-               PTDP_REAL_NAME, m->vocab, m->vocab_padded, m->seq_len, m->hidden, m->heads, m->layers, m->ffn);
+               PTDP_REAL_NAME, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded, ptdp_gpt(m)->seq_len, m->hidden, ptdp_gpt(m)->heads, m->layers, m->ffn);
     else
         printf("ptdp bench zero (%s): mlp, d_in %d, hidden %d, ffn %d, %d blocks, %d classes; ", PTDP_REAL_NAME,
-               m->d_in, m->hidden, m->ffn, m->layers, m->classes);
+               ptdp_mlp(m)->d_in, m->hidden, m->ffn, m->layers, ptdp_mlp(m)->classes);
     printf("Ψ = %.0f parameters\n", psi);
     printf("  N = dp = %d, M = %d micro-batches, batch %d, AdamW, %d steps a run, profile %s\n", c->dp,
            c->micro_batches, c->batch, c->steps, prof->name);
@@ -345,7 +346,8 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
         return PTDP_EXIT_USAGE;
     c->model = mf->cfg;
     if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
-        c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, 1);
+        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
     return 0;
 }
 

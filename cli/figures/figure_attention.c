@@ -121,7 +121,7 @@ static int owner(const coverage *c, int i, int j)
 
 static int build(attn_layout *a, int vocab_multiple, char *msg, size_t msglen)
 {
-    a->cfg.vocab_multiple = vocab_multiple;
+    ptdp_gpt(&a->cfg)->vocab_multiple = vocab_multiple;
     ptdp_launch_result lr;
     memset(&lr, 0, sizeof lr);
     ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };
@@ -170,7 +170,7 @@ static void stripes(ptdp_svg *s, double x, double y, double w, double h)
 static void draw_c_attn(ptdp_svg *s, const attn_layout *a, double x, double y, double scale)
 {
     const coverage *w = &a->t[ATTN_W], *b = &a->t[ATTN_B];
-    const int C = a->cfg.hidden, hd = C / a->cfg.heads;
+    const int C = a->cfg.hidden, hd = C / ptdp_gpt(&a->cfg)->heads;
     const double W = w->full_cols * scale;
     run rw[16], rb[16];
     int nw = runs_of(w, true, rw, 16), nb = runs_of(b, false, rb, 16);
@@ -203,7 +203,7 @@ static void draw_c_attn(ptdp_svg *s, const attn_layout *a, double x, double y, d
 static void draw_c_proj(ptdp_svg *s, const attn_layout *a, double x, double y, double scale)
 {
     const coverage *p = &a->t[PROJ_W];
-    const int hd = a->cfg.hidden / a->cfg.heads;
+    const int hd = a->cfg.hidden / ptdp_gpt(&a->cfg)->heads;
     run rc[16];
     int n = runs_of(p, false, rc, 16);
     const double H = p->full_rows * scale;
@@ -271,11 +271,11 @@ int fig_attention_tp(const char *path, char *msg, size_t msglen)
         return PTDP_ENOMEM;
     }
     for (size_t i = 0; i < len; i++)
-        if (corpus[i] + 1 > cfg.vocab)
-            cfg.vocab = corpus[i] + 1;
-    cfg.corpus = corpus;
-    cfg.corpus_len = len;
-    const int default_multiple = cfg.vocab_multiple;
+        if (corpus[i] + 1 > ptdp_gpt(&cfg)->vocab)
+            ptdp_gpt(&cfg)->vocab = corpus[i] + 1;
+    ptdp_gpt(&cfg)->corpus = corpus;
+    ptdp_gpt(&cfg)->corpus_len = len;
+    const int default_multiple = ptdp_gpt(&cfg)->vocab_multiple;
     big.cfg = small.cfg = cfg;
     int err = build(&big, default_multiple, msg, msglen);
     if (err == 0)
@@ -284,7 +284,7 @@ int fig_attention_tp(const char *path, char *msg, size_t msglen)
     if (err != 0)
         return err;
 
-    const int C = cfg.hidden, nh = cfg.heads, hd = C / nh, V = cfg.vocab;
+    const int C = cfg.hidden, nh = ptdp_gpt(&cfg)->heads, hd = C / nh, V = ptdp_gpt(&cfg)->vocab;
     const int vp_big = big.t[WTE].full_rows, vp_small = small.t[WTE].full_rows;
     const double top = 150, scale = 1.5;
     const double height = top + 3 * C * scale + 36 + 4 * 16 + 8;

@@ -45,8 +45,8 @@ static const uint64_t SEED = 7;
 /* Lesson 02's model and seed: the numbers its check prints. */
 static ptdp_model_config lesson_model(void)
 {
-    return (ptdp_model_config){ .ops = &ptdp_mlp_ops, .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2,
-                                .classes = 5 };
+    return PTDP_MLP_CONFIG( .ops = &ptdp_mlp_ops, .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2,
+                                .classes = 5 );
 }
 
 /* ---- one step's gradient on `dp` devices --------------------------------------- */

@@ -112,10 +112,10 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     rq.model = ptdp_gpt_default_config();
     rq.model.layers = 36;
     rq.model.hidden = 4096;
-    rq.model.heads = 32;
+    ptdp_gpt(&rq.model)->heads = 32;
     rq.model.ffn = 4 * 4096;
-    rq.model.seq_len = 2048;
-    rq.model.vocab = 51200;
+    ptdp_gpt(&rq.model)->seq_len = 2048;
+    ptdp_gpt(&rq.model)->vocab = 51200;
     rq.batch = 512;
     rq.gpus = 32;
     rq.bf16 = sizeof(ptdp_real) == 4;    /* the float build (ptdp figures); f64 has no bf16 */

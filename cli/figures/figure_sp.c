@@ -131,7 +131,7 @@ static int forward_once(ptdp_device *dev, sp_layout *a, ptdp_mesh *mesh, int lay
             v->gelu = shape_of(k->gelu);
             v->out = shape_of(sv->blocks[1].x);
             read_params(&m, v);
-            const int T = cfg.seq_len, C = cfg.hidden;
+            const int T = ptdp_gpt(&cfg)->seq_len, C = cfg.hidden;
             int rows = layout == SP ? T / TP : T;
             ptdp_real *dst = layout == SP ? a->x_sp[mesh->tp_rank] : mesh->tp_rank == 0 ? a->x_whole : NULL;
             if (dst != NULL && k->x.rows >= rows && k->x.cols == C)
@@ -177,7 +177,7 @@ static int expect(shape got, int rows, int cols, const char *what, int layout, i
  * matches the whole row of smallest difference, which must be row first + t. */
 static int find_positions(sp_layout *a, int r, char *msg, size_t msglen)
 {
-    const int T = a->cfg.seq_len, C = a->cfg.hidden, Tl = T / TP;
+    const int T = ptdp_gpt(&a->cfg)->seq_len, C = a->cfg.hidden, Tl = T / TP;
     rank_view *v = &a->v[SP][r];
     v->pos_first = -1;
     v->pos_err = 0;
@@ -214,7 +214,7 @@ static int find_positions(sp_layout *a, int r, char *msg, size_t msglen)
 static int check_layout(sp_layout *a, char *msg, size_t msglen)
 {
     const ptdp_model_config *c = &a->cfg;
-    const int R = a->batch * c->seq_len, C = c->hidden, F = c->ffn, Cl = C / TP, Fl = F / TP;
+    const int R = a->batch * ptdp_gpt(c)->seq_len, C = c->hidden, F = c->ffn, Cl = C / TP, Fl = F / TP;
     int err = 0;
     for (int layout = TP_ALONE; layout <= SP && err == 0; layout++)
         for (int r = 0; r < TP && err == 0; r++) {
@@ -235,7 +235,7 @@ static int check_layout(sp_layout *a, char *msg, size_t msglen)
                 break;
             if (v->attn_row0 != r * Cl || v->attn_rows != 3 * Cl || v->proj_col0 != r * Cl || v->proj_cols != Cl ||
                 v->fc_row0 != r * Fl || v->fc_rows != Fl || v->fcproj_col0 != r * Fl || v->fcproj_cols != Fl ||
-                v->heads_local != c->heads / TP) {
+                v->heads_local != ptdp_gpt(c)->heads / TP) {
                 snprintf(msg, msglen, "rank %d: block 0's c_attn, c_fc or c_projs are not cut by head and by F/tp",
                          r);
                 err = PTDP_ECHECK;
@@ -413,7 +413,7 @@ static void lines(ptdp_svg *s, double x, double y, const char *const *text, int 
 static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
 {
     const ptdp_model_config *c = &a->cfg;
-    const int B = a->batch, T = c->seq_len, C = c->hidden, F = c->ffn, nh = c->heads, Tl = T / TP;
+    const int B = a->batch, T = ptdp_gpt(c)->seq_len, C = c->hidden, F = c->ffn, nh = ptdp_gpt(c)->heads, Tl = T / TP;
     const int hd = C / nh;
     const rank_view *v0 = &a->v[SP][0], *v1 = &a->v[SP][1];
     char l0[64], l1[64], p0[64], p1[64];
@@ -552,7 +552,7 @@ int fig_sp_block(const char *path, char *msg, size_t msglen)
     a.seed = ptdp_train_defaults().seed;
     unsigned char *corpus = NULL;
     size_t len = ptdp_gpt_builtin_corpus(a.seed, PTDP_GPT_CORPUS_LINES, &corpus);
-    const size_t TC = (size_t)a.cfg.seq_len * a.cfg.hidden;
+    const size_t TC = (size_t)ptdp_gpt(&a.cfg)->seq_len * a.cfg.hidden;
     a.x_whole = malloc(TC * sizeof *a.x_whole);
     for (int r = 0; r < TP; r++)
         a.x_sp[r] = malloc(TC / TP * sizeof *a.x_sp[r]);
@@ -563,10 +563,10 @@ int fig_sp_block(const char *path, char *msg, size_t msglen)
     }
     if (err == 0) {
         for (size_t i = 0; i < len; i++)
-            if (corpus[i] + 1 > a.cfg.vocab)
-                a.cfg.vocab = corpus[i] + 1;
-        a.cfg.corpus = corpus;
-        a.cfg.corpus_len = len;
+            if (corpus[i] + 1 > ptdp_gpt(&a.cfg)->vocab)
+                ptdp_gpt(&a.cfg)->vocab = corpus[i] + 1;
+        ptdp_gpt(&a.cfg)->corpus = corpus;
+        ptdp_gpt(&a.cfg)->corpus_len = len;
         ptdp_launch_result lr;
         memset(&lr, 0, sizeof lr);
         ptdp_launch_opts o = { .watchdog_s = 60, .result = &lr };

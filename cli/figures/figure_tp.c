@@ -25,6 +25,7 @@
 #include "ptdp/model.h"
 #include "ptdp/models.h"
 #include "ptdp/launch.h"
+#include "ptdp/mlp.h"
 
 enum { TP = 4 };
 
@@ -233,7 +234,7 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
     if (err != 0)
         return err;
 
-    const int h = t.cfg.hidden, dff = t.cfg.ffn, C = t.cfg.classes;
+    const int h = t.cfg.hidden, dff = t.cfg.ffn, C = ptdp_mlp(&t.cfg)->classes;
     const int fl = t.fc1[0].rows, cl = t.out[0].rows;
     const double top_of_matrices = 250;
     ptdp_svg s;

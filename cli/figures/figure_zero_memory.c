@@ -57,11 +57,11 @@ int fig_default_gpt(ptdp_model_config *cfg, unsigned char **corpus, char *msg, s
         return PTDP_ENOMEM;
     }
     for (size_t i = 0; i < len; i++)
-        if ((*corpus)[i] + 1 > cfg->vocab)
-            cfg->vocab = (*corpus)[i] + 1;
-    cfg->corpus = *corpus;
-    cfg->corpus_len = len;
-    cfg->vocab_padded = ptdp_gpt_pad_vocab(cfg->vocab, cfg->vocab_multiple, 1);
+        if ((*corpus)[i] + 1 > ptdp_gpt(cfg)->vocab)
+            ptdp_gpt(cfg)->vocab = (*corpus)[i] + 1;
+    ptdp_gpt(cfg)->corpus = *corpus;
+    ptdp_gpt(cfg)->corpus_len = len;
+    ptdp_gpt(cfg)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(cfg)->vocab, ptdp_gpt(cfg)->vocab_multiple, 1);
     return PTDP_OK;
 }
 

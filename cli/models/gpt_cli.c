@@ -27,10 +27,10 @@
 #include "ptdp/safetensors.h"
 
 static const ptdp_model_flag gpt_flags[] = {
-    { "--heads", offsetof(ptdp_model_config, heads), 1, { 1 << 16, 1024 } },
-    { "--seq-len", offsetof(ptdp_model_config, seq_len), 2, { 1 << 20, 1 << 16 } },
-    { "--vocab", offsetof(ptdp_model_config, vocab), 1, { 1 << 24, 1 << 20 } },
-    { "--vocab-multiple", offsetof(ptdp_model_config, vocab_multiple), 1, { 1 << 20, 1 << 20 } },
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 } },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 } },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 } },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 } },
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 } },
 };
 
@@ -74,20 +74,21 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
 static int gpt_finish(const char *cmd, ptdp_model_flags *f)
 {
     ptdp_model_config *m = &f->cfg;
+    ptdp_gpt_settings *gpt = ptdp_gpt(m);
     if (load_data(cmd, f) != 0)
         return PTDP_EXIT_USAGE;
-    m->corpus = f->corpus;
-    m->corpus_len = f->corpus_len;
-    int need = min_vocab(f), own = ptdp_model_flags_defaults(f, &ptdp_gpt_ops)->vocab;
+    gpt->corpus = f->corpus;
+    gpt->corpus_len = f->corpus_len;
+    int need = min_vocab(f), own = ptdp_gpt(ptdp_model_flags_defaults(f, &ptdp_gpt_ops))->vocab;
     if (!ptdp_model_flags_given(f, "--vocab"))   /* bytes: 256; the sums: what they use (or the command's) */
-        m->vocab = f->data != NULL ? 256 : own > need ? own : need;
-    else if (m->vocab < need)
+        gpt->vocab = f->data != NULL ? 256 : own > need ? own : need;
+    else if (gpt->vocab < need)
         return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
-                                m->vocab, need - 1, need);
-    if (m->corpus_len < (size_t)m->seq_len + 1)
+                                gpt->vocab, need - 1, need);
+    if (gpt->corpus_len < (size_t)gpt->seq_len + 1)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
-                                "(--seq-len at most %zu, or more data)", m->seq_len, m->corpus_len,
-                                m->seq_len + 1, m->corpus_len - 1);
+                                "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
+                                gpt->seq_len + 1, gpt->corpus_len - 1);
     return 0;
 }
 
@@ -100,8 +101,8 @@ static int gpt_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed)
     f->seed = seed;
     if (load_data(cmd, f) != 0)
         return PTDP_EXIT_USAGE;
-    f->cfg.corpus = f->corpus;
-    f->cfg.corpus_len = f->corpus_len;
+    ptdp_gpt(&f->cfg)->corpus = f->corpus;
+    ptdp_gpt(&f->cfg)->corpus_len = f->corpus_len;
     return 0;
 }
 
@@ -114,7 +115,7 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
             "  --vocab V           the GPT's tokens 0..V-1 (default: 256 with --data, else the built-in\n"
             "                      corpus's); padded to a multiple of --vocab-multiple (64) x tp\n"
             "  --data FILE         the GPT's text, one token per byte (default: built-in lines of sums)\n",
-            g.heads, g.seq_len, g.hidden, g.layers);
+            ptdp_gpt(&g)->heads, ptdp_gpt(&g)->seq_len, g.hidden, g.layers);
 }
 
 /* ------------------------------------------------------ ptdp train */
@@ -125,7 +126,8 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
 static int gpt_prepare(ptdp_train_config *c, const char *load)
 {
     char msg[512];
-    c->model.vocab_padded = ptdp_gpt_pad_vocab(c->model.vocab, c->model.vocab_multiple, c->tp);
+    ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
+                                                           ptdp_gpt(&c->model)->vocab_multiple, c->tp);
     if (load != NULL) {
         ptdp_st_file *f;
         const char *vp;
@@ -134,7 +136,7 @@ static int gpt_prepare(ptdp_train_config *c, const char *load)
             return PTDP_EXIT_FAIL;
         }
         if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
-            c->model.vocab_padded = atoi(vp);
+            ptdp_gpt(&c->model)->vocab_padded = atoi(vp);
         ptdp_st_close(f);
     }
     return 0;
@@ -145,9 +147,9 @@ static void gpt_describe(const ptdp_train_config *c, int mb, const char *data_na
     const ptdp_model_config *m = &c->model;
     printf("\n  model gpt: hidden %d, %d heads of %d, ffn %d, %d layers, seq-len %d, vocab %d (padded to %d);"
            " batch %d sequences, %d micro-batch%s of %d\n  data: %zu tokens (%s)\n",
-           m->hidden, m->heads, m->hidden / m->heads, m->ffn, m->layers, m->seq_len, m->vocab,
-           m->vocab_padded, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
-           m->corpus_len, data_name ? data_name : "the built-in lines of sums");
+           m->hidden, ptdp_gpt(m)->heads, m->hidden / ptdp_gpt(m)->heads, m->ffn, m->layers, ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab,
+           ptdp_gpt(m)->vocab_padded, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
+           ptdp_gpt(m)->corpus_len, data_name ? data_name : "the built-in lines of sums");
 }
 
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
@@ -155,14 +157,16 @@ static void gpt_describe(const ptdp_train_config *c, int mb, const char *data_na
 static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
 {
     const ptdp_model_config *m = &c->model;
-    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", m->d_in,
-            m->hidden, m->ffn, m->layers, m->classes);
-    fprintf(f, ", \"heads\": %d, \"seq_len\": %d, \"vocab\": %d, \"vocab_padded\": %d", m->heads,
-            m->seq_len, m->vocab, m->vocab_padded);
+    /* d_in and classes: the MLP's keys, kept in every model section; a GPT
+     * has neither (its own block holds its settings), so 0 as always */
+    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", 0,
+            m->hidden, m->ffn, m->layers, 0);
+    fprintf(f, ", \"heads\": %d, \"seq_len\": %d, \"vocab\": %d, \"vocab_padded\": %d", ptdp_gpt(m)->heads,
+            ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded);
     /* what a micro-batch keeps per block, by formula (gpt.h), and in what */
     fprintf(f, ", \"acts_per_block_bytes\": %s, \"acts_store\": \"%s\"",
             J(ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
-                                       c->recompute_attention, c->bf16)),
+                                       c->recompute_core, c->bf16)),
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
 }
 
@@ -172,7 +176,7 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
 static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_t n)
 {
     const ptdp_model_config *m = &c->model;
-    const double bytes = ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_attention,
+    const double bytes = ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_core,
                                                   c->bf16);
     char v[32];
     snprintf(b, n, "%s%s", ptdp_format_bytes(bytes, v, sizeof v),
@@ -187,24 +191,25 @@ static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_
 static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     const ptdp_model_config *m = &c->model;
-    const int cp = ptdp_train_cp(c), Tq = m->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const int cp = ptdp_train_cp(c), Tq = gpt->seq_len / cp, mb = c->batch / (c->dp * c->micro_batches);
     double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
     char b[96];
     if (c->sp)
         printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
                "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, m->heads, c->tp, Tq, e,
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     else
         printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
                "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, m->heads, c->tp, Tq, e,
+               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     double lo = INFINITY, hi = 0, clo = INFINITY, chi = 0;
     printf("context parallelism, cp %d (%s): attention scores per sequence and head on CP rank", cp,
            c->cp_contiguous ? "contiguous" : "zigzag");
     for (int r = 0; r < cp; r++) {
-        double s = ptdp_ring_attention_scores(m->seq_len, cp, r, !c->cp_contiguous);
+        double s = ptdp_ring_attention_scores(gpt->seq_len, cp, r, !c->cp_contiguous);
         lo = fmin(lo, s);
         hi = fmax(hi, s);
         printf(" %d: %.0f%s", r, s, r + 1 < cp ? "," : "");
@@ -230,35 +235,35 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
      * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
     const ptdp_model_config *m = &c->model;
     int mb = c->batch / (c->dp * c->micro_batches);
-    const bool sel = c->recompute_attention;
+    const bool sel = c->recompute_core;
     double e = sel ? ptdp_gpt_block_act_elements_selective(m, mb, c->tp, c->sp)
                    : ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);
     char b[96], probs[96] = "";
     /* the attention's probabilities, unless selective recomputation redoes them */
     if (!sel)
-        snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, m->heads, c->tp, m->seq_len);
+        snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, ptdp_gpt(m)->heads, c->tp, ptdp_gpt(m)->seq_len);
     printf("activations a micro-batch keeps per block%s%s: ", c->sp ? " (sp)" : "",
            sel ? " (selective recompute)" : "");
     if (c->sp)   /* the residual stream and LN statistics split along the sequence */
         printf("B T (2C + 6C/tp + 2F/tp + 4/tp)%s\n"
                "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
-               sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
                c->tp, probs, e, kept_bytes(c, mb, b, sizeof b));
     else
         printf("B T (4C + 4C/tp + 2F/tp + 4)%s\n"
                "  = %d x %d x (4x%d + 4x%d/%d + 2x%d/%d + 4)%s = %.0f elements = %s\n",
-               sel ? "" : " + B (nh/tp) T^2", mb, m->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
                probs, e, kept_bytes(c, mb, b, sizeof b));
     if (sel)
         printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
-               (double)mb * (m->heads / c->tp) * m->seq_len * m->seq_len);
+               (double)mb * (ptdp_gpt(m)->heads / c->tp) * ptdp_gpt(m)->seq_len * ptdp_gpt(m)->seq_len);
 }
 
 static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
 {
     *tokens = true;
-    *x_cols = m->seq_len;
-    *y_cols = m->seq_len;
+    *x_cols = ptdp_gpt(m)->seq_len;
+    *y_cols = ptdp_gpt(m)->seq_len;
 }
 
 const ptdp_model_cli ptdp_gpt_cli = {

@@ -14,8 +14,8 @@
 #include "ptdp/mlp.h"
 
 static const ptdp_model_flag mlp_flags[] = {
-    { "--d-in", offsetof(ptdp_model_config, d_in), 1, { 1 << 20, 1 << 16 } },
-    { "--classes", offsetof(ptdp_model_config, classes), 2, { 1 << 22, 1 << 16 } },
+    { "--d-in", PTDP_MLP_OWN(d_in), 1, { 1 << 20, 1 << 16 } },
+    { "--classes", PTDP_MLP_OWN(classes), 2, { 1 << 22, 1 << 16 } },
 };
 
 static ptdp_model_config mlp_defaults(void)
@@ -26,7 +26,8 @@ static ptdp_model_config mlp_defaults(void)
 static void mlp_help(FILE *out, const ptdp_model_config *d)
 {
     ptdp_model_config own = ptdp_model_of(d) == &ptdp_mlp_ops ? *d : mlp_defaults();
-    fprintf(out, "  --d-in N --classes N            the MLP (default %d, %d)\n", own.d_in, own.classes);
+    fprintf(out, "  --d-in N --classes N            the MLP (default %d, %d)\n", ptdp_mlp(&own)->d_in,
+            ptdp_mlp(&own)->classes);
 }
 
 static void mlp_describe(const ptdp_train_config *c, int mb, const char *data_name)
@@ -34,21 +35,22 @@ static void mlp_describe(const ptdp_train_config *c, int mb, const char *data_na
     const ptdp_model_config *m = &c->model;
     (void)data_name;
     printf("\n  model d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, %d micro-batch%s of %d\n",
-           m->d_in, m->hidden, m->ffn, m->layers, m->classes, c->batch, c->micro_batches,
+           ptdp_mlp(m)->d_in, m->hidden, m->ffn, m->layers, ptdp_mlp(m)->classes, c->batch, c->micro_batches,
            c->micro_batches == 1 ? "" : "es", mb);
 }
 
 static void mlp_report_keys(FILE *f, const ptdp_train_config *c)
 {
     const ptdp_model_config *m = &c->model;
-    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", m->d_in, m->hidden,
-            m->ffn, m->layers, m->classes);
+    fprintf(f, ", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"classes\": %d", ptdp_mlp(m)->d_in,
+            m->hidden,
+            m->ffn, m->layers, ptdp_mlp(m)->classes);
 }
 
 static void mlp_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
 {
     *tokens = false;
-    *x_cols = m->d_in;
+    *x_cols = ptdp_mlp(m)->d_in;
     *y_cols = 0;
 }
 

@@ -198,7 +198,7 @@ static int read_recompute(ptdp_args *a, ptdp_train_config *c)
         return PTDP_EXIT_USAGE;
     const int r = ptdp_recompute_parse(modes[k]);
     c->recompute = r == PTDP_RECOMPUTE_FULL;
-    c->recompute_attention = r == PTDP_RECOMPUTE_SELECTIVE;
+    c->recompute_core = r == PTDP_RECOMPUTE_SELECTIVE;
     return 0;
 }
 
@@ -419,8 +419,8 @@ static int validate(train_options *o)
                    "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
         if (ptdp_model_flags_reseed("train", &o->model, c->seed) != 0)
             return PTDP_EXIT_USAGE;
-        c->model.corpus = o->model.cfg.corpus;
-        c->model.corpus_len = o->model.cfg.corpus_len;
+        ptdp_gpt(&c->model)->corpus = ptdp_gpt(&o->model.cfg)->corpus;
+        ptdp_gpt(&c->model)->corpus_len = ptdp_gpt(&o->model.cfg)->corpus_len;
         if (!o->batch_given)
             c->batch = o->resume.batch;
         else if (c->batch != o->resume.batch)

@@ -348,7 +348,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
                "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",
                c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
-               c->recompute ? "full" : c->recompute_attention ? "selective" : "none", c->sp ? "true" : "false",
+               c->recompute ? "full" : c->recompute_core ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
             ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false",
             c->bf16 ? "bf16" : PTDP_REAL_NAME);

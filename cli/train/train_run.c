@@ -103,11 +103,11 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf("ptdp train (%s): %d devices = dp %d x cp %d (%s) x tp %d x pp %d%s%s", PTDP_REAL_NAME, world, c->dp,
                cp, c->cp_contiguous ? "contiguous" : "zigzag", c->tp, c->pp,
                c->sp ? " with sequence parallelism" : "",
-               c->recompute_attention ? ", selective recompute (the attention core)" : "");
+               c->recompute_core ? ", selective recompute (the attention core)" : "");
     else
         printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
                world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
-               c->recompute_attention ? ", selective recompute (the attention core)" : "");
+               c->recompute_core ? ", selective recompute (the attention core)" : "");
     if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
         printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
                c->recompute ? " and recompute" : "");
@@ -218,7 +218,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
         b.schedule = "1f1b";
     b.recompute = false;
-    b.recompute_attention = false;
+    b.recompute_core = false;
     b.sp = false;
     b.cp = 0;
     b.cp_contiguous = false;

@@ -51,6 +51,58 @@
 
 extern const ptdp_model_ops ptdp_gpt_ops;
 
+/* The GPT's own settings, in its config's `own` block (model.h). */
+typedef struct {
+    int heads;              /* attention heads nh; head size hidden/nh --heads */
+    int seq_len;            /* T, positions of a sequence          --seq-len */
+    int vocab;              /* V: tokens are 0..V-1                --vocab   */
+    int vocab_padded;       /* V_pad: rows of the embedding, a multiple of
+                               vocab_multiple x tp; 0 = work it out         */
+    int vocab_multiple;     /* --vocab-multiple (default 64)                */
+    const unsigned char *corpus;   /* the text, one token per byte; NULL:
+                                      the built-in corpus (gpt_data.c)     */
+    size_t corpus_len;
+} ptdp_gpt_settings;
+
+_Static_assert(sizeof(ptdp_gpt_settings) <= PTDP_MODEL_OWN_MAX,
+               "the GPT's settings fit in ptdp_model_config.own");
+
+/* Read and write them: ptdp_gpt(&cfg)->heads; const in, const out. */
+static inline ptdp_gpt_settings *ptdp_gpt_settings_of(ptdp_model_config *c)
+{
+    return (ptdp_gpt_settings *)(void *)c->own;
+}
+static inline const ptdp_gpt_settings *ptdp_gpt_settings_of_const(const ptdp_model_config *c)
+{
+    return (const ptdp_gpt_settings *)(const void *)c->own;
+}
+#define ptdp_gpt(c) _Generic((c), const ptdp_model_config *: ptdp_gpt_settings_of_const, \
+                                  default: ptdp_gpt_settings_of)(c)
+/* Where a setting sits in a whole config, for tables of flags that write
+ * an int at an offset (cli/model_flags.h): PTDP_GPT_OWN(heads). */
+#define PTDP_GPT_OWN(field) (offsetof(ptdp_model_config, own) + offsetof(ptdp_gpt_settings, field))
+
+/* Everything a GPT's config says, in one struct for designated
+ * initialisers: PTDP_GPT_CONFIG(.ops = &ptdp_gpt_ops, .hidden = 32,
+ * .heads = 4, …) is that config (ops as given). */
+typedef struct {
+    const ptdp_model_ops *ops;
+    int hidden, ffn, layers;
+    int heads, seq_len, vocab, vocab_padded, vocab_multiple;
+    const unsigned char *corpus;
+    size_t corpus_len;
+} ptdp_gpt_fields;
+
+static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
+{
+    ptdp_model_config c = { .ops = s.ops, .hidden = s.hidden, .ffn = s.ffn, .layers = s.layers };
+    *ptdp_gpt(&c) = (ptdp_gpt_settings){ .heads = s.heads, .seq_len = s.seq_len, .vocab = s.vocab,
+                                         .vocab_padded = s.vocab_padded, .vocab_multiple = s.vocab_multiple,
+                                         .corpus = s.corpus, .corpus_len = s.corpus_len };
+    return c;
+}
+#define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
+
 /* The defaults of --model gpt: 2 layers, hidden 64, 4 heads, ffn 4 x
  * hidden, seq-len 32, vocabulary from the data, padded to a multiple of 64. */
 ptdp_model_config ptdp_gpt_default_config(void);

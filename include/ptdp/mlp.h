@@ -25,6 +25,52 @@
 
 extern const ptdp_model_ops ptdp_mlp_ops;
 
+/* The MLP's own settings, in its config's `own` block (model.h). */
+typedef struct {
+    int d_in;               /* input features                      --d-in    */
+    int classes;            /* output classes                      --classes */
+} ptdp_mlp_settings;
+
+_Static_assert(sizeof(ptdp_mlp_settings) <= PTDP_MODEL_OWN_MAX,
+               "the MLP's settings fit in ptdp_model_config.own");
+
+/* Read and write them: ptdp_mlp(&cfg)->d_in; const in, const out. */
+static inline ptdp_mlp_settings *ptdp_mlp_settings_of(ptdp_model_config *c)
+{
+    return (ptdp_mlp_settings *)(void *)c->own;
+}
+static inline const ptdp_mlp_settings *ptdp_mlp_settings_of_const(const ptdp_model_config *c)
+{
+    return (const ptdp_mlp_settings *)(const void *)c->own;
+}
+#define ptdp_mlp(c) _Generic((c), const ptdp_model_config *: ptdp_mlp_settings_of_const, \
+                                  default: ptdp_mlp_settings_of)(c)
+/* Where a setting sits in a whole config, for tables of flags that write
+ * an int at an offset (cli/model_flags.h): PTDP_MLP_OWN(d_in). */
+#define PTDP_MLP_OWN(field) (offsetof(ptdp_model_config, own) + offsetof(ptdp_mlp_settings, field))
+
+/* Everything an MLP's config says, in one struct for designated
+ * initialisers: PTDP_MLP_CONFIG(.d_in = 6, .hidden = 8, .ffn = 16,
+ * .layers = 2, .classes = 5) is that config (ops as given: NULL, the
+ * registry's default, unless set). */
+typedef struct {
+    const ptdp_model_ops *ops;
+    int d_in, hidden, ffn, layers, classes;
+} ptdp_mlp_fields;
+
+static inline ptdp_model_config ptdp_mlp_config(ptdp_mlp_fields s)
+{
+    ptdp_model_config c = { .ops = s.ops, .hidden = s.hidden, .ffn = s.ffn, .layers = s.layers };
+    ptdp_mlp(&c)->d_in = s.d_in;
+    ptdp_mlp(&c)->classes = s.classes;
+    return c;
+}
+#define PTDP_MLP_CONFIG(...) ptdp_mlp_config((ptdp_mlp_fields){ __VA_ARGS__ })
+
+/* The defaults of --model mlp (and of ptdp_train_defaults, ops NULL: the
+ * registry's default): d_in 32, hidden 64, ffn 256, 8 layers, 16 classes. */
+ptdp_model_config ptdp_mlp_default_config(void);
+
 /* One block's parameters on this device (shards under TP). */
 typedef struct {
     ptdp_param *fc1_w, *fc1_b, *fc2_w, *fc2_b;

@@ -48,6 +48,7 @@
 #define PTDP_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bf16.h"
@@ -60,25 +61,30 @@ typedef struct ptdp_model_ops ptdp_model_ops;
 
 /* A model's configuration.  Which model: its table of functions, found by
  * name in the registry (models.h); NULL means the registry's first model,
- * the default.  The sizes every model has come first; the fields after
- * them belong to one model or the other, which reads only its own. */
+ * the default.  The sizes every model has are fields; what one model
+ * alone has (the MLP's input features, the GPT's heads and vocabulary, …)
+ * lives in `own`, a block this layer copies with the config but never
+ * reads.  The model's header gives its layout and the one way to read it:
+ *
+ *   ptdp_model_config                     mlp.h                 gpt.h
+ *   ┌ ops, hidden, ffn, layers ┐
+ *   └ own[PTDP_MODEL_OWN_MAX] ─┴─► ptdp_mlp(c)->d_in   or  ptdp_gpt(c)->heads
+ *
+ * Why bytes rather than a pointer: a config is a value (copied into every
+ * model, every run, every checkpoint probe) and stays one, with no owner
+ * to free.  Why not a union of the models' settings: this layer would name
+ * the models.  Each model's header static-asserts that its settings fit,
+ * and gives a builder for readable initialisers (PTDP_MLP_CONFIG(.d_in =
+ * 6, .hidden = 8, …)). */
+#define PTDP_MODEL_OWN_MAX 64
+
 typedef struct {
     const ptdp_model_ops *ops; /* the model (models.h); NULL: the default   */
-    int d_in;               /* MLP: input features                 --d-in    */
     int hidden;             /* residual stream width (d_model)     --hidden  */
     int ffn;                /* MLP blocks' inner width (d_ff)      --ffn     */
     int layers;             /* blocks                              --layers  */
-    int classes;            /* MLP: output classes                 --classes */
-    /* GPT (gpt.h) */
-    int heads;              /* attention heads nh; head size hidden/nh --heads */
-    int seq_len;            /* T, positions of a sequence          --seq-len */
-    int vocab;              /* V: tokens are 0..V-1                --vocab   */
-    int vocab_padded;       /* V_pad: rows of the embedding, a multiple of
-                               vocab_multiple x tp (gpt.h); 0 = work it out */
-    int vocab_multiple;     /* --vocab-multiple (default 64)                */
-    const unsigned char *corpus;   /* the text, one token per byte; NULL:
-                                      the built-in corpus (gpt_data.c)     */
-    size_t corpus_len;
+    _Alignas(max_align_t) unsigned char own[PTDP_MODEL_OWN_MAX];
+                            /* the model's own settings (its header)        */
 } ptdp_model_config;
 
 /* How tensor parallelism cuts a parameter. */
@@ -214,7 +220,7 @@ struct ptdp_model_ops {
 
     /* ---- the whole model, from its configuration alone (no device) ---- */
     /* 0, or PTDP_EINVAL with a message naming the flags and what would work
-     * (e.g. "--tp 3 must divide --ffn 256 and --classes 16 (valid --tp: …)"). */
+     * (e.g. "--tp 3 must divide --ffn 256 (valid --tp: …)"). */
     int  (*check)(const ptdp_model_config *c, int tp, int pp, char *msg, size_t msglen);
     /* The whole model's parameters in state_dict (forward) order: fills
      * out[] if not NULL, returns their number. */
@@ -271,11 +277,13 @@ struct ptdp_model {
     bool first_stage, last_stage;
     double dropout;                 /* probability, 0 = off                 */
     uint64_t seed;
-    bool recompute_attention;       /* selective recomputation: a model with
-                                       attention keeps no T x T probabilities
-                                       and redoes the attention core in the
-                                       backward (set by the caller after
-                                       init; models without attention ignore
+    bool recompute_core;            /* selective recomputation: keep no
+                                       activations of the model's costly
+                                       core and redo it in the backward (a
+                                       GPT: the attention core's T x T
+                                       probabilities; set by the caller
+                                       after init; a model without such a
+                                       core, caps.attention false, ignores
                                        it)                                  */
 
     /* Per sample, set by the model's init. */

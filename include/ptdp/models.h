@@ -42,6 +42,10 @@ const ptdp_model_ops *ptdp_model_lookup(const char *name);
 /* The model of cfg: cfg->ops, or the default (the first registered). */
 const ptdp_model_ops *ptdp_model_of(const ptdp_model_config *cfg);
 
+/* The default model at its default sizes (ops NULL: the registry's first
+ * model), what ptdp_train_defaults trains. */
+ptdp_model_config ptdp_model_default_config(void);
+
 /* Its name ("mlp", …): --model, checkpoints, --report. */
 const char *ptdp_model_name(const ptdp_model_config *cfg);
 

@@ -45,10 +45,11 @@ typedef struct {
                                  of positions through the pipeline (pp.h);
                                  0 or 1 = whole sequences                  */
     bool recompute;           /* full: keep only each stage's input         */
-    bool recompute_attention; /* selective: keep the block's activations but
-                                 the attention core's (scores, softmax,
-                                 dropout, weighted sum), redone in the
-                                 backward (Korthikanti et al. 2022)         */
+    bool recompute_core;      /* selective: keep the block's activations but
+                                 those of the model's core (a GPT's
+                                 attention: scores, softmax, dropout,
+                                 weighted sum), redone in the backward
+                                 (Korthikanti et al. 2022)                  */
     bool sp;                  /* sequence parallelism in the TP group (sp.h) */
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */

@@ -34,7 +34,7 @@
  * The backward walks the boxes right to left; gradients ACCUMULATE (+=)
  * into the model's gradient buffer, so micro-batches add up.  With pp = 1
  * the head is wte itself, and its gradient gets both the head's and the
- * lookups' parts.  With selective recomputation (m->recompute_attention) a
+ * lookups' parts.  With selective recomputation (m->recompute_core) a
  * block keeps no attention probabilities and redoes the attention core in
  * its backward.  With recompute a micro-batch keeps only its stage input
  * and runs the forward again inside its backward (the dropout masks are

@@ -36,7 +36,7 @@
 static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)
 {
     const ptdp_model *m = k->m;
-    const int heads = m->cfg.heads;
+    const int heads = ptdp_gpt(&m->cfg)->heads;
     return (ptdp_attn_dropout){
         .p = m->dropout, .key = ptdp_gpt_dropout_key(m, m->layer_begin + i, "attn"),
         .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads, .heads_total = heads,
@@ -98,7 +98,7 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
     ptdp_free(k->dev, scratch);
     if (k->rc != 0)
         return;
-    if (m->recompute_attention && !cp) {  /* selective: the probabilities are not kept */
+    if (m->recompute_core && !cp) {  /* selective: the probabilities are not kept */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
     }

@@ -46,15 +46,16 @@ static bool free_edges(const ptdp_profile *p)
 ptdp_gpt_shape ptdp_gpt_shape_make(const ptdp_model_config *c, int rows, int tp, bool sp, int cp, int cp_rank,
                                    bool cp_zigzag)
 {
-    const int vp = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, tp);
-    const int hd = c->heads > 0 ? c->hidden / c->heads : 0;
-    const int hl = c->heads / tp;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
+    const int hd = gpt->heads > 0 ? c->hidden / gpt->heads : 0;
+    const int hl = gpt->heads / tp;
     ptdp_gpt_shape s = {
         .rows = rows, .C = c->hidden, .heads = hl, .hd = hd, .Cl = hl * hd, .Fl = c->ffn / tp,
-        .Vl = vp / tp, .T = c->seq_len, .cp = cp > 1 ? cp : 1, .cp_rank = cp > 1 ? cp_rank : 0,
+        .Vl = vp / tp, .T = gpt->seq_len, .cp = cp > 1 ? cp : 1, .cp_rank = cp > 1 ? cp_rank : 0,
         .cp_zigzag = cp_zigzag,
     };
-    s.R = rows * (c->seq_len / s.cp);
+    s.R = rows * (gpt->seq_len / s.cp);
     s.Rl = sp && tp > 1 ? s.R / tp : s.R;
     return s;
 }

@@ -50,7 +50,7 @@ size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out)
 void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b)
 {
     const ptdp_gpt *g = m->impl;
-    const int T = m->cfg.seq_len;
+    const int T = ptdp_gpt(&m->cfg)->seq_len;
     const uint64_t key = ptdp_rng_key(m->seed, "data.start");
     const uint64_t windows = (uint64_t)(g->corpus_len - (size_t)T);   /* checked: N >= T + 1 */
     for (int i = 0; i < b->rows; i++) {

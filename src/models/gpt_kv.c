@@ -83,8 +83,8 @@ ptdp_gpt_kv *ptdp_gpt_kv_get(ptdp_device *dev, ptdp_model *m, const ptdp_acts *a
                   (long long)acts->first_sample);
         return NULL;
     }
-    const int nb = m->layer_end - m->layer_begin, T = m->cfg.seq_len;
-    const int width = 3 * g->heads_local * (m->cfg.hidden / m->cfg.heads);
+    const int nb = m->layer_end - m->layer_begin, T = ptdp_gpt(&m->cfg)->seq_len;
+    const int width = 3 * g->heads_local * (m->cfg.hidden / ptdp_gpt(&m->cfg)->heads);
     if ((kv = calloc(1, sizeof *kv)) == NULL || (kv->qkv = calloc((size_t)nb + 1, sizeof *kv->qkv)) == NULL ||
         (kv->dqkv = calloc((size_t)nb + 1, sizeof *kv->dqkv)) == NULL) {
         if (kv != NULL)

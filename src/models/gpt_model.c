@@ -38,10 +38,10 @@
 
 ptdp_model_config ptdp_gpt_default_config(void)
 {
-    ptdp_model_config c = {
+    ptdp_model_config c = PTDP_GPT_CONFIG(
         .ops = &ptdp_gpt_ops, .hidden = 64, .ffn = 256, .layers = 2, .heads = 4, .seq_len = 32,
         .vocab = 0, .vocab_multiple = 64,
-    };
+    );
     return c;
 }
 
@@ -56,7 +56,8 @@ int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp)
 
 static int padded(const ptdp_model_config *c, int tp)
 {
-    return c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, tp);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    return gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
 }
 
 /* "1, 2, 4" — every tp up to the limit that divides all of a, b and c. */
@@ -73,35 +74,36 @@ static void valid_tp(int a, int b, int c, char *buf, size_t len)
 
 static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size_t n)
 {
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
     (void)pp;
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
     if (m->hidden < 1) BAD("--hidden %d: must be at least 1", m->hidden);
-    if (m->heads < 1) BAD("--heads %d: must be at least 1", m->heads);
-    if (m->hidden % m->heads != 0) {
+    if (gpt->heads < 1) BAD("--heads %d: must be at least 1", gpt->heads);
+    if (m->hidden % gpt->heads != 0) {
         char valid[256] = "";
         size_t len = 0;
         for (int h = 1; h <= m->hidden && len + 8 < sizeof valid; h++)
             if (m->hidden % h == 0)
                 len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", h);
-        BAD("--heads %d must divide --hidden %d (valid --heads: %s)", m->heads, m->hidden, valid);
+        BAD("--heads %d must divide --hidden %d (valid --heads: %s)", gpt->heads, m->hidden, valid);
     }
     if (m->ffn < 1) BAD("--ffn %d: must be at least 1", m->ffn);
     if (m->layers < 1) BAD("--layers %d: must be at least 1", m->layers);
-    if (m->seq_len < 2) BAD("--seq-len %d: must be at least 2 (a position and the token after it)", m->seq_len);
-    if (m->vocab < 1) BAD("--vocab %d: must be at least 1", m->vocab);
-    if (m->vocab_multiple < 1) BAD("--vocab-multiple %d: must be at least 1", m->vocab_multiple);
-    if (m->corpus != NULL && m->corpus_len < (size_t)m->seq_len + 1)
+    if (gpt->seq_len < 2) BAD("--seq-len %d: must be at least 2 (a position and the token after it)", gpt->seq_len);
+    if (gpt->vocab < 1) BAD("--vocab %d: must be at least 1", gpt->vocab);
+    if (gpt->vocab_multiple < 1) BAD("--vocab-multiple %d: must be at least 1", gpt->vocab_multiple);
+    if (gpt->corpus != NULL && gpt->corpus_len < (size_t)gpt->seq_len + 1)
         BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
-            m->corpus_len, m->seq_len, m->seq_len + 1);
+            gpt->corpus_len, gpt->seq_len, gpt->seq_len + 1);
     if (tp >= 1) {
         int vp = padded(m, tp);
-        if (vp < m->vocab)
-            BAD("the padded vocabulary %d is smaller than --vocab %d", vp, m->vocab);
-        if (m->heads % tp != 0 || m->ffn % tp != 0 || vp % tp != 0) {
+        if (vp < gpt->vocab)
+            BAD("the padded vocabulary %d is smaller than --vocab %d", vp, gpt->vocab);
+        if (gpt->heads % tp != 0 || m->ffn % tp != 0 || vp % tp != 0) {
             char valid[256];
-            valid_tp(m->heads, m->ffn, vp, valid, sizeof valid);
+            valid_tp(gpt->heads, m->ffn, vp, valid, sizeof valid);
             BAD("--tp %d must divide --heads %d, --ffn %d and the padded vocabulary %d (valid --tp: %s)",
-                tp, m->heads, m->ffn, vp, valid);
+                tp, gpt->heads, m->ffn, vp, valid);
         }
     }
 #undef BAD
@@ -117,7 +119,7 @@ static int gpt_list_params(const ptdp_model_config *c, ptdp_param_info *out)
         out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
     char name[PTDP_NAME_MAX];
     ADD("transformer.wte.weight", V, C, false);
-    ADD("transformer.wpe.weight", c->seq_len, C, false);
+    ADD("transformer.wpe.weight", ptdp_gpt(c)->seq_len, C, false);
     for (int l = 0; l < c->layers; l++) {
         static const struct { const char *name; int rows, cols; bool bias; } t[] = {
             { "ln_1.weight", 0, 1, true }, { "ln_1.bias", 0, 1, true },
@@ -146,7 +148,8 @@ static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*va
 {
     const char *k[] = { "vocab", "vocab_padded", "seq_len", "hidden", "heads", "ffn", "layers" };
     const char *f[] = { "--vocab", "--vocab-multiple", "--seq-len", "--hidden", "--heads", "--ffn", "--layers" };
-    const int v[] = { c->vocab, padded(c, 1), c->seq_len, c->hidden, c->heads, c->ffn, c->layers };
+    const int v[] = { ptdp_gpt(c)->vocab, padded(c, 1), ptdp_gpt(c)->seq_len, c->hidden, ptdp_gpt(c)->heads, c->ffn,
+                     c->layers };
     int n = 0;
     for (; n < 7 && n < max; n++) {
         keys[n] = k[n];
@@ -159,12 +162,13 @@ static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*va
 /* A metadata key back into its field (a checkpoint read without flags). */
 static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long value)
 {
+    ptdp_gpt_settings *gpt = ptdp_gpt(c);
     const struct { const char *key; int *field; } t[] = {
-        { "vocab", &c->vocab },
-        { "vocab_padded", &c->vocab_padded },
-        { "seq_len", &c->seq_len },
+        { "vocab", &gpt->vocab },
+        { "vocab_padded", &gpt->vocab_padded },
+        { "seq_len", &gpt->seq_len },
         { "hidden", &c->hidden },
-        { "heads", &c->heads },
+        { "heads", &gpt->heads },
         { "ffn", &c->ffn },
         { "layers", &c->layers },
     };
@@ -227,7 +231,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     }
     if (m->first_stage) {
         ptdp_model_begin_unit(m);
-        g->wpe = ADD("transformer.wpe.weight", c->seq_len, C, false, PTDP_SHARD_NONE, 0, 0, c->seq_len, C,
+        g->wpe = ADD("transformer.wpe.weight", ptdp_gpt(c)->seq_len, C, false, PTDP_SHARD_NONE, 0, 0,
+                     ptdp_gpt(c)->seq_len, C,
                      W(INIT_STD));
         g->wte = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
                      W(INIT_STD));
@@ -263,9 +268,10 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
     const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     unsigned char *built = NULL;
-    const unsigned char *text = c->corpus;
-    size_t len = c->corpus_len;
+    const unsigned char *text = gpt->corpus;
+    size_t len = gpt->corpus_len;
     if (text == NULL) {
         len = ptdp_gpt_builtin_corpus(m->seed, PTDP_GPT_CORPUS_LINES, &built);
         if (len == 0) {
@@ -275,18 +281,18 @@ static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         text = built;
     }
     int rc = PTDP_OK;
-    if (len < (size_t)c->seq_len + 1)
-        rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, c->seq_len,
-                       c->seq_len + 1);
+    if (len < (size_t)gpt->seq_len + 1)
+        rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, gpt->seq_len,
+                       gpt->seq_len + 1);
     else if ((g->corpus = ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
         rc = PTDP_ENOMEM;
     else {
         memcpy(g->corpus, text, len);
         g->corpus_len = len;
         for (size_t i = 0; i < len; i++)
-            if (g->corpus[i] >= c->vocab) {
+            if (g->corpus[i] >= gpt->vocab) {
                 rc = ptdp_fail(dev, PTDP_EINVAL, "the data holds token %d at %zu, but --vocab is %d",
-                               g->corpus[i], i, c->vocab);
+                               g->corpus[i], i, gpt->vocab);
                 break;
             }
     }
@@ -309,6 +315,7 @@ static void gpt_free(ptdp_device *dev, ptdp_model *m)
 static int gpt_init(ptdp_device *dev, ptdp_model *m)
 {
     const ptdp_model_config *c = &m->cfg;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     const int tp = m->mesh->tp, nb = m->layer_end - m->layer_begin;
     ptdp_gpt *g = calloc(1, sizeof *g);
     if (g != NULL)
@@ -318,13 +325,13 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
     g->vocab_padded = padded(c, tp);
     g->vocab_local = g->vocab_padded / tp;
-    g->heads_local = c->heads / tp;
+    g->heads_local = gpt->heads / tp;
     g->ffn_local = c->ffn / tp;
-    m->input_cols = c->seq_len;
+    m->input_cols = gpt->seq_len;
     m->input_tokens = true;
-    m->label_cols = c->seq_len;
+    m->label_cols = gpt->seq_len;
     /* under SP a stage boundary carries the rank's positions only */
-    m->boundary_cols = c->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
+    m->boundary_cols = gpt->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
     int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
     if (rc == 0)
         rc = lay_out(dev, m, g);
@@ -340,43 +347,48 @@ ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
 
 double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp)
 {
-    const double B = batch, Tq = c->seq_len / cp, C = c->hidden, F = c->ffn;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const double B = batch, Tq = gpt->seq_len / cp, C = c->hidden, F = c->ffn;
     if (sp)
-        return B * Tq * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (c->heads / tp) * Tq;
-    return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * Tq;
+        return B * Tq * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * Tq;
+    return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * Tq;
 }
 
 double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp)
 {
-    return ptdp_gpt_block_act_elements(c, batch, tp, sp) - (double)batch * (c->heads / tp) * c->seq_len * c->seq_len;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    return ptdp_gpt_block_act_elements(c, batch, tp,
+                                       sp) - (double)batch * (gpt->heads / tp) * gpt->seq_len * gpt->seq_len;
 }
 
 double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp)
 {
-    const double B = batch, T = c->seq_len, C = c->hidden, F = c->ffn;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const double B = batch, T = gpt->seq_len, C = c->hidden, F = c->ffn;
     if (sp)
-        return B * T * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (c->heads / tp) * T * T;
-    return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (c->heads / tp) * T * T;
+        return B * T * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * T * T;
+    return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * T * T;
 }
 
 double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
                                 bool bf16)
 {
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     cp = cp > 1 ? cp : 1;
     const double e = cp > 1 ? ptdp_gpt_block_act_elements_cp(c, batch, tp, cp, sp)
                      : selective ? ptdp_gpt_block_act_elements_selective(c, batch, tp, sp)
                                  : ptdp_gpt_block_act_elements(c, batch, tp, sp);
     if (!bf16)
         return e * sizeof(ptdp_real);
-    const double rows = (double)batch * (c->seq_len / cp);
+    const double rows = (double)batch * (gpt->seq_len / cp);
     const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
-    const double lse = cp > 1 ? (double)batch * (c->heads / tp) * (c->seq_len / cp) : 0;   /* CP's log-sum-exps */
+    const double lse = cp > 1 ? (double)batch * (gpt->heads / tp) * (gpt->seq_len / cp) : 0;   /* CP's log-sum-exps */
     return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
 }
 
 static int gpt_positions(const ptdp_model_config *c)
 {
-    return c->seq_len;
+    return ptdp_gpt(c)->seq_len;
 }
 
 const ptdp_model_ops ptdp_gpt_ops = {

@@ -35,7 +35,7 @@ int ptdp_gpt_cp_size(const ptdp_model *m)
 
 static ptdp_cp_layout cp_layout(const ptdp_model *m)
 {
-    return ptdp_cp_layout_of(m->cfg.seq_len, ptdp_gpt_cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
+    return ptdp_cp_layout_of(ptdp_gpt(&m->cfg)->seq_len, ptdp_gpt_cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
 }
 
 /* TeraPipe (pp.h): a micro-batch's step may cover only the token slice
@@ -47,7 +47,7 @@ bool ptdp_gpt_sliced(const ptdp_acts *a)
 
 int ptdp_gpt_local_T(const ptdp_model *m, const ptdp_acts *a)
 {
-    return ptdp_gpt_sliced(a) ? a->tlen : m->cfg.seq_len / ptdp_gpt_cp_size(m);
+    return ptdp_gpt_sliced(a) ? a->tlen : ptdp_gpt(&m->cfg)->seq_len / ptdp_gpt_cp_size(m);
 }
 
 /* The position in its sequence of local row t: t, the CP layout's, or t0 + t. */
@@ -66,7 +66,7 @@ static int local_position(const ptdp_model *m, const ptdp_acts *a, int t)
  * rows x local_T (the same, without CP or slices). */
 void ptdp_gpt_take_positions(const ptdp_model *m, const ptdp_acts *a, int64_t *dst, const int64_t *src, int rows)
 {
-    const int T = m->cfg.seq_len, Tq = ptdp_gpt_local_T(m, a);
+    const int T = ptdp_gpt(&m->cfg)->seq_len, Tq = ptdp_gpt_local_T(m, a);
     for (int b = 0; b < rows; b++)
         for (int t = 0; t < Tq; t++)
             dst[(size_t)b * Tq + t] = src[(size_t)b * T + local_position(m, a, t)];
@@ -88,9 +88,9 @@ void ptdp_gpt_positions(const ptdp_model *m, const ptdp_acts *a, ptdp_tensor wpe
     }
     if (ptdp_gpt_cp_size(m) == 1) {
         if (backward)
-            ptdp_positions_backward(wpe, x, m->cfg.seq_len);
+            ptdp_positions_backward(wpe, x, ptdp_gpt(&m->cfg)->seq_len);
         else
-            ptdp_positions_forward(x, wpe, m->cfg.seq_len);
+            ptdp_positions_forward(x, wpe, ptdp_gpt(&m->cfg)->seq_len);
         return;
     }
     const ptdp_cp_layout l = cp_layout(m);
@@ -140,7 +140,7 @@ uint64_t ptdp_gpt_dropout_key(const ptdp_model *m, int layer, const char *where)
  * a sequence shard draws exactly the single device's mask. */
 void ptdp_gpt_region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_tensor t, uint64_t key)
 {
-    const int T = m->cfg.seq_len, C = m->cfg.hidden;
+    const int T = ptdp_gpt(&m->cfg)->seq_len, C = m->cfg.hidden;
     if (m->dropout <= 0)
         return;
     if (!m->mesh->sp && ptdp_gpt_cp_size(m) == 1 && !ptdp_gpt_sliced(acts)) {   /* consecutive tokens */
@@ -158,7 +158,7 @@ void ptdp_gpt_region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_te
 size_t ptdp_gpt_probs_len(const ptdp_model *m, const ptdp_acts *acts)
 {
     const ptdp_gpt *g = m->impl;
-    const int T = m->cfg.seq_len;
+    const int T = ptdp_gpt(&m->cfg)->seq_len;
     const size_t per_head = ptdp_gpt_sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
                             ptdp_gpt_cp_size(m) > 1 ? (size_t)ptdp_gpt_local_T(m, acts) : (size_t)T * T;
     return (size_t)acts->rows * g->heads_local * per_head;
@@ -169,14 +169,14 @@ size_t ptdp_gpt_probs_len(const ptdp_model *m, const ptdp_acts *acts)
 ptdp_gpt_shape ptdp_gpt_shape_of(const ptdp_model *m, const ptdp_acts *a, bool split)
 {
     const ptdp_gpt *g = m->impl;
-    const int C = m->cfg.hidden, hd = C / m->cfg.heads, R = a->rows * ptdp_gpt_local_T(m, a);
+    const int C = m->cfg.hidden, hd = C / ptdp_gpt(&m->cfg)->heads, R = a->rows * ptdp_gpt_local_T(m, a);
     const int cp = ptdp_gpt_cp_size(m);
     const bool sliced = ptdp_gpt_sliced(a);
     return (ptdp_gpt_shape){
         .rows = a->rows, .R = R, .Rl = ptdp_gpt_region_rows(m, R), .C = C, .Cl = g->heads_local * hd,
-        .Fl = g->ffn_local, .Vl = g->vocab_local, .heads = g->heads_local, .hd = hd, .T = m->cfg.seq_len,
+        .Fl = g->ffn_local, .Vl = g->vocab_local, .heads = g->heads_local, .hd = hd, .T = ptdp_gpt(&m->cfg)->seq_len,
         .cp = cp, .cp_rank = cp > 1 ? m->mesh->cp_rank : 0, .cp_zigzag = m->mesh->cp_zigzag,
         .t0 = sliced ? a->t0 : 0, .tlen = sliced ? a->tlen : 0,
-        .selective = m->recompute_attention, .split = split,
+        .selective = m->recompute_core, .split = split,
     };
 }

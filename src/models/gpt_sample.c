@@ -74,7 +74,7 @@ int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, in
     ptdp_gpt *g = ptdp_gpt_of(m);
     if (g == NULL || !m->first_stage || !m->last_stage || m->mesh->tp != 1)
         return ptdp_fail(dev, PTDP_EINVAL, "generation runs a whole GPT on one device");
-    const int T = m->cfg.seq_len, V = m->cfg.vocab;
+    const int T = ptdp_gpt(&m->cfg)->seq_len, V = ptdp_gpt(&m->cfg)->vocab;
     if (len < 1)
         return ptdp_fail(dev, PTDP_EINVAL, "generation needs at least one token to start from");
     int64_t *ctx = ptdp_alloc(dev, (size_t)T * sizeof *ctx, PTDP_MEM_OTHER, "sample.context");

@@ -184,7 +184,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
             return rc;
         w0 = ptdp_wall_now();
         ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
-        account(dev, "in fwd", product_flops(dev, rows, hd, c->d_in), (double)rows * hd, w0, true);
+        account(dev, "in fwd", product_flops(dev, rows, hd, ptdp_mlp(c)->d_in), (double)rows * hd, w0, true);
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     } else {
@@ -397,7 +397,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     }
 
     if (m->first_stage) {
-        double dw = product_flops(dev, hd, c->d_in, rows);
+        double dw = product_flops(dev, hd, ptdp_mlp(c)->d_in, rows);
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
             goto done;
         w0 = ptdp_wall_now();

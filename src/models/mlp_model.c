@@ -39,20 +39,21 @@
 
 static int mlp_check(const ptdp_model_config *m, int tp, int pp, char *msg, size_t n)
 {
+    const ptdp_mlp_settings *mlp = ptdp_mlp(m);
     (void)pp;
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
-    if (m->d_in < 1) BAD("--d-in %d: must be at least 1", m->d_in);
+    if (mlp->d_in < 1) BAD("--d-in %d: must be at least 1", mlp->d_in);
     if (m->hidden < 1) BAD("--hidden %d: must be at least 1", m->hidden);
     if (m->ffn < 1) BAD("--ffn %d: must be at least 1", m->ffn);
     if (m->layers < 1) BAD("--layers %d: must be at least 1", m->layers);
-    if (m->classes < 2) BAD("--classes %d: must be at least 2", m->classes);
-    if (tp >= 1 && (m->ffn % tp != 0 || m->classes % tp != 0)) {
+    if (mlp->classes < 2) BAD("--classes %d: must be at least 2", mlp->classes);
+    if (tp >= 1 && (m->ffn % tp != 0 || mlp->classes % tp != 0)) {
         char valid[256] = "";
         size_t len = 0;
         for (int t = 1; t <= PTDP_MAX_DEVICES && t <= m->ffn; t++)
-            if (m->ffn % t == 0 && m->classes % t == 0 && len + 8 < sizeof valid)
+            if (m->ffn % t == 0 && mlp->classes % t == 0 && len + 8 < sizeof valid)
                 len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", t);
-        BAD("--tp %d must divide --ffn %d and --classes %d (valid --tp: %s)", tp, m->ffn, m->classes, valid);
+        BAD("--tp %d must divide --ffn %d and --classes %d (valid --tp: %s)", tp, m->ffn, mlp->classes, valid);
     }
 #undef BAD
     return PTDP_OK;
@@ -61,11 +62,12 @@ static int mlp_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
 /* The parameter list in state_dict order (forward order), as name/shape. */
 static int mlp_list_params(const ptdp_model_config *c, ptdp_param_info *out)
 {
+    const ptdp_mlp_settings *mlp = ptdp_mlp(c);
     int n = 0;
 #define ADD(nm, r, cc, bias) do { if (out) { snprintf(out[n].name, sizeof out[n].name, "%s", nm); \
         out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
     char name[PTDP_NAME_MAX];
-    ADD("in.weight", c->hidden, c->d_in, false);
+    ADD("in.weight", c->hidden, mlp->d_in, false);
     ADD("in.bias", 1, c->hidden, true);
     for (int l = 0; l < c->layers; l++) {
         snprintf(name, sizeof name, "blocks.%d.fc1.weight", l); ADD(name, c->ffn, c->hidden, false);
@@ -73,8 +75,8 @@ static int mlp_list_params(const ptdp_model_config *c, ptdp_param_info *out)
         snprintf(name, sizeof name, "blocks.%d.fc2.weight", l); ADD(name, c->hidden, c->ffn, false);
         snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);   ADD(name, 1, c->hidden, true);
     }
-    ADD("out.weight", c->classes, c->hidden, false);
-    ADD("out.bias", 1, c->classes, true);
+    ADD("out.weight", mlp->classes, c->hidden, false);
+    ADD("out.bias", 1, mlp->classes, true);
 #undef ADD
     return n;
 }
@@ -85,7 +87,7 @@ static int mlp_metadata(const ptdp_model_config *c, const char **keys, char (*va
 {
     const char *k[] = { "d_in", "d_model", "d_ff", "n_layers", "n_classes" };
     const char *f[] = { "--d-in", "--hidden", "--ffn", "--layers", "--classes" };
-    const int v[] = { c->d_in, c->hidden, c->ffn, c->layers, c->classes };
+    const int v[] = { ptdp_mlp(c)->d_in, c->hidden, c->ffn, c->layers, ptdp_mlp(c)->classes };
     int n = 0;
     for (; n < 5 && n < max; n++) {
         keys[n] = k[n];
@@ -99,11 +101,11 @@ static int mlp_metadata(const ptdp_model_config *c, const char **keys, char (*va
 static int mlp_from_metadata(ptdp_model_config *c, const char *key, long long value)
 {
     const struct { const char *key; int *field; } t[] = {
-        { "d_in", &c->d_in },
+        { "d_in", &ptdp_mlp(c)->d_in },
         { "d_model", &c->hidden },
         { "d_ff", &c->ffn },
         { "n_layers", &c->layers },
-        { "n_classes", &c->classes },
+        { "n_classes", &ptdp_mlp(c)->classes },
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
@@ -119,6 +121,7 @@ static int mlp_from_metadata(ptdp_model_config *c, const char *key, long long va
 static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
 {
     const ptdp_model_config *c = &m->cfg;
+    const ptdp_mlp_settings *mlp = ptdp_mlp(c);
     int t = m->mesh->tp_rank, h = c->hidden;
     int fl = p->ffn_local, cl = p->classes_local;
     char name[PTDP_NAME_MAX];
@@ -129,8 +132,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
     /* Units (model.h): the output layer, each block, the input layer. */
     if (m->last_stage) {
         ptdp_model_begin_unit(m);
-        p->out_w = ADD("out.weight", c->classes, h, false, PTDP_SHARD_ROWS, t * cl, 0, cl, h, W);
-        p->out_b = ADD("out.bias", 1, c->classes, true, PTDP_SHARD_ROWS, 0, t * cl, 1, cl, ZERO);
+        p->out_w = ADD("out.weight", mlp->classes, h, false, PTDP_SHARD_ROWS, t * cl, 0, cl, h, W);
+        p->out_b = ADD("out.bias", 1, mlp->classes, true, PTDP_SHARD_ROWS, 0, t * cl, 1, cl, ZERO);
     }
     for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
         ptdp_mlp_block *b = &p->blocks[l - m->layer_begin];
@@ -146,7 +149,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
     }
     if (m->first_stage) {
         ptdp_model_begin_unit(m);
-        p->in_w = ADD("in.weight", h, c->d_in, false, PTDP_SHARD_NONE, 0, 0, h, c->d_in, W);
+        p->in_w = ADD("in.weight", h, mlp->d_in, false, PTDP_SHARD_NONE, 0, 0, h, mlp->d_in, W);
         p->in_b = ADD("in.bias", 1, h, true, PTDP_SHARD_NONE, 0, 0, 1, h, ZERO);
     }
 #undef ADD
@@ -169,6 +172,7 @@ static void mlp_free(ptdp_device *dev, ptdp_model *m)
 static int mlp_init(ptdp_device *dev, ptdp_model *m)
 {
     const ptdp_model_config *c = &m->cfg;
+    const ptdp_mlp_settings *mlp = ptdp_mlp(c);
     int nb = m->layer_end - m->layer_begin;
     ptdp_mlp *p = calloc(1, sizeof *p);
     if (p != NULL)
@@ -177,8 +181,8 @@ static int mlp_init(ptdp_device *dev, ptdp_model *m)
     if (p == NULL || p->blocks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
     p->ffn_local = c->ffn / m->mesh->tp;
-    p->classes_local = c->classes / m->mesh->tp;
-    m->input_cols = c->d_in;
+    p->classes_local = mlp->classes / m->mesh->tp;
+    m->input_cols = mlp->d_in;
     m->label_cols = 1;
     m->boundary_cols = c->hidden;
     int rc = ptdp_model_reserve_params(dev, m, 4 * nb + 4);
@@ -186,7 +190,7 @@ static int mlp_init(ptdp_device *dev, ptdp_model *m)
         rc = lay_out(dev, m, p);
     /* The data: inputs on the first stage, labels on the last. */
     if (rc == 0 && (m->first_stage || m->last_stage))
-        rc = ptdp_mlp_data_init(dev, &p->data, m->seed, c->d_in, c->classes);
+        rc = ptdp_mlp_data_init(dev, &p->data, m->seed, mlp->d_in, mlp->classes);
     return rc;
 }
 
@@ -199,6 +203,11 @@ static void mlp_fill_batch(ptdp_model *m, ptdp_batch *b)
 ptdp_mlp *ptdp_mlp_of(ptdp_model *m)
 {
     return m != NULL && m->ops == &ptdp_mlp_ops ? m->impl : NULL;
+}
+
+ptdp_model_config ptdp_mlp_default_config(void)
+{
+    return PTDP_MLP_CONFIG(.d_in = 32, .hidden = 64, .ffn = 256, .layers = 8, .classes = 16);
 }
 
 const ptdp_model_ops ptdp_mlp_ops = {

@@ -65,6 +65,11 @@ const ptdp_model_ops *ptdp_model_of(const ptdp_model_config *cfg)
     return cfg->ops != NULL ? cfg->ops : table[0];
 }
 
+ptdp_model_config ptdp_model_default_config(void)
+{
+    return ptdp_mlp_default_config();
+}
+
 const char *ptdp_model_name(const ptdp_model_config *cfg)
 {
     return ptdp_model_of(cfg)->name;

@@ -24,6 +24,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/models.h"
+#include "ptdp/gpt.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -50,7 +51,7 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
 {
     ptdp_train_config t = ptdp_train_defaults();
     ptdp_plan_request rq = {
-        .model = { .ops = ptdp_model_first_with(plannable), .vocab_multiple = 64 },
+        .model = PTDP_GPT_CONFIG( .ops = ptdp_model_first_with(plannable), .vocab_multiple = 64 ),
         .gpus = 1,
         .batch = 1,
         .profile = ptdp_profile_default(),
@@ -78,7 +79,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->schedule = l->schedule;
     cfg->virtual_stages = l->virtual_stages > 1 ? l->virtual_stages : 0;
     cfg->recompute = l->recompute == PTDP_RECOMPUTE_FULL;
-    cfg->recompute_attention = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    cfg->recompute_core = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     cfg->sp = l->sp;
     cfg->zero = l->zero;
     cfg->overlap = l->overlap;

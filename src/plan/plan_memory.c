@@ -107,8 +107,8 @@ static void measure_corpus(void)
 
 static double corpus_bytes(const ptdp_model_config *c)
 {
-    if (c->corpus != NULL)
-        return (double)c->corpus_len;
+    if (ptdp_gpt(c)->corpus != NULL)
+        return (double)ptdp_gpt(c)->corpus_len;
     pthread_once(&corpus_once, measure_corpus);
     return (double)corpus_bytes_builtin;
 }
@@ -128,6 +128,7 @@ typedef struct {
 static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
     const ptdp_model_config *c = &rq->model;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     shape s;
     s.tp = l->tp;
     s.pp = l->pp;
@@ -137,15 +138,15 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.sp = l->sp && l->tp > 1;
     s.layers = c->layers;
     s.b = l->micro_batch_size;
-    s.T = c->seq_len;
-    s.Tq = (double)(c->seq_len / s.cp);
+    s.T = gpt->seq_len;
+    s.Tq = (double)(gpt->seq_len / s.cp);
     s.R = s.b * s.Tq;
     s.Rl = s.sp ? s.R / s.tp : s.R;
     s.C = c->hidden;
-    s.Cl = (double)(c->hidden / c->heads * (c->heads / s.tp));
+    s.Cl = (double)(c->hidden / gpt->heads * (gpt->heads / s.tp));
     s.Fl = (double)(c->ffn / s.tp);
-    s.hl = (double)(c->heads / s.tp);
-    const int V = c->vocab_padded > 0 ? c->vocab_padded : ptdp_gpt_pad_vocab(c->vocab, c->vocab_multiple, s.tp);
+    s.hl = (double)(gpt->heads / s.tp);
+    const int V = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, s.tp);
     s.Vl = (double)(V / s.tp);
     return s;
 }

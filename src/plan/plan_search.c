@@ -55,7 +55,8 @@
 
 static int padded_vocab(const ptdp_model_config *m, int tp)
 {
-    return m->vocab_padded > 0 ? m->vocab_padded : ptdp_gpt_pad_vocab(m->vocab, m->vocab_multiple, tp);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    return gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
 }
 
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
@@ -196,7 +197,7 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
         return false;
     if (l->zero == 3 && (spread == 1 || v > 1 || zb))
         return false;
-    if (l->sp && l->cp > 1 && (rq->model.seq_len / l->cp) % l->tp != 0)
+    if (l->sp && l->cp > 1 && (ptdp_gpt(&rq->model)->seq_len / l->cp) % l->tp != 0)
         return false;
     return true;
 }
@@ -294,7 +295,7 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
                     l->recompute = (ptdp_recompute)r;
                     for (int sp = 0; sp <= 1 && !stop(s); sp++) {
                         if ((rq->sp >= 0 && sp != rq->sp) || (sp && l->tp < 2) ||
-                            (sp && rq->model.seq_len % l->tp != 0))
+                            (sp && ptdp_gpt(&rq->model)->seq_len % l->tp != 0))
                             continue;
                         l->sp = sp;
                         consider(s, l);
@@ -317,14 +318,15 @@ static void enumerate(search *s)
     const ptdp_model_config *m = &rq->model;
     const int n = rq->gpus;
     for (int tp = 1; tp <= n && !stop(s); tp++) {
-        if (n % tp != 0 || !fixed_or(rq->tp, tp) || m->heads % tp != 0 || m->ffn % tp != 0 ||
+        if (n % tp != 0 || !fixed_or(rq->tp, tp) || ptdp_gpt(m)->heads % tp != 0 || m->ffn % tp != 0 ||
             padded_vocab(m, tp) % tp != 0)
             continue;
         for (int pp = 1; pp <= n / tp && pp <= m->layers && !stop(s); pp++) {
             if ((n / tp) % pp != 0 || !fixed_or(rq->pp, pp))
                 continue;
             for (int cp = 1; cp <= n / (tp * pp) && !stop(s); cp++) {
-                if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp, cp) || (cp > 1 && m->seq_len % (2 * cp) != 0))
+                if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp,
+                                                           cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
                     continue;
                 const int dp = n / (tp * pp * cp);
                 if (rq->batch % dp != 0)
@@ -376,17 +378,18 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
         snprintf(why, sizeof why, "%s", s->why);
-    else if (rq->tp > 0 && (m->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
-        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, m->heads, m->ffn);
+    else if (rq->tp > 0 && (gpt->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
+        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, gpt->heads, m->ffn);
     else if (rq->pp > 0 && rq->pp > m->layers)
         snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
-    else if (rq->cp > 1 && m->seq_len % (2 * rq->cp) != 0)
+    else if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
-                 m->seq_len, 2 * rq->cp);
+                 gpt->seq_len, 2 * rq->cp);
     else if (rq->gpus % fixed != 0)
         snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
     else

@@ -62,6 +62,7 @@
 #include "ptdp/gpt_cost.h"
 #include "ptdp/schedule.h"
 #include "ptdp/types.h"
+#include "ptdp/gpt.h"
 
 #define REAL ((double)sizeof(ptdp_real))
 
@@ -747,7 +748,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         for (int g = 0; g < P; g++)
             if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
                 slow = g;
-        const double B = (double)rq->batch, sl = c->seq_len, L = c->layers, h = c->hidden, V = c->vocab;
+        const double B = (double)rq->batch, sl = ptdp_gpt(c)->seq_len, L = c->layers, h = c->hidden, V = ptdp_gpt(c)->vocab;
         const double N = (double)l->dp * x.mesh.cp * l->tp * l->pp;
         out->step_s = sync + post;
         out->forward_s = pc[slow].f;

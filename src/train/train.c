@@ -164,10 +164,10 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;
-    d->model.recompute_attention = c->recompute_attention;
+    d->model.recompute_core = c->recompute_core;
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++)
-        d->model.chunks[k].recompute_attention = c->recompute_attention;
+        d->model.chunks[k].recompute_core = c->recompute_core;
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
     ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */

@@ -36,7 +36,7 @@
 ptdp_train_config ptdp_train_defaults(void)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 32, .hidden = 64, .ffn = 256, .layers = 8, .classes = 16 },
+        .model = ptdp_model_default_config(),
         .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
     };
@@ -123,10 +123,10 @@ static int supports_recompute_cp(const ptdp_train_config *c, char *msg, size_t n
     const ptdp_model_caps *k = &ops->caps;
     const char *t = title_of(ops);
     char w[64];
-    if (c->recompute_attention && !k->attention)
+    if (c->recompute_core && !k->attention)
         BAD("--recompute selective redoes the attention core, and %s has no attention: use --recompute "
             "(full) for %s", t, t);
-    if (c->recompute_attention && c->recompute)
+    if (c->recompute_core && c->recompute)
         BAD("--recompute is either full or selective, not both");
     if (c->cp > 1 && !k->sequences)
         BAD("--cp %d splits each sequence over devices, and %s's samples have no sequence: context "

@@ -10,6 +10,7 @@
 
 #include "ptdp/gpt.h"
 #include "ptdp/schedule.h"
+#include "ptdp/mlp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 },
+        .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 ),
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = 48, .steps = 4,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
     };
@@ -31,7 +32,7 @@ static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, "dp=%d cp=%d%s tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, ptdp_train_cp(c),
              c->cp_contiguous ? " contiguous" : "", c->tp, c->sp ? " sp" : "", c->pp,
-             c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_attention ? " selective" : "", c->zero);
+             c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_core ? " selective" : "", c->zero);
     return buf;
 }
 
@@ -61,7 +62,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.dp = b.tp = b.pp = 1;
     b.micro_batches = 1;
     b.recompute = false;
-    b.recompute_attention = false;
+    b.recompute_core = false;
     b.sp = false;
     b.cp = 0;
     b.cp_contiguous = false;
@@ -191,11 +192,11 @@ ptdp_model_config equiv_small_gpt(int tp)
 {
     ptdp_model_config m = ptdp_gpt_default_config();
     m.hidden = 32;
-    m.heads = 8;
+    ptdp_gpt(&m)->heads = 8;
     m.ffn = 64;
     m.layers = 4;
-    m.seq_len = 8;
-    m.vocab = 62;   /* the built-in sums' tokens */
-    m.vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
+    ptdp_gpt(&m)->seq_len = 8;
+    ptdp_gpt(&m)->vocab = 62;   /* the built-in sums' tokens */
+    ptdp_gpt(&m)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
     return m;
 }

@@ -40,6 +40,7 @@
 #include "equiv.h"
 #include "ptdp/bf16.h"
 #include "ptdp/gpt.h"
+#include "ptdp/models.h"
 #include "ptdp/state.h"
 
 #include <math.h>
@@ -106,7 +107,7 @@ static ptdp_train_config config_of(const bf16_case *k)
         c.schedule = k->schedule;
     c.sp = k->sp;
     c.recompute = k->recompute;
-    c.recompute_attention = k->selective;
+    c.recompute_core = k->selective;
     c.overlap = k->overlap;
     c.verify_replicas = true;   /* the replicas' bf16 parameters agree bit for bit after each step */
     return c;
@@ -115,9 +116,9 @@ static ptdp_train_config config_of(const bf16_case *k)
 static void describe(const ptdp_train_config *c, char *out, size_t n)
 {
     snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s",
-             c->model.vocab > 0 ? "gpt" : "mlp", c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
+             ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
              c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
-             c->recompute_attention ? " selective" : "", c->overlap ? " overlap" : "");
+             c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "");
 }
 
 /* ------------------------------------------ 1. like one device in bf16 */
@@ -300,9 +301,9 @@ static const int RECOMPUTE[] = { 11, 16 };
 LOOP_TEST(bf16_tests, test_bf16_recompute_same_bits, (int)(sizeof RECOMPUTE / sizeof RECOMPUTE[0]))
 {
     ptdp_train_config none = config_of(&CASES[RECOMPUTE[_i]]);
-    none.recompute = none.recompute_attention = false;
+    none.recompute = none.recompute_core = false;
     ptdp_train_config sel = none, full = none;
-    sel.recompute_attention = true;
+    sel.recompute_core = true;
     full.recompute = true;
     char what[256];
     describe(&none, what, sizeof what);

@@ -148,9 +148,9 @@ LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp
 {
     const cp_case *k = &cp_cases[_i];
     ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    c.model.seq_len = 12;                     /* divides into 2 cp chunks for cp 2 and 3, and cp 4's 4 */
+    ptdp_gpt(&c.model)->seq_len = 12;                     /* divides into 2 cp chunks for cp 2 and 3, and cp 4's 4 */
     if (k->cp == 4 && !k->contiguous)
-        c.model.seq_len = 16;
+        ptdp_gpt(&c.model)->seq_len = 16;
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.cp = k->cp;
@@ -179,7 +179,7 @@ TEST(gpt_tests, test_recompute_and_uneven_stages)
     /* selective recomputation: the attention core again in the backward,
      * its dropout masks the same */
     c.recompute = false;
-    c.recompute_attention = true;
+    c.recompute_core = true;
     equiv_check(&c);
     c.sp = false;
     c.zero = 0;
@@ -216,7 +216,7 @@ LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_c
      * models drift past float's 1e-4 whatever the schedule */
     c.model.layers = k->pieces ? 5 : k->pp * k->v > 4 ? k->pp * k->v : 4;
     if (k->cp > 1)
-        c.model.seq_len = 12;                 /* 2 zigzag chunks per cp rank */
+        ptdp_gpt(&c.model)->seq_len = 12;                 /* 2 zigzag chunks per cp rank */
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.cp = k->cp;

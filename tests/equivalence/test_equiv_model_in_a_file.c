@@ -356,10 +356,10 @@ TEST(model_tests, test_sequence_flags_refused_by_capability)
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "the residual MLP's samples have no sequence") != NULL, "%s", msg);
     c.cp = 1;
-    c.recompute_attention = true;
+    c.recompute_core = true;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "the residual MLP has no attention") != NULL, "%s", msg);
-    c.recompute_attention = false;
+    c.recompute_core = false;
     c.pp = 2;
     c.schedule = "zb-h1";   /* it has no backward_input: its backward cannot be split */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);

@@ -49,7 +49,7 @@ static ptdp_train_config config_of(const tp_case *k)
     c.zero = k->zero;
     c.sp = k->sp;
     c.recompute = k->recompute;
-    c.recompute_attention = k->selective;
+    c.recompute_core = k->selective;
     c.dropout = k->dropout;
     c.verify_replicas = k->dp > 1;
     return c;

@@ -88,7 +88,7 @@ static ptdp_train_config config_of(const z3_case *k)
     c.schedule = k->schedule;
     c.sp = k->sp;
     c.recompute = k->recompute;
-    c.recompute_attention = k->selective;
+    c.recompute_core = k->selective;
     c.overlap = k->overlap;
     c.dropout = k->dropout;
     c.stage_layers = k->stage_layers;
@@ -102,7 +102,7 @@ static void describe(const z3_case *k, const ptdp_train_config *c, char *out, si
     snprintf(out, n, "%s zero 3 dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s%s dropout=%g slices=%d",
              k->gpt ? "gpt" : "mlp", c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp, c->micro_batches,
              c->schedule ? c->schedule : "1f1b", c->stage_layers ? " uneven" : "", c->recompute ? " recompute" : "",
-             c->recompute_attention ? " selective" : "", c->overlap ? " overlap" : "", c->dropout,
+             c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "", c->dropout,
              ptdp_train_token_slices(c));
 }
 

@@ -31,6 +31,7 @@
 #include "ptdp/state.h"
 #include "ptdp/train.h"
 #include "ptdp/models.h"
+#include "ptdp/mlp.h"
 
 enum { B = 10, STEPS = 3, MAX_DP = 4, NUMEL_MAX = 4096 };
 static const double LR = 0.5;
@@ -39,7 +40,7 @@ static const uint64_t SEED = 7;
 static ptdp_train_config baseline_config(int steps)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 },
+        .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 ),
         .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = B, .steps = steps,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED,
     };
@@ -119,7 +120,7 @@ static int dp_device(ptdp_device *dev, void *arg)
         return rc;
     if ((rc = ptdp_model_init(dev, &model, &c.model, &mesh, NULL, SEED, 0.0)) != 0)
         return rc;
-    if ((rc = ptdp_mlp_data_init(dev, &data, SEED, c.model.d_in, c.model.classes)) != 0)
+    if ((rc = ptdp_mlp_data_init(dev, &data, SEED, ptdp_mlp(&c.model)->d_in, ptdp_mlp(&c.model)->classes)) != 0)
         return rc;
     int r = mesh.dp_rank;
     if (model.numel > NUMEL_MAX)

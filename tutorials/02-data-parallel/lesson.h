@@ -9,6 +9,7 @@
 #include "ptdp/mlp_data.h"
 #include "ptdp/device.h"
 #include "ptdp/model.h"
+#include "ptdp/mlp.h"
 
 /* One data-parallel rank's view of a training step. */
 typedef struct {

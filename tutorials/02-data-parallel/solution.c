@@ -36,7 +36,7 @@ static int forward_backward(ptdp_device *dev, const lesson_dp *d, long step, int
     int64_t *labels = ptdp_alloc(dev, (size_t)rows * sizeof *labels, PTDP_MEM_OTHER, "lesson.labels");
     if (labels == NULL)
         return PTDP_ENOMEM;
-    int rc = ptdp_tensor_alloc(dev, &x, "lesson.x", PTDP_MEM_OTHER, rows, m->cfg.d_in);
+    int rc = ptdp_tensor_alloc(dev, &x, "lesson.x", PTDP_MEM_OTHER, rows, ptdp_mlp(&m->cfg)->d_in);
     if (rc == 0) {
         ptdp_acts acts;
         ptdp_mlp_data_batch(d->data, first, rows, x, labels);

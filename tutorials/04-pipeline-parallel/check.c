@@ -46,6 +46,7 @@
 #include "ptdp/pp.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
+#include "ptdp/mlp.h"
 
 typedef int (*lesson_generator)(ptdp_schedule *s);
 
@@ -360,7 +361,7 @@ static bool check_lists(const student_schedule *y)
 static ptdp_train_config run_config(int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 },
+        .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 ),
         .dp = 1, .tp = 1, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED,
     };

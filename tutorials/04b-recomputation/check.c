@@ -40,6 +40,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
+#include "ptdp/mlp.h"
 
 enum { P_RUN = 4, M_RUN = 8, B = 16, STEPS = 3 };
 static const double LR = 0.5, DROPOUT = 0.1;
@@ -48,7 +49,7 @@ static const uint64_t SEED = 17;
 static ptdp_train_config run_config(int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 },
+        .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 ),
         .dp = 1, .tp = 1, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .dropout = DROPOUT,
         .schedule = "1f1b",

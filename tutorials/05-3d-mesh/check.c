@@ -35,6 +35,7 @@
 #include "ptdp/state.h"
 #include "ptdp/train.h"
 #include "ptdp/comm.h"
+#include "ptdp/mlp.h"
 
 enum { MAX_WORLD = 16 };
 enum { TP, DP, PP, KINDS };                       /* the order lesson_mesh_create builds them */
@@ -270,7 +271,7 @@ static const uint64_t SEED = 5;
 static ptdp_train_config run_config(int dp, int tp, int pp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 6 },
+        .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 6 ),
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .schedule = "1f1b",
     };

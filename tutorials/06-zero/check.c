@@ -38,6 +38,7 @@
 #include "ptdp/state.h"
 #include "ptdp/train.h"
 #include "ptdp/comm.h"
+#include "ptdp/mlp.h"
 
 enum { B = 12, STEPS = 3, MAX_DP = 4, NUMEL_MAX = 4096 };
 static const double LR = 0.01, WEIGHT_DECAY = 0.1;
@@ -46,7 +47,7 @@ static const uint64_t SEED = 3;
 static ptdp_train_config config(int dp, int m)
 {
     ptdp_train_config c = {
-        .model = { .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 },
+        .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 ),
         .dp = dp, .tp = 1, .pp = 1, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_ADAMW, .lr = LR, .weight_decay = WEIGHT_DECAY, .bucket_mb = 1, .seed = SEED,
     };

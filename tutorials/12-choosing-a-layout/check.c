@@ -65,11 +65,11 @@ static ptdp_model_config model_config(const lesson_gpt *g)
     c.ops = &ptdp_gpt_ops;
     c.layers = g->layers;
     c.hidden = g->hidden;
-    c.heads = g->heads;
+    ptdp_gpt(&c)->heads = g->heads;
     c.ffn = g->ffn;
-    c.seq_len = g->seq_len;
-    c.vocab = g->vocab;
-    c.vocab_multiple = g->vocab_multiple;
+    ptdp_gpt(&c)->seq_len = g->seq_len;
+    ptdp_gpt(&c)->vocab = g->vocab;
+    ptdp_gpt(&c)->vocab_multiple = g->vocab_multiple;
     return c;
 }
 
