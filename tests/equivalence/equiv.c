@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,6 +26,26 @@ ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
     };
     return c;
+}
+
+int equiv_mesh_grid(const int ms[2], equiv_mesh *out, int max)
+{
+    static const int tps[] = { 1, 2, 4, 8 };
+    static const char *const schedules[] = { "1f1b", "gpipe" };
+    int n = 0;
+    for (int pp = 1; pp <= 4; pp++)
+        for (int t = 0; t < 4; t++)
+            for (int dp = 1; dp * tps[t] * pp <= 8; dp++)
+                for (int mi = 0; mi < 2; mi++)
+                    for (int s = 0; s < (pp > 1 ? 2 : 1); s++)
+                        for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++) {
+                            if (n == max) {   /* called while tests register: no ck_assert yet */
+                                fprintf(stderr, "equiv_mesh_grid: more than %d meshes\n", max);
+                                abort();
+                            }
+                            out[n++] = (equiv_mesh){ dp, tps[t], pp, ms[mi], zero, schedules[s] };
+                        }
+    return n;
 }
 
 /* "dp=2 tp=4 pp=1 m=3 1f1b zero=0": a configuration in a failure message. */

@@ -24,6 +24,12 @@
 /* A small model (12 -> 16 -> 8 classes, d_ff 32, 4 blocks) so that a whole
  * matrix of meshes runs in seconds; AdamW, 4 steps, a global batch of 48. */
 ptdp_train_config equiv_config(int dp, int tp, int pp, int m);
+/* The grid of meshes the 3D suites sweep: pp 1..4, tp 1, 2, 4, 8, every dp
+ * with dp tp pp <= 8, micro-batches ms[0] and ms[1], both 1F1B and GPipe
+ * when pp > 1, ZeRO 0..2 when dp > 1 — in that order.  Fills out (at most
+ * max) and returns how many. */
+typedef struct { int dp, tp, pp, m, zero; const char *schedule; } equiv_mesh;
+int equiv_mesh_grid(const int ms[2], equiv_mesh *out, int max);
 /* The GPT every equivalence suite uses: small (C 32, 8 heads, F 64, 4
  * layers, T 8), on the built-in sums' 62 tokens, its vocabulary padded
  * for tp ranks. */

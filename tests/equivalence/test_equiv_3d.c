@@ -20,26 +20,16 @@
 
 static const harness_tcase mesh_tests = { .name = "3d", .timeout_s = 60 };
 
-typedef struct { int dp, tp, pp, m, zero; const char *schedule; } mesh_case;
-
 #define MAX_CASES 512
-static mesh_case cases[MAX_CASES];
+static equiv_mesh cases[MAX_CASES];
 static int ncases;
 
 /* Fill the table (once) and return its length: the loop test's range. */
 static int mesh_cases(void)
 {
-    static const int tps[] = { 1, 2, 4, 8 }, ms[] = { 1, 4 };
-    static const char *const schedules[] = { "1f1b", "gpipe" };
-    if (ncases > 0)
-        return ncases;
-    for (int pp = 1; pp <= 4; pp++)
-        for (int t = 0; t < 4; t++)
-            for (int dp = 1; dp * tps[t] * pp <= 8; dp++)
-                for (int mi = 0; mi < 2; mi++)
-                    for (int s = 0; s < (pp > 1 ? 2 : 1); s++)
-                        for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++)
-                            cases[ncases++] = (mesh_case){ dp, tps[t], pp, ms[mi], zero, schedules[s] };
+    static const int ms[] = { 1, 4 };
+    if (ncases == 0)
+        ncases = equiv_mesh_grid(ms, cases, MAX_CASES);
     return ncases;
 }
 
@@ -64,7 +54,7 @@ END_TEST
 
 LOOP_TEST(mesh_tests, test_mesh_equals_baseline, mesh_cases())
 {
-    const mesh_case *k = &cases[_i];
+    const equiv_mesh *k = &cases[_i];
     ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;

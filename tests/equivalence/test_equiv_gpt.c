@@ -34,19 +34,15 @@ static int ncases;
 
 static int gpt_cases(void)
 {
-    static const int tps[] = { 1, 2, 4, 8 }, ms[] = { 1, 2 };
-    static const char *const schedules[] = { "1f1b", "gpipe" };
+    static const int ms[] = { 1, 2 };
+    static equiv_mesh grid[MAX_CASES];
     if (ncases > 0)
         return ncases;
-    for (int pp = 1; pp <= 4; pp++)
-        for (int t = 0; t < 4; t++)
-            for (int dp = 1; dp * tps[t] * pp <= 8; dp++)
-                for (int mi = 0; mi < 2; mi++)
-                    for (int s = 0; s < (pp > 1 ? 2 : 1); s++)
-                        for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++) {
-                            double drop = ncases % 2 ? 0.1 : 0.0;
-                            cases[ncases++] = (gpt_case){ dp, tps[t], pp, ms[mi], zero, schedules[s], drop };
-                        }
+    int n = equiv_mesh_grid(ms, grid, MAX_CASES);
+    for (; ncases < n; ncases++) {   /* every other run with dropout */
+        const equiv_mesh *k = &grid[ncases];
+        cases[ncases] = (gpt_case){ k->dp, k->tp, k->pp, k->m, k->zero, k->schedule, ncases % 2 ? 0.1 : 0.0 };
+    }
     return ncases;
 }
 
@@ -73,15 +69,21 @@ TEST(gpt_tests, test_matrix_covers_every_factorization)
 }
 END_TEST
 
-LOOP_TEST(gpt_tests, test_mesh_equals_baseline, gpt_cases())
+/* A case's run: the batch rounded up to a multiple of dp x m. */
+static ptdp_train_config case_config(const gpt_case *k)
 {
-    const gpt_case *k = &cases[_i];
     ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.zero = k->zero;
     c.schedule = k->schedule;
     c.dropout = k->dropout;
+    return c;
+}
+
+LOOP_TEST(gpt_tests, test_mesh_equals_baseline, gpt_cases())
+{
+    ptdp_train_config c = case_config(&cases[_i]);
     equiv_check(&c);
 }
 END_TEST
@@ -107,13 +109,7 @@ static int gpt_sp_cases(void)
 
 LOOP_TEST(gpt_tests, test_sequence_parallel_mesh_equals_baseline, gpt_sp_cases())
 {
-    const gpt_case *k = &sp_cases[_i];
-    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    int per = k->dp * k->m;
-    c.batch = (c.batch + per - 1) / per * per;
-    c.zero = k->zero;
-    c.schedule = k->schedule;
-    c.dropout = k->dropout;
+    ptdp_train_config c = case_config(&sp_cases[_i]);
     c.sp = true;
     equiv_check(&c);
 }
