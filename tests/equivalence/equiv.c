@@ -147,14 +147,23 @@ static bool has_zeros(const ptdp_state_tensor *t)
     return false;
 }
 
+/* Tensor i of two states, which must name the same tensor of the same
+ * size: its element count. */
+static size_t same_tensor(const ptdp_state *a, const ptdp_state *b, int i)
+{
+    const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
+    size_t n = (size_t)x->rows * (size_t)x->cols;
+    ck_assert_str_eq(x->name, y->name);
+    ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
+    return n;
+}
+
 void equiv_states_agree(const ptdp_state *a, const ptdp_state *b, double tol, const char *what)
 {
     ck_assert_int_eq(a->ntensors, b->ntensors);
     for (int i = 0; i < a->ntensors; i++) {
         const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
-        size_t n = (size_t)x->rows * (size_t)x->cols;
-        ck_assert_str_eq(x->name, y->name);
-        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
+        const size_t n = same_tensor(a, b, i);
         if (tol == 0) {
             ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
         } else {
@@ -201,11 +210,9 @@ void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char
 {
     ck_assert_int_eq(a->ntensors, b->ntensors);
     for (int i = 0; i < a->ntensors; i++) {
-        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
-        size_t n = (size_t)x->rows * (size_t)x->cols;
-        ck_assert_str_eq(x->name, y->name);
-        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
-        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
+        const size_t n = same_tensor(a, b, i);
+        ck_assert_msg(memcmp(a->t[i].data, b->t[i].data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what,
+                      a->t[i].name);
     }
 }
 

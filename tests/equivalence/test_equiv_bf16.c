@@ -252,19 +252,6 @@ END_TEST
 
 /* ------------------------------------- 3. --overlap: the same bits */
 
-/* Every tensor of the final states, parameters and optimizer state, bit for bit. */
-static void same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
-{
-    ck_assert_int_eq(a->ntensors, b->ntensors);
-    for (int i = 0; i < a->ntensors; i++) {
-        const ptdp_state_tensor *x = &a->t[i], *y = &b->t[i];
-        size_t n = (size_t)x->rows * (size_t)x->cols;
-        ck_assert_str_eq(x->name, y->name);
-        ck_assert_uint_eq(n, (size_t)y->rows * (size_t)y->cols);
-        ck_assert_msg(memcmp(x->data, y->data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what, x->name);
-    }
-}
-
 /* Cases of CASES where --overlap can change something: buckets (ZeRO-1's
  * reduce-scattered), ZeRO-3's prefetches, pipelines, the GPT. */
 static const int BITS[] = { 0, 1, 2, 3, 6, 7, 9, 12, 14, 15, 17, 18 };
@@ -281,7 +268,7 @@ LOOP_TEST(bf16_tests, test_bf16_overlap_same_bits, (int)(sizeof BITS / sizeof BI
     equiv_train(&ov, NULL, &a, &ra);
     equiv_train(&plain, NULL, &b, &rb);
     equiv_losses_agree(ra.log, rb.log, plain.steps, 0, what);
-    same_bits(&a, &b, what);
+    equiv_states_same_bits(&a, &b, what);
     ptdp_state_free(&a);
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);
@@ -316,8 +303,8 @@ LOOP_TEST(bf16_tests, test_bf16_recompute_same_bits, (int)(sizeof RECOMPUTE / si
         ck_assert_msg(rn.log[i].loss == rs.log[i].loss && rn.log[i].loss == rf.log[i].loss,
                       "%s: step %d loss %.9g, selective %.9g, full %.9g", what, i + 1, rn.log[i].loss, rs.log[i].loss,
                       rf.log[i].loss);
-    same_bits(&fn, &fs, "selective recomputation");
-    same_bits(&fn, &ff, "full recomputation");
+    equiv_states_same_bits(&fn, &fs, "selective recomputation");
+    equiv_states_same_bits(&fn, &ff, "full recomputation");
     ptdp_state_free(&fn);
     ptdp_state_free(&fs);
     ptdp_state_free(&ff);
@@ -402,7 +389,7 @@ LOOP_TEST(bf16_tests, test_bf16_resume_bit_for_bit, (int)(sizeof RESUME / sizeof
     equiv_resume(&half, &half, &resumed, &rlog);
     ck_assert_int_eq(rlog.completed, 3);
     equiv_losses_agree(rlog.log, rfull.log + 3, 3, 0, what);
-    same_bits(&resumed, &reference, what);
+    equiv_states_same_bits(&resumed, &reference, what);
     ptdp_state_free(&reference);
     ptdp_state_free(&resumed);
     ptdp_train_result_free(&rfull);
