@@ -137,6 +137,20 @@ ptdp_launch_opts harness_opts(const ptdp_launch_opts *opts);
             return harness_device_fail((dev), __FILE__, __LINE__, #cond, __VA_ARGS__);  \
     } while (0)
 
+/* A model config a test file reads as a constant (CFG, &CFG).  A model's
+ * builder (PTDP_MLP_CONFIG, mlp.h) fills the config's own block in a
+ * function, which a file-scope initialiser cannot call; so NAME() returns
+ * this thread's copy, made anew on every call:
+ *     HARNESS_MODEL_CONFIG(cfg_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, … ))
+ *     #define CFG (*cfg_of()) */
+#define HARNESS_MODEL_CONFIG(NAME, ...)                                                \
+    static const ptdp_model_config *NAME(void)                                         \
+    {                                                                                  \
+        static _Thread_local ptdp_model_config harness_cfg_;                           \
+        harness_cfg_ = __VA_ARGS__;                                                    \
+        return &harness_cfg_;                                                          \
+    }
+
 /* Return from the device function with the status of `call` unless it is 0
  * (a failing library call has failed the device with its own message). */
 #define DEVICE_TRY(call)                                                               \

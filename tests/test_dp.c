@@ -25,15 +25,7 @@
 
 static const harness_tcase dp_tests = { .name = "dp", .timeout_s = 60 };
 
-/* CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(cfg_of, PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2, .classes = 5 ))
 #define CFG (*cfg_of())
 enum { B = 10, M = 2, MAXP = 4096 };
 

@@ -20,15 +20,7 @@
 
 static const harness_tcase model_tests = { .name = "model", .timeout_s = 60 };
 
-/* CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(cfg_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 2, .classes = 4 ))
 #define CFG (*cfg_of())
 
 /* ---------------------------------------------------------- gradients */

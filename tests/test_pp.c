@@ -502,15 +502,7 @@ static int step_device(ptdp_device *dev, void *arg)
     return rc;
 }
 
-/* STEP_MODEL reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *step_model_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(step_model_of, PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 ))
 #define STEP_MODEL (*step_model_of())
 
 static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchdog_s, step_arg *a,

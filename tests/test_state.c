@@ -29,15 +29,7 @@
 
 static const harness_tcase resume_tests = { .name = "resume" };
 
-/* CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .ops = &ptdp_mlp_ops, .d_in = 3, .hidden = 4, .ffn = 8, .layers = 2, .classes = 2 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(cfg_of, PTDP_MLP_CONFIG( .ops = &ptdp_mlp_ops, .d_in = 3, .hidden = 4, .ffn = 8, .layers = 2, .classes = 2 ))
 #define CFG (*cfg_of())
 
 /* The metadata and tensors of a checkpoint, to rewrite before saving. */

@@ -605,15 +605,7 @@ static void tp_model_free(ptdp_device *dev, tp_model *t)
  * so each block adds exactly one all-reduce of B x h forward and one
  * backward, 2(N-1)/N * B h sizeof(real) bytes each; nothing is gathered. */
 enum { MB = 8 };
-/* COUNT_CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *count_cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(count_cfg_of, PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 1, .classes = 8 ))
 #define COUNT_CFG (*count_cfg_of())
 
 typedef struct {
@@ -696,15 +688,7 @@ END_TEST
  * gradient made from rank-local data (a backward mask keyed by rank, a
  * skipped f); a forward that differs per rank is re-synchronised by the
  * next all-reduce and shows in the dropout test below instead. */
-/* REP_CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *rep_cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(rep_cfg_of, PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 32, .layers = 3, .classes = 8 ))
 #define REP_CFG (*rep_cfg_of())
 enum { RB = 8, RSTEPS = 4 };
 
@@ -835,15 +819,7 @@ END_TEST
  * its zeros exactly where the one-device model's columns [r d_ff/n, …)
  * have them; the block outputs (replicated) are bit-identical on every TP
  * rank and equal the one-device ones. */
-/* DROP_CFG reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *drop_cfg_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 2, .classes = 8 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(drop_cfg_of, PTDP_MLP_CONFIG( .d_in = 4, .hidden = 16, .ffn = 32, .layers = 2, .classes = 8 ))
 #define DROP_CFG (*drop_cfg_of())
 enum { DB = 8, DL = 2, DFF = 32, DH = 16 };
 

@@ -51,15 +51,7 @@ typedef struct {
     int buckets;             /* DP buckets of device 0's stage */
 } pieces_arg;
 
-/* SMALL reads as a constant config; the MLP keeps its own settings in the
- * config's `own` block, filled by its builder (mlp.h), a function: so
- * each thread makes its copy on use. */
-static const ptdp_model_config *small_of(void)
-{
-    static _Thread_local ptdp_model_config c;
-    c = PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 );
-    return &c;
-}
+HARNESS_MODEL_CONFIG(small_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 ))
 #define SMALL (*small_of())
 
 static int pieces_device(ptdp_device *dev, void *arg)
