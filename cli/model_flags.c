@@ -177,10 +177,12 @@ int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
-int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed)
+int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into)
 {
     const ptdp_model_cli *cli = ptdp_model_cli_of(&f->cfg);
-    return cli->reseed != NULL ? cli->reseed(cmd, f, seed) : 0;
+    if (cli->reseed == NULL || ptdp_model_of(into) != ptdp_model_of(&f->cfg))
+        return 0;   /* no data of its own, or the checkpoint's model is refused later */
+    return cli->reseed(cmd, f, seed, into);
 }
 
 void ptdp_model_flags_free(ptdp_model_flags *f)

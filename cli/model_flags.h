@@ -95,8 +95,10 @@ typedef struct {
     ptdp_model_config (*defaults)(void);
     /* After the flags: its data and cross-checks.  0 or PTDP_EXIT_USAGE. */
     int  (*finish)(const char *cmd, ptdp_model_flags *f);
-    /* The run's seed is settled: remake seed-dependent data. */
-    int  (*reseed)(const char *cmd, ptdp_model_flags *f, uint64_t seed);
+    /* The run's seed is settled: remake seed-dependent data, and hand the
+     * data to `into` (the same model's config, filled from a checkpoint,
+     * which holds no data). */
+    int  (*reseed)(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into);
     /* Its help lines (d: the command's defaults for the default model). */
     void (*help)(FILE *out, const ptdp_model_config *d);
     /* `ptdp train` once tp is known (and a checkpoint to load, or NULL):
@@ -139,9 +141,10 @@ int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_fla
 int ptdp_model_flags_finish(const char *cmd, ptdp_model_flags *f);
 
 /* The run's seed is settled (a resumed run takes its checkpoint's): make
- * seed-dependent data again from it, so a resumed run reads the same text.
- * 0 or PTDP_EXIT_USAGE. */
-int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed);
+ * seed-dependent data again from it, so a resumed run reads the same text,
+ * and give the data to `into`, the config the checkpoint filled (nothing,
+ * if it names another model).  0 or PTDP_EXIT_USAGE. */
+int ptdp_model_flags_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into);
 
 /* Free the model's data (after the run). */
 void ptdp_model_flags_free(ptdp_model_flags *f);

@@ -92,17 +92,19 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
-static int gpt_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed)
+static int gpt_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into)
 {
-    if (f->data != NULL || seed == f->seed)
-        return 0;
-    free(f->corpus);
-    f->corpus = NULL;
-    f->seed = seed;
-    if (load_data(cmd, f) != 0)
-        return PTDP_EXIT_USAGE;
-    ptdp_gpt(&f->cfg)->corpus = f->corpus;
-    ptdp_gpt(&f->cfg)->corpus_len = f->corpus_len;
+    if (f->data == NULL && seed != f->seed) {   /* the built-in corpus is drawn from the seed */
+        free(f->corpus);
+        f->corpus = NULL;
+        f->seed = seed;
+        if (load_data(cmd, f) != 0)
+            return PTDP_EXIT_USAGE;
+        ptdp_gpt(&f->cfg)->corpus = f->corpus;
+        ptdp_gpt(&f->cfg)->corpus_len = f->corpus_len;
+    }
+    ptdp_gpt(into)->corpus = ptdp_gpt(&f->cfg)->corpus;
+    ptdp_gpt(into)->corpus_len = ptdp_gpt(&f->cfg)->corpus_len;
     return 0;
 }
 

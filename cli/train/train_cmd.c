@@ -31,7 +31,6 @@
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/plan.h"
-#include "ptdp/gpt.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/train.h"
 #include "report.h"
@@ -417,10 +416,8 @@ static int validate(train_options *o)
         else if (c->seed != o->resume.seed)
             printf("note: --seed %" PRIu64 " is used, not the checkpoint's seed %" PRIu64 ": the data and "
                    "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
-        if (ptdp_model_flags_reseed("train", &o->model, c->seed) != 0)
+        if (ptdp_model_flags_reseed("train", &o->model, c->seed, &c->model) != 0)
             return PTDP_EXIT_USAGE;
-        ptdp_gpt(&c->model)->corpus = ptdp_gpt(&o->model.cfg)->corpus;
-        ptdp_gpt(&c->model)->corpus_len = ptdp_gpt(&o->model.cfg)->corpus_len;
         if (!o->batch_given)
             c->batch = o->resume.batch;
         else if (c->batch != o->resume.batch)
