@@ -257,6 +257,78 @@ TEST(launch_tests, test_aborted_flag)
 }
 END_TEST
 
+/* A failure elsewhere must not let a member leave a collective while its
+ * peers still read its buffers.  Ranks 0-2 run collectives on heap
+ * buffers they poison and free the moment each call returns; rank 3 fails
+ * at a different instant each launch.  A member that left early would
+ * make a peer read freed memory: AddressSanitizer (the sanitizer stage
+ * runs this suite) reports it; without it, a run that returned 0 after
+ * reading poison fails its sum check. */
+typedef struct {
+    int launch;
+} abort_race;
+
+static int collective_kind(int i)
+{
+    return i % 4;       /* shm all-reduce, ring all-reduce, ring all-gather, broadcast */
+}
+
+static int one_collective(ptdp_comm *g, int kind, float *buf, float *out, size_t n)
+{
+    switch (kind) {
+    case 0:  return ptdp_all_reduce_algo(g, buf, out, n, PTDP_F32, PTDP_SUM, PTDP_ALGO_SHM);
+    case 1:  return ptdp_all_reduce_algo(g, buf, out, n, PTDP_F32, PTDP_SUM, PTDP_ALGO_RING);
+    case 2:  return ptdp_all_gather(g, buf, out, n / 3, PTDP_F32);
+    default: return ptdp_broadcast(g, buf, n, PTDP_F32, 1);
+    }
+}
+
+static int collectives_until_abort(ptdp_device *dev, void *arg)
+{
+    const abort_race *a = arg;
+    ptdp_comm *g = NULL;
+    int rc = ptdp_comm_split(dev->world, dev->rank < 3 ? 0 : -1, dev->rank, "three", &g);
+    if (rc)
+        return rc;
+    if (dev->rank == 3) {
+        sleep_s(0.0002 * (a->launch % 16));
+        return ptdp_fail(dev, PTDP_EUSER, "rank 3 fails at launch %d", a->launch);
+    }
+    const size_t n = 3 * 4096;
+    for (int i = 0; rc == 0 && i < 100000; i++) {
+        float *buf = malloc(n * sizeof *buf), *out = malloc(n * sizeof *out);
+        if (!buf || !out) {
+            free(buf);
+            free(out);
+            return PTDP_ENOMEM;
+        }
+        for (size_t j = 0; j < n; j++)
+            buf[j] = 1.0f;
+        rc = one_collective(g, collective_kind(i), buf, out, n);
+        float want = collective_kind(i) < 2 ? 3.0f : 1.0f, got = collective_kind(i) == 3 ? buf[n - 1] : out[0];
+        for (size_t j = 0; j < n; j++)
+            buf[j] = -1e30f;            /* poison, then free: a late reader sees both */
+        free(buf);
+        free(out);
+        if (rc == 0 && got != want)
+            return ptdp_fail(dev, PTDP_ECHECK, "collective %d returned 0 with %g, not %g", i, got, want);
+    }
+    ptdp_comm_free(g);
+    return rc;
+}
+
+TEST(launch_tests, test_abort_never_frees_a_buffer_in_use)
+{
+    for (int launch = 0; launch < 48; launch++) {
+        abort_race a = { launch };
+        ptdp_launch_result res;
+        ck_assert_int_eq(harness_launch(4, collectives_until_abort, &a, &short_watchdog, &res), PTDP_EUSER);
+        ck_assert_int_eq(res.failed_rank, 3);
+        ptdp_launch_result_free(&res);
+    }
+}
+END_TEST
+
 /* -------------------------------------------------------- out of memory */
 
 static int allocate_too_much(ptdp_device *dev, void *arg)

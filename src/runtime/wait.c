@@ -222,7 +222,7 @@ static int wait_asleep(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
     for (;;) {
         if (ready(arg))
             break;
-        if (atomic_load(&w->aborted)) {
+        if (!why->past_abort && atomic_load(&w->aborted)) {
             rc = PTDP_EABORTED;
             break;
         }
@@ -278,7 +278,7 @@ int ptdp_wait_until(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
         for (unsigned i = 1;; i++) {
             if (ready(arg))
                 return 0;
-            if (atomic_load_explicit(&w->aborted, memory_order_relaxed))
+            if (!why->past_abort && atomic_load_explicit(&w->aborted, memory_order_relaxed))
                 return PTDP_EABORTED;
             cpu_relax();
             if ((i & 127) == 0) {             /* read the clock rarely     */
@@ -326,5 +326,14 @@ int ptdp_barrier_cross(ptdp_barrier *b, ptdp_device *self, const ptdp_wait_why *
         return 0;
     }
     barrier_wait bw = { &b->arrivals, complete };
-    return ptdp_wait_until(self, crossing_complete, &bw, why);
+    int rc = ptdp_wait_until(self, crossing_complete, &bw, why);
+    if (rc != PTDP_EABORTED)
+        return rc;
+    /* Aborted: take my ticket back, unless the last one arrived meanwhile
+     * (then the others already read my buffers, and I cross with them). */
+    unsigned long long now = atomic_load(&b->arrivals);
+    while (now < complete)
+        if (atomic_compare_exchange_weak(&b->arrivals, &now, now - 1))
+            return PTDP_EABORTED;
+    return 0;
 }

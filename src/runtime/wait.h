@@ -49,6 +49,11 @@ typedef struct {
     int tag;
     const int *members;         /* world ranks whose return would leave     */
     int nmembers;               /*   this wait unsatisfiable                */
+    /* The peers are past the point of no return: they will get here in
+     * bounded time (a collective's closing barrier after its meeting, a
+     * copy a peer has claimed), and until they do they may still read our
+     * buffers.  An abort does not end such a wait; the watchdog still does. */
+    bool past_abort;
 } ptdp_wait_why;
 
 /* One device's parking spot.  Its own cache line: wakers read `sleeping`
@@ -92,7 +97,7 @@ int  ptdp_world_init(struct ptdp_world *w, int size, bool spin, double watchdog_
 void ptdp_world_destroy(struct ptdp_world *w);
 
 /* Wait until ready(arg) is true.  Returns 0, PTDP_EABORTED (another device
- * failed), or the code of the failure this wait itself raised: the watchdog
+ * failed; never for a why->past_abort wait), or the code of the failure this wait itself raised: the watchdog
  * (PTDP_ETIMEDOUT) or a member of `why` that returned while we still wait
  * for it (PTDP_EMISMATCH). */
 int  ptdp_wait_until(ptdp_device *self, ptdp_ready_fn ready, const void *arg,
@@ -139,6 +144,12 @@ void ptdp_world_report(struct ptdp_world *w, char *buf, size_t len);
  * and the barrier is reusable at once — the job the "sense" flag does in a
  * classic sense-reversing barrier.  One cache line, one atomic operation
  * per arrival; 64 bits do not wrap in the life of the universe.
+ *
+ * Leaving on an abort is all or nothing.  A waiter that sees the abort
+ * takes its ticket back (compare-and-swap the counter down) unless the
+ * crossing completed in the meantime — then it crosses like everyone
+ * else.  So no member goes on believing all arrived while one of them has
+ * left to free the buffers the others are about to read.
  */
 typedef struct {
     alignas(64) atomic_ullong arrivals;

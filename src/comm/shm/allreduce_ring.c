@@ -32,7 +32,14 @@
  * A step is a sendrecv through a one-slot mailbox per device: I post a
  * pointer to my outgoing chunk, take my left neighbour's, and wait until
  * my right neighbour has taken mine before the next step.
+ *
+ * Leaving the ring early (another device failed) must not free a buffer
+ * my right neighbour is still reading, nor leave my left neighbour
+ * waiting for me: I mark my left's mailbox "taken for good", then wait —
+ * through the abort — until my right has taken, or given up on, all I
+ * posted (ring_leave).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +75,26 @@ static ptdp_wait_why neighbour_why(const ptdp_comm *c, const ptdp_call *mine, in
     return why;
 }
 
+/* Leave the ring with code rc: my left neighbour need not wait for me to
+ * take anything more, and my buffers stay mine until my right neighbour
+ * has taken, or given up on, everything I posted — it is past the meeting
+ * too, so that comes in bounded time (the watchdog still applies). */
+static int ring_leave(ptdp_comm *c, const ptdp_call *mine, int rc)
+{
+    struct shm_group *g = shm_group_of(c);
+    shm_member *me = &g->member[c->rank];
+    int left = mod(c->rank - 1, c->size), right = mod(c->rank + 1, c->size);
+
+    atomic_store(&g->member[left].taken, ULLONG_MAX);
+    ptdp_wake(c->dev->w, c->world_rank[left]);
+
+    ptdp_wait_why why = neighbour_why(c, mine, right);
+    why.past_abort = true;
+    step_wait taken = { &me->taken, me->ring_step };
+    int late = ptdp_wait_until(c->dev, reached, &taken, &why);
+    return late ? late : rc;
+}
+
 /* Post `outgoing` for my right neighbour; return my left neighbour's. */
 static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoing,
                          const void **incoming)
@@ -84,8 +111,10 @@ static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoi
     ptdp_wait_why why = neighbour_why(c, mine, left);
     step_wait arrived = { &g->member[left].posted, step };
     int rc = ptdp_wait_until(c->dev, reached, &arrived, &why);
+    if (rc)
+        return ring_leave(c, mine, rc);
     *incoming = g->member[left].data;
-    return rc;
+    return 0;
 }
 
 /* I am done with my left neighbour's chunk; wait until my right neighbour
@@ -101,7 +130,8 @@ static int ring_release(ptdp_comm *c, const ptdp_call *mine)
 
     ptdp_wait_why why = neighbour_why(c, mine, mod(c->rank + 1, c->size));
     step_wait taken = { &me->taken, me->ring_step };
-    return ptdp_wait_until(c->dev, reached, &taken, &why);
+    int rc = ptdp_wait_until(c->dev, reached, &taken, &why);
+    return rc ? ring_leave(c, mine, rc) : 0;
 }
 
 /* ----------------------------------------------------- the phases */
@@ -215,8 +245,8 @@ int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_t
     size_t S = mine->count * ptdp_dtype_size(mine->dtype);
     char *work = mine->in_place ? (char *)mine->recv : workspace(c, S);
     if (!work && S > 0)
-        return ptdp_fail(c->dev, PTDP_ENOMEM, "ring reduce_scatter: no host memory for a "
-                         "%zu-byte workspace", S);
+        return ring_leave(c, mine, ptdp_fail(c->dev, PTDP_ENOMEM, "ring reduce_scatter: no host "
+                                             "memory for a %zu-byte workspace", S));
     char *out = mine->in_place ? work + ch.off[c->rank] : (char *)mine->recv;
 
     int rc = ring_reduce_scatter(c, mine, &ch, mine->send, work, out, t);

@@ -16,6 +16,11 @@
  * op, the group, the caller's file:line and the members), so a member
  * that never comes is reported by name.
  *
+ * A failure elsewhere (the world's abort) ends the meeting's wait — every
+ * member leaves or none does (wait.h) — but not a later barrier of the
+ * same call: past the meeting every member only copies and adds, so it
+ * arrives in bounded time, and until it does it may read my buffers.
+ *
  * The last member to drop its reference frees the group.
  */
 #include <stdlib.h>
@@ -83,6 +88,7 @@ ptdp_wait_why ptdp_shm_why(const ptdp_comm *c, const ptdp_call *mine)
 int ptdp_shm_barrier(ptdp_comm *c, const ptdp_call *mine)
 {
     ptdp_wait_why why = ptdp_shm_why(c, mine);
+    why.past_abort = true;                  /* after the meeting: see above */
     return ptdp_barrier_cross(&shm_group_of(c)->barrier, c->dev, &why);
 }
 
@@ -91,7 +97,8 @@ int ptdp_shm_meet(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls)
     struct shm_group *g = shm_group_of(c);
     int parity = (int)(mine->seq & 1);
     g->member[c->rank].call[parity] = *mine;
-    int rc = ptdp_shm_barrier(c, mine);
+    ptdp_wait_why why = ptdp_shm_why(c, mine);
+    int rc = ptdp_barrier_cross(&g->barrier, c->dev, &why);
     for (int r = 0; r < c->size; r++)
         calls[r] = &g->member[r].call[parity];
     return rc;

@@ -73,17 +73,18 @@ static int shm_split(ptdp_comm *c, const ptdp_call *const *calls, const char *na
 
     shm_member *me = &shm_group_of(c)->member[c->rank];
     me->new_group = NULL;
+    int rc = 0;
     if (new_rank == 0) {
         int world[PTDP_MAX_DEVICES];
         for (int i = 0; i < n; i++)
             world[i] = c->world_rank[members[i]];
         me->new_group = ptdp_shm_group_create(n, world);
-        if (!me->new_group)
-            return ptdp_fail(c->dev, PTDP_ENOMEM, "comm_split '%s': out of host memory", name);
+        if (!me->new_group)     /* fail, but still cross: the others wait */
+            rc = ptdp_fail(c->dev, PTDP_ENOMEM, "comm_split '%s': out of host memory", name);
     }
-    int rc = ptdp_shm_barrier(c, mine);
-    if (rc || new_rank < 0)
-        return rc;
+    int crossed = ptdp_shm_barrier(c, mine);
+    if (rc || crossed || new_rank < 0)
+        return rc ? rc : crossed;
     struct shm_group *g = shm_group_of(c)->member[members[0]].new_group;
     if (!g)
         return PTDP_EABORTED;
