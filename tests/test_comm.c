@@ -690,6 +690,149 @@ TEST(bytes_tests, test_virtual_clock)
 }
 END_TEST
 
+/* ----------------------------------------------------- all_to_allv */
+
+static const harness_tcase v_tests = { .name = "all_to_allv", .timeout_s = 60 };
+
+/* How many elements rank i sends rank j: uneven, with zeros (every third
+ * pair, and all of rank 1's row when `row_of_zeros`). */
+static size_t v_count(int i, int j, int n, bool row_of_zeros)
+{
+    if (row_of_zeros && i == 1)
+        return 0;
+    return (size_t)((3 * i + 5 * j + n) % 7) * ((i + j) % 3 != 0);
+}
+
+/* The element at position e of rank i's block for rank j. */
+static double v_val(int i, int j, size_t e)
+{
+    return (double)(100 * i + 10 * j) + (double)(e % 10);
+}
+
+typedef struct {
+    bool gaps;             /* displacements with a gap between blocks, reversed order */
+    bool row_of_zeros;
+    bool exchange;         /* learn recv_counts with ptdp_all_to_all_counts */
+    ptdp_dtype t;
+} v_case;
+
+static int run_v(ptdp_device *dev, void *arg)
+{
+    const v_case *vc = arg;
+    const int n = dev->world_size, me = dev->rank;
+    size_t sc[PTDP_MAX_DEVICES], sd[PTDP_MAX_DEVICES], rcn[PTDP_MAX_DEVICES], rd[PTDP_MAX_DEVICES];
+    size_t send_len = 0, recv_len = 0;
+    for (int j = n - 1; j >= 0; j--) {          /* reversed: displacements need not follow ranks */
+        int k = vc->gaps ? j : n - 1 - j;
+        sc[k] = v_count(me, k, n, vc->row_of_zeros);
+        sd[k] = send_len + (vc->gaps ? 2 : 0);
+        send_len = sd[k] + sc[k];
+        rcn[k] = vc->exchange ? 0 : v_count(k, me, n, vc->row_of_zeros);
+        rd[k] = recv_len + (vc->gaps ? 3 : 0);
+        recv_len = rd[k] + v_count(k, me, n, vc->row_of_zeros);
+    }
+    size_t es = ptdp_dtype_size(vc->t);
+    unsigned char *send = calloc(send_len + 1, es), *recv = calloc(recv_len + 1, es);
+    int rc = send && recv ? 0 : PTDP_ENOMEM;
+    for (int j = 0; rc == 0 && j < n; j++)
+        for (size_t e = 0; e < sc[j]; e++)
+            set(send, vc->t, sd[j] + e, v_val(me, j, e));
+    if (rc == 0 && vc->exchange)
+        rc = ptdp_all_to_all_counts(dev->world, sc, rcn);
+    if (rc == 0)
+        rc = ptdp_all_to_allv(dev->world, send, sc, vc->gaps ? sd : NULL, recv, rcn, vc->gaps ? rd : NULL, vc->t);
+    size_t packed = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        size_t at = vc->gaps ? rd[i] : packed;
+        if (rcn[i] != v_count(i, me, n, vc->row_of_zeros))
+            rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d: %zu counts from rank %d", me, rcn[i], i);
+        for (size_t e = 0; rc == 0 && e < rcn[i]; e++)
+            if (get(recv, vc->t, at + e) != v_val(i, me, e))
+                rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d: element %zu from rank %d = %g, expected %g", me, e, i,
+                               get(recv, vc->t, at + e), v_val(i, me, e));
+        packed += rcn[i];
+    }
+    free(send);
+    free(recv);
+    return rc;
+}
+
+TEST(v_tests, test_all_to_allv_uneven_and_zero_counts)
+{
+    for (int g = 0; g < NGROUPS; g++)
+        for (int mode = 0; mode < 8; mode++) {
+            v_case vc = { .gaps = mode & 1, .row_of_zeros = mode & 2, .exchange = mode & 4,
+                          .t = mode & 1 ? PTDP_F64 : PTDP_I32 };
+            harness_launch_ok(groups[g], run_v, &vc, NULL, NULL);
+        }
+}
+END_TEST
+
+/* Bytes: what leaves for the others and arrives from them (own block
+ * stays); the clock: (n-1) alpha + the busiest member's bytes / beta. */
+TEST(v_tests, test_all_to_allv_bytes_and_clock)
+{
+    const int n = 4;
+    v_case vc = { .t = PTDP_F32 };
+    ptdp_launch_result res;
+    harness_launch_ok(n, run_v, &vc, NULL, &res);
+    double busiest = 0;
+    for (int r = 0; r < n; r++) {
+        double sent = 0, recv = 0;
+        for (int j = 0; j < n; j++)
+            if (j != r) {
+                sent += 4.0 * (double)v_count(r, j, n, false);
+                recv += 4.0 * (double)v_count(j, r, n, false);
+            }
+        ASSERT_BYTES(res.devices[r].comm, PTDP_COLL_ALL_TO_ALLV, r, sent, recv, "all_to_allv");
+        busiest = fmax(busiest, fmax(sent, recv));
+    }
+    const ptdp_profile *p = ptdp_profile_default();
+    double want = ptdp_cost_collective(p, PTDP_COLL_ALL_TO_ALLV, (size_t)busiest, n);
+    ck_assert_double_eq_tol(want, 3 * p->alpha_s + busiest / p->beta_Bps, 1e-15);
+    for (int r = 0; r < n; r++)
+        ck_assert_double_eq_tol(res.devices[r].clock.comm_s, want, 1e-15);
+    ptdp_launch_result_free(&res);
+    /* Equal blocks: the same time as all_to_all's (n-1)(alpha + S/(n beta)). */
+    ck_assert_double_eq_tol(ptdp_cost_collective(p, PTDP_COLL_ALL_TO_ALLV, 3 * 1024, 4),
+                            ptdp_cost_collective(p, PTDP_COLL_ALL_TO_ALL, 4 * 1024, 4), 1e-15);
+}
+END_TEST
+
+/* Rank 2 expects one element less from rank 1 than rank 1 sends it. */
+static int v_mismatch(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    size_t sc[3] = { 1, 1, 1 }, rcn[3] = { 1, 1, 1 };
+    if (dev->rank == 1)
+        sc[2] = 2;
+    float send[4] = { 0 }, recv[4] = { 0 };
+    return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, rcn, NULL, PTDP_F32);
+}
+
+static int v_null_counts(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    size_t sc[2] = { 1, 1 };
+    float send[2] = { 0 }, recv[2] = { 0 };
+    return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, NULL, NULL, PTDP_F32);
+}
+
+TEST(v_tests, test_all_to_allv_mismatch_names_both_calls)
+{
+    ptdp_launch_result res;
+    ck_assert_int_eq(harness_launch(3, v_mismatch, NULL, NULL, &res), PTDP_EMISMATCH);
+    ASSERT_HAS(res.message, "mismatched all_to_allv counts in group 'world'");
+    ASSERT_HAS(res.message, "rank 1 sends 2 elements to rank 2 (at test_comm.c:");
+    ASSERT_HAS(res.message, "but rank 2 expects 1 from rank 1 (at test_comm.c:");
+    ptdp_launch_result_free(&res);
+    ck_assert_int_eq(harness_launch(2, v_null_counts, NULL, NULL, &res), PTDP_EINVAL);
+    ASSERT_HAS(res.message, "ptdp_all_to_allv at test_comm.c:");
+    ASSERT_HAS(res.message, "recv_counts is NULL (one count per member: 2)");
+    ptdp_launch_result_free(&res);
+}
+END_TEST
+
 int main(void)
 {
     return harness_main("comm");

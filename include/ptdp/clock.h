@@ -85,12 +85,16 @@ double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
  * (or tree) algorithm runs on real links, whatever algorithm the host ran.
  * `bytes` is S, the full buffer: the whole vector for all_reduce,
  * reduce_scatter, all_gather, broadcast, reduce, gather and scatter; one
- * device's whole send buffer for all_to_all.  n == 1 costs 0.
+ * device's whole send buffer for all_to_all; for all_to_allv the most any
+ * member sends to, or receives from, the others.  n == 1 costs 0.
  *   barrier                      ceil(log2 n) * alpha
  *   broadcast, reduce            ceil(log2 n) * (alpha + S/beta)      (binomial tree)
  *   all_reduce                   2(n-1) * (alpha + S/(n beta))        (ring)
  *   reduce_scatter, all_gather,
  *   gather, scatter, all_to_all  (n-1) * (alpha + S/(n beta))
+ *   all_to_allv                  (n-1) * alpha + S/beta               (pairwise exchange)
+ * (all_to_all is all_to_allv with equal blocks: its busiest member moves
+ * (n-1)/n S, the same time.)
  */
 double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n);
 

@@ -9,7 +9,8 @@
  * them, in one table each (coll.c).
  *
  *   ptdp_coll   barrier, broadcast, reduce, all_reduce, all_gather,
- *               reduce_scatter, gather, scatter, all_to_all, send, recv, split
+ *               reduce_scatter, gather, scatter, all_to_all, send, recv, split,
+ *               all_to_allv
  *   ptdp_op     sum, avg, max, min
  *   ptdp_algo   default, naive, ring, shm, mpi     (--algo)
  */
@@ -48,6 +49,7 @@ typedef enum {
     PTDP_COLL_SEND,
     PTDP_COLL_RECV,
     PTDP_COLL_SPLIT,
+    PTDP_COLL_ALL_TO_ALLV,      /* all_to_all with a count per pair of members */
     PTDP_COLL_COUNT
 } ptdp_coll;
 

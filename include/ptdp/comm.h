@@ -95,6 +95,20 @@ int ptdp_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
  * block i of recv comes from rank i. */
 int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                        ptdp_dtype t, const char *file, int line);
+/* The same with a count per pair (MPI_Alltoallv): send_counts[j] elements
+ * from send + send_displs[j] go to rank j; recv_counts[i] elements from
+ * rank i land at recv + recv_displs[i] (displacements in elements; NULL
+ * displacements mean packed in rank order).  recv_counts[i] must equal
+ * rank i's send_counts[me] — every member checks the whole table and a
+ * mismatch is reported with both call sites.  When only the senders know
+ * the counts, exchange them first with ptdp_all_to_all_counts. */
+int ptdp_all_to_allv_at(ptdp_comm *c, const void *send, const size_t *send_counts,
+                        const size_t *send_displs, void *recv, const size_t *recv_counts,
+                        const size_t *recv_displs, ptdp_dtype t, const char *file, int line);
+/* recv_counts[i] = rank i's send_counts[me]: a fixed all_to_all of one
+ * count per pair (8 bytes each), the first half of every dispatch. */
+int ptdp_all_to_all_counts_at(ptdp_comm *c, const size_t *send_counts, size_t *recv_counts,
+                              const char *file, int line);
 
 /* Non-blocking collectives: start, then wait (stream.c).  The collective's
  * virtual time runs on the device's communication stream (clock.h) from
@@ -147,6 +161,9 @@ int ptdp_recv_at(ptdp_comm *c, void *buf, size_t count, ptdp_dtype t,
 #define ptdp_gather(c, s, r, n, t, root)        ptdp_gather_at(c, s, r, n, t, root, __FILE__, __LINE__)
 #define ptdp_scatter(c, s, r, n, t, root)       ptdp_scatter_at(c, s, r, n, t, root, __FILE__, __LINE__)
 #define ptdp_all_to_all(c, s, r, n, t)          ptdp_all_to_all_at(c, s, r, n, t, __FILE__, __LINE__)
+#define ptdp_all_to_allv(c, s, sc, sd, r, rc, rd, t) \
+    ptdp_all_to_allv_at(c, s, sc, sd, r, rc, rd, t, __FILE__, __LINE__)
+#define ptdp_all_to_all_counts(c, sc, rc)       ptdp_all_to_all_counts_at(c, sc, rc, __FILE__, __LINE__)
 #define ptdp_all_reduce_start(c, s, r, n, t, op, req)     ptdp_all_reduce_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
 #define ptdp_reduce_scatter_start(c, s, r, n, t, op, req) ptdp_reduce_scatter_start_at(c, s, r, n, t, op, req, __FILE__, __LINE__)
 #define ptdp_all_gather_start(c, s, r, n, t, req) ptdp_all_gather_start_at(c, s, r, n, t, req, __FILE__, __LINE__)

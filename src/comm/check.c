@@ -94,6 +94,49 @@ static int check_overlap(ptdp_comm *c, const ptdp_call *call, const void *a, siz
     return 0;
 }
 
+/* all_to_allv: how far into a buffer the table reaches (elements). */
+static size_t extent(const ptdp_comm *c, const size_t *counts, const size_t *displs)
+{
+    size_t end = 0;
+    for (int j = 0; j < c->size; j++)
+        if (counts[j] > 0 && displs[j] + counts[j] > end)
+            end = displs[j] + counts[j];
+    return end;
+}
+
+int ptdp_check_tables(ptdp_comm *c, ptdp_call *call, size_t *packed_send, size_t *packed_recv)
+{
+    const size_t *counts[2] = { call->scounts, call->rcounts };
+    const size_t *displs[2] = { call->sdispls, call->rdispls };
+    size_t *packed[2] = { packed_send, packed_recv };
+    static const char *const side[2] = { "send", "recv" };
+    if ((unsigned)call->dtype >= PTDP_DTYPE_COUNT)
+        return ptdp_bad_call(c, call, "unknown element type %d", (int)call->dtype);
+    const size_t es = ptdp_dtype_size(call->dtype), limit = SIZE_MAX / es / 2;
+    unsigned long long others[2] = { 0, 0 };
+    for (int s = 0; s < 2; s++) {
+        if (counts[s] == NULL)
+            return ptdp_bad_call(c, call, "%s_counts is NULL (one count per member: %d)", side[s], c->size);
+        size_t total = 0;
+        for (int j = 0; j < c->size; j++) {
+            if (counts[s][j] > limit - total)
+                return ptdp_bad_call(c, call, "%s_counts add up to more than %zu elements", side[s], limit);
+            if (packed[s] != NULL)
+                packed[s][j] = total;
+            else if (displs[s][j] > limit)
+                return ptdp_bad_call(c, call, "%s_displs[%d] = %zu is too large", side[s], j, displs[s][j]);
+            total += counts[s][j];
+            if (j != c->rank)
+                others[s] += (unsigned long long)(counts[s][j] * es);
+        }
+        if (s == 0)
+            call->count = total;            /* what a mismatch report shows */
+    }
+    call->vsent = others[0];
+    call->vrecv = others[1];
+    return 0;
+}
+
 /* Element counts of this rank's send and recv buffers for the call. */
 static void buffer_sizes(const ptdp_comm *c, const ptdp_call *call, size_t *ns, size_t *nr)
 {
@@ -110,6 +153,8 @@ static void buffer_sizes(const ptdp_comm *c, const ptdp_call *call, size_t *ns, 
     case PTDP_COLL_GATHER:         *ns = mine; *nr = root ? call->count : 0; break;
     case PTDP_COLL_SCATTER:        *ns = root ? call->count : 0; *nr = mine; break;
     case PTDP_COLL_ALL_TO_ALL:     *ns = call->count * (size_t)c->size; *nr = *ns; break;
+    case PTDP_COLL_ALL_TO_ALLV:    *ns = extent(c, call->scounts, call->sdispls);
+                                   *nr = extent(c, call->rcounts, call->rdispls); break;
     case PTDP_COLL_SEND:           *ns = call->count; *nr = 0; break;
     case PTDP_COLL_RECV:           *ns = 0; *nr = call->count; break;
     default:                       *ns = 0; *nr = 0; break;
@@ -128,7 +173,7 @@ int ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send)
         return ptdp_bad_call(c, call, "unknown algorithm %d", (int)call->algo);
     size_t es = ptdp_dtype_size(call->dtype);
     size_t limit = SIZE_MAX / es / (size_t)c->size;
-    if (call->count > limit)
+    if (call->op != PTDP_COLL_ALL_TO_ALLV && call->count > limit)
         return ptdp_bad_call(c, call, "count %zu is too large", call->count);
 
     /* Resolve PTDP_IN_PLACE: the input then lives inside recv. */
@@ -186,6 +231,8 @@ static bool same_call(const ptdp_call *a, const ptdp_call *b)
         return false;
     if (a->op == PTDP_COLL_BARRIER || a->op == PTDP_COLL_SPLIT)
         return true;
+    if (a->op == PTDP_COLL_ALL_TO_ALLV)      /* counts: ptdp_check_v_agreement */
+        return a->dtype == b->dtype;
     return a->count == b->count && a->dtype == b->dtype &&
            (!reduces(a->op) || a->rop == b->rop) &&
            (!rooted(a->op) || a->root == b->root) &&
@@ -223,5 +270,21 @@ int ptdp_check_peer(ptdp_comm *c, ptdp_call *k, int peer)
     if (peer == c->rank)
         return ptdp_bad_call(c, k, "a blocking %s to itself (rank %d) would wait forever",
                         ptdp_coll_name(k->op), peer);
+    return 0;
+}
+
+int ptdp_check_v_agreement(ptdp_comm *c, const ptdp_call *const *calls)
+{
+    for (int i = 0; i < c->size; i++)
+        for (int j = 0; j < c->size; j++) {
+            const ptdp_call *from = calls[i], *to = calls[j];
+            if (from->scounts[j] == to->rcounts[i])
+                continue;
+            return ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched all_to_allv counts in group '%s' (call #%llu): "
+                             "rank %d sends %zu elements to rank %d (at %s:%d), but rank %d expects %zu from "
+                             "rank %d (at %s:%d)", c->name, calls[c->rank]->seq, i, from->scounts[j], j,
+                             base_name(from->file), from->line, j, to->rcounts[i], i, base_name(to->file),
+                             to->line);
+        }
     return 0;
 }

@@ -40,6 +40,7 @@
  * Between world ranks in different nodes alpha and beta are the network's
  * (ptdp_cost_message_between).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,11 +113,22 @@ static void trace_event(ptdp_device *dev, const char *name, const char *cat,
     ptdp_trace_add(dev->trace, &e);
 }
 
-/* Bytes S of the cost model (clock.h): the full vector, or for all_to_all
- * one device's whole send buffer. */
-static size_t model_bytes(const ptdp_comm *c, const ptdp_call *k)
+/* Bytes S of the cost model (clock.h): the full vector, for all_to_all
+ * one device's whole send buffer, for all_to_allv the most any member
+ * sends to or receives from the others (its link is the busiest). */
+static size_t model_bytes(const ptdp_comm *c, const ptdp_call *k, const ptdp_call *const *calls)
 {
     size_t bytes = k->count * ptdp_dtype_size(k->dtype);
+    if (k->op == PTDP_COLL_ALL_TO_ALLV) {
+        unsigned long long busiest = 0;
+        for (int r = 0; r < c->size; r++) {
+            if (calls[r]->vsent > busiest)
+                busiest = calls[r]->vsent;
+            if (calls[r]->vrecv > busiest)
+                busiest = calls[r]->vrecv;
+        }
+        return (size_t)busiest;
+    }
     return k->op == PTDP_COLL_ALL_TO_ALL ? bytes * (size_t)c->size : bytes;
 }
 
@@ -144,7 +156,7 @@ static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_c
         if (calls[r]->clock > start)
             start = calls[r]->clock;
     ptdp_coll model = mine->op == PTDP_COLL_SPLIT ? PTDP_COLL_BARRIER : mine->op;
-    double cost = ptdp_cost_collective_nodes(dev->profile, model, model_bytes(c, mine), c->size, comm_nodes(c));
+    double cost = ptdp_cost_collective_nodes(dev->profile, model, model_bytes(c, mine, calls), c->size, comm_nodes(c));
     if (req != NULL) {   /* on the communication stream: the caller goes on */
         char name[48];
         snprintf(name, sizeof name, "%s %s", ptdp_coll_name(mine->op), c->name);
@@ -249,6 +261,7 @@ static ptdp_coll_fn backend_op(ptdp_comm *c, ptdp_call *k)
     case PTDP_COLL_GATHER:         return ops->gather;
     case PTDP_COLL_SCATTER:        return ops->scatter;
     case PTDP_COLL_ALL_TO_ALL:     return ops->all_to_all;
+    case PTDP_COLL_ALL_TO_ALLV:    return ops->all_to_allv;
     case PTDP_COLL_ALL_REDUCE:     k->algo = resolve_algo(c, k->algo);
                                    return ops->all_reduce[k->algo];
     case PTDP_COLL_ALL_GATHER:     k->algo = half;
@@ -416,6 +429,49 @@ int ptdp_all_to_all_at(ptdp_comm *c, const void *send, void *recv, size_t count,
     ptdp_call k = new_call(PTDP_COLL_ALL_TO_ALL, count, t, file, line);
     k.recv = recv;
     return collective(c, &k, send);
+}
+
+int ptdp_all_to_allv_at(ptdp_comm *c, const void *send, const size_t *send_counts,
+                        const size_t *send_displs, void *recv, const size_t *recv_counts,
+                        const size_t *recv_displs, ptdp_dtype t, const char *file, int line)
+{
+    int rc = enter(c, PTDP_COLL_ALL_TO_ALLV, file, line);
+    if (rc)
+        return rc;
+    /* Packed displacements live here: the call is blocking, so they
+     * outlive every member's reading of them. */
+    size_t packed_send[PTDP_MAX_DEVICES], packed_recv[PTDP_MAX_DEVICES];
+    ptdp_call k = new_call(PTDP_COLL_ALL_TO_ALLV, 0, t, file, line);
+    k.recv = recv;
+    k.scounts = send_counts;
+    k.rcounts = recv_counts;
+    k.sdispls = send_displs ? send_displs : packed_send;
+    k.rdispls = recv_displs ? recv_displs : packed_recv;
+    if ((rc = ptdp_check_tables(c, &k, send_displs ? NULL : packed_send,
+                                recv_displs ? NULL : packed_recv)) != 0)
+        return rc;
+    return collective(c, &k, send);
+}
+
+int ptdp_all_to_all_counts_at(ptdp_comm *c, const size_t *send_counts, size_t *recv_counts,
+                              const char *file, int line)
+{
+    int rc = enter(c, PTDP_COLL_ALL_TO_ALL, file, line);
+    if (rc)
+        return rc;
+    int64_t out[PTDP_MAX_DEVICES], in[PTDP_MAX_DEVICES];
+    ptdp_call k = new_call(PTDP_COLL_ALL_TO_ALL, 1, PTDP_I64, file, line);
+    if (send_counts == NULL || recv_counts == NULL)
+        return ptdp_bad_call(c, &k, "ptdp_all_to_all_counts: %s is NULL",
+                             send_counts == NULL ? "send_counts" : "recv_counts");
+    for (int j = 0; j < c->size; j++)
+        out[j] = (int64_t)send_counts[j];
+    k.recv = in;
+    if ((rc = collective(c, &k, out)) != 0)
+        return rc;
+    for (int i = 0; i < c->size; i++)
+        recv_counts[i] = (size_t)in[i];
+    return 0;
 }
 
 int ptdp_comm_split_at(ptdp_comm *c, int color, int key, const char *name,

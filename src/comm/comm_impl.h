@@ -81,6 +81,12 @@ typedef struct {
     void *recv;
     int in_place;             /* all_gather/reduce_scatter: send was
                                  PTDP_IN_PLACE (input and output in recv)  */
+    /* all_to_allv: the count and displacement tables (size entries, in
+     * elements; displacements resolved, never NULL after the check), and
+     * the bytes this member sends to and receives from the others — the
+     * only part that travels to another process (the cost model's S). */
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
+    unsigned long long vsent, vrecv;
 } ptdp_call;
 
 /* Bytes this device moved in one operation, counted by the algorithm as
@@ -97,7 +103,7 @@ struct ptdp_comm_ops {
     const char *backend;
     /* Post `mine`, wait for every member, point calls[i] at member i's call. */
     int (*meet)(ptdp_comm *c, const ptdp_call *mine, const ptdp_call **calls);
-    ptdp_coll_fn broadcast, reduce, gather, scatter, all_to_all;
+    ptdp_coll_fn broadcast, reduce, gather, scatter, all_to_all, all_to_allv;
     ptdp_coll_fn all_reduce[PTDP_ALGO_COUNT];     /* by algorithm         */
     ptdp_coll_fn reduce_scatter[PTDP_ALGO_COUNT];
     ptdp_coll_fn all_gather[PTDP_ALGO_COUNT];
@@ -130,6 +136,14 @@ struct ptdp_comm {
 /* The checks of check.c.  Each failing check fails the device. */
 /* Arguments: resolves PTDP_IN_PLACE into call->send / call->in_place. */
 int  ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send);
+/* all_to_allv's tables before the call is checked: present, their sums
+ * within size_t; fill the packed displacements asked for (non-NULL), the
+ * total count and the bytes to and from the others. */
+int  ptdp_check_tables(ptdp_comm *c, ptdp_call *call, size_t *packed_send, size_t *packed_recv);
+/* After the meeting, on a backend that shares memory: does every member's
+ * send count for every other member equal what that member expects?  The
+ * same verdict on every member (they all read the same tables). */
+int  ptdp_check_v_agreement(ptdp_comm *c, const ptdp_call *const *calls);
 int  ptdp_check_peer(ptdp_comm *c, ptdp_call *call, int peer);
 /* After meet: every member made the same call, or PTDP_EMISMATCH. */
 int  ptdp_check_agreement(ptdp_comm *c, const ptdp_call *const *calls);

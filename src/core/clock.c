@@ -246,6 +246,8 @@ static double collective_steps(ptdp_coll op, double S, int n, double alpha, doub
     case PTDP_COLL_SCATTER:
     case PTDP_COLL_ALL_TO_ALL:
         return (n - 1) * ring_step;
+    case PTDP_COLL_ALL_TO_ALLV:     /* n-1 pairwise steps; the busiest link carries S */
+        return (n - 1) * alpha + link_transfer(beta, S);
     case PTDP_COLL_SEND:
     case PTDP_COLL_RECV:
         return alpha + link_transfer(beta, S);

@@ -12,7 +12,7 @@ static const char *const op_names[PTDP_OP_COUNT] = { "sum", "avg", "max", "min" 
 static const char *const algo_names[PTDP_ALGO_COUNT] = { "default", "naive", "ring", "shm", "mpi" };
 static const char *const coll_names[PTDP_COLL_COUNT] = {
     "barrier", "broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter",
-    "gather", "scatter", "all_to_all", "send", "recv", "split",
+    "gather", "scatter", "all_to_all", "send", "recv", "split", "all_to_allv",
 };
 
 const char *ptdp_algo_name(ptdp_algo a)

@@ -17,6 +17,11 @@
  *   faults ring        the ring all-reduce of lesson 01 over processes: every
  *                      rank ends with 0 + 1 + … + (N-1) in every element, the
  *                      same bits as threads.
+ *   faults alltoallv   uneven counts, zeros among them, learnt by
+ *                      ptdp_all_to_all_counts: every block arrives where the
+ *                      receiver's displacements put it.
+ *   faults vmismatch   rank 1 sends rank 2 one element more than rank 2
+ *                      expects: both call sites are reported.
  */
 #include <stdio.h>
 #include <string.h>
@@ -69,13 +74,50 @@ static int ring(ptdp_device *dev, void *arg)
     return rc;
 }
 
+/* Rank i sends rank j (i + 2j) mod 4 elements, each 100 i + j. */
+static int alltoallv(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    const int n = dev->world_size, me = dev->rank;
+    size_t sc[PTDP_MAX_DEVICES] = { 0 }, rcn[PTDP_MAX_DEVICES] = { 0 };
+    double send[4 * PTDP_MAX_DEVICES] = { 0 }, recv[4 * PTDP_MAX_DEVICES] = { 0 };
+    size_t at = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = (size_t)((me + 2 * j) % 4);
+        for (size_t e = 0; e < sc[j]; e++)
+            send[at++] = 100.0 * me + j;
+    }
+    int rc = ptdp_all_to_all_counts(dev->world, sc, rcn);
+    if (rc == 0)
+        rc = ptdp_all_to_allv(dev->world, send, sc, NULL, recv, rcn, NULL, PTDP_F64);
+    at = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (rcn[i] != (size_t)((i + 2 * me) % 4))
+            return ptdp_fail(dev, PTDP_ECHECK, "rank %d: %zu counts from rank %d", me, rcn[i], i);
+        for (size_t e = 0; e < rcn[i]; e++, at++)
+            if (recv[at] != 100.0 * i + me)
+                return ptdp_fail(dev, PTDP_ECHECK, "rank %d: element %zu from rank %d = %g", me, e, i, recv[at]);
+    }
+    return rc;
+}
+
+static int vmismatch(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    size_t sc[3] = { 1, 1, dev->rank == 1 ? 2 : 1 }, rcn[3] = { 1, 1, 1 };
+    double send[4] = { 0 }, recv[4] = { 0 };
+    return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, rcn, NULL, PTDP_F64);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     ptdp_device_fn fn = strcmp(mode, "deadlock") == 0 ? deadlock : strcmp(mode, "fail") == 0 ? fail
-                      : strcmp(mode, "mismatch") == 0 ? mismatch : strcmp(mode, "ring") == 0 ? ring : NULL;
+                      : strcmp(mode, "mismatch") == 0 ? mismatch : strcmp(mode, "ring") == 0 ? ring
+                      : strcmp(mode, "alltoallv") == 0 ? alltoallv : strcmp(mode, "vmismatch") == 0 ? vmismatch
+                      : NULL;
     if (fn == NULL) {
-        fprintf(stderr, "usage: faults deadlock|fail|mismatch|ring (under mpirun)\n");
+        fprintf(stderr, "usage: faults deadlock|fail|mismatch|ring|alltoallv|vmismatch (under mpirun)\n");
         return 2;
     }
     int rank, size;

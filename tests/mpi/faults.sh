@@ -13,7 +13,8 @@
 #     every rank's call, as with threads;
 #   - a rank killed by a signal (kill -9, mid-training) ends the job instead
 #     of leaving the others waiting;
-#   - lesson 01's ring all-reduce over processes (faults ring).
+#   - lesson 01's ring all-reduce over processes (faults ring);
+#   - all_to_allv with uneven and zero counts, and its count mismatch.
 # Exit 77 (skipped) without MPI.
 set -u
 faults=$(realpath "${2:?usage: faults.sh PTDP FAULTS}")
@@ -105,6 +106,21 @@ if run_mpi 4 "$faults" ring >out.txt 2>&1 && grep -q "no failure" out.txt; then
     ok "the ring all-reduce over 4 processes: every rank has the sum"
 else
     fail "faults ring"; head -n 5 out.txt
+fi
+
+# all_to_allv: uneven and zero counts, learnt by exchanging them; a mismatch.
+if run_mpi 4 "$faults" alltoallv >out.txt 2>&1 && grep -q "no failure" out.txt; then
+    ok "all_to_allv over 4 processes: uneven and zero counts arrive where they should"
+else
+    fail "faults alltoallv"; head -n 5 out.txt
+fi
+run_mpi 3 "$faults" vmismatch >out.txt 2>&1
+if [[ $? -eq 0 ]]; then
+    fail "faults vmismatch: exit status 0"
+elif ! grep -q "rank 1 sends 2 elements to rank 2 (at faults.c:[0-9]*), but rank 2 expects 1 from rank 1" out.txt; then
+    fail "faults vmismatch: no report naming both calls"; head -n 5 out.txt
+else
+    ok "mismatched all_to_allv counts: $(grep -m1 -o "mismatched all_to_allv.*" out.txt | cut -c1-160)…"
 fi
 
 finish "MPI fault checks"

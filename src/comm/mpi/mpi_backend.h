@@ -51,7 +51,7 @@
  * another address space), the caller's file as a short string. */
 typedef struct {
     int op, dtype, rop, root, tag, algo, color, key, line, in_place;
-    unsigned long long seq, count;
+    unsigned long long seq, count, vsent, vrecv;
     double clock;
     char file[48];
 } mpi_wire_call;
@@ -118,6 +118,7 @@ int ptdp_mpi_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic
 int ptdp_mpi_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_mpi_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_mpi_all_to_allv(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 
 /* Point to point (mpi_p2p.c). */
 int ptdp_mpi_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);

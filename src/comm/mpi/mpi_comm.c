@@ -4,7 +4,7 @@
  *
  *     ptdp_mpi_ops ──► meet              mpi_group.c  (all-gather the calls)
  *                  ├─► broadcast, reduce, gather,
- *                  │   scatter, all_to_all,
+ *                  │   scatter, all_to_all(v),
  *                  │   naive all_reduce  mpi_rooted.c
  *                  ├─► the all-reduces   mpi_coll.c   (ring, direct, MPI's own)
  *                  ├─► send, recv        mpi_p2p.c
@@ -101,6 +101,7 @@ const struct ptdp_comm_ops ptdp_mpi_ops = {
     .gather = ptdp_mpi_gather,
     .scatter = ptdp_mpi_scatter,
     .all_to_all = ptdp_mpi_all_to_all,
+    .all_to_allv = ptdp_mpi_all_to_allv,
     .all_reduce = {
         [PTDP_ALGO_NAIVE] = ptdp_mpi_naive_all_reduce,
         [PTDP_ALGO_RING] = ptdp_mpi_ring_all_reduce,

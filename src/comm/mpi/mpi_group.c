@@ -44,6 +44,8 @@ void ptdp_mpi_call_to_wire(const ptdp_call *k, mpi_wire_call *w)
     w->in_place = k->in_place;
     w->seq = k->seq;
     w->count = k->count;
+    w->vsent = k->vsent;
+    w->vrecv = k->vrecv;
     w->clock = k->clock;
     /* The end of the path is what a report shows (check.c strips the rest). */
     const char *f = k->file ? k->file : "?";
@@ -66,6 +68,8 @@ void ptdp_mpi_call_from_wire(const mpi_wire_call *w, ptdp_call *k)
     k->in_place = w->in_place;
     k->seq = w->seq;
     k->count = (size_t)w->count;
+    k->vsent = w->vsent;
+    k->vrecv = w->vrecv;
     k->clock = w->clock;
     k->file = w->file;
 }

@@ -1,6 +1,6 @@
 /*
  * mpi_rooted.c — the MPI backend's simple collectives: broadcast, reduce,
- * gather, scatter, all_to_all, and the naive all-reduce made of two of them.
+ * gather, scatter, all_to_all(v), and the naive all-reduce made of two of them.
  *
  * They move whole buffers; only `reduce` computes, and it does so at the
  * root in rank order with the same ptdp_reduce_many the threads use, so
@@ -12,7 +12,11 @@
  *     gather       root receives S - len_root    others send len_r
  *     scatter      root sends S - len_root       others receive len_r
  *     all_to_all   each sends and receives (N-1) blocks of count elements
+ *     all_to_allv  each sends and receives what its tables say, but its
+ *                  own block
  */
+#include <string.h>
+
 #include "comm/mpi/mpi_backend.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
@@ -149,6 +153,68 @@ int ptdp_mpi_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffi
         return rc;
     t->sent += (double)block * (c->size - 1);
     t->recv += (double)block * (c->size - 1);
+    return 0;
+}
+
+/* The tables in bytes, as MPI's int counts (each within INT_MAX). */
+static int byte_table(ptdp_comm *c, const ptdp_call *k, const size_t *counts, const size_t *displs,
+                      int *bcounts, int *bdispls)
+{
+    int rc = 0;
+    for (int j = 0; rc == 0 && j < c->size; j++)
+        if ((rc = ptdp_mpi_count(c, bytes_of(k, counts[j]), &bcounts[j])) == 0)
+            rc = ptdp_mpi_count(c, bytes_of(k, displs[j] + counts[j]), &bdispls[j]);
+    for (int j = 0; rc == 0 && j < c->size; j++)
+        bdispls[j] -= bcounts[j];
+    return rc;
+}
+
+static const char *base_name(const char *file)
+{
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    return slash ? slash + 1 : file ? file : "?";
+}
+
+/* Another process's tables are not in my memory: exchange the send
+ * counts first and check my row (my expected counts) against them; a
+ * mismatch ends the job with both call sites. */
+static int check_my_row(ptdp_comm *c, const ptdp_call *const *calls)
+{
+    const ptdp_call *mine = calls[c->rank];
+    unsigned long long out[PTDP_MAX_DEVICES], in[PTDP_MAX_DEVICES];
+    for (int j = 0; j < c->size; j++)
+        out[j] = mine->scounts[j];
+    MPI_Request req;
+    MPI_Ialltoall(out, 1, MPI_UNSIGNED_LONG_LONG, in, 1, MPI_UNSIGNED_LONG_LONG, mpi_group_of(c)->coll, &req);
+    ptdp_wait_why why = ptdp_mpi_why(c, mine);
+    int rc = ptdp_mpi_wait(c->dev, 1, &req, &why);
+    for (int i = 0; rc == 0 && i < c->size; i++)
+        if (in[i] != mine->rcounts[i])
+            rc = ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched all_to_allv counts in group '%s' (call #%llu): "
+                           "rank %d sends %llu elements to rank %d (at %s:%d), but rank %d expects %zu from "
+                           "rank %d (at %s:%d)", c->name, mine->seq, i, in[i], c->rank, base_name(calls[i]->file),
+                           calls[i]->line, c->rank, mine->rcounts[i], i, base_name(mine->file), mine->line);
+    return rc;
+}
+
+int ptdp_mpi_all_to_allv(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
+{
+    const ptdp_call *mine = calls[c->rank];
+    int sc[PTDP_MAX_DEVICES], sd[PTDP_MAX_DEVICES], rcnt[PTDP_MAX_DEVICES], rd[PTDP_MAX_DEVICES];
+    int rc = check_my_row(c, calls);
+    if (rc == 0)
+        rc = byte_table(c, mine, mine->scounts, mine->sdispls, sc, sd);
+    if (rc == 0)
+        rc = byte_table(c, mine, mine->rcounts, mine->rdispls, rcnt, rd);
+    if (rc)
+        return rc;
+    MPI_Request req;
+    MPI_Ialltoallv(mine->send, sc, sd, MPI_BYTE, mine->recv, rcnt, rd, MPI_BYTE, mpi_group_of(c)->coll, &req);
+    ptdp_wait_why why = ptdp_mpi_why(c, mine);
+    if ((rc = ptdp_mpi_wait(c->dev, 1, &req, &why)) != 0)
+        return rc;
+    t->sent += (double)mine->vsent;
+    t->recv += (double)mine->vrecv;
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
  * rooted.c — the simple collectives of the threads backend: broadcast,
- * reduce, gather, scatter and all_to_all.
+ * reduce, gather, scatter, all_to_all and all_to_allv.
  *
  * Each reads the other members' buffers directly (their addresses come
  * from the calls posted at the meeting, group.c), then crosses the
@@ -17,6 +17,8 @@
  *     gather       root receives S - len_root    others send len_r
  *     scatter      root sends S - len_root       others receive len_r
  *     all_to_all   each sends and receives (N-1) blocks of count elements
+ *     all_to_allv  each sends the counts it gives the others, receives
+ *                  the counts it expects from them (its own block stays)
  *
  * Only reduce computes, at the root in rank order (in0 op in1 op …), so
  * its bits do not depend on timing.
@@ -91,6 +93,25 @@ int ptdp_shm_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *
     } else {
         t->sent += (double)bytes_of(mine, mine->count - len);
     }
+    return ptdp_shm_barrier(c, mine);
+}
+
+/* Rank i's block for me = rank i's send_counts[me] elements at its
+ * send_displs[me], into my recv at recv_displs[i].  Every member first
+ * checks the whole table (the same verdict everywhere: all fail or none
+ * copies). */
+int ptdp_shm_all_to_allv(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
+{
+    const ptdp_call *mine = calls[c->rank];
+    int rc = ptdp_check_v_agreement(c, calls);
+    if (rc)
+        return rc;
+    const size_t es = ptdp_dtype_size(mine->dtype);
+    for (int i = 0; i < c->size; i++)
+        ptdp_copy((char *)mine->recv + mine->rdispls[i] * es,
+                  (const char *)calls[i]->send + calls[i]->sdispls[c->rank] * es, mine->rcounts[i] * es);
+    t->sent += (double)mine->vsent;
+    t->recv += (double)mine->vrecv;
     return ptdp_shm_barrier(c, mine);
 }
 

@@ -8,7 +8,7 @@
  *
  *     ptdp_shm_ops ──► meet           group.c       (post, barrier, read)
  *                  ├─► broadcast, reduce, gather,
- *                  │   scatter, all_to_all  rooted.c
+ *                  │   scatter, all_to_all(v)  rooted.c
  *                  ├─► all_reduce     allreduce_naive.c / _ring.c / _shm.c
  *                  ├─► send, recv     p2p.c
  *                  └─► split, free    here
@@ -106,6 +106,7 @@ const struct ptdp_comm_ops ptdp_shm_ops = {
     .gather = ptdp_shm_gather,
     .scatter = ptdp_shm_scatter,
     .all_to_all = ptdp_shm_all_to_all,
+    .all_to_allv = ptdp_shm_all_to_allv,
     .all_reduce = {
         [PTDP_ALGO_NAIVE] = ptdp_naive_all_reduce,
         [PTDP_ALGO_RING] = ptdp_ring_all_reduce,

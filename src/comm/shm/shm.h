@@ -6,7 +6,7 @@
  * a peer GPU's memory over NVLink:
  *
  *   group.c            a group's shared memory; meeting: post, barrier
- *   rooted.c           broadcast, reduce, gather, scatter, all_to_all
+ *   rooted.c           broadcast, reduce, gather, scatter, all_to_all(v)
  *   allreduce_shm.c    the default all-reduce: each member reduces its 1/N
  *                      slice and pushes it into every member's buffer
  *   allreduce_ring.c   the textbook ring: reduce-scatter, then all-gather
@@ -92,6 +92,7 @@ int ptdp_shm_broadcast(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic
 int ptdp_shm_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_shm_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 int ptdp_shm_all_to_all(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
+int ptdp_shm_all_to_allv(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t);
 
 /* Rendezvous send and recv (p2p.c). */
 int ptdp_shm_send(ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t);
