@@ -11,6 +11,8 @@
  *                                      comparable across device counts:
  *       all_reduce                 2(n-1)/n    (each device sends and
  *       reduce_scatter, all_gather  (n-1)/n     receives this share of S)
+ *       all_to_all, all_to_allv     (n-1)/n     (S: one device's whole send
+ *                                                buffer; it keeps 1/n)
  *       broadcast                    1
  *
  * The ceiling.  Devices here are threads of one process, so a collective is
@@ -45,6 +47,10 @@
  *   reduce_scatter: shm: each reads its slice of n buffers and writes it,
  *     T = n + 1; ring: n-1 steps of 3 S/n per device, T = 3(n-1).
  *   all_gather: each copies its own and the n-1 other slices:        T = 2n
+ *   all_to_all(v): each reads n blocks of S/n (one from every member) and
+ *     writes them into its recv: 2S per device                       T = 2n
+ *     (all_to_allv is timed with equal blocks: the same data as
+ *     all_to_all, so the two rows show what the tables cost.)
  *   broadcast: n-1 receivers read S from the root and write it:  T = 2(n-1)
  *   One device: every operation but broadcast is one copy:             T = 2
  *
@@ -93,10 +99,12 @@
 #define BUDGET_S 0.5              /* wall time per (operation, size)       */
 #define WARMUP_BYTES ((double)(64u << 20))
 
-static const char *const op_names[] = { "all_reduce", "reduce_scatter", "all_gather", "broadcast" };
+static const char *const op_names[] = { "all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "all_to_all", "all_to_allv" };
 static const ptdp_coll op_codes[] = { PTDP_COLL_ALL_REDUCE, PTDP_COLL_REDUCE_SCATTER,
-                                      PTDP_COLL_ALL_GATHER, PTDP_COLL_BROADCAST };
-#define NOPS 4
+                                      PTDP_COLL_ALL_GATHER, PTDP_COLL_BROADCAST,
+                                      PTDP_COLL_ALL_TO_ALL, PTDP_COLL_ALL_TO_ALLV };
+#define NOPS 6
 
 typedef struct {
     int devices;
@@ -143,7 +151,9 @@ static double bus_factor(ptdp_coll op, int n)
     switch (op) {
     case PTDP_COLL_ALL_REDUCE:     return 2.0 * (n - 1) / n;
     case PTDP_COLL_REDUCE_SCATTER:
-    case PTDP_COLL_ALL_GATHER:     return (double)(n - 1) / n;
+    case PTDP_COLL_ALL_GATHER:
+    case PTDP_COLL_ALL_TO_ALL:
+    case PTDP_COLL_ALL_TO_ALLV:    return (double)(n - 1) / n;
     default:                       return 1.0;
     }
 }
@@ -163,6 +173,8 @@ static double traffic_factor(ptdp_coll op, ptdp_algo algo, int n)
     case PTDP_COLL_REDUCE_SCATTER:
         return algo == PTDP_ALGO_RING ? 3.0 * (n - 1) : n + 1.0;
     case PTDP_COLL_ALL_GATHER:
+    case PTDP_COLL_ALL_TO_ALL:
+    case PTDP_COLL_ALL_TO_ALLV:
         return 2.0 * n;
     default:
         return 2.0 * (n - 1);
@@ -186,6 +198,8 @@ static void fill_inputs(const bench_point *pt, int rank, int n, ptdp_real *send,
     switch (pt->op) {
     case PTDP_COLL_ALL_REDUCE:
     case PTDP_COLL_REDUCE_SCATTER:
+    case PTDP_COLL_ALL_TO_ALL:      /* block j goes to rank j */
+    case PTDP_COLL_ALL_TO_ALLV:
         for (size_t i = 0; i < pt->count; i++) {
             send[i] = input_value(rank, i);
             recv[i] = 0;
@@ -217,6 +231,12 @@ static int check_result(ptdp_device *dev, const bench_point *pt, const ptdp_real
         switch (pt->op) {
         case PTDP_COLL_ALL_REDUCE:     want = summed_value(n, j); break;
         case PTDP_COLL_REDUCE_SCATTER: want = summed_value(n, off + j); break;
+        case PTDP_COLL_ALL_TO_ALL:     /* block i: rank i's block for me */
+        case PTDP_COLL_ALL_TO_ALLV: {
+            size_t b = pt->count / (size_t)n;
+            want = input_value((int)(j / b), (size_t)dev->rank * b + j % b);
+            break;
+        }
         case PTDP_COLL_ALL_GATHER: {
             while (j >= owner_end) {           /* whose chunk is element j? */
                 size_t o, l;
@@ -254,6 +274,14 @@ static int call_op(ptdp_device *dev, const bench_point *pt, ptdp_algo algo,
         return ptdp_reduce_scatter(c, send, recv, pt->count, PTDP_REAL, PTDP_SUM);
     case PTDP_COLL_ALL_GATHER:
         return ptdp_all_gather(c, send, recv, pt->count, PTDP_REAL);
+    case PTDP_COLL_ALL_TO_ALL:
+        return ptdp_all_to_all(c, send, recv, pt->count / (size_t)dev->world_size, PTDP_REAL);
+    case PTDP_COLL_ALL_TO_ALLV: {
+        size_t counts[PTDP_MAX_DEVICES];
+        for (int j = 0; j < dev->world_size; j++)
+            counts[j] = pt->count / (size_t)dev->world_size;
+        return ptdp_all_to_allv(c, send, counts, NULL, recv, counts, NULL, PTDP_REAL);
+    }
     default:
         return ptdp_broadcast(c, recv, pt->count, PTDP_REAL, 0);
     }
@@ -456,7 +484,8 @@ static void print_table_processes(const bench_run *run, int n)
                size_label(pt->bytes, lab, sizeof lab), (long long)pt->samples * pt->batch,
                us < 10 ? 3 : us < 1000 ? 1 : 0, us, f.algbw / 1e9, f.busbw / 1e9, raw, ratio);
     }
-    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
+    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather, all_to_all(v)),\n"
+           "        1 (broadcast).\n"
            "ptdp/MPI: the median over samples of each sample's ratio (each MPI_Allreduce sample runs\n"
            "right after ptdp's, so a busy host slows both alike).\n"
            "--algo mpi hands the sum to MPI_Allreduce; ptdp's own algorithms (default, ring) keep the\n"
@@ -503,7 +532,8 @@ static void print_table(const bench_run *run, const ptdp_membw *m, int n)
                (long long)pt->samples * pt->batch, us < 10 ? 3 : us < 1000 ? 1 : 0, us,
                f.algbw / 1e9, f.busbw / 1e9, f.traffic, bound, frac);
     }
-    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather), 1 (broadcast).\n"
+    printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather, all_to_all(v)),\n"
+           "        1 (broadcast).\n"
            "bound = busbw if the T x S bytes each call must move crossed memory at B;\n"
            "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench/bench_collectives.c.\n");
 }
@@ -516,7 +546,8 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
         bench_figures f = figures_of(pt, run->algo_used, n, ceiling);
         /* reduce_scatter and all_gather run as the ring only with --algo ring */
         const char *algo = pt->op == PTDP_COLL_ALL_REDUCE ? ptdp_algo_name(run->algo_used)
-                         : pt->op == PTDP_COLL_BROADCAST ? ""
+                         : pt->op == PTDP_COLL_BROADCAST || pt->op == PTDP_COLL_ALL_TO_ALL ||
+                           pt->op == PTDP_COLL_ALL_TO_ALLV ? ""
                          : run->algo_used == PTDP_ALGO_RING ? "ring" : "shm";
         printf("{\"op\": \"%s\", \"algo\": \"%s\", \"devices\": %d, \"dtype\": \"%s\", "
                "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
@@ -556,7 +587,8 @@ static void collectives_usage(void)
            "  --backend B    threads (default) or mpi: one process per device under\n"
            "                 mpirun -n N (N devices), beside MPI_Allreduce timed in the same run\n"
            "  --sizes LIST   buffer sizes S, K/M/G = 1024-based (default 4K,256K,4M,64M)\n"
-           "  --ops LIST     any of all_reduce,reduce_scatter,all_gather,broadcast (default all)\n"
+           "  --ops LIST     any of all_reduce,reduce_scatter,all_gather,broadcast,all_to_all,\n"
+           "                 all_to_allv (default all)\n"
            "  --iters K      timed calls per operation and size (default: ~0.5 s worth)\n"
            "  --json         one JSON object per result on stdout, instead of the table\n"
            "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n"
@@ -641,6 +673,8 @@ static int plan_points(bench_run *run, const bench_opts *o)
             bench_point *pt = &run->points[k * o->nsizes + s];
             pt->op = op_codes[o->ops[k]];
             pt->count = o->sizes[s] / sizeof(ptdp_real);
+            if (pt->op == PTDP_COLL_ALL_TO_ALL || pt->op == PTDP_COLL_ALL_TO_ALLV)
+                pt->count -= pt->count % (size_t)o->devices;   /* n equal blocks */
             pt->bytes = pt->count * sizeof(ptdp_real);
             if (pt->count > run->max_count)
                 run->max_count = pt->count;
@@ -764,8 +798,8 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: ptdp bench <what> [flags]\n"
            "\n"
-           "  collectives   time all_reduce, reduce_scatter, all_gather and broadcast\n"
-           "                against the host's memory bandwidth\n"
+           "  collectives   time all_reduce, reduce_scatter, all_gather, broadcast and\n"
+           "                all_to_all(v) against the host's memory bandwidth\n"
            "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
            "  train         the reference MLP's training step: GEMMs, optimizer, dp=2\n"
            "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"

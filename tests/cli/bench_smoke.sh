@@ -20,8 +20,8 @@ if ! "$ptdp" bench collectives --devices 3 --sizes 4K,102 --iters 20 --json --wa
     fail "bench collectives --json exited $?"
 else
     lines=$(wc -l <"$out")
-    [[ $lines -eq 8 ]] || fail "expected 8 JSON lines (4 ops x 2 sizes), got $lines"
-    for op in all_reduce reduce_scatter all_gather broadcast; do
+    [[ $lines -eq 12 ]] || fail "expected 12 JSON lines (6 ops x 2 sizes), got $lines"
+    for op in all_reduce reduce_scatter all_gather broadcast all_to_all all_to_allv; do
         [[ $(grep -c "\"op\": \"$op\"" "$out") -eq 2 ]] || fail "expected 2 results for $op"
     done
     # every line: an object with a positive time and bus bandwidth
@@ -31,7 +31,7 @@ else
     grep -q '"bytes": 102,' "$out" && fail "102 bytes should round down to whole elements"
     grep -q '"devices": 3' "$out" || fail "devices not reported"
     # not a terminal: progress comes as plain lines on stderr
-    grep -q '^\[1/8\] all_reduce 4 KiB on 3 devices' "$err" || fail "no progress lines on stderr"
+    grep -q '^\[1/12\] all_reduce 4 KiB on 3 devices' "$err" || fail "no progress lines on stderr"
     [[ $failures -eq $before ]] && echo "ok    --json: $lines results"
 fi
 
