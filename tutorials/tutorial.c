@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TUTORIAL_BLANK_KEEP_WARNINGS
@@ -260,4 +261,52 @@ int tutorial_train_baseline(ptdp_train_config c, double *loss, ptdp_state *final
         loss[s] = res.log[s].loss;
     ptdp_train_result_free(&res);
     return 0;
+}
+
+/* ----------------------------------------------- who waited for whom */
+
+/* One clause's ranks: "0", "0-2", "0, 3-4", then ": ".  Returns what
+ * follows, or NULL. */
+static const char *clause_ranks(const char *q, int world, bool *member)
+{
+    for (;;) {
+        char *end;
+        long a = strtol(q, &end, 10), b;
+        if (end == q)
+            break;
+        q = end;
+        b = a;
+        if (*q == '-') {
+            b = strtol(q + 1, &end, 10);
+            q = end;
+        }
+        for (long v = a; v <= b; v++)
+            if (v >= 0 && v < world)
+                member[v] = true;
+        if (q[0] != ',' || q[1] != ' ')
+            break;
+        q += 2;
+    }
+    return q[0] == ':' && q[1] == ' ' ? q + 2 : NULL;
+}
+
+void tutorial_read_waits(const char *report, int world, tutorial_wait *waits)
+{
+    for (int r = 0; r < world; r++)
+        waits[r] = (tutorial_wait){ 0, -1, -1 };
+    for (const char *p = strstr(report, "; "); p != NULL; p = strstr(p, "; ")) {
+        p += 2;
+        const char *q = strncmp(p, "ranks ", 6) == 0 ? p + 6 : strncmp(p, "rank ", 5) == 0 ? p + 5 : NULL;
+        bool member[PTDP_MAX_DEVICES] = { false };
+        if (q == NULL || (q = clause_ranks(q, world, member)) == NULL)
+            continue;
+        tutorial_wait seen = { 0, -1, -1 };
+        if (sscanf(q, "waiting in send to rank %d tag %d", &seen.peer, &seen.tag) >= 1)
+            seen.op = 's';
+        else if (sscanf(q, "waiting in recv from rank %d tag %d", &seen.peer, &seen.tag) >= 1)
+            seen.op = 'r';
+        for (int r = 0; r < world; r++)
+            if (member[r])
+                waits[r] = seen;
+    }
 }

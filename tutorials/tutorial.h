@@ -62,6 +62,17 @@ int tutorial_launch_opts(const char *what, int world, ptdp_device_fn fn, void *a
  *     return tutorial_device_wrong(dev, "rank %d's fc1 shard is %d x %d; …", …); */
 int tutorial_device_wrong(ptdp_device *dev, const char *fmt, ...) TUTORIAL_PRINTF(2, 3);
 
+/* What the watchdog saw each rank waiting in, read from its report
+ * ("watchdog: …; rank 0: waiting in send to rank 1 tag 7 …; ranks 1-2:
+ * waiting in recv from rank 0 tag 7 …", src/runtime/wait.c): op 's' or
+ * 'r', the peer and the tag, or op 0 for a rank that was not waiting in a
+ * send or a recv.  For the hint under a STUCK verdict. */
+typedef struct {
+    char op;
+    int peer, tag;
+} tutorial_wait;
+void tutorial_read_waits(const char *report, int world, tutorial_wait *waits);
+
 /* If a blank was reached (in host or device code), print its message and
  * return true: the check should stop, there is nothing more to test. */
 bool tutorial_report_blank(void);

@@ -156,61 +156,11 @@ static int exchange_device(ptdp_device *dev, void *arg)
     return rc;
 }
 
-/* What the watchdog saw each rank waiting in, read from its report
- * ("watchdog: …; rank 0: waiting in send to rank 1 tag 7 …; ranks 1-2:
- * waiting in recv from rank 0 …", src/runtime/wait.c): op 's' or 'r' and
- * the peer, or op 0 for a rank that was not waiting in a send or a recv. */
-typedef struct {
-    char op;
-    int peer;
-} rank_wait;
-
-static void read_watchdog_report(const char *report, int world, rank_wait *waits)
-{
-    for (int r = 0; r < world; r++)
-        waits[r] = (rank_wait){ 0, -1 };
-    for (const char *p = strstr(report, "; "); p != NULL; p = strstr(p, "; ")) {
-        p += 2;
-        const char *q = strncmp(p, "ranks ", 6) == 0 ? p + 6 : strncmp(p, "rank ", 5) == 0 ? p + 5 : NULL;
-        if (q == NULL)
-            continue;
-        bool member[MAX_WORLD] = { false };
-        for (;;) {                           /* "0", "0-2", "0, 3-4" */
-            char *end;
-            long a = strtol(q, &end, 10), b;
-            if (end == q)
-                break;
-            q = end;
-            b = a;
-            if (*q == '-') {
-                b = strtol(q + 1, &end, 10);
-                q = end;
-            }
-            for (long v = a; v <= b; v++)
-                if (v >= 0 && v < world)
-                    member[v] = true;
-            if (q[0] != ',' || q[1] != ' ')
-                break;
-            q += 2;
-        }
-        if (q[0] != ':' || q[1] != ' ')
-            continue;
-        rank_wait seen = { 0, -1 };
-        if (sscanf(q + 2, "waiting in send to rank %d", &seen.peer) == 1)
-            seen.op = 's';
-        else if (sscanf(q + 2, "waiting in recv from rank %d", &seen.peer) == 1)
-            seen.op = 'r';
-        for (int r = 0; r < world; r++)
-            if (member[r])
-                waits[r] = seen;
-    }
-}
-
 /* The hint under a STUCK verdict: what the watchdog saw, in words. */
 static void explain_deadlock(const char *report, int world)
 {
-    rank_wait waits[MAX_WORLD];
-    read_watchdog_report(report, world, waits);
+    tutorial_wait waits[PTDP_MAX_DEVICES];
+    tutorial_read_waits(report, world, waits);
     int sending = 0, receiving = 0;
     for (int r = 0; r < world; r++) {
         int left = (r + world - 1) % world, right = (r + 1) % world;
