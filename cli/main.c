@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "backend.h"
 #include "commands.h"
 #include "ptdp/types.h"
 
@@ -133,6 +134,11 @@ static int run_command(int argc, char **argv)
     if (!c) {
         fprintf(stderr, "ptdp: unknown command '%s' (see ptdp --help)\n", name);
         return PTDP_EXIT_USAGE;
+    }
+    if (c->run != ptdp_cmd_help && c->run != ptdp_cmd_version) {
+        int rc = ptdp_cli_backend_alone(argc - 1, argv + 1);
+        if (rc != 0)
+            return rc;
     }
     return c->run(argc - 1, argv + 1);
 }
