@@ -152,8 +152,10 @@ int ptdp_cmd_figures(int argc, char **argv)
         return ptdp_usage_error("figures", "--out: expected a directory name");
 
     char msg[PTDP_MSG_MAX];
-    if (make_dirs(out, msg, sizeof msg) != 0)      /* before any figure, as train's outputs */
-        return ptdp_usage_error("figures", "--out %s: %s", out, msg);
+    if (make_dirs(out, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp figures: %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
     int status = PTDP_EXIT_OK;
     for (int i = 0; i < NFIGURES; i++) {
         if (only >= 0 && i != only)

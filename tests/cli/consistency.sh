@@ -2,7 +2,8 @@
 # consistency.sh PTDP — every command refuses the same mistakes the same way.
 #
 #   an output that cannot be   exit 2 before any work, as train's outputs:
-#     written                  schedule --svg, figures --out
+#     written                  schedule --svg (figures makes its --out
+#                              directory before any figure: exit 1 if it cannot)
 #   mpirun without             a command that runs in one process (plan,
 #     --backend mpi            sample, demo, selftest, schedule, figures,
 #                              bench zero/memory/train/plan) is refused as
@@ -17,12 +18,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 gpt=(--model gpt --hidden 16 --heads 2 --layers 1 --seq-len 8 --batch 4)
 
 # ---- outputs checked up front
-touch "$tmp/a-file"
 expect_usage "--svg /nonexistent/x.svg: cannot be written: the directory /nonexistent does not exist" -- \
     schedule --svg /nonexistent/x.svg
 expect_usage "--svg $tmp: cannot be written: it is a directory" -- schedule --svg "$tmp"
-expect_usage "--out $tmp/a-file/figs: cannot create directory $tmp/a-file" -- \
-    figures --only ring_allreduce --out "$tmp/a-file/figs"
 
 # ---- under an MPI launcher, without --backend mpi
 run_ok train "${gpt[@]}" --steps 1 --quiet --save "$tmp/gpt.st" || true
