@@ -10,10 +10,15 @@
  *   yes             threads       exit 2: "add --backend mpi"
  *   either          mpi           MPI_Init, one device per process
  *   either          mpi, no MPI   exit 2: "rebuild with -Dmpi=enabled"
+ *
+ * A command without --backend (plan, sample, demo, selftest, bench zero …)
+ * is the row "yes, threads" with no way out: under mpirun it would run N
+ * copies of itself, each printing the same answer.  It is refused too.
  */
 #include "backend.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "ptdp/mpi.h"
@@ -50,4 +55,27 @@ void ptdp_cli_backend_finish(ptdp_backend b)
 {
     if (b == PTDP_BACKEND_MPI)
         ptdp_mpi_finish();
+}
+
+/* The commands that take --backend and so make the check themselves. */
+static int takes_backend(int argc, char **argv)
+{
+    if (strcmp(argv[0], "train") == 0)
+        return 1;
+    return strcmp(argv[0], "bench") == 0 && argc > 1 && strcmp(argv[1], "collectives") == 0;
+}
+
+int ptdp_cli_backend_alone(int argc, char **argv)
+{
+    int launched = ptdp_mpi_launcher_size();
+    if (launched <= 0 || argc < 1 || takes_backend(argc, argv))
+        return 0;
+    ptdp_mpi_quiet();   /* rank 0 says it, once */
+    const int sub = strcmp(argv[0], "bench") == 0 && argc > 1 && argv[1][0] != '-';
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "%s%s%.40s", argv[0], sub ? " " : "", sub ? argv[1] : "");
+    return ptdp_usage_error(cmd, "this process was started by an MPI launcher (a world of %d processes) "
+                            "but this command runs in one process: every process would run all of it by "
+                            "itself; run it without mpirun (only train and bench collectives take "
+                            "--backend mpi, one process per device)", launched);
 }

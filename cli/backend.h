@@ -14,6 +14,10 @@
  *                            --backend mpi in a build without MPI (exit 2);
  *                            MPI_Init; the world size mpirun gave
  *   ptdp_cli_backend_finish  MPI_Finalize
+ *
+ * Every other command runs in one process, so main.c asks
+ * ptdp_cli_backend_alone before running it: under mpirun each process
+ * would run its own copy of the whole command, and it refuses the same way.
  */
 #ifndef PTDP_CLI_BACKEND_H
 #define PTDP_CLI_BACKEND_H
@@ -27,5 +31,11 @@ void ptdp_cli_backend_quiet(void);
  * PTDP_EXIT_USAGE after printing why. */
 int  ptdp_cli_backend_start(const char *cmd, ptdp_backend b, int *world);
 void ptdp_cli_backend_finish(ptdp_backend b);
+
+/* The command in argv (argv[0] "plan", or "bench" then "zero") before it
+ * runs: 0 if it takes --backend (train, bench collectives: they check for
+ * themselves) or no MPI launcher started this process; else
+ * PTDP_EXIT_USAGE after printing why (once, from rank 0). */
+int  ptdp_cli_backend_alone(int argc, char **argv);
 
 #endif

@@ -7,12 +7,18 @@
  *
  * This is the only place in ptdp where the process's exit status is decided:
  * commands return 0 (done), 1 (the run failed) or 2 (a bad command line), and
- * main returns what the command returned.
+ * main returns what the command returned — unless its standard output could
+ * not be written (a full disk, a closed pipe, `> /dev/full`): an answer that
+ * never arrived is a failure, so main flushes stdout, checks it, and says so
+ *
+ *     ptdp: writing standard output: No space left on device     (exit 1)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
+#include "backend.h"
 #include "commands.h"
 #include "ptdp/types.h"
 
@@ -97,7 +103,22 @@ int ptdp_cmd_version(int argc, char **argv)
     return PTDP_EXIT_OK;
 }
 
-int main(int argc, char **argv)
+/* The command's status, or 1 when its standard output did not get out:
+ * whatever was printed has to reach the file, so flush, then ask whether
+ * any write on the way failed (stdio keeps the error flag, not its errno:
+ * the reason is known only when this last flush is the write that fails). */
+static int checked_stdout(int status)
+{
+    errno = 0;
+    int flush = fflush(stdout) == 0 ? 0 : errno;
+    if (flush == 0 && !ferror(stdout))
+        return status;
+    fprintf(stderr, "ptdp: writing standard output: %s\n",
+            flush != 0 ? strerror(flush) : "an earlier write failed");
+    return status != PTDP_EXIT_OK ? status : PTDP_EXIT_FAIL;
+}
+
+static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
         print_overview(stderr);
@@ -114,5 +135,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "ptdp: unknown command '%s' (see ptdp --help)\n", name);
         return PTDP_EXIT_USAGE;
     }
+    if (c->run != ptdp_cmd_help && c->run != ptdp_cmd_version) {
+        int rc = ptdp_cli_backend_alone(argc - 1, argv + 1);
+        if (rc != 0)
+            return rc;
+    }
     return c->run(argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+    return checked_stdout(run_command(argc, argv));
 }

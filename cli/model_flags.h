@@ -102,8 +102,10 @@ typedef struct {
     /* Its help lines (d: the command's defaults for the default model). */
     void (*help)(FILE *out, const ptdp_model_config *d);
     /* `ptdp train` once tp is known (and a checkpoint to load, or NULL):
-     * fix what depends on them.  0 or PTDP_EXIT_FAIL after printing. */
-    int  (*prepare)(ptdp_train_config *c, const char *load);
+     * fix what depends on them; f: the flags as typed.  0, or
+     * PTDP_EXIT_FAIL (the checkpoint unreadable) or PTDP_EXIT_USAGE (a typed
+     * flag contradicts it) after printing. */
+    int  (*prepare)(ptdp_train_config *c, const struct ptdp_model_flags *f, const char *load);
     /* The "model …" line of train's header (mb: a micro-batch's samples). */
     void (*describe)(const ptdp_train_config *c, int mb, const char *data_name);
     /* --report's model keys after "name": `, "d_in": 6, …`. */

@@ -25,6 +25,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "paths.h"
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
 
@@ -130,7 +131,9 @@ static int validate(const schedule_options *o)
     if (o->naive && ptdp_schedule_find(o->schedule)->generate != ptdp_schedule_1f1b)
         return ptdp_usage_error("schedule", "--naive applies to --schedule 1f1b only "
                                 "(%s has no send/recv exchanges to order)", o->schedule);
-    return 0;
+    /* --svg can be written, before the schedule is built and timed */
+    const ptdp_cli_file svg = { "--svg", o->svg };
+    return ptdp_cli_check_files("schedule", NULL, 0, &svg, 1);
 }
 
 static void print_peaks(const ptdp_schedule *s)

@@ -124,8 +124,10 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
 
 /* The padded vocabulary: a multiple of --vocab-multiple x tp, fixed here so
  * that --check's one-device baseline has the same one; a resumed run keeps
- * its checkpoint's (so it may load at another tp). */
-static int gpt_prepare(ptdp_train_config *c, const char *load)
+ * its checkpoint's (so it may load at another tp) — and a typed
+ * --vocab-multiple that its padding is no multiple of is refused, never
+ * silently ignored: a checkpoint's shapes are fixed. */
+static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
 {
     char msg[512];
     ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
@@ -140,6 +142,12 @@ static int gpt_prepare(ptdp_train_config *c, const char *load)
         if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
             ptdp_gpt(&c->model)->vocab_padded = atoi(vp);
         ptdp_st_close(f);
+        const int padded = ptdp_gpt(&c->model)->vocab_padded, multiple = ptdp_gpt(&c->model)->vocab_multiple;
+        if (ptdp_model_flags_given(typed, "--vocab-multiple") && padded % multiple != 0)
+            return ptdp_usage_error("train", "--vocab-multiple %d contradicts --load %s: its vocabulary is "
+                                    "padded to %d rows, not a multiple of %d, and a checkpoint's shapes are "
+                                    "fixed (leave --vocab-multiple out, or give one that divides %d)",
+                                    multiple, load, padded, multiple, padded);
     }
     return 0;
 }

@@ -28,6 +28,7 @@
 #include "../backend.h"
 #include "../commands.h"
 #include "../model_flags.h"
+#include "../paths.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/plan.h"
@@ -379,28 +380,20 @@ static int validate(train_options *o)
     }
 
     /* Every file the run will write, before it starts: an unwritable
-     * --save found after an hour of training is a lost hour. */
-    const struct { const char *flag, *path; } outputs[] = {
+     * --save found after an hour of training is a lost hour, and an output
+     * that is an input (--load c.st --log c.st) destroys it. */
+    const ptdp_cli_file inputs[] = { { "--load", o->load }, { "--data", o->model.data } };
+    const ptdp_cli_file outputs[] = {
         { "--save", o->save }, { "--save-init", o->save_init }, { "--log", o->log_path },
         { "--trace", o->launch.trace_path }, { "--report", o->report_path }, { "--dump-data", o->dump },
     };
+    if (ptdp_cli_check_files("train", inputs, 2, outputs, 6) != 0)
+        return PTDP_EXIT_USAGE;
     char msg[PTDP_MSG_MAX];
-    const int nout = (int)(sizeof outputs / sizeof outputs[0]);
-    for (int i = 0; i < nout; i++) {
-        if (outputs[i].path == NULL)
-            continue;
-        for (int j = 0; j < i; j++)
-            if (outputs[j].path != NULL && strcmp(outputs[i].path, outputs[j].path) == 0)
-                return ptdp_usage_error("train", "%s and %s name the same file %s: the second would overwrite "
-                                        "the first", outputs[j].flag, outputs[i].flag, outputs[i].path);
-        if (ptdp_file_can_write(outputs[i].path, msg, sizeof msg) != 0)
-            return ptdp_usage_error("train", "%s %s: cannot be written: %s", outputs[i].flag, outputs[i].path,
-                                    msg);
-    }
 
     /* What the model fixes once tp is known (the GPT's padded vocabulary). */
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
-    int prc = cli->prepare != NULL ? cli->prepare(c, o->load) : 0;
+    int prc = cli->prepare != NULL ? cli->prepare(c, &o->model, o->load) : 0;
     if (prc != 0)
         return prc;
     if (o->load != NULL) {

@@ -18,6 +18,7 @@
  * F3.1 (micro-batch 3 through the stage's chunk 1), and the SVG pales the
  * colour of each later chunk.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,17 +66,28 @@ static double quantum_of(const ptdp_schedule *s, const ptdp_schedule_timeline *t
 }
 
 /* Time between axis ticks: 1, 2 or 5 times a power of ten, at least
- * `min_units` quanta apart so the numbers do not collide. */
+ * `min_units` quanta apart so the numbers do not collide.  The power of ten
+ * comes from the quantum itself, so a schedule timed in 1e-12 or in 1e300
+ * units gets ticks of its own scale. */
 static double tick_step(double quantum, double min_units)
 {
-    double step = quantum;
-    for (double decade = 1e-9; decade < 1e12; decade *= 10)
-        for (int f = 0; f < 3; f++) {
-            step = decade * (f == 0 ? 1 : f == 1 ? 2 : 5);
-            if (step >= quantum * min_units)
-                return step;
-        }
-    return step;
+    const double want = quantum * min_units;
+    double decade = pow(10, floor(log10(want)));
+    if (!(decade > 0))
+        return want;    /* below the smallest power of ten a double holds */
+    for (int f = 0; f < 4; f++) {
+        static const double factor[] = { 1, 2, 5, 10 };
+        if (decade * factor[f] >= want * (1 - 1e-12))
+            return decade * factor[f];
+    }
+    return 10 * decade;
+}
+
+/* The last time worth a tick: the makespan, give or take rounding (a part in
+ * 1e9 of it, at most 1e-9 as for unit times). */
+static double axis_limit(double makespan)
+{
+    return makespan + fmin(1e-9, 1e-9 * makespan);
 }
 
 static int digits(int n)
@@ -88,9 +100,11 @@ static int digits(int n)
     return d;
 }
 
+/* The column where `time` begins; never past INT_MAX, whatever the ratio. */
 static int column(double time, double quantum, int per_quantum)
 {
-    return (int)floor(time / quantum * per_quantum + 0.5);
+    const double c = floor(time / quantum * per_quantum + 0.5);
+    return c < INT_MAX ? (int)c : INT_MAX;
 }
 
 /* ---- ASCII ---------------------------------------------------------------- */
@@ -139,15 +153,15 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
 
     /* The time axis: a '+' at every tick, its value below, aligned with the
      * left edge of the column where that time begins. */
-    const double step = tick_step(q, 8.0 / cpq + 1);
+    const double step = tick_step(q, 8.0 / cpq + 1), last = axis_limit(t->makespan);
     memset(row, '-', (size_t)width + 1);
     row[width + 1] = '\0';
-    for (double x = 0; x <= t->makespan + 1e-9; x += step)
+    for (double x = 0; x <= last && column(x, q, cpq) <= width; x += step)
         row[column(x, q, cpq)] = '+';
     row[width] = '+';
     fprintf(out, "        %s\ntime    ", row);
     int at = 0;
-    for (double x = 0; x <= t->makespan + 1e-9; x += step) {
+    for (double x = 0; x <= last && column(x, q, cpq) <= width; x += step) {
         int c = column(x, q, cpq);
         if (c >= at)
             at += fprintf(out, "%*s%g", c - at, "", x);
@@ -226,8 +240,11 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
 
     const double ay = f->top + s->pp * (lane + f->gap) + 2;
     ptdp_svg_line(svg, x_at(f, 0), ay, x_at(f, f->axis_end), ay, "#333333", 1, NULL);
-    const double step = ptdp_svg_tick_step(f->axis_end, f->max_ticks);
-    for (double x = 0; x <= f->axis_end + 1e-9; x += step) {
+    double step = ptdp_svg_tick_step(f->axis_end, f->max_ticks);
+    if (!(step > 0))
+        step = f->axis_end > 0 ? f->axis_end : 1;
+    const double last = axis_limit(f->axis_end);
+    for (double x = 0; x <= last; x += step) {
         ptdp_svg_line(svg, x_at(f, x), ay, x_at(f, x), ay + 5, "#333333", 1, NULL);
         ptdp_svg_text(svg, x_at(f, x), ay + 17, 10, PTDP_SVG_MIDDLE, "#333333", "%g", x);
     }
@@ -246,7 +263,8 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     }
     const double q = quantum_of(s, t, 4000);
     ptdp_schedule_frame f = {
-        .left = 72, .top = 44, .lane = 28, .gap = 6, .px_per_unit = 28 / q,
+        .left = 72, .top = 44, .lane = 28, .gap = 6,
+        .px_per_unit = 28 / q < 1e300 ? 28 / q : 1e300,   /* q may be as small as a denormal */
         .axis_end = t->makespan, .max_ticks = 12,
     };
     double width = x_at(&f, t->makespan) + 130;
