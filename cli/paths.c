@@ -43,15 +43,8 @@ static file_identity identify(const char *path)
         id.ino = st.st_ino;
         return id;
     }
-    const char *slash = strrchr(path, '/');
     char dir[4096];
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path < 4095 ? slash - path : 4095), path);
-    id.name = slash != NULL ? slash + 1 : path;
+    id.name = ptdp_file_dir(path, dir, sizeof dir);
     if (stat(dir, &st) == 0) {
         id.dir_found = true;
         id.dev = st.st_dev;

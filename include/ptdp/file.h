@@ -72,6 +72,9 @@ void  ptdp_atomic_abort(ptdp_atomic_file *f);
  * reason in msg ("the directory out/ does not exist", "cannot create a file
  * in /ro: Read-only file system"). */
 int   ptdp_file_can_write(const char *path, char *msg, size_t msglen);
+/* The directory a file of `path` goes in ("." for a bare name, "/" at the
+ * root), cut to dirlen - 1 bytes; returns the file's name in path. */
+const char *ptdp_file_dir(const char *path, char *dir, size_t dirlen);
 
 /* Read a whole regular file into a malloc'ed buffer (*data, *len; one byte
  * more, a NUL, so text can be read as a string).  The file is opened

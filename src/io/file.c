@@ -243,6 +243,19 @@ int ptdp_write_file_atomic(const char *path, const void *data, size_t len,
     return ptdp_atomic_commit(&f, msg, msglen);
 }
 
+const char *ptdp_file_dir(const char *path, char *dir, size_t dirlen)
+{
+    const char *slash = strrchr(path, '/');
+    int cut = (int)(dirlen > 0 ? dirlen - 1 : 0);
+    if (slash == NULL)
+        snprintf(dir, dirlen, ".");
+    else if (slash == path)
+        snprintf(dir, dirlen, "/");
+    else
+        snprintf(dir, dirlen, "%.*s", (int)(slash - path) < cut ? (int)(slash - path) : cut, path);
+    return slash != NULL ? slash + 1 : path;
+}
+
 int ptdp_file_can_write(const char *path, char *msg, size_t msglen)
 {
     struct stat st;
@@ -255,15 +268,8 @@ int ptdp_file_can_write(const char *path, char *msg, size_t msglen)
         snprintf(msg, msglen, "it is a directory; name a file");
         return PTDP_EIO;
     }
-    /* the directory the file goes in */
-    const char *slash = strrchr(path, '/');
     char dir[1024];
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path < 1023 ? slash - path : 1023), path);
+    ptdp_file_dir(path, dir, sizeof dir);
     if (stat(dir, &st) != 0) {
         snprintf(msg, msglen, "the directory %s does not exist", dir);
         return PTDP_EIO;
