@@ -92,14 +92,4 @@ typedef struct {
  * (1F1B placed PTDP_PLACE_SEND_FIRST) is not refused: the watchdog names it. */
 int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
 
-/* The same step, driven by the caller: begin checks the schedule against
- * the step and lays out the micro-batches; run goes on through this
- * stage's list and returns PTDP_PP_AT_OPTIMIZER at an OPTIMIZER_STEP (call
- * it again to go on), 0 at the end of the list, or the first error; end
- * frees what the step kept (also after an error).  ptdp_pp_run_step is
- * begin, run (calling optimizer_step at each stop) and end. */
-int  ptdp_pp_begin(struct ptdp_device *dev, ptdp_pp_step *st);
-int  ptdp_pp_run(struct ptdp_device *dev, ptdp_pp_step *st);
-void ptdp_pp_end(struct ptdp_device *dev, ptdp_pp_step *st);
-
 #endif

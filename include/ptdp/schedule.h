@@ -146,8 +146,6 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s);
  * = one generator + one line. */
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
-/* "gpipe, 1f1b, interleaved, zb-h1": for messages naming the valid values. */
-void ptdp_schedule_names(char *buf, size_t len);
 
 /* Can `name` be built for pp stages, m micro-batches and v virtual stages?
  * 0, or PTDP_EINVAL with the reason and what would work in msg, naming the
@@ -166,8 +164,6 @@ int  ptdp_schedule_alloc_v(const char *name, int pp, int micro_batches, int virt
                            ptdp_schedule **out);
 int  ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
                             int pp, int micro_batches, ptdp_schedule **out);
-int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
-                              int pp, int micro_batches, int virtual_stages, ptdp_schedule **out);
 int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
 int  ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
                             ptdp_schedule **out);
@@ -211,9 +207,8 @@ void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage,
 int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
 int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
 
-/* "FORWARD", "SEND_BACKWARD", …; and the short form used by print:
+/* The short form of an action, used by print:
  * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */
-const char *ptdp_action_kind_name(ptdp_action_kind k);
 int         ptdp_action_format(const ptdp_action *a, char *buf, size_t len);
 
 /* Every stage's list, wrapped, with a legend. */

@@ -31,6 +31,7 @@
 #include "core/ranks.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "core/coll_impl.h"
 
 
 static const char *base_name(const char *file)

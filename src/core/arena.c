@@ -67,6 +67,7 @@
 
 #ifdef PTDP_ASAN
 #include <sanitizer/asan_interface.h>
+#include "core/arena_impl.h"
 #define POISON(p, n)   __asan_poison_memory_region((p), (n))
 #define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
 #else

@@ -48,6 +48,7 @@
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
+#include "parallel/model_impl.h"
 
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, int *begin, int *count)
 {

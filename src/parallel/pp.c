@@ -47,6 +47,9 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "parallel/model_impl.h"
+#include "parallel/pp_impl.h"
+#include "parallel/schedule_impl.h"
 
 typedef struct {
     ptdp_batch data;   /* first sample, rows; input and labels once loaded */

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "parallel/schedule_impl.h"
 
 /* ---- GPipe --------------------------------------------------------------------- */
 

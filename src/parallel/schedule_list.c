@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "parallel/schedule_impl.h"
 
 /* ---- the data: allocate, push ----------------------------------------------- */
 

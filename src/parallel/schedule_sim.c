@@ -33,6 +33,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
+#include "parallel/schedule_impl.h"
 
 static int fail(ptdp_schedule_verdict *v, int stage, int index, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -29,6 +29,9 @@
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
 #include "ptdp/optim.h"
+#include "parallel/dp_impl.h"
+#include "parallel/model_impl.h"
+#include "parallel/zero_impl.h"
 
 /* ----------------------------------------------------------------- setup */
 

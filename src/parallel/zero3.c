@@ -68,6 +68,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "parallel/zero_impl.h"
 
 /* Point the views of unit u's parameters (or gradients) into buf, a copy
  * of the unit's stretch of the flat buffer, or at nothing. */

@@ -30,6 +30,8 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
+#include "parallel/model_impl.h"
+#include "parallel/zero_impl.h"
 
 typedef struct {
     const ptdp_zero *z;

@@ -52,6 +52,9 @@
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
 #include "train/run_table.h"
+#include "parallel/pp_impl.h"
+#include "parallel/zero_impl.h"
+#include "train/state_impl.h"
 
 
 /* ------------------------------------------------------ one device's run */
