@@ -630,9 +630,9 @@ static void sharded_case(int parts)
         }
     }
     double whole = ptdp_xent_forward(L, y);
-    double pieces = ptdp_xent_from_pieces(B, max, sumexp, picked);
-    ck_assert(isfinite(pieces));
-    ASSERT_CLOSE(pieces, whole, 1e-12 * whole);
+    double partials = ptdp_xent_from_partials(B, max, sumexp, picked);
+    ck_assert(isfinite(partials));
+    ASSERT_CLOSE(partials, whole, 1e-12 * whole);
 
     ptdp_xent_backward(view(full_d, B, C, C), L, y, scale);
     for (int r = 0; r < parts; r++)

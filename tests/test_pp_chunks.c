@@ -98,7 +98,7 @@ static int layout_device(ptdp_device *dev, void *arg)
 }
 
 /* _i: (pp, v, cut) from the table. */
-LOOP_TEST(layout_tests, test_chunks_are_pieces_and_windows, 4)
+LOOP_TEST(layout_tests, test_chunks_are_the_models_windows, 4)
 {
     static const int uneven[] = { 1, 2, 3, 1, 4, 1 };   /* p 3, v 2: 12 blocks */
     static const layout_arg cases[] = {

@@ -49,14 +49,14 @@ typedef struct {
     double bucket_mb;        /* 0: ptdp_zero_init (one bucket); else ZeRO-1 cut by DP's buckets */
     double counted;          /* all-reduced over the world: elements the norm counts */
     int buckets;             /* DP buckets of device 0's stage */
-} pieces_arg;
+} ranges_arg;
 
 HARNESS_MODEL_CONFIG(small_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 ))
 #define SMALL (*small_of())
 
-static int pieces_device(ptdp_device *dev, void *arg)
+static int ranges_device(ptdp_device *dev, void *arg)
 {
-    pieces_arg *a = arg;
+    ranges_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
@@ -70,7 +70,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     size_t off, len;
     if (a->bucket_mb == 0) {   /* one bucket: the whole buffer, one chunk */
         ptdp_chunk(m.numel, a->dp, mesh.dp_rank, &off, &len);
-        DEVICE_CHECK(dev, z.off == off && z.len == len && z.npieces == (len > 0),
+        DEVICE_CHECK(dev, z.off == off && z.len == len && z.nranges == (len > 0),
                      "dp=%d tp=%d pp=%d: the chunk is not ptdp_chunk(numel, dp, dp rank)", a->dp, a->tp, a->pp);
     }
     /* per bucket: my piece is ptdp_chunk(|bucket|, dp, dp rank) of it, what
@@ -82,14 +82,14 @@ static int pieces_device(ptdp_device *dev, void *arg)
         ptdp_chunk(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
         if (len == 0)
             continue;
-        DEVICE_CHECK(dev, p < z.npieces && z.pieces[p].begin == bk->begin + off && z.pieces[p].end == bk->begin + off + len &&
-                     z.pieces[p].at == at, "dp=%d tp=%d pp=%d bucket-mb %g: piece %d is not my chunk of bucket %d",
+        DEVICE_CHECK(dev, p < z.nranges && z.ranges[p].begin == bk->begin + off && z.ranges[p].end == bk->begin + off + len &&
+                     z.ranges[p].at == at, "dp=%d tp=%d pp=%d bucket-mb %g: piece %d is not my chunk of bucket %d",
                      a->dp, a->tp, a->pp, a->bucket_mb, p, b);
         p++;
         at += len;
     }
-    DEVICE_CHECK(dev, p == z.npieces && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
-                 "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.npieces, z.len, p, at);
+    DEVICE_CHECK(dev, p == z.nranges && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
+                 "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.nranges, z.len, p, at);
     /* within one element per bucket of numel / dp (ptdp_chunk's remainders) */
     DEVICE_CHECK(dev, fabs((double)z.len - (double)m.numel / a->dp) < z.buckets.nbuckets + 1e-9,
                  "dp=%d: %zu elements owned of %zu in %d buckets", a->dp, z.len, m.numel, z.buckets.nbuckets);
@@ -133,8 +133,8 @@ TEST(zero_tests, test_norm_ranges_count_every_element_once)
     static const double bucket_mb[] = { 0, 40.0 / (1 << 20), 200.0 / (1 << 20) };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         for (size_t k = 0; k < sizeof bucket_mb / sizeof bucket_mb[0]; k++) {
-            pieces_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2], .bucket_mb = bucket_mb[k] };
-            harness_launch_ok(a.dp * a.tp * a.pp, pieces_device, &a, NULL, NULL);
+            ranges_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2], .bucket_mb = bucket_mb[k] };
+            harness_launch_ok(a.dp * a.tp * a.pp, ranges_device, &a, NULL, NULL);
             ck_assert_msg(a.counted == (double)model_size_total(&SMALL),
                           "dp=%d tp=%d pp=%d bucket-mb %g: the norm counts %.0f elements, the model has %zu", a.dp,
                           a.tp, a.pp, a.bucket_mb, a.counted, model_size_total(&SMALL));

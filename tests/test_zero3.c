@@ -143,15 +143,15 @@ static int units_device(ptdp_device *dev, void *arg)
     void *gv = NULL;
     DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &gv));
     const ptdp_real *g = gv;   /* a float store */
-    for (int r = 0; r < z.npieces; r++)
-        for (size_t e = z.pieces[r].begin; e < z.pieces[r].end; e++)
-            DEVICE_CHECK(dev, g[z.pieces[r].at + e - z.pieces[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
+    for (int r = 0; r < z.nranges; r++)
+        for (size_t e = z.ranges[r].begin; e < z.ranges[r].end; e++)
+            DEVICE_CHECK(dev, g[z.ranges[r].at + e - z.ranges[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
                          "element %zu of the shard is not the sum over ranks and micro-batches", e);
     /* the pieces tile my chunk of every unit, and my shard is the parameters' */
     const ptdp_real *w = ptdp_zero_param_shard(&z, &m);
-    for (int r = 0; r < z.npieces; r++)
-        DEVICE_CHECK(dev, memcmp(w + z.pieces[r].at, init + z.pieces[r].begin,
-                                 (z.pieces[r].end - z.pieces[r].begin) * sizeof(ptdp_real)) == 0,
+    for (int r = 0; r < z.nranges; r++)
+        DEVICE_CHECK(dev, memcmp(w + z.ranges[r].at, init + z.ranges[r].begin,
+                                 (z.ranges[r].end - z.ranges[r].begin) * sizeof(ptdp_real)) == 0,
                      "piece %d of the parameter shard is not the initial model's", r);
     free(init);
     ptdp_zero_free(dev, &z, &m);

@@ -129,7 +129,7 @@ void ptdp_row_sum_exp(double *out, ptdp_tensor logits, const double *max);
 void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int col0);
 /* Sum over the B rows of log sumexp[i] + max[i] - picked[i]: the loss sum,
  * equal to ptdp_xent_forward of the full logits. */
-double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked);
+double ptdp_xent_from_partials(int rows, const double *max, const double *sumexp, const double *picked);
 /* dlogits = scale * (exp(l - max) / sumexp - onehot) on this slice (the
  * one-hot is 1 only where labels[i] - col0 is a column of the slice).
  * dlogits may alias logits. */

@@ -13,7 +13,7 @@
  *   owner                           dp 0      dp 1      dp 2      dp 3
  *
  * Chunks cut through parameters; that is fine because AdamW is element-wise
- * (optim.h), so updating the pieces gives the bits of updating the whole.
+ * (optim.h), so updating the ranges gives the bits of updating the whole.
  *
  * Stage 1 — the optimizer state is sharded (2P/N per rank):
  *   backward of all M micro-batches   full G on every rank, as in plain DP
@@ -26,7 +26,7 @@
  * in between, where each rank holds 1/N of the summed gradient.
  *
  * Stage 1's chunks follow DP's buckets (dp.h), as Megatron-LM's distributed
- * optimizer does: rank k owns chunk k of EVERY bucket, one piece each,
+ * optimizer does: rank k owns chunk k of EVERY bucket, one range each,
  * so a bucket's reduce-scatter can start the moment the backward has
  * completed it, like DP's all-reduce (--overlap):
  *
@@ -45,9 +45,9 @@
  * Ψ/N within one element per bucket; the memory checks compare a rank with
  * what it really owns (z->len), and the sum over ranks with Ψ exactly.
  * The gradient and the parameters stay in the full buffers (stage 1 keeps
- * them whole), so a piece's gradient and parameters sit at its own flat
+ * them whole), so a range's gradient and parameters sit at its own flat
  * offset, and only its optimizer state at `at` of the compact shard
- * (ptdp_zero_piece_params, ptdp_zero_piece_grad).
+ * (ptdp_zero_range_params, ptdp_zero_range_grad).
  *
  * Stage 2 — the gradients are sharded too (G/N per rank):
  *   after EVERY micro-batch's backward, reduce-scatter its gradient and add
@@ -86,9 +86,9 @@
  * optimizer state adds float master weights of what the device owns:
  * the ZeRO paper's 2 + 2 + 12 bytes a parameter (ptdp_zero_state_bytes).
  *
- * What this device owns is a list of pieces of the flat buffer, each with
+ * What this device owns is a list of ranges of the flat buffer, each with
  * its place in the device's shard buffers (gradient shard, optimizer
- * state, stage 3's parameter shard): one piece [off, off + len) for stages
+ * state, stage 3's parameter shard): one range [off, off + len) for stages
  * 0 and 2, one per DP bucket for stage 1, one per unit for stage 3.
  *
  * What the arena shows for stage 2: this model's backward writes the
@@ -102,10 +102,10 @@
  *
  * The gradient norm must count every element of the whole model once.  No
  * rank holds the whole summed gradient any more, so each sums the squares
- * of its own chunk — only the pieces that belong to parameters it counts
+ * of its own chunk — only the ranges that belong to parameters it counts
  * (ptdp_param_counted_here, model.h: a TP-replicated parameter on tp rank
  * 0 only, a tied copy on stage 0 only) — and the partial sums are all-reduced over DP,
- * then TP, then PP.  Chunk boundaries cut through parameters, so the pieces
+ * then TP, then PP.  Chunk boundaries cut through parameters, so the ranges
  * are precomputed once as ranges of the flat buffer.
  */
 #ifndef PTDP_ZERO_H
@@ -145,12 +145,12 @@ typedef struct {
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
     size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stages 1
-                                   and 3: len = what all my pieces hold, off = where
+                                   and 3: len = what all my ranges hold, off = where
                                    the first one begins                      */
-    int npieces;
-    ptdp_zero_range *pieces;    /* host: what I own, and where in the shards */
+    int nranges;
+    ptdp_zero_range *ranges;    /* host: what I own, and where in the shards */
     int nnorm;
-    ptdp_zero_range *norm;      /* host: the pieces of my chunk the norm counts     */
+    ptdp_zero_range *norm;      /* host: the ranges of my chunk the norm counts     */
     /* The stores hold ptdp_real, or bf16 under mixed precision (mixed.h):
      * elements of ptdp_store_size(store) bytes. */
     ptdp_dtype store;
@@ -168,12 +168,12 @@ typedef struct {
     void *pending;              /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
     /* DP's buckets (dp.h): stage 0 all-reduces them; stage 1 sets `scatter`
-     * and its chunks are my pieces; with --overlap (`overlap`) they start
+     * and its chunks are my ranges; with --overlap (`overlap`) they start
      * from the grads_ready hook during the last backward of a step
      * (ptdp_zero_before_backward). */
     ptdp_ddp buckets;
     /* The optimizer and its state for what I own ("optim"): AdamW's m in
-     * opt_a and v in opt_b, or SGD's momentum in opt_a; [len] each, piece
+     * opt_a and v in opt_b, or SGD's momentum in opt_a; [len] each, range
      * i's from its `at` (ptdp_zero_optim_init). */
     ptdp_optimizer optim;
     ptdp_real *opt_a, *opt_b;
@@ -206,20 +206,20 @@ int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model 
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Once per step, after the last backward (stages 1 to 3): *grad points to
- * the store that holds my pieces of the gradient summed over the DP group,
- * in the store's type: the full buffer (stages 0 and 1: a piece's gradient
- * at its flat offset) or the shard (stages 2 and 3: at the piece's `at`;
- * ptdp_zero_piece_grad says where).  Stage 1 reduce-scatters the full
+ * the store that holds my ranges of the gradient summed over the DP group,
+ * in the store's type: the full buffer (stages 0 and 1: a range's gradient
+ * at its flat offset) or the shard (stages 2 and 3: at the range's `at`;
+ * ptdp_zero_range_grad says where).  Stage 1 reduce-scatters the full
  * buffer bucket by bucket in place (or, with `overlap`, waits for the
  * reduce-scatters the backward started); stages 2 and 3 have done it. */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
 /* My chunk of the parameters, the shard that the optimizer updates: element
- * i is the flat buffer's element of the piece that holds shard index i
- * (stage 1: true with one bucket only; see ptdp_zero_piece_params). */
+ * i is the flat buffer's element of the range that holds shard index i
+ * (stage 1: true with one bucket only; see ptdp_zero_range_params). */
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
 /* The part [*b, *e) of [begin, end) that this device owns, and where it
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
- * it meets at most one piece; false if it meets none. */
+ * it meets at most one range; false if it meets none. */
 bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at);
 /* Zero what holds the next step's gradient: the full buffer (stage 1) or the shard (stage 2). */
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);

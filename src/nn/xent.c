@@ -136,7 +136,7 @@ void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int
     }
 }
 
-double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked)
+double ptdp_xent_from_partials(int rows, const double *max, const double *sumexp, const double *picked)
 {
     double total = 0.0;
     for (int i = 0; i < rows; i++)

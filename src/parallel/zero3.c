@@ -293,19 +293,19 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
     if (!shard)
-        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no pieces of them */
-    z->pieces = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->pieces);
-    if (z->pieces == NULL)
+        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no ranges of them */
+    z->ranges = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->ranges);
+    if (z->ranges == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     size_t at = 0;
     for (int u = 0; u < z->nunits; u++) {
         ptdp_zero_unit *x = &z->units[u];
         ptdp_chunk(x->end - x->begin, N, k, &x->off, &x->len);
         x->at = at;
-        z->pieces[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
+        z->ranges[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
         at += x->len;
     }
-    z->npieces = z->nunits;
+    z->nranges = z->nunits;
     z->len = at;
     return PTDP_OK;
 }

@@ -26,13 +26,13 @@ int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, d
  * sharded). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
 
-/* Where piece i's parameters and gradient begin, for the optimizer, whose
- * state for the piece begins at `at`: the full buffers at the piece's flat
+/* Where range i's parameters and gradient begin, for the optimizer, whose
+ * state for the range begins at `at`: the full buffers at the range's flat
  * offset (parameters of stages 0 to 2, gradients of stages 0 and 1), or the
  * shards at `at` (stage 3's parameters, gradients of stages 2 and 3).
  * `grad` is what ptdp_zero_reduce_gradients gave. */
-void *ptdp_zero_piece_params(ptdp_zero *z, ptdp_model *m, int i);
-void *ptdp_zero_piece_grad(const ptdp_zero *z, void *grad, int i);
+void *ptdp_zero_range_params(ptdp_zero *z, ptdp_model *m, int i);
+void *ptdp_zero_range_grad(const ptdp_zero *z, void *grad, int i);
 
 /* ---- the trainer's calls, in the order of a step ----
  *
@@ -59,7 +59,7 @@ int  ptdp_zero_optim_init(struct ptdp_device *dev, ptdp_zero *z, const ptdp_opti
 int  ptdp_zero_before_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
 int  ptdp_zero_after_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
 
-/* The optimizer on every piece I own, the gradient (from
+/* The optimizer on every range I own, the gradient (from
  * ptdp_zero_finish_gradients) multiplied by clip first (< 1: clipping;
  * under bf16 while widening it), each tensor with its decay rule; step is
  * the 1-based optimizer step.  Then the gradients cleared, the clock
@@ -73,7 +73,7 @@ int  ptdp_zero_step(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *
 int  ptdp_zero_check_replicas(struct ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step);
 
 /* Optimizer state slot 0 (AdamW's m, SGD's momentum) or 1 (AdamW's v):
- * [len], piece by piece from its `at`; NULL if the optimizer has none. */
+ * [len], range by range from its `at`; NULL if the optimizer has none. */
 ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot);
 
 /* Whether every DP rank keeps its own slice of the optimizer state (ZeRO,
@@ -84,7 +84,7 @@ bool ptdp_zero_shards_optim(const ptdp_zero *z);
  * 2), not each its own chunk (stage 3). */
 bool ptdp_zero_params_replicated(const ptdp_zero *z);
 
-/* The exact parameters of what I own, float, piece by piece from `at`: the
+/* The exact parameters of what I own, float, range by range from `at`: the
  * master weights under bf16, the parameter shard under stage 3; NULL when
  * the model's own views hold them (float, stages 0 to 2). */
 ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
@@ -94,7 +94,7 @@ ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
 void ptdp_zero_params_written(ptdp_zero *z);
 
 /* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my
- * pieces of them); the hook that serves the model's unit events. */
+ * ranges of them); the hook that serves the model's unit events. */
 int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z);
 void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);

@@ -98,7 +98,7 @@ END_TEST
  * chunk holds the layer). */
 LOOP_TEST(pp_tests, test_interleaved_composes, 6)
 {
-    static const int pieces[] = { 3, 1, 1, 2, 2, 3 };   /* pp 3 x v 2, 12 blocks */
+    static const int chunk_layers[] = { 3, 1, 1, 2, 2, 3 };   /* pp 3 x v 2, 12 blocks */
     ptdp_train_config c = equiv_config(_i < 3 ? 2 : 1, 1, _i < 3 ? 2 : 3, _i < 3 ? 4 : 3);
     c.model.layers = 12;
     c.schedule = "interleaved";
@@ -107,7 +107,7 @@ LOOP_TEST(pp_tests, test_interleaved_composes, 6)
         c.zero = _i;
         c.verify_replicas = true;
     } else {
-        c.stage_layers = pieces;
+        c.stage_layers = chunk_layers;
         c.dropout = _i >= 4 ? 0.2 : 0.0;
         c.recompute = _i == 5;
     }

@@ -528,12 +528,12 @@ static int zero3_device(ptdp_device *dev, void *arg)
 /* ------------------------------------------------- blanks 1 to 3 alone */
 
 /* Rank r's made-up gradient of the pieces test: element i. */
-static double piece_grad(int r, size_t i) { return 0.01 * (r + 1) * (double)(i + 1) + sin((double)i); }
+static double range_grad(int r, size_t i) { return 0.01 * (r + 1) * (double)(i + 1) + sin((double)i); }
 
 /* One unit on x->N ranks: lesson_gather (blocking), then twice
  * lesson_reduce_scatter + lesson_add_grad of a known gradient per rank
  * (two micro-batches' worth). */
-static int pieces_device(ptdp_device *dev, void *arg)
+static int ranges_device(ptdp_device *dev, void *arg)
 {
     zero3_run *x = arg;
     const int r = dev->rank, N = x->N;
@@ -566,7 +566,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
         if ((rc = lesson_grad_buffer(dev, &z, 0)) != 0)
             return rc;
         for (size_t i = 0; i < NUMEL; i++)
-            unit->g[i] = piece_grad(r, i);
+            unit->g[i] = range_grad(r, i);
         double sent0 = dev->stats.total_sent;
         if ((rc = lesson_reduce_scatter(dev, &z, 0, false)) != 0)
             return rc;
@@ -587,7 +587,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
         for (size_t i = 0; i < unit->len; i++) {
             double sum = 0, got = unit->g_shard[i];
             for (int k = 0; k < N; k++)
-                sum += piece_grad(k, unit->off + i);
+                sum += range_grad(k, unit->off + i);
             double want_shard = (double)count * sum;
             if (same(got, want_shard))
                 continue;
@@ -630,7 +630,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     return PTDP_OK;
 }
 
-static bool check_pieces(void)
+static bool check_ranges(void)
 {
     static reference ref;
     run_reference(1, &ref);
@@ -642,7 +642,7 @@ static bool check_pieces(void)
         return false;
     }
     *x = (zero3_run){ .N = 4, .L = 1, .M = 1, .ref = &ref };
-    rc = tutorial_launch(what, x->N, pieces_device, x);
+    rc = tutorial_launch(what, x->N, ranges_device, x);
     free(x);
     if (rc == 0)
         tutorial_ok("%s: every rank's gathered unit right; my chunk of the summed gradient, twice", what);
@@ -904,7 +904,7 @@ int main(void)
 {
     tutorial_begin("10", "ZeRO-3 and overlap: a unit gathered only while it computes");
     static const int configs[][3] = { { 2, 3, 2 }, { 3, 4, 1 }, { 4, 5, 2 } };
-    if (!check_pieces())
+    if (!check_ranges())
         return tutorial_end();
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
         if (!check_config(configs[k][0], configs[k][1], configs[k][2]))
