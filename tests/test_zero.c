@@ -8,7 +8,7 @@
  *               parameters on tp rank 0 only); stage 2 accumulates
  *               reduce-scattered micro-batches into the shard
  *   memory      arena peaks per category, exactly: optimizer state 2 len_r
- *               (len_r from ptdp_chunk; ZeRO-1: of every DP bucket, so
+ *               (len_r from ptdp_share; ZeRO-1: of every DP bucket, so
  *               Ψ/N within an element a bucket), stage 2 gradients len_r,
  *               its bucket (comm) the full buffer
  *   bytes       summed over the DP group, per step: plain DP's all-reduce =
@@ -69,17 +69,17 @@ static int ranges_device(ptdp_device *dev, void *arg)
         return rc;
     size_t off, len;
     if (a->bucket_mb == 0) {   /* one bucket: the whole buffer, one chunk */
-        ptdp_chunk(m.numel, a->dp, mesh.dp_rank, &off, &len);
+        ptdp_share(m.numel, a->dp, mesh.dp_rank, &off, &len);
         DEVICE_CHECK(dev, z.off == off && z.len == len && z.nranges == (len > 0),
-                     "dp=%d tp=%d pp=%d: the chunk is not ptdp_chunk(numel, dp, dp rank)", a->dp, a->tp, a->pp);
+                     "dp=%d tp=%d pp=%d: the chunk is not ptdp_share(numel, dp, dp rank)", a->dp, a->tp, a->pp);
     }
-    /* per bucket: my piece is ptdp_chunk(|bucket|, dp, dp rank) of it, what
+    /* per bucket: my piece is ptdp_share(|bucket|, dp, dp rank) of it, what
      * its in-place reduce-scatter leaves me; the state packed in order */
     int p = 0;
     size_t at = 0;
     for (int b = 0; b < z.buckets.nbuckets; b++) {
         const ptdp_bucket *bk = &z.buckets.buckets[b];
-        ptdp_chunk(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
+        ptdp_share(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
         if (len == 0)
             continue;
         DEVICE_CHECK(dev, p < z.nranges && z.ranges[p].begin == bk->begin + off && z.ranges[p].end == bk->begin + off + len &&
@@ -90,7 +90,7 @@ static int ranges_device(ptdp_device *dev, void *arg)
     }
     DEVICE_CHECK(dev, p == z.nranges && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
                  "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.nranges, z.len, p, at);
-    /* within one element per bucket of numel / dp (ptdp_chunk's remainders) */
+    /* within one element per bucket of numel / dp (ptdp_share's remainders) */
     DEVICE_CHECK(dev, fabs((double)z.len - (double)m.numel / a->dp) < z.buckets.nbuckets + 1e-9,
                  "dp=%d: %zu elements owned of %zu in %d buckets", a->dp, z.len, m.numel, z.buckets.nbuckets);
     double mine = 0;
@@ -209,7 +209,7 @@ END_TEST
 /* ------------------------------------------------------------ the memory */
 
 /* What each device owns under ZeRO-1 as ptdp_train cuts it (by c's DP
- * buckets): ptdp_chunk of every bucket, so Ψ/N within an element a bucket. */
+ * buckets): ptdp_share of every bucket, so Ψ/N within an element a bucket. */
 typedef struct { const ptdp_train_config *c; size_t len[PTDP_MAX_DEVICES]; } owned_arg;
 
 static int owned_device(ptdp_device *dev, void *arg)
@@ -251,7 +251,7 @@ LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
         int d, t, p;
         ptdp_mesh_coords(c.dp, c.tp, c.pp, r, &d, &t, &p);
         size_t P = model_size_stage(&c, p), off, len;
-        ptdp_chunk(P, c.dp, d, &off, &len);
+        ptdp_share(P, c.dp, d, &off, &len);
         if (stage == 1)   /* chunk d of every DP bucket (zero.h): what the rank really owns */
             len = own.len[r];
         const ptdp_mem_stats *m = &lr.devices[r].mem;

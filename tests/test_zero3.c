@@ -316,7 +316,7 @@ LOOP_TEST(memory_tests, test_memory_is_the_shard_and_the_units_in_use, 6)
         size_t len = 0, big = 0, second = 0;
         for (int u = 0; u < ua.nunits[r]; u++) {
             size_t off, n, size = ua.unit[r][u];
-            ptdp_chunk(size, c.dp, d, &off, &n);
+            ptdp_share(size, c.dp, d, &off, &n);
             len += n;
             if (size > big) {
                 second = big;

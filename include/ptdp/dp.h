@@ -71,7 +71,7 @@ typedef struct {
     int started;            /* buckets whose all-reduce has started        */
     ptdp_request *requests; /* [nbuckets], host                            */
     bool scatter;           /* ZeRO-1: reduce-scatter each bucket in place
-                               (chunk ptdp_chunk(|b|, N, k) to DP rank k)
+                               (chunk ptdp_share(|b|, N, k) to DP rank k)
                                instead of all-reducing it                  */
 } ptdp_ddp;
 

@@ -63,7 +63,7 @@ typedef struct {
     int micro_batches;
     int token_slices;          /* k >= 1: TeraPipe — the schedule runs m k units,
                                   unit u = slice u % k of micro-batch u / k
-                                  (positions ptdp_chunk(T, k, u % k) of each
+                                  (positions ptdp_share(T, k, u % k) of each
                                   sequence); 0 or 1: whole sequences          */
     bool recompute;
     double loss_scale;         /* 1 / global batch                               */

@@ -7,7 +7,7 @@
  * (AdamW: two moments, 2P) — and all N replicas compute the same update.
  * ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
  * Trillion Parameter Models", 2020) cuts the flat buffers into N chunks with
- * ptdp_chunk; DP rank k owns chunk k and is the only one to update it:
+ * ptdp_share; DP rank k owns chunk k and is the only one to update it:
  *
  *   flat buffer (backward order)  | chunk 0 | chunk 1 | chunk 2 | chunk 3 |
  *   owner                           dp 0      dp 1      dp 2      dp 3
@@ -41,7 +41,7 @@
  * after the last backward, or started from the model's grads_ready hook —
  * so the two are bit-identical, as DP's buckets are.  One layout for both
  * is what makes that a fact of construction rather than a coincidence.
- * ptdp_chunk gives a bucket's remainder to the first ranks, so a rank owns
+ * ptdp_share gives a bucket's remainder to the first ranks, so a rank owns
  * Ψ/N within one element per bucket; the memory checks compare a rank with
  * what it really owns (z->len), and the sum over ranks with Ψ exactly.
  * The gradient and the parameters stay in the full buffers (stage 1 keeps
@@ -126,7 +126,7 @@ typedef struct { size_t begin, end, at; } ptdp_zero_range;
 /* Stage 3: one unit of the model (model.h), as this device manages it. */
 typedef struct {
     size_t begin, end;          /* [begin, end) of the flat buffer            */
-    size_t off, len;            /* my chunk of it: ptdp_chunk(end - begin, N, k) */
+    size_t off, len;            /* my chunk of it: ptdp_share(end - begin, N, k) */
     size_t at;                  /* where that chunk sits in my shard buffers  */
     int users;                  /* BEGINs not yet ENDed (model.h)             */
     int grad_users;             /* the same, of backwards                     */
@@ -144,7 +144,7 @@ typedef struct {
     int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1, 2 or 3 */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
-    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stages 1
+    size_t off, len;            /* my chunk: ptdp_share(numel, dp, dp rank); stages 1
                                    and 3: len = what all my ranges hold, off = where
                                    the first one begins                      */
     int nranges;

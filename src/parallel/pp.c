@@ -261,21 +261,21 @@ struct ptdp_pp_run {
     int alive;            /* micro-batches between forward and backward     */
 };
 
-/* The step's units: micro-batch k is chunk k of this DP shard (ptdp_chunk),
+/* The step's units: micro-batch k is chunk k of this DP shard (ptdp_share),
  * so unequal shards and micro-batches are handled the same way everywhere;
  * every model chunk sees the same samples of it, and each token slice j
- * its positions ptdp_chunk(T, K, j) of every sequence. */
+ * its positions ptdp_share(T, K, j) of every sequence. */
 static void lay_out_units(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
 {
     const ptdp_model *model = st->model;
     const int M = st->micro_batches;
     for (int k = 0; k < M; k++) {
         size_t off, len;
-        ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
+        ptdp_share((size_t)st->shard_rows, M, k, &off, &len);
         for (int j = 0; j < K; j++) {
             size_t t0 = 0, tlen = 0;
             if (K > 1)
-                ptdp_chunk((size_t)model->input_cols, K, j, &t0, &tlen);
+                ptdp_share((size_t)model->input_cols, K, j, &t0, &tlen);
             for (int c = 0; c < r->v; c++) {
                 unit *u = &r->units[c * r->U + k * K + j];
                 u->data.first = st->shard_first + (int64_t)off;

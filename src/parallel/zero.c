@@ -164,7 +164,7 @@ static int bucket_ranges(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double b
     for (int b = 0; b < z->buckets.nbuckets; b++) {
         const ptdp_bucket *bk = &z->buckets.buckets[b];
         size_t off, len;
-        ptdp_chunk(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
+        ptdp_share(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
         if (len == 0)
             continue;
         z->ranges[z->nranges++] = (ptdp_zero_range){ bk->begin + off, bk->begin + off + len, z->len };
@@ -215,7 +215,7 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
             if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
                 return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         } else {
-            ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+            ptdp_share(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
         }
         if ((z->ranges = malloc(sizeof *z->ranges)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);

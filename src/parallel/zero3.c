@@ -300,7 +300,7 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     size_t at = 0;
     for (int u = 0; u < z->nunits; u++) {
         ptdp_zero_unit *x = &z->units[u];
-        ptdp_chunk(x->end - x->begin, N, k, &x->off, &x->len);
+        ptdp_share(x->end - x->begin, N, k, &x->off, &x->len);
         x->at = at;
         z->ranges[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
         at += x->len;

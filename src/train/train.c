@@ -213,7 +213,7 @@ static int device_main(ptdp_device *dev, void *arg)
         rc = make_schedule(dev, c, &sched);
 
     size_t shard_off, shard_len;
-    ptdp_chunk((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
+    ptdp_share((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
     for (int s = 0; rc == 0 && s < c->steps; s++) {
         long step = r->first_step + s;    /* 0-based global step */
         d.global_step = step + 1;

@@ -8,7 +8,7 @@
  * and your lesson_zero_init / lesson_zero_step on N = 2, 3, 4 ranks (the
  * model's 661 parameters never divide evenly), 3 steps each:
  *
- *   1. your chunks are the ones the collectives use (ptdp_chunk);
+ *   1. your chunks are the ones the collectives use (ptdp_share);
  *   2. each rank keeps AdamW's moments of its chunk only: 2P/N, not 2P;
  *   3. after the first step every rank holds the right new parameters —
  *      if not, the check says whose chunk went wrong, and how;
@@ -312,7 +312,7 @@ static int zero_device(ptdp_device *dev, void *arg)
     x->optim_bytes[r] = ms.current[PTDP_MEM_OPTIM];
 
     size_t shard_off, shard_len;
-    ptdp_chunk(B, x->dp, r, &shard_off, &shard_len);
+    ptdp_share(B, x->dp, r, &shard_off, &shard_len);
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         step_ctx ctx = { .x = x, .z = &z, .step = s + 1 };
         ptdp_pp_step st = {
@@ -405,11 +405,11 @@ static bool check_config(int dp, int m, const reference *base, const reference *
     /* 1. The chunks. */
     for (int r = 0; r < dp; r++) {
         size_t off, len;
-        ptdp_chunk(x->numel, dp, r, &off, &len);
+        ptdp_share(x->numel, dp, r, &off, &len);
         if (x->off[r] != off || x->len[r] != len) {
             if (rc == 0)
                 tutorial_wrong("%s: rank %d's chunk is [%zu, %zu); the chunked collectives give rank %d "
-                               "[%zu, %zu) (ptdp_chunk: %zu elements on %d ranks, the first %zu mod %d = %zu get one "
+                               "[%zu, %zu) (ptdp_share: %zu elements on %d ranks, the first %zu mod %d = %zu get one "
                                "element more).", what, r, x->off[r], x->off[r] + x->len[r], r, off, off + len,
                                x->numel, dp, x->numel, dp, x->numel % (size_t)dp);
             goto done;

@@ -38,7 +38,7 @@
 int lesson_zero_init(ptdp_device *dev, lesson_zero *z)
 {
     /* Blank 1: my chunk of the numel elements.  Take the one the chunked
-     * collectives give my rank of the DP group: ptdp_chunk (types.h) —
+     * collectives give my rank of the DP group: ptdp_share (types.h) —
      * the first numel % N ranks hold one element more. */
     PTDP_BLANK(1, "set z->off and z->len: my chunk of the flat buffers");
     /* Blank 2: AdamW's two moments, for my chunk only, from my arena:

@@ -36,7 +36,7 @@
 int lesson_zero_init(ptdp_device *dev, lesson_zero *z)
 {
     /* My chunk: the one the collectives give my rank (comm.h). */
-    ptdp_chunk(z->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+    ptdp_share(z->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
     /* The optimizer state of my chunk only. */
     z->exp_avg = ptdp_alloc(dev, z->len * sizeof(ptdp_real), PTDP_MEM_OPTIM, "zero1.exp_avg");
     z->exp_avg_sq = ptdp_alloc(dev, z->len * sizeof(ptdp_real), PTDP_MEM_OPTIM, "zero1.exp_avg_sq");

@@ -178,14 +178,14 @@ static bool same(double got, double want) { return fabs(got - want) <= TOL * fma
 
 /* Unit u's buffer against the truth: which chunks differ, as "1, 3" and a
  * bit mask. */
-static unsigned wrong_chunks(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth, char *list, size_t len)
+static unsigned wrong_shards(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth, char *list, size_t len)
 {
     unsigned mask = 0;
     size_t n = 0;
     list[0] = '\0';
     for (int k = 0; k < x->N; k++) {
         size_t off, cl;
-        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        ptdp_share(NUMEL, x->N, k, &off, &cl);
         bool differ = false;
         for (size_t i = off; i < off + cl; i++)
             differ = differ || !same(w[i], truth[i]);
@@ -203,7 +203,7 @@ static bool short_copy(const zero3_run *x, const ptdp_real *w, const ptdp_real *
 {
     for (int k = 0; k < x->N; k++) {
         size_t off, cl, p = 0;
-        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        ptdp_share(NUMEL, x->N, k, &off, &cl);
         while (p < cl && same(w[off + p], truth[off + p]))
             p++;
         if (p == 0 || p == cl)
@@ -249,11 +249,11 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
             "unit is used (blank %d).", m->rank, u, what, u, blank);
     const ptdp_real *truth = x->ref->w[m->step][u];
     char list[64];
-    unsigned bad = wrong_chunks(x, unit->w, truth, list, sizeof list);
+    unsigned bad = wrong_shards(x, unit->w, truth, list, sizeof list);
     if (bad == 0)
         return PTDP_OK;
     size_t off, len;
-    ptdp_chunk(NUMEL, x->N, m->rank, &off, &len);
+    ptdp_share(NUMEL, x->N, m->rank, &off, &len);
     unsigned all = (1u << x->N) - 1;
     const char *why;
     if (bad == all && short_copy(x, unit->w, truth))
@@ -441,7 +441,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
     for (int u = 0; u < L; u++) {
         lesson_unit *unit = &z.unit[u];
         unit->numel = NUMEL;
-        ptdp_chunk(NUMEL, x->N, r, &unit->off, &unit->len);
+        ptdp_share(NUMEL, x->N, r, &unit->off, &unit->len);
         unit->w_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_PARAMS, "w_shard");
         unit->g_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "g_shard");
         if (unit->w_shard == NULL || unit->g_shard == NULL)
@@ -450,7 +450,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
         x->shard_elems[r] += unit->len;
     }
     size_t roff, rlen;
-    ptdp_chunk(B, x->N, r, &roff, &rlen);
+    ptdp_share(B, x->N, r, &roff, &rlen);
     for (int s = 0; s < STEPS && rc == 0; s++) {
         if ((rc = ptdp_barrier(dev->world)) != 0)
             break;
@@ -459,7 +459,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
         m.step = s;
         for (int mb = 0; mb < x->M && rc == 0; mb++) {
             size_t moff, mlen;
-            ptdp_chunk(rlen, x->M, mb, &moff, &mlen);
+            ptdp_share(rlen, x->M, mb, &moff, &mlen);
             m.row0 = (int)(roff + moff);
             m.rows = (int)mlen;
             m.next_fwd = 0;
@@ -541,7 +541,7 @@ static int ranges_device(ptdp_device *dev, void *arg)
     lesson_zero3 z = { .dp = dev->world, .nunits = 1, .model = &m };
     lesson_unit *unit = &z.unit[0];
     unit->numel = NUMEL;
-    ptdp_chunk(NUMEL, N, r, &unit->off, &unit->len);
+    ptdp_share(NUMEL, N, r, &unit->off, &unit->len);
     unit->w_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_PARAMS, "w_shard");
     unit->g_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "g_shard");
     if (unit->w_shard == NULL || unit->g_shard == NULL)

@@ -5,7 +5,7 @@
  * A toy model of a few units (unit u: y = tanh(x W_u^T + b_u), its
  * parameters [W_u | b_u] one flat stretch of numel elements) trained with
  * ZeRO-3 on the N ranks of z->dp.  Rank k keeps chunk k of every unit —
- * ptdp_chunk(numel, N, k): elements [off, off + len) — and nothing else
+ * ptdp_share(numel, N, k): elements [off, off + len) — and nothing else
  * between uses.  The structures mirror ptdp_zero_unit (zero.h).
  */
 #ifndef LESSON_10_H
@@ -21,7 +21,7 @@
 
 typedef struct {
     size_t numel;               /* |u|: the unit's elements                        */
-    size_t off, len;            /* my chunk of them: ptdp_chunk(numel, N, my rank)  */
+    size_t off, len;            /* my chunk of them: ptdp_share(numel, N, my rank)  */
     ptdp_real *w_shard;         /* my chunk of its parameters, len ("params"): kept */
     ptdp_real *g_shard;         /* my chunk of its gradient, len ("grads"): summed
                                    over the step's micro-batches                    */
