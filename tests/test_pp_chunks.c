@@ -282,7 +282,7 @@ static int step_device(ptdp_device *dev, void *arg)
 /* Each stage holds exactly the (chunk, micro-batch) units the schedule
  * counts — the warm-up's longer run of forwards — and every chunking
  * computes the same loss as 1F1B. */
-LOOP_TEST(executor_tests, test_executor_holds_the_schedules_units, 4)
+LOOP_TEST(executor_tests, test_executor_holds_the_schedules_tasks, 4)
 {
     static const int cases[][3] = { { 2, 2, 2 }, { 2, 4, 3 }, { 3, 6, 2 }, { 4, 8, 3 } };   /* pp, m, v */
     int pp = cases[_i][0], m = cases[_i][1], v = cases[_i][2];

@@ -291,7 +291,7 @@ typedef struct {
     double left;          /* x of time 0; the stage names end left of it   */
     double top;           /* y of stage 0's lane                           */
     double lane, gap;     /* a lane's height; the space between lanes      */
-    double px_per_unit;   /* user units per unit of time                   */
+    double px_per_time;   /* user units (pixels) per unit of time         */
     double axis_end;      /* the time axis runs from 0 to here             */
     int max_ticks;        /* at most this many intervals on the axis       */
 } ptdp_schedule_frame;

@@ -65,14 +65,14 @@ static double quantum_of(const ptdp_schedule *s, const ptdp_schedule_timeline *t
 }
 
 /* Time between axis ticks: 1, 2 or 5 times a power of ten, at least
- * `min_units` quanta apart so the numbers do not collide. */
-static double tick_step(double quantum, double min_units)
+ * `min_quanta` quanta apart so the numbers do not collide. */
+static double tick_step(double quantum, double min_quanta)
 {
     double step = quantum;
     for (double decade = 1e-9; decade < 1e12; decade *= 10)
         for (int f = 0; f < 3; f++) {
             step = decade * (f == 0 ? 1 : f == 1 ? 2 : 5);
-            if (step >= quantum * min_units)
+            if (step >= quantum * min_quanta)
                 return step;
         }
     return step;
@@ -175,7 +175,7 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
 
 /* ---- SVG ------------------------------------------------------------------ */
 
-static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_unit; }
+static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_time; }
 
 /* Forward blue, backward (or B) green, W orange; chunk c of v mixed with
  * white by c / (v + 1), so a stage's later chunks are paler. */
@@ -196,7 +196,7 @@ static void box_colour(const ptdp_schedule *s, const ptdp_action *a, char fill[8
 void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                         const ptdp_schedule_frame *f)
 {
-    const double lane = f->lane, px = f->px_per_unit;
+    const double lane = f->lane, px = f->px_per_time;
     for (int st = 0; st < s->pp; st++) {
         const double ly = f->top + st * (lane + f->gap);
         ptdp_svg_text(svg, f->left - 10, ly + lane / 2.0 + 4, 12, PTDP_SVG_END, NULL, "stage %d", st);
@@ -246,7 +246,7 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     }
     const double q = quantum_of(s, t, 4000);
     ptdp_schedule_frame f = {
-        .left = 72, .top = 44, .lane = 28, .gap = 6, .px_per_unit = 28 / q,
+        .left = 72, .top = 44, .lane = 28, .gap = 6, .px_per_time = 28 / q,
         .axis_end = t->makespan, .max_ticks = 12,
     };
     double width = x_at(&f, t->makespan) + 130;
