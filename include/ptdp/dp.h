@@ -41,12 +41,12 @@
  * backward ends) are summed after it.
  *
  * ZeRO-1 (zero.h) uses the same buckets with `scatter` set: each bucket is
- * reduce-scattered instead of all-reduced — DP rank k keeps chunk k of
+ * reduce-scattered instead of all-reduced — DP rank k keeps shard k of
  * every bucket, summed — and after the optimizer the parameters are
  * all-gathered bucket by bucket (Megatron-LM's distributed optimizer):
  *
- *   bucket b of flat_g   [ chunk 0 | chunk 1 ]   all-reduce:      both, summed, on both ranks
- *                        [ k = 0   | k = 1   ]   reduce-scatter:  chunk k, summed, on rank k
+ *   bucket b of flat_g   [ shard 0 | shard 1 ]   all-reduce:      both, summed, on both ranks
+ *                        [ k = 0   | k = 1   ]   reduce-scatter:  shard k, summed, on rank k
  *
  * Blocking or started from the grads_ready hook, the calls are the same.
  */
@@ -71,7 +71,7 @@ typedef struct {
     int started;            /* buckets whose all-reduce has started        */
     ptdp_request *requests; /* [nbuckets], host                            */
     bool scatter;           /* ZeRO-1: reduce-scatter each bucket in place
-                               (chunk ptdp_share(|b|, N, k) to DP rank k)
+                               (shard ptdp_share(|b|, N, k) to DP rank k)
                                instead of all-reducing it                  */
 } ptdp_ddp;
 

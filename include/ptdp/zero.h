@@ -6,27 +6,27 @@
  * parameter buffer P, the whole gradient G and the whole optimizer state
  * (AdamW: two moments, 2P) — and all N replicas compute the same update.
  * ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
- * Trillion Parameter Models", 2020) cuts the flat buffers into N chunks with
- * ptdp_share; DP rank k owns chunk k and is the only one to update it:
+ * Trillion Parameter Models", 2020) cuts the flat buffers into N shards with
+ * ptdp_share; DP rank k owns shard k and is the only one to update it:
  *
- *   flat buffer (backward order)  | chunk 0 | chunk 1 | chunk 2 | chunk 3 |
+ *   flat buffer (backward order)  | shard 0 | shard 1 | shard 2 | shard 3 |
  *   owner                           dp 0      dp 1      dp 2      dp 3
  *
- * Chunks cut through parameters; that is fine because AdamW is element-wise
+ * Shards cut through parameters; that is fine because AdamW is element-wise
  * (optim.h), so updating the ranges gives the bits of updating the whole.
  *
  * Stage 1 — the optimizer state is sharded (2P/N per rank):
  *   backward of all M micro-batches   full G on every rank, as in plain DP
- *   reduce-scatter G, bucket by bucket  rank k: chunk k of each bucket,
+ *   reduce-scatter G, bucket by bucket  rank k: shard k of each bucket,
  *                                     summed over ranks                   (N-1)/N S
- *   norm, clip, AdamW on my chunks    with the moments of my chunks only
+ *   norm, clip, AdamW on my shards    with the moments of my shards only
  *   all-gather P, bucket by bucket    every rank has the whole new P      (N-1)/N S
  * Bytes per step 2(N-1)/N S: exactly plain DP's all-reduce, which IS a
  * reduce-scatter followed by an all-gather — ZeRO-1 only moves the update
  * in between, where each rank holds 1/N of the summed gradient.
  *
- * Stage 1's chunks follow DP's buckets (dp.h), as Megatron-LM's distributed
- * optimizer does: rank k owns chunk k of EVERY bucket, one range each,
+ * Stage 1's shards follow DP's buckets (dp.h), as Megatron-LM's distributed
+ * optimizer does: rank k owns shard k of EVERY bucket, one range each,
  * so a bucket's reduce-scatter can start the moment the backward has
  * completed it, like DP's all-reduce (--overlap):
  *
@@ -36,7 +36,7 @@
  *
  * The layout is the same with and without --overlap (ptdp_train always
  * cuts by its --bucket-mb buckets; ptdp_zero_init alone takes one bucket,
- * the whole buffer, which is the chunk of the picture above it): the same
+ * the whole buffer, which is the shard of the picture above it): the same
  * reduce-scatters on the same data in the same order either way — blocking
  * after the last backward, or started from the model's grads_ready hook —
  * so the two are bit-identical, as DP's buckets are.  One layout for both
@@ -51,22 +51,22 @@
  *
  * Stage 2 — the gradients are sharded too (G/N per rank):
  *   after EVERY micro-batch's backward, reduce-scatter its gradient and add
- *   my chunk to a persistent gradient shard; the full-size buffer that the
+ *   my shard to a persistent gradient shard; the full-size buffer that the
  *   backward wrote is freed.  Bytes per step: M reduce-scatters + one
  *   all-gather = (M+1)(N-1)/N S — the same as stage 1 for M = 1, more for
  *   M > 1: the gradient memory is bought with communication.
  *
  * Stage 3 — the parameters are sharded too (zero3.c: FSDP's way).  The
  * model's parameters are cut into units (model.h: a block, the
- * embeddings, the head) and EACH UNIT is cut into N chunks, so that every
- * unit's gather moves the same bytes on every rank.  Rank k keeps chunk k
+ * embeddings, the head) and EACH UNIT is cut into N shards, so that every
+ * unit's gather moves the same bytes on every rank.  Rank k keeps shard k
  * of every unit — parameters, gradients, optimizer state — and nothing
  * else between uses:
  *
  *   forward of unit u      all-gather u's parameters   (N-1)/N |u|, freed after
  *   backward of unit u     all-gather them again       (N-1)/N |u|
- *                          reduce-scatter u's gradient (N-1)/N |u|, += my chunk
- *   once per step          norm, AdamW on my chunks; nothing to gather
+ *                          reduce-scatter u's gradient (N-1)/N |u|, += my shard
+ *   once per step          norm, AdamW on my shards; nothing to gather
  *
  * Bytes per step 3M(N-1)/N S (one more gather per micro-batch with full
  * recomputation, whose backward runs the forward again): the ZeRO
@@ -78,7 +78,7 @@
  *   per device, AdamW        params               grads                 optim
  *   plain DP (zero 0)        P                    P                     2P
  *   zero 1                   P                    P                     2 len_k
- *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |chunk k| ~ P/N
+ *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |shard k| ~ P/N
  *   zero 3                   len_k (+ units)      len_k  (+ a unit)     2 len_k
  *
  * In elements; under --precision bf16 (mixed.h) the parameter and gradient
@@ -102,10 +102,10 @@
  *
  * The gradient norm must count every element of the whole model once.  No
  * rank holds the whole summed gradient any more, so each sums the squares
- * of its own chunk — only the ranges that belong to parameters it counts
+ * of its own shard — only the ranges that belong to parameters it counts
  * (ptdp_param_counted_here, model.h: a TP-replicated parameter on tp rank
  * 0 only, a tied copy on stage 0 only) — and the partial sums are all-reduced over DP,
- * then TP, then PP.  Chunk boundaries cut through parameters, so the ranges
+ * then TP, then PP.  Shard boundaries cut through parameters, so the ranges
  * are precomputed once as ranges of the flat buffer.
  */
 #ifndef PTDP_ZERO_H
@@ -126,8 +126,8 @@ typedef struct { size_t begin, end, at; } ptdp_zero_range;
 /* Stage 3: one unit of the model (model.h), as this device manages it. */
 typedef struct {
     size_t begin, end;          /* [begin, end) of the flat buffer            */
-    size_t off, len;            /* my chunk of it: ptdp_share(end - begin, N, k) */
-    size_t at;                  /* where that chunk sits in my shard buffers  */
+    size_t off, len;            /* my shard of it: ptdp_share(end - begin, N, k) */
+    size_t at;                  /* where that shard sits in my shard buffers  */
     int users;                  /* BEGINs not yet ENDed (model.h)             */
     int grad_users;             /* the same, of backwards                     */
     void *gathered;             /* stage 3: the unit in the store's type, from
@@ -141,25 +141,25 @@ typedef struct {
 } ptdp_zero_unit;
 
 typedef struct {
-    int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1, 2 or 3 */
+    int stage;                  /* 0 (plain DP: one shard, the whole buffer), 1, 2 or 3 */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
-    size_t off, len;            /* my chunk: ptdp_share(numel, dp, dp rank); stages 1
+    size_t off, len;            /* my shard: ptdp_share(numel, dp, dp rank); stages 1
                                    and 3: len = what all my ranges hold, off = where
                                    the first one begins                      */
     int nranges;
     ptdp_zero_range *ranges;    /* host: what I own, and where in the shards */
     int nnorm;
-    ptdp_zero_range *norm;      /* host: the ranges of my chunk the norm counts     */
+    ptdp_zero_range *norm;      /* host: the ranges of my shard the norm counts     */
     /* The stores hold ptdp_real, or bf16 under mixed precision (mixed.h):
      * elements of ptdp_store_size(store) bytes. */
     ptdp_dtype store;
     ptdp_real *master;          /* bf16: [len] float master weights of what I own ("optim";
                                    bf16 needs the float build: ptdp_real is float) */
-    void *grad_shard;           /* stages 2, 3: [len], my chunk of the step's gradient ("grads") */
+    void *grad_shard;           /* stages 2, 3: [len], my shard of the step's gradient ("grads") */
     void *bucket;               /* stage 2: [numel] while a backward runs ("comm"), else NULL */
     /* Stage 2 with overlap (--overlap): the reduce-scatter after a backward
-     * starts non-blocking (comm.h) and is waited for — its chunk added to
+     * starts non-blocking (comm.h) and is waited for — its shard added to
      * the shard, its bucket freed — only before the next backward's bucket
      * is allocated or before the optimizer, so it runs on the communication
      * stream under whatever the stage computes in between (the next
@@ -168,7 +168,7 @@ typedef struct {
     void *pending;              /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
     /* DP's buckets (dp.h): stage 0 all-reduces them; stage 1 sets `scatter`
-     * and its chunks are my ranges; with --overlap (`overlap`) they start
+     * and its shards are my ranges; with --overlap (`overlap`) they start
      * from the grads_ready hook during the last backward of a step
      * (ptdp_zero_before_backward). */
     ptdp_ddp buckets;
@@ -180,14 +180,14 @@ typedef struct {
     /* Stage 3 (zero3.c) */
     int nunits;
     ptdp_zero_unit *units;      /* host                                      */
-    void *param_shard;          /* [len]: my chunks of the parameters ("params") */
-    size_t pending_at, pending_off, pending_len;   /* the pending unit's chunk */
+    void *param_shard;          /* [len]: my shards of the parameters ("params") */
+    size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
 } ptdp_zero;
 
 /* Set up `stage` (0 to 3) for model m in m->mesh's DP group.  Stage 2
  * frees the model's full-size gradient buffer (m->flat_g becomes NULL
  * between backwards) and allocates the shard; stage 3 frees the parameter
- * buffer too, keeps its chunks, and hooks into the model's units
+ * buffer too, keeps its shards, and hooks into the model's units
  * (m->unit_hook).  With m->bf16 set (mixed.h) the stores become bf16, the
  * master weights of what this device owns are kept in float, and the
  * unit hook widens a unit's parameters for the model whatever the stage.
@@ -201,7 +201,7 @@ void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Stage 2, around every micro-batch's backward (no-ops for stages 0 and 1):
  * begin gives the model a zeroed full-size gradient buffer; end
- * reduce-scatters it over DP, adds my chunk to the shard and frees it. */
+ * reduce-scatters it over DP, adds my shard to the shard and frees it. */
 int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
@@ -213,7 +213,7 @@ int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m
  * buffer bucket by bucket in place (or, with `overlap`, waits for the
  * reduce-scatters the backward started); stages 2 and 3 have done it. */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
-/* My chunk of the parameters, the shard that the optimizer updates: element
+/* My shard of the parameters, the shard that the optimizer updates: element
  * i is the flat buffer's element of the range that holds shard index i
  * (stage 1: true with one bucket only; see ptdp_zero_range_params). */
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);

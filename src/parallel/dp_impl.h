@@ -18,7 +18,7 @@
 #include "ptdp/dp.h"
 
 /* ZeRO-1: all-gather every bucket of the parameter store in place, in
- * order: rank k's chunk of each bucket goes to every rank. */
+ * order: rank k's shard of each bucket goes to every rank. */
 int  ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
 
 /* Overlap.  Before the last micro-batch's backward: arm the model's

@@ -1,5 +1,5 @@
 /*
- * zero.c — ZeRO stages 1 and 2: each DP rank updates only its chunk
+ * zero.c — ZeRO stages 1 and 2: each DP rank updates only its shard
  * (stage 3, the parameters' sharding, is zero3.c; the once-per-step part
  * here serves it too).
  *
@@ -7,7 +7,7 @@
  * once-per-step part, in the order it runs:
  *
  *   stage 2, after every micro-batch's backward:
- *       bucket (full size) --reduce-scatter--> my chunk --+=--> grad_shard
+ *       bucket (full size) --reduce-scatter--> my shard --+=--> grad_shard
  *   once per step:
  *       stage 1: reduce-scatter the full gradient in place, bucket by bucket
  *                (with --overlap: wait for what the backward started)
@@ -113,7 +113,7 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
                 z->master[z->ranges[i].at + (k - z->ranges[i].begin)] =
                     ptdp_bf16_to_float(ptdp_bf16_from_float((float)m->flat_w[k]));
     }
-    if (z->stage == 3) {   /* my chunks of every unit */
+    if (z->stage == 3) {   /* my shards of every unit */
         if ((z->param_shard = ptdp_alloc(dev, len * es, PTDP_MEM_PARAMS, "zero3.param_shard")) == NULL)
             return PTDP_ENOMEM;
         for (int i = 0; i < z->nranges; i++)
@@ -124,7 +124,7 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             return PTDP_ENOMEM;
         ptdp_store_from_real(PTDP_BF16, m->flat_w16, m->flat_w, m->numel);
     }
-    if (z->stage >= 2) {   /* the persistent gradient is my chunk only */
+    if (z->stage >= 2) {   /* the persistent gradient is my shard only */
         const char *name = z->stage == 2 ? "zero2.grad_shard" : "zero3.grad_shard";
         if ((z->grad_shard = ptdp_alloc(dev, len * es, PTDP_MEM_GRADS, name)) == NULL)
             return PTDP_ENOMEM;
@@ -149,7 +149,7 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     return PTDP_OK;
 }
 
-/* Stage 1: DP's buckets, each reduce-scattered, and my chunk of each one
+/* Stage 1: DP's buckets, each reduce-scattered, and my shard of each one
  * a range, its state packed one after the other (zero.h's picture). */
 static int bucket_ranges(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
 {
@@ -308,7 +308,7 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     if (z->stage != 2)
         return PTDP_OK;
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
-     * of the same index: chunk k lands at its offset inside the bucket. */
+     * of the same index: shard k lands at its offset inside the bucket. */
     void *bucket = z->bucket;
     z->bucket = NULL;
     point_gradients(m, NULL);
@@ -332,7 +332,7 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 /* ZeRO and a parameter whose gradient is summed over a group beyond DP
  * (model.h, ptdp_grad_sum: a tied embedding's copies on two stages, an SP
  * LayerNorm's on the TP ranks): once the gradient is reduce-scattered it
- * is spread over the DP ranks' chunks — and differently on the two
+ * is spread over the DP ranks' shards — and differently on the two
  * stages, whose flat buffers differ.  Make each such tensor's DP-summed
  * gradient whole on every DP rank (an all-reduce of the ranges, zeros
  * elsewhere: adding zeros changes no bit), sum it over its further groups
@@ -437,7 +437,7 @@ int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage == 0 || z->stage == 3)   /* replicas already, or kept sharded */
         return PTDP_OK;
-    if (z->stage == 1)   /* my chunk of each bucket to every rank */
+    if (z->stage == 1)   /* my shard of each bucket to every rank */
         return ptdp_ddp_all_gather_params(z->dp, &z->buckets, m);
     void *w = z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w;
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, w, z->numel, z->store);
@@ -537,7 +537,7 @@ int ptdp_zero_finish_gradients(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, vo
 int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
 {
     if (z->stage == 3)
-        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
+        return PTDP_OK;   /* no replicas: every DP rank holds its own shard of the parameters */
     return ptdp_ddp_check_replicas(dev, z->dp, m, step);
 }
 
@@ -565,7 +565,7 @@ ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z)
 
 void ptdp_zero_params_written(ptdp_zero *z)
 {
-    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
+    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 shards: bf16 of the master */
         ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
 }
 

@@ -5,20 +5,20 @@
  * Stages 1 and 2 (zero.c) still keep every parameter on every DP rank:
  * P of them, whatever N.  Stage 3 keeps 1/N.  The model is cut into units
  * (model.h: a block, the embeddings, the head), and each unit into N
- * chunks; rank k keeps chunk k of every unit — its parameters, their
+ * shards; rank k keeps shard k of every unit — its parameters, their
  * gradient, their optimizer state — and gathers the rest only when the
  * model says it is about to use the unit (ptdp_model_unit):
  *
- *   unit u of the flat buffer      [ chunk 0 | chunk 1 | chunk 2 | chunk 3 ]
- *   rank 1 keeps                              [ chunk 1 ]
+ *   unit u of the flat buffer      [ shard 0 | shard 1 | shard 2 | shard 3 ]
+ *   rank 1 keeps                              [ shard 1 ]
  *
- *   FORWARD_BEGIN u    all-gather u's chunks into a buffer ("params")   (N-1)/N |u|
+ *   FORWARD_BEGIN u    all-gather u's shards into a buffer ("params")   (N-1)/N |u|
  *                      point u's parameter views into it
  *   FORWARD_END u      free it: the views point at nothing again
  *   BACKWARD_BEGIN u   all-gather again, and a zeroed gradient buffer
  *                      for u ("grads") that the backward adds into
  *   BACKWARD_END u     reduce-scatter the gradient buffer              (N-1)/N |u|
- *                      add my chunk into the gradient shard, free both
+ *                      add my shard into the gradient shard, free both
  *
  * Per micro-batch that is two gathers and one reduce-scatter of every
  * unit, 3 (N-1)/N S bytes: the ZeRO paper's 3Ψ against plain DP's 2Ψ.
@@ -89,7 +89,7 @@ static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_re
 /* ------------------------------------------------------------ gathering */
 
 /* Start (or do) the gather of unit u's parameters, in the store's type:
- * my chunk in its place, then an all-gather in place fills the others'. */
+ * my shard in its place, then an all-gather in place fills the others'. */
 static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
 {
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);

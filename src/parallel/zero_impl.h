@@ -17,11 +17,11 @@
 #include <stdbool.h>
 #include "ptdp/zero.h"
 
-/* ||g||^2 of the whole model from every rank's chunk (collective over DP,
+/* ||g||^2 of the whole model from every rank's shard (collective over DP,
  * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
 int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
 
-/* After the update of my chunk: every rank gets every chunk of the
+/* After the update of my shard: every rank gets every shard of the
  * parameters (stages 1, bucket by bucket, and 2; stage 3 keeps them
  * sharded). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
@@ -81,7 +81,7 @@ ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot);
 bool ptdp_zero_shards_optim(const ptdp_zero *z);
 
 /* Whether the DP ranks hold whole replicas of the parameters (stages 0 to
- * 2), not each its own chunk (stage 3). */
+ * 2), not each its own shard (stage 3). */
 bool ptdp_zero_params_replicated(const ptdp_zero *z);
 
 /* The exact parameters of what I own, float, range by range from `at`: the
@@ -90,7 +90,7 @@ bool ptdp_zero_params_replicated(const ptdp_zero *z);
 ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
 
 /* After writing the exact parameters (a checkpoint read): make the stores
- * the model reads from them (bf16 stage 3: its bf16 chunks). */
+ * the model reads from them (bf16 stage 3: its bf16 shards). */
 void ptdp_zero_params_written(ptdp_zero *z);
 
 /* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my

@@ -4,8 +4,8 @@
  *
  * AdamW and SGD are element-wise (optim.h), so a device updates any cut of
  * the buffers and gets the bits of one update of the whole.  What it owns
- * is a list of ranges: the whole buffer without ZeRO, one chunk per DP
- * bucket (ZeRO-1), one chunk (ZeRO-2), one chunk per unit (ZeRO-3).  Each
+ * is a list of ranges: the whole buffer without ZeRO, one shard per DP
+ * bucket (ZeRO-1), one shard (ZeRO-2), one shard per unit (ZeRO-3).  Each
  * range is walked in stretches of one weight-decay rule (model.h,
  * ptdp_model_decay_ranges):
  *
@@ -82,6 +82,6 @@ int ptdp_zero_step(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, do
     ptdp_zero_clear_gradients(z, m);
     /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : u.flops, w0);
-    /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
+    /* ZeRO: every rank updated one shard; now everyone gets all of them. */
     return ptdp_zero_gather_params(z, m);
 }
