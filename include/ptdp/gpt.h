@@ -41,7 +41,7 @@
  * all-reduce, group "emb" in the report): both copies declare it
  * (model.h, ptdp_grad_sum), and the mesh builds the group (mesh.h).  Interleaved (v model chunks
  * per stage, model.h), wte is on stage 0's chunk 0 and its copy on stage
- * p-1's chunk v-1: the model's first and last pieces.
+ * p-1's chunk v-1: the model's first and last chunks.
  */
 #ifndef PTDP_GPT_H
 #define PTDP_GPT_H

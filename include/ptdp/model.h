@@ -23,7 +23,7 @@
  *   state   copies each params[i] into and out of its whole tensor (state.h)
  *
  * An interleaved pipeline gives a device v of these, its model chunks
- * (pieces s, s + p, … of p v), under one ptdp_model that owns the buffers:
+ * (chunks s, s + p, … of p v), under one ptdp_model that owns the buffers:
  *
  *   device  flat_w [ chunk v-1 | … | chunk 0 ]   params[] the same, in order
  *   chunk c its own blocks, forward, backward; params = its window
@@ -309,7 +309,7 @@ struct ptdp_model {
      * per stage this struct is the DEVICE: all its parameters (params,
      * flat_w, flat_g, numel: what DP, ZeRO, the optimizer and checkpoints
      * see), no layers of its own (impl NULL), first_stage / last_stage
-     * meaning "holds piece 0 / the last piece".  Its chunks[c] are set up
+     * meaning "holds chunk 0 / the last chunk".  Its chunks[c] are set up
      * by the model's own init, each as if it were a stage of p v, with
      * params a window of the device's params[] (so re-pointing a view on
      * the device re-points it for the chunk: they are the same struct). */
@@ -337,7 +337,7 @@ struct ptdp_model {
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
  * for balanced: the first layers mod pp stages take one block more).
  * Returns the first block of `stage` and its count.  With v chunks per
- * stage the same cut makes p v pieces: ptdp_stage_range(layers, p * v,
+ * stage the same cut makes p v chunks: ptdp_stage_range(layers, p * v,
  * stage_layers, c * p + s, …) is stage s's chunk c. */
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage,
                       int *begin, int *count);

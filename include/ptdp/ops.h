@@ -113,7 +113,7 @@ double ptdp_xent_flops_backward(int batch, int classes);
  *
  *     loss_i = log S + M - l[label_i]
  *
- * Every rank computes pieces over its slice, the TP group combines them
+ * Every rank computes partials over its slice, the TP group combines them
  * (all_reduce max of the maxima, then all_reduce sum of the sums and of the
  * picked logits), and every rank can then finish the loss and its slice of
  * the gradient.  All outputs are arrays of B doubles.

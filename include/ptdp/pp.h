@@ -31,7 +31,7 @@
  * Interleaved schedules: each action names one of the stage's v model
  * chunks (a->chunk, model.h's m->chunks); the executor keeps one state per
  * (chunk, micro-batch), runs that chunk's blocks, and tags each message by
- * (piece boundary, micro-batch, direction) — pp.c has the picture.
+ * (chunk boundary, micro-batch, direction) — pp.c has the picture.
  */
 #ifndef PTDP_PP_H
 #define PTDP_PP_H

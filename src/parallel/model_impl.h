@@ -21,9 +21,9 @@
 /* The common part of every model's set-up: fields, the stage of this
  * device, ops->init, then the flat buffers and the initial values; with v
  * model chunks per stage (interleaving; v = 1 without) stage s holds the
- * pieces s, s + p, …, s + (v-1) p of p v (stage_layers: p v entries, or
+ * chunks s, s + p, …, s + (v-1) p of p v (stage_layers: p v entries, or
  * NULL).  params[] holds chunk v-1's parameters first, chunk 0's last:
- * backward order, as the last piece's backward runs first. */
+ * backward order, as the last chunk's backward runs first. */
 int  ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
                         const ptdp_model_config *cfg, const ptdp_mesh *mesh,
                         const int *stage_layers, int virtual_stages, uint64_t seed, double dropout);
@@ -47,7 +47,7 @@ int  ptdp_model_check_groups(ptdp_device *dev, const ptdp_model *m);
 
 /* The stretches of the flat buffers [begin, end) with one weight-decay rule,
  * in order, for the optimizer (which may update only its ZeRO chunk
- * [lo, hi)): each piece of [lo, hi) with decay true or false.  Calls
+ * [lo, hi)): each chunk of [lo, hi) with decay true or false.  Calls
  * fn(begin, end, decay, ctx) for each; returns the first nonzero result. */
 typedef int (*ptdp_decay_fn)(size_t begin, size_t end, bool decay, void *ctx);
 int  ptdp_model_decay_ranges(const ptdp_model *m, size_t lo, size_t hi, ptdp_decay_fn fn, void *ctx);

@@ -4,8 +4,8 @@
  *
  * Per (chunk, micro-batch) — a "task"; without interleaving chunk is 0 —
  * this stage keeps (all in its arena):
- *   data   its samples: the input on piece 0, the labels on the last piece
- *   in     the received input activation (other pieces)
+ *   data   its samples: the input on chunk 0, the labels on the last chunk
+ *   in     the received input activation (other chunks)
  *   acts   what the forward leaves for the backward (the model's)
  *   out    the output activation, until it is sent
  *   dout   the received gradient of the output
@@ -19,13 +19,13 @@
  * counted apart (wgrad_bytes).
  *
  * Interleaved (v chunks per stage): a FORWARD of chunk c runs chunk c's
- * blocks (ptdp_model_chunk), its piece c p + s of p v, and activations go
+ * blocks (ptdp_model_chunk), its chunk c p + s of p v, and activations go
  * round the ring of stages v times:
  *
- *   stage 0   [piece 0]   [piece 4]           p = 4, v = 2
- *   stage 1   [piece 1]   [piece 5]           piece 3 -> piece 4 is the
- *   stage 2   [piece 2]   [piece 6]           message from stage 3 back
- *   stage 3   [piece 3]   [piece 7] -> loss   to stage 0
+ *   stage 0   [chunk 0]   [chunk 4]           p = 4, v = 2
+ *   stage 1   [chunk 1]   [chunk 5]           chunk 3 -> chunk 4 is the
+ *   stage 2   [chunk 2]   [chunk 6]           message from stage 3 back
+ *   stage 3   [chunk 3]   [chunk 7] -> loss   to stage 0
  *
  * so a micro-batch crosses p v - 1 boundaries each way where 1F1B crosses
  * p - 1: the bytes on the pipeline's links grow by (p v - 1) / (p - 1),
@@ -33,10 +33,10 @@
  * (v - 1) p more of them (schedule.c): that is where the smaller bubble's
  * memory goes.
  *
- * Tags: 2 (k m + mb) + d, where k is the chunk of the piece BEFORE the
+ * Tags: 2 (k m + mb) + d, where k is the local index of the model chunk BEFORE the
  * boundary (the sender of the activation, the receiver of its gradient)
  * and d is 0 for activations, 1 for gradients.  Between two stages a
- * boundary has one such piece, so each (boundary, micro-batch, direction)
+ * boundary has one such chunk, so each (boundary, micro-batch, direction)
  * has its own tag; with v = 1 it is 2 mb + d.
  */
 #include "ptdp/pp.h"
@@ -58,7 +58,7 @@ typedef struct {
     ptdp_wgrad wgrad;  /* B's records for W                                */
 } task;
 
-/* The chunk of the piece before the boundary a send or recv crosses. */
+/* The local index of the model chunk before the boundary a send or recv crosses. */
 static int tag_of(const ptdp_schedule *s, int stage, const ptdp_action *a, int micro_batches)
 {
     int lower = a->chunk, peer_stage, peer_chunk;

@@ -186,7 +186,7 @@ END_TEST
 /* Interleaved 1F1B (--virtual-stages v): each stage holds v chunks of a
  * small GPT, the tied wte on stage 0's chunk 0 and stage p-1's chunk
  * v-1, SP's LayerNorms in every chunk.  Composed with dp and ZeRO 1 and 2,
- * tp with and without SP, cp, dropout, recompute and uneven pieces. */
+ * tp with and without SP, cp, dropout, recompute and uneven chunks. */
 typedef struct {
     int dp, cp, tp, pp, m, v, zero;
     bool sp, recompute;
@@ -208,7 +208,7 @@ LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_c
 {
     const chunk_case *k = &chunk_cases[_i];
     ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    /* one block per piece (4 at least), or the uneven cut's 5: deeper
+    /* one block per chunk (4 at least), or the uneven cut's 5: deeper
      * models drift past float's 1e-4 whatever the schedule */
     c.model.layers = k->chunk_layers ? 5 : k->pp * k->v > 4 ? k->pp * k->v : 4;
     if (k->cp > 1)
