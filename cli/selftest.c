@@ -90,7 +90,7 @@ static ptdp_real reference(check_kind kind, int n, int rank, size_t count, size_
     case CHECK_ALL_GATHER:
         for (int r = 0; r < n; r++) {
             size_t off, len;
-            ptdp_chunk(count, n, r, &off, &len);
+            ptdp_share(count, n, r, &off, &len);
             if (i < off + len)
                 return input(r, i);
         }
@@ -110,7 +110,7 @@ static int run_once(ptdp_device *dev, const selftest_check *ck, size_t count,
     ptdp_comm *c = dev->world;
     int n = dev->world_size, rank = dev->rank;
     size_t off, len;
-    ptdp_chunk(count, n, rank, &off, &len);
+    ptdp_share(count, n, rank, &off, &len);
     switch (ck->kind) {
     case CHECK_ALL_REDUCE:
         return ptdp_all_reduce_algo(c, send, recv, count, PTDP_REAL, PTDP_SUM, ck->algo);
@@ -198,7 +198,7 @@ static int selftest_device(ptdp_device *dev, void *arg)
 
         size_t off = 0, len = count;
         if (ck->kind == CHECK_REDUCE_SCATTER)
-            ptdp_chunk(count, n, rank, &off, &len);
+            ptdp_share(count, n, rank, &off, &len);
         for (size_t j = 0; j < len; j++) {
             ptdp_real want = reference(ck->kind, n, rank, count, off + j);
             if (!(recv[j] == want)) {

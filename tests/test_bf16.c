@@ -341,7 +341,7 @@ static int first_rank(ptdp_algo algo, int n, size_t i)
         return 0;
     for (int c = 0; c < n; c++) {
         size_t off, len;
-        ptdp_chunk(COUNT, n, c, &off, &len);
+        ptdp_share(COUNT, n, c, &off, &len);
         if (i >= off && i < off + len)
             return (c + 1) % n;
     }
@@ -378,7 +378,7 @@ static int bf16_collectives(ptdp_device *dev, void *arg)
 
     /* reduce_scatter: the device's algorithm (the launch's), my chunk */
     size_t off, len;
-    ptdp_chunk(COUNT, n, r, &off, &len);
+    ptdp_share(COUNT, n, r, &off, &len);
     for (int op = 0; op < PTDP_OP_COUNT; op++) {
         for (size_t i = 0; i < COUNT; i++)
             send[i] = input(r, i);
@@ -396,7 +396,7 @@ static int bf16_collectives(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_all_gather(c, send, recv, COUNT, PTDP_BF16));
     for (int m = 0; m < n; m++) {
         size_t mo, ml;
-        ptdp_chunk(COUNT, n, m, &mo, &ml);
+        ptdp_share(COUNT, n, m, &mo, &ml);
         for (size_t i = mo; i < mo + ml; i++)
             DEVICE_CHECK(dev, recv[i] == input(m, i), "all_gather element %zu from rank %d", i, m);
     }

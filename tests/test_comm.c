@@ -114,13 +114,13 @@ static const char *case_name(const coll_case *k, int n)
 
 /* An all-gather's or a gather's result: chunk m holds rank m's slice of
  * the whole vector, element mo + i of it. */
-static int check_owners_chunks(ptdp_device *dev, const coll_case *k, ptdp_comm *c, const char *recv)
+static int check_owners_segments(ptdp_device *dev, const coll_case *k, ptdp_comm *c, const char *recv)
 {
     const int n = ptdp_comm_size(c);
     const size_t es = ptdp_dtype_size(k->dtype);
     for (int m = 0; m < n; m++) {
         size_t mo, ml;
-        ptdp_chunk(k->count, n, m, &mo, &ml);
+        ptdp_share(k->count, n, m, &mo, &ml);
         CHECK_ELEMENTS(dev, k, c, recv + mo * es, ml, val(m, mo + i, k->dtype));
     }
     return PTDP_OK;
@@ -131,7 +131,7 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
 {
     int n = ptdp_comm_size(c), r = ptdp_comm_rank(c);
     size_t es = ptdp_dtype_size(k->dtype), off, len;
-    ptdp_chunk(k->count, n, r, &off, &len);
+    ptdp_share(k->count, n, r, &off, &len);
     size_t total = k->op == PTDP_COLL_ALL_TO_ALL ? k->count * (size_t)n : k->count;
 
     char *send = ptdp_alloc(dev, total * es, PTDP_MEM_COMM, "send");
@@ -177,7 +177,7 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
             rc = ptdp_all_gather(c, send, recv, k->count, k->dtype);
         }
         if (rc == 0)   /* element i comes from its chunk's owner */
-            rc = check_owners_chunks(dev, k, c, recv);
+            rc = check_owners_segments(dev, k, c, recv);
         break;
     case PTDP_COLL_REDUCE_SCATTER:
         if (k->in_place) {
@@ -195,7 +195,7 @@ static int run_case(ptdp_device *dev, ptdp_comm *c, const coll_case *k)
         fill(send, k->dtype, len, r, off);
         rc = ptdp_gather(c, send, r == k->root ? recv : NULL, k->count, k->dtype, k->root);
         if (rc == 0 && r == k->root)
-            rc = check_owners_chunks(dev, k, c, recv);
+            rc = check_owners_segments(dev, k, c, recv);
         break;
     case PTDP_COLL_SCATTER:
         if (r == k->root)
@@ -549,10 +549,10 @@ static void stats_of(int n, coll_case k, ptdp_comm_stats *out)
     ptdp_launch_result_free(&res);
 }
 
-static size_t chunk_len(size_t count, int n, int r)
+static size_t segment_len(size_t count, int n, int r)
 {
     size_t off, len;
-    ptdp_chunk(count, n, (r % n + n) % n, &off, &len);
+    ptdp_share(count, n, (r % n + n) % n, &off, &len);
     return len;
 }
 
@@ -603,7 +603,7 @@ TEST(bytes_tests, test_bytes_exact)
     for (int g = 0; g < NGROUPS; g++) {
         int n = groups[g];
         double S = (double)count * es;
-#define LEN(r) ((double)chunk_len(count, n, (r)) * es)
+#define LEN(r) ((double)segment_len(count, n, (r)) * es)
         stats_of(n, mk(PTDP_COLL_ALL_REDUCE, PTDP_ALGO_RING, PTDP_F64, PTDP_SUM, count, 0, 0), st);
         for (int r = 0; r < n; r++)       /* RS: all chunks but r; AG: all but r+1 / r */
             ASSERT_BYTES(st[r], PTDP_COLL_ALL_REDUCE, r,

@@ -1,12 +1,12 @@
 /*
  * test_cp.c — ring attention (cp.h) against one device's attention.
  *
- *   equality   for N = 1, 2, 3, 4 devices, zigzag and contiguous chunks,
+ *   equality   for N = 1, 2, 3, 4 devices, zigzag and contiguous shares,
  *              with and without dropout on the probabilities: every
  *              rank's outputs and its q, k and v gradients equal the
  *              rows of its positions in attention.c's, on the whole
  *              sequence (1e-12 in double, 1e-5 in float)
- *   layout     zigzag gives rank r chunks r and 2N-1-r; every position
+ *   layout     zigzag gives rank r shares r and 2N-1-r; every position
  *              is held exactly once
  *   balance    zigzag: every rank computes the same score blocks;
  *              contiguous: the last rank the most
@@ -138,7 +138,7 @@ TEST(cp_tests, test_zigzag_layout_covers_every_position_once)
                               seen[t]);
         }
     ptdp_cp_layout l = ptdp_cp_layout_of(16, 2, 0, true);   /* cp.h's example */
-    ck_assert(l.nchunks == 2 && l.len == 4 && l.first[0] == 0 && l.first[1] == 12);
+    ck_assert(l.nshares == 2 && l.len == 4 && l.first[0] == 0 && l.first[1] == 12);
     l = ptdp_cp_layout_of(16, 2, 1, true);
     ck_assert(l.first[0] == 4 && l.first[1] == 8);
 }

@@ -51,10 +51,10 @@ static int dp_device(ptdp_device *dev, void *arg)
     DEVICE_CHECK(dev, m.numel <= MAXP, "%zu parameters, room for %d", m.numel, MAXP);
 
     size_t shard_off, shard_len;
-    ptdp_chunk(B, n, mesh.dp_rank, &shard_off, &shard_len);
+    ptdp_share(B, n, mesh.dp_rank, &shard_off, &shard_len);
     for (int k = 0; k < a->micro_batches; k++) {
         size_t off, len;
-        ptdp_chunk(shard_len, a->micro_batches, k, &off, &len);
+        ptdp_share(shard_len, a->micro_batches, k, &off, &len);
         ptdp_tensor x;
         int64_t y[B];
         DEVICE_TRY(ptdp_tensor_alloc(dev, &x, "x", PTDP_MEM_OTHER, (int)len, ptdp_mlp(&CFG)->d_in));

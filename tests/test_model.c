@@ -199,7 +199,7 @@ END_TEST
  * generic path (ptdp_zero_finish_gradients) sums it there: on dp 2 x tp 2,
  * the MLP's blocks.0.fc2.bias declared "DP and TP" ends as the sum over
  * all four devices, every other element as the sum over its two DP ranks —
- * whole (stage 0) or in each rank's ZeRO-1 piece.  Every gradient is set
+ * whole (stage 0) or in each rank's ZeRO-1 range.  Every gradient is set
  * by hand to (world rank + 1)(k mod 7 + 1)/4, exact in float. */
 typedef struct { int stage; ptdp_group extra; } groups_arg;
 
@@ -239,7 +239,7 @@ static int declared_groups_device(ptdp_device *dev, void *arg)
     for (size_t k = 0; rc == 0 && k < m.numel; k++) {
         size_t b, e, at;
         if (!ptdp_zero_owned(&z, k, k + 1, &b, &e, &at))
-            continue;   /* another DP rank's piece */
+            continue;   /* another DP rank's range */
         bool declared = k >= p->offset && k < p->offset + ptdp_tensor_numel(p->g);
         double want = grad_value(mesh.tp_rank, k) + grad_value(mesh.tp_rank + 2, k);
         if (declared)

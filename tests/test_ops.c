@@ -8,7 +8,7 @@
  *     quotient itself is too noisy to judge 1e-6):  dL/dθ ≈ (L(θ+h) - L(θ-h)) / 2h
  *     for a scalar L = sum(output ⊙ R) with a fixed random R, so dL/dout = R;
  *   - closed forms: GELU at known points, cross-entropy of small rows, the
- *     vocab-parallel pieces summed over 2-4 column slices equal to the whole.
+ *     vocab-parallel partials summed over 2-4 column slices equal to the whole.
  * Every tensor is also tried as a strided view, as tensor parallelism hands
  * the ops column slices of larger matrices.
  */
@@ -592,7 +592,7 @@ TEST(xent_tests, xent_backward_finite_differences)
 END_TEST
 #endif
 
-/* The vocab-parallel pieces, computed slice by slice on column views of the
+/* The vocab-parallel partials, computed slice by slice on column views of the
  * full logits and combined as the all-reduces would (max, then sums), give
  * the full loss and, slice by slice, the full gradient. */
 static void sharded_case(int parts)
@@ -630,9 +630,9 @@ static void sharded_case(int parts)
         }
     }
     double whole = ptdp_xent_forward(L, y);
-    double pieces = ptdp_xent_from_pieces(B, max, sumexp, picked);
-    ck_assert(isfinite(pieces));
-    ASSERT_CLOSE(pieces, whole, 1e-12 * whole);
+    double partials = ptdp_xent_from_partials(B, max, sumexp, picked);
+    ck_assert(isfinite(partials));
+    ASSERT_CLOSE(partials, whole, 1e-12 * whole);
 
     ptdp_xent_backward(view(full_d, B, C, C), L, y, scale);
     for (int r = 0; r < parts; r++)

@@ -148,7 +148,7 @@ END_TEST
 
 /* Element-wise: one call on the whole array equals calls on pieces of it,
  * bit for bit.  This is what lets ZeRO-1 run the optimizer on 1/DP of it. */
-TEST(adamw_tests, adamw_on_pieces_equals_whole)
+TEST(adamw_tests, adamw_on_ranges_equals_whole)
 {
     setup_gradients();
     ptdp_adamw_config c = { .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01 };

@@ -2,20 +2,20 @@
  * test_pp_chunks.c — interleaved 1F1B on the real executor: v model chunks
  * per stage, activations round the ring of stages v times.
  *
- *   piece:   0   1 | 2   3        p = 2, v = 2: stage s holds pieces s and
- *   stage:   0   1 | 0   1        s + p; the message piece 1 -> piece 2 goes
+ *   chunk:   0   1 | 2   3        p = 2, v = 2: stage s holds chunks s and
+ *   stage:   0   1 | 0   1        s + p; the message chunk 1 -> chunk 2 goes
  *   chunk:   0   0 | 1   1        from stage 1 back to stage 0
  *
  * What a student should see, each measured here:
  *
- *   layout    chunk c of stage s holds piece c p + s of the p v pieces;
+ *   layout    chunk c of stage s is the model's chunk c p + s of p v;
  *             its parameters are a window of the device's one flat buffer
  *   bubble    under the ideal profile  (p - 1) / (v m + p - 1)  — v times
  *             smaller a fill and drain than 1F1B's (p - 1) / (m + p - 1)
  *             (exact when t_b = 2 t_f, or p = 2, or m = p with t_b <= 2 t_f;
  *             otherwise the executor's bubble is the schedule's own timing
  *             simulation with the model's t_f and t_b, to the last digit)
- *   bytes     a micro-batch crosses p v - 1 piece boundaries each way where
+ *   bytes     a micro-batch crosses p v - 1 chunk boundaries each way where
  *             1F1B crosses p - 1: the pipeline's point-to-point bytes grow
  *             by exactly (p v - 1) / (p - 1), "about v"
  *   memory    each stage holds up to the schedule's peak of (chunk,
@@ -98,7 +98,7 @@ static int layout_device(ptdp_device *dev, void *arg)
 }
 
 /* _i: (pp, v, cut) from the table. */
-LOOP_TEST(layout_tests, test_chunks_are_pieces_and_windows, 4)
+LOOP_TEST(layout_tests, test_chunks_are_the_models_windows, 4)
 {
     static const int uneven[] = { 1, 2, 3, 1, 4, 1 };   /* p 3, v 2: 12 blocks */
     static const layout_arg cases[] = {
@@ -282,7 +282,7 @@ static int step_device(ptdp_device *dev, void *arg)
 /* Each stage holds exactly the (chunk, micro-batch) units the schedule
  * counts — the warm-up's longer run of forwards — and every chunking
  * computes the same loss as 1F1B. */
-LOOP_TEST(executor_tests, test_executor_holds_the_schedules_units, 4)
+LOOP_TEST(executor_tests, test_executor_holds_the_schedules_tasks, 4)
 {
     static const int cases[][3] = { { 2, 2, 2 }, { 2, 4, 3 }, { 3, 6, 2 }, { 4, 8, 3 } };   /* pp, m, v */
     int pp = cases[_i][0], m = cases[_i][1], v = cases[_i][2];
@@ -309,7 +309,7 @@ LOOP_TEST(executor_tests, test_executor_holds_the_schedules_units, 4)
 }
 END_TEST
 
-/* A hand-written chunked list where stage 0 runs chunk 1 (piece 2) before
+/* A hand-written chunked list where stage 0 runs its chunk 1 (the model's chunk 2) before
  * receiving its input from stage 1: the message names the chunk. */
 TEST(executor_tests, test_out_of_order_names_the_chunk)
 {

@@ -91,7 +91,7 @@ TEST(interleaved_tests, valid_with_the_bubble_and_the_peak_of_its_formulas)
 END_TEST
 
 /* Stage s sends each micro-batch's activation from every chunk but the
- * model's last piece, and its gradient from every chunk but the first:
+ * model's last chunk, and its gradient from every chunk but the first:
  * v times 1F1B's two per micro-batch on a middle stage. */
 TEST(interleaved_tests, a_middle_stage_sends_v_times_the_messages_of_1f1b)
 {
@@ -122,7 +122,7 @@ TEST(interleaved_tests, messages_wrap_round_the_ring)
     ptdp_action_route(s, PTDP_ACT_SEND_BACKWARD, 0, 1, &peer, &chunk);
     ck_assert_int_eq(peer, 2);
     ck_assert_int_eq(chunk, 0);
-    ptdp_action_route(s, PTDP_ACT_SEND_FORWARD, 2, 1, &peer, &chunk);   /* the model's last piece */
+    ptdp_action_route(s, PTDP_ACT_SEND_FORWARD, 2, 1, &peer, &chunk);   /* the model's last chunk */
     ck_assert_int_eq(peer, -1);
     ck_assert(ptdp_chunk_is_last(s, 2, 1) && ptdp_chunk_is_first(s, 0, 0) && !ptdp_chunk_is_first(s, 0, 1));
     ck_assert_int_eq(ptdp_chunk_global(s, 1, 1), 4);
@@ -357,7 +357,7 @@ TEST(rule_tests, broken_split_and_chunked_lists_are_refused_with_their_reason)
     expect_refused(s, "holds chunks 0..1 (--virtual-stages 2)", 0);
 
     /* Stage 0 receives micro-batch 0 for chunk 1 — but files it under
-     * chunk 0's piece: no stage ever sends that, so the pipeline stops. */
+     * the model's chunk 0: no stage ever sends that, so the pipeline stops. */
     s = make("interleaved", 2, 2, 2);
     i = find(s, 0, PTDP_ACT_RECV_FORWARD, 0);
     ck_assert_int_eq(s->stage[0].actions[i].chunk, 1);

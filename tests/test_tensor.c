@@ -1,6 +1,6 @@
 /*
  * test_tensor.c — views keep their stride; copy, add, slice and concat work on
- * strided views on both sides; ptdp_chunk partitions; tensors in the arena.
+ * strided views on both sides; ptdp_share partitions; tensors in the arena.
  * Built and run in both precisions.
  */
 #include <math.h>
@@ -192,7 +192,7 @@ TEST(views_tests, test_concat_cols_round_trip)
     ptdp_real *next = shard_buf;
     for (int k = 0; k < 3; k++) {
         size_t off, len;
-        ptdp_chunk(11, 3, k, &off, &len);                      /* 4 4 3 */
+        ptdp_share(11, 3, k, &off, &len);                      /* 4 4 3 */
         ck_assert_int_eq((int)off, c0);
         parts[k] = ptdp_tensor_wrap(next, 5, (int)len);
         ptdp_tensor_slice_cols(parts[k], full, c0);
@@ -280,7 +280,7 @@ TEST(views_tests, test_chunk_partition)
     size_t off, len;
     static const size_t want[4][2] = { { 0, 3 }, { 3, 3 }, { 6, 2 }, { 8, 2 } };
     for (int k = 0; k < 4; k++) {
-        ptdp_chunk(10, 4, k, &off, &len);
+        ptdp_share(10, 4, k, &off, &len);
         ck_assert_uint_eq(off, want[k][0]);
         ck_assert_uint_eq(len, want[k][1]);
     }
@@ -288,7 +288,7 @@ TEST(views_tests, test_chunk_partition)
         for (int parts = 1; parts <= 17; parts++) {
             size_t expect_off = 0;
             for (int k = 0; k < parts; k++) {
-                ptdp_chunk(count, parts, k, &off, &len);
+                ptdp_share(count, parts, k, &off, &len);
                 ck_assert_uint_eq(off, expect_off);                  /* contiguous */
                 size_t base = count / (size_t)parts;
                 ck_assert_uint_eq(len, base + ((size_t)k < count % (size_t)parts));
@@ -298,7 +298,7 @@ TEST(views_tests, test_chunk_partition)
         }
     /* Large counts do not overflow. */
     size_t huge = (size_t)SIZE_MAX - 5;
-    ptdp_chunk(huge, 64, 63, &off, &len);
+    ptdp_share(huge, 64, 63, &off, &len);
     ck_assert(off + len == huge);
 }
 END_TEST

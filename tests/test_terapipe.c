@@ -61,7 +61,7 @@ LOOP_TEST(slice_tests, test_attention_slices_equal_the_whole_sequence, 4)
         for (int jj = 0; jj < k; jj++) {
             int j = pass == 0 ? jj : k - 1 - jj;     /* forward in order, backward last first */
             size_t off, len;
-            ptdp_chunk(T, k, j, &off, &len);
+            ptdp_share(T, k, j, &off, &len);
             const int q0 = (int)off, tl = (int)len;
             ptdp_tensor Y = ptdp_tensor_wrap(sy, B * tl, W), DY = ptdp_tensor_wrap(sdy, B * tl, W);
             if (pass == 0) {
@@ -143,7 +143,7 @@ static int gpt_device(ptdp_device *dev, void *arg)
     double sliced = 0;
     for (int j = 0; j < c->slices; j++) {
         size_t off, len;
-        ptdp_chunk((size_t)ptdp_gpt(&cfg)->seq_len, c->slices, j, &off, &len);
+        ptdp_share((size_t)ptdp_gpt(&cfg)->seq_len, c->slices, j, &off, &len);
         ptdp_batch s = b;
         s.t0 = (int)off;
         s.tlen = (int)len;

@@ -1,14 +1,14 @@
 /*
- * test_zero.c — ZeRO stages 1 and 2: the pieces, the memory, the bytes,
+ * test_zero.c — ZeRO stages 1 and 2: the ranges, the memory, the bytes,
  * the numbers and the checkpoints.
  *
- *   pieces      chunks tile the flat buffer (ZeRO-1: chunk k of every DP
+ *   ranges      shards tile the flat buffer (ZeRO-1: shard k of every DP
  *               bucket on rank k); the norm's ranges count every
  *               element of the whole model exactly once (TP-replicated
  *               parameters on tp rank 0 only); stage 2 accumulates
  *               reduce-scattered micro-batches into the shard
  *   memory      arena peaks per category, exactly: optimizer state 2 len_r
- *               (len_r from ptdp_chunk; ZeRO-1: of every DP bucket, so
+ *               (len_r from ptdp_share; ZeRO-1: of every DP bucket, so
  *               Ψ/N within an element a bucket), stage 2 gradients len_r,
  *               its bucket (comm) the full buffer
  *   bytes       summed over the DP group, per step: plain DP's all-reduce =
@@ -19,7 +19,7 @@
  *               gradient norm every step; replicas stay bit-identical
  *   checkpoints full tensors: a zero-1 checkpoint holds the optimizer state
  *               of zero 0, and loads into zero 0 / zero 2 and back, and into
- *               zero 1 --overlap on another mesh (other pieces)
+ *               zero 1 --overlap on another mesh (other ranges)
  */
 #include <math.h>
 
@@ -42,21 +42,21 @@ static void run_with_result(const ptdp_train_config *cfg, ptdp_launch_result *lr
     equiv_train(cfg, &(ptdp_launch_opts){ .result = lr }, NULL, res);
 }
 
-/* ------------------------------------------------------------ the pieces */
+/* ------------------------------------------------------------ the ranges */
 
 typedef struct {
     int dp, tp, pp;
     double bucket_mb;        /* 0: ptdp_zero_init (one bucket); else ZeRO-1 cut by DP's buckets */
     double counted;          /* all-reduced over the world: elements the norm counts */
     int buckets;             /* DP buckets of device 0's stage */
-} pieces_arg;
+} ranges_arg;
 
 HARNESS_MODEL_CONFIG(small_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 ))
 #define SMALL (*small_of())
 
-static int pieces_device(ptdp_device *dev, void *arg)
+static int ranges_device(ptdp_device *dev, void *arg)
 {
-    pieces_arg *a = arg;
+    ranges_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
@@ -68,29 +68,29 @@ static int pieces_device(ptdp_device *dev, void *arg)
     if (rc != 0)
         return rc;
     size_t off, len;
-    if (a->bucket_mb == 0) {   /* one bucket: the whole buffer, one chunk */
-        ptdp_chunk(m.numel, a->dp, mesh.dp_rank, &off, &len);
-        DEVICE_CHECK(dev, z.off == off && z.len == len && z.npieces == (len > 0),
-                     "dp=%d tp=%d pp=%d: the chunk is not ptdp_chunk(numel, dp, dp rank)", a->dp, a->tp, a->pp);
+    if (a->bucket_mb == 0) {   /* one bucket: the whole buffer, one shard */
+        ptdp_share(m.numel, a->dp, mesh.dp_rank, &off, &len);
+        DEVICE_CHECK(dev, z.off == off && z.len == len && z.nranges == (len > 0),
+                     "dp=%d tp=%d pp=%d: the chunk is not ptdp_share(numel, dp, dp rank)", a->dp, a->tp, a->pp);
     }
-    /* per bucket: my piece is ptdp_chunk(|bucket|, dp, dp rank) of it, what
+    /* per bucket: my range is ptdp_share(|bucket|, dp, dp rank) of it, what
      * its in-place reduce-scatter leaves me; the state packed in order */
     int p = 0;
     size_t at = 0;
     for (int b = 0; b < z.buckets.nbuckets; b++) {
         const ptdp_bucket *bk = &z.buckets.buckets[b];
-        ptdp_chunk(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
+        ptdp_share(bk->end - bk->begin, a->dp, mesh.dp_rank, &off, &len);
         if (len == 0)
             continue;
-        DEVICE_CHECK(dev, p < z.npieces && z.pieces[p].begin == bk->begin + off && z.pieces[p].end == bk->begin + off + len &&
-                     z.pieces[p].at == at, "dp=%d tp=%d pp=%d bucket-mb %g: piece %d is not my chunk of bucket %d",
+        DEVICE_CHECK(dev, p < z.nranges && z.ranges[p].begin == bk->begin + off && z.ranges[p].end == bk->begin + off + len &&
+                     z.ranges[p].at == at, "dp=%d tp=%d pp=%d bucket-mb %g: piece %d is not my chunk of bucket %d",
                      a->dp, a->tp, a->pp, a->bucket_mb, p, b);
         p++;
         at += len;
     }
-    DEVICE_CHECK(dev, p == z.npieces && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
-                 "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.npieces, z.len, p, at);
-    /* within one element per bucket of numel / dp (ptdp_chunk's remainders) */
+    DEVICE_CHECK(dev, p == z.nranges && at == z.len, "dp=%d tp=%d pp=%d bucket-mb %g: %d pieces of %zu elements, "
+                 "the buckets give %d of %zu", a->dp, a->tp, a->pp, a->bucket_mb, z.nranges, z.len, p, at);
+    /* within one element per bucket of numel / dp (ptdp_share's remainders) */
     DEVICE_CHECK(dev, fabs((double)z.len - (double)m.numel / a->dp) < z.buckets.nbuckets + 1e-9,
                  "dp=%d: %zu elements owned of %zu in %d buckets", a->dp, z.len, m.numel, z.buckets.nbuckets);
     double mine = 0;
@@ -98,8 +98,8 @@ static int pieces_device(ptdp_device *dev, void *arg)
         size_t b, e, at;
         DEVICE_CHECK(dev, z.norm[r].begin < z.norm[r].end, "dp=%d tp=%d pp=%d: range %d is empty", a->dp, a->tp,
                      a->pp, r);
-        /* inside my pieces, in flat and shard order alike (a range may span
-         * adjacent pieces: with dp 1 each piece is a whole bucket) */
+        /* inside my ranges, in flat and shard order alike (a range may span
+         * adjacent ranges: with dp 1 each range is a whole bucket) */
         for (size_t x = z.norm[r].begin; x < z.norm[r].end; x = e)
             DEVICE_CHECK(dev, ptdp_zero_owned(&z, x, z.norm[r].end, &b, &e, &at) && b == x &&
                          at == z.norm[r].at + (x - z.norm[r].begin),
@@ -110,7 +110,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     }
     rc = ptdp_all_reduce(dev->world, &mine, &mine, 1, PTDP_F64, PTDP_SUM);
     double owned = (double)z.len, numel = (double)m.numel;
-    if (rc == 0)   /* the DP ranks' pieces tile the stage's buffer */
+    if (rc == 0)   /* the DP ranks' ranges tile the stage's buffer */
         rc = ptdp_all_reduce(mesh.dp_comm, &owned, &owned, 1, PTDP_F64, PTDP_SUM);
     DEVICE_CHECK(dev, rc != 0 || owned == numel, "dp=%d tp=%d pp=%d bucket-mb %g: the DP ranks own %.0f of %.0f elements",
                  a->dp, a->tp, a->pp, a->bucket_mb, owned, numel);
@@ -126,15 +126,15 @@ static int pieces_device(ptdp_device *dev, void *arg)
 
 TEST(zero_tests, test_norm_ranges_count_every_element_once)
 {
-    /* dp 3 cuts chunks through parameters; tp 2 replicates in.* and fc2.bias */
+    /* dp 3 cuts shards through parameters; tp 2 replicates in.* and fc2.bias */
     static const int shapes[][3] = { { 3, 1, 1 }, { 3, 2, 1 }, { 2, 2, 3 }, { 5, 1, 2 }, { 1, 4, 1 } };
     /* one bucket (ptdp_zero_init), and ZeRO-1 as ptdp_train cuts it: by DP
      * buckets of 40 bytes (every parameter its own bucket here) and 200 */
     static const double bucket_mb[] = { 0, 40.0 / (1 << 20), 200.0 / (1 << 20) };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         for (size_t k = 0; k < sizeof bucket_mb / sizeof bucket_mb[0]; k++) {
-            pieces_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2], .bucket_mb = bucket_mb[k] };
-            harness_launch_ok(a.dp * a.tp * a.pp, pieces_device, &a, NULL, NULL);
+            ranges_arg a = { .dp = shapes[i][0], .tp = shapes[i][1], .pp = shapes[i][2], .bucket_mb = bucket_mb[k] };
+            harness_launch_ok(a.dp * a.tp * a.pp, ranges_device, &a, NULL, NULL);
             ck_assert_msg(a.counted == (double)model_size_total(&SMALL),
                           "dp=%d tp=%d pp=%d bucket-mb %g: the norm counts %.0f elements, the model has %zu", a.dp,
                           a.tp, a.pp, a.bucket_mb, a.counted, model_size_total(&SMALL));
@@ -209,7 +209,7 @@ END_TEST
 /* ------------------------------------------------------------ the memory */
 
 /* What each device owns under ZeRO-1 as ptdp_train cuts it (by c's DP
- * buckets): ptdp_chunk of every bucket, so Ψ/N within an element a bucket. */
+ * buckets): ptdp_share of every bucket, so Ψ/N within an element a bucket. */
 typedef struct { const ptdp_train_config *c; size_t len[PTDP_MAX_DEVICES]; } owned_arg;
 
 static int owned_device(ptdp_device *dev, void *arg)
@@ -234,7 +234,7 @@ static int owned_device(ptdp_device *dev, void *arg)
 
 LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
 {
-    /* dp 4 (chunks may be equal) and dp 3 (they are not: the first numel % 3 are longer) */
+    /* dp 4 (shards may be equal) and dp 3 (they are not: the first numel % 3 are longer) */
     static const int shapes[][3] = { { 4, 1, 1 }, { 3, 1, 1 }, { 2, 2, 2 } };
     const int *s = shapes[_i / 3];
     int stage = _i % 3;
@@ -251,8 +251,8 @@ LOOP_TEST(zero_tests, test_memory_per_category_is_exact, 9)
         int d, t, p;
         ptdp_mesh_coords(c.dp, c.tp, c.pp, r, &d, &t, &p);
         size_t P = model_size_stage(&c, p), off, len;
-        ptdp_chunk(P, c.dp, d, &off, &len);
-        if (stage == 1)   /* chunk d of every DP bucket (zero.h): what the rank really owns */
+        ptdp_share(P, c.dp, d, &off, &len);
+        if (stage == 1)   /* shard d of every DP bucket (zero.h): what the rank really owns */
             len = own.len[r];
         const ptdp_mem_stats *m = &lr.devices[r].mem;
         size_t want_optim = 2 * (stage == 0 ? P : len) * R;
@@ -376,7 +376,7 @@ END_TEST
 
 TEST(zero_tests, test_checkpoints_are_full_tensors_across_stages)
 {
-    /* dp 3 x tp 2: chunks cut through parameters and through TP shards */
+    /* dp 3 x tp 2: shards cut through parameters and through TP shards */
     ptdp_train_config c = equiv_config(3, 2, 1, 2);
     c.steps = 3;
     ptdp_state plain, z1, z2, resumed, reference;
@@ -414,7 +414,7 @@ TEST(zero_tests, test_checkpoints_are_full_tensors_across_stages)
     ptdp_state_free(&resumed);
     ptdp_train_result_free(&log);
 
-    /* ZeRO-1 to ZeRO-1 on another mesh, with --overlap: the pieces (chunk
+    /* ZeRO-1 to ZeRO-1 on another mesh, with --overlap: the ranges (shard
      * k of every DP bucket) are cut otherwise on dp 2 x pp 2 than on dp 3 x
      * tp 2, and each rank reads its own from the full tensors */
     first.zero = 1;

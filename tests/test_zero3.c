@@ -143,15 +143,15 @@ static int units_device(ptdp_device *dev, void *arg)
     void *gv = NULL;
     DEVICE_TRY(ptdp_zero_reduce_gradients(&z, &m, &gv));
     const ptdp_real *g = gv;   /* a float store */
-    for (int r = 0; r < z.npieces; r++)
-        for (size_t e = z.pieces[r].begin; e < z.pieces[r].end; e++)
-            DEVICE_CHECK(dev, g[z.pieces[r].at + e - z.pieces[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
+    for (int r = 0; r < z.nranges; r++)
+        for (size_t e = z.ranges[r].begin; e < z.ranges[r].end; e++)
+            DEVICE_CHECK(dev, g[z.ranges[r].at + e - z.ranges[r].begin] == (ptdp_real)(6.0 * (double)(e + 1)),
                          "element %zu of the shard is not the sum over ranks and micro-batches", e);
-    /* the pieces tile my chunk of every unit, and my shard is the parameters' */
+    /* the ranges tile my shard of every unit, and my shard is the parameters' */
     const ptdp_real *w = ptdp_zero_param_shard(&z, &m);
-    for (int r = 0; r < z.npieces; r++)
-        DEVICE_CHECK(dev, memcmp(w + z.pieces[r].at, init + z.pieces[r].begin,
-                                 (z.pieces[r].end - z.pieces[r].begin) * sizeof(ptdp_real)) == 0,
+    for (int r = 0; r < z.nranges; r++)
+        DEVICE_CHECK(dev, memcmp(w + z.ranges[r].at, init + z.ranges[r].begin,
+                                 (z.ranges[r].end - z.ranges[r].begin) * sizeof(ptdp_real)) == 0,
                      "piece %d of the parameter shard is not the initial model's", r);
     free(init);
     ptdp_zero_free(dev, &z, &m);
@@ -289,7 +289,7 @@ static int units_of_device(ptdp_device *dev, void *arg)
 
 LOOP_TEST(memory_tests, test_memory_is_the_shard_and_the_units_in_use, 6)
 {
-    /* dp 2 and dp 3 (chunks of unequal length), tp 2, pp 2 uneven; without and with --overlap */
+    /* dp 2 and dp 3 (shards of unequal length), tp 2, pp 2 uneven; without and with --overlap */
     static const int shapes[][3] = { { 2, 1, 1 }, { 3, 2, 1 }, { 2, 1, 2 } };
     static const int uneven[] = { 3, 1 };
     const int *s = shapes[_i / 2];
@@ -312,11 +312,11 @@ LOOP_TEST(memory_tests, test_memory_is_the_shard_and_the_units_in_use, 6)
         ptdp_mesh_coords(c.dp, c.tp, c.pp, r, &d, &t, &p);
         const size_t P = model_size_stage(&c, p);
         ck_assert_msg(ua.numel[r] == P, "device %d: the model has %zu elements, model_size.h %zu", r, ua.numel[r], P);
-        /* my shard: my chunk of every unit; the two largest units */
+        /* my shard: my part of every unit; the two largest units */
         size_t len = 0, big = 0, second = 0;
         for (int u = 0; u < ua.nunits[r]; u++) {
             size_t off, n, size = ua.unit[r][u];
-            ptdp_chunk(size, c.dp, d, &off, &n);
+            ptdp_share(size, c.dp, d, &off, &n);
             len += n;
             if (size > big) {
                 second = big;

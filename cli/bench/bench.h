@@ -69,7 +69,7 @@ typedef struct {
     ptdp_zero_precision prec;
     double psi;                                /* parameters per device       */
     double cuts;                               /* ZeRO-1: at most this many DP
-                                                  buckets, each cut by ptdp_chunk
+                                                  buckets, each cut by ptdp_share
                                                   (zero.h); 0 for the others  */
     ptdp_zero_bytes formula;                   /* ptdp_zero_state_bytes        */
     ptdp_mem_stats rest[PTDP_MAX_DEVICES];     /* after set-up (--steps 0)     */

@@ -194,7 +194,7 @@ static ptdp_real summed_value(int n, size_t i)
 static void fill_inputs(const bench_point *pt, int rank, int n, ptdp_real *send, ptdp_real *recv)
 {
     size_t off, len;
-    ptdp_chunk(pt->count, n, rank, &off, &len);
+    ptdp_share(pt->count, n, rank, &off, &len);
     switch (pt->op) {
     case PTDP_COLL_ALL_REDUCE:
     case PTDP_COLL_REDUCE_SCATTER:
@@ -222,7 +222,7 @@ static int check_result(ptdp_device *dev, const bench_point *pt, const ptdp_real
 {
     int n = dev->world_size;
     size_t off, len;
-    ptdp_chunk(pt->count, n, dev->rank, &off, &len);
+    ptdp_share(pt->count, n, dev->rank, &off, &len);
     size_t m = pt->op == PTDP_COLL_REDUCE_SCATTER ? len : pt->count;
     int owner = 0;
     size_t owner_end = 0;
@@ -240,7 +240,7 @@ static int check_result(ptdp_device *dev, const bench_point *pt, const ptdp_real
         case PTDP_COLL_ALL_GATHER: {
             while (j >= owner_end) {           /* whose chunk is element j? */
                 size_t o, l;
-                ptdp_chunk(pt->count, n, owner, &o, &l);
+                ptdp_share(pt->count, n, owner, &o, &l);
                 if (j < o + l) {
                     owner_end = o + l;
                     break;

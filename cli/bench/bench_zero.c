@@ -151,7 +151,7 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
            "bf16 %g + %g + %g (%s)\n", f->name, f->bw, f->bg, f->bo, bf->bw, bf->bg, bf->bo,
            bf->measured ? "measured, --precision bf16" : "formula only");
     printf("  device 0 shown; every device's states at rest were checked against the formula\n"
-           "  (= equal; ≈ within ptdp_chunk's rounding, an element per cut, the devices' sum exact)\n");
+           "  (= equal; ≈ within ptdp_share's rounding, an element per cut, the devices' sum exact)\n");
 }
 
 /* m: float; mb: bf16 (NULL: the formula only, ptdp-f64). */

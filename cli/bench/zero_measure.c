@@ -13,7 +13,7 @@
  *   --overlap     the virtual step, the communication hidden, the prefetched units
  *
  * The formula (ptdp_zero_state_bytes, zero.h) divides by N; the chunks
- * (ptdp_chunk, one cut per unit under ZeRO-3, per DP bucket under ZeRO-1)
+ * (ptdp_share, one cut per unit under ZeRO-3, per DP bucket under ZeRO-1)
  * may hold an element more or less, so a device is checked within an
  * element per cut and the sum over the N devices exactly.  The DP bytes per step are 2(N-1)/N S, (M+1)(N-1)/N S
  * or 3M(N-1)/N S, plus the gradient norm's all-reduce of one number.
@@ -160,7 +160,7 @@ int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opt
 }
 
 /* The persistent states on every device against the formula.  Chunks are
- * cut by ptdp_chunk, a unit at a time under ZeRO-3 and a DP bucket at a
+ * cut by ptdp_share, a unit at a time under ZeRO-3 and a DP bucket at a
  * time under ZeRO-1, so a device's share can differ from Ψ/N by an element
  * per cut; over the N devices the shares add up to the whole exactly.  So:
  * every device within one element of each unit (at most layers + 3 of

@@ -2,7 +2,7 @@
  * figure_dp.c — dp_allreduce.svg: data parallelism's gradient, 1/B and one sum.
  *
  * Lesson 02's step, run for real: B = 10 samples on dp = 3 replicas of
- * lesson 02's model, M = 2 micro-batches per replica, cut by ptdp_chunk
+ * lesson 02's model, M = 2 micro-batches per replica, cut by ptdp_share
  * exactly as ptdp_train cuts them (unequal on purpose):
  *
  *   rank 0  samples 0-3   [0 1] [2 3]  ─► g_0 = Σ_{i in shard} (1/B) ∇loss_i ─┐
@@ -89,11 +89,11 @@ static int forward_backward(ptdp_device *dev, ptdp_model *m, int first, int rows
 static int my_part(ptdp_device *dev, ptdp_model *m, dp_step *x, int r, bool per_micro_batch_mean)
 {
     size_t shard_off, shard_len;
-    ptdp_chunk(B, x->dp, r, &shard_off, &shard_len);
+    ptdp_share(B, x->dp, r, &shard_off, &shard_len);
     memset(m->flat_g, 0, m->numel * sizeof(ptdp_real));
     for (int k = 0; k < x->micro_batches; k++) {
         size_t off, len;
-        ptdp_chunk(shard_len, x->micro_batches, k, &off, &len);
+        ptdp_share(shard_len, x->micro_batches, k, &off, &len);
         x->mb_first[r][k] = (int)(shard_off + off);
         x->mb_rows[r][k] = (int)len;
         int rc = forward_backward(dev, m, (int)(shard_off + off), (int)len,
@@ -330,7 +330,7 @@ int fig_dp_allreduce(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
                   "Lesson 02's model (%zu parameters, seed %d), one real step: every micro-batch's loss "
                   "gradient is scaled by 1/B, whatever its size.", numel, (int)SEED);
-    ptdp_svg_text(&s, 20, 84, 12, PTDP_SVG_BOLD, "#08519c", "shard of the batch (ptdp_chunk)");
+    ptdp_svg_text(&s, 20, 84, 12, PTDP_SVG_BOLD, "#08519c", "shard of the batch (ptdp_share)");
     ptdp_svg_text(&s, 520, 84, 12, PTDP_SVG_BOLD, "#08519c", "my part");
     ptdp_svg_text(&s, 800, 84, 12, PTDP_SVG_BOLD, "#08519c", "after the all-reduce");
 

@@ -33,7 +33,7 @@ enum {
     LEFT = 86, RIGHT = 170, LANE = 28, LANE_GAP = 5,
     PANEL_H = 46 + P * (LANE + LANE_GAP) + 40
 };
-static const double PX_PER_UNIT = 22;
+static const double PX_PER_TIME = 22;
 
 typedef struct {
     ptdp_schedule *s;
@@ -67,7 +67,7 @@ static void release(timed_schedule *ts)
     ptdp_schedule_destroy(ts->s);
 }
 
-static double x_of(double time) { return LEFT + time * PX_PER_UNIT; }
+static double x_of(double time) { return LEFT + time * PX_PER_TIME; }
 
 /* One schedule: a title with the bubble, then the timeline as every
  * schedule is drawn (ptdp_schedule_draw: grey = idle), on the axis both
@@ -85,7 +85,7 @@ static void draw_timeline(ptdp_svg *svg, const timed_schedule *ts, const char *t
                   title, 100.0 * t->bubble, words, 100.0 * formula);
     ptdp_svg_text(svg, 20, 36, 12, PTDP_SVG_START, "#444444", "%s", how);
     const ptdp_schedule_frame frame = {
-        .left = LEFT, .top = 46, .lane = LANE, .gap = LANE_GAP, .px_per_unit = PX_PER_UNIT,
+        .left = LEFT, .top = 46, .lane = LANE, .gap = LANE_GAP, .px_per_time = PX_PER_TIME,
         .axis_end = makespan, .max_ticks = 11,
     };
     ptdp_schedule_draw(svg, s, t, &frame);

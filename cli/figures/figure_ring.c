@@ -63,10 +63,10 @@ static void ring_step(const ring_state *before, int k, ring_state *after)
     const int reduce = k < N - 1, s = reduce ? k : k - (N - 1);
     *after = *before;
     for (int r = 0; r < N; r++) {
-        int chunk = reduce ? mod(r - s - 1, N) : mod(r - s, N), right = mod(r + 1, N);
-        after->sent[r] = chunk;
-        after->holds[right][chunk] = reduce ? before->holds[right][chunk] | before->holds[r][chunk]
-                                            : before->holds[r][chunk];
+        int segment = reduce ? mod(r - s - 1, N) : mod(r - s, N), right = mod(r + 1, N);
+        after->sent[r] = segment;
+        after->holds[right][segment] = reduce ? before->holds[right][segment] | before->holds[r][segment]
+                                            : before->holds[r][segment];
     }
 }
 
@@ -76,13 +76,13 @@ typedef struct {
     const ring_state *half, *end;   /* after the reduce-scatter; at the end */
 } ring_check;
 
-static int expect(ptdp_device *dev, const char *what, const ptdp_real *x, size_t n, int chunk,
+static int expect(ptdp_device *dev, const char *what, const ptdp_real *x, size_t n, int segment,
                   unsigned mask)
 {
     for (size_t i = 0; i < n; i++)
         if (x[i] != (ptdp_real)mask)
             return ptdp_fail(dev, PTDP_ECHECK, "ring %s: device %d, chunk %c, element %zu holds %g "
-                             "but the ring formula says %u", what, dev->rank, 'a' + chunk, i,
+                             "but the ring formula says %u", what, dev->rank, 'a' + segment, i,
                              (double)x[i], mask);
     return 0;
 }
@@ -169,18 +169,18 @@ static const char *fill_of(int parts)
 
 /* "a1+a2+a3": the parts in the order the ring adds them, starting at the
  * device after the chunk's number; "Σa" once all N are in. */
-static void label_of(unsigned mask, int chunk, char *buf, size_t len)
+static void label_of(unsigned mask, int segment, char *buf, size_t len)
 {
     size_t at = 0;
     buf[0] = '\0';
     if (mask == (1u << N) - 1) {
-        snprintf(buf, len, "\u03a3%c", 'a' + chunk);
+        snprintf(buf, len, "\u03a3%c", 'a' + segment);
         return;
     }
     for (int k = 0; k < N; k++) {
-        int d = mod(chunk + 1 + k, N);
+        int d = mod(segment + 1 + k, N);
         if (mask & (1u << d))
-            at += (size_t)snprintf(buf + at, len - at, "%s%c%d", at ? "+" : "", 'a' + chunk, d);
+            at += (size_t)snprintf(buf + at, len - at, "%s%c%d", at ? "+" : "", 'a' + segment, d);
     }
 }
 
@@ -217,11 +217,11 @@ static void draw_panel(ptdp_svg *s, const ring_state *st, int step, double x, do
     } else {
         /* the chunk is (r - shift) mod N: shift s + 1 in the reduce-scatter, s in the all-gather */
         int reduce = step <= N - 1, shift = reduce ? step : step - N;
-        char chunk[16] = "r";
+        char segment[16] = "r";
         if (shift > 0)
-            snprintf(chunk, sizeof chunk, "r\u2212%d", shift);
+            snprintf(segment, sizeof segment, "r\u2212%d", shift);
         ptdp_svg_text(s, 0, 12, 12, PTDP_SVG_BOLD, NULL, "step %d: device r sends chunk %s, the receiver %s",
-                      step, chunk, reduce ? "adds" : "copies");
+                      step, segment, reduce ? "adds" : "copies");
     }
     for (int c = 0; c < N; c++)
         ptdp_svg_text(s, cell_x(c) + CW / 2.0, 30, 11, PTDP_SVG_MIDDLE, "#666666", "chunk %c", 'a' + c);

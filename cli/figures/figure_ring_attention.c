@@ -80,8 +80,8 @@ static int build_grid(layout_grid *g, bool zigzag, char *msg, size_t msglen)
             c->owner = (r - step + N) % N;
             c->q = ptdp_cp_layout_of(T, N, r, zigzag);
             c->k = ptdp_cp_layout_of(T, N, c->owner, zigzag);
-            for (int i = 0; i < c->q.nchunks; i++)
-                for (int j = 0; j < c->k.nchunks; j++) {
+            for (int i = 0; i < c->q.nshares; i++)
+                for (int j = 0; j < c->k.nshares; j++) {
                     c->kind[i][j] = kind_of(c->q.first[i], c->k.first[j], c->q.len);
                     if (c->kind[i][j] != PAIR_SKIPPED)
                         c->scores += (double)c->q.len * c->k.len;
@@ -171,9 +171,9 @@ static void pair_square(ptdp_svg *s, double x, double y, pair_kind k)
     ptdp_svg_rect(s, x, y, SQ, SQ, "none", EDGE);
 }
 
-static void chunk_list(const ptdp_cp_layout *l, char *buf, size_t len)
+static void share_list(const ptdp_cp_layout *l, char *buf, size_t len)
 {
-    if (l->nchunks == 1)
+    if (l->nshares == 1)
         snprintf(buf, len, "chunk %d", l->first[0] / l->len);
     else
         snprintf(buf, len, "chunks %d, %d", l->first[0] / l->len, l->first[1] / l->len);
@@ -182,8 +182,8 @@ static void chunk_list(const ptdp_cp_layout *l, char *buf, size_t len)
 static int count_kind(const cell *c, pair_kind k)
 {
     int n = 0;
-    for (int i = 0; i < c->q.nchunks; i++)
-        for (int j = 0; j < c->k.nchunks; j++)
+    for (int i = 0; i < c->q.nshares; i++)
+        for (int j = 0; j < c->k.nshares; j++)
             n += c->kind[i][j] == k;
     return n;
 }
@@ -191,24 +191,24 @@ static int count_kind(const cell *c, pair_kind k)
 /* One cell at (x, y): the block's owner and chunks, the pairs, the count. */
 static void draw_cell(ptdp_svg *s, const cell *c, double x, double y, double w, double h)
 {
-    char chunks[32];
-    chunk_list(&c->k, chunks, sizeof chunks);
+    char shares[32];
+    share_list(&c->k, shares, sizeof shares);
     ptdp_svg_rect(s, x, y, w, h, "#ffffff", "#cccccc");
     ptdp_svg_rect(s, x, y, 5, h, fig_rank_color(c->owner), NULL);
-    ptdp_svg_text(s, x + 12, y + 16, 11, PTDP_SVG_START, NULL, "kv of rank %d: %s", c->owner, chunks);
+    ptdp_svg_text(s, x + 12, y + 16, 11, PTDP_SVG_START, NULL, "kv of rank %d: %s", c->owner, shares);
     const double gx = x + 36, gy = y + 32;
-    for (int j = 0; j < c->k.nchunks; j++)
+    for (int j = 0; j < c->k.nshares; j++)
         ptdp_svg_text(s, gx + j * SQ + SQ / 2.0, gy - 4, 9, PTDP_SVG_MIDDLE, "#555555", "k%d",
                       c->k.first[j] / c->k.len);
-    for (int i = 0; i < c->q.nchunks; i++) {
+    for (int i = 0; i < c->q.nshares; i++) {
         ptdp_svg_text(s, gx - 5, gy + i * SQ + 15, 9, PTDP_SVG_END, "#555555", "q%d", c->q.first[i] / c->q.len);
-        for (int j = 0; j < c->k.nchunks; j++)
+        for (int j = 0; j < c->k.nshares; j++)
             pair_square(s, gx + j * SQ, gy + i * SQ, c->kind[i][j]);
     }
-    const double tx = gx + c->k.nchunks * SQ + 10;
+    const double tx = gx + c->k.nshares * SQ + 10;
     const int full = count_kind(c, PAIR_FULL), masked = count_kind(c, PAIR_MASKED);
     const int skipped = count_kind(c, PAIR_SKIPPED);
-    if (c->q.nchunks * c->k.nchunks == 1) {
+    if (c->q.nshares * c->k.nshares == 1) {
         ptdp_svg_text(s, tx, gy + 10, 10, PTDP_SVG_START, "#333333", "%s",
                       full ? "full" : masked ? "masked" : "skipped");
         ptdp_svg_text(s, tx, gy + 23, 10, PTDP_SVG_START, "#333333", "%.0f scores", c->scores);
@@ -229,10 +229,10 @@ static double draw_grid(ptdp_svg *s, const layout_grid *g, double x, double y, d
     ptdp_svg_text(s, tx, y + 8, 12, PTDP_SVG_BOLD, NULL, "scores per rank");
     for (int r = 0; r < N; r++) {
         const double ry = top + r * ch;
-        char chunks[32];
-        chunk_list(&g->cells[r][0].q, chunks, sizeof chunks);
+        char shares[32];
+        share_list(&g->cells[r][0].q, shares, sizeof shares);
         ptdp_svg_text(s, x, ry + ch / 2 - 4, 13, PTDP_SVG_BOLD, fig_rank_color(r), "rank %d", r);
-        ptdp_svg_text(s, x, ry + ch / 2 + 12, 10, PTDP_SVG_START, "#333333", "queries: %s", chunks);
+        ptdp_svg_text(s, x, ry + ch / 2 + 12, 10, PTDP_SVG_START, "#333333", "queries: %s", shares);
         for (int step = 0; step < N; step++)
             draw_cell(s, &g->cells[r][step], x + LW + step * cw + 2, ry + 2, cw - 4, ch - 4);
         ptdp_svg_text(s, tx, ry + ch / 2 + 4, 13, PTDP_SVG_BOLD, NULL, "%.0f", g->total[r]);

@@ -3,7 +3,7 @@
  *
  * Three real runs of ptdp_train, default model, AdamW, dp = N = 4, M = 2
  * micro-batches, 2 steps, one per --zero stage.  ZeRO cuts the flat buffers
- * into N chunks (ptdp_chunk) and DP rank k owns chunk k (zero.h):
+ * into N chunks (ptdp_share) and DP rank k owns chunk k (zero.h):
  *
  *   per device, AdamW        params   grads                 optim
  *   plain DP (zero 0)        P        P                     2P
@@ -92,7 +92,7 @@ static int run_stage(int stage, zero_run *out, char *msg, size_t msglen)
 static void formula(int stage, size_t numel, int k, double bytes[PTDP_MEM_NCAT])
 {
     size_t off, len;
-    ptdp_chunk(numel, N, k, &off, &len);
+    ptdp_share(numel, N, k, &off, &len);
     const double P = (double)numel * sizeof(ptdp_real), L = (double)len * sizeof(ptdp_real);
     for (int c = 0; c < PTDP_MEM_NCAT; c++)
         bytes[c] = 0;

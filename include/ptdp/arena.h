@@ -53,13 +53,6 @@ void        ptdp_arena_destroy(ptdp_arena *a);
  * pointer. */
 int  ptdp_arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat,
                       const char *name, void **out, char *msg, size_t msglen);
-/* The same, without the zero-fill: for a tensor its owner writes whole
- * before it reads it (an op's output).  Filling a step's activations with
- * zeros only to overwrite them costs a GPT step a tenth of its time.  Under
- * AddressSanitizer the bytes are all ones (NaN), so a read before the first
- * write shows. */
-int  ptdp_arena_alloc_uninit(ptdp_arena *a, size_t bytes, ptdp_mem_category cat,
-                             const char *name, void **out, char *msg, size_t msglen);
 /* Return a block to the arena; NULL is ignored. */
 void ptdp_arena_free(ptdp_arena *a, void *p);
 

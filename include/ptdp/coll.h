@@ -55,8 +55,6 @@ typedef enum {
 
 const char *ptdp_coll_name(ptdp_coll c);   /* "all_reduce", … */
 
-const char *ptdp_op_name(ptdp_op op);              /* "sum", "avg", "max", "min" */
-
 /* Per-device communication statistics (each device holds one). */
 #define PTDP_MAX_GROUP_NAMES 8
 typedef struct {

@@ -17,11 +17,11 @@
  *    bits, and every member ends an all_reduce with bit-identical values.
  *  - Any count works, 0 and counts not divisible by the group size included.
  *    Chunked collectives (reduce_scatter, all_gather, scatter, gather) take
- *    the TOTAL count and give rank r the chunk ptdp_chunk(count, size, r)
+ *    the TOTAL count and give rank r the segment ptdp_share(count, size, r)
  *    (types.h): the first count % size ranks hold one element more.
  *  - In place: all_reduce and reduce accept send == recv; all_gather and
  *    reduce_scatter accept send == PTDP_IN_PLACE, meaning the rank's own
- *    chunk already sits (or is wanted) at its offset inside recv.
+ *    segment already sits (or is wanted) at its offset inside recv.
  *  - Send/recv are blocking with rendezvous semantics: a send returns only
  *    once the matching recv has taken the data.  A wrong order deadlocks as
  *    it would on real links, and the watchdog names who waits for whom.
@@ -79,16 +79,16 @@ int ptdp_all_reduce_at(ptdp_comm *c, const void *send, void *recv, size_t count,
 int ptdp_all_reduce_algo_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                             ptdp_dtype t, ptdp_op op, ptdp_algo algo,
                             const char *file, int line);
-/* recv holds `count` elements; rank r contributes its chunk. */
+/* recv holds `count` elements; rank r contributes its segment. */
 int ptdp_all_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                        ptdp_dtype t, const char *file, int line);
-/* send holds `count` elements; rank r receives the reduced chunk r. */
+/* send holds `count` elements; rank r receives the reduced segment r. */
 int ptdp_reduce_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                            ptdp_dtype t, ptdp_op op, const char *file, int line);
-/* Root's recv gets every rank's chunk (count = total). */
+/* Root's recv gets every rank's segment (count = total). */
 int ptdp_gather_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                    ptdp_dtype t, int root, const char *file, int line);
-/* Rank r's recv gets chunk r of root's send (count = total). */
+/* Rank r's recv gets segment r of root's send (count = total). */
 int ptdp_scatter_at(ptdp_comm *c, const void *send, void *recv, size_t count,
                     ptdp_dtype t, int root, const char *file, int line);
 /* send and recv hold size * count elements; block j of send goes to rank j,

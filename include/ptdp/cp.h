@@ -27,14 +27,14 @@
  * no T x T matrix of the whole sequence exists anywhere.
  *
  * Which positions: causal attention makes late positions expensive (they
- * see every key), so N contiguous chunks give the last device N times the
- * first one's work.  Zigzag cuts the sequence into 2N chunks and gives
- * device r chunks r and 2N - 1 - r: an early and a late one, equal work.
+ * see every key), so N contiguous shares give the last device N times the
+ * first one's work.  Zigzag cuts the sequence into 2N shares and gives
+ * device r shares r and 2N - 1 - r: an early and a late one, equal work.
  *
  *   T = 16, N = 2, zigzag:   r0 holds 0-3 and 12-15    r1 holds 4-7 and 8-11
  *                contiguous: r0 holds 0-7              r1 holds 8-15
  *
- * A key chunk wholly in a query chunk's future is skipped.
+ * A key share wholly in a query share's future is skipped.
  */
 #ifndef PTDP_CP_H
 #define PTDP_CP_H
@@ -48,11 +48,11 @@
 
 struct ptdp_device;
 
-/* The positions a CP rank holds: nchunks chunks of len positions, chunk i
+/* The positions a CP rank holds: nshares shares of len positions, share i
  * starting at first[i]; local row t of a sequence is position
  * first[t / len] + t % len. */
 typedef struct {
-    int nchunks;            /* 2 zigzag, 1 contiguous */
+    int nshares;            /* 2 zigzag, 1 contiguous */
     int len;                /* T / (2N) or T / N      */
     int first[2];
 } ptdp_cp_layout;
@@ -62,9 +62,9 @@ typedef struct {
 ptdp_cp_layout ptdp_cp_layout_of(int T, int cp, int rank, bool zigzag);
 int ptdp_cp_position(const ptdp_cp_layout *l, int t);
 
-/* The skip rule: a key chunk starting at k_first lies wholly in the future
- * of the query chunk [q_first, q_first + len) — causal attention uses none
- * of it — when its first key comes after the chunk's last query. */
+/* The skip rule: a key share starting at k_first lies wholly in the future
+ * of the query share [q_first, q_first + len) — causal attention uses none
+ * of it — when its first key comes after the share's last query. */
 static inline bool ptdp_cp_in_future(int q_first, int k_first, int len)
 {
     return k_first > q_first + len - 1;

@@ -65,13 +65,6 @@ int  ptdp_fail(ptdp_device *dev, int code, const char *fmt, ...)
 /* True once any device of the world has failed. */
 bool ptdp_aborted(const ptdp_device *dev);
 
-/* The device this thread plays, or NULL outside a device function: for the
- * rare call that has no device to hand (a NULL communicator, a tensor view
- * out of range) and must still fail the right one, with a message. */
-ptdp_device *ptdp_device_current(void);
-/* Set by the launcher as a device's thread starts (and NULL as it ends). */
-void ptdp_device_set_current(ptdp_device *dev);
-
 /* Allocate from dev's arena; on failure fails the device with the arena's
  * message (device, tensor, bytes asked, in use, capacity) and returns NULL. */
 void *ptdp_alloc(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name);
@@ -84,8 +77,6 @@ int  ptdp_tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name
                        ptdp_mem_category cat, int rows, int cols);
 /* The same without the zero-fill (arena.h): for an output written whole
  * before it is read. */
-int  ptdp_tensor_alloc_uninit(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
-                              ptdp_mem_category cat, int rows, int cols);
 void *ptdp_alloc_uninit(ptdp_device *dev, size_t bytes, ptdp_mem_category cat, const char *name);
 /* Free an owned tensor (views are ignored) and clear *t. */
 void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);

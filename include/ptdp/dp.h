@@ -41,12 +41,12 @@
  * backward ends) are summed after it.
  *
  * ZeRO-1 (zero.h) uses the same buckets with `scatter` set: each bucket is
- * reduce-scattered instead of all-reduced — DP rank k keeps chunk k of
+ * reduce-scattered instead of all-reduced — DP rank k keeps shard k of
  * every bucket, summed — and after the optimizer the parameters are
  * all-gathered bucket by bucket (Megatron-LM's distributed optimizer):
  *
- *   bucket b of flat_g   [ chunk 0 | chunk 1 ]   all-reduce:      both, summed, on both ranks
- *                        [ k = 0   | k = 1   ]   reduce-scatter:  chunk k, summed, on rank k
+ *   bucket b of flat_g   [ shard 0 | shard 1 ]   all-reduce:      both, summed, on both ranks
+ *                        [ k = 0   | k = 1   ]   reduce-scatter:  shard k, summed, on rank k
  *
  * Blocking or started from the grads_ready hook, the calls are the same.
  */
@@ -71,7 +71,7 @@ typedef struct {
     int started;            /* buckets whose all-reduce has started        */
     ptdp_request *requests; /* [nbuckets], host                            */
     bool scatter;           /* ZeRO-1: reduce-scatter each bucket in place
-                               (chunk ptdp_chunk(|b|, N, k) to DP rank k)
+                               (shard ptdp_share(|b|, N, k) to DP rank k)
                                instead of all-reducing it                  */
 } ptdp_ddp;
 
@@ -82,24 +82,5 @@ void ptdp_ddp_free(ptdp_ddp *d);
 /* All-reduce (sum) every bucket in the DP group, in order (reduce-scatter
  * with `scatter`). */
 int  ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
-/* ZeRO-1: all-gather every bucket of the parameter store in place, in
- * order: rank k's chunk of each bucket goes to every rank. */
-int  ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
-
-/* Overlap.  Before the last micro-batch's backward: arm the model's
- * grads_ready hook, so that every bucket starts its all-reduce (non-
- * blocking) as soon as the backward has completed it. */
-int  ptdp_ddp_overlap_begin(ptdp_comm *dp, ptdp_ddp *d, ptdp_model *m);
-/* After that backward: disarm, and start the buckets still waiting (the
- * last ones, which the backward completes as it ends). */
-int  ptdp_ddp_overlap_end(struct ptdp_device *dev, ptdp_ddp *d, ptdp_model *m);
-/* Before the optimizer: wait for every bucket's all-reduce, in order. */
-int  ptdp_ddp_wait(ptdp_ddp *d);
-
-/* --verify-replicas: every DP rank's parameter store (m->flat_w, or
- * flat_w16 under bf16) is the same bits, by a 64-bit FNV-1a hash each,
- * all-gathered over dp.  PTDP_ECHECK naming the first rank that differs
- * after `step`.  Collective over dp. */
-int  ptdp_ddp_check_replicas(struct ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step);
 
 #endif

@@ -42,7 +42,5 @@ void ptdp_shape_error(const char *func, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-typedef void (*ptdp_shape_handler)(const char *msg);
-void ptdp_set_shape_handler(ptdp_shape_handler h);
 
 #endif

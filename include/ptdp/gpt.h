@@ -41,7 +41,7 @@
  * all-reduce, group "emb" in the report): both copies declare it
  * (model.h, ptdp_grad_sum), and the mesh builds the group (mesh.h).  Interleaved (v model chunks
  * per stage, model.h), wte is on stage 0's chunk 0 and its copy on stage
- * p-1's chunk v-1: the model's first and last pieces.
+ * p-1's chunk v-1: the model's first and last chunks.
  */
 #ifndef PTDP_GPT_H
 #define PTDP_GPT_H
@@ -115,10 +115,6 @@ int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp);
  * Returns its length (0 on out of memory). */
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
 #define PTDP_GPT_CORPUS_LINES 20000
-
-/* The table's fill_batch (gpt_data.c): sample i is the window of T + 1
- * tokens at bits(seed, "data.start", i) mod (N - T) of the text. */
-void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
 
 /* Activation elements one micro-batch of B sequences keeps per block for
  * its backward, as this implementation keeps them, on one device of a tp
@@ -226,27 +222,7 @@ typedef struct {
 int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
                       const ptdp_gpt_sample_opts *o);
 
-/* The cache of acts' micro-batch: found, or made by its first slice
- * (t0 = 0); NULL after failing the device.  Released after the backward of
- * the first slice; free_all on the model's free. */
-ptdp_gpt_kv *ptdp_gpt_kv_get(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts);
-void ptdp_gpt_kv_release(ptdp_device *dev, ptdp_model *m, ptdp_gpt_kv *kv);
-void ptdp_gpt_kv_done(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts);   /* acts' entry, if any */
-void ptdp_gpt_kv_free_all(ptdp_device *dev, ptdp_model *m);
-
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts);
-
-/* The table's forward, backward and acts_free (gpt.c). */
-int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
-                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
-int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                       double loss_scale, ptdp_tensor *dx);
-void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
-/* The backward with its weight-gradient products recorded in w (wgrad.h),
- * or run at once if w is NULL (= ptdp_gpt_backward): the table's
- * backward_input. */
-int  ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                             double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
 
 #endif

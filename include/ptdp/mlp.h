@@ -98,19 +98,6 @@ typedef struct {
     ptdp_act_packed tail_packed;   /* bf16: the last block's output h       */
 } ptdp_mlp_saved;
 
-/* The table's forward, backward and acts_free (mlp.c); model.h says what
- * each does.  Code outside the MLP calls them through the interface. */
-int  ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
-                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
-int  ptdp_mlp_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                       double loss_scale, ptdp_tensor *dx);
-void ptdp_mlp_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
-/* The backward with its weight-gradient products recorded in w (wgrad.h),
- * or run at once if w is NULL (= ptdp_mlp_backward): the table's
- * backward_input. */
-int  ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
-                             double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
-
 /* The MLP behind m, or NULL if m is another model. */
 ptdp_mlp *ptdp_mlp_of(ptdp_model *m);
 /* What acts keeps (NULL once freed). */

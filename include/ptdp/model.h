@@ -23,7 +23,7 @@
  *   state   copies each params[i] into and out of its whole tensor (state.h)
  *
  * An interleaved pipeline gives a device v of these, its model chunks
- * (pieces s, s + p, … of p v), under one ptdp_model that owns the buffers:
+ * (chunks s, s + p, … of p v), under one ptdp_model that owns the buffers:
  *
  *   device  flat_w [ chunk v-1 | … | chunk 0 ]   params[] the same, in order
  *   chunk c its own blocks, forward, backward; params = its window
@@ -309,7 +309,7 @@ struct ptdp_model {
      * per stage this struct is the DEVICE: all its parameters (params,
      * flat_w, flat_g, numel: what DP, ZeRO, the optimizer and checkpoints
      * see), no layers of its own (impl NULL), first_stage / last_stage
-     * meaning "holds piece 0 / the last piece".  Its chunks[c] are set up
+     * meaning "holds chunk 0 / the last chunk".  Its chunks[c] are set up
      * by the model's own init, each as if it were a stage of p v, with
      * params a window of the device's params[] (so re-pointing a view on
      * the device re-points it for the chunk: they are the same struct). */
@@ -337,7 +337,7 @@ struct ptdp_model {
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
  * for balanced: the first layers mod pp stages take one block more).
  * Returns the first block of `stage` and its count.  With v chunks per
- * stage the same cut makes p v pieces: ptdp_stage_range(layers, p * v,
+ * stage the same cut makes p v chunks: ptdp_stage_range(layers, p * v,
  * stage_layers, c * p + s, …) is stage s's chunk c. */
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage,
                       int *begin, int *count);
@@ -373,15 +373,6 @@ int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
 void ptdp_model_free(ptdp_device *dev, ptdp_model *m);
 ptdp_param *ptdp_model_find(ptdp_model *m, const char *name);
 
-/* The common part of every model's set-up: fields, the stage of this
- * device, ops->init, then the flat buffers and the initial values; with v
- * model chunks per stage (interleaving; v = 1 without) stage s holds the
- * pieces s, s + p, …, s + (v-1) p of p v (stage_layers: p v entries, or
- * NULL).  params[] holds chunk v-1's parameters first, chunk 0's last:
- * backward order, as the last piece's backward runs first. */
-int  ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *ops,
-                        const ptdp_model_config *cfg, const ptdp_mesh *mesh,
-                        const int *stage_layers, int virtual_stages, uint64_t seed, double dropout);
 /* What runs chunk c's forward and backward: m->chunks[c], or m itself
  * when the device holds one chunk. */
 ptdp_model *ptdp_model_chunk(ptdp_model *m, int c);
@@ -392,9 +383,6 @@ ptdp_model *ptdp_model_chunk(ptdp_model *m, int c);
  * ptdp_batch_free returns them. */
 int  ptdp_batch_load(ptdp_device *dev, ptdp_model *m, ptdp_batch *b);
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b);
-/* Elements per sample crossing the stage boundary for b: boundary_cols,
- * or a token slice's share of them (tlen of the input_cols positions). */
-int  ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b);
 int  ptdp_model_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                         ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
 int  ptdp_model_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
@@ -429,13 +417,6 @@ int  ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *l
  * a hook, both are no-ops.  Returns the hook's status. */
 int  ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev);
 
-/* The type of the parameter and gradient stores: PTDP_BF16 under mixed
- * precision, else PTDP_REAL. */
-static inline ptdp_dtype ptdp_model_store(const ptdp_model *m)
-{
-    return m->bf16 ? PTDP_BF16 : PTDP_REAL;
-}
-
 /* ---- the whole model from its shards ---- */
 /* Whether p's gradient is summed over group g (its replicas or `also`). */
 bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g);
@@ -445,9 +426,6 @@ bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g);
  * TP rank 0 counts it; and of the copies a group of `also` makes equal,
  * only its rank 0's (ptdp_grad_sum). */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
-/* x := the sum of x over this device's TP group, then its PP group: from
- * what this shard of this stage holds to the whole model.  Collective. */
-int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
 /* Sum of squared gradients counting every parameter of the whole model
  * once.  Collective over the tp and pp groups. */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
@@ -460,19 +438,5 @@ int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
  * for a stage that waits for it.  Under ZeRO, whose gradients are sharded
  * by then, zero.c gathers each such tensor's gradient whole for it. */
 int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
-/* Whether any parameter of m declares a group beyond its replicas. */
-bool ptdp_model_has_groups(const ptdp_model *m);
-/* Before the first step (ZeRO's set-up calls it): every group a parameter
- * declares exists on this device's mesh.  0, or PTDP_EINVAL failing the
- * device with the parameter's name — on every device at set-up, so no
- * device is left in a collective that another has abandoned. */
-int  ptdp_model_check_groups(ptdp_device *dev, const ptdp_model *m);
-
-/* The stretches of the flat buffers [begin, end) with one weight-decay rule,
- * in order, for the optimizer (which may update only its ZeRO chunk
- * [lo, hi)): each piece of [lo, hi) with decay true or false.  Calls
- * fn(begin, end, decay, ctx) for each; returns the first nonzero result. */
-typedef int (*ptdp_decay_fn)(size_t begin, size_t end, bool decay, void *ctx);
-int  ptdp_model_decay_ranges(const ptdp_model *m, size_t lo, size_t hi, ptdp_decay_fn fn, void *ctx);
 
 #endif

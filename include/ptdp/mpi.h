@@ -39,12 +39,9 @@ int  ptdp_mpi_launcher_rank(void);
  * still seen: it is written to ptdp_mpi_stderr(), the stderr the process
  * had before. */
 void ptdp_mpi_quiet(void);
-int  ptdp_mpi_stderr(void);
 /* MPI_Init (once) and this process's rank and the world size.  0, or a
  * negative PTDP_E… code with msg. */
 int  ptdp_mpi_start(int *rank, int *size, char *msg, size_t len);
-/* This process's rank, or -1 before ptdp_mpi_start. */
-int  ptdp_mpi_rank(void);
 /* MPI_Finalize, if started. */
 void ptdp_mpi_finish(void);
 

@@ -113,7 +113,7 @@ double ptdp_xent_flops_backward(int batch, int classes);
  *
  *     loss_i = log S + M - l[label_i]
  *
- * Every rank computes pieces over its slice, the TP group combines them
+ * Every rank computes partials over its slice, the TP group combines them
  * (all_reduce max of the maxima, then all_reduce sum of the sums and of the
  * picked logits), and every rank can then finish the loss and its slice of
  * the gradient.  All outputs are arrays of B doubles.
@@ -129,7 +129,7 @@ void ptdp_row_sum_exp(double *out, ptdp_tensor logits, const double *max);
 void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int col0);
 /* Sum over the B rows of log sumexp[i] + max[i] - picked[i]: the loss sum,
  * equal to ptdp_xent_forward of the full logits. */
-double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked);
+double ptdp_xent_from_partials(int rows, const double *max, const double *sumexp, const double *picked);
 /* dlogits = scale * (exp(l - max) / sumexp - onehot) on this slice (the
  * one-hot is 1 only where labels[i] - col0 is a column of the slice).
  * dlogits may alias logits. */

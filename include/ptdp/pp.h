@@ -31,7 +31,7 @@
  * Interleaved schedules: each action names one of the stage's v model
  * chunks (a->chunk, model.h's m->chunks); the executor keeps one state per
  * (chunk, micro-batch), runs that chunk's blocks, and tags each message by
- * (piece boundary, micro-batch, direction) — pp.c has the picture.
+ * (chunk boundary, micro-batch, direction) — pp.c has the picture.
  */
 #ifndef PTDP_PP_H
 #define PTDP_PP_H
@@ -63,7 +63,7 @@ typedef struct {
     int micro_batches;
     int token_slices;          /* k >= 1: TeraPipe — the schedule runs m k units,
                                   unit u = slice u % k of micro-batch u / k
-                                  (positions ptdp_chunk(T, k, u % k) of each
+                                  (positions ptdp_share(T, k, u % k) of each
                                   sequence); 0 or 1: whole sequences          */
     bool recompute;
     double loss_scale;         /* 1 / global batch                               */
@@ -91,15 +91,5 @@ typedef struct {
  * first communication or memory error.  A schedule whose order deadlocks
  * (1F1B placed PTDP_PLACE_SEND_FIRST) is not refused: the watchdog names it. */
 int ptdp_pp_run_step(struct ptdp_device *dev, ptdp_pp_step *st);
-
-/* The same step, driven by the caller: begin checks the schedule against
- * the step and lays out the micro-batches; run goes on through this
- * stage's list and returns PTDP_PP_AT_OPTIMIZER at an OPTIMIZER_STEP (call
- * it again to go on), 0 at the end of the list, or the first error; end
- * frees what the step kept (also after an error).  ptdp_pp_run_step is
- * begin, run (calling optimizer_step at each stop) and end. */
-int  ptdp_pp_begin(struct ptdp_device *dev, ptdp_pp_step *st);
-int  ptdp_pp_run(struct ptdp_device *dev, ptdp_pp_step *st);
-void ptdp_pp_end(struct ptdp_device *dev, ptdp_pp_step *st);
 
 #endif

@@ -42,7 +42,7 @@
  *       …
  *
  * A message is named by its micro-batch, its direction and (with chunks)
- * the boundary between model pieces it crosses; the executor tags it so.
+ * the boundary between model chunks it crosses; the executor tags it so.
  */
 #ifndef PTDP_SCHEDULE_H
 #define PTDP_SCHEDULE_H
@@ -75,7 +75,7 @@ typedef struct {
     int peer;    /* the stage a send goes to / a recv comes from; -1 if none */
     int chunk;   /* which of this stage's model chunks (0..v-1; always 0
                     without interleaving).  Stage s's chunk c holds the
-                    model's piece c*p + s of p*v (ptdp_chunk_global).       */
+                    model's chunk c*p + s of p*v (ptdp_chunk_global).       */
 } ptdp_action;
 
 typedef struct {
@@ -146,8 +146,6 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s);
  * = one generator + one line. */
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
-/* "gpipe, 1f1b, interleaved, zb-h1": for messages naming the valid values. */
-void ptdp_schedule_names(char *buf, size_t len);
 
 /* Can `name` be built for pp stages, m micro-batches and v virtual stages?
  * 0, or PTDP_EINVAL with the reason and what would work in msg, naming the
@@ -166,8 +164,6 @@ int  ptdp_schedule_alloc_v(const char *name, int pp, int micro_batches, int virt
                            ptdp_schedule **out);
 int  ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
                             int pp, int micro_batches, ptdp_schedule **out);
-int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
-                              int pp, int micro_batches, int virtual_stages, ptdp_schedule **out);
 int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
 int  ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
                             ptdp_schedule **out);
@@ -192,28 +188,27 @@ void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind
  * as they were unless it returns 0. */
 int  ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char *msg, size_t msglen);
 
-/* Model chunks.  With v chunks per stage the model is cut into p*v pieces;
- * stage s holds pieces s, s+p, s+2p, …, so activations go round the ring
+/* Model chunks.  With v chunks per stage the model is cut into p*v chunks;
+ * stage s holds chunks s, s+p, s+2p, …, so activations go round the ring
  * 0 -> 1 -> … -> p-1 -> 0 v times:
  *
- *   piece:   0   1   2   3 | 4   5   6   7        p = 4, v = 2
+ *   chunk:   0   1   2   3 | 4   5   6   7        p = 4, v = 2
  *   stage:   0   1   2   3 | 0   1   2   3
  *   chunk:   0   0   0   0 | 1   1   1   1
  *
- * ptdp_chunk_global gives the piece; ptdp_action_route the stage and chunk
+ * ptdp_chunk_global gives the model's chunk; ptdp_action_route the stage and chunk
  * at the other end of a send or recv (peer -1 for other kinds, or for a
  * send/recv past either end of the model). */
 int  ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk);
 void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
                        int *peer_stage, int *peer_chunk);
-/* Is the piece (stage, chunk) the model's first / last (it reads the data /
+/* Is the model chunk at (stage, chunk) the model's first / last (it reads the data /
  * computes the loss)? */
 int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
 int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
 
-/* "FORWARD", "SEND_BACKWARD", …; and the short form used by print:
+/* The short form of an action, used by print:
  * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */
-const char *ptdp_action_kind_name(ptdp_action_kind k);
 int         ptdp_action_format(const ptdp_action *a, char *buf, size_t len);
 
 /* Every stage's list, wrapped, with a legend. */
@@ -296,7 +291,7 @@ typedef struct {
     double left;          /* x of time 0; the stage names end left of it   */
     double top;           /* y of stage 0's lane                           */
     double lane, gap;     /* a lane's height; the space between lanes      */
-    double px_per_unit;   /* user units per unit of time                   */
+    double px_per_time;   /* user units (pixels) per unit of time         */
     double axis_end;      /* the time axis runs from 0 to here             */
     int max_ticks;        /* at most this many intervals on the axis       */
 } ptdp_schedule_frame;

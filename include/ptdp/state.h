@@ -55,10 +55,6 @@ int  ptdp_state_init(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer
                        bool with_momentum);
 void ptdp_state_free(ptdp_state *s);
 ptdp_state_tensor *ptdp_state_find(ptdp_state *s, const char *name);
-/* Number of optimizer tensors per parameter: 2 (AdamW), 1 (SGD+momentum) or 0. */
-int  ptdp_state_optim_slots(const ptdp_state *s);
-/* Name of optimizer slot k of parameter `param`: "exp_avg", "exp_avg_sq", "momentum_buffer". */
-const char *ptdp_state_slot_name(const ptdp_state *s, int k);
 
 /* Save as safetensors (atomic) and load.  Loading trusts nothing: the model
  * and its shapes must be cfg's, every metadata field present and a whole
@@ -77,15 +73,6 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
  * file into, e.g. ptdp sample).  0, or PTDP_EIO / PTDP_ECORRUPT naming the
  * field. */
 int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen);
-
-/* A device's part of a whole state (state_shards.c): save writes the
- * elements this device is the writer of — its shards of the parameters
- * (the copies the norm counts, model.h) and, with_optim, the optimizer
- * state of what it owns (zero.h); load reads everything it holds (the
- * model's views, or ZeRO's exact parameters, and its optimizer state).
- * Load: 0, or PTDP_ECORRUPT naming a tensor the state lacks, PTDP_ENOMEM. */
-void ptdp_state_save_device(ptdp_state *s, ptdp_model *m, const ptdp_zero *z, bool with_optim);
-int  ptdp_state_load_device(ptdp_device *dev, const ptdp_state *s, ptdp_model *m, ptdp_zero *z);
 
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);

@@ -92,8 +92,4 @@ void ptdp_svg_free(ptdp_svg *s);
  * into at most max_ticks intervals (1 for an empty span). */
 double ptdp_svg_tick_step(double span, int max_ticks);
 
-/* Append `text` to s with &, <, >, " and ' escaped (for callers that build
- * their own elements). */
-void ptdp_svg_escape(ptdp_svg *s, const char *text);
-
 #endif

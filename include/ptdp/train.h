@@ -12,7 +12,7 @@
  *   optimizer step (AdamW or SGD), zero the gradients         (optim.c)
  *
  * With an interleaved schedule (virtual_stages v > 1) each stage holds v
- * model chunks, the pieces s, s + p, … of p v; the step is the same list
+ * model chunks, the model's chunks s, s + p, … of p v; the step is the same list
  * of actions, each naming its chunk.
  *
  * The single-device baseline is the same call with dp = tp = pp = 1.
@@ -54,7 +54,7 @@ typedef struct {
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */
     bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
-    const int *stage_layers;  /* pp x v entries (blocks per piece), or NULL
+    const int *stage_layers;  /* pp x v entries (blocks per chunk), or NULL
                                  for balanced                             */
     int zero;                 /* 0, 1, 2 or 3 (zero.h)                    */
     bool bf16;                /* --precision bf16: bf16 parameters and

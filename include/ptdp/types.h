@@ -59,9 +59,9 @@ static inline double ptdp_tolerance_bf16_params(double lr, long steps, int adamw
     return reach > PTDP_TOLERANCE_BF16 ? reach : PTDP_TOLERANCE_BF16;
 }
 
-/* Split `count` items into `parts` nearly equal contiguous chunks: the first
- * count % parts chunks get one item more.  Used by every sharding in ptdp
- * (reduce-scatter chunks, DP shards, stage layers) so they all agree. */
-void ptdp_chunk(size_t count, int parts, int index, size_t *offset, size_t *len);
+/* Split `count` items into `parts` nearly equal contiguous shares: the first
+ * count % parts shares get one item more.  Used by every sharding in ptdp
+ * (reduce-scatter shares, DP shards, stage layers) so they all agree. */
+void ptdp_share(size_t count, int parts, int index, size_t *offset, size_t *len);
 
 #endif

@@ -6,27 +6,27 @@
  * parameter buffer P, the whole gradient G and the whole optimizer state
  * (AdamW: two moments, 2P) — and all N replicas compute the same update.
  * ZeRO (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
- * Trillion Parameter Models", 2020) cuts the flat buffers into N chunks with
- * ptdp_chunk; DP rank k owns chunk k and is the only one to update it:
+ * Trillion Parameter Models", 2020) cuts the flat buffers into N shards with
+ * ptdp_share; DP rank k owns shard k and is the only one to update it:
  *
- *   flat buffer (backward order)  | chunk 0 | chunk 1 | chunk 2 | chunk 3 |
+ *   flat buffer (backward order)  | shard 0 | shard 1 | shard 2 | shard 3 |
  *   owner                           dp 0      dp 1      dp 2      dp 3
  *
- * Chunks cut through parameters; that is fine because AdamW is element-wise
- * (optim.h), so updating the pieces gives the bits of updating the whole.
+ * Shards cut through parameters; that is fine because AdamW is element-wise
+ * (optim.h), so updating the ranges gives the bits of updating the whole.
  *
  * Stage 1 — the optimizer state is sharded (2P/N per rank):
  *   backward of all M micro-batches   full G on every rank, as in plain DP
- *   reduce-scatter G, bucket by bucket  rank k: chunk k of each bucket,
+ *   reduce-scatter G, bucket by bucket  rank k: shard k of each bucket,
  *                                     summed over ranks                   (N-1)/N S
- *   norm, clip, AdamW on my chunks    with the moments of my chunks only
+ *   norm, clip, AdamW on my shards    with the moments of my shards only
  *   all-gather P, bucket by bucket    every rank has the whole new P      (N-1)/N S
  * Bytes per step 2(N-1)/N S: exactly plain DP's all-reduce, which IS a
  * reduce-scatter followed by an all-gather — ZeRO-1 only moves the update
  * in between, where each rank holds 1/N of the summed gradient.
  *
- * Stage 1's chunks follow DP's buckets (dp.h), as Megatron-LM's distributed
- * optimizer does: rank k owns chunk k of EVERY bucket, one piece each,
+ * Stage 1's shards follow DP's buckets (dp.h), as Megatron-LM's distributed
+ * optimizer does: rank k owns shard k of EVERY bucket, one range each,
  * so a bucket's reduce-scatter can start the moment the backward has
  * completed it, like DP's all-reduce (--overlap):
  *
@@ -36,37 +36,37 @@
  *
  * The layout is the same with and without --overlap (ptdp_train always
  * cuts by its --bucket-mb buckets; ptdp_zero_init alone takes one bucket,
- * the whole buffer, which is the chunk of the picture above it): the same
+ * the whole buffer, which is the shard of the picture above it): the same
  * reduce-scatters on the same data in the same order either way — blocking
  * after the last backward, or started from the model's grads_ready hook —
  * so the two are bit-identical, as DP's buckets are.  One layout for both
  * is what makes that a fact of construction rather than a coincidence.
- * ptdp_chunk gives a bucket's remainder to the first ranks, so a rank owns
+ * ptdp_share gives a bucket's remainder to the first ranks, so a rank owns
  * Ψ/N within one element per bucket; the memory checks compare a rank with
  * what it really owns (z->len), and the sum over ranks with Ψ exactly.
  * The gradient and the parameters stay in the full buffers (stage 1 keeps
- * them whole), so a piece's gradient and parameters sit at its own flat
+ * them whole), so a range's gradient and parameters sit at its own flat
  * offset, and only its optimizer state at `at` of the compact shard
- * (ptdp_zero_piece_params, ptdp_zero_piece_grad).
+ * (ptdp_zero_range_params, ptdp_zero_range_grad).
  *
  * Stage 2 — the gradients are sharded too (G/N per rank):
  *   after EVERY micro-batch's backward, reduce-scatter its gradient and add
- *   my chunk to a persistent gradient shard; the full-size buffer that the
+ *   my shard to a persistent gradient shard; the full-size buffer that the
  *   backward wrote is freed.  Bytes per step: M reduce-scatters + one
  *   all-gather = (M+1)(N-1)/N S — the same as stage 1 for M = 1, more for
  *   M > 1: the gradient memory is bought with communication.
  *
  * Stage 3 — the parameters are sharded too (zero3.c: FSDP's way).  The
  * model's parameters are cut into units (model.h: a block, the
- * embeddings, the head) and EACH UNIT is cut into N chunks, so that every
- * unit's gather moves the same bytes on every rank.  Rank k keeps chunk k
+ * embeddings, the head) and EACH UNIT is cut into N shards, so that every
+ * unit's gather moves the same bytes on every rank.  Rank k keeps shard k
  * of every unit — parameters, gradients, optimizer state — and nothing
  * else between uses:
  *
  *   forward of unit u      all-gather u's parameters   (N-1)/N |u|, freed after
  *   backward of unit u     all-gather them again       (N-1)/N |u|
- *                          reduce-scatter u's gradient (N-1)/N |u|, += my chunk
- *   once per step          norm, AdamW on my chunks; nothing to gather
+ *                          reduce-scatter u's gradient (N-1)/N |u|, += my shard
+ *   once per step          norm, AdamW on my shards; nothing to gather
  *
  * Bytes per step 3M(N-1)/N S (one more gather per micro-batch with full
  * recomputation, whose backward runs the forward again): the ZeRO
@@ -78,7 +78,7 @@
  *   per device, AdamW        params               grads                 optim
  *   plain DP (zero 0)        P                    P                     2P
  *   zero 1                   P                    P                     2 len_k
- *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |chunk k| ~ P/N
+ *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |shard k| ~ P/N
  *   zero 3                   len_k (+ units)      len_k  (+ a unit)     2 len_k
  *
  * In elements; under --precision bf16 (mixed.h) the parameter and gradient
@@ -86,9 +86,9 @@
  * optimizer state adds float master weights of what the device owns:
  * the ZeRO paper's 2 + 2 + 12 bytes a parameter (ptdp_zero_state_bytes).
  *
- * What this device owns is a list of pieces of the flat buffer, each with
+ * What this device owns is a list of ranges of the flat buffer, each with
  * its place in the device's shard buffers (gradient shard, optimizer
- * state, stage 3's parameter shard): one piece [off, off + len) for stages
+ * state, stage 3's parameter shard): one range [off, off + len) for stages
  * 0 and 2, one per DP bucket for stage 1, one per unit for stage 3.
  *
  * What the arena shows for stage 2: this model's backward writes the
@@ -102,10 +102,10 @@
  *
  * The gradient norm must count every element of the whole model once.  No
  * rank holds the whole summed gradient any more, so each sums the squares
- * of its own chunk — only the pieces that belong to parameters it counts
+ * of its own shard — only the ranges that belong to parameters it counts
  * (ptdp_param_counted_here, model.h: a TP-replicated parameter on tp rank
  * 0 only, a tied copy on stage 0 only) — and the partial sums are all-reduced over DP,
- * then TP, then PP.  Chunk boundaries cut through parameters, so the pieces
+ * then TP, then PP.  Shard boundaries cut through parameters, so the ranges
  * are precomputed once as ranges of the flat buffer.
  */
 #ifndef PTDP_ZERO_H
@@ -126,8 +126,8 @@ typedef struct { size_t begin, end, at; } ptdp_zero_range;
 /* Stage 3: one unit of the model (model.h), as this device manages it. */
 typedef struct {
     size_t begin, end;          /* [begin, end) of the flat buffer            */
-    size_t off, len;            /* my chunk of it: ptdp_chunk(end - begin, N, k) */
-    size_t at;                  /* where that chunk sits in my shard buffers  */
+    size_t off, len;            /* my shard of it: ptdp_share(end - begin, N, k) */
+    size_t at;                  /* where that shard sits in my shard buffers  */
     int users;                  /* BEGINs not yet ENDed (model.h)             */
     int grad_users;             /* the same, of backwards                     */
     void *gathered;             /* stage 3: the unit in the store's type, from
@@ -141,25 +141,25 @@ typedef struct {
 } ptdp_zero_unit;
 
 typedef struct {
-    int stage;                  /* 0 (plain DP: one chunk, the whole buffer), 1, 2 or 3 */
+    int stage;                  /* 0 (plain DP: one shard, the whole buffer), 1, 2 or 3 */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
-    size_t off, len;            /* my chunk: ptdp_chunk(numel, dp, dp rank); stages 1
-                                   and 3: len = what all my pieces hold, off = where
+    size_t off, len;            /* my shard: ptdp_share(numel, dp, dp rank); stages 1
+                                   and 3: len = what all my ranges hold, off = where
                                    the first one begins                      */
-    int npieces;
-    ptdp_zero_range *pieces;    /* host: what I own, and where in the shards */
+    int nranges;
+    ptdp_zero_range *ranges;    /* host: what I own, and where in the shards */
     int nnorm;
-    ptdp_zero_range *norm;      /* host: the pieces of my chunk the norm counts     */
+    ptdp_zero_range *norm;      /* host: the ranges of my shard the norm counts     */
     /* The stores hold ptdp_real, or bf16 under mixed precision (mixed.h):
      * elements of ptdp_store_size(store) bytes. */
     ptdp_dtype store;
     ptdp_real *master;          /* bf16: [len] float master weights of what I own ("optim";
                                    bf16 needs the float build: ptdp_real is float) */
-    void *grad_shard;           /* stages 2, 3: [len], my chunk of the step's gradient ("grads") */
+    void *grad_shard;           /* stages 2, 3: [len], my shard of the step's gradient ("grads") */
     void *bucket;               /* stage 2: [numel] while a backward runs ("comm"), else NULL */
     /* Stage 2 with overlap (--overlap): the reduce-scatter after a backward
-     * starts non-blocking (comm.h) and is waited for — its chunk added to
+     * starts non-blocking (comm.h) and is waited for — its shard added to
      * the shard, its bucket freed — only before the next backward's bucket
      * is allocated or before the optimizer, so it runs on the communication
      * stream under whatever the stage computes in between (the next
@@ -168,26 +168,26 @@ typedef struct {
     void *pending;              /* the bucket being reduce-scattered, or NULL */
     ptdp_request request;
     /* DP's buckets (dp.h): stage 0 all-reduces them; stage 1 sets `scatter`
-     * and its chunks are my pieces; with --overlap (`overlap`) they start
+     * and its shards are my ranges; with --overlap (`overlap`) they start
      * from the grads_ready hook during the last backward of a step
      * (ptdp_zero_before_backward). */
     ptdp_ddp buckets;
     /* The optimizer and its state for what I own ("optim"): AdamW's m in
-     * opt_a and v in opt_b, or SGD's momentum in opt_a; [len] each, piece
+     * opt_a and v in opt_b, or SGD's momentum in opt_a; [len] each, range
      * i's from its `at` (ptdp_zero_optim_init). */
     ptdp_optimizer optim;
     ptdp_real *opt_a, *opt_b;
     /* Stage 3 (zero3.c) */
     int nunits;
     ptdp_zero_unit *units;      /* host                                      */
-    void *param_shard;          /* [len]: my chunks of the parameters ("params") */
-    size_t pending_at, pending_off, pending_len;   /* the pending unit's chunk */
+    void *param_shard;          /* [len]: my shards of the parameters ("params") */
+    size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
 } ptdp_zero;
 
 /* Set up `stage` (0 to 3) for model m in m->mesh's DP group.  Stage 2
  * frees the model's full-size gradient buffer (m->flat_g becomes NULL
  * between backwards) and allocates the shard; stage 3 frees the parameter
- * buffer too, keeps its chunks, and hooks into the model's units
+ * buffer too, keeps its shards, and hooks into the model's units
  * (m->unit_hook).  With m->bf16 set (mixed.h) the stores become bf16, the
  * master weights of what this device owns are kept in float, and the
  * unit hook widens a unit's parameters for the model whatever the stage.
@@ -201,39 +201,25 @@ void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Stage 2, around every micro-batch's backward (no-ops for stages 0 and 1):
  * begin gives the model a zeroed full-size gradient buffer; end
- * reduce-scatters it over DP, adds my chunk to the shard and frees it. */
+ * reduce-scatters it over DP, adds my shard to the shard and frees it. */
 int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
 /* Once per step, after the last backward (stages 1 to 3): *grad points to
- * the store that holds my pieces of the gradient summed over the DP group,
- * in the store's type: the full buffer (stages 0 and 1: a piece's gradient
- * at its flat offset) or the shard (stages 2 and 3: at the piece's `at`;
- * ptdp_zero_piece_grad says where).  Stage 1 reduce-scatters the full
+ * the store that holds my ranges of the gradient summed over the DP group,
+ * in the store's type: the full buffer (stages 0 and 1: a range's gradient
+ * at its flat offset) or the shard (stages 2 and 3: at the range's `at`;
+ * ptdp_zero_range_grad says where).  Stage 1 reduce-scatters the full
  * buffer bucket by bucket in place (or, with `overlap`, waits for the
  * reduce-scatters the backward started); stages 2 and 3 have done it. */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
-/* ||g||^2 of the whole model from every rank's chunk (collective over DP,
- * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
-int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
-/* After the update of my chunk: every rank gets every chunk of the
- * parameters (stages 1, bucket by bucket, and 2; stage 3 keeps them
- * sharded). */
-int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
-/* My chunk of the parameters, the shard that the optimizer updates: element
- * i is the flat buffer's element of the piece that holds shard index i
- * (stage 1: true with one bucket only; see ptdp_zero_piece_params). */
+/* My shard of the parameters, the shard that the optimizer updates: element
+ * i is the flat buffer's element of the range that holds shard index i
+ * (stage 1: true with one bucket only; see ptdp_zero_range_params). */
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
-/* Where piece i's parameters and gradient begin, for the optimizer, whose
- * state for the piece begins at `at`: the full buffers at the piece's flat
- * offset (parameters of stages 0 to 2, gradients of stages 0 and 1), or the
- * shards at `at` (stage 3's parameters, gradients of stages 2 and 3).
- * `grad` is what ptdp_zero_reduce_gradients gave. */
-void *ptdp_zero_piece_params(ptdp_zero *z, ptdp_model *m, int i);
-void *ptdp_zero_piece_grad(const ptdp_zero *z, void *grad, int i);
 /* The part [*b, *e) of [begin, end) that this device owns, and where it
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
- * it meets at most one piece; false if it meets none. */
+ * it meets at most one range; false if it meets none. */
 bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at);
 /* Zero what holds the next step's gradient: the full buffer (stage 1) or the shard (stage 2). */
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);
@@ -258,68 +244,11 @@ double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, boo
 typedef struct { double params, grads, optim; } ptdp_zero_bytes;
 ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo);
 
-/* ---- the trainer's calls, in the order of a step ----
- *
- *   ptdp_zero_init_buckets, ptdp_zero_set_overlap, ptdp_zero_optim_init
- *   per backward:  ptdp_zero_before_backward … ptdp_zero_after_backward
- *   per step:      ptdp_zero_finish_gradients   DP's sum (all-reduce, or
- *                                               ZeRO's reduce-scatters), then
- *                                               the declared groups (model.h)
- *                  ptdp_zero_grad_sumsq          the norm
- *                  ptdp_zero_step                the optimizer on what I own,
- *                                               cleared gradients, the gather
- */
-/* --overlap: DP's buckets (stages 0 and 1) start in the last backward of a
- * step, stage 2's reduce-scatters and stage 3's gathers on the stream. */
-void ptdp_zero_set_overlap(ptdp_zero *z, bool overlap);
-/* The optimizer o and its state for the len elements I own, in the arena
- * ("optim.exp_avg" and "optim.exp_avg_sq", or "optim.momentum_buffer"). */
-int  ptdp_zero_optim_init(struct ptdp_device *dev, ptdp_zero *z, const ptdp_optimizer *o);
-/* Around every micro-batch's backward (B and W alike); `last`: the stage's
- * last BACKWARD of the step, whose gradients are final as it goes (arms
- * --overlap's bucket sums).  Stage 2's bucket, as the two above. */
-int  ptdp_zero_before_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
-int  ptdp_zero_after_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
 /* Once per step, after the last backward: the gradient summed over the
  * DP group — all-reduced bucket by bucket (stage 0; waited for under
  * --overlap) or ZeRO's (ptdp_zero_reduce_gradients) — and then over each
  * group a parameter declares beyond it (model.h, ptdp_model_sum_groups).
  * *grad as ptdp_zero_reduce_gradients gives it. */
 int  ptdp_zero_finish_gradients(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void **grad);
-/* The optimizer on every piece I own, the gradient (from
- * ptdp_zero_finish_gradients) multiplied by clip first (< 1: clipping;
- * under bf16 while widening it), each tensor with its decay rule; step is
- * the 1-based optimizer step.  Then the gradients cleared, the clock
- * charged, and the parameters gathered (ptdp_zero_gather_params). */
-int  ptdp_zero_step(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, double clip, long step);
-
-/* ---- for checkpoints and checks ---- */
-/* --verify-replicas: the DP ranks' parameters are the same bits
- * (ptdp_ddp_check_replicas); under stage 3, which keeps no replicas,
- * nothing to check. */
-int  ptdp_zero_check_replicas(struct ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step);
-/* Optimizer state slot 0 (AdamW's m, SGD's momentum) or 1 (AdamW's v):
- * [len], piece by piece from its `at`; NULL if the optimizer has none. */
-ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot);
-/* Whether every DP rank keeps its own slice of the optimizer state (ZeRO,
- * stages 1 to 3), not the same whole state as every other (stage 0). */
-bool ptdp_zero_shards_optim(const ptdp_zero *z);
-/* Whether the DP ranks hold whole replicas of the parameters (stages 0 to
- * 2), not each its own chunk (stage 3). */
-bool ptdp_zero_params_replicated(const ptdp_zero *z);
-/* The exact parameters of what I own, float, piece by piece from `at`: the
- * master weights under bf16, the parameter shard under stage 3; NULL when
- * the model's own views hold them (float, stages 0 to 2). */
-ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
-/* After writing the exact parameters (a checkpoint read): make the stores
- * the model reads from them (bf16 stage 3: its bf16 chunks). */
-void ptdp_zero_params_written(ptdp_zero *z);
-
-/* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my
- * pieces of them); the hook that serves the model's unit events. */
-int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
-void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z);
-void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
-int  ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z);
 
 #endif

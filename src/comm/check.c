@@ -31,6 +31,7 @@
 #include "core/ranks.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
+#include "core/coll_impl.h"
 
 
 static const char *base_name(const char *file)
@@ -141,7 +142,7 @@ int ptdp_check_tables(ptdp_comm *c, ptdp_call *call, size_t *packed_send, size_t
 static void buffer_sizes(const ptdp_comm *c, const ptdp_call *call, size_t *ns, size_t *nr)
 {
     size_t off, mine;
-    ptdp_chunk(call->count, c->size, c->rank, &off, &mine);
+    ptdp_share(call->count, c->size, c->rank, &off, &mine);
     bool root = call->root == c->rank;
     switch (call->op) {
     case PTDP_COLL_BROADCAST:      *ns = 0; *nr = call->count; break;
@@ -182,7 +183,7 @@ int ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send)
             return ptdp_bad_call(c, call, "PTDP_IN_PLACE is only for all_gather and reduce_scatter "
                             "(all_reduce and reduce take send == recv)");
         size_t off, len;
-        ptdp_chunk(call->count, c->size, c->rank, &off, &len);
+        ptdp_share(call->count, c->size, c->rank, &off, &len);
         call->in_place = 1;
         call->send = call->op == PTDP_COLL_ALL_GATHER && call->recv
                          ? (const char *)call->recv + off * es : call->recv;

@@ -49,6 +49,7 @@
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 #include "ptdp/trace.h"
+#include "runtime/device_impl.h"
 
 int ptdp_comm_rank(const ptdp_comm *c) { return c ? c->rank : -1; }
 int ptdp_comm_size(const ptdp_comm *c) { return c ? c->size : 0; }

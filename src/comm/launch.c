@@ -42,6 +42,8 @@
 #include "ptdp/error.h"
 #include "ptdp/trace.h"
 #include "runtime/wait.h"
+#include "comm/mpi_impl.h"
+#include "runtime/device_impl.h"
 
 #if defined(PTDP_HAVE_OPENBLAS_SET_NUM_THREADS)
 void openblas_set_num_threads(int num_threads);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ptdp/mpi.h"
+#include "comm/mpi_impl.h"
 
 /* The launchers' environment: Open MPI, MPICH/Hydra (and Intel MPI), PMIx,
  * MVAPICH.  A process under mpirun sees one of these; none needs MPI_Init

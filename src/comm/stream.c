@@ -97,14 +97,14 @@ struct ptdp_held {
 };
 
 /* Where the call's result lies in recv: all of it, except for an in-place
- * reduce_scatter, whose result is this rank's chunk inside recv. */
+ * reduce_scatter, whose result is this rank's segment inside recv. */
 static void result_of(const ptdp_comm *c, const ptdp_call *k, unsigned char **at, size_t *bytes)
 {
     size_t es = ptdp_dtype_size(k->dtype), off, len;
     *at = k->recv;
     *bytes = k->count * es;
     if (k->op == PTDP_COLL_REDUCE_SCATTER) {
-        ptdp_chunk(k->count, c->size, c->rank, &off, &len);
+        ptdp_share(k->count, c->size, c->rank, &off, &len);
         *bytes = len * es;
         if (k->in_place)
             *at += off * es;

@@ -1,18 +1,18 @@
 /*
- * arena.c — a device's memory: chunks, blocks, red zones, accounting.
+ * arena.c — a device's memory: slabs, blocks, red zones, accounting.
  *
  * A GPU has a fixed amount of memory and a framework's allocator carves every
  * tensor out of it.  The arena plays that role for one simulated device:
  *
- *   - Memory comes from the host in large *chunks*, obtained lazily (the
+ *   - Memory comes from the host in large *slabs*, obtained lazily (the
  *     first one small, each next one twice as large up to 64 MiB, a big tensor
- *     gets a chunk of its own), so a generous capacity costs nothing until it
+ *     gets a slab of its own), so a generous capacity costs nothing until it
  *     is used.  Chunks are kept until the arena is destroyed, as a GPU caching
  *     allocator keeps what it got from the driver.
- *   - Each chunk is cut into *blocks*, one per tensor, laid end to end:
+ *   - Each slab is cut into *blocks*, one per tensor, laid end to end:
  *
  *       ┌─────┬──────┬───┬────────────┬───┬──────┬───┬──────┬───┬──────┬────────────┐
- *       │chunk│block │red│ user bytes │red│block │red│ user │red│block │ free space │
+ *       │slab│block │red│ user bytes │red│block │red│ user │red│block │ free space │
  *       │head │header│   │ (zeroed)   │   │header│   │      │   │header│            │
  *       └─────┴──────┴───┴────────────┴───┴──────┴───┴──────┴───┴──────┴────────────┘
  *             ◄────────── block ─────────►◄──────── block ─────►◄──── free block ───►
@@ -32,7 +32,7 @@
  * simulator's overhead and are not charged.  Asking for more than is left is
  * PTDP_ENOMEM with a sentence that names the tensor — never a crash.
  *
- * Catching overflows.  Under AddressSanitizer every byte of a chunk is
+ * Catching overflows.  Under AddressSanitizer every byte of a slab is
  * poisoned except the headers and the exact user bytes of live blocks, so a
  * write one element past a tensor, or a read of a freed one, stops the
  * program with ASan's report at the faulty line.  Without ASan the red zones
@@ -67,6 +67,7 @@
 
 #ifdef PTDP_ASAN
 #include <sanitizer/asan_interface.h>
+#include "core/arena_impl.h"
 #define POISON(p, n)   __asan_poison_memory_region((p), (n))
 #define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
 #else
@@ -80,8 +81,8 @@
 #define NAME_LEN       64
 #define BLOCK_MAGIC    0x70746470u           /* "ptdp" */
 #define CANARY         0xA5                  /* red-zone fill without ASan */
-#define FIRST_CHUNK    ((size_t)1 << 20)     /* 1 MiB, doubling …          */
-#define MAX_CHUNK      ((size_t)64 << 20)    /* … up to 64 MiB             */
+#define FIRST_SLAB    ((size_t)1 << 20)     /* 1 MiB, doubling …          */
+#define MAX_SLAB      ((size_t)64 << 20)    /* … up to 64 MiB             */
 
 typedef struct block {
     uint32_t magic;                 /* BLOCK_MAGIC while the header is valid */
@@ -89,18 +90,18 @@ typedef struct block {
     ptdp_mem_category cat;
     size_t bytes;                   /* user bytes asked for                  */
     size_t span;                    /* header to the next header, in bytes   */
-    struct block *prev, *next;      /* neighbours in address order (a chunk) */
+    struct block *prev, *next;      /* neighbours in address order (a slab) */
     struct block *prev_free, *next_free;   /* the free list (free blocks)   */
     char name[NAME_LEN];
 } block;
 
-typedef struct chunk {
-    struct chunk *next;
+typedef struct slab {
+    struct slab *next;
     size_t bytes;
-} chunk;
+} slab;
 
 #define ROUND_UP(n, a)  (((n) + (a) - 1) / (a) * (a))
-#define CHUNK_HEAD      ROUND_UP(sizeof(chunk), ALIGN)
+#define SLAB_HEAD      ROUND_UP(sizeof(slab), ALIGN)
 #define BLOCK_HEAD      ROUND_UP(sizeof(block), ALIGN)
 #define RED_ZONE        ALIGN
 /* From a header to its user bytes, and the smallest block worth splitting off. */
@@ -109,8 +110,8 @@ typedef struct chunk {
 
 struct ptdp_arena {
     int rank;
-    chunk *chunks;                  /* everything obtained from the host     */
-    size_t next_chunk;              /* size of the next chunk to ask for     */
+    slab *slabs;                  /* everything obtained from the host     */
+    size_t next_slab;              /* size of the next slab to ask for     */
     block *free_list;
     ptdp_mem_stats stats;
 };
@@ -187,7 +188,7 @@ ptdp_arena *ptdp_arena_create(size_t capacity, int rank)
     if (a == NULL)
         return NULL;
     a->rank = rank;
-    a->next_chunk = FIRST_CHUNK;
+    a->next_slab = FIRST_SLAB;
     a->stats.capacity = capacity;
     return a;
 }
@@ -196,9 +197,9 @@ void ptdp_arena_destroy(ptdp_arena *a)
 {
     if (a == NULL)
         return;
-    chunk *c = a->chunks;
+    slab *c = a->slabs;
     while (c != NULL) {
-        chunk *next = c->next;
+        slab *next = c->next;
         UNPOISON(c, c->bytes);          /* give the host back clean memory */
         free(c);
         c = next;
@@ -244,28 +245,28 @@ static block *new_header(void *at, size_t span, block *prev, block *next)
     return b;
 }
 
-/* Ask the host for a chunk that holds at least one block of `need` bytes of
- * span.  The whole chunk starts poisoned; its single free block is pushed on
+/* Ask the host for a slab that holds at least one block of `need` bytes of
+ * span.  The whole slab starts poisoned; its single free block is pushed on
  * the free list.  Returns NULL if the host refuses. */
-static block *add_chunk(ptdp_arena *a, size_t need)
+static block *add_slab(ptdp_arena *a, size_t need)
 {
-    size_t bytes = a->next_chunk;
-    if (bytes < CHUNK_HEAD + need)
-        bytes = CHUNK_HEAD + need;
+    size_t bytes = a->next_slab;
+    if (bytes < SLAB_HEAD + need)
+        bytes = SLAB_HEAD + need;
     void *mem = NULL;
     if (posix_memalign(&mem, ALIGN, bytes) != 0)
         return NULL;
-    if (a->next_chunk < MAX_CHUNK)
-        a->next_chunk *= 2;
+    if (a->next_slab < MAX_SLAB)
+        a->next_slab *= 2;
 
     POISON(mem, bytes);
-    UNPOISON(mem, sizeof(chunk));
-    chunk *c = mem;
+    UNPOISON(mem, sizeof(slab));
+    slab *c = mem;
     c->bytes = bytes;
-    c->next = a->chunks;
-    a->chunks = c;
+    c->next = a->slabs;
+    a->slabs = c;
 
-    block *b = new_header((unsigned char *)mem + CHUNK_HEAD, bytes - CHUNK_HEAD, NULL, NULL);
+    block *b = new_header((unsigned char *)mem + SLAB_HEAD, bytes - SLAB_HEAD, NULL, NULL);
     free_list_push(a, b);
     return b;
 }
@@ -352,11 +353,11 @@ static int arena_alloc(ptdp_arena *a, size_t bytes, ptdp_mem_category cat, const
                              out, msg, msglen);
     size_t need = USER_OFFSET + ROUND_UP(bytes, ALIGN) + RED_ZONE;
 
-    /* 3. First fit on the free list, else a new chunk from the host. */
+    /* 3. First fit on the free list, else a new slab from the host. */
     block *b = a->free_list;
     while (b != NULL && b->span < need)
         b = b->next_free;
-    if (b == NULL && (b = add_chunk(a, need)) == NULL)
+    if (b == NULL && (b = add_slab(a, need)) == NULL)
         return out_of_memory(a, bytes, cat, name, "; the host refused more memory",
                              out, msg, msglen);
 
@@ -415,12 +416,12 @@ static void corrupted(const ptdp_arena *a, const void *p, const char *what, cons
 }
 
 /* The header of user pointer p, or NULL if p points into none of a's
- * chunks at a place where a block's user bytes could start. */
+ * slabs at a place where a block's user bytes could start. */
 static block *find_block(const ptdp_arena *a, void *p)
 {
     uintptr_t u = (uintptr_t)p;
-    for (const chunk *c = a->chunks; c != NULL; c = c->next) {
-        uintptr_t first = (uintptr_t)c + CHUNK_HEAD + USER_OFFSET;
+    for (const slab *c = a->slabs; c != NULL; c = c->next) {
+        uintptr_t first = (uintptr_t)c + SLAB_HEAD + USER_OFFSET;
         if (u >= first && u < (uintptr_t)c + c->bytes && (u - first) % ALIGN == 0)
             return (block *)(u - USER_OFFSET);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "core/coll_impl.h"
 
 static const char *const op_names[PTDP_OP_COUNT] = { "sum", "avg", "max", "min" };
 

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "core/error_impl.h"
 
 const char *ptdp_strerror(int code)
 {

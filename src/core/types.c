@@ -34,13 +34,13 @@ const char *ptdp_dtype_name(ptdp_dtype t)
     return dtype_table[t].name;
 }
 
-/* count = 10, parts = 4:  chunks of 3 3 2 2 at offsets 0 3 6 8.
- * The first count % parts chunks hold one item more, so chunk sizes differ
- * by at most one and every sharding in ptdp (collective chunks, DP shards,
+/* count = 10, parts = 4:  shares of 3 3 2 2 at offsets 0 3 6 8.
+ * The first count % parts shares hold one item more, so share sizes differ
+ * by at most one and every sharding in ptdp (collective shares, DP shards,
  * pipeline stages) cuts the same way. */
-void ptdp_chunk(size_t count, int parts, int index, size_t *offset_out, size_t *len)
+void ptdp_share(size_t count, int parts, int index, size_t *offset_out, size_t *len)
 {
-    if (!PTDP_REQUIRE(parts > 0 && index >= 0 && index < parts, "chunk %d of %d parts", index, parts)) {
+    if (!PTDP_REQUIRE(parts > 0 && index >= 0 && index < parts, "share %d of %d parts", index, parts)) {
         *offset_out = *len = 0;
         return;
     }

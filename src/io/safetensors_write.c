@@ -226,18 +226,18 @@ static int write_tensor_data(ptdp_atomic_file *f, const ptdp_st_tensor *t)
     if (numel == 0) return 0;
     if (size == 1 || host_is_little_endian()) return ptdp_atomic_write(f, t->data, (size_t)(numel * size));
 
-    unsigned char chunk[1 << 16];
+    unsigned char staged[1 << 16];
     const unsigned char *src = t->data;
     for (uint64_t i = 0; i < numel;) {
         size_t k = 0;
-        for (; k + size <= sizeof chunk && i < numel; k += size, i++) {
+        for (; k + size <= sizeof staged && i < numel; k += size, i++) {
             uint64_t v = 0;   /* the element's value, read in host order */
             if (size == 2) { uint16_t u; memcpy(&u, src + i * size, 2); v = u; }
             else if (size == 4) { uint32_t u; memcpy(&u, src + i * size, 4); v = u; }
             else memcpy(&v, src + i * size, 8);
-            ptdp_st_store_le(chunk + k, v, size);
+            ptdp_st_store_le(staged + k, v, size);
         }
-        if (ptdp_atomic_write(f, chunk, k) != 0) return PTDP_EIO;
+        if (ptdp_atomic_write(f, staged, k) != 0) return PTDP_EIO;
     }
     return 0;
 }

@@ -23,6 +23,7 @@
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/svg.h"
+#include "io/svg_impl.h"
 
 /* ---- the buffer ---------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "runtime/device_impl.h"
 
 void ptdp_act_round_reals(ptdp_real *x, size_t n)
 {

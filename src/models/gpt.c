@@ -65,6 +65,10 @@
 #include "models/gpt_pass.h"
 #include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
+#include "models/gpt_kv.h"
+#include "models/gpt_table.h"
+#include "parallel/model_impl.h"
+#include "runtime/device_impl.h"
 
 /* ------------------------------------------------------- saved state */
 

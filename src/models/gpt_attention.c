@@ -31,6 +31,7 @@
 #include "ptdp/error.h"
 #include "ptdp/cp.h"
 #include "ptdp/ops.h"
+#include "models/gpt_kv.h"
 
 /* The mask of block i, keyed by global sample and head (ops.h). */
 static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)

@@ -64,17 +64,17 @@ ptdp_gpt_shape ptdp_gpt_shape_make(const ptdp_model_config *c, int rows, int tp,
 
 /* Blocks of the ring's (chunk x chunk) products on this CP rank: the
  * score elements cp.c computes, ptdp_ring_attention_scores, by blocks. */
-static double ring_blocks(const ptdp_gpt_shape *s, int *chunk)
+static double ring_blocks(const ptdp_gpt_shape *s, int *share)
 {
     const ptdp_cp_layout q = ptdp_cp_layout_of(s->T, s->cp, s->cp_rank, s->cp_zigzag);
     double n = 0;
     for (int owner = 0; owner < s->cp; owner++) {
         const ptdp_cp_layout k = ptdp_cp_layout_of(s->T, s->cp, owner, s->cp_zigzag);
-        for (int i = 0; i < q.nchunks; i++)
-            for (int j = 0; j < k.nchunks; j++)
+        for (int i = 0; i < q.nshares; i++)
+            for (int j = 0; j < k.nshares; j++)
                 n += !ptdp_cp_in_future(q.first[i], k.first[j], q.len);
     }
-    *chunk = q.len;
+    *share = q.len;
     return n;
 }
 

@@ -29,6 +29,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/rng.h"
+#include "models/gpt_table.h"
 
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out)
 {

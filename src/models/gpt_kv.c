@@ -31,6 +31,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "models/gpt_kv.h"
 
 static ptdp_gpt_kv *find(ptdp_gpt *g, int64_t first_sample)
 {

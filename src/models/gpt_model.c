@@ -33,6 +33,8 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "models/gpt_kv.h"
+#include "models/gpt_table.h"
 
 #define INIT_STD 0.02
 

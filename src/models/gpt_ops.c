@@ -39,6 +39,7 @@
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
 #include "ptdp/tp.h"
+#include "runtime/device_impl.h"
 
 #define LN_EPS 1e-5
 

@@ -7,7 +7,7 @@
  *
  *   whole sequences    Tl = T        row b Tl + t is position t
  *   CP (cp.h)          Tl = T / cp   position first[t / len] + t % len
- *                                    (zigzag: chunks r and 2 cp - 1 - r)
+ *                                    (zigzag: shares r and 2 cp - 1 - r)
  *   a token slice      Tl = tlen     position t0 + t           (TeraPipe)
  *
  * and under SP (sp.h) the LayerNorm / dropout / residual "regions" hold
@@ -73,7 +73,7 @@ void ptdp_gpt_take_positions(const ptdp_model *m, const ptdp_acts *a, int64_t *d
 }
 
 /* x += wpe at each row's position (rows sequences of local_T rows), or
- * its backward dwpe += dx: under CP chunk by chunk, at the global positions;
+ * its backward dwpe += dx: under CP share by share, at the global positions;
  * a token slice at its positions t0 .. t0 + tlen - 1. */
 void ptdp_gpt_positions(const ptdp_model *m, const ptdp_acts *a, ptdp_tensor wpe, ptdp_tensor x, int rows,
                         bool backward)
@@ -95,13 +95,13 @@ void ptdp_gpt_positions(const ptdp_model *m, const ptdp_acts *a, ptdp_tensor wpe
     }
     const ptdp_cp_layout l = cp_layout(m);
     for (int b = 0; b < rows; b++)
-        for (int i = 0; i < l.nchunks; i++) {
+        for (int i = 0; i < l.nshares; i++) {
             ptdp_tensor w = ptdp_tensor_rows(wpe, l.first[i], l.len);
-            ptdp_tensor chunk = ptdp_tensor_rows(x, b * ptdp_gpt_local_T(m, a) + i * l.len, l.len);
+            ptdp_tensor share = ptdp_tensor_rows(x, b * ptdp_gpt_local_T(m, a) + i * l.len, l.len);
             if (backward)
-                ptdp_positions_backward(w, chunk, l.len);
+                ptdp_positions_backward(w, share, l.len);
             else
-                ptdp_positions_forward(chunk, w, l.len);
+                ptdp_positions_forward(share, w, l.len);
         }
 }
 
@@ -120,7 +120,7 @@ static int region_T(const ptdp_model *m, const ptdp_acts *a)
 
 /* The position in its sequence (0 .. T-1) of row i of a region tensor: its
  * place among this device's positions — under SP this TP rank's stretch of
- * them — and under CP that place's chunk, in a token slice t0 on. */
+ * them — and under CP that place's share, in a token slice t0 on. */
 int ptdp_gpt_region_position(const ptdp_model *m, const ptdp_acts *a, int i)
 {
     int t = i % region_T(m, a);

@@ -45,6 +45,7 @@
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
 #include "ptdp/wgrad.h"
+#include "models/mlp_table.h"
 
 /* Dropout streams: one per block and place, keyed by global indices. */
 static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "models/mlp_table.h"
 
 #define INIT_STD 0.02
 

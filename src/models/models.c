@@ -18,6 +18,7 @@
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mlp.h"
+#include "parallel/model_impl.h"
 
 static const ptdp_model_ops *table[PTDP_MAX_MODELS] = { &ptdp_mlp_ops, &ptdp_gpt_ops };
 static int count = 2;

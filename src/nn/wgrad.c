@@ -24,6 +24,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
+#include "runtime/device_impl.h"
 
 void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base, size_t base_len)
 {

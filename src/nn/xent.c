@@ -1,5 +1,5 @@
 /*
- * xent.c — softmax cross-entropy, whole and in vocab-parallel pieces.
+ * xent.c — softmax cross-entropy, whole and in vocab-parallel partials.
  *
  * For one row of logits l (C classes) and its label y:
  *
@@ -30,7 +30,7 @@
  *
  * Three B-element reductions replace gathering the B x C logits; the loss
  * and each rank's slice of p - onehot then follow from (M, S, l_y) locally.
- * The whole-row functions below are the same three pieces with one slice.
+ * The whole-row functions below are the same three partials with one slice.
  */
 #include "ptdp/ops.h"
 
@@ -114,7 +114,7 @@ double ptdp_xent_flops_backward(int batch, int classes)
     return 5.0 * batch * classes;
 }
 
-/* -------------------------------------------------- vocab-parallel pieces */
+/* -------------------------------------------------- vocab-parallel partials */
 
 void ptdp_row_max(double *out, ptdp_tensor logits)
 {
@@ -136,7 +136,7 @@ void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int
     }
 }
 
-double ptdp_xent_from_pieces(int rows, const double *max, const double *sumexp, const double *picked)
+double ptdp_xent_from_partials(int rows, const double *max, const double *sumexp, const double *picked)
 {
     double total = 0.0;
     for (int i = 0; i < rows; i++)

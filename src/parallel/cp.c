@@ -2,7 +2,7 @@
  * cp.c — ring attention over a context-parallel group (cp.h).
  *
  * The rank keeps its queries; the key/value block it holds at step s came
- * from rank r - s.  For each pair (query chunk, key chunk) that is not
+ * from rank r - s.  For each pair (query share, key share) that is not
  * wholly in the future, one head at a time:
  *
  *   forward    S = Q K^T / sqrt(hd)          the scores of the pair   (GEMM)
@@ -51,12 +51,12 @@ ptdp_cp_layout ptdp_cp_layout_of(int T, int cp, int rank, bool zigzag)
 {
     ptdp_cp_layout l = { 0 };
     if (zigzag) {
-        l.nchunks = 2;
+        l.nshares = 2;
         l.len = T / (2 * cp);
         l.first[0] = rank * l.len;
         l.first[1] = (2 * cp - 1 - rank) * l.len;
     } else {
-        l.nchunks = 1;
+        l.nshares = 1;
         l.len = T / cp;
         l.first[0] = rank * l.len;
     }
@@ -74,8 +74,8 @@ double ptdp_ring_attention_scores(int T, int cp, int rank, bool zigzag)
     double n = 0;
     for (int owner = 0; owner < cp; owner++) {
         ptdp_cp_layout k = ptdp_cp_layout_of(T, cp, owner, zigzag);
-        for (int i = 0; i < q.nchunks; i++)
-            for (int j = 0; j < k.nchunks; j++)
+        for (int i = 0; i < q.nshares; i++)
+            for (int j = 0; j < k.nshares; j++)
                 if (!ptdp_cp_in_future(q.first[i], k.first[j], q.len))
                     n += (double)q.len * k.len;
     }
@@ -140,7 +140,7 @@ static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int
     return true;
 }
 
-/* One (query chunk, key chunk) pair of one sequence and head, not wholly
+/* One (query share, key share) pair of one sequence and head, not wholly
  * in the future: query rows qr.. of my positions from qp on, key rows
  * kr.. of the visiting block from kp on. */
 typedef struct { int b, h, qi, qp, kp, qr, kr; } pair;
@@ -155,8 +155,8 @@ static int step_pairs(const ring *g, int step, pair *pairs)
     int n = 0;
     for (int b = 0; b < g->B; b++)
         for (int h = 0; h < g->heads; h++)
-            for (int qi = 0; qi < lq.nchunks; qi++)
-                for (int kj = 0; kj < lk.nchunks; kj++)
+            for (int qi = 0; qi < lq.nshares; qi++)
+                for (int kj = 0; kj < lk.nshares; kj++)
                     if (!ptdp_cp_in_future(lq.first[qi], lk.first[kj], c))   /* else skipped */
                         pairs[n++] = (pair){ .b = b, .h = h, .qi = qi, .qp = lq.first[qi], .kp = lk.first[kj],
                                              .qr = b * g->Tl + qi * c, .kr = b * g->Tl + kj * c };

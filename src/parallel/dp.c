@@ -25,6 +25,8 @@
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "parallel/dp_impl.h"
+#include "parallel/model_impl.h"
 
 int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
 {

@@ -22,7 +22,7 @@
  * into chunks without caring where one tensor ends.
  *
  * An interleaved pipeline (schedule.h) gives a device v chunks: stage s of
- * p holds the pieces s, s + p, …, s + (v-1) p of the p v the blocks are cut
+ * p holds the chunks s, s + p, …, s + (v-1) p of the p v the blocks are cut
  * into.  Each chunk is set up by the model's own init, as if it were a
  * stage of a pipeline of p v, and the device keeps ONE set of buffers:
  *
@@ -48,6 +48,7 @@
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
+#include "parallel/model_impl.h"
 
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, int *begin, int *count)
 {
@@ -145,7 +146,7 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
     return PTDP_OK;
 }
 
-/* One chunk of a device's v: the pieces are the stages of a pipeline of
+/* One chunk of a device's v: the model chunks are the stages of a pipeline of
  * p v, so the model's own init sets it up unchanged, as the stage it is. */
 static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
 {
@@ -178,7 +179,7 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
 static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers)
 {
     const int p = m->mesh->pp, v = m->virtual_stages;
-    m->first_stage = m->mesh->pp_rank == 0;          /* chunk 0 is piece 0   */
+    m->first_stage = m->mesh->pp_rank == 0;          /* its chunk 0 is the model's chunk 0   */
     m->last_stage = m->mesh->pp_rank == p - 1;       /* chunk v-1 the last   */
     m->chunks = calloc((size_t)v, sizeof *m->chunks);
     if (m->chunks == NULL)
@@ -186,7 +187,7 @@ static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers
     /* Room for every tensor of the whole model and a tied copy: more than
      * any device's share (ptdp_model_reserve_params hands it out). */
     int rc = ptdp_model_reserve_params(dev, m, m->ops->list_params(&m->cfg, NULL) + 1);
-    /* Backward order: chunk v-1's pieces are the later ones in the model. */
+    /* Backward order: chunk v-1 holds the later ones of the model. */
     for (int c = v - 1; rc == 0 && c >= 0; c--)
         rc = setup_chunk(dev, m, c, stage_layers);
     if (rc == 0) {   /* per sample, the same on every chunk */
@@ -483,7 +484,7 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
 int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
 {
     /* A chunked device: chunk by chunk (its SP LayerNorms over TP; the tied
-     * embedding on the chunks of piece 0 and of the last piece).  Every
+     * embedding on model chunk 0 and on the last one).  Every
      * device of a group runs its chunks and groups in the same order, so
      * their collectives pair up. */
     int rc = PTDP_OK;

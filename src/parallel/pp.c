@@ -2,10 +2,10 @@
  * pp.c — the executor: any schedule (GPipe, 1F1B, interleaved, …) runs
  * through one switch.
  *
- * Per (chunk, micro-batch) — a "unit"; without interleaving chunk is 0 —
+ * Per (chunk, micro-batch) — a "task"; without interleaving chunk is 0 —
  * this stage keeps (all in its arena):
- *   data   its samples: the input on piece 0, the labels on the last piece
- *   in     the received input activation (other pieces)
+ *   data   its samples: the input on chunk 0, the labels on the last chunk
+ *   in     the received input activation (other chunks)
  *   acts   what the forward leaves for the backward (the model's)
  *   out    the output activation, until it is sent
  *   dout   the received gradient of the output
@@ -14,29 +14,29 @@
  *          BACKWARD_INPUT ("B") with copies of their operands, run by
  *          BACKWARD_WEIGHT ("W") (wgrad.h)
  * Each is freed as soon as it is no longer needed, so the arena's peak of
- * "acts" shows how many units a schedule keeps alive: m for GPipe, at most
+ * "acts" shows how many tasks a schedule keeps alive: m for GPipe, at most
  * p - stage for 1F1B; a split backward frees them at B, W's operands are
  * counted apart (wgrad_bytes).
  *
  * Interleaved (v chunks per stage): a FORWARD of chunk c runs chunk c's
- * blocks (ptdp_model_chunk), its piece c p + s of p v, and activations go
+ * blocks (ptdp_model_chunk), its chunk c p + s of p v, and activations go
  * round the ring of stages v times:
  *
- *   stage 0   [piece 0]   [piece 4]           p = 4, v = 2
- *   stage 1   [piece 1]   [piece 5]           piece 3 -> piece 4 is the
- *   stage 2   [piece 2]   [piece 6]           message from stage 3 back
- *   stage 3   [piece 3]   [piece 7] -> loss   to stage 0
+ *   stage 0   [chunk 0]   [chunk 4]           p = 4, v = 2
+ *   stage 1   [chunk 1]   [chunk 5]           chunk 3 -> chunk 4 is the
+ *   stage 2   [chunk 2]   [chunk 6]           message from stage 3 back
+ *   stage 3   [chunk 3]   [chunk 7] -> loss   to stage 0
  *
  * so a micro-batch crosses p v - 1 boundaries each way where 1F1B crosses
  * p - 1: the bytes on the pipeline's links grow by (p v - 1) / (p - 1),
- * about v.  A unit is 1/v of a stage's work, but the warm-up holds about
+ * about v.  A task is 1/v of a stage's work, but the warm-up holds about
  * (v - 1) p more of them (schedule.c): that is where the smaller bubble's
  * memory goes.
  *
- * Tags: 2 (k m + mb) + d, where k is the chunk of the piece BEFORE the
+ * Tags: 2 (k m + mb) + d, where k is the local index of the model chunk BEFORE the
  * boundary (the sender of the activation, the receiver of its gradient)
  * and d is 0 for activations, 1 for gradients.  Between two stages a
- * boundary has one such piece, so each (boundary, micro-batch, direction)
+ * boundary has one such chunk, so each (boundary, micro-batch, direction)
  * has its own tag; with v = 1 it is 2 mb + d.
  */
 #include "ptdp/pp.h"
@@ -47,15 +47,18 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "parallel/model_impl.h"
+#include "parallel/pp_impl.h"
+#include "parallel/schedule_impl.h"
 
 typedef struct {
     ptdp_batch data;   /* first sample, rows; input and labels once loaded */
     ptdp_tensor in, out, dout, dx;
     ptdp_acts acts;
     ptdp_wgrad wgrad;  /* B's records for W                                */
-} unit;
+} task;
 
-/* The chunk of the piece before the boundary a send or recv crosses. */
+/* The local index of the model chunk before the boundary a send or recv crosses. */
 static int tag_of(const ptdp_schedule *s, int stage, const ptdp_action *a, int micro_batches)
 {
     int lower = a->chunk, peer_stage, peer_chunk;
@@ -67,7 +70,7 @@ static int tag_of(const ptdp_schedule *s, int stage, const ptdp_action *a, int m
     return 2 * (lower * micro_batches + a->mb) + (backward ? 1 : 0);
 }
 
-static void release(ptdp_device *dev, ptdp_model *m, unit *u)
+static void release(ptdp_device *dev, ptdp_model *m, task *u)
 {
     ptdp_tensor_free(dev, &u->in);
     ptdp_tensor_free(dev, &u->out);
@@ -86,7 +89,7 @@ static int slices_of(const ptdp_pp_step *st)
 
 /* "micro-batch 3", with chunks "micro-batch 3, chunk 1", with token
  * slices "micro-batch 1, slice 0". */
-static const char *unit_name(const ptdp_pp_step *st, const ptdp_action *a, char *buf, size_t len)
+static const char *task_name(const ptdp_pp_step *st, const ptdp_action *a, char *buf, size_t len)
 {
     const int k = slices_of(st);
     int n = k > 1 ? snprintf(buf, len, "micro-batch %d, slice %d", a->mb / k, a->mb % k)
@@ -101,7 +104,7 @@ static const char *unit_name(const ptdp_pp_step *st, const ptdp_action *a, char 
  * exist or do things out of order; say which action, rather than compute on
  * a tensor that was never received.  Deadlocks are left to the watchdog:
  * they are what a student should see happen. */
-static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
+static int check_action(ptdp_device *dev, const ptdp_pp_step *st, task *tasks,
                         const ptdp_action *a, int index)
 {
     ptdp_model *m = st->model;
@@ -119,7 +122,7 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s of micro-batch %d): chunk %d of the "
                          "%d this stage holds", stage, index, ptdp_action_kind_name(a->kind), a->mb, a->chunk, v);
     const ptdp_model *c = ptdp_model_chunk(m, a->chunk);
-    const unit *u = &units[a->chunk * U + a->mb];
+    const task *u = &tasks[a->chunk * U + a->mb];
     bool received_input = c->first_stage || u->in.data != NULL;
     bool received_grad = c->last_stage || u->dout.data != NULL;
     switch (a->kind) {
@@ -157,13 +160,13 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, unit *units,
     }
     if (why != NULL)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d, action %d (%s of %s): %s",
-                         stage, index, ptdp_action_kind_name(a->kind), unit_name(st, a, what, sizeof what), why);
+                         stage, index, ptdp_action_kind_name(a->kind), task_name(st, a, what, sizeof what), why);
     return PTDP_OK;
 }
 
 /* One action.  `m` is the chunk it names (the device's model without
- * chunks); `u` its unit. */
-static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u, const ptdp_action *a,
+ * chunks); `u` its task. */
+static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u, const ptdp_action *a,
                       int tag, int *alive, bool last)
 {
     ptdp_comm *pp = m->mesh->pp_comm;
@@ -251,30 +254,30 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, unit *u
 
 /* What a step keeps between ptdp_pp_begin and ptdp_pp_end (host). */
 struct ptdp_pp_run {
-    unit *units;          /* [v][U]: one per (chunk, micro-batch)          */
+    task *tasks;          /* [v][U]: one per (chunk, micro-batch)          */
     int U, v;
     int next;             /* the next action of this stage's list           */
     int last_backward;    /* the index of the list's last BACKWARD          */
     int alive;            /* micro-batches between forward and backward     */
 };
 
-/* The step's units: micro-batch k is chunk k of this DP shard (ptdp_chunk),
+/* The step's tasks: micro-batch k is share k of this DP shard (ptdp_share),
  * so unequal shards and micro-batches are handled the same way everywhere;
  * every model chunk sees the same samples of it, and each token slice j
- * its positions ptdp_chunk(T, K, j) of every sequence. */
-static void lay_out_units(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
+ * its positions ptdp_share(T, K, j) of every sequence. */
+static void lay_out_tasks(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
 {
     const ptdp_model *model = st->model;
     const int M = st->micro_batches;
     for (int k = 0; k < M; k++) {
         size_t off, len;
-        ptdp_chunk((size_t)st->shard_rows, M, k, &off, &len);
+        ptdp_share((size_t)st->shard_rows, M, k, &off, &len);
         for (int j = 0; j < K; j++) {
             size_t t0 = 0, tlen = 0;
             if (K > 1)
-                ptdp_chunk((size_t)model->input_cols, K, j, &t0, &tlen);
+                ptdp_share((size_t)model->input_cols, K, j, &t0, &tlen);
             for (int c = 0; c < r->v; c++) {
-                unit *u = &r->units[c * r->U + k * K + j];
+                task *u = &r->tasks[c * r->U + k * K + j];
                 u->data.first = st->shard_first + (int64_t)off;
                 u->data.rows = (int)len;
                 u->data.t0 = (int)t0;
@@ -288,7 +291,7 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
 {
     ptdp_model *model = st->model;
     int stage = model->mesh->pp_rank, M = st->micro_batches, v = model->virtual_stages;
-    const int K = slices_of(st), U = M * K;   /* U: the schedule's units */
+    const int K = slices_of(st), U = M * K;   /* U: the schedule's tasks */
     const ptdp_schedule *s = st->schedule;
     st->run = NULL;
     if (s == NULL || s->pp != model->mesh->pp || s->micro_batches != U)
@@ -306,13 +309,13 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);
     struct ptdp_pp_run *r = calloc(1, sizeof *r);
-    unit *units = r ? calloc((size_t)U * (size_t)v, sizeof *units) : NULL;
-    if (units == NULL) {
+    task *tasks = r ? calloc((size_t)U * (size_t)v, sizeof *tasks) : NULL;
+    if (tasks == NULL) {
         free(r);
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     }
-    *r = (struct ptdp_pp_run){ .units = units, .U = U, .v = v, .last_backward = -1 };
-    lay_out_units(st, r, K);
+    *r = (struct ptdp_pp_run){ .tasks = tasks, .U = U, .v = v, .last_backward = -1 };
+    lay_out_tasks(st, r, K);
     const ptdp_stage_actions *list = &s->stage[stage];
     for (int i = 0; i < list->count; i++)
         if (list->actions[i].kind == PTDP_ACT_BACKWARD)
@@ -331,7 +334,7 @@ static int check_wgrad_done(ptdp_device *dev, const ptdp_pp_step *st)
     const struct ptdp_pp_run *r = st->run;
     for (int c = 0; c < r->v; c++)
         for (int k = 0; k < r->U; k++)
-            if (r->units[c * r->U + k].wgrad.pending)
+            if (r->tasks[c * r->U + k].wgrad.pending)
                 return ptdp_fail(dev, PTDP_EINVAL, "pipeline stage %d: micro-batch %d%s has a BACKWARD_INPUT "
                                  "but no BACKWARD_WEIGHT", st->model->mesh->pp_rank, k,
                                  r->v > 1 ? " (a chunk of it)" : "");
@@ -349,12 +352,12 @@ int ptdp_pp_run(ptdp_device *dev, ptdp_pp_step *st)
     while (r->next < list->count) {
         const int i = r->next++;
         const ptdp_action *a = &list->actions[i];
-        int rc = check_action(dev, st, r->units, a, i);
+        int rc = check_action(dev, st, r->tasks, a, i);
         if (rc != 0)
             return rc;
         if (a->kind == PTDP_ACT_OPTIMIZER_STEP)
             return PTDP_PP_AT_OPTIMIZER;   /* the trainer's turn */
-        rc = run_action(dev, st, ptdp_model_chunk(model, a->chunk), &r->units[a->chunk * r->U + a->mb], a,
+        rc = run_action(dev, st, ptdp_model_chunk(model, a->chunk), &r->tasks[a->chunk * r->U + a->mb], a,
                         tag_of(st->schedule, stage, a, r->U), &r->alive, i == r->last_backward);
         if (rc != 0)
             return rc;
@@ -369,8 +372,8 @@ void ptdp_pp_end(ptdp_device *dev, ptdp_pp_step *st)
         return;
     for (int c = 0; c < r->v; c++)
         for (int k = 0; k < r->U; k++)
-            release(dev, ptdp_model_chunk(st->model, c), &r->units[c * r->U + k]);
-    free(r->units);
+            release(dev, ptdp_model_chunk(st->model, c), &r->tasks[c * r->U + k]);
+    free(r->tasks);
     free(r);
     st->run = NULL;
 }

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "parallel/schedule_impl.h"
 
 /* ---- GPipe --------------------------------------------------------------------- */
 
@@ -100,7 +101,7 @@ void ptdp_schedule_1f1b(ptdp_schedule *s)
  * — 1F1B's p - s - 1, doubled because a chunk's backward costs a chunk's
  * forward twice over, plus one whole round of the ring for each extra
  * chunk: the first backward cannot start before micro-batch 0 has been
- * through all p v pieces.  That longer warm-up is the extra memory.
+ * through all p v chunks.  That longer warm-up is the extra memory.
  *
  * Each forward or backward is 1/v of a stage's, so the fill and drain shrink
  * by v while the work stays m (t_f + t_b):

@@ -5,8 +5,8 @@
  * optimizer step.
  *
  * A generator (schedule.c) lists each stage's compute.  Every forward of
- * the model's piece g > 0 needs an activation from piece g - 1, every
- * backward of a piece g < G - 1 a gradient from g + 1; the compute that
+ * the model's chunk g > 0 needs an activation from chunk g - 1, every
+ * backward of a chunk g < G - 1 a gradient from g + 1; the compute that
  * makes one is followed by its send.  Where each receive and send goes is
  * the schedule's placement (schedule.h), one of two rules.
  *
@@ -130,7 +130,7 @@ static int check_compute(const ptdp_schedule *s, char *msg, size_t len)
 }
 
 /* The receive a compute needs first and the send that follows it
- * (PTDP_ACT_KIND_COUNT: none): an activation from piece g - 1 and to g + 1
+ * (PTDP_ACT_KIND_COUNT: none): an activation from chunk g - 1 and to g + 1
  * for a forward, a gradient from g + 1 and to g - 1 for a backward. */
 static void messages_of(const ptdp_schedule *s, int st, const ptdp_action *a,
                         ptdp_action_kind *recv, ptdp_action_kind *send)
@@ -148,7 +148,7 @@ static void messages_of(const ptdp_schedule *s, int st, const ptdp_action *a,
 
 /* ---- 1. beside the compute, even/odd ---------------------------------------- */
 
-/* Where each piece runs each micro-batch's forward and backward in its
+/* Where each chunk runs each micro-batch's forward and backward in its
  * stage's compute list: fwd_at / bwd_at[g * m + mb], -1 if nowhere. */
 static void index_compute(const ptdp_schedule *s, int *fwd_at, int *bwd_at)
 {
@@ -246,7 +246,7 @@ static double cost(ptdp_action_kind k)
 }
 
 /* Where the play is: start/end[st][i] for action i of stage st;
- * fwd_end / bwd_end[g * m + mb] when piece g finished mb's forward and
+ * fwd_end / bwd_end[g * m + mb] when chunk g finished mb's forward and
  * (input) backward, -1 until it has. */
 typedef struct {
     double **start, **end;

@@ -66,12 +66,12 @@ static double quantum_of(const ptdp_schedule *s, const ptdp_schedule_timeline *t
 }
 
 /* Time between axis ticks: 1, 2 or 5 times a power of ten, at least
- * `min_units` quanta apart so the numbers do not collide.  The power of ten
+ * `min_quanta` quanta apart so the numbers do not collide.  The power of ten
  * comes from the quantum itself, so a schedule timed in 1e-12 or in 1e300
  * units gets ticks of its own scale. */
-static double tick_step(double quantum, double min_units)
+static double tick_step(double quantum, double min_quanta)
 {
-    const double want = quantum * min_units;
+    const double want = quantum * min_quanta;
     double decade = pow(10, floor(log10(want)));
     if (!(decade > 0))
         return want;    /* below the smallest power of ten a double holds */
@@ -189,7 +189,7 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
 
 /* ---- SVG ------------------------------------------------------------------ */
 
-static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_unit; }
+static double x_at(const ptdp_schedule_frame *f, double time) { return f->left + time * f->px_per_time; }
 
 /* Forward blue, backward (or B) green, W orange; chunk c of v mixed with
  * white by c / (v + 1), so a stage's later chunks are paler. */
@@ -210,7 +210,7 @@ static void box_colour(const ptdp_schedule *s, const ptdp_action *a, char fill[8
 void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                         const ptdp_schedule_frame *f)
 {
-    const double lane = f->lane, px = f->px_per_unit;
+    const double lane = f->lane, px = f->px_per_time;
     for (int st = 0; st < s->pp; st++) {
         const double ly = f->top + st * (lane + f->gap);
         ptdp_svg_text(svg, f->left - 10, ly + lane / 2.0 + 4, 12, PTDP_SVG_END, NULL, "stage %d", st);
@@ -264,7 +264,7 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     const double q = quantum_of(s, t, 4000);
     ptdp_schedule_frame f = {
         .left = 72, .top = 44, .lane = 28, .gap = 6,
-        .px_per_unit = 28 / q < 1e300 ? 28 / q : 1e300,   /* q may be as small as a denormal */
+        .px_per_time = 28 / q < 1e300 ? 28 / q : 1e300,   /* q may be as small as a denormal */
         .axis_end = t->makespan, .max_ticks = 12,
     };
     double width = x_at(&f, t->makespan) + 130;

@@ -13,8 +13,8 @@
  * validator and the timing (schedule_sim.c) play them, and the drawings
  * (schedule_draw.c) show them.  This file calls none of those.
  *
- * With v model chunks per stage the model is cut into p v pieces, stage s
- * holding pieces s, s + p, …: a message goes from piece g to g + 1
+ * With v model chunks per stage the model is cut into p v chunks, stage s
+ * holding chunks s, s + p, …: a message goes from chunk g to g + 1
  * (activations) or g - 1 (gradients), round the ring of stages.
  */
 #include "ptdp/schedule.h"
@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "parallel/schedule_impl.h"
 
 /* ---- the data: allocate, push ----------------------------------------------- */
 
@@ -92,9 +93,9 @@ int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
     return ptdp_chunk_global(s, stage, chunk) == s->pp * s->virtual_stages - 1;
 }
 
-/* Activations go from piece g to piece g + 1, gradients from g to g - 1.
+/* Activations go from chunk g to chunk g + 1, gradients from g to g - 1.
  * Without interleaving (v = 1) that is stage s +- 1, even past the ends
- * (the validator names such an action); with it, pieces wrap round the
+ * (the validator names such an action); with it, chunks wrap round the
  * ring of stages, and off the model's ends there is nobody (-1). */
 void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
                        int *peer_stage, int *peer_chunk)

@@ -33,6 +33,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
+#include "parallel/schedule_impl.h"
 
 static int fail(ptdp_schedule_verdict *v, int stage, int index, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -72,7 +73,7 @@ static const struct {
                                                          "received by the inputs B kept" },
 };
 
-/* Must piece (stage, chunk) have an action of kind k for every micro-batch?
+/* Must the model chunk at (stage, chunk) have an action of kind k for every micro-batch?
  * The backward is checked apart: BACKWARD, or BACKWARD_INPUT and _WEIGHT. */
 static int required(ptdp_action_kind k, int first, int last)
 {
@@ -330,8 +331,8 @@ static ptdp_schedule_timeline *timeline_alloc(const ptdp_schedule *s)
 }
 
 /* Play stage st from pos[st] on, as far as messages already sent allow.
- * arrival[(2 * g + dir) * m + mb] is when a message from piece g lands, -1
- * if unsent (dir 0: activation to piece g+1, dir 1: gradient to g-1). */
+ * arrival[(2 * g + dir) * m + mb] is when a message from chunk g lands, -1
+ * if unsent (dir 0: activation to chunk g+1, dir 1: gradient to g-1). */
 static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
                    int *pos, double *now, double *arrival, ptdp_schedule_timeline *t)
 {

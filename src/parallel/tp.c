@@ -154,7 +154,7 @@ int ptdp_tp_xent_forward(ptdp_comm *tp, ptdp_tensor logits_local, int col0,
     ptdp_pick_label(picked, logits_local, labels, col0);
     if (many && (rc = ptdp_all_reduce(tp, picked, picked, (size_t)rows, PTDP_F64, PTDP_SUM)) != 0)
         return rc;
-    double total = ptdp_xent_from_pieces(rows, rowmax, sumexp, picked);
+    double total = ptdp_xent_from_partials(rows, rowmax, sumexp, picked);
     *loss_sum = total;
     return PTDP_OK;
 }

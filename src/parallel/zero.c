@@ -1,5 +1,5 @@
 /*
- * zero.c — ZeRO stages 1 and 2: each DP rank updates only its chunk
+ * zero.c — ZeRO stages 1 and 2: each DP rank updates only its shard
  * (stage 3, the parameters' sharding, is zero3.c; the once-per-step part
  * here serves it too).
  *
@@ -7,15 +7,15 @@
  * once-per-step part, in the order it runs:
  *
  *   stage 2, after every micro-batch's backward:
- *       bucket (full size) --reduce-scatter--> my chunk --+=--> grad_shard
+ *       bucket (full size) --reduce-scatter--> my shard --+=--> grad_shard
  *   once per step:
  *       stage 1: reduce-scatter the full gradient in place, bucket by bucket
  *                (with --overlap: wait for what the backward started)
- *       norm over my pieces, all-reduced over DP, TP, PP    (the trainer clips
- *       AdamW on my pieces of the parameters                 and steps between)
+ *       norm over my ranges, all-reduced over DP, TP, PP    (the trainer clips
+ *       AdamW on my ranges of the parameters                 and steps between)
  *       all-gather the parameters in place (stage 1: bucket by bucket)
  *
- * In place means a piece stays at its own offset of the flat buffer, so
+ * In place means a range stays at its own offset of the flat buffer, so
  * its gradient and parameters have the same element indices on every
  * rank; its optimizer state sits at `at` of the compact shard.
  */
@@ -29,13 +29,16 @@
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
 #include "ptdp/optim.h"
+#include "parallel/dp_impl.h"
+#include "parallel/model_impl.h"
+#include "parallel/zero_impl.h"
 
 /* ----------------------------------------------------------------- setup */
 
 bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at)
 {
-    for (int i = 0; i < z->npieces; i++) {
-        const ptdp_zero_range *r = &z->pieces[i];
+    for (int i = 0; i < z->nranges; i++) {
+        const ptdp_zero_range *r = &z->ranges[i];
         size_t lo = begin > r->begin ? begin : r->begin, hi = end < r->end ? end : r->end;
         if (lo < hi) {
             *b = lo;
@@ -55,8 +58,8 @@ static size_t grad_index(const ptdp_zero *z, size_t flat, size_t at)
     return z->stage >= 2 ? at : flat;
 }
 
-/* The pieces of what I own that the norm counts: the intersection of my
- * pieces with each counted parameter, adjacent pieces merged. */
+/* The ranges of what I own that the norm counts: the intersection of my
+ * ranges with each counted parameter, adjacent ranges merged. */
 static int norm_ranges(ptdp_zero *z, const ptdp_model *m)
 {
     z->nnorm = 0;
@@ -105,23 +108,23 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     if (bf16) {
         if ((z->master = ptdp_alloc(dev, len * sizeof(ptdp_real), PTDP_MEM_OPTIM, "optim.master")) == NULL)
             return PTDP_ENOMEM;
-        for (int i = 0; i < z->npieces; i++)
-            for (size_t k = z->pieces[i].begin; k < z->pieces[i].end; k++)
-                z->master[z->pieces[i].at + (k - z->pieces[i].begin)] =
+        for (int i = 0; i < z->nranges; i++)
+            for (size_t k = z->ranges[i].begin; k < z->ranges[i].end; k++)
+                z->master[z->ranges[i].at + (k - z->ranges[i].begin)] =
                     ptdp_bf16_to_float(ptdp_bf16_from_float((float)m->flat_w[k]));
     }
-    if (z->stage == 3) {   /* my chunks of every unit */
+    if (z->stage == 3) {   /* my shards of every unit */
         if ((z->param_shard = ptdp_alloc(dev, len * es, PTDP_MEM_PARAMS, "zero3.param_shard")) == NULL)
             return PTDP_ENOMEM;
-        for (int i = 0; i < z->npieces; i++)
-            ptdp_store_from_real(z->store, at(z, z->param_shard, z->pieces[i].at), m->flat_w + z->pieces[i].begin,
-                                 z->pieces[i].end - z->pieces[i].begin);
+        for (int i = 0; i < z->nranges; i++)
+            ptdp_store_from_real(z->store, at(z, z->param_shard, z->ranges[i].at), m->flat_w + z->ranges[i].begin,
+                                 z->ranges[i].end - z->ranges[i].begin);
     } else if (bf16) {
         if ((m->flat_w16 = ptdp_alloc(dev, (m->numel > 0 ? m->numel : 1) * es, PTDP_MEM_PARAMS, "params.bf16")) == NULL)
             return PTDP_ENOMEM;
         ptdp_store_from_real(PTDP_BF16, m->flat_w16, m->flat_w, m->numel);
     }
-    if (z->stage >= 2) {   /* the persistent gradient is my chunk only */
+    if (z->stage >= 2) {   /* the persistent gradient is my shard only */
         const char *name = z->stage == 2 ? "zero2.grad_shard" : "zero3.grad_shard";
         if ((z->grad_shard = ptdp_alloc(dev, len * es, PTDP_MEM_GRADS, name)) == NULL)
             return PTDP_ENOMEM;
@@ -146,28 +149,28 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     return PTDP_OK;
 }
 
-/* Stage 1: DP's buckets, each reduce-scattered, and my chunk of each one
- * a piece, its state packed one after the other (zero.h's picture). */
-static int bucket_pieces(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
+/* Stage 1: DP's buckets, each reduce-scattered, and my shard of each one
+ * a range, its state packed one after the other (zero.h's picture). */
+static int bucket_ranges(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
 {
     /* one bucket larger than any buffer: the whole buffer */
     if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     z->buckets.scatter = true;
-    if ((z->pieces = calloc((size_t)(z->buckets.nbuckets > 0 ? z->buckets.nbuckets : 1), sizeof *z->pieces)) == NULL)
+    if ((z->ranges = calloc((size_t)(z->buckets.nbuckets > 0 ? z->buckets.nbuckets : 1), sizeof *z->ranges)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     const int n = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
     z->len = 0;
     for (int b = 0; b < z->buckets.nbuckets; b++) {
         const ptdp_bucket *bk = &z->buckets.buckets[b];
         size_t off, len;
-        ptdp_chunk(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
+        ptdp_share(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
         if (len == 0)
             continue;
-        z->pieces[z->npieces++] = (ptdp_zero_range){ bk->begin + off, bk->begin + off + len, z->len };
+        z->ranges[z->nranges++] = (ptdp_zero_range){ bk->begin + off, bk->begin + off + len, z->len };
         z->len += len;
     }
-    z->off = z->npieces > 0 ? z->pieces[0].begin : 0;
+    z->off = z->nranges > 0 ? z->ranges[0].begin : 0;
     return PTDP_OK;
 }
 
@@ -198,12 +201,12 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
                          "build (ptdp), not the double one");
 #endif
     if (stage == 3 || z->store == PTDP_BF16) {
-        int rc = ptdp_zero3_init(dev, z, m);   /* the units; stage 3: my pieces of them */
+        int rc = ptdp_zero3_init(dev, z, m);   /* the units; stage 3: my ranges of them */
         if (rc != 0)
             return rc;
     }
     if (stage == 1) {
-        int rc = bucket_pieces(dev, z, m, bucket_mb);
+        int rc = bucket_ranges(dev, z, m, bucket_mb);
         if (rc != 0)
             return rc;
     } else if (stage != 3) {
@@ -212,12 +215,12 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
             if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
                 return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         } else {
-            ptdp_chunk(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
+            ptdp_share(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
         }
-        if ((z->pieces = malloc(sizeof *z->pieces)) == NULL)
+        if ((z->ranges = malloc(sizeof *z->ranges)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-        z->npieces = 1;
-        z->pieces[0] = (ptdp_zero_range){ z->off, z->off + z->len, 0 };
+        z->nranges = 1;
+        z->ranges[0] = (ptdp_zero_range){ z->off, z->off + z->len, 0 };
     }
     if (norm_ranges(z, m) != 0)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -251,9 +254,9 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     free(z->norm);
     z->norm = NULL;
     z->nnorm = 0;
-    free(z->pieces);
-    z->pieces = NULL;
-    z->npieces = 0;
+    free(z->ranges);
+    z->ranges = NULL;
+    z->nranges = 0;
     ptdp_ddp_free(&z->buckets);   /* the data of a started collective has moved at once (stream.c) */
 }
 
@@ -305,7 +308,7 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     if (z->stage != 2)
         return PTDP_OK;
     /* This micro-batch's gradient, summed over the DP ranks' micro-batches
-     * of the same index: chunk k lands at its offset inside the bucket. */
+     * of the same index: shard k lands at its offset inside the bucket. */
     void *bucket = z->bucket;
     z->bucket = NULL;
     point_gradients(m, NULL);
@@ -329,11 +332,11 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 /* ZeRO and a parameter whose gradient is summed over a group beyond DP
  * (model.h, ptdp_grad_sum: a tied embedding's copies on two stages, an SP
  * LayerNorm's on the TP ranks): once the gradient is reduce-scattered it
- * is spread over the DP ranks' chunks — and differently on the two
+ * is spread over the DP ranks' shards — and differently on the two
  * stages, whose flat buffers differ.  Make each such tensor's DP-summed
- * gradient whole on every DP rank (an all-reduce of the pieces, zeros
+ * gradient whole on every DP rank (an all-reduce of the ranges, zeros
  * elsewhere: adding zeros changes no bit), sum it over its further groups
- * (ptdp_model_sum_groups), and take my piece back into `shard`, the store
+ * (ptdp_model_sum_groups), and take my range back into `shard`, the store
  * ptdp_zero_reduce_gradients gives (grad_index says where).  As with plain
  * DP, the DP sum comes first and the copies are added by one all-reduce,
  * so every copy holds the same bits whatever algorithm ran. */
@@ -434,7 +437,7 @@ int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
 {
     if (z->stage == 0 || z->stage == 3)   /* replicas already, or kept sharded */
         return PTDP_OK;
-    if (z->stage == 1)   /* my chunk of each bucket to every rank */
+    if (z->stage == 1)   /* my shard of each bucket to every rank */
         return ptdp_ddp_all_gather_params(z->dp, &z->buckets, m);
     void *w = z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w;
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, w, z->numel, z->store);
@@ -447,16 +450,16 @@ void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)
     return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->off);
 }
 
-void *ptdp_zero_piece_params(ptdp_zero *z, ptdp_model *m, int i)
+void *ptdp_zero_range_params(ptdp_zero *z, ptdp_model *m, int i)
 {
     if (z->stage == 3)
-        return at(z, z->param_shard, z->pieces[i].at);
-    return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->pieces[i].begin);
+        return at(z, z->param_shard, z->ranges[i].at);
+    return at(z, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, z->ranges[i].begin);
 }
 
-void *ptdp_zero_piece_grad(const ptdp_zero *z, void *grad, int i)
+void *ptdp_zero_range_grad(const ptdp_zero *z, void *grad, int i)
 {
-    return at(z, grad, grad_index(z, z->pieces[i].begin, z->pieces[i].at));
+    return at(z, grad, grad_index(z, z->ranges[i].begin, z->ranges[i].at));
 }
 
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
@@ -534,7 +537,7 @@ int ptdp_zero_finish_gradients(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, vo
 int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
 {
     if (z->stage == 3)
-        return PTDP_OK;   /* no replicas: every DP rank holds its own chunk of the parameters */
+        return PTDP_OK;   /* no replicas: every DP rank holds its own shard of the parameters */
     return ptdp_ddp_check_replicas(dev, z->dp, m, step);
 }
 
@@ -562,7 +565,7 @@ ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z)
 
 void ptdp_zero_params_written(ptdp_zero *z)
 {
-    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 chunks: bf16 of the master */
+    if (z->store == PTDP_BF16 && z->stage == 3)   /* my bf16 shards: bf16 of the master */
         ptdp_store_from_real(PTDP_BF16, z->param_shard, z->master, z->len);
 }
 

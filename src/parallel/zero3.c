@@ -5,20 +5,20 @@
  * Stages 1 and 2 (zero.c) still keep every parameter on every DP rank:
  * P of them, whatever N.  Stage 3 keeps 1/N.  The model is cut into units
  * (model.h: a block, the embeddings, the head), and each unit into N
- * chunks; rank k keeps chunk k of every unit — its parameters, their
+ * shards; rank k keeps shard k of every unit — its parameters, their
  * gradient, their optimizer state — and gathers the rest only when the
  * model says it is about to use the unit (ptdp_model_unit):
  *
- *   unit u of the flat buffer      [ chunk 0 | chunk 1 | chunk 2 | chunk 3 ]
- *   rank 1 keeps                              [ chunk 1 ]
+ *   unit u of the flat buffer      [ shard 0 | shard 1 | shard 2 | shard 3 ]
+ *   rank 1 keeps                              [ shard 1 ]
  *
- *   FORWARD_BEGIN u    all-gather u's chunks into a buffer ("params")   (N-1)/N |u|
+ *   FORWARD_BEGIN u    all-gather u's shards into a buffer ("params")   (N-1)/N |u|
  *                      point u's parameter views into it
  *   FORWARD_END u      free it: the views point at nothing again
  *   BACKWARD_BEGIN u   all-gather again, and a zeroed gradient buffer
  *                      for u ("grads") that the backward adds into
  *   BACKWARD_END u     reduce-scatter the gradient buffer              (N-1)/N |u|
- *                      add my chunk into the gradient shard, free both
+ *                      add my shard into the gradient shard, free both
  *
  * Per micro-batch that is two gathers and one reduce-scatter of every
  * unit, 3 (N-1)/N S bytes: the ZeRO paper's 3Ψ against plain DP's 2Ψ.
@@ -68,6 +68,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "parallel/zero_impl.h"
 
 /* Point the views of unit u's parameters (or gradients) into buf, a copy
  * of the unit's stretch of the flat buffer, or at nothing. */
@@ -88,7 +89,7 @@ static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_re
 /* ------------------------------------------------------------ gathering */
 
 /* Start (or do) the gather of unit u's parameters, in the store's type:
- * my chunk in its place, then an all-gather in place fills the others'. */
+ * my shard in its place, then an all-gather in place fills the others'. */
 static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
 {
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
@@ -292,19 +293,19 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
     if (!shard)
-        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no pieces of them */
-    z->pieces = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->pieces);
-    if (z->pieces == NULL)
+        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no ranges of them */
+    z->ranges = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->ranges);
+    if (z->ranges == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     size_t at = 0;
     for (int u = 0; u < z->nunits; u++) {
         ptdp_zero_unit *x = &z->units[u];
-        ptdp_chunk(x->end - x->begin, N, k, &x->off, &x->len);
+        ptdp_share(x->end - x->begin, N, k, &x->off, &x->len);
         x->at = at;
-        z->pieces[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
+        z->ranges[u] = (ptdp_zero_range){ x->begin + x->off, x->begin + x->off + x->len, at };
         at += x->len;
     }
-    z->npieces = z->nunits;
+    z->nranges = z->nunits;
     z->len = at;
     return PTDP_OK;
 }

@@ -1,20 +1,20 @@
 /*
- * zero_step.c — the optimizer step on what this device owns: its pieces of
+ * zero_step.c — the optimizer step on what this device owns: its ranges of
  * the flat buffers (zero.h), float or mixed precision.
  *
  * AdamW and SGD are element-wise (optim.h), so a device updates any cut of
  * the buffers and gets the bits of one update of the whole.  What it owns
- * is a list of pieces: the whole buffer without ZeRO, one chunk per DP
- * bucket (ZeRO-1), one chunk (ZeRO-2), one chunk per unit (ZeRO-3).  Each
- * piece is walked in stretches of one weight-decay rule (model.h,
+ * is a list of ranges: the whole buffer without ZeRO, one shard per DP
+ * bucket (ZeRO-1), one shard (ZeRO-2), one shard per unit (ZeRO-3).  Each
+ * range is walked in stretches of one weight-decay rule (model.h,
  * ptdp_model_decay_ranges):
  *
  *   flat buffer   | out.w  out.b | blocks.7 …         | … in.w  in.b |
- *   my piece               [ at ─────────────────── ]
+ *   my range               [ at ─────────────────── ]
  *   stretches              [b][ w, decay ][b][ w … ]        b: no decay
  *
- *   piece i, flat element e   parameters  ptdp_zero_piece_params + (e - begin)
- *                             gradient    ptdp_zero_piece_grad   + (e - begin)
+ *   range i, flat element e   parameters  ptdp_zero_range_params + (e - begin)
+ *                             gradient    ptdp_zero_range_grad   + (e - begin)
  *                             state       opt_a, opt_b, master   + at + (e - begin)
  *
  * Float: the gradient is multiplied by the clipping coefficient, then
@@ -30,23 +30,25 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
+#include "parallel/model_impl.h"
+#include "parallel/zero_impl.h"
 
 typedef struct {
     const ptdp_zero *z;
-    void *w, *g;               /* the piece's parameters and gradient, from its begin */
-    size_t begin, at;          /* the piece: flat element begin; its state from `at`  */
+    void *w, *g;               /* the range's parameters and gradient, from its begin */
+    size_t begin, at;          /* the range: flat element begin; its state from `at`  */
     double clip;               /* bf16: the clipping coefficient (1: none)            */
     long step;
     bool bf16;
     double flops;
 } update;
 
-/* One stretch [begin, end) of one piece, with or without weight decay. */
+/* One stretch [begin, end) of one range, with or without weight decay. */
 static int update_range(size_t begin, size_t end, bool decay, void *ctx)
 {
     update *u = ctx;
     const ptdp_zero *z = u->z;
-    const size_t i = begin - u->begin, k = u->at + i, n = end - begin;   /* in the piece; in the state */
+    const size_t i = begin - u->begin, k = u->at + i, n = end - begin;   /* in the range; in the state */
     const double wd = decay ? z->optim.weight_decay : 0.0;
     ptdp_real *a = z->opt_a ? z->opt_a + k : NULL, *b = z->opt_b ? z->opt_b + k : NULL;
     if (u->bf16) {
@@ -65,12 +67,12 @@ int ptdp_zero_step(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, do
 {
     const double w0 = ptdp_wall_now();
     update u = { .z = z, .clip = clip, .step = step, .bf16 = m->bf16 };
-    for (int i = 0; i < z->npieces; i++) {
-        const ptdp_zero_range *r = &z->pieces[i];
+    for (int i = 0; i < z->nranges; i++) {
+        const ptdp_zero_range *r = &z->ranges[i];
         u.begin = r->begin;
         u.at = r->at;
-        u.w = ptdp_zero_piece_params(z, m, i);
-        u.g = ptdp_zero_piece_grad(z, grad, i);
+        u.w = ptdp_zero_range_params(z, m, i);
+        u.g = ptdp_zero_range_grad(z, grad, i);
         if (clip < 1 && !m->bf16)
             ptdp_scale(u.g, r->end - r->begin, clip);   /* bf16: while widening */
         int rc = ptdp_model_decay_ranges(m, r->begin, r->end, update_range, &u);
@@ -80,6 +82,6 @@ int ptdp_zero_step(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, do
     ptdp_zero_clear_gradients(z, m);
     /* The ideal profile is the textbook pipeline: only the blocks' products cost time. */
     ptdp_compute(dev, "optimizer", dev->profile->ideal ? 0 : u.flops, w0);
-    /* ZeRO: every rank updated one chunk; now everyone gets all of them. */
+    /* ZeRO: every rank updated one shard; now everyone gets all of them. */
     return ptdp_zero_gather_params(z, m);
 }

@@ -152,7 +152,7 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 }
 
 /* Blocks of piece g of the pp v pieces (model.c ptdp_stage_range). */
-static int piece_blocks(const shape *s, int g)
+static int chunk_blocks(const shape *s, int g)
 {
     const int n = s->pp * s->v;
     return s->layers / n + (g < s->layers % n ? 1 : 0);
@@ -351,7 +351,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const ptdp_recompute rc = l->recompute;
     const bool full = rc == PTDP_RECOMPUTE_FULL, sel = rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1;
     const bool first = stage == 0, last = stage == s->pp - 1;
-    const int nb = piece_blocks(s, stage);
+    const int nb = chunk_blocks(s, stage);
     const kept k = chunk_kept(rq, s, nb, first, last, rc);
     const double Kb = ptdp_gpt_block_act_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp, sel, true);
     const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
@@ -436,7 +436,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     kept peak_chunk = { 0 };
     bool has_first = false, has_last = false;
     for (int c = 0; c < v; c++) {
-        const int g = c * p + stage, nb = piece_blocks(s, g);
+        const int g = c * p + stage, nb = chunk_blocks(s, g);
         const bool first = g == 0, last = g == p * v - 1;
         has_first |= first;
         has_last |= last;

@@ -67,9 +67,9 @@ typedef struct {
     double block_f, block_b;      /* one block's forward, its whole backward (dW included) */
     double embed_f, embed;        /* the embedding's forward; forward + backward           */
     double head;                  /* LN_f, the head and the loss, forward + backward       */
-} piece_cost;
+} chunk_cost;
 
-static piece_cost piece_cost_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
     const ptdp_profile *p = rq->profile;
     const double peak = ptdp_profile_peak(p, rq->bf16);
@@ -77,7 +77,7 @@ static piece_cost piece_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     ptdp_gpt_shape sh = ptdp_gpt_shape_make(&rq->model, l->micro_batch_size, l->tp, l->sp, cp, 0, true);
     sh.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     sh.split = false;
-    piece_cost c = {
+    chunk_cost c = {
         .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = sh.selective,
         .block_f = ptdp_gpt_cost_block_forward(p, &sh) / peak,
         .block_b = ptdp_gpt_cost_block_backward(p, &sh) / peak,
@@ -111,7 +111,7 @@ static int stage_blocks(int layers, int pp, int v, int s)
  *
  * F, B a block's forward and backward as gpt.c charges them, R = F under
  * full recomputation.  No communication, no optimizer: a lower bound. */
-static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const piece_cost *c)
+static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const chunk_cost *c)
 {
     const int L = rq->model.layers, p = l->pp, v = l->virtual_stages > 1 ? l->virtual_stages : 1;
     const double M = l->micro_batches;
@@ -131,7 +131,7 @@ static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
 
 double ptdp_plan_step_lower_bound(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    piece_cost c = piece_cost_of(rq, l);
+    chunk_cost c = chunk_cost_of(rq, l);
     return bound_of(rq, l, &c);
 }
 
@@ -139,7 +139,7 @@ double ptdp_plan_step_lower_bound(const ptdp_plan_request *rq, const ptdp_plan_l
  * (tp, cp, b, sp, selective). */
 enum { COST_CACHE = 32 };
 typedef struct {
-    piece_cost c[COST_CACHE];
+    chunk_cost c[COST_CACHE];
     int n, next;
 } cost_cache;
 
@@ -148,12 +148,12 @@ static double cached_bound(cost_cache *k, const ptdp_plan_request *rq, const ptd
     const int cp = l->cp > 1 ? l->cp : 1;
     const bool sel = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     for (int i = 0; i < k->n; i++) {
-        const piece_cost *c = &k->c[i];
+        const chunk_cost *c = &k->c[i];
         if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel)
             return bound_of(rq, l, c);
     }
-    piece_cost *c = &k->c[k->next];
-    *c = piece_cost_of(rq, l);
+    chunk_cost *c = &k->c[k->next];
+    *c = chunk_cost_of(rq, l);
     k->next = (k->next + 1) % COST_CACHE;
     if (k->n < COST_CACHE)
         k->n++;

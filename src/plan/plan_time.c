@@ -151,7 +151,7 @@ typedef struct {
     double numel;                  /* the piece's parameters              */
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
-} piece_cost;
+} chunk_cost;
 
 typedef struct {
     const ptdp_plan_request *rq;
@@ -168,7 +168,7 @@ static double secs(const ctx *x, double flops)
 }
 
 /* Blocks of piece g of P: layers / P, the first layers % P one more. */
-static int piece_layers(int layers, int P, int g)
+static int chunk_layers(int layers, int P, int g)
 {
     return layers / P + (g < layers % P ? 1 : 0);
 }
@@ -205,12 +205,12 @@ static double block_params(const ptdp_gpt_shape *s)
 }
 
 /* The units of piece g and the piece's F, B (and B, W split) times. */
-static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
+static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
 {
     const ptdp_profile *p = x->rq->profile;
     const ptdp_gpt_shape *s = &x->shape, *sb = x->split_bw ? &x->split : &x->shape;
     const bool first = g == 0, last = g == P - 1;
-    const int n = piece_layers(x->rq->model.layers, P, g);
+    const int n = chunk_layers(x->rq->model.layers, P, g);
     const double S = (double)s->R * s->C * REAL;
     const bool sp = x->l->sp && x->l->tp > 1;
     const mesh_info *m = &x->mesh;
@@ -279,7 +279,7 @@ static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
  * the next unit's gather starts on the communication stream as soon as
  * this one is present, and a backward's reduce-scatter runs there too,
  * one at a time, waited for at the next unit's end. */
-static double walk_units(const ctx *x, const piece_cost *pc, int which)
+static double walk_units(const ctx *x, const chunk_cost *pc, int which)
 {
     const bool backward = which != 0;
     const int n = pc->nunits;
@@ -360,7 +360,7 @@ typedef struct {
     double makespan, bubble;
 } pipe_times;
 
-static int play(const ptdp_schedule *s, const piece_cost *pc, const double *send, pipe_times *out)
+static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send, pipe_times *out)
 {
     const int P = s->pp, m = s->micro_batches, V = s->virtual_stages, last = P * V - 1;
     const size_t nmsg = 2 * (size_t)P * V * m;
@@ -389,7 +389,7 @@ static int play(const ptdp_schedule *s, const piece_cost *pc, const double *send
         for (; pos[st] < list->count; pos[st]++) {
             const ptdp_action *a = &list->actions[pos[st]];
             const int g = a->chunk * P + st;
-            const piece_cost *c = &pc[g];
+            const chunk_cost *c = &pc[g];
             const double t0 = now[st];
             double *msg = NULL;
             int to = -1;
@@ -468,7 +468,7 @@ out:
  * straight line; tests/test_plan_time.c checks the line against the
  * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
  * plays every schedule out, as that check does). */
-static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, const double *send, pipe_times *out)
+static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, const double *send, pipe_times *out)
 {
     const bool chunked = v > 1;   /* the interleaved schedule: groups of p */
     const int m1 = 2 * p, m2 = m1 + (chunked ? p : 1);
@@ -515,7 +515,7 @@ static int play_m(const char *name, int p, int m, int v, const piece_cost *pc, c
  * parameters back bucket by bucket: their time in *gather, if not NULL).
  * Returns the time the compute stream spends (or waits) on them after the
  * pipeline's end, and the traffic's whole time in *total. */
-static double dp_buckets(const ctx *x, ptdp_coll op, const piece_cost *const *pcs, int npcs, double last_b,
+static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pcs, int npcs, double last_b,
                          double end, double *total, double *gather)
 {
     const double cap = x->rq->bucket_mb > 0 ? (double)(size_t)(x->rq->bucket_mb * 1024 * 1024 / REAL) : 1;
@@ -523,7 +523,7 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const piece_cost *const *pc
     bool open = false;
     /* parameters in flat order: pieces' units from the head back */
     for (int k = 0; k < npcs; k++) {
-        const piece_cost *pc = pcs[k];
+        const chunk_cost *pc = pcs[k];
         const ptdp_gpt_shape *s = &x->shape;
         for (int i = pc->nunits - 1; i >= 0; i--) {
             const unit_cost *u = &pc->u[i];
@@ -609,11 +609,11 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     x.split = x.shape;
     x.split.split = true;
 
-    piece_cost *pc = calloc((size_t)P, sizeof *pc);
+    chunk_cost *pc = calloc((size_t)P, sizeof *pc);
     double *send = calloc((size_t)P, sizeof *send);
     pipe_times pt = { .end = calloc((size_t)l->pp, sizeof(double)), .last_b = calloc((size_t)l->pp, sizeof(double)),
                       .busy = calloc((size_t)l->pp, sizeof(double)) };
-    const piece_cost **mine = calloc((size_t)v, sizeof *mine);
+    const chunk_cost **mine = calloc((size_t)v, sizeof *mine);
     double *z1_gather = calloc((size_t)l->pp, sizeof *z1_gather);   /* ZeRO-1's bucket gathers, per stage */
     int rc = PTDP_OK;
     if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL ||
@@ -624,9 +624,9 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
      * (B and W each, split), blocking unless --overlap. */
     double z2_rs = 0;
     for (int g = 0; rc == 0 && g < P; g++)
-        rc = piece_of(&x, g, P, &pc[g]);
+        rc = chunk_of(&x, g, P, &pc[g]);
     for (int g = 0; rc == 0 && g < P; g++) {
-        piece_cost *q = &pc[g];
+        chunk_cost *q = &pc[g];
         double f = walk_units(&x, q, 0);
         double b = walk_units(&x, q, 1), bi = walk_units(&x, q, 2), w = 0;
         for (int i = 0; i < q->nunits; i++)
@@ -700,7 +700,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         double nsp = 0;
         for (int k = 0; sp && k < v; k++) {
             const int g = k * l->pp + st;
-            nsp += 4.0 * piece_layers(c->layers, P, g) + (g == P - 1 ? 2 : 0);
+            nsp += 4.0 * chunk_layers(c->layers, P, g) + (g == P - 1 ? 2 : 0);
         }
         t += nsp * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
         if (l->zero >= 1) {

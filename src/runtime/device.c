@@ -23,6 +23,9 @@
 #include "ptdp/error.h"
 #include "ptdp/trace.h"
 #include "runtime/wait.h"
+#include "core/arena_impl.h"
+#include "core/error_impl.h"
+#include "runtime/device_impl.h"
 
 /* ------------------------------------------------------------ failure */
 

@@ -30,6 +30,7 @@
 #include "ptdp/error.h"
 #include "ptdp/models.h"
 #include "ptdp/safetensors.h"
+#include "train/state_impl.h"
 
 static const char *OPT_NAMES[] = { "adamw", "sgd" };
 

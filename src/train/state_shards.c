@@ -29,6 +29,8 @@
 
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "parallel/zero_impl.h"
+#include "train/state_impl.h"
 
 /* Which device writes a parameter's whole tensor. */
 static bool writes_param(const ptdp_model *m, const ptdp_param *p)

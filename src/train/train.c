@@ -52,6 +52,9 @@
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
 #include "train/run_table.h"
+#include "parallel/pp_impl.h"
+#include "parallel/zero_impl.h"
+#include "train/state_impl.h"
 
 
 /* ------------------------------------------------------ one device's run */
@@ -140,15 +143,15 @@ static int run_step(ptdp_device *dev, device_ctx *d, ptdp_pp_step *st)
     return rc;
 }
 
-/* With token slices the schedule's "micro-batches" are the m k units
+/* With token slices the schedule's "micro-batches" are the m k tasks
  * (micro-batch, slice), slice fastest (pp.h). */
 static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
-    const int units = c->micro_batches * ptdp_train_token_slices(c);
-    if (ptdp_schedule_create_v(name, c->pp, units, ptdp_train_virtual_stages(c), out) != 0)
+    const int tasks = c->micro_batches * ptdp_train_token_slices(c);
+    if (ptdp_schedule_create_v(name, c->pp, tasks, ptdp_train_virtual_stages(c), out) != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d, v=%d",
-                         name, c->pp, units, ptdp_train_virtual_stages(c));
+                         name, c->pp, tasks, ptdp_train_virtual_stages(c));
     return PTDP_OK;
 }
 
@@ -210,7 +213,7 @@ static int device_main(ptdp_device *dev, void *arg)
         rc = make_schedule(dev, c, &sched);
 
     size_t shard_off, shard_len;
-    ptdp_chunk((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
+    ptdp_share((size_t)c->batch, c->dp, d.mesh.dp_rank, &shard_off, &shard_len);
     for (int s = 0; rc == 0 && s < c->steps; s++) {
         long step = r->first_step + s;    /* 0-based global step */
         d.global_step = step + 1;

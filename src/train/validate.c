@@ -229,7 +229,7 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
                 "GPipe does its micro-batches: use --schedule gpipe (not %s)", k, c->schedule ? c->schedule : "1f1b");
         for (int j = 0; c->sp && j < k; j++) {
             size_t off, len;
-            ptdp_chunk((size_t)T, k, j, &off, &len);
+            ptdp_share((size_t)T, k, j, &off, &len);
             if (len % (size_t)c->tp != 0)
                 BAD("--token-slices %d with --sp: slice %d holds %zu positions, which do not divide by --tp %d "
                     "(every slice's positions are shared out over the TP group)", k, j, len, c->tp);

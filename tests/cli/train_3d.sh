@@ -122,7 +122,7 @@ for d in r["devices"]:
     P = d["param_elements"]
     assert mem["params"] == P * R, (d["rank"], mem["params"], P * R)
     assert mem["grads"] == P * R                 # ZeRO-1 keeps the full gradient
-    chunk = (P + 1 - d["dp_rank"]) // 2          # ptdp_chunk(P, 2, dp_rank)
+    chunk = (P + 1 - d["dp_rank"]) // 2          # ptdp_share(P, 2, dp_rank)
     assert mem["optim"] == 2 * chunk * R, (mem["optim"], chunk)
     # DP, N = 2: reduce-scatter + all-gather = S, plus the norm's one double
     assert sent["dp"] == P * R + 8, (d["rank"], sent["dp"], P * R)

@@ -77,7 +77,7 @@ static const bf16_case CASES[] = {
     { .gpt = true, .dp = 2, .cp = 2, .m = 1, .zero = 3 },
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .selective = true },
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 3, .schedule = "gpipe", .recompute = true },
-    /* ZeRO-1's pieces (one per DP bucket) and the embedding tied across stages */
+    /* ZeRO-1's ranges (one per DP bucket) and the embedding tied across stages */
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 1, .overlap = true },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))

@@ -186,31 +186,31 @@ END_TEST
 /* Interleaved 1F1B (--virtual-stages v): each stage holds v chunks of a
  * small GPT, the tied wte on stage 0's chunk 0 and stage p-1's chunk
  * v-1, SP's LayerNorms in every chunk.  Composed with dp and ZeRO 1 and 2,
- * tp with and without SP, cp, dropout, recompute and uneven pieces. */
+ * tp with and without SP, cp, dropout, recompute and uneven chunks. */
 typedef struct {
     int dp, cp, tp, pp, m, v, zero;
     bool sp, recompute;
     double dropout;
-    const int *pieces;
+    const int *chunk_layers;
 } chunk_case;
-static const int uneven_pieces[] = { 1, 2, 1, 1 };   /* pp 2 x v 2, 5 layers */
+static const int uneven_chunks[] = { 1, 2, 1, 1 };   /* pp 2 x v 2, 5 layers */
 static const chunk_case chunk_cases[] = {
     { 1, 1, 1, 2, 2, 2, 0, false, false, 0.0, NULL },  { 1, 1, 1, 2, 4, 4, 0, false, false, 0.1, NULL },
     { 1, 1, 1, 4, 4, 2, 0, false, true, 0.1, NULL },   { 2, 1, 1, 2, 2, 2, 1, false, false, 0.1, NULL },
     { 2, 1, 1, 2, 4, 2, 2, false, true, 0.0, NULL },   { 1, 1, 2, 2, 2, 2, 0, true, false, 0.1, NULL },
     { 1, 1, 2, 2, 4, 3, 0, false, false, 0.0, NULL },  { 2, 1, 2, 2, 2, 2, 2, true, true, 0.1, NULL },
     { 1, 2, 1, 2, 2, 2, 0, false, false, 0.1, NULL },  { 1, 2, 2, 2, 2, 2, 0, true, true, 0.0, NULL },
-    { 1, 1, 1, 2, 2, 2, 0, false, false, 0.1, uneven_pieces },
-    { 1, 1, 2, 2, 4, 2, 0, true, true, 0.0, uneven_pieces },
+    { 1, 1, 1, 2, 2, 2, 0, false, false, 0.1, uneven_chunks },
+    { 1, 1, 2, 2, 4, 2, 0, true, true, 0.0, uneven_chunks },
 };
 
 LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_cases / sizeof chunk_cases[0]))
 {
     const chunk_case *k = &chunk_cases[_i];
     ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    /* one block per piece (4 at least), or the uneven cut's 5: deeper
+    /* one block per chunk (4 at least), or the uneven cut's 5: deeper
      * models drift past float's 1e-4 whatever the schedule */
-    c.model.layers = k->pieces ? 5 : k->pp * k->v > 4 ? k->pp * k->v : 4;
+    c.model.layers = k->chunk_layers ? 5 : k->pp * k->v > 4 ? k->pp * k->v : 4;
     if (k->cp > 1)
         ptdp_gpt(&c.model)->seq_len = 12;                 /* 2 zigzag chunks per cp rank */
     int per = k->dp * k->m;
@@ -222,7 +222,7 @@ LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_c
     c.sp = k->sp;
     c.recompute = k->recompute;
     c.dropout = k->dropout;
-    c.stage_layers = k->pieces;
+    c.stage_layers = k->chunk_layers;
     c.verify_replicas = k->dp > 1;
     equiv_check(&c);
 }

@@ -9,7 +9,7 @@
  * (dp 2 x pp 2), and dropout, whose masks must not depend on which stage
  * or micro-batch a sample went through.  Then the interleaved schedule:
  * v chunks per stage for several (p, m, v), with recompute, dp and ZeRO,
- * uneven pieces and dropout.
+ * uneven chunks and dropout.
  *
  * Why it must hold: a micro-batch's loss gradient is scaled by 1/B and
  * accumulated (+=), so the order in which a schedule runs the micro-batches
@@ -75,7 +75,7 @@ LOOP_TEST(pp_tests, test_dropout, 4)
 }
 END_TEST
 
-/* Interleaved 1F1B: v chunks per stage of a 12-block model, pieces c p + s.
+/* Interleaved 1F1B: v chunks per stage of a 12-block model, chunks c p + s.
  * _i = case * 2 + recompute. */
 static const int CHUNK_CASES[][3] = {   /* pp, m, v */
     { 2, 2, 2 }, { 2, 4, 3 }, { 2, 2, 6 }, { 3, 3, 2 }, { 3, 6, 4 }, { 4, 4, 3 }, { 4, 8, 2 },
@@ -94,11 +94,11 @@ LOOP_TEST(pp_tests, test_interleaved_matrix, 14)
 END_TEST
 
 /* Interleaved with data parallelism and ZeRO 0, 1, 2 around it, uneven
- * pieces, and dropout (masks keyed by layer and global sample, whichever
+ * chunks, and dropout (masks keyed by layer and global sample, whichever
  * chunk holds the layer). */
 LOOP_TEST(pp_tests, test_interleaved_composes, 6)
 {
-    static const int pieces[] = { 3, 1, 1, 2, 2, 3 };   /* pp 3 x v 2, 12 blocks */
+    static const int chunk_layers[] = { 3, 1, 1, 2, 2, 3 };   /* pp 3 x v 2, 12 blocks */
     ptdp_train_config c = equiv_config(_i < 3 ? 2 : 1, 1, _i < 3 ? 2 : 3, _i < 3 ? 4 : 3);
     c.model.layers = 12;
     c.schedule = "interleaved";
@@ -107,7 +107,7 @@ LOOP_TEST(pp_tests, test_interleaved_composes, 6)
         c.zero = _i;
         c.verify_replicas = true;
     } else {
-        c.stage_layers = pieces;
+        c.stage_layers = chunk_layers;
         c.dropout = _i >= 4 ? 0.2 : 0.0;
         c.recompute = _i == 5;
     }

@@ -5,7 +5,7 @@
  * unit (a block, the embeddings, the head) is all-gathered before its
  * forward and again before its backward, freed after, and its gradient is
  * reduce-scattered at the unit's BACKWARD_END into a 1/N shard that the
- * optimizer updates piece by piece.  Three claims, for the MLP and the
+ * optimizer updates range by range.  Three claims, for the MLP and the
  * GPT, in float and double:
  *
  *   1. equal to the single-device baseline by --check's rule (1e-10 in
@@ -18,8 +18,8 @@
  *   2. --overlap moves the same bits at other (virtual) times, so with and
  *      without it the losses and final states agree bit for bit;
  *   3. checkpoints: a state saved under ZeRO-3 is whole tensors, written
- *      piece by piece; it loads into ZeRO-0 on another mesh, and a ZeRO-0
- *      one into ZeRO-3 on another mesh (another N: the pieces cut again),
+ *      range by range; it loads into ZeRO-0 on another mesh, and a ZeRO-0
+ *      one into ZeRO-3 on another mesh (another N: the ranges cut again),
  *      both like training without stopping.
  */
 #include "equiv.h"
@@ -186,7 +186,7 @@ static void resume_case(ptdp_train_config first, ptdp_train_config second, bool 
 
 TEST(zero3_tests, test_zero3_checkpoint_reshards_mlp)
 {
-    /* ZeRO-3 on dp 3 x tp 2 (three pieces per unit, cut through TP shards)
+    /* ZeRO-3 on dp 3 x tp 2 (three ranges per unit, cut through TP shards)
      * -> ZeRO-0 on pp 2, one device per stage */
     ptdp_train_config first = equiv_config(3, 2, 1, 2), second = equiv_config(1, 1, 2, 2);
     first.zero = 3;
@@ -197,7 +197,7 @@ TEST(zero3_tests, test_zero3_checkpoint_reshards_mlp)
     second.zero = 3;
     second.overlap = true;
     resume_case(first, second, true, "mlp: zero 0 dp 2 -> zero 3 dp 4 pp 2 overlap");
-    /* ZeRO-3 on dp 2 -> ZeRO-3 on dp 3 x tp 2: other N, other pieces */
+    /* ZeRO-3 on dp 2 -> ZeRO-3 on dp 3 x tp 2: other N, other ranges */
     first = equiv_config(2, 1, 2, 2);
     first.zero = 3;
     second = equiv_config(3, 2, 1, 1);

@@ -4,10 +4,10 @@
  *   1. The neighbour exchange alone, on 2 to 5 devices: does every rank get
  *      its left neighbour's message, with one send and one receive, and
  *      without a deadlock?
- *   2. The all-reduce on 2 to 5 devices, 1 to 4099 elements (so chunks of
+ *   2. The all-reduce on 2 to 5 devices, 1 to 4099 elements (so segments of
  *      unequal length, and empty ones): does every rank end with the sum,
  *      equal to ptdp_all_reduce's, and the same bits on every rank?
- *   3. The bytes: does every device send 2(N-1) chunk messages, that is
+ *   3. The bytes: does every device send 2(N-1) segment messages, that is
  *      2(N-1)/N * S bytes for S bytes on N devices?
  *
  * Element i of rank r starts as (1 + i mod 5) * 8^r, so a wrong element
@@ -17,20 +17,20 @@
  * When a sum is wrong, the final numbers alone often cannot say which blank
  * is at fault (on 2 devices several wrong answers end alike).  So the check
  * runs the all-reduce once more, on the same devices and 960 elements (equal
- * chunks on 2 to 5 devices), watching every message (lesson.h routes
+ * segments on 2 to 5 devices), watching every message (lesson.h routes
  * ptdp_send / ptdp_recv through lesson_send_at / lesson_recv_at): which
- * chunk each send carried, which chunk each all-gather receive landed in,
- * and what every chunk held, in parts, at each step.  Then it walks the
+ * segment each send carried, which segment each all-gather receive landed in,
+ * and what every segment held, in parts, at each step.  Then it walks the
  * ring's rules in order:
  *
- *   reduce-scatter (blank 2)  at step 0 every chunk starts at one rank; at
- *                             step s >= 1 a rank passes on the chunk that
+ *   reduce-scatter (blank 2)  at step 0 every segment starts at one rank; at
+ *                             step s >= 1 a rank passes on the segment that
  *                             arrived at step s-1;
- *   the addition (blank 3)    after step s exactly that arriving chunk
+ *   the addition (blank 3)    after step s exactly that arriving segment
  *                             changed: my part plus the arriving sum;
- *   all-gather (blank 4)      step 0 passes on the chunk this rank
- *                             finished; later steps pass on the chunk that
- *                             just arrived; a chunk lands in its own place.
+ *   all-gather (blank 4)      step 0 passes on the segment this rank
+ *                             finished; later steps pass on the segment that
+ *                             just arrived; a segment lands in its own place.
  *
  * The first rule broken names its blank; if none is, blank 3 is blamed.
  * The buffer also has a guard zone after its last element, so a write past
@@ -56,18 +56,18 @@ enum { MAX_WORLD = 5, EXCHANGE_LEN = 3 };
 
 /* ------------------------------------------ 0. watching the ring's messages */
 
-enum { MAX_CALLS = 4 * MAX_WORLD, NOT_A_CHUNK = -1, OUTSIDE_BUF = -2 };
+enum { MAX_CALLS = 4 * MAX_WORLD, NOT_A_SEGMENT = -1, OUTSIDE_BUF = -2 };
 
 /* One ptdp_send or ptdp_recv of a watched rank, as it began. */
 typedef struct {
     bool send;
-    int chunk;                 /* the chunk of buf it carries (send) or lands
-                                  in (recv), NOT_A_CHUNK or OUTSIDE_BUF    */
+    int segment;                 /* the segment of buf it carries (send) or lands
+                                  in (recv), NOT_A_SEGMENT or OUTSIDE_BUF    */
     double carried;            /* send: the parts it carries, -1 unreadable */
-    double before[MAX_WORLD];  /* each chunk's parts as the call began      */
+    double before[MAX_WORLD];  /* each segment's parts as the call began      */
 } watched_call;
 
-/* "Parts" are read from a chunk's first element: (1 + i mod 5) * 8^r per
+/* "Parts" are read from a segment's first element: (1 + i mod 5) * 8^r per
  * rank r, so value / (1 + i mod 5) in base 8 counts each rank's parts. */
 typedef struct {
     const ptdp_real *buf;
@@ -86,7 +86,7 @@ static double parts_at(const call_watch *w, size_t i)
     return q >= 0 && q == floor(q) && q < pow(8.0, w->world) ? q : -1;
 }
 
-static int chunk_at(const call_watch *w, const void *p, size_t count)
+static int segment_at(const call_watch *w, const void *p, size_t count)
 {
     const ptdp_real *e = p;
     if (e < w->buf || e > w->buf + w->count)
@@ -94,7 +94,7 @@ static int chunk_at(const call_watch *w, const void *p, size_t count)
     for (int c = 0; c < w->world; c++)
         if (e == w->buf + w->off[c] && count == w->len[c])
             return c;
-    return NOT_A_CHUNK;
+    return NOT_A_SEGMENT;
 }
 
 static void watch_call(bool send, const void *p, size_t count)
@@ -107,8 +107,8 @@ static void watch_call(bool send, const void *p, size_t count)
     }
     watched_call *k = &w->calls[w->ncalls++];
     k->send = send;
-    k->chunk = chunk_at(w, p, count);
-    k->carried = send && k->chunk >= 0 ? parts_at(w, w->off[k->chunk]) : -1;
+    k->segment = segment_at(w, p, count);
+    k->carried = send && k->segment >= 0 ? parts_at(w, w->off[k->segment]) : -1;
     for (int c = 0; c < w->world; c++)
         k->before[c] = w->len[c] > 0 ? parts_at(w, w->off[c]) : -1;
 }
@@ -282,7 +282,7 @@ static int reduce_device(ptdp_device *dev, void *arg)
         w->count = x->count;
         w->world = x->world;
         for (int c = 0; c < x->world; c++)
-            ptdp_chunk(x->count, x->world, c, &w->off[c], &w->len[c]);
+            ptdp_share(x->count, x->world, c, &w->off[c], &w->len[c]);
         watching = w;
     }
 
@@ -326,8 +326,8 @@ static void explain_element(const reduce_run *x, int rank, size_t i, double got)
         q = floor(q / 8.0);
     }
     if (!readable) {
-        tutorial_note("That is not a sum of whole parts of the devices: is a chunk's offset or length");
-        tutorial_note("off (ptdp_chunk gives both), or is a received chunk written to the wrong place?");
+        tutorial_note("That is not a sum of whole parts of the devices: is a segment's offset or length");
+        tutorial_note("off (ptdp_share gives both), or is a received segment written to the wrong place?");
         return;
     }
     char have[128] = "", twice[128] = "", missing[128] = "";
@@ -345,17 +345,17 @@ static void explain_element(const reduce_run *x, int rank, size_t i, double got)
     }
     if (nmissing > 0 && nhave + ntwice == 1 && times[rank] == 1) {
         tutorial_note("It holds rank %d's own part only: nothing was added to it.  Does blank 3 add", rank);
-        tutorial_note("the arriving partial sum, and does the all-gather (blank 4) bring the finished chunk?");
+        tutorial_note("the arriving partial sum, and does the all-gather (blank 4) bring the finished segment?");
     } else if (nmissing > 0 && times[rank] == 0) {
         tutorial_note("It lacks the part of rank(s) %s, its own part among them: does blank 3 overwrite", missing);
-        tutorial_note("the chunk with what arrives (=) instead of adding to it (+=)?");
+        tutorial_note("the segment with what arrives (=) instead of adding to it (+=)?");
     } else if (nmissing > 0) {
         tutorial_note("It lacks the part of rank(s) %s: the sum did not go around the whole ring", missing);
         tutorial_note("(N-1 reduce-scatter steps, then N-1 all-gather steps).");
     }
 }
 
-/* "parts {0, 1, 1, 3}": whose parts a chunk holds, each rank once per part,
+/* "parts {0, 1, 1, 3}": whose parts a segment holds, each rank once per part,
  * from its base-8 reading (parts_at). */
 static const char *parts_text(double q, int world, char *out, size_t n)
 {
@@ -382,7 +382,7 @@ static const char *parts_text(double q, int world, char *out, size_t n)
     return out;
 }
 
-enum { DIAGNOSIS_COUNT = 960 };   /* equal chunks on 2, 3, 4 and 5 devices */
+enum { DIAGNOSIS_COUNT = 960 };   /* equal segments on 2, 3, 4 and 5 devices */
 
 /* The first rule of the ring that the watched run x breaks, in words;
  * false if it breaks none (or the messages cannot be paired into steps). */
@@ -401,10 +401,10 @@ static bool name_broken_rule(const reduce_run *x)
             if (a->send == b->send)
                 return false;
             const watched_call *snd = a->send ? a : b, *rcv = a->send ? b : a;
-            sent[r][k] = snd->chunk;
+            sent[r][k] = snd->segment;
             carried[r][k] = snd->carried;
-            landed[r][k] = rcv->chunk;
-            before[r][k] = a->before;     /* every chunk as step k began */
+            landed[r][k] = rcv->segment;
+            before[r][k] = a->before;     /* every segment as step k began */
         }
     }
     char p1[96], p2[96], p3[96];
@@ -413,59 +413,59 @@ static bool name_broken_rule(const reduce_run *x)
         int s = scatter ? k : k - (n - 1);
         const char *phase = scatter ? "reduce-scatter" : "all-gather";
         int blank = scatter ? 2 : 4;
-        /* Which chunk each rank passes on. */
+        /* Which segment each rank passes on. */
         for (int r = 0; r < n; r++) {
             int left = (r + n - 1) % n, c = sent[r][k];
             if (c < 0) {
-                tutorial_note("At %s step %d rank %d sent something that is not one of the %d chunks:", phase,
+                tutorial_note("At %s step %d rank %d sent something that is not one of the %d segments:", phase,
                               s, r, n);
-                tutorial_note("is send_chunk a chunk number, 0 to N-1 (blank %d)?", blank);
+                tutorial_note("is send_segment a segment number, 0 to N-1 (blank %d)?", blank);
                 return true;
             }
             if (scatter && s == 0) {
                 for (int q = 0; q < r; q++)
                     if (sent[q][0] == c) {
-                        tutorial_note("At reduce-scatter step 0 ranks %d and %d both sent chunk %d: every chunk", q,
+                        tutorial_note("At reduce-scatter step 0 ranks %d and %d both sent segment %d: every segment", q,
                                       r, c);
                         tutorial_note("starts its trip around the ring at exactly one rank, so at step 0 the N");
-                        tutorial_note("ranks send N different chunks (blank 2: send_chunk).");
+                        tutorial_note("ranks send N different segments (blank 2: send_segment).");
                         return true;
                     }
             } else if (scatter) {
                 int want = sent[left][k - 1];
                 if (c != want) {
-                    tutorial_note("At reduce-scatter step %d rank %d sent chunk %d, but the partial sum that", s, r,
+                    tutorial_note("At reduce-scatter step %d rank %d sent segment %d, but the partial sum that", s, r,
                                   c);
-                    tutorial_note("arrived at step %d was chunk %d (rank %d sent it): each step passes on the", s - 1,
+                    tutorial_note("arrived at step %d was segment %d (rank %d sent it): each step passes on the", s - 1,
                                   want, left);
-                    tutorial_note("chunk that just arrived, with your part added (blank 2: send_chunk).");
+                    tutorial_note("segment that just arrived, with your part added (blank 2: send_segment).");
                     return true;
                 }
             } else if (s == 0) {
                 int finished = sent[left][n - 2];
                 if (c != finished && c == r) {
-                    tutorial_note("Your reduce-scatter finishes chunk %d at rank %d, but the all-gather starts",
+                    tutorial_note("Your reduce-scatter finishes segment %d at rank %d, but the all-gather starts",
                                   finished, r);
-                    tutorial_note("from chunk %d there.  Chunk c should end, complete, at rank c (blank 2),", r);
+                    tutorial_note("from segment %d there.  Segment c should end, complete, at rank c (blank 2),", r);
                     tutorial_note("which is where the all-gather (blank 4) expects it.");
                     return true;
                 }
                 if (c != finished) {
-                    tutorial_note("At all-gather step 0 rank %d passed on chunk %d, which holds %s;", r, c,
+                    tutorial_note("At all-gather step 0 rank %d passed on segment %d, which holds %s;", r, c,
                                   parts_text(before[r][k][c], n, p1, sizeof p1));
-                    tutorial_note("the chunk it finished in the reduce-scatter is chunk %d (%s).", finished,
+                    tutorial_note("the segment it finished in the reduce-scatter is segment %d (%s).", finished,
                                   parts_text(before[r][k][finished], n, p2, sizeof p2));
-                    tutorial_note("The all-gather starts from the chunk this rank finished (blank 4: send_chunk).");
+                    tutorial_note("The all-gather starts from the segment this rank finished (blank 4: send_segment).");
                     return true;
                 }
             } else {
                 int want = sent[left][k - 1];
                 if (c != want) {
-                    tutorial_note("At all-gather step %d rank %d passed on chunk %d, but the finished chunk that", s,
+                    tutorial_note("At all-gather step %d rank %d passed on segment %d, but the finished segment that", s,
                                   r, c);
-                    tutorial_note("arrived at step %d was chunk %d (rank %d sent it): each step passes on the", s - 1,
+                    tutorial_note("arrived at step %d was segment %d (rank %d sent it): each step passes on the", s - 1,
                                   want, left);
-                    tutorial_note("chunk that just arrived (blank 4: send_chunk).");
+                    tutorial_note("segment that just arrived (blank 4: send_segment).");
                     return true;
                 }
             }
@@ -475,13 +475,13 @@ static bool name_broken_rule(const reduce_run *x)
             int left = (r + n - 1) % n, y = sent[left][k];
             if (!scatter) {
                 if (landed[r][k] != y) {
-                    tutorial_note("At all-gather step %d rank %d received chunk %d (rank %d sent it) into the", s, r,
+                    tutorial_note("At all-gather step %d rank %d received segment %d (rank %d sent it) into the", s, r,
                                   y, left);
                     if (landed[r][k] >= 0)
-                        tutorial_note("place of chunk %d: a chunk lands in its own place, so recv_chunk is the", landed[r][k]);
+                        tutorial_note("place of segment %d: a segment lands in its own place, so recv_segment is the", landed[r][k]);
                     else
-                        tutorial_note("wrong place: a chunk lands in its own place, so recv_chunk is the");
-                    tutorial_note("chunk the left neighbour sends at this step (blank 4: recv_chunk).");
+                        tutorial_note("wrong place: a segment lands in its own place, so recv_segment is the");
+                    tutorial_note("segment the left neighbour sends at this step (blank 4: recv_segment).");
                     return true;
                 }
                 continue;
@@ -498,38 +498,38 @@ static bool name_broken_rule(const reduce_run *x)
             bool right = a[y] >= 0 && b[y] >= 0 && arrived >= 0 && a[y] == b[y] + arrived;
             if (right && changed == 1)
                 continue;
-            tutorial_note("At reduce-scatter step %d the partial sum of chunk %d arrived at rank %d (%s).", s, y,
+            tutorial_note("At reduce-scatter step %d the partial sum of segment %d arrived at rank %d (%s).", s, y,
                           r, parts_text(arrived, n, p1, sizeof p1));
             if (changed == 0) {
                 tutorial_note("Nothing of rank %d changed: blank 3 adds the arriving partial sum (in", r);
-                tutorial_note("`incoming`) to your part of that chunk, buf + off[recv_chunk].");
+                tutorial_note("`incoming`) to your part of that segment, buf + off[recv_segment].");
             } else if (changed == 1 && other >= 0 && a[other] >= 0 && b[other] >= 0 &&
                        a[other] == b[other] + arrived) {
                 if (other == sent[r][k]) {
-                    tutorial_note("Rank %d added it to chunk %d, the chunk it had just sent, not to chunk %d: the", r,
+                    tutorial_note("Rank %d added it to segment %d, the segment it had just sent, not to segment %d: the", r,
                                   other, y);
-                    tutorial_note("sum that arrives belongs to chunk recv_chunk; blank 3 adds it at");
-                    tutorial_note("buf + off[recv_chunk], not at the chunk you sent (and recv_chunk, blank 2, is");
-                    tutorial_note("the chunk the left neighbour sends, not the one you send).");
+                    tutorial_note("sum that arrives belongs to segment recv_segment; blank 3 adds it at");
+                    tutorial_note("buf + off[recv_segment], not at the segment you sent (and recv_segment, blank 2, is");
+                    tutorial_note("the segment the left neighbour sends, not the one you send).");
                 } else {
-                    tutorial_note("Rank %d added it to chunk %d, not to chunk %d.  Is recv_chunk the chunk the", r,
+                    tutorial_note("Rank %d added it to segment %d, not to segment %d.  Is recv_segment the segment the", r,
                                   other, y);
                     tutorial_note("left neighbour sends at this step (blank 2), and does blank 3 add at");
-                    tutorial_note("buf + off[recv_chunk]?");
+                    tutorial_note("buf + off[recv_segment]?");
                 }
             } else if (changed == 1 && other < 0 && a[y] == arrived) {
-                tutorial_note("Rank %d's chunk %d now holds %s: the arriving sum replaced rank %d's", r, y,
+                tutorial_note("Rank %d's segment %d now holds %s: the arriving sum replaced rank %d's", r, y,
                               parts_text(a[y], n, p2, sizeof p2), r);
-                tutorial_note("part instead of being added to it.  Does blank 3 overwrite the chunk (=)");
+                tutorial_note("part instead of being added to it.  Does blank 3 overwrite the segment (=)");
                 tutorial_note("instead of adding to it (+=)?");
             } else if (changed == 1 && other < 0) {
-                tutorial_note("Rank %d's chunk %d now holds %s; it should hold %s plus the arriving", r, y,
+                tutorial_note("Rank %d's segment %d now holds %s; it should hold %s plus the arriving", r, y,
                               parts_text(a[y], n, p2, sizeof p2), parts_text(b[y], n, p3, sizeof p3));
                 tutorial_note("sum, each part once: what does blank 3 add, and how many times?");
             } else {
-                tutorial_note("Rank %d's chunks changed in %d places; only chunk %d, the one that arrived,", r,
+                tutorial_note("Rank %d's segments changed in %d places; only segment %d, the one that arrived,", r,
                               changed, y);
-                tutorial_note("should change: blank 3 adds the arriving sum at buf + off[recv_chunk] only.");
+                tutorial_note("should change: blank 3 adds the arriving sum at buf + off[recv_segment] only.");
             }
             return true;
         }
@@ -553,13 +553,13 @@ static bool diagnose_ring(int world)
     ptdp_launch_opts opts = { .watchdog_s = TUTORIAL_WATCHDOG_S };
     bool said = false;
     if (x->result != NULL && x->reference != NULL && ptdp_launch(world, reduce_device, x, &opts) == 0) {
-        tutorial_note("A second run on %d devices, %d elements (%d chunks of %d), watching every message:",
+        tutorial_note("A second run on %d devices, %d elements (%d segments of %d), watching every message:",
                       world, DIAGNOSIS_COUNT, world, DIAGNOSIS_COUNT / world);
         said = name_broken_rule(x);
         if (!said) {
             tutorial_note("every message followed the ring's rules and every step's addition was right at");
-            tutorial_note("its chunk's first element: so the addition goes wrong further in.  Does blank 3");
-            tutorial_note("add incoming[i] to element i of chunk recv_chunk, for every i < len[recv_chunk]?");
+            tutorial_note("its segment's first element: so the addition goes wrong further in.  Does blank 3");
+            tutorial_note("add incoming[i] to element i of segment recv_segment, for every i < len[recv_segment]?");
             said = true;
         }
     }
@@ -585,16 +585,16 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
     bool ok = rc == 0;
     if (rc == PTDP_EMISMATCH && strstr(res.message, "mismatched message") != NULL) {
         /* A receive whose length is not its message's: the exchange takes
-         * len[recv_chunk], so recv_chunk is not the chunk the left sends. */
+         * len[recv_segment], so recv_segment is not the segment the left sends. */
         int tag = 0;
         const char *t = strstr(res.message, " tag ");
         if (t != NULL)
             tag = atoi(t + 5);
         tutorial_note("A receive expected another length than its left neighbour sent: the exchange");
-        tutorial_note("receives len[recv_chunk] elements, so recv_chunk is not the chunk that arrives.");
-        tutorial_note("In the %s, recv_chunk is the chunk the left neighbour sends at",
+        tutorial_note("receives len[recv_segment] elements, so recv_segment is not the segment that arrives.");
+        tutorial_note("In the %s, recv_segment is the segment the left neighbour sends at",
                       tag == 2 ? "all-gather" : "reduce-scatter");
-        tutorial_note("the same step (blank %d: recv_chunk).", tag == 2 ? 4 : 2);
+        tutorial_note("the same step (blank %d: recv_segment).", tag == 2 ? 4 : 2);
     }
     if (rc != PTDP_ENOMEM)
         ptdp_launch_result_free(&res);
@@ -603,8 +603,8 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
     for (int r = 0; ok && r < world; r++)
         if (x.overrun[r] > 0) {
             tutorial_wrong("%s: rank %d wrote past the end of buf, up to element %zu (buf has %zu element%s).\n"
-                           "The ring writes only inside chunks: blank 3 adds the len[recv_chunk] "
-                           "elements that arrive\nat buf + off[recv_chunk].", what, r,
+                           "The ring writes only inside segments: blank 3 adds the len[recv_segment] "
+                           "elements that arrive\nat buf + off[recv_segment].", what, r,
                            count + x.overrun[r] - 1, count, count == 1 ? "" : "s");
             diagnose_ring(world);
             ok = false;
@@ -625,16 +625,16 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
     /* …and the same bits on every rank: replicas must never drift apart. */
     for (int r = 1; ok && r < world; r++)
         if (memcmp(x.result, x.result + (size_t)r * count, count * sizeof(ptdp_real)) != 0) {
-            tutorial_wrong("%s: rank %d's result is not bit-identical to rank 0's.  In the ring each chunk is "
+            tutorial_wrong("%s: rank %d's result is not bit-identical to rank 0's.  In the ring each segment is "
                            "summed once, on one device, then only copied: does your all-gather copy the "
-                           "finished chunks rather than sum again?", what, r);
+                           "finished segments rather than sum again?", what, r);
             ok = false;
         }
-    /* The bytes: 2(N-1) messages of one chunk each. */
+    /* The bytes: 2(N-1) messages of one segment each. */
     size_t lo = (size_t)-1, hi = 0;
     for (int c = 0; c < world; c++) {
         size_t off, len;
-        ptdp_chunk(count, world, c, &off, &len);
+        ptdp_share(count, world, c, &off, &len);
         lo = len < lo ? len : lo;
         hi = len > hi ? len : hi;
     }
@@ -643,12 +643,12 @@ static bool check_all_reduce(int world, size_t count, bool random_values, bool c
     for (int r = 0; ok && r < world; r++) {
         if (x.sends[r] != steps || x.recvs[r] != steps) {
             tutorial_wrong("%s: rank %d made %llu sends and %llu receives; the ring makes 2(N-1) = %llu of each "
-                           "(N-1 reduce-scatter steps, N-1 all-gather steps, one chunk per step).",
+                           "(N-1 reduce-scatter steps, N-1 all-gather steps, one segment per step).",
                            what, r, x.sends[r], x.recvs[r], steps);
             ok = false;
         } else if (x.sent[r] < (double)steps * (double)lo * es || x.sent[r] > (double)steps * (double)hi * es) {
-            tutorial_wrong("%s: rank %d sent %.0f bytes; %llu messages of one chunk each are %.0f to %.0f bytes "
-                           "(2(N-1)/N * S = %.0f).  Does every message carry exactly one chunk?", what, r,
+            tutorial_wrong("%s: rank %d sent %.0f bytes; %llu messages of one segment each are %.0f to %.0f bytes "
+                           "(2(N-1)/N * S = %.0f).  Does every message carry exactly one segment?", what, r,
                            x.sent[r], steps, (double)steps * (double)lo * es, (double)steps * (double)hi * es,
                            2.0 * (world - 1) / world * S);
             ok = false;

@@ -8,23 +8,23 @@
  *
  * N devices stand in a ring; each talks only to its neighbours: it sends
  * to the right (rank + 1) and receives from the left (rank - 1).  The
- * vector is cut into N chunks (ptdp_chunk).
+ * vector is cut into N segments (ptdp_share).
  *
  *   reduce-scatter, N-1 steps: pass a partial sum to the right, add your
  *   own part to the one arriving from the left.  After N-1 steps rank r
- *   holds chunk r summed over all N devices.
+ *   holds segment r summed over all N devices.
  *
- *   all-gather, N-1 steps: pass a finished chunk to the right, copy the
+ *   all-gather, N-1 steps: pass a finished segment to the right, copy the
  *   one arriving from the left into place.  After N-1 steps every rank
- *   holds every finished chunk.
+ *   holds every finished segment.
  *
- *   N = 3, chunks a b c              after reduce-scatter   after all-gather
+ *   N = 3, segments a b c              after reduce-scatter   after all-gather
  *   rank 0: a0 b0 c0                  rank 0: A  .  .        A B C
  *   rank 1: a1 b1 c1                  rank 1: .  B  .        A B C
  *   rank 2: a2 b2 c2                  rank 2: .  .  C        A B C
  *                                     (A = a0 + a1 + a2, …)
  *
- * Every step sends one chunk, S/N bytes: 2(N-1) steps send 2(N-1)/N * S
+ * Every step sends one segment, S/N bytes: 2(N-1) steps send 2(N-1)/N * S
  * bytes per device, whatever N is.
  */
 #include "blank.h"
@@ -62,10 +62,10 @@ int lesson_ring_all_reduce(ptdp_device *dev, ptdp_comm *comm, ptdp_real *buf, si
     if (n == 1)
         return PTDP_OK;                 /* the sum over one device is its buffer */
 
-    /* Chunk c is buf[off[c] .. off[c] + len[c]); chunk 0 is the largest. */
+    /* Segment c is buf[off[c] .. off[c] + len[c]); segment 0 is the largest. */
     size_t off[PTDP_MAX_DEVICES], len[PTDP_MAX_DEVICES];
     for (int c = 0; c < n; c++)
-        ptdp_chunk(count, n, c, &off[c], &len[c]);
+        ptdp_share(count, n, c, &off[c], &len[c]);
     ptdp_real *incoming = ptdp_alloc(dev, len[0] * sizeof *incoming, PTDP_MEM_COMM, "ring.incoming");
     if (incoming == NULL)
         return PTDP_ENOMEM;
@@ -73,30 +73,30 @@ int lesson_ring_all_reduce(ptdp_device *dev, ptdp_comm *comm, ptdp_real *buf, si
 
     /* Phase 1, reduce-scatter.  The partial sum that arrives at step s
      * already holds s + 1 devices' parts; adding mine makes s + 2.  After
-     * the last step (s = N-2) the chunk I add to is complete. */
+     * the last step (s = N-2) the segment I add to is complete. */
     for (int s = 0; s < n - 1; s++) {
-        int send_chunk, recv_chunk;
-        /* Blank 2: which chunk do I send at step s, and which arrives from
-         * my left neighbour?  Chunk c should end, complete, at rank c. */
-        PTDP_BLANK(2, "set send_chunk and recv_chunk for reduce-scatter step s");
-        rc = lesson_ring_exchange(comm, buf + off[send_chunk], len[send_chunk],
-                                  incoming, len[recv_chunk], TAG_REDUCE_SCATTER);
+        int send_segment, recv_segment;
+        /* Blank 2: which segment do I send at step s, and which arrives from
+         * my left neighbour?  Segment c should end, complete, at rank c. */
+        PTDP_BLANK(2, "set send_segment and recv_segment for reduce-scatter step s");
+        rc = lesson_ring_exchange(comm, buf + off[send_segment], len[send_segment],
+                                  incoming, len[recv_segment], TAG_REDUCE_SCATTER);
         if (rc != 0)
             break;
-        /* Blank 3: the left neighbour's partial sum of chunk recv_chunk is
-         * in `incoming`; my own part of that chunk is still in buf. */
-        PTDP_BLANK(3, "add the incoming partial sum to your part of chunk recv_chunk");
+        /* Blank 3: the left neighbour's partial sum of segment recv_segment is
+         * in `incoming`; my own part of that segment is still in buf. */
+        PTDP_BLANK(3, "add the incoming partial sum to your part of segment recv_segment");
     }
 
-    /* Phase 2, all-gather.  I hold finished chunk r; pass finished chunks
+    /* Phase 2, all-gather.  I hold finished segment r; pass finished segments
      * around once, copying each straight into place. */
     for (int s = 0; s < n - 1 && rc == 0; s++) {
-        int send_chunk, recv_chunk;
-        /* Blank 4: which finished chunk do I pass on at step s, and which
+        int send_segment, recv_segment;
+        /* Blank 4: which finished segment do I pass on at step s, and which
          * arrives? */
-        PTDP_BLANK(4, "set send_chunk and recv_chunk for all-gather step s");
-        rc = lesson_ring_exchange(comm, buf + off[send_chunk], len[send_chunk],
-                                  buf + off[recv_chunk], len[recv_chunk], TAG_ALL_GATHER);
+        PTDP_BLANK(4, "set send_segment and recv_segment for all-gather step s");
+        rc = lesson_ring_exchange(comm, buf + off[send_segment], len[send_segment],
+                                  buf + off[recv_segment], len[recv_segment], TAG_ALL_GATHER);
     }
 
     ptdp_free(dev, incoming);

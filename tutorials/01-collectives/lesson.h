@@ -24,11 +24,11 @@ int lesson_ring_all_reduce(ptdp_device *dev, ptdp_comm *comm, ptdp_real *buf, si
 
 /* The check watches the ring's messages.  Your ptdp_send and ptdp_recv
  * (here and in exercise.c) go through lesson_send_at and lesson_recv_at
- * (check.c), which note which chunk of the buffer each message carries, or
- * lands in, and what that chunk holds, and then call the library's
+ * (check.c), which note which segment of the buffer each message carries, or
+ * lands in, and what that segment holds, and then call the library's
  * ptdp_send_at / ptdp_recv_at with your arguments unchanged: a wrong sum can
  * then be explained step by step ("at all-gather step 1 rank 2 passed on
- * chunk 0, but chunk 1 had just arrived").  Nothing else changes. */
+ * segment 0, but segment 1 had just arrived").  Nothing else changes. */
 int lesson_send_at(ptdp_comm *comm, const void *buf, size_t count, ptdp_dtype t,
                    int dst, int tag, const char *file, int line);
 int lesson_recv_at(ptdp_comm *comm, void *buf, size_t count, ptdp_dtype t,

@@ -61,14 +61,14 @@ int lesson_dp_gradients(ptdp_device *dev, const lesson_dp *d, long step, double 
     *loss_sum = 0;
 
     /* Blank 1: which samples of the step are mine?  Cut the B samples into
-     * as many shards as the DP group has ranks (ptdp_chunk, types.h) and
+     * as many shards as the DP group has ranks (ptdp_share, types.h) and
      * take the shard with my rank's number.  Samples step_first + shard_off
      * and on are mine, shard_len of them. */
-    ptdp_chunk((size_t)B, ptdp_comm_size(d->dp), ptdp_comm_rank(d->dp), &shard_off, &shard_len);
+    ptdp_share((size_t)B, ptdp_comm_size(d->dp), ptdp_comm_rank(d->dp), &shard_off, &shard_len);
 
     for (int k = 0; k < d->micro_batches && rc == 0; k++) {
         size_t off, len;
-        ptdp_chunk(shard_len, d->micro_batches, k, &off, &len);   /* micro-batch k of my shard */
+        ptdp_share(shard_len, d->micro_batches, k, &off, &len);   /* micro-batch k of my shard */
         if (len == 0)
             continue;
         double scale;

@@ -353,7 +353,7 @@ static int train_device(ptdp_device *dev, void *arg)
 
     size_t shard_off = 0, shard_len = 0;
     if (rc == 0)
-        ptdp_chunk(B, DP_RUN, mesh.dp_rank, &shard_off, &shard_len);
+        ptdp_share(B, DP_RUN, mesh.dp_rank, &shard_off, &shard_len);
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         step_ctx ctx = { .model = &model, .ddp = &ddp, .step = s + 1 };
         ptdp_pp_step st = {

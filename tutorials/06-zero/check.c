@@ -8,10 +8,10 @@
  * and your lesson_zero_init / lesson_zero_step on N = 2, 3, 4 ranks (the
  * model's 661 parameters never divide evenly), 3 steps each:
  *
- *   1. your chunks are the ones the collectives use (ptdp_chunk);
- *   2. each rank keeps AdamW's moments of its chunk only: 2P/N, not 2P;
+ *   1. your shards are the ones the collectives use (ptdp_share);
+ *   2. each rank keeps AdamW's moments of its shard only: 2P/N, not 2P;
  *   3. after the first step every rank holds the right new parameters —
- *      if not, the check says whose chunk went wrong, and how;
+ *      if not, the check says whose shard went wrong, and how;
  *   4. the run equals the baseline and plain DP: every loss and every
  *      parameter to 1e-10, in double; the replicas bit-identical;
  *   5. the bytes: each rank sends 2(N-1)/N S per step for S bytes of
@@ -103,9 +103,9 @@ static int run_reference(int dp, reference *r, char *msg, size_t len)
 /* What rank r saw after the first step, element by element, against the
  * update computed the plain way (all-reduce, AdamW on everything). */
 typedef struct {
-    long bad_own, bad_other;          /* first wrong element in / outside my chunk, or -1 */
+    long bad_own, bad_other;          /* first wrong element in / outside my shard, or -1 */
     double got_own, want_own, got_other, want_other, old_other;
-    bool other_unchanged;             /* every wrong element outside my chunk kept its old value */
+    bool other_unchanged;             /* every wrong element outside my shard kept its old value */
 } first_step_view;
 
 typedef struct {
@@ -175,7 +175,7 @@ static void compare_first_step(const lesson_zero *z, const ptdp_real *w_old, con
 /* ---------------------------------------------- guarded moments */
 
 /* The classic mistake of blank 4 is to index the moments like the
- * parameters, exp_avg + off: they hold len elements, for the chunk alone,
+ * parameters, exp_avg + off: they hold len elements, for the shard alone,
  * so every rank but rank 0 writes past their end, over the arena's next
  * block, and the run dies far away ("not a live block").  So during your
  * step the moments are host copies with GUARD bytes of a known pattern on
@@ -266,8 +266,8 @@ static int optimizer_step(ptdp_device *dev, void *arg)
         ptdp_free(dev, w_want);
         ptdp_free(dev, w_old);
         return tutorial_device_wrong(dev, "rank %d, step %ld: your step wrote outside its moments: %s[%ld] "
-                                     "(they hold elements 0 .. %zu, for the %zu elements of chunk [%zu, %zu)).\n"
-                                     "The moments belong to your chunk alone, so they are indexed from 0: pass "
+                                     "(they hold elements 0 .. %zu, for the %zu elements of shard [%zu, %zu)).\n"
+                                     "The moments belong to your shard alone, so they are indexed from 0: pass "
                                      "z->exp_avg and z->exp_avg_sq\nto AdamW as they are, not exp_avg + off — "
                                      "only w and g are whole buffers, read at w + off and\ng + off (blank 4).",
                                      r, c->step, over_m ? "exp_avg" : "exp_avg_sq", over_m ? at_m : at_v,
@@ -312,7 +312,7 @@ static int zero_device(ptdp_device *dev, void *arg)
     x->optim_bytes[r] = ms.current[PTDP_MEM_OPTIM];
 
     size_t shard_off, shard_len;
-    ptdp_chunk(B, x->dp, r, &shard_off, &shard_len);
+    ptdp_share(B, x->dp, r, &shard_off, &shard_len);
     for (long s = 0; rc == 0 && s < STEPS; s++) {
         step_ctx ctx = { .x = x, .z = &z, .step = s + 1 };
         ptdp_pp_step st = {
@@ -353,10 +353,10 @@ static bool explain_first_step(const zero_run *x, const char *what)
     for (int r = 0; r < x->dp; r++) {
         const first_step_view *f = &x->first[r];
         if (f->bad_own >= 0) {
-            tutorial_wrong("%s: after step 1, rank %d's own chunk [%zu, %zu) is wrong: element %ld is %.10g, "
+            tutorial_wrong("%s: after step 1, rank %d's own shard [%zu, %zu) is wrong: element %ld is %.10g, "
                            "the plain update gives %.10g.", what, r, x->off[r], x->off[r] + x->len[r],
                            f->bad_own, f->got_own, f->want_own);
-            tutorial_note("Your chunk must be updated with the gradient SUMMED over all ranks (blank 3:\n"
+            tutorial_note("Your shard must be updated with the gradient SUMMED over all ranks (blank 3:\n"
                           "reduce-scatter, PTDP_SUM), by AdamW on exactly its elements: parameters\n"
                           "w + off, gradient g + off, your moments, len of them, and the step number (blank 4).");
             return true;
@@ -365,13 +365,13 @@ static bool explain_first_step(const zero_run *x, const char *what)
     for (int r = 0; r < x->dp; r++) {
         const first_step_view *f = &x->first[r];
         if (f->bad_other >= 0) {
-            tutorial_wrong("%s: after step 1, rank %d's element %ld (outside its own chunk) is %.10g; the new "
+            tutorial_wrong("%s: after step 1, rank %d's element %ld (outside its own shard) is %.10g; the new "
                            "value is %.10g.", what, r, f->bad_other, f->got_other, f->want_other);
             if (f->other_unchanged)
                 tutorial_note("Rank %d still holds the old values there: every rank updated only its own\n"
-                              "chunk, and the ranks never shared the results (blank 5: all-gather).", r);
+                              "shard, and the ranks never shared the results (blank 5: all-gather).", r);
             else
-                tutorial_note("Every rank must end the step with every chunk as its owner updated it\n"
+                tutorial_note("Every rank must end the step with every shard as its owner updated it\n"
                               "(blank 5: all-gather the parameters, in place).");
             return true;
         }
@@ -402,14 +402,14 @@ static bool check_config(int dp, int m, const reference *base, const reference *
     if (rc != 0 && x->numel == 0)
         goto done;
 
-    /* 1. The chunks. */
+    /* 1. The shards. */
     for (int r = 0; r < dp; r++) {
         size_t off, len;
-        ptdp_chunk(x->numel, dp, r, &off, &len);
+        ptdp_share(x->numel, dp, r, &off, &len);
         if (x->off[r] != off || x->len[r] != len) {
             if (rc == 0)
-                tutorial_wrong("%s: rank %d's chunk is [%zu, %zu); the chunked collectives give rank %d "
-                               "[%zu, %zu) (ptdp_chunk: %zu elements on %d ranks, the first %zu mod %d = %zu get one "
+                tutorial_wrong("%s: rank %d's shard is [%zu, %zu); the chunked collectives give rank %d "
+                               "[%zu, %zu) (ptdp_share: %zu elements on %d ranks, the first %zu mod %d = %zu get one "
                                "element more).", what, r, x->off[r], x->off[r] + x->len[r], r, off, off + len,
                                x->numel, dp, x->numel, dp, x->numel % (size_t)dp);
             goto done;
@@ -421,7 +421,7 @@ static bool check_config(int dp, int m, const reference *base, const reference *
     for (int r = 0; r < dp; r++) {
         size_t want = 2 * x->len[r] * sizeof(ptdp_real);
         if (x->optim_bytes[r] != want) {
-            tutorial_wrong("%s: rank %d keeps %s of optimizer state; AdamW's two moments of its chunk "
+            tutorial_wrong("%s: rank %d keeps %s of optimizer state; AdamW's two moments of its shard "
                            "of %zu elements are 2 x %zu x %zu bytes = %s.", what, r,
                            ptdp_format_bytes((double)x->optim_bytes[r], b1, sizeof b1), x->len[r], x->len[r],
                            sizeof(ptdp_real), ptdp_format_bytes((double)want, b2, sizeof b2));
@@ -476,8 +476,8 @@ static bool check_config(int dp, int m, const reference *base, const reference *
                        ptdp_format_bytes(S, b3, sizeof b3));
         if (fabs(sent - 1.5 * formula) < 1e-9 * formula)
             tutorial_note("That is an all-reduce (2(N-1)/N S) plus an all-gather: the all-reduce gives every\n"
-                          "rank the whole summed gradient, but you use only your chunk of it.  A\n"
-                          "reduce-scatter gives exactly that chunk, for half the bytes (blank 3).");
+                          "rank the whole summed gradient, but you use only your shard of it.  A\n"
+                          "reduce-scatter gives exactly that shard, for half the bytes (blank 3).");
         goto done;
     }
     tutorial_ok("%s: %d AdamW steps equal to one device (largest difference %.1e) and to plain DP (%.1e)",

@@ -24,12 +24,12 @@ typedef struct {
     ptdp_adamw_config adamw;        /* lr, betas, eps, weight decay              */
 
     /* Set by lesson_zero_init: */
-    size_t off, len;                /* my chunk: elements [off, off + len)       */
-    ptdp_real *exp_avg, *exp_avg_sq;   /* AdamW's two moments of my chunk:
+    size_t off, len;                /* my shard: elements [off, off + len)       */
+    ptdp_real *exp_avg, *exp_avg_sq;   /* AdamW's two moments of my shard:
                                           len each, in my arena, "optim"         */
 } lesson_zero;
 
-/* Choose this rank's chunk and allocate the optimizer state it keeps.
+/* Choose this rank's shard and allocate the optimizer state it keeps.
  * Returns 0 or a PTDP_E… code. */
 int  lesson_zero_init(ptdp_device *dev, lesson_zero *z);
 /* One optimizer step (step = 1 for the first): afterwards w holds the new

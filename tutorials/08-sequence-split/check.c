@@ -6,24 +6,24 @@
  * One device computes the causal attention of the whole sequence
  * (ptdp_attention_forward, attention.c).  Then:
  *
- *   blank 1  lesson_zigzag_chunks   on the host, N = 1 .. 4, T = 24: chunks
+ *   blank 1  lesson_zigzag_shares   on the host, N = 1 .. 4, T = 24: shares
  *                                   of T/(2N); every position held by
  *                                   exactly one rank
  *   all      lesson_ring_attention  (done for you, calls blanks 1-3) on N =
- *                                   1 .. 4 devices, T = 24 and T = 2N (chunks
+ *                                   1 .. 4 devices, T = 24 and T = 2N (shares
  *                                   of one position): every rank's y equal to
  *                                   one device's at its positions, to 1e-10;
- *                                   then the (query chunk, key chunk) pairs
+ *                                   then the (query share, key share) pairs
  *                                   each rank computed: none wholly in the
  *                                   future (blank 2), and as many on every
  *                                   rank (blank 1: zigzag balances the work)
- *   blank 4  lesson_block_backward  on the host, T = 24 in 4 chunks, one
- *                                   head: every query against every chunk
+ *   blank 4  lesson_block_backward  on the host, T = 24 in 4 shares, one
+ *                                   head: every query against every share
  *                                   not in its future, summed, equal to
  *                                   ptdp_attention_backward's dq, dk, dv
  *
  * When y is wrong the check probes your functions on the host to name the
- * blank: the future test on every pair of chunks (does it skip a chunk that
+ * blank: the future test on every pair of shares (does it skip a share that
  * holds keys a query must see?), and the merge on partials made of known
  * scores (is the max kept?  are l and o rescaled?  is an empty partial
  * handled?).
@@ -52,29 +52,29 @@ static double diff(double a, double b)
 
 /* ============================================== blank 1: who holds what */
 
-static bool check_chunks(void)
+static bool check_shares(void)
 {
     const int T = T_BIG;
     for (int n = 1; n <= MAX_N; n++) {
         int held[T_BIG] = { 0 };
         for (int r = 0; r < n; r++) {
             int first[2] = { -1, -1 }, len = -1;
-            if (lesson_zigzag_chunks(T, n, r, first, &len) != 0) {
+            if (lesson_zigzag_shares(T, n, r, first, &len) != 0) {
                 if (!tutorial_report_blank())
-                    tutorial_wrong("blank 1: lesson_zigzag_chunks returned an error for rank %d of %d", r, n);
+                    tutorial_wrong("blank 1: lesson_zigzag_shares returned an error for rank %d of %d", r, n);
                 return false;
             }
             if (len != T / (2 * n)) {
-                tutorial_wrong("N %d, T %d, blank 1: rank %d's chunks have len %d; they should have T/(2N) = %d.", n,
+                tutorial_wrong("N %d, T %d, blank 1: rank %d's shares have len %d; they should have T/(2N) = %d.", n,
                                T, r, len, T / (2 * n));
-                tutorial_note("Zigzag cuts the sequence into 2N chunks (not N): two per rank.");
+                tutorial_note("Zigzag cuts the sequence into 2N shares (not N): two per rank.");
                 return false;
             }
             for (int c = 0; c < 2; c++)
                 for (int t = 0; t < len; t++) {
                     int p = first[c] + t;
                     if (p < 0 || p >= T) {
-                        tutorial_wrong("N %d, T %d, blank 1: rank %d's chunk %d starts at %d: position %d is not in "
+                        tutorial_wrong("N %d, T %d, blank 1: rank %d's share %d starts at %d: position %d is not in "
                                        "the sequence [0, %d).", n, T, r, c, first[c], p, T);
                         return false;
                     }
@@ -84,25 +84,25 @@ static bool check_chunks(void)
         for (int p = 0; p < T; p++) {
             if (held[p] == 1)
                 continue;
-            int len = T / (2 * n), chunk = p / len;
+            int len = T / (2 * n), share = p / len;
             if (held[p] == 0)
-                tutorial_wrong("N %d, T %d, blank 1: position %d (chunk %d) is held by no rank; another is held "
-                               "twice.", n, T, p, chunk);
+                tutorial_wrong("N %d, T %d, blank 1: position %d (share %d) is held by no rank; another is held "
+                               "twice.", n, T, p, share);
             else
-                tutorial_wrong("N %d, T %d, blank 1: position %d (chunk %d) is held %d times.", n, T, p, chunk,
+                tutorial_wrong("N %d, T %d, blank 1: position %d (share %d) is held %d times.", n, T, p, share,
                                held[p]);
             for (int r = 0; r < n; r++) {
                 int first[2] = { 0 }, l = len;
-                lesson_zigzag_chunks(T, n, r, first, &l);
+                lesson_zigzag_shares(T, n, r, first, &l);
                 tutorial_note("rank %d holds positions %d-%d and %d-%d", r, first[0], first[0] + l - 1, first[1],
                               first[1] + l - 1);
             }
-            tutorial_note("Each of the 2N = %d chunks must belong to exactly one rank: rank r holds chunk r and "
-                          "chunk 2N-1-r (its mirror from the end), not N-1-r.", 2 * n);
+            tutorial_note("Each of the 2N = %d shares must belong to exactly one rank: rank r holds share r and "
+                          "share 2N-1-r (its mirror from the end), not N-1-r.", 2 * n);
             return false;
         }
     }
-    tutorial_ok("blank 1: N = 1 to %d, T = %d: every position held by exactly one rank, in 2 chunks of T/(2N)",
+    tutorial_ok("blank 1: N = 1 to %d, T = %d: every position held by exactly one rank, in 2 shares of T/(2N)",
                 MAX_N, T);
     return true;
 }
@@ -123,7 +123,7 @@ static int ring_device(ptdp_device *dev, void *arg)
     ring_run *x = arg;
     const int r = dev->rank;
     int first[2] = { 0 }, len = 0, rc;
-    if ((rc = lesson_zigzag_chunks(x->T, x->n, r, first, &len)) != 0)
+    if ((rc = lesson_zigzag_shares(x->T, x->n, r, first, &len)) != 0)
         return rc;
     const int rows = 2 * len;
     ptdp_real *q = ptdp_alloc(dev, (size_t)rows * 3 * W * sizeof *q, PTDP_MEM_ACTS, "qkv");
@@ -147,8 +147,8 @@ static int ring_device(ptdp_device *dev, void *arg)
     return PTDP_OK;
 }
 
-/* A needed key chunk that blank 2 skips, or a wholly future one it keeps:
- * looks at every pair of chunks of len = 1 .. 4 in a sequence of 8 chunks. */
+/* A needed key share that blank 2 skips, or a wholly future one it keeps:
+ * looks at every pair of shares of len = 1 .. 4 in a sequence of 8 shares. */
 static bool probe_future(bool want_needed_skipped, int *qa, int *ka, int *la)
 {
     for (int len = 1; len <= 4; len++)
@@ -168,14 +168,14 @@ static bool probe_future(bool want_needed_skipped, int *qa, int *ka, int *la)
     return false;
 }
 
-/* A pair of rank r's (query chunk, key chunk) wholly in the future that
+/* A pair of rank r's (query share, key share) wholly in the future that
  * blank 2 keeps. */
 static bool future_kept(int T, int n, int r, int *qa, int *ka)
 {
     int qf[2] = { 0 }, kf[2] = { 0 }, len = 0;
-    lesson_zigzag_chunks(T, n, r, qf, &len);
+    lesson_zigzag_shares(T, n, r, qf, &len);
     for (int o = 0; o < n; o++) {
-        lesson_zigzag_chunks(T, n, o, kf, &len);
+        lesson_zigzag_shares(T, n, o, kf, &len);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++) {
                 bool skip = true;
@@ -295,15 +295,15 @@ static bool probe_merge(bool say)
     return false;
 }
 
-/* The pairs rank r should compute: its chunks against every rank's, the
+/* The pairs rank r should compute: its shares against every rank's, the
  * wholly future ones skipped. */
 static long pairs_needed(int T, int n, int r)
 {
     int qf[2] = { 0 }, kf[2] = { 0 }, len = 0;
     long count = 0;
-    lesson_zigzag_chunks(T, n, r, qf, &len);
+    lesson_zigzag_shares(T, n, r, qf, &len);
     for (int o = 0; o < n; o++) {
-        lesson_zigzag_chunks(T, n, o, kf, &len);
+        lesson_zigzag_shares(T, n, o, kf, &len);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 count += kf[j] <= qf[i] + len - 1;
@@ -335,12 +335,12 @@ static bool run_ring(int n, int T, const ptdp_real *qkv, const ptdp_real *yref, 
                                r, p, c / HD, c % HD, got, want);
                 int qa, ka, la;
                 if (probe_future(true, &qa, &ka, &la))
-                    tutorial_note("Blank 2 skips a key chunk that is needed: query chunk %d-%d, key chunk %d-%d "
+                    tutorial_note("Blank 2 skips a key share that is needed: query share %d-%d, key share %d-%d "
                                   "(len %d).\nKey %d is at or before query %d, which must see it: skip only when the "
-                                  "first key comes AFTER the query chunk's last position, %d + %d - 1.",
+                                  "first key comes AFTER the query share's last position, %d + %d - 1.",
                                   qa, qa + la - 1, ka, ka + la - 1, la, ka, qa + la - 1, qa, la);
                 else if (!probe_merge(true))
-                    tutorial_note("Your blanks 2 and 3 answer the check's own probes right; compare your chunks "
+                    tutorial_note("Your blanks 2 and 3 answer the check's own probes right; compare your shares "
                                   "(blank 1) with lesson.h: local row t is position first[t / len] + t %% len.");
             }
     /* 2. the work: pairs computed, none wholly in the future, the same on every rank */
@@ -350,13 +350,13 @@ static bool run_ring(int n, int T, const ptdp_real *qkv, const ptdp_real *yref, 
         if (x->blocks[r] > need) {
             int qa, ka, la = T / (2 * n);
             ok = false;
-            tutorial_wrong("%s, blank 2: y is right, but rank %d computed %ld (query chunk, key chunk) pairs of %d x %d "
+            tutorial_wrong("%s, blank 2: y is right, but rank %d computed %ld (query share, key share) pairs of %d x %d "
                            "scores; only %ld are not wholly in the future.", what, r, x->blocks[r], T / (2 * n),
                            T / (2 * n), need);
             if (future_kept(T, n, r, &qa, &ka) || probe_future(false, &qa, &ka, &la))
-                tutorial_note("Query chunk %d-%d, key chunk %d-%d was computed: every one of its keys comes after "
+                tutorial_note("Query share %d-%d, key share %d-%d was computed: every one of its keys comes after "
                               "every query, so causal masking throws all %d x %d scores away.\nSkip it: *skip = "
-                              "true when the first key is after the query chunk's last position.",
+                              "true when the first key is after the query share's last position.",
                               qa, qa + la - 1, ka, ka + la - 1, la, la);
         } else if (x->blocks[r] < need) {
             ok = false;
@@ -372,15 +372,15 @@ static bool run_ring(int n, int T, const ptdp_real *qkv, const ptdp_real *yref, 
                        (double)hi / (double)lo);
         for (int r = 0; r < n; r++) {
             int first[2] = { 0 }, len = 1;
-            lesson_zigzag_chunks(T, n, r, first, &len);
-            tutorial_note("rank %d holds chunks %d and %d and computes %ld blocks of scores", r, first[0] / len,
+            lesson_zigzag_shares(T, n, r, first, &len);
+            tutorial_note("rank %d holds shares %d and %d and computes %ld blocks of scores", r, first[0] / len,
                           first[1] / len, x->blocks[r]);
         }
-        tutorial_note("A late chunk sees more keys than an early one.  Zigzag pairs them: rank r holds chunk r and "
-                      "chunk 2N-1-r, and every rank then computes 2N+1 blocks.");
+        tutorial_note("A late share sees more keys than an early one.  Zigzag pairs them: rank r holds share r and "
+                      "share 2N-1-r, and every rank then computes 2N+1 blocks.");
     }
     if (ok)
-        snprintf(ok_text, ok_size, "%ld of its %d (query chunk, key chunk) pairs", lo, 4 * n);
+        snprintf(ok_text, ok_size, "%ld of its %d (query share, key share) pairs", lo, 4 * n);
     free(x);
     return ok;
 }
@@ -431,8 +431,8 @@ static bool check_merge_alone(void)
 
 enum { BT = T_BIG, BN = 2, BLEN = BT / (2 * BN), Q3 = 3 * HD };
 
-/* The gradients of one head's q | k | v (rows of 3 HD) from the chunk
- * steps: every query against every key chunk not wholly in its future,
+/* The gradients of one head's q | k | v (rows of 3 HD) from the share
+ * steps: every query against every key share not wholly in its future,
  * with the query's final m, l and D = dy . y.  `step` is the student's
  * function or a variant of the check's own. */
 typedef int (*block_bwd_fn)(const ptdp_real *, const ptdp_real *, const ptdp_real *, int, int, int, int, int,
@@ -526,7 +526,7 @@ static bool check_block_backward(void)
     }
     int row, col, part = first_wrong(got, want, &row, &col);
     if (part < 0) {
-        tutorial_ok("blank 4: T = %d in %d chunks of %d, every query against every chunk not in its future: dq, "
+        tutorial_ok("blank 4: T = %d in %d shares of %d, every query against every share not in its future: dq, "
                     "dk, dv equal ptdp_attention_backward's", BT, 2 * BN, BLEN);
         return true;
     }
@@ -537,7 +537,7 @@ static bool check_block_backward(void)
     ring_backward_all(step_without_d, qkv, y, dy, alt);   /* the student's own step, handed D = 0 */
     if (part == 2)
         tutorial_note("dv_s += p_s dy, with p_s = e^(score - m) / l: the query's FINAL m and l, over every key "
-                      "(the forward's merges\nleft them), not this chunk's own max and sum (blank 4).");
+                      "(the forward's merges\nleft them), not this share's own max and sum (blank 4).");
     else if (first_wrong(got, alt, &r2, &c2) < 0)
         tutorial_note("dv is right, dq and dk not, and D changes nothing: ds_s = p_s (dp_s - D).  Each "
                       "probability pulls on the\nothers through the softmax's sum: minus D = dy . y, the "
@@ -554,8 +554,8 @@ static bool check_block_backward(void)
 
 int main(void)
 {
-    tutorial_begin("08", "splitting the sequence: zigzag chunks, the future test, the online-softmax merge");
-    bool ok = check_chunks();
+    tutorial_begin("08", "splitting the sequence: zigzag shares, the future test, the online-softmax merge");
+    bool ok = check_shares();
     for (int n = 1; ok && n <= MAX_N; n++)
         ok = check_ring(n);
     if (ok)

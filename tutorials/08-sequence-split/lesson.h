@@ -3,8 +3,8 @@
  * check calls.
  *
  * Context parallelism: a sequence of T positions is cut over the N devices
- * of a CP group.  Zigzag: 2N chunks of len = T/(2N) positions; rank r holds
- * chunks r and 2N-1-r.  Its local row t (0 <= t < 2 len) is position
+ * of a CP group.  Zigzag: 2N shares of len = T/(2N) positions; rank r holds
+ * shares r and 2N-1-r.  Its local row t (0 <= t < 2 len) is position
  *     first[t / len] + t % len.
  *
  * One query's partial attention over a set of keys (online softmax):
@@ -28,19 +28,19 @@ typedef struct {
     ptdp_real o[LESSON_MAX_HD];     /* the first hd entries are used */
 } lesson_partial;
 
-/* Blank 1.  The zigzag chunks of `rank` in a CP group of n devices, for a
+/* Blank 1.  The zigzag shares of `rank` in a CP group of n devices, for a
  * sequence of T positions (T divisible by 2n): *len = T/(2n), first[0] and
- * first[1] the first positions of chunks rank and 2n-1-rank. */
-int lesson_zigzag_chunks(int T, int n, int rank, int first[2], int *len);
+ * first[1] the first positions of shares rank and 2n-1-rank. */
+int lesson_zigzag_shares(int T, int n, int rank, int first[2], int *len);
 
-/* Blank 2.  *skip = true when the key chunk [k_first, k_first + len) is
- * wholly in the future of the query chunk [q_first, q_first + len): its
- * first key comes after the query chunk's last position, so no query of
- * the chunk may see any of its keys. */
+/* Blank 2.  *skip = true when the key share [k_first, k_first + len) is
+ * wholly in the future of the query share [q_first, q_first + len): its
+ * first key comes after the query share's last position, so no query of
+ * the share may see any of its keys. */
 int lesson_future_block(int q_first, int k_first, int len, bool *skip);
 
 /* Done for you (the worked example).  The partial of ONE query, at
- * position q_pos, over one key chunk of len keys from position k_first:
+ * position q_pos, over one key share of len keys from position k_first:
  * keys after q_pos are masked (causal).  q [hd], k and v [len x hd] rows
  * with the given stride. */
 void lesson_block_partial(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
@@ -57,19 +57,19 @@ int lesson_merge(lesson_partial *a, const lesson_partial *b, int hd);
 /* Done for you: ring attention, forward, over dev->world (one sequence).
  * qkv [2 len, 3 heads hd]: my positions' q | k | v (the layout of
  * attention.c); y [2 len, heads hd].  Calls your three functions; adds to
- * *blocks the (query chunk, key chunk) pairs it computed (not skipped). */
+ * *blocks the (query share, key share) pairs it computed (not skipped). */
 int lesson_ring_attention(ptdp_device *dev, ptdp_tensor y, ptdp_tensor qkv, int T, int heads, int hd,
                           long *blocks);
 
 /* Blank 4.  One step of ring attention's BACKWARD for ONE query (at
- * q_pos; q [hd]) against one key chunk [k_first, k_first + len) (k, v
+ * q_pos; q [hd]) against one key share [k_first, k_first + len) (k, v
  * rows of the given stride; keys after q_pos masked), once the forward is
  * over: m and l are the query's FINAL max and sum over all its keys, dy
  * [hd] the gradient of its output y, and D = dy . y.  With
  *     p_s  = e^(score_s - m) / l          the final probability of key s
  *     dp_s = dy . v_s,   ds_s = p_s (dp_s - D)
  * ADD   dv_s += p_s dy,   dk_s += ds_s q / sqrt(hd)   (rows of dk, dv:
- * the same stride) and dq += sum_s ds_s k_s / sqrt(hd).  No key chunk
+ * the same stride) and dq += sum_s ds_s k_s / sqrt(hd).  No key share
  * needs any other: the ring passes k, v and their dk, dv around. */
 int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
                           int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,

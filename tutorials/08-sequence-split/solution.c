@@ -1,18 +1,18 @@
 /*
  * solution.c — lesson 08, the answer: splitting the sequence (context
- * parallelism, ring attention with zigzag chunks).
+ * parallelism, ring attention with zigzag shares).
  *
  * (exercise.c is this file with the blanks still empty.  Try it first.)
  *
- * Each of the N devices holds 2 of the sequence's 2N chunks; its queries
+ * Each of the N devices holds 2 of the sequence's 2N shares; its queries
  * stay home and the keys and values travel round the ring, N - 1 passes:
  *
- *   T = 16, N = 2:  chunks of 4     0-3   4-7   8-11  12-15
+ *   T = 16, N = 2:  shares of 4     0-3   4-7   8-11  12-15
  *                   zigzag          r0    r1    r1    r0
  *
  *   step 0: each rank has its own k, v      step 1: its left neighbour's
  *
- * For each (my query chunk, visiting key chunk) that is not wholly in the
+ * For each (my query share, visiting key share) that is not wholly in the
  * future, every query's partial over those keys is merged into what it
  * has so far (online softmax); y = o / l at the end.
  */
@@ -25,12 +25,12 @@
 
 enum { TAG_RING = 0x48 };
 
-/* ------------------------------------------------------- the chunks */
+/* ------------------------------------------------------- the shares */
 
-int lesson_zigzag_chunks(int T, int n, int rank, int first[2], int *len)
+int lesson_zigzag_shares(int T, int n, int rank, int first[2], int *len)
 {
     *len = T / (2 * n);
-    first[0] = rank * *len;                  /* an early chunk ...          */
+    first[0] = rank * *len;                  /* an early share ...          */
     first[1] = (2 * n - 1 - rank) * *len;    /* ... and its mirror, a late one */
     return PTDP_OK;
 }
@@ -46,13 +46,13 @@ int lesson_future_block(int q_first, int k_first, int len, bool *skip)
 
 /* ----------------------------------- one block's partial (worked example) */
 
-/* One query against one key chunk.  For example (hd = 1, no 1/sqrt(hd)):
- * the query at position 5 with q = 1, a chunk of 4 keys from position 4,
+/* One query against one key share.  For example (hd = 1, no 1/sqrt(hd)):
+ * the query at position 5 with q = 1, a share of 4 keys from position 4,
  * k = (2, 0, 1, 3), v = (10, 20, 30, 40).  Keys 6 and 7 are in the query's
  * future: masked, visible = 5 - 4 + 1 = 2 keys, scores (2, 0).
  *     m = 2,   l = e^0 + e^-2 = 1.1353,   o = 10 e^0 + 20 e^-2 = 12.707
- * A chunk whose first key is after q_pos gives the empty partial
- * (m = -inf, l = 0, o = 0) — but blank 2 skips such chunks before this. */
+ * A share whose first key is after q_pos gives the empty partial
+ * (m = -inf, l = 0, o = 0) — but blank 2 skips such shares before this. */
 
 void lesson_block_partial(const ptdp_real *q, const ptdp_real *k, const ptdp_real *v, int stride, int q_pos,
                           int k_first, int len, int hd, lesson_partial *out)
@@ -126,7 +126,7 @@ int lesson_ring_attention(ptdp_device *dev, ptdp_tensor y, ptdp_tensor qkv, int 
     ptdp_comm *cp = dev->world;
     const int n = ptdp_comm_size(cp), r = ptdp_comm_rank(cp), W = heads * hd;
     int qf[2] = { 0 }, kf[2] = { 0 }, len = 0, rc;
-    if ((rc = lesson_zigzag_chunks(T, n, r, qf, &len)) != 0)
+    if ((rc = lesson_zigzag_shares(T, n, r, qf, &len)) != 0)
         return rc;
     if (!PTDP_REQUIRE(len > 0 && len <= 64 && hd <= LESSON_MAX_HD && qkv.rows == 2 * len &&
                           qkv.cols == 3 * W && y.rows == 2 * len && y.cols == W,
@@ -152,7 +152,7 @@ int lesson_ring_attention(ptdp_device *dev, ptdp_tensor y, ptdp_tensor qkv, int 
     }
     for (int step = 0; step < n; step++) {
         const int owner = (r - step + n) % n;                /* whose k, v I hold now */
-        if ((rc = lesson_zigzag_chunks(T, n, owner, kf, &len)) != 0)
+        if ((rc = lesson_zigzag_shares(T, n, owner, kf, &len)) != 0)
             goto out;
         for (int qi = 0; qi < 2; qi++)
             for (int kj = 0; kj < 2; kj++) {
@@ -204,7 +204,7 @@ int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_rea
             dp += (double)dy[j] * vs[j];
         }
         /* the FINAL probability: the query's m and l over every key, which
-         * the forward's merges left — not this chunk's own */
+         * the forward's merges left — not this share's own */
         ptdp_real p = exp((ptdp_real)(score * scale) - m) / l;
         ptdp_real ds = p * (dp - D);          /* the softmax's Jacobian: minus y's own share */
         for (int j = 0; j < hd; j++) {

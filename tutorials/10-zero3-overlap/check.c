@@ -11,12 +11,12 @@
  *
  *   0. first, on 4 ranks, blanks 1 to 3 alone: does lesson_gather give
  *      every rank the whole unit, and lesson_reduce_scatter +
- *      lesson_add_grad my chunk of the summed gradient (twice: two
+ *      lesson_add_grad my shard of the summed gradient (twice: two
  *      micro-batches' worth), for (N-1)/N of the unit's bytes?
  *   1. at every use: are unit u's parameters there (z->unit[u].w), their
- *      gather waited for, and every element right?  If not: which chunks
+ *      gather waited for, and every element right?  If not: which shards
  *      are wrong, and what that means (lesson_unit_forward/_backward here);
- *   2. the gradient shards after each step: my chunk of the gradient one
+ *   2. the gradient shards after each step: my shard of the gradient one
  *      device computes, to 1e-10 in double — and the loss; the overlapped
  *      run's parameters equal to the blocking run's to the bit;
  *   3. every started collective waited for, every unit's buffers freed;
@@ -162,7 +162,7 @@ typedef struct {
     int seen_unit[MAX_N];
     int kept_unit[MAX_N], kept_at[MAX_N];   /* unit kept gathered after its forward, seen at forward of … */
     int fwd_units[MAX_N];                /* the most units gathered at once at a forward */
-    ptdp_real final_w[LESSON_MAX_UNITS][NUMEL];   /* every rank writes its chunks */
+    ptdp_real final_w[LESSON_MAX_UNITS][NUMEL];   /* every rank writes its shards */
 } zero3_run;
 
 struct lesson_model {
@@ -176,16 +176,16 @@ struct lesson_model {
 /* Equal to the reference, up to the order of sums (1e-10 in double). */
 static bool same(double got, double want) { return fabs(got - want) <= TOL * fmax(1.0, fabs(want)); }
 
-/* Unit u's buffer against the truth: which chunks differ, as "1, 3" and a
+/* Unit u's buffer against the truth: which shards differ, as "1, 3" and a
  * bit mask. */
-static unsigned wrong_chunks(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth, char *list, size_t len)
+static unsigned wrong_shards(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth, char *list, size_t len)
 {
     unsigned mask = 0;
     size_t n = 0;
     list[0] = '\0';
     for (int k = 0; k < x->N; k++) {
         size_t off, cl;
-        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        ptdp_share(NUMEL, x->N, k, &off, &cl);
         bool differ = false;
         for (size_t i = off; i < off + cl; i++)
             differ = differ || !same(w[i], truth[i]);
@@ -197,13 +197,13 @@ static unsigned wrong_chunks(const zero3_run *x, const ptdp_real *w, const ptdp_
     return mask;
 }
 
-/* Does every chunk begin right and go wrong before its end — each rank
- * copied a part of its chunk (bytes counted as elements)? */
+/* Does every shard begin right and go wrong before its end — each rank
+ * copied a part of its shard (bytes counted as elements)? */
 static bool short_copy(const zero3_run *x, const ptdp_real *w, const ptdp_real *truth)
 {
     for (int k = 0; k < x->N; k++) {
         size_t off, cl, p = 0;
-        ptdp_chunk(NUMEL, x->N, k, &off, &cl);
+        ptdp_share(NUMEL, x->N, k, &off, &cl);
         while (p < cl && same(w[off + p], truth[off + p]))
             p++;
         if (p == 0 || p == cl)
@@ -236,7 +236,7 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
                                                "walks the units from the\nlast to the first: the next unit is u - 1 (blank 7)."
                                              : "Gather each unit before its backward uses it (blank 5 or 7)."));
         return tutorial_device_wrong(dev, "rank %d: unit %d's %s starts and its parameters are not there "
-            "(z->unit[%d].w is NULL).\nA unit exists on a rank only as its chunk: all-gather it (lesson_gather) "
+            "(z->unit[%d].w is NULL).\nA unit exists on a rank only as its shard: all-gather it (lesson_gather) "
             "before its %s%s (blank %d).", m->rank, u, what, u, what,
             x->overlap ? (what[0] == 'f' ? "; overlapped, it was prefetched while unit u - 1 computed"
                                          : "; overlapped, it was prefetched while unit u + 1's backward ran")
@@ -249,33 +249,33 @@ static int check_params(ptdp_device *dev, lesson_zero3 *z, int u, const char *wh
             "unit is used (blank %d).", m->rank, u, what, u, blank);
     const ptdp_real *truth = x->ref->w[m->step][u];
     char list[64];
-    unsigned bad = wrong_chunks(x, unit->w, truth, list, sizeof list);
+    unsigned bad = wrong_shards(x, unit->w, truth, list, sizeof list);
     if (bad == 0)
         return PTDP_OK;
     size_t off, len;
-    ptdp_chunk(NUMEL, x->N, m->rank, &off, &len);
+    ptdp_share(NUMEL, x->N, m->rank, &off, &len);
     unsigned all = (1u << x->N) - 1;
     const char *why;
     if (bad == all && short_copy(x, unit->w, truth))
-        why = "Every chunk begins right and stops after its first element or so: a copy of len BYTES, not\n"
+        why = "Every shard begins right and stops after its first element or so: a copy of len BYTES, not\n"
               "len elements.  memcpy counts bytes: copy x->len * sizeof(ptdp_real) of your w_shard to\n"
               "w + off (blank 1).";
     else if (bad == (all & ~1u))
-        why = "Chunk 0 is right and every other rank's is not: each rank's own chunk must sit at its\n"
+        why = "Shard 0 is right and every other rank's is not: each rank's own shard must sit at its\n"
               "offset inside the buffer, w + off, not at its start — the in-place all-gather sends rank k's\n"
-              "chunk from w + off on rank k (blank 1).";
+              "shard from w + off on rank k (blank 1).";
     else if (bad == all)
-        why = "No chunk is right: the in-place all-gather (PTDP_IN_PLACE) sends each rank's chunk from its\n"
+        why = "No shard is right: the in-place all-gather (PTDP_IN_PLACE) sends each rank's shard from its\n"
               "own place in that rank's buffer, so first copy your w_shard to w + off (blank 1).";
     else
-        why = "Your chunk comes from z->unit[u].w_shard (len elements), at w + off; the all-gather\n"
+        why = "Your shard comes from z->unit[u].w_shard (len elements), at w + off; the all-gather\n"
               "of numel elements in place brings the others (blank 1).";
     long first = -1;
     for (size_t i = 0; i < NUMEL && first < 0; i++)
         if (!same(unit->w[i], truth[i]))
             first = (long)i;
-    return tutorial_device_wrong(dev, "rank %d, step %d: unit %d's gathered parameters are wrong in chunk%s %s "
-        "(rank k's own chunk is chunk k;\nrank %d's is [%zu, %zu)): element %ld is %.10g, the parameter is %.10g.\n%s",
+    return tutorial_device_wrong(dev, "rank %d, step %d: unit %d's gathered parameters are wrong in shard%s %s "
+        "(rank k's own shard is shard k;\nrank %d's is [%zu, %zu)): element %ld is %.10g, the parameter is %.10g.\n%s",
         m->rank, m->step + 1, u, strchr(list, ',') ? "s" : "", list, m->rank, off, off + len, first,
         (double)unit->w[first], (double)truth[first], why);
 }
@@ -374,7 +374,7 @@ int lesson_unit_backward(ptdp_device *dev, lesson_zero3 *z, int u)
 }
 
 /* A started collective's result is not there before its ptdp_wait: ptdp
- * fills it with NaN until then (comm.h), so a gradient chunk added too
+ * fills it with NaN until then (comm.h), so a gradient shard added too
  * early leaves NaN in the shard. */
 static int check_read_before_wait(ptdp_device *dev, const lesson_zero3 *z, int mb)
 {
@@ -383,7 +383,7 @@ static int check_read_before_wait(ptdp_device *dev, const lesson_zero3 *z, int m
         for (size_t i = 0; i < unit->len; i++)
             if (isnan(unit->g_shard[i]))
                 return tutorial_device_wrong(dev, "rank %d: after micro-batch %d, unit %d's gradient shard is NaN "
-                    "at element %zu: its chunk of the\nreduce-scatter was added before its ptdp_wait.  Until the "
+                    "at element %zu: its shard of the\nreduce-scatter was added before its ptdp_wait.  Until the "
                     "wait the result is not there (on a GPU\nthe collective is still writing it; ptdp fills it with "
                     "NaN): ptdp_wait(&z->unit[u + 1].reduce), then lesson_add_grad (blank 7).",
                     dev->rank, mb + 1, u, i);
@@ -391,7 +391,7 @@ static int check_read_before_wait(ptdp_device *dev, const lesson_zero3 *z, int m
     return PTDP_OK;
 }
 
-/* After a step: my gradient chunks against the reference. */
+/* After a step: my gradient shards against the reference. */
 static void compare_grads(zero3_run *x, lesson_zero3 *z, int r, int s)
 {
     if (x->bad_step[r] >= 0)
@@ -441,7 +441,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
     for (int u = 0; u < L; u++) {
         lesson_unit *unit = &z.unit[u];
         unit->numel = NUMEL;
-        ptdp_chunk(NUMEL, x->N, r, &unit->off, &unit->len);
+        ptdp_share(NUMEL, x->N, r, &unit->off, &unit->len);
         unit->w_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_PARAMS, "w_shard");
         unit->g_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "g_shard");
         if (unit->w_shard == NULL || unit->g_shard == NULL)
@@ -450,7 +450,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
         x->shard_elems[r] += unit->len;
     }
     size_t roff, rlen;
-    ptdp_chunk(B, x->N, r, &roff, &rlen);
+    ptdp_share(B, x->N, r, &roff, &rlen);
     for (int s = 0; s < STEPS && rc == 0; s++) {
         if ((rc = ptdp_barrier(dev->world)) != 0)
             break;
@@ -459,7 +459,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
         m.step = s;
         for (int mb = 0; mb < x->M && rc == 0; mb++) {
             size_t moff, mlen;
-            ptdp_chunk(rlen, x->M, mb, &moff, &mlen);
+            ptdp_share(rlen, x->M, mb, &moff, &mlen);
             m.row0 = (int)(roff + moff);
             m.rows = (int)mlen;
             m.next_fwd = 0;
@@ -505,7 +505,7 @@ static int zero3_device(ptdp_device *dev, void *arg)
         x->bytes[r] += dev->stats.total_sent - sent0;
         x->hidden[r] += dev->clock.hidden_s - hidden0;
         compare_grads(x, &z, r, s);
-        for (int u = 0; u < L; u++) {                 /* SGD on my chunks */
+        for (int u = 0; u < L; u++) {                 /* SGD on my shards */
             lesson_unit *unit = &z.unit[u];
             for (size_t i = 0; i < unit->len; i++) {
                 unit->w_shard[i] -= LR * unit->g_shard[i];
@@ -528,12 +528,12 @@ static int zero3_device(ptdp_device *dev, void *arg)
 /* ------------------------------------------------- blanks 1 to 3 alone */
 
 /* Rank r's made-up gradient of the pieces test: element i. */
-static double piece_grad(int r, size_t i) { return 0.01 * (r + 1) * (double)(i + 1) + sin((double)i); }
+static double range_grad(int r, size_t i) { return 0.01 * (r + 1) * (double)(i + 1) + sin((double)i); }
 
 /* One unit on x->N ranks: lesson_gather (blocking), then twice
  * lesson_reduce_scatter + lesson_add_grad of a known gradient per rank
  * (two micro-batches' worth). */
-static int pieces_device(ptdp_device *dev, void *arg)
+static int ranges_device(ptdp_device *dev, void *arg)
 {
     zero3_run *x = arg;
     const int r = dev->rank, N = x->N;
@@ -541,7 +541,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     lesson_zero3 z = { .dp = dev->world, .nunits = 1, .model = &m };
     lesson_unit *unit = &z.unit[0];
     unit->numel = NUMEL;
-    ptdp_chunk(NUMEL, N, r, &unit->off, &unit->len);
+    ptdp_share(NUMEL, N, r, &unit->off, &unit->len);
     unit->w_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_PARAMS, "w_shard");
     unit->g_shard = ptdp_alloc(dev, unit->len * sizeof(ptdp_real), PTDP_MEM_GRADS, "g_shard");
     if (unit->w_shard == NULL || unit->g_shard == NULL)
@@ -566,7 +566,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
         if ((rc = lesson_grad_buffer(dev, &z, 0)) != 0)
             return rc;
         for (size_t i = 0; i < NUMEL; i++)
-            unit->g[i] = piece_grad(r, i);
+            unit->g[i] = range_grad(r, i);
         double sent0 = dev->stats.total_sent;
         if ((rc = lesson_reduce_scatter(dev, &z, 0, false)) != 0)
             return rc;
@@ -582,12 +582,12 @@ static int pieces_device(ptdp_device *dev, void *arg)
             return rc;
         if (unit->g != NULL)
             return tutorial_device_wrong(dev, "rank %d: after lesson_add_grad, z->unit[0].g is still there: "
-                                         "free it and set it to NULL once its chunk is added (blank 3).", r);
+                                         "free it and set it to NULL once its shard is added (blank 3).", r);
         count++;
         for (size_t i = 0; i < unit->len; i++) {
             double sum = 0, got = unit->g_shard[i];
             for (int k = 0; k < N; k++)
-                sum += piece_grad(k, unit->off + i);
+                sum += range_grad(k, unit->off + i);
             double want_shard = (double)count * sum;
             if (same(got, want_shard))
                 continue;
@@ -600,10 +600,10 @@ static int pieces_device(ptdp_device *dev, void *arg)
                 why = "That is the second micro-batch's alone: g_shard sums the step's micro-batches,\n"
                       "so ADD into it (+=), do not overwrite it (blank 3).";
             else if (r > 0)
-                why = "Rank 0's chunk starts at element 0 and yours does not: after an in-place\n"
-                      "reduce-scatter, your chunk of the sum sits at g + off — add g[off + i], not g[i] (blank 3).";
+                why = "Rank 0's shard starts at element 0 and yours does not: after an in-place\n"
+                      "reduce-scatter, your shard of the sum sits at g + off — add g[off + i], not g[i] (blank 3).";
             else
-                why = "After the reduce-scatter (PTDP_SUM, in place, numel elements) your chunk of the sum\n"
+                why = "After the reduce-scatter (PTDP_SUM, in place, numel elements) your shard of the sum\n"
                       "is g[off .. off + len): add it into g_shard (blanks 2, 3).";
             return tutorial_device_wrong(dev, "rank %d: after %zu micro-batch%s of lesson_reduce_scatter + "
                                          "lesson_add_grad, g_shard[%zu] (element %zu of the unit) is %.10g; "
@@ -611,8 +611,8 @@ static int pieces_device(ptdp_device *dev, void *arg)
                                          count == 1 ? "" : "es", i, unit->off + i, got, N,
                                          count == 1 ? "" : ", added up over both", want_shard, why);
         }
-        /* With chunks of unequal length a rank's share of the ring varies by a
-         * chunk; the mean over the ranks is exactly (N-1)/N (verdict_bytes). */
+        /* With shards of unequal length a rank's share of the ring varies by a
+         * shard; the mean over the ranks is exactly (N-1)/N (verdict_bytes). */
         if (sent > 1.5 * want) {
             char b1[32], b2[32], b3[32];
             return tutorial_device_wrong(dev, "rank %d: lesson_reduce_scatter sent %s; a reduce-scatter of "
@@ -621,7 +621,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
                 ptdp_format_bytes(want, b3, sizeof b3),
                 sent > 1.8 * want
                     ? "\nThat is twice as much: an ALL-REDUCE, which gives every rank the whole sum when you keep\n"
-                      "only your chunk of it.  A reduce-scatter gives exactly that chunk, for half the bytes (blank 2)."
+                      "only your shard of it.  A reduce-scatter gives exactly that shard, for half the bytes (blank 2)."
                     : "");
         }
     }
@@ -630,7 +630,7 @@ static int pieces_device(ptdp_device *dev, void *arg)
     return PTDP_OK;
 }
 
-static bool check_pieces(void)
+static bool check_ranges(void)
 {
     static reference ref;
     run_reference(1, &ref);
@@ -642,10 +642,10 @@ static bool check_pieces(void)
         return false;
     }
     *x = (zero3_run){ .N = 4, .L = 1, .M = 1, .ref = &ref };
-    rc = tutorial_launch(what, x->N, pieces_device, x);
+    rc = tutorial_launch(what, x->N, ranges_device, x);
     free(x);
     if (rc == 0)
-        tutorial_ok("%s: every rank's gathered unit right; my chunk of the summed gradient, twice", what);
+        tutorial_ok("%s: every rank's gathered unit right; my shard of the summed gradient, twice", what);
     return rc == 0;
 }
 
@@ -659,7 +659,7 @@ static bool verdict_values(const zero3_run *x, const char *what)
     for (int r = 0; r < x->N; r++) {
         if (x->bad_step[r] < 0)
             continue;
-        tutorial_wrong("%s: after step %d, rank %d's gradient chunk is wrong: unit %d's element %ld is %.10g, "
+        tutorial_wrong("%s: after step %d, rank %d's gradient shard is wrong: unit %d's element %ld is %.10g, "
                        "one device's gradient is %.10g.", what, x->bad_step[r] + 1, r, x->bad_unit[r],
                        x->bad_elem[r], x->bad_got[r], x->bad_want[r]);
         if (x->all_over_n[r])
@@ -667,11 +667,11 @@ static bool verdict_values(const zero3_run *x, const char *what)
                           "model's backward already divides by the whole batch B, so the ranks' gradients must be\n"
                           "SUMMED (PTDP_SUM in the reduce-scatter, blank 2), not averaged.", x->N);
         else if (r > 0 && x->bad_step[0] < 0)
-            tutorial_note("Rank 0's chunks are right and rank %d's are not: after an in-place reduce-scatter, your\n"
-                          "chunk of the sum sits at its own offset, g + off — add g[off + i] into g_shard[i], not\n"
+            tutorial_note("Rank 0's shards are right and rank %d's are not: after an in-place reduce-scatter, your\n"
+                          "shard of the sum sits at its own offset, g + off — add g[off + i] into g_shard[i], not\n"
                           "g[i] (blank 3).", r);
         else
-            tutorial_note("g_shard must become, over the step's micro-batches, the SUM of my chunk of every\n"
+            tutorial_note("g_shard must become, over the step's micro-batches, the SUM of my shard of every\n"
                           "micro-batch's reduce-scattered gradient: += g[off + i] after each (blanks 2, 3).");
         return false;
     }
@@ -695,7 +695,7 @@ static bool verdict_tidy(const zero3_run *x, const char *what)
         if (x->leaked[r][0]) {
             tutorial_wrong("%s: on rank %d, %s was still allocated after the step.", what, r, x->leaked[r]);
             tutorial_note("A unit's gathered parameters are freed after each use (lesson_release), its\n"
-                          "gradient buffer after its chunk is added (lesson_add_grad).");
+                          "gradient buffer after its shard is added (lesson_add_grad).");
             return false;
         }
     return true;
@@ -735,7 +735,7 @@ static bool verdict_memory(const zero3_run *x, const char *what)
                            ptdp_format_bytes((double)shard, b2, sizeof b2),
                            (double)(x->peak_grads[r] - shard) / (double)unit_b, units, units > 1 ? "s" : "",
                            ptdp_format_bytes((double)want, b4, sizeof b4));
-            tutorial_note("A unit's gradient buffer lives from its backward until its chunk is added to\n"
+            tutorial_note("A unit's gradient buffer lives from its backward until its shard is added to\n"
                           "g_shard (lesson_add_grad frees it)%s.", x->overlap ?
                           "; overlapped, one unit's reduce-scatter is in flight while the next\nunit's backward runs, no more" : "");
             return false;
@@ -746,7 +746,7 @@ static bool verdict_memory(const zero3_run *x, const char *what)
                            ptdp_format_bytes((double)(params ? x->end_params[r] : x->end_grads[r]), b1, sizeof b1),
                            params ? "parameters" : "gradients", ptdp_format_bytes((double)shard, b2, sizeof b2));
             tutorial_note("Some buffer was lost: allocated again over one that was never freed.  Every gathered\n"
-                          "unit is freed after its use (lesson_release), every gradient buffer once its chunk is\n"
+                          "unit is freed after its use (lesson_release), every gradient buffer once its shard is\n"
                           "added (lesson_add_grad).");
             return false;
         }
@@ -772,7 +772,7 @@ static bool verdict_bytes(const zero3_run *x, const char *what, double *per_mb)
     if (fabs(sent - 4 * unit) <= 1e-9 * unit)
         tutorial_note("That is 4 (N-1)/N S: two gathers and an ALL-REDUCE of the gradient, which sends twice a\n"
                       "reduce-scatter's bytes to give every rank the whole sum — of which you keep only your\n"
-                      "chunk.  A reduce-scatter gives exactly that chunk (blank 2).");
+                      "shard.  A reduce-scatter gives exactly that shard (blank 2).");
     else if (sent > 3 * unit)
         tutorial_note("More than two gathers and one reduce-scatter of every unit: is some unit gathered\n"
                       "twice, or one you do not use next?");
@@ -904,7 +904,7 @@ int main(void)
 {
     tutorial_begin("10", "ZeRO-3 and overlap: a unit gathered only while it computes");
     static const int configs[][3] = { { 2, 3, 2 }, { 3, 4, 1 }, { 4, 5, 2 } };
-    if (!check_pieces())
+    if (!check_ranges())
         return tutorial_end();
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
         if (!check_config(configs[k][0], configs[k][1], configs[k][2]))

@@ -7,15 +7,15 @@
  * README.md explains the idea; solution.c is the answer (try first).
  *
  * ZeRO-3 (Rajbhandari et al. 2020; PyTorch's FSDP) shards the parameters
- * themselves: rank k keeps chunk k of every unit and nothing else.  A unit
+ * themselves: rank k keeps shard k of every unit and nothing else.  A unit
  * exists whole on a rank only while it computes:
  *
- *   unit u         [ chunk 0 | chunk 1 | chunk 2 | chunk 3 ]   numel elements
- *   rank 1 keeps             [ chunk 1 ]  = w_shard, at offset off
+ *   unit u         [ shard 0 | shard 1 | shard 2 | shard 3 ]   numel elements
+ *   rank 1 keeps             [ shard 1 ]  = w_shard, at offset off
  *
  *   forward of u    all-gather u into a fresh buffer w   (N-1)/N |u|   free w after
  *   backward of u   all-gather it again                  (N-1)/N |u|   free w after
- *                   reduce-scatter its gradient g        (N-1)/N |u|   g_shard += my chunk
+ *                   reduce-scatter its gradient g        (N-1)/N |u|   g_shard += my shard
  *
  * Three collectives of every unit per micro-batch: 3 (N-1)/N S bytes, the
  * ZeRO paper's 3Ψ against plain DP's 2Ψ.  What it buys: a rank holds its
@@ -53,31 +53,31 @@ int lesson_gather(ptdp_device *dev, lesson_zero3 *z, int u, bool start)
     /* Blank 1: unit u's parameters, whole, in a fresh buffer x->w:
      *   - numel elements from my arena, category PTDP_MEM_PARAMS (ptdp_alloc;
      *     return PTDP_ENOMEM if it gives NULL);
-     *   - my chunk (x->w_shard, len elements) at its place, x->w + x->off;
+     *   - my shard (x->w_shard, len elements) at its place, x->w + x->off;
      *   - an all-gather over z->dp of the numel elements IN PLACE
-     *     (PTDP_IN_PLACE, comm.h), which brings every other rank's chunk:
+     *     (PTDP_IN_PLACE, comm.h), which brings every other rank's shard:
      *     ptdp_all_gather if !start, else ptdp_all_gather_start(…, &x->gather).
      * Return the collective's status. */
-    PTDP_BLANK(1, "gather unit u into a fresh buffer: my chunk at w + off, then the in-place all-gather");
+    PTDP_BLANK(1, "gather unit u into a fresh buffer: my shard at w + off, then the in-place all-gather");
 }
 
 int lesson_reduce_scatter(ptdp_device *dev, lesson_zero3 *z, int u, bool start)
 {
     lesson_unit *x = &z->unit[u];
     /* Blank 2: x->g holds MY micro-batch's gradient of unit u.  With one
-     * collective over z->dp, in place, make my chunk of it [off, off + len)
+     * collective over z->dp, in place, make my shard of it [off, off + len)
      * the sum over every rank: ptdp_reduce_scatter if !start, else
      * ptdp_reduce_scatter_start(…, &x->reduce).  Return its status. */
-    PTDP_BLANK(2, "reduce-scatter unit u's gradient, in place: my chunk of the sum over the ranks");
+    PTDP_BLANK(2, "reduce-scatter unit u's gradient, in place: my shard of the sum over the ranks");
 }
 
 int lesson_add_grad(ptdp_device *dev, lesson_zero3 *z, int u)
 {
     lesson_unit *x = &z->unit[u];
-    /* Blank 3: after the reduce-scatter, add my chunk of x->g into
+    /* Blank 3: after the reduce-scatter, add my shard of x->g into
      * x->g_shard (len elements: it sums the step's micro-batches), then
      * free x->g (ptdp_free) and set it to NULL. */
-    PTDP_BLANK(3, "add my chunk of the reduce-scattered gradient into g_shard; free g");
+    PTDP_BLANK(3, "add my shard of the reduce-scattered gradient into g_shard; free g");
     return PTDP_OK;
 }
 
@@ -109,7 +109,7 @@ int lesson_micro_batch(ptdp_device *dev, lesson_zero3 *z)
     /* Blank 5: the backward, units L - 1, …, 1, 0: gather the unit again,
      * give it a zeroed gradient buffer (lesson_grad_buffer), run
      * lesson_unit_backward, release its parameters, then reduce-scatter
-     * its gradient (blocking) and add my chunk (lesson_add_grad). */
+     * its gradient (blocking) and add my shard (lesson_add_grad). */
     PTDP_BLANK(5, "the backward: for each unit from the last, gather, gradient buffer, backward, release, reduce-scatter, add");
     return PTDP_OK;
 }
@@ -131,7 +131,7 @@ int lesson_micro_batch_overlap(ptdp_device *dev, lesson_zero3 *z)
      * the unit the backward needs next, gradient buffer, backward,
      * release; then the reduce-scatter STARTED after the previous unit's
      * backward (u + 1's) has run under this one: wait for it and add its
-     * chunk; start unit u's.  After the loop, wait for the last one and
+     * shard; start unit u's.  After the loop, wait for the last one and
      * add it: the step must end with every collective waited for. */
     PTDP_BLANK(7, "the overlapped backward: prefetch the next unit, start each reduce-scatter, wait for it one unit later");
     return PTDP_OK;

@@ -4,8 +4,8 @@
  *
  * A toy model of a few units (unit u: y = tanh(x W_u^T + b_u), its
  * parameters [W_u | b_u] one flat stretch of numel elements) trained with
- * ZeRO-3 on the N ranks of z->dp.  Rank k keeps chunk k of every unit —
- * ptdp_chunk(numel, N, k): elements [off, off + len) — and nothing else
+ * ZeRO-3 on the N ranks of z->dp.  Rank k keeps shard k of every unit —
+ * ptdp_share(numel, N, k): elements [off, off + len) — and nothing else
  * between uses.  The structures mirror ptdp_zero_unit (zero.h).
  */
 #ifndef LESSON_10_H
@@ -21,9 +21,9 @@
 
 typedef struct {
     size_t numel;               /* |u|: the unit's elements                        */
-    size_t off, len;            /* my chunk of them: ptdp_chunk(numel, N, my rank)  */
-    ptdp_real *w_shard;         /* my chunk of its parameters, len ("params"): kept */
-    ptdp_real *g_shard;         /* my chunk of its gradient, len ("grads"): summed
+    size_t off, len;            /* my shard of them: ptdp_share(numel, N, my rank)  */
+    ptdp_real *w_shard;         /* my shard of its parameters, len ("params"): kept */
+    ptdp_real *g_shard;         /* my shard of its gradient, len ("grads"): summed
                                    over the step's micro-batches                    */
     ptdp_real *w;               /* the gathered parameters, numel ("params"), or NULL */
     ptdp_real *g;               /* its gradient while its backward runs, numel
@@ -50,7 +50,7 @@ int lesson_gather(ptdp_device *dev, lesson_zero3 *z, int u, bool start);
 /* The reduce-scatter of unit u's gradient z->unit[u].g: blocking, or
  * started into z->unit[u].reduce. */
 int lesson_reduce_scatter(ptdp_device *dev, lesson_zero3 *z, int u, bool start);
-/* After that reduce-scatter (and its wait): my chunk of it into the
+/* After that reduce-scatter (and its wait): my shard of it into the
  * gradient shard; the buffer freed. */
 int lesson_add_grad(ptdp_device *dev, lesson_zero3 *z, int u);
 /* One micro-batch, forward and backward through every unit: the blocking

@@ -174,10 +174,12 @@ static const relayout BACK = { "sequence_from_heads", 7, 6, "puts block i at col
 static int explain_place(ptdp_device *dev, const relayout *w, int t, int h, int d, ptdp_real got)
 {
     const int gt = (int)got / 1000, gh = ((int)got % 1000) / 10;
-    if (got == UNWRITTEN)
+    if (got == UNWRITTEN) {   /* the unpack's blank: rows on the way there, columns back */
+        const bool there = w->rows_blank == 5;
         return tutorial_device_wrong(dev, "%s on %d devices: rank %d never wrote position %d of head %d\n"
-                                     "blanks %d and %d: every block i of `arrived` is unpacked", w->fn,
-                                     dev->world_size, dev->rank, t, h, w->heads_blank, w->rows_blank);
+                                     "blank %d %s", w->fn, dev->world_size, dev->rank, t, h,
+                                     there ? w->rows_blank : w->heads_blank, there ? w->rows_rule : w->heads_rule);
+    }
     if (gh != h)
         return tutorial_device_wrong(dev, "%s on %d devices: rank %d has head %d where head %d belongs "
                                      "(position %d)\nblank %d %s", w->fn, dev->world_size, dev->rank, gh, h, t,

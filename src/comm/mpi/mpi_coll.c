@@ -19,11 +19,11 @@
  *        send1 [a1|b1]                    rank 1: b0 b1   ──────►  b                 [a|b]
  *
  *   ring                     the same steps as allreduce_ring.c: at step s
- *                            send chunk r-s-1 right, receive chunk r-s-2
+ *                            send segment r-s-1 right, receive segment r-s-2
  *                            from the left, add my part to what arrives
  *                            (ptdp_reduce2(sum, mine, incoming): the same
  *                            operands in the same order), then pass the
- *                            complete chunks around once more.
+ *                            complete segments around once more.
  *
  *   naive                    reduce to rank 0, broadcast (mpi_rooted.c).
  *
@@ -69,7 +69,7 @@ static int reduce_my_slice(ptdp_comm *c, const ptdp_call *mine, void *out, ptdp_
     int scount[PTDP_MAX_DEVICES], sdispl[PTDP_MAX_DEVICES];
     int rcount[PTDP_MAX_DEVICES], rdispl[PTDP_MAX_DEVICES];
     size_t off, len, S = bytes_of(mine, mine->count);
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
     size_t L = bytes_of(mine, len);
     int rc = ptdp_mpi_count(c, S, &(int){ 0 });
     if (rc == 0)
@@ -78,7 +78,7 @@ static int reduce_my_slice(ptdp_comm *c, const ptdp_call *mine, void *out, ptdp_
         return rc;
     for (int m = 0; m < c->size; m++) {
         size_t o, l;
-        ptdp_chunk(mine->count, c->size, m, &o, &l);
+        ptdp_share(mine->count, c->size, m, &o, &l);
         scount[m] = (int)bytes_of(mine, l);
         sdispl[m] = (int)bytes_of(mine, o);
         rcount[m] = (int)L;
@@ -108,7 +108,7 @@ static int gather_slices(ptdp_comm *c, const ptdp_call *mine, const void *my_sli
     int count[PTDP_MAX_DEVICES], displ[PTDP_MAX_DEVICES];
     for (int m = 0; m < c->size; m++) {
         size_t o, l;
-        ptdp_chunk(mine->count, c->size, m, &o, &l);
+        ptdp_share(mine->count, c->size, m, &o, &l);
         count[m] = (int)bytes_of(mine, l);
         displ[m] = (int)bytes_of(mine, o);
     }
@@ -131,7 +131,7 @@ int ptdp_mpi_direct_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
     int rc = reduce_my_slice(c, mine, (char *)mine->recv + bytes_of(mine, off), t);
     return rc ? rc : gather_slices(c, mine, NULL, t);
 }
@@ -140,7 +140,7 @@ int ptdp_mpi_direct_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, 
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
     void *out = mine->in_place ? (char *)mine->recv + bytes_of(mine, off) : mine->recv;
     return reduce_my_slice(c, mine, out, t);
 }
@@ -156,14 +156,14 @@ int ptdp_mpi_direct_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp
 typedef struct {
     size_t off[PTDP_MAX_DEVICES], len[PTDP_MAX_DEVICES];   /* in bytes */
     size_t max_len;
-} chunks;
+} segments;
 
-static int cut(ptdp_comm *c, const ptdp_call *k, chunks *ch)
+static int cut(ptdp_comm *c, const ptdp_call *k, segments *ch)
 {
     size_t es = ptdp_dtype_size(k->dtype);
     ch->max_len = 0;
     for (int i = 0; i < c->size; i++) {
-        ptdp_chunk(k->count, c->size, i, &ch->off[i], &ch->len[i]);
+        ptdp_share(k->count, c->size, i, &ch->off[i], &ch->len[i]);
         ch->off[i] *= es;
         ch->len[i] *= es;
         if (ch->len[i] > ch->max_len)
@@ -172,7 +172,7 @@ static int cut(ptdp_comm *c, const ptdp_call *k, chunks *ch)
     return ptdp_mpi_count(c, ch->max_len, &(int){ 0 });
 }
 
-/* One ring step: my outgoing chunk to the right, the left's into incoming. */
+/* One ring step: my outgoing segment to the right, the left's into incoming. */
 static int ring_step(ptdp_comm *c, const ptdp_call *mine, const void *out, size_t out_len,
                      void *in, size_t in_len)
 {
@@ -189,8 +189,8 @@ static int ring_step(ptdp_comm *c, const ptdp_call *mine, const void *out, size_
 }
 
 /* allreduce_ring.c's reduce-scatter, step for step: the running sum of a
- * chunk is kept at work + off until passed on; chunk r ends in out. */
-static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks *ch,
+ * segment is kept at work + off until passed on; segment r ends in out. */
+static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const segments *ch,
                                const char *send, char *work, char *out, char *incoming, ptdp_traffic *t)
 {
     int n = c->size, r = c->rank;
@@ -200,33 +200,33 @@ static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks
         return 0;
     }
     for (int s = 0; s < n - 1; s++) {
-        int send_chunk = mod(r - s - 1, n), recv_chunk = mod(r - s - 2, n);
-        const char *outgoing = s == 0 ? send + ch->off[send_chunk] : work + ch->off[send_chunk];
-        char *sum = s == n - 2 ? out : work + ch->off[recv_chunk];
-        int rc = ring_step(c, mine, outgoing, ch->len[send_chunk], incoming, ch->len[recv_chunk]);
+        int send_segment = mod(r - s - 1, n), recv_segment = mod(r - s - 2, n);
+        const char *outgoing = s == 0 ? send + ch->off[send_segment] : work + ch->off[send_segment];
+        char *sum = s == n - 2 ? out : work + ch->off[recv_segment];
+        int rc = ring_step(c, mine, outgoing, ch->len[send_segment], incoming, ch->len[recv_segment]);
         if (rc)
             return rc;
-        ptdp_reduce2(sum, send + ch->off[recv_chunk], incoming, ch->len[recv_chunk] / es,
+        ptdp_reduce2(sum, send + ch->off[recv_segment], incoming, ch->len[recv_segment] / es,
                      mine->dtype, mine->rop);
-        t->sent += (double)ch->len[send_chunk];
-        t->recv += (double)ch->len[recv_chunk];
+        t->sent += (double)ch->len[send_segment];
+        t->recv += (double)ch->len[recv_segment];
     }
     return 0;
 }
 
-/* The all-gather: every complete chunk travels around once, received
+/* The all-gather: every complete segment travels around once, received
  * straight into its place in buf. */
-static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const chunks *ch, char *buf, ptdp_traffic *t)
+static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const segments *ch, char *buf, ptdp_traffic *t)
 {
     int n = c->size, r = c->rank;
     for (int s = 0; s < n - 1; s++) {
-        int send_chunk = mod(r - s, n), recv_chunk = mod(r - s - 1, n);
-        int rc = ring_step(c, mine, buf + ch->off[send_chunk], ch->len[send_chunk],
-                           buf + ch->off[recv_chunk], ch->len[recv_chunk]);
+        int send_segment = mod(r - s, n), recv_segment = mod(r - s - 1, n);
+        int rc = ring_step(c, mine, buf + ch->off[send_segment], ch->len[send_segment],
+                           buf + ch->off[recv_segment], ch->len[recv_segment]);
         if (rc)
             return rc;
-        t->sent += (double)ch->len[send_chunk];
-        t->recv += (double)ch->len[recv_chunk];
+        t->sent += (double)ch->len[send_segment];
+        t->recv += (double)ch->len[recv_segment];
     }
     return 0;
 }
@@ -234,26 +234,26 @@ static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const chunks *ch
 int ptdp_mpi_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     int rc = cut(c, mine, &ch);
     if (rc)
         return rc;
     char *incoming = ptdp_mpi_scratch(c, ch.max_len + 1);
     if (!incoming)
         return PTDP_ENOMEM;
-    char *recv = mine->recv, *my_chunk = recv + ch.off[c->rank];
+    char *recv = mine->recv, *my_segment = recv + ch.off[c->rank];
     /* recv is the workspace, as with threads (in place too). */
-    if ((rc = ring_reduce_scatter(c, mine, &ch, mine->send, recv, my_chunk, incoming, t)) != 0)
+    if ((rc = ring_reduce_scatter(c, mine, &ch, mine->send, recv, my_segment, incoming, t)) != 0)
         return rc;
     if (mine->rop == PTDP_AVG)
-        ptdp_divide(my_chunk, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
+        ptdp_divide(my_segment, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
     return ring_all_gather(c, mine, &ch, recv, t);
 }
 
 int ptdp_mpi_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     int rc = cut(c, mine, &ch);
     if (rc)
         return rc;
@@ -273,7 +273,7 @@ int ptdp_mpi_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, pt
 int ptdp_mpi_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     int rc = cut(c, mine, &ch);
     if (rc)
         return rc;
@@ -318,9 +318,9 @@ int ptdp_mpi_library_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptd
                   mpi_group_of(c)->coll);
     if (mine->rop == PTDP_AVG)
         ptdp_divide(mine->recv, mine->count, mine->dtype, c->size);
-    /* The ring's bytes: every chunk but r, r-1 (reduce-scatter) and r+1, r
+    /* The ring's bytes: every segment but r, r-1 (reduce-scatter) and r+1, r
      * (all-gather). */
-    chunks ch;
+    segments ch;
     cut(c, mine, &ch);
     size_t S = bytes_of(mine, mine->count);
     if (c->size > 1) {

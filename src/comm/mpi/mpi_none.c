@@ -13,6 +13,7 @@
 #include "comm/mpi/mpi_launch.h"
 #include "ptdp/error.h"
 #include "ptdp/mpi.h"
+#include "comm/mpi_impl.h"
 
 #define NOT_BUILT "this ptdp was built without MPI: install MPI (Debian: apt-get install openmpi-bin " \
                   "libopenmpi-dev) and rebuild with meson setup --reconfigure BUILD -Dmpi=enabled"

@@ -26,13 +26,13 @@ static size_t bytes_of(const ptdp_call *k, size_t n)
     return n * ptdp_dtype_size(k->dtype);
 }
 
-/* The byte counts and offsets of the N chunks of a call (ptdp_chunk). */
-static int chunk_counts(ptdp_comm *c, const ptdp_call *k, int *counts, int *displs)
+/* The byte counts and offsets of the N segments of a call (ptdp_share). */
+static int segment_counts(ptdp_comm *c, const ptdp_call *k, int *counts, int *displs)
 {
     int all = 0, rc = ptdp_mpi_count(c, bytes_of(k, k->count), &all);   /* the largest offset fits */
     for (int r = 0; rc == 0 && r < c->size; r++) {
         size_t off, len;
-        ptdp_chunk(k->count, c->size, r, &off, &len);
+        ptdp_share(k->count, c->size, r, &off, &len);
         counts[r] = (int)bytes_of(k, len);
         displs[r] = (int)bytes_of(k, off);
     }
@@ -95,11 +95,11 @@ int ptdp_mpi_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t
 {
     const ptdp_call *mine = calls[c->rank];
     int counts[PTDP_MAX_DEVICES], displs[PTDP_MAX_DEVICES];
-    int rc = chunk_counts(c, mine, counts, displs);
+    int rc = segment_counts(c, mine, counts, displs);
     if (rc)
         return rc;
     const bool root = c->rank == mine->root;
-    /* The root's own chunk may already sit where it goes. */
+    /* The root's own segment may already sit where it goes. */
     const void *send = root && (const char *)mine->send == (const char *)mine->recv + displs[c->rank]
                      ? MPI_IN_PLACE : mine->send;
     MPI_Request req;
@@ -119,7 +119,7 @@ int ptdp_mpi_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *
 {
     const ptdp_call *mine = calls[c->rank];
     int counts[PTDP_MAX_DEVICES], displs[PTDP_MAX_DEVICES];
-    int rc = chunk_counts(c, mine, counts, displs);
+    int rc = segment_counts(c, mine, counts, displs);
     if (rc)
         return rc;
     const bool root = c->rank == mine->root;

@@ -3,34 +3,34 @@
  *
  * The devices stand in a ring; each only ever talks to its neighbours:
  * it sends to the right (rank + 1) and receives from the left (rank - 1).
- * Cut the vector into N chunks (ptdp_chunk).
+ * Cut the vector into N segments (ptdp_share).
  *
- *   reduce-scatter, N-1 steps.  At step s rank r sends chunk r-s-1 and
- *   receives chunk r-s-2, adding its own contribution to what arrives.
- *   A chunk travels once around the ring collecting every member's part
+ *   reduce-scatter, N-1 steps.  At step s rank r sends segment r-s-1 and
+ *   receives segment r-s-2, adding its own contribution to what arrives.
+ *   A segment travels once around the ring collecting every member's part
  *   (mine + arriving) and ends, complete, at the rank with its number.
- *   N = 3, chunks a b c, x_r = rank r's part of chunk x:
+ *   N = 3, segments a b c, x_r = rank r's part of segment x:
  *
  *      link      step 0    step 1       after N-1 = 2 steps
  *     0 ──► 1    c0        b0+b2        rank 0 holds a = a0+(a2+a1)
  *     1 ──► 2    a1        c1+c0        rank 1 holds b = b1+(b0+b2)
  *     2 ──► 0    b2        a2+a1        rank 2 holds c = c2+(c1+c0)
  *
- *   all-gather, N-1 steps.  At step s rank r sends chunk r-s and receives
- *   chunk r-s-1, now copying: every complete chunk travels around once.
+ *   all-gather, N-1 steps.  At step s rank r sends segment r-s and receives
+ *   segment r-s-1, now copying: every complete segment travels around once.
  *
- * Each step moves one chunk per link, so a device sends (N-1) chunks per
+ * Each step moves one segment per link, so a device sends (N-1) segments per
  * phase: 2(N-1)/N · S in all — independent of N, which is why NCCL uses
- * rings for large messages.  Exactly: the reduce-scatter sends every chunk
- * but r and receives every chunk but r-1; the all-gather sends every chunk
- * but r+1 and receives every chunk but r.
+ * rings for large messages.  Exactly: the reduce-scatter sends every segment
+ * but r and receives every segment but r-1; the all-gather sends every segment
+ * but r+1 and receives every segment but r.
  *
- * The order of each chunk's sum is fixed (it starts at its number + 1 and
+ * The order of each segment's sum is fixed (it starts at its number + 1 and
  * goes around), so results repeat bit for bit, and after the all-gather
- * every member holds the same copy of each chunk.
+ * every member holds the same copy of each segment.
  *
  * A step is a sendrecv through a one-slot mailbox per device: I post a
- * pointer to my outgoing chunk, take my left neighbour's, and wait until
+ * pointer to my outgoing segment, take my left neighbour's, and wait until
  * my right neighbour has taken mine before the next step.
  *
  * Leaving the ring early (another device failed) must not free a buffer
@@ -117,7 +117,7 @@ static int ring_exchange(ptdp_comm *c, const ptdp_call *mine, const void *outgoi
     return 0;
 }
 
-/* I am done with my left neighbour's chunk; wait until my right neighbour
+/* I am done with my left neighbour's segment; wait until my right neighbour
  * is done with mine (then I may reuse or return my buffer). */
 static int ring_release(ptdp_comm *c, const ptdp_call *mine)
 {
@@ -138,22 +138,22 @@ static int ring_release(ptdp_comm *c, const ptdp_call *mine)
 
 typedef struct {
     size_t off[PTDP_MAX_DEVICES], len[PTDP_MAX_DEVICES];   /* in bytes */
-} chunks;
+} segments;
 
-static void cut(const ptdp_comm *c, const ptdp_call *k, chunks *ch)
+static void cut(const ptdp_comm *c, const ptdp_call *k, segments *ch)
 {
     size_t es = ptdp_dtype_size(k->dtype);
     for (int i = 0; i < c->size; i++) {
-        ptdp_chunk(k->count, c->size, i, &ch->off[i], &ch->len[i]);
+        ptdp_share(k->count, c->size, i, &ch->off[i], &ch->len[i]);
         ch->off[i] *= es;
         ch->len[i] *= es;
     }
 }
 
-/* Reduce-scatter.  `send` is my contribution; the running sum of chunk c
- * is kept at work + off(c) until passed on; the complete chunk r (my
+/* Reduce-scatter.  `send` is my contribution; the running sum of segment c
+ * is kept at work + off(c) until passed on; the complete segment r (my
  * rank) is written to `out`. */
-static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks *ch,
+static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const segments *ch,
                                const char *send, char *work, char *out, ptdp_traffic *t)
 {
     int n = c->size, r = c->rank;
@@ -163,39 +163,39 @@ static int ring_reduce_scatter(ptdp_comm *c, const ptdp_call *mine, const chunks
         return 0;
     }
     for (int s = 0; s < n - 1; s++) {
-        int send_chunk = mod(r - s - 1, n), recv_chunk = mod(r - s - 2, n);
-        const char *outgoing = s == 0 ? send + ch->off[send_chunk] : work + ch->off[send_chunk];
-        char *sum = s == n - 2 ? out : work + ch->off[recv_chunk];
+        int send_segment = mod(r - s - 1, n), recv_segment = mod(r - s - 2, n);
+        const char *outgoing = s == 0 ? send + ch->off[send_segment] : work + ch->off[send_segment];
+        char *sum = s == n - 2 ? out : work + ch->off[recv_segment];
         const void *incoming;
 
         int rc = ring_exchange(c, mine, outgoing, &incoming);
         if (rc)
             return rc;
-        ptdp_reduce2(sum, send + ch->off[recv_chunk], incoming, ch->len[recv_chunk] / es,
+        ptdp_reduce2(sum, send + ch->off[recv_segment], incoming, ch->len[recv_segment] / es,
                      mine->dtype, mine->rop);
-        t->sent += (double)ch->len[send_chunk];
-        t->recv += (double)ch->len[recv_chunk];
+        t->sent += (double)ch->len[send_segment];
+        t->recv += (double)ch->len[recv_segment];
         if ((rc = ring_release(c, mine)) != 0)
             return rc;
     }
     return 0;
 }
 
-/* All-gather.  Chunk r of buf is mine; afterwards buf holds every chunk. */
-static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const chunks *ch,
+/* All-gather.  Segment r of buf is mine; afterwards buf holds every segment. */
+static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const segments *ch,
                            char *buf, ptdp_traffic *t)
 {
     int n = c->size, r = c->rank;
     for (int s = 0; s < n - 1; s++) {
-        int send_chunk = mod(r - s, n), recv_chunk = mod(r - s - 1, n);
+        int send_segment = mod(r - s, n), recv_segment = mod(r - s - 1, n);
         const void *incoming;
 
-        int rc = ring_exchange(c, mine, buf + ch->off[send_chunk], &incoming);
+        int rc = ring_exchange(c, mine, buf + ch->off[send_segment], &incoming);
         if (rc)
             return rc;
-        ptdp_copy(buf + ch->off[recv_chunk], incoming, ch->len[recv_chunk]);
-        t->sent += (double)ch->len[send_chunk];
-        t->recv += (double)ch->len[recv_chunk];
+        ptdp_copy(buf + ch->off[recv_segment], incoming, ch->len[recv_segment]);
+        t->sent += (double)ch->len[send_segment];
+        t->recv += (double)ch->len[recv_segment];
         if ((rc = ring_release(c, mine)) != 0)
             return rc;
     }
@@ -207,18 +207,18 @@ static int ring_all_gather(ptdp_comm *c, const ptdp_call *mine, const chunks *ch
 int ptdp_ring_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     cut(c, mine, &ch);
     char *recv = mine->recv;
-    char *my_chunk = recv + ch.off[c->rank];
+    char *my_segment = recv + ch.off[c->rank];
 
-    /* recv is the workspace: chunk c's running sum replaces my part of
-     * chunk c, which has just been added (in place, send == recv, too). */
-    int rc = ring_reduce_scatter(c, mine, &ch, mine->send, recv, my_chunk, t);
+    /* recv is the workspace: segment c's running sum replaces my part of
+     * segment c, which has just been added (in place, send == recv, too). */
+    int rc = ring_reduce_scatter(c, mine, &ch, mine->send, recv, my_segment, t);
     if (rc)
         return rc;
     if (mine->rop == PTDP_AVG)
-        ptdp_divide(my_chunk, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
+        ptdp_divide(my_segment, ch.len[c->rank] / ptdp_dtype_size(mine->dtype), mine->dtype, c->size);
     return ring_all_gather(c, mine, &ch, recv, t);
 }
 
@@ -240,7 +240,7 @@ static char *workspace(ptdp_comm *c, size_t bytes)
 int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     cut(c, mine, &ch);
     size_t S = mine->count * ptdp_dtype_size(mine->dtype);
     char *work = mine->in_place ? (char *)mine->recv : workspace(c, S);
@@ -258,7 +258,7 @@ int ptdp_ring_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_t
 int ptdp_ring_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
-    chunks ch;
+    segments ch;
     cut(c, mine, &ch);
     char *recv = mine->recv;
     if (!mine->in_place)

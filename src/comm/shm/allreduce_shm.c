@@ -2,7 +2,7 @@
  * allreduce_shm.c — all_reduce over shared memory: each device reduces its
  * slice of every buffer and stores the result into every buffer.
  *
- * Cut the vector into N slices (ptdp_chunk).  Rank r owns slice r.  After
+ * Cut the vector into N slices (ptdp_share).  Rank r owns slice r.  After
  * the meeting (every member's buffer addresses are known):
  *
  *   rank r reads slice r of every member's send, in rank order, one small
@@ -52,7 +52,7 @@ static void reduce_my_slice(const ptdp_comm *c, const ptdp_call *const *calls,
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
 
     const void *in[PTDP_MAX_DEVICES];
     for (int m = 0; m < c->size; m++)
@@ -67,7 +67,7 @@ static void reduce_my_slice(const ptdp_comm *c, const ptdp_call *const *calls,
 static void count_all_gather(const ptdp_comm *c, const ptdp_call *mine, ptdp_traffic *t)
 {
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
     t->recv += (double)bytes_of(mine, mine->count - len);
     t->sent += (double)bytes_of(mine, len) * (c->size - 1);
 }
@@ -76,7 +76,7 @@ int ptdp_shm_all_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffi
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
 
     void *out[PTDP_MAX_DEVICES];                  /* slice r of every recv */
     for (int m = 0; m < c->size; m++)
@@ -92,7 +92,7 @@ int ptdp_shm_reduce_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_tr
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
 
     void *out = mine->in_place ? (char *)mine->recv + bytes_of(mine, off) : mine->recv;
     reduce_my_slice(c, calls, &out, 1, t);
@@ -107,7 +107,7 @@ int ptdp_shm_all_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffi
     const ptdp_call *mine = calls[c->rank];
     for (int m = 0; m < c->size; m++) {
         size_t off, len;
-        ptdp_chunk(mine->count, c->size, m, &off, &len);
+        ptdp_share(mine->count, c->size, m, &off, &len);
         ptdp_copy((char *)mine->recv + bytes_of(mine, off), calls[m]->send, bytes_of(mine, len));
     }
     count_all_gather(c, mine, t);

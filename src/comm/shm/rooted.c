@@ -8,8 +8,8 @@
  *
  *     meet ──► every member copies what it needs from the others ──► barrier
  *
- * Byte accounting (S = count elements in bytes, N members, chunk r of
- * ptdp_chunk is len_r; a byte is sent by the device whose buffer it leaves
+ * Byte accounting (S = count elements in bytes, N members, segment r of
+ * ptdp_share is len_r; a byte is sent by the device whose buffer it leaves
  * and received by the device whose buffer it enters):
  *
  *     broadcast    root sends (N-1) S            others receive S
@@ -62,31 +62,31 @@ int ptdp_shm_reduce(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t
     return ptdp_shm_barrier(c, mine);
 }
 
-/* Root copies chunk r of its recv from rank r's send. */
+/* Root copies segment r of its recv from rank r's send. */
 int ptdp_shm_gather(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
     size_t off, len;
     if (c->rank == mine->root) {
         for (int r = 0; r < c->size; r++) {
-            ptdp_chunk(mine->count, c->size, r, &off, &len);
+            ptdp_share(mine->count, c->size, r, &off, &len);
             ptdp_copy((char *)mine->recv + bytes_of(mine, off), calls[r]->send, bytes_of(mine, len));
             if (r != c->rank)
                 t->recv += (double)bytes_of(mine, len);
         }
     } else {
-        ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+        ptdp_share(mine->count, c->size, c->rank, &off, &len);
         t->sent += (double)bytes_of(mine, len);
     }
     return ptdp_shm_barrier(c, mine);
 }
 
-/* Rank r copies chunk r of root's send. */
+/* Rank r copies segment r of root's send. */
 int ptdp_shm_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank], *root = calls[mine->root];
     size_t off, len;
-    ptdp_chunk(mine->count, c->size, c->rank, &off, &len);
+    ptdp_share(mine->count, c->size, c->rank, &off, &len);
     ptdp_copy(mine->recv, (const char *)root->send + bytes_of(mine, off), bytes_of(mine, len));
     if (c->rank != mine->root) {
         t->recv += (double)bytes_of(mine, len);

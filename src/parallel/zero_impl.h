@@ -1,0 +1,103 @@
+/*
+ * zero_impl.h — ZeRO's calls for the trainer and for ZeRO's own files
+ * (private to src/).
+ *
+ * The public ZeRO (zero.h) is the state (struct ptdp_zero), its setup, the
+ * reduce of the gradients and the byte formulas.  Here: the trainer's calls
+ * around a step, the shard ranges the optimizer walks, what checkpoints
+ * and --verify-replicas read, and stage 3's parts (zero3.c).
+ *
+ *   init ─▶ set_overlap ─▶ optim_init ─▶ [before_backward … after_backward]×M
+ *        ─▶ finish_gradients (zero.h) ─▶ grad_sumsq ─▶ step (update, clear, gather)
+ */
+
+#ifndef PTDP_PARALLEL_ZERO_IMPL_H
+#define PTDP_PARALLEL_ZERO_IMPL_H
+
+#include <stdbool.h>
+#include "ptdp/zero.h"
+
+/* ||g||^2 of the whole model from every rank's shard (collective over DP,
+ * TP and PP); `grad` is what ptdp_zero_reduce_gradients gave. */
+int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
+
+/* After the update of my shard: every rank gets every shard of the
+ * parameters (stages 1, bucket by bucket, and 2; stage 3 keeps them
+ * sharded). */
+int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
+
+/* Where range i's parameters and gradient begin, for the optimizer, whose
+ * state for the range begins at `at`: the full buffers at the range's flat
+ * offset (parameters of stages 0 to 2, gradients of stages 0 and 1), or the
+ * shards at `at` (stage 3's parameters, gradients of stages 2 and 3).
+ * `grad` is what ptdp_zero_reduce_gradients gave. */
+void *ptdp_zero_range_params(ptdp_zero *z, ptdp_model *m, int i);
+void *ptdp_zero_range_grad(const ptdp_zero *z, void *grad, int i);
+
+/* ---- the trainer's calls, in the order of a step ----
+ *
+ *   ptdp_zero_init_buckets, ptdp_zero_set_overlap, ptdp_zero_optim_init
+ *   per backward:  ptdp_zero_before_backward … ptdp_zero_after_backward
+ *   per step:      ptdp_zero_finish_gradients   DP's sum (all-reduce, or
+ *                                               ZeRO's reduce-scatters), then
+ *                                               the declared groups (model.h)
+ *                  ptdp_zero_grad_sumsq          the norm
+ *                  ptdp_zero_step                the optimizer on what I own,
+ *                                               cleared gradients, the gather
+ */
+/* --overlap: DP's buckets (stages 0 and 1) start in the last backward of a
+ * step, stage 2's reduce-scatters and stage 3's gathers on the stream. */
+void ptdp_zero_set_overlap(ptdp_zero *z, bool overlap);
+
+/* The optimizer o and its state for the len elements I own, in the arena
+ * ("optim.exp_avg" and "optim.exp_avg_sq", or "optim.momentum_buffer"). */
+int  ptdp_zero_optim_init(struct ptdp_device *dev, ptdp_zero *z, const ptdp_optimizer *o);
+
+/* Around every micro-batch's backward (B and W alike); `last`: the stage's
+ * last BACKWARD of the step, whose gradients are final as it goes (arms
+ * --overlap's bucket sums).  Stage 2's bucket, as the two above. */
+int  ptdp_zero_before_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
+int  ptdp_zero_after_backward(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, bool last);
+
+/* The optimizer on every range I own, the gradient (from
+ * ptdp_zero_finish_gradients) multiplied by clip first (< 1: clipping;
+ * under bf16 while widening it), each tensor with its decay rule; step is
+ * the 1-based optimizer step.  Then the gradients cleared, the clock
+ * charged, and the parameters gathered (ptdp_zero_gather_params). */
+int  ptdp_zero_step(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void *grad, double clip, long step);
+
+/* ---- for checkpoints and checks ---- */
+/* --verify-replicas: the DP ranks' parameters are the same bits
+ * (ptdp_ddp_check_replicas); under stage 3, which keeps no replicas,
+ * nothing to check. */
+int  ptdp_zero_check_replicas(struct ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step);
+
+/* Optimizer state slot 0 (AdamW's m, SGD's momentum) or 1 (AdamW's v):
+ * [len], range by range from its `at`; NULL if the optimizer has none. */
+ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot);
+
+/* Whether every DP rank keeps its own slice of the optimizer state (ZeRO,
+ * stages 1 to 3), not the same whole state as every other (stage 0). */
+bool ptdp_zero_shards_optim(const ptdp_zero *z);
+
+/* Whether the DP ranks hold whole replicas of the parameters (stages 0 to
+ * 2), not each its own shard (stage 3). */
+bool ptdp_zero_params_replicated(const ptdp_zero *z);
+
+/* The exact parameters of what I own, float, range by range from `at`: the
+ * master weights under bf16, the parameter shard under stage 3; NULL when
+ * the model's own views hold them (float, stages 0 to 2). */
+ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
+
+/* After writing the exact parameters (a checkpoint read): make the stores
+ * the model reads from them (bf16 stage 3: its bf16 shards). */
+void ptdp_zero_params_written(ptdp_zero *z);
+
+/* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my
+ * ranges of them); the hook that serves the model's unit events. */
+int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z);
+void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z);
+
+#endif
