@@ -142,8 +142,10 @@ static int gpt_prepare(ptdp_train_config *c, const char *load)
             fprintf(stderr, "ptdp train: --load %s\n", msg);
             return PTDP_EXIT_FAIL;
         }
-        if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
-            ptdp_gpt(&c->model)->vocab_padded = atoi(vp);
+        char *end;
+        long long v = (vp = ptdp_st_meta(f, "vocab_padded")) != NULL ? strtoll(vp, &end, 10) : 0;
+        if (v > 0 && v <= 0x7fffffff && *end == '\0')   /* else the load names the field */
+            ptdp_gpt(&c->model)->vocab_padded = (int)v;
         ptdp_st_close(f);
     }
     return 0;

@@ -17,6 +17,7 @@
  * same figures as JSON (schema in README, "Report JSON schema"), atomically
  * (ptdp/file.h): a temporary file, fsync, rename.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -363,7 +364,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "             \"model\": {\"name\": \"%s\"", ptdp_model_name(m));
     ptdp_model_cli_of(m)->report_keys(f, c);
     fprintf(f, "}},\n");
-    double makespan = 0, first = 0, last = 0;
+    double makespan = 0, first = NAN, last = NAN;   /* no step: null, not a loss of 0 */
     for (int i = 0; i < res->steps; i++)
         makespan += res->log[i].virtual_s;
     if (res->steps > 0) {
