@@ -65,4 +65,70 @@ if run_ok train --model gpt --dp 4 --zero 2 --steps 1; then
         echo "ok    float ZeRO-2: the summary as before" || fail "float ZeRO-2's summary changed"
 fi
 
+# ---- host memory: --data read once on the host and refused past its limit;
+# an embedding padded past its limit refused with its size, before any work
+truncate -s 1073741825 "$tmp/huge.txt"
+expect_usage "--data $tmp/huge.txt: 1073741825 bytes, more than the 1073741824 bytes (1 GiB) allowed" -- \
+    train --model gpt --data "$tmp/huge.txt" --steps 1
+rm -f "$tmp/huge.txt"
+expect_usage "is 67108864 rows: an embedding of 67108864 x --hidden 64 = 4294967296 elements, more than the 268435456 allowed" -- \
+    train --model gpt --vocab-multiple 1048576 --tp 64 --heads 64 --ffn 256 --steps 1
+# 8 MB of text at dp 4: the host holds it once (at most 2 copies: the file's
+# bytes and one run's), where a copy per device would hold 5 (+ 32 MB)
+if command -v /usr/bin/time >/dev/null; then
+    head -c 8000000 /dev/zero | tr '\0' 'a' >"$tmp/t8.txt"
+    for dp in 1 4; do
+        /usr/bin/time -f "%M" -o "$tmp/rss$dp" "$ptdp" train --model gpt --dp $dp --batch 8 --steps 1 --quiet \
+            --layers 1 --hidden 16 --heads 1 --seq-len 8 --data "$tmp/t8.txt" >/dev/null 2>&1
+    done
+    cases=$((cases + 1))
+    grow=$(($(cat "$tmp/rss4") - $(cat "$tmp/rss1")))
+    if ((grow < 16000)); then
+        echo "ok    --data at dp 4 grows the host's memory by $grow KB over dp 1: one copy, not one per device"
+    else
+        fail "--data at dp 4 grows the host's memory by $grow KB over dp 1: copied per device"
+    fi
+fi
+
+# ---- messages that name the real cause
+expect_usage "--lr nan: not a number (NaN)" -- train --lr nan
+expect_usage "--clip-grad inf: infinite" -- train --clip-grad inf
+printf 'a' >"$tmp/one.txt"
+expect_usage "--seq-len 2: the data has 1 token, too few for any sequence" -- train --model gpt --data "$tmp/one.txt" --seq-len 2
+if run_ok train --model gpt --data /proc/cpuinfo --steps 1 --quiet --layers 1 --hidden 16 --heads 1 --seq-len 8 --batch 2; then
+    has "tokens (/proc/cpuinfo)" && echo "ok    --data /proc/cpuinfo: read to its end (stat says 0 bytes)" ||
+        fail "--data /proc/cpuinfo not read"
+fi
+if run_ok train --steps 0 --report "$tmp/r0.json"; then
+    grep -q '"first_loss": null, "last_loss": null' "$tmp/r0.json" &&
+        echo "ok    --steps 0 --report: no loss is null, not 0" || fail "--steps 0 --report: $(grep first_loss "$tmp/r0.json")"
+fi
+if run_ok bench zero --help; then
+    has "the model (default gpt)" && echo "ok    bench zero --help: the GPT is its default" ||
+        fail "bench zero --help names another default model"
+fi
+# a checkpoint whose metadata a hand edited: the file named, not a flag
+if run_ok train --model gpt --steps 1 --quiet --layers 1 --hidden 16 --heads 2 --seq-len 8 --batch 2 --save "$tmp/g.st" &&
+    command -v python3 >/dev/null; then
+    python3 - "$tmp" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+b = open(d + '/g.st', 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+for key, value, name in [('vocab_padded', '99999999999', 'vp'), ('heads', '3', 'h3')]:
+    g = json.loads(json.dumps(h))
+    g['__metadata__'][key] = value
+    s = json.dumps(g).encode()
+    s += b' ' * ((8 - len(s) % 8) % 8)
+    open('%s/%s.st' % (d, name), 'wb').write(struct.pack('<Q', len(s)) + s + b[8 + n:])
+PY
+    run_fail 1 train --model gpt --load "$tmp/vp.st" --steps 1 &&
+        { said "--load $tmp/vp.st: metadata 'vocab_padded' is 99999999999, out of range" && ! said "--vocab-multiple" &&
+            echo "ok    vocab_padded past int in a checkpoint: the field named, no flag" || fail "vocab_padded 99999999999"; }
+    run_fail 1 sample --load "$tmp/h3.st" --prompt "1+1=" &&
+        { said "--load $tmp/h3.st: its metadata are no model ptdp can build" &&
+            echo "ok    ptdp sample on metadata that are no model: the file named" || fail "sample on heads 3"; }
+fi
+
 finish "runs_files.sh" "$cases cases"
