@@ -165,7 +165,11 @@ static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_sche
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
     const int units = c->micro_batches * ptdp_train_token_slices(c);
-    if (ptdp_schedule_create_v(name, c->pp, units, ptdp_train_virtual_stages(c), out) != 0)
+    int rc = ptdp_schedule_create_v(name, c->pp, units, ptdp_train_virtual_stages(c), out);
+    if (rc == PTDP_ENOMEM)   /* the host's memory, not the flags (validation accepted them) */
+        return ptdp_fail(dev, rc, "host out of memory building the %s schedule for pp=%d, m=%d, v=%d",
+                         name, c->pp, units, ptdp_train_virtual_stages(c));
+    if (rc != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d, v=%d",
                          name, c->pp, units, ptdp_train_virtual_stages(c));
     return PTDP_OK;

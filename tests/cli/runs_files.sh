@@ -130,5 +130,19 @@ PY
         { said "--load $tmp/h3.st: its metadata are no model ptdp can build" &&
             echo "ok    ptdp sample on metadata that are no model: the file named" || fail "sample on heads 3"; }
 fi
+expect_usage "--layers 3 cannot be cut into --pp 2 x --virtual-stages 2 = 4 pieces" -- \
+    plan --model gpt --layers 3 --hidden 64 --heads 4 --seq-len 32 --vocab 62 --batch 8 --gpus 4 \
+    --profile dgx-a100 --pp 2 --schedule interleaved --virtual-stages 2
+# the host running out while each device builds a schedule of 2^20 micro-batches
+cases=$((cases + 1))
+(ulimit -v 300000 && "$ptdp" train --pp 2 --micro-batches 1048576 --batch 1048576 --device-mem 64M --steps 1 \
+    --quiet) >/dev/null 2>"$err" </dev/null
+if said "host out of memory building the 1f1b schedule"; then
+    echo "ok    a schedule the host has no memory for: said so, not \"invalid argument\""
+elif said "invalid argument"; then
+    fail "a schedule the host has no memory for is blamed on the arguments"
+else
+    echo "note  the schedule did not run out of memory under ulimit -v here: $(tail -n 1 "$err")"
+fi
 
 finish "runs_files.sh" "$cases cases"
