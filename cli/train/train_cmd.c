@@ -117,6 +117,8 @@ static void usage(void)
         "optimizer:\n"
         "  --optimizer adamw|sgd  (default adamw)   --lr X (default 1e-3)\n"
         "  --momentum X (sgd)  --weight-decay X  --clip-grad X (max gradient norm, 0 = off)\n"
+        "  a run diverges when a step's loss or gradient norm is not finite, or the norm is more than\n"
+        "  1e6 x the first step's: it stops there (exit 1), keeps --log's steps before, saves nothing\n"
         "devices and simulation:\n"
         "  --device-mem SIZE   arena per device, e.g. 512M (K/M/G = 1024-based; default 4G)\n"
         "  --algo A            all_reduce algorithm: shm (default), ring, naive; mpi (MPI_Allreduce,\n"
