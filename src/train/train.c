@@ -203,7 +203,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->init_state != NULL)
         ptdp_state_save_device(c->init_state, &d->model, &d->zero, false);
-    if (dev->rank == 0)           /* read by the host after step 0 (mutex) */
+    /* read by the host after step 0 (mutex); a process of its own (MPI)
+     * has a table of its own, which a failing process writes (--log) */
+    if (dev->rank == 0 || !ptdp_host_shared(dev))
         d->r->targets_per_sample = d->model.label_cols;
     if (d->r->result != NULL && d->r->result->param_elements != NULL)
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
