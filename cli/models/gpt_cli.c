@@ -148,6 +148,14 @@ static int gpt_prepare(ptdp_train_config *c, const char *load)
             ptdp_gpt(&c->model)->vocab_padded = (int)v;
         ptdp_st_close(f);
     }
+    /* A run's host holds the embedding (the planner plans larger ones). */
+    const int vp = ptdp_gpt(&c->model)->vocab_padded;
+    if (vp > 0 && (double)vp * c->model.hidden > PTDP_GPT_EMBED_MAX)
+        return ptdp_usage_error("train", "--vocab %d padded to a multiple of --vocab-multiple %d x --tp %d is %d "
+                                "rows: an embedding of %d x --hidden %d = %.0f elements, more than the %.0f a "
+                                "run holds (a smaller --vocab-multiple)", ptdp_gpt(&c->model)->vocab,
+                                ptdp_gpt(&c->model)->vocab_multiple, c->tp, vp, vp, c->model.hidden,
+                                (double)vp * c->model.hidden, PTDP_GPT_EMBED_MAX);
     return 0;
 }
 

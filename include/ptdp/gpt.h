@@ -118,9 +118,10 @@ size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
 
 /* What a run's host can hold.  --data: at most 1 GiB of text (one copy on
  * the host, every device reading it).  The embedding: the padded
- * vocabulary times hidden at most 2^28 elements (1 GiB of float) — a
- * --vocab-multiple x tp that pads 62 tokens to 64M rows is refused with
- * its size before any device allocates it. */
+ * vocabulary times hidden at most 2^28 elements (1 GiB of float) in a
+ * run — a --vocab-multiple x tp that pads 62 tokens to 64M rows is refused
+ * with its size before any device allocates it (ptdp plan, which runs
+ * nothing, plans larger models). */
 #define PTDP_GPT_DATA_MAX ((size_t)1 << 30)
 #define PTDP_GPT_EMBED_MAX ((double)(1 << 28))
 

@@ -99,10 +99,6 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
         int vp = padded(m, tp);
         if (vp < gpt->vocab)
             BAD("the padded vocabulary %d is smaller than --vocab %d", vp, gpt->vocab);
-        if ((double)vp * m->hidden > PTDP_GPT_EMBED_MAX)   /* before any device allocates it (gpt.h) */
-            BAD("--vocab %d padded to a multiple of --vocab-multiple %d x tp is %d rows: an embedding of "
-                "%d x --hidden %d = %.0f elements, more than the %.0f allowed (a smaller --vocab-multiple)",
-                gpt->vocab, gpt->vocab_multiple, vp, vp, m->hidden, (double)vp * m->hidden, PTDP_GPT_EMBED_MAX);
         if (gpt->heads % tp != 0 || m->ffn % tp != 0 || vp % tp != 0) {
             char valid[256];
             valid_tp(gpt->heads, m->ffn, vp, valid, sizeof valid);
