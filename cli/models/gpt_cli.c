@@ -142,9 +142,9 @@ static int gpt_prepare(ptdp_train_config *c, const char *load)
             fprintf(stderr, "ptdp train: --load %s\n", msg);
             return PTDP_EXIT_FAIL;
         }
-        char *end;
+        char *end = NULL;
         long long v = (vp = ptdp_st_meta(f, "vocab_padded")) != NULL ? strtoll(vp, &end, 10) : 0;
-        if (v > 0 && v <= 0x7fffffff && *end == '\0')   /* else the load names the field */
+        if (v > 0 && v <= 0x7fffffff && end != NULL && *end == '\0')   /* else the load names the field */
             ptdp_gpt(&c->model)->vocab_padded = (int)v;
         ptdp_st_close(f);
     }
