@@ -138,9 +138,12 @@ int ptdp_args_double(ptdp_args *a, double lo, double hi, double *out)
     double x = strtod(v, &end);
     if (*v == '\0' || *end != '\0')
         return value_error(a, v, "not a number; use one between %g and %g", lo, hi);
+    if (isnan(x))
+        return value_error(a, v, "not a number (NaN); use one between %g and %g", lo, hi);
     if (errno == ERANGE || !isfinite(x))
         return value_error(a, v, "%s; use one between %g and %g",
-                           fabs(x) < 1 ? "too close to zero (it underflows)" : "too large (it overflows)", lo, hi);
+                           fabs(x) < 1 ? "too close to zero (it underflows)"
+                           : isinf(x) && errno != ERANGE ? "infinite" : "too large (it overflows)", lo, hi);
     if (x < lo || x > hi)
         return value_error(a, v, "must be between %g and %g", lo, hi);
     *out = x;

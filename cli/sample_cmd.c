@@ -183,6 +183,11 @@ static int run(const sample_options *o)
     }
     /* The checkpoint's metadata says V_pad; its data source is not needed. */
     ptdp_gpt(&cfg)->vocab_multiple = 1;
+    if (ptdp_model_of(&cfg)->check(&cfg, 1, 1, msg, sizeof msg) != 0) {   /* the file's values, not flags */
+        fprintf(stderr, "ptdp sample: --load %s: its metadata are no model ptdp can build (as flags: %s)\n",
+                o->load, msg);
+        return PTDP_EXIT_FAIL;
+    }
     unsigned char *none = calloc((size_t)ptdp_gpt(&cfg)->seq_len + 1, 1);
     ptdp_gpt(&cfg)->corpus = none;
     ptdp_gpt(&cfg)->corpus_len = (size_t)ptdp_gpt(&cfg)->seq_len + 1;

@@ -289,6 +289,7 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
 static void usage(void)
 {
     ptdp_train_config d = ptdp_train_defaults();
+    d.model = ptdp_gpt_default_config();   /* its default model, as parse's */
     d.model.ffn = 0;
     printf("usage: ptdp bench zero [--model gpt|mlp] [--dp N] [--micro-batches M] [--batch B] [--steps S]\n"
            "                       [--profile P] [--json] [--watchdog S] [model flags]\n"

@@ -63,7 +63,7 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
             return ptdp_usage_error(cmd, "out of host memory making the built-in corpus");
         return 0;
     }
-    if (ptdp_read_file(f->data, &f->corpus, &f->corpus_len, msg, sizeof msg) != 0)
+    if (ptdp_read_file_max(f->data, PTDP_GPT_DATA_MAX, &f->corpus, &f->corpus_len, msg, sizeof msg) != 0)
         return ptdp_usage_error(cmd, "--data %s", msg);
     if (f->corpus_len == 0)
         return ptdp_usage_error(cmd, "--data %s: the file is empty (it needs at least --seq-len + 1 bytes)",
@@ -85,6 +85,10 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
     else if (gpt->vocab < need)
         return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
                                 gpt->vocab, need - 1, need);
+    if (gpt->corpus_len < 3)   /* the shortest --seq-len, 2, needs 3 */
+        return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu token%s, too few for any sequence (the "
+                                "shortest, --seq-len 2, needs 3: more data)", gpt->seq_len, gpt->corpus_len,
+                                gpt->corpus_len == 1 ? "" : "s");
     if (gpt->corpus_len < (size_t)gpt->seq_len + 1)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
                                 "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
@@ -116,7 +120,8 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
             "  --heads N --seq-len N           the GPT (default %d, %d; hidden %d, ffn 4*hidden, layers %d)\n"
             "  --vocab V           the GPT's tokens 0..V-1 (default: 256 with --data, else the built-in\n"
             "                      corpus's); padded to a multiple of --vocab-multiple (64) x tp\n"
-            "  --data FILE         the GPT's text, one token per byte (default: built-in lines of sums)\n",
+            "  --data FILE         the GPT's text, one token per byte (default: built-in lines of sums);\n"
+            "                      at most 1 GiB, one copy on the host that every device reads\n",
             ptdp_gpt(&g)->heads, ptdp_gpt(&g)->seq_len, g.hidden, g.layers);
 }
 
@@ -139,8 +144,10 @@ static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, cons
             fprintf(stderr, "ptdp train: --load %s\n", msg);
             return PTDP_EXIT_FAIL;
         }
-        if ((vp = ptdp_st_meta(f, "vocab_padded")) != NULL && atoi(vp) > 0)
-            ptdp_gpt(&c->model)->vocab_padded = atoi(vp);
+        char *end = NULL;
+        long long v = (vp = ptdp_st_meta(f, "vocab_padded")) != NULL ? strtoll(vp, &end, 10) : 0;
+        if (v > 0 && v <= 0x7fffffff && end != NULL && *end == '\0')   /* else the load names the field */
+            ptdp_gpt(&c->model)->vocab_padded = (int)v;
         ptdp_st_close(f);
         const int padded = ptdp_gpt(&c->model)->vocab_padded, multiple = ptdp_gpt(&c->model)->vocab_multiple;
         if (ptdp_model_flags_given(typed, "--vocab-multiple") && padded % multiple != 0)
@@ -149,6 +156,14 @@ static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, cons
                                     "fixed (leave --vocab-multiple out, or give one that divides %d)",
                                     multiple, load, padded, multiple, padded);
     }
+    /* A run's host holds the embedding (the planner plans larger ones). */
+    const int vp = ptdp_gpt(&c->model)->vocab_padded;
+    if (vp > 0 && (double)vp * c->model.hidden > PTDP_GPT_EMBED_MAX)
+        return ptdp_usage_error("train", "--vocab %d padded to a multiple of --vocab-multiple %d x --tp %d is %d "
+                                "rows: an embedding of %d x --hidden %d = %.0f elements, more than the %.0f a "
+                                "run holds (a smaller --vocab-multiple)", ptdp_gpt(&c->model)->vocab,
+                                ptdp_gpt(&c->model)->vocab_multiple, c->tp, vp, vp, c->model.hidden,
+                                (double)vp * c->model.hidden, PTDP_GPT_EMBED_MAX);
     return 0;
 }
 

@@ -118,6 +118,8 @@ static void usage(void)
         "optimizer:\n"
         "  --optimizer adamw|sgd  (default adamw)   --lr X (default 1e-3)\n"
         "  --momentum X (sgd)  --weight-decay X  --clip-grad X (max gradient norm, 0 = off)\n"
+        "  a run diverges when a step's loss or gradient norm is not finite, or the norm is more than\n"
+        "  1e6 x the first step's: it stops there (exit 1), keeps --log's steps before, saves nothing\n"
         "devices and simulation:\n"
         "  --device-mem SIZE   arena per device, e.g. 512M (K/M/G = 1024-based; default 4G)\n"
         "  --algo A            all_reduce algorithm: shm (default), ring, naive; mpi (MPI_Allreduce,\n"
@@ -417,11 +419,8 @@ static int validate(train_options *o)
             printf("note: --batch %d is used, not the checkpoint's batch %d: the run goes on from sample "
                    "%ld x %d\n", c->batch, o->resume.batch, o->resume.step, c->batch);
     }
-    if (ptdp_train_validate(c, msg, sizeof msg) != 0) {
-        if (o->have_resume)
-            ptdp_state_free(&o->resume);
+    if (ptdp_train_validate(c, msg, sizeof msg) != 0)
         return ptdp_usage_error("train", "%s", msg);
-    }
     return 0;
 }
 
@@ -433,11 +432,17 @@ static int run(train_options *o)
         .check = o->check, .quiet = o->quiet, .log = o->log_path, .save = o->save, .save_init = o->save_init,
         .dump = o->dump, .report = o->report_path, .data_name = o->model.data,
     };
-    int status = ptdp_train_and_report(&o->cfg, &o->launch, &out);
+    return ptdp_train_and_report(&o->cfg, &o->launch, &out);
+}
+
+/* What parsing and validation hold (the built-in corpus, a loaded
+ * checkpoint), freed whichever way the command ends. */
+static void release(train_options *o)
+{
     if (o->have_resume)
         ptdp_state_free(&o->resume);
+    o->have_resume = false;
     ptdp_model_flags_free(&o->model);
-    return status;
 }
 
 int ptdp_cmd_train(int argc, char **argv)
@@ -445,12 +450,17 @@ int ptdp_cmd_train(int argc, char **argv)
     train_options o;
     ptdp_cli_backend_quiet();          /* under mpirun: rank 0 speaks */
     int rc = parse(argc, argv, &o);
-    if (rc != 0)
+    if (rc != 0) {
+        release(&o);
         return rc < 0 ? PTDP_EXIT_OK : rc;
-    if ((rc = ptdp_cli_backend_start("train", o.launch.backend, &o.mpi_world)) != 0)
+    }
+    if ((rc = ptdp_cli_backend_start("train", o.launch.backend, &o.mpi_world)) != 0) {
+        release(&o);
         return rc;
+    }
     if ((rc = validate(&o)) == 0)
         rc = run(&o);
+    release(&o);
     ptdp_cli_backend_finish(o.launch.backend);
     return rc;
 }

@@ -17,6 +17,7 @@
  * same figures as JSON (schema in README, "Report JSON schema"), atomically
  * (ptdp/file.h): a temporary file, fsync, rename.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -186,13 +187,15 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     if (c->zero == 0)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
-    double S0 = device_elements(res, 0) * bg;
+    /* Each state in bytes of its own element: gradients bg (2 in bf16),
+     * the optimizer's slots (and bf16's float master) bo (state_bytes). */
+    const double psi0 = device_elements(res, 0), S0 = psi0 * bg;
     int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
     printf("  ZeRO-%d on device 0: ", c->zero);
     if (slots > 0)
         printf("optimizer state %s (without ZeRO %s: 1/%d of it)",
                ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[0], sizeof b[0]),
-               ptdp_format_bytes(S0 * slots, b[1], sizeof b[1]), N);
+               ptdp_format_bytes(psi0 * bo, b[1], sizeof b[1]), N);
     else
         printf("no optimizer state to shard (SGD without momentum), each rank updates 1/%d", N);
     if (c->zero == 1) {
@@ -209,8 +212,14 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
                c->recompute ? "4M" : "3M", M);
         return;
     }
-    printf(", gradients %s (1/%d of %s);\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]), N,
-           ptdp_format_bytes(S0, b[3], sizeof b[3]));
+    if (c->bf16)   /* the peak adds the float gradients of the units in use (zero3.c) */
+        printf(",\n  gradients %s at their peak: the bf16 shard, 1/%d of %s (%s), + %s of float gradients of the "
+               "units in use;\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]), N,
+               ptdp_format_bytes(S0, b[3], sizeof b[3]), ptdp_format_bytes(S0 / N, b[0], sizeof b[0]),
+               ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS] - S0 / N, b[1], sizeof b[1]));
+    else
+        printf(", gradients %s (1/%d of %s);\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2],
+               sizeof b[2]), N, ptdp_format_bytes(S0, b[3], sizeof b[3]));
     printf("  the price: a reduce-scatter after each of the M = %d backwards%s, (M+1)(N-1)/N S instead of 2(N-1)/N S "
            "(x%.2f bytes);\n  a full-size bucket (category comm) lives while one backward runs (zero.h explains)\n",
            M, split ? " (B and W each count: a split backward reduce-scatters twice)" : "", (M + 1) / 2.0);
@@ -355,7 +364,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "             \"model\": {\"name\": \"%s\"", ptdp_model_name(m));
     ptdp_model_cli_of(m)->report_keys(f, c);
     fprintf(f, "}},\n");
-    double makespan = 0, first = 0, last = 0;
+    double makespan = 0, first = NAN, last = NAN;   /* no step: null, not a loss of 0 */
     for (int i = 0; i < res->steps; i++)
         makespan += res->log[i].virtual_s;
     if (res->steps > 0) {

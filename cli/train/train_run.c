@@ -168,6 +168,29 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
     return ptdp_atomic_commit(&f, msg, len);
 }
 
+/* Processes (MPI): a failing process ends the job before the host writes
+ * anything (launch.h), so it keeps the --log of the steps completed first,
+ * as the threads' failed run does.  Every process holds the whole table
+ * (the hosts merge it each step): the steps reported so far are the log's
+ * entries with a step number. */
+typedef struct {
+    const char *path;
+    ptdp_train_result *res;
+} log_keeper;
+
+static void keep_log(void *ctx)
+{
+    log_keeper *k = ctx;
+    if (k->path == NULL || k->res->log == NULL)
+        return;
+    ptdp_train_result done = *k->res;
+    done.completed = 0;
+    while (done.completed < done.steps && done.log[done.completed].step > 0)
+        done.completed++;
+    char msg[PTDP_MSG_MAX];
+    write_log(k->path, &done, msg, sizeof msg);
+}
+
 /* A sample's shape as the model's CLI side says (none: nothing to dump). */
 static void samples_of(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
 {
@@ -338,6 +361,9 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     memset(&res, 0, sizeof res);
     ptdp_launch_opts o = *opts;
     o.result = &lr;
+    log_keeper keeper = { .path = log_path, .res = &res };
+    o.before_abort = keep_log;
+    o.before_abort_ctx = &keeper;
     int rc = ptdp_train(c, &o, print_step, &pr, &res, msg, sizeof msg);
     /* Every output on its own: one that cannot be written is reported and
      * makes the exit status 1, and the others are still written. */

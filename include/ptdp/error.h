@@ -20,8 +20,8 @@ enum {
     PTDP_ECORRUPT  = -7,  /* a file is truncated, corrupt or of wrong shape  */
     PTDP_ECHECK    = -8,  /* an equivalence check exceeded its tolerance    */
     PTDP_EUSER     = -9,  /* user code returned a failure of its own        */
-    PTDP_ENONFINITE = -10 /* a loss or gradient norm is NaN or infinite:
-                             training diverged                              */
+    PTDP_ENONFINITE = -10 /* a loss or gradient norm is NaN or infinite, or
+                             the norm far above its start (train.h): diverged */
 };
 
 /* A short constant name for a code, e.g. "out of memory". */

@@ -82,6 +82,11 @@ const char *ptdp_file_dir(const char *path, char *dir, size_t dirlen);
  * device or a directory is an error at once, never a hang.  0, PTDP_EIO or
  * PTDP_ENOMEM with "<path>: …" in msg. */
 int   ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *msg, size_t msglen);
+/* The same, refusing a file of more than max bytes (PTDP_EINVAL, its size
+ * in msg) before reading it.  A file whose size stat does not tell (/proc,
+ * /sys: 0) is read to its end all the same. */
+int   ptdp_read_file_max(const char *path, size_t max, unsigned char **data, size_t *len, char *msg,
+                         size_t msglen);
 
 /* The whole recipe for one buffer in memory.  0, PTDP_EIO or PTDP_ENOMEM. */
 int   ptdp_write_file_atomic(const char *path, const void *data, size_t len,

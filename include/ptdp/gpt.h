@@ -116,6 +116,15 @@ int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp);
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
 #define PTDP_GPT_CORPUS_LINES 20000
 
+/* What a run's host can hold.  --data: at most 1 GiB of text (one copy on
+ * the host, every device reading it).  The embedding: the padded
+ * vocabulary times hidden at most 2^28 elements (1 GiB of float) in a
+ * run — a --vocab-multiple x tp that pads 62 tokens to 64M rows is refused
+ * with its size before any device allocates it (ptdp plan, which runs
+ * nothing, plans larger models). */
+#define PTDP_GPT_DATA_MAX ((size_t)1 << 30)
+#define PTDP_GPT_EMBED_MAX ((double)(1 << 28))
+
 /* Activation elements one micro-batch of B sequences keeps per block for
  * its backward, as this implementation keeps them, on one device of a tp
  * group (the formula printed by the CLI and asserted by a test):
@@ -171,8 +180,12 @@ typedef struct {
     ptdp_gpt_block *blocks;         /* [layer_end - layer_begin]            */
     int vocab_padded, vocab_local;  /* V_pad and V_pad / tp                 */
     int heads_local, ffn_local;     /* nh / tp, F / tp                      */
-    unsigned char *corpus;          /* the data (arena), first and last stage */
+    const unsigned char *corpus;    /* the data, first and last stage: the
+                                       run's one read-only copy, or (no text
+                                       given) the built-in one in the arena */
     size_t corpus_len;
+    void *corpus_block;             /* the arena's block: the built-in text,
+                                       or the charge for the run's copy     */
     ptdp_gpt_kv *kv;                /* token slices in flight (gpt_kv.c)     */
 } ptdp_gpt;
 

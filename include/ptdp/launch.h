@@ -60,6 +60,12 @@ typedef struct {
     ptdp_launch_result *result;    /* filled if not NULL; free with
                                       ptdp_launch_result_free               */
     ptdp_backend backend;          /* threads (0) or MPI processes          */
+    /* Processes (MPI): a failure ends the job (MPI_Abort) before the host
+     * can write what it holds; the failing process calls this first, to
+     * keep what must survive (ptdp train: the --log of the steps
+     * completed).  Threads return from ptdp_launch instead: unused. */
+    void (*before_abort)(void *ctx);
+    void *before_abort_ctx;
 } ptdp_launch_opts;
 
 #define PTDP_DEFAULT_DEVICE_MEM ((size_t)4 << 30)

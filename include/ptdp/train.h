@@ -26,6 +26,14 @@
 #include "launch.h"
 #include "state.h"
 
+/* When a run has diverged: at a step, the loss or the gradient norm is
+ * not finite, or the gradient norm is more than PTDP_DIVERGENCE_FACTOR
+ * times the first step's of this run (a healthy run's norm stays within a
+ * few powers of ten of where it starts; a blown-up one leaves it by tens).
+ * Every device sees the same norm, so every device stops at the same step,
+ * before its update: the log keeps the steps before, nothing is saved. */
+#define PTDP_DIVERGENCE_FACTOR 1e6
+
 typedef struct {
     ptdp_model_config model;
     int dp, tp, pp;

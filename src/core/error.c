@@ -26,7 +26,7 @@ const char *ptdp_strerror(int code)
     case PTDP_ECORRUPT:  return "corrupt or truncated file";
     case PTDP_ECHECK:    return "equivalence check failed";
     case PTDP_EUSER:     return "user code failed";
-    case PTDP_ENONFINITE: return "training diverged (a value is not finite)";
+    case PTDP_ENONFINITE: return "training diverged";
     default:             return "unknown error";
     }
 }

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,7 +304,23 @@ static int read_fail(char *msg, size_t msglen, int code, const char *path, const
     return code;
 }
 
+/* Too large: its size, and the limit, in bytes (the caller names the flag). */
+static int too_large(char *msg, size_t msglen, const char *path, uintmax_t size, bool exact, size_t max)
+{
+    if (msg != NULL && msglen > 0)
+        snprintf(msg, msglen, "%s: %s%ju bytes, more than the %zu bytes (%.4g GiB) allowed", path,
+                 exact ? "" : "more than ", size, max, (double)max / (1 << 30));
+    return PTDP_EINVAL;
+}
+
 int ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *msg, size_t msglen)
+{
+    return ptdp_read_file_max(path, SIZE_MAX - 1, data, len, msg, msglen);
+}
+
+/* The file's bytes: as many as stat says, then on until the end, since a
+ * file of the kernel's (/proc, /sys) says 0 and still has bytes to read. */
+int ptdp_read_file_max(const char *path, size_t max, unsigned char **data, size_t *len, char *msg, size_t msglen)
 {
     *data = NULL;
     *len = 0;
@@ -323,14 +340,32 @@ int ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *ms
         return read_fail(msg, msglen, PTDP_EIO, path,
                          S_ISDIR(st.st_mode) ? "not a regular file: a directory" : "not a regular file", 0);
     }
-    size_t want = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(want + 1);
-    if (buf == NULL) {
+    if ((uintmax_t)st.st_size > (uintmax_t)max) {
         close(fd);
-        return read_fail(msg, msglen, PTDP_ENOMEM, path, "out of host memory reading it", 0);
+        return too_large(msg, msglen, path, (uintmax_t)st.st_size, true, max);
     }
-    while (got < want) {   /* a file that shrinks while we read is just shorter */
-        ssize_t r = read(fd, buf + got, want - got);
+    size_t cap = (size_t)st.st_size > 0 ? (size_t)st.st_size : 4096, got = 0;
+    unsigned char *buf = malloc(cap + 1);
+    for (;;) {
+        if (buf == NULL) {
+            close(fd);
+            return read_fail(msg, msglen, PTDP_ENOMEM, path, "out of host memory reading it", 0);
+        }
+        if (got == cap) {   /* more than stat said: grow, up to max */
+            if (cap >= max) {
+                close(fd);
+                free(buf);
+                return too_large(msg, msglen, path, (uintmax_t)cap, false, max);
+            }
+            size_t grown = cap > max / 2 ? max : 2 * cap;
+            unsigned char *b = realloc(buf, grown + 1);
+            if (b == NULL)
+                free(buf);
+            buf = b;
+            cap = grown;
+            continue;
+        }
+        ssize_t r = read(fd, buf + got, cap - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -340,7 +375,7 @@ int ptdp_read_file(const char *path, unsigned char **data, size_t *len, char *ms
             return read_fail(msg, msglen, PTDP_EIO, path, "read failed", e);
         }
         if (r == 0)
-            break;
+            break;   /* the end: a file that shrinks while we read is just shorter */
         got += (size_t)r;
     }
     close(fd);

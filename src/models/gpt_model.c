@@ -266,7 +266,11 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     return PTDP_OK;
 }
 
-/* The data: the given text, or the built-in one, in the device's arena. */
+/* The data: the given text, or the built-in one.  The given text is the
+ * run's, read-only: every device reads that one copy through a const
+ * pointer (a 3 GB file is 3 GB of host memory, not 3 GB per device), and
+ * its arena is charged the bytes a real device would hold for it, in an
+ * uninitialised block never written (no host page is touched for it). */
 static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
     const ptdp_model_config *c = &m->cfg;
@@ -286,10 +290,13 @@ static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     if (len < (size_t)gpt->seq_len + 1)
         rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, gpt->seq_len,
                        gpt->seq_len + 1);
-    else if ((g->corpus = ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
+    else if ((g->corpus_block = built != NULL ? ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")
+                                              : ptdp_alloc_uninit(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
         rc = PTDP_ENOMEM;
     else {
-        memcpy(g->corpus, text, len);
+        if (built != NULL)
+            memcpy(g->corpus_block, built, len);
+        g->corpus = built != NULL ? g->corpus_block : text;
         g->corpus_len = len;
         for (size_t i = 0; i < len; i++)
             if (g->corpus[i] >= gpt->vocab) {
@@ -308,7 +315,7 @@ static void gpt_free(ptdp_device *dev, ptdp_model *m)
     if (g == NULL)
         return;
     ptdp_gpt_kv_free_all(dev, m);
-    ptdp_free(dev, g->corpus);
+    ptdp_free(dev, g->corpus_block);
     free(g->blocks);
     free(g);
     m->impl = NULL;

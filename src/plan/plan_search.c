@@ -387,6 +387,9 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
         snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, gpt->heads, m->ffn);
     else if (rq->pp > 0 && rq->pp > m->layers)
         snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
+    else if (rq->pp > 0 && rq->virtual_stages > 1 && (long)rq->pp * rq->virtual_stages > m->layers)
+        snprintf(why, sizeof why, "--layers %d cannot be cut into --pp %d x --virtual-stages %d = %d pieces",
+                 m->layers, rq->pp, rq->virtual_stages, rq->pp * rq->virtual_stages);
     else if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
                  gpt->seq_len, 2 * rq->cp);

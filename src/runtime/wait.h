@@ -85,6 +85,8 @@ struct ptdp_world {
      * it, ptdp_world_fail hands it to on_fail, which ends the job.  NULL for
      * threads. */
     void (*on_fail)(ptdp_device *dev, int code, const char *msg);
+    void (*before_abort)(void *ctx);    /* called by on_fail first (launch.h) */
+    void *before_abort_ctx;
     /* Combine host memory over the processes (launch.h, ptdp_host_merge);
      * NULL for threads, who share one host. */
     int (*host_merge)(ptdp_device *dev, void *buf, size_t bytes);

@@ -270,6 +270,12 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
             ptdp_st_close(f);
             return rc;
         }
+        if (have < 0 || have > INT32_MAX) {   /* no shape of a run is that: the file, not the flags */
+            snprintf(msg, msglen, "%s: metadata '%s' is %lld, out of range (0 to %d): a corrupt checkpoint",
+                     path, keys[i], have, INT32_MAX);
+            ptdp_st_close(f);
+            return PTDP_ECORRUPT;
+        }
         if (have != strtoll(want[i], NULL, 10)) {
             snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %s",
                      path, keys[i], have, flags[i], want[i]);

@@ -67,8 +67,25 @@ typedef struct {
                                       optimizer state (zero.h)               */
     long global_step;              /* 1-based step being taken                */
     double grad_norm;
+    double first_grad_norm;        /* this run's first step's, for the
+                                      divergence rule (train.h); -1 before */
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
 } device_ctx;
+
+/* The divergence rule (train.h): a finite norm far above the first step's.
+ * Checked before the update, on the norm every device shares. */
+static int diverged(ptdp_device *dev, device_ctx *d)
+{
+    if (d->first_grad_norm < 0) {
+        d->first_grad_norm = d->grad_norm;
+        return PTDP_OK;
+    }
+    if (d->first_grad_norm > 0 && d->grad_norm > PTDP_DIVERGENCE_FACTOR * d->first_grad_norm)
+        return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the gradient norm %.4e is more than %.0e times "
+                         "the first step's (%.4e): training diverged (a smaller --lr, or --clip-grad, may help)",
+                         d->global_step, d->grad_norm, PTDP_DIVERGENCE_FACTOR, d->first_grad_norm);
+    return PTDP_OK;
+}
 
 /* The last action of every stage's schedule: the once-per-step part.
  * Every device updates one chunk of its flat buffers: the whole buffer
@@ -108,6 +125,8 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
         return ptdp_fail(dev, PTDP_ENONFINITE, "step %ld: the gradient norm is %s: training diverged "
                          "(a smaller --lr, or --clip-grad, may help)", d->global_step,
                          isnan(d->grad_norm) ? "NaN" : "infinite");
+    if ((rc = diverged(dev, d)) != 0)
+        return rc;
     /* Every device updates what it owns: the whole buffer without ZeRO,
      * its pieces with it; then gathers the rest (zero.h). */
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
@@ -149,7 +168,11 @@ static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_sche
 {
     const char *name = c->schedule ? c->schedule : "1f1b";
     const int tasks = c->micro_batches * ptdp_train_token_slices(c);
-    if (ptdp_schedule_create_v(name, c->pp, tasks, ptdp_train_virtual_stages(c), out) != 0)
+    int rc = ptdp_schedule_create_v(name, c->pp, tasks, ptdp_train_virtual_stages(c), out);
+    if (rc == PTDP_ENOMEM)   /* the host's memory, not the flags (validation accepted them) */
+        return ptdp_fail(dev, rc, "host out of memory building the %s schedule for pp=%d, m=%d, v=%d",
+                         name, c->pp, tasks, ptdp_train_virtual_stages(c));
+    if (rc != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "cannot build the %s schedule for pp=%d, m=%d, v=%d",
                          name, c->pp, tasks, ptdp_train_virtual_stages(c));
     return PTDP_OK;
@@ -183,7 +206,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->init_state != NULL)
         ptdp_state_save_device(c->init_state, &d->model, &d->zero, false);
-    if (dev->rank == 0)           /* read by the host after step 0 (mutex) */
+    /* read by the host after step 0 (mutex); a process of its own (MPI)
+     * has a table of its own, which a failing process writes (--log) */
+    if (dev->rank == 0 || !ptdp_host_shared(dev))
         d->r->targets_per_sample = d->model.label_cols;
     if (d->r->result != NULL && d->r->result->param_elements != NULL)
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
@@ -206,7 +231,7 @@ static int device_main(ptdp_device *dev, void *arg)
 {
     ptdp_run_table *r = arg;
     const ptdp_train_config *c = r->cfg;
-    device_ctx d = { .r = r };
+    device_ctx d = { .r = r, .first_grad_norm = -1 };
     ptdp_schedule *sched = NULL;
     int rc = device_setup(dev, &d);
     if (rc == 0)

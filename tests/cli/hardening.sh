@@ -33,7 +33,7 @@ run diverge --lr 1e6 --optimizer sgd --steps 6 --log "$dir/l.json" --report "$di
 # (float diverges at step 2, double at step 3: the log holds the steps before)
 done_steps=$(sed -n 's/.*the \([0-9]*\) steps\{0,1\} completed.*/\1/p' "$dir/diverge.err")
 if [[ $status -eq 1 ]] &&
-    grep -qE "step $((done_steps + 1)): the (loss is not finite|gradient norm is (NaN|infinite)): training diverged" \
+    grep -qE "step $((done_steps + 1)): the (loss is not finite|gradient norm is (NaN|infinite)|gradient norm .* times the first step.s .*): training diverged" \
         "$dir/diverge.err" &&
     has diverge.err "--report not written: the run failed" && [[ ! -e $dir/r.json ]] &&
     [[ $(wc -l <"$dir/l.json") -eq $done_steps ]] && ! grep -qiE 'nan|inf' "$dir/l.json"; then

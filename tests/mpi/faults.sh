@@ -123,4 +123,24 @@ else
     ok "mismatched all_to_allv counts: $(grep -m1 -o "mismatched all_to_allv.*" out.txt | cut -c1-160)…"
 fi
 
+# A run that diverges (train.h's rule) ends the job as any failure does, but
+# first keeps what the threads keep: the --log of the steps completed, the
+# loss as rank 0 prints it; and nothing over a file at --save.
+echo "a good checkpoint" >good.st
+run_mpi 2 "$ptdp" train --backend mpi --dp 2 --model gpt --layers 1 --hidden 32 --heads 2 --ffn 64 --seq-len 16 \
+    --batch 8 --lr 1e6 --steps 6 --save good.st --log diverge.json >diverge.out 2>&1
+status=$?
+step1=$(sed -n 's/^step    1  loss \([0-9.]*\) .*/\1/p' diverge.out)
+if [[ $status -eq 0 ]]; then
+    fail "a diverging MPI run: exit status 0"
+elif ! grep -q "step 2: the gradient norm .* times the first step's" diverge.out; then
+    fail "a diverging MPI run: the step and the rule not named"; grep -m 3 ptdp diverge.out
+elif [[ ! -f diverge.json || $(wc -l <diverge.json) -ne 1 ]] || ! grep -q "\"step\": 1, \"loss\": $step1" diverge.json; then
+    fail "a diverging MPI run: no --log of the step completed (loss $step1): $(cat diverge.json 2>/dev/null)"
+elif [[ $(cat good.st) != "a good checkpoint" ]]; then
+    fail "a diverging MPI run wrote over --save"
+else
+    ok "a diverging MPI run: ended at step 2, the --log keeps step 1 (loss $step1), --save untouched"
+fi
+
 finish "MPI fault checks"

@@ -108,6 +108,8 @@ static void end_the_job(ptdp_device *dev, int code, const char *msg)
     dprintf(ptdp_mpi_stderr(), "ptdp: rank %d of %d failed (%s): %s\n"
             "ptdp: rank %d ends the job (MPI_Abort)\n",
             dev->rank, dev->world_size, ptdp_strerror(code), msg, dev->rank);
+    if (dev->w->before_abort != NULL)   /* what the host must keep (launch.h) */
+        dev->w->before_abort(dev->w->before_abort_ctx);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -225,6 +227,8 @@ int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_lau
         return fail_result(res, PTDP_ENOMEM, "out of host memory starting device %d of %d", rank, world_size);
     }
     w->on_fail = end_the_job;
+    w->before_abort = o->before_abort;
+    w->before_abort_ctx = o->before_abort_ctx;
     w->host_merge = merge_hosts;
 
     ptdp_device *dev = calloc(1, sizeof *dev);
