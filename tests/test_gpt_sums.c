@@ -77,7 +77,7 @@ typedef struct {
 static int tiny_device(ptdp_device *dev, void *arg)
 {
     tiny_arg *t = arg;
-    ptdp_model_config cfg = ptdp_gpt_default_config();   /* corpus NULL: the built-in sums */
+    ptdp_model_config cfg = ptdp_gpt_default_config();
     cfg.hidden = 16;
     cfg.ffn = 32;
     cfg.layers = 1;
@@ -85,7 +85,12 @@ static int tiny_device(ptdp_device *dev, void *arg)
     ptdp_gpt(&cfg)->seq_len = 16;
     ptdp_gpt(&cfg)->vocab = 62;
     ptdp_gpt(&cfg)->vocab_padded = 64;
+    ptdp_gpt(&cfg)->line = PTDP_GPT_SUM_LINE;             /* as the CLI gives the sums */
     ptdp_mesh mesh;
+    unsigned char *text = NULL;
+    ptdp_gpt(&cfg)->corpus_len = ptdp_gpt_builtin_corpus(1, 200, &text);
+    ptdp_gpt(&cfg)->corpus = text;
+    DEVICE_CHECK(dev, text != NULL, "out of memory");
     ptdp_model m;
     DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
     DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
@@ -94,6 +99,7 @@ static int tiny_device(ptdp_device *dev, void *arg)
     DEVICE_TRY(ptdp_gpt_score_sums(dev, &m, &t->right, &t->asked));
     ptdp_model_free(dev, &m);
     ptdp_mesh_free(&mesh);
+    free(text);
     return 0;
 }
 

@@ -62,7 +62,7 @@ typedef struct {
     int line;               /* a sample starts at a multiple of this many
                                tokens (the built-in sums' line); 0: anywhere */
     const unsigned char *corpus;   /* the text, one token per byte; NULL:
-                                      the built-in corpus (gpt_data.c)     */
+                                      ptdp_gpt_plain_corpus (gpt_data.c)   */
     size_t corpus_len;
 } ptdp_gpt_settings;
 
@@ -119,6 +119,9 @@ int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp);
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
 #define PTDP_GPT_CORPUS_LINES 20000
 #define PTDP_GPT_SUM_LINE 10
+/* The text of a config that gives none (corpus NULL): lines of sums as
+ * they come, "7+35=42\n", every sum possible, drawn the same way. */
+size_t ptdp_gpt_plain_corpus(uint64_t seed, int lines, unsigned char **out);
 
 /* The held-out sums: a + b (a, b < 100) with bits(0, "data.held_out",
  * 100 a + b) mod 20 = 0, about 1 in 20, whatever the seed; the built-in
@@ -132,7 +135,8 @@ void ptdp_gpt_sum_prompt(int a, int b, char out[7]);
 bool ptdp_gpt_sum_correct(int a, int b, const char *answer);
 
 /* The table's fill_batch (gpt_data.c): sample i is the window of T + 1
- * tokens at bits(seed, "data.start", i) mod (N - T) of the text. */
+ * tokens at bits(seed, "data.start", i) mod (N - T) of the text, rounded
+ * down to a multiple of `line` (the built-in sums: PTDP_GPT_SUM_LINE). */
 void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
 
 /* Activation elements one micro-batch of B sequences keeps per block for
