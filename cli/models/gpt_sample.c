@@ -60,7 +60,7 @@ static int parse(int argc, char **argv, sample_options *o)
     ptdp_args a;
     ptdp_args_init(&a, "sample", argc, argv, 1);
     while (ptdp_args_next(&a)) {
-        int rc;
+        int rc = 0;
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
         else if (ptdp_args_is(&a, "--load")) rc = ptdp_args_string(&a, &o->load);
         else if (ptdp_args_is(&a, "--prompt")) rc = ptdp_args_string(&a, &o->prompt);
