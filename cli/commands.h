@@ -36,7 +36,4 @@
 PTDP_COMMANDS(PTDP_DECLARE_COMMAND)
 #undef PTDP_DECLARE_COMMAND
 
-/* ptdp demo gpt (demo_gpt.c), called by ptdp_cmd_demo */
-int ptdp_demo_gpt(int argc, char **argv);
-
 #endif

@@ -8,7 +8,9 @@
  *      split layers of 1/pp of the blocks;
  *   3. the pipeline's timeline and its bubble, measured and by formula;
  *   4. where to start the course.
- * `ptdp demo gpt` (demo_gpt.c) does the same for a small GPT.
+ * `ptdp demo NAME` runs a model's own demo, through its CLI table
+ * (model_flags.h): `ptdp demo gpt` (cli/models/gpt_demo.c) does the same
+ * for a small GPT, then asks it sums it never saw.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,15 +18,29 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model_flags.h"
+#include "ptdp/models.h"
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
 #include "ptdp/train.h"
 
+/* The models with a demo of their own (`ptdp demo NAME`), one line each. */
+static void model_demos(const char *before)
+{
+    for (int i = 0; i < ptdp_model_count(); i++) {
+        const ptdp_model_ops *ops = ptdp_model_at(i);
+        const ptdp_model_cli *cli = ptdp_model_cli_for(ops);
+        if (cli->demo != NULL)
+            printf("%s%s: ptdp demo %s\n", before, cli->demo_summary ? cli->demo_summary : "its demo", ops->name);
+    }
+}
+
 static void demo_usage(void)
 {
     printf("usage: ptdp demo [--steps N] [--micro-batches M]\n"
-           "       ptdp demo gpt [--steps N] [--prompt TEXT]   (the same for a small GPT; then it adds)\n"
-           "\n"
+           "       ptdp demo MODEL [--help]   (a model's own demo, below)\n");
+    model_demos("       ");
+    printf("\n"
            "Train the reference MLP on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
            "same seed, and show that they agree; then where the memory went and the pipeline's\n"
            "bubble.  Defaults: 12 steps, 4 micro-batches.\n");
@@ -55,8 +71,13 @@ static size_t peak_max(const ptdp_launch_result *lr, int cat)
 
 int ptdp_cmd_demo(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "gpt") == 0)
-        return ptdp_demo_gpt(argc - 1, argv + 1);
+    if (argc > 1 && argv[1][0] != '-') {   /* ptdp demo NAME */
+        const ptdp_model_ops *ops = ptdp_model_lookup(argv[1]);
+        const ptdp_model_cli *cli = ops != NULL ? ptdp_model_cli_for(ops) : NULL;
+        if (cli == NULL || cli->demo == NULL)
+            return ptdp_usage_error("demo", "'%s' has no demo of its own (ptdp demo --help lists them)", argv[1]);
+        return cli->demo(argc - 1, argv + 1);
+    }
     int steps = 12, mbs = 4;
     ptdp_args a;
     ptdp_args_init(&a, "demo", argc, argv, 1);
@@ -141,7 +162,8 @@ int ptdp_cmd_demo(int argc, char **argv)
     printf("  in the real run (virtual time of the default GPU profile, links included):\n"
            "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb.bubble_measured, rb.bubble_formula);
 
-    printf("the same for a small GPT (attention split by heads, a tied embedding), then it adds: ptdp demo gpt\n\n");
+    model_demos("");
+    printf("\n");
     printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"
            "      Do it in a student build, whose checks run YOUR exercise.c files (the default\n"
            "      build checks the reference solutions, so its lesson tests pass untouched):\n"

@@ -115,11 +115,17 @@ typedef struct {
     /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols
      * per sample (y_cols 0: one label, y is [steps, B]). */
     void (*samples)(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols);
+    /* `ptdp demo NAME` (argv[0] is NAME), and its line in `ptdp demo`'s
+     * closing words: what it shows. */
+    int  (*demo)(int argc, char **argv);
+    const char *demo_summary;
 } ptdp_model_cli;
 
 /* The CLI side of cfg's model (cli/models/models_cli.c), or one with no
  * flags and no hooks for a model that has none. */
 const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg);
+/* The same for a registered model's table of functions. */
+const ptdp_model_cli *ptdp_model_cli_for(const ptdp_model_ops *ops);
 
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */

@@ -172,7 +172,7 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
         makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
 
     const double width = x_of(makespan) + RIGHT, top = 62;
-    const double height = top + N * PANEL_H + 86;
+    const double height = top + N * PANEL_H + 104;
     ptdp_svg s;
     ptdp_svg_begin(&s, width, height);
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
@@ -193,10 +193,12 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
         ptdp_svg_text(&s, LEFT + i * 190 + 20, ly + 12, 12, PTDP_SVG_START, NULL, "%s", legend[i].label);
     }
     ptdp_svg_text(&s, LEFT, ly + 38, 12, PTDP_SVG_START, "#333333",
-                  "Makespans %g, %g, %g and %g time units for the same %d units of work per stage. "
-                  "\u201ckeeps\u201d = activations alive at once (interleaved: chunk-micro-batches, each half "
-                  "a stage's);", ts[0].t->makespan, ts[1].t->makespan, ts[2].t->makespan, ts[3].t->makespan, 3 * M);
+                  "Makespans %g, %g, %g and %g time units for the same %d units of work per stage.",
+                  ts[0].t->makespan, ts[1].t->makespan, ts[2].t->makespan, ts[3].t->makespan, 3 * M);
     ptdp_svg_text(&s, LEFT, ly + 56, 12, PTDP_SVG_START, "#333333",
+                  "\u201ckeeps\u201d = activations alive at once (interleaved: chunk-micro-batches, each half "
+                  "a stage's);");
+    ptdp_svg_text(&s, LEFT, ly + 74, 12, PTDP_SVG_START, "#333333",
                   "ZB-H1's B also leaves each linear layer's input and output gradient for W: stage s owes up "
                   "to %d, %d, %d, %d W passes.", ptdp_schedule_peak_deferred(ts[3].s, 0),
                   ptdp_schedule_peak_deferred(ts[3].s, 1), ptdp_schedule_peak_deferred(ts[3].s, 2),

@@ -26,6 +26,8 @@
 #include "ptdp/json.h"
 #include "ptdp/safetensors.h"
 
+#include "gpt_sample.h"
+
 static const ptdp_model_flag gpt_flags[] = {
     { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 } },
     { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 } },
@@ -79,6 +81,7 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
         return PTDP_EXIT_USAGE;
     gpt->corpus = f->corpus;
     gpt->corpus_len = f->corpus_len;
+    gpt->line = f->data == NULL ? PTDP_GPT_SUM_LINE : 0;   /* the sums' samples start on a line */
     int need = min_vocab(f), own = ptdp_gpt(ptdp_model_flags_defaults(f, &ptdp_gpt_ops))->vocab;
     if (!ptdp_model_flags_given(f, "--vocab"))   /* bytes: 256; the sums: what they use (or the command's) */
         gpt->vocab = f->data != NULL ? 256 : own > need ? own : need;
@@ -109,6 +112,7 @@ static int gpt_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_
     }
     ptdp_gpt(into)->corpus = ptdp_gpt(&f->cfg)->corpus;
     ptdp_gpt(into)->corpus_len = ptdp_gpt(&f->cfg)->corpus_len;
+    ptdp_gpt(into)->line = ptdp_gpt(&f->cfg)->line;
     return 0;
 }
 
@@ -304,4 +308,6 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .report_keys = gpt_report_keys,
     .summary = gpt_summary,
     .samples = gpt_samples,
+    .demo = ptdp_gpt_demo,
+    .demo_summary = "the same for a small GPT (attention split by heads, a tied embedding), then it adds",
 };

@@ -38,7 +38,11 @@ static const ptdp_model_cli generic = {
 
 const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg)
 {
-    const ptdp_model_ops *ops = ptdp_model_of(cfg);
+    return ptdp_model_cli_for(ptdp_model_of(cfg));
+}
+
+const ptdp_model_cli *ptdp_model_cli_for(const ptdp_model_ops *ops)
+{
     for (size_t i = 0; i < sizeof clis / sizeof clis[0]; i++)
         if (clis[i]->ops == ops)
             return clis[i];

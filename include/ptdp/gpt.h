@@ -59,8 +59,10 @@ typedef struct {
     int vocab_padded;       /* V_pad: rows of the embedding, a multiple of
                                vocab_multiple x tp; 0 = work it out         */
     int vocab_multiple;     /* --vocab-multiple (default 64)                */
+    int line;               /* a sample starts at a multiple of this many
+                               tokens (the built-in sums' line); 0: anywhere */
     const unsigned char *corpus;   /* the text, one token per byte; NULL:
-                                      the built-in corpus (gpt_data.c)     */
+                                      ptdp_gpt_plain_corpus (gpt_data.c)   */
     size_t corpus_len;
 } ptdp_gpt_settings;
 
@@ -88,7 +90,7 @@ static inline const ptdp_gpt_settings *ptdp_gpt_settings_of_const(const ptdp_mod
 typedef struct {
     const ptdp_model_ops *ops;
     int hidden, ffn, layers;
-    int heads, seq_len, vocab, vocab_padded, vocab_multiple;
+    int heads, seq_len, vocab, vocab_padded, vocab_multiple, line;
     const unsigned char *corpus;
     size_t corpus_len;
 } ptdp_gpt_fields;
@@ -98,7 +100,7 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
     ptdp_model_config c = { .ops = s.ops, .hidden = s.hidden, .ffn = s.ffn, .layers = s.layers };
     *ptdp_gpt(&c) = (ptdp_gpt_settings){ .heads = s.heads, .seq_len = s.seq_len, .vocab = s.vocab,
                                          .vocab_padded = s.vocab_padded, .vocab_multiple = s.vocab_multiple,
-                                         .corpus = s.corpus, .corpus_len = s.corpus_len };
+                                         .line = s.line, .corpus = s.corpus, .corpus_len = s.corpus_len };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
@@ -110,11 +112,27 @@ ptdp_model_config ptdp_gpt_default_config(void);
 /* V_pad: the smallest multiple of multiple x tp that is >= vocab. */
 int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp);
 
-/* The built-in corpus: lines of sums "12+35=47\n" with both terms drawn
- * from (seed, "data.corpus"), `lines` of them, into a malloc'd buffer.
- * Returns its length (0 on out of memory). */
+/* The built-in corpus: `lines` lines of sums of two numbers below 100,
+ * each written on PTDP_GPT_SUM_LINE bytes, "07+35=042\n", the terms drawn
+ * from (seed, "data.corpus") among the sums that are not held out, into a
+ * malloc'd buffer.  Returns its length (0 on out of memory). */
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out);
 #define PTDP_GPT_CORPUS_LINES 20000
+#define PTDP_GPT_SUM_LINE 10
+/* The text of a config that gives none (corpus NULL): lines of sums as
+ * they come, "7+35=42\n", every sum possible, drawn the same way. */
+size_t ptdp_gpt_plain_corpus(uint64_t seed, int lines, unsigned char **out);
+
+/* The held-out sums: a + b (a, b < 100) with bits(0, "data.held_out",
+ * 100 a + b) mod 20 = 0, about 1 in 20, whatever the seed; the built-in
+ * corpus never holds them, so they measure what the model learnt rather
+ * than what it saw. */
+bool ptdp_gpt_sum_held_out(int a, int b);
+
+/* A sum's question as the built-in corpus writes it, "07+35=" (6 bytes
+ * and a NUL); and whether `answer` (3 bytes) is its answer, "042". */
+void ptdp_gpt_sum_prompt(int a, int b, char out[7]);
+bool ptdp_gpt_sum_correct(int a, int b, const char *answer);
 
 /* What a run's host can hold.  --data: at most 1 GiB of text (one copy on
  * the host, every device reading it).  The embedding: the padded
@@ -234,6 +252,12 @@ typedef struct {
 } ptdp_gpt_sample_opts;
 int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
                       const ptdp_gpt_sample_opts *o);
+
+/* What the model learnt of the built-in sums: each held-out sum's question
+ * ("07+35=", ptdp_gpt_sum_held_out) continued greedily by 3 tokens, and
+ * *right of the *asked answers exactly the sum ("042").  The model must be
+ * whole on this device and know the tokens of a question. */
+int ptdp_gpt_score_sums(ptdp_device *dev, ptdp_model *m, int *right, int *asked);
 
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts);

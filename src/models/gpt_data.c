@@ -6,20 +6,34 @@
  *
  *     start_i = bits(seed, "data.start", i) mod (N - T)       (N tokens of text)
  *
+ * (rounded down to a line's start for the built-in sums, below),
  * its input the first T, its targets the last T (each position predicts
  * the next token):
  *
- *     text   …  1  2  +  3  5  =  4  7 \n  8  +  …
- *     x         1  2  +  3  5  =  4  7
- *     y            2  +  3  5  =  4  7 \n
+ *     text   …  1  2  +  3  5  =  0  4  7 \n  0  8  …
+ *     x         1  2  +  3  5  =  0  4  7
+ *     y            2  +  3  5  =  0  4  7 \n
  *
  * A pure function of (seed, i), as the MLP's data: any device can make any
  * sample alone, a DP rank only its shard, a resumed run the right ones.
  *
  * Without --data the text is built in: lines of sums of two numbers below
- * 100 drawn from (seed, "data.corpus").  A tiny model learns the format —
- * digits, '+', '=', a newline — within a hundred steps, and some of the
- * arithmetic after that: a loss curve that visibly falls.
+ * 100 drawn from (seed, "data.corpus"), every line PTDP_GPT_SUM_LINE bytes
+ * (the terms on two digits, the sum on three), and a sample starts on a
+ * line:
+ *
+ *     0         10        20        30
+ *     07+35=042\n61+12=073\n99+99=198\n45      (T = 32)
+ *
+ * so a digit's place in the line is its position in the window, and a
+ * small model finds where the digits it adds sit: the format within a
+ * hundred steps, the sums within about a thousand (lr 3e-3, the demo's).  About 1 sum in 20 never
+ * appears (ptdp_gpt_sum_held_out): asked of the trained model, they
+ * measure what it learnt, not what it saw.
+ *
+ * A config with no text at all (corpus NULL: the library's own tests)
+ * trains on ptdp_gpt_plain_corpus, the sums as they come ("7+35=42"),
+ * every sum possible, samples anywhere.
  */
 #include "ptdp/gpt.h"
 
@@ -31,9 +45,46 @@
 #include "ptdp/rng.h"
 #include "models/gpt_table.h"
 
+bool ptdp_gpt_sum_held_out(int a, int b)
+{
+    return ptdp_rng_bits(ptdp_rng_key(0, "data.held_out"), (uint64_t)(100 * a + b)) % 20 == 0;
+}
+
+void ptdp_gpt_sum_prompt(int a, int b, char out[7])
+{
+    snprintf(out, 7, "%02u+%02u=", (unsigned)a % 100u, (unsigned)b % 100u);
+}
+
+bool ptdp_gpt_sum_correct(int a, int b, const char *answer)
+{
+    char want[4];
+    snprintf(want, sizeof want, "%03u", (unsigned)(a + b) % 1000u);
+    return memcmp(answer, want, 3) == 0;
+}
+
 size_t ptdp_gpt_builtin_corpus(uint64_t seed, int lines, unsigned char **out)
 {
-    size_t cap = (size_t)lines * 10 + 1, len = 0;   /* "99+99=198\n" is 10 */
+    size_t cap = (size_t)lines * PTDP_GPT_SUM_LINE + 1, len = 0;
+    unsigned char *text = malloc(cap);
+    *out = text;
+    if (text == NULL)
+        return 0;
+    uint64_t key = ptdp_rng_key(seed, "data.corpus"), k = 0;
+    for (int i = 0; i < lines; i++) {
+        int a, b;
+        do {   /* the next pair that is not held out */
+            a = (int)(ptdp_rng_bits(key, 2 * k) % 100);
+            b = (int)(ptdp_rng_bits(key, 2 * k + 1) % 100);
+            k++;
+        } while (ptdp_gpt_sum_held_out(a, b));
+        len += (size_t)snprintf((char *)text + len, cap - len, "%02d+%02d=%03d\n", a, b, a + b);
+    }
+    return len;
+}
+
+size_t ptdp_gpt_plain_corpus(uint64_t seed, int lines, unsigned char **out)
+{
+    size_t cap = (size_t)lines * PTDP_GPT_SUM_LINE + 1, len = 0;   /* "99+99=198\n" is 10 */
     unsigned char *text = malloc(cap);
     *out = text;
     if (text == NULL)
@@ -54,8 +105,12 @@ void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b)
     const int T = ptdp_gpt(&m->cfg)->seq_len;
     const uint64_t key = ptdp_rng_key(m->seed, "data.start");
     const uint64_t windows = (uint64_t)(g->corpus_len - (size_t)T);   /* checked: N >= T + 1 */
+    /* a sample starts on a line of the built-in sums when the config says so (the CLI's) */
+    const ptdp_gpt_settings *gs = ptdp_gpt(&m->cfg);
+    const uint64_t line = gs->line > 1 ? (uint64_t)gs->line : 1;
     for (int i = 0; i < b->rows; i++) {
-        const unsigned char *w = g->corpus + ptdp_rng_bits(key, (uint64_t)(b->first + i)) % windows;
+        uint64_t start = ptdp_rng_bits(key, (uint64_t)(b->first + i)) % windows;
+        const unsigned char *w = g->corpus + (start - start % line);
         for (int t = 0; t < T; t++) {
             if (b->tokens != NULL)
                 b->tokens[(size_t)i * T + t] = w[t];

@@ -279,7 +279,7 @@ static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     const unsigned char *text = gpt->corpus;
     size_t len = gpt->corpus_len;
     if (text == NULL) {
-        len = ptdp_gpt_builtin_corpus(m->seed, PTDP_GPT_CORPUS_LINES, &built);
+        len = ptdp_gpt_plain_corpus(m->seed, PTDP_GPT_CORPUS_LINES, &built);
         if (len == 0) {
             free(built);
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory making the corpus", dev->rank);

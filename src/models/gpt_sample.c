@@ -12,6 +12,14 @@
  * padded vocabulary rows (V .. V_pad - 1) are never real tokens and are
  * never drawn.  The draws are counter-based — uniform(seed, "sample", k)
  * for the k-th token — so a seed always gives the same text.
+ *
+ * Scoring the built-in sums (gpt_data.c) asks every held-out question and
+ * counts the exact answers:
+ *
+ *   "07+35="  ──greedy, 3 tokens──►  "042"   right
+ *   "61+59="  ──────────────────────► "110"   wrong (120)
+ *
+ * the share of right answers among sums the model never saw: its accuracy.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -101,5 +109,30 @@ int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, in
     }
     ptdp_free(dev, ctx);
     ptdp_free(dev, prob);
+    return rc;
+}
+
+int ptdp_gpt_score_sums(ptdp_device *dev, ptdp_model *m, int *right, int *asked)
+{
+    *right = *asked = 0;
+    if (ptdp_gpt(&m->cfg)->vocab <= '=')
+        return ptdp_fail(dev, PTDP_EINVAL, "the model does not know the tokens of a sum (digits, + and =)");
+    const ptdp_gpt_sample_opts greedy = { 0 };
+    int64_t ids[6 + 3];
+    int rc = PTDP_OK;
+    for (int a = 0; a < 100; a++)
+        for (int b = 0; b < 100 && rc == PTDP_OK; b++) {
+            if (!ptdp_gpt_sum_held_out(a, b))
+                continue;
+            char q[7], answer[3];
+            ptdp_gpt_sum_prompt(a, b, q);
+            for (int i = 0; i < 6; i++)
+                ids[i] = (unsigned char)q[i];
+            rc = ptdp_gpt_generate(dev, m, ids, 6, 3, &greedy);
+            for (int i = 0; i < 3; i++)
+                answer[i] = (char)ids[6 + i];
+            *right += rc == PTDP_OK && ptdp_gpt_sum_correct(a, b, answer);
+            *asked += 1;
+        }
     return rc;
 }

@@ -13,7 +13,8 @@
 #include "ptdp/gpt.h"
 
 /* The table's fill_batch (gpt_data.c): sample i is the window of T + 1
- * tokens at bits(seed, "data.start", i) mod (N - T) of the text. */
+ * tokens at bits(seed, "data.start", i) mod (N - T) of the text, rounded
+ * down to a multiple of `line` (the built-in sums: PTDP_GPT_SUM_LINE). */
 void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
 
 /* The table's forward, backward and acts_free (gpt.c). */

@@ -12,6 +12,9 @@
 #     vocabularies, the SP block's shapes, positions, activations and
 #     bytes, ring attention's blocks, pairs, work and bytes per rank, and
 #     the memory of the ZeRO runs, the planner's layouts of a 7.5B GPT);
+#  2b. every text fits the figure's width and none is drawn on another
+#     (svg_text_fits.py: widths estimated from the characters), and
+#     plan_layouts ranks lesson 12's layouts in reals, not bf16;
 #  3. --only draws one figure; a bad --only or flag exits 2; a directory
 #     that cannot be created exits 1 with a message.
 set -uo pipefail
@@ -58,6 +61,22 @@ else
     count=$(echo $names | wc -w)
     [[ $(ls "$out" | wc -l) -eq $count ]] || fail "expected exactly $count files in $out: $(ls "$out")"
     echo "ok    $count figures, well-formed"
+    if command -v python3 >/dev/null 2>&1; then
+        python3 "$(dirname "${BASH_SOURCE[0]}")/svg_text_fits.py" "$out"/*.svg >"$tmp/fits" 2>&1 ||
+            fail "texts past a figure's width or on top of each other: $(cat "$tmp/fits")"
+        grep "^ok" "$tmp/fits"
+    fi
+    # each lesson shows its figure, as an image in its README
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    for pair in 01-collectives:ring_allreduce 04-pipeline-parallel:pipeline_schedules 06-zero:zero_ownership \
+        07-attention-tp:attention_tp 08-sequence-split:ring_attention 09-filling-the-bubble:filling_the_bubble \
+        10-zero3-overlap:zero_overlap; do
+        grep -qF "](../../figures/${pair#*:}.svg)" "$root/tutorials/${pair%%:*}/README.md" ||
+            fail "tutorials/${pair%%:*}/README.md does not show figures/${pair#*:}.svg"
+    done
+    if grep -q 'bf16' "$out/plan_layouts.svg"; then
+        fail "plan_layouts ranks bf16 layouts; lesson 12 prices reals"
+    fi
 
     # 2. what each figure measured
     grep -q 'checked against a real 4-device ring all-reduce' "$out/ring_allreduce.svg" || fail "ring: no check"

@@ -142,6 +142,13 @@ if [[ $status -eq 0 ]] && grep -qF "after 40 steps" "$dir/demo.out" && grep -qF 
 else
     fail "demo gpt: exit $status; $(tail -n 20 "$dir/demo.out")"
 fi
+"$ptdp" sample --load "$dir/gpt.st" --held-out >"$dir/held.out" 2>&1
+if grep -qE "^held-out sums: [0-9]+ of [0-9]+ answered exactly \([0-9.]+%\), sums never in the training text$" "$dir/held.out"; then
+    ok "sample --held-out: $(cat "$dir/held.out")"
+else
+    fail "sample --held-out: $(cat "$dir/held.out")"
+fi
+usage "'nosuch' has no demo of its own" demo nosuch
 usage "--prompt: 'x' is not in the sums' alphabet" demo gpt --prompt x
 usage "--steps 0: must be between 1 and 5000" demo gpt --steps 0
 

@@ -21,9 +21,12 @@
  * No model runs: a schedule is data, and these are facts about the lists.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "lesson.h"
 #include "tutorial.h"
@@ -77,14 +80,62 @@ static void note_compute(const ptdp_schedule *s, int st)
     tutorial_note("%s", line);
 }
 
+/* A generator that pushes without end: a loop whose counter never moves
+ * (a W pushed without (*next_w)++) fills its stage's list, where every
+ * push after that is dropped and sets s->overflow, and never returns.
+ * While your function runs, a timer looks every 0.2 s: a full list still
+ * being pushed to half a second later is named at once and ends the
+ * check, instead of a test timeout with no message. */
+static struct {
+    const ptdp_schedule *s;
+    const char *fn;
+    volatile sig_atomic_t ticks_full;
+} running;
+
+static void stop_endless(int sig)
+{
+    (void)sig;
+    if (running.s == NULL || !running.s->overflow || ++running.ticks_full < 3)
+        return;
+    int st = 0;
+    while (st + 1 < running.s->pp && running.s->stage[st].count < running.s->stage[st].capacity)
+        st++;
+    tutorial_wrong("your %s, p = %d, m = %d never returns: stage %d's list is full (%d actions) and it\n"
+                   "keeps pushing.  A loop whose counter does not move: each W you push must advance\n"
+                   "*next_w — ptdp_schedule_push(…, (*next_w)++) — and each loop must end (blank %s).",
+                   running.fn, running.s->pp, running.s->micro_batches, st, running.s->stage[st].capacity,
+                   strcmp(running.fn, "lesson_zb_h1") == 0 ? "4" : "3");
+    tutorial_end();
+    fflush(stdout);
+    _exit(1);
+}
+
+static int run_watched(int (*fn)(ptdp_schedule *s), const char *name, ptdp_schedule *s)
+{
+    struct itimerval every = { .it_interval = { 0, 200000 }, .it_value = { 0, 200000 } }, off = { 0 };
+    running.s = s;
+    running.fn = name;
+    running.ticks_full = 0;
+    struct sigaction on = { .sa_handler = stop_endless };   /* stays installed (unlike C's signal) */
+    sigemptyset(&on.sa_mask);
+    sigaction(SIGALRM, &on, NULL);
+    setitimer(ITIMER_REAL, &every, NULL);
+    int rc = fn(s);
+    setitimer(ITIMER_REAL, &off, NULL);
+    running.s = NULL;
+    return rc;
+}
+
 /* Your generator, then what the library runs after its own: the one pass
  * that places the sends, the receives and the optimizer step (by send
  * time, as for ptdp_schedule_interleaved and ptdp_schedule_zb_h1).
  * Returns your function's code; *placed gets the pass's (its reason in
  * why), 0 if it did not run because your function failed or overflowed. */
-static int generate(int (*fn)(ptdp_schedule *s), ptdp_schedule *s, int *placed, char *why, size_t len)
+#define generate(fn, s, placed, why, len) generate_named((fn), #fn, (s), (placed), (why), (len))
+static int generate_named(int (*fn)(ptdp_schedule *s), const char *name, ptdp_schedule *s, int *placed, char *why,
+                          size_t len)
 {
-    int rc = fn(s);
+    int rc = run_watched(fn, name, s);
     *placed = 0;
     why[0] = '\0';
     if (rc == PTDP_OK && !s->overflow)

@@ -1,11 +1,12 @@
 /*
- * demo_gpt.c — `ptdp demo gpt`: a small GPT trained on 1 device and on 8,
+ * gpt_demo.c — `ptdp demo gpt`: a small GPT trained on 1 device and on 8,
  * side by side, then asked to add.
  *
  * The transformer half of the classroom demo.  The built-in corpus is lines
- * of sums ("12+35=47"); the default GPT (2 blocks, 4 heads, C 64, T 32)
- * learns their form within a couple of hundred steps.  Run B splits it the
- * way Megatron-LM does:
+ * of sums ("12+35=047", gpt_data.c); the default GPT (2 blocks, 4 heads,
+ * C 64, T 32) learns their form within a hundred steps and, at the demo's
+ * lr 3e-3, the sums themselves within about a thousand.  Run B splits it
+ * the way Megatron-LM does:
  *
  *   dp 2   two replicas, each on half of every batch; gradients all-reduced
  *   tp 2   attention by heads (2 of the 4 per rank), the MLP by columns and
@@ -15,8 +16,9 @@
  *
  * and still trains exactly like one device: over the first 40 steps the
  * losses agree step by step, and so does every parameter (--check's rule).
- * B then trains on alone, and continues a prompt greedily, one byte at a
- * time (ptdp sample).
+ * B then trains on alone, continues a prompt greedily, one byte at a time
+ * (ptdp sample), and is asked every sum the corpus leaves out: the share
+ * it answers exactly is what it learnt (ptdp sample --held-out).
  *
  * Why only 40 steps side by side: the loss soon sits on a plateau (~2.5,
  * the entropy of the characters alone) until the model finds how the sums
@@ -32,13 +34,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
-#include "commands.h"
-#include "model_flags.h"
+#include "../args.h"
+#include "../commands.h"
+#include "../model_flags.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/train.h"
-#include "sample.h"
+#include "gpt_sample.h"
+
+/* The demo's own run: long enough, and fast enough, to learn the sums
+ * (ptdp train --model gpt keeps its defaults, lr 1e-3 and 10 steps). */
+#define DEMO_STEPS 1000
+#define DEMO_LR 3e-3
 
 static void usage(void)
 {
@@ -46,8 +53,9 @@ static void usage(void)
            "\n"
            "Train the default GPT on the built-in sums for 40 steps on one device and on dp 2 x tp 2\n"
            "x pp 2 = 8 devices with the same seed and show that they agree (losses and every\n"
-           "parameter); then train the 8-device run on to --steps and let it continue the prompt.\n"
-           "Defaults: 300 steps, prompt \"12+35=\".\n");
+           "parameter); then train the 8-device run on to --steps, let it continue the prompt and\n"
+           "ask it the sums its training text left out.\n"
+           "Defaults: %d steps at lr %g, prompt \"12+35=\".\n", DEMO_STEPS, DEMO_LR);
 }
 
 static int run(ptdp_train_config *c, ptdp_train_result *res, ptdp_state *final, const char *what)
@@ -69,25 +77,50 @@ static int run(ptdp_train_config *c, ptdp_train_result *res, ptdp_state *final, 
 
 enum { SIDE_BY_SIDE = 40 };   /* steps run on both, compared */
 
-int ptdp_demo_gpt(int argc, char **argv)
+/* The demo's flags: 0, -1 after --help, or PTDP_EXIT_USAGE. */
+static int parse(int argc, char **argv, int *steps, const char **prompt)
 {
-    int steps = 300;
-    const char *prompt = "12+35=";
     ptdp_args a;
     ptdp_args_init(&a, "demo gpt", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc = 0;
-        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
-        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 5000, &steps);
-        else if (ptdp_args_is(&a, "--prompt")) rc = ptdp_args_string(&a, &prompt);
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 5000, steps);
+        else if (ptdp_args_is(&a, "--prompt")) rc = ptdp_args_string(&a, prompt);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-    if (prompt[0] == '\0')
+    if ((*prompt)[0] == '\0')
         return ptdp_usage_error("demo gpt", "--prompt '': give at least one character to continue");
+    return 0;
+}
+
+/* What B learnt: the prompt continued by a sum's 3 digits, then every
+ * held-out sum asked (ptdp sample, ptdp sample --held-out). */
+static int ask(const ptdp_model_config *cfg, const ptdp_state *last, const char *prompt)
+{
+    ptdp_sample_options so = { .prompt = prompt, .tokens = 3, .seed = 1 };
+    printf("  B continues \"%s\" (greedy, 3 bytes; ptdp sample):\n", prompt);
+    fflush(stdout);
+    int rc = ptdp_sample_print("demo gpt", cfg, last, &so);
+    if (rc != 0)
+        return rc;
+    so.held_out = true;
+    printf("\n  B is asked the sums its training text never held (ptdp sample --held-out):\n  ");
+    fflush(stdout);
+    return ptdp_sample_print("demo gpt", cfg, last, &so);
+}
+
+int ptdp_gpt_demo(int argc, char **argv)
+{
+    int steps = DEMO_STEPS;
+    const char *prompt = "12+35=";
+    int parsed = parse(argc, argv, &steps, &prompt);
+    if (parsed != 0)
+        return parsed < 0 ? PTDP_EXIT_OK : parsed;
 
     /* The GPT as `ptdp train --model gpt` makes it: the model flags' defaults. */
     ptdp_train_config par = ptdp_train_defaults();
@@ -104,6 +137,7 @@ int ptdp_demo_gpt(int argc, char **argv)
                                     *p);
         }
     par.model = mf.cfg;
+    par.lr = DEMO_LR;
     par.dp = par.tp = par.pp = 2;
     par.micro_batches = 2;
     par.steps = steps;
@@ -118,7 +152,7 @@ int ptdp_demo_gpt(int argc, char **argv)
 
     const ptdp_model_config *g = &par.model;
     printf("ptdp demo gpt: the same GPT (%d blocks, %d heads, C %d, T %d, V %d padded to %d; batch %d)\n"
-           "trained with seed %d on the built-in sums (\"12+35=47\"), AdamW lr %g\n"
+           "trained with seed %d on the built-in sums (\"12+35=047\"), AdamW lr %g\n"
            "  A: 1 device (the reference)\n"
            "  B: 8 devices = dp 2 x tp 2 (attention by heads, vocabulary by rows) x pp 2 (tied\n"
            "     embedding on the first and last stage), 1F1B, %d micro-batches\n\n",
@@ -179,16 +213,14 @@ int ptdp_demo_gpt(int argc, char **argv)
     }
 
     /* 4. what it learnt */
-    ptdp_sample_options so = { .prompt = prompt, .tokens = 40, .seed = 1 };
-    printf("  B continues \"%s\" (greedy, 40 bytes; ptdp sample):\n", prompt);
-    fflush(stdout);
-    int rc = ptdp_sample_print("demo gpt", &par.model, last, &so);
+    int rc = ask(&par.model, last, prompt);
     if (rc != 0) {
         status = rc;
         goto out;
     }
     printf("\nnext: ptdp train --model gpt --dp 2 --tp 2 --pp 2 --check   (any mesh, against one device)\n"
-           "      ptdp train --model gpt --steps 300 --save gpt.st && ptdp sample --load gpt.st\n");
+           "      ptdp train --model gpt --steps %d --lr %g --save gpt.st && ptdp sample --load gpt.st --held-out\n",
+           DEMO_STEPS, DEMO_LR);
     status = PTDP_EXIT_OK;
 out:
     ptdp_train_result_free(&ra);
