@@ -25,7 +25,10 @@
  *     print     a table, --json or --explain (plan_print.c)
  *
  * Exit status: 0 a plan; 1 nothing fits (what would is said); 2 a bad
- * command line, including layouts that cannot divide (what would is said).
+ * command line, including layouts that cannot divide (what would is said)
+ * and flags that leave more layouts than the search weighs (plan_search.c
+ * WORK_MAX: which flags to fix is said), so every question is answered in
+ * seconds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +80,8 @@ static void usage(void)
         "                      with --json, on stderr\n"
         "\n"
         "Exit status: 0 a plan; 1 nothing fits (the message says what would);\n"
-        "2 a bad command line, or no layout divides (the message says what would).\n");
+        "2 a bad command line, no layout divides (the message says what would), or the flags\n"
+        "leave more layouts than the planner weighs (the message says which flags to fix).\n");
 }
 
 static void list_profiles(FILE *f)
@@ -282,7 +286,7 @@ int ptdp_cmd_plan(int argc, char **argv)
     ptdp_plan_search_stats st = { 0 };
     rc = ptdp_plan_search_top(&o.rq, o.device_bytes, o.top, &c, &n, &st, msg, sizeof msg);
     if (rc != 0) {
-        if (rc == PTDP_EINVAL && st.valid == 0)
+        if (rc == PTDP_EINVAL && (st.valid == 0 || st.over_limit))
             return ptdp_usage_error("plan", "%s", msg);
         fprintf(stderr, "ptdp plan: %s\n", msg);
         return PTDP_EXIT_FAIL;

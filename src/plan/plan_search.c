@@ -89,16 +89,15 @@ static piece_cost piece_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     return c;
 }
 
-/* Blocks of stage s over its v chunks (the balanced cut, model.h). */
+/* Blocks of stage s over its v chunks (the balanced cut, model.h: piece g
+ * of n = pp v has L / n blocks, one more when g < L % n), counted without
+ * walking the pieces: chunk c of stage s is piece c pp + s, and those below
+ * L % n get the extra block. */
 static int stage_blocks(int layers, int pp, int v, int s)
 {
-    int n = 0;
-    for (int c = 0; c < v; c++) {
-        int begin, count;
-        ptdp_stage_range(layers, pp * v, NULL, c * pp + s, &begin, &count);
-        n += count;
-    }
-    return n;
+    const int n = pp * v, r = layers % n;
+    const int extra = r > s ? (r - s + pp - 1) / pp : 0;
+    return v * (layers / n) + (extra < v ? extra : v);
 }
 
 /* Every device computes its own work one piece after another, so a step
@@ -119,12 +118,9 @@ static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     if (p == 1)
         return M * (L * block + c->embed + c->head);
     const double first = M * (stage_blocks(L, p, v, 0) * block + c->embed);
-    double fill = c->embed_f;
-    for (int s = 0; s + 1 < p; s++) {
-        int begin, count;
-        ptdp_stage_range(L, p * v, NULL, s, &begin, &count);
-        fill += count * c->block_f;
-    }
+    double fill = c->embed_f;   /* piece s of the p v: L / (p v) blocks, one more below L % (p v) */
+    for (int s = 0; s + 1 < p; s++)
+        fill += (L / (p * v) + (s < L % (p * v) ? 1 : 0)) * c->block_f;
     const double last = fill + M * (stage_blocks(L, p, v, p - 1) * block + c->head);
     return first > last ? first : last;
 }
@@ -178,9 +174,19 @@ typedef struct {
     ptdp_plan_search_stats st;
     entry *e;
     long long n, cap;
-    int rc;                        /* an error of the memory model, or ENOMEM      */
+    long long work;                /* the weighing done so far (see WORK_MAX)       */
+    int rc;                        /* an error of the memory model, ENOMEM, or
+                                      PTDP_EINVAL past WORK_MAX                     */
     char why[PTDP_MSG_MAX];        /* the first reason a whole layout was refused  */
 } search;
+
+/* The most weighing one search does: a layout considered counts 1, a
+ * valid one (the memory model weighs its stages, every one of the p v
+ * when interleaved or ZB-H1) 1 + p v more.  The flags bound the layouts
+ * (--gpus, --batch, --layers make them many); past this the search stops
+ * and says which flags to fix, so every question is answered in seconds
+ * (tests/cli/plan_limits.sh). */
+#define WORK_MAX 12000000LL
 
 static bool stop(const search *s)
 {
@@ -202,6 +208,25 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     return true;
 }
 
+/* Count `units` of work; past WORK_MAX stop the search with a message
+ * naming the flags that make the layouts many. */
+static bool spend(search *s, long long units)
+{
+    s->work += units;
+    if (s->work <= WORK_MAX)
+        return true;
+    if (s->rc == 0) {
+        s->rc = PTDP_EINVAL;
+        s->st.over_limit = true;
+        snprintf(s->why, sizeof s->why,
+                 "these flags leave too many layouts to weigh (over the planner's limit of %lld units of work, "
+                 "a unit a layout and one a stage each valid one weighs): fix part of the layout (--tp, --pp, "
+                 "--cp, --micro-batch-size, --schedule, --virtual-stages, --zero, --recompute, --sp) or plan "
+                 "fewer --gpus, a smaller --batch or fewer --layers", WORK_MAX);
+    }
+    return false;
+}
+
 static int add_entry(search *s, const ptdp_plan_layout *l, double mem)
 {
     if (s->n == s->cap) {
@@ -221,6 +246,8 @@ static void consider(search *s, ptdp_plan_layout *l)
 {
     const ptdp_plan_request *rq = s->rq;
     s->st.considered++;
+    if (!spend(s, 1))
+        return;
     if (!cheap_ok(rq, l))
         return;
     const bool zb = strcmp(l->schedule, "zb-h1") == 0;
@@ -232,6 +259,8 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     }
     s->st.valid++;
+    if (!spend(s, 1 + (long long)l->pp * (l->virtual_stages > 1 ? l->virtual_stages : 1)))
+        return;
     if (s->probe == PROBE_VALID) {
         s->found = true;
         return;
@@ -311,20 +340,46 @@ static bool fixed_or(int fixed, int x)
     return fixed < 0 || fixed == x;
 }
 
-/* The splits: tp, pp, cp, dp, then b and M. */
+/* The divisors of n ascending, into d (room for DIVISORS_MAX):
+ * trial division up to sqrt(n), so a search never walks every integer
+ * up to --gpus or --batch.  Their count. */
+enum { DIVISORS_MAX = 2048 };   /* every n < 2^31 has at most 1600 */
+
+static int divisors(long long n, long long *d)
+{
+    int lo = 0, hi = 0;
+    long long big[DIVISORS_MAX / 2];
+    for (long long k = 1; k * k <= n; k++)
+        if (n % k == 0) {
+            d[lo++] = k;
+            if (k * k != n)
+                big[hi++] = n / k;
+        }
+    while (hi > 0)
+        d[lo++] = big[--hi];
+    return lo;
+}
+
+/* The splits: tp, pp, cp, dp (each a divisor of N, in ascending order),
+ * then b (a divisor of B / dp) and M. */
 static void enumerate(search *s)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
     const int n = rq->gpus;
-    for (int tp = 1; tp <= n && !stop(s); tp++) {
-        if (n % tp != 0 || !fixed_or(rq->tp, tp) || ptdp_gpt(m)->heads % tp != 0 || m->ffn % tp != 0 ||
+    long long dn[DIVISORS_MAX], db[DIVISORS_MAX];
+    const int nd = n > 0 ? divisors(n, dn) : 0;
+    for (int i = 0; i < nd && !stop(s); i++) {
+        const int tp = (int)dn[i];
+        if (!fixed_or(rq->tp, tp) || ptdp_gpt(m)->heads % tp != 0 || m->ffn % tp != 0 ||
             padded_vocab(m, tp) % tp != 0)
             continue;
-        for (int pp = 1; pp <= n / tp && pp <= m->layers && !stop(s); pp++) {
+        for (int j = 0; j < nd && dn[j] <= n / tp && dn[j] <= m->layers && !stop(s); j++) {
+            const int pp = (int)dn[j];
             if ((n / tp) % pp != 0 || !fixed_or(rq->pp, pp))
                 continue;
-            for (int cp = 1; cp <= n / (tp * pp) && !stop(s); cp++) {
+            for (int k = 0; k < nd && dn[k] <= n / (tp * pp) && !stop(s); k++) {
+                const int cp = (int)dn[k];
                 if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp,
                                                            cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
                     continue;
@@ -332,9 +387,10 @@ static void enumerate(search *s)
                 if (rq->batch % dp != 0)
                     continue;
                 const long long per_replica = rq->batch / dp;
-                for (long long b = 1; b <= per_replica && b <= 0x7fffffff && !stop(s); b++) {
-                    if (per_replica % b != 0 || !fixed_or(rq->micro_batch_size, (int)b) ||
-                        per_replica / b > 0x7fffffff)
+                const int nb = divisors(per_replica, db);
+                for (int q = 0; q < nb && db[q] <= 0x7fffffff && !stop(s); q++) {
+                    const long long b = db[q];
+                    if (!fixed_or(rq->micro_batch_size, (int)b) || per_replica / b > 0x7fffffff)
                         continue;
                     ptdp_plan_layout l = {
                         .dp = dp, .tp = tp, .pp = pp, .cp = cp,

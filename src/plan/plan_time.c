@@ -325,7 +325,7 @@ static double walk_units(const ctx *x, const piece_cost *pc, int which)
 
 /* The schedule of (name, p, m, v), made once: the search asks for the same
  * few many times. */
-#define CACHE 32
+#define CACHE 256
 static _Thread_local struct {   /* one per thread: nobody frees what another plays */
     ptdp_schedule *s[CACHE];
     int next;
