@@ -33,6 +33,7 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "ptdp/model_plan.h"
 
 #define INIT_STD 0.02
 
@@ -391,6 +392,8 @@ static int gpt_positions(const ptdp_model_config *c)
     return ptdp_gpt(c)->seq_len;
 }
 
+extern const ptdp_model_plan ptdp_gpt_plan;   /* gpt_plan.c */
+
 const ptdp_model_ops ptdp_gpt_ops = {
     .name = "gpt",
     .caps = { .title = "the GPT", .sequences = true, .attention = true, .sequence_parallel = true,
@@ -408,4 +411,5 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .acts_free = ptdp_gpt_acts_free,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB),   /* the tied embedding's two copies */
     .backward_input = ptdp_gpt_backward_input,
+    .plan = &ptdp_gpt_plan,
 };

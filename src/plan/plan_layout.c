@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/models.h"
-#include "ptdp/gpt.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -50,8 +50,10 @@ static bool plannable(const ptdp_model_caps *caps)
 ptdp_plan_request ptdp_plan_request_defaults(void)
 {
     ptdp_train_config t = ptdp_train_defaults();
+    const ptdp_model_ops *ops = ptdp_model_first_with(plannable);
     ptdp_plan_request rq = {
-        .model = PTDP_GPT_CONFIG( .ops = ptdp_model_first_with(plannable), .vocab_multiple = 64 ),
+        /* the registry's first plannable model, at its planning defaults */
+        .model = ops != NULL && ops->plan != NULL ? ops->plan->defaults() : (ptdp_model_config){ .ops = ops },
         .gpus = 1,
         .batch = 1,
         .profile = ptdp_profile_default(),

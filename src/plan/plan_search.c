@@ -1,5 +1,5 @@
 /*
- * plan_search.c — every layout of a GPT on N GPUs, the ones that fit, the
+ * plan_search.c — every layout of a model on N GPUs, the ones that fit, the
  * fastest first.
  *
  * The layouts are the ways to write N as a product and to choose the rest:
@@ -25,7 +25,7 @@
  *                                                           pipeline's fill
  *
  * F and B are a block's forward and backward for one micro-batch, priced
- * by the very functions gpt.c charges the clock with (gpt_cost.h: every
+ * by the very functions the model charges the clock with (model_plan.h: every
  * GEMM at the profile's efficiency for its shape), R = F under full
  * recomputation, fill = micro-batch 0's forward through the first chunk of
  * every stage before the last — no communication, no optimizer.  It times
@@ -47,20 +47,19 @@
 
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
-#include "ptdp/gpt_cost.h"
-#include "ptdp/model.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 
 /* ------------------------------------------------------------ the bound */
 
-static int padded_vocab(const ptdp_model_config *m, int tp)
+/* The planning table of the request's model (model_plan.h). */
+static const ptdp_model_plan *plan_of(const ptdp_plan_request *rq)
 {
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
-    return gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
+    return ptdp_model_of(&rq->model)->plan;
 }
 
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
- * functions gpt.c charges the clock with (gpt_cost.h), in seconds. */
+ * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
     int tp, cp, b;
     bool sp, selective;
@@ -74,18 +73,17 @@ static piece_cost piece_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     const ptdp_profile *p = rq->profile;
     const double peak = ptdp_profile_peak(p, rq->bf16);
     const int cp = l->cp > 1 ? l->cp : 1;
-    ptdp_gpt_shape sh = ptdp_gpt_shape_make(&rq->model, l->micro_batch_size, l->tp, l->sp, cp, 0, true);
-    sh.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    sh.split = false;
+    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    ptdp_plan_flops f;
+    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, selective, false, &f);
     piece_cost c = {
-        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = sh.selective,
-        .block_f = ptdp_gpt_cost_block_forward(p, &sh) / peak,
-        .block_b = ptdp_gpt_cost_block_backward(p, &sh) / peak,
-        .embed_f = ptdp_gpt_cost_embed_forward(p, &sh) / peak,
+        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = selective,
+        .block_f = f.block_fwd / peak,
+        .block_b = f.block_bwd / peak,
+        .embed_f = f.embed_fwd / peak,
     };
-    c.embed = c.embed_f + ptdp_gpt_cost_embed_backward(p, &sh) / peak;
-    c.head = (ptdp_gpt_cost_head_forward(p, &sh) + ptdp_gpt_cost_head_backward(p, &sh) +
-              ptdp_gpt_cost_lnf_backward(p, &sh)) / peak;
+    c.embed = c.embed_f + f.embed_bwd / peak;
+    c.head = (f.head_fwd + f.head_bwd + f.lnf_bwd) / peak;
     return c;
 }
 
@@ -108,7 +106,7 @@ static int stage_blocks(int layers, int pp, int v, int s)
  *     T ≥ max( M (blocks_0 (F + B + R) + embedding),
  *              fill + M (blocks_last (F + B + R) + head) )
  *
- * F, B a block's forward and backward as gpt.c charges them, R = F under
+ * F, B a block's forward and backward as the model charges them, R = F under
  * full recomputation.  No communication, no optimizer: a lower bound. */
 static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const piece_cost *c)
 {
@@ -203,7 +201,7 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
         return false;
     if (l->zero == 3 && (spread == 1 || v > 1 || zb))
         return false;
-    if (l->sp && l->cp > 1 && (ptdp_gpt(&rq->model)->seq_len / l->cp) % l->tp != 0)
+    if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
     return true;
 }
@@ -324,7 +322,7 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
                     l->recompute = (ptdp_recompute)r;
                     for (int sp = 0; sp <= 1 && !stop(s); sp++) {
                         if ((rq->sp >= 0 && sp != rq->sp) || (sp && l->tp < 2) ||
-                            (sp && ptdp_gpt(&rq->model)->seq_len % l->tp != 0))
+                            (sp && ptdp_model_positions(&rq->model) % l->tp != 0))
                             continue;
                         l->sp = sp;
                         consider(s, l);
@@ -371,8 +369,7 @@ static void enumerate(search *s)
     const int nd = n > 0 ? divisors(n, dn) : 0;
     for (int i = 0; i < nd && !stop(s); i++) {
         const int tp = (int)dn[i];
-        if (!fixed_or(rq->tp, tp) || ptdp_gpt(m)->heads % tp != 0 || m->ffn % tp != 0 ||
-            padded_vocab(m, tp) % tp != 0)
+        if (!fixed_or(rq->tp, tp) || !plan_of(rq)->tp_ok(m, tp))
             continue;
         for (int j = 0; j < nd && dn[j] <= n / tp && dn[j] <= m->layers && !stop(s); j++) {
             const int pp = (int)dn[j];
@@ -381,7 +378,7 @@ static void enumerate(search *s)
             for (int k = 0; k < nd && dn[k] <= n / (tp * pp) && !stop(s); k++) {
                 const int cp = (int)dn[k];
                 if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp,
-                                                           cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
+                                                           cp) || (cp > 1 && ptdp_model_positions(m) % (2 * cp) != 0))
                     continue;
                 const int dp = n / (tp * pp * cp);
                 if (rq->batch % dp != 0)
@@ -434,18 +431,20 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const int positions = ptdp_model_positions(m);
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
         snprintf(why, sizeof why, "%s", s->why);
-    else if (rq->tp > 0 && (gpt->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
-        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, gpt->heads, m->ffn);
+    else if (rq->tp > 0 && !plan_of(rq)->tp_ok(m, rq->tp)) {
+        snprintf(why, sizeof why, "--tp %d does not split the model", rq->tp);
+        ptdp_model_check(m, rq->tp, 1, why, sizeof why);   /* its own message names its flags */
+    }
     else if (rq->pp > 0 && rq->pp > m->layers)
         snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
-    else if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
+    else if (rq->cp > 1 && positions % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
-                 gpt->seq_len, 2 * rq->cp);
+                 positions, 2 * rq->cp);
     else if (rq->gpus % fixed != 0)
         snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
     else

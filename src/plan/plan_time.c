@@ -7,7 +7,7 @@
  * member arrives.  One step of a layout is then, on every device:
  *
  *   pipeline phase   the schedule's actions, each F / B / W the model's
- *                    charges (gpt_cost.h) at the layout's shapes, plus the
+ *                    charges (model_plan.h) at the layout's shapes, plus the
  *                    collectives that block the compute stream inside it:
  *                      TP   2 all-reduces a block forward, 2 backward (g, f)
  *                           R C values each; under SP an all-gather and a
@@ -59,10 +59,10 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/gpt_cost.h"
 #include "ptdp/schedule.h"
 #include "ptdp/types.h"
-#include "ptdp/gpt.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 
 #define REAL ((double)sizeof(ptdp_real))
 
@@ -157,7 +157,8 @@ typedef struct {
     const ptdp_plan_request *rq;
     const ptdp_plan_layout *l;
     mesh_info mesh;
-    ptdp_gpt_shape shape, split;
+    ptdp_plan_dims shape;          /* a micro-batch on one device          */
+    ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
     bool full, z3, split_bw;
 } ctx;
@@ -198,7 +199,7 @@ static void block_cp(const ctx *x, double *f, double *b)
     *b = (n - 1) * 2 * ring_hop(&x->mesh, 2 * kv, n, x->l->tp) + 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
 }
 
-static double block_params(const ptdp_gpt_shape *s)
+static double block_params(const ptdp_plan_dims *s)
 {
     const double C = s->C, Cl = s->Cl, Fl = s->Fl;
     return 4 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + Fl * C + Fl + C * Fl + C;
@@ -207,8 +208,8 @@ static double block_params(const ptdp_gpt_shape *s)
 /* The units of piece g and the piece's F, B (and B, W split) times. */
 static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
 {
-    const ptdp_profile *p = x->rq->profile;
-    const ptdp_gpt_shape *s = &x->shape, *sb = x->split_bw ? &x->split : &x->shape;
+    const ptdp_plan_dims *s = &x->shape;
+    const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
     const bool first = g == 0, last = g == P - 1;
     const int n = piece_layers(x->rq->model.layers, P, g);
     const double S = (double)s->R * s->C * REAL;
@@ -225,10 +226,10 @@ static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
         u->kind = UNIT_EMBED;
         double tf = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
         double tb = sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0;
-        u->fwd = secs(x, ptdp_gpt_cost_embed_forward(p, s)) + tf;
-        u->bwd = secs(x, ptdp_gpt_cost_embed_backward(p, s)) + tb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_embed_backward(p, sb)) + tb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_embed(p, s)) : 0;
+        u->fwd = secs(x, f->embed_fwd) + tf;
+        u->bwd = secs(x, f->embed_bwd) + tb;
+        u->bwd_in = secs(x, fb->embed_bwd) + tb;
+        u->w = x->split_bw ? secs(x, f->embed_w) : 0;
         u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
         pc->tp_f += tf;
         pc->tp_b += tb;
@@ -239,10 +240,10 @@ static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
     for (int i = 0; i < n; i++) {
         unit_cost *u = &pc->u[k++];
         u->kind = UNIT_BLOCK;
-        u->fwd = secs(x, ptdp_gpt_cost_block_forward(p, s)) + tpf + cpf;
-        u->bwd = secs(x, ptdp_gpt_cost_block_backward(p, s)) + tpb + cpb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_block_backward(p, sb)) + tpb + cpb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_block_w(p, s)) : 0;
+        u->fwd = secs(x, f->block_fwd) + tpf + cpf;
+        u->bwd = secs(x, f->block_bwd) + tpb + cpb;
+        u->bwd_in = secs(x, fb->block_bwd) + tpb + cpb;
+        u->w = x->split_bw ? secs(x, f->block_w) : 0;
         u->numel = block_params(s);
         pc->tp_f += tpf;
         pc->tp_b += tpb;
@@ -255,10 +256,10 @@ static int piece_of(const ctx *x, int g, int P, piece_cost *pc)
         double tf = (sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0) +
                     3 * tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * sizeof(double));
         double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
-        u->fwd = secs(x, ptdp_gpt_cost_head_forward(p, s)) + tf;
-        u->bwd = secs(x, ptdp_gpt_cost_head_backward(p, s) + ptdp_gpt_cost_lnf_backward(p, s)) + tb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_head_backward(p, sb) + ptdp_gpt_cost_lnf_backward(p, sb)) + tb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_head(p, s)) : 0;
+        u->fwd = secs(x, f->head_fwd) + tf;
+        u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tb;
+        u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tb;
+        u->w = x->split_bw ? secs(x, f->head_w) : 0;
         u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
         pc->tp_f += tf;
         pc->tp_b += tb;
@@ -524,10 +525,10 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const piece_cost *const *pc
     /* parameters in flat order: pieces' units from the head back */
     for (int k = 0; k < npcs; k++) {
         const piece_cost *pc = pcs[k];
-        const ptdp_gpt_shape *s = &x->shape;
+        const ptdp_plan_dims *s = &x->shape;
         for (int i = pc->nunits - 1; i >= 0; i--) {
             const unit_cost *u = &pc->u[i];
-            /* the unit's tensors in gpt_model.c's order (lay_out) */
+            /* the unit's tensors in the model's order (lay_out) */
             const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
             double sizes[12];
             int ns = 0;
@@ -604,10 +605,13 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (e == NULL || x.peak <= 0)
         return PTDP_EINVAL;
     x.split_bw = e->split_backward;
-    x.shape = ptdp_gpt_shape_make(c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, 0, true);
-    x.shape.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    x.split = x.shape;
-    x.split.split = true;
+    const ptdp_model_plan *mp = ptdp_model_of(c)->plan;
+    if (mp == NULL)
+        return PTDP_EINVAL;
+    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    mp->dims(c, l->micro_batch_size, l->tp, l->sp && l->tp > 1, x.mesh.cp, &x.shape);
+    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, false, &x.fl);
+    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, true, &x.fl_split);
 
     piece_cost *pc = calloc((size_t)P, sizeof *pc);
     double *send = calloc((size_t)P, sizeof *send);
@@ -748,7 +752,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         for (int g = 0; g < P; g++)
             if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
                 slow = g;
-        const double B = (double)rq->batch, sl = ptdp_gpt(c)->seq_len, L = c->layers, h = c->hidden, V = ptdp_gpt(c)->vocab;
+        const double B = (double)rq->batch, sl = ptdp_model_positions(c);
         const double N = (double)l->dp * x.mesh.cp * l->tp * l->pp;
         out->step_s = sync + post;
         out->forward_s = pc[slow].f;
@@ -761,12 +765,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
         out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
-        out->model_flops = 72 * B * sl * L * h * h * (1 + sl / (6 * h) + V / (12 * L * h));
-        out->hardware_flops = out->model_flops;
-        if (l->recompute == PTDP_RECOMPUTE_FULL)
-            out->hardware_flops += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
-        else if (l->recompute == PTDP_RECOMPUTE_SELECTIVE)
-            out->hardware_flops += 4 * B * sl * sl * h * L;
+        mp->step_flops(c, B, x.full, selective, &out->model_flops, &out->hardware_flops);
         out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
         out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;
     }
