@@ -113,6 +113,25 @@ typedef struct {
     /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols
      * per sample (y_cols 0: one label, y is [steps, B]). */
     void (*samples)(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols);
+
+    /* ---- `ptdp plan` (cli/plan_cmd.c, plan_print.c), for a model with a
+     * planning table (model_plan.h); all NULL / 0 for the others. */
+    /* Its own flags with the planner's largest values (largest[0]). */
+    const ptdp_model_flag *plan_flags;
+    int nplan_flags;
+    /* Its help lines for `ptdp plan --help`. */
+    void (*plan_help)(FILE *out);
+    /* Its parameters, the whole model (the table's "GPT of 1.01T …"). */
+    double (*plan_parameters)(const ptdp_model_config *m);
+    /* The table's first line: the model, its sizes, the batch. */
+    void (*plan_header)(FILE *f, const ptdp_model_config *m, const char *params, long long batch);
+    /* Its flags on the `ptdp train` line that runs a layout
+     * (" --model … --layers …"). */
+    void (*plan_train_flags)(FILE *f, const ptdp_model_config *m);
+    /* --explain's model FLOPs a step, term by term (the count's formula
+     * with the numbers), then the rate per GPU. */
+    void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
+                       double tflops_per_gpu);
 } ptdp_model_cli;
 
 /* The CLI side of cfg's model (cli/models/models_cli.c), or one with no
