@@ -138,6 +138,12 @@ typedef struct {
  * flags and no hooks for a model that has none. */
 const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg);
 
+/* Set cfg's own flag `name` ("--heads") to value through its model's CLI
+ * table, for a command that builds a config of the model it was given
+ * (bench, figures) without knowing the model's fields.  0, or PTDP_EINVAL
+ * if the model has no such flag. */
+int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value);
+
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */
 void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *defaults);
