@@ -181,8 +181,10 @@ static int parse(int argc, char **argv, plan_options *o)
     const char *model = NULL, *profile = NULL;
     ptdp_model_config *m = &rq->model;
     const ptdp_model_ops *planned = model_of_argv(argc, argv);
-    if (has_plan(planned))
+    if (has_plan(planned)) {
         *m = planned->plan->defaults();
+        m->ops = planned;
+    }
     const ptdp_model_cli *cli = ptdp_model_cli_of(m);
 
     ptdp_args a;

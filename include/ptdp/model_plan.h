@@ -57,7 +57,8 @@ typedef struct {
 } ptdp_plan_flops;
 
 typedef struct ptdp_model_plan {
-    /* The model at the planner's starting sizes (every flag of it unset). */
+    /* The model at the planner's starting sizes (every flag of it unset;
+     * ops NULL: the caller sets it to the model's table). */
     ptdp_model_config (*defaults)(void);
     /* Its flags a plan must give (NULL-terminated "--heads", …), read
      * back by `required_value` (0: not given). */

@@ -24,12 +24,12 @@
 #include <string.h>
 
 #include "ptdp/gpt.h"
-#include "ptdp/gpt_cost.h"
+#include "gpt_cost.h"
 #include "ptdp/model_plan.h"
 
 static ptdp_model_config plan_defaults(void)
 {
-    return PTDP_GPT_CONFIG( .ops = &ptdp_gpt_ops, .vocab_multiple = 64 );
+    return PTDP_GPT_CONFIG( .vocab_multiple = 64 );   /* ops: the caller's (this model's) */
 }
 
 static const char *const required[] = { "--heads", "--seq-len", "--vocab", NULL };

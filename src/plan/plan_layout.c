@@ -53,7 +53,7 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
     const ptdp_model_ops *ops = ptdp_model_first_with(plannable);
     ptdp_plan_request rq = {
         /* the registry's first plannable model, at its planning defaults */
-        .model = ops != NULL && ops->plan != NULL ? ops->plan->defaults() : (ptdp_model_config){ .ops = ops },
+        .model = ops != NULL && ops->plan != NULL ? ops->plan->defaults() : (ptdp_model_config){ 0 },
         .gpus = 1,
         .batch = 1,
         .profile = ptdp_profile_default(),
@@ -62,6 +62,7 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
         .tp = -1, .pp = -1, .cp = -1, .zero = -1, .micro_batch_size = -1, .virtual_stages = -1,
         .recompute = -1, .sp = -1, .schedule = NULL,
     };
+    rq.model.ops = ops;
     return rq;
 }
 
