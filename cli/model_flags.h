@@ -143,6 +143,8 @@ const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg);
  * (bench, figures) without knowing the model's fields.  0, or PTDP_EINVAL
  * if the model has no such flag. */
 int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value);
+/* The value of cfg's own flag `name`, or 0 if its model has none. */
+int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name);
 
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */

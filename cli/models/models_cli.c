@@ -59,3 +59,12 @@ int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value)
         }
     return PTDP_EINVAL;
 }
+
+int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(cfg);
+    for (int k = 0; k < cli->nflags; k++)
+        if (cli->flags[k].field != PTDP_FLAG_PATH && strcmp(cli->flags[k].name, name) == 0)
+            return *(const int *)(const void *)((const char *)cfg + cli->flags[k].field);
+    return 0;
+}
