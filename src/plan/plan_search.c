@@ -172,19 +172,23 @@ typedef struct {
     ptdp_plan_search_stats st;
     entry *e;
     long long n, cap;
-    long long work;                /* the weighing done so far (see WORK_MAX)       */
+    long long work, budget;        /* the weighing done so far, and its limit
+                                      (WORK_MAX; the probes share one of their own) */
     int rc;                        /* an error of the memory model, ENOMEM, or
                                       PTDP_EINVAL past WORK_MAX                     */
     char why[PTDP_MSG_MAX];        /* the first reason a whole layout was refused  */
 } search;
 
-/* The most weighing one search does: a layout considered counts 1, a
- * valid one (the memory model weighs its stages, every one of the p v
- * when interleaved or ZB-H1) 1 + p v more.  The flags bound the layouts
- * (--gpus, --batch, --layers make them many); past this the search stops
- * and says which flags to fix, so every question is answered in seconds
- * (tests/cli/plan_limits.sh). */
-#define WORK_MAX 12000000LL
+/* The most weighing one search does, in units of about one stage the
+ * memory model weighs (some 30 ns): a layout considered costs CONSIDER_UNITS
+ * (the cheap rules), a valid one VALID_UNITS more (the loop's own rules,
+ * the memory model, its place among the candidates) and then one a stage
+ * it weighs.  The flags bound the layouts (--gpus, --batch, --layers make
+ * them many); past this the search stops and says which flags to fix, so
+ * every question is answered in seconds (tests/cli/plan_limits.sh).  The
+ * PTD-P paper's 1T GPT on 3072 GPUs, every layout free, costs 112M. */
+#define WORK_MAX 150000000LL
+enum { CONSIDER_UNITS = 7, VALID_UNITS = 33 };
 
 static bool stop(const search *s)
 {
@@ -206,19 +210,30 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     return true;
 }
 
+/* The stages the memory model weighs for a layout (plan_memory.c): the
+ * first, the second and the last with one chunk a stage and no deferred
+ * W; every stage's every chunk otherwise. */
+static long long weighed_stages(const ptdp_plan_layout *l)
+{
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    if (v == 1 && strcmp(l->schedule, "zb-h1") != 0)
+        return l->pp < 3 ? l->pp : 3;
+    return (long long)l->pp * v;
+}
+
 /* Count `units` of work; past WORK_MAX stop the search with a message
  * naming the flags that make the layouts many. */
 static bool spend(search *s, long long units)
 {
     s->work += units;
-    if (s->work <= WORK_MAX)
+    if (s->work <= s->budget)
         return true;
     if (s->rc == 0) {
         s->rc = PTDP_EINVAL;
         s->st.over_limit = true;
         snprintf(s->why, sizeof s->why,
                  "these flags leave too many layouts to weigh (over the planner's limit of %lld units of work, "
-                 "a unit a layout and one a stage each valid one weighs): fix part of the layout (--tp, --pp, "
+                 "some 30 ns each): fix part of the layout (--tp, --pp, "
                  "--cp, --micro-batch-size, --schedule, --virtual-stages, --zero, --recompute, --sp) or plan "
                  "fewer --gpus, a smaller --batch or fewer --layers", WORK_MAX);
     }
@@ -244,7 +259,7 @@ static void consider(search *s, ptdp_plan_layout *l)
 {
     const ptdp_plan_request *rq = s->rq;
     s->st.considered++;
-    if (!spend(s, 1))
+    if (!spend(s, CONSIDER_UNITS))
         return;
     if (!cheap_ok(rq, l))
         return;
@@ -257,7 +272,7 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     }
     s->st.valid++;
-    if (!spend(s, 1 + (long long)l->pp * (l->virtual_stages > 1 ? l->virtual_stages : 1)))
+    if (!spend(s, VALID_UNITS + weighed_stages(l)))
         return;
     if (s->probe == PROBE_VALID) {
         s->found = true;
@@ -400,25 +415,28 @@ static void enumerate(search *s)
     }
 }
 
-static void search_run(search *s, const ptdp_plan_request *rq, double device_bytes, int probe)
+static void search_run(search *s, const ptdp_plan_request *rq, double device_bytes, int probe, long long budget)
 {
     memset(s, 0, sizeof *s);
     s->rq = rq;
     s->device_bytes = device_bytes;
     s->probe = probe;
     s->st.device_bytes = device_bytes;
+    s->budget = budget;
     enumerate(s);
 }
 
 /* Is there a layout (PROBE_VALID) or a fitting one (PROBE_FITS) of rq with
  * this many GPUs and this batch? */
-static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, long long batch, int what)
+static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, long long batch, int what,
+                  long long *left)
 {
     ptdp_plan_request q = *rq;
     q.gpus = gpus;
     q.batch = batch;
     search s;
-    search_run(&s, &q, device_bytes, what);
+    search_run(&s, &q, device_bytes, what, *left);
+    *left -= s.work;
     free(s.e);
     return s.found;
 }
@@ -432,6 +450,7 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
     const int positions = ptdp_model_positions(m);
+    long long left = WORK_MAX / 2;   /* the probes' work, all together */
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
@@ -454,8 +473,8 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     char gpus[96] = "", batch[96] = "";
     for (int d = 1; d <= 64 && gpus[0] == '\0'; d++) {
         int lo = rq->gpus - d, hi = rq->gpus + d;
-        bool l_ok = lo >= 1 && probe(rq, 0, lo, rq->batch, PROBE_VALID);
-        bool h_ok = probe(rq, 0, hi, rq->batch, PROBE_VALID);
+        bool l_ok = lo >= 1 && probe(rq, 0, lo, rq->batch, PROBE_VALID, &left);
+        bool h_ok = probe(rq, 0, hi, rq->batch, PROBE_VALID, &left);
         if (l_ok && h_ok)
             snprintf(gpus, sizeof gpus, "--gpus %d or %d", lo, hi);
         else if (l_ok || h_ok)
@@ -463,8 +482,8 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     }
     for (long long d = 1; d <= 256 && batch[0] == '\0'; d++) {
         long long lo = rq->batch - d, hi = rq->batch + d;
-        bool l_ok = lo >= 1 && probe(rq, 0, rq->gpus, lo, PROBE_VALID);
-        bool h_ok = probe(rq, 0, rq->gpus, hi, PROBE_VALID);
+        bool l_ok = lo >= 1 && probe(rq, 0, rq->gpus, lo, PROBE_VALID, &left);
+        bool h_ok = probe(rq, 0, rq->gpus, hi, PROBE_VALID, &left);
         if (l_ok && h_ok)
             snprintf(batch, sizeof batch, "--batch %lld or %lld", lo, hi);
         else if (l_ok || h_ok)
@@ -489,6 +508,7 @@ static void layout_text(const ptdp_plan_layout *l, char *buf, size_t len)
 static void explain_nothing_fits(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
+    long long left = WORK_MAX / 2;   /* the probes' work, all together */
     char need[32], have[32], lay[160], more[96] = "";
     ptdp_format_bytes(s->st.smallest_memory.total, need, sizeof need);
     ptdp_format_bytes(s->device_bytes, have, sizeof have);
@@ -497,7 +517,7 @@ static void explain_nothing_fits(const search *s, char *msg, size_t len)
         long long g = (long long)rq->gpus << k;
         if (g > 0x7fffffff)
             break;
-        if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS))
+        if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS, &left))
             snprintf(more, sizeof more, "; %lld GPUs of %s would (--gpus %lld)", g, have, g);
     }
     snprintf(msg, len,
@@ -539,7 +559,7 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
     search *s = malloc(sizeof *s);
     if (s == NULL)
         return PTDP_ENOMEM;
-    search_run(s, rq, device_bytes, PROBE_NONE);
+    search_run(s, rq, device_bytes, PROBE_NONE, WORK_MAX);
     int rc = s->rc;
     if (rc != 0)
         snprintf(msg, len, "%s", rc == PTDP_ENOMEM ? "out of host memory holding the layouts" : s->why);
