@@ -119,6 +119,25 @@ typedef struct {
      * closing words: what it shows. */
     int  (*demo)(int argc, char **argv);
     const char *demo_summary;
+
+    /* ---- `ptdp plan` (cli/plan_cmd.c, plan_print.c), for a model with a
+     * planning table (model_plan.h); all NULL / 0 for the others. */
+    /* Its own flags with the planner's largest values (largest[0]). */
+    const ptdp_model_flag *plan_flags;
+    int nplan_flags;
+    /* Its help lines for `ptdp plan --help`. */
+    void (*plan_help)(FILE *out);
+    /* Its parameters, the whole model (the table's "GPT of 1.01T …"). */
+    double (*plan_parameters)(const ptdp_model_config *m);
+    /* The table's first line: the model, its sizes, the batch. */
+    void (*plan_header)(FILE *f, const ptdp_model_config *m, const char *params, long long batch);
+    /* Its flags on the `ptdp train` line that runs a layout
+     * (" --model … --layers …"). */
+    void (*plan_train_flags)(FILE *f, const ptdp_model_config *m);
+    /* --explain's model FLOPs a step, term by term (the count's formula
+     * with the numbers), then the rate per GPU. */
+    void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
+                       double tflops_per_gpu);
 } ptdp_model_cli;
 
 /* The CLI side of cfg's model (cli/models/models_cli.c), or one with no
@@ -126,6 +145,14 @@ typedef struct {
 const ptdp_model_cli *ptdp_model_cli_of(const ptdp_model_config *cfg);
 /* The same for a registered model's table of functions. */
 const ptdp_model_cli *ptdp_model_cli_for(const ptdp_model_ops *ops);
+
+/* Set cfg's own flag `name` ("--heads") to value through its model's CLI
+ * table, for a command that builds a config of the model it was given
+ * (bench, figures) without knowing the model's fields.  0, or PTDP_EINVAL
+ * if the model has no such flag. */
+int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value);
+/* The value of cfg's own flag `name`, or 0 if its model has none. */
+int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name);
 
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */

@@ -1,5 +1,5 @@
 /*
- * plan_cmd.c — `ptdp plan`: which layout for this GPT on this cluster, does
+ * plan_cmd.c — `ptdp plan`: which layout for this model on this cluster, does
  * it fit, and how fast will it run?
  *
  *   ptdp plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 \
@@ -25,7 +25,10 @@
  *     print     a table, --json or --explain (plan_print.c)
  *
  * Exit status: 0 a plan; 1 nothing fits (what would is said); 2 a bad
- * command line, including layouts that cannot divide (what would is said).
+ * command line, including layouts that cannot divide (what would is said)
+ * and flags that leave more layouts than the search weighs (plan_search.c
+ * WORK_MAX: which flags to fix is said), so every question is answered in
+ * seconds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,31 +36,63 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model_flags.h"
 #include "plan_print.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
-#include "ptdp/gpt.h"
 
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
 
+/* The models the planner prices: those with a planning table. */
+static bool plannable(const ptdp_model_caps *caps)
+{
+    return caps->plannable;
+}
+
+static bool has_plan(const ptdp_model_ops *ops)
+{
+    return ops != NULL && ops->caps.plannable && ops->plan != NULL;
+}
+
+/* "gpt", or "a|b": the models --model takes here, from the registry. */
+static const char *plannable_names(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < ptdp_model_count() && at + 1 < len; k++)
+        if (has_plan(ptdp_model_at(k)))
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? "|" : "", ptdp_model_at(k)->name);
+    return buf;
+}
+
 static void usage(void)
 {
+    char names[128];
+    plannable_names(names, sizeof names);
     printf(
-        "usage: ptdp plan --model gpt --layers L --hidden h --heads a --seq-len s --vocab V\n"
+        "usage: ptdp plan --model %s --layers L --hidden h [the model's flags]\n"
         "                 --batch B --gpus N --profile P [flags]\n"
         "\n"
-        "Choose the layout of a GPT on a GPU cluster: every way of cutting it over N GPUs\n"
+        "Choose the layout of a model on a GPU cluster: every way of cutting it over N GPUs\n"
         "(N = dp x tp x pp x cp, micro-batches M = B / (b dp)), its memory per GPU and its\n"
         "step time by the cost model `ptdp train` runs; the fastest that fit, best first.\n"
         "\n"
         "the model and the batch (all required):\n"
-        "  --model gpt         the planner plans GPTs\n"
-        "  --layers L --hidden h --heads a --seq-len s --vocab V\n"
-        "  --ffn F             the MLP's width (default 4 x hidden)\n"
-        "  --vocab-multiple K  the vocabulary is padded to a multiple of K x tp (default 64)\n"
+        "  --model %-11s the models the planner prices\n"
+        "  --layers L --hidden h\n"
+        "  --ffn F             the feed-forward width (default 4 x hidden)\n", names, names);
+    for (int k = 0; k < ptdp_model_count(); k++) {
+        const ptdp_model_ops *ops = ptdp_model_at(k);
+        const ptdp_model_config cfg = { .ops = ops };
+        const ptdp_model_cli *cli = ptdp_model_cli_of(&cfg);
+        if (has_plan(ops) && cli->plan_help != NULL)
+            cli->plan_help(stdout);
+    }
+    printf(
         "  --batch B           sequences per step (global)\n"
         "the cluster:\n"
         "  --gpus N            GPUs (required)\n"
@@ -77,7 +112,8 @@ static void usage(void)
         "                      with --json, on stderr\n"
         "\n"
         "Exit status: 0 a plan; 1 nothing fits (the message says what would);\n"
-        "2 a bad command line, or no layout divides (the message says what would).\n");
+        "2 a bad command line, no layout divides (the message says what would), or the flags\n"
+        "leave more layouts than the planner weighs (the message says which flags to fix).\n");
 }
 
 static void list_profiles(FILE *f)
@@ -105,10 +141,30 @@ static void profile_names(char *buf, size_t len)
 
 /* ---- parse: each flag as typed ------------------------------------------ */
 
-/* The models the planner prices. */
-static bool plannable(const ptdp_model_caps *caps)
+/* The model whose flags the command line reads: --model's if it is
+ * planned (a look ahead: --model may come after its flags), else the
+ * registry's first plannable model (validate refuses the others). */
+static const ptdp_model_ops *model_of_argv(int argc, char **argv)
 {
-    return caps->plannable;
+    const ptdp_model_ops *ops = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--model") == 0)
+            ops = ptdp_model_lookup(argv[i + 1]);
+    return has_plan(ops) ? ops : ptdp_model_first_with(plannable);
+}
+
+/* One of the model's own plan flags (cli/models/): its value into the
+ * config's field, within the planner's limits.  1 if it was one. */
+static int model_plan_flag(ptdp_args *a, const ptdp_model_cli *cli, ptdp_model_config *m, int *rc)
+{
+    for (int k = 0; k < cli->nplan_flags; k++) {
+        const ptdp_model_flag *fl = &cli->plan_flags[k];
+        if (fl->field != PTDP_FLAG_PATH && ptdp_args_is(a, fl->name)) {
+            *rc = ptdp_args_int(a, fl->smallest, fl->largest[0], (int *)(void *)((char *)m + fl->field));
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int parse(int argc, char **argv, plan_options *o)
@@ -124,7 +180,12 @@ static int parse(int argc, char **argv, plan_options *o)
     size_t mem = 0;
     const char *model = NULL, *profile = NULL;
     ptdp_model_config *m = &rq->model;
-    ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const ptdp_model_ops *planned = model_of_argv(argc, argv);
+    if (has_plan(planned)) {
+        *m = planned->plan->defaults();
+        m->ops = planned;
+    }
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
 
     ptdp_args a;
     ptdp_args_init(&a, "plan", argc, argv, 1);
@@ -135,10 +196,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->layers);
         else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 24, &m->hidden);
         else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->ffn);
-        else if (ptdp_args_is(&a, "--heads")) rc = ptdp_args_int(&a, 1, 1 << 20, &gpt->heads);
-        else if (ptdp_args_is(&a, "--seq-len")) rc = ptdp_args_int(&a, 2, 1 << 24, &gpt->seq_len);
-        else if (ptdp_args_is(&a, "--vocab")) rc = ptdp_args_int(&a, 1, 1 << 26, &gpt->vocab);
-        else if (ptdp_args_is(&a, "--vocab-multiple")) rc = ptdp_args_int(&a, 1, 1 << 16, &gpt->vocab_multiple);
+        else if (model_plan_flag(&a, cli, m, &rc)) { }
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
@@ -196,28 +254,33 @@ static int validate(plan_options *o)
 {
     ptdp_plan_request *rq = &o->rq;
     ptdp_model_config *m = &rq->model;
-    ptdp_gpt_settings *gpt = ptdp_gpt(m);
     char names[256];
     profile_names(names, sizeof names);
     /* the models the planner prices: their caps say so */
     const ptdp_model_ops *p = ptdp_model_first_with(plannable), *ops = ptdp_model_lookup(o->model_name);
     const char *pt = p && p->caps.title ? p->caps.title : "?";
     pt += strncmp(pt, "the ", 4) == 0 ? 4 : 0;   /* "the GPT" -> "GPTs" */
+    char planned[128];   /* the registry's plannable models, "gpt" or "a|b" */
+    plannable_names(planned, sizeof planned);
     if (o->model_name == NULL)
-        return ptdp_usage_error("plan", "--model is required: the planner plans %ss (--model %s)", pt,
-                                p ? p->name : "?");
-    if (ops == NULL || !ops->caps.plannable)
+        return ptdp_usage_error("plan", "--model is required: the planner plans %ss (--model %s)", pt, planned);
+    if (!has_plan(ops))
         return ptdp_usage_error("plan", "--model %s: the planner plans %ss only (--model %s); %s is "
-                                "trained with ptdp train", o->model_name, pt, p ? p->name : "?",
+                                "trained with ptdp train", o->model_name, pt, planned,
                                 ops && ops->caps.title ? ops->caps.title : "it");
     m->ops = ops;
+    /* every model's sizes, its own (its planning table lists them), the batch and N */
     struct { const char *flag; long long value; } need[] = {
-        { "--layers", m->layers }, { "--hidden", m->hidden }, { "--heads", gpt->heads },
-        { "--seq-len", gpt->seq_len }, { "--vocab", gpt->vocab }, { "--batch", rq->batch }, { "--gpus", rq->gpus },
+        { "--layers", m->layers }, { "--hidden", m->hidden }, { NULL, 0 }, { "--batch", rq->batch },
+        { "--gpus", rq->gpus },
     };
-    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++)
-        if (need[k].value == 0)
+    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+        for (const char *const *own = need[k].flag == NULL ? ops->plan->required : NULL; own && *own; own++)
+            if (ops->plan->required_value(m, *own) == 0)
+                return ptdp_usage_error("plan", "%s is required (ptdp plan --help lists the flags)", *own);
+        if (need[k].flag != NULL && need[k].value == 0)
             return ptdp_usage_error("plan", "%s is required (ptdp plan --help lists the flags)", need[k].flag);
+    }
     if (o->profile_name == NULL)
         return ptdp_usage_error("plan", "--profile is required: the cluster to plan for (one of %s)", names);
     if ((rq->profile = ptdp_profile_find(o->profile_name)) == NULL)
@@ -238,9 +301,9 @@ static int validate(plan_options *o)
     if (rq->pp > m->layers)
         return ptdp_usage_error("plan", "--pp %d: more stages than --layers %d (--pp 1 to %d)", rq->pp, m->layers,
                                 m->layers);
-    if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
+    if (rq->cp > 1 && ptdp_model_positions(m) % (2 * rq->cp) != 0)
         return ptdp_usage_error("plan", "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks (two "
-                                "per CP rank)", rq->cp, gpt->seq_len, 2 * rq->cp);
+                                "per CP rank)", rq->cp, ptdp_model_positions(m), 2 * rq->cp);
     const long long fixed = (long long)(rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) *
                             (rq->cp > 0 ? rq->cp : 1);
     if (rq->gpus % fixed != 0) {
@@ -282,7 +345,7 @@ int ptdp_cmd_plan(int argc, char **argv)
     ptdp_plan_search_stats st = { 0 };
     rc = ptdp_plan_search_top(&o.rq, o.device_bytes, o.top, &c, &n, &st, msg, sizeof msg);
     if (rc != 0) {
-        if (rc == PTDP_EINVAL && st.valid == 0)
+        if (rc == PTDP_EINVAL && (st.valid == 0 || st.over_limit))
             return ptdp_usage_error("plan", "%s", msg);
         fprintf(stderr, "ptdp plan: %s\n", msg);
         return PTDP_EXIT_FAIL;

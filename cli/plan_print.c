@@ -33,20 +33,16 @@
 #include <string.h>
 
 #include "ptdp/arena.h"
-#include "ptdp/gpt.h"
+#include "model_flags.h"
 #include "ptdp/json.h"
 #include "ptdp/device.h"
 #include "ptdp/types.h"
 
-/* Mirrors the GPT's tensors (gpt_model.c): the embeddings V_pad h and s h;
- * a block's two LayerNorms 4h, attention 4h² + 4h, MLP 2 h ffn + ffn + h;
- * the final LayerNorm 2h; the head is tied to the embedding. */
+/* The model's parameters, as its CLI counts them (0 if it does not). */
 double ptdp_plan_parameters(const ptdp_model_config *m)
 {
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
-    const double h = m->hidden, F = m->ffn;
-    const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
-    return (double)vp * h + (double)gpt->seq_len * h + m->layers * (4 * h * h + 2 * h * F + 9 * h + F) + 2 * h;
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
+    return cli->plan_parameters != NULL ? cli->plan_parameters(m) : 0;
 }
 
 /* 1.01T, 175B, 1.3M: the way model sizes are said. */
@@ -79,7 +75,7 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
 {
     const ptdp_plan_request *rq = &o->rq;
     const ptdp_model_config *m = &rq->model;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
     const ptdp_profile *p = rq->profile;
     char params[32], mem[32], node[48] = "";
     const double dev = device_bytes_of(o, st);
@@ -90,8 +86,11 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
         snprintf(mem, sizeof mem, "unlimited memory");
     if (p->gpus_per_node > 0)
         snprintf(node, sizeof node, "%d per node, ", p->gpus_per_node);
-    fprintf(f, "GPT of %s parameters (layers %d, hidden %d, heads %d, ffn %d, seq-len %d, vocab %d), batch %lld\n",
-            params, m->layers, m->hidden, gpt->heads, m->ffn, gpt->seq_len, gpt->vocab, rq->batch);
+    if (cli->plan_header != NULL)
+        cli->plan_header(f, m, params, rq->batch);
+    else
+        fprintf(f, "%s of %s parameters (layers %d, hidden %d, ffn %d), batch %lld\n", ptdp_model_name(m), params,
+                m->layers, m->hidden, m->ffn, rq->batch);
     fprintf(f, "on %d GPUs of %s (%s%s each), %s\n", rq->gpus, p->name, node, mem, precision_name(rq));
     fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
             st->valid, st->fitting, st->timed, n);
@@ -170,10 +169,12 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
     const ptdp_plan_request *rq = &o->rq;
     const ptdp_model_config *m = &rq->model;
     const ptdp_plan_layout *l = &c->layout;
-    fprintf(f, "  ptdp train --model gpt --layers %d --hidden %d --ffn %d --heads %d --seq-len %d --vocab %d",
-            m->layers, m->hidden, m->ffn, ptdp_gpt(m)->heads, ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab);
-    if (ptdp_gpt(m)->vocab_multiple != 64)
-        fprintf(f, " --vocab-multiple %d", ptdp_gpt(m)->vocab_multiple);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
+    fprintf(f, "  ptdp train");
+    if (cli->plan_train_flags != NULL)
+        cli->plan_train_flags(f, m);
+    else
+        fprintf(f, " --model %s --layers %d --hidden %d --ffn %d", ptdp_model_name(m), m->layers, m->hidden, m->ffn);
     fprintf(f, " \\\n      --batch %lld --dp %d --tp %d --pp %d", rq->batch, l->dp, l->tp, l->pp);
     if (l->cp > 1)
         fprintf(f, " --cp %d", l->cp);
@@ -201,7 +202,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
 {
     const ptdp_plan_request *rq = &o->rq;
     const ptdp_model_config *md = &rq->model;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(md);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(md);
     const ptdp_plan_layout *l = &c->layout;
     const ptdp_plan_memory *m = &c->memory;
     const ptdp_plan_time *t = &c->time;
@@ -267,14 +268,15 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             t->dp_comm_s, t->dp_exposed_s);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
-            t->tokens_per_s, rq->batch, gpt->seq_len, t->step_s);
+            t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);
 
     /* FLOPs */
-    const double h = md->hidden, s = gpt->seq_len, L = md->layers, V = gpt->vocab;
     fprintf(f, "\nFLOPs of one step:\n");
-    fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) = 72 x %lld x %g x %g x %g² x (1 + %.4g + %.4g)\n"
-            "            = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", rq->batch, s, L, h,
-            s / (6 * h), V / (12 * L * h), t->model_flops, t->model_tflops_per_gpu);
+    if (cli->plan_flops != NULL)
+        cli->plan_flops(f, md, rq->batch, t->model_flops, t->model_tflops_per_gpu);
+    else
+        fprintf(f, "  model     %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", t->model_flops,
+                t->model_tflops_per_gpu);
     fprintf(f, "  hardware  with what recompute %s redoes = %.4g (%.3f x model)  -> %.1f TFLOP/s per GPU\n",
             ptdp_recompute_name(l->recompute), t->hardware_flops,
             t->model_flops > 0 ? t->hardware_flops / t->model_flops : 0, t->hardware_tflops_per_gpu);

@@ -30,7 +30,7 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
 /* One layout term by term, and the `ptdp train` line that runs it. */
 void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c);
 
-/* The GPT's parameters (its whole model, the head tied to the embedding). */
+/* The model's parameters, the whole model (its CLI's count, model_flags.h). */
 double ptdp_plan_parameters(const ptdp_model_config *m);
 
 #endif

@@ -28,7 +28,7 @@
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
 #include "ptdp/json.h"
-#include "ptdp/gpt.h"
+#include "../model_flags.h"
 
 typedef struct {
     const char *name;
@@ -108,9 +108,10 @@ int ptdp_bench_plan_cmd(int argc, char **argv)
         rq.model.layers = pc->layers;
         rq.model.hidden = pc->hidden;
         rq.model.ffn = 4 * pc->hidden;
-        ptdp_gpt(&rq.model)->heads = pc->heads;
-        ptdp_gpt(&rq.model)->seq_len = pc->seq_len;
-        ptdp_gpt(&rq.model)->vocab = pc->vocab;
+        /* the planner's model (the registry's first plannable one) */
+        ptdp_model_cli_set(&rq.model, "--heads", pc->heads);
+        ptdp_model_cli_set(&rq.model, "--seq-len", pc->seq_len);
+        ptdp_model_cli_set(&rq.model, "--vocab", pc->vocab);
         rq.batch = pc->batch;
         rq.gpus = pc->gpus;
         rq.profile = p;

@@ -30,13 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model_flags.h"
 #include "figures.h"
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
-#include "ptdp/mlp.h"
 #include "ptdp/models.h"
 
 enum { DP = 3, M = 2, B = 10, TRAIN_DP = 2, TRAIN_M = 5 };
@@ -45,8 +45,14 @@ static const uint64_t SEED = 7;
 /* Lesson 02's model and seed: the numbers its check prints. */
 static ptdp_model_config lesson_model(void)
 {
-    return PTDP_MLP_CONFIG( .ops = &ptdp_mlp_ops, .d_in = 6, .hidden = 8, .ffn = 16, .layers = 2,
-                                .classes = 5 );
+    ptdp_model_config c = ptdp_model_default_config();   /* the registry's default model */
+    c.ops = ptdp_model_of(&c);
+    c.hidden = 8;
+    c.ffn = 16;
+    c.layers = 2;
+    ptdp_model_cli_set(&c, "--d-in", 6);
+    ptdp_model_cli_set(&c, "--classes", 5);
+    return c;
 }
 
 /* ---- one step's gradient on `dp` devices --------------------------------------- */

@@ -31,8 +31,9 @@
 #include <string.h>
 
 #include "figures.h"
+#include "../model_flags.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
+#include "ptdp/models.h"
 #include "ptdp/plan.h"
 
 enum { TOP = 5 };
@@ -140,14 +141,13 @@ static void draw_best(ptdp_svg *s, const chart *ch, const ptdp_plan_candidate *c
 
 int fig_plan_layouts(const char *path, char *msg, size_t msglen)
 {
-    ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
+    ptdp_plan_request rq = ptdp_plan_request_defaults();   /* the planner's model */
     rq.model.layers = 36;
     rq.model.hidden = 4096;
-    ptdp_gpt(&rq.model)->heads = 32;
     rq.model.ffn = 4 * 4096;
-    ptdp_gpt(&rq.model)->seq_len = 2048;
-    ptdp_gpt(&rq.model)->vocab = 51200;
+    ptdp_model_cli_set(&rq.model, "--heads", 32);
+    ptdp_model_cli_set(&rq.model, "--seq-len", 2048);
+    ptdp_model_cli_set(&rq.model, "--vocab", 51200);
     rq.batch = 512;
     rq.gpus = 32;
     rq.bf16 = false;                     /* lesson 12's precision: reals, not bf16 */
@@ -201,8 +201,10 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     ch.ylo = floor(log10(slo) * 5) / 5;
     ch.yhi = ceil(log10(shi) * 5) / 5;
 
+    const char *title = ptdp_model_of(&rq.model)->caps.title;   /* "the GPT" */
+    title = title == NULL ? ptdp_model_name(&rq.model) : title + (strncmp(title, "the ", 4) == 0 ? 4 : 0);
     ptdp_svg_text(&s, 20, 26, 16, PTDP_SVG_START | PTDP_SVG_BOLD, NULL,
-                  "ptdp plan: every layout of a 7.5B GPT on %d GPUs (%s, %s)", rq.gpus, PROFILE,
+                  "ptdp plan: every layout of a 7.5B %s on %d GPUs (%s, %s)", title, rq.gpus, PROFILE,
                   PTDP_REAL_NAME);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
                   "L 36, h 4096, 32 heads, s 2048, V 51200, B 512; 1F1B, cp 1, no SP: %d valid layouts, %d fit in "
@@ -241,8 +243,8 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     dot(&s, ch.x + ch.w + 30, ly - 4, 4, NULL, "#333333");
     ptdp_svg_text(&s, ch.x + ch.w + 42, ly, 12, PTDP_SVG_START, NULL, "hollow: does not fit");
     ptdp_svg_text(&s, 20, 628, 11, PTDP_SVG_START, "#555555",
-                  "The same ranking: ptdp plan --model gpt --layers 36 --hidden 4096 --heads 32 --seq-len 2048 "
-                  "--vocab 51200 --batch 512 --gpus 32");
+                  "The same ranking: ptdp plan --model %s --layers 36 --hidden 4096 --heads 32 --seq-len 2048 "
+                  "--vocab 51200 --batch 512 --gpus 32", ptdp_model_name(&rq.model));
     ptdp_svg_text(&s, 20, 644, 11, PTDP_SVG_START, "#555555", "    --profile %s --schedule 1f1b --cp 1 --sp off --top 5",
                   PROFILE);
     free(c);

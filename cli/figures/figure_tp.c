@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../model_flags.h"
 #include "figures.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
@@ -25,7 +26,6 @@
 #include "ptdp/model.h"
 #include "ptdp/models.h"
 #include "ptdp/launch.h"
-#include "ptdp/mlp.h"
 
 enum { TP = 4 };
 
@@ -234,13 +234,15 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen)
     if (err != 0)
         return err;
 
-    const int h = t.cfg.hidden, dff = t.cfg.ffn, C = ptdp_mlp(&t.cfg)->classes;
+    const int h = t.cfg.hidden, dff = t.cfg.ffn, C = ptdp_model_cli_get(&t.cfg, "--classes");
+    const char *title = ptdp_model_of(&t.cfg)->caps.title;   /* "the MLP": the default model */
+    title = title == NULL ? ptdp_model_name(&t.cfg) : title + (strncmp(title, "the ", 4) == 0 ? 4 : 0);
     const int fl = t.fc1[0].rows, cl = t.out[0].rows;
     const double top_of_matrices = 250;
     ptdp_svg s;
     ptdp_svg_begin(&s, 940, top_of_matrices + dff * 1.25 + 26 + 4 * 15 + 24 + 36);
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
-                  "Tensor parallelism, tp = %d: one MLP block and the output layer, cut four ways", TP);
+                  "Tensor parallelism, tp = %d: one %s block and the output layer, cut four ways", TP, title);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
                   "Shapes and offsets read from the parameters ptdp_model_init gives each rank "
                   "(default model: h = %d, d_ff = %d, C = %d).", h, dff, C);

@@ -295,6 +295,57 @@ static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, i
     *y_cols = ptdp_gpt(m)->seq_len;
 }
 
+/* ------------------------------------------------------- `ptdp plan` */
+
+/* The planner's largest values: a cluster's GPT, never run here. */
+static const ptdp_model_flag gpt_plan_flags[] = {
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 20, 1 << 20 } },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 } },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 } },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 } },
+};
+
+static void gpt_plan_help(FILE *out)
+{
+    fprintf(out,
+            "  --model gpt         a GPT: --heads a --seq-len s --vocab V (required)\n"
+            "  --vocab-multiple K  the vocabulary is padded to a multiple of K x tp (default 64)\n");
+}
+
+/* Mirrors the GPT's tensors (gpt_model.c): the embeddings V_pad h and s h;
+ * a block's two LayerNorms 4h, attention 4h² + 4h, MLP 2 h ffn + ffn + h;
+ * the final LayerNorm 2h; the head is tied to the embedding. */
+static double gpt_plan_parameters(const ptdp_model_config *m)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const double h = m->hidden, F = m->ffn;
+    const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
+    return (double)vp * h + (double)gpt->seq_len * h + m->layers * (4 * h * h + 2 * h * F + 9 * h + F) + 2 * h;
+}
+
+static void gpt_plan_header(FILE *f, const ptdp_model_config *m, const char *params, long long batch)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    fprintf(f, "GPT of %s parameters (layers %d, hidden %d, heads %d, ffn %d, seq-len %d, vocab %d), batch %lld\n",
+            params, m->layers, m->hidden, gpt->heads, m->ffn, gpt->seq_len, gpt->vocab, batch);
+}
+
+static void gpt_plan_train_flags(FILE *f, const ptdp_model_config *m)
+{
+    fprintf(f, " --model gpt --layers %d --hidden %d --ffn %d --heads %d --seq-len %d --vocab %d", m->layers,
+            m->hidden, m->ffn, ptdp_gpt(m)->heads, ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab);
+    if (ptdp_gpt(m)->vocab_multiple != 64)
+        fprintf(f, " --vocab-multiple %d", ptdp_gpt(m)->vocab_multiple);
+}
+
+static void gpt_plan_flops(FILE *f, const ptdp_model_config *m, long long batch, double model_flops, double tflops)
+{
+    const double h = m->hidden, s = ptdp_gpt(m)->seq_len, L = m->layers, V = ptdp_gpt(m)->vocab;
+    fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) = 72 x %lld x %g x %g x %g² x (1 + %.4g + %.4g)\n"
+            "            = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", batch, s, L, h,
+            s / (6 * h), V / (12 * L * h), model_flops, tflops);
+}
+
 const ptdp_model_cli ptdp_gpt_cli = {
     .ops = &ptdp_gpt_ops,
     .flags = gpt_flags,
@@ -310,4 +361,11 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .samples = gpt_samples,
     .demo = ptdp_gpt_demo,
     .demo_summary = "the same for a small GPT (attention split by heads, a tied embedding), then it adds",
+    .plan_flags = gpt_plan_flags,
+    .nplan_flags = (int)(sizeof gpt_plan_flags / sizeof gpt_plan_flags[0]),
+    .plan_help = gpt_plan_help,
+    .plan_parameters = gpt_plan_parameters,
+    .plan_header = gpt_plan_header,
+    .plan_train_flags = gpt_plan_train_flags,
+    .plan_flops = gpt_plan_flops,
 };

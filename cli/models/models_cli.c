@@ -13,6 +13,10 @@
  */
 #include "../model_flags.h"
 
+#include <string.h>
+
+#include "ptdp/error.h"
+
 extern const ptdp_model_cli ptdp_mlp_cli, ptdp_gpt_cli;
 
 static const ptdp_model_cli *const clis[] = { &ptdp_mlp_cli, &ptdp_gpt_cli };
@@ -47,4 +51,24 @@ const ptdp_model_cli *ptdp_model_cli_for(const ptdp_model_ops *ops)
         if (clis[i]->ops == ops)
             return clis[i];
     return &generic;
+}
+
+int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(cfg);
+    for (int k = 0; k < cli->nflags; k++)
+        if (cli->flags[k].field != PTDP_FLAG_PATH && strcmp(cli->flags[k].name, name) == 0) {
+            *(int *)(void *)((char *)cfg + cli->flags[k].field) = value;
+            return 0;
+        }
+    return PTDP_EINVAL;
+}
+
+int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(cfg);
+    for (int k = 0; k < cli->nflags; k++)
+        if (cli->flags[k].field != PTDP_FLAG_PATH && strcmp(cli->flags[k].name, name) == 0)
+            return *(const int *)(const void *)((const char *)cfg + cli->flags[k].field);
+    return 0;
 }

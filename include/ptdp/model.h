@@ -267,6 +267,9 @@ struct ptdp_model_ops {
      * w NULL, exactly backward. */
     int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
+    /* Optional (NULL: `ptdp plan` refuses the model): how the planner
+     * prices it (model_plan.h); caps.plannable says the same. */
+    const struct ptdp_model_plan *plan;
 };
 
 struct ptdp_model {

@@ -1,5 +1,5 @@
 /*
- * plan.h — choosing the layout of a GPT on a GPU cluster: memory per GPU
+ * plan.h — choosing the layout of a model on a GPU cluster: memory per GPU
  * and step time of every layout, by the implementation's own formulas and
  * the cost model the virtual clock runs (clock.h).
  *
@@ -16,7 +16,7 @@
  *                      schedule's own count) + what one op holds at once
  *                    + communication buffers
  *     step time      = the pipeline's makespan from the schedule simulator
- *                      (schedule.h), each F and B priced as gpt.c charges
+ *                      (schedule.h), each F and B priced as the model charges
  *                      the clock (GEMMs at the profile's efficiency for
  *                      their shape, TP/SP/CP collectives on their link
  *                      level) + the DP/ZeRO traffic not hidden + optimizer
@@ -54,8 +54,8 @@ int         ptdp_recompute_parse(const char *name);
 /* What `ptdp plan` is asked: the model, the batch, the cluster, and which
  * parts of the layout the flags fix (-1 or NULL: free). */
 typedef struct {
-    ptdp_model_config model;     /* kind GPT: layers, hidden, ffn, heads,
-                                    seq_len, vocab, vocab_multiple          */
+    ptdp_model_config model;     /* a plannable model (model_plan.h) and its
+                                    sizes                                   */
     long long batch;             /* B: sequences per step (global)          */
     int gpus;                    /* N                                       */
     const ptdp_profile *profile;

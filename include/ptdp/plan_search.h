@@ -22,6 +22,9 @@ typedef struct {
     long long fitting;             /* of them, within the device's memory          */
     long long timed;               /* of them, whose step time was worked out      */
     double device_bytes;           /* the memory each had to fit in (0: no limit)  */
+    bool over_limit;               /* the flags left more layouts than the search
+                                      weighs (PTDP_EINVAL; the message says which
+                                      flags to fix)                                */
     /* the valid layout with the smallest peak (when nothing fits: how far) */
     bool have_smallest;
     ptdp_plan_layout smallest;

@@ -26,7 +26,7 @@
  * 5 per logit (its forward is not charged); and bias + dropout + residual
  * 3 per element of the region.
  */
-#include "ptdp/gpt_cost.h"
+#include "gpt_cost.h"
 
 #include "ptdp/cp.h"
 #include "ptdp/gpt.h"

@@ -35,6 +35,7 @@
 #include "ptdp/error.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
+#include "ptdp/model_plan.h"
 
 #define INIT_STD 0.02
 
@@ -45,15 +46,6 @@ ptdp_model_config ptdp_gpt_default_config(void)
         .vocab = 0, .vocab_multiple = 64,
     );
     return c;
-}
-
-int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp)
-{
-    long unit = (long)multiple * tp;
-    if (unit < 1)
-        return vocab;
-    long v = (vocab + unit - 1) / unit * unit;
-    return v > 0x7fffffff ? -1 : (int)v;
 }
 
 static int padded(const ptdp_model_config *c, int tp)
@@ -354,51 +346,12 @@ ptdp_gpt *ptdp_gpt_of(ptdp_model *m)
     return m != NULL && m->ops == &ptdp_gpt_ops ? m->impl : NULL;
 }
 
-double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    const double B = batch, Tq = gpt->seq_len / cp, C = c->hidden, F = c->ffn;
-    if (sp)
-        return B * Tq * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * Tq;
-    return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * Tq;
-}
-
-double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int batch, int tp, bool sp)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    return ptdp_gpt_block_act_elements(c, batch, tp,
-                                       sp) - (double)batch * (gpt->heads / tp) * gpt->seq_len * gpt->seq_len;
-}
-
-double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    const double B = batch, T = gpt->seq_len, C = c->hidden, F = c->ffn;
-    if (sp)
-        return B * T * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * T * T;
-    return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * T * T;
-}
-
-double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
-                                bool bf16)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    cp = cp > 1 ? cp : 1;
-    const double e = cp > 1 ? ptdp_gpt_block_act_elements_cp(c, batch, tp, cp, sp)
-                     : selective ? ptdp_gpt_block_act_elements_selective(c, batch, tp, sp)
-                                 : ptdp_gpt_block_act_elements(c, batch, tp, sp);
-    if (!bf16)
-        return e * sizeof(ptdp_real);
-    const double rows = (double)batch * (gpt->seq_len / cp);
-    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
-    const double lse = cp > 1 ? (double)batch * (gpt->heads / tp) * (gpt->seq_len / cp) : 0;   /* CP's log-sum-exps */
-    return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
-}
-
 static int gpt_positions(const ptdp_model_config *c)
 {
     return ptdp_gpt(c)->seq_len;
 }
+
+extern const ptdp_model_plan ptdp_gpt_plan;   /* gpt_plan.c */
 
 const ptdp_model_ops ptdp_gpt_ops = {
     .name = "gpt",
@@ -417,4 +370,5 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .acts_free = ptdp_gpt_acts_free,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB),   /* the tied embedding's two copies */
     .backward_input = ptdp_gpt_backward_input,
+    .plan = &ptdp_gpt_plan,
 };

@@ -33,7 +33,7 @@
 
 #include "ptdp/act_bf16.h"
 #include "ptdp/gpt.h"
-#include "ptdp/gpt_cost.h"
+#include "gpt_cost.h"
 #include "ptdp/wgrad.h"
 
 /* One forward or backward of one micro-batch on one device. */

@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/models.h"
-#include "ptdp/gpt.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -50,8 +50,10 @@ static bool plannable(const ptdp_model_caps *caps)
 ptdp_plan_request ptdp_plan_request_defaults(void)
 {
     ptdp_train_config t = ptdp_train_defaults();
+    const ptdp_model_ops *ops = ptdp_model_first_with(plannable);
     ptdp_plan_request rq = {
-        .model = PTDP_GPT_CONFIG( .ops = ptdp_model_first_with(plannable), .vocab_multiple = 64 ),
+        /* the registry's first plannable model, at its planning defaults */
+        .model = ops != NULL && ops->plan != NULL ? ops->plan->defaults() : (ptdp_model_config){ 0 },
         .gpus = 1,
         .batch = 1,
         .profile = ptdp_profile_default(),
@@ -60,6 +62,7 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
         .tp = -1, .pp = -1, .cp = -1, .zero = -1, .micro_batch_size = -1, .virtual_stages = -1,
         .recompute = -1, .sp = -1, .schedule = NULL,
     };
+    rq.model.ops = ops;
     return rq;
 }
 

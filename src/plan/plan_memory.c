@@ -28,7 +28,7 @@
  * LayerNorm/residual regions, C hidden, Cl = C/tp, Fl = F/tp, hl = nh/tp,
  * Vl = V_pad/tp; r = sizeof(ptdp_real).
  *
- * What one micro-batch keeps per block (gpt.c block_forward), in reals:
+ * What one micro-batch keeps per block (the model's block forward), in reals:
  *
  *   K_block = R (C + 3Cl + Cl + C + 2Fl)      ln1, qkv, attn_y, ln2, fc, gelu
  *           + Rl (2C + 4)                     x2, the block's output x, LN stats
@@ -36,7 +36,7 @@
  *                                             recomputation; b hl Tq log-sum-exps
  *                                             under CP)
  *
- * — ptdp_gpt_block_act_elements, the formula `ptdp train` prints (it
+ * — the model's block_kept (model_plan.h), the formula `ptdp train` prints (it
  * counts the block's input x where this counts its output: the same
  * bytes).  A stage adds its first x, the input it keeps (tokens on stage
  * 0, int64; else the received Rl x C), and on the last stage LN_f
@@ -56,7 +56,7 @@
  * deferred W (ptdp_schedule_peak_deferred, by formula), a copy of both
  * operands of every dW product (wgrad.c).
  *
- * One backward adds its scratch (gpt.c): grad.h, grad.tmp (Rl C each),
+ * One backward adds its scratch (the model's): grad.h, grad.tmp (Rl C each),
  * grad.ln (R C), grad.ff (R Fl), grad.attn_y (R Cl), grad.qkv (3 R Cl),
  * under SP grad.ln_local and grad.gathered, and grad.attn (2 T^2); plus the
  * pipeline's received and sent gradients (Rl C each).
@@ -85,32 +85,29 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 
-/* ------------------------------------------------- the data corpus */
+/* ------------------------------------------------- the data, the seed */
 
-/* The built-in corpus's bytes (gpt_model.c load_corpus keeps it in the
- * arena of the first and the last stage): made once, it is 20000 lines. */
-static size_t corpus_bytes_builtin;
-static double sgd_momentum;          /* ptdp train's, for SGD's buffer */
-static pthread_once_t corpus_once = PTHREAD_ONCE_INIT;
+/* ptdp train's seed (built-in data is made from it) and SGD's momentum
+ * (whether SGD keeps a buffer), read once. */
+static uint64_t train_seed;
+static double sgd_momentum;
+static pthread_once_t train_once = PTHREAD_ONCE_INIT;
 
-static void measure_corpus(void)
+static void read_train_defaults(void)
 {
-    unsigned char *text = NULL;
     const ptdp_train_config t = ptdp_train_defaults();
-    corpus_bytes_builtin = ptdp_gpt_builtin_corpus(t.seed, PTDP_GPT_CORPUS_LINES, &text);
+    train_seed = t.seed;
     sgd_momentum = t.momentum;
-    free(text);
 }
 
-static double corpus_bytes(const ptdp_model_config *c)
+/* The model's data (kept in the arena of the first and the last stage). */
+static double data_bytes(const ptdp_model_config *c)
 {
-    if (ptdp_gpt(c)->corpus != NULL)
-        return (double)ptdp_gpt(c)->corpus_len;
-    pthread_once(&corpus_once, measure_corpus);
-    return (double)corpus_bytes_builtin;
+    pthread_once(&train_once, read_train_defaults);
+    return ptdp_model_of(c)->plan->data_bytes(c, train_seed);
 }
 
 static double fmax2(double a, double b) { return a > b ? a : b; }
@@ -128,7 +125,6 @@ typedef struct {
 static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
     const ptdp_model_config *c = &rq->model;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     shape s;
     s.tp = l->tp;
     s.pp = l->pp;
@@ -137,21 +133,22 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
     s.layers = c->layers;
-    s.b = l->micro_batch_size;
-    s.T = gpt->seq_len;
-    s.Tq = (double)(gpt->seq_len / s.cp);
-    s.R = s.b * s.Tq;
-    s.Rl = s.sp ? s.R / s.tp : s.R;
-    s.C = c->hidden;
-    s.Cl = (double)(c->hidden / gpt->heads * (gpt->heads / s.tp));
-    s.Fl = (double)(c->ffn / s.tp);
-    s.hl = (double)(gpt->heads / s.tp);
-    const int V = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, s.tp);
-    s.Vl = (double)(V / s.tp);
+    ptdp_plan_dims d;
+    ptdp_model_of(c)->plan->dims(c, l->micro_batch_size, s.tp, s.sp, s.cp, &d);
+    s.b = d.b;
+    s.T = d.T;
+    s.Tq = d.Tq;
+    s.R = d.R;
+    s.Rl = d.Rl;
+    s.C = d.C;
+    s.Cl = d.Cl;
+    s.Fl = d.Fl;
+    s.hl = d.hl;
+    s.Vl = d.Vl;
     return s;
 }
 
-/* Blocks of piece g of the pp v pieces (model.c ptdp_stage_range). */
+/* Blocks of model chunk g of the pp v (model.c ptdp_stage_range). */
 static int chunk_blocks(const shape *s, int g)
 {
     const int n = s->pp * s->v;
@@ -160,7 +157,7 @@ static int chunk_blocks(const shape *s, int g)
 
 /* ------------------------------------------------- parameters */
 
-/* One block's parameter elements on one TP rank (gpt_model.c lay_out). */
+/* One block's parameter elements on one TP rank (the model's lay_out). */
 static double block_params(const shape *s)
 {
     return 4 * s->C * s->Cl + 2 * s->C * s->Fl + 6 * s->C + 3 * s->Cl + s->Fl;
@@ -172,15 +169,18 @@ static double head_params(const shape *s, bool first) { return 2 * s->C + (first
 /* ------------------------------------------------- activations */
 
 /* Reals one micro-batch keeps per block (the header's K_block): the
- * model's own formula (gpt.h), the one `ptdp train` prints. */
+ * model's own formula, the one `ptdp train` prints. */
 static double block_kept(const ptdp_plan_request *rq, const shape *s, ptdp_recompute rc)
 {
-    const int b = (int)s->b;
-    if (s->cp > 1)
-        return ptdp_gpt_block_act_elements_cp(&rq->model, b, s->tp, s->cp, s->sp);
-    if (rc == PTDP_RECOMPUTE_SELECTIVE)
-        return ptdp_gpt_block_act_elements_selective(&rq->model, b, s->tp, s->sp);
-    return ptdp_gpt_block_act_elements(&rq->model, b, s->tp, s->sp);
+    return ptdp_model_of(&rq->model)->plan->block_kept(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
+                                                       rc == PTDP_RECOMPUTE_SELECTIVE);
+}
+
+/* The same in bytes as the block packs them. */
+static double block_kept_bytes(const ptdp_plan_request *rq, const shape *s, bool selective, bool bf16)
+{
+    return ptdp_model_of(&rq->model)->plan->block_kept_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
+                                                             selective, bf16);
 }
 
 /* Bytes one micro-batch of one chunk keeps from its forward to its
@@ -196,8 +196,7 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     k.acts_recompute = input + labels;
     if (rq->bf16) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
-        k.acts = input + labels + blocks * ptdp_gpt_block_act_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
-                                                                    rc == PTDP_RECOMPUTE_SELECTIVE, true) +
+        k.acts = input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
                  h * s->Rl * s->C;                                                      /* x_out */
         if (last)
             k.acts += h * s->R * s->C + r * (s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf; logits, stats float */
@@ -210,7 +209,7 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     return k;
 }
 
-/* One backward's scratch (gpt.c ptdp_gpt_backward_input), bytes. */
+/* One backward's scratch (the model's backward_input), bytes. */
 static double backward_scratch(const shape *s)
 {
     const double r = sizeof(ptdp_real);
@@ -353,7 +352,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const bool first = stage == 0, last = stage == s->pp - 1;
     const int nb = chunk_blocks(s, stage);
     const kept k = chunk_kept(rq, s, nb, first, last, rc);
-    const double Kb = ptdp_gpt_block_act_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp, sel, true);
+    const double Kb = block_kept_bytes(rq, s, sel, true);
     const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
     const double Pe = block_kept(rq, s, rc) - stats - lse;
     const double x = s->Rl * s->C, tail = x + (last ? s->R * s->C : 0);   /* x_out, lnf */
@@ -429,7 +428,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     o->stage = stage;
     o->in_flight = n;
 
-    /* The chunks of this stage (piece c p + stage of the p v pieces):
+    /* The chunks of this stage (model chunk c p + stage of the p v):
      * their parameters, ZeRO-3's units, what their in-flight micro-batches
      * keep, and the chunk whose backward runs at the peak (the last). */
     double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
@@ -530,17 +529,17 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         o->acts = cand[best][2];
         o->comm = zero == 2 ? numel * es : 0;
     }
-    o->other = (has_first || has_last ? corpus_bytes(&rq->model) : 0) + other_kept;
+    o->other = (has_first || has_last ? data_bytes(&rq->model) : 0) + other_kept;
     o->params_units = o->params - params_rest;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
 }
 
 int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out)
 {
-    if (rq == NULL || l == NULL || out == NULL || !ptdp_model_of(&rq->model)->caps.plannable || l->tp < 1 || l->pp < 1 ||
-        l->dp < 1 || l->micro_batch_size < 1 || l->micro_batches < 1)
+    if (rq == NULL || l == NULL || out == NULL || ptdp_model_of(&rq->model)->plan == NULL || l->tp < 1 ||
+        l->pp < 1 || l->dp < 1 || l->micro_batch_size < 1 || l->micro_batches < 1)
         return PTDP_EINVAL;
-    pthread_once(&corpus_once, measure_corpus);
+    pthread_once(&train_once, read_train_defaults);
     const shape s = shape_of(rq, l);
     memset(out, 0, sizeof *out);
     out->total = -1;

@@ -1,5 +1,5 @@
 /*
- * plan_search.c — every layout of a GPT on N GPUs, the ones that fit, the
+ * plan_search.c — every layout of a model on N GPUs, the ones that fit, the
  * fastest first.
  *
  * The layouts are the ways to write N as a product and to choose the rest:
@@ -25,7 +25,7 @@
  *                                                           pipeline's fill
  *
  * F and B are a block's forward and backward for one micro-batch, priced
- * by the very functions gpt.c charges the clock with (gpt_cost.h: every
+ * by the very functions the model charges the clock with (model_plan.h: every
  * GEMM at the profile's efficiency for its shape), R = F under full
  * recomputation, fill = micro-batch 0's forward through the first chunk of
  * every stage before the last — no communication, no optimizer.  It times
@@ -47,20 +47,19 @@
 
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
-#include "ptdp/gpt_cost.h"
-#include "ptdp/model.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 
 /* ------------------------------------------------------------ the bound */
 
-static int padded_vocab(const ptdp_model_config *m, int tp)
+/* The planning table of the request's model (model_plan.h). */
+static const ptdp_model_plan *plan_of(const ptdp_plan_request *rq)
 {
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
-    return gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
+    return ptdp_model_of(&rq->model)->plan;
 }
 
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
- * functions gpt.c charges the clock with (gpt_cost.h), in seconds. */
+ * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
     int tp, cp, b;
     bool sp, selective;
@@ -74,34 +73,32 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     const ptdp_profile *p = rq->profile;
     const double peak = ptdp_profile_peak(p, rq->bf16);
     const int cp = l->cp > 1 ? l->cp : 1;
-    ptdp_gpt_shape sh = ptdp_gpt_shape_make(&rq->model, l->micro_batch_size, l->tp, l->sp, cp, 0, true);
-    sh.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    sh.split = false;
+    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    ptdp_plan_flops f;
+    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, selective, false, &f);
     chunk_cost c = {
-        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = sh.selective,
-        .block_f = ptdp_gpt_cost_block_forward(p, &sh) / peak,
-        .block_b = ptdp_gpt_cost_block_backward(p, &sh) / peak,
-        .embed_f = ptdp_gpt_cost_embed_forward(p, &sh) / peak,
+        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = selective,
+        .block_f = f.block_fwd / peak,
+        .block_b = f.block_bwd / peak,
+        .embed_f = f.embed_fwd / peak,
     };
-    c.embed = c.embed_f + ptdp_gpt_cost_embed_backward(p, &sh) / peak;
-    c.head = (ptdp_gpt_cost_head_forward(p, &sh) + ptdp_gpt_cost_head_backward(p, &sh) +
-              ptdp_gpt_cost_lnf_backward(p, &sh)) / peak;
+    c.embed = c.embed_f + f.embed_bwd / peak;
+    c.head = (f.head_fwd + f.head_bwd + f.lnf_bwd) / peak;
     return c;
 }
 
-/* Blocks of stage s over its v chunks (the balanced cut, model.h). */
+/* Blocks of stage s over its v chunks (the balanced cut, model.h: model chunk g
+ * of n = pp v has L / n blocks, one more when g < L % n), counted without
+ * walking the chunks: chunk c of stage s is model chunk c pp + s, and those below
+ * L % n get the extra block. */
 static int stage_blocks(int layers, int pp, int v, int s)
 {
-    int n = 0;
-    for (int c = 0; c < v; c++) {
-        int begin, count;
-        ptdp_stage_range(layers, pp * v, NULL, c * pp + s, &begin, &count);
-        n += count;
-    }
-    return n;
+    const int n = pp * v, r = layers % n;
+    const int extra = r > s ? (r - s + pp - 1) / pp : 0;
+    return v * (layers / n) + (extra < v ? extra : v);
 }
 
-/* Every device computes its own work one piece after another, so a step
+/* Every device computes its own work one model chunk after another, so a step
  * lasts at least the work of its busiest device; and the last stage can
  * start nothing before micro-batch 0 has gone forward through the first
  * chunk of every stage before it (the fill):
@@ -109,7 +106,7 @@ static int stage_blocks(int layers, int pp, int v, int s)
  *     T ≥ max( M (blocks_0 (F + B + R) + embedding),
  *              fill + M (blocks_last (F + B + R) + head) )
  *
- * F, B a block's forward and backward as gpt.c charges them, R = F under
+ * F, B a block's forward and backward as the model charges them, R = F under
  * full recomputation.  No communication, no optimizer: a lower bound. */
 static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const chunk_cost *c)
 {
@@ -119,12 +116,9 @@ static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     if (p == 1)
         return M * (L * block + c->embed + c->head);
     const double first = M * (stage_blocks(L, p, v, 0) * block + c->embed);
-    double fill = c->embed_f;
-    for (int s = 0; s + 1 < p; s++) {
-        int begin, count;
-        ptdp_stage_range(L, p * v, NULL, s, &begin, &count);
-        fill += count * c->block_f;
-    }
+    double fill = c->embed_f;   /* model chunk s of the p v: L / (p v) blocks, one more below L % (p v) */
+    for (int s = 0; s + 1 < p; s++)
+        fill += (L / (p * v) + (s < L % (p * v) ? 1 : 0)) * c->block_f;
     const double last = fill + M * (stage_blocks(L, p, v, p - 1) * block + c->head);
     return first > last ? first : last;
 }
@@ -135,7 +129,7 @@ double ptdp_plan_step_lower_bound(const ptdp_plan_request *rq, const ptdp_plan_l
     return bound_of(rq, l, &c);
 }
 
-/* The pieces' costs of the layouts met lately: many layouts share a
+/* The model chunks' costs of the layouts met lately: many layouts share a
  * (tp, cp, b, sp, selective). */
 enum { COST_CACHE = 32 };
 typedef struct {
@@ -178,9 +172,23 @@ typedef struct {
     ptdp_plan_search_stats st;
     entry *e;
     long long n, cap;
-    int rc;                        /* an error of the memory model, or ENOMEM      */
+    long long work, budget;        /* the weighing done so far, and its limit
+                                      (WORK_MAX; the probes share one of their own) */
+    int rc;                        /* an error of the memory model, ENOMEM, or
+                                      PTDP_EINVAL past WORK_MAX                     */
     char why[PTDP_MSG_MAX];        /* the first reason a whole layout was refused  */
 } search;
+
+/* The most weighing one search does, in units of about one stage the
+ * memory model weighs (some 30 ns): a layout considered costs CONSIDER_UNITS
+ * (the cheap rules), a valid one VALID_UNITS more (the loop's own rules,
+ * the memory model, its place among the candidates) and then one a stage
+ * it weighs.  The flags bound the layouts (--gpus, --batch, --layers make
+ * them many); past this the search stops and says which flags to fix, so
+ * every question is answered in seconds (tests/cli/plan_limits.sh).  The
+ * PTD-P paper's 1T GPT on 3072 GPUs, every layout free, costs 112M. */
+#define WORK_MAX 150000000LL
+enum { CONSIDER_UNITS = 7, VALID_UNITS = 33 };
 
 static bool stop(const search *s)
 {
@@ -197,9 +205,39 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
         return false;
     if (l->zero == 3 && (spread == 1 || v > 1 || zb))
         return false;
-    if (l->sp && l->cp > 1 && (ptdp_gpt(&rq->model)->seq_len / l->cp) % l->tp != 0)
+    if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
     return true;
+}
+
+/* The stages the memory model weighs for a layout (plan_memory.c): the
+ * first, the second and the last with one chunk a stage and no deferred
+ * W; every stage's every chunk otherwise. */
+static long long weighed_stages(const ptdp_plan_layout *l)
+{
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    if (v == 1 && strcmp(l->schedule, "zb-h1") != 0)
+        return l->pp < 3 ? l->pp : 3;
+    return (long long)l->pp * v;
+}
+
+/* Count `units` of work; past WORK_MAX stop the search with a message
+ * naming the flags that make the layouts many. */
+static bool spend(search *s, long long units)
+{
+    s->work += units;
+    if (s->work <= s->budget)
+        return true;
+    if (s->rc == 0) {
+        s->rc = PTDP_EINVAL;
+        s->st.over_limit = true;
+        snprintf(s->why, sizeof s->why,
+                 "these flags leave too many layouts to weigh (over the planner's limit of %lld units of work, "
+                 "some 30 ns each): fix part of the layout (--tp, --pp, "
+                 "--cp, --micro-batch-size, --schedule, --virtual-stages, --zero, --recompute, --sp) or plan "
+                 "fewer --gpus, a smaller --batch or fewer --layers", WORK_MAX);
+    }
+    return false;
 }
 
 static int add_entry(search *s, const ptdp_plan_layout *l, double mem)
@@ -221,6 +259,8 @@ static void consider(search *s, ptdp_plan_layout *l)
 {
     const ptdp_plan_request *rq = s->rq;
     s->st.considered++;
+    if (!spend(s, CONSIDER_UNITS))
+        return;
     if (!cheap_ok(rq, l))
         return;
     const bool zb = strcmp(l->schedule, "zb-h1") == 0;
@@ -232,6 +272,8 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     }
     s->st.valid++;
+    if (!spend(s, VALID_UNITS + weighed_stages(l)))
+        return;
     if (s->probe == PROBE_VALID) {
         s->found = true;
         return;
@@ -271,7 +313,7 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
         int v_lo = 1, v_hi = 1;
         if (chunked) {
             /* interleaved needs pp ≥ 2 and M a multiple of pp; v ≥ 2 chunks,
-             * pp v ≤ L pieces (ptdp_schedule_check, validate) */
+             * pp v ≤ L model chunks (ptdp_schedule_check, validate) */
             if (l->pp < 2 || l->micro_batches % l->pp != 0)
                 continue;
             v_lo = 2;
@@ -295,7 +337,7 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
                     l->recompute = (ptdp_recompute)r;
                     for (int sp = 0; sp <= 1 && !stop(s); sp++) {
                         if ((rq->sp >= 0 && sp != rq->sp) || (sp && l->tp < 2) ||
-                            (sp && ptdp_gpt(&rq->model)->seq_len % l->tp != 0))
+                            (sp && ptdp_model_positions(&rq->model) % l->tp != 0))
                             continue;
                         l->sp = sp;
                         consider(s, l);
@@ -311,30 +353,56 @@ static bool fixed_or(int fixed, int x)
     return fixed < 0 || fixed == x;
 }
 
-/* The splits: tp, pp, cp, dp, then b and M. */
+/* The divisors of n ascending, into d (room for DIVISORS_MAX):
+ * trial division up to sqrt(n), so a search never walks every integer
+ * up to --gpus or --batch.  Their count. */
+enum { DIVISORS_MAX = 2048 };   /* every n < 2^31 has at most 1600 */
+
+static int divisors(long long n, long long *d)
+{
+    int lo = 0, hi = 0;
+    long long big[DIVISORS_MAX / 2];
+    for (long long k = 1; k * k <= n; k++)
+        if (n % k == 0) {
+            d[lo++] = k;
+            if (k * k != n)
+                big[hi++] = n / k;
+        }
+    while (hi > 0)
+        d[lo++] = big[--hi];
+    return lo;
+}
+
+/* The splits: tp, pp, cp, dp (each a divisor of N, in ascending order),
+ * then b (a divisor of B / dp) and M. */
 static void enumerate(search *s)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
     const int n = rq->gpus;
-    for (int tp = 1; tp <= n && !stop(s); tp++) {
-        if (n % tp != 0 || !fixed_or(rq->tp, tp) || ptdp_gpt(m)->heads % tp != 0 || m->ffn % tp != 0 ||
-            padded_vocab(m, tp) % tp != 0)
+    long long dn[DIVISORS_MAX], db[DIVISORS_MAX];
+    const int nd = n > 0 ? divisors(n, dn) : 0;
+    for (int i = 0; i < nd && !stop(s); i++) {
+        const int tp = (int)dn[i];
+        if (!fixed_or(rq->tp, tp) || !plan_of(rq)->tp_ok(m, tp))
             continue;
-        for (int pp = 1; pp <= n / tp && pp <= m->layers && !stop(s); pp++) {
+        for (int j = 0; j < nd && dn[j] <= n / tp && dn[j] <= m->layers && !stop(s); j++) {
+            const int pp = (int)dn[j];
             if ((n / tp) % pp != 0 || !fixed_or(rq->pp, pp))
                 continue;
-            for (int cp = 1; cp <= n / (tp * pp) && !stop(s); cp++) {
+            for (int k = 0; k < nd && dn[k] <= n / (tp * pp) && !stop(s); k++) {
+                const int cp = (int)dn[k];
                 if ((n / (tp * pp)) % cp != 0 || !fixed_or(rq->cp,
-                                                           cp) || (cp > 1 && ptdp_gpt(m)->seq_len % (2 * cp) != 0))
+                                                           cp) || (cp > 1 && ptdp_model_positions(m) % (2 * cp) != 0))
                     continue;
                 const int dp = n / (tp * pp * cp);
                 if (rq->batch % dp != 0)
                     continue;
                 const long long per_replica = rq->batch / dp;
-                for (long long b = 1; b <= per_replica && b <= 0x7fffffff && !stop(s); b++) {
-                    if (per_replica % b != 0 || !fixed_or(rq->micro_batch_size, (int)b) ||
-                        per_replica / b > 0x7fffffff)
+                const int nb = divisors(per_replica, db);
+                for (int q = 0; q < nb && db[q] <= 0x7fffffff && !stop(s); q++) {
+                    const long long b = db[q];
+                    if (!fixed_or(rq->micro_batch_size, (int)b) || per_replica / b > 0x7fffffff)
                         continue;
                     ptdp_plan_layout l = {
                         .dp = dp, .tp = tp, .pp = pp, .cp = cp,
@@ -347,25 +415,28 @@ static void enumerate(search *s)
     }
 }
 
-static void search_run(search *s, const ptdp_plan_request *rq, double device_bytes, int probe)
+static void search_run(search *s, const ptdp_plan_request *rq, double device_bytes, int probe, long long budget)
 {
     memset(s, 0, sizeof *s);
     s->rq = rq;
     s->device_bytes = device_bytes;
     s->probe = probe;
     s->st.device_bytes = device_bytes;
+    s->budget = budget;
     enumerate(s);
 }
 
 /* Is there a layout (PROBE_VALID) or a fitting one (PROBE_FITS) of rq with
  * this many GPUs and this batch? */
-static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, long long batch, int what)
+static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, long long batch, int what,
+                  long long *left)
 {
     ptdp_plan_request q = *rq;
     q.gpus = gpus;
     q.batch = batch;
     search s;
-    search_run(&s, &q, device_bytes, what);
+    search_run(&s, &q, device_bytes, what, *left);
+    *left -= s.work;
     free(s.e);
     return s.found;
 }
@@ -378,21 +449,24 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const int positions = ptdp_model_positions(m);
+    long long left = WORK_MAX / 2;   /* the probes' work, all together */
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
         snprintf(why, sizeof why, "%s", s->why);
-    else if (rq->tp > 0 && (gpt->heads % rq->tp != 0 || m->ffn % rq->tp != 0))
-        snprintf(why, sizeof why, "--tp %d must divide --heads %d and --ffn %d", rq->tp, gpt->heads, m->ffn);
+    else if (rq->tp > 0 && !plan_of(rq)->tp_ok(m, rq->tp)) {
+        snprintf(why, sizeof why, "--tp %d does not split the model", rq->tp);
+        ptdp_model_check(m, rq->tp, 1, why, sizeof why);   /* its own message names its flags */
+    }
     else if (rq->pp > 0 && rq->pp > m->layers)
         snprintf(why, sizeof why, "--pp %d: more stages than --layers %d", rq->pp, m->layers);
     else if (rq->pp > 0 && rq->virtual_stages > 1 && (long)rq->pp * rq->virtual_stages > m->layers)
         snprintf(why, sizeof why, "--layers %d cannot be cut into --pp %d x --virtual-stages %d = %d pieces",
                  m->layers, rq->pp, rq->virtual_stages, rq->pp * rq->virtual_stages);
-    else if (rq->cp > 1 && gpt->seq_len % (2 * rq->cp) != 0)
+    else if (rq->cp > 1 && positions % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
-                 gpt->seq_len, 2 * rq->cp);
+                 positions, 2 * rq->cp);
     else if (rq->gpus % fixed != 0)
         snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
     else
@@ -402,8 +476,8 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     char gpus[96] = "", batch[96] = "";
     for (int d = 1; d <= 64 && gpus[0] == '\0'; d++) {
         int lo = rq->gpus - d, hi = rq->gpus + d;
-        bool l_ok = lo >= 1 && probe(rq, 0, lo, rq->batch, PROBE_VALID);
-        bool h_ok = probe(rq, 0, hi, rq->batch, PROBE_VALID);
+        bool l_ok = lo >= 1 && probe(rq, 0, lo, rq->batch, PROBE_VALID, &left);
+        bool h_ok = probe(rq, 0, hi, rq->batch, PROBE_VALID, &left);
         if (l_ok && h_ok)
             snprintf(gpus, sizeof gpus, "--gpus %d or %d", lo, hi);
         else if (l_ok || h_ok)
@@ -411,8 +485,8 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     }
     for (long long d = 1; d <= 256 && batch[0] == '\0'; d++) {
         long long lo = rq->batch - d, hi = rq->batch + d;
-        bool l_ok = lo >= 1 && probe(rq, 0, rq->gpus, lo, PROBE_VALID);
-        bool h_ok = probe(rq, 0, rq->gpus, hi, PROBE_VALID);
+        bool l_ok = lo >= 1 && probe(rq, 0, rq->gpus, lo, PROBE_VALID, &left);
+        bool h_ok = probe(rq, 0, rq->gpus, hi, PROBE_VALID, &left);
         if (l_ok && h_ok)
             snprintf(batch, sizeof batch, "--batch %lld or %lld", lo, hi);
         else if (l_ok || h_ok)
@@ -437,6 +511,7 @@ static void layout_text(const ptdp_plan_layout *l, char *buf, size_t len)
 static void explain_nothing_fits(const search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
+    long long left = WORK_MAX / 2;   /* the probes' work, all together */
     char need[32], have[32], lay[160], more[96] = "";
     ptdp_format_bytes(s->st.smallest_memory.total, need, sizeof need);
     ptdp_format_bytes(s->device_bytes, have, sizeof have);
@@ -445,7 +520,7 @@ static void explain_nothing_fits(const search *s, char *msg, size_t len)
         long long g = (long long)rq->gpus << k;
         if (g > 0x7fffffff)
             break;
-        if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS))
+        if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS, &left))
             snprintf(more, sizeof more, "; %lld GPUs of %s would (--gpus %lld)", g, have, g);
     }
     snprintf(msg, len,
@@ -487,7 +562,7 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
     search *s = malloc(sizeof *s);
     if (s == NULL)
         return PTDP_ENOMEM;
-    search_run(s, rq, device_bytes, PROBE_NONE);
+    search_run(s, rq, device_bytes, PROBE_NONE, WORK_MAX);
     int rc = s->rc;
     if (rc != 0)
         snprintf(msg, len, "%s", rc == PTDP_ENOMEM ? "out of host memory holding the layouts" : s->why);

@@ -7,7 +7,7 @@
  * member arrives.  One step of a layout is then, on every device:
  *
  *   pipeline phase   the schedule's actions, each F / B / W the model's
- *                    charges (gpt_cost.h) at the layout's shapes, plus the
+ *                    charges (model_plan.h) at the layout's shapes, plus the
  *                    collectives that block the compute stream inside it:
  *                      TP   2 all-reduces a block forward, 2 backward (g, f)
  *                           R C values each; under SP an all-gather and a
@@ -59,10 +59,10 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/gpt_cost.h"
 #include "ptdp/schedule.h"
 #include "ptdp/types.h"
-#include "ptdp/gpt.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 
 #define REAL ((double)sizeof(ptdp_real))
 
@@ -130,9 +130,9 @@ static double ring_hop(const mesh_info *m, double bytes, int n, int stride)
     return worst;
 }
 
-/* ------------------------------------------------------ one piece's work */
+/* ------------------------------------------------ one model chunk's work */
 
-/* A piece of the model (a stage, or one interleaved chunk): its units in
+/* A model chunk (a stage, or one interleaved chunk of it): its units in
  * forward order (the embeddings, each block, the head), each with its
  * compute-stream time forward and backward (charges and blocking
  * collectives), its parameters, and what ZeRO-3 moves for it. */
@@ -148,7 +148,7 @@ typedef struct {
 typedef struct {
     int nunits;
     unit_cost *u;
-    double numel;                  /* the piece's parameters              */
+    double numel;                  /* the chunk's parameters              */
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
 } chunk_cost;
@@ -157,7 +157,8 @@ typedef struct {
     const ptdp_plan_request *rq;
     const ptdp_plan_layout *l;
     mesh_info mesh;
-    ptdp_gpt_shape shape, split;
+    ptdp_plan_dims shape;          /* a micro-batch on one device          */
+    ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
     bool full, z3, split_bw;
 } ctx;
@@ -167,7 +168,7 @@ static double secs(const ctx *x, double flops)
     return flops / x->peak;
 }
 
-/* Blocks of piece g of P: layers / P, the first layers % P one more. */
+/* Blocks of model chunk g of P: layers / P, the first layers % P one more. */
 static int chunk_layers(int layers, int P, int g)
 {
     return layers / P + (g < layers % P ? 1 : 0);
@@ -198,17 +199,17 @@ static void block_cp(const ctx *x, double *f, double *b)
     *b = (n - 1) * 2 * ring_hop(&x->mesh, 2 * kv, n, x->l->tp) + 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
 }
 
-static double block_params(const ptdp_gpt_shape *s)
+static double block_params(const ptdp_plan_dims *s)
 {
     const double C = s->C, Cl = s->Cl, Fl = s->Fl;
     return 4 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + Fl * C + Fl + C * Fl + C;
 }
 
-/* The units of piece g and the piece's F, B (and B, W split) times. */
+/* The units of model chunk g and its F, B (and B, W split) times. */
 static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
 {
-    const ptdp_profile *p = x->rq->profile;
-    const ptdp_gpt_shape *s = &x->shape, *sb = x->split_bw ? &x->split : &x->shape;
+    const ptdp_plan_dims *s = &x->shape;
+    const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
     const bool first = g == 0, last = g == P - 1;
     const int n = chunk_layers(x->rq->model.layers, P, g);
     const double S = (double)s->R * s->C * REAL;
@@ -220,15 +221,15 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     if (pc->u == NULL)
         return PTDP_ENOMEM;
     int k = 0;
-    if (first) {   /* wte's rows and wpe; with one piece also the head */
+    if (first) {   /* wte's rows and wpe; with one chunk also the head */
         unit_cost *u = &pc->u[k++];
         u->kind = UNIT_EMBED;
         double tf = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
         double tb = sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0;
-        u->fwd = secs(x, ptdp_gpt_cost_embed_forward(p, s)) + tf;
-        u->bwd = secs(x, ptdp_gpt_cost_embed_backward(p, s)) + tb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_embed_backward(p, sb)) + tb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_embed(p, s)) : 0;
+        u->fwd = secs(x, f->embed_fwd) + tf;
+        u->bwd = secs(x, f->embed_bwd) + tb;
+        u->bwd_in = secs(x, fb->embed_bwd) + tb;
+        u->w = x->split_bw ? secs(x, f->embed_w) : 0;
         u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
         pc->tp_f += tf;
         pc->tp_b += tb;
@@ -239,10 +240,10 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     for (int i = 0; i < n; i++) {
         unit_cost *u = &pc->u[k++];
         u->kind = UNIT_BLOCK;
-        u->fwd = secs(x, ptdp_gpt_cost_block_forward(p, s)) + tpf + cpf;
-        u->bwd = secs(x, ptdp_gpt_cost_block_backward(p, s)) + tpb + cpb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_block_backward(p, sb)) + tpb + cpb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_block_w(p, s)) : 0;
+        u->fwd = secs(x, f->block_fwd) + tpf + cpf;
+        u->bwd = secs(x, f->block_bwd) + tpb + cpb;
+        u->bwd_in = secs(x, fb->block_bwd) + tpb + cpb;
+        u->w = x->split_bw ? secs(x, f->block_w) : 0;
         u->numel = block_params(s);
         pc->tp_f += tpf;
         pc->tp_b += tpb;
@@ -255,10 +256,10 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         double tf = (sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0) +
                     3 * tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * sizeof(double));
         double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
-        u->fwd = secs(x, ptdp_gpt_cost_head_forward(p, s)) + tf;
-        u->bwd = secs(x, ptdp_gpt_cost_head_backward(p, s) + ptdp_gpt_cost_lnf_backward(p, s)) + tb;
-        u->bwd_in = secs(x, ptdp_gpt_cost_head_backward(p, sb) + ptdp_gpt_cost_lnf_backward(p, sb)) + tb;
-        u->w = x->split_bw ? secs(x, ptdp_gpt_cost_dw_head(p, s)) : 0;
+        u->fwd = secs(x, f->head_fwd) + tf;
+        u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tb;
+        u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tb;
+        u->w = x->split_bw ? secs(x, f->head_w) : 0;
         u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
         pc->tp_f += tf;
         pc->tp_b += tb;
@@ -274,7 +275,7 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     return PTDP_OK;
 }
 
-/* ZeRO-3's walk over a piece's units (zero3.c): blocking, a gather before
+/* ZeRO-3's walk over a model chunk's units (zero3.c): blocking, a gather before
  * each unit (and a reduce-scatter after it in a backward); with --overlap
  * the next unit's gather starts on the communication stream as soon as
  * this one is present, and a backward's reduce-scatter runs there too,
@@ -325,7 +326,7 @@ static double walk_units(const ctx *x, const chunk_cost *pc, int which)
 
 /* The schedule of (name, p, m, v), made once: the search asks for the same
  * few many times. */
-#define CACHE 32
+#define CACHE 256
 static _Thread_local struct {   /* one per thread: nobody frees what another plays */
     ptdp_schedule *s[CACHE];
     int next;
@@ -352,7 +353,7 @@ static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
 }
 
 /* The schedule played in virtual time as the executor (pp.c) plays it:
- * compute takes its piece's cost; a send costs the sender alpha + bytes /
+ * compute takes its model chunk's cost; a send costs the sender alpha + bytes /
  * beta and arrives then (comm.c), a recv ends at max(now, arrival).
  * Per stage: its end, and when its last backward started. */
 typedef struct {
@@ -398,25 +399,25 @@ static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send
             case PTDP_ACT_BACKWARD:        out->last_b[st] = now[st]; now[st] += c->b; break;
             case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += c->bi; break;
             case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->w; break;
-            case PTDP_ACT_SEND_FORWARD:    /* to piece g + 1 */
+            case PTDP_ACT_SEND_FORWARD:    /* to model chunk g + 1 */
                 if (g >= last)
                     break;
                 now[st] += send[g];
                 arrival[(2 * (size_t)g) * m + a->mb] = now[st];
                 to = (g + 1) % P;
                 break;
-            case PTDP_ACT_SEND_BACKWARD:   /* to piece g - 1 */
+            case PTDP_ACT_SEND_BACKWARD:   /* to model chunk g - 1 */
                 if (g <= 0)
                     break;
                 now[st] += send[g - 1];
                 arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
                 to = (g - 1) % P;
                 break;
-            case PTDP_ACT_RECV_FORWARD:    /* from piece g - 1 */
+            case PTDP_ACT_RECV_FORWARD:    /* from model chunk g - 1 */
                 if (g > 0)
                     msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
                 break;
-            case PTDP_ACT_RECV_BACKWARD:   /* from piece g + 1 */
+            case PTDP_ACT_RECV_BACKWARD:   /* from model chunk g + 1 */
                 if (g < last)
                     msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
                 break;
@@ -521,13 +522,13 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
     const double cap = x->rq->bucket_mb > 0 ? (double)(size_t)(x->rq->bucket_mb * 1024 * 1024 / REAL) : 1;
     double fill = 0, t_ready = last_b, stream = 0, sum = 0;
     bool open = false;
-    /* parameters in flat order: pieces' units from the head back */
+    /* parameters in flat order: the model chunks' units from the head back */
     for (int k = 0; k < npcs; k++) {
         const chunk_cost *pc = pcs[k];
-        const ptdp_gpt_shape *s = &x->shape;
+        const ptdp_plan_dims *s = &x->shape;
         for (int i = pc->nunits - 1; i >= 0; i--) {
             const unit_cost *u = &pc->u[i];
-            /* the unit's tensors in gpt_model.c's order (lay_out) */
+            /* the unit's tensors in the model's order (lay_out) */
             const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
             double sizes[12];
             int ns = 0;
@@ -604,10 +605,13 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (e == NULL || x.peak <= 0)
         return PTDP_EINVAL;
     x.split_bw = e->split_backward;
-    x.shape = ptdp_gpt_shape_make(c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, 0, true);
-    x.shape.selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    x.split = x.shape;
-    x.split.split = true;
+    const ptdp_model_plan *mp = ptdp_model_of(c)->plan;
+    if (mp == NULL)
+        return PTDP_EINVAL;
+    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    mp->dims(c, l->micro_batch_size, l->tp, l->sp && l->tp > 1, x.mesh.cp, &x.shape);
+    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, false, &x.fl);
+    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, true, &x.fl_split);
 
     chunk_cost *pc = calloc((size_t)P, sizeof *pc);
     double *send = calloc((size_t)P, sizeof *send);
@@ -748,7 +752,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         for (int g = 0; g < P; g++)
             if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
                 slow = g;
-        const double B = (double)rq->batch, sl = ptdp_gpt(c)->seq_len, L = c->layers, h = c->hidden, V = ptdp_gpt(c)->vocab;
+        const double B = (double)rq->batch, sl = ptdp_model_positions(c);
         const double N = (double)l->dp * x.mesh.cp * l->tp * l->pp;
         out->step_s = sync + post;
         out->forward_s = pc[slow].f;
@@ -761,12 +765,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
         out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
-        out->model_flops = 72 * B * sl * L * h * h * (1 + sl / (6 * h) + V / (12 * L * h));
-        out->hardware_flops = out->model_flops;
-        if (l->recompute == PTDP_RECOMPUTE_FULL)
-            out->hardware_flops += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
-        else if (l->recompute == PTDP_RECOMPUTE_SELECTIVE)
-            out->hardware_flops += 4 * B * sl * sl * h * L;
+        mp->step_flops(c, B, x.full, selective, &out->model_flops, &out->hardware_flops);
         out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
         out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;
     }

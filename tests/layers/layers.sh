@@ -31,6 +31,7 @@ while IFS= read -r impl; do              # src/<folder>/…/X.c
 done < <(find src -name '*.c')
 owner[ops]=nn               # linear.c, gelu.c, xent.c
 owner[plan]=plan            # plan_layout.c, plan_memory.c, plan_time.c, …
+owner[model_plan]=models    # the planning table a model fills (gpt_plan.c)
 owner[ptdp]=cli             # the learner's umbrella header: never inside src/
 
 bad=0

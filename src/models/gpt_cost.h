@@ -3,7 +3,7 @@
  * in flops at the device's peak: one function per charge the GPT makes (a
  * block's in gpt_block.c through its ops, gpt_ops.c; the embedding's and
  * the head's in gpt.c), so the model that runs and the planner that
- * predicts it (plan_time.c) price the same work with the same arithmetic.
+ * predicts it (through gpt_plan.c) price the same work with the same arithmetic.
  *
  * Every matrix product goes through the profile's GEMM curve (clock.h):
  *
@@ -39,8 +39,8 @@
 
 #include <stdbool.h>
 
-#include "clock.h"
-#include "model.h"
+#include "ptdp/clock.h"
+#include "ptdp/model.h"
 
 /* The shapes of one micro-batch on one device. */
 typedef struct {

@@ -1,0 +1,144 @@
+/*
+ * gpt_plan.c — the GPT as the planner sees it (model_plan.h): the table
+ * `ptdp plan` prices a GPT with, from the same functions the model charges
+ * the clock with (gpt_cost.h) and the same activation formulas `ptdp train`
+ * prints (gpt.h).
+ *
+ *   planner asks                 the GPT answers
+ *   ───────────────────────────  ────────────────────────────────────────
+ *   dims of b sequences, tp, cp  T = seq_len, Tq = T/cp, R = b Tq,
+ *                                Rl = R/tp (sp), C = hidden,
+ *                                Cl = (C/nh)(nh/tp), Fl = F/tp, hl = nh/tp,
+ *                                Vl = V_pad/tp
+ *   flops of a micro-batch       gpt_cost.c's charges at that shape
+ *   kept per block               ptdp_gpt_block_act_*
+ *   tp_ok(tp)                    tp | nh, tp | F, tp | V_pad
+ *   data bytes                   --data's, or the built-in corpus's
+ *   step FLOPs                   72 B s L h² (1 + s/6h + V/12Lh) (Narayanan
+ *                                et al. 2021); full recomputation adds the
+ *                                forward again (+ the head's 2 B s h V),
+ *                                selective the attention core, 4 B s² h L
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/gpt.h"
+#include "gpt_cost.h"
+#include "ptdp/model_plan.h"
+
+static ptdp_model_config plan_defaults(void)
+{
+    return PTDP_GPT_CONFIG( .vocab_multiple = 64 );   /* ops: the caller's (this model's) */
+}
+
+static const char *const required[] = { "--heads", "--seq-len", "--vocab", NULL };
+
+static long long required_value(const ptdp_model_config *c, const char *flag)
+{
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    return strcmp(flag, "--heads") == 0 ? g->heads : strcmp(flag, "--seq-len") == 0 ? g->seq_len
+         : strcmp(flag, "--vocab") == 0 ? g->vocab : 0;
+}
+
+static int padded_vocab(const ptdp_model_config *c, int tp)
+{
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    return g->vocab_padded > 0 ? g->vocab_padded : ptdp_gpt_pad_vocab(g->vocab, g->vocab_multiple, tp);
+}
+
+static bool tp_ok(const ptdp_model_config *c, int tp)
+{
+    return ptdp_gpt(c)->heads % tp == 0 && c->ffn % tp == 0 && padded_vocab(c, tp) % tp == 0;
+}
+
+static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptdp_plan_dims *d)
+{
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    d->b = b;
+    d->T = g->seq_len;
+    d->Tq = (double)(g->seq_len / cp);
+    d->R = d->b * d->Tq;
+    d->Rl = sp ? d->R / tp : d->R;
+    d->C = c->hidden;
+    d->Cl = (double)(c->hidden / g->heads * (g->heads / tp));
+    d->Fl = (double)(c->ffn / tp);
+    d->hl = (double)(g->heads / tp);
+    d->Vl = (double)(padded_vocab(c, tp) / tp);
+}
+
+static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
+                  bool selective, bool split, ptdp_plan_flops *o)
+{
+    ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, sp, cp, 0, true);
+    s.selective = selective;
+    s.split = split;
+    o->embed_fwd = ptdp_gpt_cost_embed_forward(p, &s);
+    o->embed_bwd = ptdp_gpt_cost_embed_backward(p, &s);
+    o->embed_w = ptdp_gpt_cost_dw_embed(p, &s);
+    o->block_fwd = ptdp_gpt_cost_block_forward(p, &s);
+    o->block_bwd = ptdp_gpt_cost_block_backward(p, &s);
+    o->block_w = ptdp_gpt_cost_block_w(p, &s);
+    o->head_fwd = ptdp_gpt_cost_head_forward(p, &s);
+    o->head_bwd = ptdp_gpt_cost_head_backward(p, &s);
+    o->head_w = ptdp_gpt_cost_dw_head(p, &s);
+    o->lnf_bwd = ptdp_gpt_cost_lnf_backward(p, &s);
+}
+
+static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective)
+{
+    if (cp > 1)
+        return ptdp_gpt_block_act_elements_cp(c, b, tp, cp, sp);
+    if (selective)
+        return ptdp_gpt_block_act_elements_selective(c, b, tp, sp);
+    return ptdp_gpt_block_act_elements(c, b, tp, sp);
+}
+
+/* The built-in corpus's bytes for a seed, made once a seed (the planner
+ * asks for ptdp train's default seed, many times). */
+static pthread_mutex_t corpus_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool corpus_known;
+static uint64_t corpus_seed;
+static size_t corpus_bytes;
+
+static double data_bytes(const ptdp_model_config *c, uint64_t seed)
+{
+    if (ptdp_gpt(c)->corpus != NULL)
+        return (double)ptdp_gpt(c)->corpus_len;
+    pthread_mutex_lock(&corpus_lock);
+    if (!corpus_known || corpus_seed != seed) {
+        unsigned char *text = NULL;
+        corpus_bytes = ptdp_gpt_builtin_corpus(seed, PTDP_GPT_CORPUS_LINES, &text);
+        free(text);
+        corpus_seed = seed;
+        corpus_known = true;
+    }
+    const size_t n = corpus_bytes;
+    pthread_mutex_unlock(&corpus_lock);
+    return (double)n;
+}
+
+static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
+                       double *hardware)
+{
+    const double sl = ptdp_gpt(c)->seq_len, L = c->layers, h = c->hidden, V = ptdp_gpt(c)->vocab;
+    *model = 72 * B * sl * L * h * h * (1 + sl / (6 * h) + V / (12 * L * h));
+    *hardware = *model;
+    if (full)
+        *hardware += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
+    else if (selective)
+        *hardware += 4 * B * sl * sl * h * L;
+}
+
+const ptdp_model_plan ptdp_gpt_plan = {
+    .defaults = plan_defaults,
+    .required = required,
+    .required_value = required_value,
+    .tp_ok = tp_ok,
+    .dims = dims,
+    .flops = flops,
+    .block_kept = block_kept,
+    .block_kept_bytes = ptdp_gpt_block_act_bytes,
+    .data_bytes = data_bytes,
+    .step_flops = step_flops,
+};

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# plan_limits.sh PTDP — every question `ptdp plan` accepts is answered in
+# seconds, however large the flags.
+#
+# The search weighs every layout the flags allow, so its work grows with
+# the divisors of --gpus and --batch and with --layers (the interleaved
+# schedule's v runs to L / p).  It walks divisors, never every integer up
+# to --gpus or --batch, and past its limit of work it stops and exits 2
+# naming the flags to fix.  Each command below once ran for minutes; now
+# each must end — with a plan (0), nothing that fits (1) or a message
+# (2) — within LIMIT seconds of wall time (5 s is the target on an idle
+# core; the limit leaves room for a loaded machine).
+set -uo pipefail
+
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
+
+LIMIT=${PTDP_PLAN_LIMIT_S:-15}
+
+small=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 62 --profile dgx-a100)
+widest=(plan --model gpt --layers 65536 --hidden 16777216 --heads 1048576 --seq-len 16777216 --vocab 67108864
+        --ffn 67108864 --vocab-multiple 65536 --profile dgx-a100)
+
+answers_in_time() {   # answers_in_time ARGS...: ends within LIMIT s, exit 0, 1 or 2
+    cases=$((cases + 1))
+    local t0=$SECONDS status
+    timeout "$LIMIT" "$ptdp" "$@" >"$out" 2>"$err" </dev/null
+    status=$?
+    if [[ $status -eq 124 ]]; then fail "ptdp $*: still searching after $LIMIT s"
+    elif [[ $status -gt 2 ]]; then fail "ptdp $*: exit status $status"
+    else echo "ok    ptdp $*  ->  exit $status in $((SECONDS - t0)) s"
+    fi
+}
+
+answers_in_time "${small[@]}" --batch 8 --gpus 16777216
+answers_in_time "${small[@]}" --batch 2147483647 --gpus 8
+answers_in_time "${small[@]}" --batch 2095133040 --gpus 8
+answers_in_time "${widest[@]}" --batch 8 --gpus 8
+answers_in_time "${widest[@]}" --layers 1024 --batch 16777216 --gpus 16777216
+answers_in_time "${widest[@]}" --layers 1024 --batch 1073741824 --gpus 65536
+
+# Too much to weigh is a usage error that names the flags to fix.
+expect_usage "fix part of the layout (--tp, --pp" -- "${widest[@]}" --batch 8 --gpus 8
+
+finish "plan limits" "$cases questions answered within $LIMIT s each"
