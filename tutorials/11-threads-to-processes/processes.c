@@ -40,7 +40,7 @@
 #include "ptdp/mpi.h"
 #include "tutorial.h"
 
-#define COUNT 4099            /* not a multiple of the ring: uneven chunks */
+#define COUNT 4099            /* not a multiple of the ring: uneven segments */
 
 /* Lesson 01's check watches every message; here they go straight through. */
 int lesson_send_at(ptdp_comm *comm, const void *buf, size_t count, ptdp_dtype t,
