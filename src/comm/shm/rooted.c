@@ -99,20 +99,23 @@ int ptdp_shm_scatter(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *
 /* Rank i's block for me = rank i's send_counts[me] elements at its
  * send_displs[me], into my recv at recv_displs[i].  Every member first
  * checks the whole table (the same verdict everywhere: all fail or none
- * copies). */
+ * copies) — and crosses the closing barrier either way, since the tables
+ * it reads live in the other members' calls (their stacks) until they
+ * return. */
 int ptdp_shm_all_to_allv(ptdp_comm *c, const ptdp_call *const *calls, ptdp_traffic *t)
 {
     const ptdp_call *mine = calls[c->rank];
     int rc = ptdp_check_v_agreement(c, calls);
-    if (rc)
-        return rc;
-    const size_t es = ptdp_dtype_size(mine->dtype);
-    for (int i = 0; i < c->size; i++)
-        ptdp_copy((char *)mine->recv + mine->rdispls[i] * es,
-                  (const char *)calls[i]->send + calls[i]->sdispls[c->rank] * es, mine->rcounts[i] * es);
-    t->sent += (double)mine->vsent;
-    t->recv += (double)mine->vrecv;
-    return ptdp_shm_barrier(c, mine);
+    if (rc == 0) {
+        const size_t es = ptdp_dtype_size(mine->dtype);
+        for (int i = 0; i < c->size; i++)
+            ptdp_copy((char *)mine->recv + mine->rdispls[i] * es,
+                      (const char *)calls[i]->send + calls[i]->sdispls[c->rank] * es, mine->rcounts[i] * es);
+        t->sent += (double)mine->vsent;
+        t->recv += (double)mine->vrecv;
+    }
+    int crossed = ptdp_shm_barrier(c, mine);
+    return rc ? rc : crossed;
 }
 
 /* Block i of my recv = block (my rank) of rank i's send. */
