@@ -154,6 +154,10 @@ int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value);
 /* The value of cfg's own flag `name`, or 0 if its model has none. */
 int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name);
 
+/* The model as a noun for a sentence: its title without the article
+ * ("the MLP" -> "MLP"), or its name if it has no title; "?" for NULL. */
+const char *ptdp_model_cli_noun(const ptdp_model_ops *ops);
+
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */
 void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *defaults);
