@@ -85,6 +85,14 @@ typedef struct ptdp_model_flags {
     uint64_t seed;               /* for built-in data                       */
 } ptdp_model_flags;
 
+/* A figure a model draws of its own insides, for `ptdp figures` (the same
+ * as a line of cli/figures/figures.c's table): NAME.svg, --only NAME. */
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*draw)(const char *path, char *msg, size_t msglen);   /* 0 or PTDP_E…, msg */
+} ptdp_model_figure;
+
 /* A model's side of the command line: its flags and defaults, and what
  * `ptdp train` prints and reports about it.  Every function may be NULL. */
 typedef struct {
@@ -138,6 +146,15 @@ typedef struct {
      * with the numbers), then the rate per GPU. */
     void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
                        double tflops_per_gpu);
+
+    /* ---- `ptdp figures` (cli/figures/) */
+    /* Its default config on its built-in data (*data malloc'd, to free after
+     * the runs), for the figures that train a model of sequences under ZeRO.
+     * 0 or PTDP_ENOMEM with the reason in msg. */
+    int  (*figure_model)(ptdp_model_config *cfg, unsigned char **data, char *msg, size_t msglen);
+    /* The figures of its own insides, listed with the others. */
+    const ptdp_model_figure *figures;
+    int nfigures;
 } ptdp_model_cli;
 
 /* The CLI side of cfg's model (cli/models/models_cli.c), or one with no

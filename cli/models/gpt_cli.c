@@ -21,11 +21,13 @@
 #include <stdlib.h>
 
 #include "ptdp/cp.h"
+#include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/safetensors.h"
 
+#include "gpt_figures.h"
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -346,6 +348,37 @@ static void gpt_plan_flops(FILE *f, const ptdp_model_config *m, long long batch,
             s / (6 * h), V / (12 * L * h), model_flops, tflops);
 }
 
+/* ---- `ptdp figures` ----------------------------------------------------------- */
+
+/* The default GPT, as `ptdp train --model gpt` sets it, on the built-in
+ * corpus (its vocabulary from the corpus's tokens, padded for tp = 1). */
+static int gpt_figure_model(ptdp_model_config *cfg, unsigned char **corpus, char *msg, size_t msglen)
+{
+    *cfg = ptdp_gpt_default_config();
+    *corpus = NULL;
+    size_t len = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, corpus);
+    if (len == 0) {
+        free(*corpus);
+        *corpus = NULL;
+        snprintf(msg, msglen, "out of host memory making the built-in corpus");
+        return PTDP_ENOMEM;
+    }
+    for (size_t i = 0; i < len; i++)
+        if ((*corpus)[i] + 1 > ptdp_gpt(cfg)->vocab)
+            ptdp_gpt(cfg)->vocab = (*corpus)[i] + 1;
+    ptdp_gpt(cfg)->corpus = *corpus;
+    ptdp_gpt(cfg)->corpus_len = len;
+    ptdp_gpt(cfg)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(cfg)->vocab, ptdp_gpt(cfg)->vocab_multiple, 1);
+    return PTDP_OK;
+}
+
+static const ptdp_model_figure gpt_figures[] = {
+    { "attention_tp",       "lesson 07: tp = 2 splits a GPT's heads (c_attn q/k/v rows, c_proj columns) and its vocabulary",
+      fig_attention_tp },
+    { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
+      fig_sp_block },
+};
+
 const ptdp_model_cli ptdp_gpt_cli = {
     .ops = &ptdp_gpt_ops,
     .flags = gpt_flags,
@@ -368,4 +401,7 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .plan_header = gpt_plan_header,
     .plan_train_flags = gpt_plan_train_flags,
     .plan_flops = gpt_plan_flops,
+    .figure_model = gpt_figure_model,
+    .figures = gpt_figures,
+    .nfigures = (int)(sizeof gpt_figures / sizeof gpt_figures[0]),
 };
