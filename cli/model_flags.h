@@ -147,6 +147,19 @@ typedef struct {
     void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
                        double tflops_per_gpu);
 
+    /* ---- `ptdp bench train` and `ptdp bench zero` (cli/bench/) */
+    /* Its sizes for `ptdp bench train` (PyTorch's in bench/train.sh) and
+     * that command's batch; NULL: its defaults and batch 64. */
+    void (*bench_defaults)(ptdp_model_config *m, int *batch);
+    /* The model in a benchmark's first line: "mlp, d_in 1024, …, 10 classes". */
+    void (*bench_describe)(FILE *f, const ptdp_model_config *m);
+    /* `bench train --json`'s keys of its own after "model", each followed
+     * by ", " (`"seq_len": 256, …`); a step of `batch` samples took step_s. */
+    void (*bench_json_keys)(FILE *f, const ptdp_model_config *m, int batch, double step_s);
+    /* `bench train`'s targets: forward + backward over its GEMMs alone, and
+     * the step time over PyTorch's (0: 1.2 and 0.8). */
+    double bench_gemm_target, bench_torch_target;
+
     /* ---- `ptdp figures` (cli/figures/) */
     /* Its default config on its built-in data (*data malloc'd, to free after
      * the runs), for the figures that train a model of sequences under ZeRO.
