@@ -20,10 +20,10 @@
 #define PTDP_CLI_COMMANDS_H
 
 #define PTDP_COMMANDS(X)                                                          \
-    X(train,    "train the MLP or a GPT on dp x tp x pp devices (--check: against one device)") \
-    X(sample,   "generate text from a GPT checkpoint: ptdp sample --load gpt.st --prompt TEXT") \
+    X(train,    "train a model (--model NAME) on dp x tp x pp devices (--check: against one device)") \
+    X(sample,   "generate text from a language model's checkpoint: ptdp sample --load FILE --prompt TEXT") \
     X(schedule, "print and draw pipeline schedules (GPipe, 1F1B)")             \
-    X(plan,     "choose the layout of a GPT on a GPU cluster: memory, step time, best first") \
+    X(plan,     "choose the layout of a model on a GPU cluster: memory, step time, best first") \
     X(figures,  "draw the course's figures (SVG) from real runs: ptdp figures --out DIR") \
     X(demo,     "the classroom demo: 1 device vs dp 2 x tp 2 x pp 2, side by side") \
     X(bench,    "benchmarks: collectives (vs memory bandwidth), memory, a training step, ZeRO") \

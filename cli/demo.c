@@ -41,9 +41,9 @@ static void demo_usage(void)
            "       ptdp demo MODEL [--help]   (a model's own demo, below)\n");
     model_demos("       ");
     printf("\n"
-           "Train the reference MLP on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
+           "Train the reference %s on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
            "same seed, and show that they agree; then where the memory went and the pipeline's\n"
-           "bubble.  Defaults: 12 steps, 4 micro-batches.\n");
+           "bubble.  Defaults: 12 steps, 4 micro-batches.\n", ptdp_model_cli_noun(ptdp_model_at(0)));
 }
 
 static int run(ptdp_train_config *c, ptdp_launch_result *lr, ptdp_train_result *res, const char *what)
@@ -105,10 +105,11 @@ int ptdp_cmd_demo(int argc, char **argv)
     base.dp = base.tp = base.pp = 1;
     base.micro_batches = 1;
 
-    printf("ptdp demo: the same MLP (%d blocks, hidden %d, batch %d, AdamW) trained twice with seed %d\n"
+    printf("ptdp demo: the same %s (%d blocks, hidden %d, batch %d, AdamW) trained twice with seed %d\n"
            "  A: 1 device (the reference)\n"
            "  B: 8 devices = dp 2 (data) x tp 2 (tensor) x pp 2 (pipeline, 1F1B, %d micro-batches)\n\n",
-           par.model.layers, par.model.hidden, par.batch, (int)par.seed, mbs);
+           ptdp_model_cli_noun(ptdp_model_of(&par.model)), par.model.layers, par.model.hidden, par.batch,
+           (int)par.seed, mbs);
     fflush(stdout);
 
     ptdp_launch_result la, lb;

@@ -207,3 +207,13 @@ void ptdp_model_flags_help(FILE *out, const ptdp_model_config *d)
             cli->help(out, d);
     }
 }
+
+const char *ptdp_model_cli_noun(const ptdp_model_ops *ops)
+{
+    if (ops == NULL)
+        return "?";
+    const char *t = ops->caps.title;
+    if (t == NULL)
+        return ops->name;
+    return t + (strncmp(t, "the ", 4) == 0 ? 4 : strncmp(t, "a ", 2) == 0 ? 2 : 0);
+}

@@ -85,6 +85,14 @@ typedef struct ptdp_model_flags {
     uint64_t seed;               /* for built-in data                       */
 } ptdp_model_flags;
 
+/* A figure a model draws of its own insides, for `ptdp figures` (the same
+ * as a line of cli/figures/figures.c's table): NAME.svg, --only NAME. */
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*draw)(const char *path, char *msg, size_t msglen);   /* 0 or PTDP_E…, msg */
+} ptdp_model_figure;
+
 /* A model's side of the command line: its flags and defaults, and what
  * `ptdp train` prints and reports about it.  Every function may be NULL. */
 typedef struct {
@@ -138,6 +146,28 @@ typedef struct {
      * with the numbers), then the rate per GPU. */
     void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
                        double tflops_per_gpu);
+
+    /* ---- `ptdp bench train` and `ptdp bench zero` (cli/bench/) */
+    /* Its sizes for `ptdp bench train` (PyTorch's in bench/train.sh) and
+     * that command's batch; NULL: its defaults and batch 64. */
+    void (*bench_defaults)(ptdp_model_config *m, int *batch);
+    /* The model in a benchmark's first line: "mlp, d_in 1024, …, 10 classes". */
+    void (*bench_describe)(FILE *f, const ptdp_model_config *m);
+    /* `bench train --json`'s keys of its own after "model", each followed
+     * by ", " (`"seq_len": 256, …`); a step of `batch` samples took step_s. */
+    void (*bench_json_keys)(FILE *f, const ptdp_model_config *m, int batch, double step_s);
+    /* `bench train`'s targets: forward + backward over its GEMMs alone, and
+     * the step time over PyTorch's (0: 1.2 and 0.8). */
+    double bench_gemm_target, bench_torch_target;
+
+    /* ---- `ptdp figures` (cli/figures/) */
+    /* Its default config on its built-in data (*data malloc'd, to free after
+     * the runs), for the figures that train a model of sequences under ZeRO.
+     * 0 or PTDP_ENOMEM with the reason in msg. */
+    int  (*figure_model)(ptdp_model_config *cfg, unsigned char **data, char *msg, size_t msglen);
+    /* The figures of its own insides, listed with the others. */
+    const ptdp_model_figure *figures;
+    int nfigures;
 } ptdp_model_cli;
 
 /* The CLI side of cfg's model (cli/models/models_cli.c), or one with no
@@ -153,6 +183,10 @@ const ptdp_model_cli *ptdp_model_cli_for(const ptdp_model_ops *ops);
 int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value);
 /* The value of cfg's own flag `name`, or 0 if its model has none. */
 int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name);
+
+/* The model as a noun for a sentence: its title without the article
+ * ("the MLP" -> "MLP"), or its name if it has no title; "?" for NULL. */
+const char *ptdp_model_cli_noun(const ptdp_model_ops *ops);
 
 /* Start with the command's defaults for its default model (ffn 0: 4 x
  * hidden); the other models start from their own. */

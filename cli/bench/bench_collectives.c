@@ -86,6 +86,7 @@
 #include "../backend.h"
 #include "bench.h"
 #include "../commands.h"
+#include "../model_flags.h"
 #include "ptdp/clock.h"
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
@@ -794,6 +795,8 @@ static int collectives_cmd(int argc, char **argv)
     return rc;
 }
 
+static bool plannable(const ptdp_model_caps *caps) { return caps->plannable; }
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: ptdp bench <what> [flags]\n"
@@ -801,12 +804,13 @@ static void bench_usage(FILE *f)
            "  collectives   time all_reduce, reduce_scatter, all_gather, broadcast and\n"
            "                all_to_all(v) against the host's memory bandwidth\n"
            "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
-           "  train         the reference MLP's training step: GEMMs, optimizer, dp=2\n"
+           "  train         the reference %s's training step: GEMMs, optimizer, dp=2\n"
            "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"
            "                the virtual step with and without --overlap\n"
-           "  plan          ptdp plan's search: seconds and layouts/s, the 1T GPT on 3072 GPUs\n"
+           "  plan          ptdp plan's search: seconds and layouts/s, the 1T %s on 3072 GPUs\n"
            "\n"
-           "`ptdp bench <what> --help` lists its flags.\n");
+           "`ptdp bench <what> --help` lists its flags.\n", ptdp_model_cli_noun(ptdp_model_at(0)),
+           ptdp_model_cli_noun(ptdp_model_first_with(plannable)));
 }
 
 int ptdp_cmd_bench(int argc, char **argv)

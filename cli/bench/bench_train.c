@@ -72,14 +72,12 @@
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
 #include "ptdp/train.h"
-#include "ptdp/mlp.h"
 
 #define MAX_STEPS 1000
 
@@ -95,9 +93,12 @@ typedef struct {
 static bench_cfg bench_defaults(void)
 {
     bench_cfg d = {
-        .model = PTDP_MLP_CONFIG(.d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10),
+        .model = ptdp_model_default_config(),
         .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
     };
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&d.model);   /* the benchmark's sizes of it */
+    if (cli->bench_defaults != NULL)
+        cli->bench_defaults(&d.model, &d.batch);
     return d;
 }
 
@@ -528,19 +529,16 @@ static void print_json(const bench_cfg *c, const bench_result *r)
            "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
            "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
            "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, ",
-           PTDP_REAL_NAME, ptdp_mlp(&c->model)->d_in, c->model.hidden, c->model.ffn, c->model.layers,
-           ptdp_mlp(&c->model)->classes, c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
+           PTDP_REAL_NAME, ptdp_model_cli_get(&c->model, "--d-in"), c->model.hidden, c->model.ffn, c->model.layers,
+           ptdp_model_cli_get(&c->model, "--classes"), c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
            r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
            r->base_s, b / r->base_s, r->flops / r->base_s / 1e9,
            r->dp2_s, b / r->dp2_s, r->flops / r->dp2_s / 1e9);
-    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
-        printf("\"model\": \"gpt\", \"seq_len\": %d, \"heads\": %d, \"vocab\": %d, \"vocab_padded\": %d, "
-               "\"tokens_per_s\": %.6g, ",
-               ptdp_gpt(&c->model)->seq_len, ptdp_gpt(&c->model)->heads, ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_padded,
-               b * ptdp_gpt(&c->model)->seq_len / r->base_s);
-    else
-        printf("\"model\": \"mlp\", ");
+    printf("\"model\": \"%s\", ", ptdp_model_name(&c->model));
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
+    if (cli->bench_json_keys != NULL)
+        cli->bench_json_keys(stdout, &c->model, c->batch, r->base_s);
     if (r->zero1_s > 0)
         printf("\"dp2_zero1_step_s\": %.6g, \"dp2_zero1_speedup\": %.6g, ", r->zero1_s, r->base_s / r->zero1_s);
     printf("\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
@@ -553,15 +551,15 @@ static void print_table(const bench_cfg *c, const bench_result *r)
 {
     double b = c->batch;
     speedups s = speedups_of(r);
-    const bool gpt = ptdp_model_of(&c->model) == &ptdp_gpt_ops;
-    if (gpt)
-        printf("ptdp bench train (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; "
-               "batch %d sequences, AdamW\n", PTDP_REAL_NAME, ptdp_gpt(&c->model)->vocab, ptdp_gpt(&c->model)->vocab_padded,
-               ptdp_gpt(&c->model)->seq_len, c->model.hidden, ptdp_gpt(&c->model)->heads, c->model.layers, c->model.ffn, c->batch);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
+    const bool is_default = ptdp_model_of(&c->model) == ptdp_model_at(0);
+    printf("ptdp bench train (%s): ", PTDP_REAL_NAME);
+    if (cli->bench_describe != NULL)
+        cli->bench_describe(stdout, &c->model);
     else
-        printf("ptdp bench train (%s): d_in %d, hidden %d, ffn %d, %d blocks, %d classes; batch %d, AdamW\n",
-               PTDP_REAL_NAME, ptdp_mlp(&c->model)->d_in, c->model.hidden, c->model.ffn, c->model.layers,
-               ptdp_mlp(&c->model)->classes, c->batch);
+        printf("%s, hidden %d, ffn %d, %d layers", ptdp_model_name(&c->model), c->model.hidden, c->model.ffn,
+               c->model.layers);
+    printf("; batch %d%s, AdamW\n", c->batch, ptdp_model_of(&c->model)->caps.sequences ? " sequences" : "");
     printf("  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
            r->flops / 1e9, c->steps, c->warmup);
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
@@ -581,9 +579,10 @@ static void print_table(const bench_cfg *c, const bench_result *r)
         printf("  %-46s %10s   (%s)\n", "dp=2 step with ZeRO-1", "-", r->zero1_note);
     printf("  %-46s %10.1f %12.1f\n", "one baseline at batch B/2, alone", 1e3 * r->alone_s, b / 2 / r->alone_s);
     printf("  %-46s %10.1f %12.1f\n", "two baselines at batch B/2, concurrently", 1e3 * r->conc_s, b / r->conc_s);
-    /* the GPT's softmax, LayerNorms and masks are work no GEMM does: 1.3 */
+    /* the model's own target: a transformer's softmax, LayerNorms and masks
+     * are work no GEMM does */
     printf("\n  forward + backward / GEMMs alone       %6.3f   (target <= %.1f)\n", r->fwd_bwd_s / r->gemm_s,
-           gpt ? 1.3 : 1.2);
+           cli->bench_gemm_target > 0 ? cli->bench_gemm_target : 1.2);
     printf("  speed-ups against one device at the per-device batch B/2:\n");
     printf("    dp=2                                 %6.3f   = 2 t(B/2 alone) / t(dp=2)\n", s.dp2);
     printf("    two runs concurrently (the hardware) %6.3f   = 2 t(B/2 alone) / t(B/2 concurrently)\n",
@@ -594,8 +593,9 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("    dp=2 speed-up over dp=1              %6.3f   = t(dp=1) / t(dp=2)\n", s.dp2_over_dp1);
     printf("    of which t(B) / 2 t(B/2 alone)       %6.3f   how a step's time scales with its batch\n",
            s.batch_scaling);
-    printf("\nThe PyTorch comparison (step time <= %.1fx PyTorch's): bench/train.sh%s\n", gpt ? 0.9 : 0.8,
-           gpt ? " --model gpt" : "");
+    printf("\nThe PyTorch comparison (step time <= %.1fx PyTorch's): bench/train.sh%s%s\n",
+           cli->bench_torch_target > 0 ? cli->bench_torch_target : 0.8, is_default ? "" : " --model ",
+           is_default ? "" : ptdp_model_name(&c->model));
 }
 
 /* ---- parse, validate, run ------------------------------------------------- */
@@ -605,13 +605,13 @@ static void usage(void)
     printf("usage: ptdp bench train [--steps N] [--warmup N] [--json] [--watchdog S]\n"
            "                        [--d-in N --hidden N --ffn N --layers N --classes N --batch B]\n"
            "\n"
-           "Time the training step of the reference MLP: the baseline's forward + backward\n"
+           "Time the training step of the reference %s: the baseline's forward + backward\n"
            "against its GEMMs alone, its optimizer, dp=1 and dp=2 on the same global batch,\n"
            "and two independent baseline runs at batch B/2 at once (the speed-up the machine\n"
            "allows two devices).  AdamW, seed 1; every time is a median over the timed steps.\n"
            "\n"
            "  --steps N      timed steps per measurement (default 8)\n"
-           "  --warmup N     untimed steps before them (default 2)\n");
+           "  --warmup N     untimed steps before them (default 2)\n", ptdp_model_cli_noun(ptdp_model_at(0)));
     const bench_cfg d = bench_defaults();
     ptdp_model_flags_help(stdout, &d.model);
     printf("  --batch B      global batch, even (default 64)\n"
@@ -626,15 +626,14 @@ static int parse(int argc, char **argv, bench_cfg *c)
     bool batch_given = false;
     ptdp_model_flags mf;
     ptdp_model_flags_init(&mf, &c->model);
-    /* --model gpt: the GPT of the benchmark (V 256, T 256, C 512, 8 heads,
-     * 4 layers, F 2048; batch 8 sequences), one thread, as PyTorch's */
-    ptdp_model_config *gpt_d = ptdp_model_flags_defaults(&mf, &ptdp_gpt_ops);
-    ptdp_gpt(gpt_d)->vocab = 256;
-    ptdp_gpt(gpt_d)->seq_len = 256;
-    gpt_d->hidden = 512;
-    ptdp_gpt(gpt_d)->heads = 8;
-    gpt_d->layers = 4;
-    gpt_d->ffn = 2048;
+    int batch[PTDP_MAX_MODELS];   /* each model's default batch here */
+    for (int i = 0; i < ptdp_model_count() && i < PTDP_MAX_MODELS; i++) {
+        const ptdp_model_ops *ops = ptdp_model_at(i);
+        const ptdp_model_cli *cli = ptdp_model_cli_for(ops);
+        batch[i] = c->batch;
+        if (ops != ptdp_model_of(&c->model) && cli->bench_defaults != NULL)   /* the default's: bench_defaults() */
+            cli->bench_defaults(ptdp_model_flags_defaults(&mf, ops), &batch[i]);
+    }
     ptdp_args a;
     ptdp_args_init(&a, "bench train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -655,13 +654,10 @@ static int parse(int argc, char **argv, bench_cfg *c)
     }
     if (a.status || ptdp_model_flags_finish("bench train", &mf) != 0)
         return PTDP_EXIT_USAGE;
-    c->model = mf.cfg;   /* the GPT's text, if any, lives until the process ends */
-    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops) {
-        if (!batch_given)
-            c->batch = 8;
-        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
-                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
-    }
+    c->model = mf.cfg;   /* the model's data, if any, lives until the process ends */
+    for (int i = 0; !batch_given && i < ptdp_model_count() && i < PTDP_MAX_MODELS; i++)
+        if (ptdp_model_at(i) == ptdp_model_of(&c->model))
+            c->batch = batch[i];
     return 0;
 }
 

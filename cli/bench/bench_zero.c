@@ -57,12 +57,10 @@
 #include "../model_flags.h"
 #include "bench.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/models.h"
 #include "ptdp/train.h"
 #include "ptdp/zero.h"
-#include "ptdp/mlp.h"
 
 /* ---- the formulas in words ------------------------------------------------- */
 
@@ -138,12 +136,13 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
     const ptdp_model_config *m = &c->model;
     const ptdp_profile *prof = o->profile ? o->profile : ptdp_profile_default();
     const ptdp_zero_precision *f = ptdp_zero_precision_of(PTDP_REAL_NAME), *bf = ptdp_zero_precision_of("bf16");
-    if (ptdp_model_of(m) == &ptdp_gpt_ops)
-        printf("ptdp bench zero (%s): gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d; ",
-               PTDP_REAL_NAME, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded, ptdp_gpt(m)->seq_len, m->hidden, ptdp_gpt(m)->heads, m->layers, m->ffn);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
+    printf("ptdp bench zero (%s): ", PTDP_REAL_NAME);
+    if (cli->bench_describe != NULL)
+        cli->bench_describe(stdout, m);
     else
-        printf("ptdp bench zero (%s): mlp, d_in %d, hidden %d, ffn %d, %d blocks, %d classes; ", PTDP_REAL_NAME,
-               ptdp_mlp(m)->d_in, m->hidden, m->ffn, m->layers, ptdp_mlp(m)->classes);
+        printf("%s, hidden %d, ffn %d, %d layers", ptdp_model_name(m), m->hidden, m->ffn, m->layers);
+    printf("; ");
     printf("Ψ = %.0f parameters\n", psi);
     printf("  N = dp = %d, M = %d micro-batches, batch %d, AdamW, %d steps a run, profile %s\n", c->dp,
            c->micro_batches, c->batch, c->steps, prof->name);
@@ -286,12 +285,31 @@ static void print_json(const zero_cfg *c, const ptdp_zero_measure *m, bool match
 /* ---- parse, validate, run ----------------------------------------------------- */
 
 
+/* Its default model: the registry's first model of sequences (a transformer,
+ * as the ZeRO paper's), else the registry's default. */
+static bool of_sequences(const ptdp_model_caps *caps) { return caps->sequences; }
+
+static const ptdp_model_ops *zero_model(void)
+{
+    const ptdp_model_ops *ops = ptdp_model_first_with(of_sequences);
+    return ops != NULL ? ops : ptdp_model_at(0);
+}
+
 static void usage(void)
 {
     ptdp_train_config d = ptdp_train_defaults();
-    d.model = ptdp_gpt_default_config();   /* its default model, as parse's */
+    const ptdp_model_ops *own = zero_model();
+    const ptdp_model_cli *cli = ptdp_model_cli_for(own);
+    if (own != ptdp_model_of(&d.model) && cli->defaults != NULL)
+        d.model = cli->defaults();   /* its default model, as parse's */
+    d.model.ops = own;
     d.model.ffn = 0;
-    printf("usage: ptdp bench zero [--model gpt|mlp] [--dp N] [--micro-batches M] [--batch B] [--steps S]\n"
+    char names[128];   /* its default first: gpt|mlp */
+    int n = snprintf(names, sizeof names, "%s", own->name);
+    for (int i = 0; i < ptdp_model_count() && n < (int)sizeof names; i++)
+        if (ptdp_model_at(i) != own)
+            n += snprintf(names + n, sizeof names - (size_t)n, "|%s", ptdp_model_at(i)->name);
+    printf("usage: ptdp bench zero [--model %s] [--dp N] [--micro-batches M] [--batch B] [--steps S]\n"
            "                       [--profile P] [--json] [--watchdog S] [model flags]\n"
            "\n"
            "The ZeRO paper's memory table, measured: for --zero 0, 1, 2 and 3 the model states one\n"
@@ -310,7 +328,7 @@ static void usage(void)
            "  --profile P         the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
            "  --json              one JSON object per stage instead of the tables\n"
            "  --watchdog S        fail if a collective waits longer than S seconds (default 60)\n"
-           "model (default: --model gpt, the GPT of ptdp train):\n");
+           "model (default: --model %s, the %s of ptdp train):\n", names, own->name, ptdp_model_cli_noun(own));
     ptdp_model_flags_help(stdout, &d.model);
 }
 
@@ -325,7 +343,7 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
     c->watchdog_s = PTDP_DEFAULT_WATCHDOG_S;
     d.model.ffn = 0;
     ptdp_model_flags_init(mf, &d.model);
-    mf->cfg.ops = &ptdp_gpt_ops;          /* the GPT unless --model mlp */
+    mf->cfg.ops = zero_model();            /* unless --model says another */
     ptdp_args a;
     ptdp_args_init(&a, "bench zero", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -346,9 +364,6 @@ static int parse(int argc, char **argv, zero_cfg *c, ptdp_model_flags *mf)
     if (a.status || ptdp_model_flags_finish("bench zero", mf) != 0)
         return PTDP_EXIT_USAGE;
     c->model = mf->cfg;
-    if (ptdp_model_of(&c->model) == &ptdp_gpt_ops)
-        ptdp_gpt(&c->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&c->model)->vocab,
-                                                               ptdp_gpt(&c->model)->vocab_multiple, 1);
     return 0;
 }
 

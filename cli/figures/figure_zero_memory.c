@@ -38,32 +38,9 @@
 #include "../bench/bench.h"
 #include "figures.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
 #include "ptdp/zero.h"
 
 enum { N = 4, M = 2, STEPS = 2, STAGES = 4 };
-
-/* ---- the default GPT, as `ptdp train --model gpt` sets it ------------------- */
-
-int fig_default_gpt(ptdp_model_config *cfg, unsigned char **corpus, char *msg, size_t msglen)
-{
-    *cfg = ptdp_gpt_default_config();
-    *corpus = NULL;
-    size_t len = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, corpus);
-    if (len == 0) {
-        free(*corpus);
-        *corpus = NULL;
-        snprintf(msg, msglen, "out of host memory making the built-in corpus");
-        return PTDP_ENOMEM;
-    }
-    for (size_t i = 0; i < len; i++)
-        if ((*corpus)[i] + 1 > ptdp_gpt(cfg)->vocab)
-            ptdp_gpt(cfg)->vocab = (*corpus)[i] + 1;
-    ptdp_gpt(cfg)->corpus = *corpus;
-    ptdp_gpt(cfg)->corpus_len = len;
-    ptdp_gpt(cfg)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(cfg)->vocab, ptdp_gpt(cfg)->vocab_multiple, 1);
-    return PTDP_OK;
-}
 
 /* ---- measuring --------------------------------------------------------------- */
 
@@ -251,7 +228,8 @@ int fig_zero_memory(const char *path, char *msg, size_t msglen)
 {
     ptdp_model_config model;
     unsigned char *corpus;
-    int err = fig_default_gpt(&model, &corpus, msg, msglen);
+    const char *noun;
+    int err = fig_default_model(&model, &corpus, &noun, msg, msglen);
     if (err != 0)
         return err;
     static ptdp_zero_measure m[STAGES], mb[STAGES];   /* large: every device's arena */
@@ -291,8 +269,8 @@ int fig_zero_memory(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "ZeRO's memory per device, dp = N = %d: the paper's formula beside the arena", N);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Default GPT, Ψ = %.0f parameters, AdamW, M = %d micro-batches; each stage run by ptdp_train as "
-                  "ptdp bench zero runs it, device 0 shown.", m[0].psi, M);
+                  "Default %s, Ψ = %.0f parameters, AdamW, M = %d micro-batches; each stage run by ptdp_train as "
+                  "ptdp bench zero runs it, device 0 shown.", noun, m[0].psi, M);
     ptdp_svg_text(&s, 20, 62, 12, PTDP_SVG_START, "#333333",
                   "Every device's states at rest checked against the formula.  %s: %g + %g + %g bytes per "
                   "parameter; bf16 mixed: %g + %g + %g, %s.",

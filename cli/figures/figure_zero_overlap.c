@@ -55,6 +55,7 @@ typedef struct {
     double step_s;               /* ptdp_train's log of it           */
     double hidden_s;             /* comm under compute, per step, mean over devices */
     double psi;
+    const char *noun;            /* the model, for the text: "GPT"   */
 } run_trace;
 
 /* ---- running and reading the trace ------------------------------------------- */
@@ -102,7 +103,7 @@ static int run(bool overlap, const char *trace, run_trace *r, char *msg, size_t 
 {
     ptdp_model_config model;
     unsigned char *corpus;
-    int err = fig_default_gpt(&model, &corpus, msg, msglen);
+    int err = fig_default_model(&model, &corpus, &r->noun, msg, msglen);
     if (err != 0)
         return err;
     ptdp_train_config c = ptdp_train_defaults();
@@ -316,8 +317,8 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "ZeRO-3 with --overlap: gathers prefetched under compute, reduce-scatters under the backward");
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Default GPT, Ψ = %.0f parameters in units (embeddings, 2 blocks, head), dp = N = %d, one "
-                  "micro-batch of %d sequences; step %d,", ovl.psi, N, BATCH / N, STEPS);
+                  "Default %s, Ψ = %.0f parameters in units (embeddings, 2 blocks, head), dp = N = %d, one "
+                  "micro-batch of %d sequences; step %d,", ovl.noun, ovl.psi, N, BATCH / N, STEPS);
     ptdp_svg_text(&s, 20, 62, 12, PTDP_SVG_START, "#333333",
                   "read from ptdp_train's own trace.  Each device keeps 1/N of every unit and gathers the rest "
                   "for the unit's forward and again for its backward.");

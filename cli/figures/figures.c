@@ -22,14 +22,15 @@
 
 #include "../args.h"
 #include "../commands.h"
+#include "../model_flags.h"
 #include "figures.h"
 #include "ptdp/error.h"
 
-static const struct {
-    const char *name;       /* the file is NAME.svg; --only NAME */
-    const char *summary;
-    fig_draw_fn draw;
-} figures[] = {
+typedef ptdp_model_figure figure;   /* name (NAME.svg; --only NAME), summary, draw */
+
+/* The figures in the order they are drawn; the row with no name is where
+ * the models' own figures go (their CLI tables, in the registry's order). */
+static const figure shared[] = {
     { "ring_allreduce",     "the ring all-reduce step by step (checked on 4 devices)", fig_ring_allreduce },
     { "dp_allreduce",       "lesson 02: each rank's 1/B-scaled gradient, the all-reduce (sum), its bytes",
       fig_dp_allreduce },
@@ -47,19 +48,50 @@ static const struct {
       fig_zero_memory },
     { "zero_overlap",       "one ZeRO-3 step on 2 devices (dgx-a100), --overlap against blocking: gathers prefetched",
       fig_zero_overlap },
-    { "attention_tp",       "lesson 07: tp = 2 splits a GPT's heads (c_attn q/k/v rows, c_proj columns) and its vocabulary",
-      fig_attention_tp },
-    { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
-      fig_sp_block },
+    { NULL, NULL, NULL },   /* each model's own figures */
     { "ring_attention",     "context parallelism: ring attention's steps on cp = 4, zigzag beside contiguous chunks",
       fig_ring_attention },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
-    { "plan_layouts",       "lesson 12: every layout of a 7.5B GPT on 32 GPUs, memory against step time, the best marked",
-      fig_plan_layouts },
+    { "plan_layouts",       "lesson 12: every layout of a 7.5B transformer on 32 GPUs, memory against step time, the best "
+                            "marked", fig_plan_layouts },
 };
-enum { NFIGURES = sizeof figures / sizeof figures[0] };
+enum { NSHARED = sizeof shared / sizeof shared[0], MAX_FIGURES = 64 };
+
+/* All the figures: the shared ones with the models' own in their place.
+ * Returns how many (at most MAX_FIGURES). */
+static int list_figures(figure *out)
+{
+    int n = 0;
+    for (int i = 0; i < NSHARED; i++) {
+        if (shared[i].name != NULL) {
+            if (n < MAX_FIGURES)
+                out[n++] = shared[i];
+            continue;
+        }
+        for (int m = 0; m < ptdp_model_count(); m++) {
+            const ptdp_model_cli *cli = ptdp_model_cli_for(ptdp_model_at(m));
+            for (int f = 0; f < cli->nfigures && n < MAX_FIGURES; f++)
+                out[n++] = cli->figures[f];
+        }
+    }
+    return n;
+}
+
+int fig_default_model(ptdp_model_config *cfg, unsigned char **data, const char **noun, char *msg, size_t msglen)
+{
+    *data = NULL;
+    for (int m = 0; m < ptdp_model_count(); m++) {
+        const ptdp_model_cli *cli = ptdp_model_cli_for(ptdp_model_at(m));
+        if (cli->figure_model != NULL) {
+            *noun = ptdp_model_cli_noun(cli->ops);
+            return cli->figure_model(cfg, data, msg, msglen);
+        }
+    }
+    snprintf(msg, msglen, "no registered model offers a model for the figures (ptdp_model_cli.figure_model)");
+    return PTDP_EINVAL;
+}
 
 /* ---- what the figures share ---------------------------------------------------- */
 
@@ -85,13 +117,15 @@ int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen)
 
 static void usage(void)
 {
+    figure figures[MAX_FIGURES];
+    const int nfigures = list_figures(figures);
     printf("usage: ptdp figures [--out DIR] [--only NAME]\n"
            "\n"
            "Draw the course's figures as SVG files, each computed by ptdp from real runs.\n"
            "\n"
            "  --out DIR     where to write them, created if missing (default: figures)\n"
            "  --only NAME   draw one figure only, one of:\n");
-    for (int i = 0; i < NFIGURES; i++)
+    for (int i = 0; i < nfigures; i++)
         printf("                  %-19s %s\n", figures[i].name, figures[i].summary);
 }
 
@@ -130,8 +164,10 @@ static int make_dirs(const char *dir, char *msg, size_t msglen)
 int ptdp_cmd_figures(int argc, char **argv)
 {
     const char *out = "figures";
-    const char *names[NFIGURES];
-    for (int i = 0; i < NFIGURES; i++)
+    figure figures[MAX_FIGURES];
+    const int nfigures = list_figures(figures);
+    const char *names[MAX_FIGURES];
+    for (int i = 0; i < nfigures; i++)
         names[i] = figures[i].name;
     int only = -1;
 
@@ -141,7 +177,7 @@ int ptdp_cmd_figures(int argc, char **argv)
         int rc = 0;
         if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
         else if (ptdp_args_is(&a, "--out"))  rc = ptdp_args_string(&a, &out);
-        else if (ptdp_args_is(&a, "--only")) rc = ptdp_args_enum(&a, names, NFIGURES, &only);
+        else if (ptdp_args_is(&a, "--only")) rc = ptdp_args_enum(&a, names, nfigures, &only);
         else                                 rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
@@ -157,7 +193,7 @@ int ptdp_cmd_figures(int argc, char **argv)
         return PTDP_EXIT_FAIL;
     }
     int status = PTDP_EXIT_OK;
-    for (int i = 0; i < NFIGURES; i++) {
+    for (int i = 0; i < nfigures; i++) {
         if (only >= 0 && i != only)
             continue;
         size_t n = strlen(out) + strlen(figures[i].name) + 8;

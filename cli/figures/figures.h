@@ -4,13 +4,16 @@
  * Each figure is one function that computes what it shows with ptdp itself
  * (a real collective, a real model's parameters, the schedule simulator,
  * real training runs) and writes one SVG file with the writer of svg.h.
- * Adding a figure = one function + one line in the table of figures.c.
+ * Adding a figure = one function + one line in the table of figures.c; a
+ * figure of one model's insides is the model's own (cli/models/), listed
+ * through its CLI table (ptdp_model_cli.figures, model_flags.h).
  */
 #ifndef PTDP_CLI_FIGURES_H
 #define PTDP_CLI_FIGURES_H
 
 #include <stddef.h>
 
+#include "ptdp/model.h"
 #include "ptdp/svg.h"
 #include "ptdp/train.h"
 
@@ -28,15 +31,15 @@ int fig_mesh_groups(const char *path, char *msg, size_t msglen);         /* figu
 int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figure_zero.c     */
 int fig_zero_memory(const char *path, char *msg, size_t msglen);         /* figure_zero_memory.c */
 int fig_zero_overlap(const char *path, char *msg, size_t msglen);        /* figure_zero_overlap.c */
-int fig_attention_tp(const char *path, char *msg, size_t msglen);        /* figure_attention.c */
-int fig_sp_block(const char *path, char *msg, size_t msglen);            /* figure_sp.c       */
 int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
 int fig_plan_layouts(const char *path, char *msg, size_t msglen);        /* figure_plan.c     */
 
-/* The default GPT of `ptdp train --model gpt`, on the built-in corpus (its
- * vocabulary from the corpus's tokens, padded for tp = 1); *corpus is
- * malloc'd, free it after the runs.  0 or PTDP_ENOMEM (figure_zero_memory.c). */
-int fig_default_gpt(ptdp_model_config *cfg, unsigned char **corpus, char *msg, size_t msglen);
+/* The first registered model that offers a figure model (its CLI table's
+ * figure_model: the default transformer of `ptdp train`, on its built-in
+ * data); *data is malloc'd, free it after the runs; *noun names it in the
+ * figure's text ("GPT").  0, PTDP_ENOMEM, or PTDP_EINVAL if no model offers
+ * one (figures.c). */
+int fig_default_model(ptdp_model_config *cfg, unsigned char **data, const char **noun, char *msg, size_t msglen);
 
 /* One colour per rank (0..7, then repeating): the same device has the same
  * colour in every figure. */

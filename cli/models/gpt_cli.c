@@ -21,11 +21,13 @@
 #include <stdlib.h>
 
 #include "ptdp/cp.h"
+#include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/safetensors.h"
 
+#include "gpt_figures.h"
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -96,6 +98,8 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
                                 "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
                                 gpt->seq_len + 1, gpt->corpus_len - 1);
+    /* padded for tp 1; `ptdp train` pads again for its tp (gpt_prepare) */
+    gpt->vocab_padded = ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
     return 0;
 }
 
@@ -346,6 +350,65 @@ static void gpt_plan_flops(FILE *f, const ptdp_model_config *m, long long batch,
             s / (6 * h), V / (12 * L * h), model_flops, tflops);
 }
 
+/* ---- `ptdp bench train` and `ptdp bench zero` ------------------------------------ */
+
+/* `ptdp bench train --model gpt`: V 256, T 256, C 512, 8 heads, 4 layers,
+ * F 2048, batch 8 sequences, one thread, as PyTorch's in bench/train.sh. */
+static void gpt_bench_defaults(ptdp_model_config *m, int *batch)
+{
+    ptdp_gpt(m)->vocab = 256;
+    ptdp_gpt(m)->seq_len = 256;
+    m->hidden = 512;
+    ptdp_gpt(m)->heads = 8;
+    m->layers = 4;
+    m->ffn = 2048;
+    *batch = 8;
+}
+
+static void gpt_bench_describe(FILE *f, const ptdp_model_config *m)
+{
+    fprintf(f, "gpt, V %d (padded to %d), T %d, C %d, %d heads, %d layers, F %d", ptdp_gpt(m)->vocab,
+            ptdp_gpt(m)->vocab_padded, ptdp_gpt(m)->seq_len, m->hidden, ptdp_gpt(m)->heads, m->layers, m->ffn);
+}
+
+static void gpt_bench_json_keys(FILE *f, const ptdp_model_config *m, int batch, double step_s)
+{
+    fprintf(f, "\"seq_len\": %d, \"heads\": %d, \"vocab\": %d, \"vocab_padded\": %d, \"tokens_per_s\": %.6g, ",
+            ptdp_gpt(m)->seq_len, ptdp_gpt(m)->heads, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded,
+            (double)batch * ptdp_gpt(m)->seq_len / step_s);
+}
+
+/* ---- `ptdp figures` ----------------------------------------------------------- */
+
+/* The default GPT, as `ptdp train --model gpt` sets it, on the built-in
+ * corpus (its vocabulary from the corpus's tokens, padded for tp = 1). */
+static int gpt_figure_model(ptdp_model_config *cfg, unsigned char **corpus, char *msg, size_t msglen)
+{
+    *cfg = ptdp_gpt_default_config();
+    *corpus = NULL;
+    size_t len = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, corpus);
+    if (len == 0) {
+        free(*corpus);
+        *corpus = NULL;
+        snprintf(msg, msglen, "out of host memory making the built-in corpus");
+        return PTDP_ENOMEM;
+    }
+    for (size_t i = 0; i < len; i++)
+        if ((*corpus)[i] + 1 > ptdp_gpt(cfg)->vocab)
+            ptdp_gpt(cfg)->vocab = (*corpus)[i] + 1;
+    ptdp_gpt(cfg)->corpus = *corpus;
+    ptdp_gpt(cfg)->corpus_len = len;
+    ptdp_gpt(cfg)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(cfg)->vocab, ptdp_gpt(cfg)->vocab_multiple, 1);
+    return PTDP_OK;
+}
+
+static const ptdp_model_figure gpt_figures[] = {
+    { "attention_tp",       "lesson 07: tp = 2 splits a GPT's heads (c_attn q/k/v rows, c_proj columns) and its vocabulary",
+      fig_attention_tp },
+    { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
+      fig_sp_block },
+};
+
 const ptdp_model_cli ptdp_gpt_cli = {
     .ops = &ptdp_gpt_ops,
     .flags = gpt_flags,
@@ -368,4 +431,12 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .plan_header = gpt_plan_header,
     .plan_train_flags = gpt_plan_train_flags,
     .plan_flops = gpt_plan_flops,
+    .bench_defaults = gpt_bench_defaults,
+    .bench_describe = gpt_bench_describe,
+    .bench_json_keys = gpt_bench_json_keys,
+    .bench_gemm_target = 1.3,   /* its softmax, LayerNorms and masks are work no GEMM does */
+    .bench_torch_target = 0.9,
+    .figure_model = gpt_figure_model,
+    .figures = gpt_figures,
+    .nfigures = (int)(sizeof gpt_figures / sizeof gpt_figures[0]),
 };

@@ -54,6 +54,19 @@ static void mlp_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, i
     *y_cols = 0;
 }
 
+/* `ptdp bench train`'s MLP: wide enough that the GEMMs dominate. */
+static void mlp_bench_defaults(ptdp_model_config *m, int *batch)
+{
+    *m = PTDP_MLP_CONFIG(.ops = m->ops, .d_in = 1024, .hidden = 1024, .ffn = 4096, .layers = 4, .classes = 10);
+    *batch = 64;
+}
+
+static void mlp_bench_describe(FILE *f, const ptdp_model_config *m)
+{
+    fprintf(f, "mlp, d_in %d, hidden %d, ffn %d, %d blocks, %d classes", ptdp_mlp(m)->d_in, m->hidden, m->ffn,
+            m->layers, ptdp_mlp(m)->classes);
+}
+
 const ptdp_model_cli ptdp_mlp_cli = {
     .ops = &ptdp_mlp_ops,
     .flags = mlp_flags,
@@ -63,4 +76,8 @@ const ptdp_model_cli ptdp_mlp_cli = {
     .describe = mlp_describe,
     .report_keys = mlp_report_keys,
     .samples = mlp_samples,
+    .bench_defaults = mlp_bench_defaults,
+    .bench_describe = mlp_bench_describe,
+    .bench_gemm_target = 1.2,
+    .bench_torch_target = 0.8,
 };

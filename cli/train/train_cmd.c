@@ -60,15 +60,31 @@ typedef struct {
     ptdp_model_flags model;        /* the model's flags, and the GPT's text  */
 } train_options;
 
+/* The registered models that can do something (caps), by name: "gpt". */
+static bool can_slice(const ptdp_model_caps *caps) { return caps->token_slices; }
+static bool can_recompute_core(const ptdp_model_caps *caps) { return caps->attention; }
+static bool can_cp(const ptdp_model_caps *caps) { return caps->context_parallel; }
+static bool can_sp(const ptdp_model_caps *caps) { return caps->sequence_parallel; }
+
+static const char *models_that(bool (*can)(const ptdp_model_caps *caps), char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ptdp_model_count() && n < len; i++)
+        if (can(&ptdp_model_at(i)->caps))
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "|" : "", ptdp_model_at(i)->name);
+    return buf;
+}
+
 static void usage(void)
 {
     ptdp_train_config d = ptdp_train_defaults();
     d.model.ffn = 0;               /* printed as 4*hidden */
+    char names[128], slice[64], core[64], cp[64], sp[64];
     printf(
         "usage: ptdp train [flags]\n"
         "\n"
-        "Train the reference MLP (h = X W_in^T + b; L blocks h += GELU(h A^T + a) B^T + b;\n"
-        "softmax cross-entropy) on dp x tp x pp simulated devices.\n"
+        "Train a model (--model NAME: %s; default %s) on dp x tp x pp simulated devices.\n"
         "\n"
         "parallelism:\n"
         "  --dp N              data-parallel replicas (default 1)\n"
@@ -78,21 +94,21 @@ static void usage(void)
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved or zb-h1 (the\n"
         "                      backward split in B and W, W filling the bubble)\n"
-        "  --token-slices K    gpt, TeraPipe: each sequence runs through the pipeline as K slices of\n"
+        "  --token-slices K    %s, TeraPipe: each sequence runs through the pipeline as K slices of\n"
         "                      positions, one after another (implies --schedule gpipe); a slice's\n"
         "                      attention reads the keys and values the earlier ones left on the stage\n"
         "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
         "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
         "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
         "  --recompute [full|selective|none]  full (alone): keep only each stage's input and redo\n"
-        "                      the forward in the backward; selective (gpt): keep all but the\n"
+        "                      the forward in the backward; selective (%s): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core; none\n"
         "                      (without the flag): keep everything\n"
-        "  --cp N              context parallelism (gpt): N devices share each sequence, attention\n"
+        "  --cp N              context parallelism (%s): N devices share each sequence, attention\n"
         "                      runs as a ring over them (default 1)\n"
         "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
         "                      or contiguous (chunk r of N: the last rank works N times the first)\n"
-        "  --sp                sequence parallelism (gpt, tp > 1): LayerNorms, dropouts and residuals\n"
+        "  --sp                sequence parallelism (%s, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
@@ -106,7 +122,9 @@ static void usage(void)
         "                      with --zero 3 also gather the next unit while this one computes\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
         "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
-        "model and data:\n");
+        "model and data:\n", ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),
+        models_that(can_slice, slice, sizeof slice), models_that(can_recompute_core, core, sizeof core),
+        models_that(can_cp, cp, sizeof cp), models_that(can_sp, sp, sizeof sp));
     ptdp_model_flags_help(stdout, &d.model);
     printf(
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"

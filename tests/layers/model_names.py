@@ -23,18 +23,6 @@ import sys
 
 ALLOWED = ("src/models/", "cli/models/")
 
-# Files that still reach a model by name, each to move behind the registry
-# or into its model's folder; a file not listed here that names a model
-# fails the check, so the list only shrinks.
-NOT_YET = {
-    "cli/bench/bench_collectives.c", "cli/bench/bench_train.c",
-    "cli/bench/bench_zero.c", "cli/commands.h", "cli/demo.c", "cli/demo_gpt.c",
-    "cli/sample_cmd.c", "cli/figures/figure_attention.c",
-    "cli/figures/figure_sp.c",
-    "cli/figures/figure_zero_memory.c", "cli/figures/figure_zero_overlap.c", "cli/figures/figures.c",
-    "cli/train/train_cmd.c",
-}
-
 
 def strip_comments(text):
     """The code of a C file with its comments blanked (newlines kept, so
@@ -87,7 +75,7 @@ def scan_one(root, rel, pat):
             for no, line in enumerate(code.split("\n"), 1) for m in pat.finditer(line)]
 
 
-def scan(root, rel_roots, pat, skip_listed):
+def scan(root, rel_roots, pat):
     hits = []
     for top in rel_roots:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
@@ -96,7 +84,7 @@ def scan(root, rel_roots, pat, skip_listed):
                     continue
                 path = os.path.join(dirpath, f)
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
-                if rel.startswith(ALLOWED) or (skip_listed and rel in NOT_YET):
+                if rel.startswith(ALLOWED):
                     continue
                 hits += scan_one(root, rel, pat)
     return hits
@@ -113,19 +101,15 @@ def main():
     hits = []
     if roots:
         for r in roots:
-            hits += scan(r, ["."], pat, False)
+            hits += scan(r, ["."], pat)
     else:
-        hits = scan(src, ["src", "cli"], pat, True)
-        for rel in sorted(NOT_YET):   # the list only shrinks: a clean file leaves it
-            if os.path.exists(os.path.join(src, rel)) and not scan_one(src, rel, pat):
-                hits.append("%s: names no model now; take it off NOT_YET" % rel)
+        hits = scan(src, ["src", "cli"], pat)
     for h in hits:
         print("model name outside the models: " + h)
     if hits:
         print("model_names: %d hit(s); ask the registry (models.h) or the model's table instead" % len(hits))
         return 1
-    print("model_names: no model name (%s) outside src/models/, cli/models/ and the %d files not yet moved" %
-          (", ".join(names), len(NOT_YET)))
+    print("model_names: no model name (%s) outside src/models/ and cli/models/" % ", ".join(names))
     return 0
 
 

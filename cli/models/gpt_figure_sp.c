@@ -1,5 +1,5 @@
 /*
- * figure_sp.c — sp_block.svg: which tensors sequence parallelism splits
+ * gpt_figure_sp.c — sp_block.svg: which tensors sequence parallelism splits
  * along which axis, in one block of the GPT (sp.h).
  *
  * Two devices build a tp = 2 mesh, set mesh.sp as `ptdp train --tp 2 --sp`
@@ -28,7 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "figures.h"
+#include "../figures/figures.h"
+#include "gpt_figures.h"
 #include "ptdp/arena.h"
 #include "ptdp/coll.h"
 #include "ptdp/error.h"

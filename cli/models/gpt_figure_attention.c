@@ -1,5 +1,5 @@
 /*
- * figure_attention.c — attention_tp.svg: how tensor parallelism cuts a GPT's
+ * gpt_figure_attention.c — attention_tp.svg: how tensor parallelism cuts a GPT's
  * attention and its vocabulary (lesson 07).
  *
  * Two devices build a tp = 2 mesh and the default GPT with ptdp_model_init,
@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "figures.h"
+#include "../figures/figures.h"
+#include "gpt_figures.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/launch.h"
