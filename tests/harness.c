@@ -138,6 +138,24 @@ bool harness_launch_succeeds(int n, ptdp_device_fn fn, void *arg, const ptdp_lau
     return rc == 0;
 }
 
+bool harness_launch_fails_with(int n, ptdp_device_fn fn, void *arg, int code, const char *const *parts,
+                               char *why, size_t whylen)
+{
+    ptdp_launch_result r;
+    int rc = harness_launch(n, fn, arg, NULL, &r);
+    bool ok = rc == code;
+    if (!ok)
+        snprintf(why, whylen, "%d devices: status %s, expected %s: %s", n, ptdp_strerror(rc),
+                 ptdp_strerror(code), r.message);
+    for (int i = 0; ok && parts[i] != NULL; i++)
+        if (strstr(r.message, parts[i]) == NULL) {
+            snprintf(why, whylen, "'%s' not found in: %s", parts[i], r.message);
+            ok = false;
+        }
+    ptdp_launch_result_free(&r);
+    return ok;
+}
+
 /* ----------------------------------------------- checks inside a device */
 
 /* __FILE__ is a path from the build directory; the file's name is enough. */

@@ -121,6 +121,23 @@ int harness_launch(int n, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *
 bool harness_launch_succeeds(int n, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts,
                              ptdp_launch_result *res, char *why, size_t whylen);
 
+/* harness_launch with the defaults, which must fail: the test fails (at the
+ * caller's line) unless the status is `code` and the message holds every
+ * one of the parts:
+ *   HARNESS_LAUNCH_FAILS(2, bad, NULL, PTDP_EINVAL, "'w'", "-3"); */
+#define HARNESS_LAUNCH_FAILS(n, fn, arg, code, ...)                                    \
+    do {                                                                               \
+        char harness_why_[PTDP_MSG_MAX + 128];                                         \
+        ck_assert_msg(harness_launch_fails_with((n), (fn), (arg), (code),              \
+                                                (const char *const[]){ __VA_ARGS__, NULL }, \
+                                                harness_why_, sizeof harness_why_),    \
+                      "%s", harness_why_);                                             \
+    } while (0)
+
+/* Whether that launch failed as asked; if not, why. */
+bool harness_launch_fails_with(int n, ptdp_device_fn fn, void *arg, int code, const char *const *parts,
+                               char *why, size_t whylen);
+
 /* opts (NULL: all defaults) with the harness watchdog where they set none:
  * for the launches that ptdp_train makes (equivalence/equiv.h). */
 ptdp_launch_opts harness_opts(const ptdp_launch_opts *opts);

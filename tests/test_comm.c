@@ -820,16 +820,11 @@ static int v_null_counts(ptdp_device *dev, void *arg)
 
 TEST(v_tests, test_all_to_allv_mismatch_names_both_calls)
 {
-    ptdp_launch_result res;
-    ck_assert_int_eq(harness_launch(3, v_mismatch, NULL, NULL, &res), PTDP_EMISMATCH);
-    ASSERT_HAS(res.message, "mismatched all_to_allv counts in group 'world'");
-    ASSERT_HAS(res.message, "rank 1 sends 2 elements to rank 2 (at test_comm.c:");
-    ASSERT_HAS(res.message, "but rank 2 expects 1 from rank 1 (at test_comm.c:");
-    ptdp_launch_result_free(&res);
-    ck_assert_int_eq(harness_launch(2, v_null_counts, NULL, NULL, &res), PTDP_EINVAL);
-    ASSERT_HAS(res.message, "ptdp_all_to_allv at test_comm.c:");
-    ASSERT_HAS(res.message, "recv_counts is NULL (one count per member: 2)");
-    ptdp_launch_result_free(&res);
+    HARNESS_LAUNCH_FAILS(3, v_mismatch, NULL, PTDP_EMISMATCH, "mismatched all_to_allv counts in group 'world'",
+                         "rank 1 sends 2 elements to rank 2 (at test_comm.c:",
+                         "but rank 2 expects 1 from rank 1 (at test_comm.c:");
+    HARNESS_LAUNCH_FAILS(2, v_null_counts, NULL, PTDP_EINVAL, "ptdp_all_to_allv at test_comm.c:",
+                         "recv_counts is NULL (one count per member: 2)");
 }
 END_TEST
 

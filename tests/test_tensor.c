@@ -400,11 +400,7 @@ END_TEST
 
 TEST(arena_tests, test_tensor_alloc_bad_shape)
 {
-    ptdp_launch_result res;
-    ck_assert_int_eq(harness_launch(1, bad_shape, NULL, NULL, &res), PTDP_EINVAL);
-    ASSERT_HAS(res.message, "'w'");
-    ASSERT_HAS(res.message, "-3");
-    ptdp_launch_result_free(&res);
+    HARNESS_LAUNCH_FAILS(1, bad_shape, NULL, PTDP_EINVAL, "'w'", "-3");
 }
 END_TEST
 

@@ -18,19 +18,8 @@ set -uo pipefail
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-# run_fail STATUS ARGS...: ptdp ARGS exits STATUS (stdout in $out, stderr in $err)
-run_fail() {
-    local want=$1
-    shift
-    cases=$((cases + 1))
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null
-    local status=$?
-    if [[ $status -ne $want ]]; then
-        fail "ptdp $*: exit status $status, expected $want"
-        return 1
-    fi
-    return 0
-}
+# run_fail STATUS ARGS...: ptdp ARGS exits STATUS (usage_lib.sh's run_status)
+run_fail() { run_status "$@"; }
 said() { grep -qF -- "$1" "$err"; }
 
 # ---- divergence: AdamW at lr 1e6 blows up without ever leaving float's range

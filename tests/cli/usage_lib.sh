@@ -5,7 +5,9 @@
 #
 #   fail MESSAGE                    count a failure, show the last run's output
 #   expect_usage "TEXT" -- ARGS...  ptdp ARGS exits 2, TEXT on stderr, nothing on stdout
-#   run_ok ARGS...                  ptdp ARGS exits 0 (stdout in $out), else a failure
+#   run_status N ARGS...            ptdp ARGS exits N (stdout in $out, stderr in $err),
+#                                   else a failure; returns 1 then
+#   run_ok ARGS...                  run_status 0 ARGS...
 #   has TEXT                        the last run's stdout contains TEXT
 #   finish NAME TEXT                the closing line: NAME's failures and exit 1,
 #                                   or "NAME: ok — TEXT"
@@ -41,16 +43,20 @@ expect_usage() {
     fi
 }
 
-run_ok() {
+run_status() {
+    local want=$1
+    shift
     cases=$((cases + 1))
     "$ptdp" "$@" >"$out" 2>"$err" </dev/null
     local status=$?
-    if [[ $status -ne 0 ]]; then
-        fail "ptdp $*: exit status $status, expected 0"
+    if [[ $status -ne $want ]]; then
+        fail "ptdp $*: exit status $status, expected $want"
         return 1
     fi
     return 0
 }
+
+run_ok() { run_status 0 "$@"; }
 
 has() { grep -qF -- "$1" "$out"; }
 

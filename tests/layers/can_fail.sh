@@ -6,20 +6,11 @@
 set -euo pipefail
 src=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=can_fail_lib.sh
+source "$here/can_fail_lib.sh"
 
-try() {                     # FILE LINE EXPECTED-TEXT
-    rm -rf "$tmp/tree"
-    mkdir -p "$tmp/tree"
-    cp -R "$src/src" "$src/include" "$tmp/tree/"
-    printf '#include "%s"\n' "$2" >>"$tmp/tree/src/$1"
-    if bash "$here/layers.sh" "$tmp/tree" >"$tmp/out" 2>&1; then
-        echo "FAIL: layers.sh accepted src/$1 including \"$2\"" >&2
-        exit 1
-    fi
-    grep -qF "$3" "$tmp/out" || { echo "FAIL: expected \"$3\" in:" >&2; cat "$tmp/out" >&2; exit 1; }
-    echo "ok: src/$1 including \"$2\" is refused"
+try() {                     # FILE HEADER EXPECTED-TEXT
+    refuses_line "$src" "$1" "#include \"$2\"" "$3" bash "$here/layers.sh" "$tmp/tree"
 }
 try core/arena.c ptdp/train.h 'src/core/arena.c includes "ptdp/train.h" (folder train), above src/core/'
 try runtime/wait.c comm/shm/shm.h 'src/runtime/wait.c includes "comm/shm/shm.h" (folder comm), above src/runtime/'
