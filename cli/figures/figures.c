@@ -51,6 +51,8 @@ static const figure shared[] = {
     { NULL, NULL, NULL },   /* each model's own figures */
     { "ring_attention",     "context parallelism: ring attention's steps on cp = 4, zigzag beside contiguous chunks",
       fig_ring_attention },
+    { "ulysses",            "context parallelism the other way: Ulysses' two all-to-alls on cp = 4 (checked on 4 devices)",
+      fig_ulysses },
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },

@@ -32,6 +32,7 @@ int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figu
 int fig_zero_memory(const char *path, char *msg, size_t msglen);         /* figure_zero_memory.c */
 int fig_zero_overlap(const char *path, char *msg, size_t msglen);        /* figure_zero_overlap.c */
 int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
+int fig_ulysses(const char *path, char *msg, size_t msglen);             /* figure_ulysses.c  */
 int fig_plan_layouts(const char *path, char *msg, size_t msglen);        /* figure_plan.c     */
 
 /* The first registered model that offers a figure model (its CLI table's

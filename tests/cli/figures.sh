@@ -26,7 +26,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership zero_memory
-       zero_overlap attention_tp sp_block ring_attention memory_per_device loss_curves plan_layouts"
+       zero_overlap attention_tp sp_block ring_attention ulysses memory_per_device loss_curves plan_layouts"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -70,7 +70,7 @@ else
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
     for pair in 01-collectives:ring_allreduce 04-pipeline-parallel:pipeline_schedules 06-zero:zero_ownership \
         07-attention-tp:attention_tp 08-sequence-split:ring_attention 09-filling-the-bubble:filling_the_bubble \
-        10-zero3-overlap:zero_overlap; do
+        10-zero3-overlap:zero_overlap 13-all-to-all:ulysses; do
         grep -qF "](../../figures/${pair#*:}.svg)" "$root/tutorials/${pair%%:*}/README.md" ||
             fail "tutorials/${pair%%:*}/README.md does not show figures/${pair#*:}.svg"
     done
@@ -258,6 +258,11 @@ else
     grep -q 'each step sends B T/N 2C per rank' "$f" && [[ -n $step && $zig -eq $((3 * step)) && $con -eq $zig ]] \
         && [[ $step -eq 1024 || $step -eq 2048 ]] \
         || fail "ring attention: expected 256 reals per step and 3 steps sent per rank in both layouts, got '$bytes'"
+
+    # Ulysses: checked on 4 real devices, each rank's two all-to-alls 2 x 3/4 of its 8 cells
+    f=$out/ulysses.svg
+    grep -q 'checked on 4 devices with ptdp_all_to_all' "$f" || fail "ulysses: no check on real devices said"
+    grep -qE 'each rank sent (48|96) B in the two all-to-alls' "$f" || fail "ulysses: no bytes of 2 x 3/4 of 8 cells"
 
     # the memory figure: the ZeRO runs and the comm category
     f=$out/memory_per_device.svg
