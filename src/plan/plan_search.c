@@ -186,9 +186,14 @@ typedef struct {
  * it weighs.  The flags bound the layouts (--gpus, --batch, --layers make
  * them many); past this the search stops and says which flags to fix, so
  * every question is answered in seconds (tests/cli/plan_limits.sh).  The
- * PTD-P paper's 1T GPT on 3072 GPUs, every layout free, costs 112M. */
+ * PTD-P paper's 1T GPT on 3072 GPUs, every layout free, costs 112M.
+ * Timing a layout that fits (ptdp_plan_time_of, its schedule played)
+ * costs TIME_UNITS (some 100 µs): the same budget, so a profile with no
+ * memory size, where every layout fits and the bound rarely stops the
+ * timing, still answers in seconds (the 1T search on 80 GB GPUs times
+ * about 5,600 layouts; on unbounded ones it would time 457,000). */
 #define WORK_MAX 150000000LL
-enum { CONSIDER_UNITS = 7, VALID_UNITS = 33 };
+enum { CONSIDER_UNITS = 7, VALID_UNITS = 33, TIME_UNITS = 3000 };
 
 static bool stop(const search *s)
 {
@@ -604,6 +609,12 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         if (exact_bound && have == k && s->e[i].bound > best[k - 1].time.step_s * (1 + 1e-6))
             break;   /* no layout left can beat the K-th */
         ptdp_plan_candidate c = { .layout = s->e[i].l, .fits = true };
+        if (!spend(s, TIME_UNITS)) {
+            rc = s->rc;
+            snprintf(msg, len, "%s%s", s->why, device_bytes > 0 ? "" : " (the profile has no memory size, so no "
+                     "layout is ruled out: --device-mem SIZE prunes them)");
+            break;
+        }
         if ((rc = ptdp_plan_memory_of(rq, &c.layout, &c.memory)) != 0 ||
             (rc = ptdp_plan_time_of(rq, &c.layout, &c.time)) != 0) {
             char lay[160];

@@ -38,6 +38,10 @@ answers_in_time "${small[@]}" --batch 2095133040 --gpus 8
 answers_in_time "${widest[@]}" --batch 8 --gpus 8
 answers_in_time "${widest[@]}" --layers 1024 --batch 16777216 --gpus 16777216
 answers_in_time "${widest[@]}" --layers 1024 --batch 1073741824 --gpus 65536
+# a profile with no memory size rules nothing out: every layout of the 1T
+# GPT fits, and timing them all took 40-50 s before timing was counted too
+answers_in_time plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 --vocab 51200 \
+    --batch 3072 --gpus 3072 --profile dgx-a100
 
 # Too much to weigh is a usage error that names the flags to fix.
 expect_usage "fix part of the layout (--tp, --pp" -- "${widest[@]}" --batch 8 --gpus 8
