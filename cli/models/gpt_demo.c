@@ -114,6 +114,89 @@ static int ask(const ptdp_model_config *cfg, const ptdp_state *last, const char 
     return ptdp_sample_print("demo gpt", cfg, last, &so);
 }
 
+/* The GPT as `ptdp train --model gpt` makes it (the model flags' defaults),
+ * on dp 2 x tp 2 x pp 2 with the demo's steps and lr, its vocabulary padded
+ * for tp 2 (the baseline uses the same, as --check does).  0, or the exit
+ * status of a usage error. */
+static int demo_config(int steps, const char *prompt, ptdp_model_flags *mf, ptdp_train_config *par)
+{
+    *par = ptdp_train_defaults();
+    ptdp_model_flags_init(mf, &par->model);
+    mf->cfg.ops = &ptdp_gpt_ops;
+    mf->seed = par->seed;
+    if (ptdp_model_flags_finish("demo gpt", mf) != 0)
+        return PTDP_EXIT_USAGE;
+    for (const char *p = prompt; *p; p++)
+        if ((unsigned char)*p >= ptdp_gpt(&mf->cfg)->vocab)
+            return ptdp_usage_error("demo gpt", "--prompt: '%c' is not in the sums' alphabet (digits, + and =)",
+                                    *p);
+    par->model = mf->cfg;
+    par->lr = DEMO_LR;
+    par->dp = par->tp = par->pp = 2;
+    par->micro_batches = 2;
+    par->steps = steps;
+    ptdp_gpt(&par->model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&par->model)->vocab,
+                                                             ptdp_gpt(&par->model)->vocab_multiple, par->tp);
+    return 0;
+}
+
+static void say_what(const ptdp_train_config *par)
+{
+    const ptdp_model_config *g = &par->model;
+    printf("ptdp demo gpt: the same GPT (%d blocks, %d heads, C %d, T %d, V %d padded to %d; batch %d)\n"
+           "trained with seed %d on the built-in sums (\"12+35=047\"), AdamW lr %g\n"
+           "  A: 1 device (the reference)\n"
+           "  B: 8 devices = dp 2 x tp 2 (attention by heads, vocabulary by rows) x pp 2 (tied\n"
+           "     embedding on the first and last stage), 1F1B, %d micro-batches\n\n",
+           g->layers, ptdp_gpt(g)->heads, g->hidden, ptdp_gpt(g)->seq_len, ptdp_gpt(g)->vocab, ptdp_gpt(g)->vocab_padded,
+           par->batch, (int)par->seed, par->lr, par->micro_batches);
+    fflush(stdout);
+}
+
+/* 1. the losses side by side, every 5 steps; 2. every parameter, gathered
+ * into whole tensors (nanoGPT's names).  Whether A and B are one run. */
+static bool side_by_side(const ptdp_train_result *ra, const ptdp_train_result *rb, const ptdp_state *sa,
+                         const ptdp_state *sb, int both)
+{
+    printf("  step   loss on 1 device   loss on 8 devices   difference\n");
+    double worst = 0;
+    for (int i = 0; i < both; i++) {
+        double d = fabs(ra->log[i].loss - rb->log[i].loss);
+        worst = fmax(worst, d);
+        if (i == 0 || (i + 1) % 5 == 0 || i + 1 == both)
+            printf("  %4ld   %16.7f   %17.7f   %10.1e\n", ra->log[i].step, ra->log[i].loss, rb->log[i].loss, d);
+    }
+    bool same_loss = worst <= PTDP_TOLERANCE * fmax(1.0, ra->log[0].loss);
+    ptdp_check_report rep;
+    bool same_params = ptdp_check_states(sb, sa, PTDP_TOLERANCE, &rep);
+    bool same = same_loss && same_params;
+    printf("  → after %d steps: losses differ by at most %.1e, parameters by %.1e (%s):\n"
+           "    %s (%s arithmetic; tolerance %.0e)\n\n",
+           both, worst, rep.max_abs, rep.worst, same ? "the same training run" : "THE RUNS DIFFER",
+           PTDP_REAL_NAME, PTDP_TOLERANCE);
+    return same;
+}
+
+/* 3. B trains on alone to `steps`, from where it stands (its checkpoint
+ * sb, in memory), into rc and sc.  0 or the run's error. */
+static int train_on(const ptdp_train_config *par, const ptdp_state *sb, int steps, int both,
+                    ptdp_train_result *rc, ptdp_state *sc)
+{
+    ptdp_train_config more = *par;
+    more.steps = steps - both;
+    more.resume = sb;
+    printf("  B trains on alone to step %d:\n", steps);
+    fflush(stdout);
+    if (run(&more, rc, sc, "8-device") != 0)
+        return PTDP_EXIT_FAIL;
+    int every = (steps - both) / 5 > 0 ? (steps - both) / 5 : 1;
+    for (int i = 0; i < more.steps; i++)
+        if ((i + 1) % every == 0 || i + 1 == more.steps)
+            printf("  %4ld   %17.7f\n", rc->log[i].step, rc->log[i].loss);
+    printf("\n");
+    return 0;
+}
+
 int ptdp_gpt_demo(int argc, char **argv)
 {
     int steps = DEMO_STEPS;
@@ -121,44 +204,19 @@ int ptdp_gpt_demo(int argc, char **argv)
     int parsed = parse(argc, argv, &steps, &prompt);
     if (parsed != 0)
         return parsed < 0 ? PTDP_EXIT_OK : parsed;
-
-    /* The GPT as `ptdp train --model gpt` makes it: the model flags' defaults. */
-    ptdp_train_config par = ptdp_train_defaults();
+    ptdp_train_config par;
     ptdp_model_flags mf;
-    ptdp_model_flags_init(&mf, &par.model);
-    mf.cfg.ops = &ptdp_gpt_ops;
-    mf.seed = par.seed;
-    if (ptdp_model_flags_finish("demo gpt", &mf) != 0)
-        return PTDP_EXIT_USAGE;
-    for (const char *p = prompt; *p; p++)
-        if ((unsigned char)*p >= ptdp_gpt(&mf.cfg)->vocab) {
-            ptdp_model_flags_free(&mf);
-            return ptdp_usage_error("demo gpt", "--prompt: '%c' is not in the sums' alphabet (digits, + and =)",
-                                    *p);
-        }
-    par.model = mf.cfg;
-    par.lr = DEMO_LR;
-    par.dp = par.tp = par.pp = 2;
-    par.micro_batches = 2;
-    par.steps = steps;
-    /* V_pad for tp 2, and the same for the baseline (as --check does) */
-    ptdp_gpt(&par.model)->vocab_padded = ptdp_gpt_pad_vocab(ptdp_gpt(&par.model)->vocab,
-                                                            ptdp_gpt(&par.model)->vocab_multiple, par.tp);
+    int bad = demo_config(steps, prompt, &mf, &par);
+    if (bad != 0) {
+        ptdp_model_flags_free(&mf);
+        return bad;
+    }
     const int both = steps < SIDE_BY_SIDE ? steps : SIDE_BY_SIDE;
     par.steps = both;
     ptdp_train_config base = par;
     base.dp = base.tp = base.pp = 1;
     base.micro_batches = 1;
-
-    const ptdp_model_config *g = &par.model;
-    printf("ptdp demo gpt: the same GPT (%d blocks, %d heads, C %d, T %d, V %d padded to %d; batch %d)\n"
-           "trained with seed %d on the built-in sums (\"12+35=047\"), AdamW lr %g\n"
-           "  A: 1 device (the reference)\n"
-           "  B: 8 devices = dp 2 x tp 2 (attention by heads, vocabulary by rows) x pp 2 (tied\n"
-           "     embedding on the first and last stage), 1F1B, %d micro-batches\n\n",
-           g->layers, ptdp_gpt(g)->heads, g->hidden, ptdp_gpt(g)->seq_len, ptdp_gpt(g)->vocab, ptdp_gpt(g)->vocab_padded, par.batch, (int)par.seed,
-           par.lr, par.micro_batches);
-    fflush(stdout);
+    say_what(&par);
 
     ptdp_train_result ra, rb, rc_;
     ptdp_state sa, sb, sc;
@@ -169,51 +227,12 @@ int ptdp_gpt_demo(int argc, char **argv)
     memset(&sb, 0, sizeof sb);
     memset(&sc, 0, sizeof sc);
     int status = PTDP_EXIT_FAIL;
-    if (run(&base, &ra, &sa, "single-device") != 0 || run(&par, &rb, &sb, "8-device") != 0)
+    if (run(&base, &ra, &sa, "single-device") != 0 || run(&par, &rb, &sb, "8-device") != 0 ||
+        !side_by_side(&ra, &rb, &sa, &sb, both) ||
+        (steps > both && train_on(&par, &sb, steps, both, &rc_, &sc) != 0))
         goto out;
-
-    /* 1. side by side: the losses, every 5 steps */
-    printf("  step   loss on 1 device   loss on 8 devices   difference\n");
-    double worst = 0;
-    for (int i = 0; i < both; i++) {
-        double d = fabs(ra.log[i].loss - rb.log[i].loss);
-        worst = fmax(worst, d);
-        if (i == 0 || (i + 1) % 5 == 0 || i + 1 == both)
-            printf("  %4ld   %16.7f   %17.7f   %10.1e\n", ra.log[i].step, ra.log[i].loss, rb.log[i].loss, d);
-    }
-    bool same_loss = worst <= PTDP_TOLERANCE * fmax(1.0, ra.log[0].loss);
-
-    /* 2. every parameter, gathered into whole tensors (nanoGPT's names) */
-    ptdp_check_report rep;
-    bool same_params = ptdp_check_states(&sb, &sa, PTDP_TOLERANCE, &rep);
-    bool same = same_loss && same_params;
-    printf("  → after %d steps: losses differ by at most %.1e, parameters by %.1e (%s):\n"
-           "    %s (%s arithmetic; tolerance %.0e)\n\n",
-           both, worst, rep.max_abs, rep.worst, same ? "the same training run" : "THE RUNS DIFFER",
-           PTDP_REAL_NAME, PTDP_TOLERANCE);
-    if (!same)
-        goto out;
-
-    /* 3. B trains on alone, from where it stands (its checkpoint, in memory) */
-    const ptdp_state *last = &sb;
-    if (steps > both) {
-        ptdp_train_config more = par;
-        more.steps = steps - both;
-        more.resume = &sb;
-        printf("  B trains on alone to step %d:\n", steps);
-        fflush(stdout);
-        if (run(&more, &rc_, &sc, "8-device") != 0)
-            goto out;
-        int every = (steps - both) / 5 > 0 ? (steps - both) / 5 : 1;
-        for (int i = 0; i < more.steps; i++)
-            if ((i + 1) % every == 0 || i + 1 == more.steps)
-                printf("  %4ld   %17.7f\n", rc_.log[i].step, rc_.log[i].loss);
-        printf("\n");
-        last = &sc;
-    }
-
     /* 4. what it learnt */
-    int rc = ask(&par.model, last, prompt);
+    int rc = ask(&par.model, steps > both ? &sc : &sb, prompt);
     if (rc != 0) {
         status = rc;
         goto out;
