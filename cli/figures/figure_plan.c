@@ -139,55 +139,103 @@ static void draw_best(ptdp_svg *s, const chart *ch, const ptdp_plan_candidate *c
     }
 }
 
-int fig_plan_layouts(const char *path, char *msg, size_t msglen)
+/* Lesson 12's question: the 7.5B model on 32 GPUs of PROFILE, one family
+ * of layouts (1F1B, no CP, no SP) in the build's reals.  0, or PTDP_EINVAL
+ * with msg when the profile is missing. */
+static int lesson12_request(ptdp_plan_request *rq, char *msg, size_t msglen)
 {
-    ptdp_plan_request rq = ptdp_plan_request_defaults();   /* the planner's model */
-    rq.model.layers = 36;
-    rq.model.hidden = 4096;
-    rq.model.ffn = 4 * 4096;
-    ptdp_model_cli_set(&rq.model, "--heads", 32);
-    ptdp_model_cli_set(&rq.model, "--seq-len", 2048);
-    ptdp_model_cli_set(&rq.model, "--vocab", 51200);
-    rq.batch = 512;
-    rq.gpus = 32;
-    rq.bf16 = false;                     /* lesson 12's precision: reals, not bf16 */
-    rq.cp = 1;                           /* one family of layouts, readable: 1F1B, no CP, no SP */
-    rq.sp = 0;
-    rq.schedule = "1f1b";
-    rq.profile = ptdp_profile_find(PROFILE);
-    if (rq.profile == NULL || rq.profile->mem_bytes <= 0) {
+    *rq = ptdp_plan_request_defaults();   /* the planner's model */
+    rq->model.layers = 36;
+    rq->model.hidden = 4096;
+    rq->model.ffn = 4 * 4096;
+    ptdp_model_cli_set(&rq->model, "--heads", 32);
+    ptdp_model_cli_set(&rq->model, "--seq-len", 2048);
+    ptdp_model_cli_set(&rq->model, "--vocab", 51200);
+    rq->batch = 512;
+    rq->gpus = 32;
+    rq->bf16 = false;                     /* lesson 12's precision: reals, not bf16 */
+    rq->cp = 1;                           /* one family of layouts, readable: 1F1B, no CP, no SP */
+    rq->sp = 0;
+    rq->schedule = "1f1b";
+    rq->profile = ptdp_profile_find(PROFILE);
+    if (rq->profile == NULL || rq->profile->mem_bytes <= 0) {
         snprintf(msg, msglen, "the profile %s (with its device memory) is not in this build", PROFILE);
         return PTDP_EINVAL;
     }
-    const double mem = rq.profile->mem_bytes;
+    return 0;
+}
 
-    /* every valid layout: no memory limit */
-    ptdp_plan_candidate *c = NULL;
-    int n = 0;
-    int err = ptdp_plan_search(&rq, 1e30, &c, &n, msg, msglen);
-    if (err != 0)
-        return err;
-    if (n == 0) {
-        free(c);
-        snprintf(msg, msglen, "the planner found no layout");
-        return PTDP_EINVAL;
-    }
-    /* ranges; the best K that fit (c is sorted by step time) */
+/* The chart's log ranges over every layout and the GPU's memory; the
+ * best TOP that fit (c is sorted by step time) and how many fit. */
+static chart chart_of(const ptdp_plan_candidate *c, int n, double mem, int *best, int *nbest, int *nfit)
+{
     double mlo = INFINITY, mhi = 0, slo = INFINITY, shi = 0;
-    int best[TOP], nbest = 0, nfit = 0;
+    *nbest = *nfit = 0;
     for (int i = 0; i < n; i++) {
         mlo = fmin(mlo, c[i].memory.total / GiB);     /* the x axis in GiB */
         mhi = fmax(mhi, c[i].memory.total / GiB);
         slo = fmin(slo, c[i].time.step_s);
         shi = fmax(shi, c[i].time.step_s);
         if (c[i].memory.total <= mem) {
-            nfit++;
-            if (nbest < TOP)
-                best[nbest++] = i;
+            (*nfit)++;
+            if (*nbest < TOP)
+                best[(*nbest)++] = i;
         }
     }
     mhi = fmax(mhi, mem / GiB);
     mlo = fmin(mlo, mem / GiB);
+    chart ch = { .x = 80, .y = 70, .w = 560, .h = 480 };
+    ch.xlo = floor(log10(mlo) * 5) / 5;
+    ch.xhi = ceil(log10(mhi) * 5) / 5;
+    ch.ylo = floor(log10(slo) * 5) / 5;
+    ch.yhi = ceil(log10(shi) * 5) / 5;
+    return ch;
+}
+
+/* Every layout (the ones that do not fit hollow), the best ringed and
+ * named beside the chart, the legend. */
+static void draw_layouts(ptdp_svg *s, const chart *ch, const ptdp_plan_candidate *c, int n, double mem,
+                         const int *best, int nbest)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = n - 1; i >= 0; i--) {
+            bool fits = c[i].memory.total <= mem;
+            if (fits != (pass == 1))
+                continue;
+            const char *col = RECOMPUTE_COLOR[c[i].layout.recompute];
+            dot(s, px(ch, c[i].memory.total / GiB), py(ch, c[i].time.step_s), 3, fits ? col : NULL, fits ? NULL : col);
+        }
+    double ly = ch->y + 10;
+    draw_best(s, ch, c, best, nbest, &ly);
+    ly += 50;
+    for (int r = 0; r < PTDP_RECOMPUTE_COUNT; r++, ly += 20) {
+        dot(s, ch->x + ch->w + 30, ly - 4, 4, RECOMPUTE_COLOR[r], RECOMPUTE_COLOR[r]);
+        ptdp_svg_text(s, ch->x + ch->w + 42, ly, 12, PTDP_SVG_START, NULL, "recompute %s", ptdp_recompute_name(r));
+    }
+    dot(s, ch->x + ch->w + 30, ly - 4, 4, NULL, "#333333");
+    ptdp_svg_text(s, ch->x + ch->w + 42, ly, 12, PTDP_SVG_START, NULL, "hollow: does not fit");
+}
+
+int fig_plan_layouts(const char *path, char *msg, size_t msglen)
+{
+    ptdp_plan_request rq;
+    int err = lesson12_request(&rq, msg, msglen);
+    if (err != 0)
+        return err;
+    const double mem = rq.profile->mem_bytes;
+
+    /* every valid layout: no memory limit */
+    ptdp_plan_candidate *c = NULL;
+    int n = 0;
+    if ((err = ptdp_plan_search(&rq, 1e30, &c, &n, msg, msglen)) != 0)
+        return err;
+    if (n == 0) {
+        free(c);
+        snprintf(msg, msglen, "the planner found no layout");
+        return PTDP_EINVAL;
+    }
+    int best[TOP], nbest, nfit;
+    const chart ch = chart_of(c, n, mem, best, &nbest, &nfit);
 
     ptdp_svg s;
     if (ptdp_svg_begin(&s, 1080, 660) != 0) {
@@ -195,12 +243,6 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
         snprintf(msg, msglen, "out of memory");
         return PTDP_ENOMEM;
     }
-    chart ch = { .x = 80, .y = 70, .w = 560, .h = 480 };
-    ch.xlo = floor(log10(mlo) * 5) / 5;
-    ch.xhi = ceil(log10(mhi) * 5) / 5;
-    ch.ylo = floor(log10(slo) * 5) / 5;
-    ch.yhi = ceil(log10(shi) * 5) / 5;
-
     const char *title = ptdp_model_of(&rq.model)->caps.title;   /* "the GPT" */
     title = title == NULL ? ptdp_model_name(&rq.model) : title + (strncmp(title, "the ", 4) == 0 ? 4 : 0);
     ptdp_svg_text(&s, 20, 26, 16, PTDP_SVG_START | PTDP_SVG_BOLD, NULL,
@@ -221,27 +263,7 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     double X = px(&ch, mem / GiB);
     ptdp_svg_line(&s, X, ch.y, X, ch.y + ch.h, "#333333", 2, "6 4");
     ptdp_svg_text(&s, X + 4, ch.y + 12, 11, PTDP_SVG_START, "#333333", "%.0f GiB: one GPU", mem / GiB);
-
-    /* every layout, the ones that do not fit hollow */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = n - 1; i >= 0; i--) {
-            bool fits = c[i].memory.total <= mem;
-            if (fits != (pass == 1))
-                continue;
-            const char *col = RECOMPUTE_COLOR[c[i].layout.recompute];
-            dot(&s, px(&ch, c[i].memory.total / GiB), py(&ch, c[i].time.step_s), 3, fits ? col : NULL, fits ? NULL : col);
-        }
-    /* the best K, ringed and named beside the chart */
-    double ly = ch.y + 10;
-    draw_best(&s, &ch, c, best, nbest, &ly);
-    /* the legend */
-    ly += 50;
-    for (int r = 0; r < PTDP_RECOMPUTE_COUNT; r++, ly += 20) {
-        dot(&s, ch.x + ch.w + 30, ly - 4, 4, RECOMPUTE_COLOR[r], RECOMPUTE_COLOR[r]);
-        ptdp_svg_text(&s, ch.x + ch.w + 42, ly, 12, PTDP_SVG_START, NULL, "recompute %s", ptdp_recompute_name(r));
-    }
-    dot(&s, ch.x + ch.w + 30, ly - 4, 4, NULL, "#333333");
-    ptdp_svg_text(&s, ch.x + ch.w + 42, ly, 12, PTDP_SVG_START, NULL, "hollow: does not fit");
+    draw_layouts(&s, &ch, c, n, mem, best, nbest);
     ptdp_svg_text(&s, 20, 628, 11, PTDP_SVG_START, "#555555",
                   "The same ranking: ptdp plan --model %s --layers 36 --hidden 4096 --heads 32 --seq-len 2048 "
                   "--vocab 51200 --batch 512 --gpus 32", ptdp_model_name(&rq.model));
