@@ -274,18 +274,21 @@ int ptdp_check_peer(ptdp_comm *c, ptdp_call *k, int peer)
     return 0;
 }
 
+int ptdp_fail_v_mismatch(ptdp_comm *c, unsigned long long seq, int i, const ptdp_call *from,
+                         unsigned long long sends, int j, const ptdp_call *to, unsigned long long expects)
+{
+    return ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched all_to_allv counts in group '%s' (call #%llu): rank %d "
+                     "sends %llu elements to rank %d (at %s:%d), but rank %d expects %llu from rank %d (at %s:%d)",
+                     c->name, seq, i, sends, j, base_name(from->file), from->line, j, expects, i,
+                     base_name(to->file), to->line);
+}
+
 int ptdp_check_v_agreement(ptdp_comm *c, const ptdp_call *const *calls)
 {
     for (int i = 0; i < c->size; i++)
-        for (int j = 0; j < c->size; j++) {
-            const ptdp_call *from = calls[i], *to = calls[j];
-            if (from->scounts[j] == to->rcounts[i])
-                continue;
-            return ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched all_to_allv counts in group '%s' (call #%llu): "
-                             "rank %d sends %zu elements to rank %d (at %s:%d), but rank %d expects %zu from "
-                             "rank %d (at %s:%d)", c->name, calls[c->rank]->seq, i, from->scounts[j], j,
-                             base_name(from->file), from->line, j, to->rcounts[i], i, base_name(to->file),
-                             to->line);
-        }
+        for (int j = 0; j < c->size; j++)
+            if (calls[i]->scounts[j] != calls[j]->rcounts[i])
+                return ptdp_fail_v_mismatch(c, calls[c->rank]->seq, i, calls[i], calls[i]->scounts[j], j, calls[j],
+                                            calls[j]->rcounts[i]);
     return 0;
 }

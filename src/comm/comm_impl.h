@@ -144,6 +144,11 @@ int  ptdp_check_tables(ptdp_comm *c, ptdp_call *call, size_t *packed_send, size_
  * send count for every other member equal what that member expects?  The
  * same verdict on every member (they all read the same tables). */
 int  ptdp_check_v_agreement(ptdp_comm *c, const ptdp_call *const *calls);
+/* Fail the device: rank i (call `from`) sends `sends` elements to rank j
+ * (call `to`), which expects `expects` — both call sites named.  For the
+ * backends that check their own row (MPI) as for the shared table. */
+int  ptdp_fail_v_mismatch(ptdp_comm *c, unsigned long long seq, int i, const ptdp_call *from,
+                          unsigned long long sends, int j, const ptdp_call *to, unsigned long long expects);
 int  ptdp_check_peer(ptdp_comm *c, ptdp_call *call, int peer);
 /* After meet: every member made the same call, or PTDP_EMISMATCH. */
 int  ptdp_check_agreement(ptdp_comm *c, const ptdp_call *const *calls);

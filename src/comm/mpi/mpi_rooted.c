@@ -15,8 +15,6 @@
  *     all_to_allv  each sends and receives what its tables say, but its
  *                  own block
  */
-#include <string.h>
-
 #include "comm/mpi/mpi_backend.h"
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
@@ -169,12 +167,6 @@ static int byte_table(ptdp_comm *c, const ptdp_call *k, const size_t *counts, co
     return rc;
 }
 
-static const char *base_name(const char *file)
-{
-    const char *slash = file ? strrchr(file, '/') : NULL;
-    return slash ? slash + 1 : file ? file : "?";
-}
-
 /* Another process's tables are not in my memory: exchange the send
  * counts first and check my row (my expected counts) against them; a
  * mismatch ends the job with both call sites. */
@@ -190,10 +182,7 @@ static int check_my_row(ptdp_comm *c, const ptdp_call *const *calls)
     int rc = ptdp_mpi_wait(c->dev, 1, &req, &why);
     for (int i = 0; rc == 0 && i < c->size; i++)
         if (in[i] != mine->rcounts[i])
-            rc = ptdp_fail(c->dev, PTDP_EMISMATCH, "mismatched all_to_allv counts in group '%s' (call #%llu): "
-                           "rank %d sends %llu elements to rank %d (at %s:%d), but rank %d expects %zu from "
-                           "rank %d (at %s:%d)", c->name, mine->seq, i, in[i], c->rank, base_name(calls[i]->file),
-                           calls[i]->line, c->rank, mine->rcounts[i], i, base_name(mine->file), mine->line);
+            rc = ptdp_fail_v_mismatch(c, mine->seq, i, calls[i], in[i], c->rank, mine, mine->rcounts[i]);
     return rc;
 }
 
