@@ -257,6 +257,167 @@ static void box(ptdp_svg *s, double x, double y, double w, double h, const char 
     ptdp_svg_text(s, x + w / 2, y + 34, 12, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, NULL, "%s", line2);
 }
 
+/* What the picture claims, measured and checked. */
+typedef struct {
+    double S, want;          /* gradient bytes; 2(N-1)/N S sent per rank      */
+    double scale, diff;      /* largest |g| on one device; dp = 3 against it  */
+    double wrong;            /* the average of averages against it            */
+    double sent_sum;         /* bytes the ranks sent, summed                  */
+    double norm_one, norm_wrong, train_norm;
+} dp_claims;
+
+/* ptdp_train, the library's loop (bucketed all-reduce), on the same batch:
+ * it wants B divisible by dp x M, so it cuts the batch another way — the
+ * gradient must not care.  Its step-1 ||g||, or an error. */
+static int train_norm_of(double *norm, char *msg, size_t msglen)
+{
+    ptdp_train_config c = ptdp_train_defaults();
+    c.model = lesson_model();
+    c.dp = TRAIN_DP;
+    c.micro_batches = TRAIN_M;
+    c.batch = B;
+    c.steps = 1;
+    c.seed = SEED;
+    c.optimizer = PTDP_OPT_SGD;
+    c.lr = 0.5;
+    ptdp_train_result tr;
+    char why[PTDP_MSG_MAX];
+    memset(&tr, 0, sizeof tr);
+    int err = ptdp_train(&c, NULL, NULL, NULL, &tr, why, sizeof why);
+    if (err != 0)
+        snprintf(msg, msglen, "ptdp_train with dp %d, M %d: %s", TRAIN_DP, TRAIN_M, why);
+    *norm = err == 0 ? tr.log[0].grad_norm : 0;
+    ptdp_train_result_free(&tr);
+    return err;
+}
+
+static int check_claims(const dp_step *par, const dp_step *one, size_t numel, dp_claims *k, char *msg,
+                        size_t msglen)
+{
+    k->S = (double)numel * sizeof(ptdp_real);
+    k->want = 2.0 * (DP - 1) / DP * k->S;
+    k->scale = max_abs(one->grad[0], numel);
+    k->diff = max_diff(par->grad[0], one->grad[0], numel);
+    k->wrong = max_diff(par->averaged, one->grad[0], numel);
+    k->norm_one = norm_of(one->grad[0], numel);
+    k->norm_wrong = norm_of(par->averaged, numel);
+    k->sent_sum = 0;
+    for (int r = 0; r < DP; r++)
+        k->sent_sum += par->sent[r];
+    for (int r = 1; r < DP; r++)
+        if (memcmp(par->grad[r], par->grad[0], numel * sizeof(ptdp_real)) != 0) {
+            snprintf(msg, msglen, "after the all-reduce rank %d's gradient differs from rank 0's", r);
+            return PTDP_ECHECK;
+        }
+    if (k->diff > PTDP_TOLERANCE * fmax(1, k->scale)) {
+        snprintf(msg, msglen, "the dp = %d gradient differs from one device's by %.3g", DP, k->diff);
+        return PTDP_ECHECK;
+    }
+    if (k->wrong <= PTDP_TOLERANCE * fmax(1, k->scale)) {
+        snprintf(msg, msglen, "the average of averages gives the right gradient: the figure needs micro-batches "
+                 "of unequal sizes to show why 1/B");
+        return PTDP_ECHECK;
+    }
+    if (fabs(k->sent_sum / DP - k->want) > 1e-9 * k->want) {
+        snprintf(msg, msglen, "the ranks sent %.1f bytes on average, 2(N-1)/N S = %.1f", k->sent_sum / DP, k->want);
+        return PTDP_ECHECK;
+    }
+    int err = train_norm_of(&k->train_norm, msg, msglen);
+    if (err == 0 && !ptdp_check_value(k->train_norm, k->norm_one, PTDP_TOLERANCE)) {
+        snprintf(msg, msglen, "ptdp_train logs ||g|| = %.9g at step 1, one device %.9g", k->train_norm, k->norm_one);
+        err = PTDP_ECHECK;
+    }
+    return err;
+}
+
+enum { PART_X = 500, PART_W = 150, SUM_X = 682, SUM_W = 84, OUT_X = 800, OUT_W = 160 };
+
+/* Each rank's micro-batches, its part g_r, the all-reduce, the sum it
+ * ends with. */
+static void draw_ranks(ptdp_svg *s, const dp_step *par, size_t numel, const int *gap, double samples_end)
+{
+    const double sum_y = ROWS_Y + 4, sum_h = DP * ROW_H - 30, sum_mid = sum_y + sum_h / 2;
+    char l1[96], l2[96];
+    for (int r = 0; r < DP; r++) {
+        double y = ROWS_Y + r * ROW_H;
+        ptdp_svg_rect(s, 20, y + 2, 12, 12, fig_rank_color(r), NULL);
+        ptdp_svg_text(s, 38, y + 12, 12, PTDP_SVG_BOLD, NULL, "rank %d", r);
+        ptdp_svg_text(s, 38, y + 27, 11, PTDP_SVG_START, "#555555", "samples %d\u2013%d", par->mb_first[r][0],
+                      par->mb_first[r][M - 1] + par->mb_rows[r][M - 1] - 1);
+        for (int k = 0; k < M; k++)
+            draw_micro_batch(s, y, par->mb_first[r][k], par->mb_rows[r][k], gap, fig_rank_color(r));
+        arrow(s, samples_end + 8, y + 13, PART_X - 2, y + 13);
+        snprintf(l1, sizeof l1, "g%d = \u03a3 (1/%d) \u2207loss_i", r, B);
+        snprintf(l2, sizeof l2, "\u2016g%d\u2016 = %.6f", r, par->part_norm[r]);
+        box(s, PART_X, y - 8, PART_W, 42, l1, l2);
+        double at = sum_mid + (r - (DP - 1) / 2.0) * 16;   /* where rank r meets the all-reduce */
+        arrow(s, PART_X + PART_W, y + 13, SUM_X - 2, at);
+        arrow(s, SUM_X + SUM_W, at, OUT_X - 2, y + 13);
+        snprintf(l1, sizeof l1, "g = g0 + g1 + g2");   /* DP = 3 */
+        snprintf(l2, sizeof l2, "\u2016g\u2016 = %.6f", norm_of(par->grad[r], numel));
+        box(s, OUT_X, y - 8, OUT_W, 42, l1, l2);
+        ptdp_svg_rect(s, OUT_X + OUT_W - 10, y - 8, 10, 42, fig_rank_color(r), NULL);
+    }
+    ptdp_svg_rect(s, SUM_X, sum_y, SUM_W, sum_h, "#fff3c4", "#b8860b");
+    ptdp_svg_text(s, SUM_X + SUM_W / 2.0, sum_mid - 6, 13, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, "#7a5a00",
+                  "all-reduce");
+    ptdp_svg_text(s, SUM_X + SUM_W / 2.0, sum_mid + 11, 12, PTDP_SVG_MIDDLE, "#7a5a00", "(sum)");
+}
+
+/* The samples the average of averages favours, "4, 5 and 9": those of the
+ * smallest micro-batches; *small and *big the sizes. */
+static void favoured_samples(const dp_step *par, char *who, size_t len, int *small, int *big)
+{
+    *small = B;
+    *big = 0;
+    for (int r = 0; r < DP; r++)
+        for (int k = 0; k < M; k++) {
+            *small = par->mb_rows[r][k] < *small ? par->mb_rows[r][k] : *small;
+            *big = par->mb_rows[r][k] > *big ? par->mb_rows[r][k] : *big;
+        }
+    int favoured[B], nf = 0;
+    for (int r = 0; r < DP; r++)
+        for (int k = 0; k < M; k++)
+            for (int i = 0; par->mb_rows[r][k] == *small && i < *small; i++)
+                favoured[nf++] = par->mb_first[r][k] + i;
+    who[0] = '\0';
+    for (int i = 0, at = 0; i < nf; i++)
+        at += snprintf(who + at, len - (size_t)at, "%s%d", i == 0 ? "" : i == nf - 1 ? " and " : ", ", favoured[i]);
+}
+
+static void draw_notes(ptdp_svg *s, const dp_step *par, const dp_claims *k, size_t numel, double ny)
+{
+    const double line = 18;
+    char b[3][32];
+    ptdp_svg_text(s, 20, ny, 12.5, PTDP_SVG_BOLD, NULL,
+                  "The same gradient: the largest difference between the dp = %d sum and one device over the "
+                  "%zu elements is %.2g (%s rounding).", DP, numel, k->diff, PTDP_REAL_NAME);
+    ptdp_svg_text(s, 20, ny + line, 12, PTDP_SVG_START, "#333333",
+                  "The ranks' parts add up (\u2016g0\u2016 + \u2016g1\u2016 + \u2016g2\u2016 is not \u2016g\u2016: "
+                  "norms do not add, vectors do); all %d ranks end with the same bits, so the replicas stay equal.",
+                  DP);
+    ptdp_svg_text(s, 20, ny + 2.4 * line, 12.5, PTDP_SVG_BOLD, NULL,
+                  "Bytes: S = %zu \u00d7 %zu B = %s of gradient; an all-reduce sends 2(N\u22121)/N \u00b7 S = "
+                  "%.1f B per rank.", numel, sizeof(ptdp_real), ptdp_format_bytes(k->S, b[0], sizeof b[0]), k->want);
+    ptdp_svg_text(s, 20, ny + 3.4 * line, 12, PTDP_SVG_START, "#333333",
+                  "measured: rank 0 sent %.0f B, rank 1 %.0f B, rank 2 %.0f B \u2014 %.1f B on average (the %zu "
+                  "elements do not split evenly in %d chunks).", par->sent[0], par->sent[1], par->sent[2],
+                  k->sent_sum / DP, numel, DP);
+    ptdp_svg_text(s, 20, ny + 4.8 * line, 12.5, PTDP_SVG_BOLD, "#c00000",
+                  "The tempting average instead (1/|mb| per micro-batch, the mean over M, then PTDP_AVG): "
+                  "\u2016g\u2016 = %.6f,", k->norm_wrong);
+    char who[96];
+    int small, big;
+    favoured_samples(par, who, sizeof who, &small, &big);
+    ptdp_svg_text(s, 20, ny + 5.8 * line, 12, PTDP_SVG_START, "#333333",
+                  "off by up to %.2g in an element (the largest is %.2g): samples %s, in micro-batches of %d, "
+                  "weigh %g times as much as those in micro-batches of %d.", k->wrong, k->scale, who, small,
+                  (double)big / small, big);
+    ptdp_svg_text(s, 20, ny + 7.2 * line, 12, PTDP_SVG_START, "#333333",
+                  "ptdp_train on the same batch, cut as it allows (B divisible by dp \u00d7 M: dp %d, M %d), "
+                  "logs \u2016g\u2016 = %.6f at step 1: the cut does not matter.", TRAIN_DP, TRAIN_M, k->train_norm);
+}
+
 int fig_dp_allreduce(const char *path, char *msg, size_t msglen)
 {
     const size_t numel = model_numel();
@@ -272,58 +433,8 @@ int fig_dp_allreduce(const char *path, char *msg, size_t msglen)
         dp_step_free(&par);
         return err;
     }
-
-    /* what the picture claims, checked */
-    const double S = (double)numel * sizeof(ptdp_real), want = 2.0 * (DP - 1) / DP * S;
-    const double scale = max_abs(one.grad[0], numel), diff = max_diff(par.grad[0], one.grad[0], numel);
-    const double wrong = max_diff(par.averaged, one.grad[0], numel);
-    double sent_sum = 0;
-    const double norm_one = norm_of(one.grad[0], numel);
-    const double norm_wrong = norm_of(par.averaged, numel);
-    for (int r = 0; r < DP; r++)
-        sent_sum += par.sent[r];
-    for (int r = 1; r < DP && err == 0; r++)
-        if (memcmp(par.grad[r], par.grad[0], numel * sizeof(ptdp_real)) != 0) {
-            snprintf(msg, msglen, "after the all-reduce rank %d's gradient differs from rank 0's", r);
-            err = PTDP_ECHECK;
-        }
-    if (err == 0 && diff > PTDP_TOLERANCE * fmax(1, scale)) {
-        snprintf(msg, msglen, "the dp = %d gradient differs from one device's by %.3g", DP, diff);
-        err = PTDP_ECHECK;
-    }
-    if (err == 0 && wrong <= PTDP_TOLERANCE * fmax(1, scale)) {
-        snprintf(msg, msglen, "the average of averages gives the right gradient: the figure needs micro-batches "
-                 "of unequal sizes to show why 1/B");
-        err = PTDP_ECHECK;
-    }
-    if (err == 0 && fabs(sent_sum / DP - want) > 1e-9 * want) {
-        snprintf(msg, msglen, "the ranks sent %.1f bytes on average, 2(N-1)/N S = %.1f", sent_sum / DP, want);
-        err = PTDP_ECHECK;
-    }
-    /* ptdp_train, the library's loop (bucketed all-reduce), on the same
-     * batch: it wants B divisible by dp x M, so it cuts the batch another
-     * way — the gradient must not care. */
-    ptdp_train_config c = ptdp_train_defaults();
-    c.model = lesson_model();
-    c.dp = TRAIN_DP;
-    c.micro_batches = TRAIN_M;
-    c.batch = B;
-    c.steps = 1;
-    c.seed = SEED;
-    c.optimizer = PTDP_OPT_SGD;
-    c.lr = 0.5;
-    ptdp_train_result tr;
-    char why[PTDP_MSG_MAX];
-    memset(&tr, 0, sizeof tr);
-    if (err == 0 && (err = ptdp_train(&c, NULL, NULL, NULL, &tr, why, sizeof why)) != 0)
-        snprintf(msg, msglen, "ptdp_train with dp %d, M %d: %s", TRAIN_DP, TRAIN_M, why);
-    const double train_norm = err == 0 ? tr.log[0].grad_norm : 0;
-    ptdp_train_result_free(&tr);
-    if (err == 0 && !ptdp_check_value(train_norm, norm_one, PTDP_TOLERANCE)) {
-        snprintf(msg, msglen, "ptdp_train logs ||g|| = %.9g at step 1, one device %.9g", train_norm, norm_one);
-        err = PTDP_ECHECK;
-    }
-    if (err != 0) {
+    dp_claims k;
+    if ((err = check_claims(&par, &one, numel, &k, msg, msglen)) != 0) {
         dp_step_free(&par);
         dp_step_free(&one);
         return err;
@@ -342,94 +453,28 @@ int fig_dp_allreduce(const char *path, char *msg, size_t msglen)
 
     int gap[B];
     for (int r = 0; r < DP; r++)
-        for (int k = 0; k < M; k++)
-            for (int i = par.mb_first[r][k]; i < par.mb_first[r][k] + par.mb_rows[r][k]; i++)
-                gap[i] = r * M + k;
+        for (int j = 0; j < M; j++)
+            for (int i = par.mb_first[r][j]; i < par.mb_first[r][j] + par.mb_rows[r][j]; i++)
+                gap[i] = r * M + j;
     const double samples_end = sample_x(B - 1, gap) + CELL;
-    const double part_x = 500, part_w = 150, sum_x = 682, sum_w = 84, out_x = 800, out_w = 160;
-    const double sum_y = ROWS_Y + 4, sum_h = DP * ROW_H - 30, sum_mid = sum_y + sum_h / 2;
-    char l1[96], l2[96];
-    for (int r = 0; r < DP; r++) {
-        double y = ROWS_Y + r * ROW_H;
-        ptdp_svg_rect(&s, 20, y + 2, 12, 12, fig_rank_color(r), NULL);
-        ptdp_svg_text(&s, 38, y + 12, 12, PTDP_SVG_BOLD, NULL, "rank %d", r);
-        ptdp_svg_text(&s, 38, y + 27, 11, PTDP_SVG_START, "#555555", "samples %d\u2013%d", par.mb_first[r][0],
-                      par.mb_first[r][M - 1] + par.mb_rows[r][M - 1] - 1);
-        for (int k = 0; k < M; k++)
-            draw_micro_batch(&s, y, par.mb_first[r][k], par.mb_rows[r][k], gap, fig_rank_color(r));
-        arrow(&s, samples_end + 8, y + 13, part_x - 2, y + 13);
-        snprintf(l1, sizeof l1, "g%d = \u03a3 (1/%d) \u2207loss_i", r, B);
-        snprintf(l2, sizeof l2, "\u2016g%d\u2016 = %.6f", r, par.part_norm[r]);
-        box(&s, part_x, y - 8, part_w, 42, l1, l2);
-        double at = sum_mid + (r - (DP - 1) / 2.0) * 16;   /* where rank r meets the all-reduce */
-        arrow(&s, part_x + part_w, y + 13, sum_x - 2, at);
-        arrow(&s, sum_x + sum_w, at, out_x - 2, y + 13);
-        snprintf(l1, sizeof l1, "g = g0 + g1 + g2");   /* DP = 3 */
-        snprintf(l2, sizeof l2, "\u2016g\u2016 = %.6f", norm_of(par.grad[r], numel));
-        box(&s, out_x, y - 8, out_w, 42, l1, l2);
-        ptdp_svg_rect(&s, out_x + out_w - 10, y - 8, 10, 42, fig_rank_color(r), NULL);
-    }
-    ptdp_svg_rect(&s, sum_x, sum_y, sum_w, sum_h, "#fff3c4", "#b8860b");
-    ptdp_svg_text(&s, sum_x + sum_w / 2, sum_mid - 6, 13, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, "#7a5a00",
-                  "all-reduce");
-    ptdp_svg_text(&s, sum_x + sum_w / 2, sum_mid + 11, 12, PTDP_SVG_MIDDLE, "#7a5a00", "(sum)");
+    draw_ranks(&s, &par, numel, gap, samples_end);
 
     /* one device, the whole batch */
     const double oy = ROWS_Y + DP * ROW_H + 22;
+    char l1[96], l2[96];
     ptdp_svg_line(&s, 20, oy - 20, 960, oy - 20, "#cccccc", 1, "4 4");
     ptdp_svg_rect(&s, 20, oy + 2, 12, 12, "#777777", NULL);
     ptdp_svg_text(&s, 38, oy + 12, 12, PTDP_SVG_BOLD, NULL, "1 device");
     ptdp_svg_text(&s, 38, oy + 27, 11, PTDP_SVG_START, "#555555", "the whole batch");
     draw_micro_batch(&s, oy, 0, B, gap, "#777777");
-    arrow(&s, samples_end + 8, oy + 13, out_x - 2, oy + 13);
-    ptdp_svg_text(&s, (samples_end + out_x) / 2, oy + 6, 11, PTDP_SVG_MIDDLE, "#555555",
+    arrow(&s, samples_end + 8, oy + 13, OUT_X - 2, oy + 13);
+    ptdp_svg_text(&s, (samples_end + OUT_X) / 2, oy + 6, 11, PTDP_SVG_MIDDLE, "#555555",
                   "one micro-batch, no communication");
     snprintf(l1, sizeof l1, "g = \u03a3 (1/%d) \u2207loss_i", B);
-    snprintf(l2, sizeof l2, "\u2016g\u2016 = %.6f", norm_one);
-    box(&s, out_x, oy - 8, out_w, 42, l1, l2);
+    snprintf(l2, sizeof l2, "\u2016g\u2016 = %.6f", k.norm_one);
+    box(&s, OUT_X, oy - 8, OUT_W, 42, l1, l2);
 
-    const double ny = oy + 84, line = 18;
-    char b[3][32];
-    ptdp_svg_text(&s, 20, ny, 12.5, PTDP_SVG_BOLD, NULL,
-                  "The same gradient: the largest difference between the dp = %d sum and one device over the "
-                  "%zu elements is %.2g (%s rounding).", DP, numel, diff, PTDP_REAL_NAME);
-    ptdp_svg_text(&s, 20, ny + line, 12, PTDP_SVG_START, "#333333",
-                  "The ranks' parts add up (\u2016g0\u2016 + \u2016g1\u2016 + \u2016g2\u2016 is not \u2016g\u2016: "
-                  "norms do not add, vectors do); all %d ranks end with the same bits, so the replicas stay equal.",
-                  DP);
-    ptdp_svg_text(&s, 20, ny + 2.4 * line, 12.5, PTDP_SVG_BOLD, NULL,
-                  "Bytes: S = %zu \u00d7 %zu B = %s of gradient; an all-reduce sends 2(N\u22121)/N \u00b7 S = "
-                  "%.1f B per rank.", numel, sizeof(ptdp_real), ptdp_format_bytes(S, b[0], sizeof b[0]), want);
-    ptdp_svg_text(&s, 20, ny + 3.4 * line, 12, PTDP_SVG_START, "#333333",
-                  "measured: rank 0 sent %.0f B, rank 1 %.0f B, rank 2 %.0f B \u2014 %.1f B on average (the %zu "
-                  "elements do not split evenly in %d chunks).", par.sent[0], par.sent[1], par.sent[2],
-                  sent_sum / DP, numel, DP);
-    ptdp_svg_text(&s, 20, ny + 4.8 * line, 12.5, PTDP_SVG_BOLD, "#c00000",
-                  "The tempting average instead (1/|mb| per micro-batch, the mean over M, then PTDP_AVG): "
-                  "\u2016g\u2016 = %.6f,", norm_wrong);
-    /* who the average of averages favours: the samples of the smallest micro-batches */
-    int small = B, big = 0;
-    for (int r = 0; r < DP; r++)
-        for (int k = 0; k < M; k++) {
-            small = par.mb_rows[r][k] < small ? par.mb_rows[r][k] : small;
-            big = par.mb_rows[r][k] > big ? par.mb_rows[r][k] : big;
-        }
-    int favoured[B], nf = 0;
-    for (int r = 0; r < DP; r++)
-        for (int k = 0; k < M; k++)
-            for (int i = 0; par.mb_rows[r][k] == small && i < small; i++)
-                favoured[nf++] = par.mb_first[r][k] + i;
-    char who[96] = "";
-    for (int i = 0, at = 0; i < nf; i++)
-        at += snprintf(who + at, sizeof who - (size_t)at, "%s%d", i == 0 ? "" : i == nf - 1 ? " and " : ", ",
-                       favoured[i]);
-    ptdp_svg_text(&s, 20, ny + 5.8 * line, 12, PTDP_SVG_START, "#333333",
-                  "off by up to %.2g in an element (the largest is %.2g): samples %s, in micro-batches of %d, "
-                  "weigh %g times as much as those in micro-batches of %d.", wrong, scale, who, small,
-                  (double)big / small, big);
-    ptdp_svg_text(&s, 20, ny + 7.2 * line, 12, PTDP_SVG_START, "#333333",
-                  "ptdp_train on the same batch, cut as it allows (B divisible by dp \u00d7 M: dp %d, M %d), "
-                  "logs \u2016g\u2016 = %.6f at step 1: the cut does not matter.", TRAIN_DP, TRAIN_M, train_norm);
+    draw_notes(&s, &par, &k, numel, oy + 84);
     dp_step_free(&par);
     dp_step_free(&one);
     return fig_finish(&s, path, msg, msglen);
