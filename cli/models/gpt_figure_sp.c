@@ -411,16 +411,12 @@ static void lines(ptdp_svg *s, double x, double y, const char *const *text, int 
         ptdp_svg_text(s, x, y + 16 * i, 11.5, PTDP_SVG_START, "#333333", "%s", text[i]);
 }
 
-static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
+/* The title, the sizes and the legend. */
+static void draw_header(ptdp_svg *s, const sp_layout *a)
 {
     const ptdp_model_config *c = &a->cfg;
-    const int B = a->batch, T = ptdp_gpt(c)->seq_len, C = c->hidden, F = c->ffn, nh = ptdp_gpt(c)->heads, Tl = T / TP;
+    const int B = a->batch, T = ptdp_gpt(c)->seq_len, C = c->hidden, F = c->ffn, nh = ptdp_gpt(c)->heads;
     const int hd = C / nh;
-    const rank_view *v0 = &a->v[SP][0], *v1 = &a->v[SP][1];
-    char l0[64], l1[64], p0[64], p1[64];
-    snprintf(p0, sizeof p0, "rank 0: positions %d\u2013%d", v0->pos_first, v0->pos_last);
-    snprintf(p1, sizeof p1, "rank 1: positions %d\u2013%d", v1->pos_first, v1->pos_last);
-
     ptdp_svg_text(s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "Sequence parallelism in one GPT block, tp = %d: which tensor is split along which axis", TP);
     ptdp_svg_text(s, 20, 46, 12, PTDP_SVG_START, "#333333",
@@ -439,6 +435,18 @@ static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
     ptdp_svg_text(s, 217, ly, 11, PTDP_SVG_START, NULL,
                   "whole: the same on every rank.  Each picture: T down, the columns across.");
 
+}
+
+/* Row 1, attention: x split along T, LN1, the gather, c_attn by heads,
+ * attention, c_proj's partial sums reduce-scattered back to x2.  Returns
+ * the y of its notes. */
+static double draw_attention_row(ptdp_svg *s, const sp_layout *a, const char *p0, const char *p1)
+{
+    const ptdp_model_config *c = &a->cfg;
+    const int B = a->batch, Tl = ptdp_gpt(c)->seq_len / TP;
+    const rank_view *v0 = &a->v[SP][0], *v1 = &a->v[SP][1];
+    const int C = c->hidden, hd = C / ptdp_gpt(c)->heads;
+    char l0[64], l1[64];
     /* row 1: attention */
     const double y1 = 150, mid1 = y1 + BOX_H / 2;
     row_x p = row_layout(32);
@@ -473,7 +481,20 @@ static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
              "%d \u00d7 %d per rank (their columns), its bias added after g.", v0->attn_rows, C, v0->heads_local, C,
              v0->proj_cols);
     lines(s, 20, f1, (const char *const[]){ buf[0], buf[1] }, 2);
+    return f1;
 
+}
+
+/* Row 2, the MLP, the same way below row 1's notes at f1; returns the y of
+ * its own notes. */
+static double draw_mlp_row(ptdp_svg *s, const sp_layout *a, double f1, const char *p0, const char *p1)
+{
+    const ptdp_model_config *c = &a->cfg;
+    const int B = a->batch, Tl = ptdp_gpt(c)->seq_len / TP;
+    const rank_view *v0 = &a->v[SP][0], *v1 = &a->v[SP][1];
+    const int C = c->hidden;
+    char l0[64], l1[64], buf[2][240];
+    row_x p = row_layout(32);
     /* row 2: MLP */
     const double y2 = f1 + 78, mid2 = y2 + BOX_H / 2;
     regions(s, &p, y2, Tl);
@@ -502,7 +523,18 @@ static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
              "same F/tp columns).  The embedding ends in a g too, the head starts with a g\u0304.",
              v0->fc_rows, C, C, v0->fcproj_cols);
     lines(s, 20, f2, (const char *const[]){ buf[0], buf[1] }, 2);
+    return f2;
 
+}
+
+/* The caption below row 2's notes at f2: the activation formula beside the
+ * arena, and the bytes SP sends beside TP's. */
+static void draw_caption(ptdp_svg *s, const sp_layout *a, const step_comm comm[2], double f2)
+{
+    const ptdp_model_config *c = &a->cfg;
+    const int B = a->batch, C = c->hidden;
+    const rank_view *v0 = &a->v[SP][0];
+    char buf[5][240];
     /* the caption: the formula, the arena, the bytes */
     const double foot = f2 + 50;
     const double e_sp = ptdp_gpt_block_act_elements(c, B, TP, true);
@@ -540,6 +572,17 @@ static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
                  "an all-reduce is a reduce-scatter plus an all-gather; the difference, %.0f B, is not the %.0f B of "
                  "the LayerNorms' gradient all-reduce alone.", more, ln_bytes);
     lines(s, 20, foot + 20, (const char *const[]){ buf[0], buf[1], buf[2], buf[3], buf[4] }, 5);
+}
+
+static void draw(ptdp_svg *s, const sp_layout *a, const step_comm comm[2])
+{
+    const rank_view *v0 = &a->v[SP][0], *v1 = &a->v[SP][1];
+    char p0[64], p1[64];
+    snprintf(p0, sizeof p0, "rank 0: positions %d\u2013%d", v0->pos_first, v0->pos_last);
+    snprintf(p1, sizeof p1, "rank 1: positions %d\u2013%d", v1->pos_first, v1->pos_last);
+    draw_header(s, a);
+    const double f1 = draw_attention_row(s, a, p0, p1);
+    draw_caption(s, a, comm, draw_mlp_row(s, a, f1, p0, p1));
 }
 
 int fig_sp_block(const char *path, char *msg, size_t msglen)
