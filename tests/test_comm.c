@@ -818,6 +818,23 @@ static int v_null_counts(ptdp_device *dev, void *arg)
     return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, NULL, NULL, PTDP_F32);
 }
 
+/* Counts whose sum overflows, and a displacement past any buffer. */
+static int v_huge_counts(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    size_t sc[2] = { SIZE_MAX / 2, SIZE_MAX / 2 }, rcn[2] = { 1, 1 };
+    float send[2] = { 0 }, recv[2] = { 0 };
+    return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, rcn, NULL, PTDP_F32);
+}
+
+static int v_huge_displ(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    size_t sc[2] = { 1, 1 }, sd[2] = { 0, SIZE_MAX / 4 * 3 }, rcn[2] = { 1, 1 };
+    float send[2] = { 0 }, recv[2] = { 0 };
+    return ptdp_all_to_allv(dev->world, send, sc, sd, recv, rcn, NULL, PTDP_F32);
+}
+
 TEST(v_tests, test_all_to_allv_mismatch_names_both_calls)
 {
     HARNESS_LAUNCH_FAILS(3, v_mismatch, NULL, PTDP_EMISMATCH, "mismatched all_to_allv counts in group 'world'",
@@ -825,6 +842,9 @@ TEST(v_tests, test_all_to_allv_mismatch_names_both_calls)
                          "but rank 2 expects 1 from rank 1 (at test_comm.c:");
     HARNESS_LAUNCH_FAILS(2, v_null_counts, NULL, PTDP_EINVAL, "ptdp_all_to_allv at test_comm.c:",
                          "recv_counts is NULL (one count per member: 2)");
+    HARNESS_LAUNCH_FAILS(2, v_huge_counts, NULL, PTDP_EINVAL, "ptdp_all_to_allv at test_comm.c:",
+                         "send_counts add up to more than");
+    HARNESS_LAUNCH_FAILS(2, v_huge_displ, NULL, PTDP_EINVAL, "send_displs[1] = ", "is too large");
 }
 END_TEST
 
