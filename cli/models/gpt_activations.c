@@ -21,14 +21,15 @@
  *   ln1, ln2            their outputs, the column layers' in  2h   (region rows)
  *   qkv, y              attention's q k v and its output      4h/t
  *   fc, gelu            the MLP's two F-wide tensors          2F/t
- *   mean, 1/std x 2     the LayerNorms' statistics, float     16 bytes (region rows)
+ *   mean, 1/std x 2     the LayerNorms' statistics, a real    4 r bytes (region rows;
+ *                       each (float under bf16)               r = 4, or 8 in ptdp-f64)
  *
  * and per sequence the probabilities a (s^2)/t (none under selective
  * recomputation), so with F = 4h and e the bytes of an element (4 in float,
  * 2 under --precision bf16; 8 in ptdp-f64):
  *
- *   tensor parallel      sbh (4e + 12e/t + e as/(ht)) + 16 sb
- *   + SP                 sbh (16e/t + e as/(ht)) + 16 sb/t       (region rows = s/t)
+ *   tensor parallel      sbh (4e + 12e/t + e as/(ht)) + 4r sb
+ *   + SP                 sbh (16e/t + e as/(ht)) + 4r sb/t       (region rows = s/t)
  *   full recomputation   e sbh: the block's input alone
  *
  * The differences from the paper are three: ptdp keeps no dropout masks
@@ -72,7 +73,7 @@ static const row rows[] = {
     { "no parallelism", false, false, false, false, "sbh(34 + 5as/h)",
       "34 = 16 h-wide tensors x 2 bytes + 2 dropout masks of 1 byte; 5as/h = the probabilities (2), "
       "their dropout mask (1) and output (2): ptdp keeps the same 16 tensors at e bytes, the probabilities "
-      "once, no mask, and the LayerNorms' statistics (16sb)" },
+      "once, no mask, and the LayerNorms' statistics (4r sb)" },
     { "tensor parallel", true, false, false, false, "sbh(10 + 24/t + 5as/(ht))",
       "10 = the LayerNorms' inputs and outputs (4 x 2) + 2 masks, all replicated on the t ranks; ptdp's 4e "
       "is the same four tensors without the masks, 12e/t the split ones (the paper's 24/t at e = 2)" },
@@ -99,7 +100,7 @@ typedef struct {
     double A, B, P, S;      /* S is per token; under SP it is divided by t already */
 } coeffs;
 
-static coeffs coeffs_of(const row *r, double e, double f, int t)
+static coeffs coeffs_of(const row *r, double e, double f, int t, double stat)
 {
     coeffs c = { 0 };
     if (r->full) {
@@ -110,7 +111,7 @@ static coeffs coeffs_of(const row *r, double e, double f, int t)
     c.A = r->sp ? 0 : full;
     c.B = r->sp ? full + split : split;
     c.P = r->selective ? 0 : e;
-    c.S = r->sp ? 16.0 / t : 16;
+    c.S = r->sp ? 4 * stat / t : 4 * stat;   /* two LayerNorms' mean and 1/std */
     return c;
 }
 
@@ -119,7 +120,7 @@ static double coeffs_bytes(const coeffs *c, double s, double b, double h, double
     return s * b * h * (c->A + c->B / t) + c->P * a * s * s * b / t + c->S * s * b;
 }
 
-static void coeffs_words(const coeffs *c, const row *r, char *buf, size_t n)
+static void coeffs_words(const coeffs *c, const row *r, int t, char *buf, size_t n)
 {
     if (r->full) {
         snprintf(buf, n, "%gsbh", c->A);
@@ -134,7 +135,7 @@ static void coeffs_words(const coeffs *c, const row *r, char *buf, size_t n)
         snprintf(terms, sizeof terms, "%g/t", c->B);
     if (c->P > 0)
         snprintf(probs, sizeof probs, r->tp ? " + %gas/(ht)" : " + %gas/h", c->P);
-    snprintf(buf, n, "sbh(%s%s) + 16sb%s", terms, probs, r->sp ? "/t" : "");
+    snprintf(buf, n, "sbh(%s%s) + %gsb%s", terms, probs, r->sp ? c->S * t : c->S, r->sp ? "/t" : "");
 }
 
 /* ---- measuring: the arena's activation peak ------------------------------------------ */
@@ -245,15 +246,18 @@ static void print_wrapped(const char *name, const char *text)
     printf("\n");
 }
 
+/* A LayerNorm statistic: a real, float under bf16 (apex keeps them in float). */
+static double stat_bytes(const setup *su) { return su->bf16 ? sizeof(float) : sizeof(ptdp_real); }
+
 static void print_header(const setup *su, double e)
 {
     const ptdp_gpt_settings *g = ptdp_gpt(&su->model);
     printf("Korthikanti et al. (2022), table 2: activation bytes one transformer block keeps, measured\n"
            "GPT as ptdp train --model gpt sets it: s = %d positions, b = %d sequences a micro-batch,\n"
-           "h = %d, F = %d (%gh), a = %d heads; e = %g bytes an element (%s), float LayerNorm statistics\n"
+           "h = %d, F = %d (%gh), a = %d heads; e = %g bytes an element (%s), LayerNorm statistics r = %g bytes\n"
            "measured: the arena's activation peak with 2 blocks minus with 1 (pp 1, one micro-batch)\n",
            g->seq_len, su->batch, su->model.hidden, su->model.ffn, (double)su->model.ffn / su->model.hidden,
-           g->heads, e, su->bf16 ? "bf16" : PTDP_REAL_NAME);
+           g->heads, e, su->bf16 ? "bf16" : PTDP_REAL_NAME, stat_bytes(su));
 }
 
 /* One tp's six rows; returns how many differ. */
@@ -268,10 +272,10 @@ static int table(const setup *su, int tp, double e, bool *failed)
     for (int i = 0; i < NROWS; i++) {
         const row *r = &rows[i];
         const int t = r->tp ? tp : 1;
-        const coeffs c = coeffs_of(r, e, f, t);
+        const coeffs c = coeffs_of(r, e, f, t, stat_bytes(su));
         const double want = coeffs_bytes(&c, s, b, h, a, t);
         char words[128], msg[PTDP_MSG_MAX] = "";
-        coeffs_words(&c, r, words, sizeof words);
+        coeffs_words(&c, r, t, words, sizeof words);
         double p1 = 0, p2 = 0;
         if (acts_peak(su, r, t, 1, &p1, msg, sizeof msg) != 0 || acts_peak(su, r, t, 2, &p2, msg, sizeof msg) != 0) {
             printf("  %-27s %-34s %10.0f   not run: %s\n", r->name, words, want, msg);

@@ -8,12 +8,14 @@
 # derived from the tensors it keeps; no dropout masks, float LayerNorm
 # statistics)
 #
-#   no parallelism           sbh (16e) + e a s^2 b + 16 sb
-#   tensor parallel          sbh (4e + 12e/t) + e a s^2 b/t + 16 sb
-#   + sequence parallel      sbh (16e/t) + e a s^2 b/t + 16 sb/t
-#   tensor + selective       sbh (4e + 12e/t) + 16 sb
-#   tensor + SP + selective  sbh (16e/t) + 16 sb/t
+#   no parallelism           sbh (16e) + e a s^2 b + 4r sb
+#   tensor parallel          sbh (4e + 12e/t) + e a s^2 b/t + 4r sb
+#   + sequence parallel      sbh (16e/t) + e a s^2 b/t + 4r sb/t
+#   tensor + selective       sbh (4e + 12e/t) + 4r sb
+#   tensor + SP + selective  sbh (16e/t) + 4r sb/t
 #   full recomputation       e sbh
+#
+# with r the bytes of a LayerNorm statistic (a real; float under bf16)
 #
 #  1. the bench exits 0 (every measurement equals its formula) and prints
 #     12 rows, 6 per tp of 2 and 4, each "ok", each with the paper's form;
@@ -33,15 +35,15 @@ check_table() {   # LABEL
     rows=$(grep -cE '^  [a-z+ ]+ +sbh.* [0-9]+ +[0-9]+ ok ' "$out")
     [[ $rows -eq 12 ]] || fail "$label: $rows rows ok, expected 12"
     grep -q 'DIFFERS' "$out" && fail "$label: a row DIFFERS"
-    read -r s b h F a e < <(sed -nE 's/.*s = ([0-9]+) positions, b = ([0-9]+) .*/\1 \2/p;
-        s/^h = ([0-9]+), F = ([0-9]+) .* a = ([0-9]+) heads; e = ([0-9]+) bytes.*/\1 \2 \3 \4/p' "$out" | paste -sd' ')
-    [[ -n ${e:-} && $F -eq $((4 * h)) ]] || { fail "$label: no s, b, h, F = 4h, a, e in the header"; return; }
-    awk -v s="$s" -v b="$b" -v h="$h" -v a="$a" -v e="$e" -v label="$label" '
+    read -r s b h F a e r < <(sed -nE 's/.*s = ([0-9]+) positions, b = ([0-9]+) .*/\1 \2/p;
+        s/^h = ([0-9]+), F = ([0-9]+) .* a = ([0-9]+) heads; e = ([0-9]+) bytes.* statistics r = ([0-9]+) bytes$/\1 \2 \3 \4 \5/p' "$out" | paste -sd' ')
+    [[ -n ${r:-} && $F -eq $((4 * h)) ]] || { fail "$label: no s, b, h, F = 4h, a, e in the header"; return; }
+    awk -v s="$s" -v b="$b" -v h="$h" -v a="$a" -v e="$e" -v r="$r" -v label="$label" '
         /^tp [0-9]+$/ { t = $2; next }
         match($0, /[0-9]+ +[0-9]+ (ok|DIFFERS)/) {
             split(substr($0, RSTART, RLENGTH), f, / +/)
             name = substr($0, 3, 27); sub(/ +$/, "", name)
-            sbh = s * b * h; p = e * a * s * s * b; st = 16 * s * b
+            sbh = s * b * h; p = e * a * s * s * b; st = 4 * r * s * b
             if (name == "no parallelism")                  want = sbh * 16 * e + p + st
             else if (name == "tensor parallel")            want = sbh * (4 * e + 12 * e / t) + p / t + st
             else if (name == "tensor + sequence parallel") want = sbh * 16 * e / t + p / t + st / t
