@@ -60,10 +60,6 @@ const ptdp_model_ops *ptdp_model_first_with(bool (*has)(const ptdp_model_caps *c
  * one without. */
 int ptdp_model_positions(const ptdp_model_config *cfg);
 
-/* Attention heads of a model with attention (ops->heads), 0 for one
- * without: what --cp-algo a2a shares out over the CP group. */
-int ptdp_model_heads(const ptdp_model_config *cfg);
-
 /* Build this device's stage and shard of cfg's model in its arena and
  * initialise it: every shard equals that slice of the single-device model
  * (model.h).  Fails the device with a message naming the flags if the

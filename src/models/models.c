@@ -100,12 +100,6 @@ int ptdp_model_positions(const ptdp_model_config *cfg)
     return ops->caps.sequences && ops->positions != NULL ? ops->positions(cfg) : 0;
 }
 
-int ptdp_model_heads(const ptdp_model_config *cfg)
-{
-    const ptdp_model_ops *ops = ptdp_model_of(cfg);
-    return ops->caps.attention && ops->heads != NULL ? ops->heads(cfg) : 0;
-}
-
 int ptdp_model_check(const ptdp_model_config *cfg, int tp, int pp, char *msg, size_t msglen)
 {
     return ptdp_model_of(cfg)->check(cfg, tp, pp, msg, msglen);

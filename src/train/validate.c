@@ -162,7 +162,7 @@ static int ulysses_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--cp-algo a2a needs --cp 2 or more (it trades the CP group's split of the positions for one of "
             "the heads)");
     const ptdp_model_ops *ops = ptdp_model_of(&c->model);
-    const int H = ptdp_model_heads(&c->model);
+    const int H = ops->caps.attention && ops->heads != NULL ? ops->heads(&c->model) : 0;
     if (H < 1)
         BAD("--cp-algo a2a splits attention's heads over the CP group, and %s has no heads: use --cp-algo ring",
             title_of(ops));
