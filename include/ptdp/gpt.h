@@ -174,6 +174,16 @@ double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int
  *   2 (elements - stats - lse) + 4 (stats + lse)                          */
 double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
                                 bool bf16);
+/* Under Ulysses (--cp-algo a2a, ulysses.h): CP's T/cp positions outside
+ * attention, and the probabilities of whole sequences of nh/(tp cp) heads
+ * (none with selective recomputation) instead of the ring's log-sum-exps:
+ *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / (tp cp)) T^2
+ * (with SP: B (T/cp) (2 C + 6 C / tp + 2 F / tp + 4 / tp) + the same);
+ * its bytes as above, under bf16 2 an element but the statistics'. */
+double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp,
+                                       bool selective);
+double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                    bool bf16);
 
 /* Per block on this device (shards under TP). */
 typedef struct {
