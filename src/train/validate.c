@@ -8,6 +8,8 @@
  *   --cp, --sp, --token-slices   need caps.sequences (and the split's own
  *                                capability), and divide ops->positions
  *   --recompute selective        needs caps.attention
+ *   --cp-algo a2a                needs --cp 2+ and ops->heads, its heads per
+ *                                TP rank divisible by --cp (ulysses.h)
  *   --schedule zb-h1             needs a split backward (ops->backward_input)
  *   shapes under tp x pp         the model's own ops->check
  *
