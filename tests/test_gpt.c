@@ -14,7 +14,9 @@
  *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
  *               with sequence parallelism (less); with selective
  *               recomputation, without the attention probabilities; with
- *               context parallelism, T/cp positions and a log-sum-exp;
+ *               context parallelism, T/cp positions and a log-sum-exp
+ *               (under Ulysses, --cp-algo a2a, the probabilities of
+ *               whole sequences of nh/(tp cp) heads instead);
  *               under bf16 (act_bf16.h) 2 bytes an element but the
  *               LayerNorm statistics and log-sum-exps, about half
  *   sp          the LayerNorms' gradients are partial sums until the

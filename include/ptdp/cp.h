@@ -35,6 +35,10 @@
  *                contiguous: r0 holds 0-7              r1 holds 8-15
  *
  * A key share wholly in a query share's future is skipped.
+ *
+ * The other way to run attention over the same layout is Ulysses'
+ * (--cp-algo a2a, ulysses.h): an all-to-all to whole sequences of fewer
+ * heads, attention on one device's terms, an all-to-all back.
  */
 #ifndef PTDP_CP_H
 #define PTDP_CP_H
