@@ -222,8 +222,11 @@ typedef struct {
     ptdp_tensor x;                  /* block input                          */
     ptdp_real *ln1_mean, *ln1_rstd;
     ptdp_tensor ln1;                /* LN1(x): c_attn's input               */
-    ptdp_tensor qkv;                /* rows x 3 C/tp                        */
-    ptdp_real *probs;               /* B nh/tp T T                          */
+    ptdp_tensor qkv;                /* rows x 3 C/tp; under Ulysses, after
+                                       the attention, its storage holds the
+                                       head layout (B T) x 3 C/(tp cp)      */
+    ptdp_real *probs;               /* B nh/tp T T (Ulysses: B nh/(tp cp) T
+                                       T; the ring: B nh/tp T/cp lse)      */
     ptdp_tensor y;                  /* the heads' outputs: c_proj's input    */
     ptdp_tensor x2;                 /* after the attention's residual        */
     ptdp_real *ln2_mean, *ln2_rstd;
