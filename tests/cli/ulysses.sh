@@ -10,6 +10,8 @@
 #     sends in the CP group exactly the formula, L M 8 X (N-1)/N elements
 #     a step with X = B (T/N) (C/tp), and the text prints it beside the
 #     measurement and the ring's.
+#  3. The clock: under --profile ideal a device of cp N computes exactly 1/N
+#     of one device's virtual time (whole sequences of nh/N heads).
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -52,5 +54,22 @@ if run_ok train --model gpt --cp 2 --steps 1 --report "$tmp/ring.json"; then
     report_config "$tmp/ring.json" cp_algo '"ring"'
     has "context parallelism (ring), N = 2: CP bytes sent per device and step" || fail "no CP bytes line for the ring"
 fi
+
+# ---- 3. the clock -------------------------------------------------------------------
+# Under --profile ideal every product costs exactly 2 m n k and the ends
+# nothing: a device of cp N runs B T/N rows of every op and whole-sequence
+# attention of nh/N heads, so its virtual compute is exactly 1/N of one
+# device's (the ring's is not: its chunk pairs are priced as the ring runs them).
+for n in 1 2 4; do
+    algo=(); [[ $n -gt 1 ]] && algo=(--cp-algo a2a)
+    "$ptdp" train --model gpt --cp $n "${algo[@]}" --profile ideal --steps 1 --quiet --report "$tmp/c$n.json" \
+        >/dev/null 2>&1 || fail "--cp $n --cp-algo a2a --profile ideal did not run"
+done
+python3 - "$tmp" <<'PY' && echo "ok    --profile ideal: cp 2 and 4 under a2a compute 1/2 and 1/4 of one device, exactly" ||
+import json, sys
+c = {n: json.load(open(f"{sys.argv[1]}/c{n}.json"))["devices"][0]["virtual_s"]["compute"] for n in (1, 2, 4)}
+assert c[1] > 0 and abs(c[2] * 2 - c[1]) <= 1e-12 * c[1] and abs(c[4] * 4 - c[1]) <= 1e-12 * c[1], c
+PY
+    fail "a2a's virtual compute is not one device's / N"
 
 finish ulysses "--cp-algo a2a refused where it cannot split the heads; --check, the header, the report and the CP bytes"
