@@ -342,6 +342,13 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     fprintf(f, "     \"wall_s\": %s}", J(s->wall_s));
 }
 
+/* CP's attention algorithm (cp.h's ring, or ulysses.h's all-to-alls): a
+ * config key of its own, after cp_layout's line. */
+static void json_cp_algo(FILE *f, const ptdp_train_config *c)
+{
+    fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
+}
+
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
                         const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
@@ -353,6 +360,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"cp\": %d, \"cp_layout\": \"%s\",\n",
             lr->world_size, c->dp, c->tp, c->pp, c->zero, c->micro_batches, c->batch, c->steps, ptdp_train_cp(c),
             c->cp_contiguous ? "contiguous" : "zigzag");
+    json_cp_algo(f, c);
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
                "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",

@@ -217,6 +217,10 @@ struct ptdp_model_ops {
     /* Optional: positions per sample of a model with caps.sequences (the
      * --seq-len a split along the sequence must divide). */
     int  (*positions)(const ptdp_model_config *c);
+    /* Optional: attention heads of a model with caps.attention (what
+     * --cp-algo a2a splits over the CP group, ulysses.h); without it a
+     * model refuses --cp-algo a2a. */
+    int  (*heads)(const ptdp_model_config *c);
 
     /* ---- the whole model, from its configuration alone (no device) ---- */
     /* 0, or PTDP_EINVAL with a message naming the flags and what would work

@@ -84,7 +84,7 @@ static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_bloc
     ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         s[n++] = (ptdp_act_slot){ .t = t[i] };
-    if (ptdp_gpt_cp_size(m) == 1)
+    if (!ptdp_gpt_cp_ring(m))   /* the ring keeps log-sum-exps instead */
         s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = ptdp_gpt_probs_len(m, acts), .name = "acts.probs" };
     return n;
 }

@@ -61,6 +61,8 @@ typedef struct {
 /* ------------------------------------------------ gpt_regions.c */
 
 int ptdp_gpt_cp_size(const ptdp_model *m);                    /* 1 without CP */
+bool ptdp_gpt_cp_ring(const ptdp_model *m);                   /* CP's attention: the ring */
+bool ptdp_gpt_cp_ulysses(const ptdp_model *m);                /* ... or Ulysses' all-to-alls */
 bool ptdp_gpt_sliced(const ptdp_acts *a);                     /* a token slice (TeraPipe) */
 int ptdp_gpt_local_T(const ptdp_model *m, const ptdp_acts *a); /* T, T / cp or tlen */
 int ptdp_gpt_region_rows(const ptdp_model *m, int R);         /* R, or R / tp under SP */

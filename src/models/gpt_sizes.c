@@ -61,3 +61,29 @@ double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, i
     const double lse = cp > 1 ? (double)batch * (gpt->heads / tp) * (gpt->seq_len / cp) : 0;   /* CP's log-sum-exps */
     return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
 }
+
+/* Under Ulysses (--cp-algo a2a, ulysses.h) a block keeps CP's T/cp
+ * positions of everything outside attention (qkv in the head layout, the
+ * same count), and of attention the probabilities of whole sequences of
+ * its nh/(tp cp) heads where the ring keeps a log-sum-exp a query — or
+ * nothing under selective recomputation. */
+double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp,
+                                       bool selective)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const double B = batch, T = gpt->seq_len;
+    const double lse = B * (gpt->heads / tp) * (gpt->seq_len / cp);
+    const double probs = selective ? 0 : B * (gpt->heads / tp / cp) * T * T;
+    return ptdp_gpt_block_act_elements_cp(c, batch, tp, cp, sp) - lse + probs;
+}
+
+double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                    bool bf16)
+{
+    const double e = ptdp_gpt_block_act_elements_a2a(c, batch, tp, cp, sp, selective);
+    if (!bf16)
+        return e * sizeof(ptdp_real);
+    const double rows = (double)batch * (ptdp_gpt(c)->seq_len / cp);
+    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
+    return (e - stats) * sizeof(ptdp_bf16) + stats * sizeof(ptdp_real);
+}
