@@ -63,10 +63,13 @@
  *              i = L-1 … 0: block i's forward again from x_i, its
  *              backward, free all of it — one block's activations alive
  *
- *   kept per micro-batch   (L + 1) B T C          (x0 … x_L; stage 0's x0
- *                                                  is the embedding's output:
- *                                                  the embedding is not redone)
- *   peak in its backward   (L + 1) B T C + one block's activations + scratch
+ *   kept per micro-batch   L B T C      x0 … x_{L-1}, and x_L on the last
+ *                                       stage; stage 0's x0 is the
+ *                                       embedding's output (not redone)
+ *   peak in its backward   (L-1) B T C  the other blocks' inputs
+ *                          + A          the block redone (its input included)
+ *                          + B T C      its output, dropped at once
+ *                          + scratch    (gpt.h: ptdp_gpt_full_recompute_peak_bytes)
  *
  * The dropout masks are counter-based, so the second forward is the
  * first, bit for bit; the loss stays the first forward's.  Parameters:
@@ -433,8 +436,9 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
             ptdp_tensor_free(dev, &sv->x_out);
             free_tail_work(dev, sv);
         }
-    } else
+    } else {
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, dh.rows, dh.cols));
+    }
     if (rc != 0 || (rc = blocks_backward(&k, sv, &s, dh)) != 0)
         goto done;
     if (m->first_stage)
