@@ -333,8 +333,40 @@ static void print_ulysses(const ptdp_train_config *c)
            ptdp_format_bytes(lse * sizeof(ptdp_real), b[2], sizeof b[2]), (double)mb * (gpt->heads / c->tp) * T * T);
 }
 
+/* --recompute full (gpt.c): each block's input kept, one block redone at
+ * a time in the backward — and with one stage (no CP, no SP) the peak
+ * that makes, beside the arena's. */
+static void print_full_recompute(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    const ptdp_model_config *m = &c->model;
+    const int mb = c->batch / (c->dp * c->micro_batches), T = ptdp_gpt(m)->seq_len, L = m->layers;
+    const double X = (double)mb * T * m->hidden / (c->sp ? c->tp : 1) / ptdp_train_cp(c);
+    const double b = c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);
+    /* the residual stream's rows: SP's share, or CP's positions */
+    const int parts = (c->sp ? c->tp : 1) * ptdp_train_cp(c);
+    const char *split = c->sp && ptdp_train_cp(c) > 1 ? " / (tp cp)" : c->sp ? " / tp" : parts > 1 ? " / cp" : "";
+    char v[3][32], by[24] = "";
+    if (parts > 1)
+        snprintf(by, sizeof by, " / %d", parts);
+    printf("full recomputation keeps per micro-batch each block's input, B T C%s = %d x %d x %d%s (%s each, "
+           "%s for the model's L = %d blocks%s), and redoes one block at a time in the backward\n",
+           split, mb, T, m->hidden, by, ptdp_format_bytes(X * b, v[0], sizeof v[0]), ptdp_format_bytes(L * X * b, v[1], sizeof v[1]), L,
+           c->pp > 1 ? ", each stage its own" : "");
+    if (c->pp > 1 || ptdp_train_cp(c) > 1 || c->sp)
+        return;
+    const double peak = ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
+    size_t measured = 0;
+    for (int r = 0; r < lr->world_size; r++)
+        measured = lr->devices[r].mem.peak[PTDP_MEM_ACTS] > measured ? lr->devices[r].mem.peak[PTDP_MEM_ACTS]
+                                                                      : measured;
+    printf("  its peak: the tokens + the other L-1 inputs + one block's activations A + its output X + the "
+           "backward's scratch (or the tail's logits if larger) = %s; measured %s\n",
+           ptdp_format_bytes(peak, v[0], sizeof v[0]), ptdp_format_bytes((double)measured, v[1], sizeof v[1]));
+}
+
 /* After the run: what a micro-batch keeps per block (and under CP, the
- * balance of the ring, or Ulysses' attention, and CP's bytes). */
+ * balance of the ring, or Ulysses' attention, and CP's bytes; with full
+ * recomputation, what that keeps). */
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     if (ptdp_train_cp(c) > 1) {
@@ -343,6 +375,8 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
         else
             print_context_parallel(c, lr);
         print_cp_traffic(c, lr);
+        if (c->recompute)
+            print_full_recompute(c, lr);
         return;
     }
     /* what one micro-batch keeps per block, by this implementation's own
@@ -371,6 +405,8 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
     if (sel)
         printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
                (double)mb * (ptdp_gpt(m)->heads / c->tp) * ptdp_gpt(m)->seq_len * ptdp_gpt(m)->seq_len);
+    if (c->recompute)
+        print_full_recompute(c, lr);
 }
 
 static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)

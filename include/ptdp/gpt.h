@@ -185,6 +185,19 @@ double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, in
 double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
                                     bool bf16);
 
+/* Full recomputation (--recompute full), the whole model on one stage
+ * (pp 1, no CP, no SP): the highest the activations of one micro-batch of
+ * `batch` sequences reach, in bytes — in its backward, the other blocks'
+ * kept inputs, one block redone and the backward's scratch (gpt_sizes.c
+ * has the terms):
+ *
+ *   8 B T  +  max( (L-1) X b + (A + X + S) r ,  L X b + tail r )
+ *   X = B T C, A = ptdp_gpt_block_act_elements, S the scratch, r the
+ *   real's bytes, b 2 under bf16 else r
+ *
+ * against L A and more without recomputation. */
+double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout);
+
 /* Per block on this device (shards under TP). */
 typedef struct {
     ptdp_param *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;

@@ -52,7 +52,7 @@ typedef struct {
                                  micro-batch's sequences run as k slices
                                  of positions through the pipeline (pp.h);
                                  0 or 1 = whole sequences                  */
-    bool recompute;           /* full: keep only each stage's input         */
+    bool recompute;           /* full: keep only each block's input         */
     bool recompute_core;      /* selective: keep the block's activations but
                                  those of the model's core (a GPT's
                                  attention: scores, softmax, dropout,

@@ -47,6 +47,9 @@ typedef struct {
     char what[32];              /* the clock's name for the current work     */
     char wwhat[32];             /* ... and for the dW products W will run    */
     double w0;                  /* wall clock when the current piece began   */
+    bool units_held;            /* full recomputation: the backward holds the
+                                   tail's units (model.h) around the tail's
+                                   forward again, which makes no unit event */
     int rc;                     /* the first failure; then every op is a no-op */
 } ptdp_gpt_pass;
 
