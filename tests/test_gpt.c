@@ -14,7 +14,9 @@
  *               ptdp_gpt_block_act_elements x R, at tp 1, tp 2 and tp 2
  *               with sequence parallelism (less); with selective
  *               recomputation, without the attention probabilities; with
- *               context parallelism, T/cp positions and a log-sum-exp;
+ *               context parallelism, T/cp positions and a log-sum-exp
+ *               (under Ulysses, --cp-algo a2a, the probabilities of
+ *               whole sequences of nh/(tp cp) heads instead);
  *               under bf16 (act_bf16.h) 2 bytes an element but the
  *               LayerNorm statistics and log-sum-exps, about half
  *   sp          the LayerNorms' gradients are partial sums until the
@@ -158,7 +160,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; bool sp, selective, bf16; int cp; size_t kept[2]; } acts_arg;
+typedef struct { int tp; bool sp, selective, bf16; int cp; size_t kept[2]; bool a2a; int heads; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -169,10 +171,13 @@ static int acts_device(ptdp_device *dev, void *arg)
         ptdp_model_config cfg = tiny(a->tp);
         cfg.layers = 2 + k;
         ptdp_gpt(&cfg)->seq_len = a->cp > 1 ? 8 : a->sp ? 6 : ptdp_gpt(&cfg)->seq_len;   /* divisible by 2 cp (and then tp), or tp */
+        if (a->heads > 0)
+            ptdp_gpt(&cfg)->heads = a->heads;
         ptdp_mesh mesh;
         ptdp_model m;
         DEVICE_TRY(ptdp_mesh_init_cp(dev, 1, a->cp > 1 ? a->cp : 1, a->tp, 1, &mesh));
         mesh.sp = a->sp;
+        mesh.cp_a2a = a->a2a;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.recompute_core = a->selective;
         m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
@@ -217,6 +222,29 @@ LOOP_TEST(gpt_tests, test_activations_per_block_follow_the_formula, 12)
         double tp_only = ptdp_gpt_block_act_elements(&cfg, 4, 2, false) * sizeof(ptdp_real);
         ck_assert_msg(want < tp_only, "sp %.0f B, tp alone %.0f B", want, tp_only);
     }
+}
+END_TEST
+
+/* Ulysses (--cp-algo a2a): cp 2 at tp 1, cp 2 x tp 2 with SP (4 heads: one
+ * a rank), selective recomputation, and bf16; each by
+ * ptdp_gpt_block_act_bytes_a2a, and the probabilities of whole sequences
+ * of nh/(tp cp) heads in place of the ring's log-sum-exps. */
+LOOP_TEST(gpt_tests, test_ulysses_activations_per_block_follow_the_formula, 4)
+{
+    acts_arg a = { .tp = _i == 1 ? 2 : 1, .sp = _i == 1, .selective = _i == 2, .cp = 2, .bf16 = _i == 3,
+                   .a2a = true, .heads = 4 };
+    harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
+    ptdp_model_config cfg = tiny(a.tp);
+    ptdp_gpt(&cfg)->seq_len = 8;
+    ptdp_gpt(&cfg)->heads = 4;
+    const double want = ptdp_gpt_block_act_bytes_a2a(&cfg, 4, a.tp, a.cp, a.sp, a.selective, a.bf16);
+    const double got = (double)a.kept[1] - (double)a.kept[0];
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "a2a tp %d%s%s cp %d%s: one more block keeps %.0f B, "
+                  "formula %.0f B", a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", a.cp,
+                  a.bf16 ? " bf16" : "", got, want);
+    const double probs = 4.0 * (4 / a.tp / a.cp) * 8 * 8, lse = 4.0 * (4 / a.tp) * (8 / a.cp);
+    ck_assert(ptdp_gpt_block_act_elements_a2a(&cfg, 4, a.tp, a.cp, a.sp, a.selective) ==
+              ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp, a.sp) - lse + (a.selective ? 0 : probs));
 }
 END_TEST
 

@@ -8,8 +8,10 @@
  *   memory    each stage's arena peak of activations is, to the byte,
  *                 k * (one micro-batch's activations) + one backward's scratch
  *             with k = m for GPipe and k = min(p - stage, m) for 1F1B;
- *             with --recompute only the stage inputs stay:
- *                 (k - 1) * (one micro-batch's input) + one full micro-batch + scratch
+ *             with --recompute only each block's input stays (and the
+ *             stage's own input on stage 0, the output layer's on the
+ *             last), and one block is redone at a time in the backward:
+ *                 (k - 1) * kept + (kept + one block redone) + scratch
  *             and the trained weights are bit-identical.
  *   bubble    under the "ideal" profile every stage idles exactly
  *                 (p - 1) / (m + p - 1)
@@ -62,7 +64,14 @@ static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 60 };
  *               acts.h       rows x h, one per local block + 1
  *               acts.a/gelu  rows x d_ff, two per local block
  *               last stage:  logits rows x C, rowmax and sumexp (double)
- *   input     acts.input alone: what --recompute keeps
+ *   input     acts.input: the stage input
+ *   kept      what --recompute full keeps (mlp.c): stage 0's acts.input
+ *             (the input layer's backward reads it), each block's input h,
+ *             the last stage's h into the output layer
+ *   redone    the most one micro-batch holds in its recomputing backward:
+ *             kept (without the last h) + the block redone (a, gelu and its
+ *             output h), or on the last stage kept + the output layer
+ *             redone (logits, rowmax, sumexp) if that is more
  *   scratch   what one backward adds while it runs:
  *               pp.recv_grad rows x h   (the received dout; not on the last stage)
  *               pp.send_grad rows x h   (dx to send back; not on stage 0)
@@ -72,7 +81,7 @@ static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 60 };
  * loss's rows doubles), so the peak falls inside a backward.
  */
 typedef struct {
-    size_t resident, input, scratch;
+    size_t resident, input, kept, redone, scratch;
 } mb_bytes;
 
 static mb_bytes micro_batch_bytes(const ptdp_train_config *c, int stage)
@@ -89,6 +98,11 @@ static mb_bytes micro_batch_bytes(const ptdp_train_config *c, int stage)
     if (last)
         b.resident += rows * (size_t)ptdp_mlp(m)->classes * es + 2 * rows * sizeof(double);
     b.scratch = (last ? 0 : rows * h * es) + (first ? 0 : rows * h * es) + 2 * rows * h * es + rows * ff * es;
+    const size_t x0 = first ? b.input : 0, out = rows * (size_t)ptdp_mlp(m)->classes * es + 2 * rows * sizeof(double);
+    b.kept = x0 + (size_t)nb * rows * h * es + (last ? rows * h * es : 0);
+    b.redone = x0 + (size_t)(nb + 1) * rows * h * es + 2 * rows * ff * es;
+    if (last && b.kept + out > b.redone)
+        b.redone = b.kept + out;
     return b;
 }
 
@@ -102,8 +116,8 @@ static size_t expected_peak(const ptdp_train_config *c, int stage)
 {
     mb_bytes b = micro_batch_bytes(c, stage);
     size_t k = (size_t)textbook_in_flight(c->schedule, c->pp, c->micro_batches, stage);
-    if (c->recompute)   /* k inputs, and the one micro-batch being recomputed in full */
-        return (k - 1) * b.input + b.resident + b.scratch;
+    if (c->recompute)   /* k micro-batches' kept inputs, one of them redoing a block */
+        return (k - 1) * b.kept + b.redone + b.scratch;
     return k * b.resident + b.scratch;
 }
 
@@ -133,10 +147,12 @@ LOOP_TEST(memory_tests, test_activation_peaks_per_stage, 10)
         c.recompute = true;
         ck_assert_msg(recomputed.peak_acts[st] == expected_peak(&c, st),
                       "%s pp=%d m=%d stage %d recompute: peak acts %zu bytes, expected %d x %zu + %zu + %zu = %zu",
-                      schedule, pp, m, st, recomputed.peak_acts[st], k - 1, b.input, b.resident, b.scratch,
+                      schedule, pp, m, st, recomputed.peak_acts[st], k - 1, b.kept, b.redone, b.scratch,
                       expected_peak(&c, st));
-        /* recompute saves exactly (k - 1) micro-batches of everything but the input */
-        ck_assert_uint_eq(plain.peak_acts[st] - recomputed.peak_acts[st], (size_t)(k - 1) * (b.resident - b.input));
+        /* recompute saves all but the kept inputs of k - 1 micro-batches, and of
+         * the one in its backward all but one block */
+        ck_assert_uint_eq(plain.peak_acts[st] - recomputed.peak_acts[st],
+                          (size_t)(k - 1) * (b.resident - b.kept) + (b.resident - b.redone));
     }
     /* With m >= p, 1F1B's stage 0 holds one micro-batch more than stage 1 */
     if (strcmp(schedule, "1f1b") == 0 && pp > 1 && m >= pp)

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
@@ -26,6 +27,7 @@
 #include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/safetensors.h"
+#include "ptdp/ulysses.h"
 
 #include "gpt_activations.h"
 #include "gpt_figures.h"
@@ -199,8 +201,11 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
             ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded);
     /* what a micro-batch keeps per block, by formula (gpt.h), and in what */
     fprintf(f, ", \"acts_per_block_bytes\": %s, \"acts_store\": \"%s\"",
-            J(ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
-                                       c->recompute_core, c->bf16)),
+            J(c->cp_a2a && ptdp_train_cp(c) > 1
+                  ? ptdp_gpt_block_act_bytes_a2a(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c),
+                                                 c->sp, c->recompute_core, c->bf16)
+                  : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
+                                             c->recompute_core, c->bf16)),
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
 }
 
@@ -257,12 +262,122 @@ static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch
            clo > 0 ? chi / clo : 1.0);
 }
 
+/* Bytes a device sent in the CP group per step: the mean over devices. */
+static double cp_sent_per_step(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    double sum = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        const ptdp_comm_stats *s = &lr->devices[r].comm;
+        for (int g = 0; g < s->ngroups; g++)
+            if (strcmp(s->group[g].name, "cp") == 0)
+                sum += s->group[g].sent;
+    }
+    return c->steps > 0 && lr->world_size > 0 ? sum / lr->world_size / c->steps : 0;
+}
+
+/* CP's traffic beside the formula of the algorithm that ran (cp.h, or
+ * ulysses.h), per device and step: a device's L/pp blocks (the mean over
+ * stages), M micro-batches through each, and what one block sends — with
+ * f forward passes, 2 under full recomputation — and the other
+ * algorithm's for the same run. */
+static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    const ptdp_model_config *m = &c->model;
+    const int N = ptdp_train_cp(c), T = ptdp_gpt(m)->seq_len, W = m->hidden / c->tp, f = c->recompute ? 2 : 1;
+    const int mb = c->batch / (c->dp * c->micro_batches);
+    const double blocks = (double)m->layers / c->pp, X = (double)mb * (T / N) * W;
+    const double ring = ptdp_ring_elements_per_block(mb, T, W, N, f);
+    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f);
+    const double per_block = c->cp_a2a ? a2a : ring, other = c->cp_a2a ? ring : a2a;
+    const double scale = blocks * c->micro_batches * sizeof(ptdp_real);
+    char b[3][32];
+    if (c->steps == 0)
+        return;
+    printf("context parallelism (%s), N = %d: CP bytes sent per device and step, formula (L/pp) M x %s per block\n"
+           "  = %g x %d x %.0f elements (X = B (T/N) (C/tp) = %d x %d x %d = %.0f, f = %d) = %s, measured %s\n"
+           "  (%s would send %s%s)\n",
+           c->cp_a2a ? "Ulysses all-to-all" : "ring", N, c->cp_a2a ? "(4f + 4)(N-1)/N X" : "(2f (N-1) + 4 (N-1) + 2) X",
+           blocks, c->micro_batches, per_block, mb, T / N, W, X, f,
+           ptdp_format_bytes(scale * per_block, b[0], sizeof b[0]),
+           ptdp_format_bytes(cp_sent_per_step(c, lr), b[1], sizeof b[1]), c->cp_a2a ? "the ring" : "Ulysses",
+           ptdp_format_bytes(scale * other, b[2], sizeof b[2]),
+           c->cp_a2a || (ptdp_gpt(m)->heads / c->tp) % N == 0 ? "" : ", had heads/tp divided by N");
+}
+
+/* Ulysses (--cp-algo a2a): what a micro-batch keeps per block — CP's T/cp
+ * positions, and the probabilities of whole sequences of nh/(tp cp) heads
+ * (ptdp_gpt_block_act_elements_a2a) — and the attention's share of it on
+ * each device beside the ring's. */
+static void print_ulysses(const ptdp_train_config *c)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+    const int cp = ptdp_train_cp(c), T = gpt->seq_len, Tq = T / cp, mb = c->batch / (c->dp * c->micro_batches);
+    const int hn = gpt->heads / c->tp / cp;
+    const bool sel = c->recompute_core;
+    const double e = ptdp_gpt_block_act_elements_a2a(m, mb, c->tp, cp, c->sp, sel);
+    const double probs = (double)mb * hn * T * T, lse = (double)mb * (gpt->heads / c->tp) * Tq;
+    char b[3][32];
+    printf("activations a micro-batch keeps per block (cp, a2a%s%s): B (T/cp) (%s)%s\n"
+           "  = %.0f elements = %s%s\n", c->sp ? ", sp" : "", sel ? ", selective" : "",
+           c->sp ? "2C + 6C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", sel ? "" : " + B (nh/(tp cp)) T^2", e,
+           ptdp_format_bytes(ptdp_gpt_block_act_bytes_a2a(m, mb, c->tp, cp, c->sp, sel, c->bf16), b[0], sizeof b[0]),
+           c->bf16 ? " in bf16 (float LayerNorm statistics)" : "");
+    printf("attention kept per block on each device (Ulysses: whole sequences of nh/(tp cp) = %d head%s): ", hn,
+           hn == 1 ? "" : "s");
+    if (sel)
+        printf("none, the B (nh/(tp cp)) T^2 = %.0f probabilities computed again in the backward\n", probs);
+    else
+        printf("B (nh/(tp cp)) T^2 = %d x %d x %d^2 = %.0f probabilities = %s\n", mb, hn, T, probs,
+               ptdp_format_bytes(probs * (c->bf16 ? 2.0 : (double)sizeof(ptdp_real)), b[1], sizeof b[1]));
+    printf("  (the ring: B (nh/tp) (T/cp) = %.0f log-sum-exps = %s; one device: B (nh/tp) T^2 = %.0f)\n", lse,
+           ptdp_format_bytes(lse * sizeof(ptdp_real), b[2], sizeof b[2]), (double)mb * (gpt->heads / c->tp) * T * T);
+}
+
+/* --recompute full (gpt.c): each block's input kept, one block redone at
+ * a time in the backward — and with one stage (no CP, no SP) the peak
+ * that makes, beside the arena's. */
+static void print_full_recompute(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    const ptdp_model_config *m = &c->model;
+    const int mb = c->batch / (c->dp * c->micro_batches), T = ptdp_gpt(m)->seq_len, L = m->layers;
+    const double X = (double)mb * T * m->hidden / (c->sp ? c->tp : 1) / ptdp_train_cp(c);
+    const double b = c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);
+    /* the residual stream's rows: SP's share, or CP's positions */
+    const int parts = (c->sp ? c->tp : 1) * ptdp_train_cp(c);
+    const char *split = c->sp && ptdp_train_cp(c) > 1 ? " / (tp cp)" : c->sp ? " / tp" : parts > 1 ? " / cp" : "";
+    char v[3][32], by[24] = "";
+    if (parts > 1)
+        snprintf(by, sizeof by, " / %d", parts);
+    printf("full recomputation keeps per micro-batch each block's input, B T C%s = %d x %d x %d%s (%s each, "
+           "%s for the model's L = %d blocks%s), and redoes one block at a time in the backward\n",
+           split, mb, T, m->hidden, by, ptdp_format_bytes(X * b, v[0], sizeof v[0]), ptdp_format_bytes(L * X * b, v[1], sizeof v[1]), L,
+           c->pp > 1 ? ", each stage its own" : "");
+    if (c->pp > 1 || ptdp_train_cp(c) > 1 || c->sp)
+        return;
+    const double peak = ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
+    size_t measured = 0;
+    for (int r = 0; r < lr->world_size; r++)
+        measured = lr->devices[r].mem.peak[PTDP_MEM_ACTS] > measured ? lr->devices[r].mem.peak[PTDP_MEM_ACTS]
+                                                                      : measured;
+    printf("  its peak: the tokens + the other L-1 inputs + one block's activations A + its output X + the "
+           "backward's scratch (or the tail's logits if larger) = %s; measured %s\n",
+           ptdp_format_bytes(peak, v[0], sizeof v[0]), ptdp_format_bytes((double)measured, v[1], sizeof v[1]));
+}
+
 /* After the run: what a micro-batch keeps per block (and under CP, the
- * balance of the ring). */
+ * balance of the ring, or Ulysses' attention, and CP's bytes; with full
+ * recomputation, what that keeps). */
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     if (ptdp_train_cp(c) > 1) {
-        print_context_parallel(c, lr);
+        if (c->cp_a2a)
+            print_ulysses(c);
+        else
+            print_context_parallel(c, lr);
+        print_cp_traffic(c, lr);
+        if (c->recompute)
+            print_full_recompute(c, lr);
         return;
     }
     /* what one micro-batch keeps per block, by this implementation's own
@@ -291,6 +406,8 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
     if (sel)
         printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
                (double)mb * (ptdp_gpt(m)->heads / c->tp) * ptdp_gpt(m)->seq_len * ptdp_gpt(m)->seq_len);
+    if (c->recompute)
+        print_full_recompute(c, lr);
 }
 
 static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)

@@ -100,14 +100,18 @@ static void usage(void)
         "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
         "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
         "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
-        "  --recompute [full|selective|none]  full (alone): keep only each stage's input and redo\n"
-        "                      the forward in the backward; selective (%s): keep all but the\n"
+        "  --recompute [full|selective|none]  full (alone): keep each block's input and redo one\n"
+        "                      block at a time in the backward; selective (%s): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core; none\n"
         "                      (without the flag): keep everything\n"
         "  --cp N              context parallelism (%s): N devices share each sequence, attention\n"
         "                      runs as a ring over them (default 1)\n"
         "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
         "                      or contiguous (chunk r of N: the last rank works N times the first)\n"
+        "  --cp-algo A         ring (default: the key/value blocks travel round the CP group) or a2a\n"
+        "                      (Ulysses: an all-to-all trades the positions for heads/(tp N) heads of\n"
+        "                      whole sequences, attention runs locally, one all-to-all back; needs\n"
+        "                      heads / tp divisible by N)\n"
         "  --sp                sequence parallelism (%s, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
@@ -281,6 +285,12 @@ static int parse(int argc, char **argv, train_options *o)
             int k = 0;
             rc = ptdp_args_enum(&a, layouts, 2, &k);
             c->cp_contiguous = k == 1;
+        }
+        else if (ptdp_args_is(&a, "--cp-algo")) {
+            static const char *const algos[] = { "ring", "a2a" };
+            int k = 0;
+            rc = ptdp_args_enum(&a, algos, 2, &k);
+            c->cp_a2a = k == 1;
         }
         else if (ptdp_args_is(&a, "--stage-layers"))
             rc = parse_stage_layers(&a, o->stage_layers, 4096, &o->nstage);

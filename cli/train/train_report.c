@@ -174,7 +174,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     /* The formula of the algorithm that ran.  The naive all-reduce (reduce
      * to rank 0, broadcast) sends as much in all as the ring, but unevenly:
      * the root sends (N-1) S, every other rank S — a mean of 2(N-1)/N S. */
-    const char *rule = c->zero == 3 ? (c->recompute ? "4M(N-1)/N S, a gather more for the recomputed forward"
+    const char *rule = c->zero == 3 ? (c->recompute ? "3M(N-1)/N S, each block redone inside its backward's gather"
                                                     : "3M(N-1)/N S")
                      : c->zero == 2 ? "(M+1)(N-1)/N S"
                      : c->zero == 0 && algo == PTDP_ALGO_NAIVE
@@ -208,8 +208,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
                ptdp_format_bytes((double)m0->peak[PTDP_MEM_PARAMS], b[3], sizeof b[3]), N,
                ptdp_format_bytes(S0, b[0], sizeof b[0]), ptdp_format_bytes(S0 / N, b[1], sizeof b[1]));
         printf("  the price: every unit gathered before its forward and again before its backward, its gradient "
-               "reduce-scattered after: %s(N-1)/N S per step for M = %d, against plain DP's 2(N-1)/N S\n",
-               c->recompute ? "4M" : "3M", M);
+               "reduce-scattered after: 3M(N-1)/N S per step for M = %d, against plain DP's 2(N-1)/N S\n", M);
         return;
     }
     if (c->bf16)   /* the peak adds the float gradients of the units in use (zero3.c) */
@@ -342,6 +341,13 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     fprintf(f, "     \"wall_s\": %s}", J(s->wall_s));
 }
 
+/* CP's attention algorithm (cp.h's ring, or ulysses.h's all-to-alls): a
+ * config key of its own, after cp_layout's line. */
+static void json_cp_algo(FILE *f, const ptdp_train_config *c)
+{
+    fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
+}
+
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
                         const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
@@ -353,6 +359,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"cp\": %d, \"cp_layout\": \"%s\",\n",
             lr->world_size, c->dp, c->tp, c->pp, c->zero, c->micro_batches, c->batch, c->steps, ptdp_train_cp(c),
             c->cp_contiguous ? "contiguous" : "zigzag");
+    json_cp_algo(f, c);
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
                "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",

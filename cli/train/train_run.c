@@ -100,8 +100,8 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     const int cp = ptdp_train_cp(c);
     int world = c->dp * cp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
     if (cp > 1)
-        printf("ptdp train (%s): %d devices = dp %d x cp %d (%s) x tp %d x pp %d%s%s", PTDP_REAL_NAME, world, c->dp,
-               cp, c->cp_contiguous ? "contiguous" : "zigzag", c->tp, c->pp,
+        printf("ptdp train (%s): %d devices = dp %d x cp %d (%s%s) x tp %d x pp %d%s%s", PTDP_REAL_NAME, world, c->dp,
+               cp, c->cp_contiguous ? "contiguous" : "zigzag", c->cp_a2a ? ", Ulysses all-to-all" : "", c->tp, c->pp,
                c->sp ? " with sequence parallelism" : "",
                c->recompute_core ? ", selective recompute (the attention core)" : "");
     else
@@ -245,6 +245,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.sp = false;
     b.cp = 0;
     b.cp_contiguous = false;
+    b.cp_a2a = false;
     b.zero = 0;
     b.overlap = false;
     b.final_state = final;

@@ -35,6 +35,10 @@
  *                contiguous: r0 holds 0-7              r1 holds 8-15
  *
  * A key share wholly in a query share's future is skipped.
+ *
+ * The other way to run attention over the same layout is Ulysses'
+ * (--cp-algo a2a, ulysses.h): an all-to-all to whole sequences of fewer
+ * heads, attention on one device's terms, an all-to-all back.
  */
 #ifndef PTDP_CP_H
 #define PTDP_CP_H
@@ -89,5 +93,14 @@ int ptdp_ring_attention_backward(struct ptdp_device *dev, ptdp_comm *cp, ptdp_te
  * (the blocks not skipped, causal or not): the measure of its work.  Zigzag
  * gives every rank the same; contiguous does not. */
 double ptdp_ring_attention_scores(int T, int cp, int rank, bool zigzag);
+
+/* Elements one device sends round the ring per block and micro-batch, for
+ * B sequences of T positions of `width` = C/tp columns on N ranks, with
+ * `forwards` forward passes (2 under full recomputation): K and V (2 X,
+ * X = B (T/N) width) N - 1 times a forward; in the backward K, V and
+ * their gradients (4 X) N - 1 times, and the gradients' last trip home:
+ *   2 forwards (N-1) X + 4 (N-1) X + 2 X
+ * (Ulysses' all-to-alls: ptdp_ulysses_elements_per_block, ulysses.h). */
+double ptdp_ring_elements_per_block(int B, int T, int width, int N, int forwards);
 
 #endif

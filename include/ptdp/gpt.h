@@ -174,6 +174,29 @@ double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int
  *   2 (elements - stats - lse) + 4 (stats + lse)                          */
 double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
                                 bool bf16);
+/* Under Ulysses (--cp-algo a2a, ulysses.h): CP's T/cp positions outside
+ * attention, and the probabilities of whole sequences of nh/(tp cp) heads
+ * (none with selective recomputation) instead of the ring's log-sum-exps:
+ *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / (tp cp)) T^2
+ * (with SP: B (T/cp) (2 C + 6 C / tp + 2 F / tp + 4 / tp) + the same);
+ * its bytes as above, under bf16 2 an element but the statistics'. */
+double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp,
+                                       bool selective);
+double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                    bool bf16);
+
+/* Full recomputation (--recompute full), the whole model on one stage
+ * (pp 1, no CP, no SP): the highest the activations of one micro-batch of
+ * `batch` sequences reach, in bytes — in its backward, the other blocks'
+ * kept inputs, one block redone and the backward's scratch (gpt_sizes.c
+ * has the terms):
+ *
+ *   8 B T  +  max( (L-1) X b + (A + X + S) r ,  L X b + tail r )
+ *   X = B T C, A = ptdp_gpt_block_act_elements, S the scratch, r the
+ *   real's bytes, b 2 under bf16 else r
+ *
+ * against L A and more without recomputation. */
+double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout);
 
 /* Per block on this device (shards under TP). */
 typedef struct {
@@ -212,8 +235,11 @@ typedef struct {
     ptdp_tensor x;                  /* block input                          */
     ptdp_real *ln1_mean, *ln1_rstd;
     ptdp_tensor ln1;                /* LN1(x): c_attn's input               */
-    ptdp_tensor qkv;                /* rows x 3 C/tp                        */
-    ptdp_real *probs;               /* B nh/tp T T                          */
+    ptdp_tensor qkv;                /* rows x 3 C/tp; under Ulysses, after
+                                       the attention, its storage holds the
+                                       head layout (B T) x 3 C/(tp cp)      */
+    ptdp_real *probs;               /* B nh/tp T T (Ulysses: B nh/(tp cp) T
+                                       T; the ring: B nh/tp T/cp lse)      */
     ptdp_tensor y;                  /* the heads' outputs: c_proj's input    */
     ptdp_tensor x2;                 /* after the attention's residual        */
     ptdp_real *ln2_mean, *ln2_rstd;

@@ -84,6 +84,9 @@ typedef struct {
     ptdp_comm *cp_comm;             /* never NULL (size 1 ok)               */
     bool cp_zigzag;                 /* the chunks: zigzag (true after init)
                                        or contiguous                        */
+    bool cp_a2a;                    /* attention: Ulysses' all-to-alls
+                                       (ulysses.h), or the ring (false
+                                       after init, cp.h)                   */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */

@@ -185,7 +185,7 @@ typedef struct {
     long step;                /* training step (dropout keys)              */
     const int64_t *labels;    /* last stage: the batch's labels            */
     double loss_sum;          /* last stage: sum of per-sample losses       */
-    bool recompute;           /* only the stage input was kept             */
+    bool recompute;           /* full: only each block's input was kept     */
     bool alive;               /* between forward and backward              */
     int t0, tlen;             /* the batch's token slice (tlen 0: whole)   */
     void *saved;              /* the model's own record of what it keeps:
@@ -217,6 +217,10 @@ struct ptdp_model_ops {
     /* Optional: positions per sample of a model with caps.sequences (the
      * --seq-len a split along the sequence must divide). */
     int  (*positions)(const ptdp_model_config *c);
+    /* Optional: attention heads of a model with caps.attention (what
+     * --cp-algo a2a splits over the CP group, ulysses.h); without it a
+     * model refuses --cp-algo a2a. */
+    int  (*heads)(const ptdp_model_config *c);
 
     /* ---- the whole model, from its configuration alone (no device) ---- */
     /* 0, or PTDP_EINVAL with a message naming the flags and what would work
@@ -243,8 +247,8 @@ struct ptdp_model_ops {
     /* Forward one micro-batch through this stage: stage 0 reads b->x, the
      * others `input` (rows x boundary_cols); the last stage reads b->labels
      * and sets acts->loss_sum; `out` (rows x boundary_cols) receives the
-     * stage output unless this is the last stage.  With recompute only the
-     * stage input is kept. */
+     * stage output unless this is the last stage.  With recompute only each
+     * block's input is kept, and the backward redoes one block at a time. */
     int  (*forward)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                     ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);
     /* Backward of one micro-batch: ADDS into the gradients.  `dout` is the

@@ -52,7 +52,7 @@ typedef struct {
                                  micro-batch's sequences run as k slices
                                  of positions through the pipeline (pp.h);
                                  0 or 1 = whole sequences                  */
-    bool recompute;           /* full: keep only each stage's input         */
+    bool recompute;           /* full: keep only each block's input         */
     bool recompute_core;      /* selective: keep the block's activations but
                                  those of the model's core (a GPT's
                                  attention: scores, softmax, dropout,
@@ -62,6 +62,8 @@ typedef struct {
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */
     bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
+    bool cp_a2a;              /* --cp-algo a2a: attention as Ulysses' head
+                                 split (ulysses.h), not the ring (cp.h)    */
     const int *stage_layers;  /* pp x v entries (blocks per chunk), or NULL
                                  for balanced                             */
     int zero;                 /* 0, 1, 2 or 3 (zero.h)                    */

@@ -227,7 +227,9 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);
 /* Bytes a device sends in its DP group per step for the gradients and
  * parameters, by the textbook formula with S = numel elements: plain DP
  * 2(N-1)/N S, zero 1 the same, zero 2 (M+1)(N-1)/N S, zero 3 3M(N-1)/N S
- * (4M with recompute).  For printing the trade. */
+ * — with full recomputation too: the models redo a unit's forward inside
+ * the gather of its backward (BACKWARD_BEGIN .. END, model.h), as FSDP
+ * does, so `recompute` adds nothing.  For printing the trade. */
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches);
 double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, bool recompute);
 

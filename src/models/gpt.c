@@ -36,9 +36,9 @@
  * the head is wte itself, and its gradient gets both the head's and the
  * lookups' parts.  With selective recomputation (m->recompute_core) a
  * block keeps no attention probabilities and redoes the attention core in
- * its backward.  With recompute a micro-batch keeps only its stage input
- * and runs the forward again inside its backward (the dropout masks are
- * counter-based, so the second forward is the first).
+ * its backward.  With full recomputation (acts->recompute) a micro-batch
+ * keeps only each block's input and the tail's, and the backward redoes
+ * one block at a time (below).
  *
  * Under --precision bf16 (act_bf16.h) every activation a block keeps is
  * rounded to bf16 where it is made — the next op reads the bf16 value —
@@ -51,6 +51,33 @@
  * the embedding's scatter-add for a later W; the LayerNorms', the biases'
  * and wpe's gradients (sums over rows) stay in B, and so does attention's
  * T^2 work: the GPT's B costs more than its W, unlike the MLP's.
+ *
+ * Full recomputation, one block at a time (Megatron-LM's and DeepSpeed's
+ * activation checkpointing; Chen et al. 2016):
+ *
+ *   forward    x0 ─[block 0]─► x1 ─[block 1]─► x2 … x_L ─[LN_f, head, loss]
+ *              keeps x0 x1 … x_L (bf16 under --precision bf16); each
+ *              block's other tensors are freed as its forward ends, the
+ *              tail's as the loss is known
+ *   backward   the tail again from x_L, its backward; then for block
+ *              i = L-1 … 0: block i's forward again from x_i, its
+ *              backward, free all of it — one block's activations alive
+ *
+ *   kept per micro-batch   L B T C      x0 … x_{L-1}, and x_L on the last
+ *                                       stage; stage 0's x0 is the
+ *                                       embedding's output (not redone)
+ *   peak in its backward   (L-1) B T C  the other blocks' inputs
+ *                          + A          the block redone (its input included)
+ *                          + B T C      its output, dropped at once
+ *                          + scratch    (gpt.h: ptdp_gpt_full_recompute_peak_bytes)
+ *
+ * The dropout masks are counter-based, so the second forward is the
+ * first, bit for bit; the loss stays the first forward's.  Parameters:
+ * the recomputed forward of a unit (model.h) runs inside its backward's
+ * BACKWARD_BEGIN/END — the gather ZeRO-3 makes for the backward serves it,
+ * as FSDP's checkpointing does — so recomputation adds no unit event and
+ * no byte of ZeRO-3 traffic.  A token slice's recomputed attention writes
+ * its own rows of the stage's K/V cache again (the same values, gpt_kv.c).
  *
  * Where things are: this file runs a stage — the embedding, the blocks in
  * turn, LN_f, the head and the loss — and keeps what a micro-batch needs
@@ -84,15 +111,15 @@ static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_bloc
     ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         s[n++] = (ptdp_act_slot){ .t = t[i] };
-    if (ptdp_gpt_cp_size(m) == 1)
+    if (!ptdp_gpt_cp_ring(m))   /* the ring keeps log-sum-exps instead */
         s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = ptdp_gpt_probs_len(m, acts), .name = "acts.probs" };
     return n;
 }
 
-static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
+/* Everything block a made in its forward but its input x. */
+static void free_block_work(ptdp_device *dev, ptdp_gpt_block_acts *a)
 {
-    ptdp_act_packed_free(dev, &a->packed);
-    ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
+    ptdp_tensor *t[] = { &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         ptdp_tensor_free(dev, t[i]);
     ptdp_real **r[] = { &a->ln1_mean, &a->ln1_rstd, &a->probs, &a->ln2_mean, &a->ln2_rstd };
@@ -102,7 +129,28 @@ static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
     }
 }
 
-/* Everything the forward made except the stage input (recompute keeps it). */
+static void free_block(ptdp_device *dev, ptdp_gpt_block_acts *a)
+{
+    ptdp_act_packed_free(dev, &a->packed);
+    ptdp_tensor_free(dev, &a->x);
+    free_block_work(dev, a);
+}
+
+/* The last stage's tail but its input x_out: LN_f's output, the logits
+ * and the statistics of both. */
+static void free_tail_work(ptdp_device *dev, ptdp_gpt_saved *sv)
+{
+    ptdp_tensor_free(dev, &sv->lnf);
+    ptdp_tensor_free(dev, &sv->logits);
+    ptdp_free(dev, sv->lnf_mean);
+    ptdp_free(dev, sv->lnf_rstd);
+    ptdp_free(dev, sv->rowmax);
+    ptdp_free(dev, sv->sumexp);
+    sv->lnf_mean = sv->lnf_rstd = NULL;
+    sv->rowmax = sv->sumexp = NULL;
+}
+
+/* Everything the forward made except the stage input. */
 static void free_computed(ptdp_device *dev, ptdp_gpt_saved *sv)
 {
     if (sv->blocks != NULL)
@@ -112,14 +160,7 @@ static void free_computed(ptdp_device *dev, ptdp_gpt_saved *sv)
     sv->blocks = NULL;
     ptdp_act_packed_free(dev, &sv->tail_packed);
     ptdp_tensor_free(dev, &sv->x_out);
-    ptdp_tensor_free(dev, &sv->lnf);
-    ptdp_tensor_free(dev, &sv->logits);
-    ptdp_free(dev, sv->lnf_mean);
-    ptdp_free(dev, sv->lnf_rstd);
-    ptdp_free(dev, sv->rowmax);
-    ptdp_free(dev, sv->sumexp);
-    sv->lnf_mean = sv->lnf_rstd = NULL;
-    sv->rowmax = sv->sumexp = NULL;
+    free_tail_work(dev, sv);
 }
 
 void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
@@ -144,10 +185,24 @@ ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 
 /* ------------------------------------------------------------ forward */
 
-/* Everything after the stage input, kept for the backward.  Used by the
- * forward, and again by a recomputing backward.  Units (model.h): the
- * embeddings (with one stage also the head, held to the loss), each block,
- * LN_f and the head. */
+/* What block a keeps once its forward has ended: everything, as bf16
+ * under --precision bf16 (act_bf16.h); with full recomputation its input
+ * alone (bf16 under bf16), the rest freed now. */
+static int keep_block(ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_block_acts *a)
+{
+    ptdp_act_slot slots[PTDP_ACT_SLOTS_MAX];
+    int ns = block_slots(m, acts, a, slots);
+    if (acts->recompute) {
+        free_block_work(dev, a);
+        ns = 1;                 /* slot 0: the block's input x */
+    }
+    return m->bf16 ? ptdp_act_pack(dev, &a->packed, slots, ns, "acts.block_bf16") : PTDP_OK;
+}
+
+/* Everything after the stage input: the embedding or the received
+ * activation, the blocks, the tail.  Units (model.h): the embeddings (with
+ * one stage also the head, held to the loss), each block, LN_f and the
+ * head. */
 static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_gpt_saved *sv)
 {
     const ptdp_gpt *g = m->impl;
@@ -176,14 +231,9 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         const ptdp_param *unit = g->blocks[i].ln1_w;
         if ((rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_BEGIN)) != 0 ||
             (rc = ptdp_gpt_block_forward(&k, i, &sv->blocks[i], out)) != 0 ||
-            (rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0)
+            (rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0 ||
+            (rc = keep_block(dev, m, acts, &sv->blocks[i])) != 0)
             return rc;
-        if (m->bf16) {   /* the block's float working tensors become bf16 */
-            ptdp_act_slot slots[PTDP_ACT_SLOTS_MAX];
-            const int ns = block_slots(m, acts, &sv->blocks[i], slots);
-            if ((rc = ptdp_act_pack(dev, &sv->blocks[i].packed, slots, ns, "acts.block_bf16")) != 0)
-                return rc;
-        }
     }
     return m->last_stage ? ptdp_gpt_head_forward(&k, acts, sv) : PTDP_OK;
 }
@@ -217,6 +267,18 @@ static int keep_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_gpt
     return PTDP_OK;
 }
 
+/* Full recomputation, once the forward has ended: the blocks kept their
+ * inputs alone (keep_block); of the rest only the tail's input x_out stays,
+ * on the last stage.  The received activation is block 0's input (or
+ * x_out's) already, and a stage's output is sent. */
+static void drop_for_recompute(ptdp_device *dev, ptdp_model *m, ptdp_gpt_saved *sv)
+{
+    ptdp_tensor_free(dev, &sv->input);
+    free_tail_work(dev, sv);
+    if (!m->last_stage)
+        ptdp_tensor_free(dev, &sv->x_out);
+}
+
 int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
@@ -240,9 +302,9 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, bcols));
-    if (recompute) {
-        free_computed(dev, sv);
-    } else if (m->bf16) {
+    if (recompute)
+        drop_for_recompute(dev, m, sv);
+    if (m->bf16 && sv->x_out.data != NULL) {   /* x_out and LN_f's output (x_out alone with recompute) */
         ptdp_act_slot slots[2];
         if ((rc = ptdp_act_pack(dev, &sv->tail_packed, slots, ptdp_gpt_tail_slots(sv, slots), "acts.tail_bf16")) != 0)
             return rc;
@@ -288,26 +350,65 @@ static void scratch_free(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     ptdp_free(k->dev, s->att);
 }
 
-/* The blocks right to left, each unpacked from bf16 before and its float
- * copy freed after (one block's at a time). */
+/* Full recomputation: block i's forward again, from its kept input, into
+ * a (a forward pass of its own: the same ops, charged as a forward).  Its
+ * output is the next block's kept input already: dropped. */
+static int block_again(const ptdp_gpt_pass *kb, int i, ptdp_gpt_block_acts *a)
+{
+    ptdp_gpt_pass k;
+    ptdp_tensor out = { 0 };
+    ptdp_gpt_pass_begin(&k, kb->dev, kb->m, kb->acts, NULL);
+    int rc = ptdp_gpt_block_forward(&k, i, a, &out);
+    ptdp_tensor_free(kb->dev, &out);
+    return rc;
+}
+
+/* The blocks right to left, each unpacked from bf16 before (or, with full
+ * recomputation, its forward run again inside its unit's backward) and its
+ * float copy freed after (one block's at a time). */
 static int blocks_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratch *s, ptdp_tensor dh)
 {
     ptdp_model *m = k->m;
     const ptdp_gpt *g = m->impl;
+    const bool again = k->acts->recompute;
     int rc;
     for (int i = sv->nblocks - 1; i >= 0; i--) {
+        ptdp_gpt_block_acts *a = &sv->blocks[i];
         ptdp_act_slot slots[PTDP_ACT_SLOTS_MAX];
-        const int ns = block_slots(m, k->acts, &sv->blocks[i], slots);
+        const int ns = block_slots(m, k->acts, a, slots);
         if ((rc = ptdp_model_unit(k->dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-            (rc = ptdp_act_unpack(k->dev, &sv->blocks[i].packed, slots, ns)) != 0 ||      /* bf16 */
-            (rc = ptdp_gpt_block_backward(k, i, &sv->blocks[i], dh, s)) != 0 ||
+            (rc = ptdp_act_unpack(k->dev, &a->packed, slots, ns)) != 0 ||      /* bf16 */
+            (again && (rc = block_again(k, i, a)) != 0) ||
+            (rc = ptdp_gpt_block_backward(k, i, a, dh, s)) != 0 ||
             (rc = ptdp_model_unit(k->dev, m, g->blocks[i].ln1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (k->wg == NULL && (rc = ptdp_model_grads_ready(k->dev, m, g->blocks[i].ln1_w)) != 0))
             return rc;
-        if (m->bf16)
-            free_block(k->dev, &sv->blocks[i]);
+        if (m->bf16 || again)
+            free_block(k->dev, a);
     }
     return PTDP_OK;
+}
+
+/* Full recomputation, the last stage: LN_f, the head and the loss again
+ * from the kept x_out, inside their units' backward (the BEGINs
+ * ptdp_gpt_head_backward would make, made here; k->units_held tells the
+ * tail so); the loss stays the first forward's. */
+static int tail_again(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_gpt_saved *sv)
+{
+    const ptdp_gpt *g = m->impl;
+    ptdp_act_slot tail[2];
+    ptdp_gpt_pass k;
+    int rc;
+    if ((rc = ptdp_model_unit(dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+        (rc = ptdp_model_unit(dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+        (rc = ptdp_act_unpack(dev, &sv->tail_packed, tail, ptdp_gpt_tail_slots(sv, tail))) != 0)   /* bf16 */
+        return rc;
+    ptdp_gpt_pass_begin(&k, dev, m, acts, NULL);
+    k.units_held = true;
+    const double loss = acts->loss_sum;
+    rc = ptdp_gpt_head_forward(&k, acts, sv);
+    acts->loss_sum = loss;
+    return rc;
 }
 
 /* The backward of one micro-batch; with a sink wg the weight-gradient
@@ -323,18 +424,21 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     ptdp_gpt_scratch s = { 0 };
     ptdp_gpt_pass k;
     int rc = PTDP_OK;
-    if (acts->recompute) {
-        double loss = acts->loss_sum;   /* the first forward's, kept as is */
-        rc = stage_forward(dev, m, acts, sv);
-        acts->loss_sum = loss;
-    }
+    if (acts->recompute && m->last_stage)
+        rc = tail_again(dev, m, acts, sv);
     ptdp_gpt_pass_begin(&k, dev, m, acts, wg);
+    k.units_held = acts->recompute;
     if (rc != 0 || (rc = scratch_alloc(&k, &s, &dh)) != 0)
         goto done;
-    if (m->last_stage)
+    if (m->last_stage) {
         rc = ptdp_gpt_head_backward(&k, sv, &s, dh, loss_scale);
-    else
+        if (acts->recompute) {   /* the tail is done with: one block's activations from here */
+            ptdp_tensor_free(dev, &sv->x_out);
+            free_tail_work(dev, sv);
+        }
+    } else {
         ptdp_tensor_copy(dh, ptdp_tensor_wrap(dout->data, dh.rows, dh.cols));
+    }
     if (rc != 0 || (rc = blocks_backward(&k, sv, &s, dh)) != 0)
         goto done;
     if (m->first_stage)

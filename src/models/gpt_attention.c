@@ -15,6 +15,11 @@
  *   CP (cp.h)         T/cp queries, the keys come    cp.c's ring; keeps one
  *                     round the ring block by block  log-sum-exp a query
  *                     █·██·
+ *   CP as Ulysses     an all-to-all trades T/cp      attention.c on whole
+ *   (ulysses.h)       positions of every head for    sequences; keeps P
+ *                     all T of heads/cp heads, one   (B nh/(tp cp) T T)
+ *                     more brings y back
+ *                     ████ ─► █ █ █ █ ─► ████
  *   a token slice     tlen queries x (t0 + tlen)     attention.c's slice over
  *   (TeraPipe, pp.h)  keys: the earlier slices'      the stage's cache of q k v
  *                     from the cache (gpt_kv.c)      (gpt_kv.c); keeps P
@@ -26,11 +31,19 @@
  * --precision bf16 the probabilities are rounded as the backward reads
  * them, recomputed or kept; the forward's P V used them in float, as a
  * fused kernel does in its registers.  CP's log-sum-exps stay float.
+ *
+ * Under Ulysses a->qkv's storage holds, once the forward's all-to-all is
+ * done, this rank's heads of whole sequences ((B T) x (3 hl/cp hd), the
+ * same numbers of elements): only the attention reads it, forward and
+ * backward, so the backward needs no all-to-all of q, k and v again.  The
+ * backward sends dy there and dq, dk, dv back, each in the storage it
+ * arrived in.
  */
 #include "models/gpt_pass.h"
 #include "ptdp/error.h"
 #include "ptdp/cp.h"
 #include "ptdp/ops.h"
+#include "ptdp/ulysses.h"
 #include "models/gpt_kv.h"
 
 /* The mask of block i, keyed by global sample and head (ops.h). */
@@ -38,9 +51,11 @@ static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)
 {
     const ptdp_model *m = k->m;
     const int heads = ptdp_gpt(&m->cfg)->heads;
+    /* Ulysses: this CP rank's share of the TP rank's heads */
+    const int mine = ptdp_gpt_cp_ulysses(m) ? m->mesh->cp_rank * (k->shape.heads / ptdp_gpt_cp_size(m)) : 0;
     return (ptdp_attn_dropout){
         .p = m->dropout, .key = ptdp_gpt_dropout_key(m, m->layer_begin + i, "attn"),
-        .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads, .heads_total = heads,
+        .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads + mine, .heads_total = heads,
     };
 }
 
@@ -59,6 +74,32 @@ static void slice_rows(ptdp_tensor whole, ptdp_tensor slice, const ptdp_acts *ac
     }
 }
 
+/* Ulysses: a contiguous (B Tl) x (parts hl hd) tensor's storage seen as
+ * the head layout, (B T) x (parts hl/cp hd). */
+static ptdp_tensor as_heads(const ptdp_gpt_pass *k, ptdp_tensor t, int parts)
+{
+    const int hn = k->shape.heads / k->shape.cp;
+    return ptdp_tensor_wrap(t.data, k->acts->rows * k->shape.T, parts * hn * k->shape.hd);
+}
+
+/* Ulysses' forward: q, k, v there (in a->qkv's storage), attention on
+ * whole sequences of this rank's heads, y back into a->y. */
+static int ulysses_forward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, const ptdp_attn_dropout *drop,
+                           ptdp_real *scratch)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
+    const ptdp_tensor qkv = as_heads(k, a->qkv, 3);
+    ptdp_tensor y = { 0 };
+    int rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, a->qkv, qkv, T, 3, hl, hd, mesh->cp_zigzag);
+    if (rc != 0 || (rc = ptdp_gpt_act(k, &y, "acts.attn_y_heads", qkv.rows, hn * hd)) != 0)
+        return rc;
+    ptdp_attention_forward(y, a->probs, qkv, T, hn, hd, drop, scratch);
+    rc = ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, y, a->y, T, 1, hl, hd, mesh->cp_zigzag);
+    ptdp_tensor_free(k->dev, &y);
+    return rc;
+}
+
 /* The core itself, into a->y and a->probs (or CP's log-sum-exps). */
 static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_real *scratch)
 {
@@ -75,6 +116,8 @@ static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_re
                                      &drop, scratch);
         return PTDP_OK;
     }
+    if (ptdp_gpt_cp_ulysses(m))          /* Ulysses' head split over the CP group */
+        return ulysses_forward(k, a, &drop, scratch);
     if (ptdp_gpt_cp_size(m) > 1)         /* the ring over the CP group */
         return ptdp_ring_attention_forward(k->dev, m->mesh->cp_comm, a->y, a->probs, a->qkv, T, hl, hd,
                                            m->mesh->cp_zigzag, &drop);
@@ -86,10 +129,10 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
 {
     const ptdp_model *m = k->m;
     const int T = k->shape.T;
-    const bool cp = ptdp_gpt_cp_size(m) > 1;
+    const bool ring = ptdp_gpt_cp_ring(m);
     if (k->rc != 0)
         return;
-    ptdp_real *scratch = NULL;           /* dropout's T x T; held under CP too, where the ring uses none */
+    ptdp_real *scratch = NULL;           /* dropout's T x T; held under the ring too, which uses none */
     if (m->dropout > 0 &&
         (scratch = ptdp_alloc(k->dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "attn.scratch")) == NULL) {
         k->rc = PTDP_ENOMEM;
@@ -99,33 +142,55 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
     ptdp_free(k->dev, scratch);
     if (k->rc != 0)
         return;
-    if (m->recompute_core && !cp) {  /* selective: the probabilities are not kept */
+    if (m->recompute_core && !ring) {    /* selective: the probabilities are not kept */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
     }
     ptdp_gpt_round(k, a->y);             /* bf16: the heads' outputs as c_proj reads them */
-    if (a->probs != NULL && !cp)
+    if (a->probs != NULL && !ring)
         ptdp_gpt_round_reals(k, a->probs, ptdp_gpt_probs_len(m, k->acts));
 }
 
 /* Selective recomputation: the probabilities of queries [q0, q1) against
- * keys [0, q1) again, as the forward would have kept them; its y goes to
- * s->dqkv's storage, which the backward overwrites next. */
-static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1, const ptdp_attn_dropout *drop,
-                              ptdp_gpt_scratch *s)
+ * keys [0, q1) of `hl` heads again, as the forward would have kept them;
+ * its y ((B (q1 - q0)) x (hl hd), at most R x Cl) goes to s->dqkv's
+ * storage, which the backward overwrites next. */
+static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1, int hl,
+                              const ptdp_attn_dropout *drop, ptdp_gpt_scratch *s)
 {
-    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, R = k->shape.R;
+    const int T = k->shape.T, hd = k->shape.hd;
     const size_t n = (size_t)k->acts->rows * hl * (q1 - q0) * q1;
     ptdp_real *probs = ptdp_gpt_act_reals(k, n, "grad.probs");
     if (probs == NULL)
         return NULL;
-    const ptdp_tensor y = ptdp_tensor_wrap(s->dqkv.data, R, hl * hd);
+    const ptdp_tensor y = ptdp_tensor_wrap(s->dqkv.data, k->acts->rows * (q1 - q0), hl * hd);
     if (ptdp_gpt_sliced(k->acts))
         ptdp_attention_forward_slice(y, probs, qkv, T, q0, q1, hl, hd, drop, s->att);
     else
         ptdp_attention_forward(y, probs, qkv, T, hl, hd, drop, s->att);
     ptdp_gpt_round_reals(k, probs, n);
     return probs;
+}
+
+/* Ulysses' backward: dy there (in its own storage), the attention's
+ * backward on whole sequences of this rank's heads (the probabilities kept,
+ * or again), dq, dk, dv back (in s->dqkv's storage). */
+static int ulysses_backward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s,
+                            const ptdp_attn_dropout *drop)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
+    const ptdp_tensor qkv = as_heads(k, a->qkv, 3), dy = as_heads(k, s->dy, 1), dqkv = as_heads(k, s->dqkv, 3);
+    int rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, T, 1, hl, hd, mesh->cp_zigzag);
+    if (rc != 0)
+        return rc;
+    ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, 0, T, hn, drop, s);
+    if (probs == NULL)
+        return k->rc != 0 ? k->rc : PTDP_ENOMEM;
+    ptdp_attention_backward(dqkv, dy, qkv, probs, T, hn, hd, drop, s->att);
+    if (probs != a->probs)
+        ptdp_free(k->dev, probs);
+    return ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, T, 3, hl, hd, mesh->cp_zigzag);
 }
 
 void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s)
@@ -136,6 +201,10 @@ void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a
     if (k->rc != 0)
         return;
     const ptdp_attn_dropout drop = dropout_of(k, i);
+    if (ptdp_gpt_cp_ulysses(m)) {        /* dy there, dq dk dv back */
+        k->rc = ulysses_backward(k, a, s, &drop);
+        return;
+    }
     if (ptdp_gpt_cp_size(m) > 1) {       /* the ring again, the key/value gradients travelling home */
         k->rc = ptdp_ring_attention_backward(k->dev, m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs, T,
                                              hl, hd, m->mesh->cp_zigzag, &drop);
@@ -153,7 +222,7 @@ void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a
         q0 = acts->t0;
         q1 = acts->t0 + acts->tlen;
     }
-    ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, q0, q1, &drop, s);
+    ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, q0, q1, hl, &drop, s);
     if (probs == NULL)
         return;
     if (kv != NULL) {

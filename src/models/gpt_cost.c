@@ -62,6 +62,8 @@ ptdp_gpt_shape ptdp_gpt_shape_make(const ptdp_model_config *c, int rows, int tp,
 
 /* ----------------------------------------------------------- attention */
 
+static double ulysses_core(const ptdp_gpt_shape *s, double *bh);
+
 /* Blocks of the ring's (chunk x chunk) products on this CP rank: the
  * score elements cp.c computes, ptdp_ring_attention_scores, by blocks. */
 static double ring_blocks(const ptdp_gpt_shape *s, int *share)
@@ -80,10 +82,13 @@ static double ring_blocks(const ptdp_gpt_shape *s, int *share)
 
 double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape *s, bool backward)
 {
-    const double bh = (double)s->rows * s->heads;
+    double bh = (double)s->rows * s->heads;
     const int hd = s->hd;
     double nq, nk, blocks;     /* each of `blocks` products: nq queries by nk keys */
-    if (s->tlen > 0) {
+    if (s->cp > 1 && s->cp_a2a) {
+        nq = nk = ulysses_core(s, &bh);
+        blocks = 1;
+    } else if (s->tlen > 0) {
         nq = s->tlen;
         nk = s->t0 + s->tlen;
         blocks = 1;
@@ -188,7 +193,7 @@ double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *
     const double R = s->R, C = s->C, Cl = s->Cl;
     double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + gemm(p, R, Cl, C) + R * C +
                gemm(p, R, C, 3 * Cl) + R * 3 * Cl + ptdp_gpt_cost_attention_core(p, s, true);
-    if (s->selective && s->cp == 1)
+    if (s->selective && (s->cp == 1 || s->cp_a2a))   /* the ring keeps log-sum-exps: nothing again */
         f += ptdp_gpt_cost_attention_core(p, s, false);
     if (!s->split)
         f += ptdp_gpt_cost_dw_attn_proj(p, s) + ptdp_gpt_cost_dw_attn(p, s);
@@ -255,4 +260,17 @@ double ptdp_gpt_cost_head_backward(const ptdp_profile *p, const ptdp_gpt_shape *
 double ptdp_gpt_cost_lnf_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     return free_edges(p) ? 0 : ptdp_layernorm_flops_backward((size_t)s->Rl * s->C);
+}
+
+/* ------------------------------------------------------------- Ulysses */
+
+/* Under Ulysses (ulysses.h) a CP rank's attention is one device's on
+ * whole sequences — T queries by T keys — of heads / cp of its heads:
+ * B (nh/(tp cp)) products of each shape; the all-to-alls around it are
+ * collectives, priced by the communicator.  Returns T, and the products'
+ * count in *bh. */
+static double ulysses_core(const ptdp_gpt_shape *s, double *bh)
+{
+    *bh = (double)s->rows * (s->heads / s->cp);
+    return s->T;
 }

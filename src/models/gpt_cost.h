@@ -56,6 +56,8 @@ typedef struct {
     int T;             /* seq_len                                          */
     int cp, cp_rank;   /* context parallelism (1, 0 without)               */
     bool cp_zigzag;
+    bool cp_a2a;       /* CP's attention as Ulysses' (ulysses.h): whole
+                          sequences of heads / cp heads, not the ring     */
     int t0, tlen;      /* a token slice (tlen 0: whole sequences)          */
     bool selective;    /* the attention core runs again in the backward    */
     bool split;        /* B and W apart: the weight products wait for W    */

@@ -120,7 +120,8 @@ int ptdp_gpt_head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv)
     double *picked = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
     if (!sv->lnf_mean || !sv->lnf_rstd || !sv->rowmax || !sv->sumexp || !picked)
         rc = PTDP_ENOMEM;
-    else if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_BEGIN)) == 0 && g->head != g->wte)
+    else if (!k->units_held && (rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_BEGIN)) == 0 &&
+             g->head != g->wte)
         rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_FORWARD_BEGIN);
     if (rc == 0) {
         k->w0 = ptdp_wall_now();
@@ -134,7 +135,9 @@ int ptdp_gpt_head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv)
         rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * Vl, acts->labels, sv->rowmax,
                                   sv->sumexp, picked, &acts->loss_sum);
     ptdp_free(k->dev, picked);
-    if (rc != 0 || (rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_END)) != 0 ||
+    if (rc != 0 || k->units_held)
+        return rc;
+    if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_FORWARD_END)) != 0 ||
         (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_FORWARD_END)) != 0)
         return rc;
     return PTDP_OK;
@@ -150,8 +153,8 @@ int ptdp_gpt_head_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratc
     const ptdp_gpt *g = m->impl;
     ptdp_act_slot tail[2];
     int rc;
-    if ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-        (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+    if ((!k->units_held && ((rc = ptdp_model_unit(k->dev, m, g->lnf_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+                            (rc = ptdp_model_unit(k->dev, m, g->head, PTDP_UNIT_BACKWARD_BEGIN)) != 0)) ||
         (rc = ptdp_act_unpack(k->dev, &sv->tail_packed, tail, ptdp_gpt_tail_slots(sv, tail))) != 0)   /* bf16 */
         return rc;
     k->w0 = ptdp_wall_now();

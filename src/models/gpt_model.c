@@ -351,6 +351,11 @@ static int gpt_positions(const ptdp_model_config *c)
     return ptdp_gpt(c)->seq_len;
 }
 
+static int gpt_heads(const ptdp_model_config *c)
+{
+    return ptdp_gpt(c)->heads;
+}
+
 extern const ptdp_model_plan ptdp_gpt_plan;   /* gpt_plan.c */
 
 const ptdp_model_ops ptdp_gpt_ops = {
@@ -358,6 +363,7 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .caps = { .title = "the GPT", .sequences = true, .attention = true, .sequence_parallel = true,
               .context_parallel = true, .token_slices = true, .plannable = true },
     .positions = gpt_positions,
+    .heads = gpt_heads,
     .check = gpt_check,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,

@@ -47,6 +47,9 @@ typedef struct {
     char what[32];              /* the clock's name for the current work     */
     char wwhat[32];             /* ... and for the dW products W will run    */
     double w0;                  /* wall clock when the current piece began   */
+    bool units_held;            /* full recomputation: the backward holds the
+                                   tail's units (model.h) around the tail's
+                                   forward again, which makes no unit event */
     int rc;                     /* the first failure; then every op is a no-op */
 } ptdp_gpt_pass;
 
@@ -61,6 +64,8 @@ typedef struct {
 /* ------------------------------------------------ gpt_regions.c */
 
 int ptdp_gpt_cp_size(const ptdp_model *m);                    /* 1 without CP */
+bool ptdp_gpt_cp_ring(const ptdp_model *m);                   /* CP's attention: the ring */
+bool ptdp_gpt_cp_ulysses(const ptdp_model *m);                /* ... or Ulysses' all-to-alls */
 bool ptdp_gpt_sliced(const ptdp_acts *a);                     /* a token slice (TeraPipe) */
 int ptdp_gpt_local_T(const ptdp_model *m, const ptdp_acts *a); /* T, T / cp or tlen */
 int ptdp_gpt_region_rows(const ptdp_model *m, int R);         /* R, or R / tp under SP */

@@ -33,6 +33,18 @@ int ptdp_gpt_cp_size(const ptdp_model *m)
     return m->mesh->cp > 1 ? m->mesh->cp : 1;
 }
 
+/* CP's attention: the ring (cp.h), or Ulysses' all-to-alls (ulysses.h),
+ * after which a rank holds whole sequences of heads_local / cp heads. */
+bool ptdp_gpt_cp_ring(const ptdp_model *m)
+{
+    return ptdp_gpt_cp_size(m) > 1 && !m->mesh->cp_a2a;
+}
+
+bool ptdp_gpt_cp_ulysses(const ptdp_model *m)
+{
+    return ptdp_gpt_cp_size(m) > 1 && m->mesh->cp_a2a;
+}
+
 static ptdp_cp_layout cp_layout(const ptdp_model *m)
 {
     return ptdp_cp_layout_of(ptdp_gpt(&m->cfg)->seq_len, ptdp_gpt_cp_size(m), m->mesh->cp_rank, m->mesh->cp_zigzag);
@@ -154,14 +166,16 @@ void ptdp_gpt_region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_te
 }
 
 /* The probabilities a block keeps (a token slice's tlen x (t0 + tlen) of
- * them a head), or under CP each query's log-sum-exp. */
+ * them a head), or under CP's ring each query's log-sum-exp; under
+ * Ulysses T x T of each of heads_local / cp heads. */
 size_t ptdp_gpt_probs_len(const ptdp_model *m, const ptdp_acts *acts)
 {
     const ptdp_gpt *g = m->impl;
     const int T = ptdp_gpt(&m->cfg)->seq_len;
     const size_t per_head = ptdp_gpt_sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
-                            ptdp_gpt_cp_size(m) > 1 ? (size_t)ptdp_gpt_local_T(m, acts) : (size_t)T * T;
-    return (size_t)acts->rows * g->heads_local * per_head;
+                            ptdp_gpt_cp_ring(m) ? (size_t)ptdp_gpt_local_T(m, acts) : (size_t)T * T;
+    const int heads = ptdp_gpt_cp_ulysses(m) ? g->heads_local / ptdp_gpt_cp_size(m) : g->heads_local;
+    return (size_t)acts->rows * heads * per_head;
 }
 
 /* The shapes the clock's charges are priced at (gpt_cost.h): this
@@ -176,6 +190,7 @@ ptdp_gpt_shape ptdp_gpt_shape_of(const ptdp_model *m, const ptdp_acts *a, bool s
         .rows = a->rows, .R = R, .Rl = ptdp_gpt_region_rows(m, R), .C = C, .Cl = g->heads_local * hd,
         .Fl = g->ffn_local, .Vl = g->vocab_local, .heads = g->heads_local, .hd = hd, .T = ptdp_gpt(&m->cfg)->seq_len,
         .cp = cp, .cp_rank = cp > 1 ? m->mesh->cp_rank : 0, .cp_zigzag = m->mesh->cp_zigzag,
+        .cp_a2a = ptdp_gpt_cp_ulysses(m),
         .t0 = sliced ? a->t0 : 0, .tlen = sliced ? a->tlen : 0,
         .selective = m->recompute_core, .split = split,
     };

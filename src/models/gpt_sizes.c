@@ -61,3 +61,60 @@ double ptdp_gpt_block_act_bytes(const ptdp_model_config *c, int batch, int tp, i
     const double lse = cp > 1 ? (double)batch * (gpt->heads / tp) * (gpt->seq_len / cp) : 0;   /* CP's log-sum-exps */
     return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
 }
+
+/* Under Ulysses (--cp-algo a2a, ulysses.h) a block keeps CP's T/cp
+ * positions of everything outside attention (qkv in the head layout, the
+ * same count), and of attention the probabilities of whole sequences of
+ * its nh/(tp cp) heads where the ring keeps a log-sum-exp a query — or
+ * nothing under selective recomputation. */
+double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp,
+                                       bool selective)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const double B = batch, T = gpt->seq_len;
+    const double lse = B * (gpt->heads / tp) * (gpt->seq_len / cp);
+    const double probs = selective ? 0 : B * (gpt->heads / tp / cp) * T * T;
+    return ptdp_gpt_block_act_elements_cp(c, batch, tp, cp, sp) - lse + probs;
+}
+
+double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
+                                    bool bf16)
+{
+    const double e = ptdp_gpt_block_act_elements_a2a(c, batch, tp, cp, sp, selective);
+    if (!bf16)
+        return e * sizeof(ptdp_real);
+    const double rows = (double)batch * (ptdp_gpt(c)->seq_len / cp);
+    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
+    return (e - stats) * sizeof(ptdp_bf16) + stats * sizeof(ptdp_real);
+}
+
+/* Full recomputation (gpt.c), one stage holding the whole model: what the
+ * backward of one micro-batch holds at its highest, in bytes.  X = B T C
+ * (a block's input, kept as bf16 under bf16), A = one block's activations
+ * (ptdp_gpt_block_act_elements, float while its block is redone), S = the
+ * backward's scratch, b its element size:
+ *
+ *   block phase  (L-1) X b + (A + X + S) r    the other blocks' inputs; the
+ *                                             block redone, its output X
+ *                                             (dropped at once) and S
+ *   tail phase   L X b + (X + C R + V_l R + 2 R + S) r + 2 R 8
+ *                                             x_out again in float, LN_f's
+ *                                             output, the logits, LN_f's
+ *                                             and the softmax's statistics
+ *   peak         8 R (the tokens) + the larger of the two
+ *
+ * with R = B T, r = sizeof(ptdp_real), b = 2 under bf16 else r, and
+ * S = R (3 C + F/tp + 4 C/tp) + 2 T^2 (+ T^2 when dropout draws masks in
+ * the redone attention).  No SP, no CP. */
+double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    const double R = (double)batch * gpt->seq_len, T = gpt->seq_len, C = c->hidden, L = c->layers;
+    const double r = sizeof(ptdp_real), b = bf16 ? sizeof(ptdp_bf16) : r, X = R * C;
+    const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
+    const double S = R * (3 * C + c->ffn / tp + 4 * C / tp) + 2 * T * T;
+    const double A = ptdp_gpt_block_act_elements(c, batch, tp, false) + (dropout ? T * T : 0);
+    const double block = (L - 1) * X * b + (A + X + S) * r;
+    const double tail = L * X * b + (X + C * R + (double)(vp / tp) * R + 2 * R + S) * r + 2 * R * 8;
+    return 8 * R + (block > tail ? block : tail);
+}

@@ -17,9 +17,14 @@
  *
  * Activations: a micro-batch keeps, per block, its input h, the fc1 output
  * a and the GELU output g (category "acts"; ptdp_mlp_saved in mlp.h), freed
- * at the end of its backward.  With recompute it keeps only the stage input and runs the
- * forward again inside the backward (the masks of dropout are regenerated
- * from the counter-based generator, so the recomputed forward is the same).
+ * at the end of its backward.  With full recomputation (acts->recompute)
+ * it keeps each block's input h[i] alone (and the last stage h[nb], the
+ * output layer's input), and the backward runs each block's forward again
+ * just before that block's backward, inside its unit's backward gather
+ * (model.h), one block's a and g alive at a time: per micro-batch
+ * (nb + 1) rows h kept, instead of nb (h + 2 ffn/tp) + h.  The masks of
+ * dropout are regenerated from the counter-based generator, so the
+ * recomputed forward is the same; the input layer is not redone.
  * Under --precision bf16 a block's h, a and g are rounded to bf16 where
  * they are made and kept as one bf16 buffer until its backward (act_bf16.h).
  *
@@ -113,8 +118,7 @@ static int block_slots(ptdp_mlp_saved *sv, int i, ptdp_act_slot *s)
     return 3;
 }
 
-/* Free everything the forward made but the stage input (a recomputing
- * backward makes it again). */
+/* Free everything the forward made but the stage input. */
 static void free_computed(ptdp_device *dev, ptdp_mlp_saved *sv)
 {
     if (sv->packed != NULL)
@@ -159,107 +163,148 @@ ptdp_mlp_saved *ptdp_mlp_saved_of(ptdp_acts *acts)
     return acts->saved;
 }
 
-/* Everything after the stage input: run the stage and keep what the
- * backward needs.  Used by the forward, and again by a recomputing backward. */
-static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv)
+/* The arrays of what a micro-batch keeps, per block. */
+static int alloc_saved(ptdp_device *dev, ptdp_mlp_saved *sv)
 {
-    const ptdp_model_config *c = &m->cfg;
-    const ptdp_mlp *p = m->impl;
-    ptdp_comm *tp = m->mesh->tp_comm;
-    int rows = acts->rows, nb = sv->nblocks, hd = c->hidden, fl = p->ffn_local, rc;
-    int ff0 = m->mesh->tp_rank * fl;
-
+    const int nb = sv->nblocks;
     sv->h = calloc((size_t)nb + 1, sizeof *sv->h);
     sv->a = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->a);
     sv->g = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->g);
     sv->packed = calloc((size_t)(nb > 0 ? nb : 1), sizeof *sv->packed);
     if (sv->h == NULL || sv->a == NULL || sv->g == NULL || sv->packed == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    return PTDP_OK;
+}
 
-    /* h_0: the input layer on stage 0, else the received activation. */
+/* h_0: the input layer on stage 0, else the received activation. */
+static int input_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv)
+{
+    const ptdp_mlp *p = m->impl;
+    int rows = acts->rows, hd = m->cfg.hidden, rc;
     if ((rc = alloc_act(dev, &sv->h[0], "acts.h", rows, hd)) != 0)
         return rc;
-    double w0 = ptdp_wall_now();
     if (m->first_stage) {
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
             return rc;
-        w0 = ptdp_wall_now();
+        double w0 = ptdp_wall_now();
         ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
-        account(dev, "in fwd", product_flops(dev, rows, hd, ptdp_mlp(c)->d_in), (double)rows * hd, w0, true);
+        account(dev, "in fwd", product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in), (double)rows * hd, w0, true);
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END)) != 0)
             return rc;
     } else {
         ptdp_tensor_copy(sv->h[0], sv->x);
     }
     round_bf16(m, sv->h[0]);
-
-    for (int i = 0; i < nb; i++) {
-        const ptdp_mlp_block *b = &p->blocks[i];
-        int layer = m->layer_begin + i;
-        char what[32];
-        if ((rc = alloc_act(dev, &sv->a[i], "acts.a", rows, fl)) != 0 ||
-            (rc = alloc_act(dev, &sv->g[i], "acts.gelu", rows, fl)) != 0 ||
-            (rc = alloc_act(dev, &sv->h[i + 1], "acts.h", rows, hd)) != 0)
-            return rc;
-        ptdp_tensor h_in = sv->h[i], h_out = sv->h[i + 1];
-        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
-            return rc;
-
-        w0 = ptdp_wall_now();
-        ptdp_tp_column_linear_forward(dev, tp, sv->a[i], h_in, b->fc1_w->w, &b->fc1_b->w, NULL);
-        round_bf16(m, sv->a[i]);
-        ptdp_gelu_forward(sv->g[i], sv->a[i]);
-        ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
-        round_bf16(m, sv->g[i]);
-        ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
-        snprintf(what, sizeof what, "block %d fwd", layer);
-        account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl),
-                (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl), w0, false);
-
-        /* g: the one all-reduce of the block's forward; bias after the sum. */
-        if ((rc = ptdp_tp_reduce_from_region_forward(tp, h_out)) != 0)
-            return rc;
-        w0 = ptdp_wall_now();
-        ptdp_add_bias(h_out, b->fc2_b->w);
-        ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
-        ptdp_tensor_add(h_out, h_in);                                  /* the residual */
-        round_bf16(m, h_out);
-        account(dev, what, 0, 2.0 * rows * hd, w0, false);
-        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_END)) != 0)
-            return rc;
-        if (m->bf16) {   /* the block's float working tensors become bf16 */
-            ptdp_act_slot slots[3];
-            if ((rc = ptdp_act_pack(dev, &sv->packed[i], slots, block_slots(sv, i, slots), "acts.block_bf16")) != 0)
-                return rc;
-        }
-    }
-
-    if (m->last_stage) {
-        int cl = p->classes_local;
-        if ((rc = alloc_act(dev, &sv->logits, "acts.logits", rows, cl)) != 0)
-            return rc;
-        sv->rowmax = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
-        sv->sumexp = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
-        double *picked = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
-        if (sv->rowmax == NULL || sv->sumexp == NULL || picked == NULL) {
-            ptdp_free(dev, picked);
-            return PTDP_ENOMEM;
-        }
-        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_BEGIN)) != 0) {
-            ptdp_free(dev, picked);
-            return rc;
-        }
-        w0 = ptdp_wall_now();
-        ptdp_tp_column_linear_forward(dev, tp, sv->logits, sv->h[nb], p->out_w->w, &p->out_b->w, NULL);
-        round_bf16(m, sv->logits);   /* a bf16 product's output, then the loss in float */
-        account(dev, "out fwd", product_flops(dev, rows, cl, hd), (double)rows * cl, w0, true);
-        rc = ptdp_tp_xent_forward(tp, sv->logits, m->mesh->tp_rank * cl, acts->labels,
-                                  sv->rowmax, sv->sumexp, picked, &acts->loss_sum);
-        ptdp_free(dev, picked);
-        if (rc != 0 || (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_END)) != 0)
-            return rc;
-    }
     return PTDP_OK;
+}
+
+/* Block i: h[i] in; a[i], g[i] and h[i+1] made here.  `held`: its unit is
+ * held by the backward (full recomputation), so no unit event of its own. */
+static int block_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv, int i, bool held)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_mlp *p = m->impl;
+    const ptdp_mlp_block *b = &p->blocks[i];
+    ptdp_comm *tp = m->mesh->tp_comm;
+    int rows = acts->rows, hd = c->hidden, fl = p->ffn_local, layer = m->layer_begin + i, rc;
+    int ff0 = m->mesh->tp_rank * fl;
+    char what[32];
+    if ((rc = alloc_act(dev, &sv->a[i], "acts.a", rows, fl)) != 0 ||
+        (rc = alloc_act(dev, &sv->g[i], "acts.gelu", rows, fl)) != 0 ||
+        (rc = alloc_act(dev, &sv->h[i + 1], "acts.h", rows, hd)) != 0)
+        return rc;
+    ptdp_tensor h_in = sv->h[i], h_out = sv->h[i + 1];
+    if (!held && (rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
+        return rc;
+
+    double w0 = ptdp_wall_now();
+    ptdp_tp_column_linear_forward(dev, tp, sv->a[i], h_in, b->fc1_w->w, &b->fc1_b->w, NULL);
+    round_bf16(m, sv->a[i]);
+    ptdp_gelu_forward(sv->g[i], sv->a[i]);
+    ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
+    round_bf16(m, sv->g[i]);
+    ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
+    snprintf(what, sizeof what, "block %d fwd", layer);
+    account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl),
+            (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl), w0, false);
+
+    /* g: the one all-reduce of the block's forward; bias after the sum. */
+    if ((rc = ptdp_tp_reduce_from_region_forward(tp, h_out)) != 0)
+        return rc;
+    w0 = ptdp_wall_now();
+    ptdp_add_bias(h_out, b->fc2_b->w);
+    ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
+    ptdp_tensor_add(h_out, h_in);                                  /* the residual */
+    round_bf16(m, h_out);
+    account(dev, what, 0, 2.0 * rows * hd, w0, false);
+    return held ? PTDP_OK : ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_FORWARD_END);
+}
+
+/* What block i keeps once its forward has ended: h, a and g (as one bf16
+ * buffer under bf16); with full recomputation its input h[i] alone. */
+static int keep_block(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv, int i)
+{
+    ptdp_act_slot slots[3];
+    int ns = block_slots(sv, i, slots);
+    if (acts->recompute) {
+        ptdp_tensor_free(dev, &sv->a[i]);
+        ptdp_tensor_free(dev, &sv->g[i]);
+        ns = 1;                 /* slot 0: h[i] */
+    }
+    return m->bf16 ? ptdp_act_pack(dev, &sv->packed[i], slots, ns, "acts.block_bf16") : PTDP_OK;
+}
+
+/* The last stage: logits from h[nb], and the loss.  `held` as above. */
+static int output_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv, bool held)
+{
+    const ptdp_mlp *p = m->impl;
+    int rows = acts->rows, hd = m->cfg.hidden, cl = p->classes_local, rc;
+    if ((rc = alloc_act(dev, &sv->logits, "acts.logits", rows, cl)) != 0)
+        return rc;
+    sv->rowmax = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
+    sv->sumexp = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
+    double *picked = ptdp_alloc(dev, (size_t)rows * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
+    if (sv->rowmax == NULL || sv->sumexp == NULL || picked == NULL) {
+        ptdp_free(dev, picked);
+        return PTDP_ENOMEM;
+    }
+    if (!held && (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_BEGIN)) != 0) {
+        ptdp_free(dev, picked);
+        return rc;
+    }
+    double w0 = ptdp_wall_now();
+    ptdp_tp_column_linear_forward(dev, m->mesh->tp_comm, sv->logits, sv->h[sv->nblocks], p->out_w->w, &p->out_b->w,
+                                  NULL);
+    round_bf16(m, sv->logits);   /* a bf16 product's output, then the loss in float */
+    account(dev, "out fwd", product_flops(dev, rows, cl, hd), (double)rows * cl, w0, true);
+    rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * cl, acts->labels, sv->rowmax,
+                              sv->sumexp, picked, &acts->loss_sum);
+    ptdp_free(dev, picked);
+    if (rc != 0 || held)
+        return rc;
+    return ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_FORWARD_END);
+}
+
+/* The logits and their statistics. */
+static void free_output(ptdp_device *dev, ptdp_mlp_saved *sv)
+{
+    ptdp_tensor_free(dev, &sv->logits);
+    ptdp_free(dev, sv->rowmax);
+    ptdp_free(dev, sv->sumexp);
+    sv->rowmax = sv->sumexp = NULL;
+}
+
+/* Everything after the stage input: run the stage and keep what the
+ * backward needs. */
+static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv)
+{
+    int rc;
+    if ((rc = alloc_saved(dev, sv)) != 0 || (rc = input_forward(dev, m, acts, sv)) != 0)
+        return rc;
+    for (int i = 0; i < sv->nblocks; i++)
+        if ((rc = block_forward(dev, m, acts, sv, i, false)) != 0 || (rc = keep_block(dev, m, acts, sv, i)) != 0)
+            return rc;
+    return m->last_stage ? output_forward(dev, m, acts, sv, false) : PTDP_OK;
 }
 
 int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
@@ -286,9 +331,14 @@ int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, sv->h[sv->nblocks]);
-    if (recompute) {
-        free_computed(dev, sv);   /* keep the stage input alone */
-    } else if (m->bf16) {
+    if (recompute) {   /* the blocks kept their inputs alone (keep_block); the last stage h[nb] too */
+        free_output(dev, sv);
+        if (!m->first_stage)
+            ptdp_tensor_free(dev, &sv->x);   /* h[0] is it */
+        if (!m->last_stage)
+            ptdp_tensor_free(dev, &sv->h[sv->nblocks]);   /* sent */
+    }
+    if (m->bf16 && sv->h[sv->nblocks].data != NULL) {
         ptdp_act_slot tail = { .t = &sv->h[sv->nblocks] };
         if ((rc = ptdp_act_pack(dev, &sv->tail_packed, &tail, 1, "acts.tail_bf16")) != 0)
             return rc;
@@ -296,8 +346,36 @@ int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
     return PTDP_OK;
 }
 
+/* Full recomputation, the last stage: the output layer and the loss again
+ * from the kept h[nb], inside the unit's backward (its BEGIN made here, not
+ * by the backward); the loss stays the first forward's. */
+static int output_again(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv)
+{
+    const ptdp_mlp *p = m->impl;
+    ptdp_act_slot tail = { .t = &sv->h[sv->nblocks] };
+    int rc;
+    if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+        (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
+        return rc;
+    const double loss = acts->loss_sum;
+    rc = output_forward(dev, m, acts, sv, true);
+    acts->loss_sum = loss;
+    return rc;
+}
+
+/* Full recomputation: block i's forward again from its kept input h[i],
+ * inside its unit's backward; its output h[i+1] dropped at once. */
+static int block_again(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_mlp_saved *sv, int i)
+{
+    int rc = block_forward(dev, m, acts, sv, i, true);
+    ptdp_tensor_free(dev, &sv->h[i + 1]);
+    return rc;
+}
+
 /* The backward of one micro-batch; with a sink w the dW products are
- * recorded there for a later W (wgrad.h) and not charged here. */
+ * recorded there for a later W (wgrad.h) and not charged here.  With full
+ * recomputation each block (and the output layer) runs its forward again
+ * first, and is freed after: one block's activations at a time. */
 int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                             double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w)
 {
@@ -311,12 +389,9 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
     /* the dW products' flops, charged here only when they run here */
     const double now = w == NULL ? 1.0 : 0.0;
 
-    if (acts->recompute) {
-        double loss = acts->loss_sum;   /* the first forward's, kept as is */
-        if ((rc = stage_forward(dev, m, acts, sv)) != 0)
-            goto done;
-        acts->loss_sum = loss;
-    }
+    const bool again = acts->recompute;
+    if (again && m->last_stage && (rc = output_again(dev, m, acts, sv)) != 0)
+        goto done;
     if ((rc = alloc_act(dev, &dh, "grad.h", rows, hd)) != 0 ||
         (rc = alloc_act(dev, &tmp, "grad.tmp", rows, hd)) != 0 ||
         (rc = alloc_act(dev, &dg, "grad.ff", rows, fl)) != 0)
@@ -329,7 +404,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         int cl = p->classes_local;
         double dw = product_flops(dev, cl, hd, rows);
         ptdp_act_slot tail = { .t = &sv->h[nb] };
-        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+        if ((!again && (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0) ||
             (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
             goto done;
         w0 = ptdp_wall_now();
@@ -342,8 +417,10 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
                 (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
         if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
             goto done;
-        if (m->bf16)   /* done with the tail's float copy */
+        if (m->bf16 || again)   /* done with the tail's float copy */
             ptdp_tensor_free(dev, &sv->h[nb]);
+        if (again)
+            free_output(dev, sv);
         /* the output layer's gradients are final (a data-parallel sum may start) */
         if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0))
@@ -361,7 +438,8 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
         ptdp_act_slot slots[3];
         if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-            (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0)   /* bf16 */
+            (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0 ||   /* bf16 */
+            (again && (rc = block_again(dev, m, acts, sv, i)) != 0))
             goto done;
         w0 = ptdp_wall_now();
         /* z's gradient is dh through the output dropout (same mask). */
@@ -390,7 +468,7 @@ int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
             (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0))
             goto done;
-        if (m->bf16) {   /* one block's float copy at a time */
+        if (m->bf16 || again) {   /* one block's float copy at a time */
             ptdp_tensor_free(dev, &sv->h[i]);
             ptdp_tensor_free(dev, &sv->a[i]);
             ptdp_tensor_free(dev, &sv->g[i]);

@@ -82,6 +82,12 @@ double ptdp_ring_attention_scores(int T, int cp, int rank, bool zigzag)
     return n;
 }
 
+double ptdp_ring_elements_per_block(int B, int T, int width, int N, int forwards)
+{
+    const double X = (double)B * (T / N) * width;
+    return N > 1 ? (2.0 * forwards * (N - 1) + 4.0 * (N - 1) + 2) * X : 0;
+}
+
 /* Pass `count` reals of *buf to the right, take the left's into *spare,
  * then swap the two: afterwards *buf holds the left neighbour's block. */
 static int ring_pass(ptdp_comm *cp, ptdp_real **buf, ptdp_real **spare, size_t count)

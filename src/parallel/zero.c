@@ -580,8 +580,9 @@ double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_ba
 
 double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, bool recompute)
 {
+    (void)recompute;   /* a unit's forward again runs inside its backward's gather: no gather more */
     double S = (double)numel * sizeof(ptdp_real), share = (double)(dp - 1) / dp;
-    return (recompute ? 4 : 3) * micro_batches * share * S;
+    return 3.0 * micro_batches * share * S;
 }
 
 ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo)

@@ -186,6 +186,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
     d->mesh.cp_zigzag = !c->cp_contiguous;
+    d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)

@@ -8,6 +8,8 @@
  *   --cp, --sp, --token-slices   need caps.sequences (and the split's own
  *                                capability), and divide ops->positions
  *   --recompute selective        needs caps.attention
+ *   --cp-algo a2a                needs --cp 2+ and ops->heads, its heads per
+ *                                TP rank divisible by --cp (ulysses.h)
  *   --schedule zb-h1             needs a split backward (ops->backward_input)
  *   shapes under tp x pp         the model's own ops->check
  *
@@ -152,6 +154,33 @@ static int supports_sp(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* --cp-algo a2a (ulysses.h): a CP group of N shares each TP rank's heads,
+ * N of them a rank; a model without heads cannot. */
+static int ulysses_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (!c->cp_a2a)
+        return PTDP_OK;
+    if (c->cp <= 1)
+        BAD("--cp-algo a2a needs --cp 2 or more (it trades the CP group's split of the positions for one of "
+            "the heads)");
+    const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    const int H = ops->caps.attention && ops->heads != NULL ? ops->heads(&c->model) : 0;
+    if (H < 1)
+        BAD("--cp-algo a2a splits attention's heads over the CP group, and %s has no heads: use --cp-algo ring",
+            title_of(ops));
+    if ((H / c->tp) % c->cp != 0) {
+        char valid[128] = "";
+        size_t len = 0;
+        for (int k = 2; k <= H / c->tp && len + 8 < sizeof valid; k++)
+            if ((H / c->tp) % k == 0)
+                len += (size_t)snprintf(valid + len, sizeof valid - len, "%s%d", len ? ", " : "", k);
+        BAD("--cp-algo a2a with --cp %d: each TP rank's %d heads (--heads %d / --tp %d) must divide by --cp %d, "
+            "a rank taking whole heads (valid --cp: %s; or --cp-algo ring)", c->cp, H / c->tp, H, c->tp, c->cp,
+            len ? valid : "none");
+    }
+    return PTDP_OK;
+}
+
 /* What splits or recomputes inside a sample: the model must support it
  * (supports_…) and its T positions (ops->positions) must divide. */
 static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
@@ -173,6 +202,8 @@ static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
     }
     if (c->cp_contiguous && c->cp <= 1)
         BAD("--cp-layout contiguous needs --cp 2 or more");
+    if (ulysses_rules(c, msg, n) != 0)
+        return PTDP_EINVAL;
     if (supports_sp(c, msg, n) != 0)
         return PTDP_EINVAL;
     if (c->sp && c->tp < 2)

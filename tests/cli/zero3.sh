@@ -7,7 +7,8 @@
 #  2. A good run (dp 2, 2 micro-batches) prints the DP bytes beside
 #     3M(N-1)/N S, the formula's value equal to the measured one as
 #     printed (the norm's one double is below the printed digits); with
-#     --recompute full, 4M(N-1)/N S; and the ZeRO paper's model states.
+#     --recompute full, still 3M(N-1)/N S (each block redone inside its
+#     backward's gather); and the ZeRO paper's model states.
 #     Its --report JSON holds "zero": 3, and --check passes.
 set -uo pipefail
 
@@ -48,7 +49,7 @@ else
 fi
 
 if "$ptdp" train --dp 2 --micro-batches 2 --zero 3 --recompute full --steps 1 >"$out" 2>"$err" </dev/null; then
-    formula_and_measured "4M(N-1)/N S"
+    formula_and_measured "3M(N-1)/N S, each block redone inside its backward's gather"
 else
     fail "train --zero 3 --recompute full: exit status $?"
 fi

@@ -51,8 +51,8 @@ int equiv_mesh_grid(const int ms[2], equiv_mesh *out, int max)
 /* "dp=2 tp=4 pp=1 m=3 1f1b zero=0": a configuration in a failure message. */
 static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "dp=%d cp=%d%s tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, ptdp_train_cp(c),
-             c->cp_contiguous ? " contiguous" : "", c->tp, c->sp ? " sp" : "", c->pp,
+    snprintf(buf, len, "dp=%d cp=%d%s%s tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, ptdp_train_cp(c),
+             c->cp_contiguous ? " contiguous" : "", c->cp_a2a ? " a2a" : "", c->tp, c->sp ? " sp" : "", c->pp,
              c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_core ? " selective" : "", c->zero);
     return buf;
 }
@@ -87,6 +87,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.sp = false;
     b.cp = 0;
     b.cp_contiguous = false;
+    b.cp_a2a = false;
     b.zero = 0;
     b.overlap = false;
     b.stage_layers = NULL;

@@ -54,6 +54,7 @@ typedef struct {
     int dp, tp, pp, cp, m, zero;
     const char *schedule;
     bool sp, recompute, selective, overlap;
+    bool a2a;           /* --cp-algo a2a: Ulysses' attention */
 } bf16_case;
 
 static const bf16_case CASES[] = {
@@ -79,6 +80,10 @@ static const bf16_case CASES[] = {
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 3, .schedule = "gpipe", .recompute = true },
     /* ZeRO-1's ranges (one per DP bucket) and the embedding tied across stages */
     { .gpt = true, .dp = 2, .pp = 2, .m = 2, .zero = 1, .overlap = true },
+    /* Ulysses (--cp-algo a2a): the probabilities of whole sequences of a
+     * rank's heads, rounded where they are made */
+    { .gpt = true, .dp = 2, .cp = 2, .m = 1, .zero = 3, .a2a = true },
+    { .gpt = true, .dp = 1, .tp = 2, .cp = 2, .m = 2, .sp = true, .selective = true, .a2a = true },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -103,6 +108,7 @@ static ptdp_train_config config_of(const bf16_case *k)
     c.bf16 = true;
     c.zero = k->zero;
     c.cp = k->cp;
+    c.cp_a2a = k->a2a;
     if (k->schedule != NULL)
         c.schedule = k->schedule;
     c.sp = k->sp;
@@ -115,8 +121,9 @@ static ptdp_train_config config_of(const bf16_case *k)
 
 static void describe(const ptdp_train_config *c, char *out, size_t n)
 {
-    snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s",
-             ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp,
+    snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d%s pp=%d m=%d %s%s%s%s",
+             ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c),
+             c->cp_a2a ? " a2a" : "", c->pp,
              c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
              c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "");
 }

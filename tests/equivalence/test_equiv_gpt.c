@@ -15,7 +15,8 @@
  * kept equal by the embedding group's all-reduce; the baseline has one.
  * Context parallelism: cp 2, 3 and 4 alone in both layouts, and cp 2 with
  * every other axis (dp with ZeRO, tp with and without SP, pp with both
- * schedules, dropout, recompute).
+ * schedules, dropout, recompute); Ulysses (--cp-algo a2a) at cp 2 and 4
+ * alone and with the same axes, ZeRO-3 and selective recompute too.
  * Plus: recompute (full and selective), and uneven stages, on the 3D mesh; and sequence
  * parallelism (--sp) on every mesh with tp > 1, with 2 micro-batches, ZeRO
  * 1 or 2 where dp > 1, both schedules and dropout in turn.  And the
@@ -155,6 +156,53 @@ LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp
     c.schedule = k->schedule;
     c.dropout = k->dropout;
     c.recompute = k->recompute;
+    c.sp = k->sp;
+    equiv_check(&c);
+}
+END_TEST
+
+/* Ulysses (--cp-algo a2a, ulysses.h): the CP group trades its positions
+ * for heads around attention — 8 heads, so heads / tp divides by cp 2 and
+ * 4 at tp 1 and 2 — alone in both layouts, and with dp and every ZeRO
+ * stage, tp with and without SP, pp with both schedules, recompute full
+ * and selective, dropout. */
+typedef struct {
+    int dp, cp, tp, pp, m, zero;
+    bool contiguous;
+    const char *schedule;
+    double dropout;
+    bool recompute, selective, sp;
+} a2a_case;
+static const a2a_case a2a_cases[] = {
+    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.1, false, false, false },
+    { 1, 4, 1, 1, 2, 0, true, "1f1b", 0.0, false, false, false },
+    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false, true, false },
+    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false, false, false },
+    { 2, 2, 1, 1, 1, 2, true, "1f1b", 0.0, false, false, false },
+    { 2, 2, 1, 1, 2, 3, false, "1f1b", 0.1, false, false, false },
+    { 1, 2, 2, 1, 1, 0, false, "1f1b", 0.1, false, false, false },
+    { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false, false, true },
+    { 2, 2, 2, 1, 2, 1, true, "1f1b", 0.1, false, true, true },
+    { 1, 2, 1, 2, 2, 0, false, "gpipe", 0.1, false, false, false },
+    { 1, 2, 2, 2, 2, 0, false, "1f1b", 0.0, true, false, true },
+    { 2, 2, 1, 2, 2, 2, true, "1f1b", 0.1, true, false, false },
+};
+
+LOOP_TEST(gpt_tests, test_ulysses_mesh_equals_baseline, (int)(sizeof a2a_cases / sizeof a2a_cases[0]))
+{
+    const a2a_case *k = &a2a_cases[_i];
+    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
+    ptdp_gpt(&c.model)->seq_len = 16;                     /* 2 cp chunks for cp 4 zigzag */
+    int per = k->dp * k->m;
+    c.batch = (c.batch + per - 1) / per * per;
+    c.cp = k->cp;
+    c.cp_a2a = true;
+    c.cp_contiguous = k->contiguous;
+    c.zero = k->zero;
+    c.schedule = k->schedule;
+    c.dropout = k->dropout;
+    c.recompute = k->recompute;
+    c.recompute_core = k->selective;
     c.sp = k->sp;
     equiv_check(&c);
 }

@@ -7,7 +7,8 @@
 # mpirun as one process per device (--backend mpi).  Equal means equal:
 # the printed steps and report (losses, gradient norms, virtual times,
 # bytes, memory — everything but the wall clock), the --log lines, and the
-# checkpoint's bytes (gathered to rank 0, one file).  Then the files cross
+# checkpoint's bytes (gathered to rank 0, one file) — context parallelism
+# both as the ring and as Ulysses' all-to-alls.  Then the files cross
 # backends: a checkpoint saved under MPI at tp 2 resumes under MPI (every
 # rank loads it) and with threads at tp 4 exactly as the threads' own does;
 # a --trace, gathered to rank 0, holds the threads' virtual timeline.
@@ -49,6 +50,10 @@ same 4 --dp 2 --tp 2 --zero 1 --steps 2 --load m_tp2.st
 same 4 --dp 2 --pp 2 --micro-batches 2 --algo ring --steps 2
 same 8 --dp 2 --tp 2 --pp 2 --micro-batches 2 --algo naive --steps 2
 same 4 --model gpt --tp 2 --pp 2 --micro-batches 2 --sp --steps 2
+# context parallelism: the ring's send/recv, and Ulysses' all-to-alls (--cp-algo a2a)
+same 2 --model gpt --cp 2 --steps 2
+same 4 --model gpt --cp 4 --cp-algo a2a --steps 2
+same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1

@@ -10,7 +10,8 @@
  *
  *   1. after your forward the arena holds exactly the stage input's bytes
  *      more (category "acts"): your copy, and nothing else — not the
- *      executor's tensor (freed when the forward returns), not the rest;
+ *      executor's tensor (freed when the forward returns), not the stage's
+ *      output (the next block's checkpoint, not this one's), not the rest;
  *   2. your backward runs the plain forward once, from your copy, before
  *      the plain backward, and frees the copy;
  *   3. the run trains exactly like ptdp_train on one device: every loss
@@ -140,6 +141,17 @@ static size_t acts_now(ptdp_device *dev)
     return ms.current[PTDP_MEM_ACTS];
 }
 
+/* Whether two tensors hold the same shape and values, row by row. */
+static bool same_values(ptdp_tensor a, ptdp_tensor b)
+{
+    if (a.data == NULL || b.data == NULL || a.rows != b.rows || a.cols != b.cols)
+        return false;
+    for (int r = 0; r < a.rows; r++)
+        if (memcmp(a.data + (size_t)r * a.stride, b.data + (size_t)r * b.stride, (size_t)a.cols * sizeof(ptdp_real)))
+            return false;
+    return true;
+}
+
 static int routed_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                           ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
@@ -179,6 +191,13 @@ static int routed_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, cons
                                      "would recompute from freed\nmemory.  Blank 1: allocate a tensor of your "
                                      "own (ptdp_tensor_alloc, PTDP_MEM_ACTS)\nand copy x into it.", st);
     }
+    if (out != NULL && same_values(k->input, *out) && !same_values(k->input, x))
+        return tutorial_device_wrong(dev, "stage %d: kept->input holds the stage's output (%d x %d), what its "
+                                     "block made, not its\ninput x (%d x %d).  A block's checkpoint is its "
+                                     "input: the backward redoes the block\nfrom there.  Its output is the next "
+                                     "block's input, which that block keeps\n(per-layer checkpoints: L inputs "
+                                     "for L blocks).  Blank 1: copy x.", st, out->rows, out->cols, x.rows,
+                                     x.cols);
     if (k->input.data == NULL)
         return tutorial_device_wrong(dev, "stage %d: after your forward kept->input holds nothing: the arena "
                                      "holds %s more,\nthe stage input is %s.  Nothing is left to recompute from.  "
