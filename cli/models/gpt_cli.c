@@ -229,9 +229,9 @@ static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch
     double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
     char b[96];
     if (c->sp)
-        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
-               "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
+        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (8C/tp + 2F/tp + 4/tp) + "
+               "B (nh/tp) (T/cp)\n  = %d x %d x (8x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
+               mb, Tq, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     else
         printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
@@ -277,10 +277,10 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
         snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, ptdp_gpt(m)->heads, c->tp, ptdp_gpt(m)->seq_len);
     printf("activations a micro-batch keeps per block%s%s: ", c->sp ? " (sp)" : "",
            sel ? " (selective recompute)" : "");
-    if (c->sp)   /* the residual stream and LN statistics split along the sequence */
-        printf("B T (2C + 6C/tp + 2F/tp + 4/tp)%s\n"
-               "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
-               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+    if (c->sp)   /* everything split: the regions along the sequence, the rest by TP */
+        printf("B T (8C/tp + 2F/tp + 4/tp)%s\n"
+               "  = %d x %d x (8x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
+               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, c->tp, m->ffn, c->tp,
                c->tp, probs, e, kept_bytes(c, mb, b, sizeof b));
     else
         printf("B T (4C + 4C/tp + 2F/tp + 4)%s\n"

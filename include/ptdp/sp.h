@@ -47,4 +47,22 @@ int ptdp_sp_all_gather(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full,
 int ptdp_sp_reduce_scatter(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full,
                            int samples);
 
+/* The all-gather on the communication stream (comm.h's non-blocking
+ * collectives, clock.h's two streams): started, then waited for and laid
+ * out in sequence order.  Between the two `full` must not be read (it is
+ * written at the wait); the rank-major buffer ("sp.gather", memory
+ * category "comm") lives until the wait.  Started by every member in the
+ * same order, as the blocking call; the same bits and bytes. */
+typedef struct {
+    ptdp_request req;
+    struct ptdp_device *dev;
+    ptdp_real *ranked;          /* until the wait                           */
+    ptdp_tensor full;
+    int samples, n;
+} ptdp_sp_gather;
+
+int ptdp_sp_all_gather_start(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full, ptdp_tensor local,
+                             int samples, ptdp_sp_gather *g);
+int ptdp_sp_all_gather_wait(ptdp_sp_gather *g);
+
 #endif
