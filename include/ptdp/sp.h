@@ -12,11 +12,17 @@
  *   x[T/tp] ─LN─► ──all-gather──► [column-par ... row-par] ──reduce-scatter──► + x[T/tp]
  *                 (seq. gather)                             (seq. scatter)
  *   backward:      reduce-scatter                            all-gather
+ *                  (+ all-gather of the kept LN shard, for dW)
  *
  * An all-reduce is a reduce-scatter followed by an all-gather, so the
- * bytes are those of TP; what falls is the activation memory of the SP
- * regions (LayerNorm inputs and statistics, dropout, residuals), by tp.
- * The price: a replicated parameter used in an SP region — the LayerNorms'
+ * joins' bytes are those of TP; what falls is the activation memory of
+ * the SP regions (LayerNorm inputs, outputs and statistics, dropout,
+ * residuals), by tp.  A column-parallel layer's weight gradient dW = dy^T x
+ * needs the whole gathered x: Megatron keeps only the shard and gathers it
+ * again in the backward, under the dx product — one more all-gather of
+ * (tp-1)/tp of R x C per layer, for (tp-1)/tp of its memory (the GPT:
+ * gpt_ops.c).  The other price: a replicated parameter used in an SP
+ * region — the LayerNorms'
  * weights and biases — sees only its rank's positions, so its gradient is
  * a partial sum that one all-reduce over TP completes (the parameter
  * declares it: summed over DP and TP, model.h's ptdp_grad_sum).

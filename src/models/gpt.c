@@ -21,7 +21,8 @@
  * rows"); the g after each row-parallel layer becomes a reduce-scatter
  * along the sequence, and an all-gather along the sequence brings LN's
  * output into each column-parallel layer (its backward: a reduce-scatter,
- * where TP's f had an all-reduce).  The same numbers, the same bytes.
+ * where TP's f had an all-reduce).  The same numbers; the block keeps only
+ * its shard of LN's output, which the backward gathers again (gpt_ops.c).
  *
  * With context parallelism (mesh->cp > 1, cp.h) a device holds T/cp
  * positions of each sequence — the zigzag chunks, or one contiguous chunk —
