@@ -20,7 +20,8 @@
 #   --sp          sequence parallelism: bad input; --check on a 3D mesh; the
 #                 TP bytes of the default GPT as printed: TP alone's, the
 #                 LayerNorms' all-reduce and the kept shards gathered again;
-#                 its activation formula printed, smaller than TP's
+#                 its activation formula printed, smaller than TP's; its
+#                 arena peak at most 0.65 of TP's at tp 4 (C 256, T 64)
 set -uo pipefail
 
 # shellcheck source=cases_lib.sh
@@ -182,6 +183,19 @@ if [[ $said == "$b $a" ]] && awk -v a="$a" 'BEGIN { exit !(a > 0) }'; then
     ok "--sp sends $b B per step over TP: TP alone's $a B + the LayerNorms' $ln B + the shards gathered again, $again B"
 else
     fail "--sp tp bytes: $b against TP's $a; the report says '$line'"
+fi
+# SP keeps only its shard of the LayerNorm outputs (gathered again for dW):
+# at tp 4, C 256, F 1024, T 64 the arena's activation peak is at most 0.65
+# of TP alone's (keeping the gathered shards it was 0.82)
+acts_peak() { tr -d ' \n' <"$1" | sed 's/.*"memory_peak_bytes":{[^}]*"acts":\([0-9]*\).*/\1/'; }
+big=(--model gpt --tp 4 --hidden 256 --ffn 1024 --seq-len 64 --steps 1 --quiet)
+"$ptdp" train "${big[@]}" --report "$dir/big_tp.json" >/dev/null 2>&1
+"$ptdp" train "${big[@]}" --sp --report "$dir/big_sp.json" >/dev/null 2>&1
+a=$(acts_peak "$dir/big_tp.json") b=$(acts_peak "$dir/big_sp.json")
+if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b <= 0.65 * a) }'; then
+    ok "--sp at tp 4 (C 256, F 1024, T 64): activation peak $b B, TP alone $a B ($(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')x)"
+else
+    fail "--sp activation peak at tp 4: $b B against TP alone's $a B (want at most 0.65x)"
 fi
 "$ptdp" train --model gpt --tp 2 --sp --steps 1 >"$dir/spf.out" 2>&1
 if grep -qF "activations a micro-batch keeps per block (sp): B T (8C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2" \
