@@ -197,6 +197,20 @@ if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b <= 0.65 * a) }'; 
 else
     fail "--sp activation peak at tp 4: $b B against TP alone's $a B (want at most 0.65x)"
 fi
+# --overlap: SP's backward gathers run on the communication stream (more
+# stream time than TP's overlap alone, part of it hidden), the same losses
+stream_s() { tr -d ' \n' <"$1" | sed 's/.*"comm_stream":\([0-9.eE+-]*\).*/\1/'; }
+ov=(--model gpt --tp 2 --dp 2 --steps 2 --quiet)
+"$ptdp" train "${ov[@]}" --sp --log "$dir/sp_block.jsonl" >/dev/null 2>&1
+"$ptdp" train "${ov[@]}" --sp --overlap --log "$dir/sp_ov.jsonl" --report "$dir/sp_ov.json" >/dev/null 2>&1
+"$ptdp" train "${ov[@]}" --overlap --report "$dir/tp_ov.json" >/dev/null 2>&1
+a=$(stream_s "$dir/tp_ov.json") b=$(stream_s "$dir/sp_ov.json")
+if [[ -s $dir/sp_ov.jsonl ]] && cmp -s <(grep -o '"loss": *[^,]*' "$dir/sp_block.jsonl") <(grep -o '"loss": *[^,]*' "$dir/sp_ov.jsonl") &&
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > a) }'; then
+    ok "--sp --overlap: the same losses; the comm stream carries SP's gathers too ($b s against TP's $a s)"
+else
+    fail "--sp --overlap: stream $b s against TP's $a s; losses $(grep -c loss "$dir/sp_ov.jsonl")"
+fi
 "$ptdp" train --model gpt --tp 2 --sp --steps 1 >"$dir/spf.out" 2>&1
 if grep -qF "activations a micro-batch keeps per block (sp): B T (8C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2" \
         "$dir/spf.out" && grep -qF "= 64 x 32 x (8x64/2 + 2x256/2 + 4/2) + 64 x (4/2) x 32^2 = 1183744 elements" \
