@@ -267,6 +267,8 @@ static int scratch_alloc(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     if (ptdp_gpt_act(k, &s->dqkv, "grad.qkv", R, 3 * Cl) != 0)
         return k->rc;
     s->dln_local = s->dln;    /* TP: f's all-reduce works in place */
+    /* SP: dfull holds a gathered gradient into a row-parallel layer, then
+     * (never at once) a kept LayerNorm shard gathered again for dW */
     if (k->m->mesh->sp && (ptdp_gpt_act(k, &s->dln_local, "grad.ln_local", Rl, C) != 0 ||
                            ptdp_gpt_act(k, &s->dfull, "grad.gathered", R, C) != 0))
         return k->rc;
