@@ -21,6 +21,8 @@
  *               LayerNorm statistics and log-sum-exps, about half
  *   sp          the LayerNorms' gradients are partial sums until the
  *               model's sync all-reduces them over TP; SP's bytes are TP's
+ *               plus that all-reduce and the backward's all-gather of
+ *               each kept LayerNorm shard
  *   tied wte    with pp 2 the last stage's copy equals stage 0's after
  *               training, bit for bit, and the norm counts it once
  *   checkpoint  nanoGPT's names and whole shapes, V and V_pad
@@ -316,20 +318,25 @@ TEST(gpt_tests, test_sp_layernorm_gradients_need_their_all_reduce)
 }
 END_TEST
 
-/* An all-reduce is a reduce-scatter plus an all-gather: SP sends exactly
- * what TP sends, plus the LayerNorms' gradient all-reduce — 2 tensors of C
- * per LayerNorm, 2L + 1 of them; each all-reduce of C reals over 2 ranks
- * sends 2(N-1)/N C = C reals.  (At a real size that is well under 3%: the
- * CLI test measures the default GPT.) */
-TEST(gpt_tests, test_sp_sends_what_tp_sends)
+/* An all-reduce is a reduce-scatter plus an all-gather: SP sends what TP
+ * sends, plus the LayerNorms' gradient all-reduce — 2 tensors of C per
+ * LayerNorm, 2L + 1 of them; each all-reduce of C reals over 2 ranks sends
+ * 2(N-1)/N C = C reals — plus, because SP keeps only its shard of each
+ * LayerNorm's output, one all-gather of it again in the backward of every
+ * column-parallel layer that reads one (c_attn and c_fc of each block, and
+ * the head): 2L + 1 all-gathers of R x C, each sending (N-1)/N R C. */
+TEST(gpt_tests, test_sp_sends_what_tp_sends_and_its_regathers)
 {
     sp_arg tp = { .sp = false }, sp = { .sp = true };
     harness_launch_ok(2, sp_device, &tp, NULL, NULL);
     harness_launch_ok(2, sp_device, &sp, NULL, NULL);
     const ptdp_model_config cfg = tiny(2);
+    const int R = 3 * 6, N = 2;   /* sp_device's batch: 3 sequences of 6 */
     double ln = 2.0 * (2 * cfg.layers + 1) * cfg.hidden * sizeof(ptdp_real);
-    ck_assert_msg(sp.tp_sent == tp.tp_sent + ln, "tp group bytes: sp %.0f, tp alone %.0f + LayerNorms %.0f",
-                  sp.tp_sent, tp.tp_sent, ln);
+    double regather = (2 * cfg.layers + 1) * (N - 1.0) / N * R * cfg.hidden * sizeof(ptdp_real);
+    ck_assert_msg(sp.tp_sent == tp.tp_sent + ln + regather,
+                  "tp group bytes: sp %.0f, tp alone %.0f + LayerNorms %.0f + gathers again %.0f", sp.tp_sent,
+                  tp.tp_sent, ln, regather);
 }
 END_TEST
 

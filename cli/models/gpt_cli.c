@@ -13,7 +13,8 @@
  *   header   model gpt: hidden 64, 4 heads of 16, …; data: N tokens (…)
  *   report   "model": {"name": "gpt", …, "heads": 4, "seq_len": 32, …}
  *   after    what a micro-batch keeps per block, by gpt.h's formula;
- *            under CP, the attention's balance over the ring (cp.h)
+ *            under CP, the attention's balance over the ring (cp.h);
+ *            under SP, its TP bytes beside TP alone's
  */
 #include "../model_flags.h"
 
@@ -26,6 +27,7 @@
 #include "ptdp/file.h"
 #include "ptdp/gpt.h"
 #include "ptdp/json.h"
+#include "ptdp/mesh.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/ulysses.h"
 
@@ -235,9 +237,9 @@ static void print_context_parallel(const ptdp_train_config *c, const ptdp_launch
     double e = ptdp_gpt_block_act_elements_cp(m, mb, c->tp, cp, c->sp);
     char b[96];
     if (c->sp)
-        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (2C + 6C/tp + 2F/tp + 4/tp) + "
-               "B (nh/tp) (T/cp)\n  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
-               mb, Tq, m->hidden, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
+        printf("activations a micro-batch keeps per block (cp, sp): B (T/cp) (8C/tp + 2F/tp + 4/tp) + "
+               "B (nh/tp) (T/cp)\n  = %d x %d x (8x%d/%d + 2x%d/%d + 4/%d) + %d x (%d/%d) x %d = %.0f elements = %s\n",
+               mb, Tq, m->hidden, c->tp, m->ffn, c->tp, c->tp, mb, gpt->heads, c->tp, Tq, e,
                kept_bytes(c, mb, b, sizeof b));
     else
         printf("activations a micro-batch keeps per block (cp): B (T/cp) (4C + 4C/tp + 2F/tp + 4) + B (nh/tp) (T/cp)\n"
@@ -320,7 +322,7 @@ static void print_ulysses(const ptdp_train_config *c)
     char b[3][32];
     printf("activations a micro-batch keeps per block (cp, a2a%s%s): B (T/cp) (%s)%s\n"
            "  = %.0f elements = %s%s\n", c->sp ? ", sp" : "", sel ? ", selective" : "",
-           c->sp ? "2C + 6C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", sel ? "" : " + B (nh/(tp cp)) T^2", e,
+           c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", sel ? "" : " + B (nh/(tp cp)) T^2", e,
            ptdp_format_bytes(ptdp_gpt_block_act_bytes_a2a(m, mb, c->tp, cp, c->sp, sel, c->bf16), b[0], sizeof b[0]),
            c->bf16 ? " in bf16 (float LayerNorm statistics)" : "");
     printf("attention kept per block on each device (Ulysses: whole sequences of nh/(tp cp) = %d head%s): ", hn,
@@ -365,11 +367,60 @@ static void print_full_recompute(const ptdp_train_config *c, const ptdp_launch_r
            ptdp_format_bytes(peak, v[0], sizeof v[0]), ptdp_format_bytes((double)measured, v[1], sizeof v[1]));
 }
 
+/* Bytes device r sent in its TP group over the run. */
+static double tp_sent(const ptdp_launch_result *lr, int r)
+{
+    const ptdp_comm_stats *s = &lr->devices[r].comm;
+    for (int g = 0; g < s->ngroups; g++)
+        if (strcmp(s->group[g].name, "tp") == 0)
+            return s->group[g].sent;
+    return 0;
+}
+
+/* Sequence parallelism's TP bytes beside their formula, for the first
+ * device of each pipeline stage: TP alone's (an all-reduce is a
+ * reduce-scatter plus an all-gather: the same bytes), the LayerNorms'
+ * gradient all-reduce (each rank normalised only its positions: 2 (tp-1)/tp
+ * of 2C each, once a step), and each kept LayerNorm shard all-gathered
+ * again in the backward for its column-parallel layer's dW (gpt_ops.c:
+ * ln_1 and ln_2 of every block, ln_f on the last stage; (tp-1)/tp of R C
+ * each, every micro-batch).  TP alone's share is what is left. */
+static void print_sequence_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr)
+{
+    if (!c->sp || c->steps == 0)
+        return;
+    const ptdp_model_config *m = &c->model;
+    const int tp = c->tp, cp = ptdp_train_cp(c), v = ptdp_train_virtual_stages(c), M = c->micro_batches;
+    const double R = (double)(c->batch / (c->dp * M)) * (ptdp_gpt(m)->seq_len / cp), C = m->hidden;
+    const double share = (tp - 1.0) / tp, e = sizeof(ptdp_real);
+    printf("sequence parallelism, TP bytes per device and step = TP alone's + the LayerNorms' gradient all-reduce "
+           "(2(tp-1)/tp x 2C each) + each kept LayerNorm shard gathered again for dW (M (tp-1)/tp R C each, "
+           "R = %.0f rows):\n", R);
+    for (int r = 0; r < lr->world_size; r++) {
+        int d, q, t, p, blocks = 0;
+        ptdp_mesh_coords_cp(c->dp, cp, tp, c->pp, r, &d, &q, &t, &p);
+        if (d != 0 || q != 0 || t != 0)
+            continue;
+        for (int k = 0; k < v; k++) {
+            int first, n;
+            ptdp_stage_range(m->layers, c->pp * v, c->stage_layers, k * c->pp + p, &first, &n);
+            blocks += n;
+        }
+        const int lns = 2 * blocks + (p == c->pp - 1);   /* ln_1, ln_2 a block; ln_f on the last stage */
+        const double ln = lns * 2.0 * C * 2.0 * share * e, again = (double)M * lns * share * R * C * e;
+        const double sent = tp_sent(lr, r) / c->steps;
+        printf("  device %d (stage %d): %.0f B = %.0f B (TP alone) + %.0f B (%d LayerNorms) + %.0f B (%d shards x "
+               "%d micro-batch%s, %d x %d x %d/%d x %.0f x %d x %.0f B)\n", r, p, sent, sent - ln - again, ln, lns,
+               again, lns, M, M == 1 ? "" : "es", M, lns, tp - 1, tp, R, m->hidden, e);
+    }
+}
+
 /* After the run: what a micro-batch keeps per block (and under CP, the
  * balance of the ring, or Ulysses' attention, and CP's bytes; with full
- * recomputation, what that keeps). */
+ * recomputation, what that keeps), and SP's bytes. */
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
+    print_sequence_parallel(c, lr);
     if (ptdp_train_cp(c) > 1) {
         if (c->cp_a2a)
             print_ulysses(c);
@@ -393,10 +444,10 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
         snprintf(probs, sizeof probs, " + %d x (%d/%d) x %d^2", mb, ptdp_gpt(m)->heads, c->tp, ptdp_gpt(m)->seq_len);
     printf("activations a micro-batch keeps per block%s%s: ", c->sp ? " (sp)" : "",
            sel ? " (selective recompute)" : "");
-    if (c->sp)   /* the residual stream and LN statistics split along the sequence */
-        printf("B T (2C + 6C/tp + 2F/tp + 4/tp)%s\n"
-               "  = %d x %d x (2x%d + 6x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
-               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, m->hidden, c->tp, m->ffn, c->tp,
+    if (c->sp)   /* everything split: the regions along the sequence, the rest by TP */
+        printf("B T (8C/tp + 2F/tp + 4/tp)%s\n"
+               "  = %d x %d x (8x%d/%d + 2x%d/%d + 4/%d)%s = %.0f elements = %s\n",
+               sel ? "" : " + B (nh/tp) T^2", mb, ptdp_gpt(m)->seq_len, m->hidden, c->tp, m->ffn, c->tp,
                c->tp, probs, e, kept_bytes(c, mb, b, sizeof b));
     else
         printf("B T (4C + 4C/tp + 2F/tp + 4)%s\n"

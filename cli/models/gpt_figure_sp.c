@@ -9,10 +9,11 @@
  * parameters are cut, and the same again without SP, so the figure draws
  * measured shapes:
  *
- *        SP region            TP region                         SP region
- *   x [B T/tp C] ─LN1─► ḡ ─► ln1 [B T C] ─c_attn─► qkv [B T 3C/tp] ─► y ─c_proj─► g ─► x2 [B T/tp C]
- *   x2           ─LN2─► ḡ ─► ln2 [B T C] ─c_fc──►  fc  [B T F/tp]  ─► gelu ─c_proj─► g ─► out
- *                  ḡ: all-gather along T (backward: reduce-scatter)
+ *        SP region                    TP region                        SP region
+ *   x [B T/tp C] ─LN1─► ln1 [B T/tp C] ─ḡ─c_attn─► qkv [B T 3C/tp] ─► y ─c_proj─► g ─► x2 [B T/tp C]
+ *   x2           ─LN2─► ln2 [B T/tp C] ─ḡ─c_fc──►  fc  [B T F/tp]  ─► gelu ─c_proj─► g ─► out
+ *                  ḡ: all-gather along T into a transient buffer (backward:
+ *                     reduce-scatter of dx, and the shard all-gathered again for dW)
  *                  g: reduce-scatter along T (backward: all-gather)
  *
  * Which positions a rank holds is measured too: rank r's rows of x are
@@ -223,11 +224,11 @@ static int check_layout(sp_layout *a, char *msg, size_t msglen)
             const int Rl = layout == SP ? R / TP : R;   /* the SP regions' rows */
 #define EXPECT(field, rows, cols) if (err == 0) err = expect(v->field, rows, cols, #field, layout, r, msg, msglen)
             EXPECT(x, Rl, C);
-            EXPECT(ln1, R, C);
+            EXPECT(ln1, Rl, C);
             EXPECT(qkv, R, 3 * Cl);
             EXPECT(y, R, Cl);
             EXPECT(x2, Rl, C);
-            EXPECT(ln2, R, C);
+            EXPECT(ln2, Rl, C);
             EXPECT(fc, R, Fl);
             EXPECT(gelu, R, Fl);
             EXPECT(out, Rl, C);
@@ -370,10 +371,11 @@ static void join(ptdp_svg *s, double cx, double cy, double label_y, bool gather)
     ptdp_svg_text(s, cx, label_y, 11, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, "#7a5a00", "%s: %s along T",
                   gather ? "g\u0304" : "g", gather ? "all-gather" : "reduce-scatter");
     ptdp_svg_text(s, cx, label_y + 14, 11, PTDP_SVG_MIDDLE, "#7a5a00", "backward: %s",
-                  gather ? "reduce-scatter" : "all-gather");
+                  gather ? "reduce-scatter, and all-gather again" : "all-gather");
 }
 
-/* The x positions of a row: five boxes and two joins. */
+/* The x positions of a row: five boxes and two joins (the gather after
+ * the kept LayerNorm output, box 1). */
 typedef struct {
     double box[5], join[2];
 } row_x;
@@ -382,9 +384,9 @@ static row_x row_layout(double left)
 {
     row_x p;
     p.box[0] = left;
-    p.join[0] = p.box[0] + BOX_W + 84 + 15;
-    p.box[1] = p.join[0] + 15 + 40;
-    p.box[2] = p.box[1] + BOX_W + 74;
+    p.box[1] = p.box[0] + BOX_W + 74;
+    p.join[0] = p.box[1] + BOX_W + 40 + 15;
+    p.box[2] = p.join[0] + 15 + 74;
     p.box[3] = p.box[2] + BOX_W + 74;
     p.join[1] = p.box[3] + BOX_W + 74 + 15;
     p.box[4] = p.join[1] + 15 + 96;
@@ -400,7 +402,7 @@ static void regions(ptdp_svg *s, const row_x *p, double y, int Tl)
     ptdp_svg_rect(s, p->join[1], top, p->box[4] + BOX_W + 12 - p->join[1], h, "#eaf5e6", NULL);
     ptdp_svg_text(s, p->box[0] - 4, top + 16, 11, PTDP_SVG_START | PTDP_SVG_BOLD, "#2e6b26",
                   "SP region: T/tp = %d per rank", Tl);
-    ptdp_svg_text(s, p->box[1], top + 16, 11, PTDP_SVG_START | PTDP_SVG_BOLD, "#22508a",
+    ptdp_svg_text(s, p->join[0] + 16, top + 16, 11, PTDP_SVG_START | PTDP_SVG_BOLD, "#22508a",
                   "TP region: the whole sequence, the columns split by head (attention) or by F/tp (MLP)");
     ptdp_svg_text(s, p->box[4] - 60, top + 16, 11, PTDP_SVG_START | PTDP_SVG_BOLD, "#2e6b26", "SP region");
 }
@@ -452,11 +454,11 @@ static double draw_attention_row(ptdp_svg *s, const sp_layout *a, const char *p0
     row_x p = row_layout(32);
     regions(s, &p, y1, Tl);
     tensor_box(s, p.box[0], y1, "x", SPLIT_T, "C", v0->x, B, p0, p1);
-    arrow(s, p.box[0] + BOX_W, p.join[0] - 14, mid1, "LN1", "stats local");
+    arrow(s, p.box[0] + BOX_W, p.box[1], mid1, "LN1", "stats local");
+    tensor_box(s, p.box[1], y1, "ln1", SPLIT_T, "C", v0->ln1, B, p0, p1);
+    arrow(s, p.box[1] + BOX_W, p.join[0] - 14, mid1, NULL, NULL);
     join(s, p.join[0], mid1, y1 + BOX_H + 20, true);
-    arrow(s, p.join[0] + 14, p.box[1], mid1, NULL, NULL);
-    tensor_box(s, p.box[1], y1, "ln1", WHOLE, "C", v0->ln1, B, "every position, all of C", "gathered, kept whole");
-    arrow(s, p.box[1] + BOX_W, p.box[2], mid1, "c_attn", "column-par.");
+    arrow(s, p.join[0] + 14, p.box[2], mid1, "c_attn", "column-par.");
     snprintf(l0, sizeof l0, "rank 0: q k v, heads %d\u2013%d", v0->attn_row0 / hd,
              (v0->attn_row0 + v0->attn_rows / 3) / hd - 1);
     snprintf(l1, sizeof l1, "rank 1: q k v, heads %d\u2013%d", v1->attn_row0 / hd,
@@ -499,11 +501,11 @@ static double draw_mlp_row(ptdp_svg *s, const sp_layout *a, double f1, const cha
     const double y2 = f1 + 78, mid2 = y2 + BOX_H / 2;
     regions(s, &p, y2, Tl);
     tensor_box(s, p.box[0], y2, "x2", SPLIT_T, "C", v0->x2, B, p0, p1);
-    arrow(s, p.box[0] + BOX_W, p.join[0] - 14, mid2, "LN2", "stats local");
+    arrow(s, p.box[0] + BOX_W, p.box[1], mid2, "LN2", "stats local");
+    tensor_box(s, p.box[1], y2, "ln2", SPLIT_T, "C", v0->ln2, B, p0, p1);
+    arrow(s, p.box[1] + BOX_W, p.join[0] - 14, mid2, NULL, NULL);
     join(s, p.join[0], mid2, y2 + BOX_H + 20, true);
-    arrow(s, p.join[0] + 14, p.box[1], mid2, NULL, NULL);
-    tensor_box(s, p.box[1], y2, "ln2", WHOLE, "C", v0->ln2, B, "every position, all of C", "gathered, kept whole");
-    arrow(s, p.box[1] + BOX_W, p.box[2], mid2, "c_fc", "column-par.");
+    arrow(s, p.join[0] + 14, p.box[2], mid2, "c_fc", "column-par.");
     snprintf(l0, sizeof l0, "rank 0: columns %d\u2013%d", v0->fc_row0, v0->fc_row0 + v0->fc_rows - 1);
     snprintf(l1, sizeof l1, "rank 1: columns %d\u2013%d", v1->fc_row0, v1->fc_row0 + v1->fc_rows - 1);
     tensor_box(s, p.box[2], y2, "fc", SPLIT_COLS, "F", v0->fc, B, l0, l1);
@@ -551,26 +553,31 @@ static void draw_caption(ptdp_svg *s, const sp_layout *a, const step_comm comm[2
     const bool exact = v0->kept[1] - v0->kept[0] == (size_t)(e_sp * sizeof(ptdp_real)) &&
                        t0->kept[1] - t0->kept[0] == (size_t)(e_tp * sizeof(ptdp_real));
     snprintf(buf[2], sizeof buf[2],
-             "(the formula's %.0f B and %.0f B%s).  x, x2 and the LayerNorm statistics fall by tp; ln1 and ln2 "
-             "stay whole, gathered for c_attn's and c_fc's backward.", e_sp * sizeof(ptdp_real),
+             "(the formula's %.0f B and %.0f B%s).  Everything a block keeps falls by tp: ln1 and ln2 are kept as "
+             "shards, gathered again for c_attn's and c_fc's dW.", e_sp * sizeof(ptdp_real),
              e_tp * sizeof(ptdp_real), exact ? ", exactly" : ", each tensor rounded up to 64 B");
     /* SP's extra bytes: the ring all-reduce of the LayerNorms' gradients,
-     * each device sending 2 (tp - 1) / tp of them */
+     * each device sending 2 (tp - 1) / tp of them, and the backward's
+     * all-gather again of each kept LayerNorm shard (ln_1, ln_2 of every
+     * block, ln_f), (tp - 1) / tp of B T C each */
     const double ln_elems = (4.0 * c->layers + 2) * C;
     const double ln_bytes = 2.0 * (TP - 1) / TP * ln_elems * sizeof(ptdp_real);
+    const double regather = (2.0 * c->layers + 1) * (TP - 1) / TP * B * ptdp_gpt(c)->seq_len * C * sizeof(ptdp_real);
     const double more = comm[SP].sent - comm[TP_ALONE].sent;
     snprintf(buf[3], sizeof buf[3],
              "Rank 0 sends in one training step: %.0f B with --sp (%llu reduce-scatters, %llu all-gathers, %llu "
              "all-reduces), %.0f B without (%llu all-reduces):", comm[SP].sent, comm[SP].reduce_scatter,
              comm[SP].all_gather, comm[SP].all_reduce, comm[TP_ALONE].sent, comm[TP_ALONE].all_reduce);
-    if (more == ln_bytes)
+    if (more == ln_bytes + regather)
         snprintf(buf[4], sizeof buf[4],
-                 "an all-reduce is a reduce-scatter plus an all-gather, so the bytes are TP's; the %.0f B more are "
-                 "the all-reduce of the LayerNorms' %.0f gradients (ln_1, ln_2, ln_f).", more, ln_elems);
+                 "an all-reduce is a reduce-scatter plus an all-gather; the %.0f B more are the all-reduce of the "
+                 "LayerNorms' %.0f gradients and the %d shards gathered again (%.0f B).", more, ln_elems,
+                 2 * c->layers + 1, regather);
     else
         snprintf(buf[4], sizeof buf[4],
                  "an all-reduce is a reduce-scatter plus an all-gather; the difference, %.0f B, is not the %.0f B of "
-                 "the LayerNorms' gradient all-reduce alone.", more, ln_bytes);
+                 "the LayerNorms' gradient all-reduce and the %.0f B of the shards gathered again.", more, ln_bytes,
+                 regather);
     lines(s, 20, foot + 20, (const char *const[]){ buf[0], buf[1], buf[2], buf[3], buf[4] }, 5);
 }
 

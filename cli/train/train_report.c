@@ -240,15 +240,18 @@ static void overlap_means(const ptdp_train_config *c, const ptdp_launch_result *
 }
 
 /* --overlap: how much of the DP communication the backward hid (under
- * ZeRO-2: the compute between one backward and the next, zero.h). */
+ * ZeRO-2: the compute between one backward and the next, zero.h); under
+ * --sp the stream also carries SP's backward all-gathers (gpt_ops.c). */
 static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     if (!c->overlap || c->steps == 0)
         return;
     double stream, hidden;
     overlap_means(c, lr, &stream, &hidden);
-    printf("overlap: DP communication %.2f us per step and device, of which %.2f us under %s "
-           "(%.0f%% hidden; %.2f us exposed)\n", stream * 1e6, hidden * 1e6,
+    printf("overlap: DP communication%s %.2f us per step and device, of which %.2f us under %s "
+           "(%.0f%% hidden; %.2f us exposed)\n",
+           c->sp ? " and SP's backward all-gathers (under the input-gradient products)" : "", stream * 1e6,
+           hidden * 1e6,
            c->zero == 3 ? "compute (prefetched gathers, the backward's reduce-scatters)"
            : c->zero == 2 ? "the next micro-batch's compute" : "the backward",
            stream > 0 ? 100.0 * hidden / stream : 0.0, (stream - hidden) * 1e6);

@@ -151,12 +151,16 @@ bool ptdp_gpt_sum_correct(int a, int b, const char *answer);
  *        x, ln1, x2, ln2 (C each); qkv, y (3C + C split); c_fc in and
  *        out (F split); four LayerNorm statistics; the probabilities
  *
- * With sequence parallelism (sp.h) the residual stream x and x2 and the
- * LayerNorm statistics are this rank's positions only; the LayerNorm
- * outputs ln1 and ln2 are kept gathered, as the column-parallel layers'
- * backward needs them (Megatron gathers them again instead, for bytes):
+ * With sequence parallelism (sp.h) the residual stream x and x2, the
+ * LayerNorm outputs ln1 and ln2 and their statistics are this rank's
+ * positions only: each column-parallel layer all-gathers its LayerNorm's
+ * shard into a transient buffer in the forward, and again in the backward
+ * for its dW (Megatron-LM's choice: one more all-gather per layer for
+ * (tp-1)/tp of the memory).  Everything a block keeps is then divided by
+ * tp — the probabilities already were, by heads:
  *
- *   B T (2 C + 2 C / tp + (3 C + C) / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) T^2 */
+ *   B T (4 C / tp + (3 C + C) / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) T^2
+ *     = B T (8 C + 2 F + 4) / tp  +  B (nh / tp) T^2 */
 double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp, bool sp);
 /* The same with selective recomputation: without the B (nh/tp) T^2
  * probabilities, which the backward computes again. */
@@ -165,7 +169,7 @@ double ptdp_gpt_block_act_elements_selective(const ptdp_model_config *c, int bat
  * log-sum-exp per query instead of the probabilities:
  *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) (T/cp)
  * and with SP as well, SP's split of those T/cp positions:
- *   B (T/cp) (2 C + 6 C / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) (T/cp) */
+ *   B (T/cp) (8 C / tp + 2 F / tp + 4 / tp)  +  B (nh / tp) (T/cp) */
 double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int tp, int cp, bool sp);
 /* The bytes of one of the above (cp 1: no CP; selective ignored under CP,
  * which keeps log-sum-exps).  Under --precision bf16 (act_bf16.h) every
@@ -234,7 +238,8 @@ typedef struct {
 typedef struct {
     ptdp_tensor x;                  /* block input                          */
     ptdp_real *ln1_mean, *ln1_rstd;
-    ptdp_tensor ln1;                /* LN1(x): c_attn's input               */
+    ptdp_tensor ln1;                /* LN1(x): c_attn's input (SP: this
+                                       rank's rows, gathered where used)    */
     ptdp_tensor qkv;                /* rows x 3 C/tp; under Ulysses, after
                                        the attention, its storage holds the
                                        head layout (B T) x 3 C/(tp cp)      */
@@ -243,7 +248,7 @@ typedef struct {
     ptdp_tensor y;                  /* the heads' outputs: c_proj's input    */
     ptdp_tensor x2;                 /* after the attention's residual        */
     ptdp_real *ln2_mean, *ln2_rstd;
-    ptdp_tensor ln2;                /* LN2(x2): c_fc's input                */
+    ptdp_tensor ln2;                /* LN2(x2): c_fc's input (SP: as ln1)   */
     ptdp_tensor fc;                 /* c_fc's output, before GELU           */
     ptdp_tensor gelu;               /* GELU's output: c_proj's input        */
     ptdp_act_packed packed;         /* --precision bf16: x … gelu and the
@@ -257,7 +262,8 @@ typedef struct {
     ptdp_gpt_block_acts *blocks;
     ptdp_tensor x_out;              /* the last block's output               */
     ptdp_real *lnf_mean, *lnf_rstd; /* last stage                            */
-    ptdp_tensor lnf;                /* LN_f(x): the head's input             */
+    ptdp_tensor lnf;                /* LN_f(x): the head's input (SP: as
+                                       a block's ln1)                       */
     ptdp_tensor logits;             /* rows x V_pad/tp                       */
     double *rowmax, *sumexp;        /* softmax statistics per token          */
     ptdp_act_packed tail_packed;    /* bf16: x_out and lnf (act_bf16.h)      */

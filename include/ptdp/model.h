@@ -292,6 +292,11 @@ struct ptdp_model {
                                        after init; a model without such a
                                        core, caps.attention false, ignores
                                        it)                                  */
+    bool overlap;                   /* --overlap: the model's own collectives
+                                       that nothing waits for at once (SP's
+                                       backward all-gathers, gpt_ops.c) run
+                                       on the communication stream (clock.h);
+                                       set by the caller after init         */
 
     /* Per sample, set by the model's init. */
     int input_cols;                 /* stage 0's input: features or tokens  */

@@ -12,11 +12,17 @@
  *   x[T/tp] ─LN─► ──all-gather──► [column-par ... row-par] ──reduce-scatter──► + x[T/tp]
  *                 (seq. gather)                             (seq. scatter)
  *   backward:      reduce-scatter                            all-gather
+ *                  (+ all-gather of the kept LN shard, for dW)
  *
  * An all-reduce is a reduce-scatter followed by an all-gather, so the
- * bytes are those of TP; what falls is the activation memory of the SP
- * regions (LayerNorm inputs and statistics, dropout, residuals), by tp.
- * The price: a replicated parameter used in an SP region — the LayerNorms'
+ * joins' bytes are those of TP; what falls is the activation memory of
+ * the SP regions (LayerNorm inputs, outputs and statistics, dropout,
+ * residuals), by tp.  A column-parallel layer's weight gradient dW = dy^T x
+ * needs the whole gathered x: Megatron keeps only the shard and gathers it
+ * again in the backward, under the dx product — one more all-gather of
+ * (tp-1)/tp of R x C per layer, for (tp-1)/tp of its memory (the GPT:
+ * gpt_ops.c).  The other price: a replicated parameter used in an SP
+ * region — the LayerNorms'
  * weights and biases — sees only its rank's positions, so its gradient is
  * a partial sum that one all-reduce over TP completes (the parameter
  * declares it: summed over DP and TP, model.h's ptdp_grad_sum).
@@ -46,5 +52,23 @@ int ptdp_sp_all_gather(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full,
  * full (each rank's partial sums). */
 int ptdp_sp_reduce_scatter(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full,
                            int samples);
+
+/* The all-gather on the communication stream (comm.h's non-blocking
+ * collectives, clock.h's two streams): started, then waited for and laid
+ * out in sequence order.  Between the two `full` must not be read (it is
+ * written at the wait); the rank-major buffer ("sp.gather", memory
+ * category "comm") lives until the wait.  Started by every member in the
+ * same order, as the blocking call; the same bits and bytes. */
+typedef struct {
+    ptdp_request req;
+    struct ptdp_device *dev;
+    ptdp_real *ranked;          /* until the wait                           */
+    ptdp_tensor full;
+    int samples, n;
+} ptdp_sp_gather;
+
+int ptdp_sp_all_gather_start(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full, ptdp_tensor local,
+                             int samples, ptdp_sp_gather *g);
+int ptdp_sp_all_gather_wait(ptdp_sp_gather *g);
 
 #endif

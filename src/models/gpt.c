@@ -21,7 +21,8 @@
  * rows"); the g after each row-parallel layer becomes a reduce-scatter
  * along the sequence, and an all-gather along the sequence brings LN's
  * output into each column-parallel layer (its backward: a reduce-scatter,
- * where TP's f had an all-reduce).  The same numbers, the same bytes.
+ * where TP's f had an all-reduce).  The same numbers; the block keeps only
+ * its shard of LN's output, which the backward gathers again (gpt_ops.c).
  *
  * With context parallelism (mesh->cp > 1, cp.h) a device holds T/cp
  * positions of each sequence — the zigzag chunks, or one contiguous chunk —
@@ -328,6 +329,8 @@ static int scratch_alloc(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     if (ptdp_gpt_act(k, &s->dqkv, "grad.qkv", R, 3 * Cl) != 0)
         return k->rc;
     s->dln_local = s->dln;    /* TP: f's all-reduce works in place */
+    /* SP: dfull holds a gathered gradient into a row-parallel layer, then
+     * (never at once) a kept LayerNorm shard gathered again for dW */
     if (k->m->mesh->sp && (ptdp_gpt_act(k, &s->dln_local, "grad.ln_local", Rl, C) != 0 ||
                            ptdp_gpt_act(k, &s->dfull, "grad.gathered", R, C) != 0))
         return k->rc;

@@ -45,16 +45,17 @@ static ptdp_real *reals(ptdp_gpt_pass *k, size_t n, const char *what)
 }
 
 /* What the block keeps (region rows Rl = R, or R / tp under SP, for the
- * residual stream and the LayerNorm statistics), its output, and under SP
- * a row-parallel layer's R rows of partial sums. */
+ * residual stream, the LayerNorm outputs and their statistics; R rows for
+ * the TP region's tensors), its output, and under SP a row-parallel
+ * layer's R rows of partial sums (freed at the block's end). */
 static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *out, ptdp_tensor *part)
 {
     const int C = k->shape.C, Cl = k->shape.Cl, Fl = k->shape.Fl, R = k->shape.R, Rl = k->shape.Rl;
-    ptdp_gpt_act(k, &a->ln1, "acts.ln1", R, C);
+    ptdp_gpt_act(k, &a->ln1, "acts.ln1", Rl, C);
     ptdp_gpt_act(k, &a->qkv, "acts.qkv", R, 3 * Cl);
     ptdp_gpt_act(k, &a->y, "acts.attn_y", R, Cl);
     ptdp_gpt_act(k, &a->x2, "acts.x2", Rl, C);
-    ptdp_gpt_act(k, &a->ln2, "acts.ln2", R, C);
+    ptdp_gpt_act(k, &a->ln2, "acts.ln2", Rl, C);
     ptdp_gpt_act(k, &a->fc, "acts.fc", R, Fl);
     ptdp_gpt_act(k, &a->gelu, "acts.gelu", R, Fl);
     if (ptdp_gpt_act(k, out, "acts.x", Rl, C) != 0)
@@ -114,14 +115,14 @@ int ptdp_gpt_block_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptd
     ptdp_gpt_residual_backward(k, &d, dh, key(k, layer, "mlp_out"), s);
     ptdp_gpt_row_linear_backward(k, s->dff, d, a->gelu, w->fc_proj_w, w->fc_proj_b);
     ptdp_gpt_gelu_backward(k, s->dff, a->fc);
-    ptdp_gpt_column_linear_backward(k, s, s->dff, a->ln2, w->fc_w, w->fc_b, ptdp_gpt_cost_mlp_backward);
+    ptdp_gpt_column_linear_backward(k, s, s->dff, a->ln2, w->fc_w, w->fc_b, &ptdp_gpt_cost_fc_backward);
     ptdp_gpt_ln_backward(k, dh, s->dln_local, a->x2, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, true);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T + b) c_proj^T + b) */
     ptdp_gpt_residual_backward(k, &d, dh, key(k, layer, "attn_out"), s);
     ptdp_gpt_row_linear_backward(k, s->dy, d, a->y, w->proj_w, w->proj_b);
     ptdp_gpt_attention_backward(k, i, a, s);
-    ptdp_gpt_column_linear_backward(k, s, s->dqkv, a->ln1, w->attn_w, w->attn_b, ptdp_gpt_cost_attn_backward);
+    ptdp_gpt_column_linear_backward(k, s, s->dqkv, a->ln1, w->attn_w, w->attn_b, &ptdp_gpt_cost_qkv_backward);
     ptdp_gpt_ln_backward(k, dh, s->dln_local, a->x, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, true);
     ptdp_gpt_charge(k, ptdp_gpt_cost_ln1_backward);
     return k->rc;

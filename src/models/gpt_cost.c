@@ -200,6 +200,69 @@ double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *
     return f;
 }
 
+/* --------------------------- SP: a column-parallel layer's backward in three */
+
+/* c_proj's dx (and dW) and db, GELU's backward: up to c_fc's dX. */
+double ptdp_gpt_cost_mlp_backward_before_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Fl = s->Fl;
+    double f = gemm(p, R, Fl, C) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl);
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_fc_proj(p, s);
+    return f;
+}
+
+/* c_fc's dX = dY W and db. */
+double ptdp_gpt_cost_dx_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, s->R, s->C, s->Fl) + (double)s->R * s->Fl;
+}
+
+double ptdp_gpt_cost_sp_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return s->split ? 0 : ptdp_gpt_cost_dw_fc(p, s);
+}
+
+/* LN2's backward, the attention c_proj's dx (dW) and db, the core again
+ * (selective) and its backward: up to c_attn's dX. */
+double ptdp_gpt_cost_attn_backward_before_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    const double R = s->R, C = s->C, Cl = s->Cl;
+    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + gemm(p, R, Cl, C) + R * C +
+               ptdp_gpt_cost_attention_core(p, s, true);
+    if (s->selective && s->cp == 1)
+        f += ptdp_gpt_cost_attention_core(p, s, false);
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_attn_proj(p, s);
+    return f;
+}
+
+/* c_attn's dX = dY W and db. */
+double ptdp_gpt_cost_dx_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return gemm(p, s->R, s->C, 3.0 * s->Cl) + (double)s->R * 3 * s->Cl;
+}
+
+double ptdp_gpt_cost_sp_dw_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return s->split ? 0 : ptdp_gpt_cost_dw_attn(p, s);
+}
+
+const ptdp_gpt_column_backward_cost ptdp_gpt_cost_fc_backward = {
+    ptdp_gpt_cost_mlp_backward, ptdp_gpt_cost_mlp_backward_before_fc, ptdp_gpt_cost_dx_fc, ptdp_gpt_cost_sp_dw_fc,
+    ptdp_gpt_cost_dw_fc,
+};
+
+const ptdp_gpt_column_backward_cost ptdp_gpt_cost_qkv_backward = {
+    ptdp_gpt_cost_attn_backward, ptdp_gpt_cost_attn_backward_before_qkv, ptdp_gpt_cost_dx_qkv,
+    ptdp_gpt_cost_sp_dw_qkv, ptdp_gpt_cost_dw_attn,
+};
+
+double ptdp_gpt_sp_gather_bytes(const ptdp_gpt_shape *s)
+{
+    return (double)s->R * s->C * sizeof(ptdp_real);
+}
+
 /* LN1's backward and the residual's sum. */
 double ptdp_gpt_cost_ln1_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
@@ -256,6 +319,28 @@ double ptdp_gpt_cost_head_backward(const ptdp_profile *p, const ptdp_gpt_shape *
         f += ptdp_gpt_cost_dw_head(p, s);
     return f;
 }
+
+/* The head's backward in SP's three parts (gpt_cost.h): the loss's
+ * backward, dh = dz wte, d wte = dz^T h (unless split). */
+double ptdp_gpt_cost_head_backward_before(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : ptdp_xent_flops_backward(s->R, s->Vl);
+}
+
+double ptdp_gpt_cost_dx_head(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return free_edges(p) ? 0 : gemm(p, s->R, s->C, s->Vl);
+}
+
+double ptdp_gpt_cost_sp_dw_head(const ptdp_profile *p, const ptdp_gpt_shape *s)
+{
+    return s->split ? 0 : ptdp_gpt_cost_dw_head(p, s);
+}
+
+const ptdp_gpt_column_backward_cost ptdp_gpt_cost_head_column = {
+    ptdp_gpt_cost_head_backward, ptdp_gpt_cost_head_backward_before, ptdp_gpt_cost_dx_head,
+    ptdp_gpt_cost_sp_dw_head, ptdp_gpt_cost_dw_head,
+};
 
 double ptdp_gpt_cost_lnf_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {

@@ -85,6 +85,44 @@ double ptdp_gpt_cost_ln1_backward(const ptdp_profile *p, const ptdp_gpt_shape *s
 double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 
+/* Sequence parallelism keeps only its shard of the LayerNorm outputs, and
+ * a column-parallel layer's backward all-gathers it again for its dW
+ * (gpt_ops.c): the layer's piece of work is then charged in three parts
+ * around that gather —
+ *
+ *   before  the piece's work up to the layer's dX   (the gather starts
+ *                                                     here: --overlap)
+ *   dx      dX = dY W and db  (needs no input)       the gather runs under
+ *                                                     it on the comm stream
+ *   dw      dW = dY^T X  (0 when split: W's)         waits for the gather
+ *
+ * their sum the piece's whole price (mlp_backward, attn_backward); without
+ * SP the piece is charged whole, as before.  The gather moves the R x C
+ * gathered input: ptdp_gpt_sp_gather_bytes, (tp-1)/tp of it sent by each
+ * rank, twice a block (c_fc's and c_attn's) and once for the head. */
+typedef struct {
+    double (*whole)(const ptdp_profile *p, const ptdp_gpt_shape *s);
+    double (*before)(const ptdp_profile *p, const ptdp_gpt_shape *s);
+    double (*dx)(const ptdp_profile *p, const ptdp_gpt_shape *s);
+    double (*dw)(const ptdp_profile *p, const ptdp_gpt_shape *s);
+    double (*w)(const ptdp_profile *p, const ptdp_gpt_shape *s);   /* dW's price in W, split */
+} ptdp_gpt_column_backward_cost;
+extern const ptdp_gpt_column_backward_cost ptdp_gpt_cost_fc_backward;     /* the MLP's c_fc   */
+extern const ptdp_gpt_column_backward_cost ptdp_gpt_cost_qkv_backward;    /* c_attn            */
+extern const ptdp_gpt_column_backward_cost ptdp_gpt_cost_head_column;     /* the head (LN_f's) */
+double ptdp_gpt_cost_mlp_backward_before_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_dx_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_sp_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_attn_backward_before_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_dx_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_sp_dw_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_head_backward_before(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_dx_head(const ptdp_profile *p, const ptdp_gpt_shape *s);
+double ptdp_gpt_cost_sp_dw_head(const ptdp_profile *p, const ptdp_gpt_shape *s);
+/* The bytes S of one of SP's backward all-gathers (the collective's whole
+ * buffer, clock.h): R x C reals. */
+double ptdp_gpt_sp_gather_bytes(const ptdp_gpt_shape *s);
+
 /* The four dW products of a block, as W charges them (each also part of
  * the backward when not split): dW_linear for a weight of out x in on
  * this device, then each of the four by name. */

@@ -110,7 +110,7 @@ int ptdp_gpt_head_forward(ptdp_gpt_pass *k, ptdp_acts *acts, ptdp_gpt_saved *sv)
     const ptdp_gpt *g = m->impl;
     const int R = k->shape.R, Rl = k->shape.Rl, Vl = g->vocab_local;
     int rc = PTDP_OK;
-    if (ptdp_gpt_act(k, &sv->lnf, "acts.lnf", R, k->shape.C) != 0 ||
+    if (ptdp_gpt_act(k, &sv->lnf, "acts.lnf", Rl, k->shape.C) != 0 ||   /* SP: the shard (gpt_ops.c) */
         ptdp_gpt_act(k, &sv->logits, "acts.logits", R, Vl) != 0)
         return k->rc;
     sv->lnf_mean = ptdp_gpt_act_reals(k, (size_t)Rl, "acts.lnf_mean");
@@ -161,11 +161,9 @@ int ptdp_gpt_head_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratc
     ptdp_gpt_pass_name(k, "head bwd", "head wgrad");
     ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * g->vocab_local, k->acts->labels, sv->rowmax,
                           sv->sumexp, loss_scale);
-    /* the head's dW: a vocabulary's worth, priced 0 under the ideal profile */
-    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, &s->dln, g->head->g, NULL, sv->logits, sv->lnf, g->head->w,
-                                       false, ptdp_gpt_cost_dw_head(k->dev->profile, &k->shape), k->wwhat);
-    ptdp_gpt_charge(k, ptdp_gpt_cost_head_backward);
-    ptdp_gpt_grad_out_of_tp(k, s);                                  /* f, or the sequence scatter */
+    /* the head's dW: a vocabulary's worth, priced 0 under the ideal profile;
+     * then f, or the sequence scatter */
+    ptdp_gpt_column_linear_backward(k, s, sv->logits, sv->lnf, g->head, NULL, &ptdp_gpt_cost_head_column);
     ptdp_gpt_ln_backward(k, dh, s->dln_local, sv->x_out, g->lnf_w, g->lnf_b, sv->lnf_mean, sv->lnf_rstd, false);
     ptdp_gpt_charge(k, ptdp_gpt_cost_lnf_backward);
     if (k->rc != 0)

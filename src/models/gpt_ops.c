@@ -4,8 +4,9 @@
  * collective that ends a piece of work, and the clock's charge for it.
  *
  *   op             forward                        backward
- *   ln             LN; SP: gather into the region  LN' (+= into the stream's gradient)
- *   column_linear  x W^T + b                       dx, dW (now or W's), db; charge;
+ *   ln             LN (SP: this rank's rows)      LN' (+= into the stream's gradient)
+ *   column_linear  SP: gather x into the region;  SP: gather x again (overlapped with
+ *                  x W^T + b                      dx); dx, dW (now or W's), db; charge;
  *                                                  f, or SP: scatter out of the region
  *   gelu           GELU                            GELU'
  *   row_linear     x W^T; charge; g, or SP:        dx, dW (now or W's), db
@@ -27,7 +28,20 @@
  *
  * TP and SP (tp.h, sp.h): a column-parallel layer reads all R rows of its
  * input; without SP they are there already (f's forward is the identity),
- * under SP the LayerNorm before it gathers them along the sequence.  A
+ * under SP the block keeps only this rank's rows of the LayerNorm's output
+ * and the layer gathers them along the sequence into a transient R x C
+ * buffer, freed after its product — twice: in the forward for x W^T, and
+ * in the backward for dW = dy^T x (Megatron-LM, Korthikanti et al. 2022):
+ *
+ *   forward    LN ─► shard (kept, Rl x C) ─all-gather─► x (R x C) ─► x W^T ─► free x
+ *   backward   shard ─all-gather─► s->dfull (R x C)      dx = dy W   (no x needed)
+ *                                        └───────────► dW += dy^T x  (now, or the
+ *                                                      sink copies x for W: wgrad.h)
+ *
+ * one more all-gather of (tp-1)/tp R C elements per layer and backward
+ * than keeping the gathered x, for (tp-1)/tp of its memory.  Under
+ * --overlap (m->overlap) the backward's gather runs on the communication
+ * stream under dx's GEMM (clock.h); without, it is charged before it.  A
  * row-parallel layer's partial sums are summed by g's all-reduce, or under
  * SP reduce-scattered along the sequence into this rank's region rows.
  */
@@ -104,25 +118,14 @@ static void collective_done(ptdp_gpt_pass *k, int rc)
 }
 /* --------------------------------------------------------- LayerNorm */
 
-/* LayerNorm into the TP region: under SP its output is gathered along the
- * sequence into `out` (R rows); mean and rstd stay local. */
+/* LayerNorm of the region rows x into out (the same rows: under SP this
+ * rank's positions only, the shard the block keeps). */
 void ptdp_gpt_ln(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x,
                  const ptdp_param *w, const ptdp_param *b)
 {
-    const ptdp_mesh *mesh = k->m->mesh;
     if (k->rc != 0)
         return;
-    if (!mesh->sp) {
-        ptdp_layernorm_forward(out, mean, rstd, x, w->w, b->w, LN_EPS);
-    } else {
-        ptdp_tensor local;
-        if (ptdp_gpt_act(k, &local, "acts.ln_local", x.rows, x.cols) != 0)
-            return;
-        ptdp_layernorm_forward(local, mean, rstd, x, w->w, b->w, LN_EPS);
-        const int rc = ptdp_sp_all_gather(k->dev, mesh->tp_comm, out, local, k->acts->rows);   /* gather */
-        ptdp_tensor_free(k->dev, &local);
-        collective_done(k, rc);
-    }
+    ptdp_layernorm_forward(out, mean, rstd, x, w->w, b->w, LN_EPS);
     ptdp_gpt_round(k, out);
 }
 
@@ -135,14 +138,26 @@ void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp
 
 /* -------------------------------------------- column-parallel linear */
 
-/* y = x W^T + b on this rank's output columns (f's forward is the identity). */
+/* y = x W^T + b on this rank's output columns (f's forward is the
+ * identity); under SP x is this rank's shard, gathered along the sequence
+ * into a transient R x C first and freed after the product. */
 void ptdp_gpt_column_linear(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x, const ptdp_param *w,
                             const ptdp_param *b)
 {
+    const ptdp_mesh *mesh = k->m->mesh;
+    ptdp_tensor full = x;
     if (k->rc != 0)
         return;
-    k->rc = ptdp_tp_column_linear_forward(k->dev, k->m->mesh->tp_comm, y, x, w->w, b != NULL ? &b->w : NULL,
-                                          NULL);
+    if (mesh->sp) {
+        if (ptdp_gpt_act(k, &full, "acts.ln_gathered", k->shape.R, x.cols) != 0)
+            return;
+        collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, full, x, k->acts->rows));   /* gather */
+    }
+    if (k->rc == 0)
+        k->rc = ptdp_tp_column_linear_forward(k->dev, mesh->tp_comm, y, full, w->w, b != NULL ? &b->w : NULL,
+                                              NULL);
+    if (mesh->sp)
+        ptdp_tensor_free(k->dev, &full);
     ptdp_gpt_round(k, y);
 }
 
@@ -171,13 +186,51 @@ void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s)
         collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, s->dln_local, s->dln, k->acts->rows));
 }
 
-/* A column-parallel layer's backward into s->dln, the piece of work
- * charged at `cost`, then f (or SP's scatter) into s->dln_local. */
-void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
-                                     const ptdp_param *w, ptdp_param *b, ptdp_gpt_cost_fn cost)
+/* SP: the column-parallel layer's kept shard x gathered again into
+ * s->dfull (free here: the gradient it held went into the row-parallel
+ * layer's backward), around dx = dy W, which needs no input — started on
+ * the communication stream before dx under --overlap, waited for after
+ * it; without, done before dx — then dW += dy^T x (or recorded: the sink
+ * copies s->dfull, which is valid until W) and db.  Charged in the three
+ * parts of `cost` (gpt_cost.h). */
+static void sp_column_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
+                               const ptdp_param *w, ptdp_param *b, const ptdp_gpt_column_backward_cost *cost)
 {
-    linear_backward(k, &s->dln, dy, x, w, b);
-    ptdp_gpt_charge(k, cost);
+    const ptdp_mesh *mesh = k->m->mesh;
+    ptdp_sp_gather g = { 0 };
+    ptdp_gpt_charge(k, cost->before);
+    if (k->rc != 0)
+        return;
+    if (k->m->overlap)
+        k->rc = ptdp_sp_all_gather_start(k->dev, mesh->tp_comm, s->dfull, x, k->acts->rows, &g);
+    else
+        collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, s->dfull, x, k->acts->rows));
+    if (k->rc == 0)
+        ptdp_matmul(s->dln, dy, false, w->w, false, 1.0, 0.0);              /* dx = dy W  */
+    ptdp_gpt_charge(k, cost->dx);
+    const int rc = ptdp_sp_all_gather_wait(&g);                              /* x is in    */
+    collective_done(k, rc);
+    if (k->rc == 0)
+        k->rc = ptdp_wgrad_gemm(k->dev, k->wg, w->g, dy, s->dfull, cost->w(k->dev->profile, &k->shape), k->wwhat);
+    if (k->rc == 0 && b != NULL)
+        ptdp_bias_backward(b->g, dy);                                        /* db         */
+    if (!k->shape.split)   /* else the product is W's, charged there */
+        ptdp_gpt_charge(k, cost->dw);
+}
+
+/* A column-parallel layer's backward into s->dln (b NULL: no bias, the
+ * head), the piece of work charged at `cost` (in three parts around SP's
+ * gather), then f (or SP's scatter) into s->dln_local. */
+void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
+                                     const ptdp_param *w, ptdp_param *b, const ptdp_gpt_column_backward_cost *cost)
+{
+    if (k->m->mesh->sp) {
+        sp_column_backward(k, s, dy, x, w, b, cost);
+    } else if (k->rc == 0) {
+        k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, &s->dln, w->g, b != NULL ? &b->g : NULL, dy, x, w->w,
+                                           false, cost->w(k->dev->profile, &k->shape), k->wwhat);
+        ptdp_gpt_charge(k, cost->whole);
+    }
     ptdp_gpt_grad_out_of_tp(k, s);
 }
 

@@ -55,7 +55,8 @@ typedef struct {
 
 /* The scratch of one backward.  R token rows, but tmp and dln_local have
  * region rows (all R, or this rank's positions under SP, where dfull holds
- * a gathered gradient). */
+ * a gathered tensor: the gradient into a row-parallel layer, then the
+ * LayerNorm output a column-parallel layer's dW needs, gathered again). */
 typedef struct {
     ptdp_tensor tmp, dln, dln_local, dfull, dff, dy, dqkv;
     ptdp_real *att;             /* 2 T T: the attention backward's scratch  */
@@ -113,7 +114,7 @@ void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor 
                                   const ptdp_param *w, ptdp_param *b);
 void ptdp_gpt_gelu_backward(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_tensor x);
 void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
-                                     const ptdp_param *w, ptdp_param *b, ptdp_gpt_cost_fn cost);
+                                     const ptdp_param *w, ptdp_param *b, const ptdp_gpt_column_backward_cost *cost);
 void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
                           const ptdp_param *b, const ptdp_real *mean, const ptdp_real *rstd, bool accumulate_dx);
 void ptdp_gpt_grad_into_tp(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_gpt_scratch *s, ptdp_tensor *full);

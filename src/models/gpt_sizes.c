@@ -9,6 +9,7 @@
  *   gpt_plan.c ───┼──► gpt_sizes.c      V_pad = ceil(V / (k tp)) k tp
  *   gpt_cost.c ───┘                     K_block = B T (4C + 4C/tp + 2F/tp + 4)
  *                                                 + B (nh/tp) T²   (gpt.h)
+ *                                       SP: B T (8C + 2F + 4) / tp + B (nh/tp) T²
  */
 #include "ptdp/gpt.h"
 
@@ -26,7 +27,7 @@ double ptdp_gpt_block_act_elements_cp(const ptdp_model_config *c, int batch, int
     const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     const double B = batch, Tq = gpt->seq_len / cp, C = c->hidden, F = c->ffn;
     if (sp)
-        return B * Tq * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * Tq;
+        return B * Tq * (4 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * Tq;
     return B * Tq * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * Tq;
 }
 
@@ -42,7 +43,7 @@ double ptdp_gpt_block_act_elements(const ptdp_model_config *c, int batch, int tp
     const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     const double B = batch, T = gpt->seq_len, C = c->hidden, F = c->ffn;
     if (sp)
-        return B * T * (2 * C + 2 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * T * T;
+        return B * T * (4 * C / tp + (3 * C + C) / tp + 2 * F / tp + 4.0 / tp) + B * (gpt->heads / tp) * T * T;
     return B * T * (4 * C + (3 * C + C) / tp + 2 * F / tp + 4) + B * (gpt->heads / tp) * T * T;
 }
 

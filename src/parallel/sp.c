@@ -65,6 +65,33 @@ int ptdp_sp_all_gather(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full, ptdp_t
     return rc;
 }
 
+/* The same on the communication stream: the data moves at the start
+ * (stream.c), the permutation waits for the wait. */
+int ptdp_sp_all_gather_start(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor full, ptdp_tensor local, int samples,
+                             ptdp_sp_gather *g)
+{
+    *g = (ptdp_sp_gather){ .dev = dev, .full = full, .samples = samples, .n = ptdp_comm_size(tp) };
+    if (!shapes_ok(full, local, samples, g->n))
+        return PTDP_EINVAL;
+    const size_t total = ptdp_tensor_numel(full);
+    g->ranked = ptdp_alloc_uninit(dev, (total > 0 ? total : 1) * sizeof(ptdp_real), PTDP_MEM_COMM, "sp.gather");
+    if (g->ranked == NULL)
+        return PTDP_ENOMEM;
+    return ptdp_all_gather_start(tp, local.data, g->ranked, total, PTDP_REAL, &g->req);
+}
+
+int ptdp_sp_all_gather_wait(ptdp_sp_gather *g)
+{
+    if (g->ranked == NULL)
+        return PTDP_OK;
+    int rc = ptdp_wait(&g->req);
+    if (rc == 0)
+        permute(g->full.data, g->ranked, g->samples, g->full.rows / g->samples, g->n, g->full.cols, true);
+    ptdp_free(g->dev, g->ranked);
+    g->ranked = NULL;
+    return rc;
+}
+
 int ptdp_sp_reduce_scatter(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor local, ptdp_tensor full, int samples)
 {
     const int n = ptdp_comm_size(tp);

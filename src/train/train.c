@@ -192,9 +192,12 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;
     d->model.recompute_core = c->recompute_core;
+    d->model.overlap = c->overlap;   /* SP's backward gathers on the communication stream */
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
-    for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++)
+    for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++) {
         d->model.chunks[k].recompute_core = c->recompute_core;
+        d->model.chunks[k].overlap = c->overlap;
+    }
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
     ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */

@@ -36,6 +36,7 @@
 #include "lesson.h"
 #include "tutorial.h"
 
+#include "ptdp/arena.h"
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
 #include "ptdp/rng.h"
@@ -552,6 +553,116 @@ static bool check_block_backward(void)
     return false;
 }
 
+/* ======================= blank 5: SP's weight gradient from the kept shard */
+
+enum { SP_T = 8, SP_B = 2, SP_C = 4, SP_OUT = 3, SP_MAX_N = 4 };
+
+typedef struct {
+    int n;
+    ptdp_real x[SP_B * SP_T * SP_C];                 /* the whole LayerNorm output */
+    ptdp_real dw[SP_MAX_N][SP_OUT * SP_C];           /* each rank's answer */
+    double kept_more[SP_MAX_N];                      /* acts bytes left after the call */
+} sp_run;
+
+/* Rank r's dy: the gradient of its own output columns, at every position. */
+static ptdp_real sp_dy(int r, int row, int j)
+{
+    return (ptdp_real)ptdp_rng_normal(ptdp_rng_key(8, "sp.dy"), (uint64_t)((r * SP_B * SP_T + row) * SP_OUT + j));
+}
+
+static int sp_device(ptdp_device *dev, void *arg)
+{
+    sp_run *x = arg;
+    const int r = dev->rank, Tl = SP_T / x->n, R = SP_B * SP_T;
+    ptdp_tensor kept, dy, dw;
+    int rc;
+    if ((rc = ptdp_tensor_alloc(dev, &kept, "kept", PTDP_MEM_ACTS, SP_B * Tl, SP_C)) != 0 ||
+        (rc = ptdp_tensor_alloc(dev, &dy, "dy", PTDP_MEM_ACTS, R, SP_OUT)) != 0 ||
+        (rc = ptdp_tensor_alloc(dev, &dw, "dw", PTDP_MEM_GRADS, SP_OUT, SP_C)) != 0)
+        return rc;
+    for (int b = 0; b < SP_B; b++)   /* my positions of each sequence */
+        memcpy(ptdp_at(kept, b * Tl, 0), x->x + ((size_t)b * SP_T + (size_t)r * Tl) * SP_C,
+               (size_t)Tl * SP_C * sizeof(ptdp_real));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < SP_OUT; j++)
+            *ptdp_at(dy, i, j) = sp_dy(r, i, j);
+    ptdp_mem_stats before, after;
+    ptdp_arena_stats(dev->arena, &before);
+    if ((rc = lesson_sp_weight_grad(dev, dev->world, dw, dy, kept, SP_B)) != 0)
+        return rc;
+    ptdp_arena_stats(dev->arena, &after);
+    x->kept_more[r] = (double)after.current[PTDP_MEM_ACTS] - (double)before.current[PTDP_MEM_ACTS];
+    memcpy(x->dw[r], dw.data, sizeof x->dw[r]);
+    return PTDP_OK;
+}
+
+/* dW of rank r over the rows whose position is in [p0, p1) of each sequence. */
+static void sp_want(const sp_run *x, int r, int p0, int p1, double *dw)
+{
+    for (int k = 0; k < SP_OUT * SP_C; k++)
+        dw[k] = 0;
+    for (int b = 0; b < SP_B; b++)
+        for (int t = p0; t < p1; t++)
+            for (int i = 0; i < SP_OUT; i++)
+                for (int j = 0; j < SP_C; j++)
+                    dw[i * SP_C + j] += (double)sp_dy(r, b * SP_T + t, i) * x->x[(b * SP_T + t) * SP_C + j];
+}
+
+static bool sp_same(const ptdp_real *got, const double *want)
+{
+    for (int k = 0; k < SP_OUT * SP_C; k++)
+        if (diff(got[k], want[k]) > TOL)
+            return false;
+    return true;
+}
+
+static bool check_sp_weight_grad(void)
+{
+    static sp_run x;
+    for (int i = 0; i < SP_B * SP_T * SP_C; i++)
+        x.x[i] = (ptdp_real)ptdp_rng_normal(ptdp_rng_key(8, "sp.x"), (uint64_t)i);
+    for (int n = 2; n <= SP_MAX_N; n += 2) {
+        char what[48];
+        snprintf(what, sizeof what, "N %d, %d sequences of T %d", n, SP_B, SP_T);
+        x.n = n;
+        if (tutorial_launch(what, n, sp_device, &x) != 0)
+            return false;
+        const int Tl = SP_T / n, R = SP_B * SP_T;
+        for (int r = 0; r < n; r++) {
+            double want[SP_OUT * SP_C], mine[SP_OUT * SP_C];
+            sp_want(&x, r, 0, SP_T, want);
+            if (!sp_same(x.dw[r], want)) {
+                int k = 0;
+                while (k + 1 < SP_OUT * SP_C && diff(x.dw[r][k], want[k]) <= TOL)
+                    k++;
+                tutorial_wrong("%s, blank 5: rank %d's dw[%d][%d] is %.6g; dy^T x over every position gives %.6g.",
+                               what, r, k / SP_C, k % SP_C, (double)x.dw[r][k], want[k]);
+                sp_want(&x, r, r * Tl, (r + 1) * Tl, mine);
+                if (sp_same(x.dw[r], mine))
+                    tutorial_note("That is the sum over your rank's own %d positions only: dw += dy^T kept.  Your "
+                                  "weight shard's gradient sums over EVERY position,\nand the other positions' x are "
+                                  "on the other ranks: all-gather the kept shards (ptdp_sp_all_gather) into a "
+                                  "buffer of\n%d rows, then dw += dy^T x (blank 5).", Tl, R);
+                else
+                    tutorial_note("dw += dy^T x, x every rank's shard gathered in sequence order (ptdp_sp_all_gather: "
+                                  "row b T + t is position t of sequence b), added into dw (blank 5).");
+                return false;
+            }
+            if (x.kept_more[r] != 0) {
+                tutorial_wrong("%s, blank 5: dw is right, but rank %d's backward ended keeping %.0f B more of "
+                               "activations than it began with.", what, r, x.kept_more[r]);
+                tutorial_note("That is the gathered x (%d x %d reals = %.0f B): SP keeps only its shard, 1/N of it, "
+                              "and gathers it again\nwhen dW needs it — free the buffer once dw is made (blank 5).", R,
+                              SP_C, (double)R * SP_C * sizeof(ptdp_real));
+                return false;
+            }
+        }
+    }
+    tutorial_ok("blank 5: N = 2 and 4, %d sequences of T = %d: every rank's dw is dy^T x over every position, and "
+                "the gathered x is gone after: only the shard is kept", SP_B, SP_T);
+    return true;
+}
+
 int main(void)
 {
     tutorial_begin("08", "splitting the sequence: zigzag shares, the future test, the online-softmax merge");
@@ -565,5 +676,10 @@ int main(void)
     if (ok)
         tutorial_note("with zigzag every rank computes 2N+1 of its 4N pairs: about half, the causal half, the same "
                       "on every rank (ptdp train --model gpt --cp 2 --check)");
+    if (ok)
+        ok = check_sp_weight_grad();
+    if (ok)
+        tutorial_note("SP keeps 1/N of each LayerNorm output and sends it again in every backward (ptdp train "
+                      "--model gpt --tp 4 --sp prints both)");
     return tutorial_end();
 }

@@ -1,6 +1,6 @@
 /*
  * exercise.c — lesson 08: splitting the sequence (context parallelism,
- * ring attention with zigzag shares).
+ * ring attention with zigzag shares; SP's kept shard, gathered again).
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
  *     meson setup build-student -Dexercises=student      (once)
@@ -28,6 +28,8 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "ptdp/ops.h"
+#include "ptdp/sp.h"
 
 enum { TAG_RING = 0x48 };
 
@@ -200,4 +202,22 @@ int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_rea
      * query's FINAL m and l, dp_s = dy . v_s, ds_s = p_s (dp_s - D); then
      * dv_s += p_s dy, dk_s += ds_s q / sqrt(hd), dq += ds_s k_s / sqrt(hd). */
     PTDP_BLANK(4, "one ring step of the backward: p from the final m and l, ds = p (dp - D), add into dq, dk, dv");
+}
+
+/* ------------------------ sequence parallelism: the shard, gathered again */
+
+/* A rank keeps only its T/N positions of the LayerNorm output; its weight
+ * shard's gradient sums over EVERY position:
+ *
+ *   kept (this rank)   ──all-gather──►  x: every position   dW += dy^T x
+ *   [b][T/N] x C                        [b][T] x C          (out x C)
+ *                                       freed after: only the shard stays
+ */
+int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor kept,
+                          int samples)
+{
+    /* Blank 5: a dy.rows x kept.cols buffer from the arena (acts), every
+     * rank's shard gathered into it in sequence order, dw += dy^T x, then
+     * free it: what the backward keeps is the shard alone. */
+    PTDP_BLANK(5, "SP's weight gradient: all-gather the kept shard into a buffer, dw += dy^T x, free the buffer");
 }

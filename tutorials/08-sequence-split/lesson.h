@@ -75,4 +75,19 @@ int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_rea
                           int k_first, int len, int hd, ptdp_real m, ptdp_real l, ptdp_real D,
                           const ptdp_real *dy, ptdp_real *dq, ptdp_real *dk, ptdp_real *dv);
 
+/* Blank 5.  Sequence parallelism (Megatron-LM): the N ranks of a TP group
+ * split the sequence outside the tensor-parallel layers, and a rank keeps
+ * only its shard of a LayerNorm's output — `kept`, samples x T/N rows of
+ * C: its positions [rank T/N, (rank+1) T/N) of each sequence.  The
+ * column-parallel layer after it needs every position for its weight
+ * gradient: ADD dw (out x C) += dy^T x, where dy (samples x T rows of
+ * out, sample-major) is the gradient of this rank's output columns at
+ * every position and x (samples x T rows of C) the whole LayerNorm
+ * output, gathered from every rank's shard (ptdp_sp_all_gather, sp.h)
+ * into a buffer from the device's arena (ptdp_tensor_alloc,
+ * category PTDP_MEM_ACTS) — freed once dw is made: the backward keeps
+ * nothing more than the shard. */
+int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor kept,
+                          int samples);
+
 #endif

@@ -1,6 +1,6 @@
 /*
  * solution.c — lesson 08, the answer: splitting the sequence (context
- * parallelism, ring attention with zigzag shares).
+ * parallelism, ring attention with zigzag shares; SP's kept shard).
  *
  * (exercise.c is this file with the blanks still empty.  Try it first.)
  *
@@ -22,6 +22,8 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "ptdp/ops.h"
+#include "ptdp/sp.h"
 
 enum { TAG_RING = 0x48 };
 
@@ -214,4 +216,27 @@ int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_rea
         }
     }
     return PTDP_OK;
+}
+
+/* ------------------------ sequence parallelism: the shard, gathered again */
+
+/* A rank keeps only its T/N positions of the LayerNorm output; its weight
+ * shard's gradient sums over EVERY position:
+ *
+ *   kept (this rank)   ──all-gather──►  x: every position   dW += dy^T x
+ *   [b][T/N] x C                        [b][T] x C          (out x C)
+ *                                       freed after: only the shard stays
+ */
+int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor kept,
+                          int samples)
+{
+    ptdp_tensor x;
+    int rc = ptdp_tensor_alloc(dev, &x, "sp.gathered", PTDP_MEM_ACTS, dy.rows, kept.cols);
+    if (rc != 0)
+        return rc;
+    rc = ptdp_sp_all_gather(dev, tp, x, kept, samples);    /* every rank's positions, in order */
+    if (rc == 0)
+        ptdp_matmul(dw, dy, true, x, false, 1.0, 1.0);      /* dW += dy^T x over every position */
+    ptdp_tensor_free(dev, &x);                              /* keep only the shard */
+    return rc;
 }
