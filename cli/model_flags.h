@@ -159,6 +159,10 @@ typedef struct {
     /* `bench train`'s targets: forward + backward over its GEMMs alone, and
      * the step time over PyTorch's (0: 1.2 and 0.8). */
     double bench_gemm_target, bench_torch_target;
+    /* `ptdp bench activations` (argv[0] "activations"): the activation
+     * memory a block keeps, formula beside arena, against Korthikanti et
+     * al.'s table; NULL for a model without attention to tabulate. */
+    int  (*bench_activations)(int argc, char **argv);
 
     /* ---- `ptdp figures` (cli/figures/) */
     /* Its default config on its built-in data (*data malloc'd, to free after

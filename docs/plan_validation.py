@@ -74,7 +74,8 @@ def mem(c):
 
 def layout(c):
     s = c["schedule"] + (f" v{c['virtual_stages']}" if c["virtual_stages"] > 1 else "")
-    return f"dp {c['dp']} tp {c['tp']} pp {c['pp']}, b {c['micro_batch_size']}, {s}, ZeRO-{c['zero']}"
+    z = f"ZeRO-{c['zero']}" + (" (no --overlap)" if c["zero"] == 3 and not c["overlap"] else "")
+    return f"dp {c['dp']} tp {c['tp']} pp {c['pp']}, b {c['micro_batch_size']}, {s}, {z}"
 
 
 def main():

@@ -79,6 +79,14 @@ static const layout_case cases[] = {
     { "bf16 pp 2 z3 ovl",4, 32,  64, 8, 2, 1, 2, 1, 1, "1f1b",        1, 3, PTDP_RECOMPUTE_NONE,      false, true,  true  },
     { "bf16 tp sp z3 sel",4, 64, 128, 8, 2, 2, 1, 1, 2, "1f1b",       1, 3, PTDP_RECOMPUTE_SELECTIVE, true,  true,  false },
     { "bf16 pp 4 z3 gpipe",8, 32, 64, 8, 2, 1, 4, 1, 1, "gpipe",      1, 3, PTDP_RECOMPUTE_FULL,      false, true,  true  },
+    /* full recomputation block by block (each block's input kept, one redone at a time), SP's shards */
+    { "full 8 blocks",   8, 32,  64, 4, 1, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_FULL,      false, false, false },
+    { "bf16 full 8",     8, 32,  64, 4, 1, 1, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_FULL,      false, true,  false },
+    { "tp 4 sp",         4, 64, 128, 4, 1, 4, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_NONE,      true,  false, false },
+    { "tp 4 sp full",    8, 64, 128, 4, 1, 4, 1, 1, 2, "1f1b",        1, 0, PTDP_RECOMPUTE_FULL,      true,  false, false },
+    { "sp full z3 ovl",  4, 64, 128, 8, 2, 2, 1, 1, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_FULL,      true,  false, true  },
+    { "bf16 sp full z3", 4, 64, 128, 8, 2, 2, 1, 1, 2, "1f1b",        1, 3, PTDP_RECOMPUTE_FULL,      true,  true,  false },
+    { "full pp 4 ileav.",8, 32,  64, 8, 1, 1, 2, 1, 1, "interleaved", 2, 0, PTDP_RECOMPUTE_FULL,      false, false, false },
     /* ZeRO under context parallelism: its states are sharded over dp x cp, every copy of the parameters */
     { "cp 2 zero 1",     4, 64,  64, 4, 1, 1, 1, 2, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, false, false },
     { "cp 4 zero 1",     4, 64,  64, 4, 1, 1, 1, 4, 2, "1f1b",        1, 1, PTDP_RECOMPUTE_NONE,      false, false, false },

@@ -93,6 +93,7 @@
 #include "ptdp/error.h"
 #include "ptdp/tensor.h"
 #include "ptdp/launch.h"
+#include "ptdp/models.h"
 #include "ptdp/mpi.h"
 
 #define MAX_SIZES 32
@@ -797,6 +798,17 @@ static int collectives_cmd(int argc, char **argv)
 
 static bool plannable(const ptdp_model_caps *caps) { return caps->plannable; }
 
+/* The first registered model with an activations table (the GPT's). */
+static const ptdp_model_cli *activations_model(void)
+{
+    for (int i = 0; i < ptdp_model_count(); i++) {
+        const ptdp_model_cli *cli = ptdp_model_cli_for(ptdp_model_at(i));
+        if (cli->bench_activations != NULL)
+            return cli;
+    }
+    return NULL;
+}
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: ptdp bench <what> [flags]\n"
@@ -808,6 +820,8 @@ static void bench_usage(FILE *f)
            "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"
            "                the virtual step with and without --overlap\n"
            "  plan          ptdp plan's search: seconds and layouts/s, the 1T %s on 3072 GPUs\n"
+           "  activations   Korthikanti et al.'s table: what a transformer block keeps under TP, SP,\n"
+           "                selective and full recomputation, formula beside the arena\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n", ptdp_model_cli_noun(ptdp_model_at(0)),
            ptdp_model_cli_noun(ptdp_model_first_with(plannable)));
@@ -833,6 +847,14 @@ int ptdp_cmd_bench(int argc, char **argv)
         return ptdp_bench_zero_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "plan") == 0)
         return ptdp_bench_plan_cmd(argc - 1, argv + 1);
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero or plan "
+    if (strcmp(argv[1], "activations") == 0) {
+        const ptdp_model_cli *cli = activations_model();
+        if (cli == NULL)
+            return ptdp_usage_error("bench", "activations: no registered model has a transformer block to "
+                                    "tabulate");
+        return cli->bench_activations(argc - 1, argv + 1);
+    }
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero, plan or "
+                            "activations "
                             "(see ptdp bench --help)", argv[1]);
 }

@@ -31,6 +31,7 @@
 #include "ptdp/safetensors.h"
 #include "ptdp/ulysses.h"
 
+#include "gpt_activations.h"
 #include "gpt_figures.h"
 #include "gpt_sample.h"
 
@@ -604,6 +605,7 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .bench_json_keys = gpt_bench_json_keys,
     .bench_gemm_target = 1.3,   /* its softmax, LayerNorms and masks are work no GEMM does */
     .bench_torch_target = 0.9,
+    .bench_activations = ptdp_gpt_bench_activations,
     .figure_model = gpt_figure_model,
     .figures = gpt_figures,
     .nfigures = (int)(sizeof gpt_figures / sizeof gpt_figures[0]),

@@ -54,6 +54,11 @@ typedef struct {
     double block_fwd, block_bwd, block_w;
     double head_fwd, head_bwd, head_w;
     double lnf_bwd;    /* the final normalisation's backward, after the head's */
+    /* Under SP, the input-gradient products a block's two column-parallel
+     * layers (and the head) compute while the LayerNorm shard they need
+     * for dW is gathered again (under --overlap, on the communication
+     * stream); 0 without SP. */
+    double sp_dx_block[2], sp_dx_head;
 } ptdp_plan_flops;
 
 typedef struct ptdp_model_plan {

@@ -83,6 +83,12 @@ static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int 
     o->head_bwd = ptdp_gpt_cost_head_backward(p, &s);
     o->head_w = ptdp_gpt_cost_dw_head(p, &s);
     o->lnf_bwd = ptdp_gpt_cost_lnf_backward(p, &s);
+    o->sp_dx_block[0] = o->sp_dx_block[1] = o->sp_dx_head = 0;
+    if (sp && tp > 1) {
+        o->sp_dx_block[0] = ptdp_gpt_cost_dx_fc(p, &s);
+        o->sp_dx_block[1] = ptdp_gpt_cost_dx_qkv(p, &s);
+        o->sp_dx_head = ptdp_gpt_cost_dx_head(p, &s);
+    }
 }
 
 static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective)

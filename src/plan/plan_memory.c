@@ -42,9 +42,10 @@
  * 0, int64; else the received Rl x C), and on the last stage LN_f
  * (R C + 2 Rl), the logits (R Vl) and two doubles a row (max, sum of
  * exponentials); the data loader's tokens and labels (b T int64 each,
- * "other") live as long as the micro-batch.  Full recomputation keeps only
- * the stage input and the data, and rebuilds one micro-batch's K inside
- * its backward.  Under bf16 those tensors are kept as bf16 (2 bytes; the
+ * "other") live as long as the micro-batch.  Full recomputation keeps
+ * each block's input (and the tail's) and the data, and rebuilds one
+ * block at a time inside the backward — first, on the last stage, the
+ * tail (LN_f, logits, statistics).  Under bf16 those tensors are kept as bf16 (2 bytes; the
  * LN statistics and CP's log-sum-exps stay float) and one block's float
  * copy rides on top at each moment: the bf16 section below.
  *
@@ -194,7 +195,11 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     kept k = { 0 };
     double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
-    k.acts_recompute = input + labels;
+    /* full recomputation: the tokens (stage 0), each block's input and
+     * the tail's (the last stage), bf16 under bf16; the received
+     * activation is block 0's input, not kept twice */
+    k.acts_recompute = (first ? input : 0) + labels +
+                       (rq->bf16 ? h : r) * s->Rl * s->C * (blocks + (last || blocks == 0 ? 1 : 0));
     if (rq->bf16) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
         k.acts = input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
                  h * s->Rl * s->C;                                                      /* x_out */
@@ -207,6 +212,18 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     }
     k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
     return k;
+}
+
+/* Full recomputation (float): what the backward rebuilds on top of what
+ * is kept, one piece at a time — a block's activations and its output
+ * (dropped at once), or on the last stage, first, the tail's: LN_f's
+ * output (region rows), the logits, LN_f's and the softmax's statistics. */
+static double redone(const ptdp_plan_request *rq, const shape *s, bool last)
+{
+    const double r = sizeof(ptdp_real);
+    const double block = r * (block_kept(rq, s, PTDP_RECOMPUTE_NONE) + s->Rl * s->C);
+    const double tail = last ? r * (s->Rl * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R : 0;
+    return fmax2(block, tail);
 }
 
 /* One backward's scratch (the model's backward_input), bytes. */
@@ -374,24 +391,25 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
 
     /* One forward from the stage input on top of `base`; pack_tail: the
      * tail is packed at its end (not in a recomputing backward). */
+    const double Kk = full ? h * x : Kb, Pk = full ? x : Pe;   /* what a block leaves packed */
 #define FORWARD_PEAK(base, pack_tail)                                                              \
     fmax3((base) + r * x + (first && s->sp ? 2 * r * s->R * s->C : 0),                            \
-          nb > 0 ? (base) + nb * Kb - h * Pe + r * (Pe + x) + fmax2(Tf, h * Pe) : 0,              \
-          last ? (base) + nb * Kb + r * x + head + fmax2(Th, (pack_tail) ? h * tail : 0)          \
-               : (base) + nb * Kb + r * x + ((pack_tail) ? h * x : 0))
-    const double fbase = (n - 1) * (full ? X : k.acts) + X + (last ? 0 : r * x);   /* + the send buffer */
-    mo.fwd = FORWARD_PEAK(fbase, !full);
-    mo.fwd_begin = fbase + (nb > 0 ? (nb - 1) * Kb : 0) + r * x;
+          nb > 0 ? (base) + nb * Kk - h * Pk + r * (Pe + x) + fmax2(Tf, h * Pk) : 0,              \
+          last ? (base) + nb * Kk + r * x + head + fmax2(Th, (pack_tail) ? h * (full ? x : tail) : 0) \
+               : (base) + nb * Kk + r * x + ((pack_tail) ? h * x : 0))
+    const double fbase = (n - 1) * (full ? X : k.acts) + (full ? X - nb * Kk - (last ? h * x : 0) : X) +
+                         (last ? 0 : r * x);   /* the ones before, this one's input, the send buffer */
+    mo.fwd = FORWARD_PEAK(fbase, true);
+    mo.fwd_begin = fbase + (nb > 0 ? (nb - 1) * Kk : 0) + r * x;
 
     double bbase;   /* everything at the start of the backward, scratch included */
     double tail_kept;   /* what the tail keeps until the head's backward frees it */
-    if (full) {
-        const double rbase = (n - 1) * X + X + pp_bufs;
-        mo.fwd = fmax2(mo.fwd, FORWARD_PEAK(rbase, false));
-        bbase = (n - 1) * X + X + nb * Kb + r * x + head + backward_scratch(s) + pp_bufs;   /* its tail float */
-        tail_kept = r * tail;
-        if (last)
-            mo.bwd = bbase + (s->sp ? r * s->R * s->C : 0);
+    if (full) {   /* one block (or the tail) redone at a time, in float */
+        bbase = n * X + backward_scratch(s) + pp_bufs;
+        tail_kept = 0;
+        mo.bwd = bbase - h * x + r * (Pe + stats + lse + x) + fmax2(Tf, Tb);   /* a block's floats, its output */
+        if (last)   /* x_out unpacked; LN_f's output (region rows), the logits, the statistics */
+            mo.bwd = fmax2(mo.bwd, bbase - h * x + r * x + head - r * s->R * s->C + r * s->Rl * s->C + Th);
     } else {
         bbase = n * k.acts + backward_scratch(s) + pp_bufs;
         tail_kept = h * tail;
@@ -432,7 +450,6 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * their parameters, ZeRO-3's units, what their in-flight micro-batches
      * keep, and the chunk whose backward runs at the peak (the last). */
     double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
-    kept peak_chunk = { 0 };
     bool has_first = false, has_last = false;
     for (int c = 0; c < v; c++) {
         const int g = c * p + stage, nb = chunk_blocks(s, g);
@@ -451,8 +468,6 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         other_kept += nc * k.other;
-        if (c == v - 1)
-            peak_chunk = k;
         if (v == 1)
             wgrad = deferred(l->schedule, p, l->micro_batches, stage) * wgrad_kept(s, nb, first, last);
     }
@@ -485,7 +500,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * buffers, the largest op transient) or the forward that makes the
      * n-th (its send buffer, the largest forward transient). */
     if (!bf16) {
-        const double recomputed = full ? peak_chunk.acts - peak_chunk.acts_recompute : 0;
+        const double recomputed = full ? redone(rq, s, last_here) : 0;
         const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
         const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
         const double backward_comm = backward_transient(s, l->recompute);

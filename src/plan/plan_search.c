@@ -8,7 +8,8 @@
  *     M = B / (b x dp)               b  | B / dp
  *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
- *     overlap on wherever ptdp train allows it (it never costs time)
+ *     overlap on wherever ptdp train allows it (it never costs time) —
+ *     but off under ZeRO-3 when the unit it prefetches is what does not fit
  *
  *         enumerate ──cheap rules──► ptdp_plan_layout_check ──► memory
  *           (loops)   (no strings)    (the training loop's own   (drop what
@@ -285,6 +286,17 @@ static void consider(search *s, ptdp_plan_layout *l)
     }
     ptdp_plan_memory mem;
     int rc = ptdp_plan_memory_of(rq, l, &mem);
+    if (rc == 0 && l->overlap && l->zero == 3 && s->device_bytes > 0 && mem.total > s->device_bytes) {
+        /* ZeRO-3's --overlap holds the next unit beside this one: where
+         * that is what does not fit, the layout runs without it */
+        ptdp_plan_layout off = *l;
+        ptdp_plan_memory m2;
+        off.overlap = false;
+        if (ptdp_plan_memory_of(rq, &off, &m2) == 0 && m2.total <= s->device_bytes) {
+            *l = off;
+            mem = m2;
+        }
+    }
     if (rc != 0) {
         s->rc = rc;
         snprintf(s->why, sizeof s->why, "the memory model refused dp %d tp %d pp %d cp %d (status %d)", l->dp,

@@ -11,7 +11,10 @@
  *                    collectives that block the compute stream inside it:
  *                      TP   2 all-reduces a block forward, 2 backward (g, f)
  *                           R C values each; under SP an all-gather and a
- *                           reduce-scatter in place of each (same bytes);
+ *                           reduce-scatter in place of each (same bytes),
+ *                           and in the backward ln_1's and ln_2's kept
+ *                           shards gathered again for dW (--overlap: under
+ *                           dX's product, only the excess exposed);
  *                           the embedding's g, the loss's 3 all-reduces of R
  *                           doubles, the head's f
  *                      CP   the ring: cp - 1 passes of K, V forward
@@ -24,7 +27,10 @@
  *                           unit's compute, on the communication stream)
  *                      ZeRO-2  the gradient reduce-scattered after every
  *                           backward (--overlap: on the stream)
- *                      full recompute: the forward again in the backward
+ *                      full recompute: each block's forward again inside
+ *                           its backward (and the tail's, from LN_f to the
+ *                           loss; not the embedding's), under the gather
+ *                           ZeRO-3 makes for that backward: no bytes more
  *                    and the activation messages between stages
  *                    (alpha + bytes / beta, charged to the sender: comm.c);
  *                    the makespan is the schedule played with these costs
@@ -174,13 +180,27 @@ static int chunk_layers(int layers, int P, int g)
     return layers / P + (g < layers % P ? 1 : 0);
 }
 
-/* The TP collectives of a block, forward and backward (tp.c, sp.c). */
+/* SP's backward gather of a LayerNorm shard for a column-parallel
+ * layer's dW: blocking, or under --overlap on the communication stream
+ * while dX = dY W computes (dx flops), only its excess exposed. */
+static double sp_regather(const ctx *x, double dx)
+{
+    const double g = tp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, (double)x->shape.R * x->shape.C * REAL);
+    if (!x->l->overlap)
+        return g;
+    const double hidden = secs(x, dx);
+    return g > hidden ? g - hidden : 0;
+}
+
+/* The TP collectives of a block, forward and backward (tp.c, sp.c); under
+ * SP the backward gathers ln_1's and ln_2's shards again. */
 static void block_tp(const ctx *x, double *f, double *b)
 {
     const double S = (double)x->shape.R * x->shape.C * REAL;
     if (x->l->sp && x->l->tp > 1) {
         double one = tp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, S) + tp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, S);
         *f = *b = 2 * one;
+        *b += sp_regather(x, x->fl.sp_dx_block[0]) + sp_regather(x, x->fl.sp_dx_block[1]);
     } else {
         *f = *b = 2 * tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, S);
     }
@@ -255,7 +275,8 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         u->kind = UNIT_HEAD;
         double tf = (sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0) +
                     3 * tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * sizeof(double));
-        double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
+        double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) + sp_regather(x, f->sp_dx_head)
+                       : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
         u->fwd = secs(x, f->head_fwd) + tf;
         u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tb;
         u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tb;
@@ -266,6 +287,10 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     }
     for (int i = 0; i < pc->nunits; i++) {
         unit_cost *u = &pc->u[i];
+        if (x->full && u->kind != UNIT_EMBED) {   /* its forward again, inside its backward */
+            u->bwd += u->fwd;
+            u->bwd_in += u->fwd;
+        }
         pc->numel += u->numel;
         if (x->z3) {
             u->gather = dp_coll(m, PTDP_COLL_ALL_GATHER, u->numel * x->store);
@@ -635,10 +660,6 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         double b = walk_units(&x, q, 1), bi = walk_units(&x, q, 2), w = 0;
         for (int i = 0; i < q->nunits; i++)
             w += q->u[i].w;
-        if (x.full) {   /* the forward again, inside the backward */
-            b += f;
-            bi += f;
-        }
         q->f = f;
         q->b = b;
         q->bi = bi;
@@ -694,7 +715,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
                     g3 += mine[k]->u[i].gather;
                     r3 += mine[k]->u[i].rs;
                 }
-            traffic = (g3 * (x.full ? 3 : 2) + r3) * l->micro_batches;
+            traffic = (2 * g3 + r3) * l->micro_batches;
             dp_exposed = l->overlap ? 0 : traffic;
         }
         /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each

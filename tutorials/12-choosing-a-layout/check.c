@@ -366,7 +366,7 @@ static lesson_memory reference_memory(const lesson_gpt *g, const lesson_layout *
     const double blocks = g->layers / l->pp, b = l->micro_batch_size;
     double acts;
     if (l->recompute == PTDP_RECOMPUTE_FULL)
-        acts = in_flight * b * g->seq_len * g->hidden + blocks * ptdp_gpt_block_act_elements(&c, (int)b, l->tp, false);
+        acts = in_flight * blocks * b * g->seq_len * g->hidden + ptdp_gpt_block_act_elements(&c, (int)b, l->tp, false);
     else if (l->recompute == PTDP_RECOMPUTE_SELECTIVE)
         acts = in_flight * blocks * ptdp_gpt_block_act_elements_selective(&c, (int)b, l->tp, false);
     else
@@ -411,7 +411,7 @@ static bool check_stage_memory_one(const lesson_gpt *g, const lesson_layout *l, 
         tutorial_note("under bf16 the activations a micro-batch keeps are bf16 too: 2 bytes an element, not "
                       "real_bytes (blank 6)");
     else if (l->recompute == PTDP_RECOMPUTE_FULL)
-        tutorial_note("full recomputation: (in flight x b T C + blocks x block(none)) x 2 or real_bytes (blank 6)");
+        tutorial_note("full recomputation: (in flight x blocks x b T C + block(none)) x 2 or real_bytes (blank 6)");
     else
         tutorial_note("activations: in flight on THIS stage x its L/pp blocks x one block's x real_bytes (blank 6)");
     return false;

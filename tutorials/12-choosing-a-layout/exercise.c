@@ -96,9 +96,9 @@ int lesson_stage_memory(const lesson_gpt *g, const lesson_layout *l, int stage, 
      *   - the model states of its parameters (blanks 2 and 3);
      *   - activations: in flight (blank 4) x its L / pp blocks x one
      *     block's (blank 5) x a, a = real_bytes (2 under bf16); under full
-     *     recomputation each micro-batch in flight keeps only its stage
-     *     input (b T C), the one in its backward the whole stage again:
-     *     (in flight x b T C + blocks x block(none)) x a;
+     *     recomputation each micro-batch in flight keeps only its blocks'
+     *     inputs (b T C each), the one in its backward one block again:
+     *     (in flight x blocks x b T C + block(none)) x a;
      *   - out->total, the sum.
      * Return 0 (or the first blank's error). */
     PTDP_BLANK(6, "one GPU of stage `stage`: model states + in flight x blocks x block activations, and the total");

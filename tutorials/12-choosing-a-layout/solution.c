@@ -106,11 +106,11 @@ int lesson_stage_memory(const lesson_gpt *g, const lesson_layout *l, int stage, 
     const double blocks = g->layers / l->pp;
     const int a = l->bf16 ? 2 : real_bytes;   /* bf16: the kept activations are bf16 too */
     if (l->recompute == PTDP_RECOMPUTE_FULL) {
-        /* each micro-batch in flight keeps only its stage input; the one in
-         * its backward has the whole stage again, for a moment */
+        /* each micro-batch in flight keeps only its blocks' inputs; the one
+         * in its backward rebuilds one block at a time */
         if ((rc = lesson_block_acts(g, l->micro_batch_size, l->tp, PTDP_RECOMPUTE_NONE, &block)) != 0)
             return rc;
-        out->acts = (in_flight * (double)l->micro_batch_size * g->seq_len * g->hidden + blocks * block) * a;
+        out->acts = (in_flight * blocks * (double)l->micro_batch_size * g->seq_len * g->hidden + block) * a;
     } else {
         if ((rc = lesson_block_acts(g, l->micro_batch_size, l->tp, l->recompute, &block)) != 0)
             return rc;
