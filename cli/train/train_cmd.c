@@ -121,9 +121,10 @@ static void usage(void)
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
         "                      3 also the parameters (gathered a unit at a time; needs dp >= 2)\n"
         "  --overlap           all-reduce each DP bucket (--zero 1: reduce-scatter it) during the last\n"
-        "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2;\n"
-        "                      the same bits, less virtual time);\n"
-        "                      with --zero 3 also gather the next unit while this one computes\n"
+        "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2,\n"
+        "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
+        "                      the next unit while this one computes; with --sp gather the kept\n"
+        "                      LayerNorm shards again while the input gradients' products run\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
         "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
         "model and data:\n", ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),

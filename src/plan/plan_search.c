@@ -270,7 +270,7 @@ static void consider(search *s, ptdp_plan_layout *l)
     if (!cheap_ok(rq, l))
         return;
     const bool zb = strcmp(l->schedule, "zb-h1") == 0;
-    l->overlap = l->dp * l->cp > 1 && l->virtual_stages == 1 && !zb;
+    l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) && l->virtual_stages == 1 && !zb;
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
         if (s->why[0] == '\0')

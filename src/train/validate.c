@@ -327,8 +327,9 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->zero == 3 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
         BAD("--zero 3 with --schedule zb-h1: W adds into a unit's gradient after the unit's backward has "
             "reduce-scattered and freed it; use --schedule 1f1b or gpipe (or --zero 2)");
-    if (c->overlap && c->dp * ptdp_train_cp(c) == 1)
-        BAD("--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more");
+    if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
+        BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
+            "--dp 2 or more, or --sp with --tp 2 or more");
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);

@@ -90,7 +90,7 @@ expect 2 "--quiet is given twice"                         -- train --quiet --qui
 expect 2 "--tp '': not a whole number"                    -- train --tp ""
 expect 2 "--tp '': not a whole number"                    -- train --tp=
 expect 2 "--lr 1e-400: too close to zero (it underflows)" -- train --lr 1e-400
-expect 2 "--overlap overlaps the data-parallel gradient sum with the backward: it needs --dp 2 or more" -- train --overlap
+expect 2 "--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs --dp 2 or more, or --sp" -- train --overlap
 expect 2 "--overlap with --schedule zb-h1" -- train --dp 2 --pp 2 --micro-batches 2 --schedule zb-h1 --overlap
 expect 2 "--overlap with --virtual-stages 2" -- train --dp 2 --pp 2 --micro-batches 2 --schedule interleaved --virtual-stages 2 --overlap
 expect 2 "--lr 1e999: too large (it overflows)"           -- train --lr 1e999

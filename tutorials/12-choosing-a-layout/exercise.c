@@ -110,6 +110,6 @@ int lesson_choose_layout(lesson_layout *l)
      * (README.md, "Your turn"): dp x tp x pp = 32 GPUs, b x dp x m = 512
      * sequences, every GPU within its memory by your lesson_stage_memory
      * and by the planner.  Set every field of *l (schedule "1f1b" or
-     * "gpipe"; sp needs tp > 1, overlap dp > 1); return 0. */
+     * "gpipe"; sp needs tp > 1, overlap dp > 1 or sp); return 0. */
     PTDP_BLANK(7, "your layout: dp, tp, pp, micro_batch_size, micro_batches, schedule, recompute, zero, bf16, sp, overlap");
 }

@@ -37,7 +37,7 @@ typedef struct {
     bool bf16;                      /* bf16 parameters and gradients          */
     bool sp;                        /* sequence parallelism (--sp; tp > 1)    */
     bool overlap;                   /* DP/ZeRO traffic under the backward
-                                       (--overlap; dp > 1)                    */
+                                       (--overlap; dp > 1 or sp)              */
 } lesson_layout;
 
 /* Bytes on one GPU. */

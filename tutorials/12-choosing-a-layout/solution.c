@@ -137,6 +137,6 @@ int lesson_choose_layout(lesson_layout *l)
     l->zero = 0;
     l->bf16 = false;
     l->sp = true;          /* tp 8: the LayerNorm and dropout regions split 8 ways */
-    l->overlap = false;    /* dp 1: no DP traffic to hide */
+    l->overlap = false;    /* dp 1: no DP traffic to hide (SP's gathers could be) */
     return 0;
 }
