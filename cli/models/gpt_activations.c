@@ -180,7 +180,7 @@ static int acts_peak(const setup *su, const row *r, int tp, int layers, double *
 
 static void usage(void)
 {
-    printf("usage: ptdp bench activations [--tp T]... [--precision %s|bf16]\n"
+    printf("usage: ptdp bench activations [--tp T,…] [--precision %s|bf16]\n"
            "\n"
            "Korthikanti et al. (2022), table 2: the activation bytes one transformer block keeps for its\n"
            "backward, with tensor parallelism, sequence parallelism, selective and full recomputation.\n"
@@ -188,7 +188,7 @@ static void usage(void)
            "arena's measurement (the activation peak with two blocks minus with one) and the paper's\n"
            "coefficients, then what differs and why.  Exits 1 if a measurement differs from its formula.\n"
            "\n"
-           "  --tp T         a tensor-parallel size to tabulate, 2..heads (repeat it; default 2 and 4)\n"
+           "  --tp T,…       the tensor-parallel sizes to tabulate, each 2..heads (default 2,4)\n"
            "  --precision P  the elements' type: %s (default) or bf16 (2 bytes, the paper's)\n",
            PTDP_REAL_NAME, PTDP_REAL_NAME);
 }
@@ -202,9 +202,10 @@ static int parse(int argc, char **argv, int *tps, int *ntp, bool *bf16, int head
         int rc = 0, k = 0;
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
         else if (ptdp_args_is(&a, "--tp")) {
-            if (*ntp == 8)
-                return ptdp_usage_error("bench activations", "--tp: at most 8 sizes");
-            rc = ptdp_args_int(&a, 2, heads, &tps[(*ntp)++]);
+            size_t t[8];
+            rc = ptdp_args_size_list(&a, 2, (size_t)heads, t, 8, ntp);
+            for (int i = 0; rc == 0 && i < *ntp; i++)
+                tps[i] = (int)t[i];
         } else if (ptdp_args_is(&a, "--precision")) {
             static const char *const names[] = { PTDP_REAL_NAME, "bf16" };
             rc = ptdp_args_enum(&a, names, 2, &k);
@@ -218,6 +219,8 @@ static int parse(int argc, char **argv, int *tps, int *ntp, bool *bf16, int head
         if (rc != 0)
             return rc;
     }
+    if (a.status != 0)
+        return a.status;
     for (int i = 0; i < *ntp; i++)
         if (heads % tps[i] != 0)
             return ptdp_usage_error("bench activations", "--tp %d: the GPT's %d heads must divide by it (try "

@@ -32,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 check_table() {   # LABEL
     local label=$1
     local rows
-    rows=$(grep -cE '^  [a-z+ ]+ +sbh.* [0-9]+ +[0-9]+ ok ' "$out")
+    rows=$(grep -cE '^  [A-Za-z+ ]+ +[0-9]*sbh.* [0-9]+ +[0-9]+ ok ' "$out")
     [[ $rows -eq 12 ]] || fail "$label: $rows rows ok, expected 12"
     grep -q 'DIFFERS' "$out" && fail "$label: a row DIFFERS"
     read -r s b h F a e r < <(sed -nE 's/.*s = ([0-9]+) positions, b = ([0-9]+) .*/\1 \2/p;
@@ -67,7 +67,7 @@ grep -qF 'what differs from the paper' "$out" || fail "no sentence on the differ
 # 3: bf16 elements (a run exists in the float build only)
 if [[ $("$ptdp" train --help 2>&1) == *"f32 (default) or bf16"* ]]; then
     before=$failures
-    run_ok bench activations --precision bf16 --tp 2 --tp 4
+    run_ok bench activations --precision bf16 --tp 2,4
     check_table bf16
     [[ $failures -eq $before ]] && echo "ok    bf16: measured = formula"
 else
@@ -77,6 +77,7 @@ fi
 # 4: bad input
 expect_usage '--tp 3' -- bench activations --tp 3
 expect_usage '--tp' -- bench activations --tp 1
+expect_usage '--tp' -- bench activations --tp 2 --tp 4
 expect_usage '--precision' -- bench activations --precision half
 expect_usage '--bogus' -- bench activations --bogus
 
