@@ -183,6 +183,21 @@ int harness_group_index(const ptdp_comm_stats *s, const char *name)
     return -1;
 }
 
+void harness_assert_attention_close(int N, bool zigzag, double p, const double *worst_y, const double *worst_d)
+{
+#ifdef PTDP_DOUBLE
+    const double tol = 1e-12;
+#else
+    const double tol = 1e-5;
+#endif
+    for (int r = 0; r < N; r++) {
+        ck_assert_msg(worst_y[r] <= tol, "N %d %s p %.1f rank %d: y differs by %g", N,
+                      zigzag ? "zigzag" : "contiguous", p, r, worst_y[r]);
+        ck_assert_msg(worst_d[r] <= 10 * tol, "N %d %s p %.1f rank %d: dqkv differs by %g", N,
+                      zigzag ? "zigzag" : "contiguous", p, r, worst_d[r]);
+    }
+}
+
 int harness_forward_kept(ptdp_device *dev, struct ptdp_model *m, int rows, size_t *kept)
 {
     ptdp_batch b = { .first = 0, .rows = rows };

@@ -184,6 +184,12 @@ int harness_device_fail(ptdp_device *dev, const char *file, int line, const char
  * device's statistics, or -1 if it never communicated. */
 int harness_group_index(const ptdp_comm_stats *s, const char *name);
 
+/* An attention split over N devices against one device's: each rank's
+ * largest difference of the output (worst_y[r]) within 1e-12 in double,
+ * 1e-5 in float, of the input gradients (worst_d[r]) within ten times
+ * that; the failure names the case (layout, dropout p, rank). */
+void harness_assert_attention_close(int N, bool zigzag, double p, const double *worst_y, const double *worst_d);
+
 /* The activation bytes (arena category acts) one forward of model m keeps
  * on this device for its backward: a batch of `rows` samples from sample
  * 0, measured between before and after the forward, then freed. */

@@ -199,17 +199,7 @@ LOOP_TEST(ulysses_tests, test_ulysses_attention_equals_one_device, 16)
     a.p = _i >= 8 ? 0.2 : 0.0;
     reference(&a);
     harness_launch_ok(N, attn_device, &a, NULL, NULL);
-#ifdef PTDP_DOUBLE
-    const double tol = 1e-12;
-#else
-    const double tol = 1e-5;
-#endif
-    for (int r = 0; r < N; r++) {
-        ck_assert_msg(a.worst_y[r] <= tol, "N %d %s p %.1f rank %d: y differs by %g", N,
-                      a.zigzag ? "zigzag" : "contiguous", a.p, r, a.worst_y[r]);
-        ck_assert_msg(a.worst_d[r] <= 10 * tol, "N %d %s p %.1f rank %d: dqkv differs by %g", N,
-                      a.zigzag ? "zigzag" : "contiguous", a.p, r, a.worst_d[r]);
-    }
+    harness_assert_attention_close(N, a.zigzag, a.p, a.worst_y, a.worst_d);
 }
 END_TEST
 

@@ -122,42 +122,51 @@ TEST(gpt_tests, test_sp_meshes_are_all_there)
 }
 END_TEST
 
+/* A run of the GPT under context parallelism, ring or Ulysses: both
+ * tables below. */
 typedef struct {
     int dp, cp, tp, pp, m, zero;
     bool contiguous;
     const char *schedule;
     double dropout;
-    bool recompute, sp;
+    bool recompute, selective, sp;
 } cp_case;
-static const cp_case cp_cases[] = {
-    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.0, false, false }, { 1, 2, 1, 1, 1, 0, true, "1f1b", 0.1, false, false },
-    { 1, 3, 1, 1, 1, 0, false, "1f1b", 0.1, false, false }, { 1, 3, 1, 1, 2, 0, true, "1f1b", 0.0, false, false },
-    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false, false }, { 1, 4, 1, 1, 1, 0, true, "1f1b", 0.0, false, false },
-    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false, false }, { 2, 2, 2, 1, 1, 2, false, "1f1b", 0.0, false, false },
-    { 1, 2, 2, 2, 2, 0, false, "gpipe", 0.1, false, false }, { 1, 2, 1, 4, 2, 0, true, "1f1b", 0.0, true, false },
-    { 2, 2, 1, 2, 2, 2, false, "1f1b", 0.1, true, false }, { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false, false },
-    /* with sequence parallelism inside each device's positions */
-    { 1, 2, 2, 1, 1, 0, false, "1f1b", 0.1, false, true }, { 2, 2, 2, 1, 2, 1, true, "1f1b", 0.0, false, true },
-    { 1, 2, 2, 2, 2, 0, false, "1f1b", 0.1, true, true },
-};
 
-LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp_cases / sizeof cp_cases[0]))
+static void check_cp_case(const cp_case *k, int seq_len, bool a2a)
 {
-    const cp_case *k = &cp_cases[_i];
     ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    ptdp_gpt(&c.model)->seq_len = 12;                     /* divides into 2 cp chunks for cp 2 and 3, and cp 4's 4 */
-    if (k->cp == 4 && !k->contiguous)
-        ptdp_gpt(&c.model)->seq_len = 16;
+    ptdp_gpt(&c.model)->seq_len = seq_len;
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.cp = k->cp;
+    c.cp_a2a = a2a;
     c.cp_contiguous = k->contiguous;
     c.zero = k->zero;
     c.schedule = k->schedule;
     c.dropout = k->dropout;
     c.recompute = k->recompute;
+    c.recompute_core = k->selective;
     c.sp = k->sp;
     equiv_check(&c);
+}
+
+static const cp_case cp_cases[] = {
+    { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.0, false, false, false }, { 1, 2, 1, 1, 1, 0, true, "1f1b", 0.1, false, false, false },
+    { 1, 3, 1, 1, 1, 0, false, "1f1b", 0.1, false, false, false }, { 1, 3, 1, 1, 2, 0, true, "1f1b", 0.0, false, false, false },
+    { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false, false, false }, { 1, 4, 1, 1, 1, 0, true, "1f1b", 0.0, false, false, false },
+    { 2, 2, 1, 1, 2, 1, false, "1f1b", 0.1, false, false, false }, { 2, 2, 2, 1, 1, 2, false, "1f1b", 0.0, false, false, false },
+    { 1, 2, 2, 2, 2, 0, false, "gpipe", 0.1, false, false, false }, { 1, 2, 1, 4, 2, 0, true, "1f1b", 0.0, true, false, false },
+    { 2, 2, 1, 2, 2, 2, false, "1f1b", 0.1, true, false, false }, { 1, 4, 2, 1, 2, 0, false, "1f1b", 0.0, false, false, false },
+    /* with sequence parallelism inside each device's positions */
+    { 1, 2, 2, 1, 1, 0, false, "1f1b", 0.1, false, false, true }, { 2, 2, 2, 1, 2, 1, true, "1f1b", 0.0, false, false, true },
+    { 1, 2, 2, 2, 2, 0, false, "1f1b", 0.1, true, false, true },
+};
+
+LOOP_TEST(gpt_tests, test_context_parallel_mesh_equals_baseline, (int)(sizeof cp_cases / sizeof cp_cases[0]))
+{
+    const cp_case *k = &cp_cases[_i];
+    /* T 12 divides into 2 cp chunks for cp 2 and 3, and cp 4's 4; zigzag cp 4 needs 16 */
+    check_cp_case(k, k->cp == 4 && !k->contiguous ? 16 : 12, false);
 }
 END_TEST
 
@@ -166,14 +175,7 @@ END_TEST
  * 4 at tp 1 and 2 — alone in both layouts, and with dp and every ZeRO
  * stage, tp with and without SP, pp with both schedules, recompute full
  * and selective, dropout. */
-typedef struct {
-    int dp, cp, tp, pp, m, zero;
-    bool contiguous;
-    const char *schedule;
-    double dropout;
-    bool recompute, selective, sp;
-} a2a_case;
-static const a2a_case a2a_cases[] = {
+static const cp_case a2a_cases[] = {
     { 1, 2, 1, 1, 1, 0, false, "1f1b", 0.1, false, false, false },
     { 1, 4, 1, 1, 2, 0, true, "1f1b", 0.0, false, false, false },
     { 1, 4, 1, 1, 1, 0, false, "1f1b", 0.1, false, true, false },
@@ -190,21 +192,7 @@ static const a2a_case a2a_cases[] = {
 
 LOOP_TEST(gpt_tests, test_ulysses_mesh_equals_baseline, (int)(sizeof a2a_cases / sizeof a2a_cases[0]))
 {
-    const a2a_case *k = &a2a_cases[_i];
-    ptdp_train_config c = gpt_config(k->dp, k->tp, k->pp, k->m);
-    ptdp_gpt(&c.model)->seq_len = 16;                     /* 2 cp chunks for cp 4 zigzag */
-    int per = k->dp * k->m;
-    c.batch = (c.batch + per - 1) / per * per;
-    c.cp = k->cp;
-    c.cp_a2a = true;
-    c.cp_contiguous = k->contiguous;
-    c.zero = k->zero;
-    c.schedule = k->schedule;
-    c.dropout = k->dropout;
-    c.recompute = k->recompute;
-    c.recompute_core = k->selective;
-    c.sp = k->sp;
-    equiv_check(&c);
+    check_cp_case(&a2a_cases[_i], 16, true);                  /* 2 cp chunks for cp 4 zigzag */
 }
 END_TEST
 
