@@ -43,7 +43,7 @@
 typedef enum {
     PTDP_RECOMPUTE_NONE = 0,
     PTDP_RECOMPUTE_SELECTIVE,   /* the attention core (train.h recompute_core) */
-    PTDP_RECOMPUTE_FULL,        /* keep only each stage's input (train.h recompute)  */
+    PTDP_RECOMPUTE_FULL,        /* keep each block's input, redo one block at a time */
     PTDP_RECOMPUTE_COUNT
 } ptdp_recompute;
 
