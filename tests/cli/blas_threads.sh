@@ -3,7 +3,8 @@
 # (--blas-threads, src/nn/blas.c) give the same bits whatever their number.
 #
 #  1. Bad values exit 2 naming the flag, nothing on stdout: 0, abc, 257;
-#     with --backend mpi (one thread per process).  The help names the flag.
+#     with --backend mpi (one thread per process); ptdp demo's and ptdp bench
+#     train's.  The help of train, demo and bench train names the flag.
 #  2. For --blas-threads 1, 2 and 3 (an odd split), in float (ptdp) and
 #     double (ptdp-f64), the MLP under dp 2 × tp 2 and the GPT under tp 2 ×
 #     pp 2 and at dp 1: the losses and gradient norms of every step (--log,
@@ -22,6 +23,12 @@ expect_usage "--blas-threads 0: must be between 1 and 256"  -- $t --blas-threads
 expect_usage "--blas-threads abc: not a whole number"       -- $t --blas-threads abc
 expect_usage "--blas-threads 257"                           -- $t --blas-threads 257
 expect_usage "--backend mpi"                               -- $t --blas-threads 2 --backend mpi
+expect_usage "--blas-threads 0: must be between 1 and 256"  -- demo --blas-threads 0
+expect_usage "--blas-threads abc: not a whole number"       -- bench train --blas-threads abc
+for cmd in "demo" "bench train"; do
+    run_ok $cmd --help && has "--blas-threads N" && echo "ok    ptdp $cmd --help names --blas-threads" \
+        || fail "ptdp $cmd --help lacks --blas-threads N"
+done
 run_ok train --help && has "--blas-threads N" && echo "ok    ptdp train --help names --blas-threads" \
     || fail "ptdp train --help lacks --blas-threads N"
 
