@@ -37,19 +37,24 @@ static void model_demos(const char *before)
 
 static void demo_usage(void)
 {
-    printf("usage: ptdp demo [--steps N] [--micro-batches M]\n"
+    printf("usage: ptdp demo [--steps N] [--micro-batches M] [--blas-threads N]\n"
            "       ptdp demo MODEL [--help]   (a model's own demo, below)\n");
     model_demos("       ");
     printf("\n"
            "Train the reference %s on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
            "same seed, and show that they agree; then where the memory went and the pipeline's\n"
-           "bubble.  Defaults: 12 steps, 4 micro-batches.\n", ptdp_model_cli_noun(ptdp_model_at(0)));
+           "bubble.  Defaults: 12 steps, 4 micro-batches.  --blas-threads N: threads per device\n"
+           "for its matrix products, 1..256 (default: cores / devices; the same bits for any N).\n",
+           ptdp_model_cli_noun(ptdp_model_at(0)));
 }
+
+static int blas_threads;   /* --blas-threads; 0: the default */
 
 static int run(ptdp_train_config *c, ptdp_launch_result *lr, ptdp_train_result *res, const char *what)
 {
     char msg[PTDP_MSG_MAX];
     ptdp_launch_opts o = { 0 };
+    o.blas_threads = blas_threads;
     o.result = lr;
     o.watchdog_s = 60;
     int rc = ptdp_train(c, &o, NULL, NULL, res, msg, sizeof msg);
@@ -86,6 +91,7 @@ int ptdp_cmd_demo(int argc, char **argv)
         if (ptdp_args_is(&a, "--help")) { demo_usage(); return PTDP_EXIT_OK; }
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 1000, &steps);
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 32, &mbs);
+        else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &blas_threads);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;

@@ -31,6 +31,12 @@
  *      dp = 2 with ZeRO-1, the optimizer step sharded, when the build has
  *      it): the wall time of a step as the training loop logs it (largest
  *      device).
+ *      And dp = 1 again with every core: the device's products shared by
+ *      ptdp_blas_threads(--blas-threads, 1) threads (default: all cores,
+ *      or OPENBLAS_NUM_THREADS), what a student's one-device run gets on
+ *      a laptop; the same losses (src/nn/blas.c).  Every other measurement
+ *      keeps one thread per device, so the speed-ups below compare devices,
+ *      not thread counts.
  *   3. the hardware's own limit for two devices: one baseline run at the
  *      per-device batch B/2 alone, then two such runs at the same time (two
  *      host threads, each calling ptdp_train):
@@ -72,6 +78,7 @@
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/launch.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
@@ -88,6 +95,7 @@ typedef struct {
     int batch, steps, warmup;
     bool json;
     double watchdog_s;
+    int blas_threads;              /* the all-cores line; 0 = every core   */
 } bench_cfg;
 
 static bench_cfg bench_defaults(void)
@@ -249,7 +257,7 @@ static int phase_device(ptdp_device *dev, void *arg)
     ptdp_adamw_config ac = ptdp_adamw_default_config();
 
     for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
-        ptdp_progress("[1/6] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
+        ptdp_progress("[1/7] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
         ptdp_batch batch = { .first = (int64_t)s * b, .rows = b };
         if ((rc = ptdp_batch_load(dev, m, &batch)) != 0)      /* not timed */
             break;
@@ -300,6 +308,7 @@ typedef struct {
     ptdp_train_config tc;
     const bench_cfg *cfg;
     const char *label;             /* for progress lines, NULL: none         */
+    int blas_threads;              /* threads per device (1 unless asked)    */
     double step_s;                 /* median wall time of the timed steps    */
     double *loss;                  /* [steps] every step's loss, if not NULL */
     int rc;
@@ -322,6 +331,7 @@ static void train_init(train_run *t, const bench_cfg *c, int dp, int batch, cons
     t->tc.bucket_mb = 25;          /* PyTorch DDP's default bucket size      */
     t->tc.seed = 1;
     t->tc.schedule = "1f1b";
+    t->blas_threads = 1;
 }
 
 static void train_progress(const ptdp_step_log *l, void *ctx)
@@ -335,6 +345,7 @@ static void *train_thread(void *arg)
     train_run *t = arg;
     ptdp_launch_opts o = { 0 };
     o.watchdog_s = t->cfg->watchdog_s;
+    o.blas_threads = t->blas_threads;
     ptdp_train_result res;
     memset(&res, 0, sizeof res);
     t->rc = ptdp_train(&t->tc, &o, t->label ? train_progress : NULL, t, &res, t->msg, sizeof t->msg);
@@ -371,6 +382,8 @@ static int run_concurrently(train_run *a, train_run *b)
 typedef struct {
     double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
     double base_s, dp2_s, zero1_s, alone_s, conc_s;   /* zero1_s 0: not measured */
+    double threads_s;              /* dp=1 with blas_threads per device      */
+    int blas_threads;
     char zero1_note[PTDP_MSG_MAX];
 } bench_result;
 
@@ -410,6 +423,7 @@ static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
     ptdp_launch_result lr;
     ptdp_launch_opts o = { 0 };
     o.watchdog_s = c->watchdog_s;
+    o.blas_threads = 1;
     o.result = &lr;
     int rc = ptdp_launch(1, phase_device, &pr, &o);
     if (rc != 0) {
@@ -429,7 +443,7 @@ static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
 
 /* Every step's loss of the runs that must agree with one another. */
 typedef struct {
-    double *phases, *base, *dp2, *zero1;
+    double *phases, *base, *dp2, *zero1, *threads;
 } run_losses;
 
 /* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2 with
@@ -438,23 +452,26 @@ typedef struct {
  * Fills out's step times; *with_zero: whether ZeRO-1 ran. */
 static int measure_training(const bench_cfg *c, const run_losses *l, bench_result *out, bool *with_zero)
 {
-    train_run base, dp2, zero1, alone, conc[2];
-    train_init(&base, c, 1, c->batch, "[2/6] ptdp_train dp=1");
-    train_init(&dp2, c, 2, c->batch, "[3/6] ptdp_train dp=2");
-    train_init(&zero1, c, 2, c->batch, "[4/6] ptdp_train dp=2 ZeRO-1");
+    train_run base, threads, dp2, zero1, alone, conc[2];
+    train_init(&base, c, 1, c->batch, "[2/7] ptdp_train dp=1");
+    train_init(&threads, c, 1, c->batch, "[3/7] ptdp_train dp=1, every core");
+    threads.blas_threads = out->blas_threads = ptdp_blas_threads(c->blas_threads, 1);
+    train_init(&dp2, c, 2, c->batch, "[4/7] ptdp_train dp=2");
+    train_init(&zero1, c, 2, c->batch, "[5/7] ptdp_train dp=2 ZeRO-1");
     zero1.tc.zero = 1;
     base.loss = l->base;
+    threads.loss = l->threads;
     dp2.loss = l->dp2;
     zero1.loss = l->zero1;
     *with_zero = ptdp_train_validate(&zero1.tc, out->zero1_note, sizeof out->zero1_note) == 0;
 
     /* (only the first of the two concurrent runs reports progress: one
      * writer at a time) */
-    train_init(&alone, c, 1, c->batch / 2, "[5/6] one run at B/2 alone");
-    train_init(&conc[0], c, 1, c->batch / 2, "[6/6] two runs at B/2 at once");
+    train_init(&alone, c, 1, c->batch / 2, "[6/7] one run at B/2 alone");
+    train_init(&conc[0], c, 1, c->batch / 2, "[7/7] two runs at B/2 at once");
     train_init(&conc[1], c, 1, c->batch / 2, NULL);
 
-    train_run *order[] = { &base, &dp2, *with_zero ? &zero1 : NULL, &alone };
+    train_run *order[] = { &base, &threads, &dp2, *with_zero ? &zero1 : NULL, &alone };
     train_run *failed = NULL;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && failed == NULL; i++)
         if (order[i] != NULL && (train_thread(order[i]), order[i]->rc != 0))
@@ -468,6 +485,7 @@ static int measure_training(const bench_cfg *c, const run_losses *l, bench_resul
         return PTDP_EXIT_FAIL;
     }
     out->base_s = base.step_s;
+    out->threads_s = threads.step_s;
     out->dp2_s = dp2.step_s;
     out->zero1_s = *with_zero ? zero1.step_s : 0;
     out->alone_s = alone.step_s;
@@ -479,12 +497,13 @@ static int measure(const bench_cfg *c, bench_result *out)
 {
     int total = c->warmup + c->steps;
     memset(out, 0, sizeof *out);
-    double *buf = calloc((size_t)4 * total, sizeof *buf);
+    double *buf = calloc((size_t)5 * total, sizeof *buf);
     if (buf == NULL) {
         fprintf(stderr, "ptdp bench train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
-    run_losses l = { .phases = buf, .base = buf + total, .dp2 = buf + 2 * total, .zero1 = buf + 3 * total };
+    run_losses l = { .phases = buf, .base = buf + total, .dp2 = buf + 2 * total, .zero1 = buf + 3 * total,
+                     .threads = buf + 4 * total };
     bool with_zero = false;
     int status = measure_phases(c, l.phases, out);
     if (status == PTDP_EXIT_OK)
@@ -493,6 +512,7 @@ static int measure(const bench_cfg *c, bench_result *out)
     /* No fast wrong answer: the same seed and data must give the same losses. */
     if (status == PTDP_EXIT_OK &&
         check_losses("the phase-by-phase baseline", l.phases, l.base, total) +
+        check_losses("dp=1 on every core", l.threads, l.base, total) +
         check_losses("dp=2", l.dp2, l.base, total) +
         (with_zero ? check_losses("dp=2 ZeRO-1", l.zero1, l.base, total) : 0) != 0)
         status = PTDP_EXIT_FAIL;
@@ -539,6 +559,8 @@ static void print_json(const bench_cfg *c, const bench_result *r)
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     if (cli->bench_json_keys != NULL)
         cli->bench_json_keys(stdout, &c->model, c->batch, r->base_s);
+    printf("\"blas_threads\": %d, \"baseline_threads_step_s\": %.6g, \"threads_speedup\": %.6g, ",
+           r->blas_threads, r->threads_s, r->base_s / r->threads_s);
     if (r->zero1_s > 0)
         printf("\"dp2_zero1_step_s\": %.6g, \"dp2_zero1_speedup\": %.6g, ", r->zero1_s, r->base_s / r->zero1_s);
     printf("\"alone_half_step_s\": %.6g, \"concurrent_half_step_s\": %.6g, "
@@ -570,6 +592,11 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("  %-46s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
     printf("  %-46s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
            b / r->base_s, r->flops / r->base_s / 1e9);
+    char label[64];
+    snprintf(label, sizeof label, "baseline step, %d thread%s (every core)", r->blas_threads,
+             r->blas_threads == 1 ? "" : "s");
+    printf("  %-46s %10.1f %12.1f %10.1f\n", label, 1e3 * r->threads_s, b / r->threads_s,
+           r->flops / r->threads_s / 1e9);
     printf("  %-46s %10.1f %12.1f %10.1f\n", "dp=2 step (ptdp train, same global batch)", 1e3 * r->dp2_s,
            b / r->dp2_s, r->flops / r->dp2_s / 1e9);
     if (r->zero1_s > 0)
@@ -590,6 +617,9 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     printf("    dp=2 / concurrent                    %6.3f   = t(concurrently) / t(dp=2)  (target >= 0.85)\n",
            s.fraction);
     printf("  for information, against one device on the whole batch B:\n");
+    snprintf(label, sizeof label, "%d threads over 1 (dp=1)", r->blas_threads);
+    printf("    %-37s %6.3f   = t(1 thread) / t(%d threads)\n", label, r->base_s / r->threads_s,
+           r->blas_threads);
     printf("    dp=2 speed-up over dp=1              %6.3f   = t(dp=1) / t(dp=2)\n", s.dp2_over_dp1);
     printf("    of which t(B) / 2 t(B/2 alone)       %6.3f   how a step's time scales with its batch\n",
            s.batch_scaling);
@@ -602,13 +632,13 @@ static void print_table(const bench_cfg *c, const bench_result *r)
 
 static void usage(void)
 {
-    printf("usage: ptdp bench train [--steps N] [--warmup N] [--json] [--watchdog S]\n"
+    printf("usage: ptdp bench train [--steps N] [--warmup N] [--json] [--watchdog S] [--blas-threads N]\n"
            "                        [--d-in N --hidden N --ffn N --layers N --classes N --batch B]\n"
            "\n"
            "Time the training step of the reference %s: the baseline's forward + backward\n"
            "against its GEMMs alone, its optimizer, dp=1 and dp=2 on the same global batch,\n"
            "and two independent baseline runs at batch B/2 at once (the speed-up the machine\n"
-           "allows two devices).  AdamW, seed 1; every time is a median over the timed steps.\n"
+           "allows two devices), each device on one thread; and dp=1 on every core.  AdamW, seed 1; every time is a median over the timed steps.\n"
            "\n"
            "  --steps N      timed steps per measurement (default 8)\n"
            "  --warmup N     untimed steps before them (default 2)\n", ptdp_model_cli_noun(ptdp_model_at(0)));
@@ -616,7 +646,9 @@ static void usage(void)
     ptdp_model_flags_help(stdout, &d.model);
     printf("  --batch B      global batch, even (default 64)\n"
            "  --json         one JSON object on stdout instead of the table\n"
-           "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n");
+           "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n"
+           "  --blas-threads N  threads of the every-core line, 1..256 (default: the cores,\n"
+           "                 or OPENBLAS_NUM_THREADS)\n");
 }
 
 /* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
@@ -648,6 +680,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
         }
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
+        else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &c->blas_threads);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;

@@ -152,6 +152,8 @@ static void usage(void)
         "                      mesh's devices; the same bits as threads; rank 0 prints and saves)\n"
         "  --profile P         cost model of the virtual clock (--profile list names them)\n"
         "  --watchdog S        seconds before a stuck collective fails the run (default 60)\n"
+        "  --blas-threads N    threads per device for its matrix products, 1..256 (default: cores /\n"
+        "                      devices, or OPENBLAS_NUM_THREADS per device; the same bits for any N)\n"
         "output:\n"
         "  --check             also run the single-device baseline and compare (exit 1 on mismatch)\n"
         "  --log FILE          the step lines as JSON lines\n"
@@ -304,6 +306,7 @@ static int parse(int argc, char **argv, train_options *o)
         }
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o->launch.watchdog_s);
+        else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &o->launch.blas_threads);
         else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &o->check);
         else if (ptdp_args_is(&a, "--verify-replicas")) rc = ptdp_args_switch(&a, &c->verify_replicas);
         else if (ptdp_args_is(&a, "--quiet")) rc = ptdp_args_switch(&a, &o->quiet);
@@ -400,6 +403,9 @@ static int validate(train_options *o)
         return rc;
     if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)
         return ptdp_usage_error("train", "--algo mpi is MPI's own MPI_Allreduce: it needs --backend mpi");
+    if (o->launch.backend == PTDP_BACKEND_MPI && o->launch.blas_threads > 0)
+        return ptdp_usage_error("train", "--blas-threads shares each device's products with its threads: "
+                                "--backend mpi keeps one thread per process");
     if (o->launch.backend == PTDP_BACKEND_MPI) {
         /* One process per device: mpirun's world is the mesh. */
         long world = (long)c->dp * ptdp_train_cp(c) * c->tp * c->pp;

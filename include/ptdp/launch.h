@@ -66,6 +66,10 @@ typedef struct {
      * completed).  Threads return from ptdp_launch instead: unused. */
     void (*before_abort)(void *ctx);
     void *before_abort_ctx;
+    int blas_threads;              /* threads per device for its matrix
+                                      products; 0 = ptdp_blas_threads(0, N)
+                                      (threads; processes under MPI keep
+                                      one thread each)                      */
 } ptdp_launch_opts;
 
 #define PTDP_DEFAULT_DEVICE_MEM ((size_t)4 << 30)
@@ -78,6 +82,12 @@ typedef struct {
  * (the run itself may have succeeded); without a result it is returned. */
 int  ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts);
 void ptdp_launch_result_free(ptdp_launch_result *r);
+
+/* Threads each of `devices` devices on this host uses for its matrix
+ * products: `asked` if > 0; else OPENBLAS_NUM_THREADS when it is a positive
+ * number (per device); else cores / devices, at least 1.  The bits of every
+ * result are the same whatever the count (src/nn/blas.c). */
+int  ptdp_blas_threads(int asked, int devices);
 
 /*
  * One host, or one per process.  Threads share the host's memory, so what

@@ -22,9 +22,13 @@
  * sleeping device, so every pending and later collective returns
  * PTDP_EABORTED and each thread unwinds on its own.
  *
- * A device is one core's worth of work: OpenBLAS is kept single-threaded,
- * otherwise N devices would each start a BLAS thread pool on the same
- * cores.
+ * A device is cores / devices worth of work.  OpenBLAS is kept
+ * single-threaded (its thread count is global to the process, and N devices
+ * would each start its pool on the same cores); instead each device gets a
+ * pool of its own helper threads (runtime/pool.c), opts->blas_threads in
+ * all, that share its large products by blocks of rows (nn/blas.c) with the
+ * same bits for any count.  The pools start before the devices and end
+ * after every device has returned.
  */
 #include "ptdp/launch.h"
 
@@ -41,6 +45,7 @@
 #include "ptdp/mpi.h"
 #include "ptdp/error.h"
 #include "ptdp/trace.h"
+#include "runtime/pool.h"
 #include "runtime/wait.h"
 #include "comm/mpi_impl.h"
 #include "runtime/device_impl.h"
@@ -56,6 +61,7 @@ typedef struct {
     ptdp_device_fn fn;
     void *arg;
     double wall_s;
+    ptdp_pool *pool;                    /* its helper threads              */
 } device_thread;
 
 static void *device_main(void *p)
@@ -64,7 +70,9 @@ static void *device_main(void *p)
     ptdp_device *dev = th->dev;
     dev->wall0 = ptdp_wall_now();
     ptdp_device_set_current(dev);
+    ptdp_pool_set_current(th->pool);
     int rc = th->fn(dev, th->arg);
+    ptdp_pool_set_current(NULL);
     ptdp_device_set_current(NULL);
     if (rc != 0 && dev->status == 0 && !ptdp_aborted(dev))
         ptdp_fail(dev, rc, "device %d returned %d (%s)", dev->rank, rc, ptdp_strerror(rc));
@@ -122,6 +130,7 @@ static void destroy_devices(launch_state *L, int n)
             ptdp_arena_destroy(L->dev[r].arena);
         if (L->dev[r].trace)
             ptdp_trace_destroy(L->dev[r].trace);
+        ptdp_pool_destroy(L->th[r].pool);
     }
 }
 
@@ -147,7 +156,9 @@ static int create_devices(launch_state *L, int n, const ptdp_launch_opts *o)
         d->world = ptdp_shm_comm_create(group, d, r, "world");
         if (o->trace_path)
             d->trace = ptdp_trace_create(r);
-        if (!d->arena || !d->world || (o->trace_path && !d->trace)) {
+        int threads = ptdp_blas_threads(o->blas_threads, n);
+        int prc = ptdp_pool_create(&L->th[r].pool, threads, may_spin(n * threads, o->spin));
+        if (!d->arena || !d->world || (o->trace_path && !d->trace) || prc != 0) {
             /* Drop the group references no communicator took. */
             for (int k = d->world ? r + 1 : r; k < n; k++)
                 ptdp_shm_group_release(group);
@@ -211,7 +222,7 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
 
     int started = 0;
     for (; started < world_size; started++) {
-        L->th[started] = (device_thread){ &L->dev[started], fn, arg, 0.0 };
+        L->th[started] = (device_thread){ &L->dev[started], fn, arg, 0.0, L->th[started].pool };
         if (pthread_create(&L->tid[started], NULL, device_main, &L->th[started]) != 0) {
             ptdp_fail(&L->dev[started], PTDP_ENOMEM, "could not start the thread of device %d",
                       started);
@@ -252,6 +263,11 @@ int ptdp_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_
     ptdp_world_destroy(w);
     free(L);
     return rc;
+}
+
+int ptdp_blas_threads(int asked, int devices)
+{
+    return ptdp_pool_threads_for(asked, devices);
 }
 
 void ptdp_launch_result_free(ptdp_launch_result *r)

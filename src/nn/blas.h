@@ -44,10 +44,34 @@ static inline int ptdp_blas_ld(ptdp_tensor t)
     return ld > 0 ? ld : 1;
 }
 
+/* One GEMM call on the calling thread: the product itself. */
+static inline void ptdp_gemm_one(bool trans_a, bool trans_b, int m, int n, int k,
+                                 double alpha, const ptdp_real *a, int lda,
+                                 const ptdp_real *b, int ldb,
+                                 double beta, ptdp_real *c, int ldc)
+{
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+#ifdef PTDP_DOUBLE
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
+#endif
+}
+
+/* A large product shared with the device's helper threads, by blocks of
+ * rows of C (blas.c); false when it is too small to share, or the device
+ * has no helpers: then the caller computes it alone. */
+bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
+                      double alpha, const ptdp_real *a, int lda,
+                      const ptdp_real *b, int ldb,
+                      double beta, ptdp_real *c, int ldc);
+
 /* C (m x n) = alpha * op(A) op(B) + beta * C, row-major, where op(A) is m x k
  * and op(B) is k x n.  Degenerate sizes are handled here rather than passed
  * to BLAS (some implementations report k == 0 with ld == 0 as an error):
- * with k == 0 the product is empty and C = beta * C. */
+ * with k == 0 the product is empty and C = beta * C.  The bits of C do not
+ * depend on how many threads share the product (blas.c). */
 static inline void ptdp_gemm(bool trans_a, bool trans_b, int m, int n, int k,
                              double alpha, const ptdp_real *a, int lda,
                              const ptdp_real *b, int ldb,
@@ -61,13 +85,8 @@ static inline void ptdp_gemm(bool trans_a, bool trans_b, int m, int n, int k,
                 c[(size_t)i * ldc + j] = beta == 0.0 ? 0 : (ptdp_real)(beta * c[(size_t)i * ldc + j]);
         return;
     }
-    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-#ifdef PTDP_DOUBLE
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
-#endif
+    if (!ptdp_gemm_shared(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        ptdp_gemm_one(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 #endif

@@ -1,0 +1,94 @@
+/*
+ * blas.c — a device's large matrix products shared with its helper threads,
+ *          with the same bits whatever the number of threads.
+ *
+ * When devices are fewer than cores, each device gets cores / devices
+ * threads (runtime/pool.c).  The product C = alpha op(A) op(B) + beta C is
+ * cut into blocks of ROWS of C; each thread computes its block with one
+ * single-threaded GEMM call:
+ *
+ *              op(B) (k x n), read by all
+ *            ┌──────────────┐
+ *   op(A)    │              │
+ *  ┌──────┐  ├──────────────┤ C rows   0 .. 47   device thread
+ *  │ rows │  │              │ C rows  48 .. 95   helper 1
+ *  │ of A │─►├──────────────┤ C rows  96 .. m-1  helper 2
+ *  └──────┘  └──────────────┘
+ *
+ *   C[i][j] = beta C[i][j] + alpha Σ_k op(A)[i][k] op(B)[k][j]
+ *
+ * Why our own threads, and not OpenBLAS's.  Debian's OpenBLAS is the
+ * pthreads build: openblas_set_num_threads is global to the process, so with
+ * several devices it cannot give each its own count, and OpenBLAS's threads
+ * split a product however it likes (its split also depends on the count).
+ * OpenBLAS is therefore kept single-threaded (comm/launch.c) and ptdp
+ * splits: portable (POSIX threads only), and deterministic.
+ *
+ * Why rows of C, in blocks of 48.  Only the output is split, never k: every
+ * element of C is still one dot product over all of k, summed by the same
+ * kernel in the same order, so the bits cannot depend on the thread count —
+ * provided each block meets the kernel's tiles where the whole product
+ * would.  Measured with OpenBLAS 0.3.21 (Haswell kernels, float and
+ * double): blocks of rows cut at multiples of 12 give C bit for bit; cuts at
+ * other rows, and blocks of columns in float at any cut, do not (the edge
+ * kernels for the leftover rows or columns sum differently).  48 is a
+ * multiple of the row tiles of the common x86 and Arm kernels (4, 6, 8, 12,
+ * 16, 24).  The test tests/test_blas_threads.c checks the bits for 1, 2 and
+ * 3 threads through training runs; a BLAS whose tiles disagree fails it.
+ *
+ * Why not small products.  Waking a helper costs microseconds; a block
+ * does at least 2^20 multiply-adds (about 50 µs at one core's speed), so the
+ * hand-over stays small beside the work.  That floor also keeps each block
+ * clear of the "small matrix" paths some OpenBLAS kernels take below about
+ * 10^6 multiply-adds, which sum in another order than the blocked kernel.
+ */
+#include "nn/blas.h"
+
+#include "runtime/pool.h"
+
+enum { ROW_GRANULE = 48 };
+#define MIN_BLOCK_MACS 1048576.0       /* 2^20 multiply-adds per block */
+
+typedef struct {
+    bool trans_a, trans_b;
+    int m, n, k, lda, ldb, ldc;
+    double alpha, beta;
+    const ptdp_real *a, *b;
+    ptdp_real *c;
+    int granules;                      /* whole blocks of ROW_GRANULE rows */
+} gemm_job;
+
+/* Part `part` of `parts`: granules [G·part/parts, G·(part+1)/parts); the
+ * last part also takes the rows after the last whole granule. */
+static void gemm_block(void *arg, int part, int parts)
+{
+    const gemm_job *j = arg;
+    int r0 = (int)((long)j->granules * part / parts) * ROW_GRANULE;
+    int r1 = part == parts - 1 ? j->m : (int)((long)j->granules * (part + 1) / parts) * ROW_GRANULE;
+    /* op(A)'s rows r0..: rows of A, or columns of A stored k x m. */
+    const ptdp_real *a = j->trans_a ? j->a + r0 : j->a + (size_t)r0 * j->lda;
+    ptdp_gemm_one(j->trans_a, j->trans_b, r1 - r0, j->n, j->k, j->alpha, a, j->lda,
+                  j->b, j->ldb, j->beta, j->c + (size_t)r0 * j->ldc, j->ldc);
+}
+
+bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
+                      double alpha, const ptdp_real *a, int lda,
+                      const ptdp_real *b, int ldb,
+                      double beta, ptdp_real *c, int ldc)
+{
+    ptdp_pool *pool = ptdp_pool_current();
+    int threads = ptdp_pool_threads(pool);
+    if (threads <= 1)
+        return false;
+    int granules = m / ROW_GRANULE;
+    double macs_per_granule = (double)ROW_GRANULE * n * k;
+    int parts = threads < granules ? threads : granules;
+    /* The smallest block has floor(granules / parts) granules. */
+    while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
+        parts--;
+    if (parts <= 1)
+        return false;
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
+    ptdp_pool_run(pool, parts, gemm_block, &job);
+    return true;
+}
