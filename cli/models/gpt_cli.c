@@ -7,6 +7,12 @@
  *     --seq-len         seq_len          2          2^20, 2^16   (a position and the token after it)
  *     --vocab           vocab            1          2^24, 2^20
  *     --vocab-multiple  vocab_multiple   1          2^20
+ *     --moe-experts     moe_experts      0          2^12, 256   (0: dense)
+ *     --moe-every       moe_every        1          2^20, 2^10
+ *     --moe-ffn         moe_ffn          1          2^24, 2^16  (default --ffn)
+ *     --moe-top-k       moe_top_k        1          2^12, 256   (at most E)
+ *     --moe-capacity-factor, --moe-aux-loss   reals: above 0 (omitted:
+ *                       dropless), at least 0 (default 0.01)
  *     --data FILE       its text, one token per byte (V = 256); without it
  *                       the built-in lines of sums, made from the run's seed
  *
@@ -36,11 +42,17 @@
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
-    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 } },
-    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 } },
-    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 } },
-    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 } },
-    { "--data", PTDP_FLAG_PATH, 0, { 0, 0 } },
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 }, false },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 }, false },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 }, false },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 }, false },
+    { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
+    { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 256 }, false },
+    { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 10 }, false },
+    { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 24, 1 << 16 }, false },
+    { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 256 }, false },
+    { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },
+    { "--moe-aux-loss", PTDP_GPT_OWN(moe_aux_loss), -1000000, { 1000000, 1000000 }, .real = true },
 };
 
 static ptdp_model_config gpt_defaults(void)
@@ -80,6 +92,30 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
+/* The mixture of experts' flags: their values, and none without experts. */
+static int moe_finish(const char *cmd, ptdp_model_flags *f)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(&f->cfg);
+    static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
+                                       "--moe-aux-loss" };
+    if (gpt->moe_experts == 0) {
+        for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
+            if (ptdp_model_flags_given(f, moe[k]))
+                return ptdp_usage_error(cmd, "%s needs --moe-experts E (a mixture of E experts; 0, the default, "
+                                        "is the dense MLP)", moe[k]);
+        return 0;
+    }
+    if (ptdp_model_flags_given(f, "--moe-capacity-factor") && !(gpt->moe_capacity > 0))
+        return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)",
+                                gpt->moe_capacity);
+    if (gpt->moe_aux_loss < 0)
+        return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
+    if (gpt->moe_top_k > gpt->moe_experts)
+        return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", gpt->moe_top_k,
+                                gpt->moe_experts);
+    return 0;
+}
+
 static int gpt_finish(const char *cmd, ptdp_model_flags *f)
 {
     ptdp_model_config *m = &f->cfg;
@@ -103,6 +139,8 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
                                 "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
                                 gpt->seq_len + 1, gpt->corpus_len - 1);
+    if (moe_finish(cmd, f) != 0)
+        return PTDP_EXIT_USAGE;
     /* padded for tp 1; `ptdp train` pads again for its tp (gpt_prepare) */
     gpt->vocab_padded = ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
     return 0;
@@ -472,10 +510,10 @@ static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, i
 
 /* The planner's largest values: a cluster's GPT, never run here. */
 static const ptdp_model_flag gpt_plan_flags[] = {
-    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 20, 1 << 20 } },
-    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 } },
-    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 } },
-    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 } },
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 20, 1 << 20 }, false },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 }, false },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 }, false },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 }, false },
 };
 
 static void gpt_plan_help(FILE *out)
