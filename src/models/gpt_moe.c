@@ -22,9 +22,10 @@
  * expert takes at most ceil(c k T / E) choices of a sequence, in position
  * order; a choice beyond contributes nothing, and the kept gates are not
  * renormalised.  The balance loss is added to the objective per sequence
- * like the cross-entropy, so its gradient is scaled by the same 1 / global
- * batch (the pass's loss_scale) and enters here, in the block's backward:
- * every stage adds its own blocks'.
+ * as a mean over the global batch's sequences, so its gradient is scaled
+ * by 1 / global batch (the pass's loss_scale, 1 / (B T) a position, times
+ * T) and enters here, in the block's backward: every stage adds its own
+ * blocks'.
  *
  * What the block keeps is data-dependent: the experts' pre-GELU and GELU
  * rows and their outputs, one row per kept choice, from the arena (so its
@@ -357,7 +358,10 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
         for (int q = 0; q < m->kept; q++)
             for (int c = 0; c < C; c++)
                 *ptdp_at(s->dln, m->token[q], c) += dx[(size_t)q * C + c];
-        ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, k->loss_scale, dz);
+        /* the loss's scale is 1 / (global batch x label_cols) a position:
+         * the balance loss is a mean over sequences, label_cols times that */
+        const double per_sequence = k->loss_scale * k->m->label_cols;
+        ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence, dz);
         ptdp_tensor dZ = ptdp_tensor_wrap(dz, R, E);
         ptdp_linear_backward(&s->dln, w->router->g, NULL, dZ, a->ln2, w->router->w, true);
     }

@@ -50,8 +50,9 @@ typedef struct {
     bool units_held;            /* full recomputation: the backward holds the
                                    tail's units (model.h) around the tail's
                                    forward again, which makes no unit event */
-    double loss_scale;          /* backward: the loss's scale (1 / global
-                                   batch), for the balance loss's gradient
+    double loss_scale;          /* backward: the loss's scale (1 / (global
+                                   batch x label_cols)), for the balance
+                                   loss's gradient
                                    an MoE block adds itself (gpt_moe.c)    */
     int rc;                     /* the first failure; then every op is a no-op */
 } ptdp_gpt_pass;
