@@ -247,6 +247,12 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
                   : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
                                              c->recompute_core, c->bf16)),
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    if (g->moe_experts > 0)   /* a mixture of experts: its settings (dense runs print none) */
+        fprintf(f, ", \"moe_experts\": %d, \"moe_every\": %d, \"moe_ffn\": %d, \"moe_top_k\": %d, "
+                   "\"moe_capacity_factor\": %s, \"moe_aux_loss\": %s", g->moe_experts, g->moe_every,
+                ptdp_gpt_moe_ffn(m), g->moe_top_k, g->moe_capacity > 0 ? J(g->moe_capacity) : "null",
+                J(g->moe_aux_loss));
 }
 
 /* The bytes of e elements a block keeps: ptdp_real each, or under bf16
@@ -456,6 +462,32 @@ static void print_sequence_parallel(const ptdp_train_config *c, const ptdp_launc
 /* After the run: what a micro-batch keeps per block (and under CP, the
  * balance of the ring, or Ulysses' attention, and CP's bytes; with full
  * recomputation, what that keeps), and SP's bytes. */
+/* A mixture of experts keeps, instead of the dense MLP's c_fc and GELU
+ * rows (2 F a token), its experts' rows a kept choice (2 F_e + C: c_fc's
+ * output, GELU's, the expert's output) and the routing a token (E + k
+ * reals, 2 k ints): how many choices are kept depends on the data, at most
+ * k B T (dropless) or E x ceil(c k T / E) x B; the arena's peak measures it. */
+static void print_moe_acts(const ptdp_train_config *c, int mb)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    if (g->moe_experts == 0)
+        return;
+    const int T = g->seq_len, E = g->moe_experts, k = g->moe_top_k, F = ptdp_gpt_moe_ffn(m);
+    double most = (double)k * mb * T;
+    if (g->moe_capacity > 0)
+        most = fmin(most, (double)E * fmin(ceil(g->moe_capacity * k * T / E), (double)k * T) * mb);
+    char blocks[128] = "";
+    size_t n = 0;
+    for (int l = 0; l < m->layers && n + 16 < sizeof blocks; l++)
+        if (ptdp_gpt_block_is_moe(m, l))
+            n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d", n ? ", " : "", l);
+    printf("  MoE blocks %s keep, instead of the 2F/tp a token,: 2 F_e + C a kept choice and E + k "
+           "routing reals a token,\n  data-dependent: at most %.0f x (2x%d + %d) + %d x %d x (%d + %d) = %.0f "
+           "elements (the arena's peak is measured)\n", n ? blocks : "none", most, F, m->hidden, mb, T, E, k,
+           most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
+}
+
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
@@ -495,6 +527,7 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
     if (sel)
         printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
                (double)mb * (ptdp_gpt(m)->heads / c->tp) * ptdp_gpt(m)->seq_len * ptdp_gpt(m)->seq_len);
+    print_moe_acts(c, mb);
     if (c->recompute)
         print_full_recompute(c, lr);
 }

@@ -185,6 +185,11 @@ typedef struct {
     long step;                /* training step (dropout keys)              */
     const int64_t *labels;    /* last stage: the batch's labels            */
     double loss_sum;          /* last stage: sum of per-sample losses       */
+    double aux_sum;           /* any stage: its auxiliary losses (a mixture
+                                 of experts' balance loss) summed over the
+                                 micro-batch's samples, already in the
+                                 backward's gradient, not in loss_sum     */
+    bool has_aux;             /* the stage has an auxiliary loss           */
     bool recompute;           /* full: only each block's input was kept     */
     bool alive;               /* between forward and backward              */
     int t0, tlen;             /* the batch's token slice (tlen 0: whole)   */

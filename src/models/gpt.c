@@ -306,6 +306,9 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, bcols));
+    acts->aux_sum = sv->aux_sum;
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        acts->has_aux = acts->has_aux || ptdp_gpt_block_is_moe(&m->cfg, l);
     if (recompute)
         drop_for_recompute(dev, m, sv);
     if (m->bf16 && sv->x_out.data != NULL) {   /* x_out and LN_f's output (x_out alone with recompute) */

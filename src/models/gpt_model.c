@@ -56,17 +56,6 @@ ptdp_model_config ptdp_gpt_default_config(void)
     return c;
 }
 
-bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    return gpt->moe_experts > 0 && gpt->moe_every > 0 && (l + 1) % gpt->moe_every == 0;
-}
-
-int ptdp_gpt_moe_ffn(const ptdp_model_config *c)
-{
-    return ptdp_gpt(c)->moe_ffn > 0 ? ptdp_gpt(c)->moe_ffn : c->ffn;
-}
-
 /* The mixture of experts' settings: top-k within E, a positive capacity
  * factor, and (for now) one device per tensor: no TP of the experts. */
 static int moe_check(const ptdp_model_config *m, int tp, char *msg, size_t n)
