@@ -482,7 +482,7 @@ static void print_moe_acts(const ptdp_train_config *c, int mb)
     for (int l = 0; l < m->layers && n + 16 < sizeof blocks; l++)
         if (ptdp_gpt_block_is_moe(m, l))
             n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d", n ? ", " : "", l);
-    printf("  MoE blocks %s keep, instead of the 2F/tp a token,: 2 F_e + C a kept choice and E + k "
+    printf("  MoE blocks %s keep, instead of the 2F/tp a token: 2 F_e + C a kept choice and E + k "
            "routing reals a token,\n  data-dependent: at most %.0f x (2x%d + %d) + %d x %d x (%d + %d) = %.0f "
            "elements (the arena's peak is measured)\n", n ? blocks : "none", most, F, m->hidden, mb, T, E, k,
            most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
