@@ -6,6 +6,9 @@
  *             for each block l (pre-LayerNorm):                  (its stage)
  *                 x = x + dropout(Attn(LN1(x)))     causal, nh heads
  *                 x = x + dropout(MLP(LN2(x)))      GELU, ffn wide
+ *                 (or, with --moe-experts E, in every --moe-every'th
+ *                 block: x = x + dropout(sum_j g_j expert_j(LN2(x))),
+ *                 the token's top-k experts of E, gpt_moe.c)
  *             logits = LN_f(x) wte^T                the head, tied to wte
  *             loss   = mean over B T positions of cross-entropy(logits, next token)
  *                                                                (last stage)

@@ -185,11 +185,6 @@ typedef struct {
     long step;                /* training step (dropout keys)              */
     const int64_t *labels;    /* last stage: the batch's labels            */
     double loss_sum;          /* last stage: sum of per-sample losses       */
-    double aux_sum;           /* any stage: its auxiliary losses (a mixture
-                                 of experts' balance loss) summed over the
-                                 micro-batch's samples, already in the
-                                 backward's gradient, not in loss_sum     */
-    bool has_aux;             /* the stage has an auxiliary loss           */
     bool recompute;           /* full: only each block's input was kept     */
     bool alive;               /* between forward and backward              */
     int t0, tlen;             /* the batch's token slice (tlen 0: whole)   */
@@ -282,6 +277,12 @@ struct ptdp_model_ops {
      * w NULL, exactly backward. */
     int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
+    /* Optional (NULL: none): whether this stage has an auxiliary loss (a
+     * mixture of experts' balance loss), already in its backward's
+     * gradient and not in loss_sum, and if so its sum over the micro-batch's
+     * samples in *sum; asked after each forward.  (Not a field of
+     * ptdp_acts: a pipeline holds one per micro-batch in flight.) */
+    bool (*aux_loss)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
     /* Optional (NULL: whatever caps allow): what this configuration of the
      * model supports of a run's layout, beyond caps — 0, or PTDP_EINVAL with
      * a message naming the flags (e.g. a GPT with experts refuses --cp). */

@@ -180,6 +180,17 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
     acts->alive = false;
 }
 
+/* The table's aux_loss: the stage's MoE blocks' balance loss. */
+bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum)
+{
+    const ptdp_gpt_saved *sv = acts->saved;
+    bool moe = false;
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        moe = moe || ptdp_gpt_block_is_moe(&m->cfg, l);
+    *sum = sv != NULL ? sv->aux_sum : 0.0;
+    return moe;
+}
+
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 {
     return acts->saved;
@@ -306,9 +317,6 @@ int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, bcols));
-    acts->aux_sum = sv->aux_sum;
-    for (int l = m->layer_begin; l < m->layer_end; l++)
-        acts->has_aux = acts->has_aux || ptdp_gpt_block_is_moe(&m->cfg, l);
     if (recompute)
         drop_for_recompute(dev, m, sv);
     if (m->bf16 && sv->x_out.data != NULL) {   /* x_out and LN_f's output (x_out alone with recompute) */

@@ -256,6 +256,22 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
 
 /* ------------------------------------------------- one stage and shard */
 
+/* Block l's MLP (backward order): c_fc column-parallel, c_proj row-parallel. */
+static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
+{
+    const int C = m->cfg.hidden, F = m->cfg.ffn, t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
+    const double proj_std = INIT_STD / sqrt(2.0 * m->cfg.layers);
+    char name[PTDP_NAME_MAX];
+#define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
+                        ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+    b->fc_proj_b = ADD("c_proj.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, PTDP_INIT_ZEROS, 0.0);
+    b->fc_proj_w = ADD("c_proj.weight", C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
+    b->fc_w = ADD("c_fc.weight", F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
+    b->fc_b = ADD("c_fc.bias", 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, PTDP_INIT_ZEROS, 0.0);
+#undef ADD
+    return PTDP_OK;
+}
+
 /* Block l's experts, last first, then its router (backward order): whole
  * tensors on every device (no TP of the experts). */
 static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
@@ -291,8 +307,8 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
 static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
     const ptdp_model_config *c = &m->cfg;
-    const int C = c->hidden, F = c->ffn, t = m->mesh->tp_rank;
-    const int Cl = C / m->mesh->tp, Fl = g->ffn_local, Vl = g->vocab_local;
+    const int C = c->hidden, t = m->mesh->tp_rank;
+    const int Cl = C / m->mesh->tp, Vl = g->vocab_local;
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
 #define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
@@ -318,16 +334,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         ptdp_gpt_block *b = &g->blocks[l - m->layer_begin];
         ptdp_model_begin_unit(m);
 #define NAME(what) (snprintf(name, sizeof name, "transformer.h.%d.%s", l, what), name)
-        if (ptdp_gpt_block_is_moe(c, l)) {
-            if (moe_lay_out(dev, m, b, l) != 0)
-                return PTDP_ENOMEM;
-        } else {
-            b->fc_proj_b = ADD(NAME("mlp.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-            b->fc_proj_w = ADD(NAME("mlp.c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl,
-                               W(proj_std));
-            b->fc_w = ADD(NAME("mlp.c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
-            b->fc_b = ADD(NAME("mlp.c_fc.bias"), 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, ZERO);
-        }
+        if ((ptdp_gpt_block_is_moe(c, l) ? moe_lay_out : mlp_lay_out)(dev, m, b, l) != 0)
+            return PTDP_ENOMEM;
         b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
         b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
@@ -488,6 +496,7 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .heads = gpt_heads,
     .check = gpt_check,
     .check_run = gpt_check_run,
+    .aux_loss = ptdp_gpt_aux_loss,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
     .from_metadata = gpt_from_metadata,

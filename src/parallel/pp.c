@@ -189,8 +189,11 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u
         ptdp_tensor_free(dev, &u->data.x);
         if (m->last_stage)
             st->loss_sum += u->acts.loss_sum;
-        st->aux_sum += u->acts.aux_sum;
-        st->has_aux = st->has_aux || u->acts.has_aux;
+        double aux;
+        if (rc == 0 && m->ops->aux_loss != NULL && m->ops->aux_loss(m, &u->acts, &aux)) {
+            st->aux_sum += aux;
+            st->has_aux = true;
+        }
         if (++*alive > st->peak_in_flight)
             st->peak_in_flight = *alive;
         return rc;
