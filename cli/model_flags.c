@@ -19,9 +19,9 @@
 #include <string.h>
 
 static const ptdp_model_flag common[] = {
-    { "--hidden", offsetof(ptdp_model_config, hidden), 1, { 1 << 20, 1 << 16 } },
-    { "--ffn", offsetof(ptdp_model_config, ffn), 1, { 1 << 22, 1 << 18 } },
-    { "--layers", offsetof(ptdp_model_config, layers), 1, { 4096, 1024 } },
+    { "--hidden", offsetof(ptdp_model_config, hidden), 1, { 1 << 20, 1 << 16 }, false },
+    { "--ffn", offsetof(ptdp_model_config, ffn), 1, { 1 << 22, 1 << 18 }, false },
+    { "--layers", offsetof(ptdp_model_config, layers), 1, { 4096, 1024 }, false },
 };
 #define NCOMMON (int)(sizeof common / sizeof common[0])
 
@@ -61,6 +61,11 @@ static int model_index(const ptdp_model_ops *ops)
 static int *field_of(ptdp_model_config *m, const ptdp_model_flag *fl)
 {
     return (int *)(void *)((char *)m + fl->field);
+}
+
+static double *real_of(ptdp_model_config *m, const ptdp_model_flag *fl)
+{
+    return (double *)(void *)((char *)m + fl->field);
 }
 
 void ptdp_model_flags_init(ptdp_model_flags *f, const ptdp_model_config *defaults)
@@ -136,6 +141,8 @@ int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_fla
         f->given[f->ngiven++] = fl->name;
     if (fl->field == PTDP_FLAG_PATH)
         return ptdp_args_string(a, &f->data);
+    if (fl->real)
+        return ptdp_args_double(a, fl->smallest, fl->largest[tier], real_of(&f->cfg, fl));
     return ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
 }
 
@@ -157,7 +164,9 @@ static int settle(const char *cmd, ptdp_model_flags *f)
             return ptdp_usage_error(cmd, "%s is a flag of --model %s (this run trains the %s; add --model %s)",
                                     f->given[i], o, ops->name, o);
         }
-        if (fl->field != PTDP_FLAG_PATH)
+        if (fl->real)
+            *real_of(&m, fl) = *real_of(&f->cfg, fl);
+        else if (fl->field != PTDP_FLAG_PATH)
             *field_of(&m, fl) = *field_of(&f->cfg, fl);
     }
     m.ops = ops;

@@ -60,14 +60,16 @@
 typedef enum { PTDP_FLAGS_RUN = 0, PTDP_FLAGS_BENCH, PTDP_FLAGS_TIERS } ptdp_model_flag_tier;
 
 /* One flag of a model: --name N into the int at `field` of
- * ptdp_model_config, or (field PTDP_FLAG_PATH) a path kept in the flags'
- * `data`. */
+ * ptdp_model_config (with `real`, --name X into the double there, between
+ * smallest and largest[tier]), or (field PTDP_FLAG_PATH) a path kept in
+ * the flags' `data`. */
 #define PTDP_FLAG_PATH ((size_t)-1)
 typedef struct {
     const char *name;                  /* "--heads"                         */
     size_t field;                      /* offsetof(ptdp_model_config, heads) */
     int smallest;
     int largest[PTDP_FLAGS_TIERS];
+    bool real;                         /* a double, not an int              */
 } ptdp_model_flag;
 
 #define PTDP_MODEL_FLAGS_GIVEN_MAX 32

@@ -7,6 +7,12 @@
  *     --seq-len         seq_len          2          2^20, 2^16   (a position and the token after it)
  *     --vocab           vocab            1          2^24, 2^20
  *     --vocab-multiple  vocab_multiple   1          2^20
+ *     --moe-experts     moe_experts      0          2^12, 256   (0: dense)
+ *     --moe-every       moe_every        1          2^20, 2^10
+ *     --moe-ffn         moe_ffn          1          2^24, 2^16  (default --ffn)
+ *     --moe-top-k       moe_top_k        1          2^12, 256   (at most E)
+ *     --moe-capacity-factor, --moe-aux-loss   reals: above 0 (omitted:
+ *                       dropless), at least 0 (default 0.01)
  *     --data FILE       its text, one token per byte (V = 256); without it
  *                       the built-in lines of sums, made from the run's seed
  *
@@ -36,11 +42,17 @@
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
-    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 } },
-    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 } },
-    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 } },
-    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 } },
-    { "--data", PTDP_FLAG_PATH, 0, { 0, 0 } },
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 }, false },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 20, 1 << 16 }, false },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 }, false },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 }, false },
+    { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
+    { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 256 }, false },
+    { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 10 }, false },
+    { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 24, 1 << 16 }, false },
+    { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 256 }, false },
+    { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },
+    { "--moe-aux-loss", PTDP_GPT_OWN(moe_aux_loss), -1000000, { 1000000, 1000000 }, .real = true },
 };
 
 static ptdp_model_config gpt_defaults(void)
@@ -80,6 +92,30 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
+/* The mixture of experts' flags: their values, and none without experts. */
+static int moe_finish(const char *cmd, ptdp_model_flags *f)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(&f->cfg);
+    static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
+                                       "--moe-aux-loss" };
+    if (gpt->moe_experts == 0) {
+        for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
+            if (ptdp_model_flags_given(f, moe[k]))
+                return ptdp_usage_error(cmd, "%s needs --moe-experts E (a mixture of E experts; 0, the default, "
+                                        "is the dense MLP)", moe[k]);
+        return 0;
+    }
+    if (ptdp_model_flags_given(f, "--moe-capacity-factor") && !(gpt->moe_capacity > 0))
+        return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)",
+                                gpt->moe_capacity);
+    if (gpt->moe_aux_loss < 0)
+        return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
+    if (gpt->moe_top_k > gpt->moe_experts)
+        return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", gpt->moe_top_k,
+                                gpt->moe_experts);
+    return 0;
+}
+
 static int gpt_finish(const char *cmd, ptdp_model_flags *f)
 {
     ptdp_model_config *m = &f->cfg;
@@ -103,6 +139,8 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
         return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
                                 "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
                                 gpt->seq_len + 1, gpt->corpus_len - 1);
+    if (moe_finish(cmd, f) != 0)
+        return PTDP_EXIT_USAGE;
     /* padded for tp 1; `ptdp train` pads again for its tp (gpt_prepare) */
     gpt->vocab_padded = ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
     return 0;
@@ -209,6 +247,12 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
                   : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
                                              c->recompute_core, c->bf16)),
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    if (g->moe_experts > 0)   /* a mixture of experts: its settings (dense runs print none) */
+        fprintf(f, ", \"moe_experts\": %d, \"moe_every\": %d, \"moe_ffn\": %d, \"moe_top_k\": %d, "
+                   "\"moe_capacity_factor\": %s, \"moe_aux_loss\": %s", g->moe_experts, g->moe_every,
+                ptdp_gpt_moe_ffn(m), g->moe_top_k, g->moe_capacity > 0 ? J(g->moe_capacity) : "null",
+                J(g->moe_aux_loss));
 }
 
 /* The bytes of e elements a block keeps: ptdp_real each, or under bf16
@@ -418,6 +462,32 @@ static void print_sequence_parallel(const ptdp_train_config *c, const ptdp_launc
 /* After the run: what a micro-batch keeps per block (and under CP, the
  * balance of the ring, or Ulysses' attention, and CP's bytes; with full
  * recomputation, what that keeps), and SP's bytes. */
+/* A mixture of experts keeps, instead of the dense MLP's c_fc and GELU
+ * rows (2 F a token), its experts' rows a kept choice (2 F_e + C: c_fc's
+ * output, GELU's, the expert's output) and the routing a token (E + k
+ * reals, 2 k ints): how many choices are kept depends on the data, at most
+ * k B T (dropless) or E x ceil(c k T / E) x B; the arena's peak measures it. */
+static void print_moe_acts(const ptdp_train_config *c, int mb)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    if (g->moe_experts == 0)
+        return;
+    const int T = g->seq_len, E = g->moe_experts, k = g->moe_top_k, F = ptdp_gpt_moe_ffn(m);
+    double most = (double)k * mb * T;
+    if (g->moe_capacity > 0)
+        most = fmin(most, (double)E * fmin(ceil(g->moe_capacity * k * T / E), (double)k * T) * mb);
+    char blocks[128] = "";
+    size_t n = 0;
+    for (int l = 0; l < m->layers && n + 16 < sizeof blocks; l++)
+        if (ptdp_gpt_block_is_moe(m, l))
+            n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d", n ? ", " : "", l);
+    printf("  MoE blocks %s keep, instead of the 2F/tp a token: 2 F_e + C a kept choice and E + k "
+           "routing reals a token,\n  data-dependent: at most %.0f x (2x%d + %d) + %d x %d x (%d + %d) = %.0f "
+           "elements (the arena's peak is measured)\n", n ? blocks : "none", most, F, m->hidden, mb, T, E, k,
+           most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
+}
+
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
@@ -457,6 +527,7 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
     if (sel)
         printf("  (the B (nh/tp) T^2 = %.0f attention probabilities are computed again in the backward)\n",
                (double)mb * (ptdp_gpt(m)->heads / c->tp) * ptdp_gpt(m)->seq_len * ptdp_gpt(m)->seq_len);
+    print_moe_acts(c, mb);
     if (c->recompute)
         print_full_recompute(c, lr);
 }
@@ -472,10 +543,10 @@ static void gpt_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, i
 
 /* The planner's largest values: a cluster's GPT, never run here. */
 static const ptdp_model_flag gpt_plan_flags[] = {
-    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 20, 1 << 20 } },
-    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 } },
-    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 } },
-    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 } },
+    { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 20, 1 << 20 }, false },
+    { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 }, false },
+    { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 }, false },
+    { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 }, false },
 };
 
 static void gpt_plan_help(FILE *out)

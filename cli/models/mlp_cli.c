@@ -14,8 +14,8 @@
 #include "ptdp/mlp.h"
 
 static const ptdp_model_flag mlp_flags[] = {
-    { "--d-in", PTDP_MLP_OWN(d_in), 1, { 1 << 20, 1 << 16 } },
-    { "--classes", PTDP_MLP_OWN(classes), 2, { 1 << 22, 1 << 16 } },
+    { "--d-in", PTDP_MLP_OWN(d_in), 1, { 1 << 20, 1 << 16 }, false },
+    { "--classes", PTDP_MLP_OWN(classes), 2, { 1 << 22, 1 << 16 }, false },
 };
 
 static ptdp_model_config mlp_defaults(void)

@@ -57,7 +57,7 @@ int ptdp_model_cli_set(ptdp_model_config *cfg, const char *name, int value)
 {
     const ptdp_model_cli *cli = ptdp_model_cli_of(cfg);
     for (int k = 0; k < cli->nflags; k++)
-        if (cli->flags[k].field != PTDP_FLAG_PATH && strcmp(cli->flags[k].name, name) == 0) {
+        if (cli->flags[k].field != PTDP_FLAG_PATH && !cli->flags[k].real && strcmp(cli->flags[k].name, name) == 0) {
             *(int *)(void *)((char *)cfg + cli->flags[k].field) = value;
             return 0;
         }
@@ -68,7 +68,7 @@ int ptdp_model_cli_get(const ptdp_model_config *cfg, const char *name)
 {
     const ptdp_model_cli *cli = ptdp_model_cli_of(cfg);
     for (int k = 0; k < cli->nflags; k++)
-        if (cli->flags[k].field != PTDP_FLAG_PATH && strcmp(cli->flags[k].name, name) == 0)
+        if (cli->flags[k].field != PTDP_FLAG_PATH && !cli->flags[k].real && strcmp(cli->flags[k].name, name) == 0)
             return *(const int *)(const void *)((const char *)cfg + cli->flags[k].field);
     return 0;
 }

@@ -161,9 +161,12 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
              w[PTDP_JSON_NUMBER_MAX], n[PTDP_JSON_NUMBER_MAX];
         fprintf(ptdp_atomic_stream(&f),
                 "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"virtual_s\": %s, "
-                "\"wall_s\": %s, \"bytes\": %s}\n",
+                "\"wall_s\": %s, \"bytes\": %s",
                 l->step, ptdp_json_number(l->loss, a), ptdp_json_number(l->grad_norm, b),
                 ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
+        if (l->has_aux)   /* a model with an auxiliary loss: its mean, beside the cross-entropy */
+            fprintf(ptdp_atomic_stream(&f), ", \"aux_loss\": %s", ptdp_json_number(l->aux_loss, a));
+        fputs("}\n", ptdp_atomic_stream(&f));
     }
     return ptdp_atomic_commit(&f, msg, len);
 }

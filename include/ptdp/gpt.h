@@ -6,6 +6,9 @@
  *             for each block l (pre-LayerNorm):                  (its stage)
  *                 x = x + dropout(Attn(LN1(x)))     causal, nh heads
  *                 x = x + dropout(MLP(LN2(x)))      GELU, ffn wide
+ *                 (or, with --moe-experts E, in every --moe-every'th
+ *                 block: x = x + dropout(sum_j g_j expert_j(LN2(x))),
+ *                 the token's top-k experts of E, gpt_moe.c)
  *             logits = LN_f(x) wte^T                the head, tied to wte
  *             loss   = mean over B T positions of cross-entropy(logits, next token)
  *                                                                (last stage)
@@ -64,6 +67,14 @@ typedef struct {
     const unsigned char *corpus;   /* the text, one token per byte; NULL:
                                       ptdp_gpt_plain_corpus (gpt_data.c)   */
     size_t corpus_len;
+    /* A mixture of experts in place of some blocks' MLP (gpt_moe.c). */
+    int moe_experts;        /* E experts; 0: every block dense   --moe-experts */
+    int moe_every;          /* block l is MoE when (l+1) mod n = 0 --moe-every */
+    int moe_ffn;            /* an expert's hidden size; 0: --ffn   --moe-ffn  */
+    int moe_top_k;          /* experts a token chooses          --moe-top-k   */
+    double moe_capacity;    /* slots per expert and sequence: ceil(c k T / E);
+                               0: dropless          --moe-capacity-factor     */
+    double moe_aux_loss;    /* the balance loss's weight alpha --moe-aux-loss */
 } ptdp_gpt_settings;
 
 _Static_assert(sizeof(ptdp_gpt_settings) <= PTDP_MODEL_OWN_MAX,
@@ -93,6 +104,8 @@ typedef struct {
     int heads, seq_len, vocab, vocab_padded, vocab_multiple, line;
     const unsigned char *corpus;
     size_t corpus_len;
+    int moe_experts, moe_every, moe_ffn, moe_top_k;
+    double moe_capacity, moe_aux_loss;
 } ptdp_gpt_fields;
 
 static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
@@ -100,7 +113,10 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
     ptdp_model_config c = { .ops = s.ops, .hidden = s.hidden, .ffn = s.ffn, .layers = s.layers };
     *ptdp_gpt(&c) = (ptdp_gpt_settings){ .heads = s.heads, .seq_len = s.seq_len, .vocab = s.vocab,
                                          .vocab_padded = s.vocab_padded, .vocab_multiple = s.vocab_multiple,
-                                         .line = s.line, .corpus = s.corpus, .corpus_len = s.corpus_len };
+                                         .line = s.line, .corpus = s.corpus, .corpus_len = s.corpus_len,
+                                         .moe_experts = s.moe_experts, .moe_every = s.moe_every,
+                                         .moe_ffn = s.moe_ffn, .moe_top_k = s.moe_top_k,
+                                         .moe_capacity = s.moe_capacity, .moe_aux_loss = s.moe_aux_loss };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
@@ -202,10 +218,51 @@ double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int t
  * against L A and more without recomputation. */
 double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout);
 
-/* Per block on this device (shards under TP). */
+/* Whether global block l's MLP is a mixture of experts (gpt_moe.c):
+ * moe_experts > 0 and (l + 1) mod moe_every = 0. */
+bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l);
+/* An expert's hidden size: moe_ffn, or ffn when it is 0. */
+int ptdp_gpt_moe_ffn(const ptdp_model_config *c);
+
+/* The router of an MoE block on hand-made numbers (gpt_moe.c), for whole
+ * sequences of T positions: `rows` tokens (a multiple of T) with their
+ * logits z (rows x E, z = h W_r^T).  Each token chooses the k largest
+ * logits (ties to the lower expert index; choice[r k + j] in that order),
+ * its gates are the softmax over those k logits, probs (rows x E) the
+ * softmax over all E.  With capacity c > 0 each expert takes at most
+ * ceil(c k T / E) choices of a sequence, in position order; a choice
+ * beyond is dropped (slot -1, and the kept gates are not renormalised).
+ * A kept choice's slot is its row in the experts' stacked buffers: expert
+ * by expert, in position order.  load[E] counts the kept choices of the
+ * whole micro-batch, *dropped the others.  Returns the balance loss summed
+ * over the sequences, sum_seq alpha sum_i f_i P_i, with f_i = E / (k T) x
+ * the sequence's tokens choosing i (before dropping) and P_i the mean of
+ * probs[., i] over the sequence. */
+typedef struct {
+    int T, E, k;
+    double capacity;        /* 0: dropless                                  */
+    double alpha;
+} ptdp_moe_route_shape;
+double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
+                      int *slot, ptdp_real *probs, int *load, int *dropped);
+/* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
+ * dropped choice) through the k-way softmax, plus scale x the balance
+ * loss's gradient through probs (f_i carries none). */
+void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                             const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz);
+
+/* One expert of an MoE block: the GPT's MLP. */
+typedef struct {
+    ptdp_param *fc_w, *fc_b, *proj_w, *proj_b;
+} ptdp_gpt_expert;
+
+/* Per block on this device (shards under TP).  An MoE block has no
+ * fc_* of its own but a router and its experts. */
 typedef struct {
     ptdp_param *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
     ptdp_param *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
+    ptdp_param *router;             /* MoE: W_r [E, C]; NULL when dense     */
+    ptdp_gpt_expert *experts;       /* MoE: [E] (host); NULL when dense     */
 } ptdp_gpt_block;
 
 /* TeraPipe's cache of one micro-batch's sequences on one stage (gpt_kv.c). */
@@ -251,6 +308,8 @@ typedef struct {
     ptdp_tensor ln2;                /* LN2(x2): c_fc's input (SP: as ln1)   */
     ptdp_tensor fc;                 /* c_fc's output, before GELU           */
     ptdp_tensor gelu;               /* GELU's output: c_proj's input        */
+    struct ptdp_gpt_moe_acts *moe;  /* an MoE block's routing and experts'
+                                       activations instead of fc and gelu   */
     ptdp_act_packed packed;         /* --precision bf16: x … gelu and the
                                        probabilities, as bf16 between the
                                        forward and the backward (act_bf16.h) */
@@ -270,6 +329,9 @@ typedef struct {
     const int64_t *tokens;          /* stage 0: the batch's tokens (under CP
                                        this device's positions of them)     */
     int64_t *labels;                /* CP, last stage: its positions' labels */
+    double aux_sum;                 /* this stage's MoE blocks: the sum over
+                                       the micro-batch's sequences of the
+                                       balance loss alpha sum_i f_i P_i     */
 } ptdp_gpt_saved;
 
 /* Generation (gpt_sample.c): extend ids[0..len) by n tokens (ids has room

@@ -76,7 +76,7 @@ typedef struct ptdp_model_ops ptdp_model_ops;
  * the models.  Each model's header static-asserts that its settings fit,
  * and gives a builder for readable initialisers (PTDP_MLP_CONFIG(.d_in =
  * 6, .hidden = 8, …)). */
-#define PTDP_MODEL_OWN_MAX 64
+#define PTDP_MODEL_OWN_MAX 128
 
 typedef struct {
     const ptdp_model_ops *ops; /* the model (models.h); NULL: the default   */
@@ -211,6 +211,12 @@ typedef struct {
     bool plannable;           /* the planner (plan.h) prices it           */
 } ptdp_model_caps;
 
+/* A run's layout as a model's check_run sees it (train.h has the rest). */
+typedef struct ptdp_model_run {
+    int tp, pp, cp, zero, token_slices;
+    bool sp, bf16;
+} ptdp_model_run;
+
 struct ptdp_model_ops {
     const char *name;                         /* "mlp": --model and checkpoints */
     ptdp_model_caps caps;                     /* what it supports             */
@@ -271,6 +277,16 @@ struct ptdp_model_ops {
      * w NULL, exactly backward. */
     int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
+    /* Optional (NULL: none): whether this stage has an auxiliary loss (a
+     * mixture of experts' balance loss), already in its backward's
+     * gradient and not in loss_sum, and if so its sum over the micro-batch's
+     * samples in *sum; asked after each forward.  (Not a field of
+     * ptdp_acts: a pipeline holds one per micro-batch in flight.) */
+    bool (*aux_loss)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
+    /* Optional (NULL: whatever caps allow): what this configuration of the
+     * model supports of a run's layout, beyond caps — 0, or PTDP_EINVAL with
+     * a message naming the flags (e.g. a GPT with experts refuses --cp). */
+    int  (*check_run)(const ptdp_model_config *c, const struct ptdp_model_run *r, char *msg, size_t msglen);
     /* Optional (NULL: `ptdp plan` refuses the model): how the planner
      * prices it (model_plan.h); caps.plannable says the same. */
     const struct ptdp_model_plan *plan;

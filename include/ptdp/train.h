@@ -96,6 +96,10 @@ typedef struct {
     double virtual_s;     /* the step's makespan: largest over devices    */
     double wall_s;        /* largest over devices                         */
     double bytes;         /* bytes sent during the step, summed over devices */
+    double aux_loss;      /* the auxiliary losses added for the gradient
+                             (a mixture of experts' balance loss), a mean
+                             over the global batch; not in `loss`         */
+    bool has_aux;         /* the model has one: --log writes aux_loss     */
 } ptdp_step_log;
 
 /* Called (from a device thread, one call at a time, in step order) as soon

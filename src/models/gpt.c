@@ -123,6 +123,7 @@ static void free_block_work(ptdp_device *dev, ptdp_gpt_block_acts *a)
     ptdp_tensor *t[] = { &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         ptdp_tensor_free(dev, t[i]);
+    ptdp_gpt_moe_free(dev, a);
     ptdp_real **r[] = { &a->ln1_mean, &a->ln1_rstd, &a->probs, &a->ln2_mean, &a->ln2_rstd };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
         ptdp_free(dev, *r[i]);
@@ -179,6 +180,17 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
     acts->alive = false;
 }
 
+/* The table's aux_loss: the stage's MoE blocks' balance loss. */
+bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum)
+{
+    const ptdp_gpt_saved *sv = acts->saved;
+    bool moe = false;
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        moe = moe || ptdp_gpt_block_is_moe(&m->cfg, l);
+    *sum = sv != NULL ? sv->aux_sum : 0.0;
+    return moe;
+}
+
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 {
     return acts->saved;
@@ -231,8 +243,10 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         ptdp_tensor *out = i + 1 < nb ? &sv->blocks[i + 1].x : &sv->x_out;
         const ptdp_param *unit = g->blocks[i].ln1_w;
         if ((rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_BEGIN)) != 0 ||
-            (rc = ptdp_gpt_block_forward(&k, i, &sv->blocks[i], out)) != 0 ||
-            (rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0 ||
+            (rc = ptdp_gpt_block_forward(&k, i, &sv->blocks[i], out)) != 0)
+            return rc;
+        sv->aux_sum += ptdp_gpt_moe_aux(&sv->blocks[i]);   /* once: not again in a recomputation */
+        if ((rc = ptdp_model_unit(dev, m, unit, PTDP_UNIT_FORWARD_END)) != 0 ||
             (rc = keep_block(dev, m, acts, &sv->blocks[i])) != 0)
             return rc;
     }
@@ -431,6 +445,7 @@ int ptdp_gpt_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, co
         rc = tail_again(dev, m, acts, sv);
     ptdp_gpt_pass_begin(&k, dev, m, acts, wg);
     k.units_held = acts->recompute;
+    k.loss_scale = loss_scale;
     if (rc != 0 || (rc = scratch_alloc(&k, &s, &dh)) != 0)
         goto done;
     if (m->last_stage) {

@@ -48,7 +48,7 @@ static ptdp_real *reals(ptdp_gpt_pass *k, size_t n, const char *what)
  * residual stream, the LayerNorm outputs and their statistics; R rows for
  * the TP region's tensors), its output, and under SP a row-parallel
  * layer's R rows of partial sums (freed at the block's end). */
-static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *out, ptdp_tensor *part)
+static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *out, ptdp_tensor *part, bool moe)
 {
     const int C = k->shape.C, Cl = k->shape.Cl, Fl = k->shape.Fl, R = k->shape.R, Rl = k->shape.Rl;
     ptdp_gpt_act(k, &a->ln1, "acts.ln1", Rl, C);
@@ -56,8 +56,10 @@ static void block_alloc(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_tensor *o
     ptdp_gpt_act(k, &a->y, "acts.attn_y", R, Cl);
     ptdp_gpt_act(k, &a->x2, "acts.x2", Rl, C);
     ptdp_gpt_act(k, &a->ln2, "acts.ln2", Rl, C);
-    ptdp_gpt_act(k, &a->fc, "acts.fc", R, Fl);
-    ptdp_gpt_act(k, &a->gelu, "acts.gelu", R, Fl);
+    if (!moe) {   /* an MoE block keeps its experts' rows instead (gpt_moe.c) */
+        ptdp_gpt_act(k, &a->fc, "acts.fc", R, Fl);
+        ptdp_gpt_act(k, &a->gelu, "acts.gelu", R, Fl);
+    }
     if (ptdp_gpt_act(k, out, "acts.x", Rl, C) != 0)
         return;
     a->ln1_mean = reals(k, (size_t)Rl, "acts.ln1_mean");
@@ -79,7 +81,7 @@ int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
     const int layer = k->m->layer_begin + i;
     ptdp_tensor part = { 0 };
     name(k, layer, "fwd");
-    block_alloc(k, a, out, &part);
+    block_alloc(k, a, out, &part, w->experts != NULL);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T + b) c_proj^T + b) */
     ptdp_gpt_ln(k, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b);
@@ -88,11 +90,16 @@ int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
     ptdp_gpt_row_linear(k, a->x2, part, a->y, w->proj_w, ptdp_gpt_cost_attn_forward);
     ptdp_gpt_residual(k, a->x2, w->proj_b, key(k, layer, "attn_out"), a->x);
 
-    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
+    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b),
+     * or a mixture of experts: out = x2 + drop(sum_j g_j expert_j(LN2(x2))) */
     ptdp_gpt_ln(k, a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w, w->ln2_b);
-    ptdp_gpt_column_linear(k, a->fc, a->ln2, w->fc_w, w->fc_b);
-    ptdp_gpt_gelu(k, a->gelu, a->fc);
-    ptdp_gpt_row_linear(k, *out, part, a->gelu, w->fc_proj_w, ptdp_gpt_cost_mlp_forward);
+    if (w->experts != NULL) {
+        ptdp_gpt_moe_forward(k, i, a, *out);
+    } else {
+        ptdp_gpt_column_linear(k, a->fc, a->ln2, w->fc_w, w->fc_b);
+        ptdp_gpt_gelu(k, a->gelu, a->fc);
+        ptdp_gpt_row_linear(k, *out, part, a->gelu, w->fc_proj_w, ptdp_gpt_cost_mlp_forward);
+    }
     ptdp_gpt_residual(k, *out, w->fc_proj_b, key(k, layer, "mlp_out"), a->x2);
     ptdp_gpt_charge(k, ptdp_gpt_cost_block_out_forward);
 
@@ -111,11 +118,15 @@ int ptdp_gpt_block_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptd
     name(k, layer, "bwd");
     k->w0 = ptdp_wall_now();
 
-    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b) */
+    /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b), or experts */
     ptdp_gpt_residual_backward(k, &d, dh, key(k, layer, "mlp_out"), s);
-    ptdp_gpt_row_linear_backward(k, s->dff, d, a->gelu, w->fc_proj_w, w->fc_proj_b);
-    ptdp_gpt_gelu_backward(k, s->dff, a->fc);
-    ptdp_gpt_column_linear_backward(k, s, s->dff, a->ln2, w->fc_w, w->fc_b, &ptdp_gpt_cost_fc_backward);
+    if (w->experts != NULL) {
+        ptdp_gpt_moe_backward(k, i, a, d, s);
+    } else {
+        ptdp_gpt_row_linear_backward(k, s->dff, d, a->gelu, w->fc_proj_w, w->fc_proj_b);
+        ptdp_gpt_gelu_backward(k, s->dff, a->fc);
+        ptdp_gpt_column_linear_backward(k, s, s->dff, a->ln2, w->fc_w, w->fc_b, &ptdp_gpt_cost_fc_backward);
+    }
     ptdp_gpt_ln_backward(k, dh, s->dln_local, a->x2, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, true);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T + b) c_proj^T + b) */

@@ -19,6 +19,14 @@
  *   transformer.h.l.mlp.c_proj.bias         [C]            replicated        no
  *   transformer.ln_f.{weight,bias}          [C]            replicated        no
  *
+ * A block whose MLP is a mixture of E experts (gpt_moe.c) has instead
+ *   transformer.h.l.mlp.router.weight             [E, C]    replicated  yes
+ *   transformer.h.l.mlp.experts.e.c_fc.weight     [F_e, C]  (no TP)     yes
+ *   transformer.h.l.mlp.experts.e.c_fc.bias       [F_e]                 no
+ *   transformer.h.l.mlp.experts.e.c_proj.weight   [C, F_e]              yes
+ *   transformer.h.l.mlp.experts.e.c_proj.bias     [C]                   no
+ * initialised as the dense MLP's (the router as a matrix, N(0, 0.02^2)).
+ *
  * Initialisation as GPT-2's: N(0, 0.02^2) for matrices and embeddings, both
  * c_proj weights N(0, (0.02 / sqrt(2 L))^2) (each block adds two of them to
  * the residual stream), biases 0, LayerNorm weights 1.  Weight decay, as
@@ -43,9 +51,32 @@ ptdp_model_config ptdp_gpt_default_config(void)
 {
     ptdp_model_config c = PTDP_GPT_CONFIG(
         .ops = &ptdp_gpt_ops, .hidden = 64, .ffn = 256, .layers = 2, .heads = 4, .seq_len = 32,
-        .vocab = 0, .vocab_multiple = 64,
+        .vocab = 0, .vocab_multiple = 64, .moe_every = 1, .moe_top_k = 2, .moe_aux_loss = 0.01,
     );
     return c;
+}
+
+/* The mixture of experts' settings: top-k within E, a positive capacity
+ * factor, and (for now) one device per tensor: no TP of the experts. */
+static int moe_check(const ptdp_model_config *m, int tp, char *msg, size_t n)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    if (gpt->moe_experts < 0) BAD("--moe-experts %d: must be 0 (dense) or more", gpt->moe_experts);
+    if (gpt->moe_experts == 0)
+        return PTDP_OK;
+    if (gpt->moe_every < 1) BAD("--moe-every %d: must be at least 1", gpt->moe_every);
+    if (gpt->moe_ffn < 0) BAD("--moe-ffn %d: must be at least 1 (0: --ffn)", gpt->moe_ffn);
+    if (gpt->moe_top_k < 1 || gpt->moe_top_k > gpt->moe_experts)
+        BAD("--moe-top-k %d: must be between 1 and --moe-experts %d", gpt->moe_top_k, gpt->moe_experts);
+    if (!(gpt->moe_capacity >= 0) || !isfinite(gpt->moe_capacity))
+        BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", gpt->moe_capacity);
+    if (!(gpt->moe_aux_loss >= 0) || !isfinite(gpt->moe_aux_loss))
+        BAD("--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
+    if (tp > 1)
+        BAD("--moe-experts with --tp %d: the experts are not split over tensor parallelism yet (use --tp 1)", tp);
+#undef BAD
+    return PTDP_OK;
 }
 
 static int padded(const ptdp_model_config *c, int tp)
@@ -89,6 +120,8 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
     if (gpt->corpus != NULL && gpt->corpus_len < (size_t)gpt->seq_len + 1)
         BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
             gpt->corpus_len, gpt->seq_len, gpt->seq_len + 1);
+    if (moe_check(m, tp, msg, n) != 0)
+        return PTDP_EINVAL;
     if (tp >= 1) {
         int vp = padded(m, tp);
         if (vp < gpt->vocab)
@@ -102,6 +135,24 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
     }
 #undef BAD
     return PTDP_OK;
+}
+
+/* Block l's router and experts, in the order of their names. */
+static int moe_list_params(const ptdp_model_config *c, int l, ptdp_param_info *out)
+{
+    const int C = c->hidden, F = ptdp_gpt_moe_ffn(c), E = ptdp_gpt(c)->moe_experts;
+    int n = 0;
+#define ADD(r, cc, bias, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); \
+        out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
+    ADD(E, C, false, "transformer.h.%d.mlp.router.weight", l);
+    for (int e = 0; e < E; e++) {
+        ADD(F, C, false, "transformer.h.%d.mlp.experts.%d.c_fc.weight", l, e);
+        ADD(1, F, true, "transformer.h.%d.mlp.experts.%d.c_fc.bias", l, e);
+        ADD(C, F, false, "transformer.h.%d.mlp.experts.%d.c_proj.weight", l, e);
+        ADD(1, C, true, "transformer.h.%d.mlp.experts.%d.c_proj.bias", l, e);
+    }
+#undef ADD
+    return n;
 }
 
 /* The whole model's tensors in nanoGPT's state_dict order (no lm_head:
@@ -123,10 +174,15 @@ static int gpt_list_params(const ptdp_model_config *c, ptdp_param_info *out)
             { "mlp.c_fc.weight", -1, 1, false }, { "mlp.c_fc.bias", 0, -1, true },
             { "mlp.c_proj.weight", 1, -1, false }, { "mlp.c_proj.bias", 0, 1, true },
         };
+        const bool moe = ptdp_gpt_block_is_moe(c, l);
         for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
             /* sizes in units of C, with -1 standing for F */
             int rows = t[k].rows == 0 ? 1 : t[k].rows < 0 ? F : t[k].rows * C;
             int cols = t[k].cols < 0 ? F : t[k].cols * C;
+            if (moe && k == 8) {   /* the router and the experts in place of the MLP */
+                n += moe_list_params(c, l, out != NULL ? out + n : NULL);
+                break;
+            }
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, t[k].name);
             ADD(name, rows, cols, t[k].bias);
         }
@@ -174,14 +230,85 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
     return PTDP_EINVAL;
 }
 
+/* What a GPT with experts runs on: not yet the splits of a sequence (CP,
+ * SP, token slices), ZeRO-3's gathered units or bf16 activations. */
+static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
+{
+    const int E = ptdp_gpt(c)->moe_experts;
+    const char *what = NULL;
+    if (E == 0)
+        return PTDP_OK;
+    if (r->cp > 1)
+        what = "--cp (the balance loss's per-sequence statistics would be split over the CP group)";
+    else if (r->sp)
+        what = "--sp";
+    else if (r->token_slices > 1)
+        what = "--token-slices (the capacity and the balance loss are per whole sequence)";
+    else if (r->zero == 3)
+        what = "--zero 3 (use --zero 1 or 2)";
+    else if (r->bf16)
+        what = "--precision bf16";
+    if (what == NULL)
+        return PTDP_OK;
+    snprintf(msg, n, "--moe-experts %d with %s: a mixture of experts does not run there yet", E, what);
+    return PTDP_EINVAL;
+}
+
 /* ------------------------------------------------- one stage and shard */
+
+/* Block l's MLP (backward order): c_fc column-parallel, c_proj row-parallel. */
+static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
+{
+    const int C = m->cfg.hidden, F = m->cfg.ffn, t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
+    const double proj_std = INIT_STD / sqrt(2.0 * m->cfg.layers);
+    char name[PTDP_NAME_MAX];
+#define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
+                        ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+    b->fc_proj_b = ADD("c_proj.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, PTDP_INIT_ZEROS, 0.0);
+    b->fc_proj_w = ADD("c_proj.weight", C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
+    b->fc_w = ADD("c_fc.weight", F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
+    b->fc_b = ADD("c_fc.bias", 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, PTDP_INIT_ZEROS, 0.0);
+#undef ADD
+    return PTDP_OK;
+}
+
+/* Block l's experts, last first, then its router (backward order): whole
+ * tensors on every device (no TP of the experts). */
+static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const int C = c->hidden, F = ptdp_gpt_moe_ffn(c), E = ptdp_gpt(c)->moe_experts;
+    const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
+    char name[PTDP_NAME_MAX];
+    if ((b->experts = calloc((size_t)E, sizeof *b->experts)) == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
+#define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
+                        ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+#define EXPERT(e, what) (snprintf(name, sizeof name, "transformer.h.%d.mlp.experts.%d.%s", l, e, what), \
+                         name)
+    for (int e = E - 1; e >= 0; e--) {
+        ptdp_gpt_expert *x = &b->experts[e];
+        x->proj_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1,
+                                         C, PTDP_INIT_ZEROS, 0.0);
+        x->proj_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_NONE, 0, 0,
+                                         C, F, PTDP_INIT_NORMAL, proj_std);
+        x->fc_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.weight"), F, C, false, PTDP_SHARD_NONE, 0, 0, F, C,
+                                       PTDP_INIT_NORMAL, INIT_STD);
+        x->fc_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.bias"), 1, F, true, PTDP_SHARD_NONE, 0, 0, 1, F,
+                                       PTDP_INIT_ZEROS, 0.0);
+    }
+    b->router = ADD("router.weight", E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
+#undef ADD
+#undef EXPERT
+    return PTDP_OK;
+}
 
 /* This stage's parameters, in the order the backward makes their gradients. */
 static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
     const ptdp_model_config *c = &m->cfg;
-    const int C = c->hidden, F = c->ffn, t = m->mesh->tp_rank;
-    const int Cl = C / m->mesh->tp, Fl = g->ffn_local, Vl = g->vocab_local;
+    const int C = c->hidden, t = m->mesh->tp_rank;
+    const int Cl = C / m->mesh->tp, Vl = g->vocab_local;
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
 #define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
@@ -207,10 +334,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         ptdp_gpt_block *b = &g->blocks[l - m->layer_begin];
         ptdp_model_begin_unit(m);
 #define NAME(what) (snprintf(name, sizeof name, "transformer.h.%d.%s", l, what), name)
-        b->fc_proj_b = ADD(NAME("mlp.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-        b->fc_proj_w = ADD(NAME("mlp.c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
-        b->fc_w = ADD(NAME("mlp.c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
-        b->fc_b = ADD(NAME("mlp.c_fc.bias"), 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, ZERO);
+        if ((ptdp_gpt_block_is_moe(c, l) ? moe_lay_out : mlp_lay_out)(dev, m, b, l) != 0)
+            return PTDP_ENOMEM;
         b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
         b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
@@ -308,6 +433,8 @@ static void gpt_free(ptdp_device *dev, ptdp_model *m)
         return;
     ptdp_gpt_kv_free_all(dev, m);
     ptdp_free(dev, g->corpus_block);
+    for (int i = 0; g->blocks != NULL && i < m->layer_end - m->layer_begin; i++)
+        free(g->blocks[i].experts);
     free(g->blocks);
     free(g);
     m->impl = NULL;
@@ -333,7 +460,10 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     m->label_cols = gpt->seq_len;
     /* under SP a stage boundary carries the rank's positions only */
     m->boundary_cols = gpt->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
-    int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5);
+    int moe = 0;   /* an MoE block: a router and 4 tensors an expert for the MLP's 4 */
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        moe += ptdp_gpt_block_is_moe(c, l) ? 1 + 4 * gpt->moe_experts - 4 : 0;
+    int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5 + moe);
     if (rc == 0)
         rc = lay_out(dev, m, g);
     if (rc == 0 && (m->first_stage || m->last_stage))
@@ -365,6 +495,8 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .positions = gpt_positions,
     .heads = gpt_heads,
     .check = gpt_check,
+    .check_run = gpt_check_run,
+    .aux_loss = ptdp_gpt_aux_loss,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
     .from_metadata = gpt_from_metadata,

@@ -299,7 +299,8 @@ void ptdp_gpt_residual(ptdp_gpt_pass *k, ptdp_tensor out, const ptdp_param *b, u
 {
     if (k->rc != 0)
         return;
-    ptdp_add_bias(out, b->w);
+    if (b != NULL)   /* NULL: the branch added its own (an MoE block's experts) */
+        ptdp_add_bias(out, b->w);
     ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
     ptdp_tensor_add(out, skip);
     ptdp_gpt_round(k, out);

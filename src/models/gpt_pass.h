@@ -50,6 +50,10 @@ typedef struct {
     bool units_held;            /* full recomputation: the backward holds the
                                    tail's units (model.h) around the tail's
                                    forward again, which makes no unit event */
+    double loss_scale;          /* backward: the loss's scale (1 / (global
+                                   batch x label_cols)), for the balance
+                                   loss's gradient
+                                   an MoE block adds itself (gpt_moe.c)    */
     int rc;                     /* the first failure; then every op is a no-op */
 } ptdp_gpt_pass;
 
@@ -141,6 +145,22 @@ int ptdp_gpt_head_backward(ptdp_gpt_pass *k, ptdp_gpt_saved *sv, ptdp_gpt_scratc
 /* What the last stage keeps as bf16 between them (act_bf16.h): LN_f's
  * input and output. */
 int ptdp_gpt_tail_slots(ptdp_gpt_saved *sv, ptdp_act_slot *s);
+
+/* ------------------------------------------------- gpt_moe.c */
+
+/* Block i's mixture of experts: out (R x C) = sum over the token's kept
+ * choices of gate x expert(ln2), the experts' biases included; keeps its
+ * routing and the experts' activations in a->moe. */
+void ptdp_gpt_moe_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor out);
+/* From d, the gradient of the branch's output: the experts' and the
+ * router's gradients (with the balance loss's, scaled by k->loss_scale),
+ * and s->dln, the gradient into ln2. */
+void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor d, ptdp_gpt_scratch *s);
+/* What a->moe holds, back to the arena. */
+void ptdp_gpt_moe_free(ptdp_device *dev, ptdp_gpt_block_acts *a);
+/* Its balance loss alpha sum_i f_i P_i summed over the micro-batch's
+ * sequences (0 for a dense block). */
+double ptdp_gpt_moe_aux(const ptdp_gpt_block_acts *a);
 
 /* ------------------------------------------------ gpt_block.c */
 

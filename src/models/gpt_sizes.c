@@ -119,3 +119,16 @@ double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch,
     const double tail = L * X * b + (X + C * R + (double)(vp / tp) * R + 2 * R + S) * r + 2 * R * 8;
     return 8 * R + (block > tail ? block : tail);
 }
+
+/* ---------------------------------------- a mixture of experts */
+
+bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)
+{
+    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
+    return gpt->moe_experts > 0 && gpt->moe_every > 0 && (l + 1) % gpt->moe_every == 0;
+}
+
+int ptdp_gpt_moe_ffn(const ptdp_model_config *c)
+{
+    return ptdp_gpt(c)->moe_ffn > 0 ? ptdp_gpt(c)->moe_ffn : c->ffn;
+}

@@ -23,6 +23,8 @@ int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
 int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                        double loss_scale, ptdp_tensor *dx);
 void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
+/* aux_loss (gpt.c): the balance loss of the stage's MoE blocks, if it has any. */
+bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum);
 
 /* The backward with its weight-gradient products recorded in w (wgrad.h),
  * or run at once if w is NULL (= ptdp_gpt_backward): the table's

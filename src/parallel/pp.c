@@ -189,6 +189,11 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u
         ptdp_tensor_free(dev, &u->data.x);
         if (m->last_stage)
             st->loss_sum += u->acts.loss_sum;
+        double aux;
+        if (rc == 0 && m->ops->aux_loss != NULL && m->ops->aux_loss(m, &u->acts, &aux)) {
+            st->aux_sum += aux;
+            st->has_aux = true;
+        }
         if (++*alive > st->peak_in_flight)
             st->peak_in_flight = *alive;
         return rc;
@@ -321,6 +326,7 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
         if (list->actions[i].kind == PTDP_ACT_BACKWARD)
             r->last_backward = i;
     st->loss_sum = 0;
+    st->aux_sum = 0;
     st->peak_in_flight = 0;
     st->wgrad_bytes = st->wgrad_peak_bytes = 0;
     st->run = r;

@@ -70,7 +70,10 @@ static ptdp_step_log summarize(ptdp_run_table *r, int s)
         log.wall_s = fmax(log.wall_s, x->w1 - x->w0);
         log.bytes += x->bytes;
         loss += x->loss;
+        log.aux_loss += x->aux;
+        log.has_aux = log.has_aux || x->has_aux;
     }
+    log.aux_loss /= c->batch;   /* a mean over the batch's samples */
     log.virtual_s = v1 - v0;
     log.loss = loss / ((double)c->batch * r->targets_per_sample);
     log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;

@@ -22,6 +22,8 @@
 /* One device's numbers for one step. */
 typedef struct {
     double v0, v1, w0, w1, bytes, loss, grad_norm;
+    double aux;                   /* the stage's auxiliary losses (tp rank 0) */
+    bool has_aux;
     double phase_end, busy;       /* pipeline phase: end (virtual), compute+comm in it */
 } ptdp_run_row;
 

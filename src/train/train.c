@@ -289,6 +289,8 @@ static int device_main(ptdp_device *dev, void *arg)
         x.bytes = dev->stats.total_sent - x.bytes;
         x.loss = d.model.last_stage && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
         x.grad_norm = d.grad_norm;
+        x.aux = d.mesh.tp_rank == 0 ? st.aux_sum : 0;   /* each stage's, once */
+        x.has_aux = st.has_aux;
         if ((rc = ptdp_run_table_step_done(dev, r, s, &x)) != 0)
             break;
     }

@@ -12,6 +12,7 @@
  *                                TP rank divisible by --cp (ulysses.h)
  *   --schedule zb-h1             needs a split backward (ops->backward_input)
  *   shapes under tp x pp         the model's own ops->check
+ *   the rest of the layout       the model's own ops->check_run, if any
  *
  *   validate ─┬─ mesh_rules        devices, their product, the host's limit
  *             ├─ batch_rules       micro-batches, batch, the model's shapes
@@ -362,13 +363,24 @@ static int resume_rules(const ptdp_train_config *c, char *msg, size_t n)
 
 #undef BAD
 
+/* What this configuration of the model supports of the layout (its own
+ * check_run, model.h). */
+static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    const ptdp_model_run r = { .tp = c->tp, .pp = c->pp, .cp = c->cp > 1 ? c->cp : 1, .zero = c->zero,
+                               .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16 };
+    return ops->check_run != NULL ? ops->check_run(&c->model, &r, msg, n) : PTDP_OK;
+}
+
 /* Every rule, in order. */
 static int validate(const ptdp_train_config *c, bool threads, char *msg, size_t n)
 {
     int rc;
     if ((rc = mesh_rules(c, threads, msg, n)) != 0 || (rc = batch_rules(c, msg, n)) != 0 ||
         (rc = sequence_rules(c, msg, n)) != 0 || (rc = pipeline_rules(c, msg, n)) != 0 ||
-        (rc = optimizer_rules(c, msg, n)) != 0 || (rc = combination_rules(c, msg, n)) != 0)
+        (rc = optimizer_rules(c, msg, n)) != 0 || (rc = combination_rules(c, msg, n)) != 0 ||
+        (rc = model_run_rules(c, msg, n)) != 0)
         return rc;
     return resume_rules(c, msg, n);
 }

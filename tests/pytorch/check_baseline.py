@@ -100,9 +100,10 @@ class ReferenceMLP(torch.nn.Module):
 class ReferenceGPT(torch.nn.Module):
     """nanoGPT's GPT, named like its state_dict; lm_head tied to wte (no tensor of its own)."""
 
-    def __init__(self, vocab_padded, seq_len, hidden, heads, ffn, layers, dtype):
+    def __init__(self, vocab_padded, seq_len, hidden, heads, ffn, layers, dtype, moe=None):
         super().__init__()
         self.heads = heads
+        self.moe = moe
         t = torch.nn.Module()
         t.wte = torch.nn.Embedding(vocab_padded, hidden, dtype=dtype)
         t.wpe = torch.nn.Embedding(seq_len, hidden, dtype=dtype)
@@ -115,8 +116,17 @@ class ReferenceGPT(torch.nn.Module):
             b.attn.c_proj = torch.nn.Linear(hidden, hidden, dtype=dtype)
             b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
             b.mlp = torch.nn.Module()
-            b.mlp.c_fc = torch.nn.Linear(hidden, ffn, dtype=dtype)
-            b.mlp.c_proj = torch.nn.Linear(ffn, hidden, dtype=dtype)
+            if moe and (len(t.h) + 1) % moe["every"] == 0:   # a mixture of experts
+                b.mlp.router = torch.nn.Linear(hidden, moe["experts"], bias=False, dtype=dtype)
+                b.mlp.experts = torch.nn.ModuleList()
+                for _ in range(moe["experts"]):
+                    e = torch.nn.Module()
+                    e.c_fc = torch.nn.Linear(hidden, moe["ffn"] or ffn, dtype=dtype)
+                    e.c_proj = torch.nn.Linear(moe["ffn"] or ffn, hidden, dtype=dtype)
+                    b.mlp.experts.append(e)
+            else:
+                b.mlp.c_fc = torch.nn.Linear(hidden, ffn, dtype=dtype)
+                b.mlp.c_proj = torch.nn.Linear(ffn, hidden, dtype=dtype)
             t.h.append(b)
         t.ln_f = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
         self.transformer = t
@@ -132,12 +142,41 @@ class ReferenceGPT(torch.nn.Module):
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return b.attn.c_proj(y)
 
+    def experts(self, b, h):
+        """The mixture, written densely: every expert on every token, each
+        token's output the sum of its kept choices' gates times theirs;
+        returns it and the balance loss (a mean over the sequences)."""
+        B, T, _ = h.shape
+        E, k, cf = self.moe["experts"], self.moe["top_k"], self.moe["capacity"]
+        z = b.mlp.router(h)                                        # B T E
+        choice = torch.sort(-z, dim=-1, stable=True).indices[..., :k]   # ties: the lower index first
+        gates = z.gather(-1, choice).softmax(-1)                   # softmax over the k chosen
+        onehot = F.one_hot(choice, E).to(h.dtype)                  # B T k E
+        keep = torch.ones_like(gates)
+        if cf > 0:                                                 # per sequence, in position order
+            flat = onehot.reshape(B, T * k, E)
+            rank = flat.cumsum(1) * flat
+            keep = ((rank > 0) & (rank <= math.ceil(cf * k * T / E))).any(-1).reshape(B, T, k).to(h.dtype)
+        out = 0
+        for e, ex in enumerate(b.mlp.experts):
+            w = (gates * keep * (choice == e).to(h.dtype)).sum(-1, keepdim=True)
+            out = out + w * ex.c_proj(F.gelu(ex.c_fc(h), approximate="tanh"))
+        f = E / (k * T) * onehot.sum(dim=(1, 2)).detach()          # B E, before dropping
+        P = z.softmax(-1).mean(1)                                  # B E
+        return out, self.moe["alpha"] * (f * P).sum(-1).mean()
+
     def forward(self, idx):
         t = self.transformer
         x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        self.aux = 0
         for b in t.h:
             x = x + self.attention(b, b.ln_1(x))
-            x = x + b.mlp.c_proj(F.gelu(b.mlp.c_fc(b.ln_2(x)), approximate="tanh"))
+            if hasattr(b.mlp, "router"):
+                y, aux = self.experts(b, b.ln_2(x))
+                x = x + y
+                self.aux = self.aux + aux
+            else:
+                x = x + b.mlp.c_proj(F.gelu(b.mlp.c_fc(b.ln_2(x)), approximate="tanh"))
         return t.ln_f(x) @ t.wte.weight.t()
 
 
@@ -186,7 +225,8 @@ def train_torch(init, data, meta, opts, dtype):
     gpt = meta.get("model") == "gpt"
     if gpt:
         model = ReferenceGPT(int(meta["vocab_padded"]), int(meta["seq_len"]), int(meta["hidden"]),
-                             int(meta["heads"]), int(meta["ffn"]), int(meta["layers"]), dtype)
+                             int(meta["heads"]), int(meta["ffn"]), int(meta["layers"]), dtype,
+                             moe=opts.moe if opts.moe["experts"] > 0 else None)
     else:
         model = ReferenceMLP(int(meta["d_in"]), int(meta["d_model"]), int(meta["d_ff"]),
                              int(meta["n_layers"]), int(meta["n_classes"]), dtype)
@@ -211,7 +251,7 @@ def train_torch(init, data, meta, opts, dtype):
         opt.zero_grad()
         out = model(xs[s])                        # the GPT: B x T x V_pad, a mean over every position
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), ys[s].reshape(-1))
-        loss.backward()
+        (loss + getattr(model, "aux", 0)).backward()   # the log's loss: the cross-entropy alone
         # The norm ptdp logs: every parameter once, summed in double.
         norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
         if opts.clip_grad > 0:
@@ -300,7 +340,21 @@ def main():
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--clip-grad", type=float, default=0.0)
+    # A mixture of experts (the GPT): read here and passed on to ptdp.
+    p.add_argument("--moe-experts", type=int, default=0)
+    p.add_argument("--moe-every", type=int, default=1)
+    p.add_argument("--moe-ffn", type=int, default=0)
+    p.add_argument("--moe-top-k", type=int, default=2)
+    p.add_argument("--moe-capacity-factor", type=float, default=0.0)
+    p.add_argument("--moe-aux-loss", type=float, default=0.01)
     opts, rest = p.parse_known_args()
+    opts.moe = {"experts": opts.moe_experts, "every": opts.moe_every, "ffn": opts.moe_ffn, "top_k": opts.moe_top_k,
+                "capacity": opts.moe_capacity_factor, "alpha": opts.moe_aux_loss}
+    if opts.moe_experts > 0:
+        rest += ["--moe-experts", str(opts.moe_experts), "--moe-every", str(opts.moe_every), "--moe-top-k",
+                 str(opts.moe_top_k), "--moe-aux-loss", repr(opts.moe_aux_loss)]
+        rest += ["--moe-ffn", str(opts.moe_ffn)] if opts.moe_ffn > 0 else []
+        rest += ["--moe-capacity-factor", repr(opts.moe_capacity_factor)] if opts.moe_capacity_factor > 0 else []
     for banned in ("--save", "--save-init", "--dump-data", "--log", "--load"):
         if any(r == banned or r.startswith(banned + "=") for r in rest):
             p.error(f"{banned} is set by this script")

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# moe.sh — a GPT with a mixture of experts on the command line: every bad
+# value and every layout it does not run on yet refused (exit 2, naming the
+# flag) before any work; `ptdp plan` refuses to price it; an MoE run passes
+# --check against one device, and its checkpoint does not load into a
+# dense run.
+#
+#   moe.sh PATH_TO_PTDP
+source "$(dirname "$0")/usage_lib.sh" "$@"
+
+g="train --model gpt --steps 1 --moe-experts 4"
+expect_usage "--moe-experts is a flag of --model gpt"   -- train --moe-experts 4 --steps 1
+expect_usage "--moe-top-k needs --moe-experts"          -- train --model gpt --moe-top-k 1 --steps 1
+expect_usage "--moe-capacity-factor needs --moe-experts" -- train --model gpt --moe-capacity-factor 1 --steps 1
+expect_usage "--moe-top-k 5: must be at most --moe-experts 4" -- $g --moe-top-k 5
+expect_usage "--moe-top-k"                              -- $g --moe-top-k 0
+expect_usage "--moe-capacity-factor 0: must be above 0" -- $g --moe-capacity-factor 0
+expect_usage "--moe-capacity-factor -1: must be above 0" -- $g --moe-capacity-factor -1
+expect_usage "--moe-capacity-factor"                    -- $g --moe-capacity-factor nan
+expect_usage "--moe-aux-loss -0.5: must be 0 or more"   -- $g --moe-aux-loss -0.5
+expect_usage "--moe-experts"                            -- $g --moe-experts -1
+expect_usage "--moe-every"                              -- $g --moe-every 0
+expect_usage "--moe-ffn"                                -- $g --moe-ffn 0
+expect_usage "--moe-experts with --tp 2"                -- $g --tp 2
+expect_usage "--moe-experts 4 with --cp"                -- $g --cp 2
+expect_usage "--moe-experts 4 with --zero 3"            -- $g --dp 2 --zero 3
+expect_usage "--moe-experts 4 with --token-slices"      -- $g --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
+expect_usage "--moe-experts: the planner does not price a mixture of experts" -- plan --model gpt --moe-experts 4
+
+if run_ok train --model gpt --moe-experts 4 --steps 2 --dp 2 --moe-capacity-factor 1.0 --moe-every 2 --layers 2 --check --save "$tmp/moe.st"; then
+    has "check PASSED" || fail "an MoE run with dp 2 did not pass --check"
+fi
+if run_status 1 train --model gpt --steps 3 --load "$tmp/moe.st"; then
+    grep -qF "transformer.h.1.mlp.router.weight" "$err" || fail "loading an MoE checkpoint densely does not name the router"
+fi
+finish "moe" "bad values and unsupported layouts refused; --check passes"

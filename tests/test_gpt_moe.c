@@ -1,0 +1,137 @@
+/*
+ * test_gpt_moe.c — the router of a mixture of experts on hand-made numbers
+ * (gpt.h: ptdp_moe_route): top-k with ties to the lower index, gates as the
+ * softmax over the chosen k, capacity in position order, the balance loss;
+ * and its backward against finite differences.
+ *
+ *   one sequence of T = 4 tokens, E = 3 experts, k = 2:
+ *     token  logits      chosen   kept with ceil(0.75 x 2 x 4 / 3) = 2 slots
+ *     0      1  1  0     0, 1     both
+ *     1      0  2  2     1, 2     both
+ *     2      3  0  1     0, 2     both
+ *     3      0  5  1     1, 2     neither: experts 1 and 2 are full
+ */
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/gpt.h"
+
+static const harness_tcase moe_tests = { .name = "moe", .timeout_s = 60 };
+
+static const ptdp_real z[4 * 3] = { 1, 1, 0, 0, 2, 2, 3, 0, 1, 0, 5, 1 };
+
+static double softmax_at(const ptdp_real *x, int n, int i)
+{
+    double s = 0.0;
+    for (int j = 0; j < n; j++)
+        s += exp((double)x[j]);
+    return exp((double)x[i]) / s;
+}
+
+TEST(moe_tests, test_ties_go_to_the_lower_expert_and_gates_are_over_the_chosen)
+{
+    const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0, .alpha = 1.0 };
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12];
+    ptdp_moe_route(&s, 4, z, choice, gate, slot, probs, load, &dropped);
+    const int want[8] = { 0, 1, 1, 2, 0, 2, 1, 2 };
+    for (int c = 0; c < 8; c++)
+        ck_assert_int_eq(choice[c], want[c]);
+    ck_assert_double_eq_tol(gate[0], 0.5, 1e-6);                     /* a tie: half each */
+    ck_assert_double_eq_tol(gate[4], 1.0 / (1.0 + exp(-2.0)), 1e-6);   /* softmax(3, 1), not over all 3 */
+    ck_assert_double_eq_tol(gate[6], 1.0 / (1.0 + exp(-4.0)), 1e-6);
+    ck_assert_double_eq_tol(probs[3 * 3 + 1], softmax_at(z + 9, 3, 1), 1e-6);
+    ck_assert_int_eq(dropped, 0);   /* dropless: loads 2, 3, 3 */
+    ck_assert_int_eq(load[0], 2);
+    ck_assert_int_eq(load[1], 3);
+    ck_assert_int_eq(load[2], 3);
+}
+END_TEST
+
+TEST(moe_tests, test_capacity_drops_in_position_order_and_slots_go_expert_by_expert)
+{
+    const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0.75, .alpha = 1.0 };
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12];
+    ptdp_moe_route(&s, 4, z, choice, gate, slot, probs, load, &dropped);
+    /* expert 0: tokens 0, 2 (slots 0, 1); expert 1: 0, 1 (2, 3); expert 2: 1, 2 (4, 5); token 3 dropped */
+    const int want[8] = { 0, 2, 3, 4, 1, 5, -1, -1 };
+    for (int c = 0; c < 8; c++)
+        ck_assert_int_eq(slot[c], want[c]);
+    ck_assert_int_eq(dropped, 2);
+    ck_assert_int_eq(load[0] + load[1] + load[2], 6);
+    ck_assert_double_eq_tol(gate[0], 0.5, 1e-6);   /* the kept gates are not renormalised */
+}
+END_TEST
+
+/* alpha sum_i f_i P_i, f_i = E/(k T) x choices of i before dropping. */
+TEST(moe_tests, test_balance_loss_counts_choices_before_dropping)
+{
+    const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0.75, .alpha = 0.01 };
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12];
+    double aux = ptdp_moe_route(&s, 4, z, choice, gate, slot, probs, load, &dropped);
+    const double count[3] = { 2, 3, 3 };
+    double want = 0.0;
+    for (int e = 0; e < 3; e++) {
+        double P = 0.0;
+        for (int t = 0; t < 4; t++)
+            P += softmax_at(z + 3 * t, 3, e) / 4.0;
+        want += 3.0 / (2.0 * 4.0) * count[e] * P;
+    }
+    ck_assert_double_eq_tol(aux, 0.01 * want, 1e-7);
+    /* two sequences: the sum of each's */
+    ptdp_real z2[24];
+    int choice2[16], slot2[16];
+    ptdp_real gate2[16], probs2[24];
+    memcpy(z2, z, sizeof z);
+    memcpy(z2 + 12, z, sizeof z);
+    ck_assert_double_eq_tol(ptdp_moe_route(&s, 8, z2, choice2, gate2, slot2, probs2, load, &dropped), 0.02 * want,
+                            1e-7);
+    ck_assert_int_eq(dropped, 4);   /* each sequence has its own slots */
+}
+END_TEST
+
+/* L = sum_c w_c gate_c + scale aux (f held): dz by route_backward against
+ * central differences, on logits without ties. */
+static double objective(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale)
+{
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12];
+    double aux = ptdp_moe_route(s, 4, x, choice, gate, slot, probs, load, &dropped), sum = 0.0;
+    for (int c = 0; c < 8; c++)
+        sum += w[c] * gate[c];
+    return sum + scale * aux;
+}
+
+TEST(moe_tests, test_backward_matches_finite_differences)
+{
+    const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0.75, .alpha = 0.3 };
+    ptdp_real x[12] = { 1.0, 0.7, -0.2, 0.1, 1.9, 2.3, 2.8, 0.2, 1.1, -0.4, 1.6, 0.9 };
+    const double w[8] = { 0.3, -1.2, 0.8, 0.5, -0.7, 1.4, 0.0, 0.0 }, scale = 0.5;
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12], dz[12], dgate[8];
+    ptdp_moe_route(&s, 4, x, choice, gate, slot, probs, load, &dropped);
+    for (int c = 0; c < 8; c++)   /* a dropped choice's output carries no gradient */
+        dgate[c] = slot[c] >= 0 ? (ptdp_real)w[c] : 0;
+    for (int c = 0; c < 8; c++)
+        ck_assert_msg(slot[c] >= 0 || w[c] == 0.0, "the weights ignore dropped choices");
+    ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
+    const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
+    for (int i = 0; i < 12; i++) {
+        ptdp_real up[12], down[12];
+        memcpy(up, x, sizeof x);
+        memcpy(down, x, sizeof x);
+        up[i] += (ptdp_real)h;
+        down[i] -= (ptdp_real)h;
+        double fd = (objective(&s, up, w, scale) - objective(&s, down, w, scale)) / (2 * h);
+        ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("gpt-moe");
+}
