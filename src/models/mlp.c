@@ -372,6 +372,131 @@ static int block_again(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_ml
     return rc;
 }
 
+/* One micro-batch's backward in progress: dh, the gradient of the
+ * residual stream, and the scratch beside it. */
+typedef struct {
+    ptdp_device *dev;
+    ptdp_model *m;
+    ptdp_acts *acts;
+    ptdp_mlp_saved *sv;
+    ptdp_wgrad *w;              /* W's sink for the dW products, or NULL  */
+    ptdp_tensor dh, tmp, dg;
+    double now;                 /* the dW products' flops, charged here
+                                   only when they run here: 1, else 0    */
+    bool again;                 /* full recomputation                    */
+} mlp_bwd;
+
+/* The last stage: dlogits = (softmax - onehot) / B, then through the
+ * output layer; its f backward all-reduces dh across the TP ranks' class
+ * slices. */
+static int output_backward(mlp_bwd *k, double loss_scale)
+{
+    ptdp_device *dev = k->dev;
+    ptdp_model *m = k->m;
+    const ptdp_mlp *p = m->impl;
+    ptdp_mlp_saved *sv = k->sv;
+    const int rows = k->acts->rows, hd = m->cfg.hidden, cl = p->classes_local, nb = sv->nblocks;
+    const double dw = product_flops(dev, cl, hd, rows);
+    ptdp_act_slot tail = { .t = &sv->h[nb] };
+    int rc;
+    if ((!k->again && (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0) ||
+        (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
+        return rc;
+    const double w0 = ptdp_wall_now();
+    ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl, k->acts->labels, sv->rowmax, sv->sumexp,
+                          loss_scale);
+    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
+                                         p->out_w->w, false, w_cost(dev, dw, true), "out wgrad")) != 0)
+        return rc;
+    account(dev, "out bwd", product_flops(dev, rows, hd, cl) + k->now * dw,
+            (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
+    if ((rc = ptdp_tp_copy_to_region_backward(m->mesh->tp_comm, k->dh)) != 0)
+        return rc;
+    if (m->bf16 || k->again)   /* done with the tail's float copy */
+        ptdp_tensor_free(dev, &sv->h[nb]);
+    if (k->again)
+        free_output(dev, sv);
+    /* the output layer's gradients are final (a data-parallel sum may start) */
+    if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0)
+        return rc;
+    return k->w == NULL ? ptdp_model_grads_ready(dev, m, p->out_b) : PTDP_OK;
+}
+
+/* Block i right to left: dh is its output's gradient on entry, its
+ * input's on return (the residual adds both paths). */
+static int block_backward(mlp_bwd *k, int i)
+{
+    ptdp_device *dev = k->dev;
+    ptdp_model *m = k->m;
+    const ptdp_mlp *p = m->impl;
+    ptdp_mlp_saved *sv = k->sv;
+    const ptdp_mlp_block *b = &p->blocks[i];
+    const int rows = k->acts->rows, hd = m->cfg.hidden, fl = p->ffn_local, layer = m->layer_begin + i;
+    const int64_t first = k->acts->first_sample;
+    char what[32], wwhat[32];
+    snprintf(what, sizeof what, "block %d bwd", layer);
+    snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
+    const double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
+    ptdp_act_slot slots[3];
+    int rc;
+    if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
+        (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0 ||   /* bf16 */
+        (k->again && (rc = block_again(dev, m, k->acts, sv, i)) != 0))
+        return rc;
+    const double w0 = ptdp_wall_now();
+    /* z's gradient is dh through the output dropout (same mask). */
+    ptdp_tensor dz = k->dh;
+    if (m->dropout > 0) {
+        ptdp_tensor_copy(k->tmp, k->dh);
+        ptdp_tp_dropout(k->tmp, m->dropout, dropout_key(m, layer, "out"), first, hd, 0);
+        dz = k->tmp;
+    }
+    /* Row-parallel fc2 (g's backward is the identity): dg = dz B_r,
+     * dB_r += dz^T g, db += colsum dz — no communication. */
+    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->dg, b->fc2_w->g, &b->fc2_b->g, dz, sv->g[i], b->fc2_w->w,
+                                         false, w_cost(dev, dw, false), wwhat)) != 0)
+        return rc;
+    ptdp_tp_dropout(k->dg, m->dropout, dropout_key(m, layer, "fc1"), first, m->cfg.ffn, m->mesh->tp_rank * fl);
+    ptdp_gelu_backward(k->dg, k->dg, sv->a[i]);
+    /* Column-parallel fc1: tmp = dg A_r here, summed over TP by f's backward. */
+    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->tmp, b->fc1_w->g, &b->fc1_b->g, k->dg, sv->h[i],
+                                         b->fc1_w->w, false, w_cost(dev, dw, false), wwhat)) != 0)
+        return rc;
+    account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + k->now * 2 * dw,
+            (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
+    if ((rc = ptdp_tp_copy_to_region_backward(m->mesh->tp_comm, k->tmp)) != 0)
+        return rc;
+    ptdp_tensor_add(k->dh, k->tmp);   /* the residual adds both paths */
+    if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
+        (k->w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0))
+        return rc;
+    if (m->bf16 || k->again) {   /* one block's float copy at a time */
+        ptdp_tensor_free(dev, &sv->h[i]);
+        ptdp_tensor_free(dev, &sv->a[i]);
+        ptdp_tensor_free(dev, &sv->g[i]);
+    }
+    return PTDP_OK;
+}
+
+/* Stage 0: the input layer's dW and db (its input needs no gradient). */
+static int input_backward(mlp_bwd *k)
+{
+    ptdp_device *dev = k->dev;
+    ptdp_model *m = k->m;
+    const ptdp_mlp *p = m->impl;
+    const int rows = k->acts->rows;
+    const double dw = product_flops(dev, m->cfg.hidden, ptdp_mlp(&m->cfg)->d_in, rows);
+    int rc;
+    if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
+        return rc;
+    const double w0 = ptdp_wall_now();
+    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, NULL, p->in_w->g, &p->in_b->g, k->dh, k->sv->x, p->in_w->w,
+                                         false, w_cost(dev, dw, true), "in wgrad")) != 0)
+        return rc;
+    account(dev, "in bwd", k->now * dw, (double)rows * m->cfg.hidden, w0, true);
+    return ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_END);
+}
+
 /* The backward of one micro-batch; with a sink w the dW products are
  * recorded there for a later W (wgrad.h) and not charged here.  With full
  * recomputation each block (and the output layer) runs its forward again
@@ -379,120 +504,31 @@ static int block_again(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_ml
 int ptdp_mlp_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                             double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w)
 {
-    const ptdp_model_config *c = &m->cfg;
     const ptdp_mlp *p = m->impl;
-    ptdp_mlp_saved *sv = acts->saved;
-    ptdp_comm *tp = m->mesh->tp_comm;
-    int rows = acts->rows, nb = sv->nblocks, hd = c->hidden, fl = p->ffn_local, rc;
-    int ff0 = m->mesh->tp_rank * fl;
-    ptdp_tensor dh = { 0 }, tmp = { 0 }, dg = { 0 };
-    /* the dW products' flops, charged here only when they run here */
-    const double now = w == NULL ? 1.0 : 0.0;
-
-    const bool again = acts->recompute;
-    if (again && m->last_stage && (rc = output_again(dev, m, acts, sv)) != 0)
+    mlp_bwd k = { .dev = dev, .m = m, .acts = acts, .sv = acts->saved, .w = w, .now = w == NULL ? 1.0 : 0.0,
+                  .again = acts->recompute };
+    const int rows = acts->rows, hd = m->cfg.hidden;
+    int rc = PTDP_OK;
+    if (k.again && m->last_stage)
+        rc = output_again(dev, m, acts, k.sv);
+    if (rc != 0 || (rc = alloc_act(dev, &k.dh, "grad.h", rows, hd)) != 0 ||
+        (rc = alloc_act(dev, &k.tmp, "grad.tmp", rows, hd)) != 0 ||
+        (rc = alloc_act(dev, &k.dg, "grad.ff", rows, p->ffn_local)) != 0)
         goto done;
-    if ((rc = alloc_act(dev, &dh, "grad.h", rows, hd)) != 0 ||
-        (rc = alloc_act(dev, &tmp, "grad.tmp", rows, hd)) != 0 ||
-        (rc = alloc_act(dev, &dg, "grad.ff", rows, fl)) != 0)
-        goto done;
-
-    double w0 = ptdp_wall_now();
-    if (m->last_stage) {
-        /* dlogits = (softmax - onehot) / B, then through the output layer;
-         * its f backward all-reduces dh across the TP ranks' class slices. */
-        int cl = p->classes_local;
-        double dw = product_flops(dev, cl, hd, rows);
-        ptdp_act_slot tail = { .t = &sv->h[nb] };
-        if ((!again && (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0) ||
-            (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
-            goto done;
-        w0 = ptdp_wall_now();
-        ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl,
-                              acts->labels, sv->rowmax, sv->sumexp, loss_scale);
-        if ((rc = ptdp_wgrad_linear_backward(dev, w, &dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
-                                             p->out_w->w, false, w_cost(dev, dw, true), "out wgrad")) != 0)
-            goto done;
-        account(dev, "out bwd", product_flops(dev, rows, hd, cl) + now * dw,
-                (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
-        if ((rc = ptdp_tp_copy_to_region_backward(tp, dh)) != 0)
-            goto done;
-        if (m->bf16 || again)   /* done with the tail's float copy */
-            ptdp_tensor_free(dev, &sv->h[nb]);
-        if (again)
-            free_output(dev, sv);
-        /* the output layer's gradients are final (a data-parallel sum may start) */
-        if ((rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
-            (w == NULL && (rc = ptdp_model_grads_ready(dev, m, p->out_b)) != 0))
-            goto done;
-    } else {
-        ptdp_tensor_copy(dh, *dout);
-    }
-
-    for (int i = nb - 1; i >= 0; i--) {
-        const ptdp_mlp_block *b = &p->blocks[i];
-        int layer = m->layer_begin + i;
-        char what[32], wwhat[32];
-        snprintf(what, sizeof what, "block %d bwd", layer);
-        snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
-        double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
-        ptdp_act_slot slots[3];
-        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
-            (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0 ||   /* bf16 */
-            (again && (rc = block_again(dev, m, acts, sv, i)) != 0))
-            goto done;
-        w0 = ptdp_wall_now();
-        /* z's gradient is dh through the output dropout (same mask). */
-        ptdp_tensor dz = dh;
-        if (m->dropout > 0) {
-            ptdp_tensor_copy(tmp, dh);
-            ptdp_tp_dropout(tmp, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
-            dz = tmp;
-        }
-        /* Row-parallel fc2 (g's backward is the identity): dg = dz B_r,
-         * dB_r += dz^T g, db += colsum dz — no communication. */
-        if ((rc = ptdp_wgrad_linear_backward(dev, w, &dg, b->fc2_w->g, &b->fc2_b->g, dz, sv->g[i], b->fc2_w->w,
-                                             false, w_cost(dev, dw, false), wwhat)) != 0)
-            goto done;
-        ptdp_tp_dropout(dg, m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
-        ptdp_gelu_backward(dg, dg, sv->a[i]);
-        /* Column-parallel fc1: tmp = dg A_r here, summed over TP by f's backward. */
-        if ((rc = ptdp_wgrad_linear_backward(dev, w, &tmp, b->fc1_w->g, &b->fc1_b->g, dg, sv->h[i], b->fc1_w->w,
-                                             false, w_cost(dev, dw, false), wwhat)) != 0)
-            goto done;
-        account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + now * 2 * dw,
-                (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
-        if ((rc = ptdp_tp_copy_to_region_backward(tp, tmp)) != 0)
-            goto done;
-        ptdp_tensor_add(dh, tmp);   /* the residual adds both paths */
-        if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
-            (w == NULL && (rc = ptdp_model_grads_ready(dev, m, b->fc1_b)) != 0))
-            goto done;
-        if (m->bf16 || again) {   /* one block's float copy at a time */
-            ptdp_tensor_free(dev, &sv->h[i]);
-            ptdp_tensor_free(dev, &sv->a[i]);
-            ptdp_tensor_free(dev, &sv->g[i]);
-        }
-    }
-
-    if (m->first_stage) {
-        double dw = product_flops(dev, hd, ptdp_mlp(c)->d_in, rows);
-        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
-            goto done;
-        w0 = ptdp_wall_now();
-        if ((rc = ptdp_wgrad_linear_backward(dev, w, NULL, p->in_w->g, &p->in_b->g, dh, sv->x, p->in_w->w, false,
-                                             w_cost(dev, dw, true), "in wgrad")) != 0)
-            goto done;
-        account(dev, "in bwd", now * dw, (double)rows * hd, w0, true);
-        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_END)) != 0)
-            goto done;
-    } else if (dx != NULL) {
-        ptdp_tensor_copy(*dx, dh);
-    }
+    if (m->last_stage)
+        rc = output_backward(&k, loss_scale);
+    else
+        ptdp_tensor_copy(k.dh, *dout);
+    for (int i = k.sv->nblocks - 1; rc == 0 && i >= 0; i--)
+        rc = block_backward(&k, i);
+    if (rc == 0 && m->first_stage)
+        rc = input_backward(&k);
+    else if (rc == 0 && dx != NULL)
+        ptdp_tensor_copy(*dx, k.dh);
 done:
-    ptdp_tensor_free(dev, &dh);
-    ptdp_tensor_free(dev, &tmp);
-    ptdp_tensor_free(dev, &dg);
+    ptdp_tensor_free(dev, &k.dh);
+    ptdp_tensor_free(dev, &k.tmp);
+    ptdp_tensor_free(dev, &k.dg);
     ptdp_mlp_acts_free(dev, m, acts);
     return rc;
 }
