@@ -211,6 +211,17 @@ if [[ -s $dir/sp_ov.jsonl ]] && cmp -s <(grep -o '"loss": *[^,]*' "$dir/sp_block
 else
     fail "--sp --overlap: stream $b s against TP's $a s; losses $(grep -c loss "$dir/sp_ov.jsonl")"
 fi
+# at dp 1 SP's gathers are the only traffic --overlap hides: accepted, on the stream, the same losses
+one=(--model gpt --tp 2 --sp --steps 2 --quiet)
+"$ptdp" train "${one[@]}" --log "$dir/sp1.jsonl" >/dev/null 2>&1
+"$ptdp" train "${one[@]}" --overlap --log "$dir/sp1_ov.jsonl" --report "$dir/sp1_ov.json" >/dev/null 2>&1
+c=$(stream_s "$dir/sp1_ov.json")
+if [[ -s $dir/sp1_ov.jsonl ]] && cmp -s <(grep -o '"loss": *[^,]*' "$dir/sp1.jsonl") <(grep -o '"loss": *[^,]*' "$dir/sp1_ov.jsonl") &&
+    awk -v c="$c" 'BEGIN { exit !(c > 0) }'; then
+    ok "--sp --overlap at dp 1: the same losses, SP's gathers on the stream ($c s)"
+else
+    fail "--sp --overlap at dp 1: stream '$c' s; losses $(grep -c loss "$dir/sp1_ov.jsonl" 2>/dev/null)"
+fi
 "$ptdp" train --model gpt --tp 2 --sp --steps 1 >"$dir/spf.out" 2>&1
 if grep -qF "activations a micro-batch keeps per block (sp): B T (8C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2" \
         "$dir/spf.out" && grep -qF "= 64 x 32 x (8x64/2 + 2x256/2 + 4/2) + 64 x (4/2) x 32^2 = 1183744 elements" \
