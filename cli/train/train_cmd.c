@@ -112,6 +112,9 @@ static void usage(void)
         "                      (Ulysses: an all-to-all trades the positions for heads/(tp N) heads of\n"
         "                      whole sequences, attention runs locally, one all-to-all back; needs\n"
         "                      heads / tp divisible by N)\n"
+        "  --ep N              expert parallelism (--model gpt --moe-experts E): the experts spread\n"
+        "                      over N of the dp x cp ranks, E / N each; tokens travel to their\n"
+        "                      experts and back by all-to-all (default 1)\n"
         "  --sp                sequence parallelism (%s, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
@@ -289,6 +292,7 @@ static int parse(int argc, char **argv, train_options *o)
             rc = ptdp_args_enum(&a, layouts, 2, &k);
             c->cp_contiguous = k == 1;
         }
+        else if (ptdp_args_is(&a, "--ep")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->ep);
         else if (ptdp_args_is(&a, "--cp-algo")) {
             static const char *const algos[] = { "ring", "a2a" };
             int k = 0;

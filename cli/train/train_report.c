@@ -349,6 +349,7 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
 static void json_cp_algo(FILE *f, const ptdp_train_config *c)
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
+    fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
 }
 
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,

@@ -249,6 +249,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.cp = 0;
     b.cp_contiguous = false;
     b.cp_a2a = false;
+    b.ep = 0;
     b.zero = 0;
     b.overlap = false;
     b.final_state = final;

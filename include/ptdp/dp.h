@@ -49,6 +49,14 @@
  *                        [ k = 0   | k = 1   ]   reduce-scatter:  shard k, summed, on rank k
  *
  * Blocking or started from the grads_ready hook, the calls are the same.
+ *
+ * A bucket holds parameters of one replica group only (model.h,
+ * ptdp_grad_sum.replicas): the DP group, or, for the experts of a run with
+ * expert parallelism, the expert-DP group (mesh.h) — the ranks that hold
+ * the same experts.  A bucket is summed over its own group:
+ *
+ *   flat_g   | head … block 1's MLP | block 1's experts | block 0 … |
+ *   buckets  |<-- DP -->|<-- DP --->|<------ EDP ------>|<-- DP --->|
  */
 #ifndef PTDP_DP_H
 #define PTDP_DP_H
@@ -61,13 +69,18 @@
 
 struct ptdp_device;
 
-typedef struct { size_t begin, end; int first_param, last_param; } ptdp_bucket;
+typedef struct {
+    size_t begin, end;
+    int first_param, last_param;
+    ptdp_group group;       /* its parameters' replicas: DP, or EDP        */
+} ptdp_bucket;
 
 typedef struct {
     int nbuckets;
     ptdp_bucket *buckets;   /* host memory: bookkeeping, not device data */
     /* overlap (ptdp_ddp_overlap_begin … ptdp_ddp_wait) */
-    ptdp_comm *comm;        /* the DP group of the armed backward          */
+    ptdp_comm *comm;        /* the DP group of the armed backward (a bucket
+                               of another group: that group, ptdp_ddp_comm) */
     int started;            /* buckets whose all-reduce has started        */
     ptdp_request *requests; /* [nbuckets], host                            */
     bool scatter;           /* ZeRO-1: reduce-scatter each bucket in place
@@ -76,9 +89,12 @@ typedef struct {
 } ptdp_ddp;
 
 /* Cut m's flat gradient buffer into buckets of at most bucket_mb MiB (a
- * parameter larger than that gets a bucket of its own). */
+ * parameter larger than that gets a bucket of its own), and wherever the
+ * replica group changes. */
 int  ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb);
 void ptdp_ddp_free(ptdp_ddp *d);
+/* The group bucket b is summed over: dp (the DP group), or its own. */
+ptdp_comm *ptdp_ddp_comm(ptdp_comm *dp, const ptdp_model *m, const ptdp_bucket *b);
 /* All-reduce (sum) every bucket in the DP group, in order (reduce-scatter
  * with `scatter`). */
 int  ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);

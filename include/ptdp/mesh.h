@@ -46,9 +46,20 @@
  *                       dp0: [0]  2   4  [6]     [0 6] one emb group
  *                       dp1: [1]  3   5  [7]     [1 7] another
  *
+ *   ep group:  with expert parallelism (--ep N), N consecutive members
+ *              of a DP group (in its order: dp, then cp), as Megatron-LM's
+ *              tp-cp-ep-dp-pp: EP is borrowed from the data-parallel ranks
+ *   edp group: the members of a DP group with the same EP rank, ordered
+ *              by DP index — the replicas of one EP rank's experts
+ *
+ *     dp=4 ep=2 (tp=pp=1):  dp index   0   1   2   3
+ *                           ep rank    0   1   0   1     ep  {0 1} {2 3}
+ *                           edp rank   0   0   1   1     edp {0 2} {1 3}
+ *
  * Built only when a model asks (ptdp_mesh_add_group, a split of the
  * world): a split is an exchange of (color, key) and the virtual clock
- * charges its latency, so a model without a tied embedding pays for none.
+ * charges its latency, so a model without a tied embedding pays for none,
+ * and a run without --ep builds no EP group.
  */
 #ifndef PTDP_MESH_H
 #define PTDP_MESH_H
@@ -66,6 +77,9 @@ typedef enum {
     PTDP_GROUP_PP,       /* pp_comm                                       */
     PTDP_GROUP_CP,       /* cp_comm                                       */
     PTDP_GROUP_EMB,      /* stage 0 and the last stage: same dp, cp, tp    */
+    PTDP_GROUP_EP,       /* expert parallelism: ep consecutive DP ranks    */
+    PTDP_GROUP_EDP,      /* expert data parallelism: the DP ranks of one EP
+                            rank, dp x cp / ep of them                    */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -87,6 +101,9 @@ typedef struct {
     bool cp_a2a;                    /* attention: Ulysses' all-to-alls
                                        (ulysses.h), or the ring (false
                                        after init, cp.h)                   */
+    int ep;                         /* expert parallelism: the EP group's
+                                       size, dividing dp x cp (1 after init;
+                                       set by the caller before the model) */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */
@@ -112,8 +129,9 @@ void ptdp_mesh_free(ptdp_mesh *m);
  * group built by ptdp_mesh_add_group (NULL where this device is not in
  * one, or before it is built). */
 ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g);
-/* Collective over dev->world: build group g beyond the four axes (today
- * PTDP_GROUP_EMB; with pp 1 there is none to build).  A group built
+/* Collective over dev->world: build group g beyond the four axes
+ * (PTDP_GROUP_EMB, none with pp 1; PTDP_GROUP_EP and PTDP_GROUP_EDP, none
+ * with ep 1, where the DP group is both).  A group built
  * already is kept, so every device must ask for the same groups in the
  * same order.  The mesh frees it. */
 int  ptdp_mesh_add_group(struct ptdp_device *dev, ptdp_mesh *m, ptdp_group g);

@@ -116,6 +116,7 @@ typedef struct {
  *   any (the default)             DP         -         tp rank 0 if replicated over TP
  *   a LayerNorm under SP (sp.h)   DP         TP        tp rank 0
  *   a tied embedding's copies     DP         EMB       emb rank 0: stage 0's copy
+ *   an expert under --ep (mesh.h) EDP        -         edp rank 0 of each EP rank
  *
  * The sum over `replicas` is the data-parallel one (dp.h's buckets or
  * zero.h's shards: every micro-batch of every replica adds up).  Then,
@@ -126,7 +127,9 @@ typedef struct {
  * parameter afterwards, and the copy of the group's rank 0 is the one the
  * norm counts and the checkpoint saves. */
 typedef struct {
-    ptdp_group replicas;       /* PTDP_GROUP_DP                             */
+    ptdp_group replicas;       /* PTDP_GROUP_DP, or PTDP_GROUP_EDP: DP's
+                                  buckets and ZeRO's shards of it run over
+                                  that group (dp.h, zero.h)                */
     unsigned also;             /* PTDP_GROUP_BIT of each further group      */
 } ptdp_grad_sum;
 
@@ -214,6 +217,7 @@ typedef struct {
 /* A run's layout as a model's check_run sees it (train.h has the rest). */
 typedef struct ptdp_model_run {
     int tp, pp, cp, zero, token_slices;
+    int dp, ep;                     /* ep: expert parallelism, 1 = off      */
     bool sp, bf16;
 } ptdp_model_run;
 

@@ -62,6 +62,9 @@ typedef struct {
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */
     bool cp_contiguous;       /* one chunk per CP rank, not zigzag          */
+    int ep;                   /* expert parallelism (mesh.h): a mixture of
+                                 experts' experts spread over ep of the
+                                 dp x cp ranks; 0 or 1 = off              */
     bool cp_a2a;              /* --cp-algo a2a: attention as Ulysses' head
                                  split (ulysses.h), not the ring (cp.h)    */
     const int *stage_layers;  /* pp x v entries (blocks per chunk), or NULL

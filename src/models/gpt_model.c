@@ -236,8 +236,18 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
 {
     const int E = ptdp_gpt(c)->moe_experts;
     const char *what = NULL;
+    if (E == 0 && r->ep > 1) {
+        snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and this GPT is dense: "
+                 "give --moe-experts E (a multiple of %d)", r->ep, r->ep);
+        return PTDP_EINVAL;
+    }
     if (E == 0)
         return PTDP_OK;
+    if (r->ep > 1 && E % r->ep != 0) {
+        snprintf(msg, n, "--moe-experts %d must divide by --ep %d: each EP rank holds E / ep experts (try "
+                 "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
+        return PTDP_EINVAL;
+    }
     if (r->cp > 1)
         what = "--cp (the balance loss's per-sequence statistics would be split over the CP group)";
     else if (r->sp)
@@ -272,22 +282,34 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
+int ptdp_gpt_experts_here(const ptdp_model *m, int *first)
+{
+    const int E = ptdp_gpt(&m->cfg)->moe_experts;
+    ptdp_comm *ep = m->mesh->ep > 1 ? ptdp_mesh_group(m->mesh, PTDP_GROUP_EP) : NULL;
+    const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
+    *first = r * (E / N);
+    return E / N;
+}
+
 /* Block l's experts, last first, then its router (backward order): whole
- * tensors on every device (no TP of the experts). */
+ * tensors, this EP rank's E / ep of them (all without expert
+ * parallelism); no TP of the experts. */
 static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
 {
     const ptdp_model_config *c = &m->cfg;
     const int C = c->hidden, F = ptdp_gpt_moe_ffn(c), E = ptdp_gpt(c)->moe_experts;
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
-    if ((b->experts = calloc((size_t)E, sizeof *b->experts)) == NULL)
+    int e0 = 0;
+    const int El = ptdp_gpt_experts_here(m, &e0);
+    if ((b->experts = calloc((size_t)El, sizeof *b->experts)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
                         ptdp_model_add_param(dev, m, name, __VA_ARGS__))
 #define EXPERT(e, what) (snprintf(name, sizeof name, "transformer.h.%d.mlp.experts.%d.%s", l, e, what), \
                          name)
-    for (int e = E - 1; e >= 0; e--) {
-        ptdp_gpt_expert *x = &b->experts[e];
+    for (int e = e0 + El - 1; e >= e0; e--) {   /* global index e, local e - e0 */
+        ptdp_gpt_expert *x = &b->experts[e - e0];
         x->proj_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1,
                                          C, PTDP_INIT_ZEROS, 0.0);
         x->proj_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_NONE, 0, 0,
@@ -296,6 +318,13 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
                                        PTDP_INIT_NORMAL, INIT_STD);
         x->fc_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.bias"), 1, F, true, PTDP_SHARD_NONE, 0, 0, 1, F,
                                        PTDP_INIT_ZEROS, 0.0);
+        if (x->fc_b == NULL)
+            return PTDP_EINVAL;
+        if (m->mesh->ep > 1) {   /* summed over the ranks that hold the same experts (mesh.h) */
+            ptdp_param *ps[] = { x->proj_b, x->proj_w, x->fc_w, x->fc_b };
+            for (int q = 0; q < 4; q++)
+                ps[q]->sum.replicas = PTDP_GROUP_EDP;
+        }
     }
     b->router = ADD("router.weight", E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
 #undef ADD
@@ -506,7 +535,8 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .forward = ptdp_gpt_forward,
     .backward = ptdp_gpt_backward,
     .acts_free = ptdp_gpt_acts_free,
-    .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB),   /* the tied embedding's two copies */
+    .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB) |   /* the tied embedding's two copies */
+              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
     .backward_input = ptdp_gpt_backward_input,
     .plan = &ptdp_gpt_plan,
 };

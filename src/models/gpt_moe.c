@@ -36,7 +36,9 @@
 #include <string.h>
 
 #include "models/gpt_pass.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
+#include "ptdp/mesh.h"
 #include "ptdp/ops.h"
 
 /* ------------------------------------------------------------ routing */
@@ -171,7 +173,16 @@ struct ptdp_gpt_moe_acts {
     int rows, kept, dropped, F;
     int *choice, *slot, *load, *token;   /* token: the row of each slot */
     ptdp_real *gate, *probs;
-    ptdp_real *h, *g, *y;                /* kept x F, kept x F, kept x C */
+    ptdp_real *y;                        /* kept x C: the experts' outputs, back home */
+    /* The experts' side: the rows this device's experts ran, `here` of
+     * them, local expert by local expert (per_expert[l] each).  Without expert
+     * parallelism these are the kept rows themselves (here = kept, rows =
+     * load); with it, what the dispatch brought (ep.h's plan). */
+    ptdp_comm *ep;                       /* NULL: no expert parallelism  */
+    ptdp_ep_plan plan;
+    int local, here, *per_expert;
+    ptdp_real *x;                        /* EP: here x C, the dispatched inputs */
+    ptdp_real *h, *g;                    /* here x F, here x F           */
     double aux;
 };
 
@@ -188,9 +199,11 @@ void ptdp_gpt_moe_free(ptdp_device *dev, ptdp_gpt_block_acts *a)
     struct ptdp_gpt_moe_acts *m = a->moe;
     if (m == NULL)
         return;
-    void *p[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->h, m->g, m->y };
+    void *p[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->h, m->g, m->y, m->x,
+                  m->ep != NULL ? m->per_expert : NULL };
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         ptdp_free(dev, p[i]);
+    ptdp_ep_plan_free(&m->plan);
     ptdp_free(dev, m);
     a->moe = NULL;
 }
@@ -246,20 +259,46 @@ static void dispatch(const struct ptdp_gpt_moe_acts *m, ptdp_tensor h, ptdp_real
         memcpy(x + (size_t)s * h.cols, ptdp_at(h, m->token[s], 0), (size_t)h.cols * sizeof *x);
 }
 
-/* Each expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b. */
+/* Where the experts run: here, on every kept row (no expert parallelism),
+ * or on what the dispatch brings — counts exchanged (ep.h's plan), then
+ * rows[l] = the rows every source sends for local expert l. */
+static void experts_side(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
+{
+    const int E = m->shape.E;
+    ptdp_comm *ep = k->m->mesh->ep > 1 ? ptdp_mesh_group(k->m->mesh, PTDP_GROUP_EP) : NULL;
+    m->ep = ep;
+    m->local = ep != NULL ? E / ptdp_comm_size(ep) : E;
+    if (ep == NULL) {   /* the kept rows, as the router stacked them */
+        m->per_expert = m->load;
+        m->here = m->kept;
+        return;
+    }
+    m->per_expert = grab(k, (size_t)m->local * sizeof(int), "acts.moe_rows");
+    if (k->rc != 0)
+        return;
+    if ((k->rc = ptdp_ep_plan_init(k->dev, ep, E, m->load, &m->plan)) != 0)
+        return;
+    memset(m->per_expert, 0, (size_t)m->local * sizeof(int));
+    for (int s = 0; s < m->plan.N; s++)
+        for (int l = 0; l < m->local; l++)
+            m->per_expert[l] += m->plan.recv_rows[s * m->local + l];
+    m->here = (int)m->plan.received;
+}
+
+/* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b. */
 static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct ptdp_gpt_moe_acts *m,
-                            const ptdp_real *x, int C)
+                            const ptdp_real *x, ptdp_real *y, int C)
 {
     double flops = 0.0;
-    for (int e = 0, off = 0; e < m->shape.E; off += m->load[e], e++) {
-        const int n = m->load[e];
+    for (int e = 0, off = 0; e < m->local; off += m->per_expert[e], e++) {
+        const int n = m->per_expert[e];
         const ptdp_gpt_expert *ex = &w->experts[e];
         if (n == 0)
             continue;
         ptdp_tensor h = rows_of(m->h, off, n, m->F), g = rows_of(m->g, off, n, m->F);
         ptdp_linear_forward(h, rows_of((ptdp_real *)x, off, n, C), ex->fc_w->w, &ex->fc_b->w);
         ptdp_gelu_forward(g, h);
-        ptdp_linear_forward(rows_of(m->y, off, n, C), g, ex->proj_w->w, &ex->proj_b->w);
+        ptdp_linear_forward(rows_of(y, off, n, C), g, ex->proj_w->w, &ex->proj_b->w);
         flops += ptdp_linear_flops_forward(n, C, m->F) + ptdp_gelu_flops_forward((size_t)n * m->F) +
                  ptdp_linear_flops_forward(n, m->F, C);
     }
@@ -267,31 +306,55 @@ static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct pt
     k->w0 = ptdp_wall_now();
 }
 
+/* out[t] = sum_j g_j y[slot], in choice order. */
+static void combine(const struct ptdp_gpt_moe_acts *m, ptdp_tensor out)
+{
+    const int K = m->shape.k, C = out.cols;
+    ptdp_tensor_zero(out);
+    for (int r = 0; r < m->rows; r++)
+        for (int j = 0; j < K; j++) {
+            const int s = m->slot[(size_t)r * K + j];
+            const double gj = m->gate[(size_t)r * K + j];
+            for (int c = 0; s >= 0 && c < C; c++)
+                *ptdp_at(out, r, c) += (ptdp_real)(gj * m->y[(size_t)s * C + c]);
+        }
+}
+
+/* Route, dispatch, run the experts, bring their outputs home, combine.
+ * With expert parallelism the stacked rows travel to the EP rank of their
+ * expert and back (ep.h): the dispatched inputs are kept for the
+ * backward, which would otherwise have to send them again. */
 void ptdp_gpt_moe_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor out)
 {
     const ptdp_gpt_block *w = &ptdp_gpt_of(k->m)->blocks[i];
-    const int C = out.cols, K = ptdp_gpt(&k->m->cfg)->moe_top_k;
+    const int C = out.cols;
     if (k->rc != 0)
         return;
     struct ptdp_gpt_moe_acts *m = a->moe = route(k, w, a->ln2);
     if (k->rc != 0)
         return;
-    m->h = grab(k, (size_t)m->kept * m->F * sizeof(ptdp_real), "acts.moe_fc");
-    m->g = grab(k, (size_t)m->kept * m->F * sizeof(ptdp_real), "acts.moe_gelu");
+    experts_side(k, m);
+    m->h = grab(k, (size_t)m->here * m->F * sizeof(ptdp_real), "acts.moe_fc");
+    m->g = grab(k, (size_t)m->here * m->F * sizeof(ptdp_real), "acts.moe_gelu");
     m->y = grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "acts.moe_out");
     ptdp_real *x = grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "acts.moe_dispatch");
+    ptdp_real *yr = m->ep != NULL ? grab(k, (size_t)m->here * C * sizeof(ptdp_real), "acts.moe_expert_out") : m->y;
+    if (m->ep != NULL)
+        m->x = grab(k, (size_t)m->here * C * sizeof(ptdp_real), "acts.moe_expert_in");
     if (k->rc == 0) {
         dispatch(m, a->ln2, x);
-        experts_forward(k, w, m, x, C);
-        ptdp_tensor_zero(out);   /* combine: out[t] += g_j y[slot], in choice order */
-        for (int r = 0; r < m->rows; r++)
-            for (int j = 0; j < K; j++) {
-                const int s = m->slot[(size_t)r * K + j];
-                const double gj = m->gate[(size_t)r * K + j];
-                for (int c = 0; s >= 0 && c < C; c++)
-                    *ptdp_at(out, r, c) += (ptdp_real)(gj * m->y[(size_t)s * C + c]);
-            }
+        if (m->ep != NULL)
+            k->rc = ptdp_ep_dispatch(k->dev, m->ep, &m->plan, x, C, m->x);
     }
+    if (k->rc == 0) {
+        experts_forward(k, w, m, m->ep != NULL ? m->x : x, yr, C);
+        if (m->ep != NULL)
+            k->rc = ptdp_ep_combine(k->dev, m->ep, &m->plan, yr, C, m->y);
+    }
+    if (k->rc == 0)
+        combine(m, out);
+    if (m->ep != NULL)
+        ptdp_free(k->dev, yr);
     ptdp_free(k->dev, x);
 }
 
@@ -314,13 +377,13 @@ static void combine_backward(const struct ptdp_gpt_moe_acts *m, ptdp_tensor d, p
         }
 }
 
-/* Each expert backward: its gradients, and dx[slot] of its inputs. */
+/* Each local expert backward: its gradients, and dx of its inputs. */
 static void experts_backward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, const struct ptdp_gpt_moe_acts *m,
                              const ptdp_real *x, ptdp_real *dy, ptdp_real *dh, ptdp_real *dx, int C)
 {
     double flops = 0.0;
-    for (int e = 0, off = 0; e < m->shape.E; off += m->load[e], e++) {
-        const int n = m->load[e];
+    for (int e = 0, off = 0; e < m->local; off += m->per_expert[e], e++) {
+        const int n = m->per_expert[e];
         const ptdp_gpt_expert *ex = &w->experts[e];
         if (n == 0)
             continue;
@@ -337,6 +400,36 @@ static void experts_backward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, const st
     k->w0 = ptdp_wall_now();
 }
 
+/* The experts' backward where they ran: dy goes out as the forward's
+ * combine came back (the combine's backward is a dispatch), the input
+ * gradients come home as the inputs went (the dispatch's backward is a
+ * combine).  Without expert parallelism both are the identity and the
+ * inputs are stacked again from ln_2 (not kept). */
+static void experts_backward_where(ptdp_gpt_pass *k, const ptdp_gpt_block *w, const struct ptdp_gpt_moe_acts *m,
+                                   ptdp_tensor ln2, ptdp_real *dy, ptdp_real *dx, int C)
+{
+    const bool ep = m->ep != NULL;
+    ptdp_real *x = ep ? m->x : grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_dispatch");
+    ptdp_real *dyr = ep ? grab(k, (size_t)m->here * C * sizeof(ptdp_real), "grad.moe_expert_out") : dy;
+    ptdp_real *dxr = ep ? grab(k, (size_t)m->here * C * sizeof(ptdp_real), "grad.moe_expert_in") : dx;
+    ptdp_real *dh = grab(k, (size_t)m->here * m->F * sizeof(ptdp_real), "grad.moe_fc");
+    if (k->rc == 0 && !ep)
+        dispatch(m, ln2, x);
+    if (k->rc == 0 && ep)
+        k->rc = ptdp_ep_dispatch(k->dev, m->ep, &m->plan, dy, C, dyr);
+    if (k->rc == 0)
+        experts_backward(k, w, m, x, dyr, dh, dxr, C);
+    if (k->rc == 0 && ep)
+        k->rc = ptdp_ep_combine(k->dev, m->ep, &m->plan, dxr, C, dx);
+    ptdp_free(k->dev, dh);
+    if (ep) {
+        ptdp_free(k->dev, dxr);
+        ptdp_free(k->dev, dyr);
+    } else {
+        ptdp_free(k->dev, x);
+    }
+}
+
 void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor d, ptdp_gpt_scratch *s)
 {
     const ptdp_gpt_block *w = &ptdp_gpt_of(k->m)->blocks[i];
@@ -344,16 +437,15 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
     const int C = d.cols, R = d.rows, E = m != NULL ? m->shape.E : 0, K = m != NULL ? m->shape.k : 0;
     if (k->rc != 0 || m == NULL)
         return;
-    ptdp_real *x = grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_dispatch");
     ptdp_real *dy = grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_out");
-    ptdp_real *dh = grab(k, (size_t)m->kept * m->F * sizeof(ptdp_real), "grad.moe_fc");
     ptdp_real *dx = grab(k, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_in");
     ptdp_real *dgate = grab(k, (size_t)R * K * sizeof(ptdp_real), "grad.moe_gate");
     ptdp_real *dz = grab(k, (size_t)R * E * sizeof(ptdp_real), "grad.moe_logits");
-    if (k->rc == 0) {
-        dispatch(m, a->ln2, x);
+    if (k->rc == 0)
         combine_backward(m, d, dgate, dy);
-        experts_backward(k, w, m, x, dy, dh, dx, C);
+    if (k->rc == 0)
+        experts_backward_where(k, w, m, a->ln2, dy, dx, C);
+    if (k->rc == 0) {
         ptdp_tensor_zero(s->dln);   /* the dispatch's backward: a scatter-add, slot order */
         for (int q = 0; q < m->kept; q++)
             for (int c = 0; c < C; c++)
@@ -365,7 +457,7 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
         ptdp_tensor dZ = ptdp_tensor_wrap(dz, R, E);
         ptdp_linear_backward(&s->dln, w->router->g, NULL, dZ, a->ln2, w->router->w, true);
     }
-    void *p[] = { x, dy, dh, dx, dgate, dz };
+    void *p[] = { dy, dx, dgate, dz };
     for (size_t q = 0; q < sizeof p / sizeof p[0]; q++)
         ptdp_free(k->dev, p[q]);
 }

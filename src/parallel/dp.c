@@ -47,10 +47,12 @@ int ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb)
         const ptdp_param *p = &m->params[i];
         size_t n = ptdp_tensor_numel(p->g);
         ptdp_bucket *cur = d->nbuckets > 0 ? &d->buckets[d->nbuckets - 1] : NULL;
-        /* Open a new bucket when this parameter would overflow the current one. */
-        if (cur == NULL || (cur->end - cur->begin) + n > cap) {
+        /* Open a new bucket when this parameter would overflow the current
+         * one, or is summed over another group. */
+        if (cur == NULL || (cur->end - cur->begin) + n > cap || cur->group != p->sum.replicas) {
             cur = &d->buckets[d->nbuckets++];
-            *cur = (ptdp_bucket){ .begin = p->offset, .end = p->offset, .first_param = i };
+            *cur = (ptdp_bucket){ .begin = p->offset, .end = p->offset, .first_param = i,
+                                  .group = p->sum.replicas };
         }
         cur->end = p->offset + n;
         cur->last_param = i;
@@ -75,6 +77,11 @@ static void *bucket_at(const ptdp_ddp *d, ptdp_model *m, int b)
                    : (void *)(m->flat_g + d->buckets[b].begin);
 }
 
+ptdp_comm *ptdp_ddp_comm(ptdp_comm *dp, const ptdp_model *m, const ptdp_bucket *b)
+{
+    return b->group == PTDP_GROUP_DP ? dp : ptdp_mesh_group(m->mesh, b->group);
+}
+
 int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 {
     if (ptdp_comm_size(dp) == 1)
@@ -82,8 +89,11 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
     for (int b = 0; b < d->nbuckets; b++) {
         void *g = bucket_at(d, m, b);
         size_t n = d->buckets[b].end - d->buckets[b].begin;
-        int rc = d->scatter ? ptdp_reduce_scatter(dp, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM)
-                            : ptdp_all_reduce(dp, g, g, n, ptdp_model_store(m), PTDP_SUM);
+        ptdp_comm *c = ptdp_ddp_comm(dp, m, &d->buckets[b]);
+        if (ptdp_comm_size(c) == 1)
+            continue;
+        int rc = d->scatter ? ptdp_reduce_scatter(c, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM)
+                            : ptdp_all_reduce(c, g, g, n, ptdp_model_store(m), PTDP_SUM);
         if (rc != 0)
             return rc;
     }
@@ -97,7 +107,10 @@ int ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
     for (int b = 0; b < d->nbuckets; b++) {
         void *w = m->bf16 ? ptdp_store_at(PTDP_BF16, m->flat_w16, d->buckets[b].begin)
                           : (void *)(m->flat_w + d->buckets[b].begin);
-        int rc = ptdp_all_gather(dp, PTDP_IN_PLACE, w, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m));
+        ptdp_comm *c = ptdp_ddp_comm(dp, m, &d->buckets[b]);
+        if (ptdp_comm_size(c) == 1)
+            continue;
+        int rc = ptdp_all_gather(c, PTDP_IN_PLACE, w, d->buckets[b].end - d->buckets[b].begin, ptdp_model_store(m));
         if (rc != 0)
             return rc;
     }
@@ -112,10 +125,12 @@ static int start_bucket(ptdp_ddp *d, ptdp_model *m, int b)
 {
     void *g = bucket_at(d, m, b);
     size_t n = d->buckets[b].end - d->buckets[b].begin;
+    ptdp_comm *c = ptdp_ddp_comm(d->comm, m, &d->buckets[b]);
+    if (ptdp_comm_size(c) == 1)
+        return PTDP_OK;   /* its request stays empty: ptdp_wait returns at once */
     if (d->scatter)
-        return ptdp_reduce_scatter_start(d->comm, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM,
-                                         &d->requests[b]);
-    return ptdp_all_reduce_start(d->comm, g, g, n, ptdp_model_store(m), PTDP_SUM, &d->requests[b]);
+        return ptdp_reduce_scatter_start(c, PTDP_IN_PLACE, g, n, ptdp_model_store(m), PTDP_SUM, &d->requests[b]);
+    return ptdp_all_reduce_start(c, g, g, n, ptdp_model_store(m), PTDP_SUM, &d->requests[b]);
 }
 
 /* The model's grads_ready hook: [0, ready) of flat_g is final, so every
@@ -169,21 +184,39 @@ int ptdp_ddp_wait(ptdp_ddp *d)
 
 /* DP replicas must stay bit-identical: they start equal, all-reduce to the
  * same gradient (a fixed reduction order gives every rank the same bits)
- * and take the same step.  Check it with a 64-bit FNV-1a hash per replica. */
-int ptdp_ddp_check_replicas(ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step)
+ * and take the same step.  Check it with a 64-bit FNV-1a hash per replica
+ * group: the parameters summed over the DP group, then (expert
+ * parallelism) those summed over the expert-DP group, each compared among
+ * the ranks that hold the same copy. */
+static int check_group(ptdp_device *dev, ptdp_comm *c, const ptdp_model *m, ptdp_group g, long step)
 {
-    int n = ptdp_comm_size(dp);   /* dp x cp: every copy of these parameters */
+    int n = ptdp_comm_size(c);
     if (n == 1)
         return PTDP_OK;
     uint64_t hash = 1469598103934665603ull, all[PTDP_MAX_DEVICES];
+    const size_t es = ptdp_store_size(ptdp_model_store(m));
     const unsigned char *b = m->bf16 ? (const unsigned char *)m->flat_w16 : (const unsigned char *)m->flat_w;
-    for (size_t k = 0; k < m->numel * ptdp_store_size(ptdp_model_store(m)); k++)
-        hash = (hash ^ b[k]) * 1099511628211ull;
-    all[ptdp_comm_rank(dp)] = hash;
-    int rc = ptdp_all_gather(dp, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].sum.replicas == g)
+            for (size_t k = m->params[i].offset * es; k < (m->params[i].offset + ptdp_tensor_numel(m->params[i].w)) * es; k++)
+                hash = (hash ^ b[k]) * 1099511628211ull;
+    all[ptdp_comm_rank(c)] = hash;
+    int rc = ptdp_all_gather(c, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
     for (int r = 1; rc == 0 && r < n; r++)
         if (all[r] != all[0])
-            return ptdp_fail(dev, PTDP_ECHECK, "DP replicas differ after step %ld: dp rank %d has hash %016llx, "
-                             "dp rank 0 %016llx", step, r, (unsigned long long)all[r], (unsigned long long)all[0]);
+            return ptdp_fail(dev, PTDP_ECHECK, "%s replicas differ after step %ld: rank %d of the group has hash "
+                             "%016llx, rank 0 %016llx", g == PTDP_GROUP_DP ? "DP" : "expert-DP", step, r,
+                             (unsigned long long)all[r], (unsigned long long)all[0]);
+    return rc;
+}
+
+int ptdp_ddp_check_replicas(ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step)
+{
+    int rc = check_group(dev, dp, m, PTDP_GROUP_DP, step);   /* dp x cp: every copy of these parameters */
+    for (int i = 0; rc == 0 && i < m->nparams; i++)
+        if (m->params[i].sum.replicas == PTDP_GROUP_EDP) {
+            rc = check_group(dev, ptdp_mesh_group(m->mesh, PTDP_GROUP_EDP), m, PTDP_GROUP_EDP, step);
+            break;
+        }
     return rc;
 }

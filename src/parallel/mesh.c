@@ -9,10 +9,16 @@
  *   dp group  color = (tp_rank, pp_rank)   key = dp_rank
  *   pp group  color = (tp_rank, dp_rank)   key = pp_rank
  *
- * and, asked for by a model, one more: the embedding group
+ * and, asked for by a model, more: the embedding group
  *
  *   emb group color = (dp_rank, cp_rank, tp_rank) on stage 0 and the last
  *             stage, none on the others              key = pp_rank
+ *
+ * and, with --ep N, the expert groups (j = cp_rank + cp dp_rank, the DP
+ * index):
+ *
+ *   ep group  color = (tp_rank, pp_rank, j / N)      key = j mod N
+ *   edp group color = (tp_rank, pp_rank, j mod N)    key = j / N
  */
 #include "ptdp/mesh.h"
 
@@ -51,7 +57,7 @@ int ptdp_mesh_init(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
 /* With cp = 1 this is the dp x tp x pp grid above, group for group. */
 int ptdp_mesh_init_cp(ptdp_device *dev, int dp, int cp, int tp, int pp, ptdp_mesh *m)
 {
-    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true };
+    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true, .ep = 1 };
     if (dp < 1 || cp < 1 || tp < 1 || pp < 1 || dp * cp * tp * pp != dev->world_size)
         return ptdp_fail(dev, PTDP_EINVAL, "mesh dp=%d x cp=%d x tp=%d x pp=%d needs %d devices, the world has %d",
                          dp, cp, tp, pp, dp * cp * tp * pp, dev->world_size);
@@ -95,15 +101,32 @@ static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
     return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);
 }
 
+/* Expert parallelism's two groups, cut from the DP group: DP index j =
+ * cp_rank + cp dp_rank (the DP group's order) is EP rank j mod ep of the
+ * EP group j / ep, and EDP rank j / ep of the EDP group j mod ep.  Every
+ * device is in one of each, within its (tp, pp). */
+static int split_experts(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
+{
+    const int cp = m->cp > 0 ? m->cp : 1, N = m->ep, j = m->cp_rank + cp * m->dp_rank;
+    if (N <= 1)
+        return PTDP_OK;
+    if ((m->dp * cp) % N != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "--ep %d must divide dp x cp = %d", N, m->dp * cp);
+    const int across = m->tp_rank + m->tp * m->pp_rank, groups = m->dp * cp / N;
+    if (g == PTDP_GROUP_EP)
+        return ptdp_comm_split(dev->world, j / N + groups * across, j % N, "ep", &m->extra[g]);
+    return ptdp_comm_split(dev->world, j % N + N * across, j / N, "edp", &m->extra[g]);
+}
+
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
-    if (g != PTDP_GROUP_EMB)
+    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP)
         return g >= 0 && g < PTDP_GROUP_EMB ? PTDP_OK   /* the four axes exist */
                : ptdp_fail(dev, PTDP_EINVAL, "the mesh has no group %d to build", (int)g);
     if (m->extra[g] != NULL || m->extra_built & PTDP_GROUP_BIT(g))
         return PTDP_OK;
     m->extra_built |= PTDP_GROUP_BIT(g);
-    return split_embedding(dev, m);
+    return g == PTDP_GROUP_EMB ? split_embedding(dev, m) : split_experts(dev, m, g);
 }
 
 void ptdp_mesh_free(ptdp_mesh *m)

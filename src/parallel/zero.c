@@ -150,7 +150,10 @@ static int make_stores(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 }
 
 /* Stage 1: DP's buckets, each reduce-scattered, and my shard of each one
- * a range, its state packed one after the other (zero.h's picture). */
+ * a range, its state packed one after the other (zero.h's picture).
+ * Stage 2 cuts the same way with buckets as large as they get: one per
+ * run of parameters of one replica group (the whole buffer, one range,
+ * without expert parallelism). */
 static int bucket_ranges(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
 {
     /* one bucket larger than any buffer: the whole buffer */
@@ -159,10 +162,11 @@ static int bucket_ranges(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double b
     z->buckets.scatter = true;
     if ((z->ranges = calloc((size_t)(z->buckets.nbuckets > 0 ? z->buckets.nbuckets : 1), sizeof *z->ranges)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    const int n = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
     z->len = 0;
     for (int b = 0; b < z->buckets.nbuckets; b++) {
         const ptdp_bucket *bk = &z->buckets.buckets[b];
+        ptdp_comm *c = ptdp_ddp_comm(z->dp, m, bk);   /* DP's, or an expert bucket's expert-DP group */
+        const int n = ptdp_comm_size(c), k = ptdp_comm_rank(c);
         size_t off, len;
         ptdp_share(bk->end - bk->begin, n, k, &off, &len);   /* what the reduce-scatter leaves me */
         if (len == 0)
@@ -188,11 +192,16 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         return PTDP_EINVAL;
     z->stage = stage;
     z->dp = m->mesh->dp_comm;
-    for (int i = 0; i < m->nparams; i++)   /* the buckets and shards below are DP's */
-        if (m->params[i].sum.replicas != PTDP_GROUP_DP)
+    for (int i = 0; i < m->nparams; i++) {   /* DP's buckets and shards, or (stages 0-2) the expert-DP group's */
+        const ptdp_group g = m->params[i].sum.replicas;
+        if (g != PTDP_GROUP_DP && (g != PTDP_GROUP_EDP || stage == 3 || m->bf16))
             return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d: the gradient sums here are "
-                             "over DP's replicas only (model.h, ptdp_grad_sum)", m->params[i].name,
-                             (int)m->params[i].sum.replicas);
+                             "over DP's replicas, or the expert-DP group's without ZeRO-3 or bf16 (model.h, "
+                             "ptdp_grad_sum)", m->params[i].name, (int)g);
+        if (ptdp_mesh_group(m->mesh, g) == NULL)
+            return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d, which was not built (mesh.h)",
+                             m->params[i].name, (int)g);
+    }
     z->numel = m->numel;
     z->store = ptdp_model_store(m);
 #ifdef PTDP_DOUBLE
@@ -205,18 +214,14 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         if (rc != 0)
             return rc;
     }
-    if (stage == 1) {
-        int rc = bucket_ranges(dev, z, m, bucket_mb);
+    if (stage == 1 || stage == 2) {
+        int rc = bucket_ranges(dev, z, m, stage == 1 ? bucket_mb : 0);
         if (rc != 0)
             return rc;
-    } else if (stage != 3) {
-        if (stage == 0) {
-            z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
-            if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
-                return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-        } else {
-            ptdp_share(m->numel, ptdp_comm_size(z->dp), ptdp_comm_rank(z->dp), &z->off, &z->len);
-        }
+    } else if (stage == 0) {
+        z->len = m->numel;   /* plain DP: every rank updates the whole buffer */
+        if (ptdp_ddp_init(&z->buckets, m, bucket_mb > 0 ? bucket_mb : 1e9) != 0)   /* all-reduced */
+            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         if ((z->ranges = malloc(sizeof *z->ranges)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
         z->nranges = 1;
@@ -266,8 +271,27 @@ void ptdp_zero_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
  * from a bucket whose reduce-scatter is done; then the bucket is freed. */
 static void accumulate_and_free(ptdp_device *dev, ptdp_zero *z, void *bucket)
 {
-    ptdp_store_add(z->store, z->grad_shard, at(z, bucket, z->off), z->len);
+    for (int i = 0; i < z->nranges; i++)   /* one range; one per replica group's run with experts */
+        ptdp_store_add(z->store, at(z, z->grad_shard, z->ranges[i].at), at(z, bucket, z->ranges[i].begin),
+                       z->ranges[i].end - z->ranges[i].begin);
     ptdp_free(dev, bucket);
+}
+
+/* Stage 2: each run of one replica group reduce-scattered (or, stage 1,
+ * its parameters gathered) in place over its group: the whole buffer over
+ * DP without expert parallelism. */
+static int over_runs(ptdp_zero *z, ptdp_model *m, void *buf, bool gather)
+{
+    for (int b = 0; b < z->buckets.nbuckets; b++) {
+        const ptdp_bucket *r = &z->buckets.buckets[b];
+        ptdp_comm *c = ptdp_ddp_comm(z->dp, m, r);
+        void *x = at(z, buf, r->begin);
+        int rc = gather ? ptdp_all_gather(c, PTDP_IN_PLACE, x, r->end - r->begin, z->store)
+                        : ptdp_reduce_scatter(c, PTDP_IN_PLACE, x, r->end - r->begin, z->store, PTDP_SUM);
+        if (rc != 0)
+            return rc;
+    }
+    return PTDP_OK;
 }
 
 /* Overlap: wait for the reduce-scatter started after the previous backward. */
@@ -314,12 +338,13 @@ int ptdp_zero_backward_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     point_gradients(m, NULL);
     if (z->store == PTDP_BF16)
         m->flat_g16 = NULL;
-    if (z->overlap) {   /* waited for before the next bucket, or the optimizer */
+    if (z->overlap && z->buckets.nbuckets == 1) {   /* waited for before the next bucket, or the optimizer
+                                                       (one run; expert runs are blocking) */
         z->pending = bucket;
         return ptdp_reduce_scatter_start(z->dp, PTDP_IN_PLACE, bucket, z->numel, z->store, PTDP_SUM,
                                          &z->request);
     }
-    int rc = ptdp_reduce_scatter(z->dp, PTDP_IN_PLACE, bucket, z->numel, z->store, PTDP_SUM);
+    int rc = over_runs(z, m, bucket, false);
     if (rc == 0)
         accumulate_and_free(dev, z, bucket);
     else
@@ -416,6 +441,33 @@ int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
     return rc;
 }
 
+/* Whether some parameters are experts held apart by expert parallelism. */
+static bool experts_apart(const ptdp_model *m)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].sum.replicas == PTDP_GROUP_EDP)
+            return ptdp_comm_size(ptdp_mesh_group(m->mesh, PTDP_GROUP_EP)) > 1;
+    return false;
+}
+
+/* Plain DP with expert parallelism: every replica holds the whole dense
+ * gradient, but only its EP rank's experts — so the dense squares are
+ * counted here and the experts' summed over the EP group. */
+static int stage0_experts_sumsq(const ptdp_zero *z, const ptdp_model *m, const void *grad, double *local)
+{
+    double dense = 0, experts = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        if (!ptdp_param_counted_here(m, p))
+            continue;
+        const double s = ptdp_store_sum_squares(z->store, at(z, (void *)grad, p->offset), ptdp_tensor_numel(p->w));
+        *(p->sum.replicas == PTDP_GROUP_EDP ? &experts : &dense) += s;
+    }
+    int rc = ptdp_all_reduce(ptdp_mesh_group(m->mesh, PTDP_GROUP_EP), &experts, &experts, 1, PTDP_F64, PTDP_SUM);
+    *local = dense + experts;
+    return rc;
+}
+
 int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq)
 {
     /* grad holds element begin of the flat buffer at grad_index (stage 1:
@@ -425,7 +477,9 @@ int ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, do
         local += ptdp_store_sum_squares(z->store, at(z, (void *)grad, grad_index(z, z->norm[r].begin, z->norm[r].at)),
                                         z->norm[r].end - z->norm[r].begin);
     int rc = PTDP_OK;
-    if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
+    if (z->stage == 0 && experts_apart(m))   /* replicas count the dense part, the EP ranks each their experts */
+        rc = stage0_experts_sumsq(z, m, grad, &local);
+    else if (z->stage > 0 && ptdp_comm_size(z->dp) > 1)
         rc = ptdp_all_reduce(z->dp, &local, &local, 1, PTDP_F64, PTDP_SUM);
     if (rc == 0)
         rc = ptdp_model_sum_over_shards((ptdp_model *)m, &local);
@@ -439,8 +493,7 @@ int ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m)
         return PTDP_OK;
     if (z->stage == 1)   /* my shard of each bucket to every rank */
         return ptdp_ddp_all_gather_params(z->dp, &z->buckets, m);
-    void *w = z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w;
-    return ptdp_all_gather(z->dp, PTDP_IN_PLACE, w, z->numel, z->store);
+    return over_runs(z, m, z->store == PTDP_BF16 ? (void *)m->flat_w16 : (void *)m->flat_w, true);
 }
 
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m)

@@ -10,7 +10,8 @@
  *
  *   parameters        DP rank 0 (and CP rank 0) of every copy the norm
  *                     counts (model.h: one TP rank of a replicated tensor,
- *                     stage 0's copy of a tied embedding)
+ *                     stage 0's copy of a tied embedding); an expert under
+ *                     expert parallelism: rank 0 of its expert-DP group
  *   optimizer state   the same copies; without ZeRO DP rank 0 (the
  *                     replicas agree), with it every DP rank its own slice
  *   exact parameters  under ZeRO-3 or bf16 (float master weights): like
@@ -32,18 +33,27 @@
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
 
+/* Rank 0 of p's replicas: DP rank 0 (and CP rank 0), or for an expert
+ * under expert parallelism rank 0 of its expert-DP group — each EP rank's
+ * experts have their own. */
+static bool first_replica(const ptdp_model *m, const ptdp_param *p)
+{
+    if (p->sum.replicas == PTDP_GROUP_DP)
+        return m->mesh->dp_rank == 0 && m->mesh->cp_rank == 0;
+    return ptdp_comm_rank(ptdp_mesh_group(m->mesh, p->sum.replicas)) == 0;
+}
+
 /* Which device writes a parameter's whole tensor. */
 static bool writes_param(const ptdp_model *m, const ptdp_param *p)
 {
-    return m->mesh->dp_rank == 0 && m->mesh->cp_rank == 0 && ptdp_param_counted_here(m, p);
+    return first_replica(m, p) && ptdp_param_counted_here(m, p);
 }
 
 /* Who writes the optimizer state of p: without ZeRO the replicas agree and
  * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
 static bool writes_optim(const ptdp_model *m, const ptdp_zero *z, const ptdp_param *p)
 {
-    return (ptdp_zero_shards_optim(z) || (m->mesh->dp_rank == 0 && m->mesh->cp_rank == 0)) &&
-           ptdp_param_counted_here(m, p);
+    return (ptdp_zero_shards_optim(z) || first_replica(m, p)) && ptdp_param_counted_here(m, p);
 }
 
 /* The elements [k0, k1) of p's optimizer state that this device holds: p

@@ -187,6 +187,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.cp_a2a = c->cp_a2a;
+    d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)

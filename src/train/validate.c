@@ -66,6 +66,14 @@ static int mesh_rules(const ptdp_train_config *c, bool threads, char *msg, size_
             c->dp, c->tp, c->pp, (long)c->dp * mp, PTDP_MAX_DEVICES, mp);
     }
     if (c->cp < 0) BAD("--cp %d: must be at least 1", c->cp);
+    if (c->ep < 0) BAD("--ep %d: must be at least 1", c->ep);
+    if (c->ep > 1 && (c->dp * ptdp_train_cp(c)) % c->ep != 0) {
+        int d = c->dp;
+        while ((d * ptdp_train_cp(c)) % c->ep != 0)
+            d++;
+        BAD("--ep %d must divide --dp x --cp = %d: expert parallelism spreads the experts over data-parallel "
+            "ranks (try --dp %d)", c->ep, c->dp * ptdp_train_cp(c), d);
+    }
     if (threads && c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
         BAD("--dp %d x --cp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->cp, c->tp,
             c->pp, (long)c->dp * c->cp * c->tp * c->pp, PTDP_MAX_DEVICES);
@@ -334,6 +342,9 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
+    if (c->overlap && c->ep > 1)
+        BAD("--overlap with --ep %d: the experts' gradients are summed over the expert-DP group after the "
+            "backward, not bucket by bucket during it; leave --overlap out", c->ep);
     if (c->overlap && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
         BAD("--overlap with --schedule zb-h1: its split backward writes the weight gradients in W, after B, so "
             "no block's gradients are complete when its backward ends; use --schedule 1f1b or gpipe");
@@ -369,7 +380,13 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
 {
     const ptdp_model_ops *ops = ptdp_model_of(&c->model);
     const ptdp_model_run r = { .tp = c->tp, .pp = c->pp, .cp = c->cp > 1 ? c->cp : 1, .zero = c->zero,
-                               .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16 };
+                               .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16,
+                               .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1 };
+    if (r.ep > 1 && ops->check_run == NULL) {
+        snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
+                 "experts: use --model gpt --moe-experts E", r.ep, ops->name);
+        return PTDP_EINVAL;
+    }
     return ops->check_run != NULL ? ops->check_run(&c->model, &r, msg, n) : PTDP_OK;
 }
 
