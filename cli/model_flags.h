@@ -120,6 +120,11 @@ typedef struct {
     void (*describe)(const ptdp_train_config *c, int mb, const char *data_name);
     /* --report's model keys after "name": `, "d_in": 6, …`. */
     void (*report_keys)(FILE *f, const ptdp_train_config *c);
+    /* Optional (NULL: none): with expert parallelism (--ep), the bytes a
+     * device's EP all-to-alls would send per step if the router spread
+     * every token's k choices evenly over the E experts — the uniform
+     * estimate printed beside the measured loads' formula (ep.h). */
+    double (*ep_uniform_bytes)(const ptdp_train_config *c);
     /* Lines after the run (what a micro-batch keeps, …). */
     void (*summary)(const ptdp_train_config *c, const ptdp_launch_result *lr);
     /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols

@@ -25,10 +25,12 @@
 #include "../model_flags.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptdp/cp.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "ptdp/gpt.h"
@@ -488,6 +490,27 @@ static void print_moe_acts(const ptdp_train_config *c, int mb)
            most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
 }
 
+/* Expert parallelism's uniform estimate per device and step: each MoE
+ * block of the stage (the mean over stages), each micro-batch, sends
+ * k T_r C (N-1)/N in each of its 4 all-to-alls (dispatch and combine,
+ * forward and backward; 6 when full recomputation redoes the forward),
+ * T_r = the micro-batch's tokens on the rank, plus one exchange of the
+ * counts, E/N per pair, per forward. */
+static double gpt_ep_uniform_bytes(const ptdp_train_config *c)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    const int N = c->ep > 1 ? c->ep : 1, f = c->recompute ? 2 : 1;
+    const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (g->seq_len / ptdp_train_cp(c));
+    int blocks = 0;
+    for (int l = 0; l < m->layers; l++)
+        blocks += ptdp_gpt_block_is_moe(m, l);
+    const double per_forward = 2 * ptdp_ep_uniform_bytes(g->moe_top_k, Tr, m->hidden, N, sizeof(ptdp_real)) +
+                               (double)(N - 1) * (g->moe_experts / N) * sizeof(int32_t);
+    const double per_backward = 2 * ptdp_ep_uniform_bytes(g->moe_top_k, Tr, m->hidden, N, sizeof(ptdp_real));
+    return (double)blocks / c->pp * c->micro_batches * (f * per_forward + per_backward);
+}
+
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
@@ -660,6 +683,7 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .prepare = gpt_prepare,
     .describe = gpt_describe,
     .report_keys = gpt_report_keys,
+    .ep_uniform_bytes = gpt_ep_uniform_bytes,
     .summary = gpt_summary,
     .samples = gpt_samples,
     .demo = ptdp_gpt_demo,

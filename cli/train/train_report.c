@@ -37,9 +37,10 @@
 
 /* The groups a run's bytes are told by: data, tensor and pipeline
  * parallelism, the GPT's embedding group (its tied wte's gradients, stage 0
- * and the last stage: gpt.h) and context parallelism's ring (cp.h). */
-static const char *const group_names[5] = { "dp", "tp", "pp", "emb", "cp" };
-#define NGROUPS 5
+ * and the last stage: gpt.h), context parallelism's ring (cp.h), and
+ * expert parallelism's all-to-alls and expert-DP gradient sums (mesh.h). */
+static const char *const group_names[7] = { "dp", "tp", "pp", "emb", "cp", "ep", "edp" };
+#define NGROUPS 7
 
 /* Rank r's coordinates, and "r (dp,tp,pp)" — "r (dp,cp,tp,pp)" under CP —
  * for the tables. */
@@ -66,6 +67,12 @@ static double group_sent(const ptdp_comm_stats *s, const char *name)
 static double device_elements(const ptdp_train_result *res, int r)
 {
     return res != NULL && res->param_elements != NULL ? (double)res->param_elements[r] : 0;
+}
+
+/* Of those, the experts' under expert parallelism (0 without). */
+static double expert_elements(const ptdp_train_result *res, int r)
+{
+    return res != NULL && res->expert_elements != NULL ? (double)res->expert_elements[r] : 0;
 }
 
 /* Does any device send in group g?  (The emb column only when it does.) */
@@ -140,28 +147,86 @@ static void state_bytes(const ptdp_train_config *c, double *bw, double *bg, doub
     *bo = (double)sizeof(ptdp_real) * (slots + (c->bf16 ? 1 : 0));
 }
 
+/* The backwards whose gradients ZeRO-2 reduce-scatters a step: one per
+ * (chunk, micro-batch) when interleaved, per (micro-batch, token slice)
+ * with TeraPipe; a split backward (zb-h1) reduce-scatters ZeRO-2's bucket
+ * after B and again after W (pp.c): twice per micro-batch. */
+static int gradient_sums(const ptdp_train_config *c)
+{
+    int M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
+    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
+    return c->zero == 2 && e != NULL && e->split_backward ? 2 * M : M;
+}
+
+/* Expert parallelism per device and step (means over devices): the EP
+ * group's all-to-alls measured, by the formula from the loads the model
+ * moved (ptdp_train_result.ep_bytes) and by the uniform-routing estimate;
+ * the expert-DP group's gradient sums measured and by DP's formula with
+ * the experts' elements over N / ep. */
+typedef struct { double ep, ep_formula, ep_uniform, edp, edp_formula; } ep_traffic;
+
+static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                                const ptdp_train_result *res)
+{
+    ep_traffic t = { 0 };
+    const int Ne = c->dp * ptdp_train_cp(c) / (c->ep > 1 ? c->ep : 1), M = gradient_sums(c);
+    double bw, bg, bo;
+    state_bytes(c, &bw, &bg, &bo);
+    for (int r = 0; r < lr->world_size; r++) {
+        t.ep += per_step(group_sent(&lr->devices[r].comm, "ep"), c);
+        t.ep_formula += per_step(res != NULL && res->ep_bytes != NULL ? res->ep_bytes[r] : 0, c);
+        t.edp += per_step(group_sent(&lr->devices[r].comm, "edp"), c);
+        t.edp_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)expert_elements(res, r),
+                                                                             Ne, M);
+    }
+    const double n = lr->world_size > 0 ? lr->world_size : 1;
+    t.ep /= n;
+    t.ep_formula /= n;
+    t.edp /= n;
+    t.edp_formula /= n;
+    /* without ZeRO each replica holds its EP rank's experts whole: the
+     * gradient norm adds their squares over the EP group, one double
+     * all-reduced a step, 2(N-1)/N x 8 bytes a device on average (zero.c) */
+    const int N = c->ep > 1 ? c->ep : 1;
+    if (c->zero == 0)
+        t.ep_formula += 2.0 * (N - 1) / N * sizeof(double);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
+    t.ep_uniform = cli->ep_uniform_bytes != NULL ? cli->ep_uniform_bytes(c) : NAN;
+    return t;
+}
+
+static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                                  const ptdp_train_result *res)
+{
+    if (c->ep <= 1 || c->steps == 0)
+        return;
+    const ep_traffic t = ep_traffic_of(c, lr, res);
+    const int Ne = c->dp * ptdp_train_cp(c) / c->ep;
+    char b[5][32];
+    printf("expert parallelism, N = %d: EP bytes sent per device and step, measured %s; the formula, rows routed "
+           "to experts\n  held elsewhere x C x %zu bytes (each all-to-all) plus the counts%s, from the "
+           "measured loads: %s; if the router\n  spread every token evenly, k T_r C (N-1)/N each: %s\n", c->ep,
+           ptdp_format_bytes(t.ep, b[0], sizeof b[0]), sizeof(ptdp_real),
+           c->zero == 0 ? " and the experts' gradient norm (a double, 2(N-1)/N x 8)" : "",
+           ptdp_format_bytes(t.ep_formula, b[1], sizeof b[1]), ptdp_format_bytes(t.ep_uniform, b[2], sizeof b[2]));
+    printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
+           "experts,\n  %s per device and step (formula %s, the DP rule with the experts' elements)\n", Ne,
+           ptdp_format_bytes(t.edp, b[3], sizeof b[3]), ptdp_format_bytes(t.edp_formula, b[4], sizeof b[4]));
+}
+
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
 static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                 const ptdp_train_result *res, ptdp_algo algo)
 {
     if (c->dp * ptdp_train_cp(c) == 1 || c->steps == 0)
         return;
-    /* the gradient group: dp x cp (mesh.h); ZeRO-2 reduce-scatters after
-     * every backward, one per (chunk, micro-batch) when interleaved, per
-     * (micro-batch, token slice) with TeraPipe */
-    int N = c->dp * ptdp_train_cp(c),
-        M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
-    /* a split backward (zb-h1) reduce-scatters ZeRO-2's bucket after B and
-     * again after W (pp.c): twice per micro-batch */
-    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
-    const bool split = c->zero == 2 && e != NULL && e->split_backward;
-    if (split)
-        M *= 2;
+    int N = c->dp * ptdp_train_cp(c), M = gradient_sums(c);
+    const bool split = M != c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
     double measured = 0, formula = 0, grads = 0, bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
     const double shrink = bg / sizeof(ptdp_real);   /* bf16 moves 2 bytes an element */
     for (int r = 0; r < lr->world_size; r++) {
-        double S = device_elements(res, r);
+        double S = device_elements(res, r) - expert_elements(res, r);   /* the experts': the EDP group's */
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += shrink * (c->zero == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)S, N, M, c->recompute)
                                           : ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M));
@@ -266,7 +331,11 @@ static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptd
 {
     double bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
-    return ptdp_zero_state_bytes(c->zero, device_elements(res, r), c->dp * ptdp_train_cp(c), bw, bg, bo);
+    const int N = c->dp * ptdp_train_cp(c), ep = c->ep > 1 ? c->ep : 1;
+    const double Se = expert_elements(res, r);   /* sharded over the expert-DP group, N / ep */
+    ptdp_zero_bytes d = ptdp_zero_state_bytes(c->zero, device_elements(res, r) - Se, N, bw, bg, bo);
+    ptdp_zero_bytes e = ptdp_zero_state_bytes(c->zero, Se, N / ep, bw, bg, bo);
+    return (ptdp_zero_bytes){ d.params + e.params, d.grads + e.grads, d.optim + e.optim };
 }
 
 static void print_model_states(const ptdp_train_config *c, const ptdp_launch_result *lr,
@@ -299,6 +368,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
+    print_expert_parallel(c, lr, res);
     print_model_states(c, lr, res);
     print_overlap(c, lr);
 }
@@ -390,6 +460,12 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     if (c->pp > 1)
         fprintf(f, ", \"bubble_measured\": %s, \"bubble_formula\": %s",
                 J(res->bubble_measured), J(res->bubble_formula));
+    if (c->ep > 1) {   /* expert parallelism: its two groups' bytes a step, per device (means) */
+        const ep_traffic t = ep_traffic_of(c, lr, res);
+        fprintf(f, ", \"ep_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"uniform\": %s}, "
+                   "\"edp_bytes_per_step\": {\"measured\": %s, \"formula\": %s}",
+                J(t.ep), J(t.ep_formula), J(t.ep_uniform), J(t.edp), J(t.edp_formula));
+    }
     if (res->steps > 0 && res->log[0].has_aux)   /* the auxiliary loss beside the cross-entropy */
         fprintf(f, ", \"first_aux_loss\": %s, \"last_aux_loss\": %s", J(res->log[0].aux_loss),
                 J(res->log[res->steps - 1].aux_loss));

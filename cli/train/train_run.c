@@ -108,6 +108,9 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
                world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
                c->recompute_core ? ", selective recompute (the attention core)" : "");
+    if (c->ep > 1)
+        printf(", expert parallelism over ep %d of the dp x cp ranks (expert-DP groups of %d)", c->ep,
+               c->dp * cp / c->ep);
     if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
         printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
                c->recompute ? " and recompute" : "");

@@ -318,6 +318,12 @@ struct ptdp_model {
                                        on the communication stream (clock.h);
                                        set by the caller after init         */
 
+    /* Expert parallelism (ep.h): the bytes this chunk's all-to-alls sent
+     * to other EP ranks, by the formula from the loads they moved — rows x
+     * C x element size, and the counts — added up over the run for the
+     * report (the comm layer measures the same sends on its own). */
+    double ep_bytes;
+
     /* Per sample, set by the model's init. */
     int input_cols;                 /* stage 0's input: features or tokens  */
     bool input_tokens;              /* the input is token ids (batch.tokens) */

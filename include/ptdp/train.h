@@ -124,6 +124,13 @@ typedef struct {
                                      peak_acts); 0 otherwise                      */
     size_t *param_elements;       /* [world]: each device's parameter elements (its
                                      stage, its TP shard): S / R of its buffers     */
+    size_t *expert_elements;      /* [world]: of those, the experts' under expert
+                                     parallelism (summed over the expert-DP group,
+                                     not DP's): 0 without --ep                       */
+    double *ep_bytes;             /* [world]: what the EP all-to-alls of the whole
+                                     run sent to other ranks by the formula, rows
+                                     routed elsewhere x C x element size from the
+                                     measured loads, and the counts (ep.h)          */
 } ptdp_train_result;
 
 /* The defaults of `ptdp train` (and of the demo and the figures): a model

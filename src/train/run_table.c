@@ -44,11 +44,14 @@ int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int wor
         result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
         result->peak_wgrad = calloc((size_t)cfg->pp, sizeof *result->peak_wgrad);
         result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
+        result->expert_elements = calloc((size_t)world, sizeof *result->expert_elements);
+        result->ep_bytes = calloc((size_t)world, sizeof *result->ep_bytes);
     }
     if (r->ds == NULL || r->done == NULL || r->peak_acts == NULL || r->peak_in_flight == NULL ||
         r->peak_wgrad == NULL ||
         (result != NULL && (result->log == NULL || result->peak_acts == NULL || result->peak_wgrad == NULL ||
-                            result->param_elements == NULL))) {
+                            result->param_elements == NULL || result->expert_elements == NULL ||
+                            result->ep_bytes == NULL))) {
         snprintf(msg, msglen, "host out of memory");
         ptdp_run_table_close(r, false);
         return PTDP_ENOMEM;
@@ -119,6 +122,10 @@ int ptdp_run_table_merge_hosts(ptdp_device *dev, ptdp_run_table *r)
         rc = ptdp_host_merge(dev, r->peak_in_flight, w * sizeof *r->peak_in_flight);
     if (rc == 0 && r->result != NULL && r->result->param_elements != NULL)
         rc = ptdp_host_merge(dev, r->result->param_elements, w * sizeof *r->result->param_elements);
+    if (rc == 0 && r->result != NULL && r->result->expert_elements != NULL)
+        rc = ptdp_host_merge(dev, r->result->expert_elements, w * sizeof *r->result->expert_elements);
+    if (rc == 0 && r->result != NULL && r->result->ep_bytes != NULL)
+        rc = ptdp_host_merge(dev, r->result->ep_bytes, w * sizeof *r->result->ep_bytes);
     ptdp_state *states[2] = { c->final_state, c->init_state };
     for (int k = 0; k < 2; k++)
         for (int i = 0; rc == 0 && states[k] != NULL && i < states[k]->ntensors; i++) {

@@ -215,8 +215,12 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
      * has a table of its own, which a failing process writes (--log) */
     if (dev->rank == 0 || !ptdp_host_shared(dev))
         d->r->targets_per_sample = d->model.label_cols;
-    if (d->r->result != NULL && d->r->result->param_elements != NULL)
+    if (d->r->result != NULL && d->r->result->param_elements != NULL) {
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
+        for (int i = 0; i < d->model.nparams; i++)
+            if (d->model.params[i].sum.replicas == PTDP_GROUP_EDP)
+                d->r->result->expert_elements[dev->rank] += ptdp_tensor_numel(d->model.params[i].w);
+    }
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago (ZeRO-3
      * its parameters too): start the peaks from the set-up device, so they
      * show training, not set-up. */
@@ -297,6 +301,11 @@ static int device_main(ptdp_device *dev, void *arg)
     }
     if (rc == 0 && c->final_state != NULL)
         ptdp_state_save_device(c->final_state, &d.model, &d.zero, true);
+    if (r->result != NULL && r->result->ep_bytes != NULL) {   /* its own slot */
+        r->result->ep_bytes[dev->rank] = d.model.ep_bytes;
+        for (int k = 0; d.model.chunks != NULL && k < d.model.virtual_stages; k++)
+            r->result->ep_bytes[dev->rank] += d.model.chunks[k].ep_bytes;
+    }
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
@@ -352,6 +361,10 @@ void ptdp_train_result_free(ptdp_train_result *r)
     free(r->peak_acts);
     free(r->peak_wgrad);
     free(r->param_elements);
+    free(r->expert_elements);
+    free(r->ep_bytes);
+    r->expert_elements = NULL;
+    r->ep_bytes = NULL;
     r->log = NULL;
     r->peak_acts = NULL;
     r->peak_wgrad = NULL;
