@@ -196,12 +196,16 @@ static int gpt_list_params(const ptdp_model_config *c, ptdp_param_info *out)
 static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*values)[32],
                         const char **flags, int max)
 {
-    const char *k[] = { "vocab", "vocab_padded", "seq_len", "hidden", "heads", "ffn", "layers" };
-    const char *f[] = { "--vocab", "--vocab-multiple", "--seq-len", "--hidden", "--heads", "--ffn", "--layers" };
-    const int v[] = { ptdp_gpt(c)->vocab, padded(c, 1), ptdp_gpt(c)->seq_len, c->hidden, ptdp_gpt(c)->heads, c->ffn,
-                     c->layers };
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    const char *k[] = { "vocab", "vocab_padded", "seq_len", "hidden", "heads", "ffn", "layers",
+                        "moe_experts", "moe_every", "moe_ffn", "moe_top_k" };
+    const char *f[] = { "--vocab", "--vocab-multiple", "--seq-len", "--hidden", "--heads", "--ffn", "--layers",
+                        "--moe-experts", "--moe-every", "--moe-ffn", "--moe-top-k" };
+    const int v[] = { g->vocab, padded(c, 1), g->seq_len, c->hidden, g->heads, c->ffn, c->layers,
+                      g->moe_experts, g->moe_every, ptdp_gpt_moe_ffn(c), g->moe_top_k };
+    const int keys_n = g->moe_experts > 0 ? 11 : 7;   /* a mixture of experts' shapes too (dense files: none) */
     int n = 0;
-    for (; n < 7 && n < max; n++) {
+    for (; n < keys_n && n < max; n++) {
         keys[n] = k[n];
         flags[n] = f[n];
         snprintf(values[n], 32, "%d", v[n]);
@@ -221,6 +225,10 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
         { "heads", &gpt->heads },
         { "ffn", &c->ffn },
         { "layers", &c->layers },
+        { "moe_experts", &gpt->moe_experts },
+        { "moe_every", &gpt->moe_every },
+        { "moe_ffn", &gpt->moe_ffn },
+        { "moe_top_k", &gpt->moe_top_k },
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {

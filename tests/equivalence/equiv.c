@@ -88,6 +88,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.cp = 0;
     b.cp_contiguous = false;
     b.cp_a2a = false;
+    b.ep = 0;
     b.zero = 0;
     b.overlap = false;
     b.stage_layers = NULL;

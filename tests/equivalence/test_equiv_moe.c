@@ -20,6 +20,10 @@
  *   capacity 0.5, 1    drops in position order, per sequence
  *   --moe-every 2      MoE and dense blocks mixed
  *   top-k 1, 2         Switch's and Mixtral's routing
+ *   ep 2, ep 4         expert parallelism: each EP rank holds E/ep experts,
+ *                      tokens dispatched and combined by all-to-all, expert
+ *                      gradients summed over the expert-DP group (with pp,
+ *                      ZeRO 1/2, recompute, capacity, zb-h1)
  *
  * And the layouts it does not run on yet are refused before any work.
  */
@@ -31,7 +35,7 @@
 static const harness_tcase moe_tests = { .name = "moe", .timeout_s = 120 };
 
 typedef struct {
-    int dp, pp, m, zero, top_k, every;
+    int dp, pp, m, zero, top_k, every, ep;
     const char *schedule;
     double capacity, dropout;
     bool recompute, selective;
@@ -50,6 +54,12 @@ static const moe_case cases[] = {
     { .dp = 2, .m = 1, .capacity = 0.5 },
     { .dp = 2, .pp = 2, .m = 2, .capacity = 1.0, .top_k = 1 },
     { .dp = 2, .m = 2, .every = 2, .capacity = 1.25 },
+    { .dp = 2, .m = 1, .ep = 2 },
+    { .dp = 4, .m = 2, .ep = 2, .zero = 1 },
+    { .dp = 4, .m = 2, .ep = 4, .zero = 2, .dropout = 0.1, .top_k = 1 },
+    { .dp = 2, .pp = 2, .m = 2, .ep = 2, .recompute = true },
+    { .dp = 2, .pp = 2, .m = 4, .ep = 2, .schedule = "zb-h1", .capacity = 1.0 },
+    { .dp = 4, .m = 1, .ep = 2, .every = 2, .selective = true, .capacity = 0.5 },
 };
 
 /* The small GPT with 4 experts of width 24 in the blocks k names. */
@@ -74,6 +84,7 @@ static ptdp_train_config moe_config(const moe_case *k)
     c.recompute = k->recompute;
     c.recompute_core = k->selective;
     c.verify_replicas = dp > 1;
+    c.ep = k->ep;
     return c;
 }
 
@@ -114,6 +125,32 @@ TEST(moe_tests, test_unsupported_layouts_are_refused)
         ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
         ck_assert_msg(strstr(msg, no[i].flag) != NULL && strstr(msg, "--moe-experts") != NULL,
                       "case %zu: '%s' names neither %s nor --moe-experts", i, msg, no[i].flag);
+    }
+}
+END_TEST
+
+/* Expert parallelism's own refusals, before any work, naming the flags. */
+TEST(moe_tests, test_bad_expert_parallel_layouts_are_refused)
+{
+    static const struct { int dp, ep, experts; bool overlap, mlp; const char *say; } no[] = {
+        { .dp = 3, .ep = 2, .experts = 4, .say = "--ep 2 must divide --dp x --cp = 3" },
+        { .dp = 4, .ep = 4, .experts = 6, .say = "--moe-experts 6 must divide by --ep 4" },
+        { .dp = 2, .ep = 2, .experts = 0, .say = "give --moe-experts" },
+        { .dp = 2, .ep = 2, .experts = 4, .overlap = true, .say = "--overlap with --ep 2" },
+        { .dp = 2, .ep = 2, .mlp = true, .say = "--model mlp has no experts" },
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        moe_case k = { .dp = no[i].dp, .m = 1, .ep = no[i].ep };
+        ptdp_train_config c = moe_config(&k);
+        c.batch = 12 * no[i].dp;
+        ptdp_gpt(&c.model)->moe_experts = no[i].experts;
+        ptdp_gpt(&c.model)->moe_top_k = no[i].experts > 0 ? 2 : 1;
+        c.overlap = no[i].overlap;
+        if (no[i].mlp)
+            c.model = equiv_config(no[i].dp, 1, 1, 1).model;
+        char msg[512] = "";
+        ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+        ck_assert_msg(strstr(msg, no[i].say) != NULL, "case %zu: '%s' does not say '%s'", i, msg, no[i].say);
     }
 }
 END_TEST
