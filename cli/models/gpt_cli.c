@@ -507,16 +507,24 @@ static void print_moe_acts(const ptdp_train_config *c, int mb)
     const ptdp_gpt_settings *g = ptdp_gpt(m);
     if (g->moe_experts == 0)
         return;
-    const int T = g->seq_len, E = g->moe_experts, k = g->moe_top_k, F = ptdp_gpt_moe_ffn(m);
+    const int T = g->seq_len, E = g->moe_experts, k = g->moe_top_k, F = ptdp_gpt_moe_ffn(m) / c->tp;
+    const int N = c->ep > 1 ? c->ep : 1;
     double most = (double)k * mb * T;
     if (g->moe_capacity > 0)
         most = fmin(most, (double)E * fmin(ceil(g->moe_capacity * k * T / E), (double)k * T) * mb);
+    if (N > 1) {   /* home keeps the outputs; the experts' side what the dispatch brought, up to N ranks' */
+        printf("  MoE blocks keep, instead of the 2F/tp a token: C a kept choice at home, 2 F_e/tp + C a row "
+               "dispatched to\n  this rank's experts (at most %d ranks' %.0f), E + k routing reals a token: at most "
+               "%.0f elements (the arena's peak is measured)\n", N, most,
+               most * m->hidden + N * most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
+        return;
+    }
     char blocks[128] = "";
     size_t n = 0;
     for (int l = 0; l < m->layers && n + 16 < sizeof blocks; l++)
         if (ptdp_gpt_block_is_moe(m, l))
             n += (size_t)snprintf(blocks + n, sizeof blocks - n, "%s%d", n ? ", " : "", l);
-    printf("  MoE blocks %s keep, instead of the 2F/tp a token: 2 F_e + C a kept choice and E + k "
+    printf("  MoE blocks %s keep, instead of the 2F/tp a token: 2 F_e/tp + C a kept choice and E + k "
            "routing reals a token,\n  data-dependent: at most %.0f x (2x%d + %d) + %d x %d x (%d + %d) = %.0f "
            "elements (the arena's peak is measured)\n", n ? blocks : "none", most, F, m->hidden, mb, T, E, k,
            most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));

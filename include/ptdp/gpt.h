@@ -253,6 +253,22 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
  * loss's gradient through probs (f_i carries none). */
 void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
                              const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz);
+/* Context parallelism (cp.h) cuts each sequence over the CP group: a
+ * rank's rows hold T of a sequence's T_seq positions, and the balance
+ * loss needs the whole sequence.  ptdp_moe_sequence_stats gives this
+ * rank's part for each of rows / T sequences — counts[b E + i], the
+ * choices of expert i before dropping, and psum[b E + i], the sum of
+ * probs[., i]; summed over the group, ptdp_moe_balance makes the loss of
+ * `seqs` sequences from them (f_i = E/(k T_seq) counts, P_i = psum /
+ * T_seq), and ptdp_moe_route_backward_whole the gradient with the whole
+ * sequences' counts (NULL: these rows', T_seq = T: the plain backward). */
+void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *probs,
+                             double *counts, double *psum);
+double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
+                        const double *psum);
+void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                                   const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
+                                   const double *counts, ptdp_real *dz);
 
 /* One expert of an MoE block: the GPT's MLP. */
 typedef struct {

@@ -57,7 +57,7 @@ ptdp_model_config ptdp_gpt_default_config(void)
 }
 
 /* The mixture of experts' settings: top-k within E, a positive capacity
- * factor, and (for now) one device per tensor: no TP of the experts. */
+ * factor, and an expert's hidden size that the TP group divides. */
 static int moe_check(const ptdp_model_config *m, int tp, char *msg, size_t n)
 {
     const ptdp_gpt_settings *gpt = ptdp_gpt(m);
@@ -73,8 +73,9 @@ static int moe_check(const ptdp_model_config *m, int tp, char *msg, size_t n)
         BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", gpt->moe_capacity);
     if (!(gpt->moe_aux_loss >= 0) || !isfinite(gpt->moe_aux_loss))
         BAD("--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
-    if (tp > 1)
-        BAD("--moe-experts with --tp %d: the experts are not split over tensor parallelism yet (use --tp 1)", tp);
+    if (tp > 1 && ptdp_gpt_moe_ffn(m) % tp != 0)
+        BAD("--moe-ffn %d must divide by --tp %d: each expert's MLP is split over the TP group like the dense "
+            "one (c_fc by rows, c_proj by columns)", ptdp_gpt_moe_ffn(m), tp);
 #undef BAD
     return PTDP_OK;
 }
@@ -238,8 +239,8 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
     return PTDP_EINVAL;
 }
 
-/* What a GPT with experts runs on: not yet the splits of a sequence (CP,
- * SP, token slices), ZeRO-3's gathered units or bf16 activations. */
+/* What a GPT with experts runs on: not yet a capacity under CP, SP's or
+ * token slices' splits of a sequence, ZeRO-3's gathered units or bf16. */
 static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
 {
     const int E = ptdp_gpt(c)->moe_experts;
@@ -256,8 +257,9 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
                  "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
         return PTDP_EINVAL;
     }
-    if (r->cp > 1)
-        what = "--cp (the balance loss's per-sequence statistics would be split over the CP group)";
+    if (r->cp > 1 && ptdp_gpt(c)->moe_capacity > 0)
+        what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
+               "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";
     else if (r->sp)
         what = "--sp";
     else if (r->token_slices > 1)
@@ -299,13 +301,16 @@ int ptdp_gpt_experts_here(const ptdp_model *m, int *first)
     return E / N;
 }
 
-/* Block l's experts, last first, then its router (backward order): whole
- * tensors, this EP rank's E / ep of them (all without expert
- * parallelism); no TP of the experts. */
+/* Block l's experts, last first, then its router (backward order): this
+ * EP rank's E / ep of them (all without expert parallelism), each split
+ * over TP like the dense MLP — c_fc column-parallel (rows), c_proj
+ * row-parallel (columns), its bias whole; the router whole on every TP
+ * rank. */
 static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
 {
     const ptdp_model_config *c = &m->cfg;
     const int C = c->hidden, F = ptdp_gpt_moe_ffn(c), E = ptdp_gpt(c)->moe_experts;
+    const int t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
@@ -320,11 +325,11 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
         ptdp_gpt_expert *x = &b->experts[e - e0];
         x->proj_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1,
                                          C, PTDP_INIT_ZEROS, 0.0);
-        x->proj_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_NONE, 0, 0,
-                                         C, F, PTDP_INIT_NORMAL, proj_std);
-        x->fc_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.weight"), F, C, false, PTDP_SHARD_NONE, 0, 0, F, C,
-                                       PTDP_INIT_NORMAL, INIT_STD);
-        x->fc_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.bias"), 1, F, true, PTDP_SHARD_NONE, 0, 0, 1, F,
+        x->proj_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0,
+                                         t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
+        x->fc_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl,
+                                       C, PTDP_INIT_NORMAL, INIT_STD);
+        x->fc_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.bias"), 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl,
                                        PTDP_INIT_ZEROS, 0.0);
         if (x->fc_b == NULL)
             return PTDP_EINVAL;

@@ -27,10 +27,30 @@
  * T) and enters here, in the block's backward: every stage adds its own
  * blocks'.
  *
+ * Expert parallelism (--ep N, mesh.h): EP rank r holds experts r E/N ..
+ * (r+1) E/N - 1.  Each rank routes its own tokens; the stacked rows are
+ * already in destination order, so one exchange of counts and one
+ * all-to-all take them to their experts and one brings the outputs home
+ * (ep.h); the backward mirrors it — dy goes out as the combine came back,
+ * dx comes home as the dispatch went.  The dispatched rows stay where the
+ * experts ran, for their backward:
+ *
+ *   rank 0 (experts 0, 1)              rank 1 (experts 2, 3)
+ *   stacked  [e0 e0 e1 | e2 e3 e3]     stacked  [e0 e1 e1 | e2 e3]
+ *             to 0       to 1                    to 0       to 1
+ *                  \____ all-to-all (counts first) ____/
+ *   runs e0 on [0's e0 e0, 1's e0]     runs e2 on [0's e2, 1's e2]
+ *        e1 on [0's e1, 1's e1 e1]          e3 on [0's e3 e3, 1's e3]
+ *                  ____ all-to-all back ____
+ *   combine at home: out[t] = sum_j g_j y[slot]
+ *
+ * Tensor parallelism: each TP rank holds F/tp of every expert's hidden
+ * units, routes the same tokens, and sums the experts' partial outputs
+ * (and input gradients) over the TP group where they ran.
+ *
  * What the block keeps is data-dependent: the experts' pre-GELU and GELU
  * rows and their outputs, one row per kept choice, from the arena (so its
- * peak is the measured load's).  Tensor and expert parallelism are not
- * here: the model refuses tp with experts (gpt_model.c).
+ * peak is the measured load's).
  */
 #include <math.h>
 #include <stdint.h>
@@ -41,6 +61,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/ops.h"
+#include "ptdp/tp.h"
 
 /* ------------------------------------------------------------ routing */
 
@@ -135,8 +156,47 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     return aux;
 }
 
+/* ------------------------------------- a sequence split over CP ranks */
+
+void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *probs,
+                             double *counts, double *psum)
+{
+    const int E = s->E, k = s->k, T = s->T;
+    memset(counts, 0, (size_t)(rows / T) * E * sizeof *counts);
+    memset(psum, 0, (size_t)(rows / T) * E * sizeof *psum);
+    for (int b = 0; b < rows / T; b++)
+        for (int t = 0; t < T; t++) {
+            const size_t r = (size_t)b * T + t;
+            for (int j = 0; j < k; j++)
+                counts[(size_t)b * E + choice[r * k + j]] += 1;
+            for (int e = 0; e < E; e++)
+                psum[(size_t)b * E + e] += probs[r * E + e];
+        }
+}
+
+double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
+                        const double *psum)
+{
+    double aux = 0.0;
+    for (int b = 0; b < seqs; b++) {
+        double one = 0.0;
+        for (int e = 0; e < s->E; e++)
+            one += (double)s->E / ((double)s->k * T_seq) * counts[(size_t)b * s->E + e] *
+                   (psum[(size_t)b * s->E + e] / T_seq);
+        aux += s->alpha * one;
+    }
+    return aux;
+}
+
 void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
                              const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz)
+{
+    ptdp_moe_route_backward_whole(s, rows, choice, gate, probs, dgate, scale, s->T, NULL, dz);
+}
+
+void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                                   const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
+                                   const double *counts, ptdp_real *dz)
 {
     const int E = s->E, k = s->k, T = s->T;
     double u[E > 0 ? E : 1];
@@ -151,10 +211,13 @@ void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int 
     }
     for (int b = 0; b < rows / T; b++) {   /* the balance loss: dP_i = scale alpha f_i, over T */
         for (int e = 0; e < E; e++) {
-            int count = 0;
-            for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
-                count += choice[c] == e;
-            u[e] = scale * s->alpha * ((double)E / ((double)k * T) * count) / T;
+            double count = 0;   /* the whole sequence's (CP: summed over the group), or these T rows' */
+            if (counts != NULL)
+                count = counts[(size_t)b * E + e];
+            else
+                for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
+                    count += choice[c] == e;
+            u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * count) / T_seq;
         }
         for (int t = 0; t < T; t++) {
             const size_t r = (size_t)b * T + t;
@@ -174,6 +237,7 @@ struct ptdp_gpt_moe_acts {
     int rows, kept, dropped, F;
     int *choice, *slot, *load, *token;   /* token: the row of each slot */
     ptdp_real *gate, *probs;
+    double *seq_counts;                  /* CP: the whole sequences' counts (and psum) */
     ptdp_real *y;                        /* kept x C: the experts' outputs, back home */
     /* The experts' side: the rows this device's experts ran, `here` of
      * them, local expert by local expert (per_expert[l] each).  Without expert
@@ -200,7 +264,7 @@ void ptdp_gpt_moe_free(ptdp_device *dev, ptdp_gpt_block_acts *a)
     struct ptdp_gpt_moe_acts *m = a->moe;
     if (m == NULL)
         return;
-    void *p[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->h, m->g, m->y, m->x,
+    void *p[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->seq_counts, m->h, m->g, m->y, m->x,
                   m->ep != NULL ? m->per_expert : NULL };
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         ptdp_free(dev, p[i]);
@@ -214,6 +278,24 @@ double ptdp_gpt_moe_aux(const ptdp_gpt_block_acts *a)
     return a->moe != NULL ? a->moe->aux : 0.0;
 }
 
+/* CP: the balance loss of whole sequences, from the statistics of the
+ * CP group's parts summed (ptdp_moe_sequence_stats); the counts stay for
+ * the backward.  Every CP rank has the loss then: CP rank 0 reports it. */
+static void whole_sequences(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
+{
+    const int B = m->rows / m->shape.T, E = m->shape.E;
+    m->seq_counts = grab(k, (size_t)2 * B * E * sizeof(double), "acts.moe_sequences");
+    if (k->rc != 0)
+        return;
+    double *psum = m->seq_counts + (size_t)B * E;   /* counts, then psum: one all-reduce */
+    ptdp_moe_sequence_stats(&m->shape, m->rows, m->choice, m->probs, m->seq_counts, psum);
+    k->rc = ptdp_all_reduce(k->m->mesh->cp_comm, m->seq_counts, m->seq_counts, (size_t)2 * B * E, PTDP_F64,
+                            PTDP_SUM);
+    k->w0 = ptdp_wall_now();
+    const double aux = ptdp_moe_balance(&m->shape, B, k->shape.T, m->seq_counts, psum);
+    m->aux = k->m->mesh->cp_rank == 0 ? aux : 0.0;
+}
+
 /* The router: logits, choices, gates, slots and the balance loss. */
 static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w, ptdp_tensor h)
 {
@@ -223,10 +305,10 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
     if (m == NULL)
         return NULL;
     memset(m, 0, sizeof *m);
-    m->shape = (ptdp_moe_route_shape){ .T = k->shape.T, .E = E, .k = K, .capacity = gs->moe_capacity,
-                                       .alpha = gs->moe_aux_loss };
+    m->shape = (ptdp_moe_route_shape){ .T = k->shape.T / k->shape.cp, .E = E, .k = K,   /* CP: a rank's positions */
+                                       .capacity = gs->moe_capacity, .alpha = gs->moe_aux_loss };
     m->rows = R;
-    m->F = ptdp_gpt_moe_ffn(&k->m->cfg);
+    m->F = ptdp_gpt_moe_ffn(&k->m->cfg) / k->m->mesh->tp;   /* this TP rank's share of each expert */
     m->choice = grab(k, (size_t)R * K * sizeof(int), "acts.moe_choice");
     m->slot = grab(k, (size_t)R * K * sizeof(int), "acts.moe_slot");
     m->load = grab(k, (size_t)E * sizeof(int), "acts.moe_load");
@@ -236,6 +318,8 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
     if (k->rc == 0) {
         ptdp_linear_forward(ptdp_tensor_wrap(z, R, E), h, w->router->w, NULL);
         m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
+        if (k->shape.cp > 1)
+            whole_sequences(k, m);
         m->kept = R * K - m->dropped;
         m->token = grab(k, (size_t)m->kept * sizeof(int), "acts.moe_token");
     }
@@ -295,10 +379,15 @@ static void experts_side(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
     m->here = (int)m->plan.received;
 }
 
-/* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b. */
+/* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b.
+ * Under TP each rank holds F/tp of every expert's hidden units (gpt_model.c):
+ * its partial sums g W_proj^T are all-reduced over the TP group where the
+ * experts ran (g of Megatron's f/g), then the bias — so the outputs go home
+ * whole, and the router's gates see the same y on every TP rank. */
 static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct ptdp_gpt_moe_acts *m,
                             const ptdp_real *x, ptdp_real *y, int C)
 {
+    const bool tp = k->m->mesh->tp > 1;
     double flops = 0.0;
     for (int e = 0, off = 0; e < m->local; off += m->per_expert[e], e++) {
         const int n = m->per_expert[e];
@@ -308,12 +397,19 @@ static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct pt
         ptdp_tensor h = rows_of(m->h, off, n, m->F), g = rows_of(m->g, off, n, m->F);
         ptdp_linear_forward(h, rows_of((ptdp_real *)x, off, n, C), ex->fc_w->w, &ex->fc_b->w);
         ptdp_gelu_forward(g, h);
-        ptdp_linear_forward(rows_of(y, off, n, C), g, ex->proj_w->w, &ex->proj_b->w);
+        ptdp_linear_forward(rows_of(y, off, n, C), g, ex->proj_w->w, tp ? NULL : &ex->proj_b->w);
         flops += ptdp_linear_flops_forward(n, C, m->F) + ptdp_gelu_flops_forward((size_t)n * m->F) +
                  ptdp_linear_flops_forward(n, m->F, C);
     }
     ptdp_compute(k->dev, k->what, flops, k->w0);
     k->w0 = ptdp_wall_now();
+    if (!tp)
+        return;
+    k->rc = ptdp_tp_reduce_from_region_forward(k->m->mesh->tp_comm, ptdp_tensor_wrap(y, m->here, C));   /* g */
+    k->w0 = ptdp_wall_now();
+    for (int e = 0, off = 0; k->rc == 0 && e < m->local; off += m->per_expert[e], e++)
+        if (m->per_expert[e] > 0)
+            ptdp_add_bias(rows_of(y, off, m->per_expert[e], C), w->experts[e].proj_b->w);
 }
 
 /* out[t] = sum_j g_j y[slot], in choice order. */
@@ -412,6 +508,10 @@ static void experts_backward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, const st
     }
     ptdp_compute(k->dev, k->what, flops, k->w0);
     k->w0 = ptdp_wall_now();
+    if (k->m->mesh->tp > 1) {   /* f's backward: the inputs' gradient summed over the TP ranks' shares */
+        k->rc = ptdp_tp_copy_to_region_backward(k->m->mesh->tp_comm, ptdp_tensor_wrap(dx, m->here, C));
+        k->w0 = ptdp_wall_now();
+    }
 }
 
 /* The experts' backward where they ran: dy goes out as the forward's
@@ -471,7 +571,11 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
         /* the loss's scale is 1 / (global batch x label_cols) a position:
          * the balance loss is a mean over sequences, label_cols times that */
         const double per_sequence = k->loss_scale * k->m->label_cols;
-        ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence, dz);
+        if (m->seq_counts != NULL)   /* CP: the whole sequences' counts */
+            ptdp_moe_route_backward_whole(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence,
+                                          k->shape.T, m->seq_counts, dz);
+        else
+            ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence, dz);
         ptdp_tensor dZ = ptdp_tensor_wrap(dz, R, E);
         ptdp_linear_backward(&s->dln, w->router->g, NULL, dZ, a->ln2, w->router->w, true);
     }

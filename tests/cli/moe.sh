@@ -21,8 +21,8 @@ expect_usage "--moe-aux-loss -0.5: must be 0 or more"   -- $g --moe-aux-loss -0.
 expect_usage "--moe-experts"                            -- $g --moe-experts -1
 expect_usage "--moe-every"                              -- $g --moe-every 0
 expect_usage "--moe-ffn"                                -- $g --moe-ffn 0
-expect_usage "--moe-experts with --tp 2"                -- $g --tp 2
-expect_usage "--moe-experts 4 with --cp"                -- $g --cp 2
+expect_usage "--moe-ffn 25 must divide by --tp 2"      -- $g --tp 2 --moe-ffn 25
+expect_usage "--moe-experts 4 with --cp and --moe-capacity-factor" -- $g --cp 2 --moe-capacity-factor 1
 expect_usage "--moe-experts 4 with --zero 3"            -- $g --dp 2 --zero 3
 expect_usage "--moe-experts 4 with --token-slices"      -- $g --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
 expect_usage "--moe-experts: the planner does not price a mixture of experts" -- plan --model gpt --moe-experts 4

@@ -20,6 +20,11 @@
  *   capacity 0.5, 1    drops in position order, per sequence
  *   --moe-every 2      MoE and dense blocks mixed
  *   top-k 1, 2         Switch's and Mixtral's routing
+ *   tp 2               each expert split like the dense MLP, its partial
+ *                      outputs and input gradients summed over TP where
+ *                      the experts ran
+ *   cp 2               each sequence's balance statistics summed over the
+ *                      CP group (ring and Ulysses)
  *   ep 2, ep 4         expert parallelism: each EP rank holds E/ep experts,
  *                      tokens dispatched and combined by all-to-all, expert
  *                      gradients summed over the expert-DP group (with pp,
@@ -35,7 +40,8 @@
 static const harness_tcase moe_tests = { .name = "moe", .timeout_s = 120 };
 
 typedef struct {
-    int dp, pp, m, zero, top_k, every, ep;
+    int dp, pp, m, zero, top_k, every, ep, tp, cp;
+    bool a2a;
     const char *schedule;
     double capacity, dropout;
     bool recompute, selective;
@@ -60,13 +66,19 @@ static const moe_case cases[] = {
     { .dp = 2, .pp = 2, .m = 2, .ep = 2, .recompute = true },
     { .dp = 2, .pp = 2, .m = 4, .ep = 2, .schedule = "zb-h1", .capacity = 1.0 },
     { .dp = 4, .m = 1, .ep = 2, .every = 2, .selective = true, .capacity = 0.5 },
+    { .tp = 2, .m = 1 },
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .zero = 1 },
+    { .dp = 2, .tp = 2, .pp = 2, .m = 2, .ep = 2, .recompute = true, .capacity = 1.0 },
+    { .cp = 2, .m = 1 },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 4, .zero = 2 },
+    { .cp = 2, .pp = 2, .m = 2, .ep = 2, .a2a = true, .recompute = true },
 };
 
 /* The small GPT with 4 experts of width 24 in the blocks k names. */
 static ptdp_train_config moe_config(const moe_case *k)
 {
     const int dp = k->dp > 0 ? k->dp : 1, pp = k->pp > 0 ? k->pp : 1;
-    ptdp_train_config c = equiv_config(dp, 1, pp, k->m);
+    ptdp_train_config c = equiv_config(dp, k->tp > 0 ? k->tp : 1, pp, k->m);
     c.model = equiv_small_gpt(1);
     ptdp_gpt_settings *g = ptdp_gpt(&c.model);
     g->moe_experts = 4;
@@ -85,6 +97,8 @@ static ptdp_train_config moe_config(const moe_case *k)
     c.recompute_core = k->selective;
     c.verify_replicas = dp > 1;
     c.ep = k->ep;
+    c.cp = k->cp;
+    c.cp_a2a = k->a2a;
     return c;
 }
 
@@ -98,9 +112,9 @@ END_TEST
 /* What a mixture of experts does not run on yet: refused by name. */
 TEST(moe_tests, test_unsupported_layouts_are_refused)
 {
-    static const struct { int tp, cp, zero, slices; bool sp, bf16; const char *flag; } no[] = {
-        { .tp = 2, .flag = "--tp 2" },
-        { .cp = 2, .flag = "--cp" },
+    static const struct { int tp, cp, zero, slices; bool sp, bf16; double capacity; const char *flag; } no[] = {
+        { .cp = 2, .capacity = 1.0, .flag = "--cp and --moe-capacity-factor" },
+        { .tp = 2, .sp = true, .flag = "--sp" },
         { .zero = 3, .flag = "--zero 3" },
         { .slices = 2, .flag = "--token-slices" },
         { .bf16 = true, .flag = "--precision bf16" },
@@ -116,6 +130,7 @@ TEST(moe_tests, test_unsupported_layouts_are_refused)
         c.token_slices = no[i].slices;
         c.sp = no[i].sp;
         c.bf16 = no[i].bf16;
+        ptdp_gpt(&c.model)->moe_capacity = no[i].capacity;
         if (no[i].slices > 0) {
             c.schedule = "gpipe";
             c.pp = 2;
