@@ -1,0 +1,181 @@
+/*
+ * ep.c — expert parallelism's exchanges over an EP group (ep.h): the
+ * counts, the dispatch of the routed rows, and the combine back.
+ *
+ * The rows travel in one order on the wire and are used in another.  With
+ * N ranks of `local` experts each, and c(s, l) = the rows source s sends
+ * for my local expert l (recv_rows[s local + l]):
+ *
+ *   my send buffer   x stacked by global expert e = d local + l: the block
+ *                    for rank d is contiguous (experts d local ..), so the
+ *                    all_to_allv sends it as it lies
+ *   wire order       block from source s = s's rows for my expert 0, then
+ *                    for my expert 1, ...: c(s, 0) + c(s, 1) + ... rows
+ *   local order      expert 0: from s = 0, 1, ..; expert 1: from s = 0, ..
+ *
+ *              wire (by source)              local (by expert)
+ *   staging  [ s0: l0 l1 | s1: l0 l1 ]  ──►  out [ l0: s0 s1 | l1: s0 s1 ]
+ *
+ * so the dispatch copies staging → out row block by row block after its
+ * all_to_allv, and the combine copies y → staging the other way before
+ * its own.  The one helper below does both copies: `to_local` says which
+ * side is in local order.
+ *
+ * Counts are ints on the host; the all_to_allv counts elements, rows x
+ * cols.  The counts' exchange is an all_to_all of `local` ints per pair:
+ * load itself, whose block for rank d is load[d local ..], lands as
+ * recv_rows, block s from source s — no packing on either side.
+ */
+#include "ptdp/ep.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/device.h"
+#include "ptdp/error.h"
+
+int ptdp_ep_plan_init(ptdp_device *dev, ptdp_comm *ep, int E, const int *load, ptdp_ep_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    const int N = ptdp_comm_size(ep), r = ptdp_comm_rank(ep);
+    if (!PTDP_REQUIRE(load != NULL && E > 0 && E % N == 0, "%d experts over an EP group of %d ranks%s", E, N,
+                      load == NULL ? ", load NULL" : ""))
+        return PTDP_EINVAL;
+    for (int e = 0; e < E; e++)
+        if (!PTDP_REQUIRE(load[e] >= 0, "rank %d: load[%d] = %d rows", r, e, load[e]))
+            return PTDP_EINVAL;
+    p->N = N;
+    p->rank = r;
+    p->E = E;
+    p->local = E / N;
+    p->send_rows = malloc((size_t)E * sizeof *p->send_rows);
+    p->recv_rows = malloc((size_t)N * p->local * sizeof *p->recv_rows);
+    if (p->send_rows == NULL || p->recv_rows == NULL) {
+        ptdp_ep_plan_free(p);
+        return ptdp_fail(dev, PTDP_ENOMEM, "ep plan: %d + %d counts on the host", E, N * (E / N));
+    }
+    memcpy(p->send_rows, load, (size_t)E * sizeof *load);
+    int rc = ptdp_all_to_all(ep, p->send_rows, p->recv_rows, (size_t)p->local, PTDP_I32);
+    if (rc != 0) {
+        ptdp_ep_plan_free(p);
+        return rc;
+    }
+    for (int e = 0; e < E; e++)
+        p->sent += (size_t)p->send_rows[e];
+    for (int i = 0; i < N * p->local; i++)
+        p->received += (size_t)p->recv_rows[i];
+    return PTDP_OK;
+}
+
+void ptdp_ep_plan_free(ptdp_ep_plan *p)
+{
+    free(p->send_rows);
+    free(p->recv_rows);
+    memset(p, 0, sizeof *p);
+}
+
+/* Elements per peer: to[d] my rows for rank d's experts, from[s] source
+ * s's rows for mine, each x cols. */
+static void pair_counts(const ptdp_ep_plan *p, int cols, size_t *to, size_t *from)
+{
+    for (int d = 0; d < p->N; d++) {
+        size_t out = 0, in = 0;
+        for (int l = 0; l < p->local; l++) {
+            out += (size_t)p->send_rows[d * p->local + l];
+            in += (size_t)p->recv_rows[d * p->local + l];
+        }
+        to[d] = out * (size_t)cols;
+        from[d] = in * (size_t)cols;
+    }
+}
+
+/* Rows between the wire order (by source) and the local expert order:
+ * src is in local order and dst on the wire when !to_local, the other way
+ * round when to_local. */
+static void reorder(const ptdp_ep_plan *p, int cols, const ptdp_real *src, ptdp_real *dst, bool to_local)
+{
+    const int blocks = p->N * p->local;
+    size_t wire_at[blocks + 1];   /* rows before block s local + l on the wire */
+    wire_at[0] = 0;
+    for (int i = 0; i < blocks; i++)
+        wire_at[i + 1] = wire_at[i] + (size_t)p->recv_rows[i];
+    const size_t row = (size_t)cols;
+    size_t local_at = 0;
+    for (int l = 0; l < p->local; l++)
+        for (int s = 0; s < p->N; s++) {
+            const int i = s * p->local + l;
+            const size_t n = (size_t)p->recv_rows[i] * row;
+            if (to_local)
+                memcpy(dst + local_at, src + wire_at[i] * row, n * sizeof *dst);
+            else
+                memcpy(dst + wire_at[i] * row, src + local_at, n * sizeof *dst);
+            local_at += n;
+        }
+}
+
+/* The plan was made on this group and the rows have columns; `caller`
+ * names the exchange in the refusal. */
+static bool plan_fits(const ptdp_ep_plan *p, ptdp_comm *ep, int cols, const char *caller)
+{
+    return PTDP_REQUIRE(p->send_rows != NULL && p->N == ptdp_comm_size(ep) && p->rank == ptdp_comm_rank(ep) &&
+                            cols >= 0,
+                        "%s: a plan for rank %d of %d on rank %d of %d, %d columns", caller, p->rank, p->N,
+                        ptdp_comm_rank(ep), ptdp_comm_size(ep), cols);
+}
+
+int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
+                     ptdp_real *out)
+{
+    if (!plan_fits(p, ep, cols, __func__))
+        return PTDP_EINVAL;
+    size_t to[p->N], from[p->N];
+    pair_counts(p, cols, to, from);
+    ptdp_real *wire = ptdp_alloc_uninit(dev, p->received * (size_t)cols * sizeof *wire, PTDP_MEM_COMM,
+                                        "ep.dispatch");
+    if (wire == NULL)
+        return PTDP_ENOMEM;
+    int rc = ptdp_all_to_allv(ep, x, to, NULL, wire, from, NULL, PTDP_REAL);
+    if (rc == 0)
+        reorder(p, cols, wire, out, true);
+    ptdp_free(dev, wire);
+    return rc;
+}
+
+int ptdp_ep_combine(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *y, int cols,
+                    ptdp_real *out)
+{
+    if (!plan_fits(p, ep, cols, __func__))
+        return PTDP_EINVAL;
+    size_t to[p->N], from[p->N];
+    pair_counts(p, cols, to, from);
+    ptdp_real *wire = ptdp_alloc_uninit(dev, p->received * (size_t)cols * sizeof *wire, PTDP_MEM_COMM,
+                                        "ep.combine");
+    if (wire == NULL)
+        return PTDP_ENOMEM;
+    reorder(p, cols, y, wire, false);
+    int rc = ptdp_all_to_allv(ep, wire, from, NULL, out, to, NULL, PTDP_REAL);
+    ptdp_free(dev, wire);
+    return rc;
+}
+
+size_t ptdp_ep_rows_dispatched_away(const ptdp_ep_plan *p)
+{
+    size_t mine = 0;
+    for (int l = 0; l < p->local; l++)
+        mine += (size_t)p->send_rows[p->rank * p->local + l];
+    return p->sent - mine;
+}
+
+size_t ptdp_ep_rows_combined_away(const ptdp_ep_plan *p)
+{
+    size_t mine = 0;
+    for (int l = 0; l < p->local; l++)
+        mine += (size_t)p->recv_rows[p->rank * p->local + l];
+    return p->received - mine;
+}
+
+double ptdp_ep_uniform_bytes(int k, long T_r, int C, int N, size_t elem)
+{
+    return N > 0 ? (double)k * (double)T_r * C * (N - 1) / N * (double)elem : 0.0;
+}
