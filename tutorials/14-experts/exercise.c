@@ -60,7 +60,7 @@ int lesson_route(const ptdp_real *z, int E, int k, int *choice, ptdp_real *gate)
         choice[j] = best;
     }
     /* Blank 2: the gates.  Over which logits is the softmax taken? */
-    PTDP_BLANK(2, "set gate[0 .. k) with softmax_of: the softmax of the k chosen logits");
+    PTDP_BLANK(2, "set gate[0 .. k) with softmax_of: a softmax over which logits?");
     return PTDP_OK;
 }
 
