@@ -18,8 +18,7 @@
  *
  * so the dispatch copies staging → out row block by row block after its
  * all_to_allv, and the combine copies y → staging the other way before
- * its own.  The one helper below does both copies: `to_local` says which
- * side is in local order.
+ * its own.  One helper does both copies; `to_local` says which way.
  *
  * Counts are ints on the host; the all_to_allv counts elements, rows x
  * cols.  The counts' exchange is an all_to_all of `local` ints per pair:

@@ -22,11 +22,17 @@
  *                      receiver's displacements put it.
  *   faults vmismatch   rank 1 sends rank 2 one element more than rank 2
  *                      expects: both call sites are reported.
+ *   faults ep          expert parallelism's exchanges (ep.h), 8 experts,
+ *                      uneven loads, zeros and a rank that sends nothing:
+ *                      the dispatch puts every row in local expert order,
+ *                      the combine brings it home, each sending its rows
+ *                      for other ranks' experts.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "ptdp/comm.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mpi.h"
@@ -109,15 +115,63 @@ static int vmismatch(ptdp_device *dev, void *arg)
     return ptdp_all_to_allv(dev->world, send, sc, NULL, recv, rcn, NULL, PTDP_F64);
 }
 
+/* Rank s sends expert e ep_load(s, e) rows (rank 2 none); row j of them
+ * is ep_code(s, e, j) in each of its 2 columns. */
+static int ep_load(int s, int e)
+{
+    return s == 2 ? 0 : (s + 2 * e + e / 4) % 4;
+}
+
+static double ep_code(int s, int e, int j)
+{
+    return 1000.0 * s + 10.0 * e + j;
+}
+
+static int ep(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    enum { E = 8, COLS = 2, ROWS = 64 };
+    const int me = dev->rank;
+    int load[E];
+    double x[ROWS * COLS], y[ROWS * COLS], back[ROWS * COLS];
+    size_t at = 0;
+    for (int e = 0; e < E; e++) {
+        load[e] = ep_load(me, e);
+        for (int j = 0; j < load[e]; j++, at += COLS)
+            x[at] = x[at + 1] = ep_code(me, e, j);
+    }
+    ptdp_ep_plan p;
+    int rc = ptdp_ep_plan_init(dev, dev->world, E, load, &p);
+    if (rc != 0)
+        return rc;
+    const double s0 = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV];
+    rc = ptdp_ep_dispatch(dev, dev->world, &p, x, COLS, y);
+    const double sent = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV] - s0;
+    if (rc == 0)
+        rc = ptdp_ep_combine(dev, dev->world, &p, y, COLS, back);
+    at = 0;
+    for (int l = 0; rc == 0 && l < p.local; l++)
+        for (int s = 0; s < p.N; s++)
+            for (int j = 0; j < ep_load(s, me * p.local + l); j++, at += COLS)
+                if (y[at] != ep_code(s, me * p.local + l, j) || y[at + 1] != y[at])
+                    rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d: dispatched row %zu = %g", me, at / COLS, y[at]);
+    if (rc == 0 && memcmp(back, x, p.sent * COLS * sizeof *x) != 0)
+        rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d: combine(dispatch(x)) is not x", me);
+    if (rc == 0 && sent != (double)ptdp_ep_rows_dispatched_away(&p) * COLS * sizeof(double))
+        rc = ptdp_fail(dev, PTDP_ECHECK, "rank %d: the dispatch sent %g bytes", me, sent);
+    ptdp_ep_plan_free(&p);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     ptdp_device_fn fn = strcmp(mode, "deadlock") == 0 ? deadlock : strcmp(mode, "fail") == 0 ? fail
                       : strcmp(mode, "mismatch") == 0 ? mismatch : strcmp(mode, "ring") == 0 ? ring
                       : strcmp(mode, "alltoallv") == 0 ? alltoallv : strcmp(mode, "vmismatch") == 0 ? vmismatch
-                      : NULL;
+                      : strcmp(mode, "ep") == 0 ? ep : NULL;
     if (fn == NULL) {
-        fprintf(stderr, "usage: faults deadlock|fail|mismatch|ring|alltoallv|vmismatch (under mpirun)\n");
+        fprintf(stderr, "usage: faults deadlock|fail|mismatch|ring|alltoallv|vmismatch|ep (under mpirun)\n");
         return 2;
     }
     int rank, size;

@@ -14,7 +14,8 @@
 #   - a rank killed by a signal (kill -9, mid-training) ends the job instead
 #     of leaving the others waiting;
 #   - lesson 01's ring all-reduce over processes (faults ring);
-#   - all_to_allv with uneven and zero counts, and its count mismatch.
+#   - all_to_allv with uneven and zero counts, and its count mismatch;
+#   - expert parallelism's dispatch and combine (faults ep).
 # Exit 77 (skipped) without MPI.
 set -u
 faults=$(realpath "${2:?usage: faults.sh PTDP FAULTS}")
@@ -121,6 +122,13 @@ elif ! grep -q "rank 1 sends 2 elements to rank 2 (at faults.c:[0-9]*), but rank
     fail "faults vmismatch: no report naming both calls"; head -n 5 out.txt
 else
     ok "mismatched all_to_allv counts: $(grep -m1 -o "mismatched all_to_allv.*" out.txt | cut -c1-160)…"
+fi
+
+# Expert parallelism's exchanges: rows in local expert order, and home again.
+if run_mpi 4 "$faults" ep >out.txt 2>&1 && grep -q "no failure" out.txt; then
+    ok "ep dispatch and combine over 4 processes: local expert order, every row home, the bytes of the rows sent away"
+else
+    fail "faults ep"; head -n 5 out.txt
 fi
 
 # A run that diverges (train.h's rule) ends the job as any failure does, but

@@ -1,0 +1,428 @@
+/*
+ * check.c — lesson 14: is your router the library's, do your dispatch and
+ * combine move every row where ptdp_ep_dispatch and ptdp_ep_combine put
+ * it, with their bytes, and do you sum an expert's gradient over the
+ * right ranks?
+ *
+ *   blanks 1-2  lesson_route on hand-made logits (ties included), k = 1,
+ *               2, 3 of E = 6: choices and gates bit for bit those of
+ *               ptdp_moe_route
+ *   blank 3     lesson_exchange_counts on N = 1, 2, 4 devices, E = 8,
+ *               loads with empty experts and (N = 4) a rank that sends
+ *               nothing: the counts of ptdp_ep_plan_init
+ *   blanks 4-5  lesson_dispatch on the same: every row where
+ *               ptdp_ep_dispatch puts it, bit for bit, and the bytes the
+ *               rows for experts held elsewhere make
+ *   blanks 6-7  lesson_combine: every row home, as ptdp_ep_combine
+ *   blank 8     lesson_gated_sum: out[t] = sum_j g_j y[slot], a dropped
+ *               choice skipped, in the library's order (bit for bit)
+ *   blank 9     lesson_expert_grad_ranks on five dp x ep layouts
+ *
+ * Every row says where it came from — ((s 16 + e) 16 + j) 4 + c for row
+ * j of source s for expert e, column c — so a row in the wrong place
+ * names the blank that put it there.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lesson.h"
+#include "tutorial.h"
+
+#include "ptdp/ep.h"
+#include "ptdp/error.h"
+#include "ptdp/gpt.h"
+
+enum { COLS = 3, E = 8, MAX_N = 4, MAX_ROWS = 64 };
+static const ptdp_real UNWRITTEN = -1;
+
+/* ============================================== blanks 1-2: the router */
+
+enum { RE = 6, TOKENS = 5 };
+static const ptdp_real LOGITS[TOKENS][RE] = {
+    { 0.5, -1.0, 2.0, 0.3, 2.0, -0.7 },     /* a tie at the top: 2 before 4 */
+    { 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 },       /* all tied: 0, 1, 2 */
+    { -3.0, 0.25, 0.1, 4.0, -2.0, 0.25 },   /* a tie for second place */
+    { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 },
+    { -0.4, 1.7, -2.2, 0.05, 1.69, 3.1 },
+};
+
+static void print_list(char *buf, size_t len, const int *v, int n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", v[i]);
+}
+
+/* Why do your choices differ from the library's? */
+static void explain_choice(const ptdp_real *z, int k, const int *mine, const int *lib)
+{
+    char a[64], b[64];
+    print_list(a, sizeof a, mine, k);
+    print_list(b, sizeof b, lib, k);
+    tutorial_wrong("the router, logits %g %g %g %g %g %g, k = %d: you chose experts %s; ptdp_moe_route chose %s.",
+                   (double)z[0], (double)z[1], (double)z[2], (double)z[3], (double)z[4], (double)z[5], k, a, b);
+    for (int j = 0; j < k; j++)
+        if (mine[j] >= 0 && mine[j] < RE && mine[j] != lib[j] && z[mine[j]] == z[lib[j]]) {
+            tutorial_note("a tie went to the higher index: experts %d and %d have the same logit %g, and a tie goes to "
+                          "the lower index (blank 1: replace the best only when strictly larger)", lib[j], mine[j],
+                          (double)z[lib[j]]);
+            return;
+        }
+    tutorial_note("blank 1 takes, k times, the largest logit not taken yet: largest first, a tie to the lower index");
+}
+
+/* Why do your gates differ?  probs: the softmax over all E. */
+static void explain_gates(int k, const int *choice, const ptdp_real *mine, const ptdp_real *lib,
+                          const ptdp_real *probs)
+{
+    bool over_all = true;
+    double sum = 0;
+    for (int j = 0; j < k; j++) {
+        over_all = over_all && mine[j] == probs[choice[j]];
+        sum += mine[j];
+    }
+    tutorial_wrong("the router, k = %d: your gates are %.6g%s; ptdp_moe_route's %.6g%s.", k, (double)mine[0],
+                   k > 1 ? ", ..." : "", (double)lib[0], k > 1 ? ", ..." : "");
+    if (over_all)
+        tutorial_note("gates softmaxed over all E = %d experts: your gates are the chosen experts' shares of a softmax "
+                      "over every logit, so they sum to %.4g, not 1.  The gates are a softmax over the k chosen "
+                      "logits only (blank 2: softmax_of over choice, k values) — Mixtral's softmax-then-renormalise, "
+                      "the same numbers", RE, sum);
+    else
+        tutorial_note("blank 2: gate j = exp(z[choice j]) / sum over the k chosen of exp(z) (softmax_of does it)");
+}
+
+static bool check_route(void)
+{
+    for (int t = 0; t < TOKENS; t++)
+        for (int k = 1; k <= 3; k++) {
+            int mine[3] = { -1, -1, -1 }, lib[3], slot[3], load[RE], dropped;
+            ptdp_real gate[3] = { 0 }, lgate[3], probs[RE];
+            const ptdp_moe_route_shape shape = { .T = 1, .E = RE, .k = k };
+            ptdp_moe_route(&shape, 1, LOGITS[t], lib, lgate, slot, probs, load, &dropped);
+            int rc = lesson_route(LOGITS[t], RE, k, mine, gate);
+            if (rc != 0) {
+                if (!tutorial_report_blank())
+                    tutorial_wrong("lesson_route returned %d (%s)", rc, ptdp_strerror(rc));
+                return false;
+            }
+            if (memcmp(mine, lib, sizeof(int) * (size_t)k) != 0) {
+                explain_choice(LOGITS[t], k, mine, lib);
+                return false;
+            }
+            if (memcmp(gate, lgate, sizeof(ptdp_real) * (size_t)k) != 0) {
+                explain_gates(k, lib, gate, lgate, probs);
+                return false;
+            }
+        }
+    tutorial_ok("the router: top-k of %d logits (ties to the lower index), gates = softmax of the k chosen, "
+                "bit for bit as ptdp_moe_route", RE);
+    return true;
+}
+
+/* ================================== blanks 3-7: counts, dispatch, combine */
+
+/* Rows rank s sends expert e: some experts empty, rank 2 of 4 silent. */
+static int load_of(int N, int s, int e)
+{
+    if (N == 4 && s == 2)
+        return 0;
+    return (3 * s + 5 * e + e / 4 + 1) % 4 + (e == 0 ? s : 0);
+}
+
+static ptdp_real code(int s, int e, int j, int c)
+{
+    return (ptdp_real)((((s * 16 + e) * 16 + j) * 4) + c);
+}
+
+/* "expert e's row j from rank s" of a coded value, into buf. */
+static const char *decode(char *buf, size_t len, ptdp_real v)
+{
+    if (v == UNWRITTEN)
+        snprintf(buf, len, "nothing (never written)");
+    else {
+        const int n = (int)v / 4, j = n % 16, e = (n / 16) % 16, s = n / 256;
+        snprintf(buf, len, "expert %d's row %d from rank %d", e, j, s);
+    }
+    return buf;
+}
+
+static int check_counts(ptdp_device *dev, const ptdp_ep_plan *p, const int *load)
+{
+    const int N = p->N, local = p->local, r = p->rank;
+    int recv[MAX_N * E];
+    for (int i = 0; i < N * local; i++)
+        recv[i] = -7;
+    const double b0 = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALL];
+    int rc = lesson_exchange_counts(dev->world, E, load, recv);
+    if (rc != 0)
+        return rc;
+    const double sent = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALL] - b0;
+    for (int s = 0; s < N; s++)
+        for (int l = 0; l < local; l++)
+            if (recv[s * local + l] != p->recv_rows[s * local + l])
+                return tutorial_device_wrong(dev, "the counts on %d devices: rank %d's recv_rows[%d] = %d, but rank %d "
+                                             "sends it %d rows for its local expert %d (expert %d)\nblank 3: rank "
+                                             "d's counts are load[d local ..], `local` of them a pair",
+                                             N, r, s * local + l, recv[s * local + l], s, p->recv_rows[s * local + l],
+                                             l, r * local + l);
+    if (sent != (double)(N - 1) * local * sizeof(int))
+        return tutorial_device_wrong(dev, "the counts on %d devices: rank %d sent %.0f bytes; one all_to_all of local = "
+                                     "%d counts a pair sends %d ints (blank 3)", N, r, sent, local, (N - 1) * local);
+    return 0;
+}
+
+/* Is `got` (the student's dispatch) the wire order, by source? */
+static bool in_arrival_order(const ptdp_ep_plan *p, const ptdp_real *got)
+{
+    size_t row = 0;
+    for (int s = 0; s < p->N; s++)
+        for (int l = 0; l < p->local; l++)
+            for (int j = 0; j < p->recv_rows[s * p->local + l]; j++, row++)
+                if (got[row * COLS] != code(s, p->rank * p->local + l, j, 0))
+                    return false;
+    return true;
+}
+
+static int check_dispatch(ptdp_device *dev, const ptdp_ep_plan *p, const int *load, const ptdp_real *x,
+                          ptdp_real *lib)
+{
+    ptdp_real mine[MAX_ROWS * COLS], scratch[MAX_ROWS * COLS];
+    char a[64], b[64];
+    for (size_t i = 0; i < MAX_ROWS * COLS; i++)
+        mine[i] = scratch[i] = UNWRITTEN;
+    const double b0 = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV];
+    int rc = lesson_dispatch(dev->world, E, load, p->recv_rows, x, COLS, mine, scratch);
+    const double sent = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV] - b0;
+    if (rc == 0)
+        rc = ptdp_ep_dispatch(dev, dev->world, p, x, COLS, lib);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < p->received * COLS; i++) {
+        if (mine[i] == lib[i])
+            continue;
+        const size_t row = i / COLS;
+        if (p->N > 1 && in_arrival_order(p, mine))
+            return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d's rows are in the order they "
+                                         "arrived, by source rank: row %zu holds %s, where the library has %s\n"
+                                         "dispatch in rank order of arrival: each expert runs one GEMM on its rows, "
+                                         "so out is in local expert order — expert l's rows from every source "
+                                         "together (blank 5: for l, for s, copy s's rows for l)", p->N, p->rank, row,
+                                         decode(a, sizeof a, mine[i]), decode(b, sizeof b, lib[i]));
+        return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d's row %zu holds %s, where "
+                                     "ptdp_ep_dispatch puts %s\nblank 4 counts the reals each pair exchanges; blank 5 "
+                                     "puts them in local expert order, source by source", p->N, p->rank, row,
+                                     decode(a, sizeof a, mine[i]), decode(b, sizeof b, lib[i]));
+    }
+    const double want = (double)ptdp_ep_rows_dispatched_away(p) * COLS * sizeof(ptdp_real);
+    if (sent != want)
+        return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d sent %.0f bytes; its rows for experts "
+                                     "held elsewhere are %zu x %d reals = %.0f bytes (blank 4)", p->N, p->rank, sent,
+                                     ptdp_ep_rows_dispatched_away(p), COLS, want);
+    return 0;
+}
+
+static int check_combine(ptdp_device *dev, const ptdp_ep_plan *p, const int *load, const ptdp_real *x,
+                         const ptdp_real *y)
+{
+    ptdp_real mine[MAX_ROWS * COLS], lib[MAX_ROWS * COLS], scratch[MAX_ROWS * COLS];
+    char a[64], b[64];
+    for (size_t i = 0; i < MAX_ROWS * COLS; i++)
+        mine[i] = scratch[i] = UNWRITTEN;
+    const double b0 = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV];
+    int rc = lesson_combine(dev->world, E, load, p->recv_rows, y, COLS, mine, scratch);
+    const double sent = dev->stats.bytes_sent[PTDP_COLL_ALL_TO_ALLV] - b0;
+    if (rc == 0)
+        rc = ptdp_ep_combine(dev, dev->world, p, y, COLS, lib);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < p->sent * COLS; i++)
+        if (mine[i] != lib[i] || lib[i] != x[i])
+            return tutorial_device_wrong(dev, "the combine on %d devices: rank %d's stacked row %zu should be %s back "
+                                         "home; it holds %s\nblank 6 puts y back in the order it arrived — by source, "
+                                         "each source's rows for your experts in expert order — and blank 7 sends "
+                                         "each source its rows back", p->N, p->rank, i / COLS,
+                                         decode(a, sizeof a, lib[i]), decode(b, sizeof b, mine[i]));
+    const double want = (double)ptdp_ep_rows_combined_away(p) * COLS * sizeof(ptdp_real);
+    if (sent != want)
+        return tutorial_device_wrong(dev, "the combine on %d devices: rank %d sent %.0f bytes; the rows it received "
+                                     "from others are %zu x %d reals = %.0f bytes (blank 7)", p->N, p->rank, sent,
+                                     ptdp_ep_rows_combined_away(p), COLS, want);
+    return 0;
+}
+
+static int ep_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    const int N = dev->world_size, r = dev->rank;
+    int load[E];
+    ptdp_real x[MAX_ROWS * COLS], y[MAX_ROWS * COLS];
+    size_t row = 0;
+    for (int e = 0; e < E; e++) {
+        load[e] = load_of(N, r, e);
+        for (int j = 0; j < load[e]; j++, row++)
+            for (int c = 0; c < COLS; c++)
+                x[row * COLS + c] = code(r, e, j, c);
+    }
+    ptdp_ep_plan p;
+    int rc = ptdp_ep_plan_init(dev, dev->world, E, load, &p);
+    if (rc != 0)
+        return rc;
+    rc = check_counts(dev, &p, load);
+    if (rc == 0)
+        rc = check_dispatch(dev, &p, load, x, y);
+    if (rc == 0)
+        rc = check_combine(dev, &p, load, x, y);
+    ptdp_ep_plan_free(&p);
+    return rc;
+}
+
+static bool check_exchanges(void)
+{
+    static const int Ns[] = { 1, 2, 4 };
+    for (int i = 0; i < 3; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "counts, dispatch and combine on %d device%s", Ns[i], Ns[i] > 1 ? "s" : "");
+        if (tutorial_launch(what, Ns[i], ep_device, NULL) != 0)
+            return false;
+    }
+    tutorial_ok("the counts, 1, 2 and 4 devices: one all_to_all of E/N counts a pair, as ptdp_ep_plan_init");
+    tutorial_ok("the dispatch: every row in local expert order, bit for bit as ptdp_ep_dispatch; the bytes of the "
+                "rows for experts held elsewhere");
+    tutorial_ok("the combine: every row home, as ptdp_ep_combine; the bytes of the rows received from others");
+    tutorial_note("under uniform routing each of the four all-to-alls of a block (dispatch and combine, forward and "
+                  "backward) sends k T_r C (N-1)/N reals per rank: at k = 2, T_r = 1024, C = 64, N = 4, %.0f KiB",
+                  ptdp_ep_uniform_bytes(2, 1024, 64, 4, sizeof(double)) / 1024);
+    return true;
+}
+
+/* ================================================ blank 8: the gated sum */
+
+enum { GT = 4, GK = 2, GROWS = 5 };
+static const ptdp_real GATES[GT * GK] = { 0.625, 0.375, 0.75, 0.25, 0.5, 0.5, 0.875, 0.125 };
+static const int SLOTS[GT * GK] = { 0, 3, 2, -1, 4, 1, -1, 3 };   /* -1: a dropped choice */
+
+static bool check_gated_sum(void)
+{
+    /* one guard row before the stack: reading slot -1 adds 1e6 */
+    ptdp_real buf[(GROWS + 1) * COLS], mine[GT * COLS], ref[GT * COLS], plain[GT * COLS];
+    const ptdp_real *stacked = buf + COLS;
+    for (int c = 0; c < COLS; c++)
+        buf[c] = 1e6;
+    for (int i = 0; i < GROWS * COLS; i++)
+        buf[COLS + i] = (ptdp_real)(1 + i % 7) * (i % 2 ? -1 : 1);
+    for (int i = 0; i < GT * COLS; i++)
+        mine[i] = UNWRITTEN;
+    memset(ref, 0, sizeof ref);
+    memset(plain, 0, sizeof plain);
+    for (int t = 0; t < GT; t++)   /* as gpt_moe.c's combine: j in order, from zero */
+        for (int j = 0; j < GK; j++)
+            for (int c = 0; SLOTS[t * GK + j] >= 0 && c < COLS; c++) {
+                const ptdp_real v = stacked[SLOTS[t * GK + j] * COLS + c];
+                ref[t * COLS + c] += (ptdp_real)((double)GATES[t * GK + j] * v);
+                plain[t * COLS + c] += v;
+            }
+    int rc = lesson_gated_sum(GT, GK, COLS, GATES, SLOTS, stacked, mine);
+    if (rc != 0) {
+        if (!tutorial_report_blank())
+            tutorial_wrong("lesson_gated_sum returned %d (%s)", rc, ptdp_strerror(rc));
+        return false;
+    }
+    for (int i = 0; i < GT * COLS; i++) {
+        if (mine[i] == ref[i])
+            continue;
+        const int t = i / COLS;
+        tutorial_wrong("the combine's sum: token %d, column %d = %g; out[t] = sum_j g_j y[slot] is %g.", t, i % COLS,
+                       (double)mine[i], (double)ref[i]);
+        if (memcmp(mine, plain, sizeof plain) == 0)
+            tutorial_note("forgetting the combine's gate weights: out[t] is the plain sum of its experts' rows.  "
+                          "Each is weighed by its gate (blank 8) — without them the output would not depend on the "
+                          "router's logits, and no gradient would ever reach W_r");
+        else if (fabs((double)mine[i]) > 1e5)
+            tutorial_note("a dropped choice (slot -1) was added: it has no row and contributes nothing (blank 8)");
+        else
+            tutorial_note("blank 8: for each kept choice j (slot >= 0), in order, out[t] += gate[t k + j] x row "
+                          "slot[t k + j]");
+        return false;
+    }
+    tutorial_ok("the combine's sum: out[t] = sum_j g_j y[slot], dropped choices skipped, bit for bit");
+    return true;
+}
+
+/* ======================================= blank 9: the expert-DP group */
+
+typedef struct {
+    int dp, ep, member;
+    int ranks[8];
+} layout;
+
+static const layout LAYOUTS[] = {
+    { 4, 2, 0, { 0, 2, 4, 6 } },                 /* dp 4 x tp 2, tp rank 0 */
+    { 4, 2, 3, { 0, 2, 4, 6 } },
+    { 8, 2, 5, { 1, 3, 5, 7, 9, 11, 13, 15 } },  /* dp 8 x tp 2, tp rank 1 */
+    { 8, 4, 6, { 0, 1, 2, 3, 4, 5, 6, 7 } },
+    { 4, 4, 1, { 0, 1, 2, 3 } },                 /* ep = dp: no replicas */
+    { 4, 1, 2, { 0, 1, 2, 3 } },                 /* ep 1: every expert everywhere */
+};
+
+static void explain_group(const layout *L, const int *got, int n, const int *want, int m)
+{
+    char a[96], b[96];
+    print_list(a, sizeof a, got, n);
+    print_list(b, sizeof b, want, m);
+    const int me = L->member % L->ep, first = L->member - me;
+    tutorial_wrong("dp %d, ep %d, DP member %d (world rank %d, EP rank %d): you sum its experts' gradients over "
+                   "world ranks {%s}; the expert-DP group is {%s}.", L->dp, L->ep, L->member, L->ranks[L->member],
+                   me, a, b);
+    if (n == L->dp && L->ep > 1)
+        tutorial_note("expert gradients summed over the whole DP group: world rank %d (EP rank %d) holds other "
+                      "experts than world rank %d, so that sum adds different experts' gradients together.  An "
+                      "expert's replicas are the DP members with the same EP rank — dp/ep = %d ranks (blank 9); the "
+                      "router and the dense layers are summed over the whole DP group", L->ranks[first + (me + 1) % L->ep],
+                      (me + 1) % L->ep, L->ranks[L->member], L->dp / L->ep);
+    else if (n == L->ep && L->ep > 1 && got[0] == L->ranks[first])
+        tutorial_note("that is the EP group: the ranks that hold the OTHER experts and trade tokens with this one.  "
+                      "The replicas of its experts are one member of each EP group, at the same EP rank (blank 9)");
+    else
+        tutorial_note("blank 9: DP member i has EP rank i mod ep; the expert-DP group is the members with the same "
+                      "EP rank, in DP order");
+}
+
+static bool check_grad_ranks(void)
+{
+    for (size_t k = 0; k < sizeof LAYOUTS / sizeof LAYOUTS[0]; k++) {
+        const layout *L = &LAYOUTS[k];
+        int got[8], want[8], m = 0;
+        for (int i = 0; i < L->dp; i++)
+            if (i % L->ep == L->member % L->ep)
+                want[m++] = L->ranks[i];
+        int n = lesson_expert_grad_ranks(L->ranks, L->dp, L->ep, L->member, got);
+        if (n < 0) {
+            if (!tutorial_report_blank())
+                tutorial_wrong("lesson_expert_grad_ranks returned %d (%s)", n, ptdp_strerror(n));
+            return false;
+        }
+        if (n != m || memcmp(got, want, sizeof(int) * (size_t)m) != 0) {
+            explain_group(L, got, n > 8 ? 8 : n, want, m);
+            return false;
+        }
+    }
+    tutorial_ok("the expert-DP group, %zu layouts: an expert's gradient is summed over the dp/ep DP members with "
+                "its EP rank", sizeof LAYOUTS / sizeof LAYOUTS[0]);
+    return true;
+}
+
+int main(void)
+{
+    tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group");
+    bool ok = check_route();
+    if (ok)
+        ok = check_exchanges();
+    if (ok)
+        ok = check_gated_sum();
+    if (ok)
+        ok = check_grad_ranks();
+    return tutorial_end();
+}
