@@ -39,6 +39,7 @@
 
 #include "gpt_activations.h"
 #include "gpt_figures.h"
+#include "gpt_moe_report.h"
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -661,6 +662,9 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .describe = gpt_describe,
     .report_keys = gpt_report_keys,
     .summary = gpt_summary,
+    .log_stats = ptdp_gpt_moe_log_keys,
+    .report_stats = ptdp_gpt_moe_report_keys,
+    .print_stats = ptdp_gpt_moe_print,
     .samples = gpt_samples,
     .demo = ptdp_gpt_demo,
     .demo_summary = "the same for a small GPT (attention split by heads, a tied embedding), then it adds",

@@ -100,6 +100,11 @@ typedef struct {
                              (a mixture of experts' balance loss), a mean
                              over the global batch; not in `loss`         */
     bool has_aux;         /* the model has one: --log writes aux_loss     */
+    const double *stats;  /* [nstats]: the model's counts of the step
+                             (model.h's stats_len; a mixture of experts'
+                             loads, gpt_moe_stats.h), summed over the
+                             devices that count; NULL when nstats is 0    */
+    int nstats;
 } ptdp_step_log;
 
 /* Called (from a device thread, one call at a time, in step order) as soon
@@ -121,6 +126,9 @@ typedef struct {
                                      peak_acts); 0 otherwise                      */
     size_t *param_elements;       /* [world]: each device's parameter elements (its
                                      stage, its TP shard): S / R of its buffers     */
+    double *stats;                /* [steps][nstats]: each step's model counts,
+                                     where log[s].stats points                      */
+    int nstats;
 } ptdp_train_result;
 
 /* The defaults of `ptdp train` (and of the demo and the figures): a model

@@ -222,6 +222,7 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
     if (k->rc == 0) {
         ptdp_linear_forward(ptdp_tensor_wrap(z, R, E), h, w->router->w, NULL);
         m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
+        ptdp_gpt_moe_tally(k, (int)(w - ptdp_gpt_of(k->m)->blocks), m->load, m->dropped, m->aux);
         m->kept = R * K - m->dropped;
         m->token = grab(k, (size_t)m->kept * sizeof(int), "acts.moe_token");
     }
