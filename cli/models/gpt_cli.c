@@ -648,6 +648,8 @@ static const ptdp_model_figure gpt_figures[] = {
       fig_attention_tp },
     { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
       fig_sp_block },
+    { "moe_dispatch",       "a mixture of experts at ep = 2: which tokens go to which expert, which travel in the all-to-all",
+      fig_moe_dispatch },
 };
 
 const ptdp_model_cli ptdp_gpt_cli = {

@@ -74,7 +74,8 @@ for cap in 0 0.5; do
             python3 "$tmp/loads.py" "$tmp/l.jsonl" >"$tmp/l.loads"
             cmp -s "$tmp/one.loads" "$tmp/l.loads" \
                 && echo "ok    capacity $cap, $layout: the loads of one device" \
-                || fail "capacity $cap, $layout: loads $(cat "$tmp/l.loads") differ from one device's $(cat "$tmp/one.loads")"
+                || fail "capacity $cap, $layout: loads $(cat "$tmp/l.loads") differ from one device's" \
+                        "$(cat "$tmp/one.loads")"
         fi
     done
 done
