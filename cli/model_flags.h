@@ -127,6 +127,13 @@ typedef struct {
     double (*ep_uniform_bytes)(const ptdp_train_config *c);
     /* Lines after the run (what a micro-batch keeps, …). */
     void (*summary)(const ptdp_train_config *c, const ptdp_launch_result *lr);
+    /* The model's counts of each step (model.h's stats_len, in
+     * ptdp_step_log.stats): --log's keys of one step after "aux_loss",
+     * --report's keys of the run after "last_aux_loss", and the lines
+     * printed after the summary. */
+    void (*log_stats)(FILE *f, const ptdp_train_config *c, const ptdp_step_log *l);
+    void (*report_stats)(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res);
+    void (*print_stats)(const ptdp_train_config *c, const ptdp_train_result *res);
     /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols
      * per sample (y_cols 0: one label, y is [steps, B]). */
     void (*samples)(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols);

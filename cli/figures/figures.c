@@ -42,6 +42,8 @@ static const figure shared[] = {
       fig_filling_the_bubble },
     { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
       fig_mesh_groups },
+    { "expert_groups",      "expert parallelism on dp 4, ep 2: EP groups, who holds which expert, the expert-DP groups",
+      fig_expert_groups },
     { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",
       fig_zero_ownership },
     { "zero_memory",        "ZeRO 0/1/2/3 on dp 4: bytes per device by the paper's formula (f32, bf16) and the arena",

@@ -41,6 +41,7 @@
 
 #include "gpt_activations.h"
 #include "gpt_figures.h"
+#include "gpt_moe_report.h"
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -710,6 +711,8 @@ static const ptdp_model_figure gpt_figures[] = {
       fig_attention_tp },
     { "sp_block",           "sequence parallelism at tp = 2: which tensors of a GPT block are split along T, which by columns",
       fig_sp_block },
+    { "moe_dispatch",       "a mixture of experts at ep = 2: which tokens go to which expert, which travel in the all-to-all",
+      fig_moe_dispatch },
 };
 
 const ptdp_model_cli ptdp_gpt_cli = {
@@ -725,6 +728,9 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .report_keys = gpt_report_keys,
     .ep_uniform_bytes = gpt_ep_uniform_bytes,
     .summary = gpt_summary,
+    .log_stats = ptdp_gpt_moe_log_keys,
+    .report_stats = ptdp_gpt_moe_report_keys,
+    .print_stats = ptdp_gpt_moe_print,
     .samples = gpt_samples,
     .demo = ptdp_gpt_demo,
     .demo_summary = "the same for a small GPT (attention split by heads, a tied embedding), then it adds",

@@ -469,6 +469,8 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     if (res->steps > 0 && res->log[0].has_aux)   /* the auxiliary loss beside the cross-entropy */
         fprintf(f, ", \"first_aux_loss\": %s, \"last_aux_loss\": %s", J(res->log[0].aux_loss),
                 J(res->log[res->steps - 1].aux_loss));
+    if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counts: first, last step, totals */
+        ptdp_model_cli_of(m)->report_stats(f, c, res);
     fprintf(f, "},\n  \"devices\": [\n");
     for (int r = 0; r < lr->world_size; r++) {
         json_device(f, c, &lr->devices[r], res, r);

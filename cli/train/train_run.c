@@ -152,8 +152,10 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
 }
 
 /* One JSON line per step, written atomically (file.h). */
-static int write_log(const char *path, const ptdp_train_result *r, char *msg, size_t len)
+static int write_log(const char *path, const ptdp_train_config *c, const ptdp_train_result *r, char *msg,
+                     size_t len)
 {
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     ptdp_atomic_file f;
     int rc = ptdp_atomic_open(&f, path, msg, len);
     if (rc != 0)
@@ -169,6 +171,8 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
                 ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
         if (l->has_aux)   /* a model with an auxiliary loss: its mean, beside the cross-entropy */
             fprintf(ptdp_atomic_stream(&f), ", \"aux_loss\": %s", ptdp_json_number(l->aux_loss, a));
+        if (l->nstats > 0 && cli->log_stats != NULL)   /* the model's counts of the step */
+            cli->log_stats(ptdp_atomic_stream(&f), c, l);
         fputs("}\n", ptdp_atomic_stream(&f));
     }
     return ptdp_atomic_commit(&f, msg, len);
@@ -181,6 +185,7 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
  * entries with a step number. */
 typedef struct {
     const char *path;
+    const ptdp_train_config *cfg;
     ptdp_train_result *res;
 } log_keeper;
 
@@ -194,7 +199,7 @@ static void keep_log(void *ctx)
     while (done.completed < done.steps && done.log[done.completed].step > 0)
         done.completed++;
     char msg[PTDP_MSG_MAX];
-    write_log(k->path, &done, msg, sizeof msg);
+    write_log(k->path, k->cfg, &done, msg, sizeof msg);
 }
 
 /* A sample's shape as the model's CLI side says (none: nothing to dump). */
@@ -369,7 +374,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     memset(&res, 0, sizeof res);
     ptdp_launch_opts o = *opts;
     o.result = &lr;
-    log_keeper keeper = { .path = log_path, .res = &res };
+    log_keeper keeper = { .path = log_path, .cfg = c, .res = &res };
     o.before_abort = keep_log;
     o.before_abort_ctx = &keeper;
     int rc = ptdp_train(c, &o, print_step, &pr, &res, msg, sizeof msg);
@@ -384,7 +389,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         /* The steps that did complete are still worth a log (how a run
          * diverged, say); a failed run has no final state or report. */
         if (log_path != NULL && res.log != NULL) {
-            if (write_log(log_path, &res, msg, sizeof msg) != 0)
+            if (write_log(log_path, c, &res, msg, sizeof msg) != 0)
                 fprintf(stderr, "ptdp train: --log %s\n", msg);
             else
                 fprintf(stderr, "ptdp train: --log %s: the %d step%s completed\n", log_path, res.completed,
@@ -433,12 +438,14 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
     }
     if (ptdp_model_cli_of(&c->model)->summary != NULL)
         ptdp_model_cli_of(&c->model)->summary(c, &lr);
+    if (ptdp_model_cli_of(&c->model)->print_stats != NULL)
+        ptdp_model_cli_of(&c->model)->print_stats(c, &res);
     if (root && report_path != NULL &&
         ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --report %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (root && log_path != NULL && write_log(log_path, &res, msg, sizeof msg) != 0) {
+    if (root && log_path != NULL && write_log(log_path, c, &res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --log %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }

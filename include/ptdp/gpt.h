@@ -351,6 +351,9 @@ typedef struct {
     double aux_sum;                 /* this stage's MoE blocks: the sum over
                                        the micro-batch's sequences of the
                                        balance loss alpha sum_i f_i P_i     */
+    struct ptdp_gpt_moe_tally *moe_tally;   /* ... and their loads, drops and
+                                       balance losses, block by block
+                                       (gpt_moe_stats.c; host)              */
 } ptdp_gpt_saved;
 
 /* Generation (gpt_sample.c): extend ids[0..len) by n tokens (ids has room

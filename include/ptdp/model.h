@@ -287,6 +287,16 @@ struct ptdp_model_ops {
      * samples in *sum; asked after each forward.  (Not a field of
      * ptdp_acts: a pipeline holds one per micro-batch in flight.) */
     bool (*aux_loss)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
+    /* Optional (NULL: none): what the model counts of a training step
+     * beyond its losses (a mixture of experts' tokens per expert):
+     * stats_len(c) numbers laid out for the whole model (0: none), and
+     * stats_add, asked after each forward of a training step as aux_loss
+     * is, adds this stage's counts of the micro-batch into their entries
+     * of sum, leaving the other stages' alone — so the step's numbers are
+     * the sum over the devices that count (tp rank 0; the trainer's
+     * table does it, as for the loss). */
+    int  (*stats_len)(const ptdp_model_config *c);
+    void (*stats_add)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
     /* Optional (NULL: whatever caps allow): what this configuration of the
      * model supports of a run's layout, beyond caps — 0, or PTDP_EINVAL with
      * a message naming the flags (e.g. a GPT with experts refuses --cp). */

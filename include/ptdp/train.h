@@ -103,6 +103,11 @@ typedef struct {
                              (a mixture of experts' balance loss), a mean
                              over the global batch; not in `loss`         */
     bool has_aux;         /* the model has one: --log writes aux_loss     */
+    const double *stats;  /* [nstats]: the model's counts of the step
+                             (model.h's stats_len; a mixture of experts'
+                             loads, gpt_moe_stats.h), summed over the
+                             devices that count; NULL when nstats is 0    */
+    int nstats;
 } ptdp_step_log;
 
 /* Called (from a device thread, one call at a time, in step order) as soon
@@ -131,6 +136,9 @@ typedef struct {
                                      run sent to other ranks by the formula, rows
                                      routed elsewhere x C x element size from the
                                      measured loads, and the counts (ep.h)          */
+    double *stats;                /* [steps][nstats]: each step's model counts,
+                                     where log[s].stats points                      */
+    int nstats;
 } ptdp_train_result;
 
 /* The defaults of `ptdp train` (and of the demo and the figures): a model

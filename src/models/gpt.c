@@ -174,6 +174,7 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
         ptdp_tensor_free(dev, &sv->input);
         ptdp_free(dev, (void *)sv->tokens);
         ptdp_free(dev, sv->labels);
+        ptdp_gpt_moe_tally_free(sv);
         free(sv);
     }
     acts->saved = NULL;

@@ -320,6 +320,7 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
         m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
         if (k->shape.cp > 1)
             whole_sequences(k, m);
+        ptdp_gpt_moe_tally(k, (int)(w - ptdp_gpt_of(k->m)->blocks), m->load, m->dropped, m->aux);
         m->kept = R * K - m->dropped;
         m->token = grab(k, (size_t)m->kept * sizeof(int), "acts.moe_token");
     }

@@ -162,6 +162,16 @@ void ptdp_gpt_moe_free(ptdp_device *dev, ptdp_gpt_block_acts *a);
  * sequences (0 for a dense block). */
 double ptdp_gpt_moe_aux(const ptdp_gpt_block_acts *a);
 
+/* ------------------------------------------- gpt_moe_stats.c */
+
+/* Route of the stage's block `block` (local index) for this pass's
+ * micro-batch: its kept choices per expert, dropped choices and balance
+ * loss (summed over the sequences), kept in the micro-batch's tally; the
+ * first route of a block counts, a recomputation's again does not. */
+void ptdp_gpt_moe_tally(ptdp_gpt_pass *k, int block, const int *load, int dropped, double aux);
+/* The tally, back to the host. */
+void ptdp_gpt_moe_tally_free(ptdp_gpt_saved *sv);
+
 /* ------------------------------------------------ gpt_block.c */
 
 int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor *out);

@@ -11,6 +11,7 @@
 #define PTDP_MODELS_GPT_TABLE_H
 
 #include "ptdp/gpt.h"
+#include "ptdp/gpt_moe_stats.h"
 
 /* The table's fill_batch (gpt_data.c): sample i is the window of T + 1
  * tokens at bits(seed, "data.start", i) mod (N - T) of the text, rounded
@@ -25,6 +26,10 @@ int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const p
 void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
 /* aux_loss (gpt.c): the balance loss of the stage's MoE blocks, if it has any. */
 bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum);
+/* stats_add (gpt_moe_stats.c): the micro-batch's loads, drops and balance
+ * losses of the stage's MoE blocks into their rows of sum
+ * (gpt_moe_stats.h; stats_len is ptdp_gpt_moe_stats_len). */
+void ptdp_gpt_moe_stats_add(const ptdp_model *m, const ptdp_acts *acts, double *sum);
 
 /* The backward with its weight-gradient products recorded in w (wgrad.h),
  * or run at once if w is NULL (= ptdp_gpt_backward): the table's

@@ -194,6 +194,8 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u
             st->aux_sum += aux;
             st->has_aux = true;
         }
+        if (rc == 0 && st->stats != NULL && m->ops->stats_add != NULL)
+            m->ops->stats_add(m, &u->acts, st->stats);
         if (++*alive > st->peak_in_flight)
             st->peak_in_flight = *alive;
         return rc;

@@ -10,6 +10,10 @@
  * With one process per device (MPI) every process has a table of its own;
  * the hosts merge them (ptdp_host_merge, launch.h), also outside the
  * counted bytes and the virtual clock.
+ *
+ * A model that counts something per step (model.h's stats_len: an MoE's
+ * tokens per expert) has a second table beside the rows, nstats numbers
+ * per step and device, summed over the devices as the loss is.
  */
 #include "train/run_table.h"
 
@@ -21,7 +25,29 @@
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
+#include "ptdp/models.h"
 #include "ptdp/schedule.h"
+
+/* The model's counts: every device's per step, and their sums per step
+ * (in the result, where its log points, or the table's own). */
+static int open_stats(ptdp_run_table *r, const ptdp_train_config *cfg, int world, size_t steps,
+                      ptdp_train_result *result)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
+    r->nstats = ops != NULL && ops->stats_len != NULL && ops->stats_add != NULL ? ops->stats_len(&cfg->model) : 0;
+    if (r->nstats <= 0) {
+        r->nstats = 0;
+        return PTDP_OK;
+    }
+    r->stats = calloc(steps * (size_t)world * r->nstats, sizeof *r->stats);
+    r->sums = calloc(steps * (size_t)r->nstats, sizeof *r->sums);
+    r->own_sums = result == NULL;
+    if (result != NULL) {
+        result->stats = r->sums;
+        result->nstats = r->nstats;
+    }
+    return r->stats != NULL && r->sums != NULL ? PTDP_OK : PTDP_ENOMEM;
+}
 
 int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int world, ptdp_step_observer observer,
                         void *observer_ctx, ptdp_train_result *result, char *msg, size_t msglen)
@@ -56,9 +82,19 @@ int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int wor
         ptdp_run_table_close(r, false);
         return PTDP_ENOMEM;
     }
+    if (open_stats(r, cfg, world, steps, result) != 0) {
+        snprintf(msg, msglen, "host out of memory");
+        ptdp_run_table_close(r, false);
+        return PTDP_ENOMEM;
+    }
     pthread_mutex_init(&r->mu, NULL);
     r->mu_ready = true;
     return PTDP_OK;
+}
+
+double *ptdp_run_table_stats(ptdp_run_table *r, int s, int rank)
+{
+    return r->nstats > 0 ? r->stats + ((size_t)s * r->world + rank) * r->nstats : NULL;
 }
 
 static ptdp_step_log summarize(ptdp_run_table *r, int s)
@@ -77,6 +113,14 @@ static ptdp_step_log summarize(ptdp_run_table *r, int s)
         log.has_aux = log.has_aux || x->has_aux;
     }
     log.aux_loss /= c->batch;   /* a mean over the batch's samples */
+    if (r->nstats > 0) {        /* the model's counts: a sum, as the tokens are */
+        double *sum = r->sums + (size_t)s * r->nstats;
+        for (int d = 0; d < r->world; d++)
+            for (int q = 0; q < r->nstats; q++)
+                sum[q] += r->stats[((size_t)s * r->world + d) * r->nstats + q];
+        log.stats = sum;
+        log.nstats = r->nstats;
+    }
     log.virtual_s = v1 - v0;
     log.loss = loss / ((double)c->batch * r->targets_per_sample);
     log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;
@@ -94,6 +138,8 @@ int ptdp_run_table_step_done(ptdp_device *dev, ptdp_run_table *r, int s, const p
         /* One device per host (processes, MPI): the row holds this
          * device's entry alone until the hosts merge theirs (launch.h). */
         rc = ptdp_host_merge(dev, &r->ds[(size_t)s * r->world], (size_t)r->world * sizeof *r->ds);
+        if (rc == 0 && r->nstats > 0)
+            rc = ptdp_host_merge(dev, ptdp_run_table_stats(r, s, 0), (size_t)r->world * r->nstats * sizeof *r->stats);
         r->done[s] = rc == 0 ? r->world : 0;
     }
     while (r->next_report < r->cfg->steps && r->done[r->next_report] == r->world) {
@@ -200,6 +246,10 @@ void ptdp_run_table_close(ptdp_run_table *r, bool ok)
     free(r->peak_acts);
     free(r->peak_wgrad);
     free(r->peak_in_flight);
+    free(r->stats);
+    if (r->own_sums)
+        free(r->sums);
+    r->stats = r->sums = NULL;
     r->ds = NULL;
     r->done = NULL;
     r->peak_acts = r->peak_wgrad = NULL;

@@ -43,6 +43,11 @@ typedef struct {
     size_t *peak_wgrad;           /* [world]: bytes held for W           */
     int *peak_in_flight;          /* [world]                             */
     int targets_per_sample;       /* the model's label_cols (device 0)   */
+    int nstats;                   /* the model's counts per step (model.h) */
+    double *stats;                /* [steps][world][nstats]: each device's */
+    double *sums;                 /* [steps][nstats]: summed over devices,
+                                     the result's (or the table's own)   */
+    bool own_sums;
 } ptdp_run_table;
 
 /* The table for cfg on `world` devices, and result's arrays (result may
@@ -53,6 +58,9 @@ int  ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int wo
  * report every step now complete.  One device per host (MPI): the hosts
  * merge the step's row first. */
 int  ptdp_run_table_step_done(ptdp_device *dev, ptdp_run_table *r, int s, const ptdp_run_row *x);
+/* Where device `rank` adds its counts of step s (nstats zeros; NULL when
+ * the model counts nothing). */
+double *ptdp_run_table_stats(ptdp_run_table *r, int s, int rank);
 /* One device per host: merge the hosts' peaks, parameter counts and
  * states, so every host holds the whole run's (launch.h). */
 int  ptdp_run_table_merge_hosts(ptdp_device *dev, ptdp_run_table *r);

@@ -274,6 +274,7 @@ static int device_main(ptdp_device *dev, void *arg)
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .token_slices = ptdp_train_token_slices(c),
             .recompute = c->recompute,
+            .stats = d.mesh.tp_rank == 0 ? ptdp_run_table_stats(r, s, dev->rank) : NULL,   /* each token once */
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
             .backward_begin = c->zero == 2 || c->overlap ? around_backward_begin : NULL,
             .backward_end = c->zero == 2 || c->overlap ? around_backward_end : NULL,
@@ -365,6 +366,8 @@ void ptdp_train_result_free(ptdp_train_result *r)
     free(r->ep_bytes);
     r->expert_elements = NULL;
     r->ep_bytes = NULL;
+    free(r->stats);
+    r->stats = NULL;
     r->log = NULL;
     r->peak_acts = NULL;
     r->peak_wgrad = NULL;

@@ -25,8 +25,9 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups zero_ownership zero_memory
-       zero_overlap attention_tp sp_block ring_attention ulysses memory_per_device loss_curves plan_layouts"
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble mesh_groups expert_groups
+       zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
+       memory_per_device loss_curves plan_layouts"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -123,6 +124,28 @@ else
         grep -q "4 groups: $g" "$f" || fail "mesh: no groups $g"
     done
     grep -q '1 + 2·(0 + 2·1) = 5' "$f" || fail "mesh: no rank formula for device 5"
+
+    # expert parallelism: EP groups of consecutive DP ranks, expert-DP groups
+    # of one EP rank, and the two all-reduces the devices ran over them
+    f=$out/expert_groups.svg
+    for t in 'EP group {0, 1}: all-to-alls of the tokens' 'EP group {2, 3}: all-to-alls of the tokens' \
+             'expert-DP group {0, 2}: experts 0, 1' 'expert-DP group {1, 3}: experts 2, 3' \
+             'summed over all of DP: 1 + 2 + 3 + 4 = 10 on every device' \
+             'Expert gradients only over the expert-DP group: {0, 2} sums 4, {1, 3} sums 6'; do
+        grep -qF "$t" "$f" || fail "expert_groups: no '$t'"
+    done
+
+    # a mixture of experts' dispatch: the router's loads add up to k B T, one
+    # line per choice, dashed exactly for the choices the all-to-all sends
+    f=$out/moe_dispatch.svg
+    loads=$(grep -o 'Loads [0-9]* + [0-9]* + [0-9]* + [0-9]* = k B T = 2 × 2 × 16 = 64 choices, none dropped' "$f" |
+            grep -o '^Loads [0-9 +]*' | tr -dc '0-9+\n' | sed 's/^+//')
+    [[ -n $loads && $(( ${loads//+/ + } )) -eq 64 ]] || fail "moe_dispatch: no loads summing to k B T = 64 ('$loads')"
+    sends=$(grep -o 'rank 0 sends [0-9]* token rows to rank 1 ([^)]*), rank 1 sends [0-9]* to rank 0' "$f" |
+            grep -o 'sends [0-9]*' | grep -o '[0-9]*' | paste -sd+)
+    [[ -n $sends && $(grep -c '<line' "$f") -eq 64 && $(grep -c 'stroke-dasharray' "$f") -eq $(( sends )) ]] \
+        || fail "moe_dispatch: expected 64 choices, the dashed ones the all-to-all's $sends rows"
+    grep -q 'its loads checked equal to what the model' "$f" || fail "moe_dispatch: no check against the model's router"
 
     # lesson 06: each stage's formulas, with the measured peaks beside them
     f=$out/zero_ownership.svg

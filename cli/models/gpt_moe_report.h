@@ -1,0 +1,17 @@
+/*
+ * gpt_moe_report.h — what `ptdp train` writes of a GPT's experts per step
+ * and per run (gpt_moe_report.c): the model_flags.h hooks log_stats,
+ * report_stats and print_stats of the GPT.
+ */
+#ifndef PTDP_CLI_GPT_MOE_REPORT_H
+#define PTDP_CLI_GPT_MOE_REPORT_H
+
+#include <stdio.h>
+
+#include "ptdp/train.h"
+
+void ptdp_gpt_moe_log_keys(FILE *f, const ptdp_train_config *c, const ptdp_step_log *l);
+void ptdp_gpt_moe_report_keys(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res);
+void ptdp_gpt_moe_print(const ptdp_train_config *c, const ptdp_train_result *res);
+
+#endif
