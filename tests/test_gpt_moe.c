@@ -131,6 +131,45 @@ TEST(moe_tests, test_backward_matches_finite_differences)
 }
 END_TEST
 
+/* A sequence cut over two CP ranks (positions 0-1 and 2-3): each rank's
+ * statistics, summed, are the whole sequence's; the balance loss from
+ * them is the loss of the whole; and each half's backward with the summed
+ * counts is the whole's backward, row for row. */
+TEST(moe_tests, test_a_sequence_split_in_two_routes_like_the_whole)
+{
+    const ptdp_moe_route_shape whole = { .T = 4, .E = 3, .k = 2, .alpha = 0.3 }, half = { .T = 2, .E = 3, .k = 2,
+                                                                                          .alpha = 0.3 };
+    const ptdp_real x[12] = { 1.0, 0.7, -0.2, 0.1, 1.9, 2.3, 2.8, 0.2, 1.1, -0.4, 1.6, 0.9 };
+    const ptdp_real dgate[8] = { 0.3, -1.2, 0.8, 0.5, -0.7, 1.4, 0.2, -0.1 };
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12], dz[12];
+    const double aux = ptdp_moe_route(&whole, 4, x, choice, gate, slot, probs, load, &dropped);
+    ptdp_moe_route_backward(&whole, 4, choice, gate, probs, dgate, 0.5, dz);
+    double counts[3] = { 0 }, psum[3] = { 0 };
+    for (int r = 0; r < 2; r++) {   /* rank r's rows: positions 2r, 2r + 1 */
+        int hc[4], hs[4], hl[3], hd;
+        ptdp_real hg[4], hp[6];
+        double c[3], p[3];
+        ptdp_moe_route(&half, 2, x + 6 * r, hc, hg, hs, hp, hl, &hd);
+        ptdp_moe_sequence_stats(&half, 2, hc, hp, c, p);
+        for (int e = 0; e < 3; e++) {
+            counts[e] += c[e];
+            psum[e] += p[e];
+        }
+    }
+    ck_assert_double_eq_tol(ptdp_moe_balance(&whole, 1, 4, counts, psum), aux, 1e-6 * aux);
+    for (int r = 0; r < 2; r++) {
+        int hc[4], hs[4], hl[3], hd;
+        ptdp_real hg[4], hp[6], hz[6];
+        ptdp_moe_route(&half, 2, x + 6 * r, hc, hg, hs, hp, hl, &hd);
+        ptdp_moe_route_backward_whole(&half, 2, hc, hg, hp, dgate + 4 * r, 0.5, 4, counts, hz);
+        for (int i = 0; i < 6; i++)
+            ck_assert_msg(fabs(hz[i] - dz[6 * r + i]) <= 1e-6 * (1 + fabs(dz[6 * r + i])),
+                          "rank %d dz[%d] = %g, the whole sequence's %g", r, i, (double)hz[i], (double)dz[6 * r + i]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     return harness_main("gpt-moe");

@@ -93,8 +93,6 @@ typedef struct {
  * replica group changes. */
 int  ptdp_ddp_init(ptdp_ddp *d, const ptdp_model *m, double bucket_mb);
 void ptdp_ddp_free(ptdp_ddp *d);
-/* The group bucket b is summed over: dp (the DP group), or its own. */
-ptdp_comm *ptdp_ddp_comm(ptdp_comm *dp, const ptdp_model *m, const ptdp_bucket *b);
 /* All-reduce (sum) every bucket in the DP group, in order (reduce-scatter
  * with `scatter`). */
 int  ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);

@@ -221,9 +221,6 @@ double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch,
 /* Whether global block l's MLP is a mixture of experts (gpt_moe.c):
  * moe_experts > 0 and (l + 1) mod moe_every = 0. */
 bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l);
-/* The experts this device holds: E / ep of them from *first (EP rank r:
- * r E / ep), all E without expert parallelism (mesh.h). */
-int ptdp_gpt_experts_here(const ptdp_model *m, int *first);
 /* An expert's hidden size: moe_ffn, or ffn when it is 0. */
 int ptdp_gpt_moe_ffn(const ptdp_model_config *c);
 

@@ -292,7 +292,9 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
-int ptdp_gpt_experts_here(const ptdp_model *m, int *first)
+/* The experts this device holds: E / ep of them from *first (EP rank r:
+ * r E / ep), all E without expert parallelism (mesh.h). */
+static int experts_here(const ptdp_model *m, int *first)
 {
     const int E = ptdp_gpt(&m->cfg)->moe_experts;
     ptdp_comm *ep = m->mesh->ep > 1 ? ptdp_mesh_group(m->mesh, PTDP_GROUP_EP) : NULL;
@@ -314,7 +316,7 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
-    const int El = ptdp_gpt_experts_here(m, &e0);
+    const int El = experts_here(m, &e0);
     if ((b->experts = calloc((size_t)El, sizeof *b->experts)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \

@@ -17,6 +17,10 @@
 #include <stdbool.h>
 #include "ptdp/dp.h"
 
+/* The group bucket b is summed over: dp (the DP group), or its own (the
+ * expert-DP group of an expert bucket, mesh.h). */
+ptdp_comm *ptdp_ddp_comm(ptdp_comm *dp, const ptdp_model *m, const ptdp_bucket *b);
+
 /* ZeRO-1: all-gather every bucket of the parameter store in place, in
  * order: rank k's shard of each bucket goes to every rank. */
 int  ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m);
@@ -35,7 +39,7 @@ int  ptdp_ddp_wait(ptdp_ddp *d);
 
 /* --verify-replicas: every DP rank's parameter store (m->flat_w, or
  * flat_w16 under bf16) is the same bits, by a 64-bit FNV-1a hash each,
- * all-gathered over dp.  PTDP_ECHECK naming the first rank that differs
+ * all-gathered over dp (an expert's over its expert-DP group).  PTDP_ECHECK naming the first rank that differs
  * after `step`.  Collective over dp. */
 int  ptdp_ddp_check_replicas(struct ptdp_device *dev, ptdp_comm *dp, const ptdp_model *m, long step);
 

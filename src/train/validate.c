@@ -384,7 +384,7 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
                                .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1 };
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
-                 "experts: use --model gpt --moe-experts E", r.ep, ops->name);
+                 "experts: use a model with a mixture of experts (--moe-experts E)", r.ep, ops->name);
         return PTDP_EINVAL;
     }
     return ops->check_run != NULL ? ops->check_run(&c->model, &r, msg, n) : PTDP_OK;
