@@ -299,13 +299,12 @@ static void print_header(const bench *b, const ptdp_launch_opts *o, double dense
            b->recompute ? "full" : b->recompute_core ? "selective" : "none", prof->name);
     printf("  dense:  the MLP, F = %d, in every block                parameters %.0f, active per token %.0f\n",
            m->ffn, dense, dense);
-    printf("  MoE:    E = %d experts, top-k %d, F_e = F/k = %d, in %d of %d blocks  parameters %.0f, active per "
+    printf("  MoE:    E = %d experts, top-k %d, F_e = F / k = %d, in %d of %d blocks  parameters %.0f, active per "
            "token %.0f\n", E, k, ptdp_gpt_moe_ffn(m), Lm, m->layers, moe_params(b, dense, E), moe_params(b, dense, k));
     printf("  equal:  a token's expert matrices, k x 2 C F_e = 2 C F = %.0f a MoE block (the MLP's FLOPs);\n"
-           "          active adds the router E C and (k-1) C more output biases: + L_moe (E + k - 1) C = %.0f;\n"
-           "          total adds E - k idle experts: E (2 C F_e + F_e + C) - (2 C F + F + C) + E C = %.0f a block\n",
-           2.0 * m->hidden * m->ffn, (double)Lm * (E + k - 1) * m->hidden,
-           moe_params(b, 0, E) / (Lm > 0 ? Lm : 1));
+           "          active - dense = L_moe (E + k - 1) C = %.0f (the router E C, k - 1 more output biases);\n"
+           "          total - dense = L_moe (E C + E (2 C F_e + F_e + C) - (2 C F + F + C)) = %.0f (all E experts)\n",
+           2.0 * m->hidden * m->ffn, (double)Lm * (E + k - 1) * m->hidden, moe_params(b, 0, E));
     printf("  virtual clock: a cost model, the same on every run, so one run a layout (no medians);\n"
            "  per step = (run of %d steps - run of 0 steps) / %d, means over the %d devices\n", b->steps, b->steps,
            b->dp);
@@ -336,7 +335,7 @@ static void print_bytes(const bench *b, const layout *Ls, int n)
 {
     printf("\nbytes sent a device and step (mean over devices), by group; the ep group's = counts + rows + norm\n");
     printf("  %-10s %10s %10s %10s %8s %10s %5s %8s  %-21s %12s %8s\n", "layout", "dp", "edp", "ep", "counts", "rows",
-           "norm", "other", "rows min..max", "uniform", "rows/uni");
+           "norm", "other", "rows min..max", "uniform", "ratio");
     for (int i = 0; i < n; i++) {
         const layout *L = &Ls[i];
         char name[32], spread[48];
@@ -362,11 +361,11 @@ static void print_formula(const bench *b)
            "tokens a rank, C = %d, e = %zu bytes\n", a, b->recompute ? "; the recomputed forward" : "",
            moe_blocks(&b->moe), b->micro_batches, g->moe_top_k, tokens_per_rank(b), b->moe.hidden,
            sizeof(ptdp_real));
-    printf("counts = %d L_moe M (N-1)(E/N) 4 bytes (one all_to_all of E/N int32 a pair%s), exact\n", c,
+    printf("counts = %d L_moe M (N-1)(E / N) 4 bytes (one all_to_all of E / N int32 a pair%s), exact\n", c,
            b->recompute ? ", again in the recomputed forward" : "");
     printf("rows: measured, the routed loads' (k T_r choices, (N-1)/N of them away only if routing were "
            "uniform);\n  norm: the gradient norm's sum of the experts' squares over ep, one all-reduce of a double, 2(N-1)/N 8;\n"
-           "  other: the bytes of every other group\n");
+           "  other: the bytes of every other group; ratio: rows / uniform\n");
 }
 
 /* ---- flags ------------------------------------------------------------------------------ */
@@ -394,7 +393,9 @@ static void usage(void)
            "  --recompute R   none (default), full (6 all-to-alls, counts twice) or selective\n"
            "  --profile P     the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
            "  --watchdog S    fail if a collective waits longer than S seconds (default 60)\n"
-           "model (the GPT of ptdp train; its MoE: --moe-experts 8, --moe-top-k 2, --moe-ffn is F/k):\n",
+           "  --moe-experts E --moe-top-k k   the mixture (default 8, 2); --moe-every, --moe-capacity-factor,\n"
+           "                  --moe-aux-loss as ptdp train's; --moe-ffn is the bench's: F/k\n"
+           "model (the GPT of ptdp train):\n",
            ptdp_train_defaults().batch);
     ptdp_model_config d = ptdp_gpt_default_config();
     d.ffn = 0;

@@ -36,7 +36,7 @@ check_table() {   # LABEL A C
                             T = t[2]; C = t[4]; match($0, /F [0-9]+$/); F = substr($0, RSTART + 2) + 0 }
         /^  batch / { B = $2 + 0; dp = $4 + 0; M = $7 + 0 }
         /^  dense: / { Pd = $(NF - 4) + 0; sub(/,/, "", Pd) }
-        /^  MoE: / { E = $4 + 0; k = $7 + 0; split($0, x, "F_e = F/k = "); Fe = x[2] + 0
+        /^  MoE: / { E = $4 + 0; k = $7 + 0; split($0, x, "F_e = F / k = "); Fe = x[2] + 0
                      match($0, /in [0-9]+ of/); Lm = substr($0, RSTART + 3) + 0
                      Pm = $(NF - 4); sub(/,/, "", Pm); Pm += 0; Pa = $NF + 0 }
         /e = [0-9]+ bytes$/ { e = $(NF - 1) + 0 }
