@@ -411,6 +411,26 @@ static int read_recompute(ptdp_args *a, bench *b)
     return rc;
 }
 
+/* --ep N,…: at most MAX_EPS group sizes, each 1..PTDP_MAX_DEVICES. */
+static int read_eps(ptdp_args *a, bench *b)
+{
+    const char *text;
+    int rc = ptdp_args_string(a, &text);
+    b->neps = 0;
+    for (const char *p = text; rc == 0; p++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0') || v < 1 || v > PTDP_MAX_DEVICES || b->neps == MAX_EPS)
+            return ptdp_usage_error("bench moe", "--ep %s: a list of at most %d sizes, each 1 to %d (1,2,4)", text,
+                                    MAX_EPS, PTDP_MAX_DEVICES);
+        b->eps[b->neps++] = (int)v;
+        if (*end == '\0')
+            break;
+        p = end;
+    }
+    return rc;
+}
+
 static int read_flags(int argc, char **argv, bench *b, ptdp_model_flags *mf)
 {
     ptdp_args a;
@@ -418,12 +438,7 @@ static int read_flags(int argc, char **argv, bench *b, ptdp_model_flags *mf)
     while (ptdp_args_next(&a)) {
         int rc;
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
-        else if (ptdp_args_is(&a, "--ep")) {
-            size_t e[MAX_EPS];
-            rc = ptdp_args_size_list(&a, 1, PTDP_MAX_DEVICES, e, MAX_EPS, &b->neps);
-            for (int i = 0; rc == 0 && i < b->neps; i++)
-                b->eps[i] = (int)e[i];
-        }
+        else if (ptdp_args_is(&a, "--ep")) rc = read_eps(&a, b);
         else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &b->dp);
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 20, &b->batch);
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 10, &b->micro_batches);
@@ -452,6 +467,9 @@ static int settle_models(bench *b, ptdp_model_flags *mf)
     if (ptdp_model_flags_finish("bench moe", mf) != 0)
         return PTDP_EXIT_USAGE;
     ptdp_gpt_settings *g = ptdp_gpt(&mf->cfg);
+    if (g->moe_experts >= 1 && moe_blocks(&mf->cfg) == 0)
+        return ptdp_usage_error("bench moe", "--moe-every %d with --layers %d: no block is a mixture of experts",
+                                g->moe_every, mf->cfg.layers);
     if (g->moe_experts < 1)
         return ptdp_usage_error("bench moe", "--moe-experts %d: the bench compares a mixture of experts with "
                                 "the dense GPT (at least 1 expert)", g->moe_experts);

@@ -95,6 +95,10 @@ expect_usage '--ep 3: must divide' -- bench moe --ep 3
 expect_usage '--ep 2: given twice' -- bench moe --ep 2,2
 expect_usage '--ep 8: must divide --dp 4' -- bench moe --ep 8
 expect_usage '--moe-ffn' -- bench moe --moe-ffn 64
+expect_usage '--ep 0: a list' -- bench moe --ep 0
+expect_usage '--ep 2,x: a list' -- bench moe --ep 2,x
+expect_usage '--ep 2,: a list' -- bench moe --ep 2,
+expect_usage '--moe-every 3 with --layers 2: no block' -- bench moe --moe-every 3
 expect_usage '--model mlp' -- bench moe --model mlp
 expect_usage '--moe-experts 0' -- bench moe --moe-experts 0
 expect_usage '--ffn 255: must divide by --moe-top-k 2' -- bench moe --ffn 255
