@@ -54,7 +54,6 @@
 #include "../args.h"
 #include "../model_flags.h"
 #include "gpt_moe_bench.h"
-#include "ptdp/arena.h"
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
@@ -318,7 +317,7 @@ static void layout_name(const layout *L, char *buf, size_t n)
         snprintf(buf, n, "moe ep %d", L->ep);
 }
 
-static void print_time(const bench *b, const layout *Ls, int n)
+static void print_time(const layout *Ls, int n)
 {
     printf("\nvirtual step (us)                                      params a device\n");
     printf("  %-10s %10s %10s %10s %10s %14s\n", "layout", "step", "compute", "comm", "idle", "(elements)");
@@ -328,7 +327,6 @@ static void print_time(const bench *b, const layout *Ls, int n)
         printf("  %-10s %10.2f %10.2f %10.2f %10.2f %14.0f\n", name, Ls[i].step_s * 1e6, Ls[i].compute_s * 1e6,
                Ls[i].comm_s * 1e6, Ls[i].idle_s * 1e6, Ls[i].params_max);
     }
-    (void)b;
 }
 
 static void print_bytes(const bench *b, const layout *Ls, int n)
@@ -552,7 +550,7 @@ static int run(const bench *b, const ptdp_launch_opts *o)
     for (int i = 0; i < n; i++)
         ok = check_layout(b, &Ls[i], dense) && ok;
     print_header(b, o, dense);
-    print_time(b, Ls, n);
+    print_time(Ls, n);
     print_bytes(b, Ls, n);
     print_formula(b);
     return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
