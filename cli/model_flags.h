@@ -177,6 +177,10 @@ typedef struct {
      * memory a block keeps, formula beside arena, against Korthikanti et
      * al.'s table; NULL for a model without attention to tabulate. */
     int  (*bench_activations)(int argc, char **argv);
+    /* `ptdp bench moe` (argv[0] "moe"): the model dense beside a mixture
+     * of experts of the same active parameters, at expert parallelism 1, 2
+     * and 4 on the virtual clock; NULL for a model without experts. */
+    int  (*bench_moe)(int argc, char **argv);
 
     /* ---- `ptdp figures` (cli/figures/) */
     /* Its default config on its built-in data (*data malloc'd, to free after

@@ -809,6 +809,17 @@ static const ptdp_model_cli *activations_model(void)
     return NULL;
 }
 
+/* The first registered model with a mixture of experts to bench (the GPT's). */
+static const ptdp_model_cli *moe_model(void)
+{
+    for (int i = 0; i < ptdp_model_count(); i++) {
+        const ptdp_model_cli *cli = ptdp_model_cli_for(ptdp_model_at(i));
+        if (cli->bench_moe != NULL)
+            return cli;
+    }
+    return NULL;
+}
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: ptdp bench <what> [flags]\n"
@@ -822,6 +833,8 @@ static void bench_usage(FILE *f)
            "  plan          ptdp plan's search: seconds and layouts/s, the 1T %s on 3072 GPUs\n"
            "  activations   Korthikanti et al.'s table: what a transformer block keeps under TP, SP,\n"
            "                selective and full recomputation, formula beside the arena\n"
+           "  moe           dense beside a mixture of experts of equal active parameters at ep 1, 2, 4:\n"
+           "                virtual step time, bytes by group, EP all-to-alls beside the uniform estimate\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n", ptdp_model_cli_noun(ptdp_model_at(0)),
            ptdp_model_cli_noun(ptdp_model_first_with(plannable)));
@@ -854,7 +867,13 @@ int ptdp_cmd_bench(int argc, char **argv)
                                     "tabulate");
         return cli->bench_activations(argc - 1, argv + 1);
     }
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero, plan or "
-                            "activations "
+    if (strcmp(argv[1], "moe") == 0) {
+        const ptdp_model_cli *cli = moe_model();
+        if (cli == NULL)
+            return ptdp_usage_error("bench", "moe: no registered model has a mixture of experts to bench");
+        return cli->bench_moe(argc - 1, argv + 1);
+    }
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero, plan, "
+                            "activations or moe "
                             "(see ptdp bench --help)", argv[1]);
 }

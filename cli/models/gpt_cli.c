@@ -42,6 +42,7 @@
 #include "gpt_activations.h"
 #include "gpt_figures.h"
 #include "gpt_moe_report.h"
+#include "gpt_moe_bench.h"
 #include "gpt_sample.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -747,6 +748,7 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .bench_gemm_target = 1.3,   /* its softmax, LayerNorms and masks are work no GEMM does */
     .bench_torch_target = 0.9,
     .bench_activations = ptdp_gpt_bench_activations,
+    .bench_moe = ptdp_gpt_bench_moe,
     .figure_model = gpt_figure_model,
     .figures = gpt_figures,
     .nfigures = (int)(sizeof gpt_figures / sizeof gpt_figures[0]),
