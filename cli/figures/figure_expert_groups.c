@@ -17,8 +17,8 @@
  *   expert gradients: summed over the expert-DP group only — the other EP
  *   rank's replicas hold other experts, whose gradients are not theirs
  *
- * Four real devices build the dp 4 mesh and split its DP group into both
- * groups (ptdp_comm_split, colour dp_rank / N and dp_rank mod N); each
+ * Four real devices build the dp 4 mesh with ep 2 and ask it for both
+ * groups (ptdp_mesh_add_group, the ones a run with --ep builds); each
  * device then all-reduces a dense "gradient" (its DP rank + 1) over DP and
  * an expert one (the same) over its expert-DP group.  The figure draws the
  * groups and sums the devices report, checked against the rule first.
@@ -53,14 +53,15 @@ static int describe_device(ptdp_device *dev, void *arg)
 {
     groups_report *rep = arg;
     ptdp_mesh mesh;
-    ptdp_comm *ep = NULL, *edp = NULL;
     int rc = ptdp_mesh_init(dev, DP, 1, 1, &mesh);
     if (rc != 0)
         return rc;
     device_view *v = &rep->dev[dev->rank];
     v->dp_rank = mesh.dp_rank;
-    if ((rc = ptdp_comm_split(mesh.dp_comm, mesh.dp_rank / EP, mesh.dp_rank, "ep", &ep)) == 0 &&
-        (rc = ptdp_comm_split(mesh.dp_comm, mesh.dp_rank % EP, mesh.dp_rank, "edp", &edp)) == 0) {
+    mesh.ep = EP;
+    if ((rc = ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EP)) == 0 &&
+        (rc = ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EDP)) == 0) {
+        ptdp_comm *ep = ptdp_mesh_group(&mesh, PTDP_GROUP_EP), *edp = ptdp_mesh_group(&mesh, PTDP_GROUP_EDP);
         v->ep_rank = ptdp_comm_rank(ep);
         v->edp_rank = ptdp_comm_rank(edp);
         for (int r = 0; r < ptdp_comm_size(ep) && r < EP; r++)
@@ -71,8 +72,6 @@ static int describe_device(ptdp_device *dev, void *arg)
         if ((rc = ptdp_all_reduce(mesh.dp_comm, &g, &v->dense_sum, 1, PTDP_F64, PTDP_SUM)) == 0)
             rc = ptdp_all_reduce(edp, &g, &v->expert_sum, 1, PTDP_F64, PTDP_SUM);
     }
-    ptdp_comm_free(ep);
-    ptdp_comm_free(edp);
     ptdp_mesh_free(&mesh);
     return rc;
 }
@@ -175,7 +174,7 @@ int fig_expert_groups(const char *path, char *msg, size_t msglen)
                   "EP is borrowed from the DP ranks: consecutive DP ranks form an EP group, EP rank r holds "
                   "experts r\u00b7E/N \u2026 (r+1)\u00b7E/N \u2212 1.");
     ptdp_svg_text(&s, 20, 64, 12, PTDP_SVG_START, "#333333",
-                  "Groups split from the DP group of %d real devices (ptdp_comm_split), each sum a real "
+                  "The mesh's own EP and expert-DP groups on %d real devices (ptdp_mesh_add_group), each sum a real "
                   "all-reduce of the device's DP rank + 1.", DP);
     ptdp_svg_text(&s, 20, 90, 13, PTDP_SVG_BOLD, "#08519c",
                   "ep_rank = dp_rank mod N \u00b7 EP group = dp_rank div N \u00b7 expert-DP group = the devices "

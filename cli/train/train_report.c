@@ -202,16 +202,16 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
         return;
     const ep_traffic t = ep_traffic_of(c, lr, res);
     const int Ne = c->dp * ptdp_train_cp(c) / c->ep;
-    char b[5][32];
-    printf("expert parallelism, N = %d: EP bytes sent per device and step, measured %s; the formula, rows routed "
-           "to experts\n  held elsewhere x C x %zu bytes (each all-to-all) plus the counts%s, from the "
-           "measured loads: %s; if the router\n  spread every token evenly, k T_r C (N-1)/N each: %s\n", c->ep,
-           ptdp_format_bytes(t.ep, b[0], sizeof b[0]), sizeof(ptdp_real),
-           c->zero == 0 ? " and the experts' gradient norm (a double, 2(N-1)/N x 8)" : "",
-           ptdp_format_bytes(t.ep_formula, b[1], sizeof b[1]), ptdp_format_bytes(t.ep_uniform, b[2], sizeof b[2]));
+    const int a2a = c->recompute ? 6 : 4;   /* dispatch and combine, forward and backward (and forward again) */
+    printf("expert parallelism, N = %d: EP bytes sent per device and step (means over devices)\n"
+           "  measured %.0f B; formula %.0f B from the measured loads: the rows routed to experts held elsewhere\n"
+           "  x C x %zu B in each of %d all-to-alls a MoE block and micro-batch, the counts%s;\n"
+           "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
+           sizeof(ptdp_real), a2a, c->zero == 0 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
+           t.ep_uniform);
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
-           "experts,\n  %s per device and step (formula %s, the DP rule with the experts' elements)\n", Ne,
-           ptdp_format_bytes(t.edp, b[3], sizeof b[3]), ptdp_format_bytes(t.edp_formula, b[4], sizeof b[4]));
+           "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
+           Ne, t.edp, t.edp_formula);
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
