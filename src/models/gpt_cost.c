@@ -135,6 +135,21 @@ double ptdp_gpt_cost_block_out_forward(const ptdp_profile *p, const ptdp_gpt_sha
     return 3.0 * s->Rl * s->C;
 }
 
+/* An MoE block's MLP beside its experts (gpt_moe.c charges those as they
+ * run, by their measured rows): LN2 and the dense MLP's 3 per element of
+ * the region, as the dense block pays them, and the router z = h W_r^T. */
+double ptdp_gpt_cost_moe_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E)
+{
+    return 3.0 * s->Rl * s->C + ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + gemm(p, s->R, E, s->C);
+}
+
+/* Its backward beside the experts': the bias's R C, as the dense MLP's,
+ * and the router's dX = dZ W_r and dW_r = dZ^T h. */
+double ptdp_gpt_cost_moe_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E)
+{
+    return (double)s->R * s->C + gemm(p, s->R, s->C, E) + gemm(p, E, s->C, s->R);
+}
+
 double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     return ptdp_gpt_cost_attn_forward(p, s) + ptdp_gpt_cost_mlp_forward(p, s) +

@@ -76,6 +76,10 @@ double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape 
 double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 double ptdp_gpt_cost_mlp_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 double ptdp_gpt_cost_block_out_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
+/* An MoE block's LN2, residual share and router (its experts are charged
+ * by their rows, gpt_moe.c); and their backward. */
+double ptdp_gpt_cost_moe_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
+double ptdp_gpt_cost_moe_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
 /* A block's backward, in its three charges (without the dW products when
  * s->split; with the attention core again when s->selective). */
 double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);

@@ -317,6 +317,8 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
     ptdp_real *z = grab(k, (size_t)R * E * sizeof(ptdp_real), "acts.moe_logits");
     if (k->rc == 0) {
         ptdp_linear_forward(ptdp_tensor_wrap(z, R, E), h, w->router->w, NULL);
+        ptdp_compute(k->dev, k->what, ptdp_gpt_cost_moe_forward(k->dev->profile, &k->shape, E), k->w0);
+        k->w0 = ptdp_wall_now();
         m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
         if (k->shape.cp > 1)
             whole_sequences(k, m);
@@ -579,6 +581,8 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
             ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence, dz);
         ptdp_tensor dZ = ptdp_tensor_wrap(dz, R, E);
         ptdp_linear_backward(&s->dln, w->router->g, NULL, dZ, a->ln2, w->router->w, true);
+        ptdp_compute(k->dev, k->what, ptdp_gpt_cost_moe_backward(k->dev->profile, &k->shape, E), k->w0);
+        k->w0 = ptdp_wall_now();
     }
     void *p[] = { dy, dx, dgate, dz };
     for (size_t q = 0; q < sizeof p / sizeof p[0]; q++)
