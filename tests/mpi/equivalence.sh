@@ -54,6 +54,9 @@ same 4 --model gpt --tp 2 --pp 2 --micro-batches 2 --sp --steps 2
 same 2 --model gpt --cp 2 --steps 2
 same 4 --model gpt --cp 4 --cp-algo a2a --steps 2
 same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
+# expert parallelism: the counts and the rows by all-to-all, expert gradients over the expert-DP group
+same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --steps 2
+same 4 --model gpt --moe-experts 4 --dp 2 --tp 2 --ep 2 --zero 1 --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1
