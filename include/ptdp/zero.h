@@ -86,6 +86,13 @@
  * optimizer state adds float master weights of what the device owns:
  * the ZeRO paper's 2 + 2 + 12 bytes a parameter (ptdp_zero_state_bytes).
  *
+ * Expert parallelism (mesh.h): an expert's parameters are replicated only
+ * over its expert-DP group (model.h, ptdp_grad_sum.replicas), so stages
+ * 0-2 cut their buckets and shards per replica group — DP's buckets over
+ * the DP group, the experts' over the expert-DP group (dp.h); stage 2 has
+ * one range per run of one group, and the gradient norm counts each
+ * expert once across the EP group.  Stage 3 refuses them.
+ *
  * What this device owns is a list of ranges of the flat buffer, each with
  * its place in the device's shard buffers (gradient shard, optimizer
  * state, stage 3's parameter shard): one range [off, off + len) for stages

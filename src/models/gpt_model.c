@@ -240,7 +240,7 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
 }
 
 /* What a GPT with experts runs on: not yet a capacity under CP, SP's or
- * token slices' splits of a sequence, ZeRO-3's gathered units or bf16. */
+ * token slices' splits of a sequence, or ZeRO-3's gathered units. */
 static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
 {
     const int E = ptdp_gpt(c)->moe_experts;
@@ -266,8 +266,6 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
         what = "--token-slices (the capacity and the balance loss are per whole sequence)";
     else if (r->zero == 3)
         what = "--zero 3 (use --zero 1 or 2)";
-    else if (r->bf16)
-        what = "--precision bf16";
     if (what == NULL)
         return PTDP_OK;
     snprintf(msg, n, "--moe-experts %d with %s: a mixture of experts does not run there yet", E, what);

@@ -50,7 +50,9 @@
  *
  * What the block keeps is data-dependent: the experts' pre-GELU and GELU
  * rows and their outputs, one row per kept choice, from the arena (so its
- * peak is the measured load's).
+ * peak is the measured load's).  Under --precision bf16 the experts' rows
+ * are rounded where they are made, as the dense MLP's, but kept and sent
+ * as float, and the router runs in float (Megatron's fp32 router).
  */
 #include <math.h>
 #include <stdint.h>
@@ -399,7 +401,9 @@ static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct pt
             continue;
         ptdp_tensor h = rows_of(m->h, off, n, m->F), g = rows_of(m->g, off, n, m->F);
         ptdp_linear_forward(h, rows_of((ptdp_real *)x, off, n, C), ex->fc_w->w, &ex->fc_b->w);
+        ptdp_gpt_round(k, h);   /* bf16: as the dense MLP's c_fc and GELU outputs */
         ptdp_gelu_forward(g, h);
+        ptdp_gpt_round(k, g);
         ptdp_linear_forward(rows_of(y, off, n, C), g, ex->proj_w->w, tp ? NULL : &ex->proj_b->w);
         flops += ptdp_linear_flops_forward(n, C, m->F) + ptdp_gelu_flops_forward((size_t)n * m->F) +
                  ptdp_linear_flops_forward(n, m->F, C);

@@ -194,9 +194,9 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
     z->dp = m->mesh->dp_comm;
     for (int i = 0; i < m->nparams; i++) {   /* DP's buckets and shards, or (stages 0-2) the expert-DP group's */
         const ptdp_group g = m->params[i].sum.replicas;
-        if (g != PTDP_GROUP_DP && (g != PTDP_GROUP_EDP || stage == 3 || m->bf16))
+        if (g != PTDP_GROUP_DP && (g != PTDP_GROUP_EDP || stage == 3))
             return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d: the gradient sums here are "
-                             "over DP's replicas, or the expert-DP group's without ZeRO-3 or bf16 (model.h, "
+                             "over DP's replicas, or the expert-DP group's without ZeRO-3 (model.h, "
                              "ptdp_grad_sum)", m->params[i].name, (int)g);
         if (ptdp_mesh_group(m->mesh, g) == NULL)
             return ptdp_fail(dev, PTDP_EINVAL, "%s is replicated over mesh group %d, which was not built (mesh.h)",

@@ -12,7 +12,8 @@
  *      PTDP_TOLERANCE_BF16 (1e-2, --check's rule) in every step's loss and
  *      gradient norm and every final parameter, over a matrix: MLP and GPT;
  *      dp 2 and 4; ZeRO 0-3; tp (with sp); pp under 1F1B and GPipe; cp;
- *      micro-batches; full and selective recomputation; --overlap;
+ *      micro-batches; full and selective recomputation; --overlap; a
+ *      mixture of experts with expert parallelism (and tp, ZeRO-1);
  *
  *          mesh (bf16) ──┐
  *                        ├── within 1e-2     (float: 1e-4; double: 1e-10)
@@ -55,6 +56,7 @@ typedef struct {
     const char *schedule;
     bool sp, recompute, selective, overlap;
     bool a2a;           /* --cp-algo a2a: Ulysses' attention */
+    int experts, ep;    /* a mixture of experts, spread over ep ranks */
 } bf16_case;
 
 static const bf16_case CASES[] = {
@@ -84,6 +86,8 @@ static const bf16_case CASES[] = {
      * rank's heads, rounded where they are made */
     { .gpt = true, .dp = 2, .cp = 2, .m = 1, .zero = 3, .a2a = true },
     { .gpt = true, .dp = 1, .tp = 2, .cp = 2, .m = 2, .sp = true, .selective = true, .a2a = true },
+    { .gpt = true, .dp = 2, .m = 1, .experts = 4, .ep = 2 },
+    { .gpt = true, .dp = 2, .tp = 2, .m = 2, .zero = 1, .experts = 4, .ep = 2, .recompute = true },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -100,6 +104,11 @@ static ptdp_train_config config_of(const bf16_case *k)
     ptdp_train_config c = equiv_config(k->dp, tp, pp, k->m);
     if (k->gpt)
         small_gpt(&c, tp);
+    if (k->experts > 0) {   /* the router in float, the experts' rows rounded where made (gpt_moe.c) */
+        ptdp_gpt(&c.model)->moe_experts = k->experts;
+        ptdp_gpt(&c.model)->moe_ffn = 24;
+        c.ep = k->ep;
+    }
     /* AdamW at the CLI's lr, 1e-3: equiv_config's 1e-2 moves an element whose
      * gradient is almost zero (its sign a matter of rounding) by ±lr a step,
      * a difference of 3e-2 after 3 steps that is Adam's, not bf16's */
@@ -121,9 +130,9 @@ static ptdp_train_config config_of(const bf16_case *k)
 
 static void describe(const ptdp_train_config *c, char *out, size_t n)
 {
-    snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d%s pp=%d m=%d %s%s%s%s",
+    snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d%s ep=%d pp=%d m=%d %s%s%s%s",
              ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c),
-             c->cp_a2a ? " a2a" : "", c->pp,
+             c->cp_a2a ? " a2a" : "", c->ep > 1 ? c->ep : 1, c->pp,
              c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
              c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "");
 }

@@ -112,16 +112,13 @@ END_TEST
 /* What a mixture of experts does not run on yet: refused by name. */
 TEST(moe_tests, test_unsupported_layouts_are_refused)
 {
-    static const struct { int tp, cp, zero, slices; bool sp, bf16; double capacity; const char *flag; } no[] = {
+    static const struct { int tp, cp, zero, slices; bool sp; double capacity; const char *flag; } no[] = {
         { .cp = 2, .capacity = 1.0, .flag = "--cp and --moe-capacity-factor" },
         { .tp = 2, .sp = true, .flag = "--sp" },
         { .zero = 3, .flag = "--zero 3" },
         { .slices = 2, .flag = "--token-slices" },
-        { .bf16 = true, .flag = "--precision bf16" },
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
-        if (no[i].bf16 && sizeof(ptdp_real) == 8)
-            continue;   /* ptdp-f64 refuses bf16 whatever the model */
         moe_case k = { .dp = 2, .m = 1 };
         ptdp_train_config c = moe_config(&k);
         c.tp = no[i].tp > 0 ? no[i].tp : 1;
@@ -129,7 +126,6 @@ TEST(moe_tests, test_unsupported_layouts_are_refused)
         c.zero = no[i].zero;
         c.token_slices = no[i].slices;
         c.sp = no[i].sp;
-        c.bf16 = no[i].bf16;
         ptdp_gpt(&c.model)->moe_capacity = no[i].capacity;
         if (no[i].slices > 0) {
             c.schedule = "gpipe";
