@@ -1,0 +1,199 @@
+/*
+ * gpt_moe_route.c — a mixture of experts' router on numbers: which k of E
+ * experts each token chooses, with what gates, which choices a capacity
+ * drops, the balance loss, and their backward (gpt_moe.c runs it in a
+ * block; gpt.h declares it for tests and the course).
+ *
+ *   z      = h W_r^T                      logits, a row of E per token
+ *   top-k  = the k largest z of a token   ties to the lower index
+ *   g_j    = softmax over those k logits  (Mixtral's softmax-then-renormalise)
+ *   p      = softmax over all E           what the balance loss reads
+ *   aux    = alpha sum_i f_i P_i          per sequence: f_i = E/(k T) x the
+ *                                         tokens choosing i (no gradient),
+ *                                         P_i = the mean of p_i over it
+ *
+ *   token t:  z = [ 2.1  0.3  1.7  1.7 ]   k = 2:  experts 0 and 2 (2 before 3)
+ *             g = softmax(2.1, 1.7) = [0.60, 0.40]
+ *
+ * Capacity (GShard's groups, one sequence a group): each expert takes at
+ * most ceil(c k T / E) choices of a sequence, in position order; the kept
+ * choices are stacked expert by expert, each in position order — the
+ * order the dispatch sends them in (ep.h).
+ *
+ * Backward: through the k-way softmax, dz_j = g_j (dg_j - sum_l g_l dg_l);
+ * through the balance loss, dp_i = alpha f_i / T for each of the
+ * sequence's tokens, then through the E-way softmax.  Under CP a rank holds
+ * T of a sequence's T_seq positions: the counts and the sums of p come
+ * from the whole CP group (ptdp_moe_sequence_stats, summed).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ptdp/gpt.h"
+
+/* ------------------------------------------------------------ routing */
+
+/* Row r's k largest logits, largest first, ties to the lower index. */
+static void top_k(const ptdp_real *z, int E, int k, int *choice)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            bool taken = false;
+            for (int q = 0; q < j; q++)
+                taken = taken || choice[q] == e;
+            if (!taken && (best < 0 || z[e] > z[best]))
+                best = e;
+        }
+        choice[j] = best;
+    }
+}
+
+/* softmax of n values read at x[idx[j]] (idx NULL: x[j]) into p. */
+static void softmax(const ptdp_real *x, const int *idx, int n, ptdp_real *p)
+{
+    double top = -INFINITY, sum = 0.0;
+    for (int j = 0; j < n; j++)
+        top = fmax(top, (double)x[idx ? idx[j] : j]);
+    for (int j = 0; j < n; j++)
+        sum += exp((double)x[idx ? idx[j] : j] - top);
+    for (int j = 0; j < n; j++)
+        p[j] = (ptdp_real)(exp((double)x[idx ? idx[j] : j] - top) / sum);
+}
+
+/* The slots per expert and sequence: ceil(c k T / E), or every choice. */
+static int capacity(const ptdp_moe_route_shape *s)
+{
+    if (s->capacity <= 0)
+        return s->T * s->k;
+    double c = ceil(s->capacity * s->k * s->T / s->E);
+    return c > s->T * s->k ? s->T * s->k : (int)c;
+}
+
+/* Sequence b's balance loss, alpha sum_i f_i P_i. */
+static double balance(const ptdp_moe_route_shape *s, const int *choice, const ptdp_real *probs, int b)
+{
+    double aux = 0.0;
+    for (int e = 0; e < s->E; e++) {
+        int count = 0;
+        double P = 0.0;
+        for (int t = 0; t < s->T; t++) {
+            const size_t r = (size_t)b * s->T + t;
+            for (int j = 0; j < s->k; j++)
+                count += choice[r * s->k + j] == e;
+            P += probs[r * s->E + e];
+        }
+        aux += (double)s->E / ((double)s->k * s->T) * count * (P / s->T);
+    }
+    return s->alpha * aux;
+}
+
+double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
+                      int *slot, ptdp_real *probs, int *load, int *dropped)
+{
+    const int E = s->E, k = s->k, cap = capacity(s);
+    int used[E > 0 ? E : 1], fill[E > 0 ? E : 1];
+    double aux = 0.0;
+    memset(load, 0, (size_t)E * sizeof *load);
+    *dropped = 0;
+    for (int r = 0; r < rows; r++) {
+        top_k(z + (size_t)r * E, E, k, choice + (size_t)r * k);
+        softmax(z + (size_t)r * E, choice + (size_t)r * k, k, gate + (size_t)r * k);
+        softmax(z + (size_t)r * E, NULL, E, probs + (size_t)r * E);
+    }
+    /* keep in position order, sequence by sequence: slot = 0 kept, -1 not */
+    for (int b = 0; b < rows / s->T; b++) {
+        memset(used, 0, sizeof used);
+        for (int t = 0; t < s->T; t++)
+            for (int j = 0; j < k; j++) {
+                const size_t c = ((size_t)b * s->T + t) * k + j;
+                const bool keep = used[choice[c]] < cap;
+                used[choice[c]] += keep;
+                load[choice[c]] += keep;
+                *dropped += !keep;
+                slot[c] = keep ? 0 : -1;
+            }
+        aux += balance(s, choice, probs, b);
+    }
+    /* the stacked rows: expert by expert, each in position order */
+    for (int e = 0, off = 0; e < E; off += load[e], e++)
+        fill[e] = off;
+    for (size_t c = 0; c < (size_t)rows * k; c++)
+        if (slot[c] == 0)
+            slot[c] = fill[choice[c]]++;
+    return aux;
+}
+
+/* ------------------------------------- a sequence split over CP ranks */
+
+void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *probs,
+                             double *counts, double *psum)
+{
+    const int E = s->E, k = s->k, T = s->T;
+    memset(counts, 0, (size_t)(rows / T) * E * sizeof *counts);
+    memset(psum, 0, (size_t)(rows / T) * E * sizeof *psum);
+    for (int b = 0; b < rows / T; b++)
+        for (int t = 0; t < T; t++) {
+            const size_t r = (size_t)b * T + t;
+            for (int j = 0; j < k; j++)
+                counts[(size_t)b * E + choice[r * k + j]] += 1;
+            for (int e = 0; e < E; e++)
+                psum[(size_t)b * E + e] += probs[r * E + e];
+        }
+}
+
+double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
+                        const double *psum)
+{
+    double aux = 0.0;
+    for (int b = 0; b < seqs; b++) {
+        double one = 0.0;
+        for (int e = 0; e < s->E; e++)
+            one += (double)s->E / ((double)s->k * T_seq) * counts[(size_t)b * s->E + e] *
+                   (psum[(size_t)b * s->E + e] / T_seq);
+        aux += s->alpha * one;
+    }
+    return aux;
+}
+
+void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                             const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz)
+{
+    ptdp_moe_route_backward_whole(s, rows, choice, gate, probs, dgate, scale, s->T, NULL, dz);
+}
+
+void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                                   const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
+                                   const double *counts, ptdp_real *dz)
+{
+    const int E = s->E, k = s->k, T = s->T;
+    double u[E > 0 ? E : 1];
+    memset(dz, 0, (size_t)rows * E * sizeof *dz);
+    for (int r = 0; r < rows; r++) {   /* the gates: dz_j = g_j (dg_j - sum_l g_l dg_l) */
+        const size_t c0 = (size_t)r * k;
+        double dot = 0.0;
+        for (int j = 0; j < k; j++)
+            dot += (double)gate[c0 + j] * dgate[c0 + j];
+        for (int j = 0; j < k; j++)
+            dz[(size_t)r * E + choice[c0 + j]] += (ptdp_real)(gate[c0 + j] * (dgate[c0 + j] - dot));
+    }
+    for (int b = 0; b < rows / T; b++) {   /* the balance loss: dP_i = scale alpha f_i, over T */
+        for (int e = 0; e < E; e++) {
+            double count = 0;   /* the whole sequence's (CP: summed over the group), or these T rows' */
+            if (counts != NULL)
+                count = counts[(size_t)b * E + e];
+            else
+                for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
+                    count += choice[c] == e;
+            u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * count) / T_seq;
+        }
+        for (int t = 0; t < T; t++) {
+            const size_t r = (size_t)b * T + t;
+            double dot = 0.0;
+            for (int e = 0; e < E; e++)
+                dot += (double)probs[r * E + e] * u[e];
+            for (int e = 0; e < E; e++)
+                dz[r * E + e] += (ptdp_real)(probs[r * E + e] * (u[e] - dot));
+        }
+    }
+}
