@@ -324,11 +324,115 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
     return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 
+/* A pipeline's bubble beside the schedule's formula, its sends, and each
+ * stage's peak activations (and what a split backward held for W). */
+static void print_pipeline(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    char b[32];
+    const int v = ptdp_train_virtual_stages(c);
+    if (v > 1)
+        printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
+               "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               res->bubble_measured, res->bubble_words, res->bubble_formula);
+    else if (ptdp_train_token_slices(c) > 1)
+        printf("pipeline (%s, %d stages, %d micro-batch%s x %d token slices): bubble measured %.4f, "
+               "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               ptdp_train_token_slices(c), res->bubble_measured, res->bubble_words, res->bubble_formula);
+    else
+        printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula %s = %.4f\n",
+               c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               res->bubble_measured, res->bubble_words ? res->bubble_words : "(p-1)/(m+p-1)",
+               res->bubble_formula);
+    print_pipeline_bytes(c, lr);
+    printf("  peak activation memory per stage:");
+    for (int s = 0; s < c->pp; s++)
+        printf(" %s", ptdp_format_bytes((double)res->peak_acts[s], b, sizeof b));
+    printf("\n");
+    bool split = false;
+    for (int s = 0; s < c->pp; s++)
+        split |= res->peak_wgrad[s] > 0;
+    if (split) {   /* a split backward: what B left for W, inside those peaks */
+        printf("  of which held for W (each linear layer's input and output gradient, copied by B):");
+        for (int s = 0; s < c->pp; s++)
+            printf(" %s", ptdp_format_bytes((double)res->peak_wgrad[s], b, sizeof b));
+        printf("\n");
+    }
+}
+
+/* The run's files, each on its own: one that cannot be written is
+ * reported and makes the status 1, and the others are still written. */
+static int write_outputs(const ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out,
+                         const ptdp_launch_result *lr, const ptdp_train_result *res, ptdp_state *init,
+                         ptdp_state *final)
+{
+    char msg[PTDP_MSG_MAX];
+    int status = PTDP_EXIT_OK;
+    if (out->report != NULL &&
+        ptdp_report_write_json(out->report, c, opts, lr, res, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --report %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (out->log != NULL && write_log(out->log, c, res, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --log %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (out->save_init != NULL && ptdp_state_save(init, out->save_init, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --save-init %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (out->save != NULL && ptdp_state_save(final, out->save, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --save %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    if (out->dump != NULL && dump_data(out->dump, c, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --dump-data %s\n", msg);
+        status = PTDP_EXIT_FAIL;
+    }
+    return status;
+}
+
+/* --dump-data's buffers for every sample of the run (tokens or features,
+ * and the labels); 0, or PTDP_ENOMEM. */
+static int dump_buffers(ptdp_train_config *c)
+{
+    size_t rows = (size_t)c->steps * c->batch;
+    bool tokens;
+    int x_cols, y_cols;
+    samples_of(&c->model, &tokens, &x_cols, &y_cols);
+    if (tokens)
+        c->dump_tokens = calloc(rows * x_cols + 1, sizeof(int64_t));
+    else
+        c->dump_x = calloc(rows * x_cols + 1, sizeof(ptdp_real));
+    c->dump_y = calloc(rows * (y_cols > 0 ? y_cols : 1) + 1, sizeof(int64_t));
+    return (tokens ? (void *)c->dump_tokens : (void *)c->dump_x) == NULL || c->dump_y == NULL ? PTDP_ENOMEM : 0;
+}
+
+/* A failed run: why, the log of the steps that did complete (how a run
+ * diverged, say), and the outputs a failed run does not write. */
+static void report_failure(const ptdp_train_config *c, const ptdp_train_outputs *out, const ptdp_train_result *res,
+                           int rc, const char *why)
+{
+    char msg[PTDP_MSG_MAX];
+    fprintf(stderr, "ptdp train: run failed (%s): %s\n", ptdp_strerror(rc), why);
+    if (out->log != NULL && res->log != NULL) {
+        if (write_log(out->log, c, res, msg, sizeof msg) != 0)
+            fprintf(stderr, "ptdp train: --log %s\n", msg);
+        else
+            fprintf(stderr, "ptdp train: --log %s: the %d step%s completed\n", out->log, res->completed,
+                    res->completed == 1 ? "" : "s");
+    }
+    const char *skipped[] = { out->save ? "--save" : NULL, out->save_init ? "--save-init" : NULL,
+                              out->report ? "--report" : NULL, out->dump ? "--dump-data" : NULL };
+    for (int i = 0; i < 4; i++)
+        if (skipped[i] != NULL)
+            fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
+}
+
 int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out)
 {
     const bool check = out->check, quiet = out->quiet;
     const char *log_path = out->log, *save = out->save, *save_init = out->save_init, *dump = out->dump;
-    const char *report_path = out->report, *data_name = out->data_name;
+    const char *data_name = out->data_name;
     /* One process per device (--backend mpi): every process trains and
      * merges its tables, rank 0 alone prints (the others are quiet) and
      * writes the files and the --check. */
@@ -351,19 +455,8 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         have_init = true;
         c->init_state = &init;
     }
-    if (dump != NULL) {
-        size_t rows = (size_t)c->steps * c->batch;
-        bool tokens;
-        int x_cols, y_cols;
-        samples_of(&c->model, &tokens, &x_cols, &y_cols);
-        if (tokens)
-            c->dump_tokens = calloc(rows * x_cols + 1, sizeof(int64_t));
-        else
-            c->dump_x = calloc(rows * x_cols + 1, sizeof(ptdp_real));
-        c->dump_y = calloc(rows * (y_cols > 0 ? y_cols : 1) + 1, sizeof(int64_t));
-        if ((tokens ? (void *)c->dump_tokens : (void *)c->dump_x) == NULL || c->dump_y == NULL)
-            goto oom;
-    }
+    if (dump != NULL && dump_buffers(c) != 0)
+        goto oom;
 
     print_header(c, data_name);
     printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps,
@@ -385,82 +478,20 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         status = PTDP_EXIT_FAIL;
     }
     if (rc != 0) {
-        fprintf(stderr, "ptdp train: run failed (%s): %s\n", ptdp_strerror(rc), msg);
-        /* The steps that did complete are still worth a log (how a run
-         * diverged, say); a failed run has no final state or report. */
-        if (log_path != NULL && res.log != NULL) {
-            if (write_log(log_path, c, &res, msg, sizeof msg) != 0)
-                fprintf(stderr, "ptdp train: --log %s\n", msg);
-            else
-                fprintf(stderr, "ptdp train: --log %s: the %d step%s completed\n", log_path, res.completed,
-                        res.completed == 1 ? "" : "s");
-        }
-        const char *skipped[] = { save ? "--save" : NULL, save_init ? "--save-init" : NULL,
-                                  report_path ? "--report" : NULL, dump ? "--dump-data" : NULL };
-        for (int i = 0; i < 4; i++)
-            if (skipped[i] != NULL)
-                fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
+        report_failure(c, out, &res, rc, msg);
         status = PTDP_EXIT_FAIL;
         ptdp_train_result_free(&res);
         goto done;
     }
     ptdp_report_print(c, &lr, &res, opts->algo);
-    if (c->pp > 1) {
-        char b[32];
-        const int v = ptdp_train_virtual_stages(c);
-        if (v > 1)
-            printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
-                   "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
-                   res.bubble_measured, res.bubble_words, res.bubble_formula);
-        else if (ptdp_train_token_slices(c) > 1)
-            printf("pipeline (%s, %d stages, %d micro-batch%s x %d token slices): bubble measured %.4f, "
-                   "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
-                   ptdp_train_token_slices(c), res.bubble_measured, res.bubble_words, res.bubble_formula);
-        else
-            printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula %s = %.4f\n",
-                   c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
-                   res.bubble_measured, res.bubble_words ? res.bubble_words : "(p-1)/(m+p-1)",
-                   res.bubble_formula);
-        print_pipeline_bytes(c, &lr);
-        printf("  peak activation memory per stage:");
-        for (int s = 0; s < c->pp; s++)
-            printf(" %s", ptdp_format_bytes((double)res.peak_acts[s], b, sizeof b));
-        printf("\n");
-        bool split = false;
-        for (int s = 0; s < c->pp; s++)
-            split |= res.peak_wgrad[s] > 0;
-        if (split) {   /* a split backward: what B left for W, inside those peaks */
-            printf("  of which held for W (each linear layer's input and output gradient, copied by B):");
-            for (int s = 0; s < c->pp; s++)
-                printf(" %s", ptdp_format_bytes((double)res.peak_wgrad[s], b, sizeof b));
-            printf("\n");
-        }
-    }
+    if (c->pp > 1)
+        print_pipeline(c, &lr, &res);
     if (ptdp_model_cli_of(&c->model)->summary != NULL)
         ptdp_model_cli_of(&c->model)->summary(c, &lr);
     if (ptdp_model_cli_of(&c->model)->print_stats != NULL)
         ptdp_model_cli_of(&c->model)->print_stats(c, &res);
-    if (root && report_path != NULL &&
-        ptdp_report_write_json(report_path, c, opts, &lr, &res, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp train: --report %s\n", msg);
+    if (root && write_outputs(c, opts, out, &lr, &res, &init, &final) != PTDP_EXIT_OK)
         status = PTDP_EXIT_FAIL;
-    }
-    if (root && log_path != NULL && write_log(log_path, c, &res, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp train: --log %s\n", msg);
-        status = PTDP_EXIT_FAIL;
-    }
-    if (root && save_init != NULL && ptdp_state_save(&init, save_init, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp train: --save-init %s\n", msg);
-        status = PTDP_EXIT_FAIL;
-    }
-    if (root && save != NULL && ptdp_state_save(&final, save, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp train: --save %s\n", msg);
-        status = PTDP_EXIT_FAIL;
-    }
-    if (root && dump != NULL && dump_data(dump, c, msg, sizeof msg) != 0) {
-        fprintf(stderr, "ptdp train: --dump-data %s\n", msg);
-        status = PTDP_EXIT_FAIL;
-    }
     if (root && check && status == PTDP_EXIT_OK)
         status = check_against_baseline(c, opts, &res, &final);
     ptdp_train_result_free(&res);
