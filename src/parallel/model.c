@@ -113,7 +113,7 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     if (m->nunits == 0)
         m->nunits = 1;
     p->unit = m->nunits - 1;
-    p->piece = m->piece_open ? m->npieces - 1 : -1;
+    p->subunit = m->subunit_open ? m->nsubunits - 1 : -1;
     p->w = (ptdp_tensor){ .rows = rows, .cols = cols, .stride = cols };
     snprintf(p->w.name, sizeof p->w.name, "%s", name);
     p->g = p->w;
@@ -370,15 +370,15 @@ void ptdp_model_begin_unit(ptdp_model *m)
     /* a new unit only once the current one holds a parameter */
     if (m->nparams > 0 && m->params[m->nparams - 1].unit == m->nunits - 1)
         m->nunits++;
-    m->piece_open = false;   /* a piece lies inside one unit */
+    m->subunit_open = false;   /* a subunit lies inside one unit */
 }
 
-void ptdp_model_begin_piece(ptdp_model *m)
+void ptdp_model_begin_subunit(ptdp_model *m)
 {
-    /* a new piece unless the open one holds no parameter yet */
-    if (!m->piece_open || (m->nparams > 0 && m->params[m->nparams - 1].piece == m->npieces - 1))
-        m->npieces++;
-    m->piece_open = true;
+    /* a new subunit unless the open one holds no parameter yet */
+    if (!m->subunit_open || (m->nparams > 0 && m->params[m->nparams - 1].subunit == m->nsubunits - 1))
+        m->nsubunits++;
+    m->subunit_open = true;
 }
 
 int ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
@@ -389,12 +389,12 @@ int ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_u
     return d->unit_hook(dev, d, p->unit, ev, d->unit_hook_ctx);
 }
 
-int ptdp_model_piece(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
+int ptdp_model_subunit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
 {
     ptdp_model *d = m->device != NULL ? m->device : m;
-    if (d->piece_hook == NULL || p == NULL || p->piece < 0)
+    if (d->subunit_hook == NULL || p == NULL || p->subunit < 0)
         return PTDP_OK;
-    return d->piece_hook(dev, d, p->piece, ev, d->unit_hook_ctx);
+    return d->subunit_hook(dev, d, p->subunit, ev, d->unit_hook_ctx);
 }
 
 int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,

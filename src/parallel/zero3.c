@@ -58,6 +58,11 @@
  *                   model ──► float grad ──round──► bf16 ──reduce-scatter──► += shard
  *   stages 0–2      flat_w16[u] ──widen──► float copy ──► model
  *                   model ──► float grad ──round, +=──► flat_g16[u]
+ *
+ * A unit the model cut into subunits (a GPT block: its linear layers) is
+ * widened subunit by subunit instead, between the subunit's own BEGIN and END
+ * (ptdp_model_subunit, below): the gathered bf16 unit stays while the unit is
+ * in use, and only the subunit computing is in float.
  */
 #include "ptdp/zero.h"
 
@@ -134,13 +139,13 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         if (rc != 0)
             return rc;
         src = u->gathered;
-    } else if (u->in_pieces) {
-        return PTDP_OK;   /* its pieces read the whole store as they begin */
+    } else if (u->in_subunits) {
+        return PTDP_OK;   /* its subunits read the whole store as they begin */
     } else {
         src = ptdp_store_at(PTDP_BF16, m->flat_w16, u->begin);   /* bf16, the whole store */
     }
-    if (u->in_pieces)
-        return PTDP_OK;   /* gathered, bf16: widened piece by piece */
+    if (u->in_subunits)
+        return PTDP_OK;   /* gathered, bf16: widened subunit by subunit */
     if (z->store == PTDP_BF16) {
         size_t n = u->end - u->begin;
         if ((u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
@@ -198,7 +203,7 @@ static int grads_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     if (u->grad_users++ > 0)
         return PTDP_OK;
     size_t n = u->end - u->begin;
-    if (u->in_pieces) {   /* each piece's float gradient is its own (piece_end) */
+    if (u->in_subunits) {   /* each subunit's float gradient is its own (subunit_end) */
         if (z->stage == 3 && (u->g16 = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS,
                                                   "zero3.unit_grad_bf16")) == NULL)
             return PTDP_ENOMEM;
@@ -221,7 +226,7 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     u->g = NULL;
     point_unit(m, k, u, NULL, true);
     void *g = gf;
-    if (u->in_pieces) {   /* the pieces rounded theirs already */
+    if (u->in_subunits) {   /* the subunits rounded theirs already */
         if (z->stage != 3)
             return PTDP_OK;
         g = u->g16;
@@ -287,11 +292,11 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
     return rc;
 }
 
-/* ------------------------------------------------------------ pieces */
+/* ------------------------------------------------------------ subunits */
 
-/* Under bf16 a unit the model cut into pieces (model.h: the GPT's linear
+/* Under bf16 a unit the model cut into subunits (model.h: the GPT's linear
  * layers) is never widened whole: its bf16 parameters stay as they are —
- * gathered (stage 3) or in the store — and a piece is widened into a
+ * gathered (stage 3) or in the store — and a subunit is widened into a
  * float copy at its BEGIN, its float gradient made beside it in a
  * backward and rounded at its END, into the unit's bf16 gradient (stage
  * 3, reduce-scattered at the unit's END as before) or added into the
@@ -299,13 +304,13 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
  * are a whole unit's; what changes is the float that is alive:
  *
  *   whole unit   gathered bf16 |u| ─► float |u| + float grad |u| ─► bf16 grad |u|
- *   in pieces    gathered bf16 |u| + bf16 grad |u|   (stage 3)
- *                + float |p| + float grad |p|        one piece at a time */
-static void point_piece(ptdp_model *m, int k, const ptdp_zero_piece *pc, ptdp_real *buf, bool grads)
+ *   in subunits    gathered bf16 |u| + bf16 grad |u|   (stage 3)
+ *                + float |p| + float grad |p|        one subunit at a time */
+static void point_subunit(ptdp_model *m, int k, const ptdp_zero_subunit *pc, ptdp_real *buf, bool grads)
 {
     for (int i = 0; i < m->nparams; i++) {
         ptdp_param *p = &m->params[i];
-        if (p->piece != k)
+        if (p->subunit != k)
             continue;
         ptdp_real *at = buf != NULL ? buf + (p->offset - pc->begin) : NULL;
         if (grads)
@@ -315,13 +320,13 @@ static void point_piece(ptdp_model *m, int k, const ptdp_zero_piece *pc, ptdp_re
     }
 }
 
-static int piece_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
+static int subunit_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
 {
-    ptdp_zero_piece *pc = &z->pieces[k];
+    ptdp_zero_subunit *pc = &z->subunits[k];
     const ptdp_zero_unit *u = &z->units[pc->unit];
     const size_t n = pc->end - pc->begin;
     if (u->users <= 0)
-        return ptdp_fail(dev, PTDP_EINVAL, "piece %d of unit %d begins outside its unit", k, pc->unit);
+        return ptdp_fail(dev, PTDP_EINVAL, "subunit %d of unit %d begins outside its unit", k, pc->unit);
     if (pc->users++ == 0) {
         const void *src = z->stage == 3 ? ptdp_store_at(PTDP_BF16, u->gathered, pc->begin - u->begin)
                                         : ptdp_store_at(PTDP_BF16, m->flat_w16, pc->begin);
@@ -329,19 +334,19 @@ static int piece_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, boo
                                        "bf16.working")) == NULL)
             return PTDP_ENOMEM;
         ptdp_store_to_real(PTDP_BF16, pc->w, src, n);
-        point_piece(m, k, pc, pc->w, false);
+        point_subunit(m, k, pc, pc->w, false);
     }
     if (backward && pc->grad_users++ == 0) {   /* zero-filled: the backward adds into it */
-        if ((pc->g = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "bf16.piece_grad")) == NULL)
+        if ((pc->g = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "bf16.subunit_grad")) == NULL)
             return PTDP_ENOMEM;
-        point_piece(m, k, pc, pc->g, true);
+        point_subunit(m, k, pc, pc->g, true);
     }
     return PTDP_OK;
 }
 
-static void piece_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
+static void subunit_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
 {
-    ptdp_zero_piece *pc = &z->pieces[k];
+    ptdp_zero_subunit *pc = &z->subunits[k];
     const ptdp_zero_unit *u = &z->units[pc->unit];
     const size_t n = pc->end - pc->begin;
     if (backward && pc->grad_users > 0 && --pc->grad_users == 0) {
@@ -349,50 +354,50 @@ static void piece_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool
             ptdp_store_from_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, u->g16, pc->begin - u->begin), pc->g, n);
         else
             ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, pc->begin), pc->g, n);
-        point_piece(m, k, pc, NULL, true);
+        point_subunit(m, k, pc, NULL, true);
         ptdp_free(dev, pc->g);
         pc->g = NULL;
     }
     if (pc->users > 0 && --pc->users == 0) {
-        point_piece(m, k, pc, NULL, false);
+        point_subunit(m, k, pc, NULL, false);
         ptdp_free(dev, pc->w);
         pc->w = NULL;
     }
 }
 
-static int on_piece(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, void *ctx)
+static int on_subunit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, void *ctx)
 {
     ptdp_zero *z = ctx;
-    if (k < 0 || k >= z->npieces)
-        return ptdp_fail(dev, PTDP_EINVAL, "bf16: piece %d of a model with %d", k, z->npieces);
-    if (!z->units[z->pieces[k].unit].in_pieces)
+    if (k < 0 || k >= z->nsubunits)
+        return ptdp_fail(dev, PTDP_EINVAL, "bf16: subunit %d of a model with %d", k, z->nsubunits);
+    if (!z->units[z->subunits[k].unit].in_subunits)
         return PTDP_OK;   /* float: the unit's buffer is the model's */
     const bool backward = ev == PTDP_UNIT_BACKWARD_BEGIN || ev == PTDP_UNIT_BACKWARD_END;
     if (ev == PTDP_UNIT_FORWARD_BEGIN || ev == PTDP_UNIT_BACKWARD_BEGIN)
-        return piece_begin(dev, z, m, k, backward);
-    piece_end(dev, z, m, k, backward);
+        return subunit_begin(dev, z, m, k, backward);
+    subunit_end(dev, z, m, k, backward);
     return PTDP_OK;
 }
 
-/* The pieces' ranges, and which units are used in pieces (bf16 only). */
-static int pieces_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+/* The subunits' ranges, and which units are used in subunits (bf16 only). */
+static int subunits_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
-    z->npieces = m->nparams > 0 ? m->npieces : 0;
-    if (z->npieces == 0)
+    z->nsubunits = m->nparams > 0 ? m->nsubunits : 0;
+    if (z->nsubunits == 0)
         return PTDP_OK;
-    z->pieces = calloc((size_t)z->npieces, sizeof *z->pieces);
-    if (z->pieces == NULL)
+    z->subunits = calloc((size_t)z->nsubunits, sizeof *z->subunits);
+    if (z->subunits == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     for (int i = m->nparams - 1; i >= 0; i--)
-        if (m->params[i].piece >= 0)
-            z->pieces[m->params[i].piece].begin = m->params[i].offset;
+        if (m->params[i].subunit >= 0)
+            z->subunits[m->params[i].subunit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++) {
         const ptdp_param *p = &m->params[i];
-        if (p->piece < 0)
+        if (p->subunit < 0)
             continue;
-        z->pieces[p->piece].unit = p->unit;
-        z->pieces[p->piece].end = p->offset + ptdp_tensor_numel(p->w);
-        z->units[p->unit].in_pieces = z->store == PTDP_BF16;
+        z->subunits[p->subunit].unit = p->unit;
+        z->subunits[p->subunit].end = p->offset + ptdp_tensor_numel(p->w);
+        z->units[p->unit].in_subunits = z->store == PTDP_BF16;
     }
     return PTDP_OK;
 }
@@ -416,7 +421,7 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
-    int rc = pieces_init(dev, z, m);
+    int rc = subunits_init(dev, z, m);
     if (rc != 0)
         return rc;
     if (!shard)
@@ -440,7 +445,7 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z)
 {
     m->unit_hook = on_unit;
-    m->piece_hook = on_piece;
+    m->subunit_hook = on_subunit;
     m->unit_hook_ctx = z;
 }
 
@@ -473,19 +478,19 @@ void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         ptdp_free(dev, x->g);
         ptdp_free(dev, x->g16);
     }
-    for (int i = 0; i < z->npieces; i++) {
-        ptdp_free(dev, z->pieces[i].w);
-        ptdp_free(dev, z->pieces[i].g);
+    for (int i = 0; i < z->nsubunits; i++) {
+        ptdp_free(dev, z->subunits[i].w);
+        ptdp_free(dev, z->subunits[i].g);
     }
-    free(z->pieces);
-    z->pieces = NULL;
-    z->npieces = 0;
+    free(z->subunits);
+    z->subunits = NULL;
+    z->nsubunits = 0;
     for (int i = 0; i < m->nparams; i++)
         m->params[i].w.data = m->params[i].g.data = NULL;
     free(z->units);
     z->units = NULL;
     z->nunits = 0;
     m->unit_hook = NULL;
-    m->piece_hook = NULL;
+    m->subunit_hook = NULL;
     m->unit_hook_ctx = NULL;
 }

@@ -68,15 +68,15 @@
  *
  *                     float              bf16 (mixed.h)
  *   params            4N  (3: 4 len)     2N  (3: 2 len)  + float working
- *                                                           copies of pieces
- *   grads             4N  (2,3: 4 len)   2N  (2,3: 2 len) + a piece's float
+ *                                                           copies of subunits
+ *   grads             4N  (2,3: 4 len)   2N  (2,3: 2 len) + a subunit's float
  *                                                            gradient
  *   optimizer         8 len (AdamW)      8 len + 4 len master
  *
  * and ZeRO-2's reduce bucket (N elements, "comm") during each backward;
  * ZeRO-3 gathers a unit (a block; the embeddings; the head) only while it
  * computes — the embeddings for the whole pass when one stage holds the
- * tied head too.  Under bf16 a block is widened a piece (one linear layer)
+ * tied head too.  Under bf16 a block is widened a subunit (one linear layer)
  * at a time, the embeddings and the head whole (zero3.c).  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
  * (ptdp_zero_state_bytes) with this implementation's rounding.
  */
@@ -164,10 +164,10 @@ static double block_params(const shape *s)
     return 4 * s->C * s->Cl + 2 * s->C * s->Fl + 6 * s->C + 3 * s->Cl + s->Fl;
 }
 
-/* Its largest piece (gpt_model.c: a linear layer with its bias or the
+/* Its largest subunit (gpt_model.c: a linear layer with its bias or the
  * LayerNorm before it), what bf16 widens at once: c_fc with ln_2, or
  * c_attn with ln_1, or either c_proj. */
-static double block_piece(const shape *s)
+static double block_subunit(const shape *s)
 {
     return fmax2(fmax2(s->Fl * s->C + s->Fl + 2 * s->C, 3 * s->Cl * s->C + 3 * s->Cl + 2 * s->C),
                  fmax2(s->C * s->Fl + s->C, s->C * s->Cl + s->C));
@@ -363,8 +363,8 @@ static double wgrad_kept(const shape *s, int blocks, bool first, bool last)
  * (the embedding, the head: units widened whole, gathered bf16 beside the
  * float copy at BEGIN, the float gradient beside the bf16 one at END),
  * the largest moments inside a block (its attention's transients, the
- * pack: no piece widened), the top block's BEGIN and END, and a linear
- * layer's (its piece widened, with its float gradient in a backward). */
+ * pack: no subunit widened), the top block's BEGIN and END, and a linear
+ * layer's (its subunit widened, with its float gradient in a backward). */
 typedef struct {
     double fwd, bwd;               /* the largest forward / backward moment
                                       inside the blocks                    */
@@ -372,7 +372,7 @@ typedef struct {
                                       head's forward and backward          */
     double fwd_begin, bwd_begin;   /* at the last (top) block's BEGIN      */
     double bwd_end;                /* at the top block's backward END       */
-    double fwd_piece, bwd_piece;   /* while a linear layer runs (its piece
+    double fwd_subunit, bwd_subunit;   /* while a linear layer runs (its subunit
                                       widened): no attention transient, no
                                       pack; SP's gathered input            */
 } bf16_moments;
@@ -423,7 +423,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
      * under SP the row-parallel layer's partial sums and the gathered
      * input of the column-parallel one */
     const double sp_fwd = s->sp ? 2 * r * s->R * s->C : 0, sp_bwd = s->sp ? r * s->R * s->C : 0;
-    mo.fwd_piece = nb > 0 ? fbase + nb * Kk - h * Pk + r * (Pe + x) + sp_fwd : 0;
+    mo.fwd_subunit = nb > 0 ? fbase + nb * Kk - h * Pk + r * (Pe + x) + sp_fwd : 0;
 
     double bbase;   /* everything at the start of the backward, scratch included */
     double tail_kept;   /* what the tail keeps until the head's backward frees it */
@@ -431,7 +431,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
         bbase = n * X + backward_scratch(s) + pp_bufs;
         tail_kept = 0;
         mo.bwd = bbase - h * x + r * (Pe + stats + lse + x) + fmax2(Tf, Tb);   /* a block's floats, its output */
-        mo.bwd_piece = nb > 0 ? bbase - h * x + r * (Pe + stats + lse + x) + sp_bwd : 0;
+        mo.bwd_subunit = nb > 0 ? bbase - h * x + r * (Pe + stats + lse + x) + sp_bwd : 0;
         if (last)   /* x_out unpacked; LN_f's output (region rows), the logits, the statistics */
             mo.bwd_edge = bbase - h * x + r * x + head - r * s->R * s->C + r * s->Rl * s->C + Th;
     } else {
@@ -447,7 +447,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     if (nb > 0)
         mo.bwd = fmax2(mo.bwd, mo.bwd_begin + r * Pe + fmax2(0, Tb - h * Pe));
     if (nb > 0 && !full)   /* unpacked, the bf16 freed */
-        mo.bwd_piece = mo.bwd_begin + r * Pe - h * Pe + sp_bwd;
+        mo.bwd_subunit = mo.bwd_begin + r * Pe - h * Pe + sp_bwd;
     return mo;
 }
 
@@ -463,24 +463,24 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const double emb = first_here && last_here ? embed_params(s) : 0;
     const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
     const bool z3 = zero == 3, ahead = l->overlap && z3;
-    /* A block is widened piece by piece (zero3.c): its largest piece's
+    /* A block is widened subunit by subunit (zero3.c): its largest subunit's
      * float copy, and in a backward its float gradient; ZeRO-3 keeps
      * the block gathered in bf16 meanwhile and, in a backward, the
-     * block's bf16 gradient the pieces round theirs into.  The
+     * block's bf16 gradient the subunits round theirs into.  The
      * embeddings and the head are widened whole: their float copy (and
      * the embeddings' when the tied head is here too, for the whole
      * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
      * Under --overlap the next unit's gathered bf16 rides ahead. */
-    const double ub = blocks_here ? block_params(s) : 0, pb = blocks_here ? block_piece(s) : 0;
+    const double ub = blocks_here ? block_params(s) : 0, pb = blocks_here ? block_subunit(s) : 0;
     /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
     const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
                             last_here ? head_params(s, first_here) : 0);
     const double held = z3 ? ub * es : 0;
-    const double par_piece = held + pb * r + emb * r + (ahead ? u * es : 0);
+    const double par_subunit = held + pb * r + emb * r + (ahead ? u * es : 0);
     const double par = held + emb * r + (ahead ? u * es : 0);
     const double par_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + (ahead ? u * es : 0);
     const double par_begin = held + emb * r;
-    /* in a backward the float gradient of the piece (block) or unit
+    /* in a backward the float gradient of the subunit (block) or unit
      * (the others); under --overlap the previous unit's bf16 one, being
      * reduce-scattered: on the last stage the head's, whose backward
      * came just before; elsewhere the last unit of the micro-batch
@@ -492,7 +492,7 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const double before = steady ? (first_here ? embed_params(s) : u) * es : 0;
     const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
     const double pending_fwd = ahead ? before : 0;
-    const double gr_piece = held + pb * r + emb * r + pending;
+    const double gr_subunit = held + pb * r + emb * r + pending;
     const double gr = held + emb * r + pending;   /* a block's BEGIN and END too */
     const double gr_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + pending;
     const double cand[9][3] = {   /* params, grads, acts */
@@ -500,7 +500,7 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
         { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
         { par, gr, mo.bwd },                  { par_begin, gr, mo.bwd_begin },
         { par, gr, mo.bwd_end },
-        { par_piece, pending_fwd, mo.fwd_piece }, { par_piece, gr_piece, mo.bwd_piece },
+        { par_subunit, pending_fwd, mo.fwd_subunit }, { par_subunit, gr_subunit, mo.bwd_subunit },
     };
     int best = 0;
     for (int c = 1; c < 9; c++)
