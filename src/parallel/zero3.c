@@ -139,13 +139,11 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         if (rc != 0)
             return rc;
         src = u->gathered;
-    } else if (u->in_subunits) {
-        return PTDP_OK;   /* its subunits read the whole store as they begin */
     } else {
         src = ptdp_store_at(PTDP_BF16, m->flat_w16, u->begin);   /* bf16, the whole store */
     }
     if (u->in_subunits)
-        return PTDP_OK;   /* gathered, bf16: widened subunit by subunit */
+        return PTDP_OK;   /* bf16, gathered or in the store: widened subunit by subunit */
     if (z->store == PTDP_BF16) {
         size_t n = u->end - u->begin;
         if ((u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
