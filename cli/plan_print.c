@@ -224,7 +224,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", m->psi);
     if (m->params_units > 0)
         fprintf(f, ";\n                                 + %s of units in use (%s)", gib(m->params_units, b[1], 32),
-                rq->bf16 ? "float working copies" : "gathered");
+                rq->bf16 ? "gathered bf16, float working copies" : "gathered");
     fprintf(f, "\n");
     fprintf(f, "  gradients      %12s   Ψ x %g B%s\n", gib(m->grads, b[1], 32), rq->bf16 ? 2.0 : bw,
             l->zero >= 2 ? " / (dp cp)" : "");

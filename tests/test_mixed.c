@@ -11,6 +11,10 @@
  *      run with no step: params, grads and optim are exactly the ZeRO
  *      paper's 2Ψ + 2Ψ + 12Ψ divided by stage (ptdp_zero_state_bytes)
  *      with AdamW, 2 + 2 + 8 with SGD and momentum, 2 + 2 + 4 without;
+ *      and while a GPT trains, its params and grads peaks are the bf16
+ *      store plus the largest subunit's float copy (model.h: one linear
+ *      layer; ZeRO-3: beside the gathered bf16 block) and the tied
+ *      embeddings', to the byte — not a whole block's;
  *
  *         stage   params   grads   optim
  *           0      2Ψ       2Ψ      12Ψ
@@ -267,6 +271,90 @@ LOOP_TEST(memory_tests, test_bf16_model_states_at_rest_are_the_formula, 4 * 3 * 
                       r, m->peak[PTDP_MEM_PARAMS], m->peak[PTDP_MEM_GRADS], m->peak[PTDP_MEM_OPTIM], bo, want.params,
                       want.grads, want.optim);
     }
+    ptdp_launch_result_free(&lr);
+    ptdp_train_result_free(&res);
+}
+END_TEST
+
+/* While it trains, a GPT block is widened a subunit (one linear layer,
+ * model.h) at a time: the float on top of the stores is the largest
+ * subunit's copy (and, in a backward, its float gradient), where it was
+ * the whole block's; ZeRO-3 holds the gathered block in bf16 (and its
+ * bf16 gradient) meanwhile.  The sizes are read from the model itself. */
+typedef struct {
+    ptdp_train_config c;
+    size_t block, subunit, embed, head, numel, len;   /* elements; len: device 0's ZeRO-3 shard */
+} subunit_sizes;
+
+static int subunit_sizes_device(ptdp_device *dev, void *arg)
+{
+    subunit_sizes *a = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &a->c.model, &mesh, NULL, a->c.seed, 0.0));
+    for (int u = 0; u < m.nunits; u++) {
+        size_t n = 0, off, len;
+        bool cut = false;
+        for (int i = 0; i < m.nparams; i++)
+            if (m.params[i].unit == u) {
+                n += ptdp_tensor_numel(m.params[i].w);
+                cut |= m.params[i].subunit >= 0;
+            }
+        ptdp_share(n, a->c.dp, 0, &off, &len);
+        a->len += len;
+        if (cut)
+            a->block = n > a->block ? n : a->block;
+        else if (u == 0)
+            a->head = n;    /* the head's unit comes first (backward order) */
+        else
+            a->embed = n;   /* the embeddings' last */
+    }
+    a->numel = m.numel;
+    for (int k = 0; k < m.nsubunits; k++) {
+        size_t n = 0;
+        for (int i = 0; i < m.nparams; i++)
+            if (m.params[i].subunit == k)
+                n += ptdp_tensor_numel(m.params[i].w);
+        a->subunit = n > a->subunit ? n : a->subunit;
+    }
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return 0;
+}
+
+static size_t max3z(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+LOOP_TEST(memory_tests, test_bf16_gpt_widens_one_subunit_at_a_time, 2)
+{
+    const int stage = _i == 0 ? 0 : 3;
+    subunit_sizes a = { .c = bf16_config(2, stage) };
+    a.c.model = equiv_small_gpt(1);
+    a.c.batch = 8;
+    a.c.steps = 1;
+    harness_launch_ok(1, subunit_sizes_device, &a, NULL, NULL);
+    ck_assert_msg(a.block > 0 && a.subunit > 0 && a.subunit < a.block, "block %zu, largest subunit %zu", a.block,
+                  a.subunit);
+    ptdp_launch_result lr;
+    ptdp_train_result res;
+    run_with_result(&a.c, &lr, &res);
+    /* one stage: the tied embeddings are float for the whole pass (and
+     * their gradient for the whole backward); on top, a block's largest
+     * subunit (ZeRO-3: beside the gathered bf16 block and its bf16
+     * gradient), or a unit used whole at its BEGIN or END (its float copy
+     * beside its bf16 one) */
+    const size_t R = sizeof(ptdp_real), H = sizeof(ptdp_bf16), E = a.embed, z3 = stage == 3;
+    const size_t store = (z3 ? a.len : a.numel) * H;
+    const size_t top = max3z(z3 * a.block * H + a.subunit * R + E * R, E * (R + z3 * H), E * R + a.head * (R + z3 * H));
+    const ptdp_mem_stats *m = &lr.devices[0].mem;
+    ck_assert_msg(m->peak[PTDP_MEM_PARAMS] == store + top && m->peak[PTDP_MEM_GRADS] == store + top,
+                  "zero %d: params peak %zu, grads peak %zu; want the bf16 store %zu + %zu (block %zu, subunit %zu, "
+                  "embeddings %zu, head %zu elements)", stage, m->peak[PTDP_MEM_PARAMS], m->peak[PTDP_MEM_GRADS], store,
+                  top, a.block, a.subunit, E, a.head);
     ptdp_launch_result_free(&lr);
     ptdp_train_result_free(&res);
 }

@@ -297,7 +297,7 @@ int fig_zero_memory(const char *path, char *msg, size_t msglen)
     if (bf->measured)
         ptdp_svg_text(&s, 20, ny + 54, 12, PTDP_SVG_START, "#333333",
                       "bf16 moves bf16 stores, half the bytes, measured = formula: %s, %s and %s; its float working "
-                      "copies of the units in use are its transient params.", ptdp_format_bytes(mb[0].dp_sent, b1, sizeof b1),
+                      "copies (a block's one linear layer at a time) are its transient params.", ptdp_format_bytes(mb[0].dp_sent, b1, sizeof b1),
                       ptdp_format_bytes(mb[2].dp_sent, b2, sizeof b2), ptdp_format_bytes(mb[3].dp_sent, b3, sizeof b3));
     return fig_finish(&s, path, msg, msglen);
 }

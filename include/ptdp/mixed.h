@@ -15,9 +15,11 @@
  * … and writes the parameter back as bf16(master) (optim.h's
  * ptdp_adamw_step_bf16).  The model's own views stay float (ptdp_tensor): a
  * unit's bf16 parameters are widened into a float working copy when the
- * model begins to use it and dropped when it is done; its gradient is
- * computed in float and added into the bf16 gradient store, rounded, when
- * its backward ends (zero3.c runs both, with or without ZeRO-3).  So every
+ * model begins to use it and dropped when it is done — or, for a unit the
+ * model cut into subunits (model.h: a GPT block's linear layers), one subunit
+ * at a time around the op that reads it; the gradient is computed in float
+ * and added into the bf16 gradient store, rounded, when the unit's (or the
+ * subunit's) backward ends (zero3.c runs both, with or without ZeRO-3).  So every
  * matrix product multiplies bf16-valued weights in float, as a GPU's bf16
  * GEMM does with float accumulation.  The activations a micro-batch keeps
  * for its backward are bf16 too: rounded where they are made and stored

@@ -153,6 +153,9 @@ typedef struct {
     size_t offset;             /* elements from the start of the flat buffers */
     int unit;                  /* the unit it belongs to (ptdp_model_begin_unit):
                                   ZeRO-3 gathers a unit's parameters together */
+    int subunit;                 /* the subunit of its unit it belongs to
+                                  (ptdp_model_begin_subunit), or -1: the unit
+                                  is used whole */
     ptdp_tensor w, g;          /* views into the flat parameter / gradient buffers */
 } ptdp_param;
 
@@ -380,6 +383,14 @@ struct ptdp_model {
     int nunits;
     int (*unit_hook)(ptdp_device *dev, ptdp_model *m, int unit, ptdp_unit_event ev, void *ctx);
     void *unit_hook_ctx;
+    /* Subunits: consecutive runs of a unit's params[] that one op computes
+     * with (a linear layer with its bias or LayerNorm), announced by
+     * ptdp_model_subunit inside the unit's BEGIN/END; subunit_hook hears them
+     * (the same ctx).  A unit the model cut into subunits is widened subunit
+     * by subunit under bf16 (zero3.c); nsubunits 0: none is. */
+    int nsubunits;
+    bool subunit_open;           /* the params described next join a subunit  */
+    int (*subunit_hook)(ptdp_device *dev, ptdp_model *m, int subunit, ptdp_unit_event ev, void *ctx);
 };
 
 /* Cut `layers` blocks into pp stages: stage_layers (pp entries, may be NULL
@@ -413,6 +424,11 @@ size_t ptdp_param_whole_index(const ptdp_param *p, int r, int c);
  * model calls it before each block's parameters, and before those of its
  * embeddings and its head.  A model that never calls it has one unit. */
 void ptdp_model_begin_unit(ptdp_model *m);
+/* The parameters described next, up to the next begin_subunit or
+ * begin_unit, form a subunit of the current unit (model.h's nsubunits): a
+ * model that cuts a unit calls it before each subunit, from the unit's
+ * first parameter on, so that every parameter of the unit is in one. */
+void ptdp_model_begin_subunit(ptdp_model *m);
 
 /* Reserve room for n parameter descriptions (host bookkeeping). */
 int  ptdp_model_reserve_params(ptdp_device *dev, ptdp_model *m, int n);
@@ -464,6 +480,13 @@ int  ptdp_model_grads_ready(ptdp_device *dev, ptdp_model *m, const ptdp_param *l
  * backward's END is where the unit's gradient leaves the device.  Without
  * a hook, both are no-ops.  Returns the hook's status. */
 int  ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev);
+/* The same events for p's subunit, inside its unit's BEGIN and END: the op
+ * that reads the subunit's parameters (and, in a backward, adds into their
+ * gradients) runs between the subunit's BEGIN and END.  Under bf16 only the
+ * subunits in use have a float copy and a float gradient, where a unit used
+ * whole has them from its BEGIN to its END.  A no-op for a parameter in
+ * no subunit, or without a hook. */
+int  ptdp_model_subunit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev);
 
 /* ---- the whole model from its shards ---- */
 /* Whether p's gradient is summed over group g (its replicas or `also`). */

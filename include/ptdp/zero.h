@@ -145,7 +145,21 @@ typedef struct {
     ptdp_real *g;               /* its float gradient while a backward runs ("grads") */
     bool prefetched;            /* --overlap: gathered's all-gather started, not waited */
     ptdp_request gather;
+    bool in_subunits;             /* bf16, a unit the model cut into subunits: the
+                                   gathered bf16 stays while it is in use, and
+                                   only its subunits in use are widened        */
+    void *g16;                  /* stage 3, in subunits: the unit's bf16 gradient
+                                   that each subunit's END rounds its float one
+                                   into, reduce-scattered at the unit's END  */
 } ptdp_zero_unit;
+
+/* bf16: one subunit of a unit (model.h), widened while in use. */
+typedef struct {
+    int unit;
+    size_t begin, end;          /* [begin, end) of the flat buffer            */
+    int users, grad_users;      /* BEGINs not yet ENDed, and of backwards     */
+    ptdp_real *w, *g;           /* its float copy and float gradient          */
+} ptdp_zero_subunit;
 
 typedef struct {
     int stage;                  /* 0 (plain DP: one shard, the whole buffer), 1, 2 or 3 */
@@ -187,6 +201,8 @@ typedef struct {
     /* Stage 3 (zero3.c) */
     int nunits;
     ptdp_zero_unit *units;      /* host                                      */
+    int nsubunits;
+    ptdp_zero_subunit *subunits;    /* host                                      */
     void *param_shard;          /* [len]: my shards of the parameters ("params") */
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
 } ptdp_zero;

@@ -39,6 +39,16 @@ static void name(ptdp_gpt_pass *k, int layer, const char *direction)
     snprintf(k->wwhat, sizeof k->wwhat, "block %d wgrad", layer);
 }
 
+/* Subunit p's event (model.h): under bf16 a subunit of the block's unit — a
+ * linear layer with its bias, or with the LayerNorm before it
+ * (gpt_model.c) — is widened to float for the ops between its BEGIN and
+ * END alone, and a backward's float gradient of it lives as long. */
+static void subunit(ptdp_gpt_pass *k, const ptdp_param *p, ptdp_unit_event ev)
+{
+    if (k->rc == 0)
+        k->rc = ptdp_model_subunit(k->dev, k->m, p, ev);
+}
+
 static ptdp_real *reals(ptdp_gpt_pass *k, size_t n, const char *what)
 {
     return ptdp_alloc_uninit(k->dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_ACTS, what);
@@ -84,23 +94,32 @@ int ptdp_gpt_block_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
     block_alloc(k, a, out, &part, w->experts != NULL);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T + b) c_proj^T + b) */
+    subunit(k, w->attn_w, PTDP_UNIT_FORWARD_BEGIN);
     ptdp_gpt_ln(k, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b);
     ptdp_gpt_column_linear(k, a->qkv, a->ln1, w->attn_w, w->attn_b);
+    subunit(k, w->attn_w, PTDP_UNIT_FORWARD_END);
     ptdp_gpt_attention(k, i, a);
+    subunit(k, w->proj_w, PTDP_UNIT_FORWARD_BEGIN);
     ptdp_gpt_row_linear(k, a->x2, part, a->y, w->proj_w, ptdp_gpt_cost_attn_forward);
     ptdp_gpt_residual(k, a->x2, w->proj_b, key(k, layer, "attn_out"), a->x);
+    subunit(k, w->proj_w, PTDP_UNIT_FORWARD_END);
 
     /* MLP: out = x2 + drop(GELU(LN2(x2) c_fc^T + b) c_proj^T + b),
-     * or a mixture of experts: out = x2 + drop(sum_j g_j expert_j(LN2(x2))) */
+     * or a mixture of experts: out = x2 + drop(sum_j g_j expert_j(LN2(x2)))
+     * (whose block is one subunit-less unit: fc_w is NULL, no-op subunits) */
+    subunit(k, w->fc_w, PTDP_UNIT_FORWARD_BEGIN);
     ptdp_gpt_ln(k, a->ln2, a->ln2_mean, a->ln2_rstd, a->x2, w->ln2_w, w->ln2_b);
     if (w->experts != NULL) {
         ptdp_gpt_moe_forward(k, i, a, *out);
     } else {
         ptdp_gpt_column_linear(k, a->fc, a->ln2, w->fc_w, w->fc_b);
+        subunit(k, w->fc_w, PTDP_UNIT_FORWARD_END);
         ptdp_gpt_gelu(k, a->gelu, a->fc);
+        subunit(k, w->fc_proj_w, PTDP_UNIT_FORWARD_BEGIN);
         ptdp_gpt_row_linear(k, *out, part, a->gelu, w->fc_proj_w, ptdp_gpt_cost_mlp_forward);
     }
     ptdp_gpt_residual(k, *out, w->fc_proj_b, key(k, layer, "mlp_out"), a->x2);
+    subunit(k, w->fc_proj_w, PTDP_UNIT_FORWARD_END);
     ptdp_gpt_charge(k, ptdp_gpt_cost_block_out_forward);
 
     ptdp_tensor_free(k->dev, &part);
@@ -123,18 +142,26 @@ int ptdp_gpt_block_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptd
     if (w->experts != NULL) {
         ptdp_gpt_moe_backward(k, i, a, d, s);
     } else {
+        subunit(k, w->fc_proj_w, PTDP_UNIT_BACKWARD_BEGIN);
         ptdp_gpt_row_linear_backward(k, s->dff, d, a->gelu, w->fc_proj_w, w->fc_proj_b);
+        subunit(k, w->fc_proj_w, PTDP_UNIT_BACKWARD_END);
         ptdp_gpt_gelu_backward(k, s->dff, a->fc);
+        subunit(k, w->fc_w, PTDP_UNIT_BACKWARD_BEGIN);
         ptdp_gpt_column_linear_backward(k, s, s->dff, a->ln2, w->fc_w, w->fc_b, &ptdp_gpt_cost_fc_backward);
     }
     ptdp_gpt_ln_backward(k, dh, s->dln_local, a->x2, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, true);
+    subunit(k, w->fc_w, PTDP_UNIT_BACKWARD_END);
 
     /* attention: x2 = x + drop(attention(LN1(x) c_attn^T + b) c_proj^T + b) */
     ptdp_gpt_residual_backward(k, &d, dh, key(k, layer, "attn_out"), s);
+    subunit(k, w->proj_w, PTDP_UNIT_BACKWARD_BEGIN);
     ptdp_gpt_row_linear_backward(k, s->dy, d, a->y, w->proj_w, w->proj_b);
+    subunit(k, w->proj_w, PTDP_UNIT_BACKWARD_END);
     ptdp_gpt_attention_backward(k, i, a, s);
+    subunit(k, w->attn_w, PTDP_UNIT_BACKWARD_BEGIN);
     ptdp_gpt_column_linear_backward(k, s, s->dqkv, a->ln1, w->attn_w, w->attn_b, &ptdp_gpt_cost_qkv_backward);
     ptdp_gpt_ln_backward(k, dh, s->dln_local, a->x, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, true);
+    subunit(k, w->attn_w, PTDP_UNIT_BACKWARD_END);
     ptdp_gpt_charge(k, ptdp_gpt_cost_ln1_backward);
     return k->rc;
 }

@@ -282,8 +282,10 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     char name[PTDP_NAME_MAX];
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
                         ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+    ptdp_model_begin_subunit(m);   /* c_proj */
     b->fc_proj_b = ADD("c_proj.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, PTDP_INIT_ZEROS, 0.0);
     b->fc_proj_w = ADD("c_proj.weight", C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
+    ptdp_model_begin_subunit(m);   /* c_fc with ln_2 (lay_out adds it) */
     b->fc_w = ADD("c_fc.weight", F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
     b->fc_b = ADD("c_fc.bias", 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, PTDP_INIT_ZEROS, 0.0);
 #undef ADD
@@ -358,7 +360,10 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 #define ZERO PTDP_INIT_ZEROS, 0.0
 #define ONE PTDP_INIT_ONES, 0.0
 
-    /* Units (model.h): the head with LN_f, each block, the embeddings. */
+    /* Units (model.h): the head with LN_f, each block, the embeddings.  A
+     * dense block is cut into four subunits, one a linear layer (with its
+     * bias, and the LayerNorm before it): under bf16 only the subunit an op
+     * computes with is widened to float (gpt_block.c), not the block. */
     if (m->last_stage) {
         ptdp_model_begin_unit(m);
         /* The head: wte's rows of this rank.  With one stage it is wte
@@ -380,8 +385,12 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
             return PTDP_ENOMEM;
         b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+        if (!ptdp_gpt_block_is_moe(c, l))
+            ptdp_model_begin_subunit(m);   /* attn.c_proj */
         b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
         b->proj_w = ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std));
+        if (!ptdp_gpt_block_is_moe(c, l))
+            ptdp_model_begin_subunit(m);   /* attn.c_attn with ln_1 */
         b->attn_w = ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C, W(INIT_STD));
         b->attn_b = ADD(NAME("attn.c_attn.bias"), 1, 3 * C, true, PTDP_SHARD_ROWS, 0, t * Cl, 1, 3 * Cl, ZERO);
         b->ln1_b = ADD(NAME("ln_1.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);

@@ -113,6 +113,7 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     if (m->nunits == 0)
         m->nunits = 1;
     p->unit = m->nunits - 1;
+    p->subunit = m->subunit_open ? m->nsubunits - 1 : -1;
     p->w = (ptdp_tensor){ .rows = rows, .cols = cols, .stride = cols };
     snprintf(p->w.name, sizeof p->w.name, "%s", name);
     p->g = p->w;
@@ -369,6 +370,15 @@ void ptdp_model_begin_unit(ptdp_model *m)
     /* a new unit only once the current one holds a parameter */
     if (m->nparams > 0 && m->params[m->nparams - 1].unit == m->nunits - 1)
         m->nunits++;
+    m->subunit_open = false;   /* a subunit lies inside one unit */
+}
+
+void ptdp_model_begin_subunit(ptdp_model *m)
+{
+    /* a new subunit unless the open one holds no parameter yet */
+    if (!m->subunit_open || (m->nparams > 0 && m->params[m->nparams - 1].subunit == m->nsubunits - 1))
+        m->nsubunits++;
+    m->subunit_open = true;
 }
 
 int ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
@@ -377,6 +387,14 @@ int ptdp_model_unit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_u
     if (d->unit_hook == NULL || p == NULL)
         return PTDP_OK;
     return d->unit_hook(dev, d, p->unit, ev, d->unit_hook_ctx);
+}
+
+int ptdp_model_subunit(ptdp_device *dev, ptdp_model *m, const ptdp_param *p, ptdp_unit_event ev)
+{
+    ptdp_model *d = m->device != NULL ? m->device : m;
+    if (d->subunit_hook == NULL || p == NULL || p->subunit < 0)
+        return PTDP_OK;
+    return d->subunit_hook(dev, d, p->subunit, ev, d->unit_hook_ctx);
 }
 
 int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,

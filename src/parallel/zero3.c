@@ -58,6 +58,11 @@
  *                   model ──► float grad ──round──► bf16 ──reduce-scatter──► += shard
  *   stages 0–2      flat_w16[u] ──widen──► float copy ──► model
  *                   model ──► float grad ──round, +=──► flat_g16[u]
+ *
+ * A unit the model cut into subunits (a GPT block: its linear layers) is
+ * widened subunit by subunit instead, between the subunit's own BEGIN and END
+ * (ptdp_model_subunit, below): the gathered bf16 unit stays while the unit is
+ * in use, and only the subunit computing is in float.
  */
 #include "ptdp/zero.h"
 
@@ -137,6 +142,8 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     } else {
         src = ptdp_store_at(PTDP_BF16, m->flat_w16, u->begin);   /* bf16, the whole store */
     }
+    if (u->in_subunits)
+        return PTDP_OK;   /* bf16, gathered or in the store: widened subunit by subunit */
     if (z->store == PTDP_BF16) {
         size_t n = u->end - u->begin;
         if ((u->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
@@ -194,6 +201,12 @@ static int grads_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     if (u->grad_users++ > 0)
         return PTDP_OK;
     size_t n = u->end - u->begin;
+    if (u->in_subunits) {   /* each subunit's float gradient is its own (subunit_end) */
+        if (z->stage == 3 && (u->g16 = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS,
+                                                  "zero3.unit_grad_bf16")) == NULL)
+            return PTDP_ENOMEM;
+        return PTDP_OK;
+    }
     /* zero-filled by the arena: the backward adds into it */
     if ((u->g = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "zero3.unit_grad")) == NULL)
         return PTDP_ENOMEM;
@@ -210,13 +223,17 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     size_t n = u->end - u->begin;
     u->g = NULL;
     point_unit(m, k, u, NULL, true);
-    if (z->stage != 3) {   /* bf16, unsharded: round it into the gradient store */
+    void *g = gf;
+    if (u->in_subunits) {   /* the subunits rounded theirs already */
+        if (z->stage != 3)
+            return PTDP_OK;
+        g = u->g16;
+        u->g16 = NULL;
+    } else if (z->stage != 3) {   /* bf16, unsharded: round it into the gradient store */
         ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, u->begin), gf, n);
         ptdp_free(dev, gf);
         return PTDP_OK;
-    }
-    void *g = gf;
-    if (z->store == PTDP_BF16) {   /* sent and summed in bf16: half the bytes */
+    } else if (z->store == PTDP_BF16) {   /* sent and summed in bf16: half the bytes */
         if ((g = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS, "zero3.unit_grad_bf16"))
             == NULL) {
             ptdp_free(dev, gf);
@@ -273,6 +290,116 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
     return rc;
 }
 
+/* ------------------------------------------------------------ subunits */
+
+/* Under bf16 a unit the model cut into subunits (model.h: the GPT's linear
+ * layers) is never widened whole: its bf16 parameters stay as they are —
+ * gathered (stage 3) or in the store — and a subunit is widened into a
+ * float copy at its BEGIN, its float gradient made beside it in a
+ * backward and rounded at its END, into the unit's bf16 gradient (stage
+ * 3, reduce-scattered at the unit's END as before) or added into the
+ * gradient store.  Each element is rounded once either way, so the bits
+ * are a whole unit's; what changes is the float that is alive:
+ *
+ *   whole unit   gathered bf16 |u| ─► float |u| + float grad |u| ─► bf16 grad |u|
+ *   in subunits    gathered bf16 |u| + bf16 grad |u|   (stage 3)
+ *                + float |p| + float grad |p|        one subunit at a time */
+static void point_subunit(ptdp_model *m, int k, const ptdp_zero_subunit *pc, ptdp_real *buf, bool grads)
+{
+    for (int i = 0; i < m->nparams; i++) {
+        ptdp_param *p = &m->params[i];
+        if (p->subunit != k)
+            continue;
+        ptdp_real *at = buf != NULL ? buf + (p->offset - pc->begin) : NULL;
+        if (grads)
+            p->g.data = at;
+        else
+            p->w.data = at;
+    }
+}
+
+static int subunit_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
+{
+    ptdp_zero_subunit *pc = &z->subunits[k];
+    const ptdp_zero_unit *u = &z->units[pc->unit];
+    const size_t n = pc->end - pc->begin;
+    if (u->users <= 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "subunit %d of unit %d begins outside its unit", k, pc->unit);
+    if (pc->users++ == 0) {
+        const void *src = z->stage == 3 ? ptdp_store_at(PTDP_BF16, u->gathered, pc->begin - u->begin)
+                                        : ptdp_store_at(PTDP_BF16, m->flat_w16, pc->begin);
+        if ((pc->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
+                                       "bf16.working")) == NULL)
+            return PTDP_ENOMEM;
+        ptdp_store_to_real(PTDP_BF16, pc->w, src, n);
+        point_subunit(m, k, pc, pc->w, false);
+    }
+    if (backward && pc->grad_users++ == 0) {   /* zero-filled: the backward adds into it */
+        if ((pc->g = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_GRADS, "bf16.subunit_grad")) == NULL)
+            return PTDP_ENOMEM;
+        point_subunit(m, k, pc, pc->g, true);
+    }
+    return PTDP_OK;
+}
+
+static void subunit_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
+{
+    ptdp_zero_subunit *pc = &z->subunits[k];
+    const ptdp_zero_unit *u = &z->units[pc->unit];
+    const size_t n = pc->end - pc->begin;
+    if (backward && pc->grad_users > 0 && --pc->grad_users == 0) {
+        if (z->stage == 3)   /* rounded once, as a whole unit's would be */
+            ptdp_store_from_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, u->g16, pc->begin - u->begin), pc->g, n);
+        else
+            ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, pc->begin), pc->g, n);
+        point_subunit(m, k, pc, NULL, true);
+        ptdp_free(dev, pc->g);
+        pc->g = NULL;
+    }
+    if (pc->users > 0 && --pc->users == 0) {
+        point_subunit(m, k, pc, NULL, false);
+        ptdp_free(dev, pc->w);
+        pc->w = NULL;
+    }
+}
+
+static int on_subunit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, void *ctx)
+{
+    ptdp_zero *z = ctx;
+    if (k < 0 || k >= z->nsubunits)
+        return ptdp_fail(dev, PTDP_EINVAL, "bf16: subunit %d of a model with %d", k, z->nsubunits);
+    if (!z->units[z->subunits[k].unit].in_subunits)
+        return PTDP_OK;   /* float: the unit's buffer is the model's */
+    const bool backward = ev == PTDP_UNIT_BACKWARD_BEGIN || ev == PTDP_UNIT_BACKWARD_END;
+    if (ev == PTDP_UNIT_FORWARD_BEGIN || ev == PTDP_UNIT_BACKWARD_BEGIN)
+        return subunit_begin(dev, z, m, k, backward);
+    subunit_end(dev, z, m, k, backward);
+    return PTDP_OK;
+}
+
+/* The subunits' ranges, and which units are used in subunits (bf16 only). */
+static int subunits_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
+{
+    z->nsubunits = m->nparams > 0 ? m->nsubunits : 0;
+    if (z->nsubunits == 0)
+        return PTDP_OK;
+    z->subunits = calloc((size_t)z->nsubunits, sizeof *z->subunits);
+    if (z->subunits == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
+    for (int i = m->nparams - 1; i >= 0; i--)
+        if (m->params[i].subunit >= 0)
+            z->subunits[m->params[i].subunit].begin = m->params[i].offset;
+    for (int i = 0; i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        if (p->subunit < 0)
+            continue;
+        z->subunits[p->subunit].unit = p->unit;
+        z->subunits[p->subunit].end = p->offset + ptdp_tensor_numel(p->w);
+        z->units[p->unit].in_subunits = z->store == PTDP_BF16;
+    }
+    return PTDP_OK;
+}
+
 /* ------------------------------------------------------------ set-up */
 
 int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
@@ -292,6 +419,9 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+    int rc = subunits_init(dev, z, m);
+    if (rc != 0)
+        return rc;
     if (!shard)
         return PTDP_OK;   /* bf16 without ZeRO-3: units, but no ranges of them */
     z->ranges = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->ranges);
@@ -313,6 +443,7 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z)
 {
     m->unit_hook = on_unit;
+    m->subunit_hook = on_subunit;
     m->unit_hook_ctx = z;
 }
 
@@ -343,12 +474,21 @@ void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             ptdp_free(dev, x->gathered);
         ptdp_free(dev, x->w);
         ptdp_free(dev, x->g);
+        ptdp_free(dev, x->g16);
     }
+    for (int i = 0; i < z->nsubunits; i++) {
+        ptdp_free(dev, z->subunits[i].w);
+        ptdp_free(dev, z->subunits[i].g);
+    }
+    free(z->subunits);
+    z->subunits = NULL;
+    z->nsubunits = 0;
     for (int i = 0; i < m->nparams; i++)
         m->params[i].w.data = m->params[i].g.data = NULL;
     free(z->units);
     z->units = NULL;
     z->nunits = 0;
     m->unit_hook = NULL;
+    m->subunit_hook = NULL;
     m->unit_hook_ctx = NULL;
 }

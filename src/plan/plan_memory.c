@@ -68,15 +68,16 @@
  *
  *                     float              bf16 (mixed.h)
  *   params            4N  (3: 4 len)     2N  (3: 2 len)  + float working
- *                                                           copies of units
- *   grads             4N  (2,3: 4 len)   2N  (2,3: 2 len) + a unit's float
+ *                                                           copies of subunits
+ *   grads             4N  (2,3: 4 len)   2N  (2,3: 2 len) + a subunit's float
  *                                                            gradient
  *   optimizer         8 len (AdamW)      8 len + 4 len master
  *
  * and ZeRO-2's reduce bucket (N elements, "comm") during each backward;
  * ZeRO-3 gathers a unit (a block; the embeddings; the head) only while it
  * computes — the embeddings for the whole pass when one stage holds the
- * tied head too.  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
+ * tied head too.  Under bf16 a block is widened a subunit (one linear layer)
+ * at a time, the embeddings and the head whole (zero3.c).  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
  * (ptdp_zero_state_bytes) with this implementation's rounding.
  */
 #include "ptdp/plan.h"
@@ -112,7 +113,6 @@ static double data_bytes(const ptdp_model_config *c)
 }
 
 static double fmax2(double a, double b) { return a > b ? a : b; }
-static double fmax3(double a, double b, double c) { return fmax2(fmax2(a, b), c); }
 
 /* ------------------------------------------------- shapes */
 
@@ -162,6 +162,15 @@ static int chunk_blocks(const shape *s, int g)
 static double block_params(const shape *s)
 {
     return 4 * s->C * s->Cl + 2 * s->C * s->Fl + 6 * s->C + 3 * s->Cl + s->Fl;
+}
+
+/* Its largest subunit (gpt_model.c: a linear layer with its bias or the
+ * LayerNorm before it), what bf16 widens at once: c_fc with ln_2, or
+ * c_attn with ln_1, or either c_proj. */
+static double block_subunit(const shape *s)
+{
+    return fmax2(fmax2(s->Fl * s->C + s->Fl + 2 * s->C, 3 * s->Cl * s->C + 3 * s->Cl + 2 * s->C),
+                 fmax2(s->C * s->Fl + s->C, s->C * s->Cl + s->C));
 }
 
 static double embed_params(const shape *s)  { return s->T * s->C + s->Vl * s->C; }    /* wpe, wte */
@@ -350,14 +359,22 @@ static double wgrad_kept(const shape *s, int blocks, bool first, bool last)
  * chunk a stage and no deferred W (the loop's rules), so v = 1 here.
  *
  * The units' copies (zero3.c) are on top, and which of them are present
- * depends on the moment, so the moments are kept apart: the largest of a
- * forward and of a backward, and the activations at the top block's
- * BEGIN (a gathered bf16 unit beside its float copy) and END (its float
- * gradient beside the bf16 one it becomes). */
+ * depends on the moment, so the moments are kept apart: the stage's ends
+ * (the embedding, the head: units widened whole, gathered bf16 beside the
+ * float copy at BEGIN, the float gradient beside the bf16 one at END),
+ * the largest moments inside a block (its attention's transients, the
+ * pack: no subunit widened), the top block's BEGIN and END, and a linear
+ * layer's (its subunit widened, with its float gradient in a backward). */
 typedef struct {
-    double fwd, bwd;               /* the largest forward / backward moment */
+    double fwd, bwd;               /* the largest forward / backward moment
+                                      inside the blocks                    */
+    double fwd_edge, bwd_edge;     /* ... at the stage's ends: the input, the
+                                      head's forward and backward          */
     double fwd_begin, bwd_begin;   /* at the last (top) block's BEGIN      */
     double bwd_end;                /* at the top block's backward END       */
+    double fwd_subunit, bwd_subunit;   /* while a linear layer runs (its subunit
+                                      widened): no attention transient, no
+                                      pack; SP's gathered input            */
 } bf16_moments;
 
 static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
@@ -392,15 +409,21 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     /* One forward from the stage input on top of `base`; pack_tail: the
      * tail is packed at its end (not in a recomputing backward). */
     const double Kk = full ? h * x : Kb, Pk = full ? x : Pe;   /* what a block leaves packed */
-#define FORWARD_PEAK(base, pack_tail)                                                              \
-    fmax3((base) + r * x + (first && s->sp ? 2 * r * s->R * s->C : 0),                            \
-          nb > 0 ? (base) + nb * Kk - h * Pk + r * (Pe + x) + fmax2(Tf, h * Pk) : 0,              \
+#define FORWARD_EDGES(base, pack_tail)                                                             \
+    fmax2((base) + r * x + (first && s->sp ? 2 * r * s->R * s->C : 0),                            \
           last ? (base) + nb * Kk + r * x + head + fmax2(Th, (pack_tail) ? h * (full ? x : tail) : 0) \
                : (base) + nb * Kk + r * x + ((pack_tail) ? h * x : 0))
+#define FORWARD_BLOCK(base) (nb > 0 ? (base) + nb * Kk - h * Pk + r * (Pe + x) + fmax2(Tf, h * Pk) : 0)
     const double fbase = (n - 1) * (full ? X : k.acts) + (full ? X - nb * Kk - (last ? h * x : 0) : X) +
                          (last ? 0 : r * x);   /* the ones before, this one's input, the send buffer */
-    mo.fwd = FORWARD_PEAK(fbase, true);
+    mo.fwd_edge = FORWARD_EDGES(fbase, true);   /* the embedding's or the head's moments */
+    mo.fwd = FORWARD_BLOCK(fbase);
     mo.fwd_begin = fbase + (nb > 0 ? (nb - 1) * Kk : 0) + r * x;
+    /* a linear layer of the block (its floats allocated at its start):
+     * under SP the row-parallel layer's partial sums and the gathered
+     * input of the column-parallel one */
+    const double sp_fwd = s->sp ? 2 * r * s->R * s->C : 0, sp_bwd = s->sp ? r * s->R * s->C : 0;
+    mo.fwd_subunit = nb > 0 ? fbase + nb * Kk - h * Pk + r * (Pe + x) + sp_fwd : 0;
 
     double bbase;   /* everything at the start of the backward, scratch included */
     double tail_kept;   /* what the tail keeps until the head's backward frees it */
@@ -408,20 +431,84 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
         bbase = n * X + backward_scratch(s) + pp_bufs;
         tail_kept = 0;
         mo.bwd = bbase - h * x + r * (Pe + stats + lse + x) + fmax2(Tf, Tb);   /* a block's floats, its output */
+        mo.bwd_subunit = nb > 0 ? bbase - h * x + r * (Pe + stats + lse + x) + sp_bwd : 0;
         if (last)   /* x_out unpacked; LN_f's output (region rows), the logits, the statistics */
-            mo.bwd = fmax2(mo.bwd, bbase - h * x + r * x + head - r * s->R * s->C + r * s->Rl * s->C + Th);
+            mo.bwd_edge = bbase - h * x + r * x + head - r * s->R * s->C + r * s->Rl * s->C + Th;
     } else {
         bbase = n * k.acts + backward_scratch(s) + pp_bufs;
         tail_kept = h * tail;
         if (last)
-            mo.bwd = bbase + r * tail + fmax2(0, (s->sp ? r * s->R * s->C : 0) - h * tail);
+            mo.bwd_edge = bbase + r * tail + fmax2(0, (s->sp ? r * s->R * s->C : 0) - h * tail);
     }
-#undef FORWARD_PEAK
+#undef FORWARD_EDGES
+#undef FORWARD_BLOCK
     mo.bwd_begin = bbase - (last ? tail_kept : 0);
     mo.bwd_end = mo.bwd_begin + (nb > 0 ? r * Pe - h * Pe : 0);
     if (nb > 0)
         mo.bwd = fmax2(mo.bwd, mo.bwd_begin + r * Pe + fmax2(0, Tb - h * Pe));
+    if (nb > 0 && !full)   /* unpacked, the bf16 freed */
+        mo.bwd_subunit = mo.bwd_begin + r * Pe - h * Pe + sp_bwd;
     return mo;
+}
+
+/* Under bf16, the units' copies at each of the moments bf16_acts weighs
+ * (its activations), added to o's params and grads; o->acts is the
+ * moment's.  u is the stage's largest unit. */
+static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage, int n,
+                       double u, bool blocks_here, ptdp_plan_memory *o)
+{
+    const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16);
+    const int zero = l->zero;
+    const bool first_here = stage == 0, last_here = stage == s->pp - 1;
+    const double emb = first_here && last_here ? embed_params(s) : 0;
+    const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
+    const bool z3 = zero == 3, ahead = l->overlap && z3;
+    /* A block is widened subunit by subunit (zero3.c): its largest subunit's
+     * float copy, and in a backward its float gradient; ZeRO-3 keeps
+     * the block gathered in bf16 meanwhile and, in a backward, the
+     * block's bf16 gradient the subunits round theirs into.  The
+     * embeddings and the head are widened whole: their float copy (and
+     * the embeddings' when the tied head is here too, for the whole
+     * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
+     * Under --overlap the next unit's gathered bf16 rides ahead. */
+    const double ub = blocks_here ? block_params(s) : 0, pb = blocks_here ? block_subunit(s) : 0;
+    /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
+    const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
+                            last_here ? head_params(s, first_here) : 0);
+    const double held = z3 ? ub * es : 0;
+    const double par_subunit = held + pb * r + emb * r + (ahead ? u * es : 0);
+    const double par = held + emb * r + (ahead ? u * es : 0);
+    const double par_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + (ahead ? u * es : 0);
+    const double par_begin = held + emb * r;
+    /* in a backward the float gradient of the subunit (block) or unit
+     * (the others); under --overlap the previous unit's bf16 one, being
+     * reduce-scattered: on the last stage the head's, whose backward
+     * came just before; elsewhere the last unit of the micro-batch
+     * before's backward (the embeddings on stage 0), if one came
+     * before at this level — in 1F1B's steady state, m > n — and then
+     * in a forward too.  At END ZeRO-3 rounds a whole unit's gradient
+     * into a bf16 copy beside it (a block's is bf16 already). */
+    const bool steady = strcmp(l->schedule, "gpipe") != 0 && l->micro_batches > n;
+    const double before = steady ? (first_here ? embed_params(s) : u) * es : 0;
+    const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
+    const double pending_fwd = ahead ? before : 0;
+    const double gr_subunit = held + pb * r + emb * r + pending;
+    const double gr = held + emb * r + pending;   /* a block's BEGIN and END too */
+    const double gr_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + pending;
+    const double cand[9][3] = {   /* params, grads, acts */
+        { par_edge, pending_fwd, mo.fwd_edge }, { par_edge, gr_edge, mo.bwd_edge },
+        { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
+        { par, gr, mo.bwd },                  { par_begin, gr, mo.bwd_begin },
+        { par, gr, mo.bwd_end },
+        { par_subunit, pending_fwd, mo.fwd_subunit }, { par_subunit, gr_subunit, mo.bwd_subunit },
+    };
+    int best = 0;
+    for (int c = 1; c < 9; c++)
+        if (cand[c][0] + cand[c][1] + cand[c][2] > cand[best][0] + cand[best][1] + cand[best][2])
+            best = c;
+    o->params += cand[best][0];
+    o->grads += cand[best][1];
+    o->acts = cand[best][2];
 }
 
 /* ------------------------------------------------- one stage */
@@ -450,6 +537,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * their parameters, ZeRO-3's units, what their in-flight micro-batches
      * keep, and the chunk whose backward runs at the peak (the last). */
     double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
+    bool blocks_here = false;
     bool has_first = false, has_last = false;
     for (int c = 0; c < v; c++) {
         const int g = c * p + stage, nb = chunk_blocks(s, g);
@@ -464,6 +552,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
             if (units[u] > biggest_unit && (u < 2 || nb > 0))
                 biggest_unit = units[u];
         }
+        blocks_here |= nb > 0;
         const kept k = chunk_kept(rq, s, nb, first, last, l->recompute);
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
@@ -510,38 +599,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         o->acts = in_backward ? backward : forward;
         o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
-        const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
-        const double u = biggest_unit, emb = has_first && has_last ? embed_params(s) : 0;
-        const bool z3 = zero == 3, ahead = l->overlap && z3;
-        /* a unit's float copy (and the embeddings' when the tied head is
-         * here too); under --overlap the next unit's gathered bf16 ahead
-         * of it; ZeRO-3 gathers a unit in bf16 and widens it (BEGIN) */
-        const double par = (u + emb) * r + (ahead ? u * es : 0), par_begin = (u + emb) * r + (z3 ? u * es : 0);
-        /* in a backward the unit's float gradient; under --overlap the
-         * previous unit's bf16 one, being reduce-scattered: on the last
-         * stage the head's, whose backward came just before; elsewhere
-         * the last unit of the micro-batch before's backward (the
-         * embeddings on stage 0), if one came before at this level — in
-         * 1F1B's steady state, m > n — and then in a forward too.  At
-         * END ZeRO-3 rounds the gradient into a bf16 copy beside it. */
-        const bool steady = strcmp(l->schedule, "gpipe") != 0 && l->micro_batches > n;
-        const double before = steady ? (first_here ? embed_params(s) : u) * es : 0;
-        const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
-        const double pending_fwd = ahead ? before : 0;
-        const double gr = (u + emb) * r + pending, gr_begin = emb * r + pending;
-        const double gr_end = gr + (z3 ? u * es : 0);
-        const double cand[5][3] = {   /* params, grads, acts */
-            { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
-            { par, gr, mo.bwd },                  { par_begin, gr_begin, mo.bwd_begin },
-            { par, gr_end, mo.bwd_end },
-        };
-        int best = 0;
-        for (int c = 1; c < 5; c++)
-            if (cand[c][0] + cand[c][1] + cand[c][2] > cand[best][0] + cand[best][1] + cand[best][2])
-                best = c;
-        o->params += cand[best][0];
-        o->grads += cand[best][1];
-        o->acts = cand[best][2];
+        bf16_units(rq, l, s, stage, n, biggest_unit, blocks_here, o);
         o->comm = zero == 2 ? numel * es : 0;
     }
     o->other = (has_first || has_last ? data_bytes(&rq->model) : 0) + other_kept;
