@@ -192,10 +192,14 @@ int ptdp_cmd_figures(int argc, char **argv)
         return ptdp_usage_error("figures", "--out: expected a directory name");
 
     char msg[PTDP_MSG_MAX];
-    if (make_dirs(out, msg, sizeof msg) != 0) {
+    int made = make_dirs(out, msg, sizeof msg);
+    if (made == PTDP_ENOMEM) {
         fprintf(stderr, "ptdp figures: %s\n", msg);
         return PTDP_EXIT_FAIL;
     }
+    if (made != 0)   /* a path that cannot hold the figures: bad input, found before any work (as train's outputs) */
+        return ptdp_usage_error("figures", "--out %s: %s (give a directory that exists or can be created)", out,
+                                msg);
     int status = PTDP_EXIT_OK;
     for (int i = 0; i < nfigures; i++) {
         if (only >= 0 && i != only)
