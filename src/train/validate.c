@@ -342,9 +342,10 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && v > 1)
         BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
             "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
-    if (c->overlap && c->ep > 1)
-        BAD("--overlap with --ep %d: the experts' gradients are summed over the expert-DP group after the "
-            "backward, not bucket by bucket during it; leave --overlap out", c->ep);
+    if (c->overlap && c->ep > 1 && c->zero >= 2)
+        BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
+            "request, and with experts it is two, over two groups; use --zero 1 (whose buckets overlap per "
+            "group) or leave --overlap out", c->ep, c->zero);
     if (c->overlap && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
         BAD("--overlap with --schedule zb-h1: its split backward writes the weight gradients in W, after B, so "
             "no block's gradients are complete when its backward ends; use --schedule 1f1b or gpipe");

@@ -16,7 +16,7 @@ expect_usage "--ep 2 must divide --dp x --cp = 3"          -- $g --dp 3 --ep 2 -
 expect_usage "--moe-experts 6 must divide by --ep 4"       -- train --model gpt --steps 1 --dp 4 --ep 4 --moe-experts 6
 expect_usage "this GPT is dense: give --moe-experts"        -- train --model gpt --steps 1 --dp 2 --ep 2
 expect_usage "--model mlp has no experts"                   -- train --steps 1 --dp 2 --ep 2
-expect_usage "--overlap with --ep 2"                        -- $g --dp 2 --ep 2 --overlap
+expect_usage "--overlap with --ep 2 and --zero 2"          -- $g --dp 2 --ep 2 --overlap --zero 2
 expect_usage "--ep"                                         -- $g --dp 2 --ep 0
 
 if run_ok $m --steps 2 --dp 4 --ep 2 --zero 1 --check --report "$tmp/ep.json" --save "$tmp/ep.st"; then
@@ -32,6 +32,16 @@ assert ep["measured"] > 0 and ep["measured"] == ep["formula"], ep
 assert abs(ep["measured"] / ep["uniform"] - 1) < 0.25, ep     # the router is near uniform at the start
 assert edp["measured"] > 0 and edp["measured"] == edp["formula"], edp
 PY
+    fi
+fi
+# --overlap: each bucket summed over its own group during the backward, the same bits as after it
+if run_ok $m --steps 2 --dp 4 --ep 2 --zero 1 --bucket-mb 0.05 --log "$tmp/blocking.jsonl" &&
+   run_ok $m --steps 2 --dp 4 --ep 2 --zero 1 --bucket-mb 0.05 --overlap --log "$tmp/overlap.jsonl"; then
+    if [[ "$(grep -o '"loss": [^,]*, "grad_norm": [^,]*' "$tmp/blocking.jsonl")" == \
+          "$(grep -o '"loss": [^,]*, "grad_norm": [^,]*' "$tmp/overlap.jsonl")" ]]; then
+        echo "ok    --overlap with ep 2: the same losses and norms, bit for bit"
+    else
+        fail "--overlap with ep 2 changes the losses or norms"
     fi
 fi
 # the same checkpoint resumed at ep 1 and at ep 4: the same next losses

@@ -28,7 +28,8 @@
  *   ep 2, ep 4         expert parallelism: each EP rank holds E/ep experts,
  *                      tokens dispatched and combined by all-to-all, expert
  *                      gradients summed over the expert-DP group (with pp,
- *                      ZeRO 1/2, recompute, capacity, zb-h1)
+ *                      ZeRO 1/2, recompute, capacity, zb-h1; --overlap's
+ *                      buckets, each over its own group)
  *
  * And the layouts it does not run on yet are refused before any work.
  */
@@ -44,7 +45,7 @@ typedef struct {
     bool a2a;
     const char *schedule;
     double capacity, dropout;
-    bool recompute, selective;
+    bool recompute, selective, overlap;
 } moe_case;
 
 static const moe_case cases[] = {
@@ -61,7 +62,7 @@ static const moe_case cases[] = {
     { .dp = 2, .pp = 2, .m = 2, .capacity = 1.0, .top_k = 1 },
     { .dp = 2, .m = 2, .every = 2, .capacity = 1.25 },
     { .dp = 2, .m = 1, .ep = 2 },
-    { .dp = 4, .m = 2, .ep = 2, .zero = 1 },
+    { .dp = 4, .m = 2, .ep = 2, .zero = 1, .overlap = true },
     { .dp = 4, .m = 2, .ep = 4, .zero = 2, .dropout = 0.1, .top_k = 1 },
     { .dp = 2, .pp = 2, .m = 2, .ep = 2, .recompute = true },
     { .dp = 2, .pp = 2, .m = 4, .ep = 2, .schedule = "zb-h1", .capacity = 1.0 },
@@ -97,6 +98,7 @@ static ptdp_train_config moe_config(const moe_case *k)
     c.recompute_core = k->selective;
     c.verify_replicas = dp > 1;
     c.ep = k->ep;
+    c.overlap = k->overlap;
     c.cp = k->cp;
     c.cp_a2a = k->a2a;
     return c;
@@ -143,11 +145,11 @@ END_TEST
 /* Expert parallelism's own refusals, before any work, naming the flags. */
 TEST(moe_tests, test_bad_expert_parallel_layouts_are_refused)
 {
-    static const struct { int dp, ep, experts; bool overlap, mlp; const char *say; } no[] = {
+    static const struct { int dp, ep, experts, zero; bool overlap, mlp; const char *say; } no[] = {
         { .dp = 3, .ep = 2, .experts = 4, .say = "--ep 2 must divide --dp x --cp = 3" },
         { .dp = 4, .ep = 4, .experts = 6, .say = "--moe-experts 6 must divide by --ep 4" },
         { .dp = 2, .ep = 2, .experts = 0, .say = "give --moe-experts" },
-        { .dp = 2, .ep = 2, .experts = 4, .overlap = true, .say = "--overlap with --ep 2" },
+        { .dp = 2, .ep = 2, .experts = 4, .overlap = true, .zero = 2, .say = "--overlap with --ep 2 and --zero 2" },
         { .dp = 2, .ep = 2, .mlp = true, .say = "--model mlp has no experts" },
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
@@ -157,6 +159,7 @@ TEST(moe_tests, test_bad_expert_parallel_layouts_are_refused)
         ptdp_gpt(&c.model)->moe_experts = no[i].experts;
         ptdp_gpt(&c.model)->moe_top_k = no[i].experts > 0 ? 2 : 1;
         c.overlap = no[i].overlap;
+        c.zero = no[i].zero;
         if (no[i].mlp)
             c.model = equiv_config(no[i].dp, 1, 1, 1).model;
         char msg[512] = "";
