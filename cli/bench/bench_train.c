@@ -26,7 +26,11 @@
  *                                 (the library's one door to BLAS), with
  *                                 nothing around them
  *      forward + backward / GEMMs alone is what everything that is not a
- *      matrix product (bias, GELU, softmax, residual, copies) costs.
+ *      matrix product (bias, GELU, softmax, residual, copies) costs.  And
+ *      the machine's own GEMM speed: one square 2048^3 product through the
+ *      same door on the same thread; the step's GEMMs at their GFLOP/s over
+ *      its GFLOP/s is how well their shapes (attention's small per-head
+ *      products, the transposes) use the machine.
  *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch (and
  *      dp = 2 with ZeRO-1, the optimizer step sharded, when the build has
  *      it): the wall time of a step as the training loop logs it (largest
@@ -204,7 +208,36 @@ typedef struct {
     double *fwd_bwd, *optim, *gemm;    /* [timed steps] seconds          */
     double *loss;                      /* [steps], every step            */
     double flops, gemm_flops;          /* of one forward + backward      */
+    double square_s;                   /* one SQUARE_N^3 product, median */
 } phase_run;
+
+/* The machine's GEMM speed, as the step's products are held against it:
+ * one large square product, n^3 multiply-adds, through the same door
+ * (ptdp_matmul) on the same one thread — OpenBLAS at its best shape. */
+#define SQUARE_N 2048
+
+static int square_gemm(ptdp_device *dev, int reps, double *median_s)
+{
+    ptdp_tensor a = { 0 }, b = { 0 }, c = { 0 };
+    double t[8];
+    int rc = scratch(dev, &a, "square.a", SQUARE_N, SQUARE_N);
+    if (rc == 0)
+        rc = scratch(dev, &b, "square.b", SQUARE_N, SQUARE_N);
+    if (rc == 0)
+        rc = scratch(dev, &c, "square.c", SQUARE_N, SQUARE_N);
+    for (int i = 0; rc == 0 && i <= reps && i < 8; i++) {   /* the first one a warm-up */
+        const double t0 = ptdp_wall_now();
+        ptdp_matmul(c, a, false, b, false, 1.0, 0.0);
+        if (i > 0)
+            t[i - 1] = ptdp_wall_now() - t0;
+    }
+    if (rc == 0)
+        *median_s = median(t, reps < 7 ? reps : 7);
+    ptdp_tensor_free(dev, &c);
+    ptdp_tensor_free(dev, &b);
+    ptdp_tensor_free(dev, &a);
+    return rc;
+}
 
 /* Everything the phase-by-phase baseline holds on its device. */
 typedef struct {
@@ -299,6 +332,10 @@ static int phase_device(ptdp_device *dev, void *arg)
     r->gemm_flops = st.plan.flops;
     ptdp_gemm_log_stop();
     phase_teardown(dev, &st);
+    if (rc == 0) {
+        ptdp_progress("[1/7] the machine's square %d^3 GEMM", SQUARE_N);
+        rc = square_gemm(dev, 3, &r->square_s);
+    }
     return rc;
 }
 
@@ -381,6 +418,7 @@ static int run_concurrently(train_run *a, train_run *b)
 
 typedef struct {
     double fwd_bwd_s, optim_s, gemm_s, flops, gemm_flops;
+    double square_s;               /* one SQUARE_N^3 product (square_gemm)   */
     double base_s, dp2_s, zero1_s, alone_s, conc_s;   /* zero1_s 0: not measured */
     double threads_s;              /* dp=1 with blas_threads per device      */
     int blas_threads;
@@ -435,6 +473,7 @@ static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
         out->gemm_s = median(pr.gemm, c->steps);
         out->gemm_flops = pr.gemm_flops;
         out->flops = pr.flops;
+        out->square_s = pr.square_s;
     }
     ptdp_launch_result_free(&lr);
     free(times);
@@ -538,6 +577,12 @@ static speedups speedups_of(const bench_result *r)
     return s;
 }
 
+/* GFLOP/s of the square product, 2 n^3 flops. */
+static double square_gflops(const bench_result *r)
+{
+    return ptdp_matmul_flops(SQUARE_N, SQUARE_N, SQUARE_N) / r->square_s / 1e9;
+}
+
 static void print_json(const bench_cfg *c, const bench_result *r)
 {
     double b = c->batch;
@@ -559,6 +604,9 @@ static void print_json(const bench_cfg *c, const bench_result *r)
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     if (cli->bench_json_keys != NULL)
         cli->bench_json_keys(stdout, &c->model, c->batch, r->base_s);
+    printf("\"square_gemm_n\": %d, \"square_gemm_s\": %.6g, \"square_gemm_gflops\": %.6g, "
+           "\"gemm_share_of_square\": %.6g, ", SQUARE_N, r->square_s, square_gflops(r),
+           r->gemm_flops / r->gemm_s / 1e9 / square_gflops(r));
     printf("\"blas_threads\": %d, \"baseline_threads_step_s\": %.6g, \"threads_speedup\": %.6g, ",
            r->blas_threads, r->threads_s, r->base_s / r->threads_s);
     if (r->zero1_s > 0)
@@ -589,6 +637,8 @@ static void print_table(const bench_cfg *c, const bench_result *r)
            r->flops / r->fwd_bwd_s / 1e9);
     printf("  %-46s %10.1f %12s %10.1f\n", "  its GEMMs alone (ptdp_matmul, same calls)", 1e3 * r->gemm_s, "",
            r->gemm_flops / r->gemm_s / 1e9);
+    printf("  %-46s %10.1f %12s %10.1f\n", "  one square 2048^3 GEMM (the machine's speed)", 1e3 * r->square_s, "",
+           square_gflops(r));
     printf("  %-46s %10.1f\n", "baseline optimizer (norm, AdamW, zero grads)", 1e3 * r->optim_s);
     printf("  %-46s %10.1f %12.1f %10.1f\n", "baseline step (ptdp train, dp=1)", 1e3 * r->base_s,
            b / r->base_s, r->flops / r->base_s / 1e9);
@@ -610,6 +660,8 @@ static void print_table(const bench_cfg *c, const bench_result *r)
      * are work no GEMM does */
     printf("\n  forward + backward / GEMMs alone       %6.3f   (target <= %.1f)\n", r->fwd_bwd_s / r->gemm_s,
            cli->bench_gemm_target > 0 ? cli->bench_gemm_target : 1.2);
+    printf("  the step's GEMMs / the square GEMM's speed  %5.1f %%  (target >= 90 %%)\n",
+           100 * r->gemm_flops / r->gemm_s / 1e9 / square_gflops(r));
     printf("  speed-ups against one device at the per-device batch B/2:\n");
     printf("    dp=2                                 %6.3f   = 2 t(B/2 alone) / t(dp=2)\n", s.dp2);
     printf("    two runs concurrently (the hardware) %6.3f   = 2 t(B/2 alone) / t(B/2 concurrently)\n",
