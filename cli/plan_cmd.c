@@ -225,7 +225,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
-        else if (strncmp(a.flag, "--moe-", 6) == 0)   /* what an expert keeps and sends depends on the data */
+        else if (strncmp(a.flag, "--moe-", 6) == 0 || strcmp(a.flag, "--ep") == 0)   /* depends on the data */
             return ptdp_usage_error("plan", "%s: the planner does not price a mixture of experts (its loads, and "
                                     "so its memory and time, depend on the data); plan the dense model, and "
                                     "measure an MoE layout with ptdp train", a.flag);
