@@ -222,6 +222,55 @@ TEST(mesh_tests, test_embedding_group_joins_the_first_and_last_stage)
 }
 END_TEST
 
+/* dp 2 x cp 2 x tp 2 with ep 2: the DP group of a TP rank is its four
+ * (dp, cp) devices in the order j = cp + 2 dp; EP groups are consecutive
+ * js ({j0 j1}, {j2 j3}), expert-DP groups the js of one EP rank ({j0 j2},
+ * {j1 j3}), each within its TP rank.  With ep 1 neither is built. */
+typedef struct {
+    int ep[MAXW][2], edp[MAXW][2];
+    bool none_at_ep1[MAXW];
+} ep_arg;
+
+static int ep_device(ptdp_device *dev, void *arg)
+{
+    ep_arg *a = arg;
+    ptdp_mesh m;
+    int rc = ptdp_mesh_init_cp(dev, 2, 2, 2, 1, &m);
+    if (rc == 0 && (rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EP)) == 0)   /* ep 1 after init */
+        a->none_at_ep1[dev->rank] = ptdp_mesh_group(&m, PTDP_GROUP_EP) == NULL;
+    ptdp_mesh_free(&m);
+    if (rc == 0 && (rc = ptdp_mesh_init_cp(dev, 2, 2, 2, 1, &m)) == 0) {
+        m.ep = 2;
+        if ((rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EP)) == 0 &&
+            (rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EDP)) == 0)
+            for (int i = 0; i < 2; i++) {
+                a->ep[dev->rank][i] = ptdp_comm_world_rank(ptdp_mesh_group(&m, PTDP_GROUP_EP), i);
+                a->edp[dev->rank][i] = ptdp_comm_world_rank(ptdp_mesh_group(&m, PTDP_GROUP_EDP), i);
+            }
+        ptdp_mesh_free(&m);
+    }
+    return rc;
+}
+
+TEST(mesh_tests, test_expert_groups_split_the_dp_group)
+{
+    ep_arg a;
+    memset(&a, 0, sizeof a);
+    harness_launch_ok(8, ep_device, &a, NULL, NULL);
+    /* world rank = tp + 2 (cp + 2 dp): tp rank 0 holds 0 2 4 6 as j = 0 1 2 3 */
+    static const int ep[8][2] = { { 0, 2 }, { 1, 3 }, { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 }, { 4, 6 }, { 5, 7 } };
+    static const int edp[8][2] = { { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 }, { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 } };
+    for (int r = 0; r < 8; r++) {
+        ck_assert_msg(a.none_at_ep1[r], "rank %d: an EP group was built at ep 1", r);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(a.ep[r][i] == ep[r][i], "rank %d: EP member %d is %d, want %d", r, i, a.ep[r][i], ep[r][i]);
+            ck_assert_msg(a.edp[r][i] == edp[r][i], "rank %d: expert-DP member %d is %d, want %d", r, i, a.edp[r][i],
+                          edp[r][i]);
+        }
+    }
+}
+END_TEST
+
 static int wrong_world_device(ptdp_device *dev, void *arg)
 {
     (void)arg;
