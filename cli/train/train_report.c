@@ -414,12 +414,15 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     fprintf(f, "     \"wall_s\": %s}", J(s->wall_s));
 }
 
-/* CP's attention algorithm (cp.h's ring, or ulysses.h's all-to-alls): a
- * config key of its own, after cp_layout's line. */
-static void json_cp_algo(FILE *f, const ptdp_train_config *c)
+/* The config keys added after cp_layout's line: CP's attention algorithm
+ * (cp.h's ring, or ulysses.h's all-to-alls), expert parallelism's group
+ * (1: none), and each device's BLAS threads as the run had them
+ * (--blas-threads, launch.h). */
+static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o, int world)
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
+    fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
 
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
@@ -433,7 +436,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                "\"micro_batches\": %d, \"batch\": %d, \"steps\": %d, \"cp\": %d, \"cp_layout\": \"%s\",\n",
             lr->world_size, c->dp, c->tp, c->pp, c->zero, c->micro_batches, c->batch, c->steps, ptdp_train_cp(c),
             c->cp_contiguous ? "contiguous" : "zigzag");
-    json_cp_algo(f, c);
+    json_config_more(f, c, o, lr->world_size);
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
                "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",

@@ -64,4 +64,8 @@ for bin in "${bins[@]}"; do
         done
     done
 done
+# --report says how many threads each device's products had
+if run_ok train --steps 1 --blas-threads 2 --report "$tmp/threads.json"; then
+    report_config "$tmp/threads.json" blas_threads 2
+fi
 finish blas_threads "$cases cases"
