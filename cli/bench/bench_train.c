@@ -577,6 +577,16 @@ static speedups speedups_of(const bench_result *r)
     return s;
 }
 
+/* Which kernels ran the products: the square product's speed is theirs
+ * (OpenBLAS picks them for the CPU when it loads, or OPENBLAS_CORETYPE
+ * does). */
+static void print_kernels(void)
+{
+    const char *forced = getenv("OPENBLAS_CORETYPE");
+    printf("  BLAS kernels: %s%s%s%s\n", ptdp_blas_kernels(), forced ? " (OPENBLAS_CORETYPE=" : "",
+           forced ? forced : "", forced ? ")" : "");
+}
+
 /* GFLOP/s of the square product, 2 n^3 flops. */
 static double square_gflops(const bench_result *r)
 {
@@ -604,8 +614,8 @@ static void print_json(const bench_cfg *c, const bench_result *r)
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     if (cli->bench_json_keys != NULL)
         cli->bench_json_keys(stdout, &c->model, c->batch, r->base_s);
-    printf("\"square_gemm_n\": %d, \"square_gemm_s\": %.6g, \"square_gemm_gflops\": %.6g, "
-           "\"gemm_share_of_square\": %.6g, ", SQUARE_N, r->square_s, square_gflops(r),
+    printf("\"square_gemm_n\": %d, \"square_gemm_s\": %.6g, \"square_gemm_gflops\": %.6g, \"blas_kernels\": \"%s\", "
+           "\"gemm_share_of_square\": %.6g, ", SQUARE_N, r->square_s, square_gflops(r), ptdp_blas_kernels(),
            r->gemm_flops / r->gemm_s / 1e9 / square_gflops(r));
     printf("\"blas_threads\": %d, \"baseline_threads_step_s\": %.6g, \"threads_speedup\": %.6g, ",
            r->blas_threads, r->threads_s, r->base_s / r->threads_s);
@@ -662,6 +672,7 @@ static void print_table(const bench_cfg *c, const bench_result *r)
            cli->bench_gemm_target > 0 ? cli->bench_gemm_target : 1.2);
     printf("  the step's GEMMs / the square GEMM's speed  %5.1f %%  (target >= 90 %%)\n",
            100 * r->gemm_flops / r->gemm_s / 1e9 / square_gflops(r));
+    print_kernels();
     printf("  speed-ups against one device at the per-device batch B/2:\n");
     printf("    dp=2                                 %6.3f   = 2 t(B/2 alone) / t(dp=2)\n", s.dp2);
     printf("    two runs concurrently (the hardware) %6.3f   = 2 t(B/2 alone) / t(B/2 concurrently)\n",

@@ -46,6 +46,9 @@ void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool
                  double alpha, double beta);
 /* 2 m n k */
 double ptdp_matmul_flops(int m, int n, int k);
+/* The kernels the BLAS chose for this CPU (OpenBLAS's core name, e.g.
+ * "Haswell"), or "unknown" for a BLAS that does not say. */
+const char *ptdp_blas_kernels(void);
 
 /* The products a piece of code asks for, recorded (for `ptdp bench train`:
  * "the same GEMMs alone").  Between start and stop every ptdp_matmul of

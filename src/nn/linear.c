@@ -91,6 +91,20 @@ double ptdp_matmul_flops(int m, int n, int k)
     return 2.0 * m * n * k;
 }
 
+#if defined(PTDP_HAVE_OPENBLAS_GET_CORENAME)
+char *openblas_get_corename(void);
+#endif
+
+const char *ptdp_blas_kernels(void)
+{
+#if defined(PTDP_HAVE_OPENBLAS_GET_CORENAME)
+    const char *name = openblas_get_corename();
+    return name != NULL && *name != '\0' ? name : "unknown";
+#else
+    return "unknown";
+#endif
+}
+
 /* ------------------------------------------------------------------ bias */
 
 void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b)
