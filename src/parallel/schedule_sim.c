@@ -10,6 +10,9 @@
  *      FORWARD(k) < BACKWARD(k);  BACKWARD_INPUT(k) < BACKWARD_WEIGHT(k);
  *      OPTIMIZER_STEP once, last
  *    and every send has its recv: stage s sends F(k) once iff s+1 receives it.
+ *    At a V's tip, where a chunk hands its output to the stage's other chunk
+ *    without a message, the list itself must order them: F(k) of the first
+ *    before F(k) of the second, whose backward comes before the first's.
  *
  * 2. Rendezvous simulation: each stage stands at its next action.  Compute
  *    completes alone; a send and its matching recv complete together, only
@@ -91,6 +94,24 @@ static int allowed(ptdp_action_kind k, int first, int last)
            k == PTDP_ACT_BACKWARD_WEIGHT;
 }
 
+/* Action i (tok) of stage st sends or receives where its chunk has no
+ * neighbour on another stage: the model's ends, or the V's tip. */
+static int refuse_message(const ptdp_schedule *s, int st, int i, const char *tok, int first,
+                          ptdp_schedule_verdict *v)
+{
+    const ptdp_action *a = &s->stage[st].actions[i];
+    if (!ptdp_chunk_is_first(s, st, a->chunk) && !ptdp_chunk_is_last(s, st, a->chunk))
+        return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d hands its %s "
+                    "over to its other chunk on the same stage: no message", st, i, tok,
+                    a->chunk, st, first ? "input gradient" : "output");
+    if (s->virtual_stages > 1)
+        return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d is the model's "
+                    "%s piece: there is no %s stage", st, i, tok, a->chunk, st,
+                    first ? "first" : "last", first ? "previous" : "next");
+    return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
+                st, i, tok, st, first ? "previous" : "next");
+}
+
 /* at[(kind * v + chunk) * m + mb] = index of that action in the list, -1 if absent. */
 static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
 {
@@ -116,15 +137,10 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
         if (a->chunk < 0 || a->chunk >= nv)
             return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
                         "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
-        int first = ptdp_chunk_is_first(s, st, a->chunk), last = ptdp_chunk_is_last(s, st, a->chunk);
-        if (!allowed(a->kind, first, last)) {
-            if (nv > 1)
-                return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d is the model's "
-                            "%s piece: there is no %s stage", st, i, tok, a->chunk, st,
-                            first ? "first" : "last", first ? "previous" : "next");
-            return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
-                        st, i, tok, st, first ? "previous" : "next");
-        }
+        /* first / last: no message in / out (the model's ends, or the V's tip) */
+        int first = !ptdp_chunk_remote_before(s, st, a->chunk), last = !ptdp_chunk_remote_after(s, st, a->chunk);
+        if (!allowed(a->kind, first, last))
+            return refuse_message(s, st, i, tok, first, v);
         int peer, peer_chunk;
         ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
         if (a->peer != peer)
@@ -142,7 +158,7 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
 
     for (int c = 0; c < nv; c++)
         for (int mb = 0; mb < m; mb++) {
-            int first = ptdp_chunk_is_first(s, st, c), last = ptdp_chunk_is_last(s, st, c);
+            int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
             char where[32] = "";
             if (nv > 1)
                 snprintf(where, sizeof where, " (chunk %d)", c);
@@ -174,6 +190,39 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
                                 order_rules[r].why);
             }
         }
+#undef AT
+    return PTDP_OK;
+}
+
+/* At the V's tip a chunk hands its output to the stage's other chunk
+ * without a message, so no rendezvous orders the two: the list must.  The
+ * forward of chunk c before that of the chunk it feeds, whose backward
+ * (or B) before chunk c's.  `at` as check_stage left it. */
+static int check_hand_over(const ptdp_schedule *s, int st, const int *at, ptdp_schedule_verdict *v)
+{
+    const int m = s->micro_batches, nv = s->virtual_stages;
+#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
+    for (int c = 0; c < nv; c++) {
+        int to_stage, to;
+        if (!ptdp_chunk_hands_on(s, st, c))
+            continue;
+        ptdp_chunk_place(s, ptdp_chunk_global(s, st, c) + 1, &to_stage, &to);
+        for (int mb = 0; mb < m; mb++) {
+            int f = AT(PTDP_ACT_FORWARD, c, mb), f_next = AT(PTDP_ACT_FORWARD, to, mb);
+            int b = AT(PTDP_ACT_BACKWARD, c, mb) >= 0 ? AT(PTDP_ACT_BACKWARD, c, mb)
+                                                     : AT(PTDP_ACT_BACKWARD_INPUT, c, mb);
+            int b_next = AT(PTDP_ACT_BACKWARD, to, mb) >= 0 ? AT(PTDP_ACT_BACKWARD, to, mb)
+                                                           : AT(PTDP_ACT_BACKWARD_INPUT, to, mb);
+            if (f > f_next)
+                return fail(v, st, f_next, "stage %d: the forward of micro-batch %d through chunk %d "
+                            "(action %d) comes before chunk %d's (action %d), whose output is its input",
+                            st, mb, to, f_next, c, f);
+            if (b_next > b)
+                return fail(v, st, b, "stage %d: the backward of micro-batch %d through chunk %d "
+                            "(action %d) comes before chunk %d's (action %d), whose input gradient is "
+                            "its output gradient", st, mb, c, b, to, b_next);
+        }
+    }
 #undef AT
     return PTDP_OK;
 }
@@ -282,7 +331,8 @@ int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v)
     int *pos = calloc((size_t)s->pp, sizeof(int));
     int rc = at == NULL || pos == NULL ? PTDP_ENOMEM : PTDP_OK;
     for (int st = 0; st < s->pp && rc == PTDP_OK; st++)
-        rc = check_stage(s, st, at, v);
+        if ((rc = check_stage(s, st, at, v)) == PTDP_OK)
+            rc = check_hand_over(s, st, at, v);
     if (rc == PTDP_OK)
         rc = run_rendezvous(s, pos, v);
     free(at);
