@@ -79,11 +79,16 @@ void ptdp_schedule_destroy(ptdp_schedule *s)
 
 /* ---- model chunks ------------------------------------------------------------ */
 
+int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk)
+{
+    if (layout == PTDP_CHUNKS_V)
+        return chunk == 0 ? stage : 2 * pp - 1 - stage;
+    return chunk * pp + stage;
+}
+
 int ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk)
 {
-    if (s->layout == PTDP_CHUNKS_V)
-        return chunk == 0 ? stage : 2 * s->pp - 1 - stage;
-    return chunk * s->pp + stage;
+    return ptdp_chunk_global_in(s->layout, s->pp, stage, chunk);
 }
 
 void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk)
