@@ -9,6 +9,10 @@
 #     hands piece 3 to 4 itself) and no message across its tip; --svg draws
 #     the F&B pairs' borders.
 #  3. p 2..5, m 2p..2p+2: the measured bubble equals the formula.
+#  4. `ptdp train --schedule dualpipev --profile ideal`: the executor's
+#     bubble equals the formula (p 2, m 4; p 3, m 8), the boundary
+#     crossings 2m(2p - 2); --check passes for the GPT; its checkpoint is
+#     the same bytes as 1F1B's on 2p stages.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -57,5 +61,25 @@ for p in 2 3 4 5; do
     done
 done
 echo "ok    schedule --schedule dualpipev: measured bubble = (p-1)/(3m+p-1) for p 2..5, m 2p..2p+2"
+
+# ---- 4. training -----------------------------------------------------------------
+for pm in "2 4" "3 8"; do
+    read -r p m <<<"$pm"
+    run train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipev --profile ideal --steps 2 \
+        --quiet || continue
+    line=$(grep '^pipeline (dualpipev' "$out")
+    measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
+    formula=$(sed -n 's/.* = \([0-9.]*\)$/\1/p' <<<"$line")
+    [[ -n $measured && $measured == "$formula" ]] || fail "train --pp $p --micro-batches $m: $line"
+    expect_out "= 2 m (2p - 2) = 2 x $m x $((2 * p - 2)) = $((2 * m * (2 * p - 2))) boundary crossings"
+done
+echo "ok    train --schedule dualpipev --profile ideal: the executor's bubble = (p-1)/(3m+p-1), p 2 and 3"
+if run train --model gpt --layers 4 --pp 2 --micro-batches 4 --schedule dualpipev --steps 2 --check \
+       --save "$tmp/v.st" --quiet; then
+    expect_out "check PASSED"
+    run train --model gpt --layers 4 --pp 4 --micro-batches 4 --steps 2 --save "$tmp/one.st" --quiet &&
+        { cmp -s "$tmp/v.st" "$tmp/one.st" || fail "the dualpipev checkpoint differs from 1f1b's on 4 stages"; }
+    echo "ok    train --model gpt --schedule dualpipev --check passes; its checkpoint = 1f1b's on 2p stages, byte for byte"
+fi
 
 finish "schedule dualpipev" "errors, the bubble by formula and measured, DualPipe's table, the V"
