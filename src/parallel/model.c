@@ -54,6 +54,7 @@
 #include "ptdp/rng.h"
 #include "ptdp/schedule.h"
 #include "parallel/model_impl.h"
+#include "parallel/schedule_impl.h"
 
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, int *begin, int *count)
 {
