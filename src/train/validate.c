@@ -327,6 +327,16 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
             "ptdp-f64, whose precision is f64");
 #endif
+    if (c->bf16 && ptdp_train_pp_v(c))
+        BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
+            "time, and its V gives each stage two chunks (and W adds after the rounding, as in zb-h1); use "
+            "--schedule 1f1b or gpipe", c->schedule);
+    if (c->zero == 3 && ptdp_train_pp_v(c))
+        BAD("--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per device, and its V gives "
+            "each stage two chunks; use --zero 2 (or --schedule 1f1b)", c->schedule);
+    if (c->overlap && ptdp_train_pp_v(c))
+        BAD("--overlap with --schedule %s: a device's two chunks finish their last backwards at different times "
+            "and only one chunk's gradients form the buffer's prefix; leave --overlap out", c->schedule);
     if (c->bf16 && v > 1)
         BAD("--precision bf16 with --virtual-stages %d: bf16 parameters are widened one model chunk's units "
             "at a time; use --virtual-stages 1", v);

@@ -2,7 +2,8 @@
 # schedule_dualpipev.sh PTDP — `ptdp schedule --schedule dualpipev`: the V.
 #
 #  1. Flags that cannot make it exit 2 naming them: m < 2p (with the m that
-#     would work), one device, more than two chunks.
+#     would work), one device, more than two chunks; and in `ptdp train`
+#     too few blocks for 2p stages, ZeRO-3, --overlap, bf16 (float build).
 #  2. p 4, m 10: the bubble 0.090909 measured and by (p-1)/(3m+p-1), DualPipe's
 #     table beside it (6 idle per device, PP+1 = 9 stage-micro-batches kept
 #     on every device, 2 stages of 8 a device); --list shows the V (stage 3
@@ -34,6 +35,13 @@ expect_usage "--micro-batches 7 is fewer than 2 x --pp = 8"   -- $s --pp 4 --mic
 expect_usage "try --micro-batches 8"                          -- $s --pp 4 --micro-batches 7
 expect_usage "--schedule dualpipev needs --pp 2 or more"      -- $s --pp 1 --micro-batches 4
 expect_usage "--virtual-stages 3: the dualpipev schedule holds two chunks" -- $s --pp 2 --micro-batches 4 --virtual-stages 3
+t="train --schedule dualpipev --pp 2"
+expect_usage "fewer than 2 x --pp = 4"                        -- $t --micro-batches 3 --batch 48
+expect_usage "need --layers >= 4"                             -- $t --micro-batches 4 --model gpt
+expect_usage "--zero 3 with --schedule dualpipev"             -- $t --micro-batches 4 --dp 2 --zero 3
+expect_usage "--overlap with --schedule dualpipev"            -- $t --micro-batches 4 --dp 2 --overlap
+[[ $ptdp == *f64 ]] ||
+    expect_usage "--precision bf16 with --schedule dualpipev" -- $t --micro-batches 4 --precision bf16
 
 # ---- 2. p 4, m 10 -----------------------------------------------------------------
 if run $s --pp 4 --micro-batches 10 --list --svg "$tmp/v.svg"; then
