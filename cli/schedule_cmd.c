@@ -64,6 +64,8 @@ static void usage(FILE *f)
         "  --backward-input-time T   a split backward's B (default: half the backward time)\n"
         "  --backward-weight-time T  its W (default: half the backward time)\n"
         "  --send-time T        time for a message to arrive (default 0)\n"
+        "  --alltoall-time T    expert parallelism's all-to-alls in one forward or backward (default 0):\n"
+        "                       waited for alone, hidden under the partner's compute in an F&B pair\n"
         "  --naive              1f1b with every send before its receive: watch it deadlock\n");
 }
 
@@ -91,6 +93,7 @@ static int parse(int argc, char **argv, schedule_options *o)
         else if (ptdp_args_is(&a, "--forward-time"))  rc = ptdp_args_double(&a, 0, 1e9, &o->costs.forward);
         else if (ptdp_args_is(&a, "--backward-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward);
         else if (ptdp_args_is(&a, "--send-time"))     rc = ptdp_args_double(&a, 0, 1e9, &o->costs.send);
+        else if (ptdp_args_is(&a, "--alltoall-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.alltoall);
         else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 16, &o->virtual_stages);
         else if (ptdp_args_is(&a, "--backward-input-time")) {
             rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward_input);
@@ -201,6 +204,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
     const double v_ = s->virtual_stages;
     c.forward /= v_;
     c.backward /= v_;
+    c.alltoall /= v_;
     if (!o->split_times)
         c.backward_input = c.backward_weight = c.backward / 2;
     else if (s->virtual_stages > 1) {
@@ -218,6 +222,9 @@ static int run(const schedule_options *o, ptdp_schedule *s)
                o->costs.forward, o->costs.backward, o->costs.send,
                s->virtual_stages > 1 ? "; a chunk takes 1/v of them" : "");
 
+    if (c.alltoall > 0)
+        printf("all-to-alls %g per forward or backward (--alltoall-time): waited for alone, under the other's "
+               "compute in an F&B pair\n\n", c.alltoall);
     ptdp_schedule_timeline *t = NULL;
     int rc = ptdp_schedule_simulate(s, &c, &t);
     if (rc == PTDP_OK)

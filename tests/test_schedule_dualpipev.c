@@ -17,6 +17,8 @@
  *                 the peak of stage-micro-batches alive is PP + 1 on every
  *                 device (m >= 2p + 1).
  *   phases        device 0 of p = 2, m = 4 in the reference's order.
+ *   all-to-alls   alone an F or B waits for its own; in a pair they hide
+ *                 under the partner's compute, the pair max(F + B, 2 x).
  *   pairs         an F&B pair waits for both inputs and sends both at its
  *                 end; a pair flag on anything but a forward before a whole
  *                 backward is refused.
@@ -179,6 +181,51 @@ TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble)
             ptdp_schedule_timeline_destroy(t);
             ptdp_schedule_destroy(s);
         }
+}
+END_TEST
+
+/* With all-to-alls of x per F or B: alone each waits for its own; in a
+ * pair they run under the partner's compute, the pair taking
+ * max(F + B, 2x).  So with 2x <= F + B = 3 a device is busy 6m + x for
+ * every F or B outside a pair, and with 2x = 8 each pair takes 8. */
+TEST(bubble_tests, a_pair_hides_its_all_to_alls_under_the_partners_compute)
+{
+    for (int k = 0; k < 2; k++) {
+        const double x = k == 0 ? 1.0 : 4.0;
+        const ptdp_schedule_costs c = { .forward = 1, .backward = 2, .backward_input = 1,
+                                        .backward_weight = 1, .alltoall = x };
+        ptdp_schedule *s = make(3, 8);
+        ptdp_schedule_timeline *t = NULL;
+        ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
+        for (int st = 0; st < 3; st++) {
+            int alone = 0, pairs = 0;
+            const ptdp_stage_actions *l = &s->stage[st];
+            for (int i = 0; i < l->count; i++) {
+                const ptdp_action_kind kind = l->actions[i].kind;
+                const int in_pair = l->actions[i].pair || (i > 0 && l->actions[i - 1].pair);
+                pairs += l->actions[i].pair;
+                alone += !in_pair && (kind == PTDP_ACT_FORWARD || kind == PTDP_ACT_BACKWARD ||
+                                      kind == PTDP_ACT_BACKWARD_INPUT);
+            }
+            const double want = 6.0 * 8 + x * alone + (2 * x > 3 ? (2 * x - 3) * pairs : 0);
+            ck_assert_msg(fabs(t->busy[st] - want) < 1e-12, "x %g stage %d: busy %g, want %g (%d alone, %d pairs)",
+                          x, st, t->busy[st], want, alone, pairs);
+            ck_assert_int_gt(pairs, 0);
+        }
+        ptdp_schedule_timeline_destroy(t);
+        ptdp_schedule_destroy(s);
+    }
+    /* ZB-H1 has no pairs: every F and B waits for its all-to-alls */
+    ptdp_schedule *z = NULL;
+    ck_assert_int_eq(ptdp_schedule_create("zb-h1", 4, 8, &z), PTDP_OK);
+    const ptdp_schedule_costs c = { .forward = 1, .backward = 2, .backward_input = 1, .backward_weight = 1,
+                                    .alltoall = 1 };
+    ptdp_schedule_timeline *t = NULL;
+    ck_assert_int_eq(ptdp_schedule_simulate(z, &c, &t), PTDP_OK);
+    for (int st = 0; st < 4; st++)
+        ck_assert(fabs(t->busy[st] - (3.0 * 8 + 2.0 * 8)) < 1e-12);
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(z);
 }
 END_TEST
 

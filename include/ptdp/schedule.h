@@ -290,6 +290,13 @@ typedef struct {
     double send;       /* a message arrives at t_send + send; the sender goes on */
     const double *forward_per_stage;   /* optional, pp values overriding forward  */
     const double *backward_per_stage;  /* optional, pp values overriding backward */
+    double alltoall;   /* expert parallelism's all-to-alls in one F, B (or
+                          B-input) action, on the communication stream.
+                          Alone, the compute waits for them: F takes
+                          forward + alltoall.  In an overlapped pair each
+                          one's all-to-alls run under the other's compute:
+                          the pair takes max(F + B, 2 alltoall).  W has
+                          none.  0: no experts (the default).            */
 } ptdp_schedule_costs;
 
 typedef struct {
@@ -300,7 +307,8 @@ typedef struct {
     int                pp;
     double             makespan;   /* when the last stage to finish is done   */
     double             bubble;     /* sum of idle / (pp * makespan)           */
-    double            *busy;       /* busy[s]: forward + backward time        */
+    double            *busy;       /* busy[s]: forward + backward time (with
+                                      the all-to-alls it waits for)           */
     double            *idle;       /* idle[s] = makespan - busy[s]            */
     ptdp_action_time **time;       /* time[s][i] for action i of stage s      */
 } ptdp_schedule_timeline;

@@ -29,6 +29,14 @@
  * 3. Timing: the same walk in virtual time.  Compute costs t_f / t_b; a send
  *    is asynchronous (arrives at t_send + cost, the sender goes on); a recv
  *    completes at max(now, arrival).  Idle = makespan - busy per stage.
+ *    With expert parallelism's all-to-alls (costs.alltoall) a device has two
+ *    streams: alone, an F or B waits for its own all-to-alls; in an
+ *    overlapped pair (DualPipeV's F&B) each one's run under the other's
+ *    compute, and the pair ends when both streams have:
+ *
+ *        alone   compute |F.....|a2a|B.........|a2a|
+ *        pair    compute |F.....B.........|            max(F + B, 2 a2a)
+ *                comm    |a2a(B)|a2a(F)|
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -380,6 +388,26 @@ static ptdp_schedule_timeline *timeline_alloc(const ptdp_schedule *s)
     return t;
 }
 
+/* How long compute action i of stage st occupies the device: its compute,
+ * and the all-to-alls the compute stream waits for (none hidden alone; in
+ * a pair, the part of both pairs' all-to-alls F + B cannot cover). */
+static double duration(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st, int i)
+{
+    const ptdp_action *a = &s->stage[st].actions[i];
+    const double tf = c->forward_per_stage ? c->forward_per_stage[st] : c->forward;
+    const double tb = c->backward_per_stage ? c->backward_per_stage[st] : c->backward;
+    const double x = c->alltoall;
+    double t = a->kind == PTDP_ACT_FORWARD ? tf : a->kind == PTDP_ACT_BACKWARD ? tb
+             : a->kind == PTDP_ACT_BACKWARD_INPUT ? c->backward_input : c->backward_weight;
+    if (a->kind == PTDP_ACT_BACKWARD_WEIGHT || x == 0)
+        return t;
+    if (a->pair)
+        return t;                                   /* its all-to-alls: under its partner's B */
+    if (i > 0 && s->stage[st].actions[i - 1].pair)  /* the pair's B: what F + B leaves of 2 x */
+        return 2 * x - tf > t ? 2 * x - tf : t;
+    return t + x;
+}
+
 /* Play stage st from pos[st] on, as far as messages already sent allow.
  * arrival[(2 * g + dir) * m + mb] is when a message from chunk g lands, -1
  * if unsent (dir 0: activation to chunk g+1, dir 1: gradient to g-1). */
@@ -387,8 +415,6 @@ static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
                    int *pos, double *now, double *arrival, ptdp_schedule_timeline *t)
 {
     const int m = s->micro_batches;
-    const double tf = c->forward_per_stage ? c->forward_per_stage[st] : c->forward;
-    const double tb = c->backward_per_stage ? c->backward_per_stage[st] : c->backward;
     int moved = 0;
     for (; pos[st] < s->stage[st].count; pos[st]++, moved = 1) {
         const ptdp_action *a = &s->stage[st].actions[pos[st]];
@@ -399,10 +425,15 @@ static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
         ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
         int from = peer >= 0 ? ptdp_chunk_global(s, peer, peer_chunk) : 0;
         switch (a->kind) {
-        case PTDP_ACT_FORWARD:         now[st] += tf; t->busy[st] += tf; break;
-        case PTDP_ACT_BACKWARD:        now[st] += tb; t->busy[st] += tb; break;
-        case PTDP_ACT_BACKWARD_INPUT:  now[st] += c->backward_input; t->busy[st] += c->backward_input; break;
-        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->backward_weight; t->busy[st] += c->backward_weight; break;
+        case PTDP_ACT_FORWARD:
+        case PTDP_ACT_BACKWARD:
+        case PTDP_ACT_BACKWARD_INPUT:
+        case PTDP_ACT_BACKWARD_WEIGHT: {
+            const double d = duration(s, c, st, pos[st]);
+            now[st] += d;
+            t->busy[st] += d;
+            break;
+        }
         case PTDP_ACT_SEND_FORWARD:    arrival[(2 * g) * m + a->mb] = now[st] + c->send; break;
         case PTDP_ACT_SEND_BACKWARD:   arrival[(2 * g + 1) * m + a->mb] = now[st] + c->send; break;
         case PTDP_ACT_RECV_FORWARD:    msg = &arrival[(2 * from) * m + a->mb]; break;
@@ -425,7 +456,7 @@ int ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
 {
     *out = NULL;
     if (c == NULL || !(c->forward >= 0 && c->backward >= 0 && c->send >= 0 &&
-                       c->backward_input >= 0 && c->backward_weight >= 0))
+                       c->backward_input >= 0 && c->backward_weight >= 0 && c->alltoall >= 0))
         return PTDP_EINVAL;
     for (int st = 0; s != NULL && st < s->pp; st++)
         if ((c->forward_per_stage && !(c->forward_per_stage[st] >= 0)) ||

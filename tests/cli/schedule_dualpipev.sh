@@ -58,6 +58,11 @@ if run $s --pp 4 --micro-batches 10 --list --svg "$tmp/v.svg"; then
     echo "ok    schedule --schedule dualpipev --pp 4 --micro-batches 10: bubble 0.090909 both ways, table, V"
 fi
 
+# all-to-alls: hidden in the pairs, waited for by ZB-H1's every F and B
+if run $s --pp 4 --micro-batches 10 --alltoall-time 1; then
+    expect_out "all-to-alls 0.5 per forward or backward (--alltoall-time)"
+fi
+
 # ---- 3. the formula for several p and m --------------------------------------------
 for p in 2 3 4 5; do
     for m in $((2 * p)) $((2 * p + 1)) $((2 * p + 2)); do
