@@ -4,6 +4,7 @@
  *     ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b [--svg FILE] [--list]
  *     ptdp schedule --schedule interleaved --virtual-stages 2
  *     ptdp schedule --schedule zb-h1
+ *     ptdp schedule --schedule dualpipev --pp 4 --micro-batches 10
  *
  * No model runs: the command generates the per-stage action lists
  * (schedule.h), proves them deadlock-free under blocking rendezvous
@@ -63,6 +64,8 @@ static void usage(FILE *f)
         "  --backward-input-time T   a split backward's B (default: half the backward time)\n"
         "  --backward-weight-time T  its W (default: half the backward time)\n"
         "  --send-time T        time for a message to arrive (default 0)\n"
+        "  --alltoall-time T    expert parallelism's all-to-alls in one forward or backward (default 0):\n"
+        "                       waited for alone, hidden under the partner's compute in an F&B pair\n"
         "  --naive              1f1b with every send before its receive: watch it deadlock\n");
 }
 
@@ -90,6 +93,7 @@ static int parse(int argc, char **argv, schedule_options *o)
         else if (ptdp_args_is(&a, "--forward-time"))  rc = ptdp_args_double(&a, 0, 1e9, &o->costs.forward);
         else if (ptdp_args_is(&a, "--backward-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward);
         else if (ptdp_args_is(&a, "--send-time"))     rc = ptdp_args_double(&a, 0, 1e9, &o->costs.send);
+        else if (ptdp_args_is(&a, "--alltoall-time")) rc = ptdp_args_double(&a, 0, 1e9, &o->costs.alltoall);
         else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 16, &o->virtual_stages);
         else if (ptdp_args_is(&a, "--backward-input-time")) {
             rc = ptdp_args_double(&a, 0, 1e9, &o->costs.backward_input);
@@ -136,14 +140,40 @@ static int validate(const schedule_options *o)
     return ptdp_cli_check_files("schedule", NULL, 0, &svg, 1);
 }
 
-static void print_peaks(const ptdp_schedule *s)
+/* DualPipe's table counts in PP = 2p stages: a stage's parameters, a
+ * stage's activations for one micro-batch.  Beside it, what the lists
+ * hold: two stages a device (1x the model / p, as 1F1B on the same p
+ * devices), and the peak of stage-micro-batches alive. */
+static void print_dualpipe_table(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                                 const ptdp_schedule_costs *c)
+{
+    const int p = s->pp, PP = 2 * p;
+    int most = 0;
+    for (int st = 0; st < p; st++)
+        if (ptdp_schedule_peak_in_flight(s, st) > most)
+            most = ptdp_schedule_peak_in_flight(s, st);
+    printf("  a V of PP = %d stages on p = %d devices: device r holds stages r and %d - r; a\n"
+           "  micro-batch alive on both of a device's stages counts twice\n", PP, p, PP - 1);
+    printf("DualPipe's table (PP = %d stages)     table               here\n", PP);
+    double idle = 0;
+    for (int st = 0; st < p; st++)
+        idle += t->idle[st] / p;
+    printf("  bubble per device (F = B = W = 1)  (PP/2-1)(F&B+B-3W)  %d x (3 + 2 - 3) = %d; measured %g\n",
+           p - 1, 2 * (p - 1), c->forward > 0 ? idle / c->forward : 0.0);
+    printf("  parameters per device              2x a stage          2 stages of %d = 1x the model / p\n", PP);
+    printf("  activations per device (stages)    PP+1 = %-12d peak %d\n", PP + 1, most);
+}
+
+static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t, const ptdp_schedule_costs *c)
 {
     printf("peak micro-batches in flight (activations held) per stage:");
     for (int st = 0; st < s->pp; st++)
         printf(" %d", ptdp_schedule_peak_in_flight(s, st));
     printf("\n  (GPipe holds all m = %d on every stage; 1F1B at most min(p - rank, m))\n",
            s->micro_batches);
-    if (s->virtual_stages > 1)
+    if (s->layout == PTDP_CHUNKS_V)
+        print_dualpipe_table(s, t, c);
+    else if (s->virtual_stages > 1)
         printf("  interleaved counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
                "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->virtual_stages);
     const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
@@ -174,8 +204,13 @@ static int run(const schedule_options *o, ptdp_schedule *s)
     const double v_ = s->virtual_stages;
     c.forward /= v_;
     c.backward /= v_;
+    c.alltoall /= v_;
     if (!o->split_times)
-        c.backward_input = c.backward_weight = o->costs.backward / 2;
+        c.backward_input = c.backward_weight = c.backward / 2;
+    else if (s->virtual_stages > 1) {
+        c.backward_input /= v_;
+        c.backward_weight /= v_;
+    }
     const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
     if (e != NULL && e->split_backward)
         printf("costs per micro-batch and stage: forward %g, B %g, W %g, send %g time units "
@@ -187,6 +222,9 @@ static int run(const schedule_options *o, ptdp_schedule *s)
                o->costs.forward, o->costs.backward, o->costs.send,
                s->virtual_stages > 1 ? "; a chunk takes 1/v of them" : "");
 
+    if (c.alltoall > 0)
+        printf("all-to-alls %g per forward or backward (--alltoall-time): waited for alone, under the other's "
+               "compute in an F&B pair\n\n", c.alltoall);
     ptdp_schedule_timeline *t = NULL;
     int rc = ptdp_schedule_simulate(s, &c, &t);
     if (rc == PTDP_OK)
@@ -196,7 +234,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         ptdp_schedule_timeline_destroy(t);
         return PTDP_EXIT_FAIL;
     }
-    print_peaks(s);
+    print_peaks(s, t, &c);
     if (o->svg != NULL) {
         char msg[512];
         if (ptdp_schedule_svg(s, t, o->svg, msg, sizeof msg) != PTDP_OK) {

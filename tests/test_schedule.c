@@ -92,11 +92,12 @@ TEST(data_tests, registry_finds_all_and_rejects_bad_requests)
 {
     int n = 0;
     const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 5);
     ck_assert_ptr_eq(ptdp_schedule_find("gpipe"), &e[0]);
     ck_assert(ptdp_schedule_find("1f1b")->generate == ptdp_schedule_1f1b);
     ck_assert(ptdp_schedule_find("interleaved")->generate == ptdp_schedule_interleaved);
     ck_assert(ptdp_schedule_find("zb-h1")->generate == ptdp_schedule_zb_h1);
+    ck_assert(ptdp_schedule_find("dualpipev")->generate == ptdp_schedule_dualpipev);
     ck_assert_ptr_null(ptdp_schedule_find("zb-v"));
     ptdp_schedule *s = (ptdp_schedule *)1;
     ck_assert_int_eq(ptdp_schedule_create("zb-v", 4, 8, &s), PTDP_EINVAL);
@@ -304,7 +305,7 @@ TEST(validator_tests, broken_lists_are_rejected_with_the_rule_they_break)
     s->stage[1].actions[4].mb = 0;                  /* F1 becomes a second F0 */
     expect_rejected(s, "appears twice");
     s = make("gpipe", 3, 2);
-    s->stage[0].actions[0] = (ptdp_action){ PTDP_ACT_RECV_FORWARD, 0, -1, 0 };
+    s->stage[0].actions[0] = (ptdp_action){ PTDP_ACT_RECV_FORWARD, 0, -1, 0, 0 };
     expect_rejected(s, "stage 0 has no previous stage");
     s = make("gpipe", 3, 2);
     s->stage[1].actions[2].peer = 0;                /* "send F0 to stage 0" */

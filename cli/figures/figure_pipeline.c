@@ -207,3 +207,104 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
         release(&ts[i]);
     return fig_finish(&s, path, msg, msglen);
 }
+
+/* ---- dualpipev.svg --------------------------------------------------------------- */
+
+/*
+ * DualPipeV beside ZB-H1 on the same 2p = 8 stages and m = 10 micro-batches
+ * (the reference's picture: 4 ranks, 10 micro-batches), the same work per
+ * stage (F = B = W = 1, a whole backward 2): ZB-H1 needs 8 devices,
+ * DualPipeV 4, each holding stages r and 7 - r, the V drawn on the left.
+ *
+ *   ZB-H1, 8 devices      (p - 1)/(3m + p - 1) = 7/37 = 18.9%
+ *   DualPipeV, 4 devices  (p - 1)/(3m + p - 1) = 3/33 =  9.1%    p = devices
+ */
+enum { V_DEVICES = 4, V_M = 10 };
+
+static int make_pm(const char *name, int p, int m, timed_schedule *ts, char *msg, size_t msglen)
+{
+    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0,
+                                        .backward_input = 1, .backward_weight = 1 };
+    ts->s = NULL;
+    ts->t = NULL;
+    int err = ptdp_schedule_create(name, p, m, &ts->s);
+    if (err == 0)
+        err = ptdp_schedule_simulate(ts->s, &costs, &ts->t);
+    if (err != 0)
+        snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", name, p, m, ptdp_strerror(err));
+    return err;
+}
+
+/* The V: one row per device, its two stages, and the path a micro-batch
+ * takes, down through the chunks 0 and back up through the chunks 1. */
+static void draw_v(ptdp_svg *svg, double x, double y)
+{
+    const double row = LANE + LANE_GAP, box = 34;
+    double xs[2 * V_DEVICES], ys[2 * V_DEVICES];
+    ptdp_svg_text(svg, x, y - 8, 12, PTDP_SVG_BOLD, NULL, "the V: device r holds stages r and %d \u2212 r",
+                  2 * V_DEVICES - 1);
+    for (int r = 0; r < V_DEVICES; r++) {
+        const double cy = y + r * row;
+        ptdp_svg_text(svg, x + 52, cy + LANE / 2.0 + 4, 11, PTDP_SVG_END, NULL, "device %d", r);
+        for (int c = 0; c < 2; c++) {
+            const int stage = c == 0 ? r : 2 * V_DEVICES - 1 - r;
+            const double bx = x + 60 + stage * (box + 6);     /* by stage: the rows make a V */
+            ptdp_svg_rect(svg, bx, cy, box, LANE, c == 0 ? "#3b73c4" : "#89abdc", "white");
+            ptdp_svg_text(svg, bx + box / 2, cy + LANE / 2.0 + 4, 11, PTDP_SVG_MIDDLE, "white", "%d", stage);
+            xs[stage] = bx + box / 2;
+            ys[stage] = cy + LANE / 2.0;
+        }
+    }
+    ptdp_svg_polyline(svg, xs, ys, 2 * V_DEVICES, "#333333", 1.5, NULL);
+    ptdp_svg_text(svg, x + 60 + 2 * V_DEVICES * (box + 6) + 10, y + LANE / 2.0 + 4, 11, PTDP_SVG_START,
+                  "#444444", "data and loss on device 0;");
+    ptdp_svg_text(svg, x + 60 + 2 * V_DEVICES * (box + 6) + 10, y + LANE / 2.0 + 20, 11, PTDP_SVG_START,
+                  "#444444", "stage %d \u2192 %d stays on device %d", V_DEVICES - 1, V_DEVICES, V_DEVICES - 1);
+}
+
+int fig_dualpipev(const char *path, char *msg, size_t msglen)
+{
+    timed_schedule zb, dpv;
+    int err = make_pm("zb-h1", 2 * V_DEVICES, V_M, &zb, msg, msglen);
+    if (err == 0 && (err = make_pm("dualpipev", V_DEVICES, V_M, &dpv, msg, msglen)) != 0)
+        release(&zb);
+    if (err != 0)
+        return err;
+    const double makespan = zb.t->makespan > dpv.t->makespan ? zb.t->makespan : dpv.t->makespan;
+    const double zb_h = 46 + 2 * V_DEVICES * (LANE + LANE_GAP) + 40;
+    const double dpv_h = 46 + V_DEVICES * (LANE + LANE_GAP) + 40;
+    const double top = 62, v_top = top + zb_h + dpv_h + 30;
+    const double notes = v_top + V_DEVICES * (LANE + LANE_GAP) + 14;
+    const double width = x_of(makespan) + RIGHT, height = notes + 3 * 18 + 20;
+    ptdp_svg s;
+    ptdp_svg_begin(&s, width, height);
+    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
+                  "DualPipeV: %d stages on %d devices, m = %d micro-batches, the same work per stage",
+                  2 * V_DEVICES, V_DEVICES, V_M);
+    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
+                  "forward 1, B 1, W 1 time units per micro-batch and stage (a whole backward 2, an F&B pair 3); "
+                  "timed by ptdp_schedule_simulate on the lists the executor runs.");
+    draw_timeline(&s, &zb, "ZB-H1 on 8 devices", "one stage per device; W deferred into the bubbles",
+                  makespan, top);
+    draw_timeline(&s, &dpv, "DualPipeV on 4 devices",
+                  "stage r (dark) and stage 7 \u2212 r (pale) per device; a black border: an F&B pair, "
+                  "one micro-batch's forward beside another's backward",
+                  makespan, top + zb_h);
+    draw_v(&s, 20, v_top);
+    double idle = 0;
+    for (int r = 0; r < V_DEVICES; r++)
+        idle += dpv.t->idle[r] / V_DEVICES;
+    ptdp_svg_text(&s, 20, notes + 4, 12, PTDP_SVG_START, "#333333",
+                  "DualPipe's table (PP = %d stages): bubble (PP/2\u22121)(F&B+B\u22123W) = %d \u00d7 (3+2\u22123) = %d "
+                  "per device; measured %g.", 2 * V_DEVICES, V_DEVICES - 1, 2 * (V_DEVICES - 1), idle);
+    ptdp_svg_text(&s, 20, notes + 22, 12, PTDP_SVG_START, "#333333",
+                  "Activations: PP+1 = %d stage-micro-batches per device; kept here %d, %d, %d, %d.",
+                  2 * V_DEVICES + 1, ptdp_schedule_peak_in_flight(dpv.s, 0), ptdp_schedule_peak_in_flight(dpv.s, 1),
+                  ptdp_schedule_peak_in_flight(dpv.s, 2), ptdp_schedule_peak_in_flight(dpv.s, 3));
+    ptdp_svg_text(&s, 20, notes + 40, 12, PTDP_SVG_START, "#333333",
+                  "Parameters: 2 stages of %d per device, 1\u00d7 the model / %d; ZB-H1 needs twice the devices "
+                  "for makespan %g against %g.", 2 * V_DEVICES, V_DEVICES, zb.t->makespan, dpv.t->makespan);
+    release(&zb);
+    release(&dpv);
+    return fig_finish(&s, path, msg, msglen);
+}

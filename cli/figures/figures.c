@@ -40,6 +40,8 @@ static const figure shared[] = {
       fig_pipeline_schedules },
     { "filling_the_bubble", "GPipe, 1F1B, interleaved (v = 2) and ZB-H1, p = 4, m = 8: each bubble and its formula",
       fig_filling_the_bubble },
+    { "dualpipev",          "DualPipeV: 8 stages as a V on 4 devices beside ZB-H1 on 8, m = 10: bubble, F&B pairs, memory",
+      fig_dualpipev },
     { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
       fig_mesh_groups },
     { "expert_groups",      "expert parallelism on dp 4, ep 2: EP groups, who holds which expert, the expert-DP groups",

@@ -37,7 +37,7 @@
 #include "report.h"
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev" };
 static const char *const algo_names[] = { "shm", "ring", "naive", "default", "mpi" };
 static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT,
                                          PTDP_ALGO_MPI };
@@ -92,8 +92,9 @@ static void usage(void)
         "  --pp N              pipeline stages, at most --layers (default 1)\n"
         "  --devices N         world size; sets --dp to N / (cp * tp * pp), or must equal dp * cp * tp * pp\n"
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
-        "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved or zb-h1 (the\n"
-        "                      backward split in B and W, W filling the bubble)\n"
+        "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved, zb-h1 (the\n"
+        "                      backward split in B and W, W filling the bubble) or dualpipev (2 x --pp\n"
+        "                      stages as a V: stage s holds s and 2pp-1-s; m >= 2 pp)\n"
         "  --token-slices K    %s, TeraPipe: each sequence runs through the pipeline as K slices of\n"
         "                      positions, one after another (implies --schedule gpipe); a slice's\n"
         "                      attention reads the keys and values the earlier ones left on the stage\n"
@@ -280,7 +281,7 @@ static int parse(int argc, char **argv, train_options *o)
         }
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_RUN, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 5, &sched);
         else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1024, &c->virtual_stages);
         else if (ptdp_args_is(&a, "--token-slices")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->token_slices);
         else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);

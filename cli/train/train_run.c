@@ -84,6 +84,13 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
     for (int r = 0; r < lr->world_size; r++)
         sent += lr->devices[r].comm.bytes_sent[PTDP_COLL_SEND];
     char b[32];
+    if (ptdp_train_pp_v(c)) {   /* a V: 2p - 1 boundaries, the tip's on one device */
+        printf("  point-to-point per step: %s in all = 2 m (2p - 2) = 2 x %d x %d = %d boundary crossings per "
+               "pipeline%s (the V's tip, stage %d to %d, stays on one device)\n",
+               ptdp_format_bytes(sent / c->steps, b, sizeof b), m, 2 * p - 2, 2 * m * (2 * p - 2),
+               c->dp * c->tp > 1 ? " (x dp x tp)" : "", p - 1, p);
+        return;
+    }
     printf("  point-to-point per step: %s in all = %s = 2 x %d x %d = %d boundary crossings per pipeline%s",
            ptdp_format_bytes(sent / c->steps, b, sizeof b), v > 1 ? "2 m (p v - 1)" : "2 m (p - 1)", m,
            p * v - 1, 2 * m * (p * v - 1), c->dp * c->tp > 1 ? " (x dp x tp)" : "");
@@ -249,7 +256,8 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
-    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
+    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
+        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout == PTDP_CHUNKS_V))
         b.schedule = "1f1b";
     b.recompute = false;
     b.recompute_core = false;

@@ -40,7 +40,8 @@
  * Megatron-LM's parallel_state does:
  *
  *   emb group: stage 0 and the last stage of one pipeline, same (dp, cp,
- *              tp), ordered by stage — the two copies of a tied embedding
+ *              tp), ordered by stage (under a V, pp_v, stage 0 alone: it
+ *              holds both ends) — the two copies of a tied embedding
  *
  *     pp=4 tp=1 dp=2:   stage 0   1   2   3
  *                       dp0: [0]  2   4  [6]     [0 6] one emb group
@@ -104,6 +105,12 @@ typedef struct {
     int ep;                         /* expert parallelism: the EP group's
                                        size, dividing dp x cp (1 after init;
                                        set by the caller before the model) */
+    bool pp_v;                      /* the pipeline's two model chunks a
+                                       stage lie as a V (schedule.h,
+                                       PTDP_CHUNKS_V: stage s holds s and
+                                       2p-1-s, so stage 0 holds the first
+                                       and the last); false after init, set
+                                       by the caller before the model      */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */

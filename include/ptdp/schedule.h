@@ -75,8 +75,30 @@ typedef struct {
     int peer;    /* the stage a send goes to / a recv comes from; -1 if none */
     int chunk;   /* which of this stage's model chunks (0..v-1; always 0
                     without interleaving).  Stage s's chunk c holds the
-                    model's chunk c*p + s of p*v (ptdp_chunk_global).       */
+                    model's chunk c*p + s of p*v round the ring, or in a V
+                    s and 2p-1-s (ptdp_chunk_global).                       */
+    int pair;    /* 1 on a FORWARD whose stage runs it overlapped with the
+                    BACKWARD right after it (DualPipeV's F&B pairs): the pair
+                    starts once both inputs are in, takes F + B of compute,
+                    and both outputs leave at its end.  0 otherwise.         */
 } ptdp_action;
+
+/* Which model chunk a stage's chunk c holds (ptdp_chunk_global):
+ *
+ *   RING (interleaved 1F1B)   stage s holds s, s + p, s + 2p, …
+ *   V    (DualPipeV)          v = 2: stage s holds s and 2p - 1 - s, so the
+ *                             activations go down the stages and back up:
+ *
+ *       chunk:   0   1   2   3 | 4   5   6   7        p = 4
+ *       stage:   0   1   2   3 | 3   2   1   0        the last stage hands
+ *       chunk:   0   0   0   0 | 1   1   1   1        chunk 3 to chunk 4
+ *                                                     itself: no message
+ *
+ *   and stage 0 holds both the model's first chunk and its last. */
+typedef enum {
+    PTDP_CHUNKS_RING = 0,
+    PTDP_CHUNKS_V,
+} ptdp_chunk_layout;
 
 typedef struct {
     int          count;      /* actions in the list                          */
@@ -93,6 +115,8 @@ typedef struct {
     ptdp_stage_actions *stage;         /* stage[s] for s = 0 .. pp-1          */
     int                 overflow;      /* set if a push went past capacity or
                                           to a stage that does not exist     */
+    ptdp_chunk_layout   layout;        /* where the chunks sit (RING unless
+                                          the registry says otherwise)       */
 } ptdp_schedule;
 
 /* A generator appends every stage's compute (FORWARD, BACKWARD,
@@ -127,6 +151,7 @@ typedef struct {
     ptdp_placement          placement;      /* where its messages go          */
     int                     chunked;        /* takes --virtual-stages v > 1   */
     int                     split_backward; /* backward as B and W actions    */
+    ptdp_chunk_layout       layout;         /* V: two chunks per stage, always */
 } ptdp_schedule_entry;
 
 /* The generators: compute only. */
@@ -139,10 +164,19 @@ void ptdp_schedule_interleaved(ptdp_schedule *s);
 /* ZB-H1 (Qi et al. 2024): 1F1B's order with every backward split into B
  * and W, the W passes deferred into the bubbles. */
 void ptdp_schedule_zb_h1(ptdp_schedule *s);
+/* DualPipeV (DeepSeek's DualPipe "cut in half"): p devices, the model cut
+ * into 2p stages laid out as a V (PTDP_CHUNKS_V), stage s running chunk 0
+ * (model stage s) and chunk 1 (model stage 2p - 1 - s) in the reference
+ * implementation's eight phases: forwards of chunk 0, then of both, zero-
+ * bubble backwards of chunk 1, the steady state of forward-and-backward
+ * pairs (a forward of one chunk beside a backward of the other, the pair
+ * whose compute hides the other's communication), then the drain with W
+ * deferred.  m >= 2p (ptdp_schedule_check says so). */
+void ptdp_schedule_dualpipev(ptdp_schedule *s);
 /* A counter-example, not in the registry: ptdp_schedule_1f1b placed with
  * PTDP_PLACE_SEND_FIRST ("1f1b-naive": `ptdp schedule --naive`). */
 
-/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1".  Adding a schedule
+/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev".  Adding a schedule
  * = one generator + one line. */
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
@@ -200,10 +234,16 @@ int  ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char 
  * at the other end of a send or recv (peer -1 for other kinds, or for a
  * send/recv past either end of the model). */
 int  ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk);
+/* The inverse: where the model's chunk g sits. */
+void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk);
+/* Does the boundary after the model chunk at (stage, chunk) stay on the
+ * stage (the V's tip: the chunk's output is the next chunk's input, handed
+ * over without a message)?  0 for the model's last chunk. */
+int  ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk);
 void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
                        int *peer_stage, int *peer_chunk);
 /* Is the model chunk at (stage, chunk) the model's first / last (it reads the data /
- * computes the loss)? */
+ * computes the loss)?  In a V both are on stage 0. */
 int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
 int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
 
@@ -250,6 +290,13 @@ typedef struct {
     double send;       /* a message arrives at t_send + send; the sender goes on */
     const double *forward_per_stage;   /* optional, pp values overriding forward  */
     const double *backward_per_stage;  /* optional, pp values overriding backward */
+    double alltoall;   /* expert parallelism's all-to-alls in one F, B (or
+                          B-input) action, on the communication stream.
+                          Alone, the compute waits for them: F takes
+                          forward + alltoall.  In an overlapped pair each
+                          one's all-to-alls run under the other's compute:
+                          the pair takes max(F + B, 2 alltoall).  W has
+                          none.  0: no experts (the default).            */
 } ptdp_schedule_costs;
 
 typedef struct {
@@ -260,7 +307,8 @@ typedef struct {
     int                pp;
     double             makespan;   /* when the last stage to finish is done   */
     double             bubble;     /* sum of idle / (pp * makespan)           */
-    double            *busy;       /* busy[s]: forward + backward time        */
+    double            *busy;       /* busy[s]: forward + backward time (with
+                                      the all-to-alls it waits for)           */
     double            *idle;       /* idle[s] = makespan - busy[s]            */
     ptdp_action_time **time;       /* time[s][i] for action i of stage s      */
 } ptdp_schedule_timeline;
@@ -276,7 +324,9 @@ void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t);
 double ptdp_bubble_formula(int pp, int micro_batches);
 /* The bubble a schedule should show with uniform stages: 1F1B's above;
  * interleaved (p - 1) / (v m + p - 1); ZB-H1 with F = B = W (m >= p)
- * (p - 1) / (3m + p - 1).  `formula` (may be NULL) gets it in words. */
+ * (p - 1) / (3m + p - 1); DualPipeV on p devices with F = B = W, a pair
+ * F + B, (p - 1) / (3m + p - 1): the published (p - 1)(F&B + B - 3W) of
+ * idle per device (B a whole backward: 2(p - 1)) beside its 6m of work.  `formula` (may be NULL) gets it in words. */
 double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula);
 
 /* ---- drawing (schedule_draw.c); t must come from ptdp_schedule_simulate(s) - */

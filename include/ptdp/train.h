@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "launch.h"
+#include "schedule.h"
 #include "state.h"
 
 /* When a run has diverged: at a step, the loss or the gradient norm is
@@ -159,9 +160,20 @@ static inline int ptdp_train_token_slices(const ptdp_train_config *cfg)
     return cfg->token_slices > 1 ? cfg->token_slices : 1;
 }
 
-/* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage). */
+/* Does the schedule lay its two chunks a stage out as a V (schedule.h,
+ * PTDP_CHUNKS_V: DualPipeV)? */
+static inline bool ptdp_train_pp_v(const ptdp_train_config *cfg)
+{
+    const ptdp_schedule_entry *e = ptdp_schedule_find(cfg->schedule ? cfg->schedule : "1f1b");
+    return e != NULL && e->layout == PTDP_CHUNKS_V;
+}
+
+/* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage); a V
+ * holds two. */
 static inline int ptdp_train_virtual_stages(const ptdp_train_config *cfg)
 {
+    if (ptdp_train_pp_v(cfg))
+        return 2;
     return cfg->virtual_stages > 1 ? cfg->virtual_stages : 1;
 }
 

@@ -90,12 +90,14 @@ ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g)
 
 /* The embedding group: the pipeline's first and last stage, whose two
  * copies of a tied embedding are summed in it.  Every device takes part
- * in the split, the middle stages with no color. */
+ * in the split, the middle stages with no color.  Under a V (pp_v) stage
+ * 0 holds the model's first chunk and its last: a group of one, the two
+ * copies summed on the device (ptdp_model_sum_groups). */
 static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
 {
     if (m->pp == 1)
         return PTDP_OK;
-    const bool member = m->pp_rank == 0 || m->pp_rank == m->pp - 1;
+    const bool member = m->pp_rank == 0 || (m->pp_rank == m->pp - 1 && !m->pp_v);
     const int cp = m->cp > 0 ? m->cp : 1;
     const int color = member ? (m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank : -1;
     return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);

@@ -33,6 +33,10 @@
  * the gradient norm see one device with one flat buffer, and whatever
  * re-points a view (ZeRO-2's bucket) re-points it for the chunk too.
  *
+ * Under a V (DualPipeV, mesh->pp_v) v = 2 and stage s holds the chunks s
+ * and 2p - 1 - s: stage 0 holds the model's first and last, and with them
+ * both copies of a tied embedding, summed on the device.
+ *
  * Initialisation draws element (i, j) of the WHOLE tensor from the stream
  * named after the parameter at index i * cols + j, so a shard starting at
  * (row0, col0) draws exactly the numbers the single device drew there: the
@@ -48,7 +52,9 @@
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
+#include "ptdp/schedule.h"
 #include "parallel/model_impl.h"
+#include "parallel/schedule_impl.h"
 
 void ptdp_stage_range(int layers, int pp, const int *stage_layers, int stage, int *begin, int *count)
 {
@@ -151,7 +157,8 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
  * p v, so the model's own init sets it up unchanged, as the stage it is. */
 static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
 {
-    const int p = d->mesh->pp, v = d->virtual_stages, g = c * p + d->mesh->pp_rank;
+    const int p = d->mesh->pp, v = d->virtual_stages;
+    const int g = ptdp_chunk_global_in(d->mesh->pp_v ? PTDP_CHUNKS_V : PTDP_CHUNKS_RING, p, d->mesh->pp_rank, c);
     ptdp_model *k = &d->chunks[c];
     int count = 0;
     k->ops = d->ops;
@@ -181,7 +188,8 @@ static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers
 {
     const int p = m->mesh->pp, v = m->virtual_stages;
     m->first_stage = m->mesh->pp_rank == 0;          /* its chunk 0 is the model's chunk 0   */
-    m->last_stage = m->mesh->pp_rank == p - 1;       /* chunk v-1 the last   */
+    m->last_stage = m->mesh->pp_v ? m->mesh->pp_rank == 0    /* a V: chunk 1 of stage 0 */
+                                  : m->mesh->pp_rank == p - 1; /* chunk v-1 the last   */
     m->chunks = calloc((size_t)v, sizeof *m->chunks);
     if (m->chunks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
@@ -403,7 +411,11 @@ int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, 
     if (m->ops->backward_input == NULL)
         return ptdp_fail(dev, PTDP_EINVAL, "model %s cannot split its backward into B and W", m->ops->name);
     size_t *held = w->held, *peak = w->peak;   /* the caller's stage-wide count */
-    ptdp_wgrad_init(w, &m->flat_g, m->numel);
+    /* The records point into the device's gradient buffer, which ZeRO-2
+     * re-points between B and W: a chunk's parameters are windows of it,
+     * their offsets the device's (a chunk has no buffer of its own). */
+    const ptdp_model *d = m->device != NULL ? m->device : m;
+    ptdp_wgrad_init(w, &d->flat_g, d->numel);
     w->held = held;
     w->peak = peak;
     return m->ops->backward_input(dev, m, acts, dout, loss_scale, dx, w);
@@ -411,7 +423,7 @@ int ptdp_model_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, 
 
 int ptdp_model_backward_weight(ptdp_device *dev, ptdp_model *m, ptdp_wgrad *w)
 {
-    (void)m;   /* the records know their gradients (offsets into m->flat_g) */
+    (void)m;   /* the records know their gradients (offsets into the device's flat_g) */
     return ptdp_wgrad_run(dev, w);
 }
 
@@ -438,6 +450,11 @@ bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
         if (c != NULL && ptdp_comm_rank(c) != 0)
             return false;   /* the group's rank 0 counts it */
     }
+    /* A V's copies on one device (a tied embedding on stage 0): the first counts. */
+    const ptdp_model *d = m->device != NULL ? m->device : m;
+    for (int i = 0; m->mesh->pp_v && p->sum.also != 0 && i < d->nparams && &d->params[i] < p; i++)
+        if (d->params[i].sum.also == p->sum.also && strcmp(d->params[i].name, p->name) == 0)
+            return false;
     return true;
 }
 
@@ -492,6 +509,8 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
         if (c == NULL)
             return ptdp_fail(dev, PTDP_EINVAL, "%s: its gradient is summed over mesh group %d, which this "
                              "device has no part in (was it built? model.h, ops->groups)", p->name, (int)g);
+        if (m->mesh->pp_v && ptdp_comm_size(c) == 1)
+            continue;   /* a V's copies: summed on the device already */
         int rc = ptdp_all_reduce(c, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
         if (rc != 0)
             return rc;
@@ -499,8 +518,38 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
     return PTDP_OK;
 }
 
+/* Two copies of one tensor in two chunks of this device, both summed over
+ * group g (a tied embedding under a V: stage 0 holds the model's first
+ * chunk and its last): each becomes their sum here, as the all-reduce over
+ * two devices would make it (a + b, the same either way round). */
+static void sum_copies_on_device(ptdp_model *m, ptdp_group g)
+{
+    for (int c = 0; m->chunks != NULL && c < m->virtual_stages; c++) {
+        ptdp_model *a = &m->chunks[c];
+        for (int i = 0; i < a->nparams; i++) {
+            ptdp_param *p = &a->params[i];
+            if (!(p->sum.also & PTDP_GROUP_BIT(g)))
+                continue;
+            for (int k = c + 1; k < m->virtual_stages; k++)
+                for (int j = 0; j < m->chunks[k].nparams; j++) {
+                    ptdp_param *q = &m->chunks[k].params[j];
+                    if (!(q->sum.also & PTDP_GROUP_BIT(g)) || strcmp(p->name, q->name) != 0 ||
+                        ptdp_tensor_numel(p->g) != ptdp_tensor_numel(q->g))
+                        continue;
+                    const size_t n = ptdp_tensor_numel(p->g);
+                    for (size_t e = 0; e < n; e++)
+                        q->g.data[e] = p->g.data[e] = p->g.data[e] + q->g.data[e];
+                }
+        }
+    }
+}
+
 int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
 {
+    /* Copies on this device first; then, over a group of more than this
+     * device, the all-reduces. */
+    for (int g = 0; m->mesh->pp_v && g < PTDP_GROUP_COUNT; g++)
+        sum_copies_on_device(m, (ptdp_group)g);
     /* A chunked device: chunk by chunk (its SP LayerNorms over TP; the tied
      * embedding on model chunk 0 and on the last one).  Every
      * device of a group runs its chunks and groups in the same order, so

@@ -33,6 +33,10 @@
  * (v - 1) p more of them (schedule.c): that is where the smaller bubble's
  * memory goes.
  *
+ * DualPipeV lays the 2p chunks out as a V (schedule.h): stage s holds
+ * the model's chunks s and 2p - 1 - s, and the last stage hands chunk
+ * p - 1's output to its own chunk p without a message (hand_over).
+ *
  * Tags: 2 (k m + mb) + d, where k is the local index of the model chunk BEFORE the
  * boundary (the sender of the activation, the receiver of its gradient)
  * and d is 0 for activations, 1 for gradients.  Between two stages a
@@ -259,6 +263,27 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u
     }
 }
 
+/* At a V's tip (DualPipeV: the last stage holds the model's chunks p - 1
+ * and p) no message crosses the boundary: a forward's output becomes the
+ * next chunk's input, a backward's input gradient the previous chunk's
+ * output gradient, moved from task to task on this device. */
+static void hand_over(const ptdp_schedule *s, int stage, const ptdp_action *a, task *tasks, int U)
+{
+    const int g = ptdp_chunk_global(s, stage, a->chunk);
+    int to_stage, to_chunk;
+    task *u = &tasks[a->chunk * U + a->mb];
+    if (a->kind == PTDP_ACT_FORWARD && ptdp_chunk_hands_on(s, stage, a->chunk)) {
+        ptdp_chunk_place(s, g + 1, &to_stage, &to_chunk);
+        tasks[to_chunk * U + a->mb].in = u->out;
+        u->out = (ptdp_tensor){ 0 };
+    } else if ((a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) && g > 0 &&
+               !ptdp_chunk_remote_before(s, stage, a->chunk)) {
+        ptdp_chunk_place(s, g - 1, &to_stage, &to_chunk);
+        tasks[to_chunk * U + a->mb].dout = u->dx;
+        u->dx = (ptdp_tensor){ 0 };
+    }
+}
+
 /* What a step keeps between ptdp_pp_begin and ptdp_pp_end (host). */
 struct ptdp_pp_run {
     task *tasks;          /* [v][U]: one per (chunk, micro-batch)          */
@@ -312,6 +337,11 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
     if (s->virtual_stages != v)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule runs %d chunks per stage, the model has %d "
                          "(set both from --virtual-stages)", s->name, s->virtual_stages, v);
+    if ((s->layout == PTDP_CHUNKS_V) != model->mesh->pp_v)
+        return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule lays its chunks out %s, the model %s "
+                         "(set the mesh's pp_v from the schedule before building the model)", s->name,
+                         s->layout == PTDP_CHUNKS_V ? "as a V" : "round a ring",
+                         model->mesh->pp_v ? "as a V" : "round a ring");
     if (M < 1 || st->shard_rows < M)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);
@@ -369,6 +399,8 @@ int ptdp_pp_run(ptdp_device *dev, ptdp_pp_step *st)
                         tag_of(st->schedule, stage, a, r->U), &r->alive, i == r->last_backward);
         if (rc != 0)
             return rc;
+        if (st->schedule->layout == PTDP_CHUNKS_V)
+            hand_over(st->schedule, stage, a, r->tasks, r->U);
     }
     return check_wgrad_done(dev, st);
 }

@@ -1,5 +1,6 @@
 /*
- * schedule.c — the generators (GPipe, 1F1B, interleaved 1F1B, ZB-H1): each
+ * schedule.c — the generators (GPipe, 1F1B, interleaved 1F1B, ZB-H1,
+ * DualPipeV): each
  * stage's compute, in order; and the registry that names them.
  *
  * p stages, m micro-batches.  Time flows right; each row is one stage
@@ -191,18 +192,166 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s)
     }
 }
 
+/* ---- DualPipeV ------------------------------------------------------------------- */
+
+/*
+ * DualPipeV (DeepSeek 2025, deepseek-ai/DualPipe's dualpipev.py): DualPipe
+ * "cut in half".  p devices, the model in 2p stages; device r holds stage r
+ * (its chunk 0) and stage 2p - 1 - r (its chunk 1), so a micro-batch goes
+ * down the devices through the chunks 0 and comes back up through the
+ * chunks 1; device 0 reads the data and computes the loss:
+ *
+ *   device 0   [stage 0] ───────────────────────────▶ ... [stage 7] → loss
+ *   device 1      [stage 1] ──────────────────▶    [stage 6]
+ *   device 2         [stage 2] ────────▶     [stage 5]                p = 4
+ *   device 3            [stage 3] ─(no message)─▶ [stage 4]
+ *
+ * Device r runs eight phases (Fc: a forward of chunk c, Bc a whole
+ * backward, Bc' a zero-bubble backward whose W goes to a first-in first-out
+ * queue, W the oldest owed; "Fc Bc'" an overlapped pair: the forward of one
+ * micro-batch beside the backward of another, one's communication under
+ * the other's compute):
+ *
+ *   1  2(p - r - 1) x  F0                     fill chunk 0's pipe
+ *   2  r + 1 x         F0 F1                  both chunks start
+ *   3  p - r - 1 x     B1' W F1               first backwards, W at once
+ *   4  m - 2p + r + 1 x (F0 B1) (F1 B0)       steady: two pairs per round
+ *   5  p - r - 1 x     B1 (F1 B0)
+ *   6  r + 1 x         B1 B0                  the second half zero-bubble
+ *   7  p - r - 1 x     W B0'
+ *   8  r + 1 x         W                      the W still owed
+ *
+ * Phase 4 needs m >= 2p (ptdp_schedule_check).  Each micro-batch goes
+ * through each chunk in order, F, then B (and W).  With F = B = W (a pair
+ * takes F + B: only communication hides under a pair's compute) each device
+ * idles 2(p - 1) of 6m + 2(p - 1): the published (p - 1)(F&B + B - 3W), B
+ * a whole backward, and bubble = (p - 1) / (3m + p - 1), ZB-H1's on half the
+ * devices, holding 1x the parameters.
+ */
+typedef struct {
+    ptdp_schedule *s;
+    int st;
+    int f[2], b[2];         /* the next micro-batch each chunk forwards / backwards */
+    int *owed;              /* the W queue: chunk * m + micro-batch, oldest first    */
+    int head, tail;
+} dualpipev_rank;
+
+static void dpv_forward(dualpipev_rank *r, int c)
+{
+    ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_FORWARD, r->f[c]++, c);
+}
+
+/* A backward of chunk c: whole, or (zero-bubble) B now and its W queued. */
+static void dpv_backward(dualpipev_rank *r, int c, int zero_bubble)
+{
+    const int mb = r->b[c]++;
+    if (!zero_bubble) {
+        ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_BACKWARD, mb, c);
+        return;
+    }
+    ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_BACKWARD_INPUT, mb, c);
+    r->owed[r->tail++] = c * r->s->micro_batches + mb;
+}
+
+/* An overlapped pair: a forward of chunk cf beside a whole backward of cb. */
+static void dpv_pair(dualpipev_rank *r, int cf, int cb)
+{
+    dpv_forward(r, cf);
+    ptdp_stage_actions *list = &r->s->stage[r->st];
+    if (list->count > 0)
+        list->actions[list->count - 1].pair = 1;
+    dpv_backward(r, cb, 0);
+}
+
+static void dpv_weight(dualpipev_rank *r)
+{
+    const int m = r->s->micro_batches;
+    if (r->head == r->tail) {       /* a W with none owed: the phases are wrong */
+        r->s->overflow = 1;
+        return;
+    }
+    const int w = r->owed[r->head++];
+    ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_BACKWARD_WEIGHT, w % m, w / m);
+}
+
+/* Phase 6: r + 1 rounds of B1 B0, the second half of them zero-bubble (an
+ * odd rank turns it on before a round's B1, an even one before its B0). */
+static void dpv_drain(dualpipev_rank *r, int rounds)
+{
+    int zero_bubble = 0;
+    for (int i = 0; i < rounds; i++) {
+        if (i == rounds / 2 && r->st % 2 == 1)
+            zero_bubble = 1;
+        dpv_backward(r, 1, zero_bubble);
+        if (i == rounds / 2 && r->st % 2 == 0)
+            zero_bubble = 1;
+        dpv_backward(r, 0, zero_bubble);
+    }
+}
+
+void ptdp_schedule_dualpipev(ptdp_schedule *s)
+{
+    const int p = s->pp, m = s->micro_batches;
+    int *owed = malloc(2 * (size_t)m * sizeof *owed);
+    if (owed == NULL || s->virtual_stages != 2 || s->layout != PTDP_CHUNKS_V || m < 2 * p) {
+        s->overflow = 1;            /* reported by ptdp_schedule_generate */
+        free(owed);
+        return;
+    }
+    for (int st = 0; st < p; st++) {
+        dualpipev_rank r = { .s = s, .st = st, .owed = owed };
+        const int before = p - st - 1, after = st + 1;   /* ranks below and up to this one */
+        for (int i = 0; i < 2 * before; i++)             /* 1: nF0 */
+            dpv_forward(&r, 0);
+        for (int i = 0; i < after; i++) {                /* 2: nF0F1 */
+            dpv_forward(&r, 0);
+            dpv_forward(&r, 1);
+        }
+        for (int i = 0; i < before; i++) {               /* 3: nB1W1F1 */
+            dpv_backward(&r, 1, 1);
+            dpv_weight(&r);
+            dpv_forward(&r, 1);
+        }
+        for (int i = 0; i < m - 2 * p + st + 1; i++) {   /* 4: n(F0 B1)(F1 B0) */
+            if (i == 0 && st == p - 1) {                 /* the tip's first: not overlapped, */
+                dpv_forward(&r, 0);                      /* F0 needs no gradient to start    */
+                dpv_backward(&r, 1, 0);
+            } else {
+                dpv_pair(&r, 0, 1);
+            }
+            dpv_pair(&r, 1, 0);
+        }
+        for (int i = 0; i < before; i++) {               /* 5: nB1(F1 B0) */
+            dpv_backward(&r, 1, 0);
+            dpv_pair(&r, 1, 0);
+        }
+        dpv_drain(&r, after);                            /* 6: nB1B0 */
+        for (int i = 0; i < before; i++) {               /* 7: nWB0 */
+            dpv_weight(&r);
+            dpv_backward(&r, 0, 1);
+        }
+        for (int i = 0; i < after; i++)                  /* 8: nW */
+            dpv_weight(&r);
+        if (r.head != r.tail)
+            s->overflow = 1;
+    }
+    free(owed);
+}
+
 /* ---- the registry ----------------------------------------------------------- */
 
 /* Each schedule's compute, and where its messages go (schedule.h). */
 static const ptdp_schedule_entry registry[] = {
     { "gpipe", "all forwards, then all backwards (GPipe)",
-      ptdp_schedule_gpipe, PTDP_PLACE_EVEN_ODD, 0, 0 },
+      ptdp_schedule_gpipe, PTDP_PLACE_EVEN_ODD, 0, 0, PTDP_CHUNKS_RING },
     { "1f1b",  "warm-up, one forward one backward, cool-down (PipeDream-Flush)",
-      ptdp_schedule_1f1b, PTDP_PLACE_EVEN_ODD, 0, 0 },
+      ptdp_schedule_1f1b, PTDP_PLACE_EVEN_ODD, 0, 0, PTDP_CHUNKS_RING },
     { "interleaved", "1F1B over v model chunks per stage (Megatron-LM, --virtual-stages)",
-      ptdp_schedule_interleaved, PTDP_PLACE_BY_SEND_TIME, 1, 0 },
+      ptdp_schedule_interleaved, PTDP_PLACE_BY_SEND_TIME, 1, 0, PTDP_CHUNKS_RING },
     { "zb-h1", "1F1B with the weight gradients deferred into the bubbles (zero bubble H1)",
-      ptdp_schedule_zb_h1, PTDP_PLACE_BY_SEND_TIME, 0, 1 },
+      ptdp_schedule_zb_h1, PTDP_PLACE_BY_SEND_TIME, 0, 1, PTDP_CHUNKS_RING },
+    { "dualpipev", "2p stages as a V on p devices, forward-and-backward pairs (DualPipeV)",
+      ptdp_schedule_dualpipev, PTDP_PLACE_BY_SEND_TIME, 0, 1, PTDP_CHUNKS_V },
 };
 
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count)
@@ -228,6 +377,29 @@ void ptdp_schedule_names(char *buf, size_t len)
         n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", registry[i].name);
 }
 
+/* A V: two chunks per device, m >= 2p as the reference requires. */
+static int check_v(const char *name, int pp, int micro_batches, int virtual_stages, char *msg, size_t msglen)
+{
+    if (virtual_stages > 2) {
+        snprintf(msg, msglen, "--virtual-stages %d: the %s schedule holds two chunks per device, "
+                 "stages r and 2p-1-r (leave --virtual-stages out)", virtual_stages, name);
+        return PTDP_EINVAL;
+    }
+    if (pp < 2) {
+        snprintf(msg, msglen, "--schedule %s needs --pp 2 or more: --pp counts its devices, "
+                 "the model is cut into 2 x --pp stages", name);
+        return PTDP_EINVAL;
+    }
+    if (micro_batches < 2 * pp) {
+        snprintf(msg, msglen, "--schedule %s: --micro-batches %d is fewer than 2 x --pp = %d "
+                 "(its steady state of forward-and-backward pairs starts after the first device "
+                 "has forwarded 2p micro-batches; try --micro-batches %d)",
+                 name, micro_batches, 2 * pp, 2 * pp);
+        return PTDP_EINVAL;
+    }
+    return PTDP_OK;
+}
+
 int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
                         char *msg, size_t msglen)
 {
@@ -243,6 +415,8 @@ int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual
                  pp, micro_batches, virtual_stages);
         return PTDP_EINVAL;
     }
+    if (e->layout == PTDP_CHUNKS_V)
+        return check_v(name, pp, micro_batches, virtual_stages, msg, msglen);
     if (virtual_stages > 1 && !e->chunked) {
         snprintf(msg, msglen, "--virtual-stages %d: the %s schedule runs one chunk per stage "
                  "(use --schedule interleaved, or --virtual-stages 1)", virtual_stages, name);
@@ -266,12 +440,14 @@ int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual
 /* Generate, then place: the generator only appends compute, so whatever
  * it does, the messages and the optimizer step come from one pass. */
 int ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
-                             int pp, int micro_batches, int virtual_stages, ptdp_schedule **out)
+                             int pp, int micro_batches, int virtual_stages, ptdp_chunk_layout layout,
+                             ptdp_schedule **out)
 {
     char msg[256];   /* the registry's schedules always place; others get the code */
     int rc = ptdp_schedule_alloc_v(name, pp, micro_batches, virtual_stages, out);
     if (rc != PTDP_OK)
         return rc;
+    (*out)->layout = layout;
     gen(*out);
     rc = (*out)->overflow ? PTDP_EINVAL : ptdp_schedule_place_comms(*out, placement, msg, sizeof msg);
     if (rc != PTDP_OK) {
@@ -284,7 +460,7 @@ int ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placeme
 int ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
                            int pp, int micro_batches, ptdp_schedule **out)
 {
-    return ptdp_schedule_generate_v(gen, placement, name, pp, micro_batches, 1, out);
+    return ptdp_schedule_generate_v(gen, placement, name, pp, micro_batches, 1, PTDP_CHUNKS_RING, out);
 }
 
 int ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
@@ -296,7 +472,7 @@ int ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virt
         return PTDP_EINVAL;
     const ptdp_schedule_entry *e = ptdp_schedule_find(name);
     return ptdp_schedule_generate_v(e->generate, e->placement, e->name, pp, micro_batches,
-                                    virtual_stages, out);
+                                    e->layout == PTDP_CHUNKS_V ? 2 : virtual_stages, e->layout, out);
 }
 
 int ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out)
@@ -319,8 +495,8 @@ double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula
     if (strcmp(s->name, "interleaved") == 0) {
         f = "(p-1)/(v*m+p-1)";
         b = (p - 1) / (v * m + p - 1);
-    } else if (strcmp(s->name, "zb-h1") == 0) {
-        f = "(p-1)/(3m+p-1)";   /* F = B = W, m >= p */
+    } else if (strcmp(s->name, "zb-h1") == 0 || strcmp(s->name, "dualpipev") == 0) {
+        f = "(p-1)/(3m+p-1)";   /* F = B = W, m >= p (dualpipev: a pair F + B, m >= 2p) */
         b = (p - 1) / (3 * m + p - 1);
     }
     if (formula != NULL)

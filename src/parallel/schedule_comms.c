@@ -58,6 +58,15 @@
  *      stage 0   F0 F0->1 F1 F1->1 .......... B0<-1 B0 ...
  *      stage 1   F0<-0 F0 F1<-0 F0->2 F1 ...                 (keys: 1, 2, 3, …)
  *
+ * Two things change what a message is.  At a V's tip (DualPipeV: the last
+ * stage holds the model's chunks p - 1 and p) the boundary stays on the
+ * stage: a hand-over, no message.  An overlapped pair (a FORWARD marked
+ * `pair` and the whole BACKWARD after it) is played as one compute: it
+ * starts once both its inputs exist, so both receives go before it, and
+ * both its outputs leave at its end, so both sends go after it:
+ *
+ *      F4.1<-2 B0.0<-2 [F4.1 B0.0] F4.1->0 B0.0->0
+ *
  * Then every list ends with the optimizer step (a data-parallel gradient
  * all-reduce goes right before it: once per step, not per micro-batch).
  * The pass builds every new list before it changes any, so a failure leaves
@@ -70,6 +79,7 @@
 
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
+#include "parallel/schedule_impl.h"
 
 static int refuse(char *msg, size_t len, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -111,7 +121,7 @@ static const char *name_action(const ptdp_schedule *s, const ptdp_action *a, cha
 /* Only compute, each naming a micro-batch and a chunk that exist. */
 static int check_compute(const ptdp_schedule *s, char *msg, size_t len)
 {
-    if (s->pp == 1 && s->virtual_stages > 1)
+    if (s->pp == 1 && s->virtual_stages > 1 && s->layout == PTDP_CHUNKS_RING)
         return refuse(msg, len, "%d chunks on a single stage would send to themselves",
                       s->virtual_stages);
     for (int st = 0; st < s->pp; st++)
@@ -125,6 +135,10 @@ static int check_compute(const ptdp_schedule *s, char *msg, size_t len)
             if (a->mb < 0 || a->mb >= s->micro_batches || a->chunk < 0 || a->chunk >= s->virtual_stages)
                 return refuse(msg, len, "stage %d, action %d (%s): micro-batches are 0..%d, chunks 0..%d",
                               st, i, tok, s->micro_batches - 1, s->virtual_stages - 1);
+            if (a->pair && (a->kind != PTDP_ACT_FORWARD || i + 1 == s->stage[st].count ||
+                            a[1].kind != PTDP_ACT_BACKWARD))
+                return refuse(msg, len, "stage %d, action %d (%s): an overlapped pair is a FORWARD and "
+                              "the whole BACKWARD right after it", st, i, tok);
         }
     return PTDP_OK;
 }
@@ -135,14 +149,16 @@ static int check_compute(const ptdp_schedule *s, char *msg, size_t len)
 static void messages_of(const ptdp_schedule *s, int st, const ptdp_action *a,
                         ptdp_action_kind *recv, ptdp_action_kind *send)
 {
-    const int g = ptdp_chunk_global(s, st, a->chunk), G = s->pp * s->virtual_stages;
+    /* The V's tip: a boundary inside one stage is a hand-over, not a message. */
+    const int off_before = ptdp_chunk_remote_before(s, st, a->chunk);
+    const int off_after = ptdp_chunk_remote_after(s, st, a->chunk);
     *recv = *send = PTDP_ACT_KIND_COUNT;
     if (a->kind == PTDP_ACT_FORWARD) {
-        if (g > 0)     *recv = PTDP_ACT_RECV_FORWARD;
-        if (g < G - 1) *send = PTDP_ACT_SEND_FORWARD;
+        if (off_before) *recv = PTDP_ACT_RECV_FORWARD;
+        if (off_after)  *send = PTDP_ACT_SEND_FORWARD;
     } else if (is_backward(a->kind)) {
-        if (g < G - 1) *recv = PTDP_ACT_RECV_BACKWARD;
-        if (g > 0)     *send = PTDP_ACT_SEND_BACKWARD;
+        if (off_after)  *recv = PTDP_ACT_RECV_BACKWARD;
+        if (off_before) *send = PTDP_ACT_SEND_BACKWARD;
     }
 }
 
@@ -200,7 +216,7 @@ static void place_beside(const ptdp_schedule *s, int st, ptdp_placement how, con
     if (list->count > 0)
         messages_of(s, st, &list->actions[0], &recv, &unused);
     if (recv != none)
-        out[(*n)++] = (ptdp_action){ recv, list->actions[0].mb, -1, list->actions[0].chunk };
+        out[(*n)++] = (ptdp_action){ recv, list->actions[0].mb, -1, list->actions[0].chunk, 0 };
     for (int i = 0; i < list->count; i++) {
         const ptdp_action *a = &list->actions[i];
         const ptdp_action *b = i + 1 < list->count ? a + 1 : NULL;
@@ -213,11 +229,11 @@ static void place_beside(const ptdp_schedule *s, int st, ptdp_placement how, con
                                next_recv != none &&
                                is_exchange(s, st, a, b, send, next_recv, fwd_at, bwd_at);
         if (recv_first)
-            out[(*n)++] = (ptdp_action){ next_recv, b->mb, -1, b->chunk };
+            out[(*n)++] = (ptdp_action){ next_recv, b->mb, -1, b->chunk, 0 };
         if (send != none)
-            out[(*n)++] = (ptdp_action){ send, a->mb, -1, a->chunk };
+            out[(*n)++] = (ptdp_action){ send, a->mb, -1, a->chunk, 0 };
         if (next_recv != none && !recv_first)
-            out[(*n)++] = (ptdp_action){ next_recv, b->mb, -1, b->chunk };
+            out[(*n)++] = (ptdp_action){ next_recv, b->mb, -1, b->chunk, 0 };
     }
 }
 
@@ -253,28 +269,42 @@ typedef struct {
     double  *fwd_end, *bwd_end;
 } played;
 
-/* Stage st's next action, if its input exists: 1 if it ran, 0 if it waits. */
-static int play_one(const ptdp_schedule *s, played *t, int st, int i, double *now)
+/* When the input of compute a on stage st exists: *ready raised to it;
+ * 0 if it is not made yet. */
+static int input_ready(const ptdp_schedule *s, const played *t, int st, const ptdp_action *a, double *ready)
 {
     const int m = s->micro_batches, G = s->pp * s->virtual_stages;
+    const int g = ptdp_chunk_global(s, st, a->chunk);
+    double at = *ready;
+    if (a->kind == PTDP_ACT_FORWARD && g > 0)
+        at = t->fwd_end[(g - 1) * m + a->mb];
+    else if (is_backward(a->kind) && g < G - 1)
+        at = t->bwd_end[(g + 1) * m + a->mb];
+    if (at < 0)
+        return 0;
+    *ready = at > *ready ? at : *ready;
+    return 1;
+}
+
+/* Stage st's next action, if its input exists: 1 if it ran, 0 if it waits.
+ * An overlapped pair waits for both inputs, and its forward's output
+ * leaves with its backward's, at the pair's end. */
+static int play_one(const ptdp_schedule *s, played *t, int st, int i, double *now)
+{
+    const int m = s->micro_batches;
     const ptdp_action *a = &s->stage[st].actions[i];
     const int g = ptdp_chunk_global(s, st, a->chunk);
     double ready = *now;
-    if (a->kind == PTDP_ACT_FORWARD && g > 0) {
-        double at = t->fwd_end[(g - 1) * m + a->mb];
-        if (at < 0) return 0;                     /* its input is not made yet */
-        ready = at > ready ? at : ready;
-    } else if (is_backward(a->kind) && g < G - 1) {
-        double at = t->bwd_end[(g + 1) * m + a->mb];
-        if (at < 0) return 0;                     /* nor its output's gradient */
-        ready = at > ready ? at : ready;
-    }
+    if (!input_ready(s, t, st, a, &ready) || (a->pair && !input_ready(s, t, st, a + 1, &ready)))
+        return 0;
     t->start[st][i] = ready;
     *now = t->end[st][i] = ready + cost(a->kind);
-    if (a->kind == PTDP_ACT_FORWARD)
+    if (a->kind == PTDP_ACT_FORWARD && !a->pair)
         t->fwd_end[g * m + a->mb] = *now;
     else if (is_backward(a->kind))
         t->bwd_end[g * m + a->mb] = *now;
+    if (i > 0 && a[-1].pair)          /* the pair's end: its forward's output too */
+        t->fwd_end[ptdp_chunk_global(s, st, a[-1].chunk) * m + a[-1].mb] = *now;
     return 1;
 }
 
@@ -309,12 +339,14 @@ static int play(const ptdp_schedule *s, played *t, char *msg, size_t len)
 }
 
 /* Where a receive at time t sits on a stage: at t, or at the end of the
- * compute running then. */
-static double settle(const double *start, const double *end, int n, double t)
+ * compute running then (an overlapped pair counts as one compute). */
+static double settle(const ptdp_action *list, const double *start, const double *end, int n, double t)
 {
-    for (int i = 0; i < n; i++)
-        if (start[i] < t && t < end[i])
-            return end[i];
+    for (int i = 0; i < n; i++) {
+        const double until = list[i].pair && i + 1 < n ? end[i + 1] : end[i];
+        if (start[i] < t && t < until)
+            return until;
+    }
     return t;
 }
 
@@ -335,16 +367,17 @@ static void place_by_send_time(const ptdp_schedule *s, int st, const played *t, 
         /* A message's key: when its producer ends; its id: which one it is. */
         if (recv == PTDP_ACT_RECV_FORWARD) {
             double key = t->fwd_end[(g - 1) * m + a.mb];
-            items[k++] = (item){ settle(t->start[st], t->end[st], list->count, key), 0, key,
-                                 (long)(g - 1) * m + a.mb, { recv, a.mb, -1, a.chunk } };
+            items[k++] = (item){ settle(list->actions, t->start[st], t->end[st], list->count, key), 0, key,
+                                 (long)(g - 1) * m + a.mb, { recv, a.mb, -1, a.chunk, 0 } };
         } else if (recv == PTDP_ACT_RECV_BACKWARD) {
             double key = t->bwd_end[(g + 1) * m + a.mb];
-            items[k++] = (item){ settle(t->start[st], t->end[st], list->count, key), 0, key,
-                                 (long)G * m + (long)(g + 1) * m + a.mb, { recv, a.mb, -1, a.chunk } };
+            items[k++] = (item){ settle(list->actions, t->start[st], t->end[st], list->count, key), 0, key,
+                                 (long)G * m + (long)(g + 1) * m + a.mb, { recv, a.mb, -1, a.chunk, 0 } };
         }
         if (send != PTDP_ACT_KIND_COUNT) {
             long id = (send == PTDP_ACT_SEND_BACKWARD ? (long)G * m : 0) + (long)g * m + a.mb;
-            items[k++] = (item){ t->end[st][i], 0, t->end[st][i], id, { send, a.mb, -1, a.chunk } };
+            double at = t->end[st][a.pair ? i + 1 : i];    /* a pair sends at its end */
+            items[k++] = (item){ at, 0, at, id, { send, a.mb, -1, a.chunk, 0 } };
         }
     }
     qsort(items, (size_t)k, sizeof *items, item_cmp);
@@ -447,8 +480,10 @@ int ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char *
     /* Every list is ready: only now replace the compute. */
     for (int st = 0; st < s->pp && rc == PTDP_OK; st++) {
         s->stage[st].count = 0;
-        for (int i = 0; i < w.count[st]; i++)
+        for (int i = 0; i < w.count[st]; i++) {
             ptdp_schedule_push_chunk(s, st, w.out[st][i].kind, w.out[st][i].mb, w.out[st][i].chunk);
+            s->stage[st].actions[s->stage[st].count - 1].pair = w.out[st][i].pair;
+        }
         ptdp_schedule_push(s, st, PTDP_ACT_OPTIMIZER_STEP, -1);
     }
 out:

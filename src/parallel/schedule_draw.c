@@ -183,7 +183,8 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         snprintf(fraction, sizeof fraction, " = %d/%.0f", s->pp - 1, (s->pp - 1) / formula);
     fprintf(out, "bubble: measured %.6f (idle / makespan, mean over stages); "
                  "formula %s%s = %.6f (uniform stages, free links%s)\n", t->bubble, words, fraction, formula,
-            e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
+            s->layout == PTDP_CHUNKS_V ? ", F = B = W, an F&B pair F + B, m >= 2p"
+            : e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
     return ferror(out) ? PTDP_EIO : PTDP_OK;
 }
 
@@ -205,6 +206,26 @@ static void box_colour(const ptdp_schedule *s, const ptdp_action *a, char fill[8
         out |= (unsigned)(c + (255 - c) * w + 0.5) << shift;
     }
     snprintf(fill, 8, "#%06x", out);
+}
+
+/* An overlapped pair (DualPipeV's F&B) in one black border, as in the
+ * reference's figure: the forward and the backward beside it, whose
+ * communication each hides under the other's compute. */
+static void draw_pairs(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                       const ptdp_schedule_frame *f, int st, double ly)
+{
+    const ptdp_stage_actions *list = &s->stage[st];
+    for (int i = 0; i < list->count; i++) {
+        if (!list->actions[i].pair)
+            continue;
+        int j = i + 1;
+        while (j < list->count && !is_drawn(list->actions[j].kind))
+            j++;
+        if (j == list->count)
+            continue;
+        const double x0 = x_at(f, t->time[st][i].start), x1 = x_at(f, t->time[st][j].end);
+        ptdp_svg_rect(svg, x0, ly, x1 - x0, f->lane, "none", "black");
+    }
 }
 
 void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedule_timeline *t,
@@ -233,6 +254,7 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
                 ptdp_svg_text(svg, (x0 + x1) / 2, ly + lane / 2.0 + 4, 10, PTDP_SVG_MIDDLE, "white", "%s",
                               label);
         }
+        draw_pairs(svg, s, t, f, st, ly);
         ptdp_svg_text(svg, x_at(f, f->axis_end) + 10, ly + lane / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
                       "idle %4.1f%% \u00b7 keeps %d", t->makespan > 0 ? 100.0 * t->idle[st] / t->makespan : 0,
                       ptdp_schedule_peak_in_flight(s, st));

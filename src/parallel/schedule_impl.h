@@ -3,7 +3,7 @@
  * src/): an action kind's name for messages, the registry's names in one
  * line, and the generator call with v model chunks per stage.
  *
- *   registry entry ──ptdp_schedule_generate_v(gen, placement, name, pp, m, v)──▶ schedule
+ *   registry entry ──ptdp_schedule_generate_v(gen, placement, name, pp, m, v, layout)──▶ schedule
  */
 
 #ifndef PTDP_PARALLEL_SCHEDULE_IMPL_H
@@ -15,7 +15,18 @@
 /* "gpipe, 1f1b, interleaved, zb-h1": for messages naming the valid values. */
 void ptdp_schedule_names(char *buf, size_t len);
 int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placement, const char *name,
-                              int pp, int micro_batches, int virtual_stages, ptdp_schedule **out);
+                              int pp, int micro_batches, int virtual_stages, ptdp_chunk_layout layout,
+                              ptdp_schedule **out);
+
+/* ptdp_chunk_global from the layout alone (a model cutting its chunks,
+ * before any schedule exists): pp stages, chunk of stage. */
+int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk);
+
+/* Does the model chunk at (stage, chunk) take its input from / give its
+ * output to another stage (a message), rather than from / to the data, the
+ * loss or — at the V's tip — a chunk of the same stage (a hand-over)? */
+int ptdp_chunk_remote_before(const ptdp_schedule *s, int stage, int chunk);
+int ptdp_chunk_remote_after(const ptdp_schedule *s, int stage, int chunk);
 
 /* "FORWARD", "SEND_BACKWARD", …: for messages. */
 const char *ptdp_action_kind_name(ptdp_action_kind k);

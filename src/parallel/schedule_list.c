@@ -14,8 +14,9 @@
  * (schedule_draw.c) show them.  This file calls none of those.
  *
  * With v model chunks per stage the model is cut into p v chunks, stage s
- * holding chunks s, s + p, …: a message goes from chunk g to g + 1
- * (activations) or g - 1 (gradients), round the ring of stages.
+ * holding chunks s, s + p, … (or, in a V, s and 2p - 1 - s): a message goes
+ * from chunk g to g + 1 (activations) or g - 1 (gradients), round the ring
+ * of stages, or down the V and back up.
  */
 #include "ptdp/schedule.h"
 
@@ -78,9 +79,27 @@ void ptdp_schedule_destroy(ptdp_schedule *s)
 
 /* ---- model chunks ------------------------------------------------------------ */
 
+int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk)
+{
+    if (layout == PTDP_CHUNKS_V)
+        return chunk == 0 ? stage : 2 * pp - 1 - stage;
+    return chunk * pp + stage;
+}
+
 int ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk)
 {
-    return chunk * s->pp + stage;
+    return ptdp_chunk_global_in(s->layout, s->pp, stage, chunk);
+}
+
+void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk)
+{
+    if (s->layout == PTDP_CHUNKS_V) {
+        *chunk = g < s->pp ? 0 : 1;
+        *stage = g < s->pp ? g : 2 * s->pp - 1 - g;
+        return;
+    }
+    *stage = g % s->pp;
+    *chunk = g / s->pp;
 }
 
 int ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk)
@@ -93,10 +112,36 @@ int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
     return ptdp_chunk_global(s, stage, chunk) == s->pp * s->virtual_stages - 1;
 }
 
+int ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk)
+{
+    int g = ptdp_chunk_global(s, stage, chunk), next_stage, next_chunk;
+    if (s->layout != PTDP_CHUNKS_V || g + 1 >= s->pp * s->virtual_stages)
+        return 0;
+    ptdp_chunk_place(s, g + 1, &next_stage, &next_chunk);
+    return next_stage == stage;
+}
+
+int ptdp_chunk_remote_before(const ptdp_schedule *s, int stage, int chunk)
+{
+    int g = ptdp_chunk_global(s, stage, chunk), before_stage, before_chunk;
+    if (g == 0)
+        return 0;
+    if (s->layout != PTDP_CHUNKS_V)
+        return 1;
+    ptdp_chunk_place(s, g - 1, &before_stage, &before_chunk);
+    return before_stage != stage;
+}
+
+int ptdp_chunk_remote_after(const ptdp_schedule *s, int stage, int chunk)
+{
+    return !ptdp_chunk_is_last(s, stage, chunk) && !ptdp_chunk_hands_on(s, stage, chunk);
+}
+
 /* Activations go from chunk g to chunk g + 1, gradients from g to g - 1.
  * Without interleaving (v = 1) that is stage s +- 1, even past the ends
  * (the validator names such an action); with it, chunks wrap round the
- * ring of stages, and off the model's ends there is nobody (-1). */
+ * ring of stages (or turn at the V's tip, where the peer is the stage
+ * itself), and off the model's ends there is nobody (-1). */
 void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
                        int *peer_stage, int *peer_chunk)
 {
@@ -119,8 +164,7 @@ void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage,
     int g = ptdp_chunk_global(s, stage, chunk) + step;
     if (g < 0 || g >= s->pp * s->virtual_stages)
         return;
-    *peer_stage = g % s->pp;
-    *peer_chunk = g / s->pp;
+    ptdp_chunk_place(s, g, peer_stage, peer_chunk);
 }
 
 /* Generators stay readable as plain lists of pushes: a push past capacity
@@ -140,6 +184,7 @@ void ptdp_schedule_push_chunk(ptdp_schedule *s, int stage, ptdp_action_kind kind
         .mb    = kind == PTDP_ACT_OPTIMIZER_STEP ? -1 : mb,
         .peer  = peer,
         .chunk = kind == PTDP_ACT_OPTIMIZER_STEP ? 0 : chunk,
+        .pair  = 0,
     };
 }
 
@@ -233,7 +278,11 @@ void ptdp_schedule_print(const ptdp_schedule *s, FILE *out)
                  "  step = optimizer\n",
             s->name, s->pp, s->pp == 1 ? "" : "s",
             s->micro_batches, s->micro_batches == 1 ? "" : "es");
-    if (s->virtual_stages > 1)
+    if (s->virtual_stages > 1 && s->layout == PTDP_CHUNKS_V)
+        fprintf(out, "  Fk.c: through chunk c of the stage (a V: stage s holds the model's pieces "
+                     "s and %d - s of %d; stage %d hands piece %d to %d itself)\n",
+                2 * s->pp - 1, 2 * s->pp, s->pp - 1, s->pp - 1, s->pp);
+    else if (s->virtual_stages > 1)
         fprintf(out, "  Fk.c: through chunk c of the stage (stage s, chunk c holds the model's piece "
                      "c*%d + s of %d)\n", s->pp, s->pp * s->virtual_stages);
     if (has_split_backward(s))

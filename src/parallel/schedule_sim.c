@@ -10,6 +10,9 @@
  *      FORWARD(k) < BACKWARD(k);  BACKWARD_INPUT(k) < BACKWARD_WEIGHT(k);
  *      OPTIMIZER_STEP once, last
  *    and every send has its recv: stage s sends F(k) once iff s+1 receives it.
+ *    At a V's tip, where a chunk hands its output to the stage's other chunk
+ *    without a message, the list itself must order them: F(k) of the first
+ *    before F(k) of the second, whose backward comes before the first's.
  *
  * 2. Rendezvous simulation: each stage stands at its next action.  Compute
  *    completes alone; a send and its matching recv complete together, only
@@ -26,6 +29,14 @@
  * 3. Timing: the same walk in virtual time.  Compute costs t_f / t_b; a send
  *    is asynchronous (arrives at t_send + cost, the sender goes on); a recv
  *    completes at max(now, arrival).  Idle = makespan - busy per stage.
+ *    With expert parallelism's all-to-alls (costs.alltoall) a device has two
+ *    streams: alone, an F or B waits for its own all-to-alls; in an
+ *    overlapped pair (DualPipeV's F&B) each one's run under the other's
+ *    compute, and the pair ends when both streams have:
+ *
+ *        alone   compute |F.....|a2a|B.........|a2a|
+ *        pair    compute |F.....B.........|            max(F + B, 2 a2a)
+ *                comm    |a2a(B)|a2a(F)|
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -91,6 +102,24 @@ static int allowed(ptdp_action_kind k, int first, int last)
            k == PTDP_ACT_BACKWARD_WEIGHT;
 }
 
+/* Action i (tok) of stage st sends or receives where its chunk has no
+ * neighbour on another stage: the model's ends, or the V's tip. */
+static int refuse_message(const ptdp_schedule *s, int st, int i, const char *tok, int first,
+                          ptdp_schedule_verdict *v)
+{
+    const ptdp_action *a = &s->stage[st].actions[i];
+    if (!ptdp_chunk_is_first(s, st, a->chunk) && !ptdp_chunk_is_last(s, st, a->chunk))
+        return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d hands its %s "
+                    "over to its other chunk on the same stage: no message", st, i, tok,
+                    a->chunk, st, first ? "input gradient" : "output");
+    if (s->virtual_stages > 1)
+        return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d is the model's "
+                    "%s piece: there is no %s stage", st, i, tok, a->chunk, st,
+                    first ? "first" : "last", first ? "previous" : "next");
+    return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
+                st, i, tok, st, first ? "previous" : "next");
+}
+
 /* at[(kind * v + chunk) * m + mb] = index of that action in the list, -1 if absent. */
 static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
 {
@@ -116,15 +145,10 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
         if (a->chunk < 0 || a->chunk >= nv)
             return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
                         "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
-        int first = ptdp_chunk_is_first(s, st, a->chunk), last = ptdp_chunk_is_last(s, st, a->chunk);
-        if (!allowed(a->kind, first, last)) {
-            if (nv > 1)
-                return fail(v, st, i, "stage %d action %d: %s, but chunk %d of stage %d is the model's "
-                            "%s piece: there is no %s stage", st, i, tok, a->chunk, st,
-                            first ? "first" : "last", first ? "previous" : "next");
-            return fail(v, st, i, "stage %d action %d: %s, but stage %d has no %s stage",
-                        st, i, tok, st, first ? "previous" : "next");
-        }
+        /* first / last: no message in / out (the model's ends, or the V's tip) */
+        int first = !ptdp_chunk_remote_before(s, st, a->chunk), last = !ptdp_chunk_remote_after(s, st, a->chunk);
+        if (!allowed(a->kind, first, last))
+            return refuse_message(s, st, i, tok, first, v);
         int peer, peer_chunk;
         ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
         if (a->peer != peer)
@@ -142,7 +166,7 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
 
     for (int c = 0; c < nv; c++)
         for (int mb = 0; mb < m; mb++) {
-            int first = ptdp_chunk_is_first(s, st, c), last = ptdp_chunk_is_last(s, st, c);
+            int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
             char where[32] = "";
             if (nv > 1)
                 snprintf(where, sizeof where, " (chunk %d)", c);
@@ -174,6 +198,39 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
                                 order_rules[r].why);
             }
         }
+#undef AT
+    return PTDP_OK;
+}
+
+/* At the V's tip a chunk hands its output to the stage's other chunk
+ * without a message, so no rendezvous orders the two: the list must.  The
+ * forward of chunk c before that of the chunk it feeds, whose backward
+ * (or B) before chunk c's.  `at` as check_stage left it. */
+static int check_hand_over(const ptdp_schedule *s, int st, const int *at, ptdp_schedule_verdict *v)
+{
+    const int m = s->micro_batches, nv = s->virtual_stages;
+#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
+    for (int c = 0; c < nv; c++) {
+        int to_stage, to;
+        if (!ptdp_chunk_hands_on(s, st, c))
+            continue;
+        ptdp_chunk_place(s, ptdp_chunk_global(s, st, c) + 1, &to_stage, &to);
+        for (int mb = 0; mb < m; mb++) {
+            int f = AT(PTDP_ACT_FORWARD, c, mb), f_next = AT(PTDP_ACT_FORWARD, to, mb);
+            int b = AT(PTDP_ACT_BACKWARD, c, mb) >= 0 ? AT(PTDP_ACT_BACKWARD, c, mb)
+                                                     : AT(PTDP_ACT_BACKWARD_INPUT, c, mb);
+            int b_next = AT(PTDP_ACT_BACKWARD, to, mb) >= 0 ? AT(PTDP_ACT_BACKWARD, to, mb)
+                                                           : AT(PTDP_ACT_BACKWARD_INPUT, to, mb);
+            if (f > f_next)
+                return fail(v, st, f_next, "stage %d: the forward of micro-batch %d through chunk %d "
+                            "(action %d) comes before chunk %d's (action %d), whose output is its input",
+                            st, mb, to, f_next, c, f);
+            if (b_next > b)
+                return fail(v, st, b, "stage %d: the backward of micro-batch %d through chunk %d "
+                            "(action %d) comes before chunk %d's (action %d), whose input gradient is "
+                            "its output gradient", st, mb, c, b, to, b_next);
+        }
+    }
 #undef AT
     return PTDP_OK;
 }
@@ -282,7 +339,8 @@ int ptdp_schedule_validate(const ptdp_schedule *s, ptdp_schedule_verdict *v)
     int *pos = calloc((size_t)s->pp, sizeof(int));
     int rc = at == NULL || pos == NULL ? PTDP_ENOMEM : PTDP_OK;
     for (int st = 0; st < s->pp && rc == PTDP_OK; st++)
-        rc = check_stage(s, st, at, v);
+        if ((rc = check_stage(s, st, at, v)) == PTDP_OK)
+            rc = check_hand_over(s, st, at, v);
     if (rc == PTDP_OK)
         rc = run_rendezvous(s, pos, v);
     free(at);
@@ -330,6 +388,26 @@ static ptdp_schedule_timeline *timeline_alloc(const ptdp_schedule *s)
     return t;
 }
 
+/* How long compute action i of stage st occupies the device: its compute,
+ * and the all-to-alls the compute stream waits for (none hidden alone; in
+ * a pair, the part of both pairs' all-to-alls F + B cannot cover). */
+static double duration(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st, int i)
+{
+    const ptdp_action *a = &s->stage[st].actions[i];
+    const double tf = c->forward_per_stage ? c->forward_per_stage[st] : c->forward;
+    const double tb = c->backward_per_stage ? c->backward_per_stage[st] : c->backward;
+    const double x = c->alltoall;
+    double t = a->kind == PTDP_ACT_FORWARD ? tf : a->kind == PTDP_ACT_BACKWARD ? tb
+             : a->kind == PTDP_ACT_BACKWARD_INPUT ? c->backward_input : c->backward_weight;
+    if (a->kind == PTDP_ACT_BACKWARD_WEIGHT || x == 0)
+        return t;
+    if (a->pair)
+        return t;                                   /* its all-to-alls: under its partner's B */
+    if (i > 0 && s->stage[st].actions[i - 1].pair)  /* the pair's B: what F + B leaves of 2 x */
+        return 2 * x - tf > t ? 2 * x - tf : t;
+    return t + x;
+}
+
 /* Play stage st from pos[st] on, as far as messages already sent allow.
  * arrival[(2 * g + dir) * m + mb] is when a message from chunk g lands, -1
  * if unsent (dir 0: activation to chunk g+1, dir 1: gradient to g-1). */
@@ -337,8 +415,6 @@ static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
                    int *pos, double *now, double *arrival, ptdp_schedule_timeline *t)
 {
     const int m = s->micro_batches;
-    const double tf = c->forward_per_stage ? c->forward_per_stage[st] : c->forward;
-    const double tb = c->backward_per_stage ? c->backward_per_stage[st] : c->backward;
     int moved = 0;
     for (; pos[st] < s->stage[st].count; pos[st]++, moved = 1) {
         const ptdp_action *a = &s->stage[st].actions[pos[st]];
@@ -349,10 +425,15 @@ static int advance(const ptdp_schedule *s, const ptdp_schedule_costs *c, int st,
         ptdp_action_route(s, a->kind, st, a->chunk, &peer, &peer_chunk);
         int from = peer >= 0 ? ptdp_chunk_global(s, peer, peer_chunk) : 0;
         switch (a->kind) {
-        case PTDP_ACT_FORWARD:         now[st] += tf; t->busy[st] += tf; break;
-        case PTDP_ACT_BACKWARD:        now[st] += tb; t->busy[st] += tb; break;
-        case PTDP_ACT_BACKWARD_INPUT:  now[st] += c->backward_input; t->busy[st] += c->backward_input; break;
-        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->backward_weight; t->busy[st] += c->backward_weight; break;
+        case PTDP_ACT_FORWARD:
+        case PTDP_ACT_BACKWARD:
+        case PTDP_ACT_BACKWARD_INPUT:
+        case PTDP_ACT_BACKWARD_WEIGHT: {
+            const double d = duration(s, c, st, pos[st]);
+            now[st] += d;
+            t->busy[st] += d;
+            break;
+        }
         case PTDP_ACT_SEND_FORWARD:    arrival[(2 * g) * m + a->mb] = now[st] + c->send; break;
         case PTDP_ACT_SEND_BACKWARD:   arrival[(2 * g + 1) * m + a->mb] = now[st] + c->send; break;
         case PTDP_ACT_RECV_FORWARD:    msg = &arrival[(2 * from) * m + a->mb]; break;
@@ -375,7 +456,7 @@ int ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
 {
     *out = NULL;
     if (c == NULL || !(c->forward >= 0 && c->backward >= 0 && c->send >= 0 &&
-                       c->backward_input >= 0 && c->backward_weight >= 0))
+                       c->backward_input >= 0 && c->backward_weight >= 0 && c->alltoall >= 0))
         return PTDP_EINVAL;
     for (int st = 0; s != NULL && st < s->pp; st++)
         if ((c->forward_per_stage && !(c->forward_per_stage[st] >= 0)) ||

@@ -189,6 +189,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
+    d->mesh.pp_v = ptdp_train_pp_v(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;

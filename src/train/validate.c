@@ -238,12 +238,15 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     /* The schedule for this pp, m and v: --virtual-stages needs the
      * interleaved schedule, which needs pp > 1 and m a multiple of pp. */
     const int v = ptdp_train_virtual_stages(c);
-    if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v, msg, n) != 0)
+    /* a V holds two chunks whatever --virtual-stages says: the flag as typed is checked */
+    const int v_typed = ptdp_train_pp_v(c) && c->virtual_stages > 1 ? c->virtual_stages : v;
+    if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v_typed, msg, n) != 0)
         return PTDP_EINVAL;
     const ptdp_model_ops *ops = ptdp_model_of(m);
-    if (strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0 && ops->backward_input == NULL)
-        BAD("--schedule zb-h1 splits each backward into B and W, and %s cannot split its backward: use "
-            "--schedule 1f1b or gpipe", title_of(ops));
+    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
+    if (e != NULL && e->split_backward && ops->backward_input == NULL)
+        BAD("--schedule %s splits each backward into B and W, and %s cannot split its backward: use "
+            "--schedule 1f1b or gpipe", e->name, title_of(ops));
     if (c->token_slices < 0)
         BAD("--token-slices %d: must be at least 1 (slices of each sequence)", c->token_slices);
     if (c->token_slices > 1) {
@@ -278,6 +281,9 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
+    if ((long)c->pp * v > m->layers && ptdp_train_pp_v(c))
+        BAD("--layers %d cannot be cut into the %d stages of --schedule %s on --pp %d (2 x --pp, a V): need "
+            "--layers >= %d", m->layers, 2 * c->pp, c->schedule, c->pp, 2 * c->pp);
     if ((long)c->pp * v > m->layers)
         BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
             "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
@@ -321,6 +327,16 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
             "ptdp-f64, whose precision is f64");
 #endif
+    if (c->bf16 && ptdp_train_pp_v(c))
+        BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
+            "time, and its V gives each stage two chunks (and W adds after the rounding, as in zb-h1); use "
+            "--schedule 1f1b or gpipe", c->schedule);
+    if (c->zero == 3 && ptdp_train_pp_v(c))
+        BAD("--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per device, and its V gives "
+            "each stage two chunks; use --zero 2 (or --schedule 1f1b)", c->schedule);
+    if (c->overlap && ptdp_train_pp_v(c))
+        BAD("--overlap with --schedule %s: a device's two chunks finish their last backwards at different times "
+            "and only one chunk's gradients form the buffer's prefix; leave --overlap out", c->schedule);
     if (c->bf16 && v > 1)
         BAD("--precision bf16 with --virtual-stages %d: bf16 parameters are widened one model chunk's units "
             "at a time; use --virtual-stages 1", v);

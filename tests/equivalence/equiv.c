@@ -94,7 +94,8 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
-    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL && ptdp_schedule_find(b.schedule)->chunked)
+    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
+        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout == PTDP_CHUNKS_V))
         b.schedule = "1f1b";
     return b;
 }

@@ -17,6 +17,13 @@
  *                   must hold the full activations of at most 1F1B's p - s
  *                   micro-batches (F to B), and owe at most ZB-H1's s + 1 W
  *                   passes at once (each keeps what its W needs).
+ *   4. blank 5      lesson_dualpipev_phases for eight (p, m), m >= 2p: device
+ *                   r's eight phase counts.  Every chunk must forward and
+ *                   backward each micro-batch once (a count that breaks it
+ *                   is named with the phases that run that chunk); the V
+ *                   valid and deadlock-free; with F = B = W (a pair F + B)
+ *                   the bubble (p - 1) / (3m + p - 1) to 1e-9: ZB-H1's on
+ *                   half the devices.
  *
  * No model runs: a schedule is data, and these are facts about the lists.
  */
@@ -677,10 +684,139 @@ static bool check_zb_h1(void)
     return true;
 }
 
+/* ========================================================= 4. DualPipeV */
+
+/* Per device: chunk c's forwards, whole or split backwards, and W passes. */
+typedef struct { int f[2], b[2], w; } v_counts;
+
+static v_counts count_v(const ptdp_schedule *s, int st)
+{
+    v_counts n = { { 0, 0 }, { 0, 0 }, 0 };
+    for (int i = 0; i < s->stage[st].count; i++) {
+        const ptdp_action *a = &s->stage[st].actions[i];
+        if (a->kind == PTDP_ACT_FORWARD)
+            n.f[a->chunk]++;
+        else if (a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT)
+            n.b[a->chunk]++;
+        else if (a->kind == PTDP_ACT_BACKWARD_WEIGHT)
+            n.w++;
+    }
+    return n;
+}
+
+/* Every chunk forwards and backwards each micro-batch once: if not, say
+ * which count is off and which phases run it. */
+static bool v_counts_right(const ptdp_schedule *s, int p, int m)
+{
+    static const char *const runs[4] = {
+        "chunk 0's forwards run in phases 1, 2 and 4",
+        "chunk 1's forwards run in phases 2, 3, 4 and 5",
+        "chunk 0's backwards run in phases 4, 5, 6 and 7",
+        "chunk 1's backwards run in phases 3, 4, 5 and 6",
+    };
+    for (int st = 0; st < p; st++) {
+        const v_counts n = count_v(s, st);
+        const int got[4] = { n.f[0], n.f[1], n.b[0], n.b[1] };
+        for (int k = 0; k < 4; k++)
+            if (got[k] != m) {
+                int c[8] = { 0 };
+                lesson_dualpipev_phases(p, st, m, c);
+                tutorial_wrong("p = %d, m = %d: device %d runs %d %s through chunk %d, not m = %d (blank 5).  "
+                               "Your counts for it: %d %d %d %d %d %d %d %d.  %s: their counts must add up to "
+                               "m.", p, m, st, got[k], k < 2 ? "forwards" : "backwards", k % 2, m,
+                               c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], runs[k]);
+                if (k == 0 && st < p - 1 && got[k] < m)
+                    tutorial_note("Phase 1 fills chunk 0's pipe below device %d: a micro-batch crosses each of the "
+                                  "%d devices below twice, down and back up.", st, p - st - 1);
+                return false;
+            }
+    }
+    return true;
+}
+
+static bool check_v_shape(int p, int m)
+{
+    ptdp_schedule *s = NULL;
+    char why[256];
+    int placed;
+    if (ptdp_schedule_alloc_v("dualpipev", p, m, 2, &s) != 0) {
+        tutorial_wrong("could not allocate a schedule for p = %d, m = %d", p, m);
+        return false;
+    }
+    s->layout = PTDP_CHUNKS_V;
+    int rc = generate(lesson_dualpipev, s, &placed, why, sizeof why);
+    bool ok = true;
+    ptdp_schedule_verdict v;
+    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .backward_input = 1, .backward_weight = 1 };
+    ptdp_schedule_timeline *t = NULL;
+    const double want = (double)(p - 1) / (3.0 * m + p - 1);
+    if (rc != PTDP_OK || s->overflow) {
+        tutorial_wrong("p = %d, m = %d: lesson_dualpipev_phases returned %s%s (blank 5): a count is negative, "
+                       "more than m, or the blank is unfinished", p, m, ptdp_strerror(rc),
+                       s->overflow ? " and the lists overflowed" : "");
+        ok = false;
+    } else if (!v_counts_right(s, p, m)) {
+        ok = false;
+    } else if (placed != PTDP_OK || ptdp_schedule_validate(s, &v) != PTDP_OK) {
+        tutorial_wrong("p = %d, m = %d: your V cannot run: %s (blank 5)", p, m,
+                       placed != PTDP_OK ? why : v.message);
+        ok = false;
+    } else if (bubble_of(s, &costs, &t) < 0 || fabs(t->bubble - want) > TOL) {
+        tutorial_wrong("p = %d, m = %d, F = B = W = 1: your bubble is %.6f, DualPipeV's (p-1)/(3m+p-1) is %.6f "
+                       "(blank 5).  Each chunk runs each micro-batch once, so the phases are there but in the "
+                       "wrong proportions: a device waits where the reference keeps it busy.",
+                       p, m, t != NULL ? t->bubble : -1.0, want);
+        if (t != NULL)
+            note_timeline(s, t);
+        ok = false;
+    }
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(s);
+    return ok;
+}
+
+static bool check_dualpipev(void)
+{
+    static const int shapes[][2] = { { 2, 4 }, { 2, 5 }, { 3, 6 }, { 3, 7 }, { 4, 8 }, { 4, 10 },
+                                     { 5, 11 }, { 6, 12 } };
+    for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++)
+        if (!check_v_shape(shapes[n][0], shapes[n][1]))
+            return false;
+    tutorial_ok("blank 5: your DualPipeV for 8 shapes (p = 2..6 devices, m >= 2p) runs every micro-batch through "
+                "both chunks once, valid and deadlock-free; bubble = (p-1)/(3m+p-1) with F = B = W, ZB-H1's on "
+                "half the devices");
+
+    /* Show it: p = 4 devices (8 stages), m = 10, beside ZB-H1 on 8. */
+    ptdp_schedule *s = NULL, *zb = NULL;
+    ptdp_schedule_timeline *t = NULL;
+    const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .backward_input = 1, .backward_weight = 1 };
+    char why[256];
+    int placed;
+    if (ptdp_schedule_alloc_v("dualpipev", 4, 10, 2, &s) == 0) {
+        s->layout = PTDP_CHUNKS_V;
+        if (generate(lesson_dualpipev, s, &placed, why, sizeof why) == 0 && placed == 0 &&
+            ptdp_schedule_create("zb-h1", 8, 10, &zb) == 0 && ptdp_schedule_simulate(s, &costs, &t) == 0) {
+            tutorial_note("p = 4 devices, 8 stages, m = 10, F = B = W = 1: makespan %g, bubble %.4f; ZB-H1 on 8 "
+                          "devices: %.4f.  Idle per device: %g %g %g %g = 2(p - 1) = (p-1)(F&B + B - 3W).",
+                          t->makespan, t->bubble, bubble_of(zb, &costs, NULL), t->idle[0], t->idle[1],
+                          t->idle[2], t->idle[3]);
+            note_timeline(s, t);
+            tutorial_note("activations held, in stages' micro-batches: %d %d %d %d = PP + 1 with PP = 8 stages",
+                          ptdp_schedule_peak_in_flight(s, 0), ptdp_schedule_peak_in_flight(s, 1),
+                          ptdp_schedule_peak_in_flight(s, 2), ptdp_schedule_peak_in_flight(s, 3));
+        }
+    }
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(zb);
+    ptdp_schedule_destroy(s);
+    return true;
+}
+
 int main(void)
 {
-    tutorial_begin("09", "filling the bubble: interleaved 1F1B's chunks, ZB-H1's deferred weight gradients");
-    if (check_mapping() && check_interleaved())
-        check_zb_h1();
+    tutorial_begin("09", "filling the bubble: interleaved 1F1B's chunks, ZB-H1's deferred weight gradients, "
+                         "DualPipeV's V");
+    if (check_mapping() && check_interleaved() && check_zb_h1())
+        check_dualpipev();
     return tutorial_end();
 }

@@ -7,7 +7,8 @@
  *     meson test -C build-student --suite tutorial-09 -v
  * README.md explains the idea; solution.c is the answer (try first).
  * lesson_zb_h1 (1F1B's warm-up, steady state and cool-down: the worked
- * example) and the loops of lesson_interleaved are done for you.
+ * example), the loops of lesson_interleaved and DualPipeV's eight phases
+ * (lesson_dualpipev) are done for you.
  *
  * 1F1B idles (p - 1)(t_f + t_b) per stage while the pipe fills and drains.
  * Two ways to shrink that with the same p and m:
@@ -26,11 +27,18 @@
  *   its weights — nobody waits for it) and run the W passes where 1F1B
  *   idles.  With F = B = W:  bubble = (p - 1) / (3m + p - 1)
  *
+ *   DualPipeV (DeepSeek 2025): ZB-H1's bubble on half the devices — the
+ *   model in 2p stages laid out as a V, device r holding stages r and
+ *   2p - 1 - r, one micro-batch's forward overlapped with another's
+ *   backward (blank 5: how often each of its eight phases repeats).
+ *
  * Both generators list the compute only.  The check then calls
  * ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, …), as the library
  * does for its own, which places every send and receive so that blocking
  * rendezvous send/recv cannot deadlock, and the optimizer step.
  */
+#include <stdbool.h>
+
 #include "blank.h"
 #include "lesson.h"
 
@@ -154,4 +162,149 @@ int lesson_zb_h1(ptdp_schedule *s)
             rc = place_w(s, st, AT_THE_END, m, &next_w);
     }
     return rc;
+}
+
+/* ------------------------------------------- DualPipeV: the V's phases */
+
+/*
+ * DualPipeV (DeepSeek's DualPipe "cut in half"): p devices, the model cut
+ * into 2p stages laid out as a V.  Device r holds stage r (its chunk 0)
+ * and stage 2p - 1 - r (its chunk 1): a micro-batch goes down the devices
+ * through the chunks 0, turns at the last device (which hands stage p - 1
+ * to stage p itself) and comes back up through the chunks 1 to the loss on
+ * device 0.
+ *
+ *   device 0   [ 0 ]                         [ 7 ]      p = 4
+ *   device 1       [ 1 ]                 [ 6 ]
+ *   device 2           [ 2 ]         [ 5 ]
+ *   device 3               [ 3 ] [ 4 ]
+ *
+ * Device r runs eight phases (F0: a forward of chunk 0, B1 a backward of
+ * chunk 1, B1' one whose W is deferred, "(F0 B1)" an overlapped pair —
+ * one micro-batch's forward beside another's backward, each hiding the
+ * other's communication):
+ *
+ *   1  F0                 fill: chunk 0's micro-batches run ahead
+ *   2  F0 F1              both chunks start
+ *   3  B1' W F1           the first gradients come back
+ *   4  (F0 B1) (F1 B0)    the steady state: two pairs a round
+ *   5  B1 (F1 B0)         chunk 0 has no forwards left
+ *   6  B1 B0              the drain (its second half with W deferred)
+ *   7  W B0'
+ *   8  W                  the W passes still owed
+ *
+ * With F = B = W (a pair F + B) each device idles (p - 1)(F&B + B - 3W)
+ * = 2(p - 1) of its 6m units of work: bubble = (p - 1) / (3m + p - 1).
+ */
+typedef struct {
+    ptdp_schedule *s;
+    int st;
+    int f[2], b[2];    /* the next micro-batch each chunk forwards / backwards */
+    int owed[1024];    /* the W queue (chunk * m + mb), oldest first          */
+    int head, tail;
+} v_device;
+
+static void f(v_device *d, int c)
+{
+    ptdp_schedule_push_chunk(d->s, d->st, PTDP_ACT_FORWARD, d->f[c]++, c);
+}
+
+static void b(v_device *d, int c, bool defer_w)
+{
+    const int mb = d->b[c]++;
+    ptdp_schedule_push_chunk(d->s, d->st, defer_w ? PTDP_ACT_BACKWARD_INPUT : PTDP_ACT_BACKWARD, mb, c);
+    if (defer_w && d->tail < 1024)
+        d->owed[d->tail++] = c * d->s->micro_batches + mb;
+}
+
+static void pair(v_device *d, int cf, int cb)
+{
+    f(d, cf);
+    d->s->stage[d->st].actions[d->s->stage[d->st].count - 1].pair = 1;
+    b(d, cb, false);
+}
+
+static void w(v_device *d)
+{
+    if (d->head == d->tail)
+        return;         /* nothing owed: the check counts the W passes */
+    const int x = d->owed[d->head++], m = d->s->micro_batches;
+    ptdp_schedule_push_chunk(d->s, d->st, PTDP_ACT_BACKWARD_WEIGHT, x % m, x / m);
+}
+
+/* Device st's eight phases, each repeated n[k] times. */
+static void v_phases(v_device *d, const int n[8])
+{
+    const int last = d->st == d->s->pp - 1;
+    for (int i = 0; i < n[0]; i++)
+        f(d, 0);
+    for (int i = 0; i < n[1]; i++) {
+        f(d, 0);
+        f(d, 1);
+    }
+    for (int i = 0; i < n[2]; i++) {
+        b(d, 1, true);
+        w(d);
+        f(d, 1);
+    }
+    for (int i = 0; i < n[3]; i++) {
+        if (i == 0 && last) {   /* the tip's first: F0 needs no gradient, not overlapped */
+            f(d, 0);
+            b(d, 1, false);
+        } else {
+            pair(d, 0, 1);
+        }
+        pair(d, 1, 0);
+    }
+    for (int i = 0; i < n[4]; i++) {
+        b(d, 1, false);
+        pair(d, 1, 0);
+    }
+    for (int i = 0, defer = 0; i < n[5]; i++) {   /* the second half with W deferred */
+        defer |= i == n[5] / 2 && d->st % 2 == 1;
+        b(d, 1, defer);
+        defer |= i == n[5] / 2 && d->st % 2 == 0;
+        b(d, 0, defer);
+    }
+    for (int i = 0; i < n[6]; i++) {
+        w(d);
+        b(d, 0, true);
+    }
+    for (int i = 0; i < n[7]; i++)
+        w(d);
+}
+
+int lesson_dualpipev(ptdp_schedule *s)
+{
+    for (int st = 0; st < s->pp; st++) {
+        int n[8] = { 0 };
+        int rc = lesson_dualpipev_phases(s->pp, st, s->micro_batches, n);
+        if (rc != PTDP_OK)
+            return rc;
+        for (int k = 0; k < 8; k++)
+            if (n[k] < 0 || n[k] > s->micro_batches)
+                return PTDP_EINVAL;
+        v_device d = { .s = s, .st = st };
+        v_phases(&d, n);
+    }
+    return PTDP_OK;
+}
+
+/* Device r's eight phase counts. */
+int lesson_dualpipev_phases(int p, int r, int m, int count[8])
+{
+    /* Blank 5: how many times device r repeats each phase (count[0] is
+     * phase 1).  Write them with before = p - r - 1 (the devices below r)
+     * and after = r + 1 (r and those above):
+     *   - phase 1 fills chunk 0's pipe below r: a micro-batch crosses every
+     *     device below twice, down through the chunks 0 and back up
+     *     through the chunks 1, before its gradient can reach r;
+     *   - phases 2, 6 and 8 repeat as often as each other, and so do
+     *     phases 3, 5 and 7;
+     *   - every chunk forwards and backwards each of the m micro-batches
+     *     once: chunk 0's forwards run in phases 1, 2 and 4, so phase 4
+     *     takes what is left of them.
+     * The last device (before = 0) has no fill: its chunk 0 hands each
+     * micro-batch straight to its chunk 1. */
+    PTDP_BLANK(5, "set count[0..7]: how many times device r repeats each of the eight phases");
 }

@@ -7,8 +7,9 @@
  * stage) with every stage's compute only — forwards and backwards, pushed
  * with ptdp_schedule_push_chunk; the check then places the sends and
  * receives with ptdp_schedule_place_comms (schedule.h).  Like the
- * library's ptdp_schedule_interleaved and ptdp_schedule_zb_h1, except that
- * they return a status, so that an unfinished one can say so.
+ * library's ptdp_schedule_interleaved, ptdp_schedule_zb_h1 and
+ * ptdp_schedule_dualpipev, except that they return a status, so that an
+ * unfinished one can say so.
  */
 #ifndef LESSON_09_H
 #define LESSON_09_H
@@ -30,5 +31,16 @@ int lesson_interleaved(ptdp_schedule *s);
 /* ZB-H1: 1F1B's forwards and input-gradient backwards (B), with the weight
  * gradients (W) deferred into the bubbles.  Returns 0 or a PTDP_E… code. */
 int lesson_zb_h1(ptdp_schedule *s);
+
+/* DualPipeV on p devices, m >= 2p micro-batches: how many times device r
+ * repeats each of the reference schedule's eight phases, count[0..7].
+ * Returns 0 or a PTDP_E… code. */
+int lesson_dualpipev_phases(int p, int r, int m, int count[8]);
+
+/* DualPipeV: device r's compute, the eight phases repeated as
+ * lesson_dualpipev_phases says (s: s->pp devices, s->virtual_stages = 2,
+ * s->layout = PTDP_CHUNKS_V, ptdp_schedule_alloc_v).  Returns 0 or a
+ * PTDP_E… code. */
+int lesson_dualpipev(ptdp_schedule *s);
 
 #endif

@@ -1,0 +1,147 @@
+/*
+ * test_equiv_dualpipev.c — DualPipeV trains exactly like one device, and
+ * like 1F1B on twice the stages.
+ *
+ * DualPipeV on p devices cuts the model into 2p stages laid out as a V:
+ * device r runs stage r and stage 2p - 1 - r, the last device hands stage
+ * p - 1's output to its own stage p, and device 0 holds both the first and
+ * the last stage — with a GPT, both copies of the tied embedding, summed on
+ * the device.  Two claims, for the MLP, the GPT and a mixture of experts, in
+ * float and double:
+ *
+ *   1. equal to the single-device baseline by --check's rule (1e-10 in
+ *      double, 1e-4 in float), composed with dp, tp (the GPT with --sp),
+ *      ep, ZeRO 1 and 2, --recompute and dropout;
+ *   2. equal to 1F1B on 2p devices bit for bit: the same 2p stages with the
+ *      same blocks, and every gradient element sees the same additions in
+ *      the same order — each stage runs micro-batch 0, 1, 2, … through its
+ *      backward (whole, or B now and W later in first-in first-out order,
+ *      which touch different parameters: wgrad.h), and the tied
+ *      embedding's two copies are summed once, a + b, on device 0 as over
+ *      the embedding group of 1F1B's first and last device.
+ */
+#include "equiv.h"
+#include "ptdp/gpt.h"
+#include "ptdp/state.h"
+
+static const harness_tcase v_tests = { .name = "dualpipev", .timeout_s = 300 };
+
+typedef struct {
+    int model;   /* 0 MLP, 1 GPT, 2 GPT with 4 experts */
+    int dp, tp, pp, m, zero, ep;
+    bool sp, recompute;
+    double dropout;
+} v_case;
+
+static const v_case CASES[] = {
+    /* MLP: the V alone, m at and above 2p, p 2 and 3 */
+    { 0, 1, 1, 2, 4, 0, 0, false, false, 0.0 },
+    { 0, 1, 1, 2, 6, 0, 0, false, false, 0.0 },
+    { 0, 1, 1, 3, 6, 0, 0, false, true, 0.1 },
+    /* MLP: composed with dp, tp, ZeRO */
+    { 0, 2, 1, 2, 4, 1, 0, false, false, 0.1 },
+    { 0, 2, 1, 2, 4, 2, 0, false, false, 0.0 },
+    { 0, 1, 2, 2, 4, 0, 0, false, true, 0.0 },
+    /* GPT: the tied embedding's copies both on device 0 */
+    { 1, 1, 1, 2, 4, 0, 0, false, false, 0.0 },
+    { 1, 1, 1, 2, 4, 0, 0, false, false, 0.1 },
+    { 1, 1, 2, 2, 4, 0, 0, true, true, 0.0 },
+    { 1, 2, 1, 2, 4, 1, 0, false, false, 0.0 },
+    { 1, 2, 1, 2, 4, 2, 0, false, true, 0.1 },
+    /* mixture of experts under expert parallelism */
+    { 2, 2, 1, 2, 4, 0, 2, false, false, 0.0 },
+    { 2, 2, 1, 2, 4, 1, 2, false, true, 0.0 },
+};
+
+static ptdp_train_config config_of(const v_case *k, const char *schedule, int pp)
+{
+    ptdp_train_config c = equiv_config(k->dp, k->tp, pp, k->m);
+    if (k->model > 0) {
+        c.model = equiv_small_gpt(k->model == 2 ? 1 : k->tp);
+        c.batch = 16;
+        c.steps = 2;
+    }
+    if (k->model == 2) {
+        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
+        g->moe_experts = 4;
+        g->moe_every = 1;
+        g->moe_ffn = 24;
+        g->moe_top_k = 2;
+        g->moe_aux_loss = 0.05;
+        c.ep = k->ep;
+    }
+    if (c.model.layers < 2 * k->pp)
+        c.model.layers = 2 * k->pp;
+    c.zero = k->zero;
+    c.sp = k->sp;
+    c.recompute = k->recompute;
+    c.dropout = k->dropout;
+    c.schedule = schedule;
+    c.verify_replicas = k->dp > 1;
+    return c;
+}
+
+static const char *model_name(const v_case *k)
+{
+    return k->model == 0 ? "mlp" : k->model == 1 ? "gpt" : "moe";
+}
+
+LOOP_TEST(v_tests, test_dualpipev_equals_baseline, (int)(sizeof CASES / sizeof CASES[0]))
+{
+    ptdp_train_config c = config_of(&CASES[_i], "dualpipev", CASES[_i].pp);
+    equiv_check(&c);
+}
+END_TEST
+
+LOOP_TEST(v_tests, test_dualpipev_equals_1f1b_on_twice_the_stages_bit_for_bit,
+          (int)(sizeof CASES / sizeof CASES[0]))
+{
+    const v_case *k = &CASES[_i];
+    ptdp_train_config v = config_of(k, "dualpipev", k->pp), one = config_of(k, "1f1b", 2 * k->pp);
+    ptdp_state a, b;
+    ptdp_train_result ra, rb;
+    equiv_train(&v, NULL, &a, &ra);
+    equiv_train(&one, NULL, &b, &rb);
+    char what[128];
+    snprintf(what, sizeof what, "%s dp=%d tp=%d%s pp=%d m=%d zero=%d ep=%d: dualpipev vs 1f1b on %d stages",
+             model_name(k), k->dp, k->tp, k->sp ? " sp" : "", k->pp, k->m, k->zero, k->ep, 2 * k->pp);
+    equiv_losses_agree(ra.log, rb.log, v.steps, 0, what);
+    equiv_states_same_bits(&a, &b, what);
+    ptdp_state_free(&a);
+    ptdp_state_free(&b);
+    ptdp_train_result_free(&ra);
+    ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* The flags it cannot run with: refused before the first step, by name. */
+TEST(v_tests, test_what_it_refuses)
+{
+    static const struct { int pp, m, v, zero; bool bf16; const char *words; } no[] = {
+        { 2, 3, 0, 0, false, "--micro-batches 3 is fewer than 2 x --pp = 4" },
+        { 2, 4, 3, 0, false, "--virtual-stages 3" },
+        { 2, 4, 0, 3, false, "--zero 3" },
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        v_case k = { .model = 0, .dp = 2, .tp = 1, .pp = no[i].pp, .m = no[i].m };
+        ptdp_train_config c = config_of(&k, "dualpipev", k.pp);
+        c.virtual_stages = no[i].v;
+        c.zero = no[i].zero;
+        char msg[512] = "";
+        int rc = ptdp_train_validate(&c, msg, sizeof msg);
+        ck_assert_msg(rc == PTDP_EINVAL && strstr(msg, no[i].words) != NULL, "%s: %s", no[i].words, msg);
+    }
+    v_case k = { .model = 1, .dp = 1, .tp = 1, .pp = 3, .m = 6 };
+    ptdp_train_config c = config_of(&k, "dualpipev", 3);
+    c.model.layers = 4;
+    c.batch = 12;
+    char msg[512];
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+    ck_assert_msg(strstr(msg, "need --layers >= 6") != NULL, "%s", msg);
+}
+END_TEST
+
+int main(void)
+{
+    return harness_main("equiv_dualpipev");
+}
