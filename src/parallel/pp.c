@@ -168,6 +168,35 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, task *tasks,
     return PTDP_OK;
 }
 
+/* F: the micro-batch's data, the forward, and what the step adds up from
+ * it — the loss on the last stage, the model's auxiliary loss and counts
+ * (a mixture of experts'), the micro-batches alive. */
+static int run_forward(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u, int h, int *alive)
+{
+    int rc;
+    if ((rc = ptdp_batch_load(dev, m, &u->data)) != 0)
+        return rc;
+    if (!m->last_stage &&
+        (rc = ptdp_tensor_alloc(dev, &u->out, "pp.send_act", PTDP_MEM_ACTS, u->data.rows, h)) != 0)
+        return rc;
+    rc = ptdp_model_forward(dev, m, &u->acts, &u->data, u->in, st->step, st->recompute,
+                            m->last_stage ? NULL : &u->out);
+    ptdp_tensor_free(dev, &u->in);   /* the model keeps its own copy of its input */
+    ptdp_tensor_free(dev, &u->data.x);
+    if (m->last_stage)
+        st->loss_sum += u->acts.loss_sum;
+    double aux;
+    if (rc == 0 && m->ops->aux_loss != NULL && m->ops->aux_loss(m, &u->acts, &aux)) {
+        st->aux_sum += aux;
+        st->has_aux = true;
+    }
+    if (rc == 0 && st->stats != NULL && m->ops->stats_add != NULL)
+        m->ops->stats_add(m, &u->acts, st->stats);
+    if (++*alive > st->peak_in_flight)
+        st->peak_in_flight = *alive;
+    return rc;
+}
+
 /* One action.  `m` is the chunk it names (the device's model without
  * chunks); `u` its task. */
 static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u, const ptdp_action *a,
@@ -182,27 +211,7 @@ static int run_action(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u
             return rc;
         return ptdp_recv(pp, u->in.data, ptdp_tensor_numel(u->in), PTDP_REAL, a->peer, tag);
     case PTDP_ACT_FORWARD:
-        if ((rc = ptdp_batch_load(dev, m, &u->data)) != 0)
-            return rc;
-        if (!m->last_stage &&
-            (rc = ptdp_tensor_alloc(dev, &u->out, "pp.send_act", PTDP_MEM_ACTS, u->data.rows, h)) != 0)
-            return rc;
-        rc = ptdp_model_forward(dev, m, &u->acts, &u->data, u->in, st->step,
-                                st->recompute, m->last_stage ? NULL : &u->out);
-        ptdp_tensor_free(dev, &u->in);   /* the model keeps its own copy of its input */
-        ptdp_tensor_free(dev, &u->data.x);
-        if (m->last_stage)
-            st->loss_sum += u->acts.loss_sum;
-        double aux;
-        if (rc == 0 && m->ops->aux_loss != NULL && m->ops->aux_loss(m, &u->acts, &aux)) {
-            st->aux_sum += aux;
-            st->has_aux = true;
-        }
-        if (rc == 0 && st->stats != NULL && m->ops->stats_add != NULL)
-            m->ops->stats_add(m, &u->acts, st->stats);
-        if (++*alive > st->peak_in_flight)
-            st->peak_in_flight = *alive;
-        return rc;
+        return run_forward(dev, st, m, u, h, alive);
     case PTDP_ACT_SEND_FORWARD:
         rc = ptdp_send(pp, u->out.data, ptdp_tensor_numel(u->out), PTDP_REAL, a->peer, tag);
         ptdp_tensor_free(dev, &u->out);
