@@ -74,6 +74,58 @@ static size_t peak_max(const ptdp_launch_result *lr, int cat)
     return m;
 }
 
+/* 1. the losses, step by step: the same run within the build's tolerance? */
+static bool print_losses(const ptdp_train_result *ra, const ptdp_train_result *rb, int steps)
+{
+    printf("  step   loss on 1 device   loss on 8 devices   difference\n");
+    double worst = 0;
+    for (int i = 0; i < steps; i++) {
+        double d = fabs(ra->log[i].loss - rb->log[i].loss);
+        worst = fmax(worst, d);
+        printf("  %4ld   %16.7f   %17.7f   %10.1e\n", ra->log[i].step, ra->log[i].loss, rb->log[i].loss, d);
+    }
+    bool same = worst <= PTDP_TOLERANCE * fmax(1.0, ra->log[0].loss);
+    printf("  → %s: the largest difference is %.1e (%s arithmetic; tolerance %.0e)\n\n",
+           same ? "the same training run" : "THE RUNS DIFFER", worst, PTDP_REAL_NAME, PTDP_TOLERANCE);
+    return same;
+}
+
+/* 2. the memory: one device of each run, category by category. */
+static void print_memory(const ptdp_launch_result *la, const ptdp_launch_result *lb)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("  peak memory of one device      params       grads       optim        acts\n");
+    printf("  A: 1 device              %11s %11s %11s %11s\n",
+           ptdp_format_bytes((double)peak_max(la, PTDP_MEM_PARAMS), b1, sizeof b1),
+           ptdp_format_bytes((double)peak_max(la, PTDP_MEM_GRADS), b2, sizeof b2),
+           ptdp_format_bytes((double)peak_max(la, PTDP_MEM_OPTIM), b3, sizeof b3),
+           ptdp_format_bytes((double)peak_max(la, PTDP_MEM_ACTS), b4, sizeof b4));
+    printf("  B: largest of 8 devices  %11s %11s %11s %11s\n",
+           ptdp_format_bytes((double)peak_max(lb, PTDP_MEM_PARAMS), b1, sizeof b1),
+           ptdp_format_bytes((double)peak_max(lb, PTDP_MEM_GRADS), b2, sizeof b2),
+           ptdp_format_bytes((double)peak_max(lb, PTDP_MEM_OPTIM), b3, sizeof b3),
+           ptdp_format_bytes((double)peak_max(lb, PTDP_MEM_ACTS), b4, sizeof b4));
+    printf("  → each device of B holds half the blocks (pp 2), and of those half of every split\n"
+           "    matrix (tp 2): about 1/4 of the parameters, gradients and optimizer state.\n\n");
+}
+
+/* 3. the pipeline of B: its 1F1B schedule drawn, and the real run's bubble. */
+static void print_pipeline(const ptdp_train_config *par, const ptdp_train_result *rb)
+{
+    ptdp_schedule *s = NULL;
+    ptdp_schedule_timeline *t = NULL;
+    ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
+    if (ptdp_schedule_create("1f1b", par->pp, par->micro_batches, &s) == 0 &&
+        ptdp_schedule_simulate(s, &costs, &t) == 0) {
+        printf("  the pipeline of B, one step (forward 1, backward 2 time units):\n");
+        ptdp_schedule_ascii(s, t, stdout);
+    }
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(s);
+    printf("  in the real run (virtual time of the default GPU profile, links included):\n"
+           "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb->bubble_measured, rb->bubble_formula);
+}
+
 int ptdp_cmd_demo(int argc, char **argv)
 {
     if (argc > 1 && argv[1][0] != '-') {   /* ptdp demo NAME */
@@ -128,47 +180,9 @@ int ptdp_cmd_demo(int argc, char **argv)
     if (run(&base, &la, &ra, "single-device") != 0 || run(&par, &lb, &rb, "8-device") != 0)
         goto out;
 
-    /* 1. the losses */
-    printf("  step   loss on 1 device   loss on 8 devices   difference\n");
-    double worst = 0;
-    for (int i = 0; i < steps; i++) {
-        double d = fabs(ra.log[i].loss - rb.log[i].loss);
-        worst = fmax(worst, d);
-        printf("  %4ld   %16.7f   %17.7f   %10.1e\n", ra.log[i].step, ra.log[i].loss, rb.log[i].loss, d);
-    }
-    bool same = worst <= PTDP_TOLERANCE * fmax(1.0, ra.log[0].loss);
-    printf("  → %s: the largest difference is %.1e (%s arithmetic; tolerance %.0e)\n\n",
-           same ? "the same training run" : "THE RUNS DIFFER", worst, PTDP_REAL_NAME, PTDP_TOLERANCE);
-
-    /* 2. the memory */
-    char b1[32], b2[32], b3[32], b4[32];
-    printf("  peak memory of one device      params       grads       optim        acts\n");
-    printf("  A: 1 device              %11s %11s %11s %11s\n",
-           ptdp_format_bytes((double)peak_max(&la, PTDP_MEM_PARAMS), b1, sizeof b1),
-           ptdp_format_bytes((double)peak_max(&la, PTDP_MEM_GRADS), b2, sizeof b2),
-           ptdp_format_bytes((double)peak_max(&la, PTDP_MEM_OPTIM), b3, sizeof b3),
-           ptdp_format_bytes((double)peak_max(&la, PTDP_MEM_ACTS), b4, sizeof b4));
-    printf("  B: largest of 8 devices  %11s %11s %11s %11s\n",
-           ptdp_format_bytes((double)peak_max(&lb, PTDP_MEM_PARAMS), b1, sizeof b1),
-           ptdp_format_bytes((double)peak_max(&lb, PTDP_MEM_GRADS), b2, sizeof b2),
-           ptdp_format_bytes((double)peak_max(&lb, PTDP_MEM_OPTIM), b3, sizeof b3),
-           ptdp_format_bytes((double)peak_max(&lb, PTDP_MEM_ACTS), b4, sizeof b4));
-    printf("  → each device of B holds half the blocks (pp 2), and of those half of every split\n"
-           "    matrix (tp 2): about 1/4 of the parameters, gradients and optimizer state.\n\n");
-
-    /* 3. the pipeline */
-    ptdp_schedule *s = NULL;
-    ptdp_schedule_timeline *t = NULL;
-    ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
-    if (ptdp_schedule_create("1f1b", par.pp, mbs, &s) == 0 && ptdp_schedule_simulate(s, &costs, &t) == 0) {
-        printf("  the pipeline of B, one step (forward 1, backward 2 time units):\n");
-        ptdp_schedule_ascii(s, t, stdout);
-    }
-    ptdp_schedule_timeline_destroy(t);
-    ptdp_schedule_destroy(s);
-    printf("  in the real run (virtual time of the default GPU profile, links included):\n"
-           "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb.bubble_measured, rb.bubble_formula);
-
+    const bool same = print_losses(&ra, &rb, steps);
+    print_memory(&la, &lb);
+    print_pipeline(&par, &rb);
     model_demos("");
     printf("\n");
     printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"

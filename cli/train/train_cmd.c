@@ -233,6 +233,38 @@ static int read_recompute(ptdp_args *a, ptdp_train_config *c)
     return 0;
 }
 
+/* The flags of the layout beyond the mesh's sizes: the pipeline's schedule
+ * and cut, recomputation, and the splits of a sequence and of the experts.
+ * true when a->flag was one of them (*rc: the read's status). */
+static bool read_layout_flag(ptdp_args *a, train_options *o, int *sched, int *rc)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_enum(a, schedule_names, 5, sched);
+    else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1024, &c->virtual_stages);
+    else if (ptdp_args_is(a, "--token-slices")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->token_slices);
+    else if (ptdp_args_is(a, "--recompute")) *rc = read_recompute(a, c);
+    else if (ptdp_args_is(a, "--sp")) *rc = ptdp_args_switch(a, &c->sp);
+    else if (ptdp_args_is(a, "--cp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->cp);
+    else if (ptdp_args_is(a, "--cp-layout")) {
+        static const char *const layouts[] = { "zigzag", "contiguous" };
+        int k = 0;
+        *rc = ptdp_args_enum(a, layouts, 2, &k);
+        c->cp_contiguous = k == 1;
+    }
+    else if (ptdp_args_is(a, "--ep")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->ep);
+    else if (ptdp_args_is(a, "--cp-algo")) {
+        static const char *const algos[] = { "ring", "a2a" };
+        int k = 0;
+        *rc = ptdp_args_enum(a, algos, 2, &k);
+        c->cp_a2a = k == 1;
+    }
+    else if (ptdp_args_is(a, "--stage-layers"))
+        *rc = parse_stage_layers(a, o->stage_layers, 4096, &o->nstage);
+    else
+        return false;
+    return true;
+}
+
 static int parse(int argc, char **argv, train_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -247,6 +279,11 @@ static int parse(int argc, char **argv, train_options *o)
     ptdp_args_init(&a, "train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc = 0;
+        if (read_layout_flag(&a, o, &sched, &rc)) {
+            if (rc)
+                return PTDP_EXIT_USAGE;
+            continue;
+        }
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
         else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->dp);
         else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->tp);
@@ -281,27 +318,6 @@ static int parse(int argc, char **argv, train_options *o)
         }
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_RUN, &o->model);
         else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 5, &sched);
-        else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1024, &c->virtual_stages);
-        else if (ptdp_args_is(&a, "--token-slices")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->token_slices);
-        else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, c);
-        else if (ptdp_args_is(&a, "--sp")) rc = ptdp_args_switch(&a, &c->sp);
-        else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->cp);
-        else if (ptdp_args_is(&a, "--cp-layout")) {
-            static const char *const layouts[] = { "zigzag", "contiguous" };
-            int k = 0;
-            rc = ptdp_args_enum(&a, layouts, 2, &k);
-            c->cp_contiguous = k == 1;
-        }
-        else if (ptdp_args_is(&a, "--ep")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->ep);
-        else if (ptdp_args_is(&a, "--cp-algo")) {
-            static const char *const algos[] = { "ring", "a2a" };
-            int k = 0;
-            rc = ptdp_args_enum(&a, algos, 2, &k);
-            c->cp_a2a = k == 1;
-        }
-        else if (ptdp_args_is(&a, "--stage-layers"))
-            rc = parse_stage_layers(&a, o->stage_layers, 4096, &o->nstage);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
         else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 5, &algo);
         else if (ptdp_args_is(&a, "--backend")) {
