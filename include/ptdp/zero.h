@@ -238,7 +238,8 @@ int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
 /* My shard of the parameters, the shard that the optimizer updates: element
  * i is the flat buffer's element of the range that holds shard index i
- * (stage 1: true with one bucket only; see ptdp_zero_range_params). */
+ * (stages 1 and 2: true with one range only — one bucket, no experts under
+ * expert parallelism; see ptdp_zero_range_params). */
 void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
 /* The part [*b, *e) of [begin, end) that this device owns, and where it
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
