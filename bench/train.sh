@@ -18,9 +18,14 @@
 #                                        thread (skipped when no Python has torch)
 # and then prints the table (Markdown, as in the README) and the targets:
 #   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
-#                              (the GPT: <= 0.9 x)
-#   forward + backward      <= 1.2 x the same GEMMs alone (the GPT: <= 1.3 x:
-#                              attention's softmax and LayerNorms are not GEMMs)
+#                              (the GPT: <= 0.85 x)
+#   forward + backward      <= 1.08 x the same GEMMs alone (softmax, LayerNorm,
+#                              GELU, cross-entropy and copies: 8% at most)
+#   the training loop       <= 1.03 x its forward + backward + optimizer
+#   the step's GEMMs        >= 0.9 x the GFLOP/s of one square 2048^3 sgemm
+#                              (the GPT's target; the MLP's 64-row products
+#                              are below the size where OpenBLAS reaches it,
+#                              so for it the share is printed, not judged)
 #   dp=2 speed-up           >= 0.85 x the speed-up of two independent runs at once
 #                           (both against one device at the per-device batch B/2)
 # Every ratio is taken within a run, then the median over runs.
@@ -37,7 +42,7 @@ while [[ $# -gt 0 ]]; do
         --runs) runs=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
-        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) ptdp=$1; shift ;;
     esac
@@ -80,8 +85,8 @@ verdict() { awk -v x="$1" -v t="$3" -v op="$2" 'BEGIN { if (x == "") print "not 
             else if ((op == "<=" && x <= t) || (op == ">=" && x >= t)) print "met"; else print "MISSED" }'; }
 
 b=$(field batch "$out/ptdp.1")
-step_goal=0.8 gemm_goal=1.2
-[[ $model == gpt ]] && step_goal=0.85 gemm_goal=1.08
+step_goal=0.8 gemm_goal=1.08
+[[ $model == gpt ]] && step_goal=0.85
 echo
 if [[ $model == gpt ]]; then
 echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW"
@@ -120,7 +125,11 @@ loop=$(awk -v s="$(med ptdp baseline_step_s)" -v f="$(med ptdp fwd_bwd_s)" -v o=
     'BEGIN { if (s != "" && f + o > 0) printf "%.6g", s / (f + o) }')
 echo "| the training loop's step / (forward + backward + optimizer) | $(num "$loop" %.3f) | <= 1.03 | $(verdict "$loop" '<=' 1.03) |"
 share=$(med ptdp gemm_share_of_square)
-echo "| the step's GEMMs / the square GEMM's GFLOP/s | $(num "$share" %.3f) | >= 0.9 | $(verdict "$share" '>=' 0.9) |"
+if [[ $model == gpt ]]; then
+    echo "| the step's GEMMs / the square GEMM's GFLOP/s | $(num "$share" %.3f) | >= 0.9 | $(verdict "$share" '>=' 0.9) |"
+else
+    echo "|   for information: the step's GEMMs / the square GEMM's GFLOP/s (64-row products) | $(num "$share" %.3f) | | |"
+fi
 echo "| dp=2 speed-up / two concurrent runs' speed-up (both against 1 device at batch $((b / 2))) | $(num "$dp" %.3f) | >= 0.85 | $(verdict "$dp" '>=' 0.85) |"
 echo "|   dp=2 speed-up = 2 t(B/2 alone) / t(dp=2) | $(num "$(med ptdp dp2_speedup)" %.3f) | | |"
 echo "|   two concurrent runs' speed-up (the hardware's limit) | $(num "$(med ptdp concurrent_speedup)" %.3f) | | |"
