@@ -17,6 +17,10 @@
  *             largest), grads likewise, optimizer state 2 x my shard, the
  *             shard within one element per unit of P/N; and the ZeRO paper's
  *             model states for stages 0 to 3, float and bf16
+ *   experts   a parameter summed over the expert-DP group (an expert under
+ *             expert parallelism) is refused by stage 3, by name — its
+ *             units would gather over DP while its replicas live in a
+ *             smaller group — and accepted by stages 1 and 2
  *   overlap   under dgx-a100: a shorter run with --overlap, communication
  *             hidden on every device, and on the trace each unit's gather
  *             starts before that unit's compute — a prefetched one before
@@ -42,6 +46,7 @@ static const harness_tcase units_tests = { .name = "units", .timeout_s = 60 };
 static const harness_tcase bytes_tests = { .name = "bytes", .timeout_s = 120 };
 static const harness_tcase memory_tests = { .name = "memory", .timeout_s = 120 };
 static const harness_tcase overlap_tests = { .name = "overlap", .timeout_s = 120 };
+static const harness_tcase experts_tests = { .name = "experts", .timeout_s = 60 };
 
 HARNESS_MODEL_CONFIG(small_of, PTDP_MLP_CONFIG( .d_in = 5, .hidden = 6, .ffn = 8, .layers = 3, .classes = 4 ))
 #define SMALL (*small_of())
@@ -541,6 +546,41 @@ LOOP_TEST(overlap_tests, test_trace_gathers_before_their_units, 2)
         ck_assert_int_eq(prefetched, nu - 2 * c.steps);
         ck_assert_int_eq(in_forward, (units - 1) * c.steps);
     }
+}
+END_TEST
+
+/* ------------------------------------------------------------ experts */
+
+/* dp 2 split into ep 2: the expert-DP group has one member.  One of the
+ * model's weights is declared an expert's (summed over PTDP_GROUP_EDP), as
+ * gpt_moe.c declares its experts' weights under --ep. */
+static int expert_param_device(ptdp_device *dev, void *arg)
+{
+    const int stage = *(const int *)arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_zero z;
+    DEVICE_TRY(ptdp_mesh_init(dev, 2, 1, 1, &mesh));
+    mesh.ep = 2;
+    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EP));
+    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EDP));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, stage, 0.0));
+    m.params[1].sum.replicas = PTDP_GROUP_EDP;
+    const int rc = ptdp_zero_init(dev, &z, &m, stage);
+    if (rc == 0)
+        ptdp_zero_free(dev, &z, &m);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return rc;
+}
+
+TEST(experts_tests, test_stage3_refuses_expert_parameters_by_name)
+{
+    int stage = 3;
+    HARNESS_LAUNCH_FAILS(2, expert_param_device, &stage, PTDP_EINVAL, "is replicated over mesh group",
+                         "or the expert-DP group's without ZeRO-3");
+    for (stage = 1; stage <= 2; stage++)
+        harness_launch_ok(2, expert_param_device, &stage, NULL, NULL);
 }
 END_TEST
 
