@@ -34,8 +34,9 @@
  * it exposed; clock.pairable_s adds up every marked collective's time.
  *
  * What the ideal leaves out: inside one half the data depend on each
- * other — F's experts cannot start before F's dispatch has arrived, B's
- * combine-backward before B's upstream gradient.  DualPipe cuts each
+ * other — F's experts cannot start before F's dispatch has brought their
+ * rows, nor B's before the combine's backward has brought their
+ * gradients, and F's combine must wait for its experts.  DualPipe cuts each
  * chunk into attention, dispatch, MLP and combine and interleaves the
  * two halves so that each all-to-all runs under the partner's compute;
  * the rule above assumes that interleaving always succeeds, as the
