@@ -129,6 +129,9 @@ static void usage(void)
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
         "                      the next unit while this one computes; with --sp gather the kept\n"
         "                      LayerNorm shards again while the input gradients' products run\n"
+        "  --no-pair-overlap   time an overlapped F&B pair (--schedule dualpipev) as F then B: its\n"
+        "                      expert-parallel all-to-alls on the compute stream instead of under\n"
+        "                      the pair's compute (the same bits; the virtual time without overlap)\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
         "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
         "model and data:\n", ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),
@@ -305,6 +308,7 @@ static int parse(int argc, char **argv, train_options *o)
         else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
         else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &c->zero);
         else if (ptdp_args_is(&a, "--overlap")) rc = ptdp_args_switch(&a, &c->overlap);
+        else if (ptdp_args_is(&a, "--no-pair-overlap")) rc = ptdp_args_switch(&a, &c->serial_pairs);
         else if (ptdp_args_is(&a, "--precision")) {
             /* the build's own type, or bf16 mixed precision (mixed.h) */
             static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };

@@ -195,6 +195,21 @@ static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_re
     return t;
 }
 
+/* Per step, the mean over devices of the EP all-to-alls' time (the
+ * collectives marked overlappable, pair.h) and of the part of it hidden
+ * under overlapped F&B pairs' compute; the rest was exposed. */
+static void ep_clock_means(const ptdp_train_config *c, const ptdp_launch_result *lr, double *a2a, double *hidden)
+{
+    *a2a = *hidden = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        *a2a += lr->devices[r].clock.pairable_s;
+        *hidden += lr->devices[r].clock.pair_hidden_s;
+    }
+    double n = (double)lr->world_size * (c->steps > 0 ? c->steps : 1);
+    *a2a /= n > 0 ? n : 1;
+    *hidden /= n > 0 ? n : 1;
+}
+
 static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                   const ptdp_train_result *res)
 {
@@ -212,6 +227,13 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
            "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
            Ne, t.edp, t.edp_formula);
+    double time, hidden;
+    ep_clock_means(c, lr, &time, &hidden);
+    if (hidden > 0 || c->serial_pairs)   /* a schedule of overlapped F&B pairs (pair.h) */
+        printf("  EP all-to-alls %.2f us per device and step, of which %.2f us under the compute of F&B pairs "
+               "(%.0f%% hidden; %.2f us exposed)%s\n", time * 1e6, hidden * 1e6,
+               time > 0 ? 100.0 * hidden / time : 0.0, (time - hidden) * 1e6,
+               c->serial_pairs ? " (--no-pair-overlap)" : "");
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
@@ -422,6 +444,7 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
+    fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
 
@@ -468,6 +491,9 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         fprintf(f, ", \"ep_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"uniform\": %s}, "
                    "\"edp_bytes_per_step\": {\"measured\": %s, \"formula\": %s}",
                 J(t.ep), J(t.ep_formula), J(t.ep_uniform), J(t.edp), J(t.edp_formula));
+        double a2a, hidden;
+        ep_clock_means(c, lr, &a2a, &hidden);
+        fprintf(f, ", \"ep_hidden_s_per_step\": %s, \"ep_exposed_s_per_step\": %s", J(hidden), J(a2a - hidden));
     }
     if (res->steps > 0 && res->log[0].has_aux)   /* the auxiliary loss beside the cross-entropy */
         fprintf(f, ", \"first_aux_loss\": %s, \"last_aux_loss\": %s", J(res->log[0].aux_loss),

@@ -23,6 +23,15 @@
  * The part of a started collective that the compute stream never waits for
  * is "hidden"; the rest it waits for in ptdp_wait is "exposed".
  *
+ * An overlapped F&B pair (DualPipe's: one micro-batch's forward beside
+ * another's backward, pair.h) puts its blocking collectives marked
+ * overlappable (expert parallelism's all-to-alls) on the communication
+ * stream too, and the compute stream waits for them at the pair's end:
+ *
+ *   compute   |▇▇ F ▇▇▇▇▇▇▇ B ▇▇▇▇▇▇▇▇▇▇|░|     pair = max(F + B, a2a)
+ *   comm      |a2a a2a a2a a2a a2a a2a a2a|       (members in step)
+ *             ^pair begins                ^ends: now = max(now, stream)
+ *
  * Virtual time is deterministic: the same run gives the same timeline and the
  * same pipeline bubble whatever the host is doing.
  */
@@ -63,6 +72,19 @@ const ptdp_profile *ptdp_profiles(int *count);
 const ptdp_profile *ptdp_profile_find(const char *name);   /* NULL if unknown */
 const ptdp_profile *ptdp_profile_default(void);
 
+/* An overlapped pair in progress on one device (src/comm/pair.c). */
+typedef struct {
+    int open;           /* between ptdp_pair_begin and ptdp_pair_end       */
+    int marked;         /* the calls made now are overlappable             */
+    int serial;         /* pairs overlap nothing (--no-pair-overlap)       */
+    int count;          /* overlappable collectives this pair so far       */
+    double t0;          /* the compute stream when the pair began          */
+    double cost;        /* their modelled time                              */
+    double end;         /* the stream's end of the last of them            */
+    double tail;        /* where the stream's last unbroken run of them
+                           began (a member to wait for breaks a run)      */
+} ptdp_pair_state;
+
 /* Per-device virtual-time bookkeeping. */
 typedef struct {
     double now;         /* the device's virtual time, seconds             */
@@ -73,6 +95,12 @@ typedef struct {
     double comm_free;   /* when the stream has finished what it was given  */
     double stream_s;    /* time the stream spent moving data               */
     double hidden_s;    /* of it, what the compute stream never waited for */
+    /* Collectives marked overlappable (pair.h: expert parallelism's
+     * all-to-alls), blocking on the compute stream or, inside a pair, on
+     * the communication stream. */
+    double pairable_s;     /* their modelled time, wherever they ran       */
+    double pair_hidden_s;  /* of it, hidden under a pair's compute         */
+    ptdp_pair_state pair;
 } ptdp_clock;
 
 /* Seconds since an arbitrary fixed point (monotonic). */

@@ -77,6 +77,11 @@ typedef struct {
     bool overlap;             /* all-reduce each DP bucket during the last
                                  micro-batch's backward, as soon as it is
                                  complete (dp.h): the same bits, earlier     */
+    bool serial_pairs;        /* --no-pair-overlap: an overlapped F&B pair's
+                                 all-to-alls stay on the compute stream, as
+                                 if F and B ran one after the other (pair.h):
+                                 the same bits, the virtual time without the
+                                 overlap                                   */
     bool verify_replicas;     /* after every step, check that DP replicas are
                                  bit-identical (one small all-gather of hashes) */
 

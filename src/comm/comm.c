@@ -32,6 +32,10 @@
  *   start = max over members of max(caller's clock, its stream's clock)
  *   end   = start + cost;   the stream is busy until end, the caller goes on
  *
+ * and so does a blocking collective marked overlappable inside an
+ * overlapped F&B pair (pair.c), whose clock at the meeting is its stream's
+ * (at least where the pair began), not its caller's.
+ *
  * Point-to-point messages model an asynchronous send, as GPUs overlap
  * sends with compute: the sender is charged alpha + bytes/beta and moves
  * on; the message arrives at t_send + alpha + bytes/beta; a receive
@@ -158,15 +162,20 @@ static void account_collective(ptdp_comm *c, const ptdp_call *mine, const ptdp_c
             start = calls[r]->clock;
     ptdp_coll model = mine->op == PTDP_COLL_SPLIT ? PTDP_COLL_BARRIER : mine->op;
     double cost = ptdp_cost_collective_nodes(dev->profile, model, model_bytes(c, mine, calls), c->size, comm_nodes(c));
-    if (req != NULL) {   /* on the communication stream: the caller goes on */
+    if (req != NULL || ptdp_pair_overlaps(dev)) {   /* on the communication stream: the caller goes on */
         char name[48];
         snprintf(name, sizeof name, "%s %s", ptdp_coll_name(mine->op), c->name);
         count_bytes(dev, c, mine->op, t);
-        ptdp_stream_record(dev, req, name, start, cost, t.sent, wall_start,
-                           dev->trace ? ptdp_wall_now() : 0.0);
+        if (req != NULL)
+            ptdp_stream_record(dev, req, name, start, cost, t.sent, wall_start,
+                               dev->trace ? ptdp_wall_now() : 0.0);
+        else
+            ptdp_pair_charge(dev, name, start, cost, t.sent, wall_start, dev->trace ? ptdp_wall_now() : 0.0);
         return;
     }
     double idle = start - dev->clock.now;
+    if (ptdp_pair_marked(dev))   /* overlappable, but no pair to hide it: exposed */
+        dev->clock.pairable_s += cost;
 
     dev->clock.idle_s += idle;
     dev->clock.comm_s += cost;
@@ -194,7 +203,8 @@ static int run_collective(ptdp_comm *c, ptdp_call *mine, ptdp_coll_fn move, ptdp
     const ptdp_call *calls[PTDP_MAX_DEVICES];
     ptdp_traffic t = { 0.0, 0.0 };
 
-    mine->clock = req != NULL ? ptdp_stream_ready(dev) : dev->clock.now;
+    mine->clock = req != NULL ? ptdp_stream_ready(dev) : ptdp_pair_overlaps(dev) ? ptdp_pair_ready(dev)
+                                                                                : dev->clock.now;
     mine->seq = c->ncalls++;
     int rc = c->ops->meet(c, mine, calls);
     if (rc == 0)

@@ -168,10 +168,25 @@ double ptdp_stream_ready(const ptdp_device *dev);
  * clock, the request, the trace's second track. */
 void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, double start,
                         double cost, double bytes, double wall_start, double wall_end);
+/* The stream's part of that alone: its clock and the trace (an
+ * overlapped pair's collectives, pair.c, have no request). */
+void ptdp_stream_charge(ptdp_device *dev, const char *name, double start, double cost, double bytes,
+                        double wall_start, double wall_end);
 /* Keep the started call's result aside and poison recv until ptdp_wait;
  * ptdp_stream_release frees what no wait took back (a run that failed). */
 void ptdp_stream_hold(ptdp_comm *c, const ptdp_call *k, ptdp_request *req);
 void ptdp_stream_release(ptdp_comm *c);
+
+/* An overlapped pair (pair.c).  Is this device's call marked
+ * overlappable; does it run on the stream (marked, inside a pair)?  Its
+ * clock at the meeting then (the stream's, from the pair's beginning),
+ * and the charge once the start is known (stream, trace, the pair's
+ * record).  A marked call outside a pair adds its cost to pairable_s. */
+bool   ptdp_pair_marked(const ptdp_device *dev);
+bool   ptdp_pair_overlaps(const ptdp_device *dev);
+double ptdp_pair_ready(const ptdp_device *dev);
+void   ptdp_pair_charge(ptdp_device *dev, const char *name, double start, double cost, double bytes,
+                        double wall_start, double wall_end);
 
 /* ------------------------------------------- element-wise reductions */
 

@@ -73,18 +73,24 @@ static void trace_on(ptdp_device *dev, int track, const char *name, const char *
     ptdp_trace_add(dev->trace, &e);
 }
 
-void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, double start,
-                        double cost, double bytes, double wall_start, double wall_end)
+void ptdp_stream_charge(ptdp_device *dev, const char *name, double start, double cost, double bytes,
+                        double wall_start, double wall_end)
 {
     dev->clock.comm_free = start + cost;
     dev->clock.stream_s += cost;
+    if (dev->trace)
+        trace_on(dev, 1, name, "comm", start, start + cost, wall_start, wall_end, bytes);
+}
+
+void ptdp_stream_record(ptdp_device *dev, ptdp_request *req, const char *name, double start,
+                        double cost, double bytes, double wall_start, double wall_end)
+{
+    ptdp_stream_charge(dev, name, start, cost, bytes, wall_start, wall_end);
     req->dev = dev;
     req->active = 1;
     req->start = start;
     req->end = start + cost;
     snprintf(req->name, sizeof req->name, "%s", name);
-    if (dev->trace)
-        trace_on(dev, 1, name, "comm", start, start + cost, wall_start, wall_end, bytes);
 }
 
 /* ------------------------------------- the result, held until the wait */

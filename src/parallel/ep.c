@@ -24,6 +24,11 @@
  * cols.  The counts' exchange is an all_to_all of `local` ints per pair:
  * load itself, whose block for rank d is load[d local ..], lands as
  * recv_rows, block s from source s — no packing on either side.
+ *
+ * All three exchanges are marked overlappable (pair.h): inside an
+ * overlapped F&B pair (DualPipeV) their virtual time runs on the
+ * communication stream under the pair's compute; elsewhere they are the
+ * blocking collectives they always were.
  */
 #include "ptdp/ep.h"
 
@@ -33,6 +38,7 @@
 
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/pair.h"
 
 int ptdp_ep_plan_init(ptdp_device *dev, ptdp_comm *ep, int E, const int *load, ptdp_ep_plan *p)
 {
@@ -55,7 +61,9 @@ int ptdp_ep_plan_init(ptdp_device *dev, ptdp_comm *ep, int E, const int *load, p
         return ptdp_fail(dev, PTDP_ENOMEM, "ep plan: %d + %d counts on the host", E, N * (E / N));
     }
     memcpy(p->send_rows, load, (size_t)E * sizeof *load);
+    const bool was = ptdp_pair_mark(dev, true);
     int rc = ptdp_all_to_all(ep, p->send_rows, p->recv_rows, (size_t)p->local, PTDP_I32);
+    ptdp_pair_mark(dev, was);
     if (rc != 0) {
         ptdp_ep_plan_free(p);
         return rc;
@@ -134,7 +142,9 @@ int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, con
                                         "ep.dispatch");
     if (wire == NULL)
         return PTDP_ENOMEM;
+    const bool was = ptdp_pair_mark(dev, true);
     int rc = ptdp_all_to_allv(ep, x, to, NULL, wire, from, NULL, PTDP_REAL);
+    ptdp_pair_mark(dev, was);
     if (rc == 0)
         reorder(p, cols, wire, out, true);
     ptdp_free(dev, wire);
@@ -153,7 +163,9 @@ int ptdp_ep_combine(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, cons
     if (wire == NULL)
         return PTDP_ENOMEM;
     reorder(p, cols, y, wire, false);
+    const bool was = ptdp_pair_mark(dev, true);
     int rc = ptdp_all_to_allv(ep, wire, from, NULL, out, to, NULL, PTDP_REAL);
+    ptdp_pair_mark(dev, was);
     ptdp_free(dev, wire);
     return rc;
 }

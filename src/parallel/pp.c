@@ -51,6 +51,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/pair.h"
 #include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/schedule_impl.h"
@@ -404,8 +405,12 @@ int ptdp_pp_run(ptdp_device *dev, ptdp_pp_step *st)
             return rc;
         if (a->kind == PTDP_ACT_OPTIMIZER_STEP)
             return PTDP_PP_AT_OPTIMIZER;   /* the trainer's turn */
+        if (a->pair)   /* an overlapped F&B pair: its all-to-alls under its compute (pair.h) */
+            ptdp_pair_begin(dev);
         rc = run_action(dev, st, ptdp_model_chunk(model, a->chunk), &r->tasks[a->chunk * r->U + a->mb], a,
                         tag_of(st->schedule, stage, a, r->U), &r->alive, i == r->last_backward);
+        if (i > 0 && a[-1].pair)
+            ptdp_pair_end(dev);
         if (rc != 0)
             return rc;
         if (st->schedule->layout == PTDP_CHUNKS_V)
