@@ -3,7 +3,9 @@
  *
  * 1. Rules, stage by stage and chunk by chunk (no communication needed):
  *      every micro-batch is forwarded once and backwarded once — by one
- *      BACKWARD, or by one BACKWARD_INPUT and one BACKWARD_WEIGHT;
+ *      BACKWARD, or by one BACKWARD_INPUT and one BACKWARD_WEIGHT — through
+ *      every chunk that runs it (all of them, but with DualPipe's two
+ *      copies: each micro-batch through its copy's chunk only);
  *      RECV_FORWARD(k) < FORWARD(k) < SEND_FORWARD(k)      (activations)
  *      RECV_BACKWARD(k) < BACKWARD(k) < SEND_BACKWARD(k)   (gradients;
  *                          BACKWARD_INPUT plays BACKWARD's part here)
@@ -145,6 +147,10 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
         if (a->chunk < 0 || a->chunk >= nv)
             return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
                         "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
+        if (!ptdp_chunk_runs(s, a->chunk, a->mb))
+            return fail(v, st, i, "stage %d action %d: %s, but with two copies chunk %d runs micro-batches "
+                        "%d..%d only", st, i, tok, a->chunk, a->chunk == 0 ? 0 : m / 2,
+                        a->chunk == 0 ? m / 2 - 1 : m - 1);
         /* first / last: no message in / out (the model's ends, or the V's tip) */
         int first = !ptdp_chunk_remote_before(s, st, a->chunk), last = !ptdp_chunk_remote_after(s, st, a->chunk);
         if (!allowed(a->kind, first, last))
@@ -166,6 +172,8 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
 
     for (int c = 0; c < nv; c++)
         for (int mb = 0; mb < m; mb++) {
+            if (!ptdp_chunk_runs(s, c, mb))
+                continue;   /* the other copy's micro-batch */
             int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
             char where[32] = "";
             if (nv > 1)
