@@ -123,12 +123,52 @@ static int refuse_message(const ptdp_schedule *s, int st, int i, const char *tok
 }
 
 /* at[(kind * v + chunk) * m + mb] = index of that action in the list, -1 if absent. */
+#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
+
+/* Chunk c of stage st on micro-batch mb: every action it needs is there,
+ * its backward whole or split in two, and in order. */
+static int check_task(const ptdp_schedule *s, int st, const int *at, int c, int mb, ptdp_schedule_verdict *v)
+{
+    const int m = s->micro_batches, nv = s->virtual_stages;
+    int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
+    char where[32] = "";
+    if (nv > 1)
+        snprintf(where, sizeof where, " (chunk %d)", c);
+    for (int k = 0; k < PTDP_ACT_KIND_COUNT; k++)
+        if (required((ptdp_action_kind)k, first, last) && AT(k, c, mb) < 0)
+            return fail(v, st, -1, "stage %d: %s of micro-batch %d%s is missing",
+                        st, ptdp_action_kind_name((ptdp_action_kind)k), mb, where);
+    int full = AT(PTDP_ACT_BACKWARD, c, mb) >= 0, input = AT(PTDP_ACT_BACKWARD_INPUT, c, mb) >= 0,
+        weight = AT(PTDP_ACT_BACKWARD_WEIGHT, c, mb) >= 0;
+    if (full && (input || weight))
+        return fail(v, st, AT(PTDP_ACT_BACKWARD, c, mb), "stage %d: micro-batch %d%s has a BACKWARD "
+                    "and a split one (BACKWARD_INPUT/_WEIGHT): its gradients would count twice",
+                    st, mb, where);
+    if (!full && !input)
+        return fail(v, st, -1, "stage %d: BACKWARD of micro-batch %d%s is missing", st, mb, where);
+    if (input != weight)
+        return fail(v, st, -1, "stage %d: micro-batch %d%s has %s but no %s: a split backward "
+                    "needs both halves", st, mb, where,
+                    input ? "BACKWARD_INPUT" : "BACKWARD_WEIGHT",
+                    input ? "BACKWARD_WEIGHT (its weight gradients)" : "BACKWARD_INPUT");
+    for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
+        int before = AT(order_rules[r].before, c, mb);
+        int after  = AT(order_rules[r].after, c, mb);
+        if (before >= 0 && after >= 0 && before > after)
+            return fail(v, st, after, "stage %d: %s of micro-batch %d%s (action %d) comes "
+                        "before %s (action %d): %s", st,
+                        ptdp_action_kind_name(order_rules[r].after), mb, where, after,
+                        ptdp_action_kind_name(order_rules[r].before), before,
+                        order_rules[r].why);
+    }
+    return PTDP_OK;
+}
+
 static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
 {
     const int m = s->micro_batches, nv = s->virtual_stages;
     const ptdp_stage_actions *list = &s->stage[st];
     char tok[32];
-#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
 
     for (int j = 0; j < PTDP_ACT_KIND_COUNT * nv * m; j++)
         at[j] = -1;
@@ -169,46 +209,15 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
     }
     if (list->count == 0 || list->actions[list->count - 1].kind != PTDP_ACT_OPTIMIZER_STEP)
         return fail(v, st, list->count, "stage %d: no optimizer step at the end", st);
-
     for (int c = 0; c < nv; c++)
         for (int mb = 0; mb < m; mb++) {
-            if (!ptdp_chunk_runs(s, c, mb))
-                continue;   /* the other copy's micro-batch */
-            int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
-            char where[32] = "";
-            if (nv > 1)
-                snprintf(where, sizeof where, " (chunk %d)", c);
-            for (int k = 0; k < PTDP_ACT_KIND_COUNT; k++)
-                if (required((ptdp_action_kind)k, first, last) && AT(k, c, mb) < 0)
-                    return fail(v, st, -1, "stage %d: %s of micro-batch %d%s is missing",
-                                st, ptdp_action_kind_name((ptdp_action_kind)k), mb, where);
-            int full = AT(PTDP_ACT_BACKWARD, c, mb) >= 0, input = AT(PTDP_ACT_BACKWARD_INPUT, c, mb) >= 0,
-                weight = AT(PTDP_ACT_BACKWARD_WEIGHT, c, mb) >= 0;
-            if (full && (input || weight))
-                return fail(v, st, AT(PTDP_ACT_BACKWARD, c, mb), "stage %d: micro-batch %d%s has a BACKWARD "
-                            "and a split one (BACKWARD_INPUT/_WEIGHT): its gradients would count twice",
-                            st, mb, where);
-            if (!full && !input)
-                return fail(v, st, -1, "stage %d: BACKWARD of micro-batch %d%s is missing", st, mb, where);
-            if (input != weight)
-                return fail(v, st, -1, "stage %d: micro-batch %d%s has %s but no %s: a split backward "
-                            "needs both halves", st, mb, where,
-                            input ? "BACKWARD_INPUT" : "BACKWARD_WEIGHT",
-                            input ? "BACKWARD_WEIGHT (its weight gradients)" : "BACKWARD_INPUT");
-            for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
-                int before = AT(order_rules[r].before, c, mb);
-                int after  = AT(order_rules[r].after, c, mb);
-                if (before >= 0 && after >= 0 && before > after)
-                    return fail(v, st, after, "stage %d: %s of micro-batch %d%s (action %d) comes "
-                                "before %s (action %d): %s", st,
-                                ptdp_action_kind_name(order_rules[r].after), mb, where, after,
-                                ptdp_action_kind_name(order_rules[r].before), before,
-                                order_rules[r].why);
-            }
+            int rc = ptdp_chunk_runs(s, c, mb) ? check_task(s, st, at, c, mb, v) : PTDP_OK;
+            if (rc != PTDP_OK)      /* (the other copy's micro-batches are not this chunk's) */
+                return rc;
         }
-#undef AT
     return PTDP_OK;
 }
+#undef AT
 
 /* At the V's tip a chunk hands its output to the stage's other chunk
  * without a message, so no rendezvous orders the two: the list must.  The
