@@ -103,6 +103,16 @@ static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
     return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);
 }
 
+/* DualPipe's mirror group: stages r and p - 1 - r of one pipeline (same
+ * dp, cp, tp), which hold the same two model stages, one of each copy. */
+static int split_mirror(ptdp_device *dev, ptdp_mesh *m)
+{
+    const int cp = m->cp > 0 ? m->cp : 1, p = m->pp;
+    const int pair = m->pp_rank < p - 1 - m->pp_rank ? m->pp_rank : p - 1 - m->pp_rank;
+    const int color = ((m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank) * ((p + 1) / 2) + pair;
+    return ptdp_comm_split(dev->world, color, m->pp_rank, "mirror", &m->extra[PTDP_GROUP_MIRROR]);
+}
+
 /* Expert parallelism's two groups, cut from the DP group: DP index j =
  * cp_rank + cp dp_rank (the DP group's order) is EP rank j mod ep of the
  * EP group j / ep, and EDP rank j / ep of the EDP group j mod ep.  Every
@@ -122,12 +132,14 @@ static int split_experts(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
-    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP)
+    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP && g != PTDP_GROUP_MIRROR)
         return g >= 0 && g < PTDP_GROUP_EMB ? PTDP_OK   /* the four axes exist */
                : ptdp_fail(dev, PTDP_EINVAL, "the mesh has no group %d to build", (int)g);
     if (m->extra[g] != NULL || m->extra_built & PTDP_GROUP_BIT(g))
         return PTDP_OK;
     m->extra_built |= PTDP_GROUP_BIT(g);
+    if (g == PTDP_GROUP_MIRROR)
+        return split_mirror(dev, m);
     return g == PTDP_GROUP_EMB ? split_embedding(dev, m) : split_experts(dev, m, g);
 }
 
