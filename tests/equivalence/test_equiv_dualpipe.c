@@ -30,6 +30,7 @@
  *      losses and the same final state (the down copy's, which a
  *      checkpoint saves).  With dp the mirror sum comes before DP's, where
  *      DP 2 dp would add all 2 dp replicas in one all-reduce: equal by 1.
+ *   3. a checkpoint (one copy) resumes both copies: 1 + 1 steps are 2.
  */
 #include "equiv.h"
 #include "ptdp/gpt.h"
@@ -121,6 +122,28 @@ LOOP_TEST(dual_tests, test_dualpipe_equals_dp2_1f1b_bit_for_bit, NCASES)
              k->sp ? " sp" : "", k->pp, k->m, k->dropout > 0 ? " dropout" : "", k->m / 2);
     equiv_losses_agree(ra.log, rb.log, d.steps, 0, what);
     equiv_states_same_bits(&a, &b, what);
+    ptdp_state_free(&a);
+    ptdp_state_free(&b);
+    ptdp_train_result_free(&ra);
+    ptdp_train_result_free(&rb);
+}
+END_TEST
+
+/* A checkpoint holds one copy (the down copy's, under the usual names),
+ * and a run resumed from it loads it into both: 1 + 1 steps are 2 steps,
+ * bit for bit — with a tied embedding and ZeRO-1's sliced optimizer state. */
+TEST(dual_tests, test_a_checkpoint_resumes_both_copies)
+{
+    const dual_case k = { 1, 2, 1, 2, 4, 1, 0, false, false, 0.0 };
+    ptdp_train_config whole = config_of(&k, "dualpipe", 2, 4), first = whole, second = whole;
+    whole.steps = 2;
+    first.steps = second.steps = 1;
+    ptdp_state a, b;
+    ptdp_train_result ra, rb;
+    equiv_train(&whole, NULL, &a, &ra);
+    equiv_resume(&first, &second, &b, &rb);
+    equiv_losses_agree(&ra.log[1], &rb.log[0], 1, 0, "gpt dp=2 zero=1 dualpipe: step 2, resumed");
+    equiv_states_same_bits(&a, &b, "gpt dp=2 zero=1 dualpipe: 2 steps, or 1 and 1 resumed");
     ptdp_state_free(&a);
     ptdp_state_free(&b);
     ptdp_train_result_free(&ra);
