@@ -348,7 +348,11 @@ static void print_pipeline(const ptdp_train_config *c, const ptdp_launch_result 
 {
     char b[32];
     const int v = ptdp_train_virtual_stages(c);
-    if (v > 1)
+    if (ptdp_train_pp_dual(c))
+        printf("pipeline (%s, %d stages x 2 copies, %d micro-batches, half each way): bubble measured %.4f, "
+               "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, res->bubble_measured,
+               res->bubble_words, res->bubble_formula);
+    else if (v > 1)
         printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
                "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                res->bubble_measured, res->bubble_words, res->bubble_formula);
