@@ -509,10 +509,5 @@ int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
  * for a stage that waits for it.  Under ZeRO, whose gradients are sharded
  * by then, zero.c gathers each such tensor's gradient whole for it. */
 int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
-/* DualPipe (mesh->pp_dual): are the two copies of each of this device's
- * stages (the other on stage p - 1 - s) still bit for bit equal?  A hash
- * of the parameters in the model's order, compared over the mirror group:
- * 0, or PTDP_ECHECK naming the step. */
-int  ptdp_model_check_mirror(ptdp_device *dev, const ptdp_model *m, long step);
 
 #endif

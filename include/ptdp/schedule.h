@@ -275,9 +275,8 @@ int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
 int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
 /* Does a stage's chunk run micro-batch mb?  Always, but with two copies
  * (DUAL), where chunk 0 runs micro-batches 0 .. m/2 - 1 and chunk 1 the
- * rest.  _in: from the layout alone. */
+ * rest. */
 int  ptdp_chunk_runs(const ptdp_schedule *s, int chunk, int mb);
-int  ptdp_chunk_runs_in(ptdp_chunk_layout layout, int micro_batches, int chunk, int mb);
 
 /* The short form of an action, used by print:
  * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */

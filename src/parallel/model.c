@@ -176,8 +176,8 @@ static ptdp_chunk_layout layout_of(const ptdp_mesh *mesh)
 static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
 {
     const int p = d->mesh->pp, v = d->virtual_stages;
-    const int pieces = d->mesh->pp_dual ? p : p * v;
-    const int g = ptdp_chunk_global_in(layout_of(d->mesh), p, d->mesh->pp_rank, c) % pieces;
+    const int nchunks = d->mesh->pp_dual ? p : p * v;
+    const int g = ptdp_chunk_global_in(layout_of(d->mesh), p, d->mesh->pp_rank, c) % nchunks;
     ptdp_model *k = &d->chunks[c];
     int count = 0;
     k->ops = d->ops;
@@ -188,10 +188,10 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
     k->device = d;
     k->chunk = c;
     k->virtual_stages = v;
-    ptdp_stage_range(d->cfg.layers, pieces, stage_layers, g, &k->layer_begin, &count);
+    ptdp_stage_range(d->cfg.layers, nchunks, stage_layers, g, &k->layer_begin, &count);
     k->layer_end = k->layer_begin + count;
     k->first_stage = g == 0;
-    k->last_stage = g == pieces - 1;
+    k->last_stage = g == nchunks - 1;
     int rc = d->ops->init(dev, k);
     /* Its parameters sit in the device's flat buffers after the chunks
      * before it: offsets from the chunk's own 0 become the device's. */

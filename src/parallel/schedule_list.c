@@ -118,16 +118,11 @@ int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
     return s->layout == PTDP_CHUNKS_DUAL ? g % s->pp == s->pp - 1 : g == s->pp * s->virtual_stages - 1;
 }
 
-int ptdp_chunk_runs_in(ptdp_chunk_layout layout, int micro_batches, int chunk, int mb)
-{
-    if (layout != PTDP_CHUNKS_DUAL)
-        return 1;
-    return chunk == (mb < micro_batches / 2 ? 0 : 1);
-}
-
 int ptdp_chunk_runs(const ptdp_schedule *s, int chunk, int mb)
 {
-    return ptdp_chunk_runs_in(s->layout, s->micro_batches, chunk, mb);
+    if (s->layout != PTDP_CHUNKS_DUAL)
+        return 1;
+    return chunk == (mb < s->micro_batches / 2 ? 0 : 1);
 }
 
 int ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk)

@@ -52,6 +52,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
 #include "train/run_table.h"
+#include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"

@@ -283,17 +283,17 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
     /* DualPipe: two copies of the model in pp stages each (--pp > --layers is refused above) */
-    const int pieces = ptdp_train_pp_dual(c) ? c->pp : c->pp * v;
+    const int nchunks = ptdp_train_pp_dual(c) ? c->pp : c->pp * v;
     if ((long)c->pp * v > m->layers && ptdp_train_pp_v(c))
         BAD("--layers %d cannot be cut into the %d stages of --schedule %s on --pp %d (2 x --pp, a V): need "
             "--layers >= %d", m->layers, 2 * c->pp, c->schedule, c->pp, 2 * c->pp);
-    if ((long)pieces > m->layers)
+    if ((long)nchunks > m->layers)
         BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
             "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
     if (c->stage_layers != NULL) {
         int sum = 0;
-        for (int s = 0; s < pieces; s++) {
-            if (c->stage_layers[s] < 1 && pieces > c->pp)
+        for (int s = 0; s < nchunks; s++) {
+            if (c->stage_layers[s] < 1 && nchunks > c->pp)
                 BAD("--stage-layers: piece %d (stage %d, chunk %d) has %d blocks; every piece needs at least 1",
                     s, s % c->pp, s / c->pp, c->stage_layers[s]);
             if (c->stage_layers[s] < 1)
