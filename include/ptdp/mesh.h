@@ -41,7 +41,8 @@
  *
  *   emb group: stage 0 and the last stage of one pipeline, same (dp, cp,
  *              tp), ordered by stage (under a V, pp_v, stage 0 alone: it
- *              holds both ends) — the two copies of a tied embedding
+ *              holds both ends; under DualPipe, pp_dual, built but summed
+ *              on each end device) — the two copies of a tied embedding
  *
  *     pp=4 tp=1 dp=2:   stage 0   1   2   3
  *                       dp0: [0]  2   4  [6]     [0 6] one emb group

@@ -92,7 +92,10 @@ ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g)
  * copies of a tied embedding are summed in it.  Every device takes part
  * in the split, the middle stages with no color.  Under a V (pp_v) stage
  * 0 holds the model's first chunk and its last: a group of one, the two
- * copies summed on the device (ptdp_model_sum_groups). */
+ * copies summed on the device (ptdp_model_sum_groups).  Under DualPipe
+ * (pp_dual) each end holds both ends of one copy or the other, and after
+ * the mirror group's sums the copies are added on each device: the group
+ * is built as usual and left unused (ptdp_model_sum_groups). */
 static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
 {
     if (m->pp == 1)
