@@ -5,6 +5,7 @@
  *     ptdp schedule --schedule interleaved --virtual-stages 2
  *     ptdp schedule --schedule zb-h1
  *     ptdp schedule --schedule dualpipev --pp 4 --micro-batches 10
+ *     ptdp schedule --schedule dualpipe --pp 4 --micro-batches 10
  *
  * No model runs: the command generates the per-stage action lists
  * (schedule.h), proves them deadlock-free under blocking rendezvous
@@ -164,6 +165,29 @@ static void print_dualpipe_table(const ptdp_schedule *s, const ptdp_schedule_tim
     printf("  activations per device (stages)    PP+1 = %-12d peak %d\n", PP + 1, most);
 }
 
+/* DualPipe's own row of the table, on PP = p devices: two copies, so a
+ * device holds two whole stages (2x the parameters of 1F1B on p), and
+ * at most PP + 1 micro-batches alive over its two stages. */
+static void print_dual_table(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                             const ptdp_schedule_costs *c)
+{
+    const int p = s->pp;
+    int most = 0;
+    for (int st = 0; st < p; st++)
+        if (ptdp_schedule_peak_in_flight(s, st) > most)
+            most = ptdp_schedule_peak_in_flight(s, st);
+    printf("  two copies of PP = %d stages on %d devices: device r holds stage r of the down copy and\n"
+           "  stage %d - r of the up copy; a micro-batch alive on a stage counts once\n", p, p, p - 1);
+    printf("DualPipe's table (PP = %d stages)     table               here\n", p);
+    double idle = 0;
+    for (int st = 0; st < p; st++)
+        idle += t->idle[st] / p;
+    printf("  bubble per device (F = B = W = 1)  (PP/2-1)(F&B+B-3W)  %d x (3 + 2 - 3) = %d; measured %g\n",
+           p / 2 - 1, p - 2, c->forward > 0 ? idle / c->forward : 0.0);
+    printf("  parameters per device              2x a stage          2 stages of %d = 2x the model / PP\n", p);
+    printf("  activations per device (stages)    PP+1 = %-12d peak %d\n", p + 1, most);
+}
+
 static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t, const ptdp_schedule_costs *c)
 {
     printf("peak micro-batches in flight (activations held) per stage:");
@@ -173,6 +197,8 @@ static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
            s->micro_batches);
     if (s->layout == PTDP_CHUNKS_V)
         print_dualpipe_table(s, t, c);
+    else if (s->layout == PTDP_CHUNKS_DUAL)
+        print_dual_table(s, t, c);
     else if (s->virtual_stages > 1)
         printf("  interleaved counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
                "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->virtual_stages);
@@ -199,9 +225,10 @@ static int run(const schedule_options *o, ptdp_schedule *s)
     }
     printf("%s\n", v.message);
     /* The flags price a micro-batch on a whole stage; an action on one of
-     * v chunks does 1/v of that work. */
+     * v chunks does 1/v of that work (DualPipe's two chunks are two whole
+     * stages, one of each copy). */
     ptdp_schedule_costs c = o->costs;
-    const double v_ = s->virtual_stages;
+    const double v_ = s->layout == PTDP_CHUNKS_DUAL ? 1 : s->virtual_stages;
     c.forward /= v_;
     c.backward /= v_;
     c.alltoall /= v_;
@@ -220,7 +247,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         printf("costs per micro-batch and stage: forward %g, backward %g, send %g time units "
                "(--forward-time, --backward-time, --send-time)%s\n\n",
                o->costs.forward, o->costs.backward, o->costs.send,
-               s->virtual_stages > 1 ? "; a chunk takes 1/v of them" : "");
+               v_ > 1 ? "; a chunk takes 1/v of them" : "");
 
     if (c.alltoall > 0)
         printf("all-to-alls %g per forward or backward (--alltoall-time): waited for alone, under the other's "

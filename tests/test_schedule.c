@@ -92,12 +92,13 @@ TEST(data_tests, registry_finds_all_and_rejects_bad_requests)
 {
     int n = 0;
     const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
-    ck_assert_int_eq(n, 5);
+    ck_assert_int_eq(n, 6);
     ck_assert_ptr_eq(ptdp_schedule_find("gpipe"), &e[0]);
     ck_assert(ptdp_schedule_find("1f1b")->generate == ptdp_schedule_1f1b);
     ck_assert(ptdp_schedule_find("interleaved")->generate == ptdp_schedule_interleaved);
     ck_assert(ptdp_schedule_find("zb-h1")->generate == ptdp_schedule_zb_h1);
     ck_assert(ptdp_schedule_find("dualpipev")->generate == ptdp_schedule_dualpipev);
+    ck_assert(ptdp_schedule_find("dualpipe")->generate == ptdp_schedule_dualpipe);
     ck_assert_ptr_null(ptdp_schedule_find("zb-v"));
     ptdp_schedule *s = (ptdp_schedule *)1;
     ck_assert_int_eq(ptdp_schedule_create("zb-v", 4, 8, &s), PTDP_EINVAL);

@@ -18,6 +18,9 @@
  *
  *     interleaved, v = 2 chunks per stage   (p - 1)/(v m + p - 1) = 3/19 = 15.8%
  *     ZB-H1, B = W = 1 (half a backward)    (p - 1)/(3m + p - 1)  = 3/27 = 11.1%
+ *
+ * dualpipev.svg and dualpipe.svg draw DeepSeek's two schedules beside
+ * ZB-H1 (their own comments below).
  */
 #include <math.h>
 #include <stdio.h>
@@ -221,10 +224,10 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
  */
 enum { V_DEVICES = 4, V_M = 10 };
 
-static int make_pm(const char *name, int p, int m, timed_schedule *ts, char *msg, size_t msglen)
+static int make_pm(const char *name, int p, int m, double alltoall, timed_schedule *ts, char *msg, size_t msglen)
 {
     const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0,
-                                        .backward_input = 1, .backward_weight = 1 };
+                                        .backward_input = 1, .backward_weight = 1, .alltoall = alltoall };
     ts->s = NULL;
     ts->t = NULL;
     int err = ptdp_schedule_create(name, p, m, &ts->s);
@@ -265,8 +268,8 @@ static void draw_v(ptdp_svg *svg, double x, double y)
 int fig_dualpipev(const char *path, char *msg, size_t msglen)
 {
     timed_schedule zb, dpv;
-    int err = make_pm("zb-h1", 2 * V_DEVICES, V_M, &zb, msg, msglen);
-    if (err == 0 && (err = make_pm("dualpipev", V_DEVICES, V_M, &dpv, msg, msglen)) != 0)
+    int err = make_pm("zb-h1", 2 * V_DEVICES, V_M, 0, &zb, msg, msglen);
+    if (err == 0 && (err = make_pm("dualpipev", V_DEVICES, V_M, 0, &dpv, msg, msglen)) != 0)
         release(&zb);
     if (err != 0)
         return err;
@@ -306,5 +309,111 @@ int fig_dualpipev(const char *path, char *msg, size_t msglen)
                   "for makespan %g against %g.", 2 * V_DEVICES, V_DEVICES, zb.t->makespan, dpv.t->makespan);
     release(&zb);
     release(&dpv);
+    return fig_finish(&s, path, msg, msglen);
+}
+
+/* ---- dualpipe.svg ---------------------------------------------------------------- */
+
+/*
+ * DualPipe beside ZB-H1 on the same p = 4 devices, m = 10 micro-batches of
+ * the same size, the same work per device (F = B = W = 1): ZB-H1 runs the
+ * model once, in 4 stages; DualPipe holds two copies, 5 micro-batches going
+ * down one and 5 up the other, so each direction's fill and drain run
+ * under the other's steady state.  Then both again with expert
+ * parallelism's all-to-alls (1 per F or B): ZB-H1 waits for every one,
+ * DualPipe's F&B pairs run them under the partner's compute.
+ *
+ *   ZB-H1      (p - 1)/(3m + p - 1) = 3/33 = 9.1%
+ *   DualPipe   (p - 2)/(3m + p - 2) = 2/32 = 6.25%     p = devices, m in all
+ */
+enum { D_DEVICES = 4, D_M = 10 };
+
+/* The two copies: one row per device, the down copy's stage r (dark) and
+ * the up copy's stage p - 1 - r (pale), and the way each copy's
+ * micro-batches go. */
+static void draw_copies(ptdp_svg *svg, double x, double y)
+{
+    const double row = LANE + LANE_GAP, box = 44;
+    double xs[2][D_DEVICES], ys[2][D_DEVICES];
+    ptdp_svg_text(svg, x, y - 8, 12, PTDP_SVG_BOLD, NULL, "the two copies: device r holds stage r of the "
+                  "down copy and stage %d \u2212 r of the up copy", D_DEVICES - 1);
+    for (int r = 0; r < D_DEVICES; r++) {
+        const double cy = y + r * row;
+        ptdp_svg_text(svg, x + 52, cy + LANE / 2.0 + 4, 11, PTDP_SVG_END, NULL, "device %d", r);
+        for (int c = 0; c < 2; c++) {
+            const double bx = x + 60 + c * (box + 90);
+            ptdp_svg_rect(svg, bx, cy, box, LANE, c == 0 ? "#3b73c4" : "#89abdc", "white");
+            ptdp_svg_text(svg, bx + box / 2, cy + LANE / 2.0 + 4, 11, PTDP_SVG_MIDDLE, "white", "%s%d",
+                          c == 0 ? "d" : "u", c == 0 ? r : D_DEVICES - 1 - r);
+            xs[c][r] = bx + box + 10;
+            ys[c][r] = cy + LANE / 2.0;
+        }
+    }
+    ptdp_svg_polyline(svg, xs[0], ys[0], D_DEVICES, "#333333", 1.5, NULL);
+    ptdp_svg_polyline(svg, xs[1], ys[1], D_DEVICES, "#333333", 1.5, NULL);
+    ptdp_svg_text(svg, xs[0][0] + 6, y + LANE / 2.0 + 4, 11, PTDP_SVG_START, "#444444", "\u2193 mb 0..%d",
+                  D_M / 2 - 1);
+    ptdp_svg_text(svg, xs[1][0] + 6, y + LANE / 2.0 + 4, 11, PTDP_SVG_START, "#444444", "\u2191 mb %d..%d",
+                  D_M / 2, D_M - 1);
+    ptdp_svg_text(svg, x + 60 + 2 * (box + 90) + 10, y + LANE / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
+                  "data in and a loss out at both ends; stages r and %d \u2212 r hold the same two stages,",
+                  D_DEVICES - 1);
+    ptdp_svg_text(svg, x + 60 + 2 * (box + 90) + 10, y + LANE / 2.0 + 20, 11, PTDP_SVG_START, "#444444",
+                  "their gradients summed before the step (the mirror group): 2\u00d7 the parameters");
+}
+
+int fig_dualpipe(const char *path, char *msg, size_t msglen)
+{
+    enum { N = 4 };
+    static const struct { const char *name; double alltoall; const char *title, *how; } rows[N] = {
+        { "zb-h1", 0, "ZB-H1", "one copy in 4 stages; W deferred into the bubbles" },
+        { "dualpipe", 0, "DualPipe", "stage r of the down copy (dark), stage 3 \u2212 r of the up copy (pale); "
+          "a black border: an F&B pair" },
+        { "zb-h1", 1, "ZB-H1 with all-to-alls", "expert parallelism: every F and B waits for its all-to-alls "
+          "(1 each)" },
+        { "dualpipe", 1, "DualPipe with all-to-alls", "each pair runs its F's all-to-alls under its B's compute "
+          "and the other way round" },
+    };
+    timed_schedule ts[N];
+    int err = 0, made = 0;
+    for (; made < N && err == 0; made++)
+        err = make_pm(rows[made].name, D_DEVICES, D_M, rows[made].alltoall, &ts[made], msg, msglen);
+    if (err != 0) {
+        for (int i = 0; i < made; i++)
+            release(&ts[i]);
+        return err;
+    }
+    double makespan = 0;
+    for (int i = 0; i < N; i++)
+        makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
+    const double top = 62, copies = top + N * PANEL_H + 24, notes = copies + D_DEVICES * (LANE + LANE_GAP) + 14;
+    ptdp_svg s;
+    ptdp_svg_begin(&s, x_of(makespan) + RIGHT, notes + 3 * 18 + 20);
+    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL, "DualPipe: two copies on %d devices, m = %d micro-batches "
+                  "(%d each way), beside ZB-H1 on the same devices", D_DEVICES, D_M, D_M / 2);
+    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
+                  "forward 1, B 1, W 1 time units per micro-batch and stage (a whole backward 2, an F&B pair 3); "
+                  "timed by ptdp_schedule_simulate on the lists the executor runs.");
+    for (int i = 0; i < N; i++)
+        draw_timeline(&s, &ts[i], rows[i].title, rows[i].how, makespan, top + i * PANEL_H);
+    draw_copies(&s, 20, copies);
+    double idle = 0;
+    for (int r = 0; r < D_DEVICES; r++)
+        idle += ts[1].t->idle[r] / D_DEVICES;
+    ptdp_svg_text(&s, 20, notes + 4, 12, PTDP_SVG_START, "#333333",
+                  "DualPipe's table (PP = %d): bubble (PP/2\u22121)(F&B+B\u22123W) = %d \u00d7 (3+2\u22123) = %d per "
+                  "device; measured %g.  Activations: PP+1 = %d micro-batches per device; kept here %d, %d, %d, %d.",
+                  D_DEVICES, D_DEVICES / 2 - 1, D_DEVICES - 2, idle, D_DEVICES + 1,
+                  ptdp_schedule_peak_in_flight(ts[1].s, 0), ptdp_schedule_peak_in_flight(ts[1].s, 1),
+                  ptdp_schedule_peak_in_flight(ts[1].s, 2), ptdp_schedule_peak_in_flight(ts[1].s, 3));
+    ptdp_svg_text(&s, 20, notes + 22, 12, PTDP_SVG_START, "#333333",
+                  "Makespans %g against ZB-H1's %g; with all-to-alls %g against %g: the gain is the "
+                  "communication hidden under the pairs.", ts[1].t->makespan, ts[0].t->makespan,
+                  ts[3].t->makespan, ts[2].t->makespan);
+    ptdp_svg_text(&s, 20, notes + 40, 12, PTDP_SVG_START, "#333333",
+                  "DualPipeV (figures/dualpipev.svg) folds the two copies into one V: the same bubble on half "
+                  "the devices, 1\u00d7 the parameters.");
+    for (int i = 0; i < N; i++)
+        release(&ts[i]);
     return fig_finish(&s, path, msg, msglen);
 }

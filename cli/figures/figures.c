@@ -42,6 +42,8 @@ static const figure shared[] = {
       fig_filling_the_bubble },
     { "dualpipev",          "DualPipeV: 8 stages as a V on 4 devices beside ZB-H1 on 8, m = 10: bubble, F&B pairs, memory",
       fig_dualpipev },
+    { "dualpipe",           "DualPipe: two copies on 4 devices beside ZB-H1, m = 10, with and without all-to-alls",
+      fig_dualpipe },
     { "mesh_groups",        "lesson 05: dp 2 x tp 2 x pp 2, each device's rank, coordinates and groups",
       fig_mesh_groups },
     { "expert_groups",      "expert parallelism on dp 4, ep 2: EP groups, who holds which expert, the expert-DP groups",

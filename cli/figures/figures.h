@@ -25,6 +25,7 @@ int fig_tp_splits(const char *path, char *msg, size_t msglen);           /* figu
 int fig_pipeline_schedules(const char *path, char *msg, size_t msglen);  /* figure_pipeline.c */
 int fig_filling_the_bubble(const char *path, char *msg, size_t msglen);  /* figure_pipeline.c */
 int fig_dualpipev(const char *path, char *msg, size_t msglen);           /* figure_pipeline.c */
+int fig_dualpipe(const char *path, char *msg, size_t msglen);            /* figure_pipeline.c */
 int fig_memory_per_device(const char *path, char *msg, size_t msglen);   /* figure_training.c */
 int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figure_training.c */
 int fig_dp_allreduce(const char *path, char *msg, size_t msglen);        /* figure_dp.c       */

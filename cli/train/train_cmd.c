@@ -37,7 +37,7 @@
 #include "report.h"
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev" };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev", "dualpipe" };
 static const char *const algo_names[] = { "shm", "ring", "naive", "default", "mpi" };
 static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT,
                                          PTDP_ALGO_MPI };
@@ -93,8 +93,11 @@ static void usage(void)
         "  --devices N         world size; sets --dp to N / (cp * tp * pp), or must equal dp * cp * tp * pp\n"
         "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
         "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved, zb-h1 (the\n"
-        "                      backward split in B and W, W filling the bubble) or dualpipev (2 x --pp\n"
-        "                      stages as a V: stage s holds s and 2pp-1-s; m >= 2 pp)\n"
+        "                      backward split in B and W, W filling the bubble), dualpipev (2 x --pp\n"
+        "                      stages as a V: stage s holds s and 2pp-1-s; m >= 2 pp) or dualpipe\n"
+        "                      (two copies of --pp stages, half the micro-batches entering at each\n"
+        "                      end: stage s holds s of one and pp-1-s of the other, 2x the\n"
+        "                      parameters; --pp and m even, m >= 2 pp)\n"
         "  --token-slices K    %s, TeraPipe: each sequence runs through the pipeline as K slices of\n"
         "                      positions, one after another (implies --schedule gpipe); a slice's\n"
         "                      attention reads the keys and values the earlier ones left on the stage\n"
@@ -242,7 +245,7 @@ static int read_recompute(ptdp_args *a, ptdp_train_config *c)
 static bool read_layout_flag(ptdp_args *a, train_options *o, int *sched, int *rc)
 {
     ptdp_train_config *c = &o->cfg;
-    if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_enum(a, schedule_names, 5, sched);
+    if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_enum(a, schedule_names, 6, sched);
     else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1024, &c->virtual_stages);
     else if (ptdp_args_is(a, "--token-slices")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->token_slices);
     else if (ptdp_args_is(a, "--recompute")) *rc = read_recompute(a, c);
@@ -414,7 +417,7 @@ static int validate(train_options *o)
     if (o->profile != NULL && (o->launch.profile = ptdp_profile_find(o->profile)) == NULL)
         return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", o->profile);
     if (o->nstage > 0) {
-        const int v = ptdp_train_virtual_stages(c);
+        const int v = ptdp_train_pp_dual(c) ? 1 : ptdp_train_virtual_stages(c);   /* DualPipe: pp per copy */
         if (v > 1 && o->nstage != c->pp * v)
             return ptdp_usage_error("train", "--stage-layers lists %d pieces but --pp %d x --virtual-stages %d "
                                     "cuts the layers into %d (one entry per piece; piece c x %d + s is stage s's "

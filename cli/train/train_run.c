@@ -84,6 +84,13 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
     for (int r = 0; r < lr->world_size; r++)
         sent += lr->devices[r].comm.bytes_sent[PTDP_COLL_SEND];
     char b[32];
+    if (ptdp_train_pp_dual(c)) {   /* two copies of p - 1 boundaries, m / 2 micro-batches each */
+        printf("  point-to-point per step: %s in all = 2 m (p - 1) = 2 x %d x %d = %d boundary crossings per "
+               "pipeline%s (m / 2 micro-batches down one copy, m / 2 up the other: 1F1B's)\n",
+               ptdp_format_bytes(sent / c->steps, b, sizeof b), m, p - 1, 2 * m * (p - 1),
+               c->dp * c->tp > 1 ? " (x dp x tp)" : "");
+        return;
+    }
     if (ptdp_train_pp_v(c)) {   /* a V: 2p - 1 boundaries, the tip's on one device */
         printf("  point-to-point per step: %s in all = 2 m (2p - 2) = 2 x %d x %d = %d boundary crossings per "
                "pipeline%s (the V's tip, stage %d to %d, stays on one device)\n",
@@ -118,7 +125,10 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     if (c->ep > 1)
         printf(", expert parallelism over ep %d of the dp x cp ranks (expert-DP groups of %d)", c->ep,
                c->dp * cp / c->ep);
-    if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
+    if (c->pp > 1 && ptdp_train_pp_dual(c))
+        printf(", schedule %s: two copies of the model's %d stages, stage s holding stage s of one and %d - s of "
+               "the other%s", c->schedule, c->pp, c->pp - 1, c->recompute ? ", with recompute" : "");
+    else if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
         printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
                c->recompute ? " and recompute" : "");
     else if (c->pp > 1 && ptdp_train_token_slices(c) > 1)
@@ -257,7 +267,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
     if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
-        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout == PTDP_CHUNKS_V))
+        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout != PTDP_CHUNKS_RING))
         b.schedule = "1f1b";
     b.recompute = false;
     b.recompute_core = false;
@@ -338,7 +348,11 @@ static void print_pipeline(const ptdp_train_config *c, const ptdp_launch_result 
 {
     char b[32];
     const int v = ptdp_train_virtual_stages(c);
-    if (v > 1)
+    if (ptdp_train_pp_dual(c))
+        printf("pipeline (%s, %d stages x 2 copies, %d micro-batches, half each way): bubble measured %.4f, "
+               "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, res->bubble_measured,
+               res->bubble_words, res->bubble_formula);
+    else if (v > 1)
         printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
                "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                res->bubble_measured, res->bubble_words, res->bubble_formula);

@@ -41,11 +41,19 @@
  *
  *   emb group: stage 0 and the last stage of one pipeline, same (dp, cp,
  *              tp), ordered by stage (under a V, pp_v, stage 0 alone: it
- *              holds both ends) — the two copies of a tied embedding
+ *              holds both ends; under DualPipe, pp_dual, built but summed
+ *              on each end device) — the two copies of a tied embedding
  *
  *     pp=4 tp=1 dp=2:   stage 0   1   2   3
  *                       dp0: [0]  2   4  [6]     [0 6] one emb group
  *                       dp1: [1]  3   5  [7]     [1 7] another
+ *
+ *   mirror group: under DualPipe (pp_dual) stages r and p - 1 - r of one
+ *              pipeline, same (dp, cp, tp), ordered by stage: each holds
+ *              stage r of one copy of the model and stage p - 1 - r of the
+ *              other, so every gradient is summed over it
+ *
+ *     pp=4 tp=1 dp=1:   stage 0   1   2   3      {0 3} {1 2}
  *
  *   ep group:  with expert parallelism (--ep N), N consecutive members
  *              of a DP group (in its order: dp, then cp), as Megatron-LM's
@@ -81,6 +89,8 @@ typedef enum {
     PTDP_GROUP_EP,       /* expert parallelism: ep consecutive DP ranks    */
     PTDP_GROUP_EDP,      /* expert data parallelism: the DP ranks of one EP
                             rank, dp x cp / ep of them                    */
+    PTDP_GROUP_MIRROR,   /* DualPipe (pp_dual): stages r and p-1-r, which
+                            hold the same two model stages              */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -111,6 +121,12 @@ typedef struct {
                                        2p-1-s, so stage 0 holds the first
                                        and the last); false after init, set
                                        by the caller before the model      */
+    bool pp_dual;                   /* two copies of the model's p stages
+                                       in opposite directions (schedule.h,
+                                       PTDP_CHUNKS_DUAL: stage s holds
+                                       stage s of one and p-1-s of the
+                                       other); false after init, set by the
+                                       caller before the model             */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */

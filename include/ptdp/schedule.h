@@ -94,10 +94,28 @@ typedef struct {
  *       chunk:   0   0   0   0 | 1   1   1   1        chunk 3 to chunk 4
  *                                                     itself: no message
  *
- *   and stage 0 holds both the model's first chunk and its last. */
+ *   and stage 0 holds both the model's first chunk and its last.
+ *
+ *   DUAL (DualPipe)           v = 2, two copies of a model of p stages:
+ *                             stage s holds stage s of the "down" copy
+ *                             (chunk 0) and stage p - 1 - s of the "up"
+ *                             copy (chunk 1).  Micro-batches 0 .. m/2 - 1
+ *                             enter at stage 0 and go down through the
+ *                             chunks 0; m/2 .. m - 1 enter at stage p - 1
+ *                             and go up through the chunks 1:
+ *
+ *       stage:      0     1     2     3           p = 4
+ *       chunk 0:  [d0]->[d1]->[d2]->[d3] -> loss  down copy, mb 0 .. m/2-1
+ *       chunk 1:  [u3]<-[u2]<-[u1]<-[u0] <- data  up copy,   mb m/2 .. m-1
+ *       global:    0  1  2  3 (chunk 0)   4  5  6  7 (chunk 1: 4 + stage
+ *                  of the up copy, 7 on stage 0)
+ *
+ *   so both ends read data and compute a loss, and stages s and p - 1 - s
+ *   hold the same two model stages, whose gradients are summed. */
 typedef enum {
     PTDP_CHUNKS_RING = 0,
     PTDP_CHUNKS_V,
+    PTDP_CHUNKS_DUAL,
 } ptdp_chunk_layout;
 
 typedef struct {
@@ -173,10 +191,18 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s);
  * whose compute hides the other's communication), then the drain with W
  * deferred.  m >= 2p (ptdp_schedule_check says so). */
 void ptdp_schedule_dualpipev(ptdp_schedule *s);
+/* DualPipe (DeepSeek-V3): p devices (p even), two copies of a model of p
+ * stages laid out in opposite directions (PTDP_CHUNKS_DUAL), half the m
+ * micro-batches (m even, m >= 2p) entering at each end.  Device r runs
+ * the same eight phases as DualPipeV's device min(r, p - 1 - r) of p/2 on
+ * m/2 micro-batches, its "own direction" (away from its end of the
+ * pipeline) first: chunk 0 for r < p/2, chunk 1 for the others. */
+void ptdp_schedule_dualpipe(ptdp_schedule *s);
 /* A counter-example, not in the registry: ptdp_schedule_1f1b placed with
  * PTDP_PLACE_SEND_FIRST ("1f1b-naive": `ptdp schedule --naive`). */
 
-/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev".  Adding a schedule
+/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev",
+ * "dualpipe".  Adding a schedule
  * = one generator + one line. */
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
@@ -243,9 +269,14 @@ int  ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk);
 void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage, int chunk,
                        int *peer_stage, int *peer_chunk);
 /* Is the model chunk at (stage, chunk) the model's first / last (it reads the data /
- * computes the loss)?  In a V both are on stage 0. */
+ * computes the loss)?  In a V both are on stage 0; with two copies (DUAL)
+ * each copy has its own first and last, on stages 0 and p - 1. */
 int  ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk);
 int  ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk);
+/* Does a stage's chunk run micro-batch mb?  Always, but with two copies
+ * (DUAL), where chunk 0 runs micro-batches 0 .. m/2 - 1 and chunk 1 the
+ * rest. */
+int  ptdp_chunk_runs(const ptdp_schedule *s, int chunk, int mb);
 
 /* The short form of an action, used by print:
  * F3, B3, F3->2 (send), F3<-0 (recv), B3->0, B3<-2, step. */
@@ -326,7 +357,11 @@ double ptdp_bubble_formula(int pp, int micro_batches);
  * interleaved (p - 1) / (v m + p - 1); ZB-H1 with F = B = W (m >= p)
  * (p - 1) / (3m + p - 1); DualPipeV on p devices with F = B = W, a pair
  * F + B, (p - 1) / (3m + p - 1): the published (p - 1)(F&B + B - 3W) of
- * idle per device (B a whole backward: 2(p - 1)) beside its 6m of work.  `formula` (may be NULL) gets it in words. */
+ * idle per device (B a whole backward: 2(p - 1)) beside its 6m of work;
+ * DualPipe on p devices with m micro-batches in all, (p - 2) / (3m + p - 2):
+ * (p/2 - 1)(F&B + B - 3W) = p - 2 of idle beside 3m of work (each device
+ * runs m/2 micro-batches through each of its two stages).  `formula` (may
+ * be NULL) gets it in words. */
 double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula);
 
 /* ---- drawing (schedule_draw.c); t must come from ptdp_schedule_simulate(s) - */

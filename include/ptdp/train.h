@@ -173,11 +173,19 @@ static inline bool ptdp_train_pp_v(const ptdp_train_config *cfg)
     return e != NULL && e->layout == PTDP_CHUNKS_V;
 }
 
+/* Does the schedule hold two copies of the model's stages, one per
+ * direction (schedule.h, PTDP_CHUNKS_DUAL: DualPipe)? */
+static inline bool ptdp_train_pp_dual(const ptdp_train_config *cfg)
+{
+    const ptdp_schedule_entry *e = ptdp_schedule_find(cfg->schedule ? cfg->schedule : "1f1b");
+    return e != NULL && e->layout == PTDP_CHUNKS_DUAL;
+}
+
 /* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage); a V
- * holds two. */
+ * holds two, and so does DualPipe (a stage of each copy). */
 static inline int ptdp_train_virtual_stages(const ptdp_train_config *cfg)
 {
-    if (ptdp_train_pp_v(cfg))
+    if (ptdp_train_pp_v(cfg) || ptdp_train_pp_dual(cfg))
         return 2;
     return cfg->virtual_stages > 1 ? cfg->virtual_stages : 1;
 }

@@ -92,7 +92,10 @@ ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g)
  * copies of a tied embedding are summed in it.  Every device takes part
  * in the split, the middle stages with no color.  Under a V (pp_v) stage
  * 0 holds the model's first chunk and its last: a group of one, the two
- * copies summed on the device (ptdp_model_sum_groups). */
+ * copies summed on the device (ptdp_model_sum_groups).  Under DualPipe
+ * (pp_dual) each end holds both ends of one copy or the other, and after
+ * the mirror group's sums the copies are added on each device: the group
+ * is built as usual and left unused (ptdp_model_sum_groups). */
 static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
 {
     if (m->pp == 1)
@@ -101,6 +104,16 @@ static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
     const int cp = m->cp > 0 ? m->cp : 1;
     const int color = member ? (m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank : -1;
     return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);
+}
+
+/* DualPipe's mirror group: stages r and p - 1 - r of one pipeline (same
+ * dp, cp, tp), which hold the same two model stages, one of each copy. */
+static int split_mirror(ptdp_device *dev, ptdp_mesh *m)
+{
+    const int cp = m->cp > 0 ? m->cp : 1, p = m->pp;
+    const int pair = m->pp_rank < p - 1 - m->pp_rank ? m->pp_rank : p - 1 - m->pp_rank;
+    const int color = ((m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank) * ((p + 1) / 2) + pair;
+    return ptdp_comm_split(dev->world, color, m->pp_rank, "mirror", &m->extra[PTDP_GROUP_MIRROR]);
 }
 
 /* Expert parallelism's two groups, cut from the DP group: DP index j =
@@ -122,12 +135,14 @@ static int split_experts(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
-    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP)
+    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP && g != PTDP_GROUP_MIRROR)
         return g >= 0 && g < PTDP_GROUP_EMB ? PTDP_OK   /* the four axes exist */
                : ptdp_fail(dev, PTDP_EINVAL, "the mesh has no group %d to build", (int)g);
     if (m->extra[g] != NULL || m->extra_built & PTDP_GROUP_BIT(g))
         return PTDP_OK;
     m->extra_built |= PTDP_GROUP_BIT(g);
+    if (g == PTDP_GROUP_MIRROR)
+        return split_mirror(dev, m);
     return g == PTDP_GROUP_EMB ? split_embedding(dev, m) : split_experts(dev, m, g);
 }
 

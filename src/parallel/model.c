@@ -37,6 +37,16 @@
  * and 2p - 1 - s: stage 0 holds the model's first and last, and with them
  * both copies of a tied embedding, summed on the device.
  *
+ * Under DualPipe (mesh->pp_dual) v = 2 and stage s holds stage s of one
+ * copy of the model cut into p stages and stage p - 1 - s of another: the
+ * device holds twice the parameters, and every gradient is summed with
+ * the other copy's on stage p - 1 - s (the mirror group) before the step,
+ * so both copies step alike and stay equal:
+ *
+ *   stage:      0     1     2     3        mirror groups {0 3} {1 2}
+ *   chunk 0   [ 0 ] [ 1 ] [ 2 ] [ 3 ]      the down copy's stages
+ *   chunk 1   [ 3 ] [ 2 ] [ 1 ] [ 0 ]      the up copy's
+ *
  * Initialisation draws element (i, j) of the WHOLE tensor from the stream
  * named after the parameter at index i * cols + j, so a shard starting at
  * (row0, col0) draws exactly the numbers the single device drew there: the
@@ -153,12 +163,21 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
     return PTDP_OK;
 }
 
+static ptdp_chunk_layout layout_of(const ptdp_mesh *mesh)
+{
+    return mesh->pp_v ? PTDP_CHUNKS_V : mesh->pp_dual ? PTDP_CHUNKS_DUAL : PTDP_CHUNKS_RING;
+}
+
 /* One chunk of a device's v: the model chunks are the stages of a pipeline of
- * p v, so the model's own init sets it up unchanged, as the stage it is. */
+ * p v, so the model's own init sets it up unchanged, as the stage it is.
+ * Under DualPipe each chunk is a stage of a pipeline of p (one copy's), and
+ * every parameter is summed over the mirror group too: the other copy of
+ * the same stage lies on stage p - 1 - s. */
 static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
 {
     const int p = d->mesh->pp, v = d->virtual_stages;
-    const int g = ptdp_chunk_global_in(d->mesh->pp_v ? PTDP_CHUNKS_V : PTDP_CHUNKS_RING, p, d->mesh->pp_rank, c);
+    const int nchunks = d->mesh->pp_dual ? p : p * v;
+    const int g = ptdp_chunk_global_in(layout_of(d->mesh), p, d->mesh->pp_rank, c) % nchunks;
     ptdp_model *k = &d->chunks[c];
     int count = 0;
     k->ops = d->ops;
@@ -169,15 +188,18 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
     k->device = d;
     k->chunk = c;
     k->virtual_stages = v;
-    ptdp_stage_range(d->cfg.layers, p * v, stage_layers, g, &k->layer_begin, &count);
+    ptdp_stage_range(d->cfg.layers, nchunks, stage_layers, g, &k->layer_begin, &count);
     k->layer_end = k->layer_begin + count;
     k->first_stage = g == 0;
-    k->last_stage = g == p * v - 1;
+    k->last_stage = g == nchunks - 1;
     int rc = d->ops->init(dev, k);
     /* Its parameters sit in the device's flat buffers after the chunks
      * before it: offsets from the chunk's own 0 become the device's. */
-    for (int i = 0; i < k->nparams; i++)
+    for (int i = 0; i < k->nparams; i++) {
         k->params[i].offset += d->numel;
+        if (d->mesh->pp_dual)
+            k->params[i].sum.also |= PTDP_GROUP_BIT(PTDP_GROUP_MIRROR);
+    }
     d->nparams += k->nparams;
     d->numel += k->numel;
     return rc;
@@ -187,9 +209,11 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
 static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers)
 {
     const int p = m->mesh->pp, v = m->virtual_stages;
-    m->first_stage = m->mesh->pp_rank == 0;          /* its chunk 0 is the model's chunk 0   */
+    const bool end = m->mesh->pp_rank == 0 || m->mesh->pp_rank == p - 1;
+    m->first_stage = m->mesh->pp_dual ? end : m->mesh->pp_rank == 0;   /* the model's chunk 0 (a copy's) */
     m->last_stage = m->mesh->pp_v ? m->mesh->pp_rank == 0    /* a V: chunk 1 of stage 0 */
-                                  : m->mesh->pp_rank == p - 1; /* chunk v-1 the last   */
+                  : m->mesh->pp_dual ? end                   /* DualPipe: both ends, a copy each */
+                  : m->mesh->pp_rank == p - 1;               /* chunk v-1 the last   */
     m->chunks = calloc((size_t)v, sizeof *m->chunks);
     if (m->chunks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
@@ -222,7 +246,7 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
     char msg[PTDP_MSG_MAX];
     if (ops->check(cfg, mesh->tp, mesh->pp, msg, sizeof msg) != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "%s", msg);
-    if (m->virtual_stages > 1 && (long)mesh->pp * m->virtual_stages > cfg->layers)
+    if (m->virtual_stages > 1 && !mesh->pp_dual && (long)mesh->pp * m->virtual_stages > cfg->layers)
         return ptdp_fail(dev, PTDP_EINVAL, "--layers %d cannot be cut into %d pieces for --pp %d "
                          "--virtual-stages %d: need --layers >= %d", cfg->layers, mesh->pp * m->virtual_stages,
                          mesh->pp, m->virtual_stages, mesh->pp * m->virtual_stages);
@@ -234,6 +258,8 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
     for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
         if (ops->groups & PTDP_GROUP_BIT(g))
             rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, (ptdp_group)g);
+    if (rc == 0 && mesh->pp_dual)   /* every parameter's other copy (setup_chunk) */
+        rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, PTDP_GROUP_MIRROR);
     if (rc != 0)
         return rc;
     if (m->virtual_stages > 1) {
@@ -441,15 +467,39 @@ bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g)
     return p->sum.replicas == g || (p->sum.also & PTDP_GROUP_BIT(g)) != 0;
 }
 
+/* The chunk of device d whose parameters include p (NULL without chunks). */
+static const ptdp_model *chunk_holding(const ptdp_model *d, const ptdp_param *p)
+{
+    for (int c = 0; d->chunks != NULL && c < d->virtual_stages; c++)
+        if (p >= d->chunks[c].params && p < d->chunks[c].params + d->chunks[c].nparams)
+            return &d->chunks[c];
+    return NULL;
+}
+
+/* DualPipe: the mirror group keeps a stage's two copies equal, and a tied
+ * embedding's four copies (two on each end) too: the down copy counts (its
+ * device's chunk 0), and of the tied ones only the model's first stage's. */
+static bool dual_counted(const ptdp_model *m, const ptdp_param *p)
+{
+    const ptdp_model *k = chunk_holding(m->device != NULL ? m->device : m, p);
+    if (k == NULL || k->chunk != 0)
+        return false;
+    return (p->sum.also & PTDP_GROUP_BIT(PTDP_GROUP_EMB)) == 0 || k->first_stage;
+}
+
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
 {
     if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
         return false;
     for (int g = 0; g < PTDP_GROUP_COUNT; g++) {
+        if (m->mesh->pp_dual && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
+            continue;   /* dual_counted decides */
         ptdp_comm *c = p->sum.also & PTDP_GROUP_BIT(g) ? ptdp_mesh_group(m->mesh, (ptdp_group)g) : NULL;
         if (c != NULL && ptdp_comm_rank(c) != 0)
             return false;   /* the group's rank 0 counts it */
     }
+    if (m->mesh->pp_dual)
+        return dual_counted(m, p);
     /* A V's copies on one device (a tied embedding on stage 0): the first counts. */
     const ptdp_model *d = m->device != NULL ? m->device : m;
     for (int i = 0; m->mesh->pp_v && p->sum.also != 0 && i < d->nparams && &d->params[i] < p; i++)
@@ -511,6 +561,8 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
                              "device has no part in (was it built? model.h, ops->groups)", p->name, (int)g);
         if (m->mesh->pp_v && ptdp_comm_size(c) == 1)
             continue;   /* a V's copies: summed on the device already */
+        if (m->mesh->pp_dual && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
+            continue;   /* DualPipe's: summed first (sum_dual_copies) */
         int rc = ptdp_all_reduce(c, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
         if (rc != 0)
             return rc;
@@ -544,8 +596,61 @@ static void sum_copies_on_device(ptdp_model *m, ptdp_group g)
     }
 }
 
+/* DualPipe: stage s of the down copy lies on stage s (chunk 0), its up
+ * copy on stage p - 1 - s (chunk 1).  First each stage's two copies are
+ * summed over the mirror group — a + b, the DP all-reduce of the DP-2
+ * pipeline DualPipe folds — the two devices walking their chunks in the
+ * model's order (by first block) so their all-reduces pair up; then a tied
+ * embedding, whose four copies are now two sums on each end device, is
+ * summed on the device, as the embedding group of that pipeline would. */
+static int sum_dual_copies(ptdp_device *dev, ptdp_model *m)
+{
+    ptdp_comm *mirror = ptdp_mesh_group(m->mesh, PTDP_GROUP_MIRROR);
+    if (mirror == NULL || m->chunks == NULL || m->virtual_stages != 2)
+        return ptdp_fail(dev, PTDP_EINVAL, "DualPipe: device %d has no mirror group or not two chunks", dev->rank);
+    const int first = m->chunks[0].layer_begin < m->chunks[1].layer_begin ? 0 : 1;
+    for (int k = 0; k < 2; k++) {
+        ptdp_model *c = &m->chunks[first ^ k];
+        for (int i = 0; i < c->nparams; i++) {
+            ptdp_param *p = &c->params[i];
+            int rc = ptdp_all_reduce(mirror, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    sum_copies_on_device(m, PTDP_GROUP_EMB);
+    return PTDP_OK;
+}
+
+int ptdp_model_check_mirror(ptdp_device *dev, const ptdp_model *m, long step)
+{
+    ptdp_comm *mirror = ptdp_mesh_group(m->mesh, PTDP_GROUP_MIRROR);
+    if (!m->mesh->pp_dual || mirror == NULL || m->chunks == NULL || m->flat_w == NULL)
+        return PTDP_OK;
+    uint64_t hash[2] = { 1469598103934665603ull, 0 };
+    const int first = m->chunks[0].layer_begin < m->chunks[1].layer_begin ? 0 : 1;
+    for (int k = 0; k < 2; k++) {        /* the model's order: the same bytes on both */
+        const ptdp_model *c = &m->chunks[first ^ k];
+        for (int i = 0; i < c->nparams; i++) {
+            const unsigned char *b = (const unsigned char *)(m->flat_w + c->params[i].offset);
+            for (size_t e = 0; e < ptdp_tensor_numel(c->params[i].w) * sizeof(ptdp_real); e++)
+                hash[0] = (hash[0] ^ b[e]) * 1099511628211ull;
+        }
+    }
+    hash[1] = hash[0];
+    int rc = ptdp_all_gather(mirror, PTDP_IN_PLACE, hash, 2, PTDP_I64);
+    if (rc == 0 && hash[0] != hash[1])
+        return ptdp_fail(dev, PTDP_ECHECK, "DualPipe's two copies differ after step %ld: stage %d's hash %016llx, "
+                         "its mirror's %016llx", step, m->mesh->pp_rank, (unsigned long long)hash[0],
+                         (unsigned long long)hash[1]);
+    return rc;
+}
+
 int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
 {
+    int rc = m->mesh->pp_dual ? sum_dual_copies(dev, m) : PTDP_OK;
+    if (rc != 0)
+        return rc;
     /* Copies on this device first; then, over a group of more than this
      * device, the all-reduces. */
     for (int g = 0; m->mesh->pp_v && g < PTDP_GROUP_COUNT; g++)
@@ -554,7 +659,6 @@ int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
      * embedding on model chunk 0 and on the last one).  Every
      * device of a group runs its chunks and groups in the same order, so
      * their collectives pair up. */
-    int rc = PTDP_OK;
     for (int c = 0; rc == 0 && c < (m->chunks ? m->virtual_stages : 1); c++)
         for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
             rc = sum_group(dev, ptdp_model_chunk(m, c), (ptdp_group)g);

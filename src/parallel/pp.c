@@ -36,6 +36,10 @@
  * DualPipeV lays the 2p chunks out as a V (schedule.h): stage s holds
  * the model's chunks s and 2p - 1 - s, and the last stage hands chunk
  * p - 1's output to its own chunk p without a message (hand_over).
+ * DualPipe holds two copies of the model's p stages (schedule.h): stage s
+ * runs micro-batches 0 .. m/2 - 1 through stage s of the down copy (chunk
+ * 0) and the rest through stage p - 1 - s of the up copy (chunk 1), each
+ * copy taking half the shard's samples (micro_batch_rows).
  *
  * Tags: 2 (k m + mb) + d, where k is the local index of the model chunk BEFORE the
  * boundary (the sender of the activation, the receiver of its gradient)
@@ -303,6 +307,22 @@ struct ptdp_pp_run {
     int alive;            /* micro-batches between forward and backward     */
 };
 
+/* Where micro-batch k of M lies in this DP shard: share k (ptdp_share).
+ * Under DualPipe each copy takes half the shard, as a replica of DP 2
+ * would, and micro-batch k is share k mod M/2 of its copy's half. */
+static void micro_batch_rows(const ptdp_pp_step *st, int k, size_t *off, size_t *len)
+{
+    const int M = st->micro_batches;
+    if (st->schedule->layout != PTDP_CHUNKS_DUAL) {
+        ptdp_share((size_t)st->shard_rows, M, k, off, len);
+        return;
+    }
+    size_t half_off, half_len;
+    ptdp_share((size_t)st->shard_rows, 2, k / (M / 2), &half_off, &half_len);
+    ptdp_share(half_len, M / 2, k % (M / 2), off, len);
+    *off += half_off;
+}
+
 /* The step's tasks: micro-batch k is share k of this DP shard (ptdp_share),
  * so unequal shards and micro-batches are handled the same way everywhere;
  * every model chunk sees the same samples of it, and each token slice j
@@ -313,7 +333,7 @@ static void lay_out_tasks(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
     const int M = st->micro_batches;
     for (int k = 0; k < M; k++) {
         size_t off, len;
-        ptdp_share((size_t)st->shard_rows, M, k, &off, &len);
+        micro_batch_rows(st, k, &off, &len);
         for (int j = 0; j < K; j++) {
             size_t t0 = 0, tlen = 0;
             if (K > 1)
@@ -347,11 +367,12 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
     if (s->virtual_stages != v)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule runs %d chunks per stage, the model has %d "
                          "(set both from --virtual-stages)", s->name, s->virtual_stages, v);
-    if ((s->layout == PTDP_CHUNKS_V) != model->mesh->pp_v)
+    if ((s->layout == PTDP_CHUNKS_V) != model->mesh->pp_v || (s->layout == PTDP_CHUNKS_DUAL) != model->mesh->pp_dual)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule lays its chunks out %s, the model %s "
-                         "(set the mesh's pp_v from the schedule before building the model)", s->name,
-                         s->layout == PTDP_CHUNKS_V ? "as a V" : "round a ring",
-                         model->mesh->pp_v ? "as a V" : "round a ring");
+                         "(set the mesh's pp_v or pp_dual from the schedule before building the model)", s->name,
+                         s->layout == PTDP_CHUNKS_V ? "as a V" : s->layout == PTDP_CHUNKS_DUAL ? "as two copies"
+                         : "round a ring",
+                         model->mesh->pp_v ? "as a V" : model->mesh->pp_dual ? "as two copies" : "round a ring");
     if (M < 1 || st->shard_rows < M)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);

@@ -1,6 +1,6 @@
 /*
  * schedule.c — the generators (GPipe, 1F1B, interleaved 1F1B, ZB-H1,
- * DualPipeV): each
+ * DualPipeV, DualPipe): each
  * stage's compute, in order; and the registry that names them.
  *
  * p stages, m micro-batches.  Time flows right; each row is one stage
@@ -230,20 +230,26 @@ void ptdp_schedule_zb_h1(ptdp_schedule *s)
  */
 typedef struct {
     ptdp_schedule *s;
-    int st;
-    int f[2], b[2];         /* the next micro-batch each chunk forwards / backwards */
-    int *owed;              /* the W queue: chunk * m + micro-batch, oldest first    */
+    int st;                 /* the device whose list this is                          */
+    int half;               /* its place in the phases: st (a V), min(st, p-1-st) (DualPipe) */
+    int halves, m_half;     /* devices and micro-batches the phases count: p and m (a V),
+                               p/2 and m/2 (DualPipe)                                */
+    int flip;               /* phase c runs chunk c ^ flip (DualPipe's second half: 1) */
+    int f[2], b[2];         /* the next micro-batch each chunk forwards / backwards   */
+    int *owed;              /* the W queue: chunk * m + micro-batch, oldest first      */
     int head, tail;
 } dualpipev_rank;
 
-static void dpv_forward(dualpipev_rank *r, int c)
+static void dpv_forward(dualpipev_rank *r, int phase)
 {
+    const int c = phase ^ r->flip;
     ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_FORWARD, r->f[c]++, c);
 }
 
-/* A backward of chunk c: whole, or (zero-bubble) B now and its W queued. */
-static void dpv_backward(dualpipev_rank *r, int c, int zero_bubble)
+/* A backward of phase's chunk: whole, or (zero-bubble) B now and its W queued. */
+static void dpv_backward(dualpipev_rank *r, int phase, int zero_bubble)
 {
+    const int c = phase ^ r->flip;
     const int mb = r->b[c]++;
     if (!zero_bubble) {
         ptdp_schedule_push_chunk(r->s, r->st, PTDP_ACT_BACKWARD, mb, c);
@@ -280,13 +286,54 @@ static void dpv_drain(dualpipev_rank *r, int rounds)
 {
     int zero_bubble = 0;
     for (int i = 0; i < rounds; i++) {
-        if (i == rounds / 2 && r->st % 2 == 1)
+        if (i == rounds / 2 && r->half % 2 == 1)
             zero_bubble = 1;
         dpv_backward(r, 1, zero_bubble);
-        if (i == rounds / 2 && r->st % 2 == 0)
+        if (i == rounds / 2 && r->half % 2 == 0)
             zero_bubble = 1;
         dpv_backward(r, 0, zero_bubble);
     }
+}
+
+/* One device's eight phases (the table above), counted in r->halves
+ * devices and r->m_half micro-batches per chunk. */
+static void dpv_phases(dualpipev_rank *r)
+{
+    const int p = r->halves, m = r->m_half;
+    const int before = p - r->half - 1, after = r->half + 1;   /* ranks below and up to this one */
+    for (int i = 0; i < 2 * before; i++)             /* 1: nF0 */
+        dpv_forward(r, 0);
+    for (int i = 0; i < after; i++) {                /* 2: nF0F1 */
+        dpv_forward(r, 0);
+        dpv_forward(r, 1);
+    }
+    for (int i = 0; i < before; i++) {               /* 3: nB1W1F1 */
+        dpv_backward(r, 1, 1);
+        dpv_weight(r);
+        dpv_forward(r, 1);
+    }
+    for (int i = 0; i < m - 2 * p + r->half + 1; i++) {   /* 4: n(F0 B1)(F1 B0) */
+        if (i == 0 && r->half == p - 1) {            /* the tip's first: not overlapped, */
+            dpv_forward(r, 0);                       /* F0 needs no gradient to start    */
+            dpv_backward(r, 1, 0);
+        } else {
+            dpv_pair(r, 0, 1);
+        }
+        dpv_pair(r, 1, 0);
+    }
+    for (int i = 0; i < before; i++) {               /* 5: nB1(F1 B0) */
+        dpv_backward(r, 1, 0);
+        dpv_pair(r, 1, 0);
+    }
+    dpv_drain(r, after);                             /* 6: nB1B0 */
+    for (int i = 0; i < before; i++) {               /* 7: nWB0 */
+        dpv_weight(r);
+        dpv_backward(r, 0, 1);
+    }
+    for (int i = 0; i < after; i++)                  /* 8: nW */
+        dpv_weight(r);
+    if (r->head != r->tail)
+        r->s->overflow = 1;
 }
 
 void ptdp_schedule_dualpipev(ptdp_schedule *s)
@@ -299,41 +346,64 @@ void ptdp_schedule_dualpipev(ptdp_schedule *s)
         return;
     }
     for (int st = 0; st < p; st++) {
-        dualpipev_rank r = { .s = s, .st = st, .owed = owed };
-        const int before = p - st - 1, after = st + 1;   /* ranks below and up to this one */
-        for (int i = 0; i < 2 * before; i++)             /* 1: nF0 */
-            dpv_forward(&r, 0);
-        for (int i = 0; i < after; i++) {                /* 2: nF0F1 */
-            dpv_forward(&r, 0);
-            dpv_forward(&r, 1);
-        }
-        for (int i = 0; i < before; i++) {               /* 3: nB1W1F1 */
-            dpv_backward(&r, 1, 1);
-            dpv_weight(&r);
-            dpv_forward(&r, 1);
-        }
-        for (int i = 0; i < m - 2 * p + st + 1; i++) {   /* 4: n(F0 B1)(F1 B0) */
-            if (i == 0 && st == p - 1) {                 /* the tip's first: not overlapped, */
-                dpv_forward(&r, 0);                      /* F0 needs no gradient to start    */
-                dpv_backward(&r, 1, 0);
-            } else {
-                dpv_pair(&r, 0, 1);
-            }
-            dpv_pair(&r, 1, 0);
-        }
-        for (int i = 0; i < before; i++) {               /* 5: nB1(F1 B0) */
-            dpv_backward(&r, 1, 0);
-            dpv_pair(&r, 1, 0);
-        }
-        dpv_drain(&r, after);                            /* 6: nB1B0 */
-        for (int i = 0; i < before; i++) {               /* 7: nWB0 */
-            dpv_weight(&r);
-            dpv_backward(&r, 0, 1);
-        }
-        for (int i = 0; i < after; i++)                  /* 8: nW */
-            dpv_weight(&r);
-        if (r.head != r.tail)
-            s->overflow = 1;
+        dualpipev_rank r = { .s = s, .st = st, .half = st, .halves = p, .m_half = m, .owed = owed };
+        dpv_phases(&r);
+    }
+    free(owed);
+}
+
+/* ---- DualPipe -------------------------------------------------------------------- */
+
+/*
+ * DualPipe (DeepSeek-V3, deepseek-ai/DualPipe's dualpipe.py): p devices
+ * (p even), two copies of a model of p stages running in opposite
+ * directions (PTDP_CHUNKS_DUAL).  Device r holds stage r of the down copy
+ * (chunk 0) and stage p - 1 - r of the up copy (chunk 1); micro-batches
+ * 0 .. m/2 - 1 enter at device 0 and go down, m/2 .. m - 1 enter at device
+ * p - 1 and go up, so each direction's warm-up and drain run while the
+ * other direction computes:
+ *
+ *   device 0   [d0] ───▶ ...                  ... [u3] → loss (up copy)
+ *   device 1      [d1] ───▶              ◀─── [u2]
+ *   device 2      [d2] ───▶              ◀─── [u1]              p = 4
+ *   device 3   [d3] → loss (down copy)   data ─▶ [u0]
+ *
+ * Fold the pipeline at its middle and it is DualPipeV: device r and
+ * device p - 1 - r play DualPipeV's device h = min(r, p - 1 - r) of p/2,
+ * on m/2 micro-batches per chunk, each in its own direction — "phase 0"
+ * is the copy that flows away from its end of the pipeline (chunk 0 for
+ * r < p/2, chunk 1 for the others), "phase 1" the copy flowing back.  The
+ * reference writes exactly that: phase ^= is_in_second_half.  The middle
+ * devices p/2 - 1 and p/2 exchange across the fold what DualPipeV's tip
+ * hands to itself; mirrored devices run in step, so the message arrives
+ * when the hand-over would.
+ *
+ * So with F = B = W (a pair F + B, B a whole backward 2) each device works
+ * 2 chunks x m/2 micro-batches x 3 = 3m and idles DualPipeV's 2(p/2 - 1) =
+ * p - 2, the published (PP/2 - 1)(F&B + B - 3W) = (p/2 - 1)(3 + 2 - 3):
+ *
+ *   bubble = (p - 2) / (3m + p - 2)      m: all the micro-batches, both copies
+ *
+ * — the same as DualPipeV on p/2 devices with m/2 micro-batches, at 2x the
+ * parameters (two copies of a stage on every device).  Refused unless p and
+ * m are even and m >= 2p (ptdp_schedule_check).
+ */
+void ptdp_schedule_dualpipe(ptdp_schedule *s)
+{
+    const int p = s->pp, m = s->micro_batches;
+    int *owed = malloc(2 * (size_t)m * sizeof *owed);
+    if (owed == NULL || s->virtual_stages != 2 || s->layout != PTDP_CHUNKS_DUAL || p % 2 != 0 ||
+        m % 2 != 0 || m < 2 * p) {
+        s->overflow = 1;            /* reported by ptdp_schedule_generate */
+        free(owed);
+        return;
+    }
+    for (int st = 0; st < p; st++) {
+        dualpipev_rank r = {
+            .s = s, .st = st, .half = st < p / 2 ? st : p - 1 - st, .halves = p / 2, .m_half = m / 2,
+            .flip = st >= p / 2, .f = { 0, m / 2 }, .b = { 0, m / 2 }, .owed = owed,
+        };
+        dpv_phases(&r);
     }
     free(owed);
 }
@@ -352,6 +422,8 @@ static const ptdp_schedule_entry registry[] = {
       ptdp_schedule_zb_h1, PTDP_PLACE_BY_SEND_TIME, 0, 1, PTDP_CHUNKS_RING },
     { "dualpipev", "2p stages as a V on p devices, forward-and-backward pairs (DualPipeV)",
       ptdp_schedule_dualpipev, PTDP_PLACE_BY_SEND_TIME, 0, 1, PTDP_CHUNKS_V },
+    { "dualpipe", "two copies of p stages, one per direction, forward-and-backward pairs (DualPipe)",
+      ptdp_schedule_dualpipe, PTDP_PLACE_BY_SEND_TIME, 0, 1, PTDP_CHUNKS_DUAL },
 };
 
 const ptdp_schedule_entry *ptdp_schedule_registry(int *count)
@@ -400,6 +472,33 @@ static int check_v(const char *name, int pp, int micro_batches, int virtual_stag
     return PTDP_OK;
 }
 
+/* DualPipe: p devices holding two copies, half the micro-batches each way;
+ * p and m even, m >= 2p, as the reference asserts. */
+static int check_dual(const char *name, int pp, int micro_batches, int virtual_stages, char *msg, size_t msglen)
+{
+    if (virtual_stages > 2) {
+        snprintf(msg, msglen, "--virtual-stages %d: the %s schedule holds two chunks per device, "
+                 "stage r of one copy and stage p-1-r of the other (leave --virtual-stages out)",
+                 virtual_stages, name);
+        return PTDP_EINVAL;
+    }
+    if (pp < 2 || pp % 2 != 0) {
+        snprintf(msg, msglen, "--schedule %s needs an even --pp of 2 or more (not %d): device r pairs "
+                 "with device p-1-r, the two holding the same two stages (try --pp %d)",
+                 name, pp, pp < 2 ? 2 : pp + 1);
+        return PTDP_EINVAL;
+    }
+    if (micro_batches % 2 != 0 || micro_batches < 2 * pp) {
+        int up = micro_batches < 2 * pp ? 2 * pp : micro_batches + 1;
+        snprintf(msg, msglen, "--schedule %s: --micro-batches %d must be even and at least 2 x --pp = %d "
+                 "(half of them enter at each end, and each half's steady state of forward-and-backward "
+                 "pairs starts after its first device has forwarded p of them; try --micro-batches %d)",
+                 name, micro_batches, 2 * pp, up);
+        return PTDP_EINVAL;
+    }
+    return PTDP_OK;
+}
+
 int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
                         char *msg, size_t msglen)
 {
@@ -417,6 +516,8 @@ int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual
     }
     if (e->layout == PTDP_CHUNKS_V)
         return check_v(name, pp, micro_batches, virtual_stages, msg, msglen);
+    if (e->layout == PTDP_CHUNKS_DUAL)
+        return check_dual(name, pp, micro_batches, virtual_stages, msg, msglen);
     if (virtual_stages > 1 && !e->chunked) {
         snprintf(msg, msglen, "--virtual-stages %d: the %s schedule runs one chunk per stage "
                  "(use --schedule interleaved, or --virtual-stages 1)", virtual_stages, name);
@@ -472,7 +573,7 @@ int ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virt
         return PTDP_EINVAL;
     const ptdp_schedule_entry *e = ptdp_schedule_find(name);
     return ptdp_schedule_generate_v(e->generate, e->placement, e->name, pp, micro_batches,
-                                    e->layout == PTDP_CHUNKS_V ? 2 : virtual_stages, e->layout, out);
+                                    e->layout != PTDP_CHUNKS_RING ? 2 : virtual_stages, e->layout, out);
 }
 
 int ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out)
@@ -498,6 +599,9 @@ double ptdp_schedule_bubble_formula(const ptdp_schedule *s, const char **formula
     } else if (strcmp(s->name, "zb-h1") == 0 || strcmp(s->name, "dualpipev") == 0) {
         f = "(p-1)/(3m+p-1)";   /* F = B = W, m >= p (dualpipev: a pair F + B, m >= 2p) */
         b = (p - 1) / (3 * m + p - 1);
+    } else if (strcmp(s->name, "dualpipe") == 0) {
+        f = "(p-2)/(3m+p-2)";   /* F = B = W, a pair F + B; m counts both directions */
+        b = (p - 2) / (3 * m + p - 2);
     }
     if (formula != NULL)
         *formula = f;

@@ -58,6 +58,9 @@
  *      stage 0   F0 F0->1 F1 F1->1 .......... B0<-1 B0 ...
  *      stage 1   F0<-0 F0 F1<-0 F0->2 F1 ...                 (keys: 1, 2, 3, …)
  *
+ * DualPipe's two copies (PTDP_CHUNKS_DUAL) are two such chains, each
+ * micro-batch going through one of them: the rule is the same.
+ *
  * Two things change what a message is.  At a V's tip (DualPipeV: the last
  * stage holds the model's chunks p - 1 and p) the boundary stays on the
  * stage: a hand-over, no message.  An overlapped pair (a FORWARD marked
@@ -135,6 +138,9 @@ static int check_compute(const ptdp_schedule *s, char *msg, size_t len)
             if (a->mb < 0 || a->mb >= s->micro_batches || a->chunk < 0 || a->chunk >= s->virtual_stages)
                 return refuse(msg, len, "stage %d, action %d (%s): micro-batches are 0..%d, chunks 0..%d",
                               st, i, tok, s->micro_batches - 1, s->virtual_stages - 1);
+            if (!ptdp_chunk_runs(s, a->chunk, a->mb))
+                return refuse(msg, len, "stage %d, action %d (%s): with two copies chunk 0 runs micro-batches "
+                              "0..%d and chunk 1 the rest", st, i, tok, s->micro_batches / 2 - 1);
             if (a->pair && (a->kind != PTDP_ACT_FORWARD || i + 1 == s->stage[st].count ||
                             a[1].kind != PTDP_ACT_BACKWARD))
                 return refuse(msg, len, "stage %d, action %d (%s): an overlapped pair is a FORWARD and "
@@ -273,12 +279,12 @@ typedef struct {
  * 0 if it is not made yet. */
 static int input_ready(const ptdp_schedule *s, const played *t, int st, const ptdp_action *a, double *ready)
 {
-    const int m = s->micro_batches, G = s->pp * s->virtual_stages;
+    const int m = s->micro_batches;
     const int g = ptdp_chunk_global(s, st, a->chunk);
     double at = *ready;
-    if (a->kind == PTDP_ACT_FORWARD && g > 0)
+    if (a->kind == PTDP_ACT_FORWARD && !ptdp_chunk_is_first(s, st, a->chunk))
         at = t->fwd_end[(g - 1) * m + a->mb];
-    else if (is_backward(a->kind) && g < G - 1)
+    else if (is_backward(a->kind) && !ptdp_chunk_is_last(s, st, a->chunk))
         at = t->bwd_end[(g + 1) * m + a->mb];
     if (at < 0)
         return 0;

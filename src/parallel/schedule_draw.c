@@ -174,16 +174,19 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                  "peak = micro-batches whose activations are alive at once%s\n",
             e != NULL && e->split_backward ? " (B: its input's gradient only), W<k> its weight gradients" : "",
             s->virtual_stages > 1 ? "; F<k>.<c> through the stage's chunk c" : "",
-            s->virtual_stages > 1 ? " (in chunk-micro-batches, each 1/v of a stage's)" : "");
+            s->layout == PTDP_CHUNKS_DUAL ? " (chunk 0 the down copy, 1 the up copy; each a whole stage)"
+            : s->virtual_stages > 1 ? " (in chunk-micro-batches, each 1/v of a stage's)" : "");
     const char *words;
     double formula = ptdp_schedule_bubble_formula(s, &words);
-    /* Every formula is (p - 1) / (its denominator): show the fraction. */
+    /* Every formula is (p - 1) / (its denominator), DualPipe's (p - 2) / (…):
+     * show the fraction. */
+    const int top = s->layout == PTDP_CHUNKS_DUAL ? s->pp - 2 : s->pp - 1;
     char fraction[48] = "";
     if (formula > 0)
-        snprintf(fraction, sizeof fraction, " = %d/%.0f", s->pp - 1, (s->pp - 1) / formula);
+        snprintf(fraction, sizeof fraction, " = %d/%.0f", top, top / formula);
     fprintf(out, "bubble: measured %.6f (idle / makespan, mean over stages); "
                  "formula %s%s = %.6f (uniform stages, free links%s)\n", t->bubble, words, fraction, formula,
-            s->layout == PTDP_CHUNKS_V ? ", F = B = W, an F&B pair F + B, m >= 2p"
+            s->layout != PTDP_CHUNKS_RING ? ", F = B = W, an F&B pair F + B, m >= 2p"
             : e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
     return ferror(out) ? PTDP_EIO : PTDP_OK;
 }

@@ -16,7 +16,9 @@
  * With v model chunks per stage the model is cut into p v chunks, stage s
  * holding chunks s, s + p, … (or, in a V, s and 2p - 1 - s): a message goes
  * from chunk g to g + 1 (activations) or g - 1 (gradients), round the ring
- * of stages, or down the V and back up.
+ * of stages, or down the V and back up.  DualPipe's two copies (DUAL) are
+ * two chains of p chunks, 0 .. p - 1 down the stages and p .. 2p - 1 up
+ * them: no message crosses from one copy to the other.
  */
 #include "ptdp/schedule.h"
 
@@ -83,6 +85,8 @@ int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk)
 {
     if (layout == PTDP_CHUNKS_V)
         return chunk == 0 ? stage : 2 * pp - 1 - stage;
+    if (layout == PTDP_CHUNKS_DUAL)   /* copy c's stage, numbered from its entry */
+        return chunk == 0 ? stage : pp + (pp - 1 - stage);
     return chunk * pp + stage;
 }
 
@@ -93,9 +97,9 @@ int ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk)
 
 void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk)
 {
-    if (s->layout == PTDP_CHUNKS_V) {
+    if (s->layout == PTDP_CHUNKS_V || s->layout == PTDP_CHUNKS_DUAL) {
         *chunk = g < s->pp ? 0 : 1;
-        *stage = g < s->pp ? g : 2 * s->pp - 1 - g;
+        *stage = g < s->pp ? g : 2 * s->pp - 1 - g;   /* DUAL: up stage g - p on p - 1 - (g - p) */
         return;
     }
     *stage = g % s->pp;
@@ -104,12 +108,21 @@ void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk)
 
 int ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk)
 {
-    return ptdp_chunk_global(s, stage, chunk) == 0;
+    const int g = ptdp_chunk_global(s, stage, chunk);
+    return s->layout == PTDP_CHUNKS_DUAL ? g % s->pp == 0 : g == 0;
 }
 
 int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
 {
-    return ptdp_chunk_global(s, stage, chunk) == s->pp * s->virtual_stages - 1;
+    const int g = ptdp_chunk_global(s, stage, chunk);
+    return s->layout == PTDP_CHUNKS_DUAL ? g % s->pp == s->pp - 1 : g == s->pp * s->virtual_stages - 1;
+}
+
+int ptdp_chunk_runs(const ptdp_schedule *s, int chunk, int mb)
+{
+    if (s->layout != PTDP_CHUNKS_DUAL)
+        return 1;
+    return chunk == (mb < s->micro_batches / 2 ? 0 : 1);
 }
 
 int ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk)
@@ -124,7 +137,7 @@ int ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk)
 int ptdp_chunk_remote_before(const ptdp_schedule *s, int stage, int chunk)
 {
     int g = ptdp_chunk_global(s, stage, chunk), before_stage, before_chunk;
-    if (g == 0)
+    if (ptdp_chunk_is_first(s, stage, chunk))
         return 0;
     if (s->layout != PTDP_CHUNKS_V)
         return 1;
@@ -161,10 +174,9 @@ void ptdp_action_route(const ptdp_schedule *s, ptdp_action_kind kind, int stage,
         *peer_chunk = 0;
         return;
     }
-    int g = ptdp_chunk_global(s, stage, chunk) + step;
-    if (g < 0 || g >= s->pp * s->virtual_stages)
-        return;
-    ptdp_chunk_place(s, g, peer_stage, peer_chunk);
+    if ((step < 0 && ptdp_chunk_is_first(s, stage, chunk)) || (step > 0 && ptdp_chunk_is_last(s, stage, chunk)))
+        return;   /* off the model's ends (with two copies, its copy's) */
+    ptdp_chunk_place(s, ptdp_chunk_global(s, stage, chunk) + step, peer_stage, peer_chunk);
 }
 
 /* Generators stay readable as plain lists of pushes: a push past capacity
@@ -278,7 +290,12 @@ void ptdp_schedule_print(const ptdp_schedule *s, FILE *out)
                  "  step = optimizer\n",
             s->name, s->pp, s->pp == 1 ? "" : "s",
             s->micro_batches, s->micro_batches == 1 ? "" : "es");
-    if (s->virtual_stages > 1 && s->layout == PTDP_CHUNKS_V)
+    if (s->layout == PTDP_CHUNKS_DUAL)
+        fprintf(out, "  Fk.c: through chunk c of the stage (two copies: stage s holds stage s of the down "
+                     "copy, chunk 0, micro-batches 0..%d, and stage %d - s of the up copy, chunk 1, "
+                     "micro-batches %d..%d)\n", s->micro_batches / 2 - 1, s->pp - 1, s->micro_batches / 2,
+                s->micro_batches - 1);
+    else if (s->virtual_stages > 1 && s->layout == PTDP_CHUNKS_V)
         fprintf(out, "  Fk.c: through chunk c of the stage (a V: stage s holds the model's pieces "
                      "s and %d - s of %d; stage %d hands piece %d to %d itself)\n",
                 2 * s->pp - 1, 2 * s->pp, s->pp - 1, s->pp - 1, s->pp);

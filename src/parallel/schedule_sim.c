@@ -3,7 +3,9 @@
  *
  * 1. Rules, stage by stage and chunk by chunk (no communication needed):
  *      every micro-batch is forwarded once and backwarded once — by one
- *      BACKWARD, or by one BACKWARD_INPUT and one BACKWARD_WEIGHT;
+ *      BACKWARD, or by one BACKWARD_INPUT and one BACKWARD_WEIGHT — through
+ *      every chunk that runs it (all of them, but with DualPipe's two
+ *      copies: each micro-batch through its copy's chunk only);
  *      RECV_FORWARD(k) < FORWARD(k) < SEND_FORWARD(k)      (activations)
  *      RECV_BACKWARD(k) < BACKWARD(k) < SEND_BACKWARD(k)   (gradients;
  *                          BACKWARD_INPUT plays BACKWARD's part here)
@@ -121,12 +123,52 @@ static int refuse_message(const ptdp_schedule *s, int st, int i, const char *tok
 }
 
 /* at[(kind * v + chunk) * m + mb] = index of that action in the list, -1 if absent. */
+#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
+
+/* Chunk c of stage st on micro-batch mb: every action it needs is there,
+ * its backward whole or split in two, and in order. */
+static int check_task(const ptdp_schedule *s, int st, const int *at, int c, int mb, ptdp_schedule_verdict *v)
+{
+    const int m = s->micro_batches, nv = s->virtual_stages;
+    int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
+    char where[32] = "";
+    if (nv > 1)
+        snprintf(where, sizeof where, " (chunk %d)", c);
+    for (int k = 0; k < PTDP_ACT_KIND_COUNT; k++)
+        if (required((ptdp_action_kind)k, first, last) && AT(k, c, mb) < 0)
+            return fail(v, st, -1, "stage %d: %s of micro-batch %d%s is missing",
+                        st, ptdp_action_kind_name((ptdp_action_kind)k), mb, where);
+    int full = AT(PTDP_ACT_BACKWARD, c, mb) >= 0, input = AT(PTDP_ACT_BACKWARD_INPUT, c, mb) >= 0,
+        weight = AT(PTDP_ACT_BACKWARD_WEIGHT, c, mb) >= 0;
+    if (full && (input || weight))
+        return fail(v, st, AT(PTDP_ACT_BACKWARD, c, mb), "stage %d: micro-batch %d%s has a BACKWARD "
+                    "and a split one (BACKWARD_INPUT/_WEIGHT): its gradients would count twice",
+                    st, mb, where);
+    if (!full && !input)
+        return fail(v, st, -1, "stage %d: BACKWARD of micro-batch %d%s is missing", st, mb, where);
+    if (input != weight)
+        return fail(v, st, -1, "stage %d: micro-batch %d%s has %s but no %s: a split backward "
+                    "needs both halves", st, mb, where,
+                    input ? "BACKWARD_INPUT" : "BACKWARD_WEIGHT",
+                    input ? "BACKWARD_WEIGHT (its weight gradients)" : "BACKWARD_INPUT");
+    for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
+        int before = AT(order_rules[r].before, c, mb);
+        int after  = AT(order_rules[r].after, c, mb);
+        if (before >= 0 && after >= 0 && before > after)
+            return fail(v, st, after, "stage %d: %s of micro-batch %d%s (action %d) comes "
+                        "before %s (action %d): %s", st,
+                        ptdp_action_kind_name(order_rules[r].after), mb, where, after,
+                        ptdp_action_kind_name(order_rules[r].before), before,
+                        order_rules[r].why);
+    }
+    return PTDP_OK;
+}
+
 static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_verdict *v)
 {
     const int m = s->micro_batches, nv = s->virtual_stages;
     const ptdp_stage_actions *list = &s->stage[st];
     char tok[32];
-#define AT(kind, chunk, mb) at[((int)(kind) * nv + (chunk)) * m + (mb)]
 
     for (int j = 0; j < PTDP_ACT_KIND_COUNT * nv * m; j++)
         at[j] = -1;
@@ -145,6 +187,10 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
         if (a->chunk < 0 || a->chunk >= nv)
             return fail(v, st, i, "stage %d action %d: %s names chunk %d; a stage holds chunks "
                         "0..%d (--virtual-stages %d)", st, i, tok, a->chunk, nv - 1, nv);
+        if (!ptdp_chunk_runs(s, a->chunk, a->mb))
+            return fail(v, st, i, "stage %d action %d: %s, but with two copies chunk %d runs micro-batches "
+                        "%d..%d only", st, i, tok, a->chunk, a->chunk == 0 ? 0 : m / 2,
+                        a->chunk == 0 ? m / 2 - 1 : m - 1);
         /* first / last: no message in / out (the model's ends, or the V's tip) */
         int first = !ptdp_chunk_remote_before(s, st, a->chunk), last = !ptdp_chunk_remote_after(s, st, a->chunk);
         if (!allowed(a->kind, first, last))
@@ -163,44 +209,15 @@ static int check_stage(const ptdp_schedule *s, int st, int *at, ptdp_schedule_ve
     }
     if (list->count == 0 || list->actions[list->count - 1].kind != PTDP_ACT_OPTIMIZER_STEP)
         return fail(v, st, list->count, "stage %d: no optimizer step at the end", st);
-
     for (int c = 0; c < nv; c++)
         for (int mb = 0; mb < m; mb++) {
-            int first = !ptdp_chunk_remote_before(s, st, c), last = !ptdp_chunk_remote_after(s, st, c);
-            char where[32] = "";
-            if (nv > 1)
-                snprintf(where, sizeof where, " (chunk %d)", c);
-            for (int k = 0; k < PTDP_ACT_KIND_COUNT; k++)
-                if (required((ptdp_action_kind)k, first, last) && AT(k, c, mb) < 0)
-                    return fail(v, st, -1, "stage %d: %s of micro-batch %d%s is missing",
-                                st, ptdp_action_kind_name((ptdp_action_kind)k), mb, where);
-            int full = AT(PTDP_ACT_BACKWARD, c, mb) >= 0, input = AT(PTDP_ACT_BACKWARD_INPUT, c, mb) >= 0,
-                weight = AT(PTDP_ACT_BACKWARD_WEIGHT, c, mb) >= 0;
-            if (full && (input || weight))
-                return fail(v, st, AT(PTDP_ACT_BACKWARD, c, mb), "stage %d: micro-batch %d%s has a BACKWARD "
-                            "and a split one (BACKWARD_INPUT/_WEIGHT): its gradients would count twice",
-                            st, mb, where);
-            if (!full && !input)
-                return fail(v, st, -1, "stage %d: BACKWARD of micro-batch %d%s is missing", st, mb, where);
-            if (input != weight)
-                return fail(v, st, -1, "stage %d: micro-batch %d%s has %s but no %s: a split backward "
-                            "needs both halves", st, mb, where,
-                            input ? "BACKWARD_INPUT" : "BACKWARD_WEIGHT",
-                            input ? "BACKWARD_WEIGHT (its weight gradients)" : "BACKWARD_INPUT");
-            for (size_t r = 0; r < sizeof order_rules / sizeof order_rules[0]; r++) {
-                int before = AT(order_rules[r].before, c, mb);
-                int after  = AT(order_rules[r].after, c, mb);
-                if (before >= 0 && after >= 0 && before > after)
-                    return fail(v, st, after, "stage %d: %s of micro-batch %d%s (action %d) comes "
-                                "before %s (action %d): %s", st,
-                                ptdp_action_kind_name(order_rules[r].after), mb, where, after,
-                                ptdp_action_kind_name(order_rules[r].before), before,
-                                order_rules[r].why);
-            }
+            int rc = ptdp_chunk_runs(s, c, mb) ? check_task(s, st, at, c, mb, v) : PTDP_OK;
+            if (rc != PTDP_OK)      /* (the other copy's micro-batches are not this chunk's) */
+                return rc;
         }
-#undef AT
     return PTDP_OK;
 }
+#undef AT
 
 /* At the V's tip a chunk hands its output to the stage's other chunk
  * without a message, so no rendezvous orders the two: the list must.  The

@@ -386,8 +386,11 @@ static int sum_groups_whole(ptdp_zero *z, ptdp_model *m, void *shard, bool summe
         if (ptdp_zero_owned(z, p->offset, p->offset + n, &b, &e, &at))
             ptdp_store_to_real(z->store, whole[i] + (b - p->offset),
                                ptdp_store_at(z->store, shard, grad_index(z, b, at)), e - b);
+        /* the pieces of it over its replicas: DP's, or an expert's expert-DP group
+         * (an expert with a further group: DualPipe's mirror) */
+        ptdp_comm *replicas = p->sum.replicas == PTDP_GROUP_DP ? z->dp : ptdp_mesh_group(m->mesh, p->sum.replicas);
         if (!summed)   /* stage 0 (bf16) holds the DP sum whole already */
-            rc = ptdp_all_reduce(z->dp, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
+            rc = ptdp_all_reduce(replicas, whole[i], whole[i], n, PTDP_REAL, PTDP_SUM);
         p->g.data = whole[i];
     }
     if (rc == 0)

@@ -53,6 +53,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
 #include "train/run_table.h"
+#include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
@@ -133,6 +134,8 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
     if ((rc = ptdp_zero_step(dev, z, m, g, coef, d->global_step)) != 0)
         return rc;
+    if (c->verify_replicas && (rc = ptdp_model_check_mirror(dev, &d->model, d->global_step)) != 0)
+        return rc;   /* DualPipe's copies (a replica each, model.h) */
     return c->verify_replicas ? ptdp_zero_check_replicas(dev, &d->zero, &d->model, d->global_step) : PTDP_OK;
 }
 
@@ -192,6 +195,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     d->mesh.pp_v = ptdp_train_pp_v(c);   /* before the model and its groups: where its chunks lie */
+    d->mesh.pp_dual = ptdp_train_pp_dual(c);
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;

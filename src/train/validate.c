@@ -11,6 +11,7 @@
  *   --cp-algo a2a                needs --cp 2+ and ops->heads, its heads per
  *                                TP rank divisible by --cp (ulysses.h)
  *   --schedule zb-h1             needs a split backward (ops->backward_input)
+ *   --schedule dualpipev/dualpipe  that too; no bf16, ZeRO-3 or --overlap
  *   shapes under tp x pp         the model's own ops->check
  *   the rest of the layout       the model's own ops->check_run, if any
  *
@@ -239,7 +240,7 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
      * interleaved schedule, which needs pp > 1 and m a multiple of pp. */
     const int v = ptdp_train_virtual_stages(c);
     /* a V holds two chunks whatever --virtual-stages says: the flag as typed is checked */
-    const int v_typed = ptdp_train_pp_v(c) && c->virtual_stages > 1 ? c->virtual_stages : v;
+    const int v_typed = (ptdp_train_pp_v(c) || ptdp_train_pp_dual(c)) && c->virtual_stages > 1 ? c->virtual_stages : v;
     if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v_typed, msg, n) != 0)
         return PTDP_EINVAL;
     const ptdp_model_ops *ops = ptdp_model_of(m);
@@ -281,16 +282,18 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
+    /* DualPipe: two copies of the model in pp stages each (--pp > --layers is refused above) */
+    const int nchunks = ptdp_train_pp_dual(c) ? c->pp : c->pp * v;
     if ((long)c->pp * v > m->layers && ptdp_train_pp_v(c))
         BAD("--layers %d cannot be cut into the %d stages of --schedule %s on --pp %d (2 x --pp, a V): need "
             "--layers >= %d", m->layers, 2 * c->pp, c->schedule, c->pp, 2 * c->pp);
-    if ((long)c->pp * v > m->layers)
+    if ((long)nchunks > m->layers)
         BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
             "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
     if (c->stage_layers != NULL) {
         int sum = 0;
-        for (int s = 0; s < c->pp * v; s++) {
-            if (c->stage_layers[s] < 1 && v > 1)
+        for (int s = 0; s < nchunks; s++) {
+            if (c->stage_layers[s] < 1 && nchunks > c->pp)
                 BAD("--stage-layers: piece %d (stage %d, chunk %d) has %d blocks; every piece needs at least 1",
                     s, s % c->pp, s / c->pp, c->stage_layers[s]);
             if (c->stage_layers[s] < 1)
@@ -327,6 +330,18 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
             "ptdp-f64, whose precision is f64");
 #endif
+    if (ptdp_train_pp_dual(c)) {
+        if (c->bf16)
+            BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
+                "time, and DualPipe gives each stage two chunks (a stage of each copy); use --schedule 1f1b or "
+                "gpipe", c->schedule);
+        if (c->zero == 3)
+            BAD("--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per device, and DualPipe "
+                "gives each stage two chunks (a stage of each copy); use --zero 2 (or --schedule 1f1b)", c->schedule);
+        if (c->overlap)
+            BAD("--overlap with --schedule %s: a device's two chunks finish their last backwards at different "
+                "times and only one chunk's gradients form the buffer's prefix; leave --overlap out", c->schedule);
+    }
     if (c->bf16 && ptdp_train_pp_v(c))
         BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
             "time, and its V gives each stage two chunks (and W adds after the rounding, as in zb-h1); use "

@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev mesh_groups expert_groups
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups
        zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
        memory_per_device loss_curves plan_layouts"
 

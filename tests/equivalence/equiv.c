@@ -95,7 +95,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
     if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
-        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout == PTDP_CHUNKS_V))
+        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout != PTDP_CHUNKS_RING))
         b.schedule = "1f1b";
     return b;
 }
