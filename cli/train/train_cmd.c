@@ -123,7 +123,11 @@ static void usage(void)
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
-        "                      --virtual-stages V, pp x V entries, one per piece\n"
+        "                      --virtual-stages V, pp x V entries, one per piece\n",
+        ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),
+        models_that(can_slice, slice, sizeof slice), models_that(can_recompute_core, core, sizeof core),
+        models_that(can_cp, cp, sizeof cp), models_that(can_sp, sp, sizeof sp));
+    printf(   /* two strings: C99 promises 4095 characters a literal */
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
         "                      3 also the parameters (gathered a unit at a time; needs dp >= 2)\n"
@@ -132,14 +136,12 @@ static void usage(void)
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
         "                      the next unit while this one computes; with --sp gather the kept\n"
         "                      LayerNorm shards again while the input gradients' products run\n"
-        "  --no-pair-overlap   time an overlapped F&B pair (--schedule dualpipev) as F then B: its\n"
+        "  --no-pair-overlap   time an overlapped F&B pair (dualpipev, dualpipe) as F then B: its\n"
         "                      expert-parallel all-to-alls on the compute stream instead of under\n"
         "                      the pair's compute (the same bits; the virtual time without overlap)\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
         "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
-        "model and data:\n", ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),
-        models_that(can_slice, slice, sizeof slice), models_that(can_recompute_core, core, sizeof core),
-        models_that(can_cp, cp, sizeof cp), models_that(can_sp, sp, sizeof sp));
+        "model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
