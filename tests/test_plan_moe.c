@@ -57,23 +57,33 @@ typedef struct {
     ptdp_recompute recompute;
     const char *schedule;
     const char *profile;
+    bool overlap, bf16;
+    int v;
 } moe_case;
 
 static const moe_case cases[] = {
     /* name                     L  B  dp tp pp ep b  E  k  n  cap    z  recompute              sched   profile */
-    { "one device, k = E",      2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 ep 2",              2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 ep 2 zero 1",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 ep 2 zero 2",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     2, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 4 ep 2 zero 1",       2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 tp 2 ep 2",         2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 pp 2 ep 2",         4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "dp 2 ep 2 full",         2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_FULL,      "1f1b", NULL },
-    { "dp 2 ep 2 selective",    2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_SELECTIVE, "1f1b", NULL },
-    { "capacity, dp 2 ep 2",    2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL },
-    { "every 2nd, pp 2 gpipe",  4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,     1, PTDP_RECOMPUTE_NONE,      "gpipe", NULL },
+    { "one device, k = E",      2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 ep 2",              2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 ep 2 zero 1",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 ep 2 zero 2",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     2, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 4 ep 2 zero 1",       2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 tp 2 ep 2",         2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 pp 2 ep 2",         4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 ep 2 full",         2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_FULL,      "1f1b", NULL, false, false, 1 },
+    { "dp 2 ep 2 selective",    2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_SELECTIVE, "1f1b", NULL, false, false, 1 },
+    { "capacity, dp 2 ep 2",    2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
+    { "every 2nd, pp 2 gpipe",  4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,     1, PTDP_RECOMPUTE_NONE,      "gpipe", NULL, false, false, 1 },
     { "ep 4 over 2 nodes",      2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b",
-      "dgx-a100-80g" },
+      "dgx-a100-80g", false, false, 1 },
+    { "dp 2 ep 2 overlap",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
+      true, false, 1 },
+    { "pp 2 zb-h1 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "zb-h1", NULL,
+      false, false, 1 },
+    { "pp 2 interleaved ep 2",  4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "interleaved",
+      NULL, false, false, 2 },
+    { "bf16 dp 2 ep 2 zero 1",  2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
+      false, true, 1 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -96,6 +106,7 @@ static ptdp_plan_request request_of(const moe_case *k)
     rq.batch = k->batch;
     rq.gpus = k->dp * k->tp * k->pp;
     rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
+    rq.bf16 = k->bf16;
     return rq;
 }
 
@@ -103,8 +114,8 @@ static ptdp_plan_layout layout_of(const moe_case *k)
 {
     ptdp_plan_layout l = {
         .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = 1, .ep = k->ep, .micro_batch_size = k->b,
-        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = 1, .recompute = k->recompute,
-        .zero = k->zero,
+        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v > 1 ? k->v : 1,
+        .recompute = k->recompute, .zero = k->zero, .overlap = k->overlap,
     };
     snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
     return l;

@@ -31,7 +31,8 @@
 
 static ptdp_model_config plan_defaults(void)
 {
-    return PTDP_GPT_CONFIG( .vocab_multiple = 64 );   /* ops: the caller's (this model's) */
+    /* ops: the caller's (this model's); a mixture's settings as ptdp train's */
+    return PTDP_GPT_CONFIG( .vocab_multiple = 64, .moe_every = 1, .moe_top_k = 2 );
 }
 
 static const char *const required[] = { "--heads", "--seq-len", "--vocab", NULL };

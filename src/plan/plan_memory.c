@@ -506,7 +506,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
  * (its activations), added to o's params and grads; o->acts is the
  * moment's.  u is the stage's largest unit. */
 static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage, int n,
-                       double u, bool blocks_here, ptdp_plan_memory *o)
+                       double u, double moe_unit, bool blocks_here, ptdp_plan_memory *o)
 {
     const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16);
     const int zero = l->zero;
@@ -522,7 +522,9 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
      * the embeddings' when the tied head is here too, for the whole
      * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
      * Under --overlap the next unit's gathered bf16 rides ahead. */
-    const double ub = blocks_here ? block_params(s) : 0, pb = blocks_here ? block_subunit(s) : 0;
+    /* (a mixture's block has no subunits: it is widened whole) */
+    const double ub = blocks_here ? fmax2(block_params(s), moe_unit) : 0;
+    const double pb = blocks_here ? fmax2(block_subunit(s), moe_unit) : 0;
     /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
     const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
                             last_here ? head_params(s, first_here) : 0);
@@ -611,8 +613,9 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         other_kept += nc * k.other;
-        if (v == 1)
-            wgrad = deferred(l->schedule, p, l->micro_batches, stage) * wgrad_kept(s, nb, first, last);
+        if (v == 1)   /* a mixture's experts compute their dW in B: only its attention's waits */
+            wgrad = deferred(l->schedule, p, l->micro_batches, stage) *
+                    (wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl));
     }
     const bool first_here = stage == 0 && v == 1, last_here = stage == p - 1;
 
@@ -660,8 +663,8 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         o->acts = in_backward ? backward : forward;
         o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
-        bf16_units(rq, l, s, stage, n, fmax2(biggest_unit, mx.unit), blocks_here, o);
-        o->comm = zero == 2 ? numel * es : 0;
+        bf16_units(rq, l, s, stage, n, biggest_unit, mx.unit, blocks_here, o);
+        o->comm = (zero == 2 ? numel * es : 0) + mx.bwd;   /* a mixture's backward transient, its rows float */
     }
     o->other = (has_first || has_last ? data_bytes(&rq->model) : 0) + other_kept;
     o->params_units = o->params - params_rest;
