@@ -78,6 +78,8 @@ static const moe_case cases[] = {
       "dgx-a100-80g", false, false, 1 },
     { "dp 2 ep 2 overlap",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
       true, false, 1 },
+    { "dp 4 ep 2 overlap",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
+      true, false, 1 },
     { "pp 2 zb-h1 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "zb-h1", NULL,
       false, false, 1 },
     { "pp 2 interleaved ep 2",  4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "interleaved",

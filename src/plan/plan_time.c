@@ -670,15 +670,17 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
             const unit_cost *u = &pc->u[i];
             double size;
             bool experts;
+            const double t_before = t_ready;   /* the units before this one have made their gradients */
             t_ready += x->l->overlap ? u->bwd : 0;
             for (int j = 0; unit_tensor(x, u, j, &size, &experts); j++) {
                 experts = experts && x->mesh.ep > 1;
                 if (!open || fill + size > cap || experts != group) {
-                    if (open) {   /* the previous bucket goes */
+                    if (open) {   /* the previous bucket goes (a group's run ended with the unit before: then) */
                         double c = group_coll(&x->mesh, op, fill * x->store, group);
                         if (gather != NULL)
                             *gather += group_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store, group);
-                        double start = t_ready > stream ? t_ready : stream;
+                        const double ready = experts != group && j == 0 ? t_before : t_ready;
+                        double start = ready > stream ? ready : stream;
                         stream = start + c;
                         sum += c;
                     }
@@ -711,6 +713,53 @@ static double optimizer_flops(const ctx *x, double n)
         return 0;
     double per = x->rq->optimizer == PTDP_OPT_ADAMW ? 15 : 2;
     return (per + (x->rq->bf16 ? 1 : 0)) * n;
+}
+
+/* ZeRO-2's reduce-scatter after each backward, on stage 0's device (every
+ * chunk): the whole gradient over dp cp, or with experts one run of each
+ * group at a time, each over its group. */
+static double zero2_scatter(const ctx *x, const chunk_cost *pc)
+{
+    const ptdp_plan_layout *l = x->l;
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    double numel = 0, rs = 0;
+    for (int g = 0; g < l->pp * v; g += l->pp)
+        numel += pc[g].numel;
+    if (x->mesh.ep <= 1)
+        return dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, numel * x->store);
+    const chunk_cost *stage0[v];
+    for (int k = 0; k < v; k++)
+        stage0[k] = &pc[k * l->pp];
+    dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, stage0, v, HUGE_VAL, 0, 0, &rs, NULL);
+    return rs;
+}
+
+/* After the norm, stage st's optimizer on its share (ZeRO 1 and 2: the
+ * dense parameters' over dp cp, the experts' over their expert-DP group)
+ * and ZeRO's all-gather of the updated parameters (ZeRO-1's bucket by
+ * bucket, z1; ZeRO-2's a run of one group at a time). */
+static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, double z1, double *opt, double *gather)
+{
+    const ptdp_plan_layout *l = x->l;
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const chunk_cost *here[v];
+    double numel = 0, experts = 0;
+    for (int k = 0; k < v; k++) {
+        here[k] = &pc[k * l->pp + st];
+        numel += here[k]->numel;
+        for (int i = 0; i < here[k]->nunits; i++)
+            experts += x->mesh.ep > 1 ? here[k]->u[i].experts : 0;
+    }
+    double share = l->zero >= 1 && x->mesh.ndp > 1 ? numel / x->mesh.ndp : numel;
+    if (l->zero >= 1 && experts > 0)
+        share = (numel - experts) / x->mesh.ndp + experts / x->mesh.nedp;
+    *opt = secs(x, optimizer_flops(x, share));
+    *gather = l->zero == 1 ? z1 : l->zero == 2 ? dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, numel * x->store) : 0;
+    if (l->zero == 2 && experts > 0) {
+        double rs;
+        *gather = 0;
+        dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, here, v, HUGE_VAL, 0, 0, &rs, gather);
+    }
 }
 
 /* ------------------------------------------------------------ the step */
@@ -775,16 +824,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         }
     }
     if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
-        double numel = 0;
-        for (int g = 0; g < P; g += l->pp)     /* stage 0's device: every chunk */
-            numel += pc[g].numel;
-        z2_rs = dp_coll(&x.mesh, PTDP_COLL_REDUCE_SCATTER, numel * x.store);
-        if (x.mesh.ep > 1) {   /* with experts one run of each group at a time, each over its group */
-            const chunk_cost *stage0[v];
-            for (int k = 0; k < v; k++)
-                stage0[k] = &pc[k * l->pp];
-            dp_buckets(&x, PTDP_COLL_REDUCE_SCATTER, stage0, v, HUGE_VAL, 0, 0, &z2_rs, NULL);
-        }
+        z2_rs = zero2_scatter(&x, pc);
         if (!l->overlap)
             for (int g = 0; g < P; g++) {
                 pc[g].b += z2_rs;
@@ -868,27 +908,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
                      span(rq->profile, l->pp, world_rank(&x.mesh, 0, 0, 0, 1)));
     }
     for (int st = 0; rc == 0 && st < l->pp; st++) {
-        double numel = 0, experts = 0;
-        for (int k = 0; k < v; k++) {
-            const chunk_cost *q = &pc[k * l->pp + st];
-            numel += q->numel;
-            for (int i = 0; i < q->nunits; i++)
-                experts += x.mesh.ep > 1 ? q->u[i].experts : 0;
-        }
-        double share = l->zero >= 1 && x.mesh.ndp > 1 ? numel / x.mesh.ndp : numel;
-        if (l->zero >= 1 && experts > 0)   /* the experts' states over their own copies */
-            share = (numel - experts) / x.mesh.ndp + experts / x.mesh.nedp;
-        double opt = secs(&x, optimizer_flops(&x, share));
-        double gather = l->zero == 1 ? z1_gather[st]
-                      : l->zero == 2 ? dp_coll(&x.mesh, PTDP_COLL_ALL_GATHER, numel * x.store) : 0;
-        if (l->zero == 2 && experts > 0) {   /* each run over its group */
-            const chunk_cost *here[v];
-            double rs;
-            for (int k = 0; k < v; k++)
-                here[k] = &pc[k * l->pp + st];
-            gather = 0;
-            dp_buckets(&x, PTDP_COLL_REDUCE_SCATTER, here, v, HUGE_VAL, 0, 0, &rs, &gather);
-        }
+        double opt, gather;
+        optimizer_and_gather(&x, pc, st, z1_gather[st], &opt, &gather);
         opt_max = opt > opt_max ? opt : opt_max;
         post = opt + gather > post ? opt + gather : post;
     }
