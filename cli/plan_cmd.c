@@ -268,7 +268,7 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     const ptdp_model_ops *ops = ptdp_model_of(&rq->model);
     const int E = ops->plan->experts != NULL ? ops->plan->experts(&rq->model) : 0;
     if (o->moe_flag != NULL && E == 0) {
-        snprintf(msg, len, "%s needs --moe-experts E (a mixture of E experts; 0, the default, is the dense MLP)",
+        snprintf(msg, len, "%s needs --moe-experts E (a mixture of E experts; 0, the default, is none)",
                  o->moe_flag);
         return PTDP_EINVAL;
     }

@@ -35,6 +35,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -42,6 +43,7 @@
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
 #include "ptdp/plan.h"
+#include "ptdp/plan_search.h"
 #include "ptdp/train.h"
 #include "ptdp/error.h"
 
@@ -167,6 +169,43 @@ LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
                   100 * et);
     ptdp_train_result_free(&tr);
     ptdp_launch_result_free(&lr);
+}
+END_TEST
+
+/* The search over a mixture's layouts: every ep it offers divides dp x cp
+ * and E, some spread the experts, the lower bound of each step (plan_search.c:
+ * the cheaper of a dense and a mixture's block) stays below the step, and
+ * the best K with pruning are the first K of every layout timed. */
+TEST(moe_tests, test_search_over_expert_parallelism)
+{
+    const moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 4, 2, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
+                         false, false, 1 };
+    ptdp_plan_request rq = request_of(&k);
+    rq.gpus = 8;
+    ptdp_plan_candidate *all = NULL, *top = NULL;
+    int nall = 0, ntop = 0, spread = 0;
+    ptdp_plan_search_stats st;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 0, &all, &nall, &st, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_gt(nall, 0);
+    for (int i = 0; i < nall; i++) {
+        const ptdp_plan_layout *l = &all[i].layout;
+        const int ep = l->ep > 1 ? l->ep : 1;
+        ck_assert_msg((l->dp * l->cp) % ep == 0 && 4 % ep == 0, "dp %d cp %d ep %d", l->dp, l->cp, ep);
+        ck_assert_msg(l->zero != 3 && !l->sp, "a layout the model refuses (ZeRO-3 or SP)");
+        spread += ep > 1;
+        const double bound = ptdp_plan_step_lower_bound(&rq, l);
+        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
+                      "step %.9g", i, bound, all[i].time.step_s);
+    }
+    ck_assert_int_gt(spread, 0);
+    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 5, &top, &ntop, &st, msg, sizeof msg) == 0, "%s", msg);
+    for (int i = 0; i < ntop; i++)
+        ck_assert(top[i].time.step_s == all[i].time.step_s && top[i].layout.ep == all[i].layout.ep);
+    printf("search: %d layouts, %d with ep > 1; the best: dp %d ep %d tp %d pp %d\n", nall, spread,
+           top[0].layout.dp, top[0].layout.ep, top[0].layout.tp, top[0].layout.pp);
+    free(all);
+    free(top);
 }
 END_TEST
 

@@ -25,6 +25,11 @@
  * gives the run; its virtual step time and the measured peaks are the
  * plan's within 5% (tests/test_plan_time.c, tests/test_plan_memory.c).
  *
+ * A mixture of experts (model_plan.h) is priced under uniform routing —
+ * each expert gets k R / E of a device's R token rows — with its experts
+ * over ep ranks and their copies over dp cp / ep (tests/test_plan_moe.c
+ * checks it where that assumption is exact).
+ *
  * Bytes are those of this build's ptdp_real (4 in libptdp, 8 in
  * libptdp_f64); under bf16 parameters, gradients and the activations a
  * micro-batch keeps are 2 bytes (mixed.h, act_bf16.h), as in the

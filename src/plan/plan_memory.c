@@ -79,6 +79,17 @@
  * tied head too.  Under bf16 a block is widened a subunit (one linear layer)
  * at a time, the embeddings and the head whole (zero3.c).  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
  * (ptdp_zero_state_bytes) with this implementation's rounding.
+ *
+ * A mixture of experts (model_plan.h's ptdp_plan_moe, uniform routing) in
+ * place of a block's MLP: its router beside the dense parameters, its E/ep
+ * experts apart — their ZeRO 1/2 share over the expert-DP group (dp cp / ep
+ * copies) where the dense share is over dp cp:
+ *
+ *   len = ceil(N_dense / (dp cp)) + ceil(N_experts / (dp cp / ep))
+ *
+ * and what a micro-batch keeps of it beyond a dense block's, with its
+ * largest forward and backward transients (the stacked rows, the
+ * exchanges' buffers) on top of the moments above.
  */
 #include "ptdp/plan.h"
 

@@ -8,6 +8,7 @@
  *     M = B / (b x dp)               b  | B / dp
  *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
+ *     ep | dp cp and ep | E for a mixture of E experts (--ep fixes it)
  *     overlap on wherever ptdp train allows it (it never costs time) —
  *     but off under ZeRO-3 when the unit it prefetches is what does not fit
  *

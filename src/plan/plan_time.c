@@ -27,6 +27,12 @@
  *                           unit's compute, on the communication stream)
  *                      ZeRO-2  the gradient reduce-scattered after every
  *                           backward (--overlap: on the stream)
+ *                      EP   a mixture of experts' block (model_plan.h,
+ *                           uniform routing): forward the counts and two
+ *                           all-to-alls (dispatch, combine), backward two,
+ *                           each moving (ep-1)/ep of the routed rows on the
+ *                           link level the EP group spans; TP's all-reduce
+ *                           of the experts' outputs on the rows they ran
  *                      full recompute: each block's forward again inside
  *                           its backward (and the tail's, from LN_f to the
  *                           loss; not the embedding's), under the gather
@@ -36,7 +42,8 @@
  *                    the makespan is the schedule played with these costs
  *   once a step      DP: the gradient buckets' all-reduces (--overlap:
  *                    started in the last backward, what is left exposed)
- *                    or ZeRO's reduce-scatter; SP's LayerNorm gradients
+ *                    or ZeRO's reduce-scatter — the experts' buckets over
+ *                    the expert-DP group (dp cp / ep); SP's LayerNorm gradients
  *                    over TP; the tied embedding between the first and
  *                    last stages; the gradient norm's all-reduces over DP,
  *                    TP and PP (every device waits for the slowest stage);
