@@ -28,10 +28,13 @@
  * The measured loads are not given to the planner: it is tested where
  * its assumption holds, and says the assumption where it is used.
  *
- * The layouts cover expert parallelism with DP, TP and PP, the expert-DP
- * group (dp 4 ep 2), ZeRO 1 and 2 (the experts' states over their own
- * copies), full and selective recomputation, mixtures every other block,
- * and a layout over two nodes (the all-to-all on the network).
+ * The layouts cover expert parallelism with DP, TP, PP and CP, the
+ * expert-DP group (dp 4 ep 2), ZeRO 1 and 2 (the experts' states over
+ * their own copies), --overlap, full and selective recomputation, GPipe,
+ * ZB-H1 and interleaved schedules, bf16, mixtures every other block, and
+ * a layout over two nodes (the all-to-all on the network).  And the
+ * search: every ep it offers divides dp x cp and E, its bound stays below
+ * every step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,36 +63,52 @@ typedef struct {
     const char *schedule;
     const char *profile;
     bool overlap, bf16;
-    int v;
+    int v, cp;
 } moe_case;
 
+#define R(how) PTDP_RECOMPUTE_##how
 static const moe_case cases[] = {
-    /* name                     L  B  dp tp pp ep b  E  k  n  cap    z  recompute              sched   profile */
-    { "one device, k = E",      2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 ep 2",              2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 ep 2 zero 1",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 ep 2 zero 2",       2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     2, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 4 ep 2 zero 1",       2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 tp 2 ep 2",         2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 pp 2 ep 2",         4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 ep 2 full",         2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_FULL,      "1f1b", NULL, false, false, 1 },
-    { "dp 2 ep 2 selective",    2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_SELECTIVE, "1f1b", NULL, false, false, 1 },
-    { "capacity, dp 2 ep 2",    2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL, false, false, 1 },
-    { "every 2nd, pp 2 gpipe",  4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,     1, PTDP_RECOMPUTE_NONE,      "gpipe", NULL, false, false, 1 },
-    { "ep 4 over 2 nodes",      2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b",
-      "dgx-a100-80g", false, false, 1 },
-    { "dp 2 ep 2 overlap",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
-      true, false, 1 },
-    { "dp 4 ep 2 overlap",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
-      true, false, 1 },
-    { "pp 2 zb-h1 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     0, PTDP_RECOMPUTE_NONE,      "zb-h1", NULL,
-      false, false, 1 },
-    { "pp 2 interleaved ep 2",  4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "interleaved",
-      NULL, false, false, 2 },
-    { "bf16 dp 2 ep 2 zero 1",  2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,     1, PTDP_RECOMPUTE_NONE,      "1f1b", NULL,
-      false, true, 1 },
+    /* name                    L  B dp tp pp ep b  E  k  n  cap    z  recompute schedule      profile
+         overlap bf16 v cp */
+    { "one device, k = E",     2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 ep 2",             2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 ep 2 zero 1",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 ep 2 zero 2",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    2, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 4 ep 2 zero 1",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 tp 2 ep 2",        2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 pp 2 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 ep 2 full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(FULL),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "dp 2 ep 2 selective",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(SELECTIVE), "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "capacity, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1 },
+    { "every 2nd, pp 2 gpipe", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,    1, R(NONE),  "gpipe",       NULL,
+      false, false, 1, 1 },
+    { "ep 4 over 2 nodes",     2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        "dgx-a100-80g",
+      false, false, 1, 1 },
+    { "dp 2 ep 2 overlap",     2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      true, false, 1, 1 },
+    { "dp 4 ep 2 overlap",     2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      true, false, 1, 1 },
+    { "cp 2 ep 2 (dropless)",  2, 4, 1, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 2 },
+    { "pp 2 zb-h1 ep 2",       4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "zb-h1",       NULL,
+      false, false, 1, 1 },
+    { "pp 2 interleaved ep 2", 4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "interleaved", NULL,
+      false, false, 2, 1 },
+    { "bf16 dp 2 ep 2 zero 1", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, true, 1, 1 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
+#undef R
 
 static ptdp_plan_request request_of(const moe_case *k)
 {
@@ -108,7 +127,7 @@ static ptdp_plan_request request_of(const moe_case *k)
     g->moe_ffn = 128;
     g->moe_capacity = k->capacity;
     rq.batch = k->batch;
-    rq.gpus = k->dp * k->tp * k->pp;
+    rq.gpus = k->dp * k->tp * k->pp * (k->cp > 1 ? k->cp : 1);
     rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
     rq.bf16 = k->bf16;
     return rq;
@@ -117,7 +136,7 @@ static ptdp_plan_request request_of(const moe_case *k)
 static ptdp_plan_layout layout_of(const moe_case *k)
 {
     ptdp_plan_layout l = {
-        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = 1, .ep = k->ep, .micro_batch_size = k->b,
+        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp > 1 ? k->cp : 1, .ep = k->ep, .micro_batch_size = k->b,
         .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v > 1 ? k->v : 1,
         .recompute = k->recompute, .zero = k->zero, .overlap = k->overlap,
     };
@@ -179,7 +198,7 @@ END_TEST
 TEST(moe_tests, test_search_over_expert_parallelism)
 {
     const moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 4, 2, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1 };
+                         false, false, 1, 1 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     ptdp_plan_candidate *all = NULL, *top = NULL;
