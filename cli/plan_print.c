@@ -233,6 +233,20 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
     fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
 }
 
+/* The step's communication, term by term. */
+static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_plan_time *t)
+{
+    fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
+    fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
+    if (experts_of(md) > 0)
+        fprintf(f, "  EP all-to-alls %12.6g s   per micro-batch, inside F and B: a mixture's dispatch and combine,\n"
+                "                                 forward and backward (and forward again under full recompute)\n",
+                t->ep_comm_s);
+    fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
+    fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
+            t->dp_comm_s, t->dp_exposed_s);
+}
+
 /* What the planner assumes of a mixture of experts (model_plan.h). */
 static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
 {
@@ -315,15 +329,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             "                                 sender pays each message) and waiting for the slowest stage\n"
             "                                 (textbook, equal stages and free messages: (p-1)/(v m+p-1) = %.4f)\n",
             t->bubble, ideal);
-    fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
-    fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
-    if (experts_of(md) > 0)
-        fprintf(f, "  EP all-to-alls %12.6g s   per micro-batch, inside F and B: a mixture's dispatch and combine,\n"
-                "                                 forward and backward (and forward again under full recompute)\n",
-                t->ep_comm_s);
-    fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
-    fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
-            t->dp_comm_s, t->dp_exposed_s);
+    print_comm_terms(f, md, t);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
             t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);
