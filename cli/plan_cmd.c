@@ -101,6 +101,7 @@ static void usage(void)
         "  --precision bf16|" PTDP_REAL_NAME "  bf16 mixed precision, or this build's (default)\n"
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
+        "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
         "  --recompute none|selective|full\n"
         "  --schedule 1f1b|gpipe|interleaved|zb-h1   --virtual-stages v (interleaved)\n"
         "  --sp on|off         sequence parallelism (only with tp > 1)\n"
@@ -160,7 +161,9 @@ static int model_plan_flag(ptdp_args *a, const ptdp_model_cli *cli, ptdp_model_c
     for (int k = 0; k < cli->nplan_flags; k++) {
         const ptdp_model_flag *fl = &cli->plan_flags[k];
         if (fl->field != PTDP_FLAG_PATH && ptdp_args_is(a, fl->name)) {
-            *rc = ptdp_args_int(a, fl->smallest, fl->largest[0], (int *)(void *)((char *)m + fl->field));
+            void *field = (char *)m + fl->field;
+            *rc = fl->real ? ptdp_args_double(a, fl->smallest, fl->largest[0], (double *)field)
+                           : ptdp_args_int(a, fl->smallest, fl->largest[0], (int *)field);
             return 1;
         }
     }
@@ -225,11 +228,13 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
-        else if (strncmp(a.flag, "--moe-", 6) == 0 || strcmp(a.flag, "--ep") == 0)   /* depends on the data */
-            return ptdp_usage_error("plan", "%s: the planner does not price a mixture of experts (its loads, and "
-                                    "so its memory and time, depend on the data); plan the dense model, and "
-                                    "measure an MoE layout with ptdp train", a.flag);
+        else if (ptdp_args_is(&a, "--ep")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->ep);
+        else if (strncmp(a.flag, "--moe-", 6) == 0)   /* the model's own mixture flags are read above */
+            return ptdp_usage_error("plan", "%s: the planner does not take it (ptdp plan --help lists the "
+                                    "mixture of experts' flags it prices)", a.flag);
         else rc = ptdp_args_unknown(&a);
+        if (rc == 0 && strncmp(a.flag, "--moe-", 6) == 0 && strcmp(a.flag, "--moe-experts") != 0)
+            o->moe_flag = a.flag;   /* needs --moe-experts (validate) */
         if (rc)
             return PTDP_EXIT_USAGE;
     }
@@ -253,6 +258,30 @@ static int parse(int argc, char **argv, plan_options *o)
 }
 
 /* ---- validate: the flags together, before any search ---------------------- */
+
+/* A mixture of experts: its flags need --moe-experts, and what the flags
+ * fix must be a run the model takes (its check_run, as ptdp train asks:
+ * --ep divides the experts; no ZeRO-3, no --sp with experts). */
+static int experts_rules(const plan_options *o, char *msg, size_t len)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    const ptdp_model_ops *ops = ptdp_model_of(&rq->model);
+    const int E = ops->plan->experts != NULL ? ops->plan->experts(&rq->model) : 0;
+    if (o->moe_flag != NULL && E == 0) {
+        snprintf(msg, len, "%s needs --moe-experts E (a mixture of E experts; 0, the default, is none)",
+                 o->moe_flag);
+        return PTDP_EINVAL;
+    }
+    const ptdp_model_run r = { .tp = rq->tp > 0 ? rq->tp : 1, .pp = rq->pp > 0 ? rq->pp : 1,
+                               .cp = rq->cp > 1 ? rq->cp : 1, .zero = rq->zero > 0 ? rq->zero : 0,
+                               .sp = rq->sp == 1, .bf16 = rq->bf16, .dp = 1, .ep = rq->ep > 1 ? rq->ep : 1 };
+    if (r.ep > 1 && ops->check_run == NULL) {
+        snprintf(msg, len, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
+                 "experts", r.ep, ops->name);
+        return PTDP_EINVAL;
+    }
+    return ops->check_run != NULL ? ops->check_run(&rq->model, &r, msg, len) : PTDP_OK;
+}
 
 static int validate(plan_options *o)
 {
@@ -298,6 +327,8 @@ static int validate(plan_options *o)
 #endif
     char msg[PTDP_MSG_MAX];
     if (ptdp_model_check(m, 1, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);
+    if (experts_rules(o, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
     /* what the fixed flags ask of the model and of N */
     if (rq->tp > 0 && ptdp_model_check(m, rq->tp, 1, msg, sizeof msg) != 0)

@@ -34,6 +34,8 @@
 
 #include "ptdp/arena.h"
 #include "model_flags.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 #include "ptdp/json.h"
 #include "ptdp/device.h"
 #include "ptdp/types.h"
@@ -70,6 +72,32 @@ static double device_bytes_of(const plan_options *o, const ptdp_plan_search_stat
 
 /* ---------------------------------------------------------------- table */
 
+/* The experts of the model's mixtures (0: dense), from its planning table. */
+static int experts_of(const ptdp_model_config *m)
+{
+    const ptdp_model_plan *mp = ptdp_model_of(m)->plan;
+    return mp != NULL && mp->experts != NULL ? mp->experts(m) : 0;
+}
+
+/* The rows with expert parallelism's column after dp's. */
+static void print_moe_table(FILE *f, const ptdp_plan_candidate *c, int n)
+{
+    fprintf(f, "%3s %5s %3s %3s %4s %4s %4s %6s %-11s %2s %-9s %4s %11s %10s %10s %13s\n", "#", "dp", "ep", "tp",
+            "pp", "cp", "b", "M", "schedule", "v", "recompute", "zero", "memory/GPU", "step s", "tokens/s",
+            "TFLOP/s/GPU");
+    fprintf(f, "%3s %5s %3s %3s %4s %4s %4s %6s %-11s %2s %-9s %4s %11s %10s %10s %6s %6s\n", "", "", "", "", "", "",
+            "", "", "", "", "", "", "", "", "", "model", "hw");
+    for (int i = 0; i < n; i++) {
+        const ptdp_plan_layout *l = &c[i].layout;
+        char b[32];
+        ptdp_format_bytes(c[i].memory.total, b, sizeof b);
+        fprintf(f, "%3d %5d %3d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %11s %10.4g %10.4g %6.4g %6.4g\n", i + 1,
+                l->dp, l->ep > 1 ? l->ep : 1, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches,
+                l->schedule, l->virtual_stages, ptdp_recompute_name(l->recompute), l->zero, b, c[i].time.step_s,
+                c[i].time.tokens_per_s, c[i].time.model_tflops_per_gpu, c[i].time.hardware_tflops_per_gpu);
+    }
+}
+
 void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
                            const ptdp_plan_candidate *c, int n)
 {
@@ -94,6 +122,10 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
     fprintf(f, "on %d GPUs of %s (%s%s each), %s\n", rq->gpus, p->name, node, mem, precision_name(rq));
     fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
             st->valid, st->fitting, st->timed, n);
+    if (experts_of(m) > 0) {   /* a mixture of experts: the EP column too */
+        print_moe_table(f, c, n);
+        return;
+    }
     /* the row's widths, so that the header stands over its columns */
     fprintf(f, "%3s %5s %3s %4s %4s %4s %6s %-11s %2s %-9s %4s %3s %11s %10s %10s %13s\n", "#", "dp", "tp", "pp",
             "cp", "b", "M", "schedule", "v", "recompute", "zero", "sp", "memory/GPU", "step s", "tokens/s",
@@ -128,29 +160,30 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
                 "  {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"cp\": %d, \"micro_batch_size\": %d, \"virtual_stages\": %d, "
                 "\"schedule\": \"%s\", \"recompute\": \"%s\", \"zero\": %d, \"sp\": %s, \"memory_per_gpu_bytes\": %s, "
                 "\"step_s\": %s, \"tokens_per_s\": %s, \"model_tflops_per_gpu\": %s, \"hardware_tflops_per_gpu\": %s, "
-                "\"micro_batches\": %d, \"overlap\": %s, \"fits\": %s, ",
+                "\"micro_batches\": %d, \"overlap\": %s, \"fits\": %s, \"ep\": %d, ",
                 l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->virtual_stages, l->schedule,
                 ptdp_recompute_name(l->recompute), l->zero, l->sp ? "true" : "false",
                 ptdp_json_number(m->total, x[0]), ptdp_json_number(t->step_s, x[1]),
                 ptdp_json_number(t->tokens_per_s, x[2]), ptdp_json_number(t->model_tflops_per_gpu, x[3]),
                 ptdp_json_number(t->hardware_tflops_per_gpu, x[4]), l->micro_batches, l->overlap ? "true" : "false",
-                c[i].fits ? "true" : "false");
+                c[i].fits ? "true" : "false", l->ep > 1 ? l->ep : 1);
         fprintf(f,
                 "\"memory\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"acts\": %s, \"comm\": %s, \"other\": %s, "
-                "\"stage\": %d, \"in_flight\": %d}, ",
+                "\"stage\": %d, \"in_flight\": %d, \"psi\": %s, \"psi_experts\": %s}, ",
                 ptdp_json_number(m->params, x[0]), ptdp_json_number(m->grads, x[1]), ptdp_json_number(m->optim, x[2]),
                 ptdp_json_number(m->acts, x[3]), ptdp_json_number(m->comm, x[4]), ptdp_json_number(m->other, x[5]),
-                m->stage, m->in_flight);
+                m->stage, m->in_flight, ptdp_json_number(m->psi, x[6]), ptdp_json_number(m->psi_experts, x[7]));
         fprintf(f,
                 "\"time\": {\"forward_s\": %s, \"backward_s\": %s, \"bubble\": %s, \"tp_comm_s\": %s, "
                 "\"cp_comm_s\": %s, \"pp_comm_s\": %s, \"dp_comm_s\": %s, \"dp_exposed_s\": %s, \"optimizer_s\": %s, "
-                "\"model_flops\": %s, \"hardware_flops\": %s}}%s\n",
+                "\"model_flops\": %s, \"hardware_flops\": %s, \"ep_comm_s\": %s}}%s\n",
                 ptdp_json_number(t->forward_s, x[0]), ptdp_json_number(t->backward_s, x[1]),
                 ptdp_json_number(t->bubble, x[2]), ptdp_json_number(t->tp_comm_s, x[3]),
                 ptdp_json_number(t->cp_comm_s, x[4]), ptdp_json_number(t->pp_comm_s, x[5]),
                 ptdp_json_number(t->dp_comm_s, x[6]), ptdp_json_number(t->dp_exposed_s, x[7]),
                 ptdp_json_number(t->optimizer_s, x[8]), ptdp_json_number(t->model_flops, x[9]),
-                ptdp_json_number(t->hardware_flops, x[10]), i + 1 < n ? "," : "");
+                ptdp_json_number(t->hardware_flops, x[10]), ptdp_json_number(t->ep_comm_s, x[11]),
+                i + 1 < n ? "," : "");
     }
     fprintf(f, "]}\n");
 }
@@ -187,6 +220,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --sp");
     if (l->zero > 0)
         fprintf(f, " --zero %d", l->zero);
+    if (l->ep > 1)
+        fprintf(f, " --ep %d", l->ep);
     if (l->overlap)
         fprintf(f, " --overlap");
     if (rq->bf16)
@@ -196,6 +231,33 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
     if (mib > 4096)
         fprintf(f, " --device-mem %.0fM", mib);
     fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
+}
+
+/* The step's communication, term by term. */
+static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_plan_time *t)
+{
+    fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
+    fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
+    if (experts_of(md) > 0)
+        fprintf(f, "  EP all-to-alls %12.6g s   per micro-batch, inside F and B: a mixture's dispatch and combine,\n"
+                "                                 forward and backward (and forward again under full recompute)\n",
+                t->ep_comm_s);
+    fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
+    fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
+            t->dp_comm_s, t->dp_exposed_s);
+}
+
+/* What the planner assumes of a mixture of experts (model_plan.h). */
+static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
+{
+    const int ep = l->ep > 1 ? l->ep : 1;
+    fprintf(f, "        ep %d: each mixture's experts spread over %d of the dp x cp ranks; each expert has %d "
+            "copies (expert DP)\n", ep, ep, l->dp * l->cp / ep);
+    fprintf(f, "\nassumed: uniform routing — each of the E experts receives k R / E of a device's R token rows a\n"
+            "micro-batch (at most its capacity, ceil(c k T / E) a sequence, under --moe-capacity-factor c); so\n"
+            "every EP rank runs and keeps as many rows as it routes, and each all-to-all moves (ep-1)/ep of them.\n"
+            "A real router is not uniform (an untrained one least of all): the busiest expert's rows set the\n"
+            "activations and the exchanges' time, which ptdp train measures (--report's moe_blocks).\n");
 }
 
 void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
@@ -215,6 +277,8 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
         fprintf(f, " with v %d chunks a stage", l->virtual_stages);
     fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", l->overlap ? "on" : "off");
+    if (experts_of(md) > 0)
+        print_moe_assumption(f, l);
 
     /* memory: Ψ the parameters of the stage's tp shard, at rest in their store */
     const double bw = rq->bf16 ? 2 : sizeof(ptdp_real);
@@ -233,6 +297,10 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
     fprintf(f, "  optimizer      %12s   Ψ x %s%s\n", gib(m->optim, b[2], 32),
             rq->bf16 ? "12 B (4 B master + 2 x 4 B AdamW moments)" : moments,
             l->zero >= 1 ? " / (dp cp)" : "");
+    if (m->psi_experts > 0)
+        fprintf(f, "                                 of Ψ, %.4g are experts': summed over their copies (dp cp / ep),\n"
+                "                                 which ZeRO 1 and 2 shard their states over instead of dp cp\n",
+                m->psi_experts);
     fprintf(f, "  activations    %12s   %d in flight x %s per micro-batch (recompute %s%s)\n",
             gib(m->acts, b[3], 32), m->in_flight, gib(m->in_flight > 0 ? m->acts / m->in_flight : m->acts, b[4], 32),
             ptdp_recompute_name(l->recompute), l->sp ? ", sp divides by tp" : "");
@@ -261,11 +329,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             "                                 sender pays each message) and waiting for the slowest stage\n"
             "                                 (textbook, equal stages and free messages: (p-1)/(v m+p-1) = %.4f)\n",
             t->bubble, ideal);
-    fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
-    fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
-    fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
-    fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
-            t->dp_comm_s, t->dp_exposed_s);
+    print_comm_terms(f, md, t);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
             t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);

@@ -19,6 +19,7 @@ typedef struct {
     bool json, explain;
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */
+    const char *moe_flag;        /* a mixture's flag other than --moe-experts, if typed */
 } plan_options;
 
 /* The header (model, cluster, counts) and the best n layouts, one a row. */

@@ -12,6 +12,17 @@ recomputed forward: its equation 3) beside the published one, with the
 ratio, and the memory per GPU the planner predicts.  --device-mem 100000G lets
 the planner price layouts that would not fit in 80 GB (it says which).
 
+And a mixture of experts: Megatron-Core's Mixtral 8x7B on 64 H100s
+(megatron/core/transformer/moe/README.md, "Reference Best Parallel
+Mapping": dropless, all-to-all dispatcher, BF16, seq-len 4096, TP 1 EP 8
+PP 4 VP 8, micro-batch 1, global batch 256, vocabulary 32K; 468 TFLOP/s a
+GPU with MCore v0.9) asked of `ptdp plan` on dgx-h100 with what ptdp can
+express of it (docs/plan.md says what differs), its TFLOP/s counted both
+ways: ptdp's model count of the model it plans, and Megatron's count of
+Mixtral (num_floating_point_operations: 12 B s L h^2 (1 + g/a + s/h +
+k (F/h) 3/2 + V/(2 L h))) over the planner's step — the second is the one
+comparable with the published figure.
+
     python3 docs/plan_validation.py build/cli/ptdp        # the markdown tables
 """
 import json
@@ -110,5 +121,54 @@ def main():
               f"| {hw / tflops:.2f} | {mem(c)} |")
 
 
+# Mixtral 8x7B (mistralai; Megatron-Core's example): layers, hidden, heads,
+# query groups, ffn, experts, top-k, vocab; the published run: GPUs, tp, ep,
+# pp, vp, micro-batch, batch, seq-len, TFLOP/s a GPU.
+MIXTRAL_8X7B = dict(layers=32, hidden=4096, heads=32, groups=8, ffn=14336, experts=8, topk=2, vocab=32000,
+                    gpus=64, tp=1, ep=8, pp=4, vp=8, mbs=1, gbs=256, seq=4096, tflops=468)
+
+
+def megatron_flops(m):
+    """Megatron-LM's count of a step (training.py num_floating_point_operations,
+    GQA and SwiGLU experts, the router not counted)."""
+    h, L, s = m["hidden"], m["layers"], m["seq"]
+    return 12 * m["gbs"] * s * L * h * h * ((1 + m["groups"] / m["heads"] + s / h)
+                                            + m["ffn"] / h * m["topk"] * 1.5 + m["vocab"] / (2 * L * h))
+
+
+def moe_rows(ptdp):
+    m = MIXTRAL_8X7B
+    # a SwiGLU expert's three h x F matrices are two of ptdp's GELU expert of
+    # width 1.5 F (the same parameters and FLOPs); FlashAttention's
+    # recomputation of the attention core is ptdp's selective recomputation;
+    # the distributed optimizer is ZeRO-1; bf16 runs one chunk a stage here
+    cmd = [ptdp, "plan", "--model", "gpt", "--layers", str(m["layers"]), "--hidden", str(m["hidden"]),
+           "--heads", str(m["heads"]), "--seq-len", str(m["seq"]), "--vocab", str(m["vocab"]),
+           "--moe-experts", str(m["experts"]), "--moe-top-k", str(m["topk"]), "--moe-ffn", str(m["ffn"] * 3 // 2),
+           "--batch", str(m["gbs"]), "--gpus", str(m["gpus"]), "--profile", "dgx-h100", "--precision", "bf16",
+           "--tp", str(m["tp"]), "--ep", str(m["ep"]), "--pp", str(m["pp"]), "--cp", "1",
+           "--micro-batch-size", str(m["mbs"]), "--zero", "1", "--recompute", "selective", "--top", "1", "--json"]
+    print("| model | GPUs | published layout | published TFLOP/s a GPU | ptdp plan (layout) | predicted TFLOP/s "
+          "a GPU (ptdp's count; Megatron's) | ratio | step s (predicted; published) | memory a GPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    published = f"TP {m['tp']} EP {m['ep']} PP {m['pp']} VP {m['vp']}, b {m['mbs']}, B {m['gbs']}"
+    if out.returncode != 0:
+        print(f"| Mixtral 8x7B | {m['gpus']} | {published} | {m['tflops']} | failed: {out.stderr.strip()} | | | | |")
+        return
+    c = json.loads(out.stdout)["candidates"][0]
+    fl = megatron_flops(m)
+    step = c["step_s"]
+    meg = fl / (step * m["gpus"]) / 1e12
+    pub_step = fl / (m["tflops"] * 1e12 * m["gpus"])
+    lay = (f"dp {c['dp']} ep {c['ep']} tp {c['tp']} pp {c['pp']}, b {c['micro_batch_size']}, {c['schedule']}, "
+           f"ZeRO-{c['zero']}, {c['recompute']} recompute")
+    print(f"| Mixtral 8x7B | {m['gpus']} | {published} | {m['tflops']} | {lay} | {c['model_tflops_per_gpu']:.0f}; "
+          f"{meg:.0f} | {meg / m['tflops']:.2f} | {step:.2f}; {pub_step:.2f} | "
+          f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
+
+
 if __name__ == "__main__":
     main()
+    print()
+    moe_rows(sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp")

@@ -612,13 +612,22 @@ static const ptdp_model_flag gpt_plan_flags[] = {
     { "--seq-len", PTDP_GPT_OWN(seq_len), 2, { 1 << 24, 1 << 24 }, false },
     { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 26, 1 << 26 }, false },
     { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 }, false },
+    { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 1 << 12 }, false },
+    { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 20 }, false },
+    { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 26, 1 << 26 }, false },
+    { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 1 << 12 }, false },
+    { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },
 };
 
 static void gpt_plan_help(FILE *out)
 {
     fprintf(out,
             "  --model gpt         a GPT: --heads a --seq-len s --vocab V (required)\n"
-            "  --vocab-multiple K  the vocabulary is padded to a multiple of K x tp (default 64)\n");
+            "  --vocab-multiple K  the vocabulary is padded to a multiple of K x tp (default 64)\n"
+            "  --moe-experts E     a mixture of E experts in place of every --moe-every n'th block's MLP\n"
+            "                      (default 1), each token to --moe-top-k k (default 2) experts of width\n"
+            "                      --moe-ffn F_e (default --ffn), at most --moe-capacity-factor c (omitted:\n"
+            "                      dropless); priced under uniform routing (--explain says so)\n");
 }
 
 /* Mirrors the GPT's tensors (gpt_model.c): the embeddings V_pad h and s h;
@@ -629,7 +638,13 @@ static double gpt_plan_parameters(const ptdp_model_config *m)
     const ptdp_gpt_settings *gpt = ptdp_gpt(m);
     const double h = m->hidden, F = m->ffn;
     const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
-    return (double)vp * h + (double)gpt->seq_len * h + m->layers * (4 * h * h + 2 * h * F + 9 * h + F) + 2 * h;
+    double n = (double)vp * h + (double)gpt->seq_len * h + m->layers * (4 * h * h + 2 * h * F + 9 * h + F) + 2 * h;
+    /* a mixture in place of an MLP: the router E h and E experts of 2 h F_e + F_e + h */
+    const double Fe = ptdp_gpt_moe_ffn(m), E = gpt->moe_experts;
+    for (int l = 0; l < m->layers && E > 0; l++)
+        if (ptdp_gpt_block_is_moe(m, l))
+            n += E * h + E * (2 * h * Fe + Fe + h) - (2 * h * F + F + h);
+    return n;
 }
 
 static void gpt_plan_header(FILE *f, const ptdp_model_config *m, const char *params, long long batch)
@@ -637,6 +652,18 @@ static void gpt_plan_header(FILE *f, const ptdp_model_config *m, const char *par
     const ptdp_gpt_settings *gpt = ptdp_gpt(m);
     fprintf(f, "GPT of %s parameters (layers %d, hidden %d, heads %d, ffn %d, seq-len %d, vocab %d), batch %lld\n",
             params, m->layers, m->hidden, gpt->heads, m->ffn, gpt->seq_len, gpt->vocab, batch);
+    if (gpt->moe_experts > 0) {
+        char every[32] = "";
+        if (gpt->moe_every > 1)
+            snprintf(every, sizeof every, "%d%s ", gpt->moe_every,
+                     gpt->moe_every == 2 ? "nd" : gpt->moe_every == 3 ? "rd" : "th");
+        fprintf(f, "a mixture of %d experts in every %sblock's MLP: top-%d, expert ffn %d, ", gpt->moe_experts, every,
+                gpt->moe_top_k, ptdp_gpt_moe_ffn(m));
+        if (gpt->moe_capacity > 0)
+            fprintf(f, "capacity factor %g\n", gpt->moe_capacity);
+        else
+            fprintf(f, "dropless\n");
+    }
 }
 
 static void gpt_plan_train_flags(FILE *f, const ptdp_model_config *m)
@@ -645,11 +672,23 @@ static void gpt_plan_train_flags(FILE *f, const ptdp_model_config *m)
             m->hidden, m->ffn, ptdp_gpt(m)->heads, ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab);
     if (ptdp_gpt(m)->vocab_multiple != 64)
         fprintf(f, " --vocab-multiple %d", ptdp_gpt(m)->vocab_multiple);
+    const ptdp_gpt_settings *g = ptdp_gpt(m);
+    if (g->moe_experts > 0)
+        fprintf(f, " \\\n      --moe-experts %d --moe-top-k %d --moe-ffn %d --moe-every %d", g->moe_experts,
+                g->moe_top_k, ptdp_gpt_moe_ffn(m), g->moe_every);
+    if (g->moe_experts > 0 && g->moe_capacity > 0)
+        fprintf(f, " --moe-capacity-factor %g", g->moe_capacity);
 }
 
 static void gpt_plan_flops(FILE *f, const ptdp_model_config *m, long long batch, double model_flops, double tflops)
 {
     const double h = m->hidden, s = ptdp_gpt(m)->seq_len, L = m->layers, V = ptdp_gpt(m)->vocab;
+    if (ptdp_gpt(m)->moe_experts > 0) {   /* the dense count, each mixture's MLP replaced by what it computes */
+        fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) + 3 B s h (4 k F_e + 2 E - 16 h) a mixture's block\n"
+                "            (its k experts of width F_e and the router in place of the 4h MLP) = %.4g\n"
+                "            -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", model_flops, tflops);
+        return;
+    }
     fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) = 72 x %lld x %g x %g x %g² x (1 + %.4g + %.4g)\n"
             "            = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", batch, s, L, h,
             s / (6 * h), V / (12 * L * h), model_flops, tflops);

@@ -61,6 +61,41 @@ typedef struct {
     double sp_dx_block[2], sp_dx_head;
 } ptdp_plan_flops;
 
+/* A block whose MLP is a mixture of experts (a model that has them says
+ * which, model_plan.moe): one micro-batch of b samples on a device of a
+ * tp x cp group, under expert parallelism over ep ranks.
+ *
+ * Its routed rows depend on the data; the planner assumes UNIFORM routing
+ * (the stated assumption of `ptdp plan --explain`): each of the E experts
+ * receives k R / E of a device's R token rows, at most its capacity
+ * (slots a sample x b) when the model caps it, so that
+ *
+ *     kept = min(k R, E b slots)    choices kept at home a micro-batch
+ *     here = kept                   rows this EP rank's E/ep experts run
+ *                                   (each of the ep sources sends kept/ep)
+ *
+ * Flops: the block beside its experts (attention, LN2, the router), and
+ * an expert's work per routed row (the experts are charged by their rows).
+ * Bytes (float, or bf16 when asked): what a micro-batch keeps of the
+ * block beyond a dense block's kept (which may be negative: no MLP rows),
+ * and the largest transient on top of it in a forward and in a backward
+ * (beyond the dense backward's scratch). */
+typedef struct {
+    double E, k, local;      /* experts; chosen a token; held a rank (E/ep) */
+    double Fe;               /* this TP rank's share of an expert's width    */
+    double kept, here;       /* the rows above                               */
+    double fwd, bwd;         /* flops of the block beside its experts        */
+    double w;                /* of bwd, split: the dW products deferred (the
+                                attention's; the experts' run in B)          */
+    double row_fwd, row_bwd; /* flops of one routed row through its expert   */
+    double params_dense;     /* parameters summed over DP: the block's, with
+                                the router, without the experts             */
+    double params_expert;    /* of one expert on this TP rank                */
+    double kept_bytes;       /* a micro-batch keeps, minus a dense block's   */
+    double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
+                                      backward                             */
+} ptdp_plan_moe;
+
 typedef struct ptdp_model_plan {
     /* The model at the planner's starting sizes (every flag of it unset;
      * ops NULL: the caller sets it to the model's table). */
@@ -93,6 +128,14 @@ typedef struct ptdp_model_plan {
      * on top. */
     void (*step_flops)(const ptdp_model_config *c, double batch, bool full, bool selective, double *model,
                        double *hardware);
+    /* Its experts a mixture of experts (0: none, every block dense), and
+     * whether block `layer` is such a mixture and, if so, *out for a
+     * micro-batch of b samples on a tp x cp device with ep expert ranks
+     * (selective: the attention core again in the backward; split: B
+     * without the deferred dW).  Both NULL: the model has no experts. */
+    int (*experts)(const ptdp_model_config *c);
+    bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
+                bool selective, bool split, bool bf16, ptdp_plan_moe *out);
 } ptdp_model_plan;
 
 #endif

@@ -25,6 +25,11 @@
  * gives the run; its virtual step time and the measured peaks are the
  * plan's within 5% (tests/test_plan_time.c, tests/test_plan_memory.c).
  *
+ * A mixture of experts (model_plan.h) is priced under uniform routing —
+ * each expert gets k R / E of a device's R token rows — with its experts
+ * over ep ranks and their copies over dp cp / ep (tests/test_plan_moe.c
+ * checks it where that assumption is exact).
+ *
  * Bytes are those of this build's ptdp_real (4 in libptdp, 8 in
  * libptdp_f64); under bf16 parameters, gradients and the activations a
  * micro-batch keeps are 2 bytes (mixed.h, act_bf16.h), as in the
@@ -67,6 +72,8 @@ typedef struct {
     int recompute;               /* a ptdp_recompute, or -1                 */
     int sp;                      /* 0, 1, or -1                             */
     const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1" */
+    int ep;                      /* expert parallelism (a model with experts),
+                                    or -1 / 0: the planner chooses          */
 } ptdp_plan_request;
 
 /* The request with nothing fixed: AdamW, ptdp train's bucket, float. */
@@ -83,6 +90,8 @@ typedef struct {
     int zero;                    /* 0 .. 3                                  */
     bool sp;                     /* sequence parallelism (tp > 1 only)      */
     bool overlap;                /* DP/ZeRO traffic started in the backward */
+    int ep;                      /* expert parallelism: experts over ep of the
+                                    dp x cp ranks (0 or 1: none)            */
 } ptdp_plan_layout;
 
 /* Memory per GPU, bytes, on the device with the largest peak. */
@@ -97,6 +106,7 @@ typedef struct {
     double psi;                    /* parameter elements of that stage (tp shard) */
     double params_units;           /* of params, the units in use: bf16's float
                                       copies, ZeRO-3's gathered ones            */
+    double psi_experts;            /* of psi, the experts' (summed over expert DP) */
 } ptdp_plan_memory;
 
 /* Time of one step, seconds, and what it is made of. */
@@ -105,6 +115,7 @@ typedef struct {
     double forward_s, backward_s;  /* one micro-batch on the slowest stage       */
     double bubble;                 /* the pipeline's idle fraction               */
     double tp_comm_s, cp_comm_s;   /* per micro-batch, on the compute stream     */
+    double ep_comm_s;              /* per micro-batch: the experts' all-to-alls  */
     double pp_comm_s;              /* one activation message                     */
     double dp_comm_s;              /* DP / ZeRO traffic a step                    */
     double dp_exposed_s;           /* of it, what the compute stream waits for   */

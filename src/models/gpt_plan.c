@@ -19,6 +19,7 @@
  *                                forward again (+ the head's 2 B s h V),
  *                                selective the attention core, 4 B s² h L
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,12 @@
 #include "ptdp/gpt.h"
 #include "gpt_cost.h"
 #include "ptdp/model_plan.h"
+#include "ptdp/ops.h"
 
 static ptdp_model_config plan_defaults(void)
 {
-    return PTDP_GPT_CONFIG( .vocab_multiple = 64 );   /* ops: the caller's (this model's) */
+    /* ops: the caller's (this model's); a mixture's settings as ptdp train's */
+    return PTDP_GPT_CONFIG( .vocab_multiple = 64, .moe_every = 1, .moe_top_k = 2 );
 }
 
 static const char *const required[] = { "--heads", "--seq-len", "--vocab", NULL };
@@ -124,6 +127,8 @@ static double data_bytes(const ptdp_model_config *c, uint64_t seed)
     return (double)n;
 }
 
+static int experts(const ptdp_model_config *c);
+
 static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
                        double *hardware)
 {
@@ -134,6 +139,93 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
         *hardware += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
     else if (selective)
         *hardware += 4 * B * sl * sl * h * L;
+    /* a mixture of experts in place of a block's MLP (16 B s h^2 a forward
+     * in the count above): each token's k experts, 4 B s h F_e k, and the
+     * router, 2 B s h E; three times a step, once more redone in full */
+    int moe_blocks = 0;
+    for (int l = 0; l < c->layers && experts(c) > 0; l++)
+        moe_blocks += ptdp_gpt_block_is_moe(c, l);
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    const double delta = moe_blocks * B * sl * h *
+                         (4.0 * ptdp_gpt_moe_ffn(c) * g->moe_top_k + 2.0 * g->moe_experts - 16 * h);
+    *model += 3 * delta;
+    *hardware += (full ? 4 : 3) * delta;
+}
+
+/* ------------------------------------------------ a mixture of experts */
+
+/* Block `layer`'s mixture of experts (gpt_moe.c) as the planner sees it
+ * (model_plan.h's ptdp_plan_moe), under uniform routing: each expert gets
+ * k R / E of the rows, at most its slots ceil(c k T / E) a sequence.
+ *
+ *   kept a micro-batch    choice, slot (ints), gate: R k; probs R E; load E;
+ *                         token a kept row (int); the outputs y kept x C;
+ *                         h and GELU's g here x F_e/tp; under EP the
+ *                         dispatched inputs here x C and E/ep row counts;
+ *                         under CP 2 b E doubles of whole-sequence counts —
+ *                         in place of the dense MLP's fc and GELU (2 R F/tp)
+ *   forward transient     the logits R E, or the stacked inputs kept x C
+ *                         (+ under EP the experts' outputs and the
+ *                         exchange's wire, here x C each)
+ *   backward transient    dy, dx kept x C, dgate R k, dz R E, dh here x F_e/tp,
+ *                         and the stacked inputs again kept x C, or under
+ *                         EP dy and dx where the experts ran and the wire,
+ *                         here x C each
+ */
+#define MOE_ACTS_STRUCT 224.0   /* the block's bookkeeping (gpt_moe.c's struct), about */
+
+static int experts(const ptdp_model_config *c)
+{
+    return ptdp_gpt(c)->moe_experts > 0 && ptdp_gpt(c)->moe_every > 0 ? ptdp_gpt(c)->moe_experts : 0;
+}
+
+static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
+                bool selective, bool split, bool bf16, ptdp_plan_moe *o)
+{
+    const ptdp_gpt_settings *g = ptdp_gpt(c);
+    if (!ptdp_gpt_block_is_moe(c, layer))
+        return false;
+    ep = ep > 1 ? ep : 1;
+    cp = cp > 1 ? cp : 1;
+    ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
+    s.selective = selective;
+    s.split = split;
+    const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = s.R;
+    const int Fe = ptdp_gpt_moe_ffn(c) / tp;
+    const double T = g->seq_len / cp;
+    double kept = k * R;
+    if (g->moe_capacity > 0) {   /* the cap bounds each expert's rows a sequence */
+        double slots = ceil(g->moe_capacity * k * T / E);
+        slots = slots < k * T ? slots : k * T;
+        kept = kept < E * slots * b ? kept : E * slots * b;
+    }
+    memset(o, 0, sizeof *o);
+    o->E = E;
+    o->k = k;
+    o->local = E / ep;
+    o->Fe = Fe;
+    o->kept = kept;
+    o->here = kept;
+    o->fwd = ptdp_gpt_cost_attn_forward(p, &s) + ptdp_gpt_cost_moe_forward(p, &s, (int)E) +
+             ptdp_gpt_cost_block_out_forward(p, &s);
+    o->bwd = ptdp_gpt_cost_attn_backward(p, &s) + ptdp_gpt_cost_ln1_backward(p, &s) +
+             ptdp_gpt_cost_moe_backward(p, &s, (int)E);
+    o->w = split ? ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) : 0;
+    o->row_fwd = ptdp_linear_flops_forward(1, (int)C, Fe) + ptdp_gelu_flops_forward((size_t)Fe) +
+                 ptdp_linear_flops_forward(1, Fe, (int)C);
+    o->row_bwd = ptdp_linear_flops_backward(1, Fe, (int)C) + ptdp_gelu_flops_backward((size_t)Fe) +
+                 ptdp_linear_flops_backward(1, (int)C, Fe);
+    o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
+    o->params_expert = 2 * C * Fe + Fe + C;
+    const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
+    o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
+                    2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +
+                    (cp > 1 ? 16 * b * E : 0) - dense_rows;
+    const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0);
+    o->fwd_bytes = r * R * E > stacked ? r * R * E : stacked;
+    o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + r * here * Fe +
+                   (ep > 1 ? 3 * r * here * C : r * kept * C);
+    return true;
 }
 
 const ptdp_model_plan ptdp_gpt_plan = {
@@ -147,4 +239,6 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .block_kept_bytes = ptdp_gpt_block_act_bytes,
     .data_bytes = data_bytes,
     .step_flops = step_flops,
+    .experts = experts,
+    .moe = moe,
 };

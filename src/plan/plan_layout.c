@@ -10,6 +10,9 @@
  *       v chunks per stage, zb-h1) over the M micro-batches of b sequences
  *   cp  context parallelism: each sequence's positions over cp GPUs
  *   dp  data parallelism over what is left, with a ZeRO stage
+ *   ep  a mixture of experts' experts over ep of the dp x cp ranks
+ *       (ep | dp cp, ep | E), their copies summed over the other
+ *       dp cp / ep (the expert-data-parallel group)
  *   and how activations are kept: recompute none, selective or full, sp.
  *
  * A layout is valid exactly when `ptdp train` would run it: the planner
@@ -60,7 +63,7 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
         .optimizer = t.optimizer,
         .bucket_mb = t.bucket_mb,
         .tp = -1, .pp = -1, .cp = -1, .zero = -1, .micro_batch_size = -1, .virtual_stages = -1,
-        .recompute = -1, .sp = -1, .schedule = NULL,
+        .recompute = -1, .sp = -1, .schedule = NULL, .ep = -1,
     };
     rq.model.ops = ops;
     return rq;
@@ -86,6 +89,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->sp = l->sp;
     cfg->zero = l->zero;
     cfg->overlap = l->overlap;
+    cfg->ep = l->ep > 1 ? l->ep : 0;
 }
 
 int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len)

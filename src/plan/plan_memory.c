@@ -79,9 +79,21 @@
  * tied head too.  Under bf16 a block is widened a subunit (one linear layer)
  * at a time, the embeddings and the head whole (zero3.c).  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
  * (ptdp_zero_state_bytes) with this implementation's rounding.
+ *
+ * A mixture of experts (model_plan.h's ptdp_plan_moe, uniform routing) in
+ * place of a block's MLP: its router beside the dense parameters, its E/ep
+ * experts apart — their ZeRO 1/2 share over the expert-DP group (dp cp / ep
+ * copies) where the dense share is over dp cp:
+ *
+ *   len = ceil(N_dense / (dp cp)) + ceil(N_experts / (dp cp / ep))
+ *
+ * and what a micro-batch keeps of it beyond a dense block's, with its
+ * largest forward and backward transients (the stacked rows, the
+ * exchanges' buffers) on top of the moments above.
  */
 #include "ptdp/plan.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +132,8 @@ typedef struct {
     double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
     int layers, tp, pp, v, cp;
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
+    int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
+    int E;                    /* experts of the model's mixtures (0: dense)        */
     bool sp;
 } shape;
 
@@ -134,6 +148,9 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
     s.layers = c->layers;
+    s.ep = l->ep > 1 ? l->ep : 1;
+    s.nedp = s.ndp / s.ep > 0 ? s.ndp / s.ep : 1;
+    s.E = ptdp_model_of(c)->plan->experts != NULL ? ptdp_model_of(c)->plan->experts(c) : 0;
     ptdp_plan_dims d;
     ptdp_model_of(c)->plan->dims(c, l->micro_batch_size, s.tp, s.sp, s.cp, &d);
     s.b = d.b;
@@ -154,6 +171,50 @@ static int chunk_blocks(const shape *s, int g)
 {
     const int n = s->pp * s->v;
     return s->layers / n + (g < s->layers % n ? 1 : 0);
+}
+
+/* The mixture-of-experts blocks of model chunk g (model_plan.h): how many,
+ * and one's numbers (they are alike).  None when the model is dense. */
+typedef struct {
+    int n;
+    ptdp_plan_moe m;
+} chunk_moe;
+
+static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int g)
+{
+    chunk_moe cm = { 0 };
+    if (s->E == 0)
+        return cm;
+    const int n = s->pp * s->v, first = g * (s->layers / n) + (g < s->layers % n ? g : s->layers % n);
+    const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
+    for (int layer = first; layer < first + chunk_blocks(s, g); layer++)
+        if (mp->moe(rq->profile, &rq->model, layer, (int)s->b, s->tp, s->cp, s->ep,
+                    l->recompute == PTDP_RECOMPUTE_SELECTIVE, false, rq->bf16, &cm.m))
+            cm.n++;
+    return cm;
+}
+
+/* What a stage's mixtures add (model_plan.h): their experts' parameters
+ * (summed over the expert-DP group), the largest block unit, and the
+ * largest of their transients and of what a block keeps beyond a dense
+ * one's. */
+typedef struct {
+    double experts, unit, fwd, bwd, block;
+} mixtures;
+
+/* Chunk cm's mixtures into mx; the parameters they add beyond as many
+ * dense blocks of `dense` elements each. */
+static double add_mixtures(mixtures *mx, const chunk_moe *cm, double dense)
+{
+    if (cm->n == 0)
+        return 0;
+    const double experts = cm->m.local * cm->m.params_expert;
+    mx->experts += cm->n * experts;
+    mx->unit = mx->unit > cm->m.params_dense + experts ? mx->unit : cm->m.params_dense + experts;
+    mx->fwd = mx->fwd > cm->m.fwd_bytes ? mx->fwd : cm->m.fwd_bytes;
+    mx->bwd = mx->bwd > cm->m.bwd_bytes ? mx->bwd : cm->m.bwd_bytes;
+    mx->block = mx->block > cm->m.kept_bytes ? mx->block : cm->m.kept_bytes;
+    return cm->n * (cm->m.params_dense + experts - dense);
 }
 
 /* ------------------------------------------------- parameters */
@@ -198,10 +259,10 @@ static double block_kept_bytes(const ptdp_plan_request *rq, const shape *s, bool
 typedef struct { double acts, other, acts_recompute; } kept;
 
 static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, bool first, bool last,
-                       ptdp_recompute rc)
+                       ptdp_recompute rc, double moe_bytes)
 {
     const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
-    kept k = { 0 };
+    kept k = { .acts = moe_bytes };   /* the mixtures' rows beyond dense blocks' (model_plan.h) */
     double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     /* full recomputation: the tokens (stage 0), each block's input and
@@ -210,12 +271,12 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     k.acts_recompute = (first ? input : 0) + labels +
                        (rq->bf16 ? h : r) * s->Rl * s->C * (blocks + (last || blocks == 0 ? 1 : 0));
     if (rq->bf16) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
-        k.acts = input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
+        k.acts += input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
                  h * s->Rl * s->C;                                                      /* x_out */
         if (last)
             k.acts += h * s->R * s->C + r * (s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf; logits, stats float */
     } else {
-        k.acts = input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
+        k.acts += input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
         if (last)
             k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
     }
@@ -385,7 +446,8 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const bool full = rc == PTDP_RECOMPUTE_FULL, sel = rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1;
     const bool first = stage == 0, last = stage == s->pp - 1;
     const int nb = chunk_blocks(s, stage);
-    const kept k = chunk_kept(rq, s, nb, first, last, rc);
+    const chunk_moe cm = moe_of_chunk(rq, l, s, stage);
+    const kept k = chunk_kept(rq, s, nb, first, last, rc, cm.n * cm.m.kept_bytes);
     const double Kb = block_kept_bytes(rq, s, sel, true);
     const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
     const double Pe = block_kept(rq, s, rc) - stats - lse;
@@ -455,7 +517,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
  * (its activations), added to o's params and grads; o->acts is the
  * moment's.  u is the stage's largest unit. */
 static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage, int n,
-                       double u, bool blocks_here, ptdp_plan_memory *o)
+                       double u, double moe_unit, bool blocks_here, ptdp_plan_memory *o)
 {
     const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16);
     const int zero = l->zero;
@@ -471,7 +533,9 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
      * the embeddings' when the tied head is here too, for the whole
      * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
      * Under --overlap the next unit's gathered bf16 rides ahead. */
-    const double ub = blocks_here ? block_params(s) : 0, pb = blocks_here ? block_subunit(s) : 0;
+    /* (a mixture's block has no subunits: it is widened whole) */
+    const double ub = blocks_here ? fmax2(block_params(s), moe_unit) : 0;
+    const double pb = blocks_here ? fmax2(block_subunit(s), moe_unit) : 0;
     /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
     const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
                             last_here ? head_params(s, first_here) : 0);
@@ -537,6 +601,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * their parameters, ZeRO-3's units, what their in-flight micro-batches
      * keep, and the chunk whose backward runs at the peak (the last). */
     double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
+    mixtures mx = { 0 };
     bool blocks_here = false;
     bool has_first = false, has_last = false;
     for (int c = 0; c < v; c++) {
@@ -545,7 +610,9 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         has_first |= first;
         has_last |= last;
         const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
+        const chunk_moe cm = moe_of_chunk(rq, l, s, g);
         numel += units[0] + units[1] + nb * units[2];
+        numel += add_mixtures(&mx, &cm, units[2]);
         for (int u = 0; u < 3; u++) {
             const double chunk = (double)(((long long)units[u] + s->ndp - 1) / s->ndp);   /* ceil: rank 0's */
             len3 += (u == 2 ? nb : units[u] > 0) * chunk;
@@ -553,21 +620,27 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
                 biggest_unit = units[u];
         }
         blocks_here |= nb > 0;
-        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute);
+        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         other_kept += nc * k.other;
-        if (v == 1)
-            wgrad = deferred(l->schedule, p, l->micro_batches, stage) * wgrad_kept(s, nb, first, last);
+        if (v == 1)   /* a mixture's experts compute their dW in B: only its attention's waits */
+            wgrad = deferred(l->schedule, p, l->micro_batches, stage) *
+                    (wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl));
     }
     const bool first_here = stage == 0 && v == 1, last_here = stage == p - 1;
 
-    /* Model states: the header's table. */
-    const double len = zero == 0 ? numel : zero == 3 ? len3 : (double)(((long long)numel + s->ndp - 1) / s->ndp);
+    /* Model states: the header's table; ZeRO 1 and 2 shard the experts'
+     * over their own copies, the expert-DP group (dp cp / ep of them). */
+    const double dense = numel - mx.experts;
+    const double len = zero == 0 ? numel : zero == 3 ? len3
+                     : (double)(((long long)dense + s->ndp - 1) / s->ndp) +
+                           (double)(((long long)mx.experts + s->nedp - 1) / s->nedp);
     const double es = bf16 ? 2 : r;
     const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
     o->params = (zero == 3 ? len : numel) * es;
     o->psi = numel;
+    o->psi_experts = mx.experts;
     const double params_rest = o->params;
     o->grads = (zero >= 2 ? len : numel) * es;
     o->optim = nopt * len * r + (bf16 ? len * r : 0);
@@ -589,18 +662,20 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * buffers, the largest op transient) or the forward that makes the
      * n-th (its send buffer, the largest forward transient). */
     if (!bf16) {
-        const double recomputed = full ? redone(rq, s, last_here) : 0;
+        /* a mixture's block redone keeps its rows too; its exchanges and
+         * stacked rows are the largest transients of its passes */
+        const double recomputed = full ? redone(rq, s, last_here) + fmax2(0, mx.block) : 0;
         const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
         const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
-        const double backward_comm = backward_transient(s, l->recompute);
-        const double forward = acts_kept + wgrad + forward_transient(s, first_here, last_here) +
+        const double backward_comm = fmax2(backward_transient(s, l->recompute), mx.bwd);
+        const double forward = acts_kept + wgrad + fmax2(forward_transient(s, first_here, last_here), mx.fwd) +
                                (last_here ? 0 : r * s->Rl * s->C);
         const bool in_backward = backward + backward_comm >= forward;
         o->acts = in_backward ? backward : forward;
         o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
-        bf16_units(rq, l, s, stage, n, biggest_unit, blocks_here, o);
-        o->comm = zero == 2 ? numel * es : 0;
+        bf16_units(rq, l, s, stage, n, biggest_unit, mx.unit, blocks_here, o);
+        o->comm = (zero == 2 ? numel * es : 0) + mx.bwd;   /* a mixture's backward transient, its rows float */
     }
     o->other = (has_first || has_last ? data_bytes(&rq->model) : 0) + other_kept;
     o->params_units = o->params - params_rest;

@@ -8,6 +8,7 @@
  *     M = B / (b x dp)               b  | B / dp
  *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
+ *     ep | dp cp and ep | E for a mixture of E experts (--ep fixes it)
  *     overlap on wherever ptdp train allows it (it never costs time) —
  *     but off under ZeRO-3 when the unit it prefetches is what does not fit
  *
@@ -62,7 +63,7 @@ static const ptdp_model_plan *plan_of(const ptdp_plan_request *rq)
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
  * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
-    int tp, cp, b;
+    int tp, cp, b, ep;
     bool sp, selective;
     double block_f, block_b;      /* one block's forward, its whole backward (dW included) */
     double embed_f, embed;        /* the embedding's forward; forward + backward           */
@@ -85,6 +86,18 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     };
     c.embed = c.embed_f + f.embed_bwd / peak;
     c.head = (f.head_fwd + f.head_bwd + f.lnf_bwd) / peak;
+    /* a mixture's block may cost less than a dense one: the bound takes
+     * the cheaper (model_plan.h, uniform routing) */
+    c.ep = l->ep > 1 ? l->ep : 1;
+    const ptdp_model_plan *mp = plan_of(rq);
+    ptdp_plan_moe mo;
+    for (int layer = 0; mp->experts != NULL && mp->experts(&rq->model) > 0 && layer < rq->model.layers; layer++)
+        if (mp->moe(p, &rq->model, layer, l->micro_batch_size, l->tp, cp, c.ep, selective, false, rq->bf16, &mo)) {
+            const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
+            c.block_f = c.block_f < f_moe ? c.block_f : f_moe;
+            c.block_b = c.block_b < b_moe ? c.block_b : b_moe;
+            break;
+        }
     return c;
 }
 
@@ -144,7 +157,8 @@ static double cached_bound(cost_cache *k, const ptdp_plan_request *rq, const ptd
     const bool sel = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     for (int i = 0; i < k->n; i++) {
         const chunk_cost *c = &k->c[i];
-        if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel)
+        if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel &&
+            c->ep == (l->ep > 1 ? l->ep : 1))
             return bound_of(rq, l, c);
     }
     chunk_cost *c = &k->c[k->next];
@@ -213,6 +227,8 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
         return false;
     if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
+    if ((l->zero == 3 || l->sp) && plan_of(rq)->experts != NULL && plan_of(rq)->experts(&rq->model) > 0)
+        return false;   /* what a mixture of experts does not run with (the model's own rules say why) */
     return true;
 }
 
@@ -270,7 +286,8 @@ static void consider(search *s, ptdp_plan_layout *l)
     if (!cheap_ok(rq, l))
         return;
     const bool zb = strcmp(l->schedule, "zb-h1") == 0;
-    l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) && l->virtual_stages == 1 && !zb;
+    l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) && l->virtual_stages == 1 && !zb &&
+                 !(l->ep > 1 && l->zero >= 2);   /* ZeRO-2's one reduce-scatter cannot start early with experts */
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
         if (s->why[0] == '\0')
@@ -370,6 +387,32 @@ static bool fixed_or(int fixed, int x)
     return fixed < 0 || fixed == x;
 }
 
+/* The experts of the model's mixtures (model_plan.h; 0: dense). */
+static int experts_of(const ptdp_plan_request *rq)
+{
+    const ptdp_model_plan *mp = plan_of(rq);
+    return mp->experts != NULL ? mp->experts(&rq->model) : 0;
+}
+
+/* Expert parallelism: ep over the divisors of dp x cp that divide E
+ * (the experts split evenly over the EP ranks, each EP group inside one
+ * data-parallel group), or --ep's; 1 for a dense model. */
+static void enumerate_experts(search *s, ptdp_plan_layout *l)
+{
+    const int E = experts_of(s->rq), spread = l->dp * l->cp, fixed = s->rq->ep > 0 ? s->rq->ep : -1;
+    if (E == 0 && fixed <= 1) {   /* dense: no expert parallelism to choose */
+        l->ep = 1;
+        enumerate_choices(s, l);
+        return;
+    }
+    for (int ep = 1; ep <= spread && !stop(s); ep++) {
+        if (spread % ep != 0 || (E > 0 ? E % ep != 0 : ep > 1) || !fixed_or(fixed, ep))
+            continue;
+        l->ep = ep;
+        enumerate_choices(s, l);
+    }
+}
+
 /* The divisors of n ascending, into d (room for DIVISORS_MAX):
  * trial division up to sqrt(n), so a search never walks every integer
  * up to --gpus or --batch.  Their count. */
@@ -425,7 +468,7 @@ static void enumerate(search *s)
                         .dp = dp, .tp = tp, .pp = pp, .cp = cp,
                         .micro_batch_size = (int)b, .micro_batches = (int)(per_replica / b),
                     };
-                    enumerate_choices(s, &l);
+                    enumerate_experts(s, &l);
                 }
             }
         }
@@ -484,6 +527,9 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
     else if (rq->cp > 1 && positions % (2 * rq->cp) != 0)
         snprintf(why, sizeof why, "--cp %d: --seq-len %d must divide into 2 x cp = %d zigzag chunks", rq->cp,
                  positions, 2 * rq->cp);
+    else if (rq->ep > 1)
+        snprintf(why, sizeof why, "--ep %d must divide dp x cp (the experts are spread over data-parallel ranks)",
+                 rq->ep);
     else if (rq->gpus % fixed != 0)
         snprintf(why, sizeof why, "--gpus %d is not a multiple of the fixed tp x pp x cp = %d", rq->gpus, fixed);
     else

@@ -27,6 +27,12 @@
  *                           unit's compute, on the communication stream)
  *                      ZeRO-2  the gradient reduce-scattered after every
  *                           backward (--overlap: on the stream)
+ *                      EP   a mixture of experts' block (model_plan.h,
+ *                           uniform routing): forward the counts and two
+ *                           all-to-alls (dispatch, combine), backward two,
+ *                           each moving (ep-1)/ep of the routed rows on the
+ *                           link level the EP group spans; TP's all-reduce
+ *                           of the experts' outputs on the rows they ran
  *                      full recompute: each block's forward again inside
  *                           its backward (and the tail's, from LN_f to the
  *                           loss; not the embedding's), under the gather
@@ -36,7 +42,8 @@
  *                    the makespan is the schedule played with these costs
  *   once a step      DP: the gradient buckets' all-reduces (--overlap:
  *                    started in the last backward, what is left exposed)
- *                    or ZeRO's reduce-scatter; SP's LayerNorm gradients
+ *                    or ZeRO's reduce-scatter — the experts' buckets over
+ *                    the expert-DP group (dp cp / ep); SP's LayerNorm gradients
  *                    over TP; the tied embedding between the first and
  *                    last stages; the gradient norm's all-reduces over DP,
  *                    TP and PP (every device waits for the slowest stage);
@@ -61,6 +68,7 @@
  */
 #include "ptdp/plan.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +87,8 @@
 typedef struct {
     const ptdp_profile *p;
     int dp, tp, pp, cp, ndp;     /* ndp: the DP group, dp x cp             */
-    int tp_nodes, dp_nodes, cp_nodes;
+    int ep, nedp;                /* expert parallelism; the expert-DP group */
+    int tp_nodes, dp_nodes, cp_nodes, ep_nodes, edp_nodes;
 } mesh_info;
 
 static int world_rank(const mesh_info *m, int t, int c, int d, int s)
@@ -108,6 +117,11 @@ static void mesh_of(mesh_info *m, const ptdp_profile *p, const ptdp_plan_layout 
     m->cp_nodes = span(p, m->cp, m->tp);
     /* the DP group: (dp, cp) with tp fixed, every tp-th rank of one stage */
     m->dp_nodes = span(p, m->ndp, m->tp);
+    /* EP: ep consecutive members of the DP group; expert DP: every ep-th */
+    m->ep = l->ep > 1 ? l->ep : 1;
+    m->nedp = m->ndp / m->ep > 0 ? m->ndp / m->ep : 1;
+    m->ep_nodes = span(p, m->ep, m->tp);
+    m->edp_nodes = span(p, m->nedp, m->tp * m->ep);
 }
 
 static double coll(const mesh_info *m, ptdp_coll op, double bytes, int n, int nodes)
@@ -123,6 +137,12 @@ static double tp_coll(const mesh_info *m, ptdp_coll op, double bytes)
 static double dp_coll(const mesh_info *m, ptdp_coll op, double bytes)
 {
     return coll(m, op, bytes, m->ndp, m->dp_nodes);
+}
+
+/* Over the group a gradient is summed in: DP's, or the experts' copies. */
+static double group_coll(const mesh_info *m, ptdp_coll op, double bytes, bool experts)
+{
+    return experts && m->ep > 1 ? coll(m, op, bytes, m->nedp, m->edp_nodes) : dp_coll(m, op, bytes);
 }
 
 /* The slowest hop of a ring of n ranks `stride` apart (the CP ring). */
@@ -148,6 +168,8 @@ typedef struct {
     unit_kind kind;
     double fwd, bwd, bwd_in, w;   /* seconds on the compute stream       */
     double numel;                  /* parameters (this TP rank's)         */
+    double experts;                /* of them, a mixture's experts        */
+    double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
     double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
 } unit_cost;
 
@@ -157,6 +179,7 @@ typedef struct {
     double numel;                  /* the chunk's parameters              */
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
+    double ep_f, ep_b;             /* and the experts' all-to-alls        */
 } chunk_cost;
 
 typedef struct {
@@ -225,6 +248,51 @@ static double block_params(const ptdp_plan_dims *s)
     return 4 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + Fl * C + Fl + C * Fl + C;
 }
 
+/* A mixture of experts' block (model_plan.h, uniform routing): the
+ * block beside its experts and the experts on their rows, the attention's
+ * TP all-reduce and the experts' (on their rows), CP's ring, and expert
+ * parallelism's exchanges (ep.c): forward the counts, the dispatch and the
+ * combine; backward the two again (the combine's backward is a dispatch).
+ * Each all-to-all moves kept (ep-1)/ep rows of C to the other EP ranks,
+ * priced on the link level the EP group spans. */
+static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, double cpf, double cpb)
+{
+    const ptdp_plan_dims *s = &x->shape;
+    const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
+    const mesh_info *m = &x->mesh;
+    const bool sel = x->l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    ptdp_plan_moe mo, ms;
+    mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, false,
+            x->rq->bf16, &mo);
+    ms = mo;
+    if (x->split_bw)
+        mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, true,
+                x->rq->bf16, &ms);
+    const double rows = mo.here * s->C * REAL;
+    const double tp = tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * s->C * REAL) +
+                      tp_coll(m, PTDP_COLL_ALL_REDUCE, rows);
+    const double a2a = coll(m, PTDP_COLL_ALL_TO_ALLV, mo.kept * (m->ep - 1) / m->ep * s->C * REAL, m->ep,
+                            m->ep_nodes);
+    const double counts = coll(m, PTDP_COLL_ALL_TO_ALL, mo.local * 4 * m->ep, m->ep, m->ep_nodes);
+    const double whole = coll(m, PTDP_COLL_ALL_REDUCE, 16 * s->b * mo.E, m->cp, m->cp_nodes);   /* CP's counts */
+    u->kind = UNIT_BLOCK;
+    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cpf + counts + 2 * a2a + whole;
+    u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cpb + 2 * a2a;
+    u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cpb + 2 * a2a;
+    u->w = x->split_bw ? secs(x, ms.w) : 0;
+    u->experts = mo.local * mo.params_expert;
+    u->numel = mo.params_dense + u->experts;
+    u->local = mo.local;
+    u->Fe = mo.Fe;
+    u->E = mo.E;
+    pc->tp_f += tp;
+    pc->tp_b += tp;
+    pc->cp_f += cpf + whole;
+    pc->cp_b += cpb;
+    pc->ep_f += counts + 2 * a2a;
+    pc->ep_b += 2 * a2a;
+}
+
 /* The units of model chunk g and its F, B (and B, W split) times. */
 static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
 {
@@ -257,8 +325,16 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     double tpf, tpb, cpf, cpb;
     block_tp(x, &tpf, &tpb);
     block_cp(x, &cpf, &cpb);
+    const int layer0 = g * (x->rq->model.layers / P) + (g < x->rq->model.layers % P ? g : x->rq->model.layers % P);
+    const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
+    const bool mixtures = mp->experts != NULL && mp->experts(&x->rq->model) > 0;
     for (int i = 0; i < n; i++) {
         unit_cost *u = &pc->u[k++];
+        ptdp_plan_moe probe;
+        if (mixtures && mp->moe(x->rq->profile, &x->rq->model, layer0 + i, 1, 1, 1, 1, false, false, false, &probe)) {
+            moe_unit(x, layer0 + i, u, pc, cpf, cpb);
+            continue;
+        }
         u->kind = UNIT_BLOCK;
         u->fwd = secs(x, f->block_fwd) + tpf + cpf;
         u->bwd = secs(x, f->block_bwd) + tpb + cpb;
@@ -533,65 +609,100 @@ static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, c
 
 /* ------------------------------------------------------- once a step */
 
-/* The DP buckets' collectives (dp.c): greedy buckets of bucket_mb over
- * the stage's gradients in their flat (backward) order; blocking one after
- * another, or with --overlap each started when the last backward has made
- * it.  `op` is the all-reduce of plain DP, or ZeRO-1's reduce-scatter
- * (zero.h: ZeRO-1 owns chunk k of every bucket, and gathers the updated
- * parameters back bucket by bucket: their time in *gather, if not NULL).
+/* Tensor j of a unit in the model's flat (lay_out) order: its elements
+ * in *size, whether it is an expert's (summed over the expert-DP group)
+ * in *experts; false past the last.  A mixture's block: each expert's
+ * c_proj bias and weight, c_fc weight and bias (the last expert first),
+ * then the router and the block's other tensors. */
+static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, bool *experts)
+{
+    const ptdp_plan_dims *s = &x->shape;
+    const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
+    *experts = false;
+    if (u->kind == UNIT_HEAD) {
+        const bool tied = u->numel > 2 * C;   /* wte's rows here too */
+        const double t[3] = { wte, C, C };
+        if (j >= 2 + tied)
+            return false;
+        *size = t[j + !tied];
+        return true;
+    }
+    if (u->kind == UNIT_EMBED) {
+        const double t[2] = { (double)s->T * C, wte };
+        if (j >= 2)
+            return false;
+        *size = t[j];
+        return true;
+    }
+    if (u->local > 0) {
+        const double e[4] = { C, C * u->Fe, u->Fe * C, u->Fe };
+        const double d[9] = { u->E * C, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
+        const int ne = 4 * (int)u->local;
+        if (j < ne) {
+            *size = e[j % 4];
+            *experts = true;
+            return true;
+        }
+        if (j - ne >= 9)
+            return false;
+        *size = d[j - ne];
+        return true;
+    }
+    const double b[12] = { C, C * Fl, Fl * C, Fl, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
+    if (j >= 12)
+        return false;
+    *size = b[j];
+    return true;
+}
+
+/* The DP buckets' collectives (dp.c): greedy buckets of `cap` elements
+ * over the stage's gradients in their flat (backward) order, a new one
+ * where the group changes (the experts' over the expert-DP group);
+ * blocking one after another, or with --overlap each started when the
+ * last backward has made it.  `op` is the all-reduce of plain DP, or
+ * ZeRO's reduce-scatter (zero.h: ZeRO-1 owns chunk k of every bucket,
+ * and gathers the updated parameters back bucket by bucket: their time
+ * in *gather, if not NULL; ZeRO-2's buckets are the runs of one group).
  * Returns the time the compute stream spends (or waits) on them after the
  * pipeline's end, and the traffic's whole time in *total. */
-static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pcs, int npcs, double last_b,
-                         double end, double *total, double *gather)
+static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pcs, int npcs, double cap,
+                         double last_b, double end, double *total, double *gather)
 {
-    const double cap = x->rq->bucket_mb > 0 ? (double)(size_t)(x->rq->bucket_mb * 1024 * 1024 / REAL) : 1;
     double fill = 0, t_ready = last_b, stream = 0, sum = 0;
-    bool open = false;
+    bool open = false, group = false;
     /* parameters in flat order: the model chunks' units from the head back */
     for (int k = 0; k < npcs; k++) {
         const chunk_cost *pc = pcs[k];
-        const ptdp_plan_dims *s = &x->shape;
         for (int i = pc->nunits - 1; i >= 0; i--) {
             const unit_cost *u = &pc->u[i];
-            /* the unit's tensors in the model's order (lay_out) */
-            const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
-            double sizes[12];
-            int ns = 0;
-            if (u->kind == UNIT_HEAD) {
-                if (u->numel > 2 * C)
-                    sizes[ns++] = wte;
-                sizes[ns++] = C;
-                sizes[ns++] = C;
-            } else if (u->kind == UNIT_BLOCK) {
-                const double b[12] = { C, C * Fl, Fl * C, Fl, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
-                for (int j = 0; j < 12; j++)
-                    sizes[ns++] = b[j];
-            } else {
-                sizes[ns++] = (double)s->T * C;
-                sizes[ns++] = wte;
-            }
+            double size;
+            bool experts;
+            const double t_before = t_ready;   /* the units before this one have made their gradients */
             t_ready += x->l->overlap ? u->bwd : 0;
-            for (int j = 0; j < ns; j++) {
-                if (!open || fill + sizes[j] > cap) {
-                    if (open) {   /* the previous bucket goes */
-                        double c = dp_coll(&x->mesh, op, fill * x->store);
+            for (int j = 0; unit_tensor(x, u, j, &size, &experts); j++) {
+                experts = experts && x->mesh.ep > 1;
+                if (!open || fill + size > cap || experts != group) {
+                    if (open) {   /* the previous bucket goes (a group's run ended with the unit before: then) */
+                        double c = group_coll(&x->mesh, op, fill * x->store, group);
                         if (gather != NULL)
-                            *gather += dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store);
-                        double start = t_ready > stream ? t_ready : stream;
+                            *gather += group_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store, group);
+                        const double ready = experts != group && j == 0 ? t_before : t_ready;
+                        double start = ready > stream ? ready : stream;
                         stream = start + c;
                         sum += c;
                     }
                     fill = 0;
                     open = true;
+                    group = experts;
                 }
-                fill += sizes[j];
+                fill += size;
             }
         }
     }
     if (open) {
-        double c = dp_coll(&x->mesh, op, fill * x->store);
+        double c = group_coll(&x->mesh, op, fill * x->store, group);
         if (gather != NULL)
-            *gather += dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store);
+            *gather += group_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store, group);
         double start = (x->l->overlap ? end : t_ready) > stream ? (x->l->overlap ? end : t_ready) : stream;
         stream = start + c;
         sum += c;
@@ -609,6 +720,53 @@ static double optimizer_flops(const ctx *x, double n)
         return 0;
     double per = x->rq->optimizer == PTDP_OPT_ADAMW ? 15 : 2;
     return (per + (x->rq->bf16 ? 1 : 0)) * n;
+}
+
+/* ZeRO-2's reduce-scatter after each backward, on stage 0's device (every
+ * chunk): the whole gradient over dp cp, or with experts one run of each
+ * group at a time, each over its group. */
+static double zero2_scatter(const ctx *x, const chunk_cost *pc)
+{
+    const ptdp_plan_layout *l = x->l;
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    double numel = 0, rs = 0;
+    for (int g = 0; g < l->pp * v; g += l->pp)
+        numel += pc[g].numel;
+    if (x->mesh.ep <= 1)
+        return dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, numel * x->store);
+    const chunk_cost *stage0[v];
+    for (int k = 0; k < v; k++)
+        stage0[k] = &pc[k * l->pp];
+    dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, stage0, v, HUGE_VAL, 0, 0, &rs, NULL);
+    return rs;
+}
+
+/* After the norm, stage st's optimizer on its share (ZeRO 1 and 2: the
+ * dense parameters' over dp cp, the experts' over their expert-DP group)
+ * and ZeRO's all-gather of the updated parameters (ZeRO-1's bucket by
+ * bucket, z1; ZeRO-2's a run of one group at a time). */
+static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, double z1, double *opt, double *gather)
+{
+    const ptdp_plan_layout *l = x->l;
+    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const chunk_cost *here[v];
+    double numel = 0, experts = 0;
+    for (int k = 0; k < v; k++) {
+        here[k] = &pc[k * l->pp + st];
+        numel += here[k]->numel;
+        for (int i = 0; i < here[k]->nunits; i++)
+            experts += x->mesh.ep > 1 ? here[k]->u[i].experts : 0;
+    }
+    double share = l->zero >= 1 && x->mesh.ndp > 1 ? numel / x->mesh.ndp : numel;
+    if (l->zero >= 1 && experts > 0)
+        share = (numel - experts) / x->mesh.ndp + experts / x->mesh.nedp;
+    *opt = secs(x, optimizer_flops(x, share));
+    *gather = l->zero == 1 ? z1 : l->zero == 2 ? dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, numel * x->store) : 0;
+    if (l->zero == 2 && experts > 0) {
+        double rs;
+        *gather = 0;
+        dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, here, v, HUGE_VAL, 0, 0, &rs, gather);
+    }
 }
 
 /* ------------------------------------------------------------ the step */
@@ -673,10 +831,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         }
     }
     if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
-        double numel = 0;
-        for (int g = 0; g < P; g += l->pp)     /* stage 0's device: every chunk */
-            numel += pc[g].numel;
-        z2_rs = dp_coll(&x.mesh, PTDP_COLL_REDUCE_SCATTER, numel * x.store);
+        z2_rs = zero2_scatter(&x, pc);
         if (!l->overlap)
             for (int g = 0; g < P; g++) {
                 pc[g].b += z2_rs;
@@ -697,7 +852,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         const bool has_first = st == 0, has_last = (P - 1) % l->pp == st;
         if (l->zero <= 1) {
             z1_gather[st] = 0;
-            double e0 = dp_buckets(&x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v,
+            const double cap = rq->bucket_mb > 0 ? (double)(size_t)(rq->bucket_mb * 1024 * 1024 / REAL) : 1;
+            double e0 = dp_buckets(&x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v, cap,
                                    pt.last_b[st], t, &traffic, l->zero == 1 ? &z1_gather[st] : NULL);
             t += e0;
             dp_exposed = e0 > dp_exposed ? e0 : dp_exposed;
@@ -752,18 +908,15 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (rc == 0) {   /* the norm: DP (ZeRO), TP, PP all-reduces of one double */
         if (l->zero > 0)
             sync += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
+        else if (x.mesh.ep > 1)   /* each EP rank its experts' squares (zero.c) */
+            sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), x.mesh.ep, x.mesh.ep_nodes);
         sync += tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
         sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp,
                      span(rq->profile, l->pp, world_rank(&x.mesh, 0, 0, 0, 1)));
     }
     for (int st = 0; rc == 0 && st < l->pp; st++) {
-        double numel = 0;
-        for (int k = 0; k < v; k++)
-            numel += pc[k * l->pp + st].numel;
-        double share = l->zero >= 1 && x.mesh.ndp > 1 ? numel / x.mesh.ndp : numel;
-        double opt = secs(&x, optimizer_flops(&x, share));
-        double gather = l->zero == 1 ? z1_gather[st]
-                      : l->zero == 2 ? dp_coll(&x.mesh, PTDP_COLL_ALL_GATHER, numel * x.store) : 0;
+        double opt, gather;
+        optimizer_and_gather(&x, pc, st, z1_gather[st], &opt, &gather);
         opt_max = opt > opt_max ? opt : opt_max;
         post = opt + gather > post ? opt + gather : post;
     }
@@ -781,6 +934,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         out->bubble = pt.bubble;
         out->tp_comm_s = pc[slow].tp_f + pc[slow].tp_b;
         out->cp_comm_s = pc[slow].cp_f + pc[slow].cp_b;
+        out->ep_comm_s = pc[slow].ep_f + pc[slow].ep_b;
         out->pp_comm_s = send[0];
         out->dp_comm_s = dp_total;
         out->dp_exposed_s = dp_exposed;

@@ -18,7 +18,8 @@ expect_usage "this GPT is dense: give --moe-experts"        -- train --model gpt
 expect_usage "--model mlp has no experts"                   -- train --steps 1 --dp 2 --ep 2
 expect_usage "--overlap with --ep 2 and --zero 2"          -- $g --dp 2 --ep 2 --overlap --zero 2
 expect_usage "--ep"                                         -- $g --dp 2 --ep 0
-expect_usage "--ep: the planner does not price a mixture of experts" -- plan --model gpt --heads 8 --seq-len 64 --vocab 256 --gpus 8 --ep 2
+expect_usage "this GPT is dense: give --moe-experts"        -- plan --model gpt --layers 2 --hidden 64 --heads 8 --seq-len 64 --vocab 256 --batch 8 --gpus 8 --profile dgx-a100 --ep 2
+expect_usage "--moe-experts 6 must divide by --ep 4"       -- plan --model gpt --layers 2 --hidden 64 --heads 8 --seq-len 64 --vocab 256 --batch 8 --gpus 8 --profile dgx-a100 --moe-experts 6 --ep 4
 
 if run_ok $m --steps 2 --dp 4 --ep 2 --zero 1 --check --report "$tmp/ep.json" --save "$tmp/ep.st"; then
     has "check PASSED" || fail "dp 4 ep 2 ZeRO-1 did not pass --check"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moe.sh — a GPT with a mixture of experts on the command line: every bad
 # value and every layout it does not run on yet refused (exit 2, naming the
-# flag) before any work; `ptdp plan` refuses to price it; an MoE run passes
+# flag) before any work, by `ptdp plan` as by `ptdp train`; an MoE run passes
 # --check against one device, and its checkpoint does not load into a
 # dense run.
 #
@@ -25,7 +25,9 @@ expect_usage "--moe-ffn 25 must divide by --tp 2"      -- $g --tp 2 --moe-ffn 25
 expect_usage "--moe-experts 4 with --cp and --moe-capacity-factor" -- $g --cp 2 --moe-capacity-factor 1
 expect_usage "--moe-experts 4 with --zero 3"            -- $g --dp 2 --zero 3
 expect_usage "--moe-experts 4 with --token-slices"      -- $g --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
-expect_usage "--moe-experts: the planner does not price a mixture of experts" -- plan --model gpt --moe-experts 4
+p="plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100"
+expect_usage "--moe-experts 4 with --zero 3"            -- $p --moe-experts 4 --zero 3
+expect_usage "--moe-top-k needs --moe-experts"          -- $p --moe-top-k 1
 
 if run_ok train --model gpt --moe-experts 4 --steps 2 --dp 2 --moe-capacity-factor 1.0 --moe-every 2 --layers 2 --check --save "$tmp/moe.st"; then
     has "check PASSED" || fail "an MoE run with dp 2 did not pass --check"

@@ -11,6 +11,8 @@
 #     line that runs (exit 0) the layout in the simulator.
 #  5. Bad inputs exit 2 naming the flag and what would do, nothing on
 #     stdout; a model that fits nowhere exits 1 saying how far it came.
+#  5b. A mixture of experts: --json's ep (dividing dp x cp and E), no ZeRO-3
+#     or SP; --ep fixed; --explain's assumption and its run line; refusals.
 #  6. The PTD-P paper's 1T GPT on 3072 GPUs: the search finishes with a
 #     plan (its wall time is printed; the 5 s target is `ptdp bench plan`'s).
 set -uo pipefail
@@ -160,6 +162,62 @@ else
     [[ -s $out ]] && fail "64K GPUs: printed on stdout"
 fi
 [[ $failures -eq $before ]] && echo "ok    nothing fits: exit 1 -> $(head -c 200 "$err")"
+
+# ---- 5b. a mixture of experts ---------------------------------------------------
+moe=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8
+     --profile dgx-a100 --device-mem 1G --moe-experts 4 --moe-top-k 2 --moe-ffn 128)
+before=$failures
+if run "${moe[@]}" --top 100000 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    [[ $n -ge 1 ]] || fail "moe: no candidate"
+    for k in ep psi_experts ep_comm_s; do
+        [[ $(grep -c "\"$k\": " "$out") -eq $n ]] || fail "moe --json: a candidate lacks \"$k\""
+    done
+    # every ep it chose divides dp x cp and the 4 experts; some layouts spread them
+    bad=$(awk '/^  \{"dp": / { match($0, /"dp": [0-9]+/); d = substr($0, RSTART + 6, RLENGTH - 6) + 0
+                             match($0, /"cp": [0-9]+/); c = substr($0, RSTART + 6, RLENGTH - 6) + 0
+                             match($0, /"ep": [0-9]+/); e = substr($0, RSTART + 6, RLENGTH - 6) + 0
+                             if ((d * c) % e || 4 % e) print "dp " d " cp " c " ep " e; if (e > 1) spread++ }
+               END { if (!spread) print "no layout with ep > 1" }' "$out")
+    [[ -z $bad ]] || fail "moe --json: $bad"
+    grep -qF '"zero": 3,' "$out" && fail "moe --json: a ZeRO-3 layout (the model refuses it)"
+    grep -qF '"sp": true,' "$out" && fail "moe --json: an SP layout (the model refuses it)"
+    [[ $failures -eq $before ]] && echo "ok    moe --json: $n candidates, ep | dp cp and ep | E, no ZeRO-3 or SP"
+fi
+before=$failures
+if run "${moe[@]}" --ep 2 --top 100 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    [[ $n -ge 1 && $(grep -cF '"ep": 2,' "$out") -eq $n ]] || fail "moe --ep 2: not every candidate has ep 2"
+    [[ $failures -eq $before ]] && echo "ok    moe --ep 2: all $n candidates keep it"
+fi
+before=$failures
+if run "${moe[@]}" --ep 2 --tp 1 --pp 2 --top 1 --explain; then
+    expect_out "a mixture of 4 experts in every block's MLP: top-2, expert ffn 128, dropless" " ep " \
+               "assumed: uniform routing" "experts'" "EP all-to-alls" "--moe-experts 4 --moe-top-k 2 --moe-ffn 128" \
+               "--ep 2"
+    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
+    line=${line#*ptdp train }
+    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
+    # shellcheck disable=SC2086
+    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
+        fail "moe --explain's run line failed: ptdp train $line"
+        sed 's/^/      /' "$tmp/train_err" | head -n 5
+    fi
+    [[ $failures -eq $before ]] && echo "ok    moe --explain: the assumption, the EP terms, and its line runs"
+fi
+if run "${moe[@]}" --top 1; then
+    expect_out "  #    dp  ep  tp"
+fi
+expect_usage "--moe-top-k needs --moe-experts E"                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-top-k 2
+expect_usage "--ep 2 spreads a mixture of experts' experts"     -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --ep 2
+expect_usage "--moe-experts 4 must divide by --ep 3"            -- "${moe[@]}" --ep 3
+expect_usage "--moe-experts 4 with --zero 3"                    -- "${moe[@]}" --zero 3
+expect_usage "--moe-experts 4 with --sp"                        -- "${moe[@]}" --tp 2 --sp on
+expect_usage "--moe-top-k 5: must be between 1 and --moe-experts 4" -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 4 --moe-top-k 5
+expect_usage "--moe-capacity-factor -1"                          -- "${moe[@]}" --moe-capacity-factor -1
+expect_usage "--ep 0"                                            -- "${moe[@]}" --ep 0
+expect_usage "--moe-aux-loss: the planner does not take it"      -- "${moe[@]}" --moe-aux-loss 0.01
+expect_usage "--ep 8 must divide dp x cp"                        -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 8 --ep 8 --tp 2
 
 # ---- 6. the 1T GPT on 3072 GPUs -------------------------------------------------
 before=$failures
