@@ -6,6 +6,8 @@
 # device's communication track; the same run with --no-pair-overlap (the
 # all-to-alls on the compute stream, as F then B) trains the same bits,
 # hides nothing and takes longer; a schedule without pairs hides nothing.
+# DualPipe (two copies, the same pairs) hides them too, with the same bits
+# as its own --no-pair-overlap run.
 #
 #   dualpipev_overlap.sh PATH_TO_PTDP
 source "$(dirname "$0")/usage_lib.sh" "$@"
@@ -52,6 +54,25 @@ events = json.load(open(sys.argv[4]))["traceEvents"]
 comm = [e for e in events if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid", 0) >= 1000
         and e["name"].startswith("all_to_all")]
 assert len(comm) > 0, "no all-to-all on a communication track"
+PY
+fi
+
+# DualPipe: the two copies' pairs hide the same kind of all-to-alls.
+for mode in pair serial; do
+    flag=""; [[ $mode == serial ]] && flag=--no-pair-overlap
+    run_ok $run --schedule dualpipe $flag --report "$tmp/dual_$mode.json" --log "$tmp/dual_$mode.jsonl" || true
+done
+if command -v python3 >/dev/null && [[ -f "$tmp/dual_pair.json" && -f "$tmp/dual_serial.json" ]]; then
+    [[ "$(grep -o '"loss": [^,]*, "grad_norm": [^,]*' "$tmp/dual_pair.jsonl")" == \
+       "$(grep -o '"loss": [^,]*, "grad_norm": [^,]*' "$tmp/dual_serial.jsonl")" ]] \
+        || fail "dualpipe: --no-pair-overlap changes the losses or norms"
+    python3 - "$tmp/dual_pair.json" "$tmp/dual_serial.json" <<'PY' \
+        && echo "ok    dualpipe: its pairs hide EP all-to-all time, the same bits as --no-pair-overlap" \
+        || fail "dualpipe's pairs hide no all-to-all time"
+import json, sys
+pair, serial = (json.load(open(p))["run"] for p in sys.argv[1:3])
+assert pair["ep_hidden_s_per_step"] > 0 and serial["ep_hidden_s_per_step"] == 0, (pair, serial)
+assert pair["virtual_s"] < serial["virtual_s"], (pair["virtual_s"], serial["virtual_s"])
 PY
 fi
 
