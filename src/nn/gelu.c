@@ -41,26 +41,13 @@
 #define GELU_K ((ptdp_real)0.7978845608028654)
 #define GELU_C ((ptdp_real)0.044715)
 
-#ifdef PTDP_DOUBLE
-#define EXP exp
-#else
-#define EXP expf
-#endif
-
-/* The exp of libm is a call the compiler cannot vectorise, and a loop
- * with a call in it stays scalar throughout.  So each row goes in chunks
- * of CHUNK elements and three passes over a chunk: the exponent's argument
- * (vectorised), the exps alone (a tight loop of calls), and the rest
- * (vectorised) — element by element the very same operations in the same
- * order as one pass would do, so the same bits, at a fraction of the
- * time of the scalar loop around each call. */
+/* Each row goes in chunks of CHUNK elements and three passes over a
+ * chunk: the exponent's argument, the exps (exp.c: libm's bits, eight at a
+ * time where the machine allows), and the rest — element by element the
+ * very same operations in the same order as one pass would do, so the
+ * same bits; but the first and the last vectorise, which a loop with a
+ * call of libm in it never does. */
 #define CHUNK 256
-
-static void exp_in_place(ptdp_real *e, int n)
-{
-    for (int j = 0; j < n; j++)
-        e[j] = EXP(e[j]);
-}
 
 /* y = x σ(2u) = x / (1 + e^{-2u}) over n elements; y may be x. */
 static void gelu_chunk(ptdp_real *y, const ptdp_real *x, int n)
@@ -70,7 +57,7 @@ static void gelu_chunk(ptdp_real *y, const ptdp_real *x, int n)
         const ptdp_real v = x[j];
         e[j] = -2 * (GELU_K * (v + GELU_C * v * v * v));
     }
-    exp_in_place(e, n);                                 /* e = e^{-2u} */
+    ptdp_exp_inplace(e, (size_t)n);                     /* e = e^{-2u} */
     for (int j = 0; j < n; j++)                         /* read before write: y may be x */
         y[j] = x[j] / (1 + e[j]);
 }
@@ -94,7 +81,7 @@ static void gelu_backward_chunk(ptdp_real *dx, const ptdp_real *dy, const ptdp_r
         const ptdp_real v = x[j], sq = v * v;
         e[j] = -2 * (GELU_K * (v + GELU_C * sq * v));
     }
-    exp_in_place(e, n);                                 /* e = e^{-2u} */
+    ptdp_exp_inplace(e, (size_t)n);                     /* e = e^{-2u} */
     for (int j = 0; j < n; j++) {
         const ptdp_real v = x[j], sq = v * v;
         const ptdp_real s = 1 / (1 + e[j]);
