@@ -23,17 +23,20 @@
  * go to libm's expf itself.
  *
  * The lanes are used only where they are known to agree: a float build on
- * x86-64 whose CPU has AVX2 and FMA, and whose libm agrees with them on a
- * sweep of a million inputs spread over every float (checked once, at the
- * first call; tests/test_ops.c sweeps more).  Anywhere else — another
- * libm, another CPU, the double build — every element is libm's call, as
- * before.
+ * x86-64 whose CPU has AVX2 and FMA (AVX-512 taken when there is one;
+ * PTDP_EXP_AVX2 set in the environment keeps AVX2), and whose libm agrees
+ * with them on a sweep of a million inputs spread over every float
+ * (checked once, at the first call; tests/test_ops.c sweeps more; both
+ * ways of the lanes were checked on all 2^32 floats against glibc 2.36).
+ * Anywhere else — another libm, another CPU, the double build — every
+ * element is libm's call, as before.
  */
 #include "ptdp/ops.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef PTDP_DOUBLE
@@ -93,17 +96,49 @@ __attribute__((target("avx2,fma"))) static __m256d exp4(__m128 x)
     return _mm256_mul_pd(y, s);
 }
 
+/* The same eight at once in AVX-512, where the table's 32 entries fit in
+ * four registers and two permutes replace the gather (the slow part of
+ * exp4): the same operations, the same bits. */
+__attribute__((target("avx512f"))) static __m256 exp8(__m256 x)
+{
+    const __m512i t0 = _mm512_loadu_si512(exp_table), t1 = _mm512_loadu_si512(exp_table + 8);
+    const __m512i t2 = _mm512_loadu_si512(exp_table + 16), t3 = _mm512_loadu_si512(exp_table + 24);
+    const __m512d invln2n = _mm512_castsi512_pd(_mm512_set1_epi64((long long)EXP_INVLN2N));
+    const __m512d shift = _mm512_castsi512_pd(_mm512_set1_epi64((long long)EXP_SHIFT));
+    const __m512d xd = _mm512_cvtps_pd(x);
+    __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, kd);
+    const __mmask8 upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));   /* k mod 32 >= 16 */
+    const __m512i lo = _mm512_permutex2var_epi64(t0, ki, t1), hi = _mm512_permutex2var_epi64(t2, ki, t3);
+    const __m512i t = _mm512_add_epi64(_mm512_mask_blend_epi64(upper, lo, hi), _mm512_slli_epi64(ki, 47));
+    const __m512d s = _mm512_castsi512_pd(t);
+    const __m512d z = _mm512_fmadd_pd(_mm512_castsi512_pd(_mm512_set1_epi64((long long)EXP_C0)), r,
+                                      _mm512_castsi512_pd(_mm512_set1_epi64((long long)EXP_C1)));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(r, _mm512_castsi512_pd(_mm512_set1_epi64((long long)EXP_C2)), _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(z, r2, y);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+
+/* Whether any of eight floats is outside the formula's range (|x| >= 88,
+ * infinities, NaN: exponent bits above 0x42a, as glibc tests). */
+__attribute__((target("avx2"))) static bool outside(__m256 v)
+{
+    const __m256i bits = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff));
+    const __m256i over = _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x42a << 20 | 0xfffff));
+    return !_mm256_testz_si256(over, over);
+}
+
 /* x[j] = e^x[j], eight at a time; a group with an input outside the
- * formula's range (|x| >= 88: exponent bits above 0x42a, as glibc tests)
- * goes to libm's calls, as does the tail. */
+ * formula's range goes to libm's calls, as does the tail. */
 __attribute__((target("avx2,fma"))) static void exp_lanes(float *x, size_t n)
 {
-    const __m256i top = _mm256_set1_epi32(0x42a << 20 | 0xfffff), abs = _mm256_set1_epi32(0x7fffffff);
     size_t j = 0;
     for (; j + 8 <= n; j += 8) {
         const __m256 v = _mm256_loadu_ps(x + j);
-        const __m256i bits = _mm256_and_si256(_mm256_castps_si256(v), abs);
-        if (!_mm256_testz_si256(_mm256_cmpgt_epi32(bits, top), _mm256_set1_epi32(-1))) {
+        if (outside(v)) {
             exp_calls(x + j, 8);
             continue;
         }
@@ -114,17 +149,28 @@ __attribute__((target("avx2,fma"))) static void exp_lanes(float *x, size_t n)
     exp_calls(x + j, n - j);
 }
 
+__attribute__((target("avx512f"))) static void exp_lanes512(float *x, size_t n)
+{
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        if (outside(v))
+            exp_calls(x + j, 8);
+        else
+            _mm256_storeu_ps(x + j, exp8(v));
+    }
+    exp_calls(x + j, n - j);
+}
+
 /* Whether the lanes may stand in for libm here: the CPU has the
  * instructions, and libm agrees on every 4099th float (a million of
  * them, every exponent and sign, NaNs and infinities among them). */
-static bool lanes_ok;
+typedef void (*exp_fn)(float *x, size_t n);
+static exp_fn lanes;   /* NULL: libm's calls */
 static pthread_once_t lanes_once = PTHREAD_ONCE_INIT;
 
-static void lanes_check(void)
+static bool agrees_with_libm(exp_fn f)
 {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-        return;
     float a[1024], b[1024];
     uint64_t u = 0;
     while (u < (1ULL << 32)) {
@@ -133,11 +179,23 @@ static void lanes_check(void)
             memcpy(&a[i], &w, sizeof w);
             b[i] = expf(a[i]);
         }
-        exp_lanes(a, 1024);
+        f(a, 1024);
         if (memcmp(a, b, sizeof a) != 0)
-            return;
+            return false;
     }
-    lanes_ok = true;
+    return true;
+}
+
+/* AVX-512 where there is one, else AVX2 with FMA, each if libm agrees. */
+static void lanes_check(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return;
+    if (getenv("PTDP_EXP_AVX2") == NULL && __builtin_cpu_supports("avx512f") && agrees_with_libm(exp_lanes512))
+        lanes = exp_lanes512;
+    else if (agrees_with_libm(exp_lanes))
+        lanes = exp_lanes;
 }
 #endif
 
@@ -145,7 +203,7 @@ bool ptdp_exp_vectorised(void)
 {
 #ifdef PTDP_EXP_LANES
     pthread_once(&lanes_once, lanes_check);
-    return lanes_ok;
+    return lanes != NULL;
 #else
     return false;
 #endif
@@ -155,7 +213,7 @@ void ptdp_exp_inplace(ptdp_real *x, size_t n)
 {
 #ifdef PTDP_EXP_LANES
     if (ptdp_exp_vectorised()) {
-        exp_lanes(x, n);
+        lanes(x, n);
         return;
     }
 #endif
