@@ -120,6 +120,30 @@ typedef struct {
     int nr;
 } ln_rows;
 
+/* Columns [j0, j0 + n) of four rows in one loop: xhat and g = dy ⊙ w into
+ * xh and g, and the four rows' terms of dw += dy ⊙ xhat and db += dy added
+ * one after the other, as four passes row after row would add them, with
+ * a quarter of the passes over dw and db. */
+static void four_rows(const ln_rows *L, int j0, int n, const ptdp_real *restrict w, ptdp_real *restrict dw,
+                      ptdp_real *restrict db, ptdp_real (*restrict xh)[LN_CHUNK], ptdp_real (*restrict g)[LN_CHUNK])
+{
+    const ptdp_real *restrict x0 = L->x[0] + j0, *restrict x1 = L->x[1] + j0;
+    const ptdp_real *restrict x2 = L->x[2] + j0, *restrict x3 = L->x[3] + j0;
+    const ptdp_real *restrict y0 = L->dy[0] + j0, *restrict y1 = L->dy[1] + j0;
+    const ptdp_real *restrict y2 = L->dy[2] + j0, *restrict y3 = L->dy[3] + j0;
+    const ptdp_real m0 = L->m[0], m1 = L->m[1], m2 = L->m[2], m3 = L->m[3];
+    const ptdp_real r0 = L->r[0], r1 = L->r[1], r2 = L->r[2], r3 = L->r[3];
+    for (int j = 0; j < n; j++) {
+        const ptdp_real h0 = (x0[j] - m0) * r0, h1 = (x1[j] - m1) * r1;
+        const ptdp_real h2 = (x2[j] - m2) * r2, h3 = (x3[j] - m3) * r3;
+        xh[0][j] = h0, xh[1][j] = h1, xh[2][j] = h2, xh[3][j] = h3;
+        g[0][j] = y0[j] * w[j0 + j], g[1][j] = y1[j] * w[j0 + j];
+        g[2][j] = y2[j] * w[j0 + j], g[3][j] = y3[j] * w[j0 + j];
+        dw[j0 + j] = dw[j0 + j] + y0[j] * h0 + y1[j] * h1 + y2[j] * h2 + y3[j] * h3;
+        db[j0 + j] = db[j0 + j] + y0[j] + y1[j] + y2[j] + y3[j];
+    }
+}
+
 /* Columns [j0, j0 + n) of the rows: xhat and g = dy ⊙ w into xh and g,
  * dw += dy ⊙ xhat and db += dy (row after row, as one row at a time
  * would), then the rows' sums sum_j g and sum_j g xhat carried on. */
@@ -127,17 +151,9 @@ static void backward_chunk(const ln_rows *L, int j0, int n, const ptdp_real *w, 
                            double *sg, double *sgx)
 {
     ptdp_real xh[LN_ROWS][LN_CHUNK], g[LN_ROWS][LN_CHUNK];
-    for (int r = 0; r < L->nr; r++) {
-        const ptdp_real *xr = L->x[r] + j0, *dyr = L->dy[r] + j0, m = L->m[r], rs = L->r[r];
-        for (int j = 0; j < n; j++) {
-            xh[r][j] = (xr[j] - m) * rs;
-            g[r][j] = dyr[j] * w[j0 + j];
-            dw[j0 + j] += dyr[j] * xh[r][j];
-            db[j0 + j] += dyr[j];
-        }
-    }
-    if (L->nr == LN_ROWS) {   /* eight chains at once */
-        double a0 = sg[0], a1 = sg[1], a2 = sg[2], a3 = sg[3];
+    if (L->nr == LN_ROWS) {
+        four_rows(L, j0, n, w, dw, db, xh, g);
+        double a0 = sg[0], a1 = sg[1], a2 = sg[2], a3 = sg[3];   /* eight chains at once */
         double b0 = sgx[0], b1 = sgx[1], b2 = sgx[2], b3 = sgx[3];
         for (int j = 0; j < n; j++) {
             a0 += g[0][j];
@@ -153,11 +169,17 @@ static void backward_chunk(const ln_rows *L, int j0, int n, const ptdp_real *w, 
         sgx[0] = b0, sgx[1] = b1, sgx[2] = b2, sgx[3] = b3;
         return;
     }
-    for (int r = 0; r < L->nr; r++)
+    for (int r = 0; r < L->nr; r++) {
+        const ptdp_real *xr = L->x[r] + j0, *dyr = L->dy[r] + j0, m = L->m[r], rs = L->r[r];
         for (int j = 0; j < n; j++) {
+            xh[r][j] = (xr[j] - m) * rs;
+            g[r][j] = dyr[j] * w[j0 + j];
+            dw[j0 + j] += dyr[j] * xh[r][j];
+            db[j0 + j] += dyr[j];
             sg[r] += g[r][j];
             sgx[r] += (double)g[r][j] * xh[r][j];
         }
+    }
 }
 
 /* dx (= or +=) rstd (g − mean_j(g) − xhat mean_j(g ⊙ xhat)) for one row. */
