@@ -41,18 +41,18 @@
 #define GELU_K ((ptdp_real)0.7978845608028654)
 #define GELU_C ((ptdp_real)0.044715)
 
-/* Each row goes in chunks of CHUNK elements and three passes over a
- * chunk: the exponent's argument, the exps (exp.c: libm's bits, eight at a
+/* Each row goes in spans of SPAN columns and three passes over a
+ * span: the exponent's argument, the exps (exp.c: libm's bits, eight at a
  * time where the machine allows), and the rest — element by element the
  * very same operations in the same order as one pass would do, so the
  * same bits; but the first and the last vectorise, which a loop with a
  * call of libm in it never does. */
-#define CHUNK 256
+#define SPAN 256
 
 /* y = x σ(2u) = x / (1 + e^{-2u}) over n elements; y may be x. */
-static void gelu_chunk(ptdp_real *y, const ptdp_real *x, int n)
+static void gelu_span(ptdp_real *y, const ptdp_real *x, int n)
 {
-    ptdp_real e[CHUNK];
+    ptdp_real e[SPAN];
     for (int j = 0; j < n; j++) {                       /* e = -2u */
         const ptdp_real v = x[j];
         e[j] = -2 * (GELU_K * (v + GELU_C * v * v * v));
@@ -68,15 +68,15 @@ void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x)
                       x.rows, x.cols))
         return;
     for (int i = 0; i < x.rows; i++)
-        for (int j0 = 0; j0 < x.cols; j0 += CHUNK)
-            gelu_chunk(ptdp_at(y, i, j0), ptdp_at(x, i, j0), x.cols - j0 < CHUNK ? x.cols - j0 : CHUNK);
+        for (int j0 = 0; j0 < x.cols; j0 += SPAN)
+            gelu_span(ptdp_at(y, i, j0), ptdp_at(x, i, j0), x.cols - j0 < SPAN ? x.cols - j0 : SPAN);
 }
 
 /* dx = dy GELU'(x) over n elements, GELU'(x) = s + x s (1 - s) 2 du/dx
  * with s = 1 / (1 + e^{-2u}) recomputed from x; dx may be dy. */
-static void gelu_backward_chunk(ptdp_real *dx, const ptdp_real *dy, const ptdp_real *x, int n)
+static void gelu_backward_span(ptdp_real *dx, const ptdp_real *dy, const ptdp_real *x, int n)
 {
-    ptdp_real e[CHUNK];
+    ptdp_real e[SPAN];
     for (int j = 0; j < n; j++) {                       /* e = -2u */
         const ptdp_real v = x[j], sq = v * v;
         e[j] = -2 * (GELU_K * (v + GELU_C * sq * v));
@@ -97,9 +97,9 @@ void ptdp_gelu_backward(ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x)
                       "dx %d x %d, dy %d x %d, x %d x %d", dx.rows, dx.cols, dy.rows, dy.cols, x.rows, x.cols))
         return;
     for (int i = 0; i < x.rows; i++)
-        for (int j0 = 0; j0 < x.cols; j0 += CHUNK)
-            gelu_backward_chunk(ptdp_at(dx, i, j0), ptdp_at(dy, i, j0), ptdp_at(x, i, j0),
-                                x.cols - j0 < CHUNK ? x.cols - j0 : CHUNK);
+        for (int j0 = 0; j0 < x.cols; j0 += SPAN)
+            gelu_backward_span(ptdp_at(dx, i, j0), ptdp_at(dy, i, j0), ptdp_at(x, i, j0),
+                                x.cols - j0 < SPAN ? x.cols - j0 : SPAN);
 }
 
 /* Forward: u (5: v·v·v, c·, v +, k·), -2·, exp, 1 +, v / = 9. */

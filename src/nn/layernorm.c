@@ -40,7 +40,7 @@
  * four times as many in flight.  What is element by element (xhat, g, dw,
  * db, the outputs) goes in separate loops the compiler vectorises. */
 #define LN_ROWS 4
-#define LN_CHUNK 256
+#define LN_SPAN 256
 
 /* --------------------------------------------------------------- forward */
 
@@ -125,7 +125,7 @@ typedef struct {
  * one after the other, as four passes row after row would add them, with
  * a quarter of the passes over dw and db. */
 static void four_rows(const ln_rows *L, int j0, int n, const ptdp_real *restrict w, ptdp_real *restrict dw,
-                      ptdp_real *restrict db, ptdp_real (*restrict xh)[LN_CHUNK], ptdp_real (*restrict g)[LN_CHUNK])
+                      ptdp_real *restrict db, ptdp_real (*restrict xh)[LN_SPAN], ptdp_real (*restrict g)[LN_SPAN])
 {
     const ptdp_real *restrict x0 = L->x[0] + j0, *restrict x1 = L->x[1] + j0;
     const ptdp_real *restrict x2 = L->x[2] + j0, *restrict x3 = L->x[3] + j0;
@@ -147,10 +147,10 @@ static void four_rows(const ln_rows *L, int j0, int n, const ptdp_real *restrict
 /* Columns [j0, j0 + n) of the rows: xhat and g = dy ⊙ w into xh and g,
  * dw += dy ⊙ xhat and db += dy (row after row, as one row at a time
  * would), then the rows' sums sum_j g and sum_j g xhat carried on. */
-static void backward_chunk(const ln_rows *L, int j0, int n, const ptdp_real *w, ptdp_real *dw, ptdp_real *db,
+static void backward_span(const ln_rows *L, int j0, int n, const ptdp_real *w, ptdp_real *dw, ptdp_real *db,
                            double *sg, double *sgx)
 {
-    ptdp_real xh[LN_ROWS][LN_CHUNK], g[LN_ROWS][LN_CHUNK];
+    ptdp_real xh[LN_ROWS][LN_SPAN], g[LN_ROWS][LN_SPAN];
     if (L->nr == LN_ROWS) {
         four_rows(L, j0, n, w, dw, db, xh, g);
         double a0 = sg[0], a1 = sg[1], a2 = sg[2], a3 = sg[3];   /* eight chains at once */
@@ -218,8 +218,8 @@ void ptdp_layernorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor db, ptd
             L.m[r] = mean[i0 + r];
             L.r[r] = rstd[i0 + r];
         }
-        for (int j0 = 0; j0 < C; j0 += LN_CHUNK)   /* mean_j(g) and mean_j(g ⊙ xhat), g = dy ⊙ w */
-            backward_chunk(&L, j0, C - j0 < LN_CHUNK ? C - j0 : LN_CHUNK, w.data, dw.data, db.data, sg, sgx);
+        for (int j0 = 0; j0 < C; j0 += LN_SPAN)   /* mean_j(g) and mean_j(g ⊙ xhat), g = dy ⊙ w */
+            backward_span(&L, j0, C - j0 < LN_SPAN ? C - j0 : LN_SPAN, w.data, dw.data, db.data, sg, sgx);
         for (int r = 0; r < L.nr; r++)
             backward_dx(ptdp_at(dx, i0 + r, 0), L.x[r], L.dy[r], w.data, C, L.m[r], L.r[r],
                         (ptdp_real)(sg[r] / C), (ptdp_real)(sgx[r] / C), accumulate_dx);
