@@ -88,6 +88,14 @@ void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b);
 /* db += column sums of dy (db: 1 x dy.cols) */
 void ptdp_bias_backward(ptdp_tensor db, ptdp_tensor dy);
 
+/* ------------------------------------------------------------------- exp */
+
+/* x[j] = e^x[j] for j < n, bit for bit libm's exp (expf in float) of each
+ * element — vectorised where that is known to hold (exp.c). */
+void ptdp_exp_inplace(ptdp_real *x, size_t n);
+/* Whether ptdp_exp_inplace runs vectorised on this machine and build. */
+bool ptdp_exp_vectorised(void);
+
 /* ------------------------------------------------------------------ gelu */
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) (PyTorch gelu(approximate="tanh")).

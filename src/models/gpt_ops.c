@@ -293,16 +293,33 @@ void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor 
 
 /* ---------------------------------------------------------- residual */
 
+/* out = (out + b) + skip, one pass instead of two (the same two additions
+ * per element, in the same order). */
+static void bias_and_skip(ptdp_tensor out, ptdp_tensor b, ptdp_tensor skip)
+{
+    for (int i = 0; i < out.rows; i++) {
+        ptdp_real *restrict o = ptdp_at(out, i, 0);
+        const ptdp_real *restrict s = ptdp_at(skip, i, 0), *restrict bias = b.data;
+        for (int j = 0; j < out.cols; j++)
+            o[j] = o[j] + bias[j] + s[j];
+    }
+}
+
 /* out = skip + dropout(out + b): a residual branch joins the stream. */
 void ptdp_gpt_residual(ptdp_gpt_pass *k, ptdp_tensor out, const ptdp_param *b, uint64_t drop_key,
                        ptdp_tensor skip)
 {
     if (k->rc != 0)
         return;
-    if (b != NULL)   /* NULL: the branch added its own (an MoE block's experts) */
-        ptdp_add_bias(out, b->w);
-    ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
-    ptdp_tensor_add(out, skip);
+    if (b != NULL && k->m->dropout <= 0 && out.rows == skip.rows && out.cols == skip.cols &&
+        b->w.rows == 1 && b->w.cols == out.cols) {
+        bias_and_skip(out, b->w, skip);   /* no dropout between the two sums */
+    } else {
+        if (b != NULL)   /* NULL: the branch added its own (an MoE block's experts) */
+            ptdp_add_bias(out, b->w);
+        ptdp_gpt_region_dropout(k->m, k->acts, out, drop_key);
+        ptdp_tensor_add(out, skip);
+    }
     ptdp_gpt_round(k, out);
 }
 

@@ -55,12 +55,6 @@
 
 #include "ptdp/rng.h"
 
-#ifdef PTDP_DOUBLE
-#define EXP exp
-#else
-#define EXP expf
-#endif
-
 /* Head h's block of a (rows x width) activation for the sequence starting
  * at row r0: T rows, hd columns from column c0, the parent's stride. */
 static ptdp_tensor head_view(ptdp_tensor t, int r0, int T, int c0, int hd)
@@ -94,27 +88,130 @@ static void drop(ptdp_real *dst, const ptdp_real *src, int rows, int cols, int q
         }
 }
 
-/* Row i of S (query q0 + i) becomes softmax over s <= q0 + i; the rest 0. */
+/* ------------------------------------------------------- the softmaxes
+ *
+ * Both the softmax and its backward are row by row, with a row sum in
+ * double taken in index order: a chain of additions, each waiting for the
+ * last.  Four rows' chains are independent, so the rows go four at a
+ * time and the chains interleave (ordered_sums) — each row's additions
+ * the same and in the same order, the same bits; and what is element by
+ * element goes in loops of its own, which the compiler vectorises, the
+ * exps in one call for the row (exp.c: libm's bits, eight at a time where
+ * the machine allows). */
+#define ROWS 4
+
+/* max_s row[s] over s < n (n >= 1), as the scan max = row[0]; max =
+ * row[s] > max ? row[s] : max would find it, in 8 lanes the compiler
+ * vectorises.  The lanes may pick a tie of the other sign when the
+ * maximum is zero, which no caller can see: x - (+0) and x - (-0) are the
+ * same but for x = ±0, whose exp is 1 either way.  A NaN at row[0] is
+ * the max in both; any later NaN is skipped by both. */
+static ptdp_real row_max(const ptdp_real *row, int n)
+{
+    ptdp_real lane[8];
+    for (int l = 0; l < 8; l++)
+        lane[l] = row[0];
+    int s = 0;
+    for (; s + 8 <= n; s += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] = row[s + l] > lane[l] ? row[s + l] : lane[l];
+    ptdp_real max = lane[0];
+    for (int l = 1; l < 8; l++)
+        max = lane[l] > max ? lane[l] : max;
+    for (; s < n; s++)
+        max = row[s] > max ? row[s] : max;
+    return max;
+}
+
+/* out[r] = sum_{s < n[r]} a[r][s] (b NULL) or sum_{s < n[r]} a[r][s] b[r][s]
+ * (a float product, exact in double), in double and in index order, for
+ * nr <= ROWS rows; the part all four rows have runs as four chains at once. */
+static void ordered_sums(double *out, const ptdp_real *const *a, const ptdp_real *const *b, const int *n, int nr)
+{
+    int common = 0;
+    for (int r = 0; r < nr; r++)
+        out[r] = 0;
+    if (nr == ROWS) {
+        common = n[0] < n[1] ? n[0] : n[1];
+        common = common < n[2] ? common : n[2];
+        common = common < n[3] ? common : n[3];
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        if (b == NULL)
+            for (int s = 0; s < common; s++) {
+                s0 += a[0][s];
+                s1 += a[1][s];
+                s2 += a[2][s];
+                s3 += a[3][s];
+            }
+        else
+            for (int s = 0; s < common; s++) {
+                s0 += (double)a[0][s] * b[0][s];
+                s1 += (double)a[1][s] * b[1][s];
+                s2 += (double)a[2][s] * b[2][s];
+                s3 += (double)a[3][s] * b[3][s];
+            }
+        out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+    }
+    for (int r = 0; r < nr; r++)   /* each row's rest, on the same chain */
+        for (int s = common; s < n[r]; s++)
+            out[r] += b == NULL ? (double)a[r][s] : (double)a[r][s] * b[r][s];
+}
+
+/* Row i of S (query q0 + i) becomes softmax over s <= q0 + i; the rest 0:
+ *     P[t][s] = e^{S[t][s] - M_t} / sum_{s' <= t} e^{S[t][s'] - M_t},  M_t = max_{s <= t} S[t][s] */
 static void causal_softmax(ptdp_real *S, int rows, int cols, int q0)
 {
-    for (int i = 0; i < rows; i++) {
-        ptdp_real *row = S + (size_t)i * cols;
-        const int t = q0 + i;
-        ptdp_real max = row[0];
-        for (int s = 1; s <= t; s++)
-            max = row[s] > max ? row[s] : max;
-        double sum = 0;
-        for (int s = 0; s <= t; s++) {
-            row[s] = EXP(row[s] - max);
-            sum += row[s];
+    for (int i0 = 0; i0 < rows; i0 += ROWS) {
+        const int nr = rows - i0 < ROWS ? rows - i0 : ROWS;
+        ptdp_real *row[ROWS];
+        int n[ROWS];
+        double sum[ROWS];
+        for (int r = 0; r < nr; r++) {
+            row[r] = S + (size_t)(i0 + r) * cols;
+            n[r] = q0 + i0 + r + 1;             /* s <= t = q0 + i */
+            const ptdp_real max = row_max(row[r], n[r]);
+            for (int s = 0; s < n[r]; s++)
+                row[r][s] -= max;
+            ptdp_exp_inplace(row[r], (size_t)n[r]);
+            for (int s = n[r]; s < cols; s++)
+                row[r][s] = 0;
         }
-        const ptdp_real inv = (ptdp_real)(1.0 / sum);
-        for (int s = 0; s <= t; s++)
-            row[s] *= inv;
-        for (int s = t + 1; s < cols; s++)
-            row[s] = 0;
+        ordered_sums(sum, (const ptdp_real *const *)row, NULL, n, nr);
+        for (int r = 0; r < nr; r++) {
+            const ptdp_real inv = (ptdp_real)(1.0 / sum[r]);
+            for (int s = 0; s < n[r]; s++)
+                row[r][s] *= inv;
+        }
     }
 }
+
+/* softmax', in place over dP (rows x cols, row i the query q0 + i):
+ *     dS[t][s] = P[t][s] (dP[t][s] − sum_{s' <= t} P[t][s'] dP[t][s']),  0 for s > t */
+static void causal_softmax_backward(ptdp_real *dP, const ptdp_real *P, int rows, int cols, int q0)
+{
+    for (int i0 = 0; i0 < rows; i0 += ROWS) {
+        const int nr = rows - i0 < ROWS ? rows - i0 : ROWS;
+        const ptdp_real *pr[ROWS];
+        ptdp_real *gr[ROWS];
+        int n[ROWS];
+        double dot[ROWS];
+        for (int r = 0; r < nr; r++) {
+            pr[r] = P + (size_t)(i0 + r) * cols;
+            gr[r] = dP + (size_t)(i0 + r) * cols;
+            n[r] = q0 + i0 + r + 1;
+        }
+        ordered_sums(dot, pr, (const ptdp_real *const *)gr, n, nr);
+        for (int r = 0; r < nr; r++) {
+            const ptdp_real d = (ptdp_real)dot[r];
+            for (int s = 0; s < n[r]; s++)
+                gr[r][s] = pr[r][s] * (gr[r][s] - d);
+            for (int s = n[r]; s < cols; s++)
+                gr[r][s] = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the heads */
 
 /* The queries of a slice [q0, q1) see the keys [0, q1): the whole sequence
  * is the slice q0 = 0, q1 = T, and then every matrix below is T x T. */
@@ -194,19 +291,7 @@ void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor
             if (dropping)
                 drop(dP, dP, Tq, Tk, q0, T, dropout, sample, head);
             /* softmax': dS = P (dP − rowsum(P dP)), in place over dP */
-            for (int i = 0; i < Tq; i++) {
-                const int t = q0 + i;
-                const ptdp_real *pr = P + (size_t)i * Tk;
-                ptdp_real *gr = dP + (size_t)i * Tk;
-                double dot = 0;
-                for (int s = 0; s <= t; s++)
-                    dot += (double)pr[s] * gr[s];
-                const ptdp_real d = (ptdp_real)dot;
-                for (int s = 0; s <= t; s++)
-                    gr[s] = pr[s] * (gr[s] - d);
-                for (int s = t + 1; s < Tk; s++)
-                    gr[s] = 0;
-            }
+            causal_softmax_backward(dP, P, Tq, Tk, q0);
             /* dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd) */
             ptdp_matmul(dq, matrix(dP, Tq, Tk), false, k, false, scale, 0.0);
             ptdp_matmul(dk, matrix(dP, Tq, Tk), true, q, false, scale, beta);
