@@ -78,6 +78,6 @@ const ptdp_model_cli ptdp_mlp_cli = {
     .samples = mlp_samples,
     .bench_defaults = mlp_bench_defaults,
     .bench_describe = mlp_bench_describe,
-    .bench_gemm_target = 1.2,
+    .bench_gemm_target = 1.08,
     .bench_torch_target = 0.8,
 };
