@@ -45,7 +45,7 @@
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
 
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev", "dualpipe" };
 
 /* The models the planner prices: those with a planning table. */
 static bool plannable(const ptdp_model_caps *caps)
@@ -104,6 +104,9 @@ static void usage(void)
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
         "  --recompute none|selective|full\n"
         "  --schedule 1f1b|gpipe|interleaved|zb-h1   --virtual-stages v (interleaved)\n"
+        "  --schedule dualpipev|dualpipe   DualPipe's (planned only when asked): --pp\n"
+        "                      counts devices, each holding two chunks; the experts'\n"
+        "                      all-to-alls of a forward-and-backward pair hide under it\n"
         "  --sp on|off         sequence parallelism (only with tp > 1)\n"
         "what to print:\n"
         "  --top K             the best K layouts (default 10)\n"
@@ -220,7 +223,7 @@ static int parse(int argc, char **argv, plan_options *o)
             static const char *const modes[] = { "none", "selective", "full" };
             rc = ptdp_args_enum(&a, modes, 3, &rq->recompute);
         }
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 6, &sched);
         else if (ptdp_args_is(&a, "--sp")) {
             static const char *const onoff[] = { "off", "on" };
             rc = ptdp_args_enum(&a, onoff, 2, &sp);

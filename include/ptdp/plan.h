@@ -71,7 +71,8 @@ typedef struct {
     int tp, pp, cp, zero, micro_batch_size, virtual_stages;
     int recompute;               /* a ptdp_recompute, or -1                 */
     int sp;                      /* 0, 1, or -1                             */
-    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1" */
+    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1";
+                                    "dualpipev", "dualpipe" only when asked */
     int ep;                      /* expert parallelism (a model with experts),
                                     or -1 / 0: the planner chooses          */
 } ptdp_plan_request;
@@ -139,6 +140,11 @@ typedef struct {
  * every split divides, the schedule takes p, m and v).  0, or PTDP_EINVAL
  * with the reason naming the flag, and what would divide, in msg. */
 int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len);
+
+/* Model chunks each stage holds under the layout's schedule: v when
+ * interleaved, 2 under dualpipev (a V of 2 pp chunks) and dualpipe (a
+ * stage of each of two copies), else 1. */
+int ptdp_plan_chunks(const ptdp_plan_layout *l);
 
 /* The ptdp train configuration of a layout (for the agreement test and for
  * --explain's "run it" line). */

@@ -260,6 +260,9 @@ int  ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char 
  * at the other end of a send or recv (peer -1 for other kinds, or for a
  * send/recv past either end of the model). */
 int  ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk);
+/* The same from the layout alone (a model cutting its chunks, a planner
+ * pricing them, before any schedule exists): pp stages, chunk of stage. */
+int  ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk);
 /* The inverse: where the model's chunk g sits. */
 void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk);
 /* Does the boundary after the model chunk at (stage, chunk) stay on the
@@ -350,6 +353,14 @@ typedef struct {
 int  ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c,
                             ptdp_schedule_timeline **out);
 void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t);
+
+/* The pair rule, in one place: an overlapped pair's forward takes its
+ * compute f alone (its all-to-alls run under the partner's compute); its
+ * backward then takes what is left of the pair, max(b, a2a - f) — b its
+ * compute, a2a both halves' all-to-alls on the communication stream — so
+ * the pair lasts max(f + b, a2a).  The timer above and `ptdp plan` both
+ * charge a pair's backward so. */
+double ptdp_pair_backward_time(double f, double b, double a2a);
 
 /* (p - 1) / (m + p - 1): GPipe's and 1F1B's bubble with uniform stages. */
 double ptdp_bubble_formula(int pp, int micro_batches);

@@ -28,6 +28,7 @@
 #include "ptdp/error.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "ptdp/schedule.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -67,6 +68,14 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
     };
     rq.model.ops = ops;
     return rq;
+}
+
+int ptdp_plan_chunks(const ptdp_plan_layout *l)
+{
+    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
+    if (e != NULL && e->layout != PTDP_CHUNKS_RING)
+        return 2;
+    return l->virtual_stages > 1 ? l->virtual_stages : 1;
 }
 
 void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg)
