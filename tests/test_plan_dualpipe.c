@@ -143,4 +143,58 @@ LOOP_TEST(dual_tests, test_plan_dualpipe_is_the_simulators, NCASES)
 }
 END_TEST
 
+/* A long run is played at two lengths and carried on in a straight line
+ * (plan_time.c: DualPipe's from 4p, in steps of 2): equal to the whole
+ * schedule played out. */
+TEST(dual_tests, test_long_runs_follow_the_line)
+{
+    static const dual_case k = { "line", 8, 96, 1, 1, 4, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
+    ptdp_plan_request rq = request_of(&k);
+    for (int pp = 2; pp <= 4; pp += 2) {
+        rq.gpus = pp;
+        ptdp_plan_layout l = layout_of(&k);
+        l.pp = pp;
+        l.micro_batches = (int)rq.batch;
+        ptdp_plan_time line, all;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &line), 0);
+        setenv("PTDP_PLAN_PLAY_ALL", "1", 1);
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &all), 0);
+        unsetenv("PTDP_PLAN_PLAY_ALL");
+        printf("pp %d m %d: the line %.9g s, played out %.9g s\n", pp, l.micro_batches, line.step_s, all.step_s);
+        ck_assert_msg(fabs(line.step_s / all.step_s - 1) < 1e-9, "pp %d: %.12g against %.12g", pp, line.step_s,
+                      all.step_s);
+    }
+}
+END_TEST
+
+/* Asked for --schedule dualpipev, the search offers only what ptdp train
+ * runs: pp >= 2 devices, m >= 2 pp, no ZeRO-3, no --overlap; its bound
+ * stays below every step. */
+TEST(dual_tests, test_search_offers_what_train_runs)
+{
+    static const dual_case k = { "search", 8, 16, 1, 1, 1, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
+    ptdp_plan_request rq = request_of(&k);
+    rq.gpus = 8;
+    rq.schedule = "dualpipev";
+    ptdp_plan_candidate *all = NULL;
+    int nall = 0;
+    ptdp_plan_search_stats st;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 0, &all, &nall, &st, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_gt(nall, 0);
+    for (int i = 0; i < nall; i++) {
+        const ptdp_plan_layout *l = &all[i].layout;
+        ck_assert_str_eq(l->schedule, "dualpipev");
+        ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap,
+                      "pp %d m %d zero %d overlap %d", l->pp, l->micro_batches, l->zero, l->overlap);
+        const double bound = ptdp_plan_step_lower_bound(&rq, l);
+        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
+                      "step %.9g", i, bound, all[i].time.step_s);
+    }
+    printf("search: %d dualpipev layouts; the best: dp %d ep %d tp %d pp %d\n", nall, all[0].layout.dp,
+           all[0].layout.ep, all[0].layout.tp, all[0].layout.pp);
+    free(all);
+}
+END_TEST
+
 int main(void) { return harness_main("plan_dualpipe"); }

@@ -616,14 +616,15 @@ typedef struct {
     int ends;                      /* chunks that read the data or compute a loss */
 } held;
 
-/* DualPipe's lists (dualpipev, dualpipe) at m' = min(m, 2p + 2)
+/* DualPipe's lists (dualpipev, dualpipe) at m' = min(m, 4p + 2)
  * micro-batches: past its warm-up each round of pairs frees what it
- * keeps, so the counts a stage reaches are those of any longer run.  One
- * a thread, kept for the next stage and layout. */
+ * keeps, so the counts a stage reaches are those of any longer run (its
+ * timing is a straight line from 4p on, plan_time.c).  One a thread, kept
+ * for the next stage and layout. */
 static const ptdp_schedule *pairs_schedule(const ptdp_plan_layout *l)
 {
     static _Thread_local ptdp_schedule *kept_s;
-    const int m = l->micro_batches < 2 * l->pp + 2 ? l->micro_batches : 2 * l->pp + 2;
+    const int m = l->micro_batches < 4 * l->pp + 2 ? l->micro_batches : 4 * l->pp + 2;
     if (kept_s != NULL && strcmp(kept_s->name, l->schedule) == 0 && kept_s->pp == l->pp && kept_s->micro_batches == m)
         return kept_s;
     ptdp_schedule_destroy(kept_s);

@@ -636,7 +636,8 @@ out:
  * schedule — whose generation alone grows faster than m (ZB-H1 and the
  * interleaved one take seconds at p 64, m 1536) — is played at two
  * lengths past the warm-up, m1 = 2p and m2 = 2p + 1 (interleaved: 3p, as
- * its micro-batches go round in groups of p), and carried on in a
+ * its micro-batches go round in groups of p; DualPipe's 4p and 4p + 2),
+ * and carried on in a
  * straight line; tests/test_plan_time.c checks the line against the
  * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
  * plays every schedule out, as that check does). */
@@ -645,7 +646,9 @@ static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, c
     const ptdp_schedule_entry *e = ptdp_schedule_find(name);
     const bool ring = e != NULL && e->layout == PTDP_CHUNKS_RING;
     const bool chunked = v > 1 && ring;   /* the interleaved schedule: groups of p */
-    const int m1 = 2 * p, m2 = m1 + (chunked ? p : ring ? 1 : 2);   /* DualPipe's m even */
+    /* DualPipe's line starts later (its rounds of pairs settle by 4p) and
+     * steps by 2 (m even): m1 = 4p, m2 = 4p + 2 */
+    const int m1 = ring ? 2 * p : 4 * p, m2 = m1 + (chunked ? p : ring ? 1 : 2);
     if (m <= m2 || getenv("PTDP_PLAN_PLAY_ALL") != NULL) {
         const ptdp_schedule *s = schedule_of(name, p, m, v);
         return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
