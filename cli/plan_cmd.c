@@ -286,6 +286,35 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     return ops->check_run != NULL ? ops->check_run(&rq->model, &r, msg, len) : PTDP_OK;
 }
 
+/* The schedule against the flags that fix chunks, precision and ZeRO:
+ * --virtual-stages is the interleaved schedule's; DualPipe's two hold two
+ * chunks a device always, and run without bf16 and ZeRO-3, as ptdp train
+ * does (validate.c says why). */
+static int schedule_rules(ptdp_plan_request *rq)
+{
+    const bool dual = rq->schedule != NULL && strncmp(rq->schedule, "dualpipe", 8) == 0;
+    if (dual && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule holds two chunks per device, "
+                                "always (leave --virtual-stages out)", rq->virtual_stages, rq->schedule);
+    if (dual && rq->bf16)
+        return ptdp_usage_error("plan", "--precision bf16 with --schedule %s: ptdp train widens bf16 parameters "
+                                "one model chunk's units at a time, and %s gives each device two chunks; use "
+                                "--schedule 1f1b or gpipe", rq->schedule, rq->schedule);
+    if (dual && rq->zero == 3)
+        return ptdp_usage_error("plan", "--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per "
+                                "device, and %s gives each device two chunks; use --zero 2", rq->schedule,
+                                rq->schedule);
+    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
+        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
+                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
+    if (rq->virtual_stages > 1 && rq->schedule == NULL)
+        rq->schedule = "interleaved";
+    if (rq->zero == 3 && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
+                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
+    return 0;
+}
+
 static int validate(plan_options *o)
 {
     ptdp_plan_request *rq = &o->rq;
@@ -358,15 +387,7 @@ static int validate(plan_options *o)
     if (rq->sp == 1 && rq->tp == 1)
         return ptdp_usage_error("plan", "--sp on shares the TP group's work along the sequence: it needs --tp 2 "
                                 "or more");
-    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
-        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
-                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
-    if (rq->virtual_stages > 1 && rq->schedule == NULL)
-        rq->schedule = "interleaved";
-    if (rq->zero == 3 && rq->virtual_stages > 1)
-        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
-                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
-    return 0;
+    return schedule_rules(rq);
 }
 
 int ptdp_cmd_plan(int argc, char **argv)
