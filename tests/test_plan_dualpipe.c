@@ -57,6 +57,10 @@ static const dual_case cases[] = {
     { "moe dp 2 tp 2 pp 2 ep 2",     4,  8, 2, 2, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipev", NULL },
     { "moe dp 2 pp 2 ep 2 zero 2",   4, 12, 2, 1, 2, 2, 1, 4, 4, 2, R(NONE),  "dualpipev", NULL },
     { "moe dp 2 pp 2 ep 2 full",     4,  8, 2, 1, 2, 2, 1, 4, 4, 1, R(FULL),  "dualpipev", NULL },
+    { "dense pp 2 dualpipe",         4,  4, 1, 1, 2, 1, 1, 0, 0, 0, R(NONE),  "dualpipe",  NULL },
+    { "dense pp 4 dualpipe m 8",     4,  8, 1, 1, 4, 1, 1, 0, 0, 0, R(NONE),  "dualpipe",  NULL },
+    { "moe dp 2 pp 2 ep 2 dualpipe", 4,  8, 2, 1, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipe",  NULL },
+    { "moe dualpipe zero 1",         4,  8, 2, 1, 2, 2, 1, 4, 4, 1, R(NONE),  "dualpipe",  NULL },
     { "moe ep 2 over 2 nodes",       4,  8, 2, 2, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipev", "dgx-a100-80g" },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -799,6 +799,14 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     o->other = copies * data_bytes(&rq->model) + other_kept;
     o->params_units = o->params - params_rest;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
+    /* DualPipe under ZeRO 1 and 2, after the pipeline: every tensor made
+     * whole at once before the mirror's sums (zero.c sum_groups_whole) */
+    const double whole = s->lay == PTDP_CHUNKS_DUAL && zero >= 1 ? numel * r : 0;
+    if (whole > 0 && o->params + o->grads + o->optim + o->other + whole > o->total) {
+        o->acts = 0;
+        o->comm = whole;
+        o->total = o->params + o->grads + o->optim + o->other + whole;
+    }
 }
 
 int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out)

@@ -788,6 +788,31 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
     return stream > end ? stream - end : 0;
 }
 
+/* DualPipe's two copies (model.c sum_dual_copies): every tensor of the
+ * stage's two chunks all-reduced over the mirror pair, stages st and
+ * p - 1 - st, on the link level between them; under ZeRO 1 and 2 each is
+ * first made whole over its replicas, DP's or the experts' (zero.c
+ * sum_groups_whole).  The tied embedding's copies then add on the device. */
+static double mirror_sum(const ctx *x, const chunk_cost *pc, int st)
+{
+    if (x->lay != PTDP_CHUNKS_DUAL)
+        return 0;
+    const int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, st), world_rank(&x->mesh, 0, 0, 0, x->l->pp - 1 - st) };
+    const int nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2);
+    double t = 0, size;
+    bool experts;
+    for (int k = 0; k < 2; k++) {
+        const chunk_cost *c = &pc[chunk_at(x, st, k)];
+        for (int i = 0; i < c->nunits; i++)
+            for (int j = 0; unit_tensor(x, &c->u[i], j, &size, &experts); j++) {
+                t += ptdp_cost_collective_nodes(x->rq->profile, PTDP_COLL_ALL_REDUCE, (size_t)(size * REAL), 2, nodes);
+                if (x->l->zero >= 1)
+                    t += group_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, size * REAL, experts);
+            }
+    }
+    return t;
+}
+
 /* AdamW (or SGD) on n elements, as train.c charges it. */
 static double optimizer_flops(const ctx *x, double n)
 {
@@ -843,6 +868,37 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
     }
 }
 
+/* Every model chunk's units and its F, B (B, W) on the compute stream,
+ * what an overlapped pair could hide of them, and the message after it:
+ * the boundary's activation, rows x (T / cp / (sp ? tp : 1)) x C. */
+static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
+{
+    int rc = PTDP_OK;
+    for (int g = 0; rc == 0 && g < P; g++) {
+        int k, n;
+        piece_of(x, g, &k, &n);
+        rc = chunk_of(x, k, n, &pc[g]);
+    }
+    for (int g = 0; rc == 0 && g < P; g++) {
+        chunk_cost *q = &pc[g];
+        double f = walk_units(x, q, 0);
+        double b = walk_units(x, q, 1), bi = walk_units(x, q, 2), w = 0;
+        for (int i = 0; i < q->nunits; i++)
+            w += q->u[i].w;
+        q->f = f;
+        q->b = b;
+        q->bi = bi;
+        q->w = w;
+        q->a2a_f = q->ep_f;
+        q->a2a_b = q->ep_b + (x->full ? q->ep_f : 0);
+        if (g + 1 < P)
+            send[g] = ptdp_cost_message_between(x->rq->profile, (size_t)((double)x->shape.Rl * x->shape.C * REAL),
+                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g)),
+                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g + 1)));
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------ the step */
 
 int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_time *out)
@@ -886,31 +942,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     /* ZeRO-2: the gradient reduce-scattered after every backward action
      * (B and W each, split), blocking unless --overlap. */
     double z2_rs = 0;
-    for (int g = 0; rc == 0 && g < P; g++) {
-        int k, n;
-        piece_of(&x, g, &k, &n);
-        rc = chunk_of(&x, k, n, &pc[g]);
-    }
-    for (int g = 0; rc == 0 && g < P; g++) {
-        chunk_cost *q = &pc[g];
-        double f = walk_units(&x, q, 0);
-        double b = walk_units(&x, q, 1), bi = walk_units(&x, q, 2), w = 0;
-        for (int i = 0; i < q->nunits; i++)
-            w += q->u[i].w;
-        q->f = f;
-        q->b = b;
-        q->bi = bi;
-        q->w = w;
-        q->a2a_f = q->ep_f;
-        q->a2a_b = q->ep_b + (x.full ? q->ep_f : 0);
-        /* the boundary's activation: rows x (T / cp / (sp ? tp : 1)) x C */
-        const int st = stage_of(&x, g);
-        if (g + 1 < P) {
-            const int nst = stage_of(&x, g + 1);
-            send[g] = ptdp_cost_message_between(rq->profile, (size_t)((double)x.shape.Rl * x.shape.C * REAL),
-                                                world_rank(&x.mesh, 0, 0, 0, st), world_rank(&x.mesh, 0, 0, 0, nst));
-        }
-    }
+    if (rc == 0)
+        rc = price_chunks(&x, P, pc, send);
     if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
         z2_rs = zero2_scatter(&x, pc);
         if (!l->overlap)
@@ -969,10 +1002,11 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         if (l->zero >= 1) {
             t += nsp * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
             /* each tied copy here (DualPipe's stage may hold both) */
-            const int tied = l->pp < 2 ? 0 : x.lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
+            const int tied = l->pp < 2 || x.lay == PTDP_CHUNKS_DUAL ? 0   /* DualPipe's: in mirror_sum */
+                           : x.lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
             t += tied * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
         }
-        pt.end[st] = t;
+        pt.end[st] = t + mirror_sum(&x, pc, st);
         dp_total = traffic > dp_total ? traffic : dp_total;
     }
     /* the tied embedding: stage 0 and the last stage sum their copies */
