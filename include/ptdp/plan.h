@@ -141,11 +141,6 @@ typedef struct {
  * with the reason naming the flag, and what would divide, in msg. */
 int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len);
 
-/* Model chunks each stage holds under the layout's schedule: v when
- * interleaved, 2 under dualpipev (a V of 2 pp chunks) and dualpipe (a
- * stage of each of two copies), else 1. */
-int ptdp_plan_chunks(const ptdp_plan_layout *l);
-
 /* The ptdp train configuration of a layout (for the agreement test and for
  * --explain's "run it" line). */
 void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg);

@@ -260,9 +260,6 @@ int  ptdp_schedule_place_comms(ptdp_schedule *s, ptdp_placement placement, char 
  * at the other end of a send or recv (peer -1 for other kinds, or for a
  * send/recv past either end of the model). */
 int  ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk);
-/* The same from the layout alone (a model cutting its chunks, a planner
- * pricing them, before any schedule exists): pp stages, chunk of stage. */
-int  ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk);
 /* The inverse: where the model's chunk g sits. */
 void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk);
 /* Does the boundary after the model chunk at (stage, chunk) stay on the

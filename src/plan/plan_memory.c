@@ -102,6 +102,8 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
+#include "parallel/schedule_impl.h"
+#include "plan/plan_impl.h"
 
 /* ------------------------------------------------- the data, the seed */
 

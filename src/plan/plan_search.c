@@ -52,6 +52,7 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
+#include "plan/plan_impl.h"
 
 /* ------------------------------------------------------------ the bound */
 

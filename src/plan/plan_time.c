@@ -77,6 +77,8 @@
 #include "ptdp/types.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "parallel/schedule_impl.h"
+#include "plan/plan_impl.h"
 
 #define REAL ((double)sizeof(ptdp_real))
 
