@@ -171,15 +171,17 @@ TEST(dual_tests, test_long_runs_follow_the_line)
 }
 END_TEST
 
-/* Asked for --schedule dualpipev, the search offers only what ptdp train
- * runs: pp >= 2 devices, m >= 2 pp, no ZeRO-3, no --overlap; its bound
- * stays below every step. */
-TEST(dual_tests, test_search_offers_what_train_runs)
+/* Asked for --schedule dualpipev (dualpipe), the search offers only what
+ * ptdp train runs: pp >= 2 devices (dualpipe: pp and m even), m >= 2 pp,
+ * no ZeRO-3, no --overlap; its bound stays below every step. */
+LOOP_TEST(dual_tests, test_search_offers_what_train_runs, 2)
 {
+    static const char *const names[2] = { "dualpipev", "dualpipe" };
     static const dual_case k = { "search", 8, 16, 1, 1, 1, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
-    rq.schedule = "dualpipev";
+    rq.schedule = names[_i];
+    const bool dual = _i == 1;
     ptdp_plan_candidate *all = NULL;
     int nall = 0;
     ptdp_plan_search_stats st;
@@ -188,14 +190,15 @@ TEST(dual_tests, test_search_offers_what_train_runs)
     ck_assert_int_gt(nall, 0);
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
-        ck_assert_str_eq(l->schedule, "dualpipev");
-        ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap,
+        ck_assert_str_eq(l->schedule, names[_i]);
+        ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap &&
+                      (!dual || (l->pp % 2 == 0 && l->micro_batches % 2 == 0)),
                       "pp %d m %d zero %d overlap %d", l->pp, l->micro_batches, l->zero, l->overlap);
         const double bound = ptdp_plan_step_lower_bound(&rq, l);
         ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
                       "step %.9g", i, bound, all[i].time.step_s);
     }
-    printf("search: %d dualpipev layouts; the best: dp %d ep %d tp %d pp %d\n", nall, all[0].layout.dp,
+    printf("search: %d %s layouts; the best: dp %d ep %d tp %d pp %d\n", nall, names[_i], all[0].layout.dp,
            all[0].layout.ep, all[0].layout.tp, all[0].layout.pp);
     free(all);
 }

@@ -7,7 +7,9 @@
  *
  *   tp  tensor parallelism: each block's matrices split over tp GPUs
  *   pp  pipeline stages, run by a schedule (1f1b, gpipe, interleaved with
- *       v chunks per stage, zb-h1) over the M micro-batches of b sequences
+ *       v chunks per stage, zb-h1) over the M micro-batches of b sequences;
+ *       asked for, dualpipev (pp devices, the model cut into 2 pp chunks as
+ *       a V) or dualpipe (a stage of each of two copies a device)
  *   cp  context parallelism: each sequence's positions over cp GPUs
  *   dp  data parallelism over what is left, with a ZeRO stage
  *   ep  a mixture of experts' experts over ep of the dp x cp ranks

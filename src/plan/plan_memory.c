@@ -53,7 +53,10 @@
  * against ptdp_schedule_peak_in_flight): GPipe m; 1F1B and ZB-H1
  * min(p - s, m); interleaved min(2 (p - s - 1) + (v - 1) p + 1, v m)
  * chunk-micro-batches, chunk c of them as Megatron's order runs p
- * micro-batches of one chunk before the next.  ZB-H1 also keeps, for each
+ * micro-batches of one chunk before the next.  DualPipe's two chunks a
+ * device (dualpipev's V, dualpipe's two copies) are walked down the
+ * device's own list instead (walk_pairs): what each F keeps, each B
+ * frees, each zero-bubble B leaves for its W.  ZB-H1 also keeps, for each
  * deferred W (ptdp_schedule_peak_deferred, by formula), a copy of both
  * operands of every dW product (wgrad.c).
  *

@@ -7,6 +7,7 @@
  *     N = dp x tp x pp x cp          tp | heads, ffn, padded vocab
  *     M = B / (b x dp)               b  | B / dp
  *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
+ *                (dualpipev, dualpipe only when --schedule names them)
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
  *     ep | dp cp and ep | E for a mixture of E experts (--ep fixes it)
  *     overlap on wherever ptdp train allows it (it never costs time) —

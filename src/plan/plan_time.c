@@ -39,7 +39,12 @@
  *                           ZeRO-3 makes for that backward: no bytes more
  *                    and the activation messages between stages
  *                    (alpha + bytes / beta, charged to the sender: comm.c);
- *                    the makespan is the schedule played with these costs
+ *                    the makespan is the schedule played with these costs —
+ *                    DualPipe's overlapped F&B pair (pair.h) as the pair
+ *                    rule: its F's compute, then max(its B's compute, both
+ *                    halves' EP all-to-alls less F's compute)
+ *                    (ptdp_pair_backward_time), the all-to-alls on the
+ *                    communication stream, under the partner's compute
  *   once a step      DP: the gradient buckets' all-reduces (--overlap:
  *                    started in the last backward, what is left exposed)
  *                    or ZeRO's reduce-scatter — the experts' buckets over
@@ -48,7 +53,9 @@
  *                    last stages; the gradient norm's all-reduces over DP,
  *                    TP and PP (every device waits for the slowest stage);
  *                    AdamW on this device's share; ZeRO-1's all-gathers
- *                    (one a bucket, as its reduce-scatters), ZeRO-2's one
+ *                    (one a bucket, as its reduce-scatters), ZeRO-2's one;
+ *                    DualPipe's mirror: every tensor all-reduced over the
+ *                    two devices holding the same stages (mirror_sum)
  *
  *   stage 0  ▇F▇F▇F▇B▇F▇B▇F▇B▇ B ▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
  *   stage 1     ▇F▇F▇B▇F▇B▇F▇B▇F▇B▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
