@@ -206,8 +206,7 @@ typedef struct {
     int v;                         /* chunks a stage: ptdp_plan_chunks        */
 } ctx;
 
-/* The model chunk of stage st's chunk k (schedule.h), and the stage that
- * holds model chunk g. */
+/* The model chunk of stage st's chunk k (schedule.h). */
 static int chunk_at(const ctx *x, int st, int k)
 {
     return ptdp_chunk_global_in(x->lay, x->l->pp, st, k);
@@ -221,13 +220,14 @@ static int chunk_flat(const ctx *x, int st, int k)
     return chunk_at(x, st, x->lay == PTDP_CHUNKS_RING ? k : x->v - 1 - k);
 }
 
+/* The stage that holds model chunk g (ptdp_chunk_place). */
 static int stage_of(const ctx *x, int g)
 {
     const int p = x->l->pp;
     return x->lay == PTDP_CHUNKS_RING ? g % p : g < p ? g : 2 * p - 1 - g;
 }
 
-/* Which piece of a model model chunk g is: *k of *n (DualPipe's two
+/* Which piece of a model the model chunk g is: *k of *n (DualPipe's two
  * copies: a stage of a model cut in pp; else a chunk of pp v). */
 static void piece_of(const ctx *x, int g, int *k, int *n)
 {
