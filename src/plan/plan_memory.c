@@ -175,9 +175,9 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     return s;
 }
 
-/* Which piece of a model the model chunk g is: *k of *n (DualPipe's two
+/* Model chunk g within its copy of the model: chunk *k of *n (DualPipe's two
  * copies: a stage of a model cut in pp; else a chunk of pp v). */
-static void piece_of(const shape *s, int g, int *k, int *n)
+static void within_copy(const shape *s, int g, int *k, int *n)
 {
     const bool dual = s->lay == PTDP_CHUNKS_DUAL;
     *k = dual ? g % s->pp : g;
@@ -188,7 +188,7 @@ static void piece_of(const shape *s, int g, int *k, int *n)
 static int chunk_blocks(const shape *s, int g)
 {
     int n;
-    piece_of(s, g, &g, &n);
+    within_copy(s, g, &g, &n);
     return s->layers / n + (g < s->layers % n ? 1 : 0);
 }
 
@@ -206,7 +206,7 @@ static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const ptdp_plan_layou
         return cm;
     const int nb = chunk_blocks(s, g);
     int n;
-    piece_of(s, g, &g, &n);
+    within_copy(s, g, &g, &n);
     const int first = g * (s->layers / n) + (g < s->layers % n ? g : s->layers % n);
     const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
     for (int layer = first; layer < first + nb; layer++)
@@ -691,9 +691,9 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
      * units, what their in-flight micro-batches keep. */
     for (int c = 0; c < v; c++) {
         const int g = ptdp_chunk_global_in(s->lay, p, stage, c), nb = chunk_blocks(s, g);
-        int piece, pieces;
-        piece_of(s, g, &piece, &pieces);
-        const bool first = piece == 0, last = piece == pieces - 1;
+        int at, of;
+        within_copy(s, g, &at, &of);
+        const bool first = at == 0, last = at == of - 1;
         h.has_first |= first;
         h.has_last |= last;
         h.ends += first || last;

@@ -227,21 +227,21 @@ static int stage_of(const ctx *x, int g)
     return x->lay == PTDP_CHUNKS_RING ? g % p : g < p ? g : 2 * p - 1 - g;
 }
 
-/* Which piece of a model the model chunk g is: *k of *n (DualPipe's two
+/* Model chunk g within its copy of the model: chunk *k of *n (DualPipe's two
  * copies: a stage of a model cut in pp; else a chunk of pp v). */
-static void piece_of(const ctx *x, int g, int *k, int *n)
+static void within_copy(const ctx *x, int g, int *k, int *n)
 {
     const bool dual = x->lay == PTDP_CHUNKS_DUAL;
     *k = dual ? g % x->l->pp : g;
     *n = dual ? x->l->pp : x->l->pp * x->v;
 }
 
-/* Does stage st hold a model's first piece (the embeddings) / last (the head)? */
+/* Does stage st hold a copy's first chunk (the embeddings) / last (the head)? */
 static bool holds_end(const ctx *x, int st, bool last)
 {
     for (int c = 0; c < x->v; c++) {
         int k, n;
-        piece_of(x, chunk_at(x, st, c), &k, &n);
+        within_copy(x, chunk_at(x, st, c), &k, &n);
         if (k == (last ? n - 1 : 0))
             return true;
     }
@@ -885,7 +885,7 @@ static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
     int rc = PTDP_OK;
     for (int g = 0; rc == 0 && g < P; g++) {
         int k, n;
-        piece_of(x, g, &k, &n);
+        within_copy(x, g, &k, &n);
         rc = chunk_of(x, k, n, &pc[g]);
     }
     for (int g = 0; rc == 0 && g < P; g++) {
@@ -1004,7 +1004,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         double nsp = 0;
         for (int k = 0; sp && k < v; k++) {
             int g, n;
-            piece_of(&x, chunk_at(&x, st, k), &g, &n);
+            within_copy(&x, chunk_at(&x, st, k), &g, &n);
             nsp += 4.0 * chunk_layers(c->layers, n, g) + (g == n - 1 ? 2 : 0);
         }
         t += nsp * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
