@@ -45,7 +45,7 @@
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
 
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1" };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev", "dualpipe" };
 
 /* The models the planner prices: those with a planning table. */
 static bool plannable(const ptdp_model_caps *caps)
@@ -104,6 +104,9 @@ static void usage(void)
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
         "  --recompute none|selective|full\n"
         "  --schedule 1f1b|gpipe|interleaved|zb-h1   --virtual-stages v (interleaved)\n"
+        "  --schedule dualpipev|dualpipe   DualPipe's (planned only when asked): --pp\n"
+        "                      counts devices, each holding two chunks; the experts'\n"
+        "                      all-to-alls of a forward-and-backward pair hide under it\n"
         "  --sp on|off         sequence parallelism (only with tp > 1)\n"
         "what to print:\n"
         "  --top K             the best K layouts (default 10)\n"
@@ -220,7 +223,7 @@ static int parse(int argc, char **argv, plan_options *o)
             static const char *const modes[] = { "none", "selective", "full" };
             rc = ptdp_args_enum(&a, modes, 3, &rq->recompute);
         }
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 4, &sched);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 6, &sched);
         else if (ptdp_args_is(&a, "--sp")) {
             static const char *const onoff[] = { "off", "on" };
             rc = ptdp_args_enum(&a, onoff, 2, &sp);
@@ -281,6 +284,35 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
         return PTDP_EINVAL;
     }
     return ops->check_run != NULL ? ops->check_run(&rq->model, &r, msg, len) : PTDP_OK;
+}
+
+/* The schedule against the flags that fix chunks, precision and ZeRO:
+ * --virtual-stages is the interleaved schedule's; DualPipe's two hold two
+ * chunks a device always, and run without bf16 and ZeRO-3, as ptdp train
+ * does (validate.c says why). */
+static int schedule_rules(ptdp_plan_request *rq)
+{
+    const bool dual = rq->schedule != NULL && strncmp(rq->schedule, "dualpipe", 8) == 0;
+    if (dual && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule holds two chunks per device, "
+                                "always (leave --virtual-stages out)", rq->virtual_stages, rq->schedule);
+    if (dual && rq->bf16)
+        return ptdp_usage_error("plan", "--precision bf16 with --schedule %s: ptdp train widens bf16 parameters "
+                                "one model chunk's units at a time, and %s gives each device two chunks; use "
+                                "--schedule 1f1b or gpipe", rq->schedule, rq->schedule);
+    if (dual && rq->zero == 3)
+        return ptdp_usage_error("plan", "--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per "
+                                "device, and %s gives each device two chunks; use --zero 2", rq->schedule,
+                                rq->schedule);
+    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
+        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
+                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
+    if (rq->virtual_stages > 1 && rq->schedule == NULL)
+        rq->schedule = "interleaved";
+    if (rq->zero == 3 && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
+                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
+    return 0;
 }
 
 static int validate(plan_options *o)
@@ -355,15 +387,7 @@ static int validate(plan_options *o)
     if (rq->sp == 1 && rq->tp == 1)
         return ptdp_usage_error("plan", "--sp on shares the TP group's work along the sequence: it needs --tp 2 "
                                 "or more");
-    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
-        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
-                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
-    if (rq->virtual_stages > 1 && rq->schedule == NULL)
-        rq->schedule = "interleaved";
-    if (rq->zero == 3 && rq->virtual_stages > 1)
-        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
-                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
-    return 0;
+    return schedule_rules(rq);
 }
 
 int ptdp_cmd_plan(int argc, char **argv)

@@ -233,15 +233,34 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
     fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
 }
 
+/* The bubble by formula (equal stages, free messages), and the formula:
+ * DualPipe's with F = B = W and a pair F + B (schedule.h). */
+static double textbook_bubble(const ptdp_plan_layout *l, const char **words)
+{
+    const double p = l->pp, m = l->micro_batches;
+    if (strcmp(l->schedule, "dualpipev") == 0) {
+        *words = "(p-1)/(3m+p-1), F = B = W";
+        return (p - 1) / (3 * m + p - 1);
+    }
+    if (strcmp(l->schedule, "dualpipe") == 0) {
+        *words = "(p-2)/(3m+p-2), F = B = W";
+        return (p - 2) / (3 * m + p - 2);
+    }
+    *words = "(p-1)/(v m+p-1)";
+    return (double)(l->pp - 1) / ((double)l->virtual_stages * l->micro_batches + l->pp - 1);
+}
+
 /* The step's communication, term by term. */
-static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_plan_time *t)
+static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_plan_time *t, bool pairs)
 {
     fprintf(f, "  TP comm        %12.6g s   per micro-batch, inside F and B\n", t->tp_comm_s);
     fprintf(f, "  CP comm        %12.6g s   per micro-batch, inside F and B\n", t->cp_comm_s);
     if (experts_of(md) > 0)
         fprintf(f, "  EP all-to-alls %12.6g s   per micro-batch, inside F and B: a mixture's dispatch and combine,\n"
-                "                                 forward and backward (and forward again under full recompute)\n",
-                t->ep_comm_s);
+                "                                 forward and backward (and forward again under full recompute)%s\n",
+                t->ep_comm_s, pairs ? ";\n                                 in an F&B pair on the communication stream, "
+                                      "under the partner's\n                                 compute: the pair takes "
+                                      "max(F + B, its all-to-alls)" : "");
     fprintf(f, "  PP message     %12.6g s   one activation between stages\n", t->pp_comm_s);
     fprintf(f, "  DP/ZeRO comm   %12.6g s   a step; exposed (not hidden under the backward): %.6g s\n",
             t->dp_comm_s, t->dp_exposed_s);
@@ -314,7 +333,8 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
         fprintf(f, "  total (peak)   %12s\n", gib(m->total, b[0], 32));
 
     /* time */
-    const double ideal = (double)(l->pp - 1) / ((double)l->virtual_stages * l->micro_batches + l->pp - 1);
+    const char *words;
+    const double ideal = textbook_bubble(l, &words);
     fprintf(f, "\ntime of one step (%s):\n", rq->profile->name);
     fprintf(f, "  forward  F     %12.6g s   one micro-batch on the slowest stage (GEMMs at the profile's\n"
             "                                 efficiency for their shape, TP/CP collectives on the compute stream)\n",
@@ -327,9 +347,9 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             l->micro_batches * (t->forward_s + t->backward_s), l->micro_batches, l->micro_batches == 1 ? "" : "es");
     fprintf(f, "  bubble         %12.4f     the stages' time not computing: fill and drain, sending (the\n"
             "                                 sender pays each message) and waiting for the slowest stage\n"
-            "                                 (textbook, equal stages and free messages: (p-1)/(v m+p-1) = %.4f)\n",
-            t->bubble, ideal);
-    print_comm_terms(f, md, t);
+            "                                 (textbook, equal stages and free messages: %s = %.4f)\n",
+            t->bubble, words, ideal);
+    print_comm_terms(f, md, t, strncmp(l->schedule, "dualpipe", 8) == 0);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
             t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);

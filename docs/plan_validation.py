@@ -168,7 +168,38 @@ def moe_rows(ptdp):
           f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
 
 
+def dualpipe_rows(ptdp):
+    """Mixtral 8x7B on the same 64 GPUs under 1F1B and DualPipeV, in float (DualPipe runs without bf16:
+    two chunks a device), full recomputation (selective does not fit in float), EP 8 in one node
+    (tp 1) and over two (tp 2)."""
+    m = MIXTRAL_8X7B
+    print("| layout (dp ep tp pp, b 1, ZeRO-1, full recompute, float) | schedule | step s | TFLOP/s a GPU "
+          "(ptdp's count) | bubble | EP all-to-alls a micro-batch a device | memory a GPU |")
+    print("|---|---|---|---|---|---|---|")
+    for tp in (1, 2):
+        for schedule in ("1f1b", "dualpipev"):
+            cmd = [ptdp, "plan", "--model", "gpt", "--layers", str(m["layers"]), "--hidden", str(m["hidden"]),
+                   "--heads", str(m["heads"]), "--seq-len", str(m["seq"]), "--vocab", str(m["vocab"]),
+                   "--moe-experts", str(m["experts"]), "--moe-top-k", str(m["topk"]),
+                   "--moe-ffn", str(m["ffn"] * 3 // 2), "--batch", str(m["gbs"]), "--gpus", str(m["gpus"]),
+                   "--profile", "dgx-h100", "--tp", str(tp), "--ep", str(m["ep"]), "--pp", str(m["pp"]),
+                   "--cp", "1", "--micro-batch-size", str(m["mbs"]), "--zero", "1", "--recompute", "full",
+                   "--schedule", schedule, "--top", "1", "--json"]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"| tp {tp} | {schedule} | failed: {out.stderr.strip()} | | | | |")
+                continue
+            c = json.loads(out.stdout)["candidates"][0]
+            chunks = 2 if schedule == "dualpipev" else 1   # ep_comm_s is one chunk's: a device has two
+            lay = f"dp {c['dp']} ep {c['ep']} tp {c['tp']} pp {c['pp']}"
+            print(f"| {lay} | {schedule} | {c['step_s']:.2f} | {c['model_tflops_per_gpu']:.0f} | "
+                  f"{c['time']['bubble']:.3f} | {c['time']['ep_comm_s'] * chunks * 1e3:.1f} ms | "
+                  f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
+
+
 if __name__ == "__main__":
     main()
     print()
     moe_rows(sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp")
+    print()
+    dualpipe_rows(sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp")

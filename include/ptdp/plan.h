@@ -71,7 +71,8 @@ typedef struct {
     int tp, pp, cp, zero, micro_batch_size, virtual_stages;
     int recompute;               /* a ptdp_recompute, or -1                 */
     int sp;                      /* 0, 1, or -1                             */
-    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1" */
+    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1";
+                                    "dualpipev", "dualpipe" only when asked */
     int ep;                      /* expert parallelism (a model with experts),
                                     or -1 / 0: the planner chooses          */
 } ptdp_plan_request;

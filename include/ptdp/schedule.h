@@ -351,6 +351,14 @@ int  ptdp_schedule_simulate(const ptdp_schedule *s, const ptdp_schedule_costs *c
                             ptdp_schedule_timeline **out);
 void ptdp_schedule_timeline_destroy(ptdp_schedule_timeline *t);
 
+/* The pair rule, in one place: an overlapped pair's forward takes its
+ * compute f alone (its all-to-alls run under the partner's compute); its
+ * backward then takes what is left of the pair, max(b, a2a - f) — b its
+ * compute, a2a both halves' all-to-alls on the communication stream — so
+ * the pair lasts max(f + b, a2a).  The timer above and `ptdp plan` both
+ * charge a pair's backward so. */
+double ptdp_pair_backward_time(double f, double b, double a2a);
+
 /* (p - 1) / (m + p - 1): GPipe's and 1F1B's bubble with uniform stages. */
 double ptdp_bubble_formula(int pp, int micro_batches);
 /* The bubble a schedule should show with uniform stages: 1F1B's above;

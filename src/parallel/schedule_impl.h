@@ -18,8 +18,9 @@ int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placem
                               int pp, int micro_batches, int virtual_stages, ptdp_chunk_layout layout,
                               ptdp_schedule **out);
 
-/* ptdp_chunk_global from the layout alone (a model cutting its chunks,
- * before any schedule exists): pp stages, chunk of stage. */
+/* ptdp_chunk_global from the layout alone (a model cutting its chunks, a
+ * planner pricing them, before any schedule exists): pp stages, chunk of
+ * stage. */
 int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk);
 
 /* Does the model chunk at (stage, chunk) take its input from / give its

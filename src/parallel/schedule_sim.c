@@ -421,8 +421,13 @@ static double duration(const ptdp_schedule *s, const ptdp_schedule_costs *c, int
     if (a->pair)
         return t;                                   /* its all-to-alls: under its partner's B */
     if (i > 0 && s->stage[st].actions[i - 1].pair)  /* the pair's B: what F + B leaves of 2 x */
-        return 2 * x - tf > t ? 2 * x - tf : t;
+        return ptdp_pair_backward_time(tf, t, 2 * x);
     return t + x;
+}
+
+double ptdp_pair_backward_time(double f, double b, double a2a)
+{
+    return a2a - f > b ? a2a - f : b;
 }
 
 /* Play stage st from pos[st] on, as far as messages already sent allow.

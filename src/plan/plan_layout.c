@@ -7,7 +7,9 @@
  *
  *   tp  tensor parallelism: each block's matrices split over tp GPUs
  *   pp  pipeline stages, run by a schedule (1f1b, gpipe, interleaved with
- *       v chunks per stage, zb-h1) over the M micro-batches of b sequences
+ *       v chunks per stage, zb-h1) over the M micro-batches of b sequences;
+ *       asked for, dualpipev (pp devices, the model cut into 2 pp chunks as
+ *       a V) or dualpipe (a stage of each of two copies a device)
  *   cp  context parallelism: each sequence's positions over cp GPUs
  *   dp  data parallelism over what is left, with a ZeRO stage
  *   ep  a mixture of experts' experts over ep of the dp x cp ranks
@@ -28,6 +30,8 @@
 #include "ptdp/error.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "ptdp/schedule.h"
+#include "plan/plan_impl.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
 
@@ -67,6 +71,14 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
     };
     rq.model.ops = ops;
     return rq;
+}
+
+int ptdp_plan_chunks(const ptdp_plan_layout *l)
+{
+    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
+    if (e != NULL && e->layout != PTDP_CHUNKS_RING)
+        return 2;
+    return l->virtual_stages > 1 ? l->virtual_stages : 1;
 }
 
 void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg)

@@ -53,7 +53,10 @@
  * against ptdp_schedule_peak_in_flight): GPipe m; 1F1B and ZB-H1
  * min(p - s, m); interleaved min(2 (p - s - 1) + (v - 1) p + 1, v m)
  * chunk-micro-batches, chunk c of them as Megatron's order runs p
- * micro-batches of one chunk before the next.  ZB-H1 also keeps, for each
+ * micro-batches of one chunk before the next.  DualPipe's two chunks a
+ * device (dualpipev's V, dualpipe's two copies) are walked down the
+ * device's own list instead (walk_pairs): what each F keeps, each B
+ * frees, each zero-bubble B leaves for its W.  ZB-H1 also keeps, for each
  * deferred W (ptdp_schedule_peak_deferred, by formula), a copy of both
  * operands of every dW product (wgrad.c).
  *
@@ -101,6 +104,9 @@
 #include "ptdp/error.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "ptdp/schedule.h"
+#include "parallel/schedule_impl.h"
+#include "plan/plan_impl.h"
 
 /* ------------------------------------------------- the data, the seed */
 
@@ -131,6 +137,7 @@ static double fmax2(double a, double b) { return a > b ? a : b; }
 typedef struct {
     double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
     int layers, tp, pp, v, cp;
+    ptdp_chunk_layout lay;    /* chunks round a ring, in a V, or two copies (DualPipe) */
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
     int E;                    /* experts of the model's mixtures (0: dense)        */
@@ -143,7 +150,9 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     shape s;
     s.tp = l->tp;
     s.pp = l->pp;
-    s.v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    s.v = ptdp_plan_chunks(l);
+    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
+    s.lay = e != NULL ? e->layout : PTDP_CHUNKS_RING;
     s.cp = l->cp > 1 ? l->cp : 1;
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
@@ -166,10 +175,20 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     return s;
 }
 
+/* Model chunk g within its copy of the model: chunk *k of *n (DualPipe's two
+ * copies: a stage of a model cut in pp; else a chunk of pp v). */
+static void within_copy(const shape *s, int g, int *k, int *n)
+{
+    const bool dual = s->lay == PTDP_CHUNKS_DUAL;
+    *k = dual ? g % s->pp : g;
+    *n = dual ? s->pp : s->pp * s->v;
+}
+
 /* Blocks of model chunk g of the pp v (model.c ptdp_stage_range). */
 static int chunk_blocks(const shape *s, int g)
 {
-    const int n = s->pp * s->v;
+    int n;
+    within_copy(s, g, &g, &n);
     return s->layers / n + (g < s->layers % n ? 1 : 0);
 }
 
@@ -185,9 +204,12 @@ static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const ptdp_plan_layou
     chunk_moe cm = { 0 };
     if (s->E == 0)
         return cm;
-    const int n = s->pp * s->v, first = g * (s->layers / n) + (g < s->layers % n ? g : s->layers % n);
+    const int nb = chunk_blocks(s, g);
+    int n;
+    within_copy(s, g, &g, &n);
+    const int first = g * (s->layers / n) + (g < s->layers % n ? g : s->layers % n);
     const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
-    for (int layer = first; layer < first + chunk_blocks(s, g); layer++)
+    for (int layer = first; layer < first + nb; layer++)
         if (mp->moe(rq->profile, &rq->model, layer, (int)s->b, s->tp, s->cp, s->ep,
                     l->recompute == PTDP_RECOMPUTE_SELECTIVE, false, rq->bf16, &cm.m))
             cm.n++;
@@ -586,6 +608,127 @@ static int forwards_of_chunk(int n, int p, int v, int c)
     return (groups / v + (c < groups % v ? 1 : 0)) * p + (c == groups % v ? rem : 0);
 }
 
+/* What a stage's chunks hold: their parameters, ZeRO-3's units, the
+ * mixtures' numbers, and what their in-flight micro-batches keep at the
+ * backward and the forward of the peak (kept_bwd, kept_fwd: the same
+ * moment but for DualPipe's, walked from its list). */
+typedef struct {
+    double numel, len3, biggest_unit, other_kept;
+    double kept_bwd, kept_fwd;     /* activations and deferred W's, bytes */
+    mixtures mx;
+    bool blocks_here, has_first, has_last;
+    int in_flight;
+    int ends;                      /* chunks that read the data or compute a loss */
+} held;
+
+/* DualPipe's lists (dualpipev, dualpipe) at m' = min(m, 4p + 2)
+ * micro-batches: past its warm-up each round of pairs frees what it
+ * keeps, so the counts a stage reaches are those of any longer run (its
+ * timing is a straight line from 4p on, plan_time.c).  One a thread, kept
+ * for the next stage and layout. */
+static const ptdp_schedule *pairs_schedule(const ptdp_plan_layout *l)
+{
+    static _Thread_local ptdp_schedule *kept_s;
+    const int m = l->micro_batches < 4 * l->pp + 2 ? l->micro_batches : 4 * l->pp + 2;
+    if (kept_s != NULL && strcmp(kept_s->name, l->schedule) == 0 && kept_s->pp == l->pp && kept_s->micro_batches == m)
+        return kept_s;
+    ptdp_schedule_destroy(kept_s);
+    kept_s = NULL;
+    if (ptdp_schedule_create_v(l->schedule, l->pp, m, 2, &kept_s) != PTDP_OK)
+        kept_s = NULL;
+    return kept_s;
+}
+
+/* A DualPipe stage's two chunks kept, walked down its own list: F of
+ * chunk c adds what c keeps (per[c], other[c]), a whole B frees it, a
+ * zero-bubble B trades it for what its W keeps (wk[c]: both operands of
+ * every dW product, wgrad.c), W frees that.  The peaks: after an F (the
+ * forward that makes the most) and before a B (the backward that finds
+ * the most, its own included). */
+static void walk_pairs(const ptdp_plan_layout *l, int stage, const double per[2], const double other[2],
+                       const double wk[2], held *h)
+{
+    const ptdp_schedule *sch = pairs_schedule(l);
+    if (sch == NULL) {   /* (the layout's check builds it first: not reached) */
+        h->kept_bwd = h->kept_fwd = l->micro_batches * (per[0] + per[1] + wk[0] + wk[1]);
+        h->other_kept = l->micro_batches * (other[0] + other[1]);
+        h->in_flight = 2 * l->micro_batches;
+        return;
+    }
+    double cur = 0, cur_other = 0;
+    int count = 0;
+    h->in_flight = 0;
+    for (int i = 0; i < sch->stage[stage].count; i++) {
+        const ptdp_action *a = &sch->stage[stage].actions[i];
+        const int c = a->chunk;
+        if (a->kind == PTDP_ACT_FORWARD) {
+            cur += per[c];
+            cur_other += other[c];
+            count++;
+            h->kept_fwd = fmax2(h->kept_fwd, cur);
+            h->other_kept = fmax2(h->other_kept, cur_other);
+            h->in_flight = count > h->in_flight ? count : h->in_flight;
+        } else if (a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) {
+            h->kept_bwd = fmax2(h->kept_bwd, cur);
+            cur += (a->kind == PTDP_ACT_BACKWARD_INPUT ? wk[c] : 0) - per[c];
+            cur_other -= other[c];
+            count--;
+        } else if (a->kind == PTDP_ACT_BACKWARD_WEIGHT) {
+            cur -= wk[c];
+        }
+    }
+}
+
+static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage, int n)
+{
+    const double r = sizeof(ptdp_real);
+    const bool full = l->recompute == PTDP_RECOMPUTE_FULL;
+    const int p = s->pp, v = s->v;
+    held h = { .in_flight = n };
+    double acts_kept = 0, wgrad = 0, per[2] = { 0 }, other[2] = { 0 }, wk[2] = { 0 };
+    /* The chunks of this stage (model chunk c p + stage of the p v; in a V
+     * or two copies, ptdp_chunk_global_in's): their parameters, ZeRO-3's
+     * units, what their in-flight micro-batches keep. */
+    for (int c = 0; c < v; c++) {
+        const int g = ptdp_chunk_global_in(s->lay, p, stage, c), nb = chunk_blocks(s, g);
+        int at, of;
+        within_copy(s, g, &at, &of);
+        const bool first = at == 0, last = at == of - 1;
+        h.has_first |= first;
+        h.has_last |= last;
+        h.ends += first || last;
+        const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
+        const chunk_moe cm = moe_of_chunk(rq, l, s, g);
+        h.numel += units[0] + units[1] + nb * units[2];
+        h.numel += add_mixtures(&h.mx, &cm, units[2]);
+        for (int u = 0; u < 3; u++) {
+            const double chunk = (double)(((long long)units[u] + s->ndp - 1) / s->ndp);   /* ceil: rank 0's */
+            h.len3 += (u == 2 ? nb : units[u] > 0) * chunk;
+            if (units[u] > h.biggest_unit && (u < 2 || nb > 0))
+                h.biggest_unit = units[u];
+        }
+        h.blocks_here |= nb > 0;
+        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
+        /* a mixture's experts compute their dW in B: only its attention's waits */
+        const double w1 = wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl);
+        if (s->lay != PTDP_CHUNKS_RING) {
+            per[c] = full ? k.acts_recompute : k.acts;
+            other[c] = k.other;
+            wk[c] = w1;
+            continue;
+        }
+        const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
+        acts_kept += nc * (full ? k.acts_recompute : k.acts);
+        h.other_kept += nc * k.other;
+        if (v == 1)
+            wgrad = deferred(l->schedule, p, l->micro_batches, stage) * w1;
+    }
+    h.kept_bwd = h.kept_fwd = acts_kept + wgrad;
+    if (s->lay != PTDP_CHUNKS_RING)
+        walk_pairs(l, stage, per, other, wk, &h);
+    return h;
+}
+
 static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
                          ptdp_plan_memory *o)
 {
@@ -595,40 +738,18 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const int n = in_flight(l->schedule, p, l->micro_batches, v, stage);
     memset(o, 0, sizeof *o);
     o->stage = stage;
-    o->in_flight = n;
 
-    /* The chunks of this stage (model chunk c p + stage of the p v):
-     * their parameters, ZeRO-3's units, what their in-flight micro-batches
-     * keep, and the chunk whose backward runs at the peak (the last). */
-    double numel = 0, len3 = 0, biggest_unit = 0, acts_kept = 0, other_kept = 0, wgrad = 0;
-    mixtures mx = { 0 };
-    bool blocks_here = false;
-    bool has_first = false, has_last = false;
-    for (int c = 0; c < v; c++) {
-        const int g = c * p + stage, nb = chunk_blocks(s, g);
-        const bool first = g == 0, last = g == p * v - 1;
-        has_first |= first;
-        has_last |= last;
-        const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
-        const chunk_moe cm = moe_of_chunk(rq, l, s, g);
-        numel += units[0] + units[1] + nb * units[2];
-        numel += add_mixtures(&mx, &cm, units[2]);
-        for (int u = 0; u < 3; u++) {
-            const double chunk = (double)(((long long)units[u] + s->ndp - 1) / s->ndp);   /* ceil: rank 0's */
-            len3 += (u == 2 ? nb : units[u] > 0) * chunk;
-            if (units[u] > biggest_unit && (u < 2 || nb > 0))
-                biggest_unit = units[u];
-        }
-        blocks_here |= nb > 0;
-        const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
-        const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
-        acts_kept += nc * (full ? k.acts_recompute : k.acts);
-        other_kept += nc * k.other;
-        if (v == 1)   /* a mixture's experts compute their dW in B: only its attention's waits */
-            wgrad = deferred(l->schedule, p, l->micro_batches, stage) *
-                    (wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl));
-    }
-    const bool first_here = stage == 0 && v == 1, last_here = stage == p - 1;
+    const held h = stage_chunks(rq, l, s, stage, n);
+    const double numel = h.numel, len3 = h.len3, biggest_unit = h.biggest_unit, other_kept = h.other_kept;
+    const mixtures mx = h.mx;
+    const bool blocks_here = h.blocks_here, has_first = h.has_first, has_last = h.has_last;
+    o->in_flight = h.in_flight;
+    /* the stage's ends: no activation received / sent (pp_bufs) on the
+     * first / last stage of one chunk each; the tail (head, loss) where
+     * the model's last chunk is */
+    const bool ring = s->lay == PTDP_CHUNKS_RING;
+    const bool first_here = stage == 0 && v == 1, last_here = ring && stage == p - 1;
+    const bool tail_here = ring ? last_here : has_last;
 
     /* Model states: the header's table; ZeRO 1 and 2 shard the experts'
      * over their own copies, the expert-DP group (dp cp / ep of them). */
@@ -664,11 +785,11 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     if (!bf16) {
         /* a mixture's block redone keeps its rows too; its exchanges and
          * stacked rows are the largest transients of its passes */
-        const double recomputed = full ? redone(rq, s, last_here) + fmax2(0, mx.block) : 0;
+        const double recomputed = full ? redone(rq, s, tail_here) + fmax2(0, mx.block) : 0;
         const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
-        const double backward = acts_kept + wgrad + recomputed + backward_scratch(s) + pp_bufs;
+        const double backward = h.kept_bwd + recomputed + backward_scratch(s) + pp_bufs;
         const double backward_comm = fmax2(backward_transient(s, l->recompute), mx.bwd);
-        const double forward = acts_kept + wgrad + fmax2(forward_transient(s, first_here, last_here), mx.fwd) +
+        const double forward = h.kept_fwd + fmax2(forward_transient(s, first_here, tail_here), mx.fwd) +
                                (last_here ? 0 : r * s->Rl * s->C);
         const bool in_backward = backward + backward_comm >= forward;
         o->acts = in_backward ? backward : forward;
@@ -677,9 +798,20 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         bf16_units(rq, l, s, stage, n, biggest_unit, mx.unit, blocks_here, o);
         o->comm = (zero == 2 ? numel * es : 0) + mx.bwd;   /* a mixture's backward transient, its rows float */
     }
-    o->other = (has_first || has_last ? data_bytes(&rq->model) : 0) + other_kept;
+    /* the data, in every chunk that reads it or computes a loss (a ring's
+     * one chunk a stage: once, even when it is both) */
+    const int copies = ring ? has_first || has_last : h.ends;
+    o->other = copies * data_bytes(&rq->model) + other_kept;
     o->params_units = o->params - params_rest;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
+    /* DualPipe under ZeRO 1 and 2, after the pipeline: every tensor made
+     * whole at once before the mirror's sums (zero.c sum_groups_whole) */
+    const double whole = s->lay == PTDP_CHUNKS_DUAL && zero >= 1 ? numel * r : 0;
+    if (whole > 0 && o->params + o->grads + o->optim + o->other + whole > o->total) {
+        o->acts = 0;
+        o->comm = whole;
+        o->total = o->params + o->grads + o->optim + o->other + whole;
+    }
 }
 
 int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_memory *out)

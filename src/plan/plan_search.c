@@ -7,6 +7,7 @@
  *     N = dp x tp x pp x cp          tp | heads, ffn, padded vocab
  *     M = B / (b x dp)               b  | B / dp
  *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
+ *                (dualpipev, dualpipe only when --schedule names them)
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
  *     ep | dp cp and ep | E for a mixture of E experts (--ep fixes it)
  *     overlap on wherever ptdp train allows it (it never costs time) —
@@ -51,6 +52,8 @@
 #include "ptdp/error.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "ptdp/schedule.h"
+#include "plan/plan_impl.h"
 
 /* ------------------------------------------------------------ the bound */
 
@@ -127,6 +130,16 @@ static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const int L = rq->model.layers, p = l->pp, v = l->virtual_stages > 1 ? l->virtual_stages : 1;
     const double M = l->micro_batches;
     const double block = c->block_f + c->block_b + (l->recompute == PTDP_RECOMPUTE_FULL ? c->block_f : 0);
+    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule);
+    if (e != NULL && e->layout != PTDP_CHUNKS_RING) {
+        /* DualPipe: device 0 holds the model's first chunk and its last
+         * (a V of 2p), or the first stage of one copy and the last of the
+         * other, each running M / 2 micro-batches: its own work, no fill */
+        const bool dual = e->layout == PTDP_CHUNKS_DUAL;
+        const int n = dual ? p : 2 * p, r = L % n;
+        const int blocks = 2 * (L / n) + (r > 0) + (r > n - 1);
+        return (dual ? M / 2 : M) * (blocks * block + c->embed + c->head);
+    }
     if (p == 1)
         return M * (L * block + c->embed + c->head);
     const double first = M * (stage_blocks(L, p, v, 0) * block + c->embed);
@@ -219,7 +232,7 @@ static bool stop(const search *s)
  * the loops make fail one of these, and need no more. */
 static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    const bool zb = strcmp(l->schedule, "zb-h1") == 0;
+    const bool zb = strcmp(l->schedule, "zb-h1") == 0 || strncmp(l->schedule, "dualpipe", 8) == 0;
     const int v = l->virtual_stages, spread = l->dp * l->cp;
     if (rq->bf16 && (v > 1 || zb))
         return false;
@@ -237,7 +250,7 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
  * W; every stage's every chunk otherwise. */
 static long long weighed_stages(const ptdp_plan_layout *l)
 {
-    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const int v = ptdp_plan_chunks(l);
     if (v == 1 && strcmp(l->schedule, "zb-h1") != 0)
         return l->pp < 3 ? l->pp : 3;
     return (long long)l->pp * v;
@@ -285,7 +298,7 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     if (!cheap_ok(rq, l))
         return;
-    const bool zb = strcmp(l->schedule, "zb-h1") == 0;
+    const bool zb = strcmp(l->schedule, "zb-h1") == 0 || strncmp(l->schedule, "dualpipe", 8) == 0;   /* and DualPipe's */
     l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) && l->virtual_stages == 1 && !zb &&
                  !(l->ep > 1 && l->zero >= 2);   /* ZeRO-2's one reduce-scatter cannot start early with experts */
     char msg[PTDP_MSG_MAX];
@@ -339,10 +352,11 @@ static void consider(search *s, ptdp_plan_layout *l)
 static void enumerate_choices(search *s, ptdp_plan_layout *l)
 {
     const ptdp_plan_request *rq = s->rq;
-    static const char *const schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
-    for (int k = 0; k < 4 && !stop(s); k++) {
+    /* DualPipe's two (k >= 4) only when --schedule names them */
+    static const char *const schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved", "dualpipev", "dualpipe" };
+    for (int k = 0; k < 6 && !stop(s); k++) {
         const bool chunked = k == 3;
-        if (rq->schedule != NULL && strcmp(rq->schedule, schedules[k]) != 0)
+        if ((rq->schedule != NULL && strcmp(rq->schedule, schedules[k]) != 0) || (k >= 4 && rq->schedule == NULL))
             continue;
         int v_lo = 1, v_hi = 1;
         if (chunked) {

@@ -39,7 +39,12 @@
  *                           ZeRO-3 makes for that backward: no bytes more
  *                    and the activation messages between stages
  *                    (alpha + bytes / beta, charged to the sender: comm.c);
- *                    the makespan is the schedule played with these costs
+ *                    the makespan is the schedule played with these costs —
+ *                    DualPipe's overlapped F&B pair (pair.h) as the pair
+ *                    rule: its F's compute, then max(its B's compute, both
+ *                    halves' EP all-to-alls less F's compute)
+ *                    (ptdp_pair_backward_time), the all-to-alls on the
+ *                    communication stream, under the partner's compute
  *   once a step      DP: the gradient buckets' all-reduces (--overlap:
  *                    started in the last backward, what is left exposed)
  *                    or ZeRO's reduce-scatter — the experts' buckets over
@@ -48,7 +53,9 @@
  *                    last stages; the gradient norm's all-reduces over DP,
  *                    TP and PP (every device waits for the slowest stage);
  *                    AdamW on this device's share; ZeRO-1's all-gathers
- *                    (one a bucket, as its reduce-scatters), ZeRO-2's one
+ *                    (one a bucket, as its reduce-scatters), ZeRO-2's one;
+ *                    DualPipe's mirror: every tensor all-reduced over the
+ *                    two devices holding the same stages (mirror_sum)
  *
  *   stage 0  ▇F▇F▇F▇B▇F▇B▇F▇B▇ B ▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
  *   stage 1     ▇F▇F▇B▇F▇B▇F▇B▇F▇B▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
@@ -77,6 +84,8 @@
 #include "ptdp/types.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "parallel/schedule_impl.h"
+#include "plan/plan_impl.h"
 
 #define REAL ((double)sizeof(ptdp_real))
 
@@ -180,6 +189,9 @@ typedef struct {
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
     double ep_f, ep_b;             /* and the experts' all-to-alls        */
+    double a2a_f, a2a_b;           /* of f and b, what an overlapped pair runs on
+                                      the communication stream (the all-to-alls,
+                                      a recomputed forward's in b)           */
 } chunk_cost;
 
 typedef struct {
@@ -190,7 +202,51 @@ typedef struct {
     ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
     bool full, z3, split_bw;
+    ptdp_chunk_layout lay;         /* the chunks round a ring, in a V, or two copies */
+    int v;                         /* chunks a stage: ptdp_plan_chunks        */
 } ctx;
+
+/* The model chunk of stage st's chunk k (schedule.h). */
+static int chunk_at(const ctx *x, int st, int k)
+{
+    return ptdp_chunk_global_in(x->lay, x->l->pp, st, k);
+}
+
+/* The same in the order DP's buckets meet a stage's chunks: DualPipe's
+ * device walks its flat gradient from the end, its chunk 1 first (the
+ * interleaved ring's order, chunk 0 first, is kept as it was priced). */
+static int chunk_flat(const ctx *x, int st, int k)
+{
+    return chunk_at(x, st, x->lay == PTDP_CHUNKS_RING ? k : x->v - 1 - k);
+}
+
+/* The stage that holds model chunk g (ptdp_chunk_place). */
+static int stage_of(const ctx *x, int g)
+{
+    const int p = x->l->pp;
+    return x->lay == PTDP_CHUNKS_RING ? g % p : g < p ? g : 2 * p - 1 - g;
+}
+
+/* Model chunk g within its copy of the model: chunk *k of *n (DualPipe's two
+ * copies: a stage of a model cut in pp; else a chunk of pp v). */
+static void within_copy(const ctx *x, int g, int *k, int *n)
+{
+    const bool dual = x->lay == PTDP_CHUNKS_DUAL;
+    *k = dual ? g % x->l->pp : g;
+    *n = dual ? x->l->pp : x->l->pp * x->v;
+}
+
+/* Does stage st hold a copy's first chunk (the embeddings) / last (the head)? */
+static bool holds_end(const ctx *x, int st, bool last)
+{
+    for (int c = 0; c < x->v; c++) {
+        int k, n;
+        within_copy(x, chunk_at(x, st, c), &k, &n);
+        if (k == (last ? n - 1 : 0))
+            return true;
+    }
+    return false;
+}
 
 static double secs(const ctx *x, double flops)
 {
@@ -462,6 +518,28 @@ typedef struct {
     double makespan, bubble;
 } pipe_times;
 
+/* How long compute action i of stage st keeps the compute stream: its
+ * model chunk's F, B, B-input or W — but an overlapped pair's F (DualPipe)
+ * its compute alone, and the pair's B what is left of max(F + B, the two
+ * halves' all-to-alls), the timer's pair rule (ptdp_pair_backward_time). */
+static double compute_time(const ptdp_schedule *s, const chunk_cost *pc, int st, int i)
+{
+    const ptdp_action *a = &s->stage[st].actions[i];
+    const chunk_cost *c = &pc[ptdp_chunk_global(s, st, a->chunk)];
+    const bool paired = i > 0 && a[-1].pair;
+    const chunk_cost *f = paired ? &pc[ptdp_chunk_global(s, st, a[-1].chunk)] : NULL;
+    switch (a->kind) {
+    case PTDP_ACT_FORWARD:
+        return a->pair ? c->f - c->a2a_f : c->f;
+    case PTDP_ACT_BACKWARD:
+        return paired ? ptdp_pair_backward_time(f->f - f->a2a_f, c->b - c->a2a_b, f->a2a_f + c->a2a_b) : c->b;
+    case PTDP_ACT_BACKWARD_INPUT:
+        return paired ? ptdp_pair_backward_time(f->f - f->a2a_f, c->bi - c->a2a_b, f->a2a_f + c->a2a_b) : c->bi;
+    default:
+        return c->w;
+    }
+}
+
 static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send, pipe_times *out)
 {
     const int P = s->pp, m = s->micro_batches, V = s->virtual_stages, last = P * V - 1;
@@ -490,36 +568,37 @@ static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send
         queued[st] = 0;
         for (; pos[st] < list->count; pos[st]++) {
             const ptdp_action *a = &list->actions[pos[st]];
-            const int g = a->chunk * P + st;
-            const chunk_cost *c = &pc[g];
+            const int g = ptdp_chunk_global(s, st, a->chunk);
+            const bool first = g <= 0 || ptdp_chunk_is_first(s, st, a->chunk);
+            const bool end = g >= last || ptdp_chunk_is_last(s, st, a->chunk);
             const double t0 = now[st];
             double *msg = NULL;
-            int to = -1;
+            int to = -1, chunk;
             switch (a->kind) {
-            case PTDP_ACT_FORWARD:         now[st] += c->f; break;
-            case PTDP_ACT_BACKWARD:        out->last_b[st] = now[st]; now[st] += c->b; break;
-            case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += c->bi; break;
-            case PTDP_ACT_BACKWARD_WEIGHT: now[st] += c->w; break;
+            case PTDP_ACT_FORWARD:         now[st] += compute_time(s, pc, st, pos[st]); break;
+            case PTDP_ACT_BACKWARD:
+            case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += compute_time(s, pc, st, pos[st]); break;
+            case PTDP_ACT_BACKWARD_WEIGHT: now[st] += compute_time(s, pc, st, pos[st]); break;
             case PTDP_ACT_SEND_FORWARD:    /* to model chunk g + 1 */
-                if (g >= last)
+                if (end)
                     break;
                 now[st] += send[g];
                 arrival[(2 * (size_t)g) * m + a->mb] = now[st];
-                to = (g + 1) % P;
+                ptdp_chunk_place(s, g + 1, &to, &chunk);
                 break;
             case PTDP_ACT_SEND_BACKWARD:   /* to model chunk g - 1 */
-                if (g <= 0)
+                if (first)
                     break;
                 now[st] += send[g - 1];
                 arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
-                to = (g - 1) % P;
+                ptdp_chunk_place(s, g - 1, &to, &chunk);
                 break;
             case PTDP_ACT_RECV_FORWARD:    /* from model chunk g - 1 */
-                if (g > 0)
+                if (!first)
                     msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
                 break;
             case PTDP_ACT_RECV_BACKWARD:   /* from model chunk g + 1 */
-                if (g < last)
+                if (!end)
                     msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
                 break;
             default:
@@ -566,14 +645,19 @@ out:
  * schedule — whose generation alone grows faster than m (ZB-H1 and the
  * interleaved one take seconds at p 64, m 1536) — is played at two
  * lengths past the warm-up, m1 = 2p and m2 = 2p + 1 (interleaved: 3p, as
- * its micro-batches go round in groups of p), and carried on in a
+ * its micro-batches go round in groups of p; DualPipe's 4p and 4p + 2),
+ * and carried on in a
  * straight line; tests/test_plan_time.c checks the line against the
  * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
  * plays every schedule out, as that check does). */
 static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, const double *send, pipe_times *out)
 {
-    const bool chunked = v > 1;   /* the interleaved schedule: groups of p */
-    const int m1 = 2 * p, m2 = m1 + (chunked ? p : 1);
+    const ptdp_schedule_entry *e = ptdp_schedule_find(name);
+    const bool ring = e != NULL && e->layout == PTDP_CHUNKS_RING;
+    const bool chunked = v > 1 && ring;   /* the interleaved schedule: groups of p */
+    /* DualPipe's line starts later (its rounds of pairs settle by 4p) and
+     * steps by 2 (m even): m1 = 4p, m2 = 4p + 2 */
+    const int m1 = ring ? 2 * p : 4 * p, m2 = m1 + (chunked ? p : ring ? 1 : 2);
     if (m <= m2 || getenv("PTDP_PLAN_PLAY_ALL") != NULL) {
         const ptdp_schedule *s = schedule_of(name, p, m, v);
         return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
@@ -713,6 +797,31 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
     return stream > end ? stream - end : 0;
 }
 
+/* DualPipe's two copies (model.c sum_dual_copies): every tensor of the
+ * stage's two chunks all-reduced over the mirror pair, stages st and
+ * p - 1 - st, on the link level between them; under ZeRO 1 and 2 each is
+ * first made whole over its replicas, DP's or the experts' (zero.c
+ * sum_groups_whole).  The tied embedding's copies then add on the device. */
+static double mirror_sum(const ctx *x, const chunk_cost *pc, int st)
+{
+    if (x->lay != PTDP_CHUNKS_DUAL)
+        return 0;
+    const int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, st), world_rank(&x->mesh, 0, 0, 0, x->l->pp - 1 - st) };
+    const int nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2);
+    double t = 0, size;
+    bool experts;
+    for (int k = 0; k < 2; k++) {
+        const chunk_cost *c = &pc[chunk_at(x, st, k)];
+        for (int i = 0; i < c->nunits; i++)
+            for (int j = 0; unit_tensor(x, &c->u[i], j, &size, &experts); j++) {
+                t += ptdp_cost_collective_nodes(x->rq->profile, PTDP_COLL_ALL_REDUCE, (size_t)(size * REAL), 2, nodes);
+                if (x->l->zero >= 1)
+                    t += group_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, size * REAL, experts);
+            }
+    }
+    return t;
+}
+
 /* AdamW (or SGD) on n elements, as train.c charges it. */
 static double optimizer_flops(const ctx *x, double n)
 {
@@ -727,16 +836,15 @@ static double optimizer_flops(const ctx *x, double n)
  * group at a time, each over its group. */
 static double zero2_scatter(const ctx *x, const chunk_cost *pc)
 {
-    const ptdp_plan_layout *l = x->l;
-    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const int v = x->v;
     double numel = 0, rs = 0;
-    for (int g = 0; g < l->pp * v; g += l->pp)
-        numel += pc[g].numel;
+    for (int k = 0; k < v; k++)
+        numel += pc[chunk_at(x, 0, k)].numel;
     if (x->mesh.ep <= 1)
         return dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, numel * x->store);
     const chunk_cost *stage0[v];
     for (int k = 0; k < v; k++)
-        stage0[k] = &pc[k * l->pp];
+        stage0[k] = &pc[chunk_flat(x, 0, k)];
     dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, stage0, v, HUGE_VAL, 0, 0, &rs, NULL);
     return rs;
 }
@@ -748,11 +856,11 @@ static double zero2_scatter(const ctx *x, const chunk_cost *pc)
 static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, double z1, double *opt, double *gather)
 {
     const ptdp_plan_layout *l = x->l;
-    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1;
+    const int v = x->v;
     const chunk_cost *here[v];
     double numel = 0, experts = 0;
     for (int k = 0; k < v; k++) {
-        here[k] = &pc[k * l->pp + st];
+        here[k] = &pc[chunk_flat(x, st, k)];
         numel += here[k]->numel;
         for (int i = 0; i < here[k]->nunits; i++)
             experts += x->mesh.ep > 1 ? here[k]->u[i].experts : 0;
@@ -769,6 +877,37 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
     }
 }
 
+/* Every model chunk's units and its F, B (B, W) on the compute stream,
+ * what an overlapped pair could hide of them, and the message after it:
+ * the boundary's activation, rows x (T / cp / (sp ? tp : 1)) x C. */
+static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
+{
+    int rc = PTDP_OK;
+    for (int g = 0; rc == 0 && g < P; g++) {
+        int k, n;
+        within_copy(x, g, &k, &n);
+        rc = chunk_of(x, k, n, &pc[g]);
+    }
+    for (int g = 0; rc == 0 && g < P; g++) {
+        chunk_cost *q = &pc[g];
+        double f = walk_units(x, q, 0);
+        double b = walk_units(x, q, 1), bi = walk_units(x, q, 2), w = 0;
+        for (int i = 0; i < q->nunits; i++)
+            w += q->u[i].w;
+        q->f = f;
+        q->b = b;
+        q->bi = bi;
+        q->w = w;
+        q->a2a_f = q->ep_f;
+        q->a2a_b = q->ep_b + (x->full ? q->ep_f : 0);
+        if (g + 1 < P)
+            send[g] = ptdp_cost_message_between(x->rq->profile, (size_t)((double)x->shape.Rl * x->shape.C * REAL),
+                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g)),
+                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g + 1)));
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------ the step */
 
 int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_time *out)
@@ -778,7 +917,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         l->micro_batch_size < 1 || l->micro_batches < 1)
         return PTDP_EINVAL;
     const ptdp_model_config *c = &rq->model;
-    const int v = l->virtual_stages > 1 ? l->virtual_stages : 1, P = l->pp * v;
+    const int v = ptdp_plan_chunks(l), P = l->pp * v;
     ctx x = { .rq = rq, .l = l, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
               .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL, .z3 = l->zero == 3 };
     mesh_of(&x.mesh, rq->profile, l);
@@ -788,6 +927,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (e == NULL || x.peak <= 0)
         return PTDP_EINVAL;
     x.split_bw = e->split_backward;
+    x.lay = e->layout;
+    x.v = v;
     const ptdp_model_plan *mp = ptdp_model_of(c)->plan;
     if (mp == NULL)
         return PTDP_EINVAL;
@@ -810,26 +951,8 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     /* ZeRO-2: the gradient reduce-scattered after every backward action
      * (B and W each, split), blocking unless --overlap. */
     double z2_rs = 0;
-    for (int g = 0; rc == 0 && g < P; g++)
-        rc = chunk_of(&x, g, P, &pc[g]);
-    for (int g = 0; rc == 0 && g < P; g++) {
-        chunk_cost *q = &pc[g];
-        double f = walk_units(&x, q, 0);
-        double b = walk_units(&x, q, 1), bi = walk_units(&x, q, 2), w = 0;
-        for (int i = 0; i < q->nunits; i++)
-            w += q->u[i].w;
-        q->f = f;
-        q->b = b;
-        q->bi = bi;
-        q->w = w;
-        /* the boundary's activation: rows x (T / cp / (sp ? tp : 1)) x C */
-        const int st = g % l->pp;
-        if (g + 1 < P) {
-            const int nst = (g + 1) % l->pp;
-            send[g] = ptdp_cost_message_between(rq->profile, (size_t)((double)x.shape.Rl * x.shape.C * REAL),
-                                                world_rank(&x.mesh, 0, 0, 0, st), world_rank(&x.mesh, 0, 0, 0, nst));
-        }
-    }
+    if (rc == 0)
+        rc = price_chunks(&x, P, pc, send);
     if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
         z2_rs = zero2_scatter(&x, pc);
         if (!l->overlap)
@@ -847,9 +970,9 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double t = pt.end[st], traffic = 0;
         for (int k = 0; k < v; k++)
-            mine[k] = &pc[k * l->pp + st];
+            mine[k] = &pc[chunk_flat(&x, st, k)];
         const double wte = (double)x.shape.Vl * x.shape.C;
-        const bool has_first = st == 0, has_last = (P - 1) % l->pp == st;
+        const bool has_first = holds_end(&x, st, false), has_last = holds_end(&x, st, true);
         if (l->zero <= 1) {
             z1_gather[st] = 0;
             const double cap = rq->bucket_mb > 0 ? (double)(size_t)(rq->bucket_mb * 1024 * 1024 / REAL) : 1;
@@ -880,21 +1003,24 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         const bool sp = l->sp && l->tp > 1;
         double nsp = 0;
         for (int k = 0; sp && k < v; k++) {
-            const int g = k * l->pp + st;
-            nsp += 4.0 * chunk_layers(c->layers, P, g) + (g == P - 1 ? 2 : 0);
+            int g, n;
+            within_copy(&x, chunk_at(&x, st, k), &g, &n);
+            nsp += 4.0 * chunk_layers(c->layers, n, g) + (g == n - 1 ? 2 : 0);
         }
         t += nsp * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
         if (l->zero >= 1) {
             t += nsp * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
-            if (l->pp > 1 && (has_first || has_last))
-                t += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
+            /* each tied copy here (DualPipe's stage may hold both) */
+            const int tied = l->pp < 2 || x.lay == PTDP_CHUNKS_DUAL ? 0   /* DualPipe's: in mirror_sum */
+                           : x.lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
+            t += tied * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
         }
-        pt.end[st] = t;
+        pt.end[st] = t + mirror_sum(&x, pc, st);
         dp_total = traffic > dp_total ? traffic : dp_total;
     }
     /* the tied embedding: stage 0 and the last stage sum their copies */
     if (rc == 0 && l->pp > 1) {
-        const int a = 0, b = (P - 1) % l->pp;
+        const int a = 0, b = stage_of(&x, P - 1);
         int ranks[2] = { world_rank(&x.mesh, 0, 0, 0, a), world_rank(&x.mesh, 0, 0, 0, b) };
         double tie = a == b ? 0
                             : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,

@@ -98,6 +98,20 @@ if run "${small[@]}" --cp 2 --schedule interleaved --virtual-stages 2 --top 100 
     done
     [[ $failures -eq $before ]] && echo "ok    fixed flags: all $n candidates keep cp 2, interleaved v 2"
 fi
+before=$failures
+# DualPipeV only when asked: --pp counts devices, two chunks each (v stays 1: the flag's)
+if run "${small[@]}" --schedule dualpipev --top 100 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    [[ $(grep -cF -- '"schedule": "dualpipev",' "$out") -eq $n && $n -ge 1 ]] ||
+        fail "dualpipev: not every candidate is dualpipev"
+    grep -qF -- '"pp": 1,' "$out" && fail "dualpipev: a candidate on one device"
+    [[ $failures -eq $before ]] && echo "ok    --schedule dualpipev: all $n candidates dualpipev, pp >= 2"
+fi
+before=$failures
+if run "${small[@]}" --top 100 --json; then
+    grep -qF -- '"schedule": "dualpipe' "$out" && fail "no --schedule: a DualPipe layout offered unasked"
+    [[ $failures -eq $before ]] && echo "ok    without --schedule no DualPipe layout is offered"
+fi
 
 # ---- 4. --explain ---------------------------------------------------------------
 before=$failures
@@ -148,6 +162,14 @@ expect_usage "--zero 4"                                        -- "${m[@]}" --ba
 expect_usage "--device-mem 12Q"                                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --device-mem 12Q
 expect_usage "--virtual-stages 2: the gpipe schedule runs one chunk per stage" \
                                                                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule gpipe --virtual-stages 2
+expect_usage "--precision bf16 with --schedule dualpipev"      -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipev --precision bf16
+expect_usage "--zero 3 with --schedule dualpipe"               -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipe --zero 3
+expect_usage "--virtual-stages 2: the dualpipev schedule holds two chunks per device" \
+                                                               -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipev --virtual-stages 2
+expect_usage "--schedule dualpipev needs --pp 2 or more"       -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipev --pp 1
+expect_usage "--schedule dualpipe needs an even --pp"          -- "${m[@]}" --batch 16 --gpus 6 --profile dgx-a100 --schedule dualpipe --pp 3
+expect_usage "--layers 4 cannot be cut into the 8 stages of --schedule dualpipev on --pp 4" \
+                                                               -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipev --pp 4
 expect_usage "--batch 2.5: must be a whole number"             -- "${m[@]}" --batch 2.5 --gpus 8 --profile dgx-a100
 
 # nothing fits: exit 1, how far the best came, what would do

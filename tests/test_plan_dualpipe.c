@@ -1,0 +1,207 @@
+/*
+ * test_plan_dualpipe.c — the planner's memory and step time under
+ * DualPipeV (and DualPipe) against what `ptdp train` measures.
+ *
+ * Under --schedule dualpipev, --pp D counts devices and the model is cut
+ * into 2D chunks laid out as a V (device r holds chunks r and 2D-1-r);
+ * under dualpipe each device holds a stage of each of two copies.  The
+ * planner prices both chunks' states, the activations the schedule's own
+ * list keeps in flight on each device, and plays the schedule with the
+ * pair rule: an overlapped F&B pair takes max(F + B, its all-to-alls),
+ * the experts' exchanges on the communication stream.  For each layout
+ * below ptdp_train runs two steps (the pair overlap on, train's default)
+ * and the arena's largest peak and the second step's virtual time must be
+ * the plan's within 5%:
+ *
+ *     |plan - measured| / measured <= 0.05
+ *
+ * The mixtures route every token to every expert (top-k = E), where the
+ * planner's uniform routing is exact (test_plan_moe.c says why).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ptdp/arena.h"
+#include "ptdp/gpt.h"
+#include "ptdp/mesh.h"
+#include "ptdp/plan.h"
+#include "ptdp/plan_search.h"
+#include "ptdp/train.h"
+#include "ptdp/error.h"
+
+static const harness_tcase dual_tests = { .name = "plan_dualpipe", .timeout_s = 60 };
+
+typedef struct {
+    const char *name;
+    int layers, batch;
+    int dp, tp, pp, ep, b;
+    int E, k;
+    int zero;
+    ptdp_recompute recompute;
+    const char *schedule;
+    const char *profile;
+} dual_case;
+
+#define R(how) PTDP_RECOMPUTE_##how
+static const dual_case cases[] = {
+    /* name                          L   B dp tp pp ep b  E  k  z  recompute  schedule     profile */
+    { "dense pp 2 dualpipev",        4,  4, 1, 1, 2, 1, 1, 0, 0, 0, R(NONE),  "dualpipev", NULL },
+    { "dense pp 3 dualpipev m 8",    6,  8, 1, 1, 3, 1, 1, 0, 0, 0, R(NONE),  "dualpipev", NULL },
+    { "dense dp 2 pp 2",             4,  8, 2, 1, 2, 1, 1, 0, 0, 0, R(NONE),  "dualpipev", NULL },
+    { "moe pp 2 ep 1",               4,  4, 1, 1, 2, 1, 1, 4, 4, 0, R(NONE),  "dualpipev", NULL },
+    { "dense dp 2 pp 2 zero 1",      4,  8, 2, 1, 2, 1, 1, 0, 0, 1, R(NONE),  "dualpipev", NULL },
+    { "moe dp 2 pp 2 ep 2",          4,  8, 2, 1, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipev", NULL },
+    { "moe dp 2 tp 2 pp 2 ep 2",     4,  8, 2, 2, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipev", NULL },
+    { "moe dp 2 pp 2 ep 2 zero 2",   4, 12, 2, 1, 2, 2, 1, 4, 4, 2, R(NONE),  "dualpipev", NULL },
+    { "moe dp 2 pp 2 ep 2 full",     4,  8, 2, 1, 2, 2, 1, 4, 4, 1, R(FULL),  "dualpipev", NULL },
+    { "dense pp 2 dualpipe",         4,  4, 1, 1, 2, 1, 1, 0, 0, 0, R(NONE),  "dualpipe",  NULL },
+    { "dense pp 4 dualpipe m 8",     4,  8, 1, 1, 4, 1, 1, 0, 0, 0, R(NONE),  "dualpipe",  NULL },
+    { "moe dp 2 pp 2 ep 2 dualpipe", 4,  8, 2, 1, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipe",  NULL },
+    { "moe dualpipe zero 1",         4,  8, 2, 1, 2, 2, 1, 4, 4, 1, R(NONE),  "dualpipe",  NULL },
+    { "moe ep 2 over 2 nodes",       4,  8, 2, 2, 2, 2, 1, 4, 4, 0, R(NONE),  "dualpipev", "dgx-a100-80g" },
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+#undef R
+
+static ptdp_plan_request request_of(const dual_case *k)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = k->layers;
+    rq.model.hidden = 64;
+    rq.model.ffn = 256;
+    ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
+    g->heads = 4;
+    g->seq_len = 32;
+    g->vocab = 62;   /* the built-in corpus */
+    g->moe_experts = k->E;
+    g->moe_top_k = k->k;
+    if (k->E > 0) {
+        g->moe_every = 1;
+        g->moe_ffn = 128;
+    }
+    rq.batch = k->batch;
+    rq.gpus = k->dp * k->tp * k->pp;
+    rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
+    return rq;
+}
+
+static ptdp_plan_layout layout_of(const dual_case *k)
+{
+    ptdp_plan_layout l = {
+        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = 1, .ep = k->ep, .micro_batch_size = k->b,
+        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = 1, .recompute = k->recompute,
+        .zero = k->zero,
+    };
+    snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
+    return l;
+}
+
+LOOP_TEST(dual_tests, test_plan_dualpipe_is_the_simulators, NCASES)
+{
+    const dual_case *k = &cases[_i];
+    ptdp_plan_request rq = request_of(k);
+    ck_assert_ptr_nonnull(rq.profile);
+    ptdp_plan_layout l = layout_of(k);
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s: %s", k->name, msg);
+    ptdp_plan_memory pm;
+    ptdp_plan_time pt;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &pm), 0);
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &pt), 0);
+
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(&rq, &l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_result lr = { 0 };
+    ptdp_launch_opts opts = { .profile = rq.profile, .device_mem = (size_t)256 << 20, .result = &lr };
+    ptdp_train_result tr;
+    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &tr, msg, sizeof msg) == 0, "%s: %s %s", k->name, msg,
+                  lr.message);
+    ck_assert_int_eq(tr.completed, 2);
+    int worst = 0;
+    for (int d = 1; d < lr.world_size; d++)
+        if (lr.devices[d].mem.peak_total > lr.devices[worst].mem.peak_total)
+            worst = d;
+    const ptdp_mem_stats *ms = &lr.devices[worst].mem;
+    const double mem = (double)ms->peak_total, step = tr.log[1].virtual_s;
+    const double em = pm.total / mem - 1, et = pt.step_s / step - 1;
+    printf("%-26s memory plan %9.0f measured %9.0f %+6.2f%% | step plan %9.3f us measured %9.3f us %+6.2f%% "
+           "(ep %.3f us a micro-batch, bubble %.3f)\n", k->name, pm.total, mem, 100 * em, pt.step_s * 1e6,
+           step * 1e6, 100 * et, pt.ep_comm_s * 1e6, pt.bubble);
+    printf("    plan     stage %d params %.0f grads %.0f optim %.0f acts %.0f comm %.0f other %.0f (%d in flight)\n",
+           pm.stage, pm.params, pm.grads, pm.optim, pm.acts, pm.comm, pm.other, pm.in_flight);
+    printf("    measured dev %d params %zu grads %zu optim %zu acts %zu comm %zu other %zu (each its own peak)\n",
+           worst, ms->peak[PTDP_MEM_PARAMS], ms->peak[PTDP_MEM_GRADS], ms->peak[PTDP_MEM_OPTIM],
+           ms->peak[PTDP_MEM_ACTS], ms->peak[PTDP_MEM_COMM], ms->peak[PTDP_MEM_OTHER]);
+    fflush(stdout);
+    ck_assert_msg(fabs(em) <= 0.05, "%s: memory plan %.0f bytes, measured %.0f (%+.2f%%)", k->name, pm.total, mem,
+                  100 * em);
+    ck_assert_msg(fabs(et) <= 0.05, "%s: step plan %.6g s, measured %.6g s (%+.2f%%)", k->name, pt.step_s, step,
+                  100 * et);
+    ptdp_train_result_free(&tr);
+    ptdp_launch_result_free(&lr);
+}
+END_TEST
+
+/* A long run is played at two lengths and carried on in a straight line
+ * (plan_time.c: DualPipe's from 4p, in steps of 2): equal to the whole
+ * schedule played out. */
+TEST(dual_tests, test_long_runs_follow_the_line)
+{
+    static const dual_case k = { "line", 8, 96, 1, 1, 4, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
+    ptdp_plan_request rq = request_of(&k);
+    for (int pp = 2; pp <= 4; pp += 2) {
+        rq.gpus = pp;
+        ptdp_plan_layout l = layout_of(&k);
+        l.pp = pp;
+        l.micro_batches = (int)rq.batch;
+        ptdp_plan_time line, all;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &line), 0);
+        setenv("PTDP_PLAN_PLAY_ALL", "1", 1);
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &all), 0);
+        unsetenv("PTDP_PLAN_PLAY_ALL");
+        printf("pp %d m %d: the line %.9g s, played out %.9g s\n", pp, l.micro_batches, line.step_s, all.step_s);
+        ck_assert_msg(fabs(line.step_s / all.step_s - 1) < 1e-9, "pp %d: %.12g against %.12g", pp, line.step_s,
+                      all.step_s);
+    }
+}
+END_TEST
+
+/* Asked for --schedule dualpipev (dualpipe), the search offers only what
+ * ptdp train runs: pp >= 2 devices (dualpipe: pp and m even), m >= 2 pp,
+ * no ZeRO-3, no --overlap; its bound stays below every step. */
+LOOP_TEST(dual_tests, test_search_offers_what_train_runs, 2)
+{
+    static const char *const names[2] = { "dualpipev", "dualpipe" };
+    static const dual_case k = { "search", 8, 16, 1, 1, 1, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
+    ptdp_plan_request rq = request_of(&k);
+    rq.gpus = 8;
+    rq.schedule = names[_i];
+    const bool dual = _i == 1;
+    ptdp_plan_candidate *all = NULL;
+    int nall = 0;
+    ptdp_plan_search_stats st;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 0, &all, &nall, &st, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_gt(nall, 0);
+    for (int i = 0; i < nall; i++) {
+        const ptdp_plan_layout *l = &all[i].layout;
+        ck_assert_str_eq(l->schedule, names[_i]);
+        ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap &&
+                      (!dual || (l->pp % 2 == 0 && l->micro_batches % 2 == 0)),
+                      "pp %d m %d zero %d overlap %d", l->pp, l->micro_batches, l->zero, l->overlap);
+        const double bound = ptdp_plan_step_lower_bound(&rq, l);
+        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
+                      "step %.9g", i, bound, all[i].time.step_s);
+    }
+    printf("search: %d %s layouts; the best: dp %d ep %d tp %d pp %d\n", nall, names[_i], all[0].layout.dp,
+           all[0].layout.ep, all[0].layout.tp, all[0].layout.pp);
+    free(all);
+}
+END_TEST
+
+int main(void) { return harness_main("plan_dualpipe"); }
