@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "plan_vs_train.h"
 #include "ptdp/arena.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
@@ -150,44 +151,7 @@ LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
     ptdp_plan_request rq = request_of(k);
     ck_assert_ptr_nonnull(rq.profile);
     ptdp_plan_layout l = layout_of(k);
-    char msg[PTDP_MSG_MAX];
-    ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s: %s", k->name, msg);
-    ptdp_plan_memory pm;
-    ptdp_plan_time pt;
-    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &pm), 0);
-    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &pt), 0);
-
-    ptdp_train_config cfg;
-    ptdp_plan_train_config(&rq, &l, &cfg);
-    cfg.steps = 2;
-    ptdp_launch_result lr = { 0 };
-    ptdp_launch_opts opts = { .profile = rq.profile, .device_mem = (size_t)256 << 20, .result = &lr };
-    ptdp_train_result tr;
-    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &tr, msg, sizeof msg) == 0, "%s: %s %s", k->name, msg,
-                  lr.message);
-    ck_assert_int_eq(tr.completed, 2);
-    int worst = 0;
-    for (int d = 1; d < lr.world_size; d++)
-        if (lr.devices[d].mem.peak_total > lr.devices[worst].mem.peak_total)
-            worst = d;
-    const ptdp_mem_stats *ms = &lr.devices[worst].mem;
-    const double mem = (double)ms->peak_total, step = tr.log[1].virtual_s;
-    const double em = pm.total / mem - 1, et = pt.step_s / step - 1;
-    printf("%-22s memory plan %9.0f measured %9.0f %+6.2f%% | step plan %9.3f us measured %9.3f us %+6.2f%% "
-           "(ep %.3f us a micro-batch)\n", k->name, pm.total, mem, 100 * em, pt.step_s * 1e6, step * 1e6, 100 * et,
-           pt.ep_comm_s * 1e6);
-    printf("    plan     params %.0f grads %.0f optim %.0f acts %.0f comm %.0f other %.0f\n", pm.params, pm.grads,
-           pm.optim, pm.acts, pm.comm, pm.other);
-    printf("    measured params %zu grads %zu optim %zu acts %zu comm %zu other %zu (each its own peak)\n",
-           ms->peak[PTDP_MEM_PARAMS], ms->peak[PTDP_MEM_GRADS], ms->peak[PTDP_MEM_OPTIM], ms->peak[PTDP_MEM_ACTS],
-           ms->peak[PTDP_MEM_COMM], ms->peak[PTDP_MEM_OTHER]);
-    fflush(stdout);
-    ck_assert_msg(fabs(em) <= 0.05, "%s: memory plan %.0f bytes, measured %.0f (%+.2f%%)", k->name, pm.total, mem,
-                  100 * em);
-    ck_assert_msg(fabs(et) <= 0.05, "%s: step plan %.6g s, measured %.6g s (%+.2f%%)", k->name, pt.step_s, step,
-                  100 * et);
-    ptdp_train_result_free(&tr);
-    ptdp_launch_result_free(&lr);
+    plan_vs_train(k->name, &rq, &l, 0.05);
 }
 END_TEST
 

@@ -1,0 +1,68 @@
+/*
+ * plan_vs_train.h — the planner against the simulator on one layout: what
+ * `ptdp plan` predicts for it, and what `ptdp train` measures when it runs
+ * it (two steps, the second timed):
+ *
+ *   memory   the plan's total per device  vs  the arena's peak on the
+ *            device that peaked highest
+ *   time     the plan's step              vs  the virtual clock's step 2
+ *
+ * both within tol (a fraction), printed term by term beside each other so
+ * a failure shows which term the planner got wrong.
+ */
+#ifndef PTDP_TESTS_PLAN_VS_TRAIN_H
+#define PTDP_TESTS_PLAN_VS_TRAIN_H
+
+#include <math.h>
+#include <stdio.h>
+
+#include "harness.h"
+#include "ptdp/arena.h"
+#include "ptdp/error.h"
+#include "ptdp/plan.h"
+#include "ptdp/train.h"
+
+static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, const ptdp_plan_layout *l,
+                                 double tol)
+{
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_layout_check(rq, l, msg, sizeof msg) == 0, "%s: %s", name, msg);
+    ptdp_plan_memory pm;
+    ptdp_plan_time pt;
+    ck_assert_int_eq(ptdp_plan_memory_of(rq, l, &pm), 0);
+    ck_assert_int_eq(ptdp_plan_time_of(rq, l, &pt), 0);
+
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(rq, l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_result lr = { 0 };
+    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20, .result = &lr };
+    ptdp_train_result tr;
+    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &tr, msg, sizeof msg) == 0, "%s: %s %s", name, msg,
+                  lr.message);
+    ck_assert_int_eq(tr.completed, 2);
+    int worst = 0;
+    for (int d = 1; d < lr.world_size; d++)
+        if (lr.devices[d].mem.peak_total > lr.devices[worst].mem.peak_total)
+            worst = d;
+    const ptdp_mem_stats *ms = &lr.devices[worst].mem;
+    const double mem = (double)ms->peak_total, step = tr.log[1].virtual_s;
+    const double em = pm.total / mem - 1, et = pt.step_s / step - 1;
+    printf("%-26s memory plan %9.0f measured %9.0f %+6.2f%% | step plan %9.3f us measured %9.3f us %+6.2f%% "
+           "(ep %.3f us a micro-batch, bubble %.3f)\n", name, pm.total, mem, 100 * em, pt.step_s * 1e6,
+           step * 1e6, 100 * et, pt.ep_comm_s * 1e6, pt.bubble);
+    printf("    plan     stage %d params %.0f grads %.0f optim %.0f acts %.0f comm %.0f other %.0f (%d in flight)\n",
+           pm.stage, pm.params, pm.grads, pm.optim, pm.acts, pm.comm, pm.other, pm.in_flight);
+    printf("    measured dev %d params %zu grads %zu optim %zu acts %zu comm %zu other %zu (each its own peak)\n",
+           worst, ms->peak[PTDP_MEM_PARAMS], ms->peak[PTDP_MEM_GRADS], ms->peak[PTDP_MEM_OPTIM],
+           ms->peak[PTDP_MEM_ACTS], ms->peak[PTDP_MEM_COMM], ms->peak[PTDP_MEM_OTHER]);
+    fflush(stdout);
+    ck_assert_msg(fabs(em) <= tol, "%s: memory plan %.0f bytes, measured %.0f (%+.2f%%)", name, pm.total, mem,
+                  100 * em);
+    ck_assert_msg(fabs(et) <= tol, "%s: step plan %.6g s, measured %.6g s (%+.2f%%)", name, pt.step_s, step,
+                  100 * et);
+    ptdp_train_result_free(&tr);
+    ptdp_launch_result_free(&lr);
+}
+
+#endif
