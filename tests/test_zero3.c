@@ -560,16 +560,21 @@ static int expert_param_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
-    DEVICE_TRY(ptdp_mesh_init(dev, 2, 1, 1, &mesh));
+    int rc = ptdp_mesh_init(dev, 2, 1, 1, &mesh);
+    if (rc != 0)
+        return rc;
     mesh.ep = 2;
-    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EP));
-    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EDP));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, stage, 0.0));
-    m.params[1].sum.replicas = PTDP_GROUP_EDP;
-    const int rc = ptdp_zero_init(dev, &z, &m, stage);
-    if (rc == 0)
-        ptdp_zero_free(dev, &z, &m);
-    ptdp_model_free(dev, &m);
+    /* every path frees what it built: the other device's refusal can stop
+     * this one in any collective, before or after its own */
+    if ((rc = ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EP)) == 0 &&
+        (rc = ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EDP)) == 0 &&
+        (rc = ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, stage, 0.0)) == 0) {
+        m.params[1].sum.replicas = PTDP_GROUP_EDP;
+        rc = ptdp_zero_init(dev, &z, &m, stage);
+        if (rc == 0)
+            ptdp_zero_free(dev, &z, &m);
+        ptdp_model_free(dev, &m);
+    }
     ptdp_mesh_free(&mesh);
     return rc;
 }
