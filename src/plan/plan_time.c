@@ -910,32 +910,171 @@ static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
 
 /* ------------------------------------------------------------ the step */
 
+/* The pricing context of a layout: its mesh, a micro-batch's shapes and
+ * work, the schedule's entry (*e) and the model's planning table (*mp). */
+static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x, const ptdp_schedule_entry **e,
+                  const ptdp_model_plan **mp)
+{
+    const ptdp_model_config *c = &rq->model;
+    *x = (ctx){ .rq = rq, .l = l, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
+                .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL, .z3 = l->zero == 3 };
+    mesh_of(&x->mesh, rq->profile, l);
+    if (x->mesh.ndp < 2)
+        x->z3 = false;
+    *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
+    if (*e == NULL || x->peak <= 0)
+        return PTDP_EINVAL;
+    x->split_bw = (*e)->split_backward;
+    x->lay = (*e)->layout;
+    x->v = ptdp_plan_chunks(l);
+    *mp = ptdp_model_of(c)->plan;
+    if (*mp == NULL)
+        return PTDP_EINVAL;
+    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    (*mp)->dims(c, l->micro_batch_size, l->tp, l->sp && l->tp > 1, x->mesh.cp, &x->shape);
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
+    return PTDP_OK;
+}
+
+/* What stage st does after its last backward, once a step: DP's or
+ * ZeRO's gradient traffic (*traffic in all, *exposed of it waited for;
+ * ZeRO-1's gathers in *z1_gather), SP's LayerNorm sums, the tied
+ * embedding's copies over DP under ZeRO, DualPipe's mirror sum.  Returns
+ * when the stage is done with them. */
+static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_times *pt, int st, double z2_rs,
+                             const chunk_cost **mine, double *z1_gather, double *traffic, double *exposed)
+{
+    const ptdp_plan_request *rq = x->rq;
+    const ptdp_plan_layout *l = x->l;
+    const int v = x->v;
+    double t = pt->end[st];
+    *traffic = 0;
+    *exposed = 0;
+    for (int k = 0; k < v; k++)
+        mine[k] = &pc[chunk_flat(x, st, k)];
+    const double wte = (double)x->shape.Vl * x->shape.C;
+    const bool has_first = holds_end(x, st, false), has_last = holds_end(x, st, true);
+    if (l->zero <= 1) {
+        *z1_gather = 0;
+        const double cap = rq->bucket_mb > 0 ? (double)(size_t)(rq->bucket_mb * 1024 * 1024 / REAL) : 1;
+        double e0 = dp_buckets(x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v, cap,
+                               pt->last_b[st], t, traffic, l->zero == 1 ? z1_gather : NULL);
+        t += e0;
+        *exposed = e0;
+    } else if (l->zero == 2) {
+        const double per = x->split_bw ? 2 : 1;
+        *traffic = z2_rs * per * l->micro_batches * v;
+        *exposed = l->overlap ? z2_rs : *traffic;   /* the last, waited for before the optimizer */
+        if (l->overlap)
+            t += z2_rs;
+    } else if (x->z3) {
+        double g3 = 0, r3 = 0;
+        for (int k = 0; k < v; k++)
+            for (int i = 0; i < mine[k]->nunits; i++) {
+                g3 += mine[k]->u[i].gather;
+                r3 += mine[k]->u[i].rs;
+            }
+        *traffic = (2 * g3 + r3) * l->micro_batches;
+        *exposed = l->overlap ? 0 : *traffic;
+    }
+    /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
+     * all-reduced over TP (ptdp_model_sum_groups); under ZeRO they and the
+     * tied embedding are first made whole over DP (zero.c, sum_groups_whole) */
+    const bool sp = l->sp && l->tp > 1;
+    double nsp = 0;
+    for (int k = 0; sp && k < v; k++) {
+        int g, n;
+        within_copy(x, chunk_at(x, st, k), &g, &n);
+        nsp += 4.0 * chunk_layers(rq->model.layers, n, g) + (g == n - 1 ? 2 : 0);
+    }
+    t += nsp * tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
+    if (l->zero >= 1) {
+        t += nsp * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
+        /* each tied copy here (DualPipe's stage may hold both) */
+        const int tied = l->pp < 2 || x->lay == PTDP_CHUNKS_DUAL ? 0   /* DualPipe's: in mirror_sum */
+                       : x->lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
+        t += tied * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
+    }
+    return t + mirror_sum(x, pc, st);
+}
+
+/* The tied embedding (stage 0 and the last stage sum their copies), then
+ * everybody at the gradient norm: DP (ZeRO) or EP, TP and PP all-reduces of
+ * one double.  Returns when the norm is known. */
+static double tie_and_norm(const ctx *x, pipe_times *pt)
+{
+    const ptdp_plan_request *rq = x->rq;
+    const ptdp_plan_layout *l = x->l;
+    if (l->pp > 1) {
+        const int a = 0, b = stage_of(x, l->pp * x->v - 1);
+        int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, a), world_rank(&x->mesh, 0, 0, 0, b) };
+        double tie = a == b ? 0
+                            : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,
+                                                         (size_t)((double)x->shape.Vl * x->shape.C * REAL), 2,
+                                                         ptdp_profile_nodes_spanned(rq->profile, ranks, 2));
+        double meet = pt->end[a] > pt->end[b] ? pt->end[a] : pt->end[b];
+        pt->end[a] = pt->end[b] = meet + tie;
+    }
+    double sync = 0;
+    for (int st = 0; st < l->pp; st++)
+        sync = pt->end[st] > sync ? pt->end[st] : sync;
+    if (l->zero > 0)
+        sync += dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
+    else if (x->mesh.ep > 1)   /* each EP rank its experts' squares (zero.c) */
+        sync += coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), x->mesh.ep, x->mesh.ep_nodes);
+    sync += tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
+    sync += coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp,
+                 span(rq->profile, l->pp, world_rank(&x->mesh, 0, 0, 0, 1)));
+    return sync;
+}
+
+/* The answer: the step, the slowest chunk's phases and what they spend
+ * communicating, and the FLOP rates of the step. */
+static void report(const ctx *x, const ptdp_model_plan *mp, const chunk_cost *pc, const double *send,
+                   const pipe_times *pt, double step, ptdp_plan_time *out)
+{
+    const ptdp_plan_request *rq = x->rq;
+    const ptdp_plan_layout *l = x->l;
+    const ptdp_model_config *c = &rq->model;
+    const int P = l->pp * x->v;
+    int slow = 0;
+    for (int g = 0; g < P; g++)
+        if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
+            slow = g;
+    const double B = (double)rq->batch, sl = ptdp_model_positions(c);
+    const double N = (double)l->dp * x->mesh.cp * l->tp * l->pp;
+    out->step_s = step;
+    out->forward_s = pc[slow].f;
+    out->backward_s = x->split_bw ? pc[slow].bi + pc[slow].w : pc[slow].b;
+    out->bubble = pt->bubble;
+    out->tp_comm_s = pc[slow].tp_f + pc[slow].tp_b;
+    out->cp_comm_s = pc[slow].cp_f + pc[slow].cp_b;
+    out->ep_comm_s = pc[slow].ep_f + pc[slow].ep_b;
+    out->pp_comm_s = send[0];
+    out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
+    mp->step_flops(c, B, x->full, l->recompute == PTDP_RECOMPUTE_SELECTIVE, &out->model_flops,
+                   &out->hardware_flops);
+    out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
+    out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;
+}
+
+/* One step: every chunk priced, the schedule played, each stage's work
+ * after its last backward, the tie and the norm, then the optimizer and
+ * ZeRO's gathers — the slowest of each. */
 int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_plan_time *out)
 {
     memset(out, 0, sizeof *out);
     if (rq == NULL || l == NULL || rq->profile == NULL || l->pp < 1 || l->tp < 1 || l->dp < 1 ||
         l->micro_batch_size < 1 || l->micro_batches < 1)
         return PTDP_EINVAL;
-    const ptdp_model_config *c = &rq->model;
-    const int v = ptdp_plan_chunks(l), P = l->pp * v;
-    ctx x = { .rq = rq, .l = l, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
-              .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL, .z3 = l->zero == 3 };
-    mesh_of(&x.mesh, rq->profile, l);
-    if (x.mesh.ndp < 2)
-        x.z3 = false;
-    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
-    if (e == NULL || x.peak <= 0)
-        return PTDP_EINVAL;
-    x.split_bw = e->split_backward;
-    x.lay = e->layout;
-    x.v = v;
-    const ptdp_model_plan *mp = ptdp_model_of(c)->plan;
-    if (mp == NULL)
-        return PTDP_EINVAL;
-    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    mp->dims(c, l->micro_batch_size, l->tp, l->sp && l->tp > 1, x.mesh.cp, &x.shape);
-    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, false, &x.fl);
-    mp->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x.mesh.cp, selective, true, &x.fl_split);
+    ctx x;
+    const ptdp_schedule_entry *e;
+    const ptdp_model_plan *mp;
+    int rc = ctx_of(rq, l, &x, &e, &mp);
+    if (rc != 0)
+        return rc;
+    const int v = x.v, P = l->pp * v;
 
     chunk_cost *pc = calloc((size_t)P, sizeof *pc);
     double *send = calloc((size_t)P, sizeof *send);
@@ -943,7 +1082,6 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
                       .busy = calloc((size_t)l->pp, sizeof(double)) };
     const chunk_cost **mine = calloc((size_t)v, sizeof *mine);
     double *z1_gather = calloc((size_t)l->pp, sizeof *z1_gather);   /* ZeRO-1's bucket gathers, per stage */
-    int rc = PTDP_OK;
     if (pc == NULL || send == NULL || pt.end == NULL || pt.last_b == NULL || pt.busy == NULL || mine == NULL ||
         z1_gather == NULL)
         rc = PTDP_ENOMEM;
@@ -965,110 +1103,28 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (rc == 0)
         rc = play_m(e->name, l->pp, l->micro_batches, v, pc, send, &pt);
 
-    /* Once a step, per stage, then everybody at the norm. */
-    double sync = 0, post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
+    double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {
-        double t = pt.end[st], traffic = 0;
-        for (int k = 0; k < v; k++)
-            mine[k] = &pc[chunk_flat(&x, st, k)];
-        const double wte = (double)x.shape.Vl * x.shape.C;
-        const bool has_first = holds_end(&x, st, false), has_last = holds_end(&x, st, true);
-        if (l->zero <= 1) {
-            z1_gather[st] = 0;
-            const double cap = rq->bucket_mb > 0 ? (double)(size_t)(rq->bucket_mb * 1024 * 1024 / REAL) : 1;
-            double e0 = dp_buckets(&x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v, cap,
-                                   pt.last_b[st], t, &traffic, l->zero == 1 ? &z1_gather[st] : NULL);
-            t += e0;
-            dp_exposed = e0 > dp_exposed ? e0 : dp_exposed;
-        } else if (l->zero == 2) {
-            const double per = x.split_bw ? 2 : 1;
-            traffic = z2_rs * per * l->micro_batches * v;
-            double e2 = l->overlap ? z2_rs : traffic;   /* the last, waited for before the optimizer */
-            if (l->overlap)
-                t += z2_rs;
-            dp_exposed = e2 > dp_exposed ? e2 : dp_exposed;
-        } else if (x.z3) {
-            double g3 = 0, r3 = 0;
-            for (int k = 0; k < v; k++)
-                for (int i = 0; i < mine[k]->nunits; i++) {
-                    g3 += mine[k]->u[i].gather;
-                    r3 += mine[k]->u[i].rs;
-                }
-            traffic = (2 * g3 + r3) * l->micro_batches;
-            dp_exposed = l->overlap ? 0 : traffic;
-        }
-        /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
-         * all-reduced over TP (ptdp_model_sum_groups); under ZeRO they and the
-         * tied embedding are first made whole over DP (zero.c, sum_groups_whole) */
-        const bool sp = l->sp && l->tp > 1;
-        double nsp = 0;
-        for (int k = 0; sp && k < v; k++) {
-            int g, n;
-            within_copy(&x, chunk_at(&x, st, k), &g, &n);
-            nsp += 4.0 * chunk_layers(c->layers, n, g) + (g == n - 1 ? 2 : 0);
-        }
-        t += nsp * tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
-        if (l->zero >= 1) {
-            t += nsp * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, x.shape.C * REAL);
-            /* each tied copy here (DualPipe's stage may hold both) */
-            const int tied = l->pp < 2 || x.lay == PTDP_CHUNKS_DUAL ? 0   /* DualPipe's: in mirror_sum */
-                           : x.lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
-            t += tied * dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
-        }
-        pt.end[st] = t + mirror_sum(&x, pc, st);
+        double traffic, exposed;
+        pt.end[st] = after_backward(&x, pc, &pt, st, z2_rs, mine, &z1_gather[st], &traffic, &exposed);
+        if (l->zero == 3 && x.z3)   /* ZeRO-3: the last stage's, as it always was */
+            dp_exposed = exposed;
+        else
+            dp_exposed = exposed > dp_exposed ? exposed : dp_exposed;
         dp_total = traffic > dp_total ? traffic : dp_total;
     }
-    /* the tied embedding: stage 0 and the last stage sum their copies */
-    if (rc == 0 && l->pp > 1) {
-        const int a = 0, b = stage_of(&x, P - 1);
-        int ranks[2] = { world_rank(&x.mesh, 0, 0, 0, a), world_rank(&x.mesh, 0, 0, 0, b) };
-        double tie = a == b ? 0
-                            : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,
-                                                         (size_t)((double)x.shape.Vl * x.shape.C * REAL), 2,
-                                                         ptdp_profile_nodes_spanned(rq->profile, ranks, 2));
-        double meet = pt.end[a] > pt.end[b] ? pt.end[a] : pt.end[b];
-        pt.end[a] = pt.end[b] = meet + tie;
-    }
-    for (int st = 0; rc == 0 && st < l->pp; st++)
-        sync = pt.end[st] > sync ? pt.end[st] : sync;
-    if (rc == 0) {   /* the norm: DP (ZeRO), TP, PP all-reduces of one double */
-        if (l->zero > 0)
-            sync += dp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
-        else if (x.mesh.ep > 1)   /* each EP rank its experts' squares (zero.c) */
-            sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), x.mesh.ep, x.mesh.ep_nodes);
-        sync += tp_coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
-        sync += coll(&x.mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp,
-                     span(rq->profile, l->pp, world_rank(&x.mesh, 0, 0, 0, 1)));
-    }
+    const double sync = rc == 0 ? tie_and_norm(&x, &pt) : 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double opt, gather;
         optimizer_and_gather(&x, pc, st, z1_gather[st], &opt, &gather);
         opt_max = opt > opt_max ? opt : opt_max;
         post = opt + gather > post ? opt + gather : post;
     }
-
     if (rc == 0) {
-        int slow = 0;
-        for (int g = 0; g < P; g++)
-            if (pc[g].f + pc[g].b > pc[slow].f + pc[slow].b)
-                slow = g;
-        const double B = (double)rq->batch, sl = ptdp_model_positions(c);
-        const double N = (double)l->dp * x.mesh.cp * l->tp * l->pp;
-        out->step_s = sync + post;
-        out->forward_s = pc[slow].f;
-        out->backward_s = x.split_bw ? pc[slow].bi + pc[slow].w : pc[slow].b;
-        out->bubble = pt.bubble;
-        out->tp_comm_s = pc[slow].tp_f + pc[slow].tp_b;
-        out->cp_comm_s = pc[slow].cp_f + pc[slow].cp_b;
-        out->ep_comm_s = pc[slow].ep_f + pc[slow].ep_b;
-        out->pp_comm_s = send[0];
+        report(&x, mp, pc, send, &pt, sync + post, out);
         out->dp_comm_s = dp_total;
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
-        out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
-        mp->step_flops(c, B, x.full, selective, &out->model_flops, &out->hardware_flops);
-        out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
-        out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;
     }
     for (int g = 0; pc != NULL && g < P; g++)
         free(pc[g].u);
