@@ -141,51 +141,36 @@ static int validate(const schedule_options *o)
     return ptdp_cli_check_files("schedule", NULL, 0, &svg, 1);
 }
 
-/* DualPipe's table counts in PP = 2p stages: a stage's parameters, a
- * stage's activations for one micro-batch.  Beside it, what the lists
- * hold: two stages a device (1x the model / p, as 1F1B on the same p
- * devices), and the peak of stage-micro-batches alive. */
+/* DualPipe's table beside what the lists hold.  DualPipeV (a V): PP = 2p
+ * stages, two a device (1x the model / p, as 1F1B on the same p devices).
+ * DualPipe (two copies): PP = p devices, each with a whole stage of each
+ * copy (2x the parameters of 1F1B on p).  Either way at most PP + 1
+ * stage-micro-batches alive a device, and a bubble of (PP/2-1)(F&B+B-3W). */
 static void print_dualpipe_table(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                                  const ptdp_schedule_costs *c)
 {
-    const int p = s->pp, PP = 2 * p;
+    const int p = s->pp;
+    const bool v = s->layout == PTDP_CHUNKS_V;
+    const int PP = v ? 2 * p : p;
     int most = 0;
     for (int st = 0; st < p; st++)
         if (ptdp_schedule_peak_in_flight(s, st) > most)
             most = ptdp_schedule_peak_in_flight(s, st);
-    printf("  a V of PP = %d stages on p = %d devices: device r holds stages r and %d - r; a\n"
-           "  micro-batch alive on both of a device's stages counts twice\n", PP, p, PP - 1);
+    if (v)
+        printf("  a V of PP = %d stages on p = %d devices: device r holds stages r and %d - r; a\n"
+               "  micro-batch alive on both of a device's stages counts twice\n", PP, p, PP - 1);
+    else
+        printf("  two copies of PP = %d stages on %d devices: device r holds stage r of the down copy and\n"
+               "  stage %d - r of the up copy; a micro-batch alive on a stage counts once\n", p, p, p - 1);
     printf("DualPipe's table (PP = %d stages)     table               here\n", PP);
     double idle = 0;
     for (int st = 0; st < p; st++)
         idle += t->idle[st] / p;
     printf("  bubble per device (F = B = W = 1)  (PP/2-1)(F&B+B-3W)  %d x (3 + 2 - 3) = %d; measured %g\n",
-           p - 1, 2 * (p - 1), c->forward > 0 ? idle / c->forward : 0.0);
-    printf("  parameters per device              2x a stage          2 stages of %d = 1x the model / p\n", PP);
+           PP / 2 - 1, PP - 2, c->forward > 0 ? idle / c->forward : 0.0);
+    printf("  parameters per device              2x a stage          2 stages of %d = %s\n", PP,
+           v ? "1x the model / p" : "2x the model / PP");
     printf("  activations per device (stages)    PP+1 = %-12d peak %d\n", PP + 1, most);
-}
-
-/* DualPipe's own row of the table, on PP = p devices: two copies, so a
- * device holds two whole stages (2x the parameters of 1F1B on p), and
- * at most PP + 1 micro-batches alive over its two stages. */
-static void print_dual_table(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
-                             const ptdp_schedule_costs *c)
-{
-    const int p = s->pp;
-    int most = 0;
-    for (int st = 0; st < p; st++)
-        if (ptdp_schedule_peak_in_flight(s, st) > most)
-            most = ptdp_schedule_peak_in_flight(s, st);
-    printf("  two copies of PP = %d stages on %d devices: device r holds stage r of the down copy and\n"
-           "  stage %d - r of the up copy; a micro-batch alive on a stage counts once\n", p, p, p - 1);
-    printf("DualPipe's table (PP = %d stages)     table               here\n", p);
-    double idle = 0;
-    for (int st = 0; st < p; st++)
-        idle += t->idle[st] / p;
-    printf("  bubble per device (F = B = W = 1)  (PP/2-1)(F&B+B-3W)  %d x (3 + 2 - 3) = %d; measured %g\n",
-           p / 2 - 1, p - 2, c->forward > 0 ? idle / c->forward : 0.0);
-    printf("  parameters per device              2x a stage          2 stages of %d = 2x the model / PP\n", p);
-    printf("  activations per device (stages)    PP+1 = %-12d peak %d\n", p + 1, most);
 }
 
 static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t, const ptdp_schedule_costs *c)
@@ -195,10 +180,8 @@ static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         printf(" %d", ptdp_schedule_peak_in_flight(s, st));
     printf("\n  (GPipe holds all m = %d on every stage; 1F1B at most min(p - rank, m))\n",
            s->micro_batches);
-    if (s->layout == PTDP_CHUNKS_V)
+    if (s->layout == PTDP_CHUNKS_V || s->layout == PTDP_CHUNKS_DUAL)
         print_dualpipe_table(s, t, c);
-    else if (s->layout == PTDP_CHUNKS_DUAL)
-        print_dual_table(s, t, c);
     else if (s->virtual_stages > 1)
         printf("  interleaved counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
                "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->virtual_stages);
