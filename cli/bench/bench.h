@@ -34,6 +34,13 @@ typedef struct {
 int ptdp_bench_memory(int threads, double watchdog_s, ptdp_membw *out,
                       char *msg, size_t msglen);
 
+/* STREAM's copy kernel, c[i] = a[i] for i < n (2 x 8 bytes an element), and
+ * the size of each of its arrays with `threads` threads (256 MiB over all
+ * threads, at least 16 MiB each: far larger than the caches), for a copy
+ * timed between a collective's samples (bench_collectives.c). */
+void ptdp_stream_copy(double *restrict c, const double *restrict a, size_t n);
+size_t ptdp_stream_array_bytes(int threads);
+
 /* The ceiling the collectives are compared with: the faster of copy and
  * triad, i.e. the most this host was seen to move. */
 double ptdp_membw_ceiling(const ptdp_membw *m);

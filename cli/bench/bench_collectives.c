@@ -25,7 +25,20 @@
  *     time >= T * S / B      so   busbw <= factor * B / T      ("bound")
  *
  * and "of bound" is the fraction of that reached.  Buffers that fit in the
- * caches can beat the bound, which is about DRAM.  T counts reads and writes
+ * caches can beat the bound, which is about DRAM.
+ *
+ * Paired.  On a shared host B itself drifts — the same VM measured 34 and
+ * 54 GB/s a minute apart — so a B taken before and after can be far from
+ * the B of the moment a sample ran.  So after every timed sample the same
+ * device threads also run one STREAM copy (each its own two arrays, the
+ * sizes bench_memory.c uses), timed from the first thread's start to the
+ * last one's end, and each sample is judged against the copy right after
+ * it:
+ *
+ *     sample k:  [ calls of the collective ][ copy ]    B_k = 2 x bytes / t_copy
+ *     "of paired" = median over k of  T x S / (time_k x B_k)
+ *
+ * (the per-sample ratio, as the MPI column below takes it).  T counts reads and writes
  * as STREAM does (a store is one pass over the bytes), out of place:
  *
  *   all_reduce, shm (default), n devices — device i owns slice i (S/n bytes)
@@ -134,6 +147,10 @@ typedef struct {
                                       median over samples of each sample's
                                       ratio (taken back to back, so a busy
                                       host's drift cancels)                 */
+    double paired_Bps;             /* threads: the median copy bandwidth
+                                      measured after each sample            */
+    double paired_fraction;        /* the median of each sample's share of
+                                      the bound at its own copy's bandwidth */
 } bench_point;
 
 typedef struct {
@@ -143,6 +160,11 @@ typedef struct {
     size_t max_count;
     double *seconds;               /* [(rank * npoints + p) * MAX_SAMPLES + s] */
     double *raw_seconds;           /* the same for MPI_Allreduce alone     */
+    double *copy_begin, *copy_end; /* threads: the paired copy after each
+                                      sample, ptdp_wall_now at its ends,
+                                      indexed as seconds                    */
+    size_t copy_n;                 /* doubles in each of a device's two copy
+                                      arrays; 0: no paired copy (MPI)       */
     ptdp_algo algo_used;           /* the all_reduce algorithm, resolved  */
 } bench_run;
 
@@ -316,69 +338,108 @@ static void plan_samples(const bench_opts *o, double per_call_s, int plan[2])
     plan[1] = (int)(calls / samples) > 1 ? (int)(calls / samples) : 1;
 }
 
+/* The copy paired with sample s of point p: all devices start together,
+ * each copies its own array a into c once, and notes when it began and
+ * ended (the bandwidth is taken over the span, bench_memory.c says why). */
+static int paired_copy(ptdp_device *dev, bench_run *run, int p, int s, double *c, const double *a)
+{
+    int rc = ptdp_barrier(dev->world);
+    size_t at = ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES + s;
+    run->copy_begin[at] = ptdp_wall_now();
+    ptdp_stream_copy(c, a, run->copy_n);
+    run->copy_end[at] = ptdp_wall_now();
+    return rc;
+}
+
+/* One device's buffers: the collective's, and the paired copy's (NULL
+ * without pairs). */
+typedef struct {
+    ptdp_real *send, *recv;
+    double *copy_a, *copy_c;
+} bench_buffers;
+
+/* Point p on this device: warm up, agree on the samples, time them (each
+ * followed by MPI_Allreduce's or the paired copy), check the answer. */
+static int run_point(ptdp_device *dev, bench_run *run, int p, const bench_buffers *buf)
+{
+    const bench_opts *o = run->o;
+    bench_point *pt = &run->points[p];
+    fill_inputs(pt, dev->rank, dev->world_size, buf->send, buf->recv);
+    if (dev->rank == 0) {
+        char lab[32];
+        ptdp_progress("[%d/%d] %s %s on %d devices", p + 1, run->npoints, ptdp_coll_name(pt->op),
+                      size_label(pt->bytes, lab, sizeof lab), dev->world_size);
+    }
+
+    /* Warm up (caches, page tables, the algorithm's own buffers), and
+     * let rank 0 estimate the cost of one call. */
+    int rc = 0;
+    double warm = WARMUP_BYTES / (double)(pt->bytes ? pt->bytes : 1);
+    int nwarm = warm < 2 ? 2 : warm > 1000 ? 1000 : (int)warm;
+    double t0 = ptdp_wall_now();
+    for (int i = 0; i < nwarm && rc == 0; i++)
+        rc = call_op(dev, pt, o->algo, buf->send, buf->recv);
+    double per_call = (ptdp_wall_now() - t0) / nwarm;
+
+    int plan[2] = { 0, 0 };
+    if (rc == 0 && dev->rank == 0)
+        plan_samples(o, per_call, plan);
+    if (rc == 0)
+        rc = ptdp_broadcast(dev->world, plan, 2, PTDP_I32, 0);
+
+    /* Processes: MPI_Allreduce itself beside it, warmed up alike, each
+     * of its samples right after ptdp's, so a busy host slows both. */
+    const bool raw = o->backend == PTDP_BACKEND_MPI && pt->op == PTDP_COLL_ALL_REDUCE;
+    double *raw_mine = run->raw_seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
+    if (rc == 0 && raw)
+        rc = ptdp_mpi_time_all_reduce(dev, buf->send, buf->recv, pt->count, PTDP_REAL, 1, nwarm, raw_mine);
+
+    /* The timed samples: start together, time, keep the slowest. */
+    double *mine = run->seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
+    for (int s = 0; s < plan[0] && rc == 0; s++) {
+        rc = ptdp_barrier(dev->world);
+        double start = ptdp_wall_now();
+        for (int b = 0; b < plan[1] && rc == 0; b++)
+            rc = call_op(dev, pt, o->algo, buf->send, buf->recv);
+        mine[s] = (ptdp_wall_now() - start) / plan[1];
+        if (rc == 0 && raw)
+            rc = ptdp_mpi_time_all_reduce(dev, buf->send, buf->recv, pt->count, PTDP_REAL, 1, plan[1],
+                                          &raw_mine[s]);
+        if (rc == 0 && buf->copy_a)
+            rc = paired_copy(dev, run, p, s, buf->copy_c, buf->copy_a);
+    }
+    if (rc == 0)
+        rc = check_result(dev, pt, buf->recv);   /* MPI_Allreduce's answer, when it ran last */
+    if (dev->rank == 0) {
+        pt->samples = plan[0];
+        pt->batch = plan[1];
+    }
+    return rc;
+}
+
 static int bench_device(ptdp_device *dev, void *arg)
 {
     bench_run *run = arg;
-    const bench_opts *o = run->o;
-    size_t bytes = run->max_count * sizeof(ptdp_real);
-    ptdp_real *send = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.send");
-    ptdp_real *recv = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.recv");
-    if (!send || !recv)
+    size_t bytes = run->max_count * sizeof(ptdp_real), copy_bytes = run->copy_n * sizeof(double);
+    bench_buffers buf = { 0 };
+    buf.send = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.send");
+    buf.recv = ptdp_alloc(dev, bytes, PTDP_MEM_COMM, "bench.recv");
+    if (copy_bytes) {
+        buf.copy_a = ptdp_alloc(dev, copy_bytes, PTDP_MEM_OTHER, "bench.copy_a");
+        buf.copy_c = ptdp_alloc(dev, copy_bytes, PTDP_MEM_OTHER, "bench.copy_c");
+    }
+    if (!buf.send || !buf.recv || (copy_bytes && (!buf.copy_a || !buf.copy_c)))
         return dev->status ? dev->status : PTDP_ENOMEM;
+    for (size_t i = 0; i < run->copy_n; i++) {      /* touch every page before timing */
+        buf.copy_a[i] = 1.0;
+        buf.copy_c[i] = 0.0;
+    }
     if (dev->rank == 0)
-        run->algo_used = o->algo == PTDP_ALGO_DEFAULT ? dev->algo : o->algo;
+        run->algo_used = run->o->algo == PTDP_ALGO_DEFAULT ? dev->algo : run->o->algo;
 
     int rc = 0;
-    for (int p = 0; p < run->npoints && rc == 0; p++) {
-        bench_point *pt = &run->points[p];
-        fill_inputs(pt, dev->rank, dev->world_size, send, recv);
-        if (dev->rank == 0) {
-            char lab[32];
-            ptdp_progress("[%d/%d] %s %s on %d devices", p + 1, run->npoints,
-                          ptdp_coll_name(pt->op), size_label(pt->bytes, lab, sizeof lab),
-                          dev->world_size);
-        }
-
-        /* Warm up (caches, page tables, the algorithm's own buffers), and
-         * let rank 0 estimate the cost of one call. */
-        double warm = WARMUP_BYTES / (double)(pt->bytes ? pt->bytes : 1);
-        int nwarm = warm < 2 ? 2 : warm > 1000 ? 1000 : (int)warm;
-        double t0 = ptdp_wall_now();
-        for (int i = 0; i < nwarm && rc == 0; i++)
-            rc = call_op(dev, pt, o->algo, send, recv);
-        double per_call = (ptdp_wall_now() - t0) / nwarm;
-
-        int plan[2] = { 0, 0 };
-        if (rc == 0 && dev->rank == 0)
-            plan_samples(o, per_call, plan);
-        if (rc == 0)
-            rc = ptdp_broadcast(dev->world, plan, 2, PTDP_I32, 0);
-
-        /* Processes: MPI_Allreduce itself beside it, warmed up alike, each
-         * of its samples right after ptdp's, so a busy host slows both. */
-        const bool raw = o->backend == PTDP_BACKEND_MPI && pt->op == PTDP_COLL_ALL_REDUCE;
-        double *raw_mine = run->raw_seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
-        if (rc == 0 && raw)
-            rc = ptdp_mpi_time_all_reduce(dev, send, recv, pt->count, PTDP_REAL, 1, nwarm, raw_mine);
-
-        /* The timed samples: start together, time, keep the slowest. */
-        double *mine = run->seconds + ((size_t)dev->rank * run->npoints + p) * MAX_SAMPLES;
-        for (int s = 0; s < plan[0] && rc == 0; s++) {
-            rc = ptdp_barrier(dev->world);
-            double start = ptdp_wall_now();
-            for (int b = 0; b < plan[1] && rc == 0; b++)
-                rc = call_op(dev, pt, o->algo, send, recv);
-            mine[s] = (ptdp_wall_now() - start) / plan[1];
-            if (rc == 0 && raw)
-                rc = ptdp_mpi_time_all_reduce(dev, send, recv, pt->count, PTDP_REAL, 1, plan[1], &raw_mine[s]);
-        }
-        if (rc == 0)
-            rc = check_result(dev, pt, recv);   /* MPI_Allreduce's answer, when it ran last */
-        if (dev->rank == 0) {
-            pt->samples = plan[0];
-            pt->batch = plan[1];
-        }
-    }
+    for (int p = 0; p < run->npoints && rc == 0; p++)
+        rc = run_point(dev, run, p, &buf);
     /* Processes: each host holds its own device's samples; rank 0 reports
      * them all (launch.h). */
     size_t nsec = (size_t)dev->world_size * run->npoints * MAX_SAMPLES * sizeof(double);
@@ -390,8 +451,12 @@ static int bench_device(ptdp_device *dev, void *arg)
         rc = ptdp_host_merge(dev, run->points, (size_t)run->npoints * sizeof *run->points);
     if (rc == 0 && !ptdp_host_shared(dev))
         rc = ptdp_host_merge(dev, &run->algo_used, sizeof run->algo_used);
-    ptdp_free(dev, recv);
-    ptdp_free(dev, send);
+    if (copy_bytes) {
+        ptdp_free(dev, buf.copy_c);
+        ptdp_free(dev, buf.copy_a);
+    }
+    ptdp_free(dev, buf.recv);
+    ptdp_free(dev, buf.send);
     return rc;
 }
 
@@ -422,8 +487,31 @@ static double median(double *x, int k)
     return k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
 }
 
+/* Threads: each sample's copy bandwidth (all devices' 2 x copy_n doubles
+ * over the span of the copy), and the sample's share of the bound at that
+ * bandwidth, T S / (time B).  Their medians go into the point. */
+static void reduce_paired(bench_run *run, int p, int n, const double *time_s)
+{
+    bench_point *pt = &run->points[p];
+    double bw[MAX_SAMPLES], share[MAX_SAMPLES];
+    double T = traffic_factor(pt->op, run->algo_used, n);
+    for (int s = 0; s < pt->samples; s++) {
+        double begin = 0.0, end = 0.0;
+        for (int r = 0; r < n; r++) {
+            size_t at = ((size_t)r * run->npoints + p) * MAX_SAMPLES + s;
+            begin = r == 0 || run->copy_begin[at] < begin ? run->copy_begin[at] : begin;
+            end = r == 0 || run->copy_end[at] > end ? run->copy_end[at] : end;
+        }
+        bw[s] = end > begin ? 2.0 * sizeof(double) * (double)run->copy_n * n / (end - begin) : 0.0;
+        share[s] = time_s[s] > 0 && bw[s] > 0 ? T * (double)pt->bytes / (time_s[s] * bw[s]) : 0.0;
+    }
+    pt->paired_Bps = median(bw, pt->samples);
+    pt->paired_fraction = T > 0 && bus_factor(pt->op, n) > 0 ? median(share, pt->samples) : 0.0;
+}
+
 /* Per point: the slowest device of each sample, then the median sample;
- * beside MPI_Allreduce, the median of the samples' ratios. */
+ * beside MPI_Allreduce, the median of the samples' ratios; beside the
+ * paired copies, the median of the samples' shares of their bound. */
 static void reduce_times(bench_run *run, int n)
 {
     for (int p = 0; p < run->npoints; p++) {
@@ -431,6 +519,8 @@ static void reduce_times(bench_run *run, int n)
         double mine[MAX_SAMPLES], raw[MAX_SAMPLES], ratio[MAX_SAMPLES];
         slowest_of(run, run->seconds, p, n, mine);
         slowest_of(run, run->raw_seconds, p, n, raw);
+        if (run->copy_n > 0)
+            reduce_paired(run, p, n, mine);
         for (int s = 0; s < pt->samples; s++)
             ratio[s] = mine[s] > 0 ? raw[s] / mine[s] : 0.0;
         pt->vs_raw = median(ratio, pt->samples);
@@ -513,31 +603,35 @@ static void print_table(const bench_run *run, const ptdp_membw *m, int n)
     printf("memory bandwidth with %d thread%s (best of before and after): copy %.2f GB/s, "
            "triad %.2f GB/s -> ceiling B = %.2f GB/s\n\n",
            n, n > 1 ? "s" : "", m->copy_Bps / 1e9, m->triad_Bps / 1e9, ceiling / 1e9);
-    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s\n",
-           "operation", "size", "calls", "time(us)", "algbw", "busbw", "T", "bound", "of bound");
-    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s\n",
-           "", "", "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "");
+    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s %9s %9s\n",
+           "operation", "size", "calls", "time(us)", "algbw", "busbw", "T", "bound", "of bound", "paired B",
+           "of paired");
+    printf("%-15s %8s %9s %10s %9s %9s %4s %9s %8s %9s %9s\n",
+           "", "", "", "", "(GB/s)", "(GB/s)", "", "(GB/s)", "", "(GB/s)", "");
     for (int p = 0; p < run->npoints; p++) {
         const bench_point *pt = &run->points[p];
         bench_figures f = figures_of(pt, run->algo_used, n, ceiling);
-        char lab[32], bound[16], frac[16];
+        char lab[32], bound[16] = "-", frac[16] = "-", paired[16] = "-", pfrac[16] = "-";
         if (f.bound_busbw > 0) {
             snprintf(bound, sizeof bound, "%.2f", f.bound_busbw / 1e9);
             snprintf(frac, sizeof frac, "%.0f%%", 100.0 * f.fraction);
-        } else {
-            snprintf(bound, sizeof bound, "-");
-            snprintf(frac, sizeof frac, "-");
+        }
+        if (pt->paired_fraction > 0) {
+            snprintf(paired, sizeof paired, "%.2f", pt->paired_Bps / 1e9);
+            snprintf(pfrac, sizeof pfrac, "%.0f%%", 100.0 * pt->paired_fraction);
         }
         double us = pt->time_s * 1e6;
-        printf("%-15s %8s %9lld %10.*f %9.2f %9.2f %4.0f %9s %8s\n",
+        printf("%-15s %8s %9lld %10.*f %9.2f %9.2f %4.0f %9s %8s %9s %9s\n",
                ptdp_coll_name(pt->op), size_label(pt->bytes, lab, sizeof lab),
                (long long)pt->samples * pt->batch, us < 10 ? 3 : us < 1000 ? 1 : 0, us,
-               f.algbw / 1e9, f.busbw / 1e9, f.traffic, bound, frac);
+               f.algbw / 1e9, f.busbw / 1e9, f.traffic, bound, frac, paired, pfrac);
     }
     printf("\nbusbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather, all_to_all(v)),\n"
            "        1 (broadcast).\n"
            "bound = busbw if the T x S bytes each call must move crossed memory at B;\n"
-           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench/bench_collectives.c.\n");
+           "        buffers that fit in the caches can beat it.  T per algorithm: cli/bench/bench_collectives.c.\n"
+           "paired: B measured again after every sample (a STREAM copy on the same threads, paired B its\n"
+           "        median); of paired = the median of each sample's share of the bound at its own copy's B.\n");
 }
 
 static void print_json(const bench_run *run, const ptdp_membw *m, int n)
@@ -555,11 +649,15 @@ static void print_json(const bench_run *run, const ptdp_membw *m, int n)
                "\"bytes\": %zu, \"count\": %zu, \"samples\": %d, \"batch\": %d, "
                "\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, "
                "\"mem_copy_GBps\": %.6g, \"mem_triad_GBps\": %.6g, \"traffic_factor\": %.6g, "
-               "\"bound_busbw_GBps\": %.6g, \"fraction_of_bound\": %.6g, \"backend\": \"%s\"}\n",
+               "\"bound_busbw_GBps\": %.6g, \"fraction_of_bound\": %.6g, \"backend\": \"%s\"",
                ptdp_coll_name(pt->op), algo, n, PTDP_REAL_NAME, pt->bytes, pt->count,
                pt->samples, pt->batch, pt->time_s * 1e6, f.algbw / 1e9, f.busbw / 1e9,
                m->copy_Bps / 1e9, m->triad_Bps / 1e9, f.traffic,
                f.bound_busbw / 1e9, f.fraction, ptdp_backend_names[run->o->backend]);
+        if (pt->paired_fraction > 0)
+            printf(", \"paired_copy_GBps\": %.6g, \"paired_fraction_of_bound\": %.6g", pt->paired_Bps / 1e9,
+                   pt->paired_fraction);
+        printf("}\n");
         if (run->o->backend == PTDP_BACKEND_MPI && pt->op == PTDP_COLL_ALL_REDUCE && pt->raw_time_s > 0) {
             double algbw = (double)pt->bytes / pt->raw_time_s;
             printf("{\"op\": \"all_reduce\", \"algo\": \"MPI_Allreduce\", \"devices\": %d, \"dtype\": \"%s\", "
@@ -654,6 +752,15 @@ static int parse_collectives(int argc, char **argv, bench_opts *o)
     return 0;
 }
 
+static void free_points(bench_run *run)
+{
+    free(run->points);
+    free(run->seconds);
+    free(run->raw_seconds);
+    free(run->copy_begin);
+    free(run->copy_end);
+}
+
 /* The points of the run, every operation at every size, with room for
  * every device's samples.  0, or PTDP_ENOMEM. */
 static int plan_points(bench_run *run, const bench_opts *o)
@@ -664,12 +771,14 @@ static int plan_points(bench_run *run, const bench_opts *o)
     run->points = calloc((size_t)run->npoints, sizeof *run->points);
     run->seconds = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
     run->raw_seconds = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
-    if (!run->points || !run->seconds || !run->raw_seconds) {
-        free(run->points);
-        free(run->seconds);
-        free(run->raw_seconds);
+    run->copy_begin = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
+    run->copy_end = calloc((size_t)o->devices * run->npoints * MAX_SAMPLES, sizeof(double));
+    if (!run->points || !run->seconds || !run->raw_seconds || !run->copy_begin || !run->copy_end) {
+        free_points(run);
         return PTDP_ENOMEM;
     }
+    if (o->backend == PTDP_BACKEND_THREADS)
+        run->copy_n = ptdp_stream_array_bytes(o->devices) / sizeof(double);
     for (int k = 0; k < o->nops; k++) {
         for (int s = 0; s < o->nsizes; s++) {
             bench_point *pt = &run->points[k * o->nsizes + s];
@@ -692,7 +801,8 @@ static int time_points(bench_run *run, ptdp_launch_result *result)
     memset(result, 0, sizeof *result);
     ptdp_launch_opts opts;
     memset(&opts, 0, sizeof opts);
-    opts.device_mem = 2 * run->max_count * sizeof(ptdp_real) + ((size_t)16 << 20);
+    opts.device_mem = 2 * run->max_count * sizeof(ptdp_real) + 2 * run->copy_n * sizeof(double) +
+                      ((size_t)16 << 20);
     opts.watchdog_s = o->watchdog_s;
     opts.algo = o->algo;
     opts.result = result;
@@ -759,9 +869,7 @@ static int run_collectives(const bench_opts *o)
             print_table(&run, &m, n);
     }
     ptdp_launch_result_free(&result);
-    free(run.points);
-    free(run.seconds);
-    free(run.raw_seconds);
+    free_points(&run);
     return rc == 0 ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 

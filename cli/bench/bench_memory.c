@@ -58,7 +58,7 @@ typedef struct {
 
 /* The two kernels.  `restrict` promises the arrays do not overlap, so the
  * compiler may vectorise the loops as STREAM's Fortran would. */
-static void stream_copy(double *restrict c, const double *restrict a, size_t n)
+void ptdp_stream_copy(double *restrict c, const double *restrict a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         c[i] = a[i];
@@ -96,7 +96,7 @@ static int membw_device(ptdp_device *dev, void *arg)
             break;
         membw_span *copy = &run->copy[dev->rank * run->reps + rep];
         copy->begin = ptdp_wall_now();
-        stream_copy(c, a, run->n);
+        ptdp_stream_copy(c, a, run->n);
         copy->end = ptdp_wall_now();
 
         if ((rc = ptdp_barrier(dev->world)) != 0)
@@ -135,12 +135,16 @@ static double best_rate(const membw_span *spans, int threads, int reps, double b
     return best;
 }
 
+size_t ptdp_stream_array_bytes(int threads)
+{
+    size_t per_thread = MEMBW_TOTAL_BYTES / (size_t)threads;
+    return per_thread < MEMBW_MIN_BYTES ? MEMBW_MIN_BYTES : per_thread;
+}
+
 int ptdp_bench_memory(int threads, double watchdog_s, ptdp_membw *out,
                       char *msg, size_t msglen)
 {
-    size_t per_thread = MEMBW_TOTAL_BYTES / (size_t)threads;
-    if (per_thread < MEMBW_MIN_BYTES)
-        per_thread = MEMBW_MIN_BYTES;
+    size_t per_thread = ptdp_stream_array_bytes(threads);
 
     membw_run run = { per_thread / sizeof(double), MEMBW_REPS, NULL, NULL };
     run.copy = calloc((size_t)threads * MEMBW_REPS, sizeof(membw_span));

@@ -28,6 +28,10 @@ else
     bad=$(awk '!/^\{.*\}$/ || !match($0, /"time_us": [0-9.e+-]+/) { print; next }
                { t = substr($0, RSTART + 11, RLENGTH - 11) + 0; if (t <= 0) print }' "$out")
     [[ -z $bad ]] || fail "malformed or zero-time lines: $bad"
+    # every line: the copy timed after each sample, and the share of the bound at it
+    bad=$(awk '!match($0, /"paired_fraction_of_bound": [0-9.e+-]+/) { print; next }
+               { f = substr($0, RSTART + 28, RLENGTH - 28) + 0; if (f <= 0) print }' "$out")
+    [[ -z $bad ]] || fail "lines without a positive paired share of the bound: $bad"
     grep -q '"bytes": 102,' "$out" && fail "102 bytes should round down to whole elements"
     grep -q '"devices": 3' "$out" || fail "devices not reported"
     # not a terminal: progress comes as plain lines on stderr
@@ -45,6 +49,7 @@ table() {   # ALGO DEVICES
     fi
     grep -q "all_reduce algorithm $1" "$out" || fail "--algo $1: the header does not name the algorithm"
     grep -q "ceiling B = " "$out" || fail "--algo $1: no memory ceiling in the table"
+    grep -q "of paired" "$out" || fail "--algo $1: no paired share of the bound in the table"
     grep -qE '^all_reduce +64 KiB' "$out" || fail "--algo $1: no all_reduce row"
     [[ $failures -eq $before ]] && echo "ok    table, --algo $1, $2 device(s)"
 }
