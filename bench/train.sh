@@ -28,7 +28,10 @@
 #                              so for it the share is printed, not judged)
 #   dp=2 speed-up           >= 0.85 x the speed-up of two independent runs at once
 #                           (both against one device at the per-device batch B/2)
-# Every ratio is taken within a run, then the median over runs.
+# Every ratio is taken within a run, then the median over runs.  Beside the
+# PyTorch ratio: each run's, and (for information) the least a step of these
+# GEMMs could reach against PyTorch — its GEMM flops at the square sgemm's
+# GFLOP/s and nothing else, over PyTorch's step.
 # Exit status: 0 when it ran (met or missed targets are printed, not failed).
 set -euo pipefail
 
@@ -42,7 +45,7 @@ while [[ $# -gt 0 ]]; do
         --runs) runs=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
-        -h | --help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) ptdp=$1; shift ;;
     esac
@@ -120,6 +123,21 @@ dp=$(med ptdp dp2_fraction_of_concurrent)
 echo "| target | measured | goal | |"
 echo "|---|---:|---:|---|"
 echo "| baseline step / PyTorch step | $(num "$vs_torch" %.3f) | <= $step_goal | $(verdict "$vs_torch" '<=' "$step_goal") |"
+if [[ -n $python ]]; then
+    # Each run's ratio, and the least any step of these products could reach in
+    # it: the step's GEMM flops at the square GEMM's speed, nothing else, over
+    # PyTorch's step (a ratio below it would need fewer flops or a faster BLAS).
+    each=$(for r in $(seq "$runs"); do
+               awk -v a="$(field baseline_step_s "$out/ptdp.$r")" -v b="$(field torch_step_s "$out/torch.$r")" \
+                   'BEGIN { if (a != "" && b > 0) printf "%.3f ", a / b }'
+           done)
+    floor=$(for r in $(seq "$runs"); do
+                awk -v f="$(field gemm_flops_per_step "$out/ptdp.$r")" -v g="$(field square_gemm_gflops "$out/ptdp.$r")" \
+                    -v t="$(field torch_step_s "$out/torch.$r")" 'BEGIN { if (f != "" && g > 0 && t > 0) printf "%.6g\n", f / (1e9 * g) / t }'
+            done | median)
+    echo "|   each run's step / PyTorch step | ${each% } | | |"
+    echo "|   for information: the step's GEMM flops at the square GEMM's speed / PyTorch step (the least a step of these GEMMs can reach) | $(num "$floor" %.3f) | | |"
+fi
 echo "| forward + backward / GEMMs alone | $(num "$fb" %.3f) | <= $gemm_goal | $(verdict "$fb" '<=' "$gemm_goal") |"
 loop=$(awk -v s="$(med ptdp baseline_step_s)" -v f="$(med ptdp fwd_bwd_s)" -v o="$(med ptdp optimizer_s)" \
     'BEGIN { if (s != "" && f + o > 0) printf "%.6g", s / (f + o) }')

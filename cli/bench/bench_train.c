@@ -34,7 +34,10 @@
  *   2. ptdp_train with dp = 1 and with dp = 2 on the same global batch (and
  *      dp = 2 with ZeRO-1, the optimizer step sharded, when the build has
  *      it): the wall time of a step as the training loop logs it (largest
- *      device).
+ *      device).  dp = 1 runs twice, just before the phases of 1 and just
+ *      after them, and its step is the median of both runs' timed steps:
+ *      the loop's target compares it with the phases, a few percent, and a
+ *      shared host's speed drifts by more than that over a minute.
  *      And dp = 1 again with every core: the device's products shared by
  *      ptdp_blas_threads(--blas-threads, 1) threads (default: all cores,
  *      or OPENBLAS_NUM_THREADS), what a student's one-device run gets on
@@ -290,7 +293,7 @@ static int phase_device(ptdp_device *dev, void *arg)
     ptdp_adamw_config ac = ptdp_adamw_default_config();
 
     for (int s = 0; rc == 0 && s < c->warmup + c->steps; s++) {
-        ptdp_progress("[1/7] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
+        ptdp_progress("[2/8] baseline phases and GEMMs alone, step %d/%d", s + 1, c->warmup + c->steps);
         ptdp_batch batch = { .first = (int64_t)s * b, .rows = b };
         if ((rc = ptdp_batch_load(dev, m, &batch)) != 0)      /* not timed */
             break;
@@ -333,7 +336,7 @@ static int phase_device(ptdp_device *dev, void *arg)
     ptdp_gemm_log_stop();
     phase_teardown(dev, &st);
     if (rc == 0) {
-        ptdp_progress("[1/7] the machine's square %d^3 GEMM", SQUARE_N);
+        ptdp_progress("[2/8] the machine's square %d^3 GEMM", SQUARE_N);
         rc = square_gemm(dev, 3, &r->square_s);
     }
     return rc;
@@ -348,6 +351,8 @@ typedef struct {
     int blas_threads;              /* threads per device (1 unless asked)    */
     double step_s;                 /* median wall time of the timed steps    */
     double *loss;                  /* [steps] every step's loss, if not NULL */
+    double *times;                 /* [timed steps] their wall times, if not
+                                      NULL                                   */
     int rc;
     char msg[PTDP_MSG_MAX];
 } train_run;
@@ -391,6 +396,8 @@ static void *train_thread(void *arg)
         int n = 0;
         for (int s = t->cfg->warmup; s < res.steps; s++)
             w[n++] = res.log[s].wall_s;
+        for (int s = 0; t->times != NULL && s < n; s++)
+            t->times[s] = w[s];
         t->step_s = median(w, n);
         for (int s = 0; t->loss != NULL && s < res.steps; s++)
             t->loss[s] = res.log[s].loss;
@@ -480,9 +487,12 @@ static int measure_phases(const bench_cfg *c, double *loss, bench_result *out)
     return rc != 0 ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
 }
 
-/* Every step's loss of the runs that must agree with one another. */
+/* Every step's loss of the runs that must agree with one another; and the
+ * timed steps of dp=1 run before the phases, which the one after them
+ * joins (base_times: room for both). */
 typedef struct {
-    double *phases, *base, *dp2, *zero1, *threads;
+    double *phases, *base, *dp2, *zero1, *threads, *before;
+    double *base_times;
 } run_losses;
 
 /* 2. ptdp_train on the same global batch: dp = 1, dp = 2, and dp = 2 with
@@ -492,13 +502,14 @@ typedef struct {
 static int measure_training(const bench_cfg *c, const run_losses *l, bench_result *out, bool *with_zero)
 {
     train_run base, threads, dp2, zero1, alone, conc[2];
-    train_init(&base, c, 1, c->batch, "[2/7] ptdp_train dp=1");
-    train_init(&threads, c, 1, c->batch, "[3/7] ptdp_train dp=1, every core");
+    train_init(&base, c, 1, c->batch, "[3/8] ptdp_train dp=1, after the phases");
+    train_init(&threads, c, 1, c->batch, "[4/8] ptdp_train dp=1, every core");
     threads.blas_threads = out->blas_threads = ptdp_blas_threads(c->blas_threads, 1);
-    train_init(&dp2, c, 2, c->batch, "[4/7] ptdp_train dp=2");
-    train_init(&zero1, c, 2, c->batch, "[5/7] ptdp_train dp=2 ZeRO-1");
+    train_init(&dp2, c, 2, c->batch, "[5/8] ptdp_train dp=2");
+    train_init(&zero1, c, 2, c->batch, "[6/8] ptdp_train dp=2 ZeRO-1");
     zero1.tc.zero = 1;
     base.loss = l->base;
+    base.times = l->base_times + c->steps;
     threads.loss = l->threads;
     dp2.loss = l->dp2;
     zero1.loss = l->zero1;
@@ -506,8 +517,8 @@ static int measure_training(const bench_cfg *c, const run_losses *l, bench_resul
 
     /* (only the first of the two concurrent runs reports progress: one
      * writer at a time) */
-    train_init(&alone, c, 1, c->batch / 2, "[6/7] one run at B/2 alone");
-    train_init(&conc[0], c, 1, c->batch / 2, "[7/7] two runs at B/2 at once");
+    train_init(&alone, c, 1, c->batch / 2, "[7/8] one run at B/2 alone");
+    train_init(&conc[0], c, 1, c->batch / 2, "[8/8] two runs at B/2 at once");
     train_init(&conc[1], c, 1, c->batch / 2, NULL);
 
     train_run *order[] = { &base, &threads, &dp2, *with_zero ? &zero1 : NULL, &alone };
@@ -523,7 +534,7 @@ static int measure_training(const bench_cfg *c, const run_losses *l, bench_resul
                 failed->msg[0] ? failed->msg : "cannot start a thread");
         return PTDP_EXIT_FAIL;
     }
-    out->base_s = base.step_s;
+    out->base_s = median(l->base_times, 2 * c->steps);   /* before and after the phases */
     out->threads_s = threads.step_s;
     out->dp2_s = dp2.step_s;
     out->zero1_s = *with_zero ? zero1.step_s : 0;
@@ -532,24 +543,46 @@ static int measure_training(const bench_cfg *c, const run_losses *l, bench_resul
     return PTDP_EXIT_OK;
 }
 
+/* dp=1 before the phases, its timed steps into l->base_times: the step
+ * is timed on both sides of the phases, so that a host whose speed drifts
+ * over the minutes of a run (shared VMs do) moves the step and its phases
+ * alike, and the loop's share (step / phases) is not the drift's. */
+static int measure_before(const bench_cfg *c, const run_losses *l)
+{
+    train_run before;
+    train_init(&before, c, 1, c->batch, "[1/8] ptdp_train dp=1, before the phases");
+    before.loss = l->before;
+    before.times = l->base_times;
+    train_thread(&before);
+    ptdp_progress_done();
+    if (before.rc != 0) {
+        fprintf(stderr, "ptdp bench train: %s: %s\n", before.label, before.msg);
+        return PTDP_EXIT_FAIL;
+    }
+    return PTDP_EXIT_OK;
+}
+
 static int measure(const bench_cfg *c, bench_result *out)
 {
     int total = c->warmup + c->steps;
     memset(out, 0, sizeof *out);
-    double *buf = calloc((size_t)5 * total, sizeof *buf);
+    double *buf = calloc((size_t)6 * total + 2 * (size_t)c->steps, sizeof *buf);
     if (buf == NULL) {
         fprintf(stderr, "ptdp bench train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
     run_losses l = { .phases = buf, .base = buf + total, .dp2 = buf + 2 * total, .zero1 = buf + 3 * total,
-                     .threads = buf + 4 * total };
+                     .threads = buf + 4 * total, .before = buf + 5 * total, .base_times = buf + 6 * total };
     bool with_zero = false;
-    int status = measure_phases(c, l.phases, out);
+    int status = measure_before(c, &l);
+    if (status == PTDP_EXIT_OK)
+        status = measure_phases(c, l.phases, out);
     if (status == PTDP_EXIT_OK)
         status = measure_training(c, &l, out, &with_zero);
 
     /* No fast wrong answer: the same seed and data must give the same losses. */
     if (status == PTDP_EXIT_OK &&
+        check_losses("dp=1 before the phases", l.before, l.base, total) +
         check_losses("the phase-by-phase baseline", l.phases, l.base, total) +
         check_losses("dp=1 on every core", l.threads, l.base, total) +
         check_losses("dp=2", l.dp2, l.base, total) +
