@@ -70,6 +70,21 @@ static void release(timed_schedule *ts)
     ptdp_schedule_destroy(ts->s);
 }
 
+static void release_all(timed_schedule *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        release(&ts[i]);
+}
+
+/* The longest makespan of n timed schedules: the width every panel shares. */
+static double longest(const timed_schedule *ts, int n)
+{
+    double makespan = 0;
+    for (int i = 0; i < n; i++)
+        makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
+    return makespan;
+}
+
 static double x_of(double time) { return LEFT + time * PX_PER_TIME; }
 
 /* One schedule: a title with the bubble, then the timeline as every
@@ -166,13 +181,10 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
     for (; made < N && err == 0; made++)
         err = make_v(rows[made].name, rows[made].v, &ts[made], msg, msglen);
     if (err != 0) {
-        for (int i = 0; i < made; i++)
-            release(&ts[i]);
+        release_all(ts, made);
         return err;
     }
-    double makespan = 0;
-    for (int i = 0; i < N; i++)
-        makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
+    const double makespan = longest(ts, N);
 
     const double width = x_of(makespan) + RIGHT, top = 62;
     const double height = top + N * PANEL_H + 104;
@@ -206,8 +218,7 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
                   "to %d, %d, %d, %d W passes.", ptdp_schedule_peak_deferred(ts[3].s, 0),
                   ptdp_schedule_peak_deferred(ts[3].s, 1), ptdp_schedule_peak_deferred(ts[3].s, 2),
                   ptdp_schedule_peak_deferred(ts[3].s, 3));
-    for (int i = 0; i < N; i++)
-        release(&ts[i]);
+    release_all(ts, N);
     return fig_finish(&s, path, msg, msglen);
 }
 
@@ -379,13 +390,10 @@ int fig_dualpipe(const char *path, char *msg, size_t msglen)
     for (; made < N && err == 0; made++)
         err = make_pm(rows[made].name, D_DEVICES, D_M, rows[made].alltoall, &ts[made], msg, msglen);
     if (err != 0) {
-        for (int i = 0; i < made; i++)
-            release(&ts[i]);
+        release_all(ts, made);
         return err;
     }
-    double makespan = 0;
-    for (int i = 0; i < N; i++)
-        makespan = ts[i].t->makespan > makespan ? ts[i].t->makespan : makespan;
+    const double makespan = longest(ts, N);
     const double top = 62, copies = top + N * PANEL_H + 24, notes = copies + D_DEVICES * (LANE + LANE_GAP) + 14;
     ptdp_svg s;
     ptdp_svg_begin(&s, x_of(makespan) + RIGHT, notes + 3 * 18 + 20);
@@ -413,7 +421,6 @@ int fig_dualpipe(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, notes + 40, 12, PTDP_SVG_START, "#333333",
                   "DualPipeV (figures/dualpipev.svg) folds the two copies into one V: the same bubble on half "
                   "the devices, 1\u00d7 the parameters.");
-    for (int i = 0; i < N; i++)
-        release(&ts[i]);
+    release_all(ts, N);
     return fig_finish(&s, path, msg, msglen);
 }
