@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ptdp/arena.h"
+#include "ptdp/schedule.h"
 
 #define SIZE_HINT "a number with an optional K, M or G suffix, 1024-based, e.g. 4K or 64M"
 
@@ -265,6 +266,42 @@ static int find_name(const char *const *names, int n, const char *s)
         if (strcmp(names[i], s) == 0)
             return i;
     return -1;
+}
+
+void ptdp_help_wrapped(FILE *f, const char *flag, const char *text)
+{
+    enum { INDENT = 22, WIDTH = 94 };
+    int col = fprintf(f, "%-*s", INDENT, flag);
+    while (*text != '\0') {
+        while (*text == ' ')
+            text++;
+        const size_t word = strcspn(text, " ");
+        if (word == 0)
+            break;
+        if (col > INDENT && col + 1 + (int)word > WIDTH) {
+            col = fprintf(f, "\n%*s", INDENT, "") - 1;
+        } else if (col > INDENT) {
+            fputc(' ', f);
+            col++;
+        }
+        col += fprintf(f, "%.*s", (int)word, text);
+        text += word;
+    }
+    fputc('\n', f);
+}
+
+int ptdp_args_schedule(ptdp_args *a, const ptdp_schedule_entry **out)
+{
+    enum { NAMES_MAX = 32 };
+    const char *names[NAMES_MAX];
+    const int n = ptdp_schedule_count() < NAMES_MAX ? ptdp_schedule_count() : NAMES_MAX;
+    for (int i = 0; i < n; i++)
+        names[i] = ptdp_schedule_at(i)->name;
+    int which;
+    int rc = ptdp_args_enum(a, names, n, &which);
+    if (rc == 0)
+        *out = ptdp_schedule_at(which);
+    return rc;
 }
 
 int ptdp_args_enum(ptdp_args *a, const char *const *names, int n, int *out)

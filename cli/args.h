@@ -31,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Process exit codes of every command. */
 enum { PTDP_EXIT_OK = 0, PTDP_EXIT_FAIL = 1, PTDP_EXIT_USAGE = 2 };
@@ -75,6 +76,10 @@ int ptdp_args_enum(ptdp_args *a, const char *const *names, int n, int *out);
 /* "a,b,c", each one of `names`, no repeats: out[k] = index of the k-th. */
 int ptdp_args_enum_list(ptdp_args *a, const char *const *names, int n,
                         int *out, int max, int *count);
+/* A schedule's name (--schedule): *out = its registry row (schedule.h);
+ * the names the registry holds are the valid values. */
+struct ptdp_schedule_entry;
+int ptdp_args_schedule(ptdp_args *a, const struct ptdp_schedule_entry **out);
 /* Any text (a path, a name): *out points into argv. */
 int ptdp_args_string(ptdp_args *a, const char **out);
 /* A flag without a value (--json): sets *out = true.  "--json=x" is an error. */
@@ -82,6 +87,10 @@ int ptdp_args_switch(ptdp_args *a, bool *out);
 
 /* Report the current argument as unknown (or unexpected, if positional). */
 int ptdp_args_unknown(ptdp_args *a);
+
+/* A --help entry: `flag` in the first 22 columns, then `text` wrapped at
+ * 94 columns, each further line indented to column 22. */
+void ptdp_help_wrapped(FILE *f, const char *flag, const char *text);
 
 /* Print "ptdp <cmd>: <message>" on stderr and return PTDP_EXIT_USAGE, for
  * checks that involve several flags ("--tp 3 does not divide --devices 4"). */

@@ -115,7 +115,7 @@ static void print_pipeline(const ptdp_train_config *par, const ptdp_train_result
     ptdp_schedule *s = NULL;
     ptdp_schedule_timeline *t = NULL;
     ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0 };
-    if (ptdp_schedule_create("1f1b", par->pp, par->micro_batches, &s) == 0 &&
+    if (ptdp_schedule_build(ptdp_train_schedule(par), par->pp, par->micro_batches, 1, &s) == 0 &&
         ptdp_schedule_simulate(s, &costs, &t) == 0) {
         printf("  the pipeline of B, one step (forward 1, backward 2 time units):\n");
         ptdp_schedule_ascii(s, t, stdout);

@@ -45,7 +45,6 @@
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
 
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev", "dualpipe" };
 
 /* The models the planner prices: those with a planning table. */
 static bool plannable(const ptdp_model_caps *caps)
@@ -67,6 +66,21 @@ static const char *plannable_names(char *buf, size_t len)
         if (has_plan(ptdp_model_at(k)))
             at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? "|" : "", ptdp_model_at(k)->name);
     return buf;
+}
+
+/* The --schedule lines: the rows tried unasked, then those planned only
+ * when named, from the registry. */
+static void print_schedule_help(void)
+{
+    char planned[256], asked[256], chunked[64];
+    ptdp_schedule_names_with(PTDP_SCHED_PLANNED, 0, "|", planned, sizeof planned);
+    ptdp_schedule_names_with(0, PTDP_SCHED_PLANNED, "|", asked, sizeof asked);
+    ptdp_schedule_names_with(PTDP_SCHED_CHUNKS, 0, ", ", chunked, sizeof chunked);
+    printf("  --schedule %s   --virtual-stages v (%s)\n", planned, chunked);
+    if (asked[0] != '\0')
+        printf("  --schedule %s   planned only when asked (DualPipe's: --pp\n"
+               "                      counts devices, each holding two chunks; the experts'\n"
+               "                      all-to-alls of a forward-and-backward pair hide under it)\n", asked);
 }
 
 static void usage(void)
@@ -102,11 +116,9 @@ static void usage(void)
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
-        "  --recompute none|selective|full\n"
-        "  --schedule 1f1b|gpipe|interleaved|zb-h1   --virtual-stages v (interleaved)\n"
-        "  --schedule dualpipev|dualpipe   DualPipe's (planned only when asked): --pp\n"
-        "                      counts devices, each holding two chunks; the experts'\n"
-        "                      all-to-alls of a forward-and-backward pair hide under it\n"
+        "  --recompute none|selective|full\n");
+    print_schedule_help();
+    printf(
         "  --sp on|off         sequence parallelism (only with tp > 1)\n"
         "what to print:\n"
         "  --top K             the best K layouts (default 10)\n"
@@ -181,7 +193,7 @@ static int parse(int argc, char **argv, plan_options *o)
     rq->gpus = 0;
     rq->batch = 0;
     o->top = 10;
-    int sched = -1, gpus = 0, sp = -1;
+    int gpus = 0, sp = -1;
     double batch = 0;
     size_t mem = 0;
     const char *model = NULL, *profile = NULL;
@@ -223,7 +235,7 @@ static int parse(int argc, char **argv, plan_options *o)
             static const char *const modes[] = { "none", "selective", "full" };
             rc = ptdp_args_enum(&a, modes, 3, &rq->recompute);
         }
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_enum(&a, schedule_names, 6, &sched);
+        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_schedule(&a, &rq->schedule);
         else if (ptdp_args_is(&a, "--sp")) {
             static const char *const onoff[] = { "off", "on" };
             rc = ptdp_args_enum(&a, onoff, 2, &sp);
@@ -253,7 +265,6 @@ static int parse(int argc, char **argv, plan_options *o)
     rq->batch = (long long)batch;
     rq->gpus = gpus;
     rq->sp = sp;
-    rq->schedule = sched >= 0 ? schedule_names[sched] : NULL;
     o->device_bytes = (double)mem;
     o->model_name = model;
     o->profile_name = profile;
@@ -287,28 +298,30 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
 }
 
 /* The schedule against the flags that fix chunks, precision and ZeRO:
- * --virtual-stages is the interleaved schedule's; DualPipe's two hold two
- * chunks a device always, and run without bf16 and ZeRO-3, as ptdp train
- * does (validate.c says why). */
+ * --virtual-stages is for a schedule with chunks; a V or two copies hold
+ * two chunks a device always; what the row refuses of its own (bf16,
+ * ZeRO-3: DualPipe's two chunks) is refused as ptdp train does
+ * (ptdp_schedule_refuses). */
 static int schedule_rules(ptdp_plan_request *rq)
 {
-    const bool dual = rq->schedule != NULL && strncmp(rq->schedule, "dualpipe", 8) == 0;
-    if (dual && rq->virtual_stages > 1)
+    const ptdp_schedule_entry *e = rq->schedule;
+    char msg[512];
+    if (e != NULL && e->layout != PTDP_CHUNKS_RING && rq->virtual_stages > 1)
         return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule holds two chunks per device, "
-                                "always (leave --virtual-stages out)", rq->virtual_stages, rq->schedule);
-    if (dual && rq->bf16)
-        return ptdp_usage_error("plan", "--precision bf16 with --schedule %s: ptdp train widens bf16 parameters "
-                                "one model chunk's units at a time, and %s gives each device two chunks; use "
-                                "--schedule 1f1b or gpipe", rq->schedule, rq->schedule);
-    if (dual && rq->zero == 3)
-        return ptdp_usage_error("plan", "--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per "
-                                "device, and %s gives each device two chunks; use --zero 2", rq->schedule,
-                                rq->schedule);
-    if (rq->virtual_stages > 1 && rq->schedule != NULL && strcmp(rq->schedule, "interleaved") != 0)
+                                "always (leave --virtual-stages out)", rq->virtual_stages, e->name);
+    if (e != NULL && rq->bf16 && e->refuses[PTDP_FEATURE_BF16] != NULL &&
+        ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);
+    if (e != NULL && rq->zero == 3 && e->refuses[PTDP_FEATURE_ZERO3] != NULL &&
+        ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);
+    const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
+    if (rq->virtual_stages > 1 && e != NULL && !(e->caps & PTDP_SCHED_CHUNKS))
         return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
-                                "--schedule interleaved)", rq->virtual_stages, rq->schedule);
-    if (rq->virtual_stages > 1 && rq->schedule == NULL)
-        rq->schedule = "interleaved";
+                                "--schedule %s)", rq->virtual_stages, e->name,
+                                chunked != NULL ? chunked->name : "with chunks");
+    if (rq->virtual_stages > 1 && e == NULL)
+        rq->schedule = chunked;
     if (rq->zero == 3 && rq->virtual_stages > 1)
         return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
                                 "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);

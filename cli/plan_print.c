@@ -37,6 +37,7 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/json.h"
+#include "ptdp/schedule.h"
 #include "ptdp/device.h"
 #include "ptdp/types.h"
 
@@ -48,6 +49,12 @@ double ptdp_plan_parameters(const ptdp_model_config *m)
 }
 
 /* 1.01T, 175B, 1.3M: the way model sizes are said. */
+/* A layout's schedule row (its own, or the default). */
+static const ptdp_schedule_entry *row_of(const ptdp_plan_layout *l)
+{
+    return l->schedule != NULL ? l->schedule : ptdp_schedule_default();
+}
+
 static const char *count_text(double x, char *buf, size_t len)
 {
     static const char *const unit[] = { "", "K", "M", "B", "T" };
@@ -93,7 +100,7 @@ static void print_moe_table(FILE *f, const ptdp_plan_candidate *c, int n)
         ptdp_format_bytes(c[i].memory.total, b, sizeof b);
         fprintf(f, "%3d %5d %3d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %11s %10.4g %10.4g %6.4g %6.4g\n", i + 1,
                 l->dp, l->ep > 1 ? l->ep : 1, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches,
-                l->schedule, l->virtual_stages, ptdp_recompute_name(l->recompute), l->zero, b, c[i].time.step_s,
+                row_of(l)->name, l->virtual_stages, ptdp_recompute_name(l->recompute), l->zero, b, c[i].time.step_s,
                 c[i].time.tokens_per_s, c[i].time.model_tflops_per_gpu, c[i].time.hardware_tflops_per_gpu);
     }
 }
@@ -137,7 +144,7 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
         char b[32];
         ptdp_format_bytes(c[i].memory.total, b, sizeof b);
         fprintf(f, "%3d %5d %3d %4d %4d %4d %6d %-11s %2d %-9s %4d %3s %11s %10.4g %10.4g %6.4g %6.4g\n", i + 1,
-                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches, l->schedule, l->virtual_stages,
+                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->micro_batches, row_of(l)->name, l->virtual_stages,
                 ptdp_recompute_name(l->recompute), l->zero, l->sp ? "on" : "off", b, c[i].time.step_s,
                 c[i].time.tokens_per_s, c[i].time.model_tflops_per_gpu, c[i].time.hardware_tflops_per_gpu);
     }
@@ -161,7 +168,7 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
                 "\"schedule\": \"%s\", \"recompute\": \"%s\", \"zero\": %d, \"sp\": %s, \"memory_per_gpu_bytes\": %s, "
                 "\"step_s\": %s, \"tokens_per_s\": %s, \"model_tflops_per_gpu\": %s, \"hardware_tflops_per_gpu\": %s, "
                 "\"micro_batches\": %d, \"overlap\": %s, \"fits\": %s, \"ep\": %d, ",
-                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->virtual_stages, l->schedule,
+                l->dp, l->tp, l->pp, l->cp, l->micro_batch_size, l->virtual_stages, row_of(l)->name,
                 ptdp_recompute_name(l->recompute), l->zero, l->sp ? "true" : "false",
                 ptdp_json_number(m->total, x[0]), ptdp_json_number(t->step_s, x[1]),
                 ptdp_json_number(t->tokens_per_s, x[2]), ptdp_json_number(t->model_tflops_per_gpu, x[3]),
@@ -211,7 +218,7 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
     fprintf(f, " \\\n      --batch %lld --dp %d --tp %d --pp %d", rq->batch, l->dp, l->tp, l->pp);
     if (l->cp > 1)
         fprintf(f, " --cp %d", l->cp);
-    fprintf(f, " --micro-batches %d --schedule %s", l->micro_batches, l->schedule);
+    fprintf(f, " --micro-batches %d --schedule %s", l->micro_batches, row_of(l)->name);
     if (l->virtual_stages > 1)
         fprintf(f, " --virtual-stages %d", l->virtual_stages);
     if (l->recompute != PTDP_RECOMPUTE_NONE)
@@ -234,19 +241,16 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
 }
 
 /* The bubble by formula (equal stages, free messages), and the formula:
- * DualPipe's with F = B = W and a pair F + B (schedule.h). */
-static double textbook_bubble(const ptdp_plan_layout *l, const char **words)
+ * a schedule of F&B pairs (DualPipe's) its row's, with F = B = W and a
+ * pair F + B (schedule.h); the others (p-1)/(v m+p-1), whole backwards. */
+static double textbook_bubble(const ptdp_plan_layout *l, char *words, size_t len)
 {
-    const double p = l->pp, m = l->micro_batches;
-    if (strcmp(l->schedule, "dualpipev") == 0) {
-        *words = "(p-1)/(3m+p-1), F = B = W";
-        return (p - 1) / (3 * m + p - 1);
+    const ptdp_schedule_entry *e = l->schedule != NULL ? l->schedule : ptdp_schedule_default();
+    if (e->caps & PTDP_SCHED_PAIRS) {
+        snprintf(words, len, "%s, F = B = W", e->bubble_words);
+        return e->bubble(l->pp, l->micro_batches, 2);
     }
-    if (strcmp(l->schedule, "dualpipe") == 0) {
-        *words = "(p-2)/(3m+p-2), F = B = W";
-        return (p - 2) / (3 * m + p - 2);
-    }
-    *words = "(p-1)/(v m+p-1)";
+    snprintf(words, len, "(p-1)/(v m+p-1)");
     return (double)(l->pp - 1) / ((double)l->virtual_stages * l->micro_batches + l->pp - 1);
 }
 
@@ -291,7 +295,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
 
     fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPUs; b %d sequences a micro-batch, M = B / (b dp) = "
             "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, l->micro_batch_size,
-            rq->batch, l->micro_batch_size, l->dp, l->micro_batches, l->schedule);
+            rq->batch, l->micro_batch_size, l->dp, l->micro_batches, row_of(l)->name);
     if (l->virtual_stages > 1)
         fprintf(f, " with v %d chunks a stage", l->virtual_stages);
     fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,
@@ -333,8 +337,8 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
         fprintf(f, "  total (peak)   %12s\n", gib(m->total, b[0], 32));
 
     /* time */
-    const char *words;
-    const double ideal = textbook_bubble(l, &words);
+    char words[64];
+    const double ideal = textbook_bubble(l, words, sizeof words);
     fprintf(f, "\ntime of one step (%s):\n", rq->profile->name);
     fprintf(f, "  forward  F     %12.6g s   one micro-batch on the slowest stage (GEMMs at the profile's\n"
             "                                 efficiency for their shape, TP/CP collectives on the compute stream)\n",
@@ -349,7 +353,7 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             "                                 sender pays each message) and waiting for the slowest stage\n"
             "                                 (textbook, equal stages and free messages: %s = %.4f)\n",
             t->bubble, words, ideal);
-    print_comm_terms(f, md, t, strncmp(l->schedule, "dualpipe", 8) == 0);
+    print_comm_terms(f, md, t, (row_of(l)->caps & PTDP_SCHED_PAIRS) != 0);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
             t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);

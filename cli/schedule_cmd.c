@@ -33,7 +33,7 @@
 
 typedef struct {
     int pp, micro_batches, virtual_stages;
-    const char *schedule;
+    const ptdp_schedule_entry *schedule;   /* the registry's row (--schedule) */
     const char *svg;
     bool list, naive;
     ptdp_schedule_costs costs;   /* per micro-batch and stage, as typed */
@@ -42,8 +42,7 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    int n;
-    const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
+    const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
     fprintf(f,
         "usage: ptdp schedule [--pp N] [--micro-batches M] [--schedule NAME] [--virtual-stages V]\n"
         "                     [--svg FILE] [--list]\n"
@@ -53,11 +52,12 @@ static void usage(FILE *f)
         "\n"
         "  --pp N               pipeline stages, 1..64 (default 4)\n"
         "  --micro-batches M    micro-batches per step, 1..512 (default 8)\n"
-        "  --schedule NAME      (default 1f1b)\n");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "                         %-11s %s\n", e[i].name, e[i].summary);
+        "  --schedule NAME      (default %s)\n", ptdp_schedule_default()->name);
+    for (int i = 0; i < ptdp_schedule_count(); i++)
+        fprintf(f, "                         %-11s %s\n", ptdp_schedule_at(i)->name, ptdp_schedule_at(i)->summary);
+    fprintf(f, "  --virtual-stages V   model chunks per stage for --schedule %s, 1..16 (default 1)\n",
+            chunked != NULL ? chunked->name : "with chunks");
     fprintf(f,
-        "  --virtual-stages V   model chunks per stage for --schedule interleaved, 1..16 (default 1)\n"
         "  --svg FILE           also draw the timeline as an SVG picture\n"
         "  --list               print every stage's list of actions\n"
         "  --forward-time T     time of one forward on one stage (default 1; a chunk takes T/V)\n"
@@ -67,19 +67,13 @@ static void usage(FILE *f)
         "  --send-time T        time for a message to arrive (default 0)\n"
         "  --alltoall-time T    expert parallelism's all-to-alls in one forward or backward (default 0):\n"
         "                       waited for alone, hidden under the partner's compute in an F&B pair\n"
-        "  --naive              1f1b with every send before its receive: watch it deadlock\n");
+        "  --naive              %s with every send before its receive: watch it deadlock\n",
+        ptdp_schedule_row_1f1b.name);
 }
 
 /* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
 static int parse(int argc, char **argv, schedule_options *o)
 {
-    int n;
-    const ptdp_schedule_entry *entries = ptdp_schedule_registry(&n);
-    const char *names[16];
-    for (int i = 0; i < n && i < 16; i++)
-        names[i] = entries[i].name;
-    int which = -1;
-
     ptdp_args a;
     ptdp_args_init(&a, "schedule", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -87,7 +81,7 @@ static int parse(int argc, char **argv, schedule_options *o)
         bool help = false;
         if      (ptdp_args_is(&a, "--pp"))            rc = ptdp_args_int(&a, 1, 64, &o->pp);
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 512, &o->micro_batches);
-        else if (ptdp_args_is(&a, "--schedule"))      rc = ptdp_args_enum(&a, names, n < 16 ? n : 16, &which);
+        else if (ptdp_args_is(&a, "--schedule"))      rc = ptdp_args_schedule(&a, &o->schedule);
         else if (ptdp_args_is(&a, "--svg"))           rc = ptdp_args_string(&a, &o->svg);
         else if (ptdp_args_is(&a, "--list"))          rc = ptdp_args_switch(&a, &o->list);
         else if (ptdp_args_is(&a, "--naive"))         rc = ptdp_args_switch(&a, &o->naive);
@@ -114,8 +108,6 @@ static int parse(int argc, char **argv, schedule_options *o)
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-    if (which >= 0)
-        o->schedule = names[which];
     return 0;
 }
 
@@ -123,19 +115,21 @@ static int parse(int argc, char **argv, schedule_options *o)
 static int validate(const schedule_options *o)
 {
     char msg[512];
-    if (!o->naive && ptdp_schedule_check(o->schedule, o->pp, o->micro_batches, o->virtual_stages,
-                                         msg, sizeof msg) != PTDP_OK)
+    if (!o->naive && ptdp_schedule_check_row(o->schedule, o->pp, o->micro_batches, o->virtual_stages,
+                                             msg, sizeof msg) != PTDP_OK)
         return ptdp_usage_error("schedule", "%s", msg);
-    if (o->split_times && !ptdp_schedule_find(o->schedule)->split_backward)
+    const ptdp_schedule_entry *split = ptdp_schedule_first_with(PTDP_SCHED_SPLIT_BACKWARD);
+    if (o->split_times && !(o->schedule->caps & PTDP_SCHED_SPLIT_BACKWARD))
         return ptdp_usage_error("schedule", "--backward-input-time and --backward-weight-time time a "
-                                "split backward: --schedule %s runs whole backwards (try --schedule zb-h1)",
-                                o->schedule);
+                                "split backward: --schedule %s runs whole backwards (try --schedule %s)",
+                                o->schedule->name, split != NULL ? split->name : "with a W phase");
     if (o->costs.forward + o->costs.backward <= 0)
         return ptdp_usage_error("schedule", "--forward-time and --backward-time are both 0: "
                                 "give at least one a positive time");
-    if (o->naive && ptdp_schedule_find(o->schedule)->generate != ptdp_schedule_1f1b)
-        return ptdp_usage_error("schedule", "--naive applies to --schedule 1f1b only "
-                                "(%s has no send/recv exchanges to order)", o->schedule);
+    if (o->naive && o->schedule != &ptdp_schedule_row_1f1b)
+        return ptdp_usage_error("schedule", "--naive applies to --schedule %s only "
+                                "(%s has no send/recv exchanges to order)", ptdp_schedule_row_1f1b.name,
+                                o->schedule->name);
     /* --svg can be written, before the schedule is built and timed */
     const ptdp_cli_file svg = { "--svg", o->svg };
     return ptdp_cli_check_files("schedule", NULL, 0, &svg, 1);
@@ -180,13 +174,12 @@ static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
         printf(" %d", ptdp_schedule_peak_in_flight(s, st));
     printf("\n  (GPipe holds all m = %d on every stage; 1F1B at most min(p - rank, m))\n",
            s->micro_batches);
-    if (s->layout == PTDP_CHUNKS_V || s->layout == PTDP_CHUNKS_DUAL)
+    if (s->entry != NULL && (s->entry->caps & PTDP_SCHED_PAIRS))
         print_dualpipe_table(s, t, c);
     else if (s->virtual_stages > 1)
-        printf("  interleaved counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
-               "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->virtual_stages);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
-    if (e != NULL && e->split_backward) {
+        printf("  %s counts chunk-micro-batches, each 1/%d of a stage's activations: stage s\n"
+               "  holds up to (p-s-1)*2 + (v-1)*p + 1 of them, the longer warm-up\n", s->name, s->virtual_stages);
+    if (s->entry != NULL && (s->entry->caps & PTDP_SCHED_SPLIT_BACKWARD)) {
         printf("W passes owed at once per stage (B keeps each linear layer's input and output gradient\n"
                "  for them):");
         for (int st = 0; st < s->pp; st++)
@@ -202,8 +195,9 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         printf("schedule %s, p = %d, m = %d: %s\n",
                s->name, s->pp, s->micro_batches, v.message);
         if (o->naive && v.deadlock)
-            printf("(without --naive, 1f1b orders each exchange even/odd: an even stage sends "
-                   "first, an odd stage receives first, so the two first calls always pair up)\n");
+            printf("(without --naive, %s orders each exchange even/odd: an even stage sends "
+                   "first, an odd stage receives first, so the two first calls always pair up)\n",
+                   ptdp_schedule_row_1f1b.name);
         return PTDP_EXIT_FAIL;
     }
     printf("%s\n", v.message);
@@ -211,7 +205,8 @@ static int run(const schedule_options *o, ptdp_schedule *s)
      * v chunks does 1/v of that work (DualPipe's two chunks are two whole
      * stages, one of each copy). */
     ptdp_schedule_costs c = o->costs;
-    const double v_ = s->layout == PTDP_CHUNKS_DUAL ? 1 : s->virtual_stages;
+    const ptdp_pp_layout lay = ptdp_schedule_layout(s);
+    const double v_ = ptdp_pp_layout_copies(&lay) == 2 ? 1 : s->virtual_stages;
     c.forward /= v_;
     c.backward /= v_;
     c.alltoall /= v_;
@@ -221,8 +216,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         c.backward_input /= v_;
         c.backward_weight /= v_;
     }
-    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
-    if (e != NULL && e->split_backward)
+    if (s->entry != NULL && (s->entry->caps & PTDP_SCHED_SPLIT_BACKWARD))
         printf("costs per micro-batch and stage: forward %g, B %g, W %g, send %g time units "
                "(--forward-time, --backward-input-time, --backward-weight-time, --send-time)\n\n",
                c.forward, c.backward_input, c.backward_weight, c.send);
@@ -261,7 +255,7 @@ static int run(const schedule_options *o, ptdp_schedule *s)
 int ptdp_cmd_schedule(int argc, char **argv)
 {
     schedule_options o = {
-        .pp = 4, .micro_batches = 8, .virtual_stages = 1, .schedule = "1f1b",
+        .pp = 4, .micro_batches = 8, .virtual_stages = 1, .schedule = ptdp_schedule_default(),
         .costs = { .forward = 1, .backward = 2, .send = 0 },
     };
     int rc = parse(argc, argv, &o);
@@ -271,11 +265,10 @@ int ptdp_cmd_schedule(int argc, char **argv)
         return rc;
 
     ptdp_schedule *s = NULL;
-    rc = o.naive ? ptdp_schedule_generate(ptdp_schedule_1f1b, PTDP_PLACE_SEND_FIRST, "1f1b-naive",
-                                          o.pp, o.micro_batches, &s)
-                 : ptdp_schedule_create_v(o.schedule, o.pp, o.micro_batches, o.virtual_stages, &s);
+    rc = ptdp_schedule_build(o.naive ? &ptdp_schedule_row_1f1b_naive : o.schedule, o.pp, o.micro_batches,
+                             o.naive ? 1 : o.virtual_stages, &s);
     if (rc != PTDP_OK) {
-        fprintf(stderr, "ptdp schedule: cannot build %s (%s)\n", o.schedule, ptdp_strerror(rc));
+        fprintf(stderr, "ptdp schedule: cannot build %s (%s)\n", o.schedule->name, ptdp_strerror(rc));
         return PTDP_EXIT_FAIL;
     }
     if (o.list) {

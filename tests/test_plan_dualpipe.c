@@ -97,7 +97,7 @@ static ptdp_plan_layout layout_of(const dual_case *k)
         .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = 1, .recompute = k->recompute,
         .zero = k->zero,
     };
-    snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
+    l.schedule = ptdp_schedule_find(k->schedule);
     return l;
 }
 
@@ -144,7 +144,7 @@ LOOP_TEST(dual_tests, test_search_offers_what_train_runs, 2)
     static const dual_case k = { "search", 8, 16, 1, 1, 1, 1, 1, 4, 4, 0, PTDP_RECOMPUTE_NONE, "dualpipev", NULL };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
-    rq.schedule = names[_i];
+    rq.schedule = ptdp_schedule_find(names[_i]);
     const bool dual = _i == 1;
     ptdp_plan_candidate *all = NULL;
     int nall = 0;
@@ -154,7 +154,7 @@ LOOP_TEST(dual_tests, test_search_offers_what_train_runs, 2)
     ck_assert_int_gt(nall, 0);
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
-        ck_assert_str_eq(l->schedule, names[_i]);
+        ck_assert_str_eq(l->schedule->name, names[_i]);
         ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap &&
                       (!dual || (l->pp % 2 == 0 && l->micro_batches % 2 == 0)),
                       "pp %d m %d zero %d overlap %d", l->pp, l->micro_batches, l->zero, l->overlap);

@@ -125,7 +125,7 @@ static ptdp_plan_layout layout_of(const layout_case *k)
         .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v, .recompute = k->recompute,
         .zero = k->zero, .sp = k->sp, .overlap = k->overlap,
     };
-    snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
+    l.schedule = ptdp_schedule_find(k->schedule);
     return l;
 }
 
@@ -209,7 +209,7 @@ TEST(plan_memory_tests, test_in_flight_formula_is_the_schedules)
                     rq.gpus = p;
                     ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1,
                                            .micro_batches = m, .virtual_stages = v };
-                    snprintf(l.schedule, sizeof l.schedule, "%s", names[n]);
+                    l.schedule = ptdp_schedule_find(names[n]);
                     ptdp_plan_memory pm;
                     ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &pm), 0);
                     int want = ptdp_schedule_peak_in_flight(s, pm.stage);
@@ -241,7 +241,7 @@ TEST(plan_memory_tests, test_model_states_are_the_zero_papers)
     rq.gpus = 1024;
     ptdp_plan_layout l = { .dp = 128, .tp = 8, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 12,
                            .virtual_stages = 1, .recompute = PTDP_RECOMPUTE_FULL, .zero = 0 };
-    snprintf(l.schedule, sizeof l.schedule, "1f1b");
+    l.schedule = ptdp_schedule_find("1f1b");
     char msg[PTDP_MSG_MAX];
     ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s", msg);
     ptdp_plan_memory m0;

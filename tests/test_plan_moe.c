@@ -141,7 +141,7 @@ static ptdp_plan_layout layout_of(const moe_case *k)
         .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v > 1 ? k->v : 1,
         .recompute = k->recompute, .zero = k->zero, .overlap = k->overlap,
     };
-    snprintf(l.schedule, sizeof l.schedule, "%s", k->schedule);
+    l.schedule = ptdp_schedule_find(k->schedule);
     return l;
 }
 

@@ -88,7 +88,7 @@ static long long brute_force_valid(const ptdp_plan_request *rq)
                                             .virtual_stages = v, .recompute = (ptdp_recompute)r, .zero = z,
                                             .sp = sp,
                                         };
-                                        snprintf(l.schedule, sizeof l.schedule, "%s", schedules[k]);
+                                        l.schedule = ptdp_schedule_find(schedules[k]);
                                         l.overlap = dp * cp > 1 && z != 1 && v == 1 && k != 2;
                                         if (ptdp_plan_layout_check(rq, &l, msg, sizeof msg) == 0)
                                             valid++;
@@ -122,7 +122,7 @@ static bool same_layout(const ptdp_plan_layout *a, const ptdp_plan_layout *b)
 {
     return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->cp == b->cp &&
            a->micro_batch_size == b->micro_batch_size && a->virtual_stages == b->virtual_stages &&
-           strcmp(a->schedule, b->schedule) == 0 && a->recompute == b->recompute && a->zero == b->zero &&
+           a->schedule == b->schedule && a->recompute == b->recompute && a->zero == b->zero &&
            a->sp == b->sp && a->overlap == b->overlap;
 }
 
@@ -174,7 +174,7 @@ TEST(plan_search_tests, test_candidates_keep_the_fixed_flags)
     rq.tp = 2;
     rq.zero = 1;
     rq.recompute = PTDP_RECOMPUTE_SELECTIVE;
-    rq.schedule = "1f1b";
+    rq.schedule = ptdp_schedule_find("1f1b");
     ptdp_plan_candidate *c = NULL;
     int n = 0;
     char msg[PTDP_MSG_MAX];
@@ -183,7 +183,7 @@ TEST(plan_search_tests, test_candidates_keep_the_fixed_flags)
     for (int i = 0; i < n; i++) {
         const ptdp_plan_layout *l = &c[i].layout;
         ck_assert(l->tp == 2 && l->zero == 1 && l->recompute == PTDP_RECOMPUTE_SELECTIVE);
-        ck_assert_str_eq(l->schedule, "1f1b");
+        ck_assert_str_eq(l->schedule->name, "1f1b");
         ck_assert_int_eq(ptdp_plan_layout_check(&rq, l, msg, sizeof msg), 0);
         ck_assert(c[i].fits && c[i].memory.total <= rq.profile->mem_bytes);
     }

@@ -71,7 +71,7 @@ static ptdp_plan_layout layout_of(const row *r, int batch)
         .micro_batches = batch / (r->b * r->dp), .virtual_stages = r->v > 1 ? r->v : 1,
         .recompute = r->recompute, .zero = r->zero, .sp = r->sp, .overlap = r->overlap,
     };
-    snprintf(l.schedule, sizeof l.schedule, "%s", r->schedule ? r->schedule : "1f1b");
+    l.schedule = ptdp_schedule_find(r->schedule ? r->schedule : "1f1b");
     return l;
 }
 
@@ -230,7 +230,7 @@ TEST(unit_tests, test_long_schedules_follow_the_line)
                         .overlap = m % 2 == 0,
                     };
                     rq.batch = 2 * l.micro_batches;
-                    snprintf(l.schedule, sizeof l.schedule, "%s", schedules[k]);
+                    l.schedule = ptdp_schedule_find(schedules[k]);
                     double line = step_of(&rq, &l, false), all = step_of(&rq, &l, true);
                     ck_assert_msg(fabs(line - all) <= 1e-12 * all, "%s p %d m %d: the line %.15g s, played out %.15g s",
                                   schedules[k], p, l.micro_batches, line, all);
@@ -267,7 +267,7 @@ TEST(unit_tests, test_a_trillion_parameters_in_milliseconds)
             .virtual_stages = L[i].v, .recompute = PTDP_RECOMPUTE_FULL, .zero = 1,
         };
         l.micro_batches = 3072 / (l.micro_batch_size * l.dp);
-        snprintf(l.schedule, sizeof l.schedule, "%s", L[i].schedule);
+        l.schedule = ptdp_schedule_find(L[i].schedule);
         ptdp_plan_time t;
         double w0 = ptdp_wall_now();
         ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
@@ -277,7 +277,7 @@ TEST(unit_tests, test_a_trillion_parameters_in_milliseconds)
         double w2 = ptdp_wall_now();
         printf("plan-time  1T: tp %d pp %d dp %d v %d b %d m %d %-11s step %8.2f s, bubble %.3f, %6.1f model "
                "TFLOP/s a GPU; first call %.1f ms, then %.2f ms a call\n", l.tp, l.pp, l.dp, l.virtual_stages,
-               l.micro_batch_size, l.micro_batches, l.schedule, t.step_s, t.bubble, t.model_tflops_per_gpu,
+               l.micro_batch_size, l.micro_batches, l.schedule->name, t.step_s, t.bubble, t.model_tflops_per_gpu,
                1e3 * (w1 - w0), 1e3 * (w2 - w1) / 10);
         ck_assert(t.step_s > 0 && t.bubble > 0 && t.bubble < 1);
         ck_assert(t.hardware_tflops_per_gpu > t.model_tflops_per_gpu);

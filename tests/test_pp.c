@@ -44,7 +44,7 @@ static ptdp_train_config small_config(int dp, int pp, int m, const char *schedul
     ptdp_train_config c = {
         .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 96, .steps = 2,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = schedule,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = ptdp_schedule_find(schedule),
     };
     return c;
 }
@@ -115,7 +115,7 @@ static int textbook_in_flight(const char *schedule, int pp, int m, int stage)
 static size_t expected_peak(const ptdp_train_config *c, int stage)
 {
     mb_bytes b = micro_batch_bytes(c, stage);
-    size_t k = (size_t)textbook_in_flight(c->schedule, c->pp, c->micro_batches, stage);
+    size_t k = (size_t)textbook_in_flight(ptdp_train_schedule(c)->name, c->pp, c->micro_batches, stage);
     if (c->recompute)   /* k micro-batches' kept inputs, one of them redoing a block */
         return (k - 1) * b.kept + b.redone + b.scratch;
     return k * b.resident + b.scratch;
@@ -169,7 +169,7 @@ TEST(memory_tests, test_gpipe_holds_m_1f1b_holds_p_minus_rank)
     ptdp_train_config c = small_config(1, 4, 8, "gpipe");
     ptdp_train_result g, f;
     equiv_train(&c, NULL, NULL, &g);
-    c.schedule = "1f1b";
+    c.schedule = ptdp_schedule_find("1f1b");
     equiv_train(&c, NULL, NULL, &f);
     for (int st = 0; st < 4; st++) {
         mb_bytes b = micro_batch_bytes(&c, st);
@@ -233,13 +233,13 @@ LOOP_TEST(bubble_tests, test_bubble_ideal_equals_formula, 44)
     ck_assert_msg(fabs(r.bubble_formula - formula) < 1e-15, "formula %.17g", r.bubble_formula);
     ck_assert_msg(fabs(ptdp_bubble_formula(pp, m) - formula) < 1e-15, "schedule.h formula");
     ck_assert_msg(fabs(r.bubble_measured - formula) < 1e-9, "%s%s dp=%d pp=%d m=%d: measured %.12f, formula %.12f",
-                  c.schedule, c.recompute ? " recompute" : "", dp, pp, m, r.bubble_measured, formula);
+                  c.schedule->name, c.recompute ? " recompute" : "", dp, pp, m, r.bubble_measured, formula);
     /* and every stage alone idles the same fraction */
     for (int d = 0; d < lr.world_size; d++) {
         const ptdp_clock *k = &lr.devices[d].clock;
         double idle = 1.0 - k->compute_s / k->now;
         ck_assert_msg(fabs(idle - formula) < 1e-9, "%s dp=%d pp=%d m=%d device %d: idle %.12f, formula %.12f",
-                      c.schedule, dp, pp, m, d, idle, formula);
+                      c.schedule->name, dp, pp, m, d, idle, formula);
     }
     ptdp_launch_result_free(&lr);
     ptdp_train_result_free(&r);
@@ -312,7 +312,7 @@ TEST(dp_tests, test_dp_all_reduce_once_per_step)
     unsigned long long calls_at_m1[PTDP_MAX_DEVICES] = { 0 };
     for (int k = 0; k < 3; k++) {
         c.micro_batches = ms[k];
-        c.schedule = SCHEDULES[k % 2];
+        c.schedule = ptdp_schedule_find(SCHEDULES[k % 2]);
         ptdp_launch_result lr;
         ptdp_launch_opts o = { .result = &lr };
         ptdp_train_result r;

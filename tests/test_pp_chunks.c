@@ -39,7 +39,7 @@ static ptdp_train_config chunk_config(int dp, int pp, int m, int v)
         .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 24, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 8 * m * dp, .steps = 2,
         .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5,
-        .schedule = v > 0 ? "interleaved" : "1f1b", .virtual_stages = v,
+        .schedule = ptdp_schedule_find(v > 0 ? "interleaved" : "1f1b"), .virtual_stages = v,
     };
     return c;
 }
@@ -140,7 +140,7 @@ LOOP_TEST(bubble_tests, test_bubble_ideal_equals_formula, 9)
                       v, d, idle, formula);
     }
     /* and v times the chunks is less bubble than 1F1B on the same mesh */
-    c.schedule = "1f1b";
+    c.schedule = ptdp_schedule_find("1f1b");
     c.virtual_stages = 0;
     ptdp_train_result f;
     equiv_train(&c, &(ptdp_launch_opts){ .profile = o.profile }, NULL, &f);
@@ -218,7 +218,7 @@ LOOP_TEST(bytes_tests, test_p2p_bytes_grow_by_the_boundaries, 5)
     ptdp_launch_result li, lf;
     ptdp_train_result ri, rf;
     equiv_train(&c, &(ptdp_launch_opts){ .result = &li }, NULL, &ri);
-    c.schedule = "1f1b";
+    c.schedule = ptdp_schedule_find("1f1b");
     c.virtual_stages = 0;
     equiv_train(&c, &(ptdp_launch_opts){ .result = &lf }, NULL, &rf);
     double rows = c.batch / (dp * m), message = rows * c.model.hidden * sizeof(ptdp_real);
@@ -359,7 +359,7 @@ TEST(state_tests, test_checkpoint_interleaved_loads_at_pp1)
 {
     ptdp_train_config first = equiv_config(1, 1, 2, 2);
     first.model.layers = 4;
-    first.schedule = "interleaved";
+    first.schedule = ptdp_schedule_find("interleaved");
     first.virtual_stages = 2;
     first.steps = 2;
     ptdp_train_config second = equiv_baseline(&first);

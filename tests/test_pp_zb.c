@@ -31,7 +31,7 @@ static ptdp_train_config mlp_config(int dp, int pp, int m, const char *schedule)
     ptdp_train_config c = {
         .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 12, .classes = 8 ),
         .dp = dp, .tp = 1, .pp = pp, .micro_batches = m, .batch = 96, .steps = 2,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = schedule,
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 5, .schedule = ptdp_schedule_find(schedule),
     };
     return c;
 }
@@ -115,7 +115,7 @@ LOOP_TEST(bubble_tests, test_zb_h1_gpt_bubble_equals_simulation, 3)
     ptdp_gpt(&c.model)->seq_len = 16;
     ptdp_gpt(&c.model)->vocab = 62;   /* the built-in sums' tokens */
     c.batch = 2 * m;
-    c.schedule = "zb-h1";
+    c.schedule = ptdp_schedule_find("zb-h1");
     ptdp_launch_opts o = { .profile = ptdp_profile_find("ideal") };
 
     costs_arg a = { .model = c.model, .rows = c.batch / m };

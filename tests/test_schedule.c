@@ -90,10 +90,11 @@ END_TEST
 
 TEST(data_tests, registry_finds_all_and_rejects_bad_requests)
 {
-    int n = 0;
-    const ptdp_schedule_entry *e = ptdp_schedule_registry(&n);
-    ck_assert_int_eq(n, 6);
-    ck_assert_ptr_eq(ptdp_schedule_find("gpipe"), &e[0]);
+    ck_assert_int_eq(ptdp_schedule_count(), 6);
+    ck_assert_ptr_eq(ptdp_schedule_find("1f1b"), ptdp_schedule_at(0));   /* the default first */
+    ck_assert_ptr_eq(ptdp_schedule_default(), &ptdp_schedule_row_1f1b);
+    ck_assert_ptr_eq(ptdp_schedule_find("gpipe"), &ptdp_schedule_row_gpipe);
+    ck_assert_ptr_null(ptdp_schedule_at(6));
     ck_assert(ptdp_schedule_find("1f1b")->generate == ptdp_schedule_1f1b);
     ck_assert(ptdp_schedule_find("interleaved")->generate == ptdp_schedule_interleaved);
     ck_assert(ptdp_schedule_find("zb-h1")->generate == ptdp_schedule_zb_h1);

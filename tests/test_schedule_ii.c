@@ -392,7 +392,7 @@ TEST(check_tests, impossible_requests_name_their_flags)
     expect_check("interleaved", 1, 4, 2, "needs --pp 2 or more");
     expect_check("1f1b", 4, 8, 2, "--virtual-stages 2: the 1f1b schedule runs one chunk per stage");
     expect_check("zb-h1", 4, 8, 3, "--virtual-stages 3");
-    expect_check("zb-v", 4, 8, 1, "valid: gpipe, 1f1b, interleaved, zb-h1");
+    expect_check("zb-v", 4, 8, 1, "valid: 1f1b, gpipe, interleaved, zb-h1");
     expect_check("gpipe", 4, 8, 0, "--virtual-stages 0");
 }
 END_TEST

@@ -957,7 +957,7 @@ TEST(model_tests, test_parameter_memory_falls_as_one_over_tp)
     for (int k = 0; k < 4; k++) {
         ptdp_train_config c = {
             .model = mc, .dp = 1, .tp = tps[k], .pp = 1, .micro_batches = 1, .batch = 8, .steps = 1,
-            .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+            .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = ptdp_schedule_find("1f1b"),
         };
         ptdp_launch_result lr;
         equiv_train(&c, &(ptdp_launch_opts){ .result = &lr }, NULL, NULL);

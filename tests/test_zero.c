@@ -365,7 +365,7 @@ LOOP_TEST(zero_tests, test_zero_adamw_gpipe_and_recompute, 2)
 {
     ptdp_train_config c = equiv_config(2, 2, 2, 4);
     c.zero = 1 + _i;
-    c.schedule = "gpipe";
+    c.schedule = ptdp_schedule_find("gpipe");
     c.recompute = true;
     c.weight_decay = 0.1;
     equiv_check(&c);   /* losses, gradient norms, parameters */

@@ -182,7 +182,7 @@ TEST(units_tests, test_validate_stage3)
     ASSERT_HAS(msg, "changes nothing");
     c.dp = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
-    c.schedule = "zb-h1";
+    c.schedule = ptdp_schedule_find("zb-h1");
     c.pp = 2;
     c.micro_batches = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);

@@ -152,7 +152,7 @@ int ptdp_bench_plan_cmd(int argc, char **argv)
             const ptdp_plan_layout *l = &first.layout;
             printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  dp %d tp %d pp %d cp %d b %d %s%s%.0d %s z%d%s "
                    "(%.4g)\n", pc->name, pc->gpus, st.considered, st.valid, st.fitting, st.timed, best, best_cpu, rate, l->dp,
-                   l->tp, l->pp, l->cp, l->micro_batch_size, l->schedule, l->virtual_stages > 1 ? " v" : "",
+                   l->tp, l->pp, l->cp, l->micro_batch_size, l->schedule != NULL ? l->schedule->name : ptdp_schedule_default()->name, l->virtual_stages > 1 ? " v" : "",
                    l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
                    l->sp ? " sp" : "", first.time.step_s);
         } else {

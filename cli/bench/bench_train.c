@@ -372,7 +372,7 @@ static void train_init(train_run *t, const bench_cfg *c, int dp, int batch, cons
     t->tc.lr = 1e-3;
     t->tc.bucket_mb = 25;          /* PyTorch DDP's default bucket size      */
     t->tc.seed = 1;
-    t->tc.schedule = "1f1b";
+    t->tc.schedule = ptdp_schedule_default();
     t->blas_threads = 1;
 }
 

@@ -45,23 +45,23 @@ typedef struct {
 
 /* The same work per micro-batch and stage for every schedule: forward 1,
  * backward 2 — split as B 1 + W 1 — and a chunk's share 1/v of it. */
-static int make_v(const char *name, int v, timed_schedule *ts, char *msg, size_t msglen)
+static int make_v(const ptdp_schedule_entry *e, int v, timed_schedule *ts, char *msg, size_t msglen)
 {
     const ptdp_schedule_costs costs = { .forward = 1.0 / v, .backward = 2.0 / v, .send = 0,
                                         .backward_input = 1, .backward_weight = 1 };
     ts->s = NULL;
     ts->t = NULL;
-    int err = ptdp_schedule_create_v(name, P, M, v, &ts->s);
+    int err = ptdp_schedule_build(e, P, M, v, &ts->s);
     if (err == 0)
         err = ptdp_schedule_simulate(ts->s, &costs, &ts->t);
     if (err != 0)
-        snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", name, P, M, ptdp_strerror(err));
+        snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", e->name, P, M, ptdp_strerror(err));
     return err;
 }
 
-static int make(const char *name, timed_schedule *ts, char *msg, size_t msglen)
+static int make(const ptdp_schedule_entry *e, timed_schedule *ts, char *msg, size_t msglen)
 {
-    return make_v(name, 1, ts, msg, msglen);
+    return make_v(e, 1, ts, msg, msglen);
 }
 
 static void release(timed_schedule *ts)
@@ -113,9 +113,9 @@ static void draw_timeline(ptdp_svg *svg, const timed_schedule *ts, const char *t
 int fig_pipeline_schedules(const char *path, char *msg, size_t msglen)
 {
     timed_schedule gpipe, ofob;
-    int err = make("gpipe", &gpipe, msg, msglen);
+    int err = make(&ptdp_schedule_row_gpipe, &gpipe, msg, msglen);
     if (err == 0)
-        err = make("1f1b", &ofob, msg, msglen);
+        err = make(&ptdp_schedule_row_1f1b, &ofob, msg, msglen);
     else
         ofob = (timed_schedule){ NULL, NULL };
     if (err != 0) {
@@ -167,19 +167,19 @@ int fig_pipeline_schedules(const char *path, char *msg, size_t msglen)
 int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
 {
     enum { N = 4 };
-    static const struct { const char *name; int v; const char *title, *how; } rows[N] = {
-        { "gpipe", 1, "GPipe", "all forwards, then all backwards" },
-        { "1f1b", 1, "1F1B", "the same bubble; stage s keeps at most p \u2212 s micro-batches" },
-        { "interleaved", 2, "Interleaved 1F1B, v = 2",
+    static const struct { const ptdp_schedule_entry *e; int v; const char *title, *how; } rows[N] = {
+        { &ptdp_schedule_row_gpipe, 1, "GPipe", "all forwards, then all backwards" },
+        { &ptdp_schedule_row_1f1b, 1, "1F1B", "the same bubble; stage s keeps at most p \u2212 s micro-batches" },
+        { &ptdp_schedule_row_interleaved, 2, "Interleaved 1F1B, v = 2",
           "each stage holds 2 chunks (pieces s and s + p): fill and drain shrink by v; "
           "a longer warm-up keeps more (paler = chunk 1)" },
-        { "zb-h1", 1, "ZB-H1", "the backward split into B (input gradient) and W (weight gradients): "
+        { &ptdp_schedule_row_zb_h1, 1, "ZB-H1", "the backward split into B (input gradient) and W (weight gradients): "
           "W waits, filling the bubble" },
     };
     timed_schedule ts[N];
     int err = 0, made = 0;
     for (; made < N && err == 0; made++)
-        err = make_v(rows[made].name, rows[made].v, &ts[made], msg, msglen);
+        err = make_v(rows[made].e, rows[made].v, &ts[made], msg, msglen);
     if (err != 0) {
         release_all(ts, made);
         return err;
@@ -235,17 +235,18 @@ int fig_filling_the_bubble(const char *path, char *msg, size_t msglen)
  */
 enum { V_DEVICES = 4, V_M = 10 };
 
-static int make_pm(const char *name, int p, int m, double alltoall, timed_schedule *ts, char *msg, size_t msglen)
+static int make_pm(const ptdp_schedule_entry *e, int p, int m, double alltoall, timed_schedule *ts, char *msg,
+                   size_t msglen)
 {
     const ptdp_schedule_costs costs = { .forward = 1, .backward = 2, .send = 0,
                                         .backward_input = 1, .backward_weight = 1, .alltoall = alltoall };
     ts->s = NULL;
     ts->t = NULL;
-    int err = ptdp_schedule_create(name, p, m, &ts->s);
+    int err = ptdp_schedule_build(e, p, m, 1, &ts->s);
     if (err == 0)
         err = ptdp_schedule_simulate(ts->s, &costs, &ts->t);
     if (err != 0)
-        snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", name, p, m, ptdp_strerror(err));
+        snprintf(msg, msglen, "schedule %s (p = %d, m = %d): %s", e->name, p, m, ptdp_strerror(err));
     return err;
 }
 
@@ -279,8 +280,8 @@ static void draw_v(ptdp_svg *svg, double x, double y)
 int fig_dualpipev(const char *path, char *msg, size_t msglen)
 {
     timed_schedule zb, dpv;
-    int err = make_pm("zb-h1", 2 * V_DEVICES, V_M, 0, &zb, msg, msglen);
-    if (err == 0 && (err = make_pm("dualpipev", V_DEVICES, V_M, 0, &dpv, msg, msglen)) != 0)
+    int err = make_pm(&ptdp_schedule_row_zb_h1, 2 * V_DEVICES, V_M, 0, &zb, msg, msglen);
+    if (err == 0 && (err = make_pm(&ptdp_schedule_row_dualpipev, V_DEVICES, V_M, 0, &dpv, msg, msglen)) != 0)
         release(&zb);
     if (err != 0)
         return err;
@@ -376,19 +377,19 @@ static void draw_copies(ptdp_svg *svg, double x, double y)
 int fig_dualpipe(const char *path, char *msg, size_t msglen)
 {
     enum { N = 4 };
-    static const struct { const char *name; double alltoall; const char *title, *how; } rows[N] = {
-        { "zb-h1", 0, "ZB-H1", "one copy in 4 stages; W deferred into the bubbles" },
-        { "dualpipe", 0, "DualPipe", "stage r of the down copy (dark), stage 3 \u2212 r of the up copy (pale); "
+    static const struct { const ptdp_schedule_entry *e; double alltoall; const char *title, *how; } rows[N] = {
+        { &ptdp_schedule_row_zb_h1, 0, "ZB-H1", "one copy in 4 stages; W deferred into the bubbles" },
+        { &ptdp_schedule_row_dualpipe, 0, "DualPipe", "stage r of the down copy (dark), stage 3 \u2212 r of the up copy (pale); "
           "a black border: an F&B pair" },
-        { "zb-h1", 1, "ZB-H1 with all-to-alls", "expert parallelism: every F and B waits for its all-to-alls "
+        { &ptdp_schedule_row_zb_h1, 1, "ZB-H1 with all-to-alls", "expert parallelism: every F and B waits for its all-to-alls "
           "(1 each)" },
-        { "dualpipe", 1, "DualPipe with all-to-alls", "each pair runs its F's all-to-alls under its B's compute "
+        { &ptdp_schedule_row_dualpipe, 1, "DualPipe with all-to-alls", "each pair runs its F's all-to-alls under its B's compute "
           "and the other way round" },
     };
     timed_schedule ts[N];
     int err = 0, made = 0;
     for (; made < N && err == 0; made++)
-        err = make_pm(rows[made].name, D_DEVICES, D_M, rows[made].alltoall, &ts[made], msg, msglen);
+        err = make_pm(rows[made].e, D_DEVICES, D_M, rows[made].alltoall, &ts[made], msg, msglen);
     if (err != 0) {
         release_all(ts, made);
         return err;

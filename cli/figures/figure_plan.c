@@ -105,7 +105,7 @@ static void dot(ptdp_svg *s, double x, double y, double r, const char *fill, con
 static void describe(const ptdp_plan_layout *l, char *buf, size_t len)
 {
     snprintf(buf, len, "dp %d tp %d pp %d%s, b %d, %s%s, recompute %s, ZeRO-%d", l->dp, l->tp, l->pp,
-             l->sp ? " sp" : "", l->micro_batch_size, l->schedule,
+             l->sp ? " sp" : "", l->micro_batch_size, l->schedule != NULL ? l->schedule->name : "",
              l->virtual_stages > 1 ? " v>1" : "", ptdp_recompute_name(l->recompute), l->zero);
 }
 
@@ -156,7 +156,7 @@ static int lesson12_request(ptdp_plan_request *rq, char *msg, size_t msglen)
     rq->bf16 = false;                     /* lesson 12's precision: reals, not bf16 */
     rq->cp = 1;                           /* one family of layouts, readable: 1F1B, no CP, no SP */
     rq->sp = 0;
-    rq->schedule = "1f1b";
+    rq->schedule = &ptdp_schedule_row_1f1b;
     rq->profile = ptdp_profile_find(PROFILE);
     if (rq->profile == NULL || rq->profile->mem_bytes <= 0) {
         snprintf(msg, msglen, "the profile %s (with its device memory) is not in this build", PROFILE);
@@ -267,8 +267,8 @@ int fig_plan_layouts(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, 628, 11, PTDP_SVG_START, "#555555",
                   "The same ranking: ptdp plan --model %s --layers 36 --hidden 4096 --heads 32 --seq-len 2048 "
                   "--vocab 51200 --batch 512 --gpus 32", ptdp_model_name(&rq.model));
-    ptdp_svg_text(&s, 20, 644, 11, PTDP_SVG_START, "#555555", "    --profile %s --schedule 1f1b --cp 1 --sp off --top 5",
-                  PROFILE);
+    ptdp_svg_text(&s, 20, 644, 11, PTDP_SVG_START, "#555555", "    --profile %s --schedule %s --cp 1 --sp off --top 5",
+                  PROFILE, rq.schedule->name);
     free(c);
     return fig_finish(&s, path, msg, msglen);
 }

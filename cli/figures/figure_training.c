@@ -101,17 +101,17 @@ static const char *const category_color[PTDP_MEM_NCAT] = {
 static const struct {
     const char *line1, *line2;
     int dp, tp, pp, micro_batches;
-    const char *schedule;
+    const ptdp_schedule_entry *schedule;
     int zero;
 } configs[] = {
-    { "1 device", "baseline", 1, 1, 1, 1, "1f1b", 0 },
-    { "dp 2", "", 2, 1, 1, 1, "1f1b", 0 },
-    { "dp 2", "ZeRO-1", 2, 1, 1, 1, "1f1b", 1 },
-    { "dp 2", "ZeRO-2", 2, 1, 1, 1, "1f1b", 2 },
-    { "tp 2", "", 1, 2, 1, 1, "1f1b", 0 },
-    { "pp 2 GPipe", "m 8", 1, 1, 2, 8, "gpipe", 0 },
-    { "pp 2 1F1B", "m 8", 1, 1, 2, 8, "1f1b", 0 },
-    { "dp 2 tp 2 pp 2", "1F1B m 4", 2, 2, 2, 4, "1f1b", 0 },
+    { "1 device", "baseline", 1, 1, 1, 1, &ptdp_schedule_row_1f1b, 0 },
+    { "dp 2", "", 2, 1, 1, 1, &ptdp_schedule_row_1f1b, 0 },
+    { "dp 2", "ZeRO-1", 2, 1, 1, 1, &ptdp_schedule_row_1f1b, 1 },
+    { "dp 2", "ZeRO-2", 2, 1, 1, 1, &ptdp_schedule_row_1f1b, 2 },
+    { "tp 2", "", 1, 2, 1, 1, &ptdp_schedule_row_1f1b, 0 },
+    { "pp 2 GPipe", "m 8", 1, 1, 2, 8, &ptdp_schedule_row_gpipe, 0 },
+    { "pp 2 1F1B", "m 8", 1, 1, 2, 8, &ptdp_schedule_row_1f1b, 0 },
+    { "dp 2 tp 2 pp 2", "1F1B m 4", 2, 2, 2, 4, &ptdp_schedule_row_1f1b, 0 },
 };
 enum { NCONFIGS = sizeof configs / sizeof configs[0], WORLD_3D = 8 };
 

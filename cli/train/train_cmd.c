@@ -37,7 +37,6 @@
 #include "report.h"
 
 static const char *const optimizer_names[] = { "adamw", "sgd" };
-static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "zb-h1", "dualpipev", "dualpipe" };
 static const char *const algo_names[] = { "shm", "ring", "naive", "default", "mpi" };
 static const ptdp_algo algo_values[] = { PTDP_ALGO_SHM, PTDP_ALGO_RING, PTDP_ALGO_NAIVE, PTDP_ALGO_DEFAULT,
                                          PTDP_ALGO_MPI };
@@ -76,11 +75,27 @@ static const char *models_that(bool (*can)(const ptdp_model_caps *caps), char *b
     return buf;
 }
 
-static void usage(void)
+/* The --schedule entry: every registered schedule with its words, wrapped. */
+static void usage_schedule(void)
 {
-    ptdp_train_config d = ptdp_train_defaults();
-    d.model.ffn = 0;               /* printed as 4*hidden */
-    char names[128], slice[64], core[64], cp[64], sp[64];
+    char text[2048];
+    size_t n = (size_t)snprintf(text, sizeof text, "pipeline schedule:");
+    const int count = ptdp_schedule_count();
+    for (int i = 0; i < count && n < sizeof text; i++) {
+        const ptdp_schedule_entry *e = ptdp_schedule_at(i);
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s %s%s%s%s", i == 0 ? "" : i == count - 1 ? " or" : ",",
+                              e->name, e == ptdp_schedule_default() ? " (default)" : "", e->help ? " " : "",
+                              e->help ? e->help : "");
+    }
+    ptdp_help_wrapped(stdout, "  --schedule S", text);
+}
+
+static void usage_parallelism(const ptdp_train_config *d)
+{
+    char names[128], slice[64], core[64], cp[64], sp[64], chunked[64], slicing[64], pairs[64];
+    ptdp_schedule_names_with(PTDP_SCHED_CHUNKS, 0, ", ", chunked, sizeof chunked);
+    ptdp_schedule_names_with(PTDP_SCHED_TOKEN_SLICES, 0, ", ", slicing, sizeof slicing);
+    ptdp_schedule_names_with(PTDP_SCHED_PAIRS, 0, ", ", pairs, sizeof pairs);
     printf(
         "usage: ptdp train [flags]\n"
         "\n"
@@ -91,17 +106,14 @@ static void usage(void)
         "  --tp N              tensor-parallel ranks; must divide --ffn and --classes (default 1)\n"
         "  --pp N              pipeline stages, at most --layers (default 1)\n"
         "  --devices N         world size; sets --dp to N / (cp * tp * pp), or must equal dp * cp * tp * pp\n"
-        "  --micro-batches M   micro-batches per DP shard per step (default 1)\n"
-        "  --schedule S        pipeline schedule: 1f1b (default), gpipe, interleaved, zb-h1 (the\n"
-        "                      backward split in B and W, W filling the bubble), dualpipev (2 x --pp\n"
-        "                      stages as a V: stage s holds s and 2pp-1-s; m >= 2 pp) or dualpipe\n"
-        "                      (two copies of --pp stages, half the micro-batches entering at each\n"
-        "                      end: stage s holds s of one and pp-1-s of the other, 2x the\n"
-        "                      parameters; --pp and m even, m >= 2 pp)\n"
+        "  --micro-batches M   micro-batches per DP shard per step (default 1)\n",
+        ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d->model));
+    usage_schedule();
+    printf(
         "  --token-slices K    %s, TeraPipe: each sequence runs through the pipeline as K slices of\n"
-        "                      positions, one after another (implies --schedule gpipe); a slice's\n"
+        "                      positions, one after another (implies --schedule %s); a slice's\n"
         "                      attention reads the keys and values the earlier ones left on the stage\n"
-        "  --virtual-stages V  model chunks per stage for --schedule interleaved (default 1): the\n"
+        "  --virtual-stages V  model chunks per stage for --schedule %s (default 1): the\n"
         "                      layers are cut into pp x V pieces, stage s holding s, s+pp, …; the\n"
         "                      bubble is (p-1)/(V m+p-1) and --micro-batches a multiple of --pp\n"
         "  --recompute [full|selective|none]  full (alone): keep each block's input and redo one\n"
@@ -124,10 +136,10 @@ static void usage(void)
         "                      along the sequence replace TP's all-reduces\n"
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
         "                      --virtual-stages V, pp x V entries, one per piece\n",
-        ptdp_model_names(names, sizeof names, ", "), ptdp_model_name(&d.model),
-        models_that(can_slice, slice, sizeof slice), models_that(can_recompute_core, core, sizeof core),
-        models_that(can_cp, cp, sizeof cp), models_that(can_sp, sp, sizeof sp));
-    printf(   /* two strings: C99 promises 4095 characters a literal */
+        models_that(can_slice, slice, sizeof slice), slicing, chunked,
+        models_that(can_recompute_core, core, sizeof core), models_that(can_cp, cp, sizeof cp),
+        models_that(can_sp, sp, sizeof sp));
+    printf(
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
         "                      3 also the parameters (gathered a unit at a time; needs dp >= 2)\n"
@@ -136,12 +148,19 @@ static void usage(void)
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
         "                      the next unit while this one computes; with --sp gather the kept\n"
         "                      LayerNorm shards again while the input gradients' products run\n"
-        "  --no-pair-overlap   time an overlapped F&B pair (dualpipev, dualpipe) as F then B: its\n"
+        "  --no-pair-overlap   time an overlapped F&B pair (%s) as F then B: its\n"
         "                      expert-parallel all-to-alls on the compute stream instead of under\n"
         "                      the pair's compute (the same bits; the virtual time without overlap)\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
-        "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
-        "model and data:\n");
+        "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n", pairs);
+}
+
+static void usage(void)
+{
+    ptdp_train_config d = ptdp_train_defaults();
+    d.model.ffn = 0;               /* printed as 4*hidden */
+    usage_parallelism(&d);
+    printf("model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
@@ -154,7 +173,8 @@ static void usage(void)
         "  --optimizer adamw|sgd  (default adamw)   --lr X (default 1e-3)\n"
         "  --momentum X (sgd)  --weight-decay X  --clip-grad X (max gradient norm, 0 = off)\n"
         "  a run diverges when a step's loss or gradient norm is not finite, or the norm is more than\n"
-        "  1e6 x the first step's: it stops there (exit 1), keeps --log's steps before, saves nothing\n"
+        "  1e6 x the first step's: it stops there (exit 1), keeps --log's steps before, saves nothing\n");
+    printf(
         "devices and simulation:\n"
         "  --device-mem SIZE   arena per device, e.g. 512M (K/M/G = 1024-based; default 4G)\n"
         "  --algo A            all_reduce algorithm: shm (default), ring, naive; mpi (MPI_Allreduce,\n"
@@ -244,10 +264,10 @@ static int read_recompute(ptdp_args *a, ptdp_train_config *c)
 /* The flags of the layout beyond the mesh's sizes: the pipeline's schedule
  * and cut, recomputation, and the splits of a sequence and of the experts.
  * true when a->flag was one of them (*rc: the read's status). */
-static bool read_layout_flag(ptdp_args *a, train_options *o, int *sched, int *rc)
+static bool read_layout_flag(ptdp_args *a, train_options *o, const ptdp_schedule_entry **sched, int *rc)
 {
     ptdp_train_config *c = &o->cfg;
-    if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_enum(a, schedule_names, 6, sched);
+    if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_schedule(a, sched);
     else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1024, &c->virtual_stages);
     else if (ptdp_args_is(a, "--token-slices")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->token_slices);
     else if (ptdp_args_is(a, "--recompute")) *rc = read_recompute(a, c);
@@ -281,7 +301,8 @@ static int parse(int argc, char **argv, train_options *o)
     c->dp = 0;                     /* unset: --devices may decide it */
     c->model.ffn = 0;              /* unset: 4 x --hidden */
     ptdp_model_flags_init(&o->model, &c->model);
-    int opt = 0, sched = -1, algo = 3, seed = 1;
+    int opt = 0, algo = 3, seed = 1;
+    const ptdp_schedule_entry *sched = NULL;
 
     ptdp_args a;
     ptdp_args_init(&a, "train", argc, argv, 1);
@@ -363,9 +384,10 @@ static int parse(int argc, char **argv, train_options *o)
     c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     c->seed = (uint64_t)seed;
     /* Token slices go through the pipeline as GPipe's micro-batches do: the
-     * default schedule then is gpipe; an explicit other one is refused by
-     * validation, naming both flags. */
-    c->schedule = sched >= 0 ? schedule_names[sched] : c->token_slices > 1 ? "gpipe" : schedule_names[0];
+     * default schedule then is the first that runs them (gpipe); an explicit
+     * other one is refused by validation, naming both flags. */
+    const ptdp_schedule_entry *slicing = ptdp_schedule_first_with(PTDP_SCHED_TOKEN_SLICES);
+    c->schedule = sched != NULL ? sched : c->token_slices > 1 && slicing != NULL ? slicing : ptdp_schedule_default();
     o->model.seed = c->seed;
     if (ptdp_model_flags_finish("train", &o->model) != 0)
         return PTDP_EXIT_USAGE;
@@ -419,7 +441,8 @@ static int validate(train_options *o)
     if (o->profile != NULL && (o->launch.profile = ptdp_profile_find(o->profile)) == NULL)
         return ptdp_usage_error("train", "--profile %s: unknown (ptdp train --profile list names them)", o->profile);
     if (o->nstage > 0) {
-        const int v = ptdp_train_pp_dual(c) ? 1 : ptdp_train_virtual_stages(c);   /* DualPipe: pp per copy */
+        const ptdp_pp_layout l = ptdp_train_layout(c);
+        const int v = ptdp_pp_layout_chunks(&l) / c->pp;   /* DualPipe: pp per copy */
         if (v > 1 && o->nstage != c->pp * v)
             return ptdp_usage_error("train", "--stage-layers lists %d pieces but --pp %d x --virtual-stages %d "
                                     "cuts the layers into %d (one entry per piece; piece c x %d + s is stage s's "

@@ -154,8 +154,8 @@ static void state_bytes(const ptdp_train_config *c, double *bw, double *bg, doub
 static int gradient_sums(const ptdp_train_config *c)
 {
     int M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
-    return c->zero == 2 && e != NULL && e->split_backward ? 2 * M : M;
+    const ptdp_schedule_entry *e = ptdp_train_schedule(c);
+    return c->zero == 2 && (e->caps & PTDP_SCHED_SPLIT_BACKWARD) ? 2 * M : M;
 }
 
 /* Expert parallelism per device and step (means over devices): the EP
@@ -463,7 +463,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     fprintf(f, "             \"schedule\": \"%s\", \"recompute\": %s, \"recompute_mode\": \"%s\", \"sp\": %s, "
                "\"optimizer\": \"%s\", \"algo\": \"%s\", \"profile\": \"%s\", \"virtual_stages\": %d, "
                "\"token_slices\": %d, \"overlap\": %s, \"store\": \"%s\",\n",
-               c->schedule ? c->schedule : "1f1b", c->recompute ? "true" : "false",
+               ptdp_train_schedule(c)->name, c->recompute ? "true" : "false",
                c->recompute ? "full" : c->recompute_core ? "selective" : "none", c->sp ? "true" : "false",
             c->optimizer == PTDP_OPT_SGD ? "sgd" : "adamw", ptdp_algo_name(o->algo), prof->name,
             ptdp_train_virtual_stages(c), ptdp_train_token_slices(c), c->overlap ? "true" : "false",

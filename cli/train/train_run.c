@@ -80,18 +80,19 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
     if (ptdp_train_cp(c) > 1 || c->steps == 0)
         return;
     const int p = c->pp, v = ptdp_train_virtual_stages(c), m = c->micro_batches;
+    const ptdp_pp_layout l = ptdp_train_layout(c);
     double sent = 0;
     for (int r = 0; r < lr->world_size; r++)
         sent += lr->devices[r].comm.bytes_sent[PTDP_COLL_SEND];
     char b[32];
-    if (ptdp_train_pp_dual(c)) {   /* two copies of p - 1 boundaries, m / 2 micro-batches each */
+    if (ptdp_pp_layout_copies(&l) == 2) {   /* two copies of p - 1 boundaries, m / 2 micro-batches each */
         printf("  point-to-point per step: %s in all = 2 m (p - 1) = 2 x %d x %d = %d boundary crossings per "
                "pipeline%s (m / 2 micro-batches down one copy, m / 2 up the other: 1F1B's)\n",
                ptdp_format_bytes(sent / c->steps, b, sizeof b), m, p - 1, 2 * m * (p - 1),
                c->dp * c->tp > 1 ? " (x dp x tp)" : "");
         return;
     }
-    if (ptdp_train_pp_v(c)) {   /* a V: 2p - 1 boundaries, the tip's on one device */
+    if (ptdp_pp_layout_ends_together(&l)) {   /* a V: 2p - 1 boundaries, the tip's on one device */
         printf("  point-to-point per step: %s in all = 2 m (2p - 2) = 2 x %d x %d = %d boundary crossings per "
                "pipeline%s (the V's tip, stage %d to %d, stays on one device)\n",
                ptdp_format_bytes(sent / c->steps, b, sizeof b), m, 2 * p - 2, 2 * m * (2 * p - 2),
@@ -125,17 +126,18 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     if (c->ep > 1)
         printf(", expert parallelism over ep %d of the dp x cp ranks (expert-DP groups of %d)", c->ep,
                c->dp * cp / c->ep);
-    if (c->pp > 1 && ptdp_train_pp_dual(c))
+    const char *sched = ptdp_train_schedule(c)->name;
+    const ptdp_pp_layout l = ptdp_train_layout(c);
+    if (c->pp > 1 && ptdp_pp_layout_copies(&l) == 2)
         printf(", schedule %s: two copies of the model's %d stages, stage s holding stage s of one and %d - s of "
-               "the other%s", c->schedule, c->pp, c->pp - 1, c->recompute ? ", with recompute" : "");
-    else if (c->pp > 1 && ptdp_train_virtual_stages(c) > 1)
-        printf(", schedule %s with %d model chunks per stage%s", c->schedule, ptdp_train_virtual_stages(c),
-               c->recompute ? " and recompute" : "");
+               "the other%s", sched, c->pp, c->pp - 1, c->recompute ? ", with recompute" : "");
+    else if (c->pp > 1 && l.v > 1)
+        printf(", schedule %s with %d model chunks per stage%s", sched, l.v, c->recompute ? " and recompute" : "");
     else if (c->pp > 1 && ptdp_train_token_slices(c) > 1)
-        printf(", schedule %s over %d token slices of each sequence (TeraPipe)%s", c->schedule,
+        printf(", schedule %s over %d token slices of each sequence (TeraPipe)%s", sched,
                ptdp_train_token_slices(c), c->recompute ? " with recompute" : "");
     else if (c->pp > 1)
-        printf(", schedule %s%s", c->schedule, c->recompute ? " with recompute" : "");
+        printf(", schedule %s%s", sched, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
     ptdp_model_cli_of(m)->describe(c, mb, data_name);
     if (cp > 1)
@@ -266,9 +268,9 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
-    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
-        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout != PTDP_CHUNKS_RING))
-        b.schedule = "1f1b";
+    char why[256];
+    if (ptdp_schedule_check_row(ptdp_train_schedule(&b), 1, 1, 1, why, sizeof why) != 0)
+        b.schedule = ptdp_schedule_default();
     b.recompute = false;
     b.recompute_core = false;
     b.sp = false;
@@ -348,21 +350,23 @@ static void print_pipeline(const ptdp_train_config *c, const ptdp_launch_result 
 {
     char b[32];
     const int v = ptdp_train_virtual_stages(c);
-    if (ptdp_train_pp_dual(c))
+    const ptdp_pp_layout l = ptdp_train_layout(c);
+    const char *sched = ptdp_train_schedule(c)->name;
+    if (ptdp_pp_layout_copies(&l) == 2)
         printf("pipeline (%s, %d stages x 2 copies, %d micro-batches, half each way): bubble measured %.4f, "
-               "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, res->bubble_measured,
+               "formula %s = %.4f\n", sched, c->pp, c->micro_batches, res->bubble_measured,
                res->bubble_words, res->bubble_formula);
     else if (v > 1)
         printf("pipeline (%s, %d stages x %d virtual stages, %d micro-batch%s): bubble measured %.4f, "
-               "formula %s = %.4f\n", c->schedule, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               "formula %s = %.4f\n", sched, c->pp, v, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                res->bubble_measured, res->bubble_words, res->bubble_formula);
     else if (ptdp_train_token_slices(c) > 1)
         printf("pipeline (%s, %d stages, %d micro-batch%s x %d token slices): bubble measured %.4f, "
-               "formula %s = %.4f\n", c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               "formula %s = %.4f\n", sched, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                ptdp_train_token_slices(c), res->bubble_measured, res->bubble_words, res->bubble_formula);
     else
         printf("pipeline (%s, %d stages, %d micro-batch%s): bubble measured %.4f, formula %s = %.4f\n",
-               c->schedule, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
+               sched, c->pp, c->micro_batches, c->micro_batches == 1 ? "" : "es",
                res->bubble_measured, res->bubble_words ? res->bubble_words : "(p-1)/(m+p-1)",
                res->bubble_formula);
     print_pipeline_bytes(c, lr);

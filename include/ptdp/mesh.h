@@ -40,15 +40,16 @@
  * Megatron-LM's parallel_state does:
  *
  *   emb group: stage 0 and the last stage of one pipeline, same (dp, cp,
- *              tp), ordered by stage (under a V, pp_v, stage 0 alone: it
- *              holds both ends; under DualPipe, pp_dual, built but summed
- *              on each end device) — the two copies of a tied embedding
+ *              tp), ordered by stage (under a V stage 0 alone: it holds
+ *              both ends; under DualPipe's two copies built but summed on
+ *              each end device; pp_layout) — the two copies of a tied
+ *              embedding
  *
  *     pp=4 tp=1 dp=2:   stage 0   1   2   3
  *                       dp0: [0]  2   4  [6]     [0 6] one emb group
  *                       dp1: [1]  3   5  [7]     [1 7] another
  *
- *   mirror group: under DualPipe (pp_dual) stages r and p - 1 - r of one
+ *   mirror group: under DualPipe's two copies (pp_layout) stages r and p - 1 - r of one
  *              pipeline, same (dp, cp, tp), ordered by stage: each holds
  *              stage r of one copy of the model and stage p - 1 - r of the
  *              other, so every gradient is summed over it
@@ -76,6 +77,7 @@
 #include <stdbool.h>
 
 #include "comm.h"
+#include "pp_layout.h"
 
 struct ptdp_device;
 
@@ -89,7 +91,7 @@ typedef enum {
     PTDP_GROUP_EP,       /* expert parallelism: ep consecutive DP ranks    */
     PTDP_GROUP_EDP,      /* expert data parallelism: the DP ranks of one EP
                             rank, dp x cp / ep of them                    */
-    PTDP_GROUP_MIRROR,   /* DualPipe (pp_dual): stages r and p-1-r, which
+    PTDP_GROUP_MIRROR,   /* DualPipe's copies: stages r and p-1-r, which
                             hold the same two model stages              */
     PTDP_GROUP_COUNT
 } ptdp_group;
@@ -115,18 +117,13 @@ typedef struct {
     int ep;                         /* expert parallelism: the EP group's
                                        size, dividing dp x cp (1 after init;
                                        set by the caller before the model) */
-    bool pp_v;                      /* the pipeline's two model chunks a
-                                       stage lie as a V (schedule.h,
-                                       PTDP_CHUNKS_V: stage s holds s and
-                                       2p-1-s, so stage 0 holds the first
-                                       and the last); false after init, set
-                                       by the caller before the model      */
-    bool pp_dual;                   /* two copies of the model's p stages
-                                       in opposite directions (schedule.h,
-                                       PTDP_CHUNKS_DUAL: stage s holds
-                                       stage s of one and p-1-s of the
-                                       other); false after init, set by the
-                                       caller before the model             */
+    ptdp_pp_layout pp_layout;       /* where each stage's model chunks lie
+                                       (pp_layout.h): round a ring, as a V
+                                       (stage 0 holds the first and the
+                                       last), or two copies (the mirror
+                                       group); a ring of one chunk after
+                                       init, set by the caller before the
+                                       model                               */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */

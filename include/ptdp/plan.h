@@ -71,8 +71,9 @@ typedef struct {
     int tp, pp, cp, zero, micro_batch_size, virtual_stages;
     int recompute;               /* a ptdp_recompute, or -1                 */
     int sp;                      /* 0, 1, or -1                             */
-    const char *schedule;        /* "1f1b", "gpipe", "interleaved", "zb-h1";
-                                    "dualpipev", "dualpipe" only when asked */
+    const ptdp_schedule_entry *schedule;   /* a registry row (schedule.h), or
+                                    NULL: every row the planner tries
+                                    unasked (PTDP_SCHED_PLANNED)            */
     int ep;                      /* expert parallelism (a model with experts),
                                     or -1 / 0: the planner chooses          */
 } ptdp_plan_request;
@@ -86,7 +87,8 @@ typedef struct {
     int micro_batch_size;        /* b: sequences per micro-batch            */
     int micro_batches;           /* M = B / (b dp)                          */
     int virtual_stages;          /* v: 1, or the interleaved chunks          */
-    char schedule[16];
+    const ptdp_schedule_entry *schedule;   /* its registry row (NULL: the
+                                    default, 1f1b)                          */
     ptdp_recompute recompute;
     int zero;                    /* 0 .. 3                                  */
     bool sp;                     /* sequence parallelism (tp > 1 only)      */

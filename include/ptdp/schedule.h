@@ -49,6 +49,7 @@
 
 #include <stdio.h>
 
+#include "pp_layout.h"
 #include "svg.h"
 
 typedef enum {
@@ -83,40 +84,9 @@ typedef struct {
                     and both outputs leave at its end.  0 otherwise.         */
 } ptdp_action;
 
-/* Which model chunk a stage's chunk c holds (ptdp_chunk_global):
- *
- *   RING (interleaved 1F1B)   stage s holds s, s + p, s + 2p, …
- *   V    (DualPipeV)          v = 2: stage s holds s and 2p - 1 - s, so the
- *                             activations go down the stages and back up:
- *
- *       chunk:   0   1   2   3 | 4   5   6   7        p = 4
- *       stage:   0   1   2   3 | 3   2   1   0        the last stage hands
- *       chunk:   0   0   0   0 | 1   1   1   1        chunk 3 to chunk 4
- *                                                     itself: no message
- *
- *   and stage 0 holds both the model's first chunk and its last.
- *
- *   DUAL (DualPipe)           v = 2, two copies of a model of p stages:
- *                             stage s holds stage s of the "down" copy
- *                             (chunk 0) and stage p - 1 - s of the "up"
- *                             copy (chunk 1).  Micro-batches 0 .. m/2 - 1
- *                             enter at stage 0 and go down through the
- *                             chunks 0; m/2 .. m - 1 enter at stage p - 1
- *                             and go up through the chunks 1:
- *
- *       stage:      0     1     2     3           p = 4
- *       chunk 0:  [d0]->[d1]->[d2]->[d3] -> loss  down copy, mb 0 .. m/2-1
- *       chunk 1:  [u3]<-[u2]<-[u1]<-[u0] <- data  up copy,   mb m/2 .. m-1
- *       global:    0  1  2  3 (chunk 0)   4  5  6  7 (chunk 1: 4 + stage
- *                  of the up copy, 7 on stage 0)
- *
- *   so both ends read data and compute a loss, and stages s and p - 1 - s
- *   hold the same two model stages, whose gradients are summed. */
-typedef enum {
-    PTDP_CHUNKS_RING = 0,
-    PTDP_CHUNKS_V,
-    PTDP_CHUNKS_DUAL,
-} ptdp_chunk_layout;
+/* Where a stage's chunks lie (RING, V, DUAL) is the pipeline's layout,
+ * pp_layout.h: a schedule's pp, virtual_stages and layout make one
+ * (ptdp_schedule_layout), and the chunk functions below read it. */
 
 typedef struct {
     int          count;      /* actions in the list                          */
@@ -124,8 +94,11 @@ typedef struct {
     ptdp_action *actions;    /* actions[0 .. count-1], run in this order      */
 } ptdp_stage_actions;
 
+typedef struct ptdp_schedule_entry ptdp_schedule_entry;
+
 typedef struct {
-    char                name[32];      /* "gpipe", "1f1b", …                */
+    char                name[32];      /* the registry row's name, or a
+                                          hand-written list's                 */
     int                 pp;            /* pipeline stages                    */
     int                 micro_batches; /* m                                  */
     int                 virtual_stages;/* v: model chunks per stage (1, or
@@ -135,7 +108,13 @@ typedef struct {
                                           to a stage that does not exist     */
     ptdp_chunk_layout   layout;        /* where the chunks sit (RING unless
                                           the registry says otherwise)       */
+    const ptdp_schedule_entry *entry;  /* the registry row it was built from
+                                          (its formulas), or NULL: a list
+                                          written by hand                    */
 } ptdp_schedule;
+
+/* The pipeline layout of s: its shape, pp and virtual_stages as one value. */
+ptdp_pp_layout ptdp_schedule_layout(const ptdp_schedule *s);
 
 /* A generator appends every stage's compute (FORWARD, BACKWARD,
  * BACKWARD_INPUT, BACKWARD_WEIGHT) with ptdp_schedule_push: the order in
@@ -162,15 +141,73 @@ typedef enum {
     PTDP_PLACE_BY_SEND_TIME,
 } ptdp_placement;
 
-typedef struct {
-    const char             *name;
-    const char             *summary;
+/* ---- the registry: one row per schedule ----------------------------------------
+ *
+ * Everything ptdp knows about a schedule beyond its generator is in its row:
+ * the counts it needs, the layout of its chunks, what it can run with and
+ * why not, its bubble formula, what a stage keeps (the planner's activation
+ * profile), how its timing grows.  Validation, `ptdp train`, `ptdp schedule`,
+ * `ptdp plan`, the figures and the reports read these fields and never
+ * compare names; a name is looked up once, where a command line is parsed
+ * (ptdp_schedule_find).  Adding a schedule = a generator and a row, in the
+ * registry (schedule_registry.c) or from anywhere with ptdp_schedule_register. */
+
+/* What a schedule does, one bit each (ptdp_schedule_entry.caps). */
+#define PTDP_SCHED_CHUNKS         (1u << 0)  /* takes --virtual-stages v > 1: v
+                                                chunks a stage round the ring     */
+#define PTDP_SCHED_SPLIT_BACKWARD (1u << 1)  /* a backward runs as B, and its W
+                                                later (a W phase)                 */
+#define PTDP_SCHED_PAIRS          (1u << 2)  /* overlapped F&B pairs, whose
+                                                all-to-alls --no-pair-overlap
+                                                times apart (pair.h)              */
+#define PTDP_SCHED_TOKEN_SLICES   (1u << 3)  /* runs TeraPipe's token slices as
+                                                its micro-batches (pp.h)          */
+#define PTDP_SCHED_PLANNED        (1u << 4)  /* `ptdp plan` tries it unasked      */
+
+/* Features a schedule may refuse (ptdp_schedule_refuses). */
+typedef enum {
+    PTDP_FEATURE_BF16 = 0,    /* --precision bf16 */
+    PTDP_FEATURE_ZERO3,       /* --zero 3         */
+    PTDP_FEATURE_OVERLAP,     /* --overlap        */
+    PTDP_FEATURE_COUNT
+} ptdp_schedule_feature;
+
+struct ptdp_schedule_entry {
+    const char             *name;           /* --schedule NAME                   */
+    const char             *summary;        /* one line (ptdp schedule --help)   */
+    const char             *help;           /* ptdp train --help's words after the
+                                               name, or NULL                      */
     ptdp_schedule_generator generate;
     ptdp_placement          placement;      /* where its messages go          */
-    int                     chunked;        /* takes --virtual-stages v > 1   */
-    int                     split_backward; /* backward as B and W actions    */
-    ptdp_chunk_layout       layout;         /* V: two chunks per stage, always */
-} ptdp_schedule_entry;
+    ptdp_chunk_layout       layout;         /* where a stage's chunks lie     */
+    unsigned                caps;           /* PTDP_SCHED_* bits               */
+    /* Optional (NULL: any pp, m >= 1, v as caps allow): the counts it needs,
+     * 0 or PTDP_EINVAL with the reason naming --pp, --micro-batches,
+     * --virtual-stages and what would work. */
+    int  (*check)(const ptdp_schedule_entry *e, int pp, int micro_batches, int virtual_stages,
+                  char *msg, size_t msglen);
+    /* The bubble with uniform stages and free links (F = B = W where the
+     * backward splits), and the formula in words. */
+    double (*bubble)(int pp, int micro_batches, int virtual_stages);
+    const char *bubble_words;
+    /* The activation profile, for the planner: micro-batches (chunk-micro-
+     * batches) whose activations stage `stage` holds at its peak, of its
+     * chunk `chunk` (-1: of all its chunks), and (with a W phase) the most
+     * whose W is owed at once — closed forms of ptdp_schedule_peak_in_flight
+     * and _peak_deferred.  NULL: the planner walks the generated list
+     * (schedule.h's own counts). */
+    int  (*in_flight)(int pp, int micro_batches, int virtual_stages, int stage, int chunk);
+    int  (*deferred)(int pp, int micro_batches, int stage);
+    /* Its timing is a straight line in m past a warm-up: from m1 on, each
+     * m2 - m1 more micro-batches add the same time (the planner plays m1
+     * and m2 and extends the line, plan_time.c).  NULL: play it out. */
+    void (*line)(int pp, int virtual_stages, int *m1, int *m2);
+    /* What it cannot run with, in a clause after "FLAG with --schedule
+     * NAME: " (why, and what to use); NULL: nothing of its own — the rules
+     * of a W phase and of several chunks a stage still apply
+     * (ptdp_schedule_refuses). */
+    const char *refuses[PTDP_FEATURE_COUNT];
+};
 
 /* The generators: compute only. */
 void ptdp_schedule_gpipe(ptdp_schedule *s);
@@ -201,18 +238,48 @@ void ptdp_schedule_dualpipe(ptdp_schedule *s);
 /* A counter-example, not in the registry: ptdp_schedule_1f1b placed with
  * PTDP_PLACE_SEND_FIRST ("1f1b-naive": `ptdp schedule --naive`). */
 
-/* The registry: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipev",
- * "dualpipe".  Adding a schedule
- * = one generator + one line. */
-const ptdp_schedule_entry *ptdp_schedule_registry(int *count);
+/* The rows: the built-in ones in order (1f1b first: the default), then
+ * those registered.  _at: NULL past the last. */
+int  ptdp_schedule_count(void);
+const ptdp_schedule_entry *ptdp_schedule_at(int i);
 const ptdp_schedule_entry *ptdp_schedule_find(const char *name);   /* NULL if unknown */
+/* The default row (1f1b), for a config whose schedule is NULL. */
+const ptdp_schedule_entry *ptdp_schedule_default(void);
+/* The first row with every bit of `caps` (e.g. PTDP_SCHED_TOKEN_SLICES:
+ * the one --token-slices implies), or NULL. */
+const ptdp_schedule_entry *ptdp_schedule_first_with(unsigned caps);
+/* Add a row (a schedule defined outside the registry: a test, a lesson).
+ * Its name must be new and short (under 32 characters), with a generator.
+ * Not thread-safe: register before any run starts.  0, or PTDP_EINVAL
+ * (a bad or taken name, no generator, the table full). */
+int  ptdp_schedule_register(const ptdp_schedule_entry *e);
+/* The built-in rows, for code that picks one on purpose (a figure that
+ * draws GPipe beside 1F1B, the counter-example below). */
+extern const ptdp_schedule_entry ptdp_schedule_row_gpipe, ptdp_schedule_row_1f1b,
+    ptdp_schedule_row_interleaved, ptdp_schedule_row_zb_h1, ptdp_schedule_row_dualpipev,
+    ptdp_schedule_row_dualpipe;
+/* A counter-example, not in the registry: 1F1B placed with
+ * PTDP_PLACE_SEND_FIRST (`ptdp schedule --naive`), which deadlocks. */
+extern const ptdp_schedule_entry ptdp_schedule_row_1f1b_naive;
 
-/* Can `name` be built for pp stages, m micro-batches and v virtual stages?
- * 0, or PTDP_EINVAL with the reason and what would work in msg, naming the
- * flags (--schedule, --pp, --micro-batches, --virtual-stages). */
+/* Can e's schedule be built for pp stages, m micro-batches and v virtual
+ * stages?  0, or PTDP_EINVAL with the reason and what would work in msg,
+ * naming the flags (--schedule, --pp, --micro-batches, --virtual-stages).
+ * _check by name: unknown names too. */
+int  ptdp_schedule_check_row(const ptdp_schedule_entry *e, int pp, int micro_batches, int virtual_stages,
+                             char *msg, size_t msglen);
 int  ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
                          char *msg, size_t msglen);
-
+/* Whether e, with v chunks a stage, refuses feature f: its row's reason,
+ * else a W phase's (a unit's gradient is final before W adds to it), else
+ * several chunks a stage's (one chunk's units are in use at a time).  0,
+ * or PTDP_EINVAL with the message ("--precision bf16 with --schedule …: …")
+ * in msg (which may be NULL: the answer alone). */
+int  ptdp_schedule_refuses(const ptdp_schedule_entry *e, ptdp_schedule_feature f, int virtual_stages,
+                           char *msg, size_t msglen);
+/* The names of the rows with every bit of `with` and none of `without`,
+ * in registry order, joined by sep ("1f1b|gpipe|…" for a usage line). */
+void ptdp_schedule_names_with(unsigned with, unsigned without, const char *sep, char *buf, size_t len);
 /* An empty schedule (lists with room for any schedule), or a generated one:
  * the generator's compute, then ptdp_schedule_place_comms with `placement`
  * (create: the registry's generator and placement).  All return 0, or
@@ -227,6 +294,9 @@ int  ptdp_schedule_generate(ptdp_schedule_generator gen, ptdp_placement placemen
 int  ptdp_schedule_create(const char *name, int pp, int micro_batches, ptdp_schedule **out);
 int  ptdp_schedule_create_v(const char *name, int pp, int micro_batches, int virtual_stages,
                             ptdp_schedule **out);
+/* The same from a row: checked, generated, placed (create_v is find + build). */
+int  ptdp_schedule_build(const ptdp_schedule_entry *e, int pp, int micro_batches, int virtual_stages,
+                         ptdp_schedule **out);
 void ptdp_schedule_destroy(ptdp_schedule *s);
 
 /* Append one action to stage `stage`; the peer follows from the kind

@@ -46,7 +46,9 @@ typedef struct {
     double bucket_mb;         /* DDP bucket size, MiB                     */
     double dropout;
     uint64_t seed;
-    const char *schedule;     /* "1f1b" (default), "gpipe", "interleaved" */
+    const ptdp_schedule_entry *schedule;   /* the schedule's registry row
+                                 (ptdp_schedule_find("gpipe"), schedule.h);
+                                 NULL: the default, 1f1b                  */
     int virtual_stages;       /* v model chunks per stage (interleaved;
                                  pp.c): 0 or 1 = one                      */
     int token_slices;         /* TeraPipe (gpt, --schedule gpipe): each
@@ -165,29 +167,24 @@ static inline int ptdp_train_token_slices(const ptdp_train_config *cfg)
     return cfg->token_slices > 1 ? cfg->token_slices : 1;
 }
 
-/* Does the schedule lay its two chunks a stage out as a V (schedule.h,
- * PTDP_CHUNKS_V: DualPipeV)? */
-static inline bool ptdp_train_pp_v(const ptdp_train_config *cfg)
+/* The schedule's row: cfg->schedule, or the registry's default (1f1b). */
+static inline const ptdp_schedule_entry *ptdp_train_schedule(const ptdp_train_config *cfg)
 {
-    const ptdp_schedule_entry *e = ptdp_schedule_find(cfg->schedule ? cfg->schedule : "1f1b");
-    return e != NULL && e->layout == PTDP_CHUNKS_V;
+    return cfg->schedule != NULL ? cfg->schedule : ptdp_schedule_default();
 }
 
-/* Does the schedule hold two copies of the model's stages, one per
- * direction (schedule.h, PTDP_CHUNKS_DUAL: DualPipe)? */
-static inline bool ptdp_train_pp_dual(const ptdp_train_config *cfg)
+/* Where each device's model chunks lie (pp_layout.h): the schedule's shape
+ * on pp devices, cfg->virtual_stages chunks each round a ring (0 or 1 =
+ * one), two in a V or DualPipe's copies whatever --virtual-stages says. */
+static inline ptdp_pp_layout ptdp_train_layout(const ptdp_train_config *cfg)
 {
-    const ptdp_schedule_entry *e = ptdp_schedule_find(cfg->schedule ? cfg->schedule : "1f1b");
-    return e != NULL && e->layout == PTDP_CHUNKS_DUAL;
+    return ptdp_pp_layout_make(ptdp_train_schedule(cfg)->layout, cfg->pp, cfg->virtual_stages);
 }
 
-/* v: cfg->virtual_stages, or 1 when it is 0 (one chunk per stage); a V
- * holds two, and so does DualPipe (a stage of each copy). */
+/* v: the model chunks a device holds. */
 static inline int ptdp_train_virtual_stages(const ptdp_train_config *cfg)
 {
-    if (ptdp_train_pp_v(cfg) || ptdp_train_pp_dual(cfg))
-        return 2;
-    return cfg->virtual_stages > 1 ? cfg->virtual_stages : 1;
+    return ptdp_train_layout(cfg).v;
 }
 
 /* Validate cfg: 0, or PTDP_EINVAL with a message naming the flag in msg. */

@@ -57,7 +57,8 @@ int ptdp_mesh_init(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
 /* With cp = 1 this is the dp x tp x pp grid above, group for group. */
 int ptdp_mesh_init_cp(ptdp_device *dev, int dp, int cp, int tp, int pp, ptdp_mesh *m)
 {
-    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true, .ep = 1 };
+    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true, .ep = 1,
+                      .pp_layout = ptdp_pp_layout_make(PTDP_CHUNKS_RING, pp, 1) };
     if (dp < 1 || cp < 1 || tp < 1 || pp < 1 || dp * cp * tp * pp != dev->world_size)
         return ptdp_fail(dev, PTDP_EINVAL, "mesh dp=%d x cp=%d x tp=%d x pp=%d needs %d devices, the world has %d",
                          dp, cp, tp, pp, dp * cp * tp * pp, dev->world_size);
@@ -88,19 +89,21 @@ ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g)
     }
 }
 
-/* The embedding group: the pipeline's first and last stage, whose two
- * copies of a tied embedding are summed in it.  Every device takes part
- * in the split, the middle stages with no color.  Under a V (pp_v) stage
- * 0 holds the model's first chunk and its last: a group of one, the two
- * copies summed on the device (ptdp_model_sum_groups).  Under DualPipe
- * (pp_dual) each end holds both ends of one copy or the other, and after
- * the mirror group's sums the copies are added on each device: the group
- * is built as usual and left unused (ptdp_model_sum_groups). */
+/* The embedding group: the stages that hold the model's first chunk and
+ * its last (pp_layout), whose two copies of a tied embedding are summed in
+ * it.  Every device takes part in the split, the middle stages with no
+ * color.  Round a ring: stage 0 and the last stage.  Under a V stage 0
+ * holds both ends: a group of one, the two copies summed on the device
+ * (ptdp_model_sum_groups).  Under DualPipe's two copies each end holds
+ * both ends of one copy or the other, and after the mirror group's sums
+ * the copies are added on each device: the group is built as usual and
+ * left unused (ptdp_model_sum_groups). */
 static int split_embedding(ptdp_device *dev, ptdp_mesh *m)
 {
     if (m->pp == 1)
         return PTDP_OK;
-    const bool member = m->pp_rank == 0 || (m->pp_rank == m->pp - 1 && !m->pp_v);
+    const ptdp_pp_layout *l = &m->pp_layout;
+    const bool member = ptdp_pp_layout_holds_first(l, m->pp_rank) || ptdp_pp_layout_holds_last(l, m->pp_rank);
     const int cp = m->cp > 0 ? m->cp : 1;
     const int color = member ? (m->dp_rank * cp + m->cp_rank) * m->tp + m->tp_rank : -1;
     return ptdp_comm_split(dev->world, color, m->pp_rank, "emb", &m->extra[PTDP_GROUP_EMB]);

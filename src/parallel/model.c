@@ -33,11 +33,12 @@
  * the gradient norm see one device with one flat buffer, and whatever
  * re-points a view (ZeRO-2's bucket) re-points it for the chunk too.
  *
- * Under a V (DualPipeV, mesh->pp_v) v = 2 and stage s holds the chunks s
+ * The mesh's pp_layout (pp_layout.h) says where the chunks lie.  Under a
+ * V (DualPipeV) v = 2 and stage s holds the chunks s
  * and 2p - 1 - s: stage 0 holds the model's first and last, and with them
  * both copies of a tied embedding, summed on the device.
  *
- * Under DualPipe (mesh->pp_dual) v = 2 and stage s holds stage s of one
+ * Under two copies (DualPipe) v = 2 and stage s holds stage s of one
  * copy of the model cut into p stages and stage p - 1 - s of another: the
  * device holds twice the parameters, and every gradient is summed with
  * the other copy's on stage p - 1 - s (the mirror group) before the step,
@@ -163,9 +164,27 @@ static int materialise(ptdp_device *dev, ptdp_model *m)
     return PTDP_OK;
 }
 
-static ptdp_chunk_layout layout_of(const ptdp_mesh *mesh)
+/* Where this device's chunks lie: the mesh's shape with the model's v (a
+ * ring's v is the model's: a lesson may build an interleaved model on a
+ * mesh it leaves at one chunk). */
+static ptdp_pp_layout layout_of(const ptdp_model *m)
 {
-    return mesh->pp_v ? PTDP_CHUNKS_V : mesh->pp_dual ? PTDP_CHUNKS_DUAL : PTDP_CHUNKS_RING;
+    const ptdp_model *d = m->device != NULL ? m->device : m;
+    return ptdp_pp_layout_make(d->mesh->pp_layout.shape, d->mesh->pp, d->virtual_stages);
+}
+
+/* Does the device hold two copies of the model (DualPipe's mirror group)? */
+static bool two_copies(const ptdp_model *m)
+{
+    const ptdp_pp_layout l = layout_of(m);
+    return ptdp_pp_layout_copies(&l) == 2;
+}
+
+/* Does one device hold both ends of the model (a V's stage 0)? */
+static bool ends_together(const ptdp_model *m)
+{
+    const ptdp_pp_layout l = layout_of(m);
+    return ptdp_pp_layout_ends_together(&l);
 }
 
 /* One chunk of a device's v: the model chunks are the stages of a pipeline of
@@ -175,9 +194,9 @@ static ptdp_chunk_layout layout_of(const ptdp_mesh *mesh)
  * the same stage lies on stage p - 1 - s. */
 static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_layers)
 {
-    const int p = d->mesh->pp, v = d->virtual_stages;
-    const int nchunks = d->mesh->pp_dual ? p : p * v;
-    const int g = ptdp_chunk_global_in(layout_of(d->mesh), p, d->mesh->pp_rank, c) % nchunks;
+    const ptdp_pp_layout l = layout_of(d);
+    const int v = d->virtual_stages, nchunks = ptdp_pp_layout_chunks(&l);
+    const int g = ptdp_pp_layout_in_copy(&l, d->mesh->pp_rank, c);
     ptdp_model *k = &d->chunks[c];
     int count = 0;
     k->ops = d->ops;
@@ -197,7 +216,7 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
      * before it: offsets from the chunk's own 0 become the device's. */
     for (int i = 0; i < k->nparams; i++) {
         k->params[i].offset += d->numel;
-        if (d->mesh->pp_dual)
+        if (ptdp_pp_layout_copies(&l) == 2)
             k->params[i].sum.also |= PTDP_GROUP_BIT(PTDP_GROUP_MIRROR);
     }
     d->nparams += k->nparams;
@@ -208,12 +227,11 @@ static int setup_chunk(ptdp_device *dev, ptdp_model *d, int c, const int *stage_
 /* The device of an interleaved pipeline: v chunks, one set of buffers. */
 static int setup_chunks(ptdp_device *dev, ptdp_model *m, const int *stage_layers)
 {
-    const int p = m->mesh->pp, v = m->virtual_stages;
-    const bool end = m->mesh->pp_rank == 0 || m->mesh->pp_rank == p - 1;
-    m->first_stage = m->mesh->pp_dual ? end : m->mesh->pp_rank == 0;   /* the model's chunk 0 (a copy's) */
-    m->last_stage = m->mesh->pp_v ? m->mesh->pp_rank == 0    /* a V: chunk 1 of stage 0 */
-                  : m->mesh->pp_dual ? end                   /* DualPipe: both ends, a copy each */
-                  : m->mesh->pp_rank == p - 1;               /* chunk v-1 the last   */
+    const int v = m->virtual_stages;
+    const ptdp_pp_layout l = layout_of(m);
+    /* holds the model's chunk 0 / its last (a copy's; a V's stage 0 both) */
+    m->first_stage = ptdp_pp_layout_holds_first(&l, m->mesh->pp_rank);
+    m->last_stage = ptdp_pp_layout_holds_last(&l, m->mesh->pp_rank);
     m->chunks = calloc((size_t)v, sizeof *m->chunks);
     if (m->chunks == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
@@ -246,7 +264,7 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
     char msg[PTDP_MSG_MAX];
     if (ops->check(cfg, mesh->tp, mesh->pp, msg, sizeof msg) != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "%s", msg);
-    if (m->virtual_stages > 1 && !mesh->pp_dual && (long)mesh->pp * m->virtual_stages > cfg->layers)
+    if (m->virtual_stages > 1 && !two_copies(m) && (long)mesh->pp * m->virtual_stages > cfg->layers)
         return ptdp_fail(dev, PTDP_EINVAL, "--layers %d cannot be cut into %d pieces for --pp %d "
                          "--virtual-stages %d: need --layers >= %d", cfg->layers, mesh->pp * m->virtual_stages,
                          mesh->pp, m->virtual_stages, mesh->pp * m->virtual_stages);
@@ -258,7 +276,7 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
     for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
         if (ops->groups & PTDP_GROUP_BIT(g))
             rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, (ptdp_group)g);
-    if (rc == 0 && mesh->pp_dual)   /* every parameter's other copy (setup_chunk) */
+    if (rc == 0 && two_copies(m))   /* every parameter's other copy (setup_chunk) */
         rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, PTDP_GROUP_MIRROR);
     if (rc != 0)
         return rc;
@@ -492,17 +510,17 @@ bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
     if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
         return false;
     for (int g = 0; g < PTDP_GROUP_COUNT; g++) {
-        if (m->mesh->pp_dual && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
+        if (two_copies(m) && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
             continue;   /* dual_counted decides */
         ptdp_comm *c = p->sum.also & PTDP_GROUP_BIT(g) ? ptdp_mesh_group(m->mesh, (ptdp_group)g) : NULL;
         if (c != NULL && ptdp_comm_rank(c) != 0)
             return false;   /* the group's rank 0 counts it */
     }
-    if (m->mesh->pp_dual)
+    if (two_copies(m))
         return dual_counted(m, p);
     /* A V's copies on one device (a tied embedding on stage 0): the first counts. */
     const ptdp_model *d = m->device != NULL ? m->device : m;
-    for (int i = 0; m->mesh->pp_v && p->sum.also != 0 && i < d->nparams && &d->params[i] < p; i++)
+    for (int i = 0; ends_together(m) && p->sum.also != 0 && i < d->nparams && &d->params[i] < p; i++)
         if (d->params[i].sum.also == p->sum.also && strcmp(d->params[i].name, p->name) == 0)
             return false;
     return true;
@@ -559,9 +577,9 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
         if (c == NULL)
             return ptdp_fail(dev, PTDP_EINVAL, "%s: its gradient is summed over mesh group %d, which this "
                              "device has no part in (was it built? model.h, ops->groups)", p->name, (int)g);
-        if (m->mesh->pp_v && ptdp_comm_size(c) == 1)
+        if (ends_together(m) && ptdp_comm_size(c) == 1)
             continue;   /* a V's copies: summed on the device already */
-        if (m->mesh->pp_dual && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
+        if (two_copies(m) && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
             continue;   /* DualPipe's: summed first (sum_dual_copies) */
         int rc = ptdp_all_reduce(c, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
         if (rc != 0)
@@ -625,7 +643,7 @@ static int sum_dual_copies(ptdp_device *dev, ptdp_model *m)
 int ptdp_model_check_mirror(ptdp_device *dev, const ptdp_model *m, long step)
 {
     ptdp_comm *mirror = ptdp_mesh_group(m->mesh, PTDP_GROUP_MIRROR);
-    if (!m->mesh->pp_dual || mirror == NULL || m->chunks == NULL || m->flat_w == NULL)
+    if (!two_copies(m) || mirror == NULL || m->chunks == NULL || m->flat_w == NULL)
         return PTDP_OK;
     uint64_t hash[2] = { 1469598103934665603ull, 0 };
     const int first = m->chunks[0].layer_begin < m->chunks[1].layer_begin ? 0 : 1;
@@ -648,12 +666,12 @@ int ptdp_model_check_mirror(ptdp_device *dev, const ptdp_model *m, long step)
 
 int ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m)
 {
-    int rc = m->mesh->pp_dual ? sum_dual_copies(dev, m) : PTDP_OK;
+    int rc = two_copies(m) ? sum_dual_copies(dev, m) : PTDP_OK;
     if (rc != 0)
         return rc;
     /* Copies on this device first; then, over a group of more than this
      * device, the all-reduces. */
-    for (int g = 0; m->mesh->pp_v && g < PTDP_GROUP_COUNT; g++)
+    for (int g = 0; ends_together(m) && g < PTDP_GROUP_COUNT; g++)
         sum_copies_on_device(m, (ptdp_group)g);
     /* A chunked device: chunk by chunk (its SP LayerNorms over TP; the tied
      * embedding on model chunk 0 and on the last one).  Every

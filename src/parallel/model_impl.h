@@ -59,7 +59,7 @@ static inline ptdp_dtype ptdp_model_store(const ptdp_model *m)
     return m->bf16 ? PTDP_BF16 : PTDP_REAL;
 }
 
-/* DualPipe (mesh->pp_dual): are the two copies of each of this device's
+/* DualPipe (two copies, pp_layout.h): are the two copies of each of this device's
  * stages (the other on stage p - 1 - s) still bit for bit equal?  A hash
  * of the parameters in the model's order, compared over the mirror group:
  * 0, or PTDP_ECHECK naming the step (the trainer's verify_replicas). */

@@ -290,8 +290,8 @@ static void hand_over(const ptdp_schedule *s, int stage, const ptdp_action *a, t
         ptdp_chunk_place(s, g + 1, &to_stage, &to_chunk);
         tasks[to_chunk * U + a->mb].in = u->out;
         u->out = (ptdp_tensor){ 0 };
-    } else if ((a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) && g > 0 &&
-               !ptdp_chunk_remote_before(s, stage, a->chunk)) {
+    } else if ((a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) &&
+               !ptdp_chunk_is_first(s, stage, a->chunk) && !ptdp_chunk_remote_before(s, stage, a->chunk)) {
         ptdp_chunk_place(s, g - 1, &to_stage, &to_chunk);
         tasks[to_chunk * U + a->mb].dout = u->dx;
         u->dx = (ptdp_tensor){ 0 };
@@ -313,7 +313,8 @@ struct ptdp_pp_run {
 static void micro_batch_rows(const ptdp_pp_step *st, int k, size_t *off, size_t *len)
 {
     const int M = st->micro_batches;
-    if (st->schedule->layout != PTDP_CHUNKS_DUAL) {
+    const ptdp_pp_layout l = ptdp_schedule_layout(st->schedule);
+    if (ptdp_pp_layout_copies(&l) == 1) {
         ptdp_share((size_t)st->shard_rows, M, k, off, len);
         return;
     }
@@ -349,6 +350,11 @@ static void lay_out_tasks(const ptdp_pp_step *st, struct ptdp_pp_run *r, int K)
     }
 }
 
+static const char *shape_words(ptdp_chunk_layout shape)
+{
+    return shape == PTDP_CHUNKS_V ? "as a V" : shape == PTDP_CHUNKS_DUAL ? "as two copies" : "round a ring";
+}
+
 int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
 {
     ptdp_model *model = st->model;
@@ -367,12 +373,10 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
     if (s->virtual_stages != v)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule runs %d chunks per stage, the model has %d "
                          "(set both from --virtual-stages)", s->name, s->virtual_stages, v);
-    if ((s->layout == PTDP_CHUNKS_V) != model->mesh->pp_v || (s->layout == PTDP_CHUNKS_DUAL) != model->mesh->pp_dual)
+    if (s->layout != model->mesh->pp_layout.shape)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: the %s schedule lays its chunks out %s, the model %s "
-                         "(set the mesh's pp_v or pp_dual from the schedule before building the model)", s->name,
-                         s->layout == PTDP_CHUNKS_V ? "as a V" : s->layout == PTDP_CHUNKS_DUAL ? "as two copies"
-                         : "round a ring",
-                         model->mesh->pp_v ? "as a V" : model->mesh->pp_dual ? "as two copies" : "round a ring");
+                         "(set the mesh's pp_layout from the schedule before building the model)", s->name,
+                         shape_words(s->layout), shape_words(model->mesh->pp_layout.shape));
     if (M < 1 || st->shard_rows < M)
         return ptdp_fail(dev, PTDP_EINVAL, "pipeline: %d samples cannot make %d micro-batches of at least one",
                          st->shard_rows, M);
@@ -434,8 +438,7 @@ int ptdp_pp_run(ptdp_device *dev, ptdp_pp_step *st)
             ptdp_pair_end(dev);
         if (rc != 0)
             return rc;
-        if (st->schedule->layout == PTDP_CHUNKS_V)
-            hand_over(st->schedule, stage, a, r->tasks, r->U);
+        hand_over(st->schedule, stage, a, r->tasks, r->U);   /* a V's tip; nothing elsewhere */
     }
     return check_wgrad_done(dev, st);
 }

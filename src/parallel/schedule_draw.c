@@ -169,10 +169,10 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     fputc('\n', out);
     free(row);
 
-    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
+    const bool split = s->entry != NULL && (s->entry->caps & PTDP_SCHED_SPLIT_BACKWARD);
     fprintf(out, "F<k> forward and B<k> backward of micro-batch k%s%s, . idle; "
                  "peak = micro-batches whose activations are alive at once%s\n",
-            e != NULL && e->split_backward ? " (B: its input's gradient only), W<k> its weight gradients" : "",
+            split ? " (B: its input's gradient only), W<k> its weight gradients" : "",
             s->virtual_stages > 1 ? "; F<k>.<c> through the stage's chunk c" : "",
             s->layout == PTDP_CHUNKS_DUAL ? " (chunk 0 the down copy, 1 the up copy; each a whole stage)"
             : s->virtual_stages > 1 ? " (in chunk-micro-batches, each 1/v of a stage's)" : "");
@@ -187,7 +187,7 @@ int ptdp_schedule_ascii(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     fprintf(out, "bubble: measured %.6f (idle / makespan, mean over stages); "
                  "formula %s%s = %.6f (uniform stages, free links%s)\n", t->bubble, words, fraction, formula,
             s->layout != PTDP_CHUNKS_RING ? ", F = B = W, an F&B pair F + B, m >= 2p"
-            : e != NULL && e->split_backward ? ", F = B = W, m >= p" : "");
+            : split ? ", F = B = W, m >= p" : "");
     return ferror(out) ? PTDP_EIO : PTDP_OK;
 }
 
@@ -309,8 +309,7 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                   "(formula %s = %.1f%%)", s->name, s->pp, s->micro_batches, chunks,
                   100.0 * t->bubble, words, 100.0 * formula);
     ptdp_schedule_draw(&svg, s, t, &f);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(s->name);
-    const int split = e != NULL && e->split_backward;
+    const int split = s->entry != NULL && (s->entry->caps & PTDP_SCHED_SPLIT_BACKWARD);
     const struct { const char *fill, *label; } legend[] = {
         { "#3b73c4", "forward" }, { "#3f9e4d", split ? "B: input gradient" : "backward" },
         { "#e3e3e3", "idle (bubble)" }, { "#d9822b", "W: weight gradients" },

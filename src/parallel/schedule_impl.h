@@ -18,16 +18,15 @@ int  ptdp_schedule_generate_v(ptdp_schedule_generator gen, ptdp_placement placem
                               int pp, int micro_batches, int virtual_stages, ptdp_chunk_layout layout,
                               ptdp_schedule **out);
 
-/* ptdp_chunk_global from the layout alone (a model cutting its chunks, a
- * planner pricing them, before any schedule exists): pp stages, chunk of
- * stage. */
-int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk);
-
 /* Does the model chunk at (stage, chunk) take its input from / give its
  * output to another stage (a message), rather than from / to the data, the
  * loss or — at the V's tip — a chunk of the same stage (a hand-over)? */
 int ptdp_chunk_remote_before(const ptdp_schedule *s, int stage, int chunk);
 int ptdp_chunk_remote_after(const ptdp_schedule *s, int stage, int chunk);
+
+/* "A or B": the rows that refuse nothing (for messages that say which
+ * --schedule to use instead). */
+const char *ptdp_schedule_plain_names(void);
 
 /* "FORWARD", "SEND_BACKWARD", …: for messages. */
 const char *ptdp_action_kind_name(ptdp_action_kind k);

@@ -79,75 +79,59 @@ void ptdp_schedule_destroy(ptdp_schedule *s)
     free(s);
 }
 
-/* ---- model chunks ------------------------------------------------------------ */
+/* ---- model chunks: the layout's (pp_layout.h) ---------------------------------- */
 
-int ptdp_chunk_global_in(ptdp_chunk_layout layout, int pp, int stage, int chunk)
+ptdp_pp_layout ptdp_schedule_layout(const ptdp_schedule *s)
 {
-    if (layout == PTDP_CHUNKS_V)
-        return chunk == 0 ? stage : 2 * pp - 1 - stage;
-    if (layout == PTDP_CHUNKS_DUAL)   /* copy c's stage, numbered from its entry */
-        return chunk == 0 ? stage : pp + (pp - 1 - stage);
-    return chunk * pp + stage;
+    return ptdp_pp_layout_make(s->layout, s->pp, s->virtual_stages);
 }
 
 int ptdp_chunk_global(const ptdp_schedule *s, int stage, int chunk)
 {
-    return ptdp_chunk_global_in(s->layout, s->pp, stage, chunk);
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_global(&l, stage, chunk);
 }
 
 void ptdp_chunk_place(const ptdp_schedule *s, int g, int *stage, int *chunk)
 {
-    if (s->layout == PTDP_CHUNKS_V || s->layout == PTDP_CHUNKS_DUAL) {
-        *chunk = g < s->pp ? 0 : 1;
-        *stage = g < s->pp ? g : 2 * s->pp - 1 - g;   /* DUAL: up stage g - p on p - 1 - (g - p) */
-        return;
-    }
-    *stage = g % s->pp;
-    *chunk = g / s->pp;
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    ptdp_pp_layout_place(&l, g, stage, chunk);
 }
 
 int ptdp_chunk_is_first(const ptdp_schedule *s, int stage, int chunk)
 {
-    const int g = ptdp_chunk_global(s, stage, chunk);
-    return s->layout == PTDP_CHUNKS_DUAL ? g % s->pp == 0 : g == 0;
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_is_first(&l, stage, chunk);
 }
 
 int ptdp_chunk_is_last(const ptdp_schedule *s, int stage, int chunk)
 {
-    const int g = ptdp_chunk_global(s, stage, chunk);
-    return s->layout == PTDP_CHUNKS_DUAL ? g % s->pp == s->pp - 1 : g == s->pp * s->virtual_stages - 1;
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_is_last(&l, stage, chunk);
 }
 
 int ptdp_chunk_runs(const ptdp_schedule *s, int chunk, int mb)
 {
-    if (s->layout != PTDP_CHUNKS_DUAL)
-        return 1;
-    return chunk == (mb < s->micro_batches / 2 ? 0 : 1);
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_runs(&l, chunk, mb, s->micro_batches);
 }
 
 int ptdp_chunk_hands_on(const ptdp_schedule *s, int stage, int chunk)
 {
-    int g = ptdp_chunk_global(s, stage, chunk), next_stage, next_chunk;
-    if (s->layout != PTDP_CHUNKS_V || g + 1 >= s->pp * s->virtual_stages)
-        return 0;
-    ptdp_chunk_place(s, g + 1, &next_stage, &next_chunk);
-    return next_stage == stage;
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_hands_on(&l, stage, chunk);
 }
 
 int ptdp_chunk_remote_before(const ptdp_schedule *s, int stage, int chunk)
 {
-    int g = ptdp_chunk_global(s, stage, chunk), before_stage, before_chunk;
-    if (ptdp_chunk_is_first(s, stage, chunk))
-        return 0;
-    if (s->layout != PTDP_CHUNKS_V)
-        return 1;
-    ptdp_chunk_place(s, g - 1, &before_stage, &before_chunk);
-    return before_stage != stage;
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_remote_before(&l, stage, chunk);
 }
 
 int ptdp_chunk_remote_after(const ptdp_schedule *s, int stage, int chunk)
 {
-    return !ptdp_chunk_is_last(s, stage, chunk) && !ptdp_chunk_hands_on(s, stage, chunk);
+    const ptdp_pp_layout l = ptdp_schedule_layout(s);
+    return ptdp_pp_layout_remote_after(&l, stage, chunk);
 }
 
 /* Activations go from chunk g to chunk g + 1, gradients from g to g - 1.

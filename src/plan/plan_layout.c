@@ -73,12 +73,21 @@ ptdp_plan_request ptdp_plan_request_defaults(void)
     return rq;
 }
 
+ptdp_pp_layout ptdp_plan_pp_layout(const ptdp_plan_layout *l)
+{
+    const ptdp_schedule_entry *e = l->schedule != NULL ? l->schedule : ptdp_schedule_default();
+    return ptdp_pp_layout_make(e->layout, l->pp, l->virtual_stages);
+}
+
+bool ptdp_plan_monotone(const ptdp_plan_layout *l)
+{
+    const ptdp_schedule_entry *e = ptdp_plan_schedule(l);
+    return ptdp_plan_chunks(l) == 1 && e->in_flight != NULL && !(e->caps & PTDP_SCHED_SPLIT_BACKWARD);
+}
+
 int ptdp_plan_chunks(const ptdp_plan_layout *l)
 {
-    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
-    if (e != NULL && e->layout != PTDP_CHUNKS_RING)
-        return 2;
-    return l->virtual_stages > 1 ? l->virtual_stages : 1;
+    return ptdp_plan_pp_layout(l).v;
 }
 
 void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ptdp_train_config *cfg)

@@ -137,7 +137,10 @@ static double fmax2(double a, double b) { return a > b ? a : b; }
 typedef struct {
     double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
     int layers, tp, pp, v, cp;
-    ptdp_chunk_layout lay;    /* chunks round a ring, in a V, or two copies (DualPipe) */
+    ptdp_pp_layout lay;       /* chunks round a ring, in a V, or two copies (DualPipe) */
+    const ptdp_schedule_entry *row;   /* the schedule's registry row            */
+    bool walk;                /* its activation profile is walked down its list
+                                 (no closed form in its row)                 */
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
     int E;                    /* experts of the model's mixtures (0: dense)        */
@@ -151,8 +154,9 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.tp = l->tp;
     s.pp = l->pp;
     s.v = ptdp_plan_chunks(l);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
-    s.lay = e != NULL ? e->layout : PTDP_CHUNKS_RING;
+    s.row = ptdp_plan_schedule(l);
+    s.lay = ptdp_plan_pp_layout(l);
+    s.walk = s.row->in_flight == NULL || ((s.row->caps & PTDP_SCHED_SPLIT_BACKWARD) && s.row->deferred == NULL);
     s.cp = l->cp > 1 ? l->cp : 1;
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
@@ -179,9 +183,8 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
  * copies: a stage of a model cut in pp; else a chunk of pp v). */
 static void within_copy(const shape *s, int g, int *k, int *n)
 {
-    const bool dual = s->lay == PTDP_CHUNKS_DUAL;
-    *k = dual ? g % s->pp : g;
-    *n = dual ? s->pp : s->pp * s->v;
+    *n = ptdp_pp_layout_chunks(&s->lay);
+    *k = g % *n;
 }
 
 /* Blocks of model chunk g of the pp v (model.c ptdp_stage_range). */
@@ -371,34 +374,25 @@ static double forward_transient(const shape *s, bool first, bool last)
 /* ------------------------------------------------- the schedule */
 
 /* Micro-batches (chunk-micro-batches when interleaved) whose activations
- * stage `stage` holds at its peak: the schedule's own counts, by formula
- * (tests/test_plan_memory.c checks them against ptdp_schedule_peak_in_flight):
- *   gpipe        m
- *   1f1b, zb-h1  min(p - s, m)
- *   interleaved  min(2 (p - s - 1) + (v - 1) p + 1, v m)   (Megatron's warm-up + 1)
- * Building the schedule instead would cost O(p v m) a layout. */
-static int in_flight(const char *schedule, int p, int m, int v, int stage)
+ * stage `stage` holds at its peak, of its chunk `chunk` (-1: all): the
+ * schedule's own counts, by the closed form in its registry row
+ * (tests/test_plan_memory.c checks them against
+ * ptdp_schedule_peak_in_flight); a row without one is walked down its
+ * list (walk_list) and this is only a first guess.  Building the schedule
+ * instead would cost O(p v m) a layout. */
+static int in_flight(const shape *s, int m, int stage, int chunk)
 {
-    if (schedule != NULL && strcmp(schedule, "gpipe") == 0)
-        return m;
-    if (schedule != NULL && strcmp(schedule, "interleaved") == 0) {
-        long n = 2L * (p - stage - 1) + (long)(v - 1) * p + 1;
-        return n < (long)v * m ? (int)n : v * m;
-    }
-    return p - stage < m ? p - stage : m;
+    if (s->row->in_flight != NULL)
+        return s->row->in_flight(s->pp, m, s->v, stage, chunk);
+    return s->pp - stage < m ? s->pp - stage : m;
 }
 
-/* ZB-H1 (Qi et al.): backward passes whose weight-gradient half W waits,
- * at most, on stage s (ptdp_schedule_peak_deferred): W runs late on the
- * early stages, so they hold up to s + 1 of them once m covers the pipe:
- *   max(1, min(m, s + 1 - max(0, p - 1 - m)))                          */
-static int deferred(const char *schedule, int p, int m, int stage)
+/* Backward passes whose weight-gradient half W waits, at most, on stage s
+ * (ptdp_schedule_peak_deferred, by the row's closed form; 0 without a W
+ * phase). */
+static int deferred(const shape *s, int m, int stage)
 {
-    if (schedule == NULL || strcmp(schedule, "zb-h1") != 0)
-        return 0;
-    int short_by = p - 1 - m > 0 ? p - 1 - m : 0, n = stage + 1 - short_by;
-    n = n < m ? n : m;
-    return n > 1 ? n : 1;
+    return s->row->deferred != NULL ? s->row->deferred(s->pp, m, stage) : 0;
 }
 
 /* What one deferred W keeps (wgrad.c: a copy of each dW product's two
@@ -574,7 +568,7 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
      * before at this level — in 1F1B's steady state, m > n — and then
      * in a forward too.  At END ZeRO-3 rounds a whole unit's gradient
      * into a bf16 copy beside it (a block's is bf16 already). */
-    const bool steady = strcmp(l->schedule, "gpipe") != 0 && l->micro_batches > n;
+    const bool steady = l->micro_batches > n;   /* (GPipe's n is m: no backward before a forward) */
     const double before = steady ? (first_here ? embed_params(s) : u) * es : 0;
     const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
     const double pending_fwd = ahead ? before : 0;
@@ -599,15 +593,6 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
 
 /* ------------------------------------------------- one stage */
 
-/* How many of the first n forwards of a stage run chunk c: Megatron's
- * interleaved order takes p micro-batches of chunk 0, p of chunk 1, …,
- * and the peak comes after the warm-up's n forwards. */
-static int forwards_of_chunk(int n, int p, int v, int c)
-{
-    const int groups = n / p, rem = n % p;
-    return (groups / v + (c < groups % v ? 1 : 0)) * p + (c == groups % v ? rem : 0);
-}
-
 /* What a stage's chunks hold: their parameters, ZeRO-3's units, the
  * mixtures' numbers, and what their in-flight micro-batches keep at the
  * backward and the forward of the peak (kept_bwd, kept_fwd: the same
@@ -621,38 +606,51 @@ typedef struct {
     int ends;                      /* chunks that read the data or compute a loss */
 } held;
 
-/* DualPipe's lists (dualpipev, dualpipe) at m' = min(m, 4p + 2)
- * micro-batches: past its warm-up each round of pairs frees what it
- * keeps, so the counts a stage reaches are those of any longer run (its
- * timing is a straight line from 4p on, plan_time.c).  One a thread, kept
- * for the next stage and layout. */
-static const ptdp_schedule *pairs_schedule(const ptdp_plan_layout *l)
+/* The most chunks a stage whose list is walked (walk_list) may hold. */
+enum { WALK_CHUNKS_MAX = 16 };
+
+/* The schedule's lists, for a row without a closed form of what a stage
+ * keeps (DualPipe's two, a schedule registered from outside): at m' =
+ * min(m, m2) micro-batches, m2 the far end of the row's timing line — past
+ * its warm-up each round frees what it keeps, so the counts a stage
+ * reaches are those of any longer run (DualPipe's timing is a straight
+ * line from 4p on, plan_time.c); without a line, m itself.  One a thread,
+ * kept for the next stage and layout. */
+static const ptdp_schedule *walked_schedule(const shape *s, const ptdp_plan_layout *l)
 {
     static _Thread_local ptdp_schedule *kept_s;
-    const int m = l->micro_batches < 4 * l->pp + 2 ? l->micro_batches : 4 * l->pp + 2;
-    if (kept_s != NULL && strcmp(kept_s->name, l->schedule) == 0 && kept_s->pp == l->pp && kept_s->micro_batches == m)
+    int m = l->micro_batches, m1, m2;
+    if (s->row->line != NULL) {
+        s->row->line(l->pp, s->v, &m1, &m2);
+        m = m < m2 ? m : m2;
+    }
+    if (kept_s != NULL && kept_s->entry == s->row && kept_s->pp == l->pp && kept_s->micro_batches == m &&
+        kept_s->virtual_stages == s->v)
         return kept_s;
     ptdp_schedule_destroy(kept_s);
     kept_s = NULL;
-    if (ptdp_schedule_create_v(l->schedule, l->pp, m, 2, &kept_s) != PTDP_OK)
+    if (ptdp_schedule_build(s->row, l->pp, m, s->v, &kept_s) != PTDP_OK)
         kept_s = NULL;
     return kept_s;
 }
 
-/* A DualPipe stage's two chunks kept, walked down its own list: F of
- * chunk c adds what c keeps (per[c], other[c]), a whole B frees it, a
- * zero-bubble B trades it for what its W keeps (wk[c]: both operands of
- * every dW product, wgrad.c), W frees that.  The peaks: after an F (the
- * forward that makes the most) and before a B (the backward that finds
- * the most, its own included). */
-static void walk_pairs(const ptdp_plan_layout *l, int stage, const double per[2], const double other[2],
-                       const double wk[2], held *h)
+/* A stage's chunks kept, walked down its own list: F of chunk c adds what
+ * c keeps (per[c], other[c]), a whole B frees it, a zero-bubble B trades
+ * it for what its W keeps (wk[c]: both operands of every dW product,
+ * wgrad.c), W frees that.  The peaks: after an F (the forward that makes
+ * the most) and before a B (the backward that finds the most, its own
+ * included). */
+static void walk_list(const shape *s, const ptdp_plan_layout *l, int stage, const double *per,
+                      const double *other, const double *wk, held *h)
 {
-    const ptdp_schedule *sch = pairs_schedule(l);
+    const ptdp_schedule *sch = walked_schedule(s, l);
     if (sch == NULL) {   /* (the layout's check builds it first: not reached) */
-        h->kept_bwd = h->kept_fwd = l->micro_batches * (per[0] + per[1] + wk[0] + wk[1]);
-        h->other_kept = l->micro_batches * (other[0] + other[1]);
-        h->in_flight = 2 * l->micro_batches;
+        for (int c = 0; c < s->v; c++) {
+            h->kept_bwd += l->micro_batches * (per[c] + wk[c]);
+            h->other_kept += l->micro_batches * other[c];
+        }
+        h->kept_fwd = h->kept_bwd;
+        h->in_flight = s->v * l->micro_batches;
         return;
     }
     double cur = 0, cur_other = 0;
@@ -683,14 +681,15 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
 {
     const double r = sizeof(ptdp_real);
     const bool full = l->recompute == PTDP_RECOMPUTE_FULL;
-    const int p = s->pp, v = s->v;
+    const int v = s->v;
     held h = { .in_flight = n };
-    double acts_kept = 0, wgrad = 0, per[2] = { 0 }, other[2] = { 0 }, wk[2] = { 0 };
+    double acts_kept = 0, wgrad = 0, per[WALK_CHUNKS_MAX] = { 0 }, other[WALK_CHUNKS_MAX] = { 0 },
+           wk[WALK_CHUNKS_MAX] = { 0 };
     /* The chunks of this stage (model chunk c p + stage of the p v; in a V
-     * or two copies, ptdp_chunk_global_in's): their parameters, ZeRO-3's
-     * units, what their in-flight micro-batches keep. */
+     * or two copies, pp_layout.h's): their parameters, ZeRO-3's units,
+     * what their in-flight micro-batches keep. */
     for (int c = 0; c < v; c++) {
-        const int g = ptdp_chunk_global_in(s->lay, p, stage, c), nb = chunk_blocks(s, g);
+        const int g = ptdp_pp_layout_global(&s->lay, stage, c), nb = chunk_blocks(s, g);
         int at, of;
         within_copy(s, g, &at, &of);
         const bool first = at == 0, last = at == of - 1;
@@ -711,21 +710,21 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
         /* a mixture's experts compute their dW in B: only its attention's waits */
         const double w1 = wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl);
-        if (s->lay != PTDP_CHUNKS_RING) {
+        if (s->walk) {
             per[c] = full ? k.acts_recompute : k.acts;
             other[c] = k.other;
             wk[c] = w1;
             continue;
         }
-        const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
+        const int nc = v == 1 ? n : in_flight(s, l->micro_batches, stage, c);
         acts_kept += nc * (full ? k.acts_recompute : k.acts);
         h.other_kept += nc * k.other;
         if (v == 1)
-            wgrad = deferred(l->schedule, p, l->micro_batches, stage) * w1;
+            wgrad = deferred(s, l->micro_batches, stage) * w1;
     }
     h.kept_bwd = h.kept_fwd = acts_kept + wgrad;
-    if (s->lay != PTDP_CHUNKS_RING)
-        walk_pairs(l, stage, per, other, wk, &h);
+    if (s->walk)
+        walk_list(s, l, stage, per, other, wk, &h);
     return h;
 }
 
@@ -735,7 +734,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const double r = sizeof(ptdp_real);
     const bool bf16 = rq->bf16, full = l->recompute == PTDP_RECOMPUTE_FULL;
     const int zero = l->zero, p = s->pp, v = s->v;
-    const int n = in_flight(l->schedule, p, l->micro_batches, v, stage);
+    const int n = in_flight(s, l->micro_batches, stage, -1);
     memset(o, 0, sizeof *o);
     o->stage = stage;
 
@@ -747,7 +746,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     /* the stage's ends: no activation received / sent (pp_bufs) on the
      * first / last stage of one chunk each; the tail (head, loss) where
      * the model's last chunk is */
-    const bool ring = s->lay == PTDP_CHUNKS_RING;
+    const bool ring = s->lay.shape == PTDP_CHUNKS_RING;
     const bool first_here = stage == 0 && v == 1, last_here = ring && stage == p - 1;
     const bool tail_here = ring ? last_here : has_last;
 
@@ -806,7 +805,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
     /* DualPipe under ZeRO 1 and 2, after the pipeline: every tensor made
      * whole at once before the mirror's sums (zero.c sum_groups_whole) */
-    const double whole = s->lay == PTDP_CHUNKS_DUAL && zero >= 1 ? numel * r : 0;
+    const double whole = ptdp_pp_layout_copies(&s->lay) == 2 && zero >= 1 ? numel * r : 0;
     if (whole > 0 && o->params + o->grads + o->optim + o->other + whole > o->total) {
         o->acts = 0;
         o->comm = whole;
@@ -827,7 +826,9 @@ int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
      * first and the last differ only in what they hold less of further
      * down (in-flight count, and blocks when p does not divide L): stage 1
      * stands for them all.  Otherwise every stage is weighed. */
-    const bool monotone = s.v == 1 && strcmp(l->schedule, "zb-h1") != 0;
+    const bool monotone = ptdp_plan_monotone(l);
+    if (s.walk && s.v > WALK_CHUNKS_MAX)
+        return PTDP_EINVAL;   /* more chunks a stage than a walk keeps apart */
     for (int stage = 0; stage < l->pp; stage++) {
         if (monotone && stage > 1 && stage < l->pp - 1)
             stage = l->pp - 1;

@@ -6,8 +6,9 @@
  *
  *     N = dp x tp x pp x cp          tp | heads, ffn, padded vocab
  *     M = B / (b x dp)               b  | B / dp
- *     schedule ∈ {1f1b, gpipe, zb-h1, interleaved with v ≥ 2, pp v ≤ L}
- *                (dualpipev, dualpipe only when --schedule names them)
+ *     schedule ∈ the registry's rows it tries unasked (PTDP_SCHED_PLANNED:
+ *                1f1b, gpipe, interleaved with v ≥ 2 and pp v ≤ L, zb-h1);
+ *                any other row (dualpipev, dualpipe) when --schedule names it
  *     recompute ∈ {none, selective, full}, ZeRO 0..3, sp (tp > 1)
  *     ep | dp cp and ep | E for a mixture of E experts (--ep fixes it)
  *     overlap on wherever ptdp train allows it (it never costs time) —
@@ -130,12 +131,12 @@ static double bound_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const int L = rq->model.layers, p = l->pp, v = l->virtual_stages > 1 ? l->virtual_stages : 1;
     const double M = l->micro_batches;
     const double block = c->block_f + c->block_b + (l->recompute == PTDP_RECOMPUTE_FULL ? c->block_f : 0);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(l->schedule);
-    if (e != NULL && e->layout != PTDP_CHUNKS_RING) {
+    const ptdp_pp_layout lay = ptdp_plan_pp_layout(l);
+    if (lay.shape != PTDP_CHUNKS_RING) {
         /* DualPipe: device 0 holds the model's first chunk and its last
          * (a V of 2p), or the first stage of one copy and the last of the
          * other, each running M / 2 micro-batches: its own work, no fill */
-        const bool dual = e->layout == PTDP_CHUNKS_DUAL;
+        const bool dual = ptdp_pp_layout_copies(&lay) == 2;
         const int n = dual ? p : 2 * p, r = L % n;
         const int blocks = 2 * (L / n) + (r > 0) + (r > n - 1);
         return (dual ? M / 2 : M) * (blocks * block + c->embed + c->head);
@@ -232,11 +233,11 @@ static bool stop(const search *s)
  * the loops make fail one of these, and need no more. */
 static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    const bool zb = strcmp(l->schedule, "zb-h1") == 0 || strncmp(l->schedule, "dualpipe", 8) == 0;
+    const ptdp_schedule_entry *e = ptdp_plan_schedule(l);
     const int v = l->virtual_stages, spread = l->dp * l->cp;
-    if (rq->bf16 && (v > 1 || zb))
+    if (rq->bf16 && ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, v, NULL, 0))
         return false;
-    if (l->zero == 3 && (spread == 1 || v > 1 || zb))
+    if (l->zero == 3 && (spread == 1 || ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, NULL, 0)))
         return false;
     if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
@@ -250,10 +251,9 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
  * W; every stage's every chunk otherwise. */
 static long long weighed_stages(const ptdp_plan_layout *l)
 {
-    const int v = ptdp_plan_chunks(l);
-    if (v == 1 && strcmp(l->schedule, "zb-h1") != 0)
+    if (ptdp_plan_monotone(l))
         return l->pp < 3 ? l->pp : 3;
-    return (long long)l->pp * v;
+    return (long long)l->pp * ptdp_plan_chunks(l);
 }
 
 /* Count `units` of work; past WORK_MAX stop the search with a message
@@ -298,8 +298,8 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     if (!cheap_ok(rq, l))
         return;
-    const bool zb = strcmp(l->schedule, "zb-h1") == 0 || strncmp(l->schedule, "dualpipe", 8) == 0;   /* and DualPipe's */
-    l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) && l->virtual_stages == 1 && !zb &&
+    l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) &&
+                 !ptdp_schedule_refuses(ptdp_plan_schedule(l), PTDP_FEATURE_OVERLAP, l->virtual_stages, NULL, 0) &&
                  !(l->ep > 1 && l->zero >= 2);   /* ZeRO-2's one reduce-scatter cannot start early with experts */
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
@@ -352,17 +352,18 @@ static void consider(search *s, ptdp_plan_layout *l)
 static void enumerate_choices(search *s, ptdp_plan_layout *l)
 {
     const ptdp_plan_request *rq = s->rq;
-    /* DualPipe's two (k >= 4) only when --schedule names them */
-    static const char *const schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved", "dualpipev", "dualpipe" };
-    for (int k = 0; k < 6 && !stop(s); k++) {
-        const bool chunked = k == 3;
-        if ((rq->schedule != NULL && strcmp(rq->schedule, schedules[k]) != 0) || (k >= 4 && rq->schedule == NULL))
+    /* the rows it tries unasked (DualPipe's two only when --schedule names them) */
+    for (int k = 0; k < ptdp_schedule_count() && !stop(s); k++) {
+        const ptdp_schedule_entry *e = ptdp_schedule_at(k);
+        const bool chunked = (e->caps & PTDP_SCHED_CHUNKS) != 0;
+        if (rq->schedule != NULL ? e != rq->schedule : !(e->caps & PTDP_SCHED_PLANNED))
             continue;
         int v_lo = 1, v_hi = 1;
         if (chunked) {
-            /* interleaved needs pp ≥ 2 and M a multiple of pp; v ≥ 2 chunks,
-             * pp v ≤ L model chunks (ptdp_schedule_check, validate) */
-            if (l->pp < 2 || l->micro_batches % l->pp != 0)
+            /* chunks round the ring: the row's counts (interleaved: pp ≥ 2,
+             * M a multiple of pp); v ≥ 2 chunks, pp v ≤ L model chunks */
+            char why[256];
+            if (ptdp_schedule_check_row(e, l->pp, l->micro_batches, 2, why, sizeof why) != 0)
                 continue;
             v_lo = 2;
             v_hi = rq->model.layers / l->pp;
@@ -372,7 +373,7 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
                 continue;
             v_lo = v_hi = rq->virtual_stages;
         }
-        snprintf(l->schedule, sizeof l->schedule, "%s", schedules[k]);
+        l->schedule = e;
         for (int v = v_lo; v <= v_hi && !stop(s); v++) {
             l->virtual_stages = v;
             for (int z = 0; z <= 3 && !stop(s); z++) {
@@ -579,7 +580,7 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
 static void layout_text(const ptdp_plan_layout *l, char *buf, size_t len)
 {
     snprintf(buf, len, "dp %d tp %d pp %d cp %d b %d %s%s%.0d recompute %s zero %d%s", l->dp, l->tp, l->pp, l->cp,
-             l->micro_batch_size, l->schedule, l->virtual_stages > 1 ? " v " : "",
+             l->micro_batch_size, ptdp_plan_schedule(l)->name, l->virtual_stages > 1 ? " v " : "",
              l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
              l->sp ? " sp" : "");
 }

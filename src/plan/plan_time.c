@@ -202,14 +202,14 @@ typedef struct {
     ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
     bool full, z3, split_bw;
-    ptdp_chunk_layout lay;         /* the chunks round a ring, in a V, or two copies */
+    ptdp_pp_layout lay;            /* the chunks round a ring, in a V, or two copies */
     int v;                         /* chunks a stage: ptdp_plan_chunks        */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
 static int chunk_at(const ctx *x, int st, int k)
 {
-    return ptdp_chunk_global_in(x->lay, x->l->pp, st, k);
+    return ptdp_pp_layout_global(&x->lay, st, k);
 }
 
 /* The same in the order DP's buckets meet a stage's chunks: DualPipe's
@@ -217,23 +217,23 @@ static int chunk_at(const ctx *x, int st, int k)
  * interleaved ring's order, chunk 0 first, is kept as it was priced). */
 static int chunk_flat(const ctx *x, int st, int k)
 {
-    return chunk_at(x, st, x->lay == PTDP_CHUNKS_RING ? k : x->v - 1 - k);
+    return chunk_at(x, st, x->lay.shape == PTDP_CHUNKS_RING ? k : x->v - 1 - k);
 }
 
 /* The stage that holds model chunk g (ptdp_chunk_place). */
 static int stage_of(const ctx *x, int g)
 {
-    const int p = x->l->pp;
-    return x->lay == PTDP_CHUNKS_RING ? g % p : g < p ? g : 2 * p - 1 - g;
+    int stage, chunk;
+    ptdp_pp_layout_place(&x->lay, g, &stage, &chunk);
+    return stage;
 }
 
 /* Model chunk g within its copy of the model: chunk *k of *n (DualPipe's two
  * copies: a stage of a model cut in pp; else a chunk of pp v). */
 static void within_copy(const ctx *x, int g, int *k, int *n)
 {
-    const bool dual = x->lay == PTDP_CHUNKS_DUAL;
-    *k = dual ? g % x->l->pp : g;
-    *n = dual ? x->l->pp : x->l->pp * x->v;
+    *n = ptdp_pp_layout_chunks(&x->lay);
+    *k = g % *n;
 }
 
 /* Does stage st hold a copy's first chunk (the embeddings) / last (the head)? */
@@ -481,7 +481,7 @@ static double walk_units(const ctx *x, const chunk_cost *pc, int which)
 
 /* ------------------------------------------------------- the pipeline */
 
-/* The schedule of (name, p, m, v), made once: the search asks for the same
+/* The schedule of (row, p, m, v), made once: the search asks for the same
  * few many times. */
 #define CACHE 256
 static _Thread_local struct {   /* one per thread: nobody frees what another plays */
@@ -489,17 +489,17 @@ static _Thread_local struct {   /* one per thread: nobody frees what another pla
     int next;
 } cache;
 
-static const ptdp_schedule *schedule_of(const char *name, int p, int m, int v)
+static const ptdp_schedule *schedule_of(const ptdp_schedule_entry *e, int p, int m, int v)
 {
     const ptdp_schedule *found = NULL;
     for (int i = 0; i < CACHE && found == NULL; i++) {
         ptdp_schedule *s = cache.s[i];
-        if (s != NULL && strcmp(s->name, name) == 0 && s->pp == p && s->micro_batches == m && s->virtual_stages == v)
+        if (s != NULL && s->entry == e && s->pp == p && s->micro_batches == m && s->virtual_stages == v)
             found = s;
     }
     if (found == NULL) {
         ptdp_schedule *s = NULL;
-        if (ptdp_schedule_create_v(name, p, m, v, &s) == PTDP_OK) {
+        if (ptdp_schedule_build(e, p, m, v, &s) == PTDP_OK) {
             ptdp_schedule_destroy(cache.s[cache.next]);
             cache.s[cache.next] = s;
             cache.next = (cache.next + 1) % CACHE;
@@ -638,28 +638,26 @@ out:
     return rc;
 }
 
-/* The makespan of (name, p, m, v).  A schedule's timing is a max-plus
+/* The makespan of (row, p, m, v).  A schedule's timing is a max-plus
  * linear recursion over the micro-batches: past the warm-up every further
  * group of micro-batches adds the same time to every stage's clock (the
  * slowest stage's F + B and its messages, per micro-batch).  So a long
  * schedule — whose generation alone grows faster than m (ZB-H1 and the
  * interleaved one take seconds at p 64, m 1536) — is played at two
- * lengths past the warm-up, m1 = 2p and m2 = 2p + 1 (interleaved: 3p, as
- * its micro-batches go round in groups of p; DualPipe's 4p and 4p + 2),
- * and carried on in a
- * straight line; tests/test_plan_time.c checks the line against the
+ * lengths past the warm-up, its row's m1 and m2 (m1 = 2p and m2 = 2p + 1;
+ * interleaved: 3p, as its micro-batches go round in groups of p;
+ * DualPipe's 4p and 4p + 2), and carried on in a straight line; a row
+ * without a line is played out.  tests/test_plan_time.c checks the line against the
  * whole schedule played out (PTDP_PLAN_PLAY_ALL=1 in the environment
  * plays every schedule out, as that check does). */
-static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, const double *send, pipe_times *out)
+static int play_m(const ptdp_schedule_entry *e, int p, int m, int v, const chunk_cost *pc, const double *send,
+                  pipe_times *out)
 {
-    const ptdp_schedule_entry *e = ptdp_schedule_find(name);
-    const bool ring = e != NULL && e->layout == PTDP_CHUNKS_RING;
-    const bool chunked = v > 1 && ring;   /* the interleaved schedule: groups of p */
-    /* DualPipe's line starts later (its rounds of pairs settle by 4p) and
-     * steps by 2 (m even): m1 = 4p, m2 = 4p + 2 */
-    const int m1 = ring ? 2 * p : 4 * p, m2 = m1 + (chunked ? p : ring ? 1 : 2);
+    int m1 = m, m2 = m;
+    if (e->line != NULL)
+        e->line(p, v, &m1, &m2);
     if (m <= m2 || getenv("PTDP_PLAN_PLAY_ALL") != NULL) {
-        const ptdp_schedule *s = schedule_of(name, p, m, v);
+        const ptdp_schedule *s = schedule_of(e, p, m, v);
         return s == NULL ? PTDP_EINVAL : play(s, pc, send, out);
     }
     double *buf = calloc(3 * (size_t)p, sizeof *buf);
@@ -668,10 +666,10 @@ static int play_m(const char *name, int p, int m, int v, const chunk_cost *pc, c
     pipe_times a = { .end = buf, .last_b = buf + p, .busy = buf + 2 * p };
     /* Each schedule played as soon as it is found: finding the second may
      * evict the first from the cache. */
-    const ptdp_schedule *s1 = schedule_of(name, p, m1, v);
+    const ptdp_schedule *s1 = schedule_of(e, p, m1, v);
     int rc = s1 == NULL ? PTDP_EINVAL : play(s1, pc, send, &a);
     if (rc == 0) {
-        const ptdp_schedule *s2 = schedule_of(name, p, m2, v);
+        const ptdp_schedule *s2 = schedule_of(e, p, m2, v);
         rc = s2 == NULL ? PTDP_EINVAL : play(s2, pc, send, out);
     }
     const double k = (double)(m - m2) / (m2 - m1);
@@ -804,7 +802,7 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
  * sum_groups_whole).  The tied embedding's copies then add on the device. */
 static double mirror_sum(const ctx *x, const chunk_cost *pc, int st)
 {
-    if (x->lay != PTDP_CHUNKS_DUAL)
+    if (ptdp_pp_layout_copies(&x->lay) != 2)
         return 0;
     const int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, st), world_rank(&x->mesh, 0, 0, 0, x->l->pp - 1 - st) };
     const int nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2);
@@ -921,12 +919,12 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     mesh_of(&x->mesh, rq->profile, l);
     if (x->mesh.ndp < 2)
         x->z3 = false;
-    *e = ptdp_schedule_find(l->schedule[0] ? l->schedule : "1f1b");
-    if (*e == NULL || x->peak <= 0)
+    *e = ptdp_plan_schedule(l);
+    if (x->peak <= 0)
         return PTDP_EINVAL;
-    x->split_bw = (*e)->split_backward;
-    x->lay = (*e)->layout;
-    x->v = ptdp_plan_chunks(l);
+    x->split_bw = ((*e)->caps & PTDP_SCHED_SPLIT_BACKWARD) != 0;
+    x->lay = ptdp_plan_pp_layout(l);
+    x->v = x->lay.v;
     *mp = ptdp_model_of(c)->plan;
     if (*mp == NULL)
         return PTDP_EINVAL;
@@ -992,8 +990,8 @@ static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_time
     if (l->zero >= 1) {
         t += nsp * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
         /* each tied copy here (DualPipe's stage may hold both) */
-        const int tied = l->pp < 2 || x->lay == PTDP_CHUNKS_DUAL ? 0   /* DualPipe's: in mirror_sum */
-                       : x->lay == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
+        const int tied = l->pp < 2 || ptdp_pp_layout_copies(&x->lay) == 2 ? 0   /* DualPipe's: in mirror_sum */
+                       : x->lay.shape == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
         t += tied * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
     }
     return t + mirror_sum(x, pc, st);
@@ -1101,7 +1099,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
             }
     }
     if (rc == 0)
-        rc = play_m(e->name, l->pp, l->micro_batches, v, pc, send, &pt);
+        rc = play_m(e, l->pp, l->micro_batches, v, pc, send, &pt);
 
     double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {

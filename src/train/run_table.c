@@ -185,9 +185,8 @@ int ptdp_run_table_merge_hosts(ptdp_device *dev, ptdp_run_table *r)
 static void bubble(ptdp_run_table *r, ptdp_train_result *res)
 {
     const ptdp_train_config *c = r->cfg;
-    /* The schedule's own formula: (p-1)/(m+p-1), or (p-1)/(v m+p-1) for
-     * the interleaved one (schedule.h).  Validation built it already. */
-    ptdp_schedule *s;
+    /* The schedule's own formula, its row's: (p-1)/(m+p-1), or
+     * (p-1)/(v m+p-1) for the interleaved one (schedule.h). */
     res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches);
     res->bubble_words = "(p-1)/(m+p-1)";
     if (c->token_slices > 1) {
@@ -195,10 +194,10 @@ static void bubble(ptdp_run_table *r, ptdp_train_result *res)
          * later slices attend to more keys, so the measured bubble differs */
         res->bubble_formula = ptdp_bubble_formula(c->pp, c->micro_batches * c->token_slices);
         res->bubble_words = "(p-1)/(k*m+p-1), uniform slices";
-    } else if (ptdp_schedule_create_v(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches,
-                                      ptdp_train_virtual_stages(c), &s) == 0) {
-        res->bubble_formula = ptdp_schedule_bubble_formula(s, &res->bubble_words);
-        ptdp_schedule_destroy(s);
+    } else {
+        const ptdp_schedule_entry *e = ptdp_train_schedule(c);
+        res->bubble_formula = e->bubble(c->pp, c->micro_batches, ptdp_train_virtual_stages(c));
+        res->bubble_words = e->bubble_words;
     }
     /* Idle fraction of every device's pipeline phase, averaged over devices
      * and steps.  The phase starts when the first device of the step starts

@@ -170,9 +170,9 @@ static int run_step(ptdp_device *dev, device_ctx *d, ptdp_pp_step *st)
  * (micro-batch, slice), slice fastest (pp.h). */
 static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_schedule **out)
 {
-    const char *name = c->schedule ? c->schedule : "1f1b";
+    const char *name = ptdp_train_schedule(c)->name;
     const int tasks = c->micro_batches * ptdp_train_token_slices(c);
-    int rc = ptdp_schedule_create_v(name, c->pp, tasks, ptdp_train_virtual_stages(c), out);
+    int rc = ptdp_schedule_build(ptdp_train_schedule(c), c->pp, tasks, ptdp_train_virtual_stages(c), out);
     if (rc == PTDP_ENOMEM)   /* the host's memory, not the flags (validation accepted them) */
         return ptdp_fail(dev, rc, "host out of memory building the %s schedule for pp=%d, m=%d, v=%d",
                          name, c->pp, tasks, ptdp_train_virtual_stages(c));
@@ -194,8 +194,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
-    d->mesh.pp_v = ptdp_train_pp_v(c);   /* before the model and its groups: where its chunks lie */
-    d->mesh.pp_dual = ptdp_train_pp_dual(c);
+    d->mesh.pp_layout = ptdp_train_layout(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;

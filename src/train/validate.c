@@ -10,8 +10,11 @@
  *   --recompute selective        needs caps.attention
  *   --cp-algo a2a                needs --cp 2+ and ops->heads, its heads per
  *                                TP rank divisible by --cp (ulysses.h)
- *   --schedule zb-h1             needs a split backward (ops->backward_input)
- *   --schedule dualpipev/dualpipe  that too; no bf16, ZeRO-3 or --overlap
+ *   --schedule S                 its registry row's counts (schedule.h); a
+ *                                W phase needs a split backward
+ *                                (ops->backward_input); bf16, ZeRO-3 and
+ *                                --overlap as the row allows
+ *                                (ptdp_schedule_refuses)
  *   shapes under tp x pp         the model's own ops->check
  *   the rest of the layout       the model's own ops->check_run, if any
  *
@@ -36,13 +39,15 @@
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
+#include "parallel/schedule_impl.h"
 
 ptdp_train_config ptdp_train_defaults(void)
 {
     ptdp_train_config c = {
         .model = ptdp_model_default_config(),
         .dp = 1, .tp = 1, .pp = 1, .micro_batches = 1, .batch = 64, .steps = 10,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1, .schedule = "1f1b",
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-3, .bucket_mb = 0.25, .seed = 1,
+        .schedule = ptdp_schedule_default(),
     };
     return c;
 }
@@ -236,18 +241,19 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     const ptdp_model_config *m = &c->model;
     if (c->virtual_stages < 0)
         BAD("--virtual-stages %d: must be at least 1 (model chunks per pipeline stage)", c->virtual_stages);
-    /* The schedule for this pp, m and v: --virtual-stages needs the
-     * interleaved schedule, which needs pp > 1 and m a multiple of pp. */
-    const int v = ptdp_train_virtual_stages(c);
+    /* The schedule's own counts for this pp, m and v (its registry row):
+     * --virtual-stages needs a schedule with chunks, … */
+    const ptdp_schedule_entry *e = ptdp_train_schedule(c);
+    const ptdp_pp_layout l = ptdp_train_layout(c);
+    const int v = l.v;
     /* a V holds two chunks whatever --virtual-stages says: the flag as typed is checked */
-    const int v_typed = (ptdp_train_pp_v(c) || ptdp_train_pp_dual(c)) && c->virtual_stages > 1 ? c->virtual_stages : v;
-    if (ptdp_schedule_check(c->schedule ? c->schedule : "1f1b", c->pp, c->micro_batches, v_typed, msg, n) != 0)
+    const int v_typed = e->layout != PTDP_CHUNKS_RING && c->virtual_stages > 1 ? c->virtual_stages : v;
+    if (ptdp_schedule_check_row(e, c->pp, c->micro_batches, v_typed, msg, n) != 0)
         return PTDP_EINVAL;
     const ptdp_model_ops *ops = ptdp_model_of(m);
-    const ptdp_schedule_entry *e = ptdp_schedule_find(c->schedule ? c->schedule : "1f1b");
-    if (e != NULL && e->split_backward && ops->backward_input == NULL)
+    if ((e->caps & PTDP_SCHED_SPLIT_BACKWARD) && ops->backward_input == NULL)
         BAD("--schedule %s splits each backward into B and W, and %s cannot split its backward: use "
-            "--schedule 1f1b or gpipe", e->name, title_of(ops));
+            "--schedule %s", e->name, title_of(ops), ptdp_schedule_plain_names());
     if (c->token_slices < 0)
         BAD("--token-slices %d: must be at least 1 (slices of each sequence)", c->token_slices);
     if (c->token_slices > 1) {
@@ -268,9 +274,12 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
         if (c->cp > 1)
             BAD("--token-slices %d and --cp %d both cut the sequence (one in time, one over devices): use one "
                 "of them", k, c->cp);
-        if (strcmp(c->schedule ? c->schedule : "1f1b", "gpipe") != 0)
+        if (!(e->caps & PTDP_SCHED_TOKEN_SLICES)) {
+            const ptdp_schedule_entry *with = ptdp_schedule_first_with(PTDP_SCHED_TOKEN_SLICES);
             BAD("--token-slices %d runs each sequence's slices forward in order and backward last first, as "
-                "GPipe does its micro-batches: use --schedule gpipe (not %s)", k, c->schedule ? c->schedule : "1f1b");
+                "GPipe does its micro-batches: use --schedule %s (not %s)", k, with ? with->name : "with token slices",
+                e->name);
+        }
         for (int j = 0; c->sp && j < k; j++) {
             size_t off, len;
             ptdp_share((size_t)T, k, j, &off, &len);
@@ -282,11 +291,11 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->pp > m->layers)
         BAD("--pp %d: more stages than --layers %d (each stage needs at least one block: --pp 1 to %d)",
             c->pp, m->layers, m->layers);
-    /* DualPipe: two copies of the model in pp stages each (--pp > --layers is refused above) */
-    const int nchunks = ptdp_train_pp_dual(c) ? c->pp : c->pp * v;
-    if ((long)c->pp * v > m->layers && ptdp_train_pp_v(c))
+    /* each copy's model chunks (DualPipe: two copies of pp; --pp > --layers is refused above) */
+    const int nchunks = ptdp_pp_layout_chunks(&l);
+    if ((long)c->pp * v > m->layers && l.shape == PTDP_CHUNKS_V)
         BAD("--layers %d cannot be cut into the %d stages of --schedule %s on --pp %d (2 x --pp, a V): need "
-            "--layers >= %d", m->layers, 2 * c->pp, c->schedule, c->pp, 2 * c->pp);
+            "--layers >= %d", m->layers, 2 * c->pp, e->name, c->pp, 2 * c->pp);
     if ((long)nchunks > m->layers)
         BAD("--layers %d cannot be cut into %d pieces for --pp %d --virtual-stages %d: need --layers >= %d "
             "(or a smaller --virtual-stages)", m->layers, c->pp * v, c->pp, v, c->pp * v);
@@ -321,65 +330,34 @@ static int optimizer_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
-/* bf16, ZeRO-3 and --overlap against the schedule and the mesh. */
+/* bf16, ZeRO-3 and --overlap against the schedule and the mesh.  What
+ * the schedule refuses is its row's to say (ptdp_schedule_refuses: its own
+ * reasons, a W phase's, several chunks a stage's). */
 static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
 {
+    const ptdp_schedule_entry *e = ptdp_train_schedule(c);
     const int v = ptdp_train_virtual_stages(c);
 #ifdef PTDP_DOUBLE
     if (c->bf16)
         BAD("--precision bf16 keeps float master weights and moments: it needs the float build (ptdp), not "
             "ptdp-f64, whose precision is f64");
 #endif
-    if (ptdp_train_pp_dual(c)) {
-        if (c->bf16)
-            BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
-                "time, and DualPipe gives each stage two chunks (a stage of each copy); use --schedule 1f1b or "
-                "gpipe", c->schedule);
-        if (c->zero == 3)
-            BAD("--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per device, and DualPipe "
-                "gives each stage two chunks (a stage of each copy); use --zero 2 (or --schedule 1f1b)", c->schedule);
-        if (c->overlap)
-            BAD("--overlap with --schedule %s: a device's two chunks finish their last backwards at different "
-                "times and only one chunk's gradients form the buffer's prefix; leave --overlap out", c->schedule);
-    }
-    if (c->bf16 && ptdp_train_pp_v(c))
-        BAD("--precision bf16 with --schedule %s: bf16 parameters are widened one model chunk's units at a "
-            "time, and its V gives each stage two chunks (and W adds after the rounding, as in zb-h1); use "
-            "--schedule 1f1b or gpipe", c->schedule);
-    if (c->zero == 3 && ptdp_train_pp_v(c))
-        BAD("--zero 3 with --schedule %s: ZeRO-3 gathers one model chunk's units per device, and its V gives "
-            "each stage two chunks; use --zero 2 (or --schedule 1f1b)", c->schedule);
-    if (c->overlap && ptdp_train_pp_v(c))
-        BAD("--overlap with --schedule %s: a device's two chunks finish their last backwards at different times "
-            "and only one chunk's gradients form the buffer's prefix; leave --overlap out", c->schedule);
-    if (c->bf16 && v > 1)
-        BAD("--precision bf16 with --virtual-stages %d: bf16 parameters are widened one model chunk's units "
-            "at a time; use --virtual-stages 1", v);
-    if (c->bf16 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
-        BAD("--precision bf16 with --schedule zb-h1: W adds into a unit's float gradient after the unit's "
-            "backward has rounded it into the bf16 store; use --schedule 1f1b or gpipe");
+    if (c->bf16 && ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, v, msg, n) != 0)
+        return PTDP_EINVAL;
     if (c->zero == 3 && c->dp * ptdp_train_cp(c) == 1)
         BAD("--zero 3 with --dp 1: ZeRO-3 shards the parameters over the data-parallel ranks, and with one rank "
             "there is nothing to shard, so it changes nothing; use --dp 2 or more, or leave --zero out");
-    if (c->zero == 3 && v > 1)
-        BAD("--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's units per device; "
-            "use --virtual-stages 1 (or --zero 2)", v);
-    if (c->zero == 3 && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
-        BAD("--zero 3 with --schedule zb-h1: W adds into a unit's gradient after the unit's backward has "
-            "reduce-scattered and freed it; use --schedule 1f1b or gpipe (or --zero 2)");
+    if (c->zero == 3 && ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, msg, n) != 0)
+        return PTDP_EINVAL;
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
-    if (c->overlap && v > 1)
-        BAD("--overlap with --virtual-stages %d: a device's chunks finish their last backwards at different "
-            "times and only one chunk's gradients form the buffer's prefix; use --virtual-stages 1", v);
     if (c->overlap && c->ep > 1 && c->zero >= 2)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
             "request, and with experts it is two, over two groups; use --zero 1 (whose buckets overlap per "
             "group) or leave --overlap out", c->ep, c->zero);
-    if (c->overlap && strcmp(c->schedule ? c->schedule : "1f1b", "zb-h1") == 0)
-        BAD("--overlap with --schedule zb-h1: its split backward writes the weight gradients in W, after B, so "
-            "no block's gradients are complete when its backward ends; use --schedule 1f1b or gpipe");
+    if (c->overlap && ptdp_schedule_refuses(e, PTDP_FEATURE_OVERLAP, v, msg, n) != 0)
+        return PTDP_EINVAL;
     return PTDP_OK;
 }
 

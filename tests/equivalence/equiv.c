@@ -23,7 +23,8 @@ ptdp_train_config equiv_config(int dp, int tp, int pp, int m)
     ptdp_train_config c = {
         .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 4, .classes = 8 ),
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = 48, .steps = 4,
-        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42, .schedule = "1f1b",
+        .optimizer = PTDP_OPT_ADAMW, .lr = 1e-2, .bucket_mb = 0.004, .seed = 42,
+        .schedule = ptdp_schedule_default(),
     };
     return c;
 }
@@ -53,7 +54,7 @@ static const char *describe(const ptdp_train_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, "dp=%d cp=%d%s%s tp=%d%s pp=%d m=%d %s%s zero=%d", c->dp, ptdp_train_cp(c),
              c->cp_contiguous ? " contiguous" : "", c->cp_a2a ? " a2a" : "", c->tp, c->sp ? " sp" : "", c->pp,
-             c->micro_batches, c->schedule != NULL ? c->schedule : "1f1b", c->recompute ? " recompute" : c->recompute_core ? " selective" : "", c->zero);
+             c->micro_batches, ptdp_train_schedule(c)->name, c->recompute ? " recompute" : c->recompute_core ? " selective" : "", c->zero);
     return buf;
 }
 
@@ -94,9 +95,9 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;
-    if (b.schedule != NULL && ptdp_schedule_find(b.schedule) != NULL &&
-        (ptdp_schedule_find(b.schedule)->chunked || ptdp_schedule_find(b.schedule)->layout != PTDP_CHUNKS_RING))
-        b.schedule = "1f1b";
+    char why[256];
+    if (ptdp_schedule_check_row(ptdp_train_schedule(&b), 1, 1, 1, why, sizeof why) != 0)
+        b.schedule = ptdp_schedule_default();
     return b;
 }
 

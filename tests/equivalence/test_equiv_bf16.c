@@ -119,7 +119,7 @@ static ptdp_train_config config_of(const bf16_case *k)
     c.cp = k->cp;
     c.cp_a2a = k->a2a;
     if (k->schedule != NULL)
-        c.schedule = k->schedule;
+        c.schedule = ptdp_schedule_find(k->schedule);
     c.sp = k->sp;
     c.recompute = k->recompute;
     c.recompute_core = k->selective;
@@ -133,7 +133,7 @@ static void describe(const ptdp_train_config *c, char *out, size_t n)
     snprintf(out, n, "%s bf16 zero %d dp=%d tp=%d%s cp=%d%s ep=%d pp=%d m=%d %s%s%s%s",
              ptdp_model_name(&c->model), c->zero, c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c),
              c->cp_a2a ? " a2a" : "", c->ep > 1 ? c->ep : 1, c->pp,
-             c->micro_batches, c->schedule ? c->schedule : "1f1b", c->recompute ? " recompute" : "",
+             c->micro_batches, ptdp_train_schedule(c)->name, c->recompute ? " recompute" : "",
              c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "");
 }
 

@@ -90,7 +90,7 @@ static ptdp_train_config config_of(const dual_case *k, const char *schedule, int
     c.sp = k->sp;
     c.recompute = k->recompute;
     c.dropout = k->dropout;
-    c.schedule = schedule;
+    c.schedule = ptdp_schedule_find(schedule);
     c.verify_replicas = true;
     return c;
 }

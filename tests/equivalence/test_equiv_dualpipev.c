@@ -76,7 +76,7 @@ static ptdp_train_config config_of(const v_case *k, const char *schedule, int pp
     c.sp = k->sp;
     c.recompute = k->recompute;
     c.dropout = k->dropout;
-    c.schedule = schedule;
+    c.schedule = ptdp_schedule_find(schedule);
     c.verify_replicas = k->dp > 1;
     return c;
 }

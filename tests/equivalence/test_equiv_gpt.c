@@ -77,7 +77,7 @@ static ptdp_train_config case_config(const gpt_case *k)
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.zero = k->zero;
-    c.schedule = k->schedule;
+    c.schedule = ptdp_schedule_find(k->schedule);
     c.dropout = k->dropout;
     return c;
 }
@@ -142,7 +142,7 @@ static void check_cp_case(const cp_case *k, int seq_len, bool a2a)
     c.cp_a2a = a2a;
     c.cp_contiguous = k->contiguous;
     c.zero = k->zero;
-    c.schedule = k->schedule;
+    c.schedule = ptdp_schedule_find(k->schedule);
     c.dropout = k->dropout;
     c.recompute = k->recompute;
     c.recompute_core = k->selective;
@@ -252,7 +252,7 @@ LOOP_TEST(gpt_tests, test_interleaved_mesh_equals_baseline, (int)(sizeof chunk_c
     int per = k->dp * k->m;
     c.batch = (c.batch + per - 1) / per * per;
     c.cp = k->cp;
-    c.schedule = "interleaved";
+    c.schedule = ptdp_schedule_find("interleaved");
     c.virtual_stages = k->v;
     c.zero = k->zero;
     c.sp = k->sp;

@@ -361,10 +361,10 @@ TEST(model_tests, test_sequence_flags_refused_by_capability)
     ck_assert_msg(strstr(msg, "the residual MLP has no attention") != NULL, "%s", msg);
     c.recompute_core = false;
     c.pp = 2;
-    c.schedule = "zb-h1";   /* it has no backward_input: its backward cannot be split */
+    c.schedule = ptdp_schedule_find("zb-h1");   /* it has no backward_input: its backward cannot be split */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "the residual MLP cannot split its backward") != NULL, "%s", msg);
-    c.schedule = "1f1b";
+    c.schedule = ptdp_schedule_find("1f1b");
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_OK);
 }
 END_TEST

@@ -92,7 +92,7 @@ static ptdp_train_config moe_config(const moe_case *k)
     c.steps = 3;
     c.weight_decay = 0.1;
     c.zero = k->zero;
-    c.schedule = k->schedule;
+    c.schedule = ptdp_schedule_find(k->schedule);
     c.dropout = k->dropout;
     c.recompute = k->recompute;
     c.recompute_core = k->selective;
@@ -130,7 +130,7 @@ TEST(moe_tests, test_unsupported_layouts_are_refused)
         c.sp = no[i].sp;
         ptdp_gpt(&c.model)->moe_capacity = no[i].capacity;
         if (no[i].slices > 0) {
-            c.schedule = "gpipe";
+            c.schedule = ptdp_schedule_find("gpipe");
             c.pp = 2;
             c.micro_batches = 2;
         }

@@ -28,7 +28,7 @@ LOOP_TEST(pp_tests, test_pp_matrix, 64)
 {
     int recompute = _i % 2, sched = _i / 2 % 2, m = MS[_i / 4 % 4], pp = PPS[_i / 16];
     ptdp_train_config c = equiv_config(1, 1, pp, m);
-    c.schedule = SCHEDULES[sched];
+    c.schedule = ptdp_schedule_find(SCHEDULES[sched]);
     c.recompute = recompute;
     equiv_check(&c);
 }
@@ -45,7 +45,7 @@ LOOP_TEST(pp_tests, test_explicit_stage_layers, 8)
     int k = _i / 2;
     ptdp_train_config c = equiv_config(1, 1, cuts[k].pp, 4);
     c.stage_layers = cuts[k].layers;
-    c.schedule = SCHEDULES[_i % 2];
+    c.schedule = ptdp_schedule_find(SCHEDULES[_i % 2]);
     equiv_check(&c);
 }
 END_TEST
@@ -56,7 +56,7 @@ LOOP_TEST(pp_tests, test_dp2_pp2, 12)
 {
     static const int ms[] = { 1, 2, 4 };
     ptdp_train_config c = equiv_config(2, 1, 2, ms[_i / 4]);
-    c.schedule = SCHEDULES[_i % 2];
+    c.schedule = ptdp_schedule_find(SCHEDULES[_i % 2]);
     c.recompute = _i / 2 % 2;
     c.verify_replicas = true;
     equiv_check(&c);
@@ -69,7 +69,7 @@ LOOP_TEST(pp_tests, test_dropout, 4)
 {
     ptdp_train_config c = equiv_config(1, 1, 4, 4);
     c.dropout = 0.2;
-    c.schedule = SCHEDULES[_i % 2];
+    c.schedule = ptdp_schedule_find(SCHEDULES[_i % 2]);
     c.recompute = _i / 2;
     equiv_check(&c);
 }
@@ -86,7 +86,7 @@ LOOP_TEST(pp_tests, test_interleaved_matrix, 14)
     const int *k = CHUNK_CASES[_i / 2];
     ptdp_train_config c = equiv_config(1, 1, k[0], k[1]);
     c.model.layers = 12;
-    c.schedule = "interleaved";
+    c.schedule = ptdp_schedule_find("interleaved");
     c.virtual_stages = k[2];
     c.recompute = _i % 2;
     equiv_check(&c);
@@ -101,7 +101,7 @@ LOOP_TEST(pp_tests, test_interleaved_composes, 6)
     static const int chunk_layers[] = { 3, 1, 1, 2, 2, 3 };   /* pp 3 x v 2, 12 blocks */
     ptdp_train_config c = equiv_config(_i < 3 ? 2 : 1, 1, _i < 3 ? 2 : 3, _i < 3 ? 4 : 3);
     c.model.layers = 12;
-    c.schedule = "interleaved";
+    c.schedule = ptdp_schedule_find("interleaved");
     c.virtual_stages = 2;
     if (_i < 3) {
         c.zero = _i;

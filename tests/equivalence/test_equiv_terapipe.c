@@ -44,7 +44,7 @@ static ptdp_train_config config_of(const tp_case *k)
      * its relative change — at the suite's lr 1e-2 that reaches 1.5e-4 in
      * float, past --check's 1e-4; at 1e-3 it stays under it. */
     c.lr = 1e-3;
-    c.schedule = "gpipe";
+    c.schedule = ptdp_schedule_find("gpipe");
     c.token_slices = k->k;
     c.zero = k->zero;
     c.sp = k->sp;

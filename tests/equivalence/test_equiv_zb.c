@@ -64,7 +64,7 @@ static ptdp_train_config config_of(const zb_case *k, const char *schedule)
         c.cp = k->cp;
     c.recompute = k->recompute;
     c.dropout = k->dropout;
-    c.schedule = schedule;
+    c.schedule = ptdp_schedule_find(schedule);
     c.verify_replicas = k->dp > 1;
     return c;
 }

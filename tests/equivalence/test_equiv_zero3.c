@@ -85,7 +85,7 @@ static ptdp_train_config config_of(const z3_case *k)
         small_gpt(&c, tp);
     c.zero = 3;
     c.cp = k->cp;
-    c.schedule = k->schedule;
+    c.schedule = ptdp_schedule_find(k->schedule);
     c.sp = k->sp;
     c.recompute = k->recompute;
     c.recompute_core = k->selective;
@@ -101,7 +101,7 @@ static void describe(const z3_case *k, const ptdp_train_config *c, char *out, si
 {
     snprintf(out, n, "%s zero 3 dp=%d tp=%d%s cp=%d pp=%d m=%d %s%s%s%s%s dropout=%g slices=%d",
              k->gpt ? "gpt" : "mlp", c->dp, c->tp, c->sp ? " sp" : "", ptdp_train_cp(c), c->pp, c->micro_batches,
-             c->schedule ? c->schedule : "1f1b", c->stage_layers ? " uneven" : "", c->recompute ? " recompute" : "",
+             ptdp_train_schedule(c)->name, c->stage_layers ? " uneven" : "", c->recompute ? " recompute" : "",
              c->recompute_core ? " selective" : "", c->overlap ? " overlap" : "", c->dropout,
              ptdp_train_token_slices(c));
 }

@@ -53,7 +53,7 @@ static ptdp_train_config run_config(int pp, int m)
         .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = P_RUN, .classes = 5 ),
         .dp = 1, .tp = 1, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
         .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .dropout = DROPOUT,
-        .schedule = "1f1b",
+        .schedule = ptdp_schedule_find("1f1b"),
     };
     return c;
 }

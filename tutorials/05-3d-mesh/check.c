@@ -273,7 +273,7 @@ static ptdp_train_config run_config(int dp, int tp, int pp, int m)
     ptdp_train_config c = {
         .model = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 6 ),
         .dp = dp, .tp = tp, .pp = pp, .micro_batches = m, .batch = B, .steps = STEPS,
-        .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .schedule = "1f1b",
+        .optimizer = PTDP_OPT_SGD, .lr = LR, .bucket_mb = 1, .seed = SEED, .schedule = ptdp_schedule_find("1f1b"),
     };
     return c;
 }

@@ -132,7 +132,7 @@ static int run_small(int tp, int pp, int m, const char *schedule, run *r, char *
     c.micro_batches = m;
     c.batch = 4 * m;                 /* micro-batches of b = 4 sequences */
     c.steps = 1;
-    c.schedule = schedule;
+    c.schedule = ptdp_schedule_find(schedule);
     ptdp_launch_opts o = { 0 };
     o.result = &r->launch;
     return ptdp_train(&c, &o, NULL, NULL, &r->res, msg, len);
@@ -494,7 +494,7 @@ static ptdp_plan_layout plan_layout(const lesson_layout *l)
     p.micro_batch_size = l->micro_batch_size;
     p.micro_batches = l->micro_batches;
     p.virtual_stages = 1;
-    snprintf(p.schedule, sizeof p.schedule, "%s", l->schedule);
+    p.schedule = ptdp_schedule_find(l->schedule);
     p.recompute = l->recompute;
     p.zero = l->zero;
     p.sp = l->sp;
@@ -623,7 +623,7 @@ static bool check_choice(void)
     if (ptdp_plan_search(&rq, mem, &c, &count, msg, sizeof msg) == 0 && count > 0) {
         const ptdp_plan_layout *b = &c[0].layout;
         tutorial_note("the planner's best: dp %d x tp %d x pp %d, b %d, %s, recompute %s, ZeRO-%d%s%s: step %.3f s; "
-                      "yours takes %.2fx its time", b->dp, b->tp, b->pp, b->micro_batch_size, b->schedule,
+                      "yours takes %.2fx its time", b->dp, b->tp, b->pp, b->micro_batch_size, b->schedule->name,
                       ptdp_recompute_name(b->recompute), b->zero, b->sp ? ", sp" : "", b->overlap ? ", overlap" : "",
                       c[0].time.step_s,
                       pt.step_s / c[0].time.step_s);
