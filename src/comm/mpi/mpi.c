@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "comm/launch_impl.h"
 #include "comm/mpi/mpi_backend.h"
