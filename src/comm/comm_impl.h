@@ -43,9 +43,10 @@
  *              watchdog can still report who waits for whom (runtime/).
  *   failure    a failing device cannot raise a flag in its peers' memory:
  *              it ends the job (MPI_Abort with its rank and message).
- *   launch     mpirun starts the processes; ptdp_launch makes the one
- *              device of this process, with the world communicator over
- *              MPI_COMM_WORLD (comm/launch.c is the threads backend's).
+ *   launch     mpirun starts the processes; ptdp_launch's shared set-up
+ *              (comm/launch.c) makes the one device this process owns, with
+ *              the world communicator over MPI_COMM_WORLD (the launcher's
+ *              two backends: comm/launch_impl.h).
  *   state      checkpoints: the threads copy their shards into one host
  *              state (train/state.c, state.h); processes have no shared
  *              host, so each process's host holds its own device's shards

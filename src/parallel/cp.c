@@ -121,8 +121,11 @@ static ptdp_tensor square(ptdp_real *data, int n)
 
 typedef struct {
     int N, r, T, Tl, B, heads, hd, W;
+    int c;                           /* a share's length (the pairs' side)  */
     bool zigzag;
     const ptdp_attn_dropout *drop;   /* NULL when p = 0 */
+    double scale;                    /* 1 / sqrt(hd)                        */
+    ptdp_real dscale;                /* 1 / (1 - p): a kept probability's   */
 } ring;
 
 static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int hd, bool zigzag,
@@ -143,6 +146,9 @@ static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int
         return false;
     g->Tl = T / g->N;
     g->B = qkv.rows / g->Tl;
+    g->c = ptdp_cp_layout_of(T, g->N, g->r, zigzag).len;
+    g->scale = 1.0 / sqrt((double)hd);
+    g->dscale = g->drop ? (ptdp_real)(1.0 / (1.0 - g->drop->p)) : 1;
     return true;
 }
 
@@ -169,7 +175,91 @@ static int step_pairs(const ring *g, int step, pair *pairs)
     return n;
 }
 
+/* Where query row t of pair p keeps its statistics (m, l, lse, delta):
+ * per sequence, head and local position. */
+static size_t stat_index(const ring *g, const pair *p, int t)
+{
+    return ((size_t)p->b * g->heads + p->h) * g->Tl + (size_t)p->qi * g->c + t;
+}
+
+/* How many keys of pair p query row t sees (causal): up to its position. */
+static int visible_keys(const ring *g, const pair *p, int t)
+{
+    const int tq = p->qp + t;
+    return tq - p->kp + 1 < g->c ? tq - p->kp + 1 : g->c;
+}
+
+/* Does dropout keep the probability of query row t and key s of pair p? */
+static bool kept(const ring *g, const pair *p, int t, int s)
+{
+    return ptdp_attn_dropout_kept(g->drop, g->drop->sample0 + p->b, g->drop->head0 + p->h, g->T,
+                                  p->qp + t, p->kp + s);
+}
+
 /* ------------------------------------------------------------ forward */
+
+/* The online-softmax merge of one query row with a new block of scores:
+ * m' = max(m, max_s S), rescale l and y by e^(m - m'), l += sum_s e^(S - m'),
+ * and the row becomes P = e^(S - m') (dropped, scaled), 0 in the future. */
+static void merge_row(const ring *g, const pair *p, int t, ptdp_real *row, ptdp_real *m, ptdp_real *l,
+                      ptdp_tensor y)
+{
+    const int c = g->c, valid = visible_keys(g, p, t);
+    if (valid <= 0) {               /* this query sees none of these keys */
+        memset(row, 0, (size_t)c * sizeof *row);
+        return;
+    }
+    const size_t idx = stat_index(g, p, t);
+    ptdp_real mb = row[0];
+    for (int s = 1; s < valid; s++)
+        mb = row[s] > mb ? row[s] : mb;
+    const ptdp_real mnew = m[idx] > mb ? m[idx] : mb;
+    const ptdp_real alpha = EXP(m[idx] - mnew);   /* 0 on the first block */
+    double sum = 0;
+    for (int s = 0; s < valid; s++) {
+        ptdp_real e = EXP(row[s] - mnew);
+        sum += e;
+        if (g->drop != NULL)
+            e = kept(g, p, t, s) ? e * g->dscale : 0;
+        row[s] = e;
+    }
+    for (int s = valid; s < c; s++)
+        row[s] = 0;
+    l[idx] = l[idx] * alpha + (ptdp_real)sum;
+    m[idx] = mnew;
+    ptdp_real *yr = ptdp_at(y, p->qr + t, p->h * g->hd);
+    for (int j = 0; j < g->hd; j++)
+        yr[j] *= alpha;
+}
+
+/* A block's partial attention for one pair: its scores S = Q K^T / sqrt(hd),
+ * merged row by row into the running softmax, then y += P V. */
+static void forward_pair(const ring *g, const pair *p, ptdp_tensor qkv, ptdp_tensor kvt, ptdp_tensor y,
+                         ptdp_real *S, ptdp_real *m, ptdp_real *l)
+{
+    const int c = g->c, hd = g->hd, col = p->h * hd;
+    ptdp_matmul(square(S, c), block(qkv, p->qr, c, col, hd), false, block(kvt, p->kr, c, col, hd), true,
+                g->scale, 0.0);
+    for (int t = 0; t < c; t++)
+        merge_row(g, p, t, S + (size_t)t * c, m, l, y);
+    ptdp_matmul(block(y, p->qr, c, col, hd), square(S, c), false, block(kvt, p->kr, c, g->W + col, hd), false,
+                1.0, 1.0);   /* y += P V */
+}
+
+/* After the last block: y = o / l, and keep lse = m + log l (l was kept in lse). */
+static void forward_finish(const ring *g, ptdp_tensor y, ptdp_real *lse, const ptdp_real *m)
+{
+    for (int b = 0; b < g->B; b++)
+        for (int h = 0; h < g->heads; h++)
+            for (int t = 0; t < g->Tl; t++) {
+                const size_t idx = ((size_t)b * g->heads + h) * g->Tl + t;
+                ptdp_real *yr = ptdp_at(y, b * g->Tl + t, h * g->hd);
+                const ptdp_real inv = (ptdp_real)(1.0 / lse[idx]);
+                for (int j = 0; j < g->hd; j++)
+                    yr[j] *= inv;
+                lse[idx] = m[idx] + LOG(lse[idx]);
+            }
+}
 
 int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, ptdp_real *lse,
                                 ptdp_tensor qkv, int T, int heads, int hd, bool zigzag,
@@ -180,11 +270,8 @@ int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, 
         !PTDP_REQUIRE(y.rows == qkv.rows && y.cols == g.W, "y %d x %d for qkv %d x %d", y.rows, y.cols,
                       qkv.rows, qkv.cols))
         return PTDP_EINVAL;
-    const ptdp_cp_layout lq = ptdp_cp_layout_of(T, g.N, g.r, zigzag);
-    const int c = lq.len, W = g.W;
+    const int c = g.c, W = g.W;
     const size_t rows = (size_t)g.B * g.Tl, nstat = (size_t)g.B * heads * g.Tl;
-    const double scale = 1.0 / sqrt((double)hd);
-    const ptdp_real dscale = g.drop ? (ptdp_real)(1.0 / (1.0 - g.drop->p)) : 1;
     ptdp_real *kv = ptdp_alloc_uninit(dev, rows * 2 * W * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv");
     ptdp_real *spare = ptdp_alloc_uninit(dev, rows * 2 * W * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_in");
     ptdp_real *S = ptdp_alloc_uninit(dev, (size_t)c * c * sizeof(ptdp_real), PTDP_MEM_ACTS, "ring.scores");
@@ -206,58 +293,12 @@ int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, 
     for (int step = 0; step < g.N; step++) {
         const ptdp_tensor kvt = ptdp_tensor_wrap(kv, (int)rows, 2 * W);
         const int np = step_pairs(&g, step, pairs);
-        for (int k = 0; k < np; k++) {
-            const int b = pairs[k].b, h = pairs[k].h, qi = pairs[k].qi, qp = pairs[k].qp;
-            const int kp = pairs[k].kp, qr = pairs[k].qr, kr = pairs[k].kr;
-            ptdp_matmul(square(S, c), block(qkv, qr, c, h * hd, hd), false,
-                        block(kvt, kr, c, h * hd, hd), true, scale, 0.0);
-            for (int t = 0; t < c; t++) {
-                ptdp_real *row = S + (size_t)t * c;
-                const int tq = qp + t, valid = tq - kp + 1 < c ? tq - kp + 1 : c;
-                if (valid <= 0) {               /* this query sees none of these keys */
-                    memset(row, 0, (size_t)c * sizeof *row);
-                    continue;
-                }
-                const size_t idx = ((size_t)b * heads + h) * g.Tl + (size_t)qi * c + t;
-                ptdp_real mb = row[0];
-                for (int s = 1; s < valid; s++)
-                    mb = row[s] > mb ? row[s] : mb;
-                const ptdp_real mnew = m[idx] > mb ? m[idx] : mb;
-                const ptdp_real alpha = EXP(m[idx] - mnew);   /* 0 on the first block */
-                double sum = 0;
-                for (int s = 0; s < valid; s++) {
-                    ptdp_real e = EXP(row[s] - mnew);
-                    sum += e;
-                    if (g.drop != NULL)
-                        e = ptdp_attn_dropout_kept(g.drop, g.drop->sample0 + b, g.drop->head0 + h, T, tq, kp + s)
-                                ? e * dscale : 0;
-                    row[s] = e;
-                }
-                for (int s = valid; s < c; s++)
-                    row[s] = 0;
-                lse[idx] = lse[idx] * alpha + (ptdp_real)sum;
-                m[idx] = mnew;
-                ptdp_real *yr = ptdp_at(y, qr + t, h * hd);
-                for (int j = 0; j < hd; j++)
-                    yr[j] *= alpha;
-            }
-            ptdp_matmul(block(y, qr, c, h * hd, hd), square(S, c), false,
-                        block(kvt, kr, c, W + h * hd, hd), false, 1.0, 1.0);   /* y += P V */
-        }
+        for (int k = 0; k < np; k++)
+            forward_pair(&g, &pairs[k], qkv, kvt, y, S, m, lse);
         if (step + 1 < g.N && (rc = ring_pass(cp, &kv, &spare, rows * 2 * W)) != 0)
             goto out;
     }
-    /* y = o / l; keep lse = m + log l */
-    for (int b = 0; b < g.B; b++)
-        for (int h = 0; h < heads; h++)
-            for (int t = 0; t < g.Tl; t++) {
-                const size_t idx = ((size_t)b * heads + h) * g.Tl + t;
-                ptdp_real *yr = ptdp_at(y, b * g.Tl + t, h * hd);
-                const ptdp_real inv = (ptdp_real)(1.0 / lse[idx]);
-                for (int j = 0; j < hd; j++)
-                    yr[j] *= inv;
-                lse[idx] = m[idx] + LOG(lse[idx]);
-            }
+    forward_finish(&g, y, lse, m);
 out:
     ptdp_free(dev, kv);
     ptdp_free(dev, spare);
@@ -268,6 +309,98 @@ out:
 }
 
 /* ----------------------------------------------------------- backward */
+
+/* delta_t = dY_t . y_t, per sequence, head and query row. */
+static void backward_delta(const ring *g, ptdp_real *delta, ptdp_tensor dy, ptdp_tensor y)
+{
+    const int hd = g->hd;
+    for (int b = 0; b < g->B; b++)
+        for (int h = 0; h < g->heads; h++)
+            for (int t = 0; t < g->Tl; t++) {
+                const ptdp_real *a = ptdp_at(dy, b * g->Tl + t, h * hd), *o = ptdp_at(y, b * g->Tl + t, h * hd);
+                double d = 0;
+                for (int j = 0; j < hd; j++)
+                    d += (double)a[j] * o[j];
+                delta[((size_t)b * g->heads + h) * g->Tl + t] = (ptdp_real)d;
+            }
+}
+
+/* What the backward of one pair reads and writes besides the block. */
+typedef struct {
+    ptdp_tensor qkv, dqkv, dy;
+    const ptdp_real *lse, *delta;
+    ptdp_real *P, *G;               /* c x c each: P, and D, then dP, then dS */
+} backward_io;
+
+/* The probabilities again, P = e^(S - lse) on the causal part (S already
+ * in P), and D = dropout(P) in G. */
+static void recompute_probs(const ring *g, const pair *p, const backward_io *io)
+{
+    const int c = g->c;
+    for (int t = 0; t < c; t++) {
+        const int valid = visible_keys(g, p, t);
+        const ptdp_real l = io->lse[stat_index(g, p, t)];
+        ptdp_real *pr = io->P + (size_t)t * c, *dr = io->G + (size_t)t * c;
+        for (int s = 0; s < c; s++) {
+            pr[s] = s < valid ? EXP(pr[s] - l) : 0;
+            dr[s] = pr[s];
+            if (g->drop != NULL && s < valid)
+                dr[s] = kept(g, p, t, s) ? pr[s] * g->dscale : 0;
+        }
+    }
+}
+
+/* dS = P (dP - delta), dP = dropout'(dY V^T) (in G) dropped as D was. */
+static void score_grads(const ring *g, const pair *p, const backward_io *io)
+{
+    const int c = g->c;
+    for (int t = 0; t < c; t++) {
+        const ptdp_real d = io->delta[stat_index(g, p, t)];
+        const ptdp_real *pr = io->P + (size_t)t * c;
+        ptdp_real *gr = io->G + (size_t)t * c;
+        for (int s = 0; s < c; s++) {
+            ptdp_real dp = gr[s];
+            if (g->drop != NULL)
+                dp = kept(g, p, t, s) ? dp * g->dscale : 0;
+            gr[s] = pr[s] * (dp - d);   /* 0 where P is 0: the future */
+        }
+    }
+}
+
+/* One pair's gradients: dQ into dqkv, dK and dV into the travelling block. */
+static void backward_pair(const ring *g, const pair *p, const backward_io *io, ptdp_tensor kvt, ptdp_tensor dkvt)
+{
+    const int c = g->c, hd = g->hd, col = p->h * hd;
+    const ptdp_tensor Q = block(io->qkv, p->qr, c, col, hd), K = block(kvt, p->kr, c, col, hd);
+    const ptdp_tensor V = block(kvt, p->kr, c, g->W + col, hd);
+    const ptdp_tensor dY = block(io->dy, p->qr, c, col, hd);
+    ptdp_matmul(square(io->P, c), Q, false, K, true, g->scale, 0.0);
+    recompute_probs(g, p, io);
+    /* dV += D^T dY */
+    ptdp_matmul(block(dkvt, p->kr, c, g->W + col, hd), square(io->G, c), true, dY, false, 1.0, 1.0);
+    /* dP = dY V^T; dS = P (dP - delta) */
+    ptdp_matmul(square(io->G, c), dY, false, V, true, 1.0, 0.0);
+    score_grads(g, p, io);
+    /* dQ += dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd) */
+    ptdp_matmul(block(io->dqkv, p->qr, c, col, hd), square(io->G, c), false, K, false, g->scale, 1.0);
+    ptdp_matmul(block(dkvt, p->kr, c, col, hd), square(io->G, c), true, Q, false, g->scale, 1.0);
+}
+
+/* After the last step the block I hold is my right neighbour's: its
+ * gradient goes home, and mine comes from the left, into dqkv's K and V. */
+static int gradients_home(const ring *g, ptdp_comm *cp, ptdp_real *blk, ptdp_real *spare, size_t half,
+                          ptdp_tensor dqkv)
+{
+    const int rows = g->B * g->Tl, W = g->W;
+    ptdp_real *mine = blk + half, *in = spare + half;
+    if (g->N > 1) {
+        int rc = ring_pass(cp, &mine, &in, half);
+        if (rc != 0)
+            return rc;
+    }
+    ptdp_tensor_copy(block(dqkv, 0, rows, W, 2 * W), ptdp_tensor_wrap(mine, rows, 2 * W));
+    return 0;
+}
 
 int ptdp_ring_attention_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dqkv, ptdp_tensor dy,
                                  ptdp_tensor qkv, ptdp_tensor y, const ptdp_real *lse, int T, int heads,
@@ -280,11 +413,8 @@ int ptdp_ring_attention_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dq
                       "dqkv %d x %d, dy %d x %d, y %d x %d for qkv %d x %d", dqkv.rows, dqkv.cols, dy.rows,
                       dy.cols, y.rows, y.cols, qkv.rows, qkv.cols))
         return PTDP_EINVAL;
-    const ptdp_cp_layout lq = ptdp_cp_layout_of(T, g.N, g.r, zigzag);
-    const int c = lq.len, W = g.W;
+    const int c = g.c, W = g.W;
     const size_t rows = (size_t)g.B * g.Tl, half = rows * 2 * W, nstat = (size_t)g.B * heads * g.Tl;
-    const double scale = 1.0 / sqrt((double)hd);
-    const ptdp_real dscale = g.drop ? (ptdp_real)(1.0 / (1.0 - g.drop->p)) : 1;
     /* a travelling block: keys and values, then their gradient so far */
     ptdp_real *blk = ptdp_alloc_uninit(dev, 2 * half * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_dkv");
     ptdp_real *spare = ptdp_alloc_uninit(dev, 2 * half * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_dkv_in");
@@ -296,78 +426,22 @@ int ptdp_ring_attention_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dq
         rc = PTDP_ENOMEM;
         goto out;
     }
-    ptdp_real *G = P + (size_t)c * c;           /* dP, then dS */
+    const backward_io io = { qkv, dqkv, dy, lse, delta, P, P + (size_t)c * c };
     ptdp_tensor_copy(ptdp_tensor_wrap(blk, (int)rows, 2 * W), block(qkv, 0, (int)rows, W, 2 * W));
     memset(blk + half, 0, half * sizeof(ptdp_real));
     ptdp_tensor_fill(block(dqkv, 0, (int)rows, 0, W), 0);
-    for (int b = 0; b < g.B; b++)                /* delta_t = dY_t . y_t per head */
-        for (int h = 0; h < heads; h++)
-            for (int t = 0; t < g.Tl; t++) {
-                const ptdp_real *a = ptdp_at(dy, b * g.Tl + t, h * hd), *o = ptdp_at(y, b * g.Tl + t, h * hd);
-                double d = 0;
-                for (int j = 0; j < hd; j++)
-                    d += (double)a[j] * o[j];
-                delta[((size_t)b * heads + h) * g.Tl + t] = (ptdp_real)d;
-            }
+    backward_delta(&g, delta, dy, y);
 
     for (int step = 0; step < g.N; step++) {
         const ptdp_tensor kvt = ptdp_tensor_wrap(blk, (int)rows, 2 * W);
         const ptdp_tensor dkvt = ptdp_tensor_wrap(blk + half, (int)rows, 2 * W);
         const int np = step_pairs(&g, step, pairs);
-        for (int k = 0; k < np; k++) {
-            const int b = pairs[k].b, h = pairs[k].h, qi = pairs[k].qi, qp = pairs[k].qp;
-            const int kp = pairs[k].kp, qr = pairs[k].qr, kr = pairs[k].kr;
-            const ptdp_tensor Q = block(qkv, qr, c, h * hd, hd), K = block(kvt, kr, c, h * hd, hd);
-            const ptdp_tensor V = block(kvt, kr, c, W + h * hd, hd);
-            const ptdp_tensor dY = block(dy, qr, c, h * hd, hd);
-            /* P = e^(S - lse) on the causal part; D = dropout(P) in G for now */
-            ptdp_matmul(square(P, c), Q, false, K, true, scale, 0.0);
-            for (int t = 0; t < c; t++) {
-                const int tq = qp + t, valid = tq - kp + 1 < c ? tq - kp + 1 : c;
-                const ptdp_real l = lse[((size_t)b * heads + h) * g.Tl + (size_t)qi * c + t];
-                ptdp_real *pr = P + (size_t)t * c, *dr = G + (size_t)t * c;
-                for (int s = 0; s < c; s++) {
-                    pr[s] = s < valid ? EXP(pr[s] - l) : 0;
-                    dr[s] = pr[s];
-                    if (g.drop != NULL && s < valid)
-                        dr[s] = ptdp_attn_dropout_kept(g.drop, g.drop->sample0 + b, g.drop->head0 + h, T, tq, kp + s)
-                                    ? pr[s] * dscale : 0;
-                }
-            }
-            /* dV += D^T dY */
-            ptdp_matmul(block(dkvt, kr, c, W + h * hd, hd), square(G, c), true, dY, false, 1.0, 1.0);
-            /* dP = dropout'(dY V^T); dS = P (dP - delta) */
-            ptdp_matmul(square(G, c), dY, false, V, true, 1.0, 0.0);
-            for (int t = 0; t < c; t++) {
-                const int tq = qp + t;
-                const ptdp_real d = delta[((size_t)b * heads + h) * g.Tl + (size_t)qi * c + t];
-                const ptdp_real *pr = P + (size_t)t * c;
-                ptdp_real *gr = G + (size_t)t * c;
-                for (int s = 0; s < c; s++) {
-                    ptdp_real dp = gr[s];
-                    if (g.drop != NULL)
-                        dp = ptdp_attn_dropout_kept(g.drop, g.drop->sample0 + b, g.drop->head0 + h, T, tq, kp + s)
-                                 ? dp * dscale : 0;
-                    gr[s] = pr[s] * (dp - d);   /* 0 where P is 0: the future */
-                }
-            }
-            /* dQ += dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd) */
-            ptdp_matmul(block(dqkv, qr, c, h * hd, hd), square(G, c), false, K, false, scale, 1.0);
-            ptdp_matmul(block(dkvt, kr, c, h * hd, hd), square(G, c), true, Q, false, scale, 1.0);
-        }
+        for (int k = 0; k < np; k++)
+            backward_pair(&g, &pairs[k], &io, kvt, dkvt);
         if (step + 1 < g.N && (rc = ring_pass(cp, &blk, &spare, 2 * half)) != 0)
             goto out;
     }
-    /* the block I hold now is my right neighbour's: its gradient goes home,
-     * and mine comes from the left */
-    if (g.N > 1) {
-        ptdp_real *mine = blk + half, *in = spare + half;
-        if ((rc = ring_pass(cp, &mine, &in, half)) != 0)
-            goto out;
-        ptdp_tensor_copy(block(dqkv, 0, (int)rows, W, 2 * W), ptdp_tensor_wrap(mine, (int)rows, 2 * W));
-    } else {
-        ptdp_tensor_copy(block(dqkv, 0, (int)rows, W, 2 * W), ptdp_tensor_wrap(blk + half, (int)rows, 2 * W));
-    }
+    rc = gradients_home(&g, cp, blk, spare, half, dqkv);
 out:
     ptdp_free(dev, blk);
     ptdp_free(dev, spare);

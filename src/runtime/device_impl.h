@@ -1,10 +1,10 @@
 /*
  * device_impl.h — the device calls for the library only (private to src/).
  *
- * Which device the calling thread plays is set once, by whoever starts the
- * device (comm/launch.c, comm/mpi/): the shape-error handler and the trace
- * read it back.  And a tensor about to be written in full can skip the
- * arena's clearing.
+ * Which device the calling thread plays is set once, as the device starts
+ * (comm/launch.c, for every backend): the shape-error handler and the
+ * trace read it back.  And a tensor about to be written in full can skip
+ * the arena's clearing.
  *
  *   launch ──ptdp_device_set_current(dev)──▶ thread-local ──ptdp_device_current()──▶ error, trace
  */

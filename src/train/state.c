@@ -236,29 +236,22 @@ static int check_values(const ptdp_state_tensor *t, const char *path, char *msg,
     return 0;
 }
 
-int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
-                    char *msg, size_t msglen)
+/* Loading reads the file in the order a reader checks it: is it this
+ * run's model and shape, what run made it (optimizer, seed, batch), then
+ * every tensor — each step below says what is wrong, naming the field. */
+
+/* The checkpoint holds this run's model, in this run's shape.  The model's
+ * key is absent in the default model's files (the first model, whose files
+ * came before the key). */
+static int check_model(const ptdp_st_file *f, const char *path, const ptdp_model_ops *ops,
+                       const ptdp_model_config *cfg, char *msg, size_t msglen)
 {
-    memset(s, 0, sizeof *s);
-    ptdp_st_file *f;
-    int rc = ptdp_st_open(path, &f, msg, msglen);
-    if (rc != 0)
-        return rc;
-    const ptdp_model_ops *ops = ptdp_model_of(cfg);
-    if (ops == NULL) {
-        snprintf(msg, msglen, "%s: this run's model is unknown", path);
-        ptdp_st_close(f);
-        return PTDP_EINVAL;
-    }
-    /* Which model: the key is absent in the default model's files (the
-     * first model, whose files came before the key). */
     const char *model = ptdp_st_meta(f, "model");
     if (model == NULL)
         model = ptdp_model_at(0)->name;
     if (strcmp(model, ops->name) != 0) {
         snprintf(msg, msglen, "%s: the checkpoint holds a %.20s model, this run trains a %s (--model)", path,
                  model, ops->name);
-        ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
     char want[NMETA_MAX][32];
@@ -266,50 +259,59 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
     int nmeta = ops->metadata(cfg, keys, want, flags, NMETA_MAX);
     for (int i = 0; i < nmeta; i++) {
         long long have;
-        if ((rc = meta_int(f, path, keys[i], &have, msg, msglen)) != 0) {
-            ptdp_st_close(f);
+        int rc = meta_int(f, path, keys[i], &have, msg, msglen);
+        if (rc != 0)
             return rc;
-        }
         if (have < 0 || have > INT32_MAX) {   /* no shape of a run is that: the file, not the flags */
             snprintf(msg, msglen, "%s: metadata '%s' is %lld, out of range (0 to %d): a corrupt checkpoint",
                      path, keys[i], have, INT32_MAX);
-            ptdp_st_close(f);
             return PTDP_ECORRUPT;
         }
         if (have != strtoll(want[i], NULL, 10)) {
             snprintf(msg, msglen, "%s: model shape mismatch: the checkpoint has %s=%lld, this run %s %s",
                      path, keys[i], have, flags[i], want[i]);
-            ptdp_st_close(f);
             return PTDP_ECORRUPT;
         }
     }
+    return 0;
+}
+
+/* What run made the file: its optimizer (and whether SGD kept momentum),
+ * its seed and its batch. */
+typedef struct {
+    ptdp_optimizer_kind kind;
+    bool momentum;
+    long long seed, batch;
+} run_meta;
+
+static int read_run_meta(const ptdp_st_file *f, const char *path, run_meta *run, char *msg, size_t msglen)
+{
     const char *opt = ptdp_st_meta(f, "optimizer");
-    ptdp_optimizer_kind kind = opt && strncmp(opt, "sgd", 3) == 0 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
     if (opt == NULL || (strcmp(opt, "adamw") != 0 && strcmp(opt, "sgd") != 0 && strcmp(opt, "sgd-momentum") != 0)) {
         snprintf(msg, msglen, "%s: metadata 'optimizer' is missing or unknown (adamw, sgd or sgd-momentum)", path);
-        ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
-    long long seed, batch;
-    if ((rc = meta_int(f, path, "seed", &seed, msg, msglen)) != 0 ||
-        (rc = meta_int(f, path, "batch", &batch, msg, msglen)) != 0) {
-        ptdp_st_close(f);
+    run->kind = strncmp(opt, "sgd", 3) == 0 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
+    run->momentum = strcmp(opt, "sgd-momentum") == 0;
+    int rc;
+    if ((rc = meta_int(f, path, "seed", &run->seed, msg, msglen)) != 0 ||
+        (rc = meta_int(f, path, "batch", &run->batch, msg, msglen)) != 0)
         return rc;
-    }
+    const long long seed = run->seed, batch = run->batch;
     if (seed < 0 || batch < 1 || batch > INT32_MAX) {
         snprintf(msg, msglen, "%s: metadata '%s' is %lld; %s", path, seed < 0 ? "seed" : "batch",
                  seed < 0 ? seed : batch, seed < 0 ? "a seed is not negative" : "a batch holds at least one sample");
-        ptdp_st_close(f);
         return PTDP_ECORRUPT;
     }
-    if ((rc = ptdp_state_init(s, cfg, kind, strcmp(opt, "sgd-momentum") == 0)) != 0) {
-        ptdp_st_close(f);
-        return rc;
-    }
-    s->seed = (uint64_t)seed;
-    s->batch = (int)batch;
-    /* Nothing the model does not have: a tensor of another model, or a
-     * layer more than this one has, is a wrong file, not something to skip. */
+    return 0;
+}
+
+/* Every tensor of the state from the file, checked, and the step count.
+ * Nothing the model does not have: a tensor of another model, or a layer
+ * more than this one has, is a wrong file, not something to skip. */
+static int read_tensors(ptdp_state *s, const ptdp_st_file *f, const char *path, char *msg, size_t msglen)
+{
+    int rc = 0;
     for (int i = 0; i < ptdp_st_count(f) && rc == 0; i++) {
         const char *name = ptdp_st_get(f, i)->name;
         if (strcmp(name, "optim.step") != 0 && ptdp_state_find(s, name) == NULL) {
@@ -334,9 +336,31 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
         rc = PTDP_ECORRUPT;
     }
     s->step = (long)step;
-    ptdp_st_close(f);
+    return rc;
+}
+
+int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
+                    char *msg, size_t msglen)
+{
+    memset(s, 0, sizeof *s);
+    ptdp_st_file *f;
+    int rc = ptdp_st_open(path, &f, msg, msglen);
     if (rc != 0)
-        ptdp_state_free(s);
+        return rc;
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
+    run_meta run;
+    if (ops == NULL) {
+        snprintf(msg, msglen, "%s: this run's model is unknown", path);
+        rc = PTDP_EINVAL;
+    } else if ((rc = check_model(f, path, ops, cfg, msg, msglen)) == 0 &&
+               (rc = read_run_meta(f, path, &run, msg, msglen)) == 0 &&
+               (rc = ptdp_state_init(s, cfg, run.kind, run.momentum)) == 0) {
+        s->seed = (uint64_t)run.seed;
+        s->batch = (int)run.batch;
+        if ((rc = read_tensors(s, f, path, msg, msglen)) != 0)
+            ptdp_state_free(s);
+    }
+    ptdp_st_close(f);
     return rc;
 }
 

@@ -37,7 +37,8 @@
  * mpi_rooted.c (the rooted collectives, all_to_all, the naive all-reduce),
  * mpi_coll.c (the all-reduce algorithms and their halves), mpi_p2p.c
  * (send, recv), mpi_comm.c (a group's communicator, split, the table),
- * mpi.c (MPI_Init, the one device of this process, host merges, failure).
+ * mpi.c (MPI_Init; the launcher's processes backend: the one device of this
+ * process, host merges, failure).
  */
 #ifndef PTDP_MPI_BACKEND_H
 #define PTDP_MPI_BACKEND_H

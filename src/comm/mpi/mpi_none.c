@@ -10,7 +10,7 @@
  */
 #include <stdio.h>
 
-#include "comm/mpi/mpi_launch.h"
+#include "comm/launch_impl.h"
 #include "ptdp/error.h"
 #include "ptdp/mpi.h"
 #include "comm/mpi_impl.h"
@@ -40,18 +40,15 @@ void ptdp_mpi_finish(void)
 {
 }
 
-int ptdp_mpi_launch(int world_size, ptdp_device_fn fn, void *arg, const ptdp_launch_opts *opts)
+/* The launcher's processes backend: it cannot open. */
+static int none_open(ptdp_launch_state *L, char *msg, size_t len)
 {
-    (void)world_size;
-    (void)fn;
-    (void)arg;
-    if (opts->result) {
-        opts->result->status = PTDP_EINVAL;
-        opts->result->failed_rank = -1;
-        snprintf(opts->result->message, sizeof opts->result->message, "%s", NOT_BUILT);
-    }
+    (void)L;
+    snprintf(msg, len, "%s", NOT_BUILT);
     return PTDP_EINVAL;
 }
+
+const ptdp_launch_backend ptdp_mpi_backend = { .open = none_open };
 
 int ptdp_mpi_time_all_reduce(struct ptdp_device *dev, const void *send, void *recv, size_t count,
                              int dtype, int samples, int batch, double *seconds)
