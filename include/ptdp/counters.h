@@ -32,10 +32,16 @@
  * Numbers are doubles: a count of rows or bytes stays exact up to 2^53, so
  * its sum does not depend on the order of the adds.
  *
+ * Who counts: every device, or TP rank 0 alone for what every TP rank
+ * sees alike (PTDP_COUNT_TP_ONCE: the tokens a router sends, as the loss
+ * is counted once); a step's sum of a loss reads as a mean per sample
+ * (PTDP_COUNT_PER_SAMPLE).
+ *
  * The names are the --log and --report keys users read: a public contract
- * (add, never rename).  Only the C library is used here: models, the
- * parallelisms and the trainer all stand on it (a device carries its
- * ptdp_counts, device.h).
+ * (add, never rename).  Why core/: the publishers and fillers live in
+ * every layer above it — models/, parallel/ (ep.c, pp.c), train/ — and the
+ * device (runtime/, device.h) carries each device's ptdp_counts, so the
+ * channel must sit below them all; it needs nothing but the C library.
  */
 #ifndef PTDP_COUNTERS_H
 #define PTDP_COUNTERS_H
