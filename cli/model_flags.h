@@ -127,11 +127,11 @@ typedef struct {
     double (*ep_uniform_bytes)(const ptdp_train_config *c);
     /* Lines after the run (what a micro-batch keeps, …). */
     void (*summary)(const ptdp_train_config *c, const ptdp_launch_result *lr);
-    /* The model's counts of each step (model.h's stats_len, in
-     * ptdp_step_log.stats): --log's keys of one step after "aux_loss",
-     * --report's keys of the run after "last_aux_loss", and the lines
-     * printed after the summary. */
-    void (*log_stats)(FILE *f, const ptdp_train_config *c, const ptdp_step_log *l);
+    /* Optional (NULL: none): what the run's counters the model published
+     * (model.h's publish, read by name from res: counters.h) come to over
+     * the run — --report's keys of the run after the first and last step
+     * of each number a step ("last_aux_loss"), and the lines printed after
+     * the summary.  (--log writes every counter of a step itself.) */
     void (*report_stats)(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res);
     void (*print_stats)(const ptdp_train_config *c, const ptdp_train_result *res);
     /* --dump-data: x holds tokens (int64) or features, x_cols and y_cols

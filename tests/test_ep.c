@@ -10,7 +10,9 @@
  *              <dispatch x, y> = <x, combine y> summed over the group
  *              (small integers: exact in both precisions); the counters'
  *              all_to_allv bytes equal the rows functions x cols x element,
- *              the counts' all_to_all (N-1) local ints; staging is freed
+ *              the counts' all_to_all (N-1) local ints; staging is freed;
+ *              the counter EP publishes, "ep_bytes" (counters.h), adds up
+ *              to every byte the comm layer measured the exchanges send
  *   uniform    every rank sends each expert the same rows: each exchange's
  *              measured bytes equal k T_r C (N-1)/N x element
  *   refused    E not a multiple of N, a negative load, negative columns
@@ -20,6 +22,7 @@
 
 #include "harness.h"
 #include "ptdp/arena.h"
+#include "ptdp/counters.h"
 #include "ptdp/error.h"
 #include "ptdp/ep.h"
 
@@ -53,6 +56,8 @@ static ptdp_real small(int a, int b)
 typedef struct {
     int E;
     double dot_dispatch[MAX_N], dot_combine[MAX_N];   /* <dispatch x, y>, <x, combine y> per rank */
+    ptdp_counters counters;                           /* EP's, published (ptdp_ep_publish) */
+    double device_counts[MAX_N][2];                   /* each rank's row of the run */
 } exchange_arg;
 
 /* out of a dispatch on my rank: local expert l, source s, row j, column c. */
@@ -116,7 +121,9 @@ static int exchange_device(ptdp_device *dev, void *arg)
     ptdp_mem_stats m0, m1;
     ptdp_arena_stats(dev->arena, &m0);
     const ptdp_comm_stats *st = &dev->stats;
-    double c0 = st->bytes_sent[PTDP_COLL_ALL_TO_ALL];
+    double c0 = st->bytes_sent[PTDP_COLL_ALL_TO_ALL], v0 = st->bytes_sent[PTDP_COLL_ALL_TO_ALLV];
+    ptdp_counts counts = { .reg = &a->counters, .row = { [PTDP_COUNT_DEVICE] = a->device_counts[r] } };
+    dev->counts = &counts;
     ptdp_ep_plan p;
     DEVICE_TRY(ptdp_ep_plan_init(dev, dev->world, E, load, &p));
     DEVICE_CHECK(dev, st->bytes_sent[PTDP_COLL_ALL_TO_ALL] - c0 == (N - 1) * (E / N) * (double)sizeof(int),
@@ -150,6 +157,11 @@ static int exchange_device(ptdp_device *dev, void *arg)
     for (size_t i = 0; i < p.sent * COLS; i++)
         a->dot_combine[r] += (double)x[i] * back[i];
     ptdp_ep_plan_free(&p);
+    dev->counts = NULL;
+    const double sent = st->bytes_sent[PTDP_COLL_ALL_TO_ALL] - c0 + st->bytes_sent[PTDP_COLL_ALL_TO_ALLV] - v0;
+    const double *counted = ptdp_counters_in(&a->counters, "ep_bytes", PTDP_COUNT_DEVICE, a->device_counts[r]);
+    DEVICE_CHECK(dev, counted != NULL && *counted == sent, "ep_bytes counted %g, the exchanges sent %g bytes",
+                 counted != NULL ? *counted : -1.0, sent);
     ptdp_arena_stats(dev->arena, &m1);
     DEVICE_CHECK(dev, m1.current_total == m0.current_total && m1.allocations == m0.allocations,
                  "the exchanges left %zu bytes in the arena", m1.current_total - m0.current_total);
@@ -161,7 +173,12 @@ LOOP_TEST(ep_tests, test_dispatch_order_round_trip_adjoint_and_bytes, 6)
 {
     static const int Ns[] = { 1, 2, 4 };
     const int N = Ns[_i % 3];
-    exchange_arg a = { .E = _i < 3 ? 4 : 8 };
+    static exchange_arg a;
+    memset(&a, 0, sizeof a);
+    a.E = _i < 3 ? 4 : 8;
+    ptdp_counters_init(&a.counters);
+    ck_assert_int_eq(ptdp_ep_publish(&a.counters), PTDP_OK);
+    ck_assert_int_eq(a.counters.len[PTDP_COUNT_DEVICE], 2);   /* ep_bytes, expert_elements */
     harness_launch_ok(N, exchange_device, &a, NULL, NULL);
     double dd = 0, dc = 0;
     for (int r = 0; r < N; r++) {

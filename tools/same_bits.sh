@@ -115,6 +115,7 @@ moe-dpv-serial|ptdp|$MOE --dp 2 --ep 2 --pp 2 --micro-batches 4 --schedule dualp
 moe-dual|ptdp|$MOE --dp 2 --ep 2 --pp 2 --micro-batches 4 --schedule dualpipe
 moe-bf16|ptdp|$MOE --dp 2 --ep 2 --precision bf16
 moe-cp|ptdp|$MOE --cp 2 --ep 2 --dp 1
+moe-tp-rec|ptdp|$MOE --dp 2 --ep 2 --tp 2 --pp 2 --micro-batches 2 --recompute
 moe-resume|ptdp|$MOE --dp 2 --ep 2 --load @DIR@/moe-1.safetensors
 EOF
 }

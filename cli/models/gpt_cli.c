@@ -768,7 +768,6 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .report_keys = gpt_report_keys,
     .ep_uniform_bytes = gpt_ep_uniform_bytes,
     .summary = gpt_summary,
-    .log_stats = ptdp_gpt_moe_log_keys,
     .report_stats = ptdp_gpt_moe_report_keys,
     .print_stats = ptdp_gpt_moe_print,
     .samples = gpt_samples,

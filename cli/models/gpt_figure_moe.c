@@ -9,7 +9,7 @@
  * W_r the figure computes the logits z = LN2(x) W_r^T and routes them with
  * ptdp_moe_route — the model's own function — and checks that the loads it
  * finds equal what the model's router counted in that forward (the
- * model's step statistics, gpt_moe_stats.h).  Then it lays the routing
+ * counters it publishes, gpt_moe_stats.h).  Then it lays the routing
  * out as dp 2, ep 2 would run it:
  *
  *   sequence 0 (DP rank 0)   t0 t1 t2 …          each token: two lines, to
@@ -31,9 +31,9 @@
 #include "../figures/figures.h"
 #include "gpt_figures.h"
 #include "ptdp/arena.h"
+#include "ptdp/counters.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
-#include "ptdp/gpt_moe_stats.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
 #include "ptdp/models.h"
@@ -68,12 +68,23 @@ static int route_block0(ptdp_device *dev, moe_routing *a, ptdp_model *m, ptdp_ac
         a->gate[c] = gate[c];
     for (int r = 0; r < R; r++)
         a->token[r] = (int)sv->tokens[r];
-    double *sum = calloc((size_t)ptdp_gpt_moe_stats_len(&a->cfg), sizeof *sum);
-    if (sum == NULL)
+    /* the model's counters of this forward (counters.h), in a channel of
+     * our own: published, one device's row of a step, block 0's row read */
+    ptdp_counters reg;
+    ptdp_counters_init(&reg);
+    if (m->ops->publish(&a->cfg, &reg) != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "moe figure: the GPT's counters: %s refused", reg.refused);
+    double *row = calloc((size_t)reg.len[PTDP_COUNT_STEP] + 1, sizeof *row);
+    if (row == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
-    m->ops->stats_add(m, acts, sum);
-    memcpy(a->counted, sum, sizeof a->counted);   /* block 0: the first row */
-    free(sum);
+    ptdp_counts counts = { .reg = &reg, .row = { [PTDP_COUNT_STEP] = row }, .tp_lead = true };
+    m->ops->count(m, acts, &counts);
+    const double *load = ptdp_counters_in(&reg, "moe_load", PTDP_COUNT_STEP, row);
+    for (int e = 0; e < E; e++)
+        a->counted[e] = load[e];
+    a->counted[E] = ptdp_counters_in(&reg, "moe_dropped", PTDP_COUNT_STEP, row)[0];
+    a->counted[E + 1] = ptdp_counters_in(&reg, "moe_aux_loss", PTDP_COUNT_STEP, row)[0];   /* a sum, not ÷ B */
+    free(row);
     return PTDP_OK;
 }
 

@@ -1,11 +1,13 @@
 /*
  * gpt_moe_report.c — a GPT's experts as the run shows them: per MoE block
  * and step, the tokens each expert took (its load), the choices dropped
- * beyond an expert's capacity, and the balance loss (gpt_moe_stats.h).
+ * beyond an expert's capacity, and the balance loss — read by name from
+ * the run's counters, which the model published (gpt_moe_stats.h).
  *
  *   --log, each step    "moe_load": [[l_0 … l_E-1], …]   one row per MoE block
- *                       "moe_dropped": [d, …]
- *                       "moe_aux_loss": [a, …]           sums to "aux_loss"
+ *                       "moe_dropped": [d, …]            (train_run.c writes
+ *                       "moe_aux_loss": [a, …]           every counter a step)
+ *                                                        sums to "aux_loss"
  *   --report, "run"     "moe_choices_per_step": k B T
  *                       "moe_blocks": [{"block": l, "first_load", "first_dropped",
  *                        "last_load", "last_dropped", "load", "dropped" (the
@@ -33,38 +35,33 @@ static void json_array(FILE *f, const double *x, int n)
     fputc(']', f);
 }
 
-void ptdp_gpt_moe_log_keys(FILE *f, const ptdp_train_config *c, const ptdp_step_log *l)
+/* MoE block j at step s of the run, from the counters. */
+typedef struct {
+    int layer;              /* the block's global index l                   */
+    const double *load;     /* [E]: kept choices per expert                 */
+    double dropped;         /* choices beyond an expert's capacity          */
+    double aux;             /* its balance loss, a mean over the sequences  */
+} block_step;
+
+static block_step block_at(const ptdp_train_config *c, const ptdp_train_result *res, int s, int j)
 {
-    const ptdp_model_config *m = &c->model;
-    const int n = ptdp_gpt_moe_blocks(m), E = ptdp_gpt(m)->moe_experts;
-    if (l->stats == NULL || l->nstats != ptdp_gpt_moe_stats_len(m))
-        return;
-    fprintf(f, ", \"moe_load\": [");
-    for (int j = 0; j < n; j++) {
-        fprintf(f, "%s", j ? ", " : "");
-        json_array(f, ptdp_gpt_moe_stats_row(m, l->stats, j).load, E);
-    }
-    fprintf(f, "], \"moe_dropped\": [");
-    for (int j = 0; j < n; j++)
-        fprintf(f, "%s%s", j ? ", " : "", J(ptdp_gpt_moe_stats_row(m, l->stats, j).dropped));
-    fprintf(f, "], \"moe_aux_loss\": [");
-    for (int j = 0; j < n; j++)   /* as aux_loss: a mean over the global batch's sequences */
-        fprintf(f, "%s%s", j ? ", " : "", J(ptdp_gpt_moe_stats_row(m, l->stats, j).aux / c->batch));
-    fprintf(f, "]");
+    const int E = ptdp_gpt(&c->model)->moe_experts;
+    return (block_step){ .layer = ptdp_gpt_moe_layer(&c->model, j),
+                         .load = ptdp_train_step_counts(res, s, "moe_load") + (size_t)j * E,
+                         .dropped = ptdp_train_step_counts(res, s, "moe_dropped")[j],
+                         .aux = ptdp_train_step_counts(res, s, "moe_aux_loss")[j] };
 }
 
 /* Block j of the run: its first and last step, and its totals. */
 static void report_block(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res, int j)
 {
-    const ptdp_model_config *m = &c->model;
-    const int E = ptdp_gpt(m)->moe_experts, S = res->steps;
-    const ptdp_gpt_moe_block_stats first = ptdp_gpt_moe_stats_row(m, res->log[0].stats, j);
-    const ptdp_gpt_moe_block_stats last = ptdp_gpt_moe_stats_row(m, res->log[S - 1].stats, j);
+    const int E = ptdp_gpt(&c->model)->moe_experts, S = res->steps;
+    const block_step first = block_at(c, res, 0, j), last = block_at(c, res, S - 1, j);
     double load[E > 0 ? E : 1], dropped = 0;
     for (int e = 0; e < E; e++)
         load[e] = 0;
     for (int s = 0; s < S; s++) {
-        const ptdp_gpt_moe_block_stats b = ptdp_gpt_moe_stats_row(m, res->log[s].stats, j);
+        const block_step b = block_at(c, res, s, j);
         for (int e = 0; e < E; e++)
             load[e] += b.load[e];
         dropped += b.dropped;
@@ -75,17 +72,19 @@ static void report_block(FILE *f, const ptdp_train_config *c, const ptdp_train_r
     json_array(f, last.load, E);
     fprintf(f, ", \"last_dropped\": %s, \"load\": ", J(last.dropped));
     json_array(f, load, E);
-    fprintf(f, ", \"dropped\": %s, \"first_aux_loss\": %s, \"last_aux_loss\": %s}", J(dropped),
-            J(first.aux / c->batch), J(last.aux / c->batch));
+    fprintf(f, ", \"dropped\": %s, \"first_aux_loss\": %s, \"last_aux_loss\": %s}", J(dropped), J(first.aux),
+            J(last.aux));
 }
 
-/* True when every step of the run has the model's counts. */
+/* True when the run has steps and the model published its blocks'
+ * counters (a GPT with MoE blocks, gpt_moe_stats.h). */
 static bool has_stats(const ptdp_train_config *c, const ptdp_train_result *res)
 {
-    bool all = res->steps > 0 && res->log != NULL;
-    for (int s = 0; all && s < res->steps; s++)
-        all = res->log[s].stats != NULL && res->log[s].nstats == ptdp_gpt_moe_stats_len(&c->model);
-    return all && ptdp_gpt_moe_blocks(&c->model) > 0;
+    const int n = ptdp_gpt_moe_blocks(&c->model);
+    const ptdp_counter *load = ptdp_counters_find(&res->counters, "moe_load");
+    return res->steps > 0 && n > 0 && load != NULL && load->shape.dim[0] == n &&
+           ptdp_counters_find(&res->counters, "moe_dropped") != NULL &&
+           ptdp_counters_find(&res->counters, "moe_aux_loss") != NULL;
 }
 
 /* k B T: the choices every step routes. */
@@ -108,17 +107,16 @@ void ptdp_gpt_moe_report_keys(FILE *f, const ptdp_train_config *c, const ptdp_tr
 
 void ptdp_gpt_moe_print(const ptdp_train_config *c, const ptdp_train_result *res)
 {
-    const ptdp_model_config *m = &c->model;
-    const int E = ptdp_gpt(m)->moe_experts;
+    const int E = ptdp_gpt(&c->model)->moe_experts;
     if (!has_stats(c, res))
         return;
     printf("experts' loads, the last step (tokens each expert took of k B T = %.0f choices):\n",
            choices_per_step(c));
-    for (int j = 0; j < ptdp_gpt_moe_blocks(m); j++) {
-        const ptdp_gpt_moe_block_stats b = ptdp_gpt_moe_stats_row(m, res->log[res->steps - 1].stats, j);
+    for (int j = 0; j < ptdp_gpt_moe_blocks(&c->model); j++) {
+        const block_step b = block_at(c, res, res->steps - 1, j);
         printf("  block %d:", b.layer);
         for (int e = 0; e < E && e < 16; e++)
             printf(" %.0f", b.load[e]);
-        printf("%s, dropped %.0f, balance loss %.6g\n", E > 16 ? " …" : "", b.dropped, b.aux / c->batch);
+        printf("%s, dropped %.0f, balance loss %.6g\n", E > 16 ? " …" : "", b.dropped, b.aux);
     }
 }

@@ -3,6 +3,7 @@
 #define PTDP_CLI_REPORT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "ptdp/train.h"
 
@@ -29,5 +30,8 @@ void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *l
 int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                             const ptdp_launch_result *lr, const ptdp_train_result *res,
                             char *msg, size_t msglen);
+/* A counter's numbers (counters.h) as a JSON key after a comma: `, "NAME":
+ * x`, a list or a list of lists, as its shape says (--log's lines). */
+void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x);
 
 #endif

@@ -69,10 +69,19 @@ static double device_elements(const ptdp_train_result *res, int r)
     return res != NULL && res->param_elements != NULL ? (double)res->param_elements[r] : 0;
 }
 
-/* Of those, the experts' under expert parallelism (0 without). */
+/* A device's number of the run's counter `name` (counters.h), or 0 when
+ * nothing published it. */
+static double device_count(const ptdp_train_result *res, int r, const char *name)
+{
+    const double *x = ptdp_train_device_counts(res, r, name);
+    return x != NULL ? x[0] : 0;
+}
+
+/* Of device r's parameter elements, the experts' under expert parallelism
+ * (ep.h's counter; 0 without). */
 static double expert_elements(const ptdp_train_result *res, int r)
 {
-    return res != NULL && res->expert_elements != NULL ? (double)res->expert_elements[r] : 0;
+    return device_count(res, r, "expert_elements");
 }
 
 /* Does any device send in group g?  (The emb column only when it does.) */
@@ -159,8 +168,8 @@ static int gradient_sums(const ptdp_train_config *c)
 }
 
 /* Expert parallelism per device and step (means over devices): the EP
- * group's all-to-alls measured, by the formula from the loads the model
- * moved (ptdp_train_result.ep_bytes) and by the uniform-routing estimate;
+ * group's all-to-alls measured, by the formula from the loads they moved
+ * (ep.h's counter "ep_bytes") and by the uniform-routing estimate;
  * the expert-DP group's gradient sums measured and by DP's formula with
  * the experts' elements over N / ep. */
 typedef struct { double ep, ep_formula, ep_uniform, edp, edp_formula; } ep_traffic;
@@ -174,7 +183,7 @@ static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_re
     state_bytes(c, &bw, &bg, &bo);
     for (int r = 0; r < lr->world_size; r++) {
         t.ep += per_step(group_sent(&lr->devices[r].comm, "ep"), c);
-        t.ep_formula += per_step(res != NULL && res->ep_bytes != NULL ? res->ep_bytes[r] : 0, c);
+        t.ep_formula += per_step(device_count(res, r, "ep_bytes"), c);
         t.edp += per_step(group_sent(&lr->devices[r].comm, "edp"), c);
         t.edp_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)expert_elements(res, r),
                                                                              Ne, M);
@@ -448,6 +457,41 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
 
+/* Every number of a step the run published (counters.h: an auxiliary
+ * loss beside the cross-entropy, …) at the run's first and last step:
+ * "first_NAME", "last_NAME".  Lists are left to their publisher's own
+ * lines (report_stats). */
+static void json_first_last(FILE *f, const ptdp_train_result *res)
+{
+    for (int i = 0; res->steps > 0 && i < res->counters.n; i++) {
+        const ptdp_counter *k = &res->counters.c[i];
+        if (k->kind != PTDP_COUNT_STEP || k->shape.ndim != 0)
+            continue;
+        fprintf(f, ", \"first_%s\": %s, \"last_%s\": %s", k->name, J(ptdp_train_step_counts(res, 0, k->name)[0]),
+                k->name, J(ptdp_train_step_counts(res, res->steps - 1, k->name)[0]));
+    }
+}
+
+/* A counter's numbers as a --log key (counters.h): `, "NAME": x`, a list
+ * [x, …], or a list of lists [[x, …], …], as its shape says. */
+void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x)
+{
+    fprintf(f, ", \"%s\": ", k->name);
+    if (k->shape.ndim == 0) {
+        fputs(J(x[0]), f);
+        return;
+    }
+    const int rows = k->shape.ndim == 2 ? k->shape.dim[0] : 1, cols = k->len / rows;
+    fputs(k->shape.ndim == 2 ? "[" : "", f);
+    for (int r = 0; r < rows; r++) {
+        fprintf(f, "%s[", r ? ", " : "");
+        for (int q = 0; q < cols; q++)
+            fprintf(f, "%s%s", q ? ", " : "", J(x[(size_t)r * cols + q]));
+        fputc(']', f);
+    }
+    fputs(k->shape.ndim == 2 ? "]" : "", f);
+}
+
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
                         const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
@@ -495,10 +539,8 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         ep_clock_means(c, lr, &a2a, &hidden);
         fprintf(f, ", \"ep_hidden_s_per_step\": %s, \"ep_exposed_s_per_step\": %s", J(hidden), J(a2a - hidden));
     }
-    if (res->steps > 0 && res->log[0].has_aux)   /* the auxiliary loss beside the cross-entropy */
-        fprintf(f, ", \"first_aux_loss\": %s, \"last_aux_loss\": %s", J(res->log[0].aux_loss),
-                J(res->log[res->steps - 1].aux_loss));
-    if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counts: first, last step, totals */
+    json_first_last(f, res);
+    if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);
     fprintf(f, "},\n  \"devices\": [\n");
     for (int r = 0; r < lr->world_size; r++) {

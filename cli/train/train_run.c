@@ -170,11 +170,11 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
     }
 }
 
-/* One JSON line per step, written atomically (file.h). */
-static int write_log(const char *path, const ptdp_train_config *c, const ptdp_train_result *r, char *msg,
-                     size_t len)
+/* One JSON line per step, written atomically (file.h): the step's numbers,
+ * then every counter of a step the run published, in the order published
+ * (counters.h: "aux_loss", a GPT's "moe_load", …). */
+static int write_log(const char *path, const ptdp_train_result *r, char *msg, size_t len)
 {
-    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     ptdp_atomic_file f;
     int rc = ptdp_atomic_open(&f, path, msg, len);
     if (rc != 0)
@@ -188,10 +188,10 @@ static int write_log(const char *path, const ptdp_train_config *c, const ptdp_tr
                 "\"wall_s\": %s, \"bytes\": %s",
                 l->step, ptdp_json_number(l->loss, a), ptdp_json_number(l->grad_norm, b),
                 ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
-        if (l->has_aux)   /* a model with an auxiliary loss: its mean, beside the cross-entropy */
-            fprintf(ptdp_atomic_stream(&f), ", \"aux_loss\": %s", ptdp_json_number(l->aux_loss, a));
-        if (l->nstats > 0 && cli->log_stats != NULL)   /* the model's counts of the step */
-            cli->log_stats(ptdp_atomic_stream(&f), c, l);
+        for (int k = 0; k < r->counters.n; k++)
+            if (r->counters.c[k].kind == PTDP_COUNT_STEP)
+                ptdp_report_json_counter(ptdp_atomic_stream(&f), &r->counters.c[k],
+                                         ptdp_train_step_counts(r, i, r->counters.c[k].name));
         fputs("}\n", ptdp_atomic_stream(&f));
     }
     return ptdp_atomic_commit(&f, msg, len);
@@ -204,7 +204,6 @@ static int write_log(const char *path, const ptdp_train_config *c, const ptdp_tr
  * entries with a step number. */
 typedef struct {
     const char *path;
-    const ptdp_train_config *cfg;
     ptdp_train_result *res;
 } log_keeper;
 
@@ -218,7 +217,7 @@ static void keep_log(void *ctx)
     while (done.completed < done.steps && done.log[done.completed].step > 0)
         done.completed++;
     char msg[PTDP_MSG_MAX];
-    write_log(k->path, k->cfg, &done, msg, sizeof msg);
+    write_log(k->path, &done, msg, sizeof msg);
 }
 
 /* A sample's shape as the model's CLI side says (none: nothing to dump). */
@@ -398,7 +397,7 @@ static int write_outputs(const ptdp_train_config *c, const ptdp_launch_opts *opt
         fprintf(stderr, "ptdp train: --report %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
-    if (out->log != NULL && write_log(out->log, c, res, msg, sizeof msg) != 0) {
+    if (out->log != NULL && write_log(out->log, res, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --log %s\n", msg);
         status = PTDP_EXIT_FAIL;
     }
@@ -435,13 +434,12 @@ static int dump_buffers(ptdp_train_config *c)
 
 /* A failed run: why, the log of the steps that did complete (how a run
  * diverged, say), and the outputs a failed run does not write. */
-static void report_failure(const ptdp_train_config *c, const ptdp_train_outputs *out, const ptdp_train_result *res,
-                           int rc, const char *why)
+static void report_failure(const ptdp_train_outputs *out, const ptdp_train_result *res, int rc, const char *why)
 {
     char msg[PTDP_MSG_MAX];
     fprintf(stderr, "ptdp train: run failed (%s): %s\n", ptdp_strerror(rc), why);
     if (out->log != NULL && res->log != NULL) {
-        if (write_log(out->log, c, res, msg, sizeof msg) != 0)
+        if (write_log(out->log, res, msg, sizeof msg) != 0)
             fprintf(stderr, "ptdp train: --log %s\n", msg);
         else
             fprintf(stderr, "ptdp train: --log %s: the %d step%s completed\n", out->log, res->completed,
@@ -454,49 +452,99 @@ static void report_failure(const ptdp_train_config *c, const ptdp_train_outputs 
             fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
 }
 
+/* What a run fills besides its result: the final state (--save, --check),
+ * the initial one (--save-init), and --dump-data's buffers in the config.
+ * prepare_run makes them (0, or PTDP_ENOMEM), release_run frees them. */
+typedef struct {
+    ptdp_state final, init;
+    bool have_final, have_init;
+} run_states;
+
+static int prepare_run(ptdp_train_config *c, const ptdp_train_outputs *out, run_states *s)
+{
+    const bool momentum = c->momentum > 0;
+    memset(s, 0, sizeof *s);
+    if (out->save != NULL || out->check) {
+        if (ptdp_state_init(&s->final, &c->model, c->optimizer, momentum) != 0)
+            return PTDP_ENOMEM;
+        s->have_final = true;
+        c->final_state = &s->final;
+    }
+    if (out->save_init != NULL) {
+        if (ptdp_state_init(&s->init, &c->model, c->optimizer, momentum) != 0)
+            return PTDP_ENOMEM;
+        s->have_init = true;
+        c->init_state = &s->init;
+    }
+    return out->dump != NULL ? dump_buffers(c) : PTDP_OK;
+}
+
+static void release_run(ptdp_train_config *c, run_states *s)
+{
+    if (s->have_final)
+        ptdp_state_free(&s->final);
+    if (s->have_init)
+        ptdp_state_free(&s->init);
+    c->final_state = c->init_state = NULL;
+    free(c->dump_x);
+    free(c->dump_tokens);
+    free(c->dump_y);
+    c->dump_x = NULL;
+    c->dump_tokens = NULL;
+    c->dump_y = NULL;
+}
+
+/* Train, a line per step (or the progress bar).  A process that fails
+ * (MPI) keeps the --log of its completed steps before the job ends
+ * (keep_log).  Returns ptdp_train's status, the reason in msg. */
+static int run_training(ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out,
+                        ptdp_launch_result *lr, ptdp_train_result *res, char *msg, size_t len)
+{
+    printer pr = { .quiet = out->quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps,
+                   .first = c->resume ? c->resume->step + 1 : 1, .what = "training" };
+    memset(lr, 0, sizeof *lr);
+    memset(res, 0, sizeof *res);
+    ptdp_launch_opts o = *opts;
+    o.result = lr;
+    log_keeper keeper = { .path = out->log, .res = res };
+    o.before_abort = keep_log;
+    o.before_abort_ctx = &keeper;
+    return ptdp_train(c, &o, print_step, &pr, res, msg, len);
+}
+
+/* After a run that completed: the per-device report, the pipeline's lines,
+ * and the model's own (what a micro-batch keeps, its counters). */
+static void print_summary(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                          ptdp_algo algo)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
+    ptdp_report_print(c, lr, res, algo);
+    if (c->pp > 1)
+        print_pipeline(c, lr, res);
+    if (cli->summary != NULL)
+        cli->summary(c, lr);
+    if (cli->print_stats != NULL)
+        cli->print_stats(c, res);
+}
+
 int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out)
 {
-    const bool check = out->check, quiet = out->quiet;
-    const char *log_path = out->log, *save = out->save, *save_init = out->save_init, *dump = out->dump;
-    const char *data_name = out->data_name;
     /* One process per device (--backend mpi): every process trains and
      * merges its tables, rank 0 alone prints (the others are quiet) and
      * writes the files and the --check. */
     const bool root = ptdp_host_is_root(opts);
+    run_states states;
+    if (prepare_run(c, out, &states) != 0) {
+        fprintf(stderr, "ptdp train: host out of memory\n");
+        release_run(c, &states);
+        return PTDP_EXIT_FAIL;
+    }
+    print_header(c, out->data_name);
     char msg[PTDP_MSG_MAX];
-    ptdp_state final, init;
-    bool have_final = false, have_init = false;
-    int status = PTDP_EXIT_OK;
-    bool momentum = c->momentum > 0;
-
-    if (save != NULL || check) {
-        if (ptdp_state_init(&final, &c->model, c->optimizer, momentum) != 0)
-            goto oom;
-        have_final = true;
-        c->final_state = &final;
-    }
-    if (save_init != NULL) {
-        if (ptdp_state_init(&init, &c->model, c->optimizer, momentum) != 0)
-            goto oom;
-        have_init = true;
-        c->init_state = &init;
-    }
-    if (dump != NULL && dump_buffers(c) != 0)
-        goto oom;
-
-    print_header(c, data_name);
-    printer pr = { .quiet = quiet, .tty = isatty(STDERR_FILENO), .steps = c->steps,
-                   .first = c->resume ? c->resume->step + 1 : 1, .what = "training" };
     ptdp_launch_result lr;
     ptdp_train_result res;
-    memset(&lr, 0, sizeof lr);
-    memset(&res, 0, sizeof res);
-    ptdp_launch_opts o = *opts;
-    o.result = &lr;
-    log_keeper keeper = { .path = log_path, .cfg = c, .res = &res };
-    o.before_abort = keep_log;
-    o.before_abort_ctx = &keeper;
-    int rc = ptdp_train(c, &o, print_step, &pr, &res, msg, sizeof msg);
+    int status = PTDP_EXIT_OK;
+    int rc = run_training(c, opts, out, &lr, &res, msg, sizeof msg);
     /* Every output on its own: one that cannot be written is reported and
      * makes the exit status 1, and the others are still written. */
     if (lr.trace_status != 0) {
@@ -504,41 +552,17 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         status = PTDP_EXIT_FAIL;
     }
     if (rc != 0) {
-        report_failure(c, out, &res, rc, msg);
+        report_failure(out, &res, rc, msg);
         status = PTDP_EXIT_FAIL;
-        ptdp_train_result_free(&res);
-        goto done;
+    } else {
+        print_summary(c, &lr, &res, opts->algo);
+        if (root && write_outputs(c, opts, out, &lr, &res, &states.init, &states.final) != PTDP_EXIT_OK)
+            status = PTDP_EXIT_FAIL;
+        if (root && out->check && status == PTDP_EXIT_OK)
+            status = check_against_baseline(c, opts, &res, &states.final);
     }
-    ptdp_report_print(c, &lr, &res, opts->algo);
-    if (c->pp > 1)
-        print_pipeline(c, &lr, &res);
-    if (ptdp_model_cli_of(&c->model)->summary != NULL)
-        ptdp_model_cli_of(&c->model)->summary(c, &lr);
-    if (ptdp_model_cli_of(&c->model)->print_stats != NULL)
-        ptdp_model_cli_of(&c->model)->print_stats(c, &res);
-    if (root && write_outputs(c, opts, out, &lr, &res, &init, &final) != PTDP_EXIT_OK)
-        status = PTDP_EXIT_FAIL;
-    if (root && check && status == PTDP_EXIT_OK)
-        status = check_against_baseline(c, opts, &res, &final);
     ptdp_train_result_free(&res);
-done:
     ptdp_launch_result_free(&lr);
-    if (have_final)
-        ptdp_state_free(&final);
-    if (have_init)
-        ptdp_state_free(&init);
-    free(c->dump_x);
-    free(c->dump_tokens);
-    free(c->dump_y);
+    release_run(c, &states);
     return status;
-oom:
-    fprintf(stderr, "ptdp train: host out of memory\n");
-    free(c->dump_x);
-    free(c->dump_tokens);
-    free(c->dump_y);
-    if (have_final)
-        ptdp_state_free(&final);
-    if (have_init)
-        ptdp_state_free(&init);
-    return PTDP_EXIT_FAIL;
 }

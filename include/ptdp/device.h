@@ -36,6 +36,7 @@
 typedef struct ptdp_world ptdp_world;   /* what the devices of one launch share (runtime) */
 typedef struct ptdp_comm ptdp_comm;     /* comm.h                                          */
 typedef struct ptdp_trace ptdp_trace;   /* trace.h                                         */
+typedef struct ptdp_counts ptdp_counts; /* counters.h                                      */
 
 typedef struct ptdp_device {
     int rank, world_size;
@@ -49,6 +50,9 @@ typedef struct ptdp_device {
     double wall0;                /* wall time at launch                   */
     ptdp_comm_stats stats;       /* bytes and calls                       */
     ptdp_trace *trace;           /* NULL unless tracing                   */
+    ptdp_counts *counts;         /* where it adds the run's named counters
+                                    (counters.h); NULL outside a training
+                                    run: whatever it counts goes nowhere   */
     int status;                  /* first error of this device, or 0      */
     char error[PTDP_MSG_MAX];    /* its message                           */
     ptdp_world *w;

@@ -42,6 +42,7 @@
 #include <stddef.h>
 
 #include "comm.h"
+#include "counters.h"
 #include "types.h"
 
 struct ptdp_device;
@@ -82,5 +83,12 @@ size_t ptdp_ep_rows_combined_away(const ptdp_ep_plan *p);
 /* The uniform-routing estimate of one all-to-all's bytes per rank:
  * k T_r C (N-1)/N x elem. */
 double ptdp_ep_uniform_bytes(int k, long T_r, int C, int N, size_t elem);
+
+/* Publish EP's counters of a training run (counters.h): per device,
+ * "ep_bytes" — what the plans, dispatches and combines above send to other
+ * ranks by the formula, added by each as it runs (the counts, rows away x
+ * cols x element size) — and "expert_elements", its parameters summed over
+ * the expert-DP group.  0, or the registry's refusal. */
+int  ptdp_ep_publish(ptdp_counters *reg);
 
 #endif

@@ -1,41 +1,36 @@
 /*
  * gpt_moe_stats.h — what a GPT's mixture-of-experts blocks did in a
- * training step: the tokens each expert took, the choices dropped, and the
- * balance loss, per MoE block (gpt_moe_stats.c).
+ * training step: the balance loss, the tokens each expert took and the
+ * choices dropped, per MoE block (gpt_moe_stats.c).
  *
- * The numbers are the model's step statistics (model.h: stats_len and
- * stats_add), one row per MoE block in layer order, E + 2 numbers each:
+ * A GPT with MoE blocks publishes them in the run's counters (counters.h,
+ * model.h's publish and count), numbers of each step:
  *
- *              load[0]  load[1] … load[E-1]   dropped   aux
- *   block l0   kept choices per expert         choices   sum over the
- *   block l1   (tokens it ran, k per token      beyond    step's sequences
- *   …           when nothing is dropped)        capacity  of alpha sum f_i P_i
+ *   "aux_loss"       a number   the balance losses of all its blocks
+ *   "moe_load"       n x E      kept choices per expert (tokens it ran,
+ *                               k per token when nothing is dropped)
+ *   "moe_dropped"    n          choices beyond an expert's capacity
+ *   "moe_aux_loss"   n          each block's balance loss
  *
+ * one row per MoE block j = 0 .. n-1 in layer order (ptdp_gpt_moe_layer),
  * summed over the step's micro-batches and over every device that routes
- * tokens (dp x cp, each stage its own blocks; tp rank 0 alone, since every
- * TP rank routes the same tokens).  So for B sequences of T tokens, top-k:
+ * tokens (dp x cp, each stage its own blocks; tp rank 0 alone, since
+ * every TP rank routes the same tokens).  The two losses read as means
+ * over the global batch's sequences (PTDP_COUNT_PER_SAMPLE), as the loss
+ * does.  So for B sequences of T tokens, top-k:
  *
  *   sum_e load[e] + dropped = k B T,   load[e] <= ceil(c k T / E) B,
- *   sum over blocks of aux / B = the step's aux_loss.
+ *   sum over blocks of moe_aux_loss = the step's aux_loss.
  */
 #ifndef PTDP_GPT_MOE_STATS_H
 #define PTDP_GPT_MOE_STATS_H
 
 #include "ptdp/model.h"
 
-/* One MoE block's row of a step's statistics. */
-typedef struct {
-    int layer;              /* the block's global index l                   */
-    const double *load;     /* [E]: kept choices per expert                 */
-    double dropped;         /* choices beyond an expert's capacity          */
-    double aux;             /* the balance loss summed over the sequences   */
-} ptdp_gpt_moe_block_stats;
-
-/* How many MoE blocks the configuration has. */
+/* How many MoE blocks the configuration has (0: a dense GPT, which
+ * publishes nothing). */
 int  ptdp_gpt_moe_blocks(const ptdp_model_config *c);
-/* The statistics' length: MoE blocks x (E + 2); 0 for a dense GPT. */
-int  ptdp_gpt_moe_stats_len(const ptdp_model_config *c);
-/* Row j (0 .. ptdp_gpt_moe_blocks - 1) of a step's statistics. */
-ptdp_gpt_moe_block_stats ptdp_gpt_moe_stats_row(const ptdp_model_config *c, const double *stats, int j);
+/* The global layer l of MoE block j (0 .. ptdp_gpt_moe_blocks - 1), or -1. */
+int  ptdp_gpt_moe_layer(const ptdp_model_config *c, int j);
 
 #endif

@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "bf16.h"
+#include "counters.h"
 #include "device.h"
 #include "mesh.h"
 #include "tensor.h"
@@ -284,22 +285,18 @@ struct ptdp_model_ops {
      * w NULL, exactly backward. */
     int  (*backward_input)(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                            double loss_scale, ptdp_tensor *dx, ptdp_wgrad *w);
-    /* Optional (NULL: none): whether this stage has an auxiliary loss (a
-     * mixture of experts' balance loss), already in its backward's
-     * gradient and not in loss_sum, and if so its sum over the micro-batch's
-     * samples in *sum; asked after each forward.  (Not a field of
-     * ptdp_acts: a pipeline holds one per micro-batch in flight.) */
-    bool (*aux_loss)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
-    /* Optional (NULL: none): what the model counts of a training step
-     * beyond its losses (a mixture of experts' tokens per expert):
-     * stats_len(c) numbers laid out for the whole model (0: none), and
-     * stats_add, asked after each forward of a training step as aux_loss
-     * is, adds this stage's counts of the micro-batch into their entries
-     * of sum, leaving the other stages' alone — so the step's numbers are
-     * the sum over the devices that count (tp rank 0; the trainer's
-     * table does it, as for the loss). */
-    int  (*stats_len)(const ptdp_model_config *c);
-    void (*stats_add)(const ptdp_model *m, const ptdp_acts *acts, double *sum);
+    /* Optional (NULL: it counts nothing): the model's statistics of a
+     * training step (counters.h) — an auxiliary loss already in its
+     * backward's gradient and not in loss_sum (a mixture of experts'
+     * balance loss, "aux_loss"), its experts' loads, … .  publish, on the
+     * host before any device, names them for the configuration c (0, or
+     * the registry's refusal); count, asked after each forward of a
+     * training step (pp.c), adds what this stage counted of the
+     * micro-batch (ptdp_count).  (Not fields of ptdp_acts: a pipeline holds
+     * one per micro-batch in flight; and only a training step's forward
+     * counts, never a recomputation's.) */
+    int  (*publish)(const ptdp_model_config *c, ptdp_counters *reg);
+    void (*count)(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts);
     /* Optional (NULL: whatever caps allow): what this configuration of the
      * model supports of a run's layout, beyond caps — 0, or PTDP_EINVAL with
      * a message naming the flags (e.g. a GPT with experts refuses --cp). */
@@ -330,12 +327,6 @@ struct ptdp_model {
                                        backward all-gathers, gpt_ops.c) run
                                        on the communication stream (clock.h);
                                        set by the caller after init         */
-
-    /* Expert parallelism (ep.h): the bytes this chunk's all-to-alls sent
-     * to other EP ranks, by the formula from the loads they moved — rows x
-     * C x element size, and the counts — added up over the run for the
-     * report (the comm layer measures the same sends on its own). */
-    double ep_bytes;
 
     /* Per sample, set by the model's init. */
     int input_cols;                 /* stage 0's input: features or tokens  */

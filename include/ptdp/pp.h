@@ -77,11 +77,6 @@ typedef struct {
     void *hook_ctx;
     struct ptdp_pp_run *run;   /* between ptdp_pp_begin and ptdp_pp_end      */
     double loss_sum;           /* out: sum of per-sample losses (last stage)     */
-    double aux_sum;            /* out: the stage's auxiliary losses (model.h)    */
-    bool has_aux;
-    double *stats;             /* in: the model's stats_len zeros, to which each
-                                  forward adds its counts (model.h), or NULL:
-                                  none counted                                  */
     int peak_in_flight;        /* out: most micro-batches alive at once (with
                                   chunks: (chunk, micro-batch) pairs)            */
     size_t wgrad_bytes;        /* split backward (BACKWARD_INPUT / _WEIGHT):

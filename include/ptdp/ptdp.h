@@ -22,6 +22,7 @@
 #include "tensor.h"
 #include "rng.h"
 #include "clock.h"
+#include "counters.h"
 #include "device.h"
 #include "comm.h"
 #include "launch.h"

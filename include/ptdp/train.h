@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "counters.h"
 #include "launch.h"
 #include "schedule.h"
 #include "state.h"
@@ -107,15 +108,6 @@ typedef struct {
     double virtual_s;     /* the step's makespan: largest over devices    */
     double wall_s;        /* largest over devices                         */
     double bytes;         /* bytes sent during the step, summed over devices */
-    double aux_loss;      /* the auxiliary losses added for the gradient
-                             (a mixture of experts' balance loss), a mean
-                             over the global batch; not in `loss`         */
-    bool has_aux;         /* the model has one: --log writes aux_loss     */
-    const double *stats;  /* [nstats]: the model's counts of the step
-                             (model.h's stats_len; a mixture of experts'
-                             loads, gpt_moe_stats.h), summed over the
-                             devices that count; NULL when nstats is 0    */
-    int nstats;
 } ptdp_step_log;
 
 /* Called (from a device thread, one call at a time, in step order) as soon
@@ -137,17 +129,22 @@ typedef struct {
                                      peak_acts); 0 otherwise                      */
     size_t *param_elements;       /* [world]: each device's parameter elements (its
                                      stage, its TP shard): S / R of its buffers     */
-    size_t *expert_elements;      /* [world]: of those, the experts' under expert
-                                     parallelism (summed over the expert-DP group,
-                                     not DP's): 0 without --ep                       */
-    double *ep_bytes;             /* [world]: what the EP all-to-alls of the whole
-                                     run sent to other ranks by the formula, rows
-                                     routed elsewhere x C x element size from the
-                                     measured loads, and the counts (ep.h)          */
-    double *stats;                /* [steps][nstats]: each step's model counts,
-                                     where log[s].stats points                      */
-    int nstats;
+    /* The run's counters (counters.h): what its model and parallelisms
+     * published — an auxiliary loss, experts' loads, EP's bytes, … — read
+     * by name (ptdp_train_step_counts, ptdp_train_device_counts). */
+    ptdp_counters counters;
+    double *step_counts;          /* [steps][counters.len[PTDP_COUNT_STEP]]: each
+                                     step's, summed over the devices               */
+    double *device_counts;        /* [world][counters.len[PTDP_COUNT_DEVICE]]: each
+                                     device's of the whole run                     */
 } ptdp_train_result;
+
+/* Counter `name` of a run (counters.h): its numbers at step s (0-based;
+ * summed over the devices that count, a mean per sample where published
+ * so), or device `rank`'s over the run.  NULL when nothing published such
+ * a counter. */
+const double *ptdp_train_step_counts(const ptdp_train_result *r, int s, const char *name);
+const double *ptdp_train_device_counts(const ptdp_train_result *r, int rank, const char *name);
 
 /* The defaults of `ptdp train` (and of the demo and the figures): a model
  * small enough to train in seconds that every dp, tp, pp up to 8 divides —

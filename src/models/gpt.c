@@ -181,17 +181,6 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
     acts->alive = false;
 }
 
-/* The table's aux_loss: the stage's MoE blocks' balance loss. */
-bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum)
-{
-    const ptdp_gpt_saved *sv = acts->saved;
-    bool moe = false;
-    for (int l = m->layer_begin; l < m->layer_end; l++)
-        moe = moe || ptdp_gpt_block_is_moe(&m->cfg, l);
-    *sum = sv != NULL ? sv->aux_sum : 0.0;
-    return moe;
-}
-
 ptdp_gpt_saved *ptdp_gpt_saved_of(ptdp_acts *acts)
 {
     return acts->saved;

@@ -58,7 +58,6 @@
  * as float, and the router runs in float (Megatron's fp32 router).
  */
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "models/gpt_pass.h"
@@ -185,14 +184,6 @@ static void dispatch(const struct ptdp_gpt_moe_acts *m, ptdp_tensor h, ptdp_real
         memcpy(x + (size_t)s * h.cols, ptdp_at(h, m->token[s], 0), (size_t)h.cols * sizeof *x);
 }
 
-/* One EP all-to-all's bytes to other ranks by the formula: the rows
- * dispatched to experts elsewhere (or combined back to their sources) x C. */
-static void ep_sent(ptdp_gpt_pass *k, const struct ptdp_gpt_moe_acts *m, bool dispatched, int C)
-{
-    const size_t rows = dispatched ? ptdp_ep_rows_dispatched_away(&m->plan) : ptdp_ep_rows_combined_away(&m->plan);
-    k->m->ep_bytes += (double)rows * C * sizeof(ptdp_real);
-}
-
 /* Where the experts run: here, on every kept row (no expert parallelism),
  * or on what the dispatch brings — counts exchanged (ep.h's plan), then
  * rows[l] = the rows every source sends for local expert l. */
@@ -212,7 +203,6 @@ static void experts_side(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
         return;
     if ((k->rc = ptdp_ep_plan_init(k->dev, ep, E, m->load, &m->plan)) != 0)
         return;
-    k->m->ep_bytes += (double)(m->plan.N - 1) * m->local * sizeof(int32_t);   /* the counts, to the others */
     memset(m->per_expert, 0, (size_t)m->local * sizeof(int));
     for (int s = 0; s < m->plan.N; s++)
         for (int l = 0; l < m->local; l++)
@@ -292,17 +282,13 @@ void ptdp_gpt_moe_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_
         m->x = grab(k, (size_t)m->here * C * sizeof(ptdp_real), "acts.moe_expert_in");
     if (k->rc == 0) {
         dispatch(m, a->ln2, x);
-        if (m->ep != NULL) {
+        if (m->ep != NULL)
             k->rc = ptdp_ep_dispatch(k->dev, m->ep, &m->plan, x, C, m->x);
-            ep_sent(k, m, true, C);
-        }
     }
     if (k->rc == 0) {
         experts_forward(k, w, m, m->ep != NULL ? m->x : x, yr, C);
-        if (m->ep != NULL) {
+        if (m->ep != NULL)
             k->rc = ptdp_ep_combine(k->dev, m->ep, &m->plan, yr, C, m->y);
-            ep_sent(k, m, false, C);
-        }
     }
     if (k->rc == 0)
         combine(m, out);
@@ -372,16 +358,12 @@ static void experts_backward_where(ptdp_gpt_pass *k, const ptdp_gpt_block *w, co
     ptdp_real *dh = grab(k, (size_t)m->here * m->F * sizeof(ptdp_real), "grad.moe_fc");
     if (k->rc == 0 && !ep)
         dispatch(m, ln2, x);
-    if (k->rc == 0 && ep) {
+    if (k->rc == 0 && ep)
         k->rc = ptdp_ep_dispatch(k->dev, m->ep, &m->plan, dy, C, dyr);
-        ep_sent(k, m, true, C);
-    }
     if (k->rc == 0)
         experts_backward(k, w, m, x, dyr, dh, dxr, C);
-    if (k->rc == 0 && ep) {
+    if (k->rc == 0 && ep)
         k->rc = ptdp_ep_combine(k->dev, m->ep, &m->plan, dxr, C, dx);
-        ep_sent(k, m, false, C);
-    }
     ptdp_free(k->dev, dh);
     if (ep) {
         ptdp_free(k->dev, dxr);

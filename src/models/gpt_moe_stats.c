@@ -1,23 +1,24 @@
 /*
  * gpt_moe_stats.c — counting what the router did, so that a run shows its
  * experts' loads, its dropped choices and its balance loss per MoE block
- * and step (gpt_moe_stats.h has the layout and the identities they obey).
+ * and step (gpt_moe_stats.h has the names and the identities they obey).
  *
  *   route() of block i, micro-batch u ──► u's tally, row i   (once: a
  *        load[E], dropped, aux                                 redone route
  *                                                              adds nothing)
- *   after u's forward (pp.c) ──► the step's sum, row j = i's rank among
- *                                the model's MoE blocks
- *   after the step (train.c) ──► the run's table: summed over the devices
- *                                that route (tp rank 0), as the loss is
+ *   after u's forward (pp.c: the table's count) ──► the device's counters
+ *        of the step (counters.h), row j = i's rank among the model's MoE
+ *        blocks, with the stage's balance loss into "aux_loss"
+ *   after the step (run_table.c) ──► summed over the devices that route
+ *        (tp rank 0), as the loss is
  *
- * Why a tally per micro-batch rather than a sum per device: the pipeline
- * reads it right after the micro-batch's forward, as it reads the balance
- * loss, and only a training step hands it a sum (pp.h's stats) — so a
- * forward outside one (sampling, the figures, a benchmark's loop) counts
- * nowhere, and full recomputation's second route of the micro-batch,
- * inside its backward, comes after the reading; a block's row is set by
- * its first route alone all the same.
+ * Why a tally per micro-batch rather than adding as the router runs: the
+ * pipeline reads it right after the micro-batch's forward, and only a
+ * training step's device has counters (device.h) — so a forward outside
+ * one (sampling, the figures, a benchmark's loop) counts nowhere, and full
+ * recomputation's second route of the micro-batch, inside its backward,
+ * comes after the reading; a block's row is set by its first route alone
+ * all the same.
  */
 #include "ptdp/gpt_moe_stats.h"
 
@@ -25,6 +26,7 @@
 
 #include "models/gpt_pass.h"
 #include "models/gpt_table.h"
+#include "ptdp/counters.h"
 #include "ptdp/error.h"
 
 /* One micro-batch's counts on one stage: per local block, whether its
@@ -45,9 +47,12 @@ int ptdp_gpt_moe_blocks(const ptdp_model_config *c)
     return n;
 }
 
-int ptdp_gpt_moe_stats_len(const ptdp_model_config *c)
+int ptdp_gpt_moe_layer(const ptdp_model_config *c, int j)
 {
-    return ptdp_gpt_moe_blocks(c) * (ptdp_gpt(c)->moe_experts + 2);
+    for (int l = 0, n = 0; l < c->layers; l++)
+        if (ptdp_gpt_block_is_moe(c, l) && n++ == j)
+            return l;
+    return -1;
 }
 
 /* The row of global block l: its rank among the MoE blocks. */
@@ -59,15 +64,22 @@ static int row_of(const ptdp_model_config *c, int l)
     return j;
 }
 
-ptdp_gpt_moe_block_stats ptdp_gpt_moe_stats_row(const ptdp_model_config *c, const double *stats, int j)
+/* The table's publish: the four names of gpt_moe_stats.h, in the order
+ * --log writes them; nothing for a dense GPT. */
+int ptdp_gpt_moe_publish(const ptdp_model_config *c, ptdp_counters *reg)
 {
-    const int E = ptdp_gpt(c)->moe_experts;
-    const double *r = stats + (size_t)j * (E + 2);
-    ptdp_gpt_moe_block_stats s = { .layer = -1, .load = r, .dropped = r[E], .aux = r[E + 1] };
-    for (int l = 0, n = 0; l < c->layers && s.layer < 0; l++)
-        if (ptdp_gpt_block_is_moe(c, l) && n++ == j)
-            s.layer = l;
-    return s;
+    const int n = ptdp_gpt_moe_blocks(c), E = ptdp_gpt(c)->moe_experts;
+    const unsigned once = PTDP_COUNT_TP_ONCE, mean = PTDP_COUNT_TP_ONCE | PTDP_COUNT_PER_SAMPLE;
+    if (n == 0)
+        return PTDP_OK;
+    int rc = ptdp_counters_publish(reg, "aux_loss", PTDP_COUNT_STEP, PTDP_COUNT_NUMBER, mean);
+    if (rc == 0)
+        rc = ptdp_counters_publish(reg, "moe_load", PTDP_COUNT_STEP, PTDP_COUNT_TABLE(n, E), once);
+    if (rc == 0)
+        rc = ptdp_counters_publish(reg, "moe_dropped", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), once);
+    if (rc == 0)
+        rc = ptdp_counters_publish(reg, "moe_aux_loss", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), mean);
+    return rc;
 }
 
 /* ----------------------------------------------- one micro-batch's tally */
@@ -112,20 +124,37 @@ void ptdp_gpt_moe_tally_free(ptdp_gpt_saved *sv)
     sv->moe_tally = NULL;
 }
 
-/* ------------------------------------------------- the table's stats_add */
+/* ------------------------------------------------------ the table's count */
 
-void ptdp_gpt_moe_stats_add(const ptdp_model *m, const ptdp_acts *acts, double *sum)
+/* Does the stage hold a MoE block (and so a balance loss)? */
+static bool stage_has_moe(const ptdp_model *m)
+{
+    bool moe = false;
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        moe = moe || ptdp_gpt_block_is_moe(&m->cfg, l);
+    return moe;
+}
+
+void ptdp_gpt_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts)
 {
     const ptdp_gpt_saved *sv = acts->saved;
-    const struct ptdp_gpt_moe_tally *t = sv != NULL ? sv->moe_tally : NULL;
-    if (t == NULL)
+    if (sv == NULL || !stage_has_moe(m))
+        return;
+    ptdp_count(counts, "aux_loss", 0, sv->aux_sum);   /* the stage's blocks', summed in its forward */
+    const struct ptdp_gpt_moe_tally *t = sv->moe_tally;
+    double *load = ptdp_counts_of(counts, "moe_load"), *dropped = ptdp_counts_of(counts, "moe_dropped"),
+           *aux = ptdp_counts_of(counts, "moe_aux_loss");
+    if (t == NULL || load == NULL || dropped == NULL || aux == NULL)
         return;
     const int E = t->E;
     for (int i = 0; i < t->nblocks; i++) {
         if (!t->counted[i])
             continue;
-        double *dst = sum + (size_t)row_of(&m->cfg, m->layer_begin + i) * (E + 2);
-        for (int q = 0; q < E + 2; q++)
-            dst[q] += t->row[(size_t)i * (E + 2) + q];
+        const int j = row_of(&m->cfg, m->layer_begin + i);
+        const double *r = t->row + (size_t)i * (E + 2);
+        for (int e = 0; e < E; e++)
+            load[(size_t)j * E + e] += r[e];
+        dropped[j] += r[E];
+        aux[j] += r[E + 1];
     }
 }

@@ -24,12 +24,12 @@ int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const pt
 int  ptdp_gpt_backward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_tensor *dout,
                        double loss_scale, ptdp_tensor *dx);
 void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
-/* aux_loss (gpt.c): the balance loss of the stage's MoE blocks, if it has any. */
-bool ptdp_gpt_aux_loss(const ptdp_model *m, const ptdp_acts *acts, double *sum);
-/* stats_add (gpt_moe_stats.c): the micro-batch's loads, drops and balance
- * losses of the stage's MoE blocks into their rows of sum
- * (gpt_moe_stats.h; stats_len is ptdp_gpt_moe_stats_len). */
-void ptdp_gpt_moe_stats_add(const ptdp_model *m, const ptdp_acts *acts, double *sum);
+/* publish and count (gpt_moe_stats.c): the MoE blocks' counters
+ * (gpt_moe_stats.h) — named for a configuration with MoE blocks; the
+ * micro-batch's balance loss, loads and drops of the stage's blocks added
+ * into the device's counters of the step. */
+int  ptdp_gpt_moe_publish(const ptdp_model_config *c, ptdp_counters *reg);
+void ptdp_gpt_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts);
 
 /* The backward with its weight-gradient products recorded in w (wgrad.h),
  * or run at once if w is NULL (= ptdp_gpt_backward): the table's

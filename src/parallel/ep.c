@@ -29,13 +29,28 @@
  * overlapped F&B pair (DualPipeV) their virtual time runs on the
  * communication stream under the pair's compute; elsewhere they are the
  * blocking collectives they always were.
+ *
+ * What EP publishes in a training run's counters (counters.h), per device
+ * over the run:
+ *
+ *   ep_bytes          what its exchanges sent to OTHER ranks by the formula
+ *                     from the plan — the counts, (N-1) local ints; a
+ *                     dispatch's rows for experts held elsewhere and a
+ *                     combine's rows back to other sources, x cols x element
+ *                     size — beside which the report puts the bytes the comm
+ *                     layer measured
+ *   expert_elements   its parameters summed over the expert-DP group (model.h's
+ *                     PTDP_GROUP_EDP), for the DP and ZeRO formulas
  */
 #include "ptdp/ep.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/ep_impl.h"
+#include "ptdp/counters.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/pair.h"
@@ -72,6 +87,7 @@ int ptdp_ep_plan_init(ptdp_device *dev, ptdp_comm *ep, int E, const int *load, p
         p->sent += (size_t)p->send_rows[e];
     for (int i = 0; i < N * p->local; i++)
         p->received += (size_t)p->recv_rows[i];
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)(N - 1) * p->local * sizeof(int32_t));   /* to the others */
     return PTDP_OK;
 }
 
@@ -145,6 +161,7 @@ int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, con
     const bool was = ptdp_pair_mark(dev, true);
     int rc = ptdp_all_to_allv(ep, x, to, NULL, wire, from, NULL, PTDP_REAL);
     ptdp_pair_mark(dev, was);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * cols * sizeof(ptdp_real));
     if (rc == 0)
         reorder(p, cols, wire, out, true);
     ptdp_free(dev, wire);
@@ -166,6 +183,7 @@ int ptdp_ep_combine(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, cons
     const bool was = ptdp_pair_mark(dev, true);
     int rc = ptdp_all_to_allv(ep, wire, from, NULL, out, to, NULL, PTDP_REAL);
     ptdp_pair_mark(dev, was);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_combined_away(p) * cols * sizeof(ptdp_real));
     ptdp_free(dev, wire);
     return rc;
 }
@@ -189,4 +207,19 @@ size_t ptdp_ep_rows_combined_away(const ptdp_ep_plan *p)
 double ptdp_ep_uniform_bytes(int k, long T_r, int C, int N, size_t elem)
 {
     return N > 0 ? (double)k * (double)T_r * C * (N - 1) / N * (double)elem : 0.0;
+}
+
+/* ------------------------------------------------- the run's counters */
+
+int ptdp_ep_publish(ptdp_counters *reg)
+{
+    int rc = ptdp_counters_publish(reg, "ep_bytes", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0);
+    return rc == 0 ? ptdp_counters_publish(reg, "expert_elements", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0) : rc;
+}
+
+void ptdp_ep_count_experts(ptdp_device *dev, const ptdp_model *m)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].sum.replicas == PTDP_GROUP_EDP)
+            ptdp_count(dev->counts, "expert_elements", 0, (double)ptdp_tensor_numel(m->params[i].w));
 }

@@ -174,8 +174,9 @@ static int check_action(ptdp_device *dev, const ptdp_pp_step *st, task *tasks,
 }
 
 /* F: the micro-batch's data, the forward, and what the step adds up from
- * it — the loss on the last stage, the model's auxiliary loss and counts
- * (a mixture of experts'), the micro-batches alive. */
+ * it — the loss on the last stage, the model's counters of a training
+ * step (a mixture of experts' balance loss and loads: counters.h, into the
+ * device's channel), the micro-batches alive. */
 static int run_forward(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *u, int h, int *alive)
 {
     int rc;
@@ -190,13 +191,8 @@ static int run_forward(ptdp_device *dev, ptdp_pp_step *st, ptdp_model *m, task *
     ptdp_tensor_free(dev, &u->data.x);
     if (m->last_stage)
         st->loss_sum += u->acts.loss_sum;
-    double aux;
-    if (rc == 0 && m->ops->aux_loss != NULL && m->ops->aux_loss(m, &u->acts, &aux)) {
-        st->aux_sum += aux;
-        st->has_aux = true;
-    }
-    if (rc == 0 && st->stats != NULL && m->ops->stats_add != NULL)
-        m->ops->stats_add(m, &u->acts, st->stats);
+    if (rc == 0 && dev->counts != NULL && m->ops->count != NULL)   /* its named counters (counters.h) */
+        m->ops->count(m, &u->acts, dev->counts);
     if (++*alive > st->peak_in_flight)
         st->peak_in_flight = *alive;
     return rc;
@@ -393,7 +389,6 @@ int ptdp_pp_begin(ptdp_device *dev, ptdp_pp_step *st)
         if (list->actions[i].kind == PTDP_ACT_BACKWARD)
             r->last_backward = i;
     st->loss_sum = 0;
-    st->aux_sum = 0;
     st->peak_in_flight = 0;
     st->wgrad_bytes = st->wgrad_peak_bytes = 0;
     st->run = r;

@@ -11,9 +11,14 @@
  * the hosts merge them (ptdp_host_merge, launch.h), also outside the
  * counted bytes and the virtual clock.
  *
- * A model that counts something per step (model.h's stats_len: an MoE's
- * tokens per expert) has a second table beside the rows, nstats numbers
- * per step and device, summed over the devices as the loss is.
+ * The run's counters (counters.h) have tables of their own beside the
+ * rows, filled by the devices and merged here:
+ *
+ *   counts         [step][device][number]   each device adds its share
+ *        │ the step done: sum over the devices (÷ B: a mean per sample)
+ *        ▼
+ *   step_counts    [step][number]           → --log's keys, the reports
+ *   device_counts  [device][number]         each device's of the run
  */
 #include "train/run_table.h"
 
@@ -25,32 +30,32 @@
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
-#include "ptdp/models.h"
 #include "ptdp/schedule.h"
 
-/* The model's counts: every device's per step, and their sums per step
- * (in the result, where its log points, or the table's own). */
-static int open_stats(ptdp_run_table *r, const ptdp_train_config *cfg, int world, size_t steps,
-                      ptdp_train_result *result)
+/* The run's counters: every device's numbers per step, their sums per
+ * step, and every device's of the run (in the result, where the reports
+ * read them, or the table's own). */
+static int open_counts(ptdp_run_table *r, const ptdp_counters *counters, int world, size_t steps,
+                       ptdp_train_result *result)
 {
-    const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
-    r->nstats = ops != NULL && ops->stats_len != NULL && ops->stats_add != NULL ? ops->stats_len(&cfg->model) : 0;
-    if (r->nstats <= 0) {
-        r->nstats = 0;
-        return PTDP_OK;
-    }
-    r->stats = calloc(steps * (size_t)world * r->nstats, sizeof *r->stats);
-    r->sums = calloc(steps * (size_t)r->nstats, sizeof *r->sums);
-    r->own_sums = result == NULL;
+    r->counters = *counters;
+    const size_t step_len = (size_t)counters->len[PTDP_COUNT_STEP];
+    const size_t device_len = (size_t)counters->len[PTDP_COUNT_DEVICE];
+    r->counts = calloc(steps * (size_t)world * step_len + 1, sizeof *r->counts);
+    r->step_counts = calloc(steps * step_len + 1, sizeof *r->step_counts);
+    r->device_counts = calloc((size_t)world * device_len + 1, sizeof *r->device_counts);
+    r->own_counts = result == NULL;
     if (result != NULL) {
-        result->stats = r->sums;
-        result->nstats = r->nstats;
+        result->counters = *counters;
+        result->step_counts = r->step_counts;
+        result->device_counts = r->device_counts;
     }
-    return r->stats != NULL && r->sums != NULL ? PTDP_OK : PTDP_ENOMEM;
+    return r->counts != NULL && r->step_counts != NULL && r->device_counts != NULL ? PTDP_OK : PTDP_ENOMEM;
 }
 
-int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int world, ptdp_step_observer observer,
-                        void *observer_ctx, ptdp_train_result *result, char *msg, size_t msglen)
+int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, const ptdp_counters *counters, int world,
+                        ptdp_step_observer observer, void *observer_ctx, ptdp_train_result *result, char *msg,
+                        size_t msglen)
 {
     *r = (ptdp_run_table){
         .cfg = cfg, .world = world, .observer = observer, .observer_ctx = observer_ctx,
@@ -70,19 +75,16 @@ int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int wor
         result->peak_acts = calloc((size_t)cfg->pp, sizeof *result->peak_acts);
         result->peak_wgrad = calloc((size_t)cfg->pp, sizeof *result->peak_wgrad);
         result->param_elements = calloc((size_t)world, sizeof *result->param_elements);
-        result->expert_elements = calloc((size_t)world, sizeof *result->expert_elements);
-        result->ep_bytes = calloc((size_t)world, sizeof *result->ep_bytes);
     }
     if (r->ds == NULL || r->done == NULL || r->peak_acts == NULL || r->peak_in_flight == NULL ||
         r->peak_wgrad == NULL ||
         (result != NULL && (result->log == NULL || result->peak_acts == NULL || result->peak_wgrad == NULL ||
-                            result->param_elements == NULL || result->expert_elements == NULL ||
-                            result->ep_bytes == NULL))) {
+                            result->param_elements == NULL))) {
         snprintf(msg, msglen, "host out of memory");
         ptdp_run_table_close(r, false);
         return PTDP_ENOMEM;
     }
-    if (open_stats(r, cfg, world, steps, result) != 0) {
+    if (open_counts(r, counters, world, steps, result) != 0) {
         snprintf(msg, msglen, "host out of memory");
         ptdp_run_table_close(r, false);
         return PTDP_ENOMEM;
@@ -92,9 +94,29 @@ int ptdp_run_table_open(ptdp_run_table *r, const ptdp_train_config *cfg, int wor
     return PTDP_OK;
 }
 
-double *ptdp_run_table_stats(ptdp_run_table *r, int s, int rank)
+void ptdp_run_table_counts(ptdp_run_table *r, int s, int rank, bool tp_lead, ptdp_counts *out)
 {
-    return r->nstats > 0 ? r->stats + ((size_t)s * r->world + rank) * r->nstats : NULL;
+    const size_t step_len = (size_t)r->counters.len[PTDP_COUNT_STEP];
+    *out = (ptdp_counts){ .reg = &r->counters, .tp_lead = tp_lead };
+    out->row[PTDP_COUNT_DEVICE] = r->device_counts + (size_t)rank * r->counters.len[PTDP_COUNT_DEVICE];
+    if (s >= 0)
+        out->row[PTDP_COUNT_STEP] = r->counts + ((size_t)s * r->world + rank) * step_len;
+}
+
+/* Step s's counters: the sum over the devices, in rank order; a counter
+ * published per sample then divided by the global batch. */
+static void sum_counts(ptdp_run_table *r, int s)
+{
+    const ptdp_counters *k = &r->counters;
+    const size_t n = (size_t)k->len[PTDP_COUNT_STEP];
+    double *sum = r->step_counts + (size_t)s * n;
+    for (int d = 0; d < r->world; d++)
+        for (size_t q = 0; q < n; q++)
+            sum[q] += r->counts[((size_t)s * r->world + d) * n + q];
+    for (int i = 0; i < k->n; i++)
+        if (k->c[i].kind == PTDP_COUNT_STEP && (k->c[i].flags & PTDP_COUNT_PER_SAMPLE))
+            for (int q = 0; q < k->c[i].len; q++)
+                sum[k->c[i].offset + q] /= r->cfg->batch;
 }
 
 static ptdp_step_log summarize(ptdp_run_table *r, int s)
@@ -109,18 +131,8 @@ static ptdp_step_log summarize(ptdp_run_table *r, int s)
         log.wall_s = fmax(log.wall_s, x->w1 - x->w0);
         log.bytes += x->bytes;
         loss += x->loss;
-        log.aux_loss += x->aux;
-        log.has_aux = log.has_aux || x->has_aux;
     }
-    log.aux_loss /= c->batch;   /* a mean over the batch's samples */
-    if (r->nstats > 0) {        /* the model's counts: a sum, as the tokens are */
-        double *sum = r->sums + (size_t)s * r->nstats;
-        for (int d = 0; d < r->world; d++)
-            for (int q = 0; q < r->nstats; q++)
-                sum[q] += r->stats[((size_t)s * r->world + d) * r->nstats + q];
-        log.stats = sum;
-        log.nstats = r->nstats;
-    }
+    sum_counts(r, s);
     log.virtual_s = v1 - v0;
     log.loss = loss / ((double)c->batch * r->targets_per_sample);
     log.grad_norm = r->ds[(size_t)s * r->world].grad_norm;
@@ -138,8 +150,9 @@ int ptdp_run_table_step_done(ptdp_device *dev, ptdp_run_table *r, int s, const p
         /* One device per host (processes, MPI): the row holds this
          * device's entry alone until the hosts merge theirs (launch.h). */
         rc = ptdp_host_merge(dev, &r->ds[(size_t)s * r->world], (size_t)r->world * sizeof *r->ds);
-        if (rc == 0 && r->nstats > 0)
-            rc = ptdp_host_merge(dev, ptdp_run_table_stats(r, s, 0), (size_t)r->world * r->nstats * sizeof *r->stats);
+        const size_t n = (size_t)r->world * r->counters.len[PTDP_COUNT_STEP];
+        if (rc == 0 && n > 0)
+            rc = ptdp_host_merge(dev, r->counts + (size_t)s * n, n * sizeof *r->counts);
         r->done[s] = rc == 0 ? r->world : 0;
     }
     while (r->next_report < r->cfg->steps && r->done[r->next_report] == r->world) {
@@ -168,10 +181,8 @@ int ptdp_run_table_merge_hosts(ptdp_device *dev, ptdp_run_table *r)
         rc = ptdp_host_merge(dev, r->peak_in_flight, w * sizeof *r->peak_in_flight);
     if (rc == 0 && r->result != NULL && r->result->param_elements != NULL)
         rc = ptdp_host_merge(dev, r->result->param_elements, w * sizeof *r->result->param_elements);
-    if (rc == 0 && r->result != NULL && r->result->expert_elements != NULL)
-        rc = ptdp_host_merge(dev, r->result->expert_elements, w * sizeof *r->result->expert_elements);
-    if (rc == 0 && r->result != NULL && r->result->ep_bytes != NULL)
-        rc = ptdp_host_merge(dev, r->result->ep_bytes, w * sizeof *r->result->ep_bytes);
+    if (rc == 0 && r->counters.len[PTDP_COUNT_DEVICE] > 0)
+        rc = ptdp_host_merge(dev, r->device_counts, w * r->counters.len[PTDP_COUNT_DEVICE] * sizeof *r->device_counts);
     ptdp_state *states[2] = { c->final_state, c->init_state };
     for (int k = 0; k < 2; k++)
         for (int i = 0; rc == 0 && states[k] != NULL && i < states[k]->ntensors; i++) {
@@ -245,12 +256,32 @@ void ptdp_run_table_close(ptdp_run_table *r, bool ok)
     free(r->peak_acts);
     free(r->peak_wgrad);
     free(r->peak_in_flight);
-    free(r->stats);
-    if (r->own_sums)
-        free(r->sums);
-    r->stats = r->sums = NULL;
+    free(r->counts);
+    if (r->own_counts) {
+        free(r->step_counts);
+        free(r->device_counts);
+    }
+    r->counts = r->step_counts = r->device_counts = NULL;
     r->ds = NULL;
     r->done = NULL;
     r->peak_acts = r->peak_wgrad = NULL;
     r->peak_in_flight = NULL;
+}
+
+/* ------------------------------------------- the counters, read by name */
+
+const double *ptdp_train_step_counts(const ptdp_train_result *r, int s, const char *name)
+{
+    if (r == NULL || r->step_counts == NULL || s < 0 || s >= r->steps)
+        return NULL;
+    return ptdp_counters_in(&r->counters, name, PTDP_COUNT_STEP,
+                            r->step_counts + (size_t)s * r->counters.len[PTDP_COUNT_STEP]);
+}
+
+const double *ptdp_train_device_counts(const ptdp_train_result *r, int rank, const char *name)
+{
+    if (r == NULL || r->device_counts == NULL || rank < 0)
+        return NULL;
+    return ptdp_counters_in(&r->counters, name, PTDP_COUNT_DEVICE,
+                            r->device_counts + (size_t)rank * r->counters.len[PTDP_COUNT_DEVICE]);
 }

@@ -53,6 +53,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/zero.h"
 #include "train/run_table.h"
+#include "parallel/ep_impl.h"
 #include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero_impl.h"
@@ -72,6 +73,7 @@ typedef struct {
     double first_grad_norm;        /* this run's first step's, for the
                                       divergence rule (train.h); -1 before */
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
+    ptdp_counts counts;            /* its way into the run's counters (dev->counts) */
 } device_ctx;
 
 /* The divergence rule (train.h): a finite norm far above the first step's.
@@ -190,6 +192,8 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     ptdp_pair_set_serial(dev, c->serial_pairs);   /* --no-pair-overlap (pair.h) */
     if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
+    ptdp_run_table_counts(d->r, -1, dev->rank, d->mesh.tp_rank == 0, &d->counts);
+    dev->counts = &d->counts;   /* whatever the model and the parallelisms count (counters.h) */
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
@@ -221,12 +225,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
      * has a table of its own, which a failing process writes (--log) */
     if (dev->rank == 0 || !ptdp_host_shared(dev))
         d->r->targets_per_sample = d->model.label_cols;
-    if (d->r->result != NULL && d->r->result->param_elements != NULL) {
+    if (d->r->result != NULL && d->r->result->param_elements != NULL)
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
-        for (int i = 0; i < d->model.nparams; i++)
-            if (d->model.params[i].sum.replicas == PTDP_GROUP_EDP)
-                d->r->result->expert_elements[dev->rank] += ptdp_tensor_numel(d->model.params[i].w);
-    }
+    ptdp_ep_count_experts(dev, &d->model);
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago (ZeRO-3
      * its parameters too): start the peaks from the set-up device, so they
      * show training, not set-up. */
@@ -237,6 +238,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 
 static void device_teardown(ptdp_device *dev, device_ctx *d)
 {
+    dev->counts = NULL;
     ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_model_free(dev, &d->model);
     ptdp_mesh_free(&d->mesh);
@@ -259,6 +261,7 @@ static int device_main(ptdp_device *dev, void *arg)
         d.global_step = step + 1;
         ptdp_run_row x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
         double busy0 = dev->clock.compute_s + dev->clock.comm_s;
+        ptdp_run_table_counts(r, s, dev->rank, d.mesh.tp_rank == 0, &d.counts);   /* its counters of step s */
 
         if ((c->dump_x != NULL || c->dump_tokens != NULL) && dev->rank == 0) {
             /* Device 0 is on the first stage and, when pp = 1, the last:
@@ -280,7 +283,6 @@ static int device_main(ptdp_device *dev, void *arg)
             .shard_first = step * (int64_t)c->batch + (int64_t)shard_off, .shard_rows = (int)shard_len,
             .micro_batches = c->micro_batches, .token_slices = ptdp_train_token_slices(c),
             .recompute = c->recompute,
-            .stats = d.mesh.tp_rank == 0 ? ptdp_run_table_stats(r, s, dev->rank) : NULL,   /* each token once */
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
             .backward_begin = c->zero == 2 || c->overlap ? around_backward_begin : NULL,
             .backward_end = c->zero == 2 || c->overlap ? around_backward_end : NULL,
@@ -301,18 +303,11 @@ static int device_main(ptdp_device *dev, void *arg)
         x.bytes = dev->stats.total_sent - x.bytes;
         x.loss = d.model.last_stage && d.mesh.tp_rank == 0 ? st.loss_sum : 0;
         x.grad_norm = d.grad_norm;
-        x.aux = d.mesh.tp_rank == 0 ? st.aux_sum : 0;   /* each stage's, once */
-        x.has_aux = st.has_aux;
         if ((rc = ptdp_run_table_step_done(dev, r, s, &x)) != 0)
             break;
     }
     if (rc == 0 && c->final_state != NULL)
         ptdp_state_save_device(c->final_state, &d.model, &d.zero, true);
-    if (r->result != NULL && r->result->ep_bytes != NULL) {   /* its own slot */
-        r->result->ep_bytes[dev->rank] = d.model.ep_bytes;
-        for (int k = 0; d.model.chunks != NULL && k < d.model.virtual_stages; k++)
-            r->result->ep_bytes[dev->rank] += d.model.chunks[k].ep_bytes;
-    }
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];
@@ -325,6 +320,21 @@ static int device_main(ptdp_device *dev, void *arg)
 
 /* ------------------------------------------------------------ the host */
 
+/* The run's counters (counters.h), named before any device starts: the
+ * model's, then those of each parallelism that counts something. */
+static int publish_counters(const ptdp_train_config *cfg, ptdp_counters *reg, char *msg, size_t msglen)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
+    ptdp_counters_init(reg);
+    int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
+    if (rc == 0 && cfg->ep > 1)
+        rc = ptdp_ep_publish(reg);
+    if (rc != 0)
+        snprintf(msg, msglen, "the run's counter \"%s\" was refused: a name published twice, too long, "
+                 "or more than %d counters (counters.h)", reg->refused, PTDP_COUNTERS_MAX);
+    return rc;
+}
+
 int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                ptdp_step_observer observer, void *observer_ctx,
                ptdp_train_result *result, char *msg, size_t msglen)
@@ -333,8 +343,11 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
     if (rc != 0)
         return rc;
     int world = cfg->dp * ptdp_train_cp(cfg) * cfg->tp * cfg->pp;
+    ptdp_counters counters;
+    if ((rc = publish_counters(cfg, &counters, msg, msglen)) != 0)
+        return rc;
     ptdp_run_table r;
-    if ((rc = ptdp_run_table_open(&r, cfg, world, observer, observer_ctx, result, msg, msglen)) != 0)
+    if ((rc = ptdp_run_table_open(&r, cfg, &counters, world, observer, observer_ctx, result, msg, msglen)) != 0)
         return rc;
     for (ptdp_state *s = cfg->final_state; s != NULL; s = NULL) {
         s->seed = cfg->seed;
@@ -368,12 +381,9 @@ void ptdp_train_result_free(ptdp_train_result *r)
     free(r->peak_acts);
     free(r->peak_wgrad);
     free(r->param_elements);
-    free(r->expert_elements);
-    free(r->ep_bytes);
-    r->expert_elements = NULL;
-    r->ep_bytes = NULL;
-    free(r->stats);
-    r->stats = NULL;
+    free(r->step_counts);
+    free(r->device_counts);
+    r->step_counts = r->device_counts = NULL;
     r->log = NULL;
     r->peak_acts = NULL;
     r->peak_wgrad = NULL;

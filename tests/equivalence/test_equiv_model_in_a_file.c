@@ -19,12 +19,22 @@
  * through its capabilities (no sequences, no attention).  That is the
  * test of the model interface: if the loop had to know the model, this
  * file could not exist.
+ *
+ * It also counts (counters.h): it publishes three counters of its own, and
+ * the run's result shows them summed over whatever mesh ran it —
+ *
+ *   resmlp_loss     a step's    the last stage's loss_sum, a mean per
+ *                               sample: the step's loss, bit for bit
+ *   resmlp_rows     a step's    rows each block ran, one entry per block,
+ *                               TP rank 0's: B each, whatever the mesh
+ *   resmlp_forwards a device's  its forwards over the run: steps x M
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "equiv.h"
+#include "ptdp/counters.h"
 #include "ptdp/models.h"
 #include "ptdp/ops.h"
 #include "ptdp/rng.h"
@@ -285,6 +295,29 @@ done:
     return rc;
 }
 
+/* --------------------------------------------------- what it counts */
+
+static int res_publish(const ptdp_model_config *c, ptdp_counters *reg)
+{
+    int rc = ptdp_counters_publish(reg, "resmlp_loss", PTDP_COUNT_STEP, PTDP_COUNT_NUMBER,
+                                   PTDP_COUNT_TP_ONCE | PTDP_COUNT_PER_SAMPLE);
+    if (rc == 0)
+        rc = ptdp_counters_publish(reg, "resmlp_rows", PTDP_COUNT_STEP, PTDP_COUNT_LIST(c->layers),
+                                   PTDP_COUNT_TP_ONCE);
+    if (rc == 0)
+        rc = ptdp_counters_publish(reg, "resmlp_forwards", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0);
+    return rc;
+}
+
+static void res_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts)
+{
+    if (m->last_stage)
+        ptdp_count(counts, "resmlp_loss", 0, acts->loss_sum);
+    for (int l = m->layer_begin; l < m->layer_end; l++)
+        ptdp_count(counts, "resmlp_rows", l, acts->rows);
+    ptdp_count(counts, "resmlp_forwards", 0, 1);
+}
+
 static const ptdp_model_ops resmlp_ops = {
     .name = "resmlp",
     .caps = { .title = "the residual MLP" },
@@ -298,6 +331,8 @@ static const ptdp_model_ops resmlp_ops = {
     .forward = res_forward,
     .backward = res_backward,
     .acts_free = res_acts_free,
+    .publish = res_publish,
+    .count = res_count,
 };
 
 /* ------------------------------------------------------------- tests */
@@ -339,6 +374,36 @@ LOOP_TEST(model_tests, test_zero_stages_equal_one_device, 3)
 {
     ptdp_train_config c = resmlp_config(2, 2, 2, _i + 1);
     equiv_check(&c);
+}
+END_TEST
+
+/* Its counters, summed by the run's table over dp 2 x tp 2 x pp 2 as
+ * the loss is: the loss again, bit for bit; B rows a block, each counted
+ * once; M forwards a step on every device. */
+TEST(model_tests, test_its_counters_sum_over_the_mesh)
+{
+    ptdp_train_config c = resmlp_config(2, 2, 2, 0);
+    ptdp_launch_opts o = harness_opts(NULL);
+    ptdp_train_result res;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_train(&c, &o, NULL, NULL, &res, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_eq(res.counters.n, 3);
+    for (int s = 0; s < c.steps; s++) {
+        const double *loss = ptdp_train_step_counts(&res, s, "resmlp_loss");
+        const double *rows = ptdp_train_step_counts(&res, s, "resmlp_rows");
+        ck_assert_msg(loss != NULL && *loss == res.log[s].loss, "step %d: counted %.17g, the loss %.17g", s,
+                      loss != NULL ? *loss : -1.0, res.log[s].loss);
+        for (int l = 0; l < c.model.layers; l++)
+            ck_assert_msg(rows[l] == c.batch, "step %d, block %d: %g rows of %d", s, l, rows[l], c.batch);
+    }
+    ck_assert_ptr_null(ptdp_train_step_counts(&res, 0, "resmlp_forwards"));   /* a device's, not a step's */
+    ck_assert_ptr_null(ptdp_train_step_counts(&res, c.steps, "resmlp_loss"));
+    for (int r = 0; r < 8; r++) {
+        const double *forwards = ptdp_train_device_counts(&res, r, "resmlp_forwards");
+        ck_assert_msg(forwards != NULL && *forwards == (double)c.steps * c.micro_batches, "device %d: %g forwards",
+                      r, forwards != NULL ? *forwards : -1.0);
+    }
+    ptdp_train_result_free(&res);
 }
 END_TEST
 
