@@ -498,7 +498,10 @@ bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g);
  * only its rank 0's (ptdp_grad_sum). */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
 /* Sum of squared gradients counting every parameter of the whole model
- * once.  Collective over the tp and pp groups. */
+ * once, every DP replica holding the whole summed gradient (the float
+ * views): the gradient norm's rule (model.c, ptdp_param_norm_group) as
+ * plain DP applies it.  Collective over the tp and pp groups (and the EP
+ * group, for experts held apart). */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
 /* Once per step, after the sum over the replicas: all-reduce the gradient
  * (the views p->g, float) of every parameter over each group of its
