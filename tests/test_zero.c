@@ -282,7 +282,7 @@ static int norm_groups_device(ptdp_device *dev, void *arg)
     return PTDP_OK;
 }
 
-TEST(zero_tests, test_norm_sums_each_piece_over_its_declared_group)
+TEST(zero_tests, test_norm_sums_each_stretch_over_its_declared_group)
 {
     for (int stage = 0; stage <= 2; stage++) {
         norm_arg a = { .stage = stage };

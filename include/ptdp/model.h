@@ -510,7 +510,7 @@ int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
  * of a tied embedding reach a micro-batch's backward at different times,
  * and a collective between them in the middle of the pipeline would wait
  * for a stage that waits for it.  Under ZeRO, whose gradients are sharded
- * by then, zero.c gathers each such tensor's gradient whole for it. */
+ * by then, zero_sum.c gathers each such tensor's gradient whole for it. */
 int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
 
 #endif

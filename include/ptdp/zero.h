@@ -112,7 +112,7 @@
  * the squares of what it owns of the parameters it counts
  * (ptdp_param_counted_here: a TP-replicated parameter on tp rank 0 only, a
  * tied copy on stage 0 only), and the partial sums are all-reduced over
- * the group in which the holders of different pieces lie — over DP when
+ * the group whose devices hold different parts of it — over DP when
  * each rank holds its own shard of the summed gradient (ZeRO), over the
  * DP ranks beside a parameter's replicas when each holds it whole (none
  * for DP's replicas, the EP group for an expert's) — then over TP and PP.

@@ -8,7 +8,7 @@
  * decay, which groups a parameter's gradient is summed over beyond DP, and
  * the sum of a quantity over the shards that hold it.
  *
- *   models.c ──ptdp_model_setup_v──▶ ptdp_model ◀── dp.c, zero.c, train/ (groups, decay, sums)
+ *   models.c ──ptdp_model_setup_v──▶ ptdp_model ◀── dp.c, zero*.c, train/ (groups, decay, sums)
  */
 
 #ifndef PTDP_PARALLEL_MODEL_IMPL_H
