@@ -36,9 +36,11 @@
  * every unit twice a micro-batch: the paper's 3Ψ against 2Ψ.
  *
  * The code reads the rows: set-up asks a row what this device owns
- * (`own`), the executor's hooks around a backward are the row's
- * (`backward_begin`, `backward_end`), the step's sum is the row's (`sum`),
- * then the gather (`gather`); the shard bits say which buffers exist.  The
+ * (`own`: the whole buffer, or its shards — what the optimizer then
+ * updates, zero_step.c), the executor's hooks around a backward are the
+ * row's (`backward_begin`, `backward_end`), the step's sum is the row's
+ * (`sum`), then the gather (`gather`); the shard bits say which buffers
+ * exist, and which DP group the gradient norm sums over (model.c).  The
  * price is read the same way, by ptdp train's report and the planner: the
  * bytes per state (ptdp_zero_state_bytes, ptdp_zero_device_states) and the
  * passes of the DP traffic (ptdp_zero_dp_passes).  Adding a stage (ZeRO++'s
