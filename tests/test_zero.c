@@ -7,6 +7,12 @@
  *               element of the whole model exactly once (TP-replicated
  *               parameters on tp rank 0 only); stage 2 accumulates
  *               reduce-scattered micro-batches into the shard
+ *   table       one row a stage (zero_stages.c): each shards one state
+ *               more, its hooks and gathers match, its price is the
+ *               formula's (2, 2, M+1, 3M passes; the paper's bytes)
+ *   norm        one rule over the declared groups: an expert's squares
+ *               over the EP group under plain DP, everything over DP
+ *               under ZeRO — each element of the whole model once
  *   memory      arena peaks per category, exactly: optimizer state 2 len_r
  *               (len_r from ptdp_share; ZeRO-1: of every DP bucket, so
  *               Ψ/N within an element a bucket), stage 2 gradients len_r,
@@ -33,6 +39,8 @@
 #include "ptdp/launch.h"
 #include "ptdp/comm.h"
 #include "ptdp/mlp.h"
+#include "ptdp/gpt.h"
+#include "ptdp/plan.h"
 
 static const harness_tcase zero_tests = { .name = "zero", .timeout_s = 120 };
 
@@ -140,6 +148,152 @@ TEST(zero_tests, test_norm_ranges_count_every_element_once)
                           a.tp, a.pp, a.bucket_mb, a.counted, model_size_total(&SMALL));
             ck_assert_msg(k == 0 ? a.buckets == 1 : a.buckets > 1, "bucket-mb %g: %d buckets", a.bucket_mb, a.buckets);
         }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------- the table */
+
+TEST(zero_tests, test_the_table_has_one_row_a_stage_and_its_price)
+{
+    ck_assert(ptdp_zero_stage_of(-1) == NULL && ptdp_zero_stage_of(4) == NULL);
+    for (int k = 0; k <= 3; k++) {
+        const ptdp_zero_stage *r = ptdp_zero_stage_of(k);
+        ck_assert(r != NULL && r->stage == k && r->own != NULL && r->sum != NULL);
+        /* each stage shards what the one before it did, and one state more */
+        ck_assert_int_eq(r->shards_optim + r->shards_grads + r->shards_params, k);
+        ck_assert(!r->shards_params || r->shards_grads);
+        ck_assert(!r->shards_grads || r->shards_optim);
+        /* a row that keeps the parameters whole after a sharded update gathers them */
+        ck_assert((r->gather != NULL) == (r->shards_optim && !r->shards_params));
+        /* hooks around a backward come in pairs, with a bucket to hand out */
+        ck_assert((r->backward_begin != NULL) == (r->backward_end != NULL));
+        ck_assert((r->backward_begin != NULL) == r->grad_bucket);
+        ck_assert(r->buckets == (r->path <= PTDP_ZERO_PATH_REDUCE_SCATTER));
+    }
+    /* the passes of (N-1)/N S a step: 2, 2, M + 1, 3M */
+    for (int M = 1; M <= 4; M++) {
+        ck_assert_int_eq(ptdp_zero_dp_passes(ptdp_zero_stage_of(0), M), 2);
+        ck_assert_int_eq(ptdp_zero_dp_passes(ptdp_zero_stage_of(1), M), 2);
+        ck_assert_int_eq(ptdp_zero_dp_passes(ptdp_zero_stage_of(2), M), M + 1);
+        ck_assert_int_eq(ptdp_zero_dp_passes(ptdp_zero_stage_of(3), M), 3 * M);
+        ck_assert(ptdp_zero3_dp_bytes_per_step(1000, 4, M, true) == ptdp_zero_dp_bytes_per_step(3, 1000, 4, M));
+    }
+    /* a split backward (B, W) reduce-scatters stage 2's bucket twice */
+    for (int k = 0; k <= 3; k++)
+        ck_assert_int_eq(ptdp_zero_backwards(ptdp_zero_stage_of(k), 3, true), k == 2 ? 6 : 3);
+    /* bytes a parameter: float AdamW 4 + 4 + 8, bf16 2 + 2 + 12; SGD without momentum keeps nothing */
+    const double R = sizeof(ptdp_real);
+    ptdp_zero_sizes f = ptdp_zero_sizes_of(false, 2), h = ptdp_zero_sizes_of(true, 2), s = ptdp_zero_sizes_of(false, 0);
+    ck_assert(f.bw == R && f.bg == R && f.bo == 2 * R && s.bo == 0);
+    ck_assert(h.bw == 2 && h.bg == 2 && h.bo == 3 * R);
+    /* what a device holds with the paper's share psi / N is the paper's formula */
+    const double psi = 1 << 20;
+    for (int k = 0; k <= 3; k++) {
+        ptdp_zero_bytes a = ptdp_zero_state_bytes(k, psi, 8, 2, 2, 12);
+        ptdp_zero_bytes b = ptdp_zero_device_states(ptdp_zero_stage_of(k), psi, psi / 8, (ptdp_zero_sizes){ 2, 2, 12 });
+        ck_assert_msg(a.params == b.params && a.grads == b.grads && a.optim == b.optim, "stage %d", k);
+    }
+}
+END_TEST
+
+/* The planner prices a layout's model states itself (plan_memory.c); the
+ * row's price gives its numbers from what a device holds: numel elements,
+ * ceil(numel / N) of them per sharded state for stages 1 and 2, the
+ * planner's own per-unit share for stage 3 (whose gathered units it adds
+ * on top), float AdamW. */
+TEST(zero_tests, test_the_price_gives_the_planners_model_states)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 8;
+    rq.model.hidden = 256;
+    rq.model.ffn = 1024;
+    ptdp_gpt(&rq.model)->heads = 8;
+    ptdp_gpt(&rq.model)->seq_len = 128;
+    ptdp_gpt(&rq.model)->vocab = 1000;
+    rq.batch = 32;
+    rq.gpus = 8;
+    ptdp_plan_layout l = { .dp = 4, .tp = 2, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 8,
+                           .virtual_stages = 1 };
+    snprintf(l.schedule, sizeof l.schedule, "1f1b");
+    const ptdp_zero_sizes b = ptdp_zero_sizes_of(false, 2);
+    for (int z = 0; z <= 3; z++) {
+        const ptdp_zero_stage *row = ptdp_zero_stage_of(z);
+        char msg[PTDP_MSG_MAX];
+        ptdp_plan_memory m;
+        l.zero = z;
+        ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s", msg);
+        ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m), 0);
+        const double share = z == 3 ? m.optim / b.bo : z > 0 ? ceil(m.psi / l.dp) : m.psi;
+        const ptdp_zero_bytes want = ptdp_zero_device_states(row, m.psi, share, b);
+        ck_assert_msg(m.params - m.params_units == want.params && m.optim == want.optim &&
+                      (row->shards_params ? m.grads > want.grads : m.grads == want.grads),
+                      "zero %d: the planner's %.0f %.0f %.0f, the row's %.0f %.0f %.0f", z, m.params - m.params_units,
+                      m.grads, m.optim, want.params, want.grads, want.optim);
+        ck_assert(!row->grad_bucket || m.comm >= m.psi * b.bg);   /* ZeRO-2's bucket, during a backward */
+    }
+}
+END_TEST
+
+/* -------------------------------------------------- the norm's groups */
+
+/* dp 2 split into ep 2 (an expert-DP group of one), a weight declared an
+ * expert's, as gpt_moe.c declares its experts' under --ep: each EP rank
+ * holds other experts.  The norm's one rule (model.c), applied to element
+ * counts instead of squares, must count the dense parameters once and each
+ * EP rank's expert once: numel + |expert|. */
+typedef struct { int stage; unsigned groups; int terms, params; } norm_arg;
+
+static int norm_groups_device(ptdp_device *dev, void *arg)
+{
+    norm_arg *a = arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    ptdp_zero z;
+    DEVICE_TRY(ptdp_mesh_init(dev, 2, 1, 1, &mesh));
+    mesh.ep = 2;
+    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EP));
+    DEVICE_TRY(ptdp_mesh_add_group(dev, &mesh, PTDP_GROUP_EDP));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0));
+    m.params[1].sum.replicas = PTDP_GROUP_EDP;
+    DEVICE_TRY(ptdp_zero_init(dev, &z, &m, a->stage));
+    double partial[PTDP_GROUP_COUNT + 1] = { 0 };
+    for (int r = 0; r < z.nnorm; r++)
+        partial[z.norm[r].over] += (double)(z.norm[r].end - z.norm[r].begin);
+    double x = partial[PTDP_GROUP_COUNT];
+    for (int g = 0; g < PTDP_GROUP_COUNT; g++)
+        if (z.norm_groups & PTDP_GROUP_BIT(g)) {
+            DEVICE_TRY(ptdp_all_reduce(ptdp_mesh_group(&mesh, (ptdp_group)g), &partial[g], &partial[g], 1, PTDP_F64,
+                                       PTDP_SUM));
+            x += partial[g];
+        }
+    DEVICE_CHECK(dev, x == (double)m.numel + (double)ptdp_tensor_numel(m.params[1].w),
+                 "zero %d: the norm counts %.0f elements, want %zu dense and expert + the other EP rank's expert",
+                 a->stage, x, m.numel);
+    if (dev->rank == 0) {
+        a->groups = z.norm_groups;
+        a->terms = z.nnorm;
+        a->params = m.nparams;
+    }
+    ptdp_zero_free(dev, &z, &m);
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return PTDP_OK;
+}
+
+TEST(zero_tests, test_norm_sums_each_stretch_over_its_declared_group)
+{
+    for (int stage = 0; stage <= 2; stage++) {
+        norm_arg a = { .stage = stage };
+        harness_launch_ok(2, norm_groups_device, &a, NULL, NULL);
+        /* whole replicas: the expert's squares over the EP group, the dense
+         * ones nowhere (each replica holds them all), one term a parameter;
+         * ZeRO's shards: everything over DP, neighbours joined */
+        const unsigned want = stage == 0 ? PTDP_GROUP_BIT(PTDP_GROUP_EP) : PTDP_GROUP_BIT(PTDP_GROUP_DP);
+        ck_assert_msg(a.groups == want, "zero %d: the norm sums over groups %#x, want %#x", stage, a.groups, want);
+        ck_assert_msg(stage == 0 ? a.terms == a.params : a.terms <= 3, "zero %d: %d terms of %d parameters", stage,
+                      a.terms, a.params);
     }
 }
 END_TEST

@@ -117,6 +117,15 @@ moe-bf16|ptdp|$MOE --dp 2 --ep 2 --precision bf16
 moe-cp|ptdp|$MOE --cp 2 --ep 2 --dp 1
 moe-tp-rec|ptdp|$MOE --dp 2 --ep 2 --tp 2 --pp 2 --micro-batches 2 --recompute
 moe-resume|ptdp|$MOE --dp 2 --ep 2 --load @DIR@/moe-1.safetensors
+zero3-rec|ptdp|$GPT --dp 2 --zero 3 --recompute full
+zero2-zb|ptdp|$MLP --dp 2 --pp 2 --micro-batches 4 --schedule zb-h1 --zero 2
+zero2-ov|ptdp|$MLP --dp 2 --zero 2 --overlap --micro-batches 2
+zero1-bf16-tied|ptdp|$GPT --dp 2 --pp 2 --micro-batches 2 --zero 1 --precision bf16
+zero2-dual|ptdp|$GPT --pp 2 --micro-batches 4 --schedule dualpipe --dp 2 --zero 2
+zero3-sp|ptdp|$GPT --dp 2 --tp 2 --sp --zero 3
+zero1-naive|ptdp|$MLP --dp 4 --zero 1 --algo naive
+zero3-sgd-clip|ptdp|$MLP --dp 2 --zero 3 --verify-replicas --optimizer sgd --momentum 0.9 --clip-grad 0.1
+moe-pp-clip|ptdp|$MOE --dp 2 --ep 2 --clip-grad 0.5 --pp 2 --micro-batches 2
 EOF
 }
 

@@ -152,8 +152,10 @@ static void print_traffic_and_time(const ptdp_train_config *c, const ptdp_launch
 static void state_bytes(const ptdp_train_config *c, double *bw, double *bg, double *bo)
 {
     const int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
-    *bw = *bg = c->bf16 ? 2.0 : (double)sizeof(ptdp_real);
-    *bo = (double)sizeof(ptdp_real) * (slots + (c->bf16 ? 1 : 0));
+    const ptdp_zero_sizes b = ptdp_zero_sizes_of(c->bf16, slots);   /* zero.h */
+    *bw = b.bw;
+    *bg = b.bg;
+    *bo = b.bo;
 }
 
 /* The backwards whose gradients ZeRO-2 reduce-scatters a step: one per
@@ -164,7 +166,7 @@ static int gradient_sums(const ptdp_train_config *c)
 {
     int M = c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
     const ptdp_schedule_entry *e = ptdp_train_schedule(c);
-    return c->zero == 2 && (e->caps & PTDP_SCHED_SPLIT_BACKWARD) ? 2 * M : M;
+    return ptdp_zero_backwards(ptdp_zero_stage_of(c->zero), M, (e->caps & PTDP_SCHED_SPLIT_BACKWARD) != 0);
 }
 
 /* Expert parallelism per device and step (means over devices): the EP
@@ -259,46 +261,45 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     for (int r = 0; r < lr->world_size; r++) {
         double S = device_elements(res, r) - expert_elements(res, r);   /* the experts': the EDP group's */
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
-        formula += shrink * (c->zero == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)S, N, M, c->recompute)
-                                          : ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M));
+        formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
         grads += S * bg;
     }
     measured /= lr->world_size;
     formula /= lr->world_size;
     grads /= lr->world_size;
-    char b[4][32];
-    /* The formula of the algorithm that ran.  The naive all-reduce (reduce
-     * to rank 0, broadcast) sends as much in all as the ring, but unevenly:
-     * the root sends (N-1) S, every other rank S — a mean of 2(N-1)/N S. */
-    const char *rule = c->zero == 3 ? (c->recompute ? "3M(N-1)/N S, each block redone inside its backward's gather"
-                                                    : "3M(N-1)/N S")
-                     : c->zero == 2 ? "(M+1)(N-1)/N S"
-                     : c->zero == 0 && algo == PTDP_ALGO_NAIVE
-                         ? "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S"
-                         : "2(N-1)/N S";
+    char b[4][32], rule[128];
+    /* The formula of the stage's row and of the algorithm that ran.  The
+     * naive all-reduce (reduce to rank 0, broadcast) sends as much in all
+     * as the ring, but unevenly: the root sends (N-1) S, every other rank
+     * S — a mean of 2(N-1)/N S. */
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(c->zero);
+    if (row->path == PTDP_ZERO_PATH_ALL_REDUCE && algo == PTDP_ALGO_NAIVE)
+        snprintf(rule, sizeof rule, "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S");
+    else
+        snprintf(rule, sizeof rule, "%s%s", row->dp_rule, c->recompute ? row->recompute_rule : "");
     printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
            "(S = %s of gradients per device, mean), measured %s\n",
            N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
            ptdp_format_bytes(measured, b[2], sizeof b[2]));
-    if (c->zero == 0)
+    if (!row->shards_optim)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
     /* Each state in bytes of its own element: gradients bg (2 in bf16),
      * the optimizer's slots (and bf16's float master) bo (state_bytes). */
     const double psi0 = device_elements(res, 0), S0 = psi0 * bg;
     int slots = c->optimizer == PTDP_OPT_ADAMW ? 2 : c->momentum > 0 ? 1 : 0;
-    printf("  ZeRO-%d on device 0: ", c->zero);
+    printf("  %s on device 0: ", row->name);
     if (slots > 0)
         printf("optimizer state %s (without ZeRO %s: 1/%d of it)",
                ptdp_format_bytes((double)m0->peak[PTDP_MEM_OPTIM], b[0], sizeof b[0]),
                ptdp_format_bytes(psi0 * bo, b[1], sizeof b[1]), N);
     else
         printf("no optimizer state to shard (SGD without momentum), each rank updates 1/%d", N);
-    if (c->zero == 1) {
+    if (!row->shards_grads) {
         printf("; the same bytes as plain DP\n");
         return;
     }
-    if (c->zero == 3) {
+    if (row->shards_params) {
         printf(",\n  gradients %s and parameters %s at their peaks: 1/%d of %s each (%s), plus the units "
                "gathered at once\n", ptdp_format_bytes((double)m0->peak[PTDP_MEM_GRADS], b[2], sizeof b[2]),
                ptdp_format_bytes((double)m0->peak[PTDP_MEM_PARAMS], b[3], sizeof b[3]), N,
@@ -348,8 +349,7 @@ static void print_overlap(const ptdp_train_config *c, const ptdp_launch_result *
            "(%.0f%% hidden; %.2f us exposed)\n",
            c->sp ? " and SP's backward all-gathers (under the input-gradient products)" : "", stream * 1e6,
            hidden * 1e6,
-           c->zero == 3 ? "compute (prefetched gathers, the backward's reduce-scatters)"
-           : c->zero == 2 ? "the next micro-batch's compute" : "the backward",
+           ptdp_zero_stage_of(c->zero)->overlap_under,
            stream > 0 ? 100.0 * hidden / stream : 0.0, (stream - hidden) * 1e6);
 }
 

@@ -489,7 +489,10 @@ bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g);
  * only its rank 0's (ptdp_grad_sum). */
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p);
 /* Sum of squared gradients counting every parameter of the whole model
- * once.  Collective over the tp and pp groups. */
+ * once, every DP replica holding the whole summed gradient (the float
+ * views): the gradient norm's rule (model.c, ptdp_param_norm_group) as
+ * plain DP applies it.  Collective over the tp and pp groups (and the EP
+ * group, for experts held apart). */
 int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
 /* Once per step, after the sum over the replicas: all-reduce the gradient
  * (the views p->g, float) of every parameter over each group of its
@@ -498,7 +501,7 @@ int  ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq);
  * of a tied embedding reach a micro-batch's backward at different times,
  * and a collective between them in the middle of the pipeline would wait
  * for a stage that waits for it.  Under ZeRO, whose gradients are sharded
- * by then, zero.c gathers each such tensor's gradient whole for it. */
+ * by then, zero_sum.c gathers each such tensor's gradient whole for it. */
 int  ptdp_model_sum_groups(ptdp_device *dev, ptdp_model *m);
 
 #endif

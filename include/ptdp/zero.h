@@ -15,6 +15,12 @@
  * Shards cut through parameters; that is fine because AdamW is element-wise
  * (optim.h), so updating the ranges gives the bits of updating the whole.
  *
+ * A stage is one row of a table (zero_stages.c, ptdp_zero_stage_of): what
+ * it shards, what it does after each backward, after the last one and
+ * after the optimizer, which hooks it needs around a backward — and its
+ * price, the model-state bytes per device and the DP bytes per step.  The
+ * code below reads the row; nothing asks which stage runs.
+ *
  * Stage 1 — the optimizer state is sharded (2P/N per rank):
  *   backward of all M micro-batches   full G on every rank, as in plain DP
  *   reduce-scatter G, bucket by bucket  rank k: shard k of each bucket,
@@ -68,18 +74,12 @@
  *                          reduce-scatter u's gradient (N-1)/N |u|, += my shard
  *   once per step          norm, AdamW on my shards; nothing to gather
  *
- * Bytes per step 3M(N-1)/N S (one more gather per micro-batch with full
- * recomputation, whose backward runs the forward again): the ZeRO
- * paper's 3Ψ against plain DP's 2Ψ for M = 1, bought with the parameters'
- * memory.  With --overlap the next unit's gather starts while this one
- * computes (prefetch), and a unit's reduce-scatter runs while the backward
- * goes on.
- *
- *   per device, AdamW        params               grads                 optim
- *   plain DP (zero 0)        P                    P                     2P
- *   zero 1                   P                    P                     2 len_k
- *   zero 2                   P                    len_k  (+ P, comm)    2 len_k   len_k = |shard k| ~ P/N
- *   zero 3                   len_k (+ units)      len_k  (+ a unit)     2 len_k
+ * Bytes per step 3M(N-1)/N S (with full recomputation too: a unit's
+ * forward is redone inside its backward's gather): the ZeRO paper's 3Ψ
+ * against plain DP's 2Ψ for M = 1, bought with the parameters' memory.
+ * With --overlap the next unit's gather starts while this one computes
+ * (prefetch), and a unit's reduce-scatter runs while the backward goes on.
+ * The four rows side by side, what each keeps and sends: zero_stages.c.
  *
  * In elements; under --precision bf16 (mixed.h) the parameter and gradient
  * stores hold 2-byte bf16 — sent, summed and gathered as bf16 — and the
@@ -107,13 +107,17 @@
  * reduce-scattered each layer as soon as it is done would shrink the bucket
  * to one layer; here the peak of "comm" stays P.
  *
- * The gradient norm must count every element of the whole model once.  No
- * rank holds the whole summed gradient any more, so each sums the squares
- * of its own shard — only the ranges that belong to parameters it counts
- * (ptdp_param_counted_here, model.h: a TP-replicated parameter on tp rank
- * 0 only, a tied copy on stage 0 only) — and the partial sums are all-reduced over DP,
- * then TP, then PP.  Shard boundaries cut through parameters, so the ranges
- * are precomputed once as ranges of the flat buffer.
+ * The gradient norm must count every element of the whole model once: one
+ * rule for every stage (model.c, ptdp_param_norm_group).  Each device sums
+ * the squares of what it owns of the parameters it counts
+ * (ptdp_param_counted_here: a TP-replicated parameter on tp rank 0 only, a
+ * tied copy on stage 0 only), and the partial sums are all-reduced over
+ * the group whose devices hold different parts of it — over DP when
+ * each rank holds its own shard of the summed gradient (ZeRO), over the
+ * DP ranks beside a parameter's replicas when each holds it whole (none
+ * for DP's replicas, the EP group for an expert's) — then over TP and PP.
+ * Shard boundaries cut through parameters, so the terms are precomputed
+ * once as ranges of the flat buffer (ptdp_zero_norm_term).
  */
 #ifndef PTDP_ZERO_H
 #define PTDP_ZERO_H
@@ -126,9 +130,69 @@
 #include "optim.h"
 
 struct ptdp_device;
+struct ptdp_zero;
 
 /* [begin, end) of the flat buffer, held from element `at` of the shard */
 typedef struct { size_t begin, end, at; } ptdp_zero_range;
+
+/* A stretch of the gradient the norm counts on this device ([begin, end)
+ * of the flat buffer, from `at` of the shard) and the group its squares
+ * are summed over (ptdp_group; PTDP_GROUP_COUNT: none, they are this
+ * device's alone to count — model.c, ptdp_param_norm_group). */
+typedef struct { size_t begin, end, at; int over; } ptdp_zero_norm_term;
+
+/* How a stage sums the gradient over DP — the row's path, as the price
+ * reads it (the row's operations do it). */
+typedef enum {
+    PTDP_ZERO_PATH_ALL_REDUCE = 0,   /* after the last backward, DP's buckets all-reduced        */
+    PTDP_ZERO_PATH_REDUCE_SCATTER,   /* after the last backward, DP's buckets reduce-scattered   */
+    PTDP_ZERO_PATH_EACH_BACKWARD,    /* after every backward (B and W each), the whole gradient
+                                        reduce-scattered into the shard                         */
+    PTDP_ZERO_PATH_EACH_UNIT         /* at the end of every unit's backward, its gradient
+                                        reduce-scattered into the shard                         */
+} ptdp_zero_path;
+
+/* One ZeRO stage: a row of the table in zero_stages.c.  What a DP rank
+ * keeps 1/N of, what it does at each moment of a step, and its price. */
+typedef struct ptdp_zero_stage {
+    int stage;                  /* 0 (plain DP), 1, 2 or 3                    */
+    const char *name;           /* "plain DP", "ZeRO-1", …                    */
+    /* What each DP rank keeps its own shard of; the rest it keeps whole. */
+    bool shards_optim;          /* the optimizer state, and so the update: each
+                                   rank sums and updates only its shard      */
+    bool shards_grads;          /* the gradient between steps                */
+    bool shards_params;         /* the parameters between uses: each unit
+                                   gathered while it computes                */
+    /* The step's DP traffic, as data: how the gradient is summed, and how
+     * many passes of (N-1)/N S bytes each collective makes (a ring's
+     * all-reduce is two: a reduce-scatter and an all-gather). */
+    ptdp_zero_path path;
+    bool buckets;               /* the sum runs over DP's buckets (dp.h), which
+                                   --overlap starts during the last backward */
+    bool grad_bucket;           /* a full-size gradient bucket ("comm") lives
+                                   while each backward runs                  */
+    int sums_per_step;          /* after the last backward                   */
+    int sums_per_backward;      /* after each of the M backwards             */
+    int gathers_per_step;       /* after the optimizer: the updated parameters */
+    int gathers_per_backward;   /* before each micro-batch's forward and
+                                   backward: the parameters                  */
+    const char *dp_rule;        /* the bytes per step as printed: "2(N-1)/N S" */
+    const char *recompute_rule; /* what full recomputation adds to it, said  */
+    const char *overlap_under;  /* what --overlap hides the DP traffic under */
+    const char *grad_shard_tag; /* the arena's name of the gradient shard    */
+    /* The operations, in the order of a step (NULL: nothing to do). */
+    int  (*own)(struct ptdp_device *dev, struct ptdp_zero *z, ptdp_model *m, double bucket_mb);
+                                /* set-up: the ranges this device owns       */
+    int  (*backward_begin)(struct ptdp_device *dev, struct ptdp_zero *z, ptdp_model *m);
+    int  (*backward_end)(struct ptdp_device *dev, struct ptdp_zero *z, ptdp_model *m);
+                                /* around every backward (B and W alike)     */
+    int  (*sum)(struct ptdp_device *dev, struct ptdp_zero *z, ptdp_model *m);
+                                /* once a step, after the last backward: the
+                                   DP sum of what this device owns           */
+    int  (*gather)(struct ptdp_zero *z, ptdp_model *m);
+                                /* after the optimizer: every rank gets the
+                                   shards the others updated                 */
+} ptdp_zero_stage;
 
 /* Stage 3: one unit of the model (model.h), as this device manages it. */
 typedef struct {
@@ -161,8 +225,9 @@ typedef struct {
     ptdp_real *w, *g;           /* its float copy and float gradient          */
 } ptdp_zero_subunit;
 
-typedef struct {
-    int stage;                  /* 0 (plain DP: one shard, the whole buffer), 1, 2 or 3 */
+typedef struct ptdp_zero {
+    const ptdp_zero_stage *row; /* the stage: ptdp_zero_stage_of (plain DP: one
+                                   range, the whole buffer)                  */
     ptdp_comm *dp;              /* the DP group                                     */
     size_t numel;               /* elements of the flat buffers                     */
     size_t off, len;            /* my shard: ptdp_share(numel, dp, dp rank); stages 1
@@ -171,7 +236,10 @@ typedef struct {
     int nranges;
     ptdp_zero_range *ranges;    /* host: what I own, and where in the shards */
     int nnorm;
-    ptdp_zero_range *norm;      /* host: the ranges of my shard the norm counts     */
+    ptdp_zero_norm_term *norm;  /* host: the stretches of what I own the norm counts */
+    unsigned norm_groups;       /* PTDP_GROUP_BIT of each group the norm's partial
+                                   sums are all-reduced over (every device of one
+                                   such group sets the same bits)            */
     /* The stores hold ptdp_real, or bf16 under mixed precision (mixed.h):
      * elements of ptdp_store_size(store) bytes. */
     ptdp_dtype store;
@@ -207,7 +275,8 @@ typedef struct {
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
 } ptdp_zero;
 
-/* Set up `stage` (0 to 3) for model m in m->mesh's DP group.  Stage 2
+/* Set up `stage` (0 to 3: its row, ptdp_zero_stage_of) for model m in
+ * m->mesh's DP group.  Stage 2
  * frees the model's full-size gradient buffer (m->flat_g becomes NULL
  * between backwards) and allocates the shard; stage 3 frees the parameter
  * buffer too, keeps its shards, and hooks into the model's units
@@ -216,26 +285,32 @@ typedef struct {
  * unit hook widens a unit's parameters for the model whatever the stage.
  * PTDP_EINVAL for another stage. */
 int  ptdp_zero_init(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage);
-/* The same, stage 1 cut by DP's buckets of bucket_mb MiB (ptdp_ddp_init):
- * what ptdp_train does.  bucket_mb <= 0: one bucket, the whole buffer
- * (ptdp_zero_init).  The other stages ignore it. */
+/* The same, with DP's buckets of bucket_mb MiB (ptdp_ddp_init): what
+ * ptdp_train does — plain DP all-reduces them, stage 1 owns its shard of
+ * each.  bucket_mb <= 0: one bucket, the whole buffer (ptdp_zero_init).
+ * Stages 2 and 3 ignore it (the row's `own`). */
 int  ptdp_zero_init_buckets(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int stage, double bucket_mb);
 void ptdp_zero_free(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
-/* Stage 2, around every micro-batch's backward (no-ops for stages 0 and 1):
- * begin gives the model a zeroed full-size gradient buffer; end
- * reduce-scatters it over DP, adds my shard to the shard and frees it. */
+/* Around every micro-batch's backward, the row's hooks (no-ops for a row
+ * without: stage 2 alone has them): begin gives the model a zeroed
+ * full-size gradient buffer; end reduce-scatters it over DP, adds my shard
+ * to the shard and frees it. */
 int  ptdp_zero_backward_begin(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_backward_end(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 
-/* Once per step, after the last backward (stages 1 to 3): *grad points to
- * the store that holds my ranges of the gradient summed over the DP group,
- * in the store's type: the full buffer (stages 0 and 1: a range's gradient
- * at its flat offset) or the shard (stages 2 and 3: at the range's `at`;
- * ptdp_zero_range_grad says where).  Stage 1 reduce-scatters the full
- * buffer bucket by bucket in place (or, with `overlap`, waits for the
- * reduce-scatters the backward started); stages 2 and 3 have done it. */
+/* Once per step, after the last backward: the row's sum over DP — DP's
+ * buckets all-reduced (plain DP) or reduce-scattered (stage 1), bucket by
+ * bucket in place (or, with `overlap`, the sums the backward started
+ * waited for); stages 2 and 3 summed after each backward and wait for the
+ * last — then each group a parameter declares beyond its replicas (model.h,
+ * ptdp_model_sum_groups).  *grad points to the store that holds my ranges
+ * of the summed gradient, in the store's type: the full buffer (a row that
+ * keeps the gradient whole: a range's gradient at its flat offset) or the
+ * shard (at the range's `at`; ptdp_zero_range_grad says where). */
 int  ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad);
+/* The same: the trainer's name for it. */
+int  ptdp_zero_finish_gradients(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void **grad);
 /* My shard of the parameters, the shard that the optimizer updates: element
  * i is the flat buffer's element of the range that holds shard index i
  * (stages 1 and 2: true with one range only — one bucket, no experts under
@@ -245,9 +320,49 @@ void *ptdp_zero_param_shard(ptdp_zero *z, ptdp_model *m);
  * starts in the shard buffers (*at).  A parameter lies inside one unit, so
  * it meets at most one range; false if it meets none. */
 bool ptdp_zero_owned(const ptdp_zero *z, size_t begin, size_t end, size_t *b, size_t *e, size_t *at);
-/* Zero what holds the next step's gradient: the full buffer (stage 1) or the shard (stage 2). */
+/* Zero what holds the next step's gradient: the full buffer, or the shard
+ * of a row that shards the gradients. */
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);
 
+/* ---- the table and its price (zero_stages.c) ---- */
+
+/* The row of `stage`, or NULL if there is none (0 to 3 exist). */
+const ptdp_zero_stage *ptdp_zero_stage_of(int stage);
+
+/* Bytes a parameter costs in each model state: bw its parameter and bg its
+ * gradient (this build's ptdp_real, or bf16's 2 under mixed precision,
+ * mixed.h), bo its optimizer state (`slots` ptdp_reals — AdamW 2, SGD
+ * with momentum 1 — plus bf16's float master weight). */
+typedef struct { double bw, bg, bo; } ptdp_zero_sizes;
+ptdp_zero_sizes ptdp_zero_sizes_of(bool bf16, int slots);
+
+/* The ZeRO paper's model states per device (Rajbhandari et al., section
+ * 3 and figure 1), for psi parameters on N DP ranks, with bw bytes per
+ * parameter, bg per gradient and bo of optimizer state per parameter —
+ * float AdamW 4 + 4 + 8; bf16 mixed precision 2 + 2 + 12 (fp32 master
+ * weights and both moments): each state whole, or 1/N of it where the
+ * row shards it,
+ *
+ *   stage 0  (bw + bg + bo) psi          stage 2  bw psi + (bg + bo) psi / N
+ *   stage 1  (bw + bg) psi + bo psi / N  stage 3  (bw + bg + bo) psi / N
+ *
+ * (bf16: 16 psi, 4 psi + 12 psi / N, 2 psi + 14 psi / N, 16 psi / N.) */
+typedef struct { double params, grads, optim; } ptdp_zero_bytes;
+ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo);
+/* The same with what a device really holds: numel elements whole, `share`
+ * of them where the row shards a state (ptdp_share's rounding, per bucket
+ * or unit: what the planner counts). */
+ptdp_zero_bytes ptdp_zero_device_states(const ptdp_zero_stage *row, double numel, double share, ptdp_zero_sizes b);
+
+/* The backwards a step whose gradients a row sums one by one, of
+ * `backwards` (micro-batches, chunks, token slices): twice as many under a
+ * split backward (zb-h1: B and W) for a path around each backward action
+ * (PTDP_ZERO_PATH_EACH_BACKWARD, pp.c). */
+int  ptdp_zero_backwards(const ptdp_zero_stage *row, int backwards, bool split_backward);
+/* The passes of (N-1)/N S bytes a row's DP traffic makes a step with M
+ * backwards: sums_per_step + gathers_per_step + M (sums_per_backward +
+ * gathers_per_backward) — 2, 2, M + 1, 3M. */
+int  ptdp_zero_dp_passes(const ptdp_zero_stage *row, int backwards);
 /* Bytes a device sends in its DP group per step for the gradients and
  * parameters, by the textbook formula with S = numel elements: plain DP
  * 2(N-1)/N S, zero 1 the same, zero 2 (M+1)(N-1)/N S, zero 3 3M(N-1)/N S
@@ -256,25 +371,5 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m);
  * does, so `recompute` adds nothing.  For printing the trade. */
 double ptdp_zero_dp_bytes_per_step(int stage, size_t numel, int dp, int micro_batches);
 double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, bool recompute);
-
-/* The ZeRO paper's model states per device (Rajbhandari et al., section
- * 3 and figure 1), for psi parameters on N DP ranks, with bw bytes per
- * parameter, bg per gradient and bo of optimizer state per parameter —
- * float AdamW 4 + 4 + 8; bf16 mixed precision 2 + 2 + 12 (fp32 master
- * weights and both moments):
- *
- *   stage 0  (bw + bg + bo) psi          stage 2  bw psi + (bg + bo) psi / N
- *   stage 1  (bw + bg) psi + bo psi / N  stage 3  (bw + bg + bo) psi / N
- *
- * (bf16: 16 psi, 4 psi + 12 psi / N, 2 psi + 14 psi / N, 16 psi / N.) */
-typedef struct { double params, grads, optim; } ptdp_zero_bytes;
-ptdp_zero_bytes ptdp_zero_state_bytes(int stage, double psi, int dp, double bw, double bg, double bo);
-
-/* Once per step, after the last backward: the gradient summed over the
- * DP group — all-reduced bucket by bucket (stage 0; waited for under
- * --overlap) or ZeRO's (ptdp_zero_reduce_gradients) — and then over each
- * group a parameter declares beyond it (model.h, ptdp_model_sum_groups).
- * *grad as ptdp_zero_reduce_gradients gives it. */
-int  ptdp_zero_finish_gradients(struct ptdp_device *dev, ptdp_zero *z, ptdp_model *m, void **grad);
 
 #endif

@@ -536,16 +536,63 @@ int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
     return rc;
 }
 
+/* The gradient norm's one rule, over the declared groups (ptdp_grad_sum).
+ * Which copy of an element counts is ptdp_param_counted_here's answer;
+ * whose squares then add up is the question here.  After the sum over
+ * its replicas a device holds, of parameter p,
+ *
+ *   p whole (plain DP)       the same as every other replica of p: the
+ *                            squares add up over the DP ranks BESIDE p's
+ *                            replicas — those that hold other tensors in
+ *                            p's place: none for DP's own replicas, the EP
+ *                            group for an expert's expert-DP group (mesh.h:
+ *                            DP = EDP x EP, each EP rank its own experts)
+ *   its shard (ZeRO)         its own, unlike any other DP rank's: the
+ *                            squares add up over the whole DP group
+ *
+ * and always over TP and PP (ptdp_model_sum_over_shards), which hold other
+ * shards and other stages.  A group of one device sums nothing. */
+static ptdp_group beside_replicas(ptdp_group replicas)
+{
+    return replicas == PTDP_GROUP_EDP ? PTDP_GROUP_EP : PTDP_GROUP_COUNT;
+}
+
+ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded)
+{
+    const ptdp_group g = sharded ? PTDP_GROUP_DP : beside_replicas(p->sum.replicas);
+    ptdp_comm *c = g < PTDP_GROUP_COUNT ? ptdp_mesh_group(m->mesh, g) : NULL;
+    return c != NULL && ptdp_comm_size(c) > 1 ? g : PTDP_GROUP_COUNT;
+}
+
+int ptdp_model_norm_sum(ptdp_model *m, double partial[PTDP_GROUP_COUNT + 1], unsigned groups, double *sumsq)
+{
+    double x = partial[PTDP_GROUP_COUNT];   /* this device's alone to count */
+    int rc = PTDP_OK;
+    for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++) {
+        if (!(groups & PTDP_GROUP_BIT(g)))
+            continue;
+        rc = ptdp_all_reduce(ptdp_mesh_group(m->mesh, (ptdp_group)g), &partial[g], &partial[g], 1, PTDP_F64,
+                             PTDP_SUM);
+        x += partial[g];
+    }
+    if (rc == 0)
+        rc = ptdp_model_sum_over_shards(m, &x);
+    *sumsq = x;
+    return rc;
+}
+
 int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
 {
     (void)dev;
-    double local = 0;
-    for (int i = 0; i < m->nparams; i++)
+    double partial[PTDP_GROUP_COUNT + 1] = { 0 };
+    unsigned groups = 0;
+    for (int i = 0; i < m->nparams; i++) {   /* each replica holds the whole: the float views */
+        const ptdp_group g = ptdp_param_norm_group(m, &m->params[i], false);
+        groups |= g < PTDP_GROUP_COUNT ? PTDP_GROUP_BIT(g) : 0;
         if (ptdp_param_counted_here(m, &m->params[i]))
-            local += ptdp_sum_squares(m->params[i].g.data, ptdp_tensor_numel(m->params[i].g));
-    int rc = ptdp_model_sum_over_shards(m, &local);
-    *sumsq = local;
-    return rc;
+            partial[g] += ptdp_sum_squares(m->params[i].g.data, ptdp_tensor_numel(m->params[i].g));
+    }
+    return ptdp_model_norm_sum(m, partial, groups, sumsq);
 }
 
 bool ptdp_model_has_groups(const ptdp_model *m)

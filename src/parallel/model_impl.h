@@ -8,7 +8,7 @@
  * decay, which groups a parameter's gradient is summed over beyond DP, and
  * the sum of a quantity over the shards that hold it.
  *
- *   models.c ──ptdp_model_setup_v──▶ ptdp_model ◀── dp.c, zero.c, train/ (groups, decay, sums)
+ *   models.c ──ptdp_model_setup_v──▶ ptdp_model ◀── dp.c, zero*.c, train/ (groups, decay, sums)
  */
 
 #ifndef PTDP_PARALLEL_MODEL_IMPL_H
@@ -35,6 +35,20 @@ int  ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b);
 /* x := the sum of x over this device's TP group, then its PP group: from
  * what this shard of this stage holds to the whole model.  Collective. */
 int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
+
+/* The gradient norm's one rule (model.c): the group over which the squares
+ * this device counts of p add up with other devices' — beside TP's and
+ * PP's, which always do — when every replica holds p whole after the DP
+ * sum (sharded false: the DP ranks beside p's replicas, the EP group for
+ * an expert) or each holds its own shard of it (true: the DP group);
+ * PTDP_GROUP_COUNT when there is none (or it is this device alone). */
+ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded);
+
+/* ||g||^2 of the whole model from this device's partial sums by group
+ * (partial[g], and [PTDP_GROUP_COUNT]: its own): each group of `groups`
+ * (PTDP_GROUP_BIT) all-reduced, in group order, added to its own, then
+ * summed over TP and PP.  Collective over those groups. */
+int  ptdp_model_norm_sum(ptdp_model *m, double partial[PTDP_GROUP_COUNT + 1], unsigned groups, double *sumsq);
 
 /* Whether any parameter of m declares a group beyond its replicas. */
 bool ptdp_model_has_groups(const ptdp_model *m);

@@ -109,10 +109,17 @@ static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, u->gathered, n, z->store);
 }
 
+/* Whether the units are sharded and gathered (the row shards the
+ * parameters: ZeRO-3), or read from the whole store (bf16 alone). */
+static bool sharded(const ptdp_zero *z)
+{
+    return z->row->shards_params;
+}
+
 /* --overlap: the unit the model will ask for next, gathered ahead. */
 static int prefetch(ptdp_device *dev, ptdp_zero *z, int next)
 {
-    if (!z->overlap || z->stage != 3 || next < 0 || next >= z->nunits)
+    if (!z->overlap || !sharded(z) || next < 0 || next >= z->nunits)
         return PTDP_OK;
     ptdp_zero_unit *u = &z->units[next];
     if (u->w != NULL || u->gathered != NULL)
@@ -129,7 +136,7 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         return PTDP_OK;
     int rc = PTDP_OK;
     const void *src;
-    if (z->stage == 3) {
+    if (sharded(z)) {
         if (u->prefetched) {
             u->prefetched = false;
             rc = ptdp_wait(&u->gather);
@@ -202,7 +209,7 @@ static int grads_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         return PTDP_OK;
     size_t n = u->end - u->begin;
     if (u->in_subunits) {   /* each subunit's float gradient is its own (subunit_end) */
-        if (z->stage == 3 && (u->g16 = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS,
+        if (sharded(z) && (u->g16 = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof(ptdp_bf16), PTDP_MEM_GRADS,
                                                   "zero3.unit_grad_bf16")) == NULL)
             return PTDP_ENOMEM;
         return PTDP_OK;
@@ -225,11 +232,11 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     point_unit(m, k, u, NULL, true);
     void *g = gf;
     if (u->in_subunits) {   /* the subunits rounded theirs already */
-        if (z->stage != 3)
+        if (!sharded(z))
             return PTDP_OK;
         g = u->g16;
         u->g16 = NULL;
-    } else if (z->stage != 3) {   /* bf16, unsharded: round it into the gradient store */
+    } else if (!sharded(z)) {   /* bf16, unsharded: round it into the gradient store */
         ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, u->begin), gf, n);
         ptdp_free(dev, gf);
         return PTDP_OK;
@@ -326,7 +333,7 @@ static int subunit_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, b
     if (u->users <= 0)
         return ptdp_fail(dev, PTDP_EINVAL, "subunit %d of unit %d begins outside its unit", k, pc->unit);
     if (pc->users++ == 0) {
-        const void *src = z->stage == 3 ? ptdp_store_at(PTDP_BF16, u->gathered, pc->begin - u->begin)
+        const void *src = sharded(z) ? ptdp_store_at(PTDP_BF16, u->gathered, pc->begin - u->begin)
                                         : ptdp_store_at(PTDP_BF16, m->flat_w16, pc->begin);
         if ((pc->w = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * sizeof(ptdp_real), PTDP_MEM_PARAMS,
                                        "bf16.working")) == NULL)
@@ -348,7 +355,7 @@ static void subunit_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bo
     const ptdp_zero_unit *u = &z->units[pc->unit];
     const size_t n = pc->end - pc->begin;
     if (backward && pc->grad_users > 0 && --pc->grad_users == 0) {
-        if (z->stage == 3)   /* rounded once, as a whole unit's would be */
+        if (sharded(z))   /* rounded once, as a whole unit's would be */
             ptdp_store_from_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, u->g16, pc->begin - u->begin), pc->g, n);
         else
             ptdp_store_add_real(PTDP_BF16, ptdp_store_at(PTDP_BF16, m->flat_g16, pc->begin), pc->g, n);
@@ -404,8 +411,6 @@ static int subunits_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 
 int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
-    const bool shard = z->stage == 3;
-    const int N = shard ? ptdp_comm_size(z->dp) : 1, k = shard ? ptdp_comm_rank(z->dp) : 0;
     if (m->device != NULL || m->chunks != NULL)
         return ptdp_fail(dev, PTDP_EINVAL, "ZeRO-3 and bf16 manage one model chunk per device, not %d",
                          m->virtual_stages);
@@ -419,11 +424,16 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
-    int rc = subunits_init(dev, z, m);
-    if (rc != 0)
-        return rc;
-    if (!shard)
-        return PTDP_OK;   /* bf16 without ZeRO-3: units, but no ranges of them */
+    return subunits_init(dev, z, m);
+}
+
+/* ZeRO-3's row: my shard of every unit, ptdp_share of it over DP, packed
+ * one after the other in the shard buffers. */
+int ptdp_zero3_own_unit_shards(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb)
+{
+    (void)m;
+    (void)bucket_mb;   /* no buckets: a unit's gradient is reduce-scattered at its backward's end */
+    const int N = ptdp_comm_size(z->dp), k = ptdp_comm_rank(z->dp);
     z->ranges = calloc((size_t)(z->nunits > 0 ? z->nunits : 1), sizeof *z->ranges);
     if (z->ranges == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
@@ -447,9 +457,11 @@ void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z)
     m->unit_hook_ctx = z;
 }
 
-/* Before the optimizer: every reduce-scatter done, no prefetch left over. */
-int ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z)
+/* ZeRO-3's sum, once a step before the optimizer: every reduce-scatter
+ * done, no prefetch left over. */
+int ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
+    (void)m;
     int rc = finish_pending(dev, z);
     for (int u = 0; u < z->nunits; u++) {
         ptdp_zero_unit *x = &z->units[u];

@@ -3,9 +3,18 @@
  * (private to src/).
  *
  * The public ZeRO (zero.h) is the state (struct ptdp_zero), its setup, the
- * reduce of the gradients and the byte formulas.  Here: the trainer's calls
- * around a step, the shard ranges the optimizer walks, what checkpoints
- * and --verify-replicas read, and stage 3's parts (zero3.c).
+ * reduce of the gradients, the table of stages and their price.  Here: the
+ * trainer's calls around a step, the shard ranges the optimizer walks, what
+ * checkpoints and --verify-replicas read, and the operations the table's
+ * rows point at, by the file that holds them:
+ *
+ *   zero_stages.c   the table (one row per stage) and the price
+ *   zero.c          set-up: the stores a row keeps; the calls that read it
+ *   zero_own.c      what a device owns: ranges of the flat buffer
+ *   zero_sum.c      the gradient's way to the optimizer: DP's buckets,
+ *                   stage 2's bucket a backward, the declared groups, the norm
+ *   zero3.c         the units: stage 3's gathers and sums, bf16's widening
+ *   zero_step.c     the optimizer on what a device owns
  *
  *   init ─▶ set_overlap ─▶ optim_init ─▶ [before_backward … after_backward]×M
  *        ─▶ finish_gradients (zero.h) ─▶ grad_sumsq ─▶ step (update, clear, gather)
@@ -22,14 +31,14 @@
 int  ptdp_zero_grad_sumsq(ptdp_zero *z, const ptdp_model *m, const void *grad, double *sumsq);
 
 /* After the update of my shard: every rank gets every shard of the
- * parameters (stages 1, bucket by bucket, and 2; stage 3 keeps them
- * sharded). */
+ * parameters, by the row's gather (stages 1, bucket by bucket, and 2;
+ * stage 3 keeps them sharded, plain DP holds them all). */
 int  ptdp_zero_gather_params(ptdp_zero *z, ptdp_model *m);
 
 /* Where range i's parameters and gradient begin, for the optimizer, whose
  * state for the range begins at `at`: the full buffers at the range's flat
- * offset (parameters of stages 0 to 2, gradients of stages 0 and 1), or the
- * shards at `at` (stage 3's parameters, gradients of stages 2 and 3).
+ * offset, or the shards at `at` where the row shards them (stage 3's
+ * parameters, the gradients of stages 2 and 3).
  * `grad` is what ptdp_zero_reduce_gradients gave. */
 void *ptdp_zero_range_params(ptdp_zero *z, ptdp_model *m, int i);
 void *ptdp_zero_range_grad(const ptdp_zero *z, void *grad, int i);
@@ -93,11 +102,54 @@ ptdp_real *ptdp_zero_exact_params(const ptdp_zero *z);
  * the model reads from them (bf16 stage 3: its bf16 shards). */
 void ptdp_zero_params_written(ptdp_zero *z);
 
-/* Stage 3's parts, for zero.c (zero3.c): the units (and, stage 3, my
- * ranges of them); the hook that serves the model's unit events. */
+/* Whether the trainer calls ptdp_zero_before_backward and
+ * ptdp_zero_after_backward around every backward: the row has hooks there
+ * (stage 2's bucket), or --overlap arms DP's buckets in the last one. */
+bool ptdp_zero_backward_hooks(const ptdp_zero *z);
+
+/* Whether set-up freed the model's full-size buffers for the row's shards
+ * or bf16's stores (so the arena's peaks start after it). */
+bool ptdp_zero_freed_model_buffers(const ptdp_zero *z);
+
+/* ---- the rows' operations (zero_stages.c points at them) ----
+ *
+ * own: the ranges this device owns and updates (and the DP buckets) */
+int  ptdp_zero_own_whole(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb);        /* 0 */
+int  ptdp_zero_own_bucket_shards(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb); /* 1 */
+int  ptdp_zero_own_run_shards(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb);    /* 2 */
+int  ptdp_zero3_own_unit_shards(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, double bucket_mb);  /* 3 */
+/* around every backward: stage 2's full-size bucket, reduce-scattered after */
+int  ptdp_zero2_bucket_begin(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero2_bucket_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+/* once a step: DP's buckets summed (all-reduced, or reduce-scattered); the
+ * last backward's reduce-scatter waited for (2); every unit's (3) */
+int  ptdp_zero_sum_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero2_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+/* after the optimizer: the parameters gathered bucket by bucket (1), or
+ * run by run (2) */
+int  ptdp_zero_gather_buckets(ptdp_zero *z, ptdp_model *m);
+int  ptdp_zero_gather_runs(ptdp_zero *z, ptdp_model *m);
+
+/* ---- shared by ZeRO's files (zero_own.c) ---- */
+/* Point every parameter's gradient view into `flat` (or at nothing). */
+void ptdp_zero_point_gradients(ptdp_model *m, ptdp_real *flat);
+/* The full gradient store (float, or bf16 under mixed precision) of a row
+ * that keeps the gradient whole. */
+void *ptdp_zero_grad_store(const ptdp_zero *z, ptdp_model *m);
+/* Where the gradient of flat element `flat`, held at shard index `at`, lies
+ * in the store ptdp_zero_reduce_gradients gives: the full buffer, or the
+ * shard of a row that shards the gradients. */
+size_t ptdp_zero_grad_index(const ptdp_zero *z, size_t flat, size_t at);
+/* The norm's terms (zero_sum.c): what I own of the parameters I count,
+ * each with the group its squares are summed over (ptdp_param_norm_group). */
+int  ptdp_zero_norm_terms(ptdp_zero *z, const ptdp_model *m);
+
+/* The units, for zero.c (zero3.c): their stretches of the flat buffer
+ * (and subunits) for ZeRO-3 and bf16; the hook that serves the model's
+ * unit events. */
 int  ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 void ptdp_zero3_hook(ptdp_model *m, ptdp_zero *z);
 void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
-int  ptdp_zero3_finish(ptdp_device *dev, ptdp_zero *z);
 
 #endif

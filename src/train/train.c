@@ -142,9 +142,9 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
 }
 
 /* The executor (pp.c) stops at the schedule's OPTIMIZER_STEP action, once
- * per step, for the trainer's optimizer_step; ZeRO-2 also acts around
- * every micro-batch's backward, and --overlap around the last one (zero.h,
- * ptdp_zero_before_backward). */
+ * per step, for the trainer's optimizer_step; ZeRO's row may act around
+ * every micro-batch's backward (ZeRO-2's bucket), and --overlap around the
+ * last one (zero_impl.h, ptdp_zero_backward_hooks). */
 static int around_backward_begin(ptdp_device *dev, void *ctx, bool last)
 {
     device_ctx *d = ctx;
@@ -229,9 +229,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->r->result->param_elements[dev->rank] = d->model.numel;   /* its own slot */
     ptdp_ep_count_experts(dev, &d->model);
     /* ZeRO-2 freed the model's full-size gradient buffer a moment ago (ZeRO-3
-     * its parameters too): start the peaks from the set-up device, so they
-     * show training, not set-up. */
-    if (c->zero >= 2 || c->bf16)
+     * its parameters too, bf16 both): start the peaks from the set-up
+     * device, so they show training, not set-up. */
+    if (ptdp_zero_freed_model_buffers(&d->zero))
         ptdp_arena_reset_peaks(dev->arena);
     return PTDP_OK;
 }
@@ -284,8 +284,8 @@ static int device_main(ptdp_device *dev, void *arg)
             .micro_batches = c->micro_batches, .token_slices = ptdp_train_token_slices(c),
             .recompute = c->recompute,
             .loss_scale = 1.0 / ((double)c->batch * d.model.label_cols),
-            .backward_begin = c->zero == 2 || c->overlap ? around_backward_begin : NULL,
-            .backward_end = c->zero == 2 || c->overlap ? around_backward_end : NULL,
+            .backward_begin = ptdp_zero_backward_hooks(&d.zero) ? around_backward_begin : NULL,
+            .backward_end = ptdp_zero_backward_hooks(&d.zero) ? around_backward_end : NULL,
             .hook_ctx = &d,
         };
         d.busy0 = busy0;
