@@ -709,8 +709,12 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         }
         h.blocks_here |= nb > 0;
         const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
-        /* a mixture's experts compute their dW in B: only its attention's waits */
-        const double w1 = wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl);
+        /* a mixture's W keeps, for the dense MLP's two layers, the router's
+         * operands (dZ and LN2's output) and each routed row's through its
+         * expert's two layers: rows x (in + out) a linear, as every one's */
+        const double w1 = wgrad_kept(s, nb, first, last) +
+                          cm.n * r * (s->R * (s->C + cm.m.E) + 2 * cm.m.here * (s->C + cm.m.Fe) -
+                                      s->R * (2 * s->C + 2 * s->Fl));
         if (s->lay != PTDP_CHUNKS_RING) {
             per[c] = full ? k.acts_recompute : k.acts;
             other[c] = k.other;
