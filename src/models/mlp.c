@@ -107,7 +107,7 @@ static ptdp_linear_pass linear_pass(ptdp_device *dev, const ptdp_model *m, ptdp_
 }
 
 /* A charge of the op: the piece of work it ends. */
-static ptdp_linear_charge piece(double flops)
+static ptdp_linear_charge charge_of(double flops)
 {
     return (ptdp_linear_charge){ .flops = flops };
 }
@@ -213,8 +213,8 @@ static int input_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         double w0 = ptdp_wall_now();
         ptdp_linear_pass lp = linear_pass(dev, m, NULL, "in fwd", NULL, &w0);
         const ptdp_linear_layer in = { .split = PTDP_SPLIT_NONE, .w = p->in_w, .b = p->in_b };   /* whole */
-        const ptdp_linear_charge cost = piece(price(dev, product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in),
-                                                    (double)rows * hd, true));
+        const double gemm = product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in);
+        const ptdp_linear_charge cost = charge_of(price(dev, gemm, (double)rows * hd, true));
         if ((rc = ptdp_parallel_linear_forward(&lp, &in, sv->h[0], sv->x, &cost)) != 0)
             return rc;
         return ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END);
@@ -248,8 +248,8 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b };
     const ptdp_linear_layer fc2 = { .split = PTDP_SPLIT_ROW, .w = b->fc2_w };   /* its bias after the sum */
     const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl);
-    const ptdp_linear_charge cost = piece(price(dev, gemms, (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl),
-                                                false));
+    const double rest = (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl);
+    const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
     /* column-parallel fc1 (f's forward is the identity), its output rounded under bf16 */
     if ((rc = ptdp_parallel_linear_forward(&lp, &fc1, sv->a[i], h_in, NULL)) != 0)
         return rc;
@@ -304,7 +304,7 @@ static int output_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp
     /* column-parallel over the classes; a bf16 product's output, then the loss in float */
     ptdp_linear_pass lp = linear_pass(dev, m, NULL, "out fwd", NULL, &w0);
     const ptdp_linear_layer out = { .split = PTDP_SPLIT_COLUMN, .w = p->out_w, .b = p->out_b };
-    const ptdp_linear_charge cost = piece(price(dev, product_flops(dev, rows, cl, hd), (double)rows * cl, true));
+    const ptdp_linear_charge cost = charge_of(price(dev, product_flops(dev, rows, cl, hd), (double)rows * cl, true));
     rc = ptdp_parallel_linear_forward(&lp, &out, sv->logits, sv->h[sv->nblocks], &cost);
     if (rc == 0)
         rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * cl, acts->labels, sv->rowmax,
@@ -439,8 +439,8 @@ static int output_backward(mlp_bwd *k, double loss_scale)
     ptdp_linear_pass lp = linear_pass(dev, m, k->w, "out bwd", "out wgrad", &w0);
     const ptdp_linear_layer out = { .split = PTDP_SPLIT_COLUMN, .w = p->out_w, .b = p->out_b,
                                     .w_flops = w_cost(dev, dw, true) };
-    const ptdp_linear_charge cost = piece(price(dev, product_flops(dev, rows, hd, cl) + k->now * dw,
-                                                (double)rows * cl + ptdp_xent_flops_backward(rows, cl), true));
+    const ptdp_linear_charge cost = charge_of(price(dev, product_flops(dev, rows, hd, cl) + k->now * dw,
+                                                    (double)rows * cl + ptdp_xent_flops_backward(rows, cl), true));
     if ((rc = ptdp_parallel_linear_backward(&lp, &out, &k->dh, sv->logits, sv->h[nb], &cost)) != 0)
         return rc;
     if (m->bf16 || k->again)   /* done with the tail's float copy */
@@ -481,8 +481,8 @@ static int block_backward(mlp_bwd *k, int i)
     const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b,
                                     .w_flops = w_cost(dev, dw, false) };
     const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + k->now * 2 * dw;
-    const ptdp_linear_charge cost = piece(price(dev, gemms, (double)rows * hd + (double)rows * fl +
-                                                                ptdp_gelu_flops_backward((size_t)rows * fl), false));
+    const double rest = (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl);
+    const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
     /* z's gradient is dh through the output dropout (same mask). */
     ptdp_tensor dz = k->dh;
     if (m->dropout > 0) {
@@ -527,7 +527,7 @@ static int input_backward(mlp_bwd *k)
     ptdp_linear_pass lp = linear_pass(dev, m, k->w, "in bwd", "in wgrad", &w0);
     const ptdp_linear_layer in = { .split = PTDP_SPLIT_NONE, .w = p->in_w, .b = p->in_b,
                                    .w_flops = w_cost(dev, dw, true) };
-    const ptdp_linear_charge cost = piece(price(dev, k->now * dw, (double)rows * m->cfg.hidden, true));
+    const ptdp_linear_charge cost = charge_of(price(dev, k->now * dw, (double)rows * m->cfg.hidden, true));
     if ((rc = ptdp_parallel_linear_backward(&lp, &in, NULL, k->dh, k->sv->x, &cost)) != 0)
         return rc;
     return ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_END);

@@ -44,6 +44,8 @@
  */
 #include "ptdp/parallel_linear.h"
 
+#include <string.h>
+
 #include "ptdp/bf16.h"
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
@@ -316,4 +318,68 @@ int ptdp_parallel_linear_group_backward(ptdp_linear_pass *c, const ptdp_linear_g
     if (g->split != PTDP_SPLIT_COLUMN || dx == NULL || tp_size(c) == 1)
         return PTDP_OK;
     return joined(c, ptdp_tp_copy_to_region_backward(c->tp, *dx));   /* f, once */
+}
+
+/* ------------------------------------------------------- textbook calls */
+
+/* Megatron's two layers, one call each, through the op above with no
+ * clock, the storage recipe and dW now.  The op reads parameters: these
+ * tensors dressed as two. */
+static ptdp_param as_param(const ptdp_tensor *w, const ptdp_tensor *g)
+{
+    ptdp_param p;
+    memset(&p, 0, sizeof p);
+    if (w != NULL)
+        p.w = *w;
+    if (g != NULL)
+        p.g = *g;
+    return p;
+}
+
+int ptdp_tp_column_linear_forward(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_local,
+                               ptdp_tensor x, ptdp_tensor w_local, const ptdp_tensor *b_local,
+                               ptdp_tensor *full)
+{
+    /* f forward: identity — x is already the same on every rank. */
+    const ptdp_param w = as_param(&w_local, NULL), b = as_param(b_local, NULL);
+    ptdp_linear_pass c = { .dev = dev, .tp = tp };
+    const ptdp_linear_layer l = { PTDP_SPLIT_COLUMN, &w, b_local != NULL ? &b : NULL, false, 0 };
+    int rc = ptdp_parallel_linear_forward(&c, &l, y_local, x, NULL);
+    if (rc == 0 && full != NULL)
+        rc = ptdp_tp_gather_from_region_forward(dev, tp, y_local, *full);
+    return rc;
+}
+
+int ptdp_tp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_local,
+                                ptdp_tensor *db_local, ptdp_tensor dy_local, ptdp_tensor x,
+                                ptdp_tensor w_local)
+{
+    /* f backward: dx of this slice alone is dy_r W_r; the op sums it. */
+    const ptdp_param w = as_param(&w_local, &dw_local), b = as_param(NULL, db_local);
+    ptdp_linear_pass c = { .tp = tp };
+    const ptdp_linear_layer l = { PTDP_SPLIT_COLUMN, &w, db_local != NULL ? &b : NULL, false, 0 };
+    return ptdp_parallel_linear_backward(&c, &l, dx, dy_local, x, NULL);
+}
+
+int ptdp_tp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
+                            ptdp_tensor w_local, const ptdp_tensor *b)
+{
+    /* g forward: the all-reduce of the partial sums; the bias after it */
+    const ptdp_param w = as_param(&w_local, NULL);
+    ptdp_linear_pass c = { .tp = tp };
+    const ptdp_linear_layer l = { PTDP_SPLIT_ROW, &w, NULL, false, 0 };
+    int rc = ptdp_parallel_linear_forward(&c, &l, y, x_local, NULL);
+    if (rc == 0 && b != NULL)
+        ptdp_add_bias(y, *b);
+    return rc;
+}
+
+void ptdp_tp_row_linear_backward(ptdp_tensor *dx_local, ptdp_tensor dw_local, ptdp_tensor *db,
+                              ptdp_tensor dy, ptdp_tensor x_local, ptdp_tensor w_local)
+{
+    /* g backward: identity — dy is the gradient of the (replicated) sum. */
+    const ptdp_param w = as_param(&w_local, &dw_local), bias = as_param(NULL, db);
+    ptdp_linear_pass c = { 0 };
+    const ptdp_linear_layer l = { PTDP_SPLIT_ROW, &w, db != NULL ? &bias : NULL, false, 0 };
+    (void)ptdp_parallel_linear_backward(&c, &l, dx_local, dy, x_local, NULL);
 }
