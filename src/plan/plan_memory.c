@@ -646,7 +646,7 @@ static const ptdp_schedule *pairs_schedule(const ptdp_plan_layout *l)
  * forward that makes the most) and before a B (the backward that finds
  * the most, its own included). */
 static void walk_pairs(const ptdp_plan_layout *l, int stage, const double per[2], const double other[2],
-                       const double wk[2], held *h)
+                       const double wk[2], const double own[2], held *h)
 {
     const ptdp_schedule *sch = pairs_schedule(l);
     if (sch == NULL) {   /* (the layout's check builds it first: not reached) */
@@ -669,7 +669,7 @@ static void walk_pairs(const ptdp_plan_layout *l, int stage, const double per[2]
             h->other_kept = fmax2(h->other_kept, cur_other);
             h->in_flight = count > h->in_flight ? count : h->in_flight;
         } else if (a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) {
-            h->kept_bwd = fmax2(h->kept_bwd, cur);
+            h->kept_bwd = fmax2(h->kept_bwd, cur + (a->kind == PTDP_ACT_BACKWARD_INPUT ? own[c] : 0));
             cur += (a->kind == PTDP_ACT_BACKWARD_INPUT ? wk[c] : 0) - per[c];
             cur_other -= other[c];
             count--;
@@ -685,7 +685,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const bool full = l->recompute == PTDP_RECOMPUTE_FULL;
     const int p = s->pp, v = s->v;
     held h = { .in_flight = n };
-    double acts_kept = 0, wgrad = 0, per[2] = { 0 }, other[2] = { 0 }, wk[2] = { 0 };
+    double acts_kept = 0, wgrad = 0, per[2] = { 0 }, other[2] = { 0 }, wk[2] = { 0 }, own[2] = { 0 };
     /* The chunks of this stage (model chunk c p + stage of the p v; in a V
      * or two copies, ptdp_chunk_global_in's): their parameters, ZeRO-3's
      * units, what their in-flight micro-batches keep. */
@@ -719,6 +719,9 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
             per[c] = full ? k.acts_recompute : k.acts;
             other[c] = k.other;
             wk[c] = w1;
+            /* a zero-bubble B copies its mixture's dW operands under the
+             * mixture's backward transient: the experts' and the router's */
+            own[c] = cm.n > 0 ? r * (2 * cm.m.here * (s->C + cm.m.Fe) + s->R * (s->C + cm.m.E)) : 0;
             continue;
         }
         const int nc = v == 1 ? n : forwards_of_chunk(n, p, v, c);
@@ -729,7 +732,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     }
     h.kept_bwd = h.kept_fwd = acts_kept + wgrad;
     if (s->lay != PTDP_CHUNKS_RING)
-        walk_pairs(l, stage, per, other, wk, &h);
+        walk_pairs(l, stage, per, other, wk, own, &h);
     return h;
 }
 
