@@ -39,7 +39,7 @@
  *
  *   forward                              backward
  *   SP COLUMN: x ← all-gather(x)         dX = dY W      (or +=)
- *   Y = x Wᵀ  (+ b unless a sum follows)  dW += dYᵀ X    now, or W's record
+ *   Y = x Wᵀ (+ b unless a sum follows)  dW += dYᵀ X    now, or W's record
  *   bf16: round Y (NONE, COLUMN)         db += colsum dY
  *   charge the piece                     charge the piece
  *   ROW: g — all-reduce, or SP's         COLUMN: f — all-reduce dX, or SP's

@@ -95,7 +95,7 @@ double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape 
 
 /* Sequence parallelism keeps only its shard of the LayerNorm outputs, and
  * a column-parallel layer's backward all-gathers it again for its dW
- * (gpt_ops.c): the layer's piece of work is then charged in three parts
+ * (parallel_linear.c, through gpt_ops.c): the layer's piece of work is then charged in three parts
  * around that gather —
  *
  *   before  the piece's work up to the layer's dX   (the gather starts

@@ -51,6 +51,12 @@
  * units, routes the same tokens, and sums the experts' partial outputs
  * (and input gradients) over the TP group where they ran.
  *
+ * The router and the experts are linear layers like the dense MLP's, and
+ * run through the same op (parallel_linear.h): the local experts as two
+ * groups, c_fc column- and c_proj row-parallel, one stacked buffer each,
+ * one charge and one TP sum for all of them.  Under a split backward
+ * (ZB-H1, DualPipe) their dW waits for W like every other linear's.
+ *
  * What the block keeps is data-dependent: the experts' pre-GELU and GELU
  * rows and their outputs, one row per kept choice, from the arena (so its
  * peak is the measured load's).  Under --precision bf16 the experts' rows
