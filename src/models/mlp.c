@@ -10,8 +10,10 @@
  *                 └────────────────────────────────────────────┘
  *
  * The backward walks the same boxes right to left; every op's gradient
- * comes from nn/ (linear.c, gelu.c, xent.c) or parallel/tp.c, next to its
- * forward.  Gradients ACCUMULATE
+ * comes from nn/ (gelu.c, xent.c) or parallel/ (tp.c), next to its
+ * forward, and the four linear layers run through the parallel-linear op
+ * (parallel_linear.h: the split, bf16's rounding, the clock's charge, W's
+ * sink).  Gradients ACCUMULATE
  * (+=) into the model's gradient buffer, so M micro-batches add up to the
  * gradient of their union — gradient accumulation needs nothing else.
  *
