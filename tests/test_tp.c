@@ -39,6 +39,7 @@
 #include "ptdp/models.h"
 #include "ptdp/ops.h"
 #include "ptdp/optim.h"
+#include "ptdp/parallel_linear.h"
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
 

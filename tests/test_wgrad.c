@@ -9,13 +9,16 @@
  * copies of the same operands, and every gradient receives its
  * contributions in the same order (W0's before W1's; a one-stage GPT's
  * tied wte gets the head's product, then the lookups', in W both).  For
- * the MLP and the GPT, with dropout, under TP (and the GPT under SP).
+ * the MLP and the GPT, with dropout, under TP (and the GPT under SP), and
+ * a GPT of experts: its router's and experts' weights go through the same
+ * linear op, so their dW waits for W too — untouched after B.
  *
  * The bytes W waits on are a formula: per linear layer and micro-batch
  * rows x (in + out) reals (this shard's in and out); the arena's "acts"
  * hold exactly those between B and W, and nothing after W.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "ptdp/gpt.h"
@@ -32,6 +35,7 @@ typedef struct {
     bool sp;
     double dropout;
     bool recompute;
+    int experts;      /* a mixture of experts in every block (0: dense) */
 } split_case;
 
 static ptdp_model_config config_of(const split_case *k)
@@ -45,6 +49,8 @@ static ptdp_model_config config_of(const split_case *k)
         c.layers = 2;
         ptdp_gpt(&c)->seq_len = 8;
         ptdp_gpt(&c)->vocab = 62;   /* the built-in sums' tokens */
+        ptdp_gpt(&c)->moe_experts = k->experts;
+        ptdp_gpt(&c)->moe_top_k = 2;
     } else {
         memset(&c, 0, sizeof c);
         c.ops = &ptdp_mlp_ops;
@@ -55,6 +61,22 @@ static ptdp_model_config config_of(const split_case *k)
         ptdp_mlp(&c)->classes = 8;
     }
     return c;
+}
+
+/* Elements of the mixtures' weight gradients (the routers', the experts'
+ * c_fc and c_proj weights; not their biases, whose sums stay in B) that
+ * are not zero. */
+static size_t mixture_weights_moved(const ptdp_model *m)
+{
+    size_t moved = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        if (p->is_bias || (strstr(p->name, ".experts.") == NULL && strstr(p->name, ".router.") == NULL))
+            continue;
+        for (size_t e = 0; e < ptdp_tensor_numel(p->g); e++)
+            moved += m->flat_g[p->offset + e] != 0;
+    }
+    return moved;
 }
 
 /* Forward micro-batch k of 2 (3 rows each), keeping its batch. */
@@ -108,6 +130,10 @@ static int split_device(ptdp_device *dev, void *arg)
                  "acts %zu after two B, W holds %zu + %zu", ms.current[PTDP_MEM_ACTS] - acts0, w[0].bytes,
                  w[1].bytes);
     DEVICE_CHECK(dev, held == w[0].bytes + w[1].bytes && peak == held, "held %zu peak %zu", held, peak);
+    if (k->experts > 0)
+        DEVICE_CHECK(dev, mixture_weights_moved(&m) == 0,
+                     "after B %zu elements of the routers' and experts' weight gradients moved: their dW ran in "
+                     "B, not in W", mixture_weights_moved(&m));
     if (!k->gpt) {
         /* per linear layer rows x (in + out): in, fc1, fc2 (this shard's ffn), out */
         const ptdp_mlp *p = ptdp_mlp_of(&m);
@@ -118,6 +144,8 @@ static int split_device(ptdp_device *dev, void *arg)
     }
     for (int i = 0; i < 2; i++)
         DEVICE_TRY(ptdp_model_backward_weight(dev, &m, &w[i]));
+    if (k->experts > 0)
+        DEVICE_CHECK(dev, mixture_weights_moved(&m) > 0, "W left the mixtures' weight gradients zero");
     ptdp_arena_stats(dev->arena, &ms);
     DEVICE_CHECK(dev, ms.current[PTDP_MEM_ACTS] == acts0 && held == 0, "acts %zu after W, %zu held",
                  ms.current[PTDP_MEM_ACTS], held);
@@ -138,9 +166,10 @@ static int split_device(ptdp_device *dev, void *arg)
 }
 
 static const split_case CASES[] = {
-    { false, 1, false, 0.0, false }, { false, 1, false, 0.1, false }, { false, 2, false, 0.1, false },
-    { false, 1, false, 0.0, true },  { true, 1, false, 0.0, false },  { true, 1, false, 0.1, false },
-    { true, 2, false, 0.0, false },  { true, 2, true, 0.1, false },   { true, 1, false, 0.0, true },
+    { false, 1, false, 0.0, false, 0 }, { false, 1, false, 0.1, false, 0 }, { false, 2, false, 0.1, false, 0 },
+    { false, 1, false, 0.0, true, 0 },  { true, 1, false, 0.0, false, 0 },  { true, 1, false, 0.1, false, 0 },
+    { true, 2, false, 0.0, false, 0 },  { true, 2, true, 0.1, false, 0 },   { true, 1, false, 0.0, true, 0 },
+    { true, 1, false, 0.0, false, 4 },  { true, 2, false, 0.1, false, 4 },  { true, 1, false, 0.0, true, 4 },
 };
 
 LOOP_TEST(wgrad_tests, test_split_backward_is_bit_identical, (int)(sizeof CASES / sizeof CASES[0]))

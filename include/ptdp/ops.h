@@ -11,11 +11,14 @@
  *
  * Rules every op follows:
  *   - Pure functions on ptdp_tensor: they never allocate, never communicate
- *     and never touch a device or its clock.  A model prices its own work
- *     and advances the virtual clock: the GPT in gpt_cost.c (GEMMs through
- *     the profile's curve, clock.h, attention's included), the MLP in
- *     mlp.c; both take the elementwise counts of the ptdp_*_flops helpers
- *     below (LayerNorm, GELU, the cross-entropy's backward).
+ *     and never touch a device or its clock.  A model's linear layers run
+ *     through the parallel-linear op (parallel_linear.h), which adds TP's
+ *     joins, the precision recipe, the clock's charge and W's sink around
+ *     these products.  A model prices its own work: the GPT in gpt_cost.c
+ *     (GEMMs through the profile's curve, clock.h, attention's included),
+ *     the MLP in mlp.c; both take the elementwise counts of the
+ *     ptdp_*_flops helpers below (LayerNorm, GELU, the cross-entropy's
+ *     backward).
  *   - Any tensor argument may be a strided view (stride > cols), e.g. a
  *     tensor-parallel column slice of a full weight: ops index with
  *     data[i * stride + j] and pass the stride to BLAS as the leading dimension.
@@ -83,6 +86,10 @@ double ptdp_linear_flops_forward(int batch, int in, int out);
 /* 4 B in out + B out: dx (2 B in out), dW (2 B in out), db (B out).
  * Without dx (the first layer) subtract ptdp_matmul_flops(batch, in, out). */
 double ptdp_linear_flops_backward(int batch, int in, int out);
+/* Its two halves when a split backward defers dW (wgrad.h): B's dx and db,
+ * 2 B in out + B out, and W's dW, 2 B in out. */
+double ptdp_linear_flops_backward_input(int batch, int in, int out);
+double ptdp_linear_flops_backward_weight(int batch, int in, int out);
 /* y += b broadcast over rows (b: 1 x y.cols) */
 void ptdp_add_bias(ptdp_tensor y, ptdp_tensor b);
 /* db += column sums of dy (db: 1 x dy.cols) */

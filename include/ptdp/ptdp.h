@@ -31,6 +31,7 @@
 #include "model.h"
 #include "mesh.h"
 #include "tp.h"
+#include "parallel_linear.h"
 #include "dp.h"
 #include "zero.h"
 #include "schedule.h"

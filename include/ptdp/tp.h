@@ -22,6 +22,8 @@
  * so a block costs exactly one all-reduce of B x h forward (g) and one
  * backward (f): GELU is applied element-wise to the local slice and needs
  * no communication, which is why A is split by rows and B by columns.
+ * The two layers are parallel_linear.h's, every model's linear layers go
+ * through them.
  */
 #ifndef PTDP_TP_H
 #define PTDP_TP_H
@@ -50,27 +52,8 @@ void ptdp_tp_scatter_to_region_forward(ptdp_comm *tp, ptdp_tensor full, ptdp_ten
 int ptdp_tp_scatter_to_region_backward(struct ptdp_device *dev, ptdp_comm *tp,
                                        ptdp_tensor dlocal, ptdp_tensor dfull);
 
-/* Column-parallel linear: y_r = x W_r^T + b_r with W split by rows (outputs).
- * The input x is replicated (f forward); the output stays split unless
- * `full` is given, in which case it is gathered there too. */
-int ptdp_tp_column_linear_forward(struct ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_local,
-                               ptdp_tensor x, ptdp_tensor w_local, const ptdp_tensor *b_local,
-                               ptdp_tensor *full);
-/* dW_r += dy_r^T x, db_r += colsum dy_r, and dx = all-reduce(dy_r W_r)
- * (f backward; dx is overwritten).  dx may be NULL. */
-int ptdp_tp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_local,
-                                ptdp_tensor *db_local, ptdp_tensor dy_local, ptdp_tensor x,
-                                ptdp_tensor w_local);
-/* Row-parallel linear: y = sum_r x_r W_r^T (g: all-reduce) + b, with W
- * split by columns (inputs) and x arriving already split.  The bias is
- * added once, after the sum — adding it on every rank would count it tp times. */
-int ptdp_tp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
-                            ptdp_tensor w_local, const ptdp_tensor *b);
-/* dx_r = dy W_r (no communication: dy is replicated after g), dW_r += dy^T x_r,
- * db += colsum dy — identical on every rank, so the replicated bias stays
- * identical without any communication of its own. */
-void ptdp_tp_row_linear_backward(ptdp_tensor *dx_local, ptdp_tensor dw_local, ptdp_tensor *db,
-                              ptdp_tensor dy, ptdp_tensor x_local, ptdp_tensor w_local);
+/* The column- and row-parallel linear layers built on f and g, Megatron's
+ * ColumnParallelLinear and RowParallelLinear: parallel_linear.h. */
 
 /* Vocab-parallel softmax cross-entropy: rank r holds logit columns
  * [col0, col0 + cols) of every row and never sees the others.

@@ -31,9 +31,10 @@
  *       W  = 2 rows in out       (dY^T X)          W = F
  *
  * Every weight-gradient product of the models goes through
- * ptdp_wgrad_gemm (or ptdp_wgrad_linear_backward around it): with a NULL
- * sink it runs at once, exactly the product ptdp_linear_backward runs;
- * with a sink it is recorded, and ptdp_wgrad_run later runs the same
+ * ptdp_wgrad_gemm — the parallel-linear op's backward calls it for every
+ * linear layer, experts and routers included (parallel_linear.h): with a
+ * NULL sink it runs at once, exactly the product ptdp_linear_backward
+ * runs; with a sink it is recorded, and ptdp_wgrad_run later runs the same
  * product on the same operands (bit-identical copies), in the order they
  * were recorded — the order the unsplit backward runs them.  A gradient
  * that receives two contributions in one backward (the tied embedding of a
@@ -97,13 +98,6 @@ void ptdp_wgrad_init(ptdp_wgrad *w, ptdp_real *const *base, size_t base_len);
  * in the trace.  0, or PTDP_ENOMEM (the device failed, naming "zb.wgrad"). */
 int  ptdp_wgrad_gemm(struct ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor dw, ptdp_tensor dy,
                      ptdp_tensor x, double flops, const char *what);
-
-/* ptdp_linear_backward with its dW through ptdp_wgrad_gemm:
- *   dx = dy W (or += with accumulate_dx; dx may be NULL), then dW, then
- *   db += colsum dy (db may be NULL) — the unsplit order. */
-int  ptdp_wgrad_linear_backward(struct ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor *dx, ptdp_tensor dw,
-                                ptdp_tensor *db, ptdp_tensor dy, ptdp_tensor x, ptdp_tensor wt,
-                                bool accumulate_dx, double flops, const char *what);
 
 /* ptdp_embedding_backward (dtable[ids[i] - row0] += dx[i]) now, or
  * recorded with copies of dx and ids. */

@@ -144,10 +144,19 @@ double ptdp_gpt_cost_moe_forward(const ptdp_profile *p, const ptdp_gpt_shape *s,
 }
 
 /* Its backward beside the experts': the bias's R C, as the dense MLP's,
- * and the router's dX = dZ W_r and dW_r = dZ^T h. */
+ * and the router's dX = dZ W_r and (unless split: W's) dW_r = dZ^T h. */
 double ptdp_gpt_cost_moe_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E)
 {
-    return (double)s->R * s->C + gemm(p, s->R, s->C, E) + gemm(p, E, s->C, s->R);
+    double f = (double)s->R * s->C + gemm(p, s->R, s->C, E);
+    if (!s->split)
+        f += ptdp_gpt_cost_dw_router(p, s, E);
+    return f;
+}
+
+/* The router's dW_r = dZ^T h (E x C over the R token rows). */
+double ptdp_gpt_cost_dw_router(const ptdp_profile *p, const ptdp_gpt_shape *s, int E)
+{
+    return gemm(p, E, s->C, s->R);
 }
 
 double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)

@@ -30,8 +30,10 @@
  *   └─────────────────────────┘           └───────────────────────┘
  *
  * With a split backward (zero-bubble schedules) the four dW products of a
- * block, the head's and the embedding's scatter-add are charged by W (the
- * dw_* functions) and left out of B.  Under the "ideal" profile the
+ * block (an MoE block's: its attention's two, the router's and each
+ * expert's two), the head's and the embedding's scatter-add are charged by
+ * W (the dw_* functions; the experts' at the peak, by their rows,
+ * gpt_moe.c) and left out of B.  Under the "ideal" profile the
  * embedding and the head cost nothing (clock.c).
  */
 #ifndef PTDP_GPT_COST_H
@@ -77,9 +79,11 @@ double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s
 double ptdp_gpt_cost_mlp_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 double ptdp_gpt_cost_block_out_forward(const ptdp_profile *p, const ptdp_gpt_shape *s);
 /* An MoE block's LN2, residual share and router (its experts are charged
- * by their rows, gpt_moe.c); and their backward. */
+ * by their rows, gpt_moe.c); and their backward (without the router's dW
+ * when s->split), and that dW as W charges it. */
 double ptdp_gpt_cost_moe_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
 double ptdp_gpt_cost_moe_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
+double ptdp_gpt_cost_dw_router(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
 /* A block's backward, in its three charges (without the dW products when
  * s->split; with the attention core again when s->selective). */
 double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);
@@ -91,7 +95,7 @@ double ptdp_gpt_cost_block_backward(const ptdp_profile *p, const ptdp_gpt_shape 
 
 /* Sequence parallelism keeps only its shard of the LayerNorm outputs, and
  * a column-parallel layer's backward all-gathers it again for its dW
- * (gpt_ops.c): the layer's piece of work is then charged in three parts
+ * (parallel_linear.c, through gpt_ops.c): the layer's piece of work is then charged in three parts
  * around that gather —
  *
  *   before  the piece's work up to the layer's dX   (the gather starts

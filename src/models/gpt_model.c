@@ -347,90 +347,118 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
-/* This stage's parameters, in the order the backward makes their gradients. */
-static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
-{
-    const ptdp_model_config *c = &m->cfg;
-    const int C = c->hidden, t = m->mesh->tp_rank;
-    const int Cl = C / m->mesh->tp, Vl = g->vocab_local;
-    const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
-    char name[PTDP_NAME_MAX];
+/* The laying out of this stage's parameters, in the order the backward
+ * makes their gradients: the head with LN_f, each block last to first,
+ * the embeddings; then what their gradients are summed over.
+ *
+ * Units (model.h): the head with LN_f, each block, the embeddings.  A
+ * dense block is cut into four subunits, one a linear layer (with its
+ * bias, and the LayerNorm before it): under bf16 only the subunit an op
+ * computes with is widened to float (gpt_block.c), not the block. */
 #define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
 #define W(std) PTDP_INIT_NORMAL, (std)
 #define ZERO PTDP_INIT_ZEROS, 0.0
 #define ONE PTDP_INIT_ONES, 0.0
 
-    /* Units (model.h): the head with LN_f, each block, the embeddings.  A
-     * dense block is cut into four subunits, one a linear layer (with its
-     * bias, and the LayerNorm before it): under bf16 only the subunit an op
-     * computes with is widened to float (gpt_block.c), not the block. */
-    if (m->last_stage) {
-        ptdp_model_begin_unit(m);
-        /* The head: wte's rows of this rank.  With one stage it is wte
-         * itself, described with the embedding below. */
-        if (!m->first_stage) {
-            g->head = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS,
-                          t * Vl, 0, Vl, C, W(INIT_STD));
-            if (g->head != NULL)   /* the sum of both copies' gradients */
-                g->head->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
-        }
-        g->lnf_b = ADD("transformer.ln_f.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-        g->lnf_w = ADD("transformer.ln_f.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+/* The last stage: the head, wte's rows of this rank (with one stage wte
+ * itself, described with the embedding), and LN_f. */
+static void head_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    const int C = m->cfg.hidden, t = m->mesh->tp_rank, Vl = g->vocab_local;
+    ptdp_model_begin_unit(m);
+    if (!m->first_stage) {
+        g->head = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
+                      W(INIT_STD));
+        if (g->head != NULL)   /* the sum of both copies' gradients */
+            g->head->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
     }
-    for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
-        ptdp_gpt_block *b = &g->blocks[l - m->layer_begin];
-        ptdp_model_begin_unit(m);
+    g->lnf_b = ADD("transformer.ln_f.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+    g->lnf_w = ADD("transformer.ln_f.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+}
+
+/* Block l: its MLP (or experts), ln_2, the attention's c_proj (row-
+ * parallel) and c_attn (column-parallel, q, k and v each cut by head),
+ * ln_1. */
+static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const int C = c->hidden, t = m->mesh->tp_rank, Cl = C / m->mesh->tp;
+    const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
+    const bool moe = ptdp_gpt_block_is_moe(c, l);
+    char name[PTDP_NAME_MAX];
 #define NAME(what) (snprintf(name, sizeof name, "transformer.h.%d.%s", l, what), name)
-        if ((ptdp_gpt_block_is_moe(c, l) ? moe_lay_out : mlp_lay_out)(dev, m, b, l) != 0)
-            return PTDP_ENOMEM;
-        b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-        b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
-        if (!ptdp_gpt_block_is_moe(c, l))
-            ptdp_model_begin_subunit(m);   /* attn.c_proj */
-        b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-        b->proj_w = ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std));
-        if (!ptdp_gpt_block_is_moe(c, l))
-            ptdp_model_begin_subunit(m);   /* attn.c_attn with ln_1 */
-        b->attn_w = ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C, W(INIT_STD));
-        b->attn_b = ADD(NAME("attn.c_attn.bias"), 1, 3 * C, true, PTDP_SHARD_ROWS, 0, t * Cl, 1, 3 * Cl, ZERO);
-        b->ln1_b = ADD(NAME("ln_1.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-        b->ln1_w = ADD(NAME("ln_1.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+    ptdp_model_begin_unit(m);
+    if ((moe ? moe_lay_out : mlp_lay_out)(dev, m, b, l) != 0)
+        return PTDP_ENOMEM;
+    b->ln2_b = ADD(NAME("ln_2.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+    b->ln2_w = ADD(NAME("ln_2.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+    if (!moe)
+        ptdp_model_begin_subunit(m);   /* attn.c_proj */
+    b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+    b->proj_w = ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std));
+    if (!moe)
+        ptdp_model_begin_subunit(m);   /* attn.c_attn with ln_1 */
+    b->attn_w = ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C, W(INIT_STD));
+    b->attn_b = ADD(NAME("attn.c_attn.bias"), 1, 3 * C, true, PTDP_SHARD_ROWS, 0, t * Cl, 1, 3 * Cl, ZERO);
+    b->ln1_b = ADD(NAME("ln_1.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
+    b->ln1_w = ADD(NAME("ln_1.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
 #undef NAME
-        if (b->attn_w != NULL && b->attn_b != NULL)
-            b->attn_w->parts = b->attn_b->parts = 3;   /* q, k and v: each cut by head */
-    }
-    if (m->first_stage) {
-        ptdp_model_begin_unit(m);
-        g->wpe = ADD("transformer.wpe.weight", ptdp_gpt(c)->seq_len, C, false, PTDP_SHARD_NONE, 0, 0,
-                     ptdp_gpt(c)->seq_len, C,
-                     W(INIT_STD));
-        g->wte = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
-                     W(INIT_STD));
-        if (m->last_stage)
-            g->head = g->wte;
-        else if (g->wte != NULL)
-            g->wte->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
-    }
+    if (b->attn_w != NULL && b->attn_b != NULL)
+        b->attn_w->parts = b->attn_b->parts = 3;   /* q, k and v: each cut by head */
+    return PTDP_OK;
+}
+
+/* The first stage: wpe, and wte's rows of this rank (the head too with
+ * one stage; else a copy of the last stage's, their gradients summed). */
+static void embed_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    const int C = m->cfg.hidden, t = m->mesh->tp_rank, Vl = g->vocab_local, T = ptdp_gpt(&m->cfg)->seq_len;
+    ptdp_model_begin_unit(m);
+    g->wpe = ADD("transformer.wpe.weight", T, C, false, PTDP_SHARD_NONE, 0, 0, T, C, W(INIT_STD));
+    g->wte = ADD("transformer.wte.weight", g->vocab_padded, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
+                 W(INIT_STD));
+    if (m->last_stage)
+        g->head = g->wte;
+    else if (g->wte != NULL)
+        g->wte->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_EMB);
+}
 #undef ADD
 #undef W
 #undef ZERO
 #undef ONE
+
+/* What the optimizer and the gradient sums read of the parameters laid
+ * out: decay only the 2-D tensors; under SP a LayerNorm sees only this
+ * rank's positions (sp.h), so its gradient is the sum over TP — leave
+ * this out and the ranks' LayerNorms drift apart from the first step. */
+static void declare_sums(ptdp_model *m, ptdp_gpt *g)
+{
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i].no_decay = m->params[i].is_bias;
+    if (!m->mesh->sp)
+        return;
+    const ptdp_grad_sum over_tp = { .replicas = PTDP_GROUP_DP, .also = PTDP_GROUP_BIT(PTDP_GROUP_TP) };
+    for (int i = 0; i < m->layer_end - m->layer_begin; i++) {
+        ptdp_gpt_block *b = &g->blocks[i];
+        b->ln1_w->sum = b->ln1_b->sum = b->ln2_w->sum = b->ln2_b->sum = over_tp;
+    }
+    if (m->last_stage)
+        g->lnf_w->sum = g->lnf_b->sum = over_tp;
+}
+
+/* This stage's parameters, in the order the backward makes their gradients. */
+static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
+{
+    if (m->last_stage)
+        head_lay_out(dev, m, g);
+    for (int l = m->layer_end - 1; l >= m->layer_begin; l--)
+        if (block_lay_out(dev, m, &g->blocks[l - m->layer_begin], l) != 0)
+            return PTDP_ENOMEM;
+    if (m->first_stage)
+        embed_lay_out(dev, m, g);
     if (ptdp_aborted(dev))
         return PTDP_EABORTED;
-    for (int i = 0; i < m->nparams; i++)   /* decay only the 2-D tensors */
-        m->params[i].no_decay = m->params[i].is_bias;
-    /* Under SP a LayerNorm sees only this rank's positions (sp.h): its
-     * gradient is the sum over TP.  Leave this out and the ranks'
-     * LayerNorms drift apart from the first step. */
-    if (m->mesh->sp) {
-        const ptdp_grad_sum over_tp = { .replicas = PTDP_GROUP_DP, .also = PTDP_GROUP_BIT(PTDP_GROUP_TP) };
-        for (int i = 0; i < m->layer_end - m->layer_begin; i++) {
-            ptdp_gpt_block *b = &g->blocks[i];
-            b->ln1_w->sum = b->ln1_b->sum = b->ln2_w->sum = b->ln2_b->sum = over_tp;
-        }
-        if (m->last_stage)
-            g->lnf_w->sum = g->lnf_b->sum = over_tp;
-    }
+    declare_sums(m, g);
     return PTDP_OK;
 }
 

@@ -51,6 +51,12 @@
  * units, routes the same tokens, and sums the experts' partial outputs
  * (and input gradients) over the TP group where they ran.
  *
+ * The router and the experts are linear layers like the dense MLP's, and
+ * run through the same op (parallel_linear.h): the local experts as two
+ * groups, c_fc column- and c_proj row-parallel, one stacked buffer each,
+ * one charge and one TP sum for all of them.  Under a split backward
+ * (ZB-H1, DualPipe) their dW waits for W like every other linear's.
+ *
  * What the block keeps is data-dependent: the experts' pre-GELU and GELU
  * rows and their outputs, one row per kept choice, from the arena (so its
  * peak is the measured load's).  Under --precision bf16 the experts' rows
@@ -65,7 +71,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/ops.h"
-#include "ptdp/tp.h"
+#include "ptdp/parallel_linear.h"
 
 /* ------------------------------------------------ what a block keeps */
 
@@ -133,6 +139,15 @@ static void whole_sequences(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
     m->aux = k->m->mesh->cp_rank == 0 ? aux : 0.0;
 }
 
+/* The router's linear layer runs in storage precision (float under bf16:
+ * Megatron's fp32 router), whole on every TP rank. */
+static ptdp_linear_pass router_pass(ptdp_gpt_pass *k)
+{
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    c.recipe = PTDP_RECIPE_STORAGE;
+    return c;
+}
+
 /* The router: logits, choices, gates, slots and the balance loss. */
 static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w, ptdp_tensor h)
 {
@@ -152,10 +167,13 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
     m->gate = grab(k, (size_t)R * K * sizeof(ptdp_real), "acts.moe_gate");
     m->probs = grab(k, (size_t)R * E * sizeof(ptdp_real), "acts.moe_probs");
     ptdp_real *z = grab(k, (size_t)R * E * sizeof(ptdp_real), "acts.moe_logits");
+    if (k->rc == 0) {   /* z = h W_r^T, the piece since LN2 charged */
+        ptdp_linear_pass c = router_pass(k);
+        const ptdp_linear_charge price = { .flops = ptdp_gpt_cost_moe_forward(k->dev->profile, &k->shape, E) };
+        k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .w = w->router }, ptdp_tensor_wrap(z, R, E), h,
+                                             &price);
+    }
     if (k->rc == 0) {
-        ptdp_linear_forward(ptdp_tensor_wrap(z, R, E), h, w->router->w, NULL);
-        ptdp_compute(k->dev, k->what, ptdp_gpt_cost_moe_forward(k->dev->profile, &k->shape, E), k->w0);
-        k->w0 = ptdp_wall_now();
         m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
         if (k->shape.cp > 1)
             whole_sequences(k, m);
@@ -169,12 +187,6 @@ static struct ptdp_gpt_moe_acts *route(ptdp_gpt_pass *k, const ptdp_gpt_block *w
             if (m->slot[c] >= 0)
                 m->token[m->slot[c]] = (int)(c / (size_t)K);
     return m;
-}
-
-/* Rows [off, off + n) of a stacked buffer of `cols` columns. */
-static ptdp_tensor rows_of(ptdp_real *base, int off, int n, int cols)
-{
-    return ptdp_tensor_wrap(base + (size_t)off * cols, n, cols);
 }
 
 /* The kept choices' inputs, stacked: x[slot] = h[token[slot]]. */
@@ -210,39 +222,62 @@ static void experts_side(ptdp_gpt_pass *k, struct ptdp_gpt_moe_acts *m)
     m->here = (int)m->plan.received;
 }
 
-/* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b.
- * Under TP each rank holds F/tp of every expert's hidden units (gpt_model.c):
- * its partial sums g W_proj^T are all-reduced over the TP group where the
- * experts ran (g of Megatron's f/g), then the bias — so the outputs go home
- * whole, and the router's gates see the same y on every TP rank. */
+/* The local experts as two groups of linear layers (parallel_linear.h):
+ * member e is local expert e on its rows of the stacked buffers — c_fc
+ * column-parallel, c_proj row-parallel, each split over TP like the dense
+ * MLP's (gpt_model.c).  A dW W runs later is priced at the peak, as the
+ * experts' forward and backward are. */
+typedef struct {
+    const ptdp_gpt_expert *experts;
+    const struct ptdp_gpt_moe_acts *m;
+    int C;
+} expert_group;
+
+static ptdp_linear_layer expert_fc(const void *of, int e)
+{
+    const expert_group *x = of;
+    return (ptdp_linear_layer){
+        .split = PTDP_SPLIT_COLUMN, .w = x->experts[e].fc_w, .b = x->experts[e].fc_b,
+        .w_flops = ptdp_linear_flops_backward_weight(x->m->per_expert[e], x->C, x->m->F),
+    };
+}
+
+static ptdp_linear_layer expert_proj(const void *of, int e)
+{
+    const expert_group *x = of;
+    return (ptdp_linear_layer){
+        .split = PTDP_SPLIT_ROW, .w = x->experts[e].proj_w, .b = x->experts[e].proj_b,
+        .w_flops = ptdp_linear_flops_backward_weight(x->m->per_expert[e], x->m->F, x->C),
+    };
+}
+
+/* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b,
+ * charged at the peak by the rows.  Under TP each rank holds F/tp of every
+ * expert's hidden units: the group's partial sums g W_proj^T are
+ * all-reduced over the TP group where the experts ran, once for all (g of
+ * Megatron's f/g), then each bias — so the outputs go home whole, and the
+ * router's gates see the same y on every TP rank. */
 static void experts_forward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, struct ptdp_gpt_moe_acts *m,
                             const ptdp_real *x, ptdp_real *y, int C)
 {
-    const bool tp = k->m->mesh->tp > 1;
-    double flops = 0.0;
-    for (int e = 0, off = 0; e < m->local; off += m->per_expert[e], e++) {
+    const expert_group of = { w->experts, m, C };
+    const ptdp_linear_group fc = { PTDP_SPLIT_COLUMN, m->local, m->per_expert, expert_fc, &of };
+    const ptdp_linear_group proj = { PTDP_SPLIT_ROW, m->local, m->per_expert, expert_proj, &of };
+    const ptdp_tensor h = ptdp_tensor_wrap(m->h, m->here, m->F), g = ptdp_tensor_wrap(m->g, m->here, m->F);
+    ptdp_linear_charge price = { 0 };
+    for (int e = 0; e < m->local; e++) {
         const int n = m->per_expert[e];
-        const ptdp_gpt_expert *ex = &w->experts[e];
-        if (n == 0)
-            continue;
-        ptdp_tensor h = rows_of(m->h, off, n, m->F), g = rows_of(m->g, off, n, m->F);
-        ptdp_linear_forward(h, rows_of((ptdp_real *)x, off, n, C), ex->fc_w->w, &ex->fc_b->w);
-        ptdp_gpt_round(k, h);   /* bf16: as the dense MLP's c_fc and GELU outputs */
-        ptdp_gelu_forward(g, h);
-        ptdp_gpt_round(k, g);
-        ptdp_linear_forward(rows_of(y, off, n, C), g, ex->proj_w->w, tp ? NULL : &ex->proj_b->w);
-        flops += ptdp_linear_flops_forward(n, C, m->F) + ptdp_gelu_flops_forward((size_t)n * m->F) +
-                 ptdp_linear_flops_forward(n, m->F, C);
+        if (n > 0)
+            price.flops += ptdp_linear_flops_forward(n, C, m->F) + ptdp_gelu_flops_forward((size_t)n * m->F) +
+                           ptdp_linear_flops_forward(n, m->F, C);
     }
-    ptdp_compute(k->dev, k->what, flops, k->w0);
-    k->w0 = ptdp_wall_now();
-    if (!tp)
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);   /* bf16: h rounded, as the dense MLP's c_fc output */
+    k->rc = ptdp_parallel_linear_group_forward(&c, &fc, h, ptdp_tensor_wrap((ptdp_real *)x, m->here, C), NULL);
+    if (k->rc != 0)
         return;
-    k->rc = ptdp_tp_reduce_from_region_forward(k->m->mesh->tp_comm, ptdp_tensor_wrap(y, m->here, C));   /* g */
-    k->w0 = ptdp_wall_now();
-    for (int e = 0, off = 0; k->rc == 0 && e < m->local; off += m->per_expert[e], e++)
-        if (m->per_expert[e] > 0)
-            ptdp_add_bias(rows_of(y, off, m->per_expert[e], C), w->experts[e].proj_b->w);
+    ptdp_gelu_forward(g, h);
+    ptdp_gpt_round(k, g);
+    k->rc = ptdp_parallel_linear_group_forward(&c, &proj, ptdp_tensor_wrap(y, m->here, C), g, &price);
 }
 
 /* out[t] = sum_j g_j y[slot], in choice order. */
@@ -316,31 +351,34 @@ static void combine_backward(const struct ptdp_gpt_moe_acts *m, ptdp_tensor d, p
         }
 }
 
-/* Each local expert backward: its gradients, and dx of its inputs. */
+/* Each local expert backward: its gradients (dW now, or W's), and dx of
+ * its inputs, summed over the TP ranks' shares (f's backward, once). */
 static void experts_backward(ptdp_gpt_pass *k, const ptdp_gpt_block *w, const struct ptdp_gpt_moe_acts *m,
                              const ptdp_real *x, ptdp_real *dy, ptdp_real *dh, ptdp_real *dx, int C)
 {
-    double flops = 0.0;
-    for (int e = 0, off = 0; e < m->local; off += m->per_expert[e], e++) {
+    const expert_group of = { w->experts, m, C };
+    const ptdp_linear_group fc = { PTDP_SPLIT_COLUMN, m->local, m->per_expert, expert_fc, &of };
+    const ptdp_linear_group proj = { PTDP_SPLIT_ROW, m->local, m->per_expert, expert_proj, &of };
+    ptdp_tensor dH = ptdp_tensor_wrap(dh, m->here, m->F), dX = ptdp_tensor_wrap(dx, m->here, C);
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    const bool later = ptdp_linear_pass_defers(&c);   /* the dW products are W's */
+    ptdp_linear_charge price = { 0 };
+    for (int e = 0; e < m->local; e++) {
         const int n = m->per_expert[e];
-        const ptdp_gpt_expert *ex = &w->experts[e];
-        if (n == 0)
-            continue;
-        ptdp_tensor dH = rows_of(dh, off, n, m->F), dX = rows_of(dx, off, n, C);
-        ptdp_linear_backward(&dH, ex->proj_w->g, &ex->proj_b->g, rows_of(dy, off, n, C), rows_of(m->g, off, n, m->F),
-                             ex->proj_w->w, false);
-        ptdp_gelu_backward(dH, dH, rows_of(m->h, off, n, m->F));
-        ptdp_linear_backward(&dX, ex->fc_w->g, &ex->fc_b->g, dH, rows_of((ptdp_real *)x, off, n, C), ex->fc_w->w,
-                             false);
-        flops += ptdp_linear_flops_backward(n, m->F, C) + ptdp_gelu_flops_backward((size_t)n * m->F) +
-                 ptdp_linear_flops_backward(n, C, m->F);
+        if (n > 0 && !later)
+            price.flops += ptdp_linear_flops_backward(n, m->F, C) + ptdp_gelu_flops_backward((size_t)n * m->F) +
+                           ptdp_linear_flops_backward(n, C, m->F);
+        else if (n > 0)
+            price.flops += ptdp_linear_flops_backward_input(n, m->F, C) +
+                           ptdp_gelu_flops_backward((size_t)n * m->F) + ptdp_linear_flops_backward_input(n, C, m->F);
     }
-    ptdp_compute(k->dev, k->what, flops, k->w0);
-    k->w0 = ptdp_wall_now();
-    if (k->m->mesh->tp > 1) {   /* f's backward: the inputs' gradient summed over the TP ranks' shares */
-        k->rc = ptdp_tp_copy_to_region_backward(k->m->mesh->tp_comm, ptdp_tensor_wrap(dx, m->here, C));
-        k->w0 = ptdp_wall_now();
-    }
+    k->rc = ptdp_parallel_linear_group_backward(&c, &proj, &dH, ptdp_tensor_wrap(dy, m->here, C),
+                                                ptdp_tensor_wrap(m->g, m->here, m->F), NULL);
+    if (k->rc != 0)
+        return;
+    ptdp_gelu_backward(dH, dH, ptdp_tensor_wrap(m->h, m->here, m->F));
+    k->rc = ptdp_parallel_linear_group_backward(&c, &fc, &dX, dH, ptdp_tensor_wrap((ptdp_real *)x, m->here, C),
+                                                &price);
 }
 
 /* The experts' backward where they ran: dy goes out as the forward's
@@ -401,10 +439,12 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
                                           k->shape.T, m->seq_counts, dz);
         else
             ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, per_sequence, dz);
-        ptdp_tensor dZ = ptdp_tensor_wrap(dz, R, E);
-        ptdp_linear_backward(&s->dln, w->router->g, NULL, dZ, a->ln2, w->router->w, true);
-        ptdp_compute(k->dev, k->what, ptdp_gpt_cost_moe_backward(k->dev->profile, &k->shape, E), k->w0);
-        k->w0 = ptdp_wall_now();
+        /* the router: s->dln += dZ W_r, dW_r += dZ^T ln2 (now, or W's) */
+        ptdp_linear_pass c = router_pass(k);
+        const ptdp_linear_layer router = { .w = w->router, .accumulate_dx = true,
+                                           .w_flops = ptdp_gpt_cost_dw_router(k->dev->profile, &k->shape, E) };
+        const ptdp_linear_charge price = { .flops = ptdp_gpt_cost_moe_backward(k->dev->profile, &k->shape, E) };
+        k->rc = ptdp_parallel_linear_backward(&c, &router, &s->dln, ptdp_tensor_wrap(dz, R, E), a->ln2, &price);
     }
     void *p[] = { dy, dx, dgate, dz };
     for (size_t q = 0; q < sizeof p / sizeof p[0]; q++)

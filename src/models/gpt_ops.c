@@ -13,7 +13,12 @@
  *                  scatter out of the region
  *   residual       skip + dropout(branch + b)      dropout'; SP: gather into the region
  *
- * each op's forward beside its backward, below.
+ * each op's forward beside its backward, below.  The two linears are the
+ * parallel-linear op (parallel_linear.h), the one door of every GEMM of
+ * the model — its router and experts too (gpt_moe.c): it holds TP's and
+ * SP's joins, the precision recipe (bf16 rounds a complete output where it
+ * is made), the charge before the join and the sink of dW; these wrappers
+ * give it the pass (ptdp_gpt_linear_pass) and the GPT's prices.
  *
  * bf16 (act_bf16.h): under --precision bf16 every activation a block keeps
  * is rounded where it is made — here, by the op that makes it — so the
@@ -52,7 +57,6 @@
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
-#include "ptdp/tp.h"
 #include "runtime/device_impl.h"
 
 #define LN_EPS 1e-5
@@ -138,100 +142,48 @@ void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp
 
 /* -------------------------------------------- column-parallel linear */
 
+/* The parallel-linear op's pass for this one (parallel_linear.h). */
+ptdp_linear_pass ptdp_gpt_linear_pass(ptdp_gpt_pass *k)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    return (ptdp_linear_pass){
+        .dev = k->dev, .tp = mesh->tp_comm, .sp_samples = mesh->sp ? k->acts->rows : 0, .overlap = k->m->overlap,
+        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = k->wg, .what = k->what,
+        .wwhat = k->wwhat, .w0 = &k->w0,
+    };
+}
+
 /* y = x W^T + b on this rank's output columns (f's forward is the
  * identity); under SP x is this rank's shard, gathered along the sequence
  * into a transient R x C first and freed after the product. */
 void ptdp_gpt_column_linear(ptdp_gpt_pass *k, ptdp_tensor y, ptdp_tensor x, const ptdp_param *w,
                             const ptdp_param *b)
 {
-    const ptdp_mesh *mesh = k->m->mesh;
-    ptdp_tensor full = x;
     if (k->rc != 0)
         return;
-    if (mesh->sp) {
-        if (ptdp_gpt_act(k, &full, "acts.ln_gathered", k->shape.R, x.cols) != 0)
-            return;
-        collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, full, x, k->acts->rows));   /* gather */
-    }
-    if (k->rc == 0)
-        k->rc = ptdp_tp_column_linear_forward(k->dev, mesh->tp_comm, y, full, w->w, b != NULL ? &b->w : NULL,
-                                              NULL);
-    if (mesh->sp)
-        ptdp_tensor_free(k->dev, &full);
-    ptdp_gpt_round(k, y);
-}
-
-/* dx = dy W, dW += dy^T x (now, or recorded for W), db += sum dy. */
-static void linear_backward(ptdp_gpt_pass *k, ptdp_tensor *dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
-                            ptdp_param *b)
-{
-    if (k->rc != 0)
-        return;
-    const double dw_flops = ptdp_gpt_cost_dw_linear(k->dev->profile, &k->shape, w->w.rows, w->w.cols);
-    k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, dx, w->g, &b->g, dy, x, w->w, false, dw_flops,
-                                       k->wwhat);
-}
-
-/* Out of it: s->dln (R rows) holds this rank's part of the gradient of a
- * LayerNorm's output; s->dln_local (region rows) gets the sum — f's
- * all-reduce in place, or a reduce-scatter under SP. */
-void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s)
-{
-    const ptdp_mesh *mesh = k->m->mesh;
-    if (k->rc != 0)
-        return;
-    if (!mesh->sp)
-        collective_done(k, ptdp_tp_copy_to_region_backward(mesh->tp_comm, s->dln_local));   /* f */
-    else
-        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, s->dln_local, s->dln, k->acts->rows));
-}
-
-/* SP: the column-parallel layer's kept shard x gathered again into
- * s->dfull (free here: the gradient it held went into the row-parallel
- * layer's backward), around dx = dy W, which needs no input — started on
- * the communication stream before dx under --overlap, waited for after
- * it; without, done before dx — then dW += dy^T x (or recorded: the sink
- * copies s->dfull, which is valid until W) and db.  Charged in the three
- * parts of `cost` (gpt_cost.h). */
-static void sp_column_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
-                               const ptdp_param *w, ptdp_param *b, const ptdp_gpt_column_backward_cost *cost)
-{
-    const ptdp_mesh *mesh = k->m->mesh;
-    ptdp_sp_gather g = { 0 };
-    ptdp_gpt_charge(k, cost->before);
-    if (k->rc != 0)
-        return;
-    if (k->m->overlap)
-        k->rc = ptdp_sp_all_gather_start(k->dev, mesh->tp_comm, s->dfull, x, k->acts->rows, &g);
-    else
-        collective_done(k, ptdp_sp_all_gather(k->dev, mesh->tp_comm, s->dfull, x, k->acts->rows));
-    if (k->rc == 0)
-        ptdp_matmul(s->dln, dy, false, w->w, false, 1.0, 0.0);              /* dx = dy W  */
-    ptdp_gpt_charge(k, cost->dx);
-    const int rc = ptdp_sp_all_gather_wait(&g);                              /* x is in    */
-    collective_done(k, rc);
-    if (k->rc == 0)
-        k->rc = ptdp_wgrad_gemm(k->dev, k->wg, w->g, dy, s->dfull, cost->w(k->dev->profile, &k->shape), k->wwhat);
-    if (k->rc == 0 && b != NULL)
-        ptdp_bias_backward(b->g, dy);                                        /* db         */
-    if (!k->shape.split)   /* else the product is W's, charged there */
-        ptdp_gpt_charge(k, cost->dw);
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = PTDP_SPLIT_COLUMN, .w = w, .b = b }, y,
+                                         x, NULL);
 }
 
 /* A column-parallel layer's backward into s->dln (b NULL: no bias, the
  * head), the piece of work charged at `cost` (in three parts around SP's
- * gather), then f (or SP's scatter) into s->dln_local. */
+ * gather of x again into s->dfull), then f (or SP's scatter) into
+ * s->dln_local. */
 void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor dy, ptdp_tensor x,
                                      const ptdp_param *w, ptdp_param *b, const ptdp_gpt_column_backward_cost *cost)
 {
-    if (k->m->mesh->sp) {
-        sp_column_backward(k, s, dy, x, w, b, cost);
-    } else if (k->rc == 0) {
-        k->rc = ptdp_wgrad_linear_backward(k->dev, k->wg, &s->dln, w->g, b != NULL ? &b->g : NULL, dy, x, w->w,
-                                           false, cost->w(k->dev->profile, &k->shape), k->wwhat);
-        ptdp_gpt_charge(k, cost->whole);
-    }
-    ptdp_gpt_grad_out_of_tp(k, s);
+    if (k->rc != 0)
+        return;
+    const ptdp_profile *p = k->dev->profile;
+    const ptdp_gpt_shape *sh = &k->shape;
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    c.sp_full = s->dfull;
+    c.sp_local = s->dln_local;
+    const ptdp_linear_layer l = { .split = PTDP_SPLIT_COLUMN, .w = w, .b = b, .w_flops = cost->w(p, sh) };
+    const ptdp_linear_charge price = { .flops = cost->whole(p, sh), .before = cost->before(p, sh),
+                                       .dx = cost->dx(p, sh), .dw = cost->dw(p, sh) };
+    k->rc = ptdp_parallel_linear_backward(&c, &l, &s->dln, dy, x, &price);
 }
 
 /* -------------------------------------------------------------- GELU */
@@ -259,15 +211,12 @@ void ptdp_gpt_gelu_backward(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_tensor x)
 void ptdp_gpt_row_linear(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_tensor part, ptdp_tensor x, const ptdp_param *w,
                          ptdp_gpt_cost_fn cost)
 {
-    const ptdp_mesh *mesh = k->m->mesh;
     if (k->rc != 0)
         return;
-    ptdp_linear_forward(mesh->sp ? part : out, x, w->w, NULL);
-    ptdp_gpt_charge(k, cost);
-    if (!mesh->sp)
-        collective_done(k, ptdp_tp_reduce_from_region_forward(mesh->tp_comm, out));          /* g */
-    else
-        collective_done(k, ptdp_sp_reduce_scatter(k->dev, mesh->tp_comm, out, part, k->acts->rows));
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    c.sp_full = part;
+    const ptdp_linear_charge price = { .flops = cost(k->dev->profile, &k->shape) };
+    k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = PTDP_SPLIT_ROW, .w = w }, out, x, &price);
 }
 
 /* Into the TP region's backward: the gradient `d` of a row-parallel
@@ -288,7 +237,13 @@ void ptdp_gpt_grad_into_tp(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_gpt_scratch *s,
 void ptdp_gpt_row_linear_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x,
                                   const ptdp_param *w, ptdp_param *b)
 {
-    linear_backward(k, &dx, dy, x, w, b);
+    if (k->rc != 0)
+        return;
+    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    const ptdp_linear_layer l = { .split = PTDP_SPLIT_ROW, .w = w, .b = b,
+                                  .w_flops = ptdp_gpt_cost_dw_linear(k->dev->profile, &k->shape, w->w.rows,
+                                                                     w->w.cols) };
+    k->rc = ptdp_parallel_linear_backward(&c, &l, &dx, dy, x, NULL);
 }
 
 /* ---------------------------------------------------------- residual */

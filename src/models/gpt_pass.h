@@ -34,6 +34,7 @@
 #include "ptdp/act_bf16.h"
 #include "ptdp/gpt.h"
 #include "gpt_cost.h"
+#include "ptdp/parallel_linear.h"
 #include "ptdp/wgrad.h"
 
 /* One forward or backward of one micro-batch on one device. */
@@ -99,6 +100,10 @@ void ptdp_gpt_round_reals(ptdp_gpt_pass *k, ptdp_real *x, size_t n);
  * gpt_cost.c prices it. */
 typedef double (*ptdp_gpt_cost_fn)(const ptdp_profile *p, const ptdp_gpt_shape *s);
 void ptdp_gpt_charge(ptdp_gpt_pass *k, ptdp_gpt_cost_fn cost);
+/* The parallel-linear op's pass for k (parallel_linear.h): the TP group,
+ * SP's sequences, the recipe (bf16 or storage), W's sink, the clock's
+ * names and wall start — every GEMM of the GPT goes through it. */
+ptdp_linear_pass ptdp_gpt_linear_pass(ptdp_gpt_pass *k);
 
 /* forward */
 void ptdp_gpt_ln(ptdp_gpt_pass *k, ptdp_tensor out, ptdp_real *mean, ptdp_real *rstd, ptdp_tensor x,
@@ -122,7 +127,6 @@ void ptdp_gpt_column_linear_backward(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp
 void ptdp_gpt_ln_backward(ptdp_gpt_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x, const ptdp_param *w,
                           const ptdp_param *b, const ptdp_real *mean, const ptdp_real *rstd, bool accumulate_dx);
 void ptdp_gpt_grad_into_tp(ptdp_gpt_pass *k, ptdp_tensor d, ptdp_gpt_scratch *s, ptdp_tensor *full);
-void ptdp_gpt_grad_out_of_tp(ptdp_gpt_pass *k, ptdp_gpt_scratch *s);
 
 /* -------------------------------------------- gpt_attention.c */
 

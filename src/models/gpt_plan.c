@@ -171,6 +171,9 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
  *                         and the stacked inputs again kept x C, or under
  *                         EP dy and dx where the experts ran and the wire,
  *                         here x C each
+ *   split backward        B without any dW; W the attention's two, the
+ *                         router's (dZ^T h) and each routed row's two
+ *                         through its expert, as every linear's (wgrad.h)
  */
 #define MOE_ACTS_STRUCT 224.0   /* the block's bookkeeping (gpt_moe.c's struct), about */
 
@@ -210,11 +213,18 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
              ptdp_gpt_cost_block_out_forward(p, &s);
     o->bwd = ptdp_gpt_cost_attn_backward(p, &s) + ptdp_gpt_cost_ln1_backward(p, &s) +
              ptdp_gpt_cost_moe_backward(p, &s, (int)E);
-    o->w = split ? ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) : 0;
     o->row_fwd = ptdp_linear_flops_forward(1, (int)C, Fe) + ptdp_gelu_flops_forward((size_t)Fe) +
                  ptdp_linear_flops_forward(1, Fe, (int)C);
     o->row_bwd = ptdp_linear_flops_backward(1, Fe, (int)C) + ptdp_gelu_flops_backward((size_t)Fe) +
                  ptdp_linear_flops_backward(1, (int)C, Fe);
+    if (split) {   /* W: the attention's two dW, the router's and each routed row's two (at the peak) */
+        o->row_bwd = ptdp_linear_flops_backward_input(1, Fe, (int)C) + ptdp_gelu_flops_backward((size_t)Fe) +
+                     ptdp_linear_flops_backward_input(1, (int)C, Fe);
+        o->w = ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) +
+               ptdp_gpt_cost_dw_router(p, &s, (int)E) +
+               o->here * (ptdp_linear_flops_backward_weight(1, Fe, (int)C) +
+                          ptdp_linear_flops_backward_weight(1, (int)C, Fe));
+    }
     o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
     o->params_expert = 2 * C * Fe + Fe + C;
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);

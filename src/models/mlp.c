@@ -10,8 +10,10 @@
  *                 └────────────────────────────────────────────┘
  *
  * The backward walks the same boxes right to left; every op's gradient
- * comes from nn/ (linear.c, gelu.c, xent.c) or parallel/tp.c, next to its
- * forward.  Gradients ACCUMULATE
+ * comes from nn/ (gelu.c, xent.c) or parallel/ (tp.c), next to its
+ * forward, and the four linear layers run through the parallel-linear op
+ * (parallel_linear.h: the split, bf16's rounding, the clock's charge, W's
+ * sink).  Gradients ACCUMULATE
  * (+=) into the model's gradient buffer, so M micro-batches add up to the
  * gradient of their union — gradient accumulation needs nothing else.
  *
@@ -47,6 +49,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mlp.h"
 #include "ptdp/ops.h"
+#include "ptdp/parallel_linear.h"
 #include "ptdp/rng.h"
 #include "ptdp/tp.h"
 #include "ptdp/wgrad.h"
@@ -81,11 +84,34 @@ static double product_flops(const ptdp_device *dev, int m, int n, int k)
     return ptdp_gemm_cost_flops(dev->profile, m, n, k);
 }
 
+static double price(const ptdp_device *dev, double gemm_flops, double other_flops, bool edge_layer)
+{
+    return !ideal(dev) ? gemm_flops + other_flops : edge_layer ? 0 : gemm_flops;
+}
+
+/* A piece of work the linear op does not end (parallel_linear.h charges
+ * those it ends, at a price of the same rule). */
 static void account(ptdp_device *dev, const char *what, double gemm_flops, double other_flops, double w0,
                     bool edge_layer)
 {
-    double flops = !ideal(dev) ? gemm_flops + other_flops : edge_layer ? 0 : gemm_flops;
-    ptdp_compute(dev, what, flops, w0);
+    ptdp_compute(dev, what, price(dev, gemm_flops, other_flops, edge_layer), w0);
+}
+
+/* The parallel-linear op's pass (parallel_linear.h): the TP group, the
+ * recipe (bf16 rounds a layer's complete output where it is made), W's
+ * sink, and the clock: what it charges is named `what`, from *w0. */
+static ptdp_linear_pass linear_pass(ptdp_device *dev, const ptdp_model *m, ptdp_wgrad *wg, const char *what,
+                                    const char *wwhat, double *w0)
+{
+    return (ptdp_linear_pass){ .dev = dev, .tp = m->mesh->tp_comm,
+                               .recipe = m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = wg,
+                               .what = what, .wwhat = wwhat, .w0 = w0 };
+}
+
+/* A charge of the op: the piece of work it ends. */
+static ptdp_linear_charge charge_of(double flops)
+{
+    return (ptdp_linear_charge){ .flops = flops };
 }
 
 /* What a deferred dW product charges when W runs it (wgrad.h). */
@@ -187,13 +213,15 @@ static int input_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_BEGIN)) != 0)
             return rc;
         double w0 = ptdp_wall_now();
-        ptdp_linear_forward(sv->h[0], sv->x, p->in_w->w, &p->in_b->w);
-        account(dev, "in fwd", product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in), (double)rows * hd, w0, true);
-        if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END)) != 0)
+        ptdp_linear_pass lp = linear_pass(dev, m, NULL, "in fwd", NULL, &w0);
+        const ptdp_linear_layer in = { .split = PTDP_SPLIT_NONE, .w = p->in_w, .b = p->in_b };   /* whole */
+        const double gemm = product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in);
+        const ptdp_linear_charge cost = charge_of(price(dev, gemm, (double)rows * hd, true));
+        if ((rc = ptdp_parallel_linear_forward(&lp, &in, sv->h[0], sv->x, &cost)) != 0)
             return rc;
-    } else {
-        ptdp_tensor_copy(sv->h[0], sv->x);
+        return ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_FORWARD_END);
     }
+    ptdp_tensor_copy(sv->h[0], sv->x);
     round_bf16(m, sv->h[0]);
     return PTDP_OK;
 }
@@ -205,7 +233,6 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     const ptdp_model_config *c = &m->cfg;
     const ptdp_mlp *p = m->impl;
     const ptdp_mlp_block *b = &p->blocks[i];
-    ptdp_comm *tp = m->mesh->tp_comm;
     int rows = acts->rows, hd = c->hidden, fl = p->ffn_local, layer = m->layer_begin + i, rc;
     int ff0 = m->mesh->tp_rank * fl;
     char what[32];
@@ -218,20 +245,23 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         return rc;
 
     double w0 = ptdp_wall_now();
-    ptdp_tp_column_linear_forward(dev, tp, sv->a[i], h_in, b->fc1_w->w, &b->fc1_b->w, NULL);
-    round_bf16(m, sv->a[i]);
+    snprintf(what, sizeof what, "block %d fwd", layer);
+    ptdp_linear_pass lp = linear_pass(dev, m, NULL, what, NULL, &w0);
+    const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b };
+    const ptdp_linear_layer fc2 = { .split = PTDP_SPLIT_ROW, .w = b->fc2_w };   /* its bias after the sum */
+    const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl);
+    const double rest = (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl);
+    const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
+    /* column-parallel fc1 (f's forward is the identity), its output rounded under bf16 */
+    if ((rc = ptdp_parallel_linear_forward(&lp, &fc1, sv->a[i], h_in, NULL)) != 0)
+        return rc;
     ptdp_gelu_forward(sv->g[i], sv->a[i]);
     ptdp_tp_dropout(sv->g[i], m->dropout, dropout_key(m, layer, "fc1"), acts->first_sample, c->ffn, ff0);
     round_bf16(m, sv->g[i]);
-    ptdp_linear_forward(h_out, sv->g[i], b->fc2_w->w, NULL);    /* partial sum of z */
-    snprintf(what, sizeof what, "block %d fwd", layer);
-    account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl),
-            (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl), w0, false);
-
-    /* g: the one all-reduce of the block's forward; bias after the sum. */
-    if ((rc = ptdp_tp_reduce_from_region_forward(tp, h_out)) != 0)
+    /* row-parallel fc2: the partial sums of z, the piece charged, then g —
+     * the one all-reduce of the block's forward; the bias after the sum. */
+    if ((rc = ptdp_parallel_linear_forward(&lp, &fc2, h_out, sv->g[i], &cost)) != 0)
         return rc;
-    w0 = ptdp_wall_now();
     ptdp_add_bias(h_out, b->fc2_b->w);
     ptdp_tp_dropout(h_out, m->dropout, dropout_key(m, layer, "out"), acts->first_sample, hd, 0);
     ptdp_tensor_add(h_out, h_in);                                  /* the residual */
@@ -273,12 +303,14 @@ static int output_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp
         return rc;
     }
     double w0 = ptdp_wall_now();
-    ptdp_tp_column_linear_forward(dev, m->mesh->tp_comm, sv->logits, sv->h[sv->nblocks], p->out_w->w, &p->out_b->w,
-                                  NULL);
-    round_bf16(m, sv->logits);   /* a bf16 product's output, then the loss in float */
-    account(dev, "out fwd", product_flops(dev, rows, cl, hd), (double)rows * cl, w0, true);
-    rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * cl, acts->labels, sv->rowmax,
-                              sv->sumexp, picked, &acts->loss_sum);
+    /* column-parallel over the classes; a bf16 product's output, then the loss in float */
+    ptdp_linear_pass lp = linear_pass(dev, m, NULL, "out fwd", NULL, &w0);
+    const ptdp_linear_layer out = { .split = PTDP_SPLIT_COLUMN, .w = p->out_w, .b = p->out_b };
+    const ptdp_linear_charge cost = charge_of(price(dev, product_flops(dev, rows, cl, hd), (double)rows * cl, true));
+    rc = ptdp_parallel_linear_forward(&lp, &out, sv->logits, sv->h[sv->nblocks], &cost);
+    if (rc == 0)
+        rc = ptdp_tp_xent_forward(m->mesh->tp_comm, sv->logits, m->mesh->tp_rank * cl, acts->labels, sv->rowmax,
+                                  sv->sumexp, picked, &acts->loss_sum);
     ptdp_free(dev, picked);
     if (rc != 0 || held)
         return rc;
@@ -387,8 +419,8 @@ typedef struct {
 } mlp_bwd;
 
 /* The last stage: dlogits = (softmax - onehot) / B, then through the
- * output layer; its f backward all-reduces dh across the TP ranks' class
- * slices. */
+ * output layer (column-parallel); its f backward all-reduces dh across the
+ * TP ranks' class slices. */
 static int output_backward(mlp_bwd *k, double loss_scale)
 {
     ptdp_device *dev = k->dev;
@@ -402,15 +434,16 @@ static int output_backward(mlp_bwd *k, double loss_scale)
     if ((!k->again && (rc = ptdp_model_unit(dev, m, p->out_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0) ||
         (rc = ptdp_act_unpack(dev, &sv->tail_packed, &tail, 1)) != 0)   /* bf16 */
         return rc;
-    const double w0 = ptdp_wall_now();
+    double w0 = ptdp_wall_now();
     ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * cl, k->acts->labels, sv->rowmax, sv->sumexp,
                           loss_scale);
-    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->dh, p->out_w->g, &p->out_b->g, sv->logits, sv->h[nb],
-                                         p->out_w->w, false, w_cost(dev, dw, true), "out wgrad")) != 0)
-        return rc;
-    account(dev, "out bwd", product_flops(dev, rows, hd, cl) + k->now * dw,
-            (double)rows * cl + ptdp_xent_flops_backward(rows, cl), w0, true);
-    if ((rc = ptdp_tp_copy_to_region_backward(m->mesh->tp_comm, k->dh)) != 0)
+    /* column-parallel over the classes: dh, then f sums it over the TP ranks' class slices */
+    ptdp_linear_pass lp = linear_pass(dev, m, k->w, "out bwd", "out wgrad", &w0);
+    const ptdp_linear_layer out = { .split = PTDP_SPLIT_COLUMN, .w = p->out_w, .b = p->out_b,
+                                    .w_flops = w_cost(dev, dw, true) };
+    const ptdp_linear_charge cost = charge_of(price(dev, product_flops(dev, rows, hd, cl) + k->now * dw,
+                                                    (double)rows * cl + ptdp_xent_flops_backward(rows, cl), true));
+    if ((rc = ptdp_parallel_linear_backward(&lp, &out, &k->dh, sv->logits, sv->h[nb], &cost)) != 0)
         return rc;
     if (m->bf16 || k->again)   /* done with the tail's float copy */
         ptdp_tensor_free(dev, &sv->h[nb]);
@@ -443,7 +476,15 @@ static int block_backward(mlp_bwd *k, int i)
         (rc = ptdp_act_unpack(dev, &sv->packed[i], slots, block_slots(sv, i, slots))) != 0 ||   /* bf16 */
         (k->again && (rc = block_again(dev, m, k->acts, sv, i)) != 0))
         return rc;
-    const double w0 = ptdp_wall_now();
+    double w0 = ptdp_wall_now();
+    ptdp_linear_pass lp = linear_pass(dev, m, k->w, what, wwhat, &w0);
+    const ptdp_linear_layer fc2 = { .split = PTDP_SPLIT_ROW, .w = b->fc2_w, .b = b->fc2_b,
+                                    .w_flops = w_cost(dev, dw, false) };
+    const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b,
+                                    .w_flops = w_cost(dev, dw, false) };
+    const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + k->now * 2 * dw;
+    const double rest = (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl);
+    const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
     /* z's gradient is dh through the output dropout (same mask). */
     ptdp_tensor dz = k->dh;
     if (m->dropout > 0) {
@@ -453,18 +494,13 @@ static int block_backward(mlp_bwd *k, int i)
     }
     /* Row-parallel fc2 (g's backward is the identity): dg = dz B_r,
      * dB_r += dz^T g, db += colsum dz — no communication. */
-    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->dg, b->fc2_w->g, &b->fc2_b->g, dz, sv->g[i], b->fc2_w->w,
-                                         false, w_cost(dev, dw, false), wwhat)) != 0)
+    if ((rc = ptdp_parallel_linear_backward(&lp, &fc2, &k->dg, dz, sv->g[i], NULL)) != 0)
         return rc;
     ptdp_tp_dropout(k->dg, m->dropout, dropout_key(m, layer, "fc1"), first, m->cfg.ffn, m->mesh->tp_rank * fl);
     ptdp_gelu_backward(k->dg, k->dg, sv->a[i]);
-    /* Column-parallel fc1: tmp = dg A_r here, summed over TP by f's backward. */
-    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, &k->tmp, b->fc1_w->g, &b->fc1_b->g, k->dg, sv->h[i],
-                                         b->fc1_w->w, false, w_cost(dev, dw, false), wwhat)) != 0)
-        return rc;
-    account(dev, what, product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + k->now * 2 * dw,
-            (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl), w0, false);
-    if ((rc = ptdp_tp_copy_to_region_backward(m->mesh->tp_comm, k->tmp)) != 0)
+    /* Column-parallel fc1: tmp = dg A_r here, the block's piece charged,
+     * then summed over TP by f's backward. */
+    if ((rc = ptdp_parallel_linear_backward(&lp, &fc1, &k->tmp, k->dg, sv->h[i], &cost)) != 0)
         return rc;
     ptdp_tensor_add(k->dh, k->tmp);   /* the residual adds both paths */
     if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_END)) != 0 ||
@@ -489,11 +525,13 @@ static int input_backward(mlp_bwd *k)
     int rc;
     if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
         return rc;
-    const double w0 = ptdp_wall_now();
-    if ((rc = ptdp_wgrad_linear_backward(dev, k->w, NULL, p->in_w->g, &p->in_b->g, k->dh, k->sv->x, p->in_w->w,
-                                         false, w_cost(dev, dw, true), "in wgrad")) != 0)
+    double w0 = ptdp_wall_now();
+    ptdp_linear_pass lp = linear_pass(dev, m, k->w, "in bwd", "in wgrad", &w0);
+    const ptdp_linear_layer in = { .split = PTDP_SPLIT_NONE, .w = p->in_w, .b = p->in_b,
+                                   .w_flops = w_cost(dev, dw, true) };
+    const ptdp_linear_charge cost = charge_of(price(dev, k->now * dw, (double)rows * m->cfg.hidden, true));
+    if ((rc = ptdp_parallel_linear_backward(&lp, &in, NULL, k->dh, k->sv->x, &cost)) != 0)
         return rc;
-    account(dev, "in bwd", k->now * dw, (double)rows * m->cfg.hidden, w0, true);
     return ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_END);
 }
 

@@ -201,3 +201,13 @@ double ptdp_linear_flops_backward(int batch, int in, int out)
          + ptdp_matmul_flops(out, in, batch)      /* dW */
          + (double)batch * out;                   /* db */
 }
+
+double ptdp_linear_flops_backward_input(int batch, int in, int out)
+{
+    return ptdp_matmul_flops(batch, in, out) + (double)batch * out;   /* dx, db */
+}
+
+double ptdp_linear_flops_backward_weight(int batch, int in, int out)
+{
+    return ptdp_matmul_flops(out, in, batch);                          /* dW */
+}

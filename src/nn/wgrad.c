@@ -115,27 +115,6 @@ int ptdp_wgrad_gemm(ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor dw, ptdp_tensor
     return rc != 0 ? rc : keep(dev, w, &it->x, x);
 }
 
-int ptdp_wgrad_linear_backward(ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor *dx, ptdp_tensor dw,
-                               ptdp_tensor *db, ptdp_tensor dy, ptdp_tensor x, ptdp_tensor wt,
-                               bool accumulate_dx, double flops, const char *what)
-{
-    if (w == NULL) {   /* the unsplit backward, exactly */
-        ptdp_linear_backward(dx, dw, db, dy, x, wt, accumulate_dx);
-        return PTDP_OK;
-    }
-    if (!PTDP_REQUIRE(dy.rows == x.rows && dy.cols == wt.rows && x.cols == wt.cols &&
-                      dw.rows == wt.rows && dw.cols == wt.cols,
-                      "dy %d x %d, x %d x %d, W %d x %d, dW %d x %d", dy.rows, dy.cols, x.rows, x.cols,
-                      wt.rows, wt.cols, dw.rows, dw.cols))
-        return PTDP_EINVAL;
-    if (dx != NULL)   /* dx (B x in) = dy (B x out) · W (out x in) */
-        ptdp_matmul(*dx, dy, false, wt, false, 1.0, accumulate_dx ? 1.0 : 0.0);
-    int rc = ptdp_wgrad_gemm(dev, w, dw, dy, x, flops, what);
-    if (rc == 0 && db != NULL)
-        ptdp_bias_backward(*db, dy);
-    return rc;
-}
-
 int ptdp_wgrad_embedding(ptdp_device *dev, ptdp_wgrad *w, ptdp_tensor dtable, int64_t row0,
                          const int64_t *ids, ptdp_tensor dx, double flops, const char *what)
 {

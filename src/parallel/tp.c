@@ -1,7 +1,8 @@
 /*
- * tp.c — tensor parallelism: the conjugate operators, column- and
- * row-parallel linear layers, the vocab-parallel cross-entropy and the
- * counter-based dropout that keeps TP ranks consistent.
+ * tp.c — tensor parallelism: the conjugate operators, the vocab-parallel
+ * embedding and cross-entropy, and the counter-based dropout that keeps TP
+ * ranks consistent.  The column- and row-parallel linear layers built on
+ * f and g are parallel_linear.c's.
  *
  * Read tp.h first for the picture.  The one rule behind every function
  * here: an activation is either REPLICATED (every TP rank holds the same
@@ -96,45 +97,6 @@ int ptdp_tp_scatter_to_region_backward(ptdp_device *dev, ptdp_comm *tp,
                                        ptdp_tensor dlocal, ptdp_tensor dfull)
 {
     return ptdp_tp_gather_from_region_forward(dev, tp, dlocal, dfull);
-}
-
-/* ------------------------------------------------------ parallel linears */
-
-int ptdp_tp_column_linear_forward(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor y_local,
-                               ptdp_tensor x, ptdp_tensor w_local, const ptdp_tensor *b_local,
-                               ptdp_tensor *full)
-{
-    /* f forward: identity — x is already the same on every rank. */
-    ptdp_linear_forward(y_local, x, w_local, b_local);
-    if (full != NULL)
-        return ptdp_tp_gather_from_region_forward(dev, tp, y_local, *full);
-    return PTDP_OK;
-}
-
-int ptdp_tp_column_linear_backward(ptdp_comm *tp, ptdp_tensor *dx, ptdp_tensor dw_local,
-                                ptdp_tensor *db_local, ptdp_tensor dy_local, ptdp_tensor x,
-                                ptdp_tensor w_local)
-{
-    ptdp_linear_backward(dx, dw_local, db_local, dy_local, x, w_local, false);
-    /* f backward: dx so far is this slice's contribution dy_r W_r only. */
-    return dx == NULL ? PTDP_OK : ptdp_tp_copy_to_region_backward(tp, *dx);
-}
-
-int ptdp_tp_row_linear_forward(ptdp_comm *tp, ptdp_tensor y, ptdp_tensor x_local,
-                            ptdp_tensor w_local, const ptdp_tensor *b)
-{
-    ptdp_linear_forward(y, x_local, w_local, NULL);
-    int rc = ptdp_tp_reduce_from_region_forward(tp, y);   /* g forward */
-    if (rc == 0 && b != NULL)
-        ptdp_add_bias(y, *b);
-    return rc;
-}
-
-void ptdp_tp_row_linear_backward(ptdp_tensor *dx_local, ptdp_tensor dw_local, ptdp_tensor *db,
-                              ptdp_tensor dy, ptdp_tensor x_local, ptdp_tensor w_local)
-{
-    /* g backward: identity — dy is the gradient of the (replicated) sum. */
-    ptdp_linear_backward(dx_local, dw_local, db, dy, x_local, w_local, false);
 }
 
 /* ------------------------------------------- vocab-parallel cross-entropy */

@@ -637,11 +637,11 @@ static const ptdp_schedule *walked_schedule(const shape *s, const ptdp_plan_layo
 /* A stage's chunks kept, walked down its own list: F of chunk c adds what
  * c keeps (per[c], other[c]), a whole B frees it, a zero-bubble B trades
  * it for what its W keeps (wk[c]: both operands of every dW product,
- * wgrad.c), W frees that.  The peaks: after an F (the forward that makes
- * the most) and before a B (the backward that finds the most, its own
- * included). */
+ * wgrad.c; own[c] of them copied under the B's own transient), W frees
+ * that.  The peaks: after an F (the forward that makes the most) and
+ * before a B (the backward that finds the most, its own included). */
 static void walk_list(const shape *s, const ptdp_plan_layout *l, int stage, const double *per,
-                      const double *other, const double *wk, held *h)
+                      const double *other, const double *wk, const double *own, held *h)
 {
     const ptdp_schedule *sch = walked_schedule(s, l);
     if (sch == NULL) {   /* (the layout's check builds it first: not reached) */
@@ -667,7 +667,7 @@ static void walk_list(const shape *s, const ptdp_plan_layout *l, int stage, cons
             h->other_kept = fmax2(h->other_kept, cur_other);
             h->in_flight = count > h->in_flight ? count : h->in_flight;
         } else if (a->kind == PTDP_ACT_BACKWARD || a->kind == PTDP_ACT_BACKWARD_INPUT) {
-            h->kept_bwd = fmax2(h->kept_bwd, cur);
+            h->kept_bwd = fmax2(h->kept_bwd, cur + (a->kind == PTDP_ACT_BACKWARD_INPUT ? own[c] : 0));
             cur += (a->kind == PTDP_ACT_BACKWARD_INPUT ? wk[c] : 0) - per[c];
             cur_other -= other[c];
             count--;
@@ -684,7 +684,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const int v = s->v;
     held h = { .in_flight = n };
     double acts_kept = 0, wgrad = 0, per[WALK_CHUNKS_MAX] = { 0 }, other[WALK_CHUNKS_MAX] = { 0 },
-           wk[WALK_CHUNKS_MAX] = { 0 };
+           wk[WALK_CHUNKS_MAX] = { 0 }, own[WALK_CHUNKS_MAX] = { 0 };
     /* The chunks of this stage (model chunk c p + stage of the p v; in a V
      * or two copies, pp_layout.h's): their parameters, ZeRO-3's units,
      * what their in-flight micro-batches keep. */
@@ -708,12 +708,19 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         }
         h.blocks_here |= nb > 0;
         const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
-        /* a mixture's experts compute their dW in B: only its attention's waits */
-        const double w1 = wgrad_kept(s, nb, first, last) - cm.n * r * s->R * (2 * s->C + 2 * s->Fl);
+        /* a mixture's W keeps, for the dense MLP's two layers, the router's
+         * operands (dZ and LN2's output) and each routed row's through its
+         * expert's two layers: rows x (in + out) a linear, as every one's */
+        const double w1 = wgrad_kept(s, nb, first, last) +
+                          cm.n * r * (s->R * (s->C + cm.m.E) + 2 * cm.m.here * (s->C + cm.m.Fe) -
+                                      s->R * (2 * s->C + 2 * s->Fl));
         if (s->walk) {
             per[c] = full ? k.acts_recompute : k.acts;
             other[c] = k.other;
             wk[c] = w1;
+            /* a zero-bubble B copies its mixture's dW operands under the
+             * mixture's backward transient: the experts' and the router's */
+            own[c] = cm.n > 0 ? r * (2 * cm.m.here * (s->C + cm.m.Fe) + s->R * (s->C + cm.m.E)) : 0;
             continue;
         }
         const int nc = v == 1 ? n : in_flight(s, l->micro_batches, stage, c);
@@ -724,7 +731,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     }
     h.kept_bwd = h.kept_fwd = acts_kept + wgrad;
     if (s->walk)
-        walk_list(s, l, stage, per, other, wk, &h);
+        walk_list(s, l, stage, per, other, wk, own, &h);
     return h;
 }
 
