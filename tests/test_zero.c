@@ -216,7 +216,7 @@ TEST(zero_tests, test_the_price_gives_the_planners_model_states)
     rq.gpus = 8;
     ptdp_plan_layout l = { .dp = 4, .tp = 2, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 8,
                            .virtual_stages = 1 };
-    snprintf(l.schedule, sizeof l.schedule, "1f1b");
+    l.schedule = ptdp_schedule_find("1f1b");
     const ptdp_zero_sizes b = ptdp_zero_sizes_of(false, 2);
     for (int z = 0; z <= 3; z++) {
         const ptdp_zero_stage *row = ptdp_zero_stage_of(z);
