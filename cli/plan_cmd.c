@@ -44,6 +44,7 @@
 #include "ptdp/models.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/types.h"
+#include "ptdp/zero.h"
 
 
 /* The models the planner prices: those with a planning table. */
@@ -288,7 +289,8 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     }
     const ptdp_model_run r = { .tp = rq->tp > 0 ? rq->tp : 1, .pp = rq->pp > 0 ? rq->pp : 1,
                                .cp = rq->cp > 1 ? rq->cp : 1, .zero = rq->zero > 0 ? rq->zero : 0,
-                               .sp = rq->sp == 1, .bf16 = rq->bf16, .dp = 1, .ep = rq->ep > 1 ? rq->ep : 1 };
+                               .sp = rq->sp == 1, .bf16 = rq->bf16, .dp = 1, .ep = rq->ep > 1 ? rq->ep : 1,
+                               .shards_params = rq->zero > 0 && ptdp_zero_stage_of(rq->zero)->shards_params };
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, len, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts", r.ep, ops->name);

@@ -264,7 +264,7 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
         what = "--sp";
     else if (r->token_slices > 1)
         what = "--token-slices (the capacity and the balance loss are per whole sequence)";
-    else if (r->zero == 3)
+    else if (r->shards_params)
         what = "--zero 3 (use --zero 1 or 2)";
     if (what == NULL)
         return PTDP_OK;

@@ -39,6 +39,7 @@
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
 #include "ptdp/state.h"
+#include "ptdp/zero.h"
 #include "parallel/schedule_impl.h"
 
 ptdp_train_config ptdp_train_defaults(void)
@@ -324,7 +325,7 @@ static int optimizer_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->clip_grad < 0) BAD("--clip-grad %g: must not be negative (0 = off)", c->clip_grad);
     if (!(c->bucket_mb > 0)) BAD("--bucket-mb %g: must be positive", c->bucket_mb);
     if (c->dropout < 0 || c->dropout >= 1) BAD("--dropout %g: must be in [0, 1)", c->dropout);
-    if (c->zero < 0 || c->zero > 3)
+    if (ptdp_zero_stage_of(c->zero) == NULL)
         BAD("--zero %d: the ZeRO stage must be 0 (off), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)",
             c->zero);
     return PTDP_OK;
@@ -344,15 +345,16 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
 #endif
     if (c->bf16 && ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, v, msg, n) != 0)
         return PTDP_EINVAL;
-    if (c->zero == 3 && c->dp * ptdp_train_cp(c) == 1)
+    const ptdp_zero_stage *z = ptdp_zero_stage_of(c->zero);
+    if (z->shards_params && c->dp * ptdp_train_cp(c) == 1)
         BAD("--zero 3 with --dp 1: ZeRO-3 shards the parameters over the data-parallel ranks, and with one rank "
             "there is nothing to shard, so it changes nothing; use --dp 2 or more, or leave --zero out");
-    if (c->zero == 3 && ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, msg, n) != 0)
+    if (z->shards_params && ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, msg, n) != 0)
         return PTDP_EINVAL;
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
-    if (c->overlap && c->ep > 1 && c->zero >= 2)
+    if (c->overlap && c->ep > 1 && z->shards_grads)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
             "request, and with experts it is two, over two groups; use --zero 1 (whose buckets overlap per "
             "group) or leave --overlap out", c->ep, c->zero);
@@ -390,6 +392,7 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
 {
     const ptdp_model_ops *ops = ptdp_model_of(&c->model);
     const ptdp_model_run r = { .tp = c->tp, .pp = c->pp, .cp = c->cp > 1 ? c->cp : 1, .zero = c->zero,
+                               .shards_params = ptdp_zero_stage_of(c->zero)->shards_params,
                                .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16,
                                .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1 };
     if (r.ep > 1 && ops->check_run == NULL) {
