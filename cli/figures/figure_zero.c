@@ -190,8 +190,8 @@ static const char *typeset_rule(const char *rule, char *buf, size_t n)
     size_t at = 0;
     buf[0] = '\0';
     for (const char *p = rule; *p != '\0' && at < n; p++) {
-        const char *piece = *p == '-' ? "\u2212" : strcmp(p, " S") == 0 ? " \u00b7 " : (char[2]){ *p, '\0' };
-        at += (size_t)snprintf(buf + at, n - at, "%s", piece);
+        const char *glyph = *p == '-' ? "\u2212" : strcmp(p, " S") == 0 ? " \u00b7 " : (char[2]){ *p, '\0' };
+        at += (size_t)snprintf(buf + at, n - at, "%s", glyph);
     }
     return buf;
 }
