@@ -186,6 +186,31 @@ static int model_plan_flag(ptdp_args *a, const ptdp_model_cli *cli, ptdp_model_c
     return 0;
 }
 
+/* The flags that fix part of the layout (the rest the planner chooses).
+ * true when a->flag was one of them (*rc: the read's status). */
+static bool read_layout_flag(ptdp_args *a, ptdp_plan_request *rq, int *sp, int *rc)
+{
+    if (ptdp_args_is(a, "--tp")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->tp);
+    else if (ptdp_args_is(a, "--pp")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->pp);
+    else if (ptdp_args_is(a, "--cp")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->cp);
+    else if (ptdp_args_is(a, "--zero")) *rc = ptdp_args_int(a, 0, 3, &rq->zero);
+    else if (ptdp_args_is(a, "--micro-batch-size")) *rc = ptdp_args_int(a, 1, 2147483647, &rq->micro_batch_size);
+    else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1 << 16, &rq->virtual_stages);
+    else if (ptdp_args_is(a, "--recompute")) {
+        static const char *const modes[] = { "none", "selective", "full" };
+        *rc = ptdp_args_enum(a, modes, 3, &rq->recompute);
+    }
+    else if (ptdp_args_is(a, "--schedule")) *rc = ptdp_args_schedule(a, &rq->schedule);
+    else if (ptdp_args_is(a, "--sp")) {
+        static const char *const onoff[] = { "off", "on" };
+        *rc = ptdp_args_enum(a, onoff, 2, sp);
+    }
+    else if (ptdp_args_is(a, "--ep")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->ep);
+    else
+        return false;
+    return true;
+}
+
 static int parse(int argc, char **argv, plan_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -226,25 +251,10 @@ static int parse(int argc, char **argv, plan_options *o)
             rc = ptdp_args_enum(&a, precisions, 2, &k);
             rq->bf16 = k == 1;
         }
-        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->tp);
-        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->pp);
-        else if (ptdp_args_is(&a, "--cp")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->cp);
-        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &rq->zero);
-        else if (ptdp_args_is(&a, "--micro-batch-size")) rc = ptdp_args_int(&a, 1, 2147483647, &rq->micro_batch_size);
-        else if (ptdp_args_is(&a, "--virtual-stages")) rc = ptdp_args_int(&a, 1, 1 << 16, &rq->virtual_stages);
-        else if (ptdp_args_is(&a, "--recompute")) {
-            static const char *const modes[] = { "none", "selective", "full" };
-            rc = ptdp_args_enum(&a, modes, 3, &rq->recompute);
-        }
-        else if (ptdp_args_is(&a, "--schedule")) rc = ptdp_args_schedule(&a, &rq->schedule);
-        else if (ptdp_args_is(&a, "--sp")) {
-            static const char *const onoff[] = { "off", "on" };
-            rc = ptdp_args_enum(&a, onoff, 2, &sp);
-        }
+        else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
-        else if (ptdp_args_is(&a, "--ep")) rc = ptdp_args_int(&a, 1, 1 << 24, &rq->ep);
         else if (strncmp(a.flag, "--moe-", 6) == 0)   /* the model's own mixture flags are read above */
             return ptdp_usage_error("plan", "%s: the planner does not take it (ptdp plan --help lists the "
                                     "mixture of experts' flags it prices)", a.flag);
@@ -274,6 +284,21 @@ static int parse(int argc, char **argv, plan_options *o)
 
 /* ---- validate: the flags together, before any search ---------------------- */
 
+/* The ZeRO stage --zero fixes (its row, zero.h), or NULL when the planner
+ * chooses. */
+static const ptdp_zero_stage *fixed_zero(const ptdp_plan_request *rq)
+{
+    return ptdp_zero_stage_of(rq->zero);
+}
+
+/* Whether --zero fixes a stage that shards the parameters (ZeRO-3): each
+ * device then gathers its units one model chunk at a time. */
+static bool shards_params(const ptdp_plan_request *rq)
+{
+    const ptdp_zero_stage *z = fixed_zero(rq);
+    return z != NULL && z->shards_params;
+}
+
 /* A mixture of experts: its flags need --moe-experts, and what the flags
  * fix must be a run the model takes (its check_run, as ptdp train asks:
  * --ep divides the experts; no ZeRO-3, no --sp with experts). */
@@ -288,9 +313,9 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
         return PTDP_EINVAL;
     }
     const ptdp_model_run r = { .tp = rq->tp > 0 ? rq->tp : 1, .pp = rq->pp > 0 ? rq->pp : 1,
-                               .cp = rq->cp > 1 ? rq->cp : 1, .zero = rq->zero > 0 ? rq->zero : 0,
+                               .cp = rq->cp > 1 ? rq->cp : 1, .zero = fixed_zero(rq) != NULL ? rq->zero : 0,
                                .sp = rq->sp == 1, .bf16 = rq->bf16, .dp = 1, .ep = rq->ep > 1 ? rq->ep : 1,
-                               .shards_params = rq->zero > 0 && ptdp_zero_stage_of(rq->zero)->shards_params };
+                               .shards_params = shards_params(rq) };
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, len, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts", r.ep, ops->name);
@@ -314,7 +339,7 @@ static int schedule_rules(ptdp_plan_request *rq)
     if (e != NULL && rq->bf16 && e->refuses[PTDP_FEATURE_BF16] != NULL &&
         ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
-    if (e != NULL && rq->zero == 3 && e->refuses[PTDP_FEATURE_ZERO3] != NULL &&
+    if (e != NULL && shards_params(rq) && e->refuses[PTDP_FEATURE_ZERO3] != NULL &&
         ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
     const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
@@ -324,9 +349,10 @@ static int schedule_rules(ptdp_plan_request *rq)
                                 chunked != NULL ? chunked->name : "with chunks");
     if (rq->virtual_stages > 1 && e == NULL)
         rq->schedule = chunked;
-    if (rq->zero == 3 && rq->virtual_stages > 1)
-        return ptdp_usage_error("plan", "--zero 3 with --virtual-stages %d: ZeRO-3 gathers one model chunk's "
-                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->virtual_stages);
+    if (shards_params(rq) && rq->virtual_stages > 1)
+        return ptdp_usage_error("plan", "--zero %d with --virtual-stages %d: %s gathers one model chunk's "
+                                "units per device; use --virtual-stages 1 (or --zero 2)", rq->zero,
+                                rq->virtual_stages, fixed_zero(rq)->name);
     return 0;
 }
 

@@ -40,6 +40,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/device.h"
 #include "ptdp/types.h"
+#include "ptdp/zero.h"
 
 /* The model's parameters, as its CLI counts them (0 if it does not). */
 double ptdp_plan_parameters(const ptdp_model_config *m)
@@ -225,7 +226,7 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --recompute %s", ptdp_recompute_name(l->recompute));
     if (l->sp)
         fprintf(f, " --sp");
-    if (l->zero > 0)
+    if (ptdp_zero_stage_of(l->zero)->shards_optim)   /* a ZeRO stage, not plain DP */
         fprintf(f, " --zero %d", l->zero);
     if (l->ep > 1)
         fprintf(f, " --ep %d", l->ep);
@@ -283,16 +284,9 @@ static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
             "activations and the exchanges' time, which ptdp train measures (--report's moe_blocks).\n");
 }
 
-void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
+/* The layout in words, and what the planner assumes of a mixture. */
+static void print_layout(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    const ptdp_plan_request *rq = &o->rq;
-    const ptdp_model_config *md = &rq->model;
-    const ptdp_model_cli *cli = ptdp_model_cli_of(md);
-    const ptdp_plan_layout *l = &c->layout;
-    const ptdp_plan_memory *m = &c->memory;
-    const ptdp_plan_time *t = &c->time;
-    char b[8][32];
-
     fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPUs; b %d sequences a micro-batch, M = B / (b dp) = "
             "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, l->micro_batch_size,
             rq->batch, l->micro_batch_size, l->dp, l->micro_batches, row_of(l)->name);
@@ -300,26 +294,36 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
         fprintf(f, " with v %d chunks a stage", l->virtual_stages);
     fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", l->overlap ? "on" : "off");
-    if (experts_of(md) > 0)
+    if (experts_of(&rq->model) > 0)
         print_moe_assumption(f, l);
+}
 
-    /* memory: Ψ the parameters of the stage's tp shard, at rest in their store */
+/* Memory per GPU term by term: Ψ the parameters of the stage's tp shard,
+ * at rest in their store; each model state whole, or over dp cp where the
+ * stage's row shards it (zero.h). */
+static void print_memory_terms(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    const ptdp_plan_layout *l = &c->layout;
+    const ptdp_plan_memory *m = &c->memory;
+    const ptdp_zero_stage *z = ptdp_zero_stage_of(l->zero);
+    char b[8][32];
     const double bw = rq->bf16 ? 2 : sizeof(ptdp_real);
     fprintf(f, "\nmemory per GPU — stage %d holds the peak, with %d micro-batch%s of activations in flight:\n",
             m->stage, m->in_flight, m->in_flight == 1 ? "" : "es");
     fprintf(f, "  parameters     %12s   Ψ x %g B%s            Ψ = %.4g on this stage's tp shard",
-            gib(m->params, b[0], 32), bw, l->zero >= 3 ? " / (dp cp)" : "", m->psi);
+            gib(m->params, b[0], 32), bw, z->shards_params ? " / (dp cp)" : "", m->psi);
     if (m->params_units > 0)
         fprintf(f, ";\n                                 + %s of units in use (%s)", gib(m->params_units, b[1], 32),
                 rq->bf16 ? "gathered bf16, float working copies" : "gathered");
     fprintf(f, "\n");
     fprintf(f, "  gradients      %12s   Ψ x %g B%s\n", gib(m->grads, b[1], 32), rq->bf16 ? 2.0 : bw,
-            l->zero >= 2 ? " / (dp cp)" : "");
+            z->shards_grads ? " / (dp cp)" : "");
     char moments[64];
     snprintf(moments, sizeof moments, "%zu B (2 AdamW moments)", 2 * sizeof(ptdp_real));
     fprintf(f, "  optimizer      %12s   Ψ x %s%s\n", gib(m->optim, b[2], 32),
             rq->bf16 ? "12 B (4 B master + 2 x 4 B AdamW moments)" : moments,
-            l->zero >= 1 ? " / (dp cp)" : "");
+            z->shards_optim ? " / (dp cp)" : "");
     if (m->psi_experts > 0)
         fprintf(f, "                                 of Ψ, %.4g are experts': summed over their copies (dp cp / ep),\n"
                 "                                 which ZeRO 1 and 2 shard their states over instead of dp cp\n",
@@ -335,8 +339,13 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
                 m->total <= dev ? "fits" : "does not fit");
     else
         fprintf(f, "  total (peak)   %12s\n", gib(m->total, b[0], 32));
+}
 
-    /* time */
+/* Time of one step term by term, the bubble beside its textbook formula. */
+static void print_time_terms(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_layout *l = &c->layout;
+    const ptdp_plan_time *t = &c->time;
     char words[64];
     const double ideal = textbook_bubble(l, words, sizeof words);
     fprintf(f, "\ntime of one step (%s):\n", rq->profile->name);
@@ -353,22 +362,36 @@ void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_can
             "                                 sender pays each message) and waiting for the slowest stage\n"
             "                                 (textbook, equal stages and free messages: %s = %.4f)\n",
             t->bubble, words, ideal);
-    print_comm_terms(f, md, t, (row_of(l)->caps & PTDP_SCHED_PAIRS) != 0);
+    print_comm_terms(f, &rq->model, t, (row_of(l)->caps & PTDP_SCHED_PAIRS) != 0);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
-            t->tokens_per_s, rq->batch, ptdp_model_positions(md), t->step_s);
+            t->tokens_per_s, rq->batch, ptdp_model_positions(&rq->model), t->step_s);
+}
 
-    /* FLOPs */
+/* The step's FLOPs counted both ways: the model's, and the hardware's with
+ * what recomputation redoes. */
+static void print_flops(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_candidate *c)
+{
+    const ptdp_model_cli *cli = ptdp_model_cli_of(&rq->model);
+    const ptdp_plan_time *t = &c->time;
     fprintf(f, "\nFLOPs of one step:\n");
     if (cli->plan_flops != NULL)
-        cli->plan_flops(f, md, rq->batch, t->model_flops, t->model_tflops_per_gpu);
+        cli->plan_flops(f, &rq->model, rq->batch, t->model_flops, t->model_tflops_per_gpu);
     else
         fprintf(f, "  model     %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", t->model_flops,
                 t->model_tflops_per_gpu);
     fprintf(f, "  hardware  with what recompute %s redoes = %.4g (%.3f x model)  -> %.1f TFLOP/s per GPU\n",
-            ptdp_recompute_name(l->recompute), t->hardware_flops,
+            ptdp_recompute_name(c->layout.recompute), t->hardware_flops,
             t->model_flops > 0 ? t->hardware_flops / t->model_flops : 0, t->hardware_tflops_per_gpu);
+}
 
+void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    print_layout(f, rq, &c->layout);
+    print_memory_terms(f, o, c);
+    print_time_terms(f, rq, c);
+    print_flops(f, rq, c);
     fprintf(f, "\nrun it in the simulator:\n");
     if (rq->gpus <= PTDP_MAX_DEVICES)
         print_run_line(f, o, c);

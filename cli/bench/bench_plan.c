@@ -70,96 +70,141 @@ static void usage(void)
            "  --json             one JSON object per model\n");
 }
 
-int ptdp_bench_plan_cmd(int argc, char **argv)
+/* What `ptdp bench plan` was asked for. */
+typedef struct {
+    const char *profile_name;
+    const ptdp_profile *profile;
+    size_t mem;                  /* --device-mem, or 0: the profile's */
+    int repeat, top;
+    bool json;
+} bench_plan_opts;
+
+/* The flags, and the profile they name: 0, -1 (--help printed) or a usage
+ * error's exit status. */
+static int parse(int argc, char **argv, bench_plan_opts *o)
 {
-    const char *profile = "dgx-a100-80g";
-    size_t mem = 0;
-    int repeat = 3, top = 10;
-    bool json = false;
+    *o = (bench_plan_opts){ .profile_name = "dgx-a100-80g", .repeat = 3, .top = 10 };
     ptdp_args a;
     ptdp_args_init(&a, "bench plan", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc = 0;
-        if (ptdp_args_is(&a, "--help")) { usage(); return PTDP_EXIT_OK; }
-        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
-        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 50, &mem);
-        else if (ptdp_args_is(&a, "--repeat")) rc = ptdp_args_int(&a, 1, 100, &repeat);
-        else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &top);
-        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &json);
+        if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile_name);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 50, &o->mem);
+        else if (ptdp_args_is(&a, "--repeat")) rc = ptdp_args_int(&a, 1, 100, &o->repeat);
+        else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
+        else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
     if (a.status)
         return PTDP_EXIT_USAGE;
-    const ptdp_profile *p = ptdp_profile_find(profile);
-    if (p == NULL)
-        return ptdp_usage_error("bench plan", "--profile %s: unknown (ptdp plan --profile list names them)", profile);
-    if (mem == 0 && !(p->mem_bytes > 0))
+    o->profile = ptdp_profile_find(o->profile_name);
+    if (o->profile == NULL)
+        return ptdp_usage_error("bench plan", "--profile %s: unknown (ptdp plan --profile list names them)",
+                                o->profile_name);
+    if (o->mem == 0 && !(o->profile->mem_bytes > 0))
         return ptdp_usage_error("bench plan", "--profile %s gives no GPU memory: add --device-mem (e.g. 80G)",
-                                profile);
-    if (!json)
+                                o->profile_name);
+    return 0;
+}
+
+/* A case as `ptdp plan` would be asked it, in bf16: the planner's model
+ * (the registry's first plannable one) with the case's sizes. */
+static ptdp_plan_request request_of(const plan_case *pc, const ptdp_profile *p)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model.layers = pc->layers;
+    rq.model.hidden = pc->hidden;
+    rq.model.ffn = 4 * pc->hidden;
+    ptdp_model_cli_set(&rq.model, "--heads", pc->heads);
+    ptdp_model_cli_set(&rq.model, "--seq-len", pc->seq_len);
+    ptdp_model_cli_set(&rq.model, "--vocab", pc->vocab);
+    rq.batch = pc->batch;
+    rq.gpus = pc->gpus;
+    rq.profile = p;
+    rq.bf16 = true;
+    return rq;
+}
+
+/* One case searched --repeat times: the fastest run's wall and CPU
+ * seconds, the search's counts and its best layout. */
+typedef struct {
+    double best, best_cpu;       /* seconds: wall (the fastest run) and its CPU */
+    ptdp_plan_search_stats st;
+    ptdp_plan_candidate first;
+    int rc;
+    char msg[PTDP_MSG_MAX];
+} plan_timing;
+
+static void time_case(const bench_plan_opts *o, const plan_case *pc, plan_timing *t)
+{
+    ptdp_plan_request rq = request_of(pc, o->profile);
+    memset(t, 0, sizeof *t);
+    t->best = -1;
+    for (int r = 0; r < o->repeat && t->rc == 0; r++) {
+        ptdp_plan_candidate *c = NULL;
+        int n = 0;
+        ptdp_progress("bench plan: %s on %d GPUs, run %d of %d", pc->name, pc->gpus, r + 1, o->repeat);
+        double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        t->rc = ptdp_plan_search_top(&rq, (double)o->mem, o->top, &c, &n, &t->st, t->msg, sizeof t->msg);
+        double wall = now_s(CLOCK_MONOTONIC) - t0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (t->rc == 0 && n > 0)
+            t->first = c[0];
+        free(c);
+        if (t->best < 0 || wall < t->best) {
+            t->best = wall;
+            t->best_cpu = cpu;
+        }
+    }
+    ptdp_progress_done();
+}
+
+/* One case's line: a JSON object, or a row of the table. */
+static void print_case(const bench_plan_opts *o, const plan_case *pc, const plan_timing *t)
+{
+    const ptdp_plan_search_stats *st = &t->st;
+    const double rate = t->best > 0 ? (double)st->considered / t->best : 0;
+    char x[4][PTDP_JSON_NUMBER_MAX];
+    if (o->json) {
+        printf("{\"model\": \"%s\", \"gpus\": %d, \"profile\": \"%s\", \"considered\": %lld, \"valid\": %lld, "
+               "\"fitting\": %lld, \"timed\": %lld, \"seconds\": %s, \"cpu_seconds\": %s, \"layouts_per_s\": %s, "
+               "\"ok\": %s", pc->name, pc->gpus, o->profile_name, st->considered, st->valid, st->fitting, st->timed,
+               ptdp_json_number(t->best, x[0]), ptdp_json_number(t->best_cpu, x[3]), ptdp_json_number(rate, x[1]),
+               t->rc == 0 ? "true" : "false");
+        if (t->rc == 0)
+            printf(", \"best_step_s\": %s", ptdp_json_number(t->first.time.step_s, x[2]));
+        printf("}\n");
+    } else if (t->rc == 0) {
+        const ptdp_plan_layout *l = &t->first.layout;
+        printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  dp %d tp %d pp %d cp %d b %d %s%s%.0d %s z%d%s "
+               "(%.4g)\n", pc->name, pc->gpus, st->considered, st->valid, st->fitting, st->timed, t->best, t->best_cpu,
+               rate, l->dp, l->tp, l->pp, l->cp, l->micro_batch_size,
+               l->schedule != NULL ? l->schedule->name : ptdp_schedule_default()->name, l->virtual_stages > 1 ? " v" : "",
+               l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
+               l->sp ? " sp" : "", t->first.time.step_s);
+    } else {
+        printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  %s\n", pc->name, pc->gpus,
+               st->considered, st->valid, st->fitting, st->timed, t->best, t->best_cpu, rate, t->msg);
+    }
+    fflush(stdout);
+}
+
+int ptdp_bench_plan_cmd(int argc, char **argv)
+{
+    bench_plan_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? PTDP_EXIT_OK : rc;
+    if (!o.json)
         printf("ptdp plan's search, one thread, the fastest of %d run%s, %s, bf16, top %d:\n\n%-5s %6s %10s %9s %8s "
-               "%7s %9s %9s %12s  %s\n", repeat, repeat == 1 ? "" : "s", profile, top, "model", "GPUs", "considered",
-               "valid", "fit", "timed", "seconds", "cpu s", "layouts/s", "best layout (step s)");
+               "%7s %9s %9s %12s  %s\n", o.repeat, o.repeat == 1 ? "" : "s", o.profile_name, o.top, "model", "GPUs",
+               "considered", "valid", "fit", "timed", "seconds", "cpu s", "layouts/s", "best layout (step s)");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const plan_case *pc = &cases[k];
-        ptdp_plan_request rq = ptdp_plan_request_defaults();
-        rq.model.layers = pc->layers;
-        rq.model.hidden = pc->hidden;
-        rq.model.ffn = 4 * pc->hidden;
-        /* the planner's model (the registry's first plannable one) */
-        ptdp_model_cli_set(&rq.model, "--heads", pc->heads);
-        ptdp_model_cli_set(&rq.model, "--seq-len", pc->seq_len);
-        ptdp_model_cli_set(&rq.model, "--vocab", pc->vocab);
-        rq.batch = pc->batch;
-        rq.gpus = pc->gpus;
-        rq.profile = p;
-        rq.bf16 = true;
-        double best = -1, best_cpu = 0;
-        ptdp_plan_search_stats st = { 0 };
-        ptdp_plan_candidate first = { 0 };
-        char msg[PTDP_MSG_MAX];
-        int rc = 0;
-        for (int r = 0; r < repeat && rc == 0; r++) {
-            ptdp_plan_candidate *c = NULL;
-            int n = 0;
-            ptdp_progress("bench plan: %s on %d GPUs, run %d of %d", pc->name, pc->gpus, r + 1, repeat);
-            double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-            rc = ptdp_plan_search_top(&rq, (double)mem, top, &c, &n, &st, msg, sizeof msg);
-            double t = now_s(CLOCK_MONOTONIC) - t0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-            if (rc == 0 && n > 0)
-                first = c[0];
-            free(c);
-            if (best < 0 || t < best) {
-                best = t;
-                best_cpu = cpu;
-            }
-        }
-        ptdp_progress_done();
-        const double rate = best > 0 ? (double)st.considered / best : 0;
-        char x[4][PTDP_JSON_NUMBER_MAX];
-        if (json) {
-            printf("{\"model\": \"%s\", \"gpus\": %d, \"profile\": \"%s\", \"considered\": %lld, \"valid\": %lld, "
-                   "\"fitting\": %lld, \"timed\": %lld, \"seconds\": %s, \"cpu_seconds\": %s, \"layouts_per_s\": %s, "
-                   "\"ok\": %s", pc->name, pc->gpus, profile, st.considered, st.valid, st.fitting, st.timed,
-                   ptdp_json_number(best, x[0]), ptdp_json_number(best_cpu, x[3]), ptdp_json_number(rate, x[1]),
-                   rc == 0 ? "true" : "false");
-            if (rc == 0)
-                printf(", \"best_step_s\": %s", ptdp_json_number(first.time.step_s, x[2]));
-            printf("}\n");
-        } else if (rc == 0) {
-            const ptdp_plan_layout *l = &first.layout;
-            printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  dp %d tp %d pp %d cp %d b %d %s%s%.0d %s z%d%s "
-                   "(%.4g)\n", pc->name, pc->gpus, st.considered, st.valid, st.fitting, st.timed, best, best_cpu, rate, l->dp,
-                   l->tp, l->pp, l->cp, l->micro_batch_size, l->schedule != NULL ? l->schedule->name : ptdp_schedule_default()->name, l->virtual_stages > 1 ? " v" : "",
-                   l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
-                   l->sp ? " sp" : "", first.time.step_s);
-        } else {
-            printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  %s\n", pc->name, pc->gpus,
-                   st.considered, st.valid, st.fitting, st.timed, best, best_cpu, rate, msg);
-        }
-        fflush(stdout);
+        plan_timing t;
+        time_case(&o, &cases[k], &t);
+        print_case(&o, &cases[k], &t);
     }
     return PTDP_EXIT_OK;
 }

@@ -77,10 +77,11 @@ static const char *rule(double whole, double sharded, char *buf, size_t n)
     return buf;
 }
 
-/* Which of params, grads, optim a stage shards. */
+/* Whether a stage's row shards params (cat 0), grads (1) or optim (2). */
 static bool sharded(int stage, int cat)
 {
-    return stage >= 3 - cat;     /* optim from 1, grads from 2, params from 3 */
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(stage);
+    return cat == 0 ? row->shards_params : cat == 1 ? row->shards_grads : row->shards_optim;
 }
 
 static const char *state_rule(int stage, int cat, const ptdp_zero_precision *p, char *buf, size_t n)
@@ -96,11 +97,6 @@ static const char *total_rule(int stage, const ptdp_zero_precision *p, char *buf
     for (int c = 0; c < 3; c++)
         *(sharded(stage, c) ? &part : &whole) += b[c];
     return rule(whole, part, buf, n);
-}
-
-static const char *dp_rule(int stage)
-{
-    return stage == 3 ? "3M(N-1)/N S" : stage == 2 ? "(M+1)(N-1)/N S" : "2(N-1)/N S";
 }
 
 /* printf's widths count bytes; Ψ is two.  Pad by characters. */
@@ -153,8 +149,9 @@ static void print_header(const zero_cfg *c, double psi, const ptdp_launch_opts *
            "  (= equal; ≈ within ptdp_share's rounding, an element per cut, the devices' sum exact)\n");
 }
 
-/* m: float; mb: bf16 (NULL: the formula only, ptdp-f64). */
-static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_measure *mb, bool bmatch)
+/* The three states and their sum: the formula beside device 0's arena at
+ * rest, in float (m) and in bf16 (mb; NULL: the formula only, ptdp-f64). */
+static void print_states(const ptdp_zero_measure *m, bool match, const ptdp_zero_measure *mb, bool bmatch)
 {
     static const char *const names[3] = { "params", "grads", "optim" };
     static const ptdp_mem_category cats[3] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM };
@@ -165,7 +162,6 @@ static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_
     const ptdp_mem_stats *rest = &m->rest[0], *peak = &m->peak[0];
     char b[6][32], r[64];
 
-    printf("\n%s\n", stage_titles[m->stage]);
     printf("  %-13s %-12s %11s %11s   %11s %11s    %-12s %11s %11s\n", "device 0", "formula", "bytes", "at rest",
            "peak", "transient", "bf16 formula", "bytes", mb ? "at rest" : "");
     double rest_sum = 0, brest_sum = 0;
@@ -197,11 +193,20 @@ static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_
         printf(" %11s %s", ptdp_format_bytes(brest_sum, b[5], sizeof b[5]),
                brest_sum == gtot ? "=" : bmatch ? "≈" : "≠");
     printf("\n");
+}
+
+/* What lives only for a moment (the row's gradient bucket, its gathered
+ * units), the activations and the peak total of device 0. */
+static void print_peaks(const ptdp_zero_measure *m, const ptdp_zero_measure *mb)
+{
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(m->stage);
+    const ptdp_mem_stats *peak = &m->peak[0];
+    char b[4][32];
     const double comm = (double)peak->peak[PTDP_MEM_COMM];
-    if (m->stage == 2)
+    if (row->grad_bucket)
         printf("  %-13s %-12s %11s %11s   %11s %11s    the full-size bucket of one backward\n", "comm", "", "", "",
                ptdp_format_bytes(comm, b[2], sizeof b[2]), ptdp_format_bytes(comm, b[3], sizeof b[3]));
-    if (m->stage == 3)
+    if (row->shards_params)
         printf("  %-13s transient params: the units gathered at once; grads: their gradients in the backward\n",
                "");
     printf("  %-13s %-12s %11s %11s   %11s    ", "acts", "", "", "",
@@ -214,7 +219,15 @@ static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_
     if (mb != NULL)
         printf("bf16 %s ", ptdp_format_bytes((double)mb->peak[0].peak_total, b[1], sizeof b[1]));
     printf("(every category, activations and data too)\n");
-    printf("  DP bytes per step  %s = %s, measured %s %s\n", dp_rule(m->stage),
+}
+
+/* The DP bytes per step beside the row's rule, and the virtual step with
+ * and without --overlap. */
+static void print_traffic(const ptdp_zero_measure *m, const ptdp_zero_measure *mb)
+{
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(m->stage);
+    char b[2][32];
+    printf("  DP bytes per step  %s = %s, measured %s %s\n", row->dp_rule,
            ptdp_format_bytes(m->dp_formula, b[0], sizeof b[0]), ptdp_format_bytes(m->dp_sent, b[1], sizeof b[1]),
            ptdp_zero_bytes_match(m) ? "=" : "≠");
     if (mb != NULL)
@@ -225,13 +238,22 @@ static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_
         printf("; with --overlap %.2f us (%+.1f%%, %.2f us of communication hidden)", m->overlap_step_s * 1e6,
                m->step_s > 0 ? 100.0 * (m->overlap_step_s - m->step_s) / m->step_s : 0.0,
                m->overlap_hidden_s * 1e6);
-        if (m->stage == 3)
+        if (row->shards_params)
             printf(",\n                     params peak %s with the next unit prefetched",
                    ptdp_format_bytes(m->overlap_peak_params, b[0], sizeof b[0]));
     } else {
         printf("; --overlap refused for --zero %d", m->stage);
     }
     printf("\n");
+}
+
+/* One stage's table. m: float; mb: bf16 (NULL: the formula only, ptdp-f64). */
+static void print_stage(const ptdp_zero_measure *m, bool match, const ptdp_zero_measure *mb, bool bmatch)
+{
+    printf("\n%s\n", stage_titles[m->stage]);
+    print_states(m, match, mb, bmatch);
+    print_peaks(m, mb);
+    print_traffic(m, mb);
     if (!match || (mb != NULL && !bmatch))
         printf("  MISMATCH: the persistent states differ from the formula (see stderr)\n");
 }

@@ -130,7 +130,9 @@ int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opt
     if ((err = run_once(&c0, opts, &rest, msg, msglen)) != 0 || (err = run_once(&c, opts, &train, msg, msglen)) != 0)
         return err;
     out->psi = train.psi;
-    if (stage == 1) {   /* DP's buckets close before overflowing: two in a row hold more than one's capacity */
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(stage);
+    if (row->buckets && row->shards_optim) {   /* shards cut per DP bucket; buckets close before overflowing:
+                                                  two in a row hold more than one's capacity */
         double cap = floor(c.bucket_mb * 1024 * 1024 / sizeof(ptdp_real));
         out->cuts = 2 * ceil(out->psi / (cap > 0 ? cap : 1)) + 1;
     }
@@ -140,8 +142,7 @@ int ptdp_zero_measure_stage(const ptdp_train_config *base, const ptdp_launch_opt
         out->peak[d] = train.mem[d];
     }
     out->dp_sent = train.dp_sent;
-    out->dp_formula = stage == 3 ? ptdp_zero3_dp_bytes_per_step((size_t)out->psi, c.dp, c.micro_batches, false)
-                                 : ptdp_zero_dp_bytes_per_step(stage, (size_t)out->psi, c.dp, c.micro_batches);
+    out->dp_formula = ptdp_zero_dp_bytes_per_step(stage, (size_t)out->psi, c.dp, c.micro_batches);   /* the row's passes */
     out->dp_formula *= prec->bg / sizeof(ptdp_real);   /* the formulas count ptdp_real; a bf16 store moves 2 bytes */
     out->step_s = train.step_s;
 

@@ -138,10 +138,11 @@ static void bar(ptdp_svg *s, const chart *c, double x, double w, const ptdp_mem_
     }
 }
 
-int fig_memory_per_device(const char *path, char *msg, size_t msglen)
+/* Each configuration trained for 2 steps: its busiest device's arena (and
+ * which rank that was), and every device's of the 3D run. */
+static int measure_configs(ptdp_mem_stats *busiest, int *busiest_rank, ptdp_mem_stats *each, char *msg,
+                           size_t msglen)
 {
-    ptdp_mem_stats busiest[NCONFIGS], each[WORLD_3D];
-    int busiest_rank[NCONFIGS];
     for (int i = 0; i < NCONFIGS; i++) {
         ptdp_train_config c = ptdp_train_defaults();
         c.dp = configs[i].dp;
@@ -165,6 +166,65 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
                 each[d] = r.launch.devices[d].mem;
         run_free(&r);
     }
+    return 0;
+}
+
+/* Left: the busiest device of each configuration, its peak total above. */
+static void draw_busiest(ptdp_svg *s, const ptdp_mem_stats *busiest, const int *busiest_rank)
+{
+    double top = 0;
+    for (int i = 0; i < NCONFIGS; i++)
+        top = fmax(top, stack_total(&busiest[i]) / MiB);
+    double step = ptdp_svg_tick_step(top, 6);
+    chart left = { 70, 120, 760, 330, 0, ceil(top / step) * step };
+    y_axis(s, &left, step, "MiB, the busiest device of each run");
+    const double slot = left.w / NCONFIGS;
+    for (int i = 0; i < NCONFIGS; i++) {
+        double x = left.x + i * slot + slot * 0.22, w = slot * 0.56;
+        bar(s, &left, x, w, &busiest[i]);
+        ptdp_svg_text(s, x + w / 2, y_of(&left, stack_total(&busiest[i]) / MiB) - 6, 11, PTDP_SVG_MIDDLE,
+                      "#333333", "%.2f", (double)busiest[i].peak_total / MiB);
+        ptdp_svg_text(s, x + w / 2, left.y + left.h + 17, 11, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, NULL, "%s",
+                      configs[i].line1);
+        ptdp_svg_text(s, x + w / 2, left.y + left.h + 31, 11, PTDP_SVG_MIDDLE, "#444444", "%s",
+                      configs[i].line2);
+        if (configs[i].dp * configs[i].tp * configs[i].pp > 1)
+            ptdp_svg_text(s, x + w / 2, left.y + left.h + 45, 10, PTDP_SVG_MIDDLE, "#777777",
+                          "device %d of %d", busiest_rank[i], configs[i].dp * configs[i].tp * configs[i].pp);
+    }
+}
+
+/* Right: every device of the 3D run, labelled by its pipeline stage. */
+static void draw_3d(ptdp_svg *s, const ptdp_mem_stats *each)
+{
+    double top = 0;
+    for (int d = 0; d < WORLD_3D; d++)
+        top = fmax(top, stack_total(&each[d]) / MiB);
+    double step = ptdp_svg_tick_step(top, 6);
+    chart right = { 900, 120, 250, 330, 0, ceil(top / step) * step };
+    y_axis(s, &right, step, "MiB, each device of dp 2 \u00d7 tp 2 \u00d7 pp 2");
+    const double rslot = right.w / WORLD_3D;
+    for (int d = 0; d < WORLD_3D; d++) {
+        double x = right.x + d * rslot + rslot * 0.18, w = rslot * 0.64;
+        int dp, tp, pp;
+        ptdp_mesh_coords(2, 2, 2, d, &dp, &tp, &pp);
+        bar(s, &right, x, w, &each[d]);
+        ptdp_svg_text(s, x + w / 2, right.y + right.h + 17, 11, PTDP_SVG_MIDDLE, NULL, "%d", d);
+        if (tp == 0 && dp == 0)
+            ptdp_svg_text(s, x + 2 * rslot, right.y + right.h + 33, 11, PTDP_SVG_MIDDLE, "#444444",
+                          "stage %d", pp);
+    }
+    ptdp_svg_text(s, right.x + right.w / 2, right.y + right.h + 49, 10, PTDP_SVG_MIDDLE, "#777777",
+                  "device (rank = tp + 2 dp + 4 pp)");
+}
+
+int fig_memory_per_device(const char *path, char *msg, size_t msglen)
+{
+    ptdp_mem_stats busiest[NCONFIGS], each[WORLD_3D];
+    int busiest_rank[NCONFIGS];
+    int err = measure_configs(busiest, busiest_rank, each, msg, msglen);
+    if (err != 0)
+        return err;
 
     ptdp_svg s;
     ptdp_svg_begin(&s, 1180, 608);
@@ -182,49 +242,8 @@ int fig_memory_per_device(const char *path, char *msg, size_t msglen)
             legend_entry(&s, 20 + at++ * 110, 74, category_color[k],
                          ptdp_mem_category_name((ptdp_mem_category)k));
     }
-
-    /* left: the busiest device of each configuration */
-    double top = 0;
-    for (int i = 0; i < NCONFIGS; i++)
-        top = fmax(top, stack_total(&busiest[i]) / MiB);
-    double step = ptdp_svg_tick_step(top, 6);
-    chart left = { 70, 120, 760, 330, 0, ceil(top / step) * step };
-    y_axis(&s, &left, step, "MiB, the busiest device of each run");
-    const double slot = left.w / NCONFIGS;
-    for (int i = 0; i < NCONFIGS; i++) {
-        double x = left.x + i * slot + slot * 0.22, w = slot * 0.56;
-        bar(&s, &left, x, w, &busiest[i]);
-        ptdp_svg_text(&s, x + w / 2, y_of(&left, stack_total(&busiest[i]) / MiB) - 6, 11, PTDP_SVG_MIDDLE,
-                      "#333333", "%.2f", (double)busiest[i].peak_total / MiB);
-        ptdp_svg_text(&s, x + w / 2, left.y + left.h + 17, 11, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, NULL, "%s",
-                      configs[i].line1);
-        ptdp_svg_text(&s, x + w / 2, left.y + left.h + 31, 11, PTDP_SVG_MIDDLE, "#444444", "%s",
-                      configs[i].line2);
-        if (configs[i].dp * configs[i].tp * configs[i].pp > 1)
-            ptdp_svg_text(&s, x + w / 2, left.y + left.h + 45, 10, PTDP_SVG_MIDDLE, "#777777",
-                          "device %d of %d", busiest_rank[i], configs[i].dp * configs[i].tp * configs[i].pp);
-    }
-
-    /* right: every device of the 3D run */
-    top = 0;
-    for (int d = 0; d < WORLD_3D; d++)
-        top = fmax(top, stack_total(&each[d]) / MiB);
-    step = ptdp_svg_tick_step(top, 6);
-    chart right = { 900, 120, 250, 330, 0, ceil(top / step) * step };
-    y_axis(&s, &right, step, "MiB, each device of dp 2 \u00d7 tp 2 \u00d7 pp 2");
-    const double rslot = right.w / WORLD_3D;
-    for (int d = 0; d < WORLD_3D; d++) {
-        double x = right.x + d * rslot + rslot * 0.18, w = rslot * 0.64;
-        int dp, tp, pp;
-        ptdp_mesh_coords(2, 2, 2, d, &dp, &tp, &pp);
-        bar(&s, &right, x, w, &each[d]);
-        ptdp_svg_text(&s, x + w / 2, right.y + right.h + 17, 11, PTDP_SVG_MIDDLE, NULL, "%d", d);
-        if (tp == 0 && dp == 0)
-            ptdp_svg_text(&s, x + 2 * rslot, right.y + right.h + 33, 11, PTDP_SVG_MIDDLE, "#444444",
-                          "stage %d", pp);
-    }
-    ptdp_svg_text(&s, right.x + right.w / 2, right.y + right.h + 49, 10, PTDP_SVG_MIDDLE, "#777777",
-                  "device (rank = tp + 2 dp + 4 pp)");
+    draw_busiest(&s, busiest, busiest_rank);
+    draw_3d(&s, each);
 
     static const char *const notes[] = {
         "Numbers above the bars: the device's measured peak total.  dp 2 keeps a whole replica of parameters, gradients "

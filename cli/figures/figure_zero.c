@@ -88,18 +88,22 @@ static int run_stage(int stage, zero_run *out, char *msg, size_t msglen)
     return err;
 }
 
-/* What zero.h says device k holds, in bytes, for each category. */
+/* What zero.h says device k holds, in bytes, for each category: each state
+ * whole, or the device's chunk of it where the stage's row shards it
+ * (ptdp_zero_device_states, AdamW's two moments), and the full-size
+ * gradient bucket of a row that keeps one while a backward runs. */
 static void formula(int stage, size_t numel, int k, double bytes[PTDP_MEM_NCAT])
 {
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(stage);
     size_t off, len;
     ptdp_share(numel, N, k, &off, &len);
-    const double P = (double)numel * sizeof(ptdp_real), L = (double)len * sizeof(ptdp_real);
+    const ptdp_zero_bytes b = ptdp_zero_device_states(row, (double)numel, (double)len, ptdp_zero_sizes_of(false, 2));
     for (int c = 0; c < PTDP_MEM_NCAT; c++)
         bytes[c] = 0;
-    bytes[PTDP_MEM_PARAMS] = P;
-    bytes[PTDP_MEM_GRADS] = stage == 2 ? L : P;
-    bytes[PTDP_MEM_OPTIM] = stage == 0 ? 2 * P : 2 * L;
-    bytes[PTDP_MEM_COMM] = stage == 2 ? P : 0;
+    bytes[PTDP_MEM_PARAMS] = b.params;
+    bytes[PTDP_MEM_GRADS] = b.grads;
+    bytes[PTDP_MEM_OPTIM] = b.optim;
+    bytes[PTDP_MEM_COMM] = row->grad_bucket ? (double)numel * sizeof(ptdp_real) : 0;
 }
 
 static int check_stage(int stage, size_t numel, const zero_run *r, char *msg, size_t msglen)
@@ -158,21 +162,38 @@ static void buffer(ptdp_svg *s, double x, double y, const cell_kind *cells, cons
     }
 }
 
-/* What device k holds of each row's buffer under `stage`. */
+/* What device k holds of each row's buffer under `stage`: nothing owned
+ * where the stage shards nothing (plain DP), else chunk k its own and the
+ * others copies, or not held where the stage's row shards that state. */
 static void cells_of(int stage, int row, int k, cell_kind *cells)
 {
+    const ptdp_zero_stage *z = ptdp_zero_stage_of(stage);
     for (int c = 0; c < N; c++) {
-        if (stage == 0) {
+        if (!z->shards_optim) {
             cells[c] = row == 4 ? NOT_HELD : WHOLE;
             continue;
         }
+        const cell_kind other_params = z->shards_params ? NOT_HELD : HELD_COPY;   /* all, after the all-gather */
         switch (row) {
-        case 0: cells[c] = c == k ? HELD_OWN : HELD_COPY; break;                   /* params: all, after the all-gather */
-        case 1: cells[c] = c == k ? HELD_OWN : stage == 1 ? HELD_COPY : NOT_HELD; break;   /* grads */
-        case 4: cells[c] = stage == 2 ? WHOLE : NOT_HELD; break;                   /* the comm bucket */
+        case 0: cells[c] = c == k ? HELD_OWN : other_params; break;                /* params */
+        case 1: cells[c] = c == k ? HELD_OWN : z->shards_grads ? NOT_HELD : HELD_COPY; break;   /* grads */
+        case 4: cells[c] = z->grad_bucket ? WHOLE : NOT_HELD; break;               /* the comm bucket */
         default: cells[c] = c == k ? HELD_OWN : NOT_HELD; break;                   /* optim m, v */
         }
     }
+}
+
+/* A row's rule as the figure sets it: "2(N-1)/N S" as "2(N\u22121)/N \u00b7 S"
+ * (a minus sign, and a dot before S). */
+static const char *typeset_rule(const char *rule, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const char *p = rule; *p != '\0' && at < n; p++) {
+        const char *glyph = *p == '-' ? "\u2212" : strcmp(p, " S") == 0 ? " \u00b7 " : (char[2]){ *p, '\0' };
+        at += (size_t)snprintf(buf + at, n - at, "%s", glyph);
+    }
+    return buf;
 }
 
 /* One line of the table: what, its formula, the formula's bytes (none if
@@ -198,10 +219,10 @@ static void draw_stage(ptdp_svg *s, int stage, size_t numel, const zero_run *r, 
         "ZeRO-2 (--zero 2): the gradients sharded too",
     };
     static const char *const row_name[ROWS] = { "params", "grads", "optim m", "optim v", "comm" };
-    static const char *const rules[STAGES][4] = {
-        { "P", "P", "2P", "\u2014" },
-        { "P", "P", "2P/N", "\u2014" },
-        { "P", "P/N", "2P/N", "P (bucket)" },
+    const ptdp_zero_stage *z = ptdp_zero_stage_of(stage);
+    const char *const rules[4] = {   /* params, grads, optim, comm: whole, or 1/N where the row shards it */
+        z->shards_params ? "P/N" : "P", z->shards_grads ? "P/N" : "P", z->shards_optim ? "2P/N" : "2P",
+        z->grad_bucket ? "P (bucket)" : "\u2014",
     };
     ptdp_svg_text(s, LABEL_X, y, 13, PTDP_SVG_BOLD, NULL, "%s", title[stage]);
     const double by = y + 14;
@@ -214,7 +235,7 @@ static void draw_stage(ptdp_svg *s, int stage, size_t numel, const zero_run *r, 
             buffer(s, DEV_X + k * (BAR_W + DEV_GAP), ry, cells, row == 4 ? comm_color : "#9e9e9e");
         }
     }
-    if (stage == 2)
+    if (z->grad_bucket)
         ptdp_svg_text(s, DEV_X + N * (BAR_W + DEV_GAP) - 8, by + 4 * (BAR_H + BAR_GAP) + BAR_H + 14, 10,
                       PTDP_SVG_END, "#555555",
                       "comm: the full-size gradient one backward writes, reduce-scattered and freed after it");
@@ -225,12 +246,12 @@ static void draw_stage(ptdp_svg *s, int stage, size_t numel, const zero_run *r, 
     const ptdp_mem_stats *m = &r->mem[0];
     static const ptdp_mem_category cats[4] = { PTDP_MEM_PARAMS, PTDP_MEM_GRADS, PTDP_MEM_OPTIM, PTDP_MEM_COMM };
     for (int i = 0; i < 4; i++)
-        table_row(s, by + 10 + i * 16, ptdp_mem_category_name(cats[i]), rules[stage][i], f[cats[i]],
+        table_row(s, by + 10 + i * 16, ptdp_mem_category_name(cats[i]), rules[i], f[cats[i]],
                   (double)m->peak[cats[i]], 0);
     table_row(s, by + 10 + 4 * 16, "total", "(with acts, data)", -1, (double)m->peak_total, PTDP_SVG_BOLD);
     ptdp_svg_line(s, TABLE_X, by + 10 + 4 * 16 + 6, TABLE_X + 336, by + 10 + 4 * 16 + 6, "#dddddd", 1, NULL);
-    table_row(s, by + 10 + 5 * 16 + 6, "DP sent/step",
-              stage == 2 ? "(M+1)(N\u22121)/N \u00b7 S" : "2(N\u22121)/N \u00b7 S",
+    char rule[64];
+    table_row(s, by + 10 + 5 * 16 + 6, "DP sent/step", typeset_rule(z->dp_rule, rule, sizeof rule),
               ptdp_zero_dp_bytes_per_step(stage, numel, N, M), r->dp_sent[0], 0);
 }
 

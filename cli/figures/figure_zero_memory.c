@@ -112,12 +112,16 @@ static double bar(ptdp_svg *s, const axis *a, double y, const double bytes[3], c
     return segment(s, a, x, y, bucket, bucket_color, true);
 }
 
+/* "4Ψ + 12Ψ/N": the bytes per parameter of the states the stage's row keeps
+ * whole, and of those it shards. */
 static const char *rule(int stage, double bw, double bg, double bo, char *buf, size_t n)
 {
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(stage);
+    const bool sharded[3] = { row->shards_params, row->shards_grads, row->shards_optim };
     const double b[3] = { bw, bg, bo };
     double whole = 0, part = 0;
     for (int c = 0; c < 3; c++)
-        *(stage >= 3 - c ? &part : &whole) += b[c];     /* optim from 1, grads from 2, params from 3 */
+        *(sharded[c] ? &part : &whole) += b[c];
     if (whole > 0 && part > 0)
         snprintf(buf, n, "%gΨ + %gΨ/N", whole, part);
     else if (part > 0)

@@ -268,9 +268,9 @@ static void legend(ptdp_svg *s, double y)
     }
 }
 
-int fig_zero_overlap(const char *path, char *msg, size_t msglen)
+/* Both runs, each writing its trace beside the figure (and removing it). */
+static int run_both(const char *path, run_trace *ovl, run_trace *blk, char *msg, size_t msglen)
 {
-    static run_trace ovl, blk;   /* large: off the stack */
     size_t n = strlen(path) + 32;
     char *trace = malloc(n);
     if (trace == NULL) {
@@ -278,20 +278,22 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen)
         return PTDP_ENOMEM;
     }
     snprintf(trace, n, "%s.trace.json", path);
-    int err = run(true, trace, &ovl, msg, msglen);
+    int err = run(true, trace, ovl, msg, msglen);
     if (err == 0)
-        err = run(false, trace, &blk, msg, msglen);
+        err = run(false, trace, blk, msg, msglen);
     free(trace);
-    if (err != 0)
-        return err;
+    return err;
+}
 
-    /* the checks: the formula's bytes, both kinds of collective on the comm
-     * stream, and a shorter step */
-    const double want = ptdp_zero3_dp_bytes_per_step((size_t)ovl.psi, N, M, false);
+/* The checks: the formula's bytes, both kinds of collective on the comm
+ * stream, and a shorter step. */
+static int check_runs(const run_trace *ovl, const run_trace *blk, char *msg, size_t msglen)
+{
+    const double want = ptdp_zero3_dp_bytes_per_step((size_t)ovl->psi, N, M, false);
     for (int d = 0; d < N; d++) {
         double bytes;
         int gathers, scatters;
-        count_step(&ovl, d, &bytes, &gathers, &scatters);
+        count_step(ovl, d, &bytes, &gathers, &scatters);
         if (fabs(bytes - want) > 64) {
             snprintf(msg, msglen, "device %d sent %.0f B in step %d, 3M(N-1)/N S says %.0f B", d, bytes, STEPS, want);
             return PTDP_ECHECK;
@@ -302,11 +304,69 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen)
             return PTDP_ECHECK;
         }
     }
-    if (!(ovl.step_s < blk.step_s)) {
+    if (!(ovl->step_s < blk->step_s)) {
         snprintf(msg, msglen, "--overlap's step (%.2f us) is not shorter than the blocking one (%.2f us)",
-                 ovl.step_s * 1e6, blk.step_s * 1e6);
+                 ovl->step_s * 1e6, blk->step_s * 1e6);
         return PTDP_ECHECK;
     }
+    return 0;
+}
+
+/* The tracks from y = top: every device and its comm stream with
+ * --overlap, device 0 blocking, the time axis.  Returns the axis's y. */
+static double draw_tracks(ptdp_svg *s, const run_trace *ovl, const run_trace *blk, double top, double span,
+                          double scale)
+{
+    double y = top;
+    ptdp_svg_text(s, 20, y - 4, 12.5, PTDP_SVG_BOLD, NULL, "--zero 3 --overlap: step %.2f µs", ovl->step_s * 1e6);
+    y += 6;
+    for (int d = 0; d < N; d++) {
+        char label[32];
+        snprintf(label, sizeof label, "device %d", d);
+        track(s, ovl, d, y, scale, label);
+        y += TRACK_H + 2;
+        snprintf(label, sizeof label, "device %d comm", d);
+        track(s, ovl, COMM_TID + d, y, scale, label);
+        y += TRACK_H + TRACK_GAP + 4;
+    }
+    y += 14;
+    ptdp_svg_text(s, 20, y - 4, 12.5, PTDP_SVG_BOLD, NULL, "--zero 3, blocking: step %.2f µs", blk->step_s * 1e6);
+    y += 6;
+    track(s, blk, 0, y, scale, "device 0");
+    y += TRACK_H + 8;
+    time_axis(s, y, span, scale);
+    return y;
+}
+
+/* The caption from y: the step times, what device 0 sent, what stays exposed. */
+static void draw_caption(ptdp_svg *s, const run_trace *ovl, const run_trace *blk, double ny)
+{
+    double bytes;
+    int gathers, scatters;
+    count_step(ovl, 0, &bytes, &gathers, &scatters);
+    char b1[32], b2[32];
+    ptdp_svg_text(s, 20, ny, 12, PTDP_SVG_START, "#333333",
+                  "The step: %.2f µs blocking, %.2f µs with --overlap, %.2f µs saved; the comm stream ran %.2f µs "
+                  "under compute (mean of the devices).", blk->step_s * 1e6, ovl->step_s * 1e6,
+                  (blk->step_s - ovl->step_s) * 1e6, ovl->hidden_s * 1e6);
+    ptdp_svg_text(s, 20, ny + 18, 12, PTDP_SVG_START, "#333333",
+                  "Device 0 sent %s in the step = 3M(N−1)/N S, S = %s (+ the norm's 8 B): %d gathers and %d "
+                  "reduce-scatters on its comm stream.",
+                  ptdp_format_bytes(bytes, b1, sizeof b1), ptdp_format_bytes(ovl->psi * sizeof(ptdp_real), b2, sizeof b2),
+                  gathers, scatters);
+    ptdp_svg_text(s, 20, ny + 36, 12, PTDP_SVG_START, "#333333",
+                  "Still exposed: the step's first unit (nothing to hide it under), the head's small units, the last "
+                  "reduce-scatters before the norm.");
+}
+
+int fig_zero_overlap(const char *path, char *msg, size_t msglen)
+{
+    static run_trace ovl, blk;   /* large: off the stack */
+    int err = run_both(path, &ovl, &blk, msg, msglen);
+    if (err == 0)
+        err = check_runs(&ovl, &blk, msg, msglen);
+    if (err != 0)
+        return err;
 
     const double span = fmax(ovl.step_t1 - ovl.step_t0, blk.step_t1 - blk.step_t0);
     const double scale = TRACK_W / span;
@@ -323,42 +383,7 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen)
                   "read from ptdp_train's own trace.  Each device keeps 1/N of every unit and gathers the rest "
                   "for the unit's forward and again for its backward.");
     legend(&s, 88);
-
-    double y = top;
-    ptdp_svg_text(&s, 20, y - 4, 12.5, PTDP_SVG_BOLD, NULL, "--zero 3 --overlap: step %.2f µs", ovl.step_s * 1e6);
-    y += 6;
-    for (int d = 0; d < N; d++) {
-        char label[32];
-        snprintf(label, sizeof label, "device %d", d);
-        track(&s, &ovl, d, y, scale, label);
-        y += TRACK_H + 2;
-        snprintf(label, sizeof label, "device %d comm", d);
-        track(&s, &ovl, COMM_TID + d, y, scale, label);
-        y += TRACK_H + TRACK_GAP + 4;
-    }
-    y += 14;
-    ptdp_svg_text(&s, 20, y - 4, 12.5, PTDP_SVG_BOLD, NULL, "--zero 3, blocking: step %.2f µs", blk.step_s * 1e6);
-    y += 6;
-    track(&s, &blk, 0, y, scale, "device 0");
-    y += TRACK_H + 8;
-    time_axis(&s, y, span, scale);
-
-    double bytes;
-    int gathers, scatters;
-    count_step(&ovl, 0, &bytes, &gathers, &scatters);
-    char b1[32], b2[32];
-    const double ny = y + 54;
-    ptdp_svg_text(&s, 20, ny, 12, PTDP_SVG_START, "#333333",
-                  "The step: %.2f µs blocking, %.2f µs with --overlap, %.2f µs saved; the comm stream ran %.2f µs "
-                  "under compute (mean of the devices).", blk.step_s * 1e6, ovl.step_s * 1e6,
-                  (blk.step_s - ovl.step_s) * 1e6, ovl.hidden_s * 1e6);
-    ptdp_svg_text(&s, 20, ny + 18, 12, PTDP_SVG_START, "#333333",
-                  "Device 0 sent %s in the step = 3M(N−1)/N S, S = %s (+ the norm's 8 B): %d gathers and %d "
-                  "reduce-scatters on its comm stream.",
-                  ptdp_format_bytes(bytes, b1, sizeof b1), ptdp_format_bytes(ovl.psi * sizeof(ptdp_real), b2, sizeof b2),
-                  gathers, scatters);
-    ptdp_svg_text(&s, 20, ny + 36, 12, PTDP_SVG_START, "#333333",
-                  "Still exposed: the step's first unit (nothing to hide it under), the head's small units, the last "
-                  "reduce-scatters before the norm.");
+    const double y = draw_tracks(&s, &ovl, &blk, top, span, scale);
+    draw_caption(&s, &ovl, &blk, y + 54);
     return fig_finish(&s, path, msg, msglen);
 }

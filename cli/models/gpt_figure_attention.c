@@ -256,13 +256,13 @@ static void lines(ptdp_svg *s, double x, double y, const char *const *text, int 
         ptdp_svg_text(s, x, y + 16 * i, 11.5, PTDP_SVG_START, "#333333", "%s", text[i]);
 }
 
-int fig_attention_tp(const char *path, char *msg, size_t msglen)
+/* The default GPT on the built-in corpus, V from its tokens, as `ptdp
+ * train --model gpt` sets it, built at tp = 2 twice: at its default
+ * --vocab-multiple (big) and at SMALL_MULTIPLE (small). */
+static int build_both(attn_layout *big, attn_layout *small, char *msg, size_t msglen)
 {
-    /* The default GPT on the built-in corpus, V from its tokens, as
-     * `ptdp train --model gpt` sets it. */
-    static attn_layout big, small;   /* ~0.5 MiB each: off the stack */
-    memset(&big, 0, sizeof big);
-    memset(&small, 0, sizeof small);
+    memset(big, 0, sizeof *big);
+    memset(small, 0, sizeof *small);
     ptdp_model_config cfg = ptdp_gpt_default_config();
     unsigned char *corpus = NULL;
     size_t len = ptdp_gpt_builtin_corpus(ptdp_train_defaults().seed, PTDP_GPT_CORPUS_LINES, &corpus);
@@ -276,57 +276,40 @@ int fig_attention_tp(const char *path, char *msg, size_t msglen)
             ptdp_gpt(&cfg)->vocab = corpus[i] + 1;
     ptdp_gpt(&cfg)->corpus = corpus;
     ptdp_gpt(&cfg)->corpus_len = len;
-    const int default_multiple = ptdp_gpt(&cfg)->vocab_multiple;
-    big.cfg = small.cfg = cfg;
-    int err = build(&big, default_multiple, msg, msglen);
+    big->cfg = small->cfg = cfg;
+    int err = build(big, ptdp_gpt(&cfg)->vocab_multiple, msg, msglen);
     if (err == 0)
-        err = build(&small, SMALL_MULTIPLE, msg, msglen);
+        err = build(small, SMALL_MULTIPLE, msg, msglen);
     free(corpus);
-    if (err != 0)
-        return err;
+    return err;
+}
 
-    const int C = cfg.hidden, nh = ptdp_gpt(&cfg)->heads, hd = C / nh, V = ptdp_gpt(&cfg)->vocab;
-    const int vp_big = big.t[WTE].full_rows, vp_small = small.t[WTE].full_rows;
-    const double top = 150, scale = 1.5;
-    const double height = top + 3 * C * scale + 36 + 4 * 16 + 8;
-    ptdp_svg s;
-    ptdp_svg_begin(&s, 1060, height);
-    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
-                  "Tensor parallelism in attention, tp = %d: the heads split, and the vocabulary", TP);
-    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Read from the shards ptdp_model_init gives each rank of the default GPT (C = %d, nh = %d heads "
-                  "of hd = %d, V = %d tokens);", C, nh, hd, V);
-    ptdp_svg_text(&s, 20, 62, 12, PTDP_SVG_START, "#333333",
-                  "block 0 shown, every block is cut the same way.  Each tensor checked: every element held by "
-                  "exactly one rank.");
+/* The middle column: c_proj's columns, and what the split costs in
+ * all-reduces. */
+static void draw_proj_panel(ptdp_svg *s, const attn_layout *a, double px, double top)
+{
+    const int C = a->cfg.hidden;
+    ptdp_svg_text(s, px, top - 52, 13, PTDP_SVG_BOLD, NULL, "attn.c_proj.weight [%d \u00d7 %d]", C, C);
+    ptdp_svg_text(s, px, top - 36, 12, PTDP_SVG_START, "#08519c", "row-parallel: the same heads' columns");
+    draw_c_proj(s, a, px + 40, top, 2.0);
+    static const char *const text[6] = {
+        "Rank r attends with its own heads' q, k, v:",
+        "no communication.  Its y_r \u00b7 P_r\u1d40 is a partial",
+        "sum: one all-reduce (g), then the bias, once.",
+        "Per block: 2 all-reduces forward (attention",
+        "and MLP c_proj), 2 backward (f before c_attn",
+        "and c_fc); +1 embedding forward, +1 head backward.",
+    };
+    lines(s, px, top + C * 2.0 + 28, text, 6);
+}
 
-    /* c_attn */
-    ptdp_svg_text(&s, 20, top - 52, 13, PTDP_SVG_BOLD, NULL, "attn.c_attn.weight [%d \u00d7 %d]", 3 * C, C);
-    ptdp_svg_text(&s, 20, top - 36, 12, PTDP_SVG_START, "#08519c", "column-parallel, by head: q, k and v rows");
-    draw_c_attn(&s, &big, 50, top, scale);
-
-    /* c_proj */
-    const double px = 400;
-    ptdp_svg_text(&s, px, top - 52, 13, PTDP_SVG_BOLD, NULL, "attn.c_proj.weight [%d \u00d7 %d]", C, C);
-    ptdp_svg_text(&s, px, top - 36, 12, PTDP_SVG_START, "#08519c", "row-parallel: the same heads' columns");
-    draw_c_proj(&s, &big, px + 40, top, 2.0);
-    char buf[6][200];
-    snprintf(buf[0], sizeof buf[0], "Rank r attends with its own heads' q, k, v:");
-    snprintf(buf[1], sizeof buf[1], "no communication.  Its y_r \u00b7 P_r\u1d40 is a partial");
-    snprintf(buf[2], sizeof buf[2], "sum: one all-reduce (g), then the bias, once.");
-    snprintf(buf[3], sizeof buf[3], "Per block: 2 all-reduces forward (attention");
-    snprintf(buf[4], sizeof buf[4], "and MLP c_proj), 2 backward (f before c_attn");
-    snprintf(buf[5], sizeof buf[5], "and c_fc); +1 embedding forward, +1 head backward.");
-    lines(&s, px, top + C * 2.0 + 28, (const char *const[]){ buf[0], buf[1], buf[2], buf[3], buf[4], buf[5] }, 6);
-
-    /* wte, twice */
-    const double wx = 680;
-    ptdp_svg_text(&s, wx, top - 52, 13, PTDP_SVG_BOLD, NULL, "transformer.wte.weight [V_pad \u00d7 %d]", C);
-    ptdp_svg_text(&s, wx, top - 36, 12, PTDP_SVG_START, "#08519c", "vocab-parallel rows; striped: padding");
-    draw_wte(&s, &big.t[WTE], V, default_multiple, wx + 40, top + 14, 1.5);
-    draw_wte(&s, &small.t[WTE], V, SMALL_MULTIPLE, wx + 240, top + 14, 1.5);
-
-    const double foot = top + 3 * C * scale + 36;
+/* The notes under the figure: how V_pad is chosen, which ranks hold only
+ * padding, the vocab-parallel lookup, the parameters per device. */
+static void draw_vocab_notes(ptdp_svg *s, const attn_layout *big, const attn_layout *small, double foot)
+{
+    const int V = ptdp_gpt(&big->cfg)->vocab, default_multiple = ptdp_gpt(&big->cfg)->vocab_multiple;
+    const int vp_big = big->t[WTE].full_rows, vp_small = small->t[WTE].full_rows;
+    char buf[4][200];
     snprintf(buf[0], sizeof buf[0],
              "V_pad is the smallest multiple of --vocab-multiple \u00d7 tp that is \u2265 V (ptdp_gpt_pad_vocab): "
              "%d \u00d7 %d \u2192 %d, %d padding rows; %d \u00d7 %d \u2192 %d, %d padding rows.",
@@ -350,8 +333,48 @@ int fig_attention_tp(const char *path, char *msg, size_t msglen)
              "The lookup: rank r adds wte[token] if r V_pad/tp \u2264 token < (r+1) V_pad/tp, zeros otherwise; one "
              "all-reduce sums the ranks.");
     snprintf(buf[3], sizeof buf[3],
-             "Per device: %zu of the model's parameters at --vocab-multiple %d, %zu at %d.", big.numel[0],
-             default_multiple, small.numel[0], SMALL_MULTIPLE);
-    lines(&s, 20, foot, (const char *const[]){ buf[0], buf[1], buf[2], buf[3] }, 4);
+             "Per device: %zu of the model's parameters at --vocab-multiple %d, %zu at %d.", big->numel[0],
+             default_multiple, small->numel[0], SMALL_MULTIPLE);
+    lines(s, 20, foot, (const char *const[]){ buf[0], buf[1], buf[2], buf[3] }, 4);
+}
+
+int fig_attention_tp(const char *path, char *msg, size_t msglen)
+{
+    static attn_layout big, small;   /* ~0.5 MiB each: off the stack */
+    int err = build_both(&big, &small, msg, msglen);
+    if (err != 0)
+        return err;
+
+    const ptdp_model_config *cfg = &big.cfg;
+    const int C = cfg->hidden, nh = ptdp_gpt(cfg)->heads, hd = C / nh, V = ptdp_gpt(cfg)->vocab;
+    const double top = 150, scale = 1.5;
+    const double height = top + 3 * C * scale + 36 + 4 * 16 + 8;
+    ptdp_svg s;
+    ptdp_svg_begin(&s, 1060, height);
+    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
+                  "Tensor parallelism in attention, tp = %d: the heads split, and the vocabulary", TP);
+    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
+                  "Read from the shards ptdp_model_init gives each rank of the default GPT (C = %d, nh = %d heads "
+                  "of hd = %d, V = %d tokens);", C, nh, hd, V);
+    ptdp_svg_text(&s, 20, 62, 12, PTDP_SVG_START, "#333333",
+                  "block 0 shown, every block is cut the same way.  Each tensor checked: every element held by "
+                  "exactly one rank.");
+
+    /* c_attn */
+    ptdp_svg_text(&s, 20, top - 52, 13, PTDP_SVG_BOLD, NULL, "attn.c_attn.weight [%d \u00d7 %d]", 3 * C, C);
+    ptdp_svg_text(&s, 20, top - 36, 12, PTDP_SVG_START, "#08519c", "column-parallel, by head: q, k and v rows");
+    draw_c_attn(&s, &big, 50, top, scale);
+
+    /* c_proj */
+    draw_proj_panel(&s, &big, 400, top);
+
+    /* wte, twice */
+    const double wx = 680;
+    ptdp_svg_text(&s, wx, top - 52, 13, PTDP_SVG_BOLD, NULL, "transformer.wte.weight [V_pad \u00d7 %d]", C);
+    ptdp_svg_text(&s, wx, top - 36, 12, PTDP_SVG_START, "#08519c", "vocab-parallel rows; striped: padding");
+    draw_wte(&s, &big.t[WTE], V, ptdp_gpt(cfg)->vocab_multiple, wx + 40, top + 14, 1.5);
+    draw_wte(&s, &small.t[WTE], V, SMALL_MULTIPLE, wx + 240, top + 14, 1.5);
+
+    draw_vocab_notes(&s, &big, &small, top + 3 * C * scale + 36);
     return fig_finish(&s, path, msg, msglen);
 }

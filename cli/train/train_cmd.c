@@ -293,6 +293,116 @@ static bool read_layout_flag(ptdp_args *a, train_options *o, const ptdp_schedule
     return true;
 }
 
+/* The flags of the mesh and the batch: true when a->flag was one of them
+ * (*rc: the read's status). */
+static bool read_mesh_flag(ptdp_args *a, train_options *o, int *rc)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (ptdp_args_is(a, "--dp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->dp);
+    else if (ptdp_args_is(a, "--tp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->tp);
+    else if (ptdp_args_is(a, "--pp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->pp);
+    else if (ptdp_args_is(a, "--devices")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &o->devices);
+    else if (ptdp_args_is(a, "--micro-batches")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->micro_batches);
+    else if (ptdp_args_is(a, "--batch")) {
+        *rc = ptdp_args_int(a, 1, 1 << 24, &c->batch);
+        o->batch_given = true;
+    }
+    else if (ptdp_args_is(a, "--steps")) *rc = ptdp_args_int(a, 0, 1 << 24, &c->steps);
+    else
+        return false;
+    return true;
+}
+
+/* The flags of the optimizer step: the optimizer, its gradients' path
+ * (DP's buckets, ZeRO, overlap), the precision and the seed.  *opt and
+ * *seed: as typed (parse puts them in the config's terms). */
+static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, int *rc)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (ptdp_args_is(a, "--lr")) *rc = ptdp_args_double(a, 1e-12, 1e6, &c->lr);
+    else if (ptdp_args_is(a, "--optimizer")) *rc = ptdp_args_enum(a, optimizer_names, 2, opt);
+    else if (ptdp_args_is(a, "--momentum")) *rc = ptdp_args_double(a, 0, 0.999999, &c->momentum);
+    else if (ptdp_args_is(a, "--weight-decay")) *rc = ptdp_args_double(a, 0, 1e6, &c->weight_decay);
+    else if (ptdp_args_is(a, "--clip-grad")) *rc = ptdp_args_double(a, 0, 1e30, &c->clip_grad);
+    else if (ptdp_args_is(a, "--bucket-mb")) *rc = ptdp_args_double(a, 1e-6, 1e6, &c->bucket_mb);
+    else if (ptdp_args_is(a, "--zero")) *rc = ptdp_args_int(a, 0, 3, &c->zero);
+    else if (ptdp_args_is(a, "--overlap")) *rc = ptdp_args_switch(a, &c->overlap);
+    else if (ptdp_args_is(a, "--no-pair-overlap")) *rc = ptdp_args_switch(a, &c->serial_pairs);
+    else if (ptdp_args_is(a, "--precision")) {
+        /* the build's own type, or bf16 mixed precision (mixed.h) */
+        static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
+        int k = 0;
+        *rc = ptdp_args_enum(a, precisions, 2, &k);
+        c->bf16 = k == 1;
+    }
+    else if (ptdp_args_is(a, "--seed")) {
+        *rc = ptdp_args_int(a, 0, 2147483647, seed);
+        o->seed_given = true;
+    }
+    else if (ptdp_args_is(a, "--dropout")) *rc = ptdp_args_double(a, 0, 0.99, &c->dropout);
+    else
+        return false;
+    return true;
+}
+
+/* The flags of how the devices run: memory, collectives, back end, the
+ * virtual clock's profile, the watchdog, BLAS.  *algo: as typed. */
+static bool read_launch_flag(ptdp_args *a, train_options *o, int *algo, int *rc)
+{
+    ptdp_launch_opts *l = &o->launch;
+    if (ptdp_args_is(a, "--device-mem")) *rc = ptdp_args_size(a, 4096, (size_t)1 << 40, &l->device_mem);
+    else if (ptdp_args_is(a, "--algo")) *rc = ptdp_args_enum(a, algo_names, 5, algo);
+    else if (ptdp_args_is(a, "--backend")) {
+        int b = 0;
+        *rc = ptdp_args_enum(a, ptdp_backend_names, 2, &b);
+        l->backend = b == 1 ? PTDP_BACKEND_MPI : PTDP_BACKEND_THREADS;
+    }
+    else if (ptdp_args_is(a, "--profile")) *rc = ptdp_args_string(a, &o->profile);
+    else if (ptdp_args_is(a, "--watchdog")) *rc = ptdp_args_double(a, 0.01, 86400, &l->watchdog_s);
+    else if (ptdp_args_is(a, "--blas-threads")) *rc = ptdp_args_int(a, 1, 256, &l->blas_threads);
+    else
+        return false;
+    return true;
+}
+
+/* The flags of what the run checks and writes, and what it reads back. */
+static bool read_output_flag(ptdp_args *a, train_options *o, int *rc)
+{
+    if (ptdp_args_is(a, "--check")) *rc = ptdp_args_switch(a, &o->check);
+    else if (ptdp_args_is(a, "--verify-replicas")) *rc = ptdp_args_switch(a, &o->cfg.verify_replicas);
+    else if (ptdp_args_is(a, "--quiet")) *rc = ptdp_args_switch(a, &o->quiet);
+    else if (ptdp_args_is(a, "--log")) *rc = ptdp_args_string(a, &o->log_path);
+    else if (ptdp_args_is(a, "--trace")) *rc = ptdp_args_string(a, &o->launch.trace_path);
+    else if (ptdp_args_is(a, "--report")) *rc = ptdp_args_string(a, &o->report_path);
+    else if (ptdp_args_is(a, "--save")) *rc = ptdp_args_string(a, &o->save);
+    else if (ptdp_args_is(a, "--load")) *rc = ptdp_args_string(a, &o->load);
+    else if (ptdp_args_is(a, "--save-init")) *rc = ptdp_args_string(a, &o->save_init);
+    else if (ptdp_args_is(a, "--dump-data")) *rc = ptdp_args_string(a, &o->dump);
+    else
+        return false;
+    return true;
+}
+
+/* What was typed, in the config's terms: the collectives' algorithm, the
+ * optimizer, the seed, the schedule, and the model's flags settled. */
+static int settle_parsed(train_options *o, int algo, int opt, int seed, const ptdp_schedule_entry *sched)
+{
+    ptdp_train_config *c = &o->cfg;
+    o->launch.algo = algo_values[algo];
+    c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
+    c->seed = (uint64_t)seed;
+    /* Token slices go through the pipeline as GPipe's micro-batches do: the
+     * default schedule then is the first that runs them (gpipe); an explicit
+     * other one is refused by validation, naming both flags. */
+    const ptdp_schedule_entry *slicing = ptdp_schedule_first_with(PTDP_SCHED_TOKEN_SLICES);
+    c->schedule = sched != NULL ? sched : c->token_slices > 1 && slicing != NULL ? slicing : ptdp_schedule_default();
+    o->model.seed = c->seed;
+    if (ptdp_model_flags_finish("train", &o->model) != 0)
+        return PTDP_EXIT_USAGE;
+    c->model = o->model.cfg;
+    return 0;
+}
+
 static int parse(int argc, char **argv, train_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -308,66 +418,13 @@ static int parse(int argc, char **argv, train_options *o)
     ptdp_args_init(&a, "train", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc = 0;
-        if (read_layout_flag(&a, o, &sched, &rc)) {
-            if (rc)
-                return PTDP_EXIT_USAGE;
-            continue;
-        }
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
-        else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->dp);
-        else if (ptdp_args_is(&a, "--tp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->tp);
-        else if (ptdp_args_is(&a, "--pp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &c->pp);
-        else if (ptdp_args_is(&a, "--devices")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &o->devices);
-        else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 20, &c->micro_batches);
-        else if (ptdp_args_is(&a, "--batch")) {
-            rc = ptdp_args_int(&a, 1, 1 << 24, &c->batch);
-            o->batch_given = true;
-        }
-        else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 0, 1 << 24, &c->steps);
-        else if (ptdp_args_is(&a, "--lr")) {
-            rc = ptdp_args_double(&a, 1e-12, 1e6, &c->lr);
-        }
-        else if (ptdp_args_is(&a, "--optimizer")) rc = ptdp_args_enum(&a, optimizer_names, 2, &opt);
-        else if (ptdp_args_is(&a, "--momentum")) rc = ptdp_args_double(&a, 0, 0.999999, &c->momentum);
-        else if (ptdp_args_is(&a, "--weight-decay")) rc = ptdp_args_double(&a, 0, 1e6, &c->weight_decay);
-        else if (ptdp_args_is(&a, "--clip-grad")) rc = ptdp_args_double(&a, 0, 1e30, &c->clip_grad);
-        else if (ptdp_args_is(&a, "--bucket-mb")) rc = ptdp_args_double(&a, 1e-6, 1e6, &c->bucket_mb);
-        else if (ptdp_args_is(&a, "--zero")) rc = ptdp_args_int(&a, 0, 3, &c->zero);
-        else if (ptdp_args_is(&a, "--overlap")) rc = ptdp_args_switch(&a, &c->overlap);
-        else if (ptdp_args_is(&a, "--no-pair-overlap")) rc = ptdp_args_switch(&a, &c->serial_pairs);
-        else if (ptdp_args_is(&a, "--precision")) {
-            /* the build's own type, or bf16 mixed precision (mixed.h) */
-            static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
-            int k = 0;
-            rc = ptdp_args_enum(&a, precisions, 2, &k);
-            c->bf16 = k == 1;
-        }
-        else if (ptdp_args_is(&a, "--seed")) {
-            rc = ptdp_args_int(&a, 0, 2147483647, &seed);
-            o->seed_given = true;
-        }
+        else if (read_layout_flag(&a, o, &sched, &rc)) { }
+        else if (read_mesh_flag(&a, o, &rc)) { }
+        else if (read_step_flag(&a, o, &opt, &seed, &rc)) { }
         else if (ptdp_model_flag_is(&a)) rc = ptdp_model_flag_read(&a, PTDP_FLAGS_RUN, &o->model);
-        else if (ptdp_args_is(&a, "--dropout")) rc = ptdp_args_double(&a, 0, 0.99, &c->dropout);
-        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &o->launch.device_mem);
-        else if (ptdp_args_is(&a, "--algo")) rc = ptdp_args_enum(&a, algo_names, 5, &algo);
-        else if (ptdp_args_is(&a, "--backend")) {
-            int b = 0;
-            rc = ptdp_args_enum(&a, ptdp_backend_names, 2, &b);
-            o->launch.backend = b == 1 ? PTDP_BACKEND_MPI : PTDP_BACKEND_THREADS;
-        }
-        else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &o->profile);
-        else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.01, 86400, &o->launch.watchdog_s);
-        else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &o->launch.blas_threads);
-        else if (ptdp_args_is(&a, "--check")) rc = ptdp_args_switch(&a, &o->check);
-        else if (ptdp_args_is(&a, "--verify-replicas")) rc = ptdp_args_switch(&a, &c->verify_replicas);
-        else if (ptdp_args_is(&a, "--quiet")) rc = ptdp_args_switch(&a, &o->quiet);
-        else if (ptdp_args_is(&a, "--log")) rc = ptdp_args_string(&a, &o->log_path);
-        else if (ptdp_args_is(&a, "--trace")) rc = ptdp_args_string(&a, &o->launch.trace_path);
-        else if (ptdp_args_is(&a, "--report")) rc = ptdp_args_string(&a, &o->report_path);
-        else if (ptdp_args_is(&a, "--save")) rc = ptdp_args_string(&a, &o->save);
-        else if (ptdp_args_is(&a, "--load")) rc = ptdp_args_string(&a, &o->load);
-        else if (ptdp_args_is(&a, "--save-init")) rc = ptdp_args_string(&a, &o->save_init);
-        else if (ptdp_args_is(&a, "--dump-data")) rc = ptdp_args_string(&a, &o->dump);
+        else if (read_launch_flag(&a, o, &algo, &rc)) { }
+        else if (read_output_flag(&a, o, &rc)) { }
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
@@ -378,21 +435,7 @@ static int parse(int argc, char **argv, train_options *o)
         list_profiles();
         return -1;
     }
-
-    /* what was typed, in the config's terms */
-    o->launch.algo = algo_values[algo];
-    c->optimizer = opt == 1 ? PTDP_OPT_SGD : PTDP_OPT_ADAMW;
-    c->seed = (uint64_t)seed;
-    /* Token slices go through the pipeline as GPipe's micro-batches do: the
-     * default schedule then is the first that runs them (gpipe); an explicit
-     * other one is refused by validation, naming both flags. */
-    const ptdp_schedule_entry *slicing = ptdp_schedule_first_with(PTDP_SCHED_TOKEN_SLICES);
-    c->schedule = sched != NULL ? sched : c->token_slices > 1 && slicing != NULL ? slicing : ptdp_schedule_default();
-    o->model.seed = c->seed;
-    if (ptdp_model_flags_finish("train", &o->model) != 0)
-        return PTDP_EXIT_USAGE;
-    c->model = o->model.cfg;
-    return 0;
+    return settle_parsed(o, algo, opt, seed, sched);
 }
 
 /* ---- validate: the flags together, before any work ---------------------- */

@@ -195,11 +195,12 @@ static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_re
     t.ep_formula /= n;
     t.edp /= n;
     t.edp_formula /= n;
-    /* without ZeRO each replica holds its EP rank's experts whole: the
-     * gradient norm adds their squares over the EP group, one double
-     * all-reduced a step, 2(N-1)/N x 8 bytes a device on average (zero.c) */
+    /* without ZeRO (a stage whose row shards nothing) each replica holds
+     * its EP rank's experts whole: the gradient norm adds their squares
+     * over the EP group, one double all-reduced a step, 2(N-1)/N x 8
+     * bytes a device on average (zero.c) */
     const int N = c->ep > 1 ? c->ep : 1;
-    if (c->zero == 0)
+    if (!ptdp_zero_stage_of(c->zero)->shards_optim)
         t.ep_formula += 2.0 * (N - 1) / N * sizeof(double);
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     t.ep_uniform = cli->ep_uniform_bytes != NULL ? cli->ep_uniform_bytes(c) : NAN;
@@ -233,7 +234,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
            "  measured %.0f B; formula %.0f B from the measured loads: the rows routed to experts held elsewhere\n"
            "  x C x %zu B in each of %d all-to-alls a MoE block and micro-batch, the counts%s;\n"
            "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
-           sizeof(ptdp_real), a2a, c->zero == 0 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
+           sizeof(ptdp_real), a2a, !ptdp_zero_stage_of(c->zero)->shards_optim ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
            t.ep_uniform);
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
            "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
