@@ -414,8 +414,8 @@ static const char *const w_phase_refuses[PTDP_FEATURE_COUNT] = {
 static const char *const chunks_refuse[PTDP_FEATURE_COUNT] = {
     "bf16 parameters are widened one model chunk's units at a time; use --virtual-stages 1",
     "ZeRO-3 gathers one model chunk's units per device; use --virtual-stages 1 (or --zero 2)",
-    "a device's chunks finish their last backwards at different times and only one chunk's gradients form the "
-    "buffer's prefix; use --virtual-stages 1",
+    ("a device's chunks finish their last backwards at different times and only one chunk's gradients form "
+     "the buffer's prefix; use --virtual-stages 1"),
 };
 
 int ptdp_schedule_refuses(const ptdp_schedule_entry *e, ptdp_schedule_feature f, int virtual_stages,
