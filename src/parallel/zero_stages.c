@@ -48,6 +48,7 @@
  */
 #include "ptdp/zero.h"
 
+#include "parallel/price_impl.h"
 #include "parallel/zero_impl.h"
 
 /* ------------------------------------------------------------ the table */
@@ -148,4 +149,65 @@ double ptdp_zero3_dp_bytes_per_step(size_t numel, int dp, int micro_batches, boo
 {
     (void)recompute;   /* a unit's forward again runs inside its backward's gather: no gather more */
     return ptdp_zero_dp_bytes_per_step(3, numel, dp, micro_batches);
+}
+
+/* ------------------------------------------ the planner's price (price_impl.h) */
+
+/* (double)(long long) rounding as the planner has always counted it. */
+double ptdp_zero_price_shard(double n, int N)
+{
+    return (double)(((long long)n + N - 1) / N);
+}
+
+double ptdp_zero_price_optimizer_share(const ptdp_zero_stage *row, double numel, double experts, int ndp, int nedp)
+{
+    double share = row->shards_optim && ndp > 1 ? numel / ndp : numel;
+    if (row->shards_optim && experts > 0)
+        share = (numel - experts) / ndp + experts / nedp;
+    return share;
+}
+
+/* params: (1 or, prefetching, 2) units and the tied embeddings, float;
+ * grads: a unit's and the embeddings' float gradient, and the unit before
+ * in its store's type (bf16 under mixed precision) while it is
+ * reduce-scattered. */
+void ptdp_zero3_price_units(double unit, double tied, bool overlap, double real, double store, double *params,
+                            double *grads)
+{
+    *params = ((overlap ? 2 : 1) * unit + tied) * real;
+    *grads = (unit + tied) * real + (overlap ? unit * store : 0);
+}
+
+void ptdp_zero3_price_walk_begin(ptdp_zero3_walk *w, bool overlap, bool backward)
+{
+    *w = (ptdp_zero3_walk){ .overlap = overlap, .backward = backward };
+}
+
+/* Blocking: t += gather + compute (+ rs).  With --overlap: this unit was
+ * prefetched (ready by w->ready), the next one's gather starts on the
+ * stream once this one is present, and a backward's reduce-scatter waits
+ * for the one before it and for the stream. */
+void ptdp_zero3_price_walk_unit(ptdp_zero3_walk *w, double gather, double compute, double rs, bool has_next,
+                                double next_gather)
+{
+    if (w->overlap && w->units > 0)
+        w->t = w->t > w->ready ? w->t : w->ready;
+    else
+        w->t += gather;
+    if (w->overlap && has_next) {   /* prefetch the next */
+        double start = w->t > w->stream ? w->t : w->stream;
+        w->stream = start + next_gather;
+        w->ready = w->stream;
+    }
+    w->t += compute;
+    if (w->backward) {
+        if (w->overlap) {
+            w->t = w->t > w->rs_end ? w->t : w->rs_end;   /* one reduce-scatter at a time */
+            double start = w->t > w->stream ? w->t : w->stream;
+            w->stream = w->rs_end = start + rs;
+        } else {
+            w->t += rs;
+        }
+    }
+    w->units++;
 }

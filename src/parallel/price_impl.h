@@ -1,0 +1,209 @@
+/*
+ * price_impl.h — what each parallelism costs, told by the parallelism
+ * itself, for the planner (src/plan/) and nobody else.
+ *
+ * A parallelism's price is the collectives its code makes and the buffers
+ * it holds, as formulas of a layout's shapes: written once, beside the
+ * code it prices, with the formula it follows.  The planner keeps the
+ * search and the sums: which groups a layout has, which units a stage
+ * runs, and in what order their terms add up.
+ *
+ *   src/plan/  plan_time.c  plan_memory.c  plan_search.c
+ *        │  asks each parallelism for its terms
+ *        ▼
+ *   mesh_price.c   the layout's groups: their devices and the nodes they span
+ *   tp_price.c     TP: 2 all-reduces of R C a block each way (f and g);
+ *                  SP: an all-gather + a reduce-scatter for each, its
+ *                  LayerNorm shards gathered again for dW, its buffers
+ *   cp_price.c     CP: the ring of K, V (cp - 1 passes), its buffers
+ *   ep_price.c     EP: the counts, dispatch and combine all-to-alls
+ *   dp_price.c     DP: the gradient buckets (2(N-1)/N S each), DualPipe's
+ *                  mirror sum
+ *   zero_stages.c  ZeRO: the rows' model states (zero.h), a shard, the
+ *                  optimizer's share, ZeRO-3's units and walk
+ *   schedule.h     the schedules: their rows' in-flight counts, deferred
+ *                  W and timing line (schedule_registry.c)
+ *
+ * A price returns its terms, never their sum with the caller's: the
+ * planner adds them in its own order, because a sum of doubles depends on
+ * the order it is made in.
+ */
+#ifndef PTDP_PARALLEL_PRICE_IMPL_H
+#define PTDP_PARALLEL_PRICE_IMPL_H
+
+#include <stdbool.h>
+
+#include "ptdp/clock.h"
+#include "ptdp/zero.h"
+
+/* ------------------------------------------------------------ a group */
+
+/* A group of devices a collective runs over, as the cost model sees it:
+ * the cluster's profile, how many devices, how many nodes they span. */
+typedef struct {
+    const ptdp_profile *profile;
+    int n;
+    int nodes;
+} ptdp_price_group;
+
+/* One collective of `bytes` (S, clock.h's meaning) over g: clock.h's
+ * ptdp_cost_collective_nodes; nothing in a group of one. */
+static inline double ptdp_price_collective(const ptdp_price_group *g, ptdp_coll op, double bytes)
+{
+    return g->n > 1 ? ptdp_cost_collective_nodes(g->profile, op, (size_t)bytes, g->n, g->nodes) : 0.0;
+}
+
+/* ------------------------------------------------ the mesh (mesh_price.c) */
+
+/* The group of n devices `stride` world ranks apart, from rank 0. */
+ptdp_price_group ptdp_price_group_of(const ptdp_profile *p, int n, int stride);
+
+/* A layout's groups: TP, CP, DP (dp x cp: DP's and ZeRO's sums), EP and
+ * expert DP (an expert's dp cp / ep copies). */
+typedef struct {
+    const ptdp_profile *p;
+    int dp, tp, pp, cp, ndp;
+    int ep, nedp;
+    ptdp_price_group tp_group, cp_group, dp_group, ep_group, edp_group;
+} ptdp_price_mesh;
+void ptdp_price_mesh_of(ptdp_price_mesh *m, const ptdp_profile *p, int dp, int tp, int pp, int cp, int ep);
+/* The world rank of pipeline stage `stage`'s first device. */
+int ptdp_price_mesh_stage_rank(const ptdp_price_mesh *m, int stage);
+
+/* A forward's and a backward's time on the compute stream. */
+typedef struct {
+    double f, b;
+} ptdp_price_fb;
+
+/* ------------------------------------------------- TP and SP (tp_price.c) */
+
+/* S below is a block's activation on one device, R C reals in bytes. */
+
+/* One block's TP collectives (tp.c's f and g, in attention and the MLP):
+ * 2 all-reduces of S each way; under SP (sp.c) each an all-gather and a
+ * reduce-scatter of S, and in the backward ln_1's and ln_2's shards
+ * gathered again for dW (ptdp_sp_price_regather, dx_s[] the seconds of
+ * the two input-gradient products that can hide them). */
+ptdp_price_fb ptdp_tp_price_block(const ptdp_price_group *tp, double S, bool sp, bool overlap, const double dx_s[2]);
+/* The vocab-parallel embedding: its partial rows all-reduced forward (SP:
+ * reduce-scattered; its backward all-gathers). */
+ptdp_price_fb ptdp_tp_price_embed(const ptdp_price_group *tp, double S, bool sp);
+/* LN_f, the head and the vocab-parallel loss: the loss's 3 all-reduces
+ * of R doubles forward; the head's f backward (SP: the gather before the
+ * head, the reduce-scatter after, LN_f's shard gathered again under
+ * dx_s). */
+ptdp_price_fb ptdp_tp_price_head(const ptdp_price_group *tp, double S, double R, bool sp, bool overlap, double dx_s);
+/* A mixture of experts' block (dense attention, TP-split experts): the
+ * attention's all-reduce of S and the experts' outputs' of rows_bytes, the
+ * rows they ran — the same forward and backward. */
+double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes);
+/* SP's all-gather of a LayerNorm shard again in the backward, for a
+ * column-parallel layer's dW: blocking, or under --overlap beside the
+ * input-gradient product (dx_s seconds), its excess only. */
+double ptdp_sp_price_regather(const ptdp_price_group *tp, double S, bool overlap, double dx_s);
+
+/* SP's buffers on top of what a micro-batch keeps, in elements (sp.c's
+ * gathers and scatters, parallel_linear.c's partial sums); 0 without SP. */
+typedef struct {
+    double block_fwd;    /* in a block's forward                         */
+    double embed_fwd;    /* in the embedding's forward                   */
+    double linear_fwd;   /* while one linear layer runs forward          */
+    double bwd;          /* in a backward                                */
+    double head;         /* LN_f's shard and its gather before the head   */
+} ptdp_sp_buffers;
+ptdp_sp_buffers ptdp_sp_price_buffers(bool sp, double R, double Rl, double C);
+
+/* ------------------------------------------------------ CP (cp_price.c) */
+
+/* The ring of one block's attention over cp devices `stride` world ranks
+ * apart, kv bytes of K and V a device (2 R Cl reals). */
+ptdp_price_fb ptdp_cp_price_ring(const ptdp_profile *p, int cp, int stride, double kv);
+/* The ring's buffers in elements (cp.c's ring.* allocations), on a
+ * device of R rows, Cl attention width, hl heads, b samples of Tq
+ * positions; backward: the backward's. */
+double ptdp_cp_price_buffers(double R, double Cl, double b, double hl, double Tq, bool backward);
+
+/* ------------------------------------------------------ EP (ep_price.c) */
+
+/* A mixture's exchanges a micro-batch (ep.c), each its own term: the
+ * counts, one all-to-all (dispatch or combine) of the routed rows, and
+ * under CP the routing's counts summed over the whole sequence. */
+typedef struct {
+    double counts, a2a, cp_counts;
+} ptdp_ep_price;
+/* kept routed rows of C reals a device, local experts a rank of E, b
+ * samples; ep the EP group, cp the CP group. */
+ptdp_ep_price ptdp_ep_price_block(const ptdp_price_group *ep, const ptdp_price_group *cp, double kept, double local,
+                                  double E, double b, double C);
+
+/* ------------------------------------------------------ DP (dp_price.c) */
+
+/* DP's buckets (dp.c) walked in flat order: a bucket closes when the
+ * next tensor overflows its cap or belongs to the other group (the
+ * experts', summed over the expert-DP group); each is summed by `op`
+ * (all-reduce; ZeRO's reduce-scatter, with its gathers counted when
+ * `gather`), one after another, or under --overlap each started once the
+ * backward has made it.  Fill it with ptdp_dp_price_begin, then for each
+ * unit ptdp_dp_price_unit and its tensors, then ptdp_dp_price_end. */
+typedef struct {
+    const ptdp_price_group *dp, *edp;
+    ptdp_coll op;
+    double cap, store;           /* elements a bucket; bytes an element      */
+    bool overlap, gather;
+    double fill, t_ready, t_before, stream, sum, gathered;
+    bool open, experts;
+} ptdp_dp_buckets;
+
+/* The bucket cap, in elements, of --bucket-mb (1 when 0). */
+double ptdp_dp_price_cap(double bucket_mb);
+/* last_b: when the last backward starts (the walk's first unit's start). */
+void ptdp_dp_price_begin(ptdp_dp_buckets *w, const ptdp_price_group *dp, const ptdp_price_group *edp, ptdp_coll op,
+                         double cap, double store, bool overlap, bool gather, double last_b);
+/* The next unit, whose backward takes bwd seconds. */
+void ptdp_dp_price_unit(ptdp_dp_buckets *w, double bwd);
+/* Its tensor of `size` elements, an expert's or not; first: its first. */
+void ptdp_dp_price_tensor(ptdp_dp_buckets *w, double size, bool experts, bool first);
+/* The last bucket, sent by `end` (the pipeline's end): the time the
+ * compute stream spends or waits on the buckets after it; the whole
+ * traffic's time in *total, the gathers' in *gather. */
+double ptdp_dp_price_end(ptdp_dp_buckets *w, double end, double *total, double *gather);
+
+/* DualPipe's mirror (model.c sum_dual_copies): a tensor of `bytes`
+ * all-reduced over the two devices holding the same stages, added to *t;
+ * under a ZeRO row that shards, first made whole over its replicas
+ * (zero.c sum_groups_whole: `whole`, NULL otherwise), added after. */
+void ptdp_dp_price_mirror(double *t, const ptdp_price_group *pair, const ptdp_price_group *whole, double bytes);
+
+/* ------------------------------------------- ZeRO (zero_stages.c) */
+
+/* Rank 0's shard of n elements over N ranks, ptdp_share's rounding:
+ * ceil(n / N). */
+double ptdp_zero_price_shard(double n, int N);
+/* The elements a device's optimizer updates under row: all numel, or
+ * under a row that shards it numel / ndp, the experts' over their own
+ * group: (numel - experts) / ndp + experts / nedp. */
+double ptdp_zero_price_optimizer_share(const ptdp_zero_stage *row, double numel, double experts, int ndp, int nedp);
+/* ZeRO-3's units present beside the shards (zero3.c), float: the one
+ * computing (unit elements, its largest), the tied embeddings for the
+ * whole pass (tied), under --overlap the next one prefetched; in a
+ * backward each with its gradient, and under --overlap the previous
+ * unit's, still being reduce-scattered.  Bytes added to params, grads. */
+void ptdp_zero3_price_units(double unit, double tied, bool overlap, double real, double store, double *params,
+                            double *grads);
+
+/* ZeRO-3's walk over a chunk's units (zero3.c): a gather before each
+ * unit, a reduce-scatter after it in a backward; with --overlap the next
+ * unit's gather starts on the communication stream as soon as this one
+ * is present, and the reduce-scatters run there one at a time. */
+typedef struct {
+    bool overlap, backward;
+    int units;
+    double t, stream, rs_end, ready;
+} ptdp_zero3_walk;
+void ptdp_zero3_price_walk_begin(ptdp_zero3_walk *w, bool overlap, bool backward);
+/* The next unit: its gather, its compute, its reduce-scatter, and the
+ * next unit's gather (has_next false: none). */
+void ptdp_zero3_price_walk_unit(ptdp_zero3_walk *w, double gather, double compute, double rs, bool has_next,
+                                double next_gather);
+
+#endif
