@@ -61,10 +61,15 @@
  *   stage 1     ▇F▇F▇B▇F▇B▇F▇B▇F▇B▇ B ▇ ░DP░ │norm│ ▇opt▇ ░gather░
  *            └──────── makespan of the schedule ───────┘
  *
- * TP groups are the mesh's (tp fastest in the world rank), so a group of
- * tp <= GPUs per node stays inside one node and a larger one crosses the
- * network (ptdp_cost_collective_nodes); DP and CP groups are strided, and
- * a message between stages crosses nodes when the stages' ranks do.
+ * Each parallelism prices its own part (src/parallel/price_impl.h: TP and
+ * SP tp_price.c, CP cp_price.c, EP ep_price.c, DP's buckets and DualPipe's
+ * mirror dp_price.c, ZeRO its row in zero_stages.c, the schedules their
+ * registry rows); this file lays out the units and the groups, plays the
+ * schedule and adds the terms up, in an order that never changes.
+ *
+ * The groups are the mesh's (mesh_price.c: tp fastest in the world rank,
+ * so a TP group of tp <= GPUs per node stays inside one node); a message
+ * between stages crosses nodes when the stages' ranks do.
  *
  * Model FLOPs a step (Narayanan et al. 2021, the MFU count):
  *     72 B s l h^2 (1 + s / 6h + V / 12 l h)
@@ -84,6 +89,7 @@
 #include "ptdp/types.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
+#include "parallel/price_impl.h"
 #include "parallel/schedule_impl.h"
 #include "plan/plan_impl.h"
 
@@ -91,78 +97,19 @@
 
 /* ------------------------------------------------------------ the groups */
 
-/* The layout's mesh: world rank = tp_rank + tp (cp_rank + cp (dp_rank +
- * dp pp_rank)) (mesh.h). */
-typedef struct {
-    const ptdp_profile *p;
-    int dp, tp, pp, cp, ndp;     /* ndp: the DP group, dp x cp             */
-    int ep, nedp;                /* expert parallelism; the expert-DP group */
-    int tp_nodes, dp_nodes, cp_nodes, ep_nodes, edp_nodes;
-} mesh_info;
-
-static int world_rank(const mesh_info *m, int t, int c, int d, int s)
-{
-    return t + m->tp * (c + m->cp * (d + m->dp * s));
-}
-
-/* Nodes a group spans: its members' ranks from the group of rank 0. */
-static int span(const ptdp_profile *p, int n, int stride)
-{
-    if (p->gpus_per_node <= 0 || n <= 1)
-        return 1;
-    int first = ptdp_profile_node(p, 0), last = ptdp_profile_node(p, (n - 1) * stride);
-    return last - first + 1 < n ? last - first + 1 : n;
-}
-
-static void mesh_of(mesh_info *m, const ptdp_profile *p, const ptdp_plan_layout *l)
-{
-    m->p = p;
-    m->dp = l->dp;
-    m->tp = l->tp;
-    m->pp = l->pp;
-    m->cp = l->cp > 1 ? l->cp : 1;
-    m->ndp = m->dp * m->cp;
-    m->tp_nodes = span(p, m->tp, 1);
-    m->cp_nodes = span(p, m->cp, m->tp);
-    /* the DP group: (dp, cp) with tp fixed, every tp-th rank of one stage */
-    m->dp_nodes = span(p, m->ndp, m->tp);
-    /* EP: ep consecutive members of the DP group; expert DP: every ep-th */
-    m->ep = l->ep > 1 ? l->ep : 1;
-    m->nedp = m->ndp / m->ep > 0 ? m->ndp / m->ep : 1;
-    m->ep_nodes = span(p, m->ep, m->tp);
-    m->edp_nodes = span(p, m->nedp, m->tp * m->ep);
-}
-
-static double coll(const mesh_info *m, ptdp_coll op, double bytes, int n, int nodes)
-{
-    return n > 1 ? ptdp_cost_collective_nodes(m->p, op, (size_t)bytes, n, nodes) : 0.0;
-}
-
-static double tp_coll(const mesh_info *m, ptdp_coll op, double bytes)
-{
-    return coll(m, op, bytes, m->tp, m->tp_nodes);
-}
+/* The layout's mesh (mesh_price.c): its groups, the devices in each and
+ * the nodes they span. */
+typedef ptdp_price_mesh mesh_info;
 
 static double dp_coll(const mesh_info *m, ptdp_coll op, double bytes)
 {
-    return coll(m, op, bytes, m->ndp, m->dp_nodes);
+    return ptdp_price_collective(&m->dp_group, op, bytes);
 }
 
-/* Over the group a gradient is summed in: DP's, or the experts' copies. */
-static double group_coll(const mesh_info *m, ptdp_coll op, double bytes, bool experts)
+/* The group a gradient is summed in: DP's, or the experts' copies. */
+static const ptdp_price_group *grad_group(const mesh_info *m, bool experts)
 {
-    return experts && m->ep > 1 ? coll(m, op, bytes, m->nedp, m->edp_nodes) : dp_coll(m, op, bytes);
-}
-
-/* The slowest hop of a ring of n ranks `stride` apart (the CP ring). */
-static double ring_hop(const mesh_info *m, double bytes, int n, int stride)
-{
-    double worst = 0;
-    for (int k = 0; k < n; k++) {
-        double t = ptdp_cost_message_between(m->p, (size_t)bytes, k * stride, ((k + 1) % n) * stride);
-        worst = t > worst ? t : worst;
-    }
-    return worst;
+    return experts && m->ep > 1 ? &m->edp_group : &m->dp_group;
 }
 
 /* ------------------------------------------------ one model chunk's work */
@@ -197,11 +144,13 @@ typedef struct {
 typedef struct {
     const ptdp_plan_request *rq;
     const ptdp_plan_layout *l;
+    const ptdp_zero_stage *zero;   /* the layout's ZeRO row (zero.h)       */
     mesh_info mesh;
     ptdp_plan_dims shape;          /* a micro-batch on one device          */
     ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
-    bool full, z3, split_bw;
+    double S;                      /* a block's activation, R C reals: bytes */
+    bool full, z3, split_bw, sp;
     ptdp_pp_layout lay;            /* the chunks round a ring, in a V, or two copies */
     int v;                         /* chunks a stage: ptdp_plan_chunks        */
 } ctx;
@@ -259,45 +208,6 @@ static int chunk_layers(int layers, int P, int g)
     return layers / P + (g < layers % P ? 1 : 0);
 }
 
-/* SP's backward gather of a LayerNorm shard for a column-parallel
- * layer's dW: blocking, or under --overlap on the communication stream
- * while dX = dY W computes (dx flops), only its excess exposed. */
-static double sp_regather(const ctx *x, double dx)
-{
-    const double g = tp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, (double)x->shape.R * x->shape.C * REAL);
-    if (!x->l->overlap)
-        return g;
-    const double hidden = secs(x, dx);
-    return g > hidden ? g - hidden : 0;
-}
-
-/* The TP collectives of a block, forward and backward (tp.c, sp.c); under
- * SP the backward gathers ln_1's and ln_2's shards again. */
-static void block_tp(const ctx *x, double *f, double *b)
-{
-    const double S = (double)x->shape.R * x->shape.C * REAL;
-    if (x->l->sp && x->l->tp > 1) {
-        double one = tp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, S) + tp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, S);
-        *f = *b = 2 * one;
-        *b += sp_regather(x, x->fl.sp_dx_block[0]) + sp_regather(x, x->fl.sp_dx_block[1]);
-    } else {
-        *f = *b = 2 * tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, S);
-    }
-}
-
-/* The CP ring of one block's attention (cp.c): every pass two messages'
- * time (even ranks send then receive, odd ranks receive then send). */
-static void block_cp(const ctx *x, double *f, double *b)
-{
-    const int n = x->mesh.cp;
-    *f = *b = 0;
-    if (n <= 1)
-        return;
-    const double kv = (double)x->shape.R * 2 * x->shape.Cl * REAL;
-    *f = (n - 1) * 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
-    *b = (n - 1) * 2 * ring_hop(&x->mesh, 2 * kv, n, x->l->tp) + 2 * ring_hop(&x->mesh, kv, n, x->l->tp);
-}
-
 static double block_params(const ptdp_plan_dims *s)
 {
     const double C = s->C, Cl = s->Cl, Fl = s->Fl;
@@ -306,12 +216,11 @@ static double block_params(const ptdp_plan_dims *s)
 
 /* A mixture of experts' block (model_plan.h, uniform routing): the
  * block beside its experts and the experts on their rows, the attention's
- * TP all-reduce and the experts' (on their rows), CP's ring, and expert
- * parallelism's exchanges (ep.c): forward the counts, the dispatch and the
- * combine; backward the two again (the combine's backward is a dispatch).
- * Each all-to-all moves kept (ep-1)/ep rows of C to the other EP ranks,
- * priced on the link level the EP group spans. */
-static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, double cpf, double cpb)
+ * TP all-reduce and the experts' on their rows (tp_price.c), CP's ring,
+ * and expert parallelism's exchanges (ep_price.c): forward the counts,
+ * the dispatch and the combine (and under CP the counts summed over the
+ * sequence); backward the two all-to-alls again. */
+static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, ptdp_price_fb cp)
 {
     const ptdp_plan_dims *s = &x->shape;
     const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
@@ -324,17 +233,12 @@ static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, doub
     if (x->split_bw)
         mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, true,
                 x->rq->bf16, &ms);
-    const double rows = mo.here * s->C * REAL;
-    const double tp = tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * s->C * REAL) +
-                      tp_coll(m, PTDP_COLL_ALL_REDUCE, rows);
-    const double a2a = coll(m, PTDP_COLL_ALL_TO_ALLV, mo.kept * (m->ep - 1) / m->ep * s->C * REAL, m->ep,
-                            m->ep_nodes);
-    const double counts = coll(m, PTDP_COLL_ALL_TO_ALL, mo.local * 4 * m->ep, m->ep, m->ep_nodes);
-    const double whole = coll(m, PTDP_COLL_ALL_REDUCE, 16 * s->b * mo.E, m->cp, m->cp_nodes);   /* CP's counts */
+    const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
+    const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
     u->kind = UNIT_BLOCK;
-    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cpf + counts + 2 * a2a + whole;
-    u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cpb + 2 * a2a;
-    u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cpb + 2 * a2a;
+    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + 2 * ep.a2a + ep.cp_counts;
+    u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cp.b + 2 * ep.a2a;
+    u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->w = x->split_bw ? secs(x, ms.w) : 0;
     u->experts = mo.local * mo.params_expert;
     u->numel = mo.params_dense + u->experts;
@@ -343,80 +247,98 @@ static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, doub
     u->E = mo.E;
     pc->tp_f += tp;
     pc->tp_b += tp;
-    pc->cp_f += cpf + whole;
-    pc->cp_b += cpb;
-    pc->ep_f += counts + 2 * a2a;
-    pc->ep_b += 2 * a2a;
+    pc->cp_f += cp.f + ep.cp_counts;
+    pc->cp_b += cp.b;
+    pc->ep_f += ep.counts + 2 * ep.a2a;
+    pc->ep_b += 2 * ep.a2a;
 }
 
-/* The units of model chunk g and its F, B (and B, W split) times. */
-static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
+/* The embeddings' unit: wte's rows and wpe, the vocab-parallel
+ * embedding's TP (or SP) collectives. */
+static void embed_unit(const ctx *x, unit_cost *u, chunk_cost *pc)
 {
     const ptdp_plan_dims *s = &x->shape;
     const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
+    const ptdp_price_fb tp = ptdp_tp_price_embed(&x->mesh.tp_group, x->S, x->sp);
+    u->kind = UNIT_EMBED;
+    u->fwd = secs(x, f->embed_fwd) + tp.f;
+    u->bwd = secs(x, f->embed_bwd) + tp.b;
+    u->bwd_in = secs(x, fb->embed_bwd) + tp.b;
+    u->w = x->split_bw ? secs(x, f->embed_w) : 0;
+    u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
+    pc->tp_f += tp.f;
+    pc->tp_b += tp.b;
+}
+
+/* A dense block: its work, its TP (or SP) collectives and CP's ring. */
+static void block_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb tp, ptdp_price_fb cp)
+{
+    const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
+    u->kind = UNIT_BLOCK;
+    u->fwd = secs(x, f->block_fwd) + tp.f + cp.f;
+    u->bwd = secs(x, f->block_bwd) + tp.b + cp.b;
+    u->bwd_in = secs(x, fb->block_bwd) + tp.b + cp.b;
+    u->w = x->split_bw ? secs(x, f->block_w) : 0;
+    u->numel = block_params(&x->shape);
+    pc->tp_f += tp.f;
+    pc->tp_b += tp.b;
+    pc->cp_f += cp.f;
+    pc->cp_b += cp.b;
+}
+
+/* LN_f, the head (wte's rows again when the embeddings are elsewhere)
+ * and the loss, with their TP (or SP) collectives. */
+static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
+{
+    const ptdp_plan_dims *s = &x->shape;
+    const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
+    const ptdp_price_fb tp =
+        ptdp_tp_price_head(&x->mesh.tp_group, x->S, s->R, x->sp, x->l->overlap, secs(x, f->sp_dx_head));
+    u->kind = UNIT_HEAD;
+    u->fwd = secs(x, f->head_fwd) + tp.f;
+    u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tp.b;
+    u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tp.b;
+    u->w = x->split_bw ? secs(x, f->head_w) : 0;
+    u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
+    pc->tp_f += tp.f;
+    pc->tp_b += tp.b;
+}
+
+/* The units of model chunk g of P and its F, B (and B, W split) times:
+ * the embeddings on the first chunk, its blocks (a mixture's priced as
+ * one, moe_unit), the head on the last; full recomputation redoes each
+ * unit's forward inside its backward (not the embeddings'), ZeRO-3
+ * gathers each unit and reduce-scatters its gradient. */
+static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
+{
     const bool first = g == 0, last = g == P - 1;
-    const int n = chunk_layers(x->rq->model.layers, P, g);
-    const double S = (double)s->R * s->C * REAL;
-    const bool sp = x->l->sp && x->l->tp > 1;
-    const mesh_info *m = &x->mesh;
+    const int L = x->rq->model.layers, n = chunk_layers(L, P, g);
     memset(pc, 0, sizeof *pc);
     pc->nunits = n + first + last;
     pc->u = calloc((size_t)pc->nunits, sizeof *pc->u);
     if (pc->u == NULL)
         return PTDP_ENOMEM;
     int k = 0;
-    if (first) {   /* wte's rows and wpe; with one chunk also the head */
-        unit_cost *u = &pc->u[k++];
-        u->kind = UNIT_EMBED;
-        double tf = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
-        double tb = sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0;
-        u->fwd = secs(x, f->embed_fwd) + tf;
-        u->bwd = secs(x, f->embed_bwd) + tb;
-        u->bwd_in = secs(x, fb->embed_bwd) + tb;
-        u->w = x->split_bw ? secs(x, f->embed_w) : 0;
-        u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
-        pc->tp_f += tf;
-        pc->tp_b += tb;
-    }
-    double tpf, tpb, cpf, cpb;
-    block_tp(x, &tpf, &tpb);
-    block_cp(x, &cpf, &cpb);
-    const int layer0 = g * (x->rq->model.layers / P) + (g < x->rq->model.layers % P ? g : x->rq->model.layers % P);
+    if (first)   /* with one chunk also the head */
+        embed_unit(x, &pc->u[k++], pc);
+    /* a block's TP (or SP) collectives, SP's regathers under its two dX
+     * products; CP's ring of K and V, cp devices tp world ranks apart */
+    const double dx[2] = { secs(x, x->fl.sp_dx_block[0]), secs(x, x->fl.sp_dx_block[1]) };
+    const ptdp_price_fb tp = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, x->l->overlap, dx);
+    const ptdp_price_fb cp = ptdp_cp_price_ring(x->rq->profile, x->mesh.cp, x->l->tp,
+                                                (double)x->shape.R * 2 * x->shape.Cl * REAL);
+    const int layer0 = g * (L / P) + (g < L % P ? g : L % P);
     const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
     const bool mixtures = mp->experts != NULL && mp->experts(&x->rq->model) > 0;
     for (int i = 0; i < n; i++) {
-        unit_cost *u = &pc->u[k++];
         ptdp_plan_moe probe;
-        if (mixtures && mp->moe(x->rq->profile, &x->rq->model, layer0 + i, 1, 1, 1, 1, false, false, false, &probe)) {
-            moe_unit(x, layer0 + i, u, pc, cpf, cpb);
-            continue;
-        }
-        u->kind = UNIT_BLOCK;
-        u->fwd = secs(x, f->block_fwd) + tpf + cpf;
-        u->bwd = secs(x, f->block_bwd) + tpb + cpb;
-        u->bwd_in = secs(x, fb->block_bwd) + tpb + cpb;
-        u->w = x->split_bw ? secs(x, f->block_w) : 0;
-        u->numel = block_params(s);
-        pc->tp_f += tpf;
-        pc->tp_b += tpb;
-        pc->cp_f += cpf;
-        pc->cp_b += cpb;
+        if (mixtures && mp->moe(x->rq->profile, &x->rq->model, layer0 + i, 1, 1, 1, 1, false, false, false, &probe))
+            moe_unit(x, layer0 + i, &pc->u[k++], pc, cp);
+        else
+            block_unit(x, &pc->u[k++], pc, tp, cp);
     }
-    if (last) {    /* LN_f, the head (wte's rows again when pp > 1), the loss */
-        unit_cost *u = &pc->u[k++];
-        u->kind = UNIT_HEAD;
-        double tf = (sp ? tp_coll(m, PTDP_COLL_ALL_GATHER, S) : 0) +
-                    3 * tp_coll(m, PTDP_COLL_ALL_REDUCE, (double)s->R * sizeof(double));
-        double tb = sp ? tp_coll(m, PTDP_COLL_REDUCE_SCATTER, S) + sp_regather(x, f->sp_dx_head)
-                       : tp_coll(m, PTDP_COLL_ALL_REDUCE, S);
-        u->fwd = secs(x, f->head_fwd) + tf;
-        u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tb;
-        u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tb;
-        u->w = x->split_bw ? secs(x, f->head_w) : 0;
-        u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
-        pc->tp_f += tf;
-        pc->tp_b += tb;
-    }
+    if (last)
+        head_unit(x, &pc->u[k++], pc, first);
     for (int i = 0; i < pc->nunits; i++) {
         unit_cost *u = &pc->u[i];
         if (x->full && u->kind != UNIT_EMBED) {   /* its forward again, inside its backward */
@@ -425,58 +347,43 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         }
         pc->numel += u->numel;
         if (x->z3) {
-            u->gather = dp_coll(m, PTDP_COLL_ALL_GATHER, u->numel * x->store);
-            u->rs = dp_coll(m, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
+            u->gather = dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+            u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
         }
     }
     return PTDP_OK;
 }
 
-/* ZeRO-3's walk over a model chunk's units (zero3.c): blocking, a gather before
- * each unit (and a reduce-scatter after it in a backward); with --overlap
- * the next unit's gather starts on the communication stream as soon as
- * this one is present, and a backward's reduce-scatter runs there too,
- * one at a time, waited for at the next unit's end. */
+/* A model chunk's pass, forward (which 0), backward (1) or its input half
+ * (2): its units one after another, under ZeRO-3 each gathered first
+ * and, in a backward, its gradient reduce-scattered after (zero_stages.c's
+ * walk: with --overlap prefetched on the communication stream). */
+static double unit_time(const unit_cost *u, int which)
+{
+    return which == 0 ? u->fwd : which == 1 ? u->bwd : u->bwd_in;
+}
+
 static double walk_units(const ctx *x, const chunk_cost *pc, int which)
 {
     const bool backward = which != 0;
     const int n = pc->nunits;
-    double t = 0, stream = 0, rs_end = 0;
-    double *ready = NULL;
+    double t = 0;
     if (!x->z3) {
         for (int i = 0; i < n; i++)
-            t += which == 0 ? pc->u[i].fwd : which == 1 ? pc->u[i].bwd : pc->u[i].bwd_in;
+            t += unit_time(&pc->u[i], which);
         return t;
     }
-    const bool overlap = x->l->overlap;
-    ready = calloc((size_t)n + 1, sizeof *ready);
+    ptdp_zero3_walk w;
+    ptdp_zero3_price_walk_begin(&w, x->l->overlap, backward);
     for (int j = 0; j < n; j++) {
         /* forward: units from the embeddings to the head; backward: back */
-        const int i = backward ? n - 1 - j : j;
+        const int i = backward ? n - 1 - j : j, next = backward ? n - 2 - j : j + 1;
         const unit_cost *u = &pc->u[i];
-        if (overlap && j > 0 && ready != NULL)
-            t = t > ready[j] ? t : ready[j];
-        else
-            t += u->gather;
-        if (overlap && j + 1 < n && ready != NULL) {   /* prefetch the next */
-            const int nx = backward ? n - 2 - j : j + 1;
-            double start = t > stream ? t : stream;
-            stream = start + pc->u[nx].gather;
-            ready[j + 1] = stream;
-        }
-        t += which == 0 ? u->fwd : which == 1 ? u->bwd : u->bwd_in;
-        if (backward) {
-            if (overlap) {
-                t = t > rs_end ? t : rs_end;        /* one reduce-scatter at a time */
-                double start = t > stream ? t : stream;
-                stream = rs_end = start + u->rs;
-            } else {
-                t += u->rs;
-            }
-        }
+        const bool has_next = j + 1 < n;
+        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which), u->rs, has_next,
+                                   has_next ? pc->u[next].gather : 0);
     }
-    free(ready);
-    return t;
+    return w.t;
 }
 
 /* ------------------------------------------------------- the pipeline */
@@ -540,101 +447,135 @@ static double compute_time(const ptdp_schedule *s, const chunk_cost *pc, int st,
     }
 }
 
-static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send, pipe_times *out)
+/* A schedule being played: where each stage is in its list, the stages
+ * that may move (those a message was sent to), each stage's clock and
+ * busy time, and when each message arrives (-1: not sent yet; message
+ * 2 g m + mb goes forward from model chunk g, 2 g m + m + mb back). */
+typedef struct {
+    const ptdp_schedule *s;
+    const chunk_cost *pc;
+    const double *send;
+    int *pos, *ready, nready;
+    char *queued;
+    double *now, *busy, *arrival;
+} player;
+
+/* Stage st's actions from where it stopped, until a receive whose message
+ * is not sent yet or the end of its list: compute on its clock, a send
+ * charged to the sender and arriving then (waking the receiver), a
+ * receive waiting for its message. */
+static void run_stage(player *pl, int st, pipe_times *out)
 {
-    const int P = s->pp, m = s->micro_batches, V = s->virtual_stages, last = P * V - 1;
-    const size_t nmsg = 2 * (size_t)P * V * m;
-    int *pos = calloc((size_t)P, sizeof *pos), *ready = malloc((size_t)P * sizeof *ready);
-    char *queued = malloc((size_t)P);
-    double *now = calloc((size_t)P, sizeof *now), *busy = out->busy;
-    double *arrival = malloc(nmsg * sizeof *arrival);
-    int rc = PTDP_OK, nready = 0;
-    if (pos == NULL || ready == NULL || queued == NULL || now == NULL || busy == NULL || arrival == NULL) {
-        rc = PTDP_ENOMEM;
-        goto out;
-    }
-    memset(busy, 0, (size_t)P * sizeof *busy);
-    for (size_t i = 0; i < nmsg; i++)
-        arrival[i] = -1;
-    /* Stages that may move: all at first, then those a message was sent
-     * to (the order changes no time: each recv waits for its own send). */
-    for (int st = P - 1; st >= 0; st--) {
-        ready[nready++] = st;
-        queued[st] = 1;
-    }
-    while (nready > 0) {
-        const int st = ready[--nready];
-        const ptdp_stage_actions *list = &s->stage[st];
-        queued[st] = 0;
-        for (; pos[st] < list->count; pos[st]++) {
-            const ptdp_action *a = &list->actions[pos[st]];
-            const int g = ptdp_chunk_global(s, st, a->chunk);
-            const bool first = g <= 0 || ptdp_chunk_is_first(s, st, a->chunk);
-            const bool end = g >= last || ptdp_chunk_is_last(s, st, a->chunk);
-            const double t0 = now[st];
-            double *msg = NULL;
-            int to = -1, chunk;
-            switch (a->kind) {
-            case PTDP_ACT_FORWARD:         now[st] += compute_time(s, pc, st, pos[st]); break;
-            case PTDP_ACT_BACKWARD:
-            case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += compute_time(s, pc, st, pos[st]); break;
-            case PTDP_ACT_BACKWARD_WEIGHT: now[st] += compute_time(s, pc, st, pos[st]); break;
-            case PTDP_ACT_SEND_FORWARD:    /* to model chunk g + 1 */
-                if (end)
-                    break;
-                now[st] += send[g];
-                arrival[(2 * (size_t)g) * m + a->mb] = now[st];
-                ptdp_chunk_place(s, g + 1, &to, &chunk);
+    const ptdp_schedule *s = pl->s;
+    const int m = s->micro_batches, last = s->pp * s->virtual_stages - 1;
+    const ptdp_stage_actions *list = &s->stage[st];
+    double *now = pl->now, *arrival = pl->arrival;
+    for (int *pos = &pl->pos[st]; *pos < list->count; (*pos)++) {
+        const ptdp_action *a = &list->actions[*pos];
+        const int g = ptdp_chunk_global(s, st, a->chunk);
+        const bool first = g <= 0 || ptdp_chunk_is_first(s, st, a->chunk);
+        const bool end = g >= last || ptdp_chunk_is_last(s, st, a->chunk);
+        const double t0 = now[st];
+        double *msg = NULL;
+        int to = -1, chunk;
+        switch (a->kind) {
+        case PTDP_ACT_FORWARD:         now[st] += compute_time(s, pl->pc, st, *pos); break;
+        case PTDP_ACT_BACKWARD:
+        case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += compute_time(s, pl->pc, st, *pos); break;
+        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += compute_time(s, pl->pc, st, *pos); break;
+        case PTDP_ACT_SEND_FORWARD:    /* to model chunk g + 1 */
+            if (end)
                 break;
-            case PTDP_ACT_SEND_BACKWARD:   /* to model chunk g - 1 */
-                if (first)
-                    break;
-                now[st] += send[g - 1];
-                arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
-                ptdp_chunk_place(s, g - 1, &to, &chunk);
+            now[st] += pl->send[g];
+            arrival[(2 * (size_t)g) * m + a->mb] = now[st];
+            ptdp_chunk_place(s, g + 1, &to, &chunk);
+            break;
+        case PTDP_ACT_SEND_BACKWARD:   /* to model chunk g - 1 */
+            if (first)
                 break;
-            case PTDP_ACT_RECV_FORWARD:    /* from model chunk g - 1 */
-                if (!first)
-                    msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
-                break;
-            case PTDP_ACT_RECV_BACKWARD:   /* from model chunk g + 1 */
-                if (!end)
-                    msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
-                break;
-            default:
-                break;
-            }
-            if (to >= 0 && !queued[to]) {
-                queued[to] = 1;
-                ready[nready++] = to;
-            }
-            if (msg != NULL) {
-                if (*msg < 0)
-                    break;          /* not sent yet: woken by a send */
-                if (*msg > now[st])
-                    now[st] = *msg;
-            } else if (a->kind <= PTDP_ACT_BACKWARD || a->kind >= PTDP_ACT_BACKWARD_INPUT) {
-                busy[st] += now[st] - t0;
-            }
+            now[st] += pl->send[g - 1];
+            arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
+            ptdp_chunk_place(s, g - 1, &to, &chunk);
+            break;
+        case PTDP_ACT_RECV_FORWARD:    /* from model chunk g - 1 */
+            if (!first)
+                msg = &arrival[(2 * (size_t)(g - 1)) * m + a->mb];
+            break;
+        case PTDP_ACT_RECV_BACKWARD:   /* from model chunk g + 1 */
+            if (!end)
+                msg = &arrival[(2 * (size_t)(g + 1) + 1) * m + a->mb];
+            break;
+        default:
+            break;
+        }
+        if (to >= 0 && !pl->queued[to]) {
+            pl->queued[to] = 1;
+            pl->ready[pl->nready++] = to;
+        }
+        if (msg != NULL) {
+            if (*msg < 0)
+                break;          /* not sent yet: woken by a send */
+            if (*msg > now[st])
+                now[st] = *msg;
+        } else if (a->kind <= PTDP_ACT_BACKWARD || a->kind >= PTDP_ACT_BACKWARD_INPUT) {
+            pl->busy[st] += now[st] - t0;
         }
     }
+}
+
+/* Each stage's end, the makespan and the idle fraction; PTDP_EINVAL if a
+ * stage never reached its list's end (a receive nobody sent). */
+static int finish(const player *pl, pipe_times *out)
+{
+    const int P = pl->s->pp;
+    int rc = PTDP_OK;
     double idle = 0;
     out->makespan = 0;
     for (int st = 0; st < P; st++) {
-        if (pos[st] != s->stage[st].count)
+        if (pl->pos[st] != pl->s->stage[st].count)
             rc = PTDP_EINVAL;
-        out->end[st] = now[st];
-        out->makespan = now[st] > out->makespan ? now[st] : out->makespan;
+        out->end[st] = pl->now[st];
+        out->makespan = pl->now[st] > out->makespan ? pl->now[st] : out->makespan;
     }
     for (int st = 0; st < P; st++)
-        idle += out->makespan - busy[st];
+        idle += out->makespan - pl->busy[st];
     out->bubble = out->makespan > 0 ? idle / (P * out->makespan) : 0;
-out:
-    free(pos);
-    free(ready);
-    free(queued);
-    free(now);
-    free(arrival);
+    return rc;
+}
+
+static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send, pipe_times *out)
+{
+    const int P = s->pp;
+    const size_t nmsg = 2 * (size_t)P * s->virtual_stages * s->micro_batches;
+    player pl = { .s = s, .pc = pc, .send = send, .pos = calloc((size_t)P, sizeof(int)),
+                  .ready = malloc((size_t)P * sizeof(int)), .queued = malloc((size_t)P),
+                  .now = calloc((size_t)P, sizeof(double)), .busy = out->busy,
+                  .arrival = malloc(nmsg * sizeof(double)) };
+    int rc = PTDP_ENOMEM;
+    if (pl.pos != NULL && pl.ready != NULL && pl.queued != NULL && pl.now != NULL && pl.busy != NULL &&
+        pl.arrival != NULL) {
+        memset(pl.busy, 0, (size_t)P * sizeof *pl.busy);
+        for (size_t i = 0; i < nmsg; i++)
+            pl.arrival[i] = -1;
+        /* Stages that may move: all at first, then those a message was
+         * sent to (the order changes no time: each recv waits for its own
+         * send). */
+        for (int st = P - 1; st >= 0; st--) {
+            pl.ready[pl.nready++] = st;
+            pl.queued[st] = 1;
+        }
+        while (pl.nready > 0) {
+            const int st = pl.ready[--pl.nready];
+            pl.queued[st] = 0;
+            run_stage(&pl, st, out);
+        }
+        rc = finish(&pl, out);
+    }
+    free(pl.pos);
+    free(pl.ready);
+    free(pl.queued);
+    free(pl.now);
+    free(pl.arrival);
     return rc;
 }
 
@@ -737,85 +678,53 @@ static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, b
     return true;
 }
 
-/* The DP buckets' collectives (dp.c): greedy buckets of `cap` elements
- * over the stage's gradients in their flat (backward) order, a new one
- * where the group changes (the experts' over the expert-DP group);
- * blocking one after another, or with --overlap each started when the
- * last backward has made it.  `op` is the all-reduce of plain DP, or
- * ZeRO's reduce-scatter (zero.h: ZeRO-1 owns chunk k of every bucket,
- * and gathers the updated parameters back bucket by bucket: their time
- * in *gather, if not NULL; ZeRO-2's buckets are the runs of one group).
- * Returns the time the compute stream spends (or waits) on them after the
- * pipeline's end, and the traffic's whole time in *total. */
+/* The DP buckets' collectives (dp_price.c) over the stage's gradients in
+ * their flat (backward) order: the model chunks' units from the head
+ * back, each unit's tensors (unit_tensor), ready when the unit's backward
+ * is done under --overlap.  `op` is the all-reduce of plain DP, or ZeRO's
+ * reduce-scatter (and its gathers in *gather, if not NULL).  Returns the
+ * time the compute stream spends (or waits) on them after the pipeline's
+ * end, and the traffic's whole time in *total. */
 static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pcs, int npcs, double cap,
                          double last_b, double end, double *total, double *gather)
 {
-    double fill = 0, t_ready = last_b, stream = 0, sum = 0;
-    bool open = false, group = false;
-    /* parameters in flat order: the model chunks' units from the head back */
+    ptdp_dp_buckets w;
+    ptdp_dp_price_begin(&w, &x->mesh.dp_group, &x->mesh.edp_group, op, cap, x->store, x->l->overlap,
+                        gather != NULL, last_b);
     for (int k = 0; k < npcs; k++) {
         const chunk_cost *pc = pcs[k];
         for (int i = pc->nunits - 1; i >= 0; i--) {
             const unit_cost *u = &pc->u[i];
             double size;
             bool experts;
-            const double t_before = t_ready;   /* the units before this one have made their gradients */
-            t_ready += x->l->overlap ? u->bwd : 0;
-            for (int j = 0; unit_tensor(x, u, j, &size, &experts); j++) {
-                experts = experts && x->mesh.ep > 1;
-                if (!open || fill + size > cap || experts != group) {
-                    if (open) {   /* the previous bucket goes (a group's run ended with the unit before: then) */
-                        double c = group_coll(&x->mesh, op, fill * x->store, group);
-                        if (gather != NULL)
-                            *gather += group_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store, group);
-                        const double ready = experts != group && j == 0 ? t_before : t_ready;
-                        double start = ready > stream ? ready : stream;
-                        stream = start + c;
-                        sum += c;
-                    }
-                    fill = 0;
-                    open = true;
-                    group = experts;
-                }
-                fill += size;
-            }
+            ptdp_dp_price_unit(&w, u->bwd);
+            for (int j = 0; unit_tensor(x, u, j, &size, &experts); j++)
+                ptdp_dp_price_tensor(&w, size, experts && x->mesh.ep > 1, j == 0);
         }
     }
-    if (open) {
-        double c = group_coll(&x->mesh, op, fill * x->store, group);
-        if (gather != NULL)
-            *gather += group_coll(&x->mesh, PTDP_COLL_ALL_GATHER, fill * x->store, group);
-        double start = (x->l->overlap ? end : t_ready) > stream ? (x->l->overlap ? end : t_ready) : stream;
-        stream = start + c;
-        sum += c;
-    }
-    *total = sum;
-    if (!x->l->overlap)
-        return sum;
-    return stream > end ? stream - end : 0;
+    return ptdp_dp_price_end(&w, end, total, gather);
 }
 
-/* DualPipe's two copies (model.c sum_dual_copies): every tensor of the
+/* DualPipe's two copies (dp_price.c's mirror): every tensor of the
  * stage's two chunks all-reduced over the mirror pair, stages st and
- * p - 1 - st, on the link level between them; under ZeRO 1 and 2 each is
- * first made whole over its replicas, DP's or the experts' (zero.c
- * sum_groups_whole).  The tied embedding's copies then add on the device. */
+ * p - 1 - st, on the link level between them; under a ZeRO row that
+ * shards, each first made whole over its replicas, DP's or the experts'.
+ * The tied embedding's copies then add on the device. */
 static double mirror_sum(const ctx *x, const chunk_cost *pc, int st)
 {
     if (ptdp_pp_layout_copies(&x->lay) != 2)
         return 0;
-    const int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, st), world_rank(&x->mesh, 0, 0, 0, x->l->pp - 1 - st) };
-    const int nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2);
+    const int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, st), ptdp_price_mesh_stage_rank(&x->mesh, x->l->pp - 1 - st) };
+    const ptdp_price_group pair = { .profile = x->rq->profile, .n = 2,
+                                    .nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2) };
     double t = 0, size;
     bool experts;
     for (int k = 0; k < 2; k++) {
         const chunk_cost *c = &pc[chunk_at(x, st, k)];
         for (int i = 0; i < c->nunits; i++)
-            for (int j = 0; unit_tensor(x, &c->u[i], j, &size, &experts); j++) {
-                t += ptdp_cost_collective_nodes(x->rq->profile, PTDP_COLL_ALL_REDUCE, (size_t)(size * REAL), 2, nodes);
-                if (x->l->zero >= 1)
-                    t += group_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, size * REAL, experts);
-            }
+            for (int j = 0; unit_tensor(x, &c->u[i], j, &size, &experts); j++)
+                ptdp_dp_price_mirror(&t, &pair, x->zero->shards_optim ? grad_group(&x->mesh, experts) : NULL,
+                                     size * REAL);
     }
     return t;
 }
@@ -831,7 +740,7 @@ static double optimizer_flops(const ctx *x, double n)
 
 /* ZeRO-2's reduce-scatter after each backward, on stage 0's device (every
  * chunk): the whole gradient over dp cp, or with experts one run of each
- * group at a time, each over its group. */
+ * group at a time, each over its group (DP's buckets of no cap). */
 static double zero2_scatter(const ctx *x, const chunk_cost *pc)
 {
     const int v = x->v;
@@ -847,13 +756,14 @@ static double zero2_scatter(const ctx *x, const chunk_cost *pc)
     return rs;
 }
 
-/* After the norm, stage st's optimizer on its share (ZeRO 1 and 2: the
- * dense parameters' over dp cp, the experts' over their expert-DP group)
- * and ZeRO's all-gather of the updated parameters (ZeRO-1's bucket by
- * bucket, z1; ZeRO-2's a run of one group at a time). */
+/* After the norm, stage st's optimizer on its share (the ZeRO row's:
+ * the dense parameters' over dp cp, the experts' over their expert-DP
+ * group) and the row's all-gather of the updated parameters: by DP's
+ * buckets (ZeRO-1, z1), or whole (ZeRO-2; with experts a run of one
+ * group at a time). */
 static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, double z1, double *opt, double *gather)
 {
-    const ptdp_plan_layout *l = x->l;
+    const ptdp_zero_stage *row = x->zero;
     const int v = x->v;
     const chunk_cost *here[v];
     double numel = 0, experts = 0;
@@ -863,12 +773,12 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
         for (int i = 0; i < here[k]->nunits; i++)
             experts += x->mesh.ep > 1 ? here[k]->u[i].experts : 0;
     }
-    double share = l->zero >= 1 && x->mesh.ndp > 1 ? numel / x->mesh.ndp : numel;
-    if (l->zero >= 1 && experts > 0)
-        share = (numel - experts) / x->mesh.ndp + experts / x->mesh.nedp;
+    const double share = ptdp_zero_price_optimizer_share(row, numel, experts, x->mesh.ndp, x->mesh.nedp);
     *opt = secs(x, optimizer_flops(x, share));
-    *gather = l->zero == 1 ? z1 : l->zero == 2 ? dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, numel * x->store) : 0;
-    if (l->zero == 2 && experts > 0) {
+    *gather = row->gathers_per_step == 0 ? 0
+            : row->buckets               ? z1
+                                         : dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, numel * x->store);
+    if (row->gathers_per_step > 0 && !row->buckets && experts > 0) {
         double rs;
         *gather = 0;
         dp_buckets(x, PTDP_COLL_REDUCE_SCATTER, here, v, HUGE_VAL, 0, 0, &rs, gather);
@@ -900,23 +810,28 @@ static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
         q->a2a_b = q->ep_b + (x->full ? q->ep_f : 0);
         if (g + 1 < P)
             send[g] = ptdp_cost_message_between(x->rq->profile, (size_t)((double)x->shape.Rl * x->shape.C * REAL),
-                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g)),
-                                                world_rank(&x->mesh, 0, 0, 0, stage_of(x, g + 1)));
+                                                ptdp_price_mesh_stage_rank(&x->mesh, stage_of(x, g)),
+                                                ptdp_price_mesh_stage_rank(&x->mesh, stage_of(x, g + 1)));
     }
     return rc;
 }
 
 /* ------------------------------------------------------------ the step */
 
-/* The pricing context of a layout: its mesh, a micro-batch's shapes and
- * work, the schedule's entry (*e) and the model's planning table (*mp). */
+/* The pricing context of a layout: its mesh, its ZeRO row, a
+ * micro-batch's shapes and work, the schedule's entry (*e) and the
+ * model's planning table (*mp). */
 static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x, const ptdp_schedule_entry **e,
                   const ptdp_model_plan **mp)
 {
     const ptdp_model_config *c = &rq->model;
-    *x = (ctx){ .rq = rq, .l = l, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
-                .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL, .z3 = l->zero == 3 };
-    mesh_of(&x->mesh, rq->profile, l);
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(l->zero);
+    if (row == NULL)
+        return PTDP_EINVAL;
+    *x = (ctx){ .rq = rq, .l = l, .zero = row, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
+                .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL,
+                .z3 = row->path == PTDP_ZERO_PATH_EACH_UNIT };
+    ptdp_price_mesh_of(&x->mesh, rq->profile, l->dp, l->tp, l->pp, l->cp, l->ep);
     if (x->mesh.ndp < 2)
         x->z3 = false;
     *e = ptdp_plan_schedule(l);
@@ -929,39 +844,38 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     if (*mp == NULL)
         return PTDP_EINVAL;
     const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    (*mp)->dims(c, l->micro_batch_size, l->tp, l->sp && l->tp > 1, x->mesh.cp, &x->shape);
+    x->sp = l->sp && l->tp > 1;
+    (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
+    x->S = (double)x->shape.R * x->shape.C * REAL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
     return PTDP_OK;
 }
 
-/* What stage st does after its last backward, once a step: DP's or
- * ZeRO's gradient traffic (*traffic in all, *exposed of it waited for;
- * ZeRO-1's gathers in *z1_gather), SP's LayerNorm sums, the tied
- * embedding's copies over DP under ZeRO, DualPipe's mirror sum.  Returns
- * when the stage is done with them. */
-static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_times *pt, int st, double z2_rs,
-                             const chunk_cost **mine, double *z1_gather, double *traffic, double *exposed)
+/* The ZeRO row's gradient traffic of stage st after its last backward
+ * (*traffic in all, *exposed of it waited for): DP's buckets all-reduced
+ * or reduce-scattered (their gathers after the optimizer in *z1_gather);
+ * ZeRO-2's reduce-scatter after every backward action, the last waited
+ * for; ZeRO-3's gathers and reduce-scatters of every unit, 3 passes a
+ * micro-batch.  Returns when the stage is done with it. */
+static double dp_traffic(const ctx *x, const pipe_times *pt, int st, double z2_rs, const chunk_cost **mine,
+                         double *z1_gather, double *traffic, double *exposed)
 {
-    const ptdp_plan_request *rq = x->rq;
+    const ptdp_zero_stage *row = x->zero;
     const ptdp_plan_layout *l = x->l;
     const int v = x->v;
     double t = pt->end[st];
     *traffic = 0;
     *exposed = 0;
-    for (int k = 0; k < v; k++)
-        mine[k] = &pc[chunk_flat(x, st, k)];
-    const double wte = (double)x->shape.Vl * x->shape.C;
-    const bool has_first = holds_end(x, st, false), has_last = holds_end(x, st, true);
-    if (l->zero <= 1) {
+    if (row->path == PTDP_ZERO_PATH_ALL_REDUCE || row->path == PTDP_ZERO_PATH_REDUCE_SCATTER) {
         *z1_gather = 0;
-        const double cap = rq->bucket_mb > 0 ? (double)(size_t)(rq->bucket_mb * 1024 * 1024 / REAL) : 1;
-        double e0 = dp_buckets(x, l->zero == 0 ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER, mine, v, cap,
-                               pt->last_b[st], t, traffic, l->zero == 1 ? z1_gather : NULL);
+        const ptdp_coll op = row->path == PTDP_ZERO_PATH_ALL_REDUCE ? PTDP_COLL_ALL_REDUCE : PTDP_COLL_REDUCE_SCATTER;
+        double e0 = dp_buckets(x, op, mine, v, ptdp_dp_price_cap(x->rq->bucket_mb), pt->last_b[st], t, traffic,
+                               row->gathers_per_step > 0 ? z1_gather : NULL);
         t += e0;
         *exposed = e0;
-    } else if (l->zero == 2) {
-        const double per = x->split_bw ? 2 : 1;
+    } else if (row->path == PTDP_ZERO_PATH_EACH_BACKWARD) {
+        const double per = ptdp_zero_backwards(row, 1, x->split_bw);   /* B and W each, split */
         *traffic = z2_rs * per * l->micro_batches * v;
         *exposed = l->overlap ? z2_rs : *traffic;   /* the last, waited for before the optimizer */
         if (l->overlap)
@@ -973,21 +887,38 @@ static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_time
                 g3 += mine[k]->u[i].gather;
                 r3 += mine[k]->u[i].rs;
             }
-        *traffic = (2 * g3 + r3) * l->micro_batches;
+        *traffic = (row->gathers_per_backward * g3 + row->sums_per_backward * r3) * l->micro_batches;
         *exposed = l->overlap ? 0 : *traffic;
     }
+    return t;
+}
+
+/* What stage st does after its last backward, once a step: the row's
+ * gradient traffic (dp_traffic), SP's LayerNorm sums, the tied
+ * embedding's copies over DP under ZeRO, DualPipe's mirror sum.  Returns
+ * when the stage is done with them. */
+static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_times *pt, int st, double z2_rs,
+                             const chunk_cost **mine, double *z1_gather, double *traffic, double *exposed)
+{
+    const ptdp_plan_request *rq = x->rq;
+    const ptdp_plan_layout *l = x->l;
+    const int v = x->v;
+    for (int k = 0; k < v; k++)
+        mine[k] = &pc[chunk_flat(x, st, k)];
+    double t = dp_traffic(x, pt, st, z2_rs, mine, z1_gather, traffic, exposed);
+    const double wte = (double)x->shape.Vl * x->shape.C;
+    const bool has_first = holds_end(x, st, false), has_last = holds_end(x, st, true);
     /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
      * all-reduced over TP (ptdp_model_sum_groups); under ZeRO they and the
      * tied embedding are first made whole over DP (zero.c, sum_groups_whole) */
-    const bool sp = l->sp && l->tp > 1;
     double nsp = 0;
-    for (int k = 0; sp && k < v; k++) {
+    for (int k = 0; x->sp && k < v; k++) {
         int g, n;
         within_copy(x, chunk_at(x, st, k), &g, &n);
         nsp += 4.0 * chunk_layers(rq->model.layers, n, g) + (g == n - 1 ? 2 : 0);
     }
-    t += nsp * tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
-    if (l->zero >= 1) {
+    t += nsp * ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
+    if (x->zero->shards_optim) {
         t += nsp * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
         /* each tied copy here (DualPipe's stage may hold both) */
         const int tied = l->pp < 2 || ptdp_pp_layout_copies(&x->lay) == 2 ? 0   /* DualPipe's: in mirror_sum */
@@ -1006,7 +937,7 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
     const ptdp_plan_layout *l = x->l;
     if (l->pp > 1) {
         const int a = 0, b = stage_of(x, l->pp * x->v - 1);
-        int ranks[2] = { world_rank(&x->mesh, 0, 0, 0, a), world_rank(&x->mesh, 0, 0, 0, b) };
+        int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, a), ptdp_price_mesh_stage_rank(&x->mesh, b) };
         double tie = a == b ? 0
                             : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,
                                                          (size_t)((double)x->shape.Vl * x->shape.C * REAL), 2,
@@ -1017,13 +948,13 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
     double sync = 0;
     for (int st = 0; st < l->pp; st++)
         sync = pt->end[st] > sync ? pt->end[st] : sync;
-    if (l->zero > 0)
+    if (x->zero->shards_optim)
         sync += dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
     else if (x->mesh.ep > 1)   /* each EP rank its experts' squares (zero.c) */
-        sync += coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), x->mesh.ep, x->mesh.ep_nodes);
-    sync += tp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
-    sync += coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double), l->pp,
-                 span(rq->profile, l->pp, world_rank(&x->mesh, 0, 0, 0, 1)));
+        sync += ptdp_price_collective(&x->mesh.ep_group, PTDP_COLL_ALL_REDUCE, sizeof(double));
+    sync += ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, sizeof(double));
+    const ptdp_price_group pp = ptdp_price_group_of(rq->profile, l->pp, ptdp_price_mesh_stage_rank(&x->mesh, 1));
+    sync += ptdp_price_collective(&pp, PTDP_COLL_ALL_REDUCE, sizeof(double));
     return sync;
 }
 
@@ -1089,7 +1020,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     double z2_rs = 0;
     if (rc == 0)
         rc = price_chunks(&x, P, pc, send);
-    if (rc == 0 && l->zero == 2 && x.mesh.ndp > 1) {
+    if (rc == 0 && x.zero->path == PTDP_ZERO_PATH_EACH_BACKWARD && x.mesh.ndp > 1) {
         z2_rs = zero2_scatter(&x, pc);
         if (!l->overlap)
             for (int g = 0; g < P; g++) {
@@ -1105,7 +1036,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double traffic, exposed;
         pt.end[st] = after_backward(&x, pc, &pt, st, z2_rs, mine, &z1_gather[st], &traffic, &exposed);
-        if (l->zero == 3 && x.z3)   /* ZeRO-3: the last stage's, as it always was */
+        if (x.z3)   /* ZeRO-3: the last stage's, as it always was */
             dp_exposed = exposed;
         else
             dp_exposed = exposed > dp_exposed ? exposed : dp_exposed;
