@@ -81,7 +81,9 @@
  * computes — the embeddings for the whole pass when one stage holds the
  * tied head too.  Under bf16 a block is widened a subunit (one linear layer)
  * at a time, the embeddings and the head whole (zero3.c).  These are the ZeRO paper's 16 psi, 4 psi + 12 psi/N, …
- * (ptdp_zero_state_bytes) with this implementation's rounding.
+ * (ptdp_zero_state_bytes) with this implementation's rounding: the row's
+ * own price (ptdp_zero_device_states, zero_stages.c), as SP's and CP's
+ * buffers are theirs (tp_price.c, cp_price.c; src/parallel/price_impl.h).
  *
  * A mixture of experts (model_plan.h's ptdp_plan_moe, uniform routing) in
  * place of a block's MLP: its router beside the dense parameters, its E/ep
@@ -105,6 +107,7 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
+#include "parallel/price_impl.h"
 #include "parallel/schedule_impl.h"
 #include "plan/plan_impl.h"
 
@@ -141,6 +144,7 @@ typedef struct {
     const ptdp_schedule_entry *row;   /* the schedule's registry row            */
     bool walk;                /* its activation profile is walked down its list
                                  (no closed form in its row)                 */
+    const ptdp_zero_stage *zero;   /* the layout's ZeRO row (zero.h)             */
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
     int E;                    /* experts of the model's mixtures (0: dense)        */
@@ -158,6 +162,7 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.lay = ptdp_plan_pp_layout(l);
     s.walk = s.row->in_flight == NULL || ((s.row->caps & PTDP_SCHED_SPLIT_BACKWARD) && s.row->deferred == NULL);
     s.cp = l->cp > 1 ? l->cp : 1;
+    s.zero = ptdp_zero_stage_of(l->zero);
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
     s.layers = c->layers;
@@ -331,6 +336,17 @@ static double backward_scratch(const shape *s)
     return r * e;
 }
 
+/* SP's buffers (tp_price.c) and CP's ring's (cp_price.c), elements. */
+static ptdp_sp_buffers sp_buffers(const shape *s)
+{
+    return ptdp_sp_price_buffers(s->sp, s->R, s->Rl, s->C);
+}
+
+static double ring_buffers(const shape *s, bool backward)
+{
+    return ptdp_cp_price_buffers(s->R, s->Cl, s->b, s->hl, s->Tq, backward);
+}
+
 /* The largest single transient inside a backward (bytes): selective
  * recomputation's probabilities, SP's gather/scatter buffer, CP's ring. */
 static double backward_transient(const shape *s, ptdp_recompute rc)
@@ -339,14 +355,10 @@ static double backward_transient(const shape *s, ptdp_recompute rc)
     double t = 0;
     if (rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1)
         t = s->b * s->hl * s->T * s->T;
-    if (s->sp && s->R * s->C > t)
-        t = s->R * s->C;
-    if (s->cp > 1) {
-        double c = s->Tq / 2;                         /* a zigzag chunk */
-        double ring = 8 * s->R * s->Cl + 2 * c * c + s->b * s->hl * s->Tq;
-        if (ring > t)
-            t = ring;
-    }
+    if (s->sp && sp_buffers(s).bwd > t)
+        t = sp_buffers(s).bwd;
+    if (s->cp > 1 && ring_buffers(s, true) > t)
+        t = ring_buffers(s, true);
     return r * t;
 }
 
@@ -354,17 +366,12 @@ static double backward_transient(const shape *s, ptdp_recompute rc)
 static double forward_transient(const shape *s, bool first, bool last)
 {
     const double r = sizeof(ptdp_real);
-    double t = 0;
-    if (s->sp)   /* acts.partial lives through the block; ln_local + sp.gather at the LayerNorm */
-        t = s->R * s->C + s->Rl * s->C + s->R * s->C;
-    if (s->sp && first && 2 * s->R * s->C > t)
-        t = 2 * s->R * s->C;                          /* embed_partial + sp.scatter */
-    if (s->cp > 1) {
-        double c = s->Tq / 2;
-        double ring = 4 * s->R * s->Cl + c * c + s->b * s->hl * s->Tq;
-        if (ring > t)
-            t = ring;
-    }
+    const ptdp_sp_buffers sp = sp_buffers(s);
+    double t = sp.block_fwd;
+    if (first && sp.embed_fwd > t)
+        t = sp.embed_fwd;
+    if (s->cp > 1 && ring_buffers(s, false) > t)
+        t = ring_buffers(s, false);
     t *= r;
     if (last && 8 * s->R > t)
         t = 8 * s->R;                                 /* acts.picked */
@@ -472,15 +479,11 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const double pp_bufs = (first ? 0 : r * x) + (last ? 0 : r * x);
 
     /* the transients inside a block's forward (allocated over its floats) */
-    double Tf = 0;
-    if (s->cp > 1) {
-        const double c = s->Tq / 2;
-        Tf = r * (4 * s->R * s->Cl + c * c + s->b * s->hl * s->Tq);
-    } else {
-        Tf = r * ((sel ? s->b * s->hl * s->T * s->T : 0) + (s->sp ? 2 * s->R * s->C + s->Rl * s->C : 0));
-    }
+    const ptdp_sp_buffers sp = sp_buffers(s);
+    const double Tf = s->cp > 1 ? r * ring_buffers(s, false)
+                                : r * ((sel ? s->b * s->hl * s->T * s->T : 0) + sp.block_fwd);
     const double Tb = backward_transient(s, rc);
-    const double Th = 8 * s->R + (s->sp ? r * (s->Rl * s->C + s->R * s->C) : 0);   /* picked, LN_f's gather */
+    const double Th = 8 * s->R + r * sp.head;   /* picked, LN_f's gather */
     const double X = k.acts_recompute;
     bf16_moments mo = { 0 };
 
@@ -488,7 +491,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
      * tail is packed at its end (not in a recomputing backward). */
     const double Kk = full ? h * x : Kb, Pk = full ? x : Pe;   /* what a block leaves packed */
 #define FORWARD_EDGES(base, pack_tail)                                                             \
-    fmax2((base) + r * x + (first && s->sp ? 2 * r * s->R * s->C : 0),                            \
+    fmax2((base) + r * x + (first ? r * sp.embed_fwd : 0),                                        \
           last ? (base) + nb * Kk + r * x + head + fmax2(Th, (pack_tail) ? h * (full ? x : tail) : 0) \
                : (base) + nb * Kk + r * x + ((pack_tail) ? h * x : 0))
 #define FORWARD_BLOCK(base) (nb > 0 ? (base) + nb * Kk - h * Pk + r * (Pe + x) + fmax2(Tf, h * Pk) : 0)
@@ -500,7 +503,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     /* a linear layer of the block (its floats allocated at its start):
      * under SP the row-parallel layer's partial sums and the gathered
      * input of the column-parallel one */
-    const double sp_fwd = s->sp ? 2 * r * s->R * s->C : 0, sp_bwd = s->sp ? r * s->R * s->C : 0;
+    const double sp_fwd = r * sp.linear_fwd, sp_bwd = r * sp.bwd;
     mo.fwd_subunit = nb > 0 ? fbase + nb * Kk - h * Pk + r * (Pe + x) + sp_fwd : 0;
 
     double bbase;   /* everything at the start of the backward, scratch included */
@@ -516,7 +519,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
         bbase = n * k.acts + backward_scratch(s) + pp_bufs;
         tail_kept = h * tail;
         if (last)
-            mo.bwd_edge = bbase + r * tail + fmax2(0, (s->sp ? r * s->R * s->C : 0) - h * tail);
+            mo.bwd_edge = bbase + r * tail + fmax2(0, r * sp.bwd - h * tail);
     }
 #undef FORWARD_EDGES
 #undef FORWARD_BLOCK
@@ -536,11 +539,10 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
                        double u, double moe_unit, bool blocks_here, ptdp_plan_memory *o)
 {
     const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16);
-    const int zero = l->zero;
     const bool first_here = stage == 0, last_here = stage == s->pp - 1;
     const double emb = first_here && last_here ? embed_params(s) : 0;
     const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
-    const bool z3 = zero == 3, ahead = l->overlap && z3;
+    const bool z3 = s->zero->shards_params, ahead = l->overlap && z3;
     /* A block is widened subunit by subunit (zero3.c): its largest subunit's
      * float copy, and in a backward its float gradient; ZeRO-3 keeps
      * the block gathered in bf16 meanwhile and, in a backward, the
@@ -701,7 +703,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         h.numel += units[0] + units[1] + nb * units[2];
         h.numel += add_mixtures(&h.mx, &cm, units[2]);
         for (int u = 0; u < 3; u++) {
-            const double chunk = (double)(((long long)units[u] + s->ndp - 1) / s->ndp);   /* ceil: rank 0's */
+            const double chunk = ptdp_zero_price_shard(units[u], s->ndp);   /* rank 0's */
             h.len3 += (u == 2 ? nb : units[u] > 0) * chunk;
             if (units[u] > h.biggest_unit && (u < 2 || nb > 0))
                 h.biggest_unit = units[u];
@@ -735,84 +737,100 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     return h;
 }
 
+/* Model states (the header's table, ZeRO's row's price): its share of
+ * the stage's numel elements — all of them; one shard of each unit
+ * (ZeRO-3); or ZeRO 1 and 2's ceil over dp cp copies, the experts' over
+ * their own copies, the expert-DP group (dp cp / ep of them). */
+static void model_states(const ptdp_plan_request *rq, const shape *s, const held *h, ptdp_plan_memory *o)
+{
+    const ptdp_zero_stage *row = s->zero;
+    const double numel = h->numel, experts = h->mx.experts;
+    const double share = !row->shards_optim ? numel
+                       : row->shards_params ? h->len3
+                                            : ptdp_zero_price_shard(numel - experts, s->ndp) +
+                                                  ptdp_zero_price_shard(experts, s->nedp);
+    const int slots = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
+    const ptdp_zero_bytes b = ptdp_zero_device_states(row, numel, share, ptdp_zero_sizes_of(rq->bf16, slots));
+    o->params = b.params;
+    o->grads = b.grads;
+    o->optim = b.optim;
+    o->psi = numel;
+    o->psi_experts = experts;
+}
+
+/* Activations in float: n micro-batches kept, and on top either the
+ * backward of one (its recomputed forward, scratch, the pipeline's
+ * gradient buffers, the largest op transient) or the forward that makes
+ * the n-th (its send buffer, the largest forward transient).  first_here,
+ * last_here: no activation received / sent; tail_here: the head and the
+ * loss are here.  Into o->acts, and the backward's transient into o->comm. */
+static void float_acts(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, const held *h,
+                       bool first_here, bool last_here, bool tail_here, ptdp_plan_memory *o)
+{
+    const double r = sizeof(ptdp_real);
+    const mixtures *mx = &h->mx;
+    /* a mixture's block redone keeps its rows too; its exchanges and
+     * stacked rows are the largest transients of its passes */
+    const double recomputed = l->recompute == PTDP_RECOMPUTE_FULL ? redone(rq, s, tail_here) + fmax2(0, mx->block) : 0;
+    const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
+    const double backward = h->kept_bwd + recomputed + backward_scratch(s) + pp_bufs;
+    const double backward_comm = fmax2(backward_transient(s, l->recompute), mx->bwd);
+    const double forward = h->kept_fwd + fmax2(forward_transient(s, first_here, tail_here), mx->fwd) +
+                           (last_here ? 0 : r * s->Rl * s->C);
+    const bool in_backward = backward + backward_comm >= forward;
+    o->acts = in_backward ? backward : forward;
+    o->comm = in_backward ? backward_comm : 0;
+}
+
 static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
                          ptdp_plan_memory *o)
 {
     const double r = sizeof(ptdp_real);
-    const bool bf16 = rq->bf16, full = l->recompute == PTDP_RECOMPUTE_FULL;
-    const int zero = l->zero, p = s->pp, v = s->v;
+    const ptdp_zero_stage *row = s->zero;
+    const bool bf16 = rq->bf16;
+    const int p = s->pp, v = s->v;
     const int n = in_flight(s, l->micro_batches, stage, -1);
     memset(o, 0, sizeof *o);
     o->stage = stage;
 
     const held h = stage_chunks(rq, l, s, stage, n);
-    const double numel = h.numel, len3 = h.len3, biggest_unit = h.biggest_unit, other_kept = h.other_kept;
-    const mixtures mx = h.mx;
-    const bool blocks_here = h.blocks_here, has_first = h.has_first, has_last = h.has_last;
+    const double numel = h.numel, es = bf16 ? 2 : r;
     o->in_flight = h.in_flight;
     /* the stage's ends: no activation received / sent (pp_bufs) on the
      * first / last stage of one chunk each; the tail (head, loss) where
      * the model's last chunk is */
     const bool ring = s->lay.shape == PTDP_CHUNKS_RING;
     const bool first_here = stage == 0 && v == 1, last_here = ring && stage == p - 1;
-    const bool tail_here = ring ? last_here : has_last;
+    const bool tail_here = ring ? last_here : h.has_last;
 
-    /* Model states: the header's table; ZeRO 1 and 2 shard the experts'
-     * over their own copies, the expert-DP group (dp cp / ep of them). */
-    const double dense = numel - mx.experts;
-    const double len = zero == 0 ? numel : zero == 3 ? len3
-                     : (double)(((long long)dense + s->ndp - 1) / s->ndp) +
-                           (double)(((long long)mx.experts + s->nedp - 1) / s->nedp);
-    const double es = bf16 ? 2 : r;
-    const double nopt = rq->optimizer == PTDP_OPT_ADAMW ? 2 : sgd_momentum > 0 ? 1 : 0;   /* moments a parameter */
-    o->params = (zero == 3 ? len : numel) * es;
-    o->psi = numel;
-    o->psi_experts = mx.experts;
+    model_states(rq, s, &h, o);
     const double params_rest = o->params;
-    o->grads = (zero >= 2 ? len : numel) * es;
-    o->optim = nopt * len * r + (bf16 ? len * r : 0);
-
-    /* Units present while a pass runs (ZeRO-3 gathers them, bf16 widens
-     * them into float): the one computing, the embeddings for the whole
-     * pass when the tied head is on this stage too, under --overlap the
-     * next one prefetched; in a backward each with its float gradient,
-     * and under --overlap the previous unit's, still being reduce-scattered. */
-    if (zero == 3 && !bf16) {
-        const double emb = has_first && has_last ? embed_params(s) : 0;
-        const bool ahead = l->overlap && zero == 3;
-        o->params += ((ahead ? 2 : 1) * biggest_unit + emb) * r;
-        o->grads += (biggest_unit + emb) * r + (ahead ? biggest_unit * es : 0);
+    /* ZeRO-3's units present while a pass runs (under bf16: bf16_units) */
+    if (row->shards_params && !bf16) {
+        double units_p, units_g;
+        ptdp_zero3_price_units(h.biggest_unit, h.has_first && h.has_last ? embed_params(s) : 0, l->overlap, r, es,
+                               &units_p, &units_g);
+        o->params += units_p;
+        o->grads += units_g;
     }
-
-    /* Activations: n micro-batches kept, and on top either the backward
-     * of one (its recomputed forward, scratch, the pipeline's gradient
-     * buffers, the largest op transient) or the forward that makes the
-     * n-th (its send buffer, the largest forward transient). */
+    /* ZeRO-2's reduce bucket lives through each backward (zero2.grad_bucket) */
+    const double bucket = row->grad_bucket ? numel * es : 0;
     if (!bf16) {
-        /* a mixture's block redone keeps its rows too; its exchanges and
-         * stacked rows are the largest transients of its passes */
-        const double recomputed = full ? redone(rq, s, tail_here) + fmax2(0, mx.block) : 0;
-        const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
-        const double backward = h.kept_bwd + recomputed + backward_scratch(s) + pp_bufs;
-        const double backward_comm = fmax2(backward_transient(s, l->recompute), mx.bwd);
-        const double forward = h.kept_fwd + fmax2(forward_transient(s, first_here, tail_here), mx.fwd) +
-                               (last_here ? 0 : r * s->Rl * s->C);
-        const bool in_backward = backward + backward_comm >= forward;
-        o->acts = in_backward ? backward : forward;
-        o->comm = (in_backward ? backward_comm : 0) + (zero == 2 ? numel * es : 0);   /* + zero2.grad_bucket */
+        float_acts(rq, l, s, &h, first_here, last_here, tail_here, o);
+        o->comm += bucket;
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
-        bf16_units(rq, l, s, stage, n, biggest_unit, mx.unit, blocks_here, o);
-        o->comm = (zero == 2 ? numel * es : 0) + mx.bwd;   /* a mixture's backward transient, its rows float */
+        bf16_units(rq, l, s, stage, n, h.biggest_unit, h.mx.unit, h.blocks_here, o);
+        o->comm = bucket + h.mx.bwd;   /* a mixture's backward transient, its rows float */
     }
     /* the data, in every chunk that reads it or computes a loss (a ring's
      * one chunk a stage: once, even when it is both) */
-    const int copies = ring ? has_first || has_last : h.ends;
-    o->other = copies * data_bytes(&rq->model) + other_kept;
+    const int copies = ring ? h.has_first || h.has_last : h.ends;
+    o->other = copies * data_bytes(&rq->model) + h.other_kept;
     o->params_units = o->params - params_rest;
     o->total = o->params + o->grads + o->optim + o->acts + o->comm + o->other;
-    /* DualPipe under ZeRO 1 and 2, after the pipeline: every tensor made
-     * whole at once before the mirror's sums (zero.c sum_groups_whole) */
-    const double whole = ptdp_pp_layout_copies(&s->lay) == 2 && zero >= 1 ? numel * r : 0;
+    /* DualPipe under a sharding ZeRO row, after the pipeline: every tensor
+     * made whole at once before the mirror's sums (zero.c sum_groups_whole) */
+    const double whole = ptdp_pp_layout_copies(&s->lay) == 2 && row->shards_optim ? numel * r : 0;
     if (whole > 0 && o->params + o->grads + o->optim + o->other + whole > o->total) {
         o->acts = 0;
         o->comm = whole;
@@ -827,6 +845,8 @@ int ptdp_plan_memory_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
         return PTDP_EINVAL;
     pthread_once(&train_once, read_train_defaults);
     const shape s = shape_of(rq, l);
+    if (s.zero == NULL)
+        return PTDP_EINVAL;
     memset(out, 0, sizeof *out);
     out->total = -1;
     /* With one chunk a stage and no deferred W, the stages between the
