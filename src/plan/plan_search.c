@@ -630,17 +630,10 @@ static bool better(const ptdp_plan_candidate *x, long long xo, const ptdp_plan_c
     return xo < yo;
 }
 
-int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int top, ptdp_plan_candidate **out,
-                         int *count, ptdp_plan_search_stats *stats, char *msg, size_t len)
+/* The search's answer when it has none: why (the limit, host memory,
+ * nothing divides, nothing fits: what would), in msg.  0 if it has one. */
+static int search_failed(search *s, char *msg, size_t len)
 {
-    *out = NULL;
-    *count = 0;
-    if (device_bytes <= 0 && rq->profile != NULL)
-        device_bytes = rq->profile->mem_bytes;
-    search *s = malloc(sizeof *s);
-    if (s == NULL)
-        return PTDP_ENOMEM;
-    search_run(s, rq, device_bytes, PROBE_NONE, WORK_MAX);
     int rc = s->rc;
     if (rc != 0)
         snprintf(msg, len, "%s", rc == PTDP_ENOMEM ? "out of host memory holding the layouts" : s->why);
@@ -651,35 +644,21 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         explain_nothing_fits(s, msg, len);
         rc = PTDP_EINVAL;
     }
-    if (rc != 0) {
-        if (stats)
-            *stats = s->st;
-        free(s->e);
-        free(s);
-        return rc;
-    }
+    return rc;
+}
 
-    /* Time in the order of the bound; keep the best K in order. */
-    const long long n = s->n;
-    const int k = top > 0 && top < n ? top : (int)n;
-    cost_cache cache = { .n = 0 };
-    for (long long i = 0; i < n; i++)
-        s->e[i].bound = cached_bound(&cache, rq, &s->e[i].l);
-    qsort(s->e, (size_t)n, sizeof *s->e, by_bound);
-    ptdp_plan_candidate *best = malloc((size_t)k * sizeof *best);
-    long long *order = malloc((size_t)k * sizeof *order);
-    if (best == NULL || order == NULL) {
-        free(best);
-        free(order);
-        free(s->e);
-        free(s);
-        snprintf(msg, len, "out of host memory holding the candidates");
-        return PTDP_ENOMEM;
-    }
-    int have = 0;
+/* Time the fitting layouts in the order of their bound, keeping the best
+ * k in order (best[], their enumeration order in order[], *have of them);
+ * stop when the bound passes the k-th best step (unless a layout ever
+ * came under its bound).  0, or the status that stopped it with msg. */
+static int time_in_order(search *s, double device_bytes, int k, ptdp_plan_candidate *best, long long *order, int *have,
+                         char *msg, size_t len)
+{
+    const ptdp_plan_request *rq = s->rq;
     bool exact_bound = true;
-    for (long long i = 0; i < n; i++) {
-        if (exact_bound && have == k && s->e[i].bound > best[k - 1].time.step_s * (1 + 1e-6))
+    int rc = 0;
+    for (long long i = 0; i < s->n; i++) {
+        if (exact_bound && *have == k && s->e[i].bound > best[k - 1].time.step_s * (1 + 1e-6))
             break;   /* no layout left can beat the K-th */
         ptdp_plan_candidate c = { .layout = s->e[i].l, .fits = true };
         if (!spend(s, TIME_UNITS)) {
@@ -698,9 +677,9 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         s->st.timed++;
         if (c.time.step_s < s->e[i].bound * (1 - 1e-9))
             exact_bound = false;   /* the bound is not one: time them all */
-        if (have == k && !better(&c, s->e[i].order, &best[k - 1], order[k - 1]))
+        if (*have == k && !better(&c, s->e[i].order, &best[k - 1], order[k - 1]))
             continue;
-        int at = have < k ? have++ : k - 1;
+        int at = *have < k ? (*have)++ : k - 1;
         while (at > 0 && better(&c, s->e[i].order, &best[at - 1], order[at - 1])) {
             best[at] = best[at - 1];
             order[at] = order[at - 1];
@@ -709,8 +688,48 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         best[at] = c;
         order[at] = s->e[i].order;
     }
+    return rc;
+}
+
+int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int top, ptdp_plan_candidate **out,
+                         int *count, ptdp_plan_search_stats *stats, char *msg, size_t len)
+{
+    *out = NULL;
+    *count = 0;
+    if (device_bytes <= 0 && rq->profile != NULL)
+        device_bytes = rq->profile->mem_bytes;
+    search *s = malloc(sizeof *s);
+    if (s == NULL)
+        return PTDP_ENOMEM;
+    search_run(s, rq, device_bytes, PROBE_NONE, WORK_MAX);
+    int rc = search_failed(s, msg, len);
+    if (rc != 0) {
+        if (stats)
+            *stats = s->st;
+        free(s->e);
+        free(s);
+        return rc;
+    }
+
+    /* Time in the order of the bound; keep the best K in order. */
+    const long long n = s->n;
+    const int k = top > 0 && top < n ? top : (int)n;
+    cost_cache cache = { .n = 0 };
+    for (long long i = 0; i < n; i++)
+        s->e[i].bound = cached_bound(&cache, rq, &s->e[i].l);
+    qsort(s->e, (size_t)n, sizeof *s->e, by_bound);
+    ptdp_plan_candidate *best = malloc((size_t)k * sizeof *best);
+    long long *order = malloc((size_t)k * sizeof *order);
+    const bool held = best != NULL && order != NULL;
+    int have = 0;
+    if (held)
+        rc = time_in_order(s, device_bytes, k, best, order, &have, msg, len);
+    else {
+        snprintf(msg, len, "out of host memory holding the candidates");
+        rc = PTDP_ENOMEM;
+    }
     free(order);
-    if (stats)
+    if (stats && held)   /* (no stats when the candidates found no room) */
         *stats = s->st;
     free(s->e);
     free(s);
