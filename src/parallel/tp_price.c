@@ -76,7 +76,8 @@ ptdp_price_fb ptdp_tp_price_head(const ptdp_price_group *tp, double S, double R,
 
 double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes)
 {
-    return ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, S) + ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, rows_bytes);
+    return ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, S) +
+           ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, rows_bytes);
 }
 
 /* ------------------------------------------------------- SP's buffers */

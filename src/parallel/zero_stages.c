@@ -43,7 +43,9 @@
  * exist, and which DP group the gradient norm sums over (model.c).  The
  * price is read the same way, by ptdp train's report and the planner: the
  * bytes per state (ptdp_zero_state_bytes, ptdp_zero_device_states) and the
- * passes of the DP traffic (ptdp_zero_dp_passes).  Adding a stage (ZeRO++'s
+ * passes of the DP traffic (ptdp_zero_dp_passes); and for the planner
+ * alone (price_impl.h) a shard's rounding, the optimizer's share, ZeRO-3's
+ * working units and its walk over them.  Adding a stage (ZeRO++'s
  * hierarchical shards, HSDP) is adding a row and its operations.
  */
 #include "ptdp/zero.h"

@@ -97,17 +97,16 @@
 
 /* ------------------------------------------------------------ the groups */
 
-/* The layout's mesh (mesh_price.c): its groups, the devices in each and
- * the nodes they span. */
-typedef ptdp_price_mesh mesh_info;
+/* The layout's groups are the mesh's price (mesh_price.c): the devices
+ * in each and the nodes they span. */
 
-static double dp_coll(const mesh_info *m, ptdp_coll op, double bytes)
+static double dp_coll(const ptdp_price_mesh *m, ptdp_coll op, double bytes)
 {
     return ptdp_price_collective(&m->dp_group, op, bytes);
 }
 
 /* The group a gradient is summed in: DP's, or the experts' copies. */
-static const ptdp_price_group *grad_group(const mesh_info *m, bool experts)
+static const ptdp_price_group *grad_group(const ptdp_price_mesh *m, bool experts)
 {
     return experts && m->ep > 1 ? &m->edp_group : &m->dp_group;
 }
@@ -145,7 +144,7 @@ typedef struct {
     const ptdp_plan_request *rq;
     const ptdp_plan_layout *l;
     const ptdp_zero_stage *zero;   /* the layout's ZeRO row (zero.h)       */
-    mesh_info mesh;
+    ptdp_price_mesh mesh;
     ptdp_plan_dims shape;          /* a micro-batch on one device          */
     ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
@@ -224,7 +223,7 @@ static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, ptdp
 {
     const ptdp_plan_dims *s = &x->shape;
     const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
-    const mesh_info *m = &x->mesh;
+    const ptdp_price_mesh *m = &x->mesh;
     const bool sel = x->l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     ptdp_plan_moe mo, ms;
     mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, false,
@@ -714,7 +713,8 @@ static double mirror_sum(const ctx *x, const chunk_cost *pc, int st)
 {
     if (ptdp_pp_layout_copies(&x->lay) != 2)
         return 0;
-    const int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, st), ptdp_price_mesh_stage_rank(&x->mesh, x->l->pp - 1 - st) };
+    const int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, st),
+                           ptdp_price_mesh_stage_rank(&x->mesh, x->l->pp - 1 - st) };
     const ptdp_price_group pair = { .profile = x->rq->profile, .n = 2,
                                     .nodes = ptdp_profile_nodes_spanned(x->rq->profile, ranks, 2) };
     double t = 0, size;
