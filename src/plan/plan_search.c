@@ -54,6 +54,7 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
+#include "ptdp/zero.h"
 #include "plan/plan_impl.h"
 
 /* ------------------------------------------------------------ the bound */
@@ -235,13 +236,14 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
     const ptdp_schedule_entry *e = ptdp_plan_schedule(l);
     const int v = l->virtual_stages, spread = l->dp * l->cp;
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(l->zero);
     if (rq->bf16 && ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, v, NULL, 0))
         return false;
-    if (l->zero == 3 && (spread == 1 || ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, NULL, 0)))
+    if (row->shards_params && (spread == 1 || ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, v, NULL, 0)))
         return false;
     if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
-    if ((l->zero == 3 || l->sp) && plan_of(rq)->experts != NULL && plan_of(rq)->experts(&rq->model) > 0)
+    if ((row->shards_params || l->sp) && plan_of(rq)->experts != NULL && plan_of(rq)->experts(&rq->model) > 0)
         return false;   /* what a mixture of experts does not run with (the model's own rules say why) */
     return true;
 }
@@ -298,9 +300,10 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     if (!cheap_ok(rq, l))
         return;
+    /* a sharded gradient's one reduce-scatter cannot start early with experts */
     l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) &&
                  !ptdp_schedule_refuses(ptdp_plan_schedule(l), PTDP_FEATURE_OVERLAP, l->virtual_stages, NULL, 0) &&
-                 !(l->ep > 1 && l->zero >= 2);   /* ZeRO-2's one reduce-scatter cannot start early with experts */
+                 !(l->ep > 1 && ptdp_zero_stage_of(l->zero)->shards_grads);
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
         if (s->why[0] == '\0')
@@ -316,7 +319,7 @@ static void consider(search *s, ptdp_plan_layout *l)
     }
     ptdp_plan_memory mem;
     int rc = ptdp_plan_memory_of(rq, l, &mem);
-    if (rc == 0 && l->overlap && l->zero == 3 && s->device_bytes > 0 && mem.total > s->device_bytes) {
+    if (rc == 0 && l->overlap && ptdp_zero_stage_of(l->zero)->shards_params && s->device_bytes > 0 && mem.total > s->device_bytes) {
         /* ZeRO-3's --overlap holds the next unit beside this one: where
          * that is what does not fit, the layout runs without it */
         ptdp_plan_layout off = *l;
