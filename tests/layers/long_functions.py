@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""long_functions.py [--allow FILE] SOURCE_DIR [ROOT...] — no function over 80 lines in src/ or cli/.
+"""long_functions.py SOURCE_DIR [ROOT...] — no function over 80 lines in src/ or cli/.
 
 A function reads like the math it does: a forward is a short list of op
 calls, a command is parse, validate, run, each a handful of named steps.
@@ -17,12 +17,10 @@ comments blanked and literals dropped, a function starts at the line of a
 closing '}', both counted.  Its name is the first `word (` after the
 last ';', '{' or '}' at depth 0 before that brace.
 
-long_functions_allow.txt keeps, for a while, functions that are someone
-else's to split (each line `FILE FUNCTION  why`); a line that no longer
-names a function over the limit is stale and refused too, so the file
-only ever shrinks to empty.  ROOT arguments (long_functions_can_fail.sh)
-scan other trees with the same rule, and no allow file but --allow's.
-Exit 1 listing each function over the limit (and each stale allow line).
+There is no list of exceptions: the last long functions were split, and
+a new one is split before it lands.  ROOT arguments
+(long_functions_can_fail.sh) scan other trees with the same rule.
+Exit 1 listing each function over the limit.
 """
 import os
 import re
@@ -73,17 +71,6 @@ def c_files(root, tops):
                     yield os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
 
 
-def allowed(path):
-    """{(file, function): line number in the allow file}."""
-    keep = {}
-    if path is not None and os.path.exists(path):
-        for no, line in enumerate(open(path, encoding="utf-8"), 1):
-            words = line.split()
-            if len(words) >= 2 and not words[0].startswith("#"):
-                keep[(words[0], words[1])] = no
-    return keep
-
-
 def long_ones(root, tops):
     """(file, line, name, lines) of each function over LIMIT lines."""
     hits = []
@@ -95,32 +82,15 @@ def long_ones(root, tops):
 
 
 def main():
-    args, allow = sys.argv[1:], None
-    if args[:1] == ["--allow"]:
-        allow, args = args[1], args[2:]
-    src, roots = args[0], args[1:]
-    if roots:
-        hits = [h for r in roots for h in long_ones(r, ["."])]
-    else:
-        hits = long_ones(src, TOPS)
-        allow = allow or os.path.join(HERE, "long_functions_allow.txt")
-    keep = allowed(allow)
-    bad = [h for h in hits if (h[0], h[2]) not in keep]
-    still = {(h[0], h[2]) for h in hits}
-    stale = sorted((no, f, fn) for (f, fn), no in keep.items() if (f, fn) not in still)
-    for f, start, name, n in sorted(bad, key=lambda h: (-h[3], h[0], h[1])):
+    src, roots = sys.argv[1], sys.argv[2:]
+    hits = [h for r in roots for h in long_ones(r, ["."])] if roots else long_ones(src, TOPS)
+    for f, start, name, n in sorted(hits, key=lambda h: (-h[3], h[0], h[1])):
         print("%s:%d %s %d" % (f, start, name, n))
-    for no, f, fn in stale:
-        print("%s:%d: %s %s is not over %d lines (any more): remove the line"
-              % (os.path.basename(allow), no, f, fn, LIMIT))
-    if bad or stale:
-        print("long_functions: %d function(s) over %d lines%s; split each along its logic, "
-              "a named step a piece" % (len(bad), LIMIT,
-                                        ", %d stale allow line(s)" % len(stale) if stale else ""))
+    if hits:
+        print("long_functions: %d function(s) over %d lines; split each along its logic, "
+              "a named step a piece" % (len(hits), LIMIT))
         return 1
-    where = ", ".join(roots) if roots else "src/ and cli/"
-    print("long_functions: no function over %d lines in %s%s" %
-          (LIMIT, where, " (%d allowed for now: %s)" % (len(keep), os.path.basename(allow)) if keep else ""))
+    print("long_functions: no function over %d lines in %s" % (LIMIT, ", ".join(roots) if roots else "src/ and cli/"))
     return 0
 
 
