@@ -109,12 +109,18 @@ bool ptdp_model_flag_is(const ptdp_args *a)
     return ptdp_args_is(a, "--model") || which(a) != NULL;
 }
 
-bool ptdp_model_flags_given(const ptdp_model_flags *f, const char *name)
+/* The index of flag `name` among those typed, or -1. */
+static int given_slot(const ptdp_model_flags *f, const char *name)
 {
     for (int i = 0; i < f->ngiven; i++)
         if (strcmp(f->given[i], name) == 0)
-            return true;
-    return false;
+            return i;
+    return -1;
+}
+
+bool ptdp_model_flags_given(const ptdp_model_flags *f, const char *name)
+{
+    return given_slot(f, name) >= 0;
 }
 
 /* --model NAME: one of the registry's. */
@@ -137,13 +143,22 @@ int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_fla
     const ptdp_model_flag *fl = which(a);
     if (fl == NULL)
         return ptdp_args_unknown(a);
-    if (!ptdp_model_flags_given(f, fl->name) && f->ngiven < PTDP_MODEL_FLAGS_GIVEN_MAX)
-        f->given[f->ngiven++] = fl->name;
+    int slot = given_slot(f, fl->name);
+    if (slot < 0 && f->ngiven < PTDP_MODEL_FLAGS_GIVEN_MAX)
+        f->given[slot = f->ngiven++] = fl->name;
     if (fl->field == PTDP_FLAG_PATH)
         return ptdp_args_string(a, &f->data);
-    if (fl->real)
-        return ptdp_args_double(a, fl->smallest, fl->largest[tier], real_of(&f->cfg, fl));
-    return ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
+    int rc;
+    if (fl->real) {
+        rc = ptdp_args_double(a, fl->smallest, fl->largest[tier], real_of(&f->cfg, fl));
+        if (rc == 0 && slot >= 0)
+            f->given_value[slot] = *real_of(&f->cfg, fl);
+        return rc;
+    }
+    rc = ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
+    if (rc == 0 && slot >= 0)
+        f->given_value[slot] = *field_of(&f->cfg, fl);
+    return rc;
 }
 
 /* The chosen model's defaults with what was typed on top; a flag of
@@ -164,10 +179,10 @@ static int settle(const char *cmd, ptdp_model_flags *f)
             return ptdp_usage_error(cmd, "%s is a flag of --model %s (this run trains the %s; add --model %s)",
                                     f->given[i], o, ops->name, o);
         }
-        if (fl->real)
-            *real_of(&m, fl) = *real_of(&f->cfg, fl);
+        if (fl->real)   /* its value as typed: the chosen model's place for it */
+            *real_of(&m, fl) = f->given_value[i];
         else if (fl->field != PTDP_FLAG_PATH)
-            *field_of(&m, fl) = *field_of(&f->cfg, fl);
+            *field_of(&m, fl) = (int)f->given_value[i];
     }
     m.ops = ops;
     f->cfg = m;

@@ -81,6 +81,9 @@ typedef struct ptdp_model_flags {
                                     model's (ptdp_model_cli.defaults) else */
     const char *given[PTDP_MODEL_FLAGS_GIVEN_MAX];  /* the flags typed     */
     int ngiven;
+    double given_value[PTDP_MODEL_FLAGS_GIVEN_MAX]; /* ... and their values:
+                                    two models may share a flag's name
+                                    (--heads) with their own places for it  */
     const char *data;            /* a path flag's value (the GPT's --data)  */
     unsigned char *corpus;       /* the model's data (malloc'd), or NULL    */
     size_t corpus_len;

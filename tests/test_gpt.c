@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grad_check.h"
 #include "harness.h"
 #include "ptdp/gpt.h"
 #include "ptdp/launch.h"
@@ -61,56 +62,15 @@ static ptdp_model_config tiny(int tp)
 /* ---------------------------------------------------------- gradients */
 #ifdef PTDP_DOUBLE
 
-typedef struct { int checked; double worst; } fd_result;
-
-static double batch_loss(ptdp_device *dev, ptdp_model *m, ptdp_batch *b)
-{
-    ptdp_acts acts;
-    ptdp_model_forward(dev, m, &acts, b, (ptdp_tensor){ 0 }, 0, false, NULL);
-    double loss = acts.loss_sum / ((double)b->rows * ptdp_gpt(&m->cfg)->seq_len);
-    ptdp_acts_free(dev, m, &acts);
-    return loss;
-}
-
 static int fd_device(ptdp_device *dev, void *arg)
 {
-    fd_result *r = arg;
     ptdp_model_config cfg = tiny(1);
-    ptdp_mesh mesh;
-    ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 3, 0.2));   /* dropout 0.2 */
-    for (size_t k = 0; k < m.numel; k++)   /* larger weights: every path carries signal */
-        m.flat_w[k] = (ptdp_real)(m.flat_w[k] * 10 + 0.01 * sin((double)k));
-    ptdp_batch b = { .first = 11, .rows = 3 };
-    DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
-    ptdp_acts acts;
-    DEVICE_TRY(ptdp_model_forward(dev, &m, &acts, &b, (ptdp_tensor){ 0 }, 0, false, NULL));
-    DEVICE_TRY(ptdp_model_backward(dev, &m, &acts, NULL, 1.0 / (3.0 * ptdp_gpt(&cfg)->seq_len), NULL));
-    for (size_t k = 0; k < m.numel; k++) {
-        ptdp_real keep = m.flat_w[k];
-        double eps = 1e-6;   /* truncation ~ eps^2, cancellation ~ 1e-16 / eps */
-        m.flat_w[k] = (ptdp_real)(keep + eps);
-        double up = batch_loss(dev, &m, &b);
-        m.flat_w[k] = (ptdp_real)(keep - eps);
-        double down = batch_loss(dev, &m, &b);
-        m.flat_w[k] = keep;
-        double fd = (up - down) / (2 * eps), an = m.flat_g[k];
-        /* relative, with a floor: a gradient of 1e-8 is measured to ~1e-10 */
-        double err = fabs(fd - an) / fmax(1e-3, fabs(fd) + fabs(an));
-        if (err > r->worst)
-            r->worst = err;
-        r->checked++;
-    }
-    ptdp_batch_free(dev, &b);
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
-    return 0;
+    return grad_check_model(dev, &cfg, 0.2, 0.01, arg);   /* dropout 0.2 on every path */
 }
 
 TEST(gpt_tests, test_gradients_match_central_differences)
 {
-    fd_result r = { 0, 0 };
+    grad_check_result r = { 0, 0 };
     harness_launch_ok(1, fd_device, &r, NULL, NULL);
     ck_assert_int_gt(r.checked, 1000);
     ck_assert_msg(r.worst < 1e-5, "worst relative error %g over %d parameters", r.worst, r.checked);

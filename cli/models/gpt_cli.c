@@ -44,6 +44,7 @@
 #include "gpt_moe_report.h"
 #include "gpt_moe_bench.h"
 #include "gpt_sample.h"
+#include "gpt_text.h"
 
 static const ptdp_model_flag gpt_flags[] = {
     { "--heads", PTDP_GPT_OWN(heads), 1, { 1 << 16, 1024 }, false },
@@ -120,29 +121,39 @@ static int moe_finish(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
+/* A model of tokens' text (gpt_text.h): --data's bytes or the built-in
+ * sums, the vocabulary they need, and sequences that fit. */
+int ptdp_gpt_cli_text(const char *cmd, ptdp_model_flags *f, int *vocab, int own_vocab, int seq_len, int *line)
+{
+    if (load_data(cmd, f) != 0)
+        return PTDP_EXIT_USAGE;
+    *line = f->data == NULL ? PTDP_GPT_SUM_LINE : 0;   /* the sums' samples start on a line */
+    int need = min_vocab(f);
+    if (!ptdp_model_flags_given(f, "--vocab"))   /* bytes: 256; the sums: what they use (or the command's) */
+        *vocab = f->data != NULL ? 256 : own_vocab > need ? own_vocab : need;
+    else if (*vocab < need)
+        return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
+                                *vocab, need - 1, need);
+    if (f->corpus_len < 3)   /* the shortest --seq-len, 2, needs 3 */
+        return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu token%s, too few for any sequence (the "
+                                "shortest, --seq-len 2, needs 3: more data)", seq_len, f->corpus_len,
+                                f->corpus_len == 1 ? "" : "s");
+    if (f->corpus_len < (size_t)seq_len + 1)
+        return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
+                                "(--seq-len at most %zu, or more data)", seq_len, f->corpus_len,
+                                seq_len + 1, f->corpus_len - 1);
+    return 0;
+}
+
 static int gpt_finish(const char *cmd, ptdp_model_flags *f)
 {
     ptdp_model_config *m = &f->cfg;
     ptdp_gpt_settings *gpt = ptdp_gpt(m);
-    if (load_data(cmd, f) != 0)
+    const int own = ptdp_gpt(ptdp_model_flags_defaults(f, &ptdp_gpt_ops))->vocab;
+    if (ptdp_gpt_cli_text(cmd, f, &gpt->vocab, own, gpt->seq_len, &gpt->line) != 0)
         return PTDP_EXIT_USAGE;
     gpt->corpus = f->corpus;
     gpt->corpus_len = f->corpus_len;
-    gpt->line = f->data == NULL ? PTDP_GPT_SUM_LINE : 0;   /* the sums' samples start on a line */
-    int need = min_vocab(f), own = ptdp_gpt(ptdp_model_flags_defaults(f, &ptdp_gpt_ops))->vocab;
-    if (!ptdp_model_flags_given(f, "--vocab"))   /* bytes: 256; the sums: what they use (or the command's) */
-        gpt->vocab = f->data != NULL ? 256 : own > need ? own : need;
-    else if (gpt->vocab < need)
-        return ptdp_usage_error(cmd, "--vocab %d: the data holds token %d, so --vocab must be at least %d",
-                                gpt->vocab, need - 1, need);
-    if (gpt->corpus_len < 3)   /* the shortest --seq-len, 2, needs 3 */
-        return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu token%s, too few for any sequence (the "
-                                "shortest, --seq-len 2, needs 3: more data)", gpt->seq_len, gpt->corpus_len,
-                                gpt->corpus_len == 1 ? "" : "s");
-    if (gpt->corpus_len < (size_t)gpt->seq_len + 1)
-        return ptdp_usage_error(cmd, "--seq-len %d: the data has %zu tokens, one sequence needs %d "
-                                "(--seq-len at most %zu, or more data)", gpt->seq_len, gpt->corpus_len,
-                                gpt->seq_len + 1, gpt->corpus_len - 1);
     if (moe_finish(cmd, f) != 0)
         return PTDP_EXIT_USAGE;
     /* padded for tp 1; `ptdp train` pads again for its tp (gpt_prepare) */
@@ -150,17 +161,23 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
+/* The built-in corpus is drawn from the seed: made again for another. */
+int ptdp_gpt_cli_text_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed)
+{
+    if (f->data != NULL || seed == f->seed)
+        return 0;
+    free(f->corpus);
+    f->corpus = NULL;
+    f->seed = seed;
+    return load_data(cmd, f) != 0 ? PTDP_EXIT_USAGE : 0;
+}
+
 static int gpt_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into)
 {
-    if (f->data == NULL && seed != f->seed) {   /* the built-in corpus is drawn from the seed */
-        free(f->corpus);
-        f->corpus = NULL;
-        f->seed = seed;
-        if (load_data(cmd, f) != 0)
-            return PTDP_EXIT_USAGE;
-        ptdp_gpt(&f->cfg)->corpus = f->corpus;
-        ptdp_gpt(&f->cfg)->corpus_len = f->corpus_len;
-    }
+    if (ptdp_gpt_cli_text_reseed(cmd, f, seed) != 0)
+        return PTDP_EXIT_USAGE;
+    ptdp_gpt(&f->cfg)->corpus = f->corpus;
+    ptdp_gpt(&f->cfg)->corpus_len = f->corpus_len;
     ptdp_gpt(into)->corpus = ptdp_gpt(&f->cfg)->corpus;
     ptdp_gpt(into)->corpus_len = ptdp_gpt(&f->cfg)->corpus_len;
     ptdp_gpt(into)->line = ptdp_gpt(&f->cfg)->line;

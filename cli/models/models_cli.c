@@ -5,6 +5,7 @@
  *   registry (models.h)      here
  *   ptdp_mlp_ops        ──►  ptdp_mlp_cli   (mlp_cli.c)
  *   ptdp_gpt_ops        ──►  ptdp_gpt_cli   (gpt_cli.c)
+ *   ptdp_llama_ops      ──►  ptdp_llama_cli (llama_cli.c)
  *   a model registered  ──►  none: --hidden, --ffn and --layers only,
  *   at run time               and the report's generic keys
  *
@@ -17,9 +18,9 @@
 
 #include "ptdp/error.h"
 
-extern const ptdp_model_cli ptdp_mlp_cli, ptdp_gpt_cli;
+extern const ptdp_model_cli ptdp_mlp_cli, ptdp_gpt_cli, ptdp_llama_cli;
 
-static const ptdp_model_cli *const clis[] = { &ptdp_mlp_cli, &ptdp_gpt_cli };
+static const ptdp_model_cli *const clis[] = { &ptdp_mlp_cli, &ptdp_gpt_cli, &ptdp_llama_cli };
 
 /* What `ptdp train` reports of a model without a CLI side of its own. */
 static void generic_report_keys(FILE *f, const ptdp_train_config *c)

@@ -287,15 +287,7 @@ static void drop_for_recompute(ptdp_device *dev, ptdp_model *m, ptdp_gpt_saved *
 int ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
-    memset(acts, 0, sizeof *acts);
-    acts->rows = b->rows;
-    acts->first_sample = b->first;
-    acts->step = step;
-    acts->labels = b->labels;
-    acts->recompute = recompute;
-    acts->alive = true;
-    acts->t0 = b->t0;
-    acts->tlen = b->tlen;
+    ptdp_acts_begin(acts, b, step, recompute);
     ptdp_gpt_saved *sv = calloc(1, sizeof *sv);
     if (sv == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);

@@ -98,19 +98,18 @@ size_t ptdp_gpt_plain_corpus(uint64_t seed, int lines, unsigned char **out)
     return len;
 }
 
-/* Fill what b asks for: tokens on stage 0, labels on the last stage. */
-void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b)
+/* Sample i of b: the window of T + 1 tokens at bits(seed, "data.start",
+ * first + i) mod (len - T) of the text, started on a multiple of `line`
+ * (0 or 1: anywhere); tokens on stage 0, labels on the last stage.  Any
+ * model of tokens that reads its data as the GPT does calls it. */
+void ptdp_gpt_text_windows(const unsigned char *text, size_t len, int T, int line, uint64_t seed, ptdp_batch *b)
 {
-    const ptdp_gpt *g = m->impl;
-    const int T = ptdp_gpt(&m->cfg)->seq_len;
-    const uint64_t key = ptdp_rng_key(m->seed, "data.start");
-    const uint64_t windows = (uint64_t)(g->corpus_len - (size_t)T);   /* checked: N >= T + 1 */
-    /* a sample starts on a line of the built-in sums when the config says so (the CLI's) */
-    const ptdp_gpt_settings *gs = ptdp_gpt(&m->cfg);
-    const uint64_t line = gs->line > 1 ? (uint64_t)gs->line : 1;
+    const uint64_t key = ptdp_rng_key(seed, "data.start");
+    const uint64_t windows = (uint64_t)(len - (size_t)T);   /* checked: N >= T + 1 */
+    const uint64_t every = line > 1 ? (uint64_t)line : 1;
     for (int i = 0; i < b->rows; i++) {
         uint64_t start = ptdp_rng_bits(key, (uint64_t)(b->first + i)) % windows;
-        const unsigned char *w = g->corpus + (start - start % line);
+        const unsigned char *w = text + (start - start % every);
         for (int t = 0; t < T; t++) {
             if (b->tokens != NULL)
                 b->tokens[(size_t)i * T + t] = w[t];
@@ -118,4 +117,55 @@ void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b)
                 b->labels[(size_t)i * T + t] = w[t + 1];
         }
     }
+}
+
+/* Fill what b asks for: tokens on stage 0, labels on the last stage (a
+ * sample starts on a line of the built-in sums when the config says so,
+ * the CLI's). */
+void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b)
+{
+    const ptdp_gpt *g = m->impl;
+    const ptdp_gpt_settings *gs = ptdp_gpt(&m->cfg);
+    ptdp_gpt_text_windows(g->corpus, g->corpus_len, gs->seq_len, gs->line, m->seed, b);
+}
+
+/* The data: the given text, or the plain built-in one.  The given text is
+ * the run's, read-only: every device reads that one copy through a const
+ * pointer (a 3 GB file is 3 GB of host memory, not 3 GB per device), and
+ * its arena is charged the bytes a real device would hold for it, in an
+ * uninitialised block never written (no host page is touched for it). */
+int ptdp_gpt_text_load(ptdp_device *dev, uint64_t seed, const unsigned char *corpus, size_t corpus_len, int T,
+                       int vocab, ptdp_gpt_text *out)
+{
+    unsigned char *built = NULL;
+    const unsigned char *text = corpus;
+    size_t len = corpus_len;
+    if (text == NULL) {
+        len = ptdp_gpt_plain_corpus(seed, PTDP_GPT_CORPUS_LINES, &built);
+        if (len == 0) {
+            free(built);
+            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory making the corpus", dev->rank);
+        }
+        text = built;
+    }
+    int rc = PTDP_OK;
+    if (len < (size_t)T + 1)
+        rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, T, T + 1);
+    else if ((out->block = built != NULL ? ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")
+                                         : ptdp_alloc_uninit(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
+        rc = PTDP_ENOMEM;
+    else {
+        if (built != NULL)
+            memcpy(out->block, built, len);
+        out->text = built != NULL ? out->block : text;
+        out->len = len;
+        for (size_t i = 0; i < len; i++)
+            if (out->text[i] >= vocab) {
+                rc = ptdp_fail(dev, PTDP_EINVAL, "the data holds token %d at %zu, but --vocab is %d",
+                               out->text[i], i, vocab);
+                break;
+            }
+    }
+    free(built);
+    return rc;
 }

@@ -462,46 +462,15 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
     return PTDP_OK;
 }
 
-/* The data: the given text, or the built-in one.  The given text is the
- * run's, read-only: every device reads that one copy through a const
- * pointer (a 3 GB file is 3 GB of host memory, not 3 GB per device), and
- * its arena is charged the bytes a real device would hold for it, in an
- * uninitialised block never written (no host page is touched for it). */
+/* The data (gpt_data.c): the given text, or the built-in one. */
 static int load_corpus(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
 {
-    const ptdp_model_config *c = &m->cfg;
-    const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    unsigned char *built = NULL;
-    const unsigned char *text = gpt->corpus;
-    size_t len = gpt->corpus_len;
-    if (text == NULL) {
-        len = ptdp_gpt_plain_corpus(m->seed, PTDP_GPT_CORPUS_LINES, &built);
-        if (len == 0) {
-            free(built);
-            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory making the corpus", dev->rank);
-        }
-        text = built;
-    }
-    int rc = PTDP_OK;
-    if (len < (size_t)gpt->seq_len + 1)
-        rc = ptdp_fail(dev, PTDP_EINVAL, "the data has %zu tokens: --seq-len %d needs %d", len, gpt->seq_len,
-                       gpt->seq_len + 1);
-    else if ((g->corpus_block = built != NULL ? ptdp_alloc(dev, len, PTDP_MEM_OTHER, "data.corpus")
-                                              : ptdp_alloc_uninit(dev, len, PTDP_MEM_OTHER, "data.corpus")) == NULL)
-        rc = PTDP_ENOMEM;
-    else {
-        if (built != NULL)
-            memcpy(g->corpus_block, built, len);
-        g->corpus = built != NULL ? g->corpus_block : text;
-        g->corpus_len = len;
-        for (size_t i = 0; i < len; i++)
-            if (g->corpus[i] >= gpt->vocab) {
-                rc = ptdp_fail(dev, PTDP_EINVAL, "the data holds token %d at %zu, but --vocab is %d",
-                               g->corpus[i], i, gpt->vocab);
-                break;
-            }
-    }
-    free(built);
+    const ptdp_gpt_settings *gpt = ptdp_gpt(&m->cfg);
+    ptdp_gpt_text t = { 0 };
+    int rc = ptdp_gpt_text_load(dev, m->seed, gpt->corpus, gpt->corpus_len, gpt->seq_len, gpt->vocab, &t);
+    g->corpus_block = t.block;
+    g->corpus = t.text;
+    g->corpus_len = t.len;
     return rc;
 }
 

@@ -18,6 +18,23 @@
  * down to a multiple of `line` (the built-in sums: PTDP_GPT_SUM_LINE). */
 void ptdp_gpt_fill_batch(ptdp_model *m, ptdp_batch *b);
 
+/* The same windows of any text of tokens (gpt_data.c), for every model
+ * that reads its data as the GPT does: T positions, a start on a multiple
+ * of `line` (0: anywhere). */
+void ptdp_gpt_text_windows(const unsigned char *text, size_t len, int T, int line, uint64_t seed, ptdp_batch *b);
+
+/* A device's copy of the data (gpt_data.c): the run's text, read-only and
+ * charged to the arena uninitialised, or (corpus NULL) the plain built-in
+ * sums made from the seed into the arena; every token checked below
+ * `vocab`, T + 1 of them at least.  0, or the device failed. */
+typedef struct {
+    const unsigned char *text;
+    size_t len;
+    void *block;               /* the arena's block (ptdp_free it)          */
+} ptdp_gpt_text;
+int ptdp_gpt_text_load(ptdp_device *dev, uint64_t seed, const unsigned char *corpus, size_t corpus_len, int T,
+                       int vocab, ptdp_gpt_text *out);
+
 /* The table's forward, backward and acts_free (gpt.c). */
 int  ptdp_gpt_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptdp_batch *b,
                       ptdp_tensor input, long step, bool recompute, ptdp_tensor *out);

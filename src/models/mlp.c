@@ -54,6 +54,7 @@
 #include "ptdp/tp.h"
 #include "ptdp/wgrad.h"
 #include "models/mlp_table.h"
+#include "parallel/model_impl.h"
 
 /* Dropout streams: one per block and place, keyed by global indices. */
 static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
@@ -343,13 +344,7 @@ int ptdp_mlp_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const ptd
                      ptdp_tensor input, long step, bool recompute, ptdp_tensor *out)
 {
     ptdp_tensor x = m->first_stage ? b->x : input;
-    memset(acts, 0, sizeof *acts);
-    acts->rows = b->rows;
-    acts->first_sample = b->first;
-    acts->step = step;
-    acts->labels = b->labels;
-    acts->recompute = recompute;
-    acts->alive = true;
+    ptdp_acts_begin(acts, b, step, recompute);
     ptdp_mlp_saved *sv = calloc(1, sizeof *sv);
     if (sv == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);

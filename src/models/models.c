@@ -2,7 +2,7 @@
  * models.c — the registry (models.h): the built-in models, then whatever
  * ptdp_model_register adds, in one table.
  *
- *   table [ mlp | gpt | (registered) | … ]      PTDP_MAX_MODELS slots
+ *   table [ mlp | gpt | llama | (registered) | … ]      PTDP_MAX_MODELS slots
  *           ▲ default: a config with ops NULL
  *
  * Registration is meant for set-up (a test or a program adds its model
@@ -17,11 +17,12 @@
 
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/llama.h"
 #include "ptdp/mlp.h"
 #include "parallel/model_impl.h"
 
-static const ptdp_model_ops *table[PTDP_MAX_MODELS] = { &ptdp_mlp_ops, &ptdp_gpt_ops };
-static int count = 2;
+static const ptdp_model_ops *table[PTDP_MAX_MODELS] = { &ptdp_mlp_ops, &ptdp_gpt_ops, &ptdp_llama_ops };
+static int count = 3;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 int ptdp_model_register(const ptdp_model_ops *ops)

@@ -382,6 +382,19 @@ int ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b)
     return (int)((long long)m->boundary_cols * b->tlen / m->input_cols);
 }
 
+void ptdp_acts_begin(ptdp_acts *acts, const ptdp_batch *b, long step, bool recompute)
+{
+    memset(acts, 0, sizeof *acts);
+    acts->rows = b->rows;
+    acts->first_sample = b->first;
+    acts->step = step;
+    acts->labels = b->labels;
+    acts->recompute = recompute;
+    acts->alive = true;
+    acts->t0 = b->t0;
+    acts->tlen = b->tlen;
+}
+
 void ptdp_batch_free(ptdp_device *dev, ptdp_batch *b)
 {
     ptdp_tensor_free(dev, &b->x);

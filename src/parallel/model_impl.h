@@ -32,6 +32,11 @@ int  ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *o
  * or a token slice's share of them (tlen of the input_cols positions). */
 int  ptdp_batch_boundary_cols(const ptdp_model *m, const ptdp_batch *b);
 
+/* A model's forward starts its record of micro-batch b: acts zeroed, then
+ * b's rows, first sample, labels and token slice, the step, whether only
+ * each block's input is kept (recompute), alive. */
+void ptdp_acts_begin(ptdp_acts *acts, const ptdp_batch *b, long step, bool recompute);
+
 /* x := the sum of x over this device's TP group, then its PP group: from
  * what this shard of this stage holds to the whole model.  Collective. */
 int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);

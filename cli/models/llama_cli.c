@@ -1,0 +1,149 @@
+/*
+ * llama_cli.c — the llama on the command line: its flags and data, its
+ * help, and what `ptdp train` prints and reports about it (model_flags.h).
+ *
+ *     flag            field          smallest   largest (train, bench)
+ *     --heads         heads          1          2^16, 1024
+ *     --kv-heads      kv_heads       1          2^16, 1024   (default --heads; divides it)
+ *     --seq-len       seq_len        2          2^20, 2^16
+ *     --vocab         vocab          1          2^24, 2^20   (not padded: Meta's [V, C])
+ *     --ffn-multiple  ffn_multiple   1          2^20         (Meta's multiple_of, 256)
+ *     --norm-eps      norm_eps       real, above 0 (1e-5)
+ *     --rope-theta    rope_theta     real, above 0 (500000)
+ *     --data FILE     as the GPT's (gpt_text.h): its bytes, or the built-in sums
+ *
+ *   --ffn F as given, else Meta's ModelArgs rule from --hidden C:
+ *     F = m ceil(int(2 (4 C) / 3) / m),  m = --ffn-multiple
+ *
+ *   header   model llama: hidden 64, 4 heads of 16, 2 kv heads, ffn 256, …
+ *   report   "model": {"name": "llama", …, "heads": 4, "kv_heads": 2, …}
+ */
+#include "../model_flags.h"
+
+#include <stdlib.h>
+
+#include "ptdp/error.h"
+#include "ptdp/json.h"
+#include "ptdp/llama.h"
+
+#include "gpt_text.h"
+
+static const ptdp_model_flag llama_flags[] = {
+    { "--heads", PTDP_LLAMA_OWN(heads), 1, { 1 << 16, 1024 }, false },
+    { "--kv-heads", PTDP_LLAMA_OWN(kv_heads), 1, { 1 << 16, 1024 }, false },
+    { "--seq-len", PTDP_LLAMA_OWN(seq_len), 2, { 1 << 20, 1 << 16 }, false },
+    { "--vocab", PTDP_LLAMA_OWN(vocab), 1, { 1 << 24, 1 << 20 }, false },
+    { "--ffn-multiple", PTDP_LLAMA_OWN(ffn_multiple), 1, { 1 << 20, 1 << 20 }, false },
+    { "--norm-eps", PTDP_LLAMA_OWN(norm_eps), -1, { 1, 1 }, .real = true },
+    { "--rope-theta", PTDP_LLAMA_OWN(rope_theta), -1000000000, { 1000000000, 1000000000 }, .real = true },
+    { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
+};
+
+/* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
+static ptdp_model_config llama_defaults(void)
+{
+    ptdp_model_config c = ptdp_llama_default_config();
+    c.ffn = 0;
+    return c;
+}
+
+static int llama_finish(const char *cmd, ptdp_model_flags *f)
+{
+    ptdp_model_config *m = &f->cfg;
+    ptdp_llama_settings *s = ptdp_llama(m);
+    const int own = ptdp_llama(ptdp_model_flags_defaults(f, &ptdp_llama_ops))->vocab;
+    if (ptdp_gpt_cli_text(cmd, f, &s->vocab, own, s->seq_len, &s->line) != 0)
+        return PTDP_EXIT_USAGE;
+    s->corpus = f->corpus;
+    s->corpus_len = f->corpus_len;
+    if (!(s->norm_eps > 0))
+        return ptdp_usage_error(cmd, "--norm-eps %g: must be above 0 (RMSNorm divides by sqrt(mean(x^2) + eps); "
+                                "Llama 3's is 1e-5)", s->norm_eps);
+    if (!(s->rope_theta > 0))
+        return ptdp_usage_error(cmd, "--rope-theta %g: must be above 0 (the rotary base; Llama 3's is 500000)",
+                                s->rope_theta);
+    if (ptdp_model_flags_given(f, "--ffn") && ptdp_model_flags_given(f, "--ffn-multiple"))
+        return ptdp_usage_error(cmd, "--ffn-multiple %d makes --ffn from --hidden (Meta's rule), and --ffn %d is "
+                                "given: leave one out", s->ffn_multiple, m->ffn);
+    if (!ptdp_model_flags_given(f, "--ffn"))
+        m->ffn = ptdp_llama_meta_ffn(m->hidden, s->ffn_multiple);
+    return 0;
+}
+
+static int llama_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into)
+{
+    if (ptdp_gpt_cli_text_reseed(cmd, f, seed) != 0)
+        return PTDP_EXIT_USAGE;
+    ptdp_llama(&f->cfg)->corpus = ptdp_llama(into)->corpus = f->corpus;
+    ptdp_llama(&f->cfg)->corpus_len = ptdp_llama(into)->corpus_len = f->corpus_len;
+    ptdp_llama(into)->line = ptdp_llama(&f->cfg)->line;
+    return 0;
+}
+
+static void llama_help(FILE *out, const ptdp_model_config *d)
+{
+    (void)d;
+    ptdp_model_config g = ptdp_llama_default_config();
+    const ptdp_llama_settings *s = ptdp_llama(&g);
+    fprintf(out,
+            "  --kv-heads K        the llama's key/value heads (default --heads; must divide it), its\n"
+            "                      --heads --seq-len --vocab --data as the GPT's (default %d heads, %d)\n"
+            "  --ffn-multiple m    the llama's --ffn when not given: Meta's m ceil(int(8 hidden / 3) / m)\n"
+            "                      (default %d, Meta's multiple_of)\n"
+            "  --norm-eps E --rope-theta T   the llama's RMSNorm eps and rotary base (default %g, %g)\n",
+            s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
+}
+
+/* `ptdp train`: no dropout (Meta's llama has none). */
+static int llama_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
+{
+    (void)typed;
+    (void)load;
+    if (c->dropout > 0)
+        return ptdp_usage_error("train", "--dropout %g: the llama model has no dropout (Meta's has none): leave "
+                                "--dropout out", c->dropout);
+    return 0;
+}
+
+static void llama_describe(const ptdp_train_config *c, int mb, const char *data_name)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    printf("\n  model llama: hidden %d, %d heads of %d, %d kv heads, ffn %d, %d layers, seq-len %d, vocab %d, "
+           "rope theta %g, norm eps %g; batch %d sequences, %d micro-batch%s of %d\n  data: %zu tokens (%s)\n",
+           m->hidden, s->heads, m->hidden / s->heads, ptdp_llama_kv_heads(m), m->ffn, m->layers, s->seq_len,
+           s->vocab, s->rope_theta, s->norm_eps, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
+           s->corpus_len, data_name ? data_name : "the built-in lines of sums");
+}
+
+#define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
+
+static void llama_report_keys(FILE *f, const ptdp_train_config *c)
+{
+    const ptdp_model_config *m = &c->model;
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    fprintf(f, ", \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"heads\": %d, \"kv_heads\": %d, \"seq_len\": %d, "
+            "\"vocab\": %d, \"norm_eps\": %s, \"rope_theta\": %s", m->hidden, m->ffn, m->layers, s->heads,
+            ptdp_llama_kv_heads(m), s->seq_len, s->vocab, J(s->norm_eps), J(s->rope_theta));
+}
+
+static void llama_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
+{
+    *tokens = true;
+    *x_cols = ptdp_llama(m)->seq_len;
+    *y_cols = ptdp_llama(m)->seq_len;
+}
+
+const ptdp_model_cli ptdp_llama_cli = {
+    .ops = &ptdp_llama_ops,
+    .flags = llama_flags,
+    .nflags = (int)(sizeof llama_flags / sizeof llama_flags[0]),
+    .defaults = llama_defaults,
+    .finish = llama_finish,
+    .reseed = llama_reseed,
+    .help = llama_help,
+    .prepare = llama_prepare,
+    .describe = llama_describe,
+    .report_keys = llama_report_keys,
+    .samples = llama_samples,
+};

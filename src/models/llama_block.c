@@ -1,0 +1,323 @@
+/*
+ * llama_block.c — one Llama block, its forward beside its backward, each a
+ * list of op calls in the order of Meta's TransformerBlock:
+ *
+ *     h   = x + wo attn(rope(wq n1), rope(wk n1), wv n1)     n1 = RMSNorm(x) ⊙ attention_norm
+ *     out = h + w2 (silu(w1 n2) ⊙ w3 n2)                     n2 = RMSNorm(h) ⊙ ffn_norm
+ *
+ *            ┌─ norm ─ wq,wk,wv ─ rope ─ attn ─ wo ─┐
+ *     x ─────┴───────────────────────────────────── + ─► h
+ *            ┌─ norm ─ w1,w3 ─ swiglu ─────── w2 ───┐
+ *     h ─────┴───────────────────────────────────── + ─► out
+ *
+ * Under TP (Megatron's split, tp.h): wq, wk and wv are column-parallel by
+ * heads and kv heads — rank r holds query heads [r H/tp, (r+1) H/tp) and
+ * kv heads [r K/tp, (r+1) K/tp), so its query heads' kv heads are its own
+ * (h / (H/K) stays inside the rank when tp divides K) — w1 and w3 by the
+ * same rows of F (silu(a) ⊙ b pairs element j of a with element j of b),
+ * wo and w2 row-parallel: one all-reduce (g) each in the forward.
+ *
+ * Three column-parallel layers that read one input share one f: its
+ * backward all-reduce of dx sums all of their partial products at once.
+ * So the first layers' backwards run as NONE (products only, dx = or +=)
+ * and the last as COLUMN (+=, then f) — one all-reduce where three would
+ * each sum part of the same gradient, and three all-reduces of partial
+ * sums already summed would count them twice.
+ *
+ * The rotation works in place on q and k inside qkv (ptdp_rope_forward's
+ * columns), each row at its global position; the attention reads the
+ * rotated q, k (kept for its backward) and v.  Selective recomputation
+ * keeps no probabilities: the backward computes them again.
+ */
+#include <stdio.h>
+
+#include "models/llama_pass.h"
+#include "ptdp/error.h"
+#include "ptdp/act_bf16.h"
+#include "ptdp/ops.h"
+#include "runtime/device_impl.h"
+
+/* ------------------------------------------------------------ the ops */
+
+void ptdp_llama_pass_begin(ptdp_llama_pass *k, ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
+                           ptdp_wgrad *wg)
+{
+    const int T = ptdp_llama(&m->cfg)->seq_len;
+    *k = (ptdp_llama_pass){ .dev = dev, .m = m, .acts = acts, .R = acts->rows * T, .T = T, .wg = wg,
+                            .w0 = ptdp_wall_now() };
+}
+
+/* bf16 (act_bf16.h): an activation rounded where it is made. */
+void ptdp_llama_round(ptdp_llama_pass *k, ptdp_tensor t)
+{
+    if (k->rc == 0 && k->m->bf16)
+        ptdp_act_round(t);
+}
+
+/* Activations and scratch (category acts), each written whole before it
+ * is read; a failure sticks in the pass. */
+int ptdp_llama_act(ptdp_llama_pass *k, ptdp_tensor *t, const char *name, int rows, int cols)
+{
+    if (k->rc == 0)
+        k->rc = ptdp_tensor_alloc_uninit(k->dev, t, name, PTDP_MEM_ACTS, rows, cols);
+    return k->rc;
+}
+
+ptdp_real *ptdp_llama_reals(ptdp_llama_pass *k, size_t n, const char *name)
+{
+    ptdp_real *r = k->rc == 0 ? ptdp_alloc_uninit(k->dev, (n > 0 ? n : 1) * sizeof *r, PTDP_MEM_ACTS, name) : NULL;
+    if (k->rc == 0 && r == NULL)
+        k->rc = PTDP_ENOMEM;
+    return r;
+}
+
+void ptdp_llama_pass_name(ptdp_llama_pass *k, const char *what, const char *wwhat)
+{
+    snprintf(k->what, sizeof k->what, "%s", what);
+    snprintf(k->wwhat, sizeof k->wwhat, "%s", wwhat);
+}
+
+void ptdp_llama_charge(ptdp_llama_pass *k)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_compute(k->dev, k->what, k->pending, k->w0);
+    k->pending = 0;
+    k->w0 = ptdp_wall_now();
+}
+
+void ptdp_llama_norm(ptdp_llama_pass *k, ptdp_tensor y, ptdp_real *rstd, ptdp_tensor x, const ptdp_param *w)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_rmsnorm_forward(y, rstd, x, w->w, ptdp_llama(&k->m->cfg)->norm_eps);
+    k->pending += ptdp_rmsnorm_flops_forward(ptdp_tensor_numel(x));
+    ptdp_llama_round(k, y);
+}
+
+void ptdp_llama_norm_backward(ptdp_llama_pass *k, ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x,
+                              const ptdp_param *w, const ptdp_real *rstd, bool accumulate_dx)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_rmsnorm_backward(dx, w->g, dy, x, w->w, rstd, accumulate_dx);
+    k->pending += ptdp_rmsnorm_flops_backward(ptdp_tensor_numel(x));
+}
+
+static ptdp_linear_pass linear_pass(ptdp_llama_pass *k)
+{
+    return (ptdp_linear_pass){
+        .dev = k->dev, .tp = k->m->mesh->tp_comm, .overlap = k->m->overlap,
+        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = k->wg, .what = k->what,
+        .wwhat = k->wwhat, .w0 = &k->w0,
+    };
+}
+
+/* y = x W^T: the GEMM's 2 R in out flops and the work pending before it,
+ * charged before the layer's join (g for a row-parallel one). */
+void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor y, ptdp_tensor x,
+                       const ptdp_param *w)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_linear_pass c = linear_pass(k);
+    const ptdp_linear_charge price = { .flops = k->pending + ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols) };
+    k->pending = 0;
+    k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = split, .w = w }, y, x, &price);
+}
+
+/* dx = dy W (or +=), dW += dy^T x (now, or W's): 2 R in out flops each. */
+void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor *dx, ptdp_tensor dy,
+                                ptdp_tensor x, const ptdp_param *w, bool accumulate_dx)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_linear_pass c = linear_pass(k);
+    const double gemm = ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols);
+    const ptdp_linear_layer l = { .split = split, .w = w, .accumulate_dx = accumulate_dx, .w_flops = gemm };
+    const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? gemm : 0) + (k->wg == NULL ? gemm : 0) };
+    k->pending = 0;
+    k->rc = ptdp_parallel_linear_backward(&c, &l, dx, dy, x, &price);
+}
+
+/* out += skip: a residual branch joins the stream. */
+static void residual(ptdp_llama_pass *k, ptdp_tensor out, ptdp_tensor skip)
+{
+    if (k->rc != 0)
+        return;
+    ptdp_tensor_add(out, skip);
+    k->pending += (double)ptdp_tensor_numel(out);
+    ptdp_llama_round(k, out);
+}
+
+/* ---------------------------------------------------- the attention */
+
+/* q and k of qkv rotated in place (forward) or back (backward). */
+static void rope(ptdp_llama_pass *k, ptdp_tensor qkv, bool backward)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const double theta = ptdp_llama(&k->m->cfg)->rope_theta;
+    if (k->rc != 0)
+        return;
+    void (*op)(ptdp_tensor, int, int, int, const int64_t *, int, double) =
+        backward ? ptdp_rope_backward : ptdp_rope_forward;
+    op(qkv, 0, l->heads_local, l->hd, l->positions, k->T, theta);
+    op(qkv, l->heads_local * l->hd, l->kv_local, l->hd, l->positions, k->T, theta);
+    k->pending += ptdp_rope_flops((size_t)qkv.rows, l->heads_local + l->kv_local, l->hd);
+}
+
+/* Causal attention of this rank's heads: 2 B Hl T T d flops for q k^T, as
+ * many for P v (the whole square, as an unfused kernel computes it). */
+static double attention_flops(const ptdp_llama_pass *k)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    return 4.0 * k->acts->rows * l->heads_local * (double)k->T * k->T * l->hd;
+}
+
+static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    if (k->rc != 0)
+        return;
+    ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, k->T, l->heads_local, l->kv_local, l->hd, NULL, NULL);
+    k->pending += attention_flops(k);
+    if (k->m->recompute_core) {   /* selective: the probabilities are not kept */
+        ptdp_free(k->dev, a->probs);
+        a->probs = NULL;
+    } else if (k->m->bf16) {
+        ptdp_act_round_reals(a->probs, (size_t)k->acts->rows * l->heads_local * k->T * k->T);
+    }
+    ptdp_llama_round(k, a->y);
+}
+
+/* dqkv from dy (the probabilities kept, or again: selective). */
+static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const size_t n = (size_t)k->acts->rows * l->heads_local * k->T * k->T;
+    if (k->rc != 0)
+        return;
+    ptdp_real *probs = a->probs;
+    if (probs == NULL) {   /* its y into dqkv's storage, overwritten next */
+        if ((probs = ptdp_llama_reals(k, n, "grad.probs")) == NULL)
+            return;
+        ptdp_tensor y = ptdp_tensor_wrap(s->dqkv.data, a->y.rows, a->y.cols);
+        ptdp_attention_gqa_forward(y, probs, a->qkv, k->T, l->heads_local, l->kv_local, l->hd, NULL, NULL);
+        if (k->m->bf16)
+            ptdp_act_round_reals(probs, n);
+        k->pending += attention_flops(k);
+    }
+    ptdp_attention_gqa_backward(s->dqkv, s->dy, a->qkv, probs, k->T, l->heads_local, l->kv_local, l->hd, NULL,
+                                s->att);
+    k->pending += 2 * attention_flops(k);
+    if (probs != a->probs)
+        ptdp_free(k->dev, probs);
+}
+
+/* ---------------------------------------------------------- the block */
+
+static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tensor *out)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const int R = k->R, C = k->m->cfg.hidden, Fl = l->ffn_local, d = l->hd;
+    ptdp_llama_act(k, &a->n1, "acts.n1", R, C);
+    ptdp_llama_act(k, &a->qkv, "acts.qkv", R, (l->heads_local + 2 * l->kv_local) * d);
+    ptdp_llama_act(k, &a->y, "acts.attn_y", R, l->heads_local * d);
+    ptdp_llama_act(k, &a->h, "acts.h", R, C);
+    ptdp_llama_act(k, &a->n2, "acts.n2", R, C);
+    ptdp_llama_act(k, &a->a, "acts.w1", R, Fl);
+    ptdp_llama_act(k, &a->b, "acts.w3", R, Fl);
+    ptdp_llama_act(k, &a->g, "acts.swiglu", R, Fl);
+    ptdp_llama_act(k, out, "acts.x", R, C);
+    a->rstd1 = ptdp_llama_reals(k, (size_t)R, "acts.rstd1");
+    a->rstd2 = ptdp_llama_reals(k, (size_t)R, "acts.rstd2");
+    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * l->heads_local * k->T * k->T, "acts.probs");
+    k->w0 = ptdp_wall_now();
+}
+
+/* q, k and v: this rank's heads' columns of qkv. */
+static ptdp_tensor part(const ptdp_llama *l, ptdp_tensor qkv, int which)
+{
+    const int q = l->heads_local * l->hd, kv = l->kv_local * l->hd;
+    return which == 0 ? ptdp_tensor_cols(qkv, 0, q) : ptdp_tensor_cols(qkv, q + (which - 1) * kv, kv);
+}
+
+int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor *out)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_llama_block *w = &l->blocks[i];
+    snprintf(k->what, sizeof k->what, "block %d fwd", k->m->layer_begin + i);
+    block_alloc(k, a, out);
+
+    /* h = x + wo attn(rope(wq n1), rope(wk n1), wv n1) */
+    ptdp_llama_norm(k, a->n1, a->rstd1, a->x, w->attention_norm);
+    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, part(l, a->qkv, 0), a->n1, w->wq);
+    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, part(l, a->qkv, 1), a->n1, w->wk);
+    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, part(l, a->qkv, 2), a->n1, w->wv);
+    rope(k, a->qkv, false);
+    ptdp_llama_round(k, a->qkv);
+    attention(k, a);
+    ptdp_llama_linear(k, PTDP_SPLIT_ROW, a->h, a->y, w->wo);
+    residual(k, a->h, a->x);
+
+    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2) */
+    ptdp_llama_norm(k, a->n2, a->rstd2, a->h, w->ffn_norm);
+    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->a, a->n2, w->w1);
+    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->b, a->n2, w->w3);
+    if (k->rc == 0) {
+        ptdp_swiglu_forward(a->g, a->a, a->b);
+        k->pending += ptdp_swiglu_flops_forward(ptdp_tensor_numel(a->g));
+        ptdp_llama_round(k, a->g);
+    }
+    ptdp_llama_linear(k, PTDP_SPLIT_ROW, *out, a->g, w->w2);
+    residual(k, *out, a->h);
+    ptdp_llama_charge(k);
+    return k->rc;
+}
+
+/* Right to left: dh is the gradient of the block's output on entry and of
+ * its input on return (each residual passes it through unchanged, and each
+ * branch's norm adds its part back). */
+int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor dh,
+                              ptdp_llama_scratch *s)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_llama_block *w = &l->blocks[i];
+    const int layer = k->m->layer_begin + i;
+    snprintf(k->what, sizeof k->what, "block %d bwd", layer);
+    snprintf(k->wwhat, sizeof k->wwhat, "block %d wgrad", layer);
+    k->w0 = ptdp_wall_now();
+
+    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2) */
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, dh, a->g, w->w2, false);
+    if (k->rc == 0) {
+        ptdp_swiglu_backward(s->da, s->db, s->dg, a->a, a->b);
+        k->pending += ptdp_swiglu_flops_backward(ptdp_tensor_numel(a->g));
+    }
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, s->da, a->n2, w->w1, false);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_COLUMN, &s->dn, s->db, a->n2, w->w3, true);   /* f for both */
+    ptdp_llama_norm_backward(k, dh, s->dn, a->h, w->ffn_norm, a->rstd2, true);
+
+    /* h = x + wo attn(rope(wq n1), rope(wk n1), wv n1) */
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dy, dh, a->y, w->wo, false);
+    attention_backward(k, a, s);
+    rope(k, s->dqkv, true);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, part(l, s->dqkv, 0), a->n1, w->wq, false);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, part(l, s->dqkv, 1), a->n1, w->wk, true);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_COLUMN, &s->dn, part(l, s->dqkv, 2), a->n1, w->wv, true);
+    ptdp_llama_norm_backward(k, dh, s->dn, a->x, w->attention_norm, a->rstd1, true);
+    ptdp_llama_charge(k);
+    return k->rc;
+}
+
+void ptdp_llama_block_free_work(ptdp_device *dev, ptdp_llama_block_acts *a)
+{
+    ptdp_tensor *t[] = { &a->n1, &a->qkv, &a->y, &a->h, &a->n2, &a->a, &a->b, &a->g };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        ptdp_tensor_free(dev, t[i]);
+    ptdp_real **r[] = { &a->rstd1, &a->rstd2, &a->probs };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        ptdp_free(dev, *r[i]);
+        *r[i] = NULL;
+    }
+}

@@ -1,0 +1,354 @@
+/*
+ * llama_model.c — the llama as a model: its shapes and their checks, its
+ * parameters on one stage and shard under Meta's names, its checkpoint
+ * metadata, its data, and the table the rest of ptdp calls (model.h).
+ *
+ *   parameter (Meta's name)                 whole        TP split            decay
+ *   tok_embeddings.weight                   [V, C]       rows (vocab)        yes
+ *   layers.i.attention_norm.weight          [C]          replicated          no
+ *   layers.i.attention.wq.weight            [H d, C]     rows: query heads   yes
+ *   layers.i.attention.wk.weight            [K d, C]     rows: kv heads      yes
+ *   layers.i.attention.wv.weight            [K d, C]     rows: kv heads      yes
+ *   layers.i.attention.wo.weight            [C, H d]     columns (heads)     yes
+ *   layers.i.ffn_norm.weight                [C]          replicated          no
+ *   layers.i.feed_forward.w1.weight         [F, C]       rows                yes
+ *   layers.i.feed_forward.w3.weight         [F, C]       rows (w1's split)   yes
+ *   layers.i.feed_forward.w2.weight         [C, F]       columns             yes
+ *   norm.weight                             [C]          replicated          no
+ *   output.weight                           [V, C]       rows (vocab)        yes
+ *
+ *   rank r of tp (tp divides K):   wq rows  r H d/tp ..      (its H/tp query heads)
+ *                                  wk, wv rows r K d/tp ..   (their K/tp kv heads:
+ *                                  query head h reads h / (H/K), on the same rank)
+ *
+ * Meta's reference code loads weights and never initialises them; here,
+ * as GPT-2's and most Llama training code's: N(0, 0.02^2) for matrices and
+ * the embedding, wo and w2 N(0, (0.02 / sqrt(2 L))^2) (each block adds two
+ * of them to the residual stream), the norms' weights 1.  No weight decay
+ * on the norms.  Each block is one unit (model.h), and so are the
+ * embedding and the head with its norm.
+ */
+#include "ptdp/llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/error.h"
+#include "models/gpt_table.h"
+#include "models/llama_pass.h"
+
+#define INIT_STD 0.02
+
+int ptdp_llama_meta_ffn(int hidden, int multiple)
+{
+    const long inner = 2L * (4L * hidden) / 3;   /* int(2 * hidden_dim / 3), hidden_dim = 4 C */
+    return (int)(multiple * ((inner + multiple - 1) / multiple));
+}
+
+int ptdp_llama_kv_heads(const ptdp_model_config *c)
+{
+    return ptdp_llama(c)->kv_heads > 0 ? ptdp_llama(c)->kv_heads : ptdp_llama(c)->heads;
+}
+
+ptdp_model_config ptdp_llama_config(ptdp_llama_fields s)
+{
+    ptdp_model_config c = { .ops = &ptdp_llama_ops, .hidden = s.hidden, .layers = s.layers };
+    const int multiple = s.ffn_multiple > 0 ? s.ffn_multiple : PTDP_LLAMA_FFN_MULTIPLE;
+    c.ffn = s.ffn > 0 ? s.ffn : ptdp_llama_meta_ffn(s.hidden, multiple);
+    *ptdp_llama(&c) = (ptdp_llama_settings){
+        .heads = s.heads, .kv_heads = s.kv_heads, .seq_len = s.seq_len, .vocab = s.vocab, .ffn_multiple = multiple,
+        .line = s.line, .norm_eps = s.norm_eps > 0 ? s.norm_eps : PTDP_LLAMA_NORM_EPS,
+        .rope_theta = s.rope_theta > 0 ? s.rope_theta : PTDP_LLAMA_ROPE_THETA, .corpus = s.corpus,
+        .corpus_len = s.corpus_len,
+    };
+    return c;
+}
+
+ptdp_model_config ptdp_llama_default_config(void)
+{
+    return PTDP_LLAMA_CONFIG(.hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 32);
+}
+
+/* ------------------------------------------------- the whole model */
+
+/* The shapes alone (no mesh). */
+static int shape_check(const ptdp_model_config *m, char *msg, size_t n)
+{
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    const int H = s->heads, K = ptdp_llama_kv_heads(m);
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    if (m->hidden < 1) BAD("--hidden %d: must be at least 1", m->hidden);
+    if (H < 1) BAD("--heads %d: must be at least 1", H);
+    if (m->hidden % H != 0) BAD("--heads %d must divide --hidden %d (each head d = hidden / heads wide)", H, m->hidden);
+    if ((m->hidden / H) % 2 != 0)
+        BAD("--heads %d: the head dimension --hidden %d / --heads %d = %d is odd, and rotary positions rotate "
+            "pairs of it (an even hidden / heads)", H, m->hidden, H, m->hidden / H);
+    if (s->kv_heads < 0) BAD("--kv-heads %d: must be at least 1 (default: --heads)", s->kv_heads);
+    if (H % K != 0)
+        BAD("--kv-heads %d must divide --heads %d (query head h reads kv head h / (heads / kv-heads))", K, H);
+    if (m->ffn < 1) BAD("--ffn %d: must be at least 1", m->ffn);
+    if (m->layers < 1) BAD("--layers %d: must be at least 1", m->layers);
+    if (s->seq_len < 2) BAD("--seq-len %d: must be at least 2 (a position and the token after it)", s->seq_len);
+    if (s->vocab < 1) BAD("--vocab %d: must be at least 1", s->vocab);
+    if (!(s->norm_eps > 0) || !isfinite(s->norm_eps)) BAD("--norm-eps %g: must be a finite number above 0", s->norm_eps);
+    if (!(s->rope_theta > 0) || !isfinite(s->rope_theta))
+        BAD("--rope-theta %g: must be a finite number above 0 (the rotary base; Llama 3's is 500000)", s->rope_theta);
+    if (s->corpus != NULL && s->corpus_len < (size_t)s->seq_len + 1)
+        BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
+            s->corpus_len, s->seq_len, s->seq_len + 1);
+#undef BAD
+    return PTDP_OK;
+}
+
+static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, size_t n)
+{
+    (void)pp;
+    if (shape_check(m, msg, n) != 0)
+        return PTDP_EINVAL;
+    const int K = ptdp_llama_kv_heads(m), V = ptdp_llama(m)->vocab;
+    if (tp <= 1)
+        return PTDP_OK;
+    if (K % tp != 0 && tp % K == 0) {
+        snprintf(msg, n, "--tp %d is more than --kv-heads %d: each rank would hold a copy of the kv head its query "
+                 "heads read, its gradient summed over the ranks that share it, and the llama model does not run "
+                 "so yet (--tp a divisor of --kv-heads %d)", tp, K, K);
+        return PTDP_EINVAL;
+    }
+    if (K % tp != 0) {
+        snprintf(msg, n, "--tp %d must divide --kv-heads %d (each rank whole kv heads) or be a multiple of it",
+                 tp, K);
+        return PTDP_EINVAL;
+    }
+    if (m->ffn % tp != 0 || V % tp != 0) {
+        snprintf(msg, n, "--tp %d must divide --ffn %d (w1, w3 by rows, w2 by columns) and --vocab %d (the "
+                 "vocab-parallel embedding and head; the llama's vocabulary is not padded)", tp, m->ffn, V);
+        return PTDP_EINVAL;
+    }
+    return PTDP_OK;
+}
+
+/* What the llama runs on beyond its caps: no expert parallelism. */
+static int llama_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
+{
+    (void)c;
+    if (r->ep > 1) {
+        snprintf(msg, n, "--ep %d: the llama model has no mixture of experts, and does not run under --ep yet",
+                 r->ep);
+        return PTDP_EINVAL;
+    }
+    return PTDP_OK;
+}
+
+/* The whole model's tensors in Meta's state_dict order. */
+static int llama_list_params(const ptdp_model_config *c, ptdp_param_info *out)
+{
+    const int C = c->hidden, d = C / ptdp_llama(c)->heads, H = ptdp_llama(c)->heads, K = ptdp_llama_kv_heads(c);
+    const int F = c->ffn, V = ptdp_llama(c)->vocab;
+    int n = 0;
+#define ADD(r, cc, bias, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); \
+        out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
+    ADD(V, C, false, "tok_embeddings.weight");
+    for (int l = 0; l < c->layers; l++) {
+        ADD(H * d, C, false, "layers.%d.attention.wq.weight", l);
+        ADD(K * d, C, false, "layers.%d.attention.wk.weight", l);
+        ADD(K * d, C, false, "layers.%d.attention.wv.weight", l);
+        ADD(C, H * d, false, "layers.%d.attention.wo.weight", l);
+        ADD(F, C, false, "layers.%d.feed_forward.w1.weight", l);
+        ADD(C, F, false, "layers.%d.feed_forward.w2.weight", l);
+        ADD(F, C, false, "layers.%d.feed_forward.w3.weight", l);
+        ADD(1, C, true, "layers.%d.attention_norm.weight", l);
+        ADD(1, C, true, "layers.%d.ffn_norm.weight", l);
+    }
+    ADD(1, C, true, "norm.weight");
+    ADD(V, C, false, "output.weight");
+#undef ADD
+    return n;
+}
+
+/* Checkpoint metadata: Meta's ModelArgs names where it has them. */
+static const struct { const char *key, *flag; } meta_keys[] = {
+    { "dim", "--hidden" }, { "n_layers", "--layers" }, { "n_heads", "--heads" }, { "n_kv_heads", "--kv-heads" },
+    { "vocab_size", "--vocab" }, { "ffn_dim", "--ffn" }, { "max_seq_len", "--seq-len" },
+};
+
+static int *meta_field(ptdp_model_config *c, int k)
+{
+    ptdp_llama_settings *s = ptdp_llama(c);
+    int *f[] = { &c->hidden, &c->layers, &s->heads, &s->kv_heads, &s->vocab, &c->ffn, &s->seq_len };
+    return f[k];
+}
+
+static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*values)[32], const char **flags,
+                          int max)
+{
+    ptdp_model_config whole = *c;
+    ptdp_llama(&whole)->kv_heads = ptdp_llama_kv_heads(c);
+    int n = 0;
+    for (; n < (int)(sizeof meta_keys / sizeof meta_keys[0]) && n < max; n++) {
+        keys[n] = meta_keys[n].key;
+        flags[n] = meta_keys[n].flag;
+        snprintf(values[n], 32, "%d", *meta_field(&whole, n));
+    }
+    return n;
+}
+
+static int llama_from_metadata(ptdp_model_config *c, const char *key, long long value)
+{
+    for (int k = 0; k < (int)(sizeof meta_keys / sizeof meta_keys[0]); k++)
+        if (strcmp(key, meta_keys[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
+            *meta_field(c, k) = (int)value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
+}
+
+/* ------------------------------------------------- one stage and shard */
+
+#define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
+#define W(std) PTDP_INIT_NORMAL, (std)
+#define ONE PTDP_INIT_ONES, 0.0
+
+/* Block l in backward order: the feed-forward, its norm, wo, wv, wk, wq,
+ * the attention's norm. */
+static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, int l)
+{
+    const ptdp_llama *p = m->impl;
+    const int C = m->cfg.hidden, F = m->cfg.ffn, t = m->mesh->tp_rank, d = p->hd;
+    const int H = ptdp_llama(&m->cfg)->heads, K = ptdp_llama_kv_heads(&m->cfg);
+    const int Fl = p->ffn_local, Ql = p->heads_local * d, KVl = p->kv_local * d;
+    const double proj_std = INIT_STD / sqrt(2.0 * m->cfg.layers);
+    char name[PTDP_NAME_MAX];
+#define NAME(what) (snprintf(name, sizeof name, "layers.%d.%s", l, what), name)
+    ptdp_model_begin_unit(m);
+    b->w2 = ADD(NAME("feed_forward.w2.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
+    b->w3 = ADD(NAME("feed_forward.w3.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+    b->w1 = ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+    b->ffn_norm = ADD(NAME("ffn_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+    b->wo = ADD(NAME("attention.wo.weight"), C, H * d, false, PTDP_SHARD_COLS, 0, t * Ql, C, Ql, W(proj_std));
+    b->wv = ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, t * KVl, 0, KVl, C, W(INIT_STD));
+    b->wk = ADD(NAME("attention.wk.weight"), K * d, C, false, PTDP_SHARD_ROWS, t * KVl, 0, KVl, C, W(INIT_STD));
+    b->wq = ADD(NAME("attention.wq.weight"), H * d, C, false, PTDP_SHARD_ROWS, t * Ql, 0, Ql, C, W(INIT_STD));
+    b->attention_norm = ADD(NAME("attention_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+#undef NAME
+    return b->attention_norm != NULL ? PTDP_OK : PTDP_ENOMEM;
+}
+
+/* This stage's parameters in the order the backward makes their
+ * gradients: the head with its norm, each block last to first, the
+ * embedding. */
+static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama *p)
+{
+    const int C = m->cfg.hidden, V = ptdp_llama(&m->cfg)->vocab, t = m->mesh->tp_rank, Vl = p->vocab_local;
+    if (m->last_stage) {
+        ptdp_model_begin_unit(m);
+        p->output = ADD("output.weight", V, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C, W(INIT_STD));
+        p->norm = ADD("norm.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
+    }
+    for (int l = m->layer_end - 1; l >= m->layer_begin; l--)
+        if (block_lay_out(dev, m, &p->blocks[l - m->layer_begin], l) != 0)
+            return PTDP_ENOMEM;
+    if (m->first_stage) {
+        ptdp_model_begin_unit(m);
+        p->tok_embeddings = ADD("tok_embeddings.weight", V, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C,
+                                W(INIT_STD));
+    }
+    if (ptdp_aborted(dev))
+        return PTDP_EABORTED;
+    for (int i = 0; i < m->nparams; i++)
+        m->params[i].no_decay = m->params[i].is_bias;   /* the norms */
+    return PTDP_OK;
+}
+#undef ADD
+#undef W
+#undef ONE
+
+static void llama_free(ptdp_device *dev, ptdp_model *m)
+{
+    ptdp_llama *p = m->impl;
+    if (p == NULL)
+        return;
+    ptdp_free(dev, p->corpus_block);
+    free(p->positions);
+    free(p->blocks);
+    free(p);
+    m->impl = NULL;
+}
+
+static int llama_init(ptdp_device *dev, ptdp_model *m)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const ptdp_llama_settings *s = ptdp_llama(c);
+    const int tp = m->mesh->tp, nb = m->layer_end - m->layer_begin;
+    ptdp_llama *p = calloc(1, sizeof *p);
+    if (p != NULL) {
+        p->blocks = calloc((size_t)(nb > 0 ? nb : 1), sizeof *p->blocks);
+        p->positions = malloc((size_t)s->seq_len * sizeof *p->positions);
+    }
+    m->impl = p;
+    if (p == NULL || p->blocks == NULL || p->positions == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the model", dev->rank);
+    if (m->dropout > 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "--dropout %g: the llama model has no dropout (Meta's has none)",
+                         m->dropout);
+    for (int t = 0; t < s->seq_len; t++)   /* whole sequences: row b T + t is position t */
+        p->positions[t] = t;
+    p->hd = c->hidden / s->heads;
+    p->heads_local = s->heads / tp;
+    p->kv_local = ptdp_llama_kv_heads(c) / tp;
+    p->ffn_local = c->ffn / tp;
+    p->vocab_local = s->vocab / tp;
+    m->input_cols = s->seq_len;
+    m->input_tokens = true;
+    m->label_cols = s->seq_len;
+    m->boundary_cols = s->seq_len * c->hidden;
+    int rc = ptdp_model_reserve_params(dev, m, 9 * nb + 3);
+    if (rc == 0)
+        rc = lay_out(dev, m, p);
+    if (rc == 0 && (m->first_stage || m->last_stage)) {
+        ptdp_gpt_text t = { 0 };
+        rc = ptdp_gpt_text_load(dev, m->seed, s->corpus, s->corpus_len, s->seq_len, s->vocab, &t);
+        p->corpus_block = t.block;
+        p->corpus = t.text;
+        p->corpus_len = t.len;
+    }
+    return rc;
+}
+
+/* The GPT's windows of the text (gpt_data.c). */
+static void llama_fill_batch(ptdp_model *m, ptdp_batch *b)
+{
+    const ptdp_llama *p = m->impl;
+    ptdp_gpt_text_windows(p->corpus, p->corpus_len, ptdp_llama(&m->cfg)->seq_len, ptdp_llama(&m->cfg)->line,
+                          m->seed, b);
+}
+
+static int llama_positions(const ptdp_model_config *c)
+{
+    return ptdp_llama(c)->seq_len;
+}
+
+static int llama_heads(const ptdp_model_config *c)
+{
+    return ptdp_llama(c)->heads;
+}
+
+const ptdp_model_ops ptdp_llama_ops = {
+    .name = "llama",
+    .caps = { .title = "the llama model", .sequences = true, .attention = true },
+    .positions = llama_positions,
+    .heads = llama_heads,
+    .check = llama_check,
+    .check_run = llama_check_run,
+    .list_params = llama_list_params,
+    .metadata = llama_metadata,
+    .from_metadata = llama_from_metadata,
+    .init = llama_init,
+    .free = llama_free,
+    .fill_batch = llama_fill_batch,
+    .forward = ptdp_llama_forward,
+    .backward = ptdp_llama_backward,
+    .acts_free = ptdp_llama_acts_free,
+    .backward_input = ptdp_llama_backward_input,
+};
