@@ -169,6 +169,21 @@ void ptdp_layernorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor db, ptd
 double ptdp_layernorm_flops_forward(size_t n);
 double ptdp_layernorm_flops_backward(size_t n);
 
+/* -------------------------------------------------------------- rmsnorm */
+
+/* y = x / sqrt(mean_j(x_j^2) + eps) * w over each row (no mean subtracted,
+ * no bias: Meta's llama RMSNorm); w is 1 x C; rstd (rows numbers) is kept
+ * for the backward.  y may alias x. */
+void ptdp_rmsnorm_forward(ptdp_tensor y, ptdp_real *rstd, ptdp_tensor x, ptdp_tensor w, double eps);
+/* dw += sum over rows dy * x * rstd; dx = (or += with accumulate_dx)
+ *     rstd (dy w − xhat mean_j(dy w xhat)),  xhat = x rstd.
+ * dx may alias dy unless accumulating. */
+void ptdp_rmsnorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor x, ptdp_tensor w,
+                           const ptdp_real *rstd, bool accumulate_dx);
+/* 4 per element forward, 11 backward (counted in rmsnorm.c). */
+double ptdp_rmsnorm_flops_forward(size_t n);
+double ptdp_rmsnorm_flops_backward(size_t n);
+
 /* ------------------------------------------------------------ attention */
 
 /* Dropout on the attention probabilities, keyed by global indices: element
