@@ -184,6 +184,21 @@ void ptdp_rmsnorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor dy, ptdp_
 double ptdp_rmsnorm_flops_forward(size_t n);
 double ptdp_rmsnorm_flops_backward(size_t n);
 
+/* ---------------------------------------------------------------- rope */
+
+/* Rotary position embeddings (Meta's llama3 apply_rotary_emb), in place:
+ * within each of the `heads` heads of width hd (even, at most 1024) stored
+ * side by side from column col0 of each row, the pair (2i, 2i+1) turns by
+ * a = pos · theta^(−2i/hd):
+ *     (x0, x1) → (x0 cos a − x1 sin a,  x0 sin a + x1 cos a)
+ * x has (B T) rows; row b T + t is at GLOBAL position pos[t] (T entries:
+ * under context parallelism the caller passes its chunks' positions). */
+void ptdp_rope_forward(ptdp_tensor x, int col0, int heads, int hd, const int64_t *pos, int T, double theta);
+/* The transpose of the rotation (the rotation by −a), in place on dx. */
+void ptdp_rope_backward(ptdp_tensor dx, int col0, int heads, int hd, const int64_t *pos, int T, double theta);
+/* 3 per rotated element, either direction. */
+double ptdp_rope_flops(size_t rows, int heads, int hd);
+
 /* ------------------------------------------------------------ attention */
 
 /* Dropout on the attention probabilities, keyed by global indices: element
