@@ -199,6 +199,17 @@ void ptdp_rope_backward(ptdp_tensor dx, int col0, int heads, int hd, const int64
 /* 3 per rotated element, either direction. */
 double ptdp_rope_flops(size_t rows, int heads, int hd);
 
+/* -------------------------------------------------------------- swiglu */
+
+/* SwiGLU's gate: h = silu(a) ⊙ b, silu(a) = a σ(a); h may alias a or b. */
+void ptdp_swiglu_forward(ptdp_tensor h, ptdp_tensor a, ptdp_tensor b);
+/* da = dh b σ(a) (1 + a (1 − σ(a))),  db = dh silu(a)  (overwritten;
+ * either may alias dh, a or b). */
+void ptdp_swiglu_backward(ptdp_tensor da, ptdp_tensor db, ptdp_tensor dh, ptdp_tensor a, ptdp_tensor b);
+/* 5 per element forward, 11 backward (counted in swiglu.c). */
+double ptdp_swiglu_flops_forward(size_t n);
+double ptdp_swiglu_flops_backward(size_t n);
+
 /* ------------------------------------------------------------ attention */
 
 /* Dropout on the attention probabilities, keyed by global indices: element
