@@ -253,6 +253,24 @@ void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor
                                    int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
                                    bool accumulate_kv, ptdp_real *scratch);
 
+/* Grouped-query attention: the packed row is [q of `heads` heads | k of
+ * `kv_heads` heads | v of `kv_heads` heads], width (heads + 2 kv_heads) hd,
+ * and query head h attends with kv head h / (heads / kv_heads) (kv_heads
+ * divides heads; kv_heads = heads is the attention above, bit for bit, and
+ * kv_heads = 1 multi-query).  y, probs, dy, scratch and dropout's head
+ * indices are per query head, as above.  The backward's dK and dV of a kv
+ * head are the sums over the query heads that share it. */
+void ptdp_attention_gqa_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads, int kv_heads,
+                                int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+void ptdp_attention_gqa_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs, int T,
+                                 int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+void ptdp_attention_gqa_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                      int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout,
+                                      ptdp_real *scratch);
+void ptdp_attention_gqa_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                                       int T, int q0, int q1, int heads, int kv_heads, int hd,
+                                       const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch);
+
 /* ------------------------------------------------------------ embeddings */
 
 /* out[i] = row ids[i] - row0 of table, or zeros where the id is not one of
