@@ -47,9 +47,9 @@
  * heads share one kv head, which divides the K/V cache and their
  * projections by the group size.  The packed row holds each kv head once:
  *
- *     [ q0 q1 q2 q3 | k0 k1 | v0 v1 ]       heads 4, kv_heads 2, group 2:
- *       └──┴──────────┘ │                   query head h reads kv head
- *             └──┴──────┘                   h / group (repeat_kv, no copy)
+ *     [ q0 q1 q2 q3 | k0 k1 | v0 v1 ]     heads 4, kv_heads 2: groups of 2
+ *       q0, q1 ──► k0, v0                 query head h reads kv head h / group
+ *       q2, q3 ──► k1, v1                 (Meta's repeat_kv, without its copy)
  *
  * Forward: each query head runs the lines above with its group's K and V.
  * Backward: dK and dV of a kv head are the sums of the group's query
@@ -57,7 +57,7 @@
  * with the very same calls; kv_heads = 1 is multi-query attention.
  *
  * The dropout mask is counter-based (rng.h), keyed by GLOBAL indices —
- * the sample, the head among all nh heads, the query and the key — so a TP
+ * the sample, the query head among all nh, the query and the key — so a TP
  * rank with heads 4..7 drops exactly what one device drops for those heads,
  * and the backward regenerates the mask instead of storing it.
  */
