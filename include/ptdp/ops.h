@@ -169,6 +169,47 @@ void ptdp_layernorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor db, ptd
 double ptdp_layernorm_flops_forward(size_t n);
 double ptdp_layernorm_flops_backward(size_t n);
 
+/* -------------------------------------------------------------- rmsnorm */
+
+/* y = x / sqrt(mean_j(x_j^2) + eps) * w over each row (no mean subtracted,
+ * no bias: Meta's llama RMSNorm); w is 1 x C; rstd (rows numbers) is kept
+ * for the backward.  y may alias x. */
+void ptdp_rmsnorm_forward(ptdp_tensor y, ptdp_real *rstd, ptdp_tensor x, ptdp_tensor w, double eps);
+/* dw += sum over rows dy * x * rstd; dx = (or += with accumulate_dx)
+ *     rstd (dy w − xhat mean_j(dy w xhat)),  xhat = x rstd.
+ * dx may alias dy unless accumulating. */
+void ptdp_rmsnorm_backward(ptdp_tensor dx, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor x, ptdp_tensor w,
+                           const ptdp_real *rstd, bool accumulate_dx);
+/* 4 per element forward, 11 backward (counted in rmsnorm.c). */
+double ptdp_rmsnorm_flops_forward(size_t n);
+double ptdp_rmsnorm_flops_backward(size_t n);
+
+/* ---------------------------------------------------------------- rope */
+
+/* Rotary position embeddings (Meta's llama3 apply_rotary_emb), in place:
+ * within each of the `heads` heads of width hd (even, at most 1024) stored
+ * side by side from column col0 of each row, the pair (2i, 2i+1) turns by
+ * a = pos · theta^(−2i/hd):
+ *     (x0, x1) → (x0 cos a − x1 sin a,  x0 sin a + x1 cos a)
+ * x has (B T) rows; row b T + t is at GLOBAL position pos[t] (T entries:
+ * under context parallelism the caller passes its chunks' positions). */
+void ptdp_rope_forward(ptdp_tensor x, int col0, int heads, int hd, const int64_t *pos, int T, double theta);
+/* The transpose of the rotation (the rotation by −a), in place on dx. */
+void ptdp_rope_backward(ptdp_tensor dx, int col0, int heads, int hd, const int64_t *pos, int T, double theta);
+/* 3 per rotated element, either direction. */
+double ptdp_rope_flops(size_t rows, int heads, int hd);
+
+/* -------------------------------------------------------------- swiglu */
+
+/* SwiGLU's gate: h = silu(a) ⊙ b, silu(a) = a σ(a); h may alias a or b. */
+void ptdp_swiglu_forward(ptdp_tensor h, ptdp_tensor a, ptdp_tensor b);
+/* da = dh b σ(a) (1 + a (1 − σ(a))),  db = dh silu(a)  (overwritten;
+ * either may alias dh, a or b). */
+void ptdp_swiglu_backward(ptdp_tensor da, ptdp_tensor db, ptdp_tensor dh, ptdp_tensor a, ptdp_tensor b);
+/* 5 per element forward, 11 backward (counted in swiglu.c). */
+double ptdp_swiglu_flops_forward(size_t n);
+double ptdp_swiglu_flops_backward(size_t n);
+
 /* ------------------------------------------------------------ attention */
 
 /* Dropout on the attention probabilities, keyed by global indices: element
@@ -211,6 +252,24 @@ void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor q
 void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
                                    int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
                                    bool accumulate_kv, ptdp_real *scratch);
+
+/* Grouped-query attention: the packed row is [q of `heads` heads | k of
+ * `kv_heads` heads | v of `kv_heads` heads], width (heads + 2 kv_heads) hd,
+ * and query head h attends with kv head h / (heads / kv_heads) (kv_heads
+ * divides heads; kv_heads = heads is the attention above, bit for bit, and
+ * kv_heads = 1 multi-query).  y, probs, dy, scratch and dropout's head
+ * indices are per query head, as above.  The backward's dK and dV of a kv
+ * head are the sums over the query heads that share it. */
+void ptdp_attention_gqa_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads, int kv_heads,
+                                int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+void ptdp_attention_gqa_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs, int T,
+                                 int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch);
+void ptdp_attention_gqa_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                      int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout,
+                                      ptdp_real *scratch);
+void ptdp_attention_gqa_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                                       int T, int q0, int q1, int heads, int kv_heads, int hd,
+                                       const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch);
 
 /* ------------------------------------------------------------ embeddings */
 

@@ -42,8 +42,22 @@
  *     q1 │██████████│███│        right: its own, causal
  *        └──────────┴───┘
  *
+ * Grouped-query attention (Ainslie et al. 2023; Llama 2 70B, Llama 3)
+ * keeps fewer key/value heads than query heads: heads / kv_heads query
+ * heads share one kv head, which divides the K/V cache and their
+ * projections by the group size.  The packed row holds each kv head once:
+ *
+ *     [ q0 q1 q2 q3 | k0 k1 | v0 v1 ]     heads 4, kv_heads 2: groups of 2
+ *       q0, q1 ──► k0, v0                 query head h reads kv head h / group
+ *       q2, q3 ──► k1, v1                 (Meta's repeat_kv, without its copy)
+ *
+ * Forward: each query head runs the lines above with its group's K and V.
+ * Backward: dK and dV of a kv head are the sums of the group's query
+ * heads' shares.  kv_heads = heads is ordinary multi-head attention,
+ * with the very same calls; kv_heads = 1 is multi-query attention.
+ *
  * The dropout mask is counter-based (rng.h), keyed by GLOBAL indices —
- * the sample, the head among all nh heads, the query and the key — so a TP
+ * the sample, the query head among all nh, the query and the key — so a TP
  * rank with heads 4..7 drops exactly what one device drops for those heads,
  * and the backward regenerates the mask instead of storing it.
  */
@@ -211,27 +225,47 @@ static void causal_softmax_backward(ptdp_real *dP, const ptdp_real *P, int rows,
     }
 }
 
-/* ------------------------------------------------------------ the heads */
+/* ------------------------------------------------------------ the heads
+ *
+ * Grouped-query attention: heads / kv_heads query heads read one kv head,
+ * query head h the kv head h / group.  kv_heads = heads is multi-head
+ * attention (every group one head: the very same calls as before there
+ * were groups), kv_heads = 1 multi-query. */
+
+/* The columns of query head h's q and of its kv head's k and v in a packed
+ * row [q of heads | k of kv_heads | v of kv_heads]. */
+typedef struct {
+    int q, k, v;
+} qkv_cols;
+
+static qkv_cols head_cols(int h, int heads, int kv_heads, int hd)
+{
+    const int g = h / (heads / kv_heads);
+    return (qkv_cols){ .q = h * hd, .k = (heads + g) * hd, .v = (heads + kv_heads + g) * hd };
+}
 
 /* The queries of a slice [q0, q1) see the keys [0, q1): the whole sequence
  * is the slice q0 = 0, q1 = T, and then every matrix below is T x T. */
-void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
-                                  int heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
+void ptdp_attention_gqa_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                      int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout,
+                                      ptdp_real *scratch)
 {
-    const int width = heads * hd, Tq = q1 - q0, Tk = q1;
-    if (!PTDP_REQUIRE(qkv.cols == 3 * width && y.cols == width && T > 0 && qkv.rows % T == 0 &&
-                      0 <= q0 && q0 < q1 && q1 <= T && y.rows == qkv.rows / T * Tq,
-                      "qkv %d x %d, y %d x %d, T %d, queries [%d, %d), %d heads of %d", qkv.rows, qkv.cols,
-                      y.rows, y.cols, T, q0, q1, heads, hd))
+    const int Tq = q1 - q0, Tk = q1;
+    if (!PTDP_REQUIRE(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && hd > 0 &&
+                      qkv.cols == (heads + 2 * kv_heads) * hd && y.cols == heads * hd && T > 0 &&
+                      qkv.rows % T == 0 && 0 <= q0 && q0 < q1 && q1 <= T && y.rows == qkv.rows / T * Tq,
+                      "qkv %d x %d, y %d x %d, T %d, queries [%d, %d), %d heads and %d kv heads of %d", qkv.rows,
+                      qkv.cols, y.rows, y.cols, T, q0, q1, heads, kv_heads, hd))
         return;
     const int B = qkv.rows / T;
     const double scale = 1.0 / sqrt((double)hd);
     const bool dropping = dropout != NULL && dropout->p > 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < heads; h++) {
-            ptdp_tensor q = head_view(qkv, b * T + q0, Tq, h * hd, hd);
-            ptdp_tensor k = head_view(qkv, b * T, Tk, width + h * hd, hd);
-            ptdp_tensor v = head_view(qkv, b * T, Tk, 2 * width + h * hd, hd);
+            const qkv_cols c = head_cols(h, heads, kv_heads, hd);
+            ptdp_tensor q = head_view(qkv, b * T + q0, Tq, c.q, hd);
+            ptdp_tensor k = head_view(qkv, b * T, Tk, c.k, hd);
+            ptdp_tensor v = head_view(qkv, b * T, Tk, c.v, hd);
             ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)Tq * Tk;
             ptdp_matmul(matrix(P, Tq, Tk), q, false, k, true, scale, 0.0);   /* S = Q K^T / sqrt(hd) */
             causal_softmax(P, Tq, Tk, q0);
@@ -245,62 +279,116 @@ void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor q
         }
 }
 
+void ptdp_attention_gqa_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads, int kv_heads,
+                                int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
+{
+    ptdp_attention_gqa_forward_slice(y, probs, qkv, T, 0, T, heads, kv_heads, hd, dropout, scratch);
+}
+
+void ptdp_attention_forward_slice(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int q0, int q1,
+                                  int heads, int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
+{
+    ptdp_attention_gqa_forward_slice(y, probs, qkv, T, q0, q1, heads, heads, hd, dropout, scratch);
+}
+
 void ptdp_attention_forward(ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv, int T, int heads,
                             int hd, const ptdp_attn_dropout *dropout, ptdp_real *scratch)
 {
-    ptdp_attention_forward_slice(y, probs, qkv, T, 0, T, heads, hd, dropout, scratch);
+    ptdp_attention_gqa_forward_slice(y, probs, qkv, T, 0, T, heads, heads, hd, dropout, scratch);
+}
+
+/* One query head's backward (rows of sample b): dQ written; dK and dV of
+ * its kv head added with beta_kv = 1, or written with 0. */
+typedef struct {
+    ptdp_tensor q, k, v, dq, dk, dv, dy;
+    const ptdp_real *P;
+    int Tq, Tk, q0, T;
+    double scale, beta_kv;
+} head_backward;
+
+static void backward_head(const head_backward *H, const ptdp_attn_dropout *dropout, int64_t sample, int head,
+                          ptdp_real *scratch)
+{
+    const int Tq = H->Tq, Tk = H->Tk;
+    const bool dropping = dropout != NULL && dropout->p > 0;
+    ptdp_real *dP = scratch, *D = scratch + (size_t)Tq * Tk;
+    /* dV = D^T dY, with D the dropped probabilities (made again) */
+    const ptdp_real *Dh = H->P;
+    if (dropping) {
+        drop(D, H->P, Tq, Tk, H->q0, H->T, dropout, sample, head);
+        Dh = D;
+    }
+    ptdp_matmul(H->dv, matrix((ptdp_real *)Dh, Tq, Tk), true, H->dy, false, 1.0, H->beta_kv);
+    /* dD = dY V^T, then back through the dropout: dP */
+    ptdp_matmul(matrix(dP, Tq, Tk), H->dy, false, H->v, true, 1.0, 0.0);
+    if (dropping)
+        drop(dP, dP, Tq, Tk, H->q0, H->T, dropout, sample, head);
+    /* softmax': dS = P (dP − rowsum(P dP)), in place over dP */
+    causal_softmax_backward(dP, H->P, Tq, Tk, H->q0);
+    /* dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd) */
+    ptdp_matmul(H->dq, matrix(dP, Tq, Tk), false, H->k, false, H->scale, 0.0);
+    ptdp_matmul(H->dk, matrix(dP, Tq, Tk), true, H->q, false, H->scale, H->beta_kv);
+}
+
+/* A kv head's dK and dV are the sums over its group's query heads: the
+ * group's first head writes them (or, with accumulate_kv, adds), the
+ * others add, in the order of the heads. */
+void ptdp_attention_gqa_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
+                                       int T, int q0, int q1, int heads, int kv_heads, int hd,
+                                       const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch)
+{
+    const int Tq = q1 - q0, Tk = q1;
+    if (!PTDP_REQUIRE(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && hd > 0 &&
+                      qkv.cols == (heads + 2 * kv_heads) * hd && dqkv.cols == qkv.cols && dqkv.rows == qkv.rows &&
+                      dy.cols == heads * hd && T > 0 && qkv.rows % T == 0 && 0 <= q0 && q0 < q1 && q1 <= T &&
+                      dy.rows == qkv.rows / T * Tq,
+                      "qkv %d x %d, dqkv %d x %d, dy %d x %d, T %d, queries [%d, %d), %d heads and %d kv heads "
+                      "of %d", qkv.rows, qkv.cols, dqkv.rows, dqkv.cols, dy.rows, dy.cols, T, q0, q1, heads,
+                      kv_heads, hd))
+        return;
+    const int B = qkv.rows / T, group = heads / kv_heads;
+    const bool dropping = dropout != NULL && dropout->p > 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < heads; h++) {
+            const qkv_cols c = head_cols(h, heads, kv_heads, hd);
+            const bool first = h % group == 0;
+            const head_backward H = {
+                .q = head_view(qkv, b * T + q0, Tq, c.q, hd),
+                .k = head_view(qkv, b * T, Tk, c.k, hd),
+                .v = head_view(qkv, b * T, Tk, c.v, hd),
+                .dq = head_view(dqkv, b * T + q0, Tq, c.q, hd),
+                .dk = head_view(dqkv, b * T, Tk, c.k, hd),
+                .dv = head_view(dqkv, b * T, Tk, c.v, hd),
+                .dy = head_view(dy, b * Tq, Tq, h * hd, hd),
+                .P = probs + ((size_t)b * heads + h) * (size_t)Tq * Tk,
+                .Tq = Tq, .Tk = Tk, .q0 = q0, .T = T,
+                .scale = 1.0 / sqrt((double)hd),
+                .beta_kv = accumulate_kv || !first ? 1.0 : 0.0,
+            };
+            backward_head(&H, dropout, dropping ? dropout->sample0 + b : 0, dropping ? dropout->head0 + h : 0,
+                          scratch);
+        }
+}
+
+void ptdp_attention_gqa_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs, int T,
+                                 int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout,
+                                 ptdp_real *scratch)
+{
+    ptdp_attention_gqa_backward_slice(dqkv, dy, qkv, probs, T, 0, T, heads, kv_heads, hd, dropout, false,
+                                      scratch);
 }
 
 void ptdp_attention_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
                                    int T, int q0, int q1, int heads, int hd, const ptdp_attn_dropout *dropout,
                                    bool accumulate_kv, ptdp_real *scratch)
 {
-    const int width = heads * hd, Tq = q1 - q0, Tk = q1;
-    if (!PTDP_REQUIRE(qkv.cols == 3 * width && dqkv.cols == 3 * width && dqkv.rows == qkv.rows &&
-                      dy.cols == width && T > 0 && qkv.rows % T == 0 && 0 <= q0 && q0 < q1 && q1 <= T &&
-                      dy.rows == qkv.rows / T * Tq,
-                      "qkv %d x %d, dqkv %d x %d, dy %d x %d, T %d, queries [%d, %d), %d heads of %d", qkv.rows,
-                      qkv.cols, dqkv.rows, dqkv.cols, dy.rows, dy.cols, T, q0, q1, heads, hd))
-        return;
-    const int B = qkv.rows / T;
-    const double scale = 1.0 / sqrt((double)hd), beta = accumulate_kv ? 1.0 : 0.0;
-    const bool dropping = dropout != NULL && dropout->p > 0;
-    ptdp_real *dP = scratch, *D = scratch + (size_t)Tq * Tk;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < heads; h++) {
-            ptdp_tensor q = head_view(qkv, b * T + q0, Tq, h * hd, hd);
-            ptdp_tensor k = head_view(qkv, b * T, Tk, width + h * hd, hd);
-            ptdp_tensor v = head_view(qkv, b * T, Tk, 2 * width + h * hd, hd);
-            ptdp_tensor dq = head_view(dqkv, b * T + q0, Tq, h * hd, hd);
-            ptdp_tensor dk = head_view(dqkv, b * T, Tk, width + h * hd, hd);
-            ptdp_tensor dv = head_view(dqkv, b * T, Tk, 2 * width + h * hd, hd);
-            ptdp_tensor dyh = head_view(dy, b * Tq, Tq, h * hd, hd);
-            const ptdp_real *P = probs + ((size_t)b * heads + h) * (size_t)Tq * Tk;
-            const int64_t sample = dropping ? dropout->sample0 + b : 0;
-            const int head = dropping ? dropout->head0 + h : 0;
-
-            /* dV = D^T dY, with D the dropped probabilities (made again) */
-            const ptdp_real *Dh = P;
-            if (dropping) {
-                drop(D, P, Tq, Tk, q0, T, dropout, sample, head);
-                Dh = D;
-            }
-            ptdp_matmul(dv, matrix((ptdp_real *)Dh, Tq, Tk), true, dyh, false, 1.0, beta);
-            /* dD = dY V^T, then back through the dropout: dP */
-            ptdp_matmul(matrix(dP, Tq, Tk), dyh, false, v, true, 1.0, 0.0);
-            if (dropping)
-                drop(dP, dP, Tq, Tk, q0, T, dropout, sample, head);
-            /* softmax': dS = P (dP − rowsum(P dP)), in place over dP */
-            causal_softmax_backward(dP, P, Tq, Tk, q0);
-            /* dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd) */
-            ptdp_matmul(dq, matrix(dP, Tq, Tk), false, k, false, scale, 0.0);
-            ptdp_matmul(dk, matrix(dP, Tq, Tk), true, q, false, scale, beta);
-        }
+    ptdp_attention_gqa_backward_slice(dqkv, dy, qkv, probs, T, q0, q1, heads, heads, hd, dropout, accumulate_kv,
+                                      scratch);
 }
 
 void ptdp_attention_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, const ptdp_real *probs,
                              int T, int heads, int hd, const ptdp_attn_dropout *dropout,
                              ptdp_real *scratch)
 {
-    ptdp_attention_backward_slice(dqkv, dy, qkv, probs, T, 0, T, heads, hd, dropout, false, scratch);
+    ptdp_attention_gqa_backward_slice(dqkv, dy, qkv, probs, T, 0, T, heads, heads, hd, dropout, false, scratch);
 }
