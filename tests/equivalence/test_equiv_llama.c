@@ -13,6 +13,7 @@
  *                              same rows of F, wo/w2 row-parallel, the
  *                              vocab-parallel embedding and head; with dp,
  *                              pp and ZeRO; recomputation full and selective
+ *   bf16 (float build)         against the bf16 baseline, within 1e-2
  *
  * and refuses, naming the flag, what it does not run under yet.
  *
@@ -80,6 +81,38 @@ LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
     equiv_check(&c);
 }
 END_TEST
+
+#ifndef PTDP_DOUBLE
+/* --precision bf16 (float build: ptdp-f64 refuses bf16): each mesh against
+ * the bf16 baseline, every loss and every final parameter within
+ * PTDP_TOLERANCE_BF16, as --check allows (AdamW at lr 1e-3). */
+LOOP_TEST(llama_tests, test_bf16_equals_bf16_baseline, 3)
+{
+    static const int mesh[3][5] = { { 2, 1, 1, 1, 0 }, { 2, 2, 1, 2, 3 }, { 1, 2, 2, 4, 1 } };
+    ptdp_train_config c = llama_config(mesh[_i][0], mesh[_i][1], mesh[_i][2], mesh[_i][3]);
+    c.zero = mesh[_i][4];
+    c.bf16 = true;
+    c.lr = 1e-3;
+    c.recompute_core = _i == 2;
+    const ptdp_train_config b = equiv_baseline(&c);
+    ptdp_state fs, fb;
+    ptdp_train_result rs, rb;
+    equiv_train(&c, NULL, &fs, &rs);
+    equiv_train(&b, NULL, &fb, &rb);
+    for (int i = 0; i < c.steps; i++)
+        ck_assert_msg(ptdp_check_value(rs.log[i].loss, rb.log[i].loss, PTDP_TOLERANCE_BF16), "mesh %d step %d: %.9g "
+                      "vs %.9g", _i, i + 1, rs.log[i].loss, rb.log[i].loss);
+    ck_assert(rb.log[0].loss != rb.log[c.steps - 1].loss);
+    ptdp_check_report rep;
+    ck_assert_msg(ptdp_check_states(&fs, &fb, PTDP_TOLERANCE_BF16, &rep), "mesh %d: %s differs by %g", _i,
+                  rep.worst, rep.max_abs);
+    ptdp_state_free(&fs);
+    ptdp_state_free(&fb);
+    ptdp_train_result_free(&rs);
+    ptdp_train_result_free(&rb);
+}
+END_TEST
+#endif
 
 /* What it does not run under yet: refused before any work, naming the flag. */
 TEST(llama_tests, test_what_it_does_not_run_under_is_refused)
