@@ -101,7 +101,9 @@ TEST(llama_tests, test_bad_shapes_name_their_flag)
     ptdp_llama(&c)->rope_theta = INFINITY;
     refused(&c, 1, "--rope-theta");
     c = tiny();
-    refused(&c, 4, "--tp 4 is more than --kv-heads 2");   /* tp > K: not yet */
+    char ok[512];
+    ck_assert_int_eq(ptdp_llama_ops.check(&c, 4, 1, ok, sizeof ok), PTDP_OK);   /* tp 4 > K 2: copies */
+    refused(&c, 8, "--tp 8 must divide --heads 4");
     ptdp_llama(&c)->heads = 3 * 2;
     ptdp_llama(&c)->kv_heads = 3;
     c.hidden = 12;

@@ -56,6 +56,12 @@
  *
  *     pp=4 tp=1 dp=1:   stage 0   1   2   3      {0 3} {1 2}
  *
+ *   tp_share group: tp_share consecutive ranks of one TP group (same dp,
+ *              cp, pp), ordered by TP rank — the ranks that hold one copy
+ *              of a tensor TP cannot cut finer than tp / tp_share ways
+ *
+ *     tp=4, tp_share 2:  tp rank 0 1 2 3     {0 1} {2 3}
+ *
  *   ep group:  with expert parallelism (--ep N), N consecutive members
  *              of a DP group (in its order: dp, then cp), as Megatron-LM's
  *              tp-cp-ep-dp-pp: EP is borrowed from the data-parallel ranks
@@ -93,6 +99,10 @@ typedef enum {
                             rank, dp x cp / ep of them                    */
     PTDP_GROUP_MIRROR,   /* DualPipe's copies: stages r and p-1-r, which
                             hold the same two model stages              */
+    PTDP_GROUP_TP_SHARE, /* tp_share consecutive ranks of a TP group, which
+                            hold the same copy of a tensor TP cannot
+                            split further (a kv head read by tp_share
+                            ranks' query heads)                        */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -124,6 +134,9 @@ typedef struct {
                                        group); a ring of one chunk after
                                        init, set by the caller before the
                                        model                               */
+    int tp_share;                   /* the TP_SHARE groups' size, dividing
+                                       tp (1 after init; set from the model,
+                                       model.h, before it is built)        */
     ptdp_comm *extra[PTDP_GROUP_COUNT];   /* groups beyond the four axes, by
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */

@@ -118,6 +118,8 @@ typedef struct {
  *   a LayerNorm under SP (sp.h)   DP         TP        tp rank 0
  *   a tied embedding's copies     DP         EMB       emb rank 0: stage 0's copy
  *   an expert under --ep (mesh.h) EDP        -         edp rank 0 of each EP rank
+ *   a copy held by tp_share TP    DP         TP_SHARE  its rank 0
+ *   ranks (mesh.h, ops->tp_share)
  *
  * The sum over `replicas` is the data-parallel one (dp.h's buckets or
  * zero.h's shards: every micro-batch of every replica adds up).  Then,
@@ -282,6 +284,11 @@ struct ptdp_model_ops {
      * ptdp_model_setup builds them (mesh.h, a collective of the whole
      * world) before the model's init. */
     unsigned groups;
+    /* Optional (NULL: 1): the size of the TP sub-groups (PTDP_GROUP_TP_SHARE,
+     * mesh.h) a configuration's parameters declare on a TP group of tp —
+     * the ranks that hold one copy of a tensor TP cannot cut finer (a kv
+     * head shared by the query heads of tp / K ranks).  Divides tp. */
+    int  (*tp_share)(const ptdp_model_config *c, int tp);
     /* Optional (NULL: the model's backward cannot be split).  backward
      * without the weight-gradient products of its linear layers, which it
      * records in w instead (wgrad.h) for ptdp_model_backward_weight; with

@@ -13,7 +13,9 @@
  * Under TP (Megatron's split, tp.h): wq, wk and wv are column-parallel by
  * heads and kv heads — rank r holds query heads [r H/tp, (r+1) H/tp) and
  * kv heads [r K/tp, (r+1) K/tp), so its query heads' kv heads are its own
- * (h / (H/K) stays inside the rank when tp divides K) — w1 and w3 by the
+ * (h / (H/K) stays inside the rank when tp divides K; when K divides tp
+ * instead, the rank holds a copy of the one kv head its query heads read,
+ * llama_model.c, and the attention sees one kv head) — w1 and w3 by the
  * same rows of F (silu(a) ⊙ b pairs element j of a with element j of b),
  * wo and w2 row-parallel: one all-reduce (g) each in the forward.
  *

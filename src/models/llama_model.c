@@ -20,6 +20,15 @@
  *   rank r of tp (tp divides K):   wq rows  r H d/tp ..      (its H/tp query heads)
  *                                  wk, wv rows r K d/tp ..   (their K/tp kv heads:
  *                                  query head h reads h / (H/K), on the same rank)
+ *   tp > K (K divides tp):         wk, wv rows of kv head r / (tp/K), the one its
+ *                                  query heads read: a copy on each of tp/K ranks,
+ *                                  whose gradients (each from its own query heads)
+ *                                  are summed over those ranks — declared by the
+ *                                  parameter (model.h: also TP_SHARE, mesh.h)
+ *
+ *     H 8, K 2, tp 4:  rank   0      1      2      3
+ *                      q      0 1    2 3    4 5    6 7
+ *                      kv     0      0      1      1      sums {0 1} {2 3}
  *
  * Meta's reference code loads weights and never initialises them; here,
  * as GPT-2's and most Llama training code's: N(0, 0.02^2) for matrices and
@@ -110,13 +119,12 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
     const int K = ptdp_llama_kv_heads(m), V = ptdp_llama(m)->vocab;
     if (tp <= 1)
         return PTDP_OK;
-    if (K % tp != 0 && tp % K == 0) {
-        snprintf(msg, n, "--tp %d is more than --kv-heads %d: each rank would hold a copy of the kv head its query "
-                 "heads read, its gradient summed over the ranks that share it, and the llama model does not run "
-                 "so yet (--tp a divisor of --kv-heads %d)", tp, K, K);
+    if (K % tp != 0 && tp % K == 0 && ptdp_llama(m)->heads % tp != 0) {
+        snprintf(msg, n, "--tp %d must divide --heads %d: each rank holds whole query heads (and, tp being more "
+                 "than --kv-heads %d, a copy of the one kv head they read)", tp, ptdp_llama(m)->heads, K);
         return PTDP_EINVAL;
     }
-    if (K % tp != 0) {
+    if (K % tp != 0 && tp % K != 0) {
         snprintf(msg, n, "--tp %d must divide --kv-heads %d (each rank whole kv heads) or be a multiple of it",
                  tp, K);
         return PTDP_EINVAL;
@@ -218,6 +226,9 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, i
     const int C = m->cfg.hidden, F = m->cfg.ffn, t = m->mesh->tp_rank, d = p->hd;
     const int H = ptdp_llama(&m->cfg)->heads, K = ptdp_llama_kv_heads(&m->cfg);
     const int Fl = p->ffn_local, Ql = p->heads_local * d, KVl = p->kv_local * d;
+    /* this rank's kv heads: K/tp of them from t K/tp; or, tp > K, a copy of
+     * the one its query heads read, kv head t / (tp/K) */
+    const int kv0 = (K >= m->mesh->tp ? t * p->kv_local : t / (m->mesh->tp / K)) * d;
     const double proj_std = INIT_STD / sqrt(2.0 * m->cfg.layers);
     char name[PTDP_NAME_MAX];
 #define NAME(what) (snprintf(name, sizeof name, "layers.%d.%s", l, what), name)
@@ -227,12 +238,16 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, i
     b->w1 = ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
     b->ffn_norm = ADD(NAME("ffn_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
     b->wo = ADD(NAME("attention.wo.weight"), C, H * d, false, PTDP_SHARD_COLS, 0, t * Ql, C, Ql, W(proj_std));
-    b->wv = ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, t * KVl, 0, KVl, C, W(INIT_STD));
-    b->wk = ADD(NAME("attention.wk.weight"), K * d, C, false, PTDP_SHARD_ROWS, t * KVl, 0, KVl, C, W(INIT_STD));
+    b->wv = ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD));
+    b->wk = ADD(NAME("attention.wk.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD));
     b->wq = ADD(NAME("attention.wq.weight"), H * d, C, false, PTDP_SHARD_ROWS, t * Ql, 0, Ql, C, W(INIT_STD));
     b->attention_norm = ADD(NAME("attention_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
 #undef NAME
-    return b->attention_norm != NULL ? PTDP_OK : PTDP_ENOMEM;
+    if (b->attention_norm == NULL)
+        return PTDP_ENOMEM;
+    if (K < m->mesh->tp)   /* each copy saw its own query heads: the sum over the ranks sharing it */
+        b->wk->sum.also = b->wv->sum.also = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE);
+    return PTDP_OK;
 }
 
 /* This stage's parameters in the order the backward makes their
@@ -296,7 +311,7 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
         p->positions[t] = t;
     p->hd = c->hidden / s->heads;
     p->heads_local = s->heads / tp;
-    p->kv_local = ptdp_llama_kv_heads(c) / tp;
+    p->kv_local = ptdp_llama_kv_heads(c) >= tp ? ptdp_llama_kv_heads(c) / tp : 1;
     p->ffn_local = c->ffn / tp;
     p->vocab_local = s->vocab / tp;
     m->input_cols = s->seq_len;
@@ -329,6 +344,13 @@ static int llama_positions(const ptdp_model_config *c)
     return ptdp_llama(c)->seq_len;
 }
 
+/* TP sub-groups: with tp > K, the tp / K ranks that share a kv head. */
+static int llama_tp_share(const ptdp_model_config *c, int tp)
+{
+    const int K = ptdp_llama_kv_heads(c);
+    return tp > K && tp % K == 0 ? tp / K : 1;
+}
+
 static int llama_heads(const ptdp_model_config *c)
 {
     return ptdp_llama(c)->heads;
@@ -351,4 +373,6 @@ const ptdp_model_ops ptdp_llama_ops = {
     .backward = ptdp_llama_backward,
     .acts_free = ptdp_llama_acts_free,
     .backward_input = ptdp_llama_backward_input,
+    .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE),   /* kv heads' copies, tp > K */
+    .tp_share = llama_tp_share,
 };

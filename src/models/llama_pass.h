@@ -41,7 +41,7 @@ typedef struct {
     ptdp_param *tok_embeddings;     /* stage 0                               */
     ptdp_param *norm, *output;      /* last stage                            */
     ptdp_llama_block *blocks;       /* [layer_end - layer_begin]             */
-    int heads_local, kv_local;      /* H / tp, K / tp                        */
+    int heads_local, kv_local;      /* H / tp; K / tp, or 1 (a copy) if tp > K */
     int hd, ffn_local, vocab_local; /* d, F / tp, V / tp                     */
     int64_t *positions;             /* [T]: a row's global position (0..T-1) */
     const unsigned char *corpus;    /* the data (first and last stage)       */

@@ -14,6 +14,11 @@
  *   emb group color = (dp_rank, cp_rank, tp_rank) on stage 0 and the last
  *             stage, none on the others              key = pp_rank
  *
+ * the TP sub-groups of tp_share consecutive TP ranks
+ *
+ *   tp_share group color = (dp_rank, cp_rank, pp_rank, tp_rank / tp_share)
+ *                                                    key = tp_rank
+ *
  * and, with --ep N, the expert groups (j = cp_rank + cp dp_rank, the DP
  * index):
  *
@@ -57,7 +62,7 @@ int ptdp_mesh_init(ptdp_device *dev, int dp, int tp, int pp, ptdp_mesh *m)
 /* With cp = 1 this is the dp x tp x pp grid above, group for group. */
 int ptdp_mesh_init_cp(ptdp_device *dev, int dp, int cp, int tp, int pp, ptdp_mesh *m)
 {
-    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true, .ep = 1,
+    *m = (ptdp_mesh){ .dp = dp, .tp = tp, .pp = pp, .cp = cp, .cp_zigzag = true, .ep = 1, .tp_share = 1,
                       .pp_layout = ptdp_pp_layout_make(PTDP_CHUNKS_RING, pp, 1) };
     if (dp < 1 || cp < 1 || tp < 1 || pp < 1 || dp * cp * tp * pp != dev->world_size)
         return ptdp_fail(dev, PTDP_EINVAL, "mesh dp=%d x cp=%d x tp=%d x pp=%d needs %d devices, the world has %d",
@@ -136,17 +141,31 @@ static int split_experts(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
     return ptdp_comm_split(dev->world, j % N + N * across, j / N, "edp", &m->extra[g]);
 }
 
+/* TP_SHARE: TP ranks t with the same t / tp_share, within one TP group. */
+static int split_tp_share(ptdp_device *dev, ptdp_mesh *m)
+{
+    const int cp = m->cp > 0 ? m->cp : 1, s = m->tp_share > 0 ? m->tp_share : 1;
+    if (m->tp % s != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "a TP sub-group of %d must divide --tp %d", s, m->tp);
+    const int tp_group = (m->pp_rank * m->dp + m->dp_rank) * cp + m->cp_rank;
+    return ptdp_comm_split(dev->world, tp_group * (m->tp / s) + m->tp_rank / s, m->tp_rank, "tp_share",
+                           &m->extra[PTDP_GROUP_TP_SHARE]);
+}
+
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
-    if (g != PTDP_GROUP_EMB && g != PTDP_GROUP_EP && g != PTDP_GROUP_EDP && g != PTDP_GROUP_MIRROR)
+    if (g < PTDP_GROUP_EMB || g >= PTDP_GROUP_COUNT)
         return g >= 0 && g < PTDP_GROUP_EMB ? PTDP_OK   /* the four axes exist */
                : ptdp_fail(dev, PTDP_EINVAL, "the mesh has no group %d to build", (int)g);
     if (m->extra[g] != NULL || m->extra_built & PTDP_GROUP_BIT(g))
         return PTDP_OK;
     m->extra_built |= PTDP_GROUP_BIT(g);
-    if (g == PTDP_GROUP_MIRROR)
-        return split_mirror(dev, m);
-    return g == PTDP_GROUP_EMB ? split_embedding(dev, m) : split_experts(dev, m, g);
+    switch (g) {
+    case PTDP_GROUP_MIRROR: return split_mirror(dev, m);
+    case PTDP_GROUP_EMB: return split_embedding(dev, m);
+    case PTDP_GROUP_TP_SHARE: return split_tp_share(dev, m);
+    default: return split_experts(dev, m, g);
+    }
 }
 
 void ptdp_mesh_free(ptdp_mesh *m)

@@ -273,6 +273,8 @@ int ptdp_model_setup_v(ptdp_device *dev, ptdp_model *m, const ptdp_model_ops *op
      * (The mesh is the caller's; a model only reads it, hence const in
      * the model — building a group it asked for is the one write.) */
     int rc = PTDP_OK;
+    if (ops->groups & PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE))
+        ((ptdp_mesh *)mesh)->tp_share = ops->tp_share != NULL ? ops->tp_share(cfg, mesh->tp) : 1;
     for (int g = 0; rc == 0 && g < PTDP_GROUP_COUNT; g++)
         if (ops->groups & PTDP_GROUP_BIT(g))
             rc = ptdp_mesh_add_group(dev, (ptdp_mesh *)mesh, (ptdp_group)g);

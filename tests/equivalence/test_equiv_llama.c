@@ -13,6 +13,9 @@
  *                              same rows of F, wo/w2 row-parallel, the
  *                              vocab-parallel embedding and head; with dp,
  *                              pp and ZeRO; recomputation full and selective
+ *   tp > kv heads              a copy of the kv head a rank's query heads
+ *                              read, its gradient summed over the ranks
+ *                              sharing it (the TP_SHARE group)
  *   bf16 (float build)         against the bf16 baseline, within 1e-2
  *
  * and refuses, naming the flag, what it does not run under yet.
@@ -72,6 +75,23 @@ LOOP_TEST(llama_tests, test_every_schedule_equals_one_device, ptdp_schedule_coun
 }
 END_TEST
 
+/* tp 4 > 2 kv heads: each rank a copy of the kv head its query heads read,
+ * its gradient summed over the two ranks sharing it (TP_SHARE, mesh.h) —
+ * alone, with dp and each ZeRO stage, with pp, recomputed, and with a
+ * split backward (zb-h1: the copies' dW in W, summed after). */
+LOOP_TEST(llama_tests, test_kv_heads_shared_over_tp_equal_one_device, 7)
+{
+    static const int mesh[7][5] = { { 1, 4, 1, 1, 0 }, { 2, 4, 1, 2, 0 }, { 2, 4, 1, 2, 1 }, { 2, 4, 1, 2, 2 },
+                                    { 2, 4, 1, 2, 3 }, { 1, 4, 2, 2, 0 }, { 1, 4, 2, 4, 0 } };
+    ptdp_train_config c = llama_config(mesh[_i][0], mesh[_i][1], mesh[_i][2], mesh[_i][3]);
+    c.zero = mesh[_i][4];
+    c.recompute = _i == 5;
+    if (_i == 6)
+        c.schedule = ptdp_schedule_first_with(PTDP_SCHED_SPLIT_BACKWARD);
+    equiv_check(&c);
+}
+END_TEST
+
 /* Recomputation, full and selective, under tp 2 x pp 2. */
 LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
 {
@@ -126,9 +146,9 @@ TEST(llama_tests, test_what_it_does_not_run_under_is_refused)
     c.cp = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "--cp 2") && strstr(msg, "the llama model"), "%s", msg);
-    c = llama_config(1, 4, 1, 1);   /* tp 4 > 2 kv heads */
+    c = llama_config(1, 3, 1, 1);   /* tp 3: neither divides nor is divided by 2 kv heads */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--tp 4") && strstr(msg, "does not run so yet"), "%s", msg);
+    ck_assert_msg(strstr(msg, "--tp 3 must divide --kv-heads 2"), "%s", msg);
     c = llama_config(2, 1, 1, 1);
     c.ep = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
