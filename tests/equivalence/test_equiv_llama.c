@@ -92,6 +92,31 @@ LOOP_TEST(llama_tests, test_kv_heads_shared_over_tp_equal_one_device, 7)
 }
 END_TEST
 
+/* Checkpoints under Meta's names: 3 steps at tp 4 (kv heads' copies), saved,
+ * loaded at tp 1 x pp 2 and trained 3 more — the 6 steps of one device
+ * without stopping, to --check's tolerance (the meshes differ). */
+TEST(llama_tests, test_checkpoint_moves_between_meshes)
+{
+    ptdp_train_config first = llama_config(1, 4, 1, 2), second = llama_config(1, 1, 2, 2);
+    ptdp_train_config full = llama_config(1, 1, 1, 1);
+    full.steps = 6;
+    ptdp_state reference, resumed;
+    ptdp_train_result rfull, rlog;
+    equiv_train(&full, NULL, &reference, &rfull);
+    equiv_resume(&first, &second, &resumed, &rlog);
+    ck_assert_int_eq(rlog.completed, 3);
+    equiv_losses_agree(rlog.log, rfull.log + 3, 3, PTDP_TOLERANCE, "tp 4 saved, pp 2 loaded");
+    ptdp_check_report rep;   /* (not equiv_states_agree: the rows of tokens the data never holds have an
+                                honest zero in Adam's second moment) */
+    ck_assert_msg(ptdp_check_states(&resumed, &reference, PTDP_TOLERANCE, &rep), "%s differs by %g", rep.worst,
+                  rep.max_abs);
+    ptdp_state_free(&reference);
+    ptdp_state_free(&resumed);
+    ptdp_train_result_free(&rfull);
+    ptdp_train_result_free(&rlog);
+}
+END_TEST
+
 /* Recomputation, full and selective, under tp 2 x pp 2. */
 LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
 {
