@@ -76,4 +76,15 @@ static inline int grad_check_model(ptdp_device *dev, const ptdp_model_config *cf
     return 0;
 }
 
+/* The test: fn (a device function calling grad_check_model with its
+ * config) on one device checks more than 1000 parameters, each within
+ * 1e-5. */
+static inline void grad_check_expect(ptdp_device_fn fn)
+{
+    grad_check_result r = { 0, 0 };
+    harness_launch_ok(1, fn, &r, NULL, NULL);
+    ck_assert_int_gt(r.checked, 1000);
+    ck_assert_msg(r.worst < 1e-5, "worst relative error %g over %d parameters", r.worst, r.checked);
+}
+
 #endif
