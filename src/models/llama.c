@@ -34,6 +34,7 @@
 #include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
 #include "ptdp/ops.h"
+#include "ptdp/sp.h"
 #include "ptdp/tp.h"
 #include "parallel/model_impl.h"
 #include "runtime/device_impl.h"
@@ -77,24 +78,33 @@ void ptdp_llama_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
 
 /* -------------------------------------------------- the two ends */
 
-/* x = tok_embeddings[tokens]: this rank's rows, summed over TP (g). */
+/* x = tok_embeddings[tokens]: this rank's rows, summed over TP (g); under
+ * SP a reduce-scatter along the sequence both sums them and keeps this
+ * rank's positions. */
 static int embed_forward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_tensor x)
 {
     ptdp_model *m = k->m;
     const ptdp_llama *l = m->impl;
+    const int64_t row0 = (int64_t)m->mesh->tp_rank * l->vocab_local;
+    ptdp_tensor full = { 0 };
     int rc = ptdp_model_unit(k->dev, m, l->tok_embeddings, PTDP_UNIT_FORWARD_BEGIN);
-    if (rc == 0)
-        rc = ptdp_tp_embedding_forward(m->mesh->tp_comm, x, l->tok_embeddings->w,
-                                       (int64_t)m->mesh->tp_rank * l->vocab_local, sv->tokens);
+    if (rc == 0 && !m->mesh->sp)
+        rc = ptdp_tp_embedding_forward(m->mesh->tp_comm, x, l->tok_embeddings->w, row0, sv->tokens);
+    else if (rc == 0 && (rc = ptdp_llama_act(k, &full, "acts.embed_partial", k->R, x.cols)) == 0) {
+        ptdp_embedding_forward(full, l->tok_embeddings->w, row0, sv->tokens);
+        rc = ptdp_sp_reduce_scatter(k->dev, m->mesh->tp_comm, x, full, k->acts->rows);
+        ptdp_tensor_free(k->dev, &full);
+    }
     k->w0 = ptdp_wall_now();
     if (rc == 0)
         rc = ptdp_model_unit(k->dev, m, l->tok_embeddings, PTDP_UNIT_FORWARD_END);
     return rc;
 }
 
-/* Stage 0: g's backward is the identity; each rank adds dh into the rows
- * it holds (a weight gradient: W's under a split backward). */
-static int embed_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_tensor dh)
+/* Stage 0: g's backward is the identity (under SP: the gather of dh along
+ * the sequence); each rank adds dh into the rows it holds (a weight
+ * gradient: W's under a split backward). */
+static int embed_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_llama_scratch *s, ptdp_tensor dh)
 {
     ptdp_model *m = k->m;
     const ptdp_llama *l = m->impl;
@@ -102,6 +112,8 @@ static int embed_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_tensor 
     ptdp_llama_pass_name(k, "embed bwd", "embed wgrad");
     k->w0 = ptdp_wall_now();
     if (rc == 0)
+        dh = ptdp_llama_grad_into_tp(k, s, dh);
+    if (rc == 0 && (rc = k->rc) == 0)
         rc = ptdp_wgrad_embedding(k->dev, k->wg, l->tok_embeddings->g, (int64_t)m->mesh->tp_rank * l->vocab_local,
                                   sv->tokens, dh, (double)ptdp_tensor_numel(dh), k->wwhat);
     if (rc == 0)
@@ -117,9 +129,9 @@ static int head_forward(ptdp_llama_pass *k, ptdp_acts *acts, ptdp_llama_saved *s
     ptdp_model *m = k->m;
     const ptdp_llama *l = m->impl;
     const int R = k->R;
-    ptdp_llama_act(k, &sv->nf, "acts.nf", R, m->cfg.hidden);
+    ptdp_llama_act(k, &sv->nf, "acts.nf", k->Rl, m->cfg.hidden);   /* SP: this rank's positions */
     ptdp_llama_act(k, &sv->logits, "acts.logits", R, l->vocab_local);
-    sv->rstdf = ptdp_llama_reals(k, (size_t)R, "acts.rstdf");
+    sv->rstdf = ptdp_llama_reals(k, (size_t)k->Rl, "acts.rstdf");
     sv->rowmax = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.rowmax");
     sv->sumexp = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.sumexp");
     double *picked = ptdp_alloc(k->dev, (size_t)R * sizeof(double), PTDP_MEM_ACTS, "acts.picked");
@@ -155,7 +167,8 @@ static int head_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_llama_sc
     k->w0 = ptdp_wall_now();
     ptdp_tp_xent_backward(sv->logits, sv->logits, m->mesh->tp_rank * l->vocab_local, k->acts->labels, sv->rowmax,
                           sv->sumexp, loss_scale);
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_COLUMN, &s->dn, sv->logits, sv->nf, l->output, false);
+    const ptdp_param *head[1] = { l->output };
+    ptdp_llama_columns_backward(k, s, head, &sv->logits, 1, sv->nf);
     ptdp_llama_norm_backward(k, dh, s->dn, sv->x_out, l->norm, sv->rstdf, false);
     ptdp_llama_charge(k);
     return k->rc;
@@ -189,7 +202,7 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     ptdp_tensor *x = nb > 0 ? &sv->blocks[0].x : &sv->x_out;
     int rc;
-    if ((rc = ptdp_llama_act(&k, x, "acts.x", k.R, m->cfg.hidden)) != 0)
+    if ((rc = ptdp_llama_act(&k, x, "acts.x", k.Rl, m->cfg.hidden)) != 0)
         return rc;
     if (!m->first_stage)
         ptdp_tensor_copy(*x, ptdp_tensor_wrap(sv->input.data, x->rows, x->cols));
@@ -245,12 +258,19 @@ int ptdp_llama_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const p
 
 /* ----------------------------------------------------------- backward */
 
+/* dh and dn on the stream's Rl rows; SP's gathered R rows beside them. */
 static int scratch_alloc(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor *dh)
 {
     const ptdp_llama *l = k->m->impl;
     const int R = k->R, C = k->m->cfg.hidden, Fl = l->ffn_local, d = l->hd;
-    ptdp_llama_act(k, dh, "grad.h", R, C);
-    ptdp_llama_act(k, &s->dn, "grad.norm", R, C);
+    ptdp_llama_act(k, dh, "grad.h", k->Rl, C);
+    ptdp_llama_act(k, &s->dn, "grad.norm", k->Rl, C);
+    if (k->m->mesh->sp) {
+        ptdp_llama_act(k, &s->dfull, "grad.gathered", R, C);
+        ptdp_llama_act(k, &s->xfull, "grad.x_gathered", R, C);
+        ptdp_llama_act(k, &s->dxfull, "grad.dx_partial", R, C);
+        ptdp_llama_act(k, &s->dlocal, "grad.dx_local", k->Rl, C);
+    }
     ptdp_llama_act(k, &s->dy, "grad.attn_y", R, l->heads_local * d);
     ptdp_llama_act(k, &s->dqkv, "grad.qkv", R, (l->heads_local + 2 * l->kv_local) * d);
     ptdp_llama_act(k, &s->dg, "grad.swiglu", R, Fl);
@@ -262,7 +282,8 @@ static int scratch_alloc(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor 
 
 static void scratch_free(ptdp_device *dev, ptdp_llama_scratch *s, ptdp_tensor *dh)
 {
-    ptdp_tensor *t[] = { dh, &s->dn, &s->dy, &s->dqkv, &s->dg, &s->da, &s->db };
+    ptdp_tensor *t[] = { dh, &s->dn, &s->dy, &s->dqkv, &s->dg, &s->da, &s->db, &s->dfull, &s->xfull, &s->dxfull,
+                         &s->dlocal };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         ptdp_tensor_free(dev, t[i]);
     ptdp_free(dev, s->att);
@@ -341,7 +362,7 @@ int ptdp_llama_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, 
     if (rc == 0)
         rc = blocks_backward(&k, sv, &s, dh);
     if (rc == 0 && m->first_stage)
-        rc = embed_backward(&k, sv, dh);
+        rc = embed_backward(&k, sv, &s, dh);
     else if (rc == 0 && dx != NULL)
         ptdp_tensor_copy(*dx, ptdp_tensor_wrap(dh.data, acts->rows, dx->cols));
     scratch_free(dev, &s, &dh);

@@ -24,7 +24,12 @@
  * So the first layers' backwards run as NONE (products only, dx = or +=)
  * and the last as COLUMN (+=, then f) — one all-reduce where three would
  * each sum part of the same gradient, and three all-reduces of partial
- * sums already summed would count them twice.
+ * sums already summed would count them twice.  Under SP (sp.h) the stream
+ * and the norms hold this rank's positions only: each column-parallel
+ * layer gathers its input along the sequence (in the forward, and again
+ * in the backward for dW) and reduce-scatters its dx, and the three
+ * scattered gradients add up; each row-parallel layer reduce-scatters its
+ * partial sums, its backward reading dh gathered.
  *
  * The rotation works in place on q and k inside qkv (ptdp_rope_forward's
  * columns), each row at its global position; the attention reads the
@@ -37,6 +42,7 @@
 #include "ptdp/error.h"
 #include "ptdp/act_bf16.h"
 #include "ptdp/ops.h"
+#include "ptdp/sp.h"
 #include "runtime/device_impl.h"
 
 /* ------------------------------------------------------------ the ops */
@@ -47,6 +53,7 @@ void ptdp_llama_pass_begin(ptdp_llama_pass *k, ptdp_device *dev, ptdp_model *m, 
     const int T = ptdp_llama(&m->cfg)->seq_len;
     *k = (ptdp_llama_pass){ .dev = dev, .m = m, .acts = acts, .R = acts->rows * T, .T = T, .wg = wg,
                             .w0 = ptdp_wall_now() };
+    k->Rl = m->mesh->sp ? k->R / m->mesh->tp : k->R;
 }
 
 /* bf16 (act_bf16.h): an activation rounded where it is made. */
@@ -109,7 +116,8 @@ void ptdp_llama_norm_backward(ptdp_llama_pass *k, ptdp_tensor dx, ptdp_tensor dy
 static ptdp_linear_pass linear_pass(ptdp_llama_pass *k)
 {
     return (ptdp_linear_pass){
-        .dev = k->dev, .tp = k->m->mesh->tp_comm, .overlap = k->m->overlap,
+        .dev = k->dev, .tp = k->m->mesh->tp_comm, .overlap = k->m->overlap, .sp_full = k->part,
+        .sp_samples = k->m->mesh->sp ? k->acts->rows : 0,
         .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = k->wg, .what = k->what,
         .wwhat = k->wwhat, .w0 = &k->w0,
     };
@@ -140,6 +148,40 @@ void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptd
     const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? gemm : 0) + (k->wg == NULL ? gemm : 0) };
     k->pending = 0;
     k->rc = ptdp_parallel_linear_backward(&c, &l, dx, dy, x, &price);
+}
+
+void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, const ptdp_param *const *w,
+                                 const ptdp_tensor *dy, int n, ptdp_tensor x)
+{
+    if (!k->m->mesh->sp) {   /* products only (NONE), the last one's f summing them all */
+        for (int i = 0; i < n; i++)
+            ptdp_llama_linear_backward(k, i + 1 < n ? PTDP_SPLIT_NONE : PTDP_SPLIT_COLUMN, &s->dn, dy[i], x, w[i],
+                                       i > 0);
+        return;
+    }
+    for (int i = 0; i < n && k->rc == 0; i++) {   /* SP: x gathered again, dx reduce-scattered, each layer */
+        ptdp_linear_pass c = linear_pass(k);
+        c.sp_full = s->xfull;
+        c.sp_local = s->dlocal;
+        const double gemm = ptdp_matmul_flops(s->xfull.rows, w[i]->w.rows, w[i]->w.cols);
+        const ptdp_linear_layer l = { .split = PTDP_SPLIT_COLUMN, .w = w[i], .w_flops = gemm };
+        const ptdp_linear_charge price = { .before = k->pending, .dx = gemm, .dw = k->wg == NULL ? gemm : 0 };
+        k->pending = 0;
+        k->rc = ptdp_parallel_linear_backward(&c, &l, &s->dxfull, dy[i], x, &price);
+        if (k->rc == 0 && i == 0)
+            ptdp_tensor_copy(s->dn, s->dlocal);
+        else if (k->rc == 0)
+            ptdp_tensor_add(s->dn, s->dlocal);
+    }
+}
+
+ptdp_tensor ptdp_llama_grad_into_tp(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor dh)
+{
+    if (k->rc != 0 || !k->m->mesh->sp)
+        return dh;
+    k->rc = ptdp_sp_all_gather(k->dev, k->m->mesh->tp_comm, s->dfull, dh, k->acts->rows);
+    k->w0 = ptdp_wall_now();
+    return s->dfull;
 }
 
 /* out += skip: a residual branch joins the stream. */
@@ -218,21 +260,27 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
 
 /* ---------------------------------------------------------- the block */
 
+/* What the block keeps: the stream, the norms and their statistics on
+ * Rl rows (R, or this rank's positions under SP), the rest on R; under SP
+ * the row-parallel layers' R rows of partial sums (k->part, freed at the
+ * block's end). */
 static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tensor *out)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
-    const int R = k->R, C = k->m->cfg.hidden, Fl = l->ffn_local, d = l->hd;
-    ptdp_llama_act(k, &a->n1, "acts.n1", R, C);
+    const int R = k->R, Rl = k->Rl, C = k->m->cfg.hidden, Fl = l->ffn_local, d = l->hd;
+    ptdp_llama_act(k, &a->n1, "acts.n1", Rl, C);
     ptdp_llama_act(k, &a->qkv, "acts.qkv", R, (l->heads_local + 2 * l->kv_local) * d);
     ptdp_llama_act(k, &a->y, "acts.attn_y", R, l->heads_local * d);
-    ptdp_llama_act(k, &a->h, "acts.h", R, C);
-    ptdp_llama_act(k, &a->n2, "acts.n2", R, C);
+    ptdp_llama_act(k, &a->h, "acts.h", Rl, C);
+    ptdp_llama_act(k, &a->n2, "acts.n2", Rl, C);
     ptdp_llama_act(k, &a->a, "acts.w1", R, Fl);
     ptdp_llama_act(k, &a->b, "acts.w3", R, Fl);
     ptdp_llama_act(k, &a->g, "acts.swiglu", R, Fl);
-    ptdp_llama_act(k, out, "acts.x", R, C);
-    a->rstd1 = ptdp_llama_reals(k, (size_t)R, "acts.rstd1");
-    a->rstd2 = ptdp_llama_reals(k, (size_t)R, "acts.rstd2");
+    ptdp_llama_act(k, out, "acts.x", Rl, C);
+    if (k->m->mesh->sp)
+        ptdp_llama_act(k, &k->part, "acts.partial", R, C);
+    a->rstd1 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd1");
+    a->rstd2 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd2");
     a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * l->heads_local * k->T * k->T, "acts.probs");
     k->w0 = ptdp_wall_now();
 }
@@ -274,6 +322,7 @@ int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a
     ptdp_llama_linear(k, PTDP_SPLIT_ROW, *out, a->g, w->w2);
     residual(k, *out, a->h);
     ptdp_llama_charge(k);
+    ptdp_tensor_free(k->dev, &k->part);
     return k->rc;
 }
 
@@ -291,22 +340,23 @@ int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *
     k->w0 = ptdp_wall_now();
 
     /* out = h + w2 (silu(w1 n2) ⊙ w3 n2) */
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, dh, a->g, w->w2, false);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, ptdp_llama_grad_into_tp(k, s, dh), a->g, w->w2, false);
     if (k->rc == 0) {
         ptdp_swiglu_backward(s->da, s->db, s->dg, a->a, a->b);
         k->pending += ptdp_swiglu_flops_backward(ptdp_tensor_numel(a->g));
     }
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, s->da, a->n2, w->w1, false);
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_COLUMN, &s->dn, s->db, a->n2, w->w3, true);   /* f for both */
+    const ptdp_param *ffn[2] = { w->w1, w->w3 };
+    ptdp_llama_columns_backward(k, s, ffn, (ptdp_tensor[]){ s->da, s->db }, 2, a->n2);
     ptdp_llama_norm_backward(k, dh, s->dn, a->h, w->ffn_norm, a->rstd2, true);
 
     /* h = x + wo attn(rope(wq n1), rope(wk n1), wv n1) */
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dy, dh, a->y, w->wo, false);
+    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dy, ptdp_llama_grad_into_tp(k, s, dh), a->y, w->wo, false);
     attention_backward(k, a, s);
     rope(k, s->dqkv, true);
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, part(l, s->dqkv, 0), a->n1, w->wq, false);
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_NONE, &s->dn, part(l, s->dqkv, 1), a->n1, w->wk, true);
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_COLUMN, &s->dn, part(l, s->dqkv, 2), a->n1, w->wv, true);
+    const ptdp_param *qkv[3] = { w->wq, w->wk, w->wv };
+    ptdp_llama_columns_backward(k, s, qkv,
+                                (ptdp_tensor[]){ part(l, s->dqkv, 0), part(l, s->dqkv, 1), part(l, s->dqkv, 2) }, 3,
+                                a->n1);
     ptdp_llama_norm_backward(k, dh, s->dn, a->x, w->attention_norm, a->rstd1, true);
     ptdp_llama_charge(k);
     return k->rc;

@@ -271,8 +271,14 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama *p)
     }
     if (ptdp_aborted(dev))
         return PTDP_EABORTED;
-    for (int i = 0; i < m->nparams; i++)
-        m->params[i].no_decay = m->params[i].is_bias;   /* the norms */
+    /* the norms: no decay; under SP each saw this rank's positions only,
+     * so its gradient is the sum over TP (sp.h) */
+    const ptdp_grad_sum over_tp = { .replicas = PTDP_GROUP_DP, .also = PTDP_GROUP_BIT(PTDP_GROUP_TP) };
+    for (int i = 0; i < m->nparams; i++) {
+        m->params[i].no_decay = m->params[i].is_bias;
+        if (m->params[i].is_bias && m->mesh->sp)
+            m->params[i].sum = over_tp;
+    }
     return PTDP_OK;
 }
 #undef ADD
@@ -317,7 +323,7 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     m->input_cols = s->seq_len;
     m->input_tokens = true;
     m->label_cols = s->seq_len;
-    m->boundary_cols = s->seq_len * c->hidden;
+    m->boundary_cols = s->seq_len / (m->mesh->sp ? tp : 1) * c->hidden;   /* SP: the rank's positions */
     int rc = ptdp_model_reserve_params(dev, m, 9 * nb + 3);
     if (rc == 0)
         rc = lay_out(dev, m, p);
@@ -358,7 +364,7 @@ static int llama_heads(const ptdp_model_config *c)
 
 const ptdp_model_ops ptdp_llama_ops = {
     .name = "llama",
-    .caps = { .title = "the llama model", .sequences = true, .attention = true },
+    .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true },
     .positions = llama_positions,
     .heads = llama_heads,
     .check = llama_check,

@@ -81,6 +81,11 @@ typedef struct {
     ptdp_model *m;
     const ptdp_acts *acts;
     int R, T;                       /* rows (B T) and positions              */
+    int Rl;                         /* the residual stream's and the norms'
+                                       rows: R, or under SP this rank's R/tp
+                                       positions (sp.h)                     */
+    ptdp_tensor part;               /* SP: a row-parallel layer's R rows of
+                                       partial sums (the caller's scratch)  */
     ptdp_wgrad *wg;                 /* backward: W's sink, or NULL: dW now   */
     char what[32], wwhat[32];       /* the clock's names                     */
     double w0;                      /* wall clock the current piece began    */
@@ -89,9 +94,15 @@ typedef struct {
     int rc;
 } ptdp_llama_pass;
 
-/* The backward's scratch: R rows each. */
+/* The backward's scratch: R rows each, but dn (Rl: the norm's rows). */
 typedef struct {
     ptdp_tensor dn;                 /* the gradient into a norm's output (C) */
+    ptdp_tensor dfull;              /* SP: dh gathered along the sequence, the
+                                       row-parallel layers' dy (R x C)      */
+    ptdp_tensor xfull, dxfull;      /* SP: a column-parallel layer's input
+                                       gathered again for dW, and its dx
+                                       before the reduce-scatter (R x C)    */
+    ptdp_tensor dlocal;             /* SP: that dx scattered (Rl x C)        */
     ptdp_tensor dy;                 /* into the heads' outputs (Hl d)        */
     ptdp_tensor dqkv;               /* into q, k, v ((Hl + 2 Kl) d)          */
     ptdp_tensor dg, da, db;         /* into g, a, b (F / tp)                 */
@@ -121,6 +132,15 @@ void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor 
                        const ptdp_param *w);
 void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor *dx, ptdp_tensor dy,
                                 ptdp_tensor x, const ptdp_param *w, bool accumulate_dx);
+/* n column-parallel layers that read one input x (Rl rows: the norm's),
+ * each with its dy: dn (Rl rows) = the sum of their input gradients over
+ * TP — one f for all (their products, then one all-reduce), or under SP
+ * each layer's reduce-scatter into s->dlocal, added up. */
+void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, const ptdp_param *const *w,
+                                 const ptdp_tensor *dy, int n, ptdp_tensor x);
+/* SP: the gradient dh (Rl rows) as a row-parallel layer's backward needs
+ * it, all R rows (gathered into s->dfull); itself without SP. */
+ptdp_tensor ptdp_llama_grad_into_tp(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor dh);
 /* Everything since the last charge, on the clock. */
 void ptdp_llama_charge(ptdp_llama_pass *k);
 

@@ -25,7 +25,6 @@ expect_usage "--tp 3 must divide --kv-heads 2"             -- $l --tp 3
 expect_usage "--tp 8 must divide --heads 4"                -- $l --tp 8 --vocab 64
 expect_usage "and --ffn 100 is given: leave one out"       -- $l --ffn 100 --ffn-multiple 64
 expect_usage "--dropout 0.1: the llama model has no dropout" -- $l --dropout 0.1
-expect_usage "--sp splits the sequence, and the llama model" -- $l --tp 2 --sp
 expect_usage "--cp 2 splits each sequence over devices, and the llama model" -- $l --cp 2
 expect_usage "the llama model cannot run a slice alone"    -- $l --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
 expect_usage "--ep 2: the llama model"                     -- $l --dp 2 --ep 2

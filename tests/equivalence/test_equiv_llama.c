@@ -16,6 +16,8 @@
  *   tp > kv heads              a copy of the kv head a rank's query heads
  *                              read, its gradient summed over the ranks
  *                              sharing it (the TP_SHARE group)
+ *   sp                         the stream and the norms split along the
+ *                              sequence over TP, with the above
  *   bf16 (float build)         against the bf16 baseline, within 1e-2
  *
  * and refuses, naming the flag, what it does not run under yet.
@@ -117,6 +119,26 @@ TEST(llama_tests, test_checkpoint_moves_between_meshes)
 }
 END_TEST
 
+/* Sequence parallelism: the stream and the norms on this rank's positions
+ * (the norms' gradients summed over TP), each column-parallel layer's input
+ * gathered, each row-parallel layer's sums reduce-scattered — at tp 2 and
+ * at tp 4 over 2 kv heads, with dp and ZeRO-3, pp with a split backward,
+ * and recomputed. */
+LOOP_TEST(llama_tests, test_sequence_parallel_equals_one_device, 6)
+{
+    static const int mesh[6][5] = { { 1, 2, 1, 1, 0 }, { 1, 4, 1, 2, 0 }, { 2, 2, 1, 2, 3 }, { 1, 2, 2, 4, 0 },
+                                    { 1, 2, 2, 2, 0 }, { 1, 4, 1, 1, 0 } };
+    ptdp_train_config c = llama_config(mesh[_i][0], mesh[_i][1], mesh[_i][2], mesh[_i][3]);
+    c.zero = mesh[_i][4];
+    c.sp = true;
+    if (_i == 3)
+        c.schedule = ptdp_schedule_first_with(PTDP_SCHED_SPLIT_BACKWARD);
+    c.recompute = _i == 4;
+    c.recompute_core = _i == 5;
+    equiv_check(&c);
+}
+END_TEST
+
 /* Recomputation, full and selective, under tp 2 x pp 2. */
 LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
 {
@@ -163,11 +185,7 @@ END_TEST
 TEST(llama_tests, test_what_it_does_not_run_under_is_refused)
 {
     char msg[512];
-    ptdp_train_config c = llama_config(1, 2, 1, 1);
-    c.sp = true;
-    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--sp") && strstr(msg, "the llama model"), "%s", msg);
-    c = llama_config(1, 1, 1, 1);
+    ptdp_train_config c = llama_config(1, 1, 1, 1);
     c.cp = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "--cp 2") && strstr(msg, "the llama model"), "%s", msg);
