@@ -6,6 +6,9 @@
  *              rank's outputs and its q, k and v gradients equal the
  *              rows of its positions in attention.c's, on the whole
  *              sequence (1e-12 in double, 1e-5 in float)
+ *   gqa        the same with one kv head for the two query heads
+ *              (multi-query): the ring sends only the kv head, and
+ *              equals attention.c's grouped-query attention
  *   layout     zigzag gives rank r shares r and 2N-1-r; every position
  *              is held exactly once
  *   balance    zigzag: every rank computes the same score blocks;
@@ -26,6 +29,7 @@ enum { B = 2, T = 24, HEADS = 2, HD = 4, W = HEADS * HD };
 typedef struct {
     bool zigzag;
     double p;                       /* dropout */
+    int kv;                         /* kv heads: HEADS, or 1 (grouped) */
     ptdp_real qkv[B * T][3 * W];    /* the whole sequences */
     ptdp_real dy[B * T][W];
     ptdp_real y[B * T][W];          /* one device's answers */
@@ -52,9 +56,17 @@ static void reference(cp_arg *a)
     ptdp_real *scratch = malloc(sizeof(ptdp_real) * 2 * T * T);
     ck_assert(probs != NULL && scratch != NULL);
     ptdp_tensor qkv = ptdp_tensor_wrap(&a->qkv[0][0], B * T, 3 * W);
-    ptdp_attention_forward(ptdp_tensor_wrap(&a->y[0][0], B * T, W), probs, qkv, T, HEADS, HD, &d, scratch);
-    ptdp_attention_backward(ptdp_tensor_wrap(&a->dqkv[0][0], B * T, 3 * W), ptdp_tensor_wrap(&a->dy[0][0], B * T, W),
-                            qkv, probs, T, HEADS, HD, &d, scratch);
+    ptdp_tensor dqkv = ptdp_tensor_wrap(&a->dqkv[0][0], B * T, 3 * W);
+    if (a->kv == HEADS) {
+        ptdp_attention_forward(ptdp_tensor_wrap(&a->y[0][0], B * T, W), probs, qkv, T, HEADS, HD, &d, scratch);
+        ptdp_attention_backward(dqkv, ptdp_tensor_wrap(&a->dy[0][0], B * T, W), qkv, probs, T, HEADS, HD, &d, scratch);
+    } else {   /* [q | k | v] of W + 2 kv HD columns, in rows of 3 W */
+        qkv.cols = dqkv.cols = W + 2 * a->kv * HD;
+        ptdp_attention_gqa_forward(ptdp_tensor_wrap(&a->y[0][0], B * T, W), probs, qkv, T, HEADS, a->kv, HD, &d,
+                                   scratch);
+        ptdp_attention_gqa_backward(dqkv, ptdp_tensor_wrap(&a->dy[0][0], B * T, W), qkv, probs, T, HEADS, a->kv, HD,
+                                    &d, scratch);
+    }
     free(probs);
     free(scratch);
 }
@@ -62,31 +74,37 @@ static void reference(cp_arg *a)
 static int ring_device(ptdp_device *dev, void *arg)
 {
     cp_arg *a = arg;
-    const int N = ptdp_comm_size(dev->world), r = dev->rank, Tl = T / N;
+    const int N = ptdp_comm_size(dev->world), r = dev->rank, Tl = T / N, QKV = W + 2 * a->kv * HD;
     ptdp_cp_layout l = ptdp_cp_layout_of(T, N, r, a->zigzag);
     ptdp_tensor qkv, dy, y, dqkv;
-    DEVICE_TRY(ptdp_tensor_alloc(dev, &qkv, "qkv", PTDP_MEM_ACTS, B * Tl, 3 * W));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &qkv, "qkv", PTDP_MEM_ACTS, B * Tl, QKV));
     DEVICE_TRY(ptdp_tensor_alloc(dev, &dy, "dy", PTDP_MEM_ACTS, B * Tl, W));
     DEVICE_TRY(ptdp_tensor_alloc(dev, &y, "y", PTDP_MEM_ACTS, B * Tl, W));
-    DEVICE_TRY(ptdp_tensor_alloc(dev, &dqkv, "dqkv", PTDP_MEM_ACTS, B * Tl, 3 * W));
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &dqkv, "dqkv", PTDP_MEM_ACTS, B * Tl, QKV));
     ptdp_real *lse = ptdp_alloc(dev, sizeof(ptdp_real) * B * HEADS * Tl, PTDP_MEM_ACTS, "lse");
     DEVICE_CHECK(dev, lse != NULL, "no memory");
     for (int b = 0; b < B; b++)            /* my positions of each sequence */
         for (int t = 0; t < Tl; t++) {
             int g = b * T + ptdp_cp_position(&l, t);
-            memcpy(ptdp_at(qkv, b * Tl + t, 0), a->qkv[g], sizeof a->qkv[g]);
+            memcpy(ptdp_at(qkv, b * Tl + t, 0), a->qkv[g], sizeof(ptdp_real) * QKV);
             memcpy(ptdp_at(dy, b * Tl + t, 0), a->dy[g], sizeof a->dy[g]);
         }
     ptdp_attn_dropout d = dropout_of(a);
-    DEVICE_TRY(ptdp_ring_attention_forward(dev, dev->world, y, lse, qkv, T, HEADS, HD, a->zigzag, &d));
-    DEVICE_TRY(ptdp_ring_attention_backward(dev, dev->world, dqkv, dy, qkv, y, lse, T, HEADS, HD, a->zigzag, &d));
+    if (a->kv == HEADS) {
+        DEVICE_TRY(ptdp_ring_attention_forward(dev, dev->world, y, lse, qkv, T, HEADS, HD, a->zigzag, &d));
+        DEVICE_TRY(ptdp_ring_attention_backward(dev, dev->world, dqkv, dy, qkv, y, lse, T, HEADS, HD, a->zigzag, &d));
+    } else {
+        DEVICE_TRY(ptdp_ring_attention_gqa_forward(dev, dev->world, y, lse, qkv, T, HEADS, a->kv, HD, a->zigzag, &d));
+        DEVICE_TRY(ptdp_ring_attention_gqa_backward(dev, dev->world, dqkv, dy, qkv, y, lse, T, HEADS, a->kv, HD,
+                                                    a->zigzag, &d));
+    }
     double wy = 0, wd = 0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < Tl; t++) {
             int g = b * T + ptdp_cp_position(&l, t);
             for (int j = 0; j < W; j++)
                 wy = fmax(wy, fabs((double)*ptdp_at(y, b * Tl + t, j) - a->y[g][j]));
-            for (int j = 0; j < 3 * W; j++)
+            for (int j = 0; j < QKV; j++)
                 wd = fmax(wd, fabs((double)*ptdp_at(dqkv, b * Tl + t, j) - a->dqkv[g][j]));
         }
     a->worst_y[r] = wy;
@@ -107,6 +125,22 @@ LOOP_TEST(cp_tests, test_ring_attention_equals_one_device, 16)
     const int N = 1 + _i % 4;
     a.zigzag = (_i / 4) % 2 == 0;
     a.p = _i >= 8 ? 0.2 : 0.0;
+    a.kv = HEADS;
+    reference(&a);
+    harness_launch_ok(N, ring_device, &a, NULL, NULL);
+    harness_assert_attention_close(N, a.zigzag, a.p, a.worst_y, a.worst_d);
+}
+END_TEST
+
+/* _i as above: one kv head for the two query heads */
+LOOP_TEST(cp_tests, test_gqa_ring_attention_equals_one_device, 16)
+{
+    static cp_arg a;
+    memset(&a, 0, sizeof a);
+    const int N = 1 + _i % 4;
+    a.zigzag = (_i / 4) % 2 == 0;
+    a.p = _i >= 8 ? 0.2 : 0.0;
+    a.kv = 1;
     reference(&a);
     harness_launch_ok(N, ring_device, &a, NULL, NULL);
     harness_assert_attention_close(N, a.zigzag, a.p, a.worst_y, a.worst_d);

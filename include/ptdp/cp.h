@@ -89,6 +89,17 @@ int ptdp_ring_attention_backward(struct ptdp_device *dev, ptdp_comm *cp, ptdp_te
                                  ptdp_tensor qkv, ptdp_tensor y, const ptdp_real *lse, int T, int heads,
                                  int hd, bool zigzag, const ptdp_attn_dropout *dropout);
 
+/* The same for grouped-query attention (ops.h's gqa): qkv (B Tl) x ((heads +
+ * 2 kv_heads) hd), [q | k of kv_heads | v of kv_heads], query head h reading
+ * kv head h / (heads / kv_heads); only the kv_heads heads of keys and values
+ * travel.  kv_heads = heads is the two above, bit for bit. */
+int ptdp_ring_attention_gqa_forward(struct ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, ptdp_real *lse,
+                                    ptdp_tensor qkv, int T, int heads, int kv_heads, int hd, bool zigzag,
+                                    const ptdp_attn_dropout *dropout);
+int ptdp_ring_attention_gqa_backward(struct ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dqkv, ptdp_tensor dy,
+                                     ptdp_tensor qkv, ptdp_tensor y, const ptdp_real *lse, int T, int heads,
+                                     int kv_heads, int hd, bool zigzag, const ptdp_attn_dropout *dropout);
+
 /* The attention score elements a rank computes for one sequence and head
  * (the blocks not skipped, causal or not): the measure of its work.  Zigzag
  * gives every rank the same; contiguous does not. */

@@ -21,6 +21,13 @@
  * (delta_t = sum_s P dP over ALL keys of query t, which no single block
  * sees: dY_t . y_t is the same number, flash attention's identity.)
  *
+ * Grouped-query attention (ops.h's gqa): the rows are [q of H heads | k of
+ * K heads | v of K heads] and query head h reads kv head h / (H/K), so only
+ * K heads of keys and values travel — 2 R K hd reals a step where multi-
+ * head attention sends 2 R H hd — and a kv head's gradient, travelling
+ * beside it, sums the H/K query heads that share it.  K = H is the
+ * multi-head ring, bit for bit (the same operations in the same order).
+ *
  * The ring: every step each rank sends its block to the right and
  * receives the next from the left.  Sends rendezvous (comm.h), so even
  * ranks send first and odd ranks receive first — with an odd N the last
@@ -121,6 +128,7 @@ static ptdp_tensor square(ptdp_real *data, int n)
 
 typedef struct {
     int N, r, T, Tl, B, heads, hd, W;
+    int kv_heads, Wk, group;         /* K, K hd, H / K: h reads kv h / group */
     int c;                           /* a share's length (the pairs' side)  */
     bool zigzag;
     const ptdp_attn_dropout *drop;   /* NULL when p = 0 */
@@ -128,9 +136,14 @@ typedef struct {
     ptdp_real dscale;                /* 1 / (1 - p): a kept probability's   */
 } ring;
 
-static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int hd, bool zigzag,
+static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int kv_heads, int hd, bool zigzag,
                   const ptdp_attn_dropout *dropout)
 {
+    if (!PTDP_REQUIRE(kv_heads > 0 && heads % kv_heads == 0, "%d kv heads for %d heads", kv_heads, heads))
+        return false;
+    g->kv_heads = kv_heads;
+    g->Wk = kv_heads * hd;
+    g->group = heads / kv_heads;
     g->N = ptdp_comm_size(cp);
     g->r = ptdp_comm_rank(cp);
     g->T = T;
@@ -140,7 +153,7 @@ static bool setup(ring *g, ptdp_comm *cp, ptdp_tensor qkv, int T, int heads, int
     g->zigzag = zigzag;
     g->drop = dropout != NULL && dropout->p > 0 ? dropout : NULL;
     const int parts = zigzag ? 2 * g->N : g->N;
-    if (!PTDP_REQUIRE(T > 0 && T % parts == 0 && qkv.cols == 3 * g->W && qkv.rows % (T / g->N) == 0,
+    if (!PTDP_REQUIRE(T > 0 && T % parts == 0 && qkv.cols == g->W + 2 * g->Wk && qkv.rows % (T / g->N) == 0,
                       "T %d over %d %s chunks, qkv %d x %d, %d heads of %d", T, parts,
                       zigzag ? "zigzag" : "contiguous", qkv.rows, qkv.cols, heads, hd))
         return false;
@@ -237,12 +250,12 @@ static void merge_row(const ring *g, const pair *p, int t, ptdp_real *row, ptdp_
 static void forward_pair(const ring *g, const pair *p, ptdp_tensor qkv, ptdp_tensor kvt, ptdp_tensor y,
                          ptdp_real *S, ptdp_real *m, ptdp_real *l)
 {
-    const int c = g->c, hd = g->hd, col = p->h * hd;
-    ptdp_matmul(square(S, c), block(qkv, p->qr, c, col, hd), false, block(kvt, p->kr, c, col, hd), true,
+    const int c = g->c, hd = g->hd, col = p->h * hd, kcol = p->h / g->group * hd;
+    ptdp_matmul(square(S, c), block(qkv, p->qr, c, col, hd), false, block(kvt, p->kr, c, kcol, hd), true,
                 g->scale, 0.0);
     for (int t = 0; t < c; t++)
         merge_row(g, p, t, S + (size_t)t * c, m, l, y);
-    ptdp_matmul(block(y, p->qr, c, col, hd), square(S, c), false, block(kvt, p->kr, c, g->W + col, hd), false,
+    ptdp_matmul(block(y, p->qr, c, col, hd), square(S, c), false, block(kvt, p->kr, c, g->Wk + kcol, hd), false,
                 1.0, 1.0);   /* y += P V */
 }
 
@@ -265,15 +278,22 @@ int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, 
                                 ptdp_tensor qkv, int T, int heads, int hd, bool zigzag,
                                 const ptdp_attn_dropout *dropout)
 {
+    return ptdp_ring_attention_gqa_forward(dev, cp, y, lse, qkv, T, heads, heads, hd, zigzag, dropout);
+}
+
+int ptdp_ring_attention_gqa_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, ptdp_real *lse,
+                                    ptdp_tensor qkv, int T, int heads, int kv_heads, int hd, bool zigzag,
+                                    const ptdp_attn_dropout *dropout)
+{
     ring g;
-    if (!setup(&g, cp, qkv, T, heads, hd, zigzag, dropout) ||
+    if (!setup(&g, cp, qkv, T, heads, kv_heads, hd, zigzag, dropout) ||
         !PTDP_REQUIRE(y.rows == qkv.rows && y.cols == g.W, "y %d x %d for qkv %d x %d", y.rows, y.cols,
                       qkv.rows, qkv.cols))
         return PTDP_EINVAL;
-    const int c = g.c, W = g.W;
+    const int c = g.c, W = g.W, Wk = g.Wk;
     const size_t rows = (size_t)g.B * g.Tl, nstat = (size_t)g.B * heads * g.Tl;
-    ptdp_real *kv = ptdp_alloc_uninit(dev, rows * 2 * W * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv");
-    ptdp_real *spare = ptdp_alloc_uninit(dev, rows * 2 * W * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_in");
+    ptdp_real *kv = ptdp_alloc_uninit(dev, rows * 2 * Wk * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv");
+    ptdp_real *spare = ptdp_alloc_uninit(dev, rows * 2 * Wk * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_in");
     ptdp_real *S = ptdp_alloc_uninit(dev, (size_t)c * c * sizeof(ptdp_real), PTDP_MEM_ACTS, "ring.scores");
     ptdp_real *m = ptdp_alloc_uninit(dev, nstat * sizeof(ptdp_real), PTDP_MEM_ACTS, "ring.max");
     pair *pairs = malloc((size_t)g.B * heads * 4 * sizeof *pairs);
@@ -283,7 +303,7 @@ int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, 
         goto out;
     }
     /* my keys and values travel; l (the running sums) accumulates in lse */
-    ptdp_tensor_copy(ptdp_tensor_wrap(kv, (int)rows, 2 * W), block(qkv, 0, (int)rows, W, 2 * W));
+    ptdp_tensor_copy(ptdp_tensor_wrap(kv, (int)rows, 2 * Wk), block(qkv, 0, (int)rows, W, 2 * Wk));
     ptdp_tensor_fill(y, 0);
     for (size_t i = 0; i < nstat; i++) {
         m[i] = -INFINITY;
@@ -291,11 +311,11 @@ int ptdp_ring_attention_forward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor y, 
     }
 
     for (int step = 0; step < g.N; step++) {
-        const ptdp_tensor kvt = ptdp_tensor_wrap(kv, (int)rows, 2 * W);
+        const ptdp_tensor kvt = ptdp_tensor_wrap(kv, (int)rows, 2 * Wk);
         const int np = step_pairs(&g, step, pairs);
         for (int k = 0; k < np; k++)
             forward_pair(&g, &pairs[k], qkv, kvt, y, S, m, lse);
-        if (step + 1 < g.N && (rc = ring_pass(cp, &kv, &spare, rows * 2 * W)) != 0)
+        if (step + 1 < g.N && (rc = ring_pass(cp, &kv, &spare, rows * 2 * Wk)) != 0)
             goto out;
     }
     forward_finish(&g, y, lse, m);
@@ -370,20 +390,20 @@ static void score_grads(const ring *g, const pair *p, const backward_io *io)
 /* One pair's gradients: dQ into dqkv, dK and dV into the travelling block. */
 static void backward_pair(const ring *g, const pair *p, const backward_io *io, ptdp_tensor kvt, ptdp_tensor dkvt)
 {
-    const int c = g->c, hd = g->hd, col = p->h * hd;
-    const ptdp_tensor Q = block(io->qkv, p->qr, c, col, hd), K = block(kvt, p->kr, c, col, hd);
-    const ptdp_tensor V = block(kvt, p->kr, c, g->W + col, hd);
+    const int c = g->c, hd = g->hd, col = p->h * hd, kcol = p->h / g->group * hd;
+    const ptdp_tensor Q = block(io->qkv, p->qr, c, col, hd), K = block(kvt, p->kr, c, kcol, hd);
+    const ptdp_tensor V = block(kvt, p->kr, c, g->Wk + kcol, hd);
     const ptdp_tensor dY = block(io->dy, p->qr, c, col, hd);
     ptdp_matmul(square(io->P, c), Q, false, K, true, g->scale, 0.0);
     recompute_probs(g, p, io);
     /* dV += D^T dY */
-    ptdp_matmul(block(dkvt, p->kr, c, g->W + col, hd), square(io->G, c), true, dY, false, 1.0, 1.0);
+    ptdp_matmul(block(dkvt, p->kr, c, g->Wk + kcol, hd), square(io->G, c), true, dY, false, 1.0, 1.0);
     /* dP = dY V^T; dS = P (dP - delta) */
     ptdp_matmul(square(io->G, c), dY, false, V, true, 1.0, 0.0);
     score_grads(g, p, io);
     /* dQ += dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd) */
     ptdp_matmul(block(io->dqkv, p->qr, c, col, hd), square(io->G, c), false, K, false, g->scale, 1.0);
-    ptdp_matmul(block(dkvt, p->kr, c, col, hd), square(io->G, c), true, Q, false, g->scale, 1.0);
+    ptdp_matmul(block(dkvt, p->kr, c, kcol, hd), square(io->G, c), true, Q, false, g->scale, 1.0);
 }
 
 /* After the last step the block I hold is my right neighbour's: its
@@ -391,14 +411,14 @@ static void backward_pair(const ring *g, const pair *p, const backward_io *io, p
 static int gradients_home(const ring *g, ptdp_comm *cp, ptdp_real *blk, ptdp_real *spare, size_t half,
                           ptdp_tensor dqkv)
 {
-    const int rows = g->B * g->Tl, W = g->W;
+    const int rows = g->B * g->Tl, W = g->W, Wk = g->Wk;
     ptdp_real *mine = blk + half, *in = spare + half;
     if (g->N > 1) {
         int rc = ring_pass(cp, &mine, &in, half);
         if (rc != 0)
             return rc;
     }
-    ptdp_tensor_copy(block(dqkv, 0, rows, W, 2 * W), ptdp_tensor_wrap(mine, rows, 2 * W));
+    ptdp_tensor_copy(block(dqkv, 0, rows, W, 2 * Wk), ptdp_tensor_wrap(mine, rows, 2 * Wk));
     return 0;
 }
 
@@ -406,15 +426,22 @@ int ptdp_ring_attention_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dq
                                  ptdp_tensor qkv, ptdp_tensor y, const ptdp_real *lse, int T, int heads,
                                  int hd, bool zigzag, const ptdp_attn_dropout *dropout)
 {
+    return ptdp_ring_attention_gqa_backward(dev, cp, dqkv, dy, qkv, y, lse, T, heads, heads, hd, zigzag, dropout);
+}
+
+int ptdp_ring_attention_gqa_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dqkv, ptdp_tensor dy,
+                                     ptdp_tensor qkv, ptdp_tensor y, const ptdp_real *lse, int T, int heads,
+                                     int kv_heads, int hd, bool zigzag, const ptdp_attn_dropout *dropout)
+{
     ring g;
-    if (!setup(&g, cp, qkv, T, heads, hd, zigzag, dropout) ||
+    if (!setup(&g, cp, qkv, T, heads, kv_heads, hd, zigzag, dropout) ||
         !PTDP_REQUIRE(dqkv.rows == qkv.rows && dqkv.cols == qkv.cols && dy.rows == qkv.rows &&
                           dy.cols == g.W && y.rows == qkv.rows && y.cols == g.W,
                       "dqkv %d x %d, dy %d x %d, y %d x %d for qkv %d x %d", dqkv.rows, dqkv.cols, dy.rows,
                       dy.cols, y.rows, y.cols, qkv.rows, qkv.cols))
         return PTDP_EINVAL;
-    const int c = g.c, W = g.W;
-    const size_t rows = (size_t)g.B * g.Tl, half = rows * 2 * W, nstat = (size_t)g.B * heads * g.Tl;
+    const int c = g.c, W = g.W, Wk = g.Wk;
+    const size_t rows = (size_t)g.B * g.Tl, half = rows * 2 * Wk, nstat = (size_t)g.B * heads * g.Tl;
     /* a travelling block: keys and values, then their gradient so far */
     ptdp_real *blk = ptdp_alloc_uninit(dev, 2 * half * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_dkv");
     ptdp_real *spare = ptdp_alloc_uninit(dev, 2 * half * sizeof(ptdp_real), PTDP_MEM_COMM, "ring.kv_dkv_in");
@@ -427,14 +454,14 @@ int ptdp_ring_attention_backward(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor dq
         goto out;
     }
     const backward_io io = { qkv, dqkv, dy, lse, delta, P, P + (size_t)c * c };
-    ptdp_tensor_copy(ptdp_tensor_wrap(blk, (int)rows, 2 * W), block(qkv, 0, (int)rows, W, 2 * W));
+    ptdp_tensor_copy(ptdp_tensor_wrap(blk, (int)rows, 2 * Wk), block(qkv, 0, (int)rows, W, 2 * Wk));
     memset(blk + half, 0, half * sizeof(ptdp_real));
     ptdp_tensor_fill(block(dqkv, 0, (int)rows, 0, W), 0);
     backward_delta(&g, delta, dy, y);
 
     for (int step = 0; step < g.N; step++) {
-        const ptdp_tensor kvt = ptdp_tensor_wrap(blk, (int)rows, 2 * W);
-        const ptdp_tensor dkvt = ptdp_tensor_wrap(blk + half, (int)rows, 2 * W);
+        const ptdp_tensor kvt = ptdp_tensor_wrap(blk, (int)rows, 2 * Wk);
+        const ptdp_tensor dkvt = ptdp_tensor_wrap(blk + half, (int)rows, 2 * Wk);
         const int np = step_pairs(&g, step, pairs);
         for (int k = 0; k < np; k++)
             backward_pair(&g, &pairs[k], &io, kvt, dkvt);
