@@ -70,6 +70,7 @@ void ptdp_llama_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
         free_tail_work(dev, sv);
         ptdp_tensor_free(dev, &sv->input);
         ptdp_free(dev, sv->tokens);
+        ptdp_free(dev, sv->labels);
         free(sv);
     }
     acts->saved = NULL;
@@ -215,18 +216,33 @@ static int stage_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     return m->last_stage ? head_forward(&k, acts, sv, false) : PTDP_OK;
 }
 
-/* The stage input, kept: the tokens on stage 0, else the activation. */
-static int keep_input(ptdp_device *dev, ptdp_model *m, ptdp_llama_saved *sv, const ptdp_batch *b,
+/* ids of this rank's positions of each sequence (all of them without CP):
+ * dst[b Tl + t] = src[b T + positions[t]]. */
+static int64_t *take_positions(ptdp_device *dev, const ptdp_model *m, const int64_t *src, int rows, const char *name)
+{
+    const int T = ptdp_llama(&m->cfg)->seq_len, Tl = T / m->mesh->cp;
+    const int64_t *pos = ((const ptdp_llama *)m->impl)->positions;
+    const size_t n = (size_t)rows * Tl;
+    int64_t *dst = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *dst, PTDP_MEM_ACTS, name);
+    for (int b = 0; dst != NULL && b < rows; b++)
+        for (int t = 0; t < Tl; t++)
+            dst[(size_t)b * Tl + t] = src[(size_t)b * T + pos[t]];
+    return dst;
+}
+
+/* The stage input, kept: the tokens on stage 0, else the activation; under
+ * CP the labels of this rank's positions (the last stage's loss). */
+static int keep_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_llama_saved *sv, const ptdp_batch *b,
                       ptdp_tensor input)
 {
-    const int T = ptdp_llama(&m->cfg)->seq_len;
-    if (m->first_stage) {
-        const size_t n = (size_t)b->rows * T;
-        if ((sv->tokens = ptdp_alloc(dev, (n > 0 ? n : 1) * sizeof *sv->tokens, PTDP_MEM_ACTS, "acts.tokens")) == NULL)
+    if (m->mesh->cp > 1 && b->labels != NULL) {
+        if ((sv->labels = take_positions(dev, m, b->labels, b->rows, "acts.labels")) == NULL)
             return PTDP_ENOMEM;
-        memcpy(sv->tokens, b->tokens, n * sizeof *sv->tokens);
-        return PTDP_OK;
+        acts->labels = sv->labels;
     }
+    if (m->first_stage)
+        return (sv->tokens = take_positions(dev, m, b->tokens, b->rows, "acts.tokens")) == NULL ? PTDP_ENOMEM
+                                                                                             : PTDP_OK;
     int rc = ptdp_tensor_alloc_uninit(dev, &sv->input, "acts.input", PTDP_MEM_ACTS, b->rows, m->boundary_cols);
     if (rc == 0)
         ptdp_tensor_copy(sv->input, input);
@@ -243,7 +259,7 @@ int ptdp_llama_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, const p
     acts->saved = sv;
     sv->nblocks = m->layer_end - m->layer_begin;
     int rc;
-    if ((rc = keep_input(dev, m, sv, b, input)) != 0 || (rc = stage_forward(dev, m, acts, sv)) != 0)
+    if ((rc = keep_input(dev, m, acts, sv, b, input)) != 0 || (rc = stage_forward(dev, m, acts, sv)) != 0)
         return rc;
     if (!m->last_stage && out != NULL)
         ptdp_tensor_copy(*out, ptdp_tensor_wrap(sv->x_out.data, b->rows, m->boundary_cols));

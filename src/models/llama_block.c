@@ -41,6 +41,8 @@
 #include "models/llama_pass.h"
 #include "ptdp/error.h"
 #include "ptdp/act_bf16.h"
+#include "ptdp/cp.h"
+#include "ptdp/mesh.h"
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
 #include "runtime/device_impl.h"
@@ -50,8 +52,8 @@
 void ptdp_llama_pass_begin(ptdp_llama_pass *k, ptdp_device *dev, ptdp_model *m, const ptdp_acts *acts,
                            ptdp_wgrad *wg)
 {
-    const int T = ptdp_llama(&m->cfg)->seq_len;
-    *k = (ptdp_llama_pass){ .dev = dev, .m = m, .acts = acts, .R = acts->rows * T, .T = T, .wg = wg,
+    const int Tg = ptdp_llama(&m->cfg)->seq_len, T = Tg / m->mesh->cp;   /* CP: this rank's chunks */
+    *k = (ptdp_llama_pass){ .dev = dev, .m = m, .acts = acts, .R = acts->rows * T, .T = T, .Tg = Tg, .wg = wg,
                             .w0 = ptdp_wall_now() };
     k->Rl = m->mesh->sp ? k->R / m->mesh->tp : k->R;
 }
@@ -218,11 +220,28 @@ static double attention_flops(const ptdp_llama_pass *k)
     return 4.0 * k->acts->rows * l->heads_local * (double)k->T * k->T * l->hd;
 }
 
+/* Under CP the ring over the CP group (cp.h), its K kv heads travelling,
+ * q and k already rotated at their GLOBAL positions (a zigzag chunk's rows
+ * are not 0..T/cp-1): it keeps each query's log-sum-exp in a->probs, which
+ * selective recomputation keeps too (the ring's backward recomputes P). */
+static bool ring(const ptdp_llama_pass *k)
+{
+    return k->m->mesh->cp > 1;
+}
+
 static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_mesh *mesh = k->m->mesh;
     if (k->rc != 0)
         return;
+    if (ring(k)) {
+        k->rc = ptdp_ring_attention_gqa_forward(k->dev, mesh->cp_comm, a->y, a->probs, a->qkv, k->Tg,
+                                                l->heads_local, l->kv_local, l->hd, mesh->cp_zigzag, NULL);
+        k->pending += attention_flops(k);
+        ptdp_llama_round(k, a->y);
+        return;
+    }
     ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, k->T, l->heads_local, l->kv_local, l->hd, NULL, NULL);
     k->pending += attention_flops(k);
     if (k->m->recompute_core) {   /* selective: the probabilities are not kept */
@@ -241,6 +260,13 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
     const size_t n = (size_t)k->acts->rows * l->heads_local * k->T * k->T;
     if (k->rc != 0)
         return;
+    if (ring(k)) {
+        k->rc = ptdp_ring_attention_gqa_backward(k->dev, k->m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y,
+                                                 a->probs, k->Tg, l->heads_local, l->kv_local, l->hd,
+                                                 k->m->mesh->cp_zigzag, NULL);
+        k->pending += 2 * attention_flops(k);
+        return;
+    }
     ptdp_real *probs = a->probs;
     if (probs == NULL) {   /* its y into dqkv's storage, overwritten next */
         if ((probs = ptdp_llama_reals(k, n, "grad.probs")) == NULL)
@@ -281,7 +307,8 @@ static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tenso
         ptdp_llama_act(k, &k->part, "acts.partial", R, C);
     a->rstd1 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd1");
     a->rstd2 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd2");
-    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * l->heads_local * k->T * k->T, "acts.probs");
+    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * l->heads_local * k->T * (ring(k) ? 1 : k->T),
+                                ring(k) ? "acts.lse" : "acts.probs");
     k->w0 = ptdp_wall_now();
 }
 

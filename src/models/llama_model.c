@@ -44,7 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/cp.h"
 #include "ptdp/error.h"
+#include "ptdp/mesh.h"
 #include "models/gpt_table.h"
 #include "models/llama_pass.h"
 
@@ -313,8 +315,14 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     if (m->dropout > 0)
         return ptdp_fail(dev, PTDP_EINVAL, "--dropout %g: the llama model has no dropout (Meta's has none)",
                          m->dropout);
-    for (int t = 0; t < s->seq_len; t++)   /* whole sequences: row b T + t is position t */
-        p->positions[t] = t;
+    if (m->mesh->cp > 1 && m->mesh->cp_a2a)
+        return ptdp_fail(dev, PTDP_EINVAL, "--cp-algo a2a: the llama model runs context parallelism as the ring "
+                         "only (Ulysses is not written for it yet); use --cp-algo ring");
+    /* row b T/cp + t is GLOBAL position first[t / len] + t % len (cp.h):
+     * rotating a zigzag chunk by its local 0.. would be another model */
+    const ptdp_cp_layout cpl = ptdp_cp_layout_of(s->seq_len, m->mesh->cp, m->mesh->cp_rank, m->mesh->cp_zigzag);
+    for (int t = 0; t < s->seq_len / m->mesh->cp; t++)
+        p->positions[t] = ptdp_cp_position(&cpl, t);
     p->hd = c->hidden / s->heads;
     p->heads_local = s->heads / tp;
     p->kv_local = ptdp_llama_kv_heads(c) >= tp ? ptdp_llama_kv_heads(c) / tp : 1;
@@ -323,7 +331,7 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     m->input_cols = s->seq_len;
     m->input_tokens = true;
     m->label_cols = s->seq_len;
-    m->boundary_cols = s->seq_len / (m->mesh->sp ? tp : 1) * c->hidden;   /* SP: the rank's positions */
+    m->boundary_cols = s->seq_len / m->mesh->cp / (m->mesh->sp ? tp : 1) * c->hidden;   /* CP, SP: the rank's */
     int rc = ptdp_model_reserve_params(dev, m, 9 * nb + 3);
     if (rc == 0)
         rc = lay_out(dev, m, p);
@@ -364,7 +372,8 @@ static int llama_heads(const ptdp_model_config *c)
 
 const ptdp_model_ops ptdp_llama_ops = {
     .name = "llama",
-    .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true },
+    .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true,
+              .context_parallel = true },
     .positions = llama_positions,
     .heads = llama_heads,
     .check = llama_check,

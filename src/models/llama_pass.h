@@ -43,7 +43,8 @@ typedef struct {
     ptdp_llama_block *blocks;       /* [layer_end - layer_begin]             */
     int heads_local, kv_local;      /* H / tp; K / tp, or 1 (a copy) if tp > K */
     int hd, ffn_local, vocab_local; /* d, F / tp, V / tp                     */
-    int64_t *positions;             /* [T]: a row's global position (0..T-1) */
+    int64_t *positions;             /* [T/cp]: a row's global position (CP's
+                                       chunks: cp.h's layout; else 0..T-1)  */
     const unsigned char *corpus;    /* the data (first and last stage)       */
     size_t corpus_len;
     void *corpus_block;
@@ -55,7 +56,8 @@ typedef struct {
     ptdp_real *rstd1, *rstd2;       /* RMSNorm's 1/rms a row                  */
     ptdp_tensor n1;                 /* attention_norm's output               */
     ptdp_tensor qkv;                /* R x (Hl + 2 Kl) d: q, k rotated, v     */
-    ptdp_real *probs;               /* B Hl T T (none: selective recompute)  */
+    ptdp_real *probs;               /* B Hl T T (none: selective recompute);
+                                       CP: the ring's log-sum-exps, B Hl T/cp */
     ptdp_tensor y;                  /* the heads' outputs: wo's input        */
     ptdp_tensor h;                  /* after the attention's residual        */
     ptdp_tensor n2;                 /* ffn_norm's output                     */
@@ -66,6 +68,7 @@ typedef struct {
 typedef struct {
     ptdp_tensor input;              /* other stages: the received x          */
     int64_t *tokens;                /* stage 0                               */
+    int64_t *labels;                /* CP: this rank's positions' labels     */
     int nblocks;
     ptdp_llama_block_acts *blocks;
     ptdp_tensor x_out;              /* the last block's output               */
@@ -80,7 +83,9 @@ typedef struct {
     ptdp_device *dev;
     ptdp_model *m;
     const ptdp_acts *acts;
-    int R, T;                       /* rows (B T) and positions              */
+    int R, T;                       /* rows (B T) and positions: T/cp of a
+                                       sequence's Tg under CP                */
+    int Tg;                         /* a whole sequence's positions          */
     int Rl;                         /* the residual stream's and the norms'
                                        rows: R, or under SP this rank's R/tp
                                        positions (sp.h)                     */
