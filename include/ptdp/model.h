@@ -225,6 +225,7 @@ typedef struct ptdp_model_run {
     int tp, pp, cp, zero, token_slices;
     int dp, ep;                     /* ep: expert parallelism, 1 = off      */
     bool sp, bf16;
+    bool cp_a2a;                    /* --cp-algo a2a: CP by Ulysses' all-to-alls */
     bool shards_params;             /* ZeRO's stage shards the parameters,
                                        each unit gathered while it computes
                                        (its row's shards_params, zero.h)    */

@@ -148,6 +148,11 @@ static int llama_check_run(const ptdp_model_config *c, const ptdp_model_run *r, 
                  r->ep);
         return PTDP_EINVAL;
     }
+    if (r->cp_a2a) {
+        snprintf(msg, n, "--cp-algo a2a: the llama model runs context parallelism as the ring only (Ulysses' "
+                 "all-to-alls are not written for it yet): use --cp-algo ring");
+        return PTDP_EINVAL;
+    }
     return PTDP_OK;
 }
 
@@ -315,9 +320,6 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     if (m->dropout > 0)
         return ptdp_fail(dev, PTDP_EINVAL, "--dropout %g: the llama model has no dropout (Meta's has none)",
                          m->dropout);
-    if (m->mesh->cp > 1 && m->mesh->cp_a2a)
-        return ptdp_fail(dev, PTDP_EINVAL, "--cp-algo a2a: the llama model runs context parallelism as the ring "
-                         "only (Ulysses is not written for it yet); use --cp-algo ring");
     /* row b T/cp + t is GLOBAL position first[t / len] + t % len (cp.h):
      * rotating a zigzag chunk by its local 0.. would be another model */
     const ptdp_cp_layout cpl = ptdp_cp_layout_of(s->seq_len, m->mesh->cp, m->mesh->cp_rank, m->mesh->cp_zigzag);

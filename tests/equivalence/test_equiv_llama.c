@@ -139,6 +139,26 @@ LOOP_TEST(llama_tests, test_sequence_parallel_equals_one_device, 6)
 }
 END_TEST
 
+/* Context parallelism by the ring: zigzag (each rank's two chunks rotated
+ * at their global positions) and contiguous, cp 4, with tp and SP, with
+ * one kv head (multi-query: only it travels), with dp, pp, ZeRO and
+ * selective recomputation (the ring keeps its log-sum-exps). */
+LOOP_TEST(llama_tests, test_context_parallel_equals_one_device, 6)
+{
+    static const int mesh[6][4] = { { 1, 1, 1, 1 }, { 1, 1, 1, 1 }, { 1, 1, 1, 1 }, { 1, 2, 1, 2 },
+                                    { 1, 1, 1, 1 }, { 2, 1, 2, 2 } };
+    ptdp_train_config c = llama_config(mesh[_i][0], mesh[_i][1], mesh[_i][2], mesh[_i][3]);
+    c.cp = _i == 2 ? 4 : 2;
+    c.cp_contiguous = _i == 1;
+    c.sp = _i == 3;
+    if (_i == 4)
+        ptdp_llama_settings_of(&c.model)->kv_heads = 1;
+    c.zero = _i == 5 ? 1 : 0;
+    c.recompute_core = _i == 5;
+    equiv_check(&c);
+}
+END_TEST
+
 /* Recomputation, full and selective, under tp 2 x pp 2. */
 LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
 {
@@ -187,8 +207,9 @@ TEST(llama_tests, test_what_it_does_not_run_under_is_refused)
     char msg[512];
     ptdp_train_config c = llama_config(1, 1, 1, 1);
     c.cp = 2;
+    c.cp_a2a = true;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--cp 2") && strstr(msg, "the llama model"), "%s", msg);
+    ck_assert_msg(strstr(msg, "--cp-algo a2a") && strstr(msg, "the llama model"), "%s", msg);
     c = llama_config(1, 3, 1, 1);   /* tp 3: neither divides nor is divided by 2 kv heads */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "--tp 3 must divide --kv-heads 2"), "%s", msg);
