@@ -212,11 +212,18 @@ static void rope(ptdp_llama_pass *k, ptdp_tensor qkv, bool backward)
     k->pending += ptdp_rope_flops((size_t)qkv.rows, l->heads_local + l->kv_local, l->hd);
 }
 
+static bool ring(const ptdp_llama_pass *k);
+
 /* Causal attention of this rank's heads: 2 B Hl T T d flops for q k^T, as
- * many for P v (the whole square, as an unfused kernel computes it). */
+ * many for P v (the whole square, as an unfused kernel computes it); under
+ * CP the score elements of the ring's blocks not skipped (cp.h). */
 static double attention_flops(const ptdp_llama_pass *k)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (ring(k))
+        return 4.0 * k->acts->rows * l->heads_local * l->hd *
+               ptdp_ring_attention_scores(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag);
     return 4.0 * k->acts->rows * l->heads_local * (double)k->T * k->T * l->hd;
 }
 
