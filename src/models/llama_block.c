@@ -35,6 +35,13 @@
  * columns), each row at its global position; the attention reads the
  * rotated q, k (kept for its backward) and v.  Selective recomputation
  * keeps no probabilities: the backward computes them again.
+ *
+ * Under CP (cp.h) a rank holds T/cp positions of each sequence — zigzag:
+ * chunks r and 2N-1-r — and its rows are rotated at those GLOBAL positions
+ * (llama_model.c's positions) before the ring, whose visiting keys were
+ * rotated at theirs by their owner: q_t . k_s then depends on t - s alone,
+ * as on one device.  Only the K kv heads travel round the ring, and it
+ * keeps each query's log-sum-exp where the probabilities were.
  */
 #include <stdio.h>
 
