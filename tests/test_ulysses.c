@@ -8,6 +8,8 @@
  *              heads of each part; the way back (in place) restores its
  *              own positions of every head, bit for bit; each way sends
  *              (N-1)/N of the tensor (the library's byte count)
+ *   gqa        q of 12 heads beside k, v of 4 (grouped-query attention):
+ *              rank r gets its query heads and the kv heads they read
  *   attention  the same ranks, dropout 0 and 0.2: the heads' attention on
  *              whole sequences between the two all-to-alls (and its
  *              backward between dy's and dq dk dv's) equals attention.c on
@@ -92,6 +94,59 @@ LOOP_TEST(ulysses_tests, test_relayout_places_every_head_and_position, 16)
         for (int w = 0; w < 2; w++)
             ck_assert_msg(a.sent[w][r] == tensor * (N - 1) / N, "N %d rank %d: sent %g bytes, (N-1)/N of %g is %g",
                           N, r, a.sent[w][r], tensor, tensor * (N - 1) / N);
+}
+END_TEST
+
+/* Grouped-query attention's q | k | v: q of HEADS heads, k and v of KV
+ * heads each.  After the way there rank r holds every position of query
+ * heads r HEADS/N .. and of kv heads r KV/N .. — each of its query heads'
+ * kv head (h / (HEADS/KV)) among them — and the way back restores it. */
+enum { KV = 4, GW = (HEADS + 2 * KV) * HD };
+
+static int gqa_device(ptdp_device *dev, void *arg)
+{
+    const bool zigzag = *(const bool *)arg;
+    const int N = dev->world_size, r = dev->rank, Tl = T / N, H[3] = { HEADS, KV, KV };
+    const int col0[3] = { 0, HEADS * HD, (HEADS + KV) * HD };
+    const ptdp_cp_layout l = ptdp_cp_layout_of(T, N, r, zigzag);
+    ptdp_tensor seq;
+    DEVICE_TRY(ptdp_tensor_alloc(dev, &seq, "seq", PTDP_MEM_ACTS, B * Tl, GW));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            for (int p = 0; p < 3; p++)
+                for (int c = 0; c < H[p] * HD; c++)
+                    *ptdp_at(seq, b * Tl + t, col0[p] + c) = code(b, ptdp_cp_position(&l, t), p, c / HD, c % HD);
+    const ptdp_tensor heads = ptdp_tensor_wrap(seq.data, B * T, GW / N);   /* in place */
+    DEVICE_TRY(ptdp_ulysses_gqa_heads_from_sequence(dev, dev->world, seq, heads, T, HEADS, KV, HD, zigzag));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int p = 0, at = 0; p < 3; at += H[p] / N * HD, p++)
+                for (int c = 0; c < H[p] / N * HD; c++) {
+                    const ptdp_real got = *ptdp_at(heads, b * T + t, at + c);
+                    DEVICE_CHECK(dev, got == code(b, t, p, r * (H[p] / N) + c / HD, c % HD),
+                                 "rank %d of %d: sample %d position %d part %d column %d holds %g", r, N, b, t, p,
+                                 c, (double)got);
+                }
+    for (int j = 0; j < HEADS / N; j++)   /* query head j's kv head is local kv head j / (HEADS/KV) */
+        DEVICE_CHECK(dev, (r * (HEADS / N) + j) / (HEADS / KV) == r * (KV / N) + j / (HEADS / KV),
+                     "rank %d of %d: query head %d reads a kv head another rank holds", r, N, j);
+    DEVICE_TRY(ptdp_ulysses_gqa_sequence_from_heads(dev, dev->world, heads, seq, T, HEADS, KV, HD, zigzag));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            for (int p = 0; p < 3; p++)
+                for (int c = 0; c < H[p] * HD; c++)
+                    DEVICE_CHECK(dev, *ptdp_at(seq, b * Tl + t, col0[p] + c) ==
+                                          code(b, ptdp_cp_position(&l, t), p, c / HD, c % HD),
+                                 "rank %d of %d: back, row %d part %d column %d wrong", r, N, b * Tl + t, p, c);
+    ptdp_tensor_free(dev, &seq);
+    return 0;
+}
+
+/* _i: N = 1, 2, 4 (dividing KV), zigzag for _i < 3 */
+LOOP_TEST(ulysses_tests, test_gqa_relayout_gives_each_rank_its_kv_heads, 6)
+{
+    bool zigzag = _i < 3;
+    harness_launch_ok(1 << (_i % 3), gqa_device, &zigzag, NULL, NULL);
 }
 END_TEST
 

@@ -55,6 +55,17 @@ int ptdp_ulysses_heads_from_sequence(struct ptdp_device *dev, ptdp_comm *cp, ptd
 int ptdp_ulysses_sequence_from_heads(struct ptdp_device *dev, ptdp_comm *cp, ptdp_tensor in, ptdp_tensor out,
                                      int T, int parts, int heads, int hd, bool zigzag);
 
+/* Grouped-query attention's q | k | v (attention.c's packing): q of
+ * `heads` heads, k and v of `kv_heads` each, side by side; rank r receives
+ * query heads r heads/N .. and kv heads r kv_heads/N .. (those its query
+ * heads read, h / (heads/kv_heads)), out (B T) x ((heads + 2 kv_heads)/N
+ * hd).  Both head counts must divide by N: Ulysses' degree is capped by
+ * the kv heads.  kv_heads = heads is the pair above with parts 3. */
+int ptdp_ulysses_gqa_heads_from_sequence(struct ptdp_device *dev, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor out,
+                                         int T, int heads, int kv_heads, int hd, bool zigzag);
+int ptdp_ulysses_gqa_sequence_from_heads(struct ptdp_device *dev, ptdp_comm *cp, ptdp_tensor in, ptdp_tensor out,
+                                         int T, int heads, int kv_heads, int hd, bool zigzag);
+
 /* Elements one device sends in the CP group per block and micro-batch
  * (the formula above), for B sequences of T positions of `width` = C/tp
  * columns on a CP group of N, with `forwards` forward passes (2 under full

@@ -7,8 +7,13 @@
  * in one order on both sides:
  *
  *   block (s → d) = for each sequence b, each of s's positions t (in its
- *                   cp.h layout), each part p (q, k, v): hn hd numbers,
- *                   head d hn .. of part p               (hn = H / N)
+ *                   cp.h layout), each part p (q, k, v): hn_p hd numbers,
+ *                   head d hn_p .. of part p             (hn_p = H_p / N)
+ *
+ * A part's heads H_p need not be the others': under grouped-query
+ * attention q has H heads and k, v have K each, and rank d receives query
+ * heads d H/N .. and kv heads d K/N .. — the kv heads its query heads read
+ * (h / (H/K) of a head in d's range falls in d's kv range).
  *
  *   there: s packs it from its sequence tensor (columns of d's heads),
  *          d unpacks it into its head tensor (rows of s's positions)
@@ -28,52 +33,60 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 
+enum { MAX_PARTS = 3 };
+
 typedef struct {
-    int N, r, B, T, Tl, parts, heads, hn, hd;
+    int N, r, B, T, Tl, parts, hd;
+    int heads[MAX_PARTS];       /* H_p: part p's heads on a rank            */
+    int col0[MAX_PARTS];        /* where part p starts in a sequence row    */
     bool zigzag;
-    size_t block;               /* numbers in one block: B Tl parts hn hd */
+    size_t block;               /* numbers in one block: B Tl (sum hn_p) hd */
 } relayout;
 
-static bool setup(relayout *g, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor heads, int T, int parts, int H,
+static bool setup(relayout *g, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor heads, int T, int parts, const int *H,
                   int hd, bool zigzag)
 {
-    g->N = ptdp_comm_size(cp);
-    g->r = ptdp_comm_rank(cp);
-    g->T = T;
-    g->parts = parts;
-    g->heads = H;
-    g->hd = hd;
-    g->zigzag = zigzag;
+    *g = (relayout){ .N = ptdp_comm_size(cp), .r = ptdp_comm_rank(cp), .T = T, .parts = parts, .hd = hd,
+                     .zigzag = zigzag };
     const int chunks = zigzag ? 2 * g->N : g->N;
-    if (!PTDP_REQUIRE(T > 0 && T % chunks == 0 && H % g->N == 0 && parts > 0 && hd > 0,
-                      "T %d over %d %s chunks, %d heads over %d ranks", T, chunks, zigzag ? "zigzag" : "contiguous",
-                      H, g->N))
+    int all = 0;   /* sum H_p: a sequence row's heads */
+    bool split = parts > 0 && parts <= MAX_PARTS;
+    for (int p = 0; split && p < parts; p++) {
+        split = H[p] > 0 && H[p] % g->N == 0;
+        g->heads[p] = H[p];
+        g->col0[p] = all * hd;
+        all += H[p];
+    }
+    if (!PTDP_REQUIRE(T > 0 && T % chunks == 0 && split && hd > 0,
+                      "T %d over %d %s chunks, %d parts of heads (the first %d) over %d ranks", T, chunks,
+                      zigzag ? "zigzag" : "contiguous", parts, parts > 0 ? H[0] : 0, g->N))
         return false;
     g->Tl = T / g->N;
-    g->hn = H / g->N;
     g->B = seq.rows / g->Tl;
-    if (!PTDP_REQUIRE(seq.rows == g->B * g->Tl && seq.cols == parts * H * hd && heads.rows == g->B * T &&
-                          heads.cols == parts * g->hn * hd && heads.stride == heads.cols,
-                      "sequence tensor %d x %d, head tensor %d x %d (stride %d) for T %d, %d parts of %d heads of %d",
-                      seq.rows, seq.cols, heads.rows, heads.cols, heads.stride, T, parts, H, hd))
+    if (!PTDP_REQUIRE(seq.rows == g->B * g->Tl && seq.cols == all * hd && heads.rows == g->B * T &&
+                          heads.cols == all / g->N * hd && heads.stride == heads.cols,
+                      "sequence tensor %d x %d, head tensor %d x %d (stride %d) for T %d, %d heads of %d in %d parts",
+                      seq.rows, seq.cols, heads.rows, heads.cols, heads.stride, T, all, hd, parts))
         return false;
-    g->block = (size_t)g->B * g->Tl * parts * g->hn * hd;
+    g->block = (size_t)g->B * g->Tl * (all / g->N) * hd;
     return true;
 }
 
 /* Block `blk` ↔ a sequence tensor: my Tl positions of rank `peer`'s heads
- * (columns p H hd + peer hn hd .. of each part). */
+ * (columns col0_p + peer hn_p hd .. of each part). */
 static void block_seq(const relayout *g, ptdp_real *blk, ptdp_tensor seq, int peer, bool into_block)
 {
-    const size_t w = (size_t)g->hn * g->hd;
     ptdp_real *b = blk;
     for (int row = 0; row < seq.rows; row++)
-        for (int p = 0; p < g->parts; p++, b += w) {
-            ptdp_real *s = ptdp_at(seq, row, (p * g->heads + peer * g->hn) * g->hd);
+        for (int p = 0; p < g->parts; p++) {
+            const int hn = g->heads[p] / g->N;
+            const size_t w = (size_t)hn * g->hd;
+            ptdp_real *s = ptdp_at(seq, row, g->col0[p] + peer * hn * g->hd);
             if (into_block)
                 memcpy(b, s, w * sizeof *b);
             else
                 memcpy(s, b, w * sizeof *b);
+            b += w;
         }
 }
 
@@ -82,7 +95,7 @@ static void block_seq(const relayout *g, ptdp_real *blk, ptdp_tensor seq, int pe
 static void block_heads(const relayout *g, ptdp_real *blk, ptdp_tensor heads, int peer, bool into_block)
 {
     const ptdp_cp_layout l = ptdp_cp_layout_of(g->T, g->N, peer, g->zigzag);
-    const size_t w = (size_t)heads.cols;   /* parts hn hd: one whole row */
+    const size_t w = (size_t)heads.cols;   /* sum hn_p hd: one whole row */
     ptdp_real *b = blk;
     for (int s = 0; s < g->B; s++)
         for (int t = 0; t < g->Tl; t++, b += w) {
@@ -127,22 +140,42 @@ out:
     return rc;
 }
 
+/* Either way, for parts of H[p] heads each. */
+static int relayout_parts(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor heads, int T, int parts,
+                          const int *H, int hd, bool zigzag, bool there)
+{
+    relayout g;
+    if (!setup(&g, cp, seq, heads, T, parts, H, hd, zigzag))
+        return PTDP_EINVAL;
+    return exchange(dev, cp, &g, seq, heads, there);
+}
+
 int ptdp_ulysses_heads_from_sequence(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor out, int T,
                                      int parts, int heads, int hd, bool zigzag)
 {
-    relayout g;
-    if (!setup(&g, cp, seq, out, T, parts, heads, hd, zigzag))
-        return PTDP_EINVAL;
-    return exchange(dev, cp, &g, seq, out, true);
+    const int H[MAX_PARTS] = { heads, heads, heads };
+    return relayout_parts(dev, cp, seq, out, T, parts, H, hd, zigzag, true);
 }
 
 int ptdp_ulysses_sequence_from_heads(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor in, ptdp_tensor out, int T,
                                      int parts, int heads, int hd, bool zigzag)
 {
-    relayout g;
-    if (!setup(&g, cp, out, in, T, parts, heads, hd, zigzag))
-        return PTDP_EINVAL;
-    return exchange(dev, cp, &g, out, in, false);
+    const int H[MAX_PARTS] = { heads, heads, heads };
+    return relayout_parts(dev, cp, out, in, T, parts, H, hd, zigzag, false);
+}
+
+int ptdp_ulysses_gqa_heads_from_sequence(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor seq, ptdp_tensor out, int T,
+                                         int heads, int kv_heads, int hd, bool zigzag)
+{
+    const int H[MAX_PARTS] = { heads, kv_heads, kv_heads };
+    return relayout_parts(dev, cp, seq, out, T, 3, H, hd, zigzag, true);
+}
+
+int ptdp_ulysses_gqa_sequence_from_heads(ptdp_device *dev, ptdp_comm *cp, ptdp_tensor in, ptdp_tensor out, int T,
+                                         int heads, int kv_heads, int hd, bool zigzag)
+{
+    const int H[MAX_PARTS] = { heads, kv_heads, kv_heads };
+    return relayout_parts(dev, cp, out, in, T, 3, H, hd, zigzag, false);
 }
 
 double ptdp_ulysses_elements_per_block(int B, int T, int width, int N, int forwards)
