@@ -292,7 +292,8 @@ static int scratch_alloc(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor 
     ptdp_llama_act(k, &s->dg, "grad.swiglu", R, Fl);
     ptdp_llama_act(k, &s->da, "grad.w1", R, Fl);
     ptdp_llama_act(k, &s->db, "grad.w3", R, Fl);
-    s->att = ptdp_llama_reals(k, 2 * (size_t)k->T * k->T, "grad.attn");
+    const int Ta = k->m->mesh->cp_a2a ? k->Tg : k->T;   /* Ulysses: whole sequences */
+    s->att = ptdp_llama_reals(k, 2 * (size_t)Ta * Ta, "grad.attn");
     return k->rc;
 }
 

@@ -42,6 +42,13 @@
  * rotated at theirs by their owner: q_t . k_s then depends on t - s alone,
  * as on one device.  Only the K kv heads travel round the ring, and it
  * keeps each query's log-sum-exp where the probabilities were.
+ *
+ * Under Ulysses (--cp-algo a2a, ulysses.h) the rotated q, k, v trade the
+ * split of the positions for one of the heads: rank r gets every position
+ * of query heads r Hl/cp .. and of kv heads r Kl/cp .. (the ones its query
+ * heads read), runs one device's causal attention on whole sequences, and
+ * sends y back.  Both head counts must divide by cp (llama_model.c refuses
+ * the rest): Ulysses' degree is capped by the kv heads.
  */
 #include <stdio.h>
 
@@ -52,6 +59,7 @@
 #include "ptdp/mesh.h"
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
+#include "ptdp/ulysses.h"
 #include "runtime/device_impl.h"
 
 /* ------------------------------------------------------------ the ops */
@@ -220,10 +228,12 @@ static void rope(ptdp_llama_pass *k, ptdp_tensor qkv, bool backward)
 }
 
 static bool ring(const ptdp_llama_pass *k);
+static bool ulysses(const ptdp_llama_pass *k);
 
 /* Causal attention of this rank's heads: 2 B Hl T T d flops for q k^T, as
  * many for P v (the whole square, as an unfused kernel computes it); under
- * CP the score elements of the ring's blocks not skipped (cp.h). */
+ * the ring the score elements of its blocks not skipped (cp.h); under
+ * Ulysses Hl/cp heads on whole sequences of Tg positions. */
 static double attention_flops(const ptdp_llama_pass *k)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
@@ -231,6 +241,8 @@ static double attention_flops(const ptdp_llama_pass *k)
     if (ring(k))
         return 4.0 * k->acts->rows * l->heads_local * l->hd *
                ptdp_ring_attention_scores(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag);
+    if (ulysses(k))
+        return 4.0 * k->acts->rows * (l->heads_local / mesh->cp) * (double)k->Tg * k->Tg * l->hd;
     return 4.0 * k->acts->rows * l->heads_local * (double)k->T * k->T * l->hd;
 }
 
@@ -240,7 +252,52 @@ static double attention_flops(const ptdp_llama_pass *k)
  * selective recomputation keeps too (the ring's backward recomputes P). */
 static bool ring(const ptdp_llama_pass *k)
 {
-    return k->m->mesh->cp > 1;
+    return k->m->mesh->cp > 1 && !k->m->mesh->cp_a2a;
+}
+
+/* Or Ulysses' all-to-alls: whole sequences of this rank's heads. */
+static bool ulysses(const ptdp_llama_pass *k)
+{
+    return k->m->mesh->cp > 1 && k->m->mesh->cp_a2a;
+}
+
+/* Ulysses: a contiguous (B T/cp) x (heads d) tensor's storage seen as the
+ * head layout, (B Tg) x (heads/cp d). */
+static ptdp_tensor as_heads(const ptdp_llama_pass *k, ptdp_tensor t)
+{
+    return ptdp_tensor_wrap(t.data, k->acts->rows * k->Tg, t.cols / k->m->mesh->cp);
+}
+
+/* The attention's tensors as it runs: (B T) x (Hl d) on this rank's
+ * positions, or Ulysses' (B Tg) x (Hl/cp d) on whole sequences. */
+typedef struct {
+    int T, hq, hkv;
+} core_shape;
+
+static core_shape core_of(const ptdp_llama_pass *k)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const int n = ulysses(k) ? k->m->mesh->cp : 1;
+    return (core_shape){ .T = ulysses(k) ? k->Tg : k->T, .hq = l->heads_local / n, .hkv = l->kv_local / n };
+}
+
+/* Ulysses' forward: q, k, v there (in a->qkv's storage, kept so for the
+ * backward), one device's attention of this rank's heads, y back. */
+static void ulysses_forward(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_mesh *mesh = k->m->mesh;
+    const core_shape c = core_of(k);
+    const ptdp_tensor qkv = as_heads(k, a->qkv);
+    ptdp_tensor y = { 0 };
+    k->rc = ptdp_ulysses_gqa_heads_from_sequence(k->dev, mesh->cp_comm, a->qkv, qkv, k->Tg, l->heads_local,
+                                                 l->kv_local, l->hd, mesh->cp_zigzag);
+    if (k->rc != 0 || ptdp_llama_act(k, &y, "acts.attn_y_heads", qkv.rows, c.hq * l->hd) != 0)
+        return;
+    ptdp_attention_gqa_forward(y, a->probs, qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
+    k->rc = ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, y, a->y, k->Tg, 1, l->heads_local, l->hd,
+                                             mesh->cp_zigzag);
+    ptdp_tensor_free(k->dev, &y);
 }
 
 static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
@@ -256,46 +313,72 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
         ptdp_llama_round(k, a->y);
         return;
     }
-    ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, k->T, l->heads_local, l->kv_local, l->hd, NULL, NULL);
+    const core_shape c = core_of(k);
+    if (ulysses(k))
+        ulysses_forward(k, a);
+    else
+        ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
+    if (k->rc != 0)
+        return;
     k->pending += attention_flops(k);
     if (k->m->recompute_core) {   /* selective: the probabilities are not kept */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
     } else if (k->m->bf16) {
-        ptdp_act_round_reals(a->probs, (size_t)k->acts->rows * l->heads_local * k->T * k->T);
+        ptdp_act_round_reals(a->probs, (size_t)k->acts->rows * c.hq * c.T * c.T);
     }
     ptdp_llama_round(k, a->y);
 }
 
-/* dqkv from dy (the probabilities kept, or again: selective). */
-static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s)
+/* dqkv from dy (the probabilities kept, or again: selective) on the
+ * attention's own layout: this rank's positions, or Ulysses' heads. */
+static void core_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s, ptdp_tensor dqkv,
+                          ptdp_tensor dy, ptdp_tensor qkv)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
-    const size_t n = (size_t)k->acts->rows * l->heads_local * k->T * k->T;
-    if (k->rc != 0)
-        return;
-    if (ring(k)) {
-        k->rc = ptdp_ring_attention_gqa_backward(k->dev, k->m->mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y,
-                                                 a->probs, k->Tg, l->heads_local, l->kv_local, l->hd,
-                                                 k->m->mesh->cp_zigzag, NULL);
-        k->pending += 2 * attention_flops(k);
-        return;
-    }
+    const core_shape c = core_of(k);
+    const size_t n = (size_t)k->acts->rows * c.hq * c.T * c.T;
     ptdp_real *probs = a->probs;
     if (probs == NULL) {   /* its y into dqkv's storage, overwritten next */
         if ((probs = ptdp_llama_reals(k, n, "grad.probs")) == NULL)
             return;
-        ptdp_tensor y = ptdp_tensor_wrap(s->dqkv.data, a->y.rows, a->y.cols);
-        ptdp_attention_gqa_forward(y, probs, a->qkv, k->T, l->heads_local, l->kv_local, l->hd, NULL, NULL);
+        ptdp_tensor y = ptdp_tensor_wrap(dqkv.data, dy.rows, dy.cols);
+        ptdp_attention_gqa_forward(y, probs, qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
         if (k->m->bf16)
             ptdp_act_round_reals(probs, n);
         k->pending += attention_flops(k);
     }
-    ptdp_attention_gqa_backward(s->dqkv, s->dy, a->qkv, probs, k->T, l->heads_local, l->kv_local, l->hd, NULL,
-                                s->att);
+    ptdp_attention_gqa_backward(dqkv, dy, qkv, probs, c.T, c.hq, c.hkv, l->hd, NULL, s->att);
     k->pending += 2 * attention_flops(k);
     if (probs != a->probs)
         ptdp_free(k->dev, probs);
+}
+
+static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const ptdp_mesh *mesh = k->m->mesh;
+    if (k->rc != 0)
+        return;
+    if (ring(k)) {
+        k->rc = ptdp_ring_attention_gqa_backward(k->dev, mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs,
+                                                 k->Tg, l->heads_local, l->kv_local, l->hd, mesh->cp_zigzag, NULL);
+        k->pending += 2 * attention_flops(k);
+        return;
+    }
+    if (!ulysses(k)) {
+        core_backward(k, a, s, s->dqkv, s->dy, a->qkv);
+        return;
+    }
+    /* Ulysses: dy there (in its own storage), dq dk dv back */
+    const ptdp_tensor dy = as_heads(k, s->dy), dqkv = as_heads(k, s->dqkv);
+    k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, k->Tg, 1, l->heads_local, l->hd,
+                                             mesh->cp_zigzag);
+    if (k->rc == 0)
+        core_backward(k, a, s, dqkv, dy, as_heads(k, a->qkv));
+    if (k->rc == 0)
+        k->rc = ptdp_ulysses_gqa_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, k->Tg, l->heads_local,
+                                                     l->kv_local, l->hd, mesh->cp_zigzag);
 }
 
 /* ---------------------------------------------------------- the block */
@@ -321,7 +404,8 @@ static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tenso
         ptdp_llama_act(k, &k->part, "acts.partial", R, C);
     a->rstd1 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd1");
     a->rstd2 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd2");
-    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * l->heads_local * k->T * (ring(k) ? 1 : k->T),
+    const core_shape c = core_of(k);   /* the ring keeps a log-sum-exp a query */
+    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * c.hq * c.T * (ring(k) ? 1 : c.T),
                                 ring(k) ? "acts.lse" : "acts.probs");
     k->w0 = ptdp_wall_now();
 }

@@ -139,18 +139,24 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
     return PTDP_OK;
 }
 
-/* What the llama runs on beyond its caps: no expert parallelism. */
+/* What the llama runs on beyond its caps: no expert parallelism; Ulysses
+ * as far as the kv heads allow. */
 static int llama_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
 {
-    (void)c;
     if (r->ep > 1) {
         snprintf(msg, n, "--ep %d: the llama model has no mixture of experts, and does not run under --ep yet",
                  r->ep);
         return PTDP_EINVAL;
     }
-    if (r->cp_a2a) {
-        snprintf(msg, n, "--cp-algo a2a: the llama model runs context parallelism as the ring only (Ulysses' "
-                 "all-to-alls are not written for it yet): use --cp-algo ring");
+    /* Ulysses (ulysses.h) gives each CP rank whole heads of q AND of k, v:
+     * its degree is capped by the kv heads a TP rank has (one copy when
+     * --tp is a multiple of --kv-heads, which no CP rank can split). */
+    const int K = ptdp_llama_kv_heads(c), kl = K >= r->tp ? K / r->tp : 1;
+    if (r->cp_a2a && kl % r->cp != 0) {
+        snprintf(msg, n, "--cp-algo a2a with --cp %d: Ulysses gives each CP rank whole kv heads, and each TP rank "
+                 "has %d (--kv-heads %d / --tp %d%s), which --cp %d does not divide: Ulysses' degree is capped by "
+                 "the kv heads — use --cp-algo ring, a --cp dividing %d, or more --kv-heads", r->cp, kl, K, r->tp,
+                 K >= r->tp ? "" : ", one shared copy", r->cp, kl);
         return PTDP_EINVAL;
     }
     return PTDP_OK;

@@ -55,9 +55,11 @@ typedef struct {
     ptdp_tensor x;                  /* the block's input                     */
     ptdp_real *rstd1, *rstd2;       /* RMSNorm's 1/rms a row                  */
     ptdp_tensor n1;                 /* attention_norm's output               */
-    ptdp_tensor qkv;                /* R x (Hl + 2 Kl) d: q, k rotated, v     */
+    ptdp_tensor qkv;                /* R x (Hl + 2 Kl) d: q, k rotated, v
+                                       (Ulysses: kept in the head layout)   */
     ptdp_real *probs;               /* B Hl T T (none: selective recompute);
-                                       CP: the ring's log-sum-exps, B Hl T/cp */
+                                       CP: the ring's log-sum-exps, B Hl T/cp;
+                                       Ulysses: B Hl/cp Tg Tg               */
     ptdp_tensor y;                  /* the heads' outputs: wo's input        */
     ptdp_tensor h;                  /* after the attention's residual        */
     ptdp_tensor n2;                 /* ffn_norm's output                     */

@@ -25,7 +25,7 @@ expect_usage "--tp 3 must divide --kv-heads 2"             -- $l --tp 3
 expect_usage "--tp 8 must divide --heads 4"                -- $l --tp 8 --vocab 64
 expect_usage "and --ffn 100 is given: leave one out"       -- $l --ffn 100 --ffn-multiple 64
 expect_usage "--dropout 0.1: the llama model has no dropout" -- $l --dropout 0.1
-expect_usage "--cp-algo a2a: the llama model"              -- $l --cp 2 --cp-algo a2a
+expect_usage "capped by the kv heads"                     -- $l --cp 4 --cp-algo a2a
 expect_usage "the llama model cannot run a slice alone"    -- $l --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
 expect_usage "--ep 2: the llama model"                     -- $l --dp 2 --ep 2
 expect_usage "--model llama"                               -- plan --model llama --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100
@@ -38,6 +38,11 @@ fi
 # context parallelism by the ring, zigzag: each chunk at its global positions
 if run_ok train --model llama --steps 2 --vocab 64 --cp 2 --check; then
     has "check PASSED" || fail "a llama under --cp 2 (zigzag) did not pass --check"
+fi
+
+# context parallelism by Ulysses: whole sequences of a rank's query heads and their kv heads
+if run_ok train --model llama --steps 2 --vocab 64 --cp 2 --cp-algo a2a --check; then
+    has "check PASSED" || fail "a llama under --cp 2 --cp-algo a2a did not pass --check"
 fi
 
 # Meta's forward again, in plain Python, from the checkpoint and the batch

@@ -18,6 +18,9 @@
  *                              sharing it (the TP_SHARE group)
  *   sp                         the stream and the norms split along the
  *                              sequence over TP, with the above
+ *   cp                         the ring (each chunk rotated at its global
+ *                              positions) and Ulysses (as far as the kv
+ *                              heads allow), with tp, sp, dp, pp, ZeRO
  *   bf16 (float build)         against the bf16 baseline, within 1e-2
  *
  * and refuses, naming the flag, what it does not run under yet.
@@ -159,6 +162,29 @@ LOOP_TEST(llama_tests, test_context_parallel_equals_one_device, 6)
 }
 END_TEST
 
+/* Context parallelism by Ulysses' all-to-alls: each CP rank whole
+ * sequences of its query heads and of the kv heads they read — zigzag and
+ * contiguous, cp 4 over 4 kv heads, tp 2 x cp 2 with SP, dp x pp with
+ * ZeRO and selective recomputation (the probabilities again, on whole
+ * sequences), full recomputation. */
+LOOP_TEST(llama_tests, test_ulysses_equals_one_device, 5)
+{
+    static const int mesh[5][4] = { { 1, 1, 1, 1 }, { 1, 1, 1, 1 }, { 1, 2, 1, 2 }, { 2, 1, 2, 2 },
+                                    { 1, 1, 2, 2 } };
+    ptdp_train_config c = llama_config(mesh[_i][0], mesh[_i][1], mesh[_i][2], mesh[_i][3]);
+    c.cp = _i == 1 ? 4 : 2;
+    c.cp_a2a = true;
+    c.cp_contiguous = _i == 0;
+    if (_i == 1 || _i == 2)   /* 4 kv heads: cp 4, or 2 a TP rank over cp 2 */
+        ptdp_llama_settings_of(&c.model)->kv_heads = 4;
+    c.sp = _i == 2;
+    c.zero = _i == 3 ? 2 : 0;
+    c.recompute_core = _i == 3;
+    c.recompute = _i == 4;
+    equiv_check(&c);
+}
+END_TEST
+
 /* Recomputation, full and selective, under tp 2 x pp 2. */
 LOOP_TEST(llama_tests, test_recompute_equals_one_device, 2)
 {
@@ -206,10 +232,16 @@ TEST(llama_tests, test_what_it_does_not_run_under_is_refused)
 {
     char msg[512];
     ptdp_train_config c = llama_config(1, 1, 1, 1);
+    c.cp = 4;   /* Ulysses over 4 ranks, 2 kv heads: capped by the kv heads */
+    c.cp_a2a = true;
+    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
+    ck_assert_msg(strstr(msg, "--cp-algo a2a with --cp 4") && strstr(msg, "capped by the kv heads"), "%s", msg);
+    c = llama_config(1, 2, 1, 1);   /* tp 2 over 1 kv head: one shared copy, which no CP rank can split */
+    ptdp_llama_settings_of(&c.model)->kv_heads = 1;
     c.cp = 2;
     c.cp_a2a = true;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--cp-algo a2a") && strstr(msg, "the llama model"), "%s", msg);
+    ck_assert_msg(strstr(msg, "one shared copy") && strstr(msg, "--cp-algo ring"), "%s", msg);
     c = llama_config(1, 3, 1, 1);   /* tp 3: neither divides nor is divided by 2 kv heads */
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     ck_assert_msg(strstr(msg, "--tp 3 must divide --kv-heads 2"), "%s", msg);
