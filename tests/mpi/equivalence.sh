@@ -8,7 +8,7 @@
 # the printed steps and report (losses, gradient norms, virtual times,
 # bytes, memory — everything but the wall clock), the --log lines, and the
 # checkpoint's bytes (gathered to rank 0, one file) — context parallelism
-# both as the ring and as Ulysses' all-to-alls.  Then the files cross
+# both as the ring and as Ulysses' all-to-alls; the llama as the GPT.  Then the files cross
 # backends: a checkpoint saved under MPI at tp 2 resumes under MPI (every
 # rank loads it) and with threads at tp 4 exactly as the threads' own does;
 # a --trace, gathered to rank 0, holds the threads' virtual timeline.
@@ -57,6 +57,12 @@ same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
 # expert parallelism: the counts and the rows by all-to-all, expert gradients over the expert-DP group
 same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --steps 2
 same 4 --model gpt --moe-experts 4 --dp 2 --tp 2 --ep 2 --zero 1 --steps 2
+# the llama: a kv head shared by TP ranks (its gradient summed over them),
+# PP and ZeRO, the ring with SP, and Ulysses over its kv heads
+same 4 --model llama --tp 4 --vocab 64 --steps 2
+same 4 --model llama --dp 2 --pp 2 --micro-batches 2 --zero 1 --steps 2
+same 4 --model llama --cp 2 --tp 2 --sp --steps 2
+same 2 --model llama --cp 2 --cp-algo a2a --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1
