@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_gqa.h"
 #include "lesson.h"
 #include "tutorial.h"
 
@@ -837,5 +838,7 @@ int main(void)
         tutorial_note("per block the forward makes 2 all-reduces (attention's c_proj, the MLP's c_proj), the "
                       "backward 2 (before c_attn, before c_fc);\nthe whole GPT adds the embedding's forward and "
                       "the head's backward (ptdp train --model gpt --tp 2)");
+    if (ok)
+        ok = check_gqa();   /* blanks 6, 7: the llama's kv heads (check_gqa.c) */
     return tutorial_end();
 }

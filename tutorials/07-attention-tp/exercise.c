@@ -32,6 +32,11 @@
  * Forward: one all-reduce in c_proj (g), one in the embedding; backward one
  * in front of c_attn (f), which you write too (blanks 4, 5); two per block
  * each way with the MLP's.
+ *
+ * Blanks 6 and 7 are the llama's grouped-query attention: fewer kv heads
+ * than query heads, and with more TP ranks than kv heads a copy of one on
+ * several ranks — which rows each rank holds, and where their gradient is
+ * summed.  lesson_sum_declared (done for you) carries the sum out.
  */
 #include <string.h>
 
@@ -130,4 +135,65 @@ int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptd
      * weight and bias gradients are my rows'.  dx must end whole on every
      * rank: how many all-reduces? */
     PTDP_BLANK(5, "the column-parallel c_attn backward: my term of dx, dw_local, db_local, then dx whole");
+}
+
+/* ------------------------- grouped-query attention (the llama)
+ *
+ * H query heads, K kv heads: query head h reads kv head h / (H/K).
+ * H 4, K 2, tp 4 — more ranks than kv heads:
+ *
+ *   rank          0      1      2      3
+ *   query heads   0      1      2      3       wq's rows, a view (done for you)
+ *   kv head       0      0      1      1       blank 6: h / (H/K) of its heads
+ *   its gradient  └─ sum ─┘      └─ sum ─┘       blank 7: over the ranks sharing it
+ *
+ * Each copy's gradient holds only its own query heads' share; one device's
+ * is the sum over all H/K heads that read the kv head. */
+
+int lesson_kv_shard(ptdp_comm *tp, int heads, int kv_heads, ptdp_tensor wk, ptdp_tensor wv,
+                    ptdp_tensor wk_local, ptdp_tensor wv_local)
+{
+    int r = ptdp_comm_rank(tp), hd = wk.rows / kv_heads, kl = wk_local.rows / hd;   /* kl: K/tp, or 1 */
+    /* Blank 6: my first query head is r H/tp; which kv head does it read?
+     * Copy the rows of that kv head and the kl - 1 after it, of wk and of
+     * wv (ptdp_tensor_rows, ptdp_tensor_copy). */
+    PTDP_BLANK(6, "copy the wk and wv rows of the kv heads my query heads read (query head h reads h / (H/K))");
+}
+
+int lesson_kv_grad_sum(int tp, int kv_heads, ptdp_grad_sum *sum, int *tp_share)
+{
+    /* Blank 7: which ranks hold a copy of my kv head?  Declare the sum over
+     * them: sum->also |= PTDP_GROUP_BIT(a group of mesh.h), and the size of
+     * that group in *tp_share — or nothing, when no rank shares. */
+    PTDP_BLANK(7, "declare where my kv rows' gradient is summed: sum->also and *tp_share");
+}
+
+/* A declaration turned into communication, as the library does once a
+ * step: the TP_SHARE groups are a split of the TP group by rank / tp_share
+ * (mesh.c), and each parameter summing over a group is all-reduced over it
+ * (model.c).  Every copy then holds the same sum, and the same step keeps
+ * the copies equal. */
+int lesson_sum_declared(ptdp_comm *tp, ptdp_grad_sum sum, int tp_share, ptdp_tensor g)
+{
+    int rc = PTDP_OK, r = ptdp_comm_rank(tp);
+    const unsigned here = PTDP_GROUP_BIT(PTDP_GROUP_DP) | PTDP_GROUP_BIT(PTDP_GROUP_PP) |
+                          PTDP_GROUP_BIT(PTDP_GROUP_CP) | PTDP_GROUP_BIT(PTDP_GROUP_TP) |
+                          PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE);
+    if (sum.also & ~here)
+        return ptdp_fail(ptdp_comm_device(tp), PTDP_EINVAL, "sum.also names a group this lesson's mesh has not "
+                         "(it has TP and TP_SHARE; DP, CP and PP of one device each)");
+    if ((sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE)) &&
+        (tp_share < 1 || ptdp_comm_size(tp) % tp_share != 0))
+        return ptdp_fail(ptdp_comm_device(tp), PTDP_EINVAL, "tp_share %d: the TP_SHARE groups are tp_share "
+                         "consecutive TP ranks, so it must divide tp = %d", tp_share, ptdp_comm_size(tp));
+    if (sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP))
+        rc = all_reduce(tp, g);
+    if (rc == 0 && (sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE))) {
+        ptdp_comm *share = NULL;
+        rc = ptdp_comm_split(tp, r / tp_share, r, "tp_share", &share);   /* {0 .. s-1}, {s .. 2s-1}, … */
+        if (rc == 0)
+            rc = all_reduce(share, g);
+        ptdp_comm_free(share);
+    }
+    return rc;
 }

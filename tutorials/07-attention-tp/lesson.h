@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ptdp/comm.h"
+#include "ptdp/model.h"
 #include "ptdp/tensor.h"
 
 /* Blank 1.  Copy into w_local [3n, C] and b_local [1, 3n] the rows of
@@ -87,5 +88,39 @@ int lesson_proj_backward(ptdp_comm *tp, ptdp_tensor dy_local, ptdp_tensor dw_loc
  * rank), and ADD into dw_local [3n, C] and db_local [1, 3n]. */
 int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptdp_tensor db_local,
                         ptdp_tensor dqkv_local, ptdp_tensor x, ptdp_tensor w_local);
+
+/* ------------------------- grouped-query attention (the llama's wq, wk, wv)
+ *
+ * Meta's names and shapes: H query heads and K kv heads (K divides H) of
+ * hd columns each, no biases:
+ *
+ *   wq [H hd, C]   wk [K hd, C]   wv [K hd, C]   wo [C, H hd]
+ *
+ * Query head h attends with kv head h / (H/K): H/K query heads in a row
+ * share one (Meta's repeat_kv).  Under TP rank r runs query heads
+ * [r H/tp, (r+1) H/tp) — wq's rows [r H hd/tp, (r+1) H hd/tp), a view —
+ * and needs the kv heads those read: K/tp of them when tp <= K, and when
+ * tp > K ONE kv head, which tp/K ranks then hold a copy of. */
+
+/* Blank 6.  Copy into wk_local and wv_local [Kl hd, C] (Kl = K/tp, or 1
+ * when tp > K) the rows of wk and wv [K hd, C] of the kv heads this rank's
+ * query heads read.  No communication. */
+int lesson_kv_shard(ptdp_comm *tp, int heads, int kv_heads, ptdp_tensor wk, ptdp_tensor wv,
+                    ptdp_tensor wk_local, ptdp_tensor wv_local);
+
+/* Blank 7.  Declare where the gradient of this rank's wk and wv rows is
+ * summed, as a model declares it for each parameter (model.h's
+ * ptdp_grad_sum, mesh.h's groups): sum->also, the groups beyond the data-
+ * parallel replicas (sum->replicas, PTDP_GROUP_DP, already set), and
+ * *tp_share, the size of the PTDP_GROUP_TP_SHARE groups — that many
+ * consecutive TP ranks, {0 .. tp_share-1}, {tp_share .. 2 tp_share-1}, …
+ * (1 when the parameter needs no such group). */
+int lesson_kv_grad_sum(int tp, int kv_heads, ptdp_grad_sum *sum, int *tp_share);
+
+/* Done for you: what the library does with that declaration once a step
+ * (model.c's sum_group, mesh.c's split_tp_share): all-reduce g over each
+ * group of sum.also — here the TP group and its TP_SHARE groups; dp = cp =
+ * pp = 1, so their groups are single devices and sum nothing. */
+int lesson_sum_declared(ptdp_comm *tp, ptdp_grad_sum sum, int tp_share, ptdp_tensor g);
 
 #endif

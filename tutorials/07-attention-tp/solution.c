@@ -26,6 +26,10 @@
  *
  * Forward: one all-reduce in c_proj (g), one in the embedding; backward one
  * in front of c_attn (f); two per block each way with the MLP's.
+ *
+ * The llama's grouped-query attention (blanks 6, 7): query head h reads kv
+ * head h / (H/K); with tp > K each rank holds a copy of its query heads' kv
+ * head, whose gradient is declared summed over the tp/K ranks sharing it.
  */
 #include <string.h>
 
@@ -132,4 +136,71 @@ int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptd
      * are my rows: their gradients stay local. */
     ptdp_linear_backward(&dx, dw_local, &db_local, dqkv_local, x, w_local, false);
     return all_reduce(tp, dx);
+}
+
+/* ------------------------- grouped-query attention (the llama)
+ *
+ * H query heads, K kv heads: query head h reads kv head h / (H/K).
+ * H 4, K 2, tp 4 — more ranks than kv heads:
+ *
+ *   rank          0      1      2      3
+ *   query heads   0      1      2      3       wq's rows, a view
+ *   kv head       0      0      1      1       h / (H/K) of its heads
+ *   its gradient  └─ sum ─┘      └─ sum ─┘       over the ranks sharing it
+ *
+ * Each copy's gradient holds only its own query heads' share; one device's
+ * is the sum over all H/K heads that read the kv head. */
+
+int lesson_kv_shard(ptdp_comm *tp, int heads, int kv_heads, ptdp_tensor wk, ptdp_tensor wv,
+                    ptdp_tensor wk_local, ptdp_tensor wv_local)
+{
+    int r = ptdp_comm_rank(tp), hd = wk.rows / kv_heads, kl = wk_local.rows / hd;   /* kl: K/tp, or 1 */
+    int h0 = r * (heads / ptdp_comm_size(tp));     /* my first query head */
+    int kv0 = h0 / (heads / kv_heads);             /* the kv head it reads: H/K query heads in a row share one */
+    ptdp_tensor_copy(wk_local, ptdp_tensor_rows(wk, kv0 * hd, kl * hd));
+    ptdp_tensor_copy(wv_local, ptdp_tensor_rows(wv, kv0 * hd, kl * hd));
+    return PTDP_OK;
+}
+
+int lesson_kv_grad_sum(int tp, int kv_heads, ptdp_grad_sum *sum, int *tp_share)
+{
+    /* tp > K: kv head j is read by the query heads of ranks [j tp/K, (j+1) tp/K),
+     * tp/K consecutive ranks, each holding a copy: its gradient is the sum of
+     * theirs.  tp <= K: every kv head lives on one rank, nothing more to sum. */
+    *tp_share = 1;
+    if (tp > kv_heads) {
+        sum->also |= PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE);
+        *tp_share = tp / kv_heads;
+    }
+    return PTDP_OK;
+}
+
+/* A declaration turned into communication, as the library does once a
+ * step: the TP_SHARE groups are a split of the TP group by rank / tp_share
+ * (mesh.c), and each parameter summing over a group is all-reduced over it
+ * (model.c).  Every copy then holds the same sum, and the same step keeps
+ * the copies equal. */
+int lesson_sum_declared(ptdp_comm *tp, ptdp_grad_sum sum, int tp_share, ptdp_tensor g)
+{
+    int rc = PTDP_OK, r = ptdp_comm_rank(tp);
+    const unsigned here = PTDP_GROUP_BIT(PTDP_GROUP_DP) | PTDP_GROUP_BIT(PTDP_GROUP_PP) |
+                          PTDP_GROUP_BIT(PTDP_GROUP_CP) | PTDP_GROUP_BIT(PTDP_GROUP_TP) |
+                          PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE);
+    if (sum.also & ~here)
+        return ptdp_fail(ptdp_comm_device(tp), PTDP_EINVAL, "sum.also names a group this lesson's mesh has not "
+                         "(it has TP and TP_SHARE; DP, CP and PP of one device each)");
+    if ((sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE)) &&
+        (tp_share < 1 || ptdp_comm_size(tp) % tp_share != 0))
+        return ptdp_fail(ptdp_comm_device(tp), PTDP_EINVAL, "tp_share %d: the TP_SHARE groups are tp_share "
+                         "consecutive TP ranks, so it must divide tp = %d", tp_share, ptdp_comm_size(tp));
+    if (sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP))
+        rc = all_reduce(tp, g);
+    if (rc == 0 && (sum.also & PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE))) {
+        ptdp_comm *share = NULL;
+        rc = ptdp_comm_split(tp, r / tp_share, r, "tp_share", &share);   /* {0 .. s-1}, {s .. 2s-1}, … */
+        if (rc == 0)
+            rc = all_reduce(share, g);
+        ptdp_comm_free(share);
+    }
+    return rc;
 }

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_rope.h"
 #include "lesson.h"
 #include "tutorial.h"
 
@@ -681,5 +682,10 @@ int main(void)
     if (ok)
         tutorial_note("SP keeps 1/N of each LayerNorm output and sends it again in every backward (ptdp train "
                       "--model gpt --tp 4 --sp prints both)");
+    if (ok)
+        ok = check_rope();   /* blank 6: the llama's rotary positions (check_rope.c) */
+    if (ok)
+        tutorial_note("q_t . k_s depends on t - s alone: each rank turns its own rows at their global positions, "
+                      "and the keys travel turned (ptdp train --model llama --cp 2 --check)");
     return tutorial_end();
 }

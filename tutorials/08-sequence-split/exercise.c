@@ -20,6 +20,9 @@
  * For each (my query share, visiting key share) that is not wholly in the
  * future, every query's partial over those keys is merged into what it
  * has so far (online softmax); y = o / l at the end.
+ *
+ * Blank 6 is the llama's: rotary positions (RoPE) under CP, each row of q
+ * and k turned at its GLOBAL position before the ring.
  */
 #include <math.h>
 
@@ -220,4 +223,23 @@ int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_
      * rank's shard gathered into it in sequence order, dw += dy^T x, then
      * free it: what the backward keeps is the shard alone. */
     PTDP_BLANK(5, "SP's weight gradient: all-gather the kept shard into a buffer, dw += dy^T x, free the buffer");
+}
+
+/* ----------------------------------- rotary positions (the llama) */
+
+/* RoPE turns each query and key by an angle that grows with its position,
+ * so that q_t . k_s depends on t - s alone.  On one device row t is
+ * position t.  Here rank r's rows are two shares from far apart:
+ *
+ *   T = 16, N = 2, rank 0:   rows   0  1  2  3 | 4  5  6  7
+ *                            pos    0  1  2  3 | 12 13 14 15
+ *
+ * and the keys that visit it round the ring were turned by their owner. */
+int lesson_rope_rows(ptdp_tensor qkv, int T, int n, int rank, int heads, int hd, double theta)
+{
+    int64_t pos[LESSON_MAX_ROWS];
+    /* Blank 6: pos[t] for each of my 2 len rows (lesson_zigzag_shares
+     * gives first[] and len), then ptdp_rope_forward on q (columns from 0)
+     * and on k (from heads hd). */
+    PTDP_BLANK(6, "rotate q and k of my rows at their GLOBAL positions (first[t / len] + t % len)");
 }

@@ -21,7 +21,7 @@
 #include "ptdp/device.h"
 #include "ptdp/tensor.h"
 
-enum { LESSON_MAX_HD = 16 };
+enum { LESSON_MAX_HD = 16, LESSON_MAX_ROWS = 128 };   /* a head's width; a rank's rows (2 len) */
 
 typedef struct {
     ptdp_real m, l;
@@ -89,5 +89,14 @@ int lesson_block_backward(const ptdp_real *q, const ptdp_real *k, const ptdp_rea
  * nothing more than the shard. */
 int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_tensor dy, ptdp_tensor kept,
                           int samples);
+
+/* Blank 6.  Rotary positions under CP (the llama): turn q and k of this
+ * rank's rows of qkv [2 len, 3 heads hd] (q | k | v, as the ring reads
+ * them) in place, each row t at its GLOBAL position in the sequence —
+ * first[t / len] + t % len of the zigzag shares (blank 1) — with
+ * ptdp_rope_forward (ops.h): within each head the pair (2i, 2i+1) turns
+ * by pos · theta^(-2i/hd).  v is not turned.  n devices, `rank` of them;
+ * T divisible by 2n. */
+int lesson_rope_rows(ptdp_tensor qkv, int T, int n, int rank, int heads, int hd, double theta);
 
 #endif

@@ -15,6 +15,9 @@
  * For each (my query share, visiting key share) that is not wholly in the
  * future, every query's partial over those keys is merged into what it
  * has so far (online softmax); y = o / l at the end.
+ *
+ * The llama turns q and k by their positions (RoPE) before the ring: each
+ * row at its GLOBAL position in the sequence, not its row number here.
  */
 #include <math.h>
 
@@ -239,4 +242,29 @@ int lesson_sp_weight_grad(ptdp_device *dev, ptdp_comm *tp, ptdp_tensor dw, ptdp_
         ptdp_matmul(dw, dy, true, x, false, 1.0, 1.0);      /* dW += dy^T x over every position */
     ptdp_tensor_free(dev, &x);                              /* keep only the shard */
     return rc;
+}
+
+/* ----------------------------------- rotary positions (the llama) */
+
+/* RoPE turns each query and key by an angle that grows with its position,
+ * so that q_t . k_s depends on t - s alone.  On one device row t is
+ * position t.  Here rank r's rows are two shares from far apart:
+ *
+ *   T = 16, N = 2, rank 0:   rows   0  1  2  3 | 4  5  6  7
+ *                            pos    0  1  2  3 | 12 13 14 15
+ *
+ * and the keys that visit it round the ring were turned by their owner. */
+int lesson_rope_rows(ptdp_tensor qkv, int T, int n, int rank, int heads, int hd, double theta)
+{
+    int64_t pos[LESSON_MAX_ROWS];
+    int first[2], len, rc = lesson_zigzag_shares(T, n, rank, first, &len);
+    if (rc != 0)
+        return rc;
+    if (!PTDP_REQUIRE(2 * len <= LESSON_MAX_ROWS && qkv.rows == 2 * len, "qkv %d rows, 2 len = %d", qkv.rows, 2 * len))
+        return PTDP_EINVAL;
+    for (int t = 0; t < 2 * len; t++)
+        pos[t] = first[t / len] + t % len;     /* GLOBAL: not t, not t % len */
+    ptdp_rope_forward(qkv, 0, heads, hd, pos, 2 * len, theta);            /* q */
+    ptdp_rope_forward(qkv, heads * hd, heads, hd, pos, 2 * len, theta);   /* k */
+    return PTDP_OK;
 }
