@@ -507,6 +507,6 @@ bool check_gqa(void)
     }
     if (ok)
         tutorial_note("tp > K: a kv head's copies and the sum of their gradients, declared by the parameter "
-                      "(ptdp-f64 train --model llama --tp 4 --kv-heads 2 --check)");
+                      "(ptdp-f64 train --model llama --tp 4 --vocab 64 --check)");
     return ok;
 }
