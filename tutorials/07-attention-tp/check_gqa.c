@@ -28,7 +28,7 @@
  *                 query head  0      1      2      3
  *                 kv head     0      0      1      1
  *                 gradient    share  share  share  share   (own heads')
- *                             └─ sum ─┘      └─ sum ─┘     (TP_SHARE)
+ *                             └─ sum ┘      └─ sum ┘       (TP_SHARE)
  *
  * to 1e-10.  A wrong gradient is named by what it equals: the rank's own
  * query heads' share alone (no sum: the copies drift apart), or the sum

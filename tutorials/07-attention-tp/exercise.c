@@ -145,7 +145,7 @@ int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptd
  *   rank          0      1      2      3
  *   query heads   0      1      2      3       wq's rows, a view (done for you)
  *   kv head       0      0      1      1       blank 6: h / (H/K) of its heads
- *   its gradient  └─ sum ─┘      └─ sum ─┘       blank 7: over the ranks sharing it
+ *   its gradient  └─ sum ┘      └─ sum ┘         blank 7: over the ranks sharing it
  *
  * Each copy's gradient holds only its own query heads' share; one device's
  * is the sum over all H/K heads that read the kv head. */

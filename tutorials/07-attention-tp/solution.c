@@ -146,7 +146,7 @@ int lesson_qkv_backward(ptdp_comm *tp, ptdp_tensor dx, ptdp_tensor dw_local, ptd
  *   rank          0      1      2      3
  *   query heads   0      1      2      3       wq's rows, a view
  *   kv head       0      0      1      1       h / (H/K) of its heads
- *   its gradient  └─ sum ─┘      └─ sum ─┘       over the ranks sharing it
+ *   its gradient  └─ sum ┘      └─ sum ┘         over the ranks sharing it
  *
  * Each copy's gradient holds only its own query heads' share; one device's
  * is the sum over all H/K heads that read the kv head. */
