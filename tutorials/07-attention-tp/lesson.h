@@ -111,10 +111,11 @@ int lesson_kv_shard(ptdp_comm *tp, int heads, int kv_heads, ptdp_tensor wk, ptdp
 /* Blank 7.  Declare where the gradient of this rank's wk and wv rows is
  * summed, as a model declares it for each parameter (model.h's
  * ptdp_grad_sum, mesh.h's groups): sum->also, the groups beyond the data-
- * parallel replicas (sum->replicas, PTDP_GROUP_DP, already set), and
- * *tp_share, the size of the PTDP_GROUP_TP_SHARE groups — that many
- * consecutive TP ranks, {0 .. tp_share-1}, {tp_share .. 2 tp_share-1}, …
- * (1 when the parameter needs no such group). */
+ * parallel replicas, and *tp_share, the size of the PTDP_GROUP_TP_SHARE
+ * groups — that many consecutive TP ranks, {0 .. tp_share-1},
+ * {tp_share .. 2 tp_share-1}, … (1 when no such group is needed).  They
+ * arrive as the default: sum = { .replicas = PTDP_GROUP_DP, .also = 0 },
+ * *tp_share = 1. */
 int lesson_kv_grad_sum(int tp, int kv_heads, ptdp_grad_sum *sum, int *tp_share);
 
 /* Done for you: what the library does with that declaration once a step
