@@ -169,7 +169,7 @@ def train_torch(init, data, meta, opts, dtype):
 # -------------------------------------------------------------------- main
 
 def parse():
-    p = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1], allow_abbrev=False)
     p.add_argument("ptdp")
     p.add_argument("--perturb", metavar="TENSOR")
     # What PyTorch must mirror; every other flag goes to ptdp alone.
