@@ -3,7 +3,7 @@
 
     PTDP_LLAMA_REFERENCE=/path/to/llama3/llama/model.py \\
         check_llama_meta.py PTDP [--norm-eps E] [--rope-theta T] [--ffn-multiple M]
-                            [--perturb-rope-theta T] [ptdp train flags ...]
+                            [--perturb-rope-theta T | --perturb-norm-eps E] [ptdp train flags ...]
 
     e.g.  PTDP_LLAMA_REFERENCE=$HOME/llama3/llama/model.py \\
               check_llama_meta.py build/cli/ptdp-f64 --hidden 24 --heads 4 --kv-heads 2
@@ -70,16 +70,14 @@ float32, complex64) and the softmax in float32 whatever the weights' type,
 and returns float32 logits; the weights are loaded in the checkpoint's type
 (float64 from ptdp-f64).  So the loss agrees to float32's rounding, not to
 double's: |meta - ptdp| <= 1e-6 |ptdp| for either build (measured: below
-2e-8).  How much a wrong model moves it (hidden 24, 4 heads, 2 kv heads,
-ptdp-f64), relative, at initialisation and after 30 steps:
+2e-8).  --perturb-rope-theta T or --perturb-norm-eps E tell Meta's
+ModelArgs another theta or eps while ptdp keeps its own: the check must
+then fail (exit 0 when it does).  How much they move the loss, relative,
+at initialisation and after 30 steps (the suite's model, ptdp-f64):
 
-    Meta's ModelArgs told                 initial weights   after 30 steps
-    rope_theta 10000 (ptdp: 500000)       8e-8 (unseen)     6e-4
-    norm_eps 1.1e-5 (ptdp: 1e-5)          5e-6              1e-6
-    kv head h mod K, not h / (H/K)        1e-4              1e-2
-
---perturb-rope-theta T shows it: Meta's ModelArgs gets rope_theta T, ptdp
-keeps its own, and the check must then fail (exit 0 when it does).
+    Meta's ModelArgs told                  initial weights   after 30 steps
+    --perturb-rope-theta 10000 (500000)    8e-8 (unseen)     6e-4
+    --perturb-norm-eps 1.1e-5 (1e-5)       5e-6              1e-6
 
 Exit status: 0 agreement, 1 a mismatch or a refused load, 2 ptdp failed or
 a bad command line, 77 no reference file.  Needs torch and numpy (run by
@@ -90,7 +88,6 @@ import contextlib
 import hashlib
 import importlib.util
 import json
-import math
 import os
 import re
 import subprocess
@@ -204,9 +201,11 @@ def model_args(module, tensors, meta, batch, opts):
         multiple_of, multiplier = Fd, (Fd + 0.5) / int(2 * (4 * C) / 3)
     if meta_ffn(C, multiple_of, multiplier) != Fd:
         raise SystemExit(f"no multiple_of / ffn_dim_multiplier gives F = {Fd} from dim {C} by Meta's rule")
-    extra = {} if opts.norm_eps is None else {"norm_eps": opts.norm_eps}
-    theta = opts.perturb_rope_theta if opts.perturb_rope_theta is not None else opts.rope_theta
-    extra.update({} if theta is None else {"rope_theta": theta})
+    extra = {}
+    for key, perturbed, given in (("norm_eps", opts.perturb_norm_eps, opts.norm_eps),
+                                  ("rope_theta", opts.perturb_rope_theta, opts.rope_theta)):
+        value = perturbed if perturbed is not None else given
+        extra.update({} if value is None else {key: value})
     return module.ModelArgs(dim=C, n_layers=L, n_heads=H, n_kv_heads=K, vocab_size=V, multiple_of=multiple_of,
                             ffn_dim_multiplier=multiplier, max_batch_size=batch,
                             max_seq_len=int(meta["max_seq_len"]), **extra)
@@ -264,7 +263,9 @@ def parse():
     p.add_argument("--norm-eps", type=float)
     p.add_argument("--rope-theta", type=float)
     p.add_argument("--ffn-multiple", type=int)
-    p.add_argument("--perturb-rope-theta", type=float, metavar="T")
+    perturb = p.add_mutually_exclusive_group()
+    perturb.add_argument("--perturb-rope-theta", type=float, metavar="T")
+    perturb.add_argument("--perturb-norm-eps", type=float, metavar="E")
     p.add_argument("--trained-steps", type=int, default=30)
     p.add_argument("--trained-lr", type=float, default=3e-2)
     opts, rest = p.parse_known_args()
@@ -307,10 +308,10 @@ def main():
         digest = hashlib.sha256(f.read()).hexdigest()
     print(f"PyTorch {torch.__version__}; Meta's model from {reference} (sha256 {digest[:16]}…)")
     ok = compare_runs(module, opts, rest)
-    if opts.perturb_rope_theta is not None:
-        print(f"perturbation {'caught' if not ok else 'NOT caught'}: Meta's rope_theta {opts.perturb_rope_theta:g}, "
-              "ptdp's its own")
-        return 0 if not ok else 1
+    for name, value in (("rope_theta", opts.perturb_rope_theta), ("norm_eps", opts.perturb_norm_eps)):
+        if value is not None:
+            print(f"perturbation {'caught' if not ok else 'NOT caught'}: Meta's {name} {value:g}, ptdp's its own")
+            return 0 if not ok else 1
     print("PASSED: Meta's Transformer gives ptdp's loss" if ok else "FAILED: Meta's Transformer's loss differs")
     return 0 if ok else 1
 
