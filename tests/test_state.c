@@ -9,6 +9,10 @@
  *   tensors    one the model does not have ("junk", a third block's), a NaN
  *              or an infinity in a weight, a negative exp_avg_sq
  *   the step   2^63 - 1 and 2^62 (beyond what the optimizer counts), -1
+ *   the model  another model's checkpoint (a GPT's into the MLP and the
+ *              reverse): PTDP_EINVAL — the wrong file for this run, not a
+ *              damaged one — naming its first tensor this model has no
+ *              place for and the first it lacks; a kind ptdp does not have
  *
  * and the good one loads, so the rewriting itself is not what fails.
  */
@@ -24,6 +28,7 @@
 #include "ptdp/models.h"
 #include "ptdp/safetensors.h"
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
 
@@ -215,6 +220,81 @@ TEST(resume_tests, test_a_step_out_of_range_is_refused)
     f.step = PTDP_MAX_STEP;
     char msg[PTDP_MSG_MAX];
     ck_assert_msg(save_and_load(&f, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+}
+END_TEST
+
+/* A small GPT's checkpoint (AdamW, step 0): its path in `path`. */
+static ptdp_model_config gpt_cfg(void)
+{
+    return PTDP_GPT_CONFIG(.ops = &ptdp_gpt_ops, .hidden = 8, .heads = 2, .ffn = 16, .layers = 1, .seq_len = 4,
+                           .vocab = 10, .vocab_padded = 16, .vocab_multiple = 16);
+}
+
+static void save_gpt(char *path)
+{
+    harness_temp_file(path);
+    const ptdp_model_config g = gpt_cfg();
+    ptdp_state s;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_int_eq(ptdp_state_init(&s, &g, PTDP_OPT_ADAMW, false), 0);
+    s.batch = 4;
+    ck_assert_msg(ptdp_state_save(&s, path, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+}
+
+/* Loaded both ways, by ptdp_state_load and ptdp_state_check_model alike. */
+static void expect_another_model(const char *path, const ptdp_model_config *cfg, const char *const *says, int n)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_state s;
+    ck_assert_int_eq(ptdp_state_load(&s, path, cfg, msg, sizeof msg), PTDP_EINVAL);
+    for (int i = 0; i < n; i++)
+        ASSERT_HAS(msg, says[i]);
+    ck_assert_int_eq(ptdp_state_check_model(path, cfg, msg, sizeof msg), PTDP_EINVAL);
+    for (int i = 0; i < n; i++)
+        ASSERT_HAS(msg, says[i]);
+}
+
+TEST(resume_tests, test_another_models_checkpoint_is_refused_naming_its_tensors)
+{
+    char path[] = "/tmp/ptdp_state_gpt_XXXXXX";
+    save_gpt(path);
+    /* the GPT's file into the MLP: 2 + 1 block x 12 + 2 tensors of the GPT's, the MLP's 2 + 2 blocks x 4 + 2 */
+    const char *const gpt_into_mlp[] = {
+        "holds another model, gpt (its metadata 'model'), and this run trains --model mlp",
+        "it holds 'transformer.wte.weight' and 15 more that --model mlp has no place for",
+        "it lacks 'in.weight' and 11 more that --model mlp needs", "give --model gpt",
+    };
+    expect_another_model(path, &CFG, gpt_into_mlp, 4);
+    const ptdp_model_config g = gpt_cfg();
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_state_check_model(path, &g, msg, sizeof msg) == 0, "%s", msg);   /* its own: fine */
+    unlink(path);
+
+    /* the MLP's file (no metadata 'model': the default) into the GPT */
+    ptdp_state s;
+    file_parts f;
+    good_parts(&s, &f);
+    char mlp[] = "/tmp/ptdp_state_mlp_XXXXXX";
+    harness_temp_file(mlp);
+    const char *values[16];
+    for (int i = 0; i < f.nmeta; i++)
+        values[i] = f.values[i];
+    ck_assert_int_eq(ptdp_st_write(mlp, f.t, f.n, f.keys, values, f.nmeta, msg, sizeof msg), 0);
+    const char *const mlp_into_gpt[] = {
+        "holds another model, mlp (no metadata 'model': the default), and this run trains --model gpt",
+        "it holds 'in.weight' and 11 more that --model gpt has no place for",
+        "it lacks 'transformer.wte.weight' and 15 more that --model gpt needs",
+    };
+    expect_another_model(mlp, &g, mlp_into_gpt, 3);
+    unlink(mlp);
+
+    /* a kind ptdp does not have: a file it cannot read (as before) */
+    f.keys[f.nmeta] = "model";
+    snprintf(f.values[f.nmeta++], sizeof f.values[0], "bert");
+    ck_assert_int_eq(save_and_load(&f, msg, sizeof msg), PTDP_ECORRUPT);
+    ASSERT_HAS(msg, "the checkpoint holds a bert model, this run trains a mlp");
     ptdp_state_free(&s);
 }
 END_TEST

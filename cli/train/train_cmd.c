@@ -476,8 +476,45 @@ static int resolve_dp(ptdp_train_config *c, int devices)
     return 0;
 }
 
-/* 0, PTDP_EXIT_USAGE, or PTDP_EXIT_FAIL if the checkpoint to --load cannot
- * be read.  On 0, o->resume holds that checkpoint (run frees it). */
+/* A --load refused: another model's checkpoint is the command line's
+ * mistake (exit 2, ptdp_state_check_model), a file that cannot be read or
+ * does not fit the flags the file's (exit 1). */
+static int load_refused(const char *msg, int rc)
+{
+    if (rc == PTDP_EINVAL)
+        return ptdp_usage_error("train", "--load %s", msg);
+    fprintf(stderr, "ptdp train: --load %s\n", msg);
+    return PTDP_EXIT_FAIL;
+}
+
+/* --load: the checkpoint into o->resume, and the seed and batch it sets
+ * unless typed (saying which). */
+static int resume_from(train_options *o, char *msg, size_t msglen)
+{
+    ptdp_train_config *c = &o->cfg;
+    int rc = ptdp_state_load(&o->resume, o->load, &c->model, msg, msglen);
+    if (rc != 0)
+        return load_refused(msg, rc);
+    o->have_resume = true;
+    c->resume = &o->resume;
+    if (!o->seed_given)
+        c->seed = o->resume.seed;
+    else if (c->seed != o->resume.seed)
+        printf("note: --seed %" PRIu64 " is used, not the checkpoint's seed %" PRIu64 ": the data and "
+               "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
+    if (ptdp_model_flags_reseed("train", &o->model, c->seed, &c->model) != 0)
+        return PTDP_EXIT_USAGE;
+    if (!o->batch_given)
+        c->batch = o->resume.batch;
+    else if (c->batch != o->resume.batch)
+        printf("note: --batch %d is used, not the checkpoint's batch %d: the run goes on from sample "
+               "%ld x %d\n", c->batch, o->resume.batch, o->resume.step, c->batch);
+    return 0;
+}
+
+/* 0, PTDP_EXIT_USAGE (also for another model's checkpoint), or
+ * PTDP_EXIT_FAIL if the checkpoint to --load cannot be read.  On 0,
+ * o->resume holds that checkpoint (run frees it). */
 static int validate(train_options *o)
 {
     ptdp_train_config *c = &o->cfg;
@@ -524,32 +561,17 @@ static int validate(train_options *o)
         return PTDP_EXIT_USAGE;
     char msg[PTDP_MSG_MAX];
 
-    /* What the model fixes once tp is known (the GPT's padded vocabulary). */
+    /* Another model's checkpoint first, before this model reads the file
+     * (its prepare); then what the model fixes once tp is known (the GPT's
+     * padded vocabulary). */
+    if (o->load != NULL && (rc = ptdp_state_check_model(o->load, &c->model, msg, sizeof msg)) != 0)
+        return load_refused(msg, rc);
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     int prc = cli->prepare != NULL ? cli->prepare(c, &o->model, o->load) : 0;
     if (prc != 0)
         return prc;
-    if (o->load != NULL) {
-        if (ptdp_state_load(&o->resume, o->load, &c->model, msg, sizeof msg) != 0) {
-            fprintf(stderr, "ptdp train: --load %s\n", msg);
-            return PTDP_EXIT_FAIL;
-        }
-        o->have_resume = true;
-        c->resume = &o->resume;
-        /* seed and batch: the checkpoint's, unless typed; say which */
-        if (!o->seed_given)
-            c->seed = o->resume.seed;
-        else if (c->seed != o->resume.seed)
-            printf("note: --seed %" PRIu64 " is used, not the checkpoint's seed %" PRIu64 ": the data and "
-                   "dropout from here on differ from the run that saved it\n", c->seed, o->resume.seed);
-        if (ptdp_model_flags_reseed("train", &o->model, c->seed, &c->model) != 0)
-            return PTDP_EXIT_USAGE;
-        if (!o->batch_given)
-            c->batch = o->resume.batch;
-        else if (c->batch != o->resume.batch)
-            printf("note: --batch %d is used, not the checkpoint's batch %d: the run goes on from sample "
-                   "%ld x %d\n", c->batch, o->resume.batch, o->resume.step, c->batch);
-    }
+    if (o->load != NULL && (rc = resume_from(o, msg, sizeof msg)) != 0)
+        return rc;
     if (ptdp_train_validate(c, msg, sizeof msg) != 0)
         return ptdp_usage_error("train", "%s", msg);
     return 0;

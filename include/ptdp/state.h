@@ -63,10 +63,22 @@ ptdp_state_tensor *ptdp_state_find(ptdp_state *s, const char *name);
  * optim.step in [0, PTDP_MAX_STEP]; it fills optimizer (and whether SGD
  * has momentum buffers), step, seed and batch from the file.  Errors:
  * PTDP_EIO / PTDP_ECORRUPT with a message naming the file and the tensor
- * or field. */
+ * or field; PTDP_EINVAL for another model's checkpoint
+ * (ptdp_state_check_model). */
 int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen);
 int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cfg,
                     char *msg, size_t msglen);
+
+/* Whether the checkpoint at `path` holds cfg's kind of model — the first
+ * check of ptdp_state_load, alone, for a command to make before any other
+ * (before it reads the file's shapes, say).  0; PTDP_EINVAL when it holds
+ * another model ptdp has (the run's --model or the file is the wrong
+ * choice, not the file damaged), the message naming the model and the
+ * tensors: the first of the file's this model has no place for and the
+ * first of this model's the file lacks, each with how many more;
+ * PTDP_ECORRUPT for a kind ptdp does not have, PTDP_EIO / PTDP_ECORRUPT
+ * when the file cannot be read.  ptdp_state_load returns the same. */
+int ptdp_state_check_model(const char *path, const ptdp_model_config *cfg, char *msg, size_t msglen);
 
 /* The model a checkpoint holds, from its metadata alone: its kind and
  * shapes (what a command needs before it can build the model to load the

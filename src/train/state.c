@@ -14,9 +14,16 @@
  *                 d_model, d_ff, n_layers, n_classes), seed, batch, optimizer
  *
  * Tensors are whole: the shards of a tp=2 run are written into their places,
- * so the file loads into tp=4 or tp=1 alike.  Which model a state holds,
- * its names and its shapes come from the model's table (models.h): nothing
- * here knows the MLP.
+ * so the file loads into tp=4 or tp=1 alike.  A file of another model
+ * (the one its metadata names; no name: the default model) is refused
+ * naming its tensors, whichever models they are:
+ *
+ *   file  transformer.wte.weight …       run --model M lists  tok_embeddings.weight …
+ *         first not in M's list ──► "holds 'transformer.wte.weight' and 11 more M has no place for"
+ *         first of M's not in the file ──► "lacks 'tok_embeddings.weight' and 19 more M needs"
+ *
+ * Which model a state holds, its names and its shapes come from the
+ * model's table (models.h): nothing here knows the MLP.
  */
 #include "ptdp/state.h"
 
@@ -240,20 +247,94 @@ static int check_values(const ptdp_state_tensor *t, const char *path, char *msg,
  * run's model and shape, what run made it (optimizer, seed, batch), then
  * every tensor — each step below says what is wrong, naming the field. */
 
-/* The checkpoint holds this run's model, in this run's shape.  The model's
- * key is absent in the default model's files (the first model, whose files
- * came before the key). */
+/* Whether a parameter name is among the model's. */
+static bool listed(const ptdp_param_info *info, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(info[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Another model's checkpoint, told by its tensors: the first of the file's
+ * parameters this model has no place for and the first of this model's the
+ * file lacks, each with how many more (the optimizer's slots left out: a
+ * parameter's name says whose it is).  Not a damaged file but the wrong
+ * one for this run, so PTDP_EINVAL: what the user typed is to change. */
+static int another_model(const ptdp_st_file *f, const char *path, const char *model, bool named,
+                         const ptdp_model_ops *ops, const ptdp_model_config *cfg, char *msg, size_t msglen)
+{
+    const int n = ops->list_params(cfg, NULL);
+    ptdp_param_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
+    if (info == NULL)
+        return PTDP_ENOMEM;
+    ops->list_params(cfg, info);
+    const char *extra = "", *missing = "";
+    int nextra = 0, nmissing = 0;
+    for (int i = 0; i < ptdp_st_count(f); i++) {
+        const char *name = ptdp_st_get(f, i)->name;
+        if (strncmp(name, "optim.", 6) != 0 && !listed(info, n, name) && nextra++ == 0)
+            extra = name;
+    }
+    for (int i = 0; i < n; i++)
+        if (ptdp_st_find(f, info[i].name) == NULL && nmissing++ == 0)
+            missing = info[i].name;
+    char has[160] = "", lacks[160] = "";
+    if (nextra > 0)
+        snprintf(has, sizeof has, "; it holds '%.64s' and %d more that --model %s has no place for", extra,
+                 nextra - 1, ops->name);
+    if (nmissing > 0)
+        snprintf(lacks, sizeof lacks, "; it lacks '%.64s' and %d more that --model %s needs", missing, nmissing - 1,
+                 ops->name);
+    snprintf(msg, msglen, "%s: the checkpoint holds another model, %.20s (%s), and this run trains --model %s%s%s: "
+             "give --model %.20s and the flags it was saved with, or leave --load out", path, model,
+             named ? "its metadata 'model'" : "no metadata 'model': the default", ops->name, has, lacks, model);
+    free(info);
+    return PTDP_EINVAL;
+}
+
+/* The checkpoint holds this run's model: the kind it names is this run's.
+ * The model's key is absent in the default model's files (the first model,
+ * whose files came before the key).  A kind ptdp has, but not this run's:
+ * another model's file (another_model); a kind ptdp has not: a file ptdp
+ * cannot read. */
+static int check_kind(const ptdp_st_file *f, const char *path, const ptdp_model_ops *ops,
+                      const ptdp_model_config *cfg, char *msg, size_t msglen)
+{
+    const char *model = ptdp_st_meta(f, "model");
+    const bool named = model != NULL;
+    if (model == NULL)
+        model = ptdp_model_at(0)->name;
+    if (strcmp(model, ops->name) == 0)
+        return 0;
+    if (ptdp_model_lookup(model) != NULL)
+        return another_model(f, path, model, named, ops, cfg, msg, msglen);
+    snprintf(msg, msglen, "%s: the checkpoint holds a %.20s model, this run trains a %s (--model)", path, model,
+             ops->name);
+    return PTDP_ECORRUPT;
+}
+
+int ptdp_state_check_model(const char *path, const ptdp_model_config *cfg, char *msg, size_t msglen)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
+    ptdp_st_file *f;
+    int rc = ptdp_st_open(path, &f, msg, msglen);
+    if (rc == 0 && ops == NULL) {
+        snprintf(msg, msglen, "%s: this run's model is unknown", path);
+        rc = PTDP_EINVAL;
+    } else if (rc == 0)
+        rc = check_kind(f, path, ops, cfg, msg, msglen);
+    ptdp_st_close(f);
+    return rc;
+}
+
+/* The checkpoint holds this run's model (check_kind), in this run's shape. */
 static int check_model(const ptdp_st_file *f, const char *path, const ptdp_model_ops *ops,
                        const ptdp_model_config *cfg, char *msg, size_t msglen)
 {
-    const char *model = ptdp_st_meta(f, "model");
-    if (model == NULL)
-        model = ptdp_model_at(0)->name;
-    if (strcmp(model, ops->name) != 0) {
-        snprintf(msg, msglen, "%s: the checkpoint holds a %.20s model, this run trains a %s (--model)", path,
-                 model, ops->name);
-        return PTDP_ECORRUPT;
-    }
+    int rc = check_kind(f, path, ops, cfg, msg, msglen);
+    if (rc != 0)
+        return rc;
     char want[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *flags[NMETA_MAX];
     int nmeta = ops->metadata(cfg, keys, want, flags, NMETA_MAX);

@@ -5,7 +5,8 @@
 # checkpoint, under Meta's names, gives in plain Python's replay of Meta's
 # forward (llama_reference.py) the step-1 loss ptdp reports (double
 # builds: to 1e-9); a GPT checkpoint does not load into it, nor its into
-# a GPT (the loader's refusal of another model's file, exit 1).
+# a GPT (the loader's refusal of another model's file naming its tensors,
+# exit 2 before any work).
 #
 #   llama.sh PATH_TO_PTDP
 source "$(dirname "$0")/usage_lib.sh" "$@"
@@ -55,12 +56,18 @@ if [[ $ptdp == *f64* ]] && command -v python3 >/dev/null &&
         || fail "Meta's forward in Python does not give ptdp's step-1 loss"
 fi
 
-# a checkpoint of the other model: refused by the loader, as any model's (exit 1, the file's fault)
-if run_ok train --model gpt --steps 1 --layers 1 --save "$tmp/gpt.st" &&
-   run_status 1 train --model llama --steps 1 --load "$tmp/gpt.st"; then
-    grep -qF "the checkpoint holds a gpt model, this run trains a llama" "$err" || fail "a GPT checkpoint loaded into llama"
+# a checkpoint of the other model: refused by the loader, as any model's, before any work (exit 2,
+# the command line's mistake), naming the first tensors each side lacks
+if run_ok train --model gpt --steps 1 --layers 1 --save "$tmp/gpt.st"; then
+    expect_usage "--load $tmp/gpt.st: the checkpoint holds another model, gpt (its metadata 'model'), and this run trains --model llama" \
+        -- train --model llama --steps 1 --load "$tmp/gpt.st"
+    expect_usage "it holds 'transformer.wte.weight' and 15 more that --model llama has no place for; it lacks 'tok_embeddings.weight' and 11 more that --model llama needs: give --model gpt" \
+        -- train --model llama --layers 1 --steps 1 --load "$tmp/gpt.st"
 fi
-if run_status 1 train --model gpt --steps 1 --load "$tmp/llama.st"; then
-    grep -qF "the checkpoint holds a llama model, this run trains a gpt" "$err" || fail "a llama checkpoint loaded into a GPT"
+if [[ -f $tmp/llama.st ]]; then
+    expect_usage "holds another model, llama (its metadata 'model'), and this run trains --model gpt; it holds 'tok_embeddings.weight' and 20 more that --model gpt has no place for; it lacks 'transformer.wte.weight' and 27 more" \
+        -- train --model gpt --steps 1 --load "$tmp/llama.st"
+    # before the GPT reads the file for its own checks (a mixture of experts)
+    expect_usage "holds another model, llama" -- train --model gpt --moe-experts 4 --steps 1 --load "$tmp/llama.st"
 fi
 finish "llama" "bad values and unsupported layouts refused; --check passes at tp > kv heads; Meta's forward replayed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh [--script NAME.py] PTDP [flags] — run check_baseline.py (or NAME.py,
-# e.g. check_bf16.py; both next to this file) with the first Python that has
+# e.g. check_bf16.py, check_llama.py; all next to this file) with the first Python that has
 # torch and numpy: $PTDP_PYTHON, then python3 on PATH, then /usr/bin/python3
 # (Debian's python3-torch lives under the system Python, and the python3
 # first on PATH may be another one, e.g. pyenv's).
