@@ -1,7 +1,7 @@
 /*
  * sample.c — `ptdp sample`: text from the checkpoint of any model of
- * tokens whose table says how to sample it (model.h's ptdp_model_sampling;
- * today the GPT and the llama), asking no model's name.
+ * tokens whose table says how to sample it (model.h's ptdp_model_sampling),
+ * asking no model's name.
  *
  *     ptdp train --model gpt --steps 300 --save gpt.st
  *     ptdp sample --load gpt.st --prompt "12+35="
