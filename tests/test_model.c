@@ -1,7 +1,8 @@
 /*
  * test_model.c — the reference MLP on its own: gradients against finite
  * differences, shards equal to slices, stage cuts, data determinism; and
- * the model interface's declaration of where a gradient is summed.
+ * the model interface's declaration of where a gradient is summed; a
+ * model whose table says nothing of sampling is not sampled (sample.h).
  */
 #include <math.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
 #include "ptdp/models.h"
+#include "ptdp/sample.h"
 #include "ptdp/state.h"
 #include "ptdp/launch.h"
 #include "ptdp/zero.h"
@@ -274,6 +276,34 @@ TEST(model_tests, test_a_group_not_built_is_an_error)
     ASSERT_HAS(r.message, "blocks.0.fc2.bias");
     ASSERT_HAS(r.message, "no part in");
     ptdp_launch_result_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------ sampling */
+
+/* The MLP has no ops->sampling: generation refuses it by its title, naming
+ * the models that can be sampled, before any forward. */
+static int sample_mlp_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    ptdp_mesh mesh;
+    ptdp_model m;
+    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
+    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0));
+    int64_t ids[4] = { 1 };
+    int rc = ptdp_sample_generate(dev, &m, ids, 1, 3, &(ptdp_sample_opts){ 0 });
+    ptdp_model_free(dev, &m);
+    ptdp_mesh_free(&mesh);
+    return rc;
+}
+
+TEST(model_tests, test_a_model_without_sampling_is_refused)
+{
+    ck_assert(!ptdp_model_can_sample(&ptdp_mlp_ops));
+    char names[128];
+    ptdp_sample_models(names, sizeof names, ", ");
+    ASSERT_HAS(names, "gpt");
+    HARNESS_LAUNCH_FAILS(1, sample_mlp_device, NULL, PTDP_EINVAL, "the MLP cannot be sampled", names);
 }
 END_TEST
 

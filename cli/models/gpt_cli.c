@@ -43,7 +43,7 @@
 #include "gpt_figures.h"
 #include "gpt_moe_report.h"
 #include "gpt_moe_bench.h"
-#include "gpt_sample.h"
+#include "gpt_demo.h"
 #include "gpt_text.h"
 
 static const ptdp_model_flag gpt_flags[] = {

@@ -37,10 +37,11 @@
 #include "../args.h"
 #include "../commands.h"
 #include "../model_flags.h"
+#include "../sample.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/train.h"
-#include "gpt_sample.h"
+#include "gpt_demo.h"
 
 /* The demo's own run: long enough, and fast enough, to learn the sums
  * (ptdp train --model gpt keeps its defaults, lr 1e-3 and 10 steps). */

@@ -51,6 +51,7 @@
 
 #include "act_bf16.h"
 #include "model.h"
+#include "sample.h"
 
 extern const ptdp_model_ops ptdp_gpt_ops;
 
@@ -353,23 +354,21 @@ typedef struct {
                                        (gpt_moe_stats.c; host)              */
 } ptdp_gpt_saved;
 
-/* Generation (gpt_sample.c): extend ids[0..len) by n tokens (ids has room
- * for len + n), each from the logits at the last of the last T tokens:
- * greedy at temperature 0, else a counter-based draw from softmax(logits /
- * temperature) over the top_k (0: all) — the same text for the same seed.
- * The model must be whole on this device (tp = pp = 1). */
-typedef struct {
-    double temperature;
-    int top_k;
-    uint64_t seed;
-} ptdp_gpt_sample_opts;
+/* Generation (ptdp_sample_generate, sample.h, for a GPT): extend
+ * ids[0..len) by n tokens (ids has room for len + n), each from the logits
+ * at the last of the last T tokens: greedy at temperature 0, else a
+ * counter-based draw from softmax(logits / temperature) over the top_k (0:
+ * all) — the same text for the same seed.  The model must be a GPT whole
+ * on this device (tp = pp = 1). */
+typedef ptdp_sample_opts ptdp_gpt_sample_opts;
 int ptdp_gpt_generate(ptdp_device *dev, ptdp_model *m, int64_t *ids, int len, int n,
                       const ptdp_gpt_sample_opts *o);
 
-/* What the model learnt of the built-in sums: each held-out sum's question
- * ("07+35=", ptdp_gpt_sum_held_out) continued greedily by 3 tokens, and
- * *right of the *asked answers exactly the sum ("042").  The model must be
- * whole on this device and know the tokens of a question. */
+/* What a GPT learnt of the built-in sums (ptdp_sample_score_sums, for a
+ * GPT): each held-out sum's question ("07+35=", ptdp_gpt_sum_held_out)
+ * continued greedily by 3 tokens, and *right of the *asked answers exactly
+ * the sum ("042").  The model must be whole on this device and know the
+ * tokens of a question. */
 int ptdp_gpt_score_sums(ptdp_device *dev, ptdp_model *m, int *right, int *asked);
 
 ptdp_gpt *ptdp_gpt_of(ptdp_model *m);

@@ -231,6 +231,32 @@ typedef struct ptdp_model_run {
                                        (its row's shards_params, zero.h)    */
 } ptdp_model_run;
 
+/* What generating text needs of a model of tokens (sample.h): the model
+ * whole on one device, a forward of one sequence at a time, the logits of
+ * its last stage.  Optional (ops->sampling NULL: `ptdp sample` refuses the
+ * model, naming those that can be sampled).  The sequence's positions are
+ * ops->positions', so a model that fills this has caps.sequences.
+ *
+ *   checkpoint ──metadata──► config ──without_data──► one device, tp = pp = 1
+ *   prompt ──► forward(context) ──logits──► row of the last real token
+ *          ──► its first vocab() columns ──► the next token
+ */
+typedef struct ptdp_model_sampling {
+    /* V: the tokens a prompt may hold and a draw may give, 0 .. V-1. */
+    int  (*vocab)(const ptdp_model_config *c);
+    /* c (read from a checkpoint's metadata, or a run's) made buildable
+     * without its data: its data source the `len` zero tokens at `zeros`
+     * (never read: a sampler fills its batches itself), and what the
+     * metadata do not record (0 there) at the model's defaults.  A config
+     * that already has them keeps them. */
+    void (*without_data)(ptdp_model_config *c, const unsigned char *zeros, size_t len);
+    /* After a forward of the last stage on one device: its logits, one row
+     * per position of the micro-batch's sequences (rows x positions), the
+     * V real tokens' columns first (a padded vocabulary's after them,
+     * never drawn). */
+    ptdp_tensor (*logits)(const ptdp_acts *acts);
+} ptdp_model_sampling;
+
 struct ptdp_model_ops {
     const char *name;                         /* "mlp": --model and checkpoints */
     ptdp_model_caps caps;                     /* what it supports             */
@@ -315,6 +341,9 @@ struct ptdp_model_ops {
     /* Optional (NULL: `ptdp plan` refuses the model): how the planner
      * prices it (model_plan.h); caps.plannable says the same. */
     const struct ptdp_model_plan *plan;
+    /* Optional (NULL: `ptdp sample` refuses the model): what generating
+     * text needs of it (above, sample.h). */
+    const ptdp_model_sampling *sampling;
 };
 
 struct ptdp_model {

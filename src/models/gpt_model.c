@@ -1,7 +1,8 @@
 /*
  * gpt_model.c — the GPT as a model: its shapes and their checks, its
  * parameters on one stage and shard under nanoGPT's names, its checkpoint
- * metadata, its data, and the table the rest of ptdp calls (model.h).
+ * metadata, its data, what sampling needs of it, and the table the rest
+ * of ptdp calls (model.h).
  *
  *   parameter (nanoGPT name)                whole          TP split          decay
  *   transformer.wte.weight                  [V_pad, C]     rows (vocab)      yes
@@ -534,6 +535,40 @@ static int gpt_heads(const ptdp_model_config *c)
     return ptdp_gpt(c)->heads;
 }
 
+/* ------------------------------------------------- sampling (sample.h) */
+
+/*   vocab         V, the real tokens (V_pad's extra rows never drawn)
+ *   without_data  the data source: the zeros given; V_pad is in the
+ *                 checkpoint's metadata, so --vocab-multiple (not there)
+ *                 may be anything: 1
+ *   logits        the last stage's rows x V_pad/tp, as the head made them
+ */
+
+static int gpt_vocab(const ptdp_model_config *c)
+{
+    return ptdp_gpt(c)->vocab;
+}
+
+static void gpt_without_data(ptdp_model_config *c, const unsigned char *zeros, size_t len)
+{
+    ptdp_gpt_settings *g = ptdp_gpt(c);
+    if (g->vocab_multiple < 1)   /* a checkpoint's: V_pad is its metadata's vocab_padded */
+        g->vocab_multiple = 1;
+    g->corpus = zeros;
+    g->corpus_len = len;
+}
+
+static ptdp_tensor gpt_logits(const ptdp_acts *acts)
+{
+    return ((const ptdp_gpt_saved *)acts->saved)->logits;
+}
+
+static const ptdp_model_sampling gpt_sampling = {
+    .vocab = gpt_vocab,
+    .without_data = gpt_without_data,
+    .logits = gpt_logits,
+};
+
 extern const ptdp_model_plan ptdp_gpt_plan;   /* gpt_plan.c */
 
 const ptdp_model_ops ptdp_gpt_ops = {
@@ -559,4 +594,5 @@ const ptdp_model_ops ptdp_gpt_ops = {
               PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
     .backward_input = ptdp_gpt_backward_input,
     .plan = &ptdp_gpt_plan,
+    .sampling = &gpt_sampling,
 };

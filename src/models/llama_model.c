@@ -1,7 +1,8 @@
 /*
  * llama_model.c — the llama as a model: its shapes and their checks, its
  * parameters on one stage and shard under Meta's names, its checkpoint
- * metadata, its data, and the table the rest of ptdp calls (model.h).
+ * metadata, its data, what sampling needs of it, and the table the rest
+ * of ptdp calls (model.h).
  *
  *   parameter (Meta's name)                 whole        TP split            decay
  *   tok_embeddings.weight                   [V, C]       rows (vocab)        yes
@@ -378,6 +379,40 @@ static int llama_heads(const ptdp_model_config *c)
     return ptdp_llama(c)->heads;
 }
 
+/* ------------------------------------------------- sampling (sample.h) */
+
+static int llama_vocab(const ptdp_model_config *c)
+{
+    return ptdp_llama(c)->vocab;
+}
+
+/* The checkpoint's metadata hold Meta's shapes (dim, n_heads, …) but not
+ * eps, theta or multiple_of: 0 there, Meta's defaults here. */
+static void llama_without_data(ptdp_model_config *c, const unsigned char *zeros, size_t len)
+{
+    ptdp_llama_settings *s = ptdp_llama(c);
+    if (!(s->norm_eps > 0))
+        s->norm_eps = PTDP_LLAMA_NORM_EPS;
+    if (!(s->rope_theta > 0))
+        s->rope_theta = PTDP_LLAMA_ROPE_THETA;
+    if (s->ffn_multiple < 1)
+        s->ffn_multiple = PTDP_LLAMA_FFN_MULTIPLE;
+    s->corpus = zeros;
+    s->corpus_len = len;
+}
+
+/* The head's R x V/tp logits, as the last stage's forward left them. */
+static ptdp_tensor llama_logits(const ptdp_acts *acts)
+{
+    return ((const ptdp_llama_saved *)acts->saved)->logits;
+}
+
+static const ptdp_model_sampling llama_sampling = {
+    .vocab = llama_vocab,
+    .without_data = llama_without_data,
+    .logits = llama_logits,
+};
+
 const ptdp_model_ops ptdp_llama_ops = {
     .name = "llama",
     .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true,
@@ -398,4 +433,5 @@ const ptdp_model_ops ptdp_llama_ops = {
     .backward_input = ptdp_llama_backward_input,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE),   /* kv heads' copies, tp > K */
     .tp_share = llama_tp_share,
+    .sampling = &llama_sampling,
 };

@@ -121,8 +121,9 @@ fi
 "$ptdp" train --steps 1 --save "$dir/mlp.st" --quiet >/dev/null 2>&1
 "$ptdp" sample --load "$dir/mlp.st" >"$dir/s.out" 2>"$dir/s.err"
 status=$?
-if [[ $status -eq 1 ]] && grep -qF "holds an mlp model; ptdp sample needs a GPT checkpoint" "$dir/s.err"; then
-    ok "sample of an MLP checkpoint: a clear error"
+if [[ $status -eq 1 ]] && grep -qF "holds the MLP (--model mlp), which cannot be sampled" "$dir/s.err" &&
+    grep -qF "needs a checkpoint of --model gpt" "$dir/s.err"; then
+    ok "sample of an MLP checkpoint: a clear error naming the models that can be sampled"
 else
     fail "sample of an MLP checkpoint: exit $status; $(cat "$dir/s.err")"
 fi
