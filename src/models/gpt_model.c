@@ -254,17 +254,6 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
-/* The experts this device holds: E / ep of them from *first (EP rank r:
- * r E / ep), all E without expert parallelism (mesh.h). */
-static int experts_here(const ptdp_model *m, int *first)
-{
-    const int E = ptdp_gpt(&m->cfg)->moe_experts;
-    ptdp_comm *ep = m->mesh->ep > 1 ? ptdp_mesh_group(m->mesh, PTDP_GROUP_EP) : NULL;
-    const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
-    *first = r * (E / N);
-    return E / N;
-}
-
 /* Block l's experts, last first, then its router (backward order): this
  * EP rank's E / ep of them (all without expert parallelism), each split
  * over TP like the dense MLP — c_fc column-parallel (rows), c_proj
@@ -278,7 +267,7 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
-    const int El = experts_here(m, &e0);
+    const int El = ptdp_moe_experts_here(m->mesh, E, &e0);
     if ((b->experts = calloc((size_t)El, sizeof *b->experts)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \

@@ -125,6 +125,10 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *spli
 int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg,
                        size_t n);
 
+/* The experts this device holds: E / ep of them from *first (EP rank r:
+ * r E / ep), all E without expert parallelism (mesh.h). */
+int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first);
+
 /* --------------------------------------------------- moe_stats.c */
 
 /* The counters of moe.h for a model of `layers` blocks: named when it has

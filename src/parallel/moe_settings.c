@@ -41,6 +41,14 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *spli
     return PTDP_OK;
 }
 
+int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first)
+{
+    ptdp_comm *ep = mesh->ep > 1 ? ptdp_mesh_group(mesh, PTDP_GROUP_EP) : NULL;
+    const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
+    *first = r * (E / N);
+    return E / N;
+}
+
 int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg, size_t n)
 {
     const int E = s->experts;
