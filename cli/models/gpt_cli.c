@@ -168,40 +168,16 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
 
 /* ------------------------------------------------------ ptdp train */
 
+/* What tells the GPT's checkpoints with experts from dense ones (moe_cli.h). */
+static const ptdp_moe_cli_names gpt_moe_names = {
+    "GPT", ".mlp.router.weight", "no transformer.h.*.mlp.router.weight, one c_fc per block",
+};
+
 /* The padded vocabulary: a multiple of --vocab-multiple x tp, fixed here so
  * that --check's one-device baseline has the same one; a resumed run keeps
  * its checkpoint's (so it may load at another tp) — and a typed
  * --vocab-multiple that its padding is no multiple of is refused, never
  * silently ignored: a checkpoint's shapes are fixed. */
-/* Whether a checkpoint holds a mixture of experts: a router anywhere. */
-static bool holds_experts(ptdp_st_file *f, char *router, size_t n)
-{
-    for (int i = 0; i < ptdp_st_count(f); i++)
-        if (strstr(ptdp_st_get(f, i)->name, ".mlp.router.weight") != NULL) {
-            snprintf(router, n, "%s", ptdp_st_get(f, i)->name);
-            return true;
-        }
-    return false;
-}
-
-/* A dense checkpoint into a run with experts, or the other way round: a
- * usage error naming the flag and the tensor that tell them apart. */
-static int moe_matches(const ptdp_train_config *c, ptdp_st_file *f, const char *load)
-{
-    char router[160] = "";
-    const bool file = holds_experts(f, router, sizeof router), run = ptdp_gpt(&c->model)->moe_experts > 0;
-    const char *e = ptdp_st_meta(f, "moe_experts");
-    if (file && !run)
-        return ptdp_usage_error("train", "--load %s holds a mixture of experts (%s, %s experts) and this run's "
-                                "GPT is dense: give --moe-experts %s and the --moe-* settings it was saved with",
-                                load, router, e ? e : "its", e ? e : "E");
-    if (!file && run)
-        return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense GPT (no "
-                                "transformer.h.*.mlp.router.weight, one c_fc per block): leave --moe-experts out",
-                                ptdp_gpt(&c->model)->moe_experts, load);
-    return 0;
-}
-
 static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
 {
     char msg[512];
@@ -218,7 +194,8 @@ static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, cons
         long long v = (vp = ptdp_st_meta(f, "vocab_padded")) != NULL ? strtoll(vp, &end, 10) : 0;
         if (v > 0 && v <= 0x7fffffff && end != NULL && *end == '\0')   /* else the load names the field */
             ptdp_gpt(&c->model)->vocab_padded = (int)v;
-        const int moe = moe_matches(c, f, load);
+        const ptdp_moe_settings settings = ptdp_gpt_moe_settings(&c->model);
+        const int moe = ptdp_moe_cli_load_matches(load, f, &settings, &gpt_moe_names);
         ptdp_st_close(f);
         if (moe != 0)
             return moe;

@@ -102,15 +102,30 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 
-/* `ptdp train`: no dropout (Meta's llama has none). */
+/* What tells the llama's checkpoints with experts from dense ones (moe_cli.h). */
+static const ptdp_moe_cli_names llama_moe_names = {
+    "llama", ".feed_forward.gate.weight", "no layers.*.feed_forward.gate.weight, one w1 per block",
+};
+
+/* `ptdp train`: no dropout (Meta's llama has none); a --load of a dense
+ * llama into a run with experts, or the reverse, refused by name. */
 static int llama_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
 {
     (void)typed;
-    (void)load;
+    char msg[512];
+    ptdp_st_file *f;
     if (c->dropout > 0)
         return ptdp_usage_error("train", "--dropout %g: the llama model has no dropout (Meta's has none): leave "
                                 "--dropout out", c->dropout);
-    return 0;
+    if (load == NULL)
+        return 0;
+    if (ptdp_st_open(load, &f, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --load %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+    const int rc = ptdp_moe_cli_load_matches(load, f, &ptdp_llama(&c->model)->moe, &llama_moe_names);
+    ptdp_st_close(f);
+    return rc;
 }
 
 static void llama_describe(const ptdp_train_config *c, int mb, const char *data_name)

@@ -23,6 +23,7 @@
 #include "moe_cli.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "ptdp/ep.h"
 #include "ptdp/json.h"
@@ -48,6 +49,33 @@ int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_m
         return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", s->aux_loss);
     if (s->top_k > s->experts)
         return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", s->top_k, s->experts);
+    return 0;
+}
+
+/* Whether a checkpoint holds a mixture of experts: a router anywhere. */
+static bool holds_experts(ptdp_st_file *f, const char *suffix, char *router, size_t n)
+{
+    for (int i = 0; i < ptdp_st_count(f); i++)
+        if (strstr(ptdp_st_get(f, i)->name, suffix) != NULL) {
+            snprintf(router, n, "%s", ptdp_st_get(f, i)->name);
+            return true;
+        }
+    return false;
+}
+
+int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_settings *s,
+                              const ptdp_moe_cli_names *names)
+{
+    char router[160] = "";
+    const bool file = holds_experts(f, names->router, router, sizeof router), run = s->experts > 0;
+    const char *e = ptdp_st_meta(f, "moe_experts");
+    if (file && !run)
+        return ptdp_usage_error("train", "--load %s holds a mixture of experts (%s, %s experts) and this run's "
+                                "%s is dense: give --moe-experts %s and the --moe-* settings it was saved with",
+                                load, router, e ? e : "its", names->model, e ? e : "E");
+    if (!file && run)
+        return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense %s (%s): leave "
+                                "--moe-experts out", s->experts, load, names->model, names->dense);
     return 0;
 }
 

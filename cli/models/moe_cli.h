@@ -12,6 +12,7 @@
 
 #include "../model_flags.h"
 #include "ptdp/moe.h"
+#include "ptdp/safetensors.h"
 #include "ptdp/train.h"
 
 /* The six flags' rows of a model's table (model_flags.h), each at the
@@ -35,6 +36,20 @@
 /* The flags' values, and none of them without experts (`dense`: what the
  * model has instead, "the dense MLP").  0, or the usage error's exit. */
 int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense);
+
+/* How a model's checkpoints tell a mixture from a dense FFN: its word
+ * ("GPT"), the ending of its router's name (".mlp.router.weight") and
+ * what a dense file has instead ("no transformer.h.*.mlp.router.weight,
+ * one c_fc per block"). */
+typedef struct {
+    const char *model, *router, *dense;
+} ptdp_moe_cli_names;
+
+/* --load's file f against the run: a dense checkpoint into a run with
+ * experts, or the other way round, is a usage error naming the flag and
+ * the tensor that tell them apart.  0, or the usage error's exit. */
+int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_settings *s,
+                              const ptdp_moe_cli_names *names);
 
 /* --report's model keys of a mixture (none for a dense model):
  * , "moe_experts": E, "moe_every": n, "moe_ffn": F_e, "moe_top_k": k,

@@ -51,7 +51,7 @@ fi
 # every step's loads and drops make k B T choices, in --log and in --report
 moe="--moe-experts 4 --moe-top-k 2 --moe-capacity-factor 1.0 --hidden 32 --seq-len 16 --batch 8"
 if run_ok train --model llama --steps 2 --vocab 64 $moe --dp 2 --tp 2 --ep 2 --check \
-        --log "$tmp/moe.jsonl" --report "$tmp/moe.json"; then
+        --log "$tmp/moe.jsonl" --report "$tmp/moe.json" --save "$tmp/moe.st"; then
     has "check PASSED" || fail "a llama with experts under ep 2 x tp 2 x dp 2 did not pass --check"
     has "experts' loads, the last step" || fail "a llama with experts printed no loads after the run"
     cases=$((cases + 1))
@@ -66,6 +66,15 @@ for s in log:
     for load, dropped in zip(s["moe_load"], s["moe_dropped"]):
         assert sum(load) + dropped == kBT, (s["step"], load, dropped)
 PY
+fi
+
+# a checkpoint with experts into a dense run, and a dense one into a run with experts
+if [[ -f $tmp/moe.st ]] && run_ok train --model llama --steps 1 --vocab 64 --hidden 32 --seq-len 16 --batch 8 \
+        --save "$tmp/dense.st"; then
+    expect_usage "holds a mixture of experts (layers.0.feed_forward.gate.weight, 4 experts) and this run's llama is dense" \
+        -- train --model llama --steps 1 --vocab 64 --hidden 32 --seq-len 16 --batch 8 --load "$tmp/moe.st"
+    expect_usage "--moe-experts 4 contradicts --load $tmp/dense.st: it holds a dense llama" \
+        -- train --model llama --steps 1 --vocab 64 $moe --load "$tmp/dense.st"
 fi
 
 # context parallelism by the ring, zigzag: each chunk at its global positions
