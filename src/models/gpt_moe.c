@@ -71,7 +71,7 @@ static int mlp_forward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor y)
             price.flops += ptdp_linear_flops_forward(n, f->C, f->F) + ptdp_gelu_flops_forward((size_t)n * f->F) +
                            ptdp_linear_flops_forward(n, f->F, f->C);
     }
-    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);   /* bf16: h rounded, as the dense MLP's c_fc output */
+    ptdp_linear_pass c = *f->linear;   /* bf16: h rounded, as the dense MLP's c_fc output */
     k->rc = ptdp_parallel_linear_group_forward(&c, &fc, h, x, NULL);
     if (k->rc != 0)
         return k->rc;
@@ -88,7 +88,7 @@ static int mlp_backward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor dy, 
     const ptdp_linear_group fc = { PTDP_SPLIT_COLUMN, f->local, f->rows, expert_fc, f };
     const ptdp_linear_group proj = { PTDP_SPLIT_ROW, f->local, f->rows, expert_proj, f };
     ptdp_tensor dH = f->scratch[0];
-    ptdp_linear_pass c = ptdp_gpt_linear_pass(k);
+    ptdp_linear_pass c = *f->linear;
     const bool later = ptdp_linear_pass_defers(&c);   /* the dW products are W's */
     ptdp_linear_charge price = { 0 };
     for (int e = 0; e < f->local; e++) {

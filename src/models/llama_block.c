@@ -122,7 +122,7 @@ void ptdp_llama_norm_backward(ptdp_llama_pass *k, ptdp_tensor dx, ptdp_tensor dy
     k->pending += ptdp_rmsnorm_flops_backward(ptdp_tensor_numel(x));
 }
 
-ptdp_linear_pass ptdp_llama_linear_pass(ptdp_llama_pass *k)
+static ptdp_linear_pass linear_pass(ptdp_llama_pass *k)
 {
     return (ptdp_linear_pass){
         .dev = k->dev, .tp = k->m->mesh->tp_comm, .overlap = k->m->overlap, .sp_full = k->part,
@@ -139,7 +139,7 @@ void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor 
 {
     if (k->rc != 0)
         return;
-    ptdp_linear_pass c = ptdp_llama_linear_pass(k);
+    ptdp_linear_pass c = linear_pass(k);
     const ptdp_linear_charge price = { .flops = k->pending + ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols) };
     k->pending = 0;
     k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = split, .w = w }, y, x, &price);
@@ -151,7 +151,7 @@ void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptd
 {
     if (k->rc != 0)
         return;
-    ptdp_linear_pass c = ptdp_llama_linear_pass(k);
+    ptdp_linear_pass c = linear_pass(k);
     const double gemm = ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols);
     const ptdp_linear_layer l = { .split = split, .w = w, .accumulate_dx = accumulate_dx, .w_flops = gemm };
     const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? gemm : 0) + (k->wg == NULL ? gemm : 0) };
@@ -169,7 +169,7 @@ void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, cons
         return;
     }
     for (int i = 0; i < n && k->rc == 0; i++) {   /* SP: x gathered again, dx reduce-scattered, each layer */
-        ptdp_linear_pass c = ptdp_llama_linear_pass(k);
+        ptdp_linear_pass c = linear_pass(k);
         c.sp_full = s->xfull;
         c.sp_local = s->dlocal;
         const double gemm = ptdp_matmul_flops(s->xfull.rows, w[i]->w.rows, w[i]->w.cols);
@@ -357,7 +357,7 @@ int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a
      * out = h + sum_j g_j expert_j(n2) */
     ptdp_llama_norm(k, a->n2, a->rstd2, a->h, w->ffn_norm);
     if (w->experts != NULL) {
-        ptdp_llama_moe_forward(k, i, a, *out);
+        ptdp_llama_moe_forward(k, linear_pass(k), i, a, *out);
     } else {
         ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->a, a->n2, w->w1);
         ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->b, a->n2, w->w3);
@@ -389,7 +389,7 @@ int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *
 
     /* out = h + w2 (silu(w1 n2) ⊙ w3 n2), or the experts' mixture */
     if (w->experts != NULL) {
-        ptdp_llama_moe_backward(k, i, a, dh, s);
+        ptdp_llama_moe_backward(k, linear_pass(k), i, a, dh, s);
     } else {
         ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, ptdp_llama_grad_into_tp(k, s, dh), a->g, w->w2,
                                    false);

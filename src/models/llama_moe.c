@@ -40,6 +40,7 @@
 #include <stdlib.h>
 
 #include "models/llama_pass.h"
+#include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
 #include "ptdp/ops.h"
@@ -96,12 +97,13 @@ static int swiglu_forward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor y)
     const ptdp_linear_group w2 = { PTDP_SPLIT_ROW, f->local, f->rows, expert_w2, f };
     const ptdp_tensor a = f->keep[0], b = f->keep[1], g = f->keep[2];
     const ptdp_linear_charge price = { .flops = experts_flops(f, false, false) };
-    ptdp_linear_pass c = ptdp_llama_linear_pass(k);
+    ptdp_linear_pass c = *f->linear;
     if ((k->rc = ptdp_parallel_linear_group_forward(&c, &w1, a, x, NULL)) != 0 ||
         (k->rc = ptdp_parallel_linear_group_forward(&c, &w3, b, x, NULL)) != 0)
         return k->rc;
     ptdp_swiglu_forward(g, a, b);
-    ptdp_llama_round(k, g);
+    if (k->m->bf16)   /* as the dense block's g (act_bf16.h) */
+        ptdp_act_round(g);
     return k->rc = ptdp_parallel_linear_group_forward(&c, &w2, y, g, &price);
 }
 
@@ -115,7 +117,7 @@ static int swiglu_backward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor d
     const ptdp_linear_group w3 = { PTDP_SPLIT_COLUMN, f->local, f->rows, expert_w3, f };
     const ptdp_linear_group w2 = { PTDP_SPLIT_ROW, f->local, f->rows, expert_w2, f };
     ptdp_tensor dg = f->scratch[0], da = f->scratch[1], db = f->scratch[2];
-    ptdp_linear_pass c = ptdp_llama_linear_pass(k);
+    ptdp_linear_pass c = *f->linear;
     const ptdp_linear_charge price = { .flops = experts_flops(f, true, ptdp_linear_pass_defers(&c)) };
     if ((k->rc = ptdp_parallel_linear_group_backward(&c, &w2, &dg, dy, f->keep[2], NULL)) != 0)
         return k->rc;
@@ -133,16 +135,16 @@ static const ptdp_moe_expert_kind swiglu = {
 
 /* ------------------------------------------------ the block's mixture */
 
-/* The mixture's pass for block i: the llama's linear pass, a rank's
+/* The mixture's pass for block i: the block's linear pass, a rank's
  * positions (CP: T/cp of the sequence's T), each expert's F_e/tp, the
  * micro-batch's tally. */
-static ptdp_moe_pass mixture(ptdp_llama_pass *k, int i)
+static ptdp_moe_pass mixture(ptdp_llama_pass *k, ptdp_linear_pass linear, int i)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const ptdp_moe_settings *s = &ptdp_llama(&k->m->cfg)->moe;
     ptdp_llama_saved *sv = k->acts != NULL ? k->acts->saved : NULL;
     return (ptdp_moe_pass){
-        .dev = k->dev, .mesh = k->m->mesh, .linear = ptdp_llama_linear_pass(k), .settings = s, .T = k->T,
+        .dev = k->dev, .mesh = k->m->mesh, .linear = linear, .settings = s, .T = k->T,
         .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp, .router = l->blocks[i].gate,
         .kind = &swiglu, .model = k, .experts = l->blocks[i].experts,
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,
@@ -152,12 +154,13 @@ static ptdp_moe_pass mixture(ptdp_llama_pass *k, int i)
 
 /* z = n2 gateᵀ charged with the norm's pending flops; the combine's
  * 2 k C a token pending for the block's last charge. */
-void ptdp_llama_moe_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor out)
+void ptdp_llama_moe_forward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                            ptdp_tensor out)
 {
     const ptdp_moe_settings *s = &ptdp_llama(&k->m->cfg)->moe;
     if (k->rc != 0)
         return;
-    ptdp_moe_pass p = mixture(k, i);
+    ptdp_moe_pass p = mixture(k, linear, i);
     p.router_flops = k->pending + ptdp_matmul_flops(k->R, s->experts, out.cols);
     k->pending = 0;
     k->rc = ptdp_moe_forward(&p, &a->moe, a->n2, out);
@@ -166,14 +169,14 @@ void ptdp_llama_moe_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a,
 
 /* The gate's dX (and dW unless W runs it) with the combine's backward
  * (dy and dgate, 4 k C a token) and the dispatch's scatter-add (k C). */
-void ptdp_llama_moe_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor d,
-                             ptdp_llama_scratch *s)
+void ptdp_llama_moe_backward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                             ptdp_tensor d, ptdp_llama_scratch *s)
 {
     const ptdp_moe_settings *ms = &ptdp_llama(&k->m->cfg)->moe;
     const double gemm = ptdp_matmul_flops(k->R, ms->experts, d.cols);
     if (k->rc != 0 || a->moe == NULL)
         return;
-    ptdp_moe_pass p = mixture(k, i);
+    ptdp_moe_pass p = mixture(k, linear, i);
     /* the loss's scale is 1 / (global batch x T) a position: the balance
      * loss is a mean over sequences, T times that */
     p.per_sequence = k->loss_scale * k->m->label_cols;

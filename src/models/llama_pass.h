@@ -167,9 +167,6 @@ void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, cons
 ptdp_tensor ptdp_llama_grad_into_tp(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor dh);
 /* Everything since the last charge, on the clock. */
 void ptdp_llama_charge(ptdp_llama_pass *k);
-/* The parallel-linear op's pass for k: TP, SP, the recipe, W's sink, the
- * clock's names and start. */
-ptdp_linear_pass ptdp_llama_linear_pass(ptdp_llama_pass *k);
 
 int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor *out);
 int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor dh,
@@ -179,15 +176,16 @@ void ptdp_llama_block_free_work(ptdp_device *dev, ptdp_llama_block_acts *a);
 
 /* ------------------------------------------------ llama_moe.c */
 
-/* Block i's mixture of experts (parallel/moe.c with SwiGLU experts): out
- * (R x C) = sum over the token's kept choices of gate x expert(n2); keeps
- * its routing and the experts' rows in a->moe, counts the route in the
- * micro-batch's tally. */
-void ptdp_llama_moe_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor out);
+/* Block i's mixture of experts (parallel/moe.c with SwiGLU experts),
+ * through the block's linear pass: out (R x C) = sum over the token's kept
+ * choices of gate x expert(n2); keeps its routing and the experts' rows in
+ * a->moe, counts the route in the micro-batch's tally. */
+void ptdp_llama_moe_forward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                            ptdp_tensor out);
 /* From d, the gradient of out: the experts' and the gate's gradients (with
  * the balance loss's) and s->dn, the gradient into n2. */
-void ptdp_llama_moe_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor d,
-                             ptdp_llama_scratch *s);
+void ptdp_llama_moe_backward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                             ptdp_tensor d, ptdp_llama_scratch *s);
 /* Block l's experts and gate: their whole tensors (Meta's list order), and
  * this device's shards of them (backward order: the experts last first,
  * then the gate). */

@@ -230,7 +230,7 @@ static void experts_side(ptdp_moe_pass *p, ptdp_moe_acts *m)
  * m) or the backward's scratch. */
 static ptdp_moe_local ffn_of(const ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_real *const *scratch, int C)
 {
-    ptdp_moe_local f = { .model = p->model, .experts = p->experts, .local = local_of(m), .here = m->here,
+    ptdp_moe_local f = { .linear = &p->linear, .model = p->model, .experts = p->experts, .local = local_of(m), .here = m->here,
                          .rows = m->per_expert, .F = p->F, .C = C };
     for (int i = 0; i < p->kind->nkeep; i++)
         f.keep[i] = ptdp_tensor_wrap(m->keep[i], m->here, p->F);

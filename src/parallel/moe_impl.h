@@ -38,8 +38,9 @@
  * expert is split over TP like the model's dense FFN: F of its hidden
  * units on this rank. */
 typedef struct {
-    void *model;                 /* the model's pass (its linear pass, its
-                                    rounding to bf16)                     */
+    const ptdp_linear_pass *linear;   /* the model's (TP, recipe, W's sink,
+                                    clock) for the experts' groups        */
+    void *model;                 /* the model's pass                      */
     const void *experts;         /* this block's local experts (the model's) */
     int local, here;             /* local experts; the rows they run      */
     const int *rows;             /* [local]: each expert's rows, in order  */
