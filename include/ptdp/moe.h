@@ -11,8 +11,9 @@
  * router's linear layer, the dispatch to the experts (an all-to-all under
  * expert parallelism, ep.h), the combine, their backward — is one piece
  * (src/parallel/moe.c) that every model's block calls with its own kind
- * of expert: the GPT's GELU MLP with biases (gpt.h), the llama's SwiGLU
- * (llama.h).  The settings below are the same flags for every model:
+ * of expert — a GELU MLP with biases, a SwiGLU feed-forward: each model's
+ * header says which.  The settings below are the same flags for every
+ * model:
  *
  *   --moe-experts E   experts per MoE block (0: every block dense)
  *   --moe-every n     block l is MoE when (l + 1) mod n = 0

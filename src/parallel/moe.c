@@ -2,8 +2,8 @@
  * moe.c — a mixture of experts in place of a block's feed-forward, for any
  * model: a router sends each token to k of E experts, and the token's
  * output is the gated sum of what its experts made of it.  The expert is
- * the model's own FFN (moe_impl.h's kind: the GPT's GELU MLP, the
- * llama's SwiGLU); everything around it is here.
+ * the model's own FFN (moe_impl.h's kind: a GELU MLP with biases, a
+ * SwiGLU, …); everything around it is here, named after no model.
  *
  *   z      = n W_r^T                              logits, rows x E
  *   top-k  = the k largest z of a token           ties to the lower index
