@@ -61,6 +61,9 @@ TEST(stats_tests, test_counters_are_the_moe_blocks_in_layer_order)
     ck_assert_int_eq(ptdp_gpt_moe_layer(&c, 0), 2);
     ck_assert_int_eq(ptdp_gpt_moe_layer(&c, 1), 5);
     ck_assert_int_eq(ptdp_gpt_moe_layer(&c, 2), -1);
+    const ptdp_moe_settings s = ptdp_gpt_moe_settings(&c);   /* every model's rule (moe.h) */
+    for (int l = 0; l < 6; l++)
+        ck_assert_int_eq(ptdp_moe_block_is_moe(&s, l), l == 2 || l == 5);
     ptdp_counters reg = published(&c);
     static const struct { const char *name; int ndim, rows, len; unsigned flags; } want[] = {
         { "aux_loss", 0, 1, 1, PTDP_COUNT_TP_ONCE | PTDP_COUNT_PER_SAMPLE },

@@ -7,12 +7,8 @@
  *     --seq-len         seq_len          2          2^20, 2^16   (a position and the token after it)
  *     --vocab           vocab            1          2^24, 2^20
  *     --vocab-multiple  vocab_multiple   1          2^20
- *     --moe-experts     moe_experts      0          2^12, 256   (0: dense)
- *     --moe-every       moe_every        1          2^20, 2^10
- *     --moe-ffn         moe_ffn          1          2^24, 2^16  (default --ffn)
- *     --moe-top-k       moe_top_k        1          2^12, 256   (at most E)
- *     --moe-capacity-factor, --moe-aux-loss   reals: above 0 (omitted:
- *                       dropless), at least 0 (default 0.01)
+ *     --moe-*           moe_experts …    a mixture of experts' six flags, every
+ *                       model's (moe_cli.h; default aux loss 0.01)
  *     --data FILE       its text, one token per byte (V = 256); without it
  *                       the built-in lines of sums, made from the run's seed
  *
@@ -41,9 +37,9 @@
 
 #include "gpt_activations.h"
 #include "gpt_figures.h"
-#include "gpt_moe_report.h"
 #include "gpt_moe_bench.h"
 #include "gpt_demo.h"
+#include "moe_cli.h"
 #include "gpt_text.h"
 
 static const ptdp_model_flag gpt_flags[] = {
@@ -52,12 +48,8 @@ static const ptdp_model_flag gpt_flags[] = {
     { "--vocab", PTDP_GPT_OWN(vocab), 1, { 1 << 24, 1 << 20 }, false },
     { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 20, 1 << 20 }, false },
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
-    { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 256 }, false },
-    { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 10 }, false },
-    { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 24, 1 << 16 }, false },
-    { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 256 }, false },
-    { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },
-    { "--moe-aux-loss", PTDP_GPT_OWN(moe_aux_loss), -1000000, { 1000000, 1000000 }, .real = true },
+    PTDP_MOE_FLAG_ROWS(PTDP_GPT_OWN(moe_experts), PTDP_GPT_OWN(moe_every), PTDP_GPT_OWN(moe_ffn),
+                       PTDP_GPT_OWN(moe_top_k), PTDP_GPT_OWN(moe_capacity), PTDP_GPT_OWN(moe_aux_loss)),
 };
 
 static ptdp_model_config gpt_defaults(void)
@@ -97,30 +89,6 @@ static int load_data(const char *cmd, ptdp_model_flags *f)
     return 0;
 }
 
-/* The mixture of experts' flags: their values, and none without experts. */
-static int moe_finish(const char *cmd, ptdp_model_flags *f)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(&f->cfg);
-    static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
-                                       "--moe-aux-loss" };
-    if (gpt->moe_experts == 0) {
-        for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
-            if (ptdp_model_flags_given(f, moe[k]))
-                return ptdp_usage_error(cmd, "%s needs --moe-experts E (a mixture of E experts; 0, the default, "
-                                        "is the dense MLP)", moe[k]);
-        return 0;
-    }
-    if (ptdp_model_flags_given(f, "--moe-capacity-factor") && !(gpt->moe_capacity > 0))
-        return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)",
-                                gpt->moe_capacity);
-    if (gpt->moe_aux_loss < 0)
-        return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
-    if (gpt->moe_top_k > gpt->moe_experts)
-        return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", gpt->moe_top_k,
-                                gpt->moe_experts);
-    return 0;
-}
-
 /* A model of tokens' text (gpt_text.h): --data's bytes or the built-in
  * sums, the vocabulary they need, and sequences that fit. */
 int ptdp_gpt_cli_text(const char *cmd, ptdp_model_flags *f, int *vocab, int own_vocab, int seq_len, int *line)
@@ -154,7 +122,8 @@ static int gpt_finish(const char *cmd, ptdp_model_flags *f)
         return PTDP_EXIT_USAGE;
     gpt->corpus = f->corpus;
     gpt->corpus_len = f->corpus_len;
-    if (moe_finish(cmd, f) != 0)
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
+    if (ptdp_moe_cli_finish(cmd, f, &moe, "the dense MLP") != 0)
         return PTDP_EXIT_USAGE;
     /* padded for tp 1; `ptdp train` pads again for its tp (gpt_prepare) */
     gpt->vocab_padded = ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, 1);
@@ -199,40 +168,16 @@ static void gpt_help(FILE *out, const ptdp_model_config *d)
 
 /* ------------------------------------------------------ ptdp train */
 
+/* What tells the GPT's checkpoints with experts from dense ones (moe_cli.h). */
+static const ptdp_moe_cli_names gpt_moe_names = {
+    "GPT", ".mlp.router.weight", "no transformer.h.*.mlp.router.weight, one c_fc per block",
+};
+
 /* The padded vocabulary: a multiple of --vocab-multiple x tp, fixed here so
  * that --check's one-device baseline has the same one; a resumed run keeps
  * its checkpoint's (so it may load at another tp) — and a typed
  * --vocab-multiple that its padding is no multiple of is refused, never
  * silently ignored: a checkpoint's shapes are fixed. */
-/* Whether a checkpoint holds a mixture of experts: a router anywhere. */
-static bool holds_experts(ptdp_st_file *f, char *router, size_t n)
-{
-    for (int i = 0; i < ptdp_st_count(f); i++)
-        if (strstr(ptdp_st_get(f, i)->name, ".mlp.router.weight") != NULL) {
-            snprintf(router, n, "%s", ptdp_st_get(f, i)->name);
-            return true;
-        }
-    return false;
-}
-
-/* A dense checkpoint into a run with experts, or the other way round: a
- * usage error naming the flag and the tensor that tell them apart. */
-static int moe_matches(const ptdp_train_config *c, ptdp_st_file *f, const char *load)
-{
-    char router[160] = "";
-    const bool file = holds_experts(f, router, sizeof router), run = ptdp_gpt(&c->model)->moe_experts > 0;
-    const char *e = ptdp_st_meta(f, "moe_experts");
-    if (file && !run)
-        return ptdp_usage_error("train", "--load %s holds a mixture of experts (%s, %s experts) and this run's "
-                                "GPT is dense: give --moe-experts %s and the --moe-* settings it was saved with",
-                                load, router, e ? e : "its", e ? e : "E");
-    if (!file && run)
-        return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense GPT (no "
-                                "transformer.h.*.mlp.router.weight, one c_fc per block): leave --moe-experts out",
-                                ptdp_gpt(&c->model)->moe_experts, load);
-    return 0;
-}
-
 static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
 {
     char msg[512];
@@ -249,7 +194,8 @@ static int gpt_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, cons
         long long v = (vp = ptdp_st_meta(f, "vocab_padded")) != NULL ? strtoll(vp, &end, 10) : 0;
         if (v > 0 && v <= 0x7fffffff && end != NULL && *end == '\0')   /* else the load names the field */
             ptdp_gpt(&c->model)->vocab_padded = (int)v;
-        const int moe = moe_matches(c, f, load);
+        const ptdp_moe_settings settings = ptdp_gpt_moe_settings(&c->model);
+        const int moe = ptdp_moe_cli_load_matches(load, f, &settings, &gpt_moe_names);
         ptdp_st_close(f);
         if (moe != 0)
             return moe;
@@ -300,12 +246,8 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
                   : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
                                              c->recompute_core, c->bf16)),
             c->bf16 ? "bf16" : PTDP_REAL_NAME);
-    const ptdp_gpt_settings *g = ptdp_gpt(m);
-    if (g->moe_experts > 0)   /* a mixture of experts: its settings (dense runs print none) */
-        fprintf(f, ", \"moe_experts\": %d, \"moe_every\": %d, \"moe_ffn\": %d, \"moe_top_k\": %d, "
-                   "\"moe_capacity_factor\": %s, \"moe_aux_loss\": %s", g->moe_experts, g->moe_every,
-                ptdp_gpt_moe_ffn(m), g->moe_top_k, g->moe_capacity > 0 ? J(g->moe_capacity) : "null",
-                J(g->moe_aux_loss));
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
+    ptdp_moe_cli_report_keys(f, &moe, m->ffn);
 }
 
 /* The bytes of e elements a block keeps: ptdp_real each, or under bf16
@@ -549,25 +491,24 @@ static void print_moe_acts(const ptdp_train_config *c, int mb)
            most * (2.0 * F + m->hidden) + (double)mb * T * (E + k));
 }
 
-/* Expert parallelism's uniform estimate per device and step: each MoE
- * block of the stage (the mean over stages), each micro-batch, sends
- * k T_r C (N-1)/N in each of its 4 all-to-alls (dispatch and combine,
- * forward and backward; 6 when full recomputation redoes the forward),
- * T_r = the micro-batch's tokens on the rank, plus one exchange of the
- * counts, E/N per pair, per forward. */
+/* Expert parallelism's uniform estimate, and the run's experts from the
+ * counters (moe_cli.h), for the GPT's settings. */
 static double gpt_ep_uniform_bytes(const ptdp_train_config *c)
 {
-    const ptdp_model_config *m = &c->model;
-    const ptdp_gpt_settings *g = ptdp_gpt(m);
-    const int N = c->ep > 1 ? c->ep : 1, f = c->recompute ? 2 : 1;
-    const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (g->seq_len / ptdp_train_cp(c));
-    int blocks = 0;
-    for (int l = 0; l < m->layers; l++)
-        blocks += ptdp_gpt_block_is_moe(m, l);
-    const double per_forward = 2 * ptdp_ep_uniform_bytes(g->moe_top_k, Tr, m->hidden, N, sizeof(ptdp_real)) +
-                               (double)(N - 1) * (g->moe_experts / N) * sizeof(int32_t);
-    const double per_backward = 2 * ptdp_ep_uniform_bytes(g->moe_top_k, Tr, m->hidden, N, sizeof(ptdp_real));
-    return (double)blocks / c->pp * c->micro_batches * (f * per_forward + per_backward);
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(&c->model);
+    return ptdp_moe_cli_ep_uniform_bytes(c, &moe, ptdp_gpt(&c->model)->seq_len);
+}
+
+static void gpt_report_stats(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res)
+{
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(&c->model);
+    ptdp_moe_cli_report_stats(f, c, res, &moe, ptdp_gpt(&c->model)->seq_len);
+}
+
+static void gpt_print_stats(const ptdp_train_config *c, const ptdp_train_result *res)
+{
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(&c->model);
+    ptdp_moe_cli_print_stats(c, res, &moe, ptdp_gpt(&c->model)->seq_len);
 }
 
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
@@ -785,8 +726,8 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .report_keys = gpt_report_keys,
     .ep_uniform_bytes = gpt_ep_uniform_bytes,
     .summary = gpt_summary,
-    .report_stats = ptdp_gpt_moe_report_keys,
-    .print_stats = ptdp_gpt_moe_print,
+    .report_stats = gpt_report_stats,
+    .print_stats = gpt_print_stats,
     .samples = gpt_samples,
     .demo = ptdp_gpt_demo,
     .demo_summary = "the same for a small GPT (attention split by heads, a tied embedding), then it adds",

@@ -11,12 +11,15 @@
  *     --norm-eps      norm_eps       real, above 0 (1e-5)
  *     --rope-theta    rope_theta     real, above 0 (500000)
  *     --data FILE     as the GPT's (gpt_text.h): its bytes, or the built-in sums
+ *     --moe-*         a mixture of SwiGLU experts: the six flags every model's
+ *                     mixture takes (moe_cli.h)
  *
  *   --ffn F as given, else Meta's ModelArgs rule from --hidden C:
  *     F = m ceil(int(2 (4 C) / 3) / m),  m = --ffn-multiple
  *
  *   header   model llama: hidden 64, 4 heads of 16, 2 kv heads, ffn 256, …
  *   report   "model": {"name": "llama", …, "heads": 4, "kv_heads": 2, …}
+ *            with experts, their settings, and "run"'s experts (moe_cli.h)
  */
 #include "../model_flags.h"
 
@@ -27,6 +30,7 @@
 #include "ptdp/llama.h"
 
 #include "gpt_text.h"
+#include "moe_cli.h"
 
 static const ptdp_model_flag llama_flags[] = {
     { "--heads", PTDP_LLAMA_OWN(heads), 1, { 1 << 16, 1024 }, false },
@@ -37,6 +41,8 @@ static const ptdp_model_flag llama_flags[] = {
     { "--norm-eps", PTDP_LLAMA_OWN(norm_eps), -1, { 1, 1 }, .real = true },
     { "--rope-theta", PTDP_LLAMA_OWN(rope_theta), -1000000000, { 1000000000, 1000000000 }, .real = true },
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
+    PTDP_MOE_FLAG_ROWS(PTDP_LLAMA_OWN(moe.experts), PTDP_LLAMA_OWN(moe.every), PTDP_LLAMA_OWN(moe.ffn),
+                       PTDP_LLAMA_OWN(moe.top_k), PTDP_LLAMA_OWN(moe.capacity), PTDP_LLAMA_OWN(moe.aux_loss)),
 };
 
 /* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
@@ -67,7 +73,7 @@ static int llama_finish(const char *cmd, ptdp_model_flags *f)
                                 "given: leave one out", s->ffn_multiple, m->ffn);
     if (!ptdp_model_flags_given(f, "--ffn"))
         m->ffn = ptdp_llama_meta_ffn(m->hidden, s->ffn_multiple);
-    return 0;
+    return ptdp_moe_cli_finish(cmd, f, &s->moe, "the dense SwiGLU feed-forward") != 0 ? PTDP_EXIT_USAGE : 0;
 }
 
 static int llama_reseed(const char *cmd, ptdp_model_flags *f, uint64_t seed, ptdp_model_config *into)
@@ -90,19 +96,36 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             "                      --heads --seq-len --vocab --data as the GPT's (default %d heads, %d)\n"
             "  --ffn-multiple m    the llama's --ffn when not given: Meta's m ceil(int(8 hidden / 3) / m)\n"
             "                      (default %d, Meta's multiple_of)\n"
-            "  --norm-eps E --rope-theta T   the llama's RMSNorm eps and rotary base (default %g, %g)\n",
+            "  --norm-eps E --rope-theta T   the llama's RMSNorm eps and rotary base (default %g, %g)\n"
+            "  --moe-experts E ... the llama's mixture of E SwiGLU experts (Mixtral's), with the GPT's\n"
+            "                      --moe-every --moe-top-k --moe-ffn --moe-capacity-factor --moe-aux-loss\n",
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 
-/* `ptdp train`: no dropout (Meta's llama has none). */
+/* What tells the llama's checkpoints with experts from dense ones (moe_cli.h). */
+static const ptdp_moe_cli_names llama_moe_names = {
+    "llama", ".feed_forward.gate.weight", "no layers.*.feed_forward.gate.weight, one w1 per block",
+};
+
+/* `ptdp train`: no dropout (Meta's llama has none); a --load of a dense
+ * llama into a run with experts, or the reverse, refused by name. */
 static int llama_prepare(ptdp_train_config *c, const ptdp_model_flags *typed, const char *load)
 {
     (void)typed;
-    (void)load;
+    char msg[512];
+    ptdp_st_file *f;
     if (c->dropout > 0)
         return ptdp_usage_error("train", "--dropout %g: the llama model has no dropout (Meta's has none): leave "
                                 "--dropout out", c->dropout);
-    return 0;
+    if (load == NULL)
+        return 0;
+    if (ptdp_st_open(load, &f, msg, sizeof msg) != 0) {
+        fprintf(stderr, "ptdp train: --load %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
+    const int rc = ptdp_moe_cli_load_matches(load, f, &ptdp_llama(&c->model)->moe, &llama_moe_names);
+    ptdp_st_close(f);
+    return rc;
 }
 
 static void llama_describe(const ptdp_train_config *c, int mb, const char *data_name)
@@ -114,6 +137,11 @@ static void llama_describe(const ptdp_train_config *c, int mb, const char *data_
            m->hidden, s->heads, m->hidden / s->heads, ptdp_llama_kv_heads(m), m->ffn, m->layers, s->seq_len,
            s->vocab, s->rope_theta, s->norm_eps, c->batch, c->micro_batches, c->micro_batches == 1 ? "" : "es", mb,
            s->corpus_len, data_name ? data_name : "the built-in lines of sums");
+    if (s->moe.experts > 0)
+        printf("  a mixture of %d SwiGLU experts of width %d in %d of %d blocks (every %d): top-%d, %s%g\n",
+               s->moe.experts, ptdp_moe_ffn(&s->moe, m->ffn), ptdp_moe_blocks(&s->moe, m->layers), m->layers,
+               s->moe.every, s->moe.top_k, s->moe.capacity > 0 ? "capacity factor " : "dropless, aux loss ",
+               s->moe.capacity > 0 ? s->moe.capacity : s->moe.aux_loss);
 }
 
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
@@ -125,6 +153,23 @@ static void llama_report_keys(FILE *f, const ptdp_train_config *c)
     fprintf(f, ", \"hidden\": %d, \"ffn\": %d, \"layers\": %d, \"heads\": %d, \"kv_heads\": %d, \"seq_len\": %d, "
             "\"vocab\": %d, \"norm_eps\": %s, \"rope_theta\": %s", m->hidden, m->ffn, m->layers, s->heads,
             ptdp_llama_kv_heads(m), s->seq_len, s->vocab, J(s->norm_eps), J(s->rope_theta));
+    ptdp_moe_cli_report_keys(f, &s->moe, m->ffn);
+}
+
+/* A mixture's EP estimate and the run's experts (moe_cli.h). */
+static double llama_ep_uniform_bytes(const ptdp_train_config *c)
+{
+    return ptdp_moe_cli_ep_uniform_bytes(c, &ptdp_llama(&c->model)->moe, ptdp_llama(&c->model)->seq_len);
+}
+
+static void llama_report_stats(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res)
+{
+    ptdp_moe_cli_report_stats(f, c, res, &ptdp_llama(&c->model)->moe, ptdp_llama(&c->model)->seq_len);
+}
+
+static void llama_print_stats(const ptdp_train_config *c, const ptdp_train_result *res)
+{
+    ptdp_moe_cli_print_stats(c, res, &ptdp_llama(&c->model)->moe, ptdp_llama(&c->model)->seq_len);
 }
 
 static void llama_samples(const ptdp_model_config *m, bool *tokens, int *x_cols, int *y_cols)
@@ -145,5 +190,8 @@ const ptdp_model_cli ptdp_llama_cli = {
     .prepare = llama_prepare,
     .describe = llama_describe,
     .report_keys = llama_report_keys,
+    .ep_uniform_bytes = llama_ep_uniform_bytes,
+    .report_stats = llama_report_stats,
+    .print_stats = llama_print_stats,
     .samples = llama_samples,
 };

@@ -2,7 +2,7 @@
  * ep.h — expert parallelism's two exchanges: dispatch (each token to the
  * rank that holds its expert) and combine (the expert's output back).
  *
- * A mixture of experts sends each token to k of E experts (gpt.h's
+ * A mixture of experts sends each token to k of E experts (moe_route.h's
  * ptdp_moe_route).  Under expert parallelism an EP group of N ranks holds
  * the experts, local = E / N each: rank r holds experts r local ..
  * (r+1) local - 1.  Each rank routes its own tokens and stacks its kept

@@ -51,6 +51,7 @@
 
 #include "act_bf16.h"
 #include "model.h"
+#include "moe.h"
 #include "sample.h"
 
 extern const ptdp_model_ops ptdp_gpt_ops;
@@ -224,49 +225,8 @@ double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch,
 bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l);
 /* An expert's hidden size: moe_ffn, or ffn when it is 0. */
 int ptdp_gpt_moe_ffn(const ptdp_model_config *c);
-
-/* The router of an MoE block on hand-made numbers (gpt_moe.c), for whole
- * sequences of T positions: `rows` tokens (a multiple of T) with their
- * logits z (rows x E, z = h W_r^T).  Each token chooses the k largest
- * logits (ties to the lower expert index; choice[r k + j] in that order),
- * its gates are the softmax over those k logits, probs (rows x E) the
- * softmax over all E.  With capacity c > 0 each expert takes at most
- * ceil(c k T / E) choices of a sequence, in position order; a choice
- * beyond is dropped (slot -1, and the kept gates are not renormalised).
- * A kept choice's slot is its row in the experts' stacked buffers: expert
- * by expert, in position order.  load[E] counts the kept choices of the
- * whole micro-batch, *dropped the others.  Returns the balance loss summed
- * over the sequences, sum_seq alpha sum_i f_i P_i, with f_i = E / (k T) x
- * the sequence's tokens choosing i (before dropping) and P_i the mean of
- * probs[., i] over the sequence. */
-typedef struct {
-    int T, E, k;
-    double capacity;        /* 0: dropless                                  */
-    double alpha;
-} ptdp_moe_route_shape;
-double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
-                      int *slot, ptdp_real *probs, int *load, int *dropped);
-/* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
- * dropped choice) through the k-way softmax, plus scale x the balance
- * loss's gradient through probs (f_i carries none). */
-void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
-                             const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz);
-/* Context parallelism (cp.h) cuts each sequence over the CP group: a
- * rank's rows hold T of a sequence's T_seq positions, and the balance
- * loss needs the whole sequence.  ptdp_moe_sequence_stats gives this
- * rank's part for each of rows / T sequences — counts[b E + i], the
- * choices of expert i before dropping, and psum[b E + i], the sum of
- * probs[., i]; summed over the group, ptdp_moe_balance makes the loss of
- * `seqs` sequences from them (f_i = E/(k T_seq) counts, P_i = psum /
- * T_seq), and ptdp_moe_route_backward_whole the gradient with the whole
- * sequences' counts (NULL: these rows', T_seq = T: the plain backward). */
-void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *probs,
-                             double *counts, double *psum);
-double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
-                        const double *psum);
-void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
-                                   const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
-                                   const double *counts, ptdp_real *dz);
+/* Its moe_* settings as every model's mixture reads them (moe.h). */
+ptdp_moe_settings ptdp_gpt_moe_settings(const ptdp_model_config *c);
 
 /* One expert of an MoE block: the GPT's MLP. */
 typedef struct {
@@ -325,7 +285,7 @@ typedef struct {
     ptdp_tensor ln2;                /* LN2(x2): c_fc's input (SP: as ln1)   */
     ptdp_tensor fc;                 /* c_fc's output, before GELU           */
     ptdp_tensor gelu;               /* GELU's output: c_proj's input        */
-    struct ptdp_gpt_moe_acts *moe;  /* an MoE block's routing and experts'
+    struct ptdp_moe_acts *moe;      /* an MoE block's routing and experts'
                                        activations instead of fc and gelu   */
     ptdp_act_packed packed;         /* --precision bf16: x … gelu and the
                                        probabilities, as bf16 between the
@@ -349,9 +309,9 @@ typedef struct {
     double aux_sum;                 /* this stage's MoE blocks: the sum over
                                        the micro-batch's sequences of the
                                        balance loss alpha sum_i f_i P_i     */
-    struct ptdp_gpt_moe_tally *moe_tally;   /* ... and their loads, drops and
+    struct ptdp_moe_tally *moe_tally;   /* ... and their loads, drops and
                                        balance losses, block by block
-                                       (gpt_moe_stats.c; host)              */
+                                       (parallel/moe_stats.c; host)         */
 } ptdp_gpt_saved;
 
 /* Generation (ptdp_sample_generate, sample.h, for a GPT): extend

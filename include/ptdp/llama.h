@@ -33,6 +33,20 @@
  *   norm.weight                            [C]
  *   output.weight                          [V, C]   (untied)
  *
+ * A mixture of experts (--moe-experts E, moe.h: the same flags, router,
+ * capacity and balance loss as the GPT's) puts in every --moe-every'th
+ * block, in place of the feed-forward, E SwiGLU experts of width F_e
+ * (--moe-ffn, default F) and a router, under the names of Mistral's
+ * reference MoeLayer (mistral-src, `feed_forward.experts` and
+ * `feed_forward.gate`; llama_moe.c):
+ *
+ *   layers.i.feed_forward.experts.e.w1.weight    [F_e, C]
+ *   layers.i.feed_forward.experts.e.w2.weight    [C, F_e]
+ *   layers.i.feed_forward.experts.e.w3.weight    [F_e, C]
+ *   layers.i.feed_forward.gate.weight            [E, C]     the router
+ *
+ *   h = h + sum_j g_j w2_e (silu(w1_e n2) ⊙ w3_e n2)   e = the token's top-k
+ *
  * F is --ffn as given, or Meta's ModelArgs rule from C:
  *   F = m ceil(int(2 (4 C) / 3) / m)        m = --ffn-multiple (256, Meta's multiple_of)
  *
@@ -45,6 +59,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "moe.h"
 
 extern const ptdp_model_ops ptdp_llama_ops;
 
@@ -62,6 +77,8 @@ typedef struct {
     const unsigned char *corpus;   /* the text, one token per byte; NULL:
                                       the plain built-in sums (gpt.h)     */
     size_t corpus_len;
+    ptdp_moe_settings moe;  /* a mixture of experts (moe.h); experts 0:
+                               every block dense          --moe-experts … */
 } ptdp_llama_settings;
 
 _Static_assert(sizeof(ptdp_llama_settings) <= PTDP_MODEL_OWN_MAX,
@@ -90,6 +107,8 @@ typedef struct {
     double norm_eps, rope_theta;
     const unsigned char *corpus;
     size_t corpus_len;
+    ptdp_moe_settings moe;  /* experts 0: dense; every and top_k 0 take
+                               the flags' defaults (moe.h), the rest as given */
 } ptdp_llama_fields;
 
 #define PTDP_LLAMA_NORM_EPS 1e-5
@@ -100,7 +119,8 @@ ptdp_model_config ptdp_llama_config(ptdp_llama_fields s);
 #define PTDP_LLAMA_CONFIG(...) ptdp_llama_config((ptdp_llama_fields){ __VA_ARGS__ })
 
 /* The defaults of --model llama: 2 layers, hidden 64, 4 heads, 2 kv heads,
- * F by Meta's rule with multiple 32 (192), seq-len 32. */
+ * F by Meta's rule with multiple 32 (192), seq-len 32; dense (the MoE
+ * flags' defaults, moe.h, for when --moe-experts is given). */
 ptdp_model_config ptdp_llama_default_config(void);
 
 /* Meta's rule: F = m ceil(int(2 (4 C) / 3) / m). */

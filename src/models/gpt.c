@@ -96,6 +96,7 @@
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
 #include "parallel/model_impl.h"
+#include "parallel/moe_impl.h"
 #include "runtime/device_impl.h"
 
 /* ------------------------------------------------------- saved state */
@@ -174,7 +175,7 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
         ptdp_tensor_free(dev, &sv->input);
         ptdp_free(dev, (void *)sv->tokens);
         ptdp_free(dev, sv->labels);
-        ptdp_gpt_moe_tally_free(sv);
+        ptdp_moe_tally_free(&sv->moe_tally);
         free(sv);
     }
     acts->saved = NULL;

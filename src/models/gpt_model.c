@@ -44,6 +44,7 @@
 #include "ptdp/error.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
+#include "parallel/moe_impl.h"
 #include "ptdp/model_plan.h"
 
 #define INIT_STD 0.02
@@ -55,30 +56,6 @@ ptdp_model_config ptdp_gpt_default_config(void)
         .vocab = 0, .vocab_multiple = 64, .moe_every = 1, .moe_top_k = 2, .moe_aux_loss = 0.01,
     );
     return c;
-}
-
-/* The mixture of experts' settings: top-k within E, a positive capacity
- * factor, and an expert's hidden size that the TP group divides. */
-static int moe_check(const ptdp_model_config *m, int tp, char *msg, size_t n)
-{
-    const ptdp_gpt_settings *gpt = ptdp_gpt(m);
-#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
-    if (gpt->moe_experts < 0) BAD("--moe-experts %d: must be 0 (dense) or more", gpt->moe_experts);
-    if (gpt->moe_experts == 0)
-        return PTDP_OK;
-    if (gpt->moe_every < 1) BAD("--moe-every %d: must be at least 1", gpt->moe_every);
-    if (gpt->moe_ffn < 0) BAD("--moe-ffn %d: must be at least 1 (0: --ffn)", gpt->moe_ffn);
-    if (gpt->moe_top_k < 1 || gpt->moe_top_k > gpt->moe_experts)
-        BAD("--moe-top-k %d: must be between 1 and --moe-experts %d", gpt->moe_top_k, gpt->moe_experts);
-    if (!(gpt->moe_capacity >= 0) || !isfinite(gpt->moe_capacity))
-        BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", gpt->moe_capacity);
-    if (!(gpt->moe_aux_loss >= 0) || !isfinite(gpt->moe_aux_loss))
-        BAD("--moe-aux-loss %g: must be 0 or more", gpt->moe_aux_loss);
-    if (tp > 1 && ptdp_gpt_moe_ffn(m) % tp != 0)
-        BAD("--moe-ffn %d must divide by --tp %d: each expert's MLP is split over the TP group like the dense "
-            "one (c_fc by rows, c_proj by columns)", ptdp_gpt_moe_ffn(m), tp);
-#undef BAD
-    return PTDP_OK;
 }
 
 static int padded(const ptdp_model_config *c, int tp)
@@ -122,7 +99,9 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
     if (gpt->corpus != NULL && gpt->corpus_len < (size_t)gpt->seq_len + 1)
         BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
             gpt->corpus_len, gpt->seq_len, gpt->seq_len + 1);
-    if (moe_check(m, tp, msg, n) != 0)
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
+    if (ptdp_moe_check(&moe, m->ffn, tp, "each expert's MLP is split over the TP group like the dense one (c_fc by "
+                       "rows, c_proj by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     if (tp >= 1) {
         int vp = padded(m, tp);
@@ -240,37 +219,20 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
     return PTDP_EINVAL;
 }
 
-/* What a GPT with experts runs on: not yet a capacity under CP, SP's or
- * token slices' splits of a sequence, or ZeRO-3's gathered units. */
+/* What a GPT with experts runs on (moe_settings.c: not yet a capacity
+ * under CP, SP's or token slices' splits of a sequence), and not yet
+ * ZeRO-3's gathered units. */
 static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
 {
-    const int E = ptdp_gpt(c)->moe_experts;
-    const char *what = NULL;
-    if (E == 0 && r->ep > 1) {
-        snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and this GPT is dense: "
-                 "give --moe-experts E (a multiple of %d)", r->ep, r->ep);
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    if (ptdp_moe_check_run(&moe, r, "this GPT is dense", msg, n) != 0)
+        return PTDP_EINVAL;
+    if (moe.experts > 0 && r->shards_params) {
+        snprintf(msg, n, "--moe-experts %d with --zero 3 (use --zero 1 or 2): a mixture of experts does not run "
+                 "there yet", moe.experts);
         return PTDP_EINVAL;
     }
-    if (E == 0)
-        return PTDP_OK;
-    if (r->ep > 1 && E % r->ep != 0) {
-        snprintf(msg, n, "--moe-experts %d must divide by --ep %d: each EP rank holds E / ep experts (try "
-                 "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
-        return PTDP_EINVAL;
-    }
-    if (r->cp > 1 && ptdp_gpt(c)->moe_capacity > 0)
-        what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
-               "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";
-    else if (r->sp)
-        what = "--sp";
-    else if (r->token_slices > 1)
-        what = "--token-slices (the capacity and the balance loss are per whole sequence)";
-    else if (r->shards_params)
-        what = "--zero 3 (use --zero 1 or 2)";
-    if (what == NULL)
-        return PTDP_OK;
-    snprintf(msg, n, "--moe-experts %d with %s: a mixture of experts does not run there yet", E, what);
-    return PTDP_EINVAL;
+    return PTDP_OK;
 }
 
 /* ------------------------------------------------- one stage and shard */
@@ -293,17 +255,6 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
-/* The experts this device holds: E / ep of them from *first (EP rank r:
- * r E / ep), all E without expert parallelism (mesh.h). */
-static int experts_here(const ptdp_model *m, int *first)
-{
-    const int E = ptdp_gpt(&m->cfg)->moe_experts;
-    ptdp_comm *ep = m->mesh->ep > 1 ? ptdp_mesh_group(m->mesh, PTDP_GROUP_EP) : NULL;
-    const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
-    *first = r * (E / N);
-    return E / N;
-}
-
 /* Block l's experts, last first, then its router (backward order): this
  * EP rank's E / ep of them (all without expert parallelism), each split
  * over TP like the dense MLP — c_fc column-parallel (rows), c_proj
@@ -317,7 +268,7 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
-    const int El = experts_here(m, &e0);
+    const int El = ptdp_moe_experts_here(m->mesh, E, &e0);
     if ((b->experts = calloc((size_t)El, sizeof *b->experts)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \

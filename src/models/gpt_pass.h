@@ -152,9 +152,11 @@ int ptdp_gpt_tail_slots(ptdp_gpt_saved *sv, ptdp_act_slot *s);
 
 /* ------------------------------------------------- gpt_moe.c */
 
-/* Block i's mixture of experts: out (R x C) = sum over the token's kept
- * choices of gate x expert(ln2), the experts' biases included; keeps its
- * routing and the experts' activations in a->moe. */
+/* Block i's mixture of experts (parallel/moe.c with the GPT's MLP as the
+ * expert): out (R x C) = sum over the token's kept choices of gate x
+ * expert(ln2), the experts' biases included; keeps its routing and the
+ * experts' activations in a->moe, and counts the route in the
+ * micro-batch's tally (gpt_moe_stats.c). */
 void ptdp_gpt_moe_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor out);
 /* From d, the gradient of the branch's output: the experts' and the
  * router's gradients (with the balance loss's, scaled by k->loss_scale),
@@ -165,16 +167,6 @@ void ptdp_gpt_moe_free(ptdp_device *dev, ptdp_gpt_block_acts *a);
 /* Its balance loss alpha sum_i f_i P_i summed over the micro-batch's
  * sequences (0 for a dense block). */
 double ptdp_gpt_moe_aux(const ptdp_gpt_block_acts *a);
-
-/* ------------------------------------------- gpt_moe_stats.c */
-
-/* Route of the stage's block `block` (local index) for this pass's
- * micro-batch: its kept choices per expert, dropped choices and balance
- * loss (summed over the sequences), kept in the micro-batch's tally; the
- * first route of a block counts, a recomputation's again does not. */
-void ptdp_gpt_moe_tally(ptdp_gpt_pass *k, int block, const int *load, int dropped, double aux);
-/* The tally, back to the host. */
-void ptdp_gpt_moe_tally_free(ptdp_gpt_saved *sv);
 
 /* ------------------------------------------------ gpt_block.c */
 

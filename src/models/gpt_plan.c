@@ -175,7 +175,7 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
  *                         router's (dZ^T h) and each routed row's two
  *                         through its expert, as every linear's (wgrad.h)
  */
-#define MOE_ACTS_STRUCT 224.0   /* the block's bookkeeping (gpt_moe.c's struct), about */
+#define MOE_ACTS_STRUCT 224.0   /* the block's bookkeeping (parallel/moe.c's struct), about */
 
 static int experts(const ptdp_model_config *c)
 {

@@ -13,6 +13,8 @@
  */
 #include "ptdp/gpt.h"
 
+#include "models/gpt_table.h"
+
 int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp)
 {
     long unit = (long)multiple * tp;
@@ -122,13 +124,22 @@ double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch,
 
 /* ---------------------------------------- a mixture of experts */
 
-bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)
+ptdp_moe_settings ptdp_gpt_moe_settings(const ptdp_model_config *c)
 {
     const ptdp_gpt_settings *gpt = ptdp_gpt(c);
-    return gpt->moe_experts > 0 && gpt->moe_every > 0 && (l + 1) % gpt->moe_every == 0;
+    return (ptdp_moe_settings){ .experts = gpt->moe_experts, .every = gpt->moe_every, .ffn = gpt->moe_ffn,
+                                .top_k = gpt->moe_top_k, .capacity = gpt->moe_capacity,
+                                .aux_loss = gpt->moe_aux_loss };
+}
+
+bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)
+{
+    const ptdp_moe_settings s = ptdp_gpt_moe_settings(c);
+    return ptdp_moe_block_is_moe(&s, l);
 }
 
 int ptdp_gpt_moe_ffn(const ptdp_model_config *c)
 {
-    return ptdp_gpt(c)->moe_ffn > 0 ? ptdp_gpt(c)->moe_ffn : c->ffn;
+    const ptdp_moe_settings s = ptdp_gpt_moe_settings(c);
+    return ptdp_moe_ffn(&s, c->ffn);
 }

@@ -71,6 +71,7 @@ void ptdp_llama_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts)
         ptdp_tensor_free(dev, &sv->input);
         ptdp_free(dev, sv->tokens);
         ptdp_free(dev, sv->labels);
+        ptdp_moe_tally_free(&sv->moe_tally);
         free(sv);
     }
     acts->saved = NULL;
@@ -178,7 +179,8 @@ static int head_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_llama_sc
 /* ------------------------------------------------------------ forward */
 
 /* Block i's forward, then what it keeps: everything, or with full
- * recomputation its input alone. */
+ * recomputation its input alone.  An MoE block's balance loss counts
+ * here, once (not again in a recomputation). */
 static int block_forward(ptdp_llama_pass *k, int i, ptdp_llama_saved *sv, ptdp_tensor *out)
 {
     const ptdp_llama *l = k->m->impl;
@@ -188,6 +190,7 @@ static int block_forward(ptdp_llama_pass *k, int i, ptdp_llama_saved *sv, ptdp_t
         (rc = ptdp_llama_block_forward(k, i, &sv->blocks[i], out)) != 0 ||
         (rc = ptdp_model_unit(k->dev, k->m, unit, PTDP_UNIT_FORWARD_END)) != 0)
         return rc;
+    sv->aux_sum += ptdp_moe_aux(sv->blocks[i].moe);
     if (k->acts->recompute)
         ptdp_llama_block_free_work(k->dev, &sv->blocks[i]);
     return PTDP_OK;
@@ -371,6 +374,7 @@ int ptdp_llama_backward_input(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, 
     ptdp_llama_scratch s = { 0 };
     ptdp_llama_pass k;
     ptdp_llama_pass_begin(&k, dev, m, acts, wg);
+    k.loss_scale = loss_scale;
     int rc = scratch_alloc(&k, &s, &dh);
     if (rc == 0 && m->last_stage)
         rc = tail_backward(&k, acts, sv, &s, dh, loss_scale);

@@ -387,7 +387,7 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
  * Rl rows (R, or this rank's positions under SP), the rest on R; under SP
  * the row-parallel layers' R rows of partial sums (k->part, freed at the
  * block's end). */
-static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tensor *out)
+static void block_alloc(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptdp_tensor *out)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const int R = k->R, Rl = k->Rl, C = k->m->cfg.hidden, Fl = l->ffn_local, d = l->hd;
@@ -396,9 +396,11 @@ static void block_alloc(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_tenso
     ptdp_llama_act(k, &a->y, "acts.attn_y", R, l->heads_local * d);
     ptdp_llama_act(k, &a->h, "acts.h", Rl, C);
     ptdp_llama_act(k, &a->n2, "acts.n2", Rl, C);
-    ptdp_llama_act(k, &a->a, "acts.w1", R, Fl);
-    ptdp_llama_act(k, &a->b, "acts.w3", R, Fl);
-    ptdp_llama_act(k, &a->g, "acts.swiglu", R, Fl);
+    if (l->blocks[i].experts == NULL) {   /* an MoE block keeps its experts' rows instead (llama_moe.c) */
+        ptdp_llama_act(k, &a->a, "acts.w1", R, Fl);
+        ptdp_llama_act(k, &a->b, "acts.w3", R, Fl);
+        ptdp_llama_act(k, &a->g, "acts.swiglu", R, Fl);
+    }
     ptdp_llama_act(k, out, "acts.x", Rl, C);
     if (k->m->mesh->sp)
         ptdp_llama_act(k, &k->part, "acts.partial", R, C);
@@ -422,7 +424,7 @@ int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const ptdp_llama_block *w = &l->blocks[i];
     snprintf(k->what, sizeof k->what, "block %d fwd", k->m->layer_begin + i);
-    block_alloc(k, a, out);
+    block_alloc(k, i, a, out);
 
     /* h = x + wo attn(rope(wq n1), rope(wk n1), wv n1) */
     ptdp_llama_norm(k, a->n1, a->rstd1, a->x, w->attention_norm);
@@ -435,16 +437,21 @@ int ptdp_llama_block_forward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a
     ptdp_llama_linear(k, PTDP_SPLIT_ROW, a->h, a->y, w->wo);
     residual(k, a->h, a->x);
 
-    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2) */
+    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2), or a mixture of such experts:
+     * out = h + sum_j g_j expert_j(n2) */
     ptdp_llama_norm(k, a->n2, a->rstd2, a->h, w->ffn_norm);
-    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->a, a->n2, w->w1);
-    ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->b, a->n2, w->w3);
-    if (k->rc == 0) {
-        ptdp_swiglu_forward(a->g, a->a, a->b);
-        k->pending += ptdp_swiglu_flops_forward(ptdp_tensor_numel(a->g));
-        ptdp_llama_round(k, a->g);
+    if (w->experts != NULL) {
+        ptdp_llama_moe_forward(k, linear_pass(k), i, a, *out);
+    } else {
+        ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->a, a->n2, w->w1);
+        ptdp_llama_linear(k, PTDP_SPLIT_COLUMN, a->b, a->n2, w->w3);
+        if (k->rc == 0) {
+            ptdp_swiglu_forward(a->g, a->a, a->b);
+            k->pending += ptdp_swiglu_flops_forward(ptdp_tensor_numel(a->g));
+            ptdp_llama_round(k, a->g);
+        }
+        ptdp_llama_linear(k, PTDP_SPLIT_ROW, *out, a->g, w->w2);
     }
-    ptdp_llama_linear(k, PTDP_SPLIT_ROW, *out, a->g, w->w2);
     residual(k, *out, a->h);
     ptdp_llama_charge(k);
     ptdp_tensor_free(k->dev, &k->part);
@@ -464,14 +471,19 @@ int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *
     snprintf(k->wwhat, sizeof k->wwhat, "block %d wgrad", layer);
     k->w0 = ptdp_wall_now();
 
-    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2) */
-    ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, ptdp_llama_grad_into_tp(k, s, dh), a->g, w->w2, false);
-    if (k->rc == 0) {
-        ptdp_swiglu_backward(s->da, s->db, s->dg, a->a, a->b);
-        k->pending += ptdp_swiglu_flops_backward(ptdp_tensor_numel(a->g));
+    /* out = h + w2 (silu(w1 n2) ⊙ w3 n2), or the experts' mixture */
+    if (w->experts != NULL) {
+        ptdp_llama_moe_backward(k, linear_pass(k), i, a, dh, s);
+    } else {
+        ptdp_llama_linear_backward(k, PTDP_SPLIT_ROW, &s->dg, ptdp_llama_grad_into_tp(k, s, dh), a->g, w->w2,
+                                   false);
+        if (k->rc == 0) {
+            ptdp_swiglu_backward(s->da, s->db, s->dg, a->a, a->b);
+            k->pending += ptdp_swiglu_flops_backward(ptdp_tensor_numel(a->g));
+        }
+        const ptdp_param *ffn[2] = { w->w1, w->w3 };
+        ptdp_llama_columns_backward(k, s, ffn, (ptdp_tensor[]){ s->da, s->db }, 2, a->n2);
     }
-    const ptdp_param *ffn[2] = { w->w1, w->w3 };
-    ptdp_llama_columns_backward(k, s, ffn, (ptdp_tensor[]){ s->da, s->db }, 2, a->n2);
     ptdp_llama_norm_backward(k, dh, s->dn, a->h, w->ffn_norm, a->rstd2, true);
 
     /* h = x + wo attn(rope(wq n1), rope(wk n1), wv n1) */
@@ -492,6 +504,7 @@ void ptdp_llama_block_free_work(ptdp_device *dev, ptdp_llama_block_acts *a)
     ptdp_tensor *t[] = { &a->n1, &a->qkv, &a->y, &a->h, &a->n2, &a->a, &a->b, &a->g };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         ptdp_tensor_free(dev, t[i]);
+    ptdp_moe_free(dev, &a->moe);
     ptdp_real **r[] = { &a->rstd1, &a->rstd2, &a->probs };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
         ptdp_free(dev, *r[i]);

@@ -50,6 +50,7 @@
 #include "ptdp/mesh.h"
 #include "models/gpt_table.h"
 #include "models/llama_pass.h"
+#include "parallel/moe_impl.h"
 
 #define INIT_STD 0.02
 
@@ -73,14 +74,18 @@ ptdp_model_config ptdp_llama_config(ptdp_llama_fields s)
         .heads = s.heads, .kv_heads = s.kv_heads, .seq_len = s.seq_len, .vocab = s.vocab, .ffn_multiple = multiple,
         .line = s.line, .norm_eps = s.norm_eps > 0 ? s.norm_eps : PTDP_LLAMA_NORM_EPS,
         .rope_theta = s.rope_theta > 0 ? s.rope_theta : PTDP_LLAMA_ROPE_THETA, .corpus = s.corpus,
-        .corpus_len = s.corpus_len,
+        .corpus_len = s.corpus_len, .moe = s.moe,
     };
+    ptdp_moe_settings *moe = &ptdp_llama(&c)->moe;
+    moe->every = moe->every > 0 ? moe->every : PTDP_MOE_DEFAULTS.every;
+    moe->top_k = moe->top_k > 0 ? moe->top_k : PTDP_MOE_DEFAULTS.top_k;
     return c;
 }
 
 ptdp_model_config ptdp_llama_default_config(void)
 {
-    return PTDP_LLAMA_CONFIG(.hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 32);
+    return PTDP_LLAMA_CONFIG(.hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 32,
+                             .moe = PTDP_MOE_DEFAULTS);
 }
 
 /* ------------------------------------------------- the whole model */
@@ -117,7 +122,9 @@ static int shape_check(const ptdp_model_config *m, char *msg, size_t n)
 static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, size_t n)
 {
     (void)pp;
-    if (shape_check(m, msg, n) != 0)
+    if (shape_check(m, msg, n) != 0 ||
+        ptdp_moe_check(&ptdp_llama(m)->moe, m->ffn, tp, "each expert's SwiGLU is split over the TP group like the "
+                       "dense one (w1 and w3 by rows, w2 by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     const int K = ptdp_llama_kv_heads(m), V = ptdp_llama(m)->vocab;
     if (tp <= 1)
@@ -140,13 +147,20 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
     return PTDP_OK;
 }
 
-/* What the llama runs on beyond its caps: no expert parallelism; Ulysses
- * as far as the kv heads allow. */
+/* What the llama runs on beyond its caps: experts as any model's
+ * (moe_settings.c), spread by --ep only when ZeRO keeps the parameters
+ * whole (ZeRO-3 gathers a unit over DP, and an expert is replicated over
+ * the expert-DP group alone); CP by the ring, or by Ulysses as far as the
+ * kv heads allow. */
 static int llama_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
 {
-    if (r->ep > 1) {
-        snprintf(msg, n, "--ep %d: the llama model has no mixture of experts, and does not run under --ep yet",
-                 r->ep);
+    const ptdp_moe_settings *moe = &ptdp_llama(c)->moe;
+    if (ptdp_moe_check_run(moe, r, "this llama model is dense", msg, n) != 0)
+        return PTDP_EINVAL;
+    if (moe->experts > 0 && r->ep > 1 && r->shards_params) {
+        snprintf(msg, n, "--moe-experts %d with --ep %d and --zero %d: ZeRO-3 gathers each block over the "
+                 "data-parallel group, and an expert is replicated over its expert-DP group alone: use --zero 1 or "
+                 "2 with --ep, or --zero 3 without it", moe->experts, r->ep, r->zero);
         return PTDP_EINVAL;
     }
     /* Ulysses (ulysses.h) gives each CP rank whole heads of q AND of k, v:
@@ -177,9 +191,13 @@ static int llama_list_params(const ptdp_model_config *c, ptdp_param_info *out)
         ADD(K * d, C, false, "layers.%d.attention.wk.weight", l);
         ADD(K * d, C, false, "layers.%d.attention.wv.weight", l);
         ADD(C, H * d, false, "layers.%d.attention.wo.weight", l);
-        ADD(F, C, false, "layers.%d.feed_forward.w1.weight", l);
-        ADD(C, F, false, "layers.%d.feed_forward.w2.weight", l);
-        ADD(F, C, false, "layers.%d.feed_forward.w3.weight", l);
+        if (ptdp_moe_block_is_moe(&ptdp_llama(c)->moe, l)) {   /* the experts and the gate (llama_moe.c) */
+            n += ptdp_llama_moe_list_params(c, l, out != NULL ? out + n : NULL);
+        } else {
+            ADD(F, C, false, "layers.%d.feed_forward.w1.weight", l);
+            ADD(C, F, false, "layers.%d.feed_forward.w2.weight", l);
+            ADD(F, C, false, "layers.%d.feed_forward.w3.weight", l);
+        }
         ADD(1, C, true, "layers.%d.attention_norm.weight", l);
         ADD(1, C, true, "layers.%d.ffn_norm.weight", l);
     }
@@ -189,16 +207,22 @@ static int llama_list_params(const ptdp_model_config *c, ptdp_param_info *out)
     return n;
 }
 
-/* Checkpoint metadata: Meta's ModelArgs names where it has them. */
+/* Checkpoint metadata: Meta's ModelArgs names where it has them; then,
+ * with experts, the mixture's shapes under the GPT's keys (a dense file
+ * has none). */
 static const struct { const char *key, *flag; } meta_keys[] = {
     { "dim", "--hidden" }, { "n_layers", "--layers" }, { "n_heads", "--heads" }, { "n_kv_heads", "--kv-heads" },
     { "vocab_size", "--vocab" }, { "ffn_dim", "--ffn" }, { "max_seq_len", "--seq-len" },
+    { "moe_experts", "--moe-experts" }, { "moe_every", "--moe-every" }, { "moe_ffn", "--moe-ffn" },
+    { "moe_top_k", "--moe-top-k" },
 };
+#define META_DENSE 7
 
 static int *meta_field(ptdp_model_config *c, int k)
 {
     ptdp_llama_settings *s = ptdp_llama(c);
-    int *f[] = { &c->hidden, &c->layers, &s->heads, &s->kv_heads, &s->vocab, &c->ffn, &s->seq_len };
+    int *f[] = { &c->hidden, &c->layers, &s->heads, &s->kv_heads, &s->vocab, &c->ffn, &s->seq_len,
+                 &s->moe.experts, &s->moe.every, &s->moe.ffn, &s->moe.top_k };
     return f[k];
 }
 
@@ -207,8 +231,10 @@ static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*
 {
     ptdp_model_config whole = *c;
     ptdp_llama(&whole)->kv_heads = ptdp_llama_kv_heads(c);
+    ptdp_llama(&whole)->moe.ffn = ptdp_moe_ffn(&ptdp_llama(c)->moe, c->ffn);
+    const int keys_n = ptdp_llama(c)->moe.experts > 0 ? (int)(sizeof meta_keys / sizeof meta_keys[0]) : META_DENSE;
     int n = 0;
-    for (; n < (int)(sizeof meta_keys / sizeof meta_keys[0]) && n < max; n++) {
+    for (; n < keys_n && n < max; n++) {
         keys[n] = meta_keys[n].key;
         flags[n] = meta_keys[n].flag;
         snprintf(values[n], 32, "%d", *meta_field(&whole, n));
@@ -247,9 +273,14 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, i
     char name[PTDP_NAME_MAX];
 #define NAME(what) (snprintf(name, sizeof name, "layers.%d.%s", l, what), name)
     ptdp_model_begin_unit(m);
-    b->w2 = ADD(NAME("feed_forward.w2.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
-    b->w3 = ADD(NAME("feed_forward.w3.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
-    b->w1 = ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+    if (ptdp_moe_block_is_moe(&ptdp_llama(&m->cfg)->moe, l)) {   /* the experts and the gate (llama_moe.c) */
+        if (ptdp_llama_moe_lay_out(dev, m, b, l) != 0)
+            return PTDP_ENOMEM;
+    } else {
+        b->w2 = ADD(NAME("feed_forward.w2.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
+        b->w3 = ADD(NAME("feed_forward.w3.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+        b->w1 = ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+    }
     b->ffn_norm = ADD(NAME("ffn_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
     b->wo = ADD(NAME("attention.wo.weight"), C, H * d, false, PTDP_SHARD_COLS, 0, t * Ql, C, Ql, W(proj_std));
     b->wv = ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD));
@@ -306,6 +337,8 @@ static void llama_free(ptdp_device *dev, ptdp_model *m)
         return;
     ptdp_free(dev, p->corpus_block);
     free(p->positions);
+    for (int i = 0; p->blocks != NULL && i < m->layer_end - m->layer_begin; i++)
+        free(p->blocks[i].experts);
     free(p->blocks);
     free(p);
     m->impl = NULL;
@@ -341,7 +374,7 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     m->input_tokens = true;
     m->label_cols = s->seq_len;
     m->boundary_cols = s->seq_len / m->mesh->cp / (m->mesh->sp ? tp : 1) * c->hidden;   /* CP, SP: the rank's */
-    int rc = ptdp_model_reserve_params(dev, m, 9 * nb + 3);
+    int rc = ptdp_model_reserve_params(dev, m, nb * (9 + 3 * s->moe.experts + 1) + 3);   /* with experts: at most */
     if (rc == 0)
         rc = lay_out(dev, m, p);
     if (rc == 0 && (m->first_stage || m->last_stage)) {
@@ -431,7 +464,10 @@ const ptdp_model_ops ptdp_llama_ops = {
     .backward = ptdp_llama_backward,
     .acts_free = ptdp_llama_acts_free,
     .backward_input = ptdp_llama_backward_input,
-    .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE),   /* kv heads' copies, tp > K */
+    .publish = ptdp_llama_moe_publish,
+    .count = ptdp_llama_moe_count,
+    .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE) |   /* kv heads' copies, tp > K */
+              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
     .tp_share = llama_tp_share,
     .sampling = &llama_sampling,
 };

@@ -26,14 +26,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "parallel/moe_impl.h"
 #include "ptdp/llama.h"
 #include "ptdp/parallel_linear.h"
 #include "ptdp/wgrad.h"
 
-/* One block's parameters on this device (TP shards). */
+/* One expert of an MoE block: a SwiGLU feed-forward (TP shards). */
+typedef struct {
+    ptdp_param *w1, *w3, *w2;
+} ptdp_llama_expert;
+
+/* One block's parameters on this device (TP shards).  An MoE block has no
+ * w1, w3, w2 of its own but a gate (the router) and its experts. */
 typedef struct {
     ptdp_param *attention_norm, *wq, *wk, *wv, *wo;
     ptdp_param *ffn_norm, *w1, *w3, *w2;
+    ptdp_param *gate;               /* MoE: [E, C]; NULL when dense         */
+    ptdp_llama_expert *experts;     /* MoE: this EP rank's (host); NULL when
+                                       dense                                */
 } ptdp_llama_block;
 
 /* What the llama keeps beside the interface's fields (model->impl). */
@@ -65,6 +75,8 @@ typedef struct {
     ptdp_tensor n2;                 /* ffn_norm's output                     */
     ptdp_tensor a, b;               /* w1 n2 and w3 n2 (R x F/tp each)       */
     ptdp_tensor g;                  /* silu(a) b: w2's input                 */
+    ptdp_moe_acts *moe;             /* an MoE block's routing and experts'
+                                       rows instead of a, b and g           */
 } ptdp_llama_block_acts;
 
 typedef struct {
@@ -78,6 +90,10 @@ typedef struct {
     ptdp_tensor nf;                 /* the head's input                      */
     ptdp_tensor logits;             /* R x V/tp                              */
     double *rowmax, *sumexp;        /* softmax statistics per token          */
+    double aux_sum;                 /* this stage's MoE blocks' balance loss,
+                                       summed over the micro-batch's sequences */
+    ptdp_moe_tally *moe_tally;      /* ... and their loads, drops and losses
+                                       block by block (moe_stats.c; host)   */
 } ptdp_llama_saved;
 
 /* One forward or backward of one micro-batch on one device. */
@@ -98,6 +114,9 @@ typedef struct {
     double w0;                      /* wall clock the current piece began    */
     double pending;                 /* flops of the elementwise work since
                                        the last charge (added to the next)   */
+    double loss_scale;              /* backward: the loss's scale, 1 / (global
+                                       batch x T), for an MoE block's balance
+                                       loss (llama_moe.c)                   */
     int rc;
 } ptdp_llama_pass;
 
@@ -156,6 +175,27 @@ int ptdp_llama_block_backward(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *
                               ptdp_llama_scratch *s);
 /* Everything block a made but its input x. */
 void ptdp_llama_block_free_work(ptdp_device *dev, ptdp_llama_block_acts *a);
+
+/* ------------------------------------------------ llama_moe.c */
+
+/* Block i's mixture of experts (parallel/moe.c with SwiGLU experts),
+ * through the block's linear pass: out (R x C) = sum over the token's kept
+ * choices of gate x expert(n2); keeps its routing and the experts' rows in
+ * a->moe, counts the route in the micro-batch's tally. */
+void ptdp_llama_moe_forward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                            ptdp_tensor out);
+/* From d, the gradient of out: the experts' and the gate's gradients (with
+ * the balance loss's) and s->dn, the gradient into n2. */
+void ptdp_llama_moe_backward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, ptdp_llama_block_acts *a,
+                             ptdp_tensor d, ptdp_llama_scratch *s);
+/* Block l's experts and gate: their whole tensors (Meta's list order), and
+ * this device's shards of them (backward order: the experts last first,
+ * then the gate). */
+int  ptdp_llama_moe_list_params(const ptdp_model_config *c, int l, ptdp_param_info *out);
+int  ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, int l);
+/* The table's publish and count: the mixture's counters (moe.h). */
+int  ptdp_llama_moe_publish(const ptdp_model_config *c, ptdp_counters *reg);
+void ptdp_llama_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts);
 
 /* ------------------------------------------------ llama.c */
 

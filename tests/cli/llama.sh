@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # llama.sh — the llama on the command line: every bad value and every
 # layout it does not run under yet refused (exit 2, naming the flag) before
-# any work; a run passes --check against one device; its --save-init
+# any work; a run passes --check against one device, and so does one with a
+# mixture of SwiGLU experts under ep x tp x dp (its loads in --log and
+# --report: sum(load) + dropped = k B T each step); its --save-init
 # checkpoint, under Meta's names, gives in plain Python's replay of Meta's
 # forward (llama_reference.py) the step-1 loss ptdp reports (double
 # builds: to 1e-9); a GPT checkpoint does not load into it, nor its into
@@ -30,12 +32,52 @@ expect_usage "and --ffn 100 is given: leave one out"       -- $l --ffn 100 --ffn
 expect_usage "--dropout 0.1: the llama model has no dropout" -- $l --dropout 0.1
 expect_usage "capped by the kv heads"                     -- $l --cp 4 --cp-algo a2a
 expect_usage "the llama model cannot run a slice alone"    -- $l --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
-expect_usage "--ep 2: the llama model"                     -- $l --dp 2 --ep 2
+expect_usage "--ep 2 spreads a mixture of experts' experts over devices, and this llama model is dense" -- $l --dp 2 --ep 2
+expect_usage "--moe-top-k needs --moe-experts E"           -- $l --moe-top-k 1
+expect_usage "--moe-top-k 5: must be at most --moe-experts 4" -- $l --moe-experts 4 --moe-top-k 5
+expect_usage "--moe-experts 6 must divide by --ep 4"       -- $l --moe-experts 6 --dp 4 --ep 4
+expect_usage "--moe-ffn 30 must divide by --tp 4"          -- $l --moe-experts 4 --moe-ffn 30 --tp 4 --vocab 64
+expect_usage "--moe-capacity-factor 0: must be above 0"    -- $l --moe-experts 4 --moe-capacity-factor 0
+expect_usage "--moe-aux-loss"                              -- $l --moe-experts 4 --moe-aux-loss -1
+expect_usage "--moe-aux-loss"                              -- $l --moe-experts 4 --moe-aux-loss nan
+expect_usage "--moe-experts 4 with --sp"                   -- $l --moe-experts 4 --tp 2 --sp --vocab 64
+expect_usage "--ep 2 and --zero 3"                         -- $l --moe-experts 4 --dp 2 --ep 2 --zero 3
+expect_usage "--cp and --moe-capacity-factor"              -- $l --moe-experts 4 --cp 2 --moe-capacity-factor 1
 expect_usage "--model llama"                               -- plan --model llama --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100
 
 # tp 4 over 2 kv heads: each rank a copy of the one its query heads read
 if run_ok train --model llama --steps 2 --tp 4 --vocab 64 --dp 2 --zero 1 --check --save "$tmp/llama.st"; then
     has "check PASSED" || fail "a llama at tp 4 > 2 kv heads did not pass --check"
+fi
+
+# a mixture of 4 SwiGLU experts, top-2: ep 2 x tp 2 x dp 2 with a capacity, against one device;
+# every step's loads and drops make k B T choices, in --log and in --report
+moe="--moe-experts 4 --moe-top-k 2 --moe-capacity-factor 1.0 --hidden 32 --seq-len 16 --batch 8"
+if run_ok train --model llama --steps 2 --vocab 64 $moe --dp 2 --tp 2 --ep 2 --check \
+        --log "$tmp/moe.jsonl" --report "$tmp/moe.json" --save "$tmp/moe.st"; then
+    has "check PASSED" || fail "a llama with experts under ep 2 x tp 2 x dp 2 did not pass --check"
+    has "experts' loads, the last step" || fail "a llama with experts printed no loads after the run"
+    cases=$((cases + 1))
+    python3 - "$tmp/moe.jsonl" "$tmp/moe.json" <<'PY' || fail "the llama's expert loads do not add up to k B T"
+import json, sys
+kBT = 2 * 8 * 16
+log = [json.loads(l) for l in open(sys.argv[1])]
+rep = json.load(open(sys.argv[2]))
+assert rep["run"]["moe_choices_per_step"] == kBT and [b["block"] for b in rep["run"]["moe_blocks"]] == [0, 1]
+assert rep["config"]["model"]["moe_experts"] == 4 and rep["config"]["model"]["moe_capacity_factor"] == 1.0
+for s in log:
+    for load, dropped in zip(s["moe_load"], s["moe_dropped"]):
+        assert sum(load) + dropped == kBT, (s["step"], load, dropped)
+PY
+fi
+
+# a checkpoint with experts into a dense run, and a dense one into a run with experts
+if [[ -f $tmp/moe.st ]] && run_ok train --model llama --steps 1 --vocab 64 --hidden 32 --seq-len 16 --batch 8 \
+        --save "$tmp/dense.st"; then
+    expect_usage "holds a mixture of experts (layers.0.feed_forward.gate.weight, 4 experts) and this run's llama is dense" \
+        -- train --model llama --steps 1 --vocab 64 --hidden 32 --seq-len 16 --batch 8 --load "$tmp/moe.st"
+    expect_usage "--moe-experts 4 contradicts --load $tmp/dense.st: it holds a dense llama" \
+        -- train --model llama --steps 1 --vocab 64 $moe --load "$tmp/dense.st"
 fi
 
 # context parallelism by the ring, zigzag: each chunk at its global positions
@@ -98,4 +140,4 @@ if [[ -f $tmp/llama.st ]]; then
     # before the GPT reads the file for its own checks (a mixture of experts)
     expect_usage "holds another model, llama" -- train --model gpt --moe-experts 4 --steps 1 --load "$tmp/llama.st"
 fi
-finish "llama" "bad values and unsupported layouts refused; --check passes at tp > kv heads; Meta's forward replayed; sampled"
+finish "llama" "bad values and unsupported layouts refused; --check passes at tp > kv heads and with experts; Meta's forward replayed; sampled"

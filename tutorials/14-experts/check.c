@@ -317,7 +317,7 @@ static bool check_gated_sum(void)
         mine[i] = UNWRITTEN;
     memset(ref, 0, sizeof ref);
     memset(plain, 0, sizeof plain);
-    for (int t = 0; t < GT; t++)   /* as gpt_moe.c's combine: j in order, from zero */
+    for (int t = 0; t < GT; t++)   /* as parallel/moe.c's combine: j in order, from zero */
         for (int j = 0; j < GK; j++)
             for (int c = 0; SLOTS[t * GK + j] >= 0 && c < COLS; c++) {
                 const ptdp_real v = stacked[SLOTS[t * GK + j] * COLS + c];

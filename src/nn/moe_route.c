@@ -1,8 +1,8 @@
 /*
- * gpt_moe_route.c — a mixture of experts' router on numbers: which k of E
+ * moe_route.c — a mixture of experts' router on numbers: which k of E
  * experts each token chooses, with what gates, which choices a capacity
- * drops, the balance loss, and their backward (gpt_moe.c runs it in a
- * block; gpt.h declares it for tests and the course).
+ * drops, the balance loss, and their backward (parallel/moe.c runs it in
+ * any model's block; moe_route.h declares it for tests and the course).
  *
  *   z      = h W_r^T                      logits, a row of E per token
  *   top-k  = the k largest z of a token   ties to the lower index
@@ -26,10 +26,11 @@
  * T of a sequence's T_seq positions: the counts and the sums of p come
  * from the whole CP group (ptdp_moe_sequence_stats, summed).
  */
-#include <math.h>
-#include <string.h>
+#include "ptdp/moe_route.h"
 
-#include "ptdp/gpt.h"
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 /* ------------------------------------------------------------ routing */
 

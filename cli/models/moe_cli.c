@@ -1,0 +1,207 @@
+/*
+ * moe_cli.c — a mixture of experts on the command line, for every model
+ * that has one (moe_cli.h): its flags' cross-checks, its settings in
+ * --report, EP's uniform estimate, and the experts as the run shows them —
+ * per MoE block and step, the tokens each expert took (its load), the
+ * choices dropped beyond an expert's capacity, and the balance loss, read
+ * by name from the run's counters, which the model published (moe.h).
+ *
+ *   --log, each step    "moe_load": [[l_0 … l_E-1], …]   one row per MoE block
+ *                       "moe_dropped": [d, …]            (train_run.c writes
+ *                       "moe_aux_loss": [a, …]           every counter a step)
+ *                                                        sums to "aux_loss"
+ *   --report, "run"     "moe_choices_per_step": k B T
+ *                       "moe_blocks": [{"block": l, "first_load", "first_dropped",
+ *                        "last_load", "last_dropped", "load", "dropped" (the
+ *                        run's totals), "first_aux_loss", "last_aux_loss"}, …]
+ *   after the run       one line per MoE block: its last step's loads
+ *
+ * Every token of the global batch makes k choices, so a step's row obeys
+ * sum_e load[e] + dropped = k B T whatever the layout; a block's balance
+ * loss here is its share of aux_loss, the mean over the B sequences.
+ */
+#include "moe_cli.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ptdp/ep.h"
+#include "ptdp/json.h"
+
+#define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
+
+/* ------------------------------------------------------------ the flags */
+
+int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense)
+{
+    static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
+                                       "--moe-aux-loss" };
+    if (s->experts == 0) {
+        for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
+            if (ptdp_model_flags_given(f, moe[k]))
+                return ptdp_usage_error(cmd, "%s needs --moe-experts E (a mixture of E experts; 0, the default, "
+                                        "is %s)", moe[k], dense);
+        return 0;
+    }
+    if (ptdp_model_flags_given(f, "--moe-capacity-factor") && !(s->capacity > 0))
+        return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
+    if (s->aux_loss < 0)
+        return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (s->top_k > s->experts)
+        return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", s->top_k, s->experts);
+    return 0;
+}
+
+/* Whether a checkpoint holds a mixture of experts: a router anywhere. */
+static bool holds_experts(ptdp_st_file *f, const char *suffix, char *router, size_t n)
+{
+    for (int i = 0; i < ptdp_st_count(f); i++)
+        if (strstr(ptdp_st_get(f, i)->name, suffix) != NULL) {
+            snprintf(router, n, "%s", ptdp_st_get(f, i)->name);
+            return true;
+        }
+    return false;
+}
+
+int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_settings *s,
+                              const ptdp_moe_cli_names *names)
+{
+    char router[160] = "";
+    const bool file = holds_experts(f, names->router, router, sizeof router), run = s->experts > 0;
+    const char *e = ptdp_st_meta(f, "moe_experts");
+    if (file && !run)
+        return ptdp_usage_error("train", "--load %s holds a mixture of experts (%s, %s experts) and this run's "
+                                "%s is dense: give --moe-experts %s and the --moe-* settings it was saved with",
+                                load, router, e ? e : "its", names->model, e ? e : "E");
+    if (!file && run)
+        return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense %s (%s): leave "
+                                "--moe-experts out", s->experts, load, names->model, names->dense);
+    return 0;
+}
+
+void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
+{
+    if (s->experts > 0)   /* a mixture of experts: its settings (dense runs print none) */
+        fprintf(f, ", \"moe_experts\": %d, \"moe_every\": %d, \"moe_ffn\": %d, \"moe_top_k\": %d, "
+                   "\"moe_capacity_factor\": %s, \"moe_aux_loss\": %s", s->experts, s->every,
+                ptdp_moe_ffn(s, ffn), s->top_k, s->capacity > 0 ? J(s->capacity) : "null", J(s->aux_loss));
+}
+
+/* Expert parallelism's uniform estimate per device and step: each MoE
+ * block of the stage (the mean over stages), each micro-batch, sends
+ * k T_r C (N-1)/N in each of its 4 all-to-alls (dispatch and combine,
+ * forward and backward; 6 when full recomputation redoes the forward),
+ * T_r = the micro-batch's tokens on the rank, plus one exchange of the
+ * counts, E/N per pair, per forward. */
+double ptdp_moe_cli_ep_uniform_bytes(const ptdp_train_config *c, const ptdp_moe_settings *s, int seq_len)
+{
+    const ptdp_model_config *m = &c->model;
+    const int N = c->ep > 1 ? c->ep : 1, f = c->recompute ? 2 : 1;
+    const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (seq_len / ptdp_train_cp(c));
+    const int blocks = ptdp_moe_blocks(s, m->layers);
+    const double per_forward = 2 * ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, sizeof(ptdp_real)) +
+                               (double)(N - 1) * (s->experts / N) * sizeof(int32_t);
+    const double per_backward = 2 * ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, sizeof(ptdp_real));
+    return (double)blocks / c->pp * c->micro_batches * (f * per_forward + per_backward);
+}
+
+/* ----------------------------------------------------- the run's experts */
+
+/* [x_0, …, x_{n-1}] */
+static void json_array(FILE *f, const double *x, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s", i ? ", " : "", J(x[i]));
+    fputc(']', f);
+}
+
+/* MoE block j at step s of the run, from the counters. */
+typedef struct {
+    int layer;              /* the block's global index l                   */
+    const double *load;     /* [E]: kept choices per expert                 */
+    double dropped;         /* choices beyond an expert's capacity          */
+    double aux;             /* its balance loss, a mean over the sequences  */
+} block_step;
+
+static block_step block_at(const ptdp_train_config *c, const ptdp_train_result *res, const ptdp_moe_settings *m,
+                           int s, int j)
+{
+    const int E = m->experts;
+    return (block_step){ .layer = ptdp_moe_layer(m, c->model.layers, j),
+                         .load = ptdp_train_step_counts(res, s, "moe_load") + (size_t)j * E,
+                         .dropped = ptdp_train_step_counts(res, s, "moe_dropped")[j],
+                         .aux = ptdp_train_step_counts(res, s, "moe_aux_loss")[j] };
+}
+
+/* Block j of the run: its first and last step, and its totals. */
+static void report_block(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res,
+                         const ptdp_moe_settings *m, int j)
+{
+    const int E = m->experts, S = res->steps;
+    const block_step first = block_at(c, res, m, 0, j), last = block_at(c, res, m, S - 1, j);
+    double load[E > 0 ? E : 1], dropped = 0;
+    for (int e = 0; e < E; e++)
+        load[e] = 0;
+    for (int s = 0; s < S; s++) {
+        const block_step b = block_at(c, res, m, s, j);
+        for (int e = 0; e < E; e++)
+            load[e] += b.load[e];
+        dropped += b.dropped;
+    }
+    fprintf(f, "{\"block\": %d, \"first_load\": ", first.layer);
+    json_array(f, first.load, E);
+    fprintf(f, ", \"first_dropped\": %s, \"last_load\": ", J(first.dropped));
+    json_array(f, last.load, E);
+    fprintf(f, ", \"last_dropped\": %s, \"load\": ", J(last.dropped));
+    json_array(f, load, E);
+    fprintf(f, ", \"dropped\": %s, \"first_aux_loss\": %s, \"last_aux_loss\": %s}", J(dropped), J(first.aux),
+            J(last.aux));
+}
+
+/* True when the run has steps and the model published its blocks'
+ * counters (a model with MoE blocks, moe.h). */
+static bool has_stats(const ptdp_train_config *c, const ptdp_train_result *res, const ptdp_moe_settings *m)
+{
+    const int n = ptdp_moe_blocks(m, c->model.layers);
+    const ptdp_counter *load = ptdp_counters_find(&res->counters, "moe_load");
+    return res->steps > 0 && n > 0 && load != NULL && load->shape.dim[0] == n &&
+           ptdp_counters_find(&res->counters, "moe_dropped") != NULL &&
+           ptdp_counters_find(&res->counters, "moe_aux_loss") != NULL;
+}
+
+/* k B T: the choices every step routes. */
+static double choices_per_step(const ptdp_train_config *c, const ptdp_moe_settings *m, int seq_len)
+{
+    return (double)m->top_k * c->batch * seq_len;
+}
+
+void ptdp_moe_cli_report_stats(FILE *f, const ptdp_train_config *c, const ptdp_train_result *res,
+                               const ptdp_moe_settings *m, int seq_len)
+{
+    if (!has_stats(c, res, m))
+        return;
+    fprintf(f, ", \"moe_choices_per_step\": %s, \"moe_blocks\": [", J(choices_per_step(c, m, seq_len)));
+    for (int j = 0; j < ptdp_moe_blocks(m, c->model.layers); j++) {
+        fprintf(f, "%s", j ? ", " : "");
+        report_block(f, c, res, m, j);
+    }
+    fprintf(f, "]");
+}
+
+void ptdp_moe_cli_print_stats(const ptdp_train_config *c, const ptdp_train_result *res, const ptdp_moe_settings *m,
+                              int seq_len)
+{
+    const int E = m->experts;
+    if (!has_stats(c, res, m))
+        return;
+    printf("experts' loads, the last step (tokens each expert took of k B T = %.0f choices):\n",
+           choices_per_step(c, m, seq_len));
+    for (int j = 0; j < ptdp_moe_blocks(m, c->model.layers); j++) {
+        const block_step b = block_at(c, res, m, res->steps - 1, j);
+        printf("  block %d:", b.layer);
+        for (int e = 0; e < E && e < 16; e++)
+            printf(" %.0f", b.load[e]);
+        printf("%s, dropped %.0f, balance loss %.6g\n", E > 16 ? " …" : "", b.dropped, b.aux);
+    }
+}

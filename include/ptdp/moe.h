@@ -1,0 +1,76 @@
+/*
+ * moe.h — a mixture of experts in place of some blocks' feed-forward, for
+ * any model whose blocks have one: its settings, which blocks it
+ * replaces, and what a training step counts of it.
+ *
+ *   block l:  out = h + FFN(norm(h))                    dense
+ *             out = h + sum_j g_j expert_{e_j}(norm(h)) MoE: the token's
+ *                                                       top-k of E experts
+ *
+ * The router's arithmetic is moe_route.h; the block's machinery — the
+ * router's linear layer, the dispatch to the experts (an all-to-all under
+ * expert parallelism, ep.h), the combine, their backward — is one piece
+ * (src/parallel/moe.c) that every model's block calls with its own kind
+ * of expert — a GELU MLP with biases, a SwiGLU feed-forward: each model's
+ * header says which.  The settings below are the same flags for every
+ * model:
+ *
+ *   --moe-experts E   experts per MoE block (0: every block dense)
+ *   --moe-every n     block l is MoE when (l + 1) mod n = 0
+ *   --moe-ffn F_e     an expert's hidden width (0: the model's --ffn)
+ *   --moe-top-k k     experts a token chooses
+ *   --moe-capacity-factor c   slots per expert and sequence ceil(c k T / E)
+ *                     (0, omitted: dropless)
+ *   --moe-aux-loss a  the balance loss's weight alpha
+ *
+ * A model with MoE blocks publishes in the run's counters (counters.h,
+ * model.h's publish and count), numbers of each step:
+ *
+ *   "aux_loss"       a number   the balance losses of all its blocks
+ *   "moe_load"       n x E      kept choices per expert (tokens it ran,
+ *                               k per token when nothing is dropped)
+ *   "moe_dropped"    n          choices beyond an expert's capacity
+ *   "moe_aux_loss"   n          each block's balance loss
+ *
+ * one row per MoE block j = 0 .. n-1 in layer order (ptdp_moe_layer),
+ * summed over the step's micro-batches and over every device that routes
+ * tokens (dp x cp, each stage its own blocks; tp rank 0 alone, since
+ * every TP rank routes the same tokens).  The two losses read as means
+ * over the global batch's sequences (PTDP_COUNT_PER_SAMPLE), as the loss
+ * does.  So for B sequences of T tokens, top-k:
+ *
+ *   sum_e load[e] + dropped = k B T,   load[e] <= ceil(c k T / E) B,
+ *   sum over blocks of moe_aux_loss = the step's aux_loss.
+ */
+#ifndef PTDP_MOE_H
+#define PTDP_MOE_H
+
+#include <stdbool.h>
+
+#include "moe_route.h"
+
+/* A mixture of experts' settings, the same for every model. */
+typedef struct {
+    int experts;            /* E; 0: every block dense           --moe-experts */
+    int every;              /* block l is MoE when (l+1) mod n = 0 --moe-every */
+    int ffn;                /* an expert's hidden size; 0: --ffn   --moe-ffn   */
+    int top_k;              /* experts a token chooses          --moe-top-k    */
+    double capacity;        /* slots per expert and sequence: ceil(c k T / E);
+                               0: dropless           --moe-capacity-factor    */
+    double aux_loss;        /* the balance loss's weight alpha --moe-aux-loss  */
+} ptdp_moe_settings;
+
+/* The defaults of the flags (with experts 0: a dense model). */
+#define PTDP_MOE_DEFAULTS ((ptdp_moe_settings){ .every = 1, .top_k = 2, .aux_loss = 0.01 })
+
+/* Whether global block l is a mixture of experts: experts > 0 and
+ * (l + 1) mod every = 0. */
+bool ptdp_moe_block_is_moe(const ptdp_moe_settings *s, int l);
+/* How many of `layers` blocks are (0: a dense model, which publishes
+ * nothing), and the global layer of MoE block j (0 .. n-1), or -1. */
+int  ptdp_moe_blocks(const ptdp_moe_settings *s, int layers);
+int  ptdp_moe_layer(const ptdp_moe_settings *s, int layers, int j);
+/* An expert's hidden size: s->ffn, or the model's ffn when it is 0. */
+int  ptdp_moe_ffn(const ptdp_moe_settings *s, int ffn);
+
+#endif

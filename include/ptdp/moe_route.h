@@ -1,0 +1,61 @@
+/*
+ * moe_route.h — a mixture of experts' router on numbers (moe_route.c):
+ * which k of E experts each token chooses, with what gates, which choices
+ * a capacity drops, the balance loss, and their backward.  Any model's
+ * MoE block runs it (parallel/moe.c); tests and the course call it on
+ * hand-made logits.
+ *
+ *   z      = h W_r^T                      logits, a row of E per token
+ *   top-k  = the k largest z of a token   ties to the lower index
+ *   g_j    = softmax over those k logits  (Mixtral's gates)
+ *   aux    = alpha sum_i f_i P_i          the balance loss, per sequence
+ */
+#ifndef PTDP_MOE_ROUTE_H
+#define PTDP_MOE_ROUTE_H
+
+#include "types.h"
+
+/* The router on hand-made numbers, for whole
+ * sequences of T positions: `rows` tokens (a multiple of T) with their
+ * logits z (rows x E, z = h W_r^T).  Each token chooses the k largest
+ * logits (ties to the lower expert index; choice[r k + j] in that order),
+ * its gates are the softmax over those k logits, probs (rows x E) the
+ * softmax over all E.  With capacity c > 0 each expert takes at most
+ * ceil(c k T / E) choices of a sequence, in position order; a choice
+ * beyond is dropped (slot -1, and the kept gates are not renormalised).
+ * A kept choice's slot is its row in the experts' stacked buffers: expert
+ * by expert, in position order.  load[E] counts the kept choices of the
+ * whole micro-batch, *dropped the others.  Returns the balance loss summed
+ * over the sequences, sum_seq alpha sum_i f_i P_i, with f_i = E / (k T) x
+ * the sequence's tokens choosing i (before dropping) and P_i the mean of
+ * probs[., i] over the sequence. */
+typedef struct {
+    int T, E, k;
+    double capacity;        /* 0: dropless                                  */
+    double alpha;
+} ptdp_moe_route_shape;
+double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
+                      int *slot, ptdp_real *probs, int *load, int *dropped);
+/* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
+ * dropped choice) through the k-way softmax, plus scale x the balance
+ * loss's gradient through probs (f_i carries none). */
+void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                             const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz);
+/* Context parallelism (cp.h) cuts each sequence over the CP group: a
+ * rank's rows hold T of a sequence's T_seq positions, and the balance
+ * loss needs the whole sequence.  ptdp_moe_sequence_stats gives this
+ * rank's part for each of rows / T sequences — counts[b E + i], the
+ * choices of expert i before dropping, and psum[b E + i], the sum of
+ * probs[., i]; summed over the group, ptdp_moe_balance makes the loss of
+ * `seqs` sequences from them (f_i = E/(k T_seq) counts, P_i = psum /
+ * T_seq), and ptdp_moe_route_backward_whole the gradient with the whole
+ * sequences' counts (NULL: these rows', T_seq = T: the plain backward). */
+void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *probs,
+                             double *counts, double *psum);
+double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
+                        const double *psum);
+void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                                   const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
+                                   const double *counts, ptdp_real *dz);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * moe_settings.c — what a mixture of experts accepts, for every model that
+ * has one (moe.h's flags), checked before any work: the settings alone,
+ * then against a run's layout.
+ *
+ *   settings   1 <= top-k <= E;  every >= 1;  the capacity factor and the
+ *              balance weight finite numbers >= 0;  tp divides an
+ *              expert's width (each expert split like the dense FFN)
+ *   layout     E a multiple of --ep (each EP rank E/ep experts); --ep
+ *              needs experts; not yet: a capacity under CP (an expert's
+ *              slots are a sequence's first choices in position order, and
+ *              CP splits the positions), SP, token slices
+ *
+ * Each refusal names the flag and what would work, in the same words for
+ * every model but the one each gives (how it splits an expert, what it
+ * is when dense).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "parallel/moe_impl.h"
+#include "ptdp/error.h"
+
+int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *split, char *msg, size_t n)
+{
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
+    if (s->experts < 0) BAD("--moe-experts %d: must be 0 (dense) or more", s->experts);
+    if (s->experts == 0)
+        return PTDP_OK;
+    if (s->every < 1) BAD("--moe-every %d: must be at least 1", s->every);
+    if (s->ffn < 0) BAD("--moe-ffn %d: must be at least 1 (0: --ffn)", s->ffn);
+    if (s->top_k < 1 || s->top_k > s->experts)
+        BAD("--moe-top-k %d: must be between 1 and --moe-experts %d", s->top_k, s->experts);
+    if (!(s->capacity >= 0) || !isfinite(s->capacity))
+        BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
+    if (!(s->aux_loss >= 0) || !isfinite(s->aux_loss))
+        BAD("--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (tp > 1 && ptdp_moe_ffn(s, ffn) % tp != 0)
+        BAD("--moe-ffn %d must divide by --tp %d: %s", ptdp_moe_ffn(s, ffn), tp, split);
+#undef BAD
+    return PTDP_OK;
+}
+
+int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first)
+{
+    ptdp_comm *ep = mesh->ep > 1 ? ptdp_mesh_group(mesh, PTDP_GROUP_EP) : NULL;
+    const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
+    *first = r * (E / N);
+    return E / N;
+}
+
+int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg, size_t n)
+{
+    const int E = s->experts;
+    const char *what = NULL;
+    if (E == 0 && r->ep > 1) {
+        snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and %s: give --moe-experts E "
+                 "(a multiple of %d)", r->ep, dense, r->ep);
+        return PTDP_EINVAL;
+    }
+    if (E == 0)
+        return PTDP_OK;
+    if (r->ep > 1 && E % r->ep != 0) {
+        snprintf(msg, n, "--moe-experts %d must divide by --ep %d: each EP rank holds E / ep experts (try "
+                 "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
+        return PTDP_EINVAL;
+    }
+    if (r->cp > 1 && s->capacity > 0)
+        what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
+               "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";
+    else if (r->sp)
+        what = "--sp";
+    else if (r->token_slices > 1)
+        what = "--token-slices (the capacity and the balance loss are per whole sequence)";
+    if (what == NULL)
+        return PTDP_OK;
+    snprintf(msg, n, "--moe-experts %d with %s: a mixture of experts does not run there yet", E, what);
+    return PTDP_EINVAL;
+}
