@@ -9,7 +9,10 @@
  *        ▼
  *   ptdp_model_plan  ──►  dims      b, T, R, C, … of a micro-batch on a device
  *   (the model's,         flops     embeddings, a block, the head: F, B, W
- *    e.g. gpt_plan.c)     kept      a block's activations (recompute, bf16)
+ *    gpt_plan.c,          kept      a block's activations (recompute, bf16)
+ *    llama_plan.c)        params    its tensors by unit, where they are summed
+ *                         tp_block  a block's TP collectives
+ *                         acts      what a micro-batch holds beyond its blocks
  *                         tp_ok     the TP degrees its shapes divide by
  *                         …
  *        │
@@ -18,8 +21,9 @@
  *   schedule, ZeRO and DP — the same for every model they price
  *
  * The planner's formulas are those of a stack of identical blocks between
- * an embedding and a head, with an attention width, an MLP width and a
- * vocabulary each split over TP: a model of that shape fills this table in
+ * an embedding and a head, with an attention width (and a K, V width), an
+ * MLP width and a vocabulary each split over TP, the head tied to the
+ * embedding or not: a model of that shape fills this table in
  * (ptdp_model_ops.plan, model.h) and is planned; a model without it is
  * refused by `ptdp plan` with the list of the models that can be planned.
  */
