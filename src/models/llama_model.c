@@ -47,6 +47,7 @@
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
+#include "ptdp/model_plan.h"
 #include "models/gpt_table.h"
 #include "models/llama_pass.h"
 
@@ -372,10 +373,12 @@ static int llama_heads(const ptdp_model_config *c)
     return ptdp_llama(c)->heads;
 }
 
+extern const ptdp_model_plan ptdp_llama_plan;   /* llama_plan.c */
+
 const ptdp_model_ops ptdp_llama_ops = {
     .name = "llama",
     .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true,
-              .context_parallel = true },
+              .context_parallel = true, .plannable = true },
     .positions = llama_positions,
     .heads = llama_heads,
     .check = llama_check,
@@ -392,4 +395,5 @@ const ptdp_model_ops ptdp_llama_ops = {
     .backward_input = ptdp_llama_backward_input,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE),   /* kv heads' copies, tp > K */
     .tp_share = llama_tp_share,
+    .plan = &ptdp_llama_plan,
 };
