@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llama.sh — the llama on the command line: every bad value and every
 # layout it does not run under yet refused (exit 2, naming the flag) before
-# any work; a run passes --check against one device; its --save-init
+# any work (`ptdp plan --model llama`'s in tests/cli/plan.sh); a run passes
+# --check against one device; its --save-init
 # checkpoint, under Meta's names, gives in plain Python's replay of Meta's
 # forward (llama_reference.py) the step-1 loss ptdp reports (double
 # builds: to 1e-9); a GPT checkpoint does not load into it, nor its into
@@ -28,7 +29,6 @@ expect_usage "--dropout 0.1: the llama model has no dropout" -- $l --dropout 0.1
 expect_usage "--cp-algo a2a: the llama model"              -- $l --cp 2 --cp-algo a2a
 expect_usage "the llama model cannot run a slice alone"    -- $l --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2
 expect_usage "--ep 2: the llama model"                     -- $l --dp 2 --ep 2
-expect_usage "--model llama"                               -- plan --model llama --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100
 
 # tp 4 over 2 kv heads: each rank a copy of the one its query heads read
 if run_ok train --model llama --steps 2 --tp 4 --vocab 64 --dp 2 --zero 1 --check --save "$tmp/llama.st"; then
