@@ -119,7 +119,8 @@ static void usage(void)
         "the model and the batch (all required):\n"
         "  --model %-11s the models the planner prices\n"
         "  --layers L --hidden h\n"
-        "  --ffn F             the feed-forward width (default 4 x hidden)\n", names, names);
+        "  --ffn F             the feed-forward width (default 4 x hidden; a model may say\n"
+        "                      otherwise, below)\n", names, names);
     for (int k = 0; k < ptdp_model_count(); k++) {
         const ptdp_model_ops *ops = ptdp_model_at(k);
         const ptdp_model_config cfg = { .ops = ops };
