@@ -69,8 +69,8 @@ static const char *plannable_names(char *buf, size_t len)
     return buf;
 }
 
-/* "the GPT", or "the GPT and the llama model": their titles, from the
- * registry. */
+/* The plannable models' titles from the registry, "the GPT", or "the
+ * GPT and …" (each model's caps.title). */
 static const char *plannable_titles(char *buf, size_t len)
 {
     int n = 0, count = 0;

@@ -9,8 +9,8 @@
  *        ▼
  *   ptdp_model_plan  ──►  dims      b, T, R, C, … of a micro-batch on a device
  *   (the model's,         flops     embeddings, a block, the head: F, B, W
- *    gpt_plan.c,          kept      a block's activations (recompute, bf16)
- *    llama_plan.c)        params    its tensors by unit, where they are summed
+ *    e.g. gpt_plan.c)     kept      a block's activations (recompute, bf16)
+ *                         params    its tensors by unit, where they are summed
  *                         tp_block  a block's TP collectives
  *                         acts      what a micro-batch holds beyond its blocks
  *                         tp_ok     the TP degrees its shapes divide by
