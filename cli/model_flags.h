@@ -163,6 +163,11 @@ typedef struct {
      * with the numbers), then the rate per GPU. */
     void (*plan_flops)(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
                        double tflops_per_gpu);
+    /* Optional (NULL: --ffn defaults to 4 x --hidden): once its flags are
+     * read (given: the flags typed), what they leave to derive and the
+     * checks between them, as `ptdp train`'s finish makes them.  0, or
+     * PTDP_EXIT_USAGE after printing what is wrong. */
+    int  (*plan_finish)(ptdp_model_config *m, const char *const *given, int ngiven);
 
     /* ---- `ptdp bench train` and `ptdp bench zero` (cli/bench/) */
     /* Its sizes for `ptdp bench train` (PyTorch's in bench/train.sh) and

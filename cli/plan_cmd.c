@@ -69,6 +69,26 @@ static const char *plannable_names(char *buf, size_t len)
     return buf;
 }
 
+/* The plannable models' titles from the registry, "the GPT", or "the
+ * GPT and …" (each model's caps.title). */
+static const char *plannable_titles(char *buf, size_t len)
+{
+    int n = 0, count = 0;
+    for (int k = 0; k < ptdp_model_count(); k++)
+        count += has_plan(ptdp_model_at(k));
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < ptdp_model_count() && at + 1 < len; k++) {
+        const ptdp_model_ops *ops = ptdp_model_at(k);
+        if (!has_plan(ops))
+            continue;
+        n++;
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", n == 1 ? "" : n == count ? " and " : ", ",
+                               ops->caps.title ? ops->caps.title : ops->name);
+    }
+    return buf;
+}
+
 /* The --schedule lines: the rows tried unasked, then those planned only
  * when named, from the registry. */
 static void print_schedule_help(void)
@@ -99,7 +119,8 @@ static void usage(void)
         "the model and the batch (all required):\n"
         "  --model %-11s the models the planner prices\n"
         "  --layers L --hidden h\n"
-        "  --ffn F             the feed-forward width (default 4 x hidden)\n", names, names);
+        "  --ffn F             the feed-forward width (default 4 x hidden; a model may say\n"
+        "                      otherwise, below)\n", names, names);
     for (int k = 0; k < ptdp_model_count(); k++) {
         const ptdp_model_ops *ops = ptdp_model_at(k);
         const ptdp_model_config cfg = { .ops = ops };
@@ -211,6 +232,18 @@ static bool read_layout_flag(ptdp_args *a, ptdp_plan_request *rq, int *sp, int *
     return true;
 }
 
+/* A model flag was typed: its name kept for the model's plan_finish (the
+ * cursor's a.flag is reused for the next); rc passes. */
+static int given(plan_options *o, const char *flag, int rc)
+{
+    if (o->ngiven < (int)(sizeof o->given / sizeof o->given[0])) {
+        snprintf(o->given_names[o->ngiven], sizeof o->given_names[0], "%s", flag);
+        o->given[o->ngiven] = o->given_names[o->ngiven];
+        o->ngiven++;
+    }
+    return rc;
+}
+
 static int parse(int argc, char **argv, plan_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -239,8 +272,8 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--model")) rc = ptdp_args_string(&a, &model);
         else if (ptdp_args_is(&a, "--layers")) rc = ptdp_args_int(&a, 1, 1 << 16, &m->layers);
         else if (ptdp_args_is(&a, "--hidden")) rc = ptdp_args_int(&a, 1, 1 << 24, &m->hidden);
-        else if (ptdp_args_is(&a, "--ffn")) rc = ptdp_args_int(&a, 1, 1 << 26, &m->ffn);
-        else if (model_plan_flag(&a, cli, m, &rc)) { }
+        else if (ptdp_args_is(&a, "--ffn")) rc = given(o, "--ffn", ptdp_args_int(&a, 1, 1 << 26, &m->ffn));
+        else if (model_plan_flag(&a, cli, m, &rc)) rc = given(o, a.flag, rc);   /* a.flag: still its name */
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
@@ -255,6 +288,9 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
+        else if (strncmp(a.flag, "--moe-", 6) == 0 && planned != NULL && planned->plan->experts == NULL)
+            return ptdp_usage_error("plan", "%s: --model %s has no mixture of experts (ptdp plan --help lists "
+                                    "each model's flags)", a.flag, planned->name);
         else if (strncmp(a.flag, "--moe-", 6) == 0)   /* the model's own mixture flags are read above */
             return ptdp_usage_error("plan", "%s: the planner does not take it (ptdp plan --help lists the "
                                     "mixture of experts' flags it prices)", a.flag);
@@ -363,16 +399,15 @@ static int validate(plan_options *o)
     char names[256];
     profile_names(names, sizeof names);
     /* the models the planner prices: their caps say so */
-    const ptdp_model_ops *p = ptdp_model_first_with(plannable), *ops = ptdp_model_lookup(o->model_name);
-    const char *pt = p && p->caps.title ? p->caps.title : "?";
-    pt += strncmp(pt, "the ", 4) == 0 ? 4 : 0;   /* "the GPT" -> "GPTs" */
-    char planned[128];   /* the registry's plannable models, "gpt" or "a|b" */
+    const ptdp_model_ops *ops = ptdp_model_lookup(o->model_name);
+    char planned[128], titles[256];   /* the registry's plannable models, "gpt" or "a|b"; their titles */
     plannable_names(planned, sizeof planned);
+    plannable_titles(titles, sizeof titles);
     if (o->model_name == NULL)
-        return ptdp_usage_error("plan", "--model is required: the planner plans %ss (--model %s)", pt, planned);
+        return ptdp_usage_error("plan", "--model is required: the planner plans %s (--model %s)", titles, planned);
     if (!has_plan(ops))
-        return ptdp_usage_error("plan", "--model %s: the planner plans %ss only (--model %s); %s is "
-                                "trained with ptdp train", o->model_name, pt, planned,
+        return ptdp_usage_error("plan", "--model %s: the planner plans %s only (--model %s); %s is "
+                                "trained with ptdp train", o->model_name, titles, planned,
                                 ops && ops->caps.title ? ops->caps.title : "it");
     m->ops = ops;
     /* every model's sizes, its own (its planning table lists them), the batch and N */
@@ -391,6 +426,10 @@ static int validate(plan_options *o)
         return ptdp_usage_error("plan", "--profile is required: the cluster to plan for (one of %s)", names);
     if ((rq->profile = ptdp_profile_find(o->profile_name)) == NULL)
         return ptdp_usage_error("plan", "--profile %s: unknown (the profiles: %s)", o->profile_name, names);
+    const ptdp_model_cli *cli = ptdp_model_cli_of(m);
+    int rc;
+    if (cli->plan_finish != NULL && (rc = cli->plan_finish(m, o->given, o->ngiven)) != 0)
+        return rc;
     if (m->ffn == 0)
         m->ffn = 4 * m->hidden;
 #ifdef PTDP_DOUBLE

@@ -20,6 +20,9 @@ typedef struct {
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */
     const char *moe_flag;        /* a mixture's flag other than --moe-experts, if typed */
+    const char *given[32];       /* the model's flags typed (--ffn, its own) */
+    char given_names[32][64];    /* ... their names (given[i] points here)  */
+    int ngiven;
 } plan_options;
 
 /* The header (model, cluster, counts) and the best n layouts, one a row. */

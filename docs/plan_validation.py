@@ -23,7 +23,15 @@ Mixtral (num_floating_point_operations: 12 B s L h^2 (1 + g/a + s/h +
 k (F/h) 3/2 + V/(2 L h))) over the planner's step — the second is the one
 comparable with the published figure.
 
-    python3 docs/plan_validation.py build/cli/ptdp        # the markdown tables
+And Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, tables 3 and 4): 405B
+on H100s in the paper's three pretraining layouts, their TP, CP, PP (so DP)
+fixed and ZeRO-2 (FSDP without resharding after the forward), the planner
+choosing the rest within 80 GiB, its model TFLOP/s and MFU beside the
+published ones; what the differences cost, each a planner number; and 70B,
+for which nothing is published to compare with.
+
+    python3 docs/plan_validation.py build/cli/ptdp            # the markdown tables
+    python3 docs/plan_validation.py build/cli/ptdp --llama    # the Llama 3 tables only
 """
 import json
 import subprocess
@@ -197,9 +205,114 @@ def dualpipe_rows(ptdp):
                   f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
 
 
+# Llama 3 (Meta, "The Llama 3 Herd of Models", 2024): 405B's shape, table 3;
+# its three pretraining layouts, table 4 (GPUs, TP, CP, PP, DP, seq-len,
+# batch a DP rank, tokens a batch, TFLOP/s a GPU, BF16 MFU %).  And 70B's
+# shape (the paper gives no layout or throughput for it).
+LLAMA_405B = dict(layers=126, hidden=16384, ffn=53248, heads=128, kv=8, vocab=128256)
+LLAMA_70B = dict(layers=80, hidden=8192, ffn=28672, heads=64, kv=8, vocab=128256)
+LLAMA_405B_RUNS = [
+    (8192, 8, 1, 16, 64, 8192, 32, "16M", 430, 43),
+    (16384, 8, 1, 16, 128, 8192, 16, "16M", 400, 41),
+    (16384, 8, 16, 16, 8, 131072, 16, "16M", 380, 38),
+]
+H100_BF16_PEAK = 989e12   # dgx-h100's bf16 peak (src/core/clock.c), what MFU divides by
+
+
+def llama_cmd(ptdp, m, seq, batch, gpus, fixed):
+    return [ptdp, "plan", "--model", "llama", "--layers", str(m["layers"]), "--hidden", str(m["hidden"]),
+            "--ffn", str(m["ffn"]), "--heads", str(m["heads"]), "--kv-heads", str(m["kv"]), "--seq-len", str(seq),
+            "--vocab", str(m["vocab"]), "--batch", str(batch), "--gpus", str(gpus), "--profile", "dgx-h100",
+            "--precision", "bf16"] + fixed + ["--top", "1", "--json"]
+
+
+def llama_plan(ptdp, m, seq, batch, gpus, fixed):
+    cmd = llama_cmd(ptdp, m, seq, batch, gpus, fixed)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, out.stderr.strip()
+    return json.loads(out.stdout)["candidates"][0], ""
+
+
+def llama_layout(c):
+    return (f"dp {c['dp']} tp {c['tp']} pp {c['pp']} cp {c['cp']}, b {c['micro_batch_size']}, {c['schedule']}, "
+            f"ZeRO-{c['zero']}, {c['recompute']} recompute, sp {'on' if c['sp'] else 'off'}, "
+            f"overlap {'on' if c['overlap'] else 'off'}")
+
+
+def llama_rows(ptdp):
+    """Llama 3 405B's three published layouts, fixed (tp, cp, pp, and so dp;
+    ZeRO-2 as FSDP without resharding after the forward), the planner
+    choosing the rest within 80 GiB; then what the differences cost, each
+    a planner number: selective recomputation in place of full (what
+    FlashAttention without activation checkpointing computes), with no
+    memory limit, and that step's busy time without the pipeline's bubble
+    (the limit an interleaved schedule approaches)."""
+    print("| 405B run | GPUs | published layout | seq-len | batch | published TFLOP/s a GPU (BF16 MFU) | ptdp plan "
+          "(layout it chose) | predicted TFLOP/s a GPU (model; hardware) | predicted MFU | ratio | step s "
+          "(predicted; published) | memory a GPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    whatif = []
+    for i, (gpus, tp, cp, pp, dp, seq, per_dp, tokens, tflops, mfu) in enumerate(LLAMA_405B_RUNS):
+        batch = dp * per_dp
+        fixed = ["--tp", str(tp), "--cp", str(cp), "--pp", str(pp), "--zero", "2"]
+        pub = f"TP {tp} CP {cp} PP {pp} DP {dp}"
+        c, err = llama_plan(ptdp, LLAMA_405B, seq, batch, gpus, fixed)
+        if c is None:
+            print(f"| {i + 1} | {gpus} | {pub} | {seq} | {batch} | {tflops} ({mfu}%) | failed: {err} | | | | | |")
+            continue
+        model = c["model_tflops_per_gpu"]
+        pub_step = c["time"]["model_flops"] / (tflops * 1e12 * gpus)
+        print(f"| {i + 1} | {gpus} | {pub} | {seq} | {batch} ({tokens} tokens) | {tflops} ({mfu}%) | {llama_layout(c)} "
+              f"| {model:.0f}; {c['hardware_tflops_per_gpu']:.0f} | {100 * model * 1e12 / H100_BF16_PEAK:.0f}% "
+              f"| {model / tflops:.2f} | {c['step_s']:.1f}; {pub_step:.1f} | {c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
+        s, err = llama_plan(ptdp, LLAMA_405B, seq, batch, gpus, fixed + [
+            "--micro-batch-size", str(c["micro_batch_size"]), "--sp", "on" if c["sp"] else "off",
+            "--schedule", c["schedule"], "--recompute", "selective", "--device-mem", "100000G"])
+        whatif.append((i + 1, c, s, tflops))
+    print()
+    print("| 405B run | predicted (full recompute, fits): bubble; TP and CP of a micro-batch's F + B | selective "
+          "recompute instead (memory a GPU it needs) | and no bubble (its busy time; its bubble) | published |")
+    print("|---|---|---|---|---|")
+    for run, c, s, tflops in whatif:
+        t = c["time"]
+        comm = (t["tp_comm_s"] + t["cp_comm_s"]) / (t["forward_s"] + t["backward_s"])
+        head = f"{c['model_tflops_per_gpu']:.0f}: {t['bubble']:.2f}; {100 * comm:.0f}%"
+        if s is None:
+            print(f"| {run} | {head} | failed | | {tflops} |")
+            continue
+        sel, b = s["model_tflops_per_gpu"], s["time"]["bubble"]
+        print(f"| {run} | {head} | {sel:.0f} ({s['memory_per_gpu_bytes'] / 2**30:.0f} GiB) "
+              f"| {sel / (1 - b):.0f} ({b:.2f}) | {tflops} |")
+
+
+def llama_70b_rows(ptdp):
+    """Llama 3 70B at 8K on 1024 H100s, 16M tokens a batch: the planner's
+    free choice, and a layout like the 405B's (TP 8 in a node, ZeRO-2).
+    No published throughput to set beside them."""
+    print("| 70B layout asked | ptdp plan (layout it chose) | predicted TFLOP/s a GPU (model; hardware) | "
+          "predicted MFU | step s | memory a GPU |")
+    print("|---|---|---|---|---|---|")
+    for what, fixed in (("free (1024 GPUs)", []), ("TP 8, CP 1, ZeRO-2", ["--tp", "8", "--cp", "1", "--zero", "2"])):
+        c, err = llama_plan(ptdp, LLAMA_70B, 8192, 2048, 1024, fixed)
+        if c is None:
+            print(f"| {what} | failed: {err} | | | | |")
+            continue
+        model = c["model_tflops_per_gpu"]
+        print(f"| {what} | {llama_layout(c)} | {model:.0f}; {c['hardware_tflops_per_gpu']:.0f} | "
+              f"{100 * model * 1e12 / H100_BF16_PEAK:.0f}% | {c['step_s']:.1f} | "
+              f"{c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
+
+
 if __name__ == "__main__":
-    main()
+    ptdp_path = sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp"
+    if "--llama" not in sys.argv[2:]:
+        main()
+        print()
+        moe_rows(ptdp_path)
+        print()
+        dualpipe_rows(ptdp_path)
+        print()
+    llama_rows(ptdp_path)
     print()
-    moe_rows(sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp")
-    print()
-    dualpipe_rows(sys.argv[1] if len(sys.argv) > 1 else "build/cli/ptdp")
+    llama_70b_rows(ptdp_path)

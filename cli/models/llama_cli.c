@@ -24,6 +24,7 @@
 #include "../model_flags.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "ptdp/error.h"
 #include "ptdp/json.h"
@@ -179,6 +180,96 @@ static void llama_samples(const ptdp_model_config *m, bool *tokens, int *x_cols,
     *y_cols = ptdp_llama(m)->seq_len;
 }
 
+/* ------------------------------------------------------- `ptdp plan` */
+
+/* The planner's largest values: a cluster's llama, never run here. */
+static const ptdp_model_flag llama_plan_flags[] = {
+    { "--heads", PTDP_LLAMA_OWN(heads), 1, { 1 << 20, 1 << 20 }, false },
+    { "--kv-heads", PTDP_LLAMA_OWN(kv_heads), 1, { 1 << 20, 1 << 20 }, false },
+    { "--seq-len", PTDP_LLAMA_OWN(seq_len), 2, { 1 << 24, 1 << 24 }, false },
+    { "--vocab", PTDP_LLAMA_OWN(vocab), 1, { 1 << 26, 1 << 26 }, false },
+    { "--ffn-multiple", PTDP_LLAMA_OWN(ffn_multiple), 1, { 1 << 20, 1 << 20 }, false },
+    { "--norm-eps", PTDP_LLAMA_OWN(norm_eps), -1, { 1, 1 }, .real = true },
+    { "--rope-theta", PTDP_LLAMA_OWN(rope_theta), -1000000000, { 1000000000, 1000000000 }, .real = true },
+};
+
+static void llama_plan_help(FILE *out)
+{
+    fprintf(out,
+            "  --model llama       a Llama: --heads H --seq-len s --vocab V (required), --kv-heads K\n"
+            "                      (default H; divides it), --ffn F or Meta's rule from --hidden with\n"
+            "                      --ffn-multiple m (default %d); --norm-eps, --rope-theta as ptdp train's\n",
+            PTDP_LLAMA_FFN_MULTIPLE);
+}
+
+static bool typed(const char *const *given, int n, const char *flag)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0)
+            return true;
+    return false;
+}
+
+/* As `ptdp train`'s finish: --ffn or Meta's rule, not both; eps and theta
+ * above 0 (the shapes are the model's check's, plan_cmd.c). */
+static int llama_plan_finish(ptdp_model_config *m, const char *const *given, int n)
+{
+    ptdp_llama_settings *s = ptdp_llama(m);
+    if (!(s->norm_eps > 0))
+        return ptdp_usage_error("plan", "--norm-eps %g: must be above 0 (RMSNorm divides by sqrt(mean(x^2) + eps); "
+                                "Llama 3's is 1e-5)", s->norm_eps);
+    if (!(s->rope_theta > 0))
+        return ptdp_usage_error("plan", "--rope-theta %g: must be above 0 (the rotary base; Llama 3's is 500000)",
+                                s->rope_theta);
+    if (typed(given, n, "--ffn") && typed(given, n, "--ffn-multiple"))
+        return ptdp_usage_error("plan", "--ffn-multiple %d makes --ffn from --hidden (Meta's rule), and --ffn %d is "
+                                "given: leave one out", s->ffn_multiple, m->ffn);
+    if (!typed(given, n, "--ffn"))
+        m->ffn = ptdp_llama_meta_ffn(m->hidden, s->ffn_multiple);
+    return 0;
+}
+
+/* Mirrors llama_model.c's tensors: tok_embeddings and output V C each; a
+ * block's wq and wo C H d, wk and wv C K d, w1 w2 w3 C F, two norms C; the
+ * final norm C. */
+static double llama_plan_parameters(const ptdp_model_config *m)
+{
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    const double C = m->hidden, F = m->ffn, V = s->vocab, Kd = (double)ptdp_llama_kv_heads(m) * (C / s->heads);
+    return 2 * V * C + m->layers * (2 * C * C + 2 * C * Kd + 3 * C * F + 2 * C) + C;
+}
+
+static void llama_plan_header(FILE *f, const ptdp_model_config *m, const char *params, long long batch)
+{
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    fprintf(f, "llama of %s parameters (layers %d, hidden %d, heads %d, kv heads %d, ffn %d, seq-len %d, vocab %d), "
+            "batch %lld\n", params, m->layers, m->hidden, s->heads, ptdp_llama_kv_heads(m), m->ffn, s->seq_len,
+            s->vocab, batch);
+}
+
+static void llama_plan_train_flags(FILE *f, const ptdp_model_config *m)
+{
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    fprintf(f, " --model llama --layers %d --hidden %d --ffn %d --heads %d --kv-heads %d --seq-len %d --vocab %d",
+            m->layers, m->hidden, m->ffn, s->heads, ptdp_llama_kv_heads(m), s->seq_len, s->vocab);
+    if (s->norm_eps != PTDP_LLAMA_NORM_EPS)
+        fprintf(f, " --norm-eps %g", s->norm_eps);
+    if (s->rope_theta != PTDP_LLAMA_ROPE_THETA)
+        fprintf(f, " --rope-theta %g", s->rope_theta);
+}
+
+static void llama_plan_flops(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
+                             double tflops)
+{
+    const ptdp_llama_settings *s = ptdp_llama(m);
+    const double C = m->hidden, T = s->seq_len, Kd = (double)ptdp_llama_kv_heads(m) * (C / s->heads);
+    fprintf(f, "  model     3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V)   (wq wo, wk wv, w1 w2 w3, the\n"
+            "            attention's whole square, the head; the backward twice the forward)\n"
+            "            = 3 x %lld x %g x (%d x (%.4g + %.4g + %.4g + %.4g) + %.4g)\n"
+            "            = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", batch, T, m->layers,
+            4 * C * C, 4 * C * Kd, 6 * C * m->ffn, 4 * T * C, 2 * C * s->vocab, model_flops, tflops);
+}
+
 const ptdp_model_cli ptdp_llama_cli = {
     .ops = &ptdp_llama_ops,
     .flags = llama_flags,
@@ -194,4 +285,12 @@ const ptdp_model_cli ptdp_llama_cli = {
     .report_stats = llama_report_stats,
     .print_stats = llama_print_stats,
     .samples = llama_samples,
+    .plan_flags = llama_plan_flags,
+    .nplan_flags = (int)(sizeof llama_plan_flags / sizeof llama_plan_flags[0]),
+    .plan_help = llama_plan_help,
+    .plan_parameters = llama_plan_parameters,
+    .plan_header = llama_plan_header,
+    .plan_train_flags = llama_plan_train_flags,
+    .plan_flops = llama_plan_flops,
+    .plan_finish = llama_plan_finish,
 };

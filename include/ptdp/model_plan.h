@@ -10,6 +10,9 @@
  *   ptdp_model_plan  ──►  dims      b, T, R, C, … of a micro-batch on a device
  *   (the model's,         flops     embeddings, a block, the head: F, B, W
  *    e.g. gpt_plan.c)     kept      a block's activations (recompute, bf16)
+ *                         params    its tensors by unit, where they are summed
+ *                         tp_block  a block's TP collectives
+ *                         acts      what a micro-batch holds beyond its blocks
  *                         tp_ok     the TP degrees its shapes divide by
  *                         …
  *        │
@@ -18,8 +21,9 @@
  *   schedule, ZeRO and DP — the same for every model they price
  *
  * The planner's formulas are those of a stack of identical blocks between
- * an embedding and a head, with an attention width, an MLP width and a
- * vocabulary each split over TP: a model of that shape fills this table in
+ * an embedding and a head, with an attention width (and a K, V width), an
+ * MLP width and a vocabulary each split over TP, the head tied to the
+ * embedding or not: a model of that shape fills this table in
  * (ptdp_model_ops.plan, model.h) and is planned; a model without it is
  * refused by `ptdp plan` with the list of the models that can be planned.
  */
@@ -32,6 +36,9 @@
 #include "clock.h"
 #include "model.h"
 
+/* The most column-parallel layers of a block the planner regathers for. */
+#define PTDP_PLAN_REGATHERS_MAX 8
+
 /* One micro-batch of b samples on a device of a tp x cp group (sp:
  * sequence parallelism), in elements: the planner's symbols. */
 typedef struct {
@@ -43,6 +50,9 @@ typedef struct {
     double Cl, Fl;     /* this rank's attention and MLP widths               */
     double hl;         /* this rank's attention heads                        */
     double Vl;         /* this rank's vocabulary rows (padded)               */
+    double KVl;        /* this rank's width of K (and of V): what CP's ring
+                          passes, R KVl values each (Cl when every head has
+                          its own K and V; grouped queries: their kv heads')  */
 } ptdp_plan_dims;
 
 /* One micro-batch's work on one device, in flops as the model charges the
@@ -54,12 +64,80 @@ typedef struct {
     double block_fwd, block_bwd, block_w;
     double head_fwd, head_bwd, head_w;
     double lnf_bwd;    /* the final normalisation's backward, after the head's */
-    /* Under SP, the input-gradient products a block's two column-parallel
-     * layers (and the head) compute while the LayerNorm shard they need
-     * for dW is gathered again (under --overlap, on the communication
-     * stream); 0 without SP. */
-    double sp_dx_block[2], sp_dx_head;
+    /* Under SP, the input-gradient products a block's column-parallel
+     * layers (ptdp_plan_tp_block.regathers of them, in the backward's
+     * order) and the head compute while the input they need for dW is
+     * gathered again (under --overlap, on the communication stream); 0
+     * without SP. */
+    double sp_dx_block[PTDP_PLAN_REGATHERS_MAX], sp_dx_head;
 } ptdp_plan_flops;
+
+/* A block's TP collectives, each of one block activation (R C values):
+ * without SP the all-reduces of its f and g operators, forward and
+ * backward; under SP (sp.h) the all-gathers and reduce-scatters that take
+ * their place each way, and of the backward's all-gathers those that
+ * gather a column-parallel layer's input again for its dW (`regathers`,
+ * each under its dX product, ptdp_plan_flops.sp_dx_block). */
+typedef struct {
+    int all_reduce_f, all_reduce_b;
+    int gather_f, scatter_f;
+    int gather_b, scatter_b, regathers;
+} ptdp_plan_tp_block;
+
+/* The tensors of one unit (the embeddings, a block, the head) on one TP
+ * rank, in elements, in the model's flat order (its lay_out: DP's buckets
+ * and ZeRO's shards meet them in this order). */
+enum { PTDP_PLAN_TENSORS_MAX = 16 };
+typedef struct {
+    int n;
+    double size[PTDP_PLAN_TENSORS_MAX];
+} ptdp_plan_tensors;
+
+/* A model's parameters on one TP rank, and where some of their gradients
+ * are summed beyond DP once a step (model.h's ptdp_grad_sum.also). */
+typedef struct {
+    ptdp_plan_tensors embed, block, head;   /* head: its own tensors       */
+    /* The head multiplies by the embedding's matrix (tied): a stage that
+     * holds the head without the embeddings holds a copy of it (Vl C,
+     * first in the head's flat order), whose gradient is summed with
+     * stage 0's once a step (the embedding group). */
+    bool tied;
+    /* The most of a block that bf16 widens into float at once (mixed.h):
+     * its largest subunit, or the whole block when it has none. */
+    double block_subunit;
+    /* Under SP, the C-wide tensors (a norm's weight, its bias) whose
+     * gradient is also summed over TP: a block's, and the head's. */
+    int sp_sums_block, sp_sums_head;
+    /* A block's tensors (share_size elements each) held as one copy by a
+     * TP sub-group, their gradient summed over it (PTDP_GROUP_TP_SHARE:
+     * ptdp_model_ops.tp_share ranks); 0 when the layout has none. */
+    int share_block;
+    double share_size;
+} ptdp_plan_params;
+
+/* What a micro-batch of b samples holds on a tp x cp device beyond what its
+ * blocks keep (block_kept_bytes), in bytes as the model allocates them in
+ * float — the moments plan_memory.c weighs. */
+typedef struct {
+    double input;        /* a stage's received activation, kept to its
+                            backward (0: its first block's input holds it) */
+    double tail;         /* the last stage, kept from its forward to its
+                            backward: the head's input, the logits, the
+                            norm's and the loss's statistics               */
+    double tail_bf16;    /* the same packed as bf16 (a model that packs)    */
+    double block_redone; /* full recomputation: one block rebuilt in its
+                            backward, beyond the input it kept             */
+    double tail_redone;  /* ... and the tail (the last stage, first)       */
+    double scratch;      /* one backward's scratch                         */
+    double bwd_transient;/* the largest transient of a backward on top      */
+    double fwd_block;    /* the largest transient of a block's forward on
+                            top of what it keeps                           */
+    double fwd_embed;    /* ... of the embeddings' forward                  */
+    double fwd_head;     /* ... of the head's and the loss's                */
+    /* What one deferred W keeps (wgrad.h: both operands of every dW
+     * product), in elements: a block's, the embeddings', the head's. */
+    double wgrad_block, wgrad_embed, wgrad_head;
+} ptdp_plan_acts;
 
 /* A block whose MLP is a mixture of experts (a model that has them says
  * which, model_plan.moe): one micro-batch of b samples on a device of a
@@ -120,6 +198,18 @@ typedef struct ptdp_model_plan {
      * statistics 4). */
     double (*block_kept_bytes)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective,
                                bool bf16);
+    /* Its parameters on one rank of tp (sp: sequence parallelism). */
+    void (*params)(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params *out);
+    /* A block's TP collectives. */
+    ptdp_plan_tp_block tp_block;
+    /* What a micro-batch holds beyond its blocks' kept (selective, full:
+     * the recomputation). */
+    void (*acts)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+                 ptdp_plan_acts *out);
+    /* Under bf16 its activations are packed into bf16 a block at a time
+     * (act_bf16.h, block_kept_bytes), with one block's float copy on top;
+     * false: kept in float, rounded to bf16 where made. */
+    bool packs_bf16;
     /* Bytes of its data held on the first and the last stage (built-in
      * data made from `seed`). */
     double (*data_bytes)(const ptdp_model_config *c, uint64_t seed);

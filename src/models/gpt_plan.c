@@ -28,6 +28,7 @@
 #include "gpt_cost.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/ops.h"
+#include "parallel/price_impl.h"
 
 static ptdp_model_config plan_defaults(void)
 {
@@ -68,6 +69,7 @@ static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptd
     d->Fl = (double)(c->ffn / tp);
     d->hl = (double)(g->heads / tp);
     d->Vl = (double)(padded_vocab(c, tp) / tp);
+    d->KVl = d->Cl;   /* every head its own K and V */
 }
 
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
@@ -86,7 +88,8 @@ static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int 
     o->head_bwd = ptdp_gpt_cost_head_backward(p, &s);
     o->head_w = ptdp_gpt_cost_dw_head(p, &s);
     o->lnf_bwd = ptdp_gpt_cost_lnf_backward(p, &s);
-    o->sp_dx_block[0] = o->sp_dx_block[1] = o->sp_dx_head = 0;
+    memset(o->sp_dx_block, 0, sizeof o->sp_dx_block);
+    o->sp_dx_head = 0;
     if (sp && tp > 1) {
         o->sp_dx_block[0] = ptdp_gpt_cost_dx_fc(p, &s);
         o->sp_dx_block[1] = ptdp_gpt_cost_dx_qkv(p, &s);
@@ -101,6 +104,77 @@ static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool
     if (selective)
         return ptdp_gpt_block_act_elements_selective(c, b, tp, sp);
     return ptdp_gpt_block_act_elements(c, b, tp, sp);
+}
+
+/* ------------------------------------------- parameters and activations */
+
+/* The tensors on one TP rank in lay_out's order (gpt_model.c): wpe, wte;
+ * a block's ln_2, c_fc, c_proj (MLP), their biases, ln_1, the attention's
+ * c_proj and c_attn with theirs; LN_f's weight and bias — the head is the
+ * embedding's matrix (tied).  bf16 widens a block a linear layer at a
+ * time, with its bias or the LayerNorm before it (its subunits). */
+static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params *o)
+{
+    ptdp_plan_dims d;
+    dims(c, 1, tp, sp, 1, &d);
+    const double C = d.C, Cl = d.Cl, Fl = d.Fl, T = d.T, wte = d.Vl * d.C;
+    memset(o, 0, sizeof *o);
+    o->embed = (ptdp_plan_tensors){ 2, { T * C, wte } };
+    o->block = (ptdp_plan_tensors){ 12, { C, C * Fl, Fl * C, Fl, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C } };
+    o->head = (ptdp_plan_tensors){ 2, { C, C } };
+    o->tied = true;
+    o->block_subunit = fmax(fmax(Fl * C + Fl + 2 * C, 3 * Cl * C + 3 * Cl + 2 * C), fmax(C * Fl + C, C * Cl + C));
+    o->sp_sums_block = 4;   /* ln_1's and ln_2's weights and biases */
+    o->sp_sums_head = 2;    /* LN_f's */
+}
+
+/* What a micro-batch holds beyond its blocks (gpt.c, gpt_ops.c), bytes:
+ *
+ *   input        acts.input, the received x                Rl C
+ *   tail         LN_f's output R C, the logits R Vl, LN_f's statistics
+ *                2 Rl (float); the softmax's max and sum, a double a row
+ *   scratch      grad.h, grad.tmp Rl C each; grad.ln R C; grad.ff R Fl;
+ *                grad.attn_y R Cl; grad.qkv 3 R Cl; grad.attn 2 T^2;
+ *                SP: grad.ln_local Rl C, grad.gathered R C
+ *   transients   selective recomputation's probabilities b hl T^2; SP's
+ *                buffers (tp_price.c); CP's ring's (cp_price.c); the
+ *                loss's picked logits, a double a row
+ *   deferred W   per block the output gradient and the input of c_proj
+ *                (R (C + Fl)), c_fc (R (Fl + C)), attn c_proj (R (C + Cl)),
+ *                c_attn (R (3Cl + C)); the embedding's token ids and
+ *                gradient; the head's dz and LN_f output */
+static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+                 ptdp_plan_acts *o)
+{
+    (void)full;
+    ptdp_plan_dims s;
+    dims(c, b, tp, sp, cp, &s);
+    const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
+    const ptdp_sp_buffers spb = ptdp_sp_price_buffers(sp, s.R, s.Rl, s.C);
+    const double ring_f = ptdp_cp_price_buffers(s.R, s.KVl, s.b, s.hl, s.Tq, false);
+    const double ring_b = ptdp_cp_price_buffers(s.R, s.KVl, s.b, s.hl, s.Tq, true);
+    memset(o, 0, sizeof *o);
+    o->input = r * s.Rl * s.C;
+    o->tail = r * (s.R * s.C + s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
+    o->tail_bf16 = h * s.R * s.C + r * (s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
+    o->block_redone = r * (block_kept(c, b, tp, cp, sp, false) + s.Rl * s.C);
+    o->tail_redone = r * (s.Rl * s.C + s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
+    double e = 2 * s.Rl * s.C + s.R * s.C + s.R * s.Fl + 4 * s.R * s.Cl + 2 * s.T * s.T;
+    if (sp)
+        e += s.Rl * s.C + s.R * s.C;     /* grad.ln_local, grad.gathered */
+    o->scratch = r * e;
+    double t = selective && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
+    if (sp && spb.bwd > t)
+        t = spb.bwd;
+    if (cp > 1 && ring_b > t)
+        t = ring_b;
+    o->bwd_transient = r * t;
+    o->fwd_block = r * (cp > 1 && ring_f > spb.block_fwd ? ring_f : spb.block_fwd);
+    o->fwd_embed = r * spb.embed_fwd;
+    o->fwd_head = 8 * s.R;   /* acts.picked */
+    o->wgrad_block = s.R * (4 * s.C + 2 * s.Fl + 4 * s.Cl);
+    o->wgrad_embed = s.R * s.C + 8 * s.R / r;
+    o->wgrad_head = s.R * (s.Vl + s.C);
 }
 
 /* The built-in corpus's bytes for a seed, made once a seed (the planner
@@ -247,6 +321,11 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .flops = flops,
     .block_kept = block_kept,
     .block_kept_bytes = ptdp_gpt_block_act_bytes,
+    .params = params,
+    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,
+                  .regathers = 2 },   /* attention's and the MLP's f and g; ln_1's and ln_2's shards again */
+    .acts = acts,
+    .packs_bf16 = true,
     .data_bytes = data_bytes,
     .step_flops = step_flops,
     .experts = experts,

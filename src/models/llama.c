@@ -105,7 +105,7 @@ static int embed_forward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_tensor x
 
 /* Stage 0: g's backward is the identity (under SP: the gather of dh along
  * the sequence); each rank adds dh into the rows it holds (a weight
- * gradient: W's under a split backward). */
+ * gradient: W's under a split backward), R C adds on the clock. */
 static int embed_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_llama_scratch *s, ptdp_tensor dh)
 {
     ptdp_model *m = k->m;
@@ -118,6 +118,11 @@ static int embed_backward(ptdp_llama_pass *k, ptdp_llama_saved *sv, ptdp_llama_s
     if (rc == 0 && (rc = k->rc) == 0)
         rc = ptdp_wgrad_embedding(k->dev, k->wg, l->tok_embeddings->g, (int64_t)m->mesh->tp_rank * l->vocab_local,
                                   sv->tokens, dh, (double)ptdp_tensor_numel(dh), k->wwhat);
+    if (rc == 0 && k->wg == NULL) {   /* the scatter-add's R C adds, now (W charges them when deferred) */
+        k->pending += (double)ptdp_tensor_numel(dh);
+        ptdp_llama_charge(k);
+        rc = k->rc;
+    }
     if (rc == 0)
         rc = ptdp_model_unit(k->dev, m, l->tok_embeddings, PTDP_UNIT_BACKWARD_END);
     return rc;

@@ -140,7 +140,23 @@ static ptdp_linear_pass linear_pass(ptdp_llama_pass *k)
     };
 }
 
-/* y = x W^T: the GEMM's 2 R in out flops and the work pending before it,
+/* A product of m x k by k x n, as the clock charges it: 2 m n k at the
+ * profile's GEMM efficiency for that shape (clock.h; exactly 2 m n k on a
+ * profile without a curve), as every model's products are priced. */
+static double gemm(const ptdp_llama_pass *k, double m, double n, double kk)
+{
+    return ptdp_gemm_cost_flops(k->dev->profile, m, n, kk);
+}
+
+/* The rows a layer's product runs on: a column-parallel layer under SP
+ * multiplies the input gathered along the sequence (R rows), not the
+ * rank's Rl positions it was given. */
+static int product_rows(const ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor x)
+{
+    return split == PTDP_SPLIT_COLUMN && k->m->mesh->sp ? k->R : x.rows;
+}
+
+/* y = x W^T: the GEMM (R x in by in x out) and the work pending before it,
  * charged before the layer's join (g for a row-parallel one). */
 void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor y, ptdp_tensor x,
                        const ptdp_param *w)
@@ -148,21 +164,23 @@ void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor 
     if (k->rc != 0)
         return;
     ptdp_linear_pass c = linear_pass(k);
-    const ptdp_linear_charge price = { .flops = k->pending + ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols) };
+    const ptdp_linear_charge price = { .flops = k->pending + gemm(k, product_rows(k, split, x), w->w.rows, w->w.cols) };
     k->pending = 0;
     k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = split, .w = w }, y, x, &price);
 }
 
-/* dx = dy W (or +=), dW += dy^T x (now, or W's): 2 R in out flops each. */
+/* dx = dy W (or +=): R x out by out x in; dW += dy^T x: out x R by R x in
+ * (now, or W's). */
 void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor *dx, ptdp_tensor dy,
                                 ptdp_tensor x, const ptdp_param *w, bool accumulate_dx)
 {
     if (k->rc != 0)
         return;
     ptdp_linear_pass c = linear_pass(k);
-    const double gemm = ptdp_matmul_flops(x.rows, w->w.rows, w->w.cols);
-    const ptdp_linear_layer l = { .split = split, .w = w, .accumulate_dx = accumulate_dx, .w_flops = gemm };
-    const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? gemm : 0) + (k->wg == NULL ? gemm : 0) };
+    const double R = x.rows, out = w->w.rows, in = w->w.cols;
+    const double dxf = gemm(k, R, in, out), dwf = gemm(k, out, in, R);
+    const ptdp_linear_layer l = { .split = split, .w = w, .accumulate_dx = accumulate_dx, .w_flops = dwf };
+    const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? dxf : 0) + (k->wg == NULL ? dwf : 0) };
     k->pending = 0;
     k->rc = ptdp_parallel_linear_backward(&c, &l, dx, dy, x, &price);
 }
@@ -180,9 +198,10 @@ void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, cons
         ptdp_linear_pass c = linear_pass(k);
         c.sp_full = s->xfull;
         c.sp_local = s->dlocal;
-        const double gemm = ptdp_matmul_flops(s->xfull.rows, w[i]->w.rows, w[i]->w.cols);
-        const ptdp_linear_layer l = { .split = PTDP_SPLIT_COLUMN, .w = w[i], .w_flops = gemm };
-        const ptdp_linear_charge price = { .before = k->pending, .dx = gemm, .dw = k->wg == NULL ? gemm : 0 };
+        const double R = s->xfull.rows, out = w[i]->w.rows, in = w[i]->w.cols;
+        const double dxf = gemm(k, R, in, out), dwf = gemm(k, out, in, R);
+        const ptdp_linear_layer l = { .split = PTDP_SPLIT_COLUMN, .w = w[i], .w_flops = dwf };
+        const ptdp_linear_charge price = { .before = k->pending, .dx = dxf, .dw = k->wg == NULL ? dwf : 0 };
         k->pending = 0;
         k->rc = ptdp_parallel_linear_backward(&c, &l, &s->dxfull, dy[i], x, &price);
         if (k->rc == 0 && i == 0)
@@ -230,20 +249,26 @@ static void rope(ptdp_llama_pass *k, ptdp_tensor qkv, bool backward)
 static bool ring(const ptdp_llama_pass *k);
 static bool ulysses(const ptdp_llama_pass *k);
 
-/* Causal attention of this rank's heads: 2 B Hl T T d flops for q k^T, as
- * many for P v (the whole square, as an unfused kernel computes it); under
- * the ring the score elements of its blocks not skipped (cp.h); under
- * Ulysses Hl/cp heads on whole sequences of Tg positions. */
-static double attention_flops(const ptdp_llama_pass *k)
+/* Causal attention of this rank's heads, as batched GEMMs on the profile's
+ * curve (each sequence and head: S = Q K^T, T x T by d; Y = P V, T x d by
+ * T — 4 T T d flops, the whole square as an unfused kernel computes it);
+ * under the ring its (chunk x chunk) blocks not skipped (cp.h's score
+ * count, each block c x c); under Ulysses Hl/cp heads on whole sequences
+ * of Tg positions.  The backward's four products (dP, dV, dQ, dK) cost
+ * twice the forward's two. */
+static double attention_flops(const ptdp_llama_pass *k, bool backward)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const ptdp_mesh *mesh = k->m->mesh;
-    if (ring(k))
-        return 4.0 * k->acts->rows * l->heads_local * l->hd *
-               ptdp_ring_attention_scores(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag);
-    if (ulysses(k))
-        return 4.0 * k->acts->rows * (l->heads_local / mesh->cp) * (double)k->Tg * k->Tg * l->hd;
-    return 4.0 * k->acts->rows * l->heads_local * (double)k->T * k->T * l->hd;
+    const int heads = ulysses(k) ? l->heads_local / mesh->cp : l->heads_local;
+    const double bh = (double)k->acts->rows * heads, d = l->hd;
+    double n = ulysses(k) ? k->Tg : k->T, blocks = 1;
+    if (ring(k)) {
+        n = ptdp_cp_layout_of(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag).len;
+        blocks = ptdp_ring_attention_scores(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag) / (n * n);
+    }
+    const double fwd = gemm(k, n, n, d) + gemm(k, n, d, n);
+    return bh * blocks * (backward ? fwd + gemm(k, n, d, n) + gemm(k, n, d, n) : fwd);
 }
 
 /* Under CP the ring over the CP group (cp.h), its K kv heads travelling,
@@ -309,7 +334,7 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
     if (ring(k)) {
         k->rc = ptdp_ring_attention_gqa_forward(k->dev, mesh->cp_comm, a->y, a->probs, a->qkv, k->Tg,
                                                 l->heads_local, l->kv_local, l->hd, mesh->cp_zigzag, NULL);
-        k->pending += attention_flops(k);
+        k->pending += attention_flops(k, false);
         ptdp_llama_round(k, a->y);
         return;
     }
@@ -320,7 +345,7 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
         ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
     if (k->rc != 0)
         return;
-    k->pending += attention_flops(k);
+    k->pending += attention_flops(k, false);
     if (k->m->recompute_core) {   /* selective: the probabilities are not kept */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
@@ -346,10 +371,10 @@ static void core_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_lla
         ptdp_attention_gqa_forward(y, probs, qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
         if (k->m->bf16)
             ptdp_act_round_reals(probs, n);
-        k->pending += attention_flops(k);
+        k->pending += attention_flops(k, false);
     }
     ptdp_attention_gqa_backward(dqkv, dy, qkv, probs, c.T, c.hq, c.hkv, l->hd, NULL, s->att);
-    k->pending += 2 * attention_flops(k);
+    k->pending += attention_flops(k, true);
     if (probs != a->probs)
         ptdp_free(k->dev, probs);
 }
@@ -363,7 +388,7 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
     if (ring(k)) {
         k->rc = ptdp_ring_attention_gqa_backward(k->dev, mesh->cp_comm, s->dqkv, s->dy, a->qkv, a->y, a->probs,
                                                  k->Tg, l->heads_local, l->kv_local, l->hd, mesh->cp_zigzag, NULL);
-        k->pending += 2 * attention_flops(k);
+        k->pending += attention_flops(k, true);
         return;
     }
     if (!ulysses(k)) {

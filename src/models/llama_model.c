@@ -48,6 +48,7 @@
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
 #include "ptdp/mesh.h"
+#include "ptdp/model_plan.h"
 #include "models/gpt_table.h"
 #include "models/llama_pass.h"
 #include "parallel/moe_impl.h"
@@ -446,10 +447,12 @@ static const ptdp_model_sampling llama_sampling = {
     .logits = llama_logits,
 };
 
+extern const ptdp_model_plan ptdp_llama_plan;   /* llama_plan.c */
+
 const ptdp_model_ops ptdp_llama_ops = {
     .name = "llama",
     .caps = { .title = "the llama model", .sequences = true, .attention = true, .sequence_parallel = true,
-              .context_parallel = true },
+              .context_parallel = true, .plannable = true },
     .positions = llama_positions,
     .heads = llama_heads,
     .check = llama_check,
@@ -470,4 +473,5 @@ const ptdp_model_ops ptdp_llama_ops = {
               PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
     .tp_share = llama_tp_share,
     .sampling = &llama_sampling,
+    .plan = &ptdp_llama_plan,
 };

@@ -79,12 +79,21 @@ typedef struct {
 
 /* S below is a block's activation on one device, R C reals in bytes. */
 
-/* One block's TP collectives (tp.c's f and g, in attention and the MLP):
- * 2 all-reduces of S each way; under SP (sp.c) each an all-gather and a
- * reduce-scatter of S, and in the backward ln_1's and ln_2's shards
- * gathered again for dW (ptdp_sp_price_regather, dx_s[] the seconds of
- * the two input-gradient products that can hide them). */
-ptdp_price_fb ptdp_tp_price_block(const ptdp_price_group *tp, double S, bool sp, bool overlap, const double dx_s[2]);
+/* One block's TP collectives, as its model counts them: without SP the
+ * all-reduces of its f and g operators each way (a GPT's: 2 and 2, in
+ * attention and the MLP); under SP (sp.c) the all-gathers and
+ * reduce-scatters each way, and of the backward's all-gathers the
+ * `regathers` that gather a column-parallel layer's input again for dW
+ * (a GPT's ln_1 and ln_2 shards). */
+typedef struct {
+    int all_reduce_f, all_reduce_b;
+    int gather_f, scatter_f;
+    int gather_b, scatter_b, regathers;
+} ptdp_tp_block_colls;
+/* Each of S; the regathers by ptdp_sp_price_regather, dx_s[i] the seconds
+ * of the input-gradient product that can hide regather i. */
+ptdp_price_fb ptdp_tp_price_block(const ptdp_price_group *tp, double S, bool sp, bool overlap,
+                                  const ptdp_tp_block_colls *n, const double *dx_s);
 /* The vocab-parallel embedding: its partial rows all-reduced forward (SP:
  * reduce-scattered; its backward all-gathers). */
 ptdp_price_fb ptdp_tp_price_embed(const ptdp_price_group *tp, double S, bool sp);

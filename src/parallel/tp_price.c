@@ -9,7 +9,8 @@
  *   all-reduce                      2(N-1)/N S
  *   all-gather, reduce-scatter      (N-1)/N S each: together an all-reduce
  *
- * and a block (Megatron's, tp.h) makes, forward and backward alike:
+ * and a block (Megatron's, tp.h) makes, forward and backward alike (a
+ * GPT's; a model counts its own, ptdp_tp_block_colls):
  *
  *            attention            MLP
  *   TP   ──f── … ──g──        ──f── … ──g──     2 all-reduces of S each way
@@ -32,18 +33,26 @@ double ptdp_sp_price_regather(const ptdp_price_group *tp, double S, bool overlap
     return g > dx_s ? g - dx_s : 0;
 }
 
-/* f = b = 2 all-reduces (TP), or 2 (all-gather + reduce-scatter) (SP)
- * with b + the two regathers. */
-ptdp_price_fb ptdp_tp_price_block(const ptdp_price_group *tp, double S, bool sp, bool overlap, const double dx_s[2])
+/* A block's collectives, counted by its model (GPT: f = b = 2
+ * all-reduces; under SP 2 all-gathers and 2 reduce-scatters each way, b
+ * with the two regathers): each of S, the regathers under their dX. */
+ptdp_price_fb ptdp_tp_price_block(const ptdp_price_group *tp, double S, bool sp, bool overlap,
+                                  const ptdp_tp_block_colls *n, const double *dx_s)
 {
     ptdp_price_fb t;
     if (sp) {
-        double one = ptdp_price_collective(tp, PTDP_COLL_ALL_GATHER, S) +
-                     ptdp_price_collective(tp, PTDP_COLL_REDUCE_SCATTER, S);
-        t.f = t.b = 2 * one;
-        t.b += ptdp_sp_price_regather(tp, S, overlap, dx_s[0]) + ptdp_sp_price_regather(tp, S, overlap, dx_s[1]);
+        const double g = ptdp_price_collective(tp, PTDP_COLL_ALL_GATHER, S);
+        const double r = ptdp_price_collective(tp, PTDP_COLL_REDUCE_SCATTER, S);
+        double again = 0;
+        for (int i = 0; i < n->regathers; i++)
+            again += ptdp_sp_price_regather(tp, S, overlap, dx_s[i]);
+        t.f = n->gather_f * g + n->scatter_f * r;
+        t.b = n->gather_b * g + n->scatter_b * r;
+        t.b += again;
     } else {
-        t.f = t.b = 2 * ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, S);
+        const double ar = ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, S);
+        t.f = n->all_reduce_f * ar;
+        t.b = n->all_reduce_b * ar;
     }
     return t;
 }

@@ -138,7 +138,12 @@ static double fmax2(double a, double b) { return a > b ? a : b; }
 /* ------------------------------------------------- shapes */
 
 typedef struct {
-    double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl;
+    double b, T, Tq, R, Rl, C, Cl, Fl, hl, Vl, KVl;
+    ptdp_plan_params par;     /* the model's parameters on a TP rank      */
+    double block_p, embed_p, head_p;   /* a unit's elements (the head's own) */
+    ptdp_plan_acts act;       /* what a micro-batch holds beyond its blocks */
+    bool packed;              /* bf16 activations packed a block at a time
+                                 (the model's packs_bf16, under bf16)      */
     int layers, tp, pp, v, cp;
     ptdp_pp_layout lay;       /* chunks round a ring, in a V, or two copies (DualPipe) */
     const ptdp_schedule_entry *row;   /* the schedule's registry row            */
@@ -150,6 +155,14 @@ typedef struct {
     int E;                    /* experts of the model's mixtures (0: dense)        */
     bool sp;
 } shape;
+
+static double unit_params(const ptdp_plan_tensors *t)
+{
+    double n = 0;
+    for (int j = 0; j < t->n; j++)
+        n += t->size[j];
+    return n;
+}
 
 static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
@@ -181,6 +194,15 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.Fl = d.Fl;
     s.hl = d.hl;
     s.Vl = d.Vl;
+    s.KVl = d.KVl;
+    const ptdp_model_plan *mp = ptdp_model_of(c)->plan;
+    mp->params(c, s.tp, s.sp, &s.par);
+    s.block_p = unit_params(&s.par.block);
+    s.embed_p = unit_params(&s.par.embed);
+    s.head_p = unit_params(&s.par.head);
+    mp->acts(c, l->micro_batch_size, s.tp, s.cp, s.sp, l->recompute == PTDP_RECOMPUTE_SELECTIVE,
+             l->recompute == PTDP_RECOMPUTE_FULL, &s.act);
+    s.packed = rq->bf16 && mp->packs_bf16;
     return s;
 }
 
@@ -252,20 +274,31 @@ static double add_mixtures(mixtures *mx, const chunk_moe *cm, double dense)
 /* One block's parameter elements on one TP rank (the model's lay_out). */
 static double block_params(const shape *s)
 {
-    return 4 * s->C * s->Cl + 2 * s->C * s->Fl + 6 * s->C + 3 * s->Cl + s->Fl;
+    return s->block_p;
 }
 
-/* Its largest subunit (gpt_model.c: a linear layer with its bias or the
- * LayerNorm before it), what bf16 widens at once: c_fc with ln_2, or
- * c_attn with ln_1, or either c_proj. */
+/* Its largest subunit, what bf16 widens at once (the model's: a GPT's
+ * linear layer with its bias or the LayerNorm before it; the block when
+ * it has none). */
 static double block_subunit(const shape *s)
 {
-    return fmax2(fmax2(s->Fl * s->C + s->Fl + 2 * s->C, 3 * s->Cl * s->C + 3 * s->Cl + 2 * s->C),
-                 fmax2(s->C * s->Fl + s->C, s->C * s->Cl + s->C));
+    return s->par.block_subunit;
 }
 
-static double embed_params(const shape *s)  { return s->T * s->C + s->Vl * s->C; }    /* wpe, wte */
-static double head_params(const shape *s, bool first) { return 2 * s->C + (first ? 0 : s->Vl * s->C); }
+static double embed_params(const shape *s)  { return s->embed_p; }
+/* The head's, and a tied head's copy of the embeddings' matrix on a stage
+ * without them. */
+static double head_params(const shape *s, bool first)
+{
+    return s->head_p + (s->par.tied && !first ? s->Vl * s->C : 0);
+}
+
+/* The embeddings held through the whole pass where a tied head reads them
+ * on the same stage (ZeRO-3 gathers them once, bf16 widens them once). */
+static double tied_embed(const shape *s, bool first, bool last)
+{
+    return s->par.tied && first && last ? embed_params(s) : 0;
+}
 
 /* ------------------------------------------------- activations */
 
@@ -293,47 +326,39 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
 {
     const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
     kept k = { .acts = moe_bytes };   /* the mixtures' rows beyond dense blocks' (model_plan.h) */
-    double input = first ? 8 * s->R : r * s->Rl * s->C;                 /* acts.tokens, acts.input */
+    double input = first ? 8 * s->R : s->act.input;                      /* acts.tokens, acts.input */
     double labels = last && s->cp > 1 ? 8 * s->R : 0;                    /* acts.labels (CP)       */
     /* full recomputation: the tokens (stage 0), each block's input and
      * the tail's (the last stage), bf16 under bf16; the received
      * activation is block 0's input, not kept twice */
     k.acts_recompute = (first ? input : 0) + labels +
-                       (rq->bf16 ? h : r) * s->Rl * s->C * (blocks + (last || blocks == 0 ? 1 : 0));
-    if (rq->bf16) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
+                       (s->packed ? h : r) * s->Rl * s->C * (blocks + (last || blocks == 0 ? 1 : 0));
+    if (s->packed) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
         k.acts += input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
                  h * s->Rl * s->C;                                                      /* x_out */
         if (last)
-            k.acts += h * s->R * s->C + r * (s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf; logits, stats float */
+            k.acts += s->act.tail_bf16;   /* the head's input packed; logits, statistics float */
     } else {
         k.acts += input + labels + r * (blocks * block_kept(rq, s, rc) + s->Rl * s->C);   /* + the first x */
         if (last)
-            k.acts += r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R;  /* lnf, logits, stats */
+            k.acts += s->act.tail;   /* the head's input, the logits, the statistics */
     }
     k.other = (first ? 8 * s->b * s->T : 0) + (last ? 8 * s->b * s->T : 0);     /* data.tokens, data.y */
     return k;
 }
 
 /* Full recomputation (float): what the backward rebuilds on top of what
- * is kept, one piece at a time — a block's activations and its output
- * (dropped at once), or on the last stage, first, the tail's: LN_f's
- * output (region rows), the logits, LN_f's and the softmax's statistics. */
-static double redone(const ptdp_plan_request *rq, const shape *s, bool last)
+ * is kept, one piece at a time — a block's activations (the model's
+ * block_redone), or on the last stage, first, the tail's. */
+static double redone(const shape *s, bool last)
 {
-    const double r = sizeof(ptdp_real);
-    const double block = r * (block_kept(rq, s, PTDP_RECOMPUTE_NONE) + s->Rl * s->C);
-    const double tail = last ? r * (s->Rl * s->C + s->R * s->Vl + 2 * s->Rl) + 2 * 8 * s->R : 0;
-    return fmax2(block, tail);
+    return fmax2(s->act.block_redone, last ? s->act.tail_redone : 0);
 }
 
 /* One backward's scratch (the model's backward_input), bytes. */
 static double backward_scratch(const shape *s)
 {
-    const double r = sizeof(ptdp_real);
-    double e = 2 * s->Rl * s->C + s->R * s->C + s->R * s->Fl + 4 * s->R * s->Cl + 2 * s->T * s->T;
-    if (s->sp)
-        e += s->Rl * s->C + s->R * s->C;     /* grad.ln_local, grad.gathered */
-    return r * e;
+    return s->act.scratch;
 }
 
 /* SP's buffers (tp_price.c) and CP's ring's (cp_price.c), elements. */
@@ -344,37 +369,28 @@ static ptdp_sp_buffers sp_buffers(const shape *s)
 
 static double ring_buffers(const shape *s, bool backward)
 {
-    return ptdp_cp_price_buffers(s->R, s->Cl, s->b, s->hl, s->Tq, backward);
+    return ptdp_cp_price_buffers(s->R, s->KVl, s->b, s->hl, s->Tq, backward);
 }
 
-/* The largest single transient inside a backward (bytes): selective
- * recomputation's probabilities, SP's gather/scatter buffer, CP's ring. */
+/* The largest single transient inside a backward (bytes; the model's):
+ * selective recomputation's probabilities, SP's gather/scatter buffer,
+ * CP's ring.  (rc is the layout's, the one the model was asked with.) */
 static double backward_transient(const shape *s, ptdp_recompute rc)
 {
-    const double r = sizeof(ptdp_real);
-    double t = 0;
-    if (rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1)
-        t = s->b * s->hl * s->T * s->T;
-    if (s->sp && sp_buffers(s).bwd > t)
-        t = sp_buffers(s).bwd;
-    if (s->cp > 1 && ring_buffers(s, true) > t)
-        t = ring_buffers(s, true);
-    return r * t;
+    (void)rc;
+    return s->act.bwd_transient;
 }
 
-/* The largest transient of a forward (bytes) on top of its own kept. */
+/* The largest transient of a forward (bytes) on top of its own kept: a
+ * block's, the embeddings' on the first stage, the head's on the last
+ * (the model's). */
 static double forward_transient(const shape *s, bool first, bool last)
 {
-    const double r = sizeof(ptdp_real);
-    const ptdp_sp_buffers sp = sp_buffers(s);
-    double t = sp.block_fwd;
-    if (first && sp.embed_fwd > t)
-        t = sp.embed_fwd;
-    if (s->cp > 1 && ring_buffers(s, false) > t)
-        t = ring_buffers(s, false);
-    t *= r;
-    if (last && 8 * s->R > t)
-        t = 8 * s->R;                                 /* acts.picked */
+    double t = s->act.fwd_block;
+    if (first && s->act.fwd_embed > t)
+        t = s->act.fwd_embed;
+    if (last && s->act.fwd_head > t)
+        t = s->act.fwd_head;
     return t;
 }
 
@@ -403,18 +419,16 @@ static int deferred(const shape *s, int m, int stage)
 }
 
 /* What one deferred W keeps (wgrad.c: a copy of each dW product's two
- * operands), bytes: per block the output gradient and the input of c_proj
- * (R (C + Fl)), c_fc (R (Fl + C)), attn c_proj (R (C + Cl)), c_attn
- * (R (3Cl + C)); the embedding's token ids and gradient; the head's dz
- * and LN_f output. */
+ * operands), bytes: the model's count a block, for the embeddings and for
+ * the head. */
 static double wgrad_kept(const shape *s, int blocks, bool first, bool last)
 {
     const double r = sizeof(ptdp_real);
-    double e = blocks * s->R * (4 * s->C + 2 * s->Fl + 4 * s->Cl);
+    double e = blocks * s->act.wgrad_block;
     if (first)
-        e += s->R * s->C + 8 * s->R / r;
+        e += s->act.wgrad_embed;
     if (last)
-        e += s->R * (s->Vl + s->C);
+        e += s->act.wgrad_head;
     return r * e;
 }
 
@@ -475,7 +489,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
     const double Pe = block_kept(rq, s, rc) - stats - lse;
     const double x = s->Rl * s->C, tail = x + (last ? s->R * s->C : 0);   /* x_out, lnf */
-    const double head = last ? r * (s->R * s->C + s->R * s->Vl + 2 * s->Rl) + 16 * s->R : 0;
+    const double head = last ? s->act.tail : 0;
     const double pp_bufs = (first ? 0 : r * x) + (last ? 0 : r * x);
 
     /* the transients inside a block's forward (allocated over its floats) */
@@ -540,7 +554,7 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
 {
     const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16);
     const bool first_here = stage == 0, last_here = stage == s->pp - 1;
-    const double emb = first_here && last_here ? embed_params(s) : 0;
+    const double emb = tied_embed(s, first_here, last_here);
     const bf16_moments mo = bf16_acts(rq, l, s, stage, n);
     const bool z3 = s->zero->shards_params, ahead = l->overlap && z3;
     /* A block is widened subunit by subunit (zero3.c): its largest subunit's
@@ -763,15 +777,16 @@ static void model_states(const ptdp_plan_request *rq, const shape *s, const held
  * gradient buffers, the largest op transient) or the forward that makes
  * the n-th (its send buffer, the largest forward transient).  first_here,
  * last_here: no activation received / sent; tail_here: the head and the
- * loss are here.  Into o->acts, and the backward's transient into o->comm. */
-static void float_acts(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, const held *h,
+ * loss are here.  Into o->acts, and the backward's transient into o->comm;
+ * true when the backward's moment is the peak. */
+static bool float_acts(const ptdp_plan_layout *l, const shape *s, const held *h,
                        bool first_here, bool last_here, bool tail_here, ptdp_plan_memory *o)
 {
     const double r = sizeof(ptdp_real);
     const mixtures *mx = &h->mx;
     /* a mixture's block redone keeps its rows too; its exchanges and
      * stacked rows are the largest transients of its passes */
-    const double recomputed = l->recompute == PTDP_RECOMPUTE_FULL ? redone(rq, s, tail_here) + fmax2(0, mx->block) : 0;
+    const double recomputed = l->recompute == PTDP_RECOMPUTE_FULL ? redone(s, tail_here) + fmax2(0, mx->block) : 0;
     const double pp_bufs = (first_here ? 0 : r * s->Rl * s->C) + (last_here ? 0 : r * s->Rl * s->C);
     const double backward = h->kept_bwd + recomputed + backward_scratch(s) + pp_bufs;
     const double backward_comm = fmax2(backward_transient(s, l->recompute), mx->bwd);
@@ -780,6 +795,68 @@ static void float_acts(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const bool in_backward = backward + backward_comm >= forward;
     o->acts = in_backward ? backward : forward;
     o->comm = in_backward ? backward_comm : 0;
+    return in_backward;
+}
+
+/* An untied head is a unit of its own, the first a backward meets on the
+ * stage that holds it, and the tail (the head's input, the logits) stays
+ * until that backward ends.  So the backward's peak is one of two moments,
+ * in elements of the units present (float copies, or ZeRO-3's gathered
+ * units) and of their float gradients:
+ *
+ *   the head's backward     the head, and under ZeRO-3 with --overlap the
+ *                           top block prefetched; the head's gradient
+ *   the top block's         the block, and the next one prefetched; its
+ *                           gradient, and the head's still being
+ *                           reduce-scattered; the tail freed
+ *
+ * whichever holds more (u the stage's largest unit, head the head's, tail
+ * its bytes).  Bytes into *params, *grads; *less the activations freed at
+ * that moment (the tail, or 0). */
+static void untied_head_units(double head, double u, double tail, bool prefetch, double *params, double *grads,
+                              double *less)
+{
+    const double r = sizeof(ptdp_real);
+    const double a_p = head + (prefetch ? u : 0), a_g = head;
+    const double b_p = u + (prefetch ? u : 0), b_g = u + (prefetch ? head : 0);
+    const bool first = r * (a_p + a_g) >= r * (b_p + b_g) - tail;
+    *params = r * (first ? a_p : b_p);
+    *grads = r * (first ? a_g : b_g);
+    *less = first ? 0 : tail;
+}
+
+/* The units present beside the activations of the moment float_acts found
+ * (backward: their gradients too), added to o.  ZeRO-3 in float: the unit
+ * computing, gathered (zero3.c; ptdp_zero3_price_units).  bf16 with float
+ * activations (a model that keeps them in float, rounded where made: not
+ * packs_bf16): a unit widened whole into a float copy at its BEGIN
+ * (mixed.h) and, in a backward, a float gradient beside it; under ZeRO-3
+ * gathered in bf16 first (under --overlap the next one too).  A tied
+ * embedding read through the pass is held as well; an untied head is met
+ * first (untied_head_units). */
+static void float_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, const held *h,
+                        bool tail_here, bool backward, ptdp_plan_memory *o)
+{
+    const double r = sizeof(ptdp_real), es = sizeof(ptdp_bf16), u = h->biggest_unit;
+    const double emb = tied_embed(s, h->has_first, h->has_last);
+    const bool z3 = s->zero->shards_params, bf16 = rq->bf16;
+    if (!z3 && !bf16)
+        return;
+    double p, g, less = 0;
+    const bool untied = !s->par.tied && tail_here && backward;
+    if (untied)
+        untied_head_units(head_params(s, h->has_first), u, s->act.tail, z3 && l->overlap && !bf16, &p, &g, &less);
+    else if (!bf16)
+        ptdp_zero3_price_units(u, emb, l->overlap, r, r, &p, &g);
+    else {
+        p = r * (u + emb);
+        g = backward ? r * (u + emb) : 0;
+    }
+    if (bf16 && z3)   /* the units gathered in bf16 (and the next) beside the float copy */
+        p += es * u * (l->overlap ? 2 : 1);
+    o->params += p;
+    o->grads += g;
+    o->acts -= less;
 }
 
 static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
@@ -805,19 +882,12 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
 
     model_states(rq, s, &h, o);
     const double params_rest = o->params;
-    /* ZeRO-3's units present while a pass runs (under bf16: bf16_units) */
-    if (row->shards_params && !bf16) {
-        double units_p, units_g;
-        ptdp_zero3_price_units(h.biggest_unit, h.has_first && h.has_last ? embed_params(s) : 0, l->overlap, r, es,
-                               &units_p, &units_g);
-        o->params += units_p;
-        o->grads += units_g;
-    }
     /* ZeRO-2's reduce bucket lives through each backward (zero2.grad_bucket) */
     const double bucket = row->grad_bucket ? numel * es : 0;
-    if (!bf16) {
-        float_acts(rq, l, s, &h, first_here, last_here, tail_here, o);
+    if (!s->packed) {   /* float activations; ZeRO-3's units (float_units, under bf16 too) */
+        const bool backward = float_acts(l, s, &h, first_here, last_here, tail_here, o);
         o->comm += bucket;
+        float_units(rq, l, s, &h, tail_here, backward, o);
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
         bf16_units(rq, l, s, stage, n, h.biggest_unit, h.mx.unit, h.blocks_here, o);
         o->comm = bucket + h.mx.bwd;   /* a mixture's backward transient, its rows float */

@@ -125,6 +125,7 @@ typedef struct {
     double numel;                  /* parameters (this TP rank's)         */
     double experts;                /* of them, a mixture's experts        */
     double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
+    bool tied_copy;                /* the head: the embeddings' matrix here too (tied) */
     double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
 } unit_cost;
 
@@ -146,6 +147,7 @@ typedef struct {
     const ptdp_zero_stage *zero;   /* the layout's ZeRO row (zero.h)       */
     ptdp_price_mesh mesh;
     ptdp_plan_dims shape;          /* a micro-batch on one device          */
+    ptdp_plan_params par;          /* the model's parameters on a TP rank  */
     ptdp_plan_flops fl, fl_split;  /* its work; B without dW (split)        */
     double peak, store;            /* flop/s; bytes of a stored parameter */
     double S;                      /* a block's activation, R C reals: bytes */
@@ -207,10 +209,13 @@ static int chunk_layers(int layers, int P, int g)
     return layers / P + (g < layers % P ? 1 : 0);
 }
 
-static double block_params(const ptdp_plan_dims *s)
+/* A unit's parameters: its tensors' elements, added up. */
+static double unit_params(const ptdp_plan_tensors *t)
 {
-    const double C = s->C, Cl = s->Cl, Fl = s->Fl;
-    return 4 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + Fl * C + Fl + C * Fl + C;
+    double n = 0;
+    for (int j = 0; j < t->n; j++)
+        n += t->size[j];
+    return n;
 }
 
 /* A mixture of experts' block (model_plan.h, uniform routing): the
@@ -252,11 +257,10 @@ static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, ptdp
     pc->ep_b += 2 * ep.a2a;
 }
 
-/* The embeddings' unit: wte's rows and wpe, the vocab-parallel
+/* The embeddings' unit: its tensors (the model's), the vocab-parallel
  * embedding's TP (or SP) collectives. */
 static void embed_unit(const ctx *x, unit_cost *u, chunk_cost *pc)
 {
-    const ptdp_plan_dims *s = &x->shape;
     const ptdp_plan_flops *f = &x->fl, *fb = x->split_bw ? &x->fl_split : &x->fl;
     const ptdp_price_fb tp = ptdp_tp_price_embed(&x->mesh.tp_group, x->S, x->sp);
     u->kind = UNIT_EMBED;
@@ -264,7 +268,7 @@ static void embed_unit(const ctx *x, unit_cost *u, chunk_cost *pc)
     u->bwd = secs(x, f->embed_bwd) + tp.b;
     u->bwd_in = secs(x, fb->embed_bwd) + tp.b;
     u->w = x->split_bw ? secs(x, f->embed_w) : 0;
-    u->numel = (double)s->Vl * s->C + (double)s->T * s->C;
+    u->numel = unit_params(&x->par.embed);
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
 }
@@ -278,15 +282,16 @@ static void block_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb
     u->bwd = secs(x, f->block_bwd) + tp.b + cp.b;
     u->bwd_in = secs(x, fb->block_bwd) + tp.b + cp.b;
     u->w = x->split_bw ? secs(x, f->block_w) : 0;
-    u->numel = block_params(&x->shape);
+    u->numel = unit_params(&x->par.block);
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
     pc->cp_f += cp.f;
     pc->cp_b += cp.b;
 }
 
-/* LN_f, the head (wte's rows again when the embeddings are elsewhere)
- * and the loss, with their TP (or SP) collectives. */
+/* The final norm, the head (a tied head: the embeddings' matrix again
+ * when they are elsewhere) and the loss, with their TP (or SP)
+ * collectives. */
 static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
 {
     const ptdp_plan_dims *s = &x->shape;
@@ -298,7 +303,8 @@ static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
     u->bwd = secs(x, f->head_bwd + f->lnf_bwd) + tp.b;
     u->bwd_in = secs(x, fb->head_bwd + fb->lnf_bwd) + tp.b;
     u->w = x->split_bw ? secs(x, f->head_w) : 0;
-    u->numel = 2.0 * s->C + (first ? 0 : (double)s->Vl * s->C);
+    u->tied_copy = x->par.tied && !first;
+    u->numel = unit_params(&x->par.head) + (u->tied_copy ? (double)s->Vl * s->C : 0);
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
 }
@@ -322,12 +328,17 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         embed_unit(x, &pc->u[k++], pc);
     /* a block's TP (or SP) collectives, SP's regathers under its two dX
      * products; CP's ring of K and V, cp devices tp world ranks apart */
-    const double dx[2] = { secs(x, x->fl.sp_dx_block[0]), secs(x, x->fl.sp_dx_block[1]) };
-    const ptdp_price_fb tp = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, x->l->overlap, dx);
-    const ptdp_price_fb cp = ptdp_cp_price_ring(x->rq->profile, x->mesh.cp, x->l->tp,
-                                                (double)x->shape.R * 2 * x->shape.Cl * REAL);
-    const int layer0 = g * (L / P) + (g < L % P ? g : L % P);
     const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
+    const ptdp_plan_tp_block *n_tp = &mp->tp_block;
+    const ptdp_tp_block_colls colls = { n_tp->all_reduce_f, n_tp->all_reduce_b, n_tp->gather_f, n_tp->scatter_f,
+                                        n_tp->gather_b, n_tp->scatter_b, n_tp->regathers };
+    double dx[PTDP_PLAN_REGATHERS_MAX];
+    for (int i = 0; i < PTDP_PLAN_REGATHERS_MAX; i++)
+        dx[i] = secs(x, x->fl.sp_dx_block[i]);
+    const ptdp_price_fb tp = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, x->l->overlap, &colls, dx);
+    const ptdp_price_fb cp = ptdp_cp_price_ring(x->rq->profile, x->mesh.cp, x->l->tp,
+                                                (double)x->shape.R * 2 * x->shape.KVl * REAL);
+    const int layer0 = g * (L / P) + (g < L % P ? g : L % P);
     const bool mixtures = mp->experts != NULL && mp->experts(&x->rq->model) > 0;
     for (int i = 0; i < n; i++) {
         ptdp_plan_moe probe;
@@ -633,27 +644,30 @@ static int play_m(const ptdp_schedule_entry *e, int p, int m, int v, const chunk
 
 /* Tensor j of a unit in the model's flat (lay_out) order: its elements
  * in *size, whether it is an expert's (summed over the expert-DP group)
- * in *experts; false past the last.  A mixture's block: each expert's
- * c_proj bias and weight, c_fc weight and bias (the last expert first),
- * then the router and the block's other tensors. */
+ * in *experts; false past the last.  The model's tensors (its params); a
+ * tied head's copy of the embeddings' matrix first; a mixture's block:
+ * each expert's c_proj bias and weight, c_fc weight and bias (the last
+ * expert first), then the router and the block's other tensors. */
 static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, bool *experts)
 {
     const ptdp_plan_dims *s = &x->shape;
-    const double C = s->C, Cl = s->Cl, Fl = s->Fl, wte = (double)s->Vl * s->C;
+    const double C = s->C, Cl = s->Cl;
     *experts = false;
     if (u->kind == UNIT_HEAD) {
-        const bool tied = u->numel > 2 * C;   /* wte's rows here too */
-        const double t[3] = { wte, C, C };
-        if (j >= 2 + tied)
+        if (u->tied_copy && j == 0) {
+            *size = (double)s->Vl * s->C;
+            return true;
+        }
+        j -= u->tied_copy;
+        if (j >= x->par.head.n)
             return false;
-        *size = t[j + !tied];
+        *size = x->par.head.size[j];
         return true;
     }
     if (u->kind == UNIT_EMBED) {
-        const double t[2] = { (double)s->T * C, wte };
-        if (j >= 2)
+        if (j >= x->par.embed.n)
             return false;
-        *size = t[j];
+        *size = x->par.embed.size[j];
         return true;
     }
     if (u->local > 0) {
@@ -670,10 +684,9 @@ static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, b
         *size = d[j - ne];
         return true;
     }
-    const double b[12] = { C, C * Fl, Fl * C, Fl, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
-    if (j >= 12)
+    if (j >= x->par.block.n)
         return false;
-    *size = b[j];
+    *size = x->par.block.size[j];
     return true;
 }
 
@@ -846,6 +859,7 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     x->sp = l->sp && l->tp > 1;
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
+    (*mp)->params(c, l->tp, x->sp, &x->par);
     x->S = (double)x->shape.R * x->shape.C * REAL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
@@ -893,6 +907,22 @@ static double dp_traffic(const ctx *x, const pipe_times *pt, int st, double z2_r
     return t;
 }
 
+/* The tensors a TP sub-group holds as one copy (a kv head shared by the
+ * query heads of tp / K ranks): each block's, all-reduced over the ranks
+ * sharing it (ptdp_model_sum_groups), under ZeRO first made whole over DP
+ * as SP's norms are. */
+static double share_sums(const ctx *x, double blocks)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(&x->rq->model);
+    const int share = ops->tp_share != NULL ? ops->tp_share(&x->rq->model, x->l->tp) : 1;
+    if (share < 2 || x->par.share_block == 0)
+        return 0;
+    const ptdp_price_group g = ptdp_price_group_of(x->rq->profile, share, 1);
+    const double n = blocks * x->par.share_block, bytes = x->par.share_size * REAL;
+    return n * ptdp_price_collective(&g, PTDP_COLL_ALL_REDUCE, bytes) +
+           (x->zero->shards_optim ? n * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, bytes) : 0);
+}
+
 /* What stage st does after its last backward, once a step: the row's
  * gradient traffic (dp_traffic), SP's LayerNorm sums, the tied
  * embedding's copies over DP under ZeRO, DualPipe's mirror sum.  Returns
@@ -908,24 +938,30 @@ static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_time
     double t = dp_traffic(x, pt, st, z2_rs, mine, z1_gather, traffic, exposed);
     const double wte = (double)x->shape.Vl * x->shape.C;
     const bool has_first = holds_end(x, st, false), has_last = holds_end(x, st, true);
-    /* SP's LayerNorm weights and biases (4 a block, 2 for LN_f): each
-     * all-reduced over TP (ptdp_model_sum_groups); under ZeRO they and the
-     * tied embedding are first made whole over DP (zero.c, sum_groups_whole) */
-    double nsp = 0;
-    for (int k = 0; x->sp && k < v; k++) {
+    /* SP's norms' weights (and biases) — the model's count a block and at
+     * the head: each all-reduced over TP (ptdp_model_sum_groups); under
+     * ZeRO they and a tied embedding are first made whole over DP (zero.c,
+     * sum_groups_whole) */
+    double nsp = 0, blocks = 0;
+    for (int k = 0; k < v; k++) {
         int g, n;
         within_copy(x, chunk_at(x, st, k), &g, &n);
-        nsp += 4.0 * chunk_layers(rq->model.layers, n, g) + (g == n - 1 ? 2 : 0);
+        blocks += chunk_layers(rq->model.layers, n, g);
+        if (x->sp)
+            nsp += (double)x->par.sp_sums_block * chunk_layers(rq->model.layers, n, g) +
+                   (g == n - 1 ? x->par.sp_sums_head : 0);
     }
     t += nsp * ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
     if (x->zero->shards_optim) {
         t += nsp * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->shape.C * REAL);
         /* each tied copy here (DualPipe's stage may hold both) */
-        const int tied = l->pp < 2 || ptdp_pp_layout_copies(&x->lay) == 2 ? 0   /* DualPipe's: in mirror_sum */
-                       : x->lay.shape == PTDP_CHUNKS_RING ? has_first || has_last : has_first + has_last;
+        const int tied = !x->par.tied || l->pp < 2 || ptdp_pp_layout_copies(&x->lay) == 2
+                             ? 0   /* DualPipe's: in mirror_sum */
+                         : x->lay.shape == PTDP_CHUNKS_RING ? has_first || has_last
+                                                            : has_first + has_last;
         t += tied * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
     }
-    return t + mirror_sum(x, pc, st);
+    return t + share_sums(x, blocks) + mirror_sum(x, pc, st);
 }
 
 /* The tied embedding (stage 0 and the last stage sum their copies), then
@@ -935,7 +971,7 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
 {
     const ptdp_plan_request *rq = x->rq;
     const ptdp_plan_layout *l = x->l;
-    if (l->pp > 1) {
+    if (l->pp > 1 && x->par.tied) {
         const int a = 0, b = stage_of(x, l->pp * x->v - 1);
         int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, a), ptdp_price_mesh_stage_rank(&x->mesh, b) };
         double tie = a == b ? 0

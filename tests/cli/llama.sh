@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # llama.sh — the llama on the command line: every bad value and every
 # layout it does not run under yet refused (exit 2, naming the flag) before
-# any work; a run passes --check against one device, and so does one with a
-# mixture of SwiGLU experts under ep x tp x dp (its loads in --log and
-# --report: sum(load) + dropped = k B T each step); its --save-init
+# any work (`ptdp plan --model llama`'s in tests/cli/plan.sh); a run passes
+# --check against one device, and so does one with a mixture of SwiGLU
+# experts under ep x tp x dp (its loads in --log and --report: sum(load) +
+# dropped = k B T each step); its --save-init
 # checkpoint, under Meta's names, gives in plain Python's replay of Meta's
 # forward (llama_reference.py) the step-1 loss ptdp reports (double
 # builds: to 1e-9); a GPT checkpoint does not load into it, nor its into
@@ -43,7 +44,6 @@ expect_usage "--moe-aux-loss"                              -- $l --moe-experts 4
 expect_usage "--moe-experts 4 with --sp"                   -- $l --moe-experts 4 --tp 2 --sp --vocab 64
 expect_usage "--ep 2 and --zero 3"                         -- $l --moe-experts 4 --dp 2 --ep 2 --zero 3
 expect_usage "--cp and --moe-capacity-factor"              -- $l --moe-experts 4 --cp 2 --moe-capacity-factor 1
-expect_usage "--model llama"                               -- plan --model llama --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100
 
 # tp 4 over 2 kv heads: each rank a copy of the one its query heads read
 if run_ok train --model llama --steps 2 --tp 4 --vocab 64 --dp 2 --zero 1 --check --save "$tmp/llama.st"; then

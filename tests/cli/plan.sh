@@ -13,6 +13,9 @@
 #     stdout; a model that fits nowhere exits 1 saying how far it came.
 #  5b. A mixture of experts: --json's ep (dividing dp x cp and E), no ZeRO-3
 #     or SP; --ep fixed; --explain's assumption and its run line; refusals.
+#  5c. A llama: its shape flags (--kv-heads, --ffn or --ffn-multiple), tp by
+#     its kv heads or past them, --explain's run line; every bad shape, eps or
+#     theta, and what it has not (experts) refused naming the flag.
 #  6. The PTD-P paper's 1T GPT on 3072 GPUs: the search finishes with a
 #     plan (its wall time is printed; the 5 s target is `ptdp bench plan`'s).
 set -uo pipefail
@@ -145,7 +148,7 @@ expect_usage "--gpus is required"                              -- "${m[@]}" --ba
 expect_usage "--batch is required"                             -- "${m[@]}" --gpus 8 --profile dgx-a100
 expect_usage "--heads is required"                             -- plan --model gpt --layers 4 --hidden 64 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
 expect_usage "--model is required"                             -- plan --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
-expect_usage "--model mlp: the planner plans GPTs only"         -- plan --model mlp --gpus 8
+expect_usage "--model mlp: the planner plans the GPT and the llama model only" -- plan --model mlp --gpus 8
 expect_usage "--tp 3 must divide --heads 4"                    -- "${m[@]}" --batch 16 --gpus 6 --profile dgx-a100 --tp 3
 expect_usage "--heads 3 must divide --hidden 64"               -- plan --model gpt --layers 4 --hidden 64 --heads 3 --seq-len 32 --vocab 256 --batch 16 --gpus 8 --profile dgx-a100
 expect_usage "--gpus 6 is not a multiple of --tp x --pp x --cp = 4 (nearest: --gpus 4 or 8)" \
@@ -240,6 +243,64 @@ expect_usage "--moe-capacity-factor -1"                          -- "${moe[@]}" 
 expect_usage "--ep 0"                                            -- "${moe[@]}" --ep 0
 expect_usage "--moe-aux-loss: the planner does not take it"      -- "${moe[@]}" --moe-aux-loss 0.01
 expect_usage "--ep 8 must divide dp x cp"                        -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 8 --ep 8 --tp 2
+
+# ---- 5c. a llama ----------------------------------------------------------------
+# its shape flags as ptdp train takes them; tp by its kv heads, or past them
+ll=(plan --model llama --layers 4 --hidden 64 --heads 8 --kv-heads 2 --seq-len 32 --vocab 64 --batch 16 --gpus 8
+    --profile dgx-a100 --device-mem 1G)
+before=$failures
+if run "${ll[@]}" --top 100000 --json; then
+    json_ok "$(grep -c '^  {"dp": ' "$out")"
+    bad=$(awk '/^  \{"dp": / { match($0, /"tp": [0-9]+/); t = substr($0, RSTART + 6, RLENGTH - 6) + 0
+                             if (!(2 % t == 0 || (t % 2 == 0 && 8 % t == 0))) print "tp " t; if (t > 2) past++ }
+               END { if (!past) print "no layout with tp > kv heads" }' "$out")
+    [[ -z $bad ]] || fail "llama --json: $bad"
+    [[ $failures -eq $before ]] && echo "ok    llama --json: every tp divides the kv heads or is a multiple of them"
+fi
+before=$failures
+if run "${ll[@]}" --tp 4 --pp 2 --sp on --top 1 --explain; then
+    expect_out "llama of " "kv heads 2, ffn 256" "3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V)" \
+               "ptdp train --model llama --layers 4 --hidden 64 --ffn 256 --heads 8 --kv-heads 2"
+    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
+    line=${line#*ptdp train }
+    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
+    # shellcheck disable=SC2086
+    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
+        fail "llama --explain's run line failed: ptdp train $line"
+        sed 's/^/      /' "$tmp/train_err" | head -n 5
+    fi
+    [[ $failures -eq $before ]] && echo "ok    llama --explain: its FLOPs, and its line runs: ptdp train $line"
+fi
+if run "${ll[@]}" --ffn 96 --top 1; then
+    expect_out "ffn 96,"
+fi
+if run "${ll[@]}" --ffn-multiple 48 --top 1; then
+    expect_out "ffn 192,"   # Meta's rule: 48 ceil(int(8 x 64 / 3) / 48)
+fi
+l2=(plan --model llama --layers 2 --hidden 64 --seq-len 32 --batch 8 --profile dgx-a100)
+expect_usage "--kv-heads 3 must divide --heads 4"                -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --kv-heads 3
+expect_usage "--tp 3 must divide --kv-heads 4"                   -- "${l2[@]}" --heads 4 --vocab 64 --tp 3 --gpus 6
+expect_usage "--tp 8 must divide --heads 4"                      -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --kv-heads 2 --tp 8
+expect_usage "--tp 2 must divide --ffn 3"                        -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ffn 3 --tp 2
+expect_usage "and --vocab 63 (the vocab-parallel embedding"      -- "${l2[@]}" --gpus 8 --heads 4 --vocab 63 --tp 2
+expect_usage "is odd, and rotary positions rotate pairs"         -- plan --model llama --layers 2 --hidden 12 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 8 --profile dgx-a100
+expect_usage "--rope-theta 0: must be above 0"                   -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --rope-theta 0
+expect_usage "--rope-theta -1: must be above 0"                  -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --rope-theta -1
+expect_usage "--rope-theta nan"                                  -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --rope-theta nan
+expect_usage "--rope-theta inf"                                  -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --rope-theta inf
+expect_usage "--norm-eps 0: must be above 0"                     -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --norm-eps 0
+expect_usage "--norm-eps nan"                                    -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --norm-eps nan
+expect_usage "--norm-eps inf"                                    -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --norm-eps inf
+expect_usage "and --ffn 100 is given: leave one out"             -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ffn 100 --ffn-multiple 64
+expect_usage "--ffn-multiple 0"                                  -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ffn-multiple 0
+expect_usage "--kv-heads 0"                                      -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --kv-heads 0
+expect_usage "--heads is required"                               -- "${l2[@]}" --gpus 8 --vocab 64
+expect_usage "--vocab is required"                               -- "${l2[@]}" --gpus 8 --heads 4
+expect_usage "--cp 3: --seq-len 32 must divide into 2 x cp = 6"  -- "${l2[@]}" --heads 4 --vocab 64 --cp 3 --gpus 6
+expect_usage "--moe-experts: --model llama has no mixture of experts" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-experts 4
+expect_usage "--ep 2: the llama model has no mixture of experts" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ep 2
+expect_usage "unknown flag --vocab-multiple"                     -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --vocab-multiple 64
+expect_usage "unknown flag --dropout"                            -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --dropout 0.1
 
 # ---- 6. the 1T GPT on 3072 GPUs -------------------------------------------------
 before=$failures

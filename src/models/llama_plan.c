@@ -1,0 +1,370 @@
+/*
+ * llama_plan.c — the llama as the planner sees it (model_plan.h): the table
+ * `ptdp plan --model llama` prices it with, each entry the llama's own
+ * charges (llama_block.c, llama.c) and allocations at a layout's shapes.
+ *
+ * Symbols on one device of a tp x cp group: b samples, T positions, Tq =
+ * T/cp, R = b Tq rows, Rl = R/tp under SP (the stream's and the norms'
+ * rows), C hidden, d = C/H the head size, Hl = H/tp query heads, Cl = Hl d,
+ * KVl the width of this rank's K (and of V), Fl = F/tp, Vl = V/tp:
+ *
+ *   K >= tp (tp | K)   KVl = (K/tp) d         the rank's own kv heads
+ *   tp > K  (K | tp)   KVl = d                a copy of the one kv head its
+ *                                             query heads read, its gradient
+ *                                             summed over the tp/K ranks
+ *                                             sharing it (a TP sub-group)
+ *
+ *   planner asks           the llama answers
+ *   ─────────────────────  ──────────────────────────────────────────────
+ *   tp_ok(tp)              tp | K, or K | tp and tp | H; tp | F; tp | V
+ *                          (the vocabulary is not padded)
+ *   params                 tok_embeddings Vl C | a block: w2, w3, w1 (C Fl
+ *                          each), ffn_norm C, wo C Cl, wv, wk (KVl C each),
+ *                          wq Cl C, attention_norm C | output Vl C, norm C
+ *                          (untied: no embedding group across the pipeline)
+ *   flops of a block       RMSNorm 4 / 11 an element; wq R x C by C x Cl,
+ *                          wk and wv R x C by C x KVl; rotary 3 an element
+ *                          of q and k; attention 2 b Hl GEMMs T x T x d
+ *                          (the ring's blocks under CP); wo; SwiGLU 5 / 11
+ *                          an element; w1, w3 R x C by C x Fl, w2 back —
+ *                          every GEMM at the profile's efficiency for its
+ *                          shape, dx and dW each at its own
+ *   TP collectives         f, g: 2 all-reduces each way (the three
+ *                          projections share one f, w1 and w3 another);
+ *                          SP: each of wq wk wv w1 w3 gathers its input
+ *                          (5) and wo, w2 reduce-scatter (2) forward; the
+ *                          backward gathers dh for wo and w2 (2), and each
+ *                          column layer gathers its input again for dW and
+ *                          reduce-scatters its dx (5 and 5)
+ *   kept a block           x, n1, h, n2 (Rl C each), q k v R (Cl + 2 KVl),
+ *                          y R Cl, w1 n2, w3 n2, swiglu R Fl each, 1/rms
+ *                          2 Rl, the probabilities b Hl T² (none: selective;
+ *                          CP: the log-sum-exps b Hl Tq) — in float, also
+ *                          under bf16 (rounded where made, not packed)
+ *   step FLOPs             3 B T (L (4 C Cl' + 4 C K d + 6 C F + 4 T C) +
+ *                          2 C V), Cl' = H d: every product's forward
+ *                          twice back (the attention's whole square, as the
+ *                          GPT's count); full recomputation the forward
+ *                          again, selective the attention core again
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp/cp.h"
+#include "ptdp/gpt.h"
+#include "ptdp/llama.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/ops.h"
+#include "parallel/price_impl.h"
+
+/* Every flag of the shape unset: --heads, --seq-len, --vocab are required,
+ * --kv-heads defaults to --heads, --ffn to Meta's rule (the CLI's); eps,
+ * theta and the multiple Meta's. */
+static ptdp_model_config plan_defaults(void)
+{
+    ptdp_model_config c = { 0 };
+    *ptdp_llama(&c) = (ptdp_llama_settings){ .ffn_multiple = PTDP_LLAMA_FFN_MULTIPLE,
+                                             .norm_eps = PTDP_LLAMA_NORM_EPS, .rope_theta = PTDP_LLAMA_ROPE_THETA };
+    return c;
+}
+
+/* K: --kv-heads, or --heads (llama_model.c's rule, here again: the
+ * table is read by the planner, not by the model's files). */
+static int kv_heads(const ptdp_model_config *c)
+{
+    return ptdp_llama(c)->kv_heads > 0 ? ptdp_llama(c)->kv_heads : ptdp_llama(c)->heads;
+}
+
+static const char *const required[] = { "--heads", "--seq-len", "--vocab", NULL };
+
+static long long required_value(const ptdp_model_config *c, const char *flag)
+{
+    const ptdp_llama_settings *s = ptdp_llama(c);
+    return strcmp(flag, "--heads") == 0 ? s->heads : strcmp(flag, "--seq-len") == 0 ? s->seq_len
+         : strcmp(flag, "--vocab") == 0 ? s->vocab : 0;
+}
+
+/* llama_model.c's rules: whole query heads a rank, and whole kv heads or a
+ * copy of one; F and V split evenly. */
+static bool tp_ok(const ptdp_model_config *c, int tp)
+{
+    const int H = ptdp_llama(c)->heads, K = kv_heads(c);
+    if (H < 1 || K < 1)
+        return false;
+    const bool kv = K % tp == 0 || (tp % K == 0 && H % tp == 0);
+    return kv && c->ffn % tp == 0 && ptdp_llama(c)->vocab % tp == 0;
+}
+
+static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptdp_plan_dims *d)
+{
+    const ptdp_llama_settings *s = ptdp_llama(c);
+    const int H = s->heads, K = kv_heads(c), hd = c->hidden / H;
+    d->b = b;
+    d->T = s->seq_len;
+    d->Tq = (double)(s->seq_len / cp);
+    d->R = d->b * d->Tq;
+    d->Rl = sp ? d->R / tp : d->R;
+    d->C = c->hidden;
+    d->hl = (double)(H / tp);
+    d->Cl = d->hl * hd;
+    d->Fl = (double)(c->ffn / tp);
+    d->Vl = (double)(s->vocab / tp);
+    d->KVl = (double)((K >= tp ? K / tp : 1) * hd);
+}
+
+/* ------------------------------------------------------------ the work */
+
+/* A micro-batch's shapes as the llama's pass has them, and its profile. */
+typedef struct {
+    const ptdp_profile *p;
+    ptdp_plan_dims s;
+    double d, kvh;            /* head size; this rank's kv heads (KVl / d) */
+    double attn_f, attn_b;    /* the attention core, forward and backward  */
+    bool sp, selective, ring;
+} shape;
+
+static double gemm(const shape *x, double m, double n, double k)
+{
+    return ptdp_gemm_cost_flops(x->p, m, n, k);
+}
+
+/* llama_block.c's attention_flops: b Hl batched products, n x n by d (the
+ * ring's blocks of c x c on CP rank 0: zigzag gives every rank the same). */
+static shape shape_of(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
+                      bool selective)
+{
+    shape x = { .p = p, .sp = sp && tp > 1, .selective = selective, .ring = cp > 1 };
+    dims(c, b, tp, x.sp, cp, &x.s);
+    x.d = c->hidden / ptdp_llama(c)->heads;
+    x.kvh = x.s.KVl / x.d;
+    double n = x.s.Tq, blocks = 1;
+    if (x.ring) {
+        const int T = ptdp_llama(c)->seq_len;
+        n = ptdp_cp_layout_of(T, cp, 0, true).len;
+        blocks = ptdp_ring_attention_scores(T, cp, 0, true) / (n * n);
+    }
+    const double bh = x.s.b * x.s.hl, two = gemm(&x, n, n, x.d) + gemm(&x, n, x.d, n);
+    x.attn_f = bh * blocks * two;
+    x.attn_b = bh * blocks * (two + gemm(&x, n, x.d, n) + gemm(&x, n, x.d, n));
+    return x;
+}
+
+/* A linear layer of in -> out on R rows: forward, dx, dW. */
+static double lin_f(const shape *x, double in, double out) { return gemm(x, x->s.R, out, in); }
+static double lin_dx(const shape *x, double in, double out) { return gemm(x, x->s.R, in, out); }
+static double lin_dw(const shape *x, double in, double out) { return gemm(x, out, in, x->s.R); }
+
+/* One block forward: the norms and residuals on Rl rows, the rest on R. */
+static double block_forward(const shape *x)
+{
+    const ptdp_plan_dims *s = &x->s;
+    const double C = s->C;
+    return ptdp_rmsnorm_flops_forward((size_t)(s->Rl * C)) + lin_f(x, C, s->Cl) + 2 * lin_f(x, C, s->KVl) +
+           ptdp_rope_flops((size_t)s->R, (int)(s->hl + x->kvh), (int)x->d) + x->attn_f + lin_f(x, s->Cl, C) +
+           s->Rl * C + ptdp_rmsnorm_flops_forward((size_t)(s->Rl * C)) + 2 * lin_f(x, C, s->Fl) +
+           ptdp_swiglu_flops_forward((size_t)(s->R * s->Fl)) + lin_f(x, s->Fl, C) + s->Rl * C;
+}
+
+/* Its backward's products and elementwise work without dW (B of a split
+ * backward), and the dW products alone (W). */
+static double block_backward_input(const shape *x)
+{
+    const ptdp_plan_dims *s = &x->s;
+    const double C = s->C;
+    return lin_dx(x, s->Fl, C) + ptdp_swiglu_flops_backward((size_t)(s->R * s->Fl)) + 2 * lin_dx(x, C, s->Fl) +
+           ptdp_rmsnorm_flops_backward((size_t)(s->Rl * C)) + lin_dx(x, s->Cl, C) + x->attn_b +
+           (x->selective && !x->ring ? x->attn_f : 0) +
+           ptdp_rope_flops((size_t)s->R, (int)(s->hl + x->kvh), (int)x->d) + lin_dx(x, C, s->Cl) +
+           2 * lin_dx(x, C, s->KVl) + ptdp_rmsnorm_flops_backward((size_t)(s->Rl * C));
+}
+
+static double block_weights(const shape *x)
+{
+    const ptdp_plan_dims *s = &x->s;
+    const double C = s->C;
+    return lin_dw(x, s->Fl, C) + 2 * lin_dw(x, C, s->Fl) + lin_dw(x, s->Cl, C) + lin_dw(x, C, s->Cl) +
+           2 * lin_dw(x, C, s->KVl);
+}
+
+/* The embedding: its lookup and g charge nothing; the scatter-add R C adds
+ * (now, or W's).  The head: the final norm, the logits R x C by C x Vl
+ * (the loss is not charged), back through the head and the norm. */
+static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
+                  bool selective, bool split, ptdp_plan_flops *o)
+{
+    const shape x = shape_of(p, c, b, tp, sp, cp, selective);
+    const ptdp_plan_dims *s = &x.s;
+    const double C = s->C, dw = block_weights(&x);
+    memset(o, 0, sizeof *o);
+    o->embed_w = s->R * C;
+    o->embed_bwd = split ? 0 : o->embed_w;
+    o->block_fwd = block_forward(&x);
+    o->block_w = dw;
+    o->block_bwd = block_backward_input(&x) + (split ? 0 : dw);
+    o->head_fwd = ptdp_rmsnorm_flops_forward((size_t)(s->Rl * C)) + lin_f(&x, C, s->Vl);
+    o->head_w = lin_dw(&x, C, s->Vl);
+    o->head_bwd = lin_dx(&x, C, s->Vl) + (split ? 0 : o->head_w);
+    o->lnf_bwd = ptdp_rmsnorm_flops_backward((size_t)(s->Rl * C));
+    if (x.sp) {   /* the backward's order: w1, w3, then wq, wk, wv */
+        const double dx[5] = { lin_dx(&x, C, s->Fl), lin_dx(&x, C, s->Fl), lin_dx(&x, C, s->Cl),
+                               lin_dx(&x, C, s->KVl), lin_dx(&x, C, s->KVl) };
+        memcpy(o->sp_dx_block, dx, sizeof dx);
+        o->sp_dx_head = lin_dx(&x, C, s->Vl);
+    }
+}
+
+/* ---------------------------------------------------------- the memory */
+
+/* Elements a micro-batch keeps of one block (llama_pass.h's block acts):
+ * x, n1, h, n2 on Rl rows, 1/rms twice; q k v, y, w1 n2, w3 n2, swiglu on
+ * R; the probabilities (none under selective recomputation), or under CP
+ * the ring's log-sum-exps. */
+static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective)
+{
+    ptdp_plan_dims s;
+    dims(c, b, tp, sp && tp > 1, cp, &s);
+    const double probs = cp > 1 ? s.b * s.hl * s.Tq : selective ? 0 : s.b * s.hl * s.Tq * s.Tq;
+    return 4 * s.Rl * s.C + s.R * (2 * s.Cl + 2 * s.KVl) + 3 * s.R * s.Fl + 2 * s.Rl + probs;
+}
+
+/* The llama keeps its activations in float also under bf16 (rounded where
+ * made). */
+static double block_kept_bytes(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective,
+                               bool bf16)
+{
+    (void)bf16;
+    return sizeof(ptdp_real) * block_kept(c, b, tp, cp, sp, selective);
+}
+
+/* Its tensors on one TP rank, in lay_out's order (llama_model.c). */
+static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params *o)
+{
+    ptdp_plan_dims d;
+    dims(c, 1, tp, sp, 1, &d);
+    const double C = d.C, Cl = d.Cl, Fl = d.Fl, KV = d.KVl * d.C, V = d.Vl * d.C;
+    memset(o, 0, sizeof *o);
+    o->embed = (ptdp_plan_tensors){ 1, { V } };
+    o->block = (ptdp_plan_tensors){ 9, { C * Fl, Fl * C, Fl * C, C, C * Cl, KV, KV, Cl * C, C } };
+    o->head = (ptdp_plan_tensors){ 2, { V, C } };
+    for (int j = 0; j < o->block.n; j++)   /* no subunits: a block is widened whole */
+        o->block_subunit += o->block.size[j];
+    o->sp_sums_block = 2;   /* attention_norm, ffn_norm */
+    o->sp_sums_head = 1;    /* norm */
+    if (kv_heads(c) < tp) {   /* wk, wv: a copy a tp/K ranks */
+        o->share_block = 2;
+        o->share_size = KV;
+    }
+}
+
+/* What a micro-batch holds beyond its blocks (llama.c, llama_block.c,
+ * parallel_linear.c, sp.c, cp.c), bytes:
+ *
+ *   input        the received x is copied into block 0's input: not kept
+ *   tail         nf Rl C, the logits R Vl, 1/rms Rl; the softmax's max and
+ *                sum, a double a row
+ *   redone       full recomputation: the block's activations and its
+ *                output (dropped), its input kept already; the tail again
+ *   scratch      grad.h, grad.norm Rl C each; grad.attn_y R Cl; grad.qkv
+ *                R (Cl + 2 KVl); grad.swiglu, grad.w1, grad.w3 R Fl each;
+ *                grad.attn 2 Tq²; SP: grad.gathered, grad.x_gathered,
+ *                grad.dx_partial R C each, grad.dx_local Rl C
+ *   backward     selective: the probabilities again b Hl T²; SP: a gather's
+ *                or scatter's buffer R C; CP: the ring's (cp_price.c)
+ *   forward      a block: the probabilities under selective (freed after
+ *                the attention) with SP's partial sums and a column layer's
+ *                gathered input and buffer, 3 R C; or SP's partial sums
+ *                beside the ring; the embedding under SP its partial rows
+ *                and the scatter's buffer 2 R C; the head the loss's picked
+ *                logits (a double a row) and SP's gather 2 R C
+ *   deferred W   a block's seven products' dy and x: R (7 C + 3 Fl + 2 Cl +
+ *                2 KVl); the embedding's dh and ids; the head's dz and nf */
+static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+                 ptdp_plan_acts *o)
+{
+    (void)full;
+    ptdp_plan_dims s;
+    sp = sp && tp > 1;
+    dims(c, b, tp, sp, cp, &s);
+    const double r = sizeof(ptdp_real), R = s.R, Rl = s.Rl, C = s.C, RC = R * C;
+    const double probs = selective && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
+    const double ring_f = cp > 1 ? ptdp_cp_price_buffers(R, s.KVl, s.b, s.hl, s.Tq, false) : 0;
+    const double ring_b = cp > 1 ? ptdp_cp_price_buffers(R, s.KVl, s.b, s.hl, s.Tq, true) : 0;
+    memset(o, 0, sizeof *o);
+    o->input = 0;
+    o->tail = r * (Rl * C + R * s.Vl + Rl) + 2 * 8 * R;
+    o->tail_bf16 = o->tail;
+    o->block_redone = r * block_kept(c, b, tp, cp, sp, false);
+    o->tail_redone = o->tail;
+    o->scratch = r * (2 * Rl * C + R * s.Cl + R * (s.Cl + 2 * s.KVl) + 3 * R * s.Fl + 2 * s.Tq * s.Tq +
+                      (sp ? 3 * RC + Rl * C : 0));
+    o->bwd_transient = r * fmax(fmax(probs, sp ? RC : 0), ring_b);
+    o->fwd_block = r * fmax(probs + (sp ? 3 * RC : 0), (sp ? RC : 0) + ring_f);
+    o->fwd_embed = sp ? r * 2 * RC : 0;
+    o->fwd_head = 8 * R + (sp ? r * 2 * RC : 0);
+    o->wgrad_block = R * (7 * C + 3 * s.Fl + 2 * s.Cl + 2 * s.KVl);
+    o->wgrad_embed = RC + 8 * R / r;
+    o->wgrad_head = R * (s.Vl + C);
+}
+
+/* The built-in sums' bytes for a seed (gpt_data.c's plain corpus), made
+ * once a seed; or the given data's. */
+static pthread_mutex_t corpus_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool corpus_known;
+static uint64_t corpus_seed;
+static size_t corpus_bytes;
+
+static double data_bytes(const ptdp_model_config *c, uint64_t seed)
+{
+    if (ptdp_llama(c)->corpus != NULL)
+        return (double)ptdp_llama(c)->corpus_len;
+    pthread_mutex_lock(&corpus_lock);
+    if (!corpus_known || corpus_seed != seed) {
+        unsigned char *text = NULL;
+        corpus_bytes = ptdp_gpt_plain_corpus(seed, PTDP_GPT_CORPUS_LINES, &text);
+        free(text);
+        corpus_seed = seed;
+        corpus_known = true;
+    }
+    const size_t n = corpus_bytes;
+    pthread_mutex_unlock(&corpus_lock);
+    return (double)n;
+}
+
+/* ------------------------------------------------------- a step's FLOPs */
+
+/* Every product's forward, per token: wq and wo 2 C H d each, wk and wv
+ * 2 C K d each, w1 w3 w2 2 C F each, the attention's two 2 T H d each (the
+ * whole square), the head 2 C V; a step three times that (the backward
+ * twice the forward).  Full recomputation runs the forward again (the
+ * tail's too), selective the attention core's. */
+static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
+                       double *hardware)
+{
+    const ptdp_llama_settings *s = ptdp_llama(c);
+    const double T = s->seq_len, L = c->layers, C = c->hidden, V = s->vocab, F = c->ffn;
+    const double Hd = C, Kd = (double)kv_heads(c) * (C / s->heads);
+    const double attention = 4 * T * Hd;
+    const double forward = B * T * (L * (4 * C * Hd + 4 * C * Kd + 6 * C * F + attention) + 2 * C * V);
+    *model = 3 * forward;
+    *hardware = *model + (full ? forward : selective ? B * T * L * attention : 0);
+}
+
+const ptdp_model_plan ptdp_llama_plan = {
+    .defaults = plan_defaults,
+    .required = required,
+    .required_value = required_value,
+    .tp_ok = tp_ok,
+    .dims = dims,
+    .flops = flops,
+    .block_kept = block_kept,
+    .block_kept_bytes = block_kept_bytes,
+    .params = params,
+    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 5, .scatter_f = 2, .gather_b = 2, .scatter_b = 5,
+                  .regathers = 5 },
+    .acts = acts,
+    .packs_bf16 = false,
+    .data_bytes = data_bytes,
+    .step_flops = step_flops,
+};
