@@ -62,7 +62,8 @@ typedef struct {
 } ptdp_cp_layout;
 
 /* The layout of `rank` in a CP group of `cp` for sequences of T positions
- * (T divisible by 2 cp for zigzag, by cp for contiguous). */
+ * (T divisible by 2 cp for zigzag, by cp for contiguous; a group of one is
+ * contiguous whatever `zigzag` says). */
 ptdp_cp_layout ptdp_cp_layout_of(int T, int cp, int rank, bool zigzag);
 int ptdp_cp_position(const ptdp_cp_layout *l, int t);
 

@@ -57,7 +57,8 @@ enum { TAG_RING = 0x43 };
 ptdp_cp_layout ptdp_cp_layout_of(int T, int cp, int rank, bool zigzag)
 {
     ptdp_cp_layout l = { 0 };
-    if (zigzag) {
+    if (zigzag && cp > 1) {     /* one rank holds the whole sequence, in order:
+                                 * T need not even be even */
         l.nshares = 2;
         l.len = T / (2 * cp);
         l.first[0] = rank * l.len;
