@@ -289,8 +289,9 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
         else if (strncmp(a.flag, "--moe-", 6) == 0 && planned != NULL && planned->plan->experts == NULL)
-            return ptdp_usage_error("plan", "%s: --model %s has no mixture of experts (ptdp plan --help lists "
-                                    "each model's flags)", a.flag, planned->name);
+            return ptdp_usage_error("plan", "%s: ptdp plan prices no mixture of experts for --model %s (its "
+                                    "planning table has none; ptdp plan --help lists each model's flags)",
+                                    a.flag, planned->name);
         else if (strncmp(a.flag, "--moe-", 6) == 0)   /* the model's own mixture flags are read above */
             return ptdp_usage_error("plan", "%s: the planner does not take it (ptdp plan --help lists the "
                                     "mixture of experts' flags it prices)", a.flag);
@@ -352,6 +353,11 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
                                .cp = rq->cp > 1 ? rq->cp : 1, .zero = fixed_zero(rq) != NULL ? rq->zero : 0,
                                .sp = rq->sp == 1, .bf16 = rq->bf16, .dp = 1, .ep = rq->ep > 1 ? rq->ep : 1,
                                .shards_params = shards_params(rq) };
+    if (r.ep > 1 && ops->plan->experts == NULL) {
+        snprintf(msg, len, "--ep %d: ptdp plan prices no mixture of experts for --model %s (its planning table "
+                 "has none; ptdp train runs the experts the model has)", r.ep, ops->name);
+        return PTDP_EINVAL;
+    }
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, len, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts", r.ep, ops->name);

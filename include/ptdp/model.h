@@ -257,6 +257,11 @@ typedef struct ptdp_model_sampling {
     ptdp_tensor (*logits)(const ptdp_acts *acts);
 } ptdp_model_sampling;
 
+/* How a real-valued metadata value is written: 17 significant digits (a
+ * double read back is the same double) in exponent form, so that a reader
+ * tells it from a whole number. */
+#define PTDP_META_REAL_FMT "%.16e"
+
 struct ptdp_model_ops {
     const char *name;                         /* "mlp": --model and checkpoints */
     ptdp_model_caps caps;                     /* what it supports             */
@@ -282,6 +287,11 @@ struct ptdp_model_ops {
     /* The reverse: set the field of c that metadata calls `key`.  0, or
      * PTDP_EINVAL for a key the model does not have. */
     int  (*from_metadata)(ptdp_model_config *c, const char *key, long long value);
+    /* Optional: the same for a real-valued setting that changes the math
+     * (the llama's rope_theta, norm_eps).  metadata writes such a value
+     * with PTDP_META_REAL_FMT, so that it always reads as a real
+     * (5.0000000000000000e+05, never 500000); a checkpoint must then hold the same double. */
+    int  (*from_metadata_real)(ptdp_model_config *c, const char *key, double value);
 
     /* ---- one device: its stage and shard ---- */
     /* Describe this stage's parameters (ptdp_model_add_param, backward

@@ -208,9 +208,10 @@ static int llama_list_params(const ptdp_model_config *c, ptdp_param_info *out)
     return n;
 }
 
-/* Checkpoint metadata: Meta's ModelArgs names where it has them; then,
- * with experts, the mixture's shapes under the GPT's keys (a dense file
- * has none). */
+/* Checkpoint metadata: Meta's ModelArgs names where it has them (its
+ * rope_theta and norm_eps too: a checkpoint turned by another theta is
+ * another model); then, with experts, the mixture's shapes under the GPT's
+ * keys (a dense file has none). */
 static const struct { const char *key, *flag; } meta_keys[] = {
     { "dim", "--hidden" }, { "n_layers", "--layers" }, { "n_heads", "--heads" }, { "n_kv_heads", "--kv-heads" },
     { "vocab_size", "--vocab" }, { "ffn_dim", "--ffn" }, { "max_seq_len", "--seq-len" },
@@ -218,6 +219,9 @@ static const struct { const char *key, *flag; } meta_keys[] = {
     { "moe_top_k", "--moe-top-k" },
 };
 #define META_DENSE 7
+static const struct { const char *key, *flag; } meta_reals[] = {
+    { "rope_theta", "--rope-theta" }, { "norm_eps", "--norm-eps" },
+};
 
 static int *meta_field(ptdp_model_config *c, int k)
 {
@@ -225,6 +229,11 @@ static int *meta_field(ptdp_model_config *c, int k)
     int *f[] = { &c->hidden, &c->layers, &s->heads, &s->kv_heads, &s->vocab, &c->ffn, &s->seq_len,
                  &s->moe.experts, &s->moe.every, &s->moe.ffn, &s->moe.top_k };
     return f[k];
+}
+
+static double *meta_real_field(ptdp_model_config *c, int k)
+{
+    return k == 0 ? &ptdp_llama(c)->rope_theta : &ptdp_llama(c)->norm_eps;
 }
 
 static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*values)[32], const char **flags,
@@ -235,10 +244,15 @@ static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*
     ptdp_llama(&whole)->moe.ffn = ptdp_moe_ffn(&ptdp_llama(c)->moe, c->ffn);
     const int keys_n = ptdp_llama(c)->moe.experts > 0 ? (int)(sizeof meta_keys / sizeof meta_keys[0]) : META_DENSE;
     int n = 0;
-    for (; n < keys_n && n < max; n++) {
-        keys[n] = meta_keys[n].key;
-        flags[n] = meta_keys[n].flag;
-        snprintf(values[n], 32, "%d", *meta_field(&whole, n));
+    for (int k = 0; k < keys_n && n < max; k++) {
+        keys[n] = meta_keys[k].key;
+        flags[n] = meta_keys[k].flag;
+        snprintf(values[n++], 32, "%d", *meta_field(&whole, k));
+        for (int r = 0; k == META_DENSE - 1 && r < 2 && n < max; r++) {
+            keys[n] = meta_reals[r].key;
+            flags[n] = meta_reals[r].flag;
+            snprintf(values[n++], 32, PTDP_META_REAL_FMT, *meta_real_field(&whole, r));
+        }
     }
     return n;
 }
@@ -248,6 +262,16 @@ static int llama_from_metadata(ptdp_model_config *c, const char *key, long long 
     for (int k = 0; k < (int)(sizeof meta_keys / sizeof meta_keys[0]); k++)
         if (strcmp(key, meta_keys[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
             *meta_field(c, k) = (int)value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
+}
+
+static int llama_from_metadata_real(ptdp_model_config *c, const char *key, double value)
+{
+    for (int r = 0; r < 2; r++)
+        if (strcmp(key, meta_reals[r].key) == 0 && value > 0) {   /* θ, ε > 0 (the flags' rule) */
+            *meta_real_field(c, r) = value;
             return PTDP_OK;
         }
     return PTDP_EINVAL;
@@ -420,8 +444,9 @@ static int llama_vocab(const ptdp_model_config *c)
     return ptdp_llama(c)->vocab;
 }
 
-/* The checkpoint's metadata hold Meta's shapes (dim, n_heads, …) but not
- * eps, theta or multiple_of: 0 there, Meta's defaults here. */
+/* The checkpoint's metadata hold Meta's shapes (dim, n_heads, …), theta
+ * and eps, but not multiple_of (F is there): 0 there, Meta's defaults
+ * here (a config without a checkpoint gets all three). */
 static void llama_without_data(ptdp_model_config *c, const unsigned char *zeros, size_t len)
 {
     ptdp_llama_settings *s = ptdp_llama(c);
@@ -460,6 +485,7 @@ const ptdp_model_ops ptdp_llama_ops = {
     .list_params = llama_list_params,
     .metadata = llama_metadata,
     .from_metadata = llama_from_metadata,
+    .from_metadata_real = llama_from_metadata_real,
     .init = llama_init,
     .free = llama_free,
     .fill_batch = llama_fill_batch,

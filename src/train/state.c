@@ -147,7 +147,7 @@ void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_st
 
 /* ------------------------------------------------------------ files */
 
-#define NMETA_MAX 16
+#define NMETA_MAX 32
 
 int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msglen)
 {
@@ -219,6 +219,44 @@ static int meta_int(const ptdp_st_file *f, const char *path, const char *key, lo
     }
     *out = x;
     return 0;
+}
+
+/* A real-valued metadata field (PTDP_META_REAL_FMT: the model writes it so
+ * that it reads as one) — finite, or the file is corrupt. */
+static bool meta_is_real(const char *value)
+{
+    return strpbrk(value, ".eE") != NULL;
+}
+
+static int meta_real(const ptdp_st_file *f, const char *path, const char *key, double *out,
+                     char *msg, size_t msglen)
+{
+    const char *v = ptdp_st_meta(f, key);
+    if (v == NULL) {
+        snprintf(msg, msglen, "%s: the checkpoint has no metadata field '%s' (every ptdp checkpoint "
+                 "of this model names it)", path, key);
+        return PTDP_ECORRUPT;
+    }
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !isfinite(x)) {
+        snprintf(msg, msglen, "%s: metadata '%s' is '%.40s', not a finite number", path, key, v);
+        return PTDP_ECORRUPT;
+    }
+    *out = x;
+    return 0;
+}
+
+/* x in the fewest significant digits (6 at least: 10, not 1e+01) that
+ * read back as x (1e-05, not 1.0000000000000001e-05): what a user types. */
+static const char *shortest(double x, char buf[32])
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, 32, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    return buf;
 }
 
 /* Every value of a tensor finite; and a second moment never negative. */
@@ -339,6 +377,20 @@ static int check_model(const ptdp_st_file *f, const char *path, const ptdp_model
     const char *keys[NMETA_MAX], *flags[NMETA_MAX];
     int nmeta = ops->metadata(cfg, keys, want, flags, NMETA_MAX);
     for (int i = 0; i < nmeta; i++) {
+        if (meta_is_real(want[i])) {      /* a setting such as rope_theta: the same double */
+            double have, w = strtod(want[i], NULL);
+            int rc = meta_real(f, path, keys[i], &have, msg, msglen);
+            if (rc == 0 && have != w) {
+                char h[32], r[32];
+                snprintf(msg, msglen, "%s: model setting mismatch: the checkpoint has %s=%s, this run %s %s "
+                         "(give %s %s to go on from it)", path, keys[i], shortest(have, h), flags[i],
+                         shortest(w, r), flags[i], h);
+                rc = PTDP_ECORRUPT;
+            }
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         long long have;
         int rc = meta_int(f, path, keys[i], &have, msg, msglen);
         if (rc != 0)
@@ -465,7 +517,15 @@ int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, 
     int n = ops->metadata(cfg, keys, values, flags, NMETA_MAX);
     for (int i = 0; i < n && rc == 0; i++) {
         long long v;
-        if ((rc = meta_int(f, path, keys[i], &v, msg, msglen)) == 0 && ops->from_metadata(cfg, keys[i], v) != 0) {
+        double x;
+        if (meta_is_real(values[i])) {
+            if ((rc = meta_real(f, path, keys[i], &x, msg, msglen)) == 0 &&
+                (ops->from_metadata_real == NULL || ops->from_metadata_real(cfg, keys[i], x) != 0)) {
+                char h[32];
+                snprintf(msg, msglen, "%s: metadata '%s' is %s, out of range", path, keys[i], shortest(x, h));
+                rc = PTDP_ECORRUPT;
+            }
+        } else if ((rc = meta_int(f, path, keys[i], &v, msg, msglen)) == 0 && ops->from_metadata(cfg, keys[i], v) != 0) {
             snprintf(msg, msglen, "%s: metadata '%s' is %lld, out of range", path, keys[i], v);
             rc = PTDP_ECORRUPT;
         }

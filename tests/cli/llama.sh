@@ -9,7 +9,7 @@
 # forward (llama_reference.py) the step-1 loss ptdp reports (double
 # builds: to 1e-9); a GPT checkpoint does not load into it, nor its into
 # a GPT (the loader's refusal of another model's file naming its tensors,
-# exit 2 before any work); `ptdp sample` continues its checkpoint, the
+# exit 2 before any work), nor one turned by another --rope-theta; `ptdp sample` continues its checkpoint, the
 # same text for the same seed, and after 800 steps on the built-in sums it
 # answers held-out sums.
 #
@@ -48,6 +48,22 @@ expect_usage "--cp and --moe-capacity-factor"              -- $l --moe-experts 4
 # tp 4 over 2 kv heads: each rank a copy of the one its query heads read
 if run_ok train --model llama --steps 2 --tp 4 --vocab 64 --dp 2 --zero 1 --check --save "$tmp/llama.st"; then
     has "check PASSED" || fail "a llama at tp 4 > 2 kv heads did not pass --check"
+fi
+
+# the checkpoint records rope_theta and norm_eps (Meta's ModelArgs names): a run turned by
+# another theta is another model, refused naming both values; ptdp sample takes them from the file
+if run_ok train --model llama --steps 1 --vocab 64 --rope-theta 10 --norm-eps 1e-3 --save "$tmp/theta.st"; then
+    # (exit 1 as a shape that does not match: the file does not fit the flags)
+    run_status 1 train --model llama --steps 1 --vocab 64 --norm-eps 1e-3 --load "$tmp/theta.st" &&
+        { grep -qF "the checkpoint has rope_theta=10, this run --rope-theta 500000 (give --rope-theta 10 to go on from it)" "$err" ||
+              fail "a llama checkpoint turned by theta 10 loaded into a run of theta 500000 without naming both"; }
+    run_status 1 train --model llama --steps 1 --vocab 64 --rope-theta 10 --load "$tmp/theta.st" &&
+        { grep -qF "the checkpoint has norm_eps=0.001, this run --norm-eps 1e-05 (give --norm-eps 0.001" "$err" ||
+              fail "a llama checkpoint of eps 1e-3 loaded into a run of eps 1e-5 without naming both"; }
+    run_ok train --model llama --steps 2 --vocab 64 --rope-theta 10 --norm-eps 1e-3 --load "$tmp/theta.st" ||
+        fail "a llama checkpoint did not load with its own --rope-theta and --norm-eps"
+    run_ok sample --load "$tmp/theta.st" --prompt "1+" --tokens 4 ||
+        fail "ptdp sample did not take rope_theta and norm_eps from the checkpoint"
 fi
 
 # a mixture of 4 SwiGLU experts, top-2: ep 2 x tp 2 x dp 2 with a capacity, against one device;

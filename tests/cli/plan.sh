@@ -297,8 +297,8 @@ expect_usage "--kv-heads 0"                                      -- "${l2[@]}" -
 expect_usage "--heads is required"                               -- "${l2[@]}" --gpus 8 --vocab 64
 expect_usage "--vocab is required"                               -- "${l2[@]}" --gpus 8 --heads 4
 expect_usage "--cp 3: --seq-len 32 must divide into 2 x cp = 6"  -- "${l2[@]}" --heads 4 --vocab 64 --cp 3 --gpus 6
-expect_usage "--moe-experts: --model llama has no mixture of experts" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-experts 4
-expect_usage "--ep 2: the llama model has no mixture of experts" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ep 2
+expect_usage "--moe-experts: ptdp plan prices no mixture of experts for --model llama" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-experts 4
+expect_usage "--ep 2: ptdp plan prices no mixture of experts for --model llama" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ep 2
 expect_usage "unknown flag --vocab-multiple"                     -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --vocab-multiple 64
 expect_usage "unknown flag --dropout"                            -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --dropout 0.1
 

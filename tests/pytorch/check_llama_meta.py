@@ -61,9 +61,9 @@ with no multiplier and multiple_of = --ffn-multiple (also passed to ptdp,
 which makes F by the same rule) or Meta's 256 when that gives F; else with
 multiple_of = F and ffn_dim_multiplier = (F + 1/2) / int(8 dim / 3): int()
 then gives F, which rounds up to itself — so any F >= 1 can be made.
-norm_eps and rope_theta are this script's --norm-eps and --rope-theta, also
-passed to ptdp; when not given neither is told, and Meta's ModelArgs keeps
-its own defaults (1e-5, 500000) while ptdp keeps its — a drift fails.
+norm_eps and rope_theta are the checkpoint's metadata too (this script's
+--norm-eps and --rope-theta are passed to ptdp, which records them); the
+--perturb-* options put other values in ModelArgs, to see a drift fail.
 
 Precision: Meta's code computes RMSNorm, the rotation (its angles in
 float32, complex64) and the softmax in float32 whatever the weights' type,
@@ -204,7 +204,7 @@ def model_args(module, tensors, meta, batch, opts):
     extra = {}
     for key, perturbed, given in (("norm_eps", opts.perturb_norm_eps, opts.norm_eps),
                                   ("rope_theta", opts.perturb_rope_theta, opts.rope_theta)):
-        value = perturbed if perturbed is not None else given
+        value = perturbed if perturbed is not None else float(meta[key]) if key in meta else given
         extra.update({} if value is None else {key: value})
     return module.ModelArgs(dim=C, n_layers=L, n_heads=H, n_kv_heads=K, vocab_size=V, multiple_of=multiple_of,
                             ffn_dim_multiplier=multiplier, max_batch_size=batch,
