@@ -63,6 +63,8 @@ same 4 --model llama --tp 4 --vocab 64 --steps 2
 same 4 --model llama --dp 2 --pp 2 --micro-batches 2 --zero 1 --steps 2
 same 4 --model llama --cp 2 --tp 2 --sp --steps 2
 same 2 --model llama --cp 2 --cp-algo a2a --steps 2
+# ...and its mixture of SwiGLU experts, spread over the EP ranks inside tp 2
+same 4 --model llama --moe-experts 4 --moe-top-k 2 --dp 2 --tp 2 --ep 2 --vocab 64 --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1
