@@ -198,18 +198,25 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     return rc;
 }
 
-/* A whole-number metadata field, or why not ("has no metadata field 'x'",
- * "metadata 'x' is 'banana', not a whole number"): the field is named, so a
+/* A metadata field's text, or NULL and why not: the field is named, so a
  * hand-edited or foreign file says what is wrong with it. */
+static const char *meta_text(const ptdp_st_file *f, const char *path, const char *key, char *msg, size_t msglen)
+{
+    const char *v = ptdp_st_meta(f, key);
+    if (v == NULL)
+        snprintf(msg, msglen, "%s: the checkpoint has no metadata field '%s' (every ptdp checkpoint "
+                 "of this model names it)", path, key);
+    return v;
+}
+
+/* A whole-number metadata field, or why not ("has no metadata field 'x'",
+ * "metadata 'x' is 'banana', not a whole number"). */
 static int meta_int(const ptdp_st_file *f, const char *path, const char *key, long long *out,
                     char *msg, size_t msglen)
 {
-    const char *v = ptdp_st_meta(f, key);
-    if (v == NULL) {
-        snprintf(msg, msglen, "%s: the checkpoint has no metadata field '%s' (every ptdp checkpoint "
-                 "of this model names it)", path, key);
+    const char *v = meta_text(f, path, key, msg, msglen);
+    if (v == NULL)
         return PTDP_ECORRUPT;
-    }
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
@@ -231,12 +238,9 @@ static bool meta_is_real(const char *value)
 static int meta_real(const ptdp_st_file *f, const char *path, const char *key, double *out,
                      char *msg, size_t msglen)
 {
-    const char *v = ptdp_st_meta(f, key);
-    if (v == NULL) {
-        snprintf(msg, msglen, "%s: the checkpoint has no metadata field '%s' (every ptdp checkpoint "
-                 "of this model names it)", path, key);
+    const char *v = meta_text(f, path, key, msg, msglen);
+    if (v == NULL)
         return PTDP_ECORRUPT;
-    }
     char *end;
     double x = strtod(v, &end);
     if (*v == '\0' || *end != '\0' || !isfinite(x)) {
