@@ -100,8 +100,8 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
         BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
             gpt->corpus_len, gpt->seq_len, gpt->seq_len + 1);
     const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
-    if (ptdp_moe_check(&moe, m->ffn, tp, "each expert's MLP is split over the TP group like the dense one (c_fc by "
-                       "rows, c_proj by columns)", msg, n) != 0)
+    if (ptdp_moe_check(&moe, m->ffn, m->layers, tp, "each expert's MLP is split over the TP group like the dense one "
+                       "(c_fc by rows, c_proj by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     if (tp >= 1) {
         int vp = padded(m, tp);

@@ -124,8 +124,8 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
 {
     (void)pp;
     if (shape_check(m, msg, n) != 0 ||
-        ptdp_moe_check(&ptdp_llama(m)->moe, m->ffn, tp, "each expert's SwiGLU is split over the TP group like the "
-                       "dense one (w1 and w3 by rows, w2 by columns)", msg, n) != 0)
+        ptdp_moe_check(&ptdp_llama(m)->moe, m->ffn, m->layers, tp, "each expert's SwiGLU is split over the TP group "
+                       "like the dense one (w1 and w3 by rows, w2 by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     const int K = ptdp_llama_kv_heads(m), V = ptdp_llama(m)->vocab;
     if (tp <= 1)

@@ -114,11 +114,13 @@ double ptdp_moe_aux(const ptdp_moe_acts *a);
 
 /* ------------------------------------------------ moe_settings.c */
 
-/* The settings alone, for a model whose dense FFN is `ffn` wide: top-k
- * within E, a capacity factor and a balance weight that are numbers, an
- * expert's width that tp divides (`split`: how the model splits each
- * expert, said when it does not).  0, or PTDP_EINVAL with the message. */
-int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *split, char *msg, size_t n);
+/* The settings alone, for a model of `layers` blocks whose dense FFN is
+ * `ffn` wide: top-k within E, a capacity factor and a balance weight that
+ * are numbers, at least one block a mixture (--moe-every at most
+ * --layers), an expert's width that tp divides (`split`: how the model
+ * splits each expert, said when it does not).  0, or PTDP_EINVAL with the
+ * message. */
+int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, const char *split, char *msg, size_t n);
 /* What a run's layout asks of a mixture: E a multiple of --ep, no --ep
  * for a dense model (`dense`: "this GPT is dense"), and not yet a capacity
  * under CP, SP's or token slices' splits of a sequence.  0, or PTDP_EINVAL

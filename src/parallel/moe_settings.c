@@ -5,7 +5,10 @@
  *
  *   settings   1 <= top-k <= E;  every >= 1;  the capacity factor and the
  *              balance weight finite numbers >= 0;  tp divides an
- *              expert's width (each expert split like the dense FFN)
+ *              expert's width (each expert split like the dense FFN);
+ *              some block a mixture: every <= layers (block l is one when
+ *              (l + 1) mod every = 0, the first l = every - 1), or the
+ *              flags would train a dense model and call it a mixture
  *   layout     E a multiple of --ep (each EP rank E/ep experts); --ep
  *              needs experts; not yet: a capacity under CP (an expert's
  *              slots are a sequence's first choices in position order, and
@@ -21,7 +24,7 @@
 #include "parallel/moe_impl.h"
 #include "ptdp/error.h"
 
-int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *split, char *msg, size_t n)
+int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, const char *split, char *msg, size_t n)
 {
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
     if (s->experts < 0) BAD("--moe-experts %d: must be 0 (dense) or more", s->experts);
@@ -35,6 +38,10 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *spli
         BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
     if (!(s->aux_loss >= 0) || !isfinite(s->aux_loss))
         BAD("--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (layers >= 1 && s->every > layers)   /* no l < layers with (l + 1) mod every = 0 */
+        BAD("--moe-experts %d --moe-every %d: no block of --layers %d would be a mixture of experts (block l, "
+            "from 0, is one when (l + 1) mod %d = 0: the first is block %d): give --moe-every %d or less, or "
+            "--layers %d or more", s->experts, s->every, layers, s->every, s->every - 1, layers, s->every);
     if (tp > 1 && ptdp_moe_ffn(s, ffn) % tp != 0)
         BAD("--moe-ffn %d must divide by --tp %d: %s", ptdp_moe_ffn(s, ffn), tp, split);
 #undef BAD
