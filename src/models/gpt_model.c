@@ -219,6 +219,24 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
     return PTDP_EINVAL;
 }
 
+/* A mixture's settings beyond its shapes (moe_settings.c): its capacity
+ * factor and balance weight, reals. */
+static int gpt_settings(const ptdp_model_config *c, ptdp_meta_setting *out, int max)
+{
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    return ptdp_moe_settings_metadata(&moe, out, max);
+}
+
+static int gpt_from_metadata_real(ptdp_model_config *c, const char *key, double value)
+{
+    ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    if (ptdp_moe_from_metadata_real(&moe, key, value) != 0)
+        return PTDP_EINVAL;
+    ptdp_gpt(c)->moe_capacity = moe.capacity;
+    ptdp_gpt(c)->moe_aux_loss = moe.aux_loss;
+    return PTDP_OK;
+}
+
 /* What a GPT with experts runs on (moe_settings.c: not yet a capacity
  * under CP, SP's or token slices' splits of a sequence), and not yet
  * ZeRO-3's gathered units. */
@@ -535,6 +553,8 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
     .from_metadata = gpt_from_metadata,
+    .from_metadata_real = gpt_from_metadata_real,
+    .settings = gpt_settings,
     .init = gpt_init,
     .free = gpt_free,
     .fill_batch = ptdp_gpt_fill_batch,

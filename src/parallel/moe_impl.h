@@ -128,6 +128,18 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
 int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg,
                        size_t n);
 
+/* What a checkpoint records of a mixture beyond its shapes (model.h's
+ * settings hook): the settings that change the math, each a real —
+ *
+ *   moe_capacity_factor   --moe-capacity-factor   0: dropless
+ *   moe_aux_loss          --moe-aux-loss          the balance weight alpha
+ *
+ * none for a dense model.  _settings writes them (the number, at most
+ * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
+ * key or a value the flag refuses (not a number >= 0). */
+int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max);
+int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);
+
 /* The experts this device holds: E / ep of them from *first (EP rank r:
  * r E / ep), all E without expert parallelism (mesh.h). */
 int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first);

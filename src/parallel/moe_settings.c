@@ -17,9 +17,15 @@
  * Each refusal names the flag and what would work, in the same words for
  * every model but the one each gives (how it splits an expert, what it
  * is when dense).
+ *
+ * And what a checkpoint records of a mixture beyond its shapes, the
+ * settings that change the math (model.h's ptdp_meta_setting): the
+ * capacity factor and the balance weight, which a resumed run takes from
+ * the file unless their flags are typed.
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "parallel/moe_impl.h"
 #include "ptdp/error.h"
@@ -46,6 +52,40 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
         BAD("--moe-ffn %d must divide by --tp %d: %s", ptdp_moe_ffn(s, ffn), tp, split);
 #undef BAD
     return PTDP_OK;
+}
+
+/* A checkpoint saved before these keys were recorded ran what the flags'
+ * defaults were then: dropless, alpha = 0.01.  These stay what a missing
+ * key means whatever the defaults become. */
+static const struct {
+    const char *key, *flag;
+    double absent;
+} recorded[] = {
+    { "moe_capacity_factor", "--moe-capacity-factor", 0.0 },
+    { "moe_aux_loss", "--moe-aux-loss", 0.01 },
+};
+
+int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)
+{
+    const double value[] = { s->capacity, s->aux_loss };
+    int n = 0;
+    for (int k = 0; s->experts > 0 && k < 2 && n < max; k++, n++) {
+        out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag };
+        snprintf(out[n].value, sizeof out[n].value, PTDP_META_REAL_FMT, value[k]);
+        snprintf(out[n].absent, sizeof out[n].absent, PTDP_META_REAL_FMT, recorded[k].absent);
+    }
+    return n;
+}
+
+int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value)
+{
+    double *field[] = { &s->capacity, &s->aux_loss };
+    for (int k = 0; k < 2; k++)
+        if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value)) {
+            *field[k] = value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
 }
 
 int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first)
