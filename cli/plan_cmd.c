@@ -375,22 +375,16 @@ static int schedule_rules(ptdp_plan_request *rq)
 {
     const ptdp_schedule_entry *e = rq->schedule;
     char msg[512];
-    if (e != NULL && e->layout != PTDP_CHUNKS_RING && rq->virtual_stages > 1)
-        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule holds two chunks per device, "
-                                "always (leave --virtual-stages out)", rq->virtual_stages, e->name);
+    if (e != NULL && ptdp_schedule_check_flag_v(e, rq->virtual_stages, msg, sizeof msg) != 0)
+        return ptdp_usage_error("plan", "%s", msg);   /* the rule of ptdp train and ptdp schedule */
     if (e != NULL && rq->bf16 && e->refuses[PTDP_FEATURE_BF16] != NULL &&
         ptdp_schedule_refuses(e, PTDP_FEATURE_BF16, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
     if (e != NULL && shards_params(rq) && e->refuses[PTDP_FEATURE_ZERO3] != NULL &&
         ptdp_schedule_refuses(e, PTDP_FEATURE_ZERO3, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
-    const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
-    if (rq->virtual_stages > 1 && e != NULL && !(e->caps & PTDP_SCHED_CHUNKS))
-        return ptdp_usage_error("plan", "--virtual-stages %d: the %s schedule runs one chunk per stage (use "
-                                "--schedule %s)", rq->virtual_stages, e->name,
-                                chunked != NULL ? chunked->name : "with chunks");
     if (rq->virtual_stages > 1 && e == NULL)
-        rq->schedule = chunked;
+        rq->schedule = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
     if (shards_params(rq) && rq->virtual_stages > 1)
         return ptdp_usage_error("plan", "--zero %d with --virtual-stages %d: %s gathers one model chunk's "
                                 "units per device; use --virtual-stages 1 (or --zero 2)", rq->zero,

@@ -127,7 +127,8 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
     else
         fprintf(f, "%s of %s parameters (layers %d, hidden %d, ffn %d), batch %lld\n", ptdp_model_name(m), params,
                 m->layers, m->hidden, m->ffn, rq->batch);
-    fprintf(f, "on %d GPUs of %s (%s%s each), %s\n", rq->gpus, p->name, node, mem, precision_name(rq));
+    fprintf(f, "on %d GPU%s of %s (%s%s each), %s\n", rq->gpus, rq->gpus == 1 ? "" : "s", p->name, node, mem,
+            precision_name(rq));
     fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
             st->valid, st->fitting, st->timed, n);
     if (experts_of(m) > 0) {   /* a mixture of experts: the EP column too */
@@ -274,9 +275,9 @@ static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_pl
 /* What the planner assumes of a mixture of experts (model_plan.h). */
 static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
 {
-    const int ep = l->ep > 1 ? l->ep : 1;
+    const int ep = l->ep > 1 ? l->ep : 1, copies = l->dp * l->cp / ep;
     fprintf(f, "        ep %d: each mixture's experts spread over %d of the dp x cp ranks; each expert has %d "
-            "copies (expert DP)\n", ep, ep, l->dp * l->cp / ep);
+            "cop%s (expert DP)\n", ep, ep, copies, copies == 1 ? "y" : "ies");
     fprintf(f, "\nassumed: uniform routing — each of the E experts receives k R / E of a device's R token rows a\n"
             "micro-batch (at most its capacity, ceil(c k T / E) a sequence, under --moe-capacity-factor c); so\n"
             "every EP rank runs and keeps as many rows as it routes, and each all-to-all moves (ep-1)/ep of them.\n"
@@ -287,9 +288,10 @@ static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
 /* The layout in words, and what the planner assumes of a mixture. */
 static void print_layout(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
-    fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPUs; b %d sequences a micro-batch, M = B / (b dp) = "
-            "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, l->micro_batch_size,
-            rq->batch, l->micro_batch_size, l->dp, l->micro_batches, row_of(l)->name);
+    fprintf(f, "\nlayout: dp %d x tp %d x pp %d x cp %d = %d GPU%s; b %d sequence%s a micro-batch, M = B / (b dp) = "
+            "%lld / (%d x %d) = %d;\n        %s", l->dp, l->tp, l->pp, l->cp, rq->gpus, rq->gpus == 1 ? "" : "s",
+            l->micro_batch_size, l->micro_batch_size == 1 ? "" : "s", rq->batch, l->micro_batch_size, l->dp,
+            l->micro_batches, row_of(l)->name);
     if (l->virtual_stages > 1)
         fprintf(f, " with v %d chunks a stage", l->virtual_stages);
     fprintf(f, ", recompute %s, ZeRO-%d, sp %s, overlap %s\n", ptdp_recompute_name(l->recompute), l->zero,

@@ -115,8 +115,9 @@ static int parse(int argc, char **argv, schedule_options *o)
 static int validate(const schedule_options *o)
 {
     char msg[512];
-    if (!o->naive && ptdp_schedule_check_row(o->schedule, o->pp, o->micro_batches, o->virtual_stages,
-                                             msg, sizeof msg) != PTDP_OK)
+    if (!o->naive && (ptdp_schedule_check_flag_v(o->schedule, o->virtual_stages, msg, sizeof msg) != PTDP_OK ||
+                      ptdp_schedule_check_row(o->schedule, o->pp, o->micro_batches, o->virtual_stages,
+                                              msg, sizeof msg) != PTDP_OK))
         return ptdp_usage_error("schedule", "%s", msg);
     const ptdp_schedule_entry *split = ptdp_schedule_first_with(PTDP_SCHED_SPLIT_BACKWARD);
     if (o->split_times && !(o->schedule->caps & PTDP_SCHED_SPLIT_BACKWARD))

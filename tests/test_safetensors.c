@@ -177,6 +177,10 @@ TEST(core_tests, test_round_trip_all_dtypes)
     ck_assert_int_eq(ptdp_st_numel(ptdp_st_find(f, "empty")), 0);
     for (int i = 0; i < 3; i++) ck_assert_str_eq(ptdp_st_meta(f, keys[i]), vals[i]);
     ck_assert_ptr_null(ptdp_st_meta(f, "absent"));
+    ck_assert_int_eq(ptdp_st_meta_count(f), 3);   /* every key, in the file's order */
+    for (int i = 0; i < 3; i++) ck_assert_str_eq(ptdp_st_meta_key(f, i), keys[i]);
+    ck_assert_ptr_null(ptdp_st_meta_key(f, 3));
+    ck_assert_ptr_null(ptdp_st_meta_key(f, -1));
 
     ptdp_real rw[6], rb[4];
     ck_assert_int_eq(ptdp_st_read_real(f, "in.weight", 2, s_w, rw, msg, sizeof msg), 0);
@@ -259,6 +263,8 @@ TEST(core_tests, test_reads_foreign_layouts)
     ck_assert_str_eq(ptdp_st_get(f, 1)->name, "b");
     ck_assert_str_eq(ptdp_st_meta(f, "format"), "pt");
     ck_assert_str_eq(ptdp_st_meta(f, "\xc3\xa9\xf0\x9f\x98\x80/"), "A\xe2\x82\xac");
+    ck_assert_int_eq(ptdp_st_meta_count(f), 2);
+    ck_assert_str_eq(ptdp_st_meta_key(f, 0), "format");
     ptdp_real x[2];
     const int64_t s1[1] = {2}, s2[2] = {1, 2};
     ck_assert_int_eq(ptdp_st_read_real(f, "b", 1, s1, x, msg, sizeof msg), 0);

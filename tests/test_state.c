@@ -12,7 +12,10 @@
  *   the model  another model's checkpoint (a GPT's into the MLP and the
  *              reverse): PTDP_EINVAL — the wrong file for this run, not a
  *              damaged one — naming its first tensor this model has no
- *              place for and the first it lacks; a kind ptdp does not have
+ *              place for and the first it lacks; a kind ptdp does not have;
+ *              no metadata at all (said, not taken for the MLP's)
+ *   a mixture  a GPT with experts read back from its metadata alone, the
+ *              router's settings with it, an older file's as the defaults
  *
  * and the good one loads, so the rewriting itself is not what fails.
  */
@@ -296,6 +299,80 @@ TEST(resume_tests, test_another_models_checkpoint_is_refused_naming_its_tensors)
     ck_assert_int_eq(save_and_load(&f, msg, sizeof msg), PTDP_ECORRUPT);
     ASSERT_HAS(msg, "the checkpoint holds a bert model, this run trains a mlp");
     ptdp_state_free(&s);
+}
+END_TEST
+
+/* `path` again as `out`, its metadata without the keys in `drop` (all of
+ * them when drop is NULL): a file of an older ptdp, or of another program. */
+static void rewrite_without(const char *path, const char *out, const char *const *drop, int ndrop)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_st_file *f;
+    ck_assert_msg(ptdp_st_open(path, &f, msg, sizeof msg) == 0, "%s", msg);
+    static ptdp_st_tensor t[256];
+    const char *keys[32], *values[32];
+    int n = 0, nmeta = 0;
+    ck_assert_int_le(ptdp_st_count(f), 256);
+    for (int i = 0; i < ptdp_st_count(f); i++)
+        t[n++] = *ptdp_st_get(f, i);
+    for (int i = 0; drop != NULL && i < ptdp_st_meta_count(f) && nmeta < 32; i++) {
+        bool dropped = false;
+        for (int k = 0; k < ndrop; k++)
+            dropped |= strcmp(ptdp_st_meta_key(f, i), drop[k]) == 0;
+        if (!dropped) {
+            keys[nmeta] = ptdp_st_meta_key(f, i);
+            values[nmeta] = ptdp_st_meta(f, keys[nmeta]);
+            nmeta++;
+        }
+    }
+    ck_assert_msg(ptdp_st_write(out, t, n, keys, values, nmeta, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_st_close(f);
+}
+
+/* A GPT with experts, read back from its file alone (what ptdp sample
+ * does): the mixture's shapes, which a zeroed config's key list lacks,
+ * and the router's settings beyond them; a file saved before those were
+ * recorded reads as the defaults then (dropless, alpha 0.01); a file
+ * without any metadata is said to lack them, not taken for the MLP's. */
+TEST(resume_tests, test_a_mixtures_checkpoint_reads_back_from_its_metadata)
+{
+    char path[] = "/tmp/ptdp_state_moe_XXXXXX", old[] = "/tmp/ptdp_state_old_XXXXXX";
+    harness_temp_file(path);
+    harness_temp_file(old);
+    ptdp_model_config g = gpt_cfg(), got;
+    g.layers = 2;
+    *ptdp_gpt(&g) = (ptdp_gpt_settings){ .heads = 2, .seq_len = 4, .vocab = 10, .vocab_padded = 16,
+                                         .vocab_multiple = 16, .moe_experts = 4, .moe_every = 2, .moe_ffn = 8,
+                                         .moe_top_k = 1, .moe_capacity = 1.25, .moe_aux_loss = 0.125 };
+    ptdp_state s;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_int_eq(ptdp_state_init(&s, &g, PTDP_OPT_ADAMW, false), 0);
+    s.batch = 4;
+    ck_assert_msg(ptdp_state_save(&s, path, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+    ck_assert_msg(ptdp_state_peek_config(path, &got, msg, sizeof msg) == 0, "%s", msg);
+    const ptdp_gpt_settings *a = ptdp_gpt(&got);
+    ck_assert(a->moe_experts == 4 && a->moe_every == 2 && a->moe_ffn == 8 && a->moe_top_k == 1);
+    ck_assert(a->moe_capacity == 1.25 && a->moe_aux_loss == 0.125 && got.layers == 2);
+
+    const char *const recorded[] = { "moe_capacity_factor", "moe_aux_loss" };
+    rewrite_without(path, old, recorded, 2);
+    ck_assert_msg(ptdp_state_peek_config(old, &got, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert(ptdp_gpt(&got)->moe_capacity == 0 && ptdp_gpt(&got)->moe_aux_loss == 0.01);
+    ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];
+    ck_assert_int_eq(ptdp_state_settings(old, &g, set, PTDP_META_SETTINGS_MAX, msg, sizeof msg), 2);
+    ck_assert(strtod(set[0].value, NULL) == 0 && strtod(set[1].value, NULL) == 0.01);
+    ck_assert_msg(ptdp_state_load(&s, old, &g, msg, sizeof msg) == 0, "%s", msg);   /* never a mismatch */
+    ptdp_state_free(&s);
+
+    rewrite_without(path, old, NULL, 0);
+    ck_assert_int_eq(ptdp_state_peek_config(old, &got, msg, sizeof msg), PTDP_ECORRUPT);
+    ASSERT_HAS(msg, "the checkpoint has no __metadata__");
+    ck_assert_int_eq(ptdp_state_check_model(old, &g, msg, sizeof msg), PTDP_ECORRUPT);
+    ASSERT_HAS(msg, "the checkpoint has no __metadata__");
+    ck_assert_ptr_null(strstr(msg, "mlp"));
+    unlink(path);
+    unlink(old);
 }
 END_TEST
 

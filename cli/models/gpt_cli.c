@@ -588,6 +588,14 @@ static void gpt_plan_help(FILE *out)
             "                      dropless); priced under uniform routing (--explain says so)\n");
 }
 
+/* As `ptdp train`'s finish: the mixture's flags as typed (moe_cli.h: a
+ * typed capacity factor above 0; the rest is the model's check). */
+static int gpt_plan_finish(ptdp_model_config *m, const char *const *given, int n)
+{
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
+    return ptdp_moe_cli_typed("plan", given, n, &moe, "the dense MLP") != 0 ? PTDP_EXIT_USAGE : 0;
+}
+
 /* Mirrors the GPT's tensors (gpt_model.c): the embeddings V_pad h and s h;
  * a block's two LayerNorms 4h, attention 4h² + 4h, MLP 2 h ffn + ffn + h;
  * the final LayerNorm 2h; the head is tied to the embedding. */
@@ -734,6 +742,7 @@ const ptdp_model_cli ptdp_gpt_cli = {
     .plan_flags = gpt_plan_flags,
     .nplan_flags = (int)(sizeof gpt_plan_flags / sizeof gpt_plan_flags[0]),
     .plan_help = gpt_plan_help,
+    .plan_finish = gpt_plan_finish,
     .plan_parameters = gpt_plan_parameters,
     .plan_header = gpt_plan_header,
     .plan_train_flags = gpt_plan_train_flags,

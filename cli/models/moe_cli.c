@@ -32,24 +32,42 @@
 
 /* ------------------------------------------------------------ the flags */
 
-int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense)
+static bool typed(const char *const *given, int ngiven, const char *flag)
+{
+    for (int i = 0; i < ngiven; i++)
+        if (strcmp(given[i], flag) == 0)
+            return true;
+    return false;
+}
+
+/* One rule for `ptdp train` and `ptdp plan`: a typed capacity factor is
+ * above 0, since 0 is what leaving the flag out means (dropless) — the
+ * settings' 0 cannot tell "typed 0" from "not typed", so the flags as
+ * typed are checked here, where they are known. */
+int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, const ptdp_moe_settings *s,
+                       const char *dense)
 {
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
                                        "--moe-aux-loss" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
-            if (ptdp_model_flags_given(f, moe[k]))
+            if (typed(given, ngiven, moe[k]))
                 return ptdp_usage_error(cmd, "%s needs --moe-experts E (a mixture of E experts; 0, the default, "
                                         "is %s)", moe[k], dense);
         return 0;
     }
-    if (ptdp_model_flags_given(f, "--moe-capacity-factor") && !(s->capacity > 0))
+    if (typed(given, ngiven, "--moe-capacity-factor") && !(s->capacity > 0))
         return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
     if (s->aux_loss < 0)
         return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", s->aux_loss);
     if (s->top_k > s->experts)
         return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", s->top_k, s->experts);
     return 0;
+}
+
+int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense)
+{
+    return ptdp_moe_cli_typed(cmd, f->given, f->ngiven, s, dense);
 }
 
 /* Whether a checkpoint holds a mixture of experts: a router anywhere. */

@@ -34,7 +34,12 @@
     { "--moe-aux-loss", (aux_loss), -1000000, { 1000000, 1000000 }, .real = true }
 
 /* The flags' values, and none of them without experts (`dense`: what the
- * model has instead, "the dense MLP").  0, or the usage error's exit. */
+ * model has instead, "the dense MLP"); a typed --moe-capacity-factor above
+ * 0 (omitted: dropless).  _typed for a command with the names typed
+ * (`ptdp plan`'s), _finish with a model's flags.  0, or the usage error's
+ * exit. */
+int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, const ptdp_moe_settings *s,
+                       const char *dense);
 int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense);
 
 /* How a model's checkpoints tell a mixture from a dense FFN: its word

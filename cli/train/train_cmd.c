@@ -166,7 +166,8 @@ static void usage(void)
         "  --batch B           global batch; divisible by dp * micro-batches (default 64)\n"
         "  --steps N           steps of this run (default 10)\n"
         "  --seed N            seed of initialisation, data and dropout (default 1)\n"
-        "                      with --load, --seed and --batch default to the checkpoint's;\n"
+        "                      with --load, --seed and --batch default to the checkpoint's, and so\n"
+        "                      do --moe-capacity-factor and --moe-aux-loss (settings it records);\n"
         "                      given and different, the run uses them and says so\n"
         "  --dropout P         dropout after GELU and on each block's output (default 0)\n"
         "optimizer:\n"
@@ -487,12 +488,40 @@ static int load_refused(const char *msg, int rc)
     return PTDP_EXIT_FAIL;
 }
 
-/* --load: the checkpoint into o->resume, and the seed and batch it sets
- * unless typed (saying which). */
+/* --load: the settings the checkpoint records beyond its shapes (a
+ * mixture's capacity factor and balance weight, model.h), each the file's
+ * unless its flag is typed — a typed one that differs is used, and said:
+ * resuming without the flags goes on with the math that saved the file. */
+static int settings_from(train_options *o, char *msg, size_t msglen)
+{
+    ptdp_model_config *m = &o->cfg.model;
+    const ptdp_model_ops *ops = ptdp_model_of(m);
+    ptdp_meta_setting file[PTDP_META_SETTINGS_MAX], run[PTDP_META_SETTINGS_MAX];
+    const int n = ptdp_state_settings(o->load, m, file, PTDP_META_SETTINGS_MAX, msg, msglen);
+    if (n < 0)
+        return load_refused(msg, n);
+    const int nrun = ops->settings != NULL ? ops->settings(m, run, PTDP_META_SETTINGS_MAX) : 0;
+    for (int i = 0; i < n && i < nrun; i++) {
+        char typed[32], saved[32];
+        if (!ptdp_model_flags_given(&o->model, file[i].flag))
+            (void)ptdp_state_take_setting(m, &file[i]);   /* a value the flag takes: ptdp_state_settings checked */
+        else if (strcmp(file[i].value, run[i].value) != 0)
+            printf("note: %s %s is used, not the checkpoint's %s=%s: the run from here on computes other losses "
+                   "than the one that saved it would have\n", file[i].flag, ptdp_state_meta_text(run[i].value, typed),
+                   file[i].key, ptdp_state_meta_text(file[i].value, saved));
+    }
+    return 0;
+}
+
+/* --load: the checkpoint into o->resume, the settings it records (above),
+ * and the seed and batch it sets unless typed (saying which). */
 static int resume_from(train_options *o, char *msg, size_t msglen)
 {
     ptdp_train_config *c = &o->cfg;
-    int rc = ptdp_state_load(&o->resume, o->load, &c->model, msg, msglen);
+    int rc = settings_from(o, msg, msglen);
+    if (rc != 0)
+        return rc;
+    rc = ptdp_state_load(&o->resume, o->load, &c->model, msg, msglen);
     if (rc != 0)
         return load_refused(msg, rc);
     o->have_resume = true;

@@ -262,6 +262,24 @@ typedef struct ptdp_model_sampling {
  * tells it from a whole number. */
 #define PTDP_META_REAL_FMT "%.16e"
 
+/* A setting that changes the math but no tensor's shape (a mixture's
+ * capacity factor and balance weight, moe.h), as a checkpoint records it
+ * beside the shapes.  A shape must match the run that loads the file; a
+ * setting is the run's to choose: `ptdp train --load` takes the file's
+ * value for a flag not typed and says so when a typed one overrides it
+ * (as --seed).  A file saved before the key was recorded means `absent`:
+ * the flag's default at that time, never to change with today's. */
+typedef struct {
+    const char *key;          /* "moe_capacity_factor"                     */
+    const char *flag;         /* "--moe-capacity-factor"                   */
+    char value[32];           /* as metadata writes it: a whole number, or
+                                 a real in PTDP_META_REAL_FMT             */
+    char absent[32];          /* what a file without the key means (the
+                                 same format)                             */
+} ptdp_meta_setting;
+
+#define PTDP_META_SETTINGS_MAX 8
+
 struct ptdp_model_ops {
     const char *name;                         /* "mlp": --model and checkpoints */
     ptdp_model_caps caps;                     /* what it supports             */
@@ -292,6 +310,11 @@ struct ptdp_model_ops {
      * with PTDP_META_REAL_FMT, so that it always reads as a real
      * (5.0000000000000000e+05, never 500000); a checkpoint must then hold the same double. */
     int  (*from_metadata_real)(ptdp_model_config *c, const char *key, double value);
+    /* Optional (NULL: none): c's settings that change the math but no
+     * shape (ptdp_meta_setting), up to `max`: the number.  A checkpoint
+     * writes them after metadata's keys; from_metadata (a whole number)
+     * or from_metadata_real (a real) reads each back. */
+    int  (*settings)(const ptdp_model_config *c, ptdp_meta_setting *out, int max);
 
     /* ---- one device: its stage and shard ---- */
     /* Describe this stage's parameters (ptdp_model_add_param, backward

@@ -16,12 +16,18 @@
  * model:
  *
  *   --moe-experts E   experts per MoE block (0: every block dense)
- *   --moe-every n     block l is MoE when (l + 1) mod n = 0
+ *   --moe-every n     block l is MoE when (l + 1) mod n = 0 (n at most
+ *                     --layers: flags that make no block a mixture are
+ *                     refused)
  *   --moe-ffn F_e     an expert's hidden width (0: the model's --ffn)
  *   --moe-top-k k     experts a token chooses
  *   --moe-capacity-factor c   slots per expert and sequence ceil(c k T / E)
- *                     (0, omitted: dropless)
+ *                     (omitted: dropless, 0 in the settings; typed: above 0)
  *   --moe-aux-loss a  the balance loss's weight alpha
+ *
+ * A checkpoint records E, n, F_e and k as shapes a --load must match, and
+ * c and alpha as settings a resumed run takes unless they are typed
+ * (model.h's ptdp_meta_setting; moe_settings.c).
  *
  * A model with MoE blocks publishes in the run's counters (counters.h,
  * model.h's publish and count), numbers of each step:

@@ -84,6 +84,10 @@ const ptdp_st_tensor *ptdp_st_get(const ptdp_st_file *f, int i);
 const ptdp_st_tensor *ptdp_st_find(const ptdp_st_file *f, const char *name);  /* NULL if absent */
 /* A __metadata__ value, or NULL if absent. */
 const char *ptdp_st_meta(const ptdp_st_file *f, const char *key);
+/* The __metadata__ keys, in the file's order (0 without __metadata__);
+ * _key: NULL past the last. */
+int ptdp_st_meta_count(const ptdp_st_file *f);
+const char *ptdp_st_meta_key(const ptdp_st_file *f, int i);
 
 /* Copy tensor `name` into dst (numel elements of ptdp_real), converting F32,
  * F64 or BF16 (exactly: a bf16 is a float's top half) to ptdp_real.  The

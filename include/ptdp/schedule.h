@@ -270,6 +270,13 @@ int  ptdp_schedule_check_row(const ptdp_schedule_entry *e, int pp, int micro_bat
                              char *msg, size_t msglen);
 int  ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,
                          char *msg, size_t msglen);
+/* The --virtual-stages flag as a command line gives it (1: not given)
+ * against e, the one rule of `ptdp train`, `ptdp schedule` and `ptdp
+ * plan`: more than 1 only for a schedule with chunks round a ring — a V
+ * or two copies hold two chunks a device whatever the flag says (the
+ * library's v of such a schedule is that 2, which check_row takes), one
+ * chunk a stage takes none.  0, or PTDP_EINVAL with the message. */
+int  ptdp_schedule_check_flag_v(const ptdp_schedule_entry *e, int virtual_stages, char *msg, size_t msglen);
 /* Whether e, with v chunks a stage, refuses feature f: its row's reason,
  * else a W phase's (a unit's gradient is final before W adds to it), else
  * several chunks a stage's (one chunk's units are in use at a time).  0,

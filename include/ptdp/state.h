@@ -80,11 +80,30 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
  * when the file cannot be read.  ptdp_state_load returns the same. */
 int ptdp_state_check_model(const char *path, const ptdp_model_config *cfg, char *msg, size_t msglen);
 
-/* The model a checkpoint holds, from its metadata alone: its kind and
- * shapes (what a command needs before it can build the model to load the
- * file into, e.g. ptdp sample).  0, or PTDP_EIO / PTDP_ECORRUPT naming the
- * field. */
+/* The model a checkpoint holds, from its metadata alone: its kind, its
+ * shapes — every key of the file the model takes, then the model's list
+ * for what that makes, each present — and its settings (ptdp_state_settings):
+ * what a command needs before it can build the model to load the file
+ * into, e.g. ptdp sample.  0, or PTDP_EIO / PTDP_ECORRUPT naming the
+ * field (a file without __metadata__ says so). */
 int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen);
+
+/* The settings a checkpoint records beyond its shapes (model.h's
+ * ptdp_meta_setting: a mixture's capacity factor and balance weight),
+ * for what a --load does with them: cfg's list of them (its model's
+ * settings hook), each `value` the file's, or `absent`'s in a file saved
+ * before the key was recorded.  ptdp_state_load never compares them: they
+ * are the run's to choose.  The number (at most max), or PTDP_EIO /
+ * PTDP_ECORRUPT (a value the flag does not take) with msg. */
+int ptdp_state_settings(const char *path, const ptdp_model_config *cfg, ptdp_meta_setting *out, int max,
+                        char *msg, size_t msglen);
+/* One setting into cfg (its model's from_metadata or, a real,
+ * from_metadata_real).  0, or PTDP_EINVAL. */
+int ptdp_state_take_setting(ptdp_model_config *cfg, const ptdp_meta_setting *set);
+/* A metadata value as a user types it: a real in the fewest digits that
+ * read back the same (1.0000000000000000e-02 -> 0.01), a whole number as
+ * it is; buf holds the former. */
+const char *ptdp_state_meta_text(const char *value, char buf[32]);
 
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);

@@ -172,7 +172,8 @@ static inline const ptdp_schedule_entry *ptdp_train_schedule(const ptdp_train_co
 
 /* Where each device's model chunks lie (pp_layout.h): the schedule's shape
  * on pp devices, cfg->virtual_stages chunks each round a ring (0 or 1 =
- * one), two in a V or DualPipe's copies whatever --virtual-stages says. */
+ * one), two in a V or DualPipe's copies (which take no --virtual-stages:
+ * validation refuses one above 1, ptdp_schedule_check_flag_v). */
 static inline ptdp_pp_layout ptdp_train_layout(const ptdp_train_config *cfg)
 {
     return ptdp_pp_layout_make(ptdp_train_schedule(cfg)->layout, cfg->pp, cfg->virtual_stages);

@@ -176,6 +176,16 @@ const char *ptdp_st_meta(const ptdp_st_file *f, const char *key)
     return NULL;
 }
 
+int ptdp_st_meta_count(const ptdp_st_file *f)
+{
+    return f ? f->n_meta : 0;
+}
+
+const char *ptdp_st_meta_key(const ptdp_st_file *f, int i)
+{
+    return f && i >= 0 && i < f->n_meta ? f->meta_keys[i] : NULL;
+}
+
 /* The checks both typed readers share: present, the right shape. */
 static int find_checked(const ptdp_st_file *f, const char *name, int ndim, const int64_t *shape,
                         const ptdp_st_tensor **out, char *msg, size_t msglen)

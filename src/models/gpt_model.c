@@ -100,8 +100,8 @@ static int gpt_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
         BAD("the data has %zu tokens: one sequence of --seq-len %d needs %d (a shorter --seq-len, or more data)",
             gpt->corpus_len, gpt->seq_len, gpt->seq_len + 1);
     const ptdp_moe_settings moe = ptdp_gpt_moe_settings(m);
-    if (ptdp_moe_check(&moe, m->ffn, tp, "each expert's MLP is split over the TP group like the dense one (c_fc by "
-                       "rows, c_proj by columns)", msg, n) != 0)
+    if (ptdp_moe_check(&moe, m->ffn, m->layers, tp, "each expert's MLP is split over the TP group like the dense one "
+                       "(c_fc by rows, c_proj by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     if (tp >= 1) {
         int vp = padded(m, tp);
@@ -217,6 +217,24 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
             return PTDP_OK;
         }
     return PTDP_EINVAL;
+}
+
+/* A mixture's settings beyond its shapes (moe_settings.c): its capacity
+ * factor and balance weight, reals. */
+static int gpt_settings(const ptdp_model_config *c, ptdp_meta_setting *out, int max)
+{
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    return ptdp_moe_settings_metadata(&moe, out, max);
+}
+
+static int gpt_from_metadata_real(ptdp_model_config *c, const char *key, double value)
+{
+    ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    if (ptdp_moe_from_metadata_real(&moe, key, value) != 0)
+        return PTDP_EINVAL;
+    ptdp_gpt(c)->moe_capacity = moe.capacity;
+    ptdp_gpt(c)->moe_aux_loss = moe.aux_loss;
+    return PTDP_OK;
 }
 
 /* What a GPT with experts runs on (moe_settings.c: not yet a capacity
@@ -535,6 +553,8 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
     .from_metadata = gpt_from_metadata,
+    .from_metadata_real = gpt_from_metadata_real,
+    .settings = gpt_settings,
     .init = gpt_init,
     .free = gpt_free,
     .fill_batch = ptdp_gpt_fill_batch,

@@ -124,8 +124,8 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
 {
     (void)pp;
     if (shape_check(m, msg, n) != 0 ||
-        ptdp_moe_check(&ptdp_llama(m)->moe, m->ffn, tp, "each expert's SwiGLU is split over the TP group like the "
-                       "dense one (w1 and w3 by rows, w2 by columns)", msg, n) != 0)
+        ptdp_moe_check(&ptdp_llama(m)->moe, m->ffn, m->layers, tp, "each expert's SwiGLU is split over the TP group "
+                       "like the dense one (w1 and w3 by rows, w2 by columns)", msg, n) != 0)
         return PTDP_EINVAL;
     const int K = ptdp_llama_kv_heads(m), V = ptdp_llama(m)->vocab;
     if (tp <= 1)
@@ -274,7 +274,13 @@ static int llama_from_metadata_real(ptdp_model_config *c, const char *key, doubl
             *meta_real_field(c, r) = value;
             return PTDP_OK;
         }
-    return PTDP_EINVAL;
+    return ptdp_moe_from_metadata_real(&ptdp_llama(c)->moe, key, value);   /* the mixture's settings */
+}
+
+/* The mixture's settings beyond its shapes, as every model's (moe_settings.c). */
+static int llama_settings(const ptdp_model_config *c, ptdp_meta_setting *out, int max)
+{
+    return ptdp_moe_settings_metadata(&ptdp_llama(c)->moe, out, max);
 }
 
 /* ------------------------------------------------- one stage and shard */
@@ -486,6 +492,7 @@ const ptdp_model_ops ptdp_llama_ops = {
     .metadata = llama_metadata,
     .from_metadata = llama_from_metadata,
     .from_metadata_real = llama_from_metadata_real,
+    .settings = llama_settings,
     .init = llama_init,
     .free = llama_free,
     .fill_batch = llama_fill_batch,

@@ -114,17 +114,31 @@ double ptdp_moe_aux(const ptdp_moe_acts *a);
 
 /* ------------------------------------------------ moe_settings.c */
 
-/* The settings alone, for a model whose dense FFN is `ffn` wide: top-k
- * within E, a capacity factor and a balance weight that are numbers, an
- * expert's width that tp divides (`split`: how the model splits each
- * expert, said when it does not).  0, or PTDP_EINVAL with the message. */
-int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *split, char *msg, size_t n);
+/* The settings alone, for a model of `layers` blocks whose dense FFN is
+ * `ffn` wide: top-k within E, a capacity factor and a balance weight that
+ * are numbers, at least one block a mixture (--moe-every at most
+ * --layers), an expert's width that tp divides (`split`: how the model
+ * splits each expert, said when it does not).  0, or PTDP_EINVAL with the
+ * message. */
+int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, const char *split, char *msg, size_t n);
 /* What a run's layout asks of a mixture: E a multiple of --ep, no --ep
  * for a dense model (`dense`: "this GPT is dense"), and not yet a capacity
  * under CP, SP's or token slices' splits of a sequence.  0, or PTDP_EINVAL
  * with the message. */
 int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg,
                        size_t n);
+
+/* What a checkpoint records of a mixture beyond its shapes (model.h's
+ * settings hook): the settings that change the math, each a real —
+ *
+ *   moe_capacity_factor   --moe-capacity-factor   0: dropless
+ *   moe_aux_loss          --moe-aux-loss          the balance weight alpha
+ *
+ * none for a dense model.  _settings writes them (the number, at most
+ * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
+ * key or a value the flag refuses (not a number >= 0). */
+int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max);
+int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);
 
 /* The experts this device holds: E / ep of them from *first (EP rank r:
  * r E / ep), all E without expert parallelism (mesh.h). */

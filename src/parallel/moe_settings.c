@@ -5,7 +5,10 @@
  *
  *   settings   1 <= top-k <= E;  every >= 1;  the capacity factor and the
  *              balance weight finite numbers >= 0;  tp divides an
- *              expert's width (each expert split like the dense FFN)
+ *              expert's width (each expert split like the dense FFN);
+ *              some block a mixture: every <= layers (block l is one when
+ *              (l + 1) mod every = 0, the first l = every - 1), or the
+ *              flags would train a dense model and call it a mixture
  *   layout     E a multiple of --ep (each EP rank E/ep experts); --ep
  *              needs experts; not yet: a capacity under CP (an expert's
  *              slots are a sequence's first choices in position order, and
@@ -14,14 +17,20 @@
  * Each refusal names the flag and what would work, in the same words for
  * every model but the one each gives (how it splits an expert, what it
  * is when dense).
+ *
+ * And what a checkpoint records of a mixture beyond its shapes, the
+ * settings that change the math (model.h's ptdp_meta_setting): the
+ * capacity factor and the balance weight, which a resumed run takes from
+ * the file unless their flags are typed.
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "parallel/moe_impl.h"
 #include "ptdp/error.h"
 
-int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *split, char *msg, size_t n)
+int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, const char *split, char *msg, size_t n)
 {
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return PTDP_EINVAL; } while (0)
     if (s->experts < 0) BAD("--moe-experts %d: must be 0 (dense) or more", s->experts);
@@ -35,10 +44,48 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int tp, const char *spli
         BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
     if (!(s->aux_loss >= 0) || !isfinite(s->aux_loss))
         BAD("--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (layers >= 1 && s->every > layers)   /* no l < layers with (l + 1) mod every = 0 */
+        BAD("--moe-experts %d --moe-every %d: no block of --layers %d would be a mixture of experts (block l, "
+            "from 0, is one when (l + 1) mod %d = 0: the first is block %d): give --moe-every %d or less, or "
+            "--layers %d or more", s->experts, s->every, layers, s->every, s->every - 1, layers, s->every);
     if (tp > 1 && ptdp_moe_ffn(s, ffn) % tp != 0)
         BAD("--moe-ffn %d must divide by --tp %d: %s", ptdp_moe_ffn(s, ffn), tp, split);
 #undef BAD
     return PTDP_OK;
+}
+
+/* A checkpoint saved before these keys were recorded ran what the flags'
+ * defaults were then: dropless, alpha = 0.01.  These stay what a missing
+ * key means whatever the defaults become. */
+static const struct {
+    const char *key, *flag;
+    double absent;
+} recorded[] = {
+    { "moe_capacity_factor", "--moe-capacity-factor", 0.0 },
+    { "moe_aux_loss", "--moe-aux-loss", 0.01 },
+};
+
+int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)
+{
+    const double value[] = { s->capacity, s->aux_loss };
+    int n = 0;
+    for (int k = 0; s->experts > 0 && k < 2 && n < max; k++, n++) {
+        out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag };
+        snprintf(out[n].value, sizeof out[n].value, PTDP_META_REAL_FMT, value[k]);
+        snprintf(out[n].absent, sizeof out[n].absent, PTDP_META_REAL_FMT, recorded[k].absent);
+    }
+    return n;
+}
+
+int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value)
+{
+    double *field[] = { &s->capacity, &s->aux_loss };
+    for (int k = 0; k < 2; k++)
+        if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value)) {
+            *field[k] = value;
+            return PTDP_OK;
+        }
+    return PTDP_EINVAL;
 }
 
 int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first)

@@ -363,6 +363,19 @@ const char *ptdp_schedule_plain_names(void)
 
 /* ---- may it run? --------------------------------------------------------------- */
 
+/* A row without chunks takes no --virtual-stages beyond 1. */
+static int one_chunk(const ptdp_schedule_entry *e, int virtual_stages, char *msg, size_t msglen)
+{
+    if (virtual_stages > 1 && !(e->caps & PTDP_SCHED_CHUNKS)) {
+        const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
+        snprintf(msg, msglen, "--virtual-stages %d: the %s schedule runs one chunk per stage "
+                 "(use --schedule %s, or --virtual-stages 1)", virtual_stages, e->name,
+                 chunked != NULL ? chunked->name : "with chunks");
+        return PTDP_EINVAL;
+    }
+    return PTDP_OK;
+}
+
 int ptdp_schedule_check_row(const ptdp_schedule_entry *e, int pp, int micro_batches, int virtual_stages,
                             char *msg, size_t msglen)
 {
@@ -373,14 +386,18 @@ int ptdp_schedule_check_row(const ptdp_schedule_entry *e, int pp, int micro_batc
     }
     if (e->check != NULL)
         return e->check(e, pp, micro_batches, virtual_stages, msg, msglen);
-    if (virtual_stages > 1 && !(e->caps & PTDP_SCHED_CHUNKS)) {
-        const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
-        snprintf(msg, msglen, "--virtual-stages %d: the %s schedule runs one chunk per stage "
-                 "(use --schedule %s, or --virtual-stages 1)", virtual_stages, e->name,
-                 chunked != NULL ? chunked->name : "with chunks");
+    return one_chunk(e, virtual_stages, msg, msglen);
+}
+
+int ptdp_schedule_check_flag_v(const ptdp_schedule_entry *e, int virtual_stages, char *msg, size_t msglen)
+{
+    if (virtual_stages > 1 && e->layout != PTDP_CHUNKS_RING) {   /* a V, or two copies: check_v's, check_dual's words */
+        snprintf(msg, msglen, "--virtual-stages %d: the %s schedule holds two chunks per device, %s (leave "
+                 "--virtual-stages out)", virtual_stages, e->name, e->layout == PTDP_CHUNKS_V ?
+                 "stages r and 2p-1-r" : "stage r of one copy and stage p-1-r of the other");
         return PTDP_EINVAL;
     }
-    return PTDP_OK;
+    return one_chunk(e, virtual_stages, msg, msglen);
 }
 
 int ptdp_schedule_check(const char *name, int pp, int micro_batches, int virtual_stages,

@@ -11,7 +11,10 @@
  *   optim.{name}.momentum_buffer                      (SGD with momentum)
  *   optim.step  I64 []
  *   __metadata__: the model's shapes (its metadata: for the MLP d_in,
- *                 d_model, d_ff, n_layers, n_classes), seed, batch, optimizer
+ *                 d_model, d_ff, n_layers, n_classes), its settings that
+ *                 change the math but no shape (its settings hook: a
+ *                 mixture's moe_capacity_factor, moe_aux_loss), seed,
+ *                 batch, optimizer
  *
  * Tensors are whole: the shards of a tp=2 run are written into their places,
  * so the file loads into tp=4 or tp=1 alike.  A file of another model
@@ -21,6 +24,11 @@
  *   file  transformer.wte.weight …       run --model M lists  tok_embeddings.weight …
  *         first not in M's list ──► "holds 'transformer.wte.weight' and 11 more M has no place for"
  *         first of M's not in the file ──► "lacks 'tok_embeddings.weight' and 19 more M needs"
+ *
+ * A load compares the shapes and never the settings: those are the run's
+ * to choose (ptdp train takes the file's for a flag not typed), and a file
+ * saved before a setting was recorded lacks its key, which then means the
+ * value the model says (ptdp_meta_setting.absent: the default at the time).
  *
  * Which model a state holds, its names and its shapes come from the
  * model's table (models.h): nothing here knows the MLP.
@@ -183,7 +191,13 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
         keys[n] = "model";
         snprintf(vals[n++], 32, "%s", ops->name);
     }
-    n += ops->metadata(&s->cfg, keys + n, vals + n, flags + n, NMETA_MAX - 4);
+    n += ops->metadata(&s->cfg, keys + n, vals + n, flags + n, NMETA_MAX - 4 - PTDP_META_SETTINGS_MAX);
+    ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];   /* what changes the math but no shape (model.h) */
+    const int nset = ops->settings != NULL ? ops->settings(&s->cfg, set, PTDP_META_SETTINGS_MAX) : 0;
+    for (int i = 0; i < nset; i++) {
+        keys[n] = set[i].key;
+        snprintf(vals[n++], 32, "%s", set[i].value);
+    }
     keys[n] = "seed";
     snprintf(vals[n++], 32, "%" PRIu64, s->seed);
     keys[n] = "batch";
@@ -335,6 +349,19 @@ static int another_model(const ptdp_st_file *f, const char *path, const char *mo
     return PTDP_EINVAL;
 }
 
+/* A file without __metadata__: every checkpoint ptdp writes names its
+ * model's shapes, seed, batch and optimizer there, so this one was written
+ * by another program or lost them — which model its tensors are is not
+ * guessed (a missing "model" key means the default model only in a file
+ * that has the others). */
+static int no_metadata(const ptdp_st_file *f, const char *path, char *msg, size_t msglen)
+{
+    snprintf(msg, msglen, "%s: the checkpoint has no __metadata__, where every ptdp checkpoint records its model, "
+             "its shapes, seed, batch and optimizer: a file ptdp did not write, or one that lost them (its first "
+             "tensor: '%.64s')", path, ptdp_st_count(f) > 0 ? ptdp_st_get(f, 0)->name : "none");
+    return PTDP_ECORRUPT;
+}
+
 /* The checkpoint holds this run's model: the kind it names is this run's.
  * The model's key is absent in the default model's files (the first model,
  * whose files came before the key).  A kind ptdp has, but not this run's:
@@ -343,6 +370,8 @@ static int another_model(const ptdp_st_file *f, const char *path, const char *mo
 static int check_kind(const ptdp_st_file *f, const char *path, const ptdp_model_ops *ops,
                       const ptdp_model_config *cfg, char *msg, size_t msglen)
 {
+    if (ptdp_st_meta_count(f) == 0)   /* not the default model's file: no file of ptdp's at all */
+        return no_metadata(f, path, msg, msglen);
     const char *model = ptdp_st_meta(f, "model");
     const bool named = model != NULL;
     if (model == NULL)
@@ -501,6 +530,89 @@ int ptdp_state_load(ptdp_state *s, const char *path, const ptdp_model_config *cf
     return rc;
 }
 
+/* ---- the settings beyond the shapes (model.h's ptdp_meta_setting) ---- */
+
+int ptdp_state_take_setting(ptdp_model_config *cfg, const ptdp_meta_setting *set)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
+    char *end;
+    if (ops == NULL)
+        return PTDP_EINVAL;
+    if (meta_is_real(set->value)) {
+        const double x = strtod(set->value, &end);
+        return *end == '\0' && isfinite(x) && ops->from_metadata_real != NULL ?
+               ops->from_metadata_real(cfg, set->key, x) : PTDP_EINVAL;
+    }
+    errno = 0;
+    const long long x = strtoll(set->value, &end, 10);
+    return set->value[0] != '\0' && *end == '\0' && errno == 0 ? ops->from_metadata(cfg, set->key, x) : PTDP_EINVAL;
+}
+
+/* cfg's settings (the model's list for it), each value the file's — a
+ * number of the key's kind that the model takes — or, in a file saved
+ * before the key was recorded, the one `absent` says.  The number, or a
+ * negative PTDP_E… with msg. */
+static int file_settings(const ptdp_st_file *f, const char *path, const ptdp_model_config *cfg,
+                         ptdp_meta_setting *out, int max, char *msg, size_t msglen)
+{
+    const ptdp_model_ops *ops = ptdp_model_of(cfg);
+    const int n = ops != NULL && ops->settings != NULL ? ops->settings(cfg, out, max) : 0;
+    for (int i = 0; i < n; i++) {
+        const char *v = ptdp_st_meta(f, out[i].key);
+        if (v == NULL)
+            v = out[i].absent;
+        snprintf(out[i].value, sizeof out[i].value, "%s", v);
+        ptdp_model_config scratch = *cfg;   /* a real where the model writes one, and a value its flag takes */
+        if (strlen(v) >= sizeof out[i].value || meta_is_real(v) != meta_is_real(out[i].absent) ||
+            ptdp_state_take_setting(&scratch, &out[i]) != 0) {
+            snprintf(msg, msglen, "%s: metadata '%s' is '%.40s', which %s does not take: a corrupt checkpoint",
+                     path, out[i].key, v, out[i].flag);
+            return PTDP_ECORRUPT;
+        }
+    }
+    return n;
+}
+
+int ptdp_state_settings(const char *path, const ptdp_model_config *cfg, ptdp_meta_setting *out, int max,
+                        char *msg, size_t msglen)
+{
+    ptdp_st_file *f;
+    int rc = ptdp_st_open(path, &f, msg, msglen);
+    if (rc != 0)
+        return rc;
+    rc = file_settings(f, path, cfg, out, max, msg, msglen);
+    ptdp_st_close(f);
+    return rc;
+}
+
+const char *ptdp_state_meta_text(const char *value, char buf[32])
+{
+    if (!meta_is_real(value))
+        return value;
+    return shortest(strtod(value, NULL), buf);
+}
+
+/* ---- the model a file holds, from its metadata ---- */
+
+/* Every key of the file's metadata the model takes into cfg, whole
+ * numbers through from_metadata and reals through from_metadata_real;
+ * the keys it does not take (seed, batch, another program's) left alone.
+ * This is what tells the model which keys it has: a GPT with experts
+ * lists the mixture's shapes only once moe_experts is set, so listing the
+ * keys of a zeroed config would miss them.  Nothing is checked here: the
+ * model's list for the config read is, next (peek_config). */
+static void take_file_keys(const ptdp_st_file *f, ptdp_model_config *cfg)
+{
+    for (int i = 0; i < ptdp_st_meta_count(f); i++) {
+        ptdp_meta_setting one = { .key = ptdp_st_meta_key(f, i) };
+        const char *v = ptdp_st_meta(f, one.key);
+        if (strlen(v) < sizeof one.value) {
+            snprintf(one.value, sizeof one.value, "%s", v);
+            (void)ptdp_state_take_setting(cfg, &one);
+        }
+    }
+}
+
 int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, size_t msglen)
 {
     ptdp_st_file *f;
@@ -509,13 +621,20 @@ int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, 
         return rc;
     const char *model = ptdp_st_meta(f, "model");
     const ptdp_model_ops *ops = model ? ptdp_model_lookup(model) : ptdp_model_at(0);
-    if (ops == NULL) {
+    if (ptdp_st_meta_count(f) == 0)
+        rc = no_metadata(f, path, msg, msglen);
+    else if (ops == NULL) {
         snprintf(msg, msglen, "%s: metadata 'model' is '%.20s', not a model ptdp has", path, model);
+        rc = PTDP_ECORRUPT;
+    }
+    if (rc != 0) {
         ptdp_st_close(f);
-        return PTDP_ECORRUPT;
+        return rc;
     }
     memset(cfg, 0, sizeof *cfg);
     cfg->ops = ops;
+    take_file_keys(f, cfg);
+    /* the model's keys for what was read: each present, and taken */
     char values[NMETA_MAX][32];
     const char *keys[NMETA_MAX], *flags[NMETA_MAX];
     int n = ops->metadata(cfg, keys, values, flags, NMETA_MAX);
@@ -534,6 +653,13 @@ int ptdp_state_peek_config(const char *path, ptdp_model_config *cfg, char *msg, 
             rc = PTDP_ECORRUPT;
         }
     }
+    /* and the settings beyond the shapes: the file's, or what an older file meant */
+    ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];
+    const int nset = rc == 0 ? file_settings(f, path, cfg, set, PTDP_META_SETTINGS_MAX, msg, msglen) : 0;
+    if (nset < 0)
+        rc = nset;
+    for (int i = 0; i < nset; i++)
+        ptdp_state_take_setting(cfg, &set[i]);   /* checked by file_settings */
     ptdp_st_close(f);
     return rc;
 }

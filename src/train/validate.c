@@ -235,6 +235,26 @@ static int sequence_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* The schedule's row against the flags that ask something of it: the
+ * --virtual-stages flag as typed (one rule with ptdp schedule and ptdp
+ * plan: a V or two copies hold two chunks a device, and take no
+ * --virtual-stages), the counts of the layout's v chunks, and
+ * --no-pair-overlap, which needs F&B pairs as --virtual-stages needs
+ * chunks. */
+static int schedule_flags(const ptdp_train_config *c, const ptdp_schedule_entry *e, int v, char *msg, size_t n)
+{
+    if (ptdp_schedule_check_flag_v(e, c->virtual_stages, msg, n) != 0 ||
+        ptdp_schedule_check_row(e, c->pp, c->micro_batches, v, msg, n) != 0)
+        return PTDP_EINVAL;
+    if (c->serial_pairs && !(e->caps & PTDP_SCHED_PAIRS)) {
+        char pairs[64];
+        ptdp_schedule_names_with(PTDP_SCHED_PAIRS, 0, " or ", pairs, sizeof pairs);
+        BAD("--no-pair-overlap times the all-to-alls of a schedule's overlapped F&B pairs apart, and --schedule %s "
+            "runs no pairs: use --schedule %s, or leave --no-pair-overlap out", e->name, pairs);
+    }
+    return PTDP_OK;
+}
+
 /* The schedule, its token slices, and the cut of the blocks into stages
  * and pieces. */
 static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
@@ -247,9 +267,7 @@ static int pipeline_rules(const ptdp_train_config *c, char *msg, size_t n)
     const ptdp_schedule_entry *e = ptdp_train_schedule(c);
     const ptdp_pp_layout l = ptdp_train_layout(c);
     const int v = l.v;
-    /* a V holds two chunks whatever --virtual-stages says: the flag as typed is checked */
-    const int v_typed = e->layout != PTDP_CHUNKS_RING && c->virtual_stages > 1 ? c->virtual_stages : v;
-    if (ptdp_schedule_check_row(e, c->pp, c->micro_batches, v_typed, msg, n) != 0)
+    if (schedule_flags(c, e, v, msg, n) != 0)
         return PTDP_EINVAL;
     const ptdp_model_ops *ops = ptdp_model_of(m);
     if ((e->caps & PTDP_SCHED_SPLIT_BACKWARD) && ops->backward_input == NULL)

@@ -28,6 +28,17 @@ expect_usage "--moe-experts 4 with --token-slices"      -- $g --pp 2 --micro-bat
 p="plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 8 --gpus 2 --profile dgx-a100"
 expect_usage "--moe-experts 4 with --zero 3"            -- $p --moe-experts 4 --zero 3
 expect_usage "--moe-top-k needs --moe-experts"          -- $p --moe-top-k 1
+# one rule with ptdp train: a typed capacity factor is above 0 (0 is what leaving it out means)
+expect_usage "--moe-capacity-factor 0: must be above 0 (omit it: dropless)" -- $p --moe-experts 4 --moe-capacity-factor 0
+# plural rules: one copy, one GPU, one sequence
+if run_ok $p --moe-experts 4 --ep 2 --tp 1 --pp 1 --cp 1 --explain; then
+    has "each expert has 1 copy (expert DP)" || fail "plan --explain: not \"each expert has 1 copy\""
+    has " 1 copies" && fail "plan --explain says \"1 copies\""
+fi
+if run_ok ${p/--gpus 2/--gpus 1} --moe-experts 4 --micro-batch-size 1 --explain; then
+    has "on 1 GPU of dgx-a100" && has "= 1 GPU; b 1 sequence a micro-batch" || fail "plan --explain: not \"1 GPU\", \"1 sequence\""
+    grep -qE "(^| )1 (GPUs|sequences|copies)" "$out" && fail "plan --explain: a plural after 1"
+fi
 
 if run_ok train --model gpt --moe-experts 4 --steps 2 --dp 2 --moe-capacity-factor 1.0 --moe-every 2 --layers 2 --check --save "$tmp/moe.st"; then
     has "check PASSED" || fail "an MoE run with dp 2 did not pass --check"

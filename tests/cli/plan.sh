@@ -238,7 +238,7 @@ expect_usage "--ep 2 spreads a mixture of experts' experts"     -- "${m[@]}" --b
 expect_usage "--moe-experts 4 must divide by --ep 3"            -- "${moe[@]}" --ep 3
 expect_usage "--moe-experts 4 with --zero 3"                    -- "${moe[@]}" --zero 3
 expect_usage "--moe-experts 4 with --sp"                        -- "${moe[@]}" --tp 2 --sp on
-expect_usage "--moe-top-k 5: must be between 1 and --moe-experts 4" -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 4 --moe-top-k 5
+expect_usage "--moe-top-k 5: must be at most --moe-experts 4"   -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 4 --moe-top-k 5
 expect_usage "--moe-capacity-factor -1"                          -- "${moe[@]}" --moe-capacity-factor -1
 expect_usage "--ep 0"                                            -- "${moe[@]}" --ep 0
 expect_usage "--moe-aux-loss: the planner does not take it"      -- "${moe[@]}" --moe-aux-loss 0.01

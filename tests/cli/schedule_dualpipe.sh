@@ -42,6 +42,13 @@ expect_usage "--micro-batches 9 must be even"                  -- $s --pp 4 --mi
 expect_usage "--micro-batches 6 must be even and at least 2 x --pp = 8" -- $s --pp 4 --micro-batches 6
 expect_usage "try --micro-batches 8"                           -- $s --pp 4 --micro-batches 6
 expect_usage "--virtual-stages 3: the dualpipe schedule holds two chunks" -- $s --pp 2 --micro-batches 4 --virtual-stages 3
+# one rule for --virtual-stages in ptdp schedule, train and plan: two copies take none
+expect_usage "--virtual-stages 2: the dualpipe schedule holds two chunks per device, stage r of one copy" \
+                                                               -- $s --pp 2 --micro-batches 4 --virtual-stages 2
+expect_usage "--virtual-stages 2: the dualpipe schedule holds two chunks per device, stage r of one copy" \
+                                                               -- train --schedule dualpipe --pp 2 --micro-batches 4 --virtual-stages 2
+expect_usage "--virtual-stages 2: the dualpipe schedule holds two chunks per device, stage r of one copy" \
+                                                               -- plan --model gpt --layers 8 --hidden 64 --heads 4 --seq-len 32 --vocab 64 --batch 16 --gpus 8 --profile dgx-a100 --schedule dualpipe --virtual-stages 2
 t="train --schedule dualpipe"
 expect_usage "needs an even --pp"                              -- $t --pp 3 --micro-batches 6 --batch 48
 expect_usage "--micro-batches 5 must be even"                  -- $t --pp 2 --micro-batches 5 --batch 40

@@ -35,6 +35,11 @@ expect_usage "--micro-batches 7 is fewer than 2 x --pp = 8"   -- $s --pp 4 --mic
 expect_usage "try --micro-batches 8"                          -- $s --pp 4 --micro-batches 7
 expect_usage "--schedule dualpipev needs --pp 2 or more"      -- $s --pp 1 --micro-batches 4
 expect_usage "--virtual-stages 3: the dualpipev schedule holds two chunks" -- $s --pp 2 --micro-batches 4 --virtual-stages 3
+# one rule for --virtual-stages in ptdp schedule, train and plan: a V takes none
+expect_usage "--virtual-stages 2: the dualpipev schedule holds two chunks per device, stages r and 2p-1-r" \
+                                                              -- $s --pp 2 --micro-batches 4 --virtual-stages 2
+expect_usage "--virtual-stages 2: the dualpipev schedule holds two chunks per device, stages r and 2p-1-r" \
+                                                              -- train --schedule dualpipev --pp 2 --micro-batches 4 --layers 4 --virtual-stages 2
 t="train --schedule dualpipev --pp 2"
 expect_usage "fewer than 2 x --pp = 4"                        -- $t --micro-batches 3 --batch 48
 expect_usage "need --layers >= 4"                             -- $t --micro-batches 4 --model gpt

@@ -50,6 +50,11 @@ expect_usage "--virtual-stages 2: the 1f1b schedule runs one chunk per stage (us
                                                             -- $t --pp 2 --micro-batches 2 --virtual-stages 2
 expect_usage "--virtual-stages 2: the gpipe schedule runs one chunk per stage" \
                                                             -- $t --pp 2 --micro-batches 2 --schedule gpipe --virtual-stages 2
+# --no-pair-overlap times a schedule's F&B pairs apart: refused where there are none, as --virtual-stages is
+expect_usage "--no-pair-overlap times the all-to-alls of a schedule's overlapped F&B pairs apart, and --schedule 1f1b runs no pairs: use --schedule dualpipev or dualpipe" \
+                                                            -- $t --pp 2 --micro-batches 2 --no-pair-overlap
+expect_usage "--schedule zb-h1 runs no pairs"               -- $t --pp 2 --micro-batches 2 --schedule zb-h1 --no-pair-overlap
+expect_usage "--schedule 1f1b runs no pairs"                -- $t --no-pair-overlap
 expect_usage "--micro-batches 6 must be a multiple of --pp 4" -- $i --pp 4 --micro-batches 6 --batch 48 --virtual-stages 2
 expect_usage "--schedule interleaved needs --pp 2 or more"  -- $i --pp 1 --virtual-stages 2
 expect_usage "--layers 6 cannot be cut into 8 pieces for --pp 4 --virtual-stages 2: need --layers >= 8" \

@@ -248,10 +248,8 @@ static ptdp_train_config moe_config(const moe_case *k)
     c.verify_replicas = k->dp > 1;
     if (k->split)
         c.schedule = ptdp_schedule_first_with(PTDP_SCHED_SPLIT_BACKWARD);
-    if (k->dualpipev) {
+    if (k->dualpipev)   /* its V holds two chunks a device: no --virtual-stages (the schedule registry's rule) */
         c.schedule = ptdp_schedule_find("dualpipev");
-        c.virtual_stages = 2;
-    }
     return c;
 }
 

@@ -28,6 +28,12 @@
 enum { MAX_N = 5, T = 12, NH = 12, HD = 2, W = NH * HD };
 static const ptdp_real UNWRITTEN = -1;
 
+/* "1 device", "4 devices" */
+static const char *plural(int n)
+{
+    return n == 1 ? "" : "s";
+}
+
 /* ======================================== blanks 1-3: the all-to-all */
 
 static ptdp_real a2a_value(int src, int dst, size_t e)
@@ -176,18 +182,19 @@ static int explain_place(ptdp_device *dev, const relayout *w, int t, int h, int 
     const int gt = (int)got / 1000, gh = ((int)got % 1000) / 10;
     if (got == UNWRITTEN) {   /* the unpack's blank: rows on the way there, columns back */
         const bool there = w->rows_blank == 5;
-        return tutorial_device_wrong(dev, "%s on %d devices: rank %d never wrote position %d of head %d\n"
-                                     "blank %d %s", w->fn, dev->world_size, dev->rank, t, h,
-                                     there ? w->rows_blank : w->heads_blank, there ? w->rows_rule : w->heads_rule);
+        return tutorial_device_wrong(dev, "%s on %d device%s: rank %d never wrote position %d of head %d\n"
+                                     "blank %d %s", w->fn, dev->world_size, plural(dev->world_size), dev->rank,
+                                     t, h, there ? w->rows_blank : w->heads_blank,
+                                     there ? w->rows_rule : w->heads_rule);
     }
     if (gh != h)
-        return tutorial_device_wrong(dev, "%s on %d devices: rank %d has head %d where head %d belongs "
-                                     "(position %d)\nblank %d %s", w->fn, dev->world_size, dev->rank, gh, h, t,
-                                     w->heads_blank, w->heads_rule);
+        return tutorial_device_wrong(dev, "%s on %d device%s: rank %d has head %d where head %d belongs "
+                                     "(position %d)\nblank %d %s", w->fn, dev->world_size, plural(dev->world_size),
+                                     dev->rank, gh, h, t, w->heads_blank, w->heads_rule);
     if (gt != t)
-        return tutorial_device_wrong(dev, "%s on %d devices: rank %d has position %d where position %d "
-                                     "belongs (head %d)\nblank %d %s", w->fn, dev->world_size, dev->rank, gt, t,
-                                     h, w->rows_blank, w->rows_rule);
+        return tutorial_device_wrong(dev, "%s on %d device%s: rank %d has position %d where position %d "
+                                     "belongs (head %d)\nblank %d %s", w->fn, dev->world_size,
+                                     plural(dev->world_size), dev->rank, gt, t, h, w->rows_blank, w->rows_rule);
     return tutorial_device_wrong(dev, "%s: rank %d, position %d head %d column %d = %g, expected %g", w->fn,
                                  dev->rank, t, h, d, (double)got, (double)at(t, h, d));
 }

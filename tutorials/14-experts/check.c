@@ -36,6 +36,12 @@
 enum { COLS = 3, E = 8, MAX_N = 4, MAX_ROWS = 64 };
 static const ptdp_real UNWRITTEN = -1;
 
+/* "1 device", "4 devices" */
+static const char *plural(int n)
+{
+    return n == 1 ? "" : "s";
+}
+
 /* ============================================== blanks 1-2: the router */
 
 enum { RE = 6, TOKENS = 5 };
@@ -163,14 +169,15 @@ static int check_counts(ptdp_device *dev, const ptdp_ep_plan *p, const int *load
     for (int s = 0; s < N; s++)
         for (int l = 0; l < local; l++)
             if (recv[s * local + l] != p->recv_rows[s * local + l])
-                return tutorial_device_wrong(dev, "the counts on %d devices: rank %d's recv_rows[%d] = %d, but rank %d "
-                                             "sends it %d rows for its local expert %d (expert %d)\nblank 3: rank "
-                                             "d's counts are load[d local ..], `local` of them a pair",
-                                             N, r, s * local + l, recv[s * local + l], s, p->recv_rows[s * local + l],
-                                             l, r * local + l);
+                return tutorial_device_wrong(dev, "the counts on %d device%s: rank %d's recv_rows[%d] = %d, but "
+                                             "rank %d sends it %d rows for its local expert %d (expert %d)\nblank "
+                                             "3: rank d's counts are load[d local ..], `local` of them a pair",
+                                             N, plural(N), r, s * local + l, recv[s * local + l], s,
+                                             p->recv_rows[s * local + l], l, r * local + l);
     if (sent != (double)(N - 1) * local * sizeof(int))
-        return tutorial_device_wrong(dev, "the counts on %d devices: rank %d sent %.0f bytes; one all_to_all of local = "
-                                     "%d counts a pair sends %d ints (blank 3)", N, r, sent, local, (N - 1) * local);
+        return tutorial_device_wrong(dev, "the counts on %d device%s: rank %d sent %.0f bytes; one all_to_all of "
+                                     "local = %d counts a pair sends %d ints (blank 3)", N, plural(N), r, sent, local,
+                                     (N - 1) * local);
     return 0;
 }
 
@@ -205,22 +212,23 @@ static int check_dispatch(ptdp_device *dev, const ptdp_ep_plan *p, const int *lo
             continue;
         const size_t row = i / COLS;
         if (p->N > 1 && in_arrival_order(p, mine))
-            return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d's rows are in the order they "
+            return tutorial_device_wrong(dev, "the dispatch on %d device%s: rank %d's rows are in the order they "
                                          "arrived, by source rank: row %zu holds %s, where the library has %s\n"
                                          "dispatch in rank order of arrival: each expert runs one GEMM on its rows, "
                                          "so out is in local expert order — expert l's rows from every source "
-                                         "together (blank 5: for l, for s, copy s's rows for l)", p->N, p->rank, row,
-                                         decode(a, sizeof a, mine[i]), decode(b, sizeof b, lib[i]));
-        return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d's row %zu holds %s, where "
+                                         "together (blank 5: for l, for s, copy s's rows for l)", p->N,
+                                         plural(p->N), p->rank, row, decode(a, sizeof a, mine[i]),
+                                         decode(b, sizeof b, lib[i]));
+        return tutorial_device_wrong(dev, "the dispatch on %d device%s: rank %d's row %zu holds %s, where "
                                      "ptdp_ep_dispatch puts %s\nblank 4 counts the reals each pair exchanges; blank 5 "
-                                     "puts them in local expert order, source by source", p->N, p->rank, row,
-                                     decode(a, sizeof a, mine[i]), decode(b, sizeof b, lib[i]));
+                                     "puts them in local expert order, source by source", p->N, plural(p->N), p->rank,
+                                     row, decode(a, sizeof a, mine[i]), decode(b, sizeof b, lib[i]));
     }
     const double want = (double)ptdp_ep_rows_dispatched_away(p) * COLS * sizeof(ptdp_real);
     if (sent != want)
-        return tutorial_device_wrong(dev, "the dispatch on %d devices: rank %d sent %.0f bytes; its rows for experts "
-                                     "held elsewhere are %zu x %d reals = %.0f bytes (blank 4)", p->N, p->rank, sent,
-                                     ptdp_ep_rows_dispatched_away(p), COLS, want);
+        return tutorial_device_wrong(dev, "the dispatch on %d device%s: rank %d sent %.0f bytes; its rows for experts "
+                                     "held elsewhere are %zu x %d reals = %.0f bytes (blank 4)", p->N, plural(p->N),
+                                     p->rank, sent, ptdp_ep_rows_dispatched_away(p), COLS, want);
     return 0;
 }
 
@@ -240,16 +248,16 @@ static int check_combine(ptdp_device *dev, const ptdp_ep_plan *p, const int *loa
         return rc;
     for (size_t i = 0; i < p->sent * COLS; i++)
         if (mine[i] != lib[i] || lib[i] != x[i])
-            return tutorial_device_wrong(dev, "the combine on %d devices: rank %d's stacked row %zu should be %s back "
+            return tutorial_device_wrong(dev, "the combine on %d device%s: rank %d's stacked row %zu should be %s back "
                                          "home; it holds %s\nblank 6 puts y back in the order it arrived — by source, "
                                          "each source's rows for your experts in expert order — and blank 7 sends "
-                                         "each source its rows back", p->N, p->rank, i / COLS,
+                                         "each source its rows back", p->N, plural(p->N), p->rank, i / COLS,
                                          decode(a, sizeof a, lib[i]), decode(b, sizeof b, mine[i]));
     const double want = (double)ptdp_ep_rows_combined_away(p) * COLS * sizeof(ptdp_real);
     if (sent != want)
-        return tutorial_device_wrong(dev, "the combine on %d devices: rank %d sent %.0f bytes; the rows it received "
-                                     "from others are %zu x %d reals = %.0f bytes (blank 7)", p->N, p->rank, sent,
-                                     ptdp_ep_rows_combined_away(p), COLS, want);
+        return tutorial_device_wrong(dev, "the combine on %d device%s: rank %d sent %.0f bytes; the rows it received "
+                                     "from others are %zu x %d reals = %.0f bytes (blank 7)", p->N, plural(p->N),
+                                     p->rank, sent, ptdp_ep_rows_combined_away(p), COLS, want);
     return 0;
 }
 
