@@ -28,19 +28,29 @@ How the reference computes (none of it is how ptdp does it):
     --amax-history, or the tensor's own amax without one.
 
 The values: every midpoint between neighbouring FP8 values at a scale of 1
-(ties) with the floats just beside them, the subnormals and their
-midpoints, values far beyond max (saturation), all-zero tiles, NaN of both
-signs, infinities, -0, the smallest float, values near FLT_MAX, random
-values over 40 binades, edge tiles (300 columns in 1x128 tiles, 131 x 130
-in 128x128, 40 in 1x32, a 2x3 tile on 5 x 7), a scalar, a vector, a 3-D
-tensor, a BF16 tensor; for ptdp-f64 an F64 file whose ties float could not
-hold.
+(ties) with the floats just beside them, and the same midpoints behind a
+scale that is no power of two (amax 3); the subnormals and their
+midpoints; values far beyond max (saturation); all-zero tiles; NaN of both
+signs, infinities, -0, the smallest float, values near FLT_MAX; random
+values over 40 binades; edge tiles (300 columns in 1x128 tiles, 131 x 130
+in 128x128, 300 in 1x32 and 5 rows in 32x1 tiles, 2x3 tiles on 5 x 300,
+6 x 5 and 7 x 45); a scalar, a vector, a 3-D tensor, a BF16 tensor; for
+ptdp-f64 an F64 file with values beside the ties by far less than a float
+step.  The delayed recipe runs without a history (its first step) and
+with --amax-history below and above the tensors' amaxes.
 
-How it was seen to fail: with ties sent away from zero in src/nn/fp8.c
-(`rest >= half` for `rest > half`) every case fails on the ties tensor
-("e4m3 tensorwise: ties[1]: code 0x01, reference 0x00"); with amax / max
-replaced by max / amax every scale differs; with the saturation clamp
-of fp8.c removed, the mxfp8 and delayed cases fail on values beyond max.
+How it was seen to fail, each change made in ptdp, rebuilt, this script run
+on ptdp (18 runs):
+  * ties away from zero in src/nn/fp8.c (`rest >= half` for the tie
+    rule): 14 runs fail, first at "ties[1] = 0.0009765625: code 0x01,
+    reference 0x00" (2^-10, the tie of 0 and 2^-9);
+  * max / amax for amax / max in src/nn/fp8_quant.c: all 14 runs that
+    divide by amax / max fail (mxfp8's power-of-two scales pass);
+  * no saturation in fp8.c (codes past max run into NaN and infinity):
+    the 8 runs whose values pass max fail, mxfp8's and delayed's with a
+    history ("code 0x7f, reference 0x7e");
+  * x * (1/s) for x / s: 10 runs fail on the ties behind a scale
+    ("scaled[2]: code 0x01, reference 0x02") — which is why they are there.
 """
 import json
 import math
@@ -318,6 +328,15 @@ def inputs(double_ties):
     sub = [448.0] + [float(Fraction(k, 2) * Fraction(2) ** -9) for k in range(0, 17)] + \
           [-float(Fraction(k, 2) * Fraction(2) ** -9) for k in range(1, 17)] + [2.0 ** -11, 2.0 ** -10 * 1.0000001]
     sub5 = [57344.0] + [float(Fraction(k, 2) * Fraction(2) ** -16) for k in range(0, 9)] + [2.0 ** -17, 2.0 ** -18]
+    # ties behind a scale that is no power of two: x = m * s rounded, for
+    # every midpoint m, with amax 3 (s = 3/448 or 3/57344, rounded): x / s
+    # then lands on m or beside it, where x * (1/s) may land elsewhere
+    real = F64 if double_ties else F32
+    scaled = {}
+    for fmt in FORMATS:
+        s = real.round(Fraction(3) / VALUES[fmt][-1])
+        mids = [(lo + hi) / 2 for lo, hi in zip(VALUES[fmt], VALUES[fmt][1:])]
+        scaled[fmt] = [3.0] + [real.round(m * Fraction(s)) for m in mids if m * Fraction(s) < 3]
     specials = [math.nan, -math.nan, math.inf, -math.inf, -0.0, 0.0, 1.5, -3.25, 2.0 ** -149, 1e-30]
     big = [3.0e38, -1.7e38, 1.0, 2.0 ** -126]
     # a matrix whose rows 1 and 3 are zeros: blockwise's and mxfp8's zero tiles
@@ -326,6 +345,8 @@ def inputs(double_ties):
     tensors = [
         ("ties", dt, [len(ties)], ties),
         ("ties5", dt, [1, len(ties5)], ties5),
+        ("scaled", dt, [len(scaled["e4m3"])], scaled["e4m3"]),
+        ("scaled5", dt, [len(scaled["e5m2"])], scaled["e5m2"]),
         ("sub", dt, [len(sub)], sub),
         ("sub5", dt, [len(sub5)], sub5),
         ("specials", dt, [2, 5], specials),
