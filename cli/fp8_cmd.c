@@ -17,7 +17,9 @@
  * ptdp-f64 computes in double and writes t.scale and t.dequant as F64 (in
  * F32 its scales would be rounded once more).  The delayed recipe, with no
  * earlier steps in a file, is each tensor's first step (its own amax) —
- * unless --amax-history gives the amaxes of earlier steps.
+ * unless --amax-history gives the amaxes of earlier steps.  --tensors picks
+ * some tensors of a file that holds others (a checkpoint's step count is
+ * an integer: it cannot be quantized, and is refused when asked for).
  *
  * Everything is checked before anything is written (flags, then the file's
  * tensors), and the output is written atomically (safetensors.h).
@@ -48,32 +50,40 @@ typedef struct {
     ptdp_real history[HISTORY_MAX];
     int history_count;
     bool history_given;
+    const char *tensors;                   /* --tensors a,b,c, or NULL: every tensor */
 } fp8_options;
 
 static void usage(FILE *f)
 {
+    char formats[128] = "";
+    for (int i = 0; i < ptdp_fp8_format_count(); i++)
+        snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%s%s (max %g)", i ? " or " : "",
+                 ptdp_fp8_format_at(i)->name, ptdp_fp8_format_at(i)->max);
+    strncat(formats, ": rounded to nearest, ties to even, saturating at +-max; NaN stays NaN",
+            sizeof formats - strlen(formats) - 1);
     fprintf(f,
         "usage: ptdp fp8 quantize IN.st OUT.st --recipe R --format e4m3|e5m2 [--tile RxC]\n"
-        "                         [--amax-history A,B,...]\n"
+        "                         [--amax-history A,B,...] [--tensors NAME,...]\n"
         "\n"
-        "Quantize every float tensor t of IN.st to FP8 and write OUT.st with, for each,\n"
-        "t (the codes, dtype F8_E4M3 or F8_E5M2), t.scale (one scale a tile, in tile order)\n"
-        "and t.dequant (each code's value times its tile's scale).  A tensor is a matrix of\n"
-        "its last dimension's columns; tiles are cut row-major, the edge ones partial.\n"
-        "\n"
-        "  --recipe R        how tiles are cut and scaled:\n");
-    for (int i = 0; i < ptdp_fp8_recipe_count(); i++)
-        fprintf(f, "                      %-11s %s\n", ptdp_fp8_recipe_at(i)->name, ptdp_fp8_recipe_at(i)->summary);
-    fprintf(f, "  --format F        ");
-    for (int i = 0; i < ptdp_fp8_format_count(); i++)
-        fprintf(f, "%s%s (max %g)", i ? ", " : "", ptdp_fp8_format_at(i)->name, ptdp_fp8_format_at(i)->max);
+        "Quantize the float tensors of IN.st to FP8 and write OUT.st with, for each tensor t,\n"
+        "t (the codes, dtype F8_E4M3 or F8_E5M2), t.scale (a scale a tile, in tile order) and\n"
+        "t.dequant (each code's value times its tile's scale).  A tensor is a matrix of its last\n"
+        "dimension's columns; tiles are cut row-major, the edge ones partial.\n"
+        "\n");
+    ptdp_help_wrapped(f, "  --recipe R", "how the tiles are cut and scaled, one of:");
+    for (int i = 0; i < ptdp_fp8_recipe_count(); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "      %s", ptdp_fp8_recipe_at(i)->name);
+        ptdp_help_wrapped(f, name, ptdp_fp8_recipe_at(i)->summary);
+    }
+    ptdp_help_wrapped(f, "  --format F", formats);
+    ptdp_help_wrapped(f, "  --tile RxC", "the tile, rows x columns (blockwise: 1x128 unless given, 128x128 for "
+                      "weights; mxfp8: 1x32 or 32x1; tensorwise and delayed have one tile, the tensor)");
+    ptdp_help_wrapped(f, "  --amax-history A,B,...", "delayed only: the amaxes of earlier steps, oldest first; "
+                      "the scale is their max / max (default: none, the first step: its own amax)");
+    ptdp_help_wrapped(f, "  --tensors A,B,...", "quantize these tensors of IN.st only (default: every tensor; "
+                      "each must be float: F32, F64 or BF16)");
     fprintf(f,
-        ": rounded to nearest, ties to even,\n"
-        "                    saturating at +-max; NaN stays NaN\n"
-        "  --tile RxC        the tile, rows x columns (blockwise: default 1x128, 128x128 for\n"
-        "                    weights; mxfp8: 1x32 or 32x1; the others have one tile)\n"
-        "  --amax-history A,B,...  delayed only: the amaxes of earlier steps, oldest first; the\n"
-        "                    scale is their max / max (default: none, the first step)\n"
         "\n"
         "Exit status: 0 written, 1 IN.st unreadable or OUT.st not written, 2 a bad command line\n"
         "or a tensor that cannot be quantized.\n");
@@ -159,6 +169,8 @@ static int parse_flag(ptdp_args *a, fp8_options *o)
         return (rc = ptdp_args_string(a, &v)) != 0 ? rc : parse_tile(v, o);
     if (ptdp_args_is(a, "--amax-history"))
         return (rc = ptdp_args_string(a, &v)) != 0 ? rc : parse_history(v, o);
+    if (ptdp_args_is(a, "--tensors"))
+        return ptdp_args_string(a, &o->tensors);
     if (a->flag[0] == '\0' && o->in == NULL)
         o->in = a->arg;
     else if (a->flag[0] == '\0' && o->out == NULL)
@@ -236,25 +248,65 @@ static bool as_matrix(const ptdp_st_tensor *t, int *rows, int *cols)
     return true;
 }
 
-/* Every tensor quantizable, every output name free: 0 or exit 2. */
-static int check_tensor(const fp8_options *o, const ptdp_st_file *f, const ptdp_st_tensor *t, quantized *q)
+/* The tensors to quantize: --tensors' names in their order, or every
+ * tensor of the file.  *n of them in q; 0 or exit 2. */
+static int select_tensors(const fp8_options *o, const ptdp_st_file *f, quantized *q, int *n)
+{
+    *n = 0;
+    if (o->tensors == NULL) {
+        for (int i = 0; i < ptdp_st_count(f); i++)
+            q[(*n)++].in = ptdp_st_get(f, i);
+        return 0;
+    }
+    for (const char *p = o->tensors;; p++) {
+        char name[PTDP_ST_NAME_MAX];
+        const size_t len = strcspn(p, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+        const ptdp_st_tensor *t = len < sizeof name ? ptdp_st_find(f, name) : NULL;
+        if (t == NULL)
+            return ptdp_usage_error(CMD, "--tensors %s: IN.st %s has no tensor '%.*s'", o->tensors, o->in,
+                                    (int)len, p);
+        for (int k = 0; k < *n; k++)
+            if (q[k].in == t)
+                return ptdp_usage_error(CMD, "--tensors %s: '%s' is named twice", o->tensors, name);
+        if (*n == ptdp_st_count(f))
+            return ptdp_usage_error(CMD, "--tensors %s: more names than IN.st has tensors", o->tensors);
+        q[(*n)++].in = t;
+        p += len;
+        if (*p == '\0')
+            return 0;
+    }
+}
+
+/* No two outputs of one name: 'a.scale' quantized beside 'a'. */
+static int check_names(const fp8_options *o, const quantized *q, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            const char *name = q[j].in->name;
+            if (strcmp(name, q[i].scale_name) == 0 || strcmp(name, q[i].dequant_name) == 0)
+                return ptdp_usage_error(CMD, "IN.st %s: tensors '%s' and '%s' would both be written as '%s': "
+                                        "rename one, or leave one out (--tensors)", o->in, q[i].in->name,
+                                        name, name);
+        }
+    return 0;
+}
+
+/* A tensor quantizable, and the names of its outputs: 0 or exit 2. */
+static int check_tensor(const fp8_options *o, const ptdp_st_tensor *t, quantized *q)
 {
     char msg[256];
     int rows, cols;
     q->in = t;
     if (!is_float(t->dtype))
         return ptdp_usage_error(CMD, "IN.st %s: tensor '%s' is %s: only float tensors (F32, F64, BF16) "
-                                "are quantized", o->in, t->name, ptdp_dtype_name(t->dtype));
+                                "are quantized (choose some with --tensors)", o->in, t->name,
+                                ptdp_dtype_name(t->dtype));
     if (strlen(t->name) + strlen(".dequant") >= PTDP_ST_NAME_MAX)
         return ptdp_usage_error(CMD, "IN.st %s: tensor '%s': '%s.dequant' would be longer than %d bytes",
                                 o->in, t->name, t->name, PTDP_ST_NAME_MAX - 1);
     snprintf(q->scale_name, sizeof q->scale_name, "%s.scale", t->name);
     snprintf(q->dequant_name, sizeof q->dequant_name, "%s.dequant", t->name);
-    const char *taken = ptdp_st_find(f, q->scale_name) ? q->scale_name
-                        : ptdp_st_find(f, q->dequant_name) ? q->dequant_name : NULL;
-    if (taken != NULL)
-        return ptdp_usage_error(CMD, "IN.st %s: tensors '%s' and '%s' would both be written as '%s': "
-                                "rename one", o->in, t->name, taken, taken);
     if (!as_matrix(t, &rows, &cols))
         return ptdp_usage_error(CMD, "IN.st %s: tensor '%s' is too large: at most %d rows and %d columns",
                                 o->in, t->name, INT_MAX, INT_MAX);
@@ -399,13 +451,15 @@ static int quantize_file(const fp8_options *o)
         fprintf(stderr, "ptdp %s: IN.st %s\n", CMD, msg);
         return PTDP_EXIT_FAIL;
     }
-    const int n = ptdp_st_count(f);
-    quantized *q = calloc((size_t)(n ? n : 1), sizeof *q);
-    int status = q == NULL ? PTDP_EXIT_FAIL : PTDP_EXIT_OK;
+    int n = 0;
+    quantized *q = calloc((size_t)(ptdp_st_count(f) + 1), sizeof *q);
+    int status = q == NULL ? PTDP_EXIT_FAIL : select_tensors(o, f, q, &n);
     if (q == NULL)
         fprintf(stderr, "ptdp %s: host out of memory\n", CMD);
     for (int i = 0; status == PTDP_EXIT_OK && i < n; i++)
-        status = check_tensor(o, f, ptdp_st_get(f, i), &q[i]);
+        status = check_tensor(o, q[i].in, &q[i]);
+    if (status == PTDP_EXIT_OK)
+        status = check_names(o, q, n);
     for (int i = 0; status == PTDP_EXIT_OK && i < n; i++)
         status = quantize_one(o, f, &q[i]);
     if (status == PTDP_EXIT_OK && (status = write_out(o, q, n)) == PTDP_EXIT_OK)

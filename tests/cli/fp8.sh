@@ -6,11 +6,13 @@
 #     allow (tensorwise and delayed have one; mxfp8's are 1x32 or 32x1), an
 #     amax history with another recipe or holding a non-number, a missing
 #     IN.st, OUT.st the same file as IN.st or in a missing directory, a
-#     tensor that is not float, names that would collide.
+#     tensor that is not float (a checkpoint's step count), names that would
+#     collide, --tensors naming a tensor IN.st lacks or one twice.
 #  2. Exit 1 for a file that is not safetensors (truncated) or unreadable;
 #     an earlier OUT.st is then left as it was, and no temporary file stays.
 #  3. A good run: exit 0, the summary line per tensor, OUT.st holds t,
-#     t.scale and t.dequant; `ptdp fp8 --help` and `ptdp fp8 quantize --help`.
+#     t.scale and t.dequant; a checkpoint's weights chosen with --tensors;
+#     `ptdp fp8 --help` and `ptdp fp8 quantize --help`.
 # (Every code, scale and value is checked by tests/fp8_reference.py.)
 set -uo pipefail
 
@@ -31,6 +33,7 @@ st_file "$tmp/in.st" '{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}'
 st_file "$tmp/int.st" '{"n":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}' '\x01\x00\x00\x00\x00\x00\x00\x00'
 st_file "$tmp/clash.st" '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a.scale":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}' "$one$one"
 head -c 20 "$tmp/in.st" >"$tmp/short.st"
+"$ptdp" train --model mlp --layers 1 --steps 1 --save "$tmp/ck.st" >/dev/null 2>&1 || fail "ptdp train --save: a checkpoint to quantize"
 q=(fp8 quantize "$tmp/in.st" "$tmp/out.st")
 
 # ---- 1. exit 2 ------------------------------------------------------------------
@@ -62,6 +65,11 @@ expect_usage "tensor 'n' is I64: only float tensors (F32, F64, BF16) are quantiz
     fp8 quantize "$tmp/int.st" "$tmp/out.st" --recipe tensorwise --format e4m3
 expect_usage "tensors 'a' and 'a.scale' would both be written as 'a.scale'" -- \
     fp8 quantize "$tmp/clash.st" "$tmp/out.st" --recipe tensorwise --format e4m3
+expect_usage "--tensors w,v: IN.st $tmp/in.st has no tensor 'v'" -- "${q[@]}" --recipe mxfp8 --format e4m3 --tensors w,v
+expect_usage "--tensors w,w: 'w' is named twice" -- "${q[@]}" --recipe mxfp8 --format e4m3 --tensors w,w
+expect_usage "--tensors w,: IN.st $tmp/in.st has no tensor ''" -- "${q[@]}" --recipe mxfp8 --format e4m3 --tensors w,
+expect_usage "tensor 'optim.step' is I64: only float tensors" -- fp8 quantize "$tmp/ck.st" "$tmp/out.st" --recipe mxfp8 \
+    --format e4m3
 expect_usage "unknown command 'dequantize'" -- fp8 dequantize
 expect_usage "usage: ptdp fp8" -- fp8
 
@@ -89,6 +97,14 @@ if run_ok "${q[@]}" --recipe blockwise --format e5m2 --tile 1x2; then
                 '"fp8.recipe":"blockwise"' '"fp8.tile":"1x2"'; do
         grep -qF -- "$name" "$tmp/out.st" && echo "ok    OUT.st has $name" || fail "OUT.st lacks $name"
     done
+fi
+# a checkpoint's weights, picked by name (its step count is an integer)
+if run_ok fp8 quantize "$tmp/ck.st" "$tmp/ck8.st" --recipe blockwise --format e4m3 --tile 128x128 \
+          --tensors blocks.0.fc1.weight,out.bias; then
+    has "blocks.0.fc1.weight: 256 x 64, 2 tiles of 128x128" && has "out.bias: 1 x 16, 1 tile of 128x128" \
+        && echo "ok    --tensors: $(sed -n 2p "$out")" || fail "--tensors: the summary lines"
+    grep -qF '"blocks.0.fc1.weight.scale":{"dtype":"F' "$tmp/ck8.st" && ! grep -qF '"in.weight' "$tmp/ck8.st" \
+        && echo "ok    --tensors: those tensors only" || fail "--tensors: other tensors written"
 fi
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind" || echo "ok    no temporary file left"
 run_ok fp8 --help && has "quantize" && echo "ok    ptdp fp8 --help" || fail "ptdp fp8 --help"
