@@ -13,6 +13,7 @@
 #  3. A good run: exit 0, the summary line per tensor, OUT.st holds t,
 #     t.scale and t.dequant; a checkpoint's weights chosen with --tensors;
 #     `ptdp fp8 --help` and `ptdp fp8 quantize --help`.
+#  4. docs/fp8.md's example: each command quoted prints what the page says.
 # (Every code, scale and value is checked by tests/fp8_reference.py.)
 set -uo pipefail
 
@@ -110,5 +111,22 @@ ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind" || echo
 run_ok fp8 --help && has "quantize" && echo "ok    ptdp fp8 --help" || fail "ptdp fp8 --help"
 run_ok fp8 quantize --help && has "mxfp8" && has "--amax-history" && echo "ok    ptdp fp8 quantize --help" \
     || fail "ptdp fp8 quantize --help"
+
+# ---- 4. docs/fp8.md's example prints what ptdp prints ---------------------------
+# Each "$ build/cli/ptdp …" line of its example is run in a folder of its own and
+# its output compared with the lines quoted under it (the float build's numbers).
+doc="$(dirname "${BASH_SOURCE[0]}")/../../docs/fp8.md"
+if [[ $(basename "$ptdp") == ptdp && -f $doc ]]; then
+    mkdir -p "$tmp/doc"
+    bin="$(cd "$(dirname "$ptdp")" && pwd)/ptdp"
+    awk '/^\$ build\/cli\/ptdp /{n++} n && /^```/{exit} n{print > ("'"$tmp/doc/"'" n ".txt")}' "$doc"
+    for f in "$tmp"/doc/*.txt; do
+        cmd=$(head -n 1 "$f")
+        cases=$((cases + 1))
+        (cd "$tmp/doc" && eval "\"$bin\" ${cmd#\$ build/cli/ptdp }") >"$tmp/doc/got" 2>&1
+        if tail -n +2 "$f" | diff - "$tmp/doc/got" >/dev/null; then echo "ok    docs/fp8.md: ${cmd:0:90}"
+        else fail "docs/fp8.md quotes another output of: $cmd"; diff <(tail -n +2 "$f") "$tmp/doc/got" | head -n 8; fi
+    done
+fi
 
 finish fp8 "$cases cases"
