@@ -230,7 +230,8 @@ typedef struct {
 static bool is_float(ptdp_dtype d) { return d == PTDP_F32 || d == PTDP_F64 || d == PTDP_BF16; }
 
 /* The tensor as a matrix: rows = the product of all dimensions but the
- * last, cols = the last (a scalar is 1 x 1); false beyond int. */
+ * last, cols = the last (a scalar is 1 x 1); false when its values (and so
+ * its tiles) are more than an int counts. */
 static bool as_matrix(const ptdp_st_tensor *t, int *rows, int *cols)
 {
     int64_t r = 1, c = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
@@ -241,7 +242,7 @@ static bool as_matrix(const ptdp_st_tensor *t, int *rows, int *cols)
         if (r > INT_MAX)
             return false;
     }
-    if (c > INT_MAX)
+    if (c > INT_MAX || r * c > INT_MAX)     /* both <= INT_MAX: no wrap */
         return false;
     *rows = (int)r;
     *cols = (int)c;
@@ -308,8 +309,8 @@ static int check_tensor(const fp8_options *o, const ptdp_st_tensor *t, quantized
     snprintf(q->scale_name, sizeof q->scale_name, "%s.scale", t->name);
     snprintf(q->dequant_name, sizeof q->dequant_name, "%s.dequant", t->name);
     if (!as_matrix(t, &rows, &cols))
-        return ptdp_usage_error(CMD, "IN.st %s: tensor '%s' is too large: at most %d rows and %d columns",
-                                o->in, t->name, INT_MAX, INT_MAX);
+        return ptdp_usage_error(CMD, "IN.st %s: tensor '%s' is too large: at most %d values", o->in, t->name,
+                                INT_MAX);
     if (ptdp_fp8_tiling_init(&q->tiling, o->recipe, rows, cols, o->tile_rows, o->tile_cols, msg, sizeof msg))
         return ptdp_usage_error(CMD, "IN.st %s: tensor '%s': %s", o->in, t->name, msg);
     return 0;

@@ -15,10 +15,12 @@
  * between neighbouring values of each sign, and the doubles and floats just
  * above and below it; values beyond max, infinity, NaN, ±0; values below
  * half the smallest subnormal; 200 000 random doubles over 2^-30 .. 2^20.
- * How it was seen to fail: with `rest > half ||` changed to `rest >= half ||`
- * in fp8.c (ties away from zero), test_every_midpoint_goes_to_the_even_code
- * fails at E4M3's first tie, 2^-10 cast to 0x01 instead of 0x00; with the
- * saturation removed, test_beyond_max_saturates fails.
+ * How it was seen to fail: with fp8.c's tie rule replaced by `rest >= half`
+ * (ties away from zero), test_every_midpoint_goes_to_the_even_code fails at
+ * E4M3's first tie, "midpoint 0x1p-10 of 0x00 and 0x01 cast to 0x01, not
+ * the even 0x00"; with the saturation removed, test_beyond_max_saturates
+ * fails ("e4m3: 480 -> 0x7f"); with the scale inverted (max / amax),
+ * test_tensorwise_by_hand fails.
  */
 #include <float.h>
 #include <math.h>
@@ -298,6 +300,10 @@ TEST(recipe_tests, test_recipes_by_name_and_their_tiles)
     ck_assert_int_eq(ptdp_fp8_tile_count(&t), 0);                   /* no tile of nothing */
     ck_assert_int_eq(ptdp_fp8_tiling_init(&t, &ptdp_fp8_tensorwise, 0, 5, 0, 0, msg, sizeof msg), 0);
     ck_assert_int_eq(ptdp_fp8_tile_count(&t), 1);                   /* but one tensor */
+    ck_assert_int_eq(ptdp_fp8_tiling_init(&t, &ptdp_fp8_blockwise, 65536, 65536, 1, 1, msg, sizeof msg),
+                     PTDP_EINVAL);                                  /* 2^32 tiles: an int cannot count them */
+    ASSERT_HAS(msg, "65536 x 65536 tiles of 1x1");
+    ck_assert_int_eq(ptdp_fp8_tiling_init(&t, &ptdp_fp8_blockwise, 2, 3, -1, 2, msg, sizeof msg), PTDP_EINVAL);
 }
 END_TEST
 

@@ -104,8 +104,8 @@ typedef struct {
 /* The tiles of a rows × cols matrix under r with the given tile (0 × 0: the
  * recipe's activation tile; pass r->weight_tile for a weight).  A whole-
  * tensor recipe has exactly one tile, even for an empty matrix (its scale
- * then 1).  PTDP_EINVAL (msg says why) for a tile r does not allow or a
- * negative size. */
+ * then 1).  PTDP_EINVAL (msg says why) for a tile r does not allow, a
+ * negative size, or more tiles than an int counts. */
 int ptdp_fp8_tiling_init(ptdp_fp8_tiling *t, const ptdp_fp8_recipe *r, int rows, int cols,
                          int tile_rows, int tile_cols, char *msg, size_t msglen);
 static inline int ptdp_fp8_tile_count(const ptdp_fp8_tiling *t)

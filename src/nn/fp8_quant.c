@@ -30,6 +30,7 @@
  */
 #include "ptdp/fp8_quant.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -130,9 +131,11 @@ int ptdp_fp8_tiling_init(ptdp_fp8_tiling *t, const ptdp_fp8_recipe *r, int rows,
         tile_cols = r->act_tile[1];
     }
     /* ⌈rows / r⌉ without rows + r - 1, which could wrap */
-    *t = (ptdp_fp8_tiling){ rows, cols, tile_rows, tile_cols,
-                            rows / tile_rows + (rows % tile_rows != 0),
-                            cols / tile_cols + (cols % tile_cols != 0) };
+    const int down = rows / tile_rows + (rows % tile_rows != 0), across = cols / tile_cols + (cols % tile_cols != 0);
+    if ((long long)down * across > INT_MAX)
+        return fail(msg, msglen, "%s: %d x %d tiles of %dx%d: more than %d", r->name, down, across, tile_rows,
+                    tile_cols, INT_MAX);
+    *t = (ptdp_fp8_tiling){ rows, cols, tile_rows, tile_cols, down, across };
     return 0;
 }
 
