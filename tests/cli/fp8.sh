@@ -107,6 +107,10 @@ if run_ok fp8 quantize "$tmp/ck.st" "$tmp/ck8.st" --recipe blockwise --format e4
     grep -qF '"blocks.0.fc1.weight.scale":{"dtype":"F' "$tmp/ck8.st" && ! grep -qF '"in.weight' "$tmp/ck8.st" \
         && echo "ok    --tensors: those tensors only" || fail "--tensors: other tensors written"
 fi
+cases=$((cases + 1))
+"$ptdp" "${q[@]}" --recipe tensorwise --format e4m3 >/dev/full 2>"$err"
+[[ $? -eq 1 ]] && grep -qF "writing standard output" "$err" && echo "ok    stdout on /dev/full: exit 1" \
+    || fail "stdout on /dev/full: not exit 1"
 ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind" || echo "ok    no temporary file left"
 run_ok fp8 --help && has "quantize" && echo "ok    ptdp fp8 --help" || fail "ptdp fp8 --help"
 run_ok fp8 quantize --help && has "mxfp8" && has "--amax-history" && echo "ok    ptdp fp8 quantize --help" \
