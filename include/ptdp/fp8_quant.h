@@ -30,7 +30,8 @@
  *   blockwise    DeepSeek-V3's: activations and gradients 1 × 128 (a tile
  *                per 128 values of a row), weights 128 × 128; the same rule
  *                per tile.  An outlier only coarsens its own tile.
- *   mxfp8        OCP Microscaling (MX v1.0): tiles of 32 values (1 × 32), s a
+ *   mxfp8        OCP Microscaling (MX v1.0): tiles of 32 values along the
+ *                dimension a product sums over (1 × 32, or 32 × 1), s a
  *                power of two kept as an 8-bit exponent (E8M0), clamped to
  *                2^-127 .. 2^127; amax 0 → s = 1.  Dividing by s only moves
  *                the exponent, and |x| / s < 2^(emax+1), above max = 1.75 ·
