@@ -24,6 +24,7 @@
     X(sample,   "generate text from a language model's checkpoint: ptdp sample --load FILE --prompt TEXT") \
     X(schedule, "print and draw pipeline schedules (GPipe, 1F1B)")             \
     X(plan,     "choose the layout of a model on a GPU cluster: memory, step time, best first") \
+    X(fp8,      "FP8 formats and recipes: ptdp fp8 quantize IN.st OUT.st --recipe R --format e4m3") \
     X(figures,  "draw the course's figures (SVG) from real runs: ptdp figures --out DIR") \
     X(demo,     "the classroom demo: 1 device vs dp 2 x tp 2 x pp 2, side by side") \
     X(bench,    "benchmarks: collectives (vs memory bandwidth), memory, a training step, ZeRO") \

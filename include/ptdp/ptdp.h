@@ -28,6 +28,8 @@
 #include "launch.h"
 #include "ops.h"
 #include "optim.h"
+#include "fp8.h"
+#include "fp8_quant.h"
 #include "model.h"
 #include "mesh.h"
 #include "tp.h"

@@ -37,7 +37,8 @@
 
 typedef struct {
     char name[PTDP_ST_NAME_MAX];
-    ptdp_dtype dtype;           /* PTDP_F32, PTDP_F64, PTDP_I32, PTDP_I64, PTDP_U8 or PTDP_BF16 */
+    ptdp_dtype dtype;           /* PTDP_F32, PTDP_F64, PTDP_I32, PTDP_I64, PTDP_U8, PTDP_BF16,
+                                   or FP8 codes: PTDP_F8_E4M3, PTDP_F8_E5M2 (fp8.h) */
     int ndim;                   /* 0 (a scalar) .. PTDP_ST_MAX_NDIM                  */
     int64_t shape[PTDP_ST_MAX_NDIM];
     /* Writer: the caller's data in host memory, native layout, row-major.
@@ -53,8 +54,8 @@ int64_t ptdp_st_numel(const ptdp_st_tensor *t);
 /* Write n tensors and n_meta key/value string pairs as __metadata__ (keys
  * may be NULL when n_meta is 0) to `path` atomically: a temporary file in the
  * same directory, fsync, rename, then fsync of the directory.  The data is
- * laid out 8-byte types first, then 4-, 2- (BF16) and 1-byte, each group in
- * the order given, so every tensor starts at a multiple of its element size (as
+ * laid out 8-byte types first, then 4-, 2- (BF16) and 1-byte (U8, FP8), each
+ * group in the order given, so every tensor starts at a multiple of its element size (as
  * the reference writer does; readers that map the file need it).
  * A bad argument (unknown dtype, ndim out of range, a negative dimension, an
  * empty, too long, duplicate or reserved name, NULL data for a non-empty

@@ -21,6 +21,8 @@ typedef enum {
     PTDP_I64,
     PTDP_U8,
     PTDP_BF16,          /* bfloat16 (bf16.h); appended, so the others keep their numbers */
+    PTDP_F8_E4M3,       /* FP8 codes (fp8.h), one byte each: a value only with its */
+    PTDP_F8_E5M2,       /* tile's scale beside it, so collectives never reduce them */
     PTDP_DTYPE_COUNT
 } ptdp_dtype;
 

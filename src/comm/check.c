@@ -3,14 +3,14 @@
  *
  * Two checks stand between a collective call and its data movement:
  *
- *   the arguments    before meeting anyone: a known type and reduction, a
- *                    root inside the group, buffers present for the counts
- *                    this rank reads or writes, send and recv either the
- *                    same (in place, where allowed) or disjoint.  A bad
- *                    call fails the device with the call's name, file:line,
- *                    group and rank: "ptdp_broadcast at mlp.c:40 (group
- *                    'tp', rank 1 of 4): root 5 is not a rank of a group
- *                    of 4".
+ *   the arguments    before meeting anyone: a known type and reduction (FP8
+ *                    codes are moved, never reduced), a root inside the
+ *                    group, buffers present for the counts this rank reads
+ *                    or writes, send and recv either the same (in place,
+ *                    where allowed) or disjoint.  A bad call fails the
+ *                    device with the call's name, file:line, group and
+ *                    rank: "ptdp_broadcast at mlp.c:40 (group 'tp', rank 1
+ *                    of 4): root 5 is not a rank of a group of 4".
  *
  *   the agreement    after meeting: every member must have called the
  *                    same operation with the same count, type, reduction,
@@ -168,6 +168,10 @@ int ptdp_check_call(ptdp_comm *c, ptdp_call *call, const void *send)
         return ptdp_bad_call(c, call, "unknown element type %d", (int)call->dtype);
     if (reduces(call->op) && (unsigned)call->rop >= PTDP_OP_COUNT)
         return ptdp_bad_call(c, call, "unknown reduction %d", (int)call->rop);
+    if (reduces(call->op) && (call->dtype == PTDP_F8_E4M3 || call->dtype == PTDP_F8_E5M2))
+        return ptdp_bad_call(c, call, "%s codes cannot be reduced: a code is a value only with its "
+                             "tile's scale (reduce the values, or max-reduce the amaxes, instead)",
+                             ptdp_dtype_name(call->dtype));
     if (rooted(call->op) && (call->root < 0 || call->root >= c->size))
         return ptdp_bad_call(c, call, "root %d is not a rank of a group of %d", call->root, c->size);
     if ((unsigned)call->algo >= PTDP_ALGO_COUNT)

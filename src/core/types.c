@@ -18,6 +18,8 @@ static const struct {
     [PTDP_I64] = { 8, "I64" },
     [PTDP_U8]  = { 1, "U8"  },
     [PTDP_BF16] = { 2, "BF16" },
+    [PTDP_F8_E4M3] = { 1, "F8_E4M3" },
+    [PTDP_F8_E5M2] = { 1, "F8_E5M2" },
 };
 
 size_t ptdp_dtype_size(ptdp_dtype t)

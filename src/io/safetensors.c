@@ -47,6 +47,8 @@ static const struct {
 } dtypes[] = {
     {"F32", PTDP_F32, 4}, {"F64", PTDP_F64, 8}, {"I32", PTDP_I32, 4},
     {"I64", PTDP_I64, 8}, {"U8", PTDP_U8, 1}, {"BF16", PTDP_BF16, 2},
+    /* FP8 codes, one byte each, spelt as the reference library spells them */
+    {"F8_E4M3", PTDP_F8_E4M3, 1}, {"F8_E5M2", PTDP_F8_E5M2, 1},
 };
 #define N_DTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 

@@ -120,7 +120,7 @@ enum { SEEN_DTYPE = 1, SEEN_SHAPE = 2, SEEN_OFFSETS = 4 };
 
 static int parse_tensor_field(ptdp_json *j, ptdp_st_entry *e, const char *key, unsigned *seen)
 {
-    char what[PTDP_ST_NAME_MAX + 96];
+    char what[PTDP_ST_NAME_MAX + 160];
     const char *name = e->t.name;
     uint64_t vals[PTDP_ST_MAX_NDIM];
     int count, rc;
@@ -133,7 +133,7 @@ static int parse_tensor_field(ptdp_json *j, ptdp_st_entry *e, const char *key, u
         bool known = ptdp_st_dtype_parse(dt, &e->t.dtype);
         if (!known)
             snprintf(what, sizeof what, "tensor '%s': dtype '%.16s' is not one ptdp reads "
-                     "(F32, F64, I32, I64, U8, BF16)", name, dt);
+                     "(F32, F64, I32, I64, U8, BF16, F8_E4M3, F8_E5M2)", name, dt);
         free(dt);
         return known ? 0 : ptdp_json_error(j, what);
     }
