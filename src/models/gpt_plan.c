@@ -312,6 +312,14 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     return true;
 }
 
+/* Mixtures among blocks first .. first + n - 1: the l with (l + 1) mod
+ * every = 0, floor((first + n) / every) - floor(first / every). */
+static int moe_blocks(const ptdp_model_config *c, int first, int n)
+{
+    const int every = ptdp_gpt(c)->moe_every;
+    return experts(c) > 0 ? (first + n) / every - first / every : 0;
+}
+
 const ptdp_model_plan ptdp_gpt_plan = {
     .defaults = plan_defaults,
     .required = required,
@@ -330,4 +338,5 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .step_flops = step_flops,
     .experts = experts,
     .moe = moe,
+    .moe_blocks = moe_blocks,
 };

@@ -94,15 +94,12 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     /* a mixture's block may cost less than a dense one: the bound takes
      * the cheaper (model_plan.h, uniform routing) */
     c.ep = l->ep > 1 ? l->ep : 1;
-    const ptdp_model_plan *mp = plan_of(rq);
     ptdp_plan_moe mo;
-    for (int layer = 0; mp->experts != NULL && mp->experts(&rq->model) > 0 && layer < rq->model.layers; layer++)
-        if (mp->moe(p, &rq->model, layer, l->micro_batch_size, l->tp, cp, c.ep, selective, false, rq->bf16, &mo)) {
-            const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
-            c.block_f = c.block_f < f_moe ? c.block_f : f_moe;
-            c.block_b = c.block_b < b_moe ? c.block_b : b_moe;
-            break;
-        }
+    if (ptdp_plan_moe_of(rq, l, false, &mo)) {
+        const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
+        c.block_f = c.block_f < f_moe ? c.block_f : f_moe;
+        c.block_b = c.block_b < b_moe ? c.block_b : b_moe;
+    }
     return c;
 }
 

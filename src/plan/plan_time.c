@@ -154,6 +154,8 @@ typedef struct {
     bool full, z3, split_bw, sp;
     ptdp_pp_layout lay;            /* the chunks round a ring, in a V, or two copies */
     int v;                         /* chunks a stage: ptdp_plan_chunks        */
+    ptdp_plan_moe mo, ms;          /* a mixture's block (every one's alike), and
+                                      split (B without the deferred dW)        */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
@@ -224,19 +226,11 @@ static double unit_params(const ptdp_plan_tensors *t)
  * and expert parallelism's exchanges (ep_price.c): forward the counts,
  * the dispatch and the combine (and under CP the counts summed over the
  * sequence); backward the two all-to-alls again. */
-static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, ptdp_price_fb cp)
+static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb cp)
 {
     const ptdp_plan_dims *s = &x->shape;
-    const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
     const ptdp_price_mesh *m = &x->mesh;
-    const bool sel = x->l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    ptdp_plan_moe mo, ms;
-    mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, false,
-            x->rq->bf16, &mo);
-    ms = mo;
-    if (x->split_bw)
-        mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, true,
-                x->rq->bf16, &ms);
+    const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
     u->kind = UNIT_BLOCK;
@@ -339,11 +333,9 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     const ptdp_price_fb cp = ptdp_cp_price_ring(x->rq->profile, x->mesh.cp, x->l->tp,
                                                 (double)x->shape.R * 2 * x->shape.KVl * REAL);
     const int layer0 = g * (L / P) + (g < L % P ? g : L % P);
-    const bool mixtures = mp->experts != NULL && mp->experts(&x->rq->model) > 0;
     for (int i = 0; i < n; i++) {
-        ptdp_plan_moe probe;
-        if (mixtures && mp->moe(x->rq->profile, &x->rq->model, layer0 + i, 1, 1, 1, 1, false, false, false, &probe))
-            moe_unit(x, layer0 + i, &pc->u[k++], pc, cp);
+        if (ptdp_plan_moe_blocks(x->rq, layer0 + i, 1) > 0)
+            moe_unit(x, &pc->u[k++], pc, cp);
         else
             block_unit(x, &pc->u[k++], pc, tp, cp);
     }
@@ -863,6 +855,11 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     x->S = (double)x->shape.R * x->shape.C * REAL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
+    if (ptdp_plan_moe_of(rq, l, false, &x->mo)) {   /* priced once: every mixture's block is alike */
+        x->ms = x->mo;
+        if (x->split_bw)
+            ptdp_plan_moe_of(rq, l, true, &x->ms);
+    }
     return PTDP_OK;
 }
 
