@@ -46,6 +46,7 @@
 #include "ptdp/arena.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/plan.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/train.h"
@@ -152,6 +153,51 @@ LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
     ck_assert_ptr_nonnull(rq.profile);
     ptdp_plan_layout l = layout_of(k);
     plan_vs_train(k->name, &rq, &l, 0.05);
+}
+END_TEST
+
+/* How often the planner prices a mixture (the planning table's moe, its
+ * attention's GEMMs at their efficiency): the GPT's table, with moe
+ * counted. */
+static int moe_prices;
+static ptdp_model_plan counted_plan;
+static ptdp_model_ops counted_ops;
+
+static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
+                        bool selective, bool split, bool bf16, ptdp_plan_moe *out)
+{
+    moe_prices++;
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, out);
+}
+
+/* Every mixture's block is alike, so a layout prices one, however many
+ * blocks and stages it has: the memory model once, the step's time once
+ * (twice with a split backward) — not once a block and stage (the work
+ * then grew with --layers: 64 blocks on 4 stages priced 48 times in the
+ * memory and 192 in the time).  Same numbers as the GPT's own table. */
+TEST(moe_tests, test_a_layout_prices_one_mixture)
+{
+    const moe_case k = { "count", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
+                         false, false, 1, 1 };
+    ptdp_plan_request rq = request_of(&k);
+    const ptdp_plan_layout l = layout_of(&k);
+    ptdp_plan_memory mem, mem_counted;
+    ptdp_plan_time t, t_counted;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &mem), 0);
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+    counted_plan = *ptdp_gpt_ops.plan;
+    counted_plan.moe = counted_moe;
+    counted_ops = ptdp_gpt_ops;
+    counted_ops.plan = &counted_plan;
+    rq.model.ops = &counted_ops;
+    moe_prices = 0;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &mem_counted), 0);
+    ck_assert_msg(moe_prices == 1, "the memory of 64 mixtures on 4 stages priced %d of them", moe_prices);
+    moe_prices = 0;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t_counted), 0);
+    ck_assert_msg(moe_prices == 1, "the step of 64 mixtures on 4 stages priced %d of them", moe_prices);
+    ck_assert(mem_counted.total == mem.total && t_counted.step_s == t.step_s);
+    ck_assert(t.model_flops > 0 && mem.total > 0);
 }
 END_TEST
 
