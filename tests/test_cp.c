@@ -181,6 +181,35 @@ TEST(cp_tests, test_zigzag_balances_the_work)
 }
 END_TEST
 
+/* The scores in closed form (a share sees the q_first / len + 1 key
+ * shares that start at or before it) against the pairs walked owner by
+ * owner, as the ring computes them, at every rank of many groups — and at
+ * cp = 2^20, where the walk would take a million steps a rank. */
+TEST(cp_tests, test_the_scores_in_closed_form_are_the_pairs_walked)
+{
+    const int Ts[] = { 16, 24, 96, 100, 4096 };
+    for (size_t a = 0; a < sizeof Ts / sizeof Ts[0]; a++)
+        for (int N = 1; N <= 12; N++)
+            for (int z = 0; z <= 1; z++)
+                for (int r = 0; r < N; r++) {
+                    const int Tn = Ts[a];
+                    const ptdp_cp_layout q = ptdp_cp_layout_of(Tn, N, r, z);
+                    double walked = 0;
+                    for (int owner = 0; owner < N; owner++) {
+                        const ptdp_cp_layout k = ptdp_cp_layout_of(Tn, N, owner, z);
+                        for (int i = 0; i < q.nshares; i++)
+                            for (int j = 0; j < k.nshares; j++)
+                                walked += ptdp_cp_in_future(q.first[i], k.first[j], q.len) ? 0 : (double)q.len * k.len;
+                    }
+                    ck_assert_msg(ptdp_ring_attention_scores(Tn, N, r, z) == walked, "T %d N %d rank %d %s: %g, "
+                                  "walked %g", Tn, N, r, z ? "zigzag" : "contiguous",
+                                  ptdp_ring_attention_scores(Tn, N, r, z), walked);
+                }
+    const int big = 1 << 20, Tb = 1 << 22;   /* shares of 2: rank 0 sees 1 + 2 big of them */
+    ck_assert_double_eq(ptdp_ring_attention_scores(Tb, big, 0, true), (1.0 + 2.0 * big) * 4);
+}
+END_TEST
+
 int main(void)
 {
     return harness_main("cp");

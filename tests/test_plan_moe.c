@@ -46,6 +46,7 @@
 #include "ptdp/arena.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
+#include "ptdp/model_plan.h"
 #include "ptdp/plan.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/train.h"
@@ -152,6 +153,98 @@ LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
     ck_assert_ptr_nonnull(rq.profile);
     ptdp_plan_layout l = layout_of(k);
     plan_vs_train(k->name, &rq, &l, 0.05);
+}
+END_TEST
+
+/* How often the planner prices a mixture (the planning table's moe, its
+ * attention's GEMMs at their efficiency): the GPT's table, with moe
+ * counted. */
+static int moe_prices;
+static ptdp_model_plan counted_plan;
+static ptdp_model_ops counted_ops;
+
+static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
+                        bool selective, bool split, bool bf16, ptdp_plan_moe *out)
+{
+    moe_prices++;
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, out);
+}
+
+/* Every mixture's block is alike, so a layout prices one, however many
+ * blocks and stages it has: the memory model once, the step's time once
+ * (twice with a split backward) — not once a block and stage (the work
+ * then grew with --layers: 64 blocks on 4 stages priced 48 times in the
+ * memory and 192 in the time).  Same numbers as the GPT's own table. */
+TEST(moe_tests, test_a_layout_prices_one_mixture)
+{
+    const moe_case k = { "count", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
+                         false, false, 1, 1 };
+    ptdp_plan_request rq = request_of(&k);
+    const ptdp_plan_layout l = layout_of(&k);
+    ptdp_plan_memory mem, mem_counted;
+    ptdp_plan_time t, t_counted;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &mem), 0);
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+    counted_plan = *ptdp_gpt_ops.plan;
+    counted_plan.moe = counted_moe;
+    counted_ops = ptdp_gpt_ops;
+    counted_ops.plan = &counted_plan;
+    rq.model.ops = &counted_ops;
+    moe_prices = 0;
+    ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &mem_counted), 0);
+    ck_assert_msg(moe_prices == 1, "the memory of 64 mixtures on 4 stages priced %d of them", moe_prices);
+    moe_prices = 0;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t_counted), 0);
+    ck_assert_msg(moe_prices == 1, "the step of 64 mixtures on 4 stages priced %d of them", moe_prices);
+    ck_assert(mem_counted.total == mem.total && t_counted.step_s == t.step_s);
+    ck_assert(t.model_flops > 0 && mem.total > 0);
+}
+END_TEST
+
+/* A capacity that drops nearly every choice (c = 1e-6: one slot an
+ * expert a sequence, 8 of its 8192 choices kept) makes the step shorter,
+ * since the experts run 8 rows, not 8192 — but the GPUs compute no
+ * faster: the hardware count has the rows the experts run, so its
+ * TFLOP/s stay below dropless's on the same layout (it once counted every
+ * choice and read 428 TFLOP/s a GPU, 87% of an H100, against 229
+ * dropless), and the model count (every token's k experts, dropped or
+ * not) is the dropless model's.  The Mixtral-like GPT of the capacity's
+ * reproduction, dp 32 ep 8 tp 2 on 64 H100s. */
+TEST(moe_tests, test_a_tiny_capacity_computes_no_faster_than_dropless)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = ptdp_gpt_default_config();
+    rq.model.layers = 32;
+    rq.model.hidden = 4096;
+    rq.model.ffn = 14336;
+    ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
+    g->heads = 32;
+    g->seq_len = 4096;
+    g->vocab = 32000;
+    g->moe_experts = 8;
+    g->moe_top_k = 2;
+    g->moe_every = 1;
+    rq.batch = 1024;
+    rq.gpus = 64;
+    rq.profile = ptdp_profile_find("dgx-h100");
+    const ptdp_plan_layout l = { .dp = 32, .tp = 2, .pp = 1, .cp = 1, .ep = 8, .micro_batch_size = 1,
+                                 .micro_batches = 32, .virtual_stages = 1, .recompute = PTDP_RECOMPUTE_NONE,
+                                 .zero = 1, .overlap = true, .schedule = ptdp_schedule_find("1f1b") };
+    ptdp_plan_time dropless, tiny;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &dropless), 0);
+    g->moe_capacity = 1e-6;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &tiny), 0);
+    printf("capacity 1e-6: step %.4g s, %.1f hardware TFLOP/s a GPU (model %.1f); dropless %.4g s, %.1f (%.1f)\n",
+           tiny.step_s, tiny.hardware_tflops_per_gpu, tiny.model_tflops_per_gpu, dropless.step_s,
+           dropless.hardware_tflops_per_gpu, dropless.model_tflops_per_gpu);
+    ck_assert(tiny.step_s < dropless.step_s);
+    ck_assert_msg(tiny.hardware_tflops_per_gpu <= dropless.hardware_tflops_per_gpu, "capacity 1e-6: %.1f hardware "
+                  "TFLOP/s a GPU, above dropless's %.1f", tiny.hardware_tflops_per_gpu,
+                  dropless.hardware_tflops_per_gpu);
+    ck_assert(tiny.model_flops == dropless.model_flops && dropless.hardware_flops == dropless.model_flops);
+    /* the experts' share: 3 x 32 blocks x B h 4 F_e (k s - 8) rows less */
+    const double less = 3.0 * 32 * 1024 * 4096 * 4.0 * 14336 * (2.0 * 4096 - 8);
+    ck_assert_double_eq_tol(tiny.hardware_flops, tiny.model_flops - less, 1e-9 * tiny.model_flops);
 }
 END_TEST
 

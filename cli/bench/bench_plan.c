@@ -14,6 +14,17 @@
  * effect, plan_search.c) and the best layout found, for the 1T model and
  * smaller ones of the same paper: table 1's 18B on 256 GPUs and 145B on
  * 1536, and GPT-3's 175B on 768 (its ZeRO-3 comparison, batch 1536).
+ * And mixtures of experts, whose expert parallelism multiplies the
+ * layouts: a Mixtral-8x7B-like GPT (32 layers of 8 experts, top-2, an
+ * expert of 1.5 x 14336: a SwiGLU's parameters) on 1024, 4096 and 2^20
+ * GPUs, the same with 4096 experts all chosen, and with experts so wide
+ * that nothing fits (the refusal's probes for what would).
+ *
+ * Every question has the same limit of work (plan_search.h:
+ * PTDP_PLAN_WORK_MAX units of some PTDP_PLAN_UNIT_NS), so the table
+ * prints the units each search spent, their estimate (units x
+ * PTDP_PLAN_UNIT_NS) and what a unit cost (CPU time / units): the
+ * estimate holds when that is near PTDP_PLAN_UNIT_NS for every case.
  * --repeat R keeps the fastest of R runs, as timing on a shared machine
  * should.
  */
@@ -35,16 +46,24 @@ typedef struct {
     int layers, hidden, heads, seq_len, vocab;
     long long batch;
     int gpus;
+    int ffn;                      /* 0: 4 x hidden                    */
+    int experts, top_k, moe_ffn;  /* a mixture in every block (0: dense) */
 } plan_case;
 
 /* Narayanan et al. 2021, table 1 (weak scaling) and the ZeRO-3 comparison
  * (GPT-3 175B): the model, its batch and its GPUs, at seq-len 2048 and
- * vocab 51200. */
+ * vocab 51200; then the mixtures (above). */
+#define MIXTRAL "8x7B", 32, 4096, 32, 4096, 32000, 1024   /* then the GPUs, ffn and the mixture */
 static const plan_case cases[] = {
-    { "18B",  40,  6144,  48, 2048, 51200, 1024,  256 },
-    { "145B", 80, 12288,  96, 2048, 51200, 1536, 1536 },
-    { "175B", 96, 12288,  96, 2048, 51200, 1536,  768 },
-    { "1T",  128, 25600, 160, 2048, 51200, 3072, 3072 },
+    { "18B",  40,  6144,  48, 2048, 51200, 1024,  256, 0, 0, 0, 0 },
+    { "145B", 80, 12288,  96, 2048, 51200, 1536, 1536, 0, 0, 0, 0 },
+    { "175B", 96, 12288,  96, 2048, 51200, 1536,  768, 0, 0, 0, 0 },
+    { "1T",  128, 25600, 160, 2048, 51200, 3072, 3072, 0, 0, 0, 0 },
+    { MIXTRAL, 1024, 14336, 8, 2, 21504 },
+    { MIXTRAL, 4096, 14336, 8, 2, 21504 },
+    { MIXTRAL, 1048576, 14336, 8, 2, 21504 },
+    { "E=k=4096", 32, 4096, 32, 4096, 32000, 1024, 1024, 14336, 4096, 4096, 1 },
+    { "wide Fe", 32, 4096, 32, 4096, 32000, 1024, 1024, 14336, 8, 2, 67108864 },
 };
 
 /* Wall time, and this process's CPU time: on a loaded machine the two
@@ -61,7 +80,10 @@ static void usage(void)
     printf("usage: ptdp bench plan [--profile P] [--device-mem SIZE] [--repeat R] [--top K] [--json]\n"
            "\n"
            "Time `ptdp plan`'s search (one thread, so one core) on the PTD-P paper's models:\n"
-           "18B on 256 GPUs, 145B on 1536, 175B on 768 and 1T on 3072 (the target: <= 5 s).\n"
+           "18B on 256 GPUs, 145B on 1536, 175B on 768 and 1T on 3072 (the target: <= 5 s);\n"
+           "and on mixtures of experts (a Mixtral-8x7B-like model on 1024, 4096 and 2^20 GPUs,\n"
+           "4096 experts all chosen, experts too wide to fit): each within the planner's limit\n"
+           "of work, whose units, estimate and cost a unit it prints.\n"
            "\n"
            "  --profile P        the cluster (default dgx-a100-80g)\n"
            "  --device-mem SIZE  memory of one GPU (default: the profile's)\n"
@@ -117,8 +139,13 @@ static ptdp_plan_request request_of(const plan_case *pc, const ptdp_profile *p)
     ptdp_plan_request rq = ptdp_plan_request_defaults();
     rq.model.layers = pc->layers;
     rq.model.hidden = pc->hidden;
-    rq.model.ffn = 4 * pc->hidden;
+    rq.model.ffn = pc->ffn > 0 ? pc->ffn : 4 * pc->hidden;
     ptdp_model_cli_set(&rq.model, "--heads", pc->heads);
+    if (pc->experts > 0) {
+        ptdp_model_cli_set(&rq.model, "--moe-experts", pc->experts);
+        ptdp_model_cli_set(&rq.model, "--moe-top-k", pc->top_k);
+        ptdp_model_cli_set(&rq.model, "--moe-ffn", pc->moe_ffn);
+    }
     ptdp_model_cli_set(&rq.model, "--seq-len", pc->seq_len);
     ptdp_model_cli_set(&rq.model, "--vocab", pc->vocab);
     rq.batch = pc->batch;
@@ -161,33 +188,40 @@ static void time_case(const bench_plan_opts *o, const plan_case *pc, plan_timing
     ptdp_progress_done();
 }
 
-/* One case's line: a JSON object, or a row of the table. */
+/* One case's line: a JSON object, or a row of the table.  Its work in
+ * millions of units, their estimate and a unit's cost (the header's). */
 static void print_case(const bench_plan_opts *o, const plan_case *pc, const plan_timing *t)
 {
     const ptdp_plan_search_stats *st = &t->st;
     const double rate = t->best > 0 ? (double)st->considered / t->best : 0;
-    char x[4][PTDP_JSON_NUMBER_MAX];
+    const double estimate = 1e-9 * PTDP_PLAN_UNIT_NS * (double)st->work;
+    const double unit_ns = st->work > 0 ? 1e9 * t->best_cpu / (double)st->work : 0;
+    char x[7][PTDP_JSON_NUMBER_MAX];
     if (o->json) {
         printf("{\"model\": \"%s\", \"gpus\": %d, \"profile\": \"%s\", \"considered\": %lld, \"valid\": %lld, "
                "\"fitting\": %lld, \"timed\": %lld, \"seconds\": %s, \"cpu_seconds\": %s, \"layouts_per_s\": %s, "
-               "\"ok\": %s", pc->name, pc->gpus, o->profile_name, st->considered, st->valid, st->fitting, st->timed,
-               ptdp_json_number(t->best, x[0]), ptdp_json_number(t->best_cpu, x[3]), ptdp_json_number(rate, x[1]),
-               t->rc == 0 ? "true" : "false");
+               "\"work_units\": %lld, \"estimate_s\": %s, \"ns_per_unit\": %s, \"ok\": %s", pc->name, pc->gpus,
+               o->profile_name, st->considered, st->valid, st->fitting, st->timed, ptdp_json_number(t->best, x[0]),
+               ptdp_json_number(t->best_cpu, x[3]), ptdp_json_number(rate, x[1]), st->work,
+               ptdp_json_number(estimate, x[4]), ptdp_json_number(unit_ns, x[5]), t->rc == 0 ? "true" : "false");
         if (t->rc == 0)
             printf(", \"best_step_s\": %s", ptdp_json_number(t->first.time.step_s, x[2]));
         printf("}\n");
-    } else if (t->rc == 0) {
+        fflush(stdout);
+        return;
+    }
+    printf("%-8s %7d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g %8.1f %7.2f %7.1f  ", pc->name, pc->gpus,
+           st->considered, st->valid, st->fitting, st->timed, t->best, t->best_cpu, rate, 1e-6 * (double)st->work,
+           estimate, unit_ns);
+    if (t->rc == 0) {
         const ptdp_plan_layout *l = &t->first.layout;
-        printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  dp %d tp %d pp %d cp %d b %d %s%s%.0d %s z%d%s "
-               "(%.4g)\n", pc->name, pc->gpus, st->considered, st->valid, st->fitting, st->timed, t->best, t->best_cpu,
-               rate, l->dp, l->tp, l->pp, l->cp, l->micro_batch_size,
+        printf("dp %d ep %d tp %d pp %d cp %d b %d %s%s%.0d %s z%d%s (%.4g)\n", l->dp, l->ep > 1 ? l->ep : 1, l->tp,
+               l->pp, l->cp, l->micro_batch_size,
                l->schedule != NULL ? l->schedule->name : ptdp_schedule_default()->name, l->virtual_stages > 1 ? " v" : "",
                l->virtual_stages > 1 ? l->virtual_stages : 0, ptdp_recompute_name(l->recompute), l->zero,
                l->sp ? " sp" : "", t->first.time.step_s);
-    } else {
-        printf("%-5s %6d %10lld %9lld %8lld %7lld %9.3f %9.3f %12.4g  %s\n", pc->name, pc->gpus,
-               st->considered, st->valid, st->fitting, st->timed, t->best, t->best_cpu, rate, t->msg);
-    }
+    } else
+        printf("%s\n", t->msg);
     fflush(stdout);
 }
 
@@ -198,9 +232,12 @@ int ptdp_bench_plan_cmd(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? PTDP_EXIT_OK : rc;
     if (!o.json)
-        printf("ptdp plan's search, one thread, the fastest of %d run%s, %s, bf16, top %d:\n\n%-5s %6s %10s %9s %8s "
-               "%7s %9s %9s %12s  %s\n", o.repeat, o.repeat == 1 ? "" : "s", o.profile_name, o.top, "model", "GPUs",
-               "considered", "valid", "fit", "timed", "seconds", "cpu s", "layouts/s", "best layout (step s)");
+        printf("ptdp plan's search, one thread, the fastest of %d run%s, %s, bf16, top %d; its work in millions of "
+               "units\n(at most %lld M), their estimate at %d ns a unit, and what a unit cost (cpu s / units):\n\n"
+               "%-8s %7s %10s %9s %8s %7s %9s %9s %12s %8s %7s %7s  %s\n", o.repeat, o.repeat == 1 ? "" : "s",
+               o.profile_name, o.top, PTDP_PLAN_WORK_MAX / 1000000, PTDP_PLAN_UNIT_NS, "model", "GPUs", "considered",
+               "valid", "fit", "timed", "seconds", "cpu s", "layouts/s", "work M", "est s", "ns/unit",
+               "best layout (step s)");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         plan_timing t;
         time_case(&o, &cases[k], &t);

@@ -653,6 +653,12 @@ static void gpt_plan_flops(FILE *f, const ptdp_model_config *m, long long batch,
         fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) + 3 B s h (4 k F_e + 2 E - 16 h) a mixture's block\n"
                 "            (its k experts of width F_e and the router in place of the 4h MLP) = %.4g\n"
                 "            -> %.1f TFLOP/s per GPU (model FLOPs / (step x N))\n", model_flops, tflops);
+        if (ptdp_gpt(m)->moe_capacity > 0)   /* which rows each count has (gpt_plan.c's step_flops) */
+            fprintf(f, "            every token's k experts, dropped or not (the MFU convention); the hardware\n"
+                    "            count below has only the rows the experts run, at most ceil(c k s / E) an expert\n"
+                    "            a sequence: 4 B h F_e x those kept in place of 4 B s h F_e k\n");
+        else
+            fprintf(f, "            every token's k experts, as the hardware count below (dropless: every choice runs)\n");
         return;
     }
     fprintf(f, "  model     72 B s L h² (1 + s/6h + V/12Lh) = 72 x %lld x %g x %g x %g² x (1 + %.4g + %.4g)\n"

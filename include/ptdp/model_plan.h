@@ -226,6 +226,12 @@ typedef struct ptdp_model_plan {
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
                 bool selective, bool split, bool bf16, ptdp_plan_moe *out);
+    /* How many of blocks first .. first + n - 1 are mixtures, counted
+     * without pricing them (NULL with moe).  Every mixture's numbers are
+     * alike (moe's depend on the layout, not on the layer), so the planner
+     * prices one a layout and counts the rest: a layout's work does not
+     * grow with the blocks (plan_impl.h, ptdp_plan_moe_of). */
+    int (*moe_blocks)(const ptdp_model_config *c, int first, int n);
 } ptdp_model_plan;
 
 #endif

@@ -36,6 +36,10 @@ typedef struct {
 } ptdp_moe_route_shape;
 double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
                       int *slot, ptdp_real *probs, int *load, int *dropped);
+/* One token's choices, the simple selection's (choice[j] the j-th largest
+ * of z[0..E), ties to the lower index, and what it always chose for a NaN:
+ * moe_route.c), in O(E log k) comparisons; returns how many it made. */
+long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice);
 /* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
  * dropped choice) through the k-way softmax, plus scale x the balance
  * loss's gradient through probs (f_i carries none). */

@@ -15,6 +15,14 @@
 
 #include "plan.h"
 
+/* The planner's limit of work a question (plan_search.c): units of some
+ * PTDP_PLAN_UNIT_NS of one core each, the search and the explanation of a
+ * refusal (what would divide, what would fit) together, so that every
+ * question is answered or refused within PTDP_PLAN_WORK_MAX units — some
+ * 4.5 s (`ptdp bench plan` measures the nanoseconds a unit costs). */
+#define PTDP_PLAN_WORK_MAX 150000000LL
+#define PTDP_PLAN_UNIT_NS 30
+
 /* What the search saw. */
 typedef struct {
     long long considered;          /* layouts the flags allow, before any rule     */
@@ -25,6 +33,9 @@ typedef struct {
     bool over_limit;               /* the flags left more layouts than the search
                                       weighs (PTDP_EINVAL; the message says which
                                       flags to fix)                                */
+    long long work;                /* units of work spent (PTDP_PLAN_WORK_MAX at
+                                      most, past it by one layout's), the
+                                      explanation's probes included            */
     /* the valid layout with the smallest peak (when nothing fits: how far) */
     bool have_smallest;
     ptdp_plan_layout smallest;

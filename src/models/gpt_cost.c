@@ -69,15 +69,9 @@ static double ulysses_core(const ptdp_gpt_shape *s, double *bh);
 static double ring_blocks(const ptdp_gpt_shape *s, int *share)
 {
     const ptdp_cp_layout q = ptdp_cp_layout_of(s->T, s->cp, s->cp_rank, s->cp_zigzag);
-    double n = 0;
-    for (int owner = 0; owner < s->cp; owner++) {
-        const ptdp_cp_layout k = ptdp_cp_layout_of(s->T, s->cp, owner, s->cp_zigzag);
-        for (int i = 0; i < q.nshares; i++)
-            for (int j = 0; j < k.nshares; j++)
-                n += !ptdp_cp_in_future(q.first[i], k.first[j], q.len);
-    }
     *share = q.len;
-    return n;
+    return q.len > 0 ? ptdp_ring_attention_scores(s->T, s->cp, s->cp_rank, s->cp_zigzag) / ((double)q.len * q.len)
+                     : 0;
 }
 
 double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape *s, bool backward)

@@ -203,6 +203,28 @@ static double data_bytes(const ptdp_model_config *c, uint64_t seed)
 
 static int experts(const ptdp_model_config *c);
 
+/* The choices a sequence of T positions keeps under uniform routing: all
+ * k T, or with a capacity factor c at most each expert's slots,
+ * E min(ceil(c k T / E), k T) (GShard's groups, one sequence a group). */
+static double kept_choices(const ptdp_gpt_settings *g, double T)
+{
+    const double E = g->moe_experts, k = g->moe_top_k;
+    double kept = k * T;
+    if (g->moe_capacity > 0) {   /* the cap bounds each expert's rows a sequence */
+        double slots = ceil(g->moe_capacity * k * T / E);
+        slots = slots < k * T ? slots : k * T;
+        kept = kept < E * slots ? kept : E * slots;
+    }
+    return kept;
+}
+
+/* A mixture of experts in place of a block's MLP (16 B s h^2 a forward in
+ * the dense count): its experts, 4 h F_e a row, and the router, 2 B s h E;
+ * three times a step, once more redone in full.  The model's count gives
+ * every token its k experts (the MFU convention: the model as if nothing
+ * were dropped, 4 B s h F_e k); the hardware's counts the rows the experts
+ * run, 4 B h F_e kept — below the model's when the capacity drops choices
+ * (a capacity runs without CP, moe_settings.c, so a sequence is whole). */
 static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
                        double *hardware)
 {
@@ -213,17 +235,15 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
         *hardware += 24 * B * sl * L * h * h * (1 + sl / (6 * h)) + 2 * B * sl * h * V;
     else if (selective)
         *hardware += 4 * B * sl * sl * h * L;
-    /* a mixture of experts in place of a block's MLP (16 B s h^2 a forward
-     * in the count above): each token's k experts, 4 B s h F_e k, and the
-     * router, 2 B s h E; three times a step, once more redone in full */
     int moe_blocks = 0;
     for (int l = 0; l < c->layers && experts(c) > 0; l++)
         moe_blocks += ptdp_gpt_block_is_moe(c, l);
     const ptdp_gpt_settings *g = ptdp_gpt(c);
-    const double delta = moe_blocks * B * sl * h *
-                         (4.0 * ptdp_gpt_moe_ffn(c) * g->moe_top_k + 2.0 * g->moe_experts - 16 * h);
+    const double Fe = ptdp_gpt_moe_ffn(c);
+    const double delta = moe_blocks * B * sl * h * (4.0 * Fe * g->moe_top_k + 2.0 * g->moe_experts - 16 * h);
+    const double dropped = g->moe_top_k * sl - kept_choices(g, sl);   /* a sequence's; 0 dropless */
     *model += 3 * delta;
-    *hardware += (full ? 4 : 3) * delta;
+    *hardware += (full ? 4 : 3) * (delta - moe_blocks * B * h * 4.0 * Fe * dropped);
 }
 
 /* ------------------------------------------------ a mixture of experts */
@@ -271,7 +291,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     const int Fe = ptdp_gpt_moe_ffn(c) / tp;
     const double T = g->seq_len / cp;
     double kept = k * R;
-    if (g->moe_capacity > 0) {   /* the cap bounds each expert's rows a sequence */
+    if (g->moe_capacity > 0) {   /* the cap bounds each expert's rows a sequence (kept_choices' rule) */
         double slots = ceil(g->moe_capacity * k * T / E);
         slots = slots < k * T ? slots : k * T;
         kept = kept < E * slots * b ? kept : E * slots * b;
@@ -312,6 +332,14 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     return true;
 }
 
+/* Mixtures among blocks first .. first + n - 1: the l with (l + 1) mod
+ * every = 0, floor((first + n) / every) - floor(first / every). */
+static int moe_blocks(const ptdp_model_config *c, int first, int n)
+{
+    const int every = ptdp_gpt(c)->moe_every;
+    return experts(c) > 0 ? (first + n) / every - first / every : 0;
+}
+
 const ptdp_model_plan ptdp_gpt_plan = {
     .defaults = plan_defaults,
     .required = required,
@@ -330,4 +358,5 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .step_flops = step_flops,
     .experts = experts,
     .moe = moe,
+    .moe_blocks = moe_blocks,
 };

@@ -34,20 +34,109 @@
 
 /* ------------------------------------------------------------ routing */
 
-/* Row r's k largest logits, largest first, ties to the lower index. */
-static void top_k(const ptdp_real *z, int E, int k, int *choice)
+/* Top-k as a selection over one pass (a heap of the k best so far, the
+ * worst on top) and a sort of those k: O(E log k + k log k) comparisons a
+ * token, where choosing one at a time scans E for each of the k (k E, and
+ * k^2 E checking what is taken).  The order is the simple selection's:
+ *
+ *   a before b  <=>  z_a > z_b, or z_a = z_b and a < b   (ties: lower index)
+ *
+ * A NaN logit compares false both ways, so it has no place in that order;
+ * the simple selection ("the first untaken index, replaced by any larger
+ * z") takes a NaN exactly when it is the lowest untaken index, and the
+ * largest remaining number otherwise.  A row with a NaN merges the two by
+ * that rule (nan_order), so every row chooses what it always chose. */
+
+/* One comparison of the order above, counted. */
+static bool before(const ptdp_real *z, int a, int b, long long *count)
 {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            bool taken = false;
-            for (int q = 0; q < j; q++)
-                taken = taken || choice[q] == e;
-            if (!taken && (best < 0 || z[e] > z[best]))
-                best = e;
-        }
-        choice[j] = best;
+    ++*count;
+    return z[a] > z[b] || (z[a] == z[b] && a < b);
+}
+
+/* Restore the heap h[0..n) (parent after both children: the worst on top)
+ * below position i. */
+static void sift_down(const ptdp_real *z, int *h, int n, int i, long long *count)
+{
+    for (;;) {
+        int worst = i;
+        const int l = 2 * i + 1, r = l + 1;
+        if (l < n && before(z, h[worst], h[l], count))
+            worst = l;
+        if (r < n && before(z, h[worst], h[r], count))
+            worst = r;
+        if (worst == i)
+            return;
+        const int t = h[i];
+        h[i] = h[worst];
+        h[worst] = t;
+        i = worst;
     }
+}
+
+static void sift_up(const ptdp_real *z, int *h, int i, long long *count)
+{
+    while (i > 0 && before(z, h[(i - 1) / 2], h[i], count)) {
+        const int t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+/* The k best numbers of z (NaNs skipped) into h, best first; how many
+ * (fewer than k when there are NaNs), and the NaNs in *nans. */
+static int best_numbers(const ptdp_real *z, int E, int k, int *h, int *nans, long long *count)
+{
+    int n = 0;
+    *nans = 0;
+    for (int e = 0; e < E; e++) {
+        if (isnan(z[e]))
+            ++*nans;
+        else if (n < k) {
+            h[n] = e;
+            sift_up(z, h, n++, count);
+        } else if (before(z, e, h[0], count)) {
+            h[0] = e;
+            sift_down(z, h, n, 0, count);
+        }
+    }
+    for (int m = n - 1; m > 0; m--) {   /* heapsort: the worst to the back */
+        const int t = h[0];
+        h[0] = h[m];
+        h[m] = t;
+        sift_down(z, h, m, 0, count);
+    }
+    return n;
+}
+
+/* A row with NaNs, as the simple selection chooses: step by step the
+ * lowest untaken index if it is a NaN, else the next of the numbers in
+ * order (best, n of them). */
+static void nan_order(const ptdp_real *z, int E, int k, const int *best, int n, int *choice)
+{
+    bool taken[E];
+    memset(taken, 0, sizeof taken);
+    for (int j = 0, next = 0, low = 0; j < k; j++) {
+        while (taken[low])
+            low++;
+        const int e = isnan(z[low]) || next == n ? low : best[next++];
+        taken[e] = true;
+        choice[j] = e;
+    }
+}
+
+long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice)
+{
+    long long count = 0;
+    int nans;
+    const int n = best_numbers(z, E, k, choice, &nans, &count);
+    if (nans > 0) {
+        int best[n > 0 ? n : 1];
+        memcpy(best, choice, (size_t)n * sizeof *best);
+        nan_order(z, E, k, best, n, choice);
+    }
+    return count;
 }
 
 /* softmax of n values read at x[idx[j]] (idx NULL: x[j]) into p. */
@@ -71,20 +160,20 @@ static int capacity(const ptdp_moe_route_shape *s)
     return c > s->T * s->k ? s->T * s->k : (int)c;
 }
 
-/* Sequence b's balance loss, alpha sum_i f_i P_i. */
+/* Sequence b's balance loss, alpha sum_i f_i P_i: the counts in one pass
+ * over its T k choices (not one pass an expert: T k E). */
 static double balance(const ptdp_moe_route_shape *s, const int *choice, const ptdp_real *probs, int b)
 {
+    int count[s->E > 0 ? s->E : 1];
+    memset(count, 0, sizeof count);
+    for (size_t c = (size_t)b * s->T * s->k; c < (size_t)(b + 1) * s->T * s->k; c++)
+        count[choice[c]]++;
     double aux = 0.0;
     for (int e = 0; e < s->E; e++) {
-        int count = 0;
         double P = 0.0;
-        for (int t = 0; t < s->T; t++) {
-            const size_t r = (size_t)b * s->T + t;
-            for (int j = 0; j < s->k; j++)
-                count += choice[r * s->k + j] == e;
-            P += probs[r * s->E + e];
-        }
-        aux += (double)s->E / ((double)s->k * s->T) * count * (P / s->T);
+        for (int t = 0; t < s->T; t++)
+            P += probs[((size_t)b * s->T + t) * s->E + e];
+        aux += (double)s->E / ((double)s->k * s->T) * count[e] * (P / s->T);
     }
     return s->alpha * aux;
 }
@@ -98,7 +187,7 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     memset(load, 0, (size_t)E * sizeof *load);
     *dropped = 0;
     for (int r = 0; r < rows; r++) {
-        top_k(z + (size_t)r * E, E, k, choice + (size_t)r * k);
+        ptdp_moe_top_k(z + (size_t)r * E, E, k, choice + (size_t)r * k);
         softmax(z + (size_t)r * E, choice + (size_t)r * k, k, gate + (size_t)r * k);
         softmax(z + (size_t)r * E, NULL, E, probs + (size_t)r * E);
     }
@@ -179,15 +268,17 @@ void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, cons
             dz[(size_t)r * E + choice[c0 + j]] += (ptdp_real)(gate[c0 + j] * (dgate[c0 + j] - dot));
     }
     for (int b = 0; b < rows / T; b++) {   /* the balance loss: dP_i = scale alpha f_i, over T */
-        for (int e = 0; e < E; e++) {
-            double count = 0;   /* the whole sequence's (CP: summed over the group), or these T rows' */
-            if (counts != NULL)
-                count = counts[(size_t)b * E + e];
-            else
-                for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
-                    count += choice[c] == e;
-            u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * count) / T_seq;
+        /* the counts: the whole sequence's (CP: summed over the group), or
+         * these T rows', in one pass over their choices */
+        if (counts != NULL)
+            memcpy(u, counts + (size_t)b * E, (size_t)E * sizeof *u);
+        else {
+            memset(u, 0, (size_t)E * sizeof *u);
+            for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
+                u[choice[c]] += 1;
         }
+        for (int e = 0; e < E; e++)
+            u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * u[e]) / T_seq;
         for (int t = 0; t < T; t++) {
             const size_t r = (size_t)b * T + t;
             double dot = 0.0;

@@ -14,6 +14,7 @@
 #ifndef PTDP_PLAN_IMPL_H
 #define PTDP_PLAN_IMPL_H
 
+#include "ptdp/model_plan.h"
 #include "ptdp/plan.h"
 
 /* Where the layout's chunks lie: its row's shape on pp stages, v chunks. */
@@ -31,5 +32,13 @@ static inline const ptdp_schedule_entry *ptdp_plan_schedule(const ptdp_plan_layo
  * keeps, no W phase)?  Then the memory model weighs stages 0, 1 and the
  * last alone (plan_memory.c), and the search counts three (plan_search.c). */
 bool ptdp_plan_monotone(const ptdp_plan_layout *l);
+
+/* The mixtures of experts (model_plan.h): how many of blocks first ..
+ * first + n - 1 are (0 for a dense model), and the numbers of one for the
+ * layout (selective recomputation as the layout's; split: B without the
+ * deferred dW) — false when the model has none.  Every mixture's are
+ * alike: the planner prices one a layout, not one a block. */
+int ptdp_plan_moe_blocks(const ptdp_plan_request *rq, int first, int n);
+bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool split, ptdp_plan_moe *out);
 
 #endif

@@ -137,3 +137,26 @@ int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *
     ptdp_plan_train_config(rq, l, &cfg);
     return ptdp_train_validate_layout(&cfg, msg, len);
 }
+
+/* ------------------------------------------------ a mixture of experts */
+
+int ptdp_plan_moe_blocks(const ptdp_plan_request *rq, int first, int n)
+{
+    const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
+    if (mp->experts == NULL || mp->experts(&rq->model) == 0 || n <= 0)
+        return 0;
+    return mp->moe_blocks(&rq->model, first, n);
+}
+
+bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool split, ptdp_plan_moe *out)
+{
+    const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
+    const int L = rq->model.layers;
+    int layer = 0;   /* the first mixture: every one's numbers are alike */
+    while (layer < L && ptdp_plan_moe_blocks(rq, layer, 1) == 0)
+        layer++;
+    if (layer == L)
+        return false;
+    return mp->moe(rq->profile, &rq->model, layer, l->micro_batch_size, l->tp, l->cp > 1 ? l->cp : 1,
+                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, out);
+}

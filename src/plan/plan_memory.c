@@ -153,6 +153,7 @@ typedef struct {
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
     int E;                    /* experts of the model's mixtures (0: dense)        */
+    ptdp_plan_moe moe;        /* one mixture's numbers (every one's alike); zero: none */
     bool sp;
 } shape;
 
@@ -203,6 +204,9 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     mp->acts(c, l->micro_batch_size, s.tp, s.cp, s.sp, l->recompute == PTDP_RECOMPUTE_SELECTIVE,
              l->recompute == PTDP_RECOMPUTE_FULL, &s.act);
     s.packed = rq->bf16 && mp->packs_bf16;
+    memset(&s.moe, 0, sizeof s.moe);
+    if (s.E > 0)
+        ptdp_plan_moe_of(rq, l, false, &s.moe);
     return s;
 }
 
@@ -223,13 +227,14 @@ static int chunk_blocks(const shape *s, int g)
 }
 
 /* The mixture-of-experts blocks of model chunk g (model_plan.h): how many,
- * and one's numbers (they are alike).  None when the model is dense. */
+ * and one's numbers (they are alike: priced once a layout, shape_of).
+ * None when the model is dense. */
 typedef struct {
     int n;
     ptdp_plan_moe m;
 } chunk_moe;
 
-static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int g)
+static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const shape *s, int g)
 {
     chunk_moe cm = { 0 };
     if (s->E == 0)
@@ -238,11 +243,9 @@ static chunk_moe moe_of_chunk(const ptdp_plan_request *rq, const ptdp_plan_layou
     int n;
     within_copy(s, g, &g, &n);
     const int first = g * (s->layers / n) + (g < s->layers % n ? g : s->layers % n);
-    const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
-    for (int layer = first; layer < first + nb; layer++)
-        if (mp->moe(rq->profile, &rq->model, layer, (int)s->b, s->tp, s->cp, s->ep,
-                    l->recompute == PTDP_RECOMPUTE_SELECTIVE, false, rq->bf16, &cm.m))
-            cm.n++;
+    cm.n = ptdp_plan_moe_blocks(rq, first, nb);
+    if (cm.n > 0)
+        cm.m = s->moe;
     return cm;
 }
 
@@ -483,7 +486,7 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
     const bool full = rc == PTDP_RECOMPUTE_FULL, sel = rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1;
     const bool first = stage == 0, last = stage == s->pp - 1;
     const int nb = chunk_blocks(s, stage);
-    const chunk_moe cm = moe_of_chunk(rq, l, s, stage);
+    const chunk_moe cm = moe_of_chunk(rq, s, stage);
     const kept k = chunk_kept(rq, s, nb, first, last, rc, cm.n * cm.m.kept_bytes);
     const double Kb = block_kept_bytes(rq, s, sel, true);
     const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
@@ -713,7 +716,7 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         h.has_last |= last;
         h.ends += first || last;
         const double units[3] = { first ? embed_params(s) : 0, last ? head_params(s, first) : 0, block_params(s) };
-        const chunk_moe cm = moe_of_chunk(rq, l, s, g);
+        const chunk_moe cm = moe_of_chunk(rq, s, g);
         h.numel += units[0] + units[1] + nb * units[2];
         h.numel += add_mixtures(&h.mx, &cm, units[2]);
         for (int u = 0; u < 3; u++) {

@@ -65,6 +65,13 @@ static const ptdp_model_plan *plan_of(const ptdp_plan_request *rq)
     return ptdp_model_of(&rq->model)->plan;
 }
 
+/* The experts of the model's mixtures (model_plan.h; 0: dense). */
+static int experts_of(const ptdp_plan_request *rq)
+{
+    const ptdp_model_plan *mp = plan_of(rq);
+    return mp->experts != NULL ? mp->experts(&rq->model) : 0;
+}
+
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
  * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
@@ -94,15 +101,12 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     /* a mixture's block may cost less than a dense one: the bound takes
      * the cheaper (model_plan.h, uniform routing) */
     c.ep = l->ep > 1 ? l->ep : 1;
-    const ptdp_model_plan *mp = plan_of(rq);
     ptdp_plan_moe mo;
-    for (int layer = 0; mp->experts != NULL && mp->experts(&rq->model) > 0 && layer < rq->model.layers; layer++)
-        if (mp->moe(p, &rq->model, layer, l->micro_batch_size, l->tp, cp, c.ep, selective, false, rq->bf16, &mo)) {
-            const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
-            c.block_f = c.block_f < f_moe ? c.block_f : f_moe;
-            c.block_b = c.block_b < b_moe ? c.block_b : b_moe;
-            break;
-        }
+    if (ptdp_plan_moe_of(rq, l, false, &mo)) {
+        const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
+        c.block_f = c.block_f < f_moe ? c.block_f : f_moe;
+        c.block_b = c.block_b < b_moe ? c.block_b : b_moe;
+    }
     return c;
 }
 
@@ -202,28 +206,57 @@ typedef struct {
     ptdp_plan_search_stats st;
     entry *e;
     long long n, cap;
-    long long work, budget;        /* the weighing done so far, and its limit
-                                      (WORK_MAX; the probes share one of their own) */
+    long long work, budget;        /* the work done so far, and its limit
+                                      (WORK_MAX: the probes get what is left)     */
     int rc;                        /* an error of the memory model, ENOMEM, or
                                       PTDP_EINVAL past WORK_MAX                     */
     char why[PTDP_MSG_MAX];        /* the first reason a whole layout was refused  */
 } search;
 
-/* The most weighing one search does, in units of about one stage the
- * memory model weighs (some 30 ns): a layout considered costs CONSIDER_UNITS
- * (the cheap rules), a valid one VALID_UNITS more (the loop's own rules,
- * the memory model, its place among the candidates) and then one a stage
- * it weighs.  The flags bound the layouts (--gpus, --batch, --layers make
- * them many); past this the search stops and says which flags to fix, so
- * every question is answered in seconds (tests/cli/plan_limits.sh).  The
- * PTD-P paper's 1T GPT on 3072 GPUs, every layout free, costs 112M.
- * Timing a layout that fits (ptdp_plan_time_of, its schedule played)
- * costs TIME_UNITS (some 100 µs): the same budget, so a profile with no
- * memory size, where every layout fits and the bound rarely stops the
- * timing, still answers in seconds (the 1T search on 80 GB GPUs times
- * about 5,600 layouts; on unbounded ones it would time 457,000). */
-#define WORK_MAX 150000000LL
-enum { CONSIDER_UNITS = 7, VALID_UNITS = 33, TIME_UNITS = 3000 };
+/* The most work one question costs, the search and the explanation of a
+ * refusal together (plan_search.h: PTDP_PLAN_WORK_MAX units of some
+ * PTDP_PLAN_UNIT_NS each, about 4.5 s of one core).  Each step is charged
+ * what it costs, measured (`ptdp bench plan` prints the nanoseconds a
+ * unit took, the whole search's CPU time over its units):
+ *
+ *   a layout considered    CONSIDER_UNITS        the cheap rules
+ *   a valid one            VALID_UNITS + one a stage the memory model
+ *                          weighs (+ MOE_UNITS: one mixture priced, its
+ *                          attention's GEMMs at their efficiency)
+ *   a fitting one          BOUND_UNITS           its lower bound, sorted
+ *   a timing               TIME_UNITS + TIME_PLAY_UNITS a model chunk and
+ *                          micro-batch it plays (p v (m1 + m2) for a long
+ *                          schedule drawn through its straight line) +
+ *                          TIME_STAGE_UNITS a stage + TIME_EXPERT_UNITS an
+ *                          expert held and mixture (DP's buckets walk each
+ *                          expert's tensors)
+ *
+ * The flags bound the layouts (--gpus, --batch, --layers make them many);
+ * past the limit the search stops and says which flags to fix, so every
+ * question is answered in seconds (tests/cli/plan_limits.sh).  The PTD-P
+ * paper's 1T GPT on 3072 GPUs, every layout free, costs 112M to weigh.
+ * A timing runs from some 4 µs (one stage) to milliseconds (a pipeline of
+ * 64 stages plays 20,000 micro-batch chunks): a profile with no memory
+ * size, where every layout fits and the bound rarely stops the timing,
+ * still answers or refuses within the limit. */
+#define WORK_MAX PTDP_PLAN_WORK_MAX
+enum { CONSIDER_UNITS = 2, VALID_UNITS = 30, MOE_UNITS = 45, BOUND_UNITS = 20 };
+enum { TIME_UNITS = 270, TIME_PLAY_UNITS = 2, TIME_STAGE_UNITS = 8, TIME_EXPERT_UNITS = 1 };
+
+/* What timing layout l costs (above). */
+static long long timing_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    const ptdp_schedule_entry *e = ptdp_plan_schedule(l);
+    const int v = ptdp_plan_chunks(l), m = l->micro_batches;
+    int m1 = m, m2 = m;
+    if (e->line != NULL)
+        e->line(l->pp, v, &m1, &m2);
+    const long long played = m <= m2 ? m : (long long)m1 + m2;
+    const long long experts = (long long)experts_of(rq) / (l->ep > 1 ? l->ep : 1) *
+                              ptdp_plan_moe_blocks(rq, 0, rq->model.layers);
+    return TIME_UNITS + TIME_PLAY_UNITS * (long long)l->pp * v * played + TIME_STAGE_UNITS * (long long)l->pp +
+           TIME_EXPERT_UNITS * experts;
+}
 
 static bool stop(const search *s)
 {
@@ -243,7 +276,7 @@ static bool cheap_ok(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
         return false;
     if (l->sp && l->cp > 1 && (ptdp_model_positions(&rq->model) / l->cp) % l->tp != 0)
         return false;
-    if ((row->shards_params || l->sp) && plan_of(rq)->experts != NULL && plan_of(rq)->experts(&rq->model) > 0)
+    if ((row->shards_params || l->sp) && experts_of(rq) > 0)
         return false;   /* what a mixture of experts does not run with (the model's own rules say why) */
     return true;
 }
@@ -270,9 +303,10 @@ static bool spend(search *s, long long units)
         s->st.over_limit = true;
         snprintf(s->why, sizeof s->why,
                  "these flags leave too many layouts to weigh (over the planner's limit of %lld units of work, "
-                 "some 30 ns each): fix part of the layout (--tp, --pp, "
+                 "some %d ns each: %.1f s): fix part of the layout (--tp, --pp, "
                  "--cp, --micro-batch-size, --schedule, --virtual-stages, --zero, --recompute, --sp) or plan "
-                 "fewer --gpus, a smaller --batch or fewer --layers", WORK_MAX);
+                 "fewer --gpus, a smaller --batch or fewer --layers", WORK_MAX, PTDP_PLAN_UNIT_NS,
+                 1e-9 * PTDP_PLAN_UNIT_NS * (double)WORK_MAX);
     }
     return false;
 }
@@ -311,7 +345,7 @@ static void consider(search *s, ptdp_plan_layout *l)
         return;
     }
     s->st.valid++;
-    if (!spend(s, VALID_UNITS + weighed_stages(l)))
+    if (!spend(s, VALID_UNITS + weighed_stages(l) + (experts_of(rq) > 0 ? MOE_UNITS : 0)))
         return;
     if (s->probe == PROBE_VALID) {
         s->found = true;
@@ -405,28 +439,39 @@ static bool fixed_or(int fixed, int x)
     return fixed < 0 || fixed == x;
 }
 
-/* The experts of the model's mixtures (model_plan.h; 0: dense). */
-static int experts_of(const ptdp_plan_request *rq)
+static int divisors(long long n, long long *d);
+enum { DIVISORS_MAX = 2048 };   /* every n < 2^31 has at most 1600 */
+
+static long long gcd(long long a, long long b)
 {
-    const ptdp_model_plan *mp = plan_of(rq);
-    return mp->experts != NULL ? mp->experts(&rq->model) : 0;
+    while (b != 0) {
+        const long long r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
 }
 
 /* Expert parallelism: ep over the divisors of dp x cp that divide E
  * (the experts split evenly over the EP ranks, each EP group inside one
- * data-parallel group), or --ep's; 1 for a dense model. */
+ * data-parallel group), or --ep's; 1 for a dense model.  Those are the
+ * divisors of gcd(dp cp, E), ascending: never every integer up to dp cp
+ * (a million GPUs would walk a million a layout). */
 static void enumerate_experts(search *s, ptdp_plan_layout *l)
 {
     const int E = experts_of(s->rq), spread = l->dp * l->cp, fixed = s->rq->ep > 0 ? s->rq->ep : -1;
-    if (E == 0 && fixed <= 1) {   /* dense: no expert parallelism to choose */
+    if (E == 0) {   /* dense: no expert parallelism to choose (--ep > 1: nothing runs) */
         l->ep = 1;
-        enumerate_choices(s, l);
+        if (fixed <= 1)
+            enumerate_choices(s, l);
         return;
     }
-    for (int ep = 1; ep <= spread && !stop(s); ep++) {
-        if (spread % ep != 0 || (E > 0 ? E % ep != 0 : ep > 1) || !fixed_or(fixed, ep))
+    long long d[DIVISORS_MAX];
+    const int n = divisors(gcd(spread, E), d);
+    for (int i = 0; i < n && !stop(s); i++) {
+        if (!fixed_or(fixed, (int)d[i]))
             continue;
-        l->ep = ep;
+        l->ep = (int)d[i];
         enumerate_choices(s, l);
     }
 }
@@ -434,8 +479,6 @@ static void enumerate_experts(search *s, ptdp_plan_layout *l)
 /* The divisors of n ascending, into d (room for DIVISORS_MAX):
  * trial division up to sqrt(n), so a search never walks every integer
  * up to --gpus or --batch.  Their count. */
-enum { DIVISORS_MAX = 2048 };   /* every n < 2^31 has at most 1600 */
-
 static int divisors(long long n, long long *d)
 {
     int lo = 0, hi = 0;
@@ -523,12 +566,12 @@ static bool probe(const ptdp_plan_request *rq, double device_bytes, int gpus, lo
 
 /* Nothing divides: the first rule a layout broke, and the nearest --gpus
  * and --batch (the other one as given) with a layout. */
-static void explain_nothing_divides(const search *s, char *msg, size_t len)
+static void explain_nothing_divides(search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
     const ptdp_model_config *m = &rq->model;
     const int positions = ptdp_model_positions(m);
-    long long left = WORK_MAX / 2;   /* the probes' work, all together */
+    long long left = s->budget - s->work;   /* the probes' work, all together: what the search left */
     char why[PTDP_MSG_MAX];
     int fixed = (rq->tp > 0 ? rq->tp : 1) * (rq->pp > 0 ? rq->pp : 1) * (rq->cp > 0 ? rq->cp : 1);
     if (s->why[0] != '\0')
@@ -573,6 +616,7 @@ static void explain_nothing_divides(const search *s, char *msg, size_t len)
         else if (l_ok || h_ok)
             snprintf(batch, sizeof batch, "--batch %lld", l_ok ? lo : hi);
     }
+    s->work = s->budget - left;
     if (gpus[0] != '\0' || batch[0] != '\0')
         snprintf(msg, len, "no layout of %d GPUs can run this: %s (nearest that would: %s%s%s)", rq->gpus, why,
                  gpus, gpus[0] && batch[0] ? "; " : "", batch);
@@ -589,10 +633,10 @@ static void layout_text(const ptdp_plan_layout *l, char *buf, size_t len)
 }
 
 /* Nothing fits: how far the best came, and how many GPUs would do. */
-static void explain_nothing_fits(const search *s, char *msg, size_t len)
+static void explain_nothing_fits(search *s, char *msg, size_t len)
 {
     const ptdp_plan_request *rq = s->rq;
-    long long left = WORK_MAX / 2;   /* the probes' work, all together */
+    long long left = s->budget - s->work;   /* the probes' work, all together: what the search left */
     char need[32], have[32], lay[160], more[96] = "";
     ptdp_format_bytes(s->st.smallest_memory.total, need, sizeof need);
     ptdp_format_bytes(s->device_bytes, have, sizeof have);
@@ -604,6 +648,7 @@ static void explain_nothing_fits(const search *s, char *msg, size_t len)
         if (probe(rq, s->device_bytes, (int)g, rq->batch, PROBE_FITS, &left))
             snprintf(more, sizeof more, "; %lld GPUs of %s would (--gpus %lld)", g, have, g);
     }
+    s->work = s->budget - left;
     snprintf(msg, len,
              "no layout fits in %s per GPU: the smallest peak of the %lld valid layouts is %s (%s); it would fit "
              "on GPUs with %s (--device-mem)%s", have, s->st.valid, need, lay, need, more);
@@ -664,7 +709,7 @@ static int time_in_order(search *s, double device_bytes, int k, ptdp_plan_candid
         if (exact_bound && *have == k && s->e[i].bound > best[k - 1].time.step_s * (1 + 1e-6))
             break;   /* no layout left can beat the K-th */
         ptdp_plan_candidate c = { .layout = s->e[i].l, .fits = true };
-        if (!spend(s, TIME_UNITS)) {
+        if (!spend(s, timing_units(rq, &s->e[i].l))) {
             rc = s->rc;
             snprintf(msg, len, "%s%s", s->why, device_bytes > 0 ? "" : " (the profile has no memory size, so no "
                      "layout is ruled out: --device-mem SIZE prunes them)");
@@ -706,7 +751,12 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         return PTDP_ENOMEM;
     search_run(s, rq, device_bytes, PROBE_NONE, WORK_MAX);
     int rc = search_failed(s, msg, len);
+    if (rc == 0 && !spend(s, BOUND_UNITS * s->n)) {   /* the bounds, sorted */
+        rc = s->rc;
+        snprintf(msg, len, "%s", s->why);
+    }
     if (rc != 0) {
+        s->st.work = s->work;
         if (stats)
             *stats = s->st;
         free(s->e);
@@ -732,6 +782,7 @@ int ptdp_plan_search_top(const ptdp_plan_request *rq, double device_bytes, int t
         rc = PTDP_ENOMEM;
     }
     free(order);
+    s->st.work = s->work;
     if (stats && held)   /* (no stats when the candidates found no room) */
         *stats = s->st;
     free(s->e);

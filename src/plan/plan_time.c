@@ -154,6 +154,10 @@ typedef struct {
     bool full, z3, split_bw, sp;
     ptdp_pp_layout lay;            /* the chunks round a ring, in a V, or two copies */
     int v;                         /* chunks a stage: ptdp_plan_chunks        */
+    ptdp_plan_moe mo, ms;          /* a mixture's block (every one's alike), and
+                                      split (B without the deferred dW)        */
+    ptdp_price_fb tp_block, cp_ring;   /* a block's TP (or SP) collectives and
+                                      CP's ring: every block's, priced once    */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
@@ -224,19 +228,11 @@ static double unit_params(const ptdp_plan_tensors *t)
  * and expert parallelism's exchanges (ep_price.c): forward the counts,
  * the dispatch and the combine (and under CP the counts summed over the
  * sequence); backward the two all-to-alls again. */
-static void moe_unit(const ctx *x, int layer, unit_cost *u, chunk_cost *pc, ptdp_price_fb cp)
+static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb cp)
 {
     const ptdp_plan_dims *s = &x->shape;
-    const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
     const ptdp_price_mesh *m = &x->mesh;
-    const bool sel = x->l->recompute == PTDP_RECOMPUTE_SELECTIVE;
-    ptdp_plan_moe mo, ms;
-    mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, false,
-            x->rq->bf16, &mo);
-    ms = mo;
-    if (x->split_bw)
-        mp->moe(x->rq->profile, &x->rq->model, layer, x->l->micro_batch_size, x->l->tp, m->cp, m->ep, sel, true,
-                x->rq->bf16, &ms);
+    const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
     u->kind = UNIT_BLOCK;
@@ -326,24 +322,11 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
     int k = 0;
     if (first)   /* with one chunk also the head */
         embed_unit(x, &pc->u[k++], pc);
-    /* a block's TP (or SP) collectives, SP's regathers under its two dX
-     * products; CP's ring of K and V, cp devices tp world ranks apart */
-    const ptdp_model_plan *mp = ptdp_model_of(&x->rq->model)->plan;
-    const ptdp_plan_tp_block *n_tp = &mp->tp_block;
-    const ptdp_tp_block_colls colls = { n_tp->all_reduce_f, n_tp->all_reduce_b, n_tp->gather_f, n_tp->scatter_f,
-                                        n_tp->gather_b, n_tp->scatter_b, n_tp->regathers };
-    double dx[PTDP_PLAN_REGATHERS_MAX];
-    for (int i = 0; i < PTDP_PLAN_REGATHERS_MAX; i++)
-        dx[i] = secs(x, x->fl.sp_dx_block[i]);
-    const ptdp_price_fb tp = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, x->l->overlap, &colls, dx);
-    const ptdp_price_fb cp = ptdp_cp_price_ring(x->rq->profile, x->mesh.cp, x->l->tp,
-                                                (double)x->shape.R * 2 * x->shape.KVl * REAL);
+    const ptdp_price_fb tp = x->tp_block, cp = x->cp_ring;
     const int layer0 = g * (L / P) + (g < L % P ? g : L % P);
-    const bool mixtures = mp->experts != NULL && mp->experts(&x->rq->model) > 0;
     for (int i = 0; i < n; i++) {
-        ptdp_plan_moe probe;
-        if (mixtures && mp->moe(x->rq->profile, &x->rq->model, layer0 + i, 1, 1, 1, 1, false, false, false, &probe))
-            moe_unit(x, layer0 + i, &pc->u[k++], pc, cp);
+        if (ptdp_plan_moe_blocks(x->rq, layer0 + i, 1) > 0)
+            moe_unit(x, &pc->u[k++], pc, cp);
         else
             block_unit(x, &pc->u[k++], pc, tp, cp);
     }
@@ -435,16 +418,58 @@ typedef struct {
     double makespan, bubble;
 } pipe_times;
 
+/* A schedule being played: where each stage is in its list, the stages
+ * that may move (those a message was sent to), each stage's clock and
+ * busy time, and when each message arrives (-1: not sent yet; message
+ * 2 g m + mb goes forward from model chunk g, 2 g m + m + mb back).  The
+ * chunk layout's maps (pp_layout.h) are read once into tables, not once
+ * an action: stage st's chunk c is model chunk global[st v + c], which
+ * begins (ends & 1) or ends (ends & 2) its copy; model chunk g lies on
+ * stage stage_of[g]. */
+typedef struct {
+    const ptdp_schedule *s;
+    const chunk_cost *pc;
+    const double *send;
+    int *pos, *ready, nready;
+    char *queued;
+    double *now, *busy, *arrival;
+    int v, *global, *stage_of;
+    char *ends;
+} player;
+
+/* The tables above, from the schedule's chunk layout: 0 or PTDP_ENOMEM. */
+static int player_maps(player *pl)
+{
+    const ptdp_pp_layout lay = ptdp_schedule_layout(pl->s);
+    const int n = pl->s->pp * lay.v;
+    pl->v = lay.v;
+    pl->global = malloc((size_t)n * sizeof(int));
+    pl->stage_of = malloc((size_t)n * sizeof(int));
+    pl->ends = malloc((size_t)n);
+    if (pl->global == NULL || pl->stage_of == NULL || pl->ends == NULL)
+        return PTDP_ENOMEM;
+    for (int st = 0; st < pl->s->pp; st++)
+        for (int c = 0; c < lay.v; c++) {
+            const int g = ptdp_pp_layout_global(&lay, st, c);
+            int chunk;
+            pl->global[st * lay.v + c] = g;
+            pl->ends[st * lay.v + c] =
+                (char)(ptdp_pp_layout_is_first(&lay, st, c) | ptdp_pp_layout_is_last(&lay, st, c) << 1);
+            ptdp_pp_layout_place(&lay, g, &pl->stage_of[g], &chunk);
+        }
+    return PTDP_OK;
+}
+
 /* How long compute action i of stage st keeps the compute stream: its
  * model chunk's F, B, B-input or W — but an overlapped pair's F (DualPipe)
  * its compute alone, and the pair's B what is left of max(F + B, the two
  * halves' all-to-alls), the timer's pair rule (ptdp_pair_backward_time). */
-static double compute_time(const ptdp_schedule *s, const chunk_cost *pc, int st, int i)
+static double compute_time(const player *pl, int st, int i)
 {
-    const ptdp_action *a = &s->stage[st].actions[i];
-    const chunk_cost *c = &pc[ptdp_chunk_global(s, st, a->chunk)];
+    const ptdp_action *a = &pl->s->stage[st].actions[i];
+    const chunk_cost *pc = pl->pc, *c = &pc[pl->global[st * pl->v + a->chunk]];
     const bool paired = i > 0 && a[-1].pair;
-    const chunk_cost *f = paired ? &pc[ptdp_chunk_global(s, st, a[-1].chunk)] : NULL;
+    const chunk_cost *f = paired ? &pc[pl->global[st * pl->v + a[-1].chunk]] : NULL;
     switch (a->kind) {
     case PTDP_ACT_FORWARD:
         return a->pair ? c->f - c->a2a_f : c->f;
@@ -456,19 +481,6 @@ static double compute_time(const ptdp_schedule *s, const chunk_cost *pc, int st,
         return c->w;
     }
 }
-
-/* A schedule being played: where each stage is in its list, the stages
- * that may move (those a message was sent to), each stage's clock and
- * busy time, and when each message arrives (-1: not sent yet; message
- * 2 g m + mb goes forward from model chunk g, 2 g m + m + mb back). */
-typedef struct {
-    const ptdp_schedule *s;
-    const chunk_cost *pc;
-    const double *send;
-    int *pos, *ready, nready;
-    char *queued;
-    double *now, *busy, *arrival;
-} player;
 
 /* Stage st's actions from where it stopped, until a receive whose message
  * is not sent yet or the end of its list: compute on its clock, a send
@@ -482,30 +494,33 @@ static void run_stage(player *pl, int st, pipe_times *out)
     double *now = pl->now, *arrival = pl->arrival;
     for (int *pos = &pl->pos[st]; *pos < list->count; (*pos)++) {
         const ptdp_action *a = &list->actions[*pos];
-        const int g = ptdp_chunk_global(s, st, a->chunk);
-        const bool first = g <= 0 || ptdp_chunk_is_first(s, st, a->chunk);
-        const bool end = g >= last || ptdp_chunk_is_last(s, st, a->chunk);
+        const int at = st * pl->v + a->chunk, g = pl->global[at];
+        const bool first = g <= 0 || (pl->ends[at] & 1);
+        const bool end = g >= last || (pl->ends[at] & 2);
         const double t0 = now[st];
         double *msg = NULL;
-        int to = -1, chunk;
+        int to = -1;
         switch (a->kind) {
-        case PTDP_ACT_FORWARD:         now[st] += compute_time(s, pl->pc, st, *pos); break;
+        case PTDP_ACT_FORWARD:         now[st] += compute_time(pl, st, *pos); break;
         case PTDP_ACT_BACKWARD:
-        case PTDP_ACT_BACKWARD_INPUT:  out->last_b[st] = now[st]; now[st] += compute_time(s, pl->pc, st, *pos); break;
-        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += compute_time(s, pl->pc, st, *pos); break;
+        case PTDP_ACT_BACKWARD_INPUT:
+            out->last_b[st] = now[st];
+            now[st] += compute_time(pl, st, *pos);
+            break;
+        case PTDP_ACT_BACKWARD_WEIGHT: now[st] += compute_time(pl, st, *pos); break;
         case PTDP_ACT_SEND_FORWARD:    /* to model chunk g + 1 */
             if (end)
                 break;
             now[st] += pl->send[g];
             arrival[(2 * (size_t)g) * m + a->mb] = now[st];
-            ptdp_chunk_place(s, g + 1, &to, &chunk);
+            to = pl->stage_of[g + 1];
             break;
         case PTDP_ACT_SEND_BACKWARD:   /* to model chunk g - 1 */
             if (first)
                 break;
             now[st] += pl->send[g - 1];
             arrival[(2 * (size_t)g + 1) * m + a->mb] = now[st];
-            ptdp_chunk_place(s, g - 1, &to, &chunk);
+            to = pl->stage_of[g - 1];
             break;
         case PTDP_ACT_RECV_FORWARD:    /* from model chunk g - 1 */
             if (!first)
@@ -561,9 +576,11 @@ static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send
                   .ready = malloc((size_t)P * sizeof(int)), .queued = malloc((size_t)P),
                   .now = calloc((size_t)P, sizeof(double)), .busy = out->busy,
                   .arrival = malloc(nmsg * sizeof(double)) };
-    int rc = PTDP_ENOMEM;
-    if (pl.pos != NULL && pl.ready != NULL && pl.queued != NULL && pl.now != NULL && pl.busy != NULL &&
-        pl.arrival != NULL) {
+    int rc = player_maps(&pl);
+    if (rc == 0 && (pl.pos == NULL || pl.ready == NULL || pl.queued == NULL || pl.now == NULL || pl.busy == NULL ||
+                    pl.arrival == NULL))
+        rc = PTDP_ENOMEM;
+    if (rc == 0) {
         memset(pl.busy, 0, (size_t)P * sizeof *pl.busy);
         for (size_t i = 0; i < nmsg; i++)
             pl.arrival[i] = -1;
@@ -586,6 +603,9 @@ static int play(const ptdp_schedule *s, const chunk_cost *pc, const double *send
     free(pl.queued);
     free(pl.now);
     free(pl.arrival);
+    free(pl.global);
+    free(pl.stage_of);
+    free(pl.ends);
     return rc;
 }
 
@@ -863,6 +883,21 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     x->S = (double)x->shape.R * x->shape.C * REAL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
+    /* a block's TP (or SP) collectives, SP's regathers under its two dX
+     * products; CP's ring of K and V, cp devices tp world ranks apart */
+    const ptdp_plan_tp_block *n_tp = &(*mp)->tp_block;
+    const ptdp_tp_block_colls colls = { n_tp->all_reduce_f, n_tp->all_reduce_b, n_tp->gather_f, n_tp->scatter_f,
+                                        n_tp->gather_b, n_tp->scatter_b, n_tp->regathers };
+    double dx[PTDP_PLAN_REGATHERS_MAX];
+    for (int i = 0; i < PTDP_PLAN_REGATHERS_MAX; i++)
+        dx[i] = secs(x, x->fl.sp_dx_block[i]);
+    x->tp_block = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, l->overlap, &colls, dx);
+    x->cp_ring = ptdp_cp_price_ring(rq->profile, x->mesh.cp, l->tp, (double)x->shape.R * 2 * x->shape.KVl * REAL);
+    if (ptdp_plan_moe_of(rq, l, false, &x->mo)) {   /* priced once: every mixture's block is alike */
+        x->ms = x->mo;
+        if (x->split_bw)
+            ptdp_plan_moe_of(rq, l, true, &x->ms);
+    }
     return PTDP_OK;
 }
 

@@ -43,6 +43,19 @@ answers_in_time "${widest[@]}" --layers 1024 --batch 1073741824 --gpus 65536
 answers_in_time plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 --vocab 51200 \
     --batch 3072 --gpus 3072 --profile dgx-a100
 
+# Mixtures of experts: expert parallelism multiplies the layouts, a
+# mixture's pricing once grew with the blocks, and DP's buckets walk every
+# expert's tensors.  A Mixtral-like GPT on a million GPUs once took 26 s of
+# CPU, with experts too wide to fit (the refusal's probes for what would)
+# 127 s, and with 4096 experts all chosen over a minute.
+moe=(plan --model gpt --layers 32 --hidden 4096 --heads 32 --seq-len 4096 --vocab 32000 --ffn 14336 --batch 1024
+     --profile dgx-h100 --precision bf16 --moe-experts 8 --moe-top-k 2)
+answers_in_time "${moe[@]}" --moe-ffn 21504 --gpus 4096
+answers_in_time "${moe[@]}" --moe-ffn 21504 --gpus 1048576
+answers_in_time "${moe[@]}" --moe-ffn 67108864 --gpus 1024
+answers_in_time plan --model gpt --layers 32 --hidden 4096 --heads 32 --seq-len 4096 --vocab 32000 --ffn 14336 \
+    --batch 1024 --profile dgx-h100 --precision bf16 --moe-experts 4096 --moe-top-k 4096 --moe-ffn 1 --gpus 1024
+
 # Too much to weigh is a usage error that names the flags to fix.
 expect_usage "fix part of the layout (--tp, --pp" -- "${widest[@]}" --batch 8 --gpus 8
 
