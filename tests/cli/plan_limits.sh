@@ -8,14 +8,18 @@
 # to --gpus or --batch, and past its limit of work it stops and exits 2
 # naming the flags to fix.  Each command below once ran for minutes; now
 # each must end — with a plan (0), nothing that fits (1) or a message
-# (2) — within LIMIT seconds of wall time (5 s is the target on an idle
-# core; the limit leaves room for a loaded machine).
+# (2) — within LIMIT seconds of wall time.  LIMIT is a watchdog, not the
+# target: the search stops at a fixed count of work (plan_search.h), some
+# 4.5 s of one idle core, and `ptdp bench plan` measures each of these
+# searches' seconds against that; here the test suite runs beside other
+# tests on two cores (and under sanitizers), so only a search that runs
+# for minutes, as these once did, fails.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-LIMIT=${PTDP_PLAN_LIMIT_S:-15}
+LIMIT=${PTDP_PLAN_LIMIT_S:-60}
 
 small=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 62 --profile dgx-a100)
 widest=(plan --model gpt --layers 65536 --hidden 16777216 --heads 1048576 --seq-len 16777216 --vocab 67108864
