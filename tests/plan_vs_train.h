@@ -19,8 +19,28 @@
 #include "harness.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
+#include "ptdp/gpt.h"
 #include "ptdp/plan.h"
 #include "ptdp/train.h"
+
+/* The GPT of most plan tests: this shape, under the defaults of --model
+ * gpt otherwise (the vocabulary padded to 64s, the MoE flags' defaults). */
+typedef struct {
+    int layers, hidden, ffn, heads, seq_len, vocab;
+} plan_gpt_shape;
+
+static inline ptdp_model_config plan_gpt(plan_gpt_shape s)
+{
+    ptdp_model_config c = ptdp_gpt_default_config();
+    c.layers = s.layers;
+    c.hidden = s.hidden;
+    c.ffn = s.ffn;
+    ptdp_gpt_settings *g = ptdp_gpt(&c);
+    g->heads = s.heads;
+    g->seq_len = s.seq_len;
+    g->vocab = s.vocab;
+    return c;
+}
 
 static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, const ptdp_plan_layout *l,
                                  double tol)

@@ -70,14 +70,9 @@ static const dual_case cases[] = {
 static ptdp_plan_request request_of(const dual_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = k->layers;
-    rq.model.hidden = 64;
-    rq.model.ffn = 256;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
-    g->heads = 4;
-    g->seq_len = 32;
-    g->vocab = 62;   /* the built-in corpus */
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
     if (k->E > 0) {

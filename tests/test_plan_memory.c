@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "plan_vs_train.h"
 #include "ptdp/arena.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
@@ -105,13 +106,8 @@ static const layout_case cases[] = {
 static ptdp_plan_request request_of(const layout_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = k->layers;
-    rq.model.hidden = 64;
-    rq.model.ffn = 256;
-    ptdp_gpt(&rq.model)->heads = 4;
-    ptdp_gpt(&rq.model)->seq_len = k->seq;
-    ptdp_gpt(&rq.model)->vocab = k->vocab;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                          .heads = 4, .seq_len = k->seq, .vocab = k->vocab });
     rq.batch = k->batch;
     rq.gpus = k->dp * k->tp * k->pp * k->cp;
     rq.bf16 = k->bf16;
@@ -230,13 +226,8 @@ END_TEST
 TEST(plan_memory_tests, test_model_states_are_the_zero_papers)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 96;
-    rq.model.hidden = 12288;
-    rq.model.ffn = 4 * 12288;
-    ptdp_gpt(&rq.model)->heads = 96;
-    ptdp_gpt(&rq.model)->seq_len = 2048;
-    ptdp_gpt(&rq.model)->vocab = 51200;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 96, .hidden = 12288, .ffn = 4 * 12288,
+                                          .heads = 96, .seq_len = 2048, .vocab = 51200 });
     rq.batch = 1536;
     rq.gpus = 1024;
     ptdp_plan_layout l = { .dp = 128, .tp = 8, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 12,

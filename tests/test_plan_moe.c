@@ -115,14 +115,9 @@ static const moe_case cases[] = {
 static ptdp_plan_request request_of(const moe_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = k->layers;
-    rq.model.hidden = 64;
-    rq.model.ffn = 256;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
-    g->heads = 4;
-    g->seq_len = 32;
-    g->vocab = 62;   /* the built-in corpus */
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
     g->moe_every = k->every;
@@ -213,14 +208,9 @@ END_TEST
 TEST(moe_tests, test_a_tiny_capacity_computes_no_faster_than_dropless)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 32;
-    rq.model.hidden = 4096;
-    rq.model.ffn = 14336;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 32, .hidden = 4096, .ffn = 14336,
+                                          .heads = 32, .seq_len = 4096, .vocab = 32000 });
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
-    g->heads = 32;
-    g->seq_len = 4096;
-    g->vocab = 32000;
     g->moe_experts = 8;
     g->moe_top_k = 2;
     g->moe_every = 1;

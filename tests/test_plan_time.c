@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "plan_vs_train.h"
 #include "ptdp/gpt.h"
 #include "ptdp/plan.h"
 #include "ptdp/train.h"
@@ -50,14 +51,8 @@ typedef struct {
 static ptdp_plan_request request(const row *r, int batch)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.hidden = 64;
-    ptdp_gpt(&rq.model)->heads = 8;           /* tp 8 divides them */
-    rq.model.ffn = 256;
-    rq.model.layers = r->layers > 0 ? r->layers : 4;
-    ptdp_gpt(&rq.model)->seq_len = 32;
-    ptdp_gpt(&rq.model)->vocab = 62;          /* the built-in corpus */
-    ptdp_gpt(&rq.model)->vocab_padded = 0;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = r->layers > 0 ? r->layers : 4, .hidden = 64, .ffn = 256,
+                                          .heads = 8, .seq_len = 32, .vocab = 62 });   /* tp 8 divides the heads; V the built-in corpus */
     rq.batch = batch;
     rq.gpus = r->dp * r->tp * r->pp * (r->cp > 1 ? r->cp : 1);
     rq.profile = ptdp_profile_find(r->profile ? r->profile : "dgx-a100");
@@ -207,14 +202,8 @@ TEST(unit_tests, test_long_schedules_follow_the_line)
 {
     /* a large vocabulary makes the last stage the slowest */
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 24;
-    rq.model.hidden = 512;
-    ptdp_gpt(&rq.model)->heads = 8;
-    rq.model.ffn = 2048;
-    ptdp_gpt(&rq.model)->seq_len = 256;
-    ptdp_gpt(&rq.model)->vocab = 50000;
-    ptdp_gpt(&rq.model)->vocab_padded = 0;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 24, .hidden = 512, .ffn = 2048,
+                                          .heads = 8, .seq_len = 256, .vocab = 50000 });
     const char *schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
     const char *profiles[] = { "dgx-a100", "laptop-cpu" };
     int checked = 0;
@@ -246,14 +235,8 @@ END_TEST
 TEST(unit_tests, test_a_trillion_parameters_priced)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 128;
-    rq.model.hidden = 25600;
-    ptdp_gpt(&rq.model)->heads = 160;
-    rq.model.ffn = 4 * 25600;
-    ptdp_gpt(&rq.model)->seq_len = 2048;
-    ptdp_gpt(&rq.model)->vocab = 51200;
-    ptdp_gpt(&rq.model)->vocab_padded = 0;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 128, .hidden = 25600, .ffn = 4 * 25600,
+                                          .heads = 160, .seq_len = 2048, .vocab = 51200 });
     rq.batch = 3072;
     rq.gpus = 3072;
     rq.bf16 = true;

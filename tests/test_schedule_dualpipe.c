@@ -29,32 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
-#include "ptdp/error.h"
-#include "ptdp/schedule.h"
-
-static ptdp_schedule *make(const char *name, int pp, int m)
-{
-    ptdp_schedule *s = NULL;
-    ck_assert_msg(ptdp_schedule_create(name, pp, m, &s) == PTDP_OK, "%s p=%d m=%d", name, pp, m);
-    return s;
-}
-
-static int count(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb, int chunk)
-{
-    int n = 0;
-    for (int i = 0; i < s->stage[st].count; i++) {
-        const ptdp_action *a = &s->stage[st].actions[i];
-        n += a->kind == k && (mb < 0 || a->mb == mb) && (chunk < 0 || a->chunk == chunk);
-    }
-    return n;
-}
-
-static int is_compute(ptdp_action_kind k)
-{
-    return k == PTDP_ACT_FORWARD || k == PTDP_ACT_BACKWARD || k == PTDP_ACT_BACKWARD_INPUT ||
-           k == PTDP_ACT_BACKWARD_WEIGHT;
-}
+#include "schedule_check.h"
 
 /* ---- the copies ------------------------------------------------------------- */
 
@@ -62,7 +37,7 @@ static const harness_tcase copy_tests = { .name = "copies" };
 
 TEST(copy_tests, device_r_holds_down_stage_r_and_up_stage_p_minus_1_minus_r)
 {
-    ptdp_schedule *s = make("dualpipe", 4, 8);
+    ptdp_schedule *s = sched_make("dualpipe", 4, 8, 1);
     ck_assert_int_eq(s->virtual_stages, 2);
     ck_assert_int_eq(s->layout, PTDP_CHUNKS_DUAL);
     for (int r = 0; r < 4; r++) {
@@ -107,30 +82,30 @@ TEST(list_tests, valid_each_micro_batch_once_through_its_own_copy)
 {
     for (int p = 2; p <= 8; p += 2)
         for (int m = 2 * p; m <= 2 * p + 8; m += 2) {
-            ptdp_schedule *s = make("dualpipe", p, m);
+            ptdp_schedule *s = sched_make("dualpipe", p, m, 1);
             ptdp_schedule_verdict v;
             ck_assert_msg(ptdp_schedule_validate(s, &v) == PTDP_OK, "p=%d m=%d: %s", p, m, v.message);
             for (int st = 0; st < p; st++) {
-                ck_assert_int_eq(count(s, st, PTDP_ACT_FORWARD, -1, -1), m);
+                ck_assert_int_eq(sched_count(s, st, PTDP_ACT_FORWARD, -1, -1), m);
                 for (int c = 0; c < 2; c++)
                     for (int mb = 0; mb < m; mb++) {
                         const int own = (mb >= m / 2) == c;
-                        ck_assert_int_eq(count(s, st, PTDP_ACT_FORWARD, mb, c), own);
-                        int whole = count(s, st, PTDP_ACT_BACKWARD, mb, c);
-                        int b = count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, c);
+                        ck_assert_int_eq(sched_count(s, st, PTDP_ACT_FORWARD, mb, c), own);
+                        int whole = sched_count(s, st, PTDP_ACT_BACKWARD, mb, c);
+                        int b = sched_count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, c);
                         ck_assert_int_eq(whole + b, own);
-                        ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, c), b);
+                        ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, c), b);
                     }
             }
             /* each end: data in for one copy, the loss of the other; nothing crosses copies */
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_RECV_BACKWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_RECV_FORWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_RECV_BACKWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 0), m / 2);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 1), m / 2);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_RECV_BACKWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_RECV_FORWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_RECV_BACKWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 0), m / 2);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 1), m / 2);
             ptdp_schedule_destroy(s);
         }
 }
@@ -143,15 +118,15 @@ TEST(list_tests, device_r_runs_dualpipev_device_min_r_folded)
 {
     for (int p = 4; p <= 8; p += 2)   /* DualPipeV needs 2 devices or more */
         for (int m = 2 * p; m <= 2 * p + 6; m += 2) {
-            ptdp_schedule *d = make("dualpipe", p, m), *v = make("dualpipev", p / 2, m / 2);
+            ptdp_schedule *d = sched_make("dualpipe", p, m, 1), *v = sched_make("dualpipev", p / 2, m / 2, 1);
             for (int r = 0; r < p; r++) {
                 const int h = r < p / 2 ? r : p - 1 - r, flip = r >= p / 2;
                 const ptdp_stage_actions *dl = &d->stage[r], *vl = &v->stage[h];
                 int i = 0, j = 0, n = 0;
                 for (;; i++, j++, n++) {
-                    while (i < dl->count && !is_compute(dl->actions[i].kind))
+                    while (i < dl->count && !sched_is_compute(dl->actions[i].kind))
                         i++;
-                    while (j < vl->count && !is_compute(vl->actions[j].kind))
+                    while (j < vl->count && !sched_is_compute(vl->actions[j].kind))
                         j++;
                     if (i == dl->count || j == vl->count)
                         break;
@@ -181,7 +156,7 @@ TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble)
                                     .backward_weight = 1, .send = 0 };
     for (int p = 2; p <= 8; p += 2)
         for (int m = 2 * p; m <= 2 * p + 10; m += 2) {
-            ptdp_schedule *s = make("dualpipe", p, m);
+            ptdp_schedule *s = sched_make("dualpipe", p, m, 1);
             ptdp_schedule_timeline *t = NULL;
             ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
             const double want = (double)(p - 2) / (3.0 * m + p - 2);
@@ -214,7 +189,7 @@ TEST(bubble_tests, equals_dualpipev_on_half_the_devices)
                                         .backward_weight = 1, .alltoall = k == 0 ? 0.0 : 1.0 };
         for (int p = 4; p <= 8; p += 2) {
             const int m = 2 * p + 4;
-            ptdp_schedule *d = make("dualpipe", p, m), *v = make("dualpipev", p / 2, m / 2);
+            ptdp_schedule *d = sched_make("dualpipe", p, m, 1), *v = sched_make("dualpipev", p / 2, m / 2, 1);
             ptdp_schedule_timeline *td = NULL, *tv = NULL;
             ck_assert_int_eq(ptdp_schedule_simulate(d, &c, &td), PTDP_OK);
             ck_assert_int_eq(ptdp_schedule_simulate(v, &c, &tv), PTDP_OK);
@@ -238,25 +213,19 @@ static const harness_tcase check_tests = { .name = "check" };
 
 TEST(check_tests, odd_pp_odd_or_too_few_micro_batches_and_more_chunks_refused)
 {
-    char msg[512];
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 3, 12, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "even --pp") && strstr(msg, "try --pp 4"), "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 1, 12, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--pp") != NULL, "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 4, 9, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--micro-batches 9 must be even") && strstr(msg, "try --micro-batches 10"),
-                  "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 4, 6, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "at least 2 x --pp = 8") && strstr(msg, "try --micro-batches 8"), "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 4, 8, 3, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--virtual-stages 3") != NULL, "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 4, 8, 1, msg, sizeof msg), PTDP_OK);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipe", 2, 4, 2, msg, sizeof msg), PTDP_OK);
-    ptdp_schedule *s = (ptdp_schedule *)1;
-    ck_assert_int_eq(ptdp_schedule_create("dualpipe", 4, 7, &s), PTDP_EINVAL);
-    ck_assert_ptr_null(s);
+    static const sched_shape Q[] = {
+        { "dualpipe", 3, 12, 1, { "even --pp", "try --pp 4" } },
+        { "dualpipe", 1, 12, 1, { "--pp", NULL } },
+        { "dualpipe", 4, 9, 1, { "--micro-batches 9 must be even", "try --micro-batches 10" } },
+        { "dualpipe", 4, 6, 1, { "at least 2 x --pp = 8", "try --micro-batches 8" } },
+        { "dualpipe", 4, 8, 3, { "--virtual-stages 3", NULL } },
+        { "dualpipe", 4, 8, 1, { NULL, NULL } },
+        { "dualpipe", 2, 4, 2, { NULL, NULL } },
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+        sched_expect_check(&Q[i]);
     /* the formula's words */
-    s = make("dualpipe", 4, 8);
+    ptdp_schedule *s = sched_make("dualpipe", 4, 8, 1);
     const char *words = NULL;
     ptdp_schedule_bubble_formula(s, &words);
     ck_assert_str_eq(words, "(p-2)/(3m+p-2)");

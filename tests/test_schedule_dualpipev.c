@@ -28,26 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
-#include "ptdp/error.h"
-#include "ptdp/schedule.h"
-
-static ptdp_schedule *make(int pp, int m)
-{
-    ptdp_schedule *s = NULL;
-    ck_assert_msg(ptdp_schedule_create("dualpipev", pp, m, &s) == PTDP_OK, "p=%d m=%d", pp, m);
-    return s;
-}
-
-static int count(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb, int chunk)
-{
-    int n = 0;
-    for (int i = 0; i < s->stage[st].count; i++) {
-        const ptdp_action *a = &s->stage[st].actions[i];
-        n += a->kind == k && (mb < 0 || a->mb == mb) && (chunk < 0 || a->chunk == chunk);
-    }
-    return n;
-}
+#include "schedule_check.h"
 
 /* ---- the V ------------------------------------------------------------------ */
 
@@ -55,7 +36,7 @@ static const harness_tcase v_tests = { .name = "v" };
 
 TEST(v_tests, device_r_holds_stages_r_and_2p_minus_1_minus_r)
 {
-    ptdp_schedule *s = make(4, 8);
+    ptdp_schedule *s = sched_make("dualpipev", 4, 8, 1);
     ck_assert_int_eq(s->virtual_stages, 2);
     ck_assert_int_eq(s->layout, PTDP_CHUNKS_V);
     for (int r = 0; r < 4; r++) {
@@ -92,31 +73,31 @@ TEST(list_tests, valid_each_chunk_once_and_no_message_across_the_tip)
 {
     for (int p = 2; p <= 6; p++)
         for (int m = 2 * p; m <= 2 * p + 7; m++) {
-            ptdp_schedule *s = make(p, m);
+            ptdp_schedule *s = sched_make("dualpipev", p, m, 1);
             ptdp_schedule_verdict v;
             ck_assert_msg(ptdp_schedule_validate(s, &v) == PTDP_OK, "p=%d m=%d: %s", p, m, v.message);
             for (int st = 0; st < p; st++) {
-                ck_assert_int_eq(count(s, st, PTDP_ACT_FORWARD, -1, -1), 2 * m);
+                ck_assert_int_eq(sched_count(s, st, PTDP_ACT_FORWARD, -1, -1), 2 * m);
                 for (int c = 0; c < 2; c++)
                     for (int mb = 0; mb < m; mb++) {
-                        ck_assert_int_eq(count(s, st, PTDP_ACT_FORWARD, mb, c), 1);
-                        int whole = count(s, st, PTDP_ACT_BACKWARD, mb, c);
-                        int b = count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, c);
+                        ck_assert_int_eq(sched_count(s, st, PTDP_ACT_FORWARD, mb, c), 1);
+                        int whole = sched_count(s, st, PTDP_ACT_BACKWARD, mb, c);
+                        int b = sched_count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, c);
                         ck_assert_int_eq(whole + b, 1);
-                        ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, c), b);
+                        ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, c), b);
                     }
             }
             /* the tip: chunk 0 of the last device sends nothing forward,
              * its chunk 1 nothing backward; device 0 neither receives an
              * input for chunk 0 nor a gradient for chunk 1 */
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_RECV_FORWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_SEND_BACKWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, p - 1, PTDP_ACT_RECV_BACKWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 0), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_RECV_BACKWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 1), 0);
-            ck_assert_int_eq(count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 0), m);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_SEND_FORWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_RECV_FORWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_SEND_BACKWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, p - 1, PTDP_ACT_RECV_BACKWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 0), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_RECV_BACKWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 1), 0);
+            ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_SEND_FORWARD, -1, 0), m);
             ptdp_schedule_destroy(s);
         }
 }
@@ -131,7 +112,7 @@ TEST(list_tests, device_0_runs_the_reference_phases)
         "F0", "F1", "F2", "F0.1", "B0.1", "W0.1", "F1.1", "F3", "B1.1", "F2.1", "B0",
         "B2.1", "F3.1", "B1", "B3.1", "B2", "W2", "B3", "W3",
     };
-    ptdp_schedule *s = make(2, 4);
+    ptdp_schedule *s = sched_make("dualpipev", 2, 4, 1);
     int k = 0;
     for (int i = 0; i < s->stage[0].count; i++) {
         const ptdp_action *a = &s->stage[0].actions[i];
@@ -164,7 +145,7 @@ TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble)
                                     .backward_weight = 1, .send = 0 };
     for (int p = 2; p <= 6; p++)
         for (int m = 2 * p; m <= 2 * p + 7; m++) {
-            ptdp_schedule *s = make(p, m);
+            ptdp_schedule *s = sched_make("dualpipev", p, m, 1);
             ptdp_schedule_timeline *t = NULL;
             ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
             const double want = (double)(p - 1) / (3.0 * m + p - 1);
@@ -194,7 +175,7 @@ TEST(bubble_tests, a_pair_hides_its_all_to_alls_under_the_partners_compute)
         const double x = k == 0 ? 1.0 : 4.0;
         const ptdp_schedule_costs c = { .forward = 1, .backward = 2, .backward_input = 1,
                                         .backward_weight = 1, .alltoall = x };
-        ptdp_schedule *s = make(3, 8);
+        ptdp_schedule *s = sched_make("dualpipev", 3, 8, 1);
         ptdp_schedule_timeline *t = NULL;
         ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
         for (int st = 0; st < 3; st++) {
@@ -237,7 +218,7 @@ static const harness_tcase pair_tests = { .name = "pairs" };
  * backward's receive before the forward. */
 TEST(pair_tests, a_pair_receives_both_first_and_sends_both_after)
 {
-    ptdp_schedule *s = make(3, 8);
+    ptdp_schedule *s = sched_make("dualpipev", 3, 8, 1);
     int seen = 0;
     for (int st = 0; st < 3; st++) {
         const ptdp_stage_actions *l = &s->stage[st];
@@ -320,18 +301,15 @@ static const harness_tcase check_tests = { .name = "check" };
 
 TEST(check_tests, too_few_micro_batches_one_device_or_more_chunks_refused)
 {
-    char msg[512];
-    ck_assert_int_eq(ptdp_schedule_check("dualpipev", 4, 7, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--micro-batches 7") && strstr(msg, "try --micro-batches 8"), "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipev", 1, 8, 1, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--pp 2 or more") != NULL, "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipev", 2, 8, 3, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, "--virtual-stages 3") != NULL, "%s", msg);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipev", 4, 8, 1, msg, sizeof msg), PTDP_OK);
-    ck_assert_int_eq(ptdp_schedule_check("dualpipev", 4, 8, 2, msg, sizeof msg), PTDP_OK);
-    ptdp_schedule *s = (ptdp_schedule *)1;
-    ck_assert_int_eq(ptdp_schedule_create("dualpipev", 3, 5, &s), PTDP_EINVAL);
-    ck_assert_ptr_null(s);
+    static const sched_shape Q[] = {
+        { "dualpipev", 4, 7, 1, { "--micro-batches 7", "try --micro-batches 8" } },
+        { "dualpipev", 1, 8, 1, { "--pp 2 or more", NULL } },
+        { "dualpipev", 2, 8, 3, { "--virtual-stages 3", NULL } },
+        { "dualpipev", 4, 8, 1, { NULL, NULL } },
+        { "dualpipev", 4, 8, 2, { NULL, NULL } },
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+        sched_expect_check(&Q[i]);
 }
 END_TEST
 

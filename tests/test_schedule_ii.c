@@ -24,26 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "ptdp/error.h"
-#include "ptdp/schedule.h"
-
-static ptdp_schedule *make(const char *name, int pp, int m, int v)
-{
-    ptdp_schedule *s = NULL;
-    ck_assert_msg(ptdp_schedule_create_v(name, pp, m, v, &s) == PTDP_OK, "%s p=%d m=%d v=%d", name, pp, m, v);
-    return s;
-}
-
-static int count(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb, int chunk)
-{
-    int n = 0;
-    for (int i = 0; i < s->stage[st].count; i++) {
-        const ptdp_action *a = &s->stage[st].actions[i];
-        n += a->kind == k && (mb < 0 || a->mb == mb) && (chunk < 0 || a->chunk == chunk);
-    }
-    return n;
-}
+#include "schedule_check.h"
 
 static void expect_valid(const ptdp_schedule *s)
 {
@@ -62,13 +43,13 @@ TEST(interleaved_tests, valid_with_the_bubble_and_the_peak_of_its_formulas)
     for (int p = 2; p <= 6; p++)
         for (int m = p; m <= 4 * p; m += p)
             for (int v = 1; v <= 4; v++) {
-                ptdp_schedule *s = make("interleaved", p, m, v);
+                ptdp_schedule *s = sched_make("interleaved", p, m, v);
                 expect_valid(s);
                 for (int st = 0; st < p; st++)
                     for (int c = 0; c < v; c++)
                         for (int mb = 0; mb < m; mb++) {
-                            ck_assert_int_eq(count(s, st, PTDP_ACT_FORWARD, mb, c), 1);
-                            ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD, mb, c), 1);
+                            ck_assert_int_eq(sched_count(s, st, PTDP_ACT_FORWARD, mb, c), 1);
+                            ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD, mb, c), 1);
                         }
                 ptdp_schedule_costs costs = { .forward = 1.0 / v, .backward = 2.0 / v };
                 ptdp_schedule_timeline *t = NULL;
@@ -96,12 +77,12 @@ END_TEST
 TEST(interleaved_tests, a_middle_stage_sends_v_times_the_messages_of_1f1b)
 {
     const int p = 4, m = 8;
-    ptdp_schedule *one = make("1f1b", p, m, 1);
+    ptdp_schedule *one = sched_make("1f1b", p, m, 1);
     for (int v = 2; v <= 4; v++) {
-        ptdp_schedule *s = make("interleaved", p, m, v);
+        ptdp_schedule *s = sched_make("interleaved", p, m, v);
         for (int st = 0; st < p; st++) {
-            int sends = count(s, st, PTDP_ACT_SEND_FORWARD, -1, -1) + count(s, st, PTDP_ACT_SEND_BACKWARD, -1, -1);
-            int base = count(one, st, PTDP_ACT_SEND_FORWARD, -1, -1) + count(one, st, PTDP_ACT_SEND_BACKWARD, -1, -1);
+            int sends = sched_count(s, st, PTDP_ACT_SEND_FORWARD, -1, -1) + sched_count(s, st, PTDP_ACT_SEND_BACKWARD, -1, -1);
+            int base = sched_count(one, st, PTDP_ACT_SEND_FORWARD, -1, -1) + sched_count(one, st, PTDP_ACT_SEND_BACKWARD, -1, -1);
             int want = st == 0 || st == p - 1 ? (2 * v - 1) * m : v * base;
             ck_assert_msg(sends == want, "v=%d stage %d: %d sends, want %d (1f1b %d)", v, st, sends, want, base);
         }
@@ -114,7 +95,7 @@ END_TEST
 /* Activations go round the ring: stage p-1's chunk c feeds stage 0's c+1. */
 TEST(interleaved_tests, messages_wrap_round_the_ring)
 {
-    ptdp_schedule *s = make("interleaved", 3, 3, 2);
+    ptdp_schedule *s = sched_make("interleaved", 3, 3, 2);
     int peer, chunk;
     ptdp_action_route(s, PTDP_ACT_SEND_FORWARD, 2, 0, &peer, &chunk);
     ck_assert_int_eq(peer, 0);
@@ -126,8 +107,8 @@ TEST(interleaved_tests, messages_wrap_round_the_ring)
     ck_assert_int_eq(peer, -1);
     ck_assert(ptdp_chunk_is_last(s, 2, 1) && ptdp_chunk_is_first(s, 0, 0) && !ptdp_chunk_is_first(s, 0, 1));
     ck_assert_int_eq(ptdp_chunk_global(s, 1, 1), 4);
-    ck_assert_int_eq(count(s, 2, PTDP_ACT_SEND_FORWARD, -1, 0), 3);
-    ck_assert_int_eq(count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 1), 3);
+    ck_assert_int_eq(sched_count(s, 2, PTDP_ACT_SEND_FORWARD, -1, 0), 3);
+    ck_assert_int_eq(sched_count(s, 0, PTDP_ACT_RECV_FORWARD, -1, 1), 3);
     ptdp_schedule_destroy(s);
 }
 END_TEST
@@ -140,13 +121,13 @@ TEST(zb_tests, valid_with_a_third_of_the_bubble_at_1f1b_activation_peak)
 {
     for (int p = 1; p <= 8; p++)
         for (int m = 1; m <= 16; m++) {
-            ptdp_schedule *s = make("zb-h1", p, m, 1);
+            ptdp_schedule *s = sched_make("zb-h1", p, m, 1);
             expect_valid(s);
             for (int st = 0; st < p; st++) {
-                ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD, -1, -1), 0);
+                ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD, -1, -1), 0);
                 for (int mb = 0; mb < m; mb++) {
-                    ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, 0), 1);
-                    ck_assert_int_eq(count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, 0), 1);
+                    ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD_INPUT, mb, 0), 1);
+                    ck_assert_int_eq(sched_count(s, st, PTDP_ACT_BACKWARD_WEIGHT, mb, 0), 1);
                 }
                 int act = p - st < m ? p - st : m, owed = st + 1 < m ? st + 1 : m;
                 ck_assert_int_eq(ptdp_schedule_peak_in_flight(s, st), act);
@@ -330,35 +311,35 @@ static int find(const ptdp_schedule *s, int st, ptdp_action_kind k, int mb)
 
 TEST(rule_tests, broken_split_and_chunked_lists_are_refused_with_their_reason)
 {
-    ptdp_schedule *s = make("zb-h1", 2, 2, 1);
+    ptdp_schedule *s = sched_make("zb-h1", 2, 2, 1);
     s->stage[1].actions[find(s, 1, PTDP_ACT_BACKWARD_WEIGHT, 1)].kind = PTDP_ACT_BACKWARD;
     expect_refused(s, "a BACKWARD and a split one", 0);
 
-    s = make("zb-h1", 2, 2, 1);
+    s = sched_make("zb-h1", 2, 2, 1);
     s->stage[0].actions[find(s, 0, PTDP_ACT_BACKWARD_WEIGHT, 0)].mb = 1;     /* W1 twice, no W0 */
     expect_refused(s, "appears twice", 0);
 
-    s = make("zb-h1", 3, 3, 1);           /* move W0 just before B0 */
+    s = sched_make("zb-h1", 3, 3, 1);           /* move W0 just before B0 */
     int b = find(s, 2, PTDP_ACT_BACKWARD_INPUT, 0), w = find(s, 2, PTDP_ACT_BACKWARD_WEIGHT, 0);
     ptdp_action wa = s->stage[2].actions[w];
     memmove(&s->stage[2].actions[b + 1], &s->stage[2].actions[b], sizeof(ptdp_action) * (size_t)(w - b));
     s->stage[2].actions[b] = wa;
     expect_refused(s, "W multiplies the output gradient", 0);
 
-    s = make("zb-h1", 2, 2, 1);
+    s = sched_make("zb-h1", 2, 2, 1);
     int i = find(s, 1, PTDP_ACT_BACKWARD_WEIGHT, 0);
     memmove(&s->stage[1].actions[i], &s->stage[1].actions[i + 1],
             sizeof(ptdp_action) * (size_t)(s->stage[1].count - i - 1));
     s->stage[1].count--;
     expect_refused(s, "BACKWARD_INPUT but no BACKWARD_WEIGHT", 0);
 
-    s = make("interleaved", 2, 2, 2);
+    s = sched_make("interleaved", 2, 2, 2);
     s->stage[0].actions[0].chunk = 2;
     expect_refused(s, "holds chunks 0..1 (--virtual-stages 2)", 0);
 
     /* Stage 0 receives micro-batch 0 for chunk 1 — but files it under
      * the model's chunk 0: no stage ever sends that, so the pipeline stops. */
-    s = make("interleaved", 2, 2, 2);
+    s = sched_make("interleaved", 2, 2, 2);
     i = find(s, 0, PTDP_ACT_RECV_FORWARD, 0);
     ck_assert_int_eq(s->stage[0].actions[i].chunk, 1);
     s->stage[0].actions[i].chunk = 0;
@@ -373,27 +354,19 @@ END_TEST
 
 static const harness_tcase check_tests = { .name = "check" };
 
-static void expect_check(const char *name, int p, int m, int v, const char *fragment)
-{
-    char msg[512];
-    ck_assert_int_eq(ptdp_schedule_check(name, p, m, v, msg, sizeof msg), PTDP_EINVAL);
-    ck_assert_msg(strstr(msg, fragment) != NULL, "wanted '%s' in: %s", fragment, msg);
-    ptdp_schedule *s = (ptdp_schedule *)1;
-    ck_assert_int_eq(ptdp_schedule_create_v(name, p, m, v, &s), PTDP_EINVAL);
-    ck_assert_ptr_null(s);
-}
-
 TEST(check_tests, impossible_requests_name_their_flags)
 {
-    char msg[512];
-    ck_assert_int_eq(ptdp_schedule_check("interleaved", 4, 8, 2, msg, sizeof msg), PTDP_OK);
-    expect_check("interleaved", 4, 6, 2, "--micro-batches 6 must be a multiple of --pp 4");
-    expect_check("interleaved", 4, 6, 2, "try --micro-batches 8");
-    expect_check("interleaved", 1, 4, 2, "needs --pp 2 or more");
-    expect_check("1f1b", 4, 8, 2, "--virtual-stages 2: the 1f1b schedule runs one chunk per stage");
-    expect_check("zb-h1", 4, 8, 3, "--virtual-stages 3");
-    expect_check("zb-v", 4, 8, 1, "valid: 1f1b, gpipe, interleaved, zb-h1");
-    expect_check("gpipe", 4, 8, 0, "--virtual-stages 0");
+    static const sched_shape Q[] = {
+        { "interleaved", 4, 8, 2, { NULL, NULL } },
+        { "interleaved", 4, 6, 2, { "--micro-batches 6 must be a multiple of --pp 4", "try --micro-batches 8" } },
+        { "interleaved", 1, 4, 2, { "needs --pp 2 or more", NULL } },
+        { "1f1b", 4, 8, 2, { "--virtual-stages 2: the 1f1b schedule runs one chunk per stage", NULL } },
+        { "zb-h1", 4, 8, 3, { "--virtual-stages 3", NULL } },
+        { "zb-v", 4, 8, 1, { "valid: 1f1b, gpipe, interleaved, zb-h1", NULL } },
+        { "gpipe", 4, 8, 0, { "--virtual-stages 0", NULL } },
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
+        sched_expect_check(&Q[i]);
 }
 END_TEST
 

@@ -31,6 +31,7 @@
 
 #include "equivalence/equiv.h"
 #include "model_size.h"
+#include "plan_vs_train.h"
 #include "ptdp/device.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model.h"
@@ -205,13 +206,8 @@ END_TEST
 TEST(zero_tests, test_the_price_gives_the_planners_model_states)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 8;
-    rq.model.hidden = 256;
-    rq.model.ffn = 1024;
-    ptdp_gpt(&rq.model)->heads = 8;
-    ptdp_gpt(&rq.model)->seq_len = 128;
-    ptdp_gpt(&rq.model)->vocab = 1000;
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 8, .hidden = 256, .ffn = 1024,
+                                          .heads = 8, .seq_len = 128, .vocab = 1000 });
     rq.batch = 32;
     rq.gpus = 8;
     ptdp_plan_layout l = { .dp = 4, .tp = 2, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 8,

@@ -23,23 +23,13 @@ set -uo pipefail
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-run() {
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null || { fail "ptdp $*: exit status $?"; return 1; }
-}
-
-expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
-    for want in "$@"; do
-        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
-    done
-}
-
 # a small GPT on 8 GPUs of the default cluster, 1 GiB each
 small=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8
        --profile dgx-a100 --device-mem 1G)
 
 # ---- 1. the table ---------------------------------------------------------------
 before=$failures
-if run "${small[@]}" --top 3; then
+if run_ok "${small[@]}" --top 3; then
     expect_out "GPT of 218K parameters (layers 4, hidden 64, heads 4, ffn 256, seq-len 32, vocab 256), batch 16" \
                "on 8 GPUs of dgx-a100" "the best 3:" "schedule" "memory/GPU" "tokens/s"
     counts=$(sed -n 's/^layouts: \([0-9]*\) considered, \([0-9]*\) valid, \([0-9]*\) fit.*/\1 \2 \3/p' "$out")
@@ -76,14 +66,14 @@ json_ok() {   # json_ok N: stdout is {"candidates": [ N lines ]}, every key, bes
     [[ -z $bad ]] || fail "--json: $bad"
 }
 before=$failures
-if run "${small[@]}" --top 5 --json; then
+if run_ok "${small[@]}" --top 5 --json; then
     json_ok 5
     [[ $failures -eq $before ]] && echo "ok    --json: 5 candidates, every key, best first, within the GPU"
 fi
 
 # ---- 3. fixed flags -------------------------------------------------------------
 before=$failures
-if run "${small[@]}" --tp 2 --pp 2 --zero 1 --recompute full --schedule gpipe --micro-batch-size 2 --sp on \
+if run_ok "${small[@]}" --tp 2 --pp 2 --zero 1 --recompute full --schedule gpipe --micro-batch-size 2 --sp on \
        --top 100 --json; then
     n=$(grep -c '^  {"dp": ' "$out")
     [[ $n -ge 1 ]] || fail "fixed flags: no candidate"
@@ -94,7 +84,7 @@ if run "${small[@]}" --tp 2 --pp 2 --zero 1 --recompute full --schedule gpipe --
     [[ $failures -eq $before ]] && echo "ok    fixed flags: all $n candidates keep tp 2 pp 2 zero 1 full gpipe b 2 sp"
 fi
 before=$failures
-if run "${small[@]}" --cp 2 --schedule interleaved --virtual-stages 2 --top 100 --json; then
+if run_ok "${small[@]}" --cp 2 --schedule interleaved --virtual-stages 2 --top 100 --json; then
     n=$(grep -c '^  {"dp": ' "$out")
     for want in '"cp": 2,' '"virtual_stages": 2,' '"schedule": "interleaved",'; do
         [[ $(grep -cF -- "$want" "$out") -eq $n && $n -ge 1 ]] || fail "fixed flags: not every candidate has $want"
@@ -103,7 +93,7 @@ if run "${small[@]}" --cp 2 --schedule interleaved --virtual-stages 2 --top 100 
 fi
 before=$failures
 # DualPipeV only when asked: --pp counts devices, two chunks each (v stays 1: the flag's)
-if run "${small[@]}" --schedule dualpipev --top 100 --json; then
+if run_ok "${small[@]}" --schedule dualpipev --top 100 --json; then
     n=$(grep -c '^  {"dp": ' "$out")
     [[ $(grep -cF -- '"schedule": "dualpipev",' "$out") -eq $n && $n -ge 1 ]] ||
         fail "dualpipev: not every candidate is dualpipev"
@@ -111,14 +101,14 @@ if run "${small[@]}" --schedule dualpipev --top 100 --json; then
     [[ $failures -eq $before ]] && echo "ok    --schedule dualpipev: all $n candidates dualpipev, pp >= 2"
 fi
 before=$failures
-if run "${small[@]}" --top 100 --json; then
+if run_ok "${small[@]}" --top 100 --json; then
     grep -qF -- '"schedule": "dualpipe' "$out" && fail "no --schedule: a DualPipe layout offered unasked"
     [[ $failures -eq $before ]] && echo "ok    without --schedule no DualPipe layout is offered"
 fi
 
 # ---- 4. --explain ---------------------------------------------------------------
 before=$failures
-if run "${small[@]}" --tp 2 --pp 2 --top 1 --explain; then
+if run_ok "${small[@]}" --tp 2 --pp 2 --top 1 --explain; then
     expect_out "memory per GPU" "parameters" "gradients" "optimizer" "activations" "in flight" \
                "forward  F" "backward B" "bubble" "TP comm" "DP/ZeRO comm" "step " \
                "72 B s L h² (1 + s/6h + V/12Lh)" "hardware" "run it in the simulator:" "ptdp train --model gpt"
@@ -134,7 +124,7 @@ if run "${small[@]}" --tp 2 --pp 2 --top 1 --explain; then
     [[ $failures -eq $before ]] && echo "ok    --explain: every term, and its line runs: ptdp train $line"
 fi
 before=$failures
-if run "${small[@]}" --top 2 --json --explain; then
+if run_ok "${small[@]}" --top 2 --json --explain; then
     json_ok 2
     grep -qF "memory per GPU" "$err" || fail "--json --explain: the explanation is not on stderr"
     [[ $failures -eq $before ]] && echo "ok    --json --explain: JSON on stdout, the explanation on stderr"
@@ -192,7 +182,7 @@ fi
 moe=(plan --model gpt --layers 4 --hidden 64 --heads 4 --seq-len 32 --vocab 256 --batch 16 --gpus 8
      --profile dgx-a100 --device-mem 1G --moe-experts 4 --moe-top-k 2 --moe-ffn 128)
 before=$failures
-if run "${moe[@]}" --top 100000 --json; then
+if run_ok "${moe[@]}" --top 100000 --json; then
     n=$(grep -c '^  {"dp": ' "$out")
     [[ $n -ge 1 ]] || fail "moe: no candidate"
     for k in ep psi_experts ep_comm_s; do
@@ -210,13 +200,13 @@ if run "${moe[@]}" --top 100000 --json; then
     [[ $failures -eq $before ]] && echo "ok    moe --json: $n candidates, ep | dp cp and ep | E, no ZeRO-3 or SP"
 fi
 before=$failures
-if run "${moe[@]}" --ep 2 --top 100 --json; then
+if run_ok "${moe[@]}" --ep 2 --top 100 --json; then
     n=$(grep -c '^  {"dp": ' "$out")
     [[ $n -ge 1 && $(grep -cF '"ep": 2,' "$out") -eq $n ]] || fail "moe --ep 2: not every candidate has ep 2"
     [[ $failures -eq $before ]] && echo "ok    moe --ep 2: all $n candidates keep it"
 fi
 before=$failures
-if run "${moe[@]}" --ep 2 --tp 1 --pp 2 --top 1 --explain; then
+if run_ok "${moe[@]}" --ep 2 --tp 1 --pp 2 --top 1 --explain; then
     expect_out "a mixture of 4 experts in every block's MLP: top-2, expert ffn 128, dropless" " ep " \
                "assumed: uniform routing" "experts'" "EP all-to-alls" "--moe-experts 4 --moe-top-k 2 --moe-ffn 128" \
                "--ep 2"
@@ -230,7 +220,7 @@ if run "${moe[@]}" --ep 2 --tp 1 --pp 2 --top 1 --explain; then
     fi
     [[ $failures -eq $before ]] && echo "ok    moe --explain: the assumption, the EP terms, and its line runs"
 fi
-if run "${moe[@]}" --top 1; then
+if run_ok "${moe[@]}" --top 1; then
     expect_out "  #    dp  ep  tp"
 fi
 expect_usage "--moe-top-k needs --moe-experts E"                -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-top-k 2
@@ -249,7 +239,7 @@ expect_usage "--ep 8 must divide dp x cp"                        -- "${m[@]}" --
 ll=(plan --model llama --layers 4 --hidden 64 --heads 8 --kv-heads 2 --seq-len 32 --vocab 64 --batch 16 --gpus 8
     --profile dgx-a100 --device-mem 1G)
 before=$failures
-if run "${ll[@]}" --top 100000 --json; then
+if run_ok "${ll[@]}" --top 100000 --json; then
     json_ok "$(grep -c '^  {"dp": ' "$out")"
     bad=$(awk '/^  \{"dp": / { match($0, /"tp": [0-9]+/); t = substr($0, RSTART + 6, RLENGTH - 6) + 0
                              if (!(2 % t == 0 || (t % 2 == 0 && 8 % t == 0))) print "tp " t; if (t > 2) past++ }
@@ -258,7 +248,7 @@ if run "${ll[@]}" --top 100000 --json; then
     [[ $failures -eq $before ]] && echo "ok    llama --json: every tp divides the kv heads or is a multiple of them"
 fi
 before=$failures
-if run "${ll[@]}" --tp 4 --pp 2 --sp on --top 1 --explain; then
+if run_ok "${ll[@]}" --tp 4 --pp 2 --sp on --top 1 --explain; then
     expect_out "llama of " "kv heads 2, ffn 256" "3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V)" \
                "ptdp train --model llama --layers 4 --hidden 64 --ffn 256 --heads 8 --kv-heads 2"
     line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
@@ -271,10 +261,10 @@ if run "${ll[@]}" --tp 4 --pp 2 --sp on --top 1 --explain; then
     fi
     [[ $failures -eq $before ]] && echo "ok    llama --explain: its FLOPs, and its line runs: ptdp train $line"
 fi
-if run "${ll[@]}" --ffn 96 --top 1; then
+if run_ok "${ll[@]}" --ffn 96 --top 1; then
     expect_out "ffn 96,"
 fi
-if run "${ll[@]}" --ffn-multiple 48 --top 1; then
+if run_ok "${ll[@]}" --ffn-multiple 48 --top 1; then
     expect_out "ffn 192,"   # Meta's rule: 48 ceil(int(8 x 64 / 3) / 48)
 fi
 l2=(plan --model llama --layers 2 --hidden 64 --seq-len 32 --batch 8 --profile dgx-a100)
@@ -305,7 +295,7 @@ expect_usage "unknown flag --dropout"                            -- "${l2[@]}" -
 # ---- 6. the 1T GPT on 3072 GPUs -------------------------------------------------
 before=$failures
 t0=$(date +%s.%N)
-if run plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 --vocab 51200 --batch 3072 \
+if run_ok plan --model gpt --layers 128 --hidden 25600 --heads 160 --seq-len 2048 --vocab 51200 --batch 3072 \
        --gpus 3072 --profile dgx-a100-80g --precision bf16 --top 3; then
     t1=$(date +%s.%N)
     expect_out "GPT of 1.01T parameters" "on 3072 GPUs of dgx-a100-80g" "the best 3:"

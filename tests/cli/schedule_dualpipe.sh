@@ -23,16 +23,6 @@ set -uo pipefail
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
-    for want in "$@"; do
-        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
-    done
-}
-
-run() {
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null || { fail "ptdp $*: exit status $?"; return 1; }
-}
-
 # ---- 1. errors ------------------------------------------------------------------
 s="schedule --schedule dualpipe"
 expect_usage "--schedule dualpipe needs an even --pp"          -- $s --pp 3 --micro-batches 6
@@ -59,7 +49,7 @@ expect_usage "--overlap with --schedule dualpipe"              -- $t --pp 2 --mi
     expect_usage "--precision bf16 with --schedule dualpipe"   -- $t --pp 2 --micro-batches 4 --precision bf16
 
 # ---- 2. p 4, m 10 -----------------------------------------------------------------
-if run $s --pp 4 --micro-batches 10 --list --svg "$tmp/d.svg"; then
+if run_ok $s --pp 4 --micro-batches 10 --list --svg "$tmp/d.svg"; then
     expect_out "bubble: measured 0.062500" "formula (p-2)/(3m+p-2) = 2/32 = 0.062500" \
                "an F&B pair F + B, m >= 2p" "(PP/2-1)(F&B+B-3W)  1 x (3 + 2 - 3) = 2; measured 2" \
                "PP+1 = 5            peak 5" "2 stages of 4 = 2x the model / PP" \
@@ -79,7 +69,7 @@ fi
 # ---- 3. the formula for several p and m --------------------------------------------
 for p in 2 4 6 8; do
     for m in $((2 * p)) $((2 * p + 2)) $((2 * p + 4)); do
-        run $s --pp "$p" --micro-batches "$m" || continue
+        run_ok $s --pp "$p" --micro-batches "$m" || continue
         line=$(grep '^bubble:' "$out")
         measured=$(sed -n 's/^bubble: measured \([0-9.]*\).*/\1/p' <<<"$line")
         formula=$(sed -n 's/.* = \([0-9.]*\) (uniform.*/\1/p' <<<"$line")
@@ -93,7 +83,7 @@ echo "ok    schedule --schedule dualpipe: measured bubble = (p-2)/(3m+p-2) for p
 # ---- 4. training -----------------------------------------------------------------
 for pm in "2 4" "4 8"; do
     read -r p m <<<"$pm"
-    run train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipe --profile ideal --steps 2 \
+    run_ok train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipe --profile ideal --steps 2 \
         --quiet || continue
     line=$(grep '^pipeline (dualpipe' "$out")
     measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
@@ -102,10 +92,10 @@ for pm in "2 4" "4 8"; do
     expect_out "= 2 m (p - 1) = 2 x $m x $((p - 1)) = $((2 * m * (p - 1))) boundary crossings"
 done
 echo "ok    train --schedule dualpipe --profile ideal: the executor's bubble = (p-2)/(3m+p-2), p 2 and 4"
-if run train --model gpt --layers 4 --pp 2 --micro-batches 4 --schedule dualpipe --steps 2 --check \
+if run_ok train --model gpt --layers 4 --pp 2 --micro-batches 4 --schedule dualpipe --steps 2 --check \
        --save "$tmp/d.st" --quiet; then
     expect_out "check PASSED"
-    run train --model gpt --layers 4 --pp 2 --dp 2 --micro-batches 2 --steps 2 --save "$tmp/two.st" --quiet &&
+    run_ok train --model gpt --layers 4 --pp 2 --dp 2 --micro-batches 2 --steps 2 --save "$tmp/two.st" --quiet &&
         { cmp -s "$tmp/d.st" "$tmp/two.st" || fail "the dualpipe checkpoint differs from 1f1b's with --dp 2"; }
     echo "ok    train --model gpt --schedule dualpipe --check passes; its checkpoint = 1f1b's with --dp 2, m/2, byte for byte"
 fi

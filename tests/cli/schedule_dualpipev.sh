@@ -19,16 +19,6 @@ set -uo pipefail
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
-    for want in "$@"; do
-        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
-    done
-}
-
-run() {
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null || { fail "ptdp $*: exit status $?"; return 1; }
-}
-
 # ---- 1. errors ------------------------------------------------------------------
 s="schedule --schedule dualpipev"
 expect_usage "--micro-batches 7 is fewer than 2 x --pp = 8"   -- $s --pp 4 --micro-batches 7
@@ -49,7 +39,7 @@ expect_usage "--overlap with --schedule dualpipev"            -- $t --micro-batc
     expect_usage "--precision bf16 with --schedule dualpipev" -- $t --micro-batches 4 --precision bf16
 
 # ---- 2. p 4, m 10 -----------------------------------------------------------------
-if run $s --pp 4 --micro-batches 10 --list --svg "$tmp/v.svg"; then
+if run_ok $s --pp 4 --micro-batches 10 --list --svg "$tmp/v.svg"; then
     expect_out "bubble: measured 0.090909" "formula (p-1)/(3m+p-1) = 3/33 = 0.090909" \
                "an F&B pair F + B, m >= 2p" "(PP/2-1)(F&B+B-3W)  3 x (3 + 2 - 3) = 6; measured 6" \
                "PP+1 = 9            peak 9" "2 stages of 8 = 1x the model / p" \
@@ -64,14 +54,14 @@ if run $s --pp 4 --micro-batches 10 --list --svg "$tmp/v.svg"; then
 fi
 
 # all-to-alls: hidden in the pairs, waited for by ZB-H1's every F and B
-if run $s --pp 4 --micro-batches 10 --alltoall-time 1; then
+if run_ok $s --pp 4 --micro-batches 10 --alltoall-time 1; then
     expect_out "all-to-alls 0.5 per forward or backward (--alltoall-time)"
 fi
 
 # ---- 3. the formula for several p and m --------------------------------------------
 for p in 2 3 4 5; do
     for m in $((2 * p)) $((2 * p + 1)) $((2 * p + 2)); do
-        run $s --pp "$p" --micro-batches "$m" || continue
+        run_ok $s --pp "$p" --micro-batches "$m" || continue
         line=$(grep '^bubble:' "$out")
         measured=$(sed -n 's/^bubble: measured \([0-9.]*\).*/\1/p' <<<"$line")
         formula=$(sed -n 's/.* = \([0-9.]*\) (uniform.*/\1/p' <<<"$line")
@@ -83,7 +73,7 @@ echo "ok    schedule --schedule dualpipev: measured bubble = (p-1)/(3m+p-1) for 
 # ---- 4. training -----------------------------------------------------------------
 for pm in "2 4" "3 8"; do
     read -r p m <<<"$pm"
-    run train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipev --profile ideal --steps 2 \
+    run_ok train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipev --profile ideal --steps 2 \
         --quiet || continue
     line=$(grep '^pipeline (dualpipev' "$out")
     measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
@@ -92,10 +82,10 @@ for pm in "2 4" "3 8"; do
     expect_out "= 2 m (2p - 2) = 2 x $m x $((2 * p - 2)) = $((2 * m * (2 * p - 2))) boundary crossings"
 done
 echo "ok    train --schedule dualpipev --profile ideal: the executor's bubble = (p-1)/(3m+p-1), p 2 and 3"
-if run train --model gpt --layers 4 --pp 2 --micro-batches 4 --schedule dualpipev --steps 2 --check \
+if run_ok train --model gpt --layers 4 --pp 2 --micro-batches 4 --schedule dualpipev --steps 2 --check \
        --save "$tmp/v.st" --quiet; then
     expect_out "check PASSED"
-    run train --model gpt --layers 4 --pp 4 --micro-batches 4 --steps 2 --save "$tmp/one.st" --quiet &&
+    run_ok train --model gpt --layers 4 --pp 4 --micro-batches 4 --steps 2 --save "$tmp/one.st" --quiet &&
         { cmp -s "$tmp/v.st" "$tmp/one.st" || fail "the dualpipev checkpoint differs from 1f1b's on 4 stages"; }
     echo "ok    train --model gpt --schedule dualpipev --check passes; its checkpoint = 1f1b's on 2p stages, byte for byte"
 fi

@@ -16,16 +16,6 @@ set -uo pipefail
 # shellcheck source=usage_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
 
-expect_out() {     # expect_out "TEXT ON STDOUT"...: after run
-    for want in "$@"; do
-        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
-    done
-}
-
-run() {
-    "$ptdp" "$@" >"$out" 2>"$err" </dev/null || { fail "ptdp $*: exit status $?"; return 1; }
-}
-
 # ---- 1. errors ------------------------------------------------------------------
 s=schedule
 expect_usage "--virtual-stages 2: the 1f1b schedule runs one chunk per stage" -- $s --virtual-stages 2
@@ -37,7 +27,7 @@ expect_usage "--virtual-stages 0"                             -- $s --schedule i
 expect_usage "--schedule zb-v"                                -- $s --schedule zb-v
 
 # ---- 2. interleaved ---------------------------------------------------------------
-if run $s --schedule interleaved --virtual-stages 2 --pp 4 --micro-batches 8 --list; then
+if run_ok $s --schedule interleaved --virtual-stages 2 --pp 4 --micro-batches 8 --list; then
     expect_out "interleaved: 4 stages, 8 micro-batches, makespan 28.5" \
                "bubble: measured 0.157895" "formula (p-1)/(v*m+p-1) = 3/19 = 0.157895" \
                "per stage: 11 9 7 5" "F0.1<-3" "B7.1->3" "F7.1"
@@ -46,7 +36,7 @@ if run $s --schedule interleaved --virtual-stages 2 --pp 4 --micro-batches 8 --l
 fi
 
 # ---- 3. ZB-H1 ---------------------------------------------------------------------
-if run $s --schedule zb-h1 --pp 4 --micro-batches 8 --svg "$tmp/zb.svg"; then
+if run_ok $s --schedule zb-h1 --pp 4 --micro-batches 8 --svg "$tmp/zb.svg"; then
     expect_out "zb-h1: 4 stages, 8 micro-batches, makespan 27" "costs per micro-batch and stage: forward 1, B 1, W 1" \
                "bubble: measured 0.111111" "formula (p-1)/(3m+p-1) = 3/27 = 0.111111" \
                "per stage: 4 3 2 1" "for them): 1 2 3 4" "wrote $tmp/zb.svg"
@@ -55,14 +45,14 @@ if run $s --schedule zb-h1 --pp 4 --micro-batches 8 --svg "$tmp/zb.svg"; then
     echo "ok    schedule --schedule zb-h1: bubble 0.111111 both ways, W owed 1 2 3 4, SVG written"
 fi
 # B and W priced apart: a slower W lengthens the run.
-if run $s --schedule zb-h1 --pp 4 --micro-batches 8 --backward-input-time 1 --backward-weight-time 2; then
+if run_ok $s --schedule zb-h1 --pp 4 --micro-batches 8 --backward-input-time 1 --backward-weight-time 2; then
     expect_out "forward 1, B 1, W 2"
     grep -q 'makespan 27 ' "$out" && fail "zb-h1 with W = 2 still takes 27"
 fi
 
 # ---- 4. ZB-H1 under ZeRO-2 reduce-scatters after B and after W: the printed
 # formula counts both and meets the measured bytes.
-if run train --pp 2 --dp 2 --micro-batches 4 --schedule zb-h1 --zero 2 --steps 2 --quiet; then
+if run_ok train --pp 2 --dp 2 --micro-batches 4 --schedule zb-h1 --zero 2 --steps 2 --quiet; then
     line=$(grep '^data parallelism' "$out")
     f=$(sed -n 's/.*S = \([0-9.]* [KMG]*i*B\) (S = .*/\1/p' <<<"$line")
     m=$(sed -n 's/.*measured \([0-9.]* [KMG]*i*B\)$/\1/p' <<<"$line")

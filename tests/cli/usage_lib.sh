@@ -60,6 +60,12 @@ run_ok() { run_status 0 "$@"; }
 
 has() { grep -qF -- "$1" "$out"; }
 
+expect_out() {     # expect_out "TEXT ON STDOUT"...: after run_ok
+    for want in "$@"; do
+        grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
+    done
+}
+
 report_config() {
     local file=$1 key=$2 value=$3
     grep -qE "\"$key\": $value[,}]" "$file" && echo "ok    --report has \"$key\": $value" \

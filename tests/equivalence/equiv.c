@@ -220,6 +220,54 @@ void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char
     }
 }
 
+void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b, const char *what)
+{
+    ptdp_state sa, sb;
+    ptdp_train_result ra, rb;
+    equiv_train(a, NULL, &sa, &ra);
+    equiv_train(b, NULL, &sb, &rb);
+    ck_assert_int_eq(a->steps, b->steps);
+    equiv_losses_agree(ra.log, rb.log, b->steps, 0, what);
+    equiv_states_same_bits(&sa, &sb, what);
+    ptdp_state_free(&sa);
+    ptdp_state_free(&sb);
+    ptdp_train_result_free(&ra);
+    ptdp_train_result_free(&rb);
+}
+
+ptdp_train_config equiv_pipe_config(const equiv_pipe_case *k, const char *schedule, int dp, int pp, int m,
+                                    int min_layers)
+{
+    ptdp_train_config c = equiv_config(dp, k->tp, pp, m);
+    if (k->model > 0) {
+        c.model = equiv_small_gpt(k->model == 2 ? 1 : k->tp);
+        c.batch = 16;
+        c.steps = 2;
+    }
+    if (k->model == 2) {
+        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
+        g->moe_experts = 4;
+        g->moe_every = 1;
+        g->moe_ffn = 24;
+        g->moe_top_k = 2;
+        g->moe_aux_loss = 0.05;
+        c.ep = k->ep;
+    }
+    if (c.model.layers < min_layers)
+        c.model.layers = min_layers;
+    c.zero = k->zero;
+    c.sp = k->sp;
+    c.recompute = k->recompute;
+    c.dropout = k->dropout;
+    c.schedule = ptdp_schedule_find(schedule);
+    return c;
+}
+
+const char *equiv_pipe_model_name(const equiv_pipe_case *k)
+{
+    return k->model == 0 ? "mlp" : k->model == 1 ? "gpt" : "moe";
+}
+
 ptdp_model_config equiv_small_gpt(int tp)
 {
     ptdp_model_config m = ptdp_gpt_default_config();

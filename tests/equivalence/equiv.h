@@ -67,6 +67,29 @@ void equiv_states_agree(const ptdp_state *a, const ptdp_state *b, double tol, co
  * an exactly zero gradient in exact arithmetic.) */
 void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char *what);
 
+/* One case of the pipeline schedules' tests (DualPipe's, DualPipeV's): a
+ * model and the layout around the schedule. */
+typedef struct {
+    int model;   /* 0 MLP, 1 GPT, 2 GPT with a mixture of 4 experts in every block */
+    int dp, tp, pp, m, zero, ep;
+    bool sp, recompute;
+    double dropout;
+} equiv_pipe_case;
+
+/* k's run under `schedule` on dp x pp devices with m micro-batches: the
+ * MLP of equiv_config, or the small GPT (16 sequences, 2 steps; its
+ * experts top-2 of 4 with a balance loss large enough to move the
+ * router), with at least min_layers layers. */
+ptdp_train_config equiv_pipe_config(const equiv_pipe_case *k, const char *schedule, int dp, int pp, int m,
+                                    int min_layers);
+const char *equiv_pipe_model_name(const equiv_pipe_case *k);
+
+/* Train a and b (both from scratch) and check that they give the same
+ * bits: every step's loss and every tensor of the final states.  For two
+ * ways of doing the same arithmetic (an overlapped and a plain gradient
+ * path, two schedules that order the same sums alike). */
+void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b, const char *what);
+
 /* The checkpoint round trip: train `first` from scratch, save its final
  * state to a file, load it for `second`'s model and train `second` from
  * it.  *end is where that ends and *log its steps (numbered on from

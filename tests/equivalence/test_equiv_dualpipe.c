@@ -38,12 +38,7 @@
 
 static const harness_tcase dual_tests = { .name = "dualpipe", .timeout_s = 300 };
 
-typedef struct {
-    int model;   /* 0 MLP, 1 GPT, 2 GPT with 4 experts */
-    int dp, tp, pp, m, zero, ep;
-    bool sp, recompute;
-    double dropout;
-} dual_case;
+typedef equiv_pipe_case dual_case;
 
 static const dual_case CASES[] = {
     /* MLP: the two copies alone; m/2 of 2 and 3; p 4 */
@@ -66,38 +61,15 @@ static const dual_case CASES[] = {
 };
 enum { NCASES = (int)(sizeof CASES / sizeof CASES[0]) };
 
+/* Three steps of the MLP (two of the GPT); the two copies compared after
+ * every step (verify_replicas). */
 static ptdp_train_config config_of(const dual_case *k, const char *schedule, int dp, int m)
 {
-    ptdp_train_config c = equiv_config(dp, k->tp, k->pp, m);
-    c.steps = 3;
-    if (k->model > 0) {
-        c.model = equiv_small_gpt(k->model == 2 ? 1 : k->tp);
-        c.batch = 16;
-        c.steps = 2;
-    }
-    if (k->model == 2) {
-        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
-        g->moe_experts = 4;
-        g->moe_every = 1;
-        g->moe_ffn = 24;
-        g->moe_top_k = 2;
-        g->moe_aux_loss = 0.05;
-        c.ep = k->ep;
-    }
-    if (c.model.layers < k->pp)
-        c.model.layers = k->pp;
-    c.zero = k->zero;
-    c.sp = k->sp;
-    c.recompute = k->recompute;
-    c.dropout = k->dropout;
-    c.schedule = ptdp_schedule_find(schedule);
+    ptdp_train_config c = equiv_pipe_config(k, schedule, dp, k->pp, m, k->pp);
+    if (k->model == 0)
+        c.steps = 3;
     c.verify_replicas = true;
     return c;
-}
-
-static const char *model_name(const dual_case *k)
-{
-    return k->model == 0 ? "mlp" : k->model == 1 ? "gpt" : "moe";
 }
 
 LOOP_TEST(dual_tests, test_dualpipe_equals_baseline, NCASES)
@@ -113,19 +85,10 @@ LOOP_TEST(dual_tests, test_dualpipe_equals_dp2_1f1b_bit_for_bit, NCASES)
     if (k->dp > 1)
         return;   /* the sums' order differs with dp (see above): test 1 covers it */
     ptdp_train_config d = config_of(k, "dualpipe", 1, k->m), two = config_of(k, "1f1b", 2, k->m / 2);
-    ptdp_state a, b;
-    ptdp_train_result ra, rb;
-    equiv_train(&d, NULL, &a, &ra);
-    equiv_train(&two, NULL, &b, &rb);
     char what[160];
-    snprintf(what, sizeof what, "%s tp=%d%s pp=%d m=%d%s: dualpipe vs 1f1b dp=2 m=%d", model_name(k), k->tp,
+    snprintf(what, sizeof what, "%s tp=%d%s pp=%d m=%d%s: dualpipe vs 1f1b dp=2 m=%d", equiv_pipe_model_name(k), k->tp,
              k->sp ? " sp" : "", k->pp, k->m, k->dropout > 0 ? " dropout" : "", k->m / 2);
-    equiv_losses_agree(ra.log, rb.log, d.steps, 0, what);
-    equiv_states_same_bits(&a, &b, what);
-    ptdp_state_free(&a);
-    ptdp_state_free(&b);
-    ptdp_train_result_free(&ra);
-    ptdp_train_result_free(&rb);
+    equiv_runs_same_bits(&d, &two, what);
 }
 END_TEST
 

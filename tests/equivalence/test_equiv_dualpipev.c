@@ -26,12 +26,7 @@
 
 static const harness_tcase v_tests = { .name = "dualpipev", .timeout_s = 300 };
 
-typedef struct {
-    int model;   /* 0 MLP, 1 GPT, 2 GPT with 4 experts */
-    int dp, tp, pp, m, zero, ep;
-    bool sp, recompute;
-    double dropout;
-} v_case;
+typedef equiv_pipe_case v_case;
 
 static const v_case CASES[] = {
     /* MLP: the V alone, m at and above 2p, p 2 and 3 */
@@ -53,37 +48,12 @@ static const v_case CASES[] = {
     { 2, 2, 1, 2, 4, 1, 2, false, true, 0.0 },
 };
 
+/* 2p stages need 2p layers at least. */
 static ptdp_train_config config_of(const v_case *k, const char *schedule, int pp)
 {
-    ptdp_train_config c = equiv_config(k->dp, k->tp, pp, k->m);
-    if (k->model > 0) {
-        c.model = equiv_small_gpt(k->model == 2 ? 1 : k->tp);
-        c.batch = 16;
-        c.steps = 2;
-    }
-    if (k->model == 2) {
-        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
-        g->moe_experts = 4;
-        g->moe_every = 1;
-        g->moe_ffn = 24;
-        g->moe_top_k = 2;
-        g->moe_aux_loss = 0.05;
-        c.ep = k->ep;
-    }
-    if (c.model.layers < 2 * k->pp)
-        c.model.layers = 2 * k->pp;
-    c.zero = k->zero;
-    c.sp = k->sp;
-    c.recompute = k->recompute;
-    c.dropout = k->dropout;
-    c.schedule = ptdp_schedule_find(schedule);
+    ptdp_train_config c = equiv_pipe_config(k, schedule, k->dp, pp, k->m, 2 * k->pp);
     c.verify_replicas = k->dp > 1;
     return c;
-}
-
-static const char *model_name(const v_case *k)
-{
-    return k->model == 0 ? "mlp" : k->model == 1 ? "gpt" : "moe";
 }
 
 LOOP_TEST(v_tests, test_dualpipev_equals_baseline, (int)(sizeof CASES / sizeof CASES[0]))
@@ -98,19 +68,10 @@ LOOP_TEST(v_tests, test_dualpipev_equals_1f1b_on_twice_the_stages_bit_for_bit,
 {
     const v_case *k = &CASES[_i];
     ptdp_train_config v = config_of(k, "dualpipev", k->pp), one = config_of(k, "1f1b", 2 * k->pp);
-    ptdp_state a, b;
-    ptdp_train_result ra, rb;
-    equiv_train(&v, NULL, &a, &ra);
-    equiv_train(&one, NULL, &b, &rb);
     char what[128];
     snprintf(what, sizeof what, "%s dp=%d tp=%d%s pp=%d m=%d zero=%d ep=%d: dualpipev vs 1f1b on %d stages",
-             model_name(k), k->dp, k->tp, k->sp ? " sp" : "", k->pp, k->m, k->zero, k->ep, 2 * k->pp);
-    equiv_losses_agree(ra.log, rb.log, v.steps, 0, what);
-    equiv_states_same_bits(&a, &b, what);
-    ptdp_state_free(&a);
-    ptdp_state_free(&b);
-    ptdp_train_result_free(&ra);
-    ptdp_train_result_free(&rb);
+             equiv_pipe_model_name(k), k->dp, k->tp, k->sp ? " sp" : "", k->pp, k->m, k->zero, k->ep, 2 * k->pp);
+    equiv_runs_same_bits(&v, &one, what);
 }
 END_TEST
 

@@ -190,14 +190,8 @@ END_TEST
 static ptdp_plan_request small_gpt_request(int gpus, int batch)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = ptdp_gpt_default_config();
-    rq.model.layers = 4;
-    rq.model.hidden = 64;
-    rq.model.ffn = 256;
-    ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
-    g->heads = 4;
-    g->seq_len = 32;
-    g->vocab = 62;   /* the built-in corpus */
+    rq.model = plan_gpt((plan_gpt_shape){ .layers = 4, .hidden = 64, .ffn = 256,
+                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
     rq.batch = batch;
     rq.gpus = gpus;
     rq.profile = ptdp_profile_find("dgx-a100");
