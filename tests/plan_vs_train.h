@@ -16,36 +16,42 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/plan.h"
+#include "ptdp/schedule.h"
 #include "ptdp/train.h"
 
-/* The GPT of most plan tests: this shape, under the defaults of --model
- * gpt otherwise (the vocabulary padded to 64s, the MoE flags' defaults). */
+/* A test case's layout, as its table writes it: B sequences in
+ * micro-batches of b over dp replicas (M = B / (b dp)); cp and v of
+ * 0 mean 1 (ep as given), a NULL schedule 1f1b. */
 typedef struct {
-    int layers, hidden, ffn, heads, seq_len, vocab;
-} plan_gpt_shape;
+    int dp, tp, pp, cp, ep, b, v, zero;
+    ptdp_recompute recompute;
+    const char *schedule;
+    bool sp, overlap;
+} plan_layout_fields;
 
-static inline ptdp_model_config plan_gpt(plan_gpt_shape s)
+static inline ptdp_plan_layout plan_layout(plan_layout_fields f, long long batch)
 {
-    ptdp_model_config c = ptdp_gpt_default_config();
-    c.layers = s.layers;
-    c.hidden = s.hidden;
-    c.ffn = s.ffn;
-    ptdp_gpt_settings *g = ptdp_gpt(&c);
-    g->heads = s.heads;
-    g->seq_len = s.seq_len;
-    g->vocab = s.vocab;
-    return c;
+    ptdp_plan_layout l = {
+        .dp = f.dp, .tp = f.tp, .pp = f.pp, .cp = f.cp > 1 ? f.cp : 1, .ep = f.ep,
+        .micro_batch_size = f.b, .micro_batches = (int)(batch / ((long long)f.b * f.dp)),
+        .virtual_stages = f.v > 1 ? f.v : 1, .recompute = f.recompute, .zero = f.zero, .sp = f.sp,
+        .overlap = f.overlap,
+    };
+    l.schedule = ptdp_schedule_find(f.schedule != NULL ? f.schedule : "1f1b");
+    return l;
 }
 
 static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, const ptdp_plan_layout *l,
                                  double tol)
 {
     char msg[PTDP_MSG_MAX];
+    ck_assert_msg(rq->profile != NULL, "%s: no such profile", name);
     ck_assert_msg(ptdp_plan_layout_check(rq, l, msg, sizeof msg) == 0, "%s: %s", name, msg);
     ptdp_plan_memory pm;
     ptdp_plan_time pt;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "grad_check.h"
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/gpt.h"
 #include "ptdp/launch.h"
@@ -48,15 +49,7 @@ static const harness_tcase gpt_tests = { .name = "gpt", .timeout_s = 120 };
  * built-in sums (62 tokens) padded to 64 x tp. */
 static ptdp_model_config tiny(int tp)
 {
-    ptdp_model_config c = ptdp_gpt_default_config();
-    c.hidden = 8;
-    ptdp_gpt(&c)->heads = 2;
-    c.ffn = 12;
-    c.layers = 2;
-    ptdp_gpt(&c)->seq_len = 5;
-    ptdp_gpt(&c)->vocab = 62;
-    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
-    return c;
+    return gpt_of((gpt_shape){ .layers = 2, .hidden = 8, .ffn = 12, .heads = 2, .seq_len = 5, .vocab = 62 }, tp);
 }
 
 /* ---------------------------------------------------------- gradients */

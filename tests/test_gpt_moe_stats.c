@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/counters.h"
 #include "ptdp/gpt.h"
@@ -34,11 +35,7 @@ enum { E = 4, K = 2, T = 8, B = 4, M = 2, LAYERS = 4, N = 1 + 2 * (E + 2) };
 
 static ptdp_model_config config(int layers, int every)
 {
-    ptdp_model_config c = ptdp_gpt_default_config();
-    c.layers = layers;
-    ptdp_gpt(&c)->seq_len = T;
-    ptdp_gpt(&c)->vocab = 62;
-    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, 1);
+    ptdp_model_config c = gpt_of((gpt_shape){ .layers = layers, .seq_len = T, .vocab = 62 }, 1);
     ptdp_gpt(&c)->moe_experts = E;
     ptdp_gpt(&c)->moe_top_k = K;
     ptdp_gpt(&c)->moe_every = every;

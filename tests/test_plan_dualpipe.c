@@ -70,8 +70,8 @@ static const dual_case cases[] = {
 static ptdp_plan_request request_of(const dual_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
-                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
+    rq.model = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                   .heads = 4, .seq_len = 32, .vocab = 62 }, 0);   /* the built-in corpus */
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
@@ -87,20 +87,15 @@ static ptdp_plan_request request_of(const dual_case *k)
 
 static ptdp_plan_layout layout_of(const dual_case *k)
 {
-    ptdp_plan_layout l = {
-        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = 1, .ep = k->ep, .micro_batch_size = k->b,
-        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = 1, .recompute = k->recompute,
-        .zero = k->zero,
-    };
-    l.schedule = ptdp_schedule_find(k->schedule);
-    return l;
+    return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .ep = k->ep, .b = k->b,
+                                              .zero = k->zero, .recompute = k->recompute, .schedule = k->schedule },
+                       k->batch);
 }
 
 LOOP_TEST(dual_tests, test_plan_dualpipe_is_the_simulators, NCASES)
 {
     const dual_case *k = &cases[_i];
     ptdp_plan_request rq = request_of(k);
-    ck_assert_ptr_nonnull(rq.profile);
     ptdp_plan_layout l = layout_of(k);
     plan_vs_train(k->name, &rq, &l, 0.05);
 }

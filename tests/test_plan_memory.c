@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "plan_vs_train.h"
 #include "ptdp/arena.h"
@@ -106,8 +107,8 @@ static const layout_case cases[] = {
 static ptdp_plan_request request_of(const layout_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
-                                          .heads = 4, .seq_len = k->seq, .vocab = k->vocab });
+    rq.model = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                   .heads = 4, .seq_len = k->seq, .vocab = k->vocab }, 0);
     rq.batch = k->batch;
     rq.gpus = k->dp * k->tp * k->pp * k->cp;
     rq.bf16 = k->bf16;
@@ -116,13 +117,9 @@ static ptdp_plan_request request_of(const layout_case *k)
 
 static ptdp_plan_layout layout_of(const layout_case *k)
 {
-    ptdp_plan_layout l = {
-        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .micro_batch_size = k->b,
-        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v, .recompute = k->recompute,
-        .zero = k->zero, .sp = k->sp, .overlap = k->overlap,
-    };
-    l.schedule = ptdp_schedule_find(k->schedule);
-    return l;
+    return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .b = k->b, .v = k->v,
+                                              .zero = k->zero, .recompute = k->recompute, .schedule = k->schedule,
+                                              .sp = k->sp, .overlap = k->overlap }, k->batch);
 }
 
 static void print_terms(const char *who, const double t[PTDP_MEM_NCAT + 1])
@@ -198,9 +195,7 @@ TEST(plan_memory_tests, test_in_flight_formula_is_the_schedules)
                     if (ptdp_schedule_create_v(names[n], p, m, v, &s) != 0)
                         continue;   /* not a valid (p, m, v) for it */
                     ptdp_plan_request rq = ptdp_plan_request_defaults();
-                    rq.model = ptdp_gpt_default_config();
-                    rq.model.layers = p * v;
-                    ptdp_gpt(&rq.model)->vocab = 64;
+                    rq.model = gpt_of((gpt_shape){ .layers = p * v, .vocab = 64 }, 0);
                     rq.batch = m;
                     rq.gpus = p;
                     ptdp_plan_layout l = { .dp = 1, .tp = 1, .pp = p, .cp = 1, .micro_batch_size = 1,
@@ -226,8 +221,8 @@ END_TEST
 TEST(plan_memory_tests, test_model_states_are_the_zero_papers)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 96, .hidden = 12288, .ffn = 4 * 12288,
-                                          .heads = 96, .seq_len = 2048, .vocab = 51200 });
+    rq.model = gpt_of((gpt_shape){ .layers = 96, .hidden = 12288, .ffn = 4 * 12288,
+                                   .heads = 96, .seq_len = 2048, .vocab = 51200 }, 0);
     rq.batch = 1536;
     rq.gpus = 1024;
     ptdp_plan_layout l = { .dp = 128, .tp = 8, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 12,

@@ -115,8 +115,8 @@ static const moe_case cases[] = {
 static ptdp_plan_request request_of(const moe_case *k)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
-                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
+    rq.model = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
+                                   .heads = 4, .seq_len = 32, .vocab = 62 }, 0);   /* the built-in corpus */
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
@@ -132,20 +132,15 @@ static ptdp_plan_request request_of(const moe_case *k)
 
 static ptdp_plan_layout layout_of(const moe_case *k)
 {
-    ptdp_plan_layout l = {
-        .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp > 1 ? k->cp : 1, .ep = k->ep, .micro_batch_size = k->b,
-        .micro_batches = k->batch / (k->b * k->dp), .virtual_stages = k->v > 1 ? k->v : 1,
-        .recompute = k->recompute, .zero = k->zero, .overlap = k->overlap,
-    };
-    l.schedule = ptdp_schedule_find(k->schedule);
-    return l;
+    return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .ep = k->ep, .b = k->b,
+                                              .v = k->v, .zero = k->zero, .recompute = k->recompute,
+                                              .schedule = k->schedule, .overlap = k->overlap }, k->batch);
 }
 
 LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
 {
     const moe_case *k = &cases[_i];
     ptdp_plan_request rq = request_of(k);
-    ck_assert_ptr_nonnull(rq.profile);
     ptdp_plan_layout l = layout_of(k);
     plan_vs_train(k->name, &rq, &l, 0.05);
 }
@@ -208,8 +203,8 @@ END_TEST
 TEST(moe_tests, test_a_tiny_capacity_computes_no_faster_than_dropless)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 32, .hidden = 4096, .ffn = 14336,
-                                          .heads = 32, .seq_len = 4096, .vocab = 32000 });
+    rq.model = gpt_of((gpt_shape){ .layers = 32, .hidden = 4096, .ffn = 14336,
+                                   .heads = 32, .seq_len = 4096, .vocab = 32000 }, 0);
     ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
     g->moe_experts = 8;
     g->moe_top_k = 2;

@@ -51,8 +51,9 @@ typedef struct {
 static ptdp_plan_request request(const row *r, int batch)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = r->layers > 0 ? r->layers : 4, .hidden = 64, .ffn = 256,
-                                          .heads = 8, .seq_len = 32, .vocab = 62 });   /* tp 8 divides the heads; V the built-in corpus */
+    /* 8 heads, which tp 8 divides; the built-in corpus's 62 tokens */
+    rq.model = gpt_of((gpt_shape){ .layers = r->layers > 0 ? r->layers : 4, .hidden = 64, .ffn = 256,
+                                   .heads = 8, .seq_len = 32, .vocab = 62 }, 0);
     rq.batch = batch;
     rq.gpus = r->dp * r->tp * r->pp * (r->cp > 1 ? r->cp : 1);
     rq.profile = ptdp_profile_find(r->profile ? r->profile : "dgx-a100");
@@ -62,13 +63,9 @@ static ptdp_plan_request request(const row *r, int batch)
 
 static ptdp_plan_layout layout_of(const row *r, int batch)
 {
-    ptdp_plan_layout l = {
-        .dp = r->dp, .tp = r->tp, .pp = r->pp, .cp = r->cp > 1 ? r->cp : 1, .micro_batch_size = r->b,
-        .micro_batches = batch / (r->b * r->dp), .virtual_stages = r->v > 1 ? r->v : 1,
-        .recompute = r->recompute, .zero = r->zero, .sp = r->sp, .overlap = r->overlap,
-    };
-    l.schedule = ptdp_schedule_find(r->schedule ? r->schedule : "1f1b");
-    return l;
+    return plan_layout((plan_layout_fields){ .dp = r->dp, .tp = r->tp, .pp = r->pp, .cp = r->cp, .b = r->b, .v = r->v,
+                                              .zero = r->zero, .recompute = r->recompute, .schedule = r->schedule,
+                                              .sp = r->sp, .overlap = r->overlap }, batch);
 }
 
 /* The measured step: ptdp train's second step, in virtual seconds. */
@@ -202,8 +199,8 @@ TEST(unit_tests, test_long_schedules_follow_the_line)
 {
     /* a large vocabulary makes the last stage the slowest */
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 24, .hidden = 512, .ffn = 2048,
-                                          .heads = 8, .seq_len = 256, .vocab = 50000 });
+    rq.model = gpt_of((gpt_shape){ .layers = 24, .hidden = 512, .ffn = 2048,
+                                   .heads = 8, .seq_len = 256, .vocab = 50000 }, 0);
     const char *schedules[] = { "1f1b", "gpipe", "zb-h1", "interleaved" };
     const char *profiles[] = { "dgx-a100", "laptop-cpu" };
     int checked = 0;
@@ -235,8 +232,8 @@ END_TEST
 TEST(unit_tests, test_a_trillion_parameters_priced)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 128, .hidden = 25600, .ffn = 4 * 25600,
-                                          .heads = 160, .seq_len = 2048, .vocab = 51200 });
+    rq.model = gpt_of((gpt_shape){ .layers = 128, .hidden = 25600, .ffn = 4 * 25600,
+                                   .heads = 160, .seq_len = 2048, .vocab = 51200 }, 0);
     rq.batch = 3072;
     rq.gpus = 3072;
     rq.bf16 = true;

@@ -17,6 +17,7 @@
  *   order    W before its B, W twice, or a B never followed by its W is
  *            named by the executor.
  */
+#include "gpt_shape.h"
 #include "equivalence/equiv.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
@@ -107,13 +108,8 @@ LOOP_TEST(bubble_tests, test_zb_h1_gpt_bubble_equals_simulation, 3)
     static const int cases[][2] = { { 2, 4 }, { 4, 4 }, { 4, 8 } };   /* pp, m */
     int pp = cases[_i][0], m = cases[_i][1];
     ptdp_train_config c = equiv_config(1, 1, pp, m);
-    c.model = ptdp_gpt_default_config();
-    c.model.hidden = 32;
-    ptdp_gpt(&c.model)->heads = 8;
-    c.model.ffn = 64;
-    c.model.layers = 8;
-    ptdp_gpt(&c.model)->seq_len = 16;
-    ptdp_gpt(&c.model)->vocab = 62;   /* the built-in sums' tokens */
+    /* the built-in sums' 62 tokens */
+    c.model = gpt_of((gpt_shape){ .layers = 8, .hidden = 32, .ffn = 64, .heads = 8, .seq_len = 16, .vocab = 62 }, 0);
     c.batch = 2 * m;
     c.schedule = ptdp_schedule_find("zb-h1");
     ptdp_launch_opts o = { .profile = ptdp_profile_find("ideal") };

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/arena.h"
 #include "ptdp/gpt.h"
@@ -34,11 +35,7 @@ enum { LAYERS = 8, ROWS = 4 };
 /* The default GPT's sizes with LAYERS blocks, the built-in sums' 62 tokens. */
 static ptdp_model_config config(void)
 {
-    ptdp_model_config c = ptdp_gpt_default_config();
-    c.layers = LAYERS;
-    ptdp_gpt(&c)->vocab = 62;
-    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, 1);
-    return c;
+    return gpt_of((gpt_shape){ .layers = LAYERS, .vocab = 62 }, 1);
 }
 
 typedef struct {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
@@ -102,15 +103,7 @@ typedef struct {
 
 static ptdp_model_config small(int tp)
 {
-    ptdp_model_config c = ptdp_gpt_default_config();
-    c.hidden = 8;
-    ptdp_gpt(&c)->heads = 2;
-    c.ffn = 16;
-    c.layers = 2;
-    ptdp_gpt(&c)->seq_len = 12;
-    ptdp_gpt(&c)->vocab = 62;
-    ptdp_gpt(&c)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
-    return c;
+    return gpt_of((gpt_shape){ .layers = 2, .hidden = 8, .ffn = 16, .heads = 2, .seq_len = 12, .vocab = 62 }, tp);
 }
 
 static int gpt_device(ptdp_device *dev, void *arg)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_shape.h"
 #include "harness.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
@@ -42,13 +43,8 @@ static ptdp_model_config config_of(const split_case *k)
 {
     ptdp_model_config c;
     if (k->gpt) {
-        c = ptdp_gpt_default_config();
-        c.hidden = 32;
-        ptdp_gpt(&c)->heads = 8;
-        c.ffn = 64;
-        c.layers = 2;
-        ptdp_gpt(&c)->seq_len = 8;
-        ptdp_gpt(&c)->vocab = 62;   /* the built-in sums' tokens */
+        /* the built-in sums' 62 tokens */
+        c = gpt_of((gpt_shape){ .layers = 2, .hidden = 32, .ffn = 64, .heads = 8, .seq_len = 8, .vocab = 62 }, 0);
         ptdp_gpt(&c)->moe_experts = k->experts;
         ptdp_gpt(&c)->moe_top_k = 2;
     } else {

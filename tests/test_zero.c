@@ -206,8 +206,8 @@ END_TEST
 TEST(zero_tests, test_the_price_gives_the_planners_model_states)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 8, .hidden = 256, .ffn = 1024,
-                                          .heads = 8, .seq_len = 128, .vocab = 1000 });
+    rq.model = gpt_of((gpt_shape){ .layers = 8, .hidden = 256, .ffn = 1024,
+                                   .heads = 8, .seq_len = 128, .vocab = 1000 }, 0);
     rq.batch = 32;
     rq.gpus = 8;
     ptdp_plan_layout l = { .dp = 4, .tp = 2, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 8,

@@ -8,6 +8,8 @@
  */
 #include "equiv.h"
 
+#include "gpt_shape.h"
+
 #include "ptdp/gpt.h"
 #include "ptdp/schedule.h"
 #include "ptdp/mlp.h"
@@ -270,13 +272,6 @@ const char *equiv_pipe_model_name(const equiv_pipe_case *k)
 
 ptdp_model_config equiv_small_gpt(int tp)
 {
-    ptdp_model_config m = ptdp_gpt_default_config();
-    m.hidden = 32;
-    ptdp_gpt(&m)->heads = 8;
-    m.ffn = 64;
-    m.layers = 4;
-    ptdp_gpt(&m)->seq_len = 8;
-    ptdp_gpt(&m)->vocab = 62;   /* the built-in sums' tokens */
-    ptdp_gpt(&m)->vocab_padded = ptdp_gpt_pad_vocab(62, 64, tp);
-    return m;
+    /* the built-in sums' 62 tokens */
+    return gpt_of((gpt_shape){ .layers = 4, .hidden = 32, .ffn = 64, .heads = 8, .seq_len = 8, .vocab = 62 }, tp);
 }

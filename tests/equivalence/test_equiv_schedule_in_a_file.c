@@ -190,8 +190,8 @@ END_TEST
 static ptdp_plan_request small_gpt_request(int gpus, int batch)
 {
     ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = plan_gpt((plan_gpt_shape){ .layers = 4, .hidden = 64, .ffn = 256,
-                                          .heads = 4, .seq_len = 32, .vocab = 62 });   /* the built-in corpus */
+    rq.model = gpt_of((gpt_shape){ .layers = 4, .hidden = 64, .ffn = 256,
+                                   .heads = 4, .seq_len = 32, .vocab = 62 }, 0);   /* the built-in corpus */
     rq.batch = batch;
     rq.gpus = gpus;
     rq.profile = ptdp_profile_find("dgx-a100");
