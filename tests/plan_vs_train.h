@@ -22,6 +22,7 @@
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/plan.h"
+#include "ptdp/clock.h"
 #include "ptdp/schedule.h"
 #include "ptdp/train.h"
 
@@ -45,6 +46,20 @@ static inline ptdp_plan_layout plan_layout(plan_layout_fields f, long long batch
     };
     l.schedule = ptdp_schedule_find(f.schedule != NULL ? f.schedule : "1f1b");
     return l;
+}
+
+/* A test's question to the planner: model m, B sequences, on `gpus` GPUs
+ * of `profile` (NULL: dgx-a100), in bf16 or not. */
+static inline ptdp_plan_request plan_question(ptdp_model_config m, long long batch, int gpus, const char *profile,
+                                              bool bf16)
+{
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = m;
+    rq.batch = batch;
+    rq.gpus = gpus;
+    rq.profile = ptdp_profile_find(profile != NULL ? profile : "dgx-a100");
+    rq.bf16 = bf16;
+    return rq;
 }
 
 static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, const ptdp_plan_layout *l,
@@ -89,6 +104,12 @@ static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, 
                   100 * et);
     ptdp_train_result_free(&tr);
     ptdp_launch_result_free(&lr);
+}
+
+/* A table's row against the simulator, within 5%. */
+static inline void plan_row_vs_train(const char *name, ptdp_plan_request rq, ptdp_plan_layout l)
+{
+    plan_vs_train(name, &rq, &l, 0.05);
 }
 
 #endif

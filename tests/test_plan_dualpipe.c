@@ -69,20 +69,17 @@ static const dual_case cases[] = {
 
 static ptdp_plan_request request_of(const dual_case *k)
 {
-    ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
-                                   .heads = 4, .seq_len = 32, .vocab = 62 }, 0);   /* the built-in corpus */
-    ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
+    /* the built-in corpus's 62 tokens */
+    ptdp_model_config m = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256, .heads = 4, .seq_len = 32,
+                                              .vocab = 62 }, 0);
+    ptdp_gpt_settings *g = ptdp_gpt(&m);
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
     if (k->E > 0) {
         g->moe_every = 1;
         g->moe_ffn = 128;
     }
-    rq.batch = k->batch;
-    rq.gpus = k->dp * k->tp * k->pp;
-    rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
-    return rq;
+    return plan_question(m, k->batch, k->dp * k->tp * k->pp, k->profile, false);
 }
 
 static ptdp_plan_layout layout_of(const dual_case *k)
@@ -94,10 +91,7 @@ static ptdp_plan_layout layout_of(const dual_case *k)
 
 LOOP_TEST(dual_tests, test_plan_dualpipe_is_the_simulators, NCASES)
 {
-    const dual_case *k = &cases[_i];
-    ptdp_plan_request rq = request_of(k);
-    ptdp_plan_layout l = layout_of(k);
-    plan_vs_train(k->name, &rq, &l, 0.05);
+    plan_row_vs_train(cases[_i].name, request_of(&cases[_i]), layout_of(&cases[_i]));
 }
 END_TEST
 

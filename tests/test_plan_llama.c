@@ -125,29 +125,22 @@ static const llama_case cases[] = {
 /* C 64, 8 query heads of 8, 2 kv heads, F 128, T 32, V 64. */
 static ptdp_plan_request request_of(const llama_case *k)
 {
-    ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = PTDP_LLAMA_CONFIG(.hidden = 64, .ffn = 128, .layers = k->layers, .heads = 8, .kv_heads = 2,
-                                 .seq_len = 32, .vocab = 64);
-    rq.batch = k->batch;
-    rq.gpus = k->dp * k->tp * k->pp * k->cp;
-    rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
-    rq.bf16 = k->bf16;
-    return rq;
+    return plan_question(PTDP_LLAMA_CONFIG(.hidden = 64, .ffn = 128, .layers = k->layers, .heads = 8, .kv_heads = 2,
+                                           .seq_len = 32, .vocab = 64),
+                         k->batch, k->dp * k->tp * k->pp * k->cp, k->profile, k->bf16);
 }
 
 static ptdp_plan_layout layout_of(const llama_case *k)
 {
     return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .b = k->b, .v = k->v,
                                               .zero = k->zero, .recompute = k->recompute, .schedule = k->schedule,
-                                              .sp = k->sp, .overlap = k->overlap }, k->batch);
+                                              .sp = k->sp, .overlap = k->overlap },
+                       k->batch);
 }
 
 LOOP_TEST(llama_tests, test_plan_llama_is_the_simulators, NCASES)
 {
-    const llama_case *k = &cases[_i];
-    ptdp_plan_request rq = request_of(k);
-    ptdp_plan_layout l = layout_of(k);
-    plan_vs_train(k->name, &rq, &l, 0.05);
+    plan_row_vs_train(cases[_i].name, request_of(&cases[_i]), layout_of(&cases[_i]));
 }
 END_TEST
 

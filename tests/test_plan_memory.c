@@ -119,7 +119,8 @@ static ptdp_plan_layout layout_of(const layout_case *k)
 {
     return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .b = k->b, .v = k->v,
                                               .zero = k->zero, .recompute = k->recompute, .schedule = k->schedule,
-                                              .sp = k->sp, .overlap = k->overlap }, k->batch);
+                                              .sp = k->sp, .overlap = k->overlap },
+                       k->batch);
 }
 
 static void print_terms(const char *who, const double t[PTDP_MEM_NCAT + 1])

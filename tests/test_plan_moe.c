@@ -114,35 +114,29 @@ static const moe_case cases[] = {
 
 static ptdp_plan_request request_of(const moe_case *k)
 {
-    ptdp_plan_request rq = ptdp_plan_request_defaults();
-    rq.model = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256,
-                                   .heads = 4, .seq_len = 32, .vocab = 62 }, 0);   /* the built-in corpus */
-    ptdp_gpt_settings *g = ptdp_gpt(&rq.model);
+    /* the built-in corpus's 62 tokens */
+    ptdp_model_config m = gpt_of((gpt_shape){ .layers = k->layers, .hidden = 64, .ffn = 256, .heads = 4, .seq_len = 32,
+                                              .vocab = 62 }, 0);
+    ptdp_gpt_settings *g = ptdp_gpt(&m);
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
     g->moe_every = k->every;
     g->moe_ffn = 128;
     g->moe_capacity = k->capacity;
-    rq.batch = k->batch;
-    rq.gpus = k->dp * k->tp * k->pp * (k->cp > 1 ? k->cp : 1);
-    rq.profile = ptdp_profile_find(k->profile != NULL ? k->profile : "dgx-a100");
-    rq.bf16 = k->bf16;
-    return rq;
+    return plan_question(m, k->batch, k->dp * k->tp * k->pp * (k->cp > 1 ? k->cp : 1), k->profile, k->bf16);
 }
 
 static ptdp_plan_layout layout_of(const moe_case *k)
 {
     return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .ep = k->ep, .b = k->b,
                                               .v = k->v, .zero = k->zero, .recompute = k->recompute,
-                                              .schedule = k->schedule, .overlap = k->overlap }, k->batch);
+                                              .schedule = k->schedule, .overlap = k->overlap },
+                       k->batch);
 }
 
 LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
 {
-    const moe_case *k = &cases[_i];
-    ptdp_plan_request rq = request_of(k);
-    ptdp_plan_layout l = layout_of(k);
-    plan_vs_train(k->name, &rq, &l, 0.05);
+    plan_row_vs_train(cases[_i].name, request_of(&cases[_i]), layout_of(&cases[_i]));
 }
 END_TEST
 
