@@ -70,9 +70,7 @@ fi
 for p in 2 4 6 8; do
     for m in $((2 * p)) $((2 * p + 2)) $((2 * p + 4)); do
         run_ok $s --pp "$p" --micro-batches "$m" || continue
-        line=$(grep '^bubble:' "$out")
-        measured=$(sed -n 's/^bubble: measured \([0-9.]*\).*/\1/p' <<<"$line")
-        formula=$(sed -n 's/.* = \([0-9.]*\) (uniform.*/\1/p' <<<"$line")
+        read_bubble schedule
         [[ -n $measured && $measured == "$formula" ]] || fail "p $p m $m: $line"
         ((p == 2)) || grep -qF "formula (p-2)/(3m+p-2) = $((p - 2))/$((3 * m + p - 2)) = " <<<"$line" ||
             fail "p $p m $m: $line"
@@ -85,9 +83,7 @@ for pm in "2 4" "4 8"; do
     read -r p m <<<"$pm"
     run_ok train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipe --profile ideal --steps 2 \
         --quiet || continue
-    line=$(grep '^pipeline (dualpipe' "$out")
-    measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
-    formula=$(sed -n 's/.* = \([0-9.]*\)$/\1/p' <<<"$line")
+    read_bubble train
     [[ -n $measured && $measured == "$formula" ]] || fail "train --pp $p --micro-batches $m: $line"
     expect_out "= 2 m (p - 1) = 2 x $m x $((p - 1)) = $((2 * m * (p - 1))) boundary crossings"
 done

@@ -62,9 +62,7 @@ fi
 for p in 2 3 4 5; do
     for m in $((2 * p)) $((2 * p + 1)) $((2 * p + 2)); do
         run_ok $s --pp "$p" --micro-batches "$m" || continue
-        line=$(grep '^bubble:' "$out")
-        measured=$(sed -n 's/^bubble: measured \([0-9.]*\).*/\1/p' <<<"$line")
-        formula=$(sed -n 's/.* = \([0-9.]*\) (uniform.*/\1/p' <<<"$line")
+        read_bubble schedule
         [[ -n $measured && $measured == "$formula" ]] || fail "p $p m $m: $line"
     done
 done
@@ -75,9 +73,7 @@ for pm in "2 4" "3 8"; do
     read -r p m <<<"$pm"
     run_ok train --pp "$p" --micro-batches "$m" --layers $((2 * p)) --schedule dualpipev --profile ideal --steps 2 \
         --quiet || continue
-    line=$(grep '^pipeline (dualpipev' "$out")
-    measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
-    formula=$(sed -n 's/.* = \([0-9.]*\)$/\1/p' <<<"$line")
+    read_bubble train
     [[ -n $measured && $measured == "$formula" ]] || fail "train --pp $p --micro-batches $m: $line"
     expect_out "= 2 m (2p - 2) = 2 x $m x $((2 * p - 2)) = $((2 * m * (2 * p - 2))) boundary crossings"
 done

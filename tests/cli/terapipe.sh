@@ -32,9 +32,7 @@ for k in 1 2 4 8 16; do
         fail "train --token-slices $k: exit status $?"
         continue
     fi
-    line=$(grep '^pipeline (' "$out")
-    measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
-    formula=$(sed -n 's/.* = \([0-9.]*\)$/\1/p' <<<"$line")
+    read_bubble train
     if [[ $k -eq 1 ]]; then
         [[ $measured == 0.7500 ]] || fail "k 1: bubble $measured, want (p-1)/p = 0.7500"
     else

@@ -79,9 +79,7 @@ fi
 
 for sched in gpipe 1f1b; do
     if run_ok train --pp 4 --micro-batches 8 --steps 2 --profile ideal --schedule "$sched" --quiet; then
-        line=$(grep -E '^pipeline \(' "$out")
-        measured=$(sed -nE 's/.*bubble measured ([0-9.]+),.*/\1/p' <<<"$line")
-        formula=$(sed -nE 's/.*= ([0-9.]+)$/\1/p' <<<"$line")
+        read_bubble train
         if [[ -z $measured || $measured != "$formula" || $formula != 0.2727 ]]; then
             fail "train --profile ideal --schedule $sched: bubble measured '$measured', formula '$formula' (want both 0.2727)"
         else

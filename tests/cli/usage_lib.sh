@@ -60,6 +60,21 @@ run_ok() { run_status 0 "$@"; }
 
 has() { grep -qF -- "$1" "$out"; }
 
+# The bubble a run printed (after run_ok), as $line, $measured and
+# $formula: `ptdp schedule`'s "bubble: measured X … = Y (uniform …" or
+# `ptdp train`'s "pipeline (…) … bubble measured X, … = Y".
+read_bubble() {   # read_bubble schedule|train
+    if [[ $1 == schedule ]]; then
+        line=$(grep -m 1 '^bubble:' "$out")
+        measured=$(sed -n 's/^bubble: measured \([0-9.]*\).*/\1/p' <<<"$line")
+        formula=$(sed -n 's/.* = \([0-9.]*\) (uniform.*/\1/p' <<<"$line")
+    else
+        line=$(grep -m 1 '^pipeline (' "$out")
+        measured=$(sed -n 's/.*bubble measured \([0-9.]*\),.*/\1/p' <<<"$line")
+        formula=$(sed -n 's/.* = \([0-9.]*\)$/\1/p' <<<"$line")
+    fi
+}
+
 expect_out() {     # expect_out "TEXT ON STDOUT"...: after run_ok
     for want in "$@"; do
         grep -qF -- "$want" "$out" || fail "stdout lacks \"$want\""
