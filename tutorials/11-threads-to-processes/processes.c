@@ -38,6 +38,13 @@
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
 #include "ptdp/mpi.h"
+
+/* The build this check belongs to (meson.build passes it): where lesson
+ * 01's own check runs on the same lesson 01 file — a student's
+ * build-student, not the reference build. */
+#ifndef TUTORIAL11_BUILD_DIR
+#define TUTORIAL11_BUILD_DIR "build"
+#endif
 #include "tutorial.h"
 
 #define COUNT 4099            /* not a multiple of the ring: uneven segments */
@@ -120,6 +127,12 @@ static int ring(ptdp_device *dev, void *arg)
     return rc;
 }
 
+/* "1 process", "4 processes" */
+static const char *plural(int n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
 /* The true sum: 0 if every rank of `what` holds it. */
 static int against_truth(const outcome *o, int size, const char *what)
 {
@@ -128,13 +141,14 @@ static int against_truth(const outcome *o, int size, const char *what)
         bad += o->wrong[r] != 0;
     if (bad == 0)
         return 0;
-    printf("WRONG lesson 01's ring all-reduce on %d %s: %d of %d ranks do not hold the sum of the ranks' "
-           "values", size, what, bad, size);
+    printf("WRONG lesson 01's ring all-reduce on %d %s: %d of %d %s not hold the sum of the ranks' "
+           "values", size, what, bad, size, plural(size, "rank does", "ranks do"));
     if (o->first[0] >= 0)
         printf(" (rank 0: %.0f of %d elements, first element %ld: %.10g, the sum is %.10g)", (double)o->wrong[0],
                COUNT, o->first[0], o->got[0], o->want[0]);
     printf(".\n      Both backends run the same function, so they agree with each other even when it is "
-           "wrong:\n      lesson 01's check says where (meson test -C build --suite tutorial-01 -v).\n");
+           "wrong:\n      lesson 01's check says where (meson test -C %s --suite tutorial-01 -v).\n",
+           TUTORIAL11_BUILD_DIR);
     return 1;
 }
 
@@ -168,14 +182,16 @@ int main(void)
     }
     int status = 0;
     if (rc == 0 && rank == 0)
-        status = against_truth(&procs, size, "processes") || against_truth(&threads, size, "threads");
+        status = against_truth(&procs, size, plural(size, "process", "processes")) ||
+                 against_truth(&threads, size, plural(size, "thread", "threads"));
     if (rc == 0 && rank == 0 && status == 0) {
         int differ = 0;
         for (int i = 0; i < COUNT; i++)
             differ += memcmp(&procs.sum[i], &threads.sum[i], sizeof procs.sum[i]) != 0;
         if (differ == 0 && procs.virtual_s == threads.virtual_s) {
-            printf("ok    lesson 01's ring all-reduce on %d processes: the true sum, and the threads' bits in all %d "
-                   "elements, virtual time %.3f us on both backends\n", size, COUNT, procs.virtual_s * 1e6);
+            printf("ok    lesson 01's ring all-reduce on %d %s: the true sum, and the threads' bits in all %d "
+                   "elements, virtual time %.3f us on both backends\n", size, plural(size, "process", "processes"),
+                   COUNT, procs.virtual_s * 1e6);
         } else {
             printf("WRONG %d of %d elements differ between processes and threads; virtual time %.3f us "
                    "(processes) vs %.3f us (threads)\n", differ, COUNT, procs.virtual_s * 1e6,

@@ -5,18 +5,20 @@
  * right ranks?
  *
  *   blanks 1-2  lesson_route on hand-made logits (ties included), k = 1,
- *               2, 3 of E = 6: choices and gates bit for bit those of
- *               ptdp_moe_route
+ *               2, 3 of E = 6: the choices of ptdp_moe_route bit for
+ *               bit, its gates within 4 ulps (Mixtral's spelling of the
+ *               same softmax rounds differently)
  *   blank 3     lesson_exchange_counts on N = 1, 2, 4 devices, E = 8,
  *               loads with empty experts and (N = 4) a rank that sends
  *               nothing: the counts of ptdp_ep_plan_init
  *   blanks 4-5  lesson_dispatch on the same: every row where
  *               ptdp_ep_dispatch puts it, bit for bit, and the bytes the
- *               rows for experts held elsewhere make
+ *               rows for experts held elsewhere make; counts that pairs
+ *               disagree on (the library stops that all_to_allv) named
  *   blanks 6-7  lesson_combine: every row home, as ptdp_ep_combine
  *   blank 8     lesson_gated_sum: out[t] = sum_j g_j y[slot], a dropped
  *               choice skipped, in the library's order (bit for bit)
- *   blank 9     lesson_expert_grad_ranks on five dp x ep layouts
+ *   blank 9     lesson_expert_grad_ranks on six dp x ep layouts
  *
  * Every row says where it came from — ((s 16 + e) 16 + j) 4 + c for row
  * j of source s for expert e, column c — so a row in the wrong place
@@ -61,22 +63,87 @@ static void print_list(char *buf, size_t len, const int *v, int n)
         at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", v[i]);
 }
 
+/* The first choice j > 0 that repeats an earlier one (*first), or -1. */
+static int repeated_choice(const int *c, int k, int *first)
+{
+    for (int j = 1; j < k; j++)
+        for (int q = 0; q < j; q++)
+            if (c[q] == c[j]) {
+                *first = q;
+                return j;
+            }
+    return -1;
+}
+
+/* An expert chosen twice has two causes that look alike on the check's
+ * logits: the search never skips a taken expert (then the largest logit
+ * wins every round), or it starts from best = 0 (then a taken expert 0
+ * stays the best when no other logit beats it).  This token tells them
+ * apart: expert 0 has the smallest logit, so starting from it is harmless,
+ * and only a search that ignores `taken` picks expert 1 twice. */
+static const ptdp_real EXPERT_0_SMALLEST[RE] = { -1.0, 3.0, 2.0, 1.0, 0.0, -0.5 };
+
+static bool ignores_taken(void)
+{
+    int c[2] = { -1, -1 }, first;
+    ptdp_real g[2];
+    return lesson_route(EXPERT_0_SMALLEST, RE, 2, c, g) == 0 && repeated_choice(c, 2, &first) >= 0;
+}
+
 /* Why do your choices differ from the library's? */
 static void explain_choice(const ptdp_real *z, int k, const int *mine, const int *lib)
 {
     char a[64], b[64];
+    int first = 0;
     print_list(a, sizeof a, mine, k);
     print_list(b, sizeof b, lib, k);
     tutorial_wrong("the router, logits %g %g %g %g %g %g, k = %d: you chose experts %s; ptdp_moe_route chose %s.",
                    (double)z[0], (double)z[1], (double)z[2], (double)z[3], (double)z[4], (double)z[5], k, a, b);
+    const int again = repeated_choice(mine, k, &first);
+    if (again >= 0 && ignores_taken())
+        tutorial_note("expert %d chosen twice (choices %d and %d): the search never skips an expert already taken, "
+                      "so the largest logit wins every round: blank 1 considers e only when it is not taken "
+                      "(!taken)", mine[again], first, again);
+    else if (again >= 0 && mine[again] == 0)
+        tutorial_note("expert 0 chosen twice (choices %d and %d): the search starts from best = 0, and when expert 0 "
+                      "is already taken no other logit here beats it, so it stays the best.  Start from no expert "
+                      "(best = -1, as given): the first expert not taken is the first best (blank 1)", first, again);
+    else if (again >= 0)
+        tutorial_note("expert %d chosen twice (choices %d and %d): blank 1 takes, k times, the largest logit among "
+                      "the experts not taken yet", mine[again], first, again);
+    else {
+        for (int j = 0; j < k; j++)
+            if (mine[j] >= 0 && mine[j] < RE && mine[j] != lib[j] && z[mine[j]] == z[lib[j]]) {
+                tutorial_note("a tie went to the higher index: experts %d and %d have the same logit %g, and a tie "
+                              "goes to the lower index (blank 1: replace the best only when strictly larger)", lib[j],
+                              mine[j], (double)z[lib[j]]);
+                return;
+            }
+        tutorial_note("blank 1 takes, k times, the largest logit not taken yet: largest first, a tie to the lower "
+                      "index");
+    }
+}
+
+/* Gates equal to the library's within GATE_ULPS units in the last place.
+ * One softmax has two honest spellings: over the k chosen logits (the
+ * library's), or Mixtral's — a softmax over all E, the chosen shares
+ * divided by their sum.  They round differently (3.5e-18 apart on a gate
+ * of 0.023, one ulp; two at most on LOGITS), so bit for bit would fail a
+ * right answer; every wrong formula the check knows is off by far more. */
+enum { GATE_ULPS = 4 };
+
+static bool gate_equal(double mine, double lib)
+{
+    const double ulp = nextafter(fabs(lib), INFINITY) - fabs(lib);
+    return fabs(mine - lib) <= GATE_ULPS * ulp;
+}
+
+static bool gates_equal(const ptdp_real *mine, const ptdp_real *lib, int k)
+{
     for (int j = 0; j < k; j++)
-        if (mine[j] >= 0 && mine[j] < RE && mine[j] != lib[j] && z[mine[j]] == z[lib[j]]) {
-            tutorial_note("a tie went to the higher index: experts %d and %d have the same logit %g, and a tie goes to "
-                          "the lower index (blank 1: replace the best only when strictly larger)", lib[j], mine[j],
-                          (double)z[lib[j]]);
-            return;
-        }
-    tutorial_note("blank 1 takes, k times, the largest logit not taken yet: largest first, a tie to the lower index");
+        if (!gate_equal((double)mine[j], (double)lib[j]))
+            return false;
+    return true;
 }
 
 /* Why do your gates differ?  probs: the softmax over all E. */
@@ -86,16 +153,16 @@ static void explain_gates(int k, const int *choice, const ptdp_real *mine, const
     bool over_all = true;
     double sum = 0;
     for (int j = 0; j < k; j++) {
-        over_all = over_all && mine[j] == probs[choice[j]];
+        over_all = over_all && gate_equal((double)mine[j], (double)probs[choice[j]]);
         sum += mine[j];
     }
     tutorial_wrong("the router, k = %d: your gates are %.6g%s; ptdp_moe_route's %.6g%s.", k, (double)mine[0],
                    k > 1 ? ", ..." : "", (double)lib[0], k > 1 ? ", ..." : "");
     if (over_all)
         tutorial_note("gates softmaxed over all E = %d experts: your gates are the chosen experts' shares of a softmax "
-                      "over every logit, so they sum to %.4g, not 1.  The gates are a softmax over the k chosen "
-                      "logits only (blank 2: softmax_of over choice, k values) — Mixtral's softmax-then-renormalise, "
-                      "the same numbers", RE, sum);
+                      "over every logit, so they sum to %.4g, not 1: blank 2 takes the softmax over the k chosen "
+                      "logits only (softmax_of over choice, k values) — or divides these shares by their sum, as "
+                      "Mixtral does: the same gates to the last bits, and the check accepts either", RE, sum);
     else
         tutorial_note("blank 2: gate j = exp(z[choice j]) / sum over the k chosen of exp(z) (softmax_of does it)");
 }
@@ -118,13 +185,13 @@ static bool check_route(void)
                 explain_choice(LOGITS[t], k, mine, lib);
                 return false;
             }
-            if (memcmp(gate, lgate, sizeof(ptdp_real) * (size_t)k) != 0) {
+            if (!gates_equal(gate, lgate, k)) {
                 explain_gates(k, lib, gate, lgate, probs);
                 return false;
             }
         }
-    tutorial_ok("the router: top-k of %d logits (ties to the lower index), gates = softmax of the k chosen, "
-                "bit for bit as ptdp_moe_route", RE);
+    tutorial_ok("the router: top-k of %d logits (ties to the lower index) as ptdp_moe_route; gates = softmax of "
+                "the k chosen, within %d ulps of its", RE, GATE_ULPS);
     return true;
 }
 
@@ -170,10 +237,11 @@ static int check_counts(ptdp_device *dev, const ptdp_ep_plan *p, const int *load
         for (int l = 0; l < local; l++)
             if (recv[s * local + l] != p->recv_rows[s * local + l])
                 return tutorial_device_wrong(dev, "the counts on %d device%s: rank %d's recv_rows[%d] = %d, but "
-                                             "rank %d sends it %d rows for its local expert %d (expert %d)\nblank "
+                                             "rank %d sends it %d row%s for its local expert %d (expert %d)\nblank "
                                              "3: rank d's counts are load[d local ..], `local` of them a pair",
                                              N, plural(N), r, s * local + l, recv[s * local + l], s,
-                                             p->recv_rows[s * local + l], l, r * local + l);
+                                             p->recv_rows[s * local + l], plural(p->recv_rows[s * local + l]), l,
+                                             r * local + l);
     if (sent != (double)(N - 1) * local * sizeof(int))
         return tutorial_device_wrong(dev, "the counts on %d device%s: rank %d sent %.0f bytes; one all_to_all of "
                                      "local = %d counts a pair sends %d ints (blank 3)", N, plural(N), r, sent, local,
@@ -261,6 +329,59 @@ static int check_combine(ptdp_device *dev, const ptdp_ep_plan *p, const int *loa
     return 0;
 }
 
+/* Which exchange each rank is in.  A dispatch or combine whose pairs
+ * disagree on a count is stopped by the library in its own words ("rank i
+ * sends n elements to rank j, but rank j expects m"), which name no
+ * blank; explain_mismatch does.  Each device writes its own entry; the
+ * check reads them after the launch has joined the devices. */
+typedef enum { IN_COUNTS, IN_DISPATCH, IN_COMBINE } ep_phase;
+static ep_phase phase_of[MAX_N];
+
+/* Rows rank s sends to rank d's experts on N devices: EP rank d holds the
+ * block d local .. (d+1) local - 1; `round_robin`: experts d, d + N, … */
+static size_t rows_for(int N, int s, int d, bool round_robin)
+{
+    const int local = E / N;
+    size_t rows = 0;
+    for (int l = 0; l < local; l++)
+        rows += (size_t)load_of(N, s, round_robin ? l * N + d : d * local + l);
+    return rows;
+}
+
+static void explain_mismatch(const char *msg, int N, ep_phase phase)
+{
+    int i, j;
+    unsigned long long sends, expects;
+    const char *at = strstr(msg, "): rank "), *wants = at ? strstr(at, "expects ") : NULL;
+    if (wants == NULL || sscanf(at, "): rank %d sends %llu elements to rank %d", &i, &sends, &j) != 3 ||
+        sscanf(wants, "expects %llu", &expects) != 1 || i < 0 || i >= N || j < 0 || j >= N || phase == IN_COUNTS)
+        return;
+    const int local = E / N;
+    if (phase == IN_COMBINE) {
+        tutorial_note("blank 7: the all_to_allv back sends each source what came from it (from[s]) and receives "
+                      "into your stack what you sent each rank (to[d]): rank %d holds %zu reals of rank %d's",
+                      i, rows_for(N, j, i, false) * COLS, j);
+        return;
+    }
+    const unsigned long long right = rows_for(N, i, j, false) * COLS;
+    char every[64];
+    size_t len = 0;
+    for (int l = 0; l < local && len < sizeof every; l++)
+        len += (size_t)snprintf(every + len, sizeof every - len, "%s%d", l ? ", " : "", j + l * N);
+    if (sends != right && sends == rows_for(N, i, j, true) * COLS)
+        tutorial_note("experts placed round-robin: rank %d counted its rows for experts %s (every %dth), %llu reals, "
+                      "but EP rank %d holds experts %d .. %d, one block: load[%d .. %d], %llu reals (blank 4: to[d] "
+                      "sums load[d local .. (d+1) local) x cols)", i, every, N, sends, j, j * local,
+                      (j + 1) * local - 1, j * local, (j + 1) * local - 1, right);
+    else if (sends != right)
+        tutorial_note("blank 4: rank %d sends rank %d %llu reals, but its rows for rank %d's experts %d .. %d are "
+                      "%llu reals: to[d] sums load[d local .. (d+1) local) x cols", i, j, sends, j, j * local,
+                      (j + 1) * local - 1, right);
+    else
+        tutorial_note("blank 4: rank %d expects %llu reals from rank %d, which sends it %llu: from[s] sums source "
+                      "s's counts, recv_rows[s local .. (s+1) local) x cols", j, expects, i, right);
+}
+
 static int ep_device(ptdp_device *dev, void *arg)
 {
     (void)arg;
@@ -278,11 +399,16 @@ static int ep_device(ptdp_device *dev, void *arg)
     int rc = ptdp_ep_plan_init(dev, dev->world, E, load, &p);
     if (rc != 0)
         return rc;
+    phase_of[r] = IN_COUNTS;
     rc = check_counts(dev, &p, load);
-    if (rc == 0)
+    if (rc == 0) {
+        phase_of[r] = IN_DISPATCH;
         rc = check_dispatch(dev, &p, load, x, y);
-    if (rc == 0)
+    }
+    if (rc == 0) {
+        phase_of[r] = IN_COMBINE;
         rc = check_combine(dev, &p, load, x, y);
+    }
     ptdp_ep_plan_free(&p);
     return rc;
 }
@@ -292,8 +418,14 @@ static bool check_exchanges(void)
     static const int Ns[] = { 1, 2, 4 };
     for (int i = 0; i < 3; i++) {
         char what[64];
-        snprintf(what, sizeof what, "counts, dispatch and combine on %d device%s", Ns[i], Ns[i] > 1 ? "s" : "");
-        if (tutorial_launch(what, Ns[i], ep_device, NULL) != 0)
+        snprintf(what, sizeof what, "counts, dispatch and combine on %d device%s", Ns[i], plural(Ns[i]));
+        ptdp_launch_result res;
+        ptdp_launch_opts opts = { .result = &res };
+        int rc = tutorial_launch_opts(what, Ns[i], ep_device, NULL, &opts);
+        if (rc == PTDP_EMISMATCH && res.failed_rank >= 0)
+            explain_mismatch(res.message, Ns[i], phase_of[res.failed_rank]);
+        ptdp_launch_result_free(&res);
+        if (rc != 0)
             return false;
     }
     tutorial_ok("the counts, 1, 2 and 4 devices: one all_to_all of E/N counts a pair, as ptdp_ep_plan_init");
@@ -375,24 +507,50 @@ static const layout LAYOUTS[] = {
     { 4, 1, 2, { 0, 1, 2, 3 } },                 /* ep 1: every expert everywhere */
 };
 
-static void explain_group(const layout *L, const int *got, int n, const int *want, int m)
+/* One answer of lesson_expert_grad_ranks and the group it should be. */
+typedef struct {
+    int got[8], n, want[8], m;
+} group_answer;
+
+/* The wrong groups a student writes.  One layout can fit two of them —
+ * on dp 4 x tp 2 the DP indices {0, 2} of members 0 and 2 are also the
+ * world ranks of member 0's EP group — so a mistake is named only when it
+ * fits every layout the answer gets wrong. */
+typedef enum { GROUP_WHOLE_DP, GROUP_EP, GROUP_DP_INDICES, GROUP_OTHER } group_mistake;
+
+static bool fits(group_mistake kind, const layout *L, const group_answer *a)
 {
-    char a[96], b[96];
-    print_list(a, sizeof a, got, n);
-    print_list(b, sizeof b, want, m);
-    const int me = L->member % L->ep, first = L->member - me;
+    int v[8], m = 0;
+    for (int i = 0; i < L->dp; i++)
+        if (kind == GROUP_WHOLE_DP || (kind == GROUP_EP && i / L->ep == L->member / L->ep))
+            v[m++] = L->ranks[i];
+        else if (kind == GROUP_DP_INDICES && i % L->ep == L->member % L->ep)
+            v[m++] = i;
+    return kind != GROUP_OTHER && a->n == m && memcmp(a->got, v, sizeof(int) * (size_t)m) == 0;
+}
+
+static void explain_group(const layout *L, const group_answer *a, group_mistake kind)
+{
+    char got[96], want[96];
+    print_list(got, sizeof got, a->got, a->n);
+    print_list(want, sizeof want, a->want, a->m);
+    const int me = L->member % L->ep, first = L->member - me, other = (me + 1) % L->ep;
     tutorial_wrong("dp %d, ep %d, DP member %d (world rank %d, EP rank %d): you sum its experts' gradients over "
                    "world ranks {%s}; the expert-DP group is {%s}.", L->dp, L->ep, L->member, L->ranks[L->member],
-                   me, a, b);
-    if (n == L->dp && L->ep > 1)
+                   me, got, want);
+    if (kind == GROUP_WHOLE_DP)
         tutorial_note("expert gradients summed over the whole DP group: world rank %d (EP rank %d) holds other "
                       "experts than world rank %d, so that sum adds different experts' gradients together.  An "
-                      "expert's replicas are the DP members with the same EP rank — dp/ep = %d ranks (blank 9); the "
-                      "router and the dense layers are summed over the whole DP group", L->ranks[first + (me + 1) % L->ep],
-                      (me + 1) % L->ep, L->ranks[L->member], L->dp / L->ep);
-    else if (n == L->ep && L->ep > 1 && got[0] == L->ranks[first])
+                      "expert's replicas are the DP members with the same EP rank — dp/ep = %d rank%s%s (blank 9); "
+                      "the router and the dense layers are summed over the whole DP group", L->ranks[first + other],
+                      other, L->ranks[L->member], L->dp / L->ep, plural(L->dp / L->ep),
+                      L->dp == L->ep ? ", the member alone: with ep = dp no one else holds its experts" : "");
+    else if (kind == GROUP_EP)
         tutorial_note("that is the EP group: the ranks that hold the OTHER experts and trade tokens with this one.  "
                       "The replicas of its experts are one member of each EP group, at the same EP rank (blank 9)");
+    else if (kind == GROUP_DP_INDICES)
+        tutorial_note("those are DP member indices, not world ranks: DP member i is world rank dp_ranks[i], so the "
+                      "members with EP rank %d are world ranks {%s} (blank 9: out gets dp_ranks[i])", me, want);
     else
         tutorial_note("blank 9: DP member i has EP rank i mod ep; the expert-DP group is the members with the same "
                       "EP rank, in DP order");
@@ -400,25 +558,40 @@ static void explain_group(const layout *L, const int *got, int n, const int *wan
 
 static bool check_grad_ranks(void)
 {
-    for (size_t k = 0; k < sizeof LAYOUTS / sizeof LAYOUTS[0]; k++) {
+    enum { NL = sizeof LAYOUTS / sizeof LAYOUTS[0] };
+    group_answer a[NL];
+    int wrong = -1;
+    for (int k = 0; k < NL; k++) {
         const layout *L = &LAYOUTS[k];
-        int got[8], want[8], m = 0;
+        a[k].m = 0;
         for (int i = 0; i < L->dp; i++)
             if (i % L->ep == L->member % L->ep)
-                want[m++] = L->ranks[i];
-        int n = lesson_expert_grad_ranks(L->ranks, L->dp, L->ep, L->member, got);
+                a[k].want[a[k].m++] = L->ranks[i];
+        const int n = lesson_expert_grad_ranks(L->ranks, L->dp, L->ep, L->member, a[k].got);
         if (n < 0) {
             if (!tutorial_report_blank())
                 tutorial_wrong("lesson_expert_grad_ranks returned %d (%s)", n, ptdp_strerror(n));
             return false;
         }
-        if (n != m || memcmp(got, want, sizeof(int) * (size_t)m) != 0) {
-            explain_group(L, got, n > 8 ? 8 : n, want, m);
-            return false;
-        }
+        a[k].n = n > 8 ? 8 : n;
+        if (wrong < 0 && (n != a[k].m || memcmp(a[k].got, a[k].want, sizeof(int) * (size_t)a[k].m) != 0))
+            wrong = k;
     }
-    tutorial_ok("the expert-DP group, %zu layouts: an expert's gradient is summed over the dp/ep DP members with "
-                "its EP rank", sizeof LAYOUTS / sizeof LAYOUTS[0]);
+    if (wrong >= 0) {
+        group_mistake kind = GROUP_WHOLE_DP;
+        for (; kind < GROUP_OTHER; kind++) {
+            bool all = true;
+            for (int k = wrong; k < NL && all; k++)
+                all = (a[k].n == a[k].m && memcmp(a[k].got, a[k].want, sizeof(int) * (size_t)a[k].m) == 0) ||
+                      fits(kind, &LAYOUTS[k], &a[k]);
+            if (all)
+                break;
+        }
+        explain_group(&LAYOUTS[wrong], &a[wrong], kind);
+        return false;
+    }
+    tutorial_ok("the expert-DP group, %d layouts: an expert's gradient is summed over the dp/ep DP members with "
+                "its EP rank", NL);
     return true;
 }
 
