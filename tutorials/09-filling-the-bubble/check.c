@@ -712,8 +712,9 @@ static bool check_zb_shape(int p, int m)
                            "passes at once, each keeping what its W needs (the layers' inputs and output "
                            "gradients); ZB-H1 owes at most st + 1 = %d.", p, m, bubble, st, held, most);
             if (kept_wrong >= 0)
-                tutorial_note("Stage %d keeps %d W passes owed in the steady state; ZB-H1 keeps st = %d (blank 4).",
-                              kept_wrong, owed_in_steady_state(s, kept_wrong), kept_wrong);
+                tutorial_note("Stage %d keeps %d W pass%s owed in the steady state; ZB-H1 keeps st = %d (blank 4).",
+                              kept_wrong, owed_in_steady_state(s, kept_wrong),
+                              owed_in_steady_state(s, kept_wrong) == 1 ? "" : "es", kept_wrong);
             note_compute(s, st);
             goto done;
         }
@@ -899,17 +900,20 @@ static bool v_counts_right(const ptdp_schedule *s, int p, int m)
         v_reference(p, st, m, ref);
         for (int k = 0; k < 4; k++)
             if (got[k] != m) {
-                tutorial_wrong("p = %d, m = %d: device %d runs %d %s through chunk %d, not m = %d (blank 5).  "
+                tutorial_wrong("p = %d, m = %d: device %d runs %d %s%s through chunk %d, not m = %d (blank 5).  "
                                "Your counts for it: %d %d %d %d %d %d %d %d.  %s: their counts must add up to "
-                               "m.", p, m, st, got[k], k < 2 ? "forwards" : "backwards", k % 2, m,
+                               "m.", p, m, st, got[k], k < 2 ? "forward" : "backward", got[k] == 1 ? "" : "s",
+                               k % 2, m,
                                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], runs[k]);
                 note_wrong_phases(p, st, c, ref);
                 return false;
             }
         if (n.w != n.split) {
-            tutorial_wrong("p = %d, m = %d: device %d splits %d backwards (B1' in phase 3, the second half of phase 6, "
-                           "B0' in phase 7) but runs %d W passes (phases 3, 7 and 8) (blank 5): %s.  Your counts "
-                           "for it: %d %d %d %d %d %d %d %d.", p, m, st, n.split, n.w,
+            tutorial_wrong("p = %d, m = %d: device %d splits %d backward%s (B1' in phase 3, the second half of "
+                           "phase 6, B0' in phase 7) but runs %d W pass%s (phases 3, 7 and 8) (blank 5): %s.  "
+                           "Your counts for it: %d %d %d %d %d %d %d %d.", p, m, st, n.split,
+                           n.split == 1 ? "" : "s", n.w,
+                           n.w == 1 ? "" : "es",
                            n.w < n.split ? "a weight gradient would be missing from the step"
                                          : "a weight gradient would count twice",
                            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]);

@@ -120,9 +120,10 @@ static void explain(int p, int r, int c, const ptdp_real *got)
                               "Stage %d's other copy lies on its mirror, device p - 1 - r = %d (chunk %d).", s, as,
                               s, mirror, other);
             else if (from == mirror)
-                tutorial_note("That adds the mirror's chunk %d, stage %d of the %s copy: another stage.  An all-reduce\n"
-                              "adds what the two devices pass in the same call, and stage %d's other copy is the\n"
-                              "mirror's chunk %d.  Take the two stages in the model's order on both devices, the\n"
+                tutorial_note("That adds the mirror's chunk %d, stage %d of the %s copy: another stage.  An "
+                              "all-reduce\nadds what the two devices pass in the same call, and stage %d's other copy "
+                              "is the\nmirror's chunk %d.  Take the two stages in the model's order on both "
+                              "devices, the\n"
                               "lower first: chunk 0, then 1 on device %d; chunk 1, then 0 on device %d.", ac, as,
                               copy_name[ac], s, other, r < mirror ? r : mirror, r < mirror ? mirror : r);
             else
