@@ -1,5 +1,6 @@
 /*
- * check.c — lesson 09: do your interleaved 1F1B and ZB-H1 fill the bubble?
+ * check.c — lesson 09: do your interleaved 1F1B, ZB-H1 and DualPipeV fill the
+ * bubble, and does your DualPipe sum its two copies?
  *
  *   1. blanks 1, 2  lesson_interleaved_forward / _backward, on the host, for
  *                   six (p, v): the k-th forward and backward must be those of
@@ -18,23 +19,33 @@
  *                   micro-batches (F to B), and owe at most ZB-H1's s + 1 W
  *                   passes at once (each keeps what its W needs).
  *   4. blank 5      lesson_dualpipev_phases for eight (p, m), m >= 2p: device
- *                   r's eight phase counts.  Every chunk must forward and
- *                   backward each micro-batch once (a count that breaks it
- *                   is named with the phases that run that chunk); the V
- *                   valid and deadlock-free; with F = B = W (a pair F + B)
- *                   the bubble (p - 1) / (3m + p - 1) to 1e-9: ZB-H1's on
- *                   half the devices.
+ *                   r's eight phase counts, count[0] .. count[7] and nothing
+ *                   past them.  Every chunk must forward and backward each
+ *                   micro-batch once, and every split backward's W run (a
+ *                   count that breaks it is named with the phases that run
+ *                   that chunk, and the phases whose counts are off with
+ *                   the rule that sets each); the V valid and deadlock-free;
+ *                   with F = B = W (a pair F + B) the bubble
+ *                   (p - 1) / (3m + p - 1) to 1e-9: ZB-H1's on half the
+ *                   devices.
+ *   5. blank 6      lesson_dualpipe_sum on 2, 4, 6 devices: DualPipe's two
+ *                   copies of each stage summed over the mirror pair
+ *                   (check_dualpipe.c).
  *
  * No model runs: a schedule is data, and these are facts about the lists.
+ * Every function of yours runs watched (watch_begin): one that never
+ * returns is named, with its blank, within seconds.
  */
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "check_dualpipe.h"
 #include "lesson.h"
 #include "tutorial.h"
 
@@ -87,49 +98,105 @@ static void note_compute(const ptdp_schedule *s, int st)
     tutorial_note("%s", line);
 }
 
-/* A generator that pushes without end: a loop whose counter never moves
- * (a W pushed without (*next_w)++) fills its stage's list, where every
- * push after that is dropped and sets s->overflow, and never returns.
- * While your function runs, a timer looks every 0.2 s: a full list still
- * being pushed to half a second later is named at once and ends the
- * check, instead of a test timeout with no message. */
-static struct {
-    const ptdp_schedule *s;
-    const char *fn;
-    volatile sig_atomic_t ticks_full;
-} running;
+/* A function of yours that never returns.  While one runs, a timer looks
+ * every 0.2 s, and ends the check with the blank named instead of a test
+ * timeout with no message:
+ *   - a generator that pushes without end (a loop whose counter never
+ *     moves: a W pushed without (*next_w)++) fills its stage's list, where
+ *     every push after that is dropped and sets s->overflow: a full list
+ *     still being pushed to half a second later is named at once;
+ *   - a loop that never ends and pushes nothing (the k-th forward's loop
+ *     whose counter stays put, blank 1) is named after WATCH_STUCK_TICKS:
+ *     every function here returns in microseconds. */
+enum { WATCH_TICK_US = 200000, WATCH_FULL_TICKS = 3, WATCH_STUCK_TICKS = 15 };   /* 0.2 s, 0.6 s, 3 s */
 
-static void stop_endless(int sig)
+static struct {
+    const ptdp_schedule *s;      /* the generator's schedule (NULL: a function of numbers) */
+    char call[160];              /* "lesson_interleaved_forward(p = 2, v = 2, k = 4)"     */
+    const char *blank;           /* the blank it runs: "1", "4", …                        */
+    const char *hint;            /* what to look for there                                */
+    volatile sig_atomic_t ticks, ticks_full;
+} watch;
+
+static void stop_overflowing(void)
 {
-    (void)sig;
-    if (running.s == NULL || !running.s->overflow || ++running.ticks_full < 3)
-        return;
+    const ptdp_schedule *s = watch.s;
     int st = 0;
-    while (st + 1 < running.s->pp && running.s->stage[st].count < running.s->stage[st].capacity)
+    while (st + 1 < s->pp && s->stage[st].count < s->stage[st].capacity)
         st++;
     tutorial_wrong("your %s, p = %d, m = %d never returns: stage %d's list is full (%d actions) and it\n"
                    "keeps pushing.  A loop whose counter does not move: each W you push must advance\n"
                    "*next_w — ptdp_schedule_push(…, (*next_w)++) — and each loop must end (blank %s).",
-                   running.fn, running.s->pp, running.s->micro_batches, st, running.s->stage[st].capacity,
-                   strcmp(running.fn, "lesson_zb_h1") == 0 ? "4" : "3");
+                   watch.call, s->pp, s->micro_batches, st, s->stage[st].capacity, watch.blank);
+}
+
+static void stop_endless(int sig)
+{
+    (void)sig;
+    watch.ticks++;
+    if (watch.s != NULL && watch.s->overflow && ++watch.ticks_full >= WATCH_FULL_TICKS)
+        stop_overflowing();
+    else if (watch.ticks >= WATCH_STUCK_TICKS)
+        tutorial_wrong("%s has run for %.0f s and not returned (blank %s):\n"
+                       "a loop in it never ends — its counter does not move toward the end, or its condition\n"
+                       "stays true.  %s",
+                       watch.call, WATCH_STUCK_TICKS * WATCH_TICK_US / 1e6, watch.blank, watch.hint);
+    else
+        return;
     tutorial_end();
     fflush(stdout);
     _exit(1);
 }
 
-static int run_watched(int (*fn)(ptdp_schedule *s), const char *name, ptdp_schedule *s)
+/* Watch the call named by fmt (running blank `blank`) until watch_end. */
+static void watch_begin(const ptdp_schedule *s, const char *blank, const char *hint, const char *fmt, ...)
+    TUTORIAL_PRINTF(4, 5);
+static void watch_begin(const ptdp_schedule *s, const char *blank, const char *hint, const char *fmt, ...)
 {
-    struct itimerval every = { .it_interval = { 0, 200000 }, .it_value = { 0, 200000 } }, off = { 0 };
-    running.s = s;
-    running.fn = name;
-    running.ticks_full = 0;
-    struct sigaction on = { .sa_handler = stop_endless };   /* stays installed (unlike C's signal) */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(watch.call, sizeof watch.call, fmt, ap);
+    va_end(ap);
+    watch.s = s;
+    watch.blank = blank;
+    watch.hint = hint;
+    watch.ticks = watch.ticks_full = 0;
+    struct sigaction on = { .sa_handler = stop_endless, .sa_flags = SA_RESTART };   /* stays installed */
     sigemptyset(&on.sa_mask);
     sigaction(SIGALRM, &on, NULL);
+    struct itimerval every = { .it_interval = { 0, WATCH_TICK_US }, .it_value = { 0, WATCH_TICK_US } };
     setitimer(ITIMER_REAL, &every, NULL);
-    int rc = fn(s);
+}
+
+static void watch_end(void)
+{
+    struct itimerval off = { 0 };
     setitimer(ITIMER_REAL, &off, NULL);
-    running.s = NULL;
+    watch.s = NULL;
+}
+
+/* Your generator fn (named name) on s, watched. */
+static int run_watched(int (*fn)(ptdp_schedule *s), const char *name, ptdp_schedule *s)
+{
+    const bool zb = strcmp(name, "lesson_zb_h1") == 0, v = strcmp(name, "lesson_dualpipev") == 0;
+    watch_begin(s, zb ? "4" : v ? "5" : "3, or 1-2, which it calls", "", "%s", name);
+    int rc = fn(s);
+    watch_end();
+    return rc;
+}
+
+/* Blank 1 or 2 (fn, named name) for one k, watched: a mapping needs no loop. */
+static int mapping_watched(int (*fn)(int p, int v, int k, int *chunk, int *mb), const char *name, int p, int v, int k,
+                           int *chunk, int *mb)
+{
+    const bool forward = fn == lesson_interleaved_forward;
+    watch_begin(NULL, forward ? "1" : "2",
+                forward ? "The k-th forward needs no loop: its chunk and micro-batch are divisions and\n"
+                          "remainders of k."
+                        : "The k-th backward needs no loop: it is the k-th forward with the chunk reversed.",
+                "%s(p = %d, v = %d, k = %d)", name, p, v, k);
+    int rc = fn(p, v, k, chunk, mb);
+    watch_end();
     return rc;
 }
 
@@ -137,11 +204,14 @@ static int run_watched(int (*fn)(ptdp_schedule *s), const char *name, ptdp_sched
  * that places the sends, the receives and the optimizer step (by send
  * time, as for ptdp_schedule_interleaved and ptdp_schedule_zb_h1).
  * Returns your function's code; *placed gets the pass's (its reason in
- * why), 0 if it did not run because your function failed or overflowed. */
+ * why), 0 if it did not run because your function failed or overflowed.
+ * The schedule gets the row of the library's schedule of its name, as
+ * ptdp_schedule_generate_v gives it: its bubble formula and legend. */
 #define generate(fn, s, placed, why, len) generate_named((fn), #fn, (s), (placed), (why), (len))
 static int generate_named(int (*fn)(ptdp_schedule *s), const char *name, ptdp_schedule *s, int *placed, char *why,
                           size_t len)
 {
+    s->entry = ptdp_schedule_find(s->name);   /* its row: the timeline's formula and legend */
     int rc = run_watched(fn, name, s);
     *placed = 0;
     why[0] = '\0';
@@ -212,6 +282,23 @@ static void note_consequence(int p, int m, int v)
 
 enum { MAX_K = 4 * 4 * 2 * 2 };   /* m v for the largest (p, v) below, m = 2p */
 
+/* Your blanks 1 and 2 for k = 0 .. total - 1; false (said why) if one failed. */
+static bool your_order(int p, int v, int total, int *f_c, int *f_mb, int *b_c, int *b_mb)
+{
+    for (int k = 0; k < total; k++) {
+        f_c[k] = f_mb[k] = b_c[k] = b_mb[k] = -1;
+        if (mapping_watched(lesson_interleaved_forward, "lesson_interleaved_forward", p, v, k, &f_c[k], &f_mb[k]) !=
+                0 ||
+            mapping_watched(lesson_interleaved_backward, "lesson_interleaved_backward", p, v, k, &b_c[k], &b_mb[k]) !=
+                0) {
+            if (!tutorial_report_blank())
+                tutorial_wrong("blanks 1-2: your mapping returned an error for p = %d, v = %d, k = %d", p, v, k);
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool check_mapping(void)
 {
     static const int shapes[][2] = { { 2, 2 }, { 3, 2 }, { 4, 2 }, { 2, 3 }, { 4, 3 }, { 3, 4 } };
@@ -227,15 +314,8 @@ static bool check_mapping(void)
         library_order(ref, PTDP_ACT_FORWARD, rf_c, rf_mb);
         library_order(ref, PTDP_ACT_BACKWARD, rb_c, rb_mb);
         ptdp_schedule_destroy(ref);
-        for (int k = 0; k < total; k++) {
-            yf_c[k] = yf_mb[k] = yb_c[k] = yb_mb[k] = -1;
-            if (lesson_interleaved_forward(p, v, k, &yf_c[k], &yf_mb[k]) != 0 ||
-                lesson_interleaved_backward(p, v, k, &yb_c[k], &yb_mb[k]) != 0) {
-                if (!tutorial_report_blank())
-                    tutorial_wrong("blanks 1-2: your mapping returned an error for p = %d, v = %d, k = %d", p, v, k);
-                return false;
-            }
-        }
+        if (!your_order(p, v, total, yf_c, yf_mb, yb_c, yb_mb))
+            return false;
         bool f_ok = true, b_ok = true, forgets_group = true, depth_first = true, b_same_chunk = true,
              b_mb_ok = true;
         for (int k = 0; k < total; k++) {
@@ -287,7 +367,7 @@ static bool check_mapping(void)
     /* Why m must be a multiple of p: the order is made of whole groups. */
     int c[12], mb[12];
     for (int k = 0; k < 12; k++)
-        lesson_interleaved_forward(4, 2, k, &c[k], &mb[k]);
+        mapping_watched(lesson_interleaved_forward, "lesson_interleaved_forward", 4, 2, k, &c[k], &mb[k]);
     char text[256];
     tutorial_note("p = 4, v = 2 and m = 6, not a multiple of p: a stage runs m v = 12 forwards, and yours are\n"
                   "%s — micro-batches 6 and 7 do not exist,\n"
@@ -632,8 +712,9 @@ static bool check_zb_shape(int p, int m)
                            "passes at once, each keeping what its W needs (the layers' inputs and output "
                            "gradients); ZB-H1 owes at most st + 1 = %d.", p, m, bubble, st, held, most);
             if (kept_wrong >= 0)
-                tutorial_note("Stage %d keeps %d W passes owed in the steady state; ZB-H1 keeps st = %d (blank 4).",
-                              kept_wrong, owed_in_steady_state(s, kept_wrong), kept_wrong);
+                tutorial_note("Stage %d keeps %d W pass%s owed in the steady state; ZB-H1 keeps st = %d (blank 4).",
+                              kept_wrong, owed_in_steady_state(s, kept_wrong),
+                              owed_in_steady_state(s, kept_wrong) == 1 ? "" : "es", kept_wrong);
             note_compute(s, st);
             goto done;
         }
@@ -686,12 +767,60 @@ static bool check_zb_h1(void)
 
 /* ========================================================= 4. DualPipeV */
 
-/* Per device: chunk c's forwards, whole or split backwards, and W passes. */
-typedef struct { int f[2], b[2], w; } v_counts;
+/* The reference's count of each phase on device r: the table of the
+ * library's ptdp_schedule_dualpipev (src/parallel/schedule.c). */
+static void v_reference(int p, int r, int m, int n[8])
+{
+    const int before = p - r - 1, after = r + 1;
+    const int ref[8] = { 2 * before, after, before, m - 2 * p + r + 1, before, after, before, after };
+    memcpy(n, ref, sizeof ref);
+}
+
+/* Why each phase repeats as often as it does (phase 1's, with its count of
+ * devices, in note_wrong_phases). */
+static const char *const v_phase_rule[8] = {
+    NULL,
+    "phases 2, 6 and 8 repeat as often as each other: once for the device and once for each above it",
+    "phases 3, 5 and 7 repeat as often as each other: once for each device below",
+    "phase 4 takes what is left of chunk 0's m forwards after phases 1 and 2",
+    "phases 3, 5 and 7 repeat as often as each other: once for each device below",
+    "phases 2, 6 and 8 repeat as often as each other: once for the device and once for each above it",
+    "phases 3, 5 and 7 repeat as often as each other: once for each device below",
+    "phase 8 runs the W passes still owed, as often as phases 2 and 6",
+};
+
+/* Name the phases whose counts on device r are not the reference's, each
+ * with the rule that sets it (at most three). */
+static void note_wrong_phases(int p, int r, const int yours[8], const int ref[8])
+{
+    for (int k = 0, shown = 0; k < 8 && shown < 3; k++) {
+        if (yours[k] == ref[k])
+            continue;
+        shown++;
+        const int off = yours[k] - ref[k], below = p - r - 1;
+        if (k == 0 && below == 0) {
+            tutorial_note("Phase 1 fills chunk 0's pipe below device %d, and there is none: device %d is the V's tip,\n"
+                          "its chunk 0 hands each micro-batch straight to its chunk 1.", r, r);
+        } else if (k == 0) {
+            char below_text[48];
+            snprintf(below_text, sizeof below_text, below == 1 ? "the device below" : "each of the %d devices below",
+                     below);
+            tutorial_note("Phase 1 fills chunk 0's pipe below device %d: a micro-batch crosses %s twice, down and "
+                          "back up.", r, below_text);
+        } else {
+            tutorial_note("Phase %d (count[%d]) is %d too %s on device %d: %s.", k + 1, k, off > 0 ? off : -off,
+                          off > 0 ? "many" : "few", r, v_phase_rule[k]);
+        }
+    }
+}
+
+/* Per device: chunk c's forwards, whole or split backwards, W passes, and
+ * the split backwards (B) whose W is owed. */
+typedef struct { int f[2], b[2], w, split; } v_counts;
 
 static v_counts count_v(const ptdp_schedule *s, int st)
 {
-    v_counts n = { { 0, 0 }, { 0, 0 }, 0 };
+    v_counts n = { { 0, 0 }, { 0, 0 }, 0, 0 };
     for (int i = 0; i < s->stage[st].count; i++) {
         const ptdp_action *a = &s->stage[st].actions[i];
         if (a->kind == PTDP_ACT_FORWARD)
@@ -700,12 +829,61 @@ static v_counts count_v(const ptdp_schedule *s, int st)
             n.b[a->chunk]++;
         else if (a->kind == PTDP_ACT_BACKWARD_WEIGHT)
             n.w++;
+        n.split += a->kind == PTDP_ACT_BACKWARD_INPUT;
     }
     return n;
 }
 
-/* Every chunk forwards and backwards each micro-batch once: if not, say
- * which count is off and which phases run it. */
+/* Your counts as C sees them: count[0] .. count[7] set, nothing past them.
+ * Called with room for more than eight (a count written at count[8] lands
+ * there) and every slot marked unset. */
+static bool v_counts_written(int p, int m)
+{
+    enum { UNSET = -1000003, ROOM = 16 };
+    for (int r = 0; r < p; r++) {
+        int c[ROOM], ref[8];
+        for (int k = 0; k < ROOM; k++)
+            c[k] = UNSET;
+        watch_begin(NULL, "5", "", "lesson_dualpipev_phases(p = %d, r = %d, m = %d)", p, r, m);
+        int rc = lesson_dualpipev_phases(p, r, m, c);
+        watch_end();
+        if (tutorial_report_blank())
+            return false;
+        if (rc != PTDP_OK) {
+            tutorial_wrong("p = %d, m = %d: lesson_dualpipev_phases returned %s for device %d (blank 5).", p, m,
+                           ptdp_strerror(rc), r);
+            return false;
+        }
+        int past = -1, unset = -1;
+        for (int k = ROOM - 1; k >= 0; k--) {
+            if (k >= 8 && c[k] != UNSET)
+                past = k;
+            if (k < 8 && c[k] == UNSET)
+                unset = k;
+        }
+        if (past < 0 && unset < 0)
+            continue;
+        if (past >= 0)
+            tutorial_wrong("p = %d, m = %d: for device %d you write count[%d], past the eight counts (blank 5): "
+                           "count[0] is phase 1 and count[7] phase 8.", p, m, r, past);
+        else
+            tutorial_wrong("p = %d, m = %d: for device %d you never set count[%d], phase %d's count (blank 5): "
+                           "count[0] is phase 1 and count[7] phase 8.", p, m, r, unset, unset + 1);
+        v_reference(p, r, m, ref);
+        bool shifted = true;
+        for (int k = 0; k + 1 < 8; k++)
+            shifted = shifted && c[k + 1] == ref[k];
+        if (shifted)
+            tutorial_note("Your count[1] .. count[7] are phases 1 .. 7: written 1-based.  C counts from 0: phase k's\n"
+                          "count is count[k - 1].");
+        return false;
+    }
+    return true;
+}
+
+/* Every chunk forwards and backwards each micro-batch once, and each
+ * device runs the W of every B it split: if not, say which count is off,
+ * which phases run it, and which of your phase counts differ. */
 static bool v_counts_right(const ptdp_schedule *s, int p, int m)
 {
     static const char *const runs[4] = {
@@ -717,21 +895,47 @@ static bool v_counts_right(const ptdp_schedule *s, int p, int m)
     for (int st = 0; st < p; st++) {
         const v_counts n = count_v(s, st);
         const int got[4] = { n.f[0], n.f[1], n.b[0], n.b[1] };
+        int c[8] = { 0 }, ref[8];
+        lesson_dualpipev_phases(p, st, m, c);
+        v_reference(p, st, m, ref);
         for (int k = 0; k < 4; k++)
             if (got[k] != m) {
-                int c[8] = { 0 };
-                lesson_dualpipev_phases(p, st, m, c);
-                tutorial_wrong("p = %d, m = %d: device %d runs %d %s through chunk %d, not m = %d (blank 5).  "
+                tutorial_wrong("p = %d, m = %d: device %d runs %d %s%s through chunk %d, not m = %d (blank 5).  "
                                "Your counts for it: %d %d %d %d %d %d %d %d.  %s: their counts must add up to "
-                               "m.", p, m, st, got[k], k < 2 ? "forwards" : "backwards", k % 2, m,
+                               "m.", p, m, st, got[k], k < 2 ? "forward" : "backward", got[k] == 1 ? "" : "s",
+                               k % 2, m,
                                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], runs[k]);
-                if (k == 0 && st < p - 1 && got[k] < m)
-                    tutorial_note("Phase 1 fills chunk 0's pipe below device %d: a micro-batch crosses each of the "
-                                  "%d devices below twice, down and back up.", st, p - st - 1);
+                note_wrong_phases(p, st, c, ref);
                 return false;
             }
+        if (n.w != n.split) {
+            tutorial_wrong("p = %d, m = %d: device %d splits %d backward%s (B1' in phase 3, the second half of "
+                           "phase 6, B0' in phase 7) but runs %d W pass%s (phases 3, 7 and 8) (blank 5): %s.  "
+                           "Your counts for it: %d %d %d %d %d %d %d %d.", p, m, st, n.split,
+                           n.split == 1 ? "" : "s", n.w,
+                           n.w == 1 ? "" : "es",
+                           n.w < n.split ? "a weight gradient would be missing from the step"
+                                         : "a weight gradient would count twice",
+                           c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]);
+            note_wrong_phases(p, st, c, ref);
+            return false;
+        }
     }
     return true;
+}
+
+/* The first device whose counts are not the reference's: its phases named. */
+static void note_first_wrong_phases(int p, int m)
+{
+    for (int st = 0; st < p; st++) {
+        int c[8] = { 0 }, ref[8];
+        lesson_dualpipev_phases(p, st, m, c);
+        v_reference(p, st, m, ref);
+        if (memcmp(c, ref, sizeof c) != 0) {
+            note_wrong_phases(p, st, c, ref);
+            return;
+        }
+    }
 }
 
 static bool check_v_shape(int p, int m)
@@ -739,6 +943,8 @@ static bool check_v_shape(int p, int m)
     ptdp_schedule *s = NULL;
     char why[256];
     int placed;
+    if (!v_counts_written(p, m))
+        return false;
     if (ptdp_schedule_alloc_v("dualpipev", p, m, 2, &s) != 0) {
         tutorial_wrong("could not allocate a schedule for p = %d, m = %d", p, m);
         return false;
@@ -754,18 +960,21 @@ static bool check_v_shape(int p, int m)
         tutorial_wrong("p = %d, m = %d: lesson_dualpipev_phases returned %s%s (blank 5): a count is negative, "
                        "more than m, or the blank is unfinished", p, m, ptdp_strerror(rc),
                        s->overflow ? " and the lists overflowed" : "");
+        note_first_wrong_phases(p, m);
         ok = false;
     } else if (!v_counts_right(s, p, m)) {
         ok = false;
     } else if (placed != PTDP_OK || ptdp_schedule_validate(s, &v) != PTDP_OK) {
         tutorial_wrong("p = %d, m = %d: your V cannot run: %s (blank 5)", p, m,
                        placed != PTDP_OK ? why : v.message);
+        note_first_wrong_phases(p, m);
         ok = false;
     } else if (bubble_of(s, &costs, &t) < 0 || fabs(t->bubble - want) > TOL) {
         tutorial_wrong("p = %d, m = %d, F = B = W = 1: your bubble is %.6f, DualPipeV's (p-1)/(3m+p-1) is %.6f "
                        "(blank 5).  Each chunk runs each micro-batch once, so the phases are there but in the "
                        "wrong proportions: a device waits where the reference keeps it busy.",
                        p, m, t != NULL ? t->bubble : -1.0, want);
+        note_first_wrong_phases(p, m);
         if (t != NULL)
             note_timeline(s, t);
         ok = false;
@@ -815,8 +1024,8 @@ static bool check_dualpipev(void)
 int main(void)
 {
     tutorial_begin("09", "filling the bubble: interleaved 1F1B's chunks, ZB-H1's deferred weight gradients, "
-                         "DualPipeV's V");
-    if (check_mapping() && check_interleaved() && check_zb_h1())
-        check_dualpipev();
+                         "DualPipeV's V, DualPipe's two copies");
+    if (check_mapping() && check_interleaved() && check_zb_h1() && check_dualpipev())
+        check_dualpipe();   /* blank 6: the mirror's sum (check_dualpipe.c) */
     return tutorial_end();
 }

@@ -1,6 +1,7 @@
 /*
  * exercise.c — lesson 09: filling the bubble (interleaved 1F1B's chunks,
- * ZB-H1's deferred weight gradients).
+ * ZB-H1's deferred weight gradients, DualPipeV's V and DualPipe's two
+ * copies).
  *
  * Replace each PTDP_BLANK(...) line with your code, then run the check:
  *     meson setup build-student -Dexercises=student      (once)
@@ -32,7 +33,11 @@
  *   2p - 1 - r, one micro-batch's forward overlapped with another's
  *   backward (blank 5: how often each of its eight phases repeats).
  *
- * Both generators list the compute only.  The check then calls
+ *   DualPipe (DeepSeek-V3): the same bubble on p devices holding the model
+ *   twice, one copy per direction; device r and its mirror p - 1 - r hold
+ *   the same two stages, and sum their gradients before the step (blank 6).
+ *
+ * The generators list the compute only.  The check then calls
  * ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, …), as the library
  * does for its own, which places every send and receive so that blocking
  * rendezvous send/recv cannot deadlock, and the optimizer step.
@@ -42,6 +47,7 @@
 #include "blank.h"
 #include "lesson.h"
 
+#include "ptdp/comm.h"
 #include "ptdp/error.h"
 
 /* -------------------------------------------- interleaved: which chunk */
@@ -307,4 +313,39 @@ int lesson_dualpipev_phases(int p, int r, int m, int count[8])
      * The last device (before = 0) has no fill: its chunk 0 hands each
      * micro-batch straight to its chunk 1. */
     PTDP_BLANK(5, "set count[0..7]: how many times device r repeats each of the eight phases");
+}
+
+/* ------------------------------------ DualPipe: the two copies, summed */
+
+/*
+ * DualPipe (DeepSeek-V3): p devices (p even), the model cut into p stages
+ * and held twice.  Device r holds stage r of the "down" copy (its chunk 0),
+ * which micro-batches 0 .. m/2 - 1 run from device 0 down to p - 1, and
+ * stage p - 1 - r of the "up" copy (its chunk 1), which m/2 .. m - 1 run
+ * from device p - 1 up to 0 (the library's ptdp_schedule_dualpipe):
+ *
+ *   device:     0     1     2     3        mirrors: {0 3} {1 2}
+ *   chunk 0   [ 0 ] [ 1 ] [ 2 ] [ 3 ]      the down copy's stages
+ *   chunk 1   [ 3 ] [ 2 ] [ 1 ] [ 0 ]      the up copy's
+ *
+ * Stage s's two copies ran different micro-batches, so their gradients
+ * differ: a_s (down, on device s) and b_s (up, on device p - 1 - s).  The
+ * step needs a_s + b_s in both, so that both copies step alike and stay
+ * equal: DP's all-reduce over two replicas, a sum as in DP (the loss
+ * already divides by the whole batch).  Device r and its mirror p - 1 - r
+ * hold the same two stages, crossed: r's chunk 0 is the mirror's chunk 1.
+ */
+int lesson_dualpipe_sum(ptdp_device *dev, ptdp_real *g[2], size_t n)
+{
+    const int p = dev->world_size, r = dev->rank;
+    /* Blank 6: sum each of the device's two stages with its other copy.
+     *   - the mirror: which device holds the other copies of stages r and
+     *     p - 1 - r?  Cut the world into those pairs with ptdp_comm_split
+     *     (devices of one color form one group);
+     *   - an all-reduce adds the buffers the two devices pass in the same
+     *     call, so both must pass the same stage: take the two stages in
+     *     the model's order, the lower first.
+     * ptdp_all_reduce(pair, x, x, n, PTDP_REAL, PTDP_SUM) sums x in place;
+     * ptdp_comm_free(pair) when done. */
+    PTDP_BLANK(6, "sum each of the device's two stages with its other copy, on the mirror device");
 }

@@ -9,11 +9,15 @@
  * receives with ptdp_schedule_place_comms (schedule.h).  Like the
  * library's ptdp_schedule_interleaved, ptdp_schedule_zb_h1 and
  * ptdp_schedule_dualpipev, except that they return a status, so that an
- * unfinished one can say so.
+ * unfinished one can say so.  The last, lesson_dualpipe_sum, runs on
+ * devices: DualPipe's two copies of each stage, summed.
  */
 #ifndef LESSON_09_H
 #define LESSON_09_H
 
+#include <stddef.h>
+
+#include "ptdp/device.h"
 #include "ptdp/schedule.h"
 
 /* Interleaved 1F1B, p stages of v chunks each: the stage's k-th forward
@@ -42,5 +46,12 @@ int lesson_dualpipev_phases(int p, int r, int m, int count[8]);
  * s->layout = PTDP_CHUNKS_V, ptdp_schedule_alloc_v).  Returns 0 or a
  * PTDP_E… code. */
 int lesson_dualpipev(ptdp_schedule *s);
+
+/* DualPipe on p = dev->world_size devices (p even): device r = dev->rank
+ * holds stage r of the down copy (chunk 0, g[0]) and stage p - 1 - r of
+ * the up copy (chunk 1, g[1]), n gradients each, from the micro-batches
+ * its copy ran.  Sums each stage's two copies, so that both hold a + b.
+ * Returns 0 or a PTDP_E… code. */
+int lesson_dualpipe_sum(ptdp_device *dev, ptdp_real *g[2], size_t n);
 
 #endif

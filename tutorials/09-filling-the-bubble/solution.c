@@ -1,11 +1,13 @@
 /*
  * solution.c — lesson 09, the answer: filling the bubble (interleaved
- * 1F1B's chunks, ZB-H1's deferred weight gradients).
+ * 1F1B's chunks, ZB-H1's deferred weight gradients, DualPipeV's V and
+ * DualPipe's two copies).
  *
  * (exercise.c is this file with the blanks still empty.  Try it first.)
  * src/parallel/schedule.c holds the library's own generators,
- * ptdp_schedule_interleaved, ptdp_schedule_zb_h1 and
- * ptdp_schedule_dualpipev.
+ * ptdp_schedule_interleaved, ptdp_schedule_zb_h1, ptdp_schedule_dualpipev
+ * and ptdp_schedule_dualpipe; src/parallel/model.c sums DualPipe's two
+ * copies (sum_dual_copies).
  *
  * 1F1B idles (p - 1)(t_f + t_b) per stage while the pipe fills and drains.
  * Two ways to shrink that with the same p and m:
@@ -29,7 +31,11 @@
  *   2p - 1 - r, one micro-batch's forward overlapped with another's
  *   backward (blank 5: how often each of its eight phases repeats).
  *
- * Both generators list the compute only.  The check then calls
+ *   DualPipe (DeepSeek-V3): the same bubble on p devices holding the model
+ *   twice, one copy per direction; device r and its mirror p - 1 - r hold
+ *   the same two stages, and sum their gradients before the step (blank 6).
+ *
+ * The generators list the compute only.  The check then calls
  * ptdp_schedule_place_comms(s, PTDP_PLACE_BY_SEND_TIME, …), as the library
  * does for its own, which places every send and receive so that blocking
  * rendezvous send/recv cannot deadlock, and the optimizer step.
@@ -38,6 +44,7 @@
 
 #include "lesson.h"
 
+#include "ptdp/comm.h"
 #include "ptdp/error.h"
 
 /* -------------------------------------------- interleaved: which chunk */
@@ -331,4 +338,48 @@ int lesson_dualpipev_phases(int p, int r, int m, int count[8])
     count[6] = before;
     count[7] = after;
     return PTDP_OK;
+}
+
+/* ------------------------------------ DualPipe: the two copies, summed */
+
+/*
+ * DualPipe (DeepSeek-V3): p devices (p even), the model cut into p stages
+ * and held twice.  Device r holds stage r of the "down" copy (its chunk 0),
+ * which micro-batches 0 .. m/2 - 1 run from device 0 down to p - 1, and
+ * stage p - 1 - r of the "up" copy (its chunk 1), which m/2 .. m - 1 run
+ * from device p - 1 up to 0 (the library's ptdp_schedule_dualpipe):
+ *
+ *   device:     0     1     2     3        mirrors: {0 3} {1 2}
+ *   chunk 0   [ 0 ] [ 1 ] [ 2 ] [ 3 ]      the down copy's stages
+ *   chunk 1   [ 3 ] [ 2 ] [ 1 ] [ 0 ]      the up copy's
+ *
+ * Stage s's two copies ran different micro-batches, so their gradients
+ * differ: a_s (down, on device s) and b_s (up, on device p - 1 - s).  The
+ * step needs a_s + b_s in both, so that both copies step alike and stay
+ * equal: DP's all-reduce over two replicas, a sum as in DP (the loss
+ * already divides by the whole batch).  Device r and its mirror p - 1 - r
+ * hold the same two stages, crossed: r's chunk 0 is the mirror's chunk 1.
+ */
+int lesson_dualpipe_sum(ptdp_device *dev, ptdp_real *g[2], size_t n)
+{
+    const int p = dev->world_size, r = dev->rank;
+    /* Blank 6: sum each of the device's two stages with its other copy.
+     *   - the mirror: which device holds the other copies of stages r and
+     *     p - 1 - r?  Cut the world into those pairs with ptdp_comm_split
+     *     (devices of one color form one group);
+     *   - an all-reduce adds the buffers the two devices pass in the same
+     *     call, so both must pass the same stage: take the two stages in
+     *     the model's order, the lower first.
+     * ptdp_all_reduce(pair, x, x, n, PTDP_REAL, PTDP_SUM) sums x in place;
+     * ptdp_comm_free(pair) when done. */
+    const int mirror = p - 1 - r;
+    ptdp_comm *pair = NULL;
+    int rc = ptdp_comm_split(dev->world, r < mirror ? r : mirror, r, "mirror", &pair);
+    ptdp_real *lower = r < mirror ? g[0] : g[1], *upper = r < mirror ? g[1] : g[0];
+    if (rc == PTDP_OK)
+        rc = ptdp_all_reduce(pair, lower, lower, n, PTDP_REAL, PTDP_SUM);
+    if (rc == PTDP_OK)
+        rc = ptdp_all_reduce(pair, upper, upper, n, PTDP_REAL, PTDP_SUM);
+    ptdp_comm_free(pair);
+    return rc;
 }
