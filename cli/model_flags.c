@@ -136,6 +136,27 @@ static int read_model(ptdp_args *a, ptdp_model_flags *f)
     return rc;
 }
 
+/* The flags whose values are words, and their words. */
+static const char *const moe_scores[] = { "softmax", "sigmoid" };   /* moe_route.h's ptdp_moe_score */
+static const struct {
+    const char *name;
+    const char *const *words;
+    int n;
+} word_flags[] = {
+    { "--moe-score", moe_scores, 2 },
+};
+
+const char *const *ptdp_model_flag_words(const char *name, int *n)
+{
+    for (size_t k = 0; k < sizeof word_flags / sizeof word_flags[0]; k++)
+        if (strcmp(name, word_flags[k].name) == 0) {
+            *n = word_flags[k].n;
+            return word_flags[k].words;
+        }
+    *n = 0;
+    return NULL;
+}
+
 int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_flags *f)
 {
     if (ptdp_args_is(a, "--model"))
@@ -155,7 +176,12 @@ int ptdp_model_flag_read(ptdp_args *a, ptdp_model_flag_tier tier, ptdp_model_fla
             f->given_value[slot] = *real_of(&f->cfg, fl);
         return rc;
     }
-    rc = ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
+    int nwords;
+    const char *const *words = fl->smallest == PTDP_FLAG_WORDS ? ptdp_model_flag_words(fl->name, &nwords) : NULL;
+    if (words != NULL)   /* a word: its index */
+        rc = ptdp_args_enum(a, words, nwords, field_of(&f->cfg, fl));
+    else
+        rc = ptdp_args_int(a, fl->smallest, fl->largest[tier], field_of(&f->cfg, fl));
     if (rc == 0 && slot >= 0)
         f->given_value[slot] = *field_of(&f->cfg, fl);
     return rc;

@@ -72,6 +72,11 @@ typedef struct {
     bool real;                         /* a double, not an int              */
 } ptdp_model_flag;
 
+/* A flag whose value is a word (smallest PTDP_FLAG_WORDS): --name WORD,
+ * the word's index among ptdp_model_flag_words(name) into the int. */
+#define PTDP_FLAG_WORDS (-2147483647 - 1)
+const char *const *ptdp_model_flag_words(const char *name, int *n);
+
 #define PTDP_MODEL_FLAGS_GIVEN_MAX 32
 
 typedef struct ptdp_model_flags {

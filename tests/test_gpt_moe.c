@@ -170,6 +170,98 @@ TEST(moe_tests, test_a_sequence_split_in_two_routes_like_the_whole)
 }
 END_TEST
 
+/* DeepSeek-V3's router (moe_route.h, score sigmoid): the file's example —
+ * z = [0, 2, 1, 1], b = [0.9, 0, 0, 0], k = 2 chooses experts 0 and 1 on
+ * s + b (the bias makes expert 0 win), the gates are the chosen s over
+ * their sum, times the route scale; the bias never enters a gate. */
+TEST(moe_tests, test_sigmoid_chooses_on_s_plus_b_and_gates_on_s)
+{
+    const ptdp_real z[4] = { 0.0, 2.0, 1.0, 1.0 }, b[4] = { 0.9, 0, 0, 0 };
+    const ptdp_moe_route_shape s = { .T = 1, .E = 4, .k = 2, .alpha = 0.0, .score = PTDP_MOE_SIGMOID,
+                                     .route_scale = 2.5, .bias = b };
+    int choice[2], slot[2], load[4], dropped;
+    ptdp_real gate[2], probs[4];
+    ptdp_moe_route(&s, 1, z, choice, gate, slot, probs, load, &dropped);
+    ck_assert_int_eq(choice[0], 0);
+    ck_assert_int_eq(choice[1], 1);
+    const double s0 = 0.5, s1 = 1 / (1 + exp(-2.0));
+    ck_assert_double_eq_tol(probs[1], s1, 1e-6);
+    ck_assert_double_eq_tol(gate[0], 2.5 * s0 / (s0 + s1), 1e-6);
+    ck_assert_double_eq_tol(gate[1], 2.5 * s1 / (s0 + s1), 1e-6);
+    /* without the bias: experts 1, then 2 before its tie 3 (the lower index) */
+    const ptdp_moe_route_shape nb = { .T = 1, .E = 4, .k = 2, .score = PTDP_MOE_SIGMOID };
+    ptdp_moe_route(&nb, 1, z, choice, gate, slot, probs, load, &dropped);
+    ck_assert_int_eq(choice[0], 1);
+    ck_assert_int_eq(choice[1], 2);
+    ck_assert_double_eq_tol(gate[0] + gate[1], 1.0, 1e-6);   /* route scale 0 reads 1 */
+}
+END_TEST
+
+/* The sequence-wise balance loss under sigmoid: P_i = the mean over the
+ * sequence of s_i / sum_e s_e, f_i as softmax's. */
+TEST(moe_tests, test_sigmoid_balance_loss_normalises_each_token)
+{
+    const ptdp_real z[6] = { 0.3, -1.0, 2.0, 1.0, 0.0, -0.5 };
+    const ptdp_moe_route_shape s = { .T = 2, .E = 3, .k = 1, .alpha = 0.7, .score = PTDP_MOE_SIGMOID };
+    int choice[2], slot[2], load[3], dropped;
+    ptdp_real gate[2], probs[6];
+    const double aux = ptdp_moe_route(&s, 2, z, choice, gate, slot, probs, load, &dropped);
+    double P[3] = { 0 }, f[3] = { 0 }, want = 0;
+    for (int t = 0; t < 2; t++) {
+        double q = 0;
+        for (int e = 0; e < 3; e++)
+            q += 1 / (1 + exp(-z[3 * t + e]));
+        for (int e = 0; e < 3; e++)
+            P[e] += 1 / (1 + exp(-z[3 * t + e])) / q / 2;
+        f[choice[t]] += 3.0 / (1 * 2);
+    }
+    for (int e = 0; e < 3; e++)
+        want += 0.7 * f[e] * P[e];
+    ck_assert_int_eq(choice[0], 2);
+    ck_assert_int_eq(choice[1], 0);
+    ck_assert_double_eq_tol(aux, want, 1e-6);
+}
+END_TEST
+
+/* The sigmoid router's backward against central differences: the
+ * normalised gates (with a route scale), the balance loss, a capacity, a
+ * bias that changes the choices (and has no gradient of its own). */
+static double objective_sigmoid(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale)
+{
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12];
+    double aux = ptdp_moe_route(s, 4, x, choice, gate, slot, probs, load, &dropped), sum = 0.0;
+    for (int c = 0; c < 8; c++)
+        sum += slot[c] >= 0 ? w[c] * gate[c] : 0.0;
+    return sum + scale * aux;
+}
+
+TEST(moe_tests, test_sigmoid_backward_matches_finite_differences)
+{
+    const ptdp_real b[3] = { 0.0, 0.4, -0.3 };
+    const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0.75, .alpha = 0.3,
+                                     .score = PTDP_MOE_SIGMOID, .route_scale = 1.7, .bias = b };
+    ptdp_real x[12] = { 1.0, 0.7, -0.2, 0.1, 1.9, 2.3, 2.8, 0.2, 1.1, -0.4, 1.6, 0.9 };
+    const double w[8] = { 0.3, -1.2, 0.8, 0.5, -0.7, 1.4, 0.6, -0.9 }, scale = 0.5;
+    int choice[8], slot[8], load[3], dropped;
+    ptdp_real gate[8], probs[12], dz[12], dgate[8];
+    ptdp_moe_route(&s, 4, x, choice, gate, slot, probs, load, &dropped);
+    for (int c = 0; c < 8; c++)
+        dgate[c] = slot[c] >= 0 ? (ptdp_real)w[c] : 0;
+    ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
+    const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
+    for (int i = 0; i < 12; i++) {
+        ptdp_real up[12], down[12];
+        memcpy(up, x, sizeof x);
+        memcpy(down, x, sizeof x);
+        up[i] += (ptdp_real)h;
+        down[i] -= (ptdp_real)h;
+        double fd = (objective_sigmoid(&s, up, w, scale) - objective_sigmoid(&s, down, w, scale)) / (2 * h);
+        ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
+    }
+}
+END_TEST
+
 int main(void)
 {
     return harness_main("gpt-moe");

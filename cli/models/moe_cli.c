@@ -22,6 +22,7 @@
  */
 #include "moe_cli.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -40,6 +41,24 @@ static bool typed(const char *const *given, int ngiven, const char *flag)
     return false;
 }
 
+/* DeepSeek-V3's router's flags as typed: a route scale above 0 (0 is
+ * what leaving it out means: 1), a bias update of 0 or more, both for a
+ * sigmoid router alone (softmax gates sum to 1 and have no bias). */
+static int deepseek_typed(const char *cmd, const char *const *given, int ngiven, const ptdp_moe_settings *s)
+{
+    static const char *const sigmoid_only[] = { "--moe-route-scale", "--moe-bias-update" };
+    for (size_t k = 0; k < sizeof sigmoid_only / sizeof sigmoid_only[0]; k++)
+        if (typed(given, ngiven, sigmoid_only[k]) && s->score != PTDP_MOE_SIGMOID)
+            return ptdp_usage_error(cmd, "%s needs --moe-score sigmoid (DeepSeek-V3's router: sigmoid "
+                                    "affinities, the expert bias; this run's router is softmax)", sigmoid_only[k]);
+    if (typed(given, ngiven, "--moe-route-scale") && !(s->route_scale > 0 && isfinite(s->route_scale)))
+        return ptdp_usage_error(cmd, "--moe-route-scale %g: must be above 0 (the gates lambda s_j / sum s)",
+                                s->route_scale);
+    if (!(s->bias_update >= 0 && isfinite(s->bias_update)))
+        return ptdp_usage_error(cmd, "--moe-bias-update %g: must be 0 (no update) or more", s->bias_update);
+    return 0;
+}
+
 /* One rule for `ptdp train` and `ptdp plan`: a typed capacity factor is
  * above 0, since 0 is what leaving the flag out means (dropless) — the
  * settings' 0 cannot tell "typed 0" from "not typed", so the flags as
@@ -48,7 +67,7 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
                        const char *dense)
 {
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
-                                       "--moe-aux-loss" };
+                                       "--moe-aux-loss", "--moe-score", "--moe-route-scale", "--moe-bias-update" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))
@@ -62,7 +81,7 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
         return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", s->aux_loss);
     if (s->top_k > s->experts)
         return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", s->top_k, s->experts);
-    return 0;
+    return deepseek_typed(cmd, given, ngiven, s);
 }
 
 int ptdp_moe_cli_finish(const char *cmd, const ptdp_model_flags *f, const ptdp_moe_settings *s, const char *dense)
@@ -94,6 +113,14 @@ int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_
     if (!file && run)
         return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense %s (%s): leave "
                                 "--moe-experts out", s->experts, load, names->model, names->dense);
+    char bias[160] = "";   /* a sigmoid router's expert bias, or none (softmax) */
+    const bool file_bias = holds_experts(f, ".expert_bias", bias, sizeof bias);
+    if (file && file_bias && s->score != PTDP_MOE_SIGMOID)
+        return ptdp_usage_error("train", "--load %s holds a sigmoid router (%s) and this run's is softmax: give "
+                                "--moe-score sigmoid", load, bias);
+    if (file && !file_bias && s->score == PTDP_MOE_SIGMOID)
+        return ptdp_usage_error("train", "--moe-score sigmoid contradicts --load %s: it holds a softmax router, "
+                                "without the expert bias (no *.expert_bias): leave --moe-score out", load);
     return 0;
 }
 
@@ -103,6 +130,9 @@ void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
         fprintf(f, ", \"moe_experts\": %d, \"moe_every\": %d, \"moe_ffn\": %d, \"moe_top_k\": %d, "
                    "\"moe_capacity_factor\": %s, \"moe_aux_loss\": %s", s->experts, s->every,
                 ptdp_moe_ffn(s, ffn), s->top_k, s->capacity > 0 ? J(s->capacity) : "null", J(s->aux_loss));
+    if (s->experts > 0 && s->score == PTDP_MOE_SIGMOID)   /* DeepSeek-V3's router (softmax runs print none) */
+        fprintf(f, ", \"moe_score\": \"sigmoid\", \"moe_route_scale\": %s, \"moe_bias_update\": %s",
+                J(s->route_scale > 0 ? s->route_scale : 1.0), J(s->bias_update));
 }
 
 /* Expert parallelism's uniform estimate per device and step: each MoE

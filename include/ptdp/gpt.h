@@ -77,6 +77,9 @@ typedef struct {
     double moe_capacity;    /* slots per expert and sequence: ceil(c k T / E);
                                0: dropless          --moe-capacity-factor     */
     double moe_aux_loss;    /* the balance loss's weight alpha --moe-aux-loss */
+    int moe_score;          /* 0 softmax, 1 sigmoid (moe_route.h) --moe-score */
+    double moe_route_scale; /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
+    double moe_bias_update; /* the expert bias's step u    --moe-bias-update  */
 } ptdp_gpt_settings;
 
 _Static_assert(sizeof(ptdp_gpt_settings) <= PTDP_MODEL_OWN_MAX,
@@ -108,6 +111,8 @@ typedef struct {
     size_t corpus_len;
     int moe_experts, moe_every, moe_ffn, moe_top_k;
     double moe_capacity, moe_aux_loss;
+    int moe_score;
+    double moe_route_scale, moe_bias_update;
 } ptdp_gpt_fields;
 
 static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
@@ -118,7 +123,9 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
                                          .line = s.line, .corpus = s.corpus, .corpus_len = s.corpus_len,
                                          .moe_experts = s.moe_experts, .moe_every = s.moe_every,
                                          .moe_ffn = s.moe_ffn, .moe_top_k = s.moe_top_k,
-                                         .moe_capacity = s.moe_capacity, .moe_aux_loss = s.moe_aux_loss };
+                                         .moe_capacity = s.moe_capacity, .moe_aux_loss = s.moe_aux_loss,
+                                         .moe_score = s.moe_score, .moe_route_scale = s.moe_route_scale,
+                                         .moe_bias_update = s.moe_bias_update };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
@@ -239,6 +246,7 @@ typedef struct {
     ptdp_param *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
     ptdp_param *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
     ptdp_param *router;             /* MoE: W_r [E, C]; NULL when dense     */
+    ptdp_param *expert_bias;        /* MoE under sigmoid: b [E]; else NULL  */
     ptdp_gpt_expert *experts;       /* MoE: [E] (host); NULL when dense     */
 } ptdp_gpt_block;
 

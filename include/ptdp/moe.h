@@ -24,6 +24,18 @@
  *   --moe-capacity-factor c   slots per expert and sequence ceil(c k T / E)
  *                     (omitted: dropless, 0 in the settings; typed: above 0)
  *   --moe-aux-loss a  the balance loss's weight alpha
+ *   --moe-score softmax|sigmoid   Mixtral's router (softmax, the default)
+ *                     or DeepSeek-V3's (moe_route.h): sigmoid affinities
+ *                     s, the top k of s + b chosen, b the block's expert
+ *                     bias (a buffer: no gradient, no weight decay, zero
+ *                     at init, saved in checkpoints — a parameter the
+ *                     model declares only under sigmoid, so softmax files
+ *                     are what they were)
+ *   --moe-route-scale lambda   sigmoid: the gates lambda s_j / sum s (1)
+ *   --moe-bias-update u        sigmoid: after each optimizer step, b_e +=
+ *                     u sign(mean_e L - L_e), L_e the choices of expert e
+ *                     (before capacity) over the step's whole global batch
+ *                     (0: the bias stays 0)
  *
  * A checkpoint records E, n, F_e and k as shapes a --load must match, and
  * c and alpha as settings a resumed run takes unless they are typed
@@ -64,6 +76,9 @@ typedef struct {
     double capacity;        /* slots per expert and sequence: ceil(c k T / E);
                                0: dropless           --moe-capacity-factor    */
     double aux_loss;        /* the balance loss's weight alpha --moe-aux-loss  */
+    int score;              /* ptdp_moe_score: 0 softmax, 1 sigmoid --moe-score */
+    double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
+    double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
 } ptdp_moe_settings;
 
 /* The defaults of the flags (with experts 0: a dense model). */

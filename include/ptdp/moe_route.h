@@ -9,6 +9,14 @@
  *   top-k  = the k largest z of a token   ties to the lower index
  *   g_j    = softmax over those k logits  (Mixtral's gates)
  *   aux    = alpha sum_i f_i P_i          the balance loss, per sequence
+ *
+ * or, with the score PTDP_MOE_SIGMOID (DeepSeek-V3's router):
+ *
+ *   s      = sigmoid(z)                   affinities, each in (0, 1)
+ *   top-k  = the k largest s + b          b: the expert bias, which only
+ *                                         selects (ties to the lower index)
+ *   g_j    = lambda s_j / sum_chosen s    lambda: the route scale
+ *   P_i    = mean of s_i / sum_e s_e      the balance loss's (sequence-wise)
  */
 #ifndef PTDP_MOE_ROUTE_H
 #define PTDP_MOE_ROUTE_H
@@ -28,11 +36,23 @@
  * whole micro-batch, *dropped the others.  Returns the balance loss summed
  * over the sequences, sum_seq alpha sum_i f_i P_i, with f_i = E / (k T) x
  * the sequence's tokens choosing i (before dropping) and P_i the mean of
- * probs[., i] over the sequence. */
+ * probs[., i] over the sequence.
+ *
+ * With the score PTDP_MOE_SIGMOID a token chooses the k largest s + b (s =
+ * sigmoid(z), b = s->bias), its gates are lambda s_j / sum of its chosen
+ * s, probs holds s itself, and P_i is the mean of s_i / sum_e s_e. */
+typedef enum {
+    PTDP_MOE_SOFTMAX = 0,   /* Mixtral's: gates the softmax of the top k    */
+    PTDP_MOE_SIGMOID        /* DeepSeek-V3's: sigmoid affinities, a bias   */
+} ptdp_moe_score;
+
 typedef struct {
     int T, E, k;
+    ptdp_moe_score score;   /* 0: softmax (route_scale, bias unread)       */
     double capacity;        /* 0: dropless                                  */
     double alpha;
+    double route_scale;     /* sigmoid: the gates' scale lambda; 0 reads 1  */
+    const ptdp_real *bias;  /* sigmoid: [E], added to s to choose; NULL: 0  */
 } ptdp_moe_route_shape;
 double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
                       int *slot, ptdp_real *probs, int *load, int *dropped);
@@ -41,8 +61,9 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
  * moe_route.c), in O(E log k) comparisons; returns how many it made. */
 long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice);
 /* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
- * dropped choice) through the k-way softmax, plus scale x the balance
- * loss's gradient through probs (f_i carries none). */
+ * dropped choice) through the k-way softmax (sigmoid: the normalised
+ * gates and the sigmoid), plus scale x the balance loss's gradient
+ * through probs (f_i carries none; the bias none either). */
 void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
                              const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz);
 /* Context parallelism (cp.h) cuts each sequence over the CP group: a

@@ -22,6 +22,9 @@
  *
  * A block whose MLP is a mixture of E experts (gpt_moe.c) has instead
  *   transformer.h.l.mlp.router.weight             [E, C]    replicated  yes
+ *   transformer.h.l.mlp.router.expert_bias        [E]       replicated  no
+ *     (--moe-score sigmoid alone: DeepSeek-V3's selection bias, zero at
+ *     init, no gradient, no decay; moe.h)
  *   transformer.h.l.mlp.experts.e.c_fc.weight     [F_e, C]  (no TP)     yes
  *   transformer.h.l.mlp.experts.e.c_fc.bias       [F_e]                 no
  *   transformer.h.l.mlp.experts.e.c_proj.weight   [C, F_e]              yes
@@ -126,6 +129,8 @@ static int moe_list_params(const ptdp_model_config *c, int l, ptdp_param_info *o
 #define ADD(r, cc, bias, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); \
         out[n].rows = (r); out[n].cols = (cc); out[n].is_bias = (bias); } n++; } while (0)
     ADD(E, C, false, "transformer.h.%d.mlp.router.weight", l);
+    if (ptdp_gpt(c)->moe_score == PTDP_MOE_SIGMOID)
+        ADD(1, E, true, "transformer.h.%d.mlp.router.expert_bias", l);
     for (int e = 0; e < E; e++) {
         ADD(F, C, false, "transformer.h.%d.mlp.experts.%d.c_fc.weight", l, e);
         ADD(1, F, true, "transformer.h.%d.mlp.experts.%d.c_fc.bias", l, e);
@@ -191,7 +196,8 @@ static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*va
         flags[n] = f[n];
         snprintf(values[n], 32, "%d", v[n]);
     }
-    return n;
+    const ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
+    return n + ptdp_moe_score_metadata(&moe, keys + n, values + n, flags + n, max - n);
 }
 
 /* A metadata key back into its field (a checkpoint read without flags). */
@@ -210,6 +216,7 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
         { "moe_every", &gpt->moe_every },
         { "moe_ffn", &gpt->moe_ffn },
         { "moe_top_k", &gpt->moe_top_k },
+        { "moe_score", &gpt->moe_score },
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
@@ -234,6 +241,8 @@ static int gpt_from_metadata_real(ptdp_model_config *c, const char *key, double 
         return PTDP_EINVAL;
     ptdp_gpt(c)->moe_capacity = moe.capacity;
     ptdp_gpt(c)->moe_aux_loss = moe.aux_loss;
+    ptdp_gpt(c)->moe_route_scale = moe.route_scale;
+    ptdp_gpt(c)->moe_bias_update = moe.bias_update;
     return PTDP_OK;
 }
 
@@ -311,6 +320,8 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
                 ps[q]->sum.replicas = PTDP_GROUP_EDP;
         }
     }
+    if (ptdp_gpt(c)->moe_score == PTDP_MOE_SIGMOID)   /* before the router: after it in the state_dict */
+        b->expert_bias = ADD("router.expert_bias", 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E, PTDP_INIT_ZEROS, 0.0);
     b->router = ADD("router.weight", E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
 #undef ADD
 #undef EXPERT
@@ -480,7 +491,7 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     m->boundary_cols = gpt->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
     int moe = 0;   /* an MoE block: a router and 4 tensors an expert for the MLP's 4 */
     for (int l = m->layer_begin; l < m->layer_end; l++)
-        moe += ptdp_gpt_block_is_moe(c, l) ? 1 + 4 * gpt->moe_experts - 4 : 0;
+        moe += ptdp_gpt_block_is_moe(c, l) ? 2 + 4 * gpt->moe_experts - 4 : 0;   /* and the bias */
     int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5 + moe);
     if (rc == 0)
         rc = lay_out(dev, m, g);

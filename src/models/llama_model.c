@@ -254,11 +254,15 @@ static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*
             snprintf(values[n++], 32, PTDP_META_REAL_FMT, *meta_real_field(&whole, r));
         }
     }
-    return n;
+    return n + ptdp_moe_score_metadata(&ptdp_llama(c)->moe, keys + n, values + n, flags + n, max - n);
 }
 
 static int llama_from_metadata(ptdp_model_config *c, const char *key, long long value)
 {
+    if (strcmp(key, "moe_score") == 0 && value >= 0 && value <= 0x7fffffff) {   /* sigmoid files alone */
+        ptdp_llama(c)->moe.score = (int)value;
+        return PTDP_OK;
+    }
     for (int k = 0; k < (int)(sizeof meta_keys / sizeof meta_keys[0]); k++)
         if (strcmp(key, meta_keys[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
             *meta_field(c, k) = (int)value;
@@ -405,7 +409,7 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     m->input_tokens = true;
     m->label_cols = s->seq_len;
     m->boundary_cols = s->seq_len / m->mesh->cp / (m->mesh->sp ? tp : 1) * c->hidden;   /* CP, SP: the rank's */
-    int rc = ptdp_model_reserve_params(dev, m, nb * (9 + 3 * s->moe.experts + 1) + 3);   /* with experts: at most */
+    int rc = ptdp_model_reserve_params(dev, m, nb * (9 + 3 * s->moe.experts + 2) + 3);   /* with experts (and a bias): at most */
     if (rc == 0)
         rc = lay_out(dev, m, p);
     if (rc == 0 && (m->first_stage || m->last_stage)) {

@@ -19,6 +19,8 @@
  *   layers.i.feed_forward.experts.e.w2.weight      [C, F_e]   columns    a rank  yes
  *   layers.i.feed_forward.experts.e.w3.weight      [F_e, C]   rows (w1's)        yes
  *   layers.i.feed_forward.gate.weight              [E, C]     replicated         yes
+ *   layers.i.feed_forward.gate.expert_bias         [E]        replicated         no
+ *     (--moe-score sigmoid alone: DeepSeek-V3's selection bias, moe.h)
  *
  * Under TP each expert is split like the dense FFN (llama_block.c): w1 and
  * w3 by the same rows of F_e (silu(a) ⊙ b pairs element j of a with element
@@ -146,7 +148,7 @@ static ptdp_moe_pass mixture(ptdp_llama_pass *k, ptdp_linear_pass linear, int i)
     return (ptdp_moe_pass){
         .dev = k->dev, .mesh = k->m->mesh, .linear = linear, .settings = s, .T = k->T,
         .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp, .router = l->blocks[i].gate,
-        .kind = &swiglu, .model = k, .experts = l->blocks[i].experts,
+        .bias = l->blocks[i].expert_bias, .kind = &swiglu, .model = k, .experts = l->blocks[i].experts,
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,
         .rc = k->rc,
     };
@@ -201,6 +203,11 @@ int ptdp_llama_moe_list_params(const ptdp_model_config *c, int l, ptdp_param_inf
         ADD(F, C, "layers.%d.feed_forward.experts.%d.w3.weight", l, e);
     }
     ADD(E, C, "layers.%d.feed_forward.gate.weight", l);
+    if (s->score == PTDP_MOE_SIGMOID) {   /* DeepSeek-V3's selection bias [E] */
+        ADD(1, E, "layers.%d.feed_forward.gate.expert_bias", l);
+        if (out)
+            out[n - 1].is_bias = true;
+    }
 #undef ADD
     return n;
 }
@@ -231,6 +238,12 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
 #undef ADD
     snprintf(name, sizeof name, "layers.%d.feed_forward.gate.weight", l);
     b->gate = ptdp_model_add_param(dev, m, name, E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
+    if (b->gate != NULL && s->score == PTDP_MOE_SIGMOID) {   /* zero, no gradient, no decay (a bias) */
+        snprintf(name, sizeof name, "layers.%d.feed_forward.gate.expert_bias", l);
+        b->expert_bias = ptdp_model_add_param(dev, m, name, 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E,
+                                              PTDP_INIT_ZEROS, 0.0);
+        return b->expert_bias != NULL ? PTDP_OK : PTDP_EINVAL;
+    }
     return b->gate != NULL ? PTDP_OK : PTDP_EINVAL;
 }
 

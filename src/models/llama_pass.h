@@ -42,6 +42,7 @@ typedef struct {
     ptdp_param *attention_norm, *wq, *wk, *wv, *wo;
     ptdp_param *ffn_norm, *w1, *w3, *w2;
     ptdp_param *gate;               /* MoE: [E, C]; NULL when dense         */
+    ptdp_param *expert_bias;        /* MoE under sigmoid: b [E]; else NULL  */
     ptdp_llama_expert *experts;     /* MoE: this EP rank's (host); NULL when
                                        dense                                */
 } ptdp_llama_block;

@@ -25,6 +25,23 @@
  * sequence's tokens, then through the E-way softmax.  Under CP a rank holds
  * T of a sequence's T_seq positions: the counts and the sums of p come
  * from the whole CP group (ptdp_moe_sequence_stats, summed).
+ *
+ * DeepSeek-V3's sigmoid router (score PTDP_MOE_SIGMOID), the same steps:
+ *
+ *   s      = sigmoid(z)                   each expert's affinity, alone
+ *   top-k  = the k largest s + b          b (the expert bias, a buffer)
+ *                                         only selects: no gradient
+ *   g_j    = lambda s_j / S               S = sum of the chosen s
+ *   p_i    = s_i / Q                      Q = sum_e s_e: the balance loss's
+ *                                         P_i = the mean of p_i (sequence-wise)
+ *
+ *   token t:  z = [ 0.0  2.0  1.0  1.0 ],  b = [ 0.9  0  0  0 ],  k = 2
+ *             s = [ 0.50 0.88 0.73 0.73 ], s + b = [ 1.40 0.88 0.73 0.73 ]
+ *             experts 0 and 1; g = [0.50, 0.88] / 1.38 = [0.36, 0.64]
+ *
+ * Backward: ds_j = (lambda dg_j - sum_l g_l dg_l) / S for the chosen,
+ * plus ds_e = (u_e - sum_i u_i p_i) / Q from the balance loss (u_i =
+ * alpha f_i / T, as above); then dz = ds s (1 - s).
  */
 #include "ptdp/moe_route.h"
 
@@ -151,6 +168,43 @@ static void softmax(const ptdp_real *x, const int *idx, int n, ptdp_real *p)
         p[j] = (ptdp_real)(exp((double)x[idx ? idx[j] : j] - top) / sum);
 }
 
+/* sigmoid(z) = 1 / (1 + e^-z), in double. */
+static double sigmoid(double z)
+{
+    return 1.0 / (1.0 + exp(-z));
+}
+
+/* DeepSeek-V3's choice of one token: s = sigmoid(z) into probs, the top k
+ * of s + b, the gates lambda s_j / S (S: the sum of the chosen s). */
+static void route_sigmoid(const ptdp_moe_route_shape *sh, const ptdp_real *z, int *choice, ptdp_real *gate,
+                          ptdp_real *probs)
+{
+    const int E = sh->E, k = sh->k;
+    const double lambda = sh->route_scale > 0 ? sh->route_scale : 1.0;
+    ptdp_real v[E > 0 ? E : 1];
+    for (int e = 0; e < E; e++) {
+        probs[e] = (ptdp_real)sigmoid((double)z[e]);
+        v[e] = probs[e] + (sh->bias != NULL ? sh->bias[e] : (ptdp_real)0);
+    }
+    ptdp_moe_top_k(v, E, k, choice);
+    double S = 0.0;
+    for (int j = 0; j < k; j++)
+        S += probs[choice[j]];
+    for (int j = 0; j < k; j++)
+        gate[j] = (ptdp_real)(lambda * probs[choice[j]] / S);
+}
+
+/* What the balance loss averages of one token's row of probs: the row
+ * itself (softmax), or s_e / sum s (sigmoid: each affinity normalised). */
+static void balance_probs(const ptdp_moe_route_shape *sh, const ptdp_real *row, double *p)
+{
+    double Q = 0.0;
+    for (int e = 0; e < sh->E; e++)
+        Q += sh->score == PTDP_MOE_SIGMOID ? (double)row[e] : 0.0;
+    for (int e = 0; e < sh->E; e++)
+        p[e] = sh->score == PTDP_MOE_SIGMOID ? row[e] / Q : (double)row[e];
+}
+
 /* The slots per expert and sequence: ceil(c k T / E), or every choice. */
 static int capacity(const ptdp_moe_route_shape *s)
 {
@@ -169,6 +223,18 @@ static double balance(const ptdp_moe_route_shape *s, const int *choice, const pt
     for (size_t c = (size_t)b * s->T * s->k; c < (size_t)(b + 1) * s->T * s->k; c++)
         count[choice[c]]++;
     double aux = 0.0;
+    if (s->score == PTDP_MOE_SIGMOID) {   /* P_i: the mean of s_i / sum_e s_e */
+        double P[s->E > 0 ? s->E : 1], p[s->E > 0 ? s->E : 1];
+        memset(P, 0, sizeof P);
+        for (int t = 0; t < s->T; t++) {
+            balance_probs(s, probs + ((size_t)b * s->T + t) * s->E, p);
+            for (int e = 0; e < s->E; e++)
+                P[e] += p[e];
+        }
+        for (int e = 0; e < s->E; e++)
+            aux += (double)s->E / ((double)s->k * s->T) * count[e] * (P[e] / s->T);
+        return s->alpha * aux;
+    }
     for (int e = 0; e < s->E; e++) {
         double P = 0.0;
         for (int t = 0; t < s->T; t++)
@@ -186,7 +252,9 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     double aux = 0.0;
     memset(load, 0, (size_t)E * sizeof *load);
     *dropped = 0;
-    for (int r = 0; r < rows; r++) {
+    for (int r = 0; r < rows && s->score == PTDP_MOE_SIGMOID; r++)
+        route_sigmoid(s, z + (size_t)r * E, choice + (size_t)r * k, gate + (size_t)r * k, probs + (size_t)r * E);
+    for (int r = 0; r < rows && s->score != PTDP_MOE_SIGMOID; r++) {
         ptdp_moe_top_k(z + (size_t)r * E, E, k, choice + (size_t)r * k);
         softmax(z + (size_t)r * E, choice + (size_t)r * k, k, gate + (size_t)r * k);
         softmax(z + (size_t)r * E, NULL, E, probs + (size_t)r * E);
@@ -222,15 +290,19 @@ void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int 
     const int E = s->E, k = s->k, T = s->T;
     memset(counts, 0, (size_t)(rows / T) * E * sizeof *counts);
     memset(psum, 0, (size_t)(rows / T) * E * sizeof *psum);
+    double p[E > 0 ? E : 1];
     for (int b = 0; b < rows / T; b++)
         for (int t = 0; t < T; t++) {
             const size_t r = (size_t)b * T + t;
             for (int j = 0; j < k; j++)
                 counts[(size_t)b * E + choice[r * k + j]] += 1;
+            if (s->score == PTDP_MOE_SIGMOID)
+                balance_probs(s, probs + r * E, p);
             for (int e = 0; e < E; e++)
-                psum[(size_t)b * E + e] += probs[r * E + e];
+                psum[(size_t)b * E + e] += s->score == PTDP_MOE_SIGMOID ? p[e] : probs[r * E + e];
         }
 }
+
 
 double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, const double *counts,
                         const double *psum)
@@ -246,6 +318,60 @@ double ptdp_moe_balance(const ptdp_moe_route_shape *s, int seqs, int T_seq, cons
     return aux;
 }
 
+/* The balance loss's weights of sequence b, u_i = scale alpha f_i / T_seq
+ * with f_i = E / (k T_seq) x its choices of i: the whole sequence's counts
+ * (CP: summed over the group), or these T rows', in one pass over their
+ * choices. */
+static void balance_weights(const ptdp_moe_route_shape *s, int b, const int *choice, double scale, int T_seq,
+                            const double *counts, double *u)
+{
+    const int E = s->E, k = s->k, T = s->T;
+    if (counts != NULL)
+        memcpy(u, counts + (size_t)b * E, (size_t)E * sizeof *u);
+    else {
+        memset(u, 0, (size_t)E * sizeof *u);
+        for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
+            u[choice[c]] += 1;
+    }
+    for (int e = 0; e < E; e++)
+        u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * u[e]) / T_seq;
+}
+
+/* The sigmoid router's backward, one token at a time (the top of the
+ * file): ds from the normalised gates, ds from the balance loss through
+ * p = s / Q, then dz = ds s (1 - s).  The bias chose and has no gradient. */
+static void sigmoid_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
+                             const ptdp_real *probs, const ptdp_real *dgate, double scale, int T_seq,
+                             const double *counts, ptdp_real *dz)
+{
+    const int E = s->E, k = s->k, T = s->T;
+    const double lambda = s->route_scale > 0 ? s->route_scale : 1.0;
+    double u[E > 0 ? E : 1], ds[E > 0 ? E : 1], p[E > 0 ? E : 1];
+    for (int b = 0; b < rows / T; b++) {
+        balance_weights(s, b, choice, scale, T_seq, counts, u);
+        for (int t = 0; t < T; t++) {
+            const size_t r = (size_t)b * T + t, c0 = r * k;
+            const ptdp_real *sr = probs + r * E;
+            double S = 0.0, dot = 0.0, Q = 0.0, up = 0.0;
+            for (int j = 0; j < k; j++) {   /* gates: ds_j = (lambda dg_j - sum_l g_l dg_l) / S */
+                S += sr[choice[c0 + j]];
+                dot += (double)gate[c0 + j] * dgate[c0 + j];
+            }
+            balance_probs(s, sr, p);   /* balance: ds_e = (u_e - sum_i u_i p_i) / Q */
+            for (int e = 0; e < E; e++) {
+                Q += sr[e];
+                up += u[e] * p[e];
+            }
+            for (int e = 0; e < E; e++)
+                ds[e] = (u[e] - up) / Q;
+            for (int j = 0; j < k; j++)
+                ds[choice[c0 + j]] += (lambda * dgate[c0 + j] - dot) / S;
+            for (int e = 0; e < E; e++)   /* through the sigmoid: ds/dz = s (1 - s) */
+                dz[r * E + e] = (ptdp_real)(ds[e] * sr[e] * (1.0 - sr[e]));
+        }
+    }
+}
+
 void ptdp_moe_route_backward(const ptdp_moe_route_shape *s, int rows, const int *choice, const ptdp_real *gate,
                              const ptdp_real *probs, const ptdp_real *dgate, double scale, ptdp_real *dz)
 {
@@ -258,6 +384,10 @@ void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, cons
 {
     const int E = s->E, k = s->k, T = s->T;
     double u[E > 0 ? E : 1];
+    if (s->score == PTDP_MOE_SIGMOID) {
+        sigmoid_backward(s, rows, choice, gate, probs, dgate, scale, T_seq, counts, dz);
+        return;
+    }
     memset(dz, 0, (size_t)rows * E * sizeof *dz);
     for (int r = 0; r < rows; r++) {   /* the gates: dz_j = g_j (dg_j - sum_l g_l dg_l) */
         const size_t c0 = (size_t)r * k;

@@ -72,8 +72,17 @@
 
 /* ------------------------------------------------ what a block keeps */
 
+/* The router's shape as a block keeps it: route_shape makes the whole
+ * ptdp_moe_route_shape from it and the pass (the route scale and the bias
+ * are the settings' and the model's, not each micro-batch's). */
+typedef struct {
+    int T, E, k;
+    int score;                           /* ptdp_moe_score */
+    double capacity, alpha;
+} kept_shape;
+
 struct ptdp_moe_acts {
-    ptdp_moe_route_shape shape;
+    kept_shape shape;
     int rows, kept, dropped;
     /* The experts' side: the rows this device's experts ran, `here` of
      * them, local expert by local expert (per_expert[l] each, local_of(m)
@@ -92,6 +101,15 @@ struct ptdp_moe_acts {
     ptdp_real *keep[PTDP_MOE_KEEP_MAX];  /* here x F each: what the experts keep */
     double aux;
 };
+
+static ptdp_moe_route_shape route_shape(const ptdp_moe_pass *p, const ptdp_moe_acts *m)
+{
+    return (ptdp_moe_route_shape){ .T = m->shape.T, .E = m->shape.E, .k = m->shape.k,
+                                   .capacity = m->shape.capacity, .alpha = m->shape.alpha,
+                                   .score = (ptdp_moe_score)m->shape.score,
+                                   .route_scale = p->settings->route_scale,
+                                   .bias = p->bias != NULL ? p->bias->w.data : NULL };
+}
 
 /* The experts this device holds: E / ep of them under expert parallelism
  * (the plan's), all E without. */
@@ -137,10 +155,11 @@ static void whole_sequences(ptdp_moe_pass *p, ptdp_moe_acts *m)
     if (p->rc != 0)
         return;
     double *psum = m->seq_counts + (size_t)B * E;   /* counts, then psum: one all-reduce */
-    ptdp_moe_sequence_stats(&m->shape, m->rows, m->choice, m->probs, m->seq_counts, psum);
+    const ptdp_moe_route_shape shape = route_shape(p, m);
+    ptdp_moe_sequence_stats(&shape, m->rows, m->choice, m->probs, m->seq_counts, psum);
     p->rc = ptdp_all_reduce(p->mesh->cp_comm, m->seq_counts, m->seq_counts, (size_t)2 * B * E, PTDP_F64, PTDP_SUM);
     *p->linear.w0 = ptdp_wall_now();
-    const double aux = ptdp_moe_balance(&m->shape, B, p->T_seq, m->seq_counts, psum);
+    const double aux = ptdp_moe_balance(&shape, B, p->T_seq, m->seq_counts, psum);
     m->aux = p->mesh->cp_rank == 0 ? aux : 0.0;
 }
 
@@ -162,7 +181,9 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
     if (m == NULL)
         return NULL;
     memset(m, 0, sizeof *m);
-    m->shape = (ptdp_moe_route_shape){ .T = p->T, .E = E, .k = K, .capacity = s->capacity, .alpha = s->aux_loss };
+    m->shape = (kept_shape){ .T = p->T, .E = E, .k = K, .capacity = s->capacity, .alpha = s->aux_loss,
+                             .score = s->score };
+    const ptdp_moe_route_shape shape = route_shape(p, m);
     m->rows = R;
     m->choice = grab(p, (size_t)R * K * sizeof(int), "acts.moe_choice");
     m->slot = grab(p, (size_t)R * K * sizeof(int), "acts.moe_slot");
@@ -177,7 +198,7 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
                                              &price);
     }
     if (p->rc == 0) {
-        m->aux = ptdp_moe_route(&m->shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
+        m->aux = ptdp_moe_route(&shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
         if (p->T_seq != p->T)
             whole_sequences(p, m);
         if (p->rc == 0 && p->tally != NULL)
@@ -355,11 +376,12 @@ static void router_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
                             ptdp_real *dz, ptdp_tensor dn)
 {
     const int R = m->rows, E = m->shape.E;
+    const ptdp_moe_route_shape shape = route_shape(p, m);
     if (m->seq_counts != NULL)   /* CP: the whole sequences' counts */
-        ptdp_moe_route_backward_whole(&m->shape, R, m->choice, m->gate, m->probs, dgate, p->per_sequence, p->T_seq,
+        ptdp_moe_route_backward_whole(&shape, R, m->choice, m->gate, m->probs, dgate, p->per_sequence, p->T_seq,
                                       m->seq_counts, dz);
     else
-        ptdp_moe_route_backward(&m->shape, R, m->choice, m->gate, m->probs, dgate, p->per_sequence, dz);
+        ptdp_moe_route_backward(&shape, R, m->choice, m->gate, m->probs, dgate, p->per_sequence, dz);
     ptdp_linear_pass c = router_pass(p);
     const ptdp_linear_layer router = { .w = p->router, .accumulate_dx = true, .w_flops = p->router_w_flops };
     const ptdp_linear_charge price = { .flops = p->router_flops };

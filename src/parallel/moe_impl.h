@@ -81,6 +81,8 @@ typedef struct {
                                     statistics                            */
     int F;                       /* an expert's hidden units on this rank */
     const ptdp_param *router;    /* W_r [E, C], whole on every TP rank    */
+    const ptdp_param *bias;      /* sigmoid: the expert bias [E], whole on
+                                    every rank; NULL: none (softmax)      */
     double router_flops;         /* the piece the router's call ends: the
                                     forward's z = n W_r^T, the backward's
                                     dX = dZ W_r (and dW_r unless W runs it),
@@ -133,11 +135,18 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
  *
  *   moe_capacity_factor   --moe-capacity-factor   0: dropless
  *   moe_aux_loss          --moe-aux-loss          the balance weight alpha
+ *   moe_route_scale       --moe-route-scale       sigmoid only: lambda
+ *   moe_bias_update       --moe-bias-update       sigmoid only: u
  *
  * none for a dense model.  _settings writes them (the number, at most
  * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
  * key or a value the flag refuses (not a number >= 0). */
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max);
+/* The router's score as a shape (it decides whether the blocks hold an
+ * expert bias): "moe_score" 1 for sigmoid, into the model's metadata
+ * (model.h); nothing for softmax, as files were before.  The number. */
+int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
+                            int max);
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);
 
 /* The experts this device holds: E / ep of them from *first (EP rank r:

@@ -44,6 +44,18 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
         BAD("--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
     if (!(s->aux_loss >= 0) || !isfinite(s->aux_loss))
         BAD("--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (s->score != PTDP_MOE_SOFTMAX && s->score != PTDP_MOE_SIGMOID)
+        BAD("--moe-score %d: must be softmax (0) or sigmoid (1)", s->score);
+    if (!(s->route_scale >= 0) || !isfinite(s->route_scale))
+        BAD("--moe-route-scale %g: must be above 0", s->route_scale);
+    if (!(s->bias_update >= 0) || !isfinite(s->bias_update))
+        BAD("--moe-bias-update %g: must be 0 or more", s->bias_update);
+    if (s->score == PTDP_MOE_SOFTMAX && s->route_scale != 0 && s->route_scale != 1)
+        BAD("--moe-route-scale %g scales sigmoid gates: give --moe-score sigmoid (softmax gates sum to 1)",
+            s->route_scale);
+    if (s->score == PTDP_MOE_SOFTMAX && s->bias_update != 0)
+        BAD("--moe-bias-update %g moves the expert bias of a sigmoid router: give --moe-score sigmoid",
+            s->bias_update);
     if (layers >= 1 && s->every > layers)   /* no l < layers with (l + 1) mod every = 0 */
         BAD("--moe-experts %d --moe-every %d: no block of --layers %d would be a mixture of experts (block l, "
             "from 0, is one when (l + 1) mod %d = 0: the first is block %d): give --moe-every %d or less, or "
@@ -56,20 +68,36 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
 
 /* A checkpoint saved before these keys were recorded ran what the flags'
  * defaults were then: dropless, alpha = 0.01.  These stay what a missing
- * key means whatever the defaults become. */
+ * key means whatever the defaults become.  The sigmoid router's two are
+ * written by a sigmoid router's files alone (a file without moe_score ran
+ * softmax), so a softmax file is what it was. */
 static const struct {
     const char *key, *flag;
     double absent;
 } recorded[] = {
     { "moe_capacity_factor", "--moe-capacity-factor", 0.0 },
     { "moe_aux_loss", "--moe-aux-loss", 0.01 },
+    { "moe_route_scale", "--moe-route-scale", 1.0 },
+    { "moe_bias_update", "--moe-bias-update", 0.0 },
 };
+
+int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
+                            int max)
+{
+    if (s->experts == 0 || s->score == PTDP_MOE_SOFTMAX || max < 1)
+        return 0;
+    keys[0] = "moe_score";
+    flags[0] = "--moe-score";
+    snprintf(values[0], 32, "%d", s->score);
+    return 1;
+}
 
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)
 {
-    const double value[] = { s->capacity, s->aux_loss };
+    const double value[] = { s->capacity, s->aux_loss, s->route_scale > 0 ? s->route_scale : 1.0, s->bias_update };
+    const int keys = s->score == PTDP_MOE_SIGMOID ? 4 : 2;
     int n = 0;
-    for (int k = 0; s->experts > 0 && k < 2 && n < max; k++, n++) {
+    for (int k = 0; s->experts > 0 && k < keys && n < max; k++, n++) {
         out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag };
         snprintf(out[n].value, sizeof out[n].value, PTDP_META_REAL_FMT, value[k]);
         snprintf(out[n].absent, sizeof out[n].absent, PTDP_META_REAL_FMT, recorded[k].absent);
@@ -79,9 +107,9 @@ int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *ou
 
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value)
 {
-    double *field[] = { &s->capacity, &s->aux_loss };
-    for (int k = 0; k < 2; k++)
-        if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value)) {
+    double *field[] = { &s->capacity, &s->aux_loss, &s->route_scale, &s->bias_update };
+    for (int k = 0; k < 4; k++)
+        if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value) && (k != 2 || value > 0)) {
             *field[k] = value;
             return PTDP_OK;
         }
@@ -112,7 +140,10 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
                  "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
         return PTDP_EINVAL;
     }
-    if (r->cp > 1 && s->capacity > 0)
+    if (s->bias_update > 0)
+        what = "--moe-bias-update (the loads' sum over the replicas and the update after the optimizer step "
+               "are not written yet: the bias stays 0)";
+    else if (r->cp > 1 && s->capacity > 0)
         what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
                "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";
     else if (r->sp)

@@ -211,6 +211,7 @@ typedef struct {
     int dp, tp, pp, m, ep, cp, zero, every, top_k;
     double capacity;
     bool split, dualpipev, recompute, selective;
+    bool sigmoid;           /* DeepSeek-V3's router, route scale 2.5        */
 } moe_case;
 
 static const moe_case moe_cases[] = {
@@ -229,6 +230,11 @@ static const moe_case moe_cases[] = {
     { .dp = 2, .cp = 2, .m = 1, .ep = 2 },
     { .dp = 2, .tp = 2, .pp = 2, .m = 2, .ep = 2, .recompute = true, .capacity = 1.25 },
     { .dp = 2, .m = 1, .ep = 2, .selective = true },
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .sigmoid = true },
+    { .dp = 2, .pp = 2, .m = 4, .ep = 2, .dualpipev = true, .sigmoid = true },
+    { .dp = 2, .m = 2, .zero = 3, .sigmoid = true },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 2, .sigmoid = true, .capacity = 0 },
+    { .dp = 2, .pp = 2, .m = 2, .capacity = 0.5, .top_k = 1, .every = 2, .sigmoid = true },
 };
 
 /* The llama above, each block's FFN 4 SwiGLU experts of width 24. */
@@ -238,7 +244,9 @@ static ptdp_train_config moe_config(const moe_case *k)
     ptdp_moe_settings *s = &ptdp_llama_settings_of(&c.model)->moe;
     *s = (ptdp_moe_settings){ .experts = 4, .every = k->every > 0 ? k->every : 1, .ffn = 24,
                               .top_k = k->top_k > 0 ? k->top_k : 2, .capacity = k->capacity,
-                              .aux_loss = 0.05 };   /* large enough to move the router */
+                              .aux_loss = 0.05,     /* large enough to move the router */
+                              .score = k->sigmoid ? PTDP_MOE_SIGMOID : PTDP_MOE_SOFTMAX,
+                              .route_scale = k->sigmoid ? 2.5 : 0 };
     c.batch = 16;
     c.ep = k->ep;
     c.cp = k->cp;

@@ -46,6 +46,7 @@ typedef struct {
     const char *schedule;
     double capacity, dropout;
     bool recompute, selective, overlap;
+    bool sigmoid;           /* DeepSeek-V3's router, route scale 2.5        */
 } moe_case;
 
 static const moe_case cases[] = {
@@ -73,6 +74,12 @@ static const moe_case cases[] = {
     { .cp = 2, .m = 1 },
     { .dp = 2, .cp = 2, .m = 1, .ep = 4, .zero = 2 },
     { .cp = 2, .pp = 2, .m = 2, .ep = 2, .a2a = true, .recompute = true },
+    { .dp = 2, .m = 1, .sigmoid = true },
+    { .tp = 2, .m = 1, .sigmoid = true },
+    { .dp = 2, .m = 2, .ep = 2, .capacity = 1.0, .sigmoid = true },
+    { .pp = 2, .m = 2, .sigmoid = true, .recompute = true },
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .zero = 1, .sigmoid = true },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 4, .zero = 2, .sigmoid = true },
 };
 
 /* The small GPT with 4 experts of width 24 in the blocks k names. */
@@ -88,6 +95,8 @@ static ptdp_train_config moe_config(const moe_case *k)
     g->moe_top_k = k->top_k > 0 ? k->top_k : 2;
     g->moe_capacity = k->capacity;
     g->moe_aux_loss = 0.05;                   /* large enough to move the router */
+    g->moe_score = k->sigmoid ? PTDP_MOE_SIGMOID : PTDP_MOE_SOFTMAX;
+    g->moe_route_scale = k->sigmoid ? 2.5 : 0;
     c.batch = 16;
     c.steps = 3;
     c.weight_decay = 0.1;
