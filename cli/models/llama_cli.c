@@ -44,8 +44,7 @@ static const ptdp_model_flag llama_flags[] = {
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
     PTDP_MOE_FLAG_ROWS(PTDP_LLAMA_OWN(moe.experts), PTDP_LLAMA_OWN(moe.every), PTDP_LLAMA_OWN(moe.ffn),
                        PTDP_LLAMA_OWN(moe.top_k), PTDP_LLAMA_OWN(moe.capacity), PTDP_LLAMA_OWN(moe.aux_loss)),
-    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_LLAMA_OWN(moe.score), PTDP_LLAMA_OWN(moe.route_scale),
-                                PTDP_LLAMA_OWN(moe.bias_update)),
+    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_LLAMA_OWN(moe.score), PTDP_LLAMA_OWN(moe.route_scale)),
 };
 
 /* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
@@ -104,7 +103,7 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             "                      --moe-every --moe-top-k --moe-ffn --moe-capacity-factor --moe-aux-loss\n"
             "  --moe-score S       either model's router: softmax (default, Mixtral's) or sigmoid\n"
             "                      (DeepSeek-V3's: the top k of sigmoid(z) + an expert bias, gates\n"
-            "                      --moe-route-scale x s_j / sum s; --moe-bias-update u moves the bias)\n",
+            "                      --moe-route-scale x s_j / sum s)\n",
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 

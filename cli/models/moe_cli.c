@@ -42,11 +42,11 @@ static bool typed(const char *const *given, int ngiven, const char *flag)
 }
 
 /* DeepSeek-V3's router's flags as typed: a route scale above 0 (0 is
- * what leaving it out means: 1), a bias update of 0 or more, both for a
- * sigmoid router alone (softmax gates sum to 1 and have no bias). */
+ * what leaving it out means: 1), for a sigmoid router alone (softmax
+ * gates sum to 1 and have no bias). */
 static int deepseek_typed(const char *cmd, const char *const *given, int ngiven, const ptdp_moe_settings *s)
 {
-    static const char *const sigmoid_only[] = { "--moe-route-scale", "--moe-bias-update" };
+    static const char *const sigmoid_only[] = { "--moe-route-scale" };
     for (size_t k = 0; k < sizeof sigmoid_only / sizeof sigmoid_only[0]; k++)
         if (typed(given, ngiven, sigmoid_only[k]) && s->score != PTDP_MOE_SIGMOID)
             return ptdp_usage_error(cmd, "%s needs --moe-score sigmoid (DeepSeek-V3's router: sigmoid "
@@ -54,8 +54,6 @@ static int deepseek_typed(const char *cmd, const char *const *given, int ngiven,
     if (typed(given, ngiven, "--moe-route-scale") && !(s->route_scale > 0 && isfinite(s->route_scale)))
         return ptdp_usage_error(cmd, "--moe-route-scale %g: must be above 0 (the gates lambda s_j / sum s)",
                                 s->route_scale);
-    if (!(s->bias_update >= 0 && isfinite(s->bias_update)))
-        return ptdp_usage_error(cmd, "--moe-bias-update %g: must be 0 (no update) or more", s->bias_update);
     return 0;
 }
 
@@ -67,7 +65,7 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
                        const char *dense)
 {
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
-                                       "--moe-aux-loss", "--moe-score", "--moe-route-scale", "--moe-bias-update" };
+                                       "--moe-aux-loss", "--moe-score", "--moe-route-scale" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))

@@ -32,10 +32,11 @@
  *                     model declares only under sigmoid, so softmax files
  *                     are what they were)
  *   --moe-route-scale lambda   sigmoid: the gates lambda s_j / sum s (1)
- *   --moe-bias-update u        sigmoid: after each optimizer step, b_e +=
+ *   bias_update u     sigmoid: after each optimizer step, b_e +=
  *                     u sign(mean_e L - L_e), L_e the choices of expert e
- *                     (before capacity) over the step's whole global batch
- *                     (0: the bias stays 0)
+ *                     (before capacity) over the step's whole global batch.
+ *                     Not written yet, so it has no flag and is 0: the bias
+ *                     stays 0, and a file saying otherwise is refused.
  *
  * A checkpoint records E, n, F_e and k as shapes a --load must match, and
  * c and alpha as settings a resumed run takes unless they are typed
@@ -78,7 +79,7 @@ typedef struct {
     double aux_loss;        /* the balance loss's weight alpha --moe-aux-loss  */
     int score;              /* ptdp_moe_score: 0 softmax, 1 sigmoid --moe-score */
     double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
-    double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
+    double bias_update;     /* u of the bias update; 0: none (no flag yet)    */
 } ptdp_moe_settings;
 
 /* The defaults of the flags (with experts 0: a dense model). */

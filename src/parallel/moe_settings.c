@@ -141,8 +141,8 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
         return PTDP_EINVAL;
     }
     if (s->bias_update > 0)
-        what = "--moe-bias-update (the loads' sum over the replicas and the update after the optimizer step "
-               "are not written yet: the bias stays 0)";
+        what = "a bias update (a checkpoint's moe_bias_update above 0: the loads' sum over the replicas and "
+               "the update after the optimizer step are not written yet, so the bias stays 0)";
     else if (r->cp > 1 && s->capacity > 0)
         what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
                "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";

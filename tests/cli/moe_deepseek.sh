@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moe_deepseek.sh — DeepSeek-V3's router on the command line, for both
 # models: --moe-score sigmoid (the top k of sigmoid(z) + the expert bias,
-# gates s_j / sum s x --moe-route-scale), --moe-bias-update.  Every bad
+# gates s_j / sum s x --moe-route-scale); no --moe-bias-update yet.  Every bad
 # value refused (exit 2, naming the flag) before any work; sigmoid runs
 # pass --check against one device under dp, tp, ep and pp; a sigmoid
 # checkpoint holds the expert bias, and a softmax file does not load into a
@@ -14,21 +14,17 @@ for model in gpt llama; do
     g="train --model $model --steps 1 --moe-experts 4"
     expect_usage "--moe-score needs --moe-experts"           -- train --model $model --moe-score sigmoid --steps 1
     expect_usage "--moe-route-scale needs --moe-experts"     -- train --model $model --moe-route-scale 2 --steps 1
-    expect_usage "--moe-bias-update needs --moe-experts"     -- train --model $model --moe-bias-update 0.1 --steps 1
     expect_usage "--moe-score"                               -- $g --moe-score tanh
     expect_usage "--moe-score"                               -- $g --moe-score 1
     expect_usage "--moe-route-scale needs --moe-score sigmoid" -- $g --moe-route-scale 2
-    expect_usage "--moe-bias-update needs --moe-score sigmoid" -- $g --moe-bias-update 0.01
     s="$g --moe-score sigmoid"
     expect_usage "--moe-route-scale 0: must be above 0"      -- $s --moe-route-scale 0
     expect_usage "--moe-route-scale -1: must be above 0"     -- $s --moe-route-scale -1
     expect_usage "--moe-route-scale"                         -- $s --moe-route-scale nan
     expect_usage "--moe-route-scale"                         -- $s --moe-route-scale 1e999
     expect_usage "--moe-route-scale"                         -- $s --moe-route-scale two
-    expect_usage "--moe-bias-update -0.5: must be 0"         -- $s --moe-bias-update -0.5
-    expect_usage "--moe-bias-update"                         -- $s --moe-bias-update nan
-    expect_usage "--moe-bias-update"                         -- $s --moe-bias-update 1e999
-    expect_usage "--moe-bias-update (the loads' sum"         -- $s --moe-bias-update 0.001
+    # the bias's update after each step is not written yet: no flag for it
+    expect_usage "--moe-bias-update"                         -- $s --moe-bias-update 0.001
 done
 
 # --check: one device's run beside the parallel one, for each layout
