@@ -105,6 +105,26 @@ static double objective(const ptdp_moe_route_shape *s, const ptdp_real *x, const
     return sum + scale * aux;
 }
 
+/* dz against central finite differences of f, (f(x + h) - f(x - h)) / 2h,
+ * at each of the 12 logits (in double only to 1e-8; float's quotient is
+ * noisy, so 2e-3 with a larger step). */
+typedef double objective_fn(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale);
+static void expect_finite_differences(const ptdp_moe_route_shape *s, const ptdp_real x[12], const double *w,
+                                      double scale, const ptdp_real dz[12], objective_fn *f)
+{
+    const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
+    for (int i = 0; i < 12; i++) {
+        ptdp_real up[12], down[12];
+        memcpy(up, x, sizeof up);
+        memcpy(down, x, sizeof down);
+        up[i] += (ptdp_real)h;
+        down[i] -= (ptdp_real)h;
+        double fd = (f(s, up, w, scale) - f(s, down, w, scale)) / (2 * h);
+        ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
+    }
+}
+
+
 TEST(moe_tests, test_backward_matches_finite_differences)
 {
     const ptdp_moe_route_shape s = { .T = 4, .E = 3, .k = 2, .capacity = 0.75, .alpha = 0.3 };
@@ -118,16 +138,7 @@ TEST(moe_tests, test_backward_matches_finite_differences)
     for (int c = 0; c < 8; c++)
         ck_assert_msg(slot[c] >= 0 || w[c] == 0.0, "the weights ignore dropped choices");
     ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
-    const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
-    for (int i = 0; i < 12; i++) {
-        ptdp_real up[12], down[12];
-        memcpy(up, x, sizeof x);
-        memcpy(down, x, sizeof x);
-        up[i] += (ptdp_real)h;
-        down[i] -= (ptdp_real)h;
-        double fd = (objective(&s, up, w, scale) - objective(&s, down, w, scale)) / (2 * h);
-        ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
-    }
+    expect_finite_differences(&s, x, w, scale, dz, objective);
 }
 END_TEST
 
@@ -249,16 +260,7 @@ TEST(moe_tests, test_sigmoid_backward_matches_finite_differences)
     for (int c = 0; c < 8; c++)
         dgate[c] = slot[c] >= 0 ? (ptdp_real)w[c] : 0;
     ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
-    const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
-    for (int i = 0; i < 12; i++) {
-        ptdp_real up[12], down[12];
-        memcpy(up, x, sizeof x);
-        memcpy(down, x, sizeof x);
-        up[i] += (ptdp_real)h;
-        down[i] -= (ptdp_real)h;
-        double fd = (objective_sigmoid(&s, up, w, scale) - objective_sigmoid(&s, down, w, scale)) / (2 * h);
-        ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
-    }
+    expect_finite_differences(&s, x, w, scale, dz, objective_sigmoid);
 }
 END_TEST
 

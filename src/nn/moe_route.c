@@ -398,17 +398,7 @@ void ptdp_moe_route_backward_whole(const ptdp_moe_route_shape *s, int rows, cons
             dz[(size_t)r * E + choice[c0 + j]] += (ptdp_real)(gate[c0 + j] * (dgate[c0 + j] - dot));
     }
     for (int b = 0; b < rows / T; b++) {   /* the balance loss: dP_i = scale alpha f_i, over T */
-        /* the counts: the whole sequence's (CP: summed over the group), or
-         * these T rows', in one pass over their choices */
-        if (counts != NULL)
-            memcpy(u, counts + (size_t)b * E, (size_t)E * sizeof *u);
-        else {
-            memset(u, 0, (size_t)E * sizeof *u);
-            for (size_t c = (size_t)b * T * k; c < (size_t)(b + 1) * T * k; c++)
-                u[choice[c]] += 1;
-        }
-        for (int e = 0; e < E; e++)
-            u[e] = scale * s->alpha * ((double)E / ((double)k * T_seq) * u[e]) / T_seq;
+        balance_weights(s, b, choice, scale, T_seq, counts, u);
         for (int t = 0; t < T; t++) {
             const size_t r = (size_t)b * T + t;
             double dot = 0.0;
