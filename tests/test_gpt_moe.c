@@ -93,24 +93,24 @@ TEST(moe_tests, test_balance_loss_counts_choices_before_dropping)
 }
 END_TEST
 
-/* L = sum_c w_c gate_c + scale aux (f held): dz by route_backward against
- * central differences, on logits without ties. */
+/* L = sum_c w_c gate_c over the choices kept + scale aux (f held): dz by
+ * route_backward against central differences, on logits without ties —
+ * for either router (the shape's score says which). */
 static double objective(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale)
 {
     int choice[8], slot[8], load[3], dropped;
     ptdp_real gate[8], probs[12];
     double aux = ptdp_moe_route(s, 4, x, choice, gate, slot, probs, load, &dropped), sum = 0.0;
     for (int c = 0; c < 8; c++)
-        sum += w[c] * gate[c];
+        sum += slot[c] >= 0 ? w[c] * gate[c] : 0.0;
     return sum + scale * aux;
 }
 
-/* dz against central finite differences of f, (f(x + h) - f(x - h)) / 2h,
+/* dz against central finite differences of L, (L(x + h) - L(x - h)) / 2h,
  * at each of the 12 logits (in double only to 1e-8; float's quotient is
  * noisy, so 2e-3 with a larger step). */
-typedef double objective_fn(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale);
 static void expect_finite_differences(const ptdp_moe_route_shape *s, const ptdp_real x[12], const double *w,
-                                      double scale, const ptdp_real dz[12], objective_fn *f)
+                                      double scale, const ptdp_real dz[12])
 {
     const double h = sizeof(ptdp_real) == 8 ? 1e-6 : 1e-2, tol = sizeof(ptdp_real) == 8 ? 1e-8 : 2e-3;
     for (int i = 0; i < 12; i++) {
@@ -119,7 +119,7 @@ static void expect_finite_differences(const ptdp_moe_route_shape *s, const ptdp_
         memcpy(down, x, sizeof down);
         up[i] += (ptdp_real)h;
         down[i] -= (ptdp_real)h;
-        double fd = (f(s, up, w, scale) - f(s, down, w, scale)) / (2 * h);
+        double fd = (objective(s, up, w, scale) - objective(s, down, w, scale)) / (2 * h);
         ck_assert_msg(fabs(fd - dz[i]) <= tol, "dz[%d] = %g, finite differences %g", i, (double)dz[i], fd);
     }
 }
@@ -138,7 +138,7 @@ TEST(moe_tests, test_backward_matches_finite_differences)
     for (int c = 0; c < 8; c++)
         ck_assert_msg(slot[c] >= 0 || w[c] == 0.0, "the weights ignore dropped choices");
     ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
-    expect_finite_differences(&s, x, w, scale, dz, objective);
+    expect_finite_differences(&s, x, w, scale, dz);
 }
 END_TEST
 
@@ -237,16 +237,6 @@ END_TEST
 /* The sigmoid router's backward against central differences: the
  * normalised gates (with a route scale), the balance loss, a capacity, a
  * bias that changes the choices (and has no gradient of its own). */
-static double objective_sigmoid(const ptdp_moe_route_shape *s, const ptdp_real *x, const double *w, double scale)
-{
-    int choice[8], slot[8], load[3], dropped;
-    ptdp_real gate[8], probs[12];
-    double aux = ptdp_moe_route(s, 4, x, choice, gate, slot, probs, load, &dropped), sum = 0.0;
-    for (int c = 0; c < 8; c++)
-        sum += slot[c] >= 0 ? w[c] * gate[c] : 0.0;
-    return sum + scale * aux;
-}
-
 TEST(moe_tests, test_sigmoid_backward_matches_finite_differences)
 {
     const ptdp_real b[3] = { 0.0, 0.4, -0.3 };
@@ -260,7 +250,7 @@ TEST(moe_tests, test_sigmoid_backward_matches_finite_differences)
     for (int c = 0; c < 8; c++)
         dgate[c] = slot[c] >= 0 ? (ptdp_real)w[c] : 0;
     ptdp_moe_route_backward(&s, 4, choice, gate, probs, dgate, scale, dz);
-    expect_finite_differences(&s, x, w, scale, dz, objective_sigmoid);
+    expect_finite_differences(&s, x, w, scale, dz);
 }
 END_TEST
 
