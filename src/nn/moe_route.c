@@ -198,9 +198,12 @@ static void route_sigmoid(const ptdp_moe_route_shape *sh, const ptdp_real *z, in
  * itself (softmax), or s_e / sum s (sigmoid: each affinity normalised). */
 static void balance_probs(const ptdp_moe_route_shape *sh, const ptdp_real *row, double *p)
 {
-    double Q = 0.0;
-    for (int e = 0; e < sh->E; e++)
-        Q += sh->score == PTDP_MOE_SIGMOID ? (double)row[e] : 0.0;
+    double Q = 1.0;
+    if (sh->score == PTDP_MOE_SIGMOID) {
+        Q = 0.0;
+        for (int e = 0; e < sh->E; e++)
+            Q += row[e];
+    }
     for (int e = 0; e < sh->E; e++)
         p[e] = sh->score == PTDP_MOE_SIGMOID ? row[e] / Q : (double)row[e];
 }
@@ -222,25 +225,17 @@ static double balance(const ptdp_moe_route_shape *s, const int *choice, const pt
     memset(count, 0, sizeof count);
     for (size_t c = (size_t)b * s->T * s->k; c < (size_t)(b + 1) * s->T * s->k; c++)
         count[choice[c]]++;
-    double aux = 0.0;
-    if (s->score == PTDP_MOE_SIGMOID) {   /* P_i: the mean of s_i / sum_e s_e */
-        double P[s->E > 0 ? s->E : 1], p[s->E > 0 ? s->E : 1];
-        memset(P, 0, sizeof P);
-        for (int t = 0; t < s->T; t++) {
-            balance_probs(s, probs + ((size_t)b * s->T + t) * s->E, p);
-            for (int e = 0; e < s->E; e++)
-                P[e] += p[e];
-        }
+    /* P_i: the mean over the sequence of p_i (softmax: the probability
+     * itself; sigmoid: s_i / sum_e s_e) — each P_i summed in t order */
+    double P[s->E > 0 ? s->E : 1], p[s->E > 0 ? s->E : 1], aux = 0.0;
+    memset(P, 0, sizeof P);
+    for (int t = 0; t < s->T; t++) {
+        balance_probs(s, probs + ((size_t)b * s->T + t) * s->E, p);
         for (int e = 0; e < s->E; e++)
-            aux += (double)s->E / ((double)s->k * s->T) * count[e] * (P[e] / s->T);
-        return s->alpha * aux;
+            P[e] += p[e];
     }
-    for (int e = 0; e < s->E; e++) {
-        double P = 0.0;
-        for (int t = 0; t < s->T; t++)
-            P += probs[((size_t)b * s->T + t) * s->E + e];
-        aux += (double)s->E / ((double)s->k * s->T) * count[e] * (P / s->T);
-    }
+    for (int e = 0; e < s->E; e++)
+        aux += (double)s->E / ((double)s->k * s->T) * count[e] * (P[e] / s->T);
     return s->alpha * aux;
 }
 
@@ -296,10 +291,9 @@ void ptdp_moe_sequence_stats(const ptdp_moe_route_shape *s, int rows, const int 
             const size_t r = (size_t)b * T + t;
             for (int j = 0; j < k; j++)
                 counts[(size_t)b * E + choice[r * k + j]] += 1;
-            if (s->score == PTDP_MOE_SIGMOID)
-                balance_probs(s, probs + r * E, p);
+            balance_probs(s, probs + r * E, p);
             for (int e = 0; e < E; e++)
-                psum[(size_t)b * E + e] += s->score == PTDP_MOE_SIGMOID ? p[e] : probs[r * E + e];
+                psum[(size_t)b * E + e] += p[e];
         }
 }
 
