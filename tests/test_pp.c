@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "equivalence/equiv.h"
+#include "pp_step.h"
 #include "ptdp/ptdp.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -473,55 +474,11 @@ END_TEST
 
 static const harness_tcase executor_tests = { .name = "executor", .timeout_s = 60 };
 
-/* One pipeline step of a given schedule on pp devices, assembled from the
- * library's pieces: mesh, model, data, ptdp_pp_run_step. */
-typedef struct {
-    const ptdp_schedule *schedule;
-    ptdp_model_config model;
-    int batch;
-    int micro_batches;          /* what the step is told; normally the schedule's */
-    int peak_in_flight[PTDP_MAX_DEVICES];
-    int optimizer_calls[PTDP_MAX_DEVICES];
-    double loss_sum;
-} step_arg;
-
-static int count_optimizer(ptdp_device *dev, void *ctx)
-{
-    step_arg *a = ctx;
-    a->optimizer_calls[dev->rank]++;
-    return PTDP_OK;
-}
-
-static int step_device(ptdp_device *dev, void *arg)
-{
-    step_arg *a = arg;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    int rc = ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh);
-    if (rc != 0)
-        return rc;
-    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0) {
-        ptdp_mesh_free(&mesh);   /* the runs that must fail free what they made, for LeakSanitizer */
-        return rc;
-    }
-    ptdp_pp_step st = {
-        .model = &m, .schedule = a->schedule, .step = 0,
-        .shard_first = 0, .shard_rows = a->batch, .micro_batches = a->micro_batches,
-        .loss_scale = 1.0 / a->batch, .optimizer_step = count_optimizer, .optimizer_ctx = a,
-    };
-    rc = ptdp_pp_run_step(dev, &st);
-    a->peak_in_flight[mesh.pp_rank] = st.peak_in_flight;
-    if (m.last_stage)
-        a->loss_sum = st.loss_sum;
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
-    return rc;
-}
-
 HARNESS_MODEL_CONFIG(step_model_of, PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 4, .classes = 5 ))
 #define STEP_MODEL (*step_model_of())
 
-static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchdog_s, step_arg *a,
+/* One step of s on pp devices (pp_step.h), told micro_batches. */
+static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchdog_s, pp_step_arg *a,
                         ptdp_launch_result *lr)
 {
     memset(a, 0, sizeof *a);
@@ -529,7 +486,7 @@ static int run_schedule(const ptdp_schedule *s, int micro_batches, double watchd
     a->model = STEP_MODEL;
     a->batch = 4 * s->micro_batches;
     a->micro_batches = micro_batches;
-    return harness_launch(s->pp, step_device, a, &(ptdp_launch_opts){ .watchdog_s = watchdog_s }, lr);
+    return harness_launch(s->pp, pp_step_device, a, &(ptdp_launch_opts){ .watchdog_s = watchdog_s }, lr);
 }
 
 /* The real schedules through the executor: each stage holds exactly the
@@ -543,7 +500,7 @@ LOOP_TEST(executor_tests, test_executor_follows_the_schedule, 5)
     for (int k = 0; k < 2; k++) {
         ptdp_schedule *s;
         ck_assert_int_eq(ptdp_schedule_create(SCHEDULES[k], pp, m, &s), 0);
-        step_arg a;
+        pp_step_arg a;
         ptdp_launch_result lr;
         int rc = run_schedule(s, m, 10, &a, &lr);
         ck_assert_msg(rc == 0, "%s pp=%d m=%d: %s", SCHEDULES[k], pp, m, lr.message);
@@ -577,7 +534,7 @@ LOOP_TEST(executor_tests, test_naive_1f1b_deadlocks_and_watchdog_names_stages, 2
     ck_assert_int_eq(ptdp_schedule_validate(s, &v), PTDP_EINVAL);
     ck_assert_int_eq(v.deadlock, 1);
 
-    step_arg a;
+    pp_step_arg a;
     ptdp_launch_result lr;
     double t0 = ptdp_wall_now();
     int rc = run_schedule(s, m, 1.0, &a, &lr);
@@ -620,7 +577,7 @@ TEST(executor_tests, test_executor_rejects_a_mismatched_schedule)
 {
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create("1f1b", 2, 4, &s), 0);
-    step_arg a;
+    pp_step_arg a;
     ptdp_launch_result lr;
     int rc = run_schedule(s, 2, 5, &a, &lr);
     ck_assert_int_eq(rc, PTDP_EINVAL);
@@ -648,7 +605,7 @@ TEST(executor_tests, test_executor_names_an_out_of_order_action)
     ptdp_schedule_push(s, 1, PTDP_ACT_SEND_BACKWARD, 0);
     ptdp_schedule_push(s, 1, PTDP_ACT_OPTIMIZER_STEP, -1);
     ck_assert_int_eq(ptdp_schedule_validate(s, NULL), PTDP_EINVAL);
-    step_arg a;
+    pp_step_arg a;
     ptdp_launch_result lr;
     double t0 = ptdp_wall_now();
     ck_assert_int_eq(run_schedule(s, 1, 30, &a, &lr), PTDP_EINVAL);

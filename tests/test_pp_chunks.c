@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "equivalence/equiv.h"
+#include "pp_step.h"
 #include "ptdp/ptdp.h"
 
 /* A small MLP with 24 blocks: p v = 4, 6, 8 and 12 all cut it evenly. */
@@ -243,41 +244,8 @@ END_TEST
 
 static const harness_tcase executor_tests = { .name = "executor", .timeout_s = 60 };
 
-typedef struct {
-    const ptdp_schedule *schedule;
-    int batch;
-    int model_v;                /* 0: the schedule's v */
-    int peak_in_flight[PTDP_MAX_DEVICES];
-    double loss_sum;
-} step_arg;
-
-static int step_device(ptdp_device *dev, void *arg)
-{
-    step_arg *a = arg;
-    const ptdp_schedule *s = a->schedule;
-    ptdp_model_config cfg = PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 5 );
-    ptdp_mesh mesh;
-    ptdp_model m;
-    int rc = ptdp_mesh_init(dev, 1, 1, s->pp, &mesh);
-    if (rc != 0)
-        return rc;
-    if ((rc = ptdp_model_init_v(dev, &m, &cfg, &mesh, NULL, a->model_v ? a->model_v : s->virtual_stages, 3,
-                                0.0)) != 0) {
-        ptdp_mesh_free(&mesh);
-        return rc;
-    }
-    ptdp_pp_step st = {
-        .model = &m, .schedule = s, .shard_rows = a->batch, .micro_batches = s->micro_batches,
-        .loss_scale = 1.0 / a->batch,
-    };
-    rc = ptdp_pp_run_step(dev, &st);
-    a->peak_in_flight[mesh.pp_rank] = st.peak_in_flight;
-    if (m.last_stage)
-        a->loss_sum = st.loss_sum;
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
-    return rc;
-}
+HARNESS_MODEL_CONFIG(chunk_model_of, PTDP_MLP_CONFIG( .d_in = 6, .hidden = 8, .ffn = 16, .layers = 12, .classes = 5 ))
+#define CHUNK_MODEL (*chunk_model_of())
 
 /* Each stage holds exactly the (chunk, micro-batch) units the schedule
  * counts — the warm-up's longer run of forwards — and every chunking
@@ -290,9 +258,9 @@ LOOP_TEST(executor_tests, test_executor_holds_the_schedules_tasks, 4)
     for (int k = 0; k < 2; k++) {
         ptdp_schedule *s;
         ck_assert_int_eq(ptdp_schedule_create_v(k ? "1f1b" : "interleaved", pp, m, k ? 1 : v, &s), 0);
-        step_arg a = { .schedule = s, .batch = 4 * m };
+        pp_step_arg a = { .schedule = s, .model = CHUNK_MODEL, .batch = 4 * m };
         ptdp_launch_result lr;
-        harness_launch_ok(pp, step_device, &a, NULL, &lr);
+        harness_launch_ok(pp, pp_step_device, &a, NULL, &lr);
         for (int st = 0; st < pp; st++) {
             ck_assert_int_eq(a.peak_in_flight[st], ptdp_schedule_peak_in_flight(s, st));
             ck_assert_uint_eq(lr.devices[st].mem.current[PTDP_MEM_ACTS], 0);
@@ -324,9 +292,9 @@ TEST(executor_tests, test_out_of_order_names_the_chunk)
     ptdp_schedule_push_chunk(s, 1, PTDP_ACT_SEND_FORWARD, 0, 0);
     ptdp_schedule_push_chunk(s, 1, PTDP_ACT_OPTIMIZER_STEP, -1, 0);
     ck_assert_int_eq(ptdp_schedule_validate(s, NULL), PTDP_EINVAL);
-    step_arg a = { .schedule = s, .batch = 4 };
+    pp_step_arg a = { .schedule = s, .model = CHUNK_MODEL, .batch = 4 };
     ptdp_launch_result lr;
-    ck_assert_int_eq(harness_launch(2, step_device, &a, NULL, &lr), PTDP_EINVAL);
+    ck_assert_int_eq(harness_launch(2, pp_step_device, &a, NULL, &lr), PTDP_EINVAL);
     ck_assert_int_eq(lr.failed_rank, 0);
     ASSERT_HAS(lr.message, "stage 0, action 2 (FORWARD of micro-batch 0, chunk 1): its input was not received");
     ptdp_launch_result_free(&lr);
@@ -339,9 +307,9 @@ TEST(executor_tests, test_schedule_for_another_v_is_refused)
 {
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create_v("interleaved", 2, 2, 2, &s), 0);
-    step_arg a = { .schedule = s, .batch = 8, .model_v = 1 };
+    pp_step_arg a = { .schedule = s, .model = CHUNK_MODEL, .batch = 8, .model_v = 1 };
     ptdp_launch_result lr;
-    ck_assert_int_eq(harness_launch(2, step_device, &a, NULL, &lr), PTDP_EINVAL);
+    ck_assert_int_eq(harness_launch(2, pp_step_device, &a, NULL, &lr), PTDP_EINVAL);
     ASSERT_HAS(lr.message, "the interleaved schedule runs 2 chunks per stage, the model has 1");
     ptdp_launch_result_free(&lr);
     ptdp_schedule_destroy(s);

@@ -19,6 +19,7 @@
  */
 #include "gpt_shape.h"
 #include "equivalence/equiv.h"
+#include "pp_step.h"
 #include "ptdp/gpt.h"
 #include "ptdp/mesh.h"
 #include "ptdp/models.h"
@@ -141,42 +142,6 @@ END_TEST
 
 static const harness_tcase executor_tests = { .name = "executor", .timeout_s = 60 };
 
-typedef struct {
-    const ptdp_schedule *schedule;
-    ptdp_model_config model;
-    int batch;
-    int peak_in_flight[PTDP_MAX_DEVICES];
-    size_t wgrad_peak[PTDP_MAX_DEVICES];
-    size_t acts_after[PTDP_MAX_DEVICES];
-} step_arg;
-
-static int step_device(ptdp_device *dev, void *arg)
-{
-    step_arg *a = arg;
-    ptdp_mesh mesh;
-    ptdp_model m;
-    int rc = ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh);
-    if (rc != 0)
-        return rc;
-    if ((rc = ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 3, 0.0)) != 0) {
-        ptdp_mesh_free(&mesh);
-        return rc;
-    }
-    ptdp_pp_step st = {
-        .model = &m, .schedule = a->schedule, .step = 0, .shard_first = 0, .shard_rows = a->batch,
-        .micro_batches = a->schedule->micro_batches, .loss_scale = 1.0 / a->batch,
-    };
-    rc = ptdp_pp_run_step(dev, &st);
-    a->peak_in_flight[mesh.pp_rank] = st.peak_in_flight;
-    a->wgrad_peak[mesh.pp_rank] = st.wgrad_peak_bytes;
-    ptdp_mem_stats ms;
-    ptdp_arena_stats(dev->arena, &ms);
-    a->acts_after[mesh.pp_rank] = ms.current[PTDP_MEM_ACTS];
-    ptdp_model_free(dev, &m);
-    ptdp_mesh_free(&mesh);
-    return rc;
-}
-
 /* Most micro-batches of a stage's list between their B and their W. */
 LOOP_TEST(executor_tests, test_zb_h1_w_bytes_and_in_flight, 4)
 {
@@ -184,9 +149,9 @@ LOOP_TEST(executor_tests, test_zb_h1_w_bytes_and_in_flight, 4)
     int pp = cases[_i][0], M = cases[_i][1];
     ptdp_schedule *s;
     ck_assert_int_eq(ptdp_schedule_create("zb-h1", pp, M, &s), 0);
-    step_arg a = { .schedule = s, .batch = 4 * M,
+    pp_step_arg a = { .schedule = s, .batch = 4 * M,
                    .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32, .layers = 2 * pp, .classes = 8 ) };
-    harness_launch_ok(pp, step_device, &a, NULL, NULL);
+    harness_launch_ok(pp, pp_step_device, &a, NULL, NULL);
     const int rows = a.batch / M, h = a.model.hidden;
     for (int st = 0; st < pp; st++) {
         /* two blocks of fc1 (h -> ffn) and fc2 (ffn -> h); in and out layers on the edges */
@@ -226,10 +191,10 @@ LOOP_TEST(executor_tests, test_executor_names_b_and_w_out_of_order, 3)
         ptdp_schedule_push(s, 0, PTDP_ACT_BACKWARD_WEIGHT, 0);
     }
     ptdp_schedule_push(s, 0, PTDP_ACT_OPTIMIZER_STEP, -1);
-    step_arg a = { .schedule = s, .batch = 4, .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32,
+    pp_step_arg a = { .schedule = s, .batch = 4, .model = PTDP_MLP_CONFIG( .d_in = 12, .hidden = 16, .ffn = 32,
                                                                        .layers = 1, .classes = 8 ) };
     ptdp_launch_result lr;
-    ck_assert_int_eq(harness_launch(1, step_device, &a, NULL, &lr), PTDP_EINVAL);
+    ck_assert_int_eq(harness_launch(1, pp_step_device, &a, NULL, &lr), PTDP_EINVAL);
     ck_assert_msg(strstr(lr.message, want[_i]) != NULL, "message '%s', want '%s'", lr.message, want[_i]);
     ptdp_launch_result_free(&lr);
     ptdp_schedule_destroy(s);
