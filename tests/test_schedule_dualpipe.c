@@ -1,6 +1,7 @@
 /*
  * test_schedule_dualpipe.c — DualPipe as data: two copies, the eight
- * phases folded from DualPipeV, its bubble and its refusals.
+ * phases folded from DualPipeV, its bubble and its refusals — and the
+ * bubble and refusals of DualPipeV too, one table over both schedules.
  *
  *   the copies    p devices, device r holding stage r of the down copy
  *                 (chunk 0) and stage p - 1 - r of the up copy (chunk 1):
@@ -20,8 +21,12 @@
  *                 bubble is (p - 2)/(3m + p - 2) to 1e-12: p - 2 idle per
  *                 device, the published (PP/2 - 1)(F&B + B - 3W), beside
  *                 3m of work; the peak of micro-batches alive is at most
- *                 PP + 1, and exactly that once m > 2p.
- *   check         odd p, odd m, m < 2p, v > 2: refused, naming the flags;
+ *                 PP + 1, and exactly that once m > 2p.  DualPipeV's, two
+ *                 stages a device: (p - 1)/(3m + p - 1), 2(p - 1) idle
+ *                 (DualPipe's with PP = 2p), peak 2p + 1; and DualPipe's
+ *                 equals DualPipeV's on half the devices.
+ *   check         odd p, odd m, m < 2p, v > 2: refused, naming the flags
+ *                 (the V: m < 2p, p < 2, v > 2);
  *                 a hand-written action on the other copy's micro-batch is
  *                 refused by the placing pass and by the validator.
  */
@@ -150,33 +155,52 @@ END_TEST
 
 static const harness_tcase bubble_tests = { .name = "bubble" };
 
-TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble)
+/* Both schedules' bubble, makespan, idle and peak with F = B = W = 1, as
+ * their papers count them: DualPipe's copies on w = 1 model stage a device,
+ * the V's two stages a device (w = 2), so
+ *     makespan = w (3m + p - k),  bubble = (p - k) / (3m + p - k),
+ *     busy = 3 w m,  idle = w (p - k) = (PP/2 - 1)(F&B + B - 3W) for DualPipe,
+ *     peak in flight = w p + 1 (DualPipe's PP + 1) once m > 2p. */
+static const struct dual_row {
+    const char *name;
+    int w, k;                   /* model stages a device; the bubble's p - k */
+    int p_first, p_last, p_step, m_extra, m_step;   /* p and m = 2p .. 2p + m_extra */
+} DUAL_ROWS[] = {
+    { "dualpipe", 1, 2, 2, 8, 2, 10, 2 },
+    { "dualpipev", 2, 1, 2, 6, 1, 7, 1 },
+};
+
+static void expect_published_bubble(const struct dual_row *q, int p, int m)
 {
     const ptdp_schedule_costs c = { .forward = 1, .backward = 2, .backward_input = 1,
                                     .backward_weight = 1, .send = 0 };
-    for (int p = 2; p <= 8; p += 2)
-        for (int m = 2 * p; m <= 2 * p + 10; m += 2) {
-            ptdp_schedule *s = sched_make("dualpipe", p, m, 1);
-            ptdp_schedule_timeline *t = NULL;
-            ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
-            const double want = (double)(p - 2) / (3.0 * m + p - 2);
-            ck_assert_msg(fabs(t->bubble - want) < 1e-12, "p=%d m=%d: bubble %.9f, formula %.9f",
-                          p, m, t->bubble, want);
-            ck_assert(fabs(ptdp_schedule_bubble_formula(s, NULL) - want) < 1e-15);
-            ck_assert_msg(fabs(t->makespan - (3.0 * m + p - 2)) < 1e-12, "p=%d m=%d: makespan %g",
-                          p, m, t->makespan);
-            for (int st = 0; st < p; st++) {
-                /* (PP/2 - 1)(F&B + B - 3W) with F&B = 1 + 2, B = 2, W = 1 */
-                ck_assert_msg(fabs(t->idle[st] - (p / 2 - 1) * (3.0 + 2.0 - 3.0)) < 1e-12,
-                              "p=%d m=%d device %d: idle %g", p, m, st, t->idle[st]);
-                ck_assert(fabs(t->busy[st] - 3.0 * m) < 1e-12);
-                const int peak = ptdp_schedule_peak_in_flight(s, st);
-                ck_assert_msg(peak <= p + 1 && (m <= 2 * p || peak == p + 1),
-                              "p=%d m=%d device %d: peak %d, PP + 1 = %d", p, m, st, peak, p + 1);
-            }
-            ptdp_schedule_timeline_destroy(t);
-            ptdp_schedule_destroy(s);
-        }
+    ptdp_schedule *s = sched_make(q->name, p, m, 1);
+    ptdp_schedule_timeline *t = NULL;
+    ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
+    const double want = (double)(p - q->k) / (3.0 * m + p - q->k);
+    ck_assert_msg(fabs(t->bubble - want) < 1e-12, "%s p=%d m=%d: bubble %.9f, formula %.9f", q->name, p, m,
+                  t->bubble, want);
+    ck_assert(fabs(ptdp_schedule_bubble_formula(s, NULL) - want) < 1e-15);
+    ck_assert_msg(fabs(t->makespan - q->w * (3.0 * m + p - q->k)) < 1e-12, "%s p=%d m=%d: makespan %g", q->name,
+                  p, m, t->makespan);
+    for (int st = 0; st < p; st++) {
+        ck_assert_msg(fabs(t->idle[st] - q->w * (p - q->k)) < 1e-12, "%s p=%d m=%d device %d: idle %g", q->name,
+                      p, m, st, t->idle[st]);
+        ck_assert(fabs(t->busy[st] - 3.0 * q->w * m) < 1e-12);
+        const int peak = ptdp_schedule_peak_in_flight(s, st), most = q->w * p + 1;
+        ck_assert_msg(peak <= most && (m <= 2 * p || peak == most), "%s p=%d m=%d device %d: peak %d, w p + 1 = %d",
+                      q->name, p, m, st, peak, most);
+    }
+    ptdp_schedule_timeline_destroy(t);
+    ptdp_schedule_destroy(s);
+}
+
+LOOP_TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble, 2)
+{
+    const struct dual_row *q = &DUAL_ROWS[_i];
+    for (int p = q->p_first; p <= q->p_last; p += q->p_step)
+        for (int m = 2 * p; m <= 2 * p + q->m_extra; m += q->m_step)
+            expect_published_bubble(q, p, m);
 }
 END_TEST
 
@@ -211,7 +235,9 @@ END_TEST
 
 static const harness_tcase check_tests = { .name = "check" };
 
-TEST(check_tests, odd_pp_odd_or_too_few_micro_batches_and_more_chunks_refused)
+/* DualPipe: an odd --pp, an odd or too small m, more chunks; the V: too
+ * few micro-batches, one device, more chunks. */
+TEST(check_tests, each_shape_the_schedules_cannot_make_is_refused)
 {
     static const sched_shape Q[] = {
         { "dualpipe", 3, 12, 1, { "even --pp", "try --pp 4" } },
@@ -221,6 +247,11 @@ TEST(check_tests, odd_pp_odd_or_too_few_micro_batches_and_more_chunks_refused)
         { "dualpipe", 4, 8, 3, { "--virtual-stages 3", NULL } },
         { "dualpipe", 4, 8, 1, { NULL, NULL } },
         { "dualpipe", 2, 4, 2, { NULL, NULL } },
+        { "dualpipev", 4, 7, 1, { "--micro-batches 7", "try --micro-batches 8" } },
+        { "dualpipev", 1, 8, 1, { "--pp 2 or more", NULL } },
+        { "dualpipev", 2, 8, 3, { "--virtual-stages 3", NULL } },
+        { "dualpipev", 4, 8, 1, { NULL, NULL } },
+        { "dualpipev", 4, 8, 2, { NULL, NULL } },
     };
     for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
         sched_expect_check(&Q[i]);

@@ -1,6 +1,7 @@
 /*
  * test_schedule_dualpipev.c — DualPipeV as data: the V, its eight phases,
- * its bubble and its refusals.
+ * its all-to-alls and its pairs (its bubble and refusals are tested beside
+ * DualPipe's, one table for both, in test_schedule_dualpipe.c).
  *
  *   the V         with p devices the model is 2p chunks, device r holding
  *                 r (chunk 0) and 2p - 1 - r (chunk 1): routes go down and
@@ -11,18 +12,12 @@
  *                 rendezvous), every (chunk, micro-batch) forwarded once and
  *                 backwarded once (whole, or B and W), each device 2m
  *                 forwards, the last device no message across its tip.
- *   bubble        with F = B = W (an overlapped pair F + B) the measured
- *                 bubble is (p - 1)/(3m + p - 1) to 1e-12: 2(p - 1) idle per
- *                 device, DualPipe's (PP/2 - 1)(F&B + B - 3W) with PP = 2p;
- *                 the peak of stage-micro-batches alive is PP + 1 on every
- *                 device (m >= 2p + 1).
  *   phases        device 0 of p = 2, m = 4 in the reference's order.
  *   all-to-alls   alone an F or B waits for its own; in a pair they hide
  *                 under the partner's compute, the pair max(F + B, 2 x).
  *   pairs         an F&B pair waits for both inputs and sends both at its
  *                 end; a pair flag on anything but a forward before a whole
  *                 backward is refused.
- *   check         m < 2p, p < 2, v > 2: refused, naming the flags.
  */
 #include <math.h>
 #include <stdio.h>
@@ -138,32 +133,6 @@ END_TEST
 /* ---- the bubble ---------------------------------------------------------------- */
 
 static const harness_tcase bubble_tests = { .name = "bubble" };
-
-TEST(bubble_tests, f_equals_b_equals_w_gives_the_published_bubble)
-{
-    const ptdp_schedule_costs c = { .forward = 1, .backward = 2, .backward_input = 1,
-                                    .backward_weight = 1, .send = 0 };
-    for (int p = 2; p <= 6; p++)
-        for (int m = 2 * p; m <= 2 * p + 7; m++) {
-            ptdp_schedule *s = sched_make("dualpipev", p, m, 1);
-            ptdp_schedule_timeline *t = NULL;
-            ck_assert_int_eq(ptdp_schedule_simulate(s, &c, &t), PTDP_OK);
-            const double want = (double)(p - 1) / (3.0 * m + p - 1);
-            ck_assert_msg(fabs(t->bubble - want) < 1e-12, "p=%d m=%d: bubble %.9f, formula %.9f",
-                          p, m, t->bubble, want);
-            ck_assert(fabs(ptdp_schedule_bubble_formula(s, NULL) - want) < 1e-15);
-            ck_assert_msg(fabs(t->makespan - (6.0 * m + 2 * (p - 1))) < 1e-12, "p=%d m=%d: makespan %g",
-                          p, m, t->makespan);
-            for (int st = 0; st < p; st++) {
-                ck_assert(fabs(t->busy[st] - 6.0 * m) < 1e-12);
-                if (m > 2 * p)
-                    ck_assert_int_eq(ptdp_schedule_peak_in_flight(s, st), 2 * p + 1);
-            }
-            ptdp_schedule_timeline_destroy(t);
-            ptdp_schedule_destroy(s);
-        }
-}
-END_TEST
 
 /* With all-to-alls of x per F or B: alone each waits for its own; in a
  * pair they run under the partner's compute, the pair taking
@@ -292,24 +261,6 @@ TEST(pair_tests, the_tip_out_of_order_is_refused)
     ck_assert_int_eq(ptdp_schedule_validate(s, &v), PTDP_EINVAL);
     ck_assert_msg(strstr(v.message, "whose output is its input") != NULL, "%s", v.message);
     ptdp_schedule_destroy(s);
-}
-END_TEST
-
-/* ---- check ----------------------------------------------------------------------- */
-
-static const harness_tcase check_tests = { .name = "check" };
-
-TEST(check_tests, too_few_micro_batches_one_device_or_more_chunks_refused)
-{
-    static const sched_shape Q[] = {
-        { "dualpipev", 4, 7, 1, { "--micro-batches 7", "try --micro-batches 8" } },
-        { "dualpipev", 1, 8, 1, { "--pp 2 or more", NULL } },
-        { "dualpipev", 2, 8, 3, { "--virtual-stages 3", NULL } },
-        { "dualpipev", 4, 8, 1, { NULL, NULL } },
-        { "dualpipev", 4, 8, 2, { NULL, NULL } },
-    };
-    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++)
-        sched_expect_check(&Q[i]);
 }
 END_TEST
 
