@@ -18,61 +18,20 @@
 #include <string.h>
 
 #include "harness.h"
+#include "op_check.h"
 #include "ptdp/ops.h"
 
 #define PI 3.14159265358979323846
 
-#ifdef PTDP_DOUBLE
-#define REL 1e-12   /* agreement with a double reference, relative to the sum of |terms| */
-#else
-#define REL 2e-6
-#endif
+/* OP_REL (op_check.h): agreement with a double reference, relative to the
+ * sum of |terms|. */
 
 /* ------------------------------------------------------------ helpers */
-
-/* A view over caller memory with an explicit stride (tests build their own
- * views so they depend on nothing but the ops). */
-static ptdp_tensor view(ptdp_real *data, int rows, int cols, int stride)
-{
-    ptdp_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.rows = rows;
-    t.cols = cols;
-    t.stride = stride;
-    return t;
-}
 
 /* Columns [c0, c0 + n) of t, keeping its stride. */
 static ptdp_tensor cols(ptdp_tensor t, int c0, int n)
 {
-    return view(t.data + c0, t.rows, n, t.stride);
-}
-
-static double at(ptdp_tensor t, int i, int j) { return (double)*ptdp_at(t, i, j); }
-
-/* Deterministic uniform numbers in [-1, 1) (splitmix64). */
-static uint64_t rng_state = 0x1234567;
-static double uniform(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-
-static void fill_random(ptdp_tensor t, double scale)
-{
-    for (int i = 0; i < t.rows; i++)
-        for (int j = 0; j < t.cols; j++)
-            *ptdp_at(t, i, j) = (ptdp_real)(scale * uniform());
-}
-
-static void fill_all(ptdp_real *p, size_t n, ptdp_real v)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = v;
+    return op_view(t.data + c0, t.rows, n, t.stride);
 }
 
 /* Every element of a padded buffer outside the view must keep its sentinel. */
@@ -92,10 +51,10 @@ static void naive_linear(double *y, double *mag, ptdp_tensor x, ptdp_tensor w, c
 {
     for (int i = 0; i < x.rows; i++)
         for (int o = 0; o < w.rows; o++) {
-            double s = b ? at(*b, 0, o) : 0.0, a = fabs(s);
+            double s = b ? op_at(*b, 0, o) : 0.0, a = fabs(s);
             for (int k = 0; k < x.cols; k++) {
-                s += at(x, i, k) * at(w, o, k);
-                a += fabs(at(x, i, k) * at(w, o, k));
+                s += op_at(x, i, k) * op_at(w, o, k);
+                a += fabs(op_at(x, i, k) * op_at(w, o, k));
             }
             y[i * w.rows + o] = s;
             mag[i * w.rows + o] = a;
@@ -129,21 +88,21 @@ static void linear_forward_case(int B, int in, int out, int pad, bool bias)
     ptdp_real bb[64];
     double *ref = malloc(sizeof(double) * (size_t)B * out), *mag = malloc(sizeof(double) * (size_t)B * out);
     const ptdp_real sentinel = (ptdp_real)777;
-    fill_all(yb, (size_t)B * sy, sentinel);
+    op_fill_all(yb, (size_t)B * sy, sentinel);
 
-    ptdp_tensor x = view(xb + pad / 2, B, in, sx);      /* a column slice of x  */
-    ptdp_tensor w = view(wb + pad, out, in, sw);        /* a column slice of W  */
-    ptdp_tensor y = view(yb + pad, B, out, sy);
-    ptdp_tensor b = view(bb, 1, out, out);
-    fill_random(view(xb, B, sx, sx), 1.0);
-    fill_random(view(wb, out, sw, sw), 1.0);
-    fill_random(b, 1.0);
+    ptdp_tensor x = op_view(xb + pad / 2, B, in, sx);      /* a column slice of x  */
+    ptdp_tensor w = op_view(wb + pad, out, in, sw);        /* a column slice of W  */
+    ptdp_tensor y = op_view(yb + pad, B, out, sy);
+    ptdp_tensor b = op_view(bb, 1, out, out);
+    op_fill_random(op_view(xb, B, sx, sx), 1.0);
+    op_fill_random(op_view(wb, out, sw, sw), 1.0);
+    op_fill_random(b, 1.0);
 
     ptdp_linear_forward(y, x, w, bias ? &b : NULL);
     naive_linear(ref, mag, x, w, bias ? &b : NULL);
     for (int i = 0; i < B; i++)
         for (int o = 0; o < out; o++)
-            ASSERT_CLOSE(at(y, i, o), ref[i * out + o], REL * mag[i * out + o] + 1e-30);
+            ASSERT_CLOSE(op_at(y, i, o), ref[i * out + o], OP_REL * mag[i * out + o] + 1e-30);
     check_padding(yb, B, sy, pad, out, sentinel);
     free(xb); free(wb); free(yb); free(ref); free(mag);
 }
@@ -172,22 +131,22 @@ TEST(linear_tests, linear_shards_compose_to_the_full_layer)
 {
     enum { B = 4, IN = 10, OUT = 6 };
     ptdp_real x[B * IN], w[OUT * IN], b[OUT], y[B * OUT], part[B * OUT], sum[B * OUT];
-    fill_random(view(x, B, IN, IN), 1.0);
-    fill_random(view(w, OUT, IN, IN), 1.0);
-    fill_random(view(b, 1, OUT, OUT), 1.0);
-    ptdp_tensor bt = view(b, 1, OUT, OUT);
-    ptdp_linear_forward(view(y, B, OUT, OUT), view(x, B, IN, IN), view(w, OUT, IN, IN), &bt);
+    op_fill_random(op_view(x, B, IN, IN), 1.0);
+    op_fill_random(op_view(w, OUT, IN, IN), 1.0);
+    op_fill_random(op_view(b, 1, OUT, OUT), 1.0);
+    ptdp_tensor bt = op_view(b, 1, OUT, OUT);
+    ptdp_linear_forward(op_view(y, B, OUT, OUT), op_view(x, B, IN, IN), op_view(w, OUT, IN, IN), &bt);
 
     /* column-parallel: rows 2..5 of W (a row range: contiguous) → y[:, 2:6] */
-    ptdp_tensor b_part = view(b + 2, 1, 4, 4);
-    ptdp_linear_forward(view(part, B, 4, 4), view(x, B, IN, IN), view(w + 2 * IN, 4, IN, IN), &b_part);
+    ptdp_tensor b_part = op_view(b + 2, 1, 4, 4);
+    ptdp_linear_forward(op_view(part, B, 4, 4), op_view(x, B, IN, IN), op_view(w + 2 * IN, 4, IN, IN), &b_part);
     for (int i = 0; i < B; i++)
         for (int j = 0; j < 4; j++)
             ASSERT_CLOSE(part[i * 4 + j], y[i * OUT + 2 + j], 1e-5);
 
     /* row-parallel: x[:, 0:3] W[:, 0:3]^T + x[:, 3:10] W[:, 3:10]^T + b = y */
-    ptdp_linear_forward(view(sum, B, OUT, OUT), view(x, B, 3, IN), view(w, OUT, 3, IN), &bt);
-    ptdp_linear_forward(view(part, B, OUT, OUT), view(x + 3, B, 7, IN), view(w + 3, OUT, 7, IN), NULL);
+    ptdp_linear_forward(op_view(sum, B, OUT, OUT), op_view(x, B, 3, IN), op_view(w, OUT, 3, IN), &bt);
+    ptdp_linear_forward(op_view(part, B, OUT, OUT), op_view(x + 3, B, 7, IN), op_view(w + 3, OUT, 7, IN), NULL);
     for (int i = 0; i < B * OUT; i++)
         ASSERT_CLOSE(sum[i] + part[i], y[i], 1e-5);
 }
@@ -196,23 +155,23 @@ END_TEST
 TEST(linear_tests, linear_degenerate_sizes)
 {
     ptdp_real x[4] = { 1, 2, 3, 4 }, w[6] = { 0 }, b[3] = { 1, 2, 3 }, y[6];
-    ptdp_tensor bt = view(b, 1, 3, 3);
+    ptdp_tensor bt = op_view(b, 1, 3, 3);
     /* in = 0: the product is empty, y = b */
-    fill_all(y, 6, 99);
-    ptdp_linear_forward(view(y, 2, 3, 3), view(x, 2, 0, 0), view(w, 3, 0, 0), &bt);
+    op_fill_all(y, 6, 99);
+    ptdp_linear_forward(op_view(y, 2, 3, 3), op_view(x, 2, 0, 0), op_view(w, 3, 0, 0), &bt);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++)
             ck_assert(y[i * 3 + j] == b[j]);
-    ptdp_linear_forward(view(y, 2, 3, 3), view(x, 2, 0, 0), view(w, 3, 0, 0), NULL);
+    ptdp_linear_forward(op_view(y, 2, 3, 3), op_view(x, 2, 0, 0), op_view(w, 3, 0, 0), NULL);
     for (int i = 0; i < 6; i++)
         ck_assert(y[i] == 0);
     /* one row: its stride is never used to step, whatever it says */
     ptdp_real w1[6] = { 1, 2, 3, 4, 5, 6 };
-    ptdp_linear_forward(view(y, 1, 3, 0), view(x, 1, 2, 0), view(w1, 3, 2, 2), &bt);
+    ptdp_linear_forward(op_view(y, 1, 3, 0), op_view(x, 1, 2, 0), op_view(w1, 3, 2, 2), &bt);
     ck_assert(y[0] == 1 + 1 * 1 + 2 * 2 && y[1] == 2 + 3 + 8 && y[2] == 3 + 5 + 12);
     /* batch 0: nothing is written */
-    fill_all(y, 6, 99);
-    ptdp_linear_forward(view(y, 0, 3, 3), view(x, 0, 2, 2), view(w, 3, 2, 2), &bt);
+    op_fill_all(y, 6, 99);
+    ptdp_linear_forward(op_view(y, 0, 3, 3), op_view(x, 0, 2, 2), op_view(w, 3, 2, 2), &bt);
     for (int i = 0; i < 6; i++)
         ck_assert(y[i] == 99);
 }
@@ -224,9 +183,9 @@ TEST(linear_tests, matmul_all_transposes)
 {
     enum { M = 4, N = 5, K = 3 };
     ptdp_real a[M * K], at_[K * M], b[K * N], bt[N * K], c[M * N], c0[M * N];
-    fill_random(view(a, M, K, K), 1.0);
-    fill_random(view(b, K, N, N), 1.0);
-    fill_random(view(c0, M, N, N), 1.0);
+    op_fill_random(op_view(a, M, K, K), 1.0);
+    op_fill_random(op_view(b, K, N, N), 1.0);
+    op_fill_random(op_view(c0, M, N, N), 1.0);
     for (int i = 0; i < M; i++)
         for (int k = 0; k < K; k++)
             at_[k * M + i] = a[i * K + k];
@@ -236,8 +195,8 @@ TEST(linear_tests, matmul_all_transposes)
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             memcpy(c, c0, sizeof c);
-            ptdp_matmul(view(c, M, N, N), ta ? view(at_, K, M, M) : view(a, M, K, K), ta,
-                        tb ? view(bt, N, K, K) : view(b, K, N, N), tb, 0.5, 2.0);
+            ptdp_matmul(op_view(c, M, N, N), ta ? op_view(at_, K, M, M) : op_view(a, M, K, K), ta,
+                        tb ? op_view(bt, N, K, K) : op_view(b, K, N, N), tb, 0.5, 2.0);
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) {
                     double s = 2.0 * c0[i * N + j];
@@ -247,8 +206,8 @@ TEST(linear_tests, matmul_all_transposes)
                 }
         }
     /* beta = 0 overwrites C without reading it: NaN garbage does not leak in */
-    fill_all(c, M * N, (ptdp_real)NAN);
-    ptdp_matmul(view(c, M, N, N), view(a, M, K, K), false, view(b, K, N, N), false, 1.0, 0.0);
+    op_fill_all(c, M * N, (ptdp_real)NAN);
+    ptdp_matmul(op_view(c, M, N, N), op_view(a, M, K, K), false, op_view(b, K, N, N), false, 1.0, 0.0);
     for (int i = 0; i < M * N; i++)
         ck_assert(isfinite(c[i]));
     ck_assert(ptdp_matmul_flops(M, N, K) == 2.0 * M * N * K);
@@ -265,16 +224,16 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
     enum { B = 6, IN = 5, OUT = 4, P = 3 };
     ptdp_real xb[B * (IN + P)], wb[OUT * (IN + P)], dyb[B * (OUT + P)];
     ptdp_real dxb[B * (IN + P)], dwb[OUT * (IN + P)], db[OUT];
-    ptdp_tensor x = view(xb + 1, B, IN, IN + P), w = view(wb + 2, OUT, IN, IN + P);
-    ptdp_tensor dy = view(dyb + 3, B, OUT, OUT + P);
-    ptdp_tensor dx = view(dxb + 1, B, IN, IN + P), dw = view(dwb + 2, OUT, IN, IN + P);
-    ptdp_tensor dbt = view(db, 1, OUT, OUT);
-    fill_random(view(xb, B, IN + P, IN + P), 1.0);
-    fill_random(view(wb, OUT, IN + P, IN + P), 1.0);
-    fill_random(view(dyb, B, OUT + P, OUT + P), 1.0);
-    fill_random(view(dxb, B, IN + P, IN + P), 1.0);
-    fill_random(view(dwb, OUT, IN + P, IN + P), 1.0);
-    fill_random(dbt, 1.0);
+    ptdp_tensor x = op_view(xb + 1, B, IN, IN + P), w = op_view(wb + 2, OUT, IN, IN + P);
+    ptdp_tensor dy = op_view(dyb + 3, B, OUT, OUT + P);
+    ptdp_tensor dx = op_view(dxb + 1, B, IN, IN + P), dw = op_view(dwb + 2, OUT, IN, IN + P);
+    ptdp_tensor dbt = op_view(db, 1, OUT, OUT);
+    op_fill_random(op_view(xb, B, IN + P, IN + P), 1.0);
+    op_fill_random(op_view(wb, OUT, IN + P, IN + P), 1.0);
+    op_fill_random(op_view(dyb, B, OUT + P, OUT + P), 1.0);
+    op_fill_random(op_view(dxb, B, IN + P, IN + P), 1.0);
+    op_fill_random(op_view(dwb, OUT, IN + P, IN + P), 1.0);
+    op_fill_random(dbt, 1.0);
     ptdp_real dx0[B * (IN + P)], dw0[OUT * (IN + P)], db0[OUT];
     memcpy(dx0, dxb, sizeof dx0);
     memcpy(dw0, dwb, sizeof dw0);
@@ -286,29 +245,29 @@ static void linear_backward_case(bool accumulate_dx, bool with_dx, bool with_db)
         for (int k = 0; k < IN; k++) {
             double s = 0, mag = 0;
             for (int o = 0; o < OUT; o++) {
-                s += at(dy, i, o) * at(w, o, k);
-                mag += fabs(at(dy, i, o) * at(w, o, k));
+                s += op_at(dy, i, o) * op_at(w, o, k);
+                mag += fabs(op_at(dy, i, o) * op_at(w, o, k));
             }
             double before = dx0[i * (IN + P) + 1 + k];
             double want = !with_dx ? before : accumulate_dx ? before + s : s;
-            ASSERT_CLOSE(at(dx, i, k), want, REL * (mag + fabs(before)) + 1e-30);
+            ASSERT_CLOSE(op_at(dx, i, k), want, OP_REL * (mag + fabs(before)) + 1e-30);
         }
     for (int o = 0; o < OUT; o++)
         for (int k = 0; k < IN; k++) {
             double before = dw0[o * (IN + P) + 2 + k], s = before, mag = fabs(before);
             for (int i = 0; i < B; i++) {
-                s += at(dy, i, o) * at(x, i, k);
-                mag += fabs(at(dy, i, o) * at(x, i, k));
+                s += op_at(dy, i, o) * op_at(x, i, k);
+                mag += fabs(op_at(dy, i, o) * op_at(x, i, k));
             }
-            ASSERT_CLOSE(at(dw, o, k), s, REL * mag);
+            ASSERT_CLOSE(op_at(dw, o, k), s, OP_REL * mag);
         }
     for (int o = 0; o < OUT; o++) {
         double s = db0[o], mag = fabs(db0[o]);
         for (int i = 0; i < B && with_db; i++) {
-            s += at(dy, i, o);
-            mag += fabs(at(dy, i, o));
+            s += op_at(dy, i, o);
+            mag += fabs(op_at(dy, i, o));
         }
-        ASSERT_CLOSE(db[o], s, REL * mag);
+        ASSERT_CLOSE(db[o], s, OP_REL * mag);
     }
     /* the padding around dx and dW is untouched */
     for (int i = 0; i < B; i++)
@@ -335,15 +294,15 @@ TEST(linear_tests, bias_add_and_backward)
     ptdp_real yb[3 * 5], b[2] = { 10, 20 }, db[2] = { 1, 2 };
     for (int i = 0; i < 15; i++)
         yb[i] = (ptdp_real)i;
-    ptdp_tensor y = view(yb + 1, 3, 2, 5);          /* columns 1..2 of a 3 x 5 */
-    ptdp_add_bias(y, view(b, 1, 2, 2));
+    ptdp_tensor y = op_view(yb + 1, 3, 2, 5);          /* columns 1..2 of a 3 x 5 */
+    ptdp_add_bias(y, op_view(b, 1, 2, 2));
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 5; j++) {
             double want = i * 5 + j + (j == 1 ? 10 : j == 2 ? 20 : 0);
             ck_assert(yb[i * 5 + j] == (ptdp_real)want);
         }
     /* db += column sums: column 1 holds 1+6+11 + 3*10, column 2 2+7+12 + 3*20 */
-    ptdp_bias_backward(view(db, 1, 2, 2), y);
+    ptdp_bias_backward(op_view(db, 1, 2, 2), y);
     ck_assert(db[0] == 1 + 18 + 30);
     ck_assert(db[1] == 2 + 21 + 60);
 }
@@ -368,13 +327,13 @@ TEST(linear_tests, linear_backward_finite_differences)
     enum { B = 3, IN = 4, OUT = 5 };
     ptdp_real x[B * IN], w[OUT * IN], b[OUT], r[B * OUT], y[B * OUT];
     ptdp_real dx[B * IN], dw[OUT * IN] = { 0 }, db[OUT] = { 0 };
-    ptdp_tensor X = view(x, B, IN, IN), W = view(w, OUT, IN, IN), Bt = view(b, 1, OUT, OUT);
-    ptdp_tensor R = view(r, B, OUT, OUT), Y = view(y, B, OUT, OUT);
-    ptdp_tensor dX = view(dx, B, IN, IN), dW = view(dw, OUT, IN, IN), dB = view(db, 1, OUT, OUT);
-    fill_random(X, 1.0);
-    fill_random(W, 1.0);
-    fill_random(Bt, 1.0);
-    fill_random(R, 1.0);
+    ptdp_tensor X = op_view(x, B, IN, IN), W = op_view(w, OUT, IN, IN), Bt = op_view(b, 1, OUT, OUT);
+    ptdp_tensor R = op_view(r, B, OUT, OUT), Y = op_view(y, B, OUT, OUT);
+    ptdp_tensor dX = op_view(dx, B, IN, IN), dW = op_view(dw, OUT, IN, IN), dB = op_view(db, 1, OUT, OUT);
+    op_fill_random(X, 1.0);
+    op_fill_random(W, 1.0);
+    op_fill_random(Bt, 1.0);
+    op_fill_random(R, 1.0);
     ptdp_linear_backward(&dX, dW, &dB, R, X, W, false);
 
     ptdp_real *targets[3] = { x, w, b };
@@ -435,7 +394,7 @@ TEST(exp_tests, exp_matches_libm_bit_for_bit)
 #ifdef PTDP_DOUBLE
     for (int k = 0; k < 2000; k++) {
         for (int i = 0; i < EXP_RUN; i++) {
-            const uint64_t w = (uint64_t)(uniform() * 4294967296.0) << 32 | (uint64_t)(uniform() * 4294967296.0);
+            const uint64_t w = (uint64_t)(op_uniform() * 4294967296.0) << 32 | (uint64_t)(op_uniform() * 4294967296.0);
             memcpy(&a[i], &w, sizeof w);
         }
         bad += exp_mismatches(a);
@@ -474,11 +433,11 @@ TEST(gelu_tests, gelu_known_values)
     ptdp_real x[N], y[N];
     for (int i = 0; i < N; i++)
         x[i] = (ptdp_real)xs[i];
-    ptdp_gelu_forward(view(y, 1, N, N), view(x, 1, N, N));
+    ptdp_gelu_forward(op_view(y, 1, N, N), op_view(x, 1, N, N));
     for (int i = 0; i < N; i++)
         ASSERT_CLOSE(y[i], ys[i], (sizeof(ptdp_real) == 4 ? 3e-7 : 1e-15) * fmax(1.0, fabs(ys[i])));
     /* in place: y may be x */
-    ptdp_gelu_forward(view(x, 1, N, N), view(x, 1, N, N));
+    ptdp_gelu_forward(op_view(x, 1, N, N), op_view(x, 1, N, N));
     for (int i = 0; i < N; i++)
         ck_assert(x[i] == y[i]);
 }
@@ -488,13 +447,13 @@ TEST(gelu_tests, gelu_on_strided_view_matches_formula)
 {
     enum { R = 7, C = 9, S = 12 };
     ptdp_real xb[R * S], yb[R * S];
-    fill_random(view(xb, R, S, S), 4.0);
-    fill_all(yb, R * S, 555);
-    ptdp_tensor x = view(xb + 2, R, C, S), y = view(yb + 1, R, C, S);
+    op_fill_random(op_view(xb, R, S, S), 4.0);
+    op_fill_all(yb, R * S, 555);
+    ptdp_tensor x = op_view(xb + 2, R, C, S), y = op_view(yb + 1, R, C, S);
     ptdp_gelu_forward(y, x);
     for (int i = 0; i < R; i++)
         for (int j = 0; j < C; j++)
-            ASSERT_CLOSE(at(y, i, j), gelu_ref(at(x, i, j)), REL * fmax(1.0, fabs(at(x, i, j))));
+            ASSERT_CLOSE(op_at(y, i, j), gelu_ref(op_at(x, i, j)), OP_REL * fmax(1.0, fabs(op_at(x, i, j))));
     check_padding(yb, R, S, 1, C, 555);
 }
 END_TEST
@@ -503,13 +462,13 @@ TEST(gelu_tests, gelu_backward_matches_derivative_formula)
 {
     enum { R = 5, C = 11 };
     ptdp_real x[R * C], dy[R * C], dx[R * C];
-    fill_random(view(x, R, C, C), 5.0);
-    fill_random(view(dy, R, C, C), 1.0);
-    ptdp_gelu_backward(view(dx, R, C, C), view(dy, R, C, C), view(x, R, C, C));
+    op_fill_random(op_view(x, R, C, C), 5.0);
+    op_fill_random(op_view(dy, R, C, C), 1.0);
+    ptdp_gelu_backward(op_view(dx, R, C, C), op_view(dy, R, C, C), op_view(x, R, C, C));
     for (int i = 0; i < R * C; i++)
-        ASSERT_CLOSE(dx[i], dy[i] * gelu_grad_ref(x[i]), 4 * REL * fmax(1.0, fabs(x[i])));
+        ASSERT_CLOSE(dx[i], dy[i] * gelu_grad_ref(x[i]), 4 * OP_REL * fmax(1.0, fabs(x[i])));
     /* in place: dx may be dy */
-    ptdp_gelu_backward(view(dy, R, C, C), view(dy, R, C, C), view(x, R, C, C));
+    ptdp_gelu_backward(op_view(dy, R, C, C), op_view(dy, R, C, C), op_view(x, R, C, C));
     for (int i = 0; i < R * C; i++)
         ck_assert(dy[i] == dx[i]);
     ck_assert(ptdp_gelu_flops_forward(10) == 90.0);
@@ -526,12 +485,12 @@ TEST(gelu_tests, gelu_backward_finite_differences)
         x[i] = -5.0 + 0.25 * i;     /* -5 … 5, through the dip and both tails */
         dy[i] = 1.0;
     }
-    ptdp_gelu_backward(view(dx, 1, N, N), view(dy, 1, N, N), view(x, 1, N, N));
+    ptdp_gelu_backward(op_view(dx, 1, N, N), op_view(dy, 1, N, N), op_view(x, 1, N, N));
     const double h = 1e-5;
     for (int i = 0; i < N; i++) {
         ptdp_real xp = x[i] + h, xm = x[i] - h;
-        ptdp_gelu_forward(view(&yp, 1, 1, 1), view(&xp, 1, 1, 1));
-        ptdp_gelu_forward(view(&ym, 1, 1, 1), view(&xm, 1, 1, 1));
+        ptdp_gelu_forward(op_view(&yp, 1, 1, 1), op_view(&xp, 1, 1, 1));
+        ptdp_gelu_forward(op_view(&ym, 1, 1, 1), op_view(&xm, 1, 1, 1));
         double numeric = (yp - ym) / (2 * h);
         ASSERT_CLOSE(dx[i], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
     }
@@ -548,11 +507,11 @@ static void softmax_ref(double *p, ptdp_tensor l, int i)
 {
     double m = -INFINITY, s = 0;
     for (int j = 0; j < l.cols; j++)
-        m = fmax(m, at(l, i, j));
+        m = fmax(m, op_at(l, i, j));
     for (int j = 0; j < l.cols; j++)
-        s += exp(at(l, i, j) - m);
+        s += exp(op_at(l, i, j) - m);
     for (int j = 0; j < l.cols; j++)
-        p[j] = exp(at(l, i, j) - m) / s;
+        p[j] = exp(op_at(l, i, j) - m) / s;
 }
 
 TEST(xent_tests, xent_closed_forms)
@@ -561,12 +520,12 @@ TEST(xent_tests, xent_closed_forms)
     int64_t y[2] = { 1, 2 };
     /* row 0: log 3; row 1: log(e + e^2 + e^3) - 3 */
     double want = log(3.0) + (log(exp(1.0) + exp(2.0) + exp(3.0)) - 3.0);
-    ASSERT_CLOSE(ptdp_xent_forward(view(l, 2, 3, 3), y), want, 1e-14);
+    ASSERT_CLOSE(ptdp_xent_forward(op_view(l, 2, 3, 3), y), want, 1e-14);
     /* the sum, not the mean: one row alone is its own loss */
-    ASSERT_CLOSE(ptdp_xent_forward(view(l, 1, 3, 3), y), log(3.0), 1e-15);
+    ASSERT_CLOSE(ptdp_xent_forward(op_view(l, 1, 3, 3), y), log(3.0), 1e-15);
 
     ptdp_real d[6];
-    ptdp_xent_backward(view(d, 2, 3, 3), view(l, 2, 3, 3), y, 0.5);
+    ptdp_xent_backward(op_view(d, 2, 3, 3), op_view(l, 2, 3, 3), y, 0.5);
     /* row 0: 0.5 * (1/3 - [j == 1]) */
     ASSERT_CLOSE(d[0], 0.5 / 3, 1e-7);
     ASSERT_CLOSE(d[1], 0.5 * (1.0 / 3 - 1), 1e-7);
@@ -584,12 +543,12 @@ TEST(xent_tests, xent_stable_on_large_logits)
     int64_t y[3] = { 1, 0, 2 };
     /* row 0: -log p_1 = 1e4 (exactly, up to exp(-1e4) = 0);
      * row 1: two equal winners: log 2;  row 2: all equal: log 3 */
-    double loss = ptdp_xent_forward(view(l, 3, 3, 3), y);
+    double loss = ptdp_xent_forward(op_view(l, 3, 3, 3), y);
     ck_assert(isfinite(loss));
     ASSERT_CLOSE(loss, 1e4 + log(2.0) + log(3.0), 1e-9);
 
     ptdp_real d[9];
-    ptdp_xent_backward(view(d, 3, 3, 3), view(l, 3, 3, 3), y, 1.0);
+    ptdp_xent_backward(op_view(d, 3, 3, 3), op_view(l, 3, 3, 3), y, 1.0);
     double want[9] = { 1, -1, 0,   0.5 - 1, 0.5, 0,   1.0 / 3, 1.0 / 3, 1.0 / 3 - 1 };
     for (int i = 0; i < 9; i++) {
         ck_assert(isfinite(d[i]));
@@ -603,9 +562,9 @@ TEST(xent_tests, xent_backward_matches_softmax_minus_onehot)
     enum { B = 6, C = 7, S = 10 };
     ptdp_real lb[B * S], db[B * S];
     int64_t y[B] = { 0, 6, 3, 3, 1, 5 };
-    fill_random(view(lb, B, S, S), 8.0);
-    fill_all(db, B * S, 321);
-    ptdp_tensor l = view(lb + 2, B, C, S), d = view(db + 1, B, C, S);
+    op_fill_random(op_view(lb, B, S, S), 8.0);
+    op_fill_all(db, B * S, 321);
+    ptdp_tensor l = op_view(lb + 2, B, C, S), d = op_view(db + 1, B, C, S);
     const double scale = 1.0 / 48;
     ptdp_xent_backward(d, l, y, scale);
 
@@ -614,7 +573,7 @@ TEST(xent_tests, xent_backward_matches_softmax_minus_onehot)
         softmax_ref(p, l, i);
         loss -= log(p[y[i]]);
         for (int j = 0; j < C; j++)
-            ASSERT_CLOSE(at(d, i, j), scale * (p[j] - (j == y[i])), (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-14) * scale);
+            ASSERT_CLOSE(op_at(d, i, j), scale * (p[j] - (j == y[i])), (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-14) * scale);
     }
     check_padding(db, B, S, 1, C, 321);
     ASSERT_CLOSE(ptdp_xent_forward(l, y), loss, 1e-12 * loss);
@@ -622,10 +581,10 @@ TEST(xent_tests, xent_backward_matches_softmax_minus_onehot)
     /* in place: dlogits may be logits */
     ptdp_real copy[B * S];
     memcpy(copy, lb, sizeof copy);
-    ptdp_xent_backward(view(copy + 2, B, C, S), view(copy + 2, B, C, S), y, scale);
+    ptdp_xent_backward(op_view(copy + 2, B, C, S), op_view(copy + 2, B, C, S), y, scale);
     for (int i = 0; i < B; i++)
         for (int j = 0; j < C; j++)
-            ck_assert(copy[i * S + 2 + j] == at(d, i, j));
+            ck_assert(copy[i * S + 2 + j] == op_at(d, i, j));
 }
 END_TEST
 
@@ -635,15 +594,15 @@ TEST(xent_tests, xent_backward_finite_differences)
     enum { B = 3, C = 5 };
     ptdp_real l[B * C], d[B * C];
     int64_t y[B] = { 4, 0, 2 };
-    fill_random(view(l, B, C, C), 3.0);
+    op_fill_random(op_view(l, B, C, C), 3.0);
     const double scale = 0.25, h = 1e-5;
-    ptdp_xent_backward(view(d, B, C, C), view(l, B, C, C), y, scale);
+    ptdp_xent_backward(op_view(d, B, C, C), op_view(l, B, C, C), y, scale);
     for (int e = 0; e < B * C; e++) {
         double keep = l[e];
         l[e] = keep + h;
-        double lp = scale * ptdp_xent_forward(view(l, B, C, C), y);
+        double lp = scale * ptdp_xent_forward(op_view(l, B, C, C), y);
         l[e] = keep - h;
-        double lm = scale * ptdp_xent_forward(view(l, B, C, C), y);
+        double lm = scale * ptdp_xent_forward(op_view(l, B, C, C), y);
         l[e] = keep;
         double numeric = (lp - lm) / (2 * h);
         ASSERT_CLOSE(d[e], numeric, 1e-6 * fmax(1.0, fabs(numeric)));
@@ -660,9 +619,9 @@ static void sharded_case(int parts)
     enum { B = 6, C = 11 };
     ptdp_real l[B * C], full_d[B * C], shard_d[B * C];
     int64_t y[B] = { 0, 10, 5, 3, 8, 2 };
-    fill_random(view(l, B, C, C), 6.0);
+    op_fill_random(op_view(l, B, C, C), 6.0);
     l[2 * C + 7] = (ptdp_real)1e4;    /* one huge logit, off the label */
-    ptdp_tensor L = view(l, B, C, C);
+    ptdp_tensor L = op_view(l, B, C, C);
     const double scale = 1.0 / 3;
 
     /* uneven widths: the first C % parts slices get one column more */
@@ -694,9 +653,9 @@ static void sharded_case(int parts)
     ck_assert(isfinite(partials));
     ASSERT_CLOSE(partials, whole, 1e-12 * whole);
 
-    ptdp_xent_backward(view(full_d, B, C, C), L, y, scale);
+    ptdp_xent_backward(op_view(full_d, B, C, C), L, y, scale);
     for (int r = 0; r < parts; r++)
-        ptdp_xent_backward_shard(cols(view(shard_d, B, C, C), c0[r], w[r]),
+        ptdp_xent_backward_shard(cols(op_view(shard_d, B, C, C), c0[r], w[r]),
                                  cols(L, c0[r], w[r]), y, c0[r], max, sumexp, scale);
     for (int i = 0; i < B * C; i++)
         ASSERT_CLOSE(shard_d[i], full_d[i], (sizeof(ptdp_real) == 4 ? 1e-7 : 1e-15) * scale);

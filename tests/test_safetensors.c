@@ -494,20 +494,22 @@ TEST(core_tests, test_read_checks_name_shape_dtype)
     ck_assert_int_eq(ptdp_st_read_real(f, "f64", 2, s23, x, msg, sizeof msg), 0);
     for (int i = 0; i < 6; i++) ck_assert(x[i] == (ptdp_real)d[i]);
 
-    ck_assert_int_eq(ptdp_st_read_real(f, "nope", 2, s23, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, path) && strstr(msg, "no tensor 'nope' (expected shape [2, 3])"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_real(f, "f32", 2, s32, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "tensor 'f32' has shape [2, 3], expected [3, 2]"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_real(f, "f32", 1, s6, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "has shape [2, 3], expected [6]"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_real(f, "f64", 3, s231, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "expected [2, 3, 1]"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_real(f, "step", 0, NULL, x, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "tensor 'step' has dtype I64, expected F32, F64 or BF16"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_i64(f, "step", 1, s6, i64, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "tensor 'step' has shape [], expected [6]"), "%s", msg);
-    ck_assert_int_eq(ptdp_st_read_i64(f, "f32", 2, s23, i64, msg, sizeof msg), PTDP_ECORRUPT);
-    ck_assert_msg(strstr(msg, "tensor 'f32' has dtype F32, expected I64"), "%s", msg);
+    /* each wrong name, shape or dtype refused, saying what it found and wanted */
+    const struct { bool i64; const char *name; int ndim; const int64_t *shape; const char *says; } bad[] = {
+        { false, "nope", 2, s23, "no tensor 'nope' (expected shape [2, 3])" },
+        { false, "f32", 2, s32, "tensor 'f32' has shape [2, 3], expected [3, 2]" },
+        { false, "f32", 1, s6, "has shape [2, 3], expected [6]" },
+        { false, "f64", 3, s231, "expected [2, 3, 1]" },
+        { false, "step", 0, NULL, "tensor 'step' has dtype I64, expected F32, F64 or BF16" },
+        { true, "step", 1, s6, "tensor 'step' has shape [], expected [6]" },
+        { true, "f32", 2, s23, "tensor 'f32' has dtype F32, expected I64" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = bad[i].i64 ? ptdp_st_read_i64(f, bad[i].name, bad[i].ndim, bad[i].shape, i64, msg, sizeof msg)
+                            : ptdp_st_read_real(f, bad[i].name, bad[i].ndim, bad[i].shape, x, msg, sizeof msg);
+        ck_assert_int_eq(rc, PTDP_ECORRUPT);
+        ck_assert_msg(strstr(msg, path) && strstr(msg, bad[i].says), "%s", msg);
+    }
     ck_assert_int_eq(ptdp_st_read_i64(f, "step", 0, NULL, i64, msg, sizeof msg), 0);
     ck_assert_int_eq(i64[0], 3);
     ck_assert_int_eq(ptdp_st_read_real(f, "f32", 5, s23, x, msg, sizeof msg), PTDP_EINVAL);

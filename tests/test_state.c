@@ -234,16 +234,22 @@ static ptdp_model_config gpt_cfg(void)
                            .vocab = 10, .vocab_padded = 16, .vocab_multiple = 16);
 }
 
+/* A fresh state of model g (AdamW, batch 4) saved at path. */
+static void save_model(const char *path, const ptdp_model_config *g)
+{
+    ptdp_state s;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_int_eq(ptdp_state_init(&s, g, PTDP_OPT_ADAMW, false), 0);
+    s.batch = 4;
+    ck_assert_msg(ptdp_state_save(&s, path, msg, sizeof msg) == 0, "%s", msg);
+    ptdp_state_free(&s);
+}
+
 static void save_gpt(char *path)
 {
     harness_temp_file(path);
     const ptdp_model_config g = gpt_cfg();
-    ptdp_state s;
-    char msg[PTDP_MSG_MAX];
-    ck_assert_int_eq(ptdp_state_init(&s, &g, PTDP_OPT_ADAMW, false), 0);
-    s.batch = 4;
-    ck_assert_msg(ptdp_state_save(&s, path, msg, sizeof msg) == 0, "%s", msg);
-    ptdp_state_free(&s);
+    save_model(path, &g);
 }
 
 /* Loaded both ways, by ptdp_state_load and ptdp_state_check_model alike. */
@@ -346,10 +352,7 @@ TEST(resume_tests, test_a_mixtures_checkpoint_reads_back_from_its_metadata)
                                          .moe_top_k = 1, .moe_capacity = 1.25, .moe_aux_loss = 0.125 };
     ptdp_state s;
     char msg[PTDP_MSG_MAX];
-    ck_assert_int_eq(ptdp_state_init(&s, &g, PTDP_OPT_ADAMW, false), 0);
-    s.batch = 4;
-    ck_assert_msg(ptdp_state_save(&s, path, msg, sizeof msg) == 0, "%s", msg);
-    ptdp_state_free(&s);
+    save_model(path, &g);
     ck_assert_msg(ptdp_state_peek_config(path, &got, msg, sizeof msg) == 0, "%s", msg);
     const ptdp_gpt_settings *a = ptdp_gpt(&got);
     ck_assert(a->moe_experts == 4 && a->moe_every == 2 && a->moe_ffn == 8 && a->moe_top_k == 1);

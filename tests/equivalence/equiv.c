@@ -240,12 +240,8 @@ void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b
 ptdp_train_config equiv_pipe_config(const equiv_pipe_case *k, const char *schedule, int dp, int pp, int m,
                                     int min_layers)
 {
-    ptdp_train_config c = equiv_config(dp, k->tp, pp, m);
-    if (k->model > 0) {
-        c.model = equiv_small_gpt(k->model == 2 ? 1 : k->tp);
-        c.batch = 16;
-        c.steps = 2;
-    }
+    ptdp_train_config c = k->model > 0 ? equiv_gpt_config(dp, k->tp, pp, m, k->model == 2 ? 1 : k->tp)
+                                       : equiv_config(dp, k->tp, pp, m);
     if (k->model == 2) {
         ptdp_gpt_settings *g = ptdp_gpt(&c.model);
         g->moe_experts = 4;
@@ -274,4 +270,13 @@ ptdp_model_config equiv_small_gpt(int tp)
 {
     /* the built-in sums' 62 tokens */
     return gpt_of((gpt_shape){ .layers = 4, .hidden = 32, .ffn = 64, .heads = 8, .seq_len = 8, .vocab = 62 }, tp);
+}
+
+ptdp_train_config equiv_gpt_config(int dp, int tp, int pp, int m, int model_tp)
+{
+    ptdp_train_config c = equiv_config(dp, tp, pp, m);
+    c.model = equiv_small_gpt(model_tp);
+    c.batch = 16;
+    c.steps = 2;
+    return c;
 }

@@ -34,6 +34,9 @@ int equiv_mesh_grid(const int ms[2], equiv_mesh *out, int max);
  * layers, T 8), on the built-in sums' 62 tokens, its vocabulary padded
  * for tp ranks. */
 ptdp_model_config equiv_small_gpt(int tp);
+/* equiv_config with that GPT (its vocabulary padded for model_tp ranks) in
+ * place of the MLP: 16 sequences a step, 2 steps. */
+ptdp_train_config equiv_gpt_config(int dp, int tp, int pp, int m, int model_tp);
 
 /* Train cfg; the test fails (naming the mesh and the error) if it does.
  * opts: NULL, or launch options (a profile, a trace, a launch result);

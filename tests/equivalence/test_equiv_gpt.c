@@ -49,9 +49,7 @@ static int gpt_cases(void)
 
 static ptdp_train_config gpt_config(int dp, int tp, int pp, int m)
 {
-    ptdp_train_config c = equiv_config(dp, tp, pp, m);
-    c.model = equiv_small_gpt(tp);
-    c.batch = 16;
+    ptdp_train_config c = equiv_gpt_config(dp, tp, pp, m, tp);
     c.steps = 3;
     c.weight_decay = 0.1;                     /* only the 2-D tensors decay */
     return c;

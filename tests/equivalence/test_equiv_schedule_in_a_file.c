@@ -170,12 +170,8 @@ static const train_case TRAIN[] = {
 LOOP_TEST(train_tests, test_trains_like_one_device, (int)(sizeof TRAIN / sizeof TRAIN[0]))
 {
     const train_case *k = &TRAIN[_i];
-    ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
-    if (k->gpt) {
-        c.model = equiv_small_gpt(k->tp);
-        c.batch = 16;
-        c.steps = 2;
-    }
+    ptdp_train_config c = k->gpt ? equiv_gpt_config(k->dp, k->tp, k->pp, k->m, k->tp)
+                                 : equiv_config(k->dp, k->tp, k->pp, k->m);
     c.zero = k->zero;
     c.recompute = k->recompute;
     c.schedule = ptdp_schedule_find("fifo");

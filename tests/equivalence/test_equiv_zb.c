@@ -52,12 +52,8 @@ static const zb_case CASES[] = {
 
 static ptdp_train_config config_of(const zb_case *k, const char *schedule)
 {
-    ptdp_train_config c = equiv_config(k->dp, k->tp, k->pp, k->m);
-    if (k->gpt) {
-        c.model = equiv_small_gpt(k->tp);
-        c.batch = 16;
-        c.steps = 2;
-    }
+    ptdp_train_config c = k->gpt ? equiv_gpt_config(k->dp, k->tp, k->pp, k->m, k->tp)
+                                 : equiv_config(k->dp, k->tp, k->pp, k->m);
     c.zero = k->zero;
     c.sp = k->sp;
     if (k->cp > 1)
