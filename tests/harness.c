@@ -215,6 +215,17 @@ int harness_forward_kept(ptdp_device *dev, struct ptdp_model *m, int rows, size_
     return rc;
 }
 
+int harness_model_on_mesh(ptdp_device *dev, const ptdp_model_config *cfg, int dp, int tp, int pp, uint64_t seed,
+                          ptdp_mesh *mesh, ptdp_model *m)
+{
+    int rc = ptdp_mesh_init(dev, dp, tp, pp, mesh);
+    if (rc != 0)
+        return rc;
+    if ((rc = ptdp_model_init(dev, m, cfg, mesh, NULL, seed, 0.0)) != 0)
+        ptdp_mesh_free(mesh);
+    return rc;
+}
+
 /* ---------------------------------------------- what the code wrote */
 
 char *harness_read_stream(FILE *f)

@@ -50,6 +50,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/launch.h"
+#include "ptdp/models.h"
 
 #if defined(__GNUC__)
 #define HARNESS_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -195,6 +196,12 @@ void harness_assert_attention_close(int N, bool zigzag, double p, const double *
  * 0, measured between before and after the forward, then freed. */
 struct ptdp_model;
 int harness_forward_kept(ptdp_device *dev, struct ptdp_model *m, int rows, size_t *kept);
+
+/* This device's place on a dp x tp x pp mesh and its stage of cfg's model,
+ * initialised from seed without dropout: what most device functions start
+ * with.  On failure nothing is left allocated. */
+int harness_model_on_mesh(ptdp_device *dev, const ptdp_model_config *cfg, int dp, int tp, int pp, uint64_t seed,
+                          ptdp_mesh *mesh, ptdp_model *m);
 
 /* ---------------------------------------------- what the code wrote */
 

@@ -44,8 +44,7 @@ static int dp_device(ptdp_device *dev, void *arg)
     ptdp_mlp_data data;
     ptdp_ddp ddp;
     int n = dev->world_size;
-    DEVICE_TRY(ptdp_mesh_init(dev, n, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 7, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &CFG, n, 1, 1, 7, &mesh, &m));
     DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 7, ptdp_mlp(&CFG)->d_in, ptdp_mlp(&CFG)->classes));
     DEVICE_TRY(ptdp_ddp_init(&ddp, &m, 0.001));
     DEVICE_CHECK(dev, m.numel <= MAXP, "%zu parameters, room for %d", m.numel, MAXP);

@@ -76,8 +76,7 @@ static int tp_step_device(ptdp_device *dev, void *arg)
     ptdp_model_config cfg = tiny(2);
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 2, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 2, 1, 5, &mesh, &m));
     ptdp_batch b = { .first = 0, .rows = 3 };
     DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
     int g = harness_group_index(&dev->stats, "tp");
@@ -368,8 +367,7 @@ static int gen_device(ptdp_device *dev, void *arg)
     ptdp_model_config cfg = tiny(1);
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 1, 1, 5, &mesh, &m));
     const ptdp_gpt_sample_opts o[3] = { { 0, 0, 1 }, { 1.5, 0, 7 }, { 1.5, 0, 7 } };
     for (int k = 0; k < 3; k++) {
         g->ids[k][0] = '1';

@@ -96,8 +96,7 @@ static int step_device(ptdp_device *dev, void *arg)
     ptdp_model_config cfg = config(LAYERS, 2);
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, a->schedule->pp, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 1, a->schedule->pp, 3, &mesh, &m));
     ptdp_counts counts = { .reg = &a->reg, .row = { [PTDP_COUNT_STEP] = a->row[dev->rank] }, .tp_lead = true };
     dev->counts = &counts;
     ptdp_pp_step st = {

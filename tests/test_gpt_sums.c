@@ -92,8 +92,7 @@ static int tiny_device(ptdp_device *dev, void *arg)
     ptdp_gpt(&cfg)->corpus = text;
     DEVICE_CHECK(dev, text != NULL, "out of memory");
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 1, 1, 5, &mesh, &m));
     ptdp_batch b = { .first = 0, .rows = 64, .tokens = t->tokens, .labels = NULL };
     m.ops->fill_batch(&m, &b);                       /* through the table, as the trainer does */
     DEVICE_TRY(ptdp_gpt_score_sums(dev, &m, &t->right, &t->asked));

@@ -291,8 +291,7 @@ static int subunit_sizes_device(ptdp_device *dev, void *arg)
     subunit_sizes *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &a->c.model, &mesh, NULL, a->c.seed, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &a->c.model, 1, 1, 1, a->c.seed, &mesh, &m));
     for (int u = 0; u < m.nunits; u++) {
         size_t n = 0, off, len;
         bool cut = false;
@@ -489,8 +488,7 @@ static int mlp_acts_device(ptdp_device *dev, void *arg)
         cfg.layers = 2 + k;
         ptdp_mesh mesh;
         ptdp_model m;
-        DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-        DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
+        DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 1, 1, 5, &mesh, &m));
         m.bf16 = a->bf16;   /* the activations only: the parameters are the float ones here */
         DEVICE_TRY(harness_forward_kept(dev, &m, 6, &a->kept[k]));
         ptdp_model_free(dev, &m);

@@ -47,8 +47,7 @@ static int fd_device(ptdp_device *dev, void *arg)
     ptdp_model m;
     ptdp_mlp_data data;
     int B = 7;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &CFG, 1, 1, 1, 3, &mesh, &m));
     DEVICE_TRY(ptdp_mlp_data_init(dev, &data, 3, ptdp_mlp(&CFG)->d_in, ptdp_mlp(&CFG)->classes));
     /* Larger weights than the 0.02 init, so every path carries signal. */
     for (size_t k = 0; k < m.numel; k++)
@@ -288,8 +287,7 @@ static int sample_mlp_device(ptdp_device *dev, void *arg)
     (void)arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &CFG, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &CFG, 1, 1, 1, 3, &mesh, &m));
     int64_t ids[4] = { 1 };
     int rc = ptdp_sample_generate(dev, &m, ids, 1, 3, &(ptdp_sample_opts){ 0 });
     ptdp_model_free(dev, &m);

@@ -137,13 +137,8 @@ END_TEST
 
 static ptdp_train_config overlap_config(int dp, int pp, bool overlap)
 {
-    ptdp_train_config c = equiv_config(dp, 1, pp, 2);
-    c.model.hidden = 64;
-    c.model.ffn = 256;
-    c.batch = 1024;         /* enough compute to hide something on an A100 */
-    c.steps = 2;
+    ptdp_train_config c = equiv_overlap_config(dp, pp, 2, overlap);
     c.bucket_mb = 0.05;
-    c.overlap = overlap;
     return c;
 }
 

@@ -83,8 +83,7 @@ static int costs_device(ptdp_device *dev, void *arg)
     costs_arg *a = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &a->model, &mesh, NULL, 5, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &a->model, 1, 1, 1, 5, &mesh, &m));
     ptdp_batch b = { .first = 0, .rows = a->rows };
     DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
     ptdp_acts acts;

@@ -193,8 +193,7 @@ static int late_slice_device(ptdp_device *dev, void *arg)
     ptdp_model_config cfg = small(1);
     ptdp_mesh mesh;
     ptdp_model m;
-    DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &cfg, 1, 1, 1, 5, &mesh, &m));
     ptdp_batch b = { .first = 7, .rows = 2, .t0 = 4, .tlen = 4 };
     ptdp_acts acts;
     int rc = ptdp_batch_load(dev, &m, &b);

@@ -302,8 +302,7 @@ static int bucket_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
-    DEVICE_TRY(ptdp_mesh_init(dev, 2, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &SMALL, 2, 1, 1, 3, &mesh, &m));
     DEVICE_TRY(ptdp_zero_init(dev, &z, &m, 2));
     DEVICE_CHECK(dev, m.flat_g == NULL && m.params[0].g.data == NULL,
                  "stage 2 kept the full gradient buffer between backwards");

@@ -84,8 +84,7 @@ static int units_device(ptdp_device *dev, void *arg)
     ptdp_mesh mesh;
     ptdp_model m;
     ptdp_zero z;
-    DEVICE_TRY(ptdp_mesh_init(dev, 2, 1, 1, &mesh));
-    DEVICE_TRY(ptdp_model_init(dev, &m, &SMALL, &mesh, NULL, 3, 0.0));
+    DEVICE_TRY(harness_model_on_mesh(dev, &SMALL, 2, 1, 1, 3, &mesh, &m));
     DEVICE_CHECK(dev, m.nunits == SMALL.layers + 2, "%d units, want a block each, the input and the output",
                  m.nunits);
     ptdp_real *init = malloc(m.numel * sizeof *init);   /* host: the whole initial model */
@@ -392,13 +391,8 @@ END_TEST
 
 static ptdp_train_config overlap_config(bool overlap)
 {
-    ptdp_train_config c = equiv_config(2, 1, 1, 1);
-    c.model.hidden = 64;
-    c.model.ffn = 256;
-    c.batch = 1024;     /* enough compute to hide something on an A100 */
-    c.steps = 2;
+    ptdp_train_config c = equiv_overlap_config(2, 1, 1, overlap);
     c.zero = 3;
-    c.overlap = overlap;
     return c;
 }
 

@@ -106,21 +106,26 @@ if run_ok "${small[@]}" --top 100 --json; then
     [[ $failures -eq $before ]] && echo "ok    without --schedule no DualPipe layout is offered"
 fi
 
+# The run line --explain printed (after "run it in the simulator:"), joined
+# and cut to one quiet step, runs: sets $line; fails naming WHAT if not.
+run_explained_line() {   # run_explained_line WHAT
+    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
+    line=${line#*ptdp train }
+    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
+    # shellcheck disable=SC2086
+    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
+        fail "${1:+$1 }--explain's run line failed: ptdp train $line"
+        sed 's/^/      /' "$tmp/train_err" | head -n 5
+    fi
+}
+
 # ---- 4. --explain ---------------------------------------------------------------
 before=$failures
 if run_ok "${small[@]}" --tp 2 --pp 2 --top 1 --explain; then
     expect_out "memory per GPU" "parameters" "gradients" "optimizer" "activations" "in flight" \
                "forward  F" "backward B" "bubble" "TP comm" "DP/ZeRO comm" "step " \
                "72 B s L h² (1 + s/6h + V/12Lh)" "hardware" "run it in the simulator:" "ptdp train --model gpt"
-    # the run line, joined, runs the layout (one step)
-    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
-    line=${line#*ptdp train }
-    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
-    # shellcheck disable=SC2086
-    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
-        fail "--explain's run line failed: ptdp train $line"
-        sed 's/^/      /' "$tmp/train_err" | head -n 5
-    fi
+    run_explained_line ""   # the run line, joined, runs the layout (one step)
     [[ $failures -eq $before ]] && echo "ok    --explain: every term, and its line runs: ptdp train $line"
 fi
 before=$failures
@@ -210,14 +215,7 @@ if run_ok "${moe[@]}" --ep 2 --tp 1 --pp 2 --top 1 --explain; then
     expect_out "a mixture of 4 experts in every block's MLP: top-2, expert ffn 128, dropless" " ep " \
                "assumed: uniform routing" "experts'" "EP all-to-alls" "--moe-experts 4 --moe-top-k 2 --moe-ffn 128" \
                "--ep 2"
-    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
-    line=${line#*ptdp train }
-    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
-    # shellcheck disable=SC2086
-    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
-        fail "moe --explain's run line failed: ptdp train $line"
-        sed 's/^/      /' "$tmp/train_err" | head -n 5
-    fi
+    run_explained_line "moe"
     [[ $failures -eq $before ]] && echo "ok    moe --explain: the assumption, the EP terms, and its line runs"
 fi
 if run_ok "${moe[@]}" --top 1; then
@@ -251,14 +249,7 @@ before=$failures
 if run_ok "${ll[@]}" --tp 4 --pp 2 --sp on --top 1 --explain; then
     expect_out "llama of " "kv heads 2, ffn 256" "3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V)" \
                "ptdp train --model llama --layers 4 --hidden 64 --ffn 256 --heads 8 --kv-heads 2"
-    line=$(sed -n '/^run it in the simulator:/,$p' "$out" | tail -n +2 | tr -d '\\\n' | tr -s ' ')
-    line=${line#*ptdp train }
-    line=${line/--steps 2 --report report.json/--steps 1 --quiet}
-    # shellcheck disable=SC2086
-    if ! "$ptdp" train $line >"$tmp/train_out" 2>"$tmp/train_err" </dev/null; then
-        fail "llama --explain's run line failed: ptdp train $line"
-        sed 's/^/      /' "$tmp/train_err" | head -n 5
-    fi
+    run_explained_line "llama"
     [[ $failures -eq $before ]] && echo "ok    llama --explain: its FLOPs, and its line runs: ptdp train $line"
 fi
 if run_ok "${ll[@]}" --ffn 96 --top 1; then

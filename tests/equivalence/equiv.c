@@ -272,6 +272,17 @@ ptdp_model_config equiv_small_gpt(int tp)
     return gpt_of((gpt_shape){ .layers = 4, .hidden = 32, .ffn = 64, .heads = 8, .seq_len = 8, .vocab = 62 }, tp);
 }
 
+ptdp_train_config equiv_overlap_config(int dp, int pp, int m, bool overlap)
+{
+    ptdp_train_config c = equiv_config(dp, 1, pp, m);
+    c.model.hidden = 64;
+    c.model.ffn = 256;
+    c.batch = 1024;
+    c.steps = 2;
+    c.overlap = overlap;
+    return c;
+}
+
 ptdp_train_config equiv_gpt_config(int dp, int tp, int pp, int m, int model_tp)
 {
     ptdp_train_config c = equiv_config(dp, tp, pp, m);

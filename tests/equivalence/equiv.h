@@ -24,6 +24,9 @@
 /* A small model (12 -> 16 -> 8 classes, d_ff 32, 4 blocks) so that a whole
  * matrix of meshes runs in seconds; AdamW, 4 steps, a global batch of 48. */
 ptdp_train_config equiv_config(int dp, int tp, int pp, int m);
+/* The same MLP made wide (hidden 64, F 256) on a batch of 1024, 2 steps:
+ * enough compute on an A100's clock for --overlap to hide something. */
+ptdp_train_config equiv_overlap_config(int dp, int pp, int m, bool overlap);
 /* The grid of meshes the 3D suites sweep: pp 1..4, tp 1, 2, 4, 8, every dp
  * with dp tp pp <= 8, micro-batches ms[0] and ms[1], both 1F1B and GPipe
  * when pp > 1, ZeRO 0..2 when dp > 1 — in that order.  Fills out (at most

@@ -182,18 +182,41 @@ class ReferenceGPT(torch.nn.Module):
 
 # ------------------------------------------------------------- the ptdp run
 
+def run_or_stop(cmd):
+    """Run a ptdp command, echoed; if it fails, show its output and stop the
+    check with exit 2 (an error of the run, not a disagreement)."""
+    print("$ " + " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout)
+        print(f"ptdp {cmd[1]} exited with {proc.returncode}", file=sys.stderr)
+        sys.exit(2)
+
+
+def verdict(failed, perturbation, agrees):
+    """The exit status of a comparison: with --perturb, 0 when exactly the
+    perturbed quantity (and nothing else) failed; otherwise 0 when nothing
+    failed.  `agrees` is what a pass prints."""
+    if perturbation:
+        if failed == [perturbation]:
+            print(f"perturbation caught: the comparison failed on {perturbation} and nothing else")
+            return 0
+        print(f"perturbation NOT caught as expected: failures {failed or 'none'}")
+        return 1
+    if failed:
+        print("FAILED: " + "; ".join(failed))
+        return 1
+    print("PASSED: " + agrees)
+    return 0
+
+
 def run_ptdp(ptdp, flags, workdir):
     """Run ptdp train with FLAGS, keeping every file the comparison needs."""
     files = {k: os.path.join(workdir, k + ext) for k, ext in
              [("init", ".st"), ("final", ".st"), ("data", ".st"), ("log", ".jsonl")]}
     cmd = [ptdp, "train", *flags, "--quiet", "--save-init", files["init"], "--save", files["final"],
            "--dump-data", files["data"], "--log", files["log"]]
-    print("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout)
-        print(f"ptdp train exited with {proc.returncode}", file=sys.stderr)
-        sys.exit(2)
+    run_or_stop(cmd)
     with open(files["log"]) as f:
         log = [json.loads(line) for line in f if line.strip()]
     return files, log
@@ -382,17 +405,7 @@ def main():
     if steps_taken != len(losses):
         failed.append(f"optim.step is {steps_taken}, expected {len(losses)}")
 
-    if opts.perturb:
-        if failed == [opts.perturb]:
-            print(f"perturbation caught: the comparison failed on {opts.perturb} and nothing else")
-            return 0
-        print(f"perturbation NOT caught as expected: failures {failed or 'none'}")
-        return 1
-    if failed:
-        print("FAILED: " + "; ".join(failed))
-        return 1
-    print("PASSED: ptdp agrees with PyTorch")
-    return 0
+    return verdict(failed, opts.perturb, "ptdp agrees with PyTorch")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True    # leave no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_baseline import TOLERANCE, compare, perturb, read_safetensors, run_ptdp, torch_state  # noqa: E402
+from check_baseline import (TOLERANCE, compare, perturb, read_safetensors, run_ptdp, torch_state,  # noqa: E402
+                            verdict)
 
 META_NORM_EPS, META_ROPE_THETA = 1e-5, 500000.0     # Meta's ModelArgs defaults
 
@@ -218,17 +219,7 @@ def main():
         failed.append(f"optim.step is {int(final['optim.step'])}, expected {len(losses)}")
     print("  largest loss |ptdp - torch|: %.3e" % max(abs(e["loss"] - t) for e, t in zip(log, losses)))
 
-    if opts.perturb:
-        if failed == [opts.perturb]:
-            print(f"perturbation caught: the comparison failed on {opts.perturb} and nothing else")
-            return 0
-        print(f"perturbation NOT caught as expected: failures {failed or 'none'}")
-        return 1
-    if failed:
-        print("FAILED: " + "; ".join(failed))
-        return 1
-    print("PASSED: ptdp's llama agrees with PyTorch")
-    return 0
+    return verdict(failed, opts.perturb, "ptdp's llama agrees with PyTorch")
 
 
 if __name__ == "__main__":

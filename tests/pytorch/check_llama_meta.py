@@ -90,7 +90,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import types
@@ -101,6 +100,8 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True    # leave no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from safetensors_read import read as read_safetensors  # noqa: E402  (tests/safetensors_read.py)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_baseline import run_or_stop  # noqa: E402
 
 ENV = "PTDP_LLAMA_REFERENCE"
 SKIP = 77
@@ -233,12 +234,7 @@ def meta_loss(module, init_path, data_path, opts):
 
 def ptdp_run(ptdp, flags, report):
     cmd = [ptdp, "train", "--model", "llama", *flags, "--quiet", "--report", report]
-    print("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout)
-        print(f"ptdp train exited with {proc.returncode}", file=sys.stderr)
-        sys.exit(2)
+    run_or_stop(cmd)
     with open(report) as f:
         return json.load(f)["run"]["first_loss"]
 
