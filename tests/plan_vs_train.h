@@ -22,6 +22,7 @@
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
 #include "ptdp/plan.h"
+#include "ptdp/plan_search.h"
 #include "ptdp/clock.h"
 #include "ptdp/schedule.h"
 #include "ptdp/train.h"
@@ -110,6 +111,25 @@ static inline void plan_vs_train(const char *name, const ptdp_plan_request *rq, 
 static inline void plan_row_vs_train(const char *name, ptdp_plan_request rq, ptdp_plan_layout l)
 {
     plan_vs_train(name, &rq, &l, 0.05);
+}
+
+/* Every layout the search offers for rq, best first (no memory limit, no
+ * cut; the test fails if the search does, or offers none); *n of them,
+ * each checked: the lower bound of its step is positive and not above the
+ * step.  Free the array. */
+static inline ptdp_plan_candidate *plan_search_all(const ptdp_plan_request *rq, int *n)
+{
+    ptdp_plan_candidate *all = NULL;
+    ptdp_plan_search_stats st;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_plan_search_top(rq, 0, 0, &all, n, &st, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_int_gt(*n, 0);
+    for (int i = 0; i < *n; i++) {
+        const double bound = ptdp_plan_step_lower_bound(rq, &all[i].layout);
+        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
+                      "step %.9g", i, bound, all[i].time.step_s);
+    }
+    return all;
 }
 
 #endif

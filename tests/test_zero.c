@@ -342,10 +342,9 @@ TEST(zero_tests, test_validate_rejects_unknown_stages)
     char msg[256];
     ptdp_train_config c = equiv_config(2, 1, 1, 1);
     c.zero = 4;
-    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ASSERT_HAS(msg, "--zero 4");
-    ASSERT_HAS(msg, "0 (off), 1");
-    ASSERT_HAS(msg, "3 (+ parameters)");
+    const char *said = equiv_refused(&c, "--zero 4");
+    ASSERT_HAS(said, "0 (off), 1");
+    ASSERT_HAS(said, "3 (+ parameters)");
     c.zero = -1;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
     c.zero = 2;

@@ -176,16 +176,13 @@ TEST(units_tests, test_validate_stage3)
     char msg[256];
     ptdp_train_config c = equiv_config(1, 2, 1, 1);
     c.zero = 3;
-    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ASSERT_HAS(msg, "--zero 3");
-    ASSERT_HAS(msg, "changes nothing");
+    ASSERT_HAS(equiv_refused(&c, "--zero 3"), "changes nothing");
     c.dp = 2;
     ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), 0);
     c.schedule = ptdp_schedule_find("zb-h1");
     c.pp = 2;
     c.micro_batches = 2;
-    ck_assert_int_eq(ptdp_train_validate(&c, msg, sizeof msg), PTDP_EINVAL);
-    ASSERT_HAS(msg, "zb-h1");
+    equiv_refused(&c, "zb-h1");
 }
 END_TEST
 

@@ -65,16 +65,12 @@ expect_usage "--stage-layers: piece 1 (stage 1, chunk 0) has 0 blocks" \
                                                             -- $i --pp 2 --micro-batches 2 --virtual-stages 2 --stage-layers 4,0,2,2
 
 # ---- 2. a pipelined run: --check, the bubble, the peaks -------------------------
+before=$failures
 if run_ok train --pp 4 --micro-batches 8 --steps 3 --check --quiet; then
-    if ! has "check PASSED"; then
-        fail "train --pp 4 --micro-batches 8 --check: no 'check PASSED'"
-    elif ! grep -qE '^pipeline \(1f1b, 4 stages, 8 micro-batches\): bubble measured [0-9.]+, formula \(p-1\)/\(m\+p-1\) = 0\.2727' "$out"; then
-        fail "train --pp 4 --micro-batches 8: no bubble line with measured and formula"
-    elif ! grep -qE '^  peak activation memory per stage:( [0-9.]+ (B|KiB|MiB)){4}$' "$out"; then
-        fail "train --pp 4 --micro-batches 8: no peak activation memory of 4 stages"
-    else
-        echo "ok    train --pp 4 --micro-batches 8 --check: passed, bubble and 4 peaks printed"
-    fi
+    expect_out "check PASSED"
+    expect_line '^pipeline \(1f1b, 4 stages, 8 micro-batches\): bubble measured [0-9.]+, formula \(p-1\)/\(m\+p-1\) = 0\.2727'
+    expect_line '^  peak activation memory per stage:( [0-9.]+ (B|KiB|MiB)){4}$'
+    [[ $failures -eq $before ]] && echo "ok    train --pp 4 --micro-batches 8 --check: passed, bubble and 4 peaks printed"
 fi
 
 for sched in gpipe 1f1b; do
@@ -91,24 +87,18 @@ done
 # interleaved: --check passes; under the ideal profile the bubble is
 # (p-1)/(v m+p-1) = 3/11 for p 4, m 4, v 2, measured alike; the
 # point-to-point bytes (p v - 1) / (p - 1) = 7/3 times 1F1B's
+before=$failures
 if run_ok train --pp 2 --micro-batches 4 --schedule interleaved --virtual-stages 2 --steps 2 --check --quiet \
         --report "$tmp/r.json"; then
-    if ! has "check PASSED"; then
-        fail "train --schedule interleaved --virtual-stages 2 --check: no 'check PASSED'"
-    elif ! grep -q '"virtual_stages": 2' "$tmp/r.json"; then
-        fail "train --schedule interleaved: the report has no \"virtual_stages\": 2"
-    else
-        echo "ok    train --schedule interleaved --virtual-stages 2 --check: passed, report has virtual_stages"
-    fi
+    expect_out "check PASSED"
+    grep -q '"virtual_stages": 2' "$tmp/r.json" || fail "train --schedule interleaved: the report has no \"virtual_stages\": 2"
+    [[ $failures -eq $before ]] && echo "ok    train --schedule interleaved --virtual-stages 2 --check: passed, report has virtual_stages"
 fi
+before=$failures
 if run_ok train --pp 4 --micro-batches 4 --schedule interleaved --virtual-stages 2 --steps 2 --profile ideal --quiet; then
-    if ! grep -qE '^pipeline \(interleaved, 4 stages x 2 virtual stages, 4 micro-batches\): bubble measured 0\.2727, formula \(p-1\)/\(v\*m\+p-1\) = 0\.2727$' "$out"; then
-        fail "train --profile ideal --schedule interleaved: no bubble line measured 0.2727 = formula (p-1)/(v*m+p-1)"
-    elif ! grep -qE '^  point-to-point per step: .* = 2 m \(p v - 1\) = 2 x 4 x 7 = 56 boundary crossings per pipeline; \(p v - 1\) / \(p - 1\) = 2\.33 x 1F1B.s$' "$out"; then
-        fail "train --schedule interleaved: no point-to-point line with 56 crossings and 2.33 x 1F1B's"
-    else
-        echo "ok    train --profile ideal --schedule interleaved: bubble 0.2727 both ways, p2p 7/3 of 1F1B's"
-    fi
+    expect_line '^pipeline \(interleaved, 4 stages x 2 virtual stages, 4 micro-batches\): bubble measured 0\.2727, formula \(p-1\)/\(v\*m\+p-1\) = 0\.2727$'
+    expect_line '^  point-to-point per step: .* = 2 m \(p v - 1\) = 2 x 4 x 7 = 56 boundary crossings per pipeline; \(p v - 1\) / \(p - 1\) = 2\.33 x 1F1B.s$'
+    [[ $failures -eq $before ]] && echo "ok    train --profile ideal --schedule interleaved: bubble 0.2727 both ways, p2p 7/3 of 1F1B's"
 fi
 
 # GPipe holds m = 8 micro-batches on every stage, 1F1B only 4, 3, 2, 1:

@@ -81,6 +81,12 @@ expect_out() {     # expect_out "TEXT ON STDOUT"...: after run_ok
     done
 }
 
+expect_line() {    # expect_line 'EXTENDED REGEX'...: after run_ok, a stdout line matches each
+    for want in "$@"; do
+        grep -qE -- "$want" "$out" || fail "no stdout line matches '$want'"
+    done
+}
+
 report_config() {
     local file=$1 key=$2 value=$3
     grep -qE "\"$key\": $value[,}]" "$file" && echo "ok    --report has \"$key\": $value" \

@@ -212,6 +212,14 @@ void equiv_resume(const ptdp_train_config *first, const ptdp_train_config *secon
     ptdp_state_free(&loaded);
 }
 
+void equiv_resume_beside(const ptdp_train_config *whole, const ptdp_train_config *first,
+                         const ptdp_train_config *second, ptdp_state *whole_end, ptdp_train_result *whole_log,
+                         ptdp_state *end, ptdp_train_result *log)
+{
+    equiv_train(whole, NULL, whole_end, whole_log);
+    equiv_resume(first, second, end, log);
+}
+
 void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char *what)
 {
     ck_assert_int_eq(a->ntensors, b->ntensors);
@@ -220,6 +228,15 @@ void equiv_states_same_bits(const ptdp_state *a, const ptdp_state *b, const char
         ck_assert_msg(memcmp(a->t[i].data, b->t[i].data, n * sizeof(ptdp_real)) == 0, "%s: %s differs", what,
                       a->t[i].name);
     }
+}
+
+const char *equiv_refused(const ptdp_train_config *cfg, const char *says)
+{
+    static _Thread_local char msg[PTDP_MSG_MAX];
+    msg[0] = '\0';
+    ck_assert_msg(ptdp_train_validate(cfg, msg, sizeof msg) == PTDP_EINVAL, "not refused (wanted '%s'): %s", says, msg);
+    ck_assert_msg(strstr(msg, says) != NULL, "the refusal '%s' does not say '%s'", msg, says);
+    return msg;
 }
 
 void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b, const char *what)

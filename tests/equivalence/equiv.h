@@ -94,6 +94,11 @@ const char *equiv_pipe_model_name(const equiv_pipe_case *k);
  * bits: every step's loss and every tensor of the final states.  For two
  * ways of doing the same arithmetic (an overlapped and a plain gradient
  * path, two schedules that order the same sums alike). */
+/* cfg is refused before any work (ptdp_train_validate: PTDP_EINVAL) with a
+ * message holding `says`; returns the message (valid until the next call
+ * on this thread) for further words. */
+const char *equiv_refused(const ptdp_train_config *cfg, const char *says);
+
 void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b, const char *what);
 
 /* The checkpoint round trip: train `first` from scratch, save its final
@@ -102,5 +107,11 @@ void equiv_runs_same_bits(const ptdp_train_config *a, const ptdp_train_config *b
  * first's).  Free both. */
 void equiv_resume(const ptdp_train_config *first, const ptdp_train_config *second, ptdp_state *end,
                   ptdp_train_result *log);
+/* equiv_resume beside `whole`, trained from scratch without stopping (for
+ * first's steps and second's): *whole_end and *whole_log its end and log
+ * (whole_log may be NULL), *end and *log the resumed run's.  Free them. */
+void equiv_resume_beside(const ptdp_train_config *whole, const ptdp_train_config *first,
+                         const ptdp_train_config *second, ptdp_state *whole_end, ptdp_train_result *whole_log,
+                         ptdp_state *end, ptdp_train_result *log);
 
 #endif

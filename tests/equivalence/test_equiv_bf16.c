@@ -392,8 +392,7 @@ LOOP_TEST(bf16_tests, test_bf16_resume_bit_for_bit, (int)(sizeof RESUME / sizeof
     describe(&half, what, sizeof what);
     ptdp_state reference, resumed;
     ptdp_train_result rfull, rlog;
-    equiv_train(&full, NULL, &reference, &rfull);
-    equiv_resume(&half, &half, &resumed, &rlog);
+    equiv_resume_beside(&full, &half, &half, &reference, &rfull, &resumed, &rlog);
     ck_assert_int_eq(rlog.completed, 3);
     equiv_losses_agree(rlog.log, rfull.log + 3, 3, 0, what);
     equiv_states_same_bits(&resumed, &reference, what);
@@ -413,8 +412,7 @@ static void cross_resume(ptdp_train_config first, ptdp_train_config second, cons
     full.steps = 6;
     ptdp_state reference, resumed;
     ptdp_train_result rfull, rlog;
-    equiv_train(&full, NULL, &reference, &rfull);
-    equiv_resume(&first, &second, &resumed, &rlog);
+    equiv_resume_beside(&full, &first, &second, &reference, &rfull, &resumed, &rlog);
     ck_assert_int_eq(rlog.completed, 3);
     for (int i = 0; i < 3; i++) {
         double got = rlog.log[i].loss, want = rfull.log[3 + i].loss;

@@ -103,8 +103,7 @@ TEST(dual_tests, test_a_checkpoint_resumes_both_copies)
     first.steps = second.steps = 1;
     ptdp_state a, b;
     ptdp_train_result ra, rb;
-    equiv_train(&whole, NULL, &a, &ra);
-    equiv_resume(&first, &second, &b, &rb);
+    equiv_resume_beside(&whole, &first, &second, &a, &ra, &b, &rb);
     equiv_losses_agree(&ra.log[1], &rb.log[0], 1, 0, "gpt dp=2 zero=1 dualpipe: step 2, resumed");
     equiv_states_same_bits(&a, &b, "gpt dp=2 zero=1 dualpipe: 2 steps, or 1 and 1 resumed");
     ptdp_state_free(&a);

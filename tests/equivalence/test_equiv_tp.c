@@ -91,8 +91,7 @@ static void reshard(int from, int to, int dp_from, int dp_to)
     first.steps = second.steps = 3;
     ptdp_state full, rest;
     ptdp_train_result r1, r3;
-    equiv_train(&straight, NULL, &full, &r1);
-    equiv_resume(&first, &second, &rest, &r3);
+    equiv_resume_beside(&straight, &first, &second, &full, &r1, &rest, &r3);
     char what[64];
     snprintf(what, sizeof what, "tp %d -> %d", from, to);
     equiv_losses_agree(r3.log, r1.log + 3, 3, PTDP_TOLERANCE, what);

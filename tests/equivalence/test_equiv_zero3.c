@@ -147,8 +147,7 @@ static void resume_case(ptdp_train_config first, ptdp_train_config second, bool 
     full.steps = 6;
     ptdp_state reference, resumed;
     ptdp_train_result log;
-    equiv_train(&full, NULL, &reference, NULL);
-    equiv_resume(&first, &second, &resumed, &log);
+    equiv_resume_beside(&full, &first, &second, &reference, NULL, &resumed, &log);
     ck_assert_int_eq(log.completed, 3);
     if (check_moments) {
         equiv_states_agree(&resumed, &reference, PTDP_TOLERANCE, what);

@@ -267,21 +267,29 @@ def train_torch(init, data, meta, opts, dtype):
     else:
         opt = torch.optim.SGD(groups, lr=opts.lr, momentum=opts.momentum, foreach=False)
 
+    losses, norms = torch_steps(model, opt, data, opts.clip_grad)
+    return losses, norms, model, opt
+
+
+def torch_steps(model, opt, data, clip_grad):
+    """One optimizer step per dumped batch, as ptdp logs it: the loss is the
+    cross-entropy alone (a mixture's balance loss, model.aux, joins the
+    backward only); the norm is every parameter's once, summed in double,
+    taken before clipping (when clip_grad > 0)."""
     xs = torch.from_numpy(data["x"].copy())
     ys = torch.from_numpy(data["y"].copy())
     losses, norms = [], []
     for s in range(xs.shape[0]):
         opt.zero_grad()
-        out = model(xs[s])                        # the GPT: B x T x V_pad, a mean over every position
+        out = model(xs[s])                        # B x T x V_pad (or B x classes), a mean over every position
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), ys[s].reshape(-1))
-        (loss + getattr(model, "aux", 0)).backward()   # the log's loss: the cross-entropy alone
-        # The norm ptdp logs: every parameter once, summed in double.
+        (loss + getattr(model, "aux", 0)).backward()
         norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
-        if opts.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), opts.clip_grad)
+        if clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
         opt.step()
         losses.append(float(loss))
-    return losses, norms, model, opt
+    return losses, norms
 
 
 def torch_state(model, opt, optimizer):

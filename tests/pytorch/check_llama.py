@@ -64,7 +64,7 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True    # leave no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_baseline import (TOLERANCE, compare, perturb, read_safetensors, run_ptdp, torch_state,  # noqa: E402
-                            verdict)
+                            torch_steps, verdict)
 
 META_NORM_EPS, META_ROPE_THETA = 1e-5, 500000.0     # Meta's ModelArgs defaults
 
@@ -152,18 +152,7 @@ def train_torch(init, data, meta, opts, dtype):
               {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
     # foreach=False: PyTorch's single-tensor loop, whose operation order ptdp copies.
     opt = torch.optim.AdamW(groups, lr=opts.lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
-    xs, ys = torch.from_numpy(data["x"].copy()), torch.from_numpy(data["y"].copy())
-    losses, norms = [], []
-    for s in range(xs.shape[0]):
-        opt.zero_grad()
-        logits = model(xs[s])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ys[s].reshape(-1))
-        loss.backward()
-        norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
-        if opts.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), opts.clip_grad)
-        opt.step()
-        losses.append(float(loss))
+    losses, norms = torch_steps(model, opt, data, opts.clip_grad)
     return losses, norms, model, opt
 
 
