@@ -75,6 +75,8 @@ static TCase *tcase_of(Suite *s, const harness_tcase *tc, const harness_tcase **
     return c;
 }
 
+static char run_dir[1024];   /* harness_run_dir: made by harness_main */
+
 int harness_main(const char *suite_name)
 {
     if (nregistered == 0 || overflowed > 0) {
@@ -99,10 +101,21 @@ int harness_main(const char *suite_name)
                             registered[i].loops);
 
     SRunner *sr = srunner_create(s);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(run_dir, sizeof run_dir, "%s/ptdp-run-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    if (mkdtemp(run_dir) == NULL)
+        run_dir[0] = '\0';
     srunner_run_all(sr, CK_NORMAL);
+    if (run_dir[0] != '\0')
+        harness_remove_tree(run_dir);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+const char *harness_run_dir(void)
+{
+    return run_dir[0] != '\0' ? run_dir : NULL;
 }
 
 /* ------------------------------------------------- devices under a watchdog */

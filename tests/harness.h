@@ -231,6 +231,11 @@ void harness_temp_file(char *template_path);
 int  harness_count_entries(const char *dir, bool temporaries_only);
 /* Remove dir and everything in it (best effort). */
 void harness_remove_tree(const char *dir);
+/* A directory for this run of the test program: made before its first
+ * test and removed after its last, the same one for every (forked) test,
+ * for what a test leaves that later tests of the run may reuse.  NULL if
+ * it could not be made (then there is nothing to reuse). */
+const char *harness_run_dir(void);
 
 /* Run fn() in a child process and wait: returns its wait status, with
  * what it wrote to stderr in err (for code that must crash, or print). */
