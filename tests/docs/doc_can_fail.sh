@@ -3,7 +3,8 @@
 # refuse what they are there to refuse, and accept what the pages may say.
 #
 #   doc_links.py:    a missing file, a missing heading in another page and in
-#                    the page itself are each reported; a good link is not.
+#                    the page itself, a heading its contents do not link are
+#                    each reported; a good link and good contents are not.
 #   doc_commands.py: a command that exits 2 where the page says nothing, an
 #                    mpirun without "not run", are reported; the same command
 #                    under <!-- exit: 2 -->, a "not run" mpirun and a "slow"
@@ -16,23 +17,28 @@ fail() { echo "FAIL: $*" >&2; cat "$tmp/out" >&2; exit 1; }
 
 # --- links ----------------------------------------------------------------------
 mkdir "$tmp/docs"
-printf '# Other page\n\n## A heading: with `code`\n' >"$tmp/docs/other.md"
+printf '# Other page\n\n- [a heading](#a-heading-with-code)\n\n## A heading: with `code`\n' >"$tmp/docs/other.md"
 cat >"$tmp/docs/page.md" <<'MD'
 # A page
 
 ## Here
 
+## Not in the contents
+
 [fine](other.md#a-heading-with-code) [fine too](#here) `[not a link](nowhere.md)`
 [gone](no/such/page.md) [no heading](other.md#not-there) [no heading here](#nor-here)
 MD
 if python3 "$src/tests/docs/doc_links.py" "$tmp" "$tmp/docs/page.md" >"$tmp/out" 2>&1; then
-    fail "doc_links.py accepted three broken links"
+    fail "doc_links.py accepted three broken links and a page without contents"
 fi
 for want in "no/such/page.md does not exist" "other.md has no heading #not-there" \
-            "page.md has no heading #nor-here" "5 relative links in 1 pages, 3 broken"; do
+            "page.md has no heading #nor-here" "do not link the heading 'Here'" \
+            "do not link the heading 'Not in the contents'" "5 relative links in 1 pages, 5 broken"; do
     grep -qF "$want" "$tmp/out" || fail "doc_links.py did not report: $want"
 done
-echo "ok: doc_links.py reports the missing file and both missing headings"
+python3 "$src/tests/docs/doc_links.py" "$tmp" "$tmp/docs/other.md" >"$tmp/out" 2>&1 ||
+    fail "doc_links.py refused a page whose contents link its heading"
+echo "ok: doc_links.py reports the missing file, both missing headings and the missing contents"
 
 # --- commands -------------------------------------------------------------------
 cat >"$tmp/bad.md" <<'MD'

@@ -12,6 +12,9 @@ A heading's anchor is GitHub's: lower case, every character but letters,
 digits, spaces, '-' and '_' dropped, spaces made '-'; a repeated heading
 gets -1, -2, ….  URLs (http:, mailto:, …) and absolute paths are left alone.
 
+And each page but a README opens with its table of contents: every `## `
+heading is linked (#anchor) from the text above the first of them.
+
     doc_links.py SOURCE_DIR [FILE.md …]
 
 Prints each broken link with its page and line; exit status 1 if any.
@@ -83,6 +86,23 @@ def check(page):
     return problems, links
 
 
+def contents(page):
+    """Problems of a page's table of contents: the ## headings it does not link."""
+    if os.path.basename(page) == "README.md":
+        return []
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    top, heads = [], []
+    for _, line in prose(text):
+        if line.startswith("## "):
+            heads.append(line[3:].strip())
+        elif not heads:
+            top.append(line)
+    linked = set(re.findall(r"\]\(#([^)\s]+)\)", "\n".join(top)))
+    return [f"{page}: its contents at the top do not link the heading '{h}' (#{slug(h)})"
+            for h in heads if slug(h) not in linked]
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit("usage: doc_links.py SOURCE_DIR [FILE.md ...]")
@@ -91,11 +111,12 @@ def main(argv):
     problems, links = [], 0
     for page in pages:
         p, n = check(page)
-        problems += p
+        problems += p + contents(page)
         links += n
     for p in problems:
         print(f"doc_links: {p}")
-    print(f"doc_links: {links} relative links in {len(pages)} pages, {len(problems)} broken")
+    print(f"doc_links: {links} relative links in {len(pages)} pages, {len(problems)} broken "
+          f"(or headings missing from a page's contents)")
     return 1 if problems else 0
 
 
