@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # step_times.sh — wall-clock step time on this machine beside the virtual
 # (simulated GPU) step time, for a few dp x tp x pp configurations and the
-# single-device baseline.  Prints the Markdown table of the README section
+# single-device baseline.  Prints the Markdown table of docs/benchmarks.md's section
 # "Step times: wall clock vs simulated GPUs".
 #
 #   bench/step_times.sh [PTDP] [--steps N] [--warmup N] [--profiles P,Q] [-- MODEL FLAGS...]

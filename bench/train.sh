@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train.sh — the training benchmark of the README, side by side in one run.
+# train.sh — the training benchmark of docs/benchmarks.md, side by side in one run.
 #
 #   bench/train.sh [PTDP] [--model mlp|gpt] [--runs N] [--steps N] [--warmup N]
 #
@@ -16,7 +16,7 @@
 #                                        dp=1 and dp=2, two runs at B/2 at once
 #   bench/train_torch.py --json          the same model in PyTorch CPU, one
 #                                        thread (skipped when no Python has torch)
-# and then prints the table (Markdown, as in the README) and the targets:
+# and then prints the table (Markdown, as in docs/benchmarks.md) and the targets:
 #   baseline step           <= 0.8 x PyTorch's step (same model, batch, thread count)
 #                              (the GPT: <= 0.85 x)
 #   forward + backward      <= 1.08 x the same GEMMs alone (softmax, LayerNorm,

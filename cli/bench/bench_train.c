@@ -71,7 +71,7 @@
  * ZeRO-1 must agree with the dp = 1 run's by --check's rule, or the command
  * fails.
  * bench/train.sh runs this beside the same model in PyTorch and
- * prints the ratios against the targets of the README ("Training benchmark").
+ * prints the ratios against the targets of docs/benchmarks.md ("Training benchmark").
  */
 #include <math.h>
 #include <pthread.h>

@@ -14,7 +14,7 @@
  *
  * beside the formulas a student can check them with, e.g. the DP traffic
  * 2(N-1)/N x gradient bytes per device and step.  --report FILE writes the
- * same figures as JSON (schema in README, "Report JSON schema"), atomically
+ * same figures as JSON (schema in docs/report-schema.md), atomically
  * (ptdp/file.h): a temporary file, fsync, rename.
  */
 #include <math.h>

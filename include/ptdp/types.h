@@ -43,7 +43,7 @@ typedef float ptdp_real;
 /* --check tolerance of a --precision bf16 run against its bf16 baseline
  * (mixed.h): measured below 1.3e-4 in loss and 2.1e-3 in parameters over
  * 20 steps of eight GPT meshes, but for attention's key bias (below;
- * docs: README, "bf16"). */
+ * docs: docs/precision.md, "bf16 mixed precision"). */
 #define PTDP_TOLERANCE_BF16 1e-2
 
 /* The parameters' tolerance of a bf16 --check after `steps` steps at

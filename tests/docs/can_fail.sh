@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # can_fail.sh SOURCE_DIR — docs/check_paths.sh refuses a page that names a
 # file, a path or a link target that is not in the tree; readme_map.sh a
-# README map with a wrong arrow or a source file it does not name.
+# map of the code (docs/code-map.md) with a wrong arrow or a source file it does not name.
 set -euo pipefail
 src=$1
 tmp=$(mktemp -d)
@@ -19,8 +19,8 @@ echo "ok: the three missing names are reported"
 
 # readme_map.sh refuses a map with a wrong arrow or a file missing from its table.
 sed -e 's|^src/nn/        ─► runtime/ core/|src/nn/        ─► core/|' \
-    -e 's|`ranks.c` [^·]*· ||' "$src/README.md" >"$tmp/README.md"
-if bash "$src/tests/docs/readme_map.sh" "$src" "$tmp/README.md" >"$tmp/out" 2>&1; then
+    -e 's|`ranks.c` [^·]*· ||' "$src/docs/code-map.md" >"$tmp/code-map.md"
+if bash "$src/tests/docs/readme_map.sh" "$src" "$tmp/code-map.md" >"$tmp/out" 2>&1; then
     echo "FAIL: readme_map.sh accepted a map with a wrong arrow and a missing file" >&2
     exit 1
 fi

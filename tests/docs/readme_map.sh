@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# readme_map.sh SOURCE_DIR [README] — the README's map of the code is true.
+# readme_map.sh SOURCE_DIR [MAP] — the map of the code (docs/code-map.md) is true.
 #
 #   1. The arrows: each line "src/X/ ─► a/ b/ …" of the map's picture names
 #      exactly the folders X's files include, as tests/layers/layers.sh
@@ -7,11 +7,11 @@
 #   2. The table: every source file of the library (src/**/*.c) is named in
 #      it, so a file added without its line in the map is caught.
 #
-# (That every name the README gives exists is docs/check_paths.sh's job.)
+# (That every name the map gives exists is docs/check_paths.sh's job.)
 # Prints what differs and exits 1; or one line saying the map is true.
 set -euo pipefail
 src=$1
-readme=${2:-$src/README.md}
+readme=${2:-$src/docs/code-map.md}
 bad=0
 
 # --- 1. the arrows --------------------------------------------------------------
@@ -50,10 +50,10 @@ table=$(grep -E '^\| `src/' "$readme" || true)
 while IFS= read -r file; do
     name=${file##*/}
     if ! grep -qF "\`$name\`" <<<"$table"; then
-        echo "readme_map: $file is not named in the README's table of src/" >&2
+        echo "readme_map: $file is not named in the table of src/ of docs/code-map.md" >&2
         bad=1
     fi
 done < <(cd "$src" && find src -name '*.c' | sort)
 
-[[ $bad -eq 0 ]] && echo "readme_map: every arrow and every file of src/ is in the README's map"
+[[ $bad -eq 0 ]] && echo "readme_map: every arrow and every file of src/ is in the map of the code (docs/code-map.md)"
 exit $bad
