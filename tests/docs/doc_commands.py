@@ -39,6 +39,10 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True    # leave no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tutorials"))
+from readme_quotes import joined_commands as joined  # noqa: E402  (continuations joined, as the lessons' quotes)
+
 SUBCOMMANDS = {"train", "sample", "plan", "schedule", "fp8", "figures", "demo", "bench",
                "selftest", "version", "help"}
 EXE = re.compile(r"^(?:\./)?(?:[\w.-]+/)*(ptdp(?:-f64)?)$")
@@ -59,20 +63,6 @@ def fences(text):
             i = j + 1
         else:
             i += 1
-    return out
-
-
-def joined(lines):
-    """The block's lines with trailing-backslash continuations joined."""
-    out, cur = [], ""
-    for line in lines:
-        if line.rstrip().endswith("\\"):
-            cur += line.rstrip()[:-1] + " "
-        else:
-            out.append(cur + line)
-            cur = ""
-    if cur:
-        out.append(cur)
     return out
 
 
