@@ -363,8 +363,12 @@ TEST(resume_tests, test_a_mixtures_checkpoint_reads_back_from_its_metadata)
     ck_assert_msg(ptdp_state_peek_config(old, &got, msg, sizeof msg) == 0, "%s", msg);
     ck_assert(ptdp_gpt(&got)->moe_capacity == 0 && ptdp_gpt(&got)->moe_aux_loss == 0.01);
     ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];
-    ck_assert_int_eq(ptdp_state_settings(old, &g, set, PTDP_META_SETTINGS_MAX, msg, sizeof msg), 2);
+    /* the two above, and the groups' two (moe_groups, moe_group_top_k: read from every file, written only
+     * when not 1, so this file, like every file without groups, means 1 and 1) */
+    ck_assert_int_eq(ptdp_state_settings(old, &g, set, PTDP_META_SETTINGS_MAX, msg, sizeof msg), 4);
     ck_assert(strtod(set[0].value, NULL) == 0 && strtod(set[1].value, NULL) == 0.01);
+    ck_assert(strcmp(set[2].key, "moe_groups") == 0 && strtod(set[2].value, NULL) == 1);
+    ck_assert(strcmp(set[3].key, "moe_group_top_k") == 0 && strtod(set[3].value, NULL) == 1);
     ck_assert_msg(ptdp_state_load(&s, old, &g, msg, sizeof msg) == 0, "%s", msg);   /* never a mismatch */
     ptdp_state_free(&s);
 

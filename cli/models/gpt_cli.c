@@ -50,7 +50,8 @@ static const ptdp_model_flag gpt_flags[] = {
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
     PTDP_MOE_FLAG_ROWS(PTDP_GPT_OWN(moe_experts), PTDP_GPT_OWN(moe_every), PTDP_GPT_OWN(moe_ffn),
                        PTDP_GPT_OWN(moe_top_k), PTDP_GPT_OWN(moe_capacity), PTDP_GPT_OWN(moe_aux_loss)),
-    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_GPT_OWN(moe_score), PTDP_GPT_OWN(moe_route_scale)),
+    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_GPT_OWN(moe_score), PTDP_GPT_OWN(moe_route_scale), PTDP_GPT_OWN(moe_bias_update)),
+    PTDP_MOE_GROUP_FLAG_ROWS(PTDP_GPT_OWN(moe_groups), PTDP_GPT_OWN(moe_group_top_k)),
 };
 
 static ptdp_model_config gpt_defaults(void)

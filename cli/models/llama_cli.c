@@ -44,7 +44,9 @@ static const ptdp_model_flag llama_flags[] = {
     { "--data", PTDP_FLAG_PATH, 0, { 0, 0 }, false },
     PTDP_MOE_FLAG_ROWS(PTDP_LLAMA_OWN(moe.experts), PTDP_LLAMA_OWN(moe.every), PTDP_LLAMA_OWN(moe.ffn),
                        PTDP_LLAMA_OWN(moe.top_k), PTDP_LLAMA_OWN(moe.capacity), PTDP_LLAMA_OWN(moe.aux_loss)),
-    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_LLAMA_OWN(moe.score), PTDP_LLAMA_OWN(moe.route_scale)),
+    PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_LLAMA_OWN(moe.score), PTDP_LLAMA_OWN(moe.route_scale),
+                                PTDP_LLAMA_OWN(moe.bias_update)),
+    PTDP_MOE_GROUP_FLAG_ROWS(PTDP_LLAMA_OWN(moe.groups), PTDP_LLAMA_OWN(moe.group_top_k)),
 };
 
 /* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
@@ -103,7 +105,10 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             "                      --moe-every --moe-top-k --moe-ffn --moe-capacity-factor --moe-aux-loss\n"
             "  --moe-score S       either model's router: softmax (default, Mixtral's) or sigmoid\n"
             "                      (DeepSeek-V3's: the top k of sigmoid(z) + an expert bias, gates\n"
-            "                      --moe-route-scale x s_j / sum s)\n",
+            "                      --moe-route-scale x s_j / sum s; --moe-bias-update u moves the bias\n"
+            "                      after each step: b_e += u sign(mean load - load_e))\n"
+            "  --moe-groups G --moe-group-top-k M   a token's top k only among the experts of its M best\n"
+            "                      of G groups of E/G (a group's score: its top floor(k/M) values)\n",
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 

@@ -46,7 +46,7 @@ static bool typed(const char *const *given, int ngiven, const char *flag)
  * gates sum to 1 and have no bias). */
 static int deepseek_typed(const char *cmd, const char *const *given, int ngiven, const ptdp_moe_settings *s)
 {
-    static const char *const sigmoid_only[] = { "--moe-route-scale" };
+    static const char *const sigmoid_only[] = { "--moe-route-scale", "--moe-bias-update" };
     for (size_t k = 0; k < sizeof sigmoid_only / sizeof sigmoid_only[0]; k++)
         if (typed(given, ngiven, sigmoid_only[k]) && s->score != PTDP_MOE_SIGMOID)
             return ptdp_usage_error(cmd, "%s needs --moe-score sigmoid (DeepSeek-V3's router: sigmoid "
@@ -54,6 +54,9 @@ static int deepseek_typed(const char *cmd, const char *const *given, int ngiven,
     if (typed(given, ngiven, "--moe-route-scale") && !(s->route_scale > 0 && isfinite(s->route_scale)))
         return ptdp_usage_error(cmd, "--moe-route-scale %g: must be above 0 (the gates lambda s_j / sum s)",
                                 s->route_scale);
+    if (typed(given, ngiven, "--moe-bias-update") && !(s->bias_update >= 0 && isfinite(s->bias_update)))
+        return ptdp_usage_error(cmd, "--moe-bias-update %g: must be 0 or more (b_e += u sign(mean L - L_e) "
+                                "after each step; 0: the bias stays 0)", s->bias_update);
     return 0;
 }
 
@@ -65,7 +68,8 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
                        const char *dense)
 {
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
-                                       "--moe-aux-loss", "--moe-score", "--moe-route-scale" };
+                                       "--moe-aux-loss", "--moe-score", "--moe-route-scale",
+                                       "--moe-bias-update", "--moe-groups", "--moe-group-top-k" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))
@@ -116,6 +120,14 @@ int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_
     if (file && file_bias && s->score != PTDP_MOE_SIGMOID)
         return ptdp_usage_error("train", "--load %s holds a sigmoid router (%s) and this run's is softmax: give "
                                 "--moe-score sigmoid", load, bias);
+    if (file && !file_bias && s->bias_update > 0) {   /* the buffer the update moves: next to the router */
+        char want[160];
+        const size_t stem = strlen(router) > strlen("weight") ? strlen(router) - strlen("weight") : 0;
+        snprintf(want, sizeof want, "%.*sexpert_bias", (int)stem, router);
+        return ptdp_usage_error("train", "--moe-bias-update %g needs the expert bias, and --load %s has no %s (a "
+                                "softmax router's file): leave --moe-bias-update and --moe-score out",
+                                s->bias_update, load, want);
+    }
     if (file && !file_bias && s->score == PTDP_MOE_SIGMOID)
         return ptdp_usage_error("train", "--moe-score sigmoid contradicts --load %s: it holds a softmax router, "
                                 "without the expert bias (no *.expert_bias): leave --moe-score out", load);
@@ -131,6 +143,9 @@ void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
     if (s->experts > 0 && s->score == PTDP_MOE_SIGMOID)   /* DeepSeek-V3's router (softmax runs print none) */
         fprintf(f, ", \"moe_score\": \"sigmoid\", \"moe_route_scale\": %s, \"moe_bias_update\": %s",
                 J(s->route_scale > 0 ? s->route_scale : 1.0), J(s->bias_update));
+    if (s->experts > 0 && s->groups > 1)   /* group-limited routing (runs without print none) */
+        fprintf(f, ", \"moe_groups\": %d, \"moe_group_top_k\": %d", s->groups,
+                s->group_top_k > 0 ? s->group_top_k : 1);
 }
 
 /* Expert parallelism's uniform estimate per device and step: each MoE

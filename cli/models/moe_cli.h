@@ -38,12 +38,17 @@
  *
  *     --moe-score              softmax | sigmoid
  *     --moe-route-scale        a real above 0 (sigmoid; default 1)
- *
- * (The bias's update after each step, moe.h's bias_update, has no flag
- * yet: the loads' sum over the replicas is not written.) */
-#define PTDP_MOE_DEEPSEEK_FLAG_ROWS(score, route_scale)                                                   \
+ *     --moe-bias-update        a real, 0 or more (sigmoid; default 0: the
+ *                              bias stays 0): u of the loss-free balance
+ *     --moe-groups G           1 .. 2^12 (default 1): group-limited routing
+ *     --moe-group-top-k M      1 .. 2^12 (default 1), at most G  */
+#define PTDP_MOE_GROUP_FLAG_ROWS(groups, group_top_k)                                                     \
+    { "--moe-groups", (groups), 1, { 1 << 12, 256 }, false },                                             \
+    { "--moe-group-top-k", (group_top_k), 1, { 1 << 12, 256 }, false }
+#define PTDP_MOE_DEEPSEEK_FLAG_ROWS(score, route_scale, bias_update)                                      \
     { "--moe-score", (score), PTDP_FLAG_WORDS, { 1, 1 }, false },                                         \
-    { "--moe-route-scale", (route_scale), -1000000, { 1000000, 1000000 }, .real = true }
+    { "--moe-route-scale", (route_scale), -1000000, { 1000000, 1000000 }, .real = true },                 \
+    { "--moe-bias-update", (bias_update), -1000000, { 1000000, 1000000 }, .real = true }
 
 /* The flags' values, and none of them without experts (`dense`: what the
  * model has instead, "the dense MLP"); a typed --moe-capacity-factor above

@@ -263,12 +263,13 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         double S = device_elements(res, r) - expert_elements(res, r);   /* the experts': the EDP group's */
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
+        formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
         grads += S * bg;
     }
     measured /= lr->world_size;
     formula /= lr->world_size;
     grads /= lr->world_size;
-    char b[4][32], rule[128];
+    char b[4][32], rule[192];
     /* The formula of the stage's row and of the algorithm that ran.  The
      * naive all-reduce (reduce to rank 0, broadcast) sends as much in all
      * as the ring, but unevenly: the root sends (N-1) S, every other rank
@@ -278,6 +279,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         snprintf(rule, sizeof rule, "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S");
     else
         snprintf(rule, sizeof rule, "%s%s", row->dp_rule, c->recompute ? row->recompute_rule : "");
+    if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
+        snprintf(rule + strlen(rule), sizeof rule - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
            "(S = %s of gradients per device, mean), measured %s\n",
            N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),

@@ -80,6 +80,9 @@ typedef struct {
     int moe_score;          /* 0 softmax, 1 sigmoid (moe_route.h) --moe-score */
     double moe_route_scale; /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
     double moe_bias_update; /* the expert bias's step u    --moe-bias-update  */
+    int moe_groups;         /* G groups of experts; 0 reads 1 --moe-groups     */
+    int moe_group_top_k;    /* M of them a token may use; 0 reads 1
+                                                       --moe-group-top-k     */
 } ptdp_gpt_settings;
 
 _Static_assert(sizeof(ptdp_gpt_settings) <= PTDP_MODEL_OWN_MAX,
@@ -113,6 +116,7 @@ typedef struct {
     double moe_capacity, moe_aux_loss;
     int moe_score;
     double moe_route_scale, moe_bias_update;
+    int moe_groups, moe_group_top_k;
 } ptdp_gpt_fields;
 
 static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
@@ -125,7 +129,8 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
                                          .moe_ffn = s.moe_ffn, .moe_top_k = s.moe_top_k,
                                          .moe_capacity = s.moe_capacity, .moe_aux_loss = s.moe_aux_loss,
                                          .moe_score = s.moe_score, .moe_route_scale = s.moe_route_scale,
-                                         .moe_bias_update = s.moe_bias_update };
+                                         .moe_bias_update = s.moe_bias_update, .moe_groups = s.moe_groups,
+                                         .moe_group_top_k = s.moe_group_top_k };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
@@ -247,6 +252,8 @@ typedef struct {
     ptdp_param *ln2_w, *ln2_b, *fc_w, *fc_b, *fc_proj_w, *fc_proj_b;
     ptdp_param *router;             /* MoE: W_r [E, C]; NULL when dense     */
     ptdp_param *expert_bias;        /* MoE under sigmoid: b [E]; else NULL  */
+    double *choices;                /* --moe-bias-update: the step's choices
+                                       per expert [E] (host); else NULL     */
     ptdp_gpt_expert *experts;       /* MoE: [E] (host); NULL when dense     */
 } ptdp_gpt_block;
 

@@ -229,6 +229,8 @@ typedef struct ptdp_model_run {
     bool shards_params;             /* ZeRO's stage shards the parameters,
                                        each unit gathered while it computes
                                        (its row's shards_params, zero.h)    */
+    bool copies;                    /* the schedule holds two copies of the
+                                       model (DualPipe's, pp_layout.h)      */
 } ptdp_model_run;
 
 /* What generating text needs of a model of tokens (sample.h): the model
@@ -276,6 +278,11 @@ typedef struct {
                                  a real in PTDP_META_REAL_FMT             */
     char absent[32];          /* what a file without the key means (the
                                  same format)                             */
+    bool unless_absent;       /* written only when value is not `absent`
+                                 (a setting newer than the files, which
+                                 still read it: a file without the key
+                                 means absent), so files that do not use
+                                 it stay what they were                   */
 } ptdp_meta_setting;
 
 #define PTDP_META_SETTINGS_MAX 8
@@ -371,6 +378,13 @@ struct ptdp_model_ops {
      * model supports of a run's layout, beyond caps — 0, or PTDP_EINVAL with
      * a message naming the flags (e.g. a GPT with experts refuses --cp). */
     int  (*check_run)(const ptdp_model_config *c, const struct ptdp_model_run *r, char *msg, size_t msglen);
+    /* Optional (NULL: nothing): once a training step, after the
+     * optimizer's update and ZeRO's gather, on every device, each model
+     * chunk: the model's own update of its buffers (a mixture's expert
+     * bias under --moe-bias-update, moe.h) — collectives of the stage's
+     * groups allowed, the same on every device of a group.  0, or the
+     * failure. */
+    int  (*after_step)(ptdp_device *dev, ptdp_model *m);
     /* Optional (NULL: `ptdp plan` refuses the model): how the planner
      * prices it (model_plan.h); caps.plannable says the same. */
     const struct ptdp_model_plan *plan;

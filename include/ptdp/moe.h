@@ -32,14 +32,25 @@
  *                     model declares only under sigmoid, so softmax files
  *                     are what they were)
  *   --moe-route-scale lambda   sigmoid: the gates lambda s_j / sum s (1)
- *   bias_update u     sigmoid: after each optimizer step, b_e +=
+ *   --moe-groups G    DeepSeek-V3's group-limited routing (moe_route.h):
+ *   --moe-group-top-k M   the E experts in G groups of E/G consecutive
+ *                     ones; a token's top k only among the experts of its
+ *                     M best groups, a group's score the sum of its top
+ *                     floor(k/M) values of s + b (softmax: of z), ties to
+ *                     the lower group.  1, 1: no limit.  E divisible by
+ *                     G, M <= G, 1 <= floor(k/M) <= E/G, k <= M E/G.
+ *   --moe-bias-update u   sigmoid: after each optimizer step, b_e +=
  *                     u sign(mean_e L - L_e), L_e the choices of expert e
- *                     (before capacity) over the step's whole global batch.
- *                     Not written yet, so it has no flag and is 0: the bias
- *                     stays 0, and a file saying otherwise is refused.
+ *                     (before capacity) over the step's whole global batch
+ *                     (summed over the stage's DP group, dp x cp: one
+ *                     all-reduce of n E doubles, moe_bias.c); 0, the
+ *                     default: the bias stays 0.  Not yet with bf16's
+ *                     stores, ZeRO-3's shards or DualPipe's two copies
+ *                     (refused by name).
  *
  * A checkpoint records E, n, F_e and k as shapes a --load must match, and
- * c and alpha as settings a resumed run takes unless they are typed
+ * c and alpha (sigmoid: lambda and u too) as settings a resumed run takes
+ * unless they are typed
  * (model.h's ptdp_meta_setting; moe_settings.c).
  *
  * A model with MoE blocks publishes in the run's counters (counters.h,
@@ -50,6 +61,10 @@
  *                               k per token when nothing is dropped)
  *   "moe_dropped"    n          choices beyond an expert's capacity
  *   "moe_aux_loss"   n          each block's balance loss
+ *   "moe_bias_bytes" a number   --moe-bias-update alone, per device for
+ *                               the run: what the expert loads'
+ *                               all-reduce over the DP group sent, by its
+ *                               formula 2 (N-1)/N x 8 n E a step
  *
  * one row per MoE block j = 0 .. n-1 in layer order (ptdp_moe_layer),
  * summed over the step's micro-batches and over every device that routes
@@ -78,8 +93,11 @@ typedef struct {
                                0: dropless           --moe-capacity-factor    */
     double aux_loss;        /* the balance loss's weight alpha --moe-aux-loss  */
     int score;              /* ptdp_moe_score: 0 softmax, 1 sigmoid --moe-score */
+    int groups;             /* G groups of E/G experts; 0 reads 1 --moe-groups */
+    int group_top_k;        /* M groups a token may use; 0 reads 1
+                                                      --moe-group-top-k       */
     double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
-    double bias_update;     /* u of the bias update; 0: none (no flag yet)    */
+    double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
 } ptdp_moe_settings;
 
 /* The defaults of the flags (with experts 0: a dense model). */

@@ -17,6 +17,11 @@
  *                                         selects (ties to the lower index)
  *   g_j    = lambda s_j / sum_chosen s    lambda: the route scale
  *   P_i    = mean of s_i / sum_e s_e      the balance loss's (sequence-wise)
+ *
+ * and with groups G > 1 (DeepSeek-V3's group-limited routing,
+ * moe_groups.c) the top k is taken only among the experts of the M best
+ * of G groups of E/G consecutive experts, a group's score the sum of its
+ * top floor(k/M) values of s + b (softmax: of z).
  */
 #ifndef PTDP_MOE_ROUTE_H
 #define PTDP_MOE_ROUTE_H
@@ -53,6 +58,8 @@ typedef struct {
     double alpha;
     double route_scale;     /* sigmoid: the gates' scale lambda; 0 reads 1  */
     const ptdp_real *bias;  /* sigmoid: [E], added to s to choose; NULL: 0  */
+    int groups;             /* G groups of E/G experts; 0 or 1: no limit    */
+    int group_top_k;        /* M: the groups a token may choose from        */
 } ptdp_moe_route_shape;
 double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
                       int *slot, ptdp_real *probs, int *load, int *dropped);
@@ -60,6 +67,12 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
  * of z[0..E), ties to the lower index, and what it always chose for a NaN:
  * moe_route.c), in O(E log k) comparisons; returns how many it made. */
 long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice);
+/* Group-limited routing (moe_groups.c): v (E, the values a token's top k
+ * is chosen on: s + b, or z) keeps the experts of the M = group_top_k best
+ * of s->groups groups and the others become -infinity, so that the top k
+ * cannot choose them.  A group's score: the sum of its floor(k/M) largest
+ * v (ties: the lower group).  Nothing changes with groups <= 1 or M >= G. */
+void ptdp_moe_group_limit(const ptdp_moe_route_shape *s, ptdp_real *v);
 /* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
  * dropped choice) through the k-way softmax (sigmoid: the normalised
  * gates and the sigmoid), plus scale x the balance loss's gradient

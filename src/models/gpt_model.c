@@ -243,6 +243,8 @@ static int gpt_from_metadata_real(ptdp_model_config *c, const char *key, double 
     ptdp_gpt(c)->moe_aux_loss = moe.aux_loss;
     ptdp_gpt(c)->moe_route_scale = moe.route_scale;
     ptdp_gpt(c)->moe_bias_update = moe.bias_update;
+    ptdp_gpt(c)->moe_groups = moe.groups;
+    ptdp_gpt(c)->moe_group_top_k = moe.group_top_k;
     return PTDP_OK;
 }
 
@@ -322,6 +324,8 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     }
     if (ptdp_gpt(c)->moe_score == PTDP_MOE_SIGMOID)   /* before the router: after it in the state_dict */
         b->expert_bias = ADD("router.expert_bias", 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E, PTDP_INIT_ZEROS, 0.0);
+    if (ptdp_gpt(c)->moe_bias_update > 0 && (b->choices = calloc((size_t)E, sizeof *b->choices)) == NULL)
+        return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory counting the experts' loads", dev->rank);
     b->router = ADD("router.weight", E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
 #undef ADD
 #undef EXPERT
@@ -463,7 +467,7 @@ static void gpt_free(ptdp_device *dev, ptdp_model *m)
     ptdp_gpt_kv_free_all(dev, m);
     ptdp_free(dev, g->corpus_block);
     for (int i = 0; g->blocks != NULL && i < m->layer_end - m->layer_begin; i++)
-        free(g->blocks[i].experts);
+        free(g->blocks[i].experts), free(g->blocks[i].choices);
     free(g->blocks);
     free(g);
     m->impl = NULL;
@@ -561,6 +565,7 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .check_run = gpt_check_run,
     .publish = ptdp_gpt_moe_publish,
     .count = ptdp_gpt_moe_count,
+    .after_step = ptdp_gpt_moe_after_step,
     .list_params = gpt_list_params,
     .metadata = gpt_metadata,
     .from_metadata = gpt_from_metadata,

@@ -125,6 +125,7 @@ static ptdp_moe_pass mixture(ptdp_gpt_pass *k, int i, const ptdp_moe_settings *s
         .dev = k->dev, .mesh = k->m->mesh, .linear = ptdp_gpt_linear_pass(k), .settings = s,
         .T = k->shape.T / k->shape.cp, .T_seq = k->shape.T, .F = ptdp_gpt_moe_ffn(&k->m->cfg) / k->m->mesh->tp,
         .router = ptdp_gpt_of(k->m)->blocks[i].router, .bias = ptdp_gpt_of(k->m)->blocks[i].expert_bias,
+        .choices = ptdp_gpt_of(k->m)->blocks[i].choices,
         .kind = &gpt_mlp, .model = k,
         .experts = ptdp_gpt_of(k->m)->blocks[i].experts,
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,

@@ -47,6 +47,9 @@ void ptdp_gpt_acts_free(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts);
  * into the device's counters of the step. */
 int  ptdp_gpt_moe_publish(const ptdp_model_config *c, ptdp_counters *reg);
 void ptdp_gpt_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts);
+/* After each optimizer step: --moe-bias-update's step of the stage's
+ * expert biases (gpt_moe_stats.c, moe_bias.c). */
+int  ptdp_gpt_moe_after_step(ptdp_device *dev, ptdp_model *m);
 
 /* The backward with its weight-gradient products recorded in w (wgrad.h),
  * or run at once if w is NULL (= ptdp_gpt_backward): the table's

@@ -373,7 +373,7 @@ static void llama_free(ptdp_device *dev, ptdp_model *m)
     ptdp_free(dev, p->corpus_block);
     free(p->positions);
     for (int i = 0; p->blocks != NULL && i < m->layer_end - m->layer_begin; i++)
-        free(p->blocks[i].experts);
+        free(p->blocks[i].experts), free(p->blocks[i].choices);
     free(p->blocks);
     free(p);
     m->impl = NULL;
@@ -506,6 +506,7 @@ const ptdp_model_ops ptdp_llama_ops = {
     .backward_input = ptdp_llama_backward_input,
     .publish = ptdp_llama_moe_publish,
     .count = ptdp_llama_moe_count,
+    .after_step = ptdp_llama_moe_after_step,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE) |   /* kv heads' copies, tp > K */
               PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
     .tp_share = llama_tp_share,

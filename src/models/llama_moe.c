@@ -148,7 +148,8 @@ static ptdp_moe_pass mixture(ptdp_llama_pass *k, ptdp_linear_pass linear, int i)
     return (ptdp_moe_pass){
         .dev = k->dev, .mesh = k->m->mesh, .linear = linear, .settings = s, .T = k->T,
         .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp, .router = l->blocks[i].gate,
-        .bias = l->blocks[i].expert_bias, .kind = &swiglu, .model = k, .experts = l->blocks[i].experts,
+        .bias = l->blocks[i].expert_bias, .choices = l->blocks[i].choices, .kind = &swiglu, .model = k,
+        .experts = l->blocks[i].experts,
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,
         .rc = k->rc,
     };
@@ -242,6 +243,9 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
         snprintf(name, sizeof name, "layers.%d.feed_forward.gate.expert_bias", l);
         b->expert_bias = ptdp_model_add_param(dev, m, name, 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E,
                                               PTDP_INIT_ZEROS, 0.0);
+        if (s->bias_update > 0 && (b->choices = calloc((size_t)E, sizeof *b->choices)) == NULL)
+            return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory counting the experts' loads",
+                             dev->rank);
         return b->expert_bias != NULL ? PTDP_OK : PTDP_EINVAL;
     }
     return b->gate != NULL ? PTDP_OK : PTDP_EINVAL;
@@ -258,4 +262,24 @@ void ptdp_llama_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_count
     if (sv != NULL)
         ptdp_moe_count(&ptdp_llama(&m->cfg)->moe, m->layer_begin, m->layer_end, sv->moe_tally, sv->aux_sum,
                        counts);
+}
+
+/* --moe-bias-update: the stage's MoE blocks' expert biases, one step
+ * toward an even load from the step's choices (moe_bias.c). */
+int ptdp_llama_moe_after_step(ptdp_device *dev, ptdp_model *m)
+{
+    const ptdp_moe_settings *s = &ptdp_llama(&m->cfg)->moe;
+    ptdp_llama *p = m->impl;
+    const int L = m->layer_end - m->layer_begin;
+    if (s->bias_update <= 0 || p == NULL || L <= 0)
+        return PTDP_OK;
+    ptdp_real *bias[L];
+    double *choices[L];
+    int n = 0;
+    for (int i = 0; i < L; i++)
+        if (p->blocks[i].choices != NULL && p->blocks[i].expert_bias != NULL) {
+            bias[n] = p->blocks[i].expert_bias->w.data;
+            choices[n++] = p->blocks[i].choices;
+        }
+    return ptdp_moe_bias_step(dev, m->mesh, s->bias_update, s->experts, n, bias, choices);
 }

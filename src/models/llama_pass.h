@@ -43,6 +43,8 @@ typedef struct {
     ptdp_param *ffn_norm, *w1, *w3, *w2;
     ptdp_param *gate;               /* MoE: [E, C]; NULL when dense         */
     ptdp_param *expert_bias;        /* MoE under sigmoid: b [E]; else NULL  */
+    double *choices;                /* --moe-bias-update: the step's choices
+                                       per expert [E] (host); else NULL     */
     ptdp_llama_expert *experts;     /* MoE: this EP rank's (host); NULL when
                                        dense                                */
 } ptdp_llama_block;
@@ -197,6 +199,9 @@ int  ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b
 /* The table's publish and count: the mixture's counters (moe.h). */
 int  ptdp_llama_moe_publish(const ptdp_model_config *c, ptdp_counters *reg);
 void ptdp_llama_moe_count(const ptdp_model *m, const ptdp_acts *acts, ptdp_counts *counts);
+/* After each optimizer step: --moe-bias-update's step of the stage's
+ * expert biases (moe_bias.c). */
+int  ptdp_llama_moe_after_step(ptdp_device *dev, ptdp_model *m);
 
 /* ------------------------------------------------ llama.c */
 

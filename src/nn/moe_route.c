@@ -39,6 +39,9 @@
  *             s = [ 0.50 0.88 0.73 0.73 ], s + b = [ 1.40 0.88 0.73 0.73 ]
  *             experts 0 and 1; g = [0.50, 0.88] / 1.38 = [0.36, 0.64]
  *
+ * With --moe-groups G the top k of either router is taken among the
+ * experts of the M best groups only (moe_groups.c); nothing else changes.
+ *
  * Backward: ds_j = (lambda dg_j - sum_l g_l dg_l) / S for the chosen,
  * plus ds_e = (u_e - sum_i u_i p_i) / Q from the balance loss (u_i =
  * alpha f_i / T, as above); then dz = ds s (1 - s).
@@ -156,6 +159,20 @@ long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice)
     return count;
 }
 
+/* Mixtral's choice of one token: the top k of z, or (--moe-groups) of z
+ * with the experts outside the M best groups at -infinity. */
+static void softmax_choose(const ptdp_moe_route_shape *sh, const ptdp_real *z, int *choice)
+{
+    if (sh->groups <= 1) {
+        ptdp_moe_top_k(z, sh->E, sh->k, choice);
+        return;
+    }
+    ptdp_real v[sh->E > 0 ? sh->E : 1];
+    memcpy(v, z, (size_t)sh->E * sizeof *v);
+    ptdp_moe_group_limit(sh, v);
+    ptdp_moe_top_k(v, sh->E, sh->k, choice);
+}
+
 /* softmax of n values read at x[idx[j]] (idx NULL: x[j]) into p. */
 static void softmax(const ptdp_real *x, const int *idx, int n, ptdp_real *p)
 {
@@ -186,6 +203,7 @@ static void route_sigmoid(const ptdp_moe_route_shape *sh, const ptdp_real *z, in
         probs[e] = (ptdp_real)sigmoid((double)z[e]);
         v[e] = probs[e] + (sh->bias != NULL ? sh->bias[e] : (ptdp_real)0);
     }
+    ptdp_moe_group_limit(sh, v);   /* --moe-groups: only the M best groups' experts */
     ptdp_moe_top_k(v, E, k, choice);
     double S = 0.0;
     for (int j = 0; j < k; j++)
@@ -250,7 +268,7 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     for (int r = 0; r < rows && s->score == PTDP_MOE_SIGMOID; r++)
         route_sigmoid(s, z + (size_t)r * E, choice + (size_t)r * k, gate + (size_t)r * k, probs + (size_t)r * E);
     for (int r = 0; r < rows && s->score != PTDP_MOE_SIGMOID; r++) {
-        ptdp_moe_top_k(z + (size_t)r * E, E, k, choice + (size_t)r * k);
+        softmax_choose(s, z + (size_t)r * E, choice + (size_t)r * k);
         softmax(z + (size_t)r * E, choice + (size_t)r * k, k, gate + (size_t)r * k);
         softmax(z + (size_t)r * E, NULL, E, probs + (size_t)r * E);
     }

@@ -304,6 +304,15 @@ ptdp_model *ptdp_model_chunk(ptdp_model *m, int c)
     return m->chunks != NULL ? &m->chunks[c] : m;
 }
 
+int ptdp_model_after_step(ptdp_device *dev, ptdp_model *m)
+{
+    int rc = PTDP_OK;
+    const int v = m->chunks != NULL ? m->virtual_stages : 1;
+    for (int c = 0; rc == 0 && m->ops->after_step != NULL && c < v; c++)
+        rc = m->ops->after_step(dev, ptdp_model_chunk(m, c));
+    return rc;
+}
+
 void ptdp_model_free(ptdp_device *dev, ptdp_model *m)
 {
     if (m->chunks != NULL) {

@@ -84,4 +84,9 @@ static inline ptdp_dtype ptdp_model_store(const ptdp_model *m)
  * 0, or PTDP_ECHECK naming the step (the trainer's verify_replicas). */
 int  ptdp_model_check_mirror(ptdp_device *dev, const ptdp_model *m, long step);
 
+/* After the optimizer's update (and ZeRO's gather): each model chunk's
+ * own once-a-step update of its buffers, ops->after_step (model.h).  0,
+ * or the first failure. */
+int  ptdp_model_after_step(ptdp_device *dev, ptdp_model *m);
+
 #endif

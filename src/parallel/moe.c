@@ -108,7 +108,8 @@ static ptdp_moe_route_shape route_shape(const ptdp_moe_pass *p, const ptdp_moe_a
                                    .capacity = m->shape.capacity, .alpha = m->shape.alpha,
                                    .score = (ptdp_moe_score)m->shape.score,
                                    .route_scale = p->settings->route_scale,
-                                   .bias = p->bias != NULL ? p->bias->w.data : NULL };
+                                   .bias = p->bias != NULL ? p->bias->w.data : NULL,
+                                   .groups = p->settings->groups, .group_top_k = p->settings->group_top_k };
 }
 
 /* The experts this device holds: E / ep of them under expert parallelism
@@ -201,6 +202,9 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
         m->aux = ptdp_moe_route(&shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
         if (p->T_seq != p->T)
             whole_sequences(p, m);
+        if (p->rc == 0 && p->tally != NULL && p->choices != NULL && !ptdp_moe_tally_counted(*p->tally, p->block))
+            for (size_t c = 0; c < (size_t)R * K; c++)   /* before the capacity: every choice */
+                p->choices[m->choice[c]] += 1;
         if (p->rc == 0 && p->tally != NULL)
             p->rc = ptdp_moe_tally_add(p->dev, p->tally, p->nblocks, E, p->block, m->load, m->dropped, m->aux);
         m->kept = R * K - m->dropped;

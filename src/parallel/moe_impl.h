@@ -83,6 +83,10 @@ typedef struct {
     const ptdp_param *router;    /* W_r [E, C], whole on every TP rank    */
     const ptdp_param *bias;      /* sigmoid: the expert bias [E], whole on
                                     every rank; NULL: none (softmax)      */
+    double *choices;             /* --moe-bias-update: the block's choices
+                                    per expert this step [E], before the
+                                    capacity (a training step's first route
+                                    of each micro-batch adds); NULL: none */
     double router_flops;         /* the piece the router's call ends: the
                                     forward's z = n W_r^T, the backward's
                                     dX = dZ W_r (and dW_r unless W runs it),
@@ -137,6 +141,8 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
  *   moe_aux_loss          --moe-aux-loss          the balance weight alpha
  *   moe_route_scale       --moe-route-scale       sigmoid only: lambda
  *   moe_bias_update       --moe-bias-update       sigmoid only: u
+ *   moe_groups            --moe-groups            G > 1 only: G
+ *   moe_group_top_k       --moe-group-top-k       G > 1 only: M
  *
  * none for a dense model.  _settings writes them (the number, at most
  * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
@@ -153,6 +159,21 @@ int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double va
  * r E / ep), all E without expert parallelism (mesh.h). */
 int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first);
 
+/* ---------------------------------------------------- moe_bias.c */
+
+/* The loss-free balance's step (moe_bias.c), once after each optimizer
+ * step, for the n MoE blocks of a stage's model chunk: choices[j] [E]
+ * their step's choices per expert on this device, bias[j] their expert
+ * bias.  The choices are summed over the stage's DP group (dp x cp: the
+ * devices that route different tokens) by one all-reduce of n E doubles,
+ * then b_e += u sign(mean L - L_e) and the choices are zeroed.  0, or the
+ * collective's failure. */
+int ptdp_moe_bias_step(ptdp_device *dev, const ptdp_mesh *mesh, double u, int E, int n, ptdp_real *const *bias,
+                       double *const *choices);
+/* The bytes one device sends a step for it: a ring all-reduce of n E
+ * doubles over N devices, 2 (N - 1) / N x 8 n E. */
+double ptdp_moe_bias_bytes(int E, int n, int N);
+
 /* --------------------------------------------------- moe_stats.c */
 
 /* The counters of moe.h for a model of `layers` blocks: named when it has
@@ -165,6 +186,9 @@ int  ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg
 int  ptdp_moe_tally_add(ptdp_device *dev, ptdp_moe_tally **t, int nblocks, int E, int block, const int *load,
                         int dropped, double aux);
 void ptdp_moe_tally_free(ptdp_moe_tally **t);
+/* Whether block `block` of the tally *t has counted its route (false for
+ * no tally yet): full recomputation's second route has. */
+bool ptdp_moe_tally_counted(const ptdp_moe_tally *t, int block);
 /* After a micro-batch's forward on the stage of blocks [begin, end): its
  * balance loss aux_sum (this stage's blocks', counted once) and the
  * tally's rows, added into the device's counters of the step. */

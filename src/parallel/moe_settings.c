@@ -12,7 +12,8 @@
  *   layout     E a multiple of --ep (each EP rank E/ep experts); --ep
  *              needs experts; not yet: a capacity under CP (an expert's
  *              slots are a sequence's first choices in position order, and
- *              CP splits the positions), SP, token slices
+ *              CP splits the positions), SP, token slices; a bias
+ *              update with bf16, ZeRO-3 or DualPipe's two copies
  *
  * Each refusal names the flag and what would work, in the same words for
  * every model but the one each gives (how it splits an expert, what it
@@ -29,6 +30,27 @@
 
 #include "parallel/moe_impl.h"
 #include "ptdp/error.h"
+
+/* Group-limited routing's settings (moe_groups.c): E in G groups of E/G,
+ * the M best of them, each giving its top floor(k/M) to its score — and
+ * the M groups must hold the k choices. */
+static int groups_check(const ptdp_moe_settings *s, char *msg, size_t n)
+{
+    const int E = s->experts, k = s->top_k, G = s->groups > 0 ? s->groups : 1;
+    const int M = s->group_top_k > 0 ? s->group_top_k : 1;
+    const char *bad = NULL;
+    if (s->groups < 0 || s->groups > E || E % G != 0)
+        bad = "--moe-groups";
+    else if (s->group_top_k < 0 || M > G || k / M < 1 || k / M > E / G || (long)M * (E / G) < k)
+        bad = "--moe-group-top-k";
+    if (bad == NULL)
+        return PTDP_OK;
+    snprintf(msg, n, "%s: --moe-groups %d --moe-group-top-k %d with --moe-experts %d --moe-top-k %d: the groups must "
+             "divide the experts, the group top-k be at most the groups, floor(top-k / group top-k) = %d be "
+             "between 1 and the experts a group holds (%d), and the chosen groups hold the top-k's experts (%d)",
+             bad, G, M, E, k, M > 0 ? k / M : 0, E / G, M * (E / G));
+    return PTDP_EINVAL;
+}
 
 int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, const char *split, char *msg, size_t n)
 {
@@ -56,6 +78,8 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
     if (s->score == PTDP_MOE_SOFTMAX && s->bias_update != 0)
         BAD("--moe-bias-update %g moves the expert bias of a sigmoid router: give --moe-score sigmoid",
             s->bias_update);
+    if (groups_check(s, msg, n) != 0)
+        return PTDP_EINVAL;
     if (layers >= 1 && s->every > layers)   /* no l < layers with (l + 1) mod every = 0 */
         BAD("--moe-experts %d --moe-every %d: no block of --layers %d would be a mixture of experts (block l, "
             "from 0, is one when (l + 1) mod %d = 0: the first is block %d): give --moe-every %d or less, or "
@@ -70,7 +94,10 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
  * defaults were then: dropless, alpha = 0.01.  These stay what a missing
  * key means whatever the defaults become.  The sigmoid router's two are
  * written by a sigmoid router's files alone (a file without moe_score ran
- * softmax), so a softmax file is what it was. */
+ * softmax), so a softmax file is what it was.  The groups' two are read
+ * from every file and written only when not 1 (unless_absent, model.h):
+ * a file without them ran one group, and files without groups stay what
+ * they were. */
 static const struct {
     const char *key, *flag;
     double absent;
@@ -79,6 +106,8 @@ static const struct {
     { "moe_aux_loss", "--moe-aux-loss", 0.01 },
     { "moe_route_scale", "--moe-route-scale", 1.0 },
     { "moe_bias_update", "--moe-bias-update", 0.0 },
+    { "moe_groups", "--moe-groups", 1.0 },
+    { "moe_group_top_k", "--moe-group-top-k", 1.0 },
 };
 
 int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
@@ -94,13 +123,18 @@ int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char 
 
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)
 {
-    const double value[] = { s->capacity, s->aux_loss, s->route_scale > 0 ? s->route_scale : 1.0, s->bias_update };
-    const int keys = s->score == PTDP_MOE_SIGMOID ? 4 : 2;
+    const double value[] = { s->capacity, s->aux_loss, s->route_scale > 0 ? s->route_scale : 1.0, s->bias_update,
+                             s->groups > 0 ? s->groups : 1, s->group_top_k > 0 ? s->group_top_k : 1 };
+    const bool sigmoid = s->score == PTDP_MOE_SIGMOID;
     int n = 0;
-    for (int k = 0; s->experts > 0 && k < keys && n < max; k++, n++) {
-        out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag };
+    for (int k = 0; s->experts > 0 && k < 6 && n < max; k++) {
+        if ((k == 2 || k == 3) && !sigmoid)
+            continue;   /* a sigmoid router's alone */
+        out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag,
+                                      .unless_absent = k >= 4 };   /* the groups': written when used */
         snprintf(out[n].value, sizeof out[n].value, PTDP_META_REAL_FMT, value[k]);
         snprintf(out[n].absent, sizeof out[n].absent, PTDP_META_REAL_FMT, recorded[k].absent);
+        n++;
     }
     return n;
 }
@@ -108,9 +142,15 @@ int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *ou
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value)
 {
     double *field[] = { &s->capacity, &s->aux_loss, &s->route_scale, &s->bias_update };
+    int *whole[] = { &s->groups, &s->group_top_k };   /* recorded[4], [5]: whole numbers >= 1 */
     for (int k = 0; k < 4; k++)
         if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value) && (k != 2 || value > 0)) {
             *field[k] = value;
+            return PTDP_OK;
+        }
+    for (int k = 4; k < 6; k++)
+        if (strcmp(key, recorded[k].key) == 0 && value >= 1 && value <= 1 << 12 && value == floor(value)) {
+            *whole[k - 4] = (int)value;
             return PTDP_OK;
         }
     return PTDP_EINVAL;
@@ -122,6 +162,27 @@ int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first)
     const int N = ep != NULL ? ptdp_comm_size(ep) : 1, r = ep != NULL ? ptdp_comm_rank(ep) : 0;
     *first = r * (E / N);
     return E / N;
+}
+
+/* What --moe-bias-update does not run with yet, each for a reason: the
+ * update writes the bias where the parameters live in the working
+ * precision (flat_w, whole on every device), which bf16's stores and
+ * master weights and ZeRO-3's shards are not; DualPipe's two copies of a
+ * block each count half the micro-batches, and their loads would need the
+ * mirror group's sum too.  True, with the message, for a refusal. */
+static bool bias_update_refused(const ptdp_moe_settings *s, const ptdp_model_run *r, char *msg, size_t n)
+{
+    const char *with = r->bf16 ? "--precision bf16 (the bias lives in bf16 stores beside float master weights; "
+                                 "use --precision float)"
+                       : r->shards_params ? "--zero 3 (the bias lives in ZeRO-3's parameter shards; use --zero 1 "
+                                            "or 2)"
+                       : r->copies ? "DualPipe's two copies of the model (each copy of a block routes half the "
+                                     "micro-batches; use another --schedule)"
+                       : NULL;
+    if (with != NULL)
+        snprintf(msg, n, "--moe-bias-update %g with %s: the expert bias's update does not run there yet",
+                 s->bias_update, with);
+    return with != NULL;
 }
 
 int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, const char *dense, char *msg, size_t n)
@@ -140,10 +201,9 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
                  "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);
         return PTDP_EINVAL;
     }
-    if (s->bias_update > 0)
-        what = "a bias update (a checkpoint's moe_bias_update above 0: the loads' sum over the replicas and "
-               "the update after the optimizer step are not written yet, so the bias stays 0)";
-    else if (r->cp > 1 && s->capacity > 0)
+    if (s->bias_update > 0 && bias_update_refused(s, r, msg, n))
+        return PTDP_EINVAL;
+    if (r->cp > 1 && s->capacity > 0)
         what = "--cp and --moe-capacity-factor (an expert's slots are a sequence's first choices in position "
                "order, and CP splits the positions over devices; leave the capacity factor out: dropless)";
     else if (r->sp)

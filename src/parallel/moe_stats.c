@@ -78,6 +78,8 @@ int ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg)
         rc = ptdp_counters_publish(reg, "moe_dropped", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), once);
     if (rc == 0)
         rc = ptdp_counters_publish(reg, "moe_aux_loss", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), mean);
+    if (rc == 0 && s->bias_update > 0)   /* moe_bias.c: the loads' all-reduce, by its formula */
+        rc = ptdp_counters_publish(reg, "moe_bias_bytes", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0);
     return rc;
 }
 
@@ -106,6 +108,11 @@ int ptdp_moe_tally_add(ptdp_device *dev, ptdp_moe_tally **slot, int nblocks, int
     r[E + 1] = aux;
     t->counted[block] = true;
     return PTDP_OK;
+}
+
+bool ptdp_moe_tally_counted(const ptdp_moe_tally *t, int block)
+{
+    return t != NULL && block >= 0 && block < t->nblocks && t->counted[block];
 }
 
 void ptdp_moe_tally_free(ptdp_moe_tally **slot)

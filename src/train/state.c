@@ -195,6 +195,8 @@ int ptdp_state_save(const ptdp_state *s, const char *path, char *msg, size_t msg
     ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];   /* what changes the math but no shape (model.h) */
     const int nset = ops->settings != NULL ? ops->settings(&s->cfg, set, PTDP_META_SETTINGS_MAX) : 0;
     for (int i = 0; i < nset; i++) {
+        if (set[i].unless_absent && strcmp(set[i].value, set[i].absent) == 0)
+            continue;   /* a file without the key means the same (model.h) */
         keys[n] = set[i].key;
         snprintf(vals[n++], 32, "%s", set[i].value);
     }

@@ -15,7 +15,9 @@
  *                            gradient norm of the whole model, clip
  *                            AdamW / SGD on what this device owns: the whole
  *                            flat buffer, or its pieces under ZeRO; zero the
- *                            gradients; ZeRO: all-gather the parameters
+ *                            gradients; ZeRO: all-gather the parameters;
+ *                            the model's own buffers (ops->after_step: a
+ *                            mixture's expert bias, moe.h)
  *
  * The executor stops at OPTIMIZER_STEP and the loop takes the step: control
  * runs one way, trainer → executor.  Beside the loop: the run's table
@@ -136,6 +138,8 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
     double coef = c->clip_grad > 0 ? ptdp_clip_coefficient(d->grad_norm, c->clip_grad) : 1;
     if ((rc = ptdp_zero_step(dev, z, m, g, coef, d->global_step)) != 0)
         return rc;
+    if ((rc = ptdp_model_after_step(dev, m)) != 0)
+        return rc;   /* the model's buffers (a mixture's expert bias, moe.h) */
     if (c->verify_replicas && (rc = ptdp_model_check_mirror(dev, &d->model, d->global_step)) != 0)
         return rc;   /* DualPipe's copies (a replica each, model.h) */
     return c->verify_replicas ? ptdp_zero_check_replicas(dev, &d->zero, &d->model, d->global_step) : PTDP_OK;

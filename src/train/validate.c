@@ -412,7 +412,8 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
     const ptdp_model_run r = { .tp = c->tp, .pp = c->pp, .cp = c->cp > 1 ? c->cp : 1, .zero = c->zero,
                                .shards_params = ptdp_zero_stage_of(c->zero)->shards_params,
                                .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16,
-                               .cp_a2a = c->cp > 1 && c->cp_a2a, .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1 };
+                               .cp_a2a = c->cp > 1 && c->cp_a2a, .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1,
+                               .copies = ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL };
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts: use a model with a mixture of experts (--moe-experts E)", r.ep, ops->name);

@@ -31,7 +31,11 @@
  *                              pp with a split backward (the experts' and
  *                              the gate's dW in W) and DualPipeV, capacity
  *                              drops, --moe-every 2, top-1, cp 2, full and
- *                              selective recomputation; bf16 with ep x tp
+ *                              selective recomputation; bf16 with ep x tp;
+ *                              DeepSeek-V3's sigmoid router, and its bias
+ *                              moved after each step (--moe-bias-update)
+ *                              under dp x tp x ep, DualPipeV, cp, ZeRO 1/2;
+ *                              group-limited routing (--moe-groups)
  *
  * and refuses, naming the flag, what it does not run under yet.
  *
@@ -211,6 +215,8 @@ typedef struct {
     double capacity;
     bool split, dualpipev, recompute, selective;
     bool sigmoid;           /* DeepSeek-V3's router, route scale 2.5        */
+    double bias_update;     /* its loss-free balance's step u (sigmoid)     */
+    int groups, group_top_k;   /* group-limited routing (0: none)          */
 } moe_case;
 
 static const moe_case moe_cases[] = {
@@ -234,6 +240,16 @@ static const moe_case moe_cases[] = {
     { .dp = 2, .m = 2, .zero = 3, .sigmoid = true },
     { .dp = 2, .cp = 2, .m = 1, .ep = 2, .sigmoid = true, .capacity = 0 },
     { .dp = 2, .pp = 2, .m = 2, .capacity = 0.5, .top_k = 1, .every = 2, .sigmoid = true },
+    /* the bias moved after each step by the loads summed over dp x cp */
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .sigmoid = true, .bias_update = 0.01 },
+    { .dp = 2, .pp = 2, .m = 4, .ep = 2, .dualpipev = true, .sigmoid = true, .bias_update = 0.01 },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 2, .sigmoid = true, .bias_update = 0.01 },
+    { .dp = 4, .m = 2, .ep = 2, .zero = 2, .sigmoid = true, .bias_update = 0.01, .capacity = 1.0 },
+    { .dp = 2, .pp = 2, .m = 2, .zero = 1, .recompute = true, .every = 2, .sigmoid = true, .bias_update = 0.01 },
+    /* group-limited routing: 2 groups of 2, a token's top 2 from its best group */
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .sigmoid = true, .bias_update = 0.01, .groups = 2, .group_top_k = 1 },
+    { .dp = 2, .pp = 2, .m = 2, .zero = 2, .groups = 2, .group_top_k = 1 },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 2, .sigmoid = true, .groups = 2, .group_top_k = 1, .top_k = 1 },
 };
 
 /* The llama above, each block's FFN 4 SwiGLU experts of width 24. */
@@ -245,7 +261,8 @@ static ptdp_train_config moe_config(const moe_case *k)
                               .top_k = k->top_k > 0 ? k->top_k : 2, .capacity = k->capacity,
                               .aux_loss = 0.05,     /* large enough to move the router */
                               .score = k->sigmoid ? PTDP_MOE_SIGMOID : PTDP_MOE_SOFTMAX,
-                              .route_scale = k->sigmoid ? 2.5 : 0 };
+                              .route_scale = k->sigmoid ? 2.5 : 0, .bias_update = k->bias_update,
+                              .groups = k->groups, .group_top_k = k->group_top_k };
     c.batch = 16;
     c.ep = k->ep;
     c.cp = k->cp;
@@ -280,6 +297,9 @@ TEST(llama_tests, test_mixture_refusals_name_the_flags)
         { { .dp = 4, .m = 1, .ep = 4 }, .experts = 6, .say = "--moe-experts 6 must divide by --ep 4" },
         { { .dp = 2, .m = 1, .ep = 2 }, .experts = 0, .say = "this llama model is dense" },
         { { .tp = 4, .m = 1 }, .experts = 4, .say = "--moe-ffn 30 must divide by --tp 4" },
+        { { .dp = 2, .m = 1, .zero = 3, .sigmoid = true, .bias_update = 0.01 }, .experts = 4,
+          .say = "--moe-bias-update 0.01 with --zero 3" },
+        { { .dp = 2, .m = 1, .bias_update = 0.01 }, .experts = 4, .say = "--moe-bias-update 0.01 moves" },
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         ptdp_train_config c = moe_config(&no[i].k);

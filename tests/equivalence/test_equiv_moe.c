@@ -30,6 +30,11 @@
  *                      gradients summed over the expert-DP group (with pp,
  *                      ZeRO 1/2, recompute, capacity, zb-h1; --overlap's
  *                      buckets, each over its own group)
+ *   sigmoid            DeepSeek-V3's router; with --moe-bias-update its
+ *                      bias moved after each step from the loads summed
+ *                      over dp x cp: every replica the baseline's bias
+ *   groups 2           group-limited routing: a token's top k from the
+ *                      experts of its best group
  *
  * And the layouts it does not run on yet are refused before any work.
  */
@@ -47,6 +52,8 @@ typedef struct {
     double capacity, dropout;
     bool recompute, selective, overlap;
     bool sigmoid;           /* DeepSeek-V3's router, route scale 2.5        */
+    double bias_update;     /* its loss-free balance's step u (sigmoid)     */
+    int groups, group_top_k;   /* group-limited routing (0: none)          */
 } moe_case;
 
 static const moe_case cases[] = {
@@ -80,6 +87,14 @@ static const moe_case cases[] = {
     { .pp = 2, .m = 2, .sigmoid = true, .recompute = true },
     { .dp = 2, .tp = 2, .m = 2, .ep = 2, .zero = 1, .sigmoid = true },
     { .dp = 2, .cp = 2, .m = 1, .ep = 4, .zero = 2, .sigmoid = true },
+    { .dp = 2, .m = 2, .sigmoid = true, .bias_update = 0.01 },
+    { .tp = 2, .pp = 2, .m = 2, .sigmoid = true, .bias_update = 0.01, .recompute = true },
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .zero = 1, .sigmoid = true, .bias_update = 0.01 },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 4, .zero = 2, .sigmoid = true, .bias_update = 0.01 },
+    { .pp = 2, .m = 4, .schedule = "zb-h1", .sigmoid = true, .bias_update = 0.01, .capacity = 1.0 },
+    { .dp = 2, .tp = 2, .m = 2, .ep = 2, .groups = 2, .group_top_k = 1 },
+    { .dp = 2, .cp = 2, .m = 1, .ep = 2, .zero = 1, .sigmoid = true, .bias_update = 0.01, .groups = 2,
+      .group_top_k = 1 },
 };
 
 /* The small GPT with 4 experts of width 24 in the blocks k names. */
@@ -97,6 +112,9 @@ static ptdp_train_config moe_config(const moe_case *k)
     g->moe_aux_loss = 0.05;                   /* large enough to move the router */
     g->moe_score = k->sigmoid ? PTDP_MOE_SIGMOID : PTDP_MOE_SOFTMAX;
     g->moe_route_scale = k->sigmoid ? 2.5 : 0;
+    g->moe_bias_update = k->bias_update;
+    g->moe_groups = k->groups;
+    g->moe_group_top_k = k->group_top_k;
     c.batch = 16;
     c.steps = 3;
     c.weight_decay = 0.1;
