@@ -180,6 +180,14 @@ int tutorial_launch(const char *what, int world, ptdp_device_fn fn, void *arg)
     return tutorial_launch_opts(what, world, fn, arg, NULL);
 }
 
+double tutorial_watchdog_s(void)
+{
+    const char *env = getenv("PTDP_TUTORIAL_WATCHDOG_S");
+    char *end = NULL;
+    double s = env != NULL ? strtod(env, &end) : 0;
+    return env != NULL && end != env && *end == '\0' && s >= 0.5 && s <= 60 ? s : TUTORIAL_WATCHDOG_S;
+}
+
 int tutorial_launch_opts(const char *what, int world, ptdp_device_fn fn, void *arg,
                          const ptdp_launch_opts *caller)
 {
@@ -187,7 +195,7 @@ int tutorial_launch_opts(const char *what, int world, ptdp_device_fn fn, void *a
     ptdp_launch_result local;
     ptdp_launch_opts opts = caller != NULL ? *caller : (ptdp_launch_opts){ 0 };
     if (opts.watchdog_s == 0)
-        opts.watchdog_s = TUTORIAL_WATCHDOG_S;
+        opts.watchdog_s = tutorial_watchdog_s();
     if (opts.result == NULL)
         opts.result = &local;
     const ptdp_launch_result *res = opts.result;

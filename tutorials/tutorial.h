@@ -29,6 +29,11 @@
 
 #define TUTORIAL_WATCHDOG_S 5.0
 
+/* The watchdog a check's runs get: TUTORIAL_WATCHDOG_S, or the seconds in
+ * PTDP_TUTORIAL_WATCHDOG_S (0.5 to 60), which the test suite sets shorter
+ * for the wrong answers it expects to hang. */
+double tutorial_watchdog_s(void);
+
 #if defined(__GNUC__)
 #define TUTORIAL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -52,7 +57,7 @@ void tutorial_note(const char *fmt, ...) TUTORIAL_PRINTF(1, 2);
 int tutorial_launch(const char *what, int world, ptdp_device_fn fn, void *arg);
 /* The same with the caller's options (a profile, a device memory, a
  * result to fill and then free with ptdp_launch_result_free); a watchdog
- * of 0 means TUTORIAL_WATCHDOG_S.  opts may be NULL. */
+ * of 0 means tutorial_watchdog_s().  opts may be NULL. */
 int tutorial_launch_opts(const char *what, int world, ptdp_device_fn fn, void *arg,
                          const ptdp_launch_opts *opts);
 

@@ -550,7 +550,7 @@ static bool diagnose_ring(int world)
     x->watch = true;
     x->result = calloc((size_t)world * x->count, sizeof(ptdp_real));
     x->reference = calloc((size_t)world * x->count, sizeof(ptdp_real));
-    ptdp_launch_opts opts = { .watchdog_s = TUTORIAL_WATCHDOG_S };
+    ptdp_launch_opts opts = { .watchdog_s = tutorial_watchdog_s() };
     bool said = false;
     if (x->result != NULL && x->reference != NULL && ptdp_launch(world, reduce_device, x, &opts) == 0) {
         tutorial_note("A second run on %d devices, %d elements (%d segments of %d), watching every message:",

@@ -495,7 +495,7 @@ static bool check_run(const student_schedule *y, const baseline *b)
      * devices: your list was validated above. */
     ptdp_launch_result res;
     ptdp_launch_opts opts = { 0 };
-    opts.watchdog_s = TUTORIAL_WATCHDOG_S;
+    opts.watchdog_s = tutorial_watchdog_s();
     opts.profile = ptdp_profile_find("ideal");
     opts.result = &res;
     int rc = ptdp_launch(P_RUN, pipe_device, x, &opts);
