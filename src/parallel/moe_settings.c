@@ -38,17 +38,25 @@ static int groups_check(const ptdp_moe_settings *s, char *msg, size_t n)
 {
     const int E = s->experts, k = s->top_k, G = s->groups > 0 ? s->groups : 1;
     const int M = s->group_top_k > 0 ? s->group_top_k : 1;
-    const char *bad = NULL;
-    if (s->groups < 0 || s->groups > E || E % G != 0)
+    const char *bad = "--moe-group-top-k";
+    char why[160];
+    if (s->groups < 0 || s->groups > E || E % G != 0) {
         bad = "--moe-groups";
-    else if (s->group_top_k < 0 || M > G || k / M < 1 || k / M > E / G || (long)M * (E / G) < k)
-        bad = "--moe-group-top-k";
-    if (bad == NULL)
+        snprintf(why, sizeof why, "the groups must divide the experts (E/G consecutive experts a group)");
+    } else if (s->group_top_k < 0 || M > G)
+        snprintf(why, sizeof why, "the group top-k must be at most the groups");
+    else if (k / M < 1)
+        snprintf(why, sizeof why, "a group's score sums its top floor(top-k / group top-k) = 0 experts: "
+                                  "the group top-k must be at most the top-k");
+    else if (k / M > E / G)
+        snprintf(why, sizeof why, "a group's score sums its top floor(top-k / group top-k) = %d experts, "
+                                  "more than the %d a group holds", k / M, E / G);
+    else if ((long)M * (E / G) < k)
+        snprintf(why, sizeof why, "the %d chosen groups hold %d experts, fewer than the top-k", M, M * (E / G));
+    else
         return PTDP_OK;
-    snprintf(msg, n, "%s: --moe-groups %d --moe-group-top-k %d with --moe-experts %d --moe-top-k %d: the groups must "
-             "divide the experts, the group top-k be at most the groups, floor(top-k / group top-k) = %d be "
-             "between 1 and the experts a group holds (%d), and the chosen groups hold the top-k's experts (%d)",
-             bad, G, M, E, k, M > 0 ? k / M : 0, E / G, M * (E / G));
+    snprintf(msg, n, "%s: --moe-groups %d --moe-group-top-k %d with --moe-experts %d --moe-top-k %d: %s", bad, G, M,
+             E, k, why);
     return PTDP_EINVAL;
 }
 
