@@ -26,17 +26,30 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* The sum of the n largest of v[0..m), largest first: the router's own
- * selection (ptdp_moe_top_k: O(m log n), ties to the lower index). */
+/* The index of the largest of v[0..m) not yet taken (ties: the lowest
+ * index) — a scan, since n and M are a few (the top k's heap is for E). */
+static int largest(const ptdp_real *v, const bool *taken, int m)
+{
+    int best = -1;
+    for (int i = 0; i < m; i++)
+        if (!taken[i] && (best < 0 || v[i] > v[best]))
+            best = i;
+    return best;
+}
+
+/* The sum of the n largest of v[0..m). */
 static double top_sum(const ptdp_real *v, int m, int n)
 {
-    if (n > m)
-        n = m;   /* the settings refuse it (moe_settings.c) */
-    int idx[n > 0 ? n : 1];
-    ptdp_moe_top_k(v, m, n, idx);
+    bool taken[m > 0 ? m : 1];
     double sum = 0.0;
-    for (int j = 0; j < n; j++)
-        sum += v[idx[j]];
+    memset(taken, 0, sizeof taken);
+    for (int j = 0; j < n; j++) {
+        const int i = largest(v, taken, m);
+        if (i < 0)
+            break;   /* n > m: the settings refuse it (moe_settings.c) */
+        taken[i] = true;
+        sum += v[i];
+    }
     return sum;
 }
 
@@ -48,13 +61,11 @@ void ptdp_moe_group_limit(const ptdp_moe_route_shape *s, ptdp_real *v)
     const int per = s->E / G, n = s->k / M;
     ptdp_real score[G];
     bool kept[G];
-    int best[M];
     memset(kept, 0, sizeof kept);
     for (int g = 0; g < G; g++)
         score[g] = (ptdp_real)top_sum(v + (size_t)g * per, per, n);
-    ptdp_moe_top_k(score, G, M, best);   /* the M best groups, ties to the lower */
-    for (int j = 0; j < M; j++)
-        kept[best[j]] = true;
+    for (int j = 0; j < M; j++)   /* the M best groups, ties to the lower */
+        kept[largest(score, kept, G)] = true;
     for (int g = 0; g < G; g++)
         for (int e = 0; !kept[g] && e < per; e++)
             v[(size_t)g * per + e] = -INFINITY;
