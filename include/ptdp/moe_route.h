@@ -65,7 +65,7 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
                       int *slot, ptdp_real *probs, int *load, int *dropped);
 /* One token's choices, the simple selection's (choice[j] the j-th largest
  * of z[0..E), ties to the lower index, and what it always chose for a NaN:
- * moe_route.c), in O(E log k) comparisons; returns how many it made. */
+ * top_k.c), in O(E log k) comparisons; returns how many it made. */
 long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice);
 /* Group-limited routing (moe_groups.c): v (E, the values a token's top k
  * is chosen on: s + b, or z) keeps the experts of the M = group_top_k best

@@ -26,30 +26,17 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* The index of the largest of v[0..m) not yet taken (ties: the lowest
- * index) — a scan, since n and M are a few (the top k's heap is for E). */
-static int largest(const ptdp_real *v, const bool *taken, int m)
-{
-    int best = -1;
-    for (int i = 0; i < m; i++)
-        if (!taken[i] && (best < 0 || v[i] > v[best]))
-            best = i;
-    return best;
-}
-
-/* The sum of the n largest of v[0..m). */
+/* The sum of the n largest of v[0..m), largest first: the router's own
+ * selection (top_k.c's ptdp_moe_top_k: O(m log n), ties to the lower index). */
 static double top_sum(const ptdp_real *v, int m, int n)
 {
-    bool taken[m > 0 ? m : 1];
+    if (n > m)
+        n = m;   /* the settings refuse it (moe_settings.c) */
+    int idx[n > 0 ? n : 1];
+    ptdp_moe_top_k(v, m, n, idx);
     double sum = 0.0;
-    memset(taken, 0, sizeof taken);
-    for (int j = 0; j < n; j++) {
-        const int i = largest(v, taken, m);
-        if (i < 0)
-            break;   /* n > m: the settings refuse it (moe_settings.c) */
-        taken[i] = true;
-        sum += v[i];
-    }
+    for (int j = 0; j < n; j++)
+        sum += v[idx[j]];
     return sum;
 }
 
@@ -61,11 +48,13 @@ void ptdp_moe_group_limit(const ptdp_moe_route_shape *s, ptdp_real *v)
     const int per = s->E / G, n = s->k / M;
     ptdp_real score[G];
     bool kept[G];
+    int best[M];
     memset(kept, 0, sizeof kept);
     for (int g = 0; g < G; g++)
         score[g] = (ptdp_real)top_sum(v + (size_t)g * per, per, n);
-    for (int j = 0; j < M; j++)   /* the M best groups, ties to the lower */
-        kept[largest(score, kept, G)] = true;
+    ptdp_moe_top_k(score, G, M, best);   /* the M best groups, ties to the lower */
+    for (int j = 0; j < M; j++)
+        kept[best[j]] = true;
     for (int g = 0; g < G; g++)
         for (int e = 0; !kept[g] && e < per; e++)
             v[(size_t)g * per + e] = -INFINITY;

@@ -5,7 +5,7 @@
  * any model's block; moe_route.h declares it for tests and the course).
  *
  *   z      = h W_r^T                      logits, a row of E per token
- *   top-k  = the k largest z of a token   ties to the lower index
+ *   top-k  = the k largest z of a token   ties to the lower index (top_k.c)
  *   g_j    = softmax over those k logits  (Mixtral's softmax-then-renormalise)
  *   p      = softmax over all E           what the balance loss reads
  *   aux    = alpha sum_i f_i P_i          per sequence: f_i = E/(k T) x the
@@ -53,111 +53,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------ routing */
-
-/* Top-k as a selection over one pass (a heap of the k best so far, the
- * worst on top) and a sort of those k: O(E log k + k log k) comparisons a
- * token, where choosing one at a time scans E for each of the k (k E, and
- * k^2 E checking what is taken).  The order is the simple selection's:
- *
- *   a before b  <=>  z_a > z_b, or z_a = z_b and a < b   (ties: lower index)
- *
- * A NaN logit compares false both ways, so it has no place in that order;
- * the simple selection ("the first untaken index, replaced by any larger
- * z") takes a NaN exactly when it is the lowest untaken index, and the
- * largest remaining number otherwise.  A row with a NaN merges the two by
- * that rule (nan_order), so every row chooses what it always chose. */
-
-/* One comparison of the order above, counted. */
-static bool before(const ptdp_real *z, int a, int b, long long *count)
-{
-    ++*count;
-    return z[a] > z[b] || (z[a] == z[b] && a < b);
-}
-
-/* Restore the heap h[0..n) (parent after both children: the worst on top)
- * below position i. */
-static void sift_down(const ptdp_real *z, int *h, int n, int i, long long *count)
-{
-    for (;;) {
-        int worst = i;
-        const int l = 2 * i + 1, r = l + 1;
-        if (l < n && before(z, h[worst], h[l], count))
-            worst = l;
-        if (r < n && before(z, h[worst], h[r], count))
-            worst = r;
-        if (worst == i)
-            return;
-        const int t = h[i];
-        h[i] = h[worst];
-        h[worst] = t;
-        i = worst;
-    }
-}
-
-static void sift_up(const ptdp_real *z, int *h, int i, long long *count)
-{
-    while (i > 0 && before(z, h[(i - 1) / 2], h[i], count)) {
-        const int t = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-}
-
-/* The k best numbers of z (NaNs skipped) into h, best first; how many
- * (fewer than k when there are NaNs), and the NaNs in *nans. */
-static int best_numbers(const ptdp_real *z, int E, int k, int *h, int *nans, long long *count)
-{
-    int n = 0;
-    *nans = 0;
-    for (int e = 0; e < E; e++) {
-        if (isnan(z[e]))
-            ++*nans;
-        else if (n < k) {
-            h[n] = e;
-            sift_up(z, h, n++, count);
-        } else if (before(z, e, h[0], count)) {
-            h[0] = e;
-            sift_down(z, h, n, 0, count);
-        }
-    }
-    for (int m = n - 1; m > 0; m--) {   /* heapsort: the worst to the back */
-        const int t = h[0];
-        h[0] = h[m];
-        h[m] = t;
-        sift_down(z, h, m, 0, count);
-    }
-    return n;
-}
-
-/* A row with NaNs, as the simple selection chooses: step by step the
- * lowest untaken index if it is a NaN, else the next of the numbers in
- * order (best, n of them). */
-static void nan_order(const ptdp_real *z, int E, int k, const int *best, int n, int *choice)
-{
-    bool taken[E];
-    memset(taken, 0, sizeof taken);
-    for (int j = 0, next = 0, low = 0; j < k; j++) {
-        while (taken[low])
-            low++;
-        const int e = isnan(z[low]) || next == n ? low : best[next++];
-        taken[e] = true;
-        choice[j] = e;
-    }
-}
-
-long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice)
-{
-    long long count = 0;
-    int nans;
-    const int n = best_numbers(z, E, k, choice, &nans, &count);
-    if (nans > 0) {
-        int best[n > 0 ? n : 1];
-        memcpy(best, choice, (size_t)n * sizeof *best);
-        nan_order(z, E, k, best, n, choice);
-    }
-    return count;
-}
 
 /* Mixtral's choice of one token: the top k of z, or (--moe-groups) of z
  * with the experts outside the M best groups at -infinity. */
