@@ -363,12 +363,14 @@ TEST(resume_tests, test_a_mixtures_checkpoint_reads_back_from_its_metadata)
     ck_assert_msg(ptdp_state_peek_config(old, &got, msg, sizeof msg) == 0, "%s", msg);
     ck_assert(ptdp_gpt(&got)->moe_capacity == 0 && ptdp_gpt(&got)->moe_aux_loss == 0.01);
     ptdp_meta_setting set[PTDP_META_SETTINGS_MAX];
-    /* the two above, and the groups' two (moe_groups, moe_group_top_k: read from every file, written only
-     * when not 1, so this file, like every file without groups, means 1 and 1) */
-    ck_assert_int_eq(ptdp_state_settings(old, &g, set, PTDP_META_SETTINGS_MAX, msg, sizeof msg), 4);
+    /* the two above, the groups' two (moe_groups, moe_group_top_k: read from every file, written only
+     * when not 1, so this file, like every file without groups, means 1 and 1) and the z-loss's weight
+     * (moe_z_loss, the same way: a file without it means 0) */
+    ck_assert_int_eq(ptdp_state_settings(old, &g, set, PTDP_META_SETTINGS_MAX, msg, sizeof msg), 5);
     ck_assert(strtod(set[0].value, NULL) == 0 && strtod(set[1].value, NULL) == 0.01);
     ck_assert(strcmp(set[2].key, "moe_groups") == 0 && strtod(set[2].value, NULL) == 1);
     ck_assert(strcmp(set[3].key, "moe_group_top_k") == 0 && strtod(set[3].value, NULL) == 1);
+    ck_assert(strcmp(set[4].key, "moe_z_loss") == 0 && strtod(set[4].value, NULL) == 0);
     ck_assert_msg(ptdp_state_load(&s, old, &g, msg, sizeof msg) == 0, "%s", msg);   /* never a mismatch */
     ptdp_state_free(&s);
 

@@ -52,6 +52,7 @@ static const ptdp_model_flag gpt_flags[] = {
                        PTDP_GPT_OWN(moe_top_k), PTDP_GPT_OWN(moe_capacity), PTDP_GPT_OWN(moe_aux_loss)),
     PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_GPT_OWN(moe_score), PTDP_GPT_OWN(moe_route_scale), PTDP_GPT_OWN(moe_bias_update)),
     PTDP_MOE_GROUP_FLAG_ROWS(PTDP_GPT_OWN(moe_groups), PTDP_GPT_OWN(moe_group_top_k)),
+    PTDP_MOE_Z_LOSS_FLAG_ROW(PTDP_GPT_OWN(moe_z_loss)),
 };
 
 static ptdp_model_config gpt_defaults(void)

@@ -47,6 +47,7 @@ static const ptdp_model_flag llama_flags[] = {
     PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_LLAMA_OWN(moe.score), PTDP_LLAMA_OWN(moe.route_scale),
                                 PTDP_LLAMA_OWN(moe.bias_update)),
     PTDP_MOE_GROUP_FLAG_ROWS(PTDP_LLAMA_OWN(moe.groups), PTDP_LLAMA_OWN(moe.group_top_k)),
+    PTDP_MOE_Z_LOSS_FLAG_ROW(PTDP_LLAMA_OWN(moe.z_loss)),
 };
 
 /* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
@@ -108,7 +109,9 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             "                      --moe-route-scale x s_j / sum s; --moe-bias-update u moves the bias\n"
             "                      after each step: b_e += u sign(mean load - load_e))\n"
             "  --moe-groups G --moe-group-top-k M   a token's top k only among the experts of its M best\n"
-            "                      of G groups of E/G (a group's score: its top floor(k/M) values)\n",
+            "                      of G groups of E/G (a group's score: its top floor(k/M) values)\n"
+            "  --moe-z-loss beta   either router: ST-MoE's z-loss, beta x the mean over tokens of\n"
+            "                      (log sum_e exp z_e)^2 (default 0: none)\n",
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 

@@ -69,7 +69,8 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
 {
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
                                        "--moe-aux-loss", "--moe-score", "--moe-route-scale",
-                                       "--moe-bias-update", "--moe-groups", "--moe-group-top-k" };
+                                       "--moe-bias-update", "--moe-groups", "--moe-group-top-k",
+                                       "--moe-z-loss" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))
@@ -81,6 +82,9 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
         return ptdp_usage_error(cmd, "--moe-capacity-factor %g: must be above 0 (omit it: dropless)", s->capacity);
     if (s->aux_loss < 0)
         return ptdp_usage_error(cmd, "--moe-aux-loss %g: must be 0 or more", s->aux_loss);
+    if (typed(given, ngiven, "--moe-z-loss") && !(s->z_loss >= 0 && isfinite(s->z_loss)))
+        return ptdp_usage_error(cmd, "--moe-z-loss %g: must be 0 or more (beta x the mean of (log sum_e "
+                                "exp z_e)^2; 0: no z-loss)", s->z_loss);
     if (s->top_k > s->experts)
         return ptdp_usage_error(cmd, "--moe-top-k %d: must be at most --moe-experts %d", s->top_k, s->experts);
     return deepseek_typed(cmd, given, ngiven, s);
@@ -146,6 +150,8 @@ void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
     if (s->experts > 0 && s->groups > 1)   /* group-limited routing (runs without print none) */
         fprintf(f, ", \"moe_groups\": %d, \"moe_group_top_k\": %d", s->groups,
                 s->group_top_k > 0 ? s->group_top_k : 1);
+    if (s->experts > 0 && s->z_loss > 0)   /* the router z-loss (runs without print none) */
+        fprintf(f, ", \"moe_z_loss\": %s", J(s->z_loss));
 }
 
 /* Expert parallelism's uniform estimate per device and step: each MoE

@@ -45,6 +45,10 @@
 #define PTDP_MOE_GROUP_FLAG_ROWS(groups, group_top_k)                                                     \
     { "--moe-groups", (groups), 1, { 1 << 12, 256 }, false },                                             \
     { "--moe-group-top-k", (group_top_k), 1, { 1 << 12, 256 }, false }
+/* ST-MoE's router z-loss, either router: --moe-z-loss beta, a real, 0 or
+ * more (default 0: none). */
+#define PTDP_MOE_Z_LOSS_FLAG_ROW(z_loss)                                                                 \
+    { "--moe-z-loss", (z_loss), -1000000, { 1000000, 1000000 }, .real = true }
 #define PTDP_MOE_DEEPSEEK_FLAG_ROWS(score, route_scale, bias_update)                                      \
     { "--moe-score", (score), PTDP_FLAG_WORDS, { 1, 1 }, false },                                         \
     { "--moe-route-scale", (route_scale), -1000000, { 1000000, 1000000 }, .real = true },                 \

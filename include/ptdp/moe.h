@@ -32,6 +32,8 @@
  *                     model declares only under sigmoid, so softmax files
  *                     are what they were)
  *   --moe-route-scale lambda   sigmoid: the gates lambda s_j / sum s (1)
+ *   --moe-z-loss beta ST-MoE's router z-loss, beta x the mean over tokens
+ *                     of (log sum_e exp z_e)^2, either router (0: none)
  *   --moe-groups G    DeepSeek-V3's group-limited routing (moe_route.h):
  *   --moe-group-top-k M   the E experts in G groups of E/G consecutive
  *                     ones; a token's top k only among the experts of its
@@ -49,7 +51,7 @@
  *                     (refused by name).
  *
  * A checkpoint records E, n, F_e and k as shapes a --load must match, and
- * c and alpha (sigmoid: lambda and u too) as settings a resumed run takes
+ * c and alpha (sigmoid: lambda and u too; beta when not 0) as settings a resumed run takes
  * unless they are typed
  * (model.h's ptdp_meta_setting; moe_settings.c).
  *
@@ -61,6 +63,9 @@
  *                               k per token when nothing is dropped)
  *   "moe_dropped"    n          choices beyond an expert's capacity
  *   "moe_aux_loss"   n          each block's balance loss
+ *   "z_loss"         a number   --moe-z-loss alone: the router z-losses
+ *                               of all its blocks (moe_z_loss.c)
+ *   "moe_z_loss"     n          --moe-z-loss alone: each block's
  *   "moe_bias_bytes" a number   --moe-bias-update alone, per device for
  *                               the run: what the expert loads'
  *                               all-reduce over the DP group sent, by its
@@ -71,7 +76,7 @@
  * tokens (dp x cp, each stage its own blocks; tp rank 0 alone, since
  * every TP rank routes the same tokens).  The two losses read as means
  * over the global batch's sequences (PTDP_COUNT_PER_SAMPLE), as the loss
- * does.  So for B sequences of T tokens, top-k:
+ * does, and so do the z-losses.  So for B sequences of T tokens, top-k:
  *
  *   sum_e load[e] + dropped = k B T,   load[e] <= ceil(c k T / E) B,
  *   sum over blocks of moe_aux_loss = the step's aux_loss.
@@ -98,6 +103,8 @@ typedef struct {
                                                       --moe-group-top-k       */
     double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
     double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
+    double z_loss;          /* the router z-loss's weight beta; 0: none
+                                                      --moe-z-loss            */
 } ptdp_moe_settings;
 
 /* The defaults of the flags (with experts 0: a dense model). */

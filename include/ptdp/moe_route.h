@@ -73,6 +73,13 @@ long long ptdp_moe_top_k(const ptdp_real *z, int E, int k, int *choice);
  * cannot choose them.  A group's score: the sum of its floor(k/M) largest
  * v (ties: the lower group).  Nothing changes with groups <= 1 or M >= G. */
 void ptdp_moe_group_limit(const ptdp_moe_route_shape *s, ptdp_real *v);
+/* ST-MoE's router z-loss (moe_z_loss.c): beta sum_r lse_r^2 / T_seq over
+ * rows of logits z (rows x E), lse_r = log sum_e exp z_re — a sequence's
+ * share of beta x the mean over its T_seq tokens — and its backward, which
+ * adds scale beta 2 lse_r softmax(z_r) / T_seq to dz. */
+double ptdp_moe_z_loss(int rows, int E, int T_seq, double beta, const ptdp_real *z);
+void ptdp_moe_z_loss_backward(int rows, int E, int T_seq, double beta, const ptdp_real *z, double scale,
+                              ptdp_real *dz);
 /* Its backward: dz (rows x E, overwritten) from dgate (rows x k, 0 for a
  * dropped choice) through the k-way softmax (sigmoid: the normalised
  * gates and the sigmoid), plus scale x the balance loss's gradient

@@ -245,6 +245,7 @@ static int gpt_from_metadata_real(ptdp_model_config *c, const char *key, double 
     ptdp_gpt(c)->moe_bias_update = moe.bias_update;
     ptdp_gpt(c)->moe_groups = moe.groups;
     ptdp_gpt(c)->moe_group_top_k = moe.group_top_k;
+    ptdp_gpt(c)->moe_z_loss = moe.z_loss;
     return PTDP_OK;
 }
 

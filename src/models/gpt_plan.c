@@ -256,7 +256,8 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
  *                         token a kept row (int); the outputs y kept x C;
  *                         h and GELU's g here x F_e/tp; under EP the
  *                         dispatched inputs here x C and E/ep row counts;
- *                         under CP 2 b E doubles of whole-sequence counts —
+ *                         under CP 2 b E doubles of whole-sequence counts;
+ *                         with --moe-z-loss the logits R E, for its backward —
  *                         in place of the dense MLP's fc and GELU (2 R F/tp)
  *   forward transient     the logits R E, or the stacked inputs kept x C
  *                         (+ under EP the experts' outputs and the
@@ -324,7 +325,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +
-                    (cp > 1 ? 16 * b * E : 0) - dense_rows;
+                    (cp > 1 ? 16 * b * E : 0) + (g->moe_z_loss > 0 ? r * R * E : 0) - dense_rows;
     const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0);
     o->fwd_bytes = r * R * E > stacked ? r * R * E : stacked;
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + r * here * Fe +

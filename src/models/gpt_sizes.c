@@ -131,7 +131,8 @@ ptdp_moe_settings ptdp_gpt_moe_settings(const ptdp_model_config *c)
                                 .top_k = gpt->moe_top_k, .capacity = gpt->moe_capacity,
                                 .aux_loss = gpt->moe_aux_loss, .score = gpt->moe_score,
                                 .route_scale = gpt->moe_route_scale, .bias_update = gpt->moe_bias_update,
-                                .groups = gpt->moe_groups, .group_top_k = gpt->moe_group_top_k };
+                                .groups = gpt->moe_groups, .group_top_k = gpt->moe_group_top_k,
+                                .z_loss = gpt->moe_z_loss };
 }
 
 bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)

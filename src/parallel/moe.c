@@ -91,7 +91,8 @@ struct ptdp_moe_acts {
      * brought (ep.h's plan). */
     int here;
     int *choice, *slot, *load, *token;   /* token: the row of each slot */
-    ptdp_real *gate, *probs;
+    ptdp_real *gate, *probs;             /* --moe-z-loss: the logits after probs (rows x E
+                                            each), for its backward            */
     double *seq_counts;                  /* CP: the whole sequences' counts (and psum) */
     ptdp_real *y;                        /* kept x C: the experts' outputs, back home */
     ptdp_comm *ep;                       /* NULL: no expert parallelism  */
@@ -173,7 +174,9 @@ static ptdp_linear_pass router_pass(const ptdp_moe_pass *p)
     return c;
 }
 
-/* The router: logits, choices, gates, slots and the balance loss. */
+/* The router: logits, choices, gates, slots, the balance loss and (with
+ * --moe-z-loss) the z-loss of this device's tokens, which keeps the logits
+ * for its backward. */
 static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
 {
     const ptdp_moe_settings *s = p->settings;
@@ -190,8 +193,11 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
     m->slot = grab(p, (size_t)R * K * sizeof(int), "acts.moe_slot");
     m->load = grab(p, (size_t)E * sizeof(int), "acts.moe_load");
     m->gate = grab(p, (size_t)R * K * sizeof(ptdp_real), "acts.moe_gate");
-    m->probs = grab(p, (size_t)R * E * sizeof(ptdp_real), "acts.moe_probs");
-    ptdp_real *z = grab(p, (size_t)R * E * sizeof(ptdp_real), "acts.moe_logits");
+    const bool keep_z = s->z_loss > 0;   /* its backward reads the logits: kept after probs */
+    m->probs = grab(p, (size_t)(keep_z ? 2 : 1) * R * E * sizeof(ptdp_real),
+                    keep_z ? "acts.moe_probs_logits" : "acts.moe_probs");
+    ptdp_real *z = keep_z ? (m->probs != NULL ? m->probs + (size_t)R * E : NULL)
+                          : grab(p, (size_t)R * E * sizeof(ptdp_real), "acts.moe_logits");
     if (p->rc == 0) {   /* z = n W_r^T, the piece since the norm charged */
         ptdp_linear_pass c = router_pass(p);
         const ptdp_linear_charge price = { .flops = p->router_flops };
@@ -200,17 +206,20 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
     }
     if (p->rc == 0) {
         m->aux = ptdp_moe_route(&shape, R, z, m->choice, m->gate, m->slot, m->probs, m->load, &m->dropped);
+        const double zloss = keep_z ? ptdp_moe_z_loss(R, E, p->T_seq, s->z_loss, z) : 0.0;
         if (p->T_seq != p->T)
             whole_sequences(p, m);
         if (p->rc == 0 && p->tally != NULL && p->choices != NULL && !ptdp_moe_tally_counted(*p->tally, p->block))
             for (size_t c = 0; c < (size_t)R * K; c++)   /* before the capacity: every choice */
                 p->choices[m->choice[c]] += 1;
         if (p->rc == 0 && p->tally != NULL)
-            p->rc = ptdp_moe_tally_add(p->dev, p->tally, p->nblocks, E, p->block, m->load, m->dropped, m->aux);
+            p->rc = ptdp_moe_tally_add(p->dev, p->tally, p->nblocks, E, p->block, m->load, m->dropped, m->aux,
+                                       zloss);
         m->kept = R * K - m->dropped;
         m->token = grab(p, (size_t)m->kept * sizeof(int), "acts.moe_token");
     }
-    ptdp_free(p->dev, z);
+    if (!keep_z)
+        ptdp_free(p->dev, z);
     if (p->rc == 0)
         for (size_t c = 0; c < (size_t)R * K; c++)
             if (m->slot[c] >= 0)
@@ -374,8 +383,8 @@ static void experts_backward_where(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptd
     }
 }
 
-/* The router's backward: dz through the gates and the balance loss, then
- * dn += dZ W_r and dW_r += dZ^T n (now, or W's). */
+/* The router's backward: dz through the gates, the balance loss and the
+ * z-loss, then dn += dZ W_r and dW_r += dZ^T n (now, or W's). */
 static void router_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, const ptdp_real *dgate,
                             ptdp_real *dz, ptdp_tensor dn)
 {
@@ -386,6 +395,9 @@ static void router_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
                                       m->seq_counts, dz);
     else
         ptdp_moe_route_backward(&shape, R, m->choice, m->gate, m->probs, dgate, p->per_sequence, dz);
+    if (p->settings->z_loss > 0)   /* the logits, kept after probs */
+        ptdp_moe_z_loss_backward(R, E, p->T_seq, p->settings->z_loss, m->probs + (size_t)R * E,
+                                 p->per_sequence, dz);
     ptdp_linear_pass c = router_pass(p);
     const ptdp_linear_layer router = { .w = p->router, .accumulate_dx = true, .w_flops = p->router_w_flops };
     const ptdp_linear_charge price = { .flops = p->router_flops };

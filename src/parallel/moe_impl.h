@@ -143,6 +143,7 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
  *   moe_bias_update       --moe-bias-update       sigmoid only: u
  *   moe_groups            --moe-groups            G > 1 only: G
  *   moe_group_top_k       --moe-group-top-k       G > 1 only: M
+ *   moe_z_loss            --moe-z-loss            beta > 0 only: beta
  *
  * none for a dense model.  _settings writes them (the number, at most
  * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
@@ -180,18 +181,20 @@ double ptdp_moe_bias_bytes(int E, int n, int N);
  * MoE blocks, nothing for a dense one.  0, or the registry's refusal. */
 int  ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg);
 /* A route of the stage's block `block` (of nblocks) for one micro-batch:
- * its kept choices per expert, dropped choices and balance loss into *t
+ * its kept choices per expert, dropped choices, balance loss and z-loss
+ * (0 without --moe-z-loss) into *t
  * (made at the first): the first route of a block counts, full
  * recomputation's second does not.  0, or the device's failure. */
 int  ptdp_moe_tally_add(ptdp_device *dev, ptdp_moe_tally **t, int nblocks, int E, int block, const int *load,
-                        int dropped, double aux);
+                        int dropped, double aux, double zloss);
 void ptdp_moe_tally_free(ptdp_moe_tally **t);
 /* Whether block `block` of the tally *t has counted its route (false for
  * no tally yet): full recomputation's second route has. */
 bool ptdp_moe_tally_counted(const ptdp_moe_tally *t, int block);
 /* After a micro-batch's forward on the stage of blocks [begin, end): its
  * balance loss aux_sum (this stage's blocks', counted once) and the
- * tally's rows, added into the device's counters of the step. */
+ * tally's rows (with --moe-z-loss, their z-losses summed into "z_loss"),
+ * added into the device's counters of the step. */
 void ptdp_moe_count(const ptdp_moe_settings *s, int begin, int end, const ptdp_moe_tally *t, double aux_sum,
                     ptdp_counts *counts);
 

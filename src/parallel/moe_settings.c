@@ -80,6 +80,8 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
         BAD("--moe-route-scale %g: must be above 0", s->route_scale);
     if (!(s->bias_update >= 0) || !isfinite(s->bias_update))
         BAD("--moe-bias-update %g: must be 0 or more", s->bias_update);
+    if (!(s->z_loss >= 0) || !isfinite(s->z_loss))
+        BAD("--moe-z-loss %g: must be 0 or more (0: no z-loss)", s->z_loss);
     if (s->score == PTDP_MOE_SOFTMAX && s->route_scale != 0 && s->route_scale != 1)
         BAD("--moe-route-scale %g scales sigmoid gates: give --moe-score sigmoid (softmax gates sum to 1)",
             s->route_scale);
@@ -105,7 +107,7 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
  * softmax), so a softmax file is what it was.  The groups' two are read
  * from every file and written only when not 1 (unless_absent, model.h):
  * a file without them ran one group, and files without groups stay what
- * they were. */
+ * they were; so is the z-loss's weight (written when not 0). */
 static const struct {
     const char *key, *flag;
     double absent;
@@ -116,6 +118,7 @@ static const struct {
     { "moe_bias_update", "--moe-bias-update", 0.0 },
     { "moe_groups", "--moe-groups", 1.0 },
     { "moe_group_top_k", "--moe-group-top-k", 1.0 },
+    { "moe_z_loss", "--moe-z-loss", 0.0 },
 };
 
 int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
@@ -132,14 +135,14 @@ int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char 
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)
 {
     const double value[] = { s->capacity, s->aux_loss, s->route_scale > 0 ? s->route_scale : 1.0, s->bias_update,
-                             s->groups > 0 ? s->groups : 1, s->group_top_k > 0 ? s->group_top_k : 1 };
+                             s->groups > 0 ? s->groups : 1, s->group_top_k > 0 ? s->group_top_k : 1, s->z_loss };
     const bool sigmoid = s->score == PTDP_MOE_SIGMOID;
     int n = 0;
-    for (int k = 0; s->experts > 0 && k < 6 && n < max; k++) {
+    for (int k = 0; s->experts > 0 && k < 7 && n < max; k++) {
         if ((k == 2 || k == 3) && !sigmoid)
             continue;   /* a sigmoid router's alone */
         out[n] = (ptdp_meta_setting){ .key = recorded[k].key, .flag = recorded[k].flag,
-                                      .unless_absent = k >= 4 };   /* the groups': written when used */
+                                      .unless_absent = k >= 4 };   /* groups, z-loss: written when used */
         snprintf(out[n].value, sizeof out[n].value, PTDP_META_REAL_FMT, value[k]);
         snprintf(out[n].absent, sizeof out[n].absent, PTDP_META_REAL_FMT, recorded[k].absent);
         n++;
@@ -149,10 +152,11 @@ int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *ou
 
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value)
 {
-    double *field[] = { &s->capacity, &s->aux_loss, &s->route_scale, &s->bias_update };
+    double *field[] = { &s->capacity, &s->aux_loss, &s->route_scale, &s->bias_update, NULL, NULL, &s->z_loss };
     int *whole[] = { &s->groups, &s->group_top_k };   /* recorded[4], [5]: whole numbers >= 1 */
-    for (int k = 0; k < 4; k++)
-        if (strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value) && (k != 2 || value > 0)) {
+    for (int k = 0; k < 7; k++)
+        if (field[k] != NULL && strcmp(key, recorded[k].key) == 0 && value >= 0 && isfinite(value) &&
+            (k != 2 || value > 0)) {
             *field[k] = value;
             return PTDP_OK;
         }

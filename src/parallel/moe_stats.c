@@ -5,7 +5,7 @@
  * they obey).
  *
  *   route of block i, micro-batch u ──► u's tally, row i   (once: a
- *        load[E], dropped, aux                              redone route
+ *        load[E], dropped, aux, z                           redone route
  *        (moe.c, ptdp_moe_tally_add)                        adds nothing)
  *   after u's forward (pp.c: the model's count) ──► the device's counters
  *        of the step (counters.h), row j = i's rank among the model's MoE
@@ -28,11 +28,11 @@
 #include "ptdp/error.h"
 
 /* One micro-batch's counts on one stage: per local block, whether its
- * route counted yet, and its row of E + 2 numbers. */
+ * route counted yet, and its row of E + 3 numbers. */
 struct ptdp_moe_tally {
     int nblocks, E;
     bool *counted;          /* [nblocks]                                    */
-    double *row;            /* [nblocks][E + 2]: load[E], dropped, aux      */
+    double *row;            /* [nblocks][E + 3]: load[E], dropped, aux, z   */
 };
 
 /* ------------------------------------------------------------- layout */
@@ -63,7 +63,7 @@ int ptdp_moe_ffn(const ptdp_moe_settings *s, int ffn)
     return s->ffn > 0 ? s->ffn : ffn;
 }
 
-/* The four names of moe.h, in the order --log writes them; nothing for a
+/* The names of moe.h, in the order --log writes them; nothing for a
  * dense model. */
 int ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg)
 {
@@ -78,6 +78,10 @@ int ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg)
         rc = ptdp_counters_publish(reg, "moe_dropped", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), once);
     if (rc == 0)
         rc = ptdp_counters_publish(reg, "moe_aux_loss", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), mean);
+    if (rc == 0 && s->z_loss > 0)   /* the z-losses: runs without print none */
+        rc = ptdp_counters_publish(reg, "z_loss", PTDP_COUNT_STEP, PTDP_COUNT_NUMBER, mean);
+    if (rc == 0 && s->z_loss > 0)
+        rc = ptdp_counters_publish(reg, "moe_z_loss", PTDP_COUNT_STEP, PTDP_COUNT_LIST(n), mean);
     if (rc == 0 && s->bias_update > 0)   /* moe_bias.c: the loads' all-reduce, by its formula */
         rc = ptdp_counters_publish(reg, "moe_bias_bytes", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0);
     return rc;
@@ -86,7 +90,7 @@ int ptdp_moe_publish(const ptdp_moe_settings *s, int layers, ptdp_counters *reg)
 /* ----------------------------------------------- one micro-batch's tally */
 
 int ptdp_moe_tally_add(ptdp_device *dev, ptdp_moe_tally **slot, int nblocks, int E, int block, const int *load,
-                       int dropped, double aux)
+                       int dropped, double aux, double zloss)
 {
     ptdp_moe_tally *t = *slot;
     if (t == NULL) {
@@ -94,18 +98,19 @@ int ptdp_moe_tally_add(ptdp_device *dev, ptdp_moe_tally **slot, int nblocks, int
         if (t != NULL) {
             *t = (ptdp_moe_tally){ .nblocks = nblocks, .E = E };
             t->counted = calloc((size_t)(nblocks > 0 ? nblocks : 1), sizeof *t->counted);
-            t->row = calloc((size_t)(nblocks > 0 ? nblocks : 1) * (E + 2), sizeof *t->row);
+            t->row = calloc((size_t)(nblocks > 0 ? nblocks : 1) * (E + 3), sizeof *t->row);
         }
         if (t == NULL || t->counted == NULL || t->row == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory", dev->rank);
     }
     if (block < 0 || block >= t->nblocks || t->counted[block])
         return PTDP_OK;   /* full recomputation's second route: the same numbers */
-    double *r = t->row + (size_t)block * (E + 2);
+    double *r = t->row + (size_t)block * (E + 3);
     for (int e = 0; e < E; e++)
         r[e] = load[e];
     r[E] = dropped;
     r[E + 1] = aux;
+    r[E + 2] = zloss;
     t->counted[block] = true;
     return PTDP_OK;
 }
@@ -138,7 +143,7 @@ void ptdp_moe_count(const ptdp_moe_settings *s, int begin, int end, const ptdp_m
         return;
     ptdp_count(counts, "aux_loss", 0, aux_sum);   /* the stage's blocks', summed in its forward */
     double *load = ptdp_counts_of(counts, "moe_load"), *dropped = ptdp_counts_of(counts, "moe_dropped"),
-           *aux = ptdp_counts_of(counts, "moe_aux_loss");
+           *aux = ptdp_counts_of(counts, "moe_aux_loss"), *z = ptdp_counts_of(counts, "moe_z_loss");
     if (t == NULL || load == NULL || dropped == NULL || aux == NULL)
         return;
     const int E = t->E;
@@ -148,10 +153,14 @@ void ptdp_moe_count(const ptdp_moe_settings *s, int begin, int end, const ptdp_m
         int j = 0;   /* global block begin + i's rank among the MoE blocks */
         for (int q = 0; q < begin + i; q++)
             j += ptdp_moe_block_is_moe(s, q);
-        const double *r = t->row + (size_t)i * (E + 2);
+        const double *r = t->row + (size_t)i * (E + 3);
         for (int e = 0; e < E; e++)
             load[(size_t)j * E + e] += r[e];
         dropped[j] += r[E];
         aux[j] += r[E + 1];
+        if (z != NULL) {
+            z[j] += r[E + 2];
+            ptdp_count(counts, "z_loss", 0, r[E + 2]);
+        }
     }
 }
