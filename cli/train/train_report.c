@@ -266,7 +266,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
 
 /* HSDP's traffic a step, means over devices: measured in the shard and
  * replica groups, and by the formula — the row's passes inside the shard
- * group of N, and one all-reduce of the shard, 2(R-1)/R S/N, across the
+ * group of N, and one all-reduce of the shard, 2(R-1)/(RN) S, across the
  * R = dp / N replicas (zero_hsdp.c). */
 typedef struct { double shard, shard_formula, replica, replica_formula, grads; } hsdp_traffic;
 
@@ -304,7 +304,7 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
            ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
-    printf("  replica group the shard all-reduced once a step: formula 2(R-1)/R S/N = %s, measured %s\n",
+    printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
            ptdp_format_bytes(t.replica_formula, b[3], sizeof b[3]), ptdp_format_bytes(t.replica, b[4], sizeof b[4]));
 }
 

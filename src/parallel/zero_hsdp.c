@@ -2,7 +2,7 @@
  * zero_hsdp.c — hybrid sharded data parallelism (HSDP): ZeRO inside a
  * shard group, plain data parallelism across the copies of each shard.
  *
- * ZeRO over all N_dp ranks cuts every state into N_dp pieces, and every
+ * ZeRO over all N_dp ranks cuts every state into N_dp shards, and every
  * reduce-scatter and gather then spans the whole DP group — across nodes,
  * over the slow links.  HSDP (PyTorch FSDP2's HSDP, torchtitan's default
  * over many nodes) cuts the DP group into R = dp / N shard groups of N
@@ -31,7 +31,7 @@
  * order.  Bytes a device and step for the gradient, S its bytes:
  *
  *   reduce-scatter (N-1)/N S  in the shard group  (ZeRO-2: each backward)
- *   all-reduce     2(R-1)/R S/N  across the replicas  (once a step)
+ *   all-reduce     2(R-1)/(RN) S  across the replicas  (once a step)
  *
  * plus the stage's gathers of the parameters, inside the shard group only
  * ((N-1)/N S each).  With N = dp there is one shard group and no replica
@@ -46,7 +46,7 @@
  * The all-reduce runs once a step on the accumulated shard (FSDP2 can
  * skip it between micro-batches too: set_requires_all_reduce), so ZeRO-2's
  * M reduce-scatters share one.  Only the replica of index 0 writes its
- * pieces to a checkpoint (state_shards.c); every replica reads them.
+ * shards to a checkpoint (state_shards.c); every replica reads them.
  */
 #include "ptdp/zero.h"
 
@@ -90,7 +90,7 @@ int ptdp_zero_hsdp_sum(ptdp_zero *z, ptdp_model *m)
     return PTDP_OK;
 }
 
-bool ptdp_zero_writes_pieces(const ptdp_zero *z)
+bool ptdp_zero_writes_shard(const ptdp_zero *z)
 {
     return z->replicas == NULL || ptdp_comm_rank(z->replicas) == 0;
 }

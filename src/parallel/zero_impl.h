@@ -139,10 +139,10 @@ int  ptdp_zero_hsdp_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
 /* After the row's sum: my shard's gradient all-reduced over the replica
  * group (nothing without one). */
 int  ptdp_zero_hsdp_sum(ptdp_zero *z, ptdp_model *m);
-/* Whether this device writes its pieces of the optimizer state (and
+/* Whether this device writes its shard of the optimizer state (and
  * exact parameters) to a checkpoint: the replica of index 0 (every device
  * without replica groups). */
-bool ptdp_zero_writes_pieces(const ptdp_zero *z);
+bool ptdp_zero_writes_shard(const ptdp_zero *z);
 
 /* ---- shared by ZeRO's files (zero_own.c) ---- */
 /* Point every parameter's gradient view into `flat` (or at nothing). */

@@ -55,7 +55,7 @@ static bool writes_param(const ptdp_model *m, const ptdp_param *p)
  * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
 static bool writes_optim(const ptdp_model *m, const ptdp_zero *z, const ptdp_param *p)
 {
-    return (ptdp_zero_shards_optim(z) ? ptdp_zero_writes_pieces(z) : first_replica(m, p)) &&
+    return (ptdp_zero_shards_optim(z) ? ptdp_zero_writes_shard(z) : first_replica(m, p)) &&
            ptdp_param_counted_here(m, p);
 }
 

@@ -5,7 +5,7 @@
 #     not a number, not dividing --dp, more than --dp, without --zero.
 #  2. A good run (dp 4, N 2, ZeRO-2, 2 micro-batches) prints the shard group's
 #     bytes beside the row's formula and the replica group's beside
-#     2(R-1)/R S/N, each formula equal to the measured value as printed; its
+#     2(R-1)/(RN) S, each formula equal to the measured value as printed; its
 #     --report has config.shard_group and run.hsdp_bytes_per_step (the
 #     replicas' bytes exactly the formula, the shard group's within the
 #     norm's one double), and --check passes.
@@ -43,7 +43,7 @@ if run_ok train --dp 4 --zero 2 --shard-group 2 --micro-batches 2 --batch 8 --st
         --report "$tmp/r.json"; then
     expect_out "HSDP, 2 shard groups of N = 2, R = 2 replicas of each shard" "check PASSED"
     formula_and_measured "shard group   ZeRO-2 inside it: formula (M+1)(N-1)/N S"
-    formula_and_measured "replica group the shard all-reduced once a step: formula 2(R-1)/R S/N"
+    formula_and_measured "replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S"
     report_config "$tmp/r.json" shard_group 2
     if command -v python3 >/dev/null; then
         python3 - "$tmp/r.json" <<'PY' && echo "ok    run.hsdp_bytes_per_step: replica = formula, shard within the norm's double" \
