@@ -296,8 +296,8 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 
 int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
 {
-    if (z->row->shards_params)
-        return PTDP_OK;   /* no replicas: every DP rank holds its own shard of the parameters */
+    if (z->row->shards_params)   /* no whole replicas: the shard's, across HSDP's replica groups */
+        return ptdp_zero_hsdp_check_replicas(dev, z, step);
     return ptdp_ddp_check_replicas(dev, m->mesh->dp_comm, m, step);   /* every DP rank, HSDP's too */
 }
 

@@ -47,8 +47,12 @@
  * skip it between micro-batches too: set_requires_all_reduce), so ZeRO-2's
  * M reduce-scatters share one.  Only the replica of index 0 writes its
  * shards to a checkpoint (state_shards.c); every replica reads them.
+ * --verify-replicas, which ZeRO-3 otherwise skips (no DP rank holds a
+ * whole replica), compares the replicas of each shard.
  */
 #include "ptdp/zero.h"
+
+#include <stdint.h>
 
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
@@ -93,4 +97,35 @@ int ptdp_zero_hsdp_sum(ptdp_zero *z, ptdp_model *m)
 bool ptdp_zero_writes_shard(const ptdp_zero *z)
 {
     return z->replicas == NULL || ptdp_comm_rank(z->replicas) == 0;
+}
+
+/* --verify-replicas under ZeRO-3, whose DP ranks hold no whole replicas:
+ * with shard groups the replicas of my shard must still hold the same
+ * bits — its parameters, and under bf16 its float master weights.  A
+ * 64-bit FNV-1a hash of each, compared over the replica group. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *b = p;
+    for (size_t k = 0; k < bytes; k++)
+        h = (h ^ b[k]) * 1099511628211ull;
+    return h;
+}
+
+int ptdp_zero_hsdp_check_replicas(ptdp_device *dev, const ptdp_zero *z, long step)
+{
+    if (z->replicas == NULL || !z->row->shards_params || ptdp_comm_size(z->replicas) == 1)
+        return PTDP_OK;
+    const int n = ptdp_comm_size(z->replicas);
+    uint64_t all[PTDP_MAX_DEVICES];
+    uint64_t h = fnv1a(1469598103934665603ull, z->param_shard, z->len * ptdp_store_size(z->store));
+    if (z->master != NULL)
+        h = fnv1a(h, z->master, z->len * sizeof(ptdp_real));
+    all[ptdp_comm_rank(z->replicas)] = h;
+    int rc = ptdp_all_gather(z->replicas, PTDP_IN_PLACE, all, (size_t)n, PTDP_I64);
+    for (int r = 1; rc == 0 && r < n; r++)
+        if (all[r] != all[0])
+            return ptdp_fail(dev, PTDP_ECHECK, "HSDP replicas of a shard differ after step %ld: replica %d has hash "
+                             "%016llx, replica 0 %016llx", step, r, (unsigned long long)all[r],
+                             (unsigned long long)all[0]);
+    return rc;
 }

@@ -143,6 +143,9 @@ int  ptdp_zero_hsdp_sum(ptdp_zero *z, ptdp_model *m);
  * exact parameters) to a checkpoint: the replica of index 0 (every device
  * without replica groups). */
 bool ptdp_zero_writes_shard(const ptdp_zero *z);
+/* --verify-replicas under ZeRO-3 with replica groups: my shard's bits
+ * equal on every replica (PTDP_ECHECK, with the hashes, if not). */
+int  ptdp_zero_hsdp_check_replicas(ptdp_device *dev, const ptdp_zero *z, long step);
 
 /* ---- shared by ZeRO's files (zero_own.c) ---- */
 /* Point every parameter's gradient view into `flat` (or at nothing). */
