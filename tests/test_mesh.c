@@ -271,6 +271,47 @@ TEST(mesh_tests, test_expert_groups_split_the_dp_group)
 }
 END_TEST
 
+/* HSDP: dp 4 x tp 2 with shard groups of 2.  Within a TP rank the DP
+ * ranks d = 0 1 2 3 (world 2d + tp) fall into shard groups {d0 d1},
+ * {d2 d3} and replica groups {d0 d2}, {d1 d3}, as mesh.h pictures. */
+typedef struct { int shard[MAXW][2], replica[MAXW][2]; } hsdp_arg;
+
+static int hsdp_device(ptdp_device *dev, void *arg)
+{
+    hsdp_arg *a = arg;
+    ptdp_mesh m;
+    int rc = ptdp_mesh_init(dev, 4, 2, 1, &m);
+    if (rc == 0) {
+        m.shard = 2;
+        if ((rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_SHARD)) == 0 &&
+            (rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_REPLICA)) == 0)
+            for (int i = 0; i < 2; i++) {
+                a->shard[dev->rank][i] = ptdp_comm_world_rank(ptdp_mesh_group(&m, PTDP_GROUP_SHARD), i);
+                a->replica[dev->rank][i] = ptdp_comm_world_rank(ptdp_mesh_group(&m, PTDP_GROUP_REPLICA), i);
+            }
+        ptdp_mesh_free(&m);
+    }
+    return rc;
+}
+
+TEST(mesh_tests, test_hsdp_groups_split_the_dp_group)
+{
+    hsdp_arg a;
+    memset(&a, 0, sizeof a);
+    harness_launch_ok(8, hsdp_device, &a, NULL, NULL);
+    /* world rank = tp + 2 dp: tp rank 0 holds 0 2 4 6 as d = 0 1 2 3 */
+    static const int shard[8][2] = { { 0, 2 }, { 1, 3 }, { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 }, { 4, 6 }, { 5, 7 } };
+    static const int replica[8][2] = { { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 }, { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 } };
+    for (int r = 0; r < 8; r++)
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(a.shard[r][i] == shard[r][i], "rank %d: shard member %d is %d, want %d", r, i,
+                          a.shard[r][i], shard[r][i]);
+            ck_assert_msg(a.replica[r][i] == replica[r][i], "rank %d: replica member %d is %d, want %d", r, i,
+                          a.replica[r][i], replica[r][i]);
+        }
+}
+END_TEST
+
 static int wrong_world_device(ptdp_device *dev, void *arg)
 {
     (void)arg;

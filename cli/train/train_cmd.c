@@ -143,6 +143,10 @@ static void usage_parallelism(const ptdp_train_config *d)
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
         "                      3 also the parameters (gathered a unit at a time; needs dp >= 2)\n"
+        "  --shard-group N     HSDP (with --zero 1, 2 or 3): shard ZeRO's states over N consecutive DP\n"
+        "                      ranks and replicate them over the dp / N groups: reduce-scatter in the\n"
+        "                      shard group, then all-reduce the shard across the replicas (N divides\n"
+        "                      dp; default dp, one shard group)\n"
         "  --overlap           all-reduce each DP bucket (--zero 1: reduce-scatter it) during the last\n"
         "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2,\n"
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
@@ -327,6 +331,7 @@ static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, 
     else if (ptdp_args_is(a, "--clip-grad")) *rc = ptdp_args_double(a, 0, 1e30, &c->clip_grad);
     else if (ptdp_args_is(a, "--bucket-mb")) *rc = ptdp_args_double(a, 1e-6, 1e6, &c->bucket_mb);
     else if (ptdp_args_is(a, "--zero")) *rc = ptdp_args_int(a, 0, 3, &c->zero);
+    else if (ptdp_args_is(a, "--shard-group")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->shard_group);
     else if (ptdp_args_is(a, "--overlap")) *rc = ptdp_args_switch(a, &c->overlap);
     else if (ptdp_args_is(a, "--no-pair-overlap")) *rc = ptdp_args_switch(a, &c->serial_pairs);
     else if (ptdp_args_is(a, "--precision")) {

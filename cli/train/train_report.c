@@ -38,9 +38,25 @@
 /* The groups a run's bytes are told by: data, tensor and pipeline
  * parallelism, the GPT's embedding group (its tied wte's gradients, stage 0
  * and the last stage: gpt.h), context parallelism's ring (cp.h), and
- * expert parallelism's all-to-alls and expert-DP gradient sums (mesh.h). */
-static const char *const group_names[7] = { "dp", "tp", "pp", "emb", "cp", "ep", "edp" };
-#define NGROUPS 7
+ * expert parallelism's all-to-alls and expert-DP gradient sums (mesh.h),
+ * and HSDP's shard and replica groups (zero_hsdp.c), which carry ZeRO's
+ * traffic in place of the DP group's under --shard-group. */
+static const char *const group_names[9] = { "dp", "tp", "pp", "emb", "cp", "ep", "edp", "shard", "replica" };
+#define NGROUPS 9
+#define NGROUPS_BEFORE_HSDP 7   /* the report's keys without shard groups */
+
+/* HSDP's shard groups' size when there are several (--shard-group N < dp,
+ * zero_hsdp.c), else 0: ZeRO over the whole DP group. */
+static int shard_groups_of(const ptdp_train_config *c)
+{
+    return c->shard_group > 0 && c->shard_group < c->dp ? c->shard_group : 0;
+}
+
+/* The ranks ZeRO cuts its states over: the shard group, or the DP group. */
+static int zero_ranks(const ptdp_train_config *c)
+{
+    return shard_groups_of(c) > 0 ? shard_groups_of(c) : c->dp * ptdp_train_cp(c);
+}
 
 /* Rank r's coordinates, and "r (dp,tp,pp)" — "r (dp,cp,tp,pp)" under CP —
  * for the tables. */
@@ -248,13 +264,57 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
                c->serial_pairs ? " (--no-pair-overlap)" : "");
 }
 
+/* HSDP's traffic a step, means over devices: measured in the shard and
+ * replica groups, and by the formula — the row's passes inside the shard
+ * group of N, and one all-reduce of the shard, 2(R-1)/(RN) S, across the
+ * R = dp / N replicas (zero_hsdp.c). */
+typedef struct { double shard, shard_formula, replica, replica_formula, grads; } hsdp_traffic;
+
+static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                                    const ptdp_train_result *res)
+{
+    hsdp_traffic t = { 0 };
+    const int N = shard_groups_of(c), R = N > 0 ? c->dp / N : 1, M = gradient_sums(c);
+    double bw, bg, bo;
+    state_bytes(c, &bw, &bg, &bo);
+    for (int r = 0; N > 0 && r < lr->world_size; r++) {
+        const double S = device_elements(res, r);
+        t.shard += per_step(group_sent(&lr->devices[r].comm, "shard"), c);
+        t.replica += per_step(group_sent(&lr->devices[r].comm, "replica"), c);
+        t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
+        t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
+        t.grads += S * bg;
+    }
+    const double n = lr->world_size > 0 ? lr->world_size : 1;
+    t.shard /= n;
+    t.shard_formula /= n;
+    t.replica /= n;
+    t.replica_formula /= n;
+    t.grads /= n;
+    return t;
+}
+
+static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    const int N = shard_groups_of(c), R = c->dp / N;
+    const hsdp_traffic t = hsdp_traffic_of(c, lr, res);
+    char b[5][32];
+    printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
+           "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
+    printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
+           ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
+           ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
+    printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
+           ptdp_format_bytes(t.replica_formula, b[3], sizeof b[3]), ptdp_format_bytes(t.replica, b[4], sizeof b[4]));
+}
+
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
 static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                 const ptdp_train_result *res, ptdp_algo algo)
 {
     if (c->dp * ptdp_train_cp(c) == 1 || c->steps == 0)
         return;
-    int N = c->dp * ptdp_train_cp(c), M = gradient_sums(c);
+    int N = zero_ranks(c), M = gradient_sums(c);
     const bool split = M != c->micro_batches * ptdp_train_virtual_stages(c) * ptdp_train_token_slices(c);
     double measured = 0, formula = 0, grads = 0, bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
@@ -281,10 +341,13 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         snprintf(rule, sizeof rule, "%s%s", row->dp_rule, c->recompute ? row->recompute_rule : "");
     if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
         snprintf(rule + strlen(rule), sizeof rule - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
-    printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
-           "(S = %s of gradients per device, mean), measured %s\n",
-           N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
-           ptdp_format_bytes(measured, b[2], sizeof b[2]));
+    if (shard_groups_of(c) > 0)
+        print_hsdp(c, lr, res);
+    else
+        printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
+               "(S = %s of gradients per device, mean), measured %s\n",
+               N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
+               ptdp_format_bytes(measured, b[2], sizeof b[2]));
     if (!row->shards_optim)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
@@ -366,7 +429,7 @@ static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptd
 {
     double bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
-    const int N = c->dp * ptdp_train_cp(c), ep = c->ep > 1 ? c->ep : 1;
+    const int N = zero_ranks(c), ep = c->ep > 1 ? c->ep : 1;
     const double Se = expert_elements(res, r);   /* sharded over the expert-DP group, N / ep */
     ptdp_zero_bytes d = ptdp_zero_state_bytes(c->zero, device_elements(res, r) - Se, N, bw, bg, bo);
     ptdp_zero_bytes e = ptdp_zero_state_bytes(c->zero, Se, N / ep, bw, bg, bo);
@@ -376,8 +439,8 @@ static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptd
 static void print_model_states(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                const ptdp_train_result *res)
 {
-    int N = c->dp * ptdp_train_cp(c);
-    if (N == 1 || c->steps == 0 || res == NULL)
+    int N = zero_ranks(c);
+    if (c->dp * ptdp_train_cp(c) == 1 || c->steps == 0 || res == NULL)
         return;
     double bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
@@ -431,15 +494,16 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     ptdp_zero_bytes zb = model_state_formula(c, res, r);
     fprintf(f, "     \"model_states_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s},\n",
             J(zb.params), J(zb.grads), J(zb.optim));
+    const int ngroups = shard_groups_of(c) > 0 ? NGROUPS : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
     fprintf(f, "     \"bytes_sent\": {");
-    for (int g = 0; g < NGROUPS; g++) {
+    for (int g = 0; g < ngroups; g++) {
         double x = group_sent(&s->comm, group_names[g]);
         other -= x;
         fprintf(f, "\"%s\": %s, ", group_names[g], J(x));
     }
     fprintf(f, "\"other\": %s, \"total\": %s},\n", J(other), J(s->comm.total_sent));
     fprintf(f, "     \"bytes_sent_per_step\": {");
-    for (int g = 0; g < NGROUPS; g++)
+    for (int g = 0; g < ngroups; g++)
         fprintf(f, "\"%s\": %s, ", group_names[g], J(per_step(group_sent(&s->comm, group_names[g]), c)));
     fprintf(f, "\"total\": %s},\n", J(per_step(s->comm.total_sent, c)));
     fprintf(f, "     \"virtual_s\": {\"compute\": %s, \"comm\": %s, \"idle\": %s, \"end\": %s, "
@@ -457,6 +521,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
+    if (c->shard_group > 0)   /* --shard-group given (HSDP, zero_hsdp.c) */
+        fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
     fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
@@ -542,6 +608,12 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         double a2a, hidden;
         ep_clock_means(c, lr, &a2a, &hidden);
         fprintf(f, ", \"ep_hidden_s_per_step\": %s, \"ep_exposed_s_per_step\": %s", J(hidden), J(a2a - hidden));
+    }
+    if (shard_groups_of(c) > 0) {   /* HSDP: its two groups' bytes a step, per device (means) */
+        const hsdp_traffic t = hsdp_traffic_of(c, lr, res);
+        fprintf(f, ", \"hsdp_bytes_per_step\": {\"shard\": {\"measured\": %s, \"formula\": %s}, "
+                   "\"replica\": {\"measured\": %s, \"formula\": %s}}",
+                J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */

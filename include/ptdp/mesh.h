@@ -72,6 +72,17 @@
  *                           ep rank    0   1   0   1     ep  {0 1} {2 3}
  *                           edp rank   0   0   1   1     edp {0 2} {1 3}
  *
+ *   shard group:   with --shard-group N (HSDP, zero_hsdp.c), N consecutive
+ *              members of a DP group (dp_rank / N the same), ordered by DP
+ *              rank: ZeRO's states are cut 1/N inside it
+ *   replica group: the members of a DP group with the same index inside
+ *              their shard group, ordered by DP rank — the dp / N copies
+ *              of one shard, whose gradients an all-reduce sums
+ *
+ *     dp=4 shard 2 (tp=pp=1):  dp rank       0   1   2   3
+ *                              shard rank    0   1   0   1   shard   {0 1} {2 3}
+ *                              replica rank  0   0   1   1   replica {0 2} {1 3}
+ *
  * Built only when a model asks (ptdp_mesh_add_group, a split of the
  * world): a split is an exchange of (color, key) and the virtual clock
  * charges its latency, so a model without a tied embedding pays for none,
@@ -103,6 +114,10 @@ typedef enum {
                             hold the same copy of a tensor TP cannot
                             split further (a kv head read by tp_share
                             ranks' query heads)                        */
+    PTDP_GROUP_SHARD,    /* HSDP: shard consecutive DP ranks, which cut
+                            ZeRO's states between them                */
+    PTDP_GROUP_REPLICA,  /* HSDP: the DP ranks with the same index in
+                            their shard group, dp / shard of them      */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -141,6 +156,11 @@ typedef struct {
                                        id, once built (ptdp_mesh_add_group);
                                        NULL: not built, or not a member    */
     unsigned extra_built;           /* PTDP_GROUP_BIT of each one built    */
+    int shard;                      /* HSDP (zero_hsdp.c): the shard
+                                       groups' size, dividing dp; 0 after
+                                       init: no shard groups (ZeRO over the
+                                       whole DP group); set by the caller
+                                       before asking for the groups        */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */
@@ -164,7 +184,8 @@ void ptdp_mesh_free(ptdp_mesh *m);
 ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g);
 /* Collective over dev->world: build group g beyond the four axes
  * (PTDP_GROUP_EMB, none with pp 1; PTDP_GROUP_EP and PTDP_GROUP_EDP, none
- * with ep 1, where the DP group is both).  A group built
+ * with ep 1, where the DP group is both; PTDP_GROUP_SHARD and
+ * PTDP_GROUP_REPLICA from m->shard, which must divide dp, with cp 1).  A group built
  * already is kept, so every device must ask for the same groups in the
  * same order.  The mesh frees it. */
 int  ptdp_mesh_add_group(struct ptdp_device *dev, ptdp_mesh *m, ptdp_group g);

@@ -74,6 +74,10 @@ typedef struct {
     const int *stage_layers;  /* pp x v entries (blocks per chunk), or NULL
                                  for balanced                             */
     int zero;                 /* 0, 1, 2 or 3 (zero.h)                    */
+    int shard_group;          /* HSDP (--shard-group N, zero_hsdp.c): ZeRO's
+                                 states cut over N consecutive DP ranks and
+                                 replicated over dp / N; 0 = not given, the
+                                 whole DP group (as N = dp)                */
     bool bf16;                /* --precision bf16: bf16 parameters and
                                  gradients, float master weights (mixed.h);
                                  the float build only                      */

@@ -228,7 +228,11 @@ typedef struct {
 typedef struct ptdp_zero {
     const ptdp_zero_stage *row; /* the stage: ptdp_zero_stage_of (plain DP: one
                                    range, the whole buffer)                  */
-    ptdp_comm *dp;              /* the DP group                                     */
+    ptdp_comm *dp;              /* the DP group; under HSDP (--shard-group) the
+                                   shard group, which ZeRO's rows cut over     */
+    ptdp_comm *replicas;        /* HSDP: the replica group, over which my shard's
+                                   gradient is all-reduced (zero_hsdp.c); NULL
+                                   without shard groups                      */
     size_t numel;               /* elements of the flat buffers                     */
     size_t off, len;            /* my shard: ptdp_share(numel, dp, dp rank); stages 1
                                    and 3: len = what all my ranges hold, off = where

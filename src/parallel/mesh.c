@@ -24,6 +24,11 @@
  *
  *   ep group  color = (tp_rank, pp_rank, j / N)      key = j mod N
  *   edp group color = (tp_rank, pp_rank, j mod N)    key = j / N
+ *
+ * and, with --shard-group N (HSDP), the same cut of the DP group by DP rank:
+ *
+ *   shard group   color = (tp_rank, pp_rank, dp_rank / N)  key = dp_rank mod N
+ *   replica group color = (tp_rank, pp_rank, dp_rank mod N) key = dp_rank / N
  */
 #include "ptdp/mesh.h"
 
@@ -152,6 +157,20 @@ static int split_tp_share(ptdp_device *dev, ptdp_mesh *m)
                            &m->extra[PTDP_GROUP_TP_SHARE]);
 }
 
+/* HSDP's two groups: DP rank d is rank d mod N of shard group d / N and
+ * rank d / N of replica group d mod N, within its (tp, pp). */
+static int split_hsdp(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
+{
+    const int N = m->shard, d = m->dp_rank;
+    if (N < 1 || m->dp % N != 0 || m->cp > 1)
+        return ptdp_fail(dev, PTDP_EINVAL, "shard groups of %d: need a size dividing dp = %d, and cp 1 (cp = %d)",
+                         N, m->dp, m->cp);
+    const int across = m->tp_rank + m->tp * m->pp_rank, groups = m->dp / N;
+    if (g == PTDP_GROUP_SHARD)
+        return ptdp_comm_split(dev->world, d / N + groups * across, d % N, "shard", &m->extra[g]);
+    return ptdp_comm_split(dev->world, d % N + N * across, d / N, "replica", &m->extra[g]);
+}
+
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
     if (g < PTDP_GROUP_EMB || g >= PTDP_GROUP_COUNT)
@@ -164,6 +183,8 @@ int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
     case PTDP_GROUP_MIRROR: return split_mirror(dev, m);
     case PTDP_GROUP_EMB: return split_embedding(dev, m);
     case PTDP_GROUP_TP_SHARE: return split_tp_share(dev, m);
+    case PTDP_GROUP_SHARD:
+    case PTDP_GROUP_REPLICA: return split_hsdp(dev, m, g);
     default: return split_experts(dev, m, g);
     }
 }

@@ -573,6 +573,8 @@ int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
  *                            DP = EDP x EP, each EP rank its own experts)
  *   its shard (ZeRO)         its own, unlike any other DP rank's: the
  *                            squares add up over the whole DP group
+ *                            (under HSDP over the shard group: the
+ *                            replica groups hold the same shards)
  *
  * and always over TP and PP (ptdp_model_sum_over_shards), which hold other
  * shards and other stages.  A group of one device sums nothing. */
@@ -583,7 +585,9 @@ static ptdp_group beside_replicas(ptdp_group replicas)
 
 ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded)
 {
-    const ptdp_group g = sharded ? PTDP_GROUP_DP : beside_replicas(p->sum.replicas);
+    /* under HSDP (zero_hsdp.c) ZeRO's shards are the shard group's */
+    const ptdp_group shards = ptdp_mesh_group(m->mesh, PTDP_GROUP_SHARD) != NULL ? PTDP_GROUP_SHARD : PTDP_GROUP_DP;
+    const ptdp_group g = sharded ? shards : beside_replicas(p->sum.replicas);
     ptdp_comm *c = g < PTDP_GROUP_COUNT ? ptdp_mesh_group(m->mesh, g) : NULL;
     return c != NULL && ptdp_comm_size(c) > 1 ? g : PTDP_GROUP_COUNT;
 }

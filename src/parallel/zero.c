@@ -135,7 +135,8 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         return ptdp_fail(dev, PTDP_EINVAL, "ZeRO stage %d: only 0, 1, 2 and 3 exist here", stage);
     if (ptdp_model_check_groups(dev, m) != 0)
         return PTDP_EINVAL;
-    z->dp = m->mesh->dp_comm;
+    if (ptdp_zero_hsdp_init(dev, z, m) != 0)   /* the DP group, or HSDP's shard group */
+        return PTDP_EINVAL;
     if (check_replicas_groups(dev, z, m) != 0)
         return PTDP_EINVAL;
     z->numel = m->numel;
@@ -295,9 +296,9 @@ void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 
 int ptdp_zero_check_replicas(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, long step)
 {
-    if (z->row->shards_params)
-        return PTDP_OK;   /* no replicas: every DP rank holds its own shard of the parameters */
-    return ptdp_ddp_check_replicas(dev, z->dp, m, step);
+    if (z->row->shards_params)   /* no whole replicas: the shard's, across HSDP's replica groups */
+        return ptdp_zero_hsdp_check_replicas(dev, z, step);
+    return ptdp_ddp_check_replicas(dev, m->mesh->dp_comm, m, step);   /* every DP rank, HSDP's too */
 }
 
 ptdp_real *ptdp_zero_optim_state(const ptdp_zero *z, int slot)

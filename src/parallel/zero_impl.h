@@ -14,6 +14,7 @@
  *   zero_sum.c      the gradient's way to the optimizer: DP's buckets,
  *                   stage 2's bucket a backward, the declared groups, the norm
  *   zero3.c         the units: stage 3's gathers and sums, bf16's widening
+ *   zero_hsdp.c     HSDP: ZeRO inside shard groups, all-reduced across them
  *   zero_step.c     the optimizer on what a device owns
  *
  *   init ─▶ set_overlap ─▶ optim_init ─▶ [before_backward … after_backward]×M
@@ -130,6 +131,21 @@ int  ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
  * run by run (2) */
 int  ptdp_zero_gather_buckets(ptdp_zero *z, ptdp_model *m);
 int  ptdp_zero_gather_runs(ptdp_zero *z, ptdp_model *m);
+
+/* ---- HSDP (zero_hsdp.c) ---- */
+/* z->dp: the DP group, or with the mesh's shard groups (mesh->shard < dp)
+ * the shard group, and z->replicas the replica group (built here). */
+int  ptdp_zero_hsdp_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+/* After the row's sum: my shard's gradient all-reduced over the replica
+ * group (nothing without one). */
+int  ptdp_zero_hsdp_sum(ptdp_zero *z, ptdp_model *m);
+/* Whether this device writes its shard of the optimizer state (and
+ * exact parameters) to a checkpoint: the replica of index 0 (every device
+ * without replica groups). */
+bool ptdp_zero_writes_shard(const ptdp_zero *z);
+/* --verify-replicas under ZeRO-3 with replica groups: my shard's bits
+ * equal on every replica (PTDP_ECHECK, with the hashes, if not). */
+int  ptdp_zero_hsdp_check_replicas(ptdp_device *dev, const ptdp_zero *z, long step);
 
 /* ---- shared by ZeRO's files (zero_own.c) ---- */
 /* Point every parameter's gradient view into `flat` (or at nothing). */

@@ -12,6 +12,7 @@
  *                    (1), in place (with --overlap: the sums the last
  *                    backward started, waited for)
  *       stages 2, 3: the last reduce-scatter waited for (3: zero3.c)
+ *       HSDP: my shard all-reduced across its replicas (zero_hsdp.c)
  *       the declared groups (a tied embedding's copies, SP's LayerNorms)
  *       the norm over what I own, summed over its groups, TP, PP
  *                                                 (the trainer clips and steps)
@@ -221,6 +222,8 @@ static int sum_declared_groups(ptdp_zero *z, ptdp_model *m, void *grad)
 int ptdp_zero_reduce_gradients(ptdp_zero *z, ptdp_model *m, void **grad)
 {
     int rc = z->row->sum(ptdp_comm_device(z->dp), z, m);
+    if (rc == 0)
+        rc = ptdp_zero_hsdp_sum(z, m);   /* HSDP: across the shard's replicas */
     *grad = z->row->shards_grads ? z->grad_shard : ptdp_zero_grad_store(z, m);
     return rc == 0 ? sum_declared_groups(z, m, *grad) : rc;
 }

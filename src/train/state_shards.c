@@ -14,6 +14,8 @@
  *                     expert parallelism: rank 0 of its expert-DP group
  *   optimizer state   the same copies; without ZeRO DP rank 0 (the
  *                     replicas agree), with it every DP rank its own slice
+ *                     (under HSDP the ranks of the first shard group:
+ *                     the other groups hold the same slices, zero_hsdp.c)
  *   exact parameters  under ZeRO-3 or bf16 (float master weights): like
  *                     the optimizer state, each owner its slice
  *
@@ -53,7 +55,8 @@ static bool writes_param(const ptdp_model *m, const ptdp_param *p)
  * DP rank 0 writes; with ZeRO every DP rank writes its own slice. */
 static bool writes_optim(const ptdp_model *m, const ptdp_zero *z, const ptdp_param *p)
 {
-    return (ptdp_zero_shards_optim(z) || first_replica(m, p)) && ptdp_param_counted_here(m, p);
+    return (ptdp_zero_shards_optim(z) ? ptdp_zero_writes_shard(z) : first_replica(m, p)) &&
+           ptdp_param_counted_here(m, p);
 }
 
 /* The elements [k0, k1) of p's optimizer state that this device holds: p

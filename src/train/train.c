@@ -201,6 +201,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
+    d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     d->mesh.pp_layout = ptdp_train_layout(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,

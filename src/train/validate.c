@@ -349,6 +349,32 @@ static int optimizer_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* --shard-group N (HSDP, zero_hsdp.c): ZeRO's shards inside N consecutive
+ * DP ranks, so it needs ZeRO and an N that cuts dp into equal groups. */
+static int shard_group_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const int N = c->shard_group;
+    if (N == 0)
+        return PTDP_OK;   /* not given: the whole DP group */
+    if (N < 0) BAD("--shard-group %d: must be at least 1", N);
+    if (c->zero < 1)
+        BAD("--shard-group %d shards ZeRO's states inside groups of DP ranks: it needs --zero 1, 2 or 3 "
+            "(--zero is %d)", N, c->zero);
+    if (N > c->dp)
+        BAD("--shard-group %d is more than --dp %d: a shard group is N of the data-parallel ranks; use a "
+            "divisor of %d", N, c->dp, c->dp);
+    if (c->dp % N != 0)
+        BAD("--shard-group %d must divide --dp %d: the DP ranks are cut into dp / N shard groups of N; use a "
+            "divisor of %d", N, c->dp, c->dp);
+    if (ptdp_train_cp(c) > 1 && N < c->dp)
+        BAD("--shard-group %d with --cp %d: shard groups cut the DP ranks alone here, and with context "
+            "parallelism the gradient's group is dp x cp; leave --cp or --shard-group out", N, c->cp);
+    if (c->ep > 1 && N < c->dp)
+        BAD("--shard-group %d with --ep %d: the experts' gradients are summed over the expert-DP group, which "
+            "shard groups do not cut here; leave --ep or --shard-group out", N, c->ep);
+    return PTDP_OK;
+}
+
 /* bf16, ZeRO-3 and --overlap against the schedule and the mesh.  What
  * the schedule refuses is its row's to say (ptdp_schedule_refuses: its own
  * reasons, a W phase's, several chunks a stage's). */
@@ -372,6 +398,8 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
+    if (shard_group_rules(c, msg, n) != 0)
+        return PTDP_EINVAL;
     if (c->overlap && c->ep > 1 && z->shards_grads)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
             "request, and with experts it is two, over two groups; use --zero 1 (whose buckets overlap per "

@@ -57,6 +57,9 @@ same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
 # expert parallelism: the counts and the rows by all-to-all, expert gradients over the expert-DP group
 same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --steps 2
 same 4 --model gpt --moe-experts 4 --dp 2 --tp 2 --ep 2 --zero 1 --steps 2
+# HSDP: ZeRO-3 inside shard groups of 2, each shard all-reduced across the 2 replicas;
+# the checkpoint's shards written by the first shard group's ranks alone
+same 4 --model gpt --dp 4 --zero 3 --shard-group 2 --steps 2
 # the llama: a kv head shared by TP ranks (its gradient summed over them),
 # PP and ZeRO, the ring with SP, and Ulysses over its kv heads
 same 4 --model llama --tp 4 --vocab 64 --steps 2
