@@ -1,0 +1,37 @@
+/*
+ * html_pages.h — the pages `--html FILE` writes, one file per command:
+ *
+ *     html_schedule.c   ptdp schedule --html   the timeline, its bubble, a slider over micro-batches
+ *     html_plan.c       ptdp plan --html       the layouts ranked, memory and time split as bars
+ *
+ * Each page embeds the command's own JSON (its --report or --json output,
+ * the same bytes) and shows numbers only from it, by key (ptdp/html.h), so
+ * tests/cli/html_page.py checks a page against that JSON without a browser.
+ */
+#ifndef PTDP_CLI_HTML_PAGES_H
+#define PTDP_CLI_HTML_PAGES_H
+
+#include <stddef.h>
+
+#include "plan_print.h"
+#include "ptdp/schedule.h"
+
+/* What `ptdp schedule` computed: the lists, their timing, and the costs of
+ * one action as timed (with v chunks, 1/v of the flags'). */
+typedef struct {
+    const ptdp_schedule *s;
+    const ptdp_schedule_timeline *t;
+    const ptdp_schedule_costs *c;
+} ptdp_schedule_result;
+
+/* The schedule's page to `path`, json its --report text.  0, or an error
+ * with the reason (naming the path) in msg. */
+int ptdp_html_schedule(const char *path, const ptdp_schedule_result *r, const char *json, size_t len,
+                       char *msg, size_t msglen);
+
+/* The plan's page: the n best layouts c (best first) of `ptdp plan --json`'s
+ * text json. */
+int ptdp_html_plan(const char *path, const plan_options *o, const ptdp_plan_candidate *c, int n,
+                   const char *json, size_t len, char *msg, size_t msglen);
+
+#endif
