@@ -25,6 +25,7 @@
  *     data-key="stages.2.idle"     the JSON's ["stages"][2]["idle"]
  *     text                         the value: the shortest text that reads back the
  *                                  same double, or with data-round="N" printf's %.Ng
+ *                                  (of x / S with data-scale="S": bytes in GiB)
  *
  * so a script (tests/cli/html_page.py) can read the page and check every
  * number against the JSON.  Errors are sticky, as in svg.h: one check at
@@ -63,6 +64,10 @@ void ptdp_html_text(ptdp_html *h, const char *fmt, ...)
  * digits > 0, <span data-key="key" data-round="digits">%.{digits}g</span>.
  * A NaN or an infinity is "null", as in the JSON (json.h). */
 void ptdp_html_number(ptdp_html *h, const char *key, double x, int digits);
+
+/* The same in a unit: x / scale (2^30 for GiB), printf's %.{digits}g of
+ * it, <span data-key="key" data-scale="scale" data-round="digits">. */
+void ptdp_html_scaled(ptdp_html *h, const char *key, double x, double scale, int digits);
 
 /* A string the JSON holds at `key`: <span data-key="key">text</span>. */
 void ptdp_html_string(ptdp_html *h, const char *key, const char *text);

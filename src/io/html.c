@@ -154,6 +154,30 @@ void ptdp_html_number(ptdp_html *h, const char *key, double x, int digits)
     ptdp_html_raw(h, "</span>");
 }
 
+void ptdp_html_scaled(ptdp_html *h, const char *key, double x, double scale, int digits)
+{
+    if (!(scale > 0) || !isfinite(scale) || digits < 1) {
+        if (h->status == 0)
+            h->status = PTDP_EINVAL;
+        return;
+    }
+    char text[64], s[40];
+    const double v = x / scale;
+    if (!isfinite(v))
+        snprintf(text, sizeof text, "null");
+    else
+        snprintf(text, sizeof text, "%.*g", digits > 17 ? 17 : digits, v);
+    shortest(scale, s, sizeof s);
+    ptdp_html_raw(h, "<span data-key=\"");
+    escape(h, key);
+    ptdp_html_raw(h, "\" data-scale=\"");
+    ptdp_html_raw(h, s);
+    snprintf(s, sizeof s, "\" data-round=\"%d\">", digits > 17 ? 17 : digits);
+    ptdp_html_raw(h, s);
+    ptdp_html_raw(h, text);
+    ptdp_html_raw(h, "</span>");
+}
+
 void ptdp_html_string(ptdp_html *h, const char *key, const char *text)
 {
     ptdp_html_raw(h, "<span data-key=\"");

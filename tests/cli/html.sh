@@ -5,7 +5,9 @@
 #     and dualpipev: html_page.py finds (a) r.json embedded whole, (b) every
 #     number by key equal to r.json's, (c) nothing outside the file, and one
 #     <g data-mb> box per action; the report's bubble is the one printed.
-#  2. Outputs checked before any work, exit 2 naming the flag: --html into a
+#  2. ptdp plan --html beside --json (a GPT, and a mixture of experts): the
+#     page holds --json's output and shows the ranked table and the bars' terms.
+#  3. Outputs checked before any work, exit 2 naming the flag: --html into a
 #     missing folder, onto a directory, onto --report's or --svg's file.
 set -uo pipefail
 
@@ -37,12 +39,28 @@ assert "%.6f" % r["bubble"]["measured"] == sys.argv[2], (r["bubble"], sys.argv[2
     fi
 done
 
-# ---- 2. outputs refused before any work ------------------------------------------
+# ---- 2. plan ------------------------------------------------------------------------
+gpt="--model gpt --layers 24 --hidden 2048 --heads 16 --seq-len 2048 --vocab 51200 --batch 512 --gpus 64"
+for args in "$gpt --profile dgx-a100-80g --precision bf16 --top 5" \
+            "$gpt --profile dgx-a100-80g --moe-experts 8 --top 3"; do
+    # shellcheck disable=SC2086
+    if run_ok plan $args --json; then
+        cp "$out" "$tmp/p.json"
+        # shellcheck disable=SC2086
+        if run_ok plan $args --html "$tmp/p.html"; then
+            expect_out "wrote $tmp/p.html" "layouts:"
+            check_page "$tmp/p.html" "$tmp/p.json" --min-keys 60
+        fi
+    fi
+done
+
+# ---- 3. outputs refused before any work ------------------------------------------
 mkdir -p "$tmp/dir"
 expect_usage "--html $tmp/missing/p.html: cannot be written" -- schedule --html "$tmp/missing/p.html"
 expect_usage "--html $tmp/dir: cannot be written"           -- schedule --html "$tmp/dir"
 expect_usage "--report and --html name the same file"       -- schedule --report "$tmp/x" --html "$tmp/./x"
 expect_usage "--svg and --html name the same file"          -- schedule --svg "$tmp/x" --html "$tmp/x"
+expect_usage "--html $tmp/missing/p.html: cannot be written" -- plan $gpt --profile dgx-a100-80g --html "$tmp/missing/p.html"
 [[ -e $tmp/x ]] && fail "a refused command wrote $tmp/x"
 
 finish html "every page holds its command's JSON and shows its numbers"

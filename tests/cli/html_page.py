@@ -9,7 +9,8 @@ browser), the page must hold:
                    exactly the JSON file the command wrote (--report, --json)
   (b) the numbers  every element with data-key="a.2.b" has as its text the
                    JSON's ["a"][2]["b"]: a number reading back the same double,
-                   or with data-round="N" exactly printf's %.Ng of it; a string
+                   or with data-round="N" exactly printf's %.Ng of it (of it
+                   divided by S with data-scale="S"); a string
                    as is; true/false/null as JSON spells them
   (c) one file     no <link>, no <script src=…>, no src= or href= at all but
                    "#…" anchors, no url(…) or @import in a style
@@ -33,7 +34,7 @@ class Page(HTMLParser):
         self.in_data = False
         self.in_style = False
         self.styles = []
-        self.keys = []               # (key, round or None, text)
+        self.keys = []               # (key, round or None, text, scale or None)
         self.open_key = None         # [key, round, [text…], tag]
         self.mbs = []                # data-mb values, in document order
         self.external = []           # what would reach outside the file
@@ -59,7 +60,7 @@ class Page(HTMLParser):
         if 'data-key' in a:
             if self.open_key is not None:
                 raise SystemExit('html_page: data-key="%s" inside data-key="%s"' % (a['data-key'], self.open_key[0]))
-            self.open_key = [a['data-key'], a.get('data-round'), [], tag]
+            self.open_key = [a['data-key'], a.get('data-round'), [], tag, a.get('data-scale')]
 
     def handle_endtag(self, tag):
         if tag == 'script':
@@ -68,7 +69,7 @@ class Page(HTMLParser):
             self.in_style = False
         if self.open_key is not None and tag == self.open_key[3]:   # a value holds no markup
             k = self.open_key
-            self.keys.append((k[0], k[1], ''.join(k[2])))
+            self.keys.append((k[0], k[1], ''.join(k[2]), k[4]))
             self.open_key = None
 
     def handle_data(self, data):
@@ -101,7 +102,7 @@ def lookup(data, key):
     return v
 
 
-def same(key, rnd, text, value):
+def same(key, rnd, text, value, scale):
     if isinstance(value, bool):
         return text == ('true' if value else 'false')
     if value is None:
@@ -109,6 +110,10 @@ def same(key, rnd, text, value):
     if isinstance(value, str):
         return text == value
     if isinstance(value, (int, float)):
+        if scale is not None:
+            if rnd is None:
+                fail('data-key="%s": data-scale without data-round' % key)
+            return text == '%.*g' % (int(rnd), float(value) / float(scale))
         if rnd is not None:
             return text == '%.*g' % (int(rnd), value)
         try:
@@ -146,11 +151,12 @@ def main():
         fail('(a) the embedded JSON differs from %s' % json_path)
     if len(p.keys) < min_keys:
         fail('(b) %d data-key elements, expected at least %d' % (len(p.keys), min_keys))
-    for key, rnd, shown in p.keys:
+    for key, rnd, shown, scale in p.keys:
         value = lookup(expected, key)
-        if not same(key, rnd, shown, value):
-            fail('(b) data-key="%s" shows %r but the JSON holds %r%s' %
-                 (key, shown, value, ' (data-round=%s)' % rnd if rnd else ''))
+        if not same(key, rnd, shown, value, scale):
+            fail('(b) data-key="%s" shows %r but the JSON holds %r%s%s' %
+                 (key, shown, value, ' (data-round=%s)' % rnd if rnd else '',
+                  ' (data-scale=%s)' % scale if scale else ''))
     if p.external:
         fail('(c) reaches outside the file: %s' % p.external[0])
     for s in p.styles:
