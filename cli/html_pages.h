@@ -3,6 +3,7 @@
  *
  *     html_schedule.c   ptdp schedule --html   the timeline, its bubble, a slider over micro-batches
  *     html_plan.c       ptdp plan --html       the layouts ranked, memory and time split as bars
+ *     html_train.c      ptdp train --html      the run: loss, each device's timeline, memory, bytes, time
  *
  * Each page embeds the command's own JSON (its --report or --json output,
  * the same bytes) and shows numbers only from it, by key (ptdp/html.h), so
@@ -14,7 +15,9 @@
 #include <stddef.h>
 
 #include "plan_print.h"
+#include "ptdp/launch.h"
 #include "ptdp/schedule.h"
+#include "ptdp/train.h"
 
 /* What `ptdp schedule` computed: the lists, their timing, and the costs of
  * one action as timed (with v chunks, 1/v of the flags'). */
@@ -33,5 +36,19 @@ int ptdp_html_schedule(const char *path, const ptdp_schedule_result *r, const ch
  * text json. */
 int ptdp_html_plan(const char *path, const plan_options *o, const ptdp_plan_candidate *c, int n,
                    const char *json, size_t len, char *msg, size_t msglen);
+
+/* What `ptdp train` ran and measured; lr->traces from launch's keep_traces
+ * (NULL: no timeline). */
+typedef struct {
+    const ptdp_train_config *c;
+    const ptdp_launch_result *lr;
+    const ptdp_train_result *res;
+    const char *check;            /* --check's verdict line, or NULL */
+} ptdp_train_page;
+
+/* The run's page: report its --report JSON text, log a JSON array of its
+ * --log lines. */
+int ptdp_html_train(const char *path, const ptdp_train_page *p, const char *report, size_t report_len,
+                    const char *log, size_t log_len, char *msg, size_t msglen);
 
 #endif

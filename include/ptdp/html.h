@@ -80,6 +80,8 @@ void ptdp_html_svg(ptdp_html *h, const ptdp_svg *svg);
  * which JSON reads back as the same characters (they can only stand in
  * strings), so "</script>" in a name cannot end the element. */
 void ptdp_html_data(ptdp_html *h, const char *json, size_t len);
+/* The same under another id (a second set of data: "ptdp-log"). */
+void ptdp_html_data_as(ptdp_html *h, const char *id, const char *json, size_t len);
 
 /* A script of the page's own, as is.  One holding "</" would end its
  * element early: refused (PTDP_EINVAL). */

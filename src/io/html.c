@@ -199,7 +199,14 @@ void ptdp_html_svg(ptdp_html *h, const ptdp_svg *svg)
 
 void ptdp_html_data(ptdp_html *h, const char *json, size_t len)
 {
-    ptdp_html_raw(h, "<script type=\"application/json\" id=\"ptdp-data\">\n");
+    ptdp_html_data_as(h, "ptdp-data", json, len);
+}
+
+void ptdp_html_data_as(ptdp_html *h, const char *id, const char *json, size_t len)
+{
+    ptdp_html_raw(h, "<script type=\"application/json\" id=\"");
+    escape(h, id);
+    ptdp_html_raw(h, "\">\n");
     size_t run = 0;   /* characters copied as they are, waiting */
     for (size_t i = 0; i < len; i++) {
         const char *esc = json[i] == '<' ? "\\u003c" : json[i] == '>' ? "\\u003e" : json[i] == '&' ? "\\u0026"

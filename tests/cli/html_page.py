@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""html_page.py PAGE JSON [--min-keys N] [--schedule] — a --html page says what its JSON says.
+"""html_page.py PAGE JSON [--min-keys N] [--schedule] [--log FILE] — a --html page says what its JSON says.
 
 A page ptdp writes (include/ptdp/html.h) embeds the command's JSON output
 and shows numbers only by key.  Read with the standard library alone (no
@@ -18,6 +18,8 @@ browser), the page must hold:
 --min-keys N: at least N data-key elements (a page showing nothing passes
 nothing).  --schedule: the drawing has one <g data-mb="k"> per action of
 the JSON's "actions", k its micro-batch, stage by stage in order.
+--log FILE: <script type="application/json" id="ptdp-log"> holds FILE's
+lines (ptdp train --log), one object a line, as one array.
 
 Exits 1 naming the first difference.
 """
@@ -31,7 +33,9 @@ class Page(HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.data_text = None        # the ptdp-data script's text
+        self.log_text = None         # the ptdp-log script's text
         self.in_data = False
+        self.in_log = False
         self.in_style = False
         self.styles = []
         self.keys = []               # (key, round or None, text, scale or None)
@@ -48,6 +52,9 @@ class Page(HTMLParser):
             if v is not None and not v.startswith('#'):
                 self.external.append('<%s %s="%s">' % (tag, name, v))
         if tag == 'script':
+            if a.get('id') == 'ptdp-log':
+                self.in_log = True
+                self.log_text = ''
             if a.get('id') == 'ptdp-data':
                 if a.get('type') != 'application/json':
                     self.external.append('ptdp-data is not application/json')
@@ -65,6 +72,7 @@ class Page(HTMLParser):
     def handle_endtag(self, tag):
         if tag == 'script':
             self.in_data = False
+            self.in_log = False
         if tag == 'style':
             self.in_style = False
         if self.open_key is not None and tag == self.open_key[3]:   # a value holds no markup
@@ -75,6 +83,8 @@ class Page(HTMLParser):
     def handle_data(self, data):
         if self.in_data:
             self.data_text += data
+        if self.in_log:
+            self.log_text += data
         if self.in_style:
             self.styles.append(data)
         if self.open_key is not None:
@@ -167,6 +177,15 @@ def main():
         if p.mbs != want:
             fail('the drawing\'s data-mb boxes %s… differ from the actions\' micro-batches %s…' %
                  (p.mbs[:12], want[:12]))
+    if '--log' in args:
+        log_path = args[args.index('--log') + 1]
+        with open(log_path, encoding='utf-8') as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        if p.log_text is None:
+            fail('no <script type="application/json" id="ptdp-log">')
+        if json.loads(p.log_text) != lines:
+            fail('the embedded log differs from the %d lines of %s' % (len(lines), log_path))
+        print('html_page: the embedded log equals the %d lines of %s' % (len(lines), log_path))
     print('html_page: %s: the data equals %s, %d numbers by key agree, no external reference' %
           (page_path, json_path, len(p.keys)))
 
