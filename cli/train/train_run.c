@@ -462,8 +462,8 @@ static void report_failure(const ptdp_train_outputs *out, const ptdp_train_resul
 
 /* --html: the page holds the --report JSON and the --log lines as one
  * array, both made by the functions that write those files. */
-static int write_page(const ptdp_train_config *c, const ptdp_launch_opts *opts, const ptdp_train_outputs *out,
-                      const ptdp_launch_result *lr, const ptdp_train_result *res, const char *verdict)
+int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_config *c, const ptdp_launch_opts *opts,
+                          const ptdp_launch_result *lr, const ptdp_train_result *res, const char *verdict)
 {
     char *report = NULL, *log = NULL, msg[PTDP_MSG_MAX];
     size_t report_len = 0, log_len = 0;
@@ -482,16 +482,15 @@ static int write_page(const ptdp_train_config *c, const ptdp_launch_opts *opts, 
     }
     const ptdp_train_page page = { c, lr, res, verdict };
     if (rc == PTDP_OK)
-        rc = ptdp_html_train(out->html, &page, report, report_len, log, log_len, msg, sizeof msg);
+        rc = ptdp_html_train(path, &page, report, report_len, log, log_len, msg, sizeof msg);
     else
-        snprintf(msg, sizeof msg, "%s: out of host memory", out->html);
+        snprintf(msg, sizeof msg, "%s: out of host memory", path);
     free(report);
     free(log);
     if (rc != PTDP_OK) {
-        fprintf(stderr, "ptdp train: --html %s\n", msg);
+        fprintf(stderr, "ptdp %s: --html %s\n", cmd, msg);
         return PTDP_EXIT_FAIL;
     }
-    printf("wrote %s\n", out->html);
     return PTDP_EXIT_OK;
 }
 
@@ -605,8 +604,12 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         char verdict[256] = "";
         if (root && out->check && status == PTDP_EXIT_OK)
             status = check_against_baseline(c, opts, &res, &states.final, verdict, sizeof verdict);
-        if (root && out->html != NULL && write_page(c, opts, out, &lr, &res, verdict[0] ? verdict : NULL) != 0)
-            status = PTDP_EXIT_FAIL;
+        if (root && out->html != NULL) {
+            if (ptdp_train_write_page("train", out->html, c, opts, &lr, &res, verdict[0] ? verdict : NULL) != 0)
+                status = PTDP_EXIT_FAIL;
+            else
+                printf("wrote %s\n", out->html);
+        }
     }
     ptdp_train_result_free(&res);
     ptdp_launch_result_free(&lr);
