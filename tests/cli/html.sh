@@ -7,7 +7,12 @@
 #     <g data-mb> box per action; the report's bubble is the one printed.
 #  2. ptdp plan --html beside --json (a GPT, and a mixture of experts): the
 #     page holds --json's output and shows the ranked table and the bars' terms.
-#  3. Outputs checked before any work, exit 2 naming the flag: --html into a
+#  3. ptdp train --report --log --html (3D with --check, a GPT under ZeRO-1 with
+#     --overlap): the page holds the report and the log lines, shows the
+#     report's numbers by key, the --check verdict, and draws every device's
+#     timeline with collectives and bytes in hover titles; ptdp demo writes
+#     its page (--html) and says where.
+#  4. Outputs checked before any work, exit 2 naming the flag: --html into a
 #     missing folder, onto a directory, onto --report's or --svg's file.
 set -uo pipefail
 
@@ -54,13 +59,43 @@ for args in "$gpt --profile dgx-a100-80g --precision bf16 --top 5" \
     fi
 done
 
-# ---- 3. outputs refused before any work ------------------------------------------
+# ---- 3. train, demo -----------------------------------------------------------------
+for args in "--dp 2 --tp 2 --pp 2 --micro-batches 2 --steps 3 --check" \
+            "--model gpt --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch 8 --steps 2 --dp 2 --zero 1 --overlap"; do
+    # shellcheck disable=SC2086
+    if run_ok train $args --report "$tmp/r.json" --log "$tmp/l.jsonl" --html "$tmp/t.html"; then
+        expect_out "wrote $tmp/t.html"
+        check_page "$tmp/t.html" "$tmp/r.json" --min-keys 60 --log "$tmp/l.jsonl"
+        world=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["world"])' "$tmp/r.json")
+        for ((r = 0; r < world; r++)); do
+            grep -q "<title>device $r: .* bytes</title>" "$tmp/t.html" \
+                || fail "train $args: no event of device $r's timeline names its bytes"
+        done
+        grep -q '<title>device 0: all_reduce [a-z]* (comm) .* bytes</title>' "$tmp/t.html" \
+            || fail "train $args: the timeline has no all_reduce"
+        if [[ $args == *--check* ]]; then
+            grep -qF "<b>check PASSED: tolerance" "$tmp/t.html" || fail "train $args: the page lacks the verdict"
+        fi
+        echo "ok    train $args: $world devices' timelines, collectives with their bytes"
+    fi
+done
+if run_ok demo --steps 1 --html "$tmp/demo.html"; then
+    expect_out "the page of B: $tmp/demo.html"
+    grep -q 'id="ptdp-data"' "$tmp/demo.html" && grep -q '<title>device 7: ' "$tmp/demo.html" \
+        && echo "ok    demo --html: the 8-device run's page" || fail "demo's page lacks its data or device 7"
+fi
+
+# ---- 4. outputs refused before any work ------------------------------------------
 mkdir -p "$tmp/dir"
 expect_usage "--html $tmp/missing/p.html: cannot be written" -- schedule --html "$tmp/missing/p.html"
 expect_usage "--html $tmp/dir: cannot be written"           -- schedule --html "$tmp/dir"
 expect_usage "--report and --html name the same file"       -- schedule --report "$tmp/x" --html "$tmp/./x"
 expect_usage "--svg and --html name the same file"          -- schedule --svg "$tmp/x" --html "$tmp/x"
 expect_usage "--html $tmp/missing/p.html: cannot be written" -- plan $gpt --profile dgx-a100-80g --html "$tmp/missing/p.html"
+touch "$tmp/in.st"
+expect_usage "--load and --html name the same file"         -- train --load "$tmp/in.st" --html "$tmp/in.st"
+expect_usage "--report and --html name the same file"       -- train --report "$tmp/x" --html "$tmp/x"
+expect_usage "--html $tmp/dir: cannot be written"           -- demo --html "$tmp/dir"
 [[ -e $tmp/x ]] && fail "a refused command wrote $tmp/x"
 
 finish html "every page holds its command's JSON and shows its numbers"
