@@ -21,8 +21,8 @@
 #include "args.h"
 #include "commands.h"
 #include "model_flags.h"
+#include "html_pages.h"
 #include "paths.h"
-#include "train/report.h"
 #include "ptdp/models.h"
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
@@ -138,6 +138,21 @@ static void print_pipeline(const ptdp_train_config *par, const ptdp_train_result
            "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb->bubble_measured, rb->bubble_formula);
 }
 
+/* 5. the page of B (html_train.c), and where it is. */
+static int write_page(const char *html, const ptdp_train_config *par, ptdp_launch_result *lb,
+                      const ptdp_train_result *rb, bool same)
+{
+    char verdict[160];
+    snprintf(verdict, sizeof verdict, "%s: B's losses against A's (1 device), step by step",
+             same ? "the same training run" : "THE RUNS DIFFER");
+    const ptdp_launch_opts ob = opts_of(lb, true);
+    if (ptdp_train_write_page("demo", html, par, &ob, lb, rb, verdict) != PTDP_EXIT_OK)
+        return PTDP_EXIT_FAIL;
+    printf("the page of B: %s — open it in a browser (its loss, each device's timeline, memory, bytes)\n\n",
+           html);
+    return PTDP_EXIT_OK;
+}
+
 int ptdp_cmd_demo(int argc, char **argv)
 {
     if (argc > 1 && argv[1][0] != '-') {   /* ptdp demo NAME */
@@ -162,10 +177,8 @@ int ptdp_cmd_demo(int argc, char **argv)
         if (rc)
             return PTDP_EXIT_USAGE;
     }
-    if (a.status)
-        return PTDP_EXIT_USAGE;
     const ptdp_cli_file page = { "--html", html };
-    if (ptdp_cli_check_files("demo", NULL, 0, &page, 1) != 0)
+    if (a.status || ptdp_cli_check_files("demo", NULL, 0, &page, 1) != 0)
         return PTDP_EXIT_USAGE;
 
     ptdp_train_config par = ptdp_train_defaults();
@@ -200,14 +213,8 @@ int ptdp_cmd_demo(int argc, char **argv)
     const bool same = print_losses(&ra, &rb, steps);
     print_memory(&la, &lb);
     print_pipeline(&par, &rb);
-    char verdict[160];
-    snprintf(verdict, sizeof verdict, "%s: B's losses against A's (1 device), step by step",
-             same ? "the same training run" : "THE RUNS DIFFER");
-    const ptdp_launch_opts ob = opts_of(&lb, true);
-    if (ptdp_train_write_page("demo", html, &par, &ob, &lb, &rb, verdict) != PTDP_EXIT_OK)
+    if (write_page(html, &par, &lb, &rb, same) != PTDP_EXIT_OK)
         goto out;
-    printf("the page of B: %s — open it in a browser (its loss, each device's timeline, memory, bytes)\n\n",
-           html);
     model_demos("");
     printf("\n");
     printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"

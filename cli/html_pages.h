@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "plan_print.h"
+#include "ptdp/comm.h"
 #include "ptdp/launch.h"
 #include "ptdp/schedule.h"
 #include "ptdp/train.h"
@@ -50,5 +51,17 @@ typedef struct {
  * --log lines. */
 int ptdp_html_train(const char *path, const ptdp_train_page *p, const char *report, size_t report_len,
                     const char *log, size_t log_len, char *msg, size_t msglen);
+
+/* Implemented with the train command (cli/train/): */
+/* --html's page of a run (html_train.c) to path, for `ptdp cmd`: the report's JSON and
+ * the log's lines inside, lr->traces drawn when kept (launch.h's
+ * keep_traces), verdict (--check's line) or NULL.  0, or 1 after saying
+ * why on stderr. */
+int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
+                          const ptdp_launch_result *lr, const ptdp_train_result *res, const char *verdict);
+/* The groups bytes_sent is told by, g = 0, 1, … ("dp", "tp", …; NULL past
+ * the last), and the bytes a device sent in one (0: never used). */
+const char *ptdp_report_group_name(int g);
+double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name);
 
 #endif

@@ -30,7 +30,6 @@
 #include "ptdp/models.h"
 #include "ptdp/svg.h"
 #include "ptdp/trace.h"
-#include "train/report.h"
 
 #define MIB 1048576.0
 

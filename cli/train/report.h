@@ -35,16 +35,6 @@ int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, cons
  * bytes --report writes).  0 or PTDP_ENOMEM. */
 int  ptdp_report_json_text(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                            const ptdp_launch_result *lr, const ptdp_train_result *res, char **text, size_t *len);
-/* --html's page of a run (html_train.c) to path, for `ptdp cmd`: the report's JSON and
- * the log's lines inside, lr->traces drawn when kept (launch.h's
- * keep_traces), verdict (--check's line) or NULL.  0, or 1 after saying
- * why on stderr. */
-int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
-                          const ptdp_launch_result *lr, const ptdp_train_result *res, const char *verdict);
-/* The groups bytes_sent is told by, g = 0, 1, … ("dp", "tp", …; NULL past
- * the last), and the bytes a device sent in one (0: never used). */
-const char *ptdp_report_group_name(int g);
-double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name);
 /* A counter's numbers (counters.h) as a JSON key after a comma: `, "NAME":
  * x`, a list or a list of lists, as its shape says (--log's lines). */
 void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x);

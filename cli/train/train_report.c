@@ -33,6 +33,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
+#include "../html_pages.h"
 
 #define REPORT_SCHEMA "ptdp-train-report/1"
 
