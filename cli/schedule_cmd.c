@@ -300,6 +300,9 @@ static int run(const schedule_options *o, ptdp_schedule *s)
     if (ptdp_schedule_validate(s, &v) != PTDP_OK) {
         printf("schedule %s, p = %d, m = %d: %s\n",
                s->name, s->pp, s->micro_batches, v.message);
+        if (o->report != NULL || o->html != NULL)
+            fprintf(stderr, "ptdp schedule: %s%s%s not written: the schedule is not valid\n",
+                    o->report ? "--report" : "", o->report && o->html ? " and " : "", o->html ? "--html" : "");
         if (o->naive && v.deadlock)
             printf("(without --naive, %s orders each exchange even/odd: an even stage sends "
                    "first, an odd stage receives first, so the two first calls always pair up)\n",

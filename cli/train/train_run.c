@@ -454,8 +454,9 @@ static void report_failure(const ptdp_train_outputs *out, const ptdp_train_resul
                     res->completed == 1 ? "" : "s");
     }
     const char *skipped[] = { out->save ? "--save" : NULL, out->save_init ? "--save-init" : NULL,
-                              out->report ? "--report" : NULL, out->dump ? "--dump-data" : NULL };
-    for (int i = 0; i < 4; i++)
+                              out->report ? "--report" : NULL, out->dump ? "--dump-data" : NULL,
+                              out->html ? "--html" : NULL };
+    for (int i = 0; i < 5; i++)
         if (skipped[i] != NULL)
             fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
 }
