@@ -21,6 +21,7 @@
  *     time            compute / communication / idle        devices[r].virtual_s
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -372,11 +373,15 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p, const timeline_stats *t
             bars[r * ng + g] = v[r * (ng + 1) + g];
     int rc = device_bars(h, n, ng, bars, names, "KiB", 1024);
     device_table(h, n, ng + 1, v, names, "bytes_sent_per_step", "KiB", 1024);
+    bool sent[MAXKINDS] = { false };          /* the kinds that sent bytes: the columns */
+    for (int k = 0; k < ts->nk; k++)
+        for (int r = 0; r < n; r++)
+            sent[k] = sent[k] || ts->bytes[r][k] > 0;
     if (lr->traces != NULL && ts->nk > 0) {   /* by kind, from the trace */
         ptdp_html_raw(h, "<p class=\"note\">By kind of communication, over the whole run, from the trace's "
                          "events (what <code>--trace</code> writes):</p>\n<table>\n<tr><th>device</th>");
         for (int k = 0; k < ts->nk; k++)
-            if (strcmp(ts->k[k].name, "compute") != 0) {
+            if (sent[k]) {
                 ptdp_html_raw(h, "<th>");
                 ptdp_html_text(h, "%s bytes", ts->k[k].name);
                 ptdp_html_raw(h, "</th>");
@@ -387,7 +392,7 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p, const timeline_stats *t
             snprintf(cell, sizeof cell, "<tr><td>%d</td>", r);
             ptdp_html_raw(h, cell);
             for (int k = 0; k < ts->nk; k++)
-                if (strcmp(ts->k[k].name, "compute") != 0) {
+                if (sent[k]) {
                     snprintf(cell, sizeof cell, "<td>%.0f</td>", ts->bytes[r][k]);
                     ptdp_html_raw(h, cell);
                 }
