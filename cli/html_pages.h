@@ -45,6 +45,7 @@ typedef struct {
     const ptdp_launch_result *lr;
     const ptdp_train_result *res;
     const char *check;            /* --check's verdict line, or NULL */
+    const ptdp_profile *profile;  /* the clock's: which node a device sits in */
 } ptdp_train_page;
 
 /* The run's page: report its --report JSON text, log a JSON array of its

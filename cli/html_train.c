@@ -23,11 +23,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "html_pages.h"
 #include "ptdp/error.h"
 #include "ptdp/html.h"
+#include "ptdp/mesh.h"
 #include "ptdp/models.h"
 #include "ptdp/svg.h"
 #include "ptdp/trace.h"
@@ -173,7 +175,6 @@ static int kind_of(kind *k, int *n, const ptdp_trace_event *e)
 typedef struct {
     kind k[MAXKINDS];
     int nk;
-    double bytes[64][MAXKINDS];   /* per device and kind */
     double end;
     long shown, hidden;
 } timeline_stats;
@@ -183,8 +184,6 @@ static void lane(ptdp_svg *svg, const ptdp_trace *t, int r, double x0, double y,
     const ptdp_trace_event *e = ptdp_trace_events(t);
     for (size_t i = 0; i < ptdp_trace_count(t); i++) {
         const int k = kind_of(ts->k, &ts->nk, &e[i]);
-        if (r < 64)
-            ts->bytes[r][k] += e[i].bytes;
         const double w = (e[i].v1 - e[i].v0) * per;
         if (!(w >= 0.25)) {      /* narrower than a quarter of a unit: not seen */
             ts->hidden++;
@@ -246,6 +245,120 @@ static int timeline(ptdp_html *h, const ptdp_launch_result *lr, timeline_stats *
     ptdp_html_svg(h, &svg);
     ptdp_svg_free(&svg);
     return rc;
+}
+
+/* ---- bytes by kind and link level ------------------------------------------- */
+
+/* Where a rank sits: node r / gpus_per_node, as the clock places it. */
+static int node_of(const ptdp_profile *prof, int r)
+{
+    return prof->gpus_per_node > 0 ? r / prof->gpus_per_node : 0;
+}
+
+/* Device r's group `g` as world ranks in group-rank order (ranks grow with
+ * every coordinate, so ascending world ranks): the four axes of the grid
+ * and the world.  0 for the groups a model or a parallelism adds (emb, ep,
+ * edp), which the grid alone does not place. */
+static int group_members(const ptdp_train_config *c, int world, int r, const char *g, int *out)
+{
+    static const char *const axes[] = { "dp", "cp", "tp", "pp", "world" };
+    int axis = -1;
+    for (int a = 0; a < 5; a++)
+        if (strcmp(g, axes[a]) == 0)
+            axis = a;
+    if (axis < 0)
+        return 0;
+    int me[4], x[4], n = 0;
+    ptdp_mesh_coords_cp(c->dp, ptdp_train_cp(c), c->tp, c->pp, r, &me[0], &me[1], &me[2], &me[3]);
+    for (int q = 0; q < world; q++) {
+        ptdp_mesh_coords_cp(c->dp, ptdp_train_cp(c), c->tp, c->pp, q, &x[0], &x[1], &x[2], &x[3]);
+        bool same = true;
+        for (int a = 0; a < 4; a++)
+            same = same && (axis == 4 || a == axis || x[a] == me[a]);
+        if (same)
+            out[n++] = q;
+    }
+    return n;
+}
+
+/* An event's kind ("all_reduce tp", "send pp") and link level: "within a
+ * node", "across nodes" (a member of its group, or a send's peer, on
+ * another node), or "not placed" (emb, ep, edp). */
+static const char *link_of(const ptdp_train_page *p, int r, const ptdp_trace_event *e, char *kind, size_t len)
+{
+    const char *group = strrchr(e->name, ' ');
+    group = group != NULL ? group + 1 : e->name;
+    const bool p2p = strcmp(e->cat, "send") == 0;
+    if (p2p)
+        snprintf(kind, len, "send %s", group);
+    else
+        snprintf(kind, len, "%s", e->name);
+    int members[64];
+    const int n = group_members(p->c, p->lr->world_size, r, group, members);
+    if (n == 0)
+        return "not placed";
+    bool away = false;
+    if (p2p) {
+        const char *arrow = strstr(e->name, "\xe2\x86\x92");   /* "send→dst": dst a rank of the group */
+        const int dst = arrow != NULL ? atoi(arrow + 3) : -1;
+        away = dst >= 0 && dst < n && node_of(p->profile, members[dst]) != node_of(p->profile, r);
+    } else {
+        for (int i = 0; i < n; i++)
+            away = away || node_of(p->profile, members[i]) != node_of(p->profile, r);
+    }
+    return away ? "across nodes" : "within a node";
+}
+
+/* Every device's bytes over the run by kind and link level, from its trace:
+ * a row each, a column a device. */
+static void bytes_by_link(ptdp_html *h, const ptdp_train_page *p, int devices)
+{
+    enum { ROWS = 32 };
+    static struct { char kind[64]; const char *level; double bytes[64]; } row[ROWS];
+    int rows = 0;
+    for (int r = 0; r < devices; r++) {
+        const ptdp_trace_event *e = ptdp_trace_events(p->lr->traces[r]);
+        for (size_t i = 0; i < ptdp_trace_count(p->lr->traces[r]); i++) {
+            if (!(e[i].bytes > 0))
+                continue;
+            char kind[64];
+            const char *level = link_of(p, r, &e[i], kind, sizeof kind);
+            int k = 0;
+            while (k < rows && (strcmp(row[k].kind, kind) != 0 || row[k].level != level))
+                k++;
+            if (k == rows && rows < ROWS) {
+                memset(&row[rows], 0, sizeof row[rows]);
+                snprintf(row[rows].kind, sizeof row[rows].kind, "%s", kind);
+                row[rows++].level = level;
+            }
+            if (k < rows)
+                row[k].bytes[r] += e[i].bytes;
+        }
+    }
+    ptdp_html_raw(h, "<p class=\"note\">By kind of communication and link level, bytes sent over the whole "
+                     "run, from the trace's events (what <code>--trace</code> writes); a device sits in node "
+                     "rank / GPUs per node of the profile:</p>\n<table>\n<tr><th class=\"l\">kind</th>"
+                     "<th class=\"l\">link</th>");
+    for (int r = 0; r < devices; r++) {
+        char cell[48];
+        snprintf(cell, sizeof cell, "<th>device %d</th>", r);
+        ptdp_html_raw(h, cell);
+    }
+    ptdp_html_raw(h, "</tr>\n");
+    for (int k = 0; k < rows; k++) {
+        ptdp_html_raw(h, "<tr><td class=\"l\">");
+        ptdp_html_text(h, "%s", row[k].kind);
+        ptdp_html_raw(h, "</td><td class=\"l\">");
+        ptdp_html_text(h, "%s", row[k].level);
+        ptdp_html_raw(h, "</td>");
+        for (int r = 0; r < devices; r++) {
+            char cell[64];
+            snprintf(cell, sizeof cell, "<td>%.0f</td>", row[k].bytes[r]);
+            ptdp_html_raw(h, cell);
+        }
+        ptdp_html_raw(h, "</tr>\n");
+    }
+    ptdp_html_raw(h, "</table>\n");
 }
 
 /* ---- per device: memory, bytes, time ------------------------------------------- */
@@ -326,7 +439,7 @@ static void device_table(ptdp_html *h, int devices, int n, const double *v, cons
 static int memory(ptdp_html *h, const ptdp_launch_result *lr)
 {
     const int n = lr->world_size;
-    double v[64 * (PTDP_MEM_NCAT + 1)];
+    double v[64 * (PTDP_MEM_NCAT + 1)] = { 0 };
     const char *names[PTDP_MEM_NCAT + 1];
     for (int k = 0; k < PTDP_MEM_NCAT; k++)
         names[k] = ptdp_mem_category_name((ptdp_mem_category)k);
@@ -338,7 +451,7 @@ static int memory(ptdp_html *h, const ptdp_launch_result *lr)
     }
     ptdp_html_raw(h, "<h2>Memory per device</h2>\n<p class=\"note\">Each category's peak in the device's arena "
                      "(the peaks fall at different moments, so the parts need not add up to the total).</p>\n");
-    double bars[64 * PTDP_MEM_NCAT];
+    double bars[64 * PTDP_MEM_NCAT] = { 0 };
     for (int r = 0; r < n && r < 64; r++)
         for (int k = 0; k < PTDP_MEM_NCAT; k++)
             bars[r * PTDP_MEM_NCAT + k] = v[r * (PTDP_MEM_NCAT + 1) + k];
@@ -347,7 +460,7 @@ static int memory(ptdp_html *h, const ptdp_launch_result *lr)
     return rc;
 }
 
-static int bytes(ptdp_html *h, const ptdp_train_page *p, const timeline_stats *ts)
+static int bytes(ptdp_html *h, const ptdp_train_page *p)
 {
     const ptdp_launch_result *lr = p->lr;
     const int n = lr->world_size < 64 ? lr->world_size : 64;
@@ -358,7 +471,7 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p, const timeline_stats *t
         ng++;
     }
     names[ng] = "total";
-    double v[64 * 16];
+    double v[64 * 16] = { 0 };
     for (int r = 0; r < n; r++) {
         for (int g = 0; g < ng; g++)
             v[r * (ng + 1) + g] = p->c->steps > 0
@@ -367,39 +480,14 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p, const timeline_stats *t
     }
     ptdp_html_raw(h, "<h2>Bytes sent per step</h2>\n<p class=\"note\">Each device's bytes a step in each group "
                      "(dp, tp, pp, the tied embedding's, cp, ep, expert-dp).</p>\n");
-    double bars[64 * 16];
+    double bars[64 * 16] = { 0 };
     for (int r = 0; r < n; r++)
         for (int g = 0; g < ng; g++)
             bars[r * ng + g] = v[r * (ng + 1) + g];
     int rc = device_bars(h, n, ng, bars, names, "KiB", 1024);
     device_table(h, n, ng + 1, v, names, "bytes_sent_per_step", "KiB", 1024);
-    bool sent[MAXKINDS] = { false };          /* the kinds that sent bytes: the columns */
-    for (int k = 0; k < ts->nk; k++)
-        for (int r = 0; r < n; r++)
-            sent[k] = sent[k] || ts->bytes[r][k] > 0;
-    if (lr->traces != NULL && ts->nk > 0) {   /* by kind, from the trace */
-        ptdp_html_raw(h, "<p class=\"note\">By kind of communication, over the whole run, from the trace's "
-                         "events (what <code>--trace</code> writes):</p>\n<table>\n<tr><th>device</th>");
-        for (int k = 0; k < ts->nk; k++)
-            if (sent[k]) {
-                ptdp_html_raw(h, "<th>");
-                ptdp_html_text(h, "%s bytes", ts->k[k].name);
-                ptdp_html_raw(h, "</th>");
-            }
-        ptdp_html_raw(h, "</tr>\n");
-        for (int r = 0; r < n; r++) {
-            char cell[64];
-            snprintf(cell, sizeof cell, "<tr><td>%d</td>", r);
-            ptdp_html_raw(h, cell);
-            for (int k = 0; k < ts->nk; k++)
-                if (sent[k]) {
-                    snprintf(cell, sizeof cell, "<td>%.0f</td>", ts->bytes[r][k]);
-                    ptdp_html_raw(h, cell);
-                }
-            ptdp_html_raw(h, "</tr>\n");
-        }
-        ptdp_html_raw(h, "</table>\n");
-    }
+    if (lr->traces != NULL)
+        bytes_by_link(h, p, n);
     return rc;
 }
 
@@ -407,7 +495,7 @@ static int times(ptdp_html *h, const ptdp_launch_result *lr)
 {
     const int n = lr->world_size < 64 ? lr->world_size : 64;
     static const char *const names[] = { "compute", "comm", "idle", "end" };
-    double v[64 * 4];
+    double v[64 * 4] = { 0 };
     for (int r = 0; r < n; r++) {
         const ptdp_clock *c = &lr->devices[r].clock;
         v[r * 4 + 0] = c->compute_s;
@@ -417,7 +505,7 @@ static int times(ptdp_html *h, const ptdp_launch_result *lr)
     }
     ptdp_html_raw(h, "<h2>Virtual time per device</h2>\n<p class=\"note\">The device's clock over the whole run: "
                      "compute + communication (what the compute stream waited for) + idle = end.</p>\n");
-    double bars[64 * 3];
+    double bars[64 * 3] = { 0 };
     for (int r = 0; r < n; r++)
         for (int k = 0; k < 3; k++)
             bars[r * 3 + k] = v[r * 4 + k];
@@ -439,7 +527,7 @@ int ptdp_html_train(const char *path, const ptdp_train_page *p, const char *repo
     if (rc == PTDP_OK)
         rc = memory(&h, p->lr);
     if (rc == PTDP_OK)
-        rc = bytes(&h, p, &ts);
+        rc = bytes(&h, p);
     if (rc == PTDP_OK)
         rc = times(&h, p->lr);
     if (p->lr->world_size > 64)

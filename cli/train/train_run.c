@@ -481,7 +481,7 @@ int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_co
     } else {
         rc = PTDP_ENOMEM;
     }
-    const ptdp_train_page page = { c, lr, res, verdict };
+    const ptdp_train_page page = { c, lr, res, verdict, opts->profile ? opts->profile : ptdp_profile_default() };
     if (rc == PTDP_OK)
         rc = ptdp_html_train(path, &page, report, report_len, log, log_len, msg, sizeof msg);
     else

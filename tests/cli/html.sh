@@ -10,7 +10,8 @@
 #  3. ptdp train --report --log --html (3D with --check, a GPT under ZeRO-1 with
 #     --overlap): the page holds the report and the log lines, shows the
 #     report's numbers by key, the --check verdict, and draws every device's
-#     timeline with collectives and bytes in hover titles; ptdp demo writes
+#     timeline with collectives and bytes in hover titles; on two nodes of 8
+#     (--dp 2 --tp 8) TP's bytes within a node and DP's across; ptdp demo writes
 #     its page (--html) and says where.
 #  4. Outputs checked before any work, exit 2 naming the flag: --html into a
 #     missing folder, onto a directory, onto --report's or --svg's file.
@@ -79,6 +80,14 @@ for args in "--dp 2 --tp 2 --pp 2 --micro-batches 2 --steps 3 --check" \
         echo "ok    train $args: $world devices' timelines, collectives with their bytes"
     fi
 done
+# two nodes of 8 (dgx-a100-80g): TP's all-reduces stay in a node, DP's cross
+if run_ok train --dp 2 --tp 8 --steps 1 --profile dgx-a100-80g --html "$tmp/n.html"; then
+    grep -qF '<td class="l">all_reduce tp</td><td class="l">within a node</td>' "$tmp/n.html" \
+        && grep -qF '<td class="l">all_reduce dp</td><td class="l">across nodes</td>' "$tmp/n.html" \
+        && ! grep -qF 'all_reduce dp</td><td class="l">within a node' "$tmp/n.html" \
+        && echo "ok    train --dp 2 --tp 8 on nodes of 8: tp's bytes within a node, dp's across nodes" \
+        || fail "train --dp 2 --tp 8 on nodes of 8: the link levels are not tp within, dp across"
+fi
 if run_ok demo --steps 1 --html "$tmp/demo.html"; then
     expect_out "the page of B: $tmp/demo.html"
     grep -q 'id="ptdp-data"' "$tmp/demo.html" && grep -q '<title>device 7: ' "$tmp/demo.html" \
