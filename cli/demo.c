@@ -7,7 +7,9 @@
  *   2. where the memory went: each device of the 3D run holds 1/tp of the
  *      split layers of 1/pp of the blocks;
  *   3. the pipeline's timeline and its bubble, measured and by formula;
- *   4. where to start the course.
+ *   4. where to start the course;
+ *   5. a page of the 8-device run, demo.html (--html FILE elsewhere): its
+ *      loss, each device's timeline, memory and bytes (html_train.c).
  * `ptdp demo NAME` runs a model's own demo, through its CLI table
  * (model_flags.h): `ptdp demo gpt` (cli/models/gpt_demo.c) does the same
  * for a small GPT, then asks it sums it never saw.
@@ -19,6 +21,8 @@
 #include "args.h"
 #include "commands.h"
 #include "model_flags.h"
+#include "html_pages.h"
+#include "paths.h"
 #include "ptdp/models.h"
 #include "ptdp/error.h"
 #include "ptdp/schedule.h"
@@ -37,26 +41,34 @@ static void model_demos(const char *before)
 
 static void demo_usage(void)
 {
-    printf("usage: ptdp demo [--steps N] [--micro-batches M] [--blas-threads N]\n"
+    printf("usage: ptdp demo [--steps N] [--micro-batches M] [--blas-threads N] [--html FILE]\n"
            "       ptdp demo MODEL [--help]   (a model's own demo, below)\n");
     model_demos("       ");
     printf("\n"
            "Train the reference %s on one device and on dp 2 x tp 2 x pp 2 = 8 devices with the\n"
            "same seed, and show that they agree; then where the memory went and the pipeline's\n"
            "bubble.  Defaults: 12 steps, 4 micro-batches.  --blas-threads N: threads per device\n"
-           "for its matrix products, 1..256 (default: cores / devices; the same bits for any N).\n",
+           "for its matrix products, 1..256 (default: cores / devices; the same bits for any N).\n"
+           "--html FILE: where the page of the 8-device run goes (default demo.html, here).\n",
            ptdp_model_cli_noun(ptdp_model_at(0)));
 }
 
 static int blas_threads;   /* --blas-threads; 0: the default */
 
-static int run(ptdp_train_config *c, ptdp_launch_result *lr, ptdp_train_result *res, const char *what)
+static ptdp_launch_opts opts_of(ptdp_launch_result *lr, bool keep_traces)
 {
-    char msg[PTDP_MSG_MAX];
     ptdp_launch_opts o = { 0 };
     o.blas_threads = blas_threads;
     o.result = lr;
     o.watchdog_s = 60;
+    o.keep_traces = keep_traces;   /* the page draws each device's timeline */
+    return o;
+}
+
+static int run(ptdp_train_config *c, ptdp_launch_result *lr, ptdp_train_result *res, const char *what)
+{
+    char msg[PTDP_MSG_MAX];
+    ptdp_launch_opts o = opts_of(lr, c->dp * c->tp * c->pp > 1);
     int rc = ptdp_train(c, &o, NULL, NULL, res, msg, sizeof msg);
     if (rc != 0)
         fprintf(stderr, "ptdp demo: the %s run failed: %s\n", what, msg);
@@ -126,6 +138,21 @@ static void print_pipeline(const ptdp_train_config *par, const ptdp_train_result
            "    bubble %.3f, formula (p-1)/(m+p-1) = %.3f\n\n", rb->bubble_measured, rb->bubble_formula);
 }
 
+/* 5. the page of B (html_train.c), and where it is. */
+static int write_page(const char *html, const ptdp_train_config *par, ptdp_launch_result *lb,
+                      const ptdp_train_result *rb, bool same)
+{
+    char verdict[160];
+    snprintf(verdict, sizeof verdict, "%s: B's losses against A's (1 device), step by step",
+             same ? "the same training run" : "THE RUNS DIFFER");
+    const ptdp_launch_opts ob = opts_of(lb, true);
+    if (ptdp_train_write_page("demo", html, par, &ob, lb, rb, verdict) != PTDP_EXIT_OK)
+        return PTDP_EXIT_FAIL;
+    printf("the page of B: %s — open it in a browser (its loss, each device's timeline, memory, bytes)\n\n",
+           html);
+    return PTDP_EXIT_OK;
+}
+
 int ptdp_cmd_demo(int argc, char **argv)
 {
     if (argc > 1 && argv[1][0] != '-') {   /* ptdp demo NAME */
@@ -136,6 +163,7 @@ int ptdp_cmd_demo(int argc, char **argv)
         return cli->demo(argc - 1, argv + 1);
     }
     int steps = 12, mbs = 4;
+    const char *html = "demo.html";
     ptdp_args a;
     ptdp_args_init(&a, "demo", argc, argv, 1);
     while (ptdp_args_next(&a)) {
@@ -144,11 +172,13 @@ int ptdp_cmd_demo(int argc, char **argv)
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 1000, &steps);
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 32, &mbs);
         else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &blas_threads);
+        else if (ptdp_args_is(&a, "--html")) rc = ptdp_args_string(&a, &html);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
     }
-    if (a.status)
+    const ptdp_cli_file page = { "--html", html };
+    if (a.status || ptdp_cli_check_files("demo", NULL, 0, &page, 1) != 0)
         return PTDP_EXIT_USAGE;
 
     ptdp_train_config par = ptdp_train_defaults();
@@ -183,6 +213,8 @@ int ptdp_cmd_demo(int argc, char **argv)
     const bool same = print_losses(&ra, &rb, steps);
     print_memory(&la, &lb);
     print_pipeline(&par, &rb);
+    if (write_page(html, &par, &lb, &rb, same) != PTDP_EXIT_OK)
+        goto out;
     model_demos("");
     printf("\n");
     printf("next: the course, tutorials/README.md, starting at tutorials/01-collectives/README.md.\n"

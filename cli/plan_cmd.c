@@ -36,7 +36,9 @@
 
 #include "args.h"
 #include "commands.h"
+#include "html_pages.h"
 #include "model_flags.h"
+#include "paths.h"
 #include "plan_print.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
@@ -148,6 +150,8 @@ static void usage(void)
         "  --explain           the best layout term by term: memory, time, FLOPs, and the\n"
         "                      `ptdp train` command that runs it (64 GPUs or fewer);\n"
         "                      with --json, on stderr\n"
+        "  --html FILE         also a page (opens from disk): the table, each layout's memory and\n"
+        "                      time split as bars, --json's text inside\n"
         "\n"
         "Exit status: 0 a plan; 1 nothing fits (the message says what would);\n"
         "2 a bad command line, no layout divides (the message says what would), or the flags\n"
@@ -287,6 +291,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
+        else if (ptdp_args_is(&a, "--html")) rc = ptdp_args_string(&a, &o->html);
         else if (ptdp_args_is(&a, "--explain")) rc = ptdp_args_switch(&a, &o->explain);
         else if (strncmp(a.flag, "--moe-", 6) == 0 && planned != NULL && planned->plan->experts == NULL)
             return ptdp_usage_error("plan", "%s: ptdp plan prices no mixture of experts for --model %s (its "
@@ -470,6 +475,28 @@ static int validate(plan_options *o)
     return schedule_rules(rq);
 }
 
+/* --html: the page embeds --json's text, made here by the same function. */
+static int write_page(const plan_options *o, const ptdp_plan_search_stats *st, const ptdp_plan_candidate *c, int n)
+{
+    char *json = NULL, msg[1024];
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    if (m == NULL) {
+        fprintf(stderr, "ptdp plan: --html %s: out of memory\n", o->html);
+        return PTDP_EXIT_FAIL;
+    }
+    ptdp_plan_print_json(m, o, st, c, n);
+    int rc = fclose(m) == 0 ? ptdp_html_plan(o->html, o, c, n, json, len, msg, sizeof msg) : PTDP_ENOMEM;
+    free(json);
+    if (rc != PTDP_OK) {
+        fprintf(stderr, "ptdp plan: --html %s\n", rc == PTDP_ENOMEM ? "out of memory" : msg);
+        return PTDP_EXIT_FAIL;
+    }
+    /* with --json stdout holds JSON only: the note goes to stderr */
+    fprintf(o->json ? stderr : stdout, "wrote %s\n", o->html);
+    return PTDP_EXIT_OK;
+}
+
 int ptdp_cmd_plan(int argc, char **argv)
 {
     plan_options o;
@@ -477,6 +504,9 @@ int ptdp_cmd_plan(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? PTDP_EXIT_OK : rc;
     if ((rc = validate(&o)) != 0)
+        return rc;
+    const ptdp_cli_file html = { "--html", o.html };
+    if ((rc = ptdp_cli_check_files("plan", NULL, 0, &html, 1)) != 0)
         return rc;
     ptdp_plan_candidate *c = NULL;
     int n = 0;
@@ -495,6 +525,7 @@ int ptdp_cmd_plan(int argc, char **argv)
         ptdp_plan_print_table(stdout, &o, &st, c, n);
     if (o.explain)
         ptdp_plan_print_explain(o.json ? stderr : stdout, &o, &c[0]);
+    rc = o.html != NULL ? write_page(&o, &st, c, n) : PTDP_EXIT_OK;
     free(c);
-    return PTDP_EXIT_OK;
+    return rc;
 }

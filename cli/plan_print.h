@@ -17,6 +17,7 @@ typedef struct {
     double device_bytes;         /* --device-mem, or 0: the profile's       */
     int top;                     /* --top K                                 */
     bool json, explain;
+    const char *html;            /* --html FILE, or NULL                    */
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */
     const char *moe_flag;        /* a mixture's flag other than --moe-experts, if typed */

@@ -2,6 +2,7 @@
  * schedule_cmd.c — `ptdp schedule`: a pipeline schedule, checked, timed, drawn.
  *
  *     ptdp schedule --pp 4 --micro-batches 8 --schedule 1f1b [--svg FILE] [--list]
+ *     ptdp schedule --report s.json --html s.html
  *     ptdp schedule --schedule interleaved --virtual-stages 2
  *     ptdp schedule --schedule zb-h1
  *     ptdp schedule --schedule dualpipev --pp 4 --micro-batches 10
@@ -19,22 +20,29 @@
  *                        interleaved (p - 1)/(v m + p - 1), ZB-H1 (p - 1)/(3m + p - 1)
  *     the memory         peak micro-batches in flight per stage (GPipe m, 1F1B p - rank)
  *
+ * --report FILE writes the same numbers as JSON (docs/report-schema.md) and
+ * --html FILE a page of them (html_schedule.c) embedding that JSON.
+ *
  * --naive shows what the even/odd send/recv ordering prevents: 1F1B with
  * every send before its receive, and the deadlock the validator finds in it.
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "args.h"
 #include "commands.h"
+#include "html_pages.h"
 #include "paths.h"
 #include "ptdp/error.h"
+#include "ptdp/file.h"
+#include "ptdp/json.h"
 #include "ptdp/schedule.h"
 
 typedef struct {
     int pp, micro_batches, virtual_stages;
     const ptdp_schedule_entry *schedule;   /* the registry's row (--schedule) */
-    const char *svg;
+    const char *svg, *report, *html;
     bool list, naive;
     ptdp_schedule_costs costs;   /* per micro-batch and stage, as typed */
     bool split_times;            /* --backward-input-time or -weight-time given */
@@ -45,7 +53,7 @@ static void usage(FILE *f)
     const ptdp_schedule_entry *chunked = ptdp_schedule_first_with(PTDP_SCHED_CHUNKS);
     fprintf(f,
         "usage: ptdp schedule [--pp N] [--micro-batches M] [--schedule NAME] [--virtual-stages V]\n"
-        "                     [--svg FILE] [--list]\n"
+        "                     [--svg FILE] [--report FILE] [--html FILE] [--list]\n"
         "\n"
         "Generate a pipeline schedule, prove it free of deadlock under blocking send/recv,\n"
         "time it in virtual time and draw it.  No model runs.\n"
@@ -59,6 +67,8 @@ static void usage(FILE *f)
             chunked != NULL ? chunked->name : "with chunks");
     fprintf(f,
         "  --svg FILE           also draw the timeline as an SVG picture\n"
+        "  --report FILE        the numbers as JSON: makespan, bubble, each stage, each action's times\n"
+        "  --html FILE          a page (opens from disk): the drawing, the numbers, a slider over micro-batches\n"
         "  --list               print every stage's list of actions\n"
         "  --forward-time T     time of one forward on one stage (default 1; a chunk takes T/V)\n"
         "  --backward-time T    time of one backward (default 2)\n"
@@ -83,6 +93,8 @@ static int parse(int argc, char **argv, schedule_options *o)
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 512, &o->micro_batches);
         else if (ptdp_args_is(&a, "--schedule"))      rc = ptdp_args_schedule(&a, &o->schedule);
         else if (ptdp_args_is(&a, "--svg"))           rc = ptdp_args_string(&a, &o->svg);
+        else if (ptdp_args_is(&a, "--report"))        rc = ptdp_args_string(&a, &o->report);
+        else if (ptdp_args_is(&a, "--html"))          rc = ptdp_args_string(&a, &o->html);
         else if (ptdp_args_is(&a, "--list"))          rc = ptdp_args_switch(&a, &o->list);
         else if (ptdp_args_is(&a, "--naive"))         rc = ptdp_args_switch(&a, &o->naive);
         else if (ptdp_args_is(&a, "--forward-time"))  rc = ptdp_args_double(&a, 0, 1e9, &o->costs.forward);
@@ -131,9 +143,9 @@ static int validate(const schedule_options *o)
         return ptdp_usage_error("schedule", "--naive applies to --schedule %s only "
                                 "(%s has no send/recv exchanges to order)", ptdp_schedule_row_1f1b.name,
                                 o->schedule->name);
-    /* --svg can be written, before the schedule is built and timed */
-    const ptdp_cli_file svg = { "--svg", o->svg };
-    return ptdp_cli_check_files("schedule", NULL, 0, &svg, 1);
+    /* the outputs can be written, before the schedule is built and timed */
+    const ptdp_cli_file out[] = { { "--svg", o->svg }, { "--report", o->report }, { "--html", o->html } };
+    return ptdp_cli_check_files("schedule", NULL, 0, out, 3);
 }
 
 /* DualPipe's table beside what the lists hold.  DualPipeV (a V): PP = 2p
@@ -189,12 +201,108 @@ static void print_peaks(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     }
 }
 
+/* --report's JSON (docs/report-schema.md): what the text printed, each
+ * action's times besides.  Times per action as timed (c). */
+static void json_actions(FILE *f, const ptdp_schedule_result *r)
+{
+    char a[PTDP_JSON_NUMBER_MAX], b[PTDP_JSON_NUMBER_MAX];
+    fprintf(f, "  \"actions\": [\n");
+    for (int st = 0; st < r->s->pp; st++) {
+        fprintf(f, "    [");
+        int n = 0;
+        for (int i = 0; i < r->s->stage[st].count; i++) {
+            const ptdp_action *x = &r->s->stage[st].actions[i];
+            if (x->kind != PTDP_ACT_FORWARD && x->kind != PTDP_ACT_BACKWARD && x->kind != PTDP_ACT_BACKWARD_INPUT &&
+                x->kind != PTDP_ACT_BACKWARD_WEIGHT)
+                continue;
+            const char *kind = x->kind == PTDP_ACT_FORWARD ? "F" : x->kind == PTDP_ACT_BACKWARD_WEIGHT ? "W" : "B";
+            fprintf(f, "%s{\"kind\": \"%s\", \"mb\": %d, \"chunk\": %d, \"start\": %s, \"end\": %s}",
+                    n++ ? ", " : "", kind, x->mb, x->chunk, ptdp_json_number(r->t->time[st][i].start, a),
+                    ptdp_json_number(r->t->time[st][i].end, b));
+        }
+        fprintf(f, "]%s\n", st + 1 < r->s->pp ? "," : "");
+    }
+    fprintf(f, "  ]\n");
+}
+
+static void json_report(FILE *f, const ptdp_schedule_result *r)
+{
+    const ptdp_schedule *s = r->s;
+    const ptdp_schedule_timeline *t = r->t;
+    const bool split = s->entry != NULL && (s->entry->caps & PTDP_SCHED_SPLIT_BACKWARD);
+    char a[PTDP_JSON_NUMBER_MAX], b[PTDP_JSON_NUMBER_MAX], c[PTDP_JSON_NUMBER_MAX], d[PTDP_JSON_NUMBER_MAX];
+    fprintf(f, "{\n  \"schema\": \"ptdp-schedule-report/1\",\n  \"schedule\": ");
+    ptdp_json_write_string(f, s->name);
+    fprintf(f, ",\n  \"pp\": %d, \"micro_batches\": %d, \"virtual_stages\": %d,\n", s->pp, s->micro_batches,
+            s->virtual_stages);
+    fprintf(f, "  \"costs\": {\"forward\": %s, \"backward\": %s, \"send\": %s, \"alltoall\": %s",
+            ptdp_json_number(r->c->forward, a), ptdp_json_number(r->c->backward, b), ptdp_json_number(r->c->send, c),
+            ptdp_json_number(r->c->alltoall, d));
+    if (split)
+        fprintf(f, ", \"backward_input\": %s, \"backward_weight\": %s", ptdp_json_number(r->c->backward_input, a),
+                ptdp_json_number(r->c->backward_weight, b));
+    const char *words;
+    const double formula = ptdp_schedule_bubble_formula(s, &words);
+    fprintf(f, "},\n  \"makespan\": %s,\n  \"bubble\": {\"measured\": %s, \"formula\": %s, \"formula_words\": ",
+            ptdp_json_number(t->makespan, a), ptdp_json_number(t->bubble, b), ptdp_json_number(formula, c));
+    ptdp_json_write_string(f, words);
+    fprintf(f, "},\n  \"stages\": [\n");
+    for (int st = 0; st < s->pp; st++) {
+        fprintf(f, "    {\"stage\": %d, \"busy\": %s, \"idle\": %s, \"idle_fraction\": %s, \"peak_in_flight\": %d",
+                st, ptdp_json_number(t->busy[st], a), ptdp_json_number(t->idle[st], b),
+                ptdp_json_number(t->makespan > 0 ? t->idle[st] / t->makespan : 0, c),
+                ptdp_schedule_peak_in_flight(s, st));
+        if (split)
+            fprintf(f, ", \"peak_deferred\": %d", ptdp_schedule_peak_deferred(s, st));
+        fprintf(f, "}%s\n", st + 1 < s->pp ? "," : "");
+    }
+    fprintf(f, "  ],\n");
+    json_actions(f, r);
+    fprintf(f, "}\n");
+}
+
+/* --report and --html: the JSON made once in memory, so the page embeds
+ * the very bytes the report holds. */
+static int write_outputs(const schedule_options *o, const ptdp_schedule_result *r)
+{
+    if (o->report == NULL && o->html == NULL)
+        return PTDP_EXIT_OK;
+    char *json = NULL, msg[1024];
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    if (m == NULL) {
+        fprintf(stderr, "ptdp schedule: out of memory for the report\n");
+        return PTDP_EXIT_FAIL;
+    }
+    json_report(m, r);
+    int rc = fclose(m) == 0 ? PTDP_OK : PTDP_ENOMEM;
+    if (rc == PTDP_OK && o->report != NULL) {
+        if ((rc = ptdp_write_file_atomic(o->report, json, len, msg, sizeof msg)) != PTDP_OK)
+            fprintf(stderr, "ptdp schedule: --report %s\n", msg);
+        else
+            printf("wrote %s\n", o->report);
+    }
+    if (rc == PTDP_OK && o->html != NULL) {
+        if ((rc = ptdp_html_schedule(o->html, r, json, len, msg, sizeof msg)) != PTDP_OK)
+            fprintf(stderr, "ptdp schedule: --html %s\n", msg);
+        else
+            printf("wrote %s\n", o->html);
+    }
+    if (rc == PTDP_ENOMEM && json == NULL)
+        fprintf(stderr, "ptdp schedule: out of memory for the report\n");
+    free(json);
+    return rc == PTDP_OK ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
+}
+
 static int run(const schedule_options *o, ptdp_schedule *s)
 {
     ptdp_schedule_verdict v;
     if (ptdp_schedule_validate(s, &v) != PTDP_OK) {
         printf("schedule %s, p = %d, m = %d: %s\n",
                s->name, s->pp, s->micro_batches, v.message);
+        if (o->report != NULL || o->html != NULL)
+            fprintf(stderr, "ptdp schedule: %s%s%s not written: the schedule is not valid\n",
+                    o->report ? "--report" : "", o->report && o->html ? " and " : "", o->html ? "--html" : "");
         if (o->naive && v.deadlock)
             printf("(without --naive, %s orders each exchange even/odd: an even stage sends "
                    "first, an odd stage receives first, so the two first calls always pair up)\n",
@@ -249,8 +357,10 @@ static int run(const schedule_options *o, ptdp_schedule *s)
         }
         printf("wrote %s\n", o->svg);
     }
+    const ptdp_schedule_result r = { s, t, &c };
+    rc = write_outputs(o, &r);
     ptdp_schedule_timeline_destroy(t);
-    return PTDP_EXIT_OK;
+    return rc;
 }
 
 int ptdp_cmd_schedule(int argc, char **argv)

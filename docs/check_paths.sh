@@ -23,7 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # they are absent, checked like any other once they exist.
 pending=" "
 pending=" $(tr -s ' \n' '  ' <<<"$pending") "    # one space between names
-not_ours=" hello hello.c r.json run.json ptdp.pc ptdp-f64.pc ptdp-train-report/1 "
+not_ours=" hello hello.c r.json run.json ptdp.pc ptdp-f64.pc ptdp-train-report/1 ptdp-schedule-report/1 "
 
 if [[ $# -eq 0 ]]; then set -- README.md docs/*.md; fi
 set -f                      # from here on, a word of the docs is never a glob

@@ -11,6 +11,7 @@
 typedef struct {
     bool check, quiet;
     const char *log, *save, *save_init, *dump, *report;   /* paths, or NULL */
+    const char *html;             /* --html: a page of the run, or NULL    */
     const char *data_name;        /* the GPT's --data, or NULL: built in  */
 } ptdp_train_outputs;
 
@@ -30,6 +31,10 @@ void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *l
 int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                             const ptdp_launch_result *lr, const ptdp_train_result *res,
                             char *msg, size_t msglen);
+/* The same JSON as a malloc'ed text (*text, *len: --html embeds the very
+ * bytes --report writes).  0 or PTDP_ENOMEM. */
+int  ptdp_report_json_text(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
+                           const ptdp_launch_result *lr, const ptdp_train_result *res, char **text, size_t *len);
 /* A counter's numbers (counters.h) as a JSON key after a comma: `, "NAME":
  * x`, a list or a list of lists, as its shape says (--log's lines). */
 void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x);

@@ -51,7 +51,7 @@ typedef struct {
     int stage_layers[4096], nstage;  /* per piece: at most --layers' limit */
     const char *profile;           /* NULL: the default profile             */
     bool check, quiet;
-    const char *log_path, *save, *load, *save_init, *dump, *report_path;
+    const char *log_path, *save, *load, *save_init, *dump, *report_path, *html_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
     bool seed_given, batch_given;  /* typed: otherwise a resume takes the
@@ -196,6 +196,8 @@ static void usage(void)
         "  --log FILE          the step lines as JSON lines\n"
         "  --trace FILE        Chrome trace (open in https://ui.perfetto.dev)\n"
         "  --report FILE       per-device memory, bytes and times as JSON\n"
+        "  --html FILE         a page of the run (opens from disk): the loss, each device's timeline,\n"
+        "                      memory, bytes and times, the --check verdict; the --report JSON inside\n"
         "  --save FILE  --load FILE  --save-init FILE   checkpoints (safetensors)\n"
         "  --dump-data FILE    the global batches used, as safetensors x and y\n"
         "  --verify-replicas   after every step, check that DP replicas are bit-identical\n"
@@ -380,6 +382,7 @@ static bool read_output_flag(ptdp_args *a, train_options *o, int *rc)
     else if (ptdp_args_is(a, "--log")) *rc = ptdp_args_string(a, &o->log_path);
     else if (ptdp_args_is(a, "--trace")) *rc = ptdp_args_string(a, &o->launch.trace_path);
     else if (ptdp_args_is(a, "--report")) *rc = ptdp_args_string(a, &o->report_path);
+    else if (ptdp_args_is(a, "--html")) *rc = ptdp_args_string(a, &o->html_path);
     else if (ptdp_args_is(a, "--save")) *rc = ptdp_args_string(a, &o->save);
     else if (ptdp_args_is(a, "--load")) *rc = ptdp_args_string(a, &o->load);
     else if (ptdp_args_is(a, "--save-init")) *rc = ptdp_args_string(a, &o->save_init);
@@ -590,8 +593,9 @@ static int validate(train_options *o)
     const ptdp_cli_file outputs[] = {
         { "--save", o->save }, { "--save-init", o->save_init }, { "--log", o->log_path },
         { "--trace", o->launch.trace_path }, { "--report", o->report_path }, { "--dump-data", o->dump },
+        { "--html", o->html_path },
     };
-    if (ptdp_cli_check_files("train", inputs, 2, outputs, 6) != 0)
+    if (ptdp_cli_check_files("train", inputs, 2, outputs, 7) != 0)
         return PTDP_EXIT_USAGE;
     char msg[PTDP_MSG_MAX];
 
@@ -617,7 +621,7 @@ static int run(train_options *o)
 {
     const ptdp_train_outputs out = {
         .check = o->check, .quiet = o->quiet, .log = o->log_path, .save = o->save, .save_init = o->save_init,
-        .dump = o->dump, .report = o->report_path, .data_name = o->model.data,
+        .dump = o->dump, .report = o->report_path, .html = o->html_path, .data_name = o->model.data,
     };
     return ptdp_train_and_report(&o->cfg, &o->launch, &out);
 }

@@ -19,6 +19,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../args.h"
@@ -32,6 +33,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
+#include "../html_pages.h"
 
 #define REPORT_SCHEMA "ptdp-train-report/1"
 
@@ -76,6 +78,16 @@ static double group_sent(const ptdp_comm_stats *s, const char *name)
         if (strcmp(s->group[g].name, name) == 0)
             return s->group[g].sent;
     return 0;
+}
+
+const char *ptdp_report_group_name(int g)
+{
+    return g >= 0 && g < NGROUPS ? group_names[g] : NULL;
+}
+
+double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name)
+{
+    return group_sent(s, name);
 }
 
 /* Elements of device r's parameters (= of its gradients): its stage and
@@ -624,6 +636,23 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         fprintf(f, "%s\n", r + 1 < lr->world_size ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
+}
+
+int ptdp_report_json_text(const ptdp_train_config *c, const ptdp_launch_opts *o, const ptdp_launch_result *lr,
+                          const ptdp_train_result *res, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *f = open_memstream(text, len);
+    if (f == NULL)
+        return PTDP_ENOMEM;
+    json_report(f, c, o, lr, res);
+    if (fclose(f) != 0) {
+        free(*text);
+        *text = NULL;
+        return PTDP_ENOMEM;
+    }
+    return PTDP_OK;
 }
 
 int ptdp_report_write_json(const char *path, const ptdp_train_config *c, const ptdp_launch_opts *o,

@@ -31,6 +31,7 @@
 #include "ptdp/schedule.h"
 #include "ptdp/launch.h"
 #include "report.h"
+#include "../html_pages.h"
 
 typedef struct {
     bool quiet, tty;
@@ -173,6 +174,22 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
 /* One JSON line per step, written atomically (file.h): the step's numbers,
  * then every counter of a step the run published, in the order published
  * (counters.h: "aux_loss", a GPT's "moe_load", …). */
+/* Step i's line of the log, without its newline. */
+static void log_line(FILE *f, const ptdp_train_result *r, int i)
+{
+    const ptdp_step_log *l = &r->log[i];
+    char a[PTDP_JSON_NUMBER_MAX], b[PTDP_JSON_NUMBER_MAX], v[PTDP_JSON_NUMBER_MAX],
+         w[PTDP_JSON_NUMBER_MAX], n[PTDP_JSON_NUMBER_MAX];
+    fprintf(f, "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"virtual_s\": %s, "
+               "\"wall_s\": %s, \"bytes\": %s",
+            l->step, ptdp_json_number(l->loss, a), ptdp_json_number(l->grad_norm, b),
+            ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
+    for (int k = 0; k < r->counters.n; k++)
+        if (r->counters.c[k].kind == PTDP_COUNT_STEP)
+            ptdp_report_json_counter(f, &r->counters.c[k], ptdp_train_step_counts(r, i, r->counters.c[k].name));
+    fputs("}", f);
+}
+
 static int write_log(const char *path, const ptdp_train_result *r, char *msg, size_t len)
 {
     ptdp_atomic_file f;
@@ -180,19 +197,8 @@ static int write_log(const char *path, const ptdp_train_result *r, char *msg, si
     if (rc != 0)
         return rc;
     for (int i = 0; i < r->completed; i++) {
-        const ptdp_step_log *l = &r->log[i];
-        char a[PTDP_JSON_NUMBER_MAX], b[PTDP_JSON_NUMBER_MAX], v[PTDP_JSON_NUMBER_MAX],
-             w[PTDP_JSON_NUMBER_MAX], n[PTDP_JSON_NUMBER_MAX];
-        fprintf(ptdp_atomic_stream(&f),
-                "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"virtual_s\": %s, "
-                "\"wall_s\": %s, \"bytes\": %s",
-                l->step, ptdp_json_number(l->loss, a), ptdp_json_number(l->grad_norm, b),
-                ptdp_json_number(l->virtual_s, v), ptdp_json_number(l->wall_s, w), ptdp_json_number(l->bytes, n));
-        for (int k = 0; k < r->counters.n; k++)
-            if (r->counters.c[k].kind == PTDP_COUNT_STEP)
-                ptdp_report_json_counter(ptdp_atomic_stream(&f), &r->counters.c[k],
-                                         ptdp_train_step_counts(r, i, r->counters.c[k].name));
-        fputs("}\n", ptdp_atomic_stream(&f));
+        log_line(ptdp_atomic_stream(&f), r, i);
+        fputs("\n", ptdp_atomic_stream(&f));
     }
     return ptdp_atomic_commit(&f, msg, len);
 }
@@ -298,7 +304,8 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
 }
 
 static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
-                                  const ptdp_train_result *res, const ptdp_state *final)
+                                  const ptdp_train_result *res, const ptdp_state *final, char *verdict,
+                                  size_t verdict_len)
 {
     char msg[PTDP_MSG_MAX];
     ptdp_state base;
@@ -337,8 +344,9 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
     char ptext[96] = "";
     if (ptol != tol)   /* AdamW's reach: types.h */
         snprintf(ptext, sizeof ptext, "; parameters %.0e, AdamW's 2 lr a step", ptol);
-    printf("check %s: tolerance %.0e (%s%s), largest loss difference %.3e\n",
-           ok ? "PASSED" : "FAILED", tol, c->bf16 ? "bf16 against a bf16 baseline" : PTDP_REAL_NAME, ptext, worst);
+    snprintf(verdict, verdict_len, "check %s: tolerance %.0e (%s%s), largest loss difference %.3e",
+             ok ? "PASSED" : "FAILED", tol, c->bf16 ? "bf16 against a bf16 baseline" : PTDP_REAL_NAME, ptext, worst);
+    printf("%s\n", verdict);
     ptdp_train_result_free(&bres);
     ptdp_state_free(&base);
     return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
@@ -447,10 +455,45 @@ static void report_failure(const ptdp_train_outputs *out, const ptdp_train_resul
                     res->completed == 1 ? "" : "s");
     }
     const char *skipped[] = { out->save ? "--save" : NULL, out->save_init ? "--save-init" : NULL,
-                              out->report ? "--report" : NULL, out->dump ? "--dump-data" : NULL };
-    for (int i = 0; i < 4; i++)
+                              out->report ? "--report" : NULL, out->dump ? "--dump-data" : NULL,
+                              out->html ? "--html" : NULL };
+    for (int i = 0; i < 5; i++)
         if (skipped[i] != NULL)
             fprintf(stderr, "ptdp train: %s not written: the run failed\n", skipped[i]);
+}
+
+/* --html: the page holds the --report JSON and the --log lines as one
+ * array, both made by the functions that write those files. */
+int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_config *c, const ptdp_launch_opts *opts,
+                          const ptdp_launch_result *lr, const ptdp_train_result *res, const char *verdict)
+{
+    char *report = NULL, *log = NULL, msg[PTDP_MSG_MAX];
+    size_t report_len = 0, log_len = 0;
+    int rc = ptdp_report_json_text(c, opts, lr, res, &report, &report_len);
+    FILE *f = rc == PTDP_OK ? open_memstream(&log, &log_len) : NULL;
+    if (f != NULL) {
+        fputs("[", f);
+        for (int i = 0; i < res->completed; i++) {
+            fputs(i ? ",\n " : "\n ", f);
+            log_line(f, res, i);
+        }
+        fputs("\n]\n", f);
+        rc = fclose(f) == 0 ? PTDP_OK : PTDP_ENOMEM;
+    } else {
+        rc = PTDP_ENOMEM;
+    }
+    const ptdp_train_page page = { c, lr, res, verdict, opts->profile ? opts->profile : ptdp_profile_default() };
+    if (rc == PTDP_OK)
+        rc = ptdp_html_train(path, &page, report, report_len, log, log_len, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "%s: out of host memory", path);
+    free(report);
+    free(log);
+    if (rc != PTDP_OK) {
+        fprintf(stderr, "ptdp %s: --html %s\n", cmd, msg);
+        return PTDP_EXIT_FAIL;
+    }
+    return PTDP_EXIT_OK;
 }
 
 /* What a run fills besides its result: the final state (--save, --check),
@@ -510,6 +553,7 @@ static int run_training(ptdp_train_config *c, const ptdp_launch_opts *opts, cons
     log_keeper keeper = { .path = out->log, .res = res };
     o.before_abort = keep_log;
     o.before_abort_ctx = &keeper;
+    o.keep_traces = out->html != NULL;   /* the page draws each device's timeline */
     return ptdp_train(c, &o, print_step, &pr, res, msg, len);
 }
 
@@ -559,8 +603,15 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         print_summary(c, &lr, &res, opts->algo);
         if (root && write_outputs(c, opts, out, &lr, &res, &states.init, &states.final) != PTDP_EXIT_OK)
             status = PTDP_EXIT_FAIL;
+        char verdict[256] = "";
         if (root && out->check && status == PTDP_EXIT_OK)
-            status = check_against_baseline(c, opts, &res, &states.final);
+            status = check_against_baseline(c, opts, &res, &states.final, verdict, sizeof verdict);
+        if (root && out->html != NULL) {
+            if (ptdp_train_write_page("train", out->html, c, opts, &lr, &res, verdict[0] ? verdict : NULL) != 0)
+                status = PTDP_EXIT_FAIL;
+            else
+                printf("wrote %s\n", out->html);
+        }
     }
     ptdp_train_result_free(&res);
     ptdp_launch_result_free(&lr);

@@ -15,10 +15,16 @@
 #ifndef PTDP_JSON_H
 #define PTDP_JSON_H
 
+#include <stdio.h>
+
 #define PTDP_JSON_NUMBER_MAX 32
 
 /* x as a JSON value in buf (PTDP_JSON_NUMBER_MAX bytes): "%.17g", or "null"
  * when x is NaN or infinite.  Returns buf. */
 const char *ptdp_json_number(double x, char buf[PTDP_JSON_NUMBER_MAX]);
+
+/* text as a JSON string, quotes included: " and \ escaped, control
+ * characters as \u00XX; other bytes (UTF-8) as they are. */
+void ptdp_json_write_string(FILE *f, const char *text);
 
 #endif

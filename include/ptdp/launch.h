@@ -47,6 +47,10 @@ typedef struct {
                                       could not be written: an output of its
                                       own, which does not fail the run      */
     char trace_message[PTDP_MSG_MAX];
+    ptdp_trace    **traces;        /* with opts->keep_traces: world_size
+                                      traces, each device's events (NULL on
+                                      a process that does not hold them all);
+                                      freed by ptdp_launch_result_free      */
 } ptdp_launch_result;
 
 typedef struct {
@@ -55,6 +59,8 @@ typedef struct {
     const ptdp_profile *profile;   /* NULL = ptdp_profile_default()         */
     ptdp_algo algo;                /* all_reduce algorithm                  */
     const char *trace_path;        /* write a Chrome trace here, or NULL    */
+    int keep_traces;               /* 1: record the traces and hand them to
+                                      result->traces (a page draws them)    */
     int spin;                      /* -1/0 auto: spin only while devices do
                                       not outnumber cores; 1 never spin     */
     ptdp_launch_result *result;    /* filled if not NULL; free with

@@ -464,6 +464,8 @@ typedef struct {
     double px_per_time;   /* user units (pixels) per unit of time         */
     double axis_end;      /* the time axis runs from 0 to here             */
     int max_ticks;        /* at most this many intervals on the axis       */
+    int mark_micro_batches;  /* 1: each box in <g data-mb="k"> with a hover
+                                title, for a page's script (html.h); 0: none */
 } ptdp_schedule_frame;
 
 /* The timeline into svg (svg.h): one grey lane per stage (grey = idle),
@@ -478,5 +480,10 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
  * file, fsync, rename).  0 or PTDP_EIO with the reason in msg. */
 int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
                       const char *path, char *msg, size_t msglen);
+/* The same figure into *svg (begun here, closed, for the caller to save or
+ * inline and free); mark_micro_batches as in the frame.  0 or the picture's
+ * first error (svg.h). */
+int ptdp_schedule_picture(const ptdp_schedule *s, const ptdp_schedule_timeline *t, int mark_micro_batches,
+                          ptdp_svg *svg);
 
 #endif

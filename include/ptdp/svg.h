@@ -76,6 +76,17 @@ void ptdp_svg_text(ptdp_svg *s, double x, double y, double size, int how,
  * group_end is shifted by (dx, dy).  id may be NULL. */
 void ptdp_svg_group_begin(ptdp_svg *s, const char *id, double dx, double dy);
 void ptdp_svg_group_end(ptdp_svg *s);
+/* <g data-NAME="value">: a group a page's script can find by its data
+ * (html.h: the boxes of micro-batch 3 are <g data-mb="3">).  Closed by
+ * ptdp_svg_group_end. */
+void ptdp_svg_group_begin_data(ptdp_svg *s, const char *name, long value);
+/* <title>text</title>: what a browser shows when the mouse rests on the
+ * enclosing group or shape (put it first inside a group). */
+void ptdp_svg_title(ptdp_svg *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Close the document: 0, or the first error (an open group is PTDP_EINVAL). */
 int  ptdp_svg_end(ptdp_svg *s);

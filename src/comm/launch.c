@@ -146,10 +146,11 @@ static int make_device(ptdp_launch_state *L, int r)
     L->world.devices[r] = d;
     d->arena = ptdp_arena_create(o->device_mem ? o->device_mem : PTDP_DEFAULT_DEVICE_MEM, r);
     d->world = L->backend->world_comm(L, d);
-    if (o->trace_path)
+    const bool tracing = o->trace_path != NULL || (o->keep_traces && o->result != NULL);
+    if (tracing)
         d->trace = ptdp_trace_create(r);
     int prc = ptdp_pool_create(&L->pool[r], L->threads, may_spin(L->on_host * L->threads, o->spin));
-    return !d->arena || !d->world || (o->trace_path && !d->trace) || prc != 0 ? PTDP_ENOMEM : 0;
+    return !d->arena || !d->world || (tracing && !d->trace) || prc != 0 ? PTDP_ENOMEM : 0;
 }
 
 static void destroy_devices(ptdp_launch_state *L, int end)
@@ -236,12 +237,22 @@ static int write_trace(ptdp_launch_state *L, int rc)
         traces[r] = L->dev[r].trace;
     bool writer = L->backend->merge_traces ? L->backend->merge_traces(L, traces) : true;
     char msg[PTDP_MSG_MAX];
-    int trc = writer ? ptdp_trace_write_chrome(o->trace_path, traces, L->n, msg, sizeof msg) : 0;
+    int trc = writer && o->trace_path ? ptdp_trace_write_chrome(o->trace_path, traces, L->n, msg, sizeof msg) : 0;
     if (trc != 0 && o->result != NULL) {
         o->result->trace_status = trc;
         snprintf(o->result->trace_message, sizeof o->result->trace_message, "%s", msg);
     } else if (trc != 0 && rc == 0) {
         rc = trc;                /* nobody asked for a result: say it here */
+    }
+    /* keep_traces: the writer hands every trace over to the result */
+    ptdp_launch_result *res = o->result;
+    if (writer && o->keep_traces && res != NULL && (res->traces = calloc((size_t)L->n, sizeof *res->traces))) {
+        for (int r = 0; r < L->n; r++) {
+            res->traces[r] = traces[r];
+            traces[r] = NULL;
+            if (r >= L->first && r < L->first + L->count)
+                L->dev[r].trace = NULL;          /* the result's now */
+        }
     }
     for (int r = 0; r < L->n; r++)
         if (r < L->first || r >= L->first + L->count)
@@ -281,7 +292,7 @@ static int run_world(ptdp_launch_state *L)
     } else {
         L->backend->run(L, play_device);
         rc = outcome(L);
-        if (L->opts->trace_path)
+        if (L->opts->trace_path || (L->opts->keep_traces && res != NULL))
             rc = write_trace(L, rc);
         destroy_devices(L, L->first + L->count);
     }
@@ -416,6 +427,10 @@ void ptdp_launch_result_free(ptdp_launch_result *r)
     if (r) {
         free(r->devices);
         r->devices = NULL;
+        for (int i = 0; r->traces != NULL && i < r->world_size; i++)
+            ptdp_trace_destroy(r->traces[i]);
+        free(r->traces);
+        r->traces = NULL;
     }
 }
 

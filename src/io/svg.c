@@ -329,6 +329,38 @@ void ptdp_svg_group_begin(ptdp_svg *s, const char *id, double dx, double dy)
     s->open_groups++;
 }
 
+void ptdp_svg_group_begin_data(ptdp_svg *s, const char *name, long value)
+{
+    if (!drawable(s))
+        return;
+    puts_raw(s, "<g data-");
+    ptdp_svg_escape(s, name);
+    print_raw(s, "=\"%ld\">\n", value);
+    s->open_groups++;
+}
+
+void ptdp_svg_title(ptdp_svg *s, const char *fmt, ...)
+{
+    if (!drawable(s))
+        return;
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text != NULL) {
+        vsnprintf(text, (size_t)n + 1, fmt, again);
+        puts_raw(s, "<title>");
+        ptdp_svg_escape(s, text);
+        puts_raw(s, "</title>\n");
+        free(text);
+    } else if (s->status == 0) {
+        s->status = PTDP_ENOMEM;
+    }
+    va_end(again);
+    va_end(ap);
+}
+
 void ptdp_svg_group_end(ptdp_svg *s)
 {
     if (!drawable(s))

@@ -248,6 +248,11 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
             char fill[8], label[24];
             box_colour(s, a, fill);
             label_of(s, a, label, sizeof label);
+            if (f->mark_micro_batches) {
+                ptdp_svg_group_begin_data(svg, "mb", a->mb);
+                ptdp_svg_title(svg, "%s on stage %d: time %g to %g", label, st, t->time[st][i].start,
+                               t->time[st][i].end);
+            }
             ptdp_svg_rect(svg, x0, ly, x1 - x0, lane, fill, "white");
             /* A label wider than its box (about 6 units a character at
              * size 10) shrinks to the micro-batch, or goes. */
@@ -256,6 +261,8 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
             if ((double)strlen(label) * 6.0 <= x1 - x0)
                 ptdp_svg_text(svg, (x0 + x1) / 2, ly + lane / 2.0 + 4, 10, PTDP_SVG_MIDDLE, "white", "%s",
                               label);
+            if (f->mark_micro_batches)
+                ptdp_svg_group_end(svg);
         }
         draw_pairs(svg, s, t, f, st, ly);
         ptdp_svg_text(svg, x_at(f, f->axis_end) + 10, ly + lane / 2.0 + 4, 11, PTDP_SVG_START, "#444444",
@@ -279,18 +286,14 @@ void ptdp_schedule_draw(ptdp_svg *svg, const ptdp_schedule *s, const ptdp_schedu
 /* `ptdp schedule --svg`: one timeline, a title with the bubble and a legend.
  * The horizontal scale gives the shortest box (the quantum) 28 units, room
  * for its label. */
-int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
-                      const char *path, char *msg, size_t msglen)
+int ptdp_schedule_picture(const ptdp_schedule *s, const ptdp_schedule_timeline *t, int mark_micro_batches,
+                          ptdp_svg *out)
 {
-    if (s == NULL || t == NULL || path == NULL || t->pp != s->pp) {
-        snprintf(msg, msglen, "ptdp_schedule_svg: no schedule, timeline or path");
-        return PTDP_EINVAL;
-    }
     const double q = quantum_of(s, t, 4000);
     ptdp_schedule_frame f = {
         .left = 72, .top = 44, .lane = 28, .gap = 6,
         .px_per_time = 28 / q < 1e300 ? 28 / q : 1e300,   /* q may be as small as a denormal */
-        .axis_end = t->makespan, .max_ticks = 12,
+        .axis_end = t->makespan, .max_ticks = 12, .mark_micro_batches = mark_micro_batches,
     };
     double width = x_at(&f, t->makespan) + 130;
     if (width < 900)
@@ -322,7 +325,19 @@ int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
     if (s->virtual_stages > 1)
         ptdp_svg_text(&svg, f.left + 3 * 150, legend_y + 11, 11, PTDP_SVG_START, NULL,
                       "Fk.c: micro-batch k through chunk c (paler: later chunks)");
-    int rc = ptdp_svg_end(&svg);
+    *out = svg;
+    return ptdp_svg_end(out);
+}
+
+int ptdp_schedule_svg(const ptdp_schedule *s, const ptdp_schedule_timeline *t,
+                      const char *path, char *msg, size_t msglen)
+{
+    if (s == NULL || t == NULL || path == NULL || t->pp != s->pp) {
+        snprintf(msg, msglen, "ptdp_schedule_svg: no schedule, timeline or path");
+        return PTDP_EINVAL;
+    }
+    ptdp_svg svg;
+    int rc = ptdp_schedule_picture(s, t, 0, &svg);
     if (rc != 0)
         snprintf(msg, msglen, "%s: drawing failed (%s)", path, ptdp_strerror(rc));
     else

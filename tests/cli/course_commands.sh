@@ -39,7 +39,7 @@ bad_lines() {
 }
 
 # 1. The demo's last lines.
-if ! OPENBLAS_NUM_THREADS=1 "$ptdp" demo --steps 1 >"$tmp/demo" 2>"$tmp/err"; then
+if ! OPENBLAS_NUM_THREADS=1 "$ptdp" demo --steps 1 --html "$tmp/demo.html" >"$tmp/demo" 2>"$tmp/err"; then
     fail "ptdp demo --steps 1 failed:"; sed 's/^/      /' "$tmp/err" "$tmp/demo" | tail -20
 fi
 tail -n 6 "$tmp/demo" >"$tmp/demo.tail"
@@ -51,7 +51,7 @@ if bad=$(bad_lines "$tmp/demo.tail"); [[ -n $bad ]]; then
 fi
 
 # 2. The quickstart's closing message (everything after the demo runs).
-sed -n '/"\$ptdp" demo$/,$p' "$src/quickstart" >"$tmp/quickstart.tail"
+sed -n '/"\$ptdp" demo\( \|$\)/,$p' "$src/quickstart" >"$tmp/quickstart.tail"
 [[ -s $tmp/quickstart.tail ]] || fail "quickstart: no closing message after the demo found"
 for want in "$setup_cmd" "$(test_cmd 01)"; do
     grep -qF -- "$want" "$tmp/quickstart.tail" || fail "quickstart's closing message does not say: $want"
