@@ -63,6 +63,9 @@ int ptdp_train_write_page(const char *cmd, const char *path, const ptdp_train_co
 /* The groups bytes_sent is told by, g = 0, 1, … ("dp", "tp", …; NULL past
  * the last), and the bytes a device sent in one (0: never used). */
 const char *ptdp_report_group_name(int g);
+/* How many of those the report writes for a run: the first seven, and
+ * HSDP's shard and replica groups too under --shard-group N < dp. */
+int ptdp_report_groups(const ptdp_train_config *c);
 double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name);
 
 #endif

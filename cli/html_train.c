@@ -466,7 +466,7 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p)
     const int n = lr->world_size < 64 ? lr->world_size : 64;
     const char *names[16];
     int ng = 0;
-    while (ng < 15 && ptdp_report_group_name(ng) != NULL) {
+    while (ng < 15 && ng < ptdp_report_groups(p->c) && ptdp_report_group_name(ng) != NULL) {
         names[ng] = ptdp_report_group_name(ng);
         ng++;
     }
@@ -479,7 +479,8 @@ static int bytes(ptdp_html *h, const ptdp_train_page *p)
         v[r * (ng + 1) + ng] = p->c->steps > 0 ? lr->devices[r].comm.total_sent / p->c->steps : 0;
     }
     ptdp_html_raw(h, "<h2>Bytes sent per step</h2>\n<p class=\"note\">Each device's bytes a step in each group "
-                     "(dp, tp, pp, the tied embedding's, cp, ep, expert-dp).</p>\n");
+                     "(dp, tp, pp, the tied embedding's, cp, ep, expert-dp; with --shard-group, HSDP's shard and "
+                     "replica groups).</p>\n");
     double bars[64 * 16] = { 0 };
     for (int r = 0; r < n; r++)
         for (int g = 0; g < ng; g++)

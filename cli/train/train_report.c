@@ -85,6 +85,11 @@ const char *ptdp_report_group_name(int g)
     return g >= 0 && g < NGROUPS ? group_names[g] : NULL;
 }
 
+int ptdp_report_groups(const ptdp_train_config *c)
+{
+    return shard_groups_of(c) > 0 ? NGROUPS : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
+}
+
 double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name)
 {
     return group_sent(s, name);
@@ -506,7 +511,7 @@ static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_s
     ptdp_zero_bytes zb = model_state_formula(c, res, r);
     fprintf(f, "     \"model_states_formula_bytes\": {\"params\": %s, \"grads\": %s, \"optim\": %s},\n",
             J(zb.params), J(zb.grads), J(zb.optim));
-    const int ngroups = shard_groups_of(c) > 0 ? NGROUPS : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
+    const int ngroups = ptdp_report_groups(c);
     fprintf(f, "     \"bytes_sent\": {");
     for (int g = 0; g < ngroups; g++) {
         double x = group_sent(&s->comm, group_names[g]);

@@ -62,7 +62,8 @@ done
 
 # ---- 3. train, demo -----------------------------------------------------------------
 for args in "--dp 2 --tp 2 --pp 2 --micro-batches 2 --steps 3 --check" \
-            "--model gpt --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch 8 --steps 2 --dp 2 --zero 1 --overlap"; do
+            "--model gpt --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch 8 --steps 2 --dp 2 --zero 1 --overlap" \
+            "--dp 4 --zero 2 --shard-group 2 --steps 2"; do
     # shellcheck disable=SC2086
     if run_ok train $args --report "$tmp/r.json" --log "$tmp/l.jsonl" --html "$tmp/t.html"; then
         expect_out "wrote $tmp/t.html"
