@@ -49,8 +49,9 @@ LOOP_TEST(tp_tests, test_tp_with_dropout, 3)
     equiv_train(&c, NULL, &a, NULL);
     equiv_train(&off, NULL, &b, NULL);
     ptdp_check_report rep;
-    ck_assert_msg(!ptdp_check_states(&a, &b, 100 * PTDP_TOLERANCE, &rep), "dropout 0.2 changed nothing (%g)",
-                  rep.max_abs);
+    /* Adam moves a weight by about lr a step: dropout's other gradients
+     * leave some weight at least lr away */
+    ck_assert_msg(!ptdp_check_states(&a, &b, c.lr, &rep), "dropout 0.2 changed nothing (%g)", rep.max_abs);
     ptdp_state_free(&a);
     ptdp_state_free(&b);
 }
