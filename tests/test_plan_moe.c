@@ -66,6 +66,7 @@ typedef struct {
     const char *profile;
     bool overlap, bf16;
     int v, cp;
+    int dense;                  /* --moe-dense-first: blocks 0..K-1 dense */
 } moe_case;
 
 #define R(how) PTDP_RECOMPUTE_##how
@@ -108,6 +109,12 @@ static const moe_case cases[] = {
       false, false, 2, 1 },
     { "bf16 dp 2 ep 2 zero 1", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
       false, true, 1, 1 },
+    /* DeepSeek's first dense blocks: stage 0 holds dense block 0 and MoE block 1 */
+    { "dense first 1, pp 2",   4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 1 },
+    /* K = 2, every 2nd from there: block 3 alone */
+    { "dense first 2, every 2nd", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,  0, R(NONE),  "gpipe",       NULL,
+      false, false, 1, 1, 2 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #undef R
@@ -121,6 +128,7 @@ static ptdp_plan_request request_of(const moe_case *k)
     g->moe_experts = k->E;
     g->moe_top_k = k->k;
     g->moe_every = k->every;
+    g->moe_dense_first = k->dense;
     g->moe_ffn = 128;
     g->moe_capacity = k->capacity;
     return plan_question(m, k->batch, k->dp * k->tp * k->pp * (k->cp > 1 ? k->cp : 1), k->profile, k->bf16);

@@ -53,6 +53,7 @@ static const ptdp_model_flag gpt_flags[] = {
     PTDP_MOE_DEEPSEEK_FLAG_ROWS(PTDP_GPT_OWN(moe_score), PTDP_GPT_OWN(moe_route_scale), PTDP_GPT_OWN(moe_bias_update)),
     PTDP_MOE_GROUP_FLAG_ROWS(PTDP_GPT_OWN(moe_groups), PTDP_GPT_OWN(moe_group_top_k)),
     PTDP_MOE_Z_LOSS_FLAG_ROW(PTDP_GPT_OWN(moe_z_loss)),
+    PTDP_MOE_DENSE_FIRST_FLAG_ROW(PTDP_GPT_OWN(moe_dense_first)),
 };
 
 static ptdp_model_config gpt_defaults(void)
@@ -575,6 +576,7 @@ static const ptdp_model_flag gpt_plan_flags[] = {
     { "--vocab-multiple", PTDP_GPT_OWN(vocab_multiple), 1, { 1 << 16, 1 << 16 }, false },
     { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 1 << 12 }, false },
     { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 20 }, false },
+    { "--moe-dense-first", PTDP_GPT_OWN(moe_dense_first), 0, { 1 << 20, 1 << 20 }, false },
     { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 26, 1 << 26 }, false },
     { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 1 << 12 }, false },
     { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptdp/ep.h"
@@ -70,7 +71,7 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
                                        "--moe-aux-loss", "--moe-score", "--moe-route-scale",
                                        "--moe-bias-update", "--moe-groups", "--moe-group-top-k",
-                                       "--moe-z-loss" };
+                                       "--moe-z-loss", "--moe-dense-first" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))
@@ -119,6 +120,13 @@ int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_
     if (!file && run)
         return ptdp_usage_error("train", "--moe-experts %d contradicts --load %s: it holds a dense %s (%s): leave "
                                 "--moe-experts out", s->experts, load, names->model, names->dense);
+    const char *k = ptdp_st_meta(f, "moe_dense_first");   /* written when K > 0: absent reads 0 */
+    const long file_k = k != NULL ? strtol(k, NULL, 10) : 0;
+    if (file && file_k != s->dense_first)
+        return ptdp_usage_error("train", "--load %s: model shape mismatch: the checkpoint has moe_dense_first=%ld "
+                                "(%s), this run --moe-dense-first %d: %s %ld", load, file_k,
+                                file_k > 0 ? "its first blocks dense" : "experts from block 0", s->dense_first,
+                                file_k > 0 ? "give --moe-dense-first" : "leave out --moe-dense-first, or give", file_k);
     char bias[160] = "";   /* a sigmoid router's expert bias, or none (softmax) */
     const bool file_bias = holds_experts(f, ".expert_bias", bias, sizeof bias);
     if (file && file_bias && s->score != PTDP_MOE_SIGMOID)
@@ -150,6 +158,8 @@ void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
     if (s->experts > 0 && s->groups > 1)   /* group-limited routing (runs without print none) */
         fprintf(f, ", \"moe_groups\": %d, \"moe_group_top_k\": %d", s->groups,
                 s->group_top_k > 0 ? s->group_top_k : 1);
+    if (s->experts > 0 && s->dense_first > 0)   /* DeepSeek's first dense blocks (runs without print none) */
+        fprintf(f, ", \"moe_dense_first\": %d", s->dense_first);
     if (s->experts > 0 && s->z_loss > 0)   /* the router z-loss (runs without print none) */
         fprintf(f, ", \"moe_z_loss\": %s", J(s->z_loss));
 }

@@ -47,6 +47,10 @@
     { "--moe-group-top-k", (group_top_k), 1, { 1 << 12, 256 }, false }
 /* ST-MoE's router z-loss, either router: --moe-z-loss beta, a real, 0 or
  * more (default 0: none). */
+/* DeepSeek's first dense blocks: --moe-dense-first K, 0 .. 2^20 (default
+ * 0), blocks 0..K-1 dense and --moe-every counted from block K. */
+#define PTDP_MOE_DENSE_FIRST_FLAG_ROW(dense_first)                                                       \
+    { "--moe-dense-first", (dense_first), 0, { 1 << 20, 1 << 10 }, false }
 #define PTDP_MOE_Z_LOSS_FLAG_ROW(z_loss)                                                                 \
     { "--moe-z-loss", (z_loss), -1000000, { 1000000, 1000000 }, .real = true }
 #define PTDP_MOE_DEEPSEEK_FLAG_ROWS(score, route_scale, bias_update)                                      \

@@ -83,6 +83,7 @@ typedef struct {
     int moe_groups;         /* G groups of experts; 0 reads 1 --moe-groups     */
     int moe_group_top_k;    /* M of them a token may use; 0 reads 1
                                                        --moe-group-top-k     */
+    int moe_dense_first;    /* blocks 0..K-1 stay dense  --moe-dense-first    */
     double moe_z_loss;      /* the router z-loss's weight; 0: none --moe-z-loss */
 } ptdp_gpt_settings;
 
@@ -117,7 +118,7 @@ typedef struct {
     double moe_capacity, moe_aux_loss;
     int moe_score;
     double moe_route_scale, moe_bias_update;
-    int moe_groups, moe_group_top_k;
+    int moe_groups, moe_group_top_k, moe_dense_first;
     double moe_z_loss;
 } ptdp_gpt_fields;
 
@@ -132,7 +133,8 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
                                          .moe_capacity = s.moe_capacity, .moe_aux_loss = s.moe_aux_loss,
                                          .moe_score = s.moe_score, .moe_route_scale = s.moe_route_scale,
                                          .moe_bias_update = s.moe_bias_update, .moe_groups = s.moe_groups,
-                                         .moe_group_top_k = s.moe_group_top_k, .moe_z_loss = s.moe_z_loss };
+                                         .moe_group_top_k = s.moe_group_top_k,
+                                         .moe_dense_first = s.moe_dense_first, .moe_z_loss = s.moe_z_loss };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })

@@ -19,6 +19,10 @@
  *   --moe-every n     block l is MoE when (l + 1) mod n = 0 (n at most
  *                     --layers: flags that make no block a mixture are
  *                     refused)
+ *   --moe-dense-first K   DeepSeek's first dense blocks: blocks 0..K-1
+ *                     stay dense, and --moe-every counts from block K —
+ *                     block l >= K is MoE when (l - K + 1) mod n = 0 (0,
+ *                     the default: from block 0, as above)
  *   --moe-ffn F_e     an expert's hidden width (0: the model's --ffn)
  *   --moe-top-k k     experts a token chooses
  *   --moe-capacity-factor c   slots per expert and sequence ceil(c k T / E)
@@ -101,6 +105,7 @@ typedef struct {
     int groups;             /* G groups of E/G experts; 0 reads 1 --moe-groups */
     int group_top_k;        /* M groups a token may use; 0 reads 1
                                                       --moe-group-top-k       */
+    int dense_first;        /* K: blocks 0..K-1 stay dense   --moe-dense-first */
     double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
     double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
     double z_loss;          /* the router z-loss's weight beta; 0: none
@@ -110,8 +115,8 @@ typedef struct {
 /* The defaults of the flags (with experts 0: a dense model). */
 #define PTDP_MOE_DEFAULTS ((ptdp_moe_settings){ .every = 1, .top_k = 2, .aux_loss = 0.01 })
 
-/* Whether global block l is a mixture of experts: experts > 0 and
- * (l + 1) mod every = 0. */
+/* Whether global block l is a mixture of experts: experts > 0, l >= K
+ * (dense_first) and (l - K + 1) mod every = 0. */
 bool ptdp_moe_block_is_moe(const ptdp_moe_settings *s, int l);
 /* How many of `layers` blocks are (0: a dense model, which publishes
  * nothing), and the global layer of MoE block j (0 .. n-1), or -1. */

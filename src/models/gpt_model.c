@@ -217,6 +217,7 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
         { "moe_ffn", &gpt->moe_ffn },
         { "moe_top_k", &gpt->moe_top_k },
         { "moe_score", &gpt->moe_score },
+        { "moe_dense_first", &gpt->moe_dense_first },
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {

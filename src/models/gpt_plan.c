@@ -333,12 +333,15 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     return true;
 }
 
-/* Mixtures among blocks first .. first + n - 1: the l with (l + 1) mod
- * every = 0, floor((first + n) / every) - floor(first / every). */
+/* Mixtures among blocks first .. first + n - 1: the l >= K with
+ * (l - K + 1) mod every = 0 — counted from K, floor((b - K) / every) of
+ * the blocks below b, so floor((e - K)/every) - floor((f - K)/every) with
+ * f, e = first, first + n held at K or above. */
 static int moe_blocks(const ptdp_model_config *c, int first, int n)
 {
-    const int every = ptdp_gpt(c)->moe_every;
-    return experts(c) > 0 ? (first + n) / every - first / every : 0;
+    const int every = ptdp_gpt(c)->moe_every, K = ptdp_gpt(c)->moe_dense_first;
+    const int f = first > K ? first : K, e = first + n > K ? first + n : K;
+    return experts(c) > 0 ? (e - K) / every - (f - K) / every : 0;
 }
 
 const ptdp_model_plan ptdp_gpt_plan = {

@@ -263,6 +263,10 @@ static int llama_from_metadata(ptdp_model_config *c, const char *key, long long 
         ptdp_llama(c)->moe.score = (int)value;
         return PTDP_OK;
     }
+    if (strcmp(key, "moe_dense_first") == 0 && value >= 0 && value <= 0x7fffffff) {   /* K > 0 files alone */
+        ptdp_llama(c)->moe.dense_first = (int)value;
+        return PTDP_OK;
+    }
     for (int k = 0; k < (int)(sizeof meta_keys / sizeof meta_keys[0]); k++)
         if (strcmp(key, meta_keys[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
             *meta_field(c, k) = (int)value;

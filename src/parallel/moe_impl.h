@@ -149,9 +149,11 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
  * max); _from_metadata_real reads one back: 0, or PTDP_EINVAL for another
  * key or a value the flag refuses (not a number >= 0). */
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max);
-/* The router's score as a shape (it decides whether the blocks hold an
- * expert bias): "moe_score" 1 for sigmoid, into the model's metadata
- * (model.h); nothing for softmax, as files were before.  The number. */
+/* The shapes beyond E, n, F_e and k, into the model's metadata (model.h),
+ * each only where it is not the default, so files without them are what
+ * they were: the router's score ("moe_score" 1 for sigmoid: the blocks
+ * hold an expert bias) and the first dense blocks ("moe_dense_first" K
+ * when K > 0: which blocks hold experts).  The number. */
 int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
                             int max);
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);

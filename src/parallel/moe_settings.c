@@ -67,6 +67,7 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
     if (s->experts == 0)
         return PTDP_OK;
     if (s->every < 1) BAD("--moe-every %d: must be at least 1", s->every);
+    if (s->dense_first < 0) BAD("--moe-dense-first %d: must be 0 or more (the first blocks kept dense)", s->dense_first);
     if (s->ffn < 0) BAD("--moe-ffn %d: must be at least 1 (0: --ffn)", s->ffn);
     if (s->top_k < 1 || s->top_k > s->experts)
         BAD("--moe-top-k %d: must be between 1 and --moe-experts %d", s->top_k, s->experts);
@@ -90,6 +91,11 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
             s->bias_update);
     if (groups_check(s, msg, n) != 0)
         return PTDP_EINVAL;
+    if (layers >= 1 && s->dense_first > 0 && s->dense_first + s->every > layers)   /* no l >= K with (l-K+1) mod n = 0 */
+        BAD("--moe-dense-first %d --moe-every %d: no block of --layers %d would be a mixture of experts (blocks 0 .. "
+            "%d stay dense, and block l after them is one when (l - %d + 1) mod %d = 0: the first is block %d): give "
+            "--layers %d or more, or a smaller --moe-dense-first", s->dense_first, s->every, layers,
+            s->dense_first - 1, s->dense_first, s->every, s->dense_first + s->every - 1, s->dense_first + s->every);
     if (layers >= 1 && s->every > layers)   /* no l < layers with (l + 1) mod every = 0 */
         BAD("--moe-experts %d --moe-every %d: no block of --layers %d would be a mixture of experts (block l, "
             "from 0, is one when (l + 1) mod %d = 0: the first is block %d): give --moe-every %d or less, or "
@@ -124,12 +130,18 @@ static const struct {
 int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
                             int max)
 {
-    if (s->experts == 0 || s->score == PTDP_MOE_SOFTMAX || max < 1)
-        return 0;
-    keys[0] = "moe_score";
-    flags[0] = "--moe-score";
-    snprintf(values[0], 32, "%d", s->score);
-    return 1;
+    int n = 0;
+    if (s->experts > 0 && s->score != PTDP_MOE_SOFTMAX && n < max) {
+        keys[n] = "moe_score";
+        flags[n] = "--moe-score";
+        snprintf(values[n++], 32, "%d", s->score);
+    }
+    if (s->experts > 0 && s->dense_first > 0 && n < max) {   /* which blocks hold experts: a shape */
+        keys[n] = "moe_dense_first";
+        flags[n] = "--moe-dense-first";
+        snprintf(values[n++], 32, "%d", s->dense_first);
+    }
+    return n;
 }
 
 int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *out, int max)

@@ -39,7 +39,8 @@ struct ptdp_moe_tally {
 
 bool ptdp_moe_block_is_moe(const ptdp_moe_settings *s, int l)
 {
-    return s->experts > 0 && s->every > 0 && (l + 1) % s->every == 0;
+    const int K = s->dense_first > 0 ? s->dense_first : 0;   /* DeepSeek's first dense blocks */
+    return s->experts > 0 && s->every > 0 && l >= K && (l - K + 1) % s->every == 0;
 }
 
 int ptdp_moe_blocks(const ptdp_moe_settings *s, int layers)
