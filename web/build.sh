@@ -61,6 +61,6 @@ cp "$out/flags.rsp" "$out/flags.rsp.old"
 for o in "${objs[@]}"; do [[ -f $o ]] || { echo "web/build.sh: $o was not built" >&2; exit 1; }; done
 
 emcc -O2 "${objs[@]}" -o "$out/ptdp-explorer.js" \
-    -sSINGLE_FILE=1 -sALLOW_MEMORY_GROWTH=1 -sEXIT_RUNTIME=0 -sENVIRONMENT=web,node \
+    -sSINGLE_FILE=1 -sWASM_ASYNC_COMPILATION=0 -sALLOW_MEMORY_GROWTH=1 -sEXIT_RUNTIME=0 -sENVIRONMENT=web,node \
     -sEXPORTED_FUNCTIONS=_ptdp_web_run -sEXPORTED_RUNTIME_METHODS=ccall,FS -lm
 echo "wrote $out/ptdp-explorer.js"
