@@ -56,6 +56,7 @@ todo=()
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do
     if [[ -n $newest || ! ${pairs[i+1]} -nt ${pairs[i]} ]]; then todo+=("${pairs[i]}" "${pairs[i+1]}"); rm -f "${pairs[i+1]}"; fi
 done
+# shellcheck disable=SC2016  # $RSP, $1, $2 are for the sh that xargs starts
 [[ ${#todo[@]} -eq 0 ]] || printf '%s\0' "${todo[@]}" | RSP="$out/flags.rsp" xargs -0 -n2 -P2 sh -c 'emcc @"$RSP" -c "$1" -o "$2"' sh
 cp "$out/flags.rsp" "$out/flags.rsp.old"
 for o in "${objs[@]}"; do [[ -f $o ]] || { echo "web/build.sh: $o was not built" >&2; exit 1; }; done
