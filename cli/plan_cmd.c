@@ -30,6 +30,7 @@
  * WORK_MAX: which flags to fix is said), so every question is answered in
  * seconds.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,9 @@
 #include "ptdp/types.h"
 #include "ptdp/zero.h"
 
+/* --device-mem's largest: 1 PiB, or what a size_t holds where it is 32 bits
+ * (the explorer's WebAssembly). */
+#define DEVICE_MEM_MAX (SIZE_MAX > ((uint64_t)1 << 50) ? (size_t)((uint64_t)1 << 50) : SIZE_MAX)
 
 /* The models the planner prices: those with a planning table. */
 static bool plannable(const ptdp_model_caps *caps)
@@ -281,7 +285,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_double(&a, 1, 2147483647, &batch);
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
-        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 50, &mem);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, DEVICE_MEM_MAX, &mem);
         else if (ptdp_args_is(&a, "--precision")) {
             static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
             int k = 0;

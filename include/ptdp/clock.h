@@ -39,6 +39,7 @@
 #define PTDP_CLOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "coll.h"
 
@@ -106,8 +107,10 @@ typedef struct {
 /* Seconds since an arbitrary fixed point (monotonic). */
 double ptdp_wall_now(void);
 
-/* Modelled time of one message of `bytes` on a link. */
-double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
+/* Modelled time of one message of `bytes` on a link.  Bytes are 64-bit
+ * wherever size_t is not (the explorer's WebAssembly): a planned bucket
+ * or message may pass 4 GiB. */
+double ptdp_cost_message(const ptdp_profile *p, uint64_t bytes);
 
 /* Modelled time of one collective over n devices, step by step as its ring
  * (or tree) algorithm runs on real links, whatever algorithm the host ran.
@@ -124,7 +127,7 @@ double ptdp_cost_message(const ptdp_profile *p, size_t bytes);
  * (all_to_all is all_to_allv with equal blocks: its busiest member moves
  * (n-1)/n S, the same time.)
  */
-double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n);
+double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, uint64_t bytes, int n);
 
 /* The same over n devices spread across `nodes` nodes (1, or a profile of
  * one node: exactly ptdp_cost_collective).  Across nodes every ring step
@@ -132,10 +135,10 @@ double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, i
  * group's devices in one node bring together, n/nodes NICs, capped by the
  * link inside the node:  beta = min(beta_Bps, (n / nodes) net_beta_Bps).
  * (clock.c draws it and says what the model leaves out.) */
-double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n, int nodes);
+double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, uint64_t bytes, int n, int nodes);
 /* One message between world ranks a and b (the network if their nodes
  * differ). */
-double ptdp_cost_message_between(const ptdp_profile *p, size_t bytes, int a, int b);
+double ptdp_cost_message_between(const ptdp_profile *p, uint64_t bytes, int a, int b);
 /* The node of world rank r (0 when the profile has one node). */
 int    ptdp_profile_node(const ptdp_profile *p, int r);
 /* How many nodes the n world ranks touch. */

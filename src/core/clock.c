@@ -211,7 +211,7 @@ static double link_transfer(double beta_Bps, double bytes)
     return beta_Bps > 0.0 ? bytes / beta_Bps : 0.0;
 }
 
-double ptdp_cost_message(const ptdp_profile *p, size_t bytes)
+double ptdp_cost_message(const ptdp_profile *p, uint64_t bytes)
 {
     return p->alpha_s + link_transfer(p->beta_Bps, (double)bytes);
 }
@@ -256,7 +256,7 @@ static double collective_steps(ptdp_coll op, double S, int n, double alpha, doub
     }
 }
 
-double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n)
+double ptdp_cost_collective(const ptdp_profile *p, ptdp_coll op, uint64_t bytes, int n)
 {
     return collective_steps(op, (double)bytes, n, p->alpha_s, p->beta_Bps);
 }
@@ -291,14 +291,14 @@ static double network_beta(const ptdp_profile *p, int n, int nodes)
     return p->beta_Bps > 0.0 && p->beta_Bps < nics ? p->beta_Bps : nics;
 }
 
-double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, size_t bytes, int n, int nodes)
+double ptdp_cost_collective_nodes(const ptdp_profile *p, ptdp_coll op, uint64_t bytes, int n, int nodes)
 {
     if (nodes <= 1 || p->gpus_per_node <= 0)   /* one node: the links inside it */
         return ptdp_cost_collective(p, op, bytes, n);
     return collective_steps(op, (double)bytes, n, p->net_alpha_s, network_beta(p, n, nodes));
 }
 
-double ptdp_cost_message_between(const ptdp_profile *p, size_t bytes, int a, int b)
+double ptdp_cost_message_between(const ptdp_profile *p, uint64_t bytes, int a, int b)
 {
     if (ptdp_profile_node(p, a) == ptdp_profile_node(p, b))
         return ptdp_cost_message(p, bytes);

@@ -27,7 +27,7 @@ static double ring_hop(const ptdp_profile *p, double bytes, int n, int stride)
 {
     double worst = 0;
     for (int k = 0; k < n; k++) {
-        double t = ptdp_cost_message_between(p, (size_t)bytes, k * stride, ((k + 1) % n) * stride);
+        double t = ptdp_cost_message_between(p, (uint64_t)bytes, k * stride, ((k + 1) % n) * stride);
         worst = t > worst ? t : worst;
     }
     return worst;

@@ -50,7 +50,7 @@ typedef struct {
  * ptdp_cost_collective_nodes; nothing in a group of one. */
 static inline double ptdp_price_collective(const ptdp_price_group *g, ptdp_coll op, double bytes)
 {
-    return g->n > 1 ? ptdp_cost_collective_nodes(g->profile, op, (size_t)bytes, g->n, g->nodes) : 0.0;
+    return g->n > 1 ? ptdp_cost_collective_nodes(g->profile, op, (uint64_t)bytes, g->n, g->nodes) : 0.0;
 }
 
 /* ------------------------------------------------ the mesh (mesh_price.c) */

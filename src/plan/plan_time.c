@@ -842,7 +842,7 @@ static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
         q->a2a_f = q->ep_f;
         q->a2a_b = q->ep_b + (x->full ? q->ep_f : 0);
         if (g + 1 < P)
-            send[g] = ptdp_cost_message_between(x->rq->profile, (size_t)((double)x->shape.Rl * x->shape.C * REAL),
+            send[g] = ptdp_cost_message_between(x->rq->profile, (uint64_t)((double)x->shape.Rl * x->shape.C * REAL),
                                                 ptdp_price_mesh_stage_rank(&x->mesh, stage_of(x, g)),
                                                 ptdp_price_mesh_stage_rank(&x->mesh, stage_of(x, g + 1)));
     }
@@ -1011,7 +1011,7 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
         int ranks[2] = { ptdp_price_mesh_stage_rank(&x->mesh, a), ptdp_price_mesh_stage_rank(&x->mesh, b) };
         double tie = a == b ? 0
                             : ptdp_cost_collective_nodes(rq->profile, PTDP_COLL_ALL_REDUCE,
-                                                         (size_t)((double)x->shape.Vl * x->shape.C * REAL), 2,
+                                                         (uint64_t)((double)x->shape.Vl * x->shape.C * REAL), 2,
                                                          ptdp_profile_nodes_spanned(rq->profile, ranks, 2));
         double meet = pt->end[a] > pt->end[b] ? pt->end[a] : pt->end[b];
         pt->end[a] = pt->end[b] = meet + tie;
