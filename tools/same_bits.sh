@@ -207,7 +207,9 @@ run_case() {   # DIR BIN_DIR NAME BINARY ARGS KIND
         [[ $(id -u) -ne 0 ]] || launch+=(--allow-run-as-root)
         set -- "$@" --backend mpi
     fi
-    OPENBLAS_NUM_THREADS=1 "${launch[@]}" "$bin/$binary" "$@" >"$dir/$name.out" 2>"$dir/$name.err" </dev/null || rc=$?
+    # in DIR: what a command writes by default (the demo's demo.html) lands in the record
+    (cd "$dir" && OPENBLAS_NUM_THREADS=1 "${launch[@]}" "$bin/$binary" "$@" >"$dir/$name.out" 2>"$dir/$name.err" \
+        </dev/null) || rc=$?
     echo "$rc" >"$dir/$name.rc"
     local f
     for f in "$dir/$name".{out,err,log,report,trace}; do
