@@ -22,7 +22,8 @@
 #include "ptdp/error.h"
 #include "ptdp/html.h"
 
-/* The slider: boxes of other micro-batches get class "dim"; "all" shows every box. */
+/* The slider: boxes of other micro-batches get class "dim"; "all" shows every box.
+ * A link can open the page at one micro-batch: page.html#mb=3. */
 static const char slider_js[] =
     "(function () {\n"
     "  var slider = document.getElementById('mb'), all = document.getElementById('mb-all');\n"
@@ -36,6 +37,8 @@ static const char slider_js[] =
     "  }\n"
     "  slider.addEventListener('input', function () { all.checked = false; show(); });\n"
     "  all.addEventListener('change', show);\n"
+    "  var asked = /(?:^#|&)mb=([0-9]+)/.exec(location.hash);   // page.html#mb=3: micro-batch 3\n"
+    "  if (asked && +asked[1] <= +slider.max) { slider.value = asked[1]; all.checked = false; }\n"
     "  show();\n"
     "})();";
 
