@@ -54,6 +54,8 @@ static const figure shared[] = {
       fig_zero_memory },
     { "zero_overlap",       "one ZeRO-3 step on 2 devices (dgx-a100), --overlap against blocking: gathers prefetched",
       fig_zero_overlap },
+    { "hsdp",               "ZeRO-3 against HSDP on 2 nodes of 4: each collective on its link, its measured bytes",
+      fig_hsdp },
     { NULL, NULL, NULL },   /* each model's own figures */
     { "ring_attention",     "context parallelism: ring attention's steps on cp = 4, zigzag beside contiguous chunks",
       fig_ring_attention },

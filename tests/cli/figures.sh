@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups hsdp
        zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
        memory_per_device loss_curves plan_layouts"
 
@@ -133,6 +133,14 @@ else
              'summed over all of DP: 1 + 2 + 3 + 4 = 10 on every device' \
              'Expert gradients only over the expert-DP group: {0, 2} sums 4, {1, 3} sums 6'; do
         grep -qF "$t" "$f" || fail "expert_groups: no '$t'"
+    done
+
+    # HSDP against ZeRO-3: the replicas' all-reduce is all that leaves a node,
+    # 2(R-1)/(RN) S = S/4 of ZeRO-3's 3(N-1)/N S with N = 8: 1/4 / (21/8) = 9.5%
+    f=$out/hsdp.svg
+    for t in 'one group of 8 across both nodes (InfiniBand):' 'shard groups of 4, one a node (NVLink):' \
+             'replica groups of 2, across the nodes (InfiniBand):' 'sends only 9.5% of its cross-node bytes'; do
+        grep -qF "$t" "$f" || fail "hsdp: no '$t'"
     done
 
     # a mixture of experts' dispatch: the router's loads add up to k B T, one

@@ -1,0 +1,197 @@
+/*
+ * figure_hsdp.c — hsdp.svg: one step of ZeRO-3 and of HSDP on 2 nodes of 4
+ * devices, each collective drawn on the link it uses, with the bytes a
+ * device sent in it.
+ *
+ * ZeRO-3 over dp = 8 cuts every state in 8 and gathers and reduce-scatters
+ * over all 8 ranks, so every one of its collectives spans both nodes and
+ * is priced at InfiniBand's speed.  HSDP with shard groups of N = 4 (one
+ * node each) runs the same ZeRO-3 inside the node, and sums each shard
+ * across the R = 2 replicas — the only traffic that leaves a node:
+ *
+ *     ZeRO-3                                 HSDP, --shard-group 4
+ *     ┌ node 0 ───────┐ ┌ node 1 ───────┐    ┌ node 0 ───────┐ ┌ node 1 ───────┐
+ *     │ 0   1   2   3 │ │ 4   5   6   7 │    │ 0   1   2   3 │ │ 4   5   6   7 │
+ *     └───────────────┘ └───────────────┘    └─┬─┬─┬─┬───────┘ └─┬─┬─┬─┬───────┘
+ *     ═══ one group of 8: 2 gathers +           ═ shard groups (NVLink):  │ │ │ │ replica groups
+ *         1 reduce-scatter, 3(N-1)/N S            2 gathers + 1 reduce-    all-reduce of a
+ *                                                 scatter, 3(N-1)/N S      shard, 2(R-1)/(RN) S
+ *
+ * (S the gradient's bytes, M = 1 micro-batch.)  The bytes are measured: two
+ * real one-step runs of ptdp_train with --zero 3, without and with
+ * --shard-group 4, each device's bytes by group (the run's communication
+ * statistics); the figure is refused (PTDP_ECHECK) if any differs from its
+ * formula by more than the step's few scalars (the norm's, the loss's).  Which link a group
+ * uses follows from its members and nodes of 4 (world rank r in node r / 4,
+ * as the clock's cluster profiles place them).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "figures.h"
+#include "ptdp/error.h"
+#include "ptdp/launch.h"
+#include "ptdp/train.h"
+
+enum { DP = 8, NODE = 4, SHARD = 4, R = DP / SHARD };
+
+typedef struct {
+    double S;                 /* a device's gradient bytes */
+    double dp[DP];            /* ZeRO-3: bytes each device sent in the DP group */
+    double shard[DP], replica[DP];   /* HSDP: in its shard and replica groups */
+} hsdp_bytes;
+
+static double sent_in(const ptdp_comm_stats *s, const char *group)
+{
+    for (int g = 0; g < s->ngroups; g++)
+        if (strcmp(s->group[g].name, group) == 0)
+            return s->group[g].sent;
+    return 0;
+}
+
+/* One step of the default MLP at dp 8, ZeRO-3, shard groups of `shard`
+ * (0: none); each device's bytes by group into b. */
+static int one_step(int shard, hsdp_bytes *b, char *msg, size_t msglen)
+{
+    ptdp_train_config c = ptdp_train_defaults();
+    c.dp = DP;
+    c.zero = 3;
+    c.shard_group = shard;
+    c.steps = 1;
+    c.batch = 64;
+    ptdp_launch_result lr;
+    ptdp_train_result tr;
+    memset(&lr, 0, sizeof lr);
+    memset(&tr, 0, sizeof tr);
+    const ptdp_launch_opts o = { .watchdog_s = 60, .result = &lr };
+    char why[PTDP_MSG_MAX] = "";
+    int err = ptdp_train(&c, &o, NULL, NULL, &tr, why, sizeof why);
+    if (err != 0)
+        snprintf(msg, msglen, "ptdp_train --dp %d --zero 3 --shard-group %d: %s", DP, shard,
+                 lr.message[0] ? lr.message : why);
+    for (int r = 0; err == 0 && r < DP; r++) {
+        b->S = (double)tr.param_elements[0] * sizeof(ptdp_real);
+        if (shard == 0)
+            b->dp[r] = sent_in(&lr.devices[r].comm, "dp");
+        else {
+            b->shard[r] = sent_in(&lr.devices[r].comm, "shard");
+            b->replica[r] = sent_in(&lr.devices[r].comm, "replica");
+        }
+    }
+    ptdp_train_result_free(&tr);
+    ptdp_launch_result_free(&lr);
+    return err;
+}
+
+/* Each device's bytes against its formula: ZeRO-3's 3M(N-1)/N S (M = 1)
+ * over its group; HSDP's replica all-reduce 2(R-1)/(R N) S.  The gradient
+ * norm's sum adds a double or two to the group it runs in. */
+static int check_bytes(const hsdp_bytes *b, char *msg, size_t msglen)
+{
+    const double slack = 16 * sizeof(double);   /* the step's scalars: the norm's and the loss's sums */
+    const double z3 = 3.0 * (DP - 1) / DP * b->S, sh = 3.0 * (SHARD - 1) / SHARD * b->S;
+    const double rep = 2.0 * (R - 1) / (R * SHARD) * b->S;
+    for (int r = 0; r < DP; r++) {
+        const double got[] = { b->dp[r], b->shard[r], b->replica[r] }, want[] = { z3, sh, rep };
+        static const char *const what[] = { "ZeRO-3's DP group", "HSDP's shard group", "HSDP's replica group" };
+        for (int k = 0; k < 3; k++)
+            if (got[k] < want[k] - 0.5 || got[k] > want[k] + slack) {
+                snprintf(msg, msglen, "device %d sent %.0f B in %s, the formula %.0f B", r, got[k], what[k],
+                         want[k]);
+                return PTDP_ECHECK;
+            }
+    }
+    return PTDP_OK;
+}
+
+/* ---- drawing ------------------------------------------------------------------ */
+
+enum { DEV_W = 52, DEV_H = 40, DEV_GAP = 10, NODE_PAD = 12, NODE_GAP = 24, PANEL_W = 560, TOP = 130 };
+
+static double node_x(double x0, int n) { return x0 + n * (NODE * (DEV_W + DEV_GAP) - DEV_GAP + 2 * NODE_PAD + NODE_GAP); }
+static double dev_x(double x0, int r) { return node_x(x0, r / NODE) + NODE_PAD + (r % NODE) * (DEV_W + DEV_GAP); }
+
+static void draw_nodes(ptdp_svg *s, double x0)
+{
+    const double w = NODE * (DEV_W + DEV_GAP) - DEV_GAP + 2 * NODE_PAD;
+    for (int n = 0; n < DP / NODE; n++) {
+        ptdp_svg_rect(s, node_x(x0, n), TOP - 22, w, DEV_H + 34, "none", "#777777");
+        ptdp_svg_text(s, node_x(x0, n) + 6, TOP - 8, 11, PTDP_SVG_BOLD, "#555555", "node %d (NVLink inside)", n);
+    }
+    for (int r = 0; r < DP; r++) {
+        ptdp_svg_rect(s, dev_x(x0, r), TOP, DEV_W, DEV_H, "#f7f7f7", "#555555");
+        ptdp_svg_rect(s, dev_x(x0, r), TOP, 6, DEV_H, fig_rank_color(r), "#555555");
+        ptdp_svg_text(s, dev_x(x0, r) + DEV_W / 2.0 + 3, TOP + 25, 13, PTDP_SVG_MIDDLE | PTDP_SVG_BOLD, NULL, "%d",
+                      r);
+    }
+}
+
+#define IB "#d62728"
+#define NVL "#2ca02c"
+
+static void draw_zero3(ptdp_svg *s, const hsdp_bytes *b, double x0)
+{
+    ptdp_svg_text(s, x0, TOP - 50, 14, PTDP_SVG_BOLD, NULL, "ZeRO-3 over dp %d (--zero 3)", DP);
+    draw_nodes(s, x0);
+    const double y = TOP + DEV_H + 30, xa = dev_x(x0, 0) + DEV_W / 2.0, xb = dev_x(x0, DP - 1) + DEV_W / 2.0;
+    for (int r = 0; r < DP; r++)
+        ptdp_svg_line(s, dev_x(x0, r) + DEV_W / 2.0, TOP + DEV_H, dev_x(x0, r) + DEV_W / 2.0, y, IB, 2, NULL);
+    ptdp_svg_line(s, xa, y, xb, y, IB, 4, NULL);
+    ptdp_svg_text(s, x0, y + 22, 12, PTDP_SVG_BOLD, IB, "one group of %d across both nodes (InfiniBand):", DP);
+    ptdp_svg_text(s, x0, y + 40, 12, PTDP_SVG_START, "#333333",
+                  "2 all-gathers of P + 1 reduce-scatter of G: 3(N\u22121)/N S = %.1f KiB a device", b->dp[0] / 1024);
+    ptdp_svg_text(s, x0, y + 64, 12.5, PTDP_SVG_BOLD, NULL, "in groups that leave a node: %.1f KiB a device",
+                  b->dp[0] / 1024);
+}
+
+static void draw_hsdp(ptdp_svg *s, const hsdp_bytes *b, double x0)
+{
+    ptdp_svg_text(s, x0, TOP - 50, 14, PTDP_SVG_BOLD, NULL, "HSDP: --zero 3 --shard-group %d", SHARD);
+    draw_nodes(s, x0);
+    const double y = TOP + DEV_H + 14;
+    for (int n = 0; n < DP / SHARD; n++) {   /* a shard group: one node */
+        ptdp_svg_line(s, dev_x(x0, n * SHARD) + 4, y, dev_x(x0, n * SHARD + SHARD - 1) + DEV_W - 4, y, NVL, 4, NULL);
+    }
+    for (int k = 0; k < SHARD; k++) {   /* a replica group: rank k of each shard group */
+        const double xa = dev_x(x0, k) + DEV_W / 2.0, xb = dev_x(x0, SHARD + k) + DEV_W / 2.0, yk = y + 16 + 8 * k;
+        ptdp_svg_line(s, xa, TOP + DEV_H, xa, yk, IB, 1.5, NULL);
+        ptdp_svg_line(s, xb, TOP + DEV_H, xb, yk, IB, 1.5, NULL);
+        ptdp_svg_line(s, xa, yk, xb, yk, IB, 1.5, NULL);
+    }
+    const double t = y + 16 + 8 * SHARD + 10;
+    ptdp_svg_text(s, x0, t, 12, PTDP_SVG_BOLD, NVL, "shard groups of %d, one a node (NVLink):", SHARD);
+    ptdp_svg_text(s, x0, t + 18, 12, PTDP_SVG_START, "#333333",
+                  "2 all-gathers + 1 reduce-scatter: 3(N\u22121)/N S = %.1f KiB a device", b->shard[0] / 1024);
+    ptdp_svg_text(s, x0, t + 38, 12, PTDP_SVG_BOLD, IB, "replica groups of %d, across the nodes (InfiniBand):", R);
+    ptdp_svg_text(s, x0, t + 56, 12, PTDP_SVG_START, "#333333",
+                  "all-reduce of the shard: 2(R\u22121)/(R N) S = %.1f KiB a device", b->replica[0] / 1024);
+    ptdp_svg_text(s, x0, t + 80, 12.5, PTDP_SVG_BOLD, NULL, "in groups that leave a node: %.1f KiB a device",
+                  b->replica[0] / 1024);
+}
+
+int fig_hsdp(const char *path, char *msg, size_t msglen)
+{
+    static hsdp_bytes b;
+    memset(&b, 0, sizeof b);
+    int err = one_step(0, &b, msg, msglen);
+    if (err == 0)
+        err = one_step(SHARD, &b, msg, msglen);
+    if (err == 0)
+        err = check_bytes(&b, msg, msglen);
+    if (err != 0)
+        return err;
+    ptdp_svg s;
+    ptdp_svg_begin(&s, 2 * PANEL_W + 60, 420);
+    ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
+                  "One step of ZeRO-3 and of HSDP on 2 nodes of %d devices (dp %d, one micro-batch)", NODE, DP);
+    ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
+                  "Bytes each device sent, measured by two real runs of the default MLP (S = %.1f KiB of gradient); "
+                  "red: a group that spans both nodes, green: a group inside one.", b.S / 1024);
+    draw_zero3(&s, &b, 20);
+    draw_hsdp(&s, &b, 40 + PANEL_W);
+    ptdp_svg_text(&s, 20, 400, 12.5, PTDP_SVG_BOLD, NULL,
+                  "HSDP moves ZeRO-3's gathers and reduce-scatters inside the node and sends only %.1f%% of its "
+                  "cross-node bytes, for a shard %d\u00d7 larger than ZeRO-3's (1/%d of the states, not 1/%d).",
+                  100.0 * b.replica[0] / b.dp[0], R, SHARD, DP);
+    return fig_finish(&s, path, msg, msglen);
+}
