@@ -31,11 +31,13 @@
 #include "figures.h"
 #include "ptdp/error.h"
 #include "ptdp/launch.h"
+#include "ptdp/models.h"
 #include "ptdp/train.h"
 
 enum { DP = 8, NODE = 4, SHARD = 4, R = DP / SHARD };
 
 typedef struct {
+    const char *model;        /* the default model's name (models.h) */
     double S;                 /* a device's gradient bytes */
     double dp[DP];            /* ZeRO-3: bytes each device sent in the DP group */
     double shard[DP], replica[DP];   /* HSDP: in its shard and replica groups */
@@ -49,7 +51,7 @@ static double sent_in(const ptdp_comm_stats *s, const char *group)
     return 0;
 }
 
-/* One step of the default MLP at dp 8, ZeRO-3, shard groups of `shard`
+/* One step of ptdp train's default model at dp 8, ZeRO-3, shard groups of `shard`
  * (0: none); each device's bytes by group into b. */
 static int one_step(int shard, hsdp_bytes *b, char *msg, size_t msglen)
 {
@@ -71,6 +73,7 @@ static int one_step(int shard, hsdp_bytes *b, char *msg, size_t msglen)
                  lr.message[0] ? lr.message : why);
     for (int r = 0; err == 0 && r < DP; r++) {
         b->S = (double)tr.param_elements[0] * sizeof(ptdp_real);
+        b->model = ptdp_model_name(&c.model);
         if (shard == 0)
             b->dp[r] = sent_in(&lr.devices[r].comm, "dp");
         else {
@@ -185,8 +188,8 @@ int fig_hsdp(const char *path, char *msg, size_t msglen)
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "One step of ZeRO-3 and of HSDP on 2 nodes of %d devices (dp %d, one micro-batch)", NODE, DP);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Bytes each device sent, measured by two real runs of the default MLP (S = %.1f KiB of gradient); "
-                  "red: a group that spans both nodes, green: a group inside one.", b.S / 1024);
+                  "Bytes each device sent, measured by two real runs of ptdp train's default model (%s, S = %.1f KiB "
+                  "of gradient); red: a group that spans both nodes, green: a group inside one.", b.model, b.S / 1024);
     draw_zero3(&s, &b, 20);
     draw_hsdp(&s, &b, 40 + PANEL_W);
     ptdp_svg_text(&s, 20, 400, 12.5, PTDP_SVG_BOLD, NULL,
