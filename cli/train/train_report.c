@@ -355,6 +355,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         snprintf(rule + strlen(rule), sizeof rule - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (shard_groups_of(c) > 0)
         print_hsdp(c, lr, res);
+    else if (c->zero_hpz > 0)   /* its bytes by link level: ptdp_report_print_hpz */
+        printf("data parallelism, N = %d: ZeRO-3 with hpZ, its bytes by link level below\n", N);
     else
         printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
                "(S = %s of gradients per device, mean), measured %s\n",
@@ -478,6 +480,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
+    ptdp_report_print_hpz(c, lr, res);
     print_expert_parallel(c, lr, res);
     print_model_states(c, lr, res);
     print_overlap(c, lr);
@@ -535,6 +538,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
     if (c->shard_group > 0)   /* --shard-group given (HSDP, zero_hsdp.c) */
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
+    if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
+        fprintf(f, "             \"zero_hpz\": %d,\n", c->zero_hpz);
     fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
@@ -627,6 +632,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                    "\"replica\": {\"measured\": %s, \"formula\": %s}}",
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
+    ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);
