@@ -79,7 +79,7 @@ void ptdp_report_print_hpz(const ptdp_train_config *c, const ptdp_launch_result 
            ptdp_format_bytes(t.across, b[2], sizeof b[2]), ptdp_format_bytes(t.without_hpz, b[3], sizeof b[3]));
     printf("  inside a node the backward's gather of the secondary pieces: formula M(k-1)/k S = %s, measured %s\n",
            ptdp_format_bytes(t.inside_formula, b[4], sizeof b[4]), ptdp_format_bytes(t.inside, b[5], sizeof b[5]));
-    printf("  memory        the secondary copy (params, \"zero.hpz_secondary\") at its peak: formula S/k = %s, "
+    printf("  memory        the secondary copy (params, \"zero.hpz_secondary\") at its peak: formula 1/k S = %s, "
            "measured %s\n", ptdp_format_bytes(t.secondary_formula, b[6], sizeof b[6]),
            ptdp_format_bytes(t.secondary, b[7], sizeof b[7]));
 }

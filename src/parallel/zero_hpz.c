@@ -73,7 +73,7 @@ int ptdp_zero_hpz_publish(ptdp_counters *reg)
 }
 
 /* My piece of a unit of n elements: ptdp_share over the node group. */
-static void piece(const ptdp_zero *z, size_t n, size_t *off, size_t *len)
+static void secondary_share(const ptdp_zero *z, size_t n, size_t *off, size_t *len)
 {
     ptdp_share(n, ptdp_comm_size(z->node), ptdp_comm_rank(z->node), off, len);
 }
@@ -89,7 +89,7 @@ int ptdp_zero_hpz_keep(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u)
         return PTDP_OK;
     const size_t es = ptdp_store_size(z->store);
     size_t off, len;
-    piece(z, u->end - u->begin, &off, &len);
+    secondary_share(z, u->end - u->begin, &off, &len);
     u->secondary = ptdp_alloc_uninit(dev, (len > 0 ? len : 1) * es, PTDP_MEM_PARAMS, "zero.hpz_secondary");
     if (u->secondary == NULL)
         return PTDP_ENOMEM;
@@ -113,7 +113,7 @@ int ptdp_zero_hpz_gather(ptdp_zero *z, ptdp_zero_unit *u, bool start)
 {
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
     size_t off, len;
-    piece(z, n, &off, &len);
+    secondary_share(z, n, &off, &len);
     memcpy(ptdp_store_at(z->store, u->gathered, off), u->secondary, len * es);
     u->from_node = true;
     if (start)
@@ -126,7 +126,7 @@ static void drop(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u)
     if (u->secondary == NULL)
         return;
     size_t off, len;
-    piece(z, u->end - u->begin, &off, &len);
+    secondary_share(z, u->end - u->begin, &off, &len);
     z->hpz_bytes -= len * ptdp_store_size(z->store);
     ptdp_free(dev, u->secondary);
     u->secondary = NULL;

@@ -52,7 +52,7 @@ if run_ok $r --zero-hpz --save "$tmp/b.st" --log "$tmp/b.jsonl" --report "$tmp/b
     expect_out "ZeRO++ hpZ, node groups of k = 4 DP ranks inside ZeRO-3's DP group of N = 8"
     formula_and_measured "across nodes  the forward's gather and the reduce-scatter: formula 2M(N-1)/N S"
     formula_and_measured "inside a node the backward's gather of the secondary pieces: formula M(k-1)/k S"
-    formula_and_measured "memory        the secondary copy (params, \"zero.hpz_secondary\") at its peak: formula S/k"
+    formula_and_measured "memory        the secondary copy (params, \"zero.hpz_secondary\") at its peak: formula 1/k S"
     report_config "$tmp/b.json" zero_hpz 4
     if cmp -s "$tmp/a.st" "$tmp/b.st"; then echo "ok    the checkpoint with hpZ is the bytes of the one without"
     else fail "the checkpoints with and without --zero-hpz differ"; fi
