@@ -293,7 +293,9 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
         const double S = device_elements(res, r);
         t.shard += per_step(group_sent(&lr->devices[r].comm, "shard"), c);
         t.replica += per_step(group_sent(&lr->devices[r].comm, "replica"), c);
-        t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
+        /* hpZ (zero_hpz.c) moves the backward's gather into the node group: 2 of ZeRO-3's 3 passes stay */
+        t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M) *
+                           (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -314,7 +316,7 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
            "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
-           ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
+           c->zero_hpz > 0 ? "2M(N-1)/N S (hpZ)" : ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
     printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
            ptdp_format_bytes(t.replica_formula, b[3], sizeof b[3]), ptdp_format_bytes(t.replica, b[4], sizeof b[4]));

@@ -12,6 +12,9 @@
 #     agree, config.zero_hpz is 4; the cross-node bytes are 2/3 of the same
 #     run's without hpZ, whose checkpoint and losses are byte-identical.
 #  3. dp 4 x tp 2 (node groups of 2 DP ranks) passes --check.
+#  4. With HSDP (--shard-group 4, dp 8 x tp 2): node groups of 2 inside each
+#     shard group, the inside bytes and the copy equal to their formulas,
+#     HSDP's shard line giving hpZ's formula.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -84,6 +87,15 @@ fi
 # ---- 3. --check, node groups of 2 under TP ------------------------------------------------
 if run_ok train --profile hgx-a100-4 --dp 4 --tp 2 --zero 3 --zero-hpz --micro-batches 2 --batch 8 --steps 2 --check; then
     expect_out "node groups of k = 2 DP ranks" "check PASSED"
+fi
+
+# ---- 4. with HSDP: node groups of 2 inside shard groups of 4 (each spanning two nodes) --------
+if run_ok train --profile hgx-a100-4 --dp 8 --tp 2 --zero 3 --shard-group 4 --zero-hpz --batch 16 --steps 2; then
+    expect_out "node groups of k = 2 DP ranks inside ZeRO-3's shard group of N = 4" \
+        "shard group   ZeRO-3 inside it: formula 2M(N-1)/N S (hpZ)"
+    formula_and_measured "inside a node the backward's gather of the secondary pieces: formula M(k-1)/k S"
+    formula_and_measured "memory        the secondary copy (params, \"zero.hpz_secondary\") at its peak: formula 1/k S"
+    formula_and_measured "replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S"
 fi
 
 finish hpz "$cases runs: --zero-hpz's refusals, bytes by link level and memory beside their formulas, the same bits"
