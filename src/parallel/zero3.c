@@ -46,6 +46,12 @@
  * Since DP ranks run the same schedule over the same model, they make the
  * same unit events in the same order — and so the same collectives.
  *
+ * With --zero-hpz (ZeRO++'s hpZ, zero_hpz.c) a forward's gather also leaves
+ * each device 1/k of the unit, k its node's DP ranks, and a backward's
+ * gather reads those secondary shards over the node group instead of the
+ * primary ones over the whole group: the same bits, 2 of the 3 passes
+ * across nodes instead of 3.
+ *
  * Mixed precision (mixed.h) uses the same events, with or without ZeRO-3:
  * the stores hold bf16, and the model computes in float.  A unit's bf16
  * parameters (gathered, or read from the whole store m->flat_w16) are
