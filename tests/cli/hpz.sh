@@ -10,7 +10,8 @@
 #     printed (2M(N-1)/N S and M(k-1)/k S), the secondary copy equals S/k;
 #     the --report's run.hpz_bytes_per_step and run.hpz_secondary_bytes
 #     agree, config.zero_hpz is 4; the cross-node bytes are 2/3 of the same
-#     run's without hpZ, whose checkpoint and losses are byte-identical.
+#     run's without hpZ, whose checkpoint and losses are byte-identical; the
+#     --html page puts the node group's gathers within a node.
 #  3. dp 4 x tp 2 (node groups of 2 DP ranks) passes --check.
 #  4. With HSDP (--shard-group 4, dp 8 x tp 2): node groups of 2 inside each
 #     shard group, the inside bytes and the copy equal to their formulas,
@@ -82,6 +83,17 @@ la, lb = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[3:5])
 assert la == lb and len(la) == 2, (la, lb)
 PY
     fi
+fi
+
+# the train page (--html) places the node group's gathers within a node, ZeRO-3's across
+if run_ok $r --zero-hpz --quiet --html "$tmp/p.html" && command -v python3 >/dev/null; then
+    python3 - "$tmp/p.html" <<'PY' && echo "ok    --html: all_gather hpz within a node, all_gather dp across nodes" \
+        || fail "the train page does not place hpZ's gathers within a node"
+import re, sys
+t = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", open(sys.argv[1]).read()))
+assert re.search(r"all_gather hpz within a node [1-9]", t), t[:2000]
+assert re.search(r"all_gather dp across nodes [1-9]", t), t[:2000]
+PY
 fi
 
 # ---- 3. --check, node groups of 2 under TP ------------------------------------------------
