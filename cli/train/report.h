@@ -35,6 +35,13 @@ int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, cons
  * bytes --report writes).  0 or PTDP_ENOMEM. */
 int  ptdp_report_json_text(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                            const ptdp_launch_result *lr, const ptdp_train_result *res, char **text, size_t *len);
+/* --zero-hpz (train_report_hpz.c): ZeRO-3's bytes a step across nodes and
+ * inside a node, and the secondary copy, each beside its formula — as
+ * lines, and as the run's JSON keys hpz_bytes_per_step and
+ * hpz_secondary_bytes (after a comma).  Nothing without hpZ. */
+void ptdp_report_print_hpz(const ptdp_train_config *cfg, const ptdp_launch_result *lr, const ptdp_train_result *res);
+void ptdp_report_json_hpz(FILE *f, const ptdp_train_config *cfg, const ptdp_launch_result *lr,
+                          const ptdp_train_result *res);
 /* A counter's numbers (counters.h) as a JSON key after a comma: `, "NAME":
  * x`, a list or a list of lists, as its shape says (--log's lines). */
 void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x);

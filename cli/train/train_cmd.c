@@ -51,6 +51,7 @@ typedef struct {
     int stage_layers[4096], nstage;  /* per piece: at most --layers' limit */
     const char *profile;           /* NULL: the default profile             */
     bool check, quiet;
+    bool hpz;                      /* --zero-hpz: cfg.zero_hpz from the profile */
     const char *log_path, *save, *load, *save_init, *dump, *report_path, *html_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
@@ -147,6 +148,9 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      ranks and replicate them over the dp / N groups: reduce-scatter in the\n"
         "                      shard group, then all-reduce the shard across the replicas (N divides\n"
         "                      dp; default dp, one shard group)\n"
+        "  --zero-hpz          ZeRO++'s hpZ (with --zero 3 and a cluster profile): each device keeps\n"
+        "                      1/k of every unit the forward gathered, k its node's DP ranks, so the\n"
+        "                      backward gathers inside the node (the same bits; S/k more memory)\n"
         "  --overlap           all-reduce each DP bucket (--zero 1: reduce-scatter it) during the last\n"
         "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2,\n"
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
@@ -334,6 +338,7 @@ static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, 
     else if (ptdp_args_is(a, "--bucket-mb")) *rc = ptdp_args_double(a, 1e-6, 1e6, &c->bucket_mb);
     else if (ptdp_args_is(a, "--zero")) *rc = ptdp_args_int(a, 0, 3, &c->zero);
     else if (ptdp_args_is(a, "--shard-group")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->shard_group);
+    else if (ptdp_args_is(a, "--zero-hpz")) *rc = ptdp_args_switch(a, &o->hpz);
     else if (ptdp_args_is(a, "--overlap")) *rc = ptdp_args_switch(a, &c->overlap);
     else if (ptdp_args_is(a, "--no-pair-overlap")) *rc = ptdp_args_switch(a, &c->serial_pairs);
     else if (ptdp_args_is(a, "--precision")) {
@@ -485,6 +490,52 @@ static int resolve_dp(ptdp_train_config *c, int devices)
     return 0;
 }
 
+/* --zero-hpz: the node group's size k, the DP ranks of one node of the
+ * profile (GPUs a node / tp: tp is fastest in the world's ranks, so k
+ * consecutive DP ranks share a node), which must cut ZeRO-3's group —
+ * the DP group, or HSDP's shard group — into groups of 2 or more. */
+static int resolve_hpz(train_options *o)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (!o->hpz)
+        return 0;
+    if (c->zero != 3)
+        return ptdp_usage_error("train", "--zero-hpz needs --zero 3 (ZeRO++'s secondary partition of ZeRO-3's "
+                                "parameters); --zero is %d", c->zero);
+    const int G = c->shard_group > 0 ? c->shard_group : c->dp;
+    const ptdp_profile *p = o->launch.profile;
+    if (p == NULL || p->gpus_per_node <= 0) {
+        if (c->shard_group > 0)
+            return ptdp_usage_error("train", "--zero-hpz with --shard-group %d and no cluster profile: the node "
+                                    "would be the shard group itself, over which ZeRO-3 gathers already; give "
+                                    "--profile with nodes smaller than the shard group (hgx-a100-4, dgx-h100; "
+                                    "ptdp train --profile list)", c->shard_group);
+        return ptdp_usage_error("train", "--zero-hpz keeps ZeRO-3's secondary pieces inside a node: it needs a "
+                                "cluster profile with GPUs a node (--profile hgx-a100-4 or dgx-h100; ptdp train "
+                                "--profile list), %s", p == NULL ? "and none was given" : "not a one-node one");
+    }
+    if (ptdp_train_cp(c) > 1)
+        return ptdp_usage_error("train", "--zero-hpz with --cp %d: its node groups cut the DP ranks alone here; "
+                                "leave --cp or --zero-hpz out", c->cp);
+    if (p->gpus_per_node % c->tp != 0)
+        return ptdp_usage_error("train", "--zero-hpz with --tp %d and --profile %s (%d GPUs a node): a node must "
+                                "hold whole TP groups; use a --tp dividing %d", c->tp, p->name, p->gpus_per_node,
+                                p->gpus_per_node);
+    const int k = p->gpus_per_node / c->tp;
+    if (k == 1)
+        return ptdp_usage_error("train", "--zero-hpz: a node of --profile %s holds %d GPUs, one TP group of --tp "
+                                "%d, so its node group is 1 DP rank and holds nothing to gather from; use a "
+                                "smaller --tp", p->name, p->gpus_per_node, c->tp);
+    if (k >= G || G % k != 0)
+        return ptdp_usage_error("train", "--zero-hpz: ZeRO-3's group of %d DP ranks%s and nodes of %d DP ranks "
+                                "(--profile %s, %d GPUs a node / --tp %d): %s", G,
+                                c->shard_group > 0 ? " (--shard-group)" : "", k, p->name, p->gpus_per_node, c->tp,
+                                k >= G ? "the group lies inside one node, its gathers never leave it; use more "
+                                         "DP ranks than a node holds" : "the nodes must cut the group evenly");
+    c->zero_hpz = k;
+    return 0;
+}
+
 /* A --load refused: another model's checkpoint is the command line's
  * mistake (exit 2, ptdp_state_check_model), a file that cannot be read or
  * does not fit the flags the file's (exit 1). */
@@ -569,6 +620,8 @@ static int validate(train_options *o)
         c->stage_layers = o->stage_layers;
     }
     int rc = resolve_dp(c, o->devices);
+    if (rc == 0)
+        rc = resolve_hpz(o);
     if (rc != 0)
         return rc;
     if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)

@@ -298,7 +298,9 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
         const double S = device_elements(res, r);
         t.shard += per_step(group_sent(&lr->devices[r].comm, "shard"), c);
         t.replica += per_step(group_sent(&lr->devices[r].comm, "replica"), c);
-        t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);
+        /* hpZ (zero_hpz.c) moves the backward's gather into the node group: 2 of ZeRO-3's 3 passes stay */
+        t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M) *
+                           (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -319,7 +321,7 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
            "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
-           ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
+           c->zero_hpz > 0 ? "2M(N-1)/N S (hpZ)" : ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
     printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
            ptdp_format_bytes(t.replica_formula, b[3], sizeof b[3]), ptdp_format_bytes(t.replica, b[4], sizeof b[4]));
@@ -360,6 +362,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         snprintf(rule + strlen(rule), sizeof rule - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (shard_groups_of(c) > 0)
         print_hsdp(c, lr, res);
+    else if (c->zero_hpz > 0)   /* its bytes by link level: ptdp_report_print_hpz */
+        printf("data parallelism, N = %d: ZeRO-3 with hpZ, its bytes by link level below\n", N);
     else
         printf("data parallelism, N = %d: DP bytes sent per device and step, formula %s = %s "
                "(S = %s of gradients per device, mean), measured %s\n",
@@ -483,6 +487,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
+    ptdp_report_print_hpz(c, lr, res);
     print_expert_parallel(c, lr, res);
     print_model_states(c, lr, res);
     print_overlap(c, lr);
@@ -540,6 +545,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
     if (c->shard_group > 0)   /* --shard-group given (HSDP, zero_hsdp.c) */
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
+    if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
+        fprintf(f, "             \"zero_hpz\": %d,\n", c->zero_hpz);
     fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }
@@ -632,6 +639,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                    "\"replica\": {\"measured\": %s, \"formula\": %s}}",
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
+    ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);

@@ -285,6 +285,7 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     b.ep = 0;
     b.zero = 0;
     b.shard_group = 0;
+    b.zero_hpz = 0;
     b.overlap = false;
     b.final_state = final;
     b.init_state = NULL;

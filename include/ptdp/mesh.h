@@ -83,6 +83,11 @@
  *                              shard rank    0   1   0   1   shard   {0 1} {2 3}
  *                              replica rank  0   0   1   1   replica {0 2} {1 3}
  *
+ *   hpz group: with --zero-hpz (ZeRO++, zero_hpz.c), the hpz consecutive
+ *              members of a DP group that sit in one node (dp_rank / hpz
+ *              the same), ordered by DP rank; hpz divides the shard group
+ *              (or dp), so each lies inside one shard group
+ *
  * Built only when a model asks (ptdp_mesh_add_group, a split of the
  * world): a split is an exchange of (color, key) and the virtual clock
  * charges its latency, so a model without a tied embedding pays for none,
@@ -118,6 +123,9 @@ typedef enum {
                             ZeRO's states between them                */
     PTDP_GROUP_REPLICA,  /* HSDP: the DP ranks with the same index in
                             their shard group, dp / shard of them      */
+    PTDP_GROUP_HPZ,      /* ZeRO++'s hpZ: hpz consecutive DP ranks, the
+                            ones inside one node, holding ZeRO-3's
+                            secondary partition (zero_hpz.c)          */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -161,6 +169,10 @@ typedef struct {
                                        init: no shard groups (ZeRO over the
                                        whole DP group); set by the caller
                                        before asking for the groups        */
+    int hpz;                        /* ZeRO++'s hpZ (zero_hpz.c): the DP
+                                       ranks a node holds, dividing the
+                                       shard group (or dp); 0 after init:
+                                       off; set by the caller before ZeRO  */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */
@@ -185,7 +197,8 @@ ptdp_comm *ptdp_mesh_group(const ptdp_mesh *m, ptdp_group g);
 /* Collective over dev->world: build group g beyond the four axes
  * (PTDP_GROUP_EMB, none with pp 1; PTDP_GROUP_EP and PTDP_GROUP_EDP, none
  * with ep 1, where the DP group is both; PTDP_GROUP_SHARD and
- * PTDP_GROUP_REPLICA from m->shard, which must divide dp, with cp 1).  A group built
+ * PTDP_GROUP_REPLICA from m->shard, which must divide dp, with cp 1;
+ * PTDP_GROUP_HPZ from m->hpz, which must divide it, or dp, with cp 1).  A group built
  * already is kept, so every device must ask for the same groups in the
  * same order.  The mesh frees it. */
 int  ptdp_mesh_add_group(struct ptdp_device *dev, ptdp_mesh *m, ptdp_group g);

@@ -78,6 +78,11 @@ typedef struct {
                                  states cut over N consecutive DP ranks and
                                  replicated over dp / N; 0 = not given, the
                                  whole DP group (as N = dp)                */
+    int zero_hpz;             /* ZeRO++'s hpZ (--zero-hpz, zero_hpz.c): the
+                                 DP ranks inside one node, k, over which
+                                 ZeRO-3's backward gathers from secondary
+                                 pieces (the command derives k from the
+                                 profile's GPUs a node); 0 = off          */
     bool bf16;                /* --precision bf16: bf16 parameters and
                                  gradients, float master weights (mixed.h);
                                  the float build only                      */

@@ -215,6 +215,14 @@ typedef struct {
     void *g16;                  /* stage 3, in subunits: the unit's bf16 gradient
                                    that each subunit's END rounds its float one
                                    into, reduce-scattered at the unit's END  */
+    void *secondary;            /* --zero-hpz: my 1/k piece of the unit as the
+                                   forward gathered it, in the store's type,
+                                   kept for the backward's gather inside the
+                                   node ("zero.hpz_secondary"); else NULL    */
+    int forwards;               /* --zero-hpz: forwards of the unit whose
+                                   backward has not ended (the piece stays) */
+    bool from_node;             /* --zero-hpz: the gather in flight reads the
+                                   node group's secondary pieces            */
 } ptdp_zero_unit;
 
 /* bf16: one subunit of a unit (model.h), widened while in use. */
@@ -276,6 +284,10 @@ typedef struct ptdp_zero {
     int nsubunits;
     ptdp_zero_subunit *subunits;    /* host                                      */
     void *param_shard;          /* [len]: my shards of the parameters ("params") */
+    ptdp_comm *node;            /* --zero-hpz: the DP ranks of my node inside
+                                   z->dp, over which the backward gathers
+                                   (zero_hpz.c); NULL without               */
+    size_t hpz_bytes;           /* --zero-hpz: the secondary pieces' bytes now */
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
 } ptdp_zero;
 

@@ -54,7 +54,8 @@
  *     network with its Simple protocol, against 3.4 over NVLink — which the
  *     3 µs inside a node rounds the same way.
  *
- * Clusters: two link levels.  The cluster profiles (dgx-a100-80g, dgx-h100)
+ * Clusters: two link levels.  The cluster profiles (dgx-a100-80g, dgx-h100,
+ * hgx-a100-4)
  * put gpus_per_node devices in a node (world rank r in node r / gpus_per_node):
  * NVLink/NVSwitch inside, InfiniBand between nodes, one NIC per GPU.
  *
@@ -172,6 +173,11 @@ static const ptdp_profile profiles[] = {
       156e12, 3e-6, 300e9, 0, 8, 10e-6, 25e9, 312e12, &a100_sxm, 80.0 * GIB },
     { "dgx-h100",     "DGX H100: 8 H100 SXM a node on NVLink 4, NDR InfiniBand (400 Gb/s a GPU) between",
       494e12, 3e-6, 450e9, 0, 8, 10e-6, 50e9, 989e12, &h100_sxm, 80.0 * GIB },
+    /* Four GPUs a node (HGX A100 4-GPU boards, as in Perlmutter's GPU
+     * nodes: four 200 Gb/s NICs, one a GPU): a node smaller than an
+     * 8-way data-parallel group, where a group of 8 spans two nodes. */
+    { "hgx-a100-4",   "HGX A100 4-GPU 40GB: 4 A100 SXM a node on NVLink 3, 200 Gb/s a GPU between (Perlmutter's nodes)",
+      156e12, 3e-6, 300e9, 0, 4, 10e-6, 25e9, 312e12, &a100_sxm, 40.0 * GIB },
 };
 
 #define NPROFILES ((int)(sizeof profiles / sizeof profiles[0]))

@@ -29,6 +29,10 @@
  *
  *   shard group   color = (tp_rank, pp_rank, dp_rank / N)  key = dp_rank mod N
  *   replica group color = (tp_rank, pp_rank, dp_rank mod N) key = dp_rank / N
+ *
+ * and, with --zero-hpz (ZeRO++'s hpZ), the DP ranks of one node, k of them:
+ *
+ *   hpz group     color = (tp_rank, pp_rank, dp_rank / k)  key = dp_rank mod k
  */
 #include "ptdp/mesh.h"
 
@@ -171,6 +175,19 @@ static int split_hsdp(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
     return ptdp_comm_split(dev->world, d % N + N * across, d / N, "replica", &m->extra[g]);
 }
 
+/* hpZ's node groups: DP rank d is rank d mod k of node group d / k, within
+ * its (tp, pp).  k divides the shard group (or dp), so a node group lies
+ * inside one shard group. */
+static int split_hpz(ptdp_device *dev, ptdp_mesh *m)
+{
+    const int k = m->hpz, d = m->dp_rank, N = m->shard > 0 ? m->shard : m->dp;
+    if (k < 1 || N % k != 0 || m->dp % k != 0 || m->cp > 1)
+        return ptdp_fail(dev, PTDP_EINVAL, "hpZ's node groups of %d: need a size dividing the shard group %d "
+                         "and dp = %d, and cp 1 (cp = %d)", k, N, m->dp, m->cp);
+    const int across = m->tp_rank + m->tp * m->pp_rank, groups = m->dp / k;
+    return ptdp_comm_split(dev->world, d / k + groups * across, d % k, "hpz", &m->extra[PTDP_GROUP_HPZ]);
+}
+
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
     if (g < PTDP_GROUP_EMB || g >= PTDP_GROUP_COUNT)
@@ -185,6 +202,7 @@ int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
     case PTDP_GROUP_TP_SHARE: return split_tp_share(dev, m);
     case PTDP_GROUP_SHARD:
     case PTDP_GROUP_REPLICA: return split_hsdp(dev, m, g);
+    case PTDP_GROUP_HPZ: return split_hpz(dev, m);
     default: return split_experts(dev, m, g);
     }
 }

@@ -137,6 +137,8 @@ int ptdp_zero_init_buckets(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int st
         return PTDP_EINVAL;
     if (ptdp_zero_hsdp_init(dev, z, m) != 0)   /* the DP group, or HSDP's shard group */
         return PTDP_EINVAL;
+    if (ptdp_zero_hpz_init(dev, z, m) != 0)    /* --zero-hpz: the node group inside it */
+        return PTDP_EINVAL;
     if (check_replicas_groups(dev, z, m) != 0)
         return PTDP_EINVAL;
     z->numel = m->numel;

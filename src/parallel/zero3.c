@@ -46,6 +46,12 @@
  * Since DP ranks run the same schedule over the same model, they make the
  * same unit events in the same order — and so the same collectives.
  *
+ * With --zero-hpz (ZeRO++'s hpZ, zero_hpz.c) a forward's gather also leaves
+ * each device 1/k of the unit, k its node's DP ranks, and a backward's
+ * gather reads those secondary shards over the node group instead of the
+ * primary ones over the whole group: the same bits, 2 of the 3 passes
+ * across nodes instead of 3.
+ *
  * Mixed precision (mixed.h) uses the same events, with or without ZeRO-3:
  * the stores hold bf16, and the model computes in float.  A unit's bf16
  * parameters (gathered, or read from the whole store m->flat_w16) are
@@ -94,18 +100,22 @@ static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_re
 /* ------------------------------------------------------------ gathering */
 
 /* Start (or do) the gather of unit u's parameters, in the store's type:
- * my shard in its place, then an all-gather in place fills the others'. */
-static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start)
+ * my shard in its place, then an all-gather in place fills the others'.
+ * A backward's gather under --zero-hpz reads the node group's secondary
+ * pieces instead (zero_hpz.c): the same bits, inside the node. */
+static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start, bool backward)
 {
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
     u->gathered = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * es, PTDP_MEM_PARAMS, "zero3.gathered");
     if (u->gathered == NULL)
         return PTDP_ENOMEM;
+    u->prefetched = start;
+    u->from_node = false;
+    if (backward && ptdp_zero_hpz_holds(z, u))
+        return ptdp_zero_hpz_gather(z, u, start);
     memcpy(ptdp_store_at(z->store, u->gathered, u->off), ptdp_store_at(z->store, z->param_shard, u->at), u->len * es);
-    if (start) {
-        u->prefetched = true;
+    if (start)
         return ptdp_all_gather_start(z->dp, PTDP_IN_PLACE, u->gathered, n, z->store, &u->gather);
-    }
     return ptdp_all_gather(z->dp, PTDP_IN_PLACE, u->gathered, n, z->store);
 }
 
@@ -117,19 +127,20 @@ static bool sharded(const ptdp_zero *z)
 }
 
 /* --overlap: the unit the model will ask for next, gathered ahead. */
-static int prefetch(ptdp_device *dev, ptdp_zero *z, int next)
+static int prefetch(ptdp_device *dev, ptdp_zero *z, int next, bool backward)
 {
     if (!z->overlap || !sharded(z) || next < 0 || next >= z->nunits)
         return PTDP_OK;
     ptdp_zero_unit *u = &z->units[next];
     if (u->w != NULL || u->gathered != NULL)
         return PTDP_OK;   /* gathered already, or on its way */
-    return gather(dev, z, u, true);
+    return gather(dev, z, u, true, backward);
 }
 
 /* A unit becomes present: gathered now, or its prefetch waited for
- * (stage 3); then, under bf16, widened into the float copy the model reads. */
-static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+ * (stage 3), and after a forward's gather my hpZ piece kept; then, under
+ * bf16, widened into the float copy the model reads. */
+static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
 {
     ptdp_zero_unit *u = &z->units[k];
     if (u->users++ > 0)
@@ -141,8 +152,10 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
             u->prefetched = false;
             rc = ptdp_wait(&u->gather);
         } else if (u->gathered == NULL) {
-            rc = gather(dev, z, u, false);
+            rc = gather(dev, z, u, false, backward);
         }
+        if (rc == 0 && !backward)
+            rc = ptdp_zero_hpz_keep(dev, z, u);
         if (rc != 0)
             return rc;
         src = u->gathered;
@@ -166,11 +179,13 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
     return PTDP_OK;
 }
 
-static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
+static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool backward)
 {
     ptdp_zero_unit *u = &z->units[k];
     if (u->users <= 0 || --u->users > 0)
         return;
+    if (backward)
+        ptdp_zero_hpz_backward_done(dev, z, u);
     point_unit(m, k, u, NULL, false);
     if (u->gathered != u->w)
         ptdp_free(dev, u->gathered);
@@ -279,19 +294,19 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
     int rc = PTDP_OK;
     switch (ev) {
     case PTDP_UNIT_FORWARD_BEGIN:    /* a forward walks the units from the last down */
-        if ((rc = acquire(dev, z, m, k)) == 0)
-            rc = prefetch(dev, z, k - 1);
+        if ((rc = acquire(dev, z, m, k, false)) == 0)
+            rc = prefetch(dev, z, k - 1, false);
         break;
     case PTDP_UNIT_BACKWARD_BEGIN:   /* a backward from the first up (params[] order) */
-        if ((rc = acquire(dev, z, m, k)) == 0 && (rc = grads_begin(dev, z, m, k)) == 0)
-            rc = prefetch(dev, z, k + 1);
+        if ((rc = acquire(dev, z, m, k, true)) == 0 && (rc = grads_begin(dev, z, m, k)) == 0)
+            rc = prefetch(dev, z, k + 1, true);
         break;
     case PTDP_UNIT_BACKWARD_END:
         rc = grads_end(dev, z, m, k);
-        release(dev, z, m, k);
+        release(dev, z, m, k, true);
         break;
     case PTDP_UNIT_FORWARD_END:
-        release(dev, z, m, k);
+        release(dev, z, m, k, false);
         break;
     }
     return rc;
@@ -475,11 +490,13 @@ int ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             x->gathered = NULL;
         }
     }
+    ptdp_zero_hpz_drop_all(dev, z);   /* the optimizer is about to change what they copied */
     return rc;
 }
 
 void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
 {
+    ptdp_zero_hpz_drop_all(dev, z);
     for (int u = 0; u < z->nunits; u++) {   /* what a failed step left */
         ptdp_zero_unit *x = &z->units[u];
         if (x->gathered != x->w)

@@ -15,6 +15,7 @@
  *                   stage 2's bucket a backward, the declared groups, the norm
  *   zero3.c         the units: stage 3's gathers and sums, bf16's widening
  *   zero_hsdp.c     HSDP: ZeRO inside shard groups, all-reduced across them
+ *   zero_hpz.c      ZeRO++'s hpZ: ZeRO-3's secondary pieces inside the node
  *   zero_step.c     the optimizer on what a device owns
  *
  *   init ─▶ set_overlap ─▶ optim_init ─▶ [before_backward … after_backward]×M
@@ -25,6 +26,7 @@
 #define PTDP_PARALLEL_ZERO_IMPL_H
 
 #include <stdbool.h>
+#include "ptdp/counters.h"
 #include "ptdp/zero.h"
 
 /* ||g||^2 of the whole model from every rank's shard (collective over DP,
@@ -146,6 +148,26 @@ bool ptdp_zero_writes_shard(const ptdp_zero *z);
 /* --verify-replicas under ZeRO-3 with replica groups: my shard's bits
  * equal on every replica (PTDP_ECHECK, with the hashes, if not). */
 int  ptdp_zero_hsdp_check_replicas(ptdp_device *dev, const ptdp_zero *z, long step);
+
+/* ---- ZeRO++'s hpZ (zero_hpz.c) ---- */
+/* z->node: with the mesh's hpz (> 0) the node group inside z->dp, built
+ * here (PTDP_EINVAL, with a message, unless ZeRO-3 and 2 <= hpz < |z->dp|
+ * dividing it); NULL without. */
+int  ptdp_zero_hpz_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m);
+/* The run's counter "hpz_secondary_peak" (bytes, per device: the most
+ * secondary pieces alive at once), published by the trainer with hpZ. */
+int  ptdp_zero_hpz_publish(ptdp_counters *reg);
+/* After a forward's gather of unit u: keep my piece of it (counted). */
+int  ptdp_zero_hpz_keep(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u);
+/* Whether the backward can gather u inside the node (a piece is kept). */
+bool ptdp_zero_hpz_holds(const ptdp_zero *z, const ptdp_zero_unit *u);
+/* The backward's gather of u into u->gathered over the node group:
+ * started (start) or done. */
+int  ptdp_zero_hpz_gather(ptdp_zero *z, ptdp_zero_unit *u, bool start);
+/* A backward of u ended: the piece freed after the last one. */
+void ptdp_zero_hpz_backward_done(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u);
+/* Every piece freed (before the optimizer, at the end). */
+void ptdp_zero_hpz_drop_all(ptdp_device *dev, ptdp_zero *z);
 
 /* ---- shared by ZeRO's files (zero_own.c) ---- */
 /* Point every parameter's gradient view into `flat` (or at nothing). */

@@ -202,6 +202,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
+    d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     d->mesh.pp_layout = ptdp_train_layout(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
@@ -334,6 +335,8 @@ static int publish_counters(const ptdp_train_config *cfg, ptdp_counters *reg, ch
     int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
     if (rc == 0 && cfg->ep > 1)
         rc = ptdp_ep_publish(reg);
+    if (rc == 0 && cfg->zero_hpz > 0)
+        rc = ptdp_zero_hpz_publish(reg);
     if (rc != 0)
         snprintf(msg, msglen, "the run's counter \"%s\" was refused: a name published twice, too long, "
                  "or more than %d counters (counters.h)", reg->refused, PTDP_COUNTERS_MAX);

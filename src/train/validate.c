@@ -375,6 +375,25 @@ static int shard_group_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* ZeRO++'s hpZ (zero_hpz.c): node groups of k DP ranks cutting ZeRO-3's
+ * group (the DP group, or the shard group) into two or more, each of 2 or
+ * more (the command derives k from the profile's GPUs a node). */
+static int hpz_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const int k = c->zero_hpz, G = c->shard_group > 0 ? c->shard_group : c->dp;
+    if (k == 0)
+        return PTDP_OK;
+    if (c->zero != 3)
+        BAD("--zero-hpz needs --zero 3 (ZeRO++'s secondary partition of ZeRO-3's parameters); --zero is %d", c->zero);
+    if (k < 2 || k >= G || G % k != 0)
+        BAD("--zero-hpz: node groups of %d DP ranks must cut ZeRO-3's group of %d into two or more groups of 2 "
+            "or more", k, G);
+    if (ptdp_train_cp(c) > 1)
+        BAD("--zero-hpz with --cp %d: its node groups cut the DP ranks alone here; leave --cp or --zero-hpz out",
+            c->cp);
+    return PTDP_OK;
+}
+
 /* bf16, ZeRO-3 and --overlap against the schedule and the mesh.  What
  * the schedule refuses is its row's to say (ptdp_schedule_refuses: its own
  * reasons, a W phase's, several chunks a stage's). */
@@ -398,7 +417,7 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
-    if (shard_group_rules(c, msg, n) != 0)
+    if (shard_group_rules(c, msg, n) != 0 || hpz_rules(c, msg, n) != 0)
         return PTDP_EINVAL;
     if (c->overlap && c->ep > 1 && z->shards_grads)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "

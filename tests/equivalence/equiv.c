@@ -103,6 +103,7 @@ ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
     b.ep = 0;
     b.zero = 0;
     b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */
+    b.zero_hpz = 0;      /* hpZ needs ZeRO-3 */
     b.overlap = false;
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
