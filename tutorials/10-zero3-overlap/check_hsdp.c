@@ -214,7 +214,7 @@ static bool hsdp_bytes(const hsdp_run *x, const char *what, double *shard, doubl
     const int N = x->N, R = x->dp / N;
     const double S = HNUMEL * sizeof(ptdp_real);
     double dp = 0, want_s = (double)(N - 1) / N * S, want_r = 2.0 * (R - 1) / (R * N) * S;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
     *shard = *replica = 0;
     for (int r = 0; r < x->dp; r++) {
         *shard += x->sent_shard[r] / x->dp;
@@ -239,7 +239,7 @@ static bool hsdp_bytes(const hsdp_run *x, const char *what, double *shard, doubl
     tutorial_wrong("%s: each rank sent %s in its shard group and %s across the replicas; the two stages send "
                    "(N-1)/N S = %s and 2(R-1)/(RN) S = %s (S = %s).", what, ptdp_format_bytes(*shard, b1, sizeof b1),
                    ptdp_format_bytes(*replica, b2, sizeof b2), ptdp_format_bytes(want_s, b3, sizeof b3),
-                   ptdp_format_bytes(want_r, b4, sizeof b4), ptdp_format_bytes(S, b1, sizeof b1));
+                   ptdp_format_bytes(want_r, b4, sizeof b4), ptdp_format_bytes(S, b5, sizeof b5));
     if (bytes_swapped(x))
         tutorial_note("The replica group carried a reduce-scatter of the whole unit: the groups are SWAPPED.\n"
                       "The reduce-scatter runs inside z->shard, the all-reduce of my shard across z->replica\n"
