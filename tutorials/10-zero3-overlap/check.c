@@ -29,6 +29,7 @@
  *      in flight, and in the backward the previous unit's reduce-scatter
  *      too — and the virtual step (profile dgx-a100) is shorter than the
  *      blocking one.
+ *   7. then blank 8 alone, HSDP's two-stage sum: check_hsdp.c.
  *
  * The toy's units are tiny, so each unit's forward is charged FWD_S and its
  * backward BWD_S of virtual compute (a real layer's time on an A100): a

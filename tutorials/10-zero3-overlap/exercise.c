@@ -33,6 +33,10 @@
  * One unit more is gathered at once (two units), and the step gets shorter
  * by what the communication stream hides under the compute.
  *
+ * Blank 8, at the end, is HSDP: the same gradient sum in two stages, a
+ * reduce-scatter inside a shard group and an all-reduce across the
+ * replicas (README.md's HSDP section).
+ *
  * lesson.h has the structures (z->unit[u]: numel, off, len, w_shard,
  * g_shard, w, g, and the two requests gather and reduce) and the model's
  * compute, which the check gives you: lesson_unit_forward(dev, z, u) and
