@@ -29,6 +29,7 @@
  *      in flight, and in the backward the previous unit's reduce-scatter
  *      too — and the virtual step (profile dgx-a100) is shorter than the
  *      blocking one.
+ *   7. then blank 8 alone, HSDP's two-stage sum: check_hsdp.c.
  *
  * The toy's units are tiny, so each unit's forward is charged FWD_S and its
  * backward BWD_S of virtual compute (a real layer's time on an A100): a
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_hsdp.h"
 #include "lesson.h"
 #include "tutorial.h"
 
@@ -906,8 +908,10 @@ int main(void)
     static const int configs[][3] = { { 2, 3, 2 }, { 3, 4, 1 }, { 4, 5, 2 } };
     if (!check_ranges())
         return tutorial_end();
-    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
-        if (!check_config(configs[k][0], configs[k][1], configs[k][2]))
-            break;
+    bool ok = true;
+    for (size_t k = 0; ok && k < sizeof configs / sizeof configs[0]; k++)
+        ok = check_config(configs[k][0], configs[k][1], configs[k][2]);
+    if (ok)
+        check_hsdp();   /* blank 8: HSDP's two-stage sum (check_hsdp.c) */
     return tutorial_end();
 }

@@ -33,6 +33,10 @@
  * One unit more is gathered at once (two units), and the step gets shorter
  * by what the communication stream hides under the compute.
  *
+ * Blank 8, at the end, is HSDP: the same gradient sum in two stages, a
+ * reduce-scatter inside a shard group and an all-reduce across the
+ * replicas (README.md's HSDP section).
+ *
  * lesson.h has the structures (z->unit[u]: numel, off, len, w_shard,
  * g_shard, w, g, and the two requests gather and reduce) and the model's
  * compute, which the check gives you: lesson_unit_forward(dev, z, u) and
@@ -135,4 +139,23 @@ int lesson_micro_batch_overlap(ptdp_device *dev, lesson_zero3 *z)
      * add it: the step must end with every collective waited for. */
     PTDP_BLANK(7, "the overlapped backward: prefetch the next unit, start each reduce-scatter, wait for it one unit later");
     return PTDP_OK;
+}
+
+/* ------------------------------------------------------------ HSDP */
+
+int lesson_hsdp_sum(ptdp_device *dev, lesson_zero3 *z, int u)
+{
+    lesson_unit *x = &z->unit[u];
+    /* Blank 8: HSDP.  The dp ranks are cut into shard groups of N
+     * (z->shard) and replica groups of R = dp/N (z->replica: the ranks
+     * holding the same shard as I do).  x->g holds MY micro-batch's
+     * gradient; make my shard of it [off, off + len) the sum over ALL dp
+     * ranks, in FSDP2's two stages:
+     *   - a reduce-scatter of the numel elements, in place, over z->shard
+     *     (my shard of the sum over my shard group);
+     *   - an all-reduce of my len elements at x->g + x->off, in place
+     *     (send == recv), over z->replica (the sum over the groups).
+     * Both PTDP_SUM: the backward already divided by the whole batch B.
+     * Then add the shard into g_shard and free g: lesson_add_grad. */
+    PTDP_BLANK(8, "HSDP: reduce-scatter in the shard group, then all-reduce my shard across the replica group, add");
 }

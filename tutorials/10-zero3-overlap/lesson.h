@@ -39,6 +39,13 @@ typedef struct {
     int nunits;
     lesson_unit unit[LESSON_MAX_UNITS];
     struct lesson_model *model;
+    /* HSDP (blank 8) only, NULL before: the dp ranks cut into dp/N shard
+     * groups of N consecutive ranks.  The check makes both with
+     * ptdp_comm_split of z->dp — shard: color rank / N; replica: color
+     * rank % N — as the library's mesh makes its "shard" and "replica"
+     * groups.  Then off, len are ptdp_share(numel, N, my rank in shard). */
+    ptdp_comm *shard;           /* my shard group: N ranks, ZeRO inside it      */
+    ptdp_comm *replica;         /* the R = dp/N ranks holding the same shard    */
 } lesson_zero3;
 
 /* ------------------------------------------------ what you write */
@@ -57,6 +64,12 @@ int lesson_add_grad(ptdp_device *dev, lesson_zero3 *z, int u);
  * way, then with the communication overlapped. */
 int lesson_micro_batch(ptdp_device *dev, lesson_zero3 *z);
 int lesson_micro_batch_overlap(ptdp_device *dev, lesson_zero3 *z);
+
+/* HSDP: unit u's gradient z->unit[u].g (numel, MY micro-batch's) summed
+ * over all dp ranks in two stages — reduce-scattered in place inside
+ * z->shard, then my shard [off, off + len) all-reduced across z->replica —
+ * and added into z->unit[u].g_shard; g freed (as lesson_add_grad does). */
+int lesson_hsdp_sum(ptdp_device *dev, lesson_zero3 *z, int u);
 
 /* ------------------------------------- what the check gives you */
 

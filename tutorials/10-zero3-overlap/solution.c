@@ -124,3 +124,18 @@ int lesson_micro_batch_overlap(ptdp_device *dev, lesson_zero3 *z)
         return rc;
     return lesson_add_grad(dev, z, 0);
 }
+
+/* ------------------------------------------------------------ HSDP */
+
+int lesson_hsdp_sum(ptdp_device *dev, lesson_zero3 *z, int u)
+{
+    lesson_unit *x = &z->unit[u];
+    /* 1: inside my shard group, my shard of the sum over its N ranks */
+    int rc = ptdp_reduce_scatter(z->shard, PTDP_IN_PLACE, x->g, x->numel, PTDP_REAL, PTDP_SUM);
+    /* 2: that shard, summed over the R replicas: the sum over all dp ranks */
+    if (rc == 0)
+        rc = ptdp_all_reduce(z->replica, x->g + x->off, x->g + x->off, x->len, PTDP_REAL, PTDP_SUM);
+    if (rc != 0)
+        return rc;
+    return lesson_add_grad(dev, z, u);
+}
