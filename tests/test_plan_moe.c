@@ -74,41 +74,41 @@ static const moe_case cases[] = {
     /* name                    L  B dp tp pp ep b  E  k  n  cap    z  recompute schedule      profile
          overlap bf16 v cp */
     { "one device, k = E",     2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2",             2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2 zero 1",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2 zero 2",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    2, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 4 ep 2 zero 1",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 tp 2 ep 2",        2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 pp 2 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2 full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(FULL),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2 selective",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(SELECTIVE), "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "capacity, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "every 2nd, pp 2 gpipe", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,    1, R(NONE),  "gpipe",       NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "ep 4 over 2 nodes",     2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        "dgx-a100-80g",
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "dp 2 ep 2 overlap",     2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1 },
+      true, false, 1, 1, 0 },
     { "dp 4 ep 2 overlap",     2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1 },
+      true, false, 1, 1, 0 },
     { "cp 2 ep 2 (dropless)",  2, 4, 1, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 2 },
+      false, false, 1, 2, 0 },
     { "pp 2 zb-h1 ep 2",       4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "zb-h1",       NULL,
-      false, false, 1, 1 },
+      false, false, 1, 1, 0 },
     { "pp 2 interleaved ep 2", 4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "interleaved", NULL,
-      false, false, 2, 1 },
+      false, false, 2, 1, 0 },
     { "bf16 dp 2 ep 2 zero 1", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, true, 1, 1 },
+      false, true, 1, 1, 0 },
     /* DeepSeek's first dense blocks: stage 0 holds dense block 0 and MoE block 1 */
     { "dense first 1, pp 2",   4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
       false, false, 1, 1, 1 },
@@ -170,7 +170,7 @@ static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int l
 TEST(moe_tests, test_a_layout_prices_one_mixture)
 {
     const moe_case k = { "count", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1 };
+                         false, false, 1, 1, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_plan_layout l = layout_of(&k);
     ptdp_plan_memory mem, mem_counted;
@@ -242,7 +242,7 @@ END_TEST
 TEST(moe_tests, test_search_over_expert_parallelism)
 {
     const moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 4, 2, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1 };
+                         false, false, 1, 1, 0 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     ptdp_plan_candidate *top = NULL;
