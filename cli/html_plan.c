@@ -231,12 +231,5 @@ int ptdp_html_plan(const char *path, const plan_options *o, const ptdp_plan_cand
         rc = time_bars(&h, c, n);
     time_table(&h, c, n);
     ptdp_html_data(&h, json, len);
-    if (rc == PTDP_OK)
-        rc = ptdp_html_end(&h);
-    if (rc != PTDP_OK)
-        snprintf(msg, msglen, "%s: making the page failed (%s)", path, ptdp_strerror(rc));
-    else
-        rc = ptdp_html_save(&h, path, msg, msglen);
-    ptdp_html_free(&h);
-    return rc;
+    return ptdp_html_finish(&h, rc, path, msg, msglen);
 }

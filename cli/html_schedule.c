@@ -150,12 +150,5 @@ int ptdp_html_schedule(const char *path, const ptdp_schedule_result *r, const ch
     stages(&h, r);
     ptdp_html_data(&h, json, len);
     ptdp_html_script(&h, slider_js);
-    if (rc == PTDP_OK)
-        rc = ptdp_html_end(&h);
-    if (rc != PTDP_OK)
-        snprintf(msg, msglen, "%s: making the page failed (%s)", path, ptdp_strerror(rc));
-    else
-        rc = ptdp_html_save(&h, path, msg, msglen);
-    ptdp_html_free(&h);
-    return rc;
+    return ptdp_html_finish(&h, rc, path, msg, msglen);
 }

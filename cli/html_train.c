@@ -540,12 +540,5 @@ int ptdp_html_train(const char *path, const ptdp_train_page *p, const char *repo
         ptdp_html_raw(&h, "<p class=\"note\">The first 64 devices are drawn.</p>\n");
     ptdp_html_data(&h, report, report_len);
     ptdp_html_data_as(&h, "ptdp-log", log, log_len);
-    if (rc == PTDP_OK)
-        rc = ptdp_html_end(&h);
-    if (rc != PTDP_OK)
-        snprintf(msg, msglen, "%s: making the page failed (%s)", path, ptdp_strerror(rc));
-    else
-        rc = ptdp_html_save(&h, path, msg, msglen);
-    ptdp_html_free(&h);
-    return rc;
+    return ptdp_html_finish(&h, rc, path, msg, msglen);
 }

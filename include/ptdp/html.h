@@ -96,4 +96,9 @@ int  ptdp_html_save(const ptdp_html *h, const char *path, char *msg, size_t msgl
 
 void ptdp_html_free(ptdp_html *h);
 
+/* The last three at once, as every page ends: with rc 0 (the page's own
+ * parts went well) close it and save it to `path`; else say in msg that
+ * making it failed.  The page freed either way.  0, or the first error. */
+int  ptdp_html_finish(ptdp_html *h, int rc, const char *path, char *msg, size_t msglen);
+
 #endif

@@ -259,3 +259,15 @@ void ptdp_html_free(ptdp_html *h)
     free(h->buf);
     memset(h, 0, sizeof *h);
 }
+
+int ptdp_html_finish(ptdp_html *h, int rc, const char *path, char *msg, size_t msglen)
+{
+    if (rc == PTDP_OK)
+        rc = ptdp_html_end(h);
+    if (rc != PTDP_OK)
+        snprintf(msg, msglen, "%s: making the page failed (%s)", path, ptdp_strerror(rc));
+    else
+        rc = ptdp_html_save(h, path, msg, msglen);
+    ptdp_html_free(h);
+    return rc;
+}

@@ -26,11 +26,12 @@ import html.parser
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
 import urllib.parse
+
+from browser import find_chromium, skip
 
 SCHEDULES = [
     {"schedule": "1f1b", "pp": "4", "micro-batches": "8"},
@@ -59,21 +60,6 @@ REFUSED = [
     ("schedule", {"schedule": "1f1b", "backward-weight-time": "1"}),
     ("plan", {"model": "gpt", "gpus": "0"}),
 ]
-
-
-def skip(why):
-    if os.environ.get("PTDP_WEB_REQUIRED") == "1":
-        print(f"FAIL: the browser test cannot run ({why}) and PTDP_WEB_REQUIRED=1")
-        sys.exit(1)
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def find_chromium():
-    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
 
 
 class Dom(html.parser.HTMLParser):

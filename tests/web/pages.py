@@ -23,10 +23,11 @@ import html.parser
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from browser import find_chromium, skip
 
 PAGES = {
     "schedule": ["schedule", "--schedule", "1f1b", "--pp", "4", "--micro-batches", "8"],
@@ -34,21 +35,6 @@ PAGES = {
              "--vocab", "51200", "--batch", "512", "--gpus", "64", "--profile", "dgx-a100-80g", "--top", "5"],
     "train": ["train", "--dp", "2", "--tp", "2", "--pp", "2", "--micro-batches", "2", "--steps", "3", "--check"],
 }
-
-
-def skip(why):
-    if os.environ.get("PTDP_WEB_REQUIRED") == "1":
-        print(f"FAIL: the browser test cannot run ({why}) and PTDP_WEB_REQUIRED=1")
-        sys.exit(1)
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def find_chromium():
-    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
 
 
 class Dom(html.parser.HTMLParser):
