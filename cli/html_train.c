@@ -257,20 +257,21 @@ static int node_of(const ptdp_profile *prof, int r)
 
 /* Device r's group `g` as world ranks in group-rank order (ranks grow with
  * every coordinate, so ascending world ranks): the four axes of the grid
- * and the world, and hpZ's node groups (--zero-hpz: the DP ranks d with
- * the same d / k, mesh.c).  0 for the groups a model or a parallelism adds
- * (emb, ep, edp, HSDP's shard and replica), which the grid alone does not
- * place. */
+ * and the world; hpZ's node groups (--zero-hpz: the DP ranks d with the
+ * same d / k, mesh.c) and HSDP's shard groups (the same d / N) and replica
+ * groups (the same d mod N, --shard-group N).  0 for the groups a model or
+ * a parallelism adds (emb, ep, edp), which the grid alone does not place. */
 static int group_members(const ptdp_train_config *c, int world, int r, const char *g, int *out)
 {
-    static const char *const axes[] = { "dp", "cp", "tp", "pp", "world", "hpz" };
+    static const char *const axes[] = { "dp", "cp", "tp", "pp", "world", "hpz", "shard", "replica" };
     int axis = -1;
-    for (int a = 0; a < 6; a++)
+    for (int a = 0; a < 8; a++)
         if (strcmp(g, axes[a]) == 0)
             axis = a;
-    if (axis < 0 || (axis == 5 && c->zero_hpz <= 0))
+    const bool hsdp = c->shard_group > 0 && c->shard_group < c->dp;
+    if (axis < 0 || (axis == 5 && c->zero_hpz <= 0) || (axis >= 6 && !hsdp))
         return 0;
-    const int k = axis == 5 ? c->zero_hpz : 0;
+    const int k = axis == 5 ? c->zero_hpz : axis == 6 ? c->shard_group : 0;
     int me[4], x[4], n = 0;
     ptdp_mesh_coords_cp(c->dp, ptdp_train_cp(c), c->tp, c->pp, r, &me[0], &me[1], &me[2], &me[3]);
     for (int q = 0; q < world; q++) {
@@ -278,8 +279,11 @@ static int group_members(const ptdp_train_config *c, int world, int r, const cha
         bool same = true;
         for (int a = 0; a < 4; a++)
             same = same && (axis == 4 || a == axis || x[a] == me[a]);
-        if (k > 0)   /* hpZ: a DP group's ranks in my node group */
+        if (k > 0)   /* hpZ's node group, HSDP's shard group: a DP group's ranks with my d / k */
             same = x[1] == me[1] && x[2] == me[2] && x[3] == me[3] && x[0] / k == me[0] / k;
+        if (axis == 7)   /* HSDP's replica group: the DP ranks with my d mod N */
+            same = x[1] == me[1] && x[2] == me[2] && x[3] == me[3] &&
+                   x[0] % c->shard_group == me[0] % c->shard_group;
         if (same)
             out[n++] = q;
     }

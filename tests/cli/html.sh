@@ -89,6 +89,14 @@ if run_ok train --dp 2 --tp 8 --steps 1 --profile dgx-a100-80g --html "$tmp/n.ht
         && echo "ok    train --dp 2 --tp 8 on nodes of 8: tp's bytes within a node, dp's across nodes" \
         || fail "train --dp 2 --tp 8 on nodes of 8: the link levels are not tp within, dp across"
 fi
+# HSDP on two nodes of 8: shard groups of 8 (a node each) within, replica groups across
+if run_ok train --dp 16 --zero 2 --shard-group 8 --steps 1 --batch 64 --profile dgx-h100 --html "$tmp/h.html"; then
+    grep -qF '<td class="l">reduce_scatter shard</td><td class="l">within a node</td>' "$tmp/h.html" \
+        && grep -qF '<td class="l">all_reduce replica</td><td class="l">across nodes</td>' "$tmp/h.html" \
+        && ! grep -qF 'not placed' "$tmp/h.html" \
+        && echo "ok    train --dp 16 --shard-group 8 on nodes of 8: shard groups within a node, replicas across" \
+        || fail "train --dp 16 --shard-group 8 on nodes of 8: the link levels are not shard within, replica across"
+fi
 if run_ok demo --steps 1 --html "$tmp/demo.html"; then
     expect_out "the page of B: $tmp/demo.html"
     grep -q 'id="ptdp-data"' "$tmp/demo.html" && grep -q '<title>device 7: ' "$tmp/demo.html" \
