@@ -42,16 +42,6 @@ static const char slider_js[] =
     "  show();\n"
     "})();";
 
-/* A table row: a name, then the value at key. */
-static void row_number(ptdp_html *h, const char *name, const char *key, double x, int digits)
-{
-    ptdp_html_raw(h, "<tr><th class=\"l\">");
-    ptdp_html_text(h, "%s", name);
-    ptdp_html_raw(h, "</th><td>");
-    ptdp_html_number(h, key, x, digits);
-    ptdp_html_raw(h, "</td></tr>\n");
-}
-
 static void parameters(ptdp_html *h, const ptdp_schedule_result *r)
 {
     const ptdp_schedule *s = r->s;
@@ -59,18 +49,18 @@ static void parameters(ptdp_html *h, const ptdp_schedule_result *r)
     ptdp_html_raw(h, "<h2>The schedule</h2>\n<table>\n<tr><th class=\"l\">schedule</th><td>");
     ptdp_html_string(h, "schedule", s->name);
     ptdp_html_raw(h, "</td></tr>\n");
-    row_number(h, "stages p", "pp", s->pp, 0);
-    row_number(h, "micro-batches m", "micro_batches", s->micro_batches, 0);
-    row_number(h, "model chunks per stage v", "virtual_stages", s->virtual_stages, 0);
-    row_number(h, "forward F (one action)", "costs.forward", r->c->forward, 0);
+    ptdp_html_row_number(h, "stages p", "pp", s->pp, 0);
+    ptdp_html_row_number(h, "micro-batches m", "micro_batches", s->micro_batches, 0);
+    ptdp_html_row_number(h, "model chunks per stage v", "virtual_stages", s->virtual_stages, 0);
+    ptdp_html_row_number(h, "forward F (one action)", "costs.forward", r->c->forward, 0);
     if (split) {
-        row_number(h, "input gradient B", "costs.backward_input", r->c->backward_input, 0);
-        row_number(h, "weight gradient W", "costs.backward_weight", r->c->backward_weight, 0);
+        ptdp_html_row_number(h, "input gradient B", "costs.backward_input", r->c->backward_input, 0);
+        ptdp_html_row_number(h, "weight gradient W", "costs.backward_weight", r->c->backward_weight, 0);
     } else {
-        row_number(h, "backward B", "costs.backward", r->c->backward, 0);
+        ptdp_html_row_number(h, "backward B", "costs.backward", r->c->backward, 0);
     }
-    row_number(h, "message", "costs.send", r->c->send, 0);
-    row_number(h, "all-to-alls per F or B", "costs.alltoall", r->c->alltoall, 0);
+    ptdp_html_row_number(h, "message", "costs.send", r->c->send, 0);
+    ptdp_html_row_number(h, "all-to-alls per F or B", "costs.alltoall", r->c->alltoall, 0);
     ptdp_html_raw(h, "</table>\n<p class=\"note\">Times in the flags' units; with v chunks an action is "
                      "one chunk's, 1/v of a stage's.</p>\n");
 }

@@ -43,24 +43,6 @@ static const char *const palette[] = { "#d9822b", "#8e5ea2", "#c44e52", "#3f9e4d
 
 /* ---- the run ------------------------------------------------------------------ */
 
-static void row_number(ptdp_html *h, const char *name, const char *key, double x, int digits)
-{
-    ptdp_html_raw(h, "<tr><th class=\"l\">");
-    ptdp_html_text(h, "%s", name);
-    ptdp_html_raw(h, "</th><td>");
-    ptdp_html_number(h, key, x, digits);
-    ptdp_html_raw(h, "</td></tr>\n");
-}
-
-static void row_string(ptdp_html *h, const char *name, const char *key, const char *text)
-{
-    ptdp_html_raw(h, "<tr><th class=\"l\">");
-    ptdp_html_text(h, "%s", name);
-    ptdp_html_raw(h, "</th><td>");
-    ptdp_html_string(h, key, text);
-    ptdp_html_raw(h, "</td></tr>\n");
-}
-
 static void the_run(ptdp_html *h, const ptdp_train_page *p)
 {
     const ptdp_train_config *c = p->c;
@@ -73,25 +55,25 @@ static void the_run(ptdp_html *h, const ptdp_train_page *p)
         last = res->log[res->steps - 1].loss;
     }
     ptdp_html_raw(h, "<h2>The run</h2>\n<table>\n");
-    row_string(h, "model", "config.model.name", ptdp_model_name(&c->model));
-    row_string(h, "precision", "precision", PTDP_REAL_NAME);
-    row_number(h, "devices", "config.world", p->lr->world_size, 0);
-    row_number(h, "dp", "config.dp", c->dp, 0);
-    row_number(h, "tp", "config.tp", c->tp, 0);
-    row_number(h, "pp", "config.pp", c->pp, 0);
-    row_number(h, "cp", "config.cp", ptdp_train_cp(c), 0);
-    row_number(h, "ep", "config.ep", c->ep > 1 ? c->ep : 1, 0);
-    row_number(h, "ZeRO stage", "config.zero", c->zero, 0);
-    row_number(h, "batch", "config.batch", c->batch, 0);
-    row_number(h, "micro-batches", "config.micro_batches", c->micro_batches, 0);
-    row_string(h, "schedule", "config.schedule", ptdp_train_schedule(c)->name);
-    row_number(h, "steps", "config.steps", c->steps, 0);
-    row_number(h, "loss, first step", "run.first_loss", first, 6);
-    row_number(h, "loss, last step", "run.last_loss", last, 6);
-    row_number(h, "virtual time of the steps, s", "run.virtual_s", virtual_s, 4);
+    ptdp_html_row_string(h, "model", "config.model.name", ptdp_model_name(&c->model));
+    ptdp_html_row_string(h, "precision", "precision", PTDP_REAL_NAME);
+    ptdp_html_row_number(h, "devices", "config.world", p->lr->world_size, 0);
+    ptdp_html_row_number(h, "dp", "config.dp", c->dp, 0);
+    ptdp_html_row_number(h, "tp", "config.tp", c->tp, 0);
+    ptdp_html_row_number(h, "pp", "config.pp", c->pp, 0);
+    ptdp_html_row_number(h, "cp", "config.cp", ptdp_train_cp(c), 0);
+    ptdp_html_row_number(h, "ep", "config.ep", c->ep > 1 ? c->ep : 1, 0);
+    ptdp_html_row_number(h, "ZeRO stage", "config.zero", c->zero, 0);
+    ptdp_html_row_number(h, "batch", "config.batch", c->batch, 0);
+    ptdp_html_row_number(h, "micro-batches", "config.micro_batches", c->micro_batches, 0);
+    ptdp_html_row_string(h, "schedule", "config.schedule", ptdp_train_schedule(c)->name);
+    ptdp_html_row_number(h, "steps", "config.steps", c->steps, 0);
+    ptdp_html_row_number(h, "loss, first step", "run.first_loss", first, 6);
+    ptdp_html_row_number(h, "loss, last step", "run.last_loss", last, 6);
+    ptdp_html_row_number(h, "virtual time of the steps, s", "run.virtual_s", virtual_s, 4);
     if (c->pp > 1) {
-        row_number(h, "bubble measured", "run.bubble_measured", res->bubble_measured, 4);
-        row_number(h, "bubble by the formula", "run.bubble_formula", res->bubble_formula, 4);
+        ptdp_html_row_number(h, "bubble measured", "run.bubble_measured", res->bubble_measured, 4);
+        ptdp_html_row_number(h, "bubble by the formula", "run.bubble_formula", res->bubble_formula, 4);
     }
     ptdp_html_raw(h, "</table>\n");
     if (p->check != NULL) {

@@ -96,6 +96,11 @@ int  ptdp_html_save(const ptdp_html *h, const char *path, char *msg, size_t msgl
 
 void ptdp_html_free(ptdp_html *h);
 
+/* A table row <tr><th>name</th><td>value</td></tr>, the value shown by
+ * key as ptdp_html_number / ptdp_html_string show it. */
+void ptdp_html_row_number(ptdp_html *h, const char *name, const char *key, double x, int digits);
+void ptdp_html_row_string(ptdp_html *h, const char *name, const char *key, const char *text);
+
 /* The last three at once, as every page ends: with rc 0 (the page's own
  * parts went well) close it and save it to `path`; else say in msg that
  * making it failed.  The page freed either way.  0, or the first error. */

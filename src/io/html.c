@@ -260,6 +260,24 @@ void ptdp_html_free(ptdp_html *h)
     memset(h, 0, sizeof *h);
 }
 
+void ptdp_html_row_number(ptdp_html *h, const char *name, const char *key, double x, int digits)
+{
+    ptdp_html_raw(h, "<tr><th class=\"l\">");
+    ptdp_html_text(h, "%s", name);
+    ptdp_html_raw(h, "</th><td>");
+    ptdp_html_number(h, key, x, digits);
+    ptdp_html_raw(h, "</td></tr>\n");
+}
+
+void ptdp_html_row_string(ptdp_html *h, const char *name, const char *key, const char *text)
+{
+    ptdp_html_raw(h, "<tr><th class=\"l\">");
+    ptdp_html_text(h, "%s", name);
+    ptdp_html_raw(h, "</th><td>");
+    ptdp_html_string(h, key, text);
+    ptdp_html_raw(h, "</td></tr>\n");
+}
+
 int ptdp_html_finish(ptdp_html *h, int rc, const char *path, char *msg, size_t msglen)
 {
     if (rc == PTDP_OK)
