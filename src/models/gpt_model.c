@@ -197,7 +197,7 @@ static int gpt_metadata(const ptdp_model_config *c, const char **keys, char (*va
         snprintf(values[n], 32, "%d", v[n]);
     }
     const ptdp_moe_settings moe = ptdp_gpt_moe_settings(c);
-    return n + ptdp_moe_score_metadata(&moe, keys + n, values + n, flags + n, max - n);
+    return n + ptdp_moe_shape_metadata(&moe, keys + n, values + n, flags + n, max - n);
 }
 
 /* A metadata key back into its field (a checkpoint read without flags). */

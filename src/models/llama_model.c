@@ -254,7 +254,7 @@ static int llama_metadata(const ptdp_model_config *c, const char **keys, char (*
             snprintf(values[n++], 32, PTDP_META_REAL_FMT, *meta_real_field(&whole, r));
         }
     }
-    return n + ptdp_moe_score_metadata(&ptdp_llama(c)->moe, keys + n, values + n, flags + n, max - n);
+    return n + ptdp_moe_shape_metadata(&ptdp_llama(c)->moe, keys + n, values + n, flags + n, max - n);
 }
 
 static int llama_from_metadata(ptdp_model_config *c, const char *key, long long value)

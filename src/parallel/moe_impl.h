@@ -154,7 +154,7 @@ int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *ou
  * they were: the router's score ("moe_score" 1 for sigmoid: the blocks
  * hold an expert bias) and the first dense blocks ("moe_dense_first" K
  * when K > 0: which blocks hold experts).  The number. */
-int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
+int ptdp_moe_shape_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
                             int max);
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);
 

@@ -127,7 +127,7 @@ static const struct {
     { "moe_z_loss", "--moe-z-loss", 0.0 },
 };
 
-int ptdp_moe_score_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
+int ptdp_moe_shape_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
                             int max)
 {
     int n = 0;
