@@ -160,7 +160,13 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      expert-parallel all-to-alls on the compute stream instead of under\n"
         "                      the pair's compute (the same bits; the virtual time without overlap)\n"
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
-        "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n", pairs);
+        "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
+        "  --fp8 R             every linear layer's products from FP8 operands (docs/fp8.md): X and W\n"
+        "                      in E4M3, dY in E5M2, float accumulation; the head, router, norms and\n"
+        "                      optimizer stay in float. R: tensorwise, delayed, blockwise or mxfp8\n"
+        "  --fp8-grad-format F dY's format with --fp8: e5m2 (default) or e4m3 (as DeepSeek-V3)\n"
+        "  --fp8-amax-history H  --fp8 delayed: the scale from the max amax of the last H steps\n"
+        "                      (default %d)\n", pairs, PTDP_FP8_HISTORY_DEFAULT);
 }
 
 static void usage(void)
@@ -324,6 +330,31 @@ static bool read_mesh_flag(ptdp_args *a, train_options *o, int *rc)
     return true;
 }
 
+/* --fp8 and its two flags (fp8_linear.h): a recipe and a format by their
+ * tables' names; validation refuses the two without --fp8. */
+static bool read_fp8_flag(ptdp_args *a, ptdp_fp8_settings *f, int *rc)
+{
+    const char *names[8];
+    int k = 0;
+    if (ptdp_args_is(a, "--fp8")) {
+        const int n = ptdp_fp8_recipe_count();
+        for (int i = 0; i < n && i < 8; i++)
+            names[i] = ptdp_fp8_recipe_at(i)->name;
+        if ((*rc = ptdp_args_enum(a, names, n < 8 ? n : 8, &k)) == 0)
+            f->recipe = ptdp_fp8_recipe_at(k);
+    } else if (ptdp_args_is(a, "--fp8-grad-format")) {
+        const int n = ptdp_fp8_format_count();
+        for (int i = 0; i < n && i < 8; i++)
+            names[i] = ptdp_fp8_format_at(i)->name;
+        if ((*rc = ptdp_args_enum(a, names, n < 8 ? n : 8, &k)) == 0)
+            f->grad = ptdp_fp8_format_at(k);
+    } else if (ptdp_args_is(a, "--fp8-amax-history"))
+        *rc = ptdp_args_int(a, 1, 1 << 16, &f->history);
+    else
+        return false;
+    return true;
+}
+
 /* The flags of the optimizer step: the optimizer, its gradients' path
  * (DP's buckets, ZeRO, overlap), the precision and the seed.  *opt and
  * *seed: as typed (parse puts them in the config's terms). */
@@ -347,6 +378,8 @@ static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, 
         int k = 0;
         *rc = ptdp_args_enum(a, precisions, 2, &k);
         c->bf16 = k == 1;
+    }
+    else if (read_fp8_flag(a, &c->fp8, rc)) {
     }
     else if (ptdp_args_is(a, "--seed")) {
         *rc = ptdp_args_int(a, 0, 2147483647, seed);

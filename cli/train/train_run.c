@@ -270,6 +270,10 @@ static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
     ptdp_train_config b = *c;
     b.dp = b.tp = b.pp = 1;
     b.micro_batches = 1;
+    /* FP8 with one scale a tensor (fp8_linear.h): the scale is a micro-
+     * batch's, so one device runs the same micro-batches, every replica's */
+    if (c->fp8.recipe != NULL && c->fp8.recipe->whole_tensor)
+        b.micro_batches = c->dp * c->micro_batches;
     b.stage_layers = NULL;
     /* one device: one chunk, and a schedule that runs on one stage */
     b.virtual_stages = 0;

@@ -151,6 +151,9 @@ typedef struct {
     double init_std;           /* PTDP_INIT_NORMAL                          */
     bool no_decay;             /* the optimizer applies no weight decay (as
                                   GPT-2 training does for biases and norms) */
+    bool keeps_precision;      /* --fp8 leaves the products with it in the
+                                  run's precision: the output head, as
+                                  DeepSeek-V3 and torchtitan keep it       */
     ptdp_grad_sum sum;         /* the groups its gradient is summed over:
                                   over DP unless the model declares more   */
     size_t offset;             /* elements from the start of the flat buffers */
@@ -231,6 +234,9 @@ typedef struct ptdp_model_run {
                                        (its row's shards_params, zero.h)    */
     bool copies;                    /* the schedule holds two copies of the
                                        model (DualPipe's, pp_layout.h)      */
+    const struct ptdp_fp8_recipe *fp8;   /* --fp8's recipe, or NULL (the
+                                       model checks its splits' tiles with
+                                       ptdp_fp8_split_check_all)            */
 } ptdp_model_run;
 
 /* What generating text needs of a model of tokens (sample.h): the model
@@ -432,6 +438,9 @@ struct ptdp_model {
      * is in use. */
     bool bf16;
     ptdp_bf16 *flat_w16, *flat_g16;
+    /* --fp8 (fp8_linear.h): the products' operands quantized, set by the
+     * caller after init on the device and on each chunk; NULL: off. */
+    struct ptdp_fp8_linear *fp8;
     void *impl;                     /* the model's own bookkeeping (host)   */
 
     /* Model chunks (interleaved pipelines, schedule.h).  With v > 1 chunks

@@ -27,8 +27,9 @@
  *   recipe   how a GEMM's operands are prepared and its output kept: in
  *            storage precision (float or double), or as bf16 activations
  *            (a complete output rounded where it is made, act_bf16.h) —
- *            the one place a new number format (FP8's scaled E4M3/E5M2)
- *            quantizes X and W (forward) and dY (backward).
+ *            or FP8 (fp8_linear.h): X and W quantized to scaled E4M3
+ *            in the forward, dY to E5M2 in the backward, the one place
+ *            a number format enters the products.
  *   clock    the piece of work a call ends, priced by the model and
  *            charged (ptdp_compute) before the call's collective, so the
  *            virtual timeline shows compute, then communication.
@@ -61,6 +62,7 @@
 #include "wgrad.h"
 
 struct ptdp_device;
+struct ptdp_fp8_linear;
 
 typedef enum {
     PTDP_SPLIT_NONE = 0,      /* whole W on every rank                        */
@@ -92,6 +94,8 @@ typedef struct {
     ptdp_tensor sp_local;       /* SP: a COLUMN backward's input gradient,
                                    this rank's positions (the scatter's)     */
     ptdp_linear_recipe recipe;
+    struct ptdp_fp8_linear *fp8;  /* --fp8: GEMM operands quantized
+                                     (fp8_linear.h); NULL: off             */
     ptdp_wgrad *wg;             /* W's sink for dW, or NULL: dW now          */
     const char *what;           /* the clock's name for the current piece    */
     const char *wwhat;          /* ... and for the dW products W will run    */

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "counters.h"
+#include "fp8_linear.h"
 #include "launch.h"
 #include "schedule.h"
 #include "state.h"
@@ -86,6 +87,9 @@ typedef struct {
     bool bf16;                /* --precision bf16: bf16 parameters and
                                  gradients, float master weights (mixed.h);
                                  the float build only                      */
+    ptdp_fp8_settings fp8;    /* --fp8 R: every linear layer's products from
+                                 FP8-quantized operands (fp8_linear.h);
+                                 recipe NULL: off                          */
     bool overlap;             /* all-reduce each DP bucket during the last
                                  micro-batch's backward, as soon as it is
                                  complete (dp.h): the same bits, earlier     */

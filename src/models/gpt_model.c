@@ -45,6 +45,7 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
 #include "parallel/moe_impl.h"
@@ -263,7 +264,13 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
                  "there yet", moe.experts);
         return PTDP_EINVAL;
     }
-    return PTDP_OK;
+    const int C = c->hidden, F = c->ffn, Fe = ptdp_gpt_moe_ffn(c);
+    const ptdp_fp8_weight w[] = {   /* the head keeps its precision */
+        { "c_attn.weight", 3 * C, C, PTDP_SHARD_ROWS, 3 }, { "attn.c_proj.weight", C, C, PTDP_SHARD_COLS, 1 },
+        { "mlp.c_fc.weight", F, C, PTDP_SHARD_ROWS, 1 }, { "mlp.c_proj.weight", C, F, PTDP_SHARD_COLS, 1 },
+        { "experts.c_fc.weight", Fe, C, PTDP_SHARD_ROWS, 1 }, { "experts.c_proj.weight", C, Fe, PTDP_SHARD_COLS, 1 },
+    };
+    return ptdp_fp8_split_check_all(r->fp8, w, moe.experts > 0 ? 6 : 4, r->tp, msg, n);
 }
 
 /* ------------------------------------------------- one stage and shard */
@@ -445,6 +452,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt *g)
         embed_lay_out(dev, m, g);
     if (ptdp_aborted(dev))
         return PTDP_EABORTED;
+    if (g->head != NULL)
+        g->head->keeps_precision = true;   /* --fp8 leaves the head in float */
     declare_sums(m, g);
     return PTDP_OK;
 }

@@ -148,7 +148,7 @@ ptdp_linear_pass ptdp_gpt_linear_pass(ptdp_gpt_pass *k)
     const ptdp_mesh *mesh = k->m->mesh;
     return (ptdp_linear_pass){
         .dev = k->dev, .tp = mesh->tp_comm, .sp_samples = mesh->sp ? k->acts->rows : 0, .overlap = k->m->overlap,
-        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = k->wg, .what = k->what,
+        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .fp8 = k->m->fp8, .wg = k->wg, .what = k->what,
         .wwhat = k->wwhat, .w0 = &k->w0,
     };
 }

@@ -135,7 +135,7 @@ static ptdp_linear_pass linear_pass(ptdp_llama_pass *k)
     return (ptdp_linear_pass){
         .dev = k->dev, .tp = k->m->mesh->tp_comm, .overlap = k->m->overlap, .sp_full = k->part,
         .sp_samples = k->m->mesh->sp ? k->acts->rows : 0,
-        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = k->wg, .what = k->what,
+        .recipe = k->m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .fp8 = k->m->fp8, .wg = k->wg, .what = k->what,
         .wwhat = k->wwhat, .w0 = &k->w0,
     };
 }

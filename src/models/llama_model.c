@@ -47,6 +47,7 @@
 
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model_plan.h"
 #include "models/gpt_table.h"
@@ -148,6 +149,31 @@ static int llama_check(const ptdp_model_config *m, int tp, int pp, char *msg, si
     return PTDP_OK;
 }
 
+/* --fp8's tiles against the TP split of each weight (the head keeps its
+ * precision); and no FP8 for a kv head's copies, whose TP ranks each hold
+ * part of its output gradient (summed over the copies after the backward):
+ * one device quantizes the whole. */
+static int llama_fp8_check(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
+{
+    const ptdp_llama_settings *s = ptdp_llama(c);
+    const int C = c->hidden, H = s->heads, K = ptdp_llama_kv_heads(c), d = C / H, F = c->ffn;
+    const int Fe = ptdp_moe_ffn(&s->moe, c->ffn);
+    if (r->fp8 != NULL && r->tp > K) {
+        snprintf(msg, n, "--fp8 %s with --tp %d > --kv-heads %d: each TP rank holds a copy of a kv head and only its "
+                 "own query heads' part of that head's gradient, which FP8 would quantize apart from the rest: use "
+                 "--tp %d or less", r->fp8->name, r->tp, K, K);
+        return PTDP_EINVAL;
+    }
+    const ptdp_fp8_weight w[] = {
+        { "attention.wq.weight", H * d, C, PTDP_SHARD_ROWS, 1 }, { "attention.wk.weight", K * d, C, PTDP_SHARD_ROWS, 1 },
+        { "attention.wo.weight", C, H * d, PTDP_SHARD_COLS, 1 }, { "feed_forward.w1.weight", F, C, PTDP_SHARD_ROWS, 1 },
+        { "feed_forward.w2.weight", C, F, PTDP_SHARD_COLS, 1 },
+        { "feed_forward.experts.w1.weight", Fe, C, PTDP_SHARD_ROWS, 1 },
+        { "feed_forward.experts.w2.weight", C, Fe, PTDP_SHARD_COLS, 1 },
+    };
+    return ptdp_fp8_split_check_all(r->fp8, w, s->moe.experts > 0 ? 7 : 5, r->tp, msg, n);
+}
+
 /* What the llama runs on beyond its caps: experts as any model's
  * (moe_settings.c), spread by --ep only when ZeRO keeps the parameters
  * whole (ZeRO-3 gathers a unit over DP, and an expert is replicated over
@@ -175,7 +201,7 @@ static int llama_check_run(const ptdp_model_config *c, const ptdp_model_run *r, 
                  K >= r->tp ? "" : ", one shared copy", r->cp, kl);
         return PTDP_EINVAL;
     }
-    return PTDP_OK;
+    return llama_fp8_check(c, r, msg, n);
 }
 
 /* The whole model's tensors in Meta's state_dict order. */
@@ -343,6 +369,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama *p)
     if (m->last_stage) {
         ptdp_model_begin_unit(m);
         p->output = ADD("output.weight", V, C, false, PTDP_SHARD_ROWS, t * Vl, 0, Vl, C, W(INIT_STD));
+        if (p->output != NULL)
+            p->output->keeps_precision = true;   /* --fp8 leaves the head in float */
         p->norm = ADD("norm.weight", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
     }
     for (int l = m->layer_end - 1; l >= m->layer_begin; l--)

@@ -105,7 +105,7 @@ static ptdp_linear_pass linear_pass(ptdp_device *dev, const ptdp_model *m, ptdp_
                                     const char *wwhat, double *w0)
 {
     return (ptdp_linear_pass){ .dev = dev, .tp = m->mesh->tp_comm,
-                               .recipe = m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .wg = wg,
+                               .recipe = m->bf16 ? PTDP_RECIPE_BF16 : PTDP_RECIPE_STORAGE, .fp8 = m->fp8, .wg = wg,
                                .what = what, .wwhat = wwhat, .w0 = w0 };
 }
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 #include "models/mlp_table.h"
 
 #define INIT_STD 0.02
@@ -58,6 +59,22 @@ static int mlp_check(const ptdp_model_config *m, int tp, int pp, char *msg, size
     }
 #undef BAD
     return PTDP_OK;
+}
+
+/* The layout beyond the shapes: --fp8's tiles against the TP split of
+ * fc1 (by rows) and fc2 (by columns); the input layer is whole and the
+ * output layer, the head, keeps its precision.  No experts to spread. */
+static int mlp_check_run(const ptdp_model_config *c, const ptdp_model_run *r, char *msg, size_t n)
+{
+    if (r->ep > 1) {
+        snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and --model mlp has no "
+                 "experts: use a model with a mixture of experts (--moe-experts E)", r->ep);
+        return PTDP_EINVAL;
+    }
+    const ptdp_fp8_weight w[] = {
+        { "fc1.weight", c->ffn, c->hidden, PTDP_SHARD_ROWS, 1 }, { "fc2.weight", c->hidden, c->ffn, PTDP_SHARD_COLS, 1 },
+    };
+    return ptdp_fp8_split_check_all(r->fp8, w, 2, r->tp, msg, n);
 }
 
 /* The parameter list in state_dict order (forward order), as name/shape. */
@@ -134,6 +151,8 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
     if (m->last_stage) {
         ptdp_model_begin_unit(m);
         p->out_w = ADD("out.weight", mlp->classes, h, false, PTDP_SHARD_ROWS, t * cl, 0, cl, h, W);
+        if (p->out_w != NULL)
+            p->out_w->keeps_precision = true;   /* --fp8 leaves the head in float */
         p->out_b = ADD("out.bias", 1, mlp->classes, true, PTDP_SHARD_ROWS, 0, t * cl, 1, cl, ZERO);
     }
     for (int l = m->layer_end - 1; l >= m->layer_begin; l--) {
@@ -215,6 +234,7 @@ const ptdp_model_ops ptdp_mlp_ops = {
     .name = "mlp",
     .caps = { .title = "the MLP" },
     .check = mlp_check,
+    .check_run = mlp_check_run,
     .list_params = mlp_list_params,
     .metadata = mlp_metadata,
     .from_metadata = mlp_from_metadata,

@@ -166,11 +166,12 @@ static void whole_sequences(ptdp_moe_pass *p, ptdp_moe_acts *m)
 }
 
 /* The router's linear layer: in storage precision (float under bf16:
- * Megatron's fp32 router), whole on every TP rank. */
+ * Megatron's fp32 router; never FP8), whole on every TP rank. */
 static ptdp_linear_pass router_pass(const ptdp_moe_pass *p)
 {
     ptdp_linear_pass c = p->linear;
     c.recipe = PTDP_RECIPE_STORAGE;
+    c.fp8 = NULL;
     return c;
 }
 

@@ -44,12 +44,14 @@
  */
 #include "ptdp/parallel_linear.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptdp/bf16.h"
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
 #include "ptdp/tp.h"
@@ -72,16 +74,58 @@ bool ptdp_linear_pass_defers(const ptdp_linear_pass *c)
 
 /* ---------------------------------------------------------------- recipe */
 
-/* A GEMM's operand as the recipe computes with it.  Storage and bf16 use
- * it as it is: a bf16 activation was rounded where it was made (keep,
- * below) and a bf16 weight widens to float exactly (mixed.h).  An FP8
- * recipe returns it quantized here — X and W to E4M3 in the forward, dY to
- * E5M2 in the backward, each with a scale from its amax (reduced over the
- * TP group for a split tensor). */
-static ptdp_tensor operand(const ptdp_linear_pass *c, ptdp_tensor t)
+/* The operands a product reads under the recipe.  Storage and bf16 use
+ * them as they are: a bf16 activation was rounded where it was made (keep,
+ * below) and a bf16 weight widens to float exactly (mixed.h).  FP8
+ * (fp8_linear.h) reads quantized copies — X and W in E4M3 in the forward,
+ * dY in E5M2 in the backward, each scale from an amax reduced wherever the
+ * tensor is split — made here for n members at once and released after
+ * their products.  A weight that keeps its precision (the output head,
+ * model.h) and a pass without FP8 get the tensors themselves. */
+typedef struct {
+    int n;
+    bool copies;           /* dst are transients to release              */
+    ptdp_tensor one;       /* n = 1: dst points here                    */
+    ptdp_tensor *dst;
+} operands;
+
+static bool quantizes(const ptdp_linear_pass *c, const ptdp_linear_layer *l)
 {
-    (void)c;
-    return t;
+    return c->fp8 != NULL && !l->w->keeps_precision;
+}
+
+static int operands_of(ptdp_linear_pass *c, bool fp8, ptdp_fp8_role role, int n, const ptdp_param *const *w,
+                       const ptdp_tensor *src, operands *o)
+{
+    *o = (operands){ .n = n, .copies = fp8 };
+    o->dst = n == 1 ? &o->one : calloc((size_t)(n > 0 ? n : 1), sizeof *o->dst);
+    if (o->dst == NULL)
+        return ptdp_fail(c->dev, PTDP_ENOMEM, "host out of memory for %d operands", n);
+    if (!fp8) {
+        for (int i = 0; i < n; i++)
+            o->dst[i] = src[i];
+        return PTDP_OK;
+    }
+    int rc = ptdp_fp8_linear_quantize(c->dev, c->fp8, role, c->tp, n, w, src, o->dst);
+    if (rc != 0)
+        o->copies = false;   /* nothing to release */
+    return rc;
+}
+
+/* One layer's operand. */
+static int operand(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_fp8_role role, ptdp_tensor t,
+                   operands *o)
+{
+    return operands_of(c, quantizes(c, l), role, 1, &l->w, &t, o);
+}
+
+static void release(ptdp_linear_pass *c, operands *o)
+{
+    if (o->copies)
+        ptdp_fp8_linear_release(c->dev, o->n, o->dst);
+    if (o->dst != &o->one)
+        free(o->dst);
+    *o = (operands){ 0 };
 }
 
 /* A complete output as the recipe keeps it: bf16 rounds it where it is
@@ -118,23 +162,31 @@ static int joined(ptdp_linear_pass *c, int rc)
 
 /* -------------------------------------------------------------- products */
 
-/* Y = X Wᵀ (+ b in the GEMM). */
-static void product(const ptdp_linear_pass *c, ptdp_tensor y, ptdp_tensor x, const ptdp_param *w,
-                    const ptdp_param *b)
+/* Y = X Wᵀ (+ b in the GEMM), from the recipe's operands. */
+static int product(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_tensor y, ptdp_tensor x,
+                   const ptdp_param *b)
 {
-    ptdp_linear_forward(y, operand(c, x), operand(c, w->w), b != NULL ? &b->w : NULL);
+    operands X, W;
+    int rc = operand(c, l, PTDP_FP8_X, x, &X);
+    if (rc == 0 && (rc = operand(c, l, PTDP_FP8_W, l->w->w, &W)) == 0) {
+        ptdp_linear_forward(y, X.dst[0], W.dst[0], b != NULL ? &b->w : NULL);
+        release(c, &W);
+    }
+    release(c, &X);
+    return rc;
 }
 
 /* dX = dY W (or +=), dW += dYᵀ X now or recorded for W, db += colsum dY:
- * the unsplit order. */
+ * the unsplit order, from the recipe's operands (db from dY as stored:
+ * a sum a GPU takes in float, outside the FP8 GEMM). */
 static int products_backward(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_tensor *dx, ptdp_tensor dy,
-                             ptdp_tensor x)
+                             ptdp_tensor x, const operands *W, const operands *dY, const operands *X, int i)
 {
-    const ptdp_tensor w = operand(c, l->w->w), dY = operand(c, dy), X = operand(c, x);
+    const ptdp_tensor w = W->dst[i], dYq = dY->dst[i], Xq = X->dst[i];
     ptdp_tensor bias_g = l->b != NULL ? l->b->g : (ptdp_tensor){ 0 };
     ptdp_tensor *db = l->b != NULL ? &bias_g : NULL;
-    if (c->wg == NULL) {   /* the unsplit backward, exactly */
-        ptdp_linear_backward(dx, l->w->g, db, dY, X, w, l->accumulate_dx);
+    if (c->wg == NULL && !quantizes(c, l)) {   /* the unsplit backward, exactly */
+        ptdp_linear_backward(dx, l->w->g, db, dYq, Xq, w, l->accumulate_dx);
         return PTDP_OK;
     }
     const ptdp_tensor dw = l->w->g;
@@ -143,10 +195,28 @@ static int products_backward(ptdp_linear_pass *c, const ptdp_linear_layer *l, pt
                       x.cols, w.rows, w.cols, dw.rows, dw.cols))
         return PTDP_EINVAL;
     if (dx != NULL)
-        ptdp_matmul(*dx, dY, false, w, false, 1.0, l->accumulate_dx ? 1.0 : 0.0);
-    int rc = ptdp_wgrad_gemm(c->dev, c->wg, dw, dY, X, l->w_flops, c->wwhat);
+        ptdp_matmul(*dx, dYq, false, w, false, 1.0, l->accumulate_dx ? 1.0 : 0.0);
+    int rc = ptdp_wgrad_gemm(c->dev, c->wg, dw, dYq, Xq, l->w_flops, c->wwhat);
     if (rc == 0 && db != NULL)
-        ptdp_bias_backward(*db, dY);
+        ptdp_bias_backward(*db, dy);
+    return rc;
+}
+
+/* One layer's backward products: its three operands, then the products. */
+static int layer_backward(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_tensor *dx, ptdp_tensor dy,
+                          ptdp_tensor x)
+{
+    operands W = { 0 }, dY = { 0 }, X = { 0 };
+    int rc = operand(c, l, PTDP_FP8_W, l->w->w, &W);
+    if (rc == 0)
+        rc = operand(c, l, PTDP_FP8_DY, dy, &dY);
+    if (rc == 0)
+        rc = operand(c, l, PTDP_FP8_X, x, &X);
+    if (rc == 0)
+        rc = products_backward(c, l, dx, dy, x, &W, &dY, &X, 0);
+    release(c, &X);
+    release(c, &dY);
+    release(c, &W);
     return rc;
 }
 
@@ -166,7 +236,7 @@ static int column_forward(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_
         rc = joined(c, ptdp_sp_all_gather(c->dev, c->tp, full, x, c->sp_samples));
     }
     if (rc == 0)
-        product(c, y, full, l->w, l->b);
+        rc = product(c, l, y, full, l->b);
     if (gather)
         ptdp_tensor_free(c->dev, &full);
     if (rc == 0) {
@@ -185,13 +255,15 @@ static int row_forward(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_ten
 {
     const bool sum = tp_size(c) > 1;
     const ptdp_tensor part = sequence_parallel(c) ? c->sp_full : y;
-    product(c, part, x, l->w, sum ? NULL : l->b);
+    int rc = product(c, l, part, x, sum ? NULL : l->b);
+    if (rc != 0)
+        return rc;
     if (cost != NULL)
         charge(c, cost->flops);
     if (c->tp == NULL)
         return PTDP_OK;
-    int rc = sequence_parallel(c) ? ptdp_sp_reduce_scatter(c->dev, c->tp, y, part, c->sp_samples)
-                                  : ptdp_tp_reduce_from_region_forward(c->tp, y);   /* g */
+    rc = sequence_parallel(c) ? ptdp_sp_reduce_scatter(c->dev, c->tp, y, part, c->sp_samples)
+                              : ptdp_tp_reduce_from_region_forward(c->tp, y);   /* g */
     rc = joined(c, rc);
     if (rc == 0 && sum && l->b != NULL)
         ptdp_add_bias(y, l->b->w);
@@ -214,27 +286,34 @@ int ptdp_parallel_linear_forward(ptdp_linear_pass *c, const ptdp_linear_layer *l
 static int sp_column_products(ptdp_linear_pass *c, const ptdp_linear_layer *l, ptdp_tensor *dx, ptdp_tensor dy,
                               ptdp_tensor x, const ptdp_linear_charge *cost)
 {
-    const ptdp_tensor w = operand(c, l->w->w), dY = operand(c, dy);
+    operands W = { 0 }, dY = { 0 }, X = { 0 };
     ptdp_sp_gather g = { 0 };
-    int rc;
+    int rc = operand(c, l, PTDP_FP8_W, l->w->w, &W);   /* before the gather: their amaxes' */
+    if (rc == 0)                                        /* all-reduces keep every rank's order */
+        rc = operand(c, l, PTDP_FP8_DY, dy, &dY);
     charge(c, cost->before);
-    if (c->overlap)
+    if (rc == 0 && c->overlap)
         rc = ptdp_sp_all_gather_start(c->dev, c->tp, c->sp_full, x, c->sp_samples, &g);
-    else
+    else if (rc == 0)
         rc = joined(c, ptdp_sp_all_gather(c->dev, c->tp, c->sp_full, x, c->sp_samples));
     if (rc == 0) {
-        ptdp_matmul(*dx, dY, false, w, false, 1.0, 0.0);   /* dX = dY W */
+        ptdp_matmul(*dx, dY.dst[0], false, W.dst[0], false, 1.0, 0.0);   /* dX = dY W */
         charge(c, cost->dx);
     }
     const int waited = joined(c, ptdp_sp_all_gather_wait(&g));   /* x is in */
     if (rc == 0)
         rc = waited;
     if (rc == 0)
-        rc = ptdp_wgrad_gemm(c->dev, c->wg, l->w->g, dY, operand(c, c->sp_full), l->w_flops, c->wwhat);
+        rc = operand(c, l, PTDP_FP8_X, c->sp_full, &X);
+    if (rc == 0)
+        rc = ptdp_wgrad_gemm(c->dev, c->wg, l->w->g, dY.dst[0], X.dst[0], l->w_flops, c->wwhat);
     if (rc == 0 && l->b != NULL)
-        ptdp_bias_backward(l->b->g, dY);                   /* db */
+        ptdp_bias_backward(l->b->g, dy);                   /* db */
     if (rc == 0 && c->wg == NULL)   /* else the product is W's, charged there */
         charge(c, cost->dw);
+    release(c, &X);
+    release(c, &dY);
+    release(c, &W);
     return rc;
 }
 
@@ -251,7 +330,7 @@ int ptdp_parallel_linear_backward(ptdp_linear_pass *c, const ptdp_linear_layer *
             return rc;
         return joined(c, ptdp_sp_reduce_scatter(c->dev, c->tp, c->sp_local, *dx, c->sp_samples));   /* f */
     }
-    if ((rc = products_backward(c, l, dx, dy, x)) != 0)
+    if ((rc = layer_backward(c, l, dx, dy, x)) != 0)
         return rc;
     if (cost != NULL)
         charge(c, cost->flops);
@@ -268,6 +347,31 @@ static ptdp_tensor member_rows(const ptdp_linear_group *g, ptdp_tensor t, int of
     return ptdp_tensor_rows(t, off, g->rows[i]);
 }
 
+/* A group's operands of one role: every member's (its rows of the stacked
+ * x, y or dy, or its weight), quantized in one call even where a member
+ * has no rows here — the amaxes' all-reduce then has the same n on every
+ * rank. */
+static int group_operands(ptdp_linear_pass *c, const ptdp_linear_group *g, ptdp_fp8_role role, ptdp_tensor stacked,
+                          operands *o)
+{
+    const int n = g->n;
+    const ptdp_param **w = calloc((size_t)(n > 0 ? n : 1), sizeof *w);
+    ptdp_tensor *src = calloc((size_t)(n > 0 ? n : 1), sizeof *src);
+    int rc = w != NULL && src != NULL ? PTDP_OK : ptdp_fail(c->dev, PTDP_ENOMEM, "host out of memory for %d members", n);
+    bool fp8 = c->fp8 != NULL;
+    for (int i = 0, off = 0; rc == 0 && i < n; off += g->rows[i], i++) {
+        const ptdp_linear_layer l = g->member(g->of, i);
+        w[i] = l.w;
+        src[i] = role == PTDP_FP8_W ? l.w->w : member_rows(g, stacked, off, i);
+        fp8 = fp8 && quantizes(c, &l);
+    }
+    if (rc == 0)
+        rc = operands_of(c, fp8, role, n, w, src, o);
+    free(src);
+    free(w);
+    return rc;
+}
+
 /* Every member's products, then the recipe's keep of the complete outputs,
  * the charge, and a ROW group's one g for all, each bias after it. */
 int ptdp_parallel_linear_group_forward(ptdp_linear_pass *c, const ptdp_linear_group *g, ptdp_tensor y,
@@ -276,18 +380,27 @@ int ptdp_parallel_linear_group_forward(ptdp_linear_pass *c, const ptdp_linear_gr
     const bool sum = g->split == PTDP_SPLIT_ROW && tp_size(c) > 1;
     if (!PTDP_REQUIRE(!sequence_parallel(c), "a group of linear layers under sequence parallelism"))
         return PTDP_EINVAL;
-    for (int i = 0, off = 0; i < g->n; off += g->rows[i], i++)
+    operands X = { 0 }, W = { 0 };
+    int rc = group_operands(c, g, PTDP_FP8_X, x, &X);
+    if (rc == 0)
+        rc = group_operands(c, g, PTDP_FP8_W, x, &W);
+    for (int i = 0, off = 0; rc == 0 && i < g->n; off += g->rows[i], i++)
         if (g->rows[i] > 0) {
             const ptdp_linear_layer l = g->member(g->of, i);
-            product(c, member_rows(g, y, off, i), member_rows(g, x, off, i), l.w, sum ? NULL : l.b);
+            const ptdp_param *b = sum ? NULL : l.b;
+            ptdp_linear_forward(member_rows(g, y, off, i), X.dst[i], W.dst[i], b != NULL ? &b->w : NULL);
         }
+    release(c, &W);
+    release(c, &X);
+    if (rc != 0)
+        return rc;
     if (g->split != PTDP_SPLIT_ROW)
         keep(c, y);
     if (cost != NULL)
         charge(c, cost->flops);
     if (!sum)
         return PTDP_OK;
-    int rc = joined(c, ptdp_tp_reduce_from_region_forward(c->tp, y));   /* g, once */
+    rc = joined(c, ptdp_tp_reduce_from_region_forward(c->tp, y));   /* g, once */
     for (int i = 0, off = 0; rc == 0 && i < g->n; off += g->rows[i], i++) {
         const ptdp_linear_layer l = g->member(g->of, i);
         if (g->rows[i] > 0 && l.b != NULL)
@@ -301,16 +414,24 @@ int ptdp_parallel_linear_group_forward(ptdp_linear_pass *c, const ptdp_linear_gr
 int ptdp_parallel_linear_group_backward(ptdp_linear_pass *c, const ptdp_linear_group *g, ptdp_tensor *dx,
                                         ptdp_tensor dy, ptdp_tensor x, const ptdp_linear_charge *cost)
 {
-    int rc = PTDP_OK;
     if (!PTDP_REQUIRE(!sequence_parallel(c), "a group of linear layers under sequence parallelism"))
         return PTDP_EINVAL;
+    operands W = { 0 }, dY = { 0 }, X = { 0 };
+    int rc = group_operands(c, g, PTDP_FP8_W, x, &W);
+    if (rc == 0)
+        rc = group_operands(c, g, PTDP_FP8_DY, dy, &dY);
+    if (rc == 0)
+        rc = group_operands(c, g, PTDP_FP8_X, x, &X);
     for (int i = 0, off = 0; rc == 0 && i < g->n; off += g->rows[i], i++)
         if (g->rows[i] > 0) {
             const ptdp_linear_layer l = g->member(g->of, i);
             ptdp_tensor dxi = dx != NULL ? member_rows(g, *dx, off, i) : (ptdp_tensor){ 0 };
             rc = products_backward(c, &l, dx != NULL ? &dxi : NULL, member_rows(g, dy, off, i),
-                                   member_rows(g, x, off, i));
+                                   member_rows(g, x, off, i), &W, &dY, &X, i);
         }
+    release(c, &X);
+    release(c, &dY);
+    release(c, &W);
     if (rc != 0)
         return rc;
     if (cost != NULL)

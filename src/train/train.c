@@ -76,6 +76,7 @@ typedef struct {
                                       divergence rule (train.h); -1 before */
     double busy0, phase_end, phase_busy;   /* the pipeline phase, for the bubble */
     ptdp_counts counts;            /* its way into the run's counters (dev->counts) */
+    ptdp_fp8_linear *fp8;          /* --fp8: the model's operands quantized, NULL: off */
 } device_ctx;
 
 /* The divergence rule (train.h): a finite norm far above the first step's.
@@ -140,6 +141,8 @@ static int optimizer_step(ptdp_device *dev, device_ctx *d, double loss_sum)
         return rc;
     if ((rc = ptdp_model_after_step(dev, m)) != 0)
         return rc;   /* the model's buffers (a mixture's expert bias, moe.h) */
+    if ((rc = ptdp_fp8_linear_step(dev, d->fp8)) != 0)
+        return rc;   /* a delayed recipe's amax histories (fp8_linear.h) */
     if (c->verify_replicas && (rc = ptdp_model_check_mirror(dev, &d->model, d->global_step)) != 0)
         return rc;   /* DualPipe's copies (a replica each, model.h) */
     return c->verify_replicas ? ptdp_zero_check_replicas(dev, &d->zero, &d->model, d->global_step) : PTDP_OK;
@@ -211,9 +214,14 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->model.recompute_core = c->recompute_core;
     d->model.overlap = c->overlap;   /* SP's backward gathers on the communication stream */
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
+    if (c->fp8.recipe != NULL &&
+        (rc = ptdp_fp8_linear_create(dev, &c->fp8, &d->model, d->mesh.cp_comm, d->mesh.dp_comm, &d->fp8)) != 0)
+        return rc;
+    d->model.fp8 = d->fp8;
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++) {
         d->model.chunks[k].recompute_core = c->recompute_core;
         d->model.chunks[k].overlap = c->overlap;
+        d->model.chunks[k].fp8 = d->fp8;
     }
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
@@ -246,6 +254,7 @@ static void device_teardown(ptdp_device *dev, device_ctx *d)
 {
     dev->counts = NULL;
     ptdp_zero_free(dev, &d->zero, &d->model);
+    ptdp_fp8_linear_destroy(dev, d->fp8);
     ptdp_model_free(dev, &d->model);
     ptdp_mesh_free(&d->mesh);
 }

@@ -449,6 +449,42 @@ static int resume_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* --fp8 and its flags: the two without it, the history without the recipe
+ * that keeps one, and what one scale per tensor cannot follow (fp8_linear.h):
+ * a micro-batch's tensor cut in time (token slices), an expert's rows
+ * gathered from several micro-batches (EP), a step's amaxes on two copies
+ * of the model (DualPipe) — the tiled recipes scale each row's tiles
+ * alone and need none of it. */
+static int fp8_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const ptdp_fp8_recipe *r = c->fp8.recipe;
+    if (r == NULL && c->fp8.grad != NULL)
+        BAD("--fp8-grad-format %s chooses the gradients' FP8 format: it needs --fp8 R (tensorwise, delayed, "
+            "blockwise or mxfp8)", c->fp8.grad->name);
+    if (r == NULL && c->fp8.history > 0)
+        BAD("--fp8-amax-history %d is delayed scaling's: it needs --fp8 delayed", c->fp8.history);
+    if (r == NULL)
+        return PTDP_OK;
+    if (c->fp8.history > 0 && !r->uses_history)
+        BAD("--fp8-amax-history %d is delayed scaling's, and --fp8 %s keeps no history: use --fp8 delayed",
+            c->fp8.history, r->name);
+    if (r->whole_tensor && ptdp_train_token_slices(c) > 1)
+        BAD("--fp8 %s with --token-slices %d: one scale covers a micro-batch's whole tensor, and a slice is "
+            "computed before the next exists: use --fp8 blockwise or mxfp8 (a scale per row's tiles)", r->name,
+            ptdp_train_token_slices(c));
+    if (r->whole_tensor && c->ep > 1)
+        BAD("--fp8 %s with --ep %d: one scale covers an expert's input of one micro-batch, and under --ep an "
+            "expert's rows come from several: use --fp8 blockwise or mxfp8 (a scale per row's tiles)", r->name,
+            c->ep);
+    if (r->uses_history && ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL)
+        BAD("--fp8 delayed with --schedule %s: each block's step amax would come from two copies of the model, "
+            "each with half the micro-batches: use --fp8 tensorwise, blockwise or mxfp8", ptdp_train_schedule(c)->name);
+    if (r->uses_history && c->resume != NULL)
+        BAD("--fp8 delayed with --load: checkpoints do not hold the amax histories, so the scales would restart: "
+            "use --fp8 tensorwise, blockwise or mxfp8 to resume");
+    return PTDP_OK;
+}
+
 #undef BAD
 
 /* What this configuration of the model supports of the layout (its own
@@ -460,7 +496,8 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
                                .shards_params = ptdp_zero_stage_of(c->zero)->shards_params,
                                .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16,
                                .cp_a2a = c->cp > 1 && c->cp_a2a, .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1,
-                               .copies = ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL };
+                               .copies = ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL,
+                               .fp8 = c->fp8.recipe };
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, n, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts: use a model with a mixture of experts (--moe-experts E)", r.ep, ops->name);
@@ -476,7 +513,7 @@ static int validate(const ptdp_train_config *c, bool threads, char *msg, size_t 
     if ((rc = mesh_rules(c, threads, msg, n)) != 0 || (rc = batch_rules(c, msg, n)) != 0 ||
         (rc = sequence_rules(c, msg, n)) != 0 || (rc = pipeline_rules(c, msg, n)) != 0 ||
         (rc = optimizer_rules(c, msg, n)) != 0 || (rc = combination_rules(c, msg, n)) != 0 ||
-        (rc = model_run_rules(c, msg, n)) != 0)
+        (rc = fp8_rules(c, msg, n)) != 0 || (rc = model_run_rules(c, msg, n)) != 0)
         return rc;
     return resume_rules(c, msg, n);
 }
