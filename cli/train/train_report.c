@@ -547,6 +547,13 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
     if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
         fprintf(f, "             \"zero_hpz\": %d,\n", c->zero_hpz);
+    if (c->fp8.recipe != NULL) {   /* --fp8 (fp8_linear.h): the recipe, dY's format, delayed's H */
+        fprintf(f, "             \"fp8\": \"%s\",\n", c->fp8.recipe->name);
+        fprintf(f, "             \"fp8_grad_format\": \"%s\",\n", c->fp8.grad != NULL ? c->fp8.grad->name : "e5m2");
+        if (c->fp8.recipe->uses_history)
+            fprintf(f, "             \"fp8_amax_history\": %d,\n",
+                    c->fp8.history > 0 ? c->fp8.history : PTDP_FP8_HISTORY_DEFAULT);
+    }
     fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }

@@ -111,6 +111,31 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
     printf("\n");
 }
 
+/* --fp8: which tensors are quantized, in what, by which tiles and scales,
+ * and which reductions make a split tensor's scale one device's. */
+static void print_fp8(const ptdp_train_config *c)
+{
+    const ptdp_fp8_recipe *r = c->fp8.recipe;
+    if (r == NULL)
+        return;
+    const ptdp_fp8_format *g = c->fp8.grad != NULL ? c->fp8.grad : &ptdp_fp8_e5m2;
+    printf("  fp8 %s: every linear layer's X and W in e4m3 (max %g), dY in %s (max %g), products summed in "
+           "float;\n    ", r->name, ptdp_fp8_e4m3.max, g->name, g->max);
+    if (r->uses_history)
+        printf("one scale a tensor, amax / max from the largest amax of the last %d steps (the first step its "
+               "own;\n    a step's amaxes max-reduced over DP),", c->fp8.history > 0 ? c->fp8.history
+                                                                                    : PTDP_FP8_HISTORY_DEFAULT);
+    else if (r->whole_tensor)
+        printf("one scale a tensor, amax / max,");
+    if (r->whole_tensor)
+        printf(" its amax max-reduced over TP where the tensor is split and over CP for activations;\n    ");
+    else
+        printf("a %s per tile: X and dY %dx%d, W %dx%d (no tile on two ranks, so no reduction);\n    ",
+               r->power_of_two ? "power-of-two scale" : "scale", r->act_tile[0], r->act_tile[1], r->weight_tile[0],
+               r->weight_tile[1]);
+    printf("the head, router, norms, softmax, loss and optimizer stay in float\n");
+}
+
 static void print_header(const ptdp_train_config *c, const char *data_name)
 {
     const int cp = ptdp_train_cp(c);
@@ -141,6 +166,7 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf(", schedule %s%s", sched, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
     ptdp_model_cli_of(m)->describe(c, mb, data_name);
+    print_fp8(c);
     if (cp > 1)
         printf("  DP = world / (CP x TP x PP) = %d / (%d x %d x %d) = %d;  "
                "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n"
@@ -267,30 +293,7 @@ static int dump_data(const char *path, const ptdp_train_config *c, char *msg, si
 static int run_baseline(const ptdp_train_config *c, const ptdp_launch_opts *o,
                         ptdp_state *final, ptdp_train_result *res, char *msg, size_t len)
 {
-    ptdp_train_config b = *c;
-    b.dp = b.tp = b.pp = 1;
-    b.micro_batches = 1;
-    /* FP8 with one scale a tensor (fp8_linear.h): the scale is a micro-
-     * batch's, so one device runs the same micro-batches, every replica's */
-    if (c->fp8.recipe != NULL && c->fp8.recipe->whole_tensor)
-        b.micro_batches = c->dp * c->micro_batches;
-    b.stage_layers = NULL;
-    /* one device: one chunk, and a schedule that runs on one stage */
-    b.virtual_stages = 0;
-    char why[256];
-    if (ptdp_schedule_check_row(ptdp_train_schedule(&b), 1, 1, 1, why, sizeof why) != 0)
-        b.schedule = ptdp_schedule_default();
-    b.recompute = false;
-    b.recompute_core = false;
-    b.sp = false;
-    b.cp = 0;
-    b.cp_contiguous = false;
-    b.cp_a2a = false;
-    b.ep = 0;
-    b.zero = 0;
-    b.shard_group = 0;
-    b.zero_hpz = 0;
-    b.overlap = false;
+    ptdp_train_config b = ptdp_train_baseline(c);
     b.final_state = final;
     b.init_state = NULL;
     b.dump_x = NULL;
@@ -341,7 +344,17 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
         printf("  %6ld  %18.12f  %18.12f  %10.3e%s\n", res->log[i].step, a, b, d, step_ok ? "" : "  MISMATCH");
     }
     ptdp_check_report rep;
-    const double ptol = c->bf16 ? ptdp_tolerance_bf16_params(c->lr, res->steps, c->optimizer == PTDP_OPT_ADAMW) : tol;
+    const bool adamw = c->optimizer == PTDP_OPT_ADAMW;
+    double ptol = c->bf16 ? ptdp_tolerance_bf16_params(c->lr, res->steps, adamw) : tol;
+    /* FP8 in float: a layout that sums in another order (TP's partial
+     * sums, CP's ring) leaves an input an ulp away from one device's, and
+     * now and then that ulp crosses an FP8 rounding midpoint (E4M3's step
+     * is 2^-3 of a value's binade, float's ulp 2^-23): one code differs
+     * by a step, and AdamW turns the element's changed gradient into a step
+     * of up to lr either way — bf16's reach.  In double no code flips in
+     * the layouts measured, and 1e-10 holds (docs/fp8.md). */
+    if (c->fp8.recipe != NULL && PTDP_REAL == PTDP_F32 && adamw && 2 * c->lr * (double)res->steps > ptol)
+        ptol = 2 * c->lr * (double)res->steps;
     bool params_ok = ptdp_check_states(final, &base, ptol, &rep);
     printf("  parameters: largest |a - b| %.3e, largest |a - b| / max(1, max|b|) %.3e (%s)\n",
            rep.max_abs, rep.max_rel, rep.worst);

@@ -211,6 +211,14 @@ int  ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
                 ptdp_train_result *result, char *msg, size_t msglen);
 void ptdp_train_result_free(ptdp_train_result *r);
 
+/* The one device --check holds cfg to: the same model, data, optimizer,
+ * precision and steps, and every parallelism off (dp = tp = pp = 1, no
+ * CP, SP, EP, ZeRO, recomputation; a schedule one stage runs).  Its
+ * micro-batches: one, the global batch — or, when a scale covers one
+ * micro-batch's tensor (--fp8 tensorwise or delayed, fp8_linear.h), the
+ * same micro-batches as cfg's, every replica's in turn. */
+ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg);
+
 /* --check's rule, per tensor: max|a - b| <= tol * max(1, max|b|).  Compares
  * every parameter of a against b (the baseline); reports the largest
  * absolute and relative difference and the worst tensor.  Returns true if

@@ -409,6 +409,31 @@ void ptdp_train_result_free(ptdp_train_result *r)
 
 /* ----------------------------------------------------------------- check */
 
+ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg)
+{
+    ptdp_train_config b = *cfg;
+    b.dp = b.tp = b.pp = 1;
+    b.micro_batches = 1;
+    /* FP8 with one scale a tensor: the scale is a micro-batch's */
+    if (cfg->fp8.recipe != NULL && cfg->fp8.recipe->whole_tensor)
+        b.micro_batches = cfg->dp * cfg->micro_batches;
+    b.stage_layers = NULL;
+    b.virtual_stages = 0;   /* one device: one chunk, and a schedule that runs on one stage */
+    char why[256];
+    if (ptdp_schedule_check_row(ptdp_train_schedule(&b), 1, 1, 1, why, sizeof why) != 0)
+        b.schedule = ptdp_schedule_default();
+    b.recompute = b.recompute_core = false;
+    b.sp = false;
+    b.cp = 0;
+    b.cp_contiguous = b.cp_a2a = false;
+    b.ep = 0;
+    b.zero = 0;
+    b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */
+    b.zero_hpz = 0;      /* hpZ needs ZeRO-3 */
+    b.overlap = false;
+    return b;
+}
+
 bool ptdp_check_value(double a, double b, double tol)
 {
     return fabs(a - b) <= tol * fmax(1.0, fabs(b));

@@ -91,27 +91,7 @@ void equiv_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts, ptd
 
 ptdp_train_config equiv_baseline(const ptdp_train_config *cfg)
 {
-    ptdp_train_config b = *cfg;
-    b.dp = b.tp = b.pp = 1;
-    b.micro_batches = 1;
-    b.recompute = false;
-    b.recompute_core = false;
-    b.sp = false;
-    b.cp = 0;
-    b.cp_contiguous = false;
-    b.cp_a2a = false;
-    b.ep = 0;
-    b.zero = 0;
-    b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */
-    b.zero_hpz = 0;      /* hpZ needs ZeRO-3 */
-    b.overlap = false;
-    b.stage_layers = NULL;
-    /* one device: one chunk, and a schedule that runs on one stage */
-    b.virtual_stages = 0;
-    char why[256];
-    if (ptdp_schedule_check_row(ptdp_train_schedule(&b), 1, 1, 1, why, sizeof why) != 0)
-        b.schedule = ptdp_schedule_default();
-    return b;
+    return ptdp_train_baseline(cfg);   /* --check's one device (train.h) */
 }
 
 /* ------------------------------------------- the baseline, once a run
