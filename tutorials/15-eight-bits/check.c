@@ -225,8 +225,8 @@ static bool check_scale(void)
             tutorial_note("the scale inverted: 448 / amax.  FP8 stores x / s, and s = amax / 448 puts the tile's "
                           "largest |x| exactly on 448 (blank 4)");
         else if (want == 1)
-            tutorial_note("amax %g gives amax / 448 = 0 in floating point: dividing by it would make NaN of every "
-                          "value; a scale of 0 becomes 1 (blank 4)", (double)AMAX[i]);
+            tutorial_note("amax %g gives amax / 448 = 0: dividing by a scale of 0 would make every value of the tile "
+                          "NaN (0 / 0) or infinite; a scale of 0 becomes 1 (blank 4)", (double)AMAX[i]);
         else
             tutorial_note("blank 4: s = amax / 448, the largest |x| of the tile onto E4M3's largest value");
         return false;
@@ -326,14 +326,16 @@ static void explain_block_value(const matrix *m, const quantized *mine, const qu
 }
 
 /* Outside the tile holding the outlier: the largest |dequantized - x| / |x|
- * of a nonzero x, and how many nonzero x came back as 0. */
-static double error_outside(const matrix *m, const ptdp_real *dq, int r_out, int tile_out, int *zeroed)
+ * of a nonzero x, how many nonzero x there are (*nonzero), and how many
+ * came back as 0 (*zeroed). */
+static double error_outside(const matrix *m, const ptdp_real *dq, int r_out, int tile_out, int *nonzero, int *zeroed)
 {
     double worst = 0;
-    *zeroed = 0;
+    *nonzero = *zeroed = 0;
     for (int i = 0; i < m->rows * m->cols; i++)
         if (m->x[i] != 0 && !(i / m->cols == r_out && (i % m->cols) / TILE == tile_out)) {
             worst = fmax(worst, fabs((double)(dq[i] - m->x[i])) / fabs((double)m->x[i]));
+            *nonzero += 1;
             *zeroed += dq[i] == 0;
         }
     return worst;
@@ -349,11 +351,11 @@ static void outlier_note(const matrix *m, const quantized *block)
         return;
     ptdp_fp8_quantize(&ptdp_fp8_tensorwise, F, &t, ptdp_tensor_wrap(copy, m->rows, m->cols), NULL, &amax, &scale,
                       NULL, ptdp_tensor_wrap(dq, m->rows, m->cols));
-    int zb, zt;
-    const double eb = error_outside(m, block->dq, 1, 1, &zb), et = error_outside(m, dq, 1, 1, &zt);
-    tutorial_note("an outlier of 1000 in row 1's tile 1: blockwise, every other nonzero value comes back within "
-                  "%.3g%% of itself (%d become 0); under one tensorwise scale, 1000 / 448 for all, %d become 0 "
-                  "(off by up to %.3g%%)", 100 * eb, zb, zt, 100 * et);
+    int n, zb, zt;
+    const double eb = error_outside(m, block->dq, 1, 1, &n, &zb), et = error_outside(m, dq, 1, 1, &n, &zt);
+    tutorial_note("an outlier of 1000 in row 1's tile 1; of the %d other nonzero values, blockwise: %d come back as "
+                  "0, the others within %.3g%% of themselves; under one tensorwise scale, 1000 / 448 for all: %d "
+                  "come back as 0 (off by up to %.3g%%)", n, zb, 100 * eb, zt, 100 * et);
 }
 
 static bool check_blockwise(void)
