@@ -441,6 +441,15 @@ static int tensorwise_device(ptdp_device *dev, void *arg)
     return 0;
 }
 
+/* max |w| over rank `rank`'s rows. */
+static ptdp_real shard_amax(const tensorwise_job *job, int rank)
+{
+    ptdp_real m = 0;
+    for (int i = 0; i < W_SHARD; i++)
+        m = fmax(m, fabs(job->w[rank * W_SHARD + i]));
+    return m;
+}
+
 /* Rank `rank`'s shard quantized on its own (no reduction): codes that
  * differ from one device's, and the largest difference in value. */
 static int alone(const tensorwise_job *job, int rank, double *worst, ptdp_real *scale)
@@ -484,6 +493,11 @@ static bool check_tp_tensorwise(void)
                           "amax for the whole tensor: max-reduce it over tp before the scale (blank 7: "
                           "ptdp_all_reduce(tp, &amax, &amax, 1, PTDP_REAL, PTDP_MAX))", (double)job.scale[0],
                           (double)job.one_scale);
+        else if (job.scale[0] == (shard_amax(&job, 0) + shard_amax(&job, 1)) / 448)
+            tutorial_note("the amaxes summed: your scale %.6g is (%.4g + %.4g) / 448, the sum of the ranks' amaxes.  "
+                          "The whole weight's amax is the largest of theirs: the reduction's op is PTDP_MAX, not "
+                          "PTDP_SUM (blank 7)", (double)job.scale[0], (double)shard_amax(&job, 0),
+                          (double)shard_amax(&job, 1));
         else
             tutorial_note("blank 7: every rank's scale must be the whole weight's amax / 448 = %.6g",
                           (double)job.one_scale);
@@ -492,7 +506,7 @@ static bool check_tp_tensorwise(void)
     tutorial_ok("tensorwise over tp = 2, a weight of %d x %d split by rows: one scale from the max-reduced amax; every "
                 "code and dequantized value is one device's", W_ROWS, W_COLS);
     tutorial_note("without the reduction rank 0 would scale by its own amax (%.4g, not %.4g): %d of its %d codes "
-                  "different, the dequantized values by up to %.3g", (double)(own_scale * 448),
+                  "different, the dequantized values by up to %.3g", (double)shard_amax(&job, 0),
                   (double)(job.one_scale * 448), own, W_SHARD, own_worst);
     return true;
 }
