@@ -109,9 +109,9 @@ int lesson_tp_tensorwise(ptdp_comm *tp, const ptdp_real *shard, int n, ptdp_real
             amax = fabs(shard[i]);
     /* Blank 7: amax is my shard's; one scale means the whole weight's. */
     PTDP_BLANK(7, "make amax the whole weight's amax: one collective over tp (which op?)");
-    int rc = lesson_scale(amax, scale);
-    if (rc != 0)
-        return rc;
+    const int scale_rc = lesson_scale(amax, scale);
+    if (scale_rc != 0)
+        return scale_rc;
     for (int i = 0; i < n; i++) {
         codes[i] = cast(shard[i] / *scale);
         dequant[i] = value(codes[i]) * *scale;
@@ -136,13 +136,12 @@ int lesson_tp_blockwise(ptdp_comm *tp, const ptdp_real *shard, int rows, int sha
         }
     /* Blank 9: a tile cut by the split has a part on each side. */
     PTDP_BLANK(9, "the tiles' amaxes: a tile the split cuts has parts on two ranks; one collective over tp");
-    int rc;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < shard_cols; c++) {
             ptdp_real s;
-            rc = lesson_scale(amax[r * across + tile_of[c]], &s);
-            if (rc != 0)
-                return rc;
+            const int scale_rc = lesson_scale(amax[r * across + tile_of[c]], &s);
+            if (scale_rc != 0)
+                return scale_rc;
             const int i = r * shard_cols + c;
             codes[i] = cast(shard[i] / s);
             dequant[i] = value(codes[i]) * s;

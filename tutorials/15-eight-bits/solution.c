@@ -123,9 +123,9 @@ int lesson_tp_tensorwise(ptdp_comm *tp, const ptdp_real *shard, int n, ptdp_real
     int rc = ptdp_all_reduce(tp, &amax, &amax, 1, PTDP_REAL, PTDP_MAX);
     if (rc != 0)
         return rc;
-    rc = lesson_scale(amax, scale);
-    if (rc != 0)
-        return rc;
+    const int scale_rc = lesson_scale(amax, scale);
+    if (scale_rc != 0)
+        return scale_rc;
     for (int i = 0; i < n; i++) {
         codes[i] = cast(shard[i] / *scale);
         dequant[i] = value(codes[i]) * *scale;
@@ -156,9 +156,9 @@ int lesson_tp_blockwise(ptdp_comm *tp, const ptdp_real *shard, int rows, int sha
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < shard_cols; c++) {
             ptdp_real s;
-            rc = lesson_scale(amax[r * across + tile_of[c]], &s);
-            if (rc != 0)
-                return rc;
+            const int scale_rc = lesson_scale(amax[r * across + tile_of[c]], &s);
+            if (scale_rc != 0)
+                return scale_rc;
             const int i = r * shard_cols + c;
             codes[i] = cast(shard[i] / s);
             dequant[i] = value(codes[i]) * s;
