@@ -120,7 +120,7 @@ static void describe(char *buf, size_t len, const probe *p)
         snprintf(buf, len, "beyond E4M3's largest value, 448");
         break;
     case SPECIAL:
-        snprintf(buf, len, isnan(p->x) ? "not a number" : "infinity");
+        snprintf(buf, len, "%s", isnan(p->x) ? "not a number" : "infinity");
         break;
     case TINY:
         snprintf(buf, len, "below E4M3's smallest normal value 2^-6");
@@ -250,8 +250,10 @@ typedef struct {
     ptdp_real x[MAX_ELEMS];
 } matrix;
 
-/* Row r of case k: magnitudes 1, 1e-3 and 0 (an all-zero row); an outlier. */
-static void make_matrix(matrix *m, int rows, int cols, bool outlier)
+/* Row r: magnitudes 1, 1e-3 and 0 (an all-zero row); an outlier; or,
+ * `ties`, a row of scale 1 (amax 448) whose next two values, rounded to
+ * float, would land exactly on E4M3 ties they are not on. */
+static void make_matrix(matrix *m, int rows, int cols, bool outlier, bool ties)
 {
     m->rows = rows;
     m->cols = cols;
@@ -260,6 +262,11 @@ static void make_matrix(matrix *m, int rows, int cols, bool outlier)
             m->x[r * cols + c] = r == 2 ? 0 : wiggle(r * cols + c + cols) * (r == 3 ? 1e-3 : 1);
     if (outlier)
         m->x[1 * cols + 200] = 1000;    /* row 1, tile 1 */
+    if (ties) {
+        m->x[0] = 448;
+        m->x[1] = 1.0625 + 0x1p-30;     /* float: 1.0625, the tie of 1 and 1.125 */
+        m->x[2] = -(1.1875 - 0x1p-30);  /* float: -1.1875, the tie of -1.125 and -1.25 */
+    }
 }
 
 typedef struct {
@@ -310,12 +317,24 @@ static void explain_block_value(const matrix *m, const quantized *mine, const qu
     }
     const int r = first / m->cols, c = first % m->cols;
     const ptdp_real x = m->x[first], s = lib->scale[r * across + c / TILE];
-    tutorial_wrong("blockwise, %d x %d: x[%d][%d] = %.9g (scale %.6g) gave %s %.9g; ptdp_fp8_quantize's is %.9g — %d of "
-                   "%d %s differ, the dequantized values by up to %.3g", m->rows, m->cols, r, c, (double)x, (double)s,
-                   codes ? "code" : "dequantized value", codes ? (double)mine->codes[first] : (double)mine->dq[first],
-                   codes ? (double)lib->codes[first] : (double)lib->dq[first], differ, m->rows * m->cols,
-                   codes ? "codes" : "values", worst);
-    if (codes && mine->codes[first] == ptdp_fp8_from_real(F, x * s))
+    char got[48], want[48];
+    if (codes) {
+        snprintf(got, sizeof got, "code 0x%02X", (unsigned)mine->codes[first]);
+        snprintf(want, sizeof want, "0x%02X", (unsigned)lib->codes[first]);
+    } else {
+        snprintf(got, sizeof got, "dequantized value %.9g", (double)mine->dq[first]);
+        snprintf(want, sizeof want, "%.9g", (double)lib->dq[first]);
+    }
+    tutorial_wrong("blockwise, %d x %d: x[%d][%d] = %.17g (scale %.6g) gave %s; ptdp_fp8_quantize's is %s — %d of %d "
+                   "%s differ, the dequantized values by up to %.3g", m->rows, m->cols, r, c, (double)x, (double)s, got,
+                   want, differ, m->rows * m->cols, codes ? "codes" : "values", worst);
+    if (codes && mine->codes[first] == ptdp_fp8_from_float(F, (float)(x / s)) &&
+        mine->codes[first] != lib->codes[first])
+        tutorial_note("rounded twice: x / s = %.17g is a double, and your code is the cast of it rounded to float "
+                      "first (%.9g), which lands exactly on a tie of two E4M3 values that x / s itself is not on; "
+                      "cast it once, from the double (blank 6: the given cast(), not a float cast)", (double)(x / s),
+                      (double)(float)(x / s));
+    else if (codes && mine->codes[first] == ptdp_fp8_from_real(F, x * s))
         tutorial_note("the scale inverted: you cast x · s; FP8 stores x / s, which brings the tile's largest |x| to "
                       "448 — x · s (s = amax / 448) shrinks the values by another s and most of them vanish into "
                       "zero or the subnormals (blank 6: cast(x / s), then value · s)");
@@ -360,12 +379,13 @@ static void outlier_note(const matrix *m, const quantized *block)
 
 static bool check_blockwise(void)
 {
-    static const struct { int rows, cols; bool outlier; } CASES[] = { { 4, 300, true }, { 2, 5, false },
-                                                                      { 4, 256, false } };
+    static const struct { int rows, cols; bool outlier, ties; } CASES[] = { { 4, 300, true, false },
+                                                                            { 2, 5, false, true },
+                                                                            { 4, 256, false, false } };
     static matrix m;
     static quantized mine, lib, first;
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
-        make_matrix(&m, CASES[k].rows, CASES[k].cols, CASES[k].outlier);
+        make_matrix(&m, CASES[k].rows, CASES[k].cols, CASES[k].outlier, CASES[k].ties);
         memset(&mine, 0xAA, sizeof mine);
         library_blockwise(&m, TILE, &lib);
         const int rc = lesson_quantize_blockwise(m.x, m.rows, m.cols, TILE, mine.scale, mine.codes, mine.dq);
@@ -389,8 +409,8 @@ static bool check_blockwise(void)
             first = lib;
     }
     tutorial_ok("blockwise in 1 x 128 tiles: 4 x 300 (tiles of 128, 128 and 44 columns, an all-zero row, an "
-                "outlier), 2 x 5, 4 x 256: every scale, code and dequantized value of ptdp_fp8_quantize, bit for bit");
-    make_matrix(&m, CASES[0].rows, CASES[0].cols, true);
+                "outlier), 2 x 5 (x / s near ties), 4 x 256: every scale, code and dequantized value of ptdp_fp8_quantize, bit for bit");
+    make_matrix(&m, CASES[0].rows, CASES[0].cols, true, false);
     outlier_note(&m, &first);
     return true;
 }
