@@ -38,7 +38,9 @@ struct ptdp_fp8_linear {
 
 static const ptdp_fp8_format *format_of(const ptdp_fp8_linear *f, ptdp_fp8_role role)
 {
-    return role == PTDP_FP8_DY && f->s.grad != NULL ? f->s.grad : &ptdp_fp8_e4m3;
+    if (role != PTDP_FP8_DY)
+        return &ptdp_fp8_e4m3;                              /* X and W: precision */
+    return f->s.grad != NULL ? f->s.grad : &ptdp_fp8_e5m2;   /* dY: range, unless chosen */
 }
 
 /* ------------------------------------------------------------- set-up */

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# fp8_train.sh PTDP — `ptdp train --fp8 R` (fp8_linear.h) from the command line.
+#
+#  1. Bad input exits 2 naming the flag, nothing on stdout: an unknown recipe
+#     or format, --fp8-grad-format or --fp8-amax-history without --fp8, a
+#     history with a recipe that keeps none, a history of 0, negative or not a
+#     number; a tiled recipe whose tile a TP split would cut (the GPT's c_attn
+#     at --tp 2, the llama's wk), one scale a tensor with --ep or token slices,
+#     delayed with DualPipe's two copies or --load, the llama at --tp > kv heads.
+#  2. The run says what it quantizes in what, and --report's config has
+#     fp8, fp8_grad_format (and fp8_amax_history for delayed).
+#  3. FP8 changes the numbers: the first step's loss differs from float's,
+#     and --fp8-grad-format e4m3 from e5m2's.
+#  4. --check passes (1e-10 in double; float: 1e-4, parameters AdamW's
+#     2 lr a step) at tp 2 with SP, CP 2, pp 2, ZeRO-3, a mixture over
+#     --ep 2, the llama at tp 2, DualPipeV's V, each recipe at least once.
+set -uo pipefail
+
+# shellcheck source=usage_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/usage_lib.sh"
+
+# ---- 1. exit 2 ------------------------------------------------------------------
+t="train --steps 1 --quiet"
+expect_usage "--fp8 fast: must be one of tensorwise, blockwise, mxfp8, delayed" -- $t --fp8 fast
+expect_usage "--fp8-grad-format e4m4: must be one of e4m3, e5m2" -- $t --fp8 tensorwise --fp8-grad-format e4m4
+expect_usage "--fp8-grad-format e4m3 chooses the gradients' FP8 format: it needs --fp8 R" -- $t --fp8-grad-format e4m3
+expect_usage "--fp8-amax-history 4 is delayed scaling's: it needs --fp8 delayed" -- $t --fp8-amax-history 4
+expect_usage "--fp8-amax-history 4 is delayed scaling's, and --fp8 mxfp8 keeps no history" -- $t --fp8 mxfp8 \
+    --fp8-amax-history 4
+for h in 0 -1 abc 1.5; do
+    expect_usage "--fp8-amax-history" -- $t --fp8 delayed --fp8-amax-history "$h"
+done
+expect_usage "--fp8 blockwise with --tp 2: c_attn.weight (192 x 64) is split by rows, each rank 32 of every 64 rows" \
+    -- $t --model gpt --fp8 blockwise --tp 2
+expect_usage "--fp8 mxfp8 with --tp 2: attention.wk.weight (32 x 64) is split by rows" -- $t --model llama --fp8 mxfp8 --tp 2
+expect_usage "--fp8 tensorwise with --ep 2: one scale covers an expert's input of one micro-batch" \
+    -- $t --model gpt --moe-experts 4 --dp 2 --ep 2 --fp8 tensorwise
+expect_usage "--fp8 delayed with --token-slices 2" -- $t --model gpt --pp 2 --token-slices 2 --fp8 delayed
+expect_usage "--fp8 delayed with --schedule dualpipe: each block's step amax would come from two copies" -- $t --pp 2 --micro-batches 4 --schedule dualpipe --fp8 delayed
+"$ptdp" train --steps 1 --quiet --save "$tmp/ck.st" >/dev/null 2>&1 || fail "ptdp train --save: a checkpoint to load"
+expect_usage "--fp8 delayed with --load: checkpoints do not hold the amax histories" -- $t --load "$tmp/ck.st" --fp8 delayed
+expect_usage "--fp8 tensorwise with --tp 4 > --kv-heads 2" -- $t --model llama --kv-heads 2 --ffn 256 --vocab 64 --tp 4 \
+    --fp8 tensorwise
+
+# ---- 2. what it says and reports ------------------------------------------------------
+if run_ok train --model gpt --steps 1 --fp8 delayed --fp8-amax-history 4 --report "$tmp/r.json"; then
+    expect_out "fp8 delayed: every linear layer's X and W in e4m3 (max 448), dY in e5m2 (max 57344)" \
+        "from the largest amax of the last 4 steps" "the head, router, norms, softmax, loss and optimizer stay in float"
+    report_config "$tmp/r.json" fp8 '"delayed"'
+    report_config "$tmp/r.json" fp8_grad_format '"e5m2"'
+    report_config "$tmp/r.json" fp8_amax_history 4
+fi
+if run_ok train --model gpt --steps 1 --fp8 blockwise --fp8-grad-format e4m3 --report "$tmp/r.json"; then
+    expect_out "dY in e4m3 (max 448)" "a scale per tile: X and dY 1x128, W 128x128"
+    report_config "$tmp/r.json" fp8_grad_format '"e4m3"'
+fi
+run_ok train --model gpt --steps 1 --report "$tmp/plain.json" && grep -q '"fp8' "$tmp/plain.json" &&
+    fail "a run without --fp8 reports fp8 keys"
+
+# ---- 3. the numbers move ------------------------------------------------------------
+loss1() { sed -n 's/^step *1 *loss \([0-9.]*\).*/\1/p' "$out"; }
+run_ok train --model gpt --steps 1 && float=$(loss1)
+run_ok train --model gpt --steps 1 --fp8 tensorwise && e5=$(loss1)
+run_ok train --model gpt --steps 1 --fp8 tensorwise --fp8-grad-format e4m3 && e4=$(loss1)
+cases=$((cases + 1))
+[[ -n ${float:-} && -n ${e5:-} && $float != "$e5" ]] || fail "--fp8 tensorwise: step 1's loss ${e5:-?} is float's ${float:-?}"
+run_ok train --model gpt --steps 2 --fp8 tensorwise && e5=$(sed -n 's/^step *2 *loss \([0-9.]*\).*/\1/p' "$out")
+run_ok train --model gpt --steps 2 --fp8 tensorwise --fp8-grad-format e4m3 &&
+    e4=$(sed -n 's/^step *2 *loss \([0-9.]*\).*/\1/p' "$out")
+cases=$((cases + 1))
+[[ -n ${e4:-} && $e4 != "$e5" ]] || fail "--fp8-grad-format e4m3: step 2's loss ${e4:-?} is e5m2's ${e5:-?}"
+
+# ---- 4. like one device -------------------------------------------------------------
+check() {
+    if run_ok train --steps 2 --check "$@"; then
+        grep -q '^check PASSED' "$out" || fail "ptdp train --check $*: $(grep '^check' "$out")"
+    fi
+}
+check --model gpt --fp8 tensorwise --tp 2 --sp
+check --model gpt --fp8 delayed --dp 2 --micro-batches 2
+check --model gpt --fp8 mxfp8 --cp 2
+check --model gpt --fp8 blockwise --pp 2 --micro-batches 2
+check --model gpt --fp8 delayed --dp 2 --zero 3
+check --model gpt --moe-experts 4 --fp8 blockwise --dp 2 --ep 2
+check --model llama --fp8 tensorwise --tp 2
+check --model mlp --fp8 delayed --dp 2 --tp 2
+check --model mlp --fp8 delayed --pp 2 --layers 4 --micro-batches 4 --schedule dualpipev
+
+finish fp8_train "--fp8's refusals, its line and report keys, its numbers, and --check at nine layouts"
