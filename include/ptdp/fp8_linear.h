@@ -66,6 +66,16 @@
 
 struct ptdp_device;
 
+/* --check's loss tolerance of an FP8 run in float (the double build keeps
+ * 1e-10, which every layout meets).  A layout that sums in another float
+ * order (TP's partial sums, CP's ring) leaves an input an ulp from one
+ * device's, and now and then that ulp crosses an FP8 rounding midpoint:
+ * the code moves a whole FP8 step (2^-3 or 2^-2 of the value's binade).
+ * Measured on the GPT over 10 steps at tp 2 with SP, cp 2 and dp 2 x tp 2,
+ * tensorwise, delayed and mxfp8: losses apart by at most 7.7e-4 (2e-4 of
+ * the loss); the parameters by 4.3e-3, within AdamW's 2 lr a step. */
+#define PTDP_FP8_TOLERANCE_F32 1e-3
+
 /* --fp8 and its flags. */
 typedef struct {
     const ptdp_fp8_recipe *recipe;   /* NULL: FP8 off                           */
