@@ -71,6 +71,11 @@ same 4 --model llama --cp 2 --tp 2 --sp --steps 2
 same 2 --model llama --cp 2 --cp-algo a2a --steps 2
 # ...and its mixture of SwiGLU experts, spread over the EP ranks inside tp 2
 same 4 --model llama --moe-experts 4 --moe-top-k 2 --dp 2 --tp 2 --ep 2 --vocab 64 --steps 2
+# FP8 (--fp8): the amaxes max-reduced over TP and CP, delayed scaling's histories over DP,
+# an expert's rows quantized by their own tiles after the all-to-all
+same 4 --model gpt --dp 2 --tp 2 --fp8 delayed --steps 2
+same 2 --model gpt --cp 2 --fp8 tensorwise --steps 2
+same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --fp8 mxfp8 --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1
