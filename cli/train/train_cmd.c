@@ -165,6 +165,8 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      in E4M3, dY in E5M2, float accumulation; the head, router, norms and\n"
         "                      optimizer stay in float. R: tensorwise, delayed, blockwise or mxfp8\n"
         "  --fp8-grad-format F dY's format with --fp8: e5m2 (default) or e4m3 (as DeepSeek-V3)\n"
+        "  --fp8-comm          with --fp8 and --ep: send each expert's input rows as FP8 codes and\n"
+        "                      their tiles' scales (DeepSeek-V3's dispatch): the same bits, fewer bytes\n"
         "  --fp8-amax-history H  --fp8 delayed: the scale from the max amax of the last H steps\n"
         "                      (default %d)\n", pairs, PTDP_FP8_HISTORY_DEFAULT);
 }
@@ -350,6 +352,8 @@ static bool read_fp8_flag(ptdp_args *a, ptdp_fp8_settings *f, int *rc)
             f->grad = ptdp_fp8_format_at(k);
     } else if (ptdp_args_is(a, "--fp8-amax-history"))
         *rc = ptdp_args_int(a, 1, 1 << 16, &f->history);
+    else if (ptdp_args_is(a, "--fp8-comm"))
+        *rc = ptdp_args_switch(a, &f->comm);
     else
         return false;
     return true;

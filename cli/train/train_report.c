@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../args.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "../model_flags.h"
@@ -269,6 +270,13 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
            "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
            sizeof(ptdp_real), a2a, !ptdp_zero_stage_of(c->zero)->shards_optim ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
            t.ep_uniform);
+    if (c->fp8.comm) {   /* --fp8-comm: the forward dispatch's rows as codes and scales (ep.h) */
+        const int C = c->model.hidden, tc = c->fp8.recipe->act_tile[1];
+        printf("  --fp8-comm: the forward dispatch sends a row as C codes of 1 B + %d scale%s (1x%d tiles) x %zu B "
+               "= %.0f B,\n  in place of C x %zu B = %zu B (bf16's C x 2 B = %d B); the other three all-to-alls "
+               "as before\n", (C + tc - 1) / tc, (C + tc - 1) / tc == 1 ? "" : "s", tc, sizeof(ptdp_real),
+               ptdp_ep_fp8_row_bytes(c->fp8.recipe, C), sizeof(ptdp_real), (size_t)C * sizeof(ptdp_real), 2 * C);
+    }
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
            "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
            Ne, t.edp, t.edp_formula);
@@ -550,6 +558,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
     if (c->fp8.recipe != NULL) {   /* --fp8 (fp8_linear.h): the recipe, dY's format, delayed's H */
         fprintf(f, "             \"fp8\": \"%s\",\n", c->fp8.recipe->name);
         fprintf(f, "             \"fp8_grad_format\": \"%s\",\n", c->fp8.grad != NULL ? c->fp8.grad->name : "e5m2");
+        if (c->fp8.comm)
+            fprintf(f, "             \"fp8_comm\": true,\n");
         if (c->fp8.recipe->uses_history)
             fprintf(f, "             \"fp8_amax_history\": %d,\n",
                     c->fp8.history > 0 ? c->fp8.history : PTDP_FP8_HISTORY_DEFAULT);

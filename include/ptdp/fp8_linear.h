@@ -82,6 +82,8 @@ typedef struct {
     const ptdp_fp8_format *grad;     /* dY's format: E5M2 (NULL: E5M2), or E4M3
                                         (--fp8-grad-format e4m3, DeepSeek-V3)  */
     int history;                     /* delayed: H, the steps kept (0: default) */
+    bool comm;                       /* --fp8-comm: EP's dispatch sends FP8
+                                        rows and their scales (ep.h)       */
 } ptdp_fp8_settings;
 
 /* The operand of a GEMM being quantized. */
@@ -104,6 +106,8 @@ typedef struct ptdp_fp8_linear ptdp_fp8_linear;
 int  ptdp_fp8_linear_create(struct ptdp_device *dev, const ptdp_fp8_settings *s, const ptdp_model *m,
                             ptdp_comm *rows, ptdp_comm *replicas, ptdp_fp8_linear **out);
 void ptdp_fp8_linear_destroy(struct ptdp_device *dev, ptdp_fp8_linear *f);
+/* Its settings (f not NULL). */
+const ptdp_fp8_settings *ptdp_fp8_linear_settings(const ptdp_fp8_linear *f);
 
 /* Quantize n tensors of one role (a layer's operand: n = 1; a group of
  * experts: one each), member i belonging to weight w[i]: dst[i] is a new

@@ -53,6 +53,7 @@
 #include "ptdp/counters.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/pair.h"
 
 int ptdp_ep_plan_init(ptdp_device *dev, ptdp_comm *ep, int E, const int *load, ptdp_ep_plan *p)
@@ -165,6 +166,86 @@ int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, con
     if (rc == 0)
         reorder(p, cols, wire, out, true);
     ptdp_free(dev, wire);
+    return rc;
+}
+
+/* ---------------------------------------------- the dispatch in FP8 */
+
+/* A row's tiles along its columns: 1 x c, the last one cut short. */
+static int row_tiles(const ptdp_fp8_recipe *r, int cols)
+{
+    const int c = r->act_tile[1] > 0 ? r->act_tile[1] : cols;
+    return c > 0 ? (cols + c - 1) / c : 1;
+}
+
+double ptdp_ep_fp8_row_bytes(const ptdp_fp8_recipe *r, int cols)
+{
+    return (double)cols * ptdp_dtype_size(PTDP_F8_E4M3) + (double)row_tiles(r, cols) * sizeof(ptdp_real);
+}
+
+/* The sender's side: x's rows cut into 1 x c tiles, their scales (tile
+ * order: row by row) and codes. */
+static int quantize_rows(const ptdp_fp8_recipe *r, const ptdp_real *x, size_t rows, int cols, uint8_t *codes,
+                         ptdp_real *scales, ptdp_real *amax)
+{
+    ptdp_fp8_tiling t;
+    char msg[160];
+    if (ptdp_fp8_tiling_init(&t, r, (int)rows, cols, r->act_tile[0], r->act_tile[1], msg, sizeof msg) != 0)
+        return PTDP_EINVAL;
+    const ptdp_tensor xt = ptdp_tensor_wrap((ptdp_real *)x, (int)rows, cols);
+    ptdp_fp8_amax(&t, xt, amax);
+    ptdp_fp8_scales(r, &ptdp_fp8_e4m3, amax, ptdp_fp8_tile_count(&t), NULL, scales);
+    ptdp_fp8_cast(&ptdp_fp8_e4m3, &t, xt, scales, codes, (ptdp_tensor){ 0 });
+    return PTDP_OK;
+}
+
+/* The receiver's side: value(code) x its tile's scale (a NaN code's value
+ * is its NaN). */
+static void dequantize_rows(const uint8_t *codes, const ptdp_real *scales, size_t rows, int cols, int tiles,
+                            int c, ptdp_real *out)
+{
+    for (size_t i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            const uint8_t k = codes[i * (size_t)cols + (size_t)j];
+            const ptdp_real v = ptdp_fp8_to_real(&ptdp_fp8_e4m3, k);
+            out[i * (size_t)cols + (size_t)j] =
+                ptdp_fp8_is_nan(&ptdp_fp8_e4m3, k) ? v : v * scales[i * (size_t)tiles + (size_t)(j / c)];
+        }
+}
+
+int ptdp_ep_dispatch_fp8(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
+                         const ptdp_fp8_recipe *r, ptdp_real *out)
+{
+    if (!plan_fits(p, ep, cols, __func__) ||
+        !PTDP_REQUIRE(r != NULL && !r->whole_tensor, "an FP8 dispatch needs tiles along the rows"))
+        return PTDP_EINVAL;
+    const int g = row_tiles(r, cols);
+    size_t to[p->N], from[p->N], to_s[p->N], from_s[p->N];
+    pair_counts(p, cols, to, from);
+    pair_counts(p, g, to_s, from_s);
+    const size_t sent = p->sent, got = p->received;
+    uint8_t *codes = ptdp_alloc_uninit(dev, (sent + got) * (size_t)cols, PTDP_MEM_COMM, "ep.dispatch_fp8");
+    ptdp_real *sc = ptdp_alloc_uninit(dev, ((2 * sent + got) * (size_t)g + got * (size_t)cols) * sizeof *sc,
+                                      PTDP_MEM_COMM, "ep.dispatch_fp8_scales");
+    int rc = codes != NULL && sc != NULL ? PTDP_OK : PTDP_ENOMEM;
+    ptdp_real *my_scales = sc, *amax = sc + sent * g, *their_scales = sc + 2 * sent * g,
+              *wire = their_scales + got * g;
+    if (rc == 0)
+        rc = quantize_rows(r, x, sent, cols, codes, my_scales, amax);
+    const bool was = ptdp_pair_mark(dev, true);
+    if (rc == 0)
+        rc = ptdp_all_to_allv(ep, codes, to, NULL, codes + sent * (size_t)cols, from, NULL, PTDP_F8_E4M3);
+    if (rc == 0)
+        rc = ptdp_all_to_allv(ep, my_scales, to_s, NULL, their_scales, from_s, NULL, PTDP_REAL);
+    ptdp_pair_mark(dev, was);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * ptdp_ep_fp8_row_bytes(r, cols));
+    if (rc == 0) {
+        dequantize_rows(codes + sent * (size_t)cols, their_scales, got, cols, g,
+                        r->act_tile[1] > 0 ? r->act_tile[1] : cols, wire);
+        reorder(p, cols, wire, out, true);
+    }
+    ptdp_free(dev, sc);
+    ptdp_free(dev, codes);
     return rc;
 }
 

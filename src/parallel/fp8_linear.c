@@ -91,6 +91,11 @@ void ptdp_fp8_linear_destroy(ptdp_device *dev, ptdp_fp8_linear *f)
     free(f);
 }
 
+const ptdp_fp8_settings *ptdp_fp8_linear_settings(const ptdp_fp8_linear *f)
+{
+    return &f->s;
+}
+
 /* A weight's entry in the tables, or -1 for one not of the device's model. */
 static int slot_of(const ptdp_fp8_linear *f, const ptdp_param *w, ptdp_fp8_role role)
 {

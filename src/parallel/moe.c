@@ -69,6 +69,7 @@
 #include "parallel/moe_impl.h"
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 
 /* ------------------------------------------------ what a block keeps */
 
@@ -310,7 +311,10 @@ int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp
         m->x = grab(p, (size_t)m->here * C * sizeof(ptdp_real), "acts.moe_expert_in");
     if (p->rc == 0) {
         dispatch(m, n, x);
-        if (m->ep != NULL)
+        const ptdp_fp8_settings *f8 = p->linear.fp8 != NULL ? ptdp_fp8_linear_settings(p->linear.fp8) : NULL;
+        if (m->ep != NULL && f8 != NULL && f8->comm)   /* --fp8-comm: DeepSeek-V3's FP8 dispatch */
+            p->rc = ptdp_ep_dispatch_fp8(p->dev, m->ep, &m->plan, x, C, f8->recipe, m->x);
+        else if (m->ep != NULL)
             p->rc = ptdp_ep_dispatch(p->dev, m->ep, &m->plan, x, C, m->x);
     }
     if (p->rc == 0) {

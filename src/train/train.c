@@ -427,6 +427,7 @@ ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg)
     b.cp = 0;
     b.cp_contiguous = b.cp_a2a = false;
     b.ep = 0;
+    b.fp8.comm = false;  /* FP8's dispatch is EP's */
     b.zero = 0;
     b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */
     b.zero_hpz = 0;      /* hpZ needs ZeRO-3 */

@@ -11,9 +11,11 @@
 #     fp8, fp8_grad_format (and fp8_amax_history for delayed).
 #  3. FP8 changes the numbers: the first step's loss differs from float's,
 #     and --fp8-grad-format e4m3 from e5m2's.
-#  4. --check passes (1e-10 in double; float: 1e-4, parameters AdamW's
+#  4. --check passes (1e-10 in double; float: 1e-3, parameters AdamW's
 #     2 lr a step) at tp 2 with SP, CP 2, pp 2, ZeRO-3, a mixture over
 #     --ep 2, the llama at tp 2, DualPipeV's V, each recipe at least once.
+#  5. --fp8-comm (EP's dispatch in FP8): the same checkpoint bytes and
+#     losses as without it, EP's bytes equal to their formula and fewer.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -41,6 +43,13 @@ expect_usage "--fp8 delayed with --schedule dualpipe: each block's step amax wou
 expect_usage "--fp8 delayed with --load: checkpoints do not hold the amax histories" -- $t --load "$tmp/ck.st" --fp8 delayed
 expect_usage "--fp8 tensorwise with --tp 4 > --kv-heads 2" -- $t --model llama --kv-heads 2 --ffn 256 --vocab 64 --tp 4 \
     --fp8 tensorwise
+
+expect_usage "--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs --fp8 blockwise or mxfp8" -- $t \
+    --fp8-comm
+expect_usage "--fp8-comm sends expert parallelism's dispatch in FP8, each row by its own tiles: it needs --ep 2" \
+    -- $t --fp8 blockwise --fp8-comm --dp 2
+expect_usage "--fp8-comm sends expert parallelism's dispatch in FP8" -- $t --model gpt --moe-experts 4 --dp 2 --ep 2 \
+    --fp8 delayed --fp8-comm
 
 # ---- 2. what it says and reports ------------------------------------------------------
 if run_ok train --model gpt --steps 1 --fp8 delayed --fp8-amax-history 4 --report "$tmp/r.json"; then
@@ -86,4 +95,29 @@ check --model llama --fp8 tensorwise --tp 2
 check --model mlp --fp8 delayed --dp 2 --tp 2
 check --model mlp --fp8 delayed --pp 2 --layers 4 --micro-batches 4 --schedule dualpipev
 
-finish fp8_train "--fp8's refusals, its line and report keys, its numbers, and --check at nine layouts"
+# ---- 5. the dispatch in FP8 ------------------------------------------------------------
+# The same bits (checkpoint bytes, losses) with and without --fp8-comm; EP's bytes measured equal
+# to their formula, and fewer: each forward dispatch row C codes + a scale instead of C reals.
+moe=(train --model gpt --moe-experts 4 --dp 4 --ep 2 --steps 2 --fp8 mxfp8)
+ep_bytes() { python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["run"]["ep_bytes_per_step"]; print(b["measured"], b["formula"])' "$1"; }
+if run_ok "${moe[@]}" --save "$tmp/a.st" --report "$tmp/a.json" && cp "$out" "$tmp/a.out" &&
+   run_ok "${moe[@]}" --fp8-comm --save "$tmp/b.st" --report "$tmp/b.json"; then
+    expect_out "--fp8-comm: the forward dispatch sends a row as C codes of 1 B + 2 scales (1x32 tiles)"
+    report_config "$tmp/b.json" fp8_comm true
+    cases=$((cases + 1))
+    cmp -s "$tmp/a.st" "$tmp/b.st" || fail "--fp8-comm: the checkpoint differs from the same run's without it"
+    cases=$((cases + 1))
+    [[ $(grep '^step' "$tmp/a.out" | sed 's/virtual.*//') == $(grep '^step' "$out" | sed 's/virtual.*//') ]] ||
+        fail "--fp8-comm: the steps' losses differ from the run's without it"
+    if command -v python3 >/dev/null; then
+        read -r am af < <(ep_bytes "$tmp/a.json")
+        read -r bm bf < <(ep_bytes "$tmp/b.json")
+        cases=$((cases + 1))
+        [[ $bm == "$bf" && $am == "$af" ]] || fail "EP bytes measured $am / $bm against the formula $af / $bf"
+        cases=$((cases + 1))
+        (( bm < am )) || fail "--fp8-comm: EP sent $bm B a step, without it $am B"
+    fi
+fi
+check --model gpt --moe-experts 4 --fp8 blockwise --fp8-comm --dp 2 --ep 2
+
+finish fp8_train "--fp8's refusals, its line and report keys, its numbers, --check at ten layouts, the FP8 dispatch's bits and bytes"

@@ -8,7 +8,7 @@
  *      shards of W, x_r and dy_r (with SP's gathers), CP's positions (the
  *      ring and Ulysses), PP's stages and schedules (1F1B, ZB-H1's deferred
  *      dW, DualPipeV's V), ZeRO's stages, recomputation, a mixture of
- *      experts over EP — passes --check's rule against ptdp_train_baseline,
+ *      experts over EP (its dispatch in FP8 too) — passes --check's rule against ptdp_train_baseline,
  *      which runs the same micro-batches when a scale covers one;
  *   2. FP8 is not a no-op: the losses differ from the same run in double
  *      without it, and each recipe's from the others';
@@ -30,7 +30,7 @@ typedef struct {
     const char *recipe;
     bool gpt;
     int dp, tp, pp, m, cp, zero, ep;
-    bool sp, a2a, overlap, recompute, experts;
+    bool sp, a2a, overlap, recompute, experts, comm;
     const char *schedule;
 } fp8_case;
 
@@ -49,6 +49,7 @@ static const fp8_case CASES[] = {
     { "delayed", .gpt = true, .dp = 2, .tp = 2, .recompute = true },
     { "blockwise", .gpt = true, .dp = 2, .ep = 2, .experts = true },
     { "tensorwise", .gpt = true, .tp = 2, .experts = true },
+    { "mxfp8", .gpt = true, .dp = 4, .ep = 2, .experts = true, .comm = true },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -66,6 +67,7 @@ static ptdp_train_config config_of(const fp8_case *k)
     c.overlap = k->overlap;
     c.recompute = k->recompute;
     c.ep = k->ep;
+    c.fp8.comm = k->comm;
     if (k->schedule != NULL)
         c.schedule = ptdp_schedule_find(k->schedule);
     if (k->experts) {
