@@ -524,17 +524,24 @@ typedef struct {
 static int prepare_run(ptdp_train_config *c, const ptdp_train_outputs *out, run_states *s)
 {
     const bool momentum = c->momentum > 0;
+    /* --fp8 delayed: its amax histories go into the checkpoint (state.h) */
+    const int H = c->fp8.recipe != NULL && c->fp8.recipe->uses_history
+                      ? (c->fp8.history > 0 ? c->fp8.history : PTDP_FP8_HISTORY_DEFAULT) : 0;
     memset(s, 0, sizeof *s);
     if (out->save != NULL || out->check) {
         if (ptdp_state_init(&s->final, &c->model, c->optimizer, momentum) != 0)
             return PTDP_ENOMEM;
         s->have_final = true;
+        if (H > 0 && ptdp_state_add_fp8_history(&s->final, H) != 0)
+            return PTDP_ENOMEM;
         c->final_state = &s->final;
     }
     if (out->save_init != NULL) {
         if (ptdp_state_init(&s->init, &c->model, c->optimizer, momentum) != 0)
             return PTDP_ENOMEM;
         s->have_init = true;
+        if (H > 0 && ptdp_state_add_fp8_history(&s->init, H) != 0)
+            return PTDP_ENOMEM;
         c->init_state = &s->init;
     }
     return out->dump != NULL ? dump_buffers(c) : PTDP_OK;

@@ -105,6 +105,20 @@ int ptdp_state_take_setting(ptdp_model_config *cfg, const ptdp_meta_setting *set
  * it is; buf holds the former. */
 const char *ptdp_state_meta_text(const char *value, char buf[32]);
 
+/* FP8's delayed scaling keeps an amax history per weight and operand
+ * (fp8_linear.h); a checkpoint holds them all in one tensor of 3P rows
+ * (the P parameters in state_dict order, each as x, w, dy) and H + 1
+ * columns: the amaxes recorded, then zeros, after their count:
+ *
+ *     row 3 i + r   [ count | amax_oldest … amax_newest | 0 … 0 ]
+ *
+ * A parameter FP8 never quantized (a norm, the head) has count 0. */
+#define PTDP_FP8_HISTORY_TENSOR "fp8.amax_history"
+/* Add that tensor, zeros, for histories of H steps.  0 or PTDP_ENOMEM. */
+int ptdp_state_add_fp8_history(ptdp_state *s, int H);
+/* The parameters of s (its first tensors). */
+int ptdp_state_param_count(const ptdp_state *s);
+
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);
 void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);

@@ -121,6 +121,60 @@ int ptdp_state_init(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_
     return PTDP_OK;
 }
 
+int ptdp_state_param_count(const ptdp_state *s)
+{
+    return list_params(&s->cfg, NULL);
+}
+
+/* One more tensor of zeros at the end. */
+static int add_tensor(ptdp_state *s, const char *name, int rows, int cols)
+{
+    ptdp_state_tensor *t = realloc(s->t, (size_t)(s->ntensors + 1) * sizeof *t);
+    if (t == NULL)
+        return PTDP_ENOMEM;
+    s->t = t;
+    t = &s->t[s->ntensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    if ((t->data = calloc((size_t)rows * (size_t)cols + 1, sizeof *t->data)) == NULL)
+        return PTDP_ENOMEM;
+    s->ntensors++;
+    return PTDP_OK;
+}
+
+int ptdp_state_add_fp8_history(ptdp_state *s, int H)
+{
+    return add_tensor(s, PTDP_FP8_HISTORY_TENSOR, 3 * ptdp_state_param_count(s), H + 1);
+}
+
+/* A file's amax histories (state.h): 3P rows, each a whole count in
+ * [0, H] and that many finite amaxes >= 0, zeros after. */
+static int check_fp8_history(const ptdp_state *s, const ptdp_state_tensor *t, const char *path, char *msg,
+                             size_t msglen)
+{
+    const int H = t->cols - 1;
+    if (t->rows != 3 * ptdp_state_param_count(s) || H < 1) {
+        snprintf(msg, msglen, "%s: tensor '%s' is %d x %d; this model's histories are 3 x %d parameters rows of "
+                 "a count and at least one amax", path, t->name, t->rows, t->cols, ptdp_state_param_count(s));
+        return PTDP_ECORRUPT;
+    }
+    for (int i = 0; i < t->rows; i++) {
+        const ptdp_real *row = t->data + (size_t)i * (size_t)t->cols;
+        const double n = (double)row[0];
+        bool ok = n >= 0 && n <= H && n == floor(n);
+        for (int j = 1; ok && j <= H; j++)
+            ok = j <= n ? isfinite((double)row[j]) && row[j] >= 0 : row[j] == 0;
+        if (!ok) {
+            snprintf(msg, msglen, "%s: tensor '%s' row %d: not a count in 0..%d followed by that many amaxes >= 0 "
+                     "and zeros (a damaged checkpoint?)", path, t->name, i, H);
+            return PTDP_ECORRUPT;
+        }
+    }
+    return PTDP_OK;
+}
+
 void ptdp_state_free(ptdp_state *s)
 {
     if (s->t != NULL)
@@ -480,6 +534,12 @@ static int read_run_meta(const ptdp_st_file *f, const char *path, run_meta *run,
 static int read_tensors(ptdp_state *s, const ptdp_st_file *f, const char *path, char *msg, size_t msglen)
 {
     int rc = 0;
+    for (int i = 0; i < ptdp_st_count(f) && rc == 0; i++) {   /* FP8's histories, whatever their length */
+        const ptdp_st_tensor *h = ptdp_st_get(f, i);
+        if (strcmp(h->name, PTDP_FP8_HISTORY_TENSOR) == 0 && h->ndim == 2 && h->shape[0] >= 0 &&
+            h->shape[0] <= INT32_MAX && h->shape[1] >= 0 && h->shape[1] <= 1 << 20)
+            rc = add_tensor(s, h->name, (int)h->shape[0], (int)h->shape[1]);
+    }
     for (int i = 0; i < ptdp_st_count(f) && rc == 0; i++) {
         const char *name = ptdp_st_get(f, i)->name;
         if (strcmp(name, "optim.step") != 0 && ptdp_state_find(s, name) == NULL) {
@@ -493,7 +553,8 @@ static int read_tensors(ptdp_state *s, const ptdp_st_file *f, const char *path, 
         int64_t shape[2] = { t->is_bias ? t->cols : t->rows, t->cols };
         rc = ptdp_st_read_real(f, t->name, t->is_bias ? 1 : 2, shape, t->data, msg, msglen);
         if (rc == 0)
-            rc = check_values(t, path, msg, msglen);
+            rc = strcmp(t->name, PTDP_FP8_HISTORY_TENSOR) == 0 ? check_fp8_history(s, t, path, msg, msglen)
+                                                               : check_values(t, path, msg, msglen);
     }
     int64_t step = 0;
     if (rc == 0)

@@ -29,4 +29,12 @@ const char *ptdp_state_slot_name(const ptdp_state *s, int k);
 void ptdp_state_save_device(ptdp_state *s, ptdp_model *m, const ptdp_zero *z, bool with_optim);
 int  ptdp_state_load_device(ptdp_device *dev, const ptdp_state *s, ptdp_model *m, ptdp_zero *z);
 
+/* FP8's amax histories (state.h's PTDP_FP8_HISTORY_TENSOR), when s has
+ * the tensor and f keeps histories: save writes the rows of the weights
+ * this device holds as their first replica (TP ranks write identical
+ * rows), load reads every weight's it holds. */
+struct ptdp_fp8_linear;
+void ptdp_state_save_fp8(ptdp_state *s, ptdp_model *m, struct ptdp_fp8_linear *f);
+void ptdp_state_load_fp8(const ptdp_state *s, ptdp_model *m, struct ptdp_fp8_linear *f);
+
 #endif

@@ -29,8 +29,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/fp8_linear.h"
 #include "ptdp/mixed.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
@@ -151,4 +153,49 @@ int ptdp_state_load_device(ptdp_device *dev, const ptdp_state *cs, ptdp_model *m
     }
     ptdp_zero_params_written(z);   /* bf16 ZeRO-3: its bf16 chunks of the master */
     return PTDP_OK;
+}
+
+/* ------------------------------------------- FP8's amax histories */
+
+/* Row 3 i + r of the histories' tensor for weight p's operand r: p's
+ * place i in the state's parameters (state.h). */
+static ptdp_real *history_row(const ptdp_state *s, const ptdp_state_tensor *t, const ptdp_param *p, int role)
+{
+    const ptdp_state_tensor *w = ptdp_state_find((ptdp_state *)s, p->name);
+    if (w == NULL)
+        return NULL;
+    const size_t i = (size_t)(w - s->t);
+    return t->data + (3 * i + (size_t)role) * (size_t)t->cols;
+}
+
+void ptdp_state_save_fp8(ptdp_state *s, ptdp_model *m, ptdp_fp8_linear *f)
+{
+    ptdp_state_tensor *t = ptdp_state_find(s, PTDP_FP8_HISTORY_TENSOR);
+    for (int i = 0; t != NULL && f != NULL && i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        for (int r = 0; r < PTDP_FP8_ROLES && first_replica(m, p); r++) {
+            const ptdp_fp8_history *h = ptdp_fp8_linear_history(f, p, (ptdp_fp8_role)r);
+            ptdp_real *row = history_row(s, t, p, r);
+            if (h == NULL || row == NULL || h->count == 0 || h->count > t->cols - 1)
+                continue;
+            row[0] = (ptdp_real)h->count;
+            memcpy(row + 1, h->amax, (size_t)h->count * sizeof *row);
+        }
+    }
+}
+
+void ptdp_state_load_fp8(const ptdp_state *s, ptdp_model *m, ptdp_fp8_linear *f)
+{
+    const ptdp_state_tensor *t = ptdp_state_find((ptdp_state *)s, PTDP_FP8_HISTORY_TENSOR);
+    for (int i = 0; t != NULL && f != NULL && i < m->nparams; i++) {
+        const ptdp_param *p = &m->params[i];
+        for (int r = 0; r < PTDP_FP8_ROLES; r++) {
+            ptdp_fp8_history *h = ptdp_fp8_linear_history(f, p, (ptdp_fp8_role)r);
+            const ptdp_real *row = history_row(s, t, p, r);
+            if (h == NULL || row == NULL || t->cols - 1 != h->length)   /* the length: validate.c */
+                continue;
+            h->count = (int)row[0];
+            memcpy(h->amax, row + 1, (size_t)h->count * sizeof *row);
+        }
+    }
 }

@@ -233,6 +233,8 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->resume != NULL && (rc = ptdp_state_load_device(dev, c->resume, &d->model, &d->zero)) != 0)
         return rc;
+    if (c->resume != NULL)
+        ptdp_state_load_fp8(c->resume, &d->model, d->fp8);   /* delayed scaling's histories */
     if (c->init_state != NULL)
         ptdp_state_save_device(c->init_state, &d->model, &d->zero, false);
     /* read by the host after step 0 (mutex); a process of its own (MPI)
@@ -321,8 +323,10 @@ static int device_main(ptdp_device *dev, void *arg)
         if ((rc = ptdp_run_table_step_done(dev, r, s, &x)) != 0)
             break;
     }
-    if (rc == 0 && c->final_state != NULL)
+    if (rc == 0 && c->final_state != NULL) {
         ptdp_state_save_device(c->final_state, &d.model, &d.zero, true);
+        ptdp_state_save_fp8(c->final_state, &d.model, d.fp8);
+    }
     ptdp_mem_stats ms;
     ptdp_arena_stats(dev->arena, &ms);
     r->peak_acts[dev->rank] = ms.peak[PTDP_MEM_ACTS];

@@ -484,9 +484,12 @@ static int fp8_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (r->uses_history && ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL)
         BAD("--fp8 delayed with --schedule %s: each block's step amax would come from two copies of the model, "
             "each with half the micro-batches: use --fp8 tensorwise, blockwise or mxfp8", ptdp_train_schedule(c)->name);
-    if (r->uses_history && c->resume != NULL)
-        BAD("--fp8 delayed with --load: checkpoints do not hold the amax histories, so the scales would restart: "
-            "use --fp8 tensorwise, blockwise or mxfp8 to resume");
+    const ptdp_state_tensor *h = c->resume != NULL ? ptdp_state_find((ptdp_state *)c->resume,
+                                                                      PTDP_FP8_HISTORY_TENSOR) : NULL;
+    const int H = c->fp8.history > 0 ? c->fp8.history : PTDP_FP8_HISTORY_DEFAULT;
+    if (r->uses_history && h != NULL && h->cols - 1 != H)
+        BAD("--fp8 delayed keeps %d steps of amax history, and the checkpoint's %s keeps %d: give "
+            "--fp8-amax-history %d to resume them", H, PTDP_FP8_HISTORY_TENSOR, h->cols - 1, h->cols - 1);
     return PTDP_OK;
 }
 

@@ -6,7 +6,8 @@
 #     history with a recipe that keeps none, a history of 0, negative or not a
 #     number; a tiled recipe whose tile a TP split would cut (the GPT's c_attn
 #     at --tp 2, the llama's wk), one scale a tensor with --ep or token slices,
-#     delayed with DualPipe's two copies or --load, the llama at --tp > kv heads.
+#     delayed with DualPipe's two copies or a checkpoint's history of another
+#     length, the llama at --tp > kv heads.
 #  2. The run says what it quantizes in what, and --report's config has
 #     fp8, fp8_grad_format (and fp8_amax_history for delayed).
 #  3. FP8 changes the numbers: the first step's loss differs from float's,
@@ -16,6 +17,8 @@
 #     --ep 2, the llama at tp 2, DualPipeV's V, each recipe at least once.
 #  5. --fp8-comm (EP's dispatch in FP8): the same checkpoint bytes and
 #     losses as without it, EP's bytes equal to their formula and fewer.
+#  6. delayed scaling's histories go into the checkpoint: 2 + 2 steps through
+#     it are 4 steps' bytes; a damaged count exits 1.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -39,8 +42,10 @@ expect_usage "--fp8 tensorwise with --ep 2: one scale covers an expert's input o
     -- $t --model gpt --moe-experts 4 --dp 2 --ep 2 --fp8 tensorwise
 expect_usage "--fp8 delayed with --token-slices 2" -- $t --model gpt --pp 2 --token-slices 2 --fp8 delayed
 expect_usage "--fp8 delayed with --schedule dualpipe: each block's step amax would come from two copies" -- $t --pp 2 --micro-batches 4 --schedule dualpipe --fp8 delayed
-"$ptdp" train --steps 1 --quiet --save "$tmp/ck.st" >/dev/null 2>&1 || fail "ptdp train --save: a checkpoint to load"
-expect_usage "--fp8 delayed with --load: checkpoints do not hold the amax histories" -- $t --load "$tmp/ck.st" --fp8 delayed
+"$ptdp" train --steps 1 --quiet --fp8 delayed --fp8-amax-history 3 --save "$tmp/ck.st" >/dev/null 2>&1 ||
+    fail "ptdp train --fp8 delayed --save: a checkpoint to load"
+expect_usage "--fp8 delayed keeps 16 steps of amax history, and the checkpoint's fp8.amax_history keeps 3: give --fp8-amax-history 3" \
+    -- $t --load "$tmp/ck.st" --fp8 delayed
 expect_usage "--fp8 tensorwise with --tp 4 > --kv-heads 2" -- $t --model llama --kv-heads 2 --ffn 256 --vocab 64 --tp 4 \
     --fp8 tensorwise
 
@@ -94,6 +99,36 @@ check --model gpt --moe-experts 4 --fp8 blockwise --dp 2 --ep 2
 check --model llama --fp8 tensorwise --tp 2
 check --model mlp --fp8 delayed --dp 2 --tp 2
 check --model mlp --fp8 delayed --pp 2 --layers 4 --micro-batches 4 --schedule dualpipev
+
+# ---- 6. delayed scaling's histories in the checkpoint ------------------------------------
+# 2 steps, saved, 2 more loaded: the bytes of 4 steps straight; the tensor's shape is 3P x (H + 1);
+# a damaged count is refused (exit 1); other recipes load the file and leave the histories be.
+d=(train --model gpt --fp8 delayed --fp8-amax-history 3 --quiet)
+if run_ok "${d[@]}" --steps 4 --save "$tmp/whole.st" && run_ok "${d[@]}" --steps 2 --save "$tmp/half.st" &&
+   run_ok "${d[@]}" --steps 2 --load "$tmp/half.st" --save "$tmp/end.st"; then
+    cases=$((cases + 1))
+    cmp -s "$tmp/whole.st" "$tmp/end.st" || fail "--fp8 delayed: 2 + 2 steps through a checkpoint differ from 4"
+fi
+run_ok train --model gpt --fp8 tensorwise --quiet --steps 1 --load "$tmp/end.st"
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/end.st" "$tmp/bad.st" <<'PY' || fail "the checkpoint's fp8.amax_history: not 3P x (H + 1) with counts of 4 steps"
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+t = json.loads(b[8:8 + n])['fp8.amax_history']
+rows, cols = t['shape']
+assert cols == 4 and rows % 3 == 0, t['shape']
+at = 8 + n + t['data_offsets'][0]
+size = 4 if t['dtype'] == 'F32' else 8
+fmt = '<f' if size == 4 else '<d'
+counts = [struct.unpack_from(fmt, b, at + r * cols * size)[0] for r in range(rows)]
+assert set(counts) == {0.0, 3.0}, sorted(set(counts))   # 4 steps, 3 kept; the norms and the head 0
+struct.pack_into(fmt, b, at + counts.index(3.0) * cols * size, 9.0)   # a count beyond H
+open(sys.argv[2], 'wb').write(b)
+PY
+    run_status 1 "${d[@]}" --steps 1 --load "$tmp/bad.st" &&
+        { grep -q "fp8.amax_history' row .*: not a count in 0..3" "$err" || fail "a damaged history: $(head -n 1 "$err")"; }
+fi
 
 # ---- 5. the dispatch in FP8 ------------------------------------------------------------
 # The same bits (checkpoint bytes, losses) with and without --fp8-comm; EP's bytes measured equal
