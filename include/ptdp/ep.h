@@ -70,15 +70,9 @@ void ptdp_ep_plan_free(ptdp_ep_plan *p);
  * buffer from the arena, freed before return).  Collective over ep. */
 int  ptdp_ep_dispatch(struct ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
                       ptdp_real *out);
-/* The same rows sent in FP8 (--fp8-comm, DeepSeek-V3's dispatch): each row
- * quantized at its source by r's activation tiles (1 x 128, 1 x 32: a
- * row's tiles are the same wherever the row goes), its E4M3 codes and its
- * tiles' scales in two all_to_allvs, dequantized on arrival.  The expert's
- * FP8 product quantizes those values again by the same tiles and gets the
- * same codes.  Per row sent away: cols bytes + ⌈cols / c⌉ scales, in place
- * of cols reals (fp8_linear.h; ptdp_ep_fp8_row_bytes). */
-int  ptdp_ep_dispatch_fp8(struct ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x,
-                          int cols, const struct ptdp_fp8_recipe *r, ptdp_real *out);
+/* The bytes a row of cols costs in --fp8-comm's dispatch (ep_impl.h's
+ * ptdp_ep_dispatch_fp8): cols codes of 1 B and ⌈cols / c⌉ scales, c the
+ * recipe's activation tile. */
 double ptdp_ep_fp8_row_bytes(const struct ptdp_fp8_recipe *r, int cols);
 
 /* The reverse: y [received x cols] in local expert order -> out [sent x

@@ -94,58 +94,8 @@ typedef enum {
     PTDP_FP8_ROLES
 } ptdp_fp8_role;
 
-/* One device's FP8: the settings, the groups an activation's amax is
- * reduced over, and the delayed recipe's histories (one per weight of the
- * device's model and operand, in the arena as optimizer-like state). */
-typedef struct ptdp_fp8_linear ptdp_fp8_linear;
-
-/* rows: the CP group (the ranks holding other positions of a sequence), or
- * NULL; replicas: the DP group a delayed recipe's step amaxes are reduced
- * over.  m: the device's model (a weight's history is found by its place
- * in m->params).  0 or an error (out of memory, named). */
-int  ptdp_fp8_linear_create(struct ptdp_device *dev, const ptdp_fp8_settings *s, const ptdp_model *m,
-                            ptdp_comm *rows, ptdp_comm *replicas, ptdp_fp8_linear **out);
-void ptdp_fp8_linear_destroy(struct ptdp_device *dev, ptdp_fp8_linear *f);
-/* Its settings (f not NULL). */
-const ptdp_fp8_settings *ptdp_fp8_linear_settings(const ptdp_fp8_linear *f);
-
-/* Quantize n tensors of one role (a layer's operand: n = 1; a group of
- * experts: one each), member i belonging to weight w[i]: dst[i] is a new
- * transient ("acts.fp8") holding src[i]'s dequantized values.  A tensor
- * split over tp (the table above) has its amax max-reduced there, all n
- * in one all-reduce, so every rank calls this with the same n whatever
- * rows its members hold.  Free with ptdp_fp8_linear_release. */
-int  ptdp_fp8_linear_quantize(struct ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role, ptdp_comm *tp,
-                              int n, const ptdp_param *const *w, const ptdp_tensor *src, ptdp_tensor *dst);
-void ptdp_fp8_linear_release(struct ptdp_device *dev, int n, ptdp_tensor *dst);
-
-/* The optimizer step: a delayed recipe's step amaxes max-reduced over the
- * replicas and recorded in each history.  Nothing for the others. */
-int  ptdp_fp8_linear_step(struct ptdp_device *dev, ptdp_fp8_linear *f);
-
-/* The histories for a checkpoint: per weight of the device's model and
- * operand, `length` slots and the count recorded (ptdp_fp8_history).
- * NULL unless the recipe keeps one. */
-ptdp_fp8_history *ptdp_fp8_linear_history(ptdp_fp8_linear *f, const ptdp_param *w, ptdp_fp8_role role);
-
-/* Before a run: may a weight `name` of rows x cols, sharded `shard` over
- * tp ranks in `parts` equal blocks (model.h's ptdp_param), be quantized by
- * r like one device?  A tiled recipe needs every rank's piece of the split
- * dimension to be whole tiles — of the weight, and of the activation or
- * gradient split the same way.  0, or PTDP_EINVAL with the sizes and what
- * would work in msg. */
-int  ptdp_fp8_split_check(const ptdp_fp8_recipe *r, const char *name, int rows, int cols, ptdp_shard shard,
-                          int parts, int tp, char *msg, size_t msglen);
-
-/* The same for a model's list of split weights (its check_run's). */
-typedef struct {
-    const char *name;
-    int rows, cols;
-    ptdp_shard shard;
-    int parts;
-} ptdp_fp8_weight;
-
-int  ptdp_fp8_split_check_all(const ptdp_fp8_recipe *r, const ptdp_fp8_weight *w, int n, int tp, char *msg,
-                              size_t msglen);
+/* What a device does with them lives in src/parallel/fp8_linear_impl.h
+ * (the quantization the parallel-linear op calls, the histories, the
+ * tile check a model's check_run makes). */
 
 #endif

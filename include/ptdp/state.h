@@ -116,8 +116,6 @@ const char *ptdp_state_meta_text(const char *value, char buf[32]);
 #define PTDP_FP8_HISTORY_TENSOR "fp8.amax_history"
 /* Add that tensor, zeros, for histories of H steps.  0 or PTDP_ENOMEM. */
 int ptdp_state_add_fp8_history(ptdp_state *s, int H);
-/* The parameters of s (its first tensors). */
-int ptdp_state_param_count(const ptdp_state *s);
 
 /* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);

@@ -45,7 +45,7 @@
 
 #include "ptdp/comm.h"
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
 #include "parallel/moe_impl.h"

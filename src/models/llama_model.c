@@ -47,7 +47,7 @@
 
 #include "ptdp/cp.h"
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 #include "ptdp/mesh.h"
 #include "ptdp/model_plan.h"
 #include "models/gpt_table.h"

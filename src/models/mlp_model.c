@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 #include "models/mlp_table.h"
 
 #define INIT_STD 0.02

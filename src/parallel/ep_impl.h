@@ -13,4 +13,16 @@
  * device's "expert_elements" (ptdp_ep_publish). */
 void ptdp_ep_count_experts(ptdp_device *dev, const ptdp_model *m);
 
+struct ptdp_fp8_recipe;
+
+/* The same rows sent in FP8 (--fp8-comm, DeepSeek-V3's dispatch): each row
+ * quantized at its source by r's activation tiles (1 x 128, 1 x 32: a
+ * row's tiles are the same wherever the row goes), its E4M3 codes and its
+ * tiles' scales in two all_to_allvs, dequantized on arrival.  The expert's
+ * FP8 product quantizes those values again by the same tiles and gets the
+ * same codes.  Per row sent away: cols bytes + ⌈cols / c⌉ scales, in place
+ * of cols reals (fp8_linear.h; ptdp_ep_fp8_row_bytes, ep.h). */
+int  ptdp_ep_dispatch_fp8(struct ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x,
+                          int cols, const struct ptdp_fp8_recipe *r, ptdp_real *out);
+
 #endif

@@ -15,7 +15,7 @@
  * split that would put one tile on two ranks, so a rank's tiles are whole
  * and are the tiles one device would cut.
  */
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,11 +251,11 @@ int ptdp_fp8_split_check(const ptdp_fp8_recipe *r, const char *name, int rows, i
         return PTDP_OK;   /* one scale: its amax is reduced over TP instead */
     const bool by_rows = shard == PTDP_SHARD_ROWS;
     const int whole = by_rows ? rows : cols, blocks = parts > 1 ? parts : 1;
-    const int piece = whole / blocks / tp;
+    const int share = whole / blocks / tp;
     /* along the split dimension: the weight's tile, and the activation's
      * (x of a row-parallel layer, dy of a column-parallel one: its columns) */
     const int wt = by_rows ? r->weight_tile[0] : r->weight_tile[1], at = r->act_tile[1];
-    const int bad = wt > 1 && piece % wt != 0 ? wt : at > 1 && piece % at != 0 ? at : 0;
+    const int bad = wt > 1 && share % wt != 0 ? wt : at > 1 && share % at != 0 ? at : 0;
     if (bad == 0)
         return PTDP_OK;
     snprintf(msg, msglen,
@@ -263,7 +263,7 @@ int ptdp_fp8_split_check(const ptdp_fp8_recipe *r, const char *name, int rows, i
              "along that dimension (the weight's %dx%d, the %s's %dx%d) would lie on two ranks, which no one "
              "device's scale can match: use a --tp that leaves multiples of %d, or --fp8 tensorwise or delayed "
              "(one scale, its amax max-reduced over TP)",
-             r->name, tp, name, rows, cols, by_rows ? "rows" : "columns", piece, whole / blocks,
+             r->name, tp, name, rows, cols, by_rows ? "rows" : "columns", share, whole / blocks,
              by_rows ? "rows" : "columns", bad, r->weight_tile[0], r->weight_tile[1],
              by_rows ? "output gradient" : "input", r->act_tile[0], r->act_tile[1], bad);
     return PTDP_EINVAL;

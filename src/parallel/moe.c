@@ -66,10 +66,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "parallel/ep_impl.h"
 #include "parallel/moe_impl.h"
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 
 /* ------------------------------------------------ what a block keeps */
 

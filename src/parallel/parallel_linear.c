@@ -51,7 +51,7 @@
 #include "ptdp/clock.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 #include "ptdp/ops.h"
 #include "ptdp/sp.h"
 #include "ptdp/tp.h"

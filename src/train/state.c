@@ -121,7 +121,8 @@ int ptdp_state_init(ptdp_state *s, const ptdp_model_config *cfg, ptdp_optimizer_
     return PTDP_OK;
 }
 
-int ptdp_state_param_count(const ptdp_state *s)
+/* The parameters of s (its first tensors). */
+static int param_count(const ptdp_state *s)
 {
     return list_params(&s->cfg, NULL);
 }
@@ -146,7 +147,7 @@ static int add_tensor(ptdp_state *s, const char *name, int rows, int cols)
 
 int ptdp_state_add_fp8_history(ptdp_state *s, int H)
 {
-    return add_tensor(s, PTDP_FP8_HISTORY_TENSOR, 3 * ptdp_state_param_count(s), H + 1);
+    return add_tensor(s, PTDP_FP8_HISTORY_TENSOR, 3 * param_count(s), H + 1);
 }
 
 /* A file's amax histories (state.h): 3P rows, each a whole count in
@@ -155,9 +156,9 @@ static int check_fp8_history(const ptdp_state *s, const ptdp_state_tensor *t, co
                              size_t msglen)
 {
     const int H = t->cols - 1;
-    if (t->rows != 3 * ptdp_state_param_count(s) || H < 1) {
+    if (t->rows != 3 * param_count(s) || H < 1) {
         snprintf(msg, msglen, "%s: tensor '%s' is %d x %d; this model's histories are 3 x %d parameters rows of "
-                 "a count and at least one amax", path, t->name, t->rows, t->cols, ptdp_state_param_count(s));
+                 "a count and at least one amax", path, t->name, t->rows, t->cols, param_count(s));
         return PTDP_ECORRUPT;
     }
     for (int i = 0; i < t->rows; i++) {

@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
-#include "ptdp/fp8_linear.h"
+#include "parallel/fp8_linear_impl.h"
 #include "ptdp/mixed.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"

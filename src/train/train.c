@@ -56,6 +56,7 @@
 #include "ptdp/zero.h"
 #include "train/run_table.h"
 #include "parallel/ep_impl.h"
+#include "parallel/fp8_linear_impl.h"
 #include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero_impl.h"

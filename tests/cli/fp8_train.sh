@@ -86,7 +86,7 @@ cases=$((cases + 1))
 
 # ---- 4. like one device -------------------------------------------------------------
 check() {
-    if run_ok train --steps 2 --check "$@"; then
+    if run_ok train --steps 2 --batch 16 --check "$@"; then
         grep -q '^check PASSED' "$out" || fail "ptdp train --check $*: $(grep '^check' "$out")"
     fi
 }

@@ -345,12 +345,7 @@ ptdp_train_config equiv_pipe_config(const equiv_pipe_case *k, const char *schedu
     ptdp_train_config c = k->model > 0 ? equiv_gpt_config(dp, k->tp, pp, m, k->model == 2 ? 1 : k->tp)
                                        : equiv_config(dp, k->tp, pp, m);
     if (k->model == 2) {
-        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
-        g->moe_experts = 4;
-        g->moe_every = 1;
-        g->moe_ffn = 24;
-        g->moe_top_k = 2;
-        g->moe_aux_loss = 0.05;
+        equiv_gpt_experts(&c);
         c.ep = k->ep;
     }
     if (c.model.layers < min_layers)
@@ -366,6 +361,16 @@ ptdp_train_config equiv_pipe_config(const equiv_pipe_case *k, const char *schedu
 const char *equiv_pipe_model_name(const equiv_pipe_case *k)
 {
     return k->model == 0 ? "mlp" : k->model == 1 ? "gpt" : "moe";
+}
+
+void equiv_gpt_experts(ptdp_train_config *c)
+{
+    ptdp_gpt_settings *g = ptdp_gpt(&c->model);
+    g->moe_experts = 4;
+    g->moe_every = 1;
+    g->moe_ffn = 24;
+    g->moe_top_k = 2;
+    g->moe_aux_loss = 0.05;
 }
 
 ptdp_model_config equiv_small_gpt(int tp)

@@ -37,6 +37,8 @@ int equiv_mesh_grid(const int ms[2], equiv_mesh *out, int max);
  * layers, T 8), on the built-in sums' 62 tokens, its vocabulary padded
  * for tp ranks. */
 ptdp_model_config equiv_small_gpt(int tp);
+/* Its MLPs made a mixture: 4 experts of 24 a block, top 2, balance 0.05. */
+void equiv_gpt_experts(ptdp_train_config *c);
 /* equiv_config with that GPT (its vocabulary padded for model_tp ranks) in
  * place of the MLP: 16 sequences a step, 2 steps. */
 ptdp_train_config equiv_gpt_config(int dp, int tp, int pp, int m, int model_tp);

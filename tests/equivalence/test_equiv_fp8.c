@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "ptdp/fp8_linear.h"
-#include "ptdp/gpt.h"
 
 static const harness_tcase fp8_tests = { .name = "fp8", .timeout_s = 300 };
 
@@ -70,14 +69,8 @@ static ptdp_train_config config_of(const fp8_case *k)
     c.fp8.comm = k->comm;
     if (k->schedule != NULL)
         c.schedule = ptdp_schedule_find(k->schedule);
-    if (k->experts) {
-        ptdp_gpt_settings *g = ptdp_gpt(&c.model);
-        g->moe_experts = 4;
-        g->moe_every = 1;
-        g->moe_ffn = 24;
-        g->moe_top_k = 2;
-        g->moe_aux_loss = 0.05;
-    }
+    if (k->experts)
+        equiv_gpt_experts(&c);
     return c;
 }
 
