@@ -118,6 +118,16 @@ bool ptdp_fp8_is_nan(const ptdp_fp8_format *f, uint8_t code)
     return (magnitude >> f->man_bits) == (1u << f->exp_bits) - 1 && (magnitude & man_mask) != 0;
 }
 
+/* 2^e for the exponents FP8's values need (-16 .. 15: normal floats),
+ * from its bits — exact, and cheaper than ldexpf in a loop over a tensor. */
+static float pow2f(int e)
+{
+    const uint32_t bits = (uint32_t)(e + 127) << 23;
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 float ptdp_fp8_to_float(const ptdp_fp8_format *f, uint8_t code)
 {
     const unsigned magnitude = code & 0x7Fu, man_mask = (1u << f->man_bits) - 1;
@@ -129,8 +139,8 @@ float ptdp_fp8_to_float(const ptdp_fp8_format *f, uint8_t code)
     else if (f->has_inf && e == (1u << f->exp_bits) - 1)
         v = INFINITY;
     else if (e == 0)                                   /* m · 2^(1 - bias - M) */
-        v = ldexpf((float)m, 1 - f->bias - f->man_bits);
+        v = (float)m * pow2f(1 - f->bias - f->man_bits);
     else                                               /* (2^M + m) · 2^(e - bias - M) */
-        v = ldexpf((float)((1u << f->man_bits) + m), (int)e - f->bias - f->man_bits);
+        v = (float)((1u << f->man_bits) + m) * pow2f((int)e - f->bias - f->man_bits);
     return negative ? -v : v;
 }
