@@ -212,7 +212,7 @@ run_case() {   # DIR BIN_DIR NAME BINARY ARGS KIND
         </dev/null) || rc=$?
     echo "$rc" >"$dir/$name.rc"
     local f
-    for f in "$dir/$name".{out,err,log,report,trace}; do
+    for f in "$dir/$name".{out,err,log,report,trace} "$dir"/*.html; do   # a page embeds its JSON
         [[ -f $f ]] || continue
         strip_wall <"$f" | sed "s|$dir|@DIR@|g" >"$f.tmp" && mv "$f.tmp" "$f"
     done
