@@ -188,9 +188,12 @@ typedef struct ptdp_model_plan {
     /* The dimensions of a micro-batch of b samples on a tp x cp device. */
     void (*dims)(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptdp_plan_dims *out);
     /* Its work a micro-batch (selective: the attention core again in the
-     * backward; split: B without the dW products). */
+     * backward; split: B without the dW products), in flops at the peak of
+     * a device computing in bf16 or not; fp8: its linear layers' products
+     * (not the head's) priced as --fp8 runs them (clock.h,
+     * ptdp_fp8_gemm_cost_flops). */
     void (*flops)(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, ptdp_plan_flops *out);
+                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *out);
     /* Elements one micro-batch keeps per block, the formula `ptdp train`
      * prints (selective: without the attention core's). */
     double (*block_kept)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective);

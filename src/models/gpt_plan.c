@@ -73,11 +73,13 @@ static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptd
 }
 
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, ptdp_plan_flops *o)
+                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
 {
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, sp, cp, 0, true);
     s.selective = selective;
     s.split = split;
+    s.fp8 = fp8;     /* the linear layers' products as --fp8 prices them (gpt_cost.h) */
+    s.bf16 = bf16;
     o->embed_fwd = ptdp_gpt_cost_embed_forward(p, &s);
     o->embed_bwd = ptdp_gpt_cost_embed_backward(p, &s);
     o->embed_w = ptdp_gpt_cost_dw_embed(p, &s);

@@ -97,6 +97,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->optimizer = rq->optimizer;
     cfg->bucket_mb = rq->bucket_mb;
     cfg->bf16 = rq->bf16;
+    cfg->fp8.recipe = rq->fp8;   /* train's FP8 rules (its tiles' splits) judge the layout too */
     cfg->batch = (int)rq->batch;
     cfg->dp = l->dp;
     cfg->tp = l->tp;

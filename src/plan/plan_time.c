@@ -881,8 +881,11 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
     (*mp)->params(c, l->tp, x->sp, &x->par);
     x->S = (double)x->shape.R * x->shape.C * REAL;
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
+    const bool fp8 = rq->fp8 != NULL;
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, rq->bf16, fp8,
+                 &x->fl);
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, rq->bf16, fp8,
+                 &x->fl_split);
     /* a block's TP (or SP) collectives, SP's regathers under its two dX
      * products; CP's ring of K and V, cp devices tp world ranks apart */
     const ptdp_plan_tp_block *n_tp = &(*mp)->tp_block;
