@@ -24,7 +24,8 @@
  * time a call is printed; `ptdp bench plan` holds the speed target).
  *
  * --fp8 (clock.h): the planner prices it as the run charges it (within
- * 5%, on dgx-h100 and on dgx-a100-80g, which has no FP8 peak); its step
+ * 5%, on dgx-h100 and on dgx-a100-80g, which has no FP8 peak; under TP
+ * and CP with the amax all-reduces of a whole-tensor scale); its step
  * falls against bf16's on dgx-h100, and on dgx-a100-80g a block costs
  * bf16's plus exactly its quantization passes, (4 + 1) bytes an operand
  * element at HBM bandwidth.
@@ -159,37 +160,58 @@ END_TEST
 
 /* ------------------------------------------------------------------ FP8 */
 
-/* dp 4, ZeRO-1, bf16, on `profile`: the plan's step with --fp8
- * tensorwise or without, and with it the simulator's.  (No TP: the
- * planner does not price the amax all-reduces a whole-tensor scale makes
- * over TP and CP, fp8_linear.h.) */
-static double fp8_step(const char *profile, bool fp8, double *measured)
+/* Row r's layout: the plan's step with --fp8 R or without (NULL), and
+ * with it the simulator's. */
+static double fp8_step(const row *r, const char *recipe, double *measured)
 {
-    const row r = { "fp8", 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, profile, 0 };
-    ptdp_plan_request rq = request(&r, BATCH);
-    rq.fp8 = fp8 ? ptdp_fp8_recipe_find("tensorwise") : NULL;
-    const ptdp_plan_layout l = layout_of(&r, BATCH);
+    ptdp_plan_request rq = request(r, BATCH);
+    rq.fp8 = recipe != NULL ? ptdp_fp8_recipe_find(recipe) : NULL;
+    const ptdp_plan_layout l = layout_of(r, BATCH);
     ptdp_plan_time t;
     ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
     *measured = measure(&rq, &l);
-    printf("%-13s %s: step plan %9.3f us measured %9.3f us %+6.2f%%\n", profile, fp8 ? "fp8 " : "bf16",
+    printf("%-36s %-10s: step plan %9.3f us measured %9.3f us %+6.2f%%\n", r->what, recipe ? recipe : "bf16",
            t.step_s * 1e6, *measured * 1e6, 100 * (t.step_s / *measured - 1));
+    ck_assert_msg(fabs(t.step_s / *measured - 1) <= 0.05, "%s --fp8 %s: plan %g s, measured %g s", r->what,
+                  recipe ? recipe : "(none)", t.step_s, *measured);
     return t.step_s;
 }
 
+/* dp 4, ZeRO-1, bf16: the step falls on dgx-h100, rises on dgx-a100-80g
+ * (the bf16 peak and the quantization on top), planned as it runs. */
 TEST(agree_tests, test_fp8_plan_is_the_simulators)
 {
     static const char *const profiles[] = { "dgx-h100", "dgx-a100-80g" };
     for (int i = 0; i < 2; i++) {
+        const row r = { profiles[i], 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, profiles[i],
+                        0 };
         double m16, m8;
-        const double p16 = fp8_step(profiles[i], false, &m16), p8 = fp8_step(profiles[i], true, &m8);
-        ck_assert_msg(fabs(p8 / m8 - 1) <= 0.05, "%s --fp8: plan %g s, measured %g s", profiles[i], p8, m8);
+        const double p16 = fp8_step(&r, NULL, &m16), p8 = fp8_step(&r, "tensorwise", &m8);
         if (i == 0)   /* the FP8 peak */
             ck_assert_msg(p8 < p16 && m8 < m16, "dgx-h100: fp8 plan %g measured %g s, bf16 %g, %g s", p8, m8, p16,
                           m16);
         else          /* the bf16 peak, and the quantization on top */
             ck_assert_msg(p8 > p16 && m8 > m16, "dgx-a100-80g: fp8 plan %g measured %g s, bf16 %g, %g s", p8, m8,
                           p16, m16);
+    }
+}
+END_TEST
+
+/* Under TP and CP a whole-tensor scale max-reduces the amax of every
+ * split operand (plan_time.c's fp8_amax_reduces): planned as it runs, and
+ * a tiled recipe (mxfp8, 1 x 32 tiles) reduces nothing. */
+TEST(agree_tests, test_fp8_amax_reduces_planned)
+{
+    static const row rows[] = {
+        { "dgx-h100: dp 2 x tp 2", 2, 2, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, "dgx-h100", 0 },
+        { "dgx-h100: cp 2 x tp 2 --sp", 1, 2, 1, 2, 8, 1, NULL, PTDP_RECOMPUTE_NONE, 0, true, false, true, "dgx-h100",
+          0 },
+    };
+    for (int i = 0; i < 2; i++) {
+        double m;
+        fp8_step(&rows[i], "tensorwise", &m);
+        fp8_step(&rows[i], "delayed", &m);
+        fp8_step(&rows[i], "mxfp8", &m);
     }
 }
 END_TEST

@@ -82,6 +82,10 @@ typedef struct {
     int all_reduce_f, all_reduce_b;
     int gather_f, scatter_f;
     int gather_b, scatter_b, regathers;
+    /* Its column- and row-parallel linear layers: under --fp8 with one
+     * scale a tensor (tensorwise, delayed) each max-reduces the amax of
+     * every operand split over TP or CP (fp8_linear.h), one value each. */
+    int fp8_column, fp8_row;
 } ptdp_plan_tp_block;
 
 /* The tensors of one unit (the embeddings, a block, the head) on one TP

@@ -356,7 +356,8 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .block_kept = block_kept,
     .block_kept_bytes = ptdp_gpt_block_act_bytes,
     .params = params,
-    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,
+    .tp_block = { .fp8_column = 2, .fp8_row = 2,   /* c_attn, c_fc; the two c_proj */
+                  .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,
                   .regathers = 2 },   /* attention's and the MLP's f and g; ln_1's and ln_2's shards again */
     .acts = acts,
     .packs_bf16 = true,

@@ -387,7 +387,8 @@ const ptdp_model_plan ptdp_llama_plan = {
     .block_kept = block_kept,
     .block_kept_bytes = block_kept_bytes,
     .params = params,
-    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 5, .scatter_f = 2, .gather_b = 2, .scatter_b = 5,
+    .tp_block = { .fp8_column = 5, .fp8_row = 2,   /* wq, wk, wv, w1, w3; wo, w2 */
+                  .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 5, .scatter_f = 2, .gather_b = 2, .scatter_b = 5,
                   .regathers = 5 },
     .acts = acts,
     .packs_bf16 = false,
