@@ -48,7 +48,7 @@ typedef struct ptdp_device {
     int fp8;                     /* 1: the linear layers' products from FP8
                                     operands (--fp8): the models price them
                                     at the FP8 peak with their operands'
-                                    quantization (ptdp_linear_cost_flops) */
+                                    quantization (device_impl.h)           */
     ptdp_algo algo;              /* all_reduce algorithm (resolved)       */
     ptdp_clock clock;            /* virtual time                          */
     double wall0;                /* wall time at launch                   */
@@ -94,11 +94,6 @@ void ptdp_tensor_free(struct ptdp_device *dev, ptdp_tensor *t);
  * a trace event called `name`.  peak = ptdp_profile_peak(profile, bf16):
  * the bf16 peak when the device computes in bf16 and the profile gives one. */
 void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_start);
-/* What a linear layer's m x k by k x n product charges, in flops at the
- * device's peak: ptdp_gemm_cost_flops, or on a device computing in FP8
- * (fp8) ptdp_fp8_gemm_cost_flops with the `quantized` elements of the
- * operands it quantizes (clock.h). */
-double ptdp_linear_cost_flops(const ptdp_device *dev, double m, double n, double k, double quantized);
 /* Advance the virtual clock by `seconds` of compute directly. */
 void ptdp_compute_seconds(ptdp_device *dev, const char *name, double seconds, double wall_start);
 

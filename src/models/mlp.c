@@ -55,6 +55,7 @@
 #include "ptdp/wgrad.h"
 #include "models/mlp_table.h"
 #include "parallel/model_impl.h"
+#include "runtime/device_impl.h"
 
 /* Dropout streams: one per block and place, keyed by global indices. */
 static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
