@@ -156,10 +156,10 @@ static ptdp_model_plan counted_plan;
 static ptdp_model_ops counted_ops;
 
 static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                        bool selective, bool split, bool bf16, ptdp_plan_moe *out)
+                        bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
 {
     moe_prices++;
-    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, out);
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, fp8, out);
 }
 
 /* Every mixture's block is alike, so a layout prices one, however many

@@ -229,10 +229,12 @@ typedef struct ptdp_model_plan {
      * whether block `layer` is such a mixture and, if so, *out for a
      * micro-batch of b samples on a tp x cp device with ep expert ranks
      * (selective: the attention core again in the backward; split: B
-     * without the deferred dW).  Both NULL: the model has no experts. */
+     * without the deferred dW; fp8: the attention's linear layers as
+     * flops prices them, the experts at the peak, as the run charges
+     * them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, ptdp_plan_moe *out);
+                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
     /* How many of blocks first .. first + n - 1 are mixtures, counted
      * without pricing them (NULL with moe).  Every mixture's numbers are
      * alike (moe's depend on the layout, not on the layer), so the planner

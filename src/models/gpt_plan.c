@@ -280,7 +280,7 @@ static int experts(const ptdp_model_config *c)
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, ptdp_plan_moe *o)
+                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_gpt_settings *g = ptdp_gpt(c);
     if (!ptdp_gpt_block_is_moe(c, layer))
@@ -290,6 +290,8 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
     s.selective = selective;
     s.split = split;
+    s.fp8 = fp8;     /* the attention's linear layers (gpt_cost.h); the experts below at the peak */
+    s.bf16 = bf16;
     const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = s.R;
     const int Fe = ptdp_gpt_moe_ffn(c) / tp;
     const double T = g->seq_len / cp;

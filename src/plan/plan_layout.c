@@ -159,5 +159,6 @@ bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bo
     if (layer == L)
         return false;
     return mp->moe(rq->profile, &rq->model, layer, l->micro_batch_size, l->tp, l->cp > 1 ? l->cp : 1,
-                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, out);
+                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, rq->fp8 != NULL,
+                   out);
 }
