@@ -43,6 +43,7 @@
 #include "plan_print.h"
 #include "ptdp/arena.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/plan_search.h"
@@ -141,6 +142,10 @@ static void usage(void)
         "  --profile P         the cluster (required; --profile list names them)\n"
         "  --device-mem SIZE   memory of one GPU, e.g. 40G (default: the profile's)\n"
         "  --precision bf16|" PTDP_REAL_NAME "  bf16 mixed precision, or this build's (default)\n"
+        "  --fp8 R             the linear layers' products from FP8 operands, as ptdp train --fp8 R\n"
+        "                      runs them (R: tensorwise, delayed, blockwise or mxfp8): at the\n"
+        "                      profile's FP8 peak (its bf16 peak without one), plus the passes\n"
+        "                      that quantize their operands at its memory bandwidth\n"
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
@@ -252,6 +257,21 @@ static int given(plan_options *o, const char *flag, int rc)
     return rc;
 }
 
+
+/* --fp8 R: a recipe of train's table by its name (fp8_quant.h), checked as
+ * ptdp train checks it; its price is the recipe's whatever R (clock.h). */
+static int read_fp8(ptdp_args *a, ptdp_plan_request *rq)
+{
+    const char *names[8];
+    const int n = ptdp_fp8_recipe_count() < 8 ? ptdp_fp8_recipe_count() : 8;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        names[i] = ptdp_fp8_recipe_at(i)->name;
+    int rc = ptdp_args_enum(a, names, n, &k);
+    if (rc == 0)
+        rq->fp8 = ptdp_fp8_recipe_at(k);
+    return rc;
+}
 static int parse(int argc, char **argv, plan_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -292,6 +312,7 @@ static int parse(int argc, char **argv, plan_options *o)
             rc = ptdp_args_enum(&a, precisions, 2, &k);
             rq->bf16 = k == 1;
         }
+        else if (ptdp_args_is(&a, "--fp8")) rc = read_fp8(&a, rq);
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);

@@ -39,6 +39,7 @@
 #include "ptdp/json.h"
 #include "ptdp/schedule.h"
 #include "ptdp/device.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/types.h"
 #include "ptdp/zero.h"
 
@@ -106,6 +107,28 @@ static void print_moe_table(FILE *f, const ptdp_plan_candidate *c, int n)
     }
 }
 
+/* Under --fp8: at what the linear layers' products are priced (clock.h),
+ * and that a profile without an FP8 peak falls back to its bf16 peak. */
+static void print_fp8(FILE *f, const ptdp_plan_request *rq)
+{
+    const ptdp_profile *p = rq->profile;
+    if (rq->fp8 == NULL)
+        return;
+    fprintf(f, "--fp8 %s: the linear layers' products (not the head's) at %.4g TFLOP/s", rq->fp8->name,
+            ptdp_profile_peak_fp8(p) / 1e12);
+    if (p->peak_flops_fp8 > 0)
+        fprintf(f, " FP8");
+    else
+        fprintf(f, ", %s has no FP8 peak: its %s peak", p->name, p->peak_flops_bf16 > 0 ? "bf16" : "one");
+    if (p->hbm_Bps > 0)
+        fprintf(f, ", plus (4 + 1) B an operand element quantized at %.4g TB/s\n", p->hbm_Bps / 1e12);
+    else
+        fprintf(f, "; %s gives no memory bandwidth: quantization free\n", p->name);
+    if (experts_of(&rq->model) > 0)
+        fprintf(f, "  (the experts' products are priced at the %s peak, as without --fp8)\n",
+                rq->bf16 ? "bf16" : PTDP_REAL_NAME);
+}
+
 void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
                            const ptdp_plan_candidate *c, int n)
 {
@@ -129,6 +152,7 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
                 m->layers, m->hidden, m->ffn, rq->batch);
     fprintf(f, "on %d GPU%s of %s (%s%s each), %s\n", rq->gpus, rq->gpus == 1 ? "" : "s", p->name, node, mem,
             precision_name(rq));
+    print_fp8(f, rq);
     fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
             st->valid, st->fitting, st->timed, n);
     if (experts_of(m) > 0) {   /* a mixture of experts: the EP column too */
@@ -235,6 +259,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --overlap");
     if (rq->bf16)
         fprintf(f, " --precision bf16");
+    if (rq->fp8 != NULL)
+        fprintf(f, " --fp8 %s", rq->fp8->name);
     /* the arena: the plan's peak with room to spare, at least the default 4G */
     const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
     if (mib > 4096)
@@ -351,6 +377,9 @@ static void print_time_terms(FILE *f, const ptdp_plan_request *rq, const ptdp_pl
     char words[64];
     const double ideal = textbook_bubble(l, words, sizeof words);
     fprintf(f, "\ntime of one step (%s):\n", rq->profile->name);
+    if (rq->fp8 != NULL)
+        fprintf(f, "  ");
+    print_fp8(f, rq);
     fprintf(f, "  forward  F     %12.6g s   one micro-batch on the slowest stage (GEMMs at the profile's\n"
             "                                 efficiency for their shape, TP/CP collectives on the compute stream)\n",
             t->forward_s);

@@ -4,9 +4,10 @@
  *
  * The cluster profiles' terms are checked by hand too: two link levels
  * (a step across nodes at net_alpha and min(beta, n/nodes · net_beta)),
- * messages between nodes, the GEMM efficiency curve, the bf16 peak — and
- * in the simulator: groups and messages that cross nodes, a --dp 16 run
- * priced with the network, a bf16 run at the bf16 peak.
+ * messages between nodes, the GEMM efficiency curve, the bf16 peak, the
+ * FP8 peak and the quantization passes — and in the simulator: groups and
+ * messages that cross nodes, a --dp 16 run priced with the network, a bf16
+ * run at the bf16 peak, an --fp8 run's products at the FP8 peak.
  */
 #include <ctype.h>
 #include <math.h>
@@ -23,6 +24,7 @@
 #include "ptdp/comm.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/launch.h"
 #include "ptdp/trace.h"
 
@@ -637,6 +639,47 @@ TEST(cluster_tests, test_peak_bf16)
 }
 END_TEST
 
+/* The FP8 peak: dgx-h100's twice its bf16 peak; the A100 profiles have
+ * none (their bf16 peak), the textbook ones neither (their one peak).  A
+ * quantization pass moves (4 + 1) bytes an element at HBM bandwidth, free
+ * on a profile that gives none. */
+TEST(cluster_tests, test_peak_fp8)
+{
+    const ptdp_profile *h = ptdp_profile_find("dgx-h100");
+    ck_assert(ptdp_profile_peak_fp8(h) == 2 * ptdp_profile_peak(h, 1) && h->peak_flops_fp8 == 1978e12);
+    static const char *const a100[] = { "dgx-a100-80g", "hgx-a100-4" };
+    for (int i = 0; i < 2; i++) {
+        const ptdp_profile *a = ptdp_profile_find(a100[i]);
+        ck_assert(a->peak_flops_fp8 == 0 && ptdp_profile_peak_fp8(a) == 312e12);
+    }
+    for (int i = 0; i < 4; i++) {
+        const ptdp_profile *p = &ptdp_profiles(NULL)[i];
+        ck_assert(ptdp_profile_peak_fp8(p) == p->peak_flops && ptdp_fp8_quantize_seconds(p, 1e9) == 0);
+    }
+    ck_assert(close_to(ptdp_fp8_quantize_seconds(h, 1e9), 5e9 / 3.35e12));
+    ck_assert(close_to(ptdp_fp8_quantize_seconds(ptdp_profile_find("dgx-a100-80g"), 1e9), 5e9 / 2.039e12));
+}
+END_TEST
+
+/* An FP8 product in flops at the device's peak: at dgx-h100's FP8 peak
+ * half a bf16 product's (halving is exact), plus its quantization's
+ * seconds times the peak; on dgx-a100-80g under bf16 the bf16 product's
+ * own flops plus the same, and a float device (TF32 peak) half of it. */
+TEST(cluster_tests, test_fp8_gemm_cost)
+{
+    const ptdp_profile *h = ptdp_profile_find("dgx-h100"), *a = ptdp_profile_find("dgx-a100-80g");
+    const double m = 4096, n = 3072, k = 768, q = m * k + n * k;
+    const double gh = ptdp_gemm_cost_flops(h, m, n, k), ga = ptdp_gemm_cost_flops(a, m, n, k);
+    ck_assert(ptdp_fp8_gemm_cost_flops(h, 1, m, n, k, 0) * 2 == gh);
+    ck_assert(close_to(ptdp_fp8_gemm_cost_flops(h, 1, m, n, k, q), gh / 2 + 989e12 * 5 * q / 3.35e12));
+    ck_assert(ptdp_fp8_gemm_cost_flops(a, 1, m, n, k, 0) == ga);
+    ck_assert(close_to(ptdp_fp8_gemm_cost_flops(a, 1, m, n, k, q), ga + 312e12 * 5 * q / 2.039e12));
+    ck_assert(ptdp_fp8_gemm_cost_flops(a, 0, m, n, k, 0) * 2 == ga);
+    /* the quantization is memory-bound: a thin product pays more for it than its GEMM */
+    ck_assert(ptdp_fp8_gemm_cost_flops(h, 1, 8, 8192, 8192, 8.0 * 8192 + 8192.0 * 8192) > gh);
+}
+END_TEST
+
 /* ---- GEMM efficiency ------------------------------------------------------------- */
 
 TEST(cluster_tests, test_gemm_without_curve)
@@ -849,6 +892,39 @@ TEST(cluster_tests, test_bf16_runs_at_the_bf16_peak)
     ck_assert_msg(a > 0 && b == a, "float compute %.17g s, %.17g s without a bf16 peak", b, a);
     ptdp_launch_result_free(&la);
     ptdp_launch_result_free(&lc);
+}
+END_TEST
+
+/* The compute time of one bf16 step of the GPT under profile p, with
+ * --fp8 tensorwise or without. */
+static double gpt_compute(const ptdp_profile *p, bool fp8)
+{
+    ptdp_train_config c = equiv_gpt_config(1, 1, 1, 1, 1);
+    c.steps = 1;
+    c.bf16 = true;
+    c.fp8.recipe = fp8 ? ptdp_fp8_recipe_find("tensorwise") : NULL;
+    ptdp_launch_result l;
+    run_virtual(&c, p, &l);
+    const double t = l.devices[0].clock.compute_s;
+    ptdp_launch_result_free(&l);
+    return t;
+}
+
+/* Under --fp8 the linear layers' products run at the FP8 peak: less
+ * compute on dgx-h100.  On a profile without an FP8 peak they run at the
+ * bf16 peak, so a profile that gives no memory bandwidth charges exactly
+ * the bf16 run's time (the quantization is then free), and dgx-a100-80g
+ * (2.039 TB/s) more: its quantization passes. */
+TEST(cluster_tests, test_fp8_runs_at_the_fp8_peak)
+{
+    const ptdp_profile *h = ptdp_profile_find("dgx-h100"), *a = ptdp_profile_find("dgx-a100-80g");
+    ptdp_profile no_hbm = *a;
+    no_hbm.hbm_Bps = 0;
+    const double h16 = gpt_compute(h, false), h8 = gpt_compute(h, true);
+    ck_assert_msg(h8 > 0 && h8 < h16, "dgx-h100: fp8 compute %.17g s, bf16 %.17g s", h8, h16);
+    const double a16 = gpt_compute(a, false), a8 = gpt_compute(a, true), n8 = gpt_compute(&no_hbm, true);
+    ck_assert_msg(n8 == a16, "no FP8 peak, no HBM: fp8 compute %.17g s, bf16 %.17g s", n8, a16);
+    ck_assert_msg(a8 > a16, "dgx-a100-80g: fp8 compute %.17g s, bf16 %.17g s", a8, a16);
 }
 END_TEST
 #endif

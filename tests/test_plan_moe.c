@@ -156,11 +156,32 @@ static ptdp_model_plan counted_plan;
 static ptdp_model_ops counted_ops;
 
 static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                        bool selective, bool split, bool bf16, ptdp_plan_moe *out)
+                        bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
 {
     moe_prices++;
-    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, out);
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, fp8, out);
 }
+
+/* Under --fp8 a mixture's block prices its attention's linear layers at
+ * dgx-h100's FP8 peak (gpt_cost.h), as the run does, and its experts'
+ * rows at the peak, as the run charges them (gpt_moe.c). */
+TEST(moe_tests, test_fp8_prices_the_attention_not_the_experts)
+{
+    const moe_case k = { "fp8", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
+                         false, false, 1, 1, 0 };
+    ptdp_plan_request rq = request_of(&k);
+    const ptdp_profile *h = ptdp_profile_find("dgx-h100");
+    int layer = 0;
+    ptdp_plan_moe a, b;
+    while (layer < rq.model.layers &&
+           !ptdp_gpt_ops.plan->moe(h, &rq.model, layer, 2, 1, 1, 1, false, false, true, false, &a))
+        layer++;
+    ck_assert_int_lt(layer, rq.model.layers);
+    ck_assert(ptdp_gpt_ops.plan->moe(h, &rq.model, layer, 2, 1, 1, 1, false, false, true, true, &b));
+    ck_assert_msg(b.fwd < a.fwd && b.bwd < a.bwd, "fp8 %g, %g flops; bf16 %g, %g", b.fwd, b.bwd, a.fwd, a.bwd);
+    ck_assert(b.row_fwd == a.row_fwd && b.row_bwd == a.row_bwd);
+}
+END_TEST
 
 /* Every mixture's block is alike, so a layout prices one, however many
  * blocks and stages it has: the memory model once, the step's time once

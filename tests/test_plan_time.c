@@ -22,6 +22,13 @@
  * the whole schedule played out, every schedule, with stages of unequal
  * cost; and the 1-trillion-parameter GPT's layouts are priced sanely (their
  * time a call is printed; `ptdp bench plan` holds the speed target).
+ *
+ * --fp8 (clock.h): the planner prices it as the run charges it (within
+ * 5%, on dgx-h100 and on dgx-a100-80g, which has no FP8 peak; under TP
+ * and CP with the amax all-reduces of a whole-tensor scale); its step
+ * falls against bf16's on dgx-h100, and on dgx-a100-80g a block costs
+ * bf16's plus exactly its quantization passes, (4 + 1) bytes an operand
+ * element at HBM bandwidth.
  */
 #define _POSIX_C_SOURCE 200809L   /* setenv */
 #include <stdio.h>
@@ -30,7 +37,10 @@
 
 #include "harness.h"
 #include "plan_vs_train.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/gpt.h"
+#include "ptdp/model_plan.h"
+#include "ptdp/models.h"
 #include "ptdp/plan.h"
 #include "ptdp/train.h"
 
@@ -145,6 +155,88 @@ LOOP_TEST(agree_tests, test_plan_step_time_is_the_simulators, NROWS)
     fflush(stdout);
     ck_assert_msg(fabs(err) <= 0.05, "%s: plan %.6g s, measured %.6g s: %+.2f%% (more than 5%%)", r->what,
                   t.step_s, got, 100 * err);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ FP8 */
+
+/* Row r's layout: the plan's step with --fp8 R or without (NULL), and
+ * with it the simulator's. */
+static double fp8_step(const row *r, const char *recipe, double *measured)
+{
+    ptdp_plan_request rq = request(r, BATCH);
+    rq.fp8 = recipe != NULL ? ptdp_fp8_recipe_find(recipe) : NULL;
+    const ptdp_plan_layout l = layout_of(r, BATCH);
+    ptdp_plan_time t;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+    *measured = measure(&rq, &l);
+    printf("%-36s %-10s: step plan %9.3f us measured %9.3f us %+6.2f%%\n", r->what, recipe ? recipe : "bf16",
+           t.step_s * 1e6, *measured * 1e6, 100 * (t.step_s / *measured - 1));
+    ck_assert_msg(fabs(t.step_s / *measured - 1) <= 0.05, "%s --fp8 %s: plan %g s, measured %g s", r->what,
+                  recipe ? recipe : "(none)", t.step_s, *measured);
+    return t.step_s;
+}
+
+/* dp 4, ZeRO-1, bf16: the step falls on dgx-h100, rises on dgx-a100-80g
+ * (the bf16 peak and the quantization on top), planned as it runs. */
+TEST(agree_tests, test_fp8_plan_is_the_simulators)
+{
+    static const char *const profiles[] = { "dgx-h100", "dgx-a100-80g" };
+    for (int i = 0; i < 2; i++) {
+        const row r = { profiles[i], 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, profiles[i],
+                        0 };
+        double m16, m8;
+        const double p16 = fp8_step(&r, NULL, &m16), p8 = fp8_step(&r, "tensorwise", &m8);
+        if (i == 0)   /* the FP8 peak */
+            ck_assert_msg(p8 < p16 && m8 < m16, "dgx-h100: fp8 plan %g measured %g s, bf16 %g, %g s", p8, m8, p16,
+                          m16);
+        else          /* the bf16 peak, and the quantization on top */
+            ck_assert_msg(p8 > p16 && m8 > m16, "dgx-a100-80g: fp8 plan %g measured %g s, bf16 %g, %g s", p8, m8,
+                          p16, m16);
+    }
+}
+END_TEST
+
+/* Under TP and CP a whole-tensor scale max-reduces the amax of every
+ * split operand (plan_time.c's fp8_amax_reduces): planned as it runs, and
+ * a tiled recipe (mxfp8, 1 x 32 tiles) reduces nothing. */
+TEST(agree_tests, test_fp8_amax_reduces_planned)
+{
+    static const row rows[] = {
+        { "dgx-h100: dp 2 x tp 2", 2, 2, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, "dgx-h100", 0 },
+        { "dgx-h100: cp 2 x tp 2 --sp", 1, 2, 1, 2, 8, 1, NULL, PTDP_RECOMPUTE_NONE, 0, true, false, true, "dgx-h100",
+          0 },
+    };
+    for (int i = 0; i < 2; i++) {
+        double m;
+        fp8_step(&rows[i], "tensorwise", &m);
+        fp8_step(&rows[i], "delayed", &m);
+        fp8_step(&rows[i], "mxfp8", &m);
+    }
+}
+END_TEST
+
+/* On dgx-a100-80g (no FP8 peak) a block's forward under --fp8 is bf16's
+ * plus its four linear layers' quantization passes — X and W of each:
+ *
+ *     c_attn R C + 3C C,  c_proj R C + C C,  c_fc R C + F C,  c_proj R F + C F
+ *
+ * elements, (4 + 1) bytes each at 2.039 TB/s, in flops at the bf16 peak;
+ * the head keeps float: its forward unchanged. */
+TEST(unit_tests, test_fp8_block_adds_its_quantization)
+{
+    const row r = { "fp8", 1, 1, 1, 1, 4, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, true, "dgx-a100-80g", 0 };
+    const ptdp_plan_request rq = request(&r, BATCH);
+    const ptdp_model_plan *mp = ptdp_model_of(&rq.model)->plan;
+    ptdp_plan_flops f16, f8;
+    mp->flops(rq.profile, &rq.model, 4, 1, false, 1, false, false, true, false, &f16);
+    mp->flops(rq.profile, &rq.model, 4, 1, false, 1, false, false, true, true, &f8);
+    const double R = 4 * 32, C = 64, F = 256;
+    const double q = (R * C + 3 * C * C) + (R * C + C * C) + (R * C + F * C) + (R * F + C * F);
+    const double want = f16.block_fwd + 312e12 * 5 * q / 2.039e12;
+    ck_assert_msg(fabs(f8.block_fwd - want) <= 1e-12 * want, "block forward %.17g flops, want %.17g", f8.block_fwd,
+                  want);
+    ck_assert(f8.head_fwd == f16.head_fwd && f8.embed_fwd == f16.embed_fwd);
 }
 END_TEST
 

@@ -66,6 +66,11 @@ typedef struct {
     double peak_flops_bf16; /* peak under --precision bf16; 0 = peak_flops */
     const ptdp_gemm_curve *gemm;   /* NULL: products at the peak           */
     double mem_bytes;       /* memory of one device; 0 = not given         */
+    double peak_flops_fp8;  /* dense FP8 tensor-core peak (--fp8); 0 = the
+                               hardware has none: the bf16 peak instead   */
+    double hbm_Bps;         /* memory bandwidth of one device, bytes per
+                               second; 0 = not given (memory-bound passes
+                               cost nothing, as a link of beta 0)         */
 } ptdp_profile;
 
 /* The named profiles; "dgx-a100" (the default) first. */
@@ -147,6 +152,30 @@ int    ptdp_profile_nodes_spanned(const ptdp_profile *p, const int *ranks, int n
 /* The peak a device computes at: peak_flops, or under bf16 the profile's
  * bf16 peak when it gives one. */
 double ptdp_profile_peak(const ptdp_profile *p, int bf16);
+
+/* FP8 (--fp8, fp8_linear.h).  An FP8 tensor core multiplies codes at
+ * the FP8 peak: peak_flops_fp8, or where the hardware has none (A100) the
+ * bf16 peak (the products run in bf16), or peak_flops.  Before its
+ * product each operand is quantized: a pass that reads the float tensor
+ * and writes its one-byte codes, memory-bound,
+ *
+ *     quantize(E elements) = (4 + 1) E / hbm_Bps      seconds
+ *
+ * (0 when the profile gives no memory bandwidth).  A linear layer's
+ * product from FP8 operands, in flops at the device's peak (peak =
+ * ptdp_profile_peak(p, bf16), what ptdp_compute divides by):
+ *
+ *     2mnk / eff(m, n, k) · peak / fp8_peak  +  quantize(E) · peak
+ *
+ * where E counts the elements the product's operands quantize (the
+ * caller's: a forward quantizes X and W, a backward's dX dY and W, its
+ * dW X).  The GEMM curve is bf16's: FP8 halves the bytes and doubles the
+ * peak, the same ridge; its e_max is assumed the same. */
+double ptdp_profile_peak_fp8(const ptdp_profile *p);
+/* Seconds of the passes that quantize `elements` float values to codes. */
+double ptdp_fp8_quantize_seconds(const ptdp_profile *p, double elements);
+/* The product's charge above. */
+double ptdp_fp8_gemm_cost_flops(const ptdp_profile *p, int bf16, double m, double n, double k, double quantized);
 
 /* The fraction of the peak an m x k by k x n product reaches, in (0, 1];
  * exactly 1 when the profile has no curve (and for an empty product, a

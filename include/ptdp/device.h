@@ -45,6 +45,10 @@ typedef struct ptdp_device {
     const ptdp_profile *profile; /* cost model of the virtual clock       */
     int bf16;                    /* 1: compute at the profile's bf16 peak
                                     (the training loop under bf16)        */
+    int fp8;                     /* 1: the linear layers' products from FP8
+                                    operands (--fp8): the models price them
+                                    at the FP8 peak with their operands'
+                                    quantization (device_impl.h)           */
     ptdp_algo algo;              /* all_reduce algorithm (resolved)       */
     ptdp_clock clock;            /* virtual time                          */
     double wall0;                /* wall time at launch                   */

@@ -82,6 +82,10 @@ typedef struct {
     int all_reduce_f, all_reduce_b;
     int gather_f, scatter_f;
     int gather_b, scatter_b, regathers;
+    /* Its column- and row-parallel linear layers: under --fp8 with one
+     * scale a tensor (tensorwise, delayed) each max-reduces the amax of
+     * every operand split over TP or CP (fp8_linear.h), one value each. */
+    int fp8_column, fp8_row;
 } ptdp_plan_tp_block;
 
 /* The tensors of one unit (the embeddings, a block, the head) on one TP
@@ -188,9 +192,12 @@ typedef struct ptdp_model_plan {
     /* The dimensions of a micro-batch of b samples on a tp x cp device. */
     void (*dims)(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptdp_plan_dims *out);
     /* Its work a micro-batch (selective: the attention core again in the
-     * backward; split: B without the dW products). */
+     * backward; split: B without the dW products), in flops at the peak of
+     * a device computing in bf16 or not; fp8: its linear layers' products
+     * (not the head's) priced as --fp8 runs them (clock.h,
+     * ptdp_fp8_gemm_cost_flops). */
     void (*flops)(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, ptdp_plan_flops *out);
+                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *out);
     /* Elements one micro-batch keeps per block, the formula `ptdp train`
      * prints (selective: without the attention core's). */
     double (*block_kept)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective);
@@ -222,10 +229,12 @@ typedef struct ptdp_model_plan {
      * whether block `layer` is such a mixture and, if so, *out for a
      * micro-batch of b samples on a tp x cp device with ep expert ranks
      * (selective: the attention core again in the backward; split: B
-     * without the deferred dW).  Both NULL: the model has no experts. */
+     * without the deferred dW; fp8: the attention's linear layers as
+     * flops prices them, the experts at the peak, as the run charges
+     * them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, ptdp_plan_moe *out);
+                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
     /* How many of blocks first .. first + n - 1 are mixtures, counted
      * without pricing them (NULL with moe).  Every mixture's numbers are
      * alike (moe's depend on the layout, not on the layer), so the planner

@@ -76,6 +76,9 @@ typedef struct {
                                     unasked (PTDP_SCHED_PLANNED)            */
     int ep;                      /* expert parallelism (a model with experts),
                                     or -1 / 0: the planner chooses          */
+    const struct ptdp_fp8_recipe *fp8;   /* --fp8 R: the linear layers'
+                                    products priced at the FP8 peak with
+                                    their quantization (clock.h), or NULL  */
 } ptdp_plan_request;
 
 /* The request with nothing fixed: AdamW, ptdp train's bucket, float. */

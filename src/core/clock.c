@@ -48,7 +48,11 @@
  *     way.  The "NVIDIA H100 Tensor Core GPU" datasheet (SXM): TF32 494 (as
  *     h100-nvlink), BF16 989 TFLOP/s dense (989 and 1,979 "with sparsity");
  *     3.35 TB/s HBM3;
- *     80 GiB as above; 132 SMs.
+ *     80 GiB as above; 132 SMs.  FP8 1,979 TFLOP/s dense (3,958 "with
+ *     sparsity"): twice the bf16 dense peak (989.5, rounded 989 above), so
+ *     2 x 989 here.  The A100 has no FP8 tensor cores: its profiles give no
+ *     FP8 peak, and --fp8 is priced at their bf16 peak.
+ *   - hgx-a100-4: A100 SXM 40GB, 1,555 GB/s HBM2 (the same datasheet).
  *   - net_alpha = 10 µs for both: NCCL's tuning model (src/graph/tuning.cc,
  *     hwLat[NET][Ring][Simple]) charges 9.6 µs per ring hop over the
  *     network with its Simple protocol, against 3.4 over NVLink — which the
@@ -153,9 +157,9 @@ static const ptdp_gemm_curve a100_sxm = { 271.2 / 312.0, 108, 256, 128, 312e12 /
 static const ptdp_gemm_curve h100_sxm = { 794.5 / 989.0, 132, 256, 128, 989e12 / 3.35e12 };
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-/* The textbook profiles: one node, no bf16 peak, products at the peak, no
- * memory given. */
-#define ONE_NODE 0, 0.0, 0.0, 0.0, NULL, 0.0
+/* The textbook profiles: one node, no bf16 or FP8 peak, products at the
+ * peak, no memory or memory bandwidth given. */
+#define ONE_NODE 0, 0.0, 0.0, 0.0, NULL, 0.0, 0.0, 0.0
 
 static const ptdp_profile profiles[] = {
     { "dgx-a100",    "NVIDIA A100 SXM (TF32 156 TFLOP/s), NVLink 3 (300 GB/s each way)",
@@ -168,16 +172,16 @@ static const ptdp_profile profiles[] = {
       1e12, 0.0, 0.0, 1, ONE_NODE },
     /* The clusters: name, description, TF32 peak, NVLink alpha and beta,
      * ideal, GPUs a node, network alpha and beta (one NIC), bf16 peak,
-     * GEMM curve, memory. */
+     * GEMM curve, memory, FP8 peak (A100: none), HBM bandwidth. */
     { "dgx-a100-80g", "DGX A100 80GB: 8 A100 SXM a node on NVLink 3, HDR InfiniBand (200 Gb/s a GPU) between",
-      156e12, 3e-6, 300e9, 0, 8, 10e-6, 25e9, 312e12, &a100_sxm, 80.0 * GIB },
+      156e12, 3e-6, 300e9, 0, 8, 10e-6, 25e9, 312e12, &a100_sxm, 80.0 * GIB, 0.0, 2.039e12 },
     { "dgx-h100",     "DGX H100: 8 H100 SXM a node on NVLink 4, NDR InfiniBand (400 Gb/s a GPU) between",
-      494e12, 3e-6, 450e9, 0, 8, 10e-6, 50e9, 989e12, &h100_sxm, 80.0 * GIB },
+      494e12, 3e-6, 450e9, 0, 8, 10e-6, 50e9, 989e12, &h100_sxm, 80.0 * GIB, 2.0 * 989e12, 3.35e12 },
     /* Four GPUs a node (HGX A100 4-GPU boards, as in Perlmutter's GPU
      * nodes: four 200 Gb/s NICs, one a GPU): a node smaller than an
      * 8-way data-parallel group, where a group of 8 spans two nodes. */
     { "hgx-a100-4",   "HGX A100 4-GPU 40GB: 4 A100 SXM a node on NVLink 3, 200 Gb/s a GPU between (Perlmutter's nodes)",
-      156e12, 3e-6, 300e9, 0, 4, 10e-6, 25e9, 312e12, &a100_sxm, 40.0 * GIB },
+      156e12, 3e-6, 300e9, 0, 4, 10e-6, 25e9, 312e12, &a100_sxm, 40.0 * GIB, 0.0, 1.555e12 },
 };
 
 #define NPROFILES ((int)(sizeof profiles / sizeof profiles[0]))
@@ -316,6 +320,31 @@ double ptdp_cost_message_between(const ptdp_profile *p, uint64_t bytes, int a, i
 double ptdp_profile_peak(const ptdp_profile *p, int bf16)
 {
     return bf16 && p->peak_flops_bf16 > 0 ? p->peak_flops_bf16 : p->peak_flops;
+}
+
+/* FP8 (clock.h): the FP8 peak, or the bf16 peak where the hardware has
+ * none — an A100 runs such a product's emulation in bf16. */
+double ptdp_profile_peak_fp8(const ptdp_profile *p)
+{
+    return p->peak_flops_fp8 > 0 ? p->peak_flops_fp8 : ptdp_profile_peak(p, 1);
+}
+
+/* A quantization pass reads each float (4 bytes) and writes its code (1
+ * byte), memory-bound:  (4 + 1) E / hbm.  (The amax is a reduction over
+ * the same read, fused with it on a GPU; the scale is one number.) */
+double ptdp_fp8_quantize_seconds(const ptdp_profile *p, double elements)
+{
+    return p->hbm_Bps > 0 ? (4.0 + 1.0) * elements / p->hbm_Bps : 0.0;
+}
+
+/* 2mnk / eff · peak / fp8_peak  +  quantize(E) · peak: the product's time
+ * at the FP8 peak and its operands' quantization, as flops at the peak the
+ * device divides by (ptdp_compute). */
+double ptdp_fp8_gemm_cost_flops(const ptdp_profile *p, int bf16, double m, double n, double k, double quantized)
+{
+    const double peak = ptdp_profile_peak(p, bf16);
+    return ptdp_gemm_cost_flops(p, m, n, k) * (peak / ptdp_profile_peak_fp8(p)) +
+           ptdp_fp8_quantize_seconds(p, quantized) * peak;
 }
 
 double ptdp_gemm_efficiency(const ptdp_profile *p, double m, double n, double k)

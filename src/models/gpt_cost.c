@@ -37,6 +37,33 @@ static double gemm(const ptdp_profile *p, double m, double n, double k)
     return ptdp_gemm_cost_flops(p, m, n, k);
 }
 
+/* A linear layer's three products (R rows of `in` features to `out`),
+ * under --fp8 from FP8 operands, each paying for the operands it
+ * quantizes (gpt_cost.h); without FP8 exactly gemm's. */
+static double linear(const ptdp_profile *p, const ptdp_gpt_shape *s, double m, double n, double k,
+                     double quantized)
+{
+    return s->fp8 ? ptdp_fp8_gemm_cost_flops(p, s->bf16, m, n, k, quantized) : gemm(p, m, n, k);
+}
+
+/* y = x W^T:  Q(X), Q(W) */
+static double linear_fwd(const ptdp_profile *p, const ptdp_gpt_shape *s, double out, double in)
+{
+    return linear(p, s, s->R, out, in, (double)s->R * in + out * in);
+}
+
+/* dx = dy W:  Q(dY), Q(W) */
+static double linear_dx(const ptdp_profile *p, const ptdp_gpt_shape *s, double out, double in)
+{
+    return linear(p, s, s->R, in, out, (double)s->R * out + out * in);
+}
+
+/* dW = dy^T x:  Q(X) */
+static double linear_dw(const ptdp_profile *p, const ptdp_gpt_shape *s, double out, double in)
+{
+    return linear(p, s, out, in, s->R, (double)s->R * in);
+}
+
 /* The embedding and the head: nothing under the ideal profile. */
 static bool free_edges(const ptdp_profile *p)
 {
@@ -109,8 +136,8 @@ double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape 
 double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Cl = s->Cl;
-    return ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + gemm(p, R, 3 * Cl, C) + R * 3 * Cl +
-           ptdp_gpt_cost_attention_core(p, s, false) + gemm(p, R, C, Cl);
+    return ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + linear_fwd(p, s, 3 * Cl, C) + R * 3 * Cl +
+           ptdp_gpt_cost_attention_core(p, s, false) + linear_fwd(p, s, C, Cl);
 }
 
 /* The attention's bias, dropout and residual (3 per region element), LN2,
@@ -118,8 +145,8 @@ double ptdp_gpt_cost_attn_forward(const ptdp_profile *p, const ptdp_gpt_shape *s
 double ptdp_gpt_cost_mlp_forward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Fl = s->Fl;
-    return 3.0 * s->Rl * C + ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + gemm(p, R, Fl, C) + R * Fl +
-           ptdp_gelu_flops_forward((size_t)s->R * s->Fl) + gemm(p, R, C, Fl);
+    return 3.0 * s->Rl * C + ptdp_layernorm_flops_forward((size_t)s->Rl * s->C) + linear_fwd(p, s, Fl, C) +
+           R * Fl + ptdp_gelu_flops_forward((size_t)s->R * s->Fl) + linear_fwd(p, s, C, Fl);
 }
 
 /* The MLP's bias, dropout and residual. */
@@ -164,7 +191,7 @@ double ptdp_gpt_cost_block_forward(const ptdp_profile *p, const ptdp_gpt_shape *
 /* dW (out x in) = dy^T x over the R token rows. */
 double ptdp_gpt_cost_dw_linear(const ptdp_profile *p, const ptdp_gpt_shape *s, int out, int in)
 {
-    return gemm(p, out, in, s->R);
+    return linear_dw(p, s, out, in);
 }
 
 double ptdp_gpt_cost_dw_attn(const ptdp_profile *p, const ptdp_gpt_shape *s)
@@ -197,8 +224,8 @@ double ptdp_gpt_cost_block_w(const ptdp_profile *p, const ptdp_gpt_shape *s)
 double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Fl = s->Fl;
-    double f = gemm(p, R, Fl, C) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl) + gemm(p, R, C, Fl) +
-               R * Fl;
+    double f = linear_dx(p, s, C, Fl) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl) +
+               linear_dx(p, s, Fl, C) + R * Fl;
     if (!s->split)
         f += ptdp_gpt_cost_dw_fc_proj(p, s) + ptdp_gpt_cost_dw_fc(p, s);
     return f;
@@ -209,8 +236,8 @@ double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s
 double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Cl = s->Cl;
-    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + gemm(p, R, Cl, C) + R * C +
-               gemm(p, R, C, 3 * Cl) + R * 3 * Cl + ptdp_gpt_cost_attention_core(p, s, true);
+    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + linear_dx(p, s, C, Cl) + R * C +
+               linear_dx(p, s, 3 * Cl, C) + R * 3 * Cl + ptdp_gpt_cost_attention_core(p, s, true);
     if (s->selective && (s->cp == 1 || s->cp_a2a))   /* the ring keeps log-sum-exps: nothing again */
         f += ptdp_gpt_cost_attention_core(p, s, false);
     if (!s->split)
@@ -224,7 +251,7 @@ double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *
 double ptdp_gpt_cost_mlp_backward_before_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Fl = s->Fl;
-    double f = gemm(p, R, Fl, C) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl);
+    double f = linear_dx(p, s, C, Fl) + R * C + ptdp_gelu_flops_backward((size_t)s->R * s->Fl);
     if (!s->split)
         f += ptdp_gpt_cost_dw_fc_proj(p, s);
     return f;
@@ -233,7 +260,7 @@ double ptdp_gpt_cost_mlp_backward_before_fc(const ptdp_profile *p, const ptdp_gp
 /* c_fc's dX = dY W and db. */
 double ptdp_gpt_cost_dx_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, s->R, s->C, s->Fl) + (double)s->R * s->Fl;
+    return linear_dx(p, s, s->Fl, s->C) + (double)s->R * s->Fl;
 }
 
 double ptdp_gpt_cost_sp_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
@@ -246,7 +273,7 @@ double ptdp_gpt_cost_sp_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s)
 double ptdp_gpt_cost_attn_backward_before_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
     const double R = s->R, C = s->C, Cl = s->Cl;
-    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + gemm(p, R, Cl, C) + R * C +
+    double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + linear_dx(p, s, C, Cl) + R * C +
                ptdp_gpt_cost_attention_core(p, s, true);
     if (s->selective && s->cp == 1)
         f += ptdp_gpt_cost_attention_core(p, s, false);
@@ -258,7 +285,7 @@ double ptdp_gpt_cost_attn_backward_before_qkv(const ptdp_profile *p, const ptdp_
 /* c_attn's dX = dY W and db. */
 double ptdp_gpt_cost_dx_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)
 {
-    return gemm(p, s->R, s->C, 3.0 * s->Cl) + (double)s->R * 3 * s->Cl;
+    return linear_dx(p, s, 3.0 * s->Cl, s->C) + (double)s->R * 3 * s->Cl;
 }
 
 double ptdp_gpt_cost_sp_dw_qkv(const ptdp_profile *p, const ptdp_gpt_shape *s)

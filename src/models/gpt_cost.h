@@ -11,6 +11,13 @@
  *                                    = 2 m n k / efficiency(m, n, k)
  *     elementwise work               its flop count, at the peak
  *
+ * and under --fp8 (s->fp8) a linear layer's products, but the head's, at
+ * the FP8 peak plus their operands' quantization (clock.h):
+ *
+ *     forward  Y = Q(X) Q(W)^T      ptdp_fp8_gemm_cost_flops(.., R in + out in)
+ *     dX = Q(dY) Q(W)               quantizes dY and W:  R out + out in
+ *     dW = Q(dY)^T Q(X)             quantizes X (dY's codes are dX's): R in
+ *
  * and attention's two (forward) or four (backward) products per sequence
  * and head are batched GEMMs of their own shape: T x T by hd (Q K^T), T x T
  * by T x hd (P V), or under CP one (chunk x chunk) block per pair the ring
@@ -63,6 +70,11 @@ typedef struct {
     int t0, tlen;      /* a token slice (tlen 0: whole sequences)          */
     bool selective;    /* the attention core runs again in the backward    */
     bool split;        /* B and W apart: the weight products wait for W    */
+    bool fp8;          /* --fp8: the linear layers' products from FP8
+                          operands, at the FP8 peak with their operands'
+                          quantization (clock.h; the head keeps float)     */
+    bool bf16;         /* the device computes in bf16: the peak the
+                          charges are flops at (ptdp_profile_peak)         */
 } ptdp_gpt_shape;
 
 /* The shape of a micro-batch of `rows` sequences of model c on a device of

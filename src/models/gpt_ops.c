@@ -66,6 +66,8 @@ void ptdp_gpt_pass_begin(ptdp_gpt_pass *k, ptdp_device *dev, ptdp_model *m, cons
 {
     *k = (ptdp_gpt_pass){ .dev = dev, .m = m, .acts = acts, .wg = wg, .w0 = ptdp_wall_now() };
     k->shape = ptdp_gpt_shape_of(m, acts, wg != NULL);
+    k->shape.fp8 = dev->fp8;     /* the linear layers' products priced in FP8 (gpt_cost.h) */
+    k->shape.bf16 = dev->bf16;
 }
 
 void ptdp_gpt_pass_name(ptdp_gpt_pass *k, const char *what, const char *wwhat)

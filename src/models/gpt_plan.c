@@ -73,11 +73,13 @@ static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptd
 }
 
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, ptdp_plan_flops *o)
+                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
 {
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, sp, cp, 0, true);
     s.selective = selective;
     s.split = split;
+    s.fp8 = fp8;     /* the linear layers' products as --fp8 prices them (gpt_cost.h) */
+    s.bf16 = bf16;
     o->embed_fwd = ptdp_gpt_cost_embed_forward(p, &s);
     o->embed_bwd = ptdp_gpt_cost_embed_backward(p, &s);
     o->embed_w = ptdp_gpt_cost_dw_embed(p, &s);
@@ -278,7 +280,7 @@ static int experts(const ptdp_model_config *c)
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, ptdp_plan_moe *o)
+                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_gpt_settings *g = ptdp_gpt(c);
     if (!ptdp_gpt_block_is_moe(c, layer))
@@ -288,6 +290,8 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
     s.selective = selective;
     s.split = split;
+    s.fp8 = fp8;     /* the attention's linear layers (gpt_cost.h); the experts below at the peak */
+    s.bf16 = bf16;
     const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = s.R;
     const int Fe = ptdp_gpt_moe_ffn(c) / tp;
     const double T = g->seq_len / cp;
@@ -354,7 +358,8 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .block_kept = block_kept,
     .block_kept_bytes = ptdp_gpt_block_act_bytes,
     .params = params,
-    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,
+    .tp_block = { .fp8_column = 2, .fp8_row = 2,   /* c_attn, c_fc; the two c_proj */
+                  .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,
                   .regathers = 2 },   /* attention's and the MLP's f and g; ln_1's and ln_2's shards again */
     .acts = acts,
     .packs_bf16 = true,

@@ -148,6 +148,18 @@ static double gemm(const ptdp_llama_pass *k, double m, double n, double kk)
     return ptdp_gemm_cost_flops(k->dev->profile, m, n, kk);
 }
 
+/* A product of layer w's, `quantized` the elements of the operands it
+ * quantizes under --fp8 (device.h: at the FP8 peak, with the quantization
+ * passes; the head keeps float, as the linear op does):
+ *     y = x W^T   Q(X), Q(W)      dx = dy W   Q(dY), Q(W)      dW   Q(X) */
+static double linear_gemm(const ptdp_llama_pass *k, const ptdp_param *w, double m, double n, double kk,
+                          double quantized)
+{
+    if (w->keeps_precision)
+        return gemm(k, m, n, kk);
+    return ptdp_linear_cost_flops(k->dev, m, n, kk, quantized);
+}
+
 /* The rows a layer's product runs on: a column-parallel layer under SP
  * multiplies the input gathered along the sequence (R rows), not the
  * rank's Rl positions it was given. */
@@ -164,7 +176,8 @@ void ptdp_llama_linear(ptdp_llama_pass *k, ptdp_linear_split split, ptdp_tensor 
     if (k->rc != 0)
         return;
     ptdp_linear_pass c = linear_pass(k);
-    const ptdp_linear_charge price = { .flops = k->pending + gemm(k, product_rows(k, split, x), w->w.rows, w->w.cols) };
+    const double R = product_rows(k, split, x), out = w->w.rows, in = w->w.cols;
+    const ptdp_linear_charge price = { .flops = k->pending + linear_gemm(k, w, R, out, in, R * in + out * in) };
     k->pending = 0;
     k->rc = ptdp_parallel_linear_forward(&c, &(ptdp_linear_layer){ .split = split, .w = w }, y, x, &price);
 }
@@ -178,7 +191,7 @@ void ptdp_llama_linear_backward(ptdp_llama_pass *k, ptdp_linear_split split, ptd
         return;
     ptdp_linear_pass c = linear_pass(k);
     const double R = x.rows, out = w->w.rows, in = w->w.cols;
-    const double dxf = gemm(k, R, in, out), dwf = gemm(k, out, in, R);
+    const double dxf = linear_gemm(k, w, R, in, out, R * out + out * in), dwf = linear_gemm(k, w, out, in, R, R * in);
     const ptdp_linear_layer l = { .split = split, .w = w, .accumulate_dx = accumulate_dx, .w_flops = dwf };
     const ptdp_linear_charge price = { .flops = k->pending + (dx != NULL ? dxf : 0) + (k->wg == NULL ? dwf : 0) };
     k->pending = 0;
@@ -199,7 +212,8 @@ void ptdp_llama_columns_backward(ptdp_llama_pass *k, ptdp_llama_scratch *s, cons
         c.sp_full = s->xfull;
         c.sp_local = s->dlocal;
         const double R = s->xfull.rows, out = w[i]->w.rows, in = w[i]->w.cols;
-        const double dxf = gemm(k, R, in, out), dwf = gemm(k, out, in, R);
+        const double dxf = linear_gemm(k, w[i], R, in, out, R * out + out * in);
+        const double dwf = linear_gemm(k, w[i], out, in, R, R * in);
         const ptdp_linear_layer l = { .split = PTDP_SPLIT_COLUMN, .w = w[i], .w_flops = dwf };
         const ptdp_linear_charge price = { .before = k->pending, .dx = dxf, .dw = k->wg == NULL ? dwf : 0 };
         k->pending = 0;

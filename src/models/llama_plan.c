@@ -123,11 +123,21 @@ typedef struct {
     double d, kvh;            /* head size; this rank's kv heads (KVl / d) */
     double attn_f, attn_b;    /* the attention core, forward and backward  */
     bool sp, selective, ring;
+    bool bf16, fp8;           /* --fp8: the linear layers' products (not the
+                                 head's) at the FP8 peak, with their
+                                 operands' quantization (clock.h)          */
 } shape;
 
 static double gemm(const shape *x, double m, double n, double k)
 {
     return ptdp_gemm_cost_flops(x->p, m, n, k);
+}
+
+/* A linear layer's product, `quantized` the elements of the operands it
+ * quantizes under --fp8 (as llama_block.c charges it). */
+static double linear(const shape *x, double m, double n, double k, double quantized)
+{
+    return x->fp8 ? ptdp_fp8_gemm_cost_flops(x->p, x->bf16, m, n, k, quantized) : gemm(x, m, n, k);
 }
 
 /* llama_block.c's attention_flops: b Hl batched products, n x n by d (the
@@ -151,10 +161,22 @@ static shape shape_of(const ptdp_profile *p, const ptdp_model_config *c, int b, 
     return x;
 }
 
-/* A linear layer of in -> out on R rows: forward, dx, dW. */
-static double lin_f(const shape *x, double in, double out) { return gemm(x, x->s.R, out, in); }
-static double lin_dx(const shape *x, double in, double out) { return gemm(x, x->s.R, in, out); }
-static double lin_dw(const shape *x, double in, double out) { return gemm(x, out, in, x->s.R); }
+/* A linear layer of in -> out on R rows: forward (Q(X), Q(W)), dx (Q(dY),
+ * Q(W)), dW (Q(X): dY's codes are dx's). */
+static double lin_f(const shape *x, double in, double out)
+{
+    return linear(x, x->s.R, out, in, x->s.R * in + out * in);
+}
+
+static double lin_dx(const shape *x, double in, double out)
+{
+    return linear(x, x->s.R, in, out, x->s.R * out + out * in);
+}
+
+static double lin_dw(const shape *x, double in, double out)
+{
+    return linear(x, out, in, x->s.R, x->s.R * in);
+}
 
 /* One block forward: the norms and residuals on Rl rows, the rest on R. */
 static double block_forward(const shape *x)
@@ -192,9 +214,13 @@ static double block_weights(const shape *x)
  * (now, or W's).  The head: the final norm, the logits R x C by C x Vl
  * (the loss is not charged), back through the head and the norm. */
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, ptdp_plan_flops *o)
+                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
 {
-    const shape x = shape_of(p, c, b, tp, sp, cp, selective);
+    shape x = shape_of(p, c, b, tp, sp, cp, selective);
+    x.bf16 = bf16;
+    x.fp8 = fp8;
+    shape head = x;       /* the output head keeps float under --fp8 (model.h) */
+    head.fp8 = false;
     const ptdp_plan_dims *s = &x.s;
     const double C = s->C, dw = block_weights(&x);
     memset(o, 0, sizeof *o);
@@ -203,15 +229,15 @@ static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int 
     o->block_fwd = block_forward(&x);
     o->block_w = dw;
     o->block_bwd = block_backward_input(&x) + (split ? 0 : dw);
-    o->head_fwd = ptdp_rmsnorm_flops_forward((size_t)(s->Rl * C)) + lin_f(&x, C, s->Vl);
-    o->head_w = lin_dw(&x, C, s->Vl);
-    o->head_bwd = lin_dx(&x, C, s->Vl) + (split ? 0 : o->head_w);
+    o->head_fwd = ptdp_rmsnorm_flops_forward((size_t)(s->Rl * C)) + lin_f(&head, C, s->Vl);
+    o->head_w = lin_dw(&head, C, s->Vl);
+    o->head_bwd = lin_dx(&head, C, s->Vl) + (split ? 0 : o->head_w);
     o->lnf_bwd = ptdp_rmsnorm_flops_backward((size_t)(s->Rl * C));
     if (x.sp) {   /* the backward's order: w1, w3, then wq, wk, wv */
         const double dx[5] = { lin_dx(&x, C, s->Fl), lin_dx(&x, C, s->Fl), lin_dx(&x, C, s->Cl),
                                lin_dx(&x, C, s->KVl), lin_dx(&x, C, s->KVl) };
         memcpy(o->sp_dx_block, dx, sizeof dx);
-        o->sp_dx_head = lin_dx(&x, C, s->Vl);
+        o->sp_dx_head = lin_dx(&head, C, s->Vl);
     }
 }
 
@@ -361,7 +387,8 @@ const ptdp_model_plan ptdp_llama_plan = {
     .block_kept = block_kept,
     .block_kept_bytes = block_kept_bytes,
     .params = params,
-    .tp_block = { .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 5, .scatter_f = 2, .gather_b = 2, .scatter_b = 5,
+    .tp_block = { .fp8_column = 5, .fp8_row = 2,   /* wq, wk, wv, w1, w3; wo, w2 */
+                  .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 5, .scatter_f = 2, .gather_b = 2, .scatter_b = 5,
                   .regathers = 5 },
     .acts = acts,
     .packs_bf16 = false,

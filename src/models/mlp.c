@@ -55,6 +55,7 @@
 #include "ptdp/wgrad.h"
 #include "models/mlp_table.h"
 #include "parallel/model_impl.h"
+#include "runtime/device_impl.h"
 
 /* Dropout streams: one per block and place, keyed by global indices. */
 static uint64_t dropout_key(const ptdp_model *m, int layer, const char *where)
@@ -83,6 +84,15 @@ static bool ideal(const ptdp_device *dev)
 static double product_flops(const ptdp_device *dev, int m, int n, int k)
 {
     return ptdp_gemm_cost_flops(dev->profile, m, n, k);
+}
+
+/* A product of one of the quantized layers (all but the output layer,
+ * model.h), `quantized` the elements of the operands it quantizes under
+ * --fp8: at the FP8 peak, with the quantization passes (device.h) —
+ *     y = x W^T   Q(X), Q(W)      dx = dy W   Q(dY), Q(W)      dW   Q(X) */
+static double linear_flops(const ptdp_device *dev, int m, int n, int k, double quantized)
+{
+    return ptdp_linear_cost_flops(dev, m, n, k, quantized);
 }
 
 static double price(const ptdp_device *dev, double gemm_flops, double other_flops, bool edge_layer)
@@ -216,7 +226,8 @@ static int input_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
         double w0 = ptdp_wall_now();
         ptdp_linear_pass lp = linear_pass(dev, m, NULL, "in fwd", NULL, &w0);
         const ptdp_linear_layer in = { .split = PTDP_SPLIT_NONE, .w = p->in_w, .b = p->in_b };   /* whole */
-        const double gemm = product_flops(dev, rows, hd, ptdp_mlp(&m->cfg)->d_in);
+        const int d_in = ptdp_mlp(&m->cfg)->d_in;
+        const double gemm = linear_flops(dev, rows, hd, d_in, (double)rows * d_in + (double)hd * d_in);
         const ptdp_linear_charge cost = charge_of(price(dev, gemm, (double)rows * hd, true));
         if ((rc = ptdp_parallel_linear_forward(&lp, &in, sv->h[0], sv->x, &cost)) != 0)
             return rc;
@@ -250,7 +261,8 @@ static int block_forward(ptdp_device *dev, ptdp_model *m, ptdp_acts *acts, ptdp_
     ptdp_linear_pass lp = linear_pass(dev, m, NULL, what, NULL, &w0);
     const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b };
     const ptdp_linear_layer fc2 = { .split = PTDP_SPLIT_ROW, .w = b->fc2_w };   /* its bias after the sum */
-    const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl);
+    const double gemms = linear_flops(dev, rows, fl, hd, (double)rows * hd + (double)fl * hd) +
+                         linear_flops(dev, rows, hd, fl, (double)rows * fl + (double)hd * fl);
     const double rest = (double)rows * fl + ptdp_gelu_flops_forward((size_t)rows * fl);
     const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
     /* column-parallel fc1 (f's forward is the identity), its output rounded under bf16 */
@@ -464,7 +476,8 @@ static int block_backward(mlp_bwd *k, int i)
     char what[32], wwhat[32];
     snprintf(what, sizeof what, "block %d bwd", layer);
     snprintf(wwhat, sizeof wwhat, "block %d wgrad", layer);
-    const double dw = product_flops(dev, hd, fl, rows);   /* each of fc1's and fc2's dW */
+    const double dw1 = linear_flops(dev, hd, fl, rows, (double)rows * hd);   /* fc1's dW: Q(h) */
+    const double dw2 = linear_flops(dev, hd, fl, rows, (double)rows * fl);   /* fc2's dW: Q(g) */
     ptdp_act_slot slots[3];
     int rc;
     if ((rc = ptdp_model_unit(dev, m, b->fc1_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0 ||
@@ -474,10 +487,12 @@ static int block_backward(mlp_bwd *k, int i)
     double w0 = ptdp_wall_now();
     ptdp_linear_pass lp = linear_pass(dev, m, k->w, what, wwhat, &w0);
     const ptdp_linear_layer fc2 = { .split = PTDP_SPLIT_ROW, .w = b->fc2_w, .b = b->fc2_b,
-                                    .w_flops = w_cost(dev, dw, false) };
+                                    .w_flops = w_cost(dev, dw2, false) };
     const ptdp_linear_layer fc1 = { .split = PTDP_SPLIT_COLUMN, .w = b->fc1_w, .b = b->fc1_b,
-                                    .w_flops = w_cost(dev, dw, false) };
-    const double gemms = product_flops(dev, rows, fl, hd) + product_flops(dev, rows, hd, fl) + k->now * 2 * dw;
+                                    .w_flops = w_cost(dev, dw1, false) };
+    const double gemms = linear_flops(dev, rows, fl, hd, (double)rows * hd + (double)hd * fl) +
+                         linear_flops(dev, rows, hd, fl, (double)rows * fl + (double)fl * hd) +
+                         k->now * (dw1 + dw2);
     const double rest = (double)rows * hd + (double)rows * fl + ptdp_gelu_flops_backward((size_t)rows * fl);
     const ptdp_linear_charge cost = charge_of(price(dev, gemms, rest, false));
     /* z's gradient is dh through the output dropout (same mask). */
@@ -516,7 +531,8 @@ static int input_backward(mlp_bwd *k)
     ptdp_model *m = k->m;
     const ptdp_mlp *p = m->impl;
     const int rows = k->acts->rows;
-    const double dw = product_flops(dev, m->cfg.hidden, ptdp_mlp(&m->cfg)->d_in, rows);
+    const int hd = m->cfg.hidden, d_in = ptdp_mlp(&m->cfg)->d_in;   /* Q(dY), Q(W), Q(X): no dX, dY's all dW's */
+    const double dw = linear_flops(dev, hd, d_in, rows, (double)rows * hd + (double)hd * d_in + (double)rows * d_in);
     int rc;
     if ((rc = ptdp_model_unit(dev, m, p->in_w, PTDP_UNIT_BACKWARD_BEGIN)) != 0)
         return rc;

@@ -97,6 +97,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->optimizer = rq->optimizer;
     cfg->bucket_mb = rq->bucket_mb;
     cfg->bf16 = rq->bf16;
+    cfg->fp8.recipe = rq->fp8;   /* train's FP8 rules (its tiles' splits) judge the layout too */
     cfg->batch = (int)rq->batch;
     cfg->dp = l->dp;
     cfg->tp = l->tp;
@@ -158,5 +159,6 @@ bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bo
     if (layer == L)
         return false;
     return mp->moe(rq->profile, &rq->model, layer, l->micro_batch_size, l->tp, l->cp > 1 ? l->cp : 1,
-                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, out);
+                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, rq->fp8 != NULL,
+                   out);
 }

@@ -89,7 +89,8 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     const int cp = l->cp > 1 ? l->cp : 1;
     const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
     ptdp_plan_flops f;
-    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, selective, false, &f);
+    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, selective, false, rq->bf16,
+                       rq->fp8 != NULL, &f);
     chunk_cost c = {
         .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = selective,
         .block_f = f.block_fwd / peak,

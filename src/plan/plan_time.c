@@ -85,6 +85,7 @@
 #include <string.h>
 
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/schedule.h"
 #include "ptdp/types.h"
 #include "ptdp/model_plan.h"
@@ -849,6 +850,26 @@ static int price_chunks(const ctx *x, int P, chunk_cost *pc, double *send)
     return rc;
 }
 
+/* --fp8 with one scale a tensor (fp8_linear.c): each operand split over
+ * TP or CP has its amax, one real, max-reduced there before its scale —
+ *
+ *                     over TP                    over CP (activations)
+ *   column-parallel   W (f, b), dY (b)           X (f, b), dY (b)
+ *   row-parallel      W (f, b), X (f, b)         X (f, b), dY (b)
+ *
+ * all-reduces of latency only, on the block's TP and CP terms.  (A tiled
+ * recipe's tiles lie on one rank: nothing to reduce.) */
+static void fp8_amax_reduces(ctx *x, const ptdp_plan_tp_block *n)
+{
+    const double tp = ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, REAL);
+    const double cp = ptdp_price_collective(&x->mesh.cp_group, PTDP_COLL_ALL_REDUCE, REAL);
+    const int layers = n->fp8_column + n->fp8_row;
+    x->tp_block.f += (n->fp8_column + 2 * n->fp8_row) * tp;
+    x->tp_block.b += 2 * layers * tp;
+    x->cp_ring.f += layers * cp;
+    x->cp_ring.b += 2 * layers * cp;
+}
+
 /* ------------------------------------------------------------ the step */
 
 /* The pricing context of a layout: its mesh, its ZeRO row, a
@@ -881,8 +902,11 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
     (*mp)->params(c, l->tp, x->sp, &x->par);
     x->S = (double)x->shape.R * x->shape.C * REAL;
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, &x->fl);
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, &x->fl_split);
+    const bool fp8 = rq->fp8 != NULL;
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, rq->bf16, fp8,
+                 &x->fl);
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, rq->bf16, fp8,
+                 &x->fl_split);
     /* a block's TP (or SP) collectives, SP's regathers under its two dX
      * products; CP's ring of K and V, cp devices tp world ranks apart */
     const ptdp_plan_tp_block *n_tp = &(*mp)->tp_block;
@@ -893,6 +917,8 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
         dx[i] = secs(x, x->fl.sp_dx_block[i]);
     x->tp_block = ptdp_tp_price_block(&x->mesh.tp_group, x->S, x->sp, l->overlap, &colls, dx);
     x->cp_ring = ptdp_cp_price_ring(rq->profile, x->mesh.cp, l->tp, (double)x->shape.R * 2 * x->shape.KVl * REAL);
+    if (rq->fp8 != NULL && rq->fp8->whole_tensor)
+        fp8_amax_reduces(x, n_tp);
     if (ptdp_plan_moe_of(rq, l, false, &x->mo)) {   /* priced once: every mixture's block is alike */
         x->ms = x->mo;
         if (x->split_bw)

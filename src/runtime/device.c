@@ -126,6 +126,14 @@ void ptdp_compute(ptdp_device *dev, const char *name, double flops, double wall_
     ptdp_compute_seconds(dev, name, peak > 0 ? flops / peak : 0.0, wall_start);
 }
 
+/* Under --fp8 at the FP8 peak, with the quantization passes (clock.h). */
+double ptdp_linear_cost_flops(const ptdp_device *dev, double m, double n, double k, double quantized)
+{
+    if (dev->fp8)
+        return ptdp_fp8_gemm_cost_flops(dev->profile, dev->bf16, m, n, k, quantized);
+    return ptdp_gemm_cost_flops(dev->profile, m, n, k);
+}
+
 /* Owned tensors live in the arena too. */
 static int tensor_alloc(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
                         ptdp_mem_category cat, int rows, int cols, bool zero)

@@ -24,4 +24,10 @@ void ptdp_device_set_current(ptdp_device *dev);
 int  ptdp_tensor_alloc_uninit(struct ptdp_device *dev, ptdp_tensor *t, const char *name,
                               ptdp_mem_category cat, int rows, int cols);
 
+/* What a linear layer's m x k by k x n product charges, in flops at the
+ * device's peak: ptdp_gemm_cost_flops, or on a device computing in FP8
+ * (dev->fp8) ptdp_fp8_gemm_cost_flops with the `quantized` elements of the
+ * operands it quantizes (clock.h). */
+double ptdp_linear_cost_flops(const ptdp_device *dev, double m, double n, double k, double quantized);
+
 #endif

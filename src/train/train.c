@@ -197,6 +197,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     const ptdp_train_config *c = d->r->cfg;
     int rc;
     dev->bf16 = c->bf16;   /* products at the profile's bf16 peak, if it has one */
+    dev->fp8 = c->fp8.recipe != NULL;   /* linear products at the FP8 peak, with quantization (clock.h) */
     ptdp_pair_set_serial(dev, c->serial_pairs);   /* --no-pair-overlap (pair.h) */
     if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
