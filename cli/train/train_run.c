@@ -113,7 +113,7 @@ static void print_pipeline_bytes(const ptdp_train_config *c, const ptdp_launch_r
 
 /* --fp8: which tensors are quantized, in what, by which tiles and scales,
  * and which reductions make a split tensor's scale one device's. */
-static void print_fp8(const ptdp_train_config *c)
+static void print_fp8(const ptdp_train_config *c, const ptdp_profile *prof)
 {
     const ptdp_fp8_recipe *r = c->fp8.recipe;
     if (r == NULL)
@@ -134,9 +134,12 @@ static void print_fp8(const ptdp_train_config *c)
                r->power_of_two ? "power-of-two scale" : "scale", r->act_tile[0], r->act_tile[1], r->weight_tile[0],
                r->weight_tile[1]);
     printf("the head, router, norms, softmax, loss and optimizer stay in float\n");
+    if (prof->peak_flops_fp8 <= 0 && prof->peak_flops_bf16 > 0)   /* a GPU without FP8 (clock.h) */
+        printf("    (%s has no FP8 tensor cores: its clock charges the products at the bf16 peak, %.4g TFLOP/s)\n",
+               prof->name, ptdp_profile_peak_fp8(prof) / 1e12);
 }
 
-static void print_header(const ptdp_train_config *c, const char *data_name)
+static void print_header(const ptdp_train_config *c, const char *data_name, const ptdp_profile *prof)
 {
     const int cp = ptdp_train_cp(c);
     int world = c->dp * cp * c->tp * c->pp, mb = c->batch / (c->dp * c->micro_batches);
@@ -166,7 +169,7 @@ static void print_header(const ptdp_train_config *c, const char *data_name)
         printf(", schedule %s%s", sched, c->recompute ? " with recompute" : "");
     const ptdp_model_config *m = &c->model;
     ptdp_model_cli_of(m)->describe(c, mb, data_name);
-    print_fp8(c);
+    print_fp8(c, prof);
     if (cp > 1)
         printf("  DP = world / (CP x TP x PP) = %d / (%d x %d x %d) = %d;  "
                "gradient-accumulation steps = B / (micro-batch x DP) = %d / (%d x %d) = %d\n"
@@ -608,7 +611,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         release_run(c, &states);
         return PTDP_EXIT_FAIL;
     }
-    print_header(c, out->data_name);
+    print_header(c, out->data_name, opts->profile != NULL ? opts->profile : ptdp_profile_default());
     char msg[PTDP_MSG_MAX];
     ptdp_launch_result lr;
     ptdp_train_result res;
