@@ -5,7 +5,8 @@
  * (the ceiling); bench_collectives.c times the collectives and compares them
  * with that ceiling; bench_train.c times a training step; bench_zero.c
  * measures ZeRO's memory table with zero_measure.c (which the figure
- * zero_memory uses too).
+ * zero_memory uses too); bench_fp8.c trains one model in float, bf16 and
+ * each FP8 recipe (the figure fp8_loss_curves draws its runs).
  */
 #ifndef PTDP_CLI_BENCH_H
 #define PTDP_CLI_BENCH_H
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ptdp/fp8_quant.h"
 #include "ptdp/launch.h"
 #include "ptdp/train.h"
 #include "ptdp/zero.h"
@@ -59,6 +61,49 @@ int ptdp_bench_zero_cmd(int argc, char **argv);
 
 /* `ptdp bench plan …` (bench_plan.c): the planner's search, timed. */
 int ptdp_bench_plan_cmd(int argc, char **argv);
+
+/* ---- `ptdp bench fp8 …` (bench_fp8.c), whose runs the figure
+ * fp8_loss_curves draws too: one model trained in each precision. */
+int ptdp_bench_fp8_cmd(int argc, char **argv);
+
+/* A precision a run trains in: the build's float, bf16 or an FP8 recipe. */
+typedef struct {
+    const char *name;                  /* PTDP_REAL_NAME, "bf16", the recipe's */
+    bool bf16;                         /* --precision bf16                     */
+    const ptdp_fp8_recipe *recipe;     /* --fp8 R, or NULL                     */
+} ptdp_fp8_bench_precision;
+
+/* The build's precisions into out (at most max): its float first, then
+ * bf16 (the float build only), then every FP8 recipe.  Returns how many. */
+int ptdp_fp8_bench_precisions(ptdp_fp8_bench_precision *out, int max);
+
+/* One run: the loss of every step (the first `completed`: fewer when the
+ * run diverged, `diverged` saying why), the median wall time of the
+ * repeats, and the held-out sums answered exactly (asked 0: not asked). */
+typedef struct {
+    ptdp_fp8_bench_precision prec;
+    int steps, completed;
+    double *loss;                      /* [steps] */
+    double wall_s;
+    int right, asked;
+    char diverged[PTDP_MSG_MAX];
+} ptdp_fp8_bench_run;
+
+/* Train `base` (one device) in precision p `repeat` times from its seed:
+ * the same losses each time or PTDP_ECHECK; held_out: then ask the
+ * held-out sums.  0 or PTDP_E… with the reason in msg (a diverged run is
+ * 0, out->completed < steps).  Free out with ptdp_fp8_bench_run_free. */
+int ptdp_fp8_bench_train(const ptdp_train_config *base, const ptdp_fp8_bench_precision *p, bool held_out,
+                         int repeat, ptdp_fp8_bench_run *out, char *msg, size_t msglen);
+void ptdp_fp8_bench_run_free(ptdp_fp8_bench_run *r);
+
+/* A run's gap to the reference's (both whole; NaN where either diverged):
+ * at the last step (absolute and / the reference's loss), its mean over the
+ * last tenth of the steps, and the largest |gap| over all of them. */
+typedef struct {
+    double final, rel, tail, max_abs;
+} ptdp_fp8_bench_gap;
+ptdp_fp8_bench_gap ptdp_fp8_bench_gap_of(const ptdp_fp8_bench_run *r, const ptdp_fp8_bench_run *ref);
 
 /* A precision of the model states: bytes per parameter (bw), per gradient
  * (bg) and of optimizer state per parameter (bo), and whether a training

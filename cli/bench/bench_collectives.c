@@ -943,9 +943,11 @@ static void bench_usage(FILE *f)
            "                selective and full recomputation, formula beside the arena\n"
            "  moe           dense beside a mixture of experts of equal active parameters at ep 1, 2, 4:\n"
            "                virtual step time, bytes by group, EP all-to-alls beside the uniform estimate\n"
+           "  fp8           one model trained in %s, bf16 and each FP8 recipe: the loss curves' gap,\n"
+           "                held-out sums, wall time\n"
            "\n"
            "`ptdp bench <what> --help` lists its flags.\n", ptdp_model_cli_noun(ptdp_model_at(0)),
-           ptdp_model_cli_noun(ptdp_model_first_with(plannable)));
+           ptdp_model_cli_noun(ptdp_model_first_with(plannable)), PTDP_REAL_NAME);
 }
 
 int ptdp_cmd_bench(int argc, char **argv)
@@ -968,6 +970,8 @@ int ptdp_cmd_bench(int argc, char **argv)
         return ptdp_bench_zero_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "plan") == 0)
         return ptdp_bench_plan_cmd(argc - 1, argv + 1);
+    if (strcmp(argv[1], "fp8") == 0)
+        return ptdp_bench_fp8_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "activations") == 0) {
         const ptdp_model_cli *cli = activations_model();
         if (cli == NULL)
@@ -982,6 +986,6 @@ int ptdp_cmd_bench(int argc, char **argv)
         return cli->bench_moe(argc - 1, argv + 1);
     }
     return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero, plan, "
-                            "activations or moe "
+                            "activations, moe or fp8 "
                             "(see ptdp bench --help)", argv[1]);
 }
