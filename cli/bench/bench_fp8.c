@@ -193,11 +193,8 @@ int ptdp_fp8_bench_train(const ptdp_train_config *base, const ptdp_fp8_bench_pre
         ptdp_state_free(&final);
         return PTDP_ENOMEM;
     }
-    for (int r = 0; r < repeat && rc == 0; r++) {
-        ptdp_progress("bench fp8: %s, run %d of %d (%d steps)", p->name, r + 1, repeat, cfg.steps);
+    for (int r = 0; r < repeat && rc == 0; r++)
         rc = train_once(&cfg, out, r == 0, &final, &walls[r], msg, msglen);
-    }
-    ptdp_progress_done();
     qsort(walls, (size_t)repeat, sizeof *walls, cmp_double);
     out->wall_s = repeat % 2 ? walls[repeat / 2] : 0.5 * (walls[repeat / 2 - 1] + walls[repeat / 2]);
     free(walls);
@@ -493,7 +490,11 @@ static int run_all(const fp8_bench_opts *o)
         print_header(o, held_out);
     char msg[PTDP_MSG_MAX];
     for (int i = 0; i < n && status == 0; i++) {
-        if (ptdp_fp8_bench_train(&o->cfg, &p[i], held_out, o->repeat, &runs[i], msg, sizeof msg) != 0) {
+        ptdp_progress("bench fp8: %s, %d run%s of %d steps", p[i].name, o->repeat, o->repeat == 1 ? "" : "s",
+                      o->cfg.steps);
+        const int rc = ptdp_fp8_bench_train(&o->cfg, &p[i], held_out, o->repeat, &runs[i], msg, sizeof msg);
+        ptdp_progress_done();
+        if (rc != 0) {
             fprintf(stderr, "ptdp bench fp8: %s\n", msg);
             status = PTDP_EXIT_FAIL;
         } else if (o->json)

@@ -38,6 +38,7 @@ int fig_zero_overlap(const char *path, char *msg, size_t msglen);        /* figu
 int fig_ring_attention(const char *path, char *msg, size_t msglen);      /* figure_ring_attention.c */
 int fig_ulysses(const char *path, char *msg, size_t msglen);             /* figure_ulysses.c  */
 int fig_plan_layouts(const char *path, char *msg, size_t msglen);        /* figure_plan.c     */
+int fig_fp8_loss_curves(const char *path, char *msg, size_t msglen);     /* figure_fp8.c      */
 
 /* The first registered model that offers a figure model (its CLI table's
  * figure_model: the default transformer of `ptdp train`, on its built-in
