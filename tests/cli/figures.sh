@@ -11,7 +11,8 @@
 #     ZeRO-3 step's timeline with its prefetched gathers and bytes), the attention's shards and padded
 #     vocabularies, the SP block's shapes, positions, activations and
 #     bytes, ring attention's blocks, pairs, work and bytes per rank, and
-#     the memory of the ZeRO runs, the planner's layouts of a 7.5B GPT);
+#     the memory of the ZeRO runs, the planner's layouts of a 7.5B GPT, the
+#     FP8 runs' curves and their gaps to float's);
 #  2b. every text fits the figure's width and none is drawn on another
 #     (svg_text_fits.py: widths estimated from the characters), and
 #     plan_layouts ranks lesson 12's layouts in reals, not bf16;
@@ -27,7 +28,7 @@ fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed '
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups hsdp
        zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
-       memory_per_device loss_curves plan_layouts"
+       memory_per_device loss_curves fp8_loss_curves plan_layouts"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
 # tag of each element name matched by a closing tag.
@@ -96,6 +97,16 @@ else
         "$out/loss_curves.svg" || fail "loss: no difference within tolerance in the caption"
     [[ $(grep -c '<polyline' "$out/loss_curves.svg") -eq 2 ]] || fail "loss: expected two curves"
     grep -q 'stroke-dasharray' "$out/loss_curves.svg" || fail "loss: no dashed curve"
+
+    # FP8's quality: float, bf16 (the float build) and the four recipes, each
+    # a curve above and (but float) a gap below, each gap at the last step named
+    f=$out/fp8_loss_curves.svg
+    nrun=6; [[ $("$ptdp" version) == *f64* ]] && nrun=5
+    [[ $(grep -c '<polyline' "$f") -eq $((2 * nrun - 1)) ]] || fail "fp8_loss_curves: expected $nrun curves and $((nrun - 1)) gaps"
+    for r in tensorwise blockwise mxfp8 delayed; do
+        grep -q ">$r: gap [-+][0-9.]* ([-+][0-9.]*%)<" "$f" || fail "fp8_loss_curves: no gap of $r"
+    done
+    grep -q 'At step 60 the largest FP8 gap is' "$f" || fail "fp8_loss_curves: no largest gap in the caption"
 
     # lesson 02: the sum equals one device, the three replicas print the same
     # norm, the bytes of each rank are there
