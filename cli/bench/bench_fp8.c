@@ -43,7 +43,6 @@
 #include "../model_flags.h"
 #include "bench.h"
 #include "ptdp/error.h"
-#include "ptdp/gpt.h"
 #include "ptdp/json.h"
 #include "ptdp/launch.h"
 #include "ptdp/mesh.h"
@@ -241,8 +240,23 @@ typedef struct {
     bool recipes_given, json;
 } fp8_bench_opts;
 
+/* The first registered model that can be sampled: the transformer of
+ * `ptdp demo` (its defaults, on its built-in sums), or NULL. */
+static const ptdp_model_ops *default_model(void)
+{
+    for (int i = 0; i < ptdp_model_count(); i++)
+        if (ptdp_model_can_sample(ptdp_model_at(i)))
+            return ptdp_model_at(i);
+    return NULL;
+}
+
 static void usage(void)
 {
+    const ptdp_model_ops *ops = default_model();
+    char recipes[128] = "";
+    for (int i = 0; i < ptdp_fp8_recipe_count(); i++)
+        snprintf(recipes + strlen(recipes), sizeof recipes - strlen(recipes), "%s%s", i ? "," : "",
+                 ptdp_fp8_recipe_at(i)->name);
     printf("usage: ptdp bench fp8 [--steps N] [--batch B] [--lr X] [--seed S] [--recipes R,...]\n"
            "                      [--every K] [--repeat R] [--json] [model flags]\n"
            "\n"
@@ -253,25 +267,26 @@ static void usage(void)
            "\n"
            "  --steps N       steps of every run (default %d)\n"
            "  --batch B       the global batch (default 64)\n"
-           "  --lr X          AdamW's learning rate (default %g, ptdp demo gpt's)\n"
+           "  --lr X          AdamW's learning rate (default %g, ptdp demo's)\n"
            "  --seed S        parameters and data (default 1)\n"
-           "  --recipes LIST  the FP8 recipes run (default all: tensorwise,delayed,blockwise,mxfp8)\n"
+           "  --recipes LIST  the FP8 recipes run (default all: %s)\n"
            "  --every K       print the loss every K steps (default: N/4)\n"
            "  --repeat R      runs of each precision; the median wall time is kept, the losses must\n"
            "                  repeat bit for bit (default 1)\n"
            "  --json          one JSON object a run on stdout instead of the table\n"
            "\n"
-           "The model: ptdp train's model flags, --model gpt's defaults (the demo's GPT on the\n"
-           "built-in sums); e.g. --layers 4 --data FILE for a 4-layer GPT on a text.\n",
-           PTDP_REAL_NAME, PTDP_REAL_NAME, FP8_BENCH_STEPS, FP8_BENCH_LR);
+           "The model: ptdp train's model flags, by default --model %s with its defaults (ptdp demo's,\n"
+           "on the built-in sums); e.g. --layers 4 --data FILE for 4 layers on a text.\n",
+           PTDP_REAL_NAME, PTDP_REAL_NAME, FP8_BENCH_STEPS, FP8_BENCH_LR, recipes,
+           ops != NULL ? ops->name : "?");
 }
 
-/* The GPT's defaults as `ptdp train --model gpt` has them. */
-static ptdp_model_config gpt_defaults(void)
+/* The default model's defaults, as `ptdp train --model NAME` has them. */
+static ptdp_model_config model_defaults(const ptdp_model_ops *ops)
 {
-    const ptdp_model_cli *cli = ptdp_model_cli_for(&ptdp_gpt_ops);
+    const ptdp_model_cli *cli = ptdp_model_cli_for(ops);
     ptdp_model_config m = cli->defaults != NULL ? cli->defaults() : (ptdp_model_config){ 0 };
-    m.ops = &ptdp_gpt_ops;
+    m.ops = ops;
     return m;
 }
 
@@ -306,8 +321,11 @@ static int parse(int argc, char **argv, fp8_bench_opts *o)
     o->cfg.steps = FP8_BENCH_STEPS;
     o->repeat = 1;
     int seed = (int)o->cfg.seed;
-    const ptdp_model_config gpt = gpt_defaults();
-    ptdp_model_flags_init(&o->mf, &gpt);
+    const ptdp_model_ops *ops = default_model();
+    if (ops == NULL)
+        return ptdp_usage_error("bench fp8", "no registered model can be sampled: nothing to train on the sums");
+    const ptdp_model_config first = model_defaults(ops);
+    ptdp_model_flags_init(&o->mf, &first);
     ptdp_args a;
     ptdp_args_init(&a, "bench fp8", argc, argv, 1);
     while (ptdp_args_next(&a)) {

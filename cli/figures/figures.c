@@ -64,7 +64,7 @@ static const figure shared[] = {
     { "memory_per_device",  "peak memory per device by category, eight configurations (ZeRO too)",
       fig_memory_per_device },
     { "loss_curves",        "loss per step: one device against dp 2 x tp 2 x pp 2", fig_loss_curves },
-    { "fp8_loss_curves",    "one GPT trained in float, bf16 and each FP8 recipe: the loss curves and their gaps",
+    { "fp8_loss_curves",    "one model trained in float, bf16 and each FP8 recipe: the loss curves and their gaps",
       fig_fp8_loss_curves },
     { "plan_layouts",       "lesson 12: every layout of a 7.5B transformer on 32 GPUs, memory against step time, the best "
                             "marked", fig_plan_layouts },
