@@ -66,6 +66,13 @@ int ptdp_bench_plan_cmd(int argc, char **argv);
  * fp8_loss_curves draws too: one model trained in each precision. */
 int ptdp_bench_fp8_cmd(int argc, char **argv);
 
+/* The configuration `ptdp bench fp8 ARGV` trains (argv[0] "fp8"; with no
+ * flags its defaults: ptdp demo's model on the built-in sums, AdamW lr
+ * 3e-3), into cfg, its data held by mf (free with ptdp_model_flags_free
+ * after the runs).  0, or PTDP_EXIT_USAGE after printing why. */
+struct ptdp_model_flags;
+int ptdp_fp8_bench_config(int argc, char **argv, ptdp_train_config *cfg, struct ptdp_model_flags *mf);
+
 /* A precision a run trains in: the build's float, bf16 or an FP8 recipe. */
 typedef struct {
     const char *name;                  /* PTDP_REAL_NAME, "bf16", the recipe's */

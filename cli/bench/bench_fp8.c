@@ -525,6 +525,19 @@ static int run_all(const fp8_bench_opts *o)
     return status;
 }
 
+int ptdp_fp8_bench_config(int argc, char **argv, ptdp_train_config *cfg, ptdp_model_flags *mf)
+{
+    fp8_bench_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0) {
+        ptdp_model_flags_free(&o.mf);
+        return rc < 0 ? PTDP_EXIT_USAGE : rc;
+    }
+    *cfg = o.cfg;
+    *mf = o.mf;   /* its data, which cfg's model reads, now mf's to free */
+    return 0;
+}
+
 int ptdp_bench_fp8_cmd(int argc, char **argv)
 {
     fp8_bench_opts o;

@@ -2,10 +2,10 @@
  * figure_fp8.c — fp8_loss_curves.svg: one GPT trained in float, bf16 and
  * each FP8 recipe, the curves on one plot and their gaps to float's below.
  *
- * The runs are `ptdp bench fp8`'s (ptdp_fp8_bench_train, bench_fp8.c),
- * kept short: the default GPT on its built-in sums, batch 32, AdamW at the
- * demo's lr 3e-3, FIG_STEPS steps, every run from the same parameters on
- * the same batches.  Above, loss(s) for every precision — one bundle of
+ * The runs are `ptdp bench fp8 --steps 60`'s (ptdp_fp8_bench_config and
+ * ptdp_fp8_bench_train, bench_fp8.c): the first 60 steps of its default
+ * runs — ptdp demo's GPT on the built-in sums, batch 64, AdamW lr 3e-3 —
+ * every run from the same parameters on the same batches.  Above, loss(s) for every precision — one bundle of
  * curves, since they are nearly the same run; below, what tells them apart:
  *
  *     gap_p(s) = loss_p(s) − loss_float(s)
@@ -24,11 +24,11 @@
 #include <string.h>
 
 #include "../bench/bench.h"
+#include "../model_flags.h"
 #include "figures.h"
 #include "ptdp/error.h"
 
-enum { FIG_STEPS = 60, FIG_BATCH = 32, FIG_RUNS = 16 };
-#define FIG_LR 3e-3
+enum { FIG_STEPS = 60, FIG_RUNS = 16 };
 
 typedef struct {
     double x, y, w, h;        /* the plot area, pixels */
@@ -110,16 +110,16 @@ static void ranges(const ptdp_fp8_bench_run *runs, int n, panel *top, panel *bot
         bottom->hi = bottom->lo + *bstep;
 }
 
-static void draw(ptdp_svg *s, const ptdp_fp8_bench_run *runs, int n, const char *noun)
+static void draw(ptdp_svg *s, const ptdp_train_config *base, const ptdp_fp8_bench_run *runs, int n, const char *noun)
 {
     panel top = { 90, 90, 620, 250, 0, 1 }, bottom = { 90, 400, 620, 160, 0, 1 };
     double tstep, bstep;
     ranges(runs, n, &top, &bottom, &tstep, &bstep);
     ptdp_svg_text(s, 20, 26, 17, PTDP_SVG_BOLD, NULL, "Training loss in %s, bf16 and FP8: one %s, the same "
                   "batches", PTDP_REAL_NAME, noun);
-    ptdp_svg_text(s, 20, 46, 12, PTDP_SVG_START, "#333333", "The default %s on the built-in sums, batch %d, AdamW "
+    ptdp_svg_text(s, 20, 46, 12, PTDP_SVG_START, "#333333", "ptdp demo's %s on the built-in sums, batch %d, AdamW "
                   "lr %g, %d steps, one device; every run from the same parameters (ptdp bench fp8).", noun,
-                  FIG_BATCH, FIG_LR, FIG_STEPS);
+                  base->batch, base->lr, FIG_STEPS);
     axes(s, &top, tstep, "loss (mean cross-entropy over the batch)", false);
     axes(s, &bottom, bstep, "gap to " PTDP_REAL_NAME ": loss - loss(" PTDP_REAL_NAME ")", true);
     ptdp_svg_text(s, bottom.x + bottom.w / 2, bottom.y + bottom.h + 38, 12, PTDP_SVG_MIDDLE, "#333333", "step");
@@ -169,22 +169,25 @@ static void caption(ptdp_svg *s, const ptdp_fp8_bench_run *runs, int n)
                   worst_name, worst, isfinite(bf16) ? "" : ".");
     if (isfinite(bf16))
         ptdp_svg_text(s, 20, 645, 12, PTDP_SVG_START, "#333333", "bf16's own gap is %+.4f: FP8 rounds each operand "
-                      "of a product to 3 mantissa bits (E4M3) or 2 (E5M2), bf16 to 8.", bf16);
+                      "of a product to 3 mantissa bits (E4M3) or 2 (E5M2), bf16 to 7.", bf16);
     ptdp_svg_text(s, 20, 665, 12, PTDP_SVG_START, "#333333", "Longer runs and their held-out sums: ptdp bench fp8 "
                   "(docs/benchmarks.md).");
 }
 
 int fig_fp8_loss_curves(const char *path, char *msg, size_t msglen)
 {
-    ptdp_train_config base = ptdp_train_defaults();
-    unsigned char *data = NULL;
-    const char *noun = "model";
-    int err = fig_default_model(&base.model, &data, &noun, msg, msglen);
-    if (err != 0)
-        return err;
-    base.steps = FIG_STEPS;
-    base.batch = FIG_BATCH;
-    base.lr = FIG_LR;
+    /* ptdp bench fp8 --steps 60: the first steps of its default runs */
+    char steps[16];
+    snprintf(steps, sizeof steps, "%d", FIG_STEPS);
+    char *argv[] = { "fp8", "--steps", steps, NULL };
+    ptdp_train_config base;
+    ptdp_model_flags mf;
+    if (ptdp_fp8_bench_config(3, argv, &base, &mf) != 0) {
+        snprintf(msg, msglen, "ptdp bench fp8 --steps %d: refused", FIG_STEPS);
+        return PTDP_EINVAL;
+    }
+    const char *noun = ptdp_model_cli_noun(ptdp_model_of(&base.model));
+    int err = 0;
     ptdp_fp8_bench_precision p[FIG_RUNS];
     const int n = ptdp_fp8_bench_precisions(p, FIG_RUNS);
     ptdp_fp8_bench_run runs[FIG_RUNS];
@@ -197,12 +200,12 @@ int fig_fp8_loss_curves(const char *path, char *msg, size_t msglen)
     }
     ptdp_svg s;
     if (err == 0 && (err = ptdp_svg_begin(&s, 1080, 690)) == 0) {
-        draw(&s, runs, n, noun);
+        draw(&s, &base, runs, n, noun);
         caption(&s, runs, n);
         err = fig_finish(&s, path, msg, msglen);
     }
     for (int k = 0; k < n; k++)
         ptdp_fp8_bench_run_free(&runs[k]);
-    free(data);
+    ptdp_model_flags_free(&mf);
     return err;
 }

@@ -26,7 +26,7 @@
 #     the smooth descent.
 #     It can fail: FP8_BAND=0.0005 (10 times tighter) fails blockwise, mxfp8
 #     and delayed.
-#  2. The JSON has one object a run, the float's first, its gap 0; the
+#  2. The JSON has one object a run, the float's first; the
 #     table prints every precision and the held-out sums.
 #  3. Bad flags exit 2 naming the flag, before any run.
 # The float build only: bf16 needs it, and the numbers above are its.
