@@ -29,9 +29,11 @@
  * of R runs, and checks that the R runs gave the same losses bit for bit.
  *
  * The defaults are `ptdp demo gpt`'s GPT (2 blocks, C 64, T 32, AdamW lr
- * 3e-3); --layers 4 --data FILE makes it the 4-layer GPT on a text.  The
- * figure fp8_loss_curves (cli/figures/figure_fp8.c) draws the same runs
- * through ptdp_fp8_bench_train.
+ * 3e-3, the first registered model that can be sampled); --layers 4 --data
+ * FILE --lr 1e-3 makes it a 4-layer GPT on a text (at 3e-3 that one's float
+ * and double runs already part: docs/benchmarks.md).  The figure
+ * fp8_loss_curves (cli/figures/figure_fp8.c) draws the first 60 steps of
+ * the default runs (ptdp_fp8_bench_config, ptdp_fp8_bench_train).
  */
 #include <math.h>
 #include <stdio.h>
