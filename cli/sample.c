@@ -104,21 +104,16 @@ static int sample_device(ptdp_device *dev, void *arg)
     sample_job *j = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    int rc = ptdp_mesh_init(dev, 1, 1, 1, &mesh);
+    int rc = ptdp_state_model_whole(dev, j->state, &j->cfg, &mesh, &m);
     if (rc != 0)
         return rc;
-    if ((rc = ptdp_model_init(dev, &m, &j->cfg, &mesh, NULL, 1, 0.0)) == 0) {
-        for (int i = 0; i < m.nparams; i++)
-            ptdp_param_from_state(&m.params[i], m.params[i].w, ptdp_state_find((ptdp_state *)j->state,
-                                                                                 m.params[i].name));
-        const ptdp_sample_opts so = { .temperature = j->o->temperature, .top_k = j->o->top_k,
-                                      .seed = (uint64_t)j->o->seed };
-        if (j->o->held_out)
-            rc = ptdp_sample_score_sums(dev, &m, &j->right, &j->asked);
-        else
-            rc = ptdp_sample_generate(dev, &m, j->ids, j->len, j->o->tokens, &so);
-        ptdp_model_free(dev, &m);
-    }
+    const ptdp_sample_opts so = { .temperature = j->o->temperature, .top_k = j->o->top_k,
+                                  .seed = (uint64_t)j->o->seed };
+    if (j->o->held_out)
+        rc = ptdp_sample_score_sums(dev, &m, &j->right, &j->asked);
+    else
+        rc = ptdp_sample_generate(dev, &m, j->ids, j->len, j->o->tokens, &so);
+    ptdp_model_free(dev, &m);
     ptdp_mesh_free(&mesh);
     return rc;
 }

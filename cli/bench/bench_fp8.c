@@ -91,16 +91,11 @@ static int score_device(ptdp_device *dev, void *arg)
     score_job *j = arg;
     ptdp_mesh mesh;
     ptdp_model m;
-    int rc = ptdp_mesh_init(dev, 1, 1, 1, &mesh);
+    int rc = ptdp_state_model_whole(dev, j->state, &j->cfg, &mesh, &m);
     if (rc != 0)
         return rc;
-    if ((rc = ptdp_model_init(dev, &m, &j->cfg, &mesh, NULL, 1, 0.0)) == 0) {
-        for (int i = 0; i < m.nparams; i++)
-            ptdp_param_from_state(&m.params[i], m.params[i].w,
-                                  ptdp_state_find((ptdp_state *)j->state, m.params[i].name));
-        rc = ptdp_sample_score_sums(dev, &m, &j->right, &j->asked);
-        ptdp_model_free(dev, &m);
-    }
+    rc = ptdp_sample_score_sums(dev, &m, &j->right, &j->asked);
+    ptdp_model_free(dev, &m);
     ptdp_mesh_free(&mesh);
     return rc;
 }

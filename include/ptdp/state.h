@@ -117,8 +117,15 @@ const char *ptdp_state_meta_text(const char *value, char buf[32]);
 /* Add that tensor, zeros, for histories of H steps.  0 or PTDP_ENOMEM. */
 int ptdp_state_add_fp8_history(ptdp_state *s, int H);
 
-/* Copy between a device's shard and the whole tensor (ptdp_param_whole_index). */
+/* A model whole on one device, from a state: a mesh of that device alone,
+ * cfg's model built on it, every parameter read from s (what ptdp sample
+ * and the held-out score run).  0, or the failure (nothing to free then);
+ * else free with ptdp_model_free, then ptdp_mesh_free. */
+int ptdp_state_model_whole(ptdp_device *dev, const ptdp_state *s, const ptdp_model_config *cfg, ptdp_mesh *mesh,
+                           ptdp_model *m);
+
+/* Copy a device's shard into the whole tensor (ptdp_param_whole_index);
+ * the way back is the library's (state_impl.h, ptdp_state_model_whole). */
 void ptdp_param_to_state(const ptdp_param *p, ptdp_tensor local, ptdp_state_tensor *whole);
-void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);
 
 #endif

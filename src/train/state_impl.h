@@ -14,6 +14,10 @@
 
 #include "ptdp/state.h"
 
+/* Copy the whole tensor's elements of a device's shard into it (state.h's
+ * ptdp_param_to_state, the other way). */
+void ptdp_param_from_state(const ptdp_param *p, ptdp_tensor local, const ptdp_state_tensor *whole);
+
 /* Number of optimizer tensors per parameter: 2 (AdamW), 1 (SGD+momentum) or 0. */
 int  ptdp_state_optim_slots(const ptdp_state *s);
 

@@ -34,6 +34,7 @@
 #include "ptdp/error.h"
 #include "parallel/fp8_linear_impl.h"
 #include "ptdp/mixed.h"
+#include "ptdp/models.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
 
@@ -198,4 +199,21 @@ void ptdp_state_load_fp8(const ptdp_state *s, ptdp_model *m, ptdp_fp8_linear *f)
             memcpy(h->amax, row + 1, (size_t)h->count * sizeof *row);
         }
     }
+}
+
+/* ---------------------------------------- a whole model on one device */
+
+int ptdp_state_model_whole(ptdp_device *dev, const ptdp_state *s, const ptdp_model_config *cfg, ptdp_mesh *mesh,
+                           ptdp_model *m)
+{
+    int rc = ptdp_mesh_init(dev, 1, 1, 1, mesh);
+    if (rc != 0)
+        return rc;
+    if ((rc = ptdp_model_init(dev, m, cfg, mesh, NULL, 1, 0.0)) != 0) {
+        ptdp_mesh_free(mesh);
+        return rc;
+    }
+    for (int i = 0; i < m->nparams; i++)
+        ptdp_param_from_state(&m->params[i], m->params[i].w, ptdp_state_find((ptdp_state *)s, m->params[i].name));
+    return PTDP_OK;
 }
