@@ -475,6 +475,42 @@ TEST(recipe_tests, test_a_view_in_place)
 }
 END_TEST
 
+/* One element at a time, in any order (ZeRO-3's FP8 gather casts its
+ * shard of a flat unit so): ptdp_fp8_tile_of names the tile whose scale
+ * ptdp_fp8_cast used, and ptdp_fp8_cast_one gives its code and value, for
+ * every recipe's weight tiles on a 5 x 70 matrix with partial edge tiles
+ * and a NaN.  Seen failing with tile_of's row and column swapped. */
+TEST(recipe_tests, test_one_element_at_a_time)
+{
+    enum { R = 5, C = 70 };
+    ptdp_real x[R * C], dq[R * C], amax[R * C], scale[R * C];
+    uint8_t codes[R * C];
+    for (int i = 0; i < R * C; i++)
+        x[i] = (ptdp_real)((i * 53 % 97) - 48) / (ptdp_real)(1 + i % 5);
+    x[17] = (ptdp_real)NAN;
+    for (int k = 0; k < ptdp_fp8_recipe_count(); k++) {
+        const ptdp_fp8_recipe *r = ptdp_fp8_recipe_at(k);
+        ptdp_fp8_tiling t;
+        char msg[128];
+        const int tr = r->whole_tensor ? 0 : r == &ptdp_fp8_mxfp8 ? 1 : 2;   /* partial tiles down and across */
+        const int tc = r->whole_tensor ? 0 : 32;
+        ck_assert_msg(ptdp_fp8_tiling_init(&t, r, R, C, tr, tc, msg, sizeof msg) == 0, "%s: %s", r->name, msg);
+        ptdp_fp8_quantize(r, &ptdp_fp8_e4m3, &t, ptdp_tensor_wrap(x, R, C), NULL, amax, scale, codes,
+                          ptdp_tensor_wrap(dq, R, C));
+        for (int i = R * C - 1; i >= 0; i--) {   /* backwards, to be sure order does not matter */
+            uint8_t code;
+            const ptdp_real s = scale[ptdp_fp8_tile_of(&t, i / C, i % C)];
+            const ptdp_real v = ptdp_fp8_cast_one(&ptdp_fp8_e4m3, x[i], s, &code);
+            ck_assert_msg(code == codes[i], "%s: element %d coded 0x%02x, the tensor's cast 0x%02x", r->name, i,
+                          code, codes[i]);
+            ck_assert_msg(memcmp(&v, &dq[i], sizeof v) == 0, "%s: element %d", r->name, i);
+            const ptdp_real w = ptdp_fp8_value_scaled(&ptdp_fp8_e4m3, code, s);
+            ck_assert(memcmp(&w, &v, sizeof v) == 0);
+        }
+    }
+}
+END_TEST
+
 /* ---------------------------------------------- a tensor over devices */
 
 static const harness_tcase device_tests = { .name = "devices", .timeout_s = 60 };

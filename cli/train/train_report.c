@@ -289,6 +289,43 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
                c->serial_pairs ? " (--no-pair-overlap)" : "");
 }
 
+/* --fp8-comm under ZeRO-3 (zero3_fp8.c): each of a step's 2M gathers
+ * puts W bytes in its all-gathers' buffers instead of S b — every FP8
+ * weight element a 1-B code, each unit's N wires padded to the largest —
+ * and all-reduces T amaxes first.  Device r's gathers a step, by the
+ * formula: 2M ((N-1)/N W + 2(N-1)/N T r). */
+static double fp8_gathers(const ptdp_train_result *res, int r, int N, int M)
+{
+    const double W = device_count(res, r, "fp8_gather_bytes"), T = device_count(res, r, "fp8_gather_tiles");
+    return 2.0 * M * (N - 1.0) / N * (W + 2.0 * T * sizeof(ptdp_real));
+}
+
+/* What that changes in the stage's formula 3M(N-1)/N S b. */
+static double fp8_gather_change(const ptdp_train_config *c, const ptdp_train_result *res, int r, int N, int M,
+                                double b)
+{
+    if (c->zero != 3 || !c->fp8.comm || N <= 1)
+        return 0;
+    return fp8_gathers(res, r, N, M) - 2.0 * M * (N - 1.0) / N * device_elements(res, r) * b;
+}
+
+static void print_fp8_gather(const ptdp_train_config *c, const ptdp_train_result *res, int N, double b)
+{
+    if (c->zero != 3 || !c->fp8.comm || N <= 1)
+        return;
+    const double S = device_elements(res, 0), q = device_count(res, 0, "fp8_gather_elements");
+    const double T = device_count(res, 0, "fp8_gather_tiles"), W = device_count(res, 0, "fp8_gather_bytes");
+    const double share = (N - 1.0) / N;
+    char x[5][32];
+    printf("  --fp8-comm: a gather of device 0's units sends its q = %.0f FP8 weight elements (of S = %.0f) as "
+           "1-B codes\n  and the rest as %.0f-B values, W = %s with each unit's wires padded to its largest "
+           "rank's (unpadded q + (S-q) %.0f = %s),\n  after an all-reduce of T = %.0f amaxes: (N-1)/N W + "
+           "2(N-1)/N T %zu = %s, against (N-1)/N S %.0f = %s (in bf16, (N-1)/N 2S = %s)\n",
+           q, S, b, ptdp_format_bytes(W, x[0], sizeof x[0]), b, ptdp_format_bytes(q + (S - q) * b, x[1], sizeof x[1]),
+           T, sizeof(ptdp_real), ptdp_format_bytes(share * (W + 2 * T * sizeof(ptdp_real)), x[2], sizeof x[2]), b,
+           ptdp_format_bytes(share * S * b, x[3], sizeof x[3]), ptdp_format_bytes(share * 2 * S, x[4], sizeof x[4]));
+}
+
 /* HSDP's traffic a step, means over devices: measured in the shard and
  * replica groups, and by the formula — the row's passes inside the shard
  * group of N, and one all-reduce of the shard, 2(R-1)/(RN) S, across the
@@ -309,6 +346,7 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
         /* hpZ (zero_hpz.c) moves the backward's gather into the node group: 2 of ZeRO-3's 3 passes stay */
         t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M) *
                            (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
+        t.shard_formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -329,10 +367,32 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
            "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
-           c->zero_hpz > 0 ? "2M(N-1)/N S (hpZ)" : ptdp_zero_stage_of(c->zero)->dp_rule, ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
+           c->zero_hpz > 0                ? "2M(N-1)/N S (hpZ)"
+           : c->zero == 3 && c->fp8.comm ? "M(N-1)/N S + 2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)"
+                                          : ptdp_zero_stage_of(c->zero)->dp_rule,
+           ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
     printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
            ptdp_format_bytes(t.replica_formula, b[3], sizeof b[3]), ptdp_format_bytes(t.replica, b[4], sizeof b[4]));
+}
+
+/* The formula of the stage's row and of the algorithm that ran.  The
+ * naive all-reduce (reduce to rank 0, broadcast) sends as much in all
+ * as the ring, but unevenly: the root sends (N-1) S, every other rank
+ * S — a mean of 2(N-1)/N S. */
+static void dp_rule(const ptdp_train_config *c, const ptdp_train_result *res, ptdp_algo algo, int N, char *rule,
+                    size_t n)
+{
+    const ptdp_zero_stage *row = ptdp_zero_stage_of(c->zero);
+    if (row->path == PTDP_ZERO_PATH_ALL_REDUCE && algo == PTDP_ALGO_NAIVE)
+        snprintf(rule, n, "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S");
+    else
+        snprintf(rule, n, "%s%s", row->dp_rule, c->recompute ? row->recompute_rule : "");
+    if (c->zero == 3 && c->fp8.comm && N > 1)   /* --fp8-comm: the gathers' codes and amaxes */
+        snprintf(rule + strlen(rule), n - strlen(rule), ", its gathers 2M((N-1)/N W + 2(N-1)/N T %zu) in "
+                 "place of 2M(N-1)/N S", sizeof(ptdp_real));
+    if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
+        snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
@@ -350,6 +410,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         double S = device_elements(res, r) - expert_elements(res, r);   /* the experts': the EDP group's */
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
+        formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
         grads += S * bg;
     }
@@ -357,17 +418,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
     formula /= lr->world_size;
     grads /= lr->world_size;
     char b[4][32], rule[192];
-    /* The formula of the stage's row and of the algorithm that ran.  The
-     * naive all-reduce (reduce to rank 0, broadcast) sends as much in all
-     * as the ring, but unevenly: the root sends (N-1) S, every other rank
-     * S — a mean of 2(N-1)/N S. */
+    dp_rule(c, res, algo, N, rule, sizeof rule);
     const ptdp_zero_stage *row = ptdp_zero_stage_of(c->zero);
-    if (row->path == PTDP_ZERO_PATH_ALL_REDUCE && algo == PTDP_ALGO_NAIVE)
-        snprintf(rule, sizeof rule, "naive, root (N-1) S and the others S: a mean of 2(N-1)/N S");
-    else
-        snprintf(rule, sizeof rule, "%s%s", row->dp_rule, c->recompute ? row->recompute_rule : "");
-    if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
-        snprintf(rule + strlen(rule), sizeof rule - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (shard_groups_of(c) > 0)
         print_hsdp(c, lr, res);
     else if (c->zero_hpz > 0)   /* its bytes by link level: ptdp_report_print_hpz */
@@ -377,6 +429,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
                "(S = %s of gradients per device, mean), measured %s\n",
                N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
                ptdp_format_bytes(measured, b[2], sizeof b[2]));
+    print_fp8_gather(c, res, N, bg);
     if (!row->shards_optim)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;

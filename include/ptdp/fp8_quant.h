@@ -113,6 +113,11 @@ static inline int ptdp_fp8_tile_count(const ptdp_fp8_tiling *t)
 {
     return t->grid_rows * t->grid_cols;
 }
+/* The tile element (r, c) lies in (tile order: row-major over the grid). */
+static inline int ptdp_fp8_tile_of(const ptdp_fp8_tiling *t, int r, int c)
+{
+    return (r / t->tile_rows) * t->grid_cols + c / t->tile_cols;
+}
 
 /* ------------------------------------------------- the amax history */
 
@@ -153,6 +158,13 @@ void ptdp_fp8_scales(const ptdp_fp8_recipe *r, const ptdp_fp8_format *f, const p
  * x itself: in place) are each optional (NULL, or a tensor with data NULL). */
 void ptdp_fp8_cast(const ptdp_fp8_format *f, const ptdp_fp8_tiling *t, ptdp_tensor x,
                    const ptdp_real *scale, uint8_t *codes, ptdp_tensor dequant);
+
+/* One element of ptdp_fp8_cast: *code = cast(x / s); returns value(code) · s
+ * (a NaN code's value: the NaN).  For a caller that holds a tensor's
+ * elements in another order (ZeRO-3's shard of a flat unit, zero3_fp8.c). */
+ptdp_real ptdp_fp8_cast_one(const ptdp_fp8_format *f, ptdp_real x, ptdp_real s, uint8_t *code);
+/* Its second half: value(code) · s (a NaN code's value: the NaN). */
+ptdp_real ptdp_fp8_value_scaled(const ptdp_fp8_format *f, uint8_t code, ptdp_real s);
 
 /* All three on one device: amax and scale (ptdp_fp8_tile_count(t) each) are
  * written, h (delayed only; may be NULL) is read and then records amax[0].

@@ -154,6 +154,10 @@ typedef struct {
     bool keeps_precision;      /* --fp8 leaves the products with it in the
                                   run's precision: the output head, as
                                   DeepSeek-V3 and torchtitan keep it       */
+    bool linear_weight;        /* the W of a linear layer (parallel_linear.h):
+                                  what --fp8 quantizes, unless it keeps its
+                                  precision, and what ZeRO-3's --fp8-comm
+                                  therefore gathers as FP8 codes            */
     ptdp_grad_sum sum;         /* the groups its gradient is summed over:
                                   over DP unless the model declares more   */
     size_t offset;             /* elements from the start of the flat buffers */
@@ -497,6 +501,10 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
                                  int full_rows, int full_cols, bool is_bias, ptdp_shard shard,
                                  int row0, int col0, int rows, int cols,
                                  ptdp_init init, double init_std);
+/* p, just described, is the W of a linear layer (its linear_weight):
+ * returns p (NULL stays NULL), so that a model writes
+ * b->fc_w = ptdp_model_linear_weight(ptdp_model_add_param(…)). */
+ptdp_param *ptdp_model_linear_weight(ptdp_param *p);
 /* Where element (r, c) of p's shard sits in the whole tensor: its index
  * in row-major order (full_cols per row).  With parts > 1 the shard's rows
  * (or, for a bias or a column split, its columns) come from every block:

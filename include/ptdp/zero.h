@@ -223,6 +223,10 @@ typedef struct {
                                    backward has not ended (the piece stays) */
     bool from_node;             /* --zero-hpz: the gather in flight reads the
                                    node group's secondary pieces            */
+    size_t wire;                /* --fp8-comm: a rank's bytes in gathered, its
+                                   FP8 weights' codes and the rest (zero3_fp8.c) */
+    ptdp_real *fp8_scales;      /* --fp8-comm: the gather in flight's amaxes and
+                                   scales of its weights' tiles; else NULL  */
 } ptdp_zero_unit;
 
 /* bf16: one subunit of a unit (model.h), widened while in use. */
@@ -289,6 +293,9 @@ typedef struct ptdp_zero {
                                    (zero_hpz.c); NULL without               */
     size_t hpz_bytes;           /* --zero-hpz: the secondary pieces' bytes now */
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
+    struct ptdp_fp8_linear *fp8;   /* --fp8-comm: the linear op's FP8, whose
+                                   weights stage 3 gathers as codes
+                                   (zero3_fp8.c); else NULL                  */
 } ptdp_zero;
 
 /* Set up `stage` (0 to 3: its row, ptdp_zero_stage_of) for model m in

@@ -276,6 +276,8 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
 /* ------------------------------------------------- one stage and shard */
 
 /* Block l's MLP (backward order): c_fc column-parallel, c_proj row-parallel. */
+#define LIN ptdp_model_linear_weight   /* a linear layer's W (model.h) */
+
 static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
 {
     const int C = m->cfg.hidden, F = m->cfg.ffn, t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
@@ -285,9 +287,10 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
                         ptdp_model_add_param(dev, m, name, __VA_ARGS__))
     ptdp_model_begin_subunit(m);   /* c_proj */
     b->fc_proj_b = ADD("c_proj.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, PTDP_INIT_ZEROS, 0.0);
-    b->fc_proj_w = ADD("c_proj.weight", C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
+    b->fc_proj_w = LIN(ADD("c_proj.weight", C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL,
+                           proj_std));
     ptdp_model_begin_subunit(m);   /* c_fc with ln_2 (lay_out adds it) */
-    b->fc_w = ADD("c_fc.weight", F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
+    b->fc_w = LIN(ADD("c_fc.weight", F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD));
     b->fc_b = ADD("c_fc.bias", 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl, PTDP_INIT_ZEROS, 0.0);
 #undef ADD
     return PTDP_OK;
@@ -317,10 +320,10 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
         ptdp_gpt_expert *x = &b->experts[e - e0];
         x->proj_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1,
                                          C, PTDP_INIT_ZEROS, 0.0);
-        x->proj_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0,
-                                         t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
-        x->fc_w = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl,
-                                       C, PTDP_INIT_NORMAL, INIT_STD);
+        x->proj_w = LIN(ptdp_model_add_param(dev, m, EXPERT(e, "c_proj.weight"), C, F, false, PTDP_SHARD_COLS, 0,
+                                             t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std));
+        x->fc_w = LIN(ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl,
+                                           0, Fl, C, PTDP_INIT_NORMAL, INIT_STD));
         x->fc_b = ptdp_model_add_param(dev, m, EXPERT(e, "c_fc.bias"), 1, F, true, PTDP_SHARD_ROWS, 0, t * Fl, 1, Fl,
                                        PTDP_INIT_ZEROS, 0.0);
         if (x->fc_b == NULL)
@@ -389,10 +392,11 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int
     if (!moe)
         ptdp_model_begin_subunit(m);   /* attn.c_proj */
     b->proj_b = ADD(NAME("attn.c_proj.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
-    b->proj_w = ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std));
+    b->proj_w = LIN(ADD(NAME("attn.c_proj.weight"), C, C, false, PTDP_SHARD_COLS, 0, t * Cl, C, Cl, W(proj_std)));
     if (!moe)
         ptdp_model_begin_subunit(m);   /* attn.c_attn with ln_1 */
-    b->attn_w = ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C, W(INIT_STD));
+    b->attn_w = LIN(ADD(NAME("attn.c_attn.weight"), 3 * C, C, false, PTDP_SHARD_ROWS, t * Cl, 0, 3 * Cl, C,
+                             W(INIT_STD)));
     b->attn_b = ADD(NAME("attn.c_attn.bias"), 1, 3 * C, true, PTDP_SHARD_ROWS, 0, t * Cl, 1, 3 * Cl, ZERO);
     b->ln1_b = ADD(NAME("ln_1.bias"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ZERO);
     b->ln1_w = ADD(NAME("ln_1.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
@@ -401,6 +405,8 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int
         b->attn_w->parts = b->attn_b->parts = 3;   /* q, k and v: each cut by head */
     return PTDP_OK;
 }
+
+#undef LIN
 
 /* The first stage: wpe, and wte's rows of this rank (the head too with
  * one stage; else a copy of the last stage's, their gradients summed). */

@@ -320,6 +320,7 @@ static int llama_settings(const ptdp_model_config *c, ptdp_meta_setting *out, in
 /* ------------------------------------------------- one stage and shard */
 
 #define ADD(...) ptdp_model_add_param(dev, m, __VA_ARGS__)
+#define LIN ptdp_model_linear_weight   /* a linear layer's W (model.h) */
 #define W(std) PTDP_INIT_NORMAL, (std)
 #define ONE PTDP_INIT_ONES, 0.0
 
@@ -342,15 +343,15 @@ static int block_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b, i
         if (ptdp_llama_moe_lay_out(dev, m, b, l) != 0)
             return PTDP_ENOMEM;
     } else {
-        b->w2 = ADD(NAME("feed_forward.w2.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std));
-        b->w3 = ADD(NAME("feed_forward.w3.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
-        b->w1 = ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD));
+        b->w2 = LIN(ADD(NAME("feed_forward.w2.weight"), C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, W(proj_std)));
+        b->w3 = LIN(ADD(NAME("feed_forward.w3.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD)));
+        b->w1 = LIN(ADD(NAME("feed_forward.w1.weight"), F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, W(INIT_STD)));
     }
     b->ffn_norm = ADD(NAME("ffn_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
-    b->wo = ADD(NAME("attention.wo.weight"), C, H * d, false, PTDP_SHARD_COLS, 0, t * Ql, C, Ql, W(proj_std));
-    b->wv = ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD));
-    b->wk = ADD(NAME("attention.wk.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD));
-    b->wq = ADD(NAME("attention.wq.weight"), H * d, C, false, PTDP_SHARD_ROWS, t * Ql, 0, Ql, C, W(INIT_STD));
+    b->wo = LIN(ADD(NAME("attention.wo.weight"), C, H * d, false, PTDP_SHARD_COLS, 0, t * Ql, C, Ql, W(proj_std)));
+    b->wv = LIN(ADD(NAME("attention.wv.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD)));
+    b->wk = LIN(ADD(NAME("attention.wk.weight"), K * d, C, false, PTDP_SHARD_ROWS, kv0, 0, KVl, C, W(INIT_STD)));
+    b->wq = LIN(ADD(NAME("attention.wq.weight"), H * d, C, false, PTDP_SHARD_ROWS, t * Ql, 0, Ql, C, W(INIT_STD)));
     b->attention_norm = ADD(NAME("attention_norm.weight"), 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, ONE);
 #undef NAME
     if (b->attention_norm == NULL)
@@ -393,6 +394,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama *p)
     }
     return PTDP_OK;
 }
+#undef LIN
 #undef ADD
 #undef W
 #undef ONE

@@ -226,16 +226,18 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
 #define ADD(what, e, ...) (snprintf(name, sizeof name, "layers.%d.feed_forward.experts.%d.%s", l, e, what), \
                            ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+#define LIN ptdp_model_linear_weight   /* a linear layer's W (model.h) */
     for (int e = e0 + El - 1; e >= e0; e--) {   /* global index e, local e - e0 */
         ptdp_llama_expert *x = &b->experts[e - e0];
-        x->w2 = ADD("w2.weight", e, C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std);
-        x->w3 = ADD("w3.weight", e, F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
-        x->w1 = ADD("w1.weight", e, F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD);
+        x->w2 = LIN(ADD("w2.weight", e, C, F, false, PTDP_SHARD_COLS, 0, t * Fl, C, Fl, PTDP_INIT_NORMAL, proj_std));
+        x->w3 = LIN(ADD("w3.weight", e, F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD));
+        x->w1 = LIN(ADD("w1.weight", e, F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD));
         if (x->w1 == NULL)
             return PTDP_EINVAL;
         if (m->mesh->ep > 1)   /* summed over the ranks that hold the same experts (mesh.h) */
             x->w1->sum.replicas = x->w3->sum.replicas = x->w2->sum.replicas = PTDP_GROUP_EDP;
     }
+#undef LIN
 #undef ADD
     snprintf(name, sizeof name, "layers.%d.feed_forward.gate.weight", l);
     b->gate = ptdp_model_add_param(dev, m, name, E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);

@@ -144,6 +144,7 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
     int fl = p->ffn_local, cl = p->classes_local;
     char name[PTDP_NAME_MAX];
 #define ADD(...) (ptdp_model_add_param(dev, m, __VA_ARGS__))
+#define LIN ptdp_model_linear_weight   /* a linear layer's W (model.h) */
 #define W PTDP_INIT_NORMAL, INIT_STD
 #define ZERO PTDP_INIT_ZEROS, 0.0
 
@@ -161,17 +162,18 @@ static int lay_out(ptdp_device *dev, ptdp_model *m, ptdp_mlp *p)
         snprintf(name, sizeof name, "blocks.%d.fc2.bias", l);
         b->fc2_b = ADD(name, 1, h, true, PTDP_SHARD_NONE, 0, 0, 1, h, ZERO);
         snprintf(name, sizeof name, "blocks.%d.fc2.weight", l);
-        b->fc2_w = ADD(name, h, c->ffn, false, PTDP_SHARD_COLS, 0, t * fl, h, fl, W);
+        b->fc2_w = LIN(ADD(name, h, c->ffn, false, PTDP_SHARD_COLS, 0, t * fl, h, fl, W));
         snprintf(name, sizeof name, "blocks.%d.fc1.weight", l);
-        b->fc1_w = ADD(name, c->ffn, h, false, PTDP_SHARD_ROWS, t * fl, 0, fl, h, W);
+        b->fc1_w = LIN(ADD(name, c->ffn, h, false, PTDP_SHARD_ROWS, t * fl, 0, fl, h, W));
         snprintf(name, sizeof name, "blocks.%d.fc1.bias", l);
         b->fc1_b = ADD(name, 1, c->ffn, true, PTDP_SHARD_ROWS, 0, t * fl, 1, fl, ZERO);
     }
     if (m->first_stage) {
         ptdp_model_begin_unit(m);
-        p->in_w = ADD("in.weight", h, mlp->d_in, false, PTDP_SHARD_NONE, 0, 0, h, mlp->d_in, W);
+        p->in_w = LIN(ADD("in.weight", h, mlp->d_in, false, PTDP_SHARD_NONE, 0, 0, h, mlp->d_in, W));
         p->in_b = ADD("in.bias", 1, h, true, PTDP_SHARD_NONE, 0, 0, 1, h, ZERO);
     }
+#undef LIN
 #undef ADD
 #undef W
 #undef ZERO

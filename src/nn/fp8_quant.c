@@ -228,6 +228,18 @@ void ptdp_fp8_scales(const ptdp_fp8_recipe *r, const ptdp_fp8_format *f, const p
         scale[i] = scale_of(r, f, r->uses_history ? ptdp_fp8_history_amax(h, amax[i]) : amax[i]);
 }
 
+ptdp_real ptdp_fp8_value_scaled(const ptdp_fp8_format *f, uint8_t code, ptdp_real s)
+{
+    const ptdp_real v = ptdp_fp8_to_real(f, code);
+    return ptdp_fp8_is_nan(f, code) ? v : v * s;
+}
+
+ptdp_real ptdp_fp8_cast_one(const ptdp_fp8_format *f, ptdp_real x, ptdp_real s, uint8_t *code)
+{
+    *code = ptdp_fp8_from_real(f, x / s);
+    return ptdp_fp8_value_scaled(f, *code, s);
+}
+
 void ptdp_fp8_cast(const ptdp_fp8_format *f, const ptdp_fp8_tiling *t, ptdp_tensor x,
                    const ptdp_real *scale, uint8_t *codes, ptdp_tensor dequant)
 {
@@ -239,14 +251,12 @@ void ptdp_fp8_cast(const ptdp_fp8_format *f, const ptdp_fp8_tiling *t, ptdp_tens
         const ptdp_real s = scale[i];
         for (int r = r0; r < r1; r++)
             for (int c = c0; c < c1; c++) {
-                const ptdp_real q = *ptdp_at(x, r, c) / s;
-                const uint8_t code = ptdp_fp8_from_real(f, q);
+                uint8_t code;
+                const ptdp_real v = ptdp_fp8_cast_one(f, *ptdp_at(x, r, c), s, &code);
                 if (codes != NULL)
                     codes[(size_t)r * (size_t)t->cols + (size_t)c] = code;
-                if (dequant.data != NULL) {
-                    const ptdp_real v = ptdp_fp8_to_real(f, code);
-                    *ptdp_at(dequant, r, c) = ptdp_fp8_is_nan(f, code) ? v : v * s;
-                }
+                if (dequant.data != NULL)
+                    *ptdp_at(dequant, r, c) = v;
             }
     }
 }

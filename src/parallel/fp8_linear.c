@@ -27,6 +27,7 @@
 
 struct ptdp_fp8_linear {
     ptdp_fp8_settings s;
+    ptdp_comm *tp;                /* TP: a weight's shards (ZeRO-3's FP8 gather) */
     ptdp_comm *rows;              /* CP: other positions of the same sequence  */
     ptdp_comm *replicas;          /* DP: delayed's step amaxes                  */
     const ptdp_param *params;     /* the device's weights: a history's index    */
@@ -34,6 +35,8 @@ struct ptdp_fp8_linear {
     ptdp_fp8_history *hist;       /* [nparams][ROLES] (host), slots in the arena */
     ptdp_real *slots;             /* [nparams][ROLES][H]                        */
     ptdp_real *step_amax;         /* [nparams][ROLES]: this step's max, -1 unused */
+    bool *held;                   /* [nparams]: its values are its dequantized
+                                     FP8 ones already (ptdp_fp8_linear_hold)  */
 };
 
 static const ptdp_fp8_format *format_of(const ptdp_fp8_linear *f, ptdp_fp8_role role)
@@ -64,16 +67,18 @@ static int delayed_state(ptdp_device *dev, ptdp_fp8_linear *f)
     return PTDP_OK;
 }
 
-int ptdp_fp8_linear_create(ptdp_device *dev, const ptdp_fp8_settings *s, const ptdp_model *m, ptdp_comm *rows,
-                           ptdp_comm *replicas, ptdp_fp8_linear **out)
+int ptdp_fp8_linear_create(ptdp_device *dev, const ptdp_fp8_settings *s, const ptdp_model *m, ptdp_comm *tp,
+                           ptdp_comm *rows, ptdp_comm *replicas, ptdp_fp8_linear **out)
 {
     *out = NULL;
     ptdp_fp8_linear *f = calloc(1, sizeof *f);
     if (f == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory for the FP8 settings");
-    *f = (ptdp_fp8_linear){ .s = *s, .rows = rows, .replicas = replicas, .params = m->params,
+    *f = (ptdp_fp8_linear){ .s = *s, .tp = tp, .rows = rows, .replicas = replicas, .params = m->params,
                             .nparams = m->nparams };
     int rc = s->recipe->uses_history ? delayed_state(dev, f) : PTDP_OK;
+    if (rc == 0 && (f->held = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *f->held)) == NULL)
+        rc = ptdp_fail(dev, PTDP_ENOMEM, "host out of memory for the FP8 settings");
     if (rc != 0) {
         ptdp_fp8_linear_destroy(dev, f);
         return rc;
@@ -88,6 +93,7 @@ void ptdp_fp8_linear_destroy(ptdp_device *dev, ptdp_fp8_linear *f)
         return;
     ptdp_arena_free(dev->arena, f->slots);
     free(f->hist);
+    free(f->held);
     free(f);
 }
 
@@ -111,6 +117,13 @@ ptdp_fp8_history *ptdp_fp8_linear_history(ptdp_fp8_linear *f, const ptdp_param *
 
 /* --------------------------------------------------------- quantizing */
 
+/* Does w hold its dequantized FP8 values already (gathered as codes)? */
+static bool held(const ptdp_fp8_linear *f, const ptdp_param *w)
+{
+    const ptrdiff_t i = w - f->params;
+    return i >= 0 && i < f->nparams && f->held[i];
+}
+
 /* Is this role of a layer whose weight is w split over TP? */
 static bool split_over_tp(const ptdp_param *w, ptdp_fp8_role role)
 {
@@ -133,9 +146,27 @@ static int tiling_of(ptdp_device *dev, const ptdp_fp8_linear *f, ptdp_fp8_role r
     return PTDP_OK;
 }
 
-/* One scale per member (tensorwise, delayed): the n amaxes, reduced where
- * the tensors are split, then each member's scale from its amax (or its
- * history's) and the step's max kept for the history. */
+/* One scale per member (tensorwise, delayed) from the n local amaxes:
+ * reduced where the tensors are split, then each member's scale from its
+ * amax (or its history's) and the step's max kept for the history — but
+ * not a held weight's, whose amax was of its true values (the gather's). */
+static int reduced_scales(ptdp_fp8_linear *f, ptdp_fp8_role role, ptdp_comm *tp, int n, const ptdp_param *const *w,
+                          ptdp_real *amax, ptdp_real *scale)
+{
+    int rc = PTDP_OK;
+    if (n > 0 && tp != NULL && ptdp_comm_size(tp) > 1 && split_over_tp(w[0], role))
+        rc = ptdp_all_reduce(tp, amax, amax, (size_t)n, PTDP_REAL, PTDP_MAX);
+    if (rc == 0 && n > 0 && role != PTDP_FP8_W && f->rows != NULL && ptdp_comm_size(f->rows) > 1)
+        rc = ptdp_all_reduce(f->rows, amax, amax, (size_t)n, PTDP_REAL, PTDP_MAX);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const int k = f->hist != NULL ? slot_of(f, w[i], role) : -1;
+        ptdp_fp8_scales(f->s.recipe, format_of(f, role), &amax[i], 1, k >= 0 ? &f->hist[k] : NULL, &scale[i]);
+        if (k >= 0 && amax[i] > f->step_amax[k] && !(role == PTDP_FP8_W && held(f, w[i])))
+            f->step_amax[k] = amax[i];
+    }
+    return rc;
+}
+
 static int whole_scales(ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role, ptdp_comm *tp, int n,
                         const ptdp_param *const *w, const ptdp_tensor *src, ptdp_real *amax, ptdp_real *scale)
 {
@@ -145,17 +176,7 @@ static int whole_scales(ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role
         if ((rc = tiling_of(dev, f, role, src[i], &t)) == 0)
             ptdp_fp8_amax(&t, src[i], &amax[i]);
     }
-    if (rc == 0 && n > 0 && tp != NULL && ptdp_comm_size(tp) > 1 && split_over_tp(w[0], role))
-        rc = ptdp_all_reduce(tp, amax, amax, (size_t)n, PTDP_REAL, PTDP_MAX);
-    if (rc == 0 && n > 0 && role != PTDP_FP8_W && f->rows != NULL && ptdp_comm_size(f->rows) > 1)
-        rc = ptdp_all_reduce(f->rows, amax, amax, (size_t)n, PTDP_REAL, PTDP_MAX);
-    for (int i = 0; rc == 0 && i < n; i++) {
-        const int k = f->hist != NULL ? slot_of(f, w[i], role) : -1;
-        ptdp_fp8_scales(f->s.recipe, format_of(f, role), &amax[i], 1, k >= 0 ? &f->hist[k] : NULL, &scale[i]);
-        if (k >= 0 && amax[i] > f->step_amax[k])
-            f->step_amax[k] = amax[i];
-    }
-    return rc;
+    return rc == 0 ? reduced_scales(f, role, tp, n, w, amax, scale) : rc;
 }
 
 /* A tiled member: its own tiles' amaxes and scales, nothing shared. */
@@ -191,18 +212,46 @@ static int alloc_copies(ptdp_device *dev, int n, const ptdp_tensor *src, ptdp_te
     return PTDP_OK;
 }
 
+/* Weights: each must be a linear layer's W (model.h), the set ZeRO-3's FP8
+ * gather quantizes too; a held one is copied as it is.  1 if every member
+ * was held (nothing left to do), 0 if some are not, or an error. */
+static int held_weights(ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role, int n, const ptdp_param *const *w,
+                        const ptdp_tensor *src, ptdp_tensor *dst)
+{
+    if (role != PTDP_FP8_W)
+        return 0;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!w[i]->linear_weight)
+            return ptdp_fail(dev, PTDP_EINVAL, "--fp8: %s is quantized as a linear layer's weight but its model did "
+                             "not declare it one (ptdp_model_linear_weight)", w[i]->name);
+        if (held(f, w[i])) {
+            ptdp_tensor_copy(dst[i], src[i]);
+            count++;
+        }
+    }
+    return n > 0 && count == n ? 1 : 0;
+}
+
 int ptdp_fp8_linear_quantize(ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role, ptdp_comm *tp, int n,
                              const ptdp_param *const *w, const ptdp_tensor *src, ptdp_tensor *dst)
 {
     int rc = alloc_copies(dev, n, src, dst);
     if (rc != 0)
         return rc;
+    if ((rc = held_weights(dev, f, role, n, w, src, dst)) != 0) {   /* all held (1), or an error */
+        if (rc < 0)
+            ptdp_fp8_linear_release(dev, n, dst);
+        return rc < 0 ? rc : PTDP_OK;
+    }
     if (f->s.recipe->whole_tensor) {
         ptdp_tensor s;
         if ((rc = ptdp_tensor_alloc_uninit(dev, &s, "acts.fp8_scales", PTDP_MEM_ACTS, 2, n > 0 ? n : 1)) == 0) {
             rc = whole_scales(dev, f, role, tp, n, w, src, ptdp_at(s, 0, 0), ptdp_at(s, 1, 0));
             for (int i = 0; rc == 0 && i < n; i++) {
                 ptdp_fp8_tiling t;
+                if (role == PTDP_FP8_W && held(f, w[i]))
+                    continue;   /* copied already */
                 if ((rc = tiling_of(dev, f, role, src[i], &t)) == 0)
                     ptdp_fp8_cast(format_of(f, role), &t, src[i], ptdp_at(s, 1, i), NULL, dst[i]);
             }
@@ -210,7 +259,8 @@ int ptdp_fp8_linear_quantize(ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role
         }
     } else {
         for (int i = 0; rc == 0 && i < n; i++)
-            rc = tiled_member(dev, f, role, src[i], dst[i]);
+            if (!(role == PTDP_FP8_W && held(f, w[i])))
+                rc = tiled_member(dev, f, role, src[i], dst[i]);
     }
     if (rc != 0)
         ptdp_fp8_linear_release(dev, n, dst);
@@ -221,6 +271,56 @@ void ptdp_fp8_linear_release(ptdp_device *dev, int n, ptdp_tensor *dst)
 {
     for (int i = n - 1; i >= 0; i--)   /* last allocated, first freed */
         ptdp_tensor_free(dev, &dst[i]);
+}
+
+/* ------------------------------------------- weights gathered as codes */
+
+int ptdp_fp8_linear_weight_tiling(ptdp_device *dev, const ptdp_fp8_linear *f, const ptdp_param *w,
+                                  ptdp_fp8_tiling *t)
+{
+    return tiling_of(dev, f, PTDP_FP8_W, w->w, t);
+}
+
+/* As quantize would take them: one scale a weight reduced over TP where a
+ * weight is split (a replicated one's amax is the same on every TP rank,
+ * so reducing it too changes nothing), its history's, the step's amax
+ * kept; or each tile's own. */
+int ptdp_fp8_linear_weight_scales(ptdp_device *dev, ptdp_fp8_linear *f, int n, const ptdp_param *const *w,
+                                  ptdp_real *amax, ptdp_real *scale)
+{
+    const ptdp_fp8_recipe *r = f->s.recipe;
+    if (!r->whole_tensor) {
+        int tiles = 0;
+        for (int i = 0; i < n; i++) {
+            ptdp_fp8_tiling t;
+            int rc = tiling_of(dev, f, PTDP_FP8_W, w[i]->w, &t);
+            if (rc != 0)
+                return rc;
+            tiles += ptdp_fp8_tile_count(&t);
+        }
+        ptdp_fp8_scales(r, format_of(f, PTDP_FP8_W), amax, tiles, NULL, scale);
+        return PTDP_OK;
+    }
+    bool split = false;
+    for (int i = 0; i < n; i++)
+        split = split || split_over_tp(w[i], PTDP_FP8_W);
+    int rc = PTDP_OK;
+    if (split && f->tp != NULL && ptdp_comm_size(f->tp) > 1)
+        rc = ptdp_all_reduce(f->tp, amax, amax, (size_t)n, PTDP_REAL, PTDP_MAX);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const int k = f->hist != NULL ? slot_of(f, w[i], PTDP_FP8_W) : -1;
+        ptdp_fp8_scales(r, format_of(f, PTDP_FP8_W), &amax[i], 1, k >= 0 ? &f->hist[k] : NULL, &scale[i]);
+        if (k >= 0 && amax[i] > f->step_amax[k])
+            f->step_amax[k] = amax[i];
+    }
+    return rc;
+}
+
+void ptdp_fp8_linear_hold(ptdp_fp8_linear *f, const ptdp_param *w, bool held)
+{
+    const ptrdiff_t i = w - f->params;
+    if (i >= 0 && i < f->nparams)
+        f->held[i] = held;
 }
 
 /* ------------------------------------------------------------ the step */

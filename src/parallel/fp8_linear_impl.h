@@ -17,12 +17,12 @@ struct ptdp_device;
  * device's model and operand, in the arena as optimizer-like state). */
 typedef struct ptdp_fp8_linear ptdp_fp8_linear;
 
-/* rows: the CP group (the ranks holding other positions of a sequence), or
+/* tp: the TP group (a weight's shards, for ZeRO-3's FP8 gather); rows: the CP group (the ranks holding other positions of a sequence), or
  * NULL; replicas: the DP group a delayed recipe's step amaxes are reduced
  * over.  m: the device's model (a weight's history is found by its place
  * in m->params).  0 or an error (out of memory, named). */
 int  ptdp_fp8_linear_create(struct ptdp_device *dev, const ptdp_fp8_settings *s, const ptdp_model *m,
-                            ptdp_comm *rows, ptdp_comm *replicas, ptdp_fp8_linear **out);
+                            ptdp_comm *tp, ptdp_comm *rows, ptdp_comm *replicas, ptdp_fp8_linear **out);
 void ptdp_fp8_linear_destroy(struct ptdp_device *dev, ptdp_fp8_linear *f);
 /* Its settings (f not NULL). */
 const ptdp_fp8_settings *ptdp_fp8_linear_settings(const ptdp_fp8_linear *f);
@@ -36,6 +36,24 @@ const ptdp_fp8_settings *ptdp_fp8_linear_settings(const ptdp_fp8_linear *f);
 int  ptdp_fp8_linear_quantize(struct ptdp_device *dev, ptdp_fp8_linear *f, ptdp_fp8_role role, ptdp_comm *tp,
                               int n, const ptdp_param *const *w, const ptdp_tensor *src, ptdp_tensor *dst);
 void ptdp_fp8_linear_release(struct ptdp_device *dev, int n, ptdp_tensor *dst);
+
+/* ZeRO-3's FP8 gather (zero3_fp8.c) quantizes weights before they are
+ * whole anywhere, so it asks here for what quantize would use:
+ *   weight_tiling   w's tiles (the recipe's weight tile over its shard's shape)
+ *   weight_scales   from the amaxes of w[0..n)'s tiles (one a weight for a
+ *                   one-scale recipe; else every tile, packed in order),
+ *                   max-reduced over the ZeRO group by the caller: reduced
+ *                   over TP where needed, the delayed history read and the
+ *                   step's amax kept — the scale of each, as quantize's
+ *   hold            w's values are now (true), or no longer, its dequantized
+ *                   FP8 values: quantize copies a held weight as it is
+ * Every linear weight quantize meets must carry model.h's linear_weight (the
+ * set the gather quantizes): a weight without it is refused, named. */
+int  ptdp_fp8_linear_weight_tiling(struct ptdp_device *dev, const ptdp_fp8_linear *f, const ptdp_param *w,
+                                   ptdp_fp8_tiling *t);
+int  ptdp_fp8_linear_weight_scales(struct ptdp_device *dev, ptdp_fp8_linear *f, int n, const ptdp_param *const *w,
+                                   ptdp_real *amax, ptdp_real *scale);
+void ptdp_fp8_linear_hold(ptdp_fp8_linear *f, const ptdp_param *w, bool held);
 
 /* The optimizer step: a delayed recipe's step amaxes max-reduced over the
  * replicas and recorded in each history.  Nothing for the others. */

@@ -138,6 +138,13 @@ ptdp_param *ptdp_model_add_param(ptdp_device *dev, ptdp_model *m, const char *na
     return p;
 }
 
+ptdp_param *ptdp_model_linear_weight(ptdp_param *p)
+{
+    if (p != NULL)
+        p->linear_weight = true;
+    return p;
+}
+
 /* Give every described parameter its memory and its first value. */
 static int materialise(ptdp_device *dev, ptdp_model *m)
 {

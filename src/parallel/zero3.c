@@ -46,6 +46,11 @@
  * Since DP ranks run the same schedule over the same model, they make the
  * same unit events in the same order — and so the same collectives.
  *
+ * With --fp8-comm (zero3_fp8.c) a unit holding weights that --fp8
+ * quantizes travels as their E4M3 codes, one byte an element, and the rest
+ * in the store's type; the scales need an all-reduce of amaxes first, and
+ * the bits the model reads are the ones it would have quantized itself.
+ *
  * With --zero-hpz (ZeRO++'s hpZ, zero_hpz.c) a forward's gather also leaves
  * each device 1/k of the unit, k its node's DP ranks, and a backward's
  * gather reads those secondary shards over the node group instead of the
@@ -79,6 +84,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "parallel/zero3_fp8.h"
 #include "parallel/zero_impl.h"
 
 /* Point the views of unit u's parameters (or gradients) into buf, a copy
@@ -103,8 +109,11 @@ static void point_unit(ptdp_model *m, int u, const ptdp_zero_unit *unit, ptdp_re
  * my shard in its place, then an all-gather in place fills the others'.
  * A backward's gather under --zero-hpz reads the node group's secondary
  * pieces instead (zero_hpz.c): the same bits, inside the node. */
-static int gather(ptdp_device *dev, ptdp_zero *z, ptdp_zero_unit *u, bool start, bool backward)
+static int gather(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, int k, bool start, bool backward)
 {
+    ptdp_zero_unit *u = &z->units[k];
+    if (ptdp_zero3_fp8_gathers(z, m, k))
+        return ptdp_zero3_fp8_gather(dev, z, m, k, start);
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
     u->gathered = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * es, PTDP_MEM_PARAMS, "zero3.gathered");
     if (u->gathered == NULL)
@@ -127,14 +136,14 @@ static bool sharded(const ptdp_zero *z)
 }
 
 /* --overlap: the unit the model will ask for next, gathered ahead. */
-static int prefetch(ptdp_device *dev, ptdp_zero *z, int next, bool backward)
+static int prefetch(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, int next, bool backward)
 {
     if (!z->overlap || !sharded(z) || next < 0 || next >= z->nunits)
         return PTDP_OK;
     ptdp_zero_unit *u = &z->units[next];
     if (u->w != NULL || u->gathered != NULL)
         return PTDP_OK;   /* gathered already, or on its way */
-    return gather(dev, z, u, true, backward);
+    return gather(dev, z, m, next, true, backward);
 }
 
 /* A unit becomes present: gathered now, or its prefetch waited for
@@ -152,7 +161,12 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool ba
             u->prefetched = false;
             rc = ptdp_wait(&u->gather);
         } else if (u->gathered == NULL) {
-            rc = gather(dev, z, u, false, backward);
+            rc = gather(dev, z, m, k, false, backward);
+        }
+        if (rc == 0 && ptdp_zero3_fp8_gathers(z, m, k)) {   /* the float unit from the codes */
+            if ((rc = ptdp_zero3_fp8_rebuild(dev, z, m, k)) == 0)
+                point_unit(m, k, u, u->w, false);
+            return rc;
         }
         if (rc == 0 && !backward)
             rc = ptdp_zero_hpz_keep(dev, z, u);
@@ -186,6 +200,7 @@ static void release(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool b
         return;
     if (backward)
         ptdp_zero_hpz_backward_done(dev, z, u);
+    ptdp_zero3_fp8_release(z, m, k);
     point_unit(m, k, u, NULL, false);
     if (u->gathered != u->w)
         ptdp_free(dev, u->gathered);
@@ -295,11 +310,11 @@ static int on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_event ev, v
     switch (ev) {
     case PTDP_UNIT_FORWARD_BEGIN:    /* a forward walks the units from the last down */
         if ((rc = acquire(dev, z, m, k, false)) == 0)
-            rc = prefetch(dev, z, k - 1, false);
+            rc = prefetch(dev, z, m, k - 1, false);
         break;
     case PTDP_UNIT_BACKWARD_BEGIN:   /* a backward from the first up (params[] order) */
         if ((rc = acquire(dev, z, m, k, true)) == 0 && (rc = grads_begin(dev, z, m, k)) == 0)
-            rc = prefetch(dev, z, k + 1, true);
+            rc = prefetch(dev, z, m, k + 1, true);
         break;
     case PTDP_UNIT_BACKWARD_END:
         rc = grads_end(dev, z, m, k);
@@ -417,7 +432,7 @@ static int subunits_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             continue;
         z->subunits[p->subunit].unit = p->unit;
         z->subunits[p->subunit].end = p->offset + ptdp_tensor_numel(p->w);
-        z->units[p->unit].in_subunits = z->store == PTDP_BF16;
+        z->units[p->unit].in_subunits = z->store == PTDP_BF16 && z->fp8 == NULL;   /* FP8: rebuilt whole */
     }
     return PTDP_OK;
 }
@@ -439,7 +454,8 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
-    return subunits_init(dev, z, m);
+    int rc = ptdp_zero3_fp8_init(dev, z, m);   /* --fp8-comm: z->fp8, before the subunits */
+    return rc == 0 ? subunits_init(dev, z, m) : rc;
 }
 
 /* ZeRO-3's row: my shard of every unit, ptdp_share of it over DP, packed
@@ -487,7 +503,9 @@ int ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         x->prefetched = false;
         if (x->users == 0) {
             ptdp_free(dev, x->gathered);
+            ptdp_free(dev, x->fp8_scales);
             x->gathered = NULL;
+            x->fp8_scales = NULL;
         }
     }
     ptdp_zero_hpz_drop_all(dev, z);   /* the optimizer is about to change what they copied */
@@ -504,6 +522,7 @@ void ptdp_zero3_free(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         ptdp_free(dev, x->w);
         ptdp_free(dev, x->g);
         ptdp_free(dev, x->g16);
+        ptdp_free(dev, x->fp8_scales);
     }
     for (int i = 0; i < z->nsubunits; i++) {
         ptdp_free(dev, z->subunits[i].w);

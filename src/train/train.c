@@ -59,6 +59,7 @@
 #include "parallel/fp8_linear_impl.h"
 #include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
+#include "parallel/zero3_fp8.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
 
@@ -217,7 +218,8 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->model.overlap = c->overlap;   /* SP's backward gathers on the communication stream */
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
     if (c->fp8.recipe != NULL &&
-        (rc = ptdp_fp8_linear_create(dev, &c->fp8, &d->model, d->mesh.cp_comm, d->mesh.dp_comm, &d->fp8)) != 0)
+        (rc = ptdp_fp8_linear_create(dev, &c->fp8, &d->model, d->mesh.tp_comm, d->mesh.cp_comm, d->mesh.dp_comm,
+                                     &d->fp8)) != 0)
         return rc;
     d->model.fp8 = d->fp8;
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++) {
@@ -352,6 +354,8 @@ static int publish_counters(const ptdp_train_config *cfg, ptdp_counters *reg, ch
         rc = ptdp_ep_publish(reg);
     if (rc == 0 && cfg->zero_hpz > 0)
         rc = ptdp_zero_hpz_publish(reg);
+    if (rc == 0 && cfg->zero == 3 && cfg->fp8.comm)
+        rc = ptdp_zero3_fp8_publish(reg);
     if (rc != 0)
         snprintf(msg, msglen, "the run's counter \"%s\" was refused: a name published twice, too long, "
                  "or more than %d counters (counters.h)", reg->refused, PTDP_COUNTERS_MAX);

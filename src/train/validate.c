@@ -464,12 +464,17 @@ static int fp8_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (r == NULL && c->fp8.history > 0)
         BAD("--fp8-amax-history %d is delayed scaling's: it needs --fp8 delayed", c->fp8.history);
     if (r == NULL && c->fp8.comm)
-        BAD("--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs --fp8 blockwise or mxfp8");
+        BAD("--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs --fp8 blockwise or mxfp8 "
+            "(with --ep), or any --fp8 R (with --zero 3)");
     if (r == NULL)
         return PTDP_OK;
-    if (c->fp8.comm && (c->ep <= 1 || r->whole_tensor))
+    if (c->fp8.comm && c->zero != 3 && (c->ep <= 1 || r->whole_tensor))
         BAD("--fp8-comm sends expert parallelism's dispatch in FP8, each row by its own tiles: it needs --ep 2 or "
-            "more and --fp8 blockwise or mxfp8 (ZeRO-3's gather in FP8 is not built yet)");
+            "more and --fp8 blockwise or mxfp8; or ZeRO-3's parameter gather in FP8: --zero 3");
+    if (c->fp8.comm && c->zero == 3 && c->zero_hpz > 0)
+        BAD("--fp8-comm with --zero-hpz: hpZ keeps the forward's gathered unit for the backward in the store's "
+            "type, and the FP8 gather rebuilds the unit in float from codes; the two are not built together: "
+            "leave one out");
     if (c->fp8.history > 0 && !r->uses_history)
         BAD("--fp8-amax-history %d is delayed scaling's, and --fp8 %s keeps no history: use --fp8 delayed",
             c->fp8.history, r->name);
