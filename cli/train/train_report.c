@@ -393,6 +393,8 @@ static void dp_rule(const ptdp_train_config *c, const ptdp_train_result *res, pt
                  "place of 2M(N-1)/N S", sizeof(ptdp_real));
     if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
         snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
+    if (device_count(res, 0, "fp8_amax_bytes") > 0)   /* --fp8 delayed: the step amaxes' all-reduce */
+        snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 3P %zu (delayed's amaxes)", sizeof(ptdp_real));
 }
 
 /* The DP traffic beside its formula, and what ZeRO bought with it. */
@@ -412,6 +414,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
         formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
+        formula += per_step(device_count(res, r, "fp8_amax_bytes"), c);   /* delayed's step amaxes (fp8_linear.h) */
         grads += S * bg;
     }
     measured /= lr->world_size;
@@ -559,6 +562,34 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
 /* A number as JSON: %.17g, or null for NaN and infinity (json.h).  Each use
  * has a buffer of its own, alive until the end of the statement. */
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
+
+/* The report's "fp8_gather_bytes_per_step": ZeRO-3's group (the dp group,
+ * or HSDP's shard group) a step, per device (means): measured, by the
+ * formula with FP8 gathers (and the dp group's small sums), and by the
+ * stage's formula without them; and device 0's q, T and W. */
+static void json_fp8_gather(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr,
+                            const ptdp_train_result *res)
+{
+    const int N = zero_ranks(c), M = gradient_sums(c);
+    if (c->zero != 3 || !c->fp8.comm || N <= 1 || c->steps == 0)
+        return;
+    double bw, bg, bo, measured = 0, formula = 0, without = 0;
+    state_bytes(c, &bw, &bg, &bo);
+    for (int r = 0; r < lr->world_size; r++) {
+        const double S = device_elements(res, r);
+        measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
+        without += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M);
+        formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M) +
+                   fp8_gather_change(c, res, r, N, M, bg);
+        if (shard_groups_of(c) == 0)   /* the dp group's other sums: delayed's amaxes, the expert loads */
+            formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
+    }
+    const double n = lr->world_size;
+    fprintf(f, ", \"fp8_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_fp8\": %s, "
+               "\"fp8_elements\": %.0f, \"amaxes\": %.0f, \"gathered_bytes\": %.0f}",
+            J(measured / n), J(formula / n), J(without / n), device_count(res, 0, "fp8_gather_elements"),
+            device_count(res, 0, "fp8_gather_tiles"), device_count(res, 0, "fp8_gather_bytes"));
+}
 
 static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s,
                         const ptdp_train_result *res, int r)
@@ -710,6 +741,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
     ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
+    json_fp8_gather(f, c, lr, res);        /* --fp8-comm under ZeRO-3 */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/counters.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "runtime/device_impl.h"
@@ -325,15 +326,22 @@ void ptdp_fp8_linear_hold(ptdp_fp8_linear *f, const ptdp_param *w, bool held)
 
 /* ------------------------------------------------------------ the step */
 
+int ptdp_fp8_linear_publish(ptdp_counters *reg)
+{
+    return ptdp_counters_publish(reg, "fp8_amax_bytes", PTDP_COUNT_DEVICE, PTDP_COUNT_NUMBER, 0);
+}
+
 int ptdp_fp8_linear_step(ptdp_device *dev, ptdp_fp8_linear *f)
 {
-    (void)dev;
     if (f == NULL || f->hist == NULL)
         return PTDP_OK;
     const size_t n = (size_t)f->nparams * PTDP_FP8_ROLES;
     int rc = PTDP_OK;
-    if (n > 0 && f->replicas != NULL && ptdp_comm_size(f->replicas) > 1)
+    if (n > 0 && f->replicas != NULL && ptdp_comm_size(f->replicas) > 1) {
+        const int N = ptdp_comm_size(f->replicas);
         rc = ptdp_all_reduce(f->replicas, f->step_amax, f->step_amax, n, PTDP_REAL, PTDP_MAX);
+        ptdp_count(dev->counts, "fp8_amax_bytes", 0, 2.0 * (N - 1) / N * (double)n * sizeof(ptdp_real));   /* ring */
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (f->step_amax[i] >= 0)          /* -1: no micro-batch used it this step */
             ptdp_fp8_history_record(&f->hist[i], f->step_amax[i]);

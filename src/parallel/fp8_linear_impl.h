@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "ptdp/counters.h"
 #include "ptdp/fp8_linear.h"
 
 struct ptdp_device;
@@ -56,7 +57,10 @@ int  ptdp_fp8_linear_weight_scales(struct ptdp_device *dev, ptdp_fp8_linear *f, 
 void ptdp_fp8_linear_hold(ptdp_fp8_linear *f, const ptdp_param *w, bool held);
 
 /* The optimizer step: a delayed recipe's step amaxes max-reduced over the
- * replicas and recorded in each history.  Nothing for the others. */
+ * replicas and recorded in each history, the all-reduce's bytes (a ring's
+ * 2(N-1)/N 3P reals, P the device's parameter tensors) added to the
+ * device's counter "fp8_amax_bytes".  Nothing for the others. */
+int  ptdp_fp8_linear_publish(ptdp_counters *reg);
 int  ptdp_fp8_linear_step(struct ptdp_device *dev, ptdp_fp8_linear *f);
 
 /* The histories for a checkpoint: per weight of the device's model and

@@ -356,6 +356,8 @@ static int publish_counters(const ptdp_train_config *cfg, ptdp_counters *reg, ch
         rc = ptdp_zero_hpz_publish(reg);
     if (rc == 0 && cfg->zero == 3 && cfg->fp8.comm)
         rc = ptdp_zero3_fp8_publish(reg);
+    if (rc == 0 && cfg->fp8.recipe != NULL && cfg->fp8.recipe->uses_history)
+        rc = ptdp_fp8_linear_publish(reg);
     if (rc != 0)
         snprintf(msg, msglen, "the run's counter \"%s\" was refused: a name published twice, too long, "
                  "or more than %d counters (counters.h)", reg->refused, PTDP_COUNTERS_MAX);

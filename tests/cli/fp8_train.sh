@@ -17,6 +17,10 @@
 #     --ep 2, the llama at tp 2, DualPipeV's V, each recipe at least once.
 #  5. --fp8-comm (EP's dispatch in FP8): the same checkpoint bytes and
 #     losses as without it, EP's bytes equal to their formula and fewer.
+#     ZeRO-3's gathers in FP8 (zero3_fp8.c): the same checkpoint bytes at
+#     dp 2 x tp 2 for a one-scale and a tiled recipe, the ZeRO group's bytes
+#     equal to the formula with codes and amaxes (+ the norm's double) and
+#     fewer; --check with it; refused beside --zero-hpz.
 #  6. delayed scaling's histories go into the checkpoint: 2 + 2 steps through
 #     it are 4 steps' bytes; a damaged count exits 1.
 set -uo pipefail
@@ -53,6 +57,9 @@ expect_usage "--fp8-comm sends FP8 codes where --fp8 R computes with them: it ne
     --fp8-comm
 expect_usage "--fp8-comm sends expert parallelism's dispatch in FP8, each row by its own tiles: it needs --ep 2" \
     -- $t --fp8 blockwise --fp8-comm --dp 2
+expect_usage "or ZeRO-3's parameter gather in FP8: --zero 3" -- $t --fp8 tensorwise --fp8-comm --dp 2 --zero 2
+expect_usage "--fp8-comm with --zero-hpz" -- $t --fp8 tensorwise --fp8-comm --dp 8 --zero 3 --zero-hpz \
+    --profile hgx-a100-4
 expect_usage "--fp8-comm sends expert parallelism's dispatch in FP8" -- $t --model gpt --moe-experts 4 --dp 2 --ep 2 \
     --fp8 delayed --fp8-comm
 
@@ -155,4 +162,23 @@ if run_ok "${moe[@]}" --save "$tmp/a.st" --report "$tmp/a.json" && cp "$out" "$t
 fi
 check --model gpt --moe-experts 4 --fp8 blockwise --fp8-comm --dp 2 --ep 2
 
-finish fp8_train "--fp8's refusals, its line and report keys, its numbers, --check at ten layouts, the FP8 dispatch's bits and bytes"
+# ZeRO-3's gathers in FP8: the same bits, the bytes of the formula, fewer than without.
+gather_bytes() { python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["run"]["fp8_gather_bytes_per_step"]; print(b["measured"], b["formula"], b["without_fp8"])' "$1"; }
+for r in delayed mxfp8; do   # delayed: without hold its history would record the codes' amax
+    z3=(train --model gpt --zero 3 --dp 2 --tp 2 --steps 2 --fp8 "$r")
+    if run_ok "${z3[@]}" --save "$tmp/z3a.st" && run_ok "${z3[@]}" --fp8-comm --save "$tmp/z3b.st" --report "$tmp/z3.json"; then
+        expect_out "--fp8-comm: a gather of device 0's units sends its q = "
+        cases=$((cases + 1))
+        cmp -s "$tmp/z3a.st" "$tmp/z3b.st" || fail "--fp8 $r --fp8-comm --zero 3: the checkpoint differs from the run's without it"
+        if command -v python3 >/dev/null; then
+            read -r gm gf gw < <(gather_bytes "$tmp/z3.json")
+            cases=$((cases + 1))
+            [[ $((gm - gf)) == 8 ]] || fail "--fp8 $r: ZeRO-3 sent $gm B a step, the formula $gf B + the norm's 8 B"
+            cases=$((cases + 1))
+            (( gm * 3 < gw * 2 )) || fail "--fp8 $r: ZeRO-3 sent $gm B a step in FP8, $gw B without: not a third less"
+        fi
+    fi
+done
+check --model gpt --zero 3 --dp 2 --fp8 delayed --fp8-comm --overlap
+
+finish fp8_train "--fp8's refusals, its line and report keys, its numbers, --check at ten layouts, the FP8 dispatch's and ZeRO-3 gather's bits and bytes"
