@@ -76,6 +76,8 @@ same 4 --model llama --moe-experts 4 --moe-top-k 2 --dp 2 --tp 2 --ep 2 --vocab 
 same 4 --model gpt --dp 2 --tp 2 --fp8 delayed --steps 2
 same 2 --model gpt --cp 2 --fp8 tensorwise --steps 2
 same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --fp8 mxfp8 --steps 2
+# ...and ZeRO-3's gathers as FP8 codes, their amaxes reduced over ZeRO's group and TP
+same 4 --model gpt --dp 2 --tp 2 --zero 3 --fp8 delayed --fp8-comm --steps 2
 
 # Re-sharding across backends: saved under MPI at tp 2, loaded by threads at tp 4.
 "$ptdp" train --tp 4 --steps 2 --load t_tp2.st --log t4.log >/dev/null 2>&1
