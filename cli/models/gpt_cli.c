@@ -54,6 +54,7 @@ static const ptdp_model_flag gpt_flags[] = {
     PTDP_MOE_GROUP_FLAG_ROWS(PTDP_GPT_OWN(moe_groups), PTDP_GPT_OWN(moe_group_top_k)),
     PTDP_MOE_Z_LOSS_FLAG_ROW(PTDP_GPT_OWN(moe_z_loss)),
     PTDP_MOE_DENSE_FIRST_FLAG_ROW(PTDP_GPT_OWN(moe_dense_first)),
+    PTDP_MOE_SHARED_FLAG_ROW(PTDP_GPT_OWN(moe_shared_experts)),
 };
 
 static ptdp_model_config gpt_defaults(void)

@@ -49,6 +49,7 @@ static const ptdp_model_flag llama_flags[] = {
     PTDP_MOE_GROUP_FLAG_ROWS(PTDP_LLAMA_OWN(moe.groups), PTDP_LLAMA_OWN(moe.group_top_k)),
     PTDP_MOE_Z_LOSS_FLAG_ROW(PTDP_LLAMA_OWN(moe.z_loss)),
     PTDP_MOE_DENSE_FIRST_FLAG_ROW(PTDP_LLAMA_OWN(moe.dense_first)),
+    PTDP_MOE_SHARED_FLAG_ROW(PTDP_LLAMA_OWN(moe.shared)),
 };
 
 /* The defaults, F left to Meta's rule (finish) from whatever --hidden says. */
@@ -114,7 +115,9 @@ static void llama_help(FILE *out, const ptdp_model_config *d)
             "  --moe-z-loss beta   either router: ST-MoE's z-loss, beta x the mean over tokens of\n"
             "                      (log sum_e exp z_e)^2 (default 0: none)\n"
             "  --moe-dense-first K blocks 0..K-1 stay dense (DeepSeek's first layers); --moe-every counts\n"
-            "                      from block K (default 0)\n",
+            "                      from block K (default 0)\n"
+            "  --moe-shared-experts S   either model: S shared experts every token takes beside its k\n"
+            "                      routed ones (DeepSeek's), one FFN of width S x the expert's (default 0)\n",
             s->heads, s->seq_len, PTDP_LLAMA_FFN_MULTIPLE, PTDP_LLAMA_NORM_EPS, PTDP_LLAMA_ROPE_THETA);
 }
 

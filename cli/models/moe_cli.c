@@ -71,7 +71,7 @@ int ptdp_moe_cli_typed(const char *cmd, const char *const *given, int ngiven, co
     static const char *const moe[] = { "--moe-every", "--moe-ffn", "--moe-top-k", "--moe-capacity-factor",
                                        "--moe-aux-loss", "--moe-score", "--moe-route-scale",
                                        "--moe-bias-update", "--moe-groups", "--moe-group-top-k",
-                                       "--moe-z-loss", "--moe-dense-first" };
+                                       "--moe-z-loss", "--moe-dense-first", "--moe-shared-experts" };
     if (s->experts == 0) {
         for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
             if (typed(given, ngiven, moe[k]))
@@ -127,6 +127,16 @@ int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_
                                 "(%s), this run --moe-dense-first %d: %s %ld", load, file_k,
                                 file_k > 0 ? "its first blocks dense" : "experts from block 0", s->dense_first,
                                 file_k > 0 ? "give --moe-dense-first" : "leave out --moe-dense-first, or give", file_k);
+    char shared[160] = "";   /* DeepSeek's shared experts: their tensors, named */
+    const bool file_shared = holds_experts(f, ".shared_experts.", shared, sizeof shared);
+    const char *sv = ptdp_st_meta(f, "moe_shared_experts");
+    const long file_s = sv != NULL ? strtol(sv, NULL, 10) : 0;
+    if (file && (file_shared != (s->shared > 0) || (file_shared && file_s != s->shared)))
+        return ptdp_usage_error("train", "--load %s: model shape mismatch: the checkpoint holds %s%s%s, this run "
+                                "--moe-shared-experts %d: %s %ld", load, file_shared ? "shared experts (" : "no shared "
+                                "experts", file_shared ? shared : "", file_shared ? ")" : "", s->shared,
+                                file_shared ? "give --moe-shared-experts" : "leave out --moe-shared-experts, or give",
+                                file_s);
     char bias[160] = "";   /* a sigmoid router's expert bias, or none (softmax) */
     const bool file_bias = holds_experts(f, ".expert_bias", bias, sizeof bias);
     if (file && file_bias && s->score != PTDP_MOE_SIGMOID)
@@ -160,6 +170,8 @@ void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn)
                 s->group_top_k > 0 ? s->group_top_k : 1);
     if (s->experts > 0 && s->dense_first > 0)   /* DeepSeek's first dense blocks (runs without print none) */
         fprintf(f, ", \"moe_dense_first\": %d", s->dense_first);
+    if (s->experts > 0 && s->shared > 0)   /* DeepSeek's shared experts (runs without print none) */
+        fprintf(f, ", \"moe_shared_experts\": %d", s->shared);
     if (s->experts > 0 && s->z_loss > 0)   /* the router z-loss (runs without print none) */
         fprintf(f, ", \"moe_z_loss\": %s", J(s->z_loss));
 }

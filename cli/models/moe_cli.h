@@ -51,6 +51,10 @@
  * 0), blocks 0..K-1 dense and --moe-every counted from block K. */
 #define PTDP_MOE_DENSE_FIRST_FLAG_ROW(dense_first)                                                       \
     { "--moe-dense-first", (dense_first), 0, { 1 << 20, 1 << 10 }, false }
+/* DeepSeek's shared experts: --moe-shared-experts S, 0 .. 4096 (default
+ * 0), one FFN of S F_e every token takes. */
+#define PTDP_MOE_SHARED_FLAG_ROW(shared)                                                                 \
+    { "--moe-shared-experts", (shared), 0, { 1 << 12, 1 << 6 }, false }
 #define PTDP_MOE_Z_LOSS_FLAG_ROW(z_loss)                                                                 \
     { "--moe-z-loss", (z_loss), -1000000, { 1000000, 1000000 }, .real = true }
 #define PTDP_MOE_DEEPSEEK_FLAG_ROWS(score, route_scale, bias_update)                                      \

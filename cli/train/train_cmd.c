@@ -166,7 +166,9 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      optimizer stay in float. R: tensorwise, delayed, blockwise or mxfp8\n"
         "  --fp8-grad-format F dY's format with --fp8: e5m2 (default) or e4m3 (as DeepSeek-V3)\n"
         "  --fp8-comm          with --fp8 and --ep: send each expert's input rows as FP8 codes and\n"
-        "                      their tiles' scales (DeepSeek-V3's dispatch): the same bits, fewer bytes\n"
+        "                      their tiles' scales (DeepSeek-V3's dispatch); with --zero 3: gather the\n"
+        "                      weights FP8 quantizes as codes (torchtitan's float8 all-gather), their\n"
+        "                      amaxes all-reduced first: the same bits, fewer bytes\n"
         "  --fp8-amax-history H  --fp8 delayed: the scale from the max amax of the last H steps\n"
         "                      (default %d)\n", pairs, PTDP_FP8_HISTORY_DEFAULT);
 }

@@ -84,6 +84,8 @@ typedef struct {
     int moe_group_top_k;    /* M of them a token may use; 0 reads 1
                                                        --moe-group-top-k     */
     int moe_dense_first;    /* blocks 0..K-1 stay dense  --moe-dense-first    */
+    int moe_shared_experts; /* S shared experts, one MLP of S F_e
+                                                     --moe-shared-experts     */
     double moe_z_loss;      /* the router z-loss's weight; 0: none --moe-z-loss */
 } ptdp_gpt_settings;
 
@@ -118,7 +120,7 @@ typedef struct {
     double moe_capacity, moe_aux_loss;
     int moe_score;
     double moe_route_scale, moe_bias_update;
-    int moe_groups, moe_group_top_k, moe_dense_first;
+    int moe_groups, moe_group_top_k, moe_dense_first, moe_shared_experts;
     double moe_z_loss;
 } ptdp_gpt_fields;
 
@@ -134,7 +136,8 @@ static inline ptdp_model_config ptdp_gpt_config(ptdp_gpt_fields s)
                                          .moe_score = s.moe_score, .moe_route_scale = s.moe_route_scale,
                                          .moe_bias_update = s.moe_bias_update, .moe_groups = s.moe_groups,
                                          .moe_group_top_k = s.moe_group_top_k,
-                                         .moe_dense_first = s.moe_dense_first, .moe_z_loss = s.moe_z_loss };
+                                         .moe_dense_first = s.moe_dense_first,
+                                         .moe_shared_experts = s.moe_shared_experts, .moe_z_loss = s.moe_z_loss };
     return c;
 }
 #define PTDP_GPT_CONFIG(...) ptdp_gpt_config((ptdp_gpt_fields){ __VA_ARGS__ })
@@ -259,6 +262,9 @@ typedef struct {
     double *choices;                /* --moe-bias-update: the step's choices
                                        per expert [E] (host); else NULL     */
     ptdp_gpt_expert *experts;       /* MoE: [E] (host); NULL when dense     */
+    ptdp_gpt_expert shared;         /* MoE, --moe-shared-experts S: one MLP
+                                       of S F_e every token takes; its
+                                       params NULL without                 */
 } ptdp_gpt_block;
 
 /* TeraPipe's cache of one micro-batch's sequences on one stage (gpt_kv.c). */

@@ -77,7 +77,7 @@ typedef struct ptdp_model_ops ptdp_model_ops;
  * the models.  Each model's header static-asserts that its settings fit,
  * and gives a builder for readable initialisers (PTDP_MLP_CONFIG(.d_in =
  * 6, .hidden = 8, …)). */
-#define PTDP_MODEL_OWN_MAX 128
+#define PTDP_MODEL_OWN_MAX 192
 
 typedef struct {
     const ptdp_model_ops *ops; /* the model (models.h); NULL: the default   */

@@ -24,6 +24,12 @@
  *                     block l >= K is MoE when (l - K + 1) mod n = 0 (0,
  *                     the default: from block 0, as above)
  *   --moe-ffn F_e     an expert's hidden width (0: the model's --ffn)
+ *   --moe-shared-experts S   DeepSeek's shared experts: S experts every
+ *                     token takes, beside its k routed ones — one FFN of
+ *                     width S F_e (the model's FFN kind), its output added
+ *                     to the routed experts' gated sum; split over TP like
+ *                     the dense FFN, never dispatched (0, the default:
+ *                     none)
  *   --moe-top-k k     experts a token chooses
  *   --moe-capacity-factor c   slots per expert and sequence ceil(c k T / E)
  *                     (omitted: dropless, 0 in the settings; typed: above 0)
@@ -106,6 +112,8 @@ typedef struct {
     int group_top_k;        /* M groups a token may use; 0 reads 1
                                                       --moe-group-top-k       */
     int dense_first;        /* K: blocks 0..K-1 stay dense   --moe-dense-first */
+    int shared;             /* S shared experts: one FFN of width S F_e every
+                               token takes               --moe-shared-experts */
     double route_scale;     /* sigmoid gates' lambda; 0 reads 1 --moe-route-scale */
     double bias_update;     /* u of the bias update; 0: none --moe-bias-update */
     double z_loss;          /* the router z-loss's weight beta; 0: none

@@ -138,6 +138,13 @@ static int moe_list_params(const ptdp_model_config *c, int l, ptdp_param_info *o
         ADD(C, F, false, "transformer.h.%d.mlp.experts.%d.c_proj.weight", l, e);
         ADD(1, C, true, "transformer.h.%d.mlp.experts.%d.c_proj.bias", l, e);
     }
+    const int S = ptdp_gpt(c)->moe_shared_experts * F;   /* the shared experts: one MLP of S F_e */
+    if (S > 0) {
+        ADD(S, C, false, "transformer.h.%d.mlp.shared_experts.c_fc.weight", l);
+        ADD(1, S, true, "transformer.h.%d.mlp.shared_experts.c_fc.bias", l);
+        ADD(C, S, false, "transformer.h.%d.mlp.shared_experts.c_proj.weight", l);
+        ADD(1, C, true, "transformer.h.%d.mlp.shared_experts.c_proj.bias", l);
+    }
 #undef ADD
     return n;
 }
@@ -219,6 +226,7 @@ static int gpt_from_metadata(ptdp_model_config *c, const char *key, long long va
         { "moe_top_k", &gpt->moe_top_k },
         { "moe_score", &gpt->moe_score },
         { "moe_dense_first", &gpt->moe_dense_first },
+        { "moe_shared_experts", &gpt->moe_shared_experts },
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         if (strcmp(key, t[k].key) == 0 && value >= 0 && value <= 0x7fffffff) {
@@ -264,13 +272,15 @@ static int gpt_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
                  "there yet", moe.experts);
         return PTDP_EINVAL;
     }
-    const int C = c->hidden, F = c->ffn, Fe = ptdp_gpt_moe_ffn(c);
+    const int C = c->hidden, F = c->ffn, Fe = ptdp_gpt_moe_ffn(c), Fs = moe.shared * Fe;
     const ptdp_fp8_weight w[] = {   /* the head keeps its precision */
         { "c_attn.weight", 3 * C, C, PTDP_SHARD_ROWS, 3 }, { "attn.c_proj.weight", C, C, PTDP_SHARD_COLS, 1 },
         { "mlp.c_fc.weight", F, C, PTDP_SHARD_ROWS, 1 }, { "mlp.c_proj.weight", C, F, PTDP_SHARD_COLS, 1 },
         { "experts.c_fc.weight", Fe, C, PTDP_SHARD_ROWS, 1 }, { "experts.c_proj.weight", C, Fe, PTDP_SHARD_COLS, 1 },
+        { "shared_experts.c_fc.weight", Fs, C, PTDP_SHARD_ROWS, 1 },
+        { "shared_experts.c_proj.weight", C, Fs, PTDP_SHARD_COLS, 1 },
     };
-    return ptdp_fp8_split_check_all(r->fp8, w, moe.experts > 0 ? 6 : 4, r->tp, msg, n);
+    return ptdp_fp8_split_check_all(r->fp8, w, moe.experts == 0 ? 4 : moe.shared > 0 ? 8 : 6, r->tp, msg, n);
 }
 
 /* ------------------------------------------------- one stage and shard */
@@ -296,11 +306,31 @@ static int mlp_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     return PTDP_OK;
 }
 
-/* Block l's experts, last first, then its router (backward order): this
- * EP rank's E / ep of them (all without expert parallelism), each split
- * over TP like the dense MLP — c_fc column-parallel (rows), c_proj
- * row-parallel (columns), its bias whole; the router whole on every TP
- * rank. */
+/* Block l's shared experts (--moe-shared-experts S): one MLP of S F_e,
+ * split over TP like the dense MLP and summed over DP like it (every
+ * replica runs it on its own tokens: never dispatched). */
+static int shared_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_expert *x, int l)
+{
+    const ptdp_model_config *c = &m->cfg;
+    const int C = c->hidden, S = ptdp_gpt(c)->moe_shared_experts * ptdp_gpt_moe_ffn(c);
+    const int t = m->mesh->tp_rank, Sl = S / m->mesh->tp;
+    const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
+    char name[PTDP_NAME_MAX];
+#define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.shared_experts.%s", l, what), \
+                        ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+    x->proj_b = ADD("c_proj.bias", 1, C, true, PTDP_SHARD_NONE, 0, 0, 1, C, PTDP_INIT_ZEROS, 0.0);
+    x->proj_w = LIN(ADD("c_proj.weight", C, S, false, PTDP_SHARD_COLS, 0, t * Sl, C, Sl, PTDP_INIT_NORMAL, proj_std));
+    x->fc_w = LIN(ADD("c_fc.weight", S, C, false, PTDP_SHARD_ROWS, t * Sl, 0, Sl, C, PTDP_INIT_NORMAL, INIT_STD));
+    x->fc_b = ADD("c_fc.bias", 1, S, true, PTDP_SHARD_ROWS, 0, t * Sl, 1, Sl, PTDP_INIT_ZEROS, 0.0);
+#undef ADD
+    return x->fc_b != NULL ? PTDP_OK : PTDP_EINVAL;
+}
+
+/* Block l's shared experts (if any), its routed experts, last first, then
+ * its router (backward order): this EP rank's E / ep of them (all without
+ * expert parallelism), each split over TP like the dense MLP — c_fc
+ * column-parallel (rows), c_proj row-parallel (columns), its bias whole;
+ * the router whole on every TP rank. */
 static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l)
 {
     const ptdp_model_config *c = &m->cfg;
@@ -312,6 +342,8 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
     const int El = ptdp_moe_experts_here(m->mesh, E, &e0);
     if ((b->experts = calloc((size_t)El, sizeof *b->experts)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory describing the experts", dev->rank);
+    if (ptdp_gpt(c)->moe_shared_experts > 0 && shared_lay_out(dev, m, &b->shared, l) != 0)
+        return PTDP_EINVAL;
 #define ADD(what, ...) (snprintf(name, sizeof name, "transformer.h.%d.mlp.%s", l, what), \
                         ptdp_model_add_param(dev, m, name, __VA_ARGS__))
 #define EXPERT(e, what) (snprintf(name, sizeof name, "transformer.h.%d.mlp.experts.%d.%s", l, e, what), \
@@ -511,8 +543,9 @@ static int gpt_init(ptdp_device *dev, ptdp_model *m)
     /* under SP a stage boundary carries the rank's positions only */
     m->boundary_cols = gpt->seq_len / (m->mesh->cp > 1 ? m->mesh->cp : 1) / (m->mesh->sp ? tp : 1) * c->hidden;
     int moe = 0;   /* an MoE block: a router and 4 tensors an expert for the MLP's 4 */
-    for (int l = m->layer_begin; l < m->layer_end; l++)
-        moe += ptdp_gpt_block_is_moe(c, l) ? 2 + 4 * gpt->moe_experts - 4 : 0;   /* and the bias */
+    for (int l = m->layer_begin; l < m->layer_end; l++)   /* and the bias, and the shared experts' 4 */
+        moe += ptdp_gpt_block_is_moe(c, l) ? 2 + 4 * gpt->moe_experts - 4 + (gpt->moe_shared_experts > 0 ? 4 : 0)
+                                           : 0;
     int rc = ptdp_model_reserve_params(dev, m, 12 * nb + 5 + moe);
     if (rc == 0)
         rc = lay_out(dev, m, g);

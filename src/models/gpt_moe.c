@@ -128,6 +128,8 @@ static ptdp_moe_pass mixture(ptdp_gpt_pass *k, int i, const ptdp_moe_settings *s
         .choices = ptdp_gpt_of(k->m)->blocks[i].choices,
         .kind = &gpt_mlp, .model = k,
         .experts = ptdp_gpt_of(k->m)->blocks[i].experts,
+        .shared = ptdp_gpt_of(k->m)->blocks[i].shared.fc_w != NULL ? &ptdp_gpt_of(k->m)->blocks[i].shared : NULL,
+        .F_shared = s->shared * ptdp_gpt_moe_ffn(&k->m->cfg) / k->m->mesh->tp,   /* --moe-shared-experts */
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,
         .rc = k->rc,
     };

@@ -132,7 +132,8 @@ ptdp_moe_settings ptdp_gpt_moe_settings(const ptdp_model_config *c)
                                 .aux_loss = gpt->moe_aux_loss, .score = gpt->moe_score,
                                 .route_scale = gpt->moe_route_scale, .bias_update = gpt->moe_bias_update,
                                 .groups = gpt->moe_groups, .group_top_k = gpt->moe_group_top_k,
-                                .z_loss = gpt->moe_z_loss, .dense_first = gpt->moe_dense_first };
+                                .z_loss = gpt->moe_z_loss, .dense_first = gpt->moe_dense_first,
+                                .shared = gpt->moe_shared_experts };
 }
 
 bool ptdp_gpt_block_is_moe(const ptdp_model_config *c, int l)

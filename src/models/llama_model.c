@@ -170,8 +170,10 @@ static int llama_fp8_check(const ptdp_model_config *c, const ptdp_model_run *r, 
         { "feed_forward.w2.weight", C, F, PTDP_SHARD_COLS, 1 },
         { "feed_forward.experts.w1.weight", Fe, C, PTDP_SHARD_ROWS, 1 },
         { "feed_forward.experts.w2.weight", C, Fe, PTDP_SHARD_COLS, 1 },
+        { "feed_forward.shared_experts.w1.weight", s->moe.shared * Fe, C, PTDP_SHARD_ROWS, 1 },
+        { "feed_forward.shared_experts.w2.weight", C, s->moe.shared * Fe, PTDP_SHARD_COLS, 1 },
     };
-    return ptdp_fp8_split_check_all(r->fp8, w, s->moe.experts > 0 ? 7 : 5, r->tp, msg, n);
+    return ptdp_fp8_split_check_all(r->fp8, w, s->moe.experts == 0 ? 5 : s->moe.shared > 0 ? 9 : 7, r->tp, msg, n);
 }
 
 /* What the llama runs on beyond its caps: experts as any model's
@@ -291,6 +293,10 @@ static int llama_from_metadata(ptdp_model_config *c, const char *key, long long 
     }
     if (strcmp(key, "moe_dense_first") == 0 && value >= 0 && value <= 0x7fffffff) {   /* K > 0 files alone */
         ptdp_llama(c)->moe.dense_first = (int)value;
+        return PTDP_OK;
+    }
+    if (strcmp(key, "moe_shared_experts") == 0 && value >= 0 && value <= 0x7fffffff) {   /* S > 0 files alone */
+        ptdp_llama(c)->moe.shared = (int)value;
         return PTDP_OK;
     }
     for (int k = 0; k < (int)(sizeof meta_keys / sizeof meta_keys[0]); k++)
@@ -443,7 +449,8 @@ static int llama_init(ptdp_device *dev, ptdp_model *m)
     m->input_tokens = true;
     m->label_cols = s->seq_len;
     m->boundary_cols = s->seq_len / m->mesh->cp / (m->mesh->sp ? tp : 1) * c->hidden;   /* CP, SP: the rank's */
-    int rc = ptdp_model_reserve_params(dev, m, nb * (9 + 3 * s->moe.experts + 2) + 3);   /* with experts (and a bias): at most */
+    /* with experts (a bias, shared ones): at most */
+    int rc = ptdp_model_reserve_params(dev, m, nb * (9 + 3 * s->moe.experts + 2 + (s->moe.shared > 0 ? 3 : 0)) + 3);
     if (rc == 0)
         rc = lay_out(dev, m, p);
     if (rc == 0 && (m->first_stage || m->last_stage)) {

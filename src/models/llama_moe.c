@@ -150,6 +150,8 @@ static ptdp_moe_pass mixture(ptdp_llama_pass *k, ptdp_linear_pass linear, int i)
         .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp, .router = l->blocks[i].gate,
         .bias = l->blocks[i].expert_bias, .choices = l->blocks[i].choices, .kind = &swiglu, .model = k,
         .experts = l->blocks[i].experts,
+        .shared = l->blocks[i].shared.w1 != NULL ? &l->blocks[i].shared : NULL,   /* --moe-shared-experts */
+        .F_shared = s->shared * ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp,
         .tally = sv != NULL ? &sv->moe_tally : NULL, .block = i, .nblocks = sv != NULL ? sv->nblocks : 0,
         .rc = k->rc,
     };
@@ -203,6 +205,11 @@ int ptdp_llama_moe_list_params(const ptdp_model_config *c, int l, ptdp_param_inf
         ADD(C, F, "layers.%d.feed_forward.experts.%d.w2.weight", l, e);
         ADD(F, C, "layers.%d.feed_forward.experts.%d.w3.weight", l, e);
     }
+    if (s->shared > 0) {   /* the shared experts: one SwiGLU of S F_e */
+        ADD(s->shared * F, C, "layers.%d.feed_forward.shared_experts.w1.weight", l);
+        ADD(C, s->shared * F, "layers.%d.feed_forward.shared_experts.w2.weight", l);
+        ADD(s->shared * F, C, "layers.%d.feed_forward.shared_experts.w3.weight", l);
+    }
     ADD(E, C, "layers.%d.feed_forward.gate.weight", l);
     if (s->score == PTDP_MOE_SIGMOID) {   /* DeepSeek-V3's selection bias [E] */
         ADD(1, E, "layers.%d.feed_forward.gate.expert_bias", l);
@@ -237,8 +244,20 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
         if (m->mesh->ep > 1)   /* summed over the ranks that hold the same experts (mesh.h) */
             x->w1->sum.replicas = x->w3->sum.replicas = x->w2->sum.replicas = PTDP_GROUP_EDP;
     }
-#undef LIN
 #undef ADD
+    if (s->shared > 0) {   /* one SwiGLU of S F_e, split over TP like the dense one, summed over DP */
+        const int S = s->shared * F, Sl = S / m->mesh->tp;
+#define ADD(what, ...) (snprintf(name, sizeof name, "layers.%d.feed_forward.shared_experts.%s", l, what), \
+                        ptdp_model_add_param(dev, m, name, __VA_ARGS__))
+        ptdp_llama_expert *x = &b->shared;
+        x->w2 = LIN(ADD("w2.weight", C, S, false, PTDP_SHARD_COLS, 0, t * Sl, C, Sl, PTDP_INIT_NORMAL, proj_std));
+        x->w3 = LIN(ADD("w3.weight", S, C, false, PTDP_SHARD_ROWS, t * Sl, 0, Sl, C, PTDP_INIT_NORMAL, INIT_STD));
+        x->w1 = LIN(ADD("w1.weight", S, C, false, PTDP_SHARD_ROWS, t * Sl, 0, Sl, C, PTDP_INIT_NORMAL, INIT_STD));
+#undef ADD
+        if (x->w1 == NULL)
+            return PTDP_EINVAL;
+    }
+#undef LIN
     snprintf(name, sizeof name, "layers.%d.feed_forward.gate.weight", l);
     b->gate = ptdp_model_add_param(dev, m, name, E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
     if (b->gate != NULL && s->score == PTDP_MOE_SIGMOID) {   /* zero, no gradient, no decay (a bias) */

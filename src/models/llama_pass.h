@@ -47,6 +47,9 @@ typedef struct {
                                        per expert [E] (host); else NULL     */
     ptdp_llama_expert *experts;     /* MoE: this EP rank's (host); NULL when
                                        dense                                */
+    ptdp_llama_expert shared;       /* MoE, --moe-shared-experts S: one SwiGLU
+                                       of S F_e every token takes; its
+                                       params NULL without                 */
 } ptdp_llama_block;
 
 /* What the llama keeps beside the interface's fields (model->impl). */

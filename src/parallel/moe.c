@@ -22,6 +22,16 @@
  * The router's arithmetic is nn/moe_route.c; this file runs it in a
  * block, with the experts, the dispatch and the combine.
  *
+ * Shared experts (DeepSeek's, --moe-shared-experts S): S experts every
+ * token takes, one FFN of the kind S F_e wide — never routed, gated or
+ * dispatched, split over TP like the dense FFN:
+ *
+ *   out = sum_j g_j expert_{e_j}(n)  +  shared(n)
+ *
+ * It runs after the combine on all R rows, through the kind's own forward
+ * and backward as one expert of R rows; its input gradient is added to
+ * the routed one's.
+ *
  * Capacity (GShard's groups, one sequence a group): with a factor c each
  * expert takes at most ceil(c k T / E) choices of a sequence, in position
  * order; a choice beyond contributes nothing, and the kept gates are not
@@ -102,6 +112,7 @@ struct ptdp_moe_acts {
     int *per_expert;
     ptdp_real *x;                        /* EP: here x C, the dispatched inputs */
     ptdp_real *keep[PTDP_MOE_KEEP_MAX];  /* here x F each: what the experts keep */
+    ptdp_real *shared_keep[PTDP_MOE_KEEP_MAX];   /* rows x F_shared each: the shared FFN's */
     double aux;
 };
 
@@ -136,7 +147,8 @@ void ptdp_moe_free(ptdp_device *dev, ptdp_moe_acts **a)
     if (m == NULL)
         return;
     void *q[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->seq_counts,
-                  m->keep[0], m->keep[1], m->keep[2], m->y, m->x, m->ep != NULL ? m->per_expert : NULL };
+                  m->keep[0], m->keep[1], m->keep[2], m->y, m->x, m->ep != NULL ? m->per_expert : NULL,
+                  m->shared_keep[0], m->shared_keep[1], m->shared_keep[2] };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
         ptdp_free(dev, q[i]);
     ptdp_ep_plan_free(&m->plan);
@@ -290,6 +302,57 @@ static void combine(const ptdp_moe_acts *m, ptdp_tensor out)
         }
 }
 
+/* The shared FFN as the kind sees it: one expert on all R rows. */
+static ptdp_moe_local shared_of(const ptdp_moe_pass *p, ptdp_real *const *keep, ptdp_real *const *scratch,
+                                const int *rows, int R, int C)
+{
+    ptdp_moe_local f = { .linear = &p->linear, .model = p->model, .experts = p->shared, .local = 1, .here = R,
+                         .rows = rows, .F = p->F_shared, .C = C };
+    for (int i = 0; i < p->kind->nkeep; i++)
+        f.keep[i] = ptdp_tensor_wrap(keep[i], R, p->F_shared);
+    for (int i = 0; scratch != NULL && i < p->kind->nscratch; i++)
+        f.scratch[i] = ptdp_tensor_wrap(scratch[i], R, p->F_shared);
+    return f;
+}
+
+/* out += shared(n), what it keeps in m. */
+static void shared_forward(ptdp_moe_pass *p, ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor out)
+{
+    const int R = n.rows, C = n.cols;
+    for (int i = 0; i < p->kind->nkeep; i++)
+        m->shared_keep[i] = grab(p, (size_t)R * p->F_shared * sizeof(ptdp_real), "acts.moe_shared");
+    ptdp_real *y = grab(p, (size_t)R * C * sizeof(ptdp_real), "acts.moe_shared_out");
+    if (p->rc == 0) {
+        const ptdp_moe_local f = shared_of(p, m->shared_keep, NULL, &R, R, C);
+        p->rc = p->kind->forward(&f, n, ptdp_tensor_wrap(y, R, C));
+    }
+    for (int r = 0; p->rc == 0 && r < R; r++)
+        for (int c = 0; c < C; c++)
+            *ptdp_at(out, r, c) += y[(size_t)r * C + c];
+    ptdp_free(p->dev, y);
+}
+
+/* Its backward, from d (the gradient of out): its gradients, and dn +=
+ * its input gradient. */
+static void shared_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor d, ptdp_tensor dn)
+{
+    const int R = n.rows, C = n.cols;
+    ptdp_real *scratch[PTDP_MOE_KEEP_MAX] = { NULL };
+    for (int i = 0; i < p->kind->nscratch; i++)
+        scratch[i] = grab(p, (size_t)R * p->F_shared * sizeof(ptdp_real), p->kind->scratch[i]);
+    ptdp_real *dx = grab(p, (size_t)R * C * sizeof(ptdp_real), "grad.moe_shared_in");
+    if (p->rc == 0) {
+        const ptdp_moe_local f = shared_of(p, m->shared_keep, scratch, &R, R, C);
+        p->rc = p->kind->backward(&f, n, d, ptdp_tensor_wrap(dx, R, C));
+    }
+    for (int r = 0; p->rc == 0 && r < R; r++)
+        for (int c = 0; c < C; c++)
+            *ptdp_at(dn, r, c) += dx[(size_t)r * C + c];
+    ptdp_free(p->dev, dx);
+    for (int i = p->kind->nscratch - 1; i >= 0; i--)
+        ptdp_free(p->dev, scratch[i]);
+}
+
 /* Route, dispatch, run the experts, bring their outputs home, combine.
  * With expert parallelism the stacked rows travel to the EP rank of their
  * expert and back (ep.h): the dispatched inputs are kept for the
@@ -330,6 +393,8 @@ int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp
     if (m->ep != NULL)
         ptdp_free(p->dev, yr);
     ptdp_free(p->dev, x);
+    if (p->rc == 0 && p->shared != NULL)   /* + shared(n), after the routed sum */
+        shared_forward(p, m, n, out);
     return p->rc;
 }
 
@@ -430,6 +495,8 @@ int ptdp_moe_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, p
                 *ptdp_at(dn, m->token[q], c) += dx[(size_t)q * C + c];
         router_backward(p, m, n, dgate, dz, dn);
     }
+    if (p->rc == 0 && p->shared != NULL)
+        shared_backward(p, m, n, d, dn);
     void *q[] = { dy, dx, dgate, dz };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
         ptdp_free(p->dev, q[i]);

@@ -97,6 +97,10 @@ typedef struct {
     const ptdp_moe_expert_kind *kind;
     void *model;                 /* for the kind: the model's pass         */
     const void *experts;         /* ... and this block's local experts     */
+    const void *shared;          /* --moe-shared-experts: the block's one
+                                    shared FFN (the kind's expert, S F_e
+                                    wide), or NULL                        */
+    int F_shared;                /* its hidden units on this rank: S F_e/tp */
     ptdp_moe_tally **tally;      /* forward: the micro-batch's tally (NULL:
                                     counts nowhere), the block's row      */
     int block, nblocks;
@@ -152,8 +156,10 @@ int ptdp_moe_settings_metadata(const ptdp_moe_settings *s, ptdp_meta_setting *ou
 /* The shapes beyond E, n, F_e and k, into the model's metadata (model.h),
  * each only where it is not the default, so files without them are what
  * they were: the router's score ("moe_score" 1 for sigmoid: the blocks
- * hold an expert bias) and the first dense blocks ("moe_dense_first" K
- * when K > 0: which blocks hold experts).  The number. */
+ * hold an expert bias), the first dense blocks ("moe_dense_first" K
+ * when K > 0: which blocks hold experts) and the shared experts
+ * ("moe_shared_experts" S when S > 0: the blocks hold their FFN).  The
+ * number. */
 int ptdp_moe_shape_metadata(const ptdp_moe_settings *s, const char **keys, char (*values)[32], const char **flags,
                             int max);
 int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double value);

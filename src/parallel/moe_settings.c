@@ -68,6 +68,8 @@ int ptdp_moe_check(const ptdp_moe_settings *s, int ffn, int layers, int tp, cons
         return PTDP_OK;
     if (s->every < 1) BAD("--moe-every %d: must be at least 1", s->every);
     if (s->dense_first < 0) BAD("--moe-dense-first %d: must be 0 or more (the first blocks kept dense)", s->dense_first);
+    if (s->shared < 0 || s->shared > 1 << 12)
+        BAD("--moe-shared-experts %d: must be between 0 (none) and 4096", s->shared);
     if (s->ffn < 0) BAD("--moe-ffn %d: must be at least 1 (0: --ffn)", s->ffn);
     if (s->top_k < 1 || s->top_k > s->experts)
         BAD("--moe-top-k %d: must be between 1 and --moe-experts %d", s->top_k, s->experts);
@@ -140,6 +142,11 @@ int ptdp_moe_shape_metadata(const ptdp_moe_settings *s, const char **keys, char 
         keys[n] = "moe_dense_first";
         flags[n] = "--moe-dense-first";
         snprintf(values[n++], 32, "%d", s->dense_first);
+    }
+    if (s->experts > 0 && s->shared > 0 && n < max) {   /* the shared experts' width: a shape */
+        keys[n] = "moe_shared_experts";
+        flags[n] = "--moe-shared-experts";
+        snprintf(values[n++], 32, "%d", s->shared);
     }
     return n;
 }
