@@ -125,8 +125,7 @@ static void print_fp8(FILE *f, const ptdp_plan_request *rq)
     else
         fprintf(f, "; %s gives no memory bandwidth: quantization free\n", p->name);
     if (experts_of(&rq->model) > 0)
-        fprintf(f, "  (the experts' products are priced at the %s peak, as without --fp8)\n",
-                rq->bf16 ? "bf16" : PTDP_REAL_NAME);
+        fprintf(f, "  (the experts' products too, by their rows, without the GEMM curve, as without --fp8)\n");
 }
 
 void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,

@@ -230,8 +230,8 @@ typedef struct ptdp_model_plan {
      * micro-batch of b samples on a tp x cp device with ep expert ranks
      * (selective: the attention core again in the backward; split: B
      * without the deferred dW; fp8: the attention's linear layers as
-     * flops prices them, the experts at the peak, as the run charges
-     * them).  Both NULL: the model has no experts. */
+     * flops prices them and the experts' by their rows, at the FP8 peak
+     * with their quantization, as the run charges them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
                 bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
