@@ -146,6 +146,9 @@ static void usage(void)
         "                      runs them (R: tensorwise, delayed, blockwise or mxfp8): at the\n"
         "                      profile's FP8 peak (its bf16 peak without one), plus the passes\n"
         "                      that quantize their operands at its memory bandwidth\n"
+        "  --fp8-comm          with --fp8: expert parallelism's forward dispatch as FP8 rows (codes\n"
+        "                      and tiles' scales, as ptdp train --fp8-comm sends it) and ZeRO-3's\n"
+        "                      gathers of the quantized weights as their E4M3 codes\n"
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
@@ -313,6 +316,7 @@ static int parse(int argc, char **argv, plan_options *o)
             rq->bf16 = k == 1;
         }
         else if (ptdp_args_is(&a, "--fp8")) rc = read_fp8(&a, rq);
+        else if (ptdp_args_is(&a, "--fp8-comm")) rc = ptdp_args_switch(&a, &rq->fp8_comm);
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
@@ -452,6 +456,9 @@ static int validate(plan_options *o)
         if (need[k].flag != NULL && need[k].value == 0)
             return ptdp_usage_error("plan", "%s is required (ptdp plan --help lists the flags)", need[k].flag);
     }
+    if (rq->fp8_comm && rq->fp8 == NULL)   /* ptdp train's words */
+        return ptdp_usage_error("plan", "--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs "
+                                "--fp8 R (tensorwise, delayed, blockwise or mxfp8)");
     if (o->profile_name == NULL)
         return ptdp_usage_error("plan", "--profile is required: the cluster to plan for (one of %s)", names);
     if ((rq->profile = ptdp_profile_find(o->profile_name)) == NULL)

@@ -50,6 +50,7 @@
 #include "ptdp/plan.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/train.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/fp8_quant.h"
 
@@ -239,6 +240,49 @@ TEST(moe_tests, test_fp8_plan_moe_is_the_simulators)
         printf("fp8 blockwise, %-14s step plan %.9g s, measured %.9g s\n", profiles[i], t.step_s, m);
         ck_assert_msg(fabs(t.step_s / m - 1) <= 1e-6, "%s --fp8 blockwise: step plan %.9g s, measured %.9g s",
                       profiles[i], t.step_s, m);
+    }
+}
+END_TEST
+
+/* --fp8-comm: EP's forward dispatch sends each routed row as C E4M3
+ * codes of 1 B and its 1 x c tiles' scales, two all-to-alls (ep.h), in
+ * place of C reals.  Dp 2 ep 2, k = E = 4: a device sends kept (ep-1)/ep =
+ * 512 rows of C = 64 a block, 2 blocks; the plan's EP term moves by
+ * exactly 2 (a2a(512 C r) - a2a(512 C) - a2a(512 tiles r)) with blockwise
+ * (1 x 128 tiles: one scale a row) and mxfp8 (1 x 32: two), and its step
+ * is the simulator's (ptdp train --fp8-comm) to 1e-6.  (Rows this short
+ * save fewer bytes than the second all-to-all's latency costs: the term
+ * grows here, as the run's does.) */
+TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
+{
+    static const char *const recipes[] = { "blockwise", "mxfp8" };
+    static const double tiles[] = { 1, 2 };
+    const moe_case k = { "fp8-comm", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", "dgx-h100",
+                         false, true, 1, 1, 0 };
+    for (int i = 0; i < 2; i++) {
+        ptdp_plan_request rq = request_of(&k);
+        const ptdp_plan_layout l = layout_of(&k);
+        rq.fp8 = ptdp_fp8_recipe_find(recipes[i]);
+        ptdp_plan_time plain, comm;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &plain), 0);
+        rq.fp8_comm = true;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &comm), 0);
+        const double rows = 2 * 32 * 4 / 2.0, C = 64, r = sizeof(ptdp_real);
+        const ptdp_profile *p = rq.profile;
+        const double a2a_rows = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C * r), 2, 1);
+        const double a2a_fp8 = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C), 2, 1) +
+                               ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * tiles[i] * r),
+                                                          2, 1);
+        const double want = 2 * (a2a_rows - a2a_fp8);
+        ck_assert_msg(fabs(plain.ep_comm_s - comm.ep_comm_s - want) <= 1e-12 * plain.ep_comm_s,
+                      "--fp8 %s --fp8-comm: EP %.9g s, without %.9g s: apart %.9g s, want %.9g s", recipes[i],
+                      comm.ep_comm_s, plain.ep_comm_s, plain.ep_comm_s - comm.ep_comm_s, want);
+        ck_assert(ptdp_ep_fp8_row_bytes(rq.fp8, 64) == C + tiles[i] * r);
+        const double m = measured_step(&rq, &l);
+        printf("--fp8 %-9s --fp8-comm: step plan %.9g s, measured %.9g s (EP %.4g s, without %.4g s)\n",
+               recipes[i], comm.step_s, m, comm.ep_comm_s, plain.ep_comm_s);
+        ck_assert_msg(fabs(comm.step_s / m - 1) <= 1e-6, "--fp8 %s --fp8-comm: step plan %.9g s, measured %.9g s",
+                      recipes[i], comm.step_s, m);
     }
 }
 END_TEST

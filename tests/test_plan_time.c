@@ -216,6 +216,47 @@ TEST(agree_tests, test_fp8_amax_reduces_planned)
 }
 END_TEST
 
+/* --fp8 delayed max-reduces its step amaxes over DP once a step
+ * (fp8_linear.c): 3 reals a parameter tensor of the device's model.  The
+ * plan's step is tensorwise's plus exactly that all-reduce, its own term
+ * (fp8_amax_s), and the simulator's step to 1e-6 — at dp 4 the GPT's
+ * 2 + 4 x 12 + 2 tensors, 624 bytes; at dp 2 x pp 2 each stage its own
+ * (the last 2 x 12 + 2 and the tied embedding's copy: 324 bytes), the
+ * step the slowest stage's end after it (within 1% of the term). */
+TEST(agree_tests, test_fp8_delayed_prices_its_amax_table)
+{
+    static const row rows[] = {
+        { "dgx-h100: dp 4", 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, "dgx-h100", 0 },
+        { "dgx-h100: dp 2 x pp 2", 2, 1, 2, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, true, "dgx-h100",
+          0 },
+    };
+    const double bytes[] = { 3 * 52 * sizeof(ptdp_real), 3 * 27 * sizeof(ptdp_real) };
+    for (int i = 0; i < 2; i++) {
+        ptdp_plan_request rq = request(&rows[i], BATCH);
+        const ptdp_plan_layout l = layout_of(&rows[i], BATCH);
+        ptdp_plan_time tw, dl;
+        rq.fp8 = ptdp_fp8_recipe_find("tensorwise");
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &tw), 0);
+        rq.fp8 = ptdp_fp8_recipe_find("delayed");
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &dl), 0);
+        const double want = ptdp_cost_collective_nodes(rq.profile, PTDP_COLL_ALL_REDUCE, (uint64_t)bytes[i],
+                                                       rows[i].dp, 1);
+        ck_assert_msg(tw.fp8_amax_s == 0 && dl.fp8_amax_s == want, "%s: the amax table %.9g s, want %.9g s",
+                      rows[i].what, dl.fp8_amax_s, want);
+        /* one stage: the step's difference; two: the slower stage's end, near it */
+        const double tol = rows[i].pp == 1 ? 1e-12 * dl.step_s : 0.01 * want;
+        ck_assert_msg(fabs(dl.step_s - tw.step_s - want) <= tol, "%s: delayed %.12g s, tensorwise "
+                      "%.12g s: apart by %.9g s, the all-reduce %.9g s", rows[i].what, dl.step_s, tw.step_s,
+                      dl.step_s - tw.step_s, want);
+        const double m = measure(&rq, &l);
+        printf("%-24s delayed: step plan %.9g s measured %.9g s (the amax table %.4g s)\n", rows[i].what,
+               dl.step_s, m, want);
+        ck_assert_msg(fabs(dl.step_s / m - 1) <= 1e-6, "%s --fp8 delayed: plan %.9g s, measured %.9g s",
+                      rows[i].what, dl.step_s, m);
+    }
+}
+END_TEST
+
 /* On dgx-a100-80g (no FP8 peak) a block's forward under --fp8 is bf16's
  * plus its four linear layers' quantization passes — X and W of each:
  *

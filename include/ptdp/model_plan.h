@@ -173,6 +173,8 @@ typedef struct {
     double params_dense;     /* parameters summed over DP: the block's, with
                                 the router, without the experts             */
     double params_expert;    /* of one expert on this TP rank                */
+    double tensors;          /* its parameter tensors on this device: the
+                                block's, the router's, the local experts'   */
     double kept_bytes;       /* a micro-batch keeps, minus a dense block's   */
     double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
                                       backward                             */

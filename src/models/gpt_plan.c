@@ -325,6 +325,9 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
                o->here * (ptdp_gpt_cost_expert_dw_proj(p, &s, 1, Fe) + ptdp_gpt_cost_expert_dw_fc(p, &s, 1, Fe));
     o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
     o->params_expert = 2 * C * Fe + Fe + C;
+    /* ln_1, c_attn, attn.c_proj, ln_2 (a weight and a bias each), the router
+     * (and DeepSeek's selection bias), each local expert's four */
+    o->tensors = 8 + 1 + (g->moe_score == PTDP_MOE_SIGMOID ? 1 : 0) + 4 * o->local;
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +

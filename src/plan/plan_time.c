@@ -84,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/fp8_quant.h"
 #include "ptdp/schedule.h"
@@ -124,6 +125,7 @@ typedef struct {
     unit_kind kind;
     double fwd, bwd, bwd_in, w;   /* seconds on the compute stream       */
     double numel;                  /* parameters (this TP rank's)         */
+    double tensors;                /* its parameter tensors               */
     double experts;                /* of them, a mixture's experts        */
     double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
     bool tied_copy;                /* the head: the embeddings' matrix here too (tied) */
@@ -134,6 +136,7 @@ typedef struct {
     int nunits;
     unit_cost *u;
     double numel;                  /* the chunk's parameters              */
+    double tensors;                /* its parameter tensors               */
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
     double ep_f, ep_b;             /* and the experts' all-to-alls        */
@@ -223,6 +226,18 @@ static double unit_params(const ptdp_plan_tensors *t)
     return n;
 }
 
+/* --fp8-comm with a recipe of tiles along the rows (EP runs no other):
+ * the forward dispatch as ptdp train --fp8-comm sends it, each row C codes
+ * and its tiles' scales (ep.h); else `a2a`, the rows in reals. */
+static double fp8_dispatch(const ctx *x, double kept, double C, double a2a)
+{
+    const ptdp_fp8_recipe *r = x->rq->fp8;
+    if (!x->rq->fp8_comm || r == NULL || r->whole_tensor || x->mesh.ep < 2)
+        return a2a;
+    const double tiles = (ptdp_ep_fp8_row_bytes(r, (int)C) - C) / (double)sizeof(ptdp_real);
+    return ptdp_ep_price_dispatch_fp8(&x->mesh.ep_group, kept, C, tiles);
+}
+
 /* A mixture of experts' block (model_plan.h, uniform routing): the
  * block beside its experts and the experts on their rows, the attention's
  * TP all-reduce and the experts' on their rows (tp_price.c), CP's ring,
@@ -236,13 +251,15 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
+    const double dispatch = fp8_dispatch(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
-    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + 2 * ep.a2a + ep.cp_counts;
+    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + dispatch + ep.a2a + ep.cp_counts;
     u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->w = x->split_bw ? secs(x, ms.w) : 0;
     u->experts = mo.local * mo.params_expert;
     u->numel = mo.params_dense + u->experts;
+    u->tensors = mo.tensors;
     u->local = mo.local;
     u->Fe = mo.Fe;
     u->E = mo.E;
@@ -250,7 +267,7 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     pc->tp_b += tp;
     pc->cp_f += cp.f + ep.cp_counts;
     pc->cp_b += cp.b;
-    pc->ep_f += ep.counts + 2 * ep.a2a;
+    pc->ep_f += ep.counts + dispatch + ep.a2a;
     pc->ep_b += 2 * ep.a2a;
 }
 
@@ -266,6 +283,7 @@ static void embed_unit(const ctx *x, unit_cost *u, chunk_cost *pc)
     u->bwd_in = secs(x, fb->embed_bwd) + tp.b;
     u->w = x->split_bw ? secs(x, f->embed_w) : 0;
     u->numel = unit_params(&x->par.embed);
+    u->tensors = x->par.embed.n;
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
 }
@@ -280,6 +298,7 @@ static void block_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb
     u->bwd_in = secs(x, fb->block_bwd) + tp.b + cp.b;
     u->w = x->split_bw ? secs(x, f->block_w) : 0;
     u->numel = unit_params(&x->par.block);
+    u->tensors = x->par.block.n;
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
     pc->cp_f += cp.f;
@@ -302,6 +321,7 @@ static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
     u->w = x->split_bw ? secs(x, f->head_w) : 0;
     u->tied_copy = x->par.tied && !first;
     u->numel = unit_params(&x->par.head) + (u->tied_copy ? (double)s->Vl * s->C : 0);
+    u->tensors = x->par.head.n + (u->tied_copy ? 1 : 0);
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
 }
@@ -340,6 +360,7 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
             u->bwd_in += u->fwd;
         }
         pc->numel += u->numel;
+        pc->tensors += u->tensors;
         if (x->z3) {
             u->gather = dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
             u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
@@ -819,6 +840,20 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
     }
 }
 
+/* --fp8 delayed (fp8_linear.c): after the optimizer each device's step
+ * amaxes — 3 reals (X, W, dY) a parameter tensor of its model, every
+ * chunk of stage st — are max-reduced over its DP group, once a step,
+ * so that every replica keeps the same histories. */
+static double fp8_amax_table(const ctx *x, const chunk_cost *pc, int st)
+{
+    if (x->rq->fp8 == NULL || !x->rq->fp8->uses_history || x->mesh.ndp < 2)
+        return 0;
+    double tensors = 0;
+    for (int k = 0; k < x->v; k++)
+        tensors += pc[chunk_at(x, st, k)].tensors;
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, 3 * tensors * REAL);
+}
+
 /* Every model chunk's units and its F, B (B, W) on the compute stream,
  * what an overlapped pair could hide of them, and the message after it:
  * the boundary's activation, rows x (T / cp / (sp ? tp : 1)) x C. */
@@ -1129,7 +1164,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (rc == 0)
         rc = play_m(e, l->pp, l->micro_batches, v, pc, send, &pt);
 
-    double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
+    double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0, amax_max = 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double traffic, exposed;
         pt.end[st] = after_backward(&x, pc, &pt, st, z2_rs, mine, &z1_gather[st], &traffic, &exposed);
@@ -1143,14 +1178,17 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double opt, gather;
         optimizer_and_gather(&x, pc, st, z1_gather[st], &opt, &gather);
+        const double amax = fp8_amax_table(&x, pc, st);
         opt_max = opt > opt_max ? opt : opt_max;
-        post = opt + gather > post ? opt + gather : post;
+        amax_max = amax > amax_max ? amax : amax_max;
+        post = opt + gather + amax > post ? opt + gather + amax : post;
     }
     if (rc == 0) {
         report(&x, mp, pc, send, &pt, sync + post, out);
         out->dp_comm_s = dp_total;
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
+        out->fp8_amax_s = amax_max;
     }
     for (int g = 0; pc != NULL && g < P; g++)
         free(pc[g].u);
