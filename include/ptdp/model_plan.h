@@ -117,6 +117,12 @@ typedef struct {
      * ptdp_model_ops.tp_share ranks); 0 when the layout has none. */
     int share_block;
     double share_size;
+    /* The block's weights --fp8 quantizes (its linear layers', this TP
+     * rank's part), rows x cols each: ZeRO-3's gathers under --fp8-comm
+     * send them as E4M3 codes.  The embeddings and the head keep their
+     * precision (model.h), so they have none. */
+    int fp8_weights;
+    double fp8_rows[PTDP_PLAN_TENSORS_MAX], fp8_cols[PTDP_PLAN_TENSORS_MAX];
 } ptdp_plan_params;
 
 /* What a micro-batch of b samples holds on a tp x cp device beyond what its

@@ -133,6 +133,13 @@ typedef struct {
     double fp8_amax_s;             /* --fp8 delayed: its step amaxes (3 reals a
                                       parameter tensor) max-reduced over DP
                                       after the optimizer, once a step       */
+    /* --fp8-comm under ZeRO-3: one round of the fullest stage's gathers
+     * (each micro-batch's forward, and again its backward) — psi its
+     * parameters on a device, psi_fp8 of them in weights FP8 quantizes,
+     * their amaxes — and the bytes gathered: psi_fp8 codes of 1 B + the
+     * rest in the store's type + the amaxes' reals, beside psi in the
+     * store's type (2 psi under bf16).  Zeros otherwise. */
+    double zero3_psi, zero3_psi_fp8, zero3_amaxes, zero3_gather_bytes, zero3_gather_bytes_store;
     double tokens_per_s;
     double model_flops;            /* a step: 72 B s l h^2 (1 + s/6h + V/12lh)    */
     double hardware_flops;         /* a step, counting recomputation              */

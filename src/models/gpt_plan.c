@@ -128,6 +128,12 @@ static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params
     o->block_subunit = fmax(fmax(Fl * C + Fl + 2 * C, 3 * Cl * C + 3 * Cl + 2 * C), fmax(C * Fl + C, C * Cl + C));
     o->sp_sums_block = 4;   /* ln_1's and ln_2's weights and biases */
     o->sp_sums_head = 2;    /* LN_f's */
+    o->fp8_weights = 4;     /* c_attn, attn.c_proj, c_fc, mlp.c_proj */
+    const double rows[] = { 3 * Cl, C, Fl, C }, cols[] = { C, Cl, C, Fl };
+    for (int j = 0; j < 4; j++) {
+        o->fp8_rows[j] = rows[j];
+        o->fp8_cols[j] = cols[j];
+    }
 }
 
 /* What a micro-batch holds beyond its blocks (gpt.c, gpt_ops.c), bytes:

@@ -162,6 +162,9 @@ typedef struct {
                                       split (B without the deferred dW)        */
     ptdp_price_fb tp_block, cp_ring;   /* a block's TP (or SP) collectives and
                                       CP's ring: every block's, priced once    */
+    double fp8_codes, fp8_amaxes;  /* --fp8-comm under ZeRO-3: a dense block's
+                                      quantized weights' elements, sent as
+                                      codes, and their amaxes (zero3_gather) */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
@@ -326,6 +329,43 @@ static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
     pc->tp_b += tp.b;
 }
 
+/* ZeRO-3's gather of a unit before its forward and its backward: its
+ * parameters in the store's type (2 B bf16, 4 B float) — or under
+ * --fp8-comm each element of a weight FP8 quantizes as its E4M3 code (1
+ * B) and the rest in the store's type, after one all-reduce (MAX) over
+ * the ZeRO group of those weights' amaxes, one a weight (tensorwise,
+ * delayed) or a tile (blockwise 128 x 128, mxfp8 1 x 32), so that every
+ * shard quantizes by the whole weight's scales:
+ *
+ *     ψ_q codes + (ψ − ψ_q) store + amaxes r     in place of   ψ store
+ *
+ * A dense block's weights (the model's fp8 list); the embeddings, the
+ * head and a mixture's block gather as before. */
+static double zero3_gather(const ctx *x, const unit_cost *u)
+{
+    const bool dense = u->kind == UNIT_BLOCK && u->E == 0;
+    if (!x->rq->fp8_comm || x->rq->fp8 == NULL || !dense)
+        return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL) +
+           dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, x->fp8_codes + (u->numel - x->fp8_codes) * x->store);
+}
+
+/* The block's FP8 weights (ptdp_plan_params) for zero3_gather: their
+ * elements, and their amaxes by the recipe's weight tile (0: whole along
+ * that side; one scale a tensor: one tile). */
+static void fp8_block_weights(ctx *x)
+{
+    const ptdp_fp8_recipe *r = x->rq->fp8;
+    x->fp8_codes = x->fp8_amaxes = 0;
+    for (int j = 0; r != NULL && j < x->par.fp8_weights; j++) {
+        const double rows = x->par.fp8_rows[j], cols = x->par.fp8_cols[j];
+        const double tr = r->weight_tile[0] > 0 ? r->weight_tile[0] : rows;
+        const double tc = r->weight_tile[1] > 0 ? r->weight_tile[1] : cols;
+        x->fp8_codes += rows * cols;
+        x->fp8_amaxes += r->whole_tensor ? 1 : ceil(rows / tr) * ceil(cols / tc);
+    }
+}
+
 /* The units of model chunk g of P and its F, B (and B, W split) times:
  * the embeddings on the first chunk, its blocks (a mixture's priced as
  * one, moe_unit), the head on the last; full recomputation redoes each
@@ -362,7 +402,7 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         pc->numel += u->numel;
         pc->tensors += u->tensors;
         if (x->z3) {
-            u->gather = dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+            u->gather = zero3_gather(x, u);
             u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
         }
     }
@@ -936,6 +976,7 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     x->sp = l->sp && l->tp > 1;
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
     (*mp)->params(c, l->tp, x->sp, &x->par);
+    fp8_block_weights(x);
     x->S = (double)x->shape.R * x->shape.C * REAL;
     const bool fp8 = rq->fp8 != NULL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, rq->bf16, fp8,
@@ -1090,6 +1131,33 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
     return sync;
 }
 
+/* --fp8-comm under ZeRO-3: the fullest stage's gathers, one round, in
+ * bytes (zero3_gather's), beside its parameters in the store's type. */
+static void zero3_fp8_bytes(const ctx *x, const chunk_cost *pc, ptdp_plan_time *out)
+{
+    if (!x->z3 || !x->rq->fp8_comm || x->rq->fp8 == NULL)
+        return;
+    for (int st = 0; st < x->l->pp; st++) {
+        double psi = 0, q = 0, amaxes = 0;
+        for (int k = 0; k < x->v; k++) {
+            const chunk_cost *c = &pc[chunk_at(x, st, k)];
+            for (int i = 0; i < c->nunits; i++) {
+                const bool dense = c->u[i].kind == UNIT_BLOCK && c->u[i].E == 0;
+                psi += c->u[i].numel;
+                q += dense ? x->fp8_codes : 0;
+                amaxes += dense ? x->fp8_amaxes : 0;
+            }
+        }
+        if (psi > out->zero3_psi) {
+            out->zero3_psi = psi;
+            out->zero3_psi_fp8 = q;
+            out->zero3_amaxes = amaxes;
+            out->zero3_gather_bytes = q + (psi - q) * x->store + amaxes * REAL;
+            out->zero3_gather_bytes_store = psi * x->store;
+        }
+    }
+}
+
 /* The answer: the step, the slowest chunk's phases and what they spend
  * communicating, and the FLOP rates of the step. */
 static void report(const ctx *x, const ptdp_model_plan *mp, const chunk_cost *pc, const double *send,
@@ -1189,6 +1257,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
         out->fp8_amax_s = amax_max;
+        zero3_fp8_bytes(&x, pc, out);
     }
     for (int g = 0; pc != NULL && g < P; g++)
         free(pc[g].u);
