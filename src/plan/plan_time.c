@@ -229,16 +229,17 @@ static double unit_params(const ptdp_plan_tensors *t)
     return n;
 }
 
-/* --fp8-comm with a recipe of tiles along the rows (EP runs no other):
- * the forward dispatch as ptdp train --fp8-comm sends it, each row C codes
- * and its tiles' scales (ep.h); else `a2a`, the rows in reals. */
-static double fp8_dispatch(const ctx *x, double kept, double C, double a2a)
+/* The forward's two all-to-alls, the dispatch and the combine: each
+ * `a2a`, the rows in reals — or under --fp8-comm with a recipe of tiles
+ * along the rows (EP runs no other) the dispatch as ptdp train
+ * --fp8-comm sends it, each row C codes and its tiles' scales (ep.h). */
+static double forward_exchanges(const ctx *x, double kept, double C, double a2a)
 {
     const ptdp_fp8_recipe *r = x->rq->fp8;
     if (!x->rq->fp8_comm || r == NULL || r->whole_tensor || x->mesh.ep < 2)
-        return a2a;
+        return 2 * a2a;
     const double tiles = (ptdp_ep_fp8_row_bytes(r, (int)C) - C) / (double)sizeof(ptdp_real);
-    return ptdp_ep_price_dispatch_fp8(&x->mesh.ep_group, kept, C, tiles);
+    return ptdp_ep_price_dispatch_fp8(&x->mesh.ep_group, kept, C, tiles) + a2a;
 }
 
 /* A mixture of experts' block (model_plan.h, uniform routing): the
@@ -254,9 +255,9 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
-    const double dispatch = fp8_dispatch(x, mo.kept, s->C, ep.a2a);
+    const double a2a_f = forward_exchanges(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
-    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + dispatch + ep.a2a + ep.cp_counts;
+    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + a2a_f + ep.cp_counts;
     u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->w = x->split_bw ? secs(x, ms.w) : 0;
@@ -270,7 +271,7 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     pc->tp_b += tp;
     pc->cp_f += cp.f + ep.cp_counts;
     pc->cp_b += cp.b;
-    pc->ep_f += ep.counts + dispatch + ep.a2a;
+    pc->ep_f += ep.counts + a2a_f;
     pc->ep_b += 2 * ep.a2a;
 }
 
