@@ -130,6 +130,9 @@ typedef struct {
     double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
     bool tied_copy;                /* the head: the embeddings' matrix here too (tied) */
     double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
+    double gather_amax;            /* ... and under --fp8-comm the amaxes'
+                                      all-reduces before each gather, which
+                                      hold the compute stream (zero3_gather) */
 } unit_cost;
 
 typedef struct {
@@ -330,25 +333,37 @@ static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
     pc->tp_b += tp.b;
 }
 
+/* Does ZeRO-3 gather this unit in FP8 (--fp8-comm: a dense block, whose
+ * weights the model's fp8 list gives; the embeddings, the head and a
+ * mixture's block gather as before)? */
+static bool fp8_gathered(const ctx *x, const unit_cost *u)
+{
+    return x->z3 && x->rq->fp8_comm && x->rq->fp8 != NULL && u->kind == UNIT_BLOCK && u->E == 0;
+}
+
 /* ZeRO-3's gather of a unit before its forward and its backward: its
  * parameters in the store's type (2 B bf16, 4 B float) — or under
- * --fp8-comm each element of a weight FP8 quantizes as its E4M3 code (1
- * B) and the rest in the store's type, after one all-reduce (MAX) over
- * the ZeRO group of those weights' amaxes, one a weight (tensorwise,
- * delayed) or a tile (blockwise 128 x 128, mxfp8 1 x 32), so that every
- * shard quantizes by the whole weight's scales:
+ * --fp8-comm (zero3_fp8.c) each element of a weight FP8 quantizes as its
+ * E4M3 code (1 B) and the rest in the store's type,
  *
- *     ψ_q codes + (ψ − ψ_q) store + amaxes r     in place of   ψ store
+ *     ψ_q codes + (ψ − ψ_q) store      in place of   ψ store
  *
- * A dense block's weights (the model's fp8 list); the embeddings, the
- * head and a mixture's block gather as before. */
-static double zero3_gather(const ctx *x, const unit_cost *u)
+ * after an all-reduce (MAX) over the ZeRO group of those weights' amaxes,
+ * one a weight (tensorwise, delayed) or a tile (blockwise 128 x 128,
+ * mxfp8 1 x 32), and with one scale a weight split over TP one over TP,
+ * so that every shard quantizes by the whole weight's scales.  Those
+ * all-reduces block the compute stream (*amax); the gather may run on
+ * the communication stream (--overlap).  (Each rank's part is padded to
+ * the largest one's: not priced.) */
+static double zero3_gather(const ctx *x, const unit_cost *u, double *amax)
 {
-    const bool dense = u->kind == UNIT_BLOCK && u->E == 0;
-    if (!x->rq->fp8_comm || x->rq->fp8 == NULL || !dense)
+    *amax = 0;
+    if (!fp8_gathered(x, u))
         return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
-    return dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL) +
-           dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, x->fp8_codes + (u->numel - x->fp8_codes) * x->store);
+    *amax = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
+    if (x->rq->fp8->whole_tensor)
+        *amax += ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, x->fp8_codes + (u->numel - x->fp8_codes) * x->store);
 }
 
 /* The block's FP8 weights (ptdp_plan_params) for zero3_gather: their
@@ -403,7 +418,7 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         pc->numel += u->numel;
         pc->tensors += u->tensors;
         if (x->z3) {
-            u->gather = zero3_gather(x, u);
+            u->gather = zero3_gather(x, u, &u->gather_amax);
             u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
         }
     }
@@ -436,7 +451,7 @@ static double walk_units(const ctx *x, const chunk_cost *pc, int which)
         const int i = backward ? n - 1 - j : j, next = backward ? n - 2 - j : j + 1;
         const unit_cost *u = &pc->u[i];
         const bool has_next = j + 1 < n;
-        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which), u->rs, has_next,
+        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which) + u->gather_amax, u->rs, has_next,
                                    has_next ? pc->u[next].gather : 0);
     }
     return w.t;
@@ -940,8 +955,11 @@ static void fp8_amax_reduces(ctx *x, const ptdp_plan_tp_block *n)
     const double tp = ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, REAL);
     const double cp = ptdp_price_collective(&x->mesh.cp_group, PTDP_COLL_ALL_REDUCE, REAL);
     const int layers = n->fp8_column + n->fp8_row;
-    x->tp_block.f += (n->fp8_column + 2 * n->fp8_row) * tp;
-    x->tp_block.b += 2 * layers * tp;
+    /* a block gathered in FP8 holds its weights' scales already (its
+     * gather reduced them, zero3_gather): no W reduced forward or back */
+    const int w = x->z3 && x->rq->fp8_comm ? layers : 0;
+    x->tp_block.f += (n->fp8_column + 2 * n->fp8_row - w) * tp;
+    x->tp_block.b += (2 * layers - w) * tp;
     x->cp_ring.f += layers * cp;
     x->cp_ring.b += 2 * layers * cp;
 }
