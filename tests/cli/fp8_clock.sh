@@ -16,6 +16,8 @@
 #  4. The planner's FP8 terms: delayed's amax table (--explain); --fp8-comm's bytes, EP's
 #     dispatch row and ZeRO-3's round of gathers, in --explain and --json's "fp8" object
 #     (none without --fp8); plan --fp8-comm without --fp8 exits 2 (1. above).
+#  5. The llama's experts under --fp8 pay their quantization passes on the clock, as its dense
+#     layers do: the extra compute of wider experts, by hand.
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -134,6 +136,33 @@ moe=(plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 32 --vocab 62 -
 if run_ok "${moe[@]}" --explain; then
     expect_line "^  --fp8-comm: EP's dispatch sends a row as C = 64 codes of 1 B \+ 2 scales x 4 B = 72 B, in place of C x 4 B = 256 B$" \
                 " --fp8 mxfp8 --fp8-comm( |$)"
+fi
+
+# ---- 5. the llama's experts on the clock --------------------------------------------------
+# Its experts quantize their operands as its dense layers do (llama_moe.c): on dgx-a100-80g (no
+# FP8 peak: the products keep bf16's time) --fp8 adds only quantization passes, (4 + 1) B an
+# element at 2.039 TB/s.  Widening each expert from F_e 64 to 128 (every token to each of the 4
+# experts, k = E: n = 64 x 32 rows an expert) adds, a block and expert, 6 dF C weight elements
+# (W of w1, w2, w3 forward; again in dX) and 4 n dF activation elements (g forward; dY of w1,
+# w3 and g again for dW2): the extra compute under --fp8 beyond bf16's, 2 blocks x 4 experts.
+if command -v python3 >/dev/null; then
+    compute_of() { python3 -c 'import json, sys; print(repr(json.load(open(sys.argv[1]))["devices"][0]["virtual_s"]["compute"]))' "$1"; }
+    c=()
+    for F in 64 128; do
+        for fp8 in "" "--fp8 tensorwise"; do
+            # shellcheck disable=SC2086
+            run_ok train --model llama --moe-experts 4 --moe-top-k 4 --moe-ffn $F --steps 1 --precision bf16 \
+                --profile dgx-a100-80g $fp8 --report "$tmp/l.json" && c+=("$(compute_of "$tmp/l.json")")
+        done
+    done
+    if [[ ${#c[@]} -eq 4 ]] && python3 -c 'import sys
+a16, a8, b16, b8 = map(float, sys.argv[1:5])
+got = (b8 - b16) - (a8 - a16)
+want = 2 * 4 * (6 * 64 * 64 + 4 * 64 * 32 * 64) * 5 / 2.039e12
+print("ok    llama experts: --fp8 adds %.9g s more at F_e 128 than at 64, want %.9g s" % (got, want))
+sys.exit(0 if abs(got - want) <= 1e-6 * want else 1)' "${c[@]}"; then :
+    else fail "the llama's experts under --fp8 on dgx-a100-80g: compute ${c[*]}"
+    fi
 fi
 
 finish fp8_clock "$cases cases: --fp8 on the virtual clock and in the planner"
