@@ -31,6 +31,9 @@ expect_usage "--fp8 e4m3"  -- "${plan[@]}" --profile dgx-h100 --fp8 e4m3
 expect_usage "--fp8"       -- "${plan[@]}" --profile dgx-h100 --fp8
 expect_usage "--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs --fp8 R" \
              -- "${plan[@]}" --profile dgx-h100 --fp8-comm
+# nothing to send in FP8: ZeRO below 3 and no experts (the plan's --zero 1)
+expect_usage "--fp8-comm sends in FP8 expert parallelism's dispatch" \
+             -- "${plan[@]}" --profile dgx-h100 --fp8 blockwise --fp8-comm
 
 # ---- 2. ptdp train ----------------------------------------------------------------
 # key FILE: run.virtual_s and device 0's virtual_s.compute, as "RUN COMPUTE"
