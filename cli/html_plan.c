@@ -21,6 +21,7 @@
 
 #include "html_pages.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 #include "ptdp/html.h"
 #include "ptdp/svg.h"
 
@@ -190,12 +191,15 @@ static int time_bars(ptdp_html *h, const ptdp_plan_candidate *c, int n)
     return rc;
 }
 
-/* The terms of the time bars, by key, under them. */
-static void time_table(ptdp_html *h, const ptdp_plan_candidate *c, int n)
+/* The terms of the time bars, by key, under them; under --fp8 delayed
+ * its amax table's all-reduce a step too (--json's fp8.amax_table_s). */
+static void time_table(ptdp_html *h, const ptdp_plan_request *rq, const ptdp_plan_candidate *c, int n)
 {
+    const bool amaxes = rq->fp8 != NULL && rq->fp8->uses_history;
     ptdp_html_raw(h, "<table>\n<tr><th>#</th><th>step s</th><th>bubble</th><th>forward s</th><th>backward s</th>"
                      "<th>TP comm s</th><th>CP comm s</th><th>EP comm s</th><th>PP message s</th>"
-                     "<th>DP comm s</th><th>DP exposed s</th><th>optimizer s</th></tr>\n");
+                     "<th>DP comm s</th><th>DP exposed s</th><th>optimizer s</th>");
+    ptdp_html_raw(h, amaxes ? "<th>FP8 amaxes s</th></tr>\n" : "</tr>\n");
     static const char *const names[] = { "forward_s", "backward_s", "tp_comm_s", "cp_comm_s", "ep_comm_s",
                                          "pp_comm_s", "dp_comm_s", "dp_exposed_s", "optimizer_s" };
     for (int i = 0; i < n; i++) {
@@ -214,6 +218,8 @@ static void time_table(ptdp_html *h, const ptdp_plan_candidate *c, int n)
             snprintf(key, sizeof key, "time.%s", names[k]);
             cell_number(h, i, key, v[k], 4);
         }
+        if (amaxes)
+            cell_number(h, i, "fp8.amax_table_s", t->fp8_amax_s, 4);
         ptdp_html_raw(h, "</tr>\n");
     }
     ptdp_html_raw(h, "</table>\n");
@@ -222,14 +228,13 @@ static void time_table(ptdp_html *h, const ptdp_plan_candidate *c, int n)
 int ptdp_html_plan(const char *path, const plan_options *o, const ptdp_plan_candidate *c, int n,
                    const char *json, size_t len, char *msg, size_t msglen)
 {
-    (void)o;
     ptdp_html h;
     ptdp_html_begin(&h, "ptdp plan: the fastest layouts that fit");
     table(&h, c, n);
     int rc = memory_bars(&h, c, n);
     if (rc == PTDP_OK)
         rc = time_bars(&h, c, n);
-    time_table(&h, c, n);
+    time_table(&h, &o->rq, c, n);
     ptdp_html_data(&h, json, len);
     return ptdp_html_finish(&h, rc, path, msg, msglen);
 }

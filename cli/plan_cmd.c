@@ -146,6 +146,9 @@ static void usage(void)
         "                      runs them (R: tensorwise, delayed, blockwise or mxfp8): at the\n"
         "                      profile's FP8 peak (its bf16 peak without one), plus the passes\n"
         "                      that quantize their operands at its memory bandwidth\n"
+        "  --fp8-comm          with --fp8: expert parallelism's forward dispatch as FP8 rows (codes\n"
+        "                      and tiles' scales, as ptdp train --fp8-comm sends it) and ZeRO-3's\n"
+        "                      gathers of the quantized weights as their E4M3 codes\n"
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
@@ -313,6 +316,7 @@ static int parse(int argc, char **argv, plan_options *o)
             rq->bf16 = k == 1;
         }
         else if (ptdp_args_is(&a, "--fp8")) rc = read_fp8(&a, rq);
+        else if (ptdp_args_is(&a, "--fp8-comm")) rc = ptdp_args_switch(&a, &rq->fp8_comm);
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
@@ -396,6 +400,29 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     return ops->check_run != NULL ? ops->check_run(&rq->model, &r, msg, len) : PTDP_OK;
 }
 
+/* --fp8-comm prices FP8 on the wire where the run sends it: expert
+ * parallelism's dispatch (a mixture of experts, a recipe of tiles along
+ * the rows, --ep not fixed at 1) or ZeRO-3's gathers (--zero not fixed
+ * below 3).  Flags that leave it neither are refused, as ptdp train
+ * refuses --fp8-comm with nothing to send in FP8. */
+static int fp8_comm_rules(const plan_options *o, char *msg, size_t len)
+{
+    const ptdp_plan_request *rq = &o->rq;
+    if (!rq->fp8_comm || rq->fp8 == NULL)
+        return PTDP_OK;
+    const ptdp_model_plan *mp = ptdp_model_of(&rq->model)->plan;
+    const bool moe = mp->experts != NULL && mp->experts(&rq->model) > 0;
+    const bool ep = moe && !rq->fp8->whole_tensor && rq->ep != 1;
+    const ptdp_zero_stage *z = fixed_zero(rq);
+    if (ep || z == NULL || z->shards_params)
+        return PTDP_OK;
+    snprintf(msg, len, "--fp8-comm sends in FP8 expert parallelism's dispatch (a mixture of experts, --fp8 blockwise "
+             "or mxfp8, --ep 2 or more) or ZeRO-3's parameter gathers (--zero 3): with --zero %d%s there is neither "
+             "to send; leave --fp8-comm out, or let the planner choose --zero (or give --zero 3)", rq->zero,
+             !moe ? " and no experts" : rq->fp8->whole_tensor ? " and one scale a tensor (no EP)" : " and --ep 1");
+    return PTDP_EINVAL;
+}
+
 /* The schedule against the flags that fix chunks, precision and ZeRO:
  * --virtual-stages is for a schedule with chunks; a V or two copies hold
  * two chunks a device always; what the row refuses of its own (bf16,
@@ -452,6 +479,9 @@ static int validate(plan_options *o)
         if (need[k].flag != NULL && need[k].value == 0)
             return ptdp_usage_error("plan", "%s is required (ptdp plan --help lists the flags)", need[k].flag);
     }
+    if (rq->fp8_comm && rq->fp8 == NULL)   /* ptdp train's words */
+        return ptdp_usage_error("plan", "--fp8-comm sends FP8 codes where --fp8 R computes with them: it needs "
+                                "--fp8 R (tensorwise, delayed, blockwise or mxfp8)");
     if (o->profile_name == NULL)
         return ptdp_usage_error("plan", "--profile is required: the cluster to plan for (one of %s)", names);
     if ((rq->profile = ptdp_profile_find(o->profile_name)) == NULL)
@@ -470,7 +500,7 @@ static int validate(plan_options *o)
     char msg[PTDP_MSG_MAX];
     if (ptdp_model_check(m, 1, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
-    if (experts_rules(o, msg, sizeof msg) != 0)
+    if (experts_rules(o, msg, sizeof msg) != 0 || fp8_comm_rules(o, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);
     /* what the fixed flags ask of the model and of N */
     if (rq->tp > 0 && ptdp_model_check(m, rq->tp, 1, msg, sizeof msg) != 0)

@@ -39,6 +39,7 @@
 #include "ptdp/json.h"
 #include "ptdp/schedule.h"
 #include "ptdp/device.h"
+#include "ptdp/ep.h"
 #include "ptdp/fp8_quant.h"
 #include "ptdp/types.h"
 #include "ptdp/zero.h"
@@ -125,8 +126,43 @@ static void print_fp8(FILE *f, const ptdp_plan_request *rq)
     else
         fprintf(f, "; %s gives no memory bandwidth: quantization free\n", p->name);
     if (experts_of(&rq->model) > 0)
-        fprintf(f, "  (the experts' products are priced at the %s peak, as without --fp8)\n",
-                rq->bf16 ? "bf16" : PTDP_REAL_NAME);
+        fprintf(f, "  (the experts' products too, by their rows, without the GEMM curve, as without --fp8)\n");
+    if (rq->fp8_comm)
+        fprintf(f, "  --fp8-comm: EP's forward dispatch as FP8 rows (codes and tiles' scales); ZeRO-3's gathers "
+                "of the FP8 weights as codes, after an all-reduce of their amaxes\n");
+}
+
+/* --fp8-comm's EP dispatch, the bytes of a row of C (ep.h), beside the
+ * reals it replaces; NAN where nothing is sent in FP8 (no EP, or one scale
+ * a tensor, which EP does not run). */
+static double ep_row_bytes(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool fp8)
+{
+    const int C = rq->model.hidden;
+    if (!rq->fp8_comm || rq->fp8 == NULL || rq->fp8->whole_tensor || l->ep < 2 || experts_of(&rq->model) == 0)
+        return NAN;
+    return fp8 ? ptdp_ep_fp8_row_bytes(rq->fp8, C) : (double)C * sizeof(ptdp_real);
+}
+
+/* Under --fp8, --json's "fp8" object (docs/report-schema.md): the recipe,
+ * --fp8-comm, delayed's amax table, the EP row and the ZeRO-3 round in
+ * bytes with FP8 and without (null where they do not apply). */
+static void print_json_fp8(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_time *t = &c->time;
+    const bool z3 = t->zero3_psi > 0;
+    char x[8][PTDP_JSON_NUMBER_MAX];
+    if (rq->fp8 == NULL)
+        return;
+    fprintf(f, ", \"fp8\": {\"recipe\": \"%s\", \"comm\": %s, \"amax_table_s\": %s, \"ep_dispatch_row_bytes\": %s, "
+            "\"ep_dispatch_row_bytes_without\": %s, \"zero3_psi\": %s, \"zero3_psi_fp8\": %s, \"zero3_amaxes\": %s, "
+            "\"zero3_gather_bytes\": %s, \"zero3_gather_bytes_without\": %s}", rq->fp8->name,
+            rq->fp8_comm ? "true" : "false", ptdp_json_number(t->fp8_amax_s, x[0]),
+            ptdp_json_number(ep_row_bytes(rq, &c->layout, true), x[1]),
+            ptdp_json_number(ep_row_bytes(rq, &c->layout, false), x[2]),
+            ptdp_json_number(z3 ? t->zero3_psi : NAN, x[3]), ptdp_json_number(z3 ? t->zero3_psi_fp8 : NAN, x[4]),
+            ptdp_json_number(z3 ? t->zero3_amaxes : NAN, x[5]),
+            ptdp_json_number(z3 ? t->zero3_gather_bytes : NAN, x[6]),
+            ptdp_json_number(z3 ? t->zero3_gather_bytes_store : NAN, x[7]));
 }
 
 void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
@@ -181,7 +217,6 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
 void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search_stats *st,
                           const ptdp_plan_candidate *c, int n)
 {
-    (void)o;
     (void)st;
     char x[16][PTDP_JSON_NUMBER_MAX];
     fprintf(f, "{\"candidates\": [\n");
@@ -209,14 +244,15 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
         fprintf(f,
                 "\"time\": {\"forward_s\": %s, \"backward_s\": %s, \"bubble\": %s, \"tp_comm_s\": %s, "
                 "\"cp_comm_s\": %s, \"pp_comm_s\": %s, \"dp_comm_s\": %s, \"dp_exposed_s\": %s, \"optimizer_s\": %s, "
-                "\"model_flops\": %s, \"hardware_flops\": %s, \"ep_comm_s\": %s}}%s\n",
+                "\"model_flops\": %s, \"hardware_flops\": %s, \"ep_comm_s\": %s}",
                 ptdp_json_number(t->forward_s, x[0]), ptdp_json_number(t->backward_s, x[1]),
                 ptdp_json_number(t->bubble, x[2]), ptdp_json_number(t->tp_comm_s, x[3]),
                 ptdp_json_number(t->cp_comm_s, x[4]), ptdp_json_number(t->pp_comm_s, x[5]),
                 ptdp_json_number(t->dp_comm_s, x[6]), ptdp_json_number(t->dp_exposed_s, x[7]),
                 ptdp_json_number(t->optimizer_s, x[8]), ptdp_json_number(t->model_flops, x[9]),
-                ptdp_json_number(t->hardware_flops, x[10]), ptdp_json_number(t->ep_comm_s, x[11]),
-                i + 1 < n ? "," : "");
+                ptdp_json_number(t->hardware_flops, x[10]), ptdp_json_number(t->ep_comm_s, x[11]));
+        print_json_fp8(f, &o->rq, &c[i]);
+        fprintf(f, "}%s\n", i + 1 < n ? "," : "");
     }
     fprintf(f, "]}\n");
 }
@@ -261,6 +297,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --precision bf16");
     if (rq->fp8 != NULL)
         fprintf(f, " --fp8 %s", rq->fp8->name);
+    if (!isnan(ep_row_bytes(rq, l, true)))   /* where ptdp train sends FP8: EP's dispatch */
+        fprintf(f, " --fp8-comm");
     /* the arena: the plan's peak with room to spare, at least the default 4G */
     const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
     if (mib > 4096)
@@ -369,6 +407,29 @@ static void print_memory_terms(FILE *f, const plan_options *o, const ptdp_plan_c
         fprintf(f, "  total (peak)   %12s\n", gib(m->total, b[0], 32));
 }
 
+/* Under --fp8: delayed's amax table a step; --fp8-comm's bytes, EP's row
+ * and ZeRO-3's round of gathers, beside what they replace. */
+static void print_fp8_terms(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_candidate *c)
+{
+    const ptdp_plan_time *t = &c->time;
+    const double store = rq->bf16 ? 2.0 : (double)sizeof(ptdp_real);
+    if (rq->fp8 != NULL && rq->fp8->uses_history)
+        fprintf(f, "  FP8 amaxes     %12.6g s   --fp8 delayed: 3 reals a parameter tensor max-reduced over DP, "
+                "once a step\n", t->fp8_amax_s);
+    const double row = ep_row_bytes(rq, &c->layout, true);
+    if (!isnan(row))
+        fprintf(f, "  --fp8-comm: EP's dispatch sends a row as C = %d codes of 1 B + %.0f scale%s x %zu B = %.0f B, in "
+                "place of C x %zu B = %.0f B\n", rq->model.hidden, (row - rq->model.hidden) / sizeof(ptdp_real),
+                row - rq->model.hidden == sizeof(ptdp_real) ? "" : "s", sizeof(ptdp_real), row, sizeof(ptdp_real),
+                ep_row_bytes(rq, &c->layout, false));
+    if (t->zero3_psi > 0)
+        fprintf(f, "  --fp8-comm: ZeRO-3 gathers a round (each micro-batch's forward, again its backward)\n"
+                "              psi_q %.0f codes x 1 B + %.0f others x %.0f B + %.0f amaxes x %zu B = %.0f B,\n"
+                "              in place of psi %.0f x %.0f B = %.0f B\n", t->zero3_psi_fp8,
+                t->zero3_psi - t->zero3_psi_fp8, store, t->zero3_amaxes, sizeof(ptdp_real), t->zero3_gather_bytes,
+                t->zero3_psi, store, t->zero3_gather_bytes_store);
+}
+
 /* Time of one step term by term, the bubble beside its textbook formula. */
 static void print_time_terms(FILE *f, const ptdp_plan_request *rq, const ptdp_plan_candidate *c)
 {
@@ -395,6 +456,7 @@ static void print_time_terms(FILE *f, const ptdp_plan_request *rq, const ptdp_pl
             t->bubble, words, ideal);
     print_comm_terms(f, &rq->model, t, (row_of(l)->caps & PTDP_SCHED_PAIRS) != 0);
     fprintf(f, "  optimizer      %12.6g s\n", t->optimizer_s);
+    print_fp8_terms(f, rq, c);
     fprintf(f, "  step           %12.6g s   -> %.6g tokens/s (B s / step = %lld x %d / %.6g)\n", t->step_s,
             t->tokens_per_s, rq->batch, ptdp_model_positions(&rq->model), t->step_s);
 }

@@ -50,7 +50,9 @@
 #include "ptdp/plan.h"
 #include "ptdp/plan_search.h"
 #include "ptdp/train.h"
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
+#include "ptdp/fp8_quant.h"
 
 static const harness_tcase moe_tests = { .name = "plan_moe", .timeout_s = 60 };
 
@@ -162,24 +164,126 @@ static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int l
     return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, fp8, out);
 }
 
-/* Under --fp8 a mixture's block prices its attention's linear layers at
- * dgx-h100's FP8 peak (gpt_cost.h), as the run does, and its experts'
- * rows at the peak, as the run charges them (gpt_moe.c). */
-TEST(moe_tests, test_fp8_prices_the_attention_not_the_experts)
+/* Under --fp8 a mixture's experts are priced as the run charges them
+ * (gpt_moe.c, gpt_cost.h): by their rows, flat, each product at the FP8
+ * peak plus the quantization of its operands, (4 + 1) bytes an element at
+ * HBM bandwidth.  On dgx-a100-80g (no FP8 peak: the bf16 one) a routed
+ * row costs bf16's plus its rows' share — forward X of c_fc (C) and of
+ * c_proj (F_e), backward dY of each (C, F_e) and X again for each dW —
+ * and each local expert's two weights (2 F_e C) once a forward and once
+ * a backward; on dgx-h100 its products at the FP8 peak. */
+TEST(moe_tests, test_fp8_prices_the_experts)
 {
-    const moe_case k = { "fp8", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
+    const moe_case k = { "fp8", 2, 8, 2, 1, 1, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
                          false, false, 1, 1, 0 };
     ptdp_plan_request rq = request_of(&k);
-    const ptdp_profile *h = ptdp_profile_find("dgx-h100");
-    int layer = 0;
-    ptdp_plan_moe a, b;
-    while (layer < rq.model.layers &&
-           !ptdp_gpt_ops.plan->moe(h, &rq.model, layer, 2, 1, 1, 1, false, false, true, false, &a))
-        layer++;
-    ck_assert_int_lt(layer, rq.model.layers);
-    ck_assert(ptdp_gpt_ops.plan->moe(h, &rq.model, layer, 2, 1, 1, 1, false, false, true, true, &b));
-    ck_assert_msg(b.fwd < a.fwd && b.bwd < a.bwd, "fp8 %g, %g flops; bf16 %g, %g", b.fwd, b.bwd, a.fwd, a.bwd);
-    ck_assert(b.row_fwd == a.row_fwd && b.row_bwd == a.row_bwd);
+    const ptdp_profile *a100 = ptdp_profile_find("dgx-a100-80g"), *h100 = ptdp_profile_find("dgx-h100");
+    ptdp_plan_moe a, b, h16, h8;
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, false, false, true, false, &a));
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, false, false, true, true, &b));
+    const double C = 64, F = 128, per = 312e12 * 5 / 2.039e12;   /* flops at the bf16 peak an element */
+    const double row_f = a.row_fwd + per * (C + F), row_b = a.row_bwd + per * (C + F + F + C);
+    ck_assert_msg(fabs(b.row_fwd - row_f) <= 1e-12 * row_f, "a row forward %.17g flops, want %.17g", b.row_fwd, row_f);
+    ck_assert_msg(fabs(b.row_bwd - row_b) <= 1e-12 * row_b, "a row backward %.17g, want %.17g", b.row_bwd, row_b);
+    ck_assert_double_eq(b.local, 2);
+    const double wq = b.local * per * 2 * F * C;   /* the attention's FP8 beside it: a's and b's fwd apart by more */
+    ck_assert_msg(b.fwd - a.fwd >= wq && b.bwd - a.bwd >= wq, "the experts' weights: fwd +%g, bwd +%g, want >= %g",
+                  b.fwd - a.fwd, b.bwd - a.bwd, wq);
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, false, false, true, false, &h16));
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, false, false, true, true, &h8));
+    /* dgx-h100: the row's four products (2 C F_e each, forward two,
+     * backward four) at the FP8 peak, the rest as in bf16 */
+    const double ratio = ptdp_profile_peak(h100, 1) / ptdp_profile_peak_fp8(h100), G = 2 * C * F;
+    const double ph = ptdp_profile_peak(h100, 1) * 5 / h100->hbm_Bps;
+    const double hf = (h16.row_fwd - 2 * G) + 2 * G * ratio + ph * (C + F);
+    const double hb = (h16.row_bwd - 4 * G) + 4 * G * ratio + ph * (2 * C + 2 * F);
+    ck_assert_msg(fabs(h8.row_fwd - hf) <= 1e-12 * hf && fabs(h8.row_bwd - hb) <= 1e-12 * hb,
+                  "dgx-h100: a row %.17g, %.17g flops in FP8, want %.17g, %.17g", h8.row_fwd, h8.row_bwd, hf, hb);
+    ck_assert(ratio < 1);
+}
+END_TEST
+
+/* The second step's virtual time of `ptdp train` on the plan's layout. */
+static double measured_step(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(rq, l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20 };
+    ptdp_train_result res;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &res, msg, sizeof msg) == 0, "ptdp_train: %s", msg);
+    ck_assert_int_eq(res.completed, 2);
+    const double t = res.log[1].virtual_s;
+    ptdp_train_result_free(&res);
+    return t;
+}
+
+/* The planner's step of a mixture under --fp8 blockwise (the tiles: EP
+ * refuses one scale a tensor) against the simulator's, on both profiles:
+ * the experts' products at the FP8 peak (dgx-h100), the quantization on
+ * top of bf16's (dgx-a100-80g).  Every token routed to every expert (k =
+ * E), so the rows are the plan's and the step is the simulator's to 1e-6
+ * (the experts priced as without --fp8 left it 0.7% short). */
+TEST(moe_tests, test_fp8_plan_moe_is_the_simulators)
+{
+    static const char *const profiles[] = { "dgx-h100", "dgx-a100-80g" };
+    for (int i = 0; i < 2; i++) {
+        const moe_case k = { profiles[i], 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b",
+                             profiles[i], false, true, 1, 1, 0 };
+        ptdp_plan_request rq = request_of(&k);
+        rq.fp8 = ptdp_fp8_recipe_find("blockwise");
+        const ptdp_plan_layout l = layout_of(&k);
+        ptdp_plan_time t;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        const double m = measured_step(&rq, &l);
+        printf("fp8 blockwise, %-14s step plan %.9g s, measured %.9g s\n", profiles[i], t.step_s, m);
+        ck_assert_msg(fabs(t.step_s / m - 1) <= 1e-6, "%s --fp8 blockwise: step plan %.9g s, measured %.9g s",
+                      profiles[i], t.step_s, m);
+    }
+}
+END_TEST
+
+/* --fp8-comm: EP's forward dispatch sends each routed row as C E4M3
+ * codes of 1 B and its 1 x c tiles' scales, two all-to-alls (ep.h), in
+ * place of C reals.  Dp 2 ep 2, k = E = 4: a device sends kept (ep-1)/ep =
+ * 512 rows of C = 64 a block, 2 blocks; the plan's EP term moves by
+ * exactly 2 (a2a(512 C r) - a2a(512 C) - a2a(512 tiles r)) with blockwise
+ * (1 x 128 tiles: one scale a row) and mxfp8 (1 x 32: two), and its step
+ * is the simulator's (ptdp train --fp8-comm) to 1e-6.  (Rows this short
+ * save fewer bytes than the second all-to-all's latency costs: the term
+ * grows here, as the run's does.) */
+TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
+{
+    static const char *const recipes[] = { "blockwise", "mxfp8" };
+    static const double tiles[] = { 1, 2 };
+    const moe_case k = { "fp8-comm", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", "dgx-h100",
+                         false, true, 1, 1, 0 };
+    for (int i = 0; i < 2; i++) {
+        ptdp_plan_request rq = request_of(&k);
+        const ptdp_plan_layout l = layout_of(&k);
+        rq.fp8 = ptdp_fp8_recipe_find(recipes[i]);
+        ptdp_plan_time plain, comm;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &plain), 0);
+        rq.fp8_comm = true;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &comm), 0);
+        const double rows = 2 * 32 * 4 / 2.0, C = 64, r = sizeof(ptdp_real);
+        const ptdp_profile *p = rq.profile;
+        const double a2a_rows = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C * r), 2, 1);
+        const double a2a_fp8 = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C), 2, 1) +
+                               ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * tiles[i] * r),
+                                                          2, 1);
+        const double want = 2 * (a2a_rows - a2a_fp8);
+        ck_assert_msg(fabs(plain.ep_comm_s - comm.ep_comm_s - want) <= 1e-12 * plain.ep_comm_s,
+                      "--fp8 %s --fp8-comm: EP %.9g s, without %.9g s: apart %.9g s, want %.9g s", recipes[i],
+                      comm.ep_comm_s, plain.ep_comm_s, plain.ep_comm_s - comm.ep_comm_s, want);
+        ck_assert(ptdp_ep_fp8_row_bytes(rq.fp8, 64) == C + tiles[i] * r);
+        const double m = measured_step(&rq, &l);
+        printf("--fp8 %-9s --fp8-comm: step plan %.9g s, measured %.9g s (EP %.4g s, without %.4g s)\n",
+               recipes[i], comm.step_s, m, comm.ep_comm_s, plain.ep_comm_s);
+        ck_assert_msg(fabs(comm.step_s / m - 1) <= 1e-6, "--fp8 %s --fp8-comm: step plan %.9g s, measured %.9g s",
+                      recipes[i], comm.step_s, m);
+    }
 }
 END_TEST
 

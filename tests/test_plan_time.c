@@ -216,6 +216,111 @@ TEST(agree_tests, test_fp8_amax_reduces_planned)
 }
 END_TEST
 
+/* --fp8 delayed max-reduces its step amaxes over DP once a step
+ * (fp8_linear.c): 3 reals a parameter tensor of the device's model.  The
+ * plan's step is tensorwise's plus exactly that all-reduce, its own term
+ * (fp8_amax_s), and the simulator's step to 1e-6 — at dp 4 the GPT's
+ * 2 + 4 x 12 + 2 tensors, 624 bytes; at dp 2 x pp 2 each stage its own
+ * (the last 2 x 12 + 2 and the tied embedding's copy: 324 bytes), the
+ * step the slowest stage's end after it (within 1% of the term). */
+TEST(agree_tests, test_fp8_delayed_prices_its_amax_table)
+{
+    static const row rows[] = {
+        { "dgx-h100: dp 4", 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 1, false, false, true, "dgx-h100", 0 },
+        { "dgx-h100: dp 2 x pp 2", 2, 1, 2, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 0, false, false, true, "dgx-h100",
+          0 },
+    };
+    const double bytes[] = { 3 * 52 * sizeof(ptdp_real), 3 * 27 * sizeof(ptdp_real) };
+    for (int i = 0; i < 2; i++) {
+        ptdp_plan_request rq = request(&rows[i], BATCH);
+        const ptdp_plan_layout l = layout_of(&rows[i], BATCH);
+        ptdp_plan_time tw, dl;
+        rq.fp8 = ptdp_fp8_recipe_find("tensorwise");
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &tw), 0);
+        rq.fp8 = ptdp_fp8_recipe_find("delayed");
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &dl), 0);
+        const double want = ptdp_cost_collective_nodes(rq.profile, PTDP_COLL_ALL_REDUCE, (uint64_t)bytes[i],
+                                                       rows[i].dp, 1);
+        ck_assert_msg(tw.fp8_amax_s == 0 && dl.fp8_amax_s == want, "%s: the amax table %.9g s, want %.9g s",
+                      rows[i].what, dl.fp8_amax_s, want);
+        /* one stage: the step's difference; two: the slower stage's end, near it */
+        const double tol = rows[i].pp == 1 ? 1e-12 * dl.step_s : 0.01 * want;
+        ck_assert_msg(fabs(dl.step_s - tw.step_s - want) <= tol, "%s: delayed %.12g s, tensorwise "
+                      "%.12g s: apart by %.9g s, the all-reduce %.9g s", rows[i].what, dl.step_s, tw.step_s,
+                      dl.step_s - tw.step_s, want);
+        const double m = measure(&rq, &l);
+        printf("%-24s delayed: step plan %.9g s measured %.9g s (the amax table %.4g s)\n", rows[i].what,
+               dl.step_s, m, want);
+        ck_assert_msg(fabs(dl.step_s / m - 1) <= 1e-6, "%s --fp8 delayed: plan %.9g s, measured %.9g s",
+                      rows[i].what, dl.step_s, m);
+    }
+}
+END_TEST
+
+/* --fp8-comm under ZeRO-3: each block's gather sends the elements of its
+ * four FP8 weights (c_attn 3C x C, c_proj C x C, c_fc F x C, c_proj C x F)
+ * as 1-byte codes and the rest (biases, norms, the embeddings, the head) in
+ * bf16, after an all-reduce of the weights' amaxes over the ZeRO group: 4
+ * (tensorwise), 7 tiles of 128 x 128 (blockwise: 2 + 1 + 2 + 2 at C 64,
+ * F 256), 1536 of 1 x 32 (mxfp8: 192·2 + 64·2 + 256·2 + 64·8).  The GPT
+ * of the rows above, bf16, dp 4, ZeRO-3: ψ = 4 x 49984 + 6144 + 128, ψ_q =
+ * 4 x 49152; one round ψ_q + 2 (ψ - ψ_q) + 4 amaxes bytes against 2ψ.
+ * And on a GPT large enough for bytes to tell (C 1024, seq 256, dp 4, M 2,
+ * no overlap: every gather on the critical path, twice a micro-batch) the
+ * step moves by exactly 2 M L (gather in FP8 - gather in bf16). */
+TEST(unit_tests, test_fp8_comm_prices_zero3_gathers)
+{
+    static const char *const recipes[] = { "tensorwise", "blockwise", "mxfp8", "delayed" };
+    static const double amaxes[] = { 4, 7, 1536, 4 };
+    const row r = { "zero-3", 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 3, false, false, true, "dgx-h100", 0 };
+    const double psi = 4 * 49984.0 + 6144 + 128, q = 4 * 49152.0;
+    for (int i = 0; i < 4; i++) {
+        ptdp_plan_request rq = request(&r, BATCH);
+        const ptdp_plan_layout l = layout_of(&r, BATCH);
+        rq.fp8 = ptdp_fp8_recipe_find(recipes[i]);
+        ptdp_plan_time plain, comm;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &plain), 0);
+        rq.fp8_comm = true;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &comm), 0);
+        ck_assert(plain.zero3_gather_bytes == 0 && plain.zero3_psi == 0);
+        const double want = q + 2 * (psi - q) + 4 * amaxes[i] * sizeof(ptdp_real);
+        ck_assert_msg(comm.zero3_psi == psi && comm.zero3_psi_fp8 == q && comm.zero3_amaxes == 4 * amaxes[i] &&
+                      comm.zero3_gather_bytes == want && comm.zero3_gather_bytes_store == 2 * psi,
+                      "--fp8 %s: psi %.0f (want %.0f), fp8 %.0f (%.0f), amaxes %.0f (%.0f), %.0f bytes (%.0f), "
+                      "store %.0f (%.0f)", recipes[i], comm.zero3_psi, psi, comm.zero3_psi_fp8, q, comm.zero3_amaxes,
+                      4 * amaxes[i], comm.zero3_gather_bytes, want, comm.zero3_gather_bytes_store, 2 * psi);
+    }
+    ptdp_plan_request rq = ptdp_plan_request_defaults();
+    rq.model = gpt_of((gpt_shape){ .layers = 4, .hidden = 1024, .ffn = 4096, .heads = 8, .seq_len = 256,
+                                   .vocab = 1024 }, 0);
+    rq.batch = 8;
+    rq.gpus = 4;
+    rq.profile = ptdp_profile_find("dgx-h100");
+    rq.bf16 = true;
+    rq.fp8 = ptdp_fp8_recipe_find("blockwise");
+    const ptdp_plan_layout l = { .dp = 4, .tp = 1, .pp = 1, .cp = 1, .micro_batch_size = 1, .micro_batches = 2,
+                                 .virtual_stages = 1, .recompute = PTDP_RECOMPUTE_NONE, .zero = 3,
+                                 .schedule = ptdp_schedule_find("1f1b") };
+    ptdp_plan_time plain, comm;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &plain), 0);
+    rq.fp8_comm = true;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &comm), 0);
+    const double C = 1024, F = 4096, wq = 3 * C * C + C * C + F * C + C * F, block = wq + 3 * C + F + C + 6 * C;
+    const double tiles = 24 * 8 + 8 * 8 + 32 * 8 + 8 * 32;
+    const double g16 = ptdp_cost_collective_nodes(rq.profile, PTDP_COLL_ALL_GATHER, (uint64_t)(2 * block), 4, 1);
+    const double g8 = ptdp_cost_collective_nodes(rq.profile, PTDP_COLL_ALL_REDUCE,
+                                                 (uint64_t)(tiles * sizeof(ptdp_real)), 4, 1) +
+                      ptdp_cost_collective_nodes(rq.profile, PTDP_COLL_ALL_GATHER,
+                                                 (uint64_t)(wq + 2 * (block - wq)), 4, 1);
+    const double want = 2 * 2 * 4 * (g8 - g16);
+    printf("zero-3, C 1024: step %.9g s with --fp8-comm, %.9g s without: %+.4g s, want %+.4g s\n", comm.step_s,
+           plain.step_s, comm.step_s - plain.step_s, want);
+    ck_assert_msg(want < 0 && fabs(comm.step_s - plain.step_s - want) <= 1e-9 * plain.step_s,
+                  "--fp8-comm: step %.12g s, without %.12g s, apart %.9g s, want %.9g s", comm.step_s, plain.step_s,
+                  comm.step_s - plain.step_s, want);
+}
+END_TEST
+
 /* On dgx-a100-80g (no FP8 peak) a block's forward under --fp8 is bf16's
  * plus its four linear layers' quantization passes — X and W of each:
  *

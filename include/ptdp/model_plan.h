@@ -117,6 +117,12 @@ typedef struct {
      * ptdp_model_ops.tp_share ranks); 0 when the layout has none. */
     int share_block;
     double share_size;
+    /* The block's weights --fp8 quantizes (its linear layers', this TP
+     * rank's part), rows x cols each: ZeRO-3's gathers under --fp8-comm
+     * send them as E4M3 codes.  The embeddings and the head keep their
+     * precision (model.h), so they have none. */
+    int fp8_weights;
+    double fp8_rows[PTDP_PLAN_TENSORS_MAX], fp8_cols[PTDP_PLAN_TENSORS_MAX];
 } ptdp_plan_params;
 
 /* What a micro-batch of b samples holds on a tp x cp device beyond what its
@@ -173,6 +179,8 @@ typedef struct {
     double params_dense;     /* parameters summed over DP: the block's, with
                                 the router, without the experts             */
     double params_expert;    /* of one expert on this TP rank                */
+    double tensors;          /* its parameter tensors on this device: the
+                                block's, the router's, the local experts'   */
     double kept_bytes;       /* a micro-batch keeps, minus a dense block's   */
     double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
                                       backward                             */
@@ -230,8 +238,8 @@ typedef struct ptdp_model_plan {
      * micro-batch of b samples on a tp x cp device with ep expert ranks
      * (selective: the attention core again in the backward; split: B
      * without the deferred dW; fp8: the attention's linear layers as
-     * flops prices them, the experts at the peak, as the run charges
-     * them).  Both NULL: the model has no experts. */
+     * flops prices them and the experts' by their rows, at the FP8 peak
+     * with their quantization, as the run charges them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
                 bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);

@@ -79,6 +79,10 @@ typedef struct {
     const struct ptdp_fp8_recipe *fp8;   /* --fp8 R: the linear layers'
                                     products priced at the FP8 peak with
                                     their quantization (clock.h), or NULL  */
+    bool fp8_comm;               /* --fp8-comm (with fp8): EP's forward
+                                    dispatch as FP8 rows (ep.h), ZeRO-3's
+                                    gathers of the quantized weights as
+                                    their codes (plan_time.c)              */
 } ptdp_plan_request;
 
 /* The request with nothing fixed: AdamW, ptdp train's bucket, float. */
@@ -126,6 +130,16 @@ typedef struct {
     double dp_comm_s;              /* DP / ZeRO traffic a step                    */
     double dp_exposed_s;           /* of it, what the compute stream waits for   */
     double optimizer_s;
+    double fp8_amax_s;             /* --fp8 delayed: its step amaxes (3 reals a
+                                      parameter tensor) max-reduced over DP
+                                      after the optimizer, once a step       */
+    /* --fp8-comm under ZeRO-3: one round of the fullest stage's gathers
+     * (each micro-batch's forward, and again its backward) — psi its
+     * parameters on a device, psi_fp8 of them in weights FP8 quantizes,
+     * their amaxes — and the bytes gathered: psi_fp8 codes of 1 B + the
+     * rest in the store's type + the amaxes' reals, beside psi in the
+     * store's type (2 psi under bf16).  Zeros otherwise. */
+    double zero3_psi, zero3_psi_fp8, zero3_amaxes, zero3_gather_bytes, zero3_gather_bytes_store;
     double tokens_per_s;
     double model_flops;            /* a step: 72 B s l h^2 (1 + s/6h + V/12lh)    */
     double hardware_flops;         /* a step, counting recomputation              */

@@ -31,29 +31,33 @@
 /* ------------------------------------------------ the GPT's expert */
 
 /* Member e of a group: local expert e, c_fc or c_proj.  A dW W runs later
- * is priced at the peak, as the experts' forward and backward are. */
+ * is priced by its rows, as the experts' forward and backward are
+ * (gpt_cost.h: flat, or under --fp8 at the FP8 peak with its quantization). */
 static ptdp_linear_layer expert_fc(const void *of, int e)
 {
     const ptdp_moe_local *f = of;
+    const ptdp_gpt_pass *k = f->model;
     const ptdp_gpt_expert *x = &((const ptdp_gpt_expert *)f->experts)[e];
     return (ptdp_linear_layer){
         .split = PTDP_SPLIT_COLUMN, .w = x->fc_w, .b = x->fc_b,
-        .w_flops = ptdp_linear_flops_backward_weight(f->rows[e], f->C, f->F),
+        .w_flops = ptdp_gpt_cost_expert_dw_fc(k->dev->profile, &k->shape, f->rows[e], f->F),
     };
 }
 
 static ptdp_linear_layer expert_proj(const void *of, int e)
 {
     const ptdp_moe_local *f = of;
+    const ptdp_gpt_pass *k = f->model;
     const ptdp_gpt_expert *x = &((const ptdp_gpt_expert *)f->experts)[e];
     return (ptdp_linear_layer){
         .split = PTDP_SPLIT_ROW, .w = x->proj_w, .b = x->proj_b,
-        .w_flops = ptdp_linear_flops_backward_weight(f->rows[e], f->F, f->C),
+        .w_flops = ptdp_gpt_cost_expert_dw_proj(k->dev->profile, &k->shape, f->rows[e], f->F),
     };
 }
 
 /* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b,
- * charged at the peak by the rows.  Under TP each rank holds F/tp of every
+ * charged by the rows (at the peak; under --fp8 at the FP8 peak with the
+ * quantization of its operands, gpt_cost.h).  Under TP each rank holds F/tp of every
  * expert's hidden units: the group's partial sums g W_proj^T are
  * all-reduced over the TP group where the experts ran, once for all (g of
  * Megatron's f/g), then each bias — so the outputs go home whole, and the
@@ -68,8 +72,7 @@ static int mlp_forward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor y)
     for (int e = 0; e < f->local; e++) {
         const int n = f->rows[e];
         if (n > 0)
-            price.flops += ptdp_linear_flops_forward(n, f->C, f->F) + ptdp_gelu_flops_forward((size_t)n * f->F) +
-                           ptdp_linear_flops_forward(n, f->F, f->C);
+            price.flops += ptdp_gpt_cost_expert_forward(k->dev->profile, &k->shape, n, f->F, true);
     }
     ptdp_linear_pass c = *f->linear;   /* bf16: h rounded, as the dense MLP's c_fc output */
     k->rc = ptdp_parallel_linear_group_forward(&c, &fc, h, x, NULL);
@@ -93,12 +96,8 @@ static int mlp_backward(const ptdp_moe_local *f, ptdp_tensor x, ptdp_tensor dy, 
     ptdp_linear_charge price = { 0 };
     for (int e = 0; e < f->local; e++) {
         const int n = f->rows[e];
-        if (n > 0 && !later)
-            price.flops += ptdp_linear_flops_backward(n, f->F, f->C) + ptdp_gelu_flops_backward((size_t)n * f->F) +
-                           ptdp_linear_flops_backward(n, f->C, f->F);
-        else if (n > 0)
-            price.flops += ptdp_linear_flops_backward_input(n, f->F, f->C) +
-                           ptdp_gelu_flops_backward((size_t)n * f->F) + ptdp_linear_flops_backward_input(n, f->C, f->F);
+        if (n > 0)
+            price.flops += ptdp_gpt_cost_expert_backward(k->dev->profile, &k->shape, n, f->F, later, true);
     }
     k->rc = ptdp_parallel_linear_group_backward(&c, &proj, &dH, dy, f->keep[1], NULL);
     if (k->rc != 0)

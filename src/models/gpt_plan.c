@@ -128,6 +128,12 @@ static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params
     o->block_subunit = fmax(fmax(Fl * C + Fl + 2 * C, 3 * Cl * C + 3 * Cl + 2 * C), fmax(C * Fl + C, C * Cl + C));
     o->sp_sums_block = 4;   /* ln_1's and ln_2's weights and biases */
     o->sp_sums_head = 2;    /* LN_f's */
+    o->fp8_weights = 4;     /* c_attn, attn.c_proj, c_fc, mlp.c_proj */
+    const double rows[] = { 3 * Cl, C, Fl, C }, cols[] = { C, Cl, C, Fl };
+    for (int j = 0; j < 4; j++) {
+        o->fp8_rows[j] = rows[j];
+        o->fp8_cols[j] = cols[j];
+    }
 }
 
 /* What a micro-batch holds beyond its blocks (gpt.c, gpt_ops.c), bytes:
@@ -290,7 +296,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
     s.selective = selective;
     s.split = split;
-    s.fp8 = fp8;     /* the attention's linear layers (gpt_cost.h); the experts below at the peak */
+    s.fp8 = fp8;     /* the attention's linear layers and the experts' (gpt_cost.h) */
     s.bf16 = bf16;
     const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = s.R;
     const int Fe = ptdp_gpt_moe_ffn(c) / tp;
@@ -312,20 +318,22 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
              ptdp_gpt_cost_block_out_forward(p, &s);
     o->bwd = ptdp_gpt_cost_attn_backward(p, &s) + ptdp_gpt_cost_ln1_backward(p, &s) +
              ptdp_gpt_cost_moe_backward(p, &s, (int)E);
-    o->row_fwd = ptdp_linear_flops_forward(1, (int)C, Fe) + ptdp_gelu_flops_forward((size_t)Fe) +
-                 ptdp_linear_flops_forward(1, Fe, (int)C);
-    o->row_bwd = ptdp_linear_flops_backward(1, Fe, (int)C) + ptdp_gelu_flops_backward((size_t)Fe) +
-                 ptdp_linear_flops_backward(1, (int)C, Fe);
-    if (split) {   /* W: the attention's two dW, the router's and each routed row's two (at the peak) */
-        o->row_bwd = ptdp_linear_flops_backward_input(1, Fe, (int)C) + ptdp_gelu_flops_backward((size_t)Fe) +
-                     ptdp_linear_flops_backward_input(1, (int)C, Fe);
+    /* a routed row through its expert, as gpt_moe.c charges it (gpt_cost.h) */
+    o->row_fwd = ptdp_gpt_cost_expert_forward(p, &s, 1, Fe, false);
+    o->row_bwd = ptdp_gpt_cost_expert_backward(p, &s, 1, Fe, split, false);
+    if (fp8) {   /* and each local expert's two weights quantized, once a pass (every one runs) */
+        o->fwd += o->local * ptdp_gpt_cost_expert_forward(p, &s, 0, Fe, true);
+        o->bwd += o->local * ptdp_gpt_cost_expert_backward(p, &s, 0, Fe, split, true);
+    }
+    if (split)   /* W: the attention's two dW, the router's and each routed row's two */
         o->w = ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) +
                ptdp_gpt_cost_dw_router(p, &s, (int)E) +
-               o->here * (ptdp_linear_flops_backward_weight(1, Fe, (int)C) +
-                          ptdp_linear_flops_backward_weight(1, (int)C, Fe));
-    }
+               o->here * (ptdp_gpt_cost_expert_dw_proj(p, &s, 1, Fe) + ptdp_gpt_cost_expert_dw_fc(p, &s, 1, Fe));
     o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
     o->params_expert = 2 * C * Fe + Fe + C;
+    /* ln_1, c_attn, attn.c_proj, ln_2 (a weight and a bias each), the router
+     * (and DeepSeek's selection bias), each local expert's four */
+    o->tensors = 8 + 1 + (g->moe_score == PTDP_MOE_SIGMOID ? 1 : 0) + 4 * o->local;
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +

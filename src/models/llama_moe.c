@@ -34,7 +34,8 @@
  * N(0, (0.02 / sqrt(2 L))²).
  *
  * The clock: the gate's GEMM with the norm's pending flops; each expert's
- * three GEMMs (2 n C F_e each) and its gate, by its rows; the combine's
+ * three GEMMs (2 n C F_e each; under --fp8 at the FP8 peak with their
+ * operands' quantization, as the dense layers') and its gate, by its rows; the combine's
  * 2 k C a token after it (the block's last charge).
  */
 #include <math.h>
@@ -51,14 +52,26 @@
 
 /* ------------------------------------------------ the SwiGLU expert */
 
+/* An expert's product, priced flat by its rows: its flops at the peak, or
+ * under --fp8 at the FP8 peak with the quantization of the `quantized`
+ * elements of its operands, as the dense layers' (clock.h). */
+static double expert_product(const ptdp_moe_local *f, double flops, double quantized)
+{
+    const ptdp_device *dev = ((const ptdp_llama_pass *)f->model)->dev;
+    return dev->fp8 ? ptdp_fp8_flat_cost_flops(dev->profile, dev->bf16, flops, quantized) : flops;
+}
+
 /* Member e of a group: local expert e's w1, w3 (column-parallel) or w2
- * (row-parallel).  A dW W runs later is priced as its GEMM. */
+ * (row-parallel).  A dW W runs later is priced as its GEMM (under --fp8
+ * with its X quantized: n C for w1 and w3, n F_e for w2). */
 static ptdp_linear_layer member(const ptdp_moe_local *f, int e, int which, ptdp_linear_split split)
 {
     const ptdp_llama_expert *x = &((const ptdp_llama_expert *)f->experts)[e];
     const ptdp_param *w[] = { x->w1, x->w3, x->w2 };
+    const double in = which == 2 ? f->F : f->C;
     return (ptdp_linear_layer){ .split = split, .w = w[which], .accumulate_dx = which == 1,
-                                .w_flops = ptdp_matmul_flops(f->rows[e], f->F, f->C) };
+                                .w_flops = expert_product(f, ptdp_matmul_flops(f->rows[e], f->F, f->C),
+                                                          f->rows[e] * in) };
 }
 
 static ptdp_linear_layer expert_w1(const void *of, int e)
@@ -77,14 +90,25 @@ static ptdp_linear_layer expert_w2(const void *of, int e)
 }
 
 /* The experts' flops by their rows: three GEMMs of 2 n C F_e (each twice
- * in the backward, dX and dW, unless W runs dW) and the gate's. */
+ * in the backward, dX and dW, unless W runs dW) and the gate's.  Under
+ * --fp8 each product quantizes what the dense layers' do (llama_block.c):
+ * forward X and W (w1, w3: n C + F_e C; w2: n F_e + C F_e), dX dY and W
+ * (w2: n C + C F_e; w1, w3: n F_e + F_e C), dW X. */
 static double experts_flops(const ptdp_moe_local *f, bool backward, bool later)
 {
     double flops = 0;
     for (int e = 0; e < f->local; e++) {
+        if (f->rows[e] == 0)
+            continue;
         const double gemm = ptdp_matmul_flops(f->rows[e], f->F, f->C), n = (double)f->rows[e] * f->F;
-        flops += !backward ? 3 * gemm + ptdp_swiglu_flops_forward((size_t)n)
-                           : (later ? 3 : 6) * gemm + ptdp_swiglu_flops_backward((size_t)n);
+        const double x = (double)f->rows[e] * f->C, W = (double)f->F * f->C;
+        if (!backward)
+            flops += 2 * expert_product(f, gemm, x + W) + expert_product(f, gemm, n + W) +
+                     ptdp_swiglu_flops_forward((size_t)n);
+        else
+            flops += expert_product(f, gemm, x + W) + 2 * expert_product(f, gemm, n + W) +
+                     (later ? 0 : expert_product(f, gemm, n) + 2 * expert_product(f, gemm, x)) +
+                     ptdp_swiglu_flops_backward((size_t)n);
     }
     return flops;
 }

@@ -278,6 +278,12 @@ static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params
         o->block_subunit += o->block.size[j];
     o->sp_sums_block = 2;   /* attention_norm, ffn_norm */
     o->sp_sums_head = 1;    /* norm */
+    o->fp8_weights = 7;     /* w1, w2, w3, wq, wk, wv, wo */
+    const double rows[] = { Fl, C, Fl, Cl, d.KVl, d.KVl, C }, cols[] = { C, Fl, C, C, C, C, Cl };
+    for (int j = 0; j < 7; j++) {
+        o->fp8_rows[j] = rows[j];
+        o->fp8_cols[j] = cols[j];
+    }
     if (kv_heads(c) < tp) {   /* wk, wv: a copy a tp/K ranks */
         o->share_block = 2;
         o->share_size = KV;

@@ -11,6 +11,9 @@
  *             elsewhere (each source sends kept / N to each)
  *   combine   the same rows back                           S = kept (N-1)/N C r
  *
+ *   --fp8-comm the dispatch as codes, then scales (ep.h):
+ *              S = kept (N-1)/N C,  then kept (N-1)/N ⌈C/c⌉ r
+ *
  *   forward    counts, dispatch, combine
  *   backward   two all-to-allvs (the combine's backward is a dispatch,
  *              the dispatch's a combine)
@@ -32,4 +35,11 @@ ptdp_ep_price ptdp_ep_price_block(const ptdp_price_group *ep, const ptdp_price_g
         .counts = ptdp_price_collective(ep, PTDP_COLL_ALL_TO_ALL, local * 4 * ep->n),
         .cp_counts = ptdp_price_collective(cp, PTDP_COLL_ALL_REDUCE, 16 * b * E),
     };
+}
+
+double ptdp_ep_price_dispatch_fp8(const ptdp_price_group *ep, double kept, double C, double tiles)
+{
+    const double rows = kept * (ep->n - 1) / ep->n;
+    return ptdp_price_collective(ep, PTDP_COLL_ALL_TO_ALLV, rows * C) +
+           ptdp_price_collective(ep, PTDP_COLL_ALL_TO_ALLV, rows * tiles * (double)sizeof(ptdp_real));
 }

@@ -144,6 +144,10 @@ typedef struct {
  * samples; ep the EP group, cp the CP group. */
 ptdp_ep_price ptdp_ep_price_block(const ptdp_price_group *ep, const ptdp_price_group *cp, double kept, double local,
                                   double E, double b, double C);
+/* --fp8-comm: the forward dispatch of those rows as FP8 (ep.c's
+ * ptdp_ep_dispatch_fp8): two all-to-alls, each row's C codes of 1 B, then
+ * its `tiles` scales (reals) — in place of one a2a. */
+double ptdp_ep_price_dispatch_fp8(const ptdp_price_group *ep, double kept, double C, double tiles);
 
 /* ------------------------------------------------------ DP (dp_price.c) */
 

@@ -84,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/fp8_quant.h"
 #include "ptdp/schedule.h"
@@ -124,16 +125,21 @@ typedef struct {
     unit_kind kind;
     double fwd, bwd, bwd_in, w;   /* seconds on the compute stream       */
     double numel;                  /* parameters (this TP rank's)         */
+    double tensors;                /* its parameter tensors               */
     double experts;                /* of them, a mixture's experts        */
     double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
     bool tied_copy;                /* the head: the embeddings' matrix here too (tied) */
     double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
+    double gather_amax;            /* ... and under --fp8-comm the amaxes'
+                                      all-reduces before each gather, which
+                                      hold the compute stream (zero3_gather) */
 } unit_cost;
 
 typedef struct {
     int nunits;
     unit_cost *u;
     double numel;                  /* the chunk's parameters              */
+    double tensors;                /* its parameter tensors               */
     double f, b, bi, w;            /* one micro-batch                     */
     double tp_f, tp_b, cp_f, cp_b; /* of which TP and CP collectives      */
     double ep_f, ep_b;             /* and the experts' all-to-alls        */
@@ -159,6 +165,9 @@ typedef struct {
                                       split (B without the deferred dW)        */
     ptdp_price_fb tp_block, cp_ring;   /* a block's TP (or SP) collectives and
                                       CP's ring: every block's, priced once    */
+    double fp8_codes, fp8_amaxes;  /* --fp8-comm under ZeRO-3: a dense block's
+                                      quantized weights' elements, sent as
+                                      codes, and their amaxes (zero3_gather) */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
@@ -223,6 +232,19 @@ static double unit_params(const ptdp_plan_tensors *t)
     return n;
 }
 
+/* The forward's two all-to-alls, the dispatch and the combine: each
+ * `a2a`, the rows in reals — or under --fp8-comm with a recipe of tiles
+ * along the rows (EP runs no other) the dispatch as ptdp train
+ * --fp8-comm sends it, each row C codes and its tiles' scales (ep.h). */
+static double forward_exchanges(const ctx *x, double kept, double C, double a2a)
+{
+    const ptdp_fp8_recipe *r = x->rq->fp8;
+    if (!x->rq->fp8_comm || r == NULL || r->whole_tensor || x->mesh.ep < 2)
+        return 2 * a2a;
+    const double tiles = (ptdp_ep_fp8_row_bytes(r, (int)C) - C) / (double)sizeof(ptdp_real);
+    return ptdp_ep_price_dispatch_fp8(&x->mesh.ep_group, kept, C, tiles) + a2a;
+}
+
 /* A mixture of experts' block (model_plan.h, uniform routing): the
  * block beside its experts and the experts on their rows, the attention's
  * TP all-reduce and the experts' on their rows (tp_price.c), CP's ring,
@@ -236,13 +258,15 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
+    const double a2a_f = forward_exchanges(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
-    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + 2 * ep.a2a + ep.cp_counts;
+    u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + a2a_f + ep.cp_counts;
     u->bwd = secs(x, mo.bwd + mo.here * mo.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->bwd_in = secs(x, ms.bwd + ms.here * ms.row_bwd) + tp + cp.b + 2 * ep.a2a;
     u->w = x->split_bw ? secs(x, ms.w) : 0;
     u->experts = mo.local * mo.params_expert;
     u->numel = mo.params_dense + u->experts;
+    u->tensors = mo.tensors;
     u->local = mo.local;
     u->Fe = mo.Fe;
     u->E = mo.E;
@@ -250,7 +274,7 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     pc->tp_b += tp;
     pc->cp_f += cp.f + ep.cp_counts;
     pc->cp_b += cp.b;
-    pc->ep_f += ep.counts + 2 * ep.a2a;
+    pc->ep_f += ep.counts + a2a_f;
     pc->ep_b += 2 * ep.a2a;
 }
 
@@ -266,6 +290,7 @@ static void embed_unit(const ctx *x, unit_cost *u, chunk_cost *pc)
     u->bwd_in = secs(x, fb->embed_bwd) + tp.b;
     u->w = x->split_bw ? secs(x, f->embed_w) : 0;
     u->numel = unit_params(&x->par.embed);
+    u->tensors = x->par.embed.n;
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
 }
@@ -280,6 +305,7 @@ static void block_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb
     u->bwd_in = secs(x, fb->block_bwd) + tp.b + cp.b;
     u->w = x->split_bw ? secs(x, f->block_w) : 0;
     u->numel = unit_params(&x->par.block);
+    u->tensors = x->par.block.n;
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
     pc->cp_f += cp.f;
@@ -302,8 +328,58 @@ static void head_unit(const ctx *x, unit_cost *u, chunk_cost *pc, bool first)
     u->w = x->split_bw ? secs(x, f->head_w) : 0;
     u->tied_copy = x->par.tied && !first;
     u->numel = unit_params(&x->par.head) + (u->tied_copy ? (double)s->Vl * s->C : 0);
+    u->tensors = x->par.head.n + (u->tied_copy ? 1 : 0);
     pc->tp_f += tp.f;
     pc->tp_b += tp.b;
+}
+
+/* Does ZeRO-3 gather this unit in FP8 (--fp8-comm: a dense block, whose
+ * weights the model's fp8 list gives; the embeddings, the head and a
+ * mixture's block gather as before)? */
+static bool fp8_gathered(const ctx *x, const unit_cost *u)
+{
+    return x->z3 && x->rq->fp8_comm && x->rq->fp8 != NULL && u->kind == UNIT_BLOCK && u->E == 0;
+}
+
+/* ZeRO-3's gather of a unit before its forward and its backward: its
+ * parameters in the store's type (2 B bf16, 4 B float) — or under
+ * --fp8-comm (zero3_fp8.c) each element of a weight FP8 quantizes as its
+ * E4M3 code (1 B) and the rest in the store's type,
+ *
+ *     ψ_q codes + (ψ − ψ_q) store      in place of   ψ store
+ *
+ * after an all-reduce (MAX) over the ZeRO group of those weights' amaxes,
+ * one a weight (tensorwise, delayed) or a tile (blockwise 128 x 128,
+ * mxfp8 1 x 32), and with one scale a weight split over TP one over TP,
+ * so that every shard quantizes by the whole weight's scales.  Those
+ * all-reduces block the compute stream (*amax); the gather may run on
+ * the communication stream (--overlap).  (Each rank's part is padded to
+ * the largest one's: not priced.) */
+static double zero3_gather(const ctx *x, const unit_cost *u, double *amax)
+{
+    *amax = 0;
+    if (!fp8_gathered(x, u))
+        return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+    *amax = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
+    if (x->rq->fp8->whole_tensor)
+        *amax += ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, x->fp8_codes + (u->numel - x->fp8_codes) * x->store);
+}
+
+/* The block's FP8 weights (ptdp_plan_params) for zero3_gather: their
+ * elements, and their amaxes by the recipe's weight tile (0: whole along
+ * that side; one scale a tensor: one tile). */
+static void fp8_block_weights(ctx *x)
+{
+    const ptdp_fp8_recipe *r = x->rq->fp8;
+    x->fp8_codes = x->fp8_amaxes = 0;
+    for (int j = 0; r != NULL && j < x->par.fp8_weights; j++) {
+        const double rows = x->par.fp8_rows[j], cols = x->par.fp8_cols[j];
+        const double tr = r->weight_tile[0] > 0 ? r->weight_tile[0] : rows;
+        const double tc = r->weight_tile[1] > 0 ? r->weight_tile[1] : cols;
+        x->fp8_codes += rows * cols;
+        x->fp8_amaxes += r->whole_tensor ? 1 : ceil(rows / tr) * ceil(cols / tc);
+    }
 }
 
 /* The units of model chunk g of P and its F, B (and B, W split) times:
@@ -340,8 +416,9 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
             u->bwd_in += u->fwd;
         }
         pc->numel += u->numel;
+        pc->tensors += u->tensors;
         if (x->z3) {
-            u->gather = dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+            u->gather = zero3_gather(x, u, &u->gather_amax);
             u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
         }
     }
@@ -374,7 +451,7 @@ static double walk_units(const ctx *x, const chunk_cost *pc, int which)
         const int i = backward ? n - 1 - j : j, next = backward ? n - 2 - j : j + 1;
         const unit_cost *u = &pc->u[i];
         const bool has_next = j + 1 < n;
-        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which), u->rs, has_next,
+        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which) + u->gather_amax, u->rs, has_next,
                                    has_next ? pc->u[next].gather : 0);
     }
     return w.t;
@@ -819,6 +896,20 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
     }
 }
 
+/* --fp8 delayed (fp8_linear.c): after the optimizer each device's step
+ * amaxes — 3 reals (X, W, dY) a parameter tensor of its model, every
+ * chunk of stage st — are max-reduced over its DP group, once a step,
+ * so that every replica keeps the same histories. */
+static double fp8_amax_table(const ctx *x, const chunk_cost *pc, int st)
+{
+    if (x->rq->fp8 == NULL || !x->rq->fp8->uses_history || x->mesh.ndp < 2)
+        return 0;
+    double tensors = 0;
+    for (int k = 0; k < x->v; k++)
+        tensors += pc[chunk_at(x, st, k)].tensors;
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, 3 * tensors * REAL);
+}
+
 /* Every model chunk's units and its F, B (B, W) on the compute stream,
  * what an overlapped pair could hide of them, and the message after it:
  * the boundary's activation, rows x (T / cp / (sp ? tp : 1)) x C. */
@@ -864,8 +955,11 @@ static void fp8_amax_reduces(ctx *x, const ptdp_plan_tp_block *n)
     const double tp = ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, REAL);
     const double cp = ptdp_price_collective(&x->mesh.cp_group, PTDP_COLL_ALL_REDUCE, REAL);
     const int layers = n->fp8_column + n->fp8_row;
-    x->tp_block.f += (n->fp8_column + 2 * n->fp8_row) * tp;
-    x->tp_block.b += 2 * layers * tp;
+    /* a block gathered in FP8 holds its weights' scales already (its
+     * gather reduced them, zero3_gather): no W reduced forward or back */
+    const int w = x->z3 && x->rq->fp8_comm ? layers : 0;
+    x->tp_block.f += (n->fp8_column + 2 * n->fp8_row - w) * tp;
+    x->tp_block.b += (2 * layers - w) * tp;
     x->cp_ring.f += layers * cp;
     x->cp_ring.b += 2 * layers * cp;
 }
@@ -901,6 +995,7 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     x->sp = l->sp && l->tp > 1;
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
     (*mp)->params(c, l->tp, x->sp, &x->par);
+    fp8_block_weights(x);
     x->S = (double)x->shape.R * x->shape.C * REAL;
     const bool fp8 = rq->fp8 != NULL;
     (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, rq->bf16, fp8,
@@ -1055,6 +1150,33 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
     return sync;
 }
 
+/* --fp8-comm under ZeRO-3: the fullest stage's gathers, one round, in
+ * bytes (zero3_gather's), beside its parameters in the store's type. */
+static void zero3_fp8_bytes(const ctx *x, const chunk_cost *pc, ptdp_plan_time *out)
+{
+    if (!x->z3 || !x->rq->fp8_comm || x->rq->fp8 == NULL)
+        return;
+    for (int st = 0; st < x->l->pp; st++) {
+        double psi = 0, q = 0, amaxes = 0;
+        for (int k = 0; k < x->v; k++) {
+            const chunk_cost *c = &pc[chunk_at(x, st, k)];
+            for (int i = 0; i < c->nunits; i++) {
+                const bool dense = c->u[i].kind == UNIT_BLOCK && c->u[i].E == 0;
+                psi += c->u[i].numel;
+                q += dense ? x->fp8_codes : 0;
+                amaxes += dense ? x->fp8_amaxes : 0;
+            }
+        }
+        if (psi > out->zero3_psi) {
+            out->zero3_psi = psi;
+            out->zero3_psi_fp8 = q;
+            out->zero3_amaxes = amaxes;
+            out->zero3_gather_bytes = q + (psi - q) * x->store + amaxes * REAL;
+            out->zero3_gather_bytes_store = psi * x->store;
+        }
+    }
+}
+
 /* The answer: the step, the slowest chunk's phases and what they spend
  * communicating, and the FLOP rates of the step. */
 static void report(const ctx *x, const ptdp_model_plan *mp, const chunk_cost *pc, const double *send,
@@ -1129,7 +1251,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     if (rc == 0)
         rc = play_m(e, l->pp, l->micro_batches, v, pc, send, &pt);
 
-    double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0;
+    double post = 0, dp_total = 0, dp_exposed = 0, opt_max = 0, amax_max = 0;
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double traffic, exposed;
         pt.end[st] = after_backward(&x, pc, &pt, st, z2_rs, mine, &z1_gather[st], &traffic, &exposed);
@@ -1143,14 +1265,18 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
     for (int st = 0; rc == 0 && st < l->pp; st++) {
         double opt, gather;
         optimizer_and_gather(&x, pc, st, z1_gather[st], &opt, &gather);
+        const double amax = fp8_amax_table(&x, pc, st);
         opt_max = opt > opt_max ? opt : opt_max;
-        post = opt + gather > post ? opt + gather : post;
+        amax_max = amax > amax_max ? amax : amax_max;
+        post = opt + gather + amax > post ? opt + gather + amax : post;
     }
     if (rc == 0) {
         report(&x, mp, pc, send, &pt, sync + post, out);
         out->dp_comm_s = dp_total;
         out->dp_exposed_s = dp_exposed;
         out->optimizer_s = opt_max;
+        out->fp8_amax_s = amax_max;
+        zero3_fp8_bytes(&x, pc, out);
     }
     for (int g = 0; pc != NULL && g < P; g++)
         free(pc[g].u);

@@ -5,7 +5,7 @@
 #     and dualpipev: html_page.py finds (a) r.json embedded whole, (b) every
 #     number by key equal to r.json's, (c) nothing outside the file, and one
 #     <g data-mb> box per action; the report's bubble is the one printed.
-#  2. ptdp plan --html beside --json (a GPT, and a mixture of experts): the
+#  2. ptdp plan --html beside --json (a GPT, a mixture of experts, --fp8 delayed): the
 #     page holds --json's output and shows the ranked table and the bars' terms.
 #  3. ptdp train --report --log --html (3D with --check, a GPT under ZeRO-1 with
 #     --overlap): the page holds the report and the log lines, shows the
@@ -48,7 +48,8 @@ done
 # ---- 2. plan ------------------------------------------------------------------------
 gpt="--model gpt --layers 24 --hidden 2048 --heads 16 --seq-len 2048 --vocab 51200 --batch 512 --gpus 64"
 for args in "$gpt --profile dgx-a100-80g --precision bf16 --top 5" \
-            "$gpt --profile dgx-a100-80g --moe-experts 8 --top 3"; do
+            "$gpt --profile dgx-a100-80g --moe-experts 8 --top 3" \
+            "$gpt --profile dgx-h100 --precision bf16 --fp8 delayed --top 3"; do
     # shellcheck disable=SC2086
     if run_ok plan $args --json; then
         cp "$out" "$tmp/p.json"
@@ -56,6 +57,10 @@ for args in "$gpt --profile dgx-a100-80g --precision bf16 --top 5" \
         if run_ok plan $args --html "$tmp/p.html"; then
             expect_out "wrote $tmp/p.html" "layouts:"
             check_page "$tmp/p.html" "$tmp/p.json" --min-keys 60
+            if [[ $args == *"--fp8 delayed"* ]]; then   # its amax table's term, by key
+                grep -qF 'candidates.2.fp8.amax_table_s' "$tmp/p.html" && echo "ok    plan --html: fp8.amax_table_s" ||
+                    fail "plan --fp8 delayed --html: no fp8.amax_table_s"
+            fi
         fi
     fi
 done
