@@ -297,8 +297,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --precision bf16");
     if (rq->fp8 != NULL)
         fprintf(f, " --fp8 %s", rq->fp8->name);
-    if (!isnan(ep_row_bytes(rq, l, true)))   /* where ptdp train sends FP8: EP's dispatch */
-        fprintf(f, " --fp8-comm");
+    if (!isnan(ep_row_bytes(rq, l, true)) || (rq->fp8_comm && rq->fp8 != NULL && l->zero == 3))
+        fprintf(f, " --fp8-comm");   /* where ptdp train sends FP8: EP's dispatch, ZeRO-3's gathers */
     /* the arena: the plan's peak with room to spare, at least the default 4G */
     const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
     if (mib > 4096)

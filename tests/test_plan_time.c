@@ -321,6 +321,33 @@ TEST(unit_tests, test_fp8_comm_prices_zero3_gathers)
 }
 END_TEST
 
+/* ...and the run agrees: ptdp train --fp8-comm at dp 4, ZeRO-3, bf16
+ * (the plan's train line carries the flag), its step the plan's to 1e-3
+ * (the plan leaves out each rank's wire padded to the largest one's), and
+ * not the step without --fp8-comm (the gathers did change). */
+TEST(agree_tests, test_fp8_comm_zero3_planned_as_it_runs)
+{
+    static const char *const recipes[] = { "tensorwise", "mxfp8" };
+    const row r = { "dgx-h100: dp 4, zero 3", 4, 1, 1, 1, 2, 1, NULL, PTDP_RECOMPUTE_NONE, 3, false, false, true,
+                    "dgx-h100", 0 };
+    for (int i = 0; i < 2; i++) {
+        ptdp_plan_request rq = request(&r, BATCH);
+        const ptdp_plan_layout l = layout_of(&r, BATCH);
+        rq.fp8 = ptdp_fp8_recipe_find(recipes[i]);
+        const double without = measure(&rq, &l);
+        rq.fp8_comm = true;
+        ptdp_plan_time t;
+        ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
+        const double with = measure(&rq, &l);
+        printf("%-36s %-10s: --fp8-comm step plan %9.3f us measured %9.3f us %+6.3f%% (without %9.3f us)\n", r.what,
+               recipes[i], t.step_s * 1e6, with * 1e6, 100 * (t.step_s / with - 1), without * 1e6);
+        ck_assert_msg(fabs(t.step_s / with - 1) <= 1e-3, "--fp8 %s --fp8-comm: plan %g s, measured %g s", recipes[i],
+                      t.step_s, with);
+        ck_assert_msg(with != without, "--fp8 %s: the run with --fp8-comm took the step without it", recipes[i]);
+    }
+}
+END_TEST
+
 /* On dgx-a100-80g (no FP8 peak) a block's forward under --fp8 is bf16's
  * plus its four linear layers' quantization passes — X and W of each:
  *

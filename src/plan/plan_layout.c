@@ -99,8 +99,8 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->bf16 = rq->bf16;
     cfg->fp8.recipe = rq->fp8;   /* train's FP8 rules (its tiles' splits) judge the layout too */
     /* --fp8-comm where this ptdp train sends FP8: EP's dispatch by a
-     * row's tiles (ZeRO-3's gathers in FP8 are priced, plan_time.c) */
-    cfg->fp8.comm = rq->fp8_comm && rq->fp8 != NULL && !rq->fp8->whole_tensor && l->ep > 1;
+     * row's tiles, ZeRO-3's gathers (priced in plan_time.c) */
+    cfg->fp8.comm = rq->fp8_comm && rq->fp8 != NULL && ((!rq->fp8->whole_tensor && l->ep > 1) || l->zero == 3);
     cfg->batch = (int)rq->batch;
     cfg->dp = l->dp;
     cfg->tp = l->tp;
