@@ -36,7 +36,9 @@ on one CPU process, and nothing more:
     DeepSeek creates its expert bias only when dim == 7168 (DeepSeek-V3's
     width), it is set here on the module — an nn.Parameter `bias` of E, as
     DeepSeek's own line makes it — and then weight and bias are loaded by
-    load_state_dict, strict.
+    load_state_dict, strict.  At --dim 7168 DeepSeek's own bias is used
+    as it made it (float32: the float build's; the double build's
+    replaces it with a float64 one, or b would be rounded).
 
 The rule both implement: s = sigmoid(h W_r^T); the top k chosen on s + b;
 with G > 1 groups a group's score is the sum of its top 2 values of s + b
@@ -140,15 +142,18 @@ def deepseek_gate(module, tensors, meta, bias, **override):
     try:
         gate = module.Gate(args)
         state = {"weight": weight}
+        whose = "DeepSeek's own (dim 7168)"
         if bias is not None:
-            if gate.bias is None:      # DeepSeek makes it only when dim == 7168
+            if gate.bias is None or gate.bias.dtype != weight.dtype:   # DeepSeek's: dim 7168 only, float32
                 gate.bias = torch.nn.Parameter(torch.empty(args.n_routed_experts))
+                whose = "set on the module"
             state["bias"] = torch.from_numpy(np.array(bias))
         elif gate.bias is not None:
             gate.bias = None
     finally:
         torch.set_default_dtype(default)
     gate.load_state_dict(state, strict=True)
+    gate.whose_bias = whose if bias is not None else "none"
     return gate
 
 
@@ -246,7 +251,8 @@ def check(module, tensors, meta, opts):
     h = torch.from_numpy(tensors["h"].copy())
     choice, gate = tensors["choice"], tensors["gate"]
     tol = TOLERANCE[meta["real"]]
-    _, own = route(deepseek_gate(module, tensors, meta, tensors["router.expert_bias"]), h)
+    reference = deepseek_gate(module, tensors, meta, tensors["router.expert_bias"])
+    _, own = route(reference, h)
     by_bias, by_groups = strength(module, tensors, meta, h, own)
     ds_weights, ds_indices = route(perturbed_gate(module, tensors, meta, opts.perturb), h)
     differ, worst = compare(choice, gate, ds_indices, ds_weights, tol)
@@ -254,7 +260,8 @@ def check(module, tensors, meta, opts):
     b = tensors["router.expert_bias"]
     print(f"  ModelArgs(dim={meta['dim']}, n_routed_experts={meta['n_routed_experts']}, n_activated_experts={k}, "
           f"n_expert_groups={meta['n_expert_groups']}, n_limited_groups={M}, score_func='sigmoid', "
-          f"route_scale={float(meta['route_scale']):g}); {N} tokens, ptdp-{meta['real']}, |b| up to {abs(b).max():.3g}")
+          f"route_scale={float(meta['route_scale']):g}); {N} tokens, ptdp-{meta['real']}, |b| up to {abs(b).max():.3g} "
+          f"(the Gate's bias: {reference.whose_bias})")
     print(f"  the bias changes the choices of {by_bias} of {N} tokens, the groups those of {by_groups}")
     print(f"  chosen sets: {N - differ} of {N} tokens the same; gates: largest relative difference {worst:.3e} "
           f"(tolerance {tol:.0e})")
