@@ -31,8 +31,9 @@
  * The layouts cover expert parallelism with DP, TP, PP and CP, the
  * expert-DP group (dp 4 ep 2), ZeRO 1 and 2 (the experts' states over
  * their own copies), --overlap, full and selective recomputation, GPipe,
- * ZB-H1 and interleaved schedules, bf16, mixtures every other block, and
- * a layout over two nodes (the all-to-all on the network).  And the
+ * ZB-H1 and interleaved schedules, bf16, mixtures every other block, a
+ * layout over two nodes (the all-to-all on the network), and DeepSeek's
+ * first dense blocks and shared experts.  And the
  * search: every ep it offers divides dp x cp and E, its bound stays below
  * every step.
  */
@@ -69,6 +70,7 @@ typedef struct {
     bool overlap, bf16;
     int v, cp;
     int dense;                  /* --moe-dense-first: blocks 0..K-1 dense */
+    int shared;                 /* --moe-shared-experts S                 */
 } moe_case;
 
 #define R(how) PTDP_RECOMPUTE_##how
@@ -76,47 +78,56 @@ static const moe_case cases[] = {
     /* name                    L  B dp tp pp ep b  E  k  n  cap    z  recompute schedule      profile
          overlap bf16 v cp */
     { "one device, k = E",     2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2",             2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2 zero 1",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2 zero 2",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    2, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 4 ep 2 zero 1",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 tp 2 ep 2",        2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 pp 2 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2 full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(FULL),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2 selective",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(SELECTIVE), "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "capacity, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "every 2nd, pp 2 gpipe", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,    1, R(NONE),  "gpipe",       NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "ep 4 over 2 nodes",     2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        "dgx-a100-80g",
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "dp 2 ep 2 overlap",     2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1, 0 },
+      true, false, 1, 1, 0, 0 },
     { "dp 4 ep 2 overlap",     2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1, 0 },
+      true, false, 1, 1, 0, 0 },
     { "cp 2 ep 2 (dropless)",  2, 4, 1, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 2, 0 },
+      false, false, 1, 2, 0, 0 },
     { "pp 2 zb-h1 ep 2",       4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "zb-h1",       NULL,
-      false, false, 1, 1, 0 },
+      false, false, 1, 1, 0, 0 },
     { "pp 2 interleaved ep 2", 4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "interleaved", NULL,
-      false, false, 2, 1, 0 },
+      false, false, 2, 1, 0, 0 },
     { "bf16 dp 2 ep 2 zero 1", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, true, 1, 1, 0 },
+      false, true, 1, 1, 0, 0 },
     /* DeepSeek's first dense blocks: stage 0 holds dense block 0 and MoE block 1 */
     { "dense first 1, pp 2",   4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 1 },
+      false, false, 1, 1, 1, 0 },
     /* K = 2, every 2nd from there: block 3 alone */
     { "dense first 2, every 2nd", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,  0, R(NONE),  "gpipe",       NULL,
-      false, false, 1, 1, 2 },
+      false, false, 1, 1, 2, 0 },
+    /* DeepSeek's shared experts: one MLP of S F_e every token takes, beside the routed ones */
+    { "shared 1, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 1 },
+    { "shared 2, tp 2 ep 2 zb-h1", 4, 8, 2, 2, 2, 2, 1, 4, 4, 1, 0, 0, R(NONE), "zb-h1",       NULL,
+      false, false, 1, 1, 0, 2 },
+    { "shared 1, full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(FULL),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 1 },
+    { "shared 1, bf16",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, true, 1, 1, 0, 1 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #undef R
@@ -131,6 +142,7 @@ static ptdp_plan_request request_of(const moe_case *k)
     g->moe_top_k = k->k;
     g->moe_every = k->every;
     g->moe_dense_first = k->dense;
+    g->moe_shared_experts = k->shared;
     g->moe_ffn = 128;
     g->moe_capacity = k->capacity;
     return plan_question(m, k->batch, k->dp * k->tp * k->pp * (k->cp > 1 ? k->cp : 1), k->profile, k->bf16);
@@ -175,7 +187,7 @@ static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int l
 TEST(moe_tests, test_fp8_prices_the_experts)
 {
     const moe_case k = { "fp8", 2, 8, 2, 1, 1, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0 };
+                         false, false, 1, 1, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_profile *a100 = ptdp_profile_find("dgx-a100-80g"), *h100 = ptdp_profile_find("dgx-h100");
     ptdp_plan_moe a, b, h16, h8;
@@ -230,7 +242,7 @@ TEST(moe_tests, test_fp8_plan_moe_is_the_simulators)
     static const char *const profiles[] = { "dgx-h100", "dgx-a100-80g" };
     for (int i = 0; i < 2; i++) {
         const moe_case k = { profiles[i], 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b",
-                             profiles[i], false, true, 1, 1, 0 };
+                             profiles[i], false, true, 1, 1, 0, 0 };
         ptdp_plan_request rq = request_of(&k);
         rq.fp8 = ptdp_fp8_recipe_find("blockwise");
         const ptdp_plan_layout l = layout_of(&k);
@@ -258,7 +270,7 @@ TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
     static const char *const recipes[] = { "blockwise", "mxfp8" };
     static const double tiles[] = { 1, 2 };
     const moe_case k = { "fp8-comm", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", "dgx-h100",
-                         false, true, 1, 1, 0 };
+                         false, true, 1, 1, 0, 0 };
     for (int i = 0; i < 2; i++) {
         ptdp_plan_request rq = request_of(&k);
         const ptdp_plan_layout l = layout_of(&k);
@@ -295,7 +307,7 @@ END_TEST
 TEST(moe_tests, test_a_layout_prices_one_mixture)
 {
     const moe_case k = { "count", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0 };
+                         false, false, 1, 1, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_plan_layout l = layout_of(&k);
     ptdp_plan_memory mem, mem_counted;
@@ -367,7 +379,7 @@ END_TEST
 TEST(moe_tests, test_search_over_expert_parallelism)
 {
     const moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 4, 2, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0 };
+                         false, false, 1, 1, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     ptdp_plan_candidate *top = NULL;

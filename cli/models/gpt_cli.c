@@ -475,6 +475,10 @@ static void print_moe_acts(const ptdp_train_config *c, int mb)
         return;
     const int T = g->seq_len, E = g->moe_experts, k = g->moe_top_k, F = ptdp_gpt_moe_ffn(m) / c->tp;
     const int N = c->ep > 1 ? c->ep : 1;
+    if (g->moe_shared_experts > 0)   /* the shared experts keep c_fc's and GELU's rows of every token */
+        printf("  MoE blocks' shared experts keep 2 S F_e/tp = %d reals a token, float (%d x %d x %d = %.0f a "
+               "block)\n", 2 * g->moe_shared_experts * F, mb, T, 2 * g->moe_shared_experts * F,
+               (double)mb * T * 2 * g->moe_shared_experts * F);
     double most = (double)k * mb * T;
     if (g->moe_capacity > 0)
         most = fmin(most, (double)E * fmin(ceil(g->moe_capacity * k * T / E), (double)k * T) * mb);
@@ -578,6 +582,7 @@ static const ptdp_model_flag gpt_plan_flags[] = {
     { "--moe-experts", PTDP_GPT_OWN(moe_experts), 0, { 1 << 12, 1 << 12 }, false },
     { "--moe-every", PTDP_GPT_OWN(moe_every), 1, { 1 << 20, 1 << 20 }, false },
     { "--moe-dense-first", PTDP_GPT_OWN(moe_dense_first), 0, { 1 << 20, 1 << 20 }, false },
+    { "--moe-shared-experts", PTDP_GPT_OWN(moe_shared_experts), 0, { 1 << 12, 1 << 12 }, false },
     { "--moe-ffn", PTDP_GPT_OWN(moe_ffn), 1, { 1 << 26, 1 << 26 }, false },
     { "--moe-top-k", PTDP_GPT_OWN(moe_top_k), 1, { 1 << 12, 1 << 12 }, false },
     { "--moe-capacity-factor", PTDP_GPT_OWN(moe_capacity), -1000000, { 1000000, 1000000 }, .real = true },

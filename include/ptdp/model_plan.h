@@ -181,6 +181,9 @@ typedef struct {
     double params_expert;    /* of one expert on this TP rank                */
     double tensors;          /* its parameter tensors on this device: the
                                 block's, the router's, the local experts'   */
+    double shared_bytes;     /* --moe-shared-experts: its output, R C, which
+                                TP all-reduces forward and (its input
+                                gradient) backward; 0 without            */
     double kept_bytes;       /* a micro-batch keeps, minus a dense block's   */
     double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
                                       backward                             */

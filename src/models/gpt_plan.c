@@ -232,7 +232,8 @@ static double kept_choices(const ptdp_gpt_settings *g, double T)
  * every token its k experts (the MFU convention: the model as if nothing
  * were dropped, 4 B s h F_e k); the hardware's counts the rows the experts
  * run, 4 B h F_e kept — below the model's when the capacity drops choices
- * (a capacity runs without CP, moe_settings.c, so a sequence is whole). */
+ * (a capacity runs without CP, moe_settings.c, so a sequence is whole).
+ * The shared experts (S) every token takes: 4 B s h S F_e in both. */
 static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
                        double *hardware)
 {
@@ -248,7 +249,8 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
         moe_blocks += ptdp_gpt_block_is_moe(c, l);
     const ptdp_gpt_settings *g = ptdp_gpt(c);
     const double Fe = ptdp_gpt_moe_ffn(c);
-    const double delta = moe_blocks * B * sl * h * (4.0 * Fe * g->moe_top_k + 2.0 * g->moe_experts - 16 * h);
+    const double delta = moe_blocks * B * sl * h *
+                         (4.0 * Fe * (g->moe_top_k + g->moe_shared_experts) + 2.0 * g->moe_experts - 16 * h);
     const double dropped = g->moe_top_k * sl - kept_choices(g, sl);   /* a sequence's; 0 dropless */
     *model += 3 * delta;
     *hardware += (full ? 4 : 3) * (delta - moe_blocks * B * h * 4.0 * Fe * dropped);
@@ -283,6 +285,29 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
 static int experts(const ptdp_model_config *c)
 {
     return ptdp_gpt(c)->moe_experts > 0 && ptdp_gpt(c)->moe_every > 0 ? ptdp_gpt(c)->moe_experts : 0;
+}
+
+/* The block's shared experts (--moe-shared-experts S, gpt_moe.c): one MLP
+ * of Fs = S F_e/tp on all R rows after the combine, charged as an expert
+ * of R rows; its parameters summed over DP like the block's; it keeps 2
+ * R Fs reals (c_fc's output and GELU's, float like every expert row), its
+ * forward makes its output (R C) on top, its backward its scratch (R Fs)
+ * and input gradient (R C) beside the routed backward's transients. */
+static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int Fs, bool split, ptdp_plan_moe *o)
+{
+    const double r = sizeof(ptdp_real), R = s->R, C = s->C;
+    o->fwd += ptdp_gpt_cost_expert_forward(p, s, (int)R, Fs, true);
+    o->bwd += ptdp_gpt_cost_expert_backward(p, s, (int)R, Fs, split, true);
+    if (split)
+        o->w += ptdp_gpt_cost_expert_dw_proj(p, s, (int)R, Fs) + ptdp_gpt_cost_expert_dw_fc(p, s, (int)R, Fs);
+    o->params_dense += 2 * C * Fs + Fs + C;
+    o->shared_bytes = r * R * C;
+    o->tensors += 4;
+    o->kept_bytes += 2 * r * R * Fs;
+    o->fwd_bytes = o->fwd_bytes > r * R * C ? o->fwd_bytes : r * R * C;
+    const double routed = 2 * r * o->kept * C + r * R * o->k + r * R * o->E;   /* dy, dx, dgate, dz */
+    const double beside = routed + r * R * Fs + r * R * C;
+    o->bwd_bytes = o->bwd_bytes > beside ? o->bwd_bytes : beside;
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
@@ -334,6 +359,8 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     /* ln_1, c_attn, attn.c_proj, ln_2 (a weight and a bias each), the router
      * (and DeepSeek's selection bias), each local expert's four */
     o->tensors = 8 + 1 + (g->moe_score == PTDP_MOE_SIGMOID ? 1 : 0) + 4 * o->local;
+    if (g->moe_shared_experts > 0)
+        shared_experts(p, &s, g->moe_shared_experts * Fe, split, o);
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +

@@ -103,9 +103,10 @@ ptdp_price_fb ptdp_tp_price_embed(const ptdp_price_group *tp, double S, bool sp)
  * dx_s). */
 ptdp_price_fb ptdp_tp_price_head(const ptdp_price_group *tp, double S, double R, bool sp, bool overlap, double dx_s);
 /* A mixture of experts' block (dense attention, TP-split experts): the
- * attention's all-reduce of S and the experts' outputs' of rows_bytes, the
- * rows they ran — the same forward and backward. */
-double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes);
+ * attention's all-reduce of S, the experts' outputs' of rows_bytes, the
+ * rows they ran, and the shared experts' output's of shared_bytes (0:
+ * none) — the same forward and backward. */
+double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes, double shared_bytes);
 /* SP's all-gather of a LayerNorm shard again in the backward, for a
  * column-parallel layer's dW: blocking, or under --overlap beside the
  * input-gradient product (dx_s seconds), its excess only. */

@@ -256,7 +256,7 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_dims *s = &x->shape;
     const ptdp_price_mesh *m = &x->mesh;
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
-    const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL);
+    const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL, mo.shared_bytes);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
     const double a2a_f = forward_exchanges(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
