@@ -34,7 +34,12 @@ With --model gpt the model is nanoGPT's GPT-2, in its names (transformer.wte,
 transformer.h.{l}.attn.c_attn, …; the head tied to wte): pre-LayerNorm
 blocks of causal attention and a GELU-tanh MLP, cross-entropy over the
 padded vocabulary, mean over every position; AdamW with weight decay on the
-2-D tensors only, as nanoGPT's configure_optimizers.  (Dropout masks cannot
+2-D tensors only, as nanoGPT's configure_optimizers.  Its mixtures of experts
+(--moe-*) are written densely: Mixtral's softmax router, or DeepSeek-V3's —
+sigmoid affinities, the top k of s + bias among the M best groups' experts
+(a group scored by its top floor(k/M)), gates route_scale s_j / sum s, the
+bias a buffer moved after each optimizer step by u sign(mean L - L_e) —
+with the shared experts' MLP on every token and the router z-loss.  (Dropout masks cannot
 be replayed in PyTorch: GPT cases run without --dropout.)
 
 The rule is ptdp train --check's: for each step's loss and gradient norm, and
@@ -116,14 +121,22 @@ class ReferenceGPT(torch.nn.Module):
             b.attn.c_proj = torch.nn.Linear(hidden, hidden, dtype=dtype)
             b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-5, dtype=dtype)
             b.mlp = torch.nn.Module()
-            if moe and (len(t.h) + 1) % moe["every"] == 0:   # a mixture of experts
+            l, K = len(t.h), moe["dense_first"] if moe else 0
+            if moe and l >= K and (l - K + 1) % moe["every"] == 0:   # a mixture of experts
+                Fe = moe["ffn"] or ffn
                 b.mlp.router = torch.nn.Linear(hidden, moe["experts"], bias=False, dtype=dtype)
+                if moe["score"] == "sigmoid":   # DeepSeek-V3's selection bias: a buffer
+                    b.mlp.router.register_buffer("expert_bias", torch.zeros(moe["experts"], dtype=dtype))
                 b.mlp.experts = torch.nn.ModuleList()
                 for _ in range(moe["experts"]):
                     e = torch.nn.Module()
-                    e.c_fc = torch.nn.Linear(hidden, moe["ffn"] or ffn, dtype=dtype)
-                    e.c_proj = torch.nn.Linear(moe["ffn"] or ffn, hidden, dtype=dtype)
+                    e.c_fc = torch.nn.Linear(hidden, Fe, dtype=dtype)
+                    e.c_proj = torch.nn.Linear(Fe, hidden, dtype=dtype)
                     b.mlp.experts.append(e)
+                if moe["shared"] > 0:   # DeepSeek's shared experts: one MLP of S F_e
+                    b.mlp.shared_experts = torch.nn.Module()
+                    b.mlp.shared_experts.c_fc = torch.nn.Linear(hidden, moe["shared"] * Fe, dtype=dtype)
+                    b.mlp.shared_experts.c_proj = torch.nn.Linear(moe["shared"] * Fe, hidden, dtype=dtype)
             else:
                 b.mlp.c_fc = torch.nn.Linear(hidden, ffn, dtype=dtype)
                 b.mlp.c_proj = torch.nn.Linear(ffn, hidden, dtype=dtype)
@@ -142,16 +155,40 @@ class ReferenceGPT(torch.nn.Module):
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return b.attn.c_proj(y)
 
+    def route(self, b, z):
+        """A token's k experts, their gates, and the balance loss's P (B E):
+        Mixtral's softmax, or DeepSeek-V3's sigmoid (the top k of s + bias,
+        gates route_scale s_j / sum of the chosen s, P the sequence's mean
+        of s / sum s); with groups, only among the M best groups' experts,
+        a group scored by the sum of its top floor(k/M)."""
+        m, E, k = self.moe, self.moe["experts"], self.moe["top_k"]
+        s = torch.sigmoid(z) if m["score"] == "sigmoid" else None
+        v = (s + b.mlp.router.expert_bias if s is not None else z).detach()
+        if m["groups"] > 1:
+            G, M = m["groups"], m["group_top_k"]
+            vg = v.reshape(*v.shape[:-1], G, E // G)
+            score = -torch.sort(-vg, dim=-1, stable=True).values[..., :k // M].sum(-1)   # B T G: top floor(k/M) sums
+            best = torch.sort(-score, dim=-1, stable=True).indices[..., :M]              # ties: the lower group
+            kept = torch.zeros_like(score, dtype=torch.bool).scatter(-1, best, True)
+            v = v.masked_fill(~kept.repeat_interleave(E // G, dim=-1), -math.inf)
+        choice = torch.sort(-v, dim=-1, stable=True).indices[..., :k]   # ties: the lower index first
+        if s is None:
+            return choice, z.gather(-1, choice).softmax(-1), z.softmax(-1).mean(1)
+        chosen = s.gather(-1, choice)
+        return choice, m["route_scale"] * chosen / chosen.sum(-1, keepdim=True), (s / s.sum(-1, keepdim=True)).mean(1)
+
     def experts(self, b, h):
         """The mixture, written densely: every expert on every token, each
-        token's output the sum of its kept choices' gates times theirs;
-        returns it and the balance loss (a mean over the sequences)."""
+        token's output the sum of its kept choices' gates times theirs, and
+        the shared experts' on every token; returns it and the balance loss
+        (a mean over the sequences) with the router z-loss (a mean over the
+        tokens)."""
         B, T, _ = h.shape
         E, k, cf = self.moe["experts"], self.moe["top_k"], self.moe["capacity"]
         z = b.mlp.router(h)                                        # B T E
-        choice = torch.sort(-z, dim=-1, stable=True).indices[..., :k]   # ties: the lower index first
-        gates = z.gather(-1, choice).softmax(-1)                   # softmax over the k chosen
+        choice, gates, P = self.route(b, z)
         onehot = F.one_hot(choice, E).to(h.dtype)                  # B T k E
+        b.mlp.counts = onehot.sum(dim=(0, 1, 2)).detach()          # E: the step's choices, before the capacity
         keep = torch.ones_like(gates)
         if cf > 0:                                                 # per sequence, in position order
             flat = onehot.reshape(B, T * k, E)
@@ -161,9 +198,22 @@ class ReferenceGPT(torch.nn.Module):
         for e, ex in enumerate(b.mlp.experts):
             w = (gates * keep * (choice == e).to(h.dtype)).sum(-1, keepdim=True)
             out = out + w * ex.c_proj(F.gelu(ex.c_fc(h), approximate="tanh"))
+        if hasattr(b.mlp, "shared_experts"):
+            sh = b.mlp.shared_experts
+            out = out + sh.c_proj(F.gelu(sh.c_fc(h), approximate="tanh"))
         f = E / (k * T) * onehot.sum(dim=(1, 2)).detach()          # B E, before dropping
-        P = z.softmax(-1).mean(1)                                  # B E
-        return out, self.moe["alpha"] * (f * P).sum(-1).mean()
+        aux = self.moe["alpha"] * (f * P).sum(-1).mean()
+        if self.moe["z_loss"] > 0:
+            aux = aux + self.moe["z_loss"] * (torch.logsumexp(z, dim=-1) ** 2).mean()
+        return out, aux
+
+    def bias_step(self, u):
+        """After an optimizer step: b_e += u sign(mean L - L_e), L the step's choices."""
+        with torch.no_grad():
+            for b in self.transformer.h:
+                if hasattr(b.mlp, "router") and hasattr(b.mlp.router, "expert_bias"):
+                    L = b.mlp.counts.double()
+                    b.mlp.router.expert_bias += (u * torch.sign(L.sum() - len(L) * L)).to(b.mlp.router.expert_bias.dtype)
 
     def forward(self, idx):
         t = self.transformer
@@ -267,11 +317,11 @@ def train_torch(init, data, meta, opts, dtype):
     else:
         opt = torch.optim.SGD(groups, lr=opts.lr, momentum=opts.momentum, foreach=False)
 
-    losses, norms = torch_steps(model, opt, data, opts.clip_grad)
+    losses, norms = torch_steps(model, opt, data, opts.clip_grad, opts.moe["bias_update"] if gpt else 0.0)
     return losses, norms, model, opt
 
 
-def torch_steps(model, opt, data, clip_grad):
+def torch_steps(model, opt, data, clip_grad, bias_update=0.0):
     """One optimizer step per dumped batch, as ptdp logs it: the loss is the
     cross-entropy alone (a mixture's balance loss, model.aux, joins the
     backward only); the norm is every parameter's once, summed in double,
@@ -288,6 +338,8 @@ def torch_steps(model, opt, data, clip_grad):
         if clip_grad > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
         opt.step()
+        if bias_update > 0:                       # DeepSeek-V3's loss-free balance, after the step
+            model.bias_step(bias_update)
         losses.append(float(loss))
     return losses, norms
 
@@ -301,6 +353,10 @@ def torch_state(model, opt, optimizer):
             buf = opt.state[p].get(slot)
             if buf is not None:
                 state[f"optim.{name}.{slot}"] = buf.detach().numpy()
+    for name, buf in model.named_buffers():   # ptdp keeps the expert bias's moments, never moved: zeros
+        if name.endswith(".expert_bias"):
+            for slot in slots:
+                state[f"optim.{name}.{slot}"] = np.zeros_like(buf.detach().numpy())
     return state
 
 
@@ -378,14 +434,33 @@ def main():
     p.add_argument("--moe-top-k", type=int, default=2)
     p.add_argument("--moe-capacity-factor", type=float, default=0.0)
     p.add_argument("--moe-aux-loss", type=float, default=0.01)
+    # ... and DeepSeek-V3's: its router, group limits, shared experts, first dense blocks; ST-MoE's z-loss
+    p.add_argument("--moe-score", default="softmax", choices=["softmax", "sigmoid"])
+    p.add_argument("--moe-route-scale", type=float, default=1.0)
+    p.add_argument("--moe-bias-update", type=float, default=0.0)
+    p.add_argument("--moe-groups", type=int, default=1)
+    p.add_argument("--moe-group-top-k", type=int, default=1)
+    p.add_argument("--moe-shared-experts", type=int, default=0)
+    p.add_argument("--moe-dense-first", type=int, default=0)
+    p.add_argument("--moe-z-loss", type=float, default=0.0)
     opts, rest = p.parse_known_args()
     opts.moe = {"experts": opts.moe_experts, "every": opts.moe_every, "ffn": opts.moe_ffn, "top_k": opts.moe_top_k,
-                "capacity": opts.moe_capacity_factor, "alpha": opts.moe_aux_loss}
+                "capacity": opts.moe_capacity_factor, "alpha": opts.moe_aux_loss, "score": opts.moe_score,
+                "route_scale": opts.moe_route_scale, "bias_update": opts.moe_bias_update, "groups": opts.moe_groups,
+                "group_top_k": opts.moe_group_top_k, "shared": opts.moe_shared_experts,
+                "dense_first": opts.moe_dense_first, "z_loss": opts.moe_z_loss}
     if opts.moe_experts > 0:
         rest += ["--moe-experts", str(opts.moe_experts), "--moe-every", str(opts.moe_every), "--moe-top-k",
                  str(opts.moe_top_k), "--moe-aux-loss", repr(opts.moe_aux_loss)]
         rest += ["--moe-ffn", str(opts.moe_ffn)] if opts.moe_ffn > 0 else []
         rest += ["--moe-capacity-factor", repr(opts.moe_capacity_factor)] if opts.moe_capacity_factor > 0 else []
+        deepseek = [("--moe-score", opts.moe_score, "softmax"), ("--moe-route-scale", opts.moe_route_scale, 1.0),
+                    ("--moe-bias-update", opts.moe_bias_update, 0.0), ("--moe-groups", opts.moe_groups, 1),
+                    ("--moe-group-top-k", opts.moe_group_top_k, 1),
+                    ("--moe-shared-experts", opts.moe_shared_experts, 0),
+                    ("--moe-dense-first", opts.moe_dense_first, 0), ("--moe-z-loss", opts.moe_z_loss, 0.0)]
+        for flag, value, default in deepseek:   # only where not the default: the run's flags as typed
+            rest += [flag, value if isinstance(value, str) else repr(value)] if value != default else []
     for banned in ("--save", "--save-init", "--dump-data", "--log", "--load"):
         if any(r == banned or r.startswith(banned + "=") for r in rest):
             p.error(f"{banned} is set by this script")
