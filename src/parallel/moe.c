@@ -111,8 +111,9 @@ struct ptdp_moe_acts {
     ptdp_ep_plan plan;
     int *per_expert;
     ptdp_real *x;                        /* EP: here x C, the dispatched inputs */
-    ptdp_real *keep[PTDP_MOE_KEEP_MAX];  /* here x F each: what the experts keep */
-    ptdp_real *shared_keep[PTDP_MOE_KEEP_MAX];   /* rows x F_shared each: the shared FFN's */
+    ptdp_real *keep[PTDP_MOE_KEEP_MAX];  /* here x F each: what the experts keep, and
+                                            after them (shared experts) rows x
+                                            F_shared: the shared FFN's         */
     double aux;
 };
 
@@ -147,8 +148,7 @@ void ptdp_moe_free(ptdp_device *dev, ptdp_moe_acts **a)
     if (m == NULL)
         return;
     void *q[] = { m->choice, m->slot, m->load, m->token, m->gate, m->probs, m->seq_counts,
-                  m->keep[0], m->keep[1], m->keep[2], m->y, m->x, m->ep != NULL ? m->per_expert : NULL,
-                  m->shared_keep[0], m->shared_keep[1], m->shared_keep[2] };
+                  m->keep[0], m->keep[1], m->keep[2], m->y, m->x, m->ep != NULL ? m->per_expert : NULL };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
         ptdp_free(dev, q[i]);
     ptdp_ep_plan_free(&m->plan);
@@ -302,14 +302,15 @@ static void combine(const ptdp_moe_acts *m, ptdp_tensor out)
         }
 }
 
-/* The shared FFN as the kind sees it: one expert on all R rows. */
-static ptdp_moe_local shared_of(const ptdp_moe_pass *p, ptdp_real *const *keep, ptdp_real *const *scratch,
+/* The shared FFN as the kind sees it: one expert on all R rows, what it
+ * keeps after the routed experts' rows in each kept buffer. */
+static ptdp_moe_local shared_of(const ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_real *const *scratch,
                                 const int *rows, int R, int C)
 {
     ptdp_moe_local f = { .linear = &p->linear, .model = p->model, .experts = p->shared, .local = 1, .here = R,
                          .rows = rows, .F = p->F_shared, .C = C };
     for (int i = 0; i < p->kind->nkeep; i++)
-        f.keep[i] = ptdp_tensor_wrap(keep[i], R, p->F_shared);
+        f.keep[i] = ptdp_tensor_wrap(m->keep[i] + (size_t)m->here * p->F, R, p->F_shared);
     for (int i = 0; scratch != NULL && i < p->kind->nscratch; i++)
         f.scratch[i] = ptdp_tensor_wrap(scratch[i], R, p->F_shared);
     return f;
@@ -319,11 +320,9 @@ static ptdp_moe_local shared_of(const ptdp_moe_pass *p, ptdp_real *const *keep, 
 static void shared_forward(ptdp_moe_pass *p, ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor out)
 {
     const int R = n.rows, C = n.cols;
-    for (int i = 0; i < p->kind->nkeep; i++)
-        m->shared_keep[i] = grab(p, (size_t)R * p->F_shared * sizeof(ptdp_real), "acts.moe_shared");
     ptdp_real *y = grab(p, (size_t)R * C * sizeof(ptdp_real), "acts.moe_shared_out");
     if (p->rc == 0) {
-        const ptdp_moe_local f = shared_of(p, m->shared_keep, NULL, &R, R, C);
+        const ptdp_moe_local f = shared_of(p, m, NULL, &R, R, C);
         p->rc = p->kind->forward(&f, n, ptdp_tensor_wrap(y, R, C));
     }
     for (int r = 0; p->rc == 0 && r < R; r++)
@@ -342,7 +341,7 @@ static void shared_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
         scratch[i] = grab(p, (size_t)R * p->F_shared * sizeof(ptdp_real), p->kind->scratch[i]);
     ptdp_real *dx = grab(p, (size_t)R * C * sizeof(ptdp_real), "grad.moe_shared_in");
     if (p->rc == 0) {
-        const ptdp_moe_local f = shared_of(p, m->shared_keep, scratch, &R, R, C);
+        const ptdp_moe_local f = shared_of(p, m, scratch, &R, R, C);
         p->rc = p->kind->backward(&f, n, d, ptdp_tensor_wrap(dx, R, C));
     }
     for (int r = 0; p->rc == 0 && r < R; r++)
@@ -366,8 +365,9 @@ int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp
     if (p->rc != 0)
         return p->rc;
     experts_side(p, m);
+    const size_t shared = p->shared != NULL ? (size_t)m->rows * p->F_shared : 0;   /* after the routed rows */
     for (int i = 0; i < p->kind->nkeep; i++)
-        m->keep[i] = grab(p, (size_t)m->here * p->F * sizeof(ptdp_real), p->kind->keep[i]);
+        m->keep[i] = grab(p, ((size_t)m->here * p->F + shared) * sizeof(ptdp_real), p->kind->keep[i]);
     m->y = grab(p, (size_t)m->kept * C * sizeof(ptdp_real), "acts.moe_out");
     ptdp_real *x = grab(p, (size_t)m->kept * C * sizeof(ptdp_real), "acts.moe_dispatch");
     ptdp_real *yr = m->ep != NULL ? grab(p, (size_t)m->here * C * sizeof(ptdp_real), "acts.moe_expert_out") : m->y;
