@@ -256,6 +256,35 @@ static void ep_clock_means(const ptdp_train_config *c, const ptdp_launch_result 
     *hidden /= n > 0 ? n : 1;
 }
 
+/* On a cluster of nodes (ep_nodes.c): the dispatch's rows that leave
+ * their node, per device and step (means), as the all-to-all sends them
+ * and one copy a remote node as DeepEP would; the combine mirrors them. */
+static bool ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                       double *net, double *per_node)
+{
+    bool counted = false;
+    *net = *per_node = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        counted = counted || ptdp_train_device_counts(res, r, "ep_net_rows") != NULL;
+        *net += per_step(device_count(res, r, "ep_net_rows"), c) / lr->world_size;
+        *per_node += per_step(device_count(res, r, "ep_net_rows_per_node"), c) / lr->world_size;
+    }
+    return counted;
+}
+
+static void print_ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    double net, per_node;
+    if (!ep_network(c, lr, res, &net, &per_node))
+        return;   /* one node */
+    const double row = (double)c->model.hidden * sizeof(ptdp_real);
+    char a[32], b[32];
+    printf("  across nodes: the forward dispatch sends %.0f rows a step over the network (%s), one a choice of an "
+           "expert\n  in another node; one copy a remote node, forwarded inside it (DeepEP), would send %.0f (%s); "
+           "the combine\n  mirrors it\n", net, ptdp_format_bytes(net * row, a, sizeof a), per_node,
+           ptdp_format_bytes(per_node * row, b, sizeof b));
+}
+
 static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                   const ptdp_train_result *res)
 {
@@ -277,6 +306,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
                "as before\n", (C + tc - 1) / tc, (C + tc - 1) / tc == 1 ? "" : "s", tc, sizeof(ptdp_real),
                ptdp_ep_fp8_row_bytes(c->fp8.recipe, C), sizeof(ptdp_real), (size_t)C * sizeof(ptdp_real), 2 * C);
     }
+    print_ep_network(c, lr, res);
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
            "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
            Ne, t.edp, t.edp_formula);
@@ -733,6 +763,9 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         double a2a, hidden;
         ep_clock_means(c, lr, &a2a, &hidden);
         fprintf(f, ", \"ep_hidden_s_per_step\": %s, \"ep_exposed_s_per_step\": %s", J(hidden), J(a2a - hidden));
+        double net, per_node;
+        if (ep_network(c, lr, res, &net, &per_node))   /* a cluster of nodes (ep_nodes.c) */
+            fprintf(f, ", \"ep_net_rows_per_step\": {\"all_to_all\": %s, \"one_a_node\": %s}", J(net), J(per_node));
     }
     if (shard_groups_of(c) > 0) {   /* HSDP: its two groups' bytes a step, per device (means) */
         const hsdp_traffic t = hsdp_traffic_of(c, lr, res);

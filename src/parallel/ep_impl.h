@@ -25,4 +25,14 @@ struct ptdp_fp8_recipe;
 int  ptdp_ep_dispatch_fp8(struct ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x,
                           int cols, const struct ptdp_fp8_recipe *r, ptdp_real *out);
 
+/* ep_nodes.c: what crosses the network (a profile of nodes).  From one
+ * block's routing of `rows` tokens (choice and slot: rows x k, slot -1 a
+ * dropped choice), the device's counters "ep_net_rows" (kept choices whose
+ * expert sits in another node) and "ep_net_rows_per_node" (each token's
+ * distinct remote nodes: DeepEP's one copy a node); nothing on one node.
+ * _publish names them (counters.h). */
+int  ptdp_ep_nodes_publish(ptdp_counters *reg);
+void ptdp_ep_count_nodes(struct ptdp_device *dev, ptdp_comm *ep, int E, int rows, int k, const int *choice,
+                         const int *slot);
+
 #endif

@@ -227,6 +227,8 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
         if (p->rc == 0 && p->tally != NULL && p->choices != NULL && !ptdp_moe_tally_counted(*p->tally, p->block))
             for (size_t c = 0; c < (size_t)R * K; c++)   /* before the capacity: every choice */
                 p->choices[m->choice[c]] += 1;
+        if (p->rc == 0 && p->tally != NULL && p->mesh->ep > 1 && !ptdp_moe_tally_counted(*p->tally, p->block))
+            ptdp_ep_count_nodes(p->dev, ptdp_mesh_group(p->mesh, PTDP_GROUP_EP), E, R, K, m->choice, m->slot);
         if (p->rc == 0 && p->tally != NULL)
             p->rc = ptdp_moe_tally_add(p->dev, p->tally, p->nblocks, E, p->block, m->load, m->dropped, m->aux,
                                        zloss);

@@ -345,13 +345,16 @@ static int device_main(ptdp_device *dev, void *arg)
 
 /* The run's counters (counters.h), named before any device starts: the
  * model's, then those of each parallelism that counts something. */
-static int publish_counters(const ptdp_train_config *cfg, ptdp_counters *reg, char *msg, size_t msglen)
+static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *profile, ptdp_counters *reg,
+                            char *msg, size_t msglen)
 {
     const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
     ptdp_counters_init(reg);
     int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
     if (rc == 0 && cfg->ep > 1)
         rc = ptdp_ep_publish(reg);
+    if (rc == 0 && cfg->ep > 1 && profile != NULL && profile->gpus_per_node > 0)   /* a cluster of nodes */
+        rc = ptdp_ep_nodes_publish(reg);
     if (rc == 0 && cfg->zero_hpz > 0)
         rc = ptdp_zero_hpz_publish(reg);
     if (rc == 0 && cfg->zero == 3 && cfg->fp8.comm)
@@ -373,7 +376,7 @@ int ptdp_train(const ptdp_train_config *cfg, const ptdp_launch_opts *opts,
         return rc;
     int world = cfg->dp * ptdp_train_cp(cfg) * cfg->tp * cfg->pp;
     ptdp_counters counters;
-    if ((rc = publish_counters(cfg, &counters, msg, msglen)) != 0)
+    if ((rc = publish_counters(cfg, opts != NULL ? opts->profile : NULL, &counters, msg, msglen)) != 0)
         return rc;
     ptdp_run_table r;
     if ((rc = ptdp_run_table_open(&r, cfg, &counters, world, observer, observer_ctx, result, msg, msglen)) != 0)
