@@ -596,7 +596,8 @@ static void gpt_plan_help(FILE *out)
             "  --moe-experts E     a mixture of E experts in place of every --moe-every n'th block's MLP\n"
             "                      (default 1), each token to --moe-top-k k (default 2) experts of width\n"
             "                      --moe-ffn F_e (default --ffn), at most --moe-capacity-factor c (omitted:\n"
-            "                      dropless); priced under uniform routing (--explain says so)\n");
+            "                      dropless); priced under uniform routing (--explain says so);\n"
+            "                      --moe-dense-first K and --moe-shared-experts S as ptdp train's\n");
 }
 
 /* As `ptdp train`'s finish: the mixture's flags as typed (moe_cli.h: a
