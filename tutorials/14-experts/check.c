@@ -19,6 +19,15 @@
  *   blank 8     lesson_gated_sum: out[t] = sum_j g_j y[slot], a dropped
  *               choice skipped, in the library's order (bit for bit)
  *   blank 9     lesson_expert_grad_ranks on six dp x ep layouts
+ *   blanks 10-11  lesson_route_sigmoid on hand-made logits and biases, 4
+ *               groups (M 2, k 4) and none (k 2): the choices of
+ *               ptdp_moe_route (sigmoid, bias, groups, lambda 2.5) bit for
+ *               bit, its gates within 4 ulps
+ *   blanks 12-13  lesson_balance_bias on dp 2 and 4 replicas routing
+ *               different tokens (ptdp_moe_route, each its own b) for 5
+ *               steps: every replica's b the same and one device's; then
+ *               replayed on a dp 2 ptdp_train run's global loads, ending
+ *               at the run's expert_bias (its ptdp_moe_bias_step)
  *
  * Every row says where it came from — ((s 16 + e) 16 + j) 4 + c for row
  * j of source s for expert e, column c — so a row in the wrong place
@@ -600,12 +609,12 @@ static bool check_grad_ranks(void)
 
 /* ============ Part 2, blanks 10-11: DeepSeek-V3's sigmoid router */
 
+enum { SE = 8, SIG_TOKENS = 4 };
+
 /* One token of the hand-made ones: its logits and the block's bias then. */
 typedef struct {
-    ptdp_real z[RE + 2], b[RE + 2];
+    ptdp_real z[SE], b[SE];
 } sig_token;
-
-enum { SE = RE + 2, SIG_TOKENS = 4 };
 static const double LAMBDA = 2.5;   /* DeepSeek-V3's route scale */
 
 static const sig_token SIG[SIG_TOKENS] = {
@@ -1017,7 +1026,8 @@ static bool check_bias_against_run(void)
 
 int main(void)
 {
-    tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group");
+    tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group, DeepSeek-V3's "
+                          "balance");
     bool ok = check_route();
     if (ok)
         ok = check_exchanges();

@@ -19,6 +19,10 @@
  *   dispatch all_to_allv ──► wire order, by source: [from 0: e0 e0 e1 | from 1: e0 e1 e1]
  *            reorder     ──► local expert order:   [e0: 0 0 1 | e1: 0 1 1]  (one GEMM per expert)
  *   combine  the reorder backwards, the all_to_allv back, then out[t] = sum_j g_j y[slot]
+ *
+ * Part 2 (at the end): DeepSeek-V3's sigmoid router — the top k of s + b
+ * in the M best groups, gates lambda s_j / sum s — and its loss-free
+ * bias, b_e += u sign(mean L - L_e) from the loads summed over DP.
  */
 #include "lesson.h"
 
