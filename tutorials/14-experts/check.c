@@ -789,7 +789,37 @@ static void replica_load(int r, int s, const ptdp_real *bias, double *L)
 static struct {
     ptdp_real bias[BSTEPS][MAX_DP][BE];
     double local[BSTEPS][MAX_DP][BE], L[BSTEPS][MAX_DP][BE];
+    double sent[BSTEPS][MAX_DP];   /* bytes, during lesson_balance_bias */
 } seen;
+
+/* One ring all-reduce of E doubles over N devices: 2 (N - 1) / N x 8 E
+ * bytes a device (moe_bias.c's formula). */
+static double bias_bytes(int N)
+{
+    return 2.0 * (N - 1) / N * 8.0 * BE;
+}
+
+/* Every replica sent one all-reduce's bytes at every step, or say why not. */
+static bool bias_bytes_right(int dp)
+{
+    for (int s = 0; s < BSTEPS; s++)
+        for (int r = 0; r < dp; r++) {
+            if (seen.sent[s][r] == bias_bytes(dp))
+                continue;
+            tutorial_wrong("the bias on dp %d, step %d: replica %d sent %.0f bytes for its loads; one all-reduce of "
+                           "E = %d doubles sends 2 (N-1)/N x 8 E = %.0f", dp, s + 1, r, seen.sent[s][r], BE,
+                           bias_bytes(dp));
+            if (seen.sent[s][r] == (dp - 1) * 8.0 * BE)
+                tutorial_note("the loads all-gathered, then summed on every replica: the same sum, but each replica "
+                              "sends its E counts to all N-1 others, (N-1) x 8 E bytes, growing with N; an all-reduce "
+                              "sends 2 (N-1)/N x 8 E, under 2 x 8 E whatever N — N/2 times less (blank 12: one "
+                              "ptdp_all_reduce with PTDP_SUM)");
+            else
+                tutorial_note("blank 12: one ptdp_all_reduce of L, E doubles, PTDP_SUM");
+            return false;
+        }
+    return true;
+}
 
 static int bias_device(ptdp_device *dev, void *arg)
 {
@@ -800,7 +830,9 @@ static int bias_device(ptdp_device *dev, void *arg)
         double L[BE];
         replica_load(r, s, bias, L);
         memcpy(seen.local[s][r], L, sizeof L);
+        const double b0 = dev->stats.total_sent;
         int rc = lesson_balance_bias(dev->world, BE, BIAS_U, L, bias);
+        seen.sent[s][r] = dev->stats.total_sent - b0;
         if (rc != 0)
             return rc;
         memcpy(seen.L[s][r], L, sizeof L);
@@ -916,7 +948,7 @@ static bool bias_on(int dp, int *ties)
             *ties += next[e] == ref[e];
         memcpy(ref, next, sizeof ref);
     }
-    return true;
+    return bias_bytes_right(dp);
 }
 
 static bool check_bias_replicas(void)
@@ -927,6 +959,8 @@ static bool check_bias_replicas(void)
     tutorial_ok("the loss-free bias, dp 2 and 4, %d steps, different tokens on every replica: every replica's b the "
                 "same after each step, and one device's routing the whole global batch (%d ties left alone)",
                 BSTEPS, ties);
+    tutorial_note("one all-reduce of E = %d doubles a step and block: %.0f bytes a replica on dp 2, %.0f on dp 4 "
+                  "(2 (N-1)/N x 8 E)", BE, bias_bytes(2), bias_bytes(4));
     return true;
 }
 
