@@ -957,7 +957,8 @@ static bool check_bias_replicas(void)
     if (!bias_on(2, &ties) || !bias_on(4, &ties))
         return false;
     tutorial_ok("the loss-free bias, dp 2 and 4, %d steps, different tokens on every replica: every replica's b the "
-                "same after each step, and one device's routing the whole global batch (%d ties left alone)",
+                "same after each step, and one device's routing the whole global batch (%d times an expert's load "
+                "was exactly the mean: its b left alone)",
                 BSTEPS, ties);
     tutorial_note("one all-reduce of E = %d doubles a step and block: %.0f bytes a replica on dp 2, %.0f on dp 4 "
                   "(2 (N-1)/N x 8 E)", BE, bias_bytes(2), bias_bytes(4));
