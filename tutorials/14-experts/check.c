@@ -19,6 +19,15 @@
  *   blank 8     lesson_gated_sum: out[t] = sum_j g_j y[slot], a dropped
  *               choice skipped, in the library's order (bit for bit)
  *   blank 9     lesson_expert_grad_ranks on six dp x ep layouts
+ *   blanks 10-11  lesson_route_sigmoid on hand-made logits and biases, 4
+ *               groups (M 2, k 4) and none (k 2): the choices of
+ *               ptdp_moe_route (sigmoid, bias, groups, lambda 2.5) bit for
+ *               bit, its gates within 4 ulps
+ *   blanks 12-13  lesson_balance_bias on dp 2 and 4 replicas routing
+ *               different tokens (ptdp_moe_route, each its own b) for 5
+ *               steps: every replica's b the same and one device's; then
+ *               replayed on a dp 2 ptdp_train run's global loads, ending
+ *               at the run's expert_bias (its ptdp_moe_bias_step)
  *
  * Every row says where it came from — ((s 16 + e) 16 + j) 4 + c for row
  * j of source s for expert e, column c — so a row in the wrong place
@@ -34,6 +43,9 @@
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/moe_route.h"
+#include "ptdp/state.h"
+#include "ptdp/train.h"
 
 enum { COLS = 3, E = 8, MAX_N = 4, MAX_ROWS = 64 };
 static const ptdp_real UNWRITTEN = -1;
@@ -595,9 +607,462 @@ static bool check_grad_ranks(void)
     return true;
 }
 
+/* ============ Part 2, blanks 10-11: DeepSeek-V3's sigmoid router */
+
+enum { SE = 8, SIG_TOKENS = 4 };
+
+/* One token of the hand-made ones: its logits and the block's bias then. */
+typedef struct {
+    ptdp_real z[SE], b[SE];
+} sig_token;
+static const double LAMBDA = 2.5;   /* DeepSeek-V3's route scale */
+
+static const sig_token SIG[SIG_TOKENS] = {
+    /* s = .90 .10 | .50 .50 | .80 .70 | .20 .95, no bias: groups 0 and 3
+     * hold the two largest s, but groups 2 and 3 the largest top-2 sums */
+    { { 2.2, -2.2, 0.0, 0.0, 1.4, 0.85, -1.4, 2.9 }, { 0 } },
+    /* a bias that changes the choice (expert 3 pulled up, 7 pushed down) */
+    { { 0.3, -0.5, 1.0, 0.2, -1.0, 0.6, 0.1, 1.5 }, { 0.02, -0.04, 0.0, 0.3, 0.1, -0.02, 0.04, -0.35 } },
+    /* ties in s + b: experts 1 and 2, groups 0 and 1 */
+    { { 0.0, 0.5, 0.5, -0.5, 1.0, -1.0, 0.25, 0.0 }, { 0.0, 0.1, 0.1, 0.0, -0.4, 0.2, 0.0, 0.1 } },
+    { { -0.7, 1.2, 0.4, -0.1, 0.9, 2.0, -1.5, 0.3 }, { 0.05, -0.1, 0.02, 0.08, -0.03, -0.3, 0.2, 0.0 } },
+};
+
+/* Two layouts: DeepSeek's groups (G 4, M 2, k 4: a group scored by its
+ * top 2) and none (G 1, k 2). */
+typedef struct {
+    int G, M, k;
+} sig_layout;
+static const sig_layout SIG_LAYOUTS[] = { { 4, 2, 4 }, { 1, 1, 2 } };
+
+static double sigmoid_d(double z)
+{
+    return 1.0 / (1.0 + exp(-z));
+}
+
+/* A wrong router the check knows: the choice with groups scored by their
+ * best value (by_max), or with no bias in the choice (no_bias). */
+static void choose_variant(const sig_token *t, const sig_layout *L, bool by_max, bool no_bias, int *choice)
+{
+    ptdp_real v[SE], score[SE];
+    for (int e = 0; e < SE; e++)
+        v[e] = (ptdp_real)sigmoid_d((double)t->z[e]) + (no_bias ? 0 : t->b[e]);
+    const int per = SE / L->G, n = L->k / L->M;
+    if (L->G > 1 && L->M < L->G) {
+        int best[SE], top[SE];
+        bool kept[SE] = { false };
+        for (int g = 0; g < L->G; g++) {
+            ptdp_moe_top_k(v + g * per, per, by_max ? 1 : n, top);
+            score[g] = 0;
+            for (int j = 0; j < (by_max ? 1 : n); j++)
+                score[g] += v[g * per + top[j]];
+        }
+        ptdp_moe_top_k(score, L->G, L->M, best);
+        for (int j = 0; j < L->M; j++)
+            kept[best[j]] = true;
+        for (int e = 0; e < SE; e++)
+            if (!kept[e / per])
+                v[e] = -INFINITY;
+    }
+    ptdp_moe_top_k(v, SE, L->k, choice);
+}
+
+static void explain_sigmoid_choice(const sig_token *t, const sig_layout *L, const int *mine, const int *lib)
+{
+    char a[64], b[64];
+    int alt[SE];
+    print_list(a, sizeof a, mine, L->k);
+    print_list(b, sizeof b, lib, L->k);
+    tutorial_wrong("DeepSeek-V3's router, %d groups (M = %d), k = %d: you chose experts %s; ptdp_moe_route chose %s.",
+                   L->G, L->M, L->k, a, b);
+    choose_variant(t, L, true, false, alt);
+    if (L->G > 1 && memcmp(alt, mine, sizeof(int) * (size_t)L->k) == 0) {
+        tutorial_note("groups chosen by max instead of the sum of their top floor(k/M) = %d: a group with one strong "
+                      "expert outranked a group with several good ones (blank 10): a group's score is the sum of its "
+                      "%d largest s + b (DeepSeek-V3: its top 2 with k 8, M 4)", L->k / L->M, L->k / L->M);
+        return;
+    }
+    choose_variant(t, L, false, true, alt);
+    if (memcmp(alt, mine, sizeof(int) * (size_t)L->k) == 0)
+        tutorial_note("these are the top k of s alone: the bias chooses — the top k of s + b");
+    else
+        tutorial_note("blank 10 scores each group by the sum of its floor(k/M) largest s + b; the M best groups' "
+                      "experts stay, and the top k of s + b among them is chosen");
+}
+
+static void explain_sigmoid_gates(const sig_token *t, const sig_layout *L, const int *choice, const ptdp_real *mine,
+                                  const ptdp_real *lib)
+{
+    double Sb = 0;   /* the sum of the chosen s + b */
+    bool with_bias = true, no_lambda = true;
+    for (int j = 0; j < L->k; j++)
+        Sb += (ptdp_real)sigmoid_d((double)t->z[choice[j]]) + t->b[choice[j]];
+    for (int j = 0; j < L->k; j++) {
+        const ptdp_real s = (ptdp_real)sigmoid_d((double)t->z[choice[j]]);
+        with_bias = with_bias && fabs((double)mine[j] - LAMBDA * (double)(s + t->b[choice[j]]) / Sb) < 1e-12;
+        no_lambda = no_lambda && gate_equal((double)mine[j], (double)lib[j] / LAMBDA);
+    }
+    tutorial_wrong("DeepSeek-V3's router, k = %d: your gates are %.6g, %.6g, ...; ptdp_moe_route's %.6g, %.6g, ...",
+                   L->k, (double)mine[0], (double)mine[1], (double)lib[0], (double)lib[1]);
+    if (with_bias)
+        tutorial_note("the bias used in the gates: yours are lambda (s_j + b_j) / sum (s + b).  The bias only "
+                      "selects — it moves an expert in or out of the top k and nothing more, so the gates are "
+                      "lambda s_j / sum of the chosen s (blank 11); with b in them the output would depend on the "
+                      "balance's bookkeeping, not only on the router's affinities");
+    else if (no_lambda)
+        tutorial_note("the route scale lambda = %g is missing: gate j = lambda s_j / sum of the chosen s (blank 11)",
+                      LAMBDA);
+    else
+        tutorial_note("blank 11: gate j = lambda s_j / S, s = sigmoid(z), S the sum of the chosen s (not a softmax)");
+}
+
+static bool check_sigmoid_route(void)
+{
+    for (size_t l = 0; l < sizeof SIG_LAYOUTS / sizeof SIG_LAYOUTS[0]; l++)
+        for (int i = 0; i < SIG_TOKENS; i++) {
+            const sig_layout *L = &SIG_LAYOUTS[l];
+            const sig_token *t = &SIG[i];
+            int mine[SE], lib[SE], slot[SE], load[SE], dropped;
+            ptdp_real gate[SE] = { 0 }, lgate[SE], probs[SE];
+            for (int j = 0; j < SE; j++)
+                mine[j] = -1;
+            const ptdp_moe_route_shape shape = { .T = 1, .E = SE, .k = L->k, .score = PTDP_MOE_SIGMOID,
+                                                 .route_scale = LAMBDA, .bias = t->b, .groups = L->G,
+                                                 .group_top_k = L->M };
+            ptdp_moe_route(&shape, 1, t->z, lib, lgate, slot, probs, load, &dropped);
+            int rc = lesson_route_sigmoid(t->z, t->b, SE, L->k, L->G, L->M, LAMBDA, mine, gate);
+            if (rc != 0) {
+                if (!tutorial_report_blank())
+                    tutorial_wrong("lesson_route_sigmoid returned %d (%s)", rc, ptdp_strerror(rc));
+                return false;
+            }
+            if (memcmp(mine, lib, sizeof(int) * (size_t)L->k) != 0) {
+                explain_sigmoid_choice(t, L, mine, lib);
+                return false;
+            }
+            if (!gates_equal(gate, lgate, L->k)) {
+                explain_sigmoid_gates(t, L, lib, gate, lgate);
+                return false;
+            }
+        }
+    tutorial_ok("DeepSeek-V3's router: the top k of s + b within the M best groups (a group's score the sum of its "
+                "top floor(k/M)), as ptdp_moe_route; gates lambda s_j / sum s, the bias only selecting");
+    return true;
+}
+
+/* ========== Part 2, blanks 12-13: the loss-free bias on a mesh of replicas */
+
+enum { BE = 8, BK = 4, BG = 4, BM = 2, BTOK = 4, BSTEPS = 5, MAX_DP = 4 };
+static const double BIAS_U = 0.02;
+
+/* Logit e of token t of replica r at step s, in [-2, 2): every replica
+ * and step routes different tokens. */
+static ptdp_real bias_logit(int r, int s, int t, int e)
+{
+    unsigned long long x = ((((unsigned long long)r * 64 + s) * 64 + t) * 64 + e) + 0x9e3779b97f4a7c15ull;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (ptdp_real)((double)(x >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+}
+
+/* Replica r's tokens of step s, routed by the library with its bias:
+ * the choices of each expert among them. */
+static void replica_load(int r, int s, const ptdp_real *bias, double *L)
+{
+    ptdp_real z[BTOK * BE], gate[BTOK * BK], probs[BTOK * BE];
+    int choice[BTOK * BK], slot[BTOK * BK], load[BE], dropped;
+    for (int t = 0; t < BTOK; t++)
+        for (int e = 0; e < BE; e++)
+            z[t * BE + e] = bias_logit(r, s, t, e);
+    const ptdp_moe_route_shape sh = { .T = BTOK, .E = BE, .k = BK, .score = PTDP_MOE_SIGMOID, .bias = bias,
+                                      .groups = BG, .group_top_k = BM };
+    ptdp_moe_route(&sh, BTOK, z, choice, gate, slot, probs, load, &dropped);
+    for (int e = 0; e < BE; e++)
+        L[e] = load[e];
+}
+
+/* What every replica held after each step, for the host to judge once
+ * the devices are done (each device writes only its own rows). */
+static struct {
+    ptdp_real bias[BSTEPS][MAX_DP][BE];
+    double local[BSTEPS][MAX_DP][BE], L[BSTEPS][MAX_DP][BE];
+    double sent[BSTEPS][MAX_DP];   /* bytes, during lesson_balance_bias */
+} seen;
+
+/* One ring all-reduce of E doubles over N devices: 2 (N - 1) / N x 8 E
+ * bytes a device (moe_bias.c's formula). */
+static double bias_bytes(int N)
+{
+    return 2.0 * (N - 1) / N * 8.0 * BE;
+}
+
+/* Every replica sent one all-reduce's bytes at every step, or say why not. */
+static bool bias_bytes_right(int dp)
+{
+    for (int s = 0; s < BSTEPS; s++)
+        for (int r = 0; r < dp; r++) {
+            if (seen.sent[s][r] == bias_bytes(dp))
+                continue;
+            tutorial_wrong("the bias on dp %d, step %d: replica %d sent %.0f bytes for its loads; one all-reduce of "
+                           "E = %d doubles sends 2 (N-1)/N x 8 E = %.0f", dp, s + 1, r, seen.sent[s][r], BE,
+                           bias_bytes(dp));
+            if (seen.sent[s][r] == (dp - 1) * 8.0 * BE)
+                tutorial_note("the loads all-gathered, then summed on every replica: the same sum, but each replica "
+                              "sends its E counts to all N-1 others, (N-1) x 8 E bytes, growing with N; an all-reduce "
+                              "sends 2 (N-1)/N x 8 E, under 2 x 8 E whatever N — N/2 times less (blank 12: one "
+                              "ptdp_all_reduce with PTDP_SUM)");
+            else
+                tutorial_note("blank 12: one ptdp_all_reduce of L, E doubles, PTDP_SUM");
+            return false;
+        }
+    return true;
+}
+
+static int bias_device(ptdp_device *dev, void *arg)
+{
+    (void)arg;
+    const int r = dev->rank;
+    ptdp_real bias[BE] = { 0 };
+    for (int s = 0; s < BSTEPS; s++) {
+        double L[BE];
+        replica_load(r, s, bias, L);
+        memcpy(seen.local[s][r], L, sizeof L);
+        const double b0 = dev->stats.total_sent;
+        int rc = lesson_balance_bias(dev->world, BE, BIAS_U, L, bias);
+        seen.sent[s][r] = dev->stats.total_sent - b0;
+        if (rc != 0)
+            return rc;
+        memcpy(seen.L[s][r], L, sizeof L);
+        memcpy(seen.bias[s][r], bias, sizeof bias);
+    }
+    return 0;
+}
+
+/* The reference: one device routing the whole global batch (every
+ * replica's tokens) with the bias, then b_e += u sign(mean L - L_e). */
+static void reference_step(int dp, int s, const ptdp_real *before, ptdp_real *after, double *L)
+{
+    double mine[BE], total = 0;
+    memset(L, 0, BE * sizeof *L);
+    for (int r = 0; r < dp; r++) {
+        replica_load(r, s, before, mine);
+        for (int e = 0; e < BE; e++)
+            L[e] += mine[e];
+    }
+    for (int e = 0; e < BE; e++)
+        total += L[e];
+    for (int e = 0; e < BE; e++) {
+        const double d = total - BE * L[e];
+        after[e] = before[e] + (ptdp_real)(d > 0 ? BIAS_U : d < 0 ? -BIAS_U : 0.0);
+    }
+}
+
+/* The replicas' biases differ: by how much, and why. */
+static void explain_drift(int dp, int s)
+{
+    double most = 0;
+    int at_r = 1, at_e = 0;
+    for (int r = 1; r < dp; r++)
+        for (int e = 0; e < BE; e++)
+            if (fabs((double)(seen.bias[BSTEPS - 1][r][e] - seen.bias[BSTEPS - 1][0][e])) > most) {
+                most = fabs((double)(seen.bias[BSTEPS - 1][r][e] - seen.bias[BSTEPS - 1][0][e]));
+                at_r = r;
+                at_e = e;
+            }
+    bool local = true;
+    for (int q = 0; q < BSTEPS; q++)
+        for (int r = 0; r < dp; r++)
+            local = local && memcmp(seen.L[q][r], seen.local[q][r], sizeof seen.L[q][r]) == 0;
+    tutorial_wrong("the bias on dp %d: after step %d the replicas' biases differ; after %d steps replica %d's b_%d "
+                   "is %+.2f and replica 0's %+.2f — %.2f apart, %.0f u (u = %g)", dp, s + 1, BSTEPS, at_r, at_e,
+                   (double)seen.bias[BSTEPS - 1][at_r][at_e], (double)seen.bias[BSTEPS - 1][0][at_e], most,
+                   most / BIAS_U, BIAS_U);
+    if (local)
+        tutorial_note("each replica updating from its local loads: every replica counted only its own tokens, so "
+                      "each moved its bias its own way; the replicas of one block drift apart, and so does their "
+                      "routing — they are no longer one model.  The fix is blank 12: L, the whole global batch's "
+                      "load, summed over the DP group (one all-reduce of E doubles), so every replica applies the "
+                      "same update");
+    else
+        tutorial_note("blank 12 must leave every replica with the same L — the sum of every replica's counts — so "
+                      "that each applies the same update");
+}
+
+/* The replicas agree, but not with one device: blank 13 at step s. */
+static void explain_update(int dp, int s, const ptdp_real *before, const ptdp_real *want, const double *L)
+{
+    double total = 0;
+    bool reversed = true, tie_only = true;
+    int tie = -1, wrong = -1;
+    for (int e = 0; e < BE; e++)
+        total += L[e];
+    for (int e = 0; e < BE; e++) {
+        const double got = (double)(seen.bias[s][0][e] - before[e]), ref = (double)(want[e] - before[e]);
+        const bool is_tie = total == BE * L[e];
+        if (got != ref && wrong < 0)
+            wrong = e;
+        if (is_tie && got != ref && tie < 0)
+            tie = e;
+        tie_only = tie_only && (is_tie || got == ref);
+        reversed = reversed && (is_tie || got == -ref);
+    }
+    tutorial_wrong("the bias on dp %d, step %d: the global loads are L_%d = %.0f against a mean of %g; b_%d moved by "
+                   "%+g, not %+g", dp, s + 1, wrong, L[wrong], total / BE, wrong,
+                   (double)(seen.bias[s][0][wrong] - before[wrong]), (double)(want[wrong] - before[wrong]));
+    if (tie_only && tie >= 0)
+        tutorial_note("sign(0) = 0: expert %d was chosen exactly the mean number of times, so its bias stays where "
+                      "it is; moving it anyway pushes a balanced expert off balance (blank 13: compare total - E L_e "
+                      "with 0, and do nothing when it is 0)", tie);
+    else if (reversed)
+        tutorial_note("the sign reversed: an expert chosen more than the mean must be pushed DOWN (b_e -= u) and one "
+                      "chosen less pulled up — b_e += u sign(mean L - L_e) (blank 13)");
+    else
+        tutorial_note("blank 13: b_e += u sign(mean L - L_e), sign(0) = 0, for every expert");
+}
+
+/* Run dp replicas; their biases the same everywhere and one device's. */
+static bool bias_on(int dp, int *ties)
+{
+    char what[64];
+    snprintf(what, sizeof what, "the loss-free bias on dp %d", dp);
+    memset(&seen, 0, sizeof seen);
+    if (tutorial_launch(what, dp, bias_device, NULL) != 0)
+        return false;
+    ptdp_real ref[BE] = { 0 }, next[BE];
+    double L[BE];
+    for (int s = 0; s < BSTEPS; s++) {
+        for (int r = 1; r < dp; r++)
+            if (memcmp(seen.bias[s][r], seen.bias[s][0], sizeof seen.bias[s][r]) != 0) {
+                explain_drift(dp, s);
+                return false;
+            }
+        reference_step(dp, s, ref, next, L);
+        if (memcmp(seen.bias[s][0], next, sizeof next) != 0) {
+            explain_update(dp, s, ref, next, L);
+            return false;
+        }
+        for (int e = 0; e < BE; e++)
+            *ties += next[e] == ref[e];
+        memcpy(ref, next, sizeof ref);
+    }
+    return bias_bytes_right(dp);
+}
+
+static bool check_bias_replicas(void)
+{
+    int ties = 0;
+    if (!bias_on(2, &ties) || !bias_on(4, &ties))
+        return false;
+    tutorial_ok("the loss-free bias, dp 2 and 4, %d steps, different tokens on every replica: every replica's b the "
+                "same after each step, and one device's routing the whole global batch (%d times an expert's load "
+                "was exactly the mean: its b left alone)",
+                BSTEPS, ties);
+    tutorial_note("one all-reduce of E = %d doubles a step and block: %.0f bytes a replica on dp 2, %.0f on dp 4 "
+                  "(2 (N-1)/N x 8 E)", BE, bias_bytes(2), bias_bytes(4));
+    return true;
+}
+
+/* The library's own update, in a real run: ptdp_train of a small GPT
+ * with DeepSeek-V3's router on dp 2 (its ptdp_moe_bias_step after every
+ * optimizer step).  Its counter "moe_load" is each step's load of the
+ * whole global batch; your update, replayed on those loads on one device,
+ * must end at the run's expert bias bit for bit. */
+enum { RUN_E = 8, RUN_STEPS = 5 };
+static const double RUN_U = 0.001;
+
+typedef struct {
+    const ptdp_train_result *res;
+    ptdp_real bias[RUN_E];
+} replay;
+
+static int replay_device(ptdp_device *dev, void *arg)
+{
+    replay *p = arg;
+    for (int s = 0; s < RUN_STEPS; s++) {
+        double L[RUN_E];
+        memcpy(L, ptdp_train_step_counts(p->res, s, "moe_load"), sizeof L);
+        int rc = lesson_balance_bias(dev->world, RUN_E, RUN_U, L, p->bias);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static ptdp_train_config run_config(void)
+{
+    ptdp_train_config c = ptdp_train_defaults();
+    c.model = ptdp_gpt_default_config();
+    ptdp_gpt_settings *g = ptdp_gpt(&c.model);
+    c.model.layers = 1;
+    c.model.hidden = 16;
+    c.model.ffn = 32;
+    g->heads = 2;
+    g->seq_len = 8;
+    g->vocab = 62;   /* the built-in sums' tokens */
+    g->vocab_padded = ptdp_gpt_pad_vocab(62, 64, 1);
+    g->moe_experts = RUN_E;
+    g->moe_ffn = 8;
+    g->moe_top_k = 3;
+    g->moe_score = PTDP_MOE_SIGMOID;
+    g->moe_route_scale = LAMBDA;
+    g->moe_groups = 2;
+    g->moe_group_top_k = 1;
+    g->moe_bias_update = RUN_U;
+    c.dp = 2;
+    c.batch = 8;
+    c.steps = RUN_STEPS;
+    c.verify_replicas = true;   /* the library's own replicas stay identical */
+    return c;
+}
+
+static bool check_bias_against_run(void)
+{
+    ptdp_train_config c = run_config();
+    ptdp_train_result res;
+    ptdp_state final;
+    char msg[PTDP_MSG_MAX] = "";
+    int rc = ptdp_state_init(&final, &c.model, c.optimizer, false);
+    if (rc != 0) {
+        tutorial_wrong("the check's own run: host out of memory");
+        return false;
+    }
+    c.final_state = &final;
+    if ((rc = ptdp_train(&c, NULL, NULL, NULL, &res, msg, sizeof msg)) != 0) {
+        tutorial_wrong("the check's own run of ptdp_train failed: %s", msg);
+        ptdp_state_free(&final);
+        return false;
+    }
+    replay p = { .res = &res };
+    bool ok = tutorial_launch("your update on the run's loads", 1, replay_device, &p) == 0;
+    const ptdp_state_tensor *b = ptdp_state_find(&final, "transformer.h.0.mlp.router.expert_bias");
+    int moved = 0;
+    for (int e = 0; ok && b != NULL && e < RUN_E; e++) {
+        moved += b->data[e] != 0;
+        if (p.bias[e] != b->data[e]) {
+            tutorial_wrong("on the loads a dp 2 run of ptdp_train counted, your update ends at b_%d = %+g; the run's "
+                           "own (ptdp_moe_bias_step, each step) at %+g\nblank 13: b_e += u sign(mean L - L_e), sign(0) "
+                           "= 0", e, (double)p.bias[e], (double)b->data[e]);
+            ok = false;
+        }
+    }
+    if (ok && b == NULL)
+        tutorial_wrong("the check's own run has no tensor transformer.h.0.mlp.router.expert_bias");
+    else if (ok)
+        tutorial_ok("the same update as the library's in a real run: ptdp_train, dp 2, %d steps — your update on its "
+                    "global loads ends at its expert bias bit for bit (%d of %d biases moved)", RUN_STEPS, moved,
+                    RUN_E);
+    ptdp_train_result_free(&res);
+    ptdp_state_free(&final);
+    return ok && b != NULL;
+}
+
 int main(void)
 {
-    tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group");
+    tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group, DeepSeek-V3's "
+                          "balance");
     bool ok = check_route();
     if (ok)
         ok = check_exchanges();
@@ -605,5 +1070,11 @@ int main(void)
         ok = check_gated_sum();
     if (ok)
         ok = check_grad_ranks();
+    if (ok)
+        ok = check_sigmoid_route();
+    if (ok)
+        ok = check_bias_replicas();
+    if (ok)
+        ok = check_bias_against_run();
     return tutorial_end();
 }

@@ -54,4 +54,27 @@ int lesson_gated_sum(int rows, int k, int cols, const ptdp_real *gate, const int
  * PTDP_E… code. */
 int lesson_expert_grad_ranks(const int *dp_ranks, int dp, int ep, int member, int *out);
 
+/* ---- Part 2: DeepSeek-V3's router and its auxiliary-loss-free balance ---- */
+
+/* Blank 10: group-limited routing's group scores.  v[E]: a token's values
+ * s + b; the E experts are G groups of E/G consecutive ones.  score[g] =
+ * the sum of the n = floor(k/M) largest v of group g.  Returns 0 or a
+ * PTDP_E… code. */
+int lesson_group_scores(const ptdp_real *v, int E, int G, int n, ptdp_real *score);
+
+/* Blank 11: DeepSeek-V3's router for one token.  s = sigmoid(z); the top
+ * k of s + b (bias b[E]) among the experts of the M best of G groups (G
+ * 1: no groups); choice[0 .. k) largest s + b first, ties to the lower
+ * index; gate[j] = lambda s_j / (sum of the chosen s).  Returns 0 or a
+ * PTDP_E… code. */
+int lesson_route_sigmoid(const ptdp_real *z, const ptdp_real *bias, int E, int k, int G, int M, double lambda,
+                         int *choice, ptdp_real *gate);
+
+/* Blanks 12-13: the loss-free balance's step on one replica, after an
+ * optimizer step.  L[E]: in, the choices of each expert among MY tokens
+ * this step; out, the choices over the whole global batch (summed over
+ * the DP group dp, the replicas that route different tokens).  Then b_e
+ * += u sign(mean L - L_e), sign(0) = 0.  Returns 0 or a PTDP_E… code. */
+int lesson_balance_bias(ptdp_comm *dp, int E, double u, double *L, ptdp_real *bias);
+
 #endif

@@ -19,6 +19,10 @@
  *   dispatch all_to_allv ──► wire order, by source: [from 0: e0 e0 e1 | from 1: e0 e1 e1]
  *            reorder     ──► local expert order:   [e0: 0 0 1 | e1: 0 1 1]  (one GEMM per expert)
  *   combine  the reorder backwards, the all_to_allv back, then out[t] = sum_j g_j y[slot]
+ *
+ * Part 2 (at the end): DeepSeek-V3's sigmoid router — the top k of s + b
+ * in the M best groups, gates lambda s_j / sum s — and its loss-free
+ * bias, b_e += u sign(mean L - L_e) from the loads summed over DP.
  */
 #include "lesson.h"
 
@@ -160,4 +164,103 @@ int lesson_expert_grad_ranks(const int *dp_ranks, int dp, int ep, int member, in
         if (i % ep == member % ep)
             out[n++] = dp_ranks[i];
     return n;
+}
+
+/* ======== Part 2: DeepSeek-V3's router and its auxiliary-loss-free balance
+ *
+ *   s = sigmoid(z)                 each expert's affinity, on its own
+ *   v = s + b                      b: the expert bias — it only SELECTS
+ *   groups: score_g = sum of the floor(k/M) largest v of group g; keep the M best
+ *   top k of v among the kept groups' experts
+ *   g_j = lambda s_j / sum of the chosen s          (no b in the gates)
+ *
+ * and after each optimizer step, on every replica alike:
+ *
+ *   L_e = the choices of expert e over the WHOLE global batch   (all-reduce over DP)
+ *   b_e += u sign(mean L - L_e),  sign(0) = 0
+ */
+
+/* sigmoid(z) = 1 / (1 + e^-z) in double: the library's. */
+static double sigmoid_of(double z)
+{
+    return 1.0 / (1.0 + exp(-z));
+}
+
+int lesson_group_scores(const ptdp_real *v, int E, int G, int n, ptdp_real *score)
+{
+    const int per = E / G;
+    for (int g = 0; g < G; g++) {
+        int top[n];
+        ptdp_real unused[n];
+        /* the n largest v of group g, largest first: your top k of blank 1 */
+        int rc = lesson_route(v + (size_t)g * per, per, n, top, unused);
+        if (rc != 0)
+            return rc;
+        /* Blank 10: the group's score: the sum of those n values, largest first. */
+        double sum = 0.0;
+        for (int j = 0; j < n; j++)
+            sum += v[(size_t)g * per + top[j]];
+        score[g] = (ptdp_real)sum;
+    }
+    return PTDP_OK;
+}
+
+int lesson_route_sigmoid(const ptdp_real *z, const ptdp_real *bias, int E, int k, int G, int M, double lambda,
+                         int *choice, ptdp_real *gate)
+{
+    ptdp_real s[E], v[E], unused[E];
+    int rc = PTDP_OK;
+    for (int e = 0; e < E; e++) {
+        s[e] = (ptdp_real)sigmoid_of((double)z[e]);
+        v[e] = s[e] + bias[e];   /* what the top k reads */
+    }
+    if (G > 1 && M < G) {   /* only the experts of the M best groups stay */
+        const int per = E / G;
+        ptdp_real score[G];
+        int best[M];
+        bool kept[G];
+        rc = lesson_group_scores(v, E, G, k / M, score);
+        if (rc == 0)
+            rc = lesson_route(score, G, M, best, unused);   /* the M best groups, ties to the lower */
+        if (rc != 0)
+            return rc;
+        for (int g = 0; g < G; g++)
+            kept[g] = false;
+        for (int j = 0; j < M; j++)
+            kept[best[j]] = true;
+        for (int e = 0; e < E; e++)
+            if (!kept[e / per])
+                v[e] = -INFINITY;
+    }
+    rc = lesson_route(v, E, k, choice, unused);   /* your top k, now of s + b */
+    if (rc != 0)
+        return rc;
+    /* Blank 11: the gates: lambda s_j over the sum of the chosen s — the
+     * bias chose the experts and has no say in their weights. */
+    double S = 0.0;
+    for (int j = 0; j < k; j++)
+        S += s[choice[j]];
+    for (int j = 0; j < k; j++)
+        gate[j] = (ptdp_real)(lambda * s[choice[j]] / S);
+    return PTDP_OK;
+}
+
+int lesson_balance_bias(ptdp_comm *dp, int E, double u, double *L, ptdp_real *bias)
+{
+    /* Blank 12: the load of the whole global batch: every replica counted
+     * only its own tokens, so sum L over the DP group — one all-reduce of
+     * E doubles, and every replica holds the same L. */
+    int rc = ptdp_all_reduce(dp, L, L, (size_t)E, PTDP_F64, PTDP_SUM);
+    if (rc != 0)
+        return rc;
+    double total = 0.0;
+    for (int e = 0; e < E; e++)
+        total += L[e];
+    for (int e = 0; e < E; e++) {
+        /* Blank 13: b_e += u sign(mean L - L_e), sign(0) = 0.  E (mean L -
+         * L_e) = total - E L_e, whole numbers: a tie is exactly 0. */
+        const double d = total - (double)E * L[e];
+        bias[e] += (ptdp_real)(d > 0 ? u : d < 0 ? -u : 0.0);
+    }
+    return PTDP_OK;
 }
