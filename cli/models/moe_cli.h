@@ -91,7 +91,8 @@ int ptdp_moe_cli_load_matches(const char *load, ptdp_st_file *f, const ptdp_moe_
 void ptdp_moe_cli_report_keys(FILE *f, const ptdp_moe_settings *s, int ffn);
 
 /* Expert parallelism's uniform estimate per device and step (ep.h) for
- * sequences of seq_len positions. */
+ * sequences of seq_len positions (under --fp8-comm the forward dispatch's
+ * rows at their codes and scales, ep.h's ptdp_ep_fp8_row_bytes). */
 double ptdp_moe_cli_ep_uniform_bytes(const ptdp_train_config *c, const ptdp_moe_settings *s, int seq_len);
 
 /* The run's experts from the counters (the hooks report_stats and
