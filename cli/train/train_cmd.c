@@ -52,6 +52,8 @@ typedef struct {
     const char *profile;           /* NULL: the default profile             */
     bool check, quiet;
     bool hpz;                      /* --zero-hpz: cfg.zero_hpz from the profile */
+    bool qwz;                      /* --zero-qwz: cfg.zero_qwz = the block      */
+    int quant_block;               /* --zero-quant-block B; 0: not given        */
     const char *log_path, *save, *load, *save_init, *dump, *report_path, *html_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
@@ -151,6 +153,10 @@ static void usage_parallelism(const ptdp_train_config *d)
         "  --zero-hpz          ZeRO++'s hpZ (with --zero 3 and a cluster profile): each device keeps\n"
         "                      1/k of every unit the forward gathered, k its node's DP ranks, so the\n"
         "                      backward gathers inside the node (the same bits; S/k more memory)\n"
+        "  --zero-qwz          ZeRO++'s qwZ (with --zero 3): the forward's parameter gathers as INT8,\n"
+        "                      one scale a block of --zero-quant-block B elements (default 2048) of\n"
+        "                      each rank's shard; the backward's exact (lossy: --check quantizes its\n"
+        "                      one device alike)\n"
         "  --overlap           all-reduce each DP bucket (--zero 1: reduce-scatter it) during the last\n"
         "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2,\n"
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
@@ -158,7 +164,14 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      LayerNorm shards again while the input gradients' products run\n"
         "  --no-pair-overlap   time an overlapped F&B pair (%s) as F then B: its\n"
         "                      expert-parallel all-to-alls on the compute stream instead of under\n"
-        "                      the pair's compute (the same bits; the virtual time without overlap)\n"
+        "                      the pair's compute (the same bits; the virtual time without overlap)\n",
+        pairs);
+}
+
+/* Precision: bf16's stores, FP8's products and communication. */
+static void usage_precision(void)
+{
+    printf(
         "  --precision P       " PTDP_REAL_NAME " (default) or bf16: bf16 parameters and gradients, float\n"
         "                      master weights and AdamW moments: 2 + 2 + 12 bytes a parameter\n"
         "  --fp8 R             every linear layer's products from FP8 operands (docs/fp8.md): X and W\n"
@@ -170,7 +183,7 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      weights FP8 quantizes as codes (torchtitan's float8 all-gather), their\n"
         "                      amaxes all-reduced first: the same bits, fewer bytes\n"
         "  --fp8-amax-history H  --fp8 delayed: the scale from the max amax of the last H steps\n"
-        "                      (default %d)\n", pairs, PTDP_FP8_HISTORY_DEFAULT);
+        "                      (default %d)\n", PTDP_FP8_HISTORY_DEFAULT);
 }
 
 static void usage(void)
@@ -178,6 +191,7 @@ static void usage(void)
     ptdp_train_config d = ptdp_train_defaults();
     d.model.ffn = 0;               /* printed as 4*hidden */
     usage_parallelism(&d);
+    usage_precision();
     printf("model and data:\n");
     ptdp_model_flags_help(stdout, &d.model);
     printf(
@@ -376,6 +390,8 @@ static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, 
     else if (ptdp_args_is(a, "--zero")) *rc = ptdp_args_int(a, 0, 3, &c->zero);
     else if (ptdp_args_is(a, "--shard-group")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->shard_group);
     else if (ptdp_args_is(a, "--zero-hpz")) *rc = ptdp_args_switch(a, &o->hpz);
+    else if (ptdp_args_is(a, "--zero-qwz")) *rc = ptdp_args_switch(a, &o->qwz);
+    else if (ptdp_args_is(a, "--zero-quant-block")) *rc = ptdp_args_int(a, 1, 1 << 24, &o->quant_block);
     else if (ptdp_args_is(a, "--overlap")) *rc = ptdp_args_switch(a, &c->overlap);
     else if (ptdp_args_is(a, "--no-pair-overlap")) *rc = ptdp_args_switch(a, &c->serial_pairs);
     else if (ptdp_args_is(a, "--precision")) {
@@ -661,6 +677,19 @@ static int validate(train_options *o)
     int rc = resolve_dp(c, o->devices);
     if (rc == 0)
         rc = resolve_hpz(o);
+    if (rc == 0 && o->quant_block > 0 && !o->qwz)
+        rc = ptdp_usage_error("train", "--zero-quant-block %d is the block qwZ quantizes in: it needs --zero-qwz",
+                              o->quant_block);
+    if (o->qwz)
+        c->zero_qwz = o->quant_block > 0 ? o->quant_block : 2048;
+    if (rc == 0 && o->qwz && o->check && (c->tp > 1 || c->pp > 1))   /* zero3_qwz.c: what --check compares */
+        rc = ptdp_usage_error("train", "--check with --zero-qwz and --%s %d: qwZ's blocks follow each ZeRO-3 "
+                              "unit's shards, and a %s unit is not one device's (%s), so no one device can "
+                              "quantize the same blocks; check qwZ over dp, cp and --shard-group alone",
+                              c->tp > 1 ? "tp" : "pp", c->tp > 1 ? c->tp : c->pp,
+                              c->tp > 1 ? "TP rank's" : "stage's",
+                              c->tp > 1 ? "its shard of every weight" : "the last stage's head holds its own copy of "
+                                                                        "the tied embedding");
     if (rc != 0)
         return rc;
     if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)

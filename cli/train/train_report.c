@@ -339,6 +339,31 @@ static double fp8_gather_change(const ptdp_train_config *c, const ptdp_train_res
     return fp8_gathers(res, r, N, M) - 2.0 * M * (N - 1.0) / N * device_elements(res, r) * b;
 }
 
+/* --zero-qwz (zero3_qwz.c): each of a step's M forward gathers puts W
+ * bytes (INT8 codes and a scale a block, each unit's wires padded to its
+ * largest rank's) in place of S b; the backward's stays exact. */
+static double qwz_gather_change(const ptdp_train_config *c, const ptdp_train_result *res, int r, int N, int M,
+                                double b)
+{
+    if (c->zero_qwz <= 0 || N <= 1)
+        return 0;
+    return M * (N - 1.0) / N * (device_count(res, r, "qwz_gather_bytes") - device_elements(res, r) * b);
+}
+
+static void print_qwz_gather(const ptdp_train_config *c, const ptdp_train_result *res, int N, double b)
+{
+    if (c->zero_qwz <= 0 || N <= 1)
+        return;
+    const double S = device_elements(res, 0), W = device_count(res, 0, "qwz_gather_bytes");
+    char x[4][32];
+    printf("  --zero-qwz: a forward gather of device 0's units puts W = %s in the all-gathers (S = %.0f INT8 "
+           "codes\n  and a %zu-B scale a block of %d of each rank's shard, each unit's wires padded to its largest "
+           "rank's)\n  in place of S %.0f = %s (bf16's 2S = %s); each rank sends (N-1)/N W = %s; the backward's "
+           "gather stays exact\n", ptdp_format_bytes(W, x[0], sizeof x[0]), S, sizeof(ptdp_real), c->zero_qwz, b,
+           ptdp_format_bytes(S * b, x[1], sizeof x[1]), ptdp_format_bytes(2 * S, x[2], sizeof x[2]),
+           ptdp_format_bytes((N - 1.0) / N * W, x[3], sizeof x[3]));
+}
+
 static void print_fp8_gather(const ptdp_train_config *c, const ptdp_train_result *res, int N, double b)
 {
     if (c->zero != 3 || !c->fp8.comm || N <= 1)
@@ -377,6 +402,7 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
         t.shard_formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M) *
                            (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
         t.shard_formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
+        t.shard_formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -399,6 +425,7 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
            c->zero_hpz > 0                ? "2M(N-1)/N S (hpZ)"
            : c->zero == 3 && c->fp8.comm ? "M(N-1)/N S + 2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)"
+           : c->zero_qwz > 0               ? "2M(N-1)/N S + M(N-1)/N W (qwZ's forward gathers)"
                                           : ptdp_zero_stage_of(c->zero)->dp_rule,
            ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
@@ -421,6 +448,9 @@ static void dp_rule(const ptdp_train_config *c, const ptdp_train_result *res, pt
     if (c->zero == 3 && c->fp8.comm && N > 1)   /* --fp8-comm: the gathers' codes and amaxes */
         snprintf(rule + strlen(rule), n - strlen(rule), ", its gathers 2M((N-1)/N W + 2(N-1)/N T %zu) in "
                  "place of 2M(N-1)/N S", sizeof(ptdp_real));
+    if (c->zero_qwz > 0 && N > 1)   /* qwZ: the forward gathers' INT8 */
+        snprintf(rule + strlen(rule), n - strlen(rule), ", its forward gathers M(N-1)/N W (qwZ) in place of "
+                 "M(N-1)/N S");
     if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
         snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (device_count(res, 0, "fp8_amax_bytes") > 0)   /* --fp8 delayed: the step amaxes' all-reduce */
@@ -443,6 +473,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         measured += per_step(group_sent(&lr->devices[r].comm, "dp"), c);
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
         formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
+        formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
         formula += per_step(device_count(res, r, "fp8_amax_bytes"), c);   /* delayed's step amaxes (fp8_linear.h) */
         grads += S * bg;
@@ -463,6 +494,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
                N, rule, ptdp_format_bytes(formula, b[0], sizeof b[0]), ptdp_format_bytes(grads, b[1], sizeof b[1]),
                ptdp_format_bytes(measured, b[2], sizeof b[2]));
     print_fp8_gather(c, res, N, bg);
+    print_qwz_gather(c, res, N, bg);
     if (!row->shards_optim)
         return;
     const ptdp_mem_stats *m0 = &lr->devices[0].mem;
@@ -592,6 +624,30 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
 /* A number as JSON: %.17g, or null for NaN and infinity (json.h).  Each use
  * has a buffer of its own, alive until the end of the statement. */
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
+
+/* The report's "qwz_gather_bytes_per_step": as fp8_gather's, for qwZ's
+ * INT8 forward gathers (W: device 0's, one forward gather of its units). */
+static void json_qwz_gather(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr,
+                            const ptdp_train_result *res)
+{
+    const int N = zero_ranks(c), M = gradient_sums(c);
+    if (c->zero_qwz <= 0 || N <= 1 || c->steps == 0)
+        return;
+    double bw, bg, bo, measured = 0, formula = 0, without = 0;
+    state_bytes(c, &bw, &bg, &bo);
+    for (int r = 0; r < lr->world_size; r++) {
+        const double S = device_elements(res, r), plain = ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M);
+        measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
+        without += bg / sizeof(ptdp_real) * plain;
+        formula += bg / sizeof(ptdp_real) * plain + qwz_gather_change(c, res, r, N, M, bg);
+        if (shard_groups_of(c) == 0)   /* the dp group's other sums: delayed's amaxes, the expert loads */
+            formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
+    }
+    const double n = lr->world_size;
+    fprintf(f, ", \"qwz_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_qwz\": %s, "
+               "\"block\": %d, \"gathered_bytes\": %.0f}",
+            J(measured / n), J(formula / n), J(without / n), c->zero_qwz, device_count(res, 0, "qwz_gather_bytes"));
+}
 
 /* The report's "fp8_gather_bytes_per_step": ZeRO-3's group (the dp group,
  * or HSDP's shard group) a step, per device (means): measured, by the
@@ -775,6 +831,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     }
     ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
     json_fp8_gather(f, c, lr, res);        /* --fp8-comm under ZeRO-3 */
+    json_qwz_gather(f, c, lr, res);        /* --zero-qwz */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);

@@ -173,6 +173,9 @@ typedef struct {
                                        ranks a node holds, dividing the
                                        shard group (or dp); 0 after init:
                                        off; set by the caller before ZeRO  */
+    int qwz;                        /* ZeRO++'s qwZ (zero3_qwz.c): the
+                                       forward gathers' INT8 block B; 0
+                                       after init: off; set before ZeRO    */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */

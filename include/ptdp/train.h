@@ -84,6 +84,12 @@ typedef struct {
                                  ZeRO-3's backward gathers from secondary
                                  pieces (the command derives k from the
                                  profile's GPUs a node); 0 = off          */
+    int zero_qwz;             /* ZeRO++'s qwZ (--zero-qwz, zero3_qwz.c): the
+                                 forward gathers in INT8 blocks of this many
+                                 elements (--zero-quant-block, 2048); 0 = off */
+    int zero_qwz_emulate;     /* --check's one device: the ZeRO group's N whose
+                                 shards qwZ's blocks follow; 0 = none     */
+    int zero_qwz_emulate_block;   /* ... and their block B                */
     bool bf16;                /* --precision bf16: bf16 parameters and
                                  gradients, float master weights (mixed.h);
                                  the float build only                      */

@@ -227,6 +227,8 @@ typedef struct {
                                    FP8 weights' codes and the rest (zero3_fp8.c) */
     ptdp_real *fp8_scales;      /* --fp8-comm: the gather in flight's amaxes and
                                    scales of its weights' tiles; else NULL  */
+    bool qwz;                   /* --zero-qwz: gathered holds INT8 wires
+                                   (zero3_qwz.c), not yet rebuilt         */
 } ptdp_zero_unit;
 
 /* bf16: one subunit of a unit (model.h), widened while in use. */
@@ -293,6 +295,8 @@ typedef struct ptdp_zero {
                                    (zero_hpz.c); NULL without               */
     size_t hpz_bytes;           /* --zero-hpz: the secondary pieces' bytes now */
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
+    int qwz_block;              /* --zero-qwz: the forward gathers' INT8 blocks
+                                   of B elements (zero3_qwz.c); 0: off      */
     struct ptdp_fp8_linear *fp8;   /* --fp8-comm: the linear op's FP8, whose
                                    weights stage 3 gathers as codes
                                    (zero3_fp8.c); else NULL                  */

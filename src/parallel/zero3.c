@@ -85,6 +85,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
 #include "parallel/zero3_fp8.h"
+#include "parallel/zero3_qwz.h"
 #include "parallel/zero_impl.h"
 
 /* Point the views of unit u's parameters (or gradients) into buf, a copy
@@ -114,6 +115,8 @@ static int gather(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, int k, bo
     ptdp_zero_unit *u = &z->units[k];
     if (ptdp_zero3_fp8_gathers(z, m, k))
         return ptdp_zero3_fp8_gather(dev, z, m, k, start);
+    if (z->qwz_block > 0 && !backward)   /* ZeRO++'s qwZ: a forward's gather in INT8 */
+        return ptdp_zero3_qwz_gather(dev, z, k, start);
     const size_t n = u->end - u->begin, es = ptdp_store_size(z->store);
     u->gathered = ptdp_alloc_uninit(dev, (n > 0 ? n : 1) * es, PTDP_MEM_PARAMS, "zero3.gathered");
     if (u->gathered == NULL)
@@ -162,6 +165,17 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool ba
             rc = ptdp_wait(&u->gather);
         } else if (u->gathered == NULL) {
             rc = gather(dev, z, m, k, false, backward);
+        }
+        if (rc == 0 && u->qwz && backward) {   /* a forward's INT8 prefetch: a backward gathers exact */
+            ptdp_free(dev, u->gathered);
+            u->gathered = NULL;
+            u->qwz = false;
+            rc = gather(dev, z, m, k, false, true);
+        }
+        if (rc == 0 && u->qwz) {   /* qwZ: the float unit from the INT8 wires */
+            if ((rc = ptdp_zero3_qwz_rebuild(dev, z, k)) == 0)
+                point_unit(m, k, u, u->w, false);
+            return rc;
         }
         if (rc == 0 && ptdp_zero3_fp8_gathers(z, m, k)) {   /* the float unit from the codes */
             if ((rc = ptdp_zero3_fp8_rebuild(dev, z, m, k)) == 0)
@@ -432,7 +446,7 @@ static int subunits_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             continue;
         z->subunits[p->subunit].unit = p->unit;
         z->subunits[p->subunit].end = p->offset + ptdp_tensor_numel(p->w);
-        z->units[p->unit].in_subunits = z->store == PTDP_BF16 && z->fp8 == NULL;   /* FP8: rebuilt whole */
+        z->units[p->unit].in_subunits = z->store == PTDP_BF16 && z->fp8 == NULL && z->qwz_block == 0;   /* rebuilt whole */
     }
     return PTDP_OK;
 }
@@ -454,6 +468,8 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
         z->units[m->params[i].unit].begin = m->params[i].offset;
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+    z->qwz_block = m->mesh->qwz;   /* --zero-qwz (zero3_qwz.c) */
+    ptdp_zero3_qwz_count(dev, z);
     int rc = ptdp_zero3_fp8_init(dev, z, m);   /* --fp8-comm: z->fp8, before the subunits */
     return rc == 0 ? subunits_init(dev, z, m) : rc;
 }
@@ -506,6 +522,7 @@ int ptdp_zero3_sum(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
             ptdp_free(dev, x->fp8_scales);
             x->gathered = NULL;
             x->fp8_scales = NULL;
+            x->qwz = false;
         }
     }
     ptdp_zero_hpz_drop_all(dev, z);   /* the optimizer is about to change what they copied */

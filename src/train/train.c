@@ -60,6 +60,7 @@
 #include "parallel/model_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero3_fp8.h"
+#include "parallel/zero3_qwz.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
 
@@ -209,6 +210,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
+    d->mesh.qwz = c->zero_qwz;            /* qwZ: ZeRO-3's forward gathers in INT8 (zero3_qwz.c) */
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     d->mesh.pp_layout = ptdp_train_layout(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
@@ -228,6 +230,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         d->model.chunks[k].fp8 = d->fp8;
     }
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
+        return rc;
+    if (c->zero_qwz_emulate > 0 &&   /* --check's one device of a qwZ run */
+        (rc = ptdp_zero_qwz_emulate(dev, &d->model, c->zero_qwz_emulate, c->zero_qwz_emulate_block)) != 0)
         return rc;
     ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */
     /* The optimizer state covers the chunk this device updates. */
@@ -259,6 +264,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 static void device_teardown(ptdp_device *dev, device_ctx *d)
 {
     dev->counts = NULL;
+    ptdp_zero_qwz_emulate_free(&d->model);   /* --check's one device of a qwZ run */
     ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_fp8_linear_destroy(dev, d->fp8);
     ptdp_model_free(dev, &d->model);
@@ -359,6 +365,8 @@ static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *pr
         rc = ptdp_zero_hpz_publish(reg);
     if (rc == 0 && cfg->zero == 3 && cfg->fp8.comm)
         rc = ptdp_zero3_fp8_publish(reg);
+    if (rc == 0 && cfg->zero_qwz > 0)
+        rc = ptdp_zero3_qwz_publish(reg);
     if (rc == 0 && cfg->fp8.recipe != NULL && cfg->fp8.recipe->uses_history)
         rc = ptdp_fp8_linear_publish(reg);
     if (rc != 0)
@@ -446,6 +454,11 @@ ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg)
     b.zero = 0;
     b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */
     b.zero_hpz = 0;      /* hpZ needs ZeRO-3 */
+    if (cfg->zero_qwz > 0) {   /* qwZ: one device quantizes each unit as the ZeRO group's shards (zero3_qwz.c) */
+        b.zero_qwz_emulate = cfg->shard_group > 0 ? cfg->shard_group : cfg->dp * ptdp_train_cp(cfg);
+        b.zero_qwz_emulate_block = cfg->zero_qwz;
+    }
+    b.zero_qwz = 0;
     b.overlap = false;
     return b;
 }

@@ -394,6 +394,30 @@ static int hpz_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* ZeRO++'s qwZ (zero3_qwz.c): ZeRO-3's forward gathers in INT8.  Its one
+ * device for --check quantizes the float buffer in place, so the float
+ * store; a recomputed forward runs inside the backward's exact gather,
+ * which the one device (no recomputation) cannot follow. */
+static int qwz_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (c->zero_qwz == 0)
+        return PTDP_OK;
+    if (c->zero_qwz < 0 || c->zero_qwz > 1 << 24)
+        BAD("--zero-quant-block %d: must be between 1 and 16777216 elements", c->zero_qwz);
+    if (c->zero != 3)
+        BAD("--zero-qwz quantizes ZeRO-3's parameter gathers: it needs --zero 3; --zero is %d", c->zero);
+    if (c->bf16)
+        BAD("--zero-qwz with --precision bf16: qwZ quantizes the float store here; not built for bf16's yet "
+            "(use --precision %s)", PTDP_REAL_NAME);
+    if (c->zero_hpz > 0)
+        BAD("--zero-qwz with --zero-hpz: hpZ keeps the forward's gathered unit for the backward, which qwZ "
+            "gathers exact; the two are not built together: leave one out");
+    if (c->recompute)
+        BAD("--zero-qwz with --recompute: a recomputed forward runs inside the backward's exact gather, so it "
+            "would not see the forward's quantized weights; use --recompute selective or leave it out");
+    return PTDP_OK;
+}
+
 /* bf16, ZeRO-3 and --overlap against the schedule and the mesh.  What
  * the schedule refuses is its row's to say (ptdp_schedule_refuses: its own
  * reasons, a W phase's, several chunks a stage's). */
@@ -417,7 +441,7 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
-    if (shard_group_rules(c, msg, n) != 0 || hpz_rules(c, msg, n) != 0)
+    if (shard_group_rules(c, msg, n) != 0 || hpz_rules(c, msg, n) != 0 || qwz_rules(c, msg, n) != 0)
         return PTDP_EINVAL;
     if (c->overlap && c->ep > 1 && z->shards_grads)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
@@ -471,6 +495,9 @@ static int fp8_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->fp8.comm && c->zero != 3 && (c->ep <= 1 || r->whole_tensor))
         BAD("--fp8-comm sends expert parallelism's dispatch in FP8, each row by its own tiles: it needs --ep 2 or "
             "more and --fp8 blockwise or mxfp8; or ZeRO-3's parameter gather in FP8: --zero 3");
+    if (c->fp8.comm && c->zero_qwz > 0)
+        BAD("--fp8-comm with --zero-qwz: both quantize ZeRO-3's forward gathers (FP8 codes where --fp8 computes "
+            "with them, INT8 blocks); leave one out");
     if (c->fp8.comm && c->zero == 3 && c->zero_hpz > 0)
         BAD("--fp8-comm with --zero-hpz: hpZ keeps the forward's gathered unit for the backward in the store's "
             "type, and the FP8 gather rebuilds the unit in float from codes; the two are not built together: "

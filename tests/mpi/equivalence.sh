@@ -63,6 +63,8 @@ same 4 --model gpt --dp 4 --zero 3 --shard-group 2 --steps 2
 # ZeRO++'s hpZ: on 4 GPUs a node, dp 4 x tp 2 spans two nodes; the backward gathers
 # each unit over the node group's secondary shards
 same 8 --model gpt --dp 4 --tp 2 --zero 3 --zero-hpz --profile hgx-a100-4 --micro-batches 2 --batch 8 --steps 2
+# ZeRO++'s qwZ: the forward's gathers in INT8 blocks, prefetched under --overlap
+same 4 --model gpt --dp 4 --zero 3 --zero-qwz --zero-quant-block 500 --overlap --micro-batches 2 --steps 2
 # the llama: a kv head shared by TP ranks (its gradient summed over them),
 # PP and ZeRO, the ring with SP, and Ulysses over its kv heads
 same 4 --model llama --tp 4 --vocab 64 --steps 2
