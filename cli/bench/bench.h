@@ -78,6 +78,9 @@ typedef struct {
     const char *name;                  /* PTDP_REAL_NAME, "bf16", the recipe's */
     bool bf16;                         /* --precision bf16                     */
     const ptdp_fp8_recipe *recipe;     /* --fp8 R, or NULL                     */
+    int qwz_block, qwz_ranks;          /* ZeRO++'s qwZ as N ranks' shards would
+                                          quantize the forward's weights, blocks
+                                          of B (zero3_qwz.c's one device), or 0 */
 } ptdp_fp8_bench_precision;
 
 /* The build's precisions into out (at most max): its float first, then

@@ -176,6 +176,8 @@ int ptdp_fp8_bench_train(const ptdp_train_config *base, const ptdp_fp8_bench_pre
     ptdp_train_config cfg = *base;
     cfg.bf16 = p->bf16;
     cfg.fp8 = (ptdp_fp8_settings){ .recipe = p->recipe };
+    cfg.zero_qwz_emulate = p->qwz_ranks;   /* qwZ: one device quantizing as N ranks' ZeRO-3 would */
+    cfg.zero_qwz_emulate_block = p->qwz_block;
     int rc = ptdp_train_validate(&cfg, msg, msglen);
     if (rc != 0)
         return rc;
@@ -235,6 +237,9 @@ typedef struct {
     int every, repeat;
     int recipes[8], nrecipes;     /* --recipes: indices of FP8 recipes run   */
     bool recipes_given, json;
+    size_t qwz[4];                /* --qwz: qwZ's blocks B run (none: 0 of them) */
+    int nqwz, qwz_ranks;          /* ... and the ZeRO group N (--qwz-ranks) */
+    char qwz_names[4][24];        /* "qwz/B" */
 } fp8_bench_opts;
 
 /* The first registered model that can be sampled: the transformer of
@@ -255,7 +260,8 @@ static void usage(void)
         snprintf(recipes + strlen(recipes), sizeof recipes - strlen(recipes), "%s%s", i ? "," : "",
                  ptdp_fp8_recipe_at(i)->name);
     printf("usage: ptdp bench fp8 [--steps N] [--batch B] [--lr X] [--seed S] [--recipes R,...]\n"
-           "                      [--every K] [--repeat R] [--json] [model flags]\n"
+           "                      [--qwz B,... [--qwz-ranks N]] [--every K] [--repeat R] [--json]\n"
+           "                      [model flags]\n"
            "\n"
            "Train one model from the same parameters on the same batches in %s, bf16 and each FP8\n"
            "recipe (docs/fp8.md), and print each run's loss every K steps, its final loss, its gap to\n"
@@ -266,7 +272,10 @@ static void usage(void)
            "  --batch B       the global batch (default 64)\n"
            "  --lr X          AdamW's learning rate (default %g, ptdp demo's)\n"
            "  --seed S        parameters and data (default 1)\n"
-           "  --recipes LIST  the FP8 recipes run (default all: %s)\n"
+           "  --recipes LIST  the FP8 recipes run (default all: %s; none with --qwz)\n"
+           "  --qwz B,...     also ZeRO++'s qwZ (docs/zero.md): the forward's weights quantized in INT8\n"
+           "                  blocks of B of each of --qwz-ranks N (default 8) ZeRO-3 shards, on one\n"
+           "                  device as --check's (the same numbers as the N devices' run)\n"
            "  --every K       print the loss every K steps (default: N/4)\n"
            "  --repeat R      runs of each precision; the median wall time is kept, the losses must\n"
            "                  repeat bit for bit (default 1)\n"
@@ -301,6 +310,8 @@ static int own_flag(ptdp_args *a, fp8_bench_opts *o, int *seed, int *rc)
     else if (ptdp_args_is(a, "--every")) *rc = ptdp_args_int(a, 1, FP8_BENCH_MAX_STEPS, &o->every);
     else if (ptdp_args_is(a, "--repeat")) *rc = ptdp_args_int(a, 1, 9, &o->repeat);
     else if (ptdp_args_is(a, "--json")) *rc = ptdp_args_switch(a, &o->json);
+    else if (ptdp_args_is(a, "--qwz")) *rc = ptdp_args_size_list(a, 1, 1 << 24, o->qwz, 4, &o->nqwz);
+    else if (ptdp_args_is(a, "--qwz-ranks")) *rc = ptdp_args_int(a, 2, 1 << 16, &o->qwz_ranks);
     else if (ptdp_args_is(a, "--recipes")) {
         *rc = ptdp_args_enum_list(a, names, n < 8 ? n : 8, o->recipes, 8, &o->nrecipes);
         o->recipes_given = true;
@@ -341,9 +352,14 @@ static int parse(int argc, char **argv, fp8_bench_opts *o)
     if (ptdp_model_flags_finish("bench fp8", &o->mf) != 0)
         return PTDP_EXIT_USAGE;
     o->cfg.model = o->mf.cfg;
-    if (!o->recipes_given)
+    if (!o->recipes_given && o->nqwz == 0)
         for (o->nrecipes = 0; o->nrecipes < ptdp_fp8_recipe_count() && o->nrecipes < 8; o->nrecipes++)
             o->recipes[o->nrecipes] = o->nrecipes;
+    if (o->qwz_ranks > 0 && o->nqwz == 0)
+        return ptdp_usage_error("bench fp8", "--qwz-ranks %d is the ZeRO group qwZ's blocks follow: it needs "
+                                "--qwz B", o->qwz_ranks);
+    if (o->qwz_ranks == 0)
+        o->qwz_ranks = 8;
     if (o->every == 0)
         o->every = o->cfg.steps / 4 > 0 ? o->cfg.steps / 4 : 1;
     if (o->every > o->cfg.steps)
@@ -445,6 +461,8 @@ static void print_json(const fp8_bench_opts *o, const ptdp_fp8_bench_run *r, con
         printf("\"%s\"", r->prec.recipe->name);
     else
         printf("null");
+    if (r->prec.qwz_block > 0)   /* qwZ's runs alone */
+        printf(", \"qwz_block\": %d, \"qwz_ranks\": %d", r->prec.qwz_block, r->prec.qwz_ranks);
     printf(", \"steps\": %d, \"completed\": %d, \"loss\": [", n, r->completed);
     for (int i = 0; i < r->completed; i++)
         printf("%s%s", i ? ", " : "", ptdp_json_number(r->loss[i], x[0]));
@@ -487,11 +505,16 @@ static int chosen(const fp8_bench_opts *o, ptdp_fp8_bench_precision *out, int ma
         for (int i = 0; i < n; i++)
             if (all[i].recipe == ptdp_fp8_recipe_at(o->recipes[j]))
                 out[k++] = all[i];
+    for (int j = 0; j < o->nqwz && k < max; j++)
+        out[k++] = (ptdp_fp8_bench_precision){ .name = o->qwz_names[j], .qwz_block = (int)o->qwz[j],
+                                               .qwz_ranks = o->qwz_ranks };
     return k;
 }
 
-static int run_all(const fp8_bench_opts *o)
+static int run_all(fp8_bench_opts *o)
 {
+    for (int j = 0; j < o->nqwz; j++)
+        snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz/%zu", o->qwz[j]);
     ptdp_fp8_bench_precision p[16];
     const int n = chosen(o, p, 16);
     int status = check_all(o, p, n);

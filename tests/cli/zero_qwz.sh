@@ -57,4 +57,20 @@ check --model gpt --dp 4 --shard-group 2 --zero 3 --zero-qwz
 check --model llama --dp 2 --cp 2 --zero 3 --zero-qwz --zero-quant-block 64
 check --model gpt --dp 2 --micro-batches 2 --overlap --zero 3 --zero-qwz --zero-quant-block 300
 
+# the precision benchmark's qwZ runs: one device quantizing as N ranks' shards would, so its losses
+# are a real ZeRO-3 --zero-qwz run's over N devices (to --check's float tolerance)
+expect_usage "--qwz-ranks 4 is the ZeRO group qwZ's blocks follow: it needs --qwz B" -- bench fp8 --steps 2 --qwz-ranks 4
+if run_ok bench fp8 --steps 4 --qwz 512 --qwz-ranks 2 --json && grep '"qwz/512"' "$out" > "$tmp/bench.json" &&
+   run_ok train --model gpt --steps 4 --batch 64 --lr 3e-3 --dp 2 --zero 3 --zero-qwz --zero-quant-block 512 \
+       --log "$tmp/q.log"; then
+    cases=$((cases + 1))
+    python3 - "$tmp/bench.json" "$tmp/q.log" <<'PY' || fail "bench fp8 --qwz 512 --qwz-ranks 2: its losses are not the dp 2 --zero-qwz run's"
+import json, sys
+bench = json.loads(open(sys.argv[1]).read())
+assert bench["qwz_block"] == 512 and bench["qwz_ranks"] == 2, bench
+run = [json.loads(l)["loss"] for l in open(sys.argv[2]) if l.strip()]
+assert len(run) == 4 and all(abs(a - b) <= 1e-4 * max(1, abs(b)) for a, b in zip(bench["loss"], run)), (bench["loss"], run)
+PY
+fi
+
 finish zero_qwz "qwZ's refusals, its loss, its bytes against the formula, --check at dp, HSDP, cp and --overlap"
