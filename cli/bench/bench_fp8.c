@@ -239,7 +239,7 @@ typedef struct {
     bool recipes_given, json;
     size_t qwz[4];                /* --qwz: qwZ's blocks B run (none: 0 of them) */
     int nqwz, qwz_ranks;          /* ... and the ZeRO group N (--qwz-ranks) */
-    char qwz_names[4][24];        /* "qwz/B" */
+    char qwz_names[4][24];        /* "qwz-B" */
 } fp8_bench_opts;
 
 /* The first registered model that can be sampled: the transformer of
@@ -514,7 +514,7 @@ static int chosen(const fp8_bench_opts *o, ptdp_fp8_bench_precision *out, int ma
 static int run_all(fp8_bench_opts *o)
 {
     for (int j = 0; j < o->nqwz; j++)
-        snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz/%zu", o->qwz[j]);
+        snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz-%zu", o->qwz[j]);
     ptdp_fp8_bench_precision p[16];
     const int n = chosen(o, p, 16);
     int status = check_all(o, p, n);
