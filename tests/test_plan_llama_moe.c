@@ -58,25 +58,25 @@ static const llama_moe_case cases[] = {
     /* name                       L  B dp tp pp cp ep b  k  n  K  S  cap    z  recompute        schedule
          bf16   sigmoid */
     { "one device, k = E",        2, 4, 1, 1, 1, 1, 1, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "dp 2 ep 2",                2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "dp 2 ep 2 zero 2",         2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     2, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "dp 4 ep 2 zero 1",         2, 8, 4, 1, 1, 1, 2, 1, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "dp 2 tp 2 ep 2",           2, 8, 2, 2, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "dp 2 pp 2 ep 2",           4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "cp 2 ep 2",                2, 4, 1, 1, 1, 2, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "capacity, dp 2 ep 2",      2, 8, 2, 1, 1, 1, 2, 2, 2, 1, 0, 0, 0.125, 0, R(NONE),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "full",                     2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(FULL),      "1f1b",
-      false, false },
+      false, false, 0 },
     { "selective",                2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(SELECTIVE), "1f1b",
-      false, false },
+      false, false, 0 },
     /* ZB-H1's memory is a bound (plan_memory.c: every W a stage owes, d of
      * them, held beside every micro-batch in flight); the run holds d - 1
      * beside the B that makes the d-th.  A routed row's W keeps as much as
@@ -84,24 +84,24 @@ static const llama_moe_case cases[] = {
     { "pp 2 zb-h1 ep 2",          4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "zb-h1",
       false, false, 0.15 },
     { "dualpipev dp 2 pp 2 ep 2", 4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "dualpipev",
-      false, false },
+      false, false, 0 },
     { "dualpipe dp 2 pp 2 ep 2",  4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 1, 0,     1, R(NONE),      "dualpipe",
-      false, true },
+      false, true, 0 },
     { "every 2nd, pp 2 gpipe",    4, 8, 2, 1, 2, 1, 2, 1, 4, 2, 0, 0, 0,     1, R(NONE),      "gpipe",
-      false, false },
+      false, false, 0 },
     { "bf16 dp 2 ep 2 zero 1",    2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      true,  false },
+      true,  false, 0 },
     /* DeepSeek-V3's pieces: the sigmoid router and its bias, dense first blocks, shared experts */
     { "sigmoid, dp 2 ep 2",       2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, true },
+      false, true, 0 },
     { "dense first 1, pp 2",      4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 1, 0, 0,     1, R(NONE),      "1f1b",
-      false, true },
+      false, true, 0 },
     { "shared 1, dp 2 ep 2",      2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 1, 0,     1, R(NONE),      "1f1b",
-      false, true },
+      false, true, 0 },
     { "shared 2, tp 2 zb-h1",     4, 8, 2, 2, 2, 1, 2, 1, 4, 1, 0, 2, 0,     0, R(NONE),      "zb-h1",
       false, false, 0.15 },
     { "shared 1, full, bf16",     2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 1, 1, 0,     1, R(FULL),      "1f1b",
-      true,  true },
+      true,  true, 0 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #undef R
@@ -148,7 +148,7 @@ END_TEST
 TEST(llama_moe_tests, test_step_flops_of_a_mixture)
 {
     const llama_moe_case k = { "flops", 4, 8, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b",
-                               false, true };
+                               false, true, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_model_plan *mp = rq.model.ops->plan;
     double dense_m, dense_h, model, hardware;
@@ -177,7 +177,7 @@ END_TEST
 TEST(llama_moe_tests, test_search_over_expert_parallelism)
 {
     const llama_moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 1, 2, 1, 0, 0, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b",
-                               false, false };
+                               false, false, 0 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     int nall = 0, spread = 0;
