@@ -45,7 +45,12 @@
  *                          2 C V), Cl' = H d: every product's forward
  *                          twice back (the attention's whole square, as the
  *                          GPT's count); full recomputation the forward
- *                          again, selective the attention core again
+ *                          again, selective the attention core again;
+ *                          a mixture's block 6 C F_e (k + S) + 2 C E in
+ *                          place of 6 C F
+ *   moe(layer)             a mixture of SwiGLU experts (llama_moe.c):
+ *                          the block beside its experts, a routed row's
+ *                          three products, what it keeps (below)
  */
 #include <math.h>
 #include <pthread.h>
