@@ -215,8 +215,12 @@ static int model_plan_flag(ptdp_args *a, const ptdp_model_cli *cli, ptdp_model_c
         const ptdp_model_flag *fl = &cli->plan_flags[k];
         if (fl->field != PTDP_FLAG_PATH && ptdp_args_is(a, fl->name)) {
             void *field = (char *)m + fl->field;
+            int nwords = 0;   /* a word (--moe-score sigmoid): its index */
+            const char *const *words = fl->smallest == PTDP_FLAG_WORDS ? ptdp_model_flag_words(fl->name, &nwords)
+                                                                        : NULL;
             *rc = fl->real ? ptdp_args_double(a, fl->smallest, fl->largest[0], (double *)field)
-                           : ptdp_args_int(a, fl->smallest, fl->largest[0], (int *)field);
+                : words != NULL ? ptdp_args_enum(a, words, nwords, (int *)field)
+                                : ptdp_args_int(a, fl->smallest, fl->largest[0], (int *)field);
             return 1;
         }
     }

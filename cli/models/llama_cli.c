@@ -209,6 +209,17 @@ static const ptdp_model_flag llama_plan_flags[] = {
     { "--ffn-multiple", PTDP_LLAMA_OWN(ffn_multiple), 1, { 1 << 20, 1 << 20 }, false },
     { "--norm-eps", PTDP_LLAMA_OWN(norm_eps), -1, { 1, 1 }, .real = true },
     { "--rope-theta", PTDP_LLAMA_OWN(rope_theta), -1000000000, { 1000000000, 1000000000 }, .real = true },
+    { "--moe-experts", PTDP_LLAMA_OWN(moe.experts), 0, { 1 << 12, 1 << 12 }, false },
+    { "--moe-every", PTDP_LLAMA_OWN(moe.every), 1, { 1 << 20, 1 << 20 }, false },
+    { "--moe-dense-first", PTDP_LLAMA_OWN(moe.dense_first), 0, { 1 << 20, 1 << 20 }, false },
+    { "--moe-shared-experts", PTDP_LLAMA_OWN(moe.shared), 0, { 1 << 12, 1 << 12 }, false },
+    { "--moe-ffn", PTDP_LLAMA_OWN(moe.ffn), 1, { 1 << 26, 1 << 26 }, false },
+    { "--moe-top-k", PTDP_LLAMA_OWN(moe.top_k), 1, { 1 << 12, 1 << 12 }, false },
+    { "--moe-capacity-factor", PTDP_LLAMA_OWN(moe.capacity), -1000000, { 1000000, 1000000 }, .real = true },
+    /* the router's choice of rows: priced alike (uniform routing), checked as ptdp train checks them */
+    { "--moe-score", PTDP_LLAMA_OWN(moe.score), PTDP_FLAG_WORDS, { 1, 1 }, false },
+    { "--moe-groups", PTDP_LLAMA_OWN(moe.groups), 1, { 1 << 12, 1 << 12 }, false },
+    { "--moe-group-top-k", PTDP_LLAMA_OWN(moe.group_top_k), 1, { 1 << 12, 1 << 12 }, false },
 };
 
 static void llama_plan_help(FILE *out)
@@ -216,7 +227,10 @@ static void llama_plan_help(FILE *out)
     fprintf(out,
             "  --model llama       a Llama: --heads H --seq-len s --vocab V (required), --kv-heads K\n"
             "                      (default H; divides it), --ffn F or Meta's rule from --hidden with\n"
-            "                      --ffn-multiple m (default %d); --norm-eps, --rope-theta as ptdp train's\n",
+            "                      --ffn-multiple m (default %d); --norm-eps, --rope-theta as ptdp train's;\n"
+            "                      a mixture of SwiGLU experts with the GPT's --moe-* flags, and DeepSeek's\n"
+            "                      --moe-score sigmoid (its selection bias), --moe-groups G --moe-group-top-k M,\n"
+            "                      --moe-dense-first K, --moe-shared-experts S\n",
             PTDP_LLAMA_FFN_MULTIPLE);
 }
 
@@ -244,7 +258,7 @@ static int llama_plan_finish(ptdp_model_config *m, const char *const *given, int
                                 "given: leave one out", s->ffn_multiple, m->ffn);
     if (!typed(given, n, "--ffn"))
         m->ffn = ptdp_llama_meta_ffn(m->hidden, s->ffn_multiple);
-    return 0;
+    return ptdp_moe_cli_typed("plan", given, n, &s->moe, "the dense SwiGLU feed-forward") != 0 ? PTDP_EXIT_USAGE : 0;
 }
 
 /* Mirrors llama_model.c's tensors: tok_embeddings and output V C each; a
@@ -254,7 +268,13 @@ static double llama_plan_parameters(const ptdp_model_config *m)
 {
     const ptdp_llama_settings *s = ptdp_llama(m);
     const double C = m->hidden, F = m->ffn, V = s->vocab, Kd = (double)ptdp_llama_kv_heads(m) * (C / s->heads);
-    return 2 * V * C + m->layers * (2 * C * C + 2 * C * Kd + 3 * C * F + 2 * C) + C;
+    /* a mixture in place of a SwiGLU (llama_moe.c): E experts of 3 C F_e,
+     * the shared experts' 3 C S F_e, the gate E C (and its bias E) */
+    const ptdp_moe_settings *e = &s->moe;
+    const double Fe = ptdp_moe_ffn(e, m->ffn), E = e->experts;
+    const double moe = 3 * C * Fe * (E + e->shared) + E * C + (e->score == PTDP_MOE_SIGMOID ? E : 0) - 3 * C * F;
+    return 2 * V * C + m->layers * (2 * C * C + 2 * C * Kd + 3 * C * F + 2 * C) + C +
+           (E > 0 ? ptdp_moe_blocks(e, m->layers) * moe : 0);
 }
 
 static void llama_plan_header(FILE *f, const ptdp_model_config *m, const char *params, long long batch)
@@ -263,6 +283,17 @@ static void llama_plan_header(FILE *f, const ptdp_model_config *m, const char *p
     fprintf(f, "llama of %s parameters (layers %d, hidden %d, heads %d, kv heads %d, ffn %d, seq-len %d, vocab %d), "
             "batch %lld\n", params, m->layers, m->hidden, s->heads, ptdp_llama_kv_heads(m), m->ffn, s->seq_len,
             s->vocab, batch);
+    const ptdp_moe_settings *e = &s->moe;
+    if (e->experts > 0) {
+        fprintf(f, "a mixture of %d SwiGLU experts in %d of the %d blocks: top-%d, expert ffn %d", e->experts,
+                ptdp_moe_blocks(e, m->layers), m->layers, e->top_k, ptdp_moe_ffn(e, m->ffn));
+        if (e->shared > 0)
+            fprintf(f, ", %d shared", e->shared);
+        if (e->capacity > 0)
+            fprintf(f, ", capacity factor %g\n", e->capacity);
+        else
+            fprintf(f, ", dropless\n");
+    }
 }
 
 static void llama_plan_train_flags(FILE *f, const ptdp_model_config *m)
@@ -274,6 +305,21 @@ static void llama_plan_train_flags(FILE *f, const ptdp_model_config *m)
         fprintf(f, " --norm-eps %g", s->norm_eps);
     if (s->rope_theta != PTDP_LLAMA_ROPE_THETA)
         fprintf(f, " --rope-theta %g", s->rope_theta);
+    const ptdp_moe_settings *e = &s->moe;
+    if (e->experts == 0)
+        return;
+    fprintf(f, " \\\n      --moe-experts %d --moe-top-k %d --moe-ffn %d --moe-every %d", e->experts, e->top_k,
+            ptdp_moe_ffn(e, m->ffn), e->every);
+    if (e->capacity > 0)
+        fprintf(f, " --moe-capacity-factor %g", e->capacity);
+    if (e->dense_first > 0)
+        fprintf(f, " --moe-dense-first %d", e->dense_first);
+    if (e->shared > 0)
+        fprintf(f, " --moe-shared-experts %d", e->shared);
+    if (e->score == PTDP_MOE_SIGMOID)
+        fprintf(f, " --moe-score sigmoid");
+    if (e->groups > 1)
+        fprintf(f, " --moe-groups %d --moe-group-top-k %d", e->groups, e->group_top_k > 0 ? e->group_top_k : 1);
 }
 
 static void llama_plan_flops(FILE *f, const ptdp_model_config *m, long long batch, double model_flops,
@@ -281,6 +327,14 @@ static void llama_plan_flops(FILE *f, const ptdp_model_config *m, long long batc
 {
     const ptdp_llama_settings *s = ptdp_llama(m);
     const double C = m->hidden, T = s->seq_len, Kd = (double)ptdp_llama_kv_heads(m) * (C / s->heads);
+    if (s->moe.experts > 0) {   /* llama_plan.c's step_flops */
+        fprintf(f, "  model     3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V) + 3 B s h (6 F_e (k + S) + 2 E - 6 F)\n"
+                "            a mixture's block (its k routed and S shared experts of width F_e and the gate in\n"
+                "            place of the SwiGLU) = %.4g  -> %.1f TFLOP/s per GPU (model FLOPs / (step x N));\n"
+                "            every token's k experts, dropped by a capacity or not (the MFU convention)\n",
+                model_flops, tflops);
+        return;
+    }
     fprintf(f, "  model     3 B s (L (4 h² + 4 h K d + 6 h F + 4 s h) + 2 h V)   (wq wo, wk wv, w1 w2 w3, the\n"
             "            attention's whole square, the head; the backward twice the forward)\n"
             "            = 3 x %lld x %g x (%d x (%.4g + %.4g + %.4g + %.4g) + %.4g)\n"

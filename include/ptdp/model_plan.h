@@ -181,10 +181,20 @@ typedef struct {
     double params_expert;    /* of one expert on this TP rank                */
     double tensors;          /* its parameter tensors on this device: the
                                 block's, the router's, the local experts'   */
+    ptdp_plan_tensors expert;   /* one local expert's tensors, and the      */
+    ptdp_plan_tensors beside;   /* block's beside its experts (the router's
+                                   among them), in the order DP's buckets
+                                   meet them after the experts'             */
     double shared_bytes;     /* --moe-shared-experts: its output, R C, which
                                 TP all-reduces forward and (its input
                                 gradient) backward; 0 without            */
     double kept_bytes;       /* a micro-batch keeps, minus a dense block's   */
+    double wgrad;            /* a deferred W keeps of the block (wgrad.h:
+                                each dW product's two operands), minus a
+                                dense block's, elements                     */
+    double wgrad_own;        /* of its W's, the elements a zero-bubble B
+                                copies under the mixture's backward
+                                transient: the experts' and the router's   */
     double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
                                       backward                             */
 } ptdp_plan_moe;

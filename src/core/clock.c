@@ -52,6 +52,13 @@
  *     sparsity"): twice the bf16 dense peak (989.5, rounded 989 above), so
  *     2 x 989 here.  The A100 has no FP8 tensor cores: its profiles give no
  *     FP8 peak, and --fp8 is priced at their bf16 peak.
+ *   - h800: DeepSeek-V3's technical report (section 3.1, "Compute
+ *     Clusters" and 3.2.2): 2048 H800 GPUs, 8 a node on NVLink and
+ *     NVSwitch, InfiniBand between; "NVLink offers a bandwidth of 160 GB/s,
+ *     roughly 3.2 times that of IB (50 GB/s)".  The H800 is the H100 SXM
+ *     with its NVLink cut (400 GB/s against 900, both ways): the H100's
+ *     peaks (BF16 989, FP8 2 x 989 dense), GEMM curve, HBM3 and 80 GiB;
+ *     its links at the report's 160e9 and 50e9 B/s a GPU each way.
  *   - hgx-a100-4: A100 SXM 40GB, 1,555 GB/s HBM2 (the same datasheet).
  *   - net_alpha = 10 µs for both: NCCL's tuning model (src/graph/tuning.cc,
  *     hwLat[NET][Ring][Simple]) charges 9.6 µs per ring hop over the
@@ -59,7 +66,7 @@
  *     3 µs inside a node rounds the same way.
  *
  * Clusters: two link levels.  The cluster profiles (dgx-a100-80g, dgx-h100,
- * hgx-a100-4)
+ * h800, hgx-a100-4)
  * put gpus_per_node devices in a node (world rank r in node r / gpus_per_node):
  * NVLink/NVSwitch inside, InfiniBand between nodes, one NIC per GPU.
  *
@@ -177,6 +184,11 @@ static const ptdp_profile profiles[] = {
       156e12, 3e-6, 300e9, 0, 8, 10e-6, 25e9, 312e12, &a100_sxm, 80.0 * GIB, 0.0, 2.039e12 },
     { "dgx-h100",     "DGX H100: 8 H100 SXM a node on NVLink 4, NDR InfiniBand (400 Gb/s a GPU) between",
       494e12, 3e-6, 450e9, 0, 8, 10e-6, 50e9, 989e12, &h100_sxm, 80.0 * GIB, 2.0 * 989e12, 3.35e12 },
+    /* DeepSeek-V3's cluster (its technical report, section 3.1): H800s,
+     * the H100's compute and memory with NVLink cut to what the report
+     * measures, 160 GB/s a GPU, and 8 IB NICs of 50 GB/s a node's GPU. */
+    { "h800",         "H800 cluster (DeepSeek-V3's): 8 H800 a node on NVLink (160 GB/s a GPU), 400 Gb/s IB a GPU between",
+      494e12, 3e-6, 160e9, 0, 8, 10e-6, 50e9, 989e12, &h100_sxm, 80.0 * GIB, 2.0 * 989e12, 3.35e12 },
     /* Four GPUs a node (HGX A100 4-GPU boards, as in Perlmutter's GPU
      * nodes: four 200 Gb/s NICs, one a GPU): a node smaller than an
      * 8-way data-parallel group, where a group of 8 spans two nodes. */

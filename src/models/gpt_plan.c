@@ -359,12 +359,21 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     /* ln_1, c_attn, attn.c_proj, ln_2 (a weight and a bias each), the router
      * (and DeepSeek's selection bias), each local expert's four */
     o->tensors = 8 + 1 + (g->moe_score == PTDP_MOE_SIGMOID ? 1 : 0) + 4 * o->local;
+    /* in DP's order: each expert's c_fc bias, c_proj, c_fc, c_proj bias;
+     * the router, ln_2, c_proj's bias, ln_1, attention (its shared experts
+     * and the selection bias not among them: small beside the rest) */
+    o->expert = (ptdp_plan_tensors){ 4, { C, C * Fe, Fe * C, Fe } };
+    o->beside = (ptdp_plan_tensors){ 9, { E * C, C, C, C, C * s.Cl, 3 * s.Cl * C, 3 * s.Cl, C, C } };
     if (g->moe_shared_experts > 0)
         shared_experts(p, &s, g->moe_shared_experts * Fe, split, o);
     const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +
                     (cp > 1 ? 16 * b * E : 0) + (g->moe_z_loss > 0 ? r * R * E : 0) - dense_rows;
+    /* a deferred W: the router's operands (dZ and LN2's output) and each
+     * routed row's through its expert's two layers, for the dense MLP's two */
+    o->wgrad_own = R * (C + E) + 2 * here * (C + Fe);
+    o->wgrad = o->wgrad_own - R * (2 * C + 2 * s.Fl);
     const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0);
     o->fwd_bytes = r * R * E > stacked ? r * R * E : stacked;
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + r * here * Fe +

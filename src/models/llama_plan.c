@@ -45,7 +45,12 @@
  *                          2 C V), Cl' = H d: every product's forward
  *                          twice back (the attention's whole square, as the
  *                          GPT's count); full recomputation the forward
- *                          again, selective the attention core again
+ *                          again, selective the attention core again;
+ *                          a mixture's block 6 C F_e (k + S) + 2 C E in
+ *                          place of 6 C F
+ *   moe(layer)             a mixture of SwiGLU experts (llama_moe.c):
+ *                          the block beside its experts, a routed row's
+ *                          three products, what it keeps (below)
  */
 #include <math.h>
 #include <pthread.h>
@@ -56,6 +61,7 @@
 #include "ptdp/gpt.h"
 #include "ptdp/llama.h"
 #include "ptdp/model_plan.h"
+#include "ptdp/moe.h"
 #include "ptdp/ops.h"
 #include "parallel/price_impl.h"
 
@@ -66,7 +72,8 @@ static ptdp_model_config plan_defaults(void)
 {
     ptdp_model_config c = { 0 };
     *ptdp_llama(&c) = (ptdp_llama_settings){ .ffn_multiple = PTDP_LLAMA_FFN_MULTIPLE,
-                                             .norm_eps = PTDP_LLAMA_NORM_EPS, .rope_theta = PTDP_LLAMA_ROPE_THETA };
+                                             .norm_eps = PTDP_LLAMA_NORM_EPS, .rope_theta = PTDP_LLAMA_ROPE_THETA,
+                                             .moe = PTDP_MOE_DEFAULTS };   /* ptdp train's mixture */
     return c;
 }
 
@@ -364,13 +371,228 @@ static double data_bytes(const ptdp_model_config *c, uint64_t seed)
     return (double)n;
 }
 
+/* ------------------------------------------------ a mixture of experts */
+
+/* Block `layer`'s mixture of SwiGLU experts (llama_moe.c over
+ * parallel/moe.c) as the planner sees it (model_plan.h's ptdp_plan_moe),
+ * under uniform routing: each expert gets k R / E of the rows, at most
+ * its slots ceil(c k T / E) a sequence.  No SP with experts (the model
+ * refuses it), so every row count is R.
+ *
+ *   beside the experts    the block's forward without its SwiGLU, the
+ *                         gate's 2 R E C and the combine's 2 R k C; back:
+ *                         the gate's dX (and dW unless W runs it) and the
+ *                         combine's and dispatch's 5 R k C
+ *   a routed row          w1, w3, w2 (2 C F_e/tp each, flat: the experts
+ *                         are charged by their rows), SwiGLU's 5 (11 back)
+ *                         an element; under --fp8 each product at the FP8
+ *                         peak with its operands' quantization, and each
+ *                         local expert's three weights once a pass
+ *   kept a micro-batch    choice, slot (ints), gate: R k; probs R E; load E;
+ *                         token a kept row (int); the outputs y kept x C;
+ *                         w1's, w3's and SwiGLU's rows here x F_e/tp each;
+ *                         EP's dispatched inputs here x C and E/ep counts;
+ *                         CP's 2 b E doubles; the z-loss's logits R E — in
+ *                         place of the dense SwiGLU's 3 R F/tp (float)
+ *   transients            forward the logits R E, or the stacked inputs
+ *                         kept x C (+ EP's outputs and wire, here x C
+ *                         each); backward dy, dx kept x C, dgate R k, dz R
+ *                         E, the three scratch rows here x F_e/tp, and the
+ *                         stacked inputs again kept x C, or under EP dy
+ *                         and dx where the experts ran and the wire
+ */
+#define MOE_ACTS_STRUCT 224.0   /* the block's bookkeeping (parallel/moe.c's struct), about */
+
+static int experts(const ptdp_model_config *c)
+{
+    const ptdp_moe_settings *m = &ptdp_llama(c)->moe;
+    return m->experts > 0 && m->every > 0 ? m->experts : 0;
+}
+
+/* The choices a sequence of T positions keeps under uniform routing: all
+ * k T, or with a capacity factor c at most each expert's slots,
+ * E min(ceil(c k T / E), k T). */
+static double kept_choices(const ptdp_moe_settings *m, double T)
+{
+    const double E = m->experts, k = m->top_k;
+    if (m->capacity <= 0)
+        return k * T;
+    const double slots = fmin(ceil(m->capacity * k * T / E), k * T);
+    return fmin(k * T, E * slots);
+}
+
+/* A product of an expert, flat by its rows (llama_moe.c's expert_product). */
+static double expert_product(const shape *x, double flops, double quantized)
+{
+    return x->fp8 ? ptdp_fp8_flat_cost_flops(x->p, x->bf16, flops, quantized) : flops;
+}
+
+/* An expert of width F on n rows (weights: its three W quantized too),
+ * forward: w1 and w3 quantize X (n C) and W, w2 its input (n F) and W. */
+static double expert_forward(const shape *x, double n, double F, bool weights)
+{
+    const double C = x->s.C, g = 2 * n * F * C, W = weights ? F * C : 0;
+    return 2 * expert_product(x, g, n * C + W) + expert_product(x, g, n * F + W) + 5 * n * F;
+}
+
+/* Its dW alone: w2's quantizes its X (n F), w1's and w3's theirs (n C). */
+static double expert_dw(const shape *x, double n, double F)
+{
+    const double C = x->s.C, g = 2 * n * F * C;
+    return expert_product(x, g, n * F) + 2 * expert_product(x, g, n * C);
+}
+
+/* Backward: w2's dX (dY n C and W), w1's and w3's (dY n F and W each),
+ * SwiGLU's 11 an element, and unless `later` (W's) the three dW. */
+static double expert_backward(const shape *x, double n, double F, bool later, bool weights)
+{
+    const double C = x->s.C, g = 2 * n * F * C, W = weights ? F * C : 0;
+    return expert_product(x, g, n * C + W) + 2 * expert_product(x, g, n * F + W) + 11 * n * F +
+           (later ? 0 : expert_dw(x, n, F));
+}
+
+/* The dense SwiGLU's share of a block: forward, backward without dW, dW. */
+static void dense_ffn(const shape *x, double *fwd, double *bwd, double *w)
+{
+    const ptdp_plan_dims *s = &x->s;
+    *fwd = 2 * lin_f(x, s->C, s->Fl) + ptdp_swiglu_flops_forward((size_t)(s->R * s->Fl)) + lin_f(x, s->Fl, s->C);
+    *bwd = lin_dx(x, s->Fl, s->C) + ptdp_swiglu_flops_backward((size_t)(s->R * s->Fl)) + 2 * lin_dx(x, s->C, s->Fl);
+    *w = lin_dw(x, s->Fl, s->C) + 2 * lin_dw(x, s->C, s->Fl);
+}
+
+/* The block beside its experts: a dense block's work without the SwiGLU,
+ * the gate and the combine (llama_moe.c's charges, flat). */
+static void beside_experts(const shape *x, bool split, ptdp_plan_moe *o)
+{
+    const double R = x->s.R, C = x->s.C, E = o->E, k = o->k, gate = 2 * R * E * C;
+    double ffn_f, ffn_b, ffn_w;
+    dense_ffn(x, &ffn_f, &ffn_b, &ffn_w);
+    const double w = block_weights(x) - ffn_w + gate;   /* the attention's dW and the gate's */
+    o->fwd = block_forward(x) - ffn_f + gate + 2 * R * k * C;
+    o->bwd = block_backward_input(x) - ffn_b + 5 * R * k * C + gate + (split ? 0 : w);
+    o->w = split ? w : 0;
+}
+
+/* The shared experts (--moe-shared-experts S): one SwiGLU of Fs = S
+ * F_e/tp on all R rows after the combine, charged as an expert of R rows;
+ * summed over DP like the block; it keeps 3 R Fs, its forward makes its
+ * output (R C), its backward its three scratch rows (R Fs each) and its
+ * input gradient (R C) beside the routed backward's transients. */
+static void shared_experts(const shape *x, double Fs, bool split, ptdp_plan_moe *o)
+{
+    const double r = sizeof(ptdp_real), R = x->s.R, C = x->s.C;
+    o->fwd += expert_forward(x, R, Fs, true);
+    o->bwd += expert_backward(x, R, Fs, split, true);
+    o->w += split ? expert_dw(x, R, Fs) : 0;
+    o->params_dense += 3 * C * Fs;
+    o->shared_bytes = r * R * C;
+    o->tensors += 3;
+    o->kept_bytes += 3 * r * R * Fs;
+    o->wgrad += 3 * R * (C + Fs);       /* its three layers' deferred dW */
+    o->wgrad_own += 3 * R * (C + Fs);
+    o->fwd_bytes = fmax(o->fwd_bytes, r * R * C);
+    const double routed = 2 * r * o->kept * C + r * R * o->k + r * R * o->E;   /* dy, dx, dgate, dz */
+    o->bwd_bytes = fmax(o->bwd_bytes, routed + 3 * r * R * Fs + r * R * C);
+}
+
+/* What a micro-batch keeps of the mixture beyond a dense block, and its
+ * transients (the picture above). */
+static void moe_bytes(const ptdp_moe_settings *m, const shape *x, int b, int ep, int cp, ptdp_plan_moe *o)
+{
+    const double r = sizeof(ptdp_real), R = x->s.R, C = x->s.C, E = o->E, k = o->k, kept = o->kept;
+    const double here = o->here, Fe = o->Fe;
+    o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
+                    3 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) + (cp > 1 ? 16.0 * b * E : 0) +
+                    (m->z_loss > 0 ? r * R * E : 0) - 3 * r * R * x->s.Fl;
+    /* a deferred W: the gate's operands (dZ, n2) and each routed row's
+     * through its expert's three layers, for the dense SwiGLU's three */
+    o->wgrad_own = R * (C + E) + 3 * here * (C + Fe);
+    o->wgrad = o->wgrad_own - 3 * R * (C + x->s.Fl);
+    o->fwd_bytes = fmax(r * R * E, r * kept * C + (ep > 1 ? 2 * r * here * C : 0));
+    o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + 3 * r * here * Fe +
+                   (ep > 1 ? 3 * r * here * C : r * kept * C);
+}
+
+/* The tensors in lay_out's order (llama_moe.c, llama_model.c): each
+ * local expert's w2, w3, w1; the shared experts' w2, w3, w1; the gate and
+ * its selection bias; ffn_norm, wo, wv, wk, wq, attention_norm. */
+static void moe_tensors(const ptdp_moe_settings *m, const shape *x, ptdp_plan_moe *o)
+{
+    const double C = x->s.C, Fe = o->Fe, Fs = m->shared * Fe, KV = x->s.KVl * C;
+    ptdp_plan_tensors *d = &o->beside;
+    o->expert = (ptdp_plan_tensors){ 3, { C * Fe, Fe * C, Fe * C } };
+    d->n = 0;
+    for (int j = 0; j < 3 && m->shared > 0; j++)
+        d->size[d->n++] = C * Fs;
+    d->size[d->n++] = o->E * C;
+    if (m->score == PTDP_MOE_SIGMOID)
+        d->size[d->n++] = o->E;
+    const double rest[6] = { C, C * x->s.Cl, KV, KV, x->s.Cl * C, C };
+    for (int j = 0; j < 6; j++)
+        d->size[d->n++] = rest[j];
+}
+
+static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
+                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
+{
+    const ptdp_moe_settings *m = &ptdp_llama(c)->moe;
+    if (experts(c) == 0 || !ptdp_moe_block_is_moe(m, layer))
+        return false;
+    ep = ep > 1 ? ep : 1;
+    cp = cp > 1 ? cp : 1;
+    shape x = shape_of(p, c, b, tp, false, cp, selective);
+    x.bf16 = bf16;
+    x.fp8 = fp8;   /* the attention's linear layers and the experts' */
+    const double C = x.s.C, Fe = (double)(ptdp_moe_ffn(m, c->ffn) / tp);
+    memset(o, 0, sizeof *o);
+    o->E = m->experts;
+    o->k = m->top_k;
+    o->local = o->E / ep;
+    o->Fe = Fe;
+    o->kept = fmin(o->k * x.s.R, b * kept_choices(m, x.s.Tq));   /* a capacity runs without CP */
+    o->here = o->kept;
+    beside_experts(&x, split, o);
+    o->row_fwd = expert_forward(&x, 1, Fe, false);
+    o->row_bwd = expert_backward(&x, 1, Fe, split, false);
+    if (fp8) {   /* each local expert's three weights quantized, once a pass (every one runs) */
+        o->fwd += o->local * expert_forward(&x, 0, Fe, true);
+        o->bwd += o->local * expert_backward(&x, 0, Fe, split, true);
+    }
+    if (split)
+        o->w += o->here * expert_dw(&x, 1, Fe);
+    /* the norms, wq, wk, wv, wo, the gate (and DeepSeek's selection bias) */
+    o->params_dense = 2 * C + 2 * C * x.s.Cl + 2 * C * x.s.KVl + o->E * C + (m->score == PTDP_MOE_SIGMOID ? o->E : 0);
+    o->params_expert = 3 * C * Fe;
+    o->tensors = 6 + 1 + (m->score == PTDP_MOE_SIGMOID ? 1 : 0) + 3 * o->local;
+    moe_bytes(m, &x, b, ep, cp, o);
+    if (m->shared > 0)
+        shared_experts(&x, m->shared * Fe, split, o);
+    moe_tensors(m, &x, o);
+    return true;
+}
+
+/* Mixtures among blocks first .. first + n - 1: the l >= K with
+ * (l - K + 1) mod every = 0 (gpt_plan.c's count). */
+static int moe_blocks(const ptdp_model_config *c, int first, int n)
+{
+    const int every = ptdp_llama(c)->moe.every, K = ptdp_llama(c)->moe.dense_first;
+    const int f = first > K ? first : K, e = first + n > K ? first + n : K;
+    return experts(c) > 0 ? (e - K) / every - (f - K) / every : 0;
+}
+
 /* ------------------------------------------------------- a step's FLOPs */
 
 /* Every product's forward, per token: wq and wo 2 C H d each, wk and wv
  * 2 C K d each, w1 w3 w2 2 C F each, the attention's two 2 T H d each (the
  * whole square), the head 2 C V; a step three times that (the backward
  * twice the forward).  Full recomputation runs the forward again (the
- * tail's too), selective the attention core's. */
+ * tail's too), selective the attention core's.
+ *
+ * A mixture in place of a block's SwiGLU (6 C F a token) computes its k
+ * experts and S shared ones, 6 C F_e (k + S), and the gate, 2 C E: the
+ * model's count gives every token its k (the MFU convention), the
+ * hardware's only the choices a capacity keeps, 6 C F_e less a dropped
+ * one. */
 static void step_flops(const ptdp_model_config *c, double B, bool full, bool selective, double *model,
                        double *hardware)
 {
@@ -381,6 +603,14 @@ static void step_flops(const ptdp_model_config *c, double B, bool full, bool sel
     const double forward = B * T * (L * (4 * C * Hd + 4 * C * Kd + 6 * C * F + attention) + 2 * C * V);
     *model = 3 * forward;
     *hardware = *model + (full ? forward : selective ? B * T * L * attention : 0);
+    if (experts(c) == 0)
+        return;
+    const ptdp_moe_settings *m = &s->moe;
+    const double n = ptdp_moe_blocks(m, c->layers), Fe = ptdp_moe_ffn(m, c->ffn);
+    const double delta = n * B * T * C * (6 * Fe * (m->top_k + m->shared) + 2.0 * m->experts - 6 * F);
+    const double dropped = m->top_k * T - kept_choices(m, T);   /* a sequence's; 0 dropless */
+    *model += 3 * delta;
+    *hardware += (full ? 4 : 3) * (delta - n * B * 6 * C * Fe * dropped);
 }
 
 const ptdp_model_plan ptdp_llama_plan = {
@@ -400,4 +630,7 @@ const ptdp_model_plan ptdp_llama_plan = {
     .packs_bf16 = false,
     .data_bytes = data_bytes,
     .step_flops = step_flops,
+    .experts = experts,
+    .moe = moe,
+    .moe_blocks = moe_blocks,
 };

@@ -727,19 +727,18 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         }
         h.blocks_here |= nb > 0;
         const kept k = chunk_kept(rq, s, nb, first, last, l->recompute, cm.n * cm.m.kept_bytes);
-        /* a mixture's W keeps, for the dense MLP's two layers, the router's
-         * operands (dZ and LN2's output) and each routed row's through its
-         * expert's two layers: rows x (in + out) a linear, as every one's */
-        const double w1 = wgrad_kept(s, nb, first, last) +
-                          cm.n * r * (s->R * (s->C + cm.m.E) + 2 * cm.m.here * (s->C + cm.m.Fe) -
-                                      s->R * (2 * s->C + 2 * s->Fl));
+        /* a mixture's W keeps, for the dense feed-forward's layers, the
+         * router's operands and each routed row's through its expert's
+         * layers: rows x (in + out) a linear, as every one's (the model's
+         * count, model_plan.h) */
+        const double w1 = wgrad_kept(s, nb, first, last) + cm.n * r * cm.m.wgrad;
         if (s->walk) {
             per[c] = full ? k.acts_recompute : k.acts;
             other[c] = k.other;
             wk[c] = w1;
             /* a zero-bubble B copies its mixture's dW operands under the
              * mixture's backward transient: the experts' and the router's */
-            own[c] = cm.n > 0 ? r * (2 * cm.m.here * (s->C + cm.m.Fe) + s->R * (s->C + cm.m.E)) : 0;
+            own[c] = cm.n > 0 ? r * cm.m.wgrad_own : 0;
             continue;
         }
         const int nc = v == 1 ? n : in_flight(s, l->micro_batches, stage, c);

@@ -749,7 +749,6 @@ static int play_m(const ptdp_schedule_entry *e, int p, int m, int v, const chunk
 static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, bool *experts)
 {
     const ptdp_plan_dims *s = &x->shape;
-    const double C = s->C, Cl = s->Cl;
     *experts = false;
     if (u->kind == UNIT_HEAD) {
         if (u->tied_copy && j == 0) {
@@ -768,18 +767,17 @@ static bool unit_tensor(const ctx *x, const unit_cost *u, int j, double *size, b
         *size = x->par.embed.size[j];
         return true;
     }
-    if (u->local > 0) {
-        const double e[4] = { C, C * u->Fe, u->Fe * C, u->Fe };
-        const double d[9] = { u->E * C, C, C, C, C * Cl, 3 * Cl * C, 3 * Cl, C, C };
-        const int ne = 4 * (int)u->local;
+    if (u->local > 0) {   /* the model's lists (every mixture's alike) */
+        const ptdp_plan_tensors *e = &x->mo.expert, *d = &x->mo.beside;
+        const int ne = e->n * (int)u->local;
         if (j < ne) {
-            *size = e[j % 4];
+            *size = e->size[j % e->n];
             *experts = true;
             return true;
         }
-        if (j - ne >= 9)
+        if (j - ne >= d->n)
             return false;
-        *size = d[j - ne];
+        *size = d->size[j - ne];
         return true;
     }
     if (j >= x->par.block.n)

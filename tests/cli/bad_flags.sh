@@ -109,6 +109,9 @@ expect_ok "ptdp "                                    -- version
 expect_ok "dgx-a100     NVIDIA A100 SXM"             -- train --profile list
 expect_ok "node 8 devices, network alpha 1e-05 s, beta 2.5e+10 B/s a device" -- train --profile list
 expect_ok "bf16 peak 9.89e+14 flop/s"                -- train --profile list
+# DeepSeek-V3's cluster: NVLink 160 GB/s a GPU, IB 50 GB/s, the H100's peaks
+expect_ok "h800         H800 cluster (DeepSeek-V3's)" -- train --profile list
+expect_ok "peak 4.94e+14 flop/s, alpha 3e-06 s, beta 1.6e+11 B/s" -- train --profile list
 
 echo "bad_flags.sh: $((cases - failures)) of $cases cases behaved"
 [[ $failures -eq 0 ]]

@@ -278,8 +278,23 @@ expect_usage "--kv-heads 0"                                      -- "${l2[@]}" -
 expect_usage "--heads is required"                               -- "${l2[@]}" --gpus 8 --vocab 64
 expect_usage "--vocab is required"                               -- "${l2[@]}" --gpus 8 --heads 4
 expect_usage "--cp 3: --seq-len 32 must divide into 2 x cp = 6"  -- "${l2[@]}" --heads 4 --vocab 64 --cp 3 --gpus 6
-expect_usage "--moe-experts: ptdp plan prices no mixture of experts for --model llama" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-experts 4
-expect_usage "--ep 2: ptdp plan prices no mixture of experts for --model llama" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ep 2
+# the llama's mixture of SwiGLU experts, DeepSeek's pieces among its flags
+lm=("${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-experts 4 --moe-top-k 4 --moe-ffn 64)
+before=$failures
+if run_ok "${lm[@]}" --moe-score sigmoid --moe-groups 2 --moe-group-top-k 2 --moe-shared-experts 1 \
+          --moe-dense-first 1 --ep 2 --pp 2 --tp 1 --top 1 --explain; then
+    expect_out "a mixture of 4 SwiGLU experts in 1 of the 2 blocks: top-4, expert ffn 64, 1 shared, dropless" \
+               "assumed: uniform routing" "EP all-to-alls" "6 F_e (k + S) + 2 E - 6 F" \
+               "--moe-dense-first 1 --moe-shared-experts 1 --moe-score sigmoid --moe-groups 2 --moe-group-top-k 2"
+    run_explained_line "llama moe"
+    [[ $failures -eq $before ]] && echo "ok    llama moe --explain: DeepSeek's flags, and its line runs: ptdp train $line"
+fi
+expect_usage "--moe-top-k needs --moe-experts E"                 -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --moe-top-k 2
+expect_usage "and this llama model is dense: give --moe-experts" -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --ep 2
+expect_usage "--moe-score tanh: must be one of softmax, sigmoid" -- "${lm[@]}" --moe-score tanh
+expect_usage "--moe-experts 4 must divide by --ep 3"             -- "${lm[@]}" --ep 3
+expect_usage "--moe-experts 4 with --ep 2 and --zero 3"           -- "${lm[@]}" --zero 3 --ep 2
+expect_usage "--moe-aux-loss: the planner does not take it"      -- "${lm[@]}" --moe-aux-loss 0.01
 expect_usage "unknown flag --vocab-multiple"                     -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --vocab-multiple 64
 expect_usage "unknown flag --dropout"                            -- "${l2[@]}" --gpus 8 --heads 4 --vocab 64 --dropout 0.1
 
