@@ -269,14 +269,14 @@ static bool ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr,
         *net += per_step(device_count(res, r, "ep_net_rows"), c) / lr->world_size;
         *per_node += per_step(device_count(res, r, "ep_net_rows_per_node"), c) / lr->world_size;
     }
-    return counted;
+    return counted && *net > 0;   /* an EP group inside one node sends nothing over the network */
 }
 
 static void print_ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
     double net, per_node;
     if (!ep_network(c, lr, res, &net, &per_node))
-        return;   /* one node */
+        return;   /* one node, or an EP group inside one */
     const double row = (double)c->model.hidden * sizeof(ptdp_real);
     char a[32], b[32];
     printf("  across nodes: the forward dispatch sends %.0f rows a step over the network (%s), one a choice of an "
