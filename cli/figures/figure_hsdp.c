@@ -1,7 +1,7 @@
 /*
- * figure_hsdp.c — hsdp.svg: one step of ZeRO-3 and of HSDP on 2 nodes of 4
- * devices, each collective drawn on the link it uses, with the bytes a
- * device sent in it.
+ * figure_hsdp.c — hsdp.svg: one step of ZeRO-3, of HSDP and of ZeRO++'s
+ * hpZ and qwZ on 2 nodes of 4 devices, each collective drawn on the link
+ * it uses, with the bytes a device sent in it.
  *
  * ZeRO-3 over dp = 8 cuts every state in 8 and gathers and reduce-scatters
  * over all 8 ranks, so every one of its collectives spans both nodes and
@@ -17,9 +17,16 @@
  *         1 reduce-scatter, 3(N-1)/N S            2 gathers + 1 reduce-    all-reduce of a
  *                                                 scatter, 3(N-1)/N S      shard, 2(R-1)/(RN) S
  *
- * (S the gradient's bytes, M = 1 micro-batch.)  The bytes are measured: two
- * real one-step runs of ptdp_train with --zero 3, without and with
- * --shard-group 4, each device's bytes by group (the run's communication
+ * Below them ZeRO++ keeps one group of 8 and cuts what crosses the nodes
+ * otherwise: hpZ (--zero-hpz, on a profile of 4 GPUs a node) keeps 1/4 of
+ * each unit the forward gathered and gathers the backward's inside the
+ * node — 2(N-1)/N S across, (k-1)/k S inside; qwZ (--zero-qwz) sends the
+ * forward's gather as INT8 blocks — (N-1)/N (2S + W), W the padded INT8
+ * wires a gather puts in the all-gathers.
+ *
+ * (S the gradient's bytes, M = 1 micro-batch.)  The bytes are measured:
+ * four real one-step runs of ptdp_train with --zero 3 (plain, --shard-group
+ * 4, hpZ, qwZ), each device's bytes by group (the run's communication
  * statistics); the figure is refused (PTDP_ECHECK) if any differs from its
  * formula by more than the step's few scalars (the norm's, the loss's).  Which link a group
  * uses follows from its members and nodes of 4 (world rank r in node r / 4,
@@ -41,6 +48,8 @@ typedef struct {
     double S;                 /* a device's gradient bytes */
     double dp[DP];            /* ZeRO-3: bytes each device sent in the DP group */
     double shard[DP], replica[DP];   /* HSDP: in its shard and replica groups */
+    double hpz_dp[DP], hpz_node[DP]; /* hpZ: across (the DP group) and inside (the hpz group) */
+    double qwz_dp[DP], qwz_W[DP];    /* qwZ: the DP group's bytes; the INT8 wires W of a gather */
 } hsdp_bytes;
 
 static double sent_in(const ptdp_comm_stats *s, const char *group)
@@ -51,35 +60,47 @@ static double sent_in(const ptdp_comm_stats *s, const char *group)
     return 0;
 }
 
-/* One step of ptdp train's default model at dp 8, ZeRO-3, shard groups of `shard`
- * (0: none); each device's bytes by group into b. */
-static int one_step(int shard, hsdp_bytes *b, char *msg, size_t msglen)
+/* The four runs. */
+typedef enum { RUN_ZERO3, RUN_HSDP, RUN_HPZ, RUN_QWZ } run_kind;
+
+static void keep_bytes(run_kind k, const ptdp_launch_result *lr, const ptdp_train_result *tr, int r, hsdp_bytes *b)
+{
+    const ptdp_comm_stats *s = &lr->devices[r].comm;
+    const double *W = ptdp_train_device_counts(tr, r, "qwz_gather_bytes");
+    switch (k) {
+    case RUN_ZERO3: b->dp[r] = sent_in(s, "dp"); break;
+    case RUN_HSDP:  b->shard[r] = sent_in(s, "shard"), b->replica[r] = sent_in(s, "replica"); break;
+    case RUN_HPZ:   b->hpz_dp[r] = sent_in(s, "dp"), b->hpz_node[r] = sent_in(s, "hpz"); break;
+    case RUN_QWZ:   b->qwz_dp[r] = sent_in(s, "dp"), b->qwz_W[r] = W != NULL ? W[0] : 0; break;
+    }
+}
+
+/* One step of ptdp train's default model at dp 8, ZeRO-3, as run k; each
+ * device's bytes by group into b. */
+static int one_step(run_kind k, hsdp_bytes *b, char *msg, size_t msglen)
 {
     ptdp_train_config c = ptdp_train_defaults();
     c.dp = DP;
     c.zero = 3;
-    c.shard_group = shard;
+    c.shard_group = k == RUN_HSDP ? SHARD : 0;
+    c.zero_hpz = k == RUN_HPZ ? NODE : 0;     /* the DP ranks of a node of 4 */
+    c.zero_qwz = k == RUN_QWZ ? 2048 : 0;     /* ZeRO++'s block */
     c.steps = 1;
     c.batch = 64;
     ptdp_launch_result lr;
     ptdp_train_result tr;
     memset(&lr, 0, sizeof lr);
     memset(&tr, 0, sizeof tr);
-    const ptdp_launch_opts o = { .watchdog_s = 60, .result = &lr };
+    const ptdp_launch_opts o = { .watchdog_s = 60, .result = &lr,
+                                 .profile = k == RUN_HPZ ? ptdp_profile_find("hgx-a100-4") : NULL };
     char why[PTDP_MSG_MAX] = "";
     int err = ptdp_train(&c, &o, NULL, NULL, &tr, why, sizeof why);
     if (err != 0)
-        snprintf(msg, msglen, "ptdp_train --dp %d --zero 3 --shard-group %d: %s", DP, shard,
-                 lr.message[0] ? lr.message : why);
+        snprintf(msg, msglen, "ptdp_train --dp %d --zero 3 (run %d): %s", DP, (int)k, lr.message[0] ? lr.message : why);
     for (int r = 0; err == 0 && r < DP; r++) {
         b->S = (double)tr.param_elements[0] * sizeof(ptdp_real);
         b->model = ptdp_model_name(&c.model);
-        if (shard == 0)
-            b->dp[r] = sent_in(&lr.devices[r].comm, "dp");
-        else {
-            b->shard[r] = sent_in(&lr.devices[r].comm, "shard");
-            b->replica[r] = sent_in(&lr.devices[r].comm, "replica");
-        }
+        keep_bytes(k, &lr, &tr, r, b);
     }
     ptdp_train_result_free(&tr);
     ptdp_launch_result_free(&lr);
@@ -94,10 +115,14 @@ static int check_bytes(const hsdp_bytes *b, char *msg, size_t msglen)
     const double slack = 16 * sizeof(double);   /* the step's scalars: the norm's and the loss's sums */
     const double z3 = 3.0 * (DP - 1) / DP * b->S, sh = 3.0 * (SHARD - 1) / SHARD * b->S;
     const double rep = 2.0 * (R - 1) / (R * SHARD) * b->S;
+    const double across = 2.0 * (DP - 1) / DP * b->S, inside = (NODE - 1.0) / NODE * b->S;
     for (int r = 0; r < DP; r++) {
-        const double got[] = { b->dp[r], b->shard[r], b->replica[r] }, want[] = { z3, sh, rep };
-        static const char *const what[] = { "ZeRO-3's DP group", "HSDP's shard group", "HSDP's replica group" };
-        for (int k = 0; k < 3; k++)
+        const double qwz = (DP - 1.0) / DP * (2 * b->S + b->qwz_W[r]);
+        const double got[] = { b->dp[r], b->shard[r], b->replica[r], b->hpz_dp[r], b->hpz_node[r], b->qwz_dp[r] };
+        const double want[] = { z3, sh, rep, across, inside, qwz };
+        static const char *const what[] = { "ZeRO-3's DP group", "HSDP's shard group", "HSDP's replica group",
+                                            "hpZ's DP group", "hpZ's node group", "qwZ's DP group" };
+        for (int k = 0; k < 6; k++)
             if (got[k] < want[k] - 0.5 || got[k] > want[k] + slack) {
                 snprintf(msg, msglen, "device %d sent %.0f B in %s, the formula %.0f B", r, got[k], what[k],
                          want[k]);
@@ -172,23 +197,55 @@ static void draw_hsdp(ptdp_svg *s, const hsdp_bytes *b, double x0)
                   b->replica[0] / 1024);
 }
 
+/* ZeRO++ keeps ZeRO-3's group of 8 (its lines red) and cuts what crosses. */
+static void draw_zeropp(ptdp_svg *s, const hsdp_bytes *b, double x0, double dy, bool hpz)
+{
+    ptdp_svg_group_begin(s, hpz ? "hpz" : "qwz", 0, dy);
+    ptdp_svg_text(s, x0, TOP - 50, 14, PTDP_SVG_BOLD, NULL, hpz ? "ZeRO++ hpZ: --zero 3 --zero-hpz (4 GPUs a node)"
+                                                                : "ZeRO++ qwZ: --zero 3 --zero-qwz (blocks of 2048)");
+    draw_nodes(s, x0);
+    const double y = TOP + DEV_H + 30, xa = dev_x(x0, 0) + DEV_W / 2.0, xb = dev_x(x0, DP - 1) + DEV_W / 2.0;
+    for (int r = 0; r < DP; r++)
+        ptdp_svg_line(s, dev_x(x0, r) + DEV_W / 2.0, TOP + DEV_H, dev_x(x0, r) + DEV_W / 2.0, y, IB, 2, NULL);
+    ptdp_svg_line(s, xa, y, xb, y, IB, 4, NULL);
+    for (int n = 0; hpz && n < DP / NODE; n++)   /* the node groups: the backward's gather */
+        ptdp_svg_line(s, dev_x(x0, n * NODE) + 4, TOP + DEV_H + 12, dev_x(x0, n * NODE + NODE - 1) + DEV_W - 4,
+                      TOP + DEV_H + 12, NVL, 4, NULL);
+    if (hpz) {
+        ptdp_svg_text(s, x0, y + 22, 12, PTDP_SVG_BOLD, IB, "the forward's gather + the reduce-scatter, over 8:");
+        ptdp_svg_text(s, x0, y + 40, 12, PTDP_SVG_START, "#333333", "2(N\u22121)/N S = %.1f KiB a device",
+                      b->hpz_dp[0] / 1024);
+        ptdp_svg_text(s, x0, y + 58, 12, PTDP_SVG_BOLD, NVL, "the backward's gather of the kept 1/4, in the node:");
+        ptdp_svg_text(s, x0, y + 76, 12, PTDP_SVG_START, "#333333", "(k\u22121)/k S = %.1f KiB a device",
+                      b->hpz_node[0] / 1024);
+    } else {
+        ptdp_svg_text(s, x0, y + 22, 12, PTDP_SVG_BOLD, IB, "the forward's gather in INT8, the rest exact, over 8:");
+        ptdp_svg_text(s, x0, y + 40, 12, PTDP_SVG_START, "#333333",
+                      "(N\u22121)/N (W + 2S) = %.1f KiB a device (W = %.1f KiB of INT8 wires a gather)",
+                      b->qwz_dp[0] / 1024, b->qwz_W[0] / 1024);
+    }
+    ptdp_svg_text(s, x0, y + (hpz ? 100 : 64), 12.5, PTDP_SVG_BOLD, NULL, "in groups that leave a node: %.1f KiB a device",
+                  (hpz ? b->hpz_dp[0] : b->qwz_dp[0]) / 1024);
+    ptdp_svg_group_end(s);
+}
+
 int fig_hsdp(const char *path, char *msg, size_t msglen)
 {
     static hsdp_bytes b;
     memset(&b, 0, sizeof b);
-    int err = one_step(0, &b, msg, msglen);
-    if (err == 0)
-        err = one_step(SHARD, &b, msg, msglen);
+    int err = 0;
+    for (run_kind k = RUN_ZERO3; k <= RUN_QWZ && err == 0; k++)
+        err = one_step(k, &b, msg, msglen);
     if (err == 0)
         err = check_bytes(&b, msg, msglen);
     if (err != 0)
         return err;
     ptdp_svg s;
-    ptdp_svg_begin(&s, 2 * PANEL_W + 60, 420);
+    ptdp_svg_begin(&s, 2 * PANEL_W + 60, 800);
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
-                  "One step of ZeRO-3 and of HSDP on 2 nodes of %d devices (dp %d, one micro-batch)", NODE, DP);
+                  "One step of ZeRO-3, of HSDP and of ZeRO++ on 2 nodes of %d devices (dp %d, one micro-batch)", NODE, DP);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Bytes each device sent, measured by two real runs of ptdp train's default model (%s, S = %.1f KiB "
+                  "Bytes each device sent, measured by four real runs of ptdp train's default model (%s, S = %.1f KiB "
                   "of gradient); red: a group that spans both nodes, green: a group inside one.", b.model, b.S / 1024);
     draw_zero3(&s, &b, 20);
     draw_hsdp(&s, &b, 40 + PANEL_W);
@@ -196,5 +253,11 @@ int fig_hsdp(const char *path, char *msg, size_t msglen)
                   "HSDP moves ZeRO-3's gathers and reduce-scatters inside the node and sends only %.1f%% of its "
                   "cross-node bytes, for a shard %d\u00d7 larger than ZeRO-3's (1/%d of the states, not 1/%d).",
                   100.0 * b.replica[0] / b.dp[0], R, SHARD, DP);
+    draw_zeropp(&s, &b, 20, 390, true);
+    draw_zeropp(&s, &b, 40 + PANEL_W, 390, false);
+    ptdp_svg_text(&s, 20, 780, 12.5, PTDP_SVG_BOLD, NULL,
+                  "ZeRO++ keeps ZeRO-3's 1/%d shards: hpZ sends %.1f%% of ZeRO-3's cross-node bytes (for 1/%d of each "
+                  "unit kept), qwZ %.1f%% (its forward lossy: docs/zero.md).", DP, 100.0 * b.hpz_dp[0] / b.dp[0], NODE,
+                  100.0 * b.qwz_dp[0] / b.dp[0]);
     return fig_finish(&s, path, msg, msglen);
 }
