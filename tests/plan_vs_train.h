@@ -49,6 +49,22 @@ static inline ptdp_plan_layout plan_layout(plan_layout_fields f, long long batch
     return l;
 }
 
+/* The second step's virtual time of `ptdp train` on the plan's layout. */
+static inline double plan_measured_step(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
+{
+    ptdp_train_config cfg;
+    ptdp_plan_train_config(rq, l, &cfg);
+    cfg.steps = 2;
+    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20 };
+    ptdp_train_result res;
+    char msg[PTDP_MSG_MAX];
+    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &res, msg, sizeof msg) == 0, "ptdp_train: %s", msg);
+    ck_assert_int_eq(res.completed, 2);
+    const double t = res.log[1].virtual_s;
+    ptdp_train_result_free(&res);
+    return t;
+}
+
 /* A test's question to the planner: model m, B sequences, on `gpus` GPUs
  * of `profile` (NULL: dgx-a100), in bf16 or not. */
 static inline ptdp_plan_request plan_question(ptdp_model_config m, long long batch, int gpus, const char *profile,

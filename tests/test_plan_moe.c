@@ -215,22 +215,6 @@ TEST(moe_tests, test_fp8_prices_the_experts)
 }
 END_TEST
 
-/* The second step's virtual time of `ptdp train` on the plan's layout. */
-static double measured_step(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
-{
-    ptdp_train_config cfg;
-    ptdp_plan_train_config(rq, l, &cfg);
-    cfg.steps = 2;
-    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20 };
-    ptdp_train_result res;
-    char msg[PTDP_MSG_MAX];
-    ck_assert_msg(ptdp_train(&cfg, &opts, NULL, NULL, &res, msg, sizeof msg) == 0, "ptdp_train: %s", msg);
-    ck_assert_int_eq(res.completed, 2);
-    const double t = res.log[1].virtual_s;
-    ptdp_train_result_free(&res);
-    return t;
-}
-
 /* The planner's step of a mixture under --fp8 blockwise (the tiles: EP
  * refuses one scale a tensor) against the simulator's, on both profiles:
  * the experts' products at the FP8 peak (dgx-h100), the quantization on
@@ -248,7 +232,7 @@ TEST(moe_tests, test_fp8_plan_moe_is_the_simulators)
         const ptdp_plan_layout l = layout_of(&k);
         ptdp_plan_time t;
         ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
-        const double m = measured_step(&rq, &l);
+        const double m = plan_measured_step(&rq, &l);
         printf("fp8 blockwise, %-14s step plan %.9g s, measured %.9g s\n", profiles[i], t.step_s, m);
         ck_assert_msg(fabs(t.step_s / m - 1) <= 1e-6, "%s --fp8 blockwise: step plan %.9g s, measured %.9g s",
                       profiles[i], t.step_s, m);
@@ -290,7 +274,7 @@ TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
                       "--fp8 %s --fp8-comm: EP %.9g s, without %.9g s: apart %.9g s, want %.9g s", recipes[i],
                       comm.ep_comm_s, plain.ep_comm_s, plain.ep_comm_s - comm.ep_comm_s, want);
         ck_assert(ptdp_ep_fp8_row_bytes(rq.fp8, 64) == C + tiles[i] * r);
-        const double m = measured_step(&rq, &l);
+        const double m = plan_measured_step(&rq, &l);
         printf("--fp8 %-9s --fp8-comm: step plan %.9g s, measured %.9g s (EP %.4g s, without %.4g s)\n",
                recipes[i], comm.step_s, m, comm.ep_comm_s, plain.ep_comm_s);
         ck_assert_msg(fabs(comm.step_s / m - 1) <= 1e-6, "--fp8 %s --fp8-comm: step plan %.9g s, measured %.9g s",

@@ -78,23 +78,6 @@ static ptdp_plan_layout layout_of(const row *r, int batch)
                                               .sp = r->sp, .overlap = r->overlap }, batch);
 }
 
-/* The measured step: ptdp train's second step, in virtual seconds. */
-static double measure(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
-{
-    ptdp_train_config cfg;
-    ptdp_plan_train_config(rq, l, &cfg);
-    cfg.steps = 2;
-    ptdp_launch_opts opts = { .profile = rq->profile, .device_mem = (size_t)256 << 20 };
-    ptdp_train_result res;
-    char msg[PTDP_MSG_MAX];
-    int rc = ptdp_train(&cfg, &opts, NULL, NULL, &res, msg, sizeof msg);
-    ck_assert_msg(rc == 0, "ptdp_train: %s", msg);
-    ck_assert_int_eq(res.completed, 2);
-    double t = res.log[1].virtual_s;
-    ptdp_train_result_free(&res);
-    return t;
-}
-
 enum { BATCH = 8 };
 
 static const row ROWS[] = {
@@ -149,7 +132,7 @@ LOOP_TEST(agree_tests, test_plan_step_time_is_the_simulators, NROWS)
     ck_assert_msg(ptdp_plan_layout_check(&rq, &l, msg, sizeof msg) == 0, "%s: %s", r->what, msg);
     ptdp_plan_time t;
     ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
-    double got = measure(&rq, &l), err = (t.step_s - got) / got;
+    double got = plan_measured_step(&rq, &l), err = (t.step_s - got) / got;
     printf("plan-time  %-52s  plan %10.3f us  measured %10.3f us  %+6.2f%%  (bubble %.3f, dp exposed %.3f us)\n",
            r->what, t.step_s * 1e6, got * 1e6, 100 * err, t.bubble, t.dp_exposed_s * 1e6);
     fflush(stdout);
@@ -169,7 +152,7 @@ static double fp8_step(const row *r, const char *recipe, double *measured)
     const ptdp_plan_layout l = layout_of(r, BATCH);
     ptdp_plan_time t;
     ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
-    *measured = measure(&rq, &l);
+    *measured = plan_measured_step(&rq, &l);
     printf("%-36s %-10s: step plan %9.3f us measured %9.3f us %+6.2f%%\n", r->what, recipe ? recipe : "bf16",
            t.step_s * 1e6, *measured * 1e6, 100 * (t.step_s / *measured - 1));
     ck_assert_msg(fabs(t.step_s / *measured - 1) <= 0.05, "%s --fp8 %s: plan %g s, measured %g s", r->what,
@@ -248,7 +231,7 @@ TEST(agree_tests, test_fp8_delayed_prices_its_amax_table)
         ck_assert_msg(fabs(dl.step_s - tw.step_s - want) <= tol, "%s: delayed %.12g s, tensorwise "
                       "%.12g s: apart by %.9g s, the all-reduce %.9g s", rows[i].what, dl.step_s, tw.step_s,
                       dl.step_s - tw.step_s, want);
-        const double m = measure(&rq, &l);
+        const double m = plan_measured_step(&rq, &l);
         printf("%-24s delayed: step plan %.9g s measured %.9g s (the amax table %.4g s)\n", rows[i].what,
                dl.step_s, m, want);
         ck_assert_msg(fabs(dl.step_s / m - 1) <= 1e-6, "%s --fp8 delayed: plan %.9g s, measured %.9g s",
@@ -334,11 +317,11 @@ TEST(agree_tests, test_fp8_comm_zero3_planned_as_it_runs)
         ptdp_plan_request rq = request(&r, BATCH);
         const ptdp_plan_layout l = layout_of(&r, BATCH);
         rq.fp8 = ptdp_fp8_recipe_find(recipes[i]);
-        const double without = measure(&rq, &l);
+        const double without = plan_measured_step(&rq, &l);
         rq.fp8_comm = true;
         ptdp_plan_time t;
         ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t), 0);
-        const double with = measure(&rq, &l);
+        const double with = plan_measured_step(&rq, &l);
         printf("%-36s %-10s: --fp8-comm step plan %9.3f us measured %9.3f us %+6.3f%% (without %9.3f us)\n", r.what,
                recipes[i], t.step_s * 1e6, with * 1e6, 100 * (t.step_s / with - 1), without * 1e6);
         ck_assert_msg(fabs(t.step_s / with - 1) <= 1e-3, "--fp8 %s --fp8-comm: plan %g s, measured %g s", recipes[i],

@@ -127,6 +127,17 @@ static size_t wire_bytes(const ptdp_zero *z, const ptdp_zero_unit *u, const unit
     return codes + (len - codes) * ptdp_store_size(z->store);
 }
 
+/* The largest rank's wire (at least 1 byte): every rank's segment of the all-gather. */
+static size_t largest_wire(const ptdp_zero *z, const ptdp_zero_unit *u, const unit_weights *q)
+{
+    size_t most = 1;
+    for (int r = 0; r < ptdp_comm_size(z->dp); r++) {
+        const size_t b = wire_bytes(z, u, q, r);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
 /* Element e of weight i (its flat offset): its tile among the unit's T. */
 static int tile_at(const unit_weights *q, int i, size_t e)
 {
@@ -238,12 +249,7 @@ static int gathered_bytes(ptdp_device *dev, const ptdp_zero *z, const ptdp_model
     int rc = weights_of(dev, z, m, k, &q);
     if (rc != 0)
         return rc;
-    size_t wire = 0;
-    for (int r = 0; r < N; r++) {
-        const size_t b = wire_bytes(z, u, &q, r);
-        wire = b > wire ? b : wire;
-    }
-    *bytes = (double)wire * N;
+    *bytes = (double)largest_wire(z, u, &q) * N;
     *tiles = q.tiles;
     weights_free(&q);
     return PTDP_OK;
@@ -302,12 +308,7 @@ int ptdp_zero3_fp8_gather(ptdp_device *dev, ptdp_zero *z, const ptdp_model *m, i
     int rc = weights_of(dev, z, m, k, &q);
     if (rc != 0)
         return rc;
-    size_t wire = 0;
-    for (int r = 0; r < N; r++) {
-        const size_t b = wire_bytes(z, u, &q, r);
-        wire = b > wire ? b : wire;
-    }
-    u->wire = wire > 0 ? wire : 1;   /* an all-gather's segments are equal: the others padded */
+    u->wire = largest_wire(z, u, &q);   /* an all-gather's segments are equal: the others padded */
     u->gathered = ptdp_alloc(dev, u->wire * (size_t)N, PTDP_MEM_PARAMS, "zero3.gathered_fp8");
     u->fp8_scales = ptdp_alloc_uninit(dev, 2 * (size_t)(q.tiles > 0 ? q.tiles : 1) * sizeof(ptdp_real),
                                       PTDP_MEM_COMM, "zero3.fp8_scales");   /* amax, then scale */
