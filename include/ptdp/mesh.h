@@ -176,6 +176,8 @@ typedef struct {
     int qwz;                        /* ZeRO++'s qwZ (zero3_qwz.c): the
                                        forward gathers' INT8 block B; 0
                                        after init: off; set before ZeRO    */
+    int qwz_ranks;                  /* bf16's --check device of a qwZ run:
+                                       the ZeRO group's N (zero.h)         */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */

@@ -297,6 +297,9 @@ typedef struct ptdp_zero {
     size_t pending_at, pending_off, pending_len;   /* the pending unit's shard */
     int qwz_block;              /* --zero-qwz: the forward gathers' INT8 blocks
                                    of B elements (zero3_qwz.c); 0: off      */
+    int qwz_ranks;              /* bf16's --check device of a qwZ run: the
+                                   ZeRO group's N its units are quantized as
+                                   (zero3_qwz.c); 0: a real run, or none    */
     struct ptdp_fp8_linear *fp8;   /* --fp8-comm: the linear op's FP8, whose
                                    weights stage 3 gathers as codes
                                    (zero3_fp8.c); else NULL                  */

@@ -198,6 +198,8 @@ static int acquire(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k, bool ba
                                       "bf16.working")) == NULL)
             return PTDP_ENOMEM;
         ptdp_store_to_real(PTDP_BF16, u->w, src, n);
+        if (!sharded(z) && !backward && z->qwz_ranks > 0)   /* bf16's --check device of a qwZ run */
+            ptdp_qwz_quantize_unit(u->w, n, z->qwz_ranks, z->qwz_block);
         ptdp_free(dev, u->gathered);
         u->gathered = NULL;
     } else {
@@ -469,6 +471,7 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     for (int i = 0; i < m->nparams; i++)
         z->units[m->params[i].unit].end = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
     z->qwz_block = m->mesh->qwz;   /* --zero-qwz (zero3_qwz.c) */
+    z->qwz_ranks = m->mesh->qwz_ranks;
     ptdp_zero3_qwz_count(dev, z);
     int rc = ptdp_zero3_fp8_init(dev, z, m);   /* --fp8-comm: z->fp8, before the subunits */
     return rc == 0 ? subunits_init(dev, z, m) : rc;

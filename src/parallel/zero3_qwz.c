@@ -62,6 +62,15 @@ static int8_t code_of(ptdp_real x, ptdp_real s)
     return (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
 }
 
+void ptdp_qwz_quantize_unit(ptdp_real *w, size_t n, int N, int B)
+{
+    for (int r = 0; r < N; r++) {   /* as rank r of N quantizes its shard */
+        size_t off, len;
+        ptdp_share(n, N, r, &off, &len);
+        ptdp_qwz_quantize(w + off, len, B, NULL, NULL, w + off);
+    }
+}
+
 size_t ptdp_qwz_blocks(size_t n, int B)
 {
     return (n + (size_t)B - 1) / (size_t)B;
@@ -110,8 +119,8 @@ int ptdp_zero3_qwz_publish(ptdp_counters *reg)
 
 void ptdp_zero3_qwz_count(ptdp_device *dev, const ptdp_zero *z)
 {
-    if (z->qwz_block <= 0)
-        return;
+    if (z->qwz_block <= 0 || z->qwz_ranks > 0)
+        return;   /* off, or --check's one device */
     const int N = ptdp_comm_size(z->dp);
     double W = 0;   /* what one forward gather of every unit puts in the all-gathers' buffers */
     for (int k = 0; k < z->nunits; k++)
@@ -130,11 +139,17 @@ int ptdp_zero3_qwz_gather(ptdp_device *dev, ptdp_zero *z, int k, bool start)
     if (u->gathered == NULL)
         return PTDP_ENOMEM;
     uint8_t *mine = (uint8_t *)u->gathered + (size_t)me * u->wire;
-    const ptdp_real *x = ptdp_store_at(z->store, z->param_shard, u->at);   /* the float store (validate.c) */
-    ptdp_real *scales = ptdp_alloc_uninit(dev, (ptdp_qwz_blocks(len, B) + 1) * sizeof *scales, PTDP_MEM_COMM,
-                                          "zero3.qwz_scales");
+    /* my shard's float values, then its scales: the store's own, or (bf16) widened */
+    ptdp_real *scales = ptdp_alloc_uninit(dev, (ptdp_qwz_blocks(len, B) + 1 + (z->store == PTDP_BF16 ? len : 0)) *
+                                          sizeof *scales, PTDP_MEM_COMM, "zero3.qwz_scales");
     if (scales == NULL)
         return PTDP_ENOMEM;
+    const ptdp_real *x = ptdp_store_at(z->store, z->param_shard, u->at);
+    if (z->store == PTDP_BF16) {
+        ptdp_real *wide = scales + ptdp_qwz_blocks(len, B) + 1;
+        ptdp_store_to_real(PTDP_BF16, wide, x, len);
+        x = wide;
+    }
     ptdp_qwz_quantize(x, len, B, (int8_t *)mine, scales, NULL);
     memcpy(mine + len, scales, ptdp_qwz_blocks(len, B) * sizeof *scales);   /* unaligned in the wire */
     ptdp_free(dev, scales);
@@ -197,11 +212,7 @@ static int emulate_on_unit(ptdp_device *dev, ptdp_model *m, int k, ptdp_unit_eve
         if ((e->exact[k] = malloc((n > 0 ? n : 1) * sizeof *x)) == NULL)
             return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory emulating qwZ");
         memcpy(e->exact[k], x, n * sizeof *x);
-        for (int r = 0; r < e->N; r++) {   /* as rank r of N quantizes its shard */
-            size_t off, len;
-            ptdp_share(n, e->N, r, &off, &len);
-            ptdp_qwz_quantize(x + off, len, e->B, NULL, NULL, x + off);
-        }
+        ptdp_qwz_quantize_unit(x, n, e->N, e->B);
         return PTDP_OK;
     }
     if (e->users[k] > 0 && --e->users[k] == 0 && e->exact[k] != NULL) {

@@ -21,6 +21,9 @@ struct ptdp_device;
  * codes, scales (⌈n/B⌉) and out (q s; may be x itself) each optional. */
 void   ptdp_qwz_quantize(const ptdp_real *x, size_t n, int B, int8_t *codes, ptdp_real *scales, ptdp_real *out);
 size_t ptdp_qwz_blocks(size_t n, int B);
+/* A unit's n values w quantized in place as N ranks' shards would be
+ * (ptdp_share's cut, blocks of B from each shard's start). */
+void   ptdp_qwz_quantize_unit(ptdp_real *w, size_t n, int N, int B);
 /* The bytes of the largest rank's wire for unit u over N ranks. */
 size_t ptdp_qwz_wire_bytes(const ptdp_zero_unit *u, int N, int B);
 
@@ -38,7 +41,9 @@ int  ptdp_zero3_qwz_rebuild(struct ptdp_device *dev, ptdp_zero *z, int k);
 /* --check's one device: its units quantized as N ranks' shards would be,
  * in blocks of B, in place in m->flat_w while a forward is the first to
  * hold them, restored when the last user ends (a unit hook; the model's
- * float buffer whole, no other hook).  _free removes it. */
+ * float buffer whole, no other hook).  _free removes it.  Under bf16 the
+ * unit hook is ZeRO's own (zero3.c), which quantizes the widened unit
+ * when z->qwz_ranks is set (the mesh's qwz_ranks). */
 int  ptdp_zero_qwz_emulate(struct ptdp_device *dev, ptdp_model *m, int N, int B);
 void ptdp_zero_qwz_emulate_free(ptdp_model *m);
 

@@ -211,6 +211,10 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
     d->mesh.qwz = c->zero_qwz;            /* qwZ: ZeRO-3's forward gathers in INT8 (zero3_qwz.c) */
+    if (c->zero_qwz_emulate > 0 && c->bf16) {   /* bf16's --check device: ZeRO's widening quantizes */
+        d->mesh.qwz = c->zero_qwz_emulate_block;
+        d->mesh.qwz_ranks = c->zero_qwz_emulate;
+    }
     d->mesh.sp = c->sp;     /* before the model: it decides the model's layout */
     d->mesh.pp_layout = ptdp_train_layout(c);   /* before the model and its groups: where its chunks lie */
     if ((rc = ptdp_model_init_v(dev, &d->model, &c->model, &d->mesh, c->stage_layers,
@@ -231,7 +235,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     }
     if ((rc = ptdp_zero_init_buckets(dev, &d->zero, &d->model, c->zero, c->bucket_mb)) != 0)   /* ZeRO-1: DP's */
         return rc;
-    if (c->zero_qwz_emulate > 0 &&   /* --check's one device of a qwZ run */
+    if (c->zero_qwz_emulate > 0 && !c->bf16 &&   /* --check's one device of a qwZ run (bf16: ZeRO's hook) */
         (rc = ptdp_zero_qwz_emulate(dev, &d->model, c->zero_qwz_emulate, c->zero_qwz_emulate_block)) != 0)
         return rc;
     ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */

@@ -395,9 +395,10 @@ static int hpz_rules(const ptdp_train_config *c, char *msg, size_t n)
 }
 
 /* ZeRO++'s qwZ (zero3_qwz.c): ZeRO-3's forward gathers in INT8.  Its one
- * device for --check quantizes the float buffer in place, so the float
- * store; a recomputed forward runs inside the backward's exact gather,
- * which the one device (no recomputation) cannot follow. */
+ * device for --check quantizes each unit as its shards would (float: in
+ * place; bf16: as ZeRO widens it); a recomputed forward runs inside the
+ * backward's exact gather, which the one device (no recomputation) cannot
+ * follow. */
 static int qwz_rules(const ptdp_train_config *c, char *msg, size_t n)
 {
     if (c->zero_qwz == 0)
@@ -406,9 +407,6 @@ static int qwz_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--zero-quant-block %d: must be between 1 and 16777216 elements", c->zero_qwz);
     if (c->zero != 3)
         BAD("--zero-qwz quantizes ZeRO-3's parameter gathers: it needs --zero 3; --zero is %d", c->zero);
-    if (c->bf16)
-        BAD("--zero-qwz with --precision bf16: qwZ quantizes the float store here; not built for bf16's yet "
-            "(use --precision %s)", PTDP_REAL_NAME);
     if (c->zero_hpz > 0)
         BAD("--zero-qwz with --zero-hpz: hpZ keeps the forward's gathered unit for the backward, which qwZ "
             "gathers exact; the two are not built together: leave one out");
