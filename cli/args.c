@@ -113,20 +113,31 @@ static const char *take_value(ptdp_args *a)
     return NULL;
 }
 
+/* One whole number `item` of the flag's `value` (the same string for a
+ * single value), within [lo, hi]. */
+static int parse_one_int(ptdp_args *a, const char *value, const char *item, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(item, &end, 10);
+    const bool whole = item == value;
+    if (*item == '\0' || *end != '\0' || errno == ERANGE)
+        return whole ? value_error(a, value, "not a whole number; use one between %ld and %ld", lo, hi)
+                     : value_error(a, value, "'%s' is not a whole number; use ones between %ld and %ld", item, lo,
+                                   hi);
+    if (x < lo || x > hi)
+        return whole ? value_error(a, value, "must be between %ld and %ld", lo, hi)
+                     : value_error(a, value, "'%s' must be between %ld and %ld", item, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
 int ptdp_args_int(ptdp_args *a, long lo, long hi, int *out)
 {
     const char *v = take_value(a);
     if (!v)
         return PTDP_EXIT_USAGE;
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno == ERANGE)
-        return value_error(a, v, "not a whole number; use one between %ld and %ld", lo, hi);
-    if (x < lo || x > hi)
-        return value_error(a, v, "must be between %ld and %ld", lo, hi);
-    *out = (int)x;
-    return 0;
+    return parse_one_int(a, v, v, lo, hi, out);
 }
 
 int ptdp_args_double(ptdp_args *a, double lo, double hi, double *out)
@@ -249,6 +260,23 @@ int ptdp_args_size_list(ptdp_args *a, size_t lo, size_t hi,
         return PTDP_EXIT_USAGE;
     size_list_ctx c = { lo, hi, out };
     return for_each_item(a, v, max, n, size_item, &c);
+}
+
+typedef struct { long lo, hi; int *out; } int_list_ctx;
+
+static int int_item(ptdp_args *a, const char *value, const char *item, int k, void *ctx)
+{
+    int_list_ctx *c = ctx;
+    return parse_one_int(a, value, item, c->lo, c->hi, &c->out[k]);
+}
+
+int ptdp_args_int_list(ptdp_args *a, long lo, long hi, int *out, int max, int *n)
+{
+    const char *v = take_value(a);
+    if (!v)
+        return PTDP_EXIT_USAGE;
+    int_list_ctx c = { lo, hi, out };
+    return for_each_item(a, v, max, n, int_item, &c);
 }
 
 /* "ring, naive, shm" for messages. */

@@ -71,6 +71,8 @@ int ptdp_args_size(ptdp_args *a, size_t lo, size_t hi, size_t *out);
 /* "4K,256K,4M": at most `max` sizes, each within [lo, hi]. */
 int ptdp_args_size_list(ptdp_args *a, size_t lo, size_t hi,
                         size_t *out, int max, int *n);
+/* "2048,128": at most `max` whole numbers, each within [lo, hi]. */
+int ptdp_args_int_list(ptdp_args *a, long lo, long hi, int *out, int max, int *n);
 /* One of `names` (n of them): *out = its index. */
 int ptdp_args_enum(ptdp_args *a, const char *const *names, int n, int *out);
 /* "a,b,c", each one of `names`, no repeats: out[k] = index of the k-th. */

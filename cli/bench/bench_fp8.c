@@ -237,7 +237,7 @@ typedef struct {
     int every, repeat;
     int recipes[8], nrecipes;     /* --recipes: indices of FP8 recipes run   */
     bool recipes_given, json;
-    size_t qwz[4];                /* --qwz: qwZ's blocks B run (none: 0 of them) */
+    int qwz[4];                   /* --qwz: qwZ's blocks B run (none: 0 of them) */
     int nqwz, qwz_ranks;          /* ... and the ZeRO group N (--qwz-ranks) */
     char qwz_names[4][24];        /* "qwz-B" */
 } fp8_bench_opts;
@@ -310,7 +310,7 @@ static int own_flag(ptdp_args *a, fp8_bench_opts *o, int *seed, int *rc)
     else if (ptdp_args_is(a, "--every")) *rc = ptdp_args_int(a, 1, FP8_BENCH_MAX_STEPS, &o->every);
     else if (ptdp_args_is(a, "--repeat")) *rc = ptdp_args_int(a, 1, 9, &o->repeat);
     else if (ptdp_args_is(a, "--json")) *rc = ptdp_args_switch(a, &o->json);
-    else if (ptdp_args_is(a, "--qwz")) *rc = ptdp_args_size_list(a, 1, 1 << 24, o->qwz, 4, &o->nqwz);
+    else if (ptdp_args_is(a, "--qwz")) *rc = ptdp_args_int_list(a, 1, 1 << 24, o->qwz, 4, &o->nqwz);
     else if (ptdp_args_is(a, "--qwz-ranks")) *rc = ptdp_args_int(a, 2, 1 << 16, &o->qwz_ranks);
     else if (ptdp_args_is(a, "--recipes")) {
         *rc = ptdp_args_enum_list(a, names, n < 8 ? n : 8, o->recipes, 8, &o->nrecipes);
@@ -506,7 +506,7 @@ static int chosen(const fp8_bench_opts *o, ptdp_fp8_bench_precision *out, int ma
             if (all[i].recipe == ptdp_fp8_recipe_at(o->recipes[j]))
                 out[k++] = all[i];
     for (int j = 0; j < o->nqwz && k < max; j++)
-        out[k++] = (ptdp_fp8_bench_precision){ .name = o->qwz_names[j], .qwz_block = (int)o->qwz[j],
+        out[k++] = (ptdp_fp8_bench_precision){ .name = o->qwz_names[j], .qwz_block = o->qwz[j],
                                                .qwz_ranks = o->qwz_ranks };
     return k;
 }
@@ -514,7 +514,7 @@ static int chosen(const fp8_bench_opts *o, ptdp_fp8_bench_precision *out, int ma
 static int run_all(fp8_bench_opts *o)
 {
     for (int j = 0; j < o->nqwz; j++)
-        snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz-%zu", o->qwz[j]);
+        snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz-%d", o->qwz[j]);
     ptdp_fp8_bench_precision p[16];
     const int n = chosen(o, p, 16);
     int status = check_all(o, p, n);

@@ -67,6 +67,10 @@ fi
 # the precision benchmark's qwZ runs: one device quantizing as N ranks' shards would, so its losses
 # are a real ZeRO-3 --zero-qwz run's over N devices (to --check's float tolerance)
 expect_usage "--qwz-ranks 4 is the ZeRO group qwZ's blocks follow: it needs --qwz B" -- bench fp8 --steps 2 --qwz-ranks 4
+expect_usage "--qwz 0: '0' must be between 1 and 16777216"        -- bench fp8 --steps 2 --qwz 0
+expect_usage "--qwz 2K: '2K' is not a whole number"               -- bench fp8 --steps 2 --qwz 2K
+expect_usage "--qwz 512,nan: 'nan' is not a whole number"         -- bench fp8 --steps 2 --qwz 512,nan
+expect_usage "--qwz-ranks 1: must be between 2 and 65536" -- bench fp8 --steps 2 --qwz 512 --qwz-ranks 1
 if run_ok bench fp8 --steps 4 --qwz 512 --qwz-ranks 2 --json && grep '"qwz-512"' "$out" > "$tmp/bench.json" &&
    run_ok train --model gpt --steps 4 --batch 64 --lr 3e-3 --dp 2 --zero 3 --zero-qwz --zero-quant-block 512 \
        --log "$tmp/q.log"; then
