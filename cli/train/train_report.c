@@ -625,56 +625,54 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
  * has a buffer of its own, alive until the end of the statement. */
 #define J(x) ptdp_json_number((x), (char[PTDP_JSON_NUMBER_MAX]){ 0 })
 
-/* The report's "qwz_gather_bytes_per_step": as fp8_gather's, for qwZ's
- * INT8 forward gathers (W: device 0's, one forward gather of its units). */
-static void json_qwz_gather(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr,
-                            const ptdp_train_result *res)
+/* ZeRO-3's group (the dp group, or HSDP's shard group) a step, per device
+ * (means): measured; by the formula with the gathers `change` makes (and
+ * the dp group's small sums: delayed's amaxes, the expert loads); and by
+ * ZeRO-3's formula without them. */
+typedef struct { double measured, formula, without; } gather_bytes;
+typedef double (*gather_change)(const ptdp_train_config *c, const ptdp_train_result *res, int r, int N, int M,
+                                double b);
+
+static gather_bytes zero3_gather_bytes(const ptdp_train_config *c, const ptdp_launch_result *lr,
+                                       const ptdp_train_result *res, gather_change change)
 {
     const int N = zero_ranks(c), M = gradient_sums(c);
-    if (c->zero_qwz <= 0 || N <= 1 || c->steps == 0)
-        return;
-    double bw, bg, bo, measured = 0, formula = 0, without = 0;
+    double bw, bg, bo;
+    gather_bytes t = { 0 };
     state_bytes(c, &bw, &bg, &bo);
     for (int r = 0; r < lr->world_size; r++) {
-        const double S = device_elements(res, r), plain = ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M);
-        measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
-        without += bg / sizeof(ptdp_real) * plain;
-        formula += bg / sizeof(ptdp_real) * plain + qwz_gather_change(c, res, r, N, M, bg);
-        if (shard_groups_of(c) == 0)   /* the dp group's other sums: delayed's amaxes, the expert loads */
-            formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
+        const double plain = bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(3, (size_t)device_elements(res, r),
+                                                                                  N, M);
+        t.measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
+        t.without += plain;
+        t.formula += plain + change(c, res, r, N, M, bg);
+        if (shard_groups_of(c) == 0)
+            t.formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
     }
     const double n = lr->world_size;
-    fprintf(f, ", \"qwz_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_qwz\": %s, "
-               "\"block\": %d, \"gathered_bytes\": %.0f}",
-            J(measured / n), J(formula / n), J(without / n), c->zero_qwz, device_count(res, 0, "qwz_gather_bytes"));
+    return (gather_bytes){ t.measured / n, t.formula / n, t.without / n };
 }
 
-/* The report's "fp8_gather_bytes_per_step": ZeRO-3's group (the dp group,
- * or HSDP's shard group) a step, per device (means): measured, by the
- * formula with FP8 gathers (and the dp group's small sums), and by the
- * stage's formula without them; and device 0's q, T and W. */
-static void json_fp8_gather(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr,
-                            const ptdp_train_result *res)
+/* The report's "fp8_gather_bytes_per_step" (--fp8-comm under ZeRO-3) and
+ * "qwz_gather_bytes_per_step" (--zero-qwz), each with device 0's terms. */
+static void json_zero3_gathers(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr,
+                               const ptdp_train_result *res)
 {
-    const int N = zero_ranks(c), M = gradient_sums(c);
-    if (c->zero != 3 || !c->fp8.comm || N <= 1 || c->steps == 0)
+    if (zero_ranks(c) <= 1 || c->steps == 0)
         return;
-    double bw, bg, bo, measured = 0, formula = 0, without = 0;
-    state_bytes(c, &bw, &bg, &bo);
-    for (int r = 0; r < lr->world_size; r++) {
-        const double S = device_elements(res, r);
-        measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
-        without += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M);
-        formula += bg / sizeof(ptdp_real) * ptdp_zero_dp_bytes_per_step(3, (size_t)S, N, M) +
-                   fp8_gather_change(c, res, r, N, M, bg);
-        if (shard_groups_of(c) == 0)   /* the dp group's other sums: delayed's amaxes, the expert loads */
-            formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
+    if (c->zero == 3 && c->fp8.comm) {
+        const gather_bytes t = zero3_gather_bytes(c, lr, res, fp8_gather_change);
+        fprintf(f, ", \"fp8_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_fp8\": %s, "
+                   "\"fp8_elements\": %.0f, \"amaxes\": %.0f, \"gathered_bytes\": %.0f}",
+                J(t.measured), J(t.formula), J(t.without), device_count(res, 0, "fp8_gather_elements"),
+                device_count(res, 0, "fp8_gather_tiles"), device_count(res, 0, "fp8_gather_bytes"));
     }
-    const double n = lr->world_size;
-    fprintf(f, ", \"fp8_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_fp8\": %s, "
-               "\"fp8_elements\": %.0f, \"amaxes\": %.0f, \"gathered_bytes\": %.0f}",
-            J(measured / n), J(formula / n), J(without / n), device_count(res, 0, "fp8_gather_elements"),
-            device_count(res, 0, "fp8_gather_tiles"), device_count(res, 0, "fp8_gather_bytes"));
+    if (c->zero_qwz > 0) {
+        const gather_bytes t = zero3_gather_bytes(c, lr, res, qwz_gather_change);
+        fprintf(f, ", \"qwz_gather_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"without_qwz\": %s, "
+                   "\"block\": %d, \"gathered_bytes\": %.0f}",
+                J(t.measured), J(t.formula), J(t.without), c->zero_qwz, device_count(res, 0, "qwz_gather_bytes"));
+    }
 }
 
 static void json_device(FILE *f, const ptdp_train_config *c, const ptdp_device_summary *s,
@@ -830,8 +828,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
     ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
-    json_fp8_gather(f, c, lr, res);        /* --fp8-comm under ZeRO-3 */
-    json_qwz_gather(f, c, lr, res);        /* --zero-qwz */
+    json_zero3_gathers(f, c, lr, res);     /* --fp8-comm under ZeRO-3, --zero-qwz */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
         ptdp_model_cli_of(m)->report_stats(f, c, res);

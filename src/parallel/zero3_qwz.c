@@ -175,10 +175,11 @@ int ptdp_zero3_qwz_rebuild(ptdp_device *dev, ptdp_zero *z, int k)
         size_t off, len;
         wire_of(u, N, r, B, &off, &len);
         const uint8_t *wire = (const uint8_t *)u->gathered + (size_t)r * u->wire;
-        for (size_t i = 0; i < len; i++) {
+        for (size_t b = 0, at = 0; at < len; b++, at += (size_t)B) {   /* a block: its scale, its codes */
             ptdp_real s;
-            memcpy(&s, wire + len + (i / (size_t)B) * sizeof s, sizeof s);
-            u->w[off + i] = (ptdp_real)(int8_t)wire[i] * s;
+            memcpy(&s, wire + len + b * sizeof s, sizeof s);
+            for (size_t i = at; i < len && i < at + (size_t)B; i++)
+                u->w[off + i] = (ptdp_real)(int8_t)wire[i] * s;
         }
     }
     ptdp_free(dev, u->gathered);
