@@ -134,6 +134,10 @@ static void usage_parallelism(const ptdp_train_config *d)
         "  --ep N              expert parallelism (a mixture of experts, --moe-experts E): the experts\n"
         "                      spread over N of the dp x cp ranks, E / N each; tokens travel to\n"
         "                      their experts and back by all-to-all (default 1)\n"
+        "  --etp N             MoE parallel folding: the experts' own TP size, dividing --tp (default\n"
+        "                      --tp); EP and the experts' DP are carved from the tp x cp x dp ranks\n"
+        "                      of a stage, so with --tp 2 --etp 1 each TP rank routes half the\n"
+        "                      micro-batch's sequences and --ep may span the TP ranks\n"
         "  --sp                sequence parallelism (%s, tp > 1): LayerNorms, dropouts and residuals\n"
         "                      hold seq-len / tp positions per rank; all-gather / reduce-scatter\n"
         "                      along the sequence replace TP's all-reduces\n"
@@ -315,6 +319,7 @@ static bool read_layout_flag(ptdp_args *a, train_options *o, const ptdp_schedule
         c->cp_contiguous = k == 1;
     }
     else if (ptdp_args_is(a, "--ep")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->ep);
+    else if (ptdp_args_is(a, "--etp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->etp);
     else if (ptdp_args_is(a, "--cp-algo")) {
         static const char *const algos[] = { "ring", "a2a" };
         int k = 0;

@@ -72,6 +72,20 @@
  *                           ep rank    0   1   0   1     ep  {0 1} {2 3}
  *                           edp rank   0   0   1   1     edp {0 2} {1 3}
  *
+ *   with --etp e < tp (MoE parallel folding, moe_fold.c) the experts
+ *   have their own layout over a stage's tp x cp x dp ranks, Megatron's
+ *   etp-ep-edp: a TP group's tokens are cut into tp / e slices of whole
+ *   sequences, slice s = tp_rank / e, and the token holder
+ *   h = s + (tp / e) j  (j the DP index) is what EP and EDP then cut:
+ *   etp group:  the e consecutive TP ranks of one slice (same h)
+ *   fold group: the tp / e ranks of a TP group with the same tp_rank mod e
+ *   ep group:   N consecutive token holders with the same tp_rank mod e
+ *   edp group:  the token holders with the same EP rank and tp_rank mod e
+ *
+ *     tp=2 dp=2 ep=4 etp=1:  tp rank  0 1 | 0 1      ep {0 1 2 3}: EP
+ *                            dp index 0 0 | 1 1      spans the TP ranks
+ *                            h        0 1 | 2 3      fold {0 1} {2 3}
+ *
  *   shard group:   with --shard-group N (HSDP, zero_hsdp.c), N consecutive
  *              members of a DP group (dp_rank / N the same), ordered by DP
  *              rank: ZeRO's states are cut 1/N inside it
@@ -126,6 +140,13 @@ typedef enum {
     PTDP_GROUP_HPZ,      /* ZeRO++'s hpZ: hpz consecutive DP ranks, the
                             ones inside one node, holding ZeRO-3's
                             secondary partition (zero_hpz.c)          */
+    PTDP_GROUP_ETP,      /* MoE parallel folding: the experts' TP group,
+                            etp consecutive ranks of a TP group (built
+                            only when etp < tp: else the TP group)    */
+    PTDP_GROUP_FOLD,     /* MoE parallel folding: the tp / etp ranks of a
+                            TP group with the same experts' TP rank,
+                            each routing its slice of the TP group's
+                            tokens (moe_fold.c)                      */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -150,6 +171,10 @@ typedef struct {
     int ep;                         /* expert parallelism: the EP group's
                                        size, dividing dp x cp (1 after init;
                                        set by the caller before the model) */
+    int etp;                        /* MoE parallel folding (moe_fold.c):
+                                       the experts' TP size, dividing tp;
+                                       0 after init: tp, no folding (set by
+                                       the caller before the model)        */
     ptdp_pp_layout pp_layout;       /* where each stage's model chunks lie
                                        (pp_layout.h): round a ring, as a V
                                        (stage 0 holds the first and the

@@ -231,6 +231,8 @@ typedef struct {
 typedef struct ptdp_model_run {
     int tp, pp, cp, zero, token_slices;
     int dp, ep;                     /* ep: expert parallelism, 1 = off      */
+    int etp;                        /* the experts' TP size (moe_fold.c):
+                                       tp unless --etp folds them          */
     bool sp, bf16;
     bool cp_a2a;                    /* --cp-algo a2a: CP by Ulysses' all-to-alls */
     bool shards_params;             /* ZeRO's stage shards the parameters,

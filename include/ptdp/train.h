@@ -70,6 +70,9 @@ typedef struct {
     int ep;                   /* expert parallelism (mesh.h): a mixture of
                                  experts' experts spread over ep of the
                                  dp x cp ranks; 0 or 1 = off              */
+    int etp;                  /* MoE parallel folding (moe_fold.c): the
+                                 experts' TP size, dividing tp; 0 = tp
+                                 (the experts split as attention is)      */
     bool cp_a2a;              /* --cp-algo a2a: attention as Ulysses' head
                                  split (ulysses.h), not the ring (cp.h)    */
     const int *stage_layers;  /* pp x v entries (blocks per chunk), or NULL

@@ -335,7 +335,7 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
 {
     const ptdp_model_config *c = &m->cfg;
     const int C = c->hidden, F = ptdp_gpt_moe_ffn(c), E = ptdp_gpt(c)->moe_experts;
-    const int t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
+    const int t = ptdp_moe_expert_tp_rank(m->mesh), Fl = F / ptdp_moe_expert_tp_size(m->mesh);   /* moe_fold.c */
     const double proj_std = INIT_STD / sqrt(2.0 * c->layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
@@ -360,17 +360,16 @@ static int moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_gpt_block *b, int l
                                        PTDP_INIT_ZEROS, 0.0);
         if (x->fc_b == NULL)
             return PTDP_EINVAL;
-        if (m->mesh->ep > 1) {   /* summed over the ranks that hold the same experts (mesh.h) */
-            ptdp_param *ps[] = { x->proj_b, x->proj_w, x->fc_w, x->fc_b };
-            for (int q = 0; q < 4; q++)
-                ps[q]->sum.replicas = PTDP_GROUP_EDP;
-        }
+        ptdp_param *ps[] = { x->proj_b, x->proj_w, x->fc_w, x->fc_b };
+        for (int q = 0; q < 4; q++)   /* summed over the ranks that hold the same experts (mesh.h) */
+            ps[q]->sum.replicas = ptdp_moe_expert_replicas(m->mesh);
     }
     if (ptdp_gpt(c)->moe_score == PTDP_MOE_SIGMOID)   /* before the router: after it in the state_dict */
         b->expert_bias = ADD("router.expert_bias", 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E, PTDP_INIT_ZEROS, 0.0);
     if (ptdp_gpt(c)->moe_bias_update > 0 && (b->choices = calloc((size_t)E, sizeof *b->choices)) == NULL)
         return ptdp_fail(dev, PTDP_ENOMEM, "device %d: host out of memory counting the experts' loads", dev->rank);
     b->router = ADD("router.weight", E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
+    ptdp_moe_fold_router(m->mesh, b->router);
 #undef ADD
 #undef EXPERT
     return PTDP_OK;
@@ -628,7 +627,8 @@ const ptdp_model_ops ptdp_gpt_ops = {
     .backward = ptdp_gpt_backward,
     .acts_free = ptdp_gpt_acts_free,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_EMB) |   /* the tied embedding's two copies */
-              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
+              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP) |   /* --ep: the experts' */
+              PTDP_GROUP_BIT(PTDP_GROUP_ETP) | PTDP_GROUP_BIT(PTDP_GROUP_FOLD),   /* --etp: folding's */
     .backward_input = ptdp_gpt_backward_input,
     .plan = &ptdp_gpt_plan,
     .sampling = &gpt_sampling,

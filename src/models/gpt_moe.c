@@ -122,7 +122,7 @@ static ptdp_moe_pass mixture(ptdp_gpt_pass *k, int i, const ptdp_moe_settings *s
     ptdp_gpt_saved *sv = k->acts != NULL ? k->acts->saved : NULL;
     return (ptdp_moe_pass){
         .dev = k->dev, .mesh = k->m->mesh, .linear = ptdp_gpt_linear_pass(k), .settings = s,
-        .T = k->shape.T / k->shape.cp, .T_seq = k->shape.T, .F = ptdp_gpt_moe_ffn(&k->m->cfg) / k->m->mesh->tp,
+        .T = k->shape.T / k->shape.cp, .T_seq = k->shape.T, .F = ptdp_gpt_moe_ffn(&k->m->cfg) / ptdp_moe_expert_tp_size(k->m->mesh),
         .router = ptdp_gpt_of(k->m)->blocks[i].router, .bias = ptdp_gpt_of(k->m)->blocks[i].expert_bias,
         .choices = ptdp_gpt_of(k->m)->blocks[i].choices,
         .kind = &gpt_mlp, .model = k,
@@ -134,13 +134,23 @@ static ptdp_moe_pass mixture(ptdp_gpt_pass *k, int i, const ptdp_moe_settings *s
     };
 }
 
+/* The shape the router's products are priced at: the rows it routes, R,
+ * or under MoE parallel folding (moe_fold.c) this rank's slice of them. */
+static ptdp_gpt_shape routed_shape(const ptdp_gpt_pass *k)
+{
+    ptdp_gpt_shape s = k->shape;
+    s.R /= ptdp_moe_fold_slices(k->m->mesh);
+    return s;
+}
+
 void ptdp_gpt_moe_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_tensor out)
 {
     const ptdp_moe_settings s = ptdp_gpt_moe_settings(&k->m->cfg);
     if (k->rc != 0)
         return;
     ptdp_moe_pass p = mixture(k, i, &s);
-    p.router_flops = ptdp_gpt_cost_moe_forward(k->dev->profile, &k->shape, s.experts);
+    const ptdp_gpt_shape routed = routed_shape(k);
+    p.router_flops = ptdp_gpt_cost_moe_forward(k->dev->profile, &routed, s.experts);
     k->rc = ptdp_moe_forward(&p, &a->moe, a->ln2, out);
 }
 
@@ -153,8 +163,9 @@ void ptdp_gpt_moe_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp
     /* the loss's scale is 1 / (global batch x label_cols) a position:
      * the balance loss is a mean over sequences, label_cols times that */
     p.per_sequence = k->loss_scale * k->m->label_cols;
-    p.router_flops = ptdp_gpt_cost_moe_backward(k->dev->profile, &k->shape, ms.experts);
-    p.router_w_flops = ptdp_gpt_cost_dw_router(k->dev->profile, &k->shape, ms.experts);
+    const ptdp_gpt_shape routed = routed_shape(k);
+    p.router_flops = ptdp_gpt_cost_moe_backward(k->dev->profile, &routed, ms.experts);
+    p.router_w_flops = ptdp_gpt_cost_dw_router(k->dev->profile, &routed, ms.experts);
     k->rc = ptdp_moe_backward(&p, a->moe, a->ln2, d, s->dln);
 }
 

@@ -549,7 +549,8 @@ const ptdp_model_ops ptdp_llama_ops = {
     .count = ptdp_llama_moe_count,
     .after_step = ptdp_llama_moe_after_step,
     .groups = PTDP_GROUP_BIT(PTDP_GROUP_TP_SHARE) |   /* kv heads' copies, tp > K */
-              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP),   /* --ep: the experts' */
+              PTDP_GROUP_BIT(PTDP_GROUP_EP) | PTDP_GROUP_BIT(PTDP_GROUP_EDP) |   /* --ep: the experts' */
+              PTDP_GROUP_BIT(PTDP_GROUP_ETP) | PTDP_GROUP_BIT(PTDP_GROUP_FOLD),   /* --etp: folding's */
     .tp_share = llama_tp_share,
     .sampling = &llama_sampling,
     .plan = &ptdp_llama_plan,

@@ -171,7 +171,7 @@ static ptdp_moe_pass mixture(ptdp_llama_pass *k, ptdp_linear_pass linear, int i)
     ptdp_llama_saved *sv = k->acts != NULL ? k->acts->saved : NULL;
     return (ptdp_moe_pass){
         .dev = k->dev, .mesh = k->m->mesh, .linear = linear, .settings = s, .T = k->T,
-        .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / k->m->mesh->tp, .router = l->blocks[i].gate,
+        .T_seq = k->Tg, .F = ptdp_moe_ffn(s, k->m->cfg.ffn) / ptdp_moe_expert_tp_size(k->m->mesh), .router = l->blocks[i].gate,
         .bias = l->blocks[i].expert_bias, .choices = l->blocks[i].choices, .kind = &swiglu, .model = k,
         .experts = l->blocks[i].experts,
         .shared = l->blocks[i].shared.w1 != NULL ? &l->blocks[i].shared : NULL,   /* --moe-shared-experts */
@@ -190,10 +190,11 @@ void ptdp_llama_moe_forward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i, 
     if (k->rc != 0)
         return;
     ptdp_moe_pass p = mixture(k, linear, i);
-    p.router_flops = k->pending + ptdp_matmul_flops(k->R, s->experts, out.cols);
+    const double R = (double)k->R / ptdp_moe_fold_slices(k->m->mesh);   /* the rows it routes (moe_fold.c) */
+    p.router_flops = k->pending + ptdp_matmul_flops((size_t)R, s->experts, out.cols);
     k->pending = 0;
     k->rc = ptdp_moe_forward(&p, &a->moe, a->n2, out);
-    k->pending += 2.0 * k->R * s->top_k * out.cols;
+    k->pending += 2.0 * R * s->top_k * out.cols;
 }
 
 /* The gate's dX (and dW unless W runs it) with the combine's backward
@@ -202,14 +203,15 @@ void ptdp_llama_moe_backward(ptdp_llama_pass *k, ptdp_linear_pass linear, int i,
                              ptdp_tensor d, ptdp_llama_scratch *s)
 {
     const ptdp_moe_settings *ms = &ptdp_llama(&k->m->cfg)->moe;
-    const double gemm = ptdp_matmul_flops(k->R, ms->experts, d.cols);
+    const double R = (double)k->R / ptdp_moe_fold_slices(k->m->mesh);   /* the rows it routes (moe_fold.c) */
+    const double gemm = ptdp_matmul_flops((size_t)R, ms->experts, d.cols);
     if (k->rc != 0 || a->moe == NULL)
         return;
     ptdp_moe_pass p = mixture(k, linear, i);
     /* the loss's scale is 1 / (global batch x T) a position: the balance
      * loss is a mean over sequences, T times that */
     p.per_sequence = k->loss_scale * k->m->label_cols;
-    p.router_flops = k->pending + 5.0 * k->R * ms->top_k * d.cols + gemm + (k->wg == NULL ? gemm : 0);
+    p.router_flops = k->pending + 5.0 * R * ms->top_k * d.cols + gemm + (k->wg == NULL ? gemm : 0);
     p.router_w_flops = gemm;
     k->pending = 0;
     k->rc = ptdp_moe_backward(&p, a->moe, a->n2, d, s->dn);
@@ -248,7 +250,7 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
 {
     const ptdp_moe_settings *s = &ptdp_llama(&m->cfg)->moe;
     const int C = m->cfg.hidden, F = ptdp_moe_ffn(s, m->cfg.ffn), E = s->experts;
-    const int t = m->mesh->tp_rank, Fl = F / m->mesh->tp;
+    const int t = ptdp_moe_expert_tp_rank(m->mesh), Fl = F / ptdp_moe_expert_tp_size(m->mesh);   /* moe_fold.c */
     const double proj_std = INIT_STD / sqrt(2.0 * m->cfg.layers);
     char name[PTDP_NAME_MAX];
     int e0 = 0;
@@ -265,12 +267,12 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
         x->w1 = LIN(ADD("w1.weight", e, F, C, false, PTDP_SHARD_ROWS, t * Fl, 0, Fl, C, PTDP_INIT_NORMAL, INIT_STD));
         if (x->w1 == NULL)
             return PTDP_EINVAL;
-        if (m->mesh->ep > 1)   /* summed over the ranks that hold the same experts (mesh.h) */
-            x->w1->sum.replicas = x->w3->sum.replicas = x->w2->sum.replicas = PTDP_GROUP_EDP;
+        /* summed over the ranks that hold the same experts (mesh.h) */
+        x->w1->sum.replicas = x->w3->sum.replicas = x->w2->sum.replicas = ptdp_moe_expert_replicas(m->mesh);
     }
 #undef ADD
     if (s->shared > 0) {   /* one SwiGLU of S F_e, split over TP like the dense one, summed over DP */
-        const int S = s->shared * F, Sl = S / m->mesh->tp;
+        const int S = s->shared * F, Sl = S / m->mesh->tp, t = m->mesh->tp_rank;   /* attention's layout */
 #define ADD(what, ...) (snprintf(name, sizeof name, "layers.%d.feed_forward.shared_experts.%s", l, what), \
                         ptdp_model_add_param(dev, m, name, __VA_ARGS__))
         ptdp_llama_expert *x = &b->shared;
@@ -284,6 +286,7 @@ int ptdp_llama_moe_lay_out(ptdp_device *dev, ptdp_model *m, ptdp_llama_block *b,
 #undef LIN
     snprintf(name, sizeof name, "layers.%d.feed_forward.gate.weight", l);
     b->gate = ptdp_model_add_param(dev, m, name, E, C, false, PTDP_SHARD_NONE, 0, 0, E, C, PTDP_INIT_NORMAL, INIT_STD);
+    ptdp_moe_fold_router(m->mesh, b->gate);
     if (b->gate != NULL && s->score == PTDP_MOE_SIGMOID) {   /* zero, no gradient, no decay (a bias) */
         snprintf(name, sizeof name, "layers.%d.feed_forward.gate.expert_bias", l);
         b->expert_bias = ptdp_model_add_param(dev, m, name, 1, E, true, PTDP_SHARD_NONE, 0, 0, 1, E,

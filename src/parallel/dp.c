@@ -84,8 +84,6 @@ ptdp_comm *ptdp_ddp_comm(ptdp_comm *dp, const ptdp_model *m, const ptdp_bucket *
 
 int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 {
-    if (ptdp_comm_size(dp) == 1)
-        return PTDP_OK;
     for (int b = 0; b < d->nbuckets; b++) {
         void *g = bucket_at(d, m, b);
         size_t n = d->buckets[b].end - d->buckets[b].begin;
@@ -102,8 +100,6 @@ int ptdp_ddp_all_reduce(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 
 int ptdp_ddp_all_gather_params(ptdp_comm *dp, const ptdp_ddp *d, ptdp_model *m)
 {
-    if (ptdp_comm_size(dp) == 1)
-        return PTDP_OK;
     for (int b = 0; b < d->nbuckets; b++) {
         void *w = m->bf16 ? ptdp_store_at(PTDP_BF16, m->flat_w16, d->buckets[b].begin)
                           : (void *)(m->flat_w + d->buckets[b].begin);
@@ -150,7 +146,10 @@ int ptdp_ddp_overlap_begin(ptdp_comm *dp, ptdp_ddp *d, ptdp_model *m)
 {
     d->comm = dp;
     d->started = 0;
-    if (ptdp_comm_size(dp) == 1) {   /* nothing to sum: never arm */
+    bool alone = true;   /* every bucket's group one device (an expert-DP group may be more than DP's) */
+    for (int b = 0; b < d->nbuckets; b++)
+        alone = alone && ptdp_comm_size(ptdp_ddp_comm(dp, m, &d->buckets[b])) == 1;
+    if (alone) {   /* nothing to sum: never arm */
         d->started = d->nbuckets;
         return PTDP_OK;
     }

@@ -30,6 +30,8 @@
  *   shard group   color = (tp_rank, pp_rank, dp_rank / N)  key = dp_rank mod N
  *   replica group color = (tp_rank, pp_rank, dp_rank mod N) key = dp_rank / N
  *
+ * (under MoE parallel folding, --etp below tp, all four groups cut a
+ * stage's tp x cp x dp ranks instead: split_folded, mesh.h's picture)
  * and, with --zero-hpz (ZeRO++'s hpZ), the DP ranks of one node, k of them:
  *
  *   hpz group     color = (tp_rank, pp_rank, dp_rank / k)  key = dp_rank mod k
@@ -133,6 +135,32 @@ static int split_mirror(ptdp_device *dev, ptdp_mesh *m)
     return ptdp_comm_split(dev->world, color, m->pp_rank, "mirror", &m->extra[PTDP_GROUP_MIRROR]);
 }
 
+/* MoE parallel folding's groups (etp < tp): token holder h = s + S j,
+ * slice s = tp_rank / etp of S = tp / etp, DP index j = cp_rank + cp
+ * dp_rank; e = tp_rank mod etp.  EP rank h mod ep of EP group h / ep, EDP
+ * rank h / ep of EDP group h mod ep, each within its (e, pp); ETP rank e
+ * of the ETP group h; fold rank s of the fold group (j, e), within pp. */
+static int split_folded(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
+{
+    const int cp = m->cp > 0 ? m->cp : 1, E = m->etp, S = m->tp / E, N = m->ep > 1 ? m->ep : 1;
+    const int j = m->cp_rank + cp * m->dp_rank, s = m->tp_rank / E, e = m->tp_rank % E, h = s + S * j;
+    const int holders = S * m->dp * cp;   /* token holders of a stage, per experts' TP rank */
+    if (m->tp % E != 0 || holders % N != 0)
+        return ptdp_fail(dev, PTDP_EINVAL, "--etp %d x --ep %d must divide tp x cp x dp = %d, with --etp "
+                         "dividing --tp %d", E, N, m->tp * cp * m->dp, m->tp);
+    const int across = e + E * m->pp_rank;
+    switch (g) {
+    case PTDP_GROUP_EP:
+        return N > 1 ? ptdp_comm_split(dev->world, h / N + holders / N * across, h % N, "ep", &m->extra[g])
+                     : PTDP_OK;
+    case PTDP_GROUP_EDP: return ptdp_comm_split(dev->world, h % N + N * across, h / N, "edp", &m->extra[g]);
+    case PTDP_GROUP_ETP:
+        return ptdp_comm_split(dev->world, h + holders * m->pp_rank, e, "etp", &m->extra[g]);
+    default:
+        return ptdp_comm_split(dev->world, j + m->dp * cp * across, s, "fold", &m->extra[g]);
+    }
+}
+
 /* Expert parallelism's two groups, cut from the DP group: DP index j =
  * cp_rank + cp dp_rank (the DP group's order) is EP rank j mod ep of the
  * EP group j / ep, and EDP rank j / ep of the EDP group j mod ep.  Every
@@ -140,7 +168,9 @@ static int split_mirror(ptdp_device *dev, ptdp_mesh *m)
 static int split_experts(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
     const int cp = m->cp > 0 ? m->cp : 1, N = m->ep, j = m->cp_rank + cp * m->dp_rank;
-    if (N <= 1)
+    if (m->etp > 0 && m->etp < m->tp)
+        return split_folded(dev, m, g);
+    if (N <= 1 || g == PTDP_GROUP_ETP || g == PTDP_GROUP_FOLD)
         return PTDP_OK;
     if ((m->dp * cp) % N != 0)
         return ptdp_fail(dev, PTDP_EINVAL, "--ep %d must divide dp x cp = %d", N, m->dp * cp);

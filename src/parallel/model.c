@@ -517,6 +517,12 @@ bool ptdp_param_summed_over(const ptdp_param *p, ptdp_group g)
 }
 
 /* The chunk of device d whose parameters include p (NULL without chunks). */
+/* MoE parallel folding (moe_fold.c): the experts' TP groups cut finer than attention's. */
+static bool folded(const ptdp_mesh *m)
+{
+    return m->etp > 0 && m->etp < m->tp;
+}
+
 static const ptdp_model *chunk_holding(const ptdp_model *d, const ptdp_param *p)
 {
     for (int c = 0; d->chunks != NULL && c < d->virtual_stages; c++)
@@ -538,7 +544,10 @@ static bool dual_counted(const ptdp_model *m, const ptdp_param *p)
 
 bool ptdp_param_counted_here(const ptdp_model *m, const ptdp_param *p)
 {
-    if (p->shard == PTDP_SHARD_NONE && m->mesh->tp_rank != 0)
+    /* replicated over TP: TP rank 0's; an expert's under folding over its experts' TP group (moe_fold.c) */
+    const int t = folded(m->mesh) && p->sum.replicas == PTDP_GROUP_EDP ? m->mesh->tp_rank % m->mesh->etp
+                                                                       : m->mesh->tp_rank;
+    if (p->shard == PTDP_SHARD_NONE && t != 0)
         return false;
     for (int g = 0; g < PTDP_GROUP_COUNT; g++) {
         if (two_copies(m) && (g == PTDP_GROUP_EMB || g == PTDP_GROUP_MIRROR))
@@ -584,17 +593,35 @@ int ptdp_model_sum_over_shards(ptdp_model *m, double *x)
  *                            replica groups hold the same shards)
  *
  * and always over TP and PP (ptdp_model_sum_over_shards), which hold other
- * shards and other stages.  A group of one device sums nothing. */
-static ptdp_group beside_replicas(ptdp_group replicas)
+ * shards and other stages.  A group of one device sums nothing.
+ *
+ * Under MoE parallel folding (moe_fold.c) an expert's replicas, its
+ * expert-DP group, span TP ranks as well as DP ranks, and its EP group
+ * too: summing over EP and then TP would count a shard tp / etp times.
+ * There the whole expert-DP group's rank 0 counts each whole shard
+ * (ptdp_param_norm_counts), and the squares add up over the DP group and
+ * then TP: every rank of the stage once. */
+static ptdp_group beside_replicas(const ptdp_mesh *m, ptdp_group replicas)
 {
+    if (replicas == PTDP_GROUP_EDP && folded(m))
+        return PTDP_GROUP_DP;   /* ptdp_param_norm_counts: the EDP group's rank 0, over tp x dp */
     return replicas == PTDP_GROUP_EDP ? PTDP_GROUP_EP : PTDP_GROUP_COUNT;
+}
+
+bool ptdp_param_norm_counts(const ptdp_model *m, const ptdp_param *p, bool sharded)
+{
+    if (!ptdp_param_counted_here(m, p))
+        return false;
+    if (sharded || p->sum.replicas != PTDP_GROUP_EDP || !folded(m->mesh))
+        return true;
+    return ptdp_comm_rank(ptdp_mesh_group(m->mesh, PTDP_GROUP_EDP)) == 0;
 }
 
 ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded)
 {
     /* under HSDP (zero_hsdp.c) ZeRO's shards are the shard group's */
     const ptdp_group shards = ptdp_mesh_group(m->mesh, PTDP_GROUP_SHARD) != NULL ? PTDP_GROUP_SHARD : PTDP_GROUP_DP;
-    const ptdp_group g = sharded ? shards : beside_replicas(p->sum.replicas);
+    const ptdp_group g = sharded ? shards : beside_replicas(m->mesh, p->sum.replicas);
     ptdp_comm *c = g < PTDP_GROUP_COUNT ? ptdp_mesh_group(m->mesh, g) : NULL;
     return c != NULL && ptdp_comm_size(c) > 1 ? g : PTDP_GROUP_COUNT;
 }
@@ -624,7 +651,7 @@ int ptdp_model_grad_sumsq(ptdp_device *dev, ptdp_model *m, double *sumsq)
     for (int i = 0; i < m->nparams; i++) {   /* each replica holds the whole: the float views */
         const ptdp_group g = ptdp_param_norm_group(m, &m->params[i], false);
         groups |= g < PTDP_GROUP_COUNT ? PTDP_GROUP_BIT(g) : 0;
-        if (ptdp_param_counted_here(m, &m->params[i]))
+        if (ptdp_param_norm_counts(m, &m->params[i], false))
             partial[g] += ptdp_sum_squares(m->params[i].g.data, ptdp_tensor_numel(m->params[i].g));
     }
     return ptdp_model_norm_sum(m, partial, groups, sumsq);

@@ -48,6 +48,11 @@ int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
  * an expert) or each holds its own shard of it (true: the DP group);
  * PTDP_GROUP_COUNT when there is none (or it is this device alone). */
 ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded);
+/* Whether this device adds p's squares to the norm: the copy
+ * ptdp_param_counted_here counts, and under MoE parallel folding, for an
+ * expert held whole by each replica (sharded false), only its expert-DP
+ * group's rank 0. */
+bool ptdp_param_norm_counts(const ptdp_model *m, const ptdp_param *p, bool sharded);
 
 /* ||g||^2 of the whole model from this device's partial sums by group
  * (partial[g], and [PTDP_GROUP_COUNT]: its own): each group of `groups`

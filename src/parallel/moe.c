@@ -281,7 +281,7 @@ static void experts_side(ptdp_moe_pass *p, ptdp_moe_acts *m)
  * m) or the backward's scratch. */
 static ptdp_moe_local ffn_of(const ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_real *const *scratch, int C)
 {
-    ptdp_moe_local f = { .linear = &p->linear, .model = p->model, .experts = p->experts, .local = local_of(m), .here = m->here,
+    ptdp_moe_local f = { .linear = &p->expert_linear, .model = p->model, .experts = p->experts, .local = local_of(m), .here = m->here,
                          .rows = m->per_expert, .F = p->F, .C = C };
     for (int i = 0; i < p->kind->nkeep; i++)
         f.keep[i] = ptdp_tensor_wrap(m->keep[i], m->here, p->F);
@@ -357,17 +357,16 @@ static void shared_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
 /* Route, dispatch, run the experts, bring their outputs home, combine.
  * With expert parallelism the stacked rows travel to the EP rank of their
  * expert and back (ep.h): the dispatched inputs are kept for the
- * backward, which would otherwise have to send them again. */
-int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp_tensor out)
+ * backward, which would otherwise have to send them again.  R_shared:
+ * the rows the shared experts will keep after the routed ones. */
+static void routed_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp_tensor out, int R_shared)
 {
     const int C = out.cols;
-    if (p->rc != 0)
-        return p->rc;
     ptdp_moe_acts *m = *acts = route(p, n);
     if (p->rc != 0)
-        return p->rc;
+        return;
     experts_side(p, m);
-    const size_t shared = p->shared != NULL ? (size_t)m->rows * p->F_shared : 0;   /* after the routed rows */
+    const size_t shared = p->shared != NULL ? (size_t)R_shared * p->F_shared : 0;   /* after the routed rows */
     for (int i = 0; i < p->kind->nkeep; i++)
         m->keep[i] = grab(p, ((size_t)m->here * p->F + shared) * sizeof(ptdp_real), p->kind->keep[i]);
     m->y = grab(p, (size_t)m->kept * C * sizeof(ptdp_real), "acts.moe_out");
@@ -395,8 +394,30 @@ int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp
     if (m->ep != NULL)
         ptdp_free(p->dev, yr);
     ptdp_free(p->dev, x);
+}
+
+/* The experts' TP group: attention's, or under folding their own. */
+static void expert_layout(ptdp_moe_pass *p)
+{
+    p->expert_linear = p->linear;
+    p->expert_linear.tp = ptdp_moe_expert_tp(p->mesh);
+}
+
+/* The routed experts on this rank's rows — under folding (moe_fold.c) its
+ * slice of n into its slice of out, the slices then gathered — and the
+ * shared experts on all of n, in attention's layout. */
+int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp_tensor out)
+{
+    if (p->rc != 0)
+        return p->rc;
+    expert_layout(p);
+    const bool fold = ptdp_moe_fold_slices(p->mesh) > 1;
+    routed_forward(p, acts, fold ? ptdp_moe_fold_slice(p->mesh, n) : n, fold ? ptdp_moe_fold_slice(p->mesh, out) : out,
+                   n.rows);
+    if (p->rc == 0 && fold)   /* the TP group's rows again, from its slices */
+        p->rc = ptdp_moe_fold_gather(p->dev, p->mesh, out);
     if (p->rc == 0 && p->shared != NULL)   /* + shared(n), after the routed sum */
-        shared_forward(p, m, n, out);
+        shared_forward(p, *acts, n, out);
     return p->rc;
 }
 
@@ -477,11 +498,9 @@ static void router_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
     p->rc = ptdp_parallel_linear_backward(&c, &router, &dn, ptdp_tensor_wrap(dz, R, E), n, &price);
 }
 
-int ptdp_moe_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor d, ptdp_tensor dn)
+static void routed_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor d, ptdp_tensor dn)
 {
-    const int C = d.cols, R = d.rows, E = m != NULL ? m->shape.E : 0, K = m != NULL ? m->shape.k : 0;
-    if (p->rc != 0 || m == NULL)
-        return p->rc;
+    const int C = d.cols, R = d.rows, E = m->shape.E, K = m->shape.k;
     ptdp_real *dy = grab(p, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_out");
     ptdp_real *dx = grab(p, (size_t)m->kept * C * sizeof(ptdp_real), "grad.moe_in");
     ptdp_real *dgate = grab(p, (size_t)R * K * sizeof(ptdp_real), "grad.moe_gate");
@@ -497,10 +516,28 @@ int ptdp_moe_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, p
                 *ptdp_at(dn, m->token[q], c) += dx[(size_t)q * C + c];
         router_backward(p, m, n, dgate, dz, dn);
     }
-    if (p->rc == 0 && p->shared != NULL)
-        shared_backward(p, m, n, d, dn);
     void *q[] = { dy, dx, dgate, dz };
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
         ptdp_free(p->dev, q[i]);
+}
+
+/* The forward's mirror: the routed experts' backward on this rank's rows
+ * (under folding its slices of d and dn, dn's slices then gathered), the
+ * shared experts' on all of them. */
+int ptdp_moe_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tensor n, ptdp_tensor d, ptdp_tensor dn)
+{
+    if (p->rc != 0 || m == NULL)
+        return p->rc;
+    expert_layout(p);
+    const bool fold = ptdp_moe_fold_slices(p->mesh) > 1;
+    if (fold)
+        routed_backward(p, m, ptdp_moe_fold_slice(p->mesh, n), ptdp_moe_fold_slice(p->mesh, d),
+                        ptdp_moe_fold_slice(p->mesh, dn));
+    else
+        routed_backward(p, m, n, d, dn);
+    if (p->rc == 0 && fold)
+        p->rc = ptdp_moe_fold_gather(p->dev, p->mesh, dn);
+    if (p->rc == 0 && p->shared != NULL)
+        shared_backward(p, m, n, d, dn);
     return p->rc;
 }

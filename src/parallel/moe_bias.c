@@ -17,7 +17,10 @@
  * stage's DP group (mesh.h: dp x cp, which also holds the EP group) — by
  * one all-reduce of the stage's n MoE blocks' counts, n x E doubles.  TP
  * ranks route the same tokens: each TP rank's own DP group sums the same
- * counts, and every copy of b moves alike.
+ * counts, and every copy of b moves alike.  Under MoE parallel folding
+ * (moe_fold.c) a TP group's slices route different rows, and a second
+ * all-reduce over the fold group adds them (whole numbers: exact in any
+ * order).
  *
  *   dp rank 0: L = [5 1 3 3]  ┐ all-reduce   L = [9 3 6 6]  mean 6
  *   dp rank 1: L = [4 2 3 3]  ┘ (sum)        b += u [-1 +1 0 0] on both
@@ -60,6 +63,8 @@ int ptdp_moe_bias_step(ptdp_device *dev, const ptdp_mesh *mesh, double u, int E,
         memcpy(L + (size_t)j * E, choices[j], (size_t)E * sizeof *L);
     int rc = ptdp_all_reduce(mesh->dp_comm, L, L, (size_t)n * E, PTDP_F64, PTDP_SUM);
     ptdp_count(dev->counts, "moe_bias_bytes", 0, ptdp_moe_bias_bytes(E, n, ptdp_comm_size(mesh->dp_comm)));
+    if (rc == 0 && ptdp_moe_fold_slices(mesh) > 1)   /* folding: the TP group's slices route other rows */
+        rc = ptdp_all_reduce(ptdp_mesh_group(mesh, PTDP_GROUP_FOLD), L, L, (size_t)n * E, PTDP_F64, PTDP_SUM);
     for (int j = 0; rc == 0 && j < n; j++) {
         step_one(u, E, L + (size_t)j * E, bias[j]);
         memset(choices[j], 0, (size_t)E * sizeof *choices[j]);

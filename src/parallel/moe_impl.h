@@ -101,6 +101,8 @@ typedef struct {
                                     shared FFN (the kind's expert, S F_e
                                     wide), or NULL                        */
     int F_shared;                /* its hidden units on this rank: S F_e/tp */
+    ptdp_linear_pass expert_linear;   /* set by moe.c: `linear` in the
+                                    experts' TP group (moe_fold.c)       */
     ptdp_moe_tally **tally;      /* forward: the micro-batch's tally (NULL:
                                     counts nowhere), the block's row      */
     int block, nblocks;
@@ -167,6 +169,31 @@ int ptdp_moe_from_metadata_real(ptdp_moe_settings *s, const char *key, double va
 /* The experts this device holds: E / ep of them from *first (EP rank r:
  * r E / ep), all E without expert parallelism (mesh.h). */
 int ptdp_moe_experts_here(const ptdp_mesh *mesh, int E, int *first);
+
+/* ------------------------------------------------ moe_fold.c */
+
+/* MoE parallel folding (--etp e below tp): the experts' own layout.  The
+ * slices a TP group's rows are shared out over, tp / e (1: no folding). */
+int ptdp_moe_fold_slices(const ptdp_mesh *m);
+/* The experts' TP group, its size and this rank's place in it: the TP
+ * group's, or under folding the etp group's. */
+ptdp_comm *ptdp_moe_expert_tp(const ptdp_mesh *m);
+int ptdp_moe_expert_tp_size(const ptdp_mesh *m);
+int ptdp_moe_expert_tp_rank(const ptdp_mesh *m);
+/* This rank's slice of x's rows (whole sequences: x.rows divisible by the
+ * slices), a view. */
+ptdp_tensor ptdp_moe_fold_slice(const ptdp_mesh *m, ptdp_tensor x);
+/* whole's rows rebuilt from the fold group's slices, each rank's in place
+ * at its rows: one all-gather, counted in "moe_fold_bytes". */
+int ptdp_moe_fold_gather(ptdp_device *dev, const ptdp_mesh *m, ptdp_tensor whole);
+/* Where an expert's gradient is summed: its expert-DP group (under EP or
+ * folding), else the DP group. */
+ptdp_group ptdp_moe_expert_replicas(const ptdp_mesh *m);
+/* Declares the router's gradient summed over the fold group too (under
+ * folding: each slice used it on other rows). */
+void ptdp_moe_fold_router(const ptdp_mesh *m, ptdp_param *router);
+/* The run's counter of the re-layout's bytes. */
+int ptdp_moe_fold_publish(ptdp_counters *reg);
 
 /* ---------------------------------------------------- moe_bias.c */
 

@@ -225,8 +225,19 @@ int ptdp_moe_check_run(const ptdp_moe_settings *s, const ptdp_model_run *r, cons
                  "(a multiple of %d)", r->ep, dense, r->ep);
         return PTDP_EINVAL;
     }
+    const int etp = r->etp > 0 ? r->etp : r->tp;
+    if (E == 0 && etp != r->tp) {
+        snprintf(msg, n, "--etp %d sets a mixture of experts' own TP size, and %s: give --moe-experts E, or "
+                 "leave --etp out", etp, dense);
+        return PTDP_EINVAL;
+    }
     if (E == 0)
         return PTDP_OK;
+    if (etp != r->tp && r->fp8 != NULL) {
+        snprintf(msg, n, "--etp %d with --fp8: an FP8 expert's scales are agreed over attention's TP group, "
+                 "which folding no longer shares with the experts; leave --etp out (or --fp8)", etp);
+        return PTDP_EINVAL;
+    }
     if (r->ep > 1 && E % r->ep != 0) {
         snprintf(msg, n, "--moe-experts %d must divide by --ep %d: each EP rank holds E / ep experts (try "
                  "--moe-experts %d)", E, r->ep, (E / r->ep + 1) * r->ep);

@@ -264,7 +264,7 @@ int ptdp_zero_norm_terms(ptdp_zero *z, const ptdp_model *m)
     for (int i = 0; i < m->nparams; i++) {
         const ptdp_param *p = &m->params[i];
         size_t b, e, k;
-        if (!ptdp_param_counted_here(m, p))
+        if (!ptdp_param_norm_counts(m, p, sharded))
             continue;   /* the same gradient on every TP rank: count it once */
         if (!ptdp_zero_owned(z, p->offset, p->offset + ptdp_tensor_numel(p->w), &b, &e, &k))
             continue;

@@ -58,6 +58,7 @@
 #include "parallel/ep_impl.h"
 #include "parallel/fp8_linear_impl.h"
 #include "parallel/model_impl.h"
+#include "parallel/moe_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero3_fp8.h"
 #include "parallel/zero3_qwz.h"
@@ -194,6 +195,15 @@ static int make_schedule(ptdp_device *dev, const ptdp_train_config *c, ptdp_sche
     return PTDP_OK;
 }
 
+/* The device that counts what a router did for its tokens (counters.h's
+ * PTDP_COUNT_TP_ONCE): the first of the ranks that route the same rows —
+ * a TP group's, or under MoE parallel folding an experts' TP group's
+ * (moe_fold.c: each slice of a TP group routes its own rows). */
+static bool routes_lead(const ptdp_train_config *c, const ptdp_mesh *m)
+{
+    return m->tp_rank % (c->etp > 0 ? c->etp : c->tp) == 0;
+}
+
 static int device_setup(ptdp_device *dev, device_ctx *d)
 {
     const ptdp_train_config *c = d->r->cfg;
@@ -203,11 +213,12 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     ptdp_pair_set_serial(dev, c->serial_pairs);   /* --no-pair-overlap (pair.h) */
     if ((rc = ptdp_mesh_init_cp(dev, c->dp, ptdp_train_cp(c), c->tp, c->pp, &d->mesh)) != 0)
         return rc;
-    ptdp_run_table_counts(d->r, -1, dev->rank, d->mesh.tp_rank == 0, &d->counts);
+    ptdp_run_table_counts(d->r, -1, dev->rank, routes_lead(c, &d->mesh), &d->counts);
     dev->counts = &d->counts;   /* whatever the model and the parallelisms count (counters.h) */
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
+    d->mesh.etp = c->etp > 0 && c->etp < c->tp ? c->etp : 0;   /* MoE parallel folding (moe_fold.c) */
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
     d->mesh.qwz = c->zero_qwz;            /* qwZ: ZeRO-3's forward gathers in INT8 (zero3_qwz.c) */
@@ -292,7 +303,7 @@ static int device_main(ptdp_device *dev, void *arg)
         d.global_step = step + 1;
         ptdp_run_row x = { .v0 = dev->clock.now, .w0 = ptdp_wall_now(), .bytes = dev->stats.total_sent };
         double busy0 = dev->clock.compute_s + dev->clock.comm_s;
-        ptdp_run_table_counts(r, s, dev->rank, d.mesh.tp_rank == 0, &d.counts);   /* its counters of step s */
+        ptdp_run_table_counts(r, s, dev->rank, routes_lead(c, &d.mesh), &d.counts);   /* its counters of step s */
 
         if ((c->dump_x != NULL || c->dump_tokens != NULL) && dev->rank == 0) {
             /* Device 0 is on the first stage and, when pp = 1, the last:
@@ -363,6 +374,8 @@ static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *pr
     int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
     if (rc == 0 && cfg->ep > 1)
         rc = ptdp_ep_publish(reg);
+    if (rc == 0 && cfg->etp > 0 && cfg->etp < cfg->tp)   /* MoE parallel folding's re-layout */
+        rc = ptdp_moe_fold_publish(reg);
     if (rc == 0 && cfg->ep > 1 && profile != NULL && profile->gpus_per_node > 0)   /* a cluster of nodes */
         rc = ptdp_ep_nodes_publish(reg);
     if (rc == 0 && cfg->zero_hpz > 0)
@@ -454,6 +467,7 @@ ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg)
     b.cp = 0;
     b.cp_contiguous = b.cp_a2a = false;
     b.ep = 0;
+    b.etp = 0;   /* one device: the experts whole, as attention */
     b.fp8.comm = false;  /* FP8's dispatch is EP's */
     b.zero = 0;
     b.shard_group = 0;   /* HSDP needs ZeRO and dp > 1 */

@@ -74,16 +74,43 @@ static int mesh_rules(const ptdp_train_config *c, bool threads, char *msg, size_
     }
     if (c->cp < 0) BAD("--cp %d: must be at least 1", c->cp);
     if (c->ep < 0) BAD("--ep %d: must be at least 1", c->ep);
-    if (c->ep > 1 && (c->dp * ptdp_train_cp(c)) % c->ep != 0) {
+    if (c->ep > 1 && (c->etp <= 0 || c->etp == c->tp) && (c->dp * ptdp_train_cp(c)) % c->ep != 0) {
         int d = c->dp;
         while ((d * ptdp_train_cp(c)) % c->ep != 0)
             d++;
         BAD("--ep %d must divide --dp x --cp = %d: expert parallelism spreads the experts over data-parallel "
             "ranks (try --dp %d)", c->ep, c->dp * ptdp_train_cp(c), d);
     }
+    if (c->etp < 0) BAD("--etp %d: must be at least 1", c->etp);
+    if (c->etp > 0 && c->tp % c->etp != 0)
+        BAD("--etp %d must divide --tp %d: the experts' TP groups are cut from attention's, each TP group's "
+            "tokens shared out over its tp / etp slices (try --etp 1)", c->etp, c->tp);
+    const int etp = c->etp > 0 ? c->etp : c->tp, stage = c->tp * ptdp_train_cp(c) * c->dp;
+    if (c->ep > 1 && c->etp > 0 && stage % (etp * c->ep) != 0)
+        BAD("--etp %d x --ep %d = %d must divide a stage's --tp x --cp x --dp = %d ranks: MoE parallel folding "
+            "carves the experts' TP and EP groups from them (Megatron's rule)", c->etp, c->ep, etp * c->ep, stage);
     if (threads && c->cp > 1 && (long)c->dp * c->cp * c->tp * c->pp > PTDP_MAX_DEVICES)
         BAD("--dp %d x --cp %d x --tp %d x --pp %d = %ld devices: at most %d are supported", c->dp, c->cp, c->tp,
             c->pp, (long)c->dp * c->cp * c->tp * c->pp, PTDP_MAX_DEVICES);
+    return PTDP_OK;
+}
+
+/* MoE parallel folding (--etp below --tp, moe_fold.c): each TP group's
+ * micro-batch is shared out by whole sequences over its tp / etp slices,
+ * so they must divide it; and the experts' gradients are summed over an
+ * expert-DP group that HSDP's shard groups do not cut. */
+static int fold_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    if (c->etp <= 0 || c->etp == c->tp)
+        return PTDP_OK;
+    const int slices = c->tp / c->etp, B = c->batch / (c->dp * c->micro_batches);
+    if (B % slices != 0)
+        BAD("--etp %d with --tp %d: each TP rank routes 1/%d of a micro-batch's %d sequences (whole sequences, "
+            "so that a sequence's capacity and balance loss stay on one device); give --batch a multiple of "
+            "--dp x --micro-batches x %d = %d", c->etp, c->tp, slices, B, slices, c->dp * c->micro_batches * slices);
+    if (c->shard_group > 0 && c->shard_group < c->dp)
+        BAD("--shard-group %d with --etp %d: the experts' gradients are summed over the expert-DP group, which "
+            "shard groups do not cut here; leave --etp or --shard-group out", c->shard_group, c->etp);
     return PTDP_OK;
 }
 
@@ -107,7 +134,7 @@ static int batch_rules(const ptdp_train_config *c, char *msg, size_t n)
     }
     if (ptdp_model_check(&c->model, c->tp, c->pp, msg, n) != 0)   /* and how they split */
         return PTDP_EINVAL;
-    return PTDP_OK;
+    return fold_rules(c, msg, n);
 }
 
 /* Which capability a rule needs, for ptdp_model_first_with. */
@@ -534,6 +561,7 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
                                .shards_params = ptdp_zero_stage_of(c->zero)->shards_params,
                                .token_slices = ptdp_train_token_slices(c), .sp = c->sp, .bf16 = c->bf16,
                                .cp_a2a = c->cp > 1 && c->cp_a2a, .dp = c->dp, .ep = c->ep > 1 ? c->ep : 1,
+                               .etp = c->etp > 0 ? c->etp : c->tp,
                                .copies = ptdp_train_schedule(c)->layout == PTDP_CHUNKS_DUAL,
                                .fp8 = c->fp8.recipe };
     if (r.ep > 1 && ops->check_run == NULL) {
