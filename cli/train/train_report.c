@@ -44,9 +44,11 @@
  * expert parallelism's all-to-alls and expert-DP gradient sums (mesh.h),
  * and HSDP's shard and replica groups (zero_hsdp.c), which carry ZeRO's
  * traffic in place of the DP group's under --shard-group. */
-static const char *const group_names[9] = { "dp", "tp", "pp", "emb", "cp", "ep", "edp", "shard", "replica" };
-#define NGROUPS 9
+static const char *const group_names[11] = { "dp", "tp", "pp", "emb", "cp", "ep", "edp", "shard", "replica",
+                                              "etp", "fold" };
+#define NGROUPS 11
 #define NGROUPS_BEFORE_HSDP 7   /* the report's keys without shard groups */
+#define NGROUPS_BEFORE_FOLD 9   /* ... and without MoE parallel folding's */
 
 /* HSDP's shard groups' size when there are several (--shard-group N < dp,
  * zero_hsdp.c), else 0: ZeRO over the whole DP group. */
@@ -88,7 +90,9 @@ const char *ptdp_report_group_name(int g)
 
 int ptdp_report_groups(const ptdp_train_config *c)
 {
-    return shard_groups_of(c) > 0 ? NGROUPS : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
+    if (c->etp > 0 && c->etp < c->tp)   /* MoE parallel folding's keys with it (moe_fold.c) */
+        return NGROUPS;
+    return shard_groups_of(c) > 0 ? NGROUPS_BEFORE_FOLD : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
 }
 
 double ptdp_report_group_sent(const ptdp_comm_stats *s, const char *name)
@@ -210,11 +214,33 @@ static int gradient_sums(const ptdp_train_config *c)
  * the experts' elements over N / ep. */
 typedef struct { double ep, ep_formula, ep_uniform, edp, edp_formula; } ep_traffic;
 
+/* MoE parallel folding (--etp below --tp, moe_fold.c): the slices each TP
+ * group's rows are shared out over; 1 without. */
+static int fold_slices(const ptdp_train_config *c)
+{
+    return c->etp > 0 && c->etp < c->tp ? c->tp / c->etp : 1;
+}
+
+/* The expert-DP group's size: the token holders of a stage, tp / etp
+ * slices of each of the dp x cp replicas, over ep. */
+static int edp_size(const ptdp_train_config *c)
+{
+    return fold_slices(c) * c->dp * ptdp_train_cp(c) / (c->ep > 1 ? c->ep : 1);
+}
+
+/* Without ZeRO's sharded optimizer each replica holds its experts whole,
+ * and the gradient norm adds their squares in one double all-reduce a
+ * step (model.c): over the EP group, or under folding over the DP group. */
+static double expert_norm_bytes(const ptdp_train_config *c, int N)
+{
+    return ptdp_zero_stage_of(c->zero)->shards_optim || N <= 1 ? 0.0 : 2.0 * (N - 1) / N * sizeof(double);
+}
+
 static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                 const ptdp_train_result *res)
 {
     ep_traffic t = { 0 };
-    const int Ne = c->dp * ptdp_train_cp(c) / (c->ep > 1 ? c->ep : 1), M = gradient_sums(c);
+    const int Ne = edp_size(c), M = gradient_sums(c);
     double bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
     for (int r = 0; r < lr->world_size; r++) {
@@ -233,9 +259,8 @@ static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_re
      * its EP rank's experts whole: the gradient norm adds their squares
      * over the EP group, one double all-reduced a step, 2(N-1)/N x 8
      * bytes a device on average (zero.c) */
-    const int N = c->ep > 1 ? c->ep : 1;
-    if (!ptdp_zero_stage_of(c->zero)->shards_optim)
-        t.ep_formula += 2.0 * (N - 1) / N * sizeof(double);
+    if (fold_slices(c) == 1)
+        t.ep_formula += expert_norm_bytes(c, c->ep > 1 ? c->ep : 1);
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     t.ep_uniform = cli->ep_uniform_bytes != NULL ? cli->ep_uniform_bytes(c) : NAN;
     return t;
@@ -285,19 +310,54 @@ static void print_ep_network(const ptdp_train_config *c, const ptdp_launch_resul
            ptdp_format_bytes(per_node * row, b, sizeof b));
 }
 
+/* MoE parallel folding's re-layout per device and step (means over
+ * devices): the fold group's all-gathers measured and by moe_fold.c's
+ * formula, (S-1)/S R C x element each (the counter "moe_fold_bytes"). */
+static void fold_traffic(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                         double *measured, double *formula)
+{
+    *measured = *formula = 0;
+    for (int r = 0; r < lr->world_size; r++) {
+        *measured += per_step(group_sent(&lr->devices[r].comm, "fold"), c);
+        *formula += per_step(device_count(res, r, "moe_fold_bytes"), c);
+    }
+    *measured /= lr->world_size > 0 ? lr->world_size : 1;
+    *formula /= lr->world_size > 0 ? lr->world_size : 1;
+}
+
+static void print_fold(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    double measured, formula;
+    fold_traffic(c, lr, res, &measured, &formula);
+    const int S = fold_slices(c);
+    printf("MoE parallel folding, experts' TP %d of attention's %d: each TP group's rows in %d slices of whole "
+           "sequences,\n  one a rank, routed there; the fold group's all-gathers (a block's output, forward, and "
+           "its input\n  gradient, backward) rebuild the rows: measured %.0f B per device and step, formula %.0f B "
+           "((S-1)/S R C x %zu B each);\n  expert-DP groups of %d = tp / etp x dp x cp / ep\n", c->etp, c->tp, S,
+           measured, formula, sizeof(ptdp_real), edp_size(c));
+}
+
 static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                   const ptdp_train_result *res)
 {
-    if (c->ep <= 1 || c->steps == 0)
+    if (c->steps == 0 || (c->ep <= 1 && fold_slices(c) == 1))
         return;
+    if (fold_slices(c) > 1)
+        print_fold(c, lr, res);
     const ep_traffic t = ep_traffic_of(c, lr, res);
-    const int Ne = c->dp * ptdp_train_cp(c) / c->ep;
+    if (c->ep <= 1) {   /* folding alone: the experts whole on each rank, summed over the expert-DP group */
+        printf("expert data parallelism, N = %d: the experts' gradients summed over the ranks holding the same "
+               "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' "
+               "elements)\n", edp_size(c), t.edp, t.edp_formula);
+        return;
+    }
+    const int Ne = edp_size(c);
     const int a2a = c->recompute ? 6 : 4;   /* dispatch and combine, forward and backward (and forward again) */
     printf("expert parallelism, N = %d: EP bytes sent per device and step (means over devices)\n"
            "  measured %.0f B; formula %.0f B from the measured loads: the rows routed to experts held elsewhere\n"
            "  x C x %zu B in each of %d all-to-alls a MoE block and micro-batch, the counts%s;\n"
            "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
-           sizeof(ptdp_real), a2a, !ptdp_zero_stage_of(c->zero)->shards_optim ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
+           sizeof(ptdp_real), a2a, expert_norm_bytes(c, 2) > 0 && fold_slices(c) == 1 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
            t.ep_uniform);
     if (c->fp8.comm) {   /* --fp8-comm: the forward dispatch's rows as codes and scales (ep.h) */
         const int C = c->model.hidden, tc = c->fp8.recipe->act_tile[1];
@@ -475,6 +535,8 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
+        if (fold_slices(c) > 1)   /* folding: the experts' squares over DP (model.c) */
+            formula += expert_norm_bytes(c, c->dp * ptdp_train_cp(c));
         formula += per_step(device_count(res, r, "fp8_amax_bytes"), c);   /* delayed's step amaxes (fp8_linear.h) */
         grads += S * bg;
     }
@@ -576,10 +638,10 @@ static ptdp_zero_bytes model_state_formula(const ptdp_train_config *c, const ptd
 {
     double bw, bg, bo;
     state_bytes(c, &bw, &bg, &bo);
-    const int N = zero_ranks(c), ep = c->ep > 1 ? c->ep : 1;
-    const double Se = expert_elements(res, r);   /* sharded over the expert-DP group, N / ep */
+    const int N = zero_ranks(c);
+    const double Se = expert_elements(res, r);   /* sharded over the expert-DP group, N / ep (folding: edp_size) */
     ptdp_zero_bytes d = ptdp_zero_state_bytes(c->zero, device_elements(res, r) - Se, N, bw, bg, bo);
-    ptdp_zero_bytes e = ptdp_zero_state_bytes(c->zero, Se, N / ep, bw, bg, bo);
+    ptdp_zero_bytes e = ptdp_zero_state_bytes(c->zero, Se, edp_size(c), bw, bg, bo);
     return (ptdp_zero_bytes){ d.params + e.params, d.grads + e.grads, d.optim + e.optim };
 }
 
@@ -809,6 +871,15 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     if (c->pp > 1)
         fprintf(f, ", \"bubble_measured\": %s, \"bubble_formula\": %s",
                 J(res->bubble_measured), J(res->bubble_formula));
+    if (fold_slices(c) > 1) {   /* MoE parallel folding: the re-layout's bytes a step, per device (means) */
+        double measured, formula;
+        fold_traffic(c, lr, res, &measured, &formula);
+        fprintf(f, ", \"moe_fold_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(measured), J(formula));
+    }
+    if (fold_slices(c) > 1 && c->ep <= 1) {   /* folding alone: the expert-DP group's sums */
+        const ep_traffic t = ep_traffic_of(c, lr, res);
+        fprintf(f, ", \"edp_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(t.edp), J(t.edp_formula));
+    }
     if (c->ep > 1) {   /* expert parallelism: its two groups' bytes a step, per device (means) */
         const ep_traffic t = ep_traffic_of(c, lr, res);
         fprintf(f, ", \"ep_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"uniform\": %s}, "

@@ -60,6 +60,8 @@
 #include <string.h>
 
 #include "ptdp/comm.h"
+#include "ptdp/counters.h"
+#include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/optim.h"
 #include "ptdp/rng.h"
@@ -693,6 +695,9 @@ static int sum_group(ptdp_device *dev, ptdp_model *m, ptdp_group g)
         int rc = ptdp_all_reduce(c, p->g.data, p->g.data, ptdp_tensor_numel(p->g), PTDP_REAL, PTDP_SUM);
         if (rc != 0)
             return rc;
+        if (g == PTDP_GROUP_FOLD)   /* MoE parallel folding's router: the re-layout's bytes (moe_fold.c) */
+            ptdp_count(dev->counts, "moe_fold_bytes", 0, 2.0 * (ptdp_comm_size(c) - 1) / ptdp_comm_size(c) *
+                                                         (double)ptdp_tensor_numel(p->g) * sizeof(ptdp_real));
     }
     return PTDP_OK;
 }

@@ -64,7 +64,11 @@ int ptdp_moe_bias_step(ptdp_device *dev, const ptdp_mesh *mesh, double u, int E,
     int rc = ptdp_all_reduce(mesh->dp_comm, L, L, (size_t)n * E, PTDP_F64, PTDP_SUM);
     ptdp_count(dev->counts, "moe_bias_bytes", 0, ptdp_moe_bias_bytes(E, n, ptdp_comm_size(mesh->dp_comm)));
     if (rc == 0 && ptdp_moe_fold_slices(mesh) > 1)   /* folding: the TP group's slices route other rows */
-        rc = ptdp_all_reduce(ptdp_mesh_group(mesh, PTDP_GROUP_FOLD), L, L, (size_t)n * E, PTDP_F64, PTDP_SUM);
+    {
+        ptdp_comm *fold = ptdp_mesh_group(mesh, PTDP_GROUP_FOLD);
+        rc = ptdp_all_reduce(fold, L, L, (size_t)n * E, PTDP_F64, PTDP_SUM);
+        ptdp_count(dev->counts, "moe_fold_bytes", 0, ptdp_moe_bias_bytes(E, n, ptdp_comm_size(fold)));
+    }
     for (int j = 0; rc == 0 && j < n; j++) {
         step_one(u, E, L + (size_t)j * E, bias[j]);
         memset(choices[j], 0, (size_t)E * sizeof *choices[j]);

@@ -35,9 +35,14 @@
  *
  * The fold group is the S ranks of a TP group with the same tp_rank mod e:
  * one rank of each slice, so its all-gather rebuilds the TP group's R
- * rows.  Bytes a device and call, R x C elements of the block's width:
+ * rows.  Bytes a device, R x C elements of the block's width:
  *
- *   all-gather  (S - 1) / S x R C x element   ("moe_fold_bytes")
+ *   all-gather         (S - 1) / S x R C x element, a call
+ *   router's gradient  2 (S - 1) / S x E C x element, a step (model.c)
+ *   bias update        2 (S - 1) / S x 8 E, a step (moe_bias.c)
+ *
+ * all three counted in "moe_fold_bytes", the report's formula beside the
+ * fold group's measured bytes.
  *
  * Gradients.  An expert shard is held by its expert-DP group (every token
  * holder with the same EP and experts' TP rank): its gradient is summed

@@ -372,9 +372,10 @@ static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *pr
     const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
     ptdp_counters_init(reg);
     int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
-    if (rc == 0 && cfg->ep > 1)
+    const bool folded = cfg->etp > 0 && cfg->etp < cfg->tp;   /* MoE parallel folding (moe_fold.c) */
+    if (rc == 0 && (cfg->ep > 1 || folded))   /* the experts' own counters: their bytes, their elements */
         rc = ptdp_ep_publish(reg);
-    if (rc == 0 && cfg->etp > 0 && cfg->etp < cfg->tp)   /* MoE parallel folding's re-layout */
+    if (rc == 0 && folded)   /* ... and the re-layout's */
         rc = ptdp_moe_fold_publish(reg);
     if (rc == 0 && cfg->ep > 1 && profile != NULL && profile->gpus_per_node > 0)   /* a cluster of nodes */
         rc = ptdp_ep_nodes_publish(reg);
