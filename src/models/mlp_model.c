@@ -71,6 +71,11 @@ static int mlp_check_run(const ptdp_model_config *c, const ptdp_model_run *r, ch
                  "experts: use a model with a mixture of experts (--moe-experts E)", r->ep);
         return PTDP_EINVAL;
     }
+    if (r->etp > 0 && r->etp != r->tp) {
+        snprintf(msg, n, "--etp %d sets a mixture of experts' own TP size, and --model mlp has no experts: use a "
+                 "model with a mixture of experts (--moe-experts E), or leave --etp out", r->etp);
+        return PTDP_EINVAL;
+    }
     const ptdp_fp8_weight w[] = {
         { "fc1.weight", c->ffn, c->hidden, PTDP_SHARD_ROWS, 1 }, { "fc2.weight", c->hidden, c->ffn, PTDP_SHARD_COLS, 1 },
     };

@@ -569,6 +569,11 @@ static int model_run_rules(const ptdp_train_config *c, char *msg, size_t n)
                  "experts: use a model with a mixture of experts (--moe-experts E)", r.ep, ops->name);
         return PTDP_EINVAL;
     }
+    if (r.etp != r.tp && ops->check_run == NULL) {
+        snprintf(msg, n, "--etp %d sets a mixture of experts' own TP size, and --model %s has no experts: use a "
+                 "model with a mixture of experts (--moe-experts E), or leave --etp out", r.etp, ops->name);
+        return PTDP_EINVAL;
+    }
     return ops->check_run != NULL ? ops->check_run(&c->model, &r, msg, n) : PTDP_OK;
 }
 
