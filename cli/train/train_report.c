@@ -781,6 +781,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
+    if (fold_slices(c) > 1)   /* MoE parallel folding: the experts' own TP size */
+        fprintf(f, "             \"etp\": %d,\n", c->etp);
     if (c->shard_group > 0)   /* --shard-group given (HSDP, zero_hsdp.c) */
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
     if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
