@@ -48,6 +48,8 @@ static const figure shared[] = {
       fig_mesh_groups },
     { "expert_groups",      "expert parallelism on dp 4, ep 2: EP groups, who holds which expert, the expert-DP groups",
       fig_expert_groups },
+    { "moe_folding",        "MoE parallel folding on tp 2 x dp 2, ep 4, etp 1: attention's groups and the experts' over the "
+                            "same ranks", fig_moe_fold },
     { "zero_ownership",     "lesson 06: ZeRO 0/1/2 on dp 4, who holds which chunk, formula and measured bytes",
       fig_zero_ownership },
     { "zero_memory",        "ZeRO 0/1/2/3 on dp 4: bytes per device by the paper's formula (f32, bf16) and the arena",

@@ -31,6 +31,7 @@ int fig_loss_curves(const char *path, char *msg, size_t msglen);         /* figu
 int fig_dp_allreduce(const char *path, char *msg, size_t msglen);        /* figure_dp.c       */
 int fig_mesh_groups(const char *path, char *msg, size_t msglen);         /* figure_mesh.c     */
 int fig_expert_groups(const char *path, char *msg, size_t msglen);       /* figure_expert_groups.c */
+int fig_moe_fold(const char *path, char *msg, size_t msglen);            /* figure_moe_fold.c */
 int fig_hsdp(const char *path, char *msg, size_t msglen);                /* figure_hsdp.c */
 int fig_zero_ownership(const char *path, char *msg, size_t msglen);      /* figure_zero.c     */
 int fig_zero_memory(const char *path, char *msg, size_t msglen);         /* figure_zero_memory.c */

@@ -26,7 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
-names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups hsdp
+names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups moe_folding hsdp
        zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
        memory_per_device loss_curves fp8_loss_curves plan_layouts"
 
@@ -144,6 +144,15 @@ else
              'summed over all of DP: 1 + 2 + 3 + 4 = 10 on every device' \
              'Expert gradients only over the expert-DP group: {0, 2} sums 4, {1, 3} sums 6'; do
         grep -qF "$t" "$f" || fail "expert_groups: no '$t'"
+    done
+
+    # MoE parallel folding: one EP group over the TP pairs, the fold group's
+    # all-gather rebuilding each TP group's slices (real devices, checked)
+    f=$out/moe_folding.svg
+    for t in 'EP group {0, 1, 2, 3}: all-to-alls of the routed rows, across the TP pairs' \
+             'fold {0, 1} all-gathers: a b' 'fold {2, 3} all-gathers: c d' 'TP group {2, 3}: the same rows' \
+             'whole: experts&apos; TP 1, expert-DP 1'; do
+        grep -qF "$t" "$f" || fail "moe_folding: no '$t'"
     done
 
     # HSDP against ZeRO-3: the replicas' all-reduce is all that leaves a node,

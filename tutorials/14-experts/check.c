@@ -28,6 +28,9 @@
  *               steps: every replica's b the same and one device's; then
  *               replayed on a dp 2 ptdp_train run's global loads, ending
  *               at the run's expert_bias (its ptdp_moe_bias_step)
+ *   blank 14    lesson_fold_groups on six tp x dp layouts with --etp and
+ *               --ep: every rank's EP and expert-DP groups, the ones the
+ *               library's mesh builds on real devices (mesh.c)
  *
  * Every row says where it came from — ((s 16 + e) 16 + j) 4 + c for row
  * j of source s for expert e, column c — so a row in the wrong place
@@ -43,6 +46,7 @@
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
+#include "ptdp/mesh.h"
 #include "ptdp/moe_route.h"
 #include "ptdp/state.h"
 #include "ptdp/train.h"
@@ -1059,6 +1063,125 @@ static bool check_bias_against_run(void)
     return ok && b != NULL;
 }
 
+/* ============ Part 3, blank 14: MoE parallel folding's groups */
+
+enum { FOLD_MAX = 8 };
+
+typedef struct {
+    int tp, dp, etp, ep;
+} fold_layout;
+
+static const fold_layout FOLDS[] = {
+    { 2, 2, 1, 4 },   /* the issue's: one EP group over the TP pairs */
+    { 2, 2, 1, 2 },
+    { 2, 2, 1, 1 },   /* no EP: every rank holds every expert, the expert-DP group is all four */
+    { 4, 1, 2, 2 },   /* etp 2: the EP group skips the other experts' TP rank */
+    { 4, 2, 1, 4 },
+    { 2, 2, 2, 2 },   /* etp = tp: no folding, EP from the DP ranks as in part 1 */
+};
+
+/* What the library's mesh builds, rank by rank (world order). */
+typedef struct {
+    const fold_layout *L;
+    int ep[FOLD_MAX][FOLD_MAX], n_ep[FOLD_MAX], edp[FOLD_MAX][FOLD_MAX], n_edp[FOLD_MAX];
+} fold_truth;
+
+static void group_members(const ptdp_mesh *m, ptdp_group g, int me, int *out, int *n)
+{
+    ptdp_comm *c = ptdp_mesh_group(m, g);   /* NULL: a group of one, not built */
+    *n = c != NULL ? ptdp_comm_size(c) : 1;
+    for (int r = 0; r < *n && r < FOLD_MAX; r++)
+        out[r] = c != NULL ? ptdp_comm_world_rank(c, r) : me;
+}
+
+static int fold_device(ptdp_device *dev, void *arg)
+{
+    fold_truth *t = arg;
+    ptdp_mesh m;
+    int rc = ptdp_mesh_init(dev, t->L->dp, t->L->tp, 1, &m);
+    if (rc != 0)
+        return rc;
+    m.ep = t->L->ep;
+    m.etp = t->L->etp < t->L->tp ? t->L->etp : 0;
+    if ((rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EP)) == 0 && (rc = ptdp_mesh_add_group(dev, &m, PTDP_GROUP_EDP)) == 0) {
+        const int w = dev->rank;
+        group_members(&m, PTDP_GROUP_EP, w, t->ep[w], &t->n_ep[w]);
+        /* no EP and no folding: the DP group holds every expert's replicas */
+        group_members(&m, t->L->ep == 1 && m.etp == 0 ? PTDP_GROUP_DP : PTDP_GROUP_EDP, w, t->edp[w], &t->n_edp[w]);
+    }
+    ptdp_mesh_free(&m);
+    return rc;
+}
+
+/* A wrong group, named: the experts' TP group (consecutive world ranks),
+ * attention's DP group, or the EP rule without folding (DP ranks alone). */
+static void explain_fold(const fold_layout *L, int w, const char *which, const int *got, int n, const int *want, int m)
+{
+    char g[96], x[96];
+    print_list(g, sizeof g, got, n);
+    print_list(x, sizeof x, want, m);
+    tutorial_wrong("tp %d x dp %d, --etp %d --ep %d, world rank %d: your %s group is {%s}; the library's mesh builds "
+                   "{%s}.", L->tp, L->dp, L->etp, L->ep, w, which, g, x);
+    const int S = L->tp / L->etp, t = w % L->tp;
+    bool consecutive = n == L->ep && n > 0, dp_group = n == L->dp && n > 0;
+    for (int i = 0; i < n; i++) {
+        consecutive = consecutive && got[i] == w / L->ep * L->ep + i;
+        dp_group = dp_group && got[i] == t + L->tp * i;
+    }
+    if (consecutive && L->etp > 1)
+        tutorial_note("those are %d consecutive world ranks: with --etp %d they include ranks of another experts' "
+                      "TP rank, which hold other pieces of the same experts and the same rows.  An EP group takes "
+                      "one rank of each experts' TP group: the holders with your e = tp_rank mod etp (blank 14)",
+                      L->ep, L->etp);
+    else if (dp_group && S > 1)
+        tutorial_note("that is attention's DP group, the ranks with your TP rank.  Folded, each of a TP group's "
+                      "%d slices routes other rows: the token holders are slices, h = tp_rank / etp + S dp_rank, "
+                      "not DP ranks (blank 14)", S);
+    else
+        tutorial_note("blank 14: token holder h = tp_rank / etp + S dp_rank (S = tp / etp); the EP group is the "
+                      "holders with your e and h div ep, the expert-DP group those with your e and h mod ep, each "
+                      "in holder order");
+}
+
+static bool check_fold_layout(const fold_layout *L)
+{
+    static fold_truth t;
+    memset(&t, 0, sizeof t);
+    t.L = L;
+    char what[96];
+    snprintf(what, sizeof what, "the library's folded groups on tp %d x dp %d", L->tp, L->dp);
+    if (tutorial_launch(what, L->tp * L->dp, fold_device, &t) != 0)
+        return false;
+    for (int w = 0; w < L->tp * L->dp; w++) {
+        int ep[FOLD_MAX * 4], edp[FOLD_MAX * 4], n_ep = 0, n_edp = 0;
+        const int rc = lesson_fold_groups(L->tp, L->dp, L->etp, L->ep, w, ep, &n_ep, edp, &n_edp);
+        if (rc != 0) {
+            if (!tutorial_report_blank())
+                tutorial_wrong("lesson_fold_groups returned %d (%s)", rc, ptdp_strerror(rc));
+            return false;
+        }
+        if (n_ep != t.n_ep[w] || memcmp(ep, t.ep[w], sizeof(int) * (size_t)n_ep) != 0) {
+            explain_fold(L, w, "EP", ep, n_ep, t.ep[w], t.n_ep[w]);
+            return false;
+        }
+        if (n_edp != t.n_edp[w] || memcmp(edp, t.edp[w], sizeof(int) * (size_t)n_edp) != 0) {
+            explain_fold(L, w, "expert-DP", edp, n_edp, t.edp[w], t.n_edp[w]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool check_fold_groups(void)
+{
+    for (size_t i = 0; i < sizeof FOLDS / sizeof FOLDS[0]; i++)
+        if (!check_fold_layout(&FOLDS[i]))
+            return false;
+    tutorial_ok("MoE parallel folding, %zu layouts: every rank's EP and expert-DP groups are the mesh's",
+                sizeof FOLDS / sizeof FOLDS[0]);
+    return true;
+}
+
 int main(void)
 {
     tutorial_begin("14", "experts: the router, the dispatch and the combine, the expert-DP group, DeepSeek-V3's "
@@ -1076,5 +1199,7 @@ int main(void)
         ok = check_bias_replicas();
     if (ok)
         ok = check_bias_against_run();
+    if (ok)
+        ok = check_fold_groups();
     return tutorial_end();
 }

@@ -237,3 +237,21 @@ int lesson_balance_bias(ptdp_comm *dp, int E, double u, double *L, ptdp_real *bi
     }
     return PTDP_OK;
 }
+
+/* ======== Part 3: MoE parallel folding's groups
+ *
+ *   slice s = tp_rank / etp of S = tp / etp     token holder h = s + S dp_rank
+ *   e = tp_rank mod etp                         the experts' TP rank
+ */
+
+int lesson_fold_groups(int tp, int dp, int etp, int ep, int rank, int *ep_ranks, int *n_ep, int *edp_ranks,
+                       int *n_edp)
+{
+    *n_ep = *n_edp = 0;
+    (void)tp, (void)dp, (void)etp, (void)ep, (void)rank, (void)ep_ranks, (void)edp_ranks;
+    /* Blank 14: which token holder am I?  Then every token holder g with my
+     * experts' TP rank e — world rank (g mod S) etp + e + tp (g div S) —
+     * goes into my EP group (the holders that trade rows with me) or my
+     * expert-DP group (the holders of my experts), or both, or neither. */
+    PTDP_BLANK(14, "compute S, e and my holder h; for g over the S x dp holders with my e, fill ep_ranks (same h div ep) and edp_ranks (same h mod ep)");
+}

@@ -77,4 +77,17 @@ int lesson_route_sigmoid(const ptdp_real *z, const ptdp_real *bias, int E, int k
  * += u sign(mean L - L_e), sign(0) = 0.  Returns 0 or a PTDP_E… code. */
 int lesson_balance_bias(ptdp_comm *dp, int E, double u, double *L, ptdp_real *bias);
 
+/* Blank 14: MoE parallel folding's groups (--etp below --tp, cp 1, one
+ * stage).  World rank = tp_rank + tp dp_rank.  The experts' TP groups are
+ * etp consecutive ranks of a TP group; a TP group's rows are shared out
+ * over its S = tp / etp slices (slice s = tp_rank / etp), and the token
+ * holders h = s + S dp_rank are cut into EP groups of `ep` consecutive
+ * holders among the ranks of one experts' TP rank e = tp_rank mod etp;
+ * the expert-DP group of a rank is the holders with its EP rank and its
+ * e.  Fills ep_ranks and edp_ranks with the world ranks of `rank`'s EP
+ * group and expert-DP group, each in holder order, and their sizes.
+ * Returns 0 or a PTDP_E… code. */
+int lesson_fold_groups(int tp, int dp, int etp, int ep, int rank, int *ep_ranks, int *n_ep, int *edp_ranks,
+                       int *n_edp);
+
 #endif

@@ -264,3 +264,26 @@ int lesson_balance_bias(ptdp_comm *dp, int E, double u, double *L, ptdp_real *bi
     }
     return PTDP_OK;
 }
+
+/* ======== Part 3: MoE parallel folding's groups
+ *
+ *   slice s = tp_rank / etp of S = tp / etp     token holder h = s + S dp_rank
+ *   e = tp_rank mod etp                         the experts' TP rank
+ *   EP group: the holders with my e and my h div ep;  expert-DP: my e and my h mod ep
+ */
+
+int lesson_fold_groups(int tp, int dp, int etp, int ep, int rank, int *ep_ranks, int *n_ep, int *edp_ranks,
+                       int *n_edp)
+{
+    const int S = tp / etp, t = rank % tp, e = t % etp, h = t / etp + S * (rank / tp);
+    *n_ep = *n_edp = 0;
+    for (int g = 0; g < S * dp; g++) {   /* every token holder with my experts' TP rank e */
+        const int w = (g % S) * etp + e + tp * (g / S);   /* its world rank */
+        /* Blank 14: my EP group trades rows with me; my expert-DP group holds my experts. */
+        if (g / ep == h / ep)
+            ep_ranks[(*n_ep)++] = w;
+        if (g % ep == h % ep)
+            edp_ranks[(*n_edp)++] = w;
+    }
+    return PTDP_OK;
+}
