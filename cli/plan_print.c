@@ -254,7 +254,12 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
         print_json_fp8(f, &o->rq, &c[i]);
         fprintf(f, "}%s\n", i + 1 < n ? "," : "");
     }
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    if (o->compare_zero && n > 0) {   /* --compare-zero: the best layout under each of ZeRO-3's options */
+        fprintf(f, ",\n\"zero3_options\": ");
+        ptdp_plan_print_compare_json(f, o, &c[0]);
+    }
+    fprintf(f, "}\n");
 }
 
 /* -------------------------------------------------------------- explain */
