@@ -625,9 +625,7 @@ static int validate(plan_options *o)
     if (rq->sp == 1 && rq->tp == 1)
         return ptdp_usage_error("plan", "--sp on shares the TP group's work along the sequence: it needs --tp 2 "
                                 "or more");
-    if ((rc = zero3_rules(o)) != 0)
-        return rc;
-    return schedule_rules(rq);
+    return (rc = zero3_rules(o)) != 0 ? rc : schedule_rules(rq);   /* ZeRO-3's options, then the schedule */
 }
 
 /* --html: the page embeds --json's text, made here by the same function. */
