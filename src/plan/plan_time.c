@@ -24,7 +24,12 @@
  *                      ZeRO-3  every unit gathered before its forward and
  *                           backward, its gradient reduce-scattered after
  *                           (--overlap: the next unit's gather under this
- *                           unit's compute, on the communication stream)
+ *                           unit's compute, on the communication stream);
+ *                           its options priced by shard_price.c: HSDP over
+ *                           the shard group (and the shard all-reduced
+ *                           across the replicas once a step), hpZ's
+ *                           backward gathers inside the node, qwZ's
+ *                           forward ones as INT8, qgZ's two all-to-alls
  *                      ZeRO-2  the gradient reduce-scattered after every
  *                           backward (--overlap: on the stream)
  *                      EP   a mixture of experts' block (model_plan.h,
