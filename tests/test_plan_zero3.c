@@ -166,4 +166,40 @@ TEST(zero3_tests, test_options_move_the_bytes)
 }
 END_TEST
 
+/* ZeRO++'s headline on a cluster of 4-GPU nodes, 32 DP ranks (m = 8
+ * nodes, k = 4), bf16: what leaves a node a micro-batch, in M (the
+ * device's parameter bytes), is ZeRO-3's 3(N-1)/N M and ZeRO++'s
+ * qwZ (N-1)/N M/2 + hpZ 0 + qgZ (m-1)/m M/4, each but for the scales
+ * (a float a block of 2048: within 0.5%); a device's own cross-node bytes
+ * of qgZ are 1/k of its node's. */
+TEST(zero3_tests, test_zeropp_cuts_the_node_volume_to_a_quarter)
+{
+    ptdp_model_config m = gpt_of((gpt_shape){ .layers = 4, .hidden = 1024, .heads = 16, .seq_len = 256,
+                                              .vocab = 1024 }, 0);
+    const int N = 32, k = 4, nodes = N / k;
+    const ptdp_plan_layout l = plan_layout((plan_layout_fields){ .dp = N, .tp = 1, .pp = 1, .b = 1, .zero = 3 }, N);
+    ptdp_plan_request rq = plan_question(m, N, N, "hgx-a100-4", true);
+    ptdp_plan_time z3, zpp;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &z3), 0);
+    rq.zero_hpz = true;
+    rq.zero_qwz = 2048;
+    rq.zero_qgz = 4;
+    ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &zpp), 0);
+    const double M = z3.zero3.psi * 2, share = (N - 1.0) / N;
+    const ptdp_plan_zero3 *a = &z3.zero3, *b = &zpp.zero3;
+    const double before = (a->gather_f.node + a->gather_b.node + a->reduce.node) / M;
+    const double after = (b->gather_f.node + b->gather_b.node + b->reduce.node) / M;
+    printf("node volume: ZeRO-3 %.4f M, ZeRO++ %.4f M (qwZ %.4f, hpZ %.4f, qgZ %.4f)\n", before, after,
+           b->gather_f.node / M, b->gather_b.node / M, b->reduce.node / M);
+    ck_assert_msg(fabs(before / (3 * share) - 1) < 1e-9, "ZeRO-3: %.6f M, not 3(N-1)/N", before);
+    ck_assert_msg(fabs(b->gather_f.node / M / (share / 2) - 1) < 5e-3, "qwZ: %.6f M", b->gather_f.node / M);
+    ck_assert(b->gather_b.node == 0 && b->gather_b.intra > 0);
+    ck_assert_msg(fabs(b->reduce.node / M / ((nodes - 1.0) / nodes / 4) - 1) < 5e-3, "qgZ: %.6f M",
+                  b->reduce.node / M);
+    ck_assert_msg(fabs(b->reduce.cross * k / b->reduce.node - 1) < 1e-12, "qgZ a device: %.0f, a node %.0f",
+                  b->reduce.cross, b->reduce.node);
+    ck_assert(zpp.step_s < z3.step_s);
+}
+END_TEST
+
 int main(void) { return harness_main("plan_zero3"); }
