@@ -577,17 +577,24 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
      * the embeddings' when the tied head is here too, for the whole
      * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
      * Under --overlap the next unit's gathered bf16 rides ahead. */
-    /* (a mixture's block has no subunits: it is widened whole) */
+    /* (a mixture's block has no subunits: it is widened whole; so is
+     * every unit under qwZ, zero3.c: its forward rebuilt in float from
+     * the INT8 wires, its backward widened from the exact gather, the
+     * gathered freed once widened — the block's float copy wf through its
+     * passes, beside the gathered at BEGIN, its float gradient in a
+     * backward and the bf16 one beside it at END) */
+    const bool whole = z3 && rq->zero_qwz > 0;
     const double ub = blocks_here ? fmax2(block_params(s), moe_unit) : 0;
-    const double pb = blocks_here ? fmax2(block_subunit(s), moe_unit) : 0;
+    const double pb = blocks_here ? (whole ? ub : fmax2(block_subunit(s), moe_unit)) : 0;
+    const double wf = whole ? ub * r : 0;
     /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
     const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
                             last_here ? head_params(s, first_here) : 0);
-    const double held = z3 ? ub * es : 0;
+    const double held = z3 && !whole ? ub * es : 0;
     const double par_subunit = held + pb * r + emb * r + (ahead ? u * es : 0);
-    const double par = held + emb * r + (ahead ? u * es : 0);
+    const double par = held + wf + emb * r + (ahead ? u * es : 0);
     const double par_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + (ahead ? u * es : 0);
-    const double par_begin = held + emb * r;
+    const double par_begin = held + (whole ? ub * (r + es) : 0) + emb * r;
     /* in a backward the float gradient of the subunit (block) or unit
      * (the others); under --overlap the previous unit's bf16 one, being
      * reduce-scattered: on the last stage the head's, whose backward
@@ -601,13 +608,13 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
     const double pending_fwd = ahead ? before : 0;
     const double gr_subunit = held + pb * r + emb * r + pending;
-    const double gr = held + emb * r + pending;   /* a block's BEGIN and END too */
+    const double gr = held + wf + emb * r + pending;   /* a block's BEGIN and END too */
     const double gr_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + pending;
     const double cand[9][3] = {   /* params, grads, acts */
         { par_edge, pending_fwd, mo.fwd_edge }, { par_edge, gr_edge, mo.bwd_edge },
         { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
-        { par, gr, mo.bwd },                  { par_begin, gr, mo.bwd_begin },
-        { par, gr, mo.bwd_end },
+        { par, gr, mo.bwd },                  { par_begin, gr - wf, mo.bwd_begin },
+        { par, gr + (whole ? ub * es : 0), mo.bwd_end },
         { par_subunit, pending_fwd, mo.fwd_subunit }, { par_subunit, gr_subunit, mo.bwd_subunit },
     };
     int best = 0;
