@@ -156,6 +156,20 @@ static void usage(void)
     print_schedule_help();
     printf(
         "  --sp on|off         sequence parallelism (only with tp > 1)\n"
+        "ZeRO-3's options (with --zero 3; ptdp train's flags and rules):\n"
+        "  --shard-group N     HSDP: ZeRO-3 over shard groups of N DP ranks, each shard\n"
+        "                      all-reduced over the dp / N replicas once a step\n"
+        "  --zero-hpz          ZeRO++'s hpZ: the backward's gathers from pieces kept inside a node\n"
+        "                      (a cluster profile; k = its GPUs a node / tp)\n"
+        "  --zero-qwz          ZeRO++'s qwZ: the forward's gathers as INT8, a float scale a block\n"
+        "  --zero-quant-block B  qwZ's block (default 2048)\n"
+        "  --zero-qgz          ZeRO++'s qgZ: the gradient's sum as two all-to-alls (inside the node,\n"
+        "                      then across) of 4-bit codes, priced by the paper's formula (ptdp\n"
+        "                      train does not run it yet)\n"
+        "  --zero-qgz-bits 4|8 qgZ's codes (default 4)\n"
+        "  --compare-zero      after the table, the best layout under ZeRO-3 and each option (HSDP,\n"
+        "                      hpZ, qwZ, qgZ, ZeRO++'s three): bytes by collective inside a node and\n"
+        "                      across, time, memory, step and speed-up\n"
         "what to print:\n"
         "  --top K             the best K layouts (default 10)\n"
         "  --json              {\"candidates\": [{\"dp\", \"tp\", …}, …]}, best first\n"
@@ -252,6 +266,27 @@ static bool read_layout_flag(ptdp_args *a, ptdp_plan_request *rq, int *sp, int *
     return true;
 }
 
+/* ZeRO-3's options, ptdp train's flags with its limits, and the
+ * comparison.  true when a->flag was one of them (*rc: the read's status). */
+static bool read_zero3_flag(ptdp_args *a, plan_options *o, int *rc)
+{
+    if (ptdp_args_is(a, "--shard-group")) *rc = ptdp_args_int(a, 1, 1 << 24, &o->rq.shard_group);
+    else if (ptdp_args_is(a, "--zero-hpz")) *rc = ptdp_args_switch(a, &o->rq.zero_hpz);
+    else if (ptdp_args_is(a, "--zero-qwz")) *rc = ptdp_args_switch(a, &o->qwz);
+    else if (ptdp_args_is(a, "--zero-quant-block")) *rc = ptdp_args_int(a, 1, 1 << 24, &o->quant_block);
+    else if (ptdp_args_is(a, "--zero-qgz")) *rc = ptdp_args_switch(a, &o->qgz);
+    else if (ptdp_args_is(a, "--zero-qgz-bits")) {
+        static const char *const bits[] = { "4", "8" };
+        int k = 0;
+        *rc = ptdp_args_enum(a, bits, 2, &k);
+        o->qgz_bits = k == 0 ? 4 : 8;
+    }
+    else if (ptdp_args_is(a, "--compare-zero")) *rc = ptdp_args_switch(a, &o->compare_zero);
+    else
+        return false;
+    return true;
+}
+
 /* A model flag was typed: its name kept for the model's plan_finish (the
  * cursor's a.flag is reused for the next); rc passes. */
 static int given(plan_options *o, const char *flag, int rc)
@@ -322,6 +357,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--fp8")) rc = read_fp8(&a, rq);
         else if (ptdp_args_is(&a, "--fp8-comm")) rc = ptdp_args_switch(&a, &rq->fp8_comm);
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
+        else if (read_zero3_flag(&a, o, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &o->json);
         else if (ptdp_args_is(&a, "--html")) rc = ptdp_args_string(&a, &o->html);
@@ -425,6 +461,78 @@ static int fp8_comm_rules(const plan_options *o, char *msg, size_t len)
              "to send; leave --fp8-comm out, or let the planner choose --zero (or give --zero 3)", rq->zero,
              !moe ? " and no experts" : rq->fp8->whole_tensor ? " and one scale a tensor (no EP)" : " and --ep 1");
     return PTDP_EINVAL;
+}
+
+/* ZeRO-3's options, in ptdp train's words where its rules are the same
+ * (the rest, which need the layout — N dividing dp, hpZ's node groups
+ * cutting ZeRO's group, qwZ against full recomputation — are train's own
+ * rules, asked for every layout: ptdp_plan_layout_check).  The planner
+ * prices them under --zero 3 only: HSDP under ZeRO-1 and 2, which ptdp
+ * train also runs, is not priced. */
+static const char *zero3_flag(const plan_options *o)
+{
+    return o->rq.shard_group > 0 ? "--shard-group" : o->rq.zero_hpz ? "--zero-hpz" : o->qwz ? "--zero-qwz"
+         : o->qgz ? "--zero-qgz" : o->compare_zero ? "--compare-zero" : NULL;
+}
+
+/* hpZ's node group against the cluster and the fixed --cp, --tp (ptdp
+ * train's resolve of --zero-hpz, in its words). */
+static int hpz_rules(const ptdp_plan_request *rq)
+{
+    const int gpn = rq->profile->gpus_per_node;
+    if (!rq->zero_hpz)
+        return 0;
+    if (gpn <= 0)
+        return ptdp_usage_error("plan", "--zero-hpz keeps ZeRO-3's secondary pieces inside a node: it needs a "
+                                "cluster profile with GPUs a node (--profile hgx-a100-4 or dgx-h100; ptdp plan "
+                                "--profile list), not a one-node one");
+    if (rq->cp > 1)
+        return ptdp_usage_error("plan", "--zero-hpz with --cp %d: its node groups cut the DP ranks alone here; "
+                                "leave --cp or --zero-hpz out", rq->cp);
+    if (rq->tp > 0 && gpn % rq->tp != 0)
+        return ptdp_usage_error("plan", "--zero-hpz with --tp %d and --profile %s (%d GPUs a node): a node must "
+                                "hold whole TP groups; use a --tp dividing %d", rq->tp, rq->profile->name, gpn, gpn);
+    if (rq->tp > 0 && gpn / rq->tp == 1)
+        return ptdp_usage_error("plan", "--zero-hpz: a node of --profile %s holds %d GPUs, one TP group of --tp %d, "
+                                "so its node group is 1 DP rank and holds nothing to gather from; use a smaller "
+                                "--tp", rq->profile->name, gpn, rq->tp);
+    return 0;
+}
+
+static int zero3_rules(plan_options *o)
+{
+    ptdp_plan_request *rq = &o->rq;
+    static const char *const stage[] = { "0", "1", "2", "3" };
+    if (o->quant_block > 0 && !o->qwz)
+        return ptdp_usage_error("plan", "--zero-quant-block %d is the block qwZ quantizes in: it needs --zero-qwz",
+                                o->quant_block);
+    if (o->qgz_bits > 0 && !o->qgz)
+        return ptdp_usage_error("plan", "--zero-qgz-bits %d is the width qgZ quantizes the gradients to: it needs "
+                                "--zero-qgz", o->qgz_bits);
+    const char *flag = zero3_flag(o);
+    if (flag != NULL && rq->zero != 3)
+        return ptdp_usage_error("plan", "%s prices ZeRO-3's options (HSDP, ZeRO++'s hpZ, qwZ and qgZ): it needs "
+                                "--zero 3; --zero is %s%s", flag, rq->zero < 0 ? "not given" : stage[rq->zero],
+                                rq->shard_group > 0 && rq->zero > 0 ? " (ptdp train also runs --shard-group under "
+                                "ZeRO-1 and 2; the planner prices it under ZeRO-3)" : "");
+    int rc = hpz_rules(rq);
+    if (rc != 0)
+        return rc;
+    if (o->qwz && rq->zero_hpz)
+        return ptdp_usage_error("plan", "--zero-qwz with --zero-hpz: hpZ keeps the forward's gathered unit for the "
+                                "backward, which qwZ gathers exact; the two are not built together in ptdp train: "
+                                "leave one out (--compare-zero prices them together, as ZeRO++)");
+    if (o->qwz && rq->recompute == PTDP_RECOMPUTE_FULL)
+        return ptdp_usage_error("plan", "--zero-qwz with --recompute full: a recomputed forward runs inside the "
+                                "backward's exact gather, so it would not see the forward's quantized weights; use "
+                                "--recompute selective or leave it out");
+    if (rq->fp8_comm && (o->qwz || rq->zero_hpz || o->compare_zero))
+        return ptdp_usage_error("plan", "--fp8-comm with %s: the FP8 gathers are another way to send ZeRO-3's "
+                                "parameters, not built with hpZ or qwZ nor compared with them; leave one out",
+                                o->qwz ? "--zero-qwz" : rq->zero_hpz ? "--zero-hpz" : "--compare-zero");
+    rq->zero_qwz = o->qwz ? (o->quant_block > 0 ? o->quant_block : 2048) : 0;   /* ptdp train's default */
+    rq->zero_qgz = o->qgz ? (o->qgz_bits > 0 ? o->qgz_bits : 4) : 0;
+    return 0;
 }
 
 /* The schedule against the flags that fix chunks, precision and ZeRO:
@@ -531,7 +639,7 @@ static int validate(plan_options *o)
     if (rq->sp == 1 && rq->tp == 1)
         return ptdp_usage_error("plan", "--sp on shares the TP group's work along the sequence: it needs --tp 2 "
                                 "or more");
-    return schedule_rules(rq);
+    return (rc = zero3_rules(o)) != 0 ? rc : schedule_rules(rq);   /* ZeRO-3's options, then the schedule */
 }
 
 /* --html: the page embeds --json's text, made here by the same function. */
@@ -582,6 +690,8 @@ int ptdp_cmd_plan(int argc, char **argv)
         ptdp_plan_print_json(stdout, &o, &st, c, n);
     else
         ptdp_plan_print_table(stdout, &o, &st, c, n);
+    if (o.compare_zero && !o.json)
+        ptdp_plan_print_compare(stdout, &o, &c[0]);
     if (o.explain)
         ptdp_plan_print_explain(o.json ? stderr : stdout, &o, &c[0]);
     rc = o.html != NULL ? write_page(&o, &st, c, n) : PTDP_EXIT_OK;

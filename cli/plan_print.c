@@ -254,7 +254,12 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
         print_json_fp8(f, &o->rq, &c[i]);
         fprintf(f, "}%s\n", i + 1 < n ? "," : "");
     }
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    if (o->compare_zero && n > 0) {   /* --compare-zero: the best layout under each of ZeRO-3's options */
+        fprintf(f, ",\n\"zero3_options\": ");
+        ptdp_plan_print_compare_json(f, o, &c[0]);
+    }
+    fprintf(f, "}\n");
 }
 
 /* -------------------------------------------------------------- explain */
@@ -299,11 +304,20 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --fp8 %s", rq->fp8->name);
     if (!isnan(ep_row_bytes(rq, l, true)) || (rq->fp8_comm && rq->fp8 != NULL && l->zero == 3))
         fprintf(f, " --fp8-comm");   /* where ptdp train sends FP8: EP's dispatch, ZeRO-3's gathers */
+    if (rq->shard_group > 0)   /* ZeRO-3's options, as ptdp train takes them */
+        fprintf(f, " --shard-group %d", rq->shard_group);
+    if (rq->zero_hpz)
+        fprintf(f, " --zero-hpz");
+    if (rq->zero_qwz > 0)
+        fprintf(f, " --zero-qwz --zero-quant-block %d", rq->zero_qwz);
     /* the arena: the plan's peak with room to spare, at least the default 4G */
     const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
     if (mib > 4096)
         fprintf(f, " --device-mem %.0fM", mib);
     fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
+    if (rq->zero_qgz > 0)   /* priced by formula: no flag of ptdp train's to give */
+        fprintf(f, "  (without qgZ, --zero-qgz: ptdp train does not run it yet; the plan prices it by the "
+                   "paper's formula)\n");
 }
 
 /* The bubble by formula (equal stages, free messages), and the formula:

@@ -17,6 +17,10 @@ typedef struct {
     double device_bytes;         /* --device-mem, or 0: the profile's       */
     int top;                     /* --top K                                 */
     bool json, explain;
+    bool compare_zero;           /* --compare-zero: ZeRO-3's options side by side */
+    bool qwz, qgz;               /* --zero-qwz, --zero-qgz as typed          */
+    int quant_block;             /* --zero-quant-block B; 0: not given       */
+    int qgz_bits;                /* --zero-qgz-bits b; 0: not given          */
     const char *html;            /* --html FILE, or NULL                    */
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */
@@ -34,6 +38,13 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
                           const ptdp_plan_candidate *c, int n);
 /* One layout term by term, and the `ptdp train` line that runs it. */
 void ptdp_plan_print_explain(FILE *f, const plan_options *o, const ptdp_plan_candidate *c);
+
+/* --compare-zero: the layout c priced under ZeRO-3 and each of its options
+ * (HSDP, hpZ, qwZ, qgZ, ZeRO++'s three), by collective and link level,
+ * with memory and step time (plan_compare.c). */
+void ptdp_plan_print_compare(FILE *f, const plan_options *o, const ptdp_plan_candidate *c);
+/* ... as JSON: "zero3_options": [{…}, …] (a key of --json's object). */
+void ptdp_plan_print_compare_json(FILE *f, const plan_options *o, const ptdp_plan_candidate *c);
 
 /* The model's parameters, the whole model (its CLI's count, model_flags.h). */
 double ptdp_plan_parameters(const ptdp_model_config *m);

@@ -26,7 +26,7 @@ mkdir -p "$out/obj"
 # build without MPI (comm/mpi/mpi_none.c)
 lib=$(sed -n "/^ptdp_sources = files(/,/^)/p" "$root/src/meson.build" | grep -o "'[^']*\.c'" | tr -d "'")
 lib="$lib comm/mpi/mpi_none.c"
-cli="args.c paths.c schedule_cmd.c html_schedule.c plan_cmd.c plan_print.c html_plan.c model_flags.c
+cli="args.c paths.c schedule_cmd.c html_schedule.c plan_cmd.c plan_print.c plan_compare.c html_plan.c model_flags.c
      models/models_cli.c models/mlp_cli.c models/gpt_cli.c models/llama_cli.c models/moe_cli.c
      models/gpt_demo.c models/gpt_activations.c models/gpt_moe_bench.c
      models/gpt_figure_attention.c models/gpt_figure_sp.c models/gpt_figure_moe.c figures/figures.c sample.c"

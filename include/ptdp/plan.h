@@ -83,6 +83,18 @@ typedef struct {
                                     dispatch as FP8 rows (ep.h), ZeRO-3's
                                     gathers of the quantized weights as
                                     their codes (plan_time.c)              */
+    /* ZeRO-3's options (with --zero 3), ptdp train's flags (0: off) */
+    int shard_group;             /* HSDP: ZeRO over shard groups of N DP
+                                    ranks, each shard all-reduced over the
+                                    dp / N replicas (zero_hsdp.c)           */
+    bool zero_hpz;               /* ZeRO++'s hpZ: the backward's gathers
+                                    inside a node (zero_hpz.c)              */
+    int zero_qwz;                /* ZeRO++'s qwZ: the forward's gathers as
+                                    INT8 in blocks of this many (zero3_qwz.c) */
+    int zero_qgz;                /* ZeRO++'s qgZ: the gradient's sum as two
+                                    all-to-alls of codes of this many bits
+                                    (4 or 8), priced from the paper: ptdp
+                                    train does not run it yet               */
 } ptdp_plan_request;
 
 /* The request with nothing fixed: AdamW, ptdp train's bucket, float. */
@@ -119,6 +131,22 @@ typedef struct {
     double psi_experts;            /* of psi, the experts' (summed over expert DP) */
 } ptdp_plan_memory;
 
+/* Bytes a device sends in a step inside a node and across nodes, their
+ * seconds (a group that spans nodes counts across: clock.h), and the
+ * bytes that leave a node (all its devices': the ZeRO++ paper's count). */
+typedef struct {
+    double intra, cross, s, node;
+} ptdp_plan_link;
+
+/* ZeRO-3's collectives a step on the stage with the most parameters
+ * (shard_price.c): the forward's gathers, the backward's, the gradient's
+ * sum (reduce-scatters, or qgZ's all-to-alls) and HSDP's all-reduce over
+ * the replicas; psi that stage's parameters (a TP rank's). */
+typedef struct {
+    ptdp_plan_link gather_f, gather_b, reduce, replicas;
+    double psi;
+} ptdp_plan_zero3;
+
 /* Time of one step, seconds, and what it is made of. */
 typedef struct {
     double step_s;                 /* the step's makespan                        */
@@ -140,6 +168,7 @@ typedef struct {
      * rest in the store's type + the amaxes' reals, beside psi in the
      * store's type (2 psi under bf16).  Zeros otherwise. */
     double zero3_psi, zero3_psi_fp8, zero3_amaxes, zero3_gather_bytes, zero3_gather_bytes_store;
+    ptdp_plan_zero3 zero3;         /* ZeRO-3 (dp cp > 1): its bytes and time a step */
     double tokens_per_s;
     double model_flops;            /* a step: 72 B s l h^2 (1 + s/6h + V/12lh)    */
     double hardware_flops;         /* a step, counting recomputation              */

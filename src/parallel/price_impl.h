@@ -21,6 +21,8 @@
  *                  mirror sum
  *   zero_stages.c  ZeRO: the rows' model states (zero.h), a shard, the
  *                  optimizer's share, ZeRO-3's units and walk
+ *   shard_price.c  ZeRO-3's collectives a unit by link level: full
+ *                  sharding, HSDP, ZeRO++'s hpZ, qwZ and qgZ
  *   schedule.h     the schedules: their rows' in-flight counts, deferred
  *                  W and timing line (schedule_registry.c)
  *
@@ -219,5 +221,58 @@ void ptdp_zero3_price_walk_begin(ptdp_zero3_walk *w, bool overlap, bool backward
  * next unit's gather (has_next false: none). */
 void ptdp_zero3_price_walk_unit(ptdp_zero3_walk *w, double gather, double compute, double rs, bool has_next,
                                 double next_gather);
+
+/* ------------------------------------- ZeRO-3's options (shard_price.c) */
+
+/* A device's bytes of some collectives inside a node and across nodes,
+ * their seconds, and the bytes that leave a node (every copy of the group
+ * in it: the ZeRO++ paper's count). */
+typedef struct {
+    double intra, cross, s, node;
+} ptdp_price_link;
+
+/* The groups a ZeRO-3 unit's collectives run over, and the options. */
+typedef struct {
+    ptdp_price_group zero;      /* ZeRO's group: dp x cp, or HSDP's shard group */
+    ptdp_price_group replica;   /* HSDP: the dp / N copies of a shard (n 1: none) */
+    ptdp_price_group node;      /* the k ranks of ZeRO's group in a node (n 1: none) */
+    ptdp_price_group across;    /* qgZ's second hop: a rank a node, N / k */
+    double store;               /* bytes of a stored parameter or gradient */
+    int kd;                     /* the layout's DP ranks in a node (1: a rank a node) */
+    bool hpz;                   /* hpZ: the backward's gather over `node` */
+    int qwz_block;              /* qwZ: INT8 forward gathers, a scale a block; 0 exact */
+    int qgz_bits, qgz_block;    /* qgZ: b-bit gradient all-to-alls; 0 the reduce-scatter */
+} ptdp_shard_options;
+
+/* ZeRO-3's three collectives of one unit, a micro-batch. */
+typedef struct {
+    ptdp_price_link gather_f, gather_b, reduce;
+} ptdp_shard_unit;
+
+/* The groups of a layout: ZeRO's over ndp ranks tp world ranks apart, or
+ * shard groups of shard_group (0 or ndp: one); node_groups: the node's k
+ * ranks of it (the profile's GPUs a node / tp, when it cuts the group in
+ * two or more, else none).  The options are the caller's to set. */
+void ptdp_shard_price_groups(ptdp_shard_options *o, const ptdp_profile *p, int ndp, int tp, int shard_group,
+                             bool node_groups);
+/* A device's bytes of one collective of `bytes` (S, clock.h's meaning)
+ * over g, on g's level ((n-1)/n S; an all-reduce twice), and its time;
+ * across nodes, what leaves a node of kd DP ranks: each of its kd / c
+ * copies of g (c of g's members a node) sends its ring's (n-1)/n S once
+ * (an all-to-all of one member a node: each member's). */
+ptdp_price_link ptdp_shard_price_link(const ptdp_price_group *g, ptdp_coll op, double bytes, int kd);
+/* A unit of n elements. */
+ptdp_shard_unit ptdp_shard_price_unit(const ptdp_shard_options *o, double n);
+/* HSDP's all-reduce of a shard of `shard` elements over the replicas. */
+ptdp_price_link ptdp_shard_price_replicas(const ptdp_shard_options *o, double shard);
+/* qwZ's forward gather buffer of a unit of n elements over N ranks in
+ * blocks of `block`: every rank's INT8 codes and float scales, padded to
+ * the largest rank's (zero3_qwz.c). */
+double ptdp_qwz_price_wire(double n, int N, int block);
+/* qgZ's wire of x gradient elements: ceil(x bits / 8) bytes of codes and a
+ * 4-byte float scale a block (PTDP_QGZ_BLOCK elements, qwZ's default
+ * block: the paper gives none). */
+#define PTDP_QGZ_BLOCK 2048
+double ptdp_qgz_price_bytes(double x, int bits, int block);
 
 #endif

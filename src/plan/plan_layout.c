@@ -115,6 +115,13 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->zero = l->zero;
     cfg->overlap = l->overlap;
     cfg->ep = l->ep > 1 ? l->ep : 0;
+    /* ZeRO-3's options as ptdp train resolves them: hpZ's node group is
+     * the profile's GPUs a node / tp DP ranks (1, which train's rules
+     * refuse, when a node does not hold whole TP groups) */
+    cfg->shard_group = rq->shard_group;
+    cfg->zero_qwz = rq->zero_qwz;
+    const int gpn = rq->profile != NULL ? rq->profile->gpus_per_node : 0;
+    cfg->zero_hpz = !rq->zero_hpz ? 0 : gpn > 0 && gpn % l->tp == 0 ? gpn / l->tp : 1;
 }
 
 int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len)

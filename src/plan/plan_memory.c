@@ -150,7 +150,9 @@ typedef struct {
     bool walk;                /* its activation profile is walked down its list
                                  (no closed form in its row)                 */
     const ptdp_zero_stage *zero;   /* the layout's ZeRO row (zero.h)             */
-    int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp */
+    int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp;
+                                 HSDP's shard group                          */
+    int hpz;                  /* hpZ's node group: k DP ranks (0: none)       */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
     int E;                    /* experts of the model's mixtures (0: dense)        */
     ptdp_plan_moe moe;        /* one mixture's numbers (every one's alike); zero: none */
@@ -179,9 +181,16 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.zero = ptdp_zero_stage_of(l->zero);
     s.ndp = l->dp * s.cp;
     s.sp = l->sp && l->tp > 1;
+    /* HSDP (zero_hsdp.c): ZeRO's shards over the shard group; hpZ
+     * (zero_hpz.c): a node's k DP ranks keep a piece of each unit each */
+    ptdp_train_config t;
+    ptdp_plan_train_config(rq, l, &t);
+    const bool hsdp = s.zero != NULL && s.zero->shards_optim && t.shard_group > 0 && t.shard_group < s.ndp;
+    s.hpz = s.zero != NULL && s.zero->shards_params ? t.zero_hpz : 0;
     s.layers = c->layers;
     s.ep = l->ep > 1 ? l->ep : 1;
     s.nedp = s.ndp / s.ep > 0 ? s.ndp / s.ep : 1;
+    s.ndp = hsdp ? t.shard_group : s.ndp;
     s.E = ptdp_model_of(c)->plan->experts != NULL ? ptdp_model_of(c)->plan->experts(c) : 0;
     ptdp_plan_dims d;
     ptdp_model_of(c)->plan->dims(c, l->micro_batch_size, s.tp, s.sp, s.cp, &d);
@@ -568,17 +577,24 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
      * the embeddings' when the tied head is here too, for the whole
      * pass); ZeRO-3 gathers such a unit in bf16 and widens it (BEGIN).
      * Under --overlap the next unit's gathered bf16 rides ahead. */
-    /* (a mixture's block has no subunits: it is widened whole) */
+    /* (a mixture's block has no subunits: it is widened whole; so is
+     * every unit under qwZ, zero3.c: its forward rebuilt in float from
+     * the INT8 wires, its backward widened from the exact gather, the
+     * gathered freed once widened — the block's float copy wf through its
+     * passes, beside the gathered at BEGIN, its float gradient in a
+     * backward and the bf16 one beside it at END) */
+    const bool whole = z3 && rq->zero_qwz > 0;
     const double ub = blocks_here ? fmax2(block_params(s), moe_unit) : 0;
-    const double pb = blocks_here ? fmax2(block_subunit(s), moe_unit) : 0;
+    const double pb = blocks_here ? (whole ? ub : fmax2(block_subunit(s), moe_unit)) : 0;
+    const double wf = whole ? ub * r : 0;
     /* (bf16 runs one chunk a stage; the tied embeddings are emb's) */
     const double uw = fmax2(first_here && !last_here ? embed_params(s) : 0,
                             last_here ? head_params(s, first_here) : 0);
-    const double held = z3 ? ub * es : 0;
+    const double held = z3 && !whole ? ub * es : 0;
     const double par_subunit = held + pb * r + emb * r + (ahead ? u * es : 0);
-    const double par = held + emb * r + (ahead ? u * es : 0);
+    const double par = held + wf + emb * r + (ahead ? u * es : 0);
     const double par_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + (ahead ? u * es : 0);
-    const double par_begin = held + emb * r;
+    const double par_begin = held + (whole ? ub * (r + es) : 0) + emb * r;
     /* in a backward the float gradient of the subunit (block) or unit
      * (the others); under --overlap the previous unit's bf16 one, being
      * reduce-scattered: on the last stage the head's, whose backward
@@ -592,13 +608,13 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
     const double pending = ahead ? (last_here ? head_params(s, first_here) * es : before) : 0;
     const double pending_fwd = ahead ? before : 0;
     const double gr_subunit = held + pb * r + emb * r + pending;
-    const double gr = held + emb * r + pending;   /* a block's BEGIN and END too */
+    const double gr = held + wf + emb * r + pending;   /* a block's BEGIN and END too */
     const double gr_edge = fmax2(held, uw * (r + (z3 ? es : 0))) + emb * r + pending;
     const double cand[9][3] = {   /* params, grads, acts */
         { par_edge, pending_fwd, mo.fwd_edge }, { par_edge, gr_edge, mo.bwd_edge },
         { par, pending_fwd, mo.fwd },         { par_begin, pending_fwd, mo.fwd_begin },
-        { par, gr, mo.bwd },                  { par_begin, gr, mo.bwd_begin },
-        { par, gr, mo.bwd_end },
+        { par, gr, mo.bwd },                  { par_begin, gr - wf, mo.bwd_begin },
+        { par, gr + (whole ? ub * es : 0), mo.bwd_end },
         { par_subunit, pending_fwd, mo.fwd_subunit }, { par_subunit, gr_subunit, mo.bwd_subunit },
     };
     int best = 0;
@@ -618,6 +634,7 @@ static void bf16_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, c
  * moment but for DualPipe's, walked from its list). */
 typedef struct {
     double numel, len3, biggest_unit, other_kept;
+    double hpz;                    /* hpZ's secondary pieces: 1/k of each unit */
     double kept_bwd, kept_fwd;     /* activations and deferred W's, bytes */
     mixtures mx;
     bool blocks_here, has_first, has_last;
@@ -722,6 +739,8 @@ static held stage_chunks(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
         for (int u = 0; u < 3; u++) {
             const double chunk = ptdp_zero_price_shard(units[u], s->ndp);   /* rank 0's */
             h.len3 += (u == 2 ? nb : units[u] > 0) * chunk;
+            if (s->hpz > 1)   /* rank 0's piece, ptdp_share's rounding */
+                h.hpz += (u == 2 ? nb : units[u] > 0) * ptdp_zero_price_shard(units[u], s->hpz);
             if (units[u] > h.biggest_unit && (u < 2 || nb > 0))
                 h.biggest_unit = units[u];
         }
@@ -883,6 +902,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const bool tail_here = ring ? last_here : h.has_last;
 
     model_states(rq, s, &h, o);
+    o->params += h.hpz * es;   /* hpZ's pieces, in the store's type, alive from a forward to the step's end */
     const double params_rest = o->params;
     /* ZeRO-2's reduce bucket lives through each backward (zero2.grad_bucket) */
     const double bucket = row->grad_bucket ? numel * es : 0;

@@ -24,7 +24,12 @@
  *                      ZeRO-3  every unit gathered before its forward and
  *                           backward, its gradient reduce-scattered after
  *                           (--overlap: the next unit's gather under this
- *                           unit's compute, on the communication stream)
+ *                           unit's compute, on the communication stream);
+ *                           its options priced by shard_price.c: HSDP over
+ *                           the shard group (and the shard all-reduced
+ *                           across the replicas once a step), hpZ's
+ *                           backward gathers inside the node, qwZ's
+ *                           forward ones as INT8, qgZ's two all-to-alls
  *                      ZeRO-2  the gradient reduce-scattered after every
  *                           backward (--overlap: on the stream)
  *                      EP   a mixture of experts' block (model_plan.h,
@@ -130,6 +135,8 @@ typedef struct {
     double local, Fe, E;           /* a mixture: experts here, their width, the router's rows */
     bool tied_copy;                /* the head: the embeddings' matrix here too (tied) */
     double gather, rs;             /* ZeRO-3: all-gather, reduce-scatter  */
+    double gather_b;               /* ... the backward's gather (hpZ's in the node) */
+    ptdp_shard_unit sh;            /* ... their bytes by link level (shard_price.c) */
     double gather_amax;            /* ... and under --fp8-comm the amaxes'
                                       all-reduces before each gather, which
                                       hold the compute stream (zero3_gather) */
@@ -168,6 +175,7 @@ typedef struct {
     double fp8_codes, fp8_amaxes;  /* --fp8-comm under ZeRO-3: a dense block's
                                       quantized weights' elements, sent as
                                       codes, and their amaxes (zero3_gather) */
+    ptdp_shard_options zo;         /* ZeRO-3's groups and options (HSDP, ZeRO++) */
 } ctx;
 
 /* The model chunk of stage st's chunk k (schedule.h). */
@@ -355,15 +363,17 @@ static bool fp8_gathered(const ctx *x, const unit_cost *u)
  * all-reduces block the compute stream (*amax); the gather may run on
  * the communication stream (--overlap).  (Each rank's part is padded to
  * the largest one's: not priced.) */
-static double zero3_gather(const ctx *x, const unit_cost *u, double *amax)
+static double zero3_gather(const ctx *x, unit_cost *u, double *amax)
 {
     *amax = 0;
     if (!fp8_gathered(x, u))
-        return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, u->numel * x->store);
+        return u->sh.gather_f.s;   /* shard_price.c: exact, or qwZ's INT8 */
     *amax = dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
     if (x->rq->fp8->whole_tensor)
         *amax += ptdp_price_collective(&x->mesh.tp_group, PTDP_COLL_ALL_REDUCE, x->fp8_amaxes * REAL);
-    return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, x->fp8_codes + (u->numel - x->fp8_codes) * x->store);
+    const double wire = x->fp8_codes + (u->numel - x->fp8_codes) * x->store;
+    u->sh.gather_f = u->sh.gather_b = ptdp_shard_price_link(&x->zo.zero, PTDP_COLL_ALL_GATHER, wire, x->zo.kd);
+    return dp_coll(&x->mesh, PTDP_COLL_ALL_GATHER, wire);
 }
 
 /* The block's FP8 weights (ptdp_plan_params) for zero3_gather: their
@@ -417,9 +427,11 @@ static int chunk_of(const ctx *x, int g, int P, chunk_cost *pc)
         }
         pc->numel += u->numel;
         pc->tensors += u->tensors;
-        if (x->z3) {
+        if (x->z3) {   /* ZeRO-3's three collectives (shard_price.c), the gathers by their time */
+            u->sh = ptdp_shard_price_unit(&x->zo, u->numel);
             u->gather = zero3_gather(x, u, &u->gather_amax);
-            u->rs = dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, u->numel * x->store);
+            u->gather_b = fp8_gathered(x, u) ? u->gather : u->sh.gather_b.s;
+            u->rs = u->sh.reduce.s;
         }
     }
     return PTDP_OK;
@@ -451,8 +463,9 @@ static double walk_units(const ctx *x, const chunk_cost *pc, int which)
         const int i = backward ? n - 1 - j : j, next = backward ? n - 2 - j : j + 1;
         const unit_cost *u = &pc->u[i];
         const bool has_next = j + 1 < n;
-        ptdp_zero3_price_walk_unit(&w, u->gather, unit_time(u, which) + u->gather_amax, u->rs, has_next,
-                                   has_next ? pc->u[next].gather : 0);
+        const double gather = backward ? u->gather_b : u->gather;
+        const double next_gather = !has_next ? 0 : backward ? pc->u[next].gather_b : pc->u[next].gather;
+        ptdp_zero3_price_walk_unit(&w, gather, unit_time(u, which) + u->gather_amax, u->rs, has_next, next_gather);
     }
     return w.t;
 }
@@ -980,6 +993,16 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     ptdp_price_mesh_of(&x->mesh, rq->profile, l->dp, l->tp, l->pp, l->cp, l->ep);
     if (x->mesh.ndp < 2)
         x->z3 = false;
+    /* ZeRO-3's groups and options (shard_price.c); under HSDP ZeRO's every
+     * collective runs over the shard group, as zero_hsdp.c makes it ZeRO's */
+    ptdp_shard_price_groups(&x->zo, rq->profile, x->mesh.ndp, l->tp, row->shards_params ? rq->shard_group : 0,
+                            rq->zero_hpz || rq->zero_qgz > 0);
+    x->zo.store = x->store;
+    x->zo.hpz = rq->zero_hpz;
+    x->zo.qwz_block = rq->zero_qwz;
+    x->zo.qgz_bits = rq->zero_qgz;
+    x->zo.qgz_block = PTDP_QGZ_BLOCK;
+    x->mesh.dp_group = x->zo.zero;
     *e = ptdp_plan_schedule(l);
     if (x->peak <= 0)
         return PTDP_EINVAL;
@@ -1049,14 +1072,23 @@ static double dp_traffic(const ctx *x, const pipe_times *pt, int st, double z2_r
         if (l->overlap)
             t += z2_rs;
     } else if (x->z3) {
-        double g3 = 0, r3 = 0;
+        double g3 = 0, g3b = 0, r3 = 0, shard = 0;
         for (int k = 0; k < v; k++)
             for (int i = 0; i < mine[k]->nunits; i++) {
                 g3 += mine[k]->u[i].gather;
+                g3b += mine[k]->u[i].gather_b;
                 r3 += mine[k]->u[i].rs;
+                shard += ptdp_zero_price_shard(mine[k]->u[i].numel, x->zo.zero.n);
             }
-        *traffic = (row->gathers_per_backward * g3 + row->sums_per_backward * r3) * l->micro_batches;
+        /* the row's two gathers a backward: the forward's and the backward's */
+        *traffic = (g3 + g3b + row->sums_per_backward * r3) * l->micro_batches;
         *exposed = l->overlap ? 0 : *traffic;
+        if (x->zo.replica.n > 1) {   /* HSDP: the shard all-reduced over the replicas, after the sum */
+            const double rep = ptdp_shard_price_replicas(&x->zo, shard).s;
+            *traffic += rep;
+            *exposed += rep;
+            t += rep;
+        }
     }
     return t;
 }
@@ -1175,6 +1207,43 @@ static void zero3_fp8_bytes(const ctx *x, const chunk_cost *pc, ptdp_plan_time *
     }
 }
 
+/* ZeRO-3's bytes and time a step by collective and link level, on the
+ * stage with the most parameters: each unit's (shard_price.c) times the
+ * micro-batches, and HSDP's all-reduce of the stage's shard once. */
+static void add_link(ptdp_plan_link *to, const ptdp_price_link *l, double times)
+{
+    to->intra += times * l->intra;
+    to->cross += times * l->cross;
+    to->s += times * l->s;
+    to->node += times * l->node;
+}
+
+static void zero3_traffic(const ctx *x, const chunk_cost *pc, ptdp_plan_time *out)
+{
+    if (!x->z3)
+        return;
+    const double M = x->l->micro_batches;
+    for (int st = 0; st < x->l->pp; st++) {
+        ptdp_plan_zero3 z = { 0 };
+        double shard = 0;
+        for (int k = 0; k < x->v; k++) {
+            const chunk_cost *c = &pc[chunk_at(x, st, k)];
+            for (int i = 0; i < c->nunits; i++) {
+                const ptdp_shard_unit *u = &c->u[i].sh;
+                add_link(&z.gather_f, &u->gather_f, M);
+                add_link(&z.gather_b, &u->gather_b, M);
+                add_link(&z.reduce, &u->reduce, M);
+                z.psi += c->u[i].numel;
+                shard += ptdp_zero_price_shard(c->u[i].numel, x->zo.zero.n);
+            }
+        }
+        const ptdp_price_link rep = ptdp_shard_price_replicas(&x->zo, shard);
+        add_link(&z.replicas, &rep, 1);
+        if (z.psi > out->zero3.psi)
+            out->zero3 = z;
+    }
+}
+
 /* The answer: the step, the slowest chunk's phases and what they spend
  * communicating, and the FLOP rates of the step. */
 static void report(const ctx *x, const ptdp_model_plan *mp, const chunk_cost *pc, const double *send,
@@ -1275,6 +1344,7 @@ int ptdp_plan_time_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, pt
         out->optimizer_s = opt_max;
         out->fp8_amax_s = amax_max;
         zero3_fp8_bytes(&x, pc, out);
+        zero3_traffic(&x, pc, out);
     }
     for (int g = 0; pc != NULL && g < P; g++)
         free(pc[g].u);
