@@ -687,14 +687,19 @@ static int validate(train_options *o)
                               o->quant_block);
     if (o->qwz)
         c->zero_qwz = o->quant_block > 0 ? o->quant_block : 2048;
-    if (rc == 0 && o->qwz && o->check && (c->tp > 1 || c->pp > 1))   /* zero3_qwz.c: what --check compares */
+    /* zero3_qwz.c: what --check compares.  A stage's units are one device's
+     * units unless a tied embedding's second copy sits in the last stage's
+     * head (the model builds the embedding group for it). */
+    const bool tied = (ptdp_model_of(&c->model)->groups & PTDP_GROUP_BIT(PTDP_GROUP_EMB)) != 0;
+    if (rc == 0 && o->qwz && o->check && (c->tp > 1 || (c->pp > 1 && tied)))
         rc = ptdp_usage_error("train", "--check with --zero-qwz and --%s %d: qwZ's blocks follow each ZeRO-3 "
                               "unit's shards, and a %s unit is not one device's (%s), so no one device can "
-                              "quantize the same blocks; check qwZ over dp, cp and --shard-group alone",
+                              "quantize the same blocks; check qwZ over dp, cp and --shard-group%s",
                               c->tp > 1 ? "tp" : "pp", c->tp > 1 ? c->tp : c->pp,
                               c->tp > 1 ? "TP rank's" : "stage's",
                               c->tp > 1 ? "its shard of every weight" : "the last stage's head holds its own copy of "
-                                                                        "the tied embedding");
+                                                                        "the tied embedding",
+                              c->tp > 1 ? ", and --pp with a model whose embedding is not tied (--model llama)" : "");
     if (rc != 0)
         return rc;
     if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)

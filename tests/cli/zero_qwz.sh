@@ -4,13 +4,15 @@
 #
 #  1. Refused (exit 2, naming the flag): without --zero 3, a block of 0, -1,
 #     abc or beyond 2^24, --zero-quant-block without --zero-qwz, with
-#     --fp8-comm, --zero-hpz or --recompute, and --check at tp or pp (no
-#     one device has a TP rank's or a stage's units).
+#     --fp8-comm, --zero-hpz or --recompute, and --check at tp, or at pp
+#     with the GPT (no one device has a TP rank's units, nor a last stage's
+#     head with its own copy of the tied embedding).
 #  2. Lossy, as it should be: the first step's loss is not the exact run's,
 #     and near it.
 #  3. --check passes against one device that quantizes its units as the
-#     ZeRO group's shards would, at dp 2, dp 4 with --shard-group 2, cp 2
-#     and --overlap (the forward's gathers prefetched); under bf16 its
+#     ZeRO group's shards would, at dp 2, dp 4 with --shard-group 2, cp 2,
+#     the llama's pp 2 (its stages' units are one device's) and --overlap
+#     (the forward's gathers prefetched); under bf16 its
 #     first step equal to the one device's.
 #  4. The ZeRO group's bytes equal the printed formula (+ the gradient
 #     norm's double) and fall below ZeRO-3's.
@@ -28,7 +30,7 @@ expect_usage "--fp8-comm with --zero-qwz"   -- $t --zero 3 --zero-qwz --fp8 tens
 expect_usage "--zero-qwz with --recompute"  -- $t --zero 3 --zero-qwz --recompute
 expect_usage "--zero-qwz with --zero-hpz"   -- train --steps 1 --quiet --dp 8 --zero 3 --zero-qwz --zero-hpz --profile hgx-a100-4
 expect_usage "--check with --zero-qwz and --tp 2" -- $t --tp 2 --zero 3 --zero-qwz --check
-expect_usage "--check with --zero-qwz and --pp 2" -- $t --pp 2 --zero 3 --zero-qwz --check
+expect_usage "--check with --zero-qwz and --pp 2" -- $t --model gpt --pp 2 --zero 3 --zero-qwz --check
 
 g=(train --model gpt --steps 2 --dp 2 --zero 3)
 first() { sed -n 's/^step *1 *loss \([0-9.]*\).*/\1/p' "$out"; }
@@ -53,6 +55,9 @@ check() {
 check --model gpt --dp 2 --zero 3 --zero-qwz --zero-quant-block 100
 check --model gpt --dp 4 --shard-group 2 --zero 3 --zero-qwz
 check --model llama --dp 2 --cp 2 --zero 3 --zero-qwz --zero-quant-block 64
+# pipeline stages: a stage's units are one device's when no tied embedding sits in the head
+check --model llama --dp 2 --pp 2 --micro-batches 2 --zero 3 --zero-qwz --zero-quant-block 64
+check --model llama --dp 2 --pp 2 --moe-experts 4 --zero 3 --zero-qwz
 check --model gpt --dp 2 --micro-batches 2 --overlap --zero 3 --zero-qwz --zero-quant-block 300
 # bf16: the check's tolerance is bf16's (1e-2), so hold its first step, before any bf16 sum of
 # gradients, to the one device's forward: equal but for float's order (a qwZ forward moves it ~5e-4)
@@ -84,4 +89,4 @@ assert len(run) == 4 and all(abs(a - b) <= 1e-4 * max(1, abs(b)) for a, b in zip
 PY
 fi
 
-finish zero_qwz "qwZ's refusals, its loss, its bytes against the formula, --check at dp, HSDP, cp and --overlap"
+finish zero_qwz "qwZ's refusals, its loss, its bytes against the formula, --check at dp, HSDP, cp, pp and --overlap"
