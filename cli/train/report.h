@@ -25,7 +25,7 @@ int ptdp_train_and_report(ptdp_train_config *cfg, const ptdp_launch_opts *opts, 
  * compute / communication / idle time — printed as tables, with the DP
  * traffic beside its formula and, with ZeRO, what it saved. */
 void ptdp_report_print(const ptdp_train_config *cfg, const ptdp_launch_result *lr, const ptdp_train_result *res,
-                       ptdp_algo algo);
+                       ptdp_algo algo, const ptdp_profile *prof);
 /* The same figures as JSON (docs/report-schema.md), written
  * atomically (ptdp/file.h).  0 or PTDP_EIO with the reason in msg. */
 int  ptdp_report_write_json(const char *path, const ptdp_train_config *cfg, const ptdp_launch_opts *opts,

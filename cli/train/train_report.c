@@ -297,17 +297,40 @@ static bool ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr,
     return counted && *net > 0;   /* an EP group inside one node sends nothing over the network */
 }
 
-static void print_ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+/* Those rows priced on the profile's two link levels, seconds a step over
+ * the EP exchanges (dispatch and combine, forward and backward, and the
+ * forward again under full recompute), each moving the forward
+ * dispatch's rows: the all-to-all sends each network row over the
+ * device's NIC; DeepEP's pattern sends one copy a remote node over it and
+ * forwards every choice inside the target node over NVLink (bandwidth
+ * terms only; latency aside). */
+static void ep_network_seconds(const ptdp_train_config *c, const ptdp_profile *p, double net, double per_node,
+                               double *a2a, double *deepep)
 {
-    double net, per_node;
+    const double row = (double)c->model.hidden * sizeof(ptdp_real), n = c->recompute ? 6 : 4;
+    const double nic = p->net_beta_Bps > 0 ? p->net_beta_Bps : p->beta_Bps, link = p->beta_Bps;
+    *a2a = nic > 0 ? n * net * row / nic : 0;
+    *deepep = (nic > 0 ? n * per_node * row / nic : 0) + (link > 0 ? n * net * row / link : 0);
+}
+
+static void print_ep_network(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
+                             const ptdp_profile *p)
+{
+    double net, per_node, a2a, deepep;
     if (!ep_network(c, lr, res, &net, &per_node))
         return;   /* one node, or an EP group inside one */
     const double row = (double)c->model.hidden * sizeof(ptdp_real);
-    char a[32], b[32];
+    char a[32], b[32], nic[32], link[32];
     printf("  across nodes: the forward dispatch sends %.0f rows a step over the network (%s), one a choice of an "
            "expert\n  in another node; one copy a remote node, forwarded inside it (DeepEP), would send %.0f (%s); "
            "the combine\n  mirrors it\n", net, ptdp_format_bytes(net * row, a, sizeof a), per_node,
            ptdp_format_bytes(per_node * row, b, sizeof b));
+    ep_network_seconds(c, p, net, per_node, &a2a, &deepep);
+    printf("  priced on two link levels (%s: a GPU's NIC %s/s, NVLink %s/s) over the %d exchanges a block and\n"
+           "  micro-batch: the all-to-all's network rows %.2f us a step; DeepEP's, one copy a node over the NIC and\n"
+           "  every choice forwarded on NVLink, %.2f us (bandwidth terms, rows x C x %zu B a link; latency aside)\n", p->name, ptdp_format_bytes(p->net_beta_Bps, nic, sizeof nic),
+           ptdp_format_bytes(p->beta_Bps, link, sizeof link), c->recompute ? 6 : 4, a2a * 1e6, deepep * 1e6,
+           sizeof(ptdp_real));
 }
 
 /* MoE parallel folding's re-layout per device and step (means over
@@ -338,7 +361,7 @@ static void print_fold(const ptdp_train_config *c, const ptdp_launch_result *lr,
 }
 
 static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
-                                  const ptdp_train_result *res)
+                                  const ptdp_train_result *res, const ptdp_profile *p)
 {
     if (c->steps == 0 || (c->ep <= 1 && fold_slices(c) == 1))
         return;
@@ -366,7 +389,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
                "as before\n", (C + tc - 1) / tc, (C + tc - 1) / tc == 1 ? "" : "s", tc, sizeof(ptdp_real),
                ptdp_ep_fp8_row_bytes(c->fp8.recipe, C), sizeof(ptdp_real), (size_t)C * sizeof(ptdp_real), 2 * C);
     }
-    print_ep_network(c, lr, res);
+    print_ep_network(c, lr, res, p);
     printf("expert data parallelism, N / ep = %d: the experts' gradients summed over the ranks holding the same "
            "experts,\n  measured %.0f B per device and step, formula %.0f B (DP's rule with the experts' elements)\n",
            Ne, t.edp, t.edp_formula);
@@ -670,13 +693,13 @@ static void print_model_states(const ptdp_train_config *c, const ptdp_launch_res
 }
 
 void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
-                       ptdp_algo algo)
+                       ptdp_algo algo, const ptdp_profile *prof)
 {
     print_memory(c, lr);
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
     ptdp_report_print_hpz(c, lr, res);
-    print_expert_parallel(c, lr, res);
+    print_expert_parallel(c, lr, res, prof != NULL ? prof : ptdp_profile_default());
     print_model_states(c, lr, res);
     print_overlap(c, lr);
 }
@@ -891,8 +914,13 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
         ep_clock_means(c, lr, &a2a, &hidden);
         fprintf(f, ", \"ep_hidden_s_per_step\": %s, \"ep_exposed_s_per_step\": %s", J(hidden), J(a2a - hidden));
         double net, per_node;
-        if (ep_network(c, lr, res, &net, &per_node))   /* a cluster of nodes (ep_nodes.c) */
+        if (ep_network(c, lr, res, &net, &per_node)) {   /* a cluster of nodes (ep_nodes.c) */
+            double a2a_s, deepep_s;
+            ep_network_seconds(c, prof, net, per_node, &a2a_s, &deepep_s);
             fprintf(f, ", \"ep_net_rows_per_step\": {\"all_to_all\": %s, \"one_a_node\": %s}", J(net), J(per_node));
+            fprintf(f, ", \"ep_net_seconds_per_step\": {\"all_to_all\": %s, \"one_a_node\": %s}", J(a2a_s),
+                    J(deepep_s));
+        }
     }
     if (shard_groups_of(c) > 0) {   /* HSDP: its two groups' bytes a step, per device (means) */
         const hsdp_traffic t = hsdp_traffic_of(c, lr, res);

@@ -592,10 +592,10 @@ static int run_training(ptdp_train_config *c, const ptdp_launch_opts *opts, cons
 /* After a run that completed: the per-device report, the pipeline's lines,
  * and the model's own (what a micro-batch keeps, its counters). */
 static void print_summary(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res,
-                          ptdp_algo algo)
+                          const ptdp_launch_opts *opts)
 {
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
-    ptdp_report_print(c, lr, res, algo);
+    ptdp_report_print(c, lr, res, opts->algo, opts->profile);
     if (c->pp > 1)
         print_pipeline(c, lr, res);
     if (cli->summary != NULL)
@@ -632,7 +632,7 @@ int ptdp_train_and_report(ptdp_train_config *c, const ptdp_launch_opts *opts, co
         report_failure(out, &res, rc, msg);
         status = PTDP_EXIT_FAIL;
     } else {
-        print_summary(c, &lr, &res, opts->algo);
+        print_summary(c, &lr, &res, opts);
         if (root && write_outputs(c, opts, out, &lr, &res, &states.init, &states.final) != PTDP_EXIT_OK)
             status = PTDP_EXIT_FAIL;
         char verdict[256] = "";

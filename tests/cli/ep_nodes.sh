@@ -2,7 +2,9 @@
 # ep_nodes.sh — what expert parallelism sends over the network on a cluster
 # of nodes (ep_nodes.c): the forward dispatch's rows that leave their node,
 # as the all-to-all sends them (one a choice) and one copy a remote node
-# (DeepEP), in the run's print and the report's run.ep_net_rows_per_step.
+# (DeepEP), in the run's print and the report's run.ep_net_rows_per_step,
+# and priced on the profile's two link levels (run.ep_net_seconds_per_step:
+# DeepEP's below the all-to-all's, NVLink faster than the NIC).
 # On hgx-a100-4 (4 GPUs a node) dp 8 x ep 8 spans two nodes, 2 experts a
 # rank: experts 0-7 in node 0, 8-15 in node 1.  Checked: on one node nothing
 # is counted; one copy a node never sends more than the all-to-all; with
@@ -28,6 +30,19 @@ for limit in "" "--moe-groups 2 --moe-group-top-k 1"; do
         cases=$((cases + 1))
         (( one <= all && one > 0 )) || fail "${limit:-no limit}: one copy a node $one, all-to-all $all rows"
         cases=$((cases + 1))
+        # priced on two link levels: the formula from the rows and hgx-a100-4's links (report-schema.md)
+        cases=$((cases + 1))
+        python3 - "$tmp/n.json" <<'PY' || fail "${limit:-no limit}: run.ep_net_seconds_per_step is not its formula"
+import json, sys
+r = json.load(open(sys.argv[1]))
+run, C = r["run"], r["config"]["model"]["hidden"]
+rows, sec = run["ep_net_rows_per_step"], run["ep_net_seconds_per_step"]
+row, nic, nvlink = C * r["real_bytes"], 25e9, 300e9   # hgx-a100-4: 200 Gb/s a GPU, NVLink 300 GB/s
+a2a = 4 * rows["all_to_all"] * row / nic
+deepep = 4 * rows["one_a_node"] * row / nic + 4 * rows["all_to_all"] * row / nvlink
+assert abs(sec["all_to_all"] - a2a) <= 1e-9 * a2a and abs(sec["one_a_node"] - deepep) <= 1e-9 * deepep, (sec, a2a, deepep)
+assert sec["one_a_node"] < sec["all_to_all"], sec
+PY
         if [[ -n $limit ]]; then
             (( one <= 128 )) || fail "--moe-group-top-k 1: $one rows a step cross, more than one a token and block (128)"
         else
