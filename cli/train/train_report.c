@@ -723,6 +723,9 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
     if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
         fprintf(f, "             \"zero_hpz\": %d,\n", c->zero_hpz);
+    if (c->zero_qgz > 0)   /* --zero-qgz (zero3_qgz.c): its bits, block and node's DP ranks */
+        fprintf(f, "             \"zero_qgz\": {\"bits\": %d, \"block\": %d, \"node\": %d},\n", c->zero_qgz,
+                c->zero_qgz_block, c->zero_qgz_node);
     if (c->fp8.recipe != NULL) {   /* --fp8 (fp8_linear.h): the recipe, dY's format, delayed's H */
         fprintf(f, "             \"fp8\": \"%s\",\n", c->fp8.recipe->name);
         fprintf(f, "             \"fp8_grad_format\": \"%s\",\n", c->fp8.grad != NULL ? c->fp8.grad->name : "e5m2");
