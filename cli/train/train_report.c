@@ -203,6 +203,20 @@ static int gradient_sums(const ptdp_train_config *c)
     return ptdp_zero_backwards(ptdp_zero_stage_of(c->zero), M, (e->caps & PTDP_SCHED_SPLIT_BACKWARD) != 0);
 }
 
+int ptdp_report_gradient_sums(const ptdp_train_config *c)
+{
+    return gradient_sums(c);
+}
+
+/* --zero-qgz (zero3_qgz.c): the gradient's reduce-scatter, M(N-1)/N S b,
+ * leaves ZeRO's group for qgZ's two groups (train_report_qgz.c). */
+static double qgz_change(const ptdp_train_config *c, const ptdp_train_result *res, int r, int N, int M, double b)
+{
+    if (c->zero_qgz <= 0 || N <= 1)
+        return 0;
+    return -(double)M * (N - 1.0) / N * device_elements(res, r) * b;
+}
+
 /* Expert parallelism per device and step (means over devices): the EP
  * group's all-to-alls measured, by the formula from the loads they moved
  * (ep.h's counter "ep_bytes") and by the uniform-routing estimate;
@@ -403,6 +417,7 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
                            (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
         t.shard_formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         t.shard_formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
+        t.shard_formula += qgz_change(c, res, r, N, M, bg);          /* qgZ's all-to-alls (zero3_qgz.c) */
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -451,6 +466,9 @@ static void dp_rule(const ptdp_train_config *c, const ptdp_train_result *res, pt
     if (c->zero_qwz > 0 && N > 1)   /* qwZ: the forward gathers' INT8 */
         snprintf(rule + strlen(rule), n - strlen(rule), ", its forward gathers M(N-1)/N W (qwZ) in place of "
                  "M(N-1)/N S");
+    if (c->zero_qgz > 0 && N > 1)   /* qgZ: the gradient's sum in its own two groups */
+        snprintf(rule + strlen(rule), n - strlen(rule), ", less its reduce-scatter M(N-1)/N S (qgZ's all-to-alls "
+                 "below)");
     if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
         snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (device_count(res, 0, "fp8_amax_bytes") > 0)   /* --fp8 delayed: the step amaxes' all-reduce */
@@ -474,6 +492,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
         formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
+        formula += qgz_change(c, res, r, N, M, bg);          /* qgZ's all-to-alls (zero3_qgz.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
         formula += per_step(device_count(res, r, "fp8_amax_bytes"), c);   /* delayed's step amaxes (fp8_linear.h) */
         grads += S * bg;
@@ -614,6 +633,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
     ptdp_report_print_hpz(c, lr, res);
+    ptdp_report_print_qgz(c, lr, res);
     print_expert_parallel(c, lr, res);
     print_model_states(c, lr, res);
     print_overlap(c, lr);
@@ -645,7 +665,7 @@ static gather_bytes zero3_gather_bytes(const ptdp_train_config *c, const ptdp_la
                                                                                   N, M);
         t.measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
         t.without += plain;
-        t.formula += plain + change(c, res, r, N, M, bg);
+        t.formula += plain + change(c, res, r, N, M, bg) + qgz_change(c, res, r, N, M, bg);
         if (shard_groups_of(c) == 0)
             t.formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
     }
@@ -831,6 +851,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
     ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
+    ptdp_report_json_qgz(f, c, lr, res);   /* --zero-qgz: the gradient's link levels */
     json_zero3_gathers(f, c, lr, res);     /* --fp8-comm under ZeRO-3, --zero-qwz */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */
