@@ -430,6 +430,25 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
     return t;
 }
 
+/* The shard group's formula: the row's, or ZeRO-3's passes as hpZ, FP8's
+ * or qwZ's gathers change them — less the reduce-scatter under qgZ, whose
+ * all-to-alls have their own groups (train_report_qgz.c). */
+static const char *hsdp_shard_rule(const ptdp_train_config *c, char *rule, size_t n)
+{
+    const char *gathers = c->zero_qgz > 0 ? "M(N-1)/N S" : "2M(N-1)/N S";   /* qgZ: no reduce-scatter here */
+    if (c->zero_hpz > 0)
+        snprintf(rule, n, "%s (hpZ)", gathers);
+    else if (c->zero == 3 && c->fp8.comm)
+        snprintf(rule, n, "%s2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)", c->zero_qgz > 0 ? "" : "M(N-1)/N S + ");
+    else if (c->zero_qwz > 0)
+        snprintf(rule, n, "%s + M(N-1)/N W (qwZ's forward gathers)", gathers);
+    else if (c->zero_qgz > 0)
+        snprintf(rule, n, "2M(N-1)/N S (the gathers; qgZ's all-to-alls below)");
+    else
+        snprintf(rule, n, "%s", ptdp_zero_stage_of(c->zero)->dp_rule);
+    return rule;
+}
+
 static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
     const int N = shard_groups_of(c), R = c->dp / N;
@@ -437,11 +456,9 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     char b[5][32];
     printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
            "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
+    char rule[128];
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
-           c->zero_hpz > 0                ? "2M(N-1)/N S (hpZ)"
-           : c->zero == 3 && c->fp8.comm ? "M(N-1)/N S + 2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)"
-           : c->zero_qwz > 0               ? "2M(N-1)/N S + M(N-1)/N W (qwZ's forward gathers)"
-                                          : ptdp_zero_stage_of(c->zero)->dp_rule,
+           hsdp_shard_rule(c, rule, sizeof rule),
            ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
     printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
