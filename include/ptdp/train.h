@@ -234,7 +234,8 @@ void ptdp_train_result_free(ptdp_train_result *r);
  * precision and steps, and every parallelism off (dp = tp = pp = 1, no
  * CP, SP, EP, ZeRO, recomputation; a schedule one stage runs).  Its
  * micro-batches: one, the global batch — or, when a scale covers one
- * micro-batch's tensor (--fp8 tensorwise or delayed, fp8_linear.h), the
+ * micro-batch's tensor (--fp8 tensorwise or delayed, fp8_linear.h) or
+ * qgZ sums each rank's micro-batch gradient (--zero-qgz, zero3_qgz.c), the
  * same micro-batches as cfg's, every replica's in turn. */
 ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg);
 
