@@ -41,7 +41,9 @@
  *   reduce-scatter    (N-1)/N |u| R        all of it across nodes
  *
  * so INT4 with N = 8, k = 4 cuts the cross-node bytes of a float gradient
- * from 7/8 S R to 1/8 S (1/2 + R/B): 14x fewer for R = 4, B = 2048.  The
+ * of S elements from 7/8 S R to 1/8 S (1/2 + R/B): 56x fewer for R = 4,
+ * B = 2048 (a half byte against 4: 8x; (m-1)/N of the elements leave a
+ * device instead of (N-1)/N: 7x).  The
  * clock charges each all-to-all on its link level (comm.c: the node group
  * spans one node, the other group spans m).  The "node" is hpZ's: k =
  * the cluster profile's GPUs a node / tp consecutive DP ranks; without a
