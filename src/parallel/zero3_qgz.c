@@ -43,12 +43,11 @@
  * so INT4 with N = 8, k = 4 cuts the cross-node bytes of a float gradient
  * of S elements from 7/8 S R to 1/8 S (1/2 + R/B): 56x fewer for R = 4,
  * B = 2048 (a half byte against 4: 8x; (m-1)/N of the elements leave a
- * device instead of (N-1)/N: 7x).  The
- * clock charges each all-to-all on its link level (comm.c: the node group
- * spans one node, the other group spans m).  The "node" is hpZ's: k =
- * the cluster profile's GPUs a node / tp consecutive DP ranks; without a
- * profile of nodes the command refuses qgZ (there would be nothing to
- * keep off the slow links).
+ * device instead of (N-1)/N: 7x).  The clock charges each all-to-all on
+ * its link level (comm.c: the node group spans one node, the other group
+ * spans m).  The "node" is hpZ's: k = the cluster profile's GPUs a node /
+ * tp consecutive DP ranks; without a profile of nodes the command refuses
+ * qgZ (there would be nothing to keep off the slow links).
  *
  * Lossy by design.  `--check` runs one device that sees each DP rank's own
  * gradient: it runs the dp x M micro-batches the ranks run (replica r's
