@@ -81,6 +81,10 @@ typedef struct {
     int qwz_block, qwz_ranks;          /* ZeRO++'s qwZ as N ranks' shards would
                                           quantize the forward's weights, blocks
                                           of B (zero3_qwz.c's one device), or 0 */
+    int qgz_bits, qgz_ranks, qgz_node; /* ZeRO++'s qgZ as N ranks in nodes of k
+                                          would sum each micro-batch's gradient,
+                                          INT4 or INT8 codes in blocks of 2048
+                                          (zero3_qgz.c's one device), or 0     */
 } ptdp_fp8_bench_precision;
 
 /* The build's precisions into out (at most max): its float first, then

@@ -57,6 +57,7 @@
  * GPT learns the sums at it within about a thousand steps. */
 #define FP8_BENCH_LR 3e-3
 #define FP8_BENCH_STEPS 120
+#define FP8_BENCH_QGZ_BLOCK 2048   /* qgZ's blocks: --zero-quant-block's default */
 #define FP8_BENCH_MAX_STEPS 100000
 
 /* ---- the precisions compared ---------------------------------------------- */
@@ -178,6 +179,13 @@ int ptdp_fp8_bench_train(const ptdp_train_config *base, const ptdp_fp8_bench_pre
     cfg.fp8 = (ptdp_fp8_settings){ .recipe = p->recipe };
     cfg.zero_qwz_emulate = p->qwz_ranks;   /* qwZ: one device quantizing as N ranks' ZeRO-3 would */
     cfg.zero_qwz_emulate_block = p->qwz_block;
+    if (p->qgz_bits > 0) {   /* qgZ: one device summing each of N ranks' micro-batches as its all-to-alls would */
+        cfg.micro_batches *= p->qgz_ranks;
+        cfg.zero_qgz_emulate = cfg.zero_qgz_emulate_dp = p->qgz_ranks;
+        cfg.zero_qgz_emulate_bits = p->qgz_bits;
+        cfg.zero_qgz_node = p->qgz_node;
+        cfg.zero_qgz_block = FP8_BENCH_QGZ_BLOCK;
+    }
     int rc = ptdp_train_validate(&cfg, msg, msglen);
     if (rc != 0)
         return rc;
@@ -240,6 +248,9 @@ typedef struct {
     int qwz[4];                   /* --qwz: qwZ's blocks B run (none: 0 of them) */
     int nqwz, qwz_ranks;          /* ... and the ZeRO group N (--qwz-ranks) */
     char qwz_names[4][24];        /* "qwz-B" */
+    int qgz[2];                   /* --qgz: qgZ's bits run, 4 and/or 8 (none: 0) */
+    int nqgz, qgz_ranks, qgz_node;   /* ... its ZeRO group N and node k      */
+    char qgz_names[2][24];        /* "qgz-int4" */
 } fp8_bench_opts;
 
 /* The first registered model that can be sampled: the transformer of
@@ -260,7 +271,8 @@ static void usage(void)
         snprintf(recipes + strlen(recipes), sizeof recipes - strlen(recipes), "%s%s", i ? "," : "",
                  ptdp_fp8_recipe_at(i)->name);
     printf("usage: ptdp bench fp8 [--steps N] [--batch B] [--lr X] [--seed S] [--recipes R,...]\n"
-           "                      [--qwz B,... [--qwz-ranks N]] [--every K] [--repeat R] [--json]\n"
+           "                      [--qwz B,... [--qwz-ranks N]] [--qgz b,... [--qgz-ranks N]\n"
+           "                      [--qgz-node k]] [--every K] [--repeat R] [--json]\n"
            "                      [model flags]\n"
            "\n"
            "Train one model from the same parameters on the same batches in %s, bf16 and each FP8\n"
@@ -272,10 +284,14 @@ static void usage(void)
            "  --batch B       the global batch (default 64)\n"
            "  --lr X          AdamW's learning rate (default %g, ptdp demo's)\n"
            "  --seed S        parameters and data (default 1)\n"
-           "  --recipes LIST  the FP8 recipes run (default all: %s; none with --qwz)\n"
+           "  --recipes LIST  the FP8 recipes run (default all: %s; none with --qwz or --qgz)\n"
            "  --qwz B,...     also ZeRO++'s qwZ (docs/zero.md): the forward's weights quantized in INT8\n"
            "                  blocks of B of each of --qwz-ranks N (default 8) ZeRO-3 shards, on one\n"
            "                  device as --check's (the same numbers as the N devices' run)\n"
+           "  --qgz b,...     also ZeRO++'s qgZ (docs/zero.md): each micro-batch's gradient of --qgz-ranks\n"
+           "                  N (default 8) ranks summed by its two all-to-alls of b-bit codes (4, 8),\n"
+           "                  in nodes of --qgz-node k (default 4), blocks of %d, on one device as\n"
+           "                  --check's (the same numbers as the N devices' run)\n"
            "  --every K       print the loss every K steps (default: N/4)\n"
            "  --repeat R      runs of each precision; the median wall time is kept, the losses must\n"
            "                  repeat bit for bit (default 1)\n"
@@ -283,7 +299,7 @@ static void usage(void)
            "\n"
            "The model: ptdp train's model flags, by default --model %s with its defaults (ptdp demo's,\n"
            "on the built-in sums); e.g. --layers 4 --data FILE for 4 layers on a text.\n",
-           PTDP_REAL_NAME, PTDP_REAL_NAME, FP8_BENCH_STEPS, FP8_BENCH_LR, recipes,
+           PTDP_REAL_NAME, PTDP_REAL_NAME, FP8_BENCH_STEPS, FP8_BENCH_LR, recipes, FP8_BENCH_QGZ_BLOCK,
            ops != NULL ? ops->name : "?");
 }
 
@@ -312,12 +328,38 @@ static int own_flag(ptdp_args *a, fp8_bench_opts *o, int *seed, int *rc)
     else if (ptdp_args_is(a, "--json")) *rc = ptdp_args_switch(a, &o->json);
     else if (ptdp_args_is(a, "--qwz")) *rc = ptdp_args_int_list(a, 1, 1 << 24, o->qwz, 4, &o->nqwz);
     else if (ptdp_args_is(a, "--qwz-ranks")) *rc = ptdp_args_int(a, 2, 1 << 16, &o->qwz_ranks);
+    else if (ptdp_args_is(a, "--qgz")) *rc = ptdp_args_int_list(a, 1, 64, o->qgz, 2, &o->nqgz);
+    else if (ptdp_args_is(a, "--qgz-ranks")) *rc = ptdp_args_int(a, 2, 1 << 16, &o->qgz_ranks);
+    else if (ptdp_args_is(a, "--qgz-node")) *rc = ptdp_args_int(a, 2, 1 << 16, &o->qgz_node);
     else if (ptdp_args_is(a, "--recipes")) {
         *rc = ptdp_args_enum_list(a, names, n < 8 ? n : 8, o->recipes, 8, &o->nrecipes);
         o->recipes_given = true;
     } else
         return 0;
     return 1;
+}
+
+/* --qgz's bits (4 or 8), ranks N and node k: N = k m for m >= 2 nodes,
+ * and the batch cut evenly into the N ranks' micro-batches. */
+static int qgz_flags(fp8_bench_opts *o)
+{
+    if ((o->qgz_ranks > 0 || o->qgz_node > 0) && o->nqgz == 0)
+        return ptdp_usage_error("bench fp8", "--qgz-%s %d is the ZeRO group qgZ's all-to-alls sum over: it needs "
+                                "--qgz b", o->qgz_ranks > 0 ? "ranks" : "node",
+                                o->qgz_ranks > 0 ? o->qgz_ranks : o->qgz_node);
+    for (int i = 0; i < o->nqgz; i++)
+        if (o->qgz[i] != 4 && o->qgz[i] != 8)
+            return ptdp_usage_error("bench fp8", "--qgz %d: qgZ sends INT4 or INT8 codes; use 4, 8 or 4,8", o->qgz[i]);
+    o->qgz_ranks = o->qgz_ranks > 0 ? o->qgz_ranks : 8;
+    o->qgz_node = o->qgz_node > 0 ? o->qgz_node : 4;
+    if (o->nqgz > 0 && (o->qgz_node >= o->qgz_ranks || o->qgz_ranks % o->qgz_node != 0))
+        return ptdp_usage_error("bench fp8", "--qgz-node %d must cut --qgz-ranks %d into two or more nodes",
+                                o->qgz_node, o->qgz_ranks);
+    const int U = o->qgz_ranks * (o->cfg.micro_batches > 0 ? o->cfg.micro_batches : 1);
+    if (o->nqgz > 0 && o->cfg.batch % U != 0)
+        return ptdp_usage_error("bench fp8", "--qgz: --batch %d must split evenly into --qgz-ranks %d ranks' "
+                                "micro-batches (%d)", o->cfg.batch, o->qgz_ranks, U);
+    return 0;
 }
 
 /* The flags: 0, -1 after --help, or PTDP_EXIT_USAGE. */
@@ -352,7 +394,7 @@ static int parse(int argc, char **argv, fp8_bench_opts *o)
     if (ptdp_model_flags_finish("bench fp8", &o->mf) != 0)
         return PTDP_EXIT_USAGE;
     o->cfg.model = o->mf.cfg;
-    if (!o->recipes_given && o->nqwz == 0)
+    if (!o->recipes_given && o->nqwz == 0 && o->nqgz == 0)
         for (o->nrecipes = 0; o->nrecipes < ptdp_fp8_recipe_count() && o->nrecipes < 8; o->nrecipes++)
             o->recipes[o->nrecipes] = o->nrecipes;
     if (o->qwz_ranks > 0 && o->nqwz == 0)
@@ -360,6 +402,8 @@ static int parse(int argc, char **argv, fp8_bench_opts *o)
                                 "--qwz B", o->qwz_ranks);
     if (o->qwz_ranks == 0)
         o->qwz_ranks = 8;
+    if (qgz_flags(o) != 0)
+        return PTDP_EXIT_USAGE;
     if (o->every == 0)
         o->every = o->cfg.steps / 4 > 0 ? o->cfg.steps / 4 : 1;
     if (o->every > o->cfg.steps)
@@ -463,6 +507,9 @@ static void print_json(const fp8_bench_opts *o, const ptdp_fp8_bench_run *r, con
         printf("null");
     if (r->prec.qwz_block > 0)   /* qwZ's runs alone */
         printf(", \"qwz_block\": %d, \"qwz_ranks\": %d", r->prec.qwz_block, r->prec.qwz_ranks);
+    if (r->prec.qgz_bits > 0)   /* qgZ's runs alone */
+        printf(", \"qgz_bits\": %d, \"qgz_block\": %d, \"qgz_ranks\": %d, \"qgz_node\": %d", r->prec.qgz_bits,
+               FP8_BENCH_QGZ_BLOCK, r->prec.qgz_ranks, r->prec.qgz_node);
     printf(", \"steps\": %d, \"completed\": %d, \"loss\": [", n, r->completed);
     for (int i = 0; i < r->completed; i++)
         printf("%s%s", i ? ", " : "", ptdp_json_number(r->loss[i], x[0]));
@@ -508,6 +555,9 @@ static int chosen(const fp8_bench_opts *o, ptdp_fp8_bench_precision *out, int ma
     for (int j = 0; j < o->nqwz && k < max; j++)
         out[k++] = (ptdp_fp8_bench_precision){ .name = o->qwz_names[j], .qwz_block = o->qwz[j],
                                                .qwz_ranks = o->qwz_ranks };
+    for (int j = 0; j < o->nqgz && k < max; j++)
+        out[k++] = (ptdp_fp8_bench_precision){ .name = o->qgz_names[j], .qgz_bits = o->qgz[j],
+                                               .qgz_ranks = o->qgz_ranks, .qgz_node = o->qgz_node };
     return k;
 }
 
@@ -515,6 +565,8 @@ static int run_all(fp8_bench_opts *o)
 {
     for (int j = 0; j < o->nqwz; j++)
         snprintf(o->qwz_names[j], sizeof o->qwz_names[j], "qwz-%d", o->qwz[j]);
+    for (int j = 0; j < o->nqgz; j++)
+        snprintf(o->qgz_names[j], sizeof o->qgz_names[j], "qgz-int%d", o->qgz[j]);
     ptdp_fp8_bench_precision p[16];
     const int n = chosen(o, p, 16);
     int status = check_all(o, p, n);

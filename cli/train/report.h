@@ -42,6 +42,15 @@ int  ptdp_report_json_text(const ptdp_train_config *cfg, const ptdp_launch_opts 
 void ptdp_report_print_hpz(const ptdp_train_config *cfg, const ptdp_launch_result *lr, const ptdp_train_result *res);
 void ptdp_report_json_hpz(FILE *f, const ptdp_train_config *cfg, const ptdp_launch_result *lr,
                           const ptdp_train_result *res);
+/* --zero-qgz (train_report_qgz.c): the gradient's bytes a step inside a
+ * node and across nodes beside their formulas and the reduce-scatter's —
+ * as lines, and as the run's JSON key qgz_grad_bytes_per_step (after a
+ * comma).  Nothing without qgZ. */
+void ptdp_report_print_qgz(const ptdp_train_config *cfg, const ptdp_launch_result *lr, const ptdp_train_result *res);
+void ptdp_report_json_qgz(FILE *f, const ptdp_train_config *cfg, const ptdp_launch_result *lr,
+                          const ptdp_train_result *res);
+/* The gradient sums a step (the backwards ZeRO reduce-scatters after). */
+int  ptdp_report_gradient_sums(const ptdp_train_config *cfg);
 /* A counter's numbers (counters.h) as a JSON key after a comma: `, "NAME":
  * x`, a list or a list of lists, as its shape says (--log's lines). */
 void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x);

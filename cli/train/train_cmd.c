@@ -54,6 +54,8 @@ typedef struct {
     bool hpz;                      /* --zero-hpz: cfg.zero_hpz from the profile */
     bool qwz;                      /* --zero-qwz: cfg.zero_qwz = the block      */
     int quant_block;               /* --zero-quant-block B; 0: not given        */
+    bool qgz;                      /* --zero-qgz: cfg.zero_qgz = the bits       */
+    int qgz_bits;                  /* --zero-qgz-bits b; 0: not given (4)       */
     const char *log_path, *save, *load, *save_init, *dump, *report_path, *html_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
@@ -161,6 +163,11 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      one scale a block of --zero-quant-block B elements (default 2048) of\n"
         "                      each rank's shard; the backward's exact (lossy: --check quantizes its\n"
         "                      one device alike)\n"
+        "  --zero-qgz          ZeRO++'s qgZ (with --zero 3 and a cluster profile): each unit's gradient\n"
+        "                      reduce-scatter becomes two all-to-alls of quantized codes, inside the\n"
+        "                      node then across nodes, in blocks of --zero-quant-block B elements of\n"
+        "                      each shard (lossy: --check sums each rank's gradient alike)\n"
+        "  --zero-qgz-bits b   qgZ's codes: 4 (INT4, default) or 8 (INT8)\n"
         "  --overlap           all-reduce each DP bucket (--zero 1: reduce-scatter it) during the last\n"
         "                      micro-batch's backward, as soon as its gradients are complete (dp >= 2,\n"
         "                      or --sp; the same bits, less virtual time); with --zero 3 also gather\n"
@@ -397,6 +404,8 @@ static bool read_step_flag(ptdp_args *a, train_options *o, int *opt, int *seed, 
     else if (ptdp_args_is(a, "--zero-hpz")) *rc = ptdp_args_switch(a, &o->hpz);
     else if (ptdp_args_is(a, "--zero-qwz")) *rc = ptdp_args_switch(a, &o->qwz);
     else if (ptdp_args_is(a, "--zero-quant-block")) *rc = ptdp_args_int(a, 1, 1 << 24, &o->quant_block);
+    else if (ptdp_args_is(a, "--zero-qgz")) *rc = ptdp_args_switch(a, &o->qgz);
+    else if (ptdp_args_is(a, "--zero-qgz-bits")) *rc = ptdp_args_int(a, 1, 64, &o->qgz_bits);
     else if (ptdp_args_is(a, "--overlap")) *rc = ptdp_args_switch(a, &c->overlap);
     else if (ptdp_args_is(a, "--no-pair-overlap")) *rc = ptdp_args_switch(a, &c->serial_pairs);
     else if (ptdp_args_is(a, "--precision")) {
@@ -596,6 +605,53 @@ static int resolve_hpz(train_options *o)
     return 0;
 }
 
+/* --zero-qgz: its bits (--zero-qgz-bits, 4 or 8), its block (qwZ's
+ * --zero-quant-block, 2048) and its node, k DP ranks of one node of the
+ * profile as hpZ's (GPUs a node / tp).  No profile of nodes: refused — a
+ * node is what the second all-to-all leaves, and without one every rank
+ * would be one node's.  --check also needs one device to hold each rank's
+ * unit (no tp, no pp) and each rank's micro-batches whole. */
+static int resolve_qgz(train_options *o)
+{
+    ptdp_train_config *c = &o->cfg;
+    if (o->qgz_bits != 0 && !o->qgz)
+        return ptdp_usage_error("train", "--zero-qgz-bits %d is the bits qgZ's gradient codes take: it needs "
+                                "--zero-qgz", o->qgz_bits);
+    if (!o->qgz)
+        return 0;
+    if (o->qgz_bits != 0 && o->qgz_bits != 4 && o->qgz_bits != 8)
+        return ptdp_usage_error("train", "--zero-qgz-bits %d: qgZ sends INT4 or INT8 codes; use 4 or 8",
+                                o->qgz_bits);
+    if (c->zero != 3)
+        return ptdp_usage_error("train", "--zero-qgz replaces ZeRO-3's gradient reduce-scatter: it needs --zero 3; "
+                                "--zero is %d", c->zero);
+    const ptdp_profile *p = o->launch.profile;
+    if (p == NULL || p->gpus_per_node <= 0)
+        return ptdp_usage_error("train", "--zero-qgz sums gradients inside a node before they cross nodes: it "
+                                "needs a cluster profile with GPUs a node (--profile hgx-a100-4 or dgx-h100; ptdp "
+                                "train --profile list), %s", p == NULL ? "and none was given" : "not a one-node one");
+    const int G = c->shard_group > 0 ? c->shard_group : c->dp, k = p->gpus_per_node / c->tp;
+    if (p->gpus_per_node % c->tp != 0 || k < 2 || k >= G || G % k != 0)
+        return ptdp_usage_error("train", "--zero-qgz: nodes of --profile %s (%d GPUs a node / --tp %d) must hold "
+                                "whole TP groups and cut ZeRO-3's group of %d DP ranks%s into two or more nodes "
+                                "of 2 or more DP ranks", p->name, p->gpus_per_node, c->tp, G,
+                                c->shard_group > 0 ? " (--shard-group)" : "");
+    c->zero_qgz = o->qgz_bits != 0 ? o->qgz_bits : 4;
+    c->zero_qgz_block = o->quant_block > 0 ? o->quant_block : 2048;
+    c->zero_qgz_node = k;
+    if (o->check && (c->tp > 1 || c->pp > 1))   /* zero3_qgz.c: what --check compares */
+        return ptdp_usage_error("train", "--check with --zero-qgz and --%s %d: its one device would need each "
+                                "rank's gradient of its own %s, and holds the whole model; check qgZ over dp and "
+                                "--shard-group alone", c->tp > 1 ? "tp" : "pp", c->tp > 1 ? c->tp : c->pp,
+                                c->tp > 1 ? "TP shard" : "stage");
+    const int U = c->dp * c->micro_batches;
+    if (o->check && c->batch % U != 0)
+        return ptdp_usage_error("train", "--check with --zero-qgz: its one device runs each rank's micro-batches "
+                                "apart, dp x M = %d of them, and --batch %d does not split evenly into them; use a "
+                                "multiple of %d", U, c->batch, U);
+    return 0;
+}
+
 /* A --load refused: another model's checkpoint is the command line's
  * mistake (exit 2, ptdp_state_check_model), a file that cannot be read or
  * does not fit the flags the file's (exit 1). */
@@ -682,11 +738,13 @@ static int validate(train_options *o)
     int rc = resolve_dp(c, o->devices);
     if (rc == 0)
         rc = resolve_hpz(o);
-    if (rc == 0 && o->quant_block > 0 && !o->qwz)
-        rc = ptdp_usage_error("train", "--zero-quant-block %d is the block qwZ quantizes in: it needs --zero-qwz",
-                              o->quant_block);
+    if (rc == 0 && o->quant_block > 0 && !o->qwz && !o->qgz)
+        rc = ptdp_usage_error("train", "--zero-quant-block %d is the block qwZ quantizes in: it needs --zero-qwz "
+                              "(or --zero-qgz, whose gradient blocks it sets too)", o->quant_block);
     if (o->qwz)
         c->zero_qwz = o->quant_block > 0 ? o->quant_block : 2048;
+    if (rc == 0)
+        rc = resolve_qgz(o);
     /* zero3_qwz.c: what --check compares.  A stage's units are one device's
      * units unless a tied embedding's second copy sits in the last stage's
      * head (the model builds the embedding group for it). */

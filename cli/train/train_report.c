@@ -207,6 +207,20 @@ static int gradient_sums(const ptdp_train_config *c)
     return ptdp_zero_backwards(ptdp_zero_stage_of(c->zero), M, (e->caps & PTDP_SCHED_SPLIT_BACKWARD) != 0);
 }
 
+int ptdp_report_gradient_sums(const ptdp_train_config *c)
+{
+    return gradient_sums(c);
+}
+
+/* --zero-qgz (zero3_qgz.c): the gradient's reduce-scatter, M(N-1)/N S b,
+ * leaves ZeRO's group for qgZ's two groups (train_report_qgz.c). */
+static double qgz_change(const ptdp_train_config *c, const ptdp_train_result *res, int r, int N, int M, double b)
+{
+    if (c->zero_qgz <= 0 || N <= 1)
+        return 0;
+    return -(double)M * (N - 1.0) / N * device_elements(res, r) * b;
+}
+
 /* Expert parallelism per device and step (means over devices): the EP
  * group's all-to-alls measured, by the formula from the loads they moved
  * (ep.h's counter "ep_bytes") and by the uniform-routing estimate;
@@ -486,6 +500,7 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
                            (c->zero_hpz > 0 ? 2.0 / 3.0 : 1.0);
         t.shard_formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         t.shard_formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
+        t.shard_formula += qgz_change(c, res, r, N, M, bg);          /* qgZ's all-to-alls (zero3_qgz.c) */
         t.replica_formula += 2.0 * (R - 1) / R * (S / N) * bg;
         t.grads += S * bg;
     }
@@ -498,6 +513,25 @@ static hsdp_traffic hsdp_traffic_of(const ptdp_train_config *c, const ptdp_launc
     return t;
 }
 
+/* The shard group's formula: the row's, or ZeRO-3's passes as hpZ, FP8's
+ * or qwZ's gathers change them — less the reduce-scatter under qgZ, whose
+ * all-to-alls have their own groups (train_report_qgz.c). */
+static const char *hsdp_shard_rule(const ptdp_train_config *c, char *rule, size_t n)
+{
+    const char *gathers = c->zero_qgz > 0 ? "M(N-1)/N S" : "2M(N-1)/N S";   /* qgZ: no reduce-scatter here */
+    if (c->zero_hpz > 0)
+        snprintf(rule, n, "%s (hpZ)", gathers);
+    else if (c->zero == 3 && c->fp8.comm)
+        snprintf(rule, n, "%s2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)", c->zero_qgz > 0 ? "" : "M(N-1)/N S + ");
+    else if (c->zero_qwz > 0)
+        snprintf(rule, n, "%s + M(N-1)/N W (qwZ's forward gathers)", gathers);
+    else if (c->zero_qgz > 0)
+        snprintf(rule, n, "2M(N-1)/N S (the gathers; qgZ's all-to-alls below)");
+    else
+        snprintf(rule, n, "%s", ptdp_zero_stage_of(c->zero)->dp_rule);
+    return rule;
+}
+
 static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
     const int N = shard_groups_of(c), R = c->dp / N;
@@ -505,11 +539,9 @@ static void print_hsdp(const ptdp_train_config *c, const ptdp_launch_result *lr,
     char b[5][32];
     printf("HSDP, %d shard groups of N = %d, R = %d replicas of each shard: bytes sent per device and step "
            "(S = %s of gradients per device, mean)\n", R, N, R, ptdp_format_bytes(t.grads, b[0], sizeof b[0]));
+    char rule[128];
     printf("  shard group   %s inside it: formula %s = %s, measured %s\n", ptdp_zero_stage_of(c->zero)->name,
-           c->zero_hpz > 0                ? "2M(N-1)/N S (hpZ)"
-           : c->zero == 3 && c->fp8.comm ? "M(N-1)/N S + 2M((N-1)/N W + 2(N-1)/N T r) (FP8 gathers)"
-           : c->zero_qwz > 0               ? "2M(N-1)/N S + M(N-1)/N W (qwZ's forward gathers)"
-                                          : ptdp_zero_stage_of(c->zero)->dp_rule,
+           hsdp_shard_rule(c, rule, sizeof rule),
            ptdp_format_bytes(t.shard_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.shard, b[2], sizeof b[2]));
     printf("  replica group the shard all-reduced once a step: formula 2(R-1)/(RN) S = %s, measured %s\n",
@@ -534,6 +566,9 @@ static void dp_rule(const ptdp_train_config *c, const ptdp_train_result *res, pt
     if (c->zero_qwz > 0 && N > 1)   /* qwZ: the forward gathers' INT8 */
         snprintf(rule + strlen(rule), n - strlen(rule), ", its forward gathers M(N-1)/N W (qwZ) in place of "
                  "M(N-1)/N S");
+    if (c->zero_qgz > 0 && N > 1)   /* qgZ: the gradient's sum in its own two groups */
+        snprintf(rule + strlen(rule), n - strlen(rule), ", less its reduce-scatter M(N-1)/N S (qgZ's all-to-alls "
+                 "below)");
     if (device_count(res, 0, "moe_bias_bytes") > 0)   /* --moe-bias-update: the loads' all-reduce too */
         snprintf(rule + strlen(rule), n - strlen(rule), " + 2(N-1)/N 8 n E (expert loads)");
     if (device_count(res, 0, "fp8_amax_bytes") > 0)   /* --fp8 delayed: the step amaxes' all-reduce */
@@ -557,6 +592,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         formula += shrink * ptdp_zero_dp_bytes_per_step(c->zero, (size_t)S, N, M);   /* the row's passes */
         formula += fp8_gather_change(c, res, r, N, M, bg);   /* --fp8-comm's codes (zero3_fp8.c) */
         formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
+        formula += qgz_change(c, res, r, N, M, bg);          /* qgZ's all-to-alls (zero3_qgz.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
         if (fold_slices(c) > 1)   /* folding: the experts' squares over DP (model.c) */
             formula += expert_norm_bytes(c, c->dp * ptdp_train_cp(c));
@@ -699,6 +735,7 @@ void ptdp_report_print(const ptdp_train_config *c, const ptdp_launch_result *lr,
     print_traffic_and_time(c, lr);
     print_data_parallel(c, lr, res, algo);
     ptdp_report_print_hpz(c, lr, res);
+    ptdp_report_print_qgz(c, lr, res);
     print_expert_parallel(c, lr, res, prof != NULL ? prof : ptdp_profile_default());
     print_model_states(c, lr, res);
     print_overlap(c, lr);
@@ -730,7 +767,7 @@ static gather_bytes zero3_gather_bytes(const ptdp_train_config *c, const ptdp_la
                                                                                   N, M);
         t.measured += per_step(group_sent(&lr->devices[r].comm, shard_groups_of(c) > 0 ? "shard" : "dp"), c);
         t.without += plain;
-        t.formula += plain + change(c, res, r, N, M, bg);
+        t.formula += plain + change(c, res, r, N, M, bg) + qgz_change(c, res, r, N, M, bg);
         if (shard_groups_of(c) == 0)
             t.formula += per_step(device_count(res, r, "fp8_amax_bytes") + device_count(res, r, "moe_bias_bytes"), c);
     }
@@ -810,6 +847,9 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
     if (c->zero_hpz > 0)   /* --zero-hpz (zero_hpz.c): the node group's DP ranks */
         fprintf(f, "             \"zero_hpz\": %d,\n", c->zero_hpz);
+    if (c->zero_qgz > 0)   /* --zero-qgz (zero3_qgz.c): its bits, block and node's DP ranks */
+        fprintf(f, "             \"zero_qgz\": {\"bits\": %d, \"block\": %d, \"node\": %d},\n", c->zero_qgz,
+                c->zero_qgz_block, c->zero_qgz_node);
     if (c->fp8.recipe != NULL) {   /* --fp8 (fp8_linear.h): the recipe, dY's format, delayed's H */
         fprintf(f, "             \"fp8\": \"%s\",\n", c->fp8.recipe->name);
         fprintf(f, "             \"fp8_grad_format\": \"%s\",\n", c->fp8.grad != NULL ? c->fp8.grad->name : "e5m2");
@@ -929,6 +969,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
                 J(t.shard), J(t.shard_formula), J(t.replica), J(t.replica_formula));
     }
     ptdp_report_json_hpz(f, c, lr, res);   /* --zero-hpz: its link levels and secondary copy */
+    ptdp_report_json_qgz(f, c, lr, res);   /* --zero-qgz: the gradient's link levels */
     json_zero3_gathers(f, c, lr, res);     /* --fp8-comm under ZeRO-3, --zero-qwz */
     json_first_last(f, res);
     if (ptdp_model_cli_of(m)->report_stats != NULL)   /* the model's counters: first, last step, totals */

@@ -44,7 +44,7 @@ static hpz_figures hpz_figures_of(const ptdp_train_config *c, const ptdp_launch_
         const double *peak = ptdp_train_device_counts(res, r, "hpz_secondary_peak");
         t.across += ptdp_report_group_sent(&lr->devices[r].comm, hsdp ? "shard" : "dp") / steps;
         t.inside += ptdp_report_group_sent(&lr->devices[r].comm, "hpz") / steps;
-        t.across_formula += 2.0 * M * (N - 1) / N * S;
+        t.across_formula += (c->zero_qgz > 0 ? 1.0 : 2.0) * M * (N - 1) / N * S;   /* qgZ: no reduce-scatter */
         t.without_hpz += 3.0 * M * (N - 1) / N * S;
         t.inside_formula += M * (k - 1) / k * S;
         t.secondary += peak != NULL ? peak[0] : 0;
@@ -74,8 +74,10 @@ void ptdp_report_print_hpz(const ptdp_train_config *c, const ptdp_launch_result 
     printf("ZeRO++ hpZ, node groups of k = %d DP ranks inside ZeRO-3's %s of N = %d: bytes sent per device and "
            "step by link level (S = %s of parameters per device, mean)\n", k, hsdp ? "shard group" : "DP group", N,
            ptdp_format_bytes(t.S, b[0], sizeof b[0]));
-    printf("  across nodes  the forward's gather and the reduce-scatter: formula 2M(N-1)/N S = %s, measured %s "
-           "(ZeRO-3 without hpZ: 3M(N-1)/N S = %s)\n", ptdp_format_bytes(t.across_formula, b[1], sizeof b[1]),
+    printf("  across nodes  the forward's gather%s: formula %s = %s, measured %s "
+           "(ZeRO-3 without hpZ: 3M(N-1)/N S = %s)\n",
+           c->zero_qgz > 0 ? " (qgZ's all-to-alls sum the gradient, below)" : " and the reduce-scatter",
+           c->zero_qgz > 0 ? "M(N-1)/N S" : "2M(N-1)/N S", ptdp_format_bytes(t.across_formula, b[1], sizeof b[1]),
            ptdp_format_bytes(t.across, b[2], sizeof b[2]), ptdp_format_bytes(t.without_hpz, b[3], sizeof b[3]));
     printf("  inside a node the backward's gather of the secondary pieces: formula M(k-1)/k S = %s, measured %s\n",
            ptdp_format_bytes(t.inside_formula, b[4], sizeof b[4]), ptdp_format_bytes(t.inside, b[5], sizeof b[5]));

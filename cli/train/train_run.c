@@ -330,7 +330,12 @@ static int check_against_baseline(const ptdp_train_config *c, const ptdp_launch_
         fprintf(stderr, "ptdp train: host out of memory\n");
         return PTDP_EXIT_FAIL;
     }
-    printf("check: running the single-device baseline (same seed, batch %d in one piece)…\n", c->batch);
+    if (c->zero_qgz > 0)   /* qgZ's one device sums each rank's micro-batch as its all-to-alls (zero3_qgz.c) */
+        printf("check: running the single-device baseline (same seed, batch %d in the %d ranks' %d micro-batches, "
+               "each rank's gradient summed as qgZ's all-to-alls would)…\n", c->batch, c->dp,
+               c->dp * c->micro_batches);
+    else
+        printf("check: running the single-device baseline (same seed, batch %d in one piece)…\n", c->batch);
     if (run_baseline(c, o, &base, &bres, msg, sizeof msg) != 0) {
         fprintf(stderr, "ptdp train: --check: the baseline failed: %s\n", msg);
         ptdp_state_free(&base);

@@ -97,6 +97,16 @@
  *                              shard rank    0   1   0   1   shard   {0 1} {2 3}
  *                              replica rank  0   0   1   1   replica {0 2} {1 3}
  *
+ *   qgz_node and qgz_cross groups: with --zero-qgz (ZeRO++, zero3_qgz.c), the
+ *              qgz_node consecutive members of ZeRO's group (the DP group, or
+ *              the shard group) in one node, ordered by DP rank, and the
+ *              members with the same place d mod qgz_node in every node of
+ *              it, ordered by node:
+ *
+ *     dp=8 qgz_node 4:  dp rank     0 1 2 3 | 4 5 6 7
+ *                       qgz_node    {0 1 2 3} {4 5 6 7}
+ *                       qgz_cross   {0 4} {1 5} {2 6} {3 7}
+ *
  *   hpz group: with --zero-hpz (ZeRO++, zero_hpz.c), the hpz consecutive
  *              members of a DP group that sit in one node (dp_rank / hpz
  *              the same), ordered by DP rank; hpz divides the shard group
@@ -147,6 +157,12 @@ typedef enum {
                             TP group with the same experts' TP rank,
                             each routing its slice of the TP group's
                             tokens (moe_fold.c)                      */
+    PTDP_GROUP_QGZ_NODE, /* ZeRO++'s qgZ: the qgz_node consecutive ranks of
+                            ZeRO's group inside one node, its first
+                            all-to-all (zero3_qgz.c)                  */
+    PTDP_GROUP_QGZ_CROSS,/* ZeRO++'s qgZ: the ranks of ZeRO's group with the
+                            same place in their node, one a node, its
+                            second all-to-all (zero3_qgz.c)           */
     PTDP_GROUP_COUNT
 } ptdp_group;
 
@@ -203,6 +219,12 @@ typedef struct {
                                        after init: off; set before ZeRO    */
     int qwz_ranks;                  /* bf16's --check device of a qwZ run:
                                        the ZeRO group's N (zero.h)         */
+    int qgz_bits;                   /* ZeRO++'s qgZ (zero3_qgz.c): the
+                                       gradient codes' bits, 4 or 8; 0 after
+                                       init: off; set before ZeRO          */
+    int qgz_block;                  /* ... its blocks of B elements        */
+    int qgz_node;                   /* ... the ranks of ZeRO's group in one
+                                       node, dividing it                   */
 } ptdp_mesh;
 
 /* The world rank of grid coordinates (tp fastest, then dp, then pp). */

@@ -93,6 +93,19 @@ typedef struct {
     int zero_qwz_emulate;     /* --check's one device: the ZeRO group's N whose
                                  shards qwZ's blocks follow; 0 = none     */
     int zero_qwz_emulate_block;   /* ... and their block B                */
+    int zero_qgz;             /* ZeRO++'s qgZ (--zero-qgz, zero3_qgz.c): the
+                                 gradient codes' bits, 4 or 8 (--zero-qgz-bits,
+                                 4); 0 = off                               */
+    int zero_qgz_block;       /* its blocks' elements (--zero-quant-block,
+                                 2048)                                     */
+    int zero_qgz_node;        /* its node: the DP ranks of one node of the
+                                 profile, k (the command derives it)       */
+    int zero_qgz_emulate;     /* --check's one device: the ZeRO group's N whose
+                                 all-to-alls it sums as (zero_qgz_block,
+                                 zero_qgz_node and zero_qgz_emulate_bits
+                                 theirs, over zero_qgz_emulate_dp ranks);
+                                 0 = none                                  */
+    int zero_qgz_emulate_dp, zero_qgz_emulate_bits;
     bool bf16;                /* --precision bf16: bf16 parameters and
                                  gradients, float master weights (mixed.h);
                                  the float build only                      */
@@ -224,7 +237,8 @@ void ptdp_train_result_free(ptdp_train_result *r);
  * precision and steps, and every parallelism off (dp = tp = pp = 1, no
  * CP, SP, EP, ZeRO, recomputation; a schedule one stage runs).  Its
  * micro-batches: one, the global batch — or, when a scale covers one
- * micro-batch's tensor (--fp8 tensorwise or delayed, fp8_linear.h), the
+ * micro-batch's tensor (--fp8 tensorwise or delayed, fp8_linear.h) or
+ * qgZ sums each rank's micro-batch gradient (--zero-qgz, zero3_qgz.c), the
  * same micro-batches as cfg's, every replica's in turn. */
 ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg);
 

@@ -300,6 +300,12 @@ typedef struct ptdp_zero {
     int qwz_ranks;              /* bf16's --check device of a qwZ run: the
                                    ZeRO group's N its units are quantized as
                                    (zero3_qwz.c); 0: a real run, or none    */
+    int qgz_bits;               /* --zero-qgz: the gradient codes' bits, 4 or 8
+                                   (zero3_qgz.c); 0: off, a reduce-scatter  */
+    int qgz_block;              /* --zero-qgz: their blocks of B elements    */
+    ptdp_comm *qgz_node;        /* --zero-qgz: my node's ranks of z->dp, and */
+    ptdp_comm *qgz_cross;       /* the ranks of my place in every node; NULL
+                                   without                                   */
     struct ptdp_fp8_linear *fp8;   /* --fp8-comm: the linear op's FP8, whose
                                    weights stage 3 gathers as codes
                                    (zero3_fp8.c); else NULL                  */

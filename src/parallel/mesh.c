@@ -218,6 +218,21 @@ static int split_hpz(ptdp_device *dev, ptdp_mesh *m)
     return ptdp_comm_split(dev->world, d / k + groups * across, d % k, "hpz", &m->extra[PTDP_GROUP_HPZ]);
 }
 
+/* qgZ's two groups inside ZeRO's group of N (the shard group, or dp):
+ * DP rank d has place d mod k in node (d mod N) / k of ZeRO group d / N. */
+static int split_qgz(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
+{
+    const int k = m->qgz_node, d = m->dp_rank, N = m->shard > 0 ? m->shard : m->dp;
+    if (k < 1 || N % k != 0 || m->dp % N != 0 || m->cp > 1)
+        return ptdp_fail(dev, PTDP_EINVAL, "qgZ's node groups of %d: need a size dividing ZeRO's group %d "
+                         "and dp = %d, and cp 1 (cp = %d)", k, N, m->dp, m->cp);
+    const int across = m->tp_rank + m->tp * m->pp_rank;
+    if (g == PTDP_GROUP_QGZ_NODE)
+        return ptdp_comm_split(dev->world, d / k + m->dp / k * across, d % k, "qgz_node", &m->extra[g]);
+    const int color = (d / N) * k + d % k;   /* ZeRO's group, then my place in my node */
+    return ptdp_comm_split(dev->world, color + m->dp / (N / k) * across, (d % N) / k, "qgz_cross", &m->extra[g]);
+}
+
 int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
 {
     if (g < PTDP_GROUP_EMB || g >= PTDP_GROUP_COUNT)
@@ -233,6 +248,8 @@ int ptdp_mesh_add_group(ptdp_device *dev, ptdp_mesh *m, ptdp_group g)
     case PTDP_GROUP_SHARD:
     case PTDP_GROUP_REPLICA: return split_hsdp(dev, m, g);
     case PTDP_GROUP_HPZ: return split_hpz(dev, m);
+    case PTDP_GROUP_QGZ_NODE:
+    case PTDP_GROUP_QGZ_CROSS: return split_qgz(dev, m, g);
     default: return split_experts(dev, m, g);
     }
 }

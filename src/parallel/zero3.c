@@ -51,6 +51,10 @@
  * in the store's type; the scales need an all-reduce of amaxes first, and
  * the bits the model reads are the ones it would have quantized itself.
  *
+ * With --zero-qgz (ZeRO++'s qgZ, zero3_qgz.c) a unit's reduce-scatter is
+ * replaced by two all-to-alls of INT4 or INT8 codes, inside the node and
+ * then across nodes, each summing what it received.
+ *
  * With --zero-hpz (ZeRO++'s hpZ, zero_hpz.c) a forward's gather also leaves
  * each device 1/k of the unit, k its node's DP ranks, and a backward's
  * gather reads those secondary shards over the node group instead of the
@@ -85,6 +89,7 @@
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
 #include "parallel/zero3_fp8.h"
+#include "parallel/zero3_qgz.h"
 #include "parallel/zero3_qwz.h"
 #include "parallel/zero_impl.h"
 
@@ -295,6 +300,11 @@ static int grads_end(ptdp_device *dev, ptdp_zero *z, ptdp_model *m, int k)
         ptdp_store_from_real(PTDP_BF16, g, gf, n);
         ptdp_free(dev, gf);
     }
+    if (z->qgz_bits > 0) {   /* ZeRO++'s qgZ: two quantized all-to-alls in its place (float) */
+        int rc = ptdp_zero3_qgz_reduce(dev, z, k, gf);
+        ptdp_free(dev, gf);
+        return rc;
+    }
     int rc = finish_pending(dev, z);   /* one unit's reduce-scatter at a time */
     if (rc != 0) {
         ptdp_free(dev, g);
@@ -473,7 +483,9 @@ int ptdp_zero3_init(ptdp_device *dev, ptdp_zero *z, ptdp_model *m)
     z->qwz_block = m->mesh->qwz;   /* --zero-qwz (zero3_qwz.c) */
     z->qwz_ranks = m->mesh->qwz_ranks;
     ptdp_zero3_qwz_count(dev, z);
-    int rc = ptdp_zero3_fp8_init(dev, z, m);   /* --fp8-comm: z->fp8, before the subunits */
+    int rc = ptdp_zero3_qgz_init(dev, z, m);   /* --zero-qgz (zero3_qgz.c): its groups */
+    if (rc == 0)
+        rc = ptdp_zero3_fp8_init(dev, z, m);   /* --fp8-comm: z->fp8, before the subunits */
     return rc == 0 ? subunits_init(dev, z, m) : rc;
 }
 

@@ -43,7 +43,7 @@
 
 /* ---------------------------------------------------------- the blocks */
 
-static ptdp_real block_scale(const ptdp_real *x, size_t n)
+static ptdp_real block_scale(const ptdp_real *x, size_t n, int qmax)
 {
     ptdp_real amax = 0;
     for (size_t i = 0; i < n; i++) {
@@ -51,15 +51,15 @@ static ptdp_real block_scale(const ptdp_real *x, size_t n)
         if (isfinite(v) && v > amax)
             amax = v;
     }
-    return amax > 0 ? amax / 127 : 1;
+    return amax > 0 ? amax / (ptdp_real)qmax : 1;
 }
 
-static int8_t code_of(ptdp_real x, ptdp_real s)
+static int8_t code_of(ptdp_real x, ptdp_real s, int qmax)
 {
     const double q = nearbyint((double)(x / s));   /* to nearest, ties to even (the default mode) */
     if (isnan(q))
         return 0;
-    return (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+    return (int8_t)(q > qmax ? qmax : q < -qmax ? -qmax : q);
 }
 
 void ptdp_qwz_quantize_unit(ptdp_real *w, size_t n, int N, int B)
@@ -78,13 +78,19 @@ size_t ptdp_qwz_blocks(size_t n, int B)
 
 void ptdp_qwz_quantize(const ptdp_real *x, size_t n, int B, int8_t *codes, ptdp_real *scales, ptdp_real *out)
 {
+    ptdp_quantize_blocks(x, n, B, 127, codes, scales, out);
+}
+
+void ptdp_quantize_blocks(const ptdp_real *x, size_t n, int B, int qmax, int8_t *codes, ptdp_real *scales,
+                          ptdp_real *out)
+{
     for (size_t b = 0, at = 0; at < n; b++, at += (size_t)B) {
         const size_t len = n - at < (size_t)B ? n - at : (size_t)B;
-        const ptdp_real s = block_scale(x + at, len);
+        const ptdp_real s = block_scale(x + at, len, qmax);
         if (scales != NULL)
             scales[b] = s;
         for (size_t i = at; i < at + len; i++) {
-            const int8_t q = code_of(x[i], s);
+            const int8_t q = code_of(x[i], s, qmax);
             if (codes != NULL)
                 codes[i] = q;
             if (out != NULL)

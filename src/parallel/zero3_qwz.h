@@ -20,6 +20,10 @@ struct ptdp_device;
  * for zeros), each code round(x/s) to even, clamped to ±127 (NaN: 0);
  * codes, scales (⌈n/B⌉) and out (q s; may be x itself) each optional. */
 void   ptdp_qwz_quantize(const ptdp_real *x, size_t n, int B, int8_t *codes, ptdp_real *scales, ptdp_real *out);
+/* The same with codes in [-qmax, qmax] and scales amax/qmax (qgZ's INT4:
+ * qmax 7, zero3_qgz.c). */
+void   ptdp_quantize_blocks(const ptdp_real *x, size_t n, int B, int qmax, int8_t *codes, ptdp_real *scales,
+                            ptdp_real *out);
 size_t ptdp_qwz_blocks(size_t n, int B);
 /* A unit's n values w quantized in place as N ranks' shards would be
  * (ptdp_share's cut, blocks of B from each shard's start). */

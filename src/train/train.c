@@ -61,6 +61,7 @@
 #include "parallel/moe_impl.h"
 #include "parallel/pp_impl.h"
 #include "parallel/zero3_fp8.h"
+#include "parallel/zero3_qgz.h"
 #include "parallel/zero3_qwz.h"
 #include "parallel/zero_impl.h"
 #include "train/state_impl.h"
@@ -222,6 +223,9 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
     d->mesh.qwz = c->zero_qwz;            /* qwZ: ZeRO-3's forward gathers in INT8 (zero3_qwz.c) */
+    d->mesh.qgz_bits = c->zero_qgz;       /* qgZ: ZeRO-3's gradient all-to-alls (zero3_qgz.c) */
+    d->mesh.qgz_block = c->zero_qgz_block;
+    d->mesh.qgz_node = c->zero_qgz_node;
     if (c->zero_qwz_emulate > 0 && c->bf16) {   /* bf16's --check device: ZeRO's widening quantizes */
         d->mesh.qwz = c->zero_qwz_emulate_block;
         d->mesh.qwz_ranks = c->zero_qwz_emulate;
@@ -248,6 +252,11 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
         return rc;
     if (c->zero_qwz_emulate > 0 && !c->bf16 &&   /* --check's one device of a qwZ run (bf16: ZeRO's hook) */
         (rc = ptdp_zero_qwz_emulate(dev, &d->model, c->zero_qwz_emulate, c->zero_qwz_emulate_block)) != 0)
+        return rc;
+    if (c->zero_qgz_emulate > 0 &&   /* --check's one device of a qgZ run: after qwZ's hook, calling it */
+        (rc = ptdp_zero_qgz_emulate(dev, &d->model, c->zero_qgz_emulate_dp, c->zero_qgz_emulate, c->zero_qgz_node,
+                                    c->micro_batches / c->zero_qgz_emulate_dp, c->zero_qgz_emulate_bits,
+                                    c->zero_qgz_block)) != 0)
         return rc;
     ptdp_zero_set_overlap(&d->zero, c->overlap);   /* DP's buckets, ZeRO's reduce-scatters and gathers */
     /* The optimizer state covers the chunk this device updates. */
@@ -279,6 +288,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
 static void device_teardown(ptdp_device *dev, device_ctx *d)
 {
     dev->counts = NULL;
+    ptdp_zero_qgz_emulate_free(&d->model);   /* --check's one device of a qgZ run, then qwZ's */
     ptdp_zero_qwz_emulate_free(&d->model);   /* --check's one device of a qwZ run */
     ptdp_zero_free(dev, &d->zero, &d->model);
     ptdp_fp8_linear_destroy(dev, d->fp8);
@@ -385,6 +395,8 @@ static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *pr
         rc = ptdp_zero3_fp8_publish(reg);
     if (rc == 0 && cfg->zero_qwz > 0)
         rc = ptdp_zero3_qwz_publish(reg);
+    if (rc == 0 && cfg->zero_qgz > 0)
+        rc = ptdp_zero3_qgz_publish(reg);
     if (rc == 0 && cfg->fp8.recipe != NULL && cfg->fp8.recipe->uses_history)
         rc = ptdp_fp8_linear_publish(reg);
     if (rc != 0)
@@ -478,6 +490,13 @@ ptdp_train_config ptdp_train_baseline(const ptdp_train_config *cfg)
         b.zero_qwz_emulate_block = cfg->zero_qwz;
     }
     b.zero_qwz = 0;
+    if (cfg->zero_qgz > 0) {   /* qgZ: one device sums each rank's micro-batches as its all-to-alls (zero3_qgz.c) */
+        b.micro_batches = cfg->dp * cfg->micro_batches;   /* replica r's i-th as the r M + i-th */
+        b.zero_qgz_emulate = cfg->shard_group > 0 ? cfg->shard_group : cfg->dp;
+        b.zero_qgz_emulate_dp = cfg->dp;
+        b.zero_qgz_emulate_bits = cfg->zero_qgz;
+    }
+    b.zero_qgz = 0;
     b.overlap = false;
     return b;
 }

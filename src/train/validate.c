@@ -443,6 +443,41 @@ static int qwz_rules(const ptdp_train_config *c, char *msg, size_t n)
     return PTDP_OK;
 }
 
+/* ZeRO++'s qgZ (zero3_qgz.c): ZeRO-3's gradient reduce-scatter as two
+ * quantized all-to-alls, inside the node (k DP ranks, from the profile)
+ * and across nodes.  Float alone: bf16 would quantize gradients already
+ * rounded, which its one device (unsharded stores) cannot follow; no
+ * --overlap (the all-to-alls block); no CP or EP (their gradients' groups
+ * are not the node's DP ranks alone). */
+static int qgz_rules(const ptdp_train_config *c, char *msg, size_t n)
+{
+    const int k = c->zero_qgz_node, G = c->shard_group > 0 ? c->shard_group : c->dp;
+    if (c->zero_qgz == 0)
+        return PTDP_OK;
+    if (c->zero_qgz != 4 && c->zero_qgz != 8)
+        BAD("--zero-qgz-bits %d: qgZ sends INT4 or INT8 codes; use 4 or 8", c->zero_qgz);
+    if (c->zero_qgz_block < 1 || c->zero_qgz_block > 1 << 24)
+        BAD("--zero-quant-block %d: must be between 1 and 16777216 elements", c->zero_qgz_block);
+    if (c->zero != 3)
+        BAD("--zero-qgz replaces ZeRO-3's gradient reduce-scatter: it needs --zero 3; --zero is %d", c->zero);
+    if (k < 2 || k >= G || G % k != 0)
+        BAD("--zero-qgz: nodes of %d DP ranks must cut ZeRO-3's group of %d into two or more nodes of 2 or more",
+            k, G);
+    if (c->bf16)
+        BAD("--zero-qgz with --precision bf16: qgZ quantizes ZeRO-3's float unit gradients, and bf16's are "
+            "rounded and summed in bf16 first; leave one out");
+    if (c->overlap)
+        BAD("--zero-qgz with --overlap: qgZ's all-to-alls block (there is no non-blocking all-to-all), so "
+            "nothing would overlap the backward; leave --overlap out");
+    if (ptdp_train_cp(c) > 1)
+        BAD("--zero-qgz with --cp %d: its nodes cut the DP ranks alone here, and with context parallelism the "
+            "gradient's group is dp x cp; leave --cp or --zero-qgz out", c->cp);
+    if (c->ep > 1)
+        BAD("--zero-qgz with --ep %d: the experts' gradients are summed over the expert-DP group, which qgZ's "
+            "nodes do not cut; leave --ep or --zero-qgz out", c->ep);
+    return PTDP_OK;
+}
+
 /* bf16, ZeRO-3 and --overlap against the schedule and the mesh.  What
  * the schedule refuses is its row's to say (ptdp_schedule_refuses: its own
  * reasons, a W phase's, several chunks a stage's). */
@@ -466,7 +501,8 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
     if (c->overlap && c->dp * ptdp_train_cp(c) == 1 && !(c->sp && c->tp > 1))
         BAD("--overlap overlaps the data-parallel gradient sum (and SP's gathers) with the backward: it needs "
             "--dp 2 or more, or --sp with --tp 2 or more");
-    if (shard_group_rules(c, msg, n) != 0 || hpz_rules(c, msg, n) != 0 || qwz_rules(c, msg, n) != 0)
+    if (shard_group_rules(c, msg, n) != 0 || hpz_rules(c, msg, n) != 0 || qwz_rules(c, msg, n) != 0 ||
+        qgz_rules(c, msg, n) != 0)
         return PTDP_EINVAL;
     if (c->overlap && c->ep > 1 && z->shards_grads)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "

@@ -65,6 +65,10 @@ same 4 --model gpt --dp 4 --zero 3 --shard-group 2 --steps 2
 same 8 --model gpt --dp 4 --tp 2 --zero 3 --zero-hpz --profile hgx-a100-4 --micro-batches 2 --batch 8 --steps 2
 # ZeRO++'s qwZ: the forward's gathers in INT8 blocks, prefetched under --overlap
 same 4 --model gpt --dp 4 --zero 3 --zero-qwz --zero-quant-block 500 --overlap --micro-batches 2 --steps 2
+# ZeRO++'s qgZ: the gradient's two all-to-alls of INT4 codes, in the node of 4 and across the
+# two nodes; at tp 2 (nodes of 2 DP ranks) in INT8
+same 8 --model gpt --dp 8 --zero 3 --zero-qgz --zero-quant-block 300 --profile hgx-a100-4 --micro-batches 2 --batch 16 --steps 2
+same 8 --model gpt --dp 4 --tp 2 --zero 3 --zero-qgz --zero-qgz-bits 8 --profile hgx-a100-4 --batch 8 --steps 2
 # the llama: a kv head shared by TP ranks (its gradient summed over them),
 # PP and ZeRO, the ring with SP, and Ulysses over its kv heads
 same 4 --model llama --tp 4 --vocab 64 --steps 2
