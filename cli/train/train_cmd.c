@@ -95,6 +95,8 @@ static void usage_schedule(void)
     ptdp_help_wrapped(stdout, "  --schedule S", text);
 }
 
+static void usage_data_parallel(const char *pairs);
+
 static void usage_parallelism(const ptdp_train_config *d)
 {
     char names[128], slice[64], core[64], cp[64], sp[64], chunked[64], slicing[64], pairs[64];
@@ -148,6 +150,12 @@ static void usage_parallelism(const ptdp_train_config *d)
         models_that(can_slice, slice, sizeof slice), slicing, chunked,
         models_that(can_recompute_core, core, sizeof core), models_that(can_cp, cp, sizeof cp),
         models_that(can_sp, sp, sizeof sp));
+    usage_data_parallel(pairs);
+}
+
+/* Data parallelism's flags: DDP's buckets, ZeRO and its cuts, overlap. */
+static void usage_data_parallel(const char *pairs)
+{
     printf(
         "  --bucket-mb X       DDP gradient bucket size in MiB (default 0.25)\n"
         "  --zero S            ZeRO stage: 0 off (default), 1 shard the optimizer state, 2 also the gradients,\n"
@@ -719,6 +727,25 @@ static int resume_from(train_options *o, char *msg, size_t msglen)
 /* 0, PTDP_EXIT_USAGE (also for another model's checkpoint), or
  * PTDP_EXIT_FAIL if the checkpoint to --load cannot be read.  On 0,
  * o->resume holds that checkpoint (run frees it). */
+/* zero3_qwz.c: what qwZ's --check compares.  A stage's units are one
+ * device's units unless a tied embedding's second copy sits in the last
+ * stage's head (the model builds the embedding group for it). */
+static int qwz_check_rule(const train_options *o)
+{
+    const ptdp_train_config *c = &o->cfg;
+    const bool tied = (ptdp_model_of(&c->model)->groups & PTDP_GROUP_BIT(PTDP_GROUP_EMB)) != 0;
+    if (o->qwz && o->check && (c->tp > 1 || (c->pp > 1 && tied)))
+        return ptdp_usage_error("train", "--check with --zero-qwz and --%s %d: qwZ's blocks follow each ZeRO-3 "
+                              "unit's shards, and a %s unit is not one device's (%s), so no one device can "
+                              "quantize the same blocks; check qwZ over dp, cp and --shard-group%s",
+                              c->tp > 1 ? "tp" : "pp", c->tp > 1 ? c->tp : c->pp,
+                              c->tp > 1 ? "TP rank's" : "stage's",
+                              c->tp > 1 ? "its shard of every weight" : "the last stage's head holds its own copy of "
+                                                                        "the tied embedding",
+                              c->tp > 1 ? ", and --pp with a model whose head is not tied to its embedding" : "");
+    return 0;
+}
+
 static int validate(train_options *o)
 {
     ptdp_train_config *c = &o->cfg;
@@ -745,19 +772,8 @@ static int validate(train_options *o)
         c->zero_qwz = o->quant_block > 0 ? o->quant_block : 2048;
     if (rc == 0)
         rc = resolve_qgz(o);
-    /* zero3_qwz.c: what --check compares.  A stage's units are one device's
-     * units unless a tied embedding's second copy sits in the last stage's
-     * head (the model builds the embedding group for it). */
-    const bool tied = (ptdp_model_of(&c->model)->groups & PTDP_GROUP_BIT(PTDP_GROUP_EMB)) != 0;
-    if (rc == 0 && o->qwz && o->check && (c->tp > 1 || (c->pp > 1 && tied)))
-        rc = ptdp_usage_error("train", "--check with --zero-qwz and --%s %d: qwZ's blocks follow each ZeRO-3 "
-                              "unit's shards, and a %s unit is not one device's (%s), so no one device can "
-                              "quantize the same blocks; check qwZ over dp, cp and --shard-group%s",
-                              c->tp > 1 ? "tp" : "pp", c->tp > 1 ? c->tp : c->pp,
-                              c->tp > 1 ? "TP rank's" : "stage's",
-                              c->tp > 1 ? "its shard of every weight" : "the last stage's head holds its own copy of "
-                                                                        "the tied embedding",
-                              c->tp > 1 ? ", and --pp with a model whose embedding is not tied (--model llama)" : "");
+    if (rc == 0)
+        rc = qwz_check_rule(o);
     if (rc != 0)
         return rc;
     if (o->launch.algo == PTDP_ALGO_MPI && o->launch.backend != PTDP_BACKEND_MPI)

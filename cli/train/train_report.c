@@ -898,6 +898,21 @@ void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x)
     fputs(k->shape.ndim == 2 ? "]" : "", f);
 }
 
+/* MoE parallel folding (moe_fold.c): the re-layout's bytes a step, per
+ * device (means), and without EP the expert-DP group's sums. */
+static void json_fold(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
+{
+    if (fold_slices(c) == 1)
+        return;
+    double measured, formula;
+    fold_traffic(c, lr, res, &measured, &formula);
+    fprintf(f, ", \"moe_fold_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(measured), J(formula));
+    if (c->ep <= 1) {
+        const ep_traffic t = ep_traffic_of(c, lr, res);
+        fprintf(f, ", \"edp_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(t.edp), J(t.edp_formula));
+    }
+}
+
 static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_opts *o,
                         const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
@@ -936,15 +951,7 @@ static void json_report(FILE *f, const ptdp_train_config *c, const ptdp_launch_o
     if (c->pp > 1)
         fprintf(f, ", \"bubble_measured\": %s, \"bubble_formula\": %s",
                 J(res->bubble_measured), J(res->bubble_formula));
-    if (fold_slices(c) > 1) {   /* MoE parallel folding: the re-layout's bytes a step, per device (means) */
-        double measured, formula;
-        fold_traffic(c, lr, res, &measured, &formula);
-        fprintf(f, ", \"moe_fold_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(measured), J(formula));
-    }
-    if (fold_slices(c) > 1 && c->ep <= 1) {   /* folding alone: the expert-DP group's sums */
-        const ep_traffic t = ep_traffic_of(c, lr, res);
-        fprintf(f, ", \"edp_bytes_per_step\": {\"measured\": %s, \"formula\": %s}", J(t.edp), J(t.edp_formula));
-    }
+    json_fold(f, c, lr, res);
     if (c->ep > 1) {   /* expert parallelism: its two groups' bytes a step, per device (means) */
         const ep_traffic t = ep_traffic_of(c, lr, res);
         fprintf(f, ", \"ep_bytes_per_step\": {\"measured\": %s, \"formula\": %s, \"uniform\": %s}, "
