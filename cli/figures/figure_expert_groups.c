@@ -154,13 +154,7 @@ int fig_expert_groups(const char *path, char *msg, size_t msglen)
 {
     static groups_report rep;
     memset(&rep, 0, sizeof rep);
-    ptdp_launch_result lr;
-    memset(&lr, 0, sizeof lr);
-    ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };
-    int err = ptdp_launch(DP, describe_device, &rep, &o);
-    if (err != 0)
-        snprintf(msg, msglen, "building the dp 4, ep 2 groups failed: %s", lr.message);
-    ptdp_launch_result_free(&lr);
+    int err = fig_ask_devices(DP, describe_device, &rep, "the dp 4, ep 2 groups", msg, msglen);
     if (err == 0)
         err = check_report(&rep, msg, msglen);
     if (err != 0)

@@ -207,13 +207,7 @@ int fig_mesh_groups(const char *path, char *msg, size_t msglen)
 {
     static mesh_report rep;
     memset(&rep, 0, sizeof rep);
-    ptdp_launch_result lr;
-    memset(&lr, 0, sizeof lr);
-    ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };
-    int err = ptdp_launch(WORLD, mesh_describe_device, &rep, &o);
-    if (err != 0)
-        snprintf(msg, msglen, "building the dp 2 x tp 2 x pp 2 mesh failed: %s", lr.message);
-    ptdp_launch_result_free(&lr);
+    int err = fig_ask_devices(WORLD, mesh_describe_device, &rep, "the dp 2 x tp 2 x pp 2 mesh", msg, msglen);
     if (err == 0)
         err = check_report(&rep, msg, msglen);
     if (err != 0)

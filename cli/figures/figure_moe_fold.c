@@ -182,13 +182,7 @@ int fig_moe_fold(const char *path, char *msg, size_t msglen)
 {
     static fold_report rep;
     memset(&rep, 0, sizeof rep);
-    ptdp_launch_result lr;
-    memset(&lr, 0, sizeof lr);
-    ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };
-    int err = ptdp_launch(WORLD, describe_device, &rep, &o);
-    if (err != 0)
-        snprintf(msg, msglen, "building the folded groups on tp 2 x dp 2 failed: %s", lr.message);
-    ptdp_launch_result_free(&lr);
+    int err = fig_ask_devices(WORLD, describe_device, &rep, "the folded groups on tp 2 x dp 2", msg, msglen);
     if (err == 0)
         err = check_report(&rep, msg, msglen);
     if (err != 0)

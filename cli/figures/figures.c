@@ -116,6 +116,18 @@ const char *fig_rank_color(int rank)
     return colors[((rank % 8) + 8) % 8];
 }
 
+int fig_ask_devices(int world, ptdp_device_fn fn, void *arg, const char *what, char *msg, size_t msglen)
+{
+    ptdp_launch_result lr;
+    memset(&lr, 0, sizeof lr);
+    ptdp_launch_opts o = { .watchdog_s = 30, .result = &lr };
+    int err = ptdp_launch(world, fn, arg, &o);
+    if (err != 0)
+        snprintf(msg, msglen, "building %s failed: %s", what, lr.message);
+    ptdp_launch_result_free(&lr);
+    return err;
+}
+
 int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen)
 {
     int err = ptdp_svg_end(s);

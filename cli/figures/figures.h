@@ -53,6 +53,11 @@ int fig_default_model(ptdp_model_config *cfg, unsigned char **data, const char *
 const char *fig_rank_color(int rank);
 
 
+/* Run fn on `world` real devices (a 30 s watchdog) for a figure that asks
+ * them something; on failure msg says "building WHAT failed: why".  0 or
+ * the launch's error. */
+int fig_ask_devices(int world, ptdp_device_fn fn, void *arg, const char *what, char *msg, size_t msglen);
+
 /* Close the picture and save it; frees s either way.  0 or PTDP_E…. */
 int fig_finish(ptdp_svg *s, const char *path, char *msg, size_t msglen);
 

@@ -610,6 +610,14 @@ static ptdp_group beside_replicas(const ptdp_mesh *m, ptdp_group replicas)
     return replicas == PTDP_GROUP_EDP ? PTDP_GROUP_EP : PTDP_GROUP_COUNT;
 }
 
+void ptdp_model_unit_bounds(const ptdp_model *m, size_t *begin, size_t *end)
+{
+    for (int i = m->nparams - 1; i >= 0; i--)   /* its first parameter's offset, walking down */
+        begin[m->params[i].unit] = m->params[i].offset;
+    for (int i = 0; i < m->nparams; i++)   /* its last one's end, walking up */
+        end[m->params[i].unit] = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+}
+
 bool ptdp_param_norm_counts(const ptdp_model *m, const ptdp_param *p, bool sharded)
 {
     if (!ptdp_param_counted_here(m, p))

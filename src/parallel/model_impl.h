@@ -48,6 +48,10 @@ int  ptdp_model_sum_over_shards(ptdp_model *m, double *x);
  * an expert) or each holds its own shard of it (true: the DP group);
  * PTDP_GROUP_COUNT when there is none (or it is this device alone). */
 ptdp_group ptdp_param_norm_group(const ptdp_model *m, const ptdp_param *p, bool sharded);
+/* Each unit's stretch of the flat buffer, [begin[u], end[u]): a unit is a
+ * run of params[] (model.h), from its first parameter's offset to the end
+ * of its last.  begin and end hold one entry a unit. */
+void ptdp_model_unit_bounds(const ptdp_model *m, size_t *begin, size_t *end);
 /* Whether this device adds p's squares to the norm: the copy
  * ptdp_param_counted_here counts, and under MoE parallel folding, for an
  * expert held whole by each replica (sharded false), only its expert-DP

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "ptdp/comm.h"
+#include "parallel/model_impl.h"
 #include "ptdp/counters.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
@@ -249,10 +250,7 @@ int ptdp_zero_qwz_emulate(ptdp_device *dev, ptdp_model *m, int N, int B)
             free(e->begin), free(e->end), free(e->users), free(e->exact), free(e);
         return ptdp_fail(dev, PTDP_ENOMEM, "host out of memory emulating qwZ");
     }
-    for (int i = m->nparams - 1; i >= 0; i--)   /* a unit is a run of params[] (zero3.c's rule) */
-        e->begin[m->params[i].unit] = m->params[i].offset;
-    for (int i = 0; i < m->nparams; i++)
-        e->end[m->params[i].unit] = m->params[i].offset + ptdp_tensor_numel(m->params[i].w);
+    ptdp_model_unit_bounds(m, e->begin, e->end);   /* a unit is a run of params[] (zero3.c's rule) */
     m->unit_hook = emulate_on_unit;
     m->unit_hook_ctx = e;
     return PTDP_OK;
