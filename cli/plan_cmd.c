@@ -152,6 +152,8 @@ static void usage(void)
         "fix part of the layout (default: the planner chooses):\n"
         "  --tp t --pp p --cp c --zero 0..3 --micro-batch-size b\n"
         "  --ep N              expert parallelism (a mixture of experts; ep | dp x cp, ep | E)\n"
+        "  --etp N             the experts' own TP size (MoE parallel folding; etp | tp; default: the\n"
+        "                      planner tries every divisor of tp, ep then cutting the tp/etp slices)\n"
         "  --recompute none|selective|full\n");
     print_schedule_help();
     printf(
@@ -261,6 +263,7 @@ static bool read_layout_flag(ptdp_args *a, ptdp_plan_request *rq, int *sp, int *
         *rc = ptdp_args_enum(a, onoff, 2, sp);
     }
     else if (ptdp_args_is(a, "--ep")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->ep);
+    else if (ptdp_args_is(a, "--etp")) *rc = ptdp_args_int(a, 1, 1 << 24, &rq->etp);
     else
         return false;
     return true;
@@ -435,6 +438,16 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     if (r.ep > 1 && ops->check_run == NULL) {
         snprintf(msg, len, "--ep %d spreads a mixture of experts' experts over devices, and --model %s has no "
                  "experts", r.ep, ops->name);
+        return PTDP_EINVAL;
+    }
+    if (rq->etp > 0 && E == 0) {
+        snprintf(msg, len, "--etp %d sets a mixture of experts' own TP size, and --model %s has none here: give "
+                 "--moe-experts E, or leave --etp out", rq->etp, ops->name);
+        return PTDP_EINVAL;
+    }
+    if (rq->etp > 0 && rq->tp > 0 && rq->tp % rq->etp != 0) {
+        snprintf(msg, len, "--etp %d must divide --tp %d: the experts' TP groups are cut from attention's "
+                 "(try --etp 1)", rq->etp, rq->tp);
         return PTDP_EINVAL;
     }
     return ops->check_run != NULL ? ops->check_run(&rq->model, &r, msg, len) : PTDP_OK;

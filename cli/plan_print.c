@@ -235,6 +235,8 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
                 ptdp_json_number(t->tokens_per_s, x[2]), ptdp_json_number(t->model_tflops_per_gpu, x[3]),
                 ptdp_json_number(t->hardware_tflops_per_gpu, x[4]), l->micro_batches, l->overlap ? "true" : "false",
                 c[i].fits ? "true" : "false", l->ep > 1 ? l->ep : 1);
+        if (l->etp > 0 && l->etp < l->tp)   /* MoE parallel folding: the experts' own TP size */
+            fprintf(f, "\"etp\": %d, ", l->etp);
         fprintf(f,
                 "\"memory\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"acts\": %s, \"comm\": %s, \"other\": %s, "
                 "\"stage\": %d, \"in_flight\": %d, \"psi\": %s, \"psi_experts\": %s}, ",
@@ -296,6 +298,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --zero %d", l->zero);
     if (l->ep > 1)
         fprintf(f, " --ep %d", l->ep);
+    if (l->etp > 0 && l->etp < l->tp)   /* MoE parallel folding */
+        fprintf(f, " --etp %d", l->etp);
     if (l->overlap)
         fprintf(f, " --overlap");
     if (rq->bf16)
@@ -353,9 +357,16 @@ static void print_comm_terms(FILE *f, const ptdp_model_config *md, const ptdp_pl
 /* What the planner assumes of a mixture of experts (model_plan.h). */
 static void print_moe_assumption(FILE *f, const ptdp_plan_layout *l)
 {
-    const int ep = l->ep > 1 ? l->ep : 1, copies = l->dp * l->cp / ep;
-    fprintf(f, "        ep %d: each mixture's experts spread over %d of the dp x cp ranks; each expert has %d "
-            "cop%s (expert DP)\n", ep, ep, copies, copies == 1 ? "y" : "ies");
+    const int ep = l->ep > 1 ? l->ep : 1, slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;
+    const int copies = slices * l->dp * l->cp / ep;
+    if (slices > 1)   /* MoE parallel folding (moe_fold.c) */
+        fprintf(f, "        etp %d (folded): each TP group's rows routed in %d slices, each expert split %d way%s; "
+                "ep %d of the\n        %d slices x dp x cp; each expert has %d cop%s (expert DP); a fold "
+                "all-gather a block each way\n", l->etp, slices, l->etp, l->etp == 1 ? "" : "s", ep, slices, copies,
+                copies == 1 ? "y" : "ies");
+    else
+        fprintf(f, "        ep %d: each mixture's experts spread over %d of the dp x cp ranks; each expert has %d "
+                "cop%s (expert DP)\n", ep, ep, copies, copies == 1 ? "y" : "ies");
     fprintf(f, "\nassumed: uniform routing — each of the E experts receives k R / E of a device's R token rows a\n"
             "micro-batch (at most its capacity, ceil(c k T / E) a sequence, under --moe-capacity-factor c); so\n"
             "every EP rank runs and keeps as many rows as it routes, and each all-to-all moves (ep-1)/ep of them.\n"

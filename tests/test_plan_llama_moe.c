@@ -51,6 +51,7 @@ typedef struct {
     const char *schedule;
     bool bf16, sigmoid;
     double tol;                 /* 0: 5%                                  */
+    int etp;                    /* --etp (MoE parallel folding); 0: tp    */
 } llama_moe_case;
 
 #define R(how) PTDP_RECOMPUTE_##how
@@ -58,50 +59,55 @@ static const llama_moe_case cases[] = {
     /* name                       L  B dp tp pp cp ep b  k  n  K  S  cap    z  recompute        schedule
          bf16   sigmoid */
     { "one device, k = E",        2, 4, 1, 1, 1, 1, 1, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dp 2 ep 2",                2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dp 2 ep 2 zero 2",         2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     2, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dp 4 ep 2 zero 1",         2, 8, 4, 1, 1, 1, 2, 1, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dp 2 tp 2 ep 2",           2, 8, 2, 2, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dp 2 pp 2 ep 2",           4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "cp 2 ep 2",                2, 4, 1, 1, 1, 2, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "capacity, dp 2 ep 2",      2, 8, 2, 1, 1, 1, 2, 2, 2, 1, 0, 0, 0.125, 0, R(NONE),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "full",                     2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(FULL),      "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "selective",                2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     0, R(SELECTIVE), "1f1b",
-      false, false, 0 },
+      false, false, 0, 0 },
     /* ZB-H1's memory is a bound (plan_memory.c: every W a stage owes, d of
      * them, held beside every micro-batch in flight); the run holds d - 1
      * beside the B that makes the d-th.  A routed row's W keeps as much as
      * its activations (three layers' operands): 11% above the run here */
     { "pp 2 zb-h1 ep 2",          4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "zb-h1",
-      false, false, 0.15 },
+      false, false, 0.15, 0 },
     { "dualpipev dp 2 pp 2 ep 2", 4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 0, 0,     0, R(NONE),      "dualpipev",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "dualpipe dp 2 pp 2 ep 2",  4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 0, 1, 0,     1, R(NONE),      "dualpipe",
-      false, true, 0 },
+      false, true, 0, 0 },
     { "every 2nd, pp 2 gpipe",    4, 8, 2, 1, 2, 1, 2, 1, 4, 2, 0, 0, 0,     1, R(NONE),      "gpipe",
-      false, false, 0 },
+      false, false, 0, 0 },
     { "bf16 dp 2 ep 2 zero 1",    2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      true,  false, 0 },
+      true,  false, 0, 0 },
     /* DeepSeek-V3's pieces: the sigmoid router and its bias, dense first blocks, shared experts */
     { "sigmoid, dp 2 ep 2",       2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 0, 0,     1, R(NONE),      "1f1b",
-      false, true, 0 },
+      false, true, 0, 0 },
     { "dense first 1, pp 2",      4, 8, 2, 1, 2, 1, 2, 1, 4, 1, 1, 0, 0,     1, R(NONE),      "1f1b",
-      false, true, 0 },
+      false, true, 0, 0 },
     { "shared 1, dp 2 ep 2",      2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 0, 1, 0,     1, R(NONE),      "1f1b",
-      false, true, 0 },
+      false, true, 0, 0 },
     { "shared 2, tp 2 zb-h1",     4, 8, 2, 2, 2, 1, 2, 1, 4, 1, 0, 2, 0,     0, R(NONE),      "zb-h1",
-      false, false, 0.15 },
+      false, false, 0.15, 0 },
     { "shared 1, full, bf16",     2, 8, 2, 1, 1, 1, 2, 2, 4, 1, 1, 1, 0,     1, R(FULL),      "1f1b",
-      true,  true, 0 },
+      true,  true, 0, 0 },
+    /* MoE parallel folding: each TP rank routes its slice of the TP group's rows */
+    { "fold: tp 2 etp 1 ep 4",    2, 8, 2, 2, 1, 1, 4, 2, 4, 1, 0, 0, 0,     0, R(NONE),      "1f1b",
+      false, false, 0, 1 },
+    { "fold: sigmoid shared zero 1", 2, 8, 2, 2, 1, 1, 2, 2, 4, 1, 0, 1, 0,  1, R(NONE),      "1f1b",
+      false, true, 0, 1 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #undef R
@@ -127,10 +133,12 @@ static ptdp_plan_request request_of(const llama_moe_case *k)
 
 static ptdp_plan_layout layout_of(const llama_moe_case *k)
 {
-    return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .ep = k->ep,
-                                              .b = k->b, .zero = k->zero, .recompute = k->recompute,
-                                              .schedule = k->schedule },
-                       k->batch);
+    ptdp_plan_layout l = plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp,
+                                                           .ep = k->ep, .b = k->b, .zero = k->zero,
+                                                           .recompute = k->recompute, .schedule = k->schedule },
+                                     k->batch);
+    l.etp = k->etp;
+    return l;
 }
 
 LOOP_TEST(llama_moe_tests, test_plan_llama_moe_is_the_simulators, NCASES)
@@ -148,7 +156,7 @@ END_TEST
 TEST(llama_moe_tests, test_step_flops_of_a_mixture)
 {
     const llama_moe_case k = { "flops", 4, 8, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b",
-                               false, true, 0 };
+                               false, true, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_model_plan *mp = rq.model.ops->plan;
     double dense_m, dense_h, model, hardware;
@@ -177,15 +185,16 @@ END_TEST
 TEST(llama_moe_tests, test_search_over_expert_parallelism)
 {
     const llama_moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 1, 2, 1, 0, 0, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b",
-                               false, false, 0 };
+                               false, false, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     int nall = 0, spread = 0;
     ptdp_plan_candidate *all = plan_search_all(&rq, &nall);
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
-        const int ep = l->ep > 1 ? l->ep : 1;
-        ck_assert_msg((l->dp * l->cp) % ep == 0 && 4 % ep == 0, "dp %d cp %d ep %d", l->dp, l->cp, ep);
+        const int ep = l->ep > 1 ? l->ep : 1, slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;
+        ck_assert_msg((slices * l->dp * l->cp) % ep == 0 && 4 % ep == 0, "dp %d cp %d tp %d etp %d ep %d", l->dp,
+                      l->cp, l->tp, l->etp, ep);
         ck_assert_msg(l->zero != 3 && !l->sp, "a layout the llama refuses with experts (ZeRO-3 or SP)");
         spread += ep > 1;
     }

@@ -71,6 +71,7 @@ typedef struct {
     int v, cp;
     int dense;                  /* --moe-dense-first: blocks 0..K-1 dense */
     int shared;                 /* --moe-shared-experts S                 */
+    int etp;                    /* --etp (MoE parallel folding); 0: tp    */
 } moe_case;
 
 #define R(how) PTDP_RECOMPUTE_##how
@@ -78,56 +79,67 @@ static const moe_case cases[] = {
     /* name                    L  B dp tp pp ep b  E  k  n  cap    z  recompute schedule      profile
          overlap bf16 v cp */
     { "one device, k = E",     2, 4, 1, 1, 1, 1, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2",             2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2 zero 1",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2 zero 2",      2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    2, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 4 ep 2 zero 1",      2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 tp 2 ep 2",        2, 8, 2, 2, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 pp 2 ep 2",        4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2 full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(FULL),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2 selective",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    0, R(SELECTIVE), "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "capacity, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 2, 1, 0.125, 0, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "every 2nd, pp 2 gpipe", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,    1, R(NONE),  "gpipe",       NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "ep 4 over 2 nodes",     2, 8, 4, 2, 1, 4, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        "dgx-a100-80g",
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "dp 2 ep 2 overlap",     2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1, 0, 0 },
+      true, false, 1, 1, 0, 0, 0 },
     { "dp 4 ep 2 overlap",     2, 8, 4, 1, 1, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
-      true, false, 1, 1, 0, 0 },
+      true, false, 1, 1, 0, 0, 0 },
     { "cp 2 ep 2 (dropless)",  2, 4, 1, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 2, 0, 0 },
+      false, false, 1, 2, 0, 0, 0 },
     { "pp 2 zb-h1 ep 2",       4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    0, R(NONE),  "zb-h1",       NULL,
-      false, false, 1, 1, 0, 0 },
+      false, false, 1, 1, 0, 0, 0 },
     { "pp 2 interleaved ep 2", 4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "interleaved", NULL,
-      false, false, 2, 1, 0, 0 },
+      false, false, 2, 1, 0, 0, 0 },
     { "bf16 dp 2 ep 2 zero 1", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, true, 1, 1, 0, 0 },
+      false, true, 1, 1, 0, 0, 0 },
     /* DeepSeek's first dense blocks: stage 0 holds dense block 0 and MoE block 1 */
     { "dense first 1, pp 2",   4, 8, 2, 1, 2, 2, 1, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 1, 0 },
+      false, false, 1, 1, 1, 0, 0 },
     /* K = 2, every 2nd from there: block 3 alone */
     { "dense first 2, every 2nd", 4, 8, 2, 1, 2, 2, 1, 4, 4, 2, 0,  0, R(NONE),  "gpipe",       NULL,
-      false, false, 1, 1, 2, 0 },
+      false, false, 1, 1, 2, 0, 0 },
     /* DeepSeek's shared experts: one MLP of S F_e every token takes, beside the routed ones */
     { "shared 1, dp 2 ep 2",   2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 1 },
+      false, false, 1, 1, 0, 1, 0 },
     { "shared 2, tp 2 ep 2 zb-h1", 4, 8, 2, 2, 2, 2, 1, 4, 4, 1, 0, 0, R(NONE), "zb-h1",       NULL,
-      false, false, 1, 1, 0, 2 },
+      false, false, 1, 1, 0, 2, 0 },
     { "shared 1, full",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(FULL),  "1f1b",        NULL,
-      false, false, 1, 1, 0, 1 },
+      false, false, 1, 1, 0, 1, 0 },
     { "shared 1, bf16",        2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
-      false, true, 1, 1, 0, 1 },
+      false, true, 1, 1, 0, 1, 0 },
+    /* MoE parallel folding: each TP rank routes its slice, the experts split etp ways */
+    { "fold: tp 2 etp 1 ep 4", 2, 8, 2, 2, 1, 4, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 0, 1 },
+    { "fold: tp 2 etp 1 ep 1", 2, 8, 2, 2, 1, 1, 2, 4, 4, 1, 0,    1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 0, 1 },
+    { "fold: tp 4 etp 2 ep 2", 2, 8, 1, 4, 1, 2, 2, 4, 4, 1, 0,    0, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 0, 2 },
+    { "fold: pp 2 zero 1 shared", 4, 8, 2, 2, 2, 4, 2, 4, 4, 1, 0, 1, R(NONE),  "1f1b",        NULL,
+      false, false, 1, 1, 0, 1, 1 },
+    { "fold: capacity",        2, 8, 2, 2, 1, 4, 2, 4, 2, 1, 0.125, 0, R(NONE), "1f1b",       NULL,
+      false, false, 1, 1, 0, 0, 1 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #undef R
@@ -150,10 +162,13 @@ static ptdp_plan_request request_of(const moe_case *k)
 
 static ptdp_plan_layout layout_of(const moe_case *k)
 {
-    return plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp, .ep = k->ep, .b = k->b,
-                                              .v = k->v, .zero = k->zero, .recompute = k->recompute,
-                                              .schedule = k->schedule, .overlap = k->overlap },
-                       k->batch);
+    ptdp_plan_layout l = plan_layout((plan_layout_fields){ .dp = k->dp, .tp = k->tp, .pp = k->pp, .cp = k->cp,
+                                                           .ep = k->ep, .b = k->b, .v = k->v, .zero = k->zero,
+                                                           .recompute = k->recompute, .schedule = k->schedule,
+                                                           .overlap = k->overlap },
+                                     k->batch);
+    l.etp = k->etp;
+    return l;
 }
 
 LOOP_TEST(moe_tests, test_plan_moe_is_the_simulators, NCASES)
@@ -170,10 +185,10 @@ static ptdp_model_plan counted_plan;
 static ptdp_model_ops counted_ops;
 
 static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                        bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
+                        int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
 {
     moe_prices++;
-    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, selective, split, bf16, fp8, out);
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, etp, selective, split, bf16, fp8, out);
 }
 
 /* Under --fp8 a mixture's experts are priced as the run charges them
@@ -187,12 +202,12 @@ static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int l
 TEST(moe_tests, test_fp8_prices_the_experts)
 {
     const moe_case k = { "fp8", 2, 8, 2, 1, 1, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0, 0 };
+                         false, false, 1, 1, 0, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_profile *a100 = ptdp_profile_find("dgx-a100-80g"), *h100 = ptdp_profile_find("dgx-h100");
     ptdp_plan_moe a, b, h16, h8;
-    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, false, false, true, false, &a));
-    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, false, false, true, true, &b));
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, false, &a));
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, true, &b));
     const double C = 64, F = 128, per = 312e12 * 5 / 2.039e12;   /* flops at the bf16 peak an element */
     const double row_f = a.row_fwd + per * (C + F), row_b = a.row_bwd + per * (C + F + F + C);
     ck_assert_msg(fabs(b.row_fwd - row_f) <= 1e-12 * row_f, "a row forward %.17g flops, want %.17g", b.row_fwd, row_f);
@@ -201,8 +216,8 @@ TEST(moe_tests, test_fp8_prices_the_experts)
     const double wq = b.local * per * 2 * F * C;   /* the attention's FP8 beside it: a's and b's fwd apart by more */
     ck_assert_msg(b.fwd - a.fwd >= wq && b.bwd - a.bwd >= wq, "the experts' weights: fwd +%g, bwd +%g, want >= %g",
                   b.fwd - a.fwd, b.bwd - a.bwd, wq);
-    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, false, false, true, false, &h16));
-    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, false, false, true, true, &h8));
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, false, &h16));
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, true, &h8));
     /* dgx-h100: the row's four products (2 C F_e each, forward two,
      * backward four) at the FP8 peak, the rest as in bf16 */
     const double ratio = ptdp_profile_peak(h100, 1) / ptdp_profile_peak_fp8(h100), G = 2 * C * F;
@@ -226,7 +241,7 @@ TEST(moe_tests, test_fp8_plan_moe_is_the_simulators)
     static const char *const profiles[] = { "dgx-h100", "dgx-a100-80g" };
     for (int i = 0; i < 2; i++) {
         const moe_case k = { profiles[i], 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b",
-                             profiles[i], false, true, 1, 1, 0, 0 };
+                             profiles[i], false, true, 1, 1, 0, 0, 0 };
         ptdp_plan_request rq = request_of(&k);
         rq.fp8 = ptdp_fp8_recipe_find("blockwise");
         const ptdp_plan_layout l = layout_of(&k);
@@ -254,7 +269,7 @@ TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
     static const char *const recipes[] = { "blockwise", "mxfp8" };
     static const double tiles[] = { 1, 2 };
     const moe_case k = { "fp8-comm", 2, 8, 2, 1, 1, 2, 2, 4, 4, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", "dgx-h100",
-                         false, true, 1, 1, 0, 0 };
+                         false, true, 1, 1, 0, 0, 0 };
     for (int i = 0; i < 2; i++) {
         ptdp_plan_request rq = request_of(&k);
         const ptdp_plan_layout l = layout_of(&k);
@@ -291,7 +306,7 @@ END_TEST
 TEST(moe_tests, test_a_layout_prices_one_mixture)
 {
     const moe_case k = { "count", 64, 8, 2, 1, 4, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0, 0 };
+                         false, false, 1, 1, 0, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     const ptdp_plan_layout l = layout_of(&k);
     ptdp_plan_memory mem, mem_counted;
@@ -363,22 +378,26 @@ END_TEST
 TEST(moe_tests, test_search_over_expert_parallelism)
 {
     const moe_case k = { "search", 2, 8, 1, 1, 1, 1, 1, 4, 2, 1, 0, 0, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
-                         false, false, 1, 1, 0, 0 };
+                         false, false, 1, 1, 0, 0, 0 };
     ptdp_plan_request rq = request_of(&k);
     rq.gpus = 8;
     ptdp_plan_candidate *top = NULL;
-    int nall = 0, ntop = 0, spread = 0;
+    int nall = 0, ntop = 0, spread = 0, folded = 0;
     ptdp_plan_candidate *all = plan_search_all(&rq, &nall);
     ptdp_plan_search_stats st;
     char msg[PTDP_MSG_MAX];
     for (int i = 0; i < nall; i++) {
         const ptdp_plan_layout *l = &all[i].layout;
-        const int ep = l->ep > 1 ? l->ep : 1;
-        ck_assert_msg((l->dp * l->cp) % ep == 0 && 4 % ep == 0, "dp %d cp %d ep %d", l->dp, l->cp, ep);
+        const int ep = l->ep > 1 ? l->ep : 1, slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;
+        ck_assert_msg(l->etp == 0 || l->tp % l->etp == 0, "tp %d etp %d", l->tp, l->etp);
+        ck_assert_msg((slices * l->dp * l->cp) % ep == 0 && 4 % ep == 0, "dp %d cp %d tp %d etp %d ep %d", l->dp,
+                      l->cp, l->tp, l->etp, ep);
+        folded += slices > 1;
         ck_assert_msg(l->zero != 3 && !l->sp, "a layout the model refuses (ZeRO-3 or SP)");
         spread += ep > 1;
     }
     ck_assert_int_gt(spread, 0);
+    ck_assert_int_gt(folded, 0);   /* MoE parallel folding's layouts are offered too */
     ck_assert_msg(ptdp_plan_search_top(&rq, 0, 5, &top, &ntop, &st, msg, sizeof msg) == 0, "%s", msg);
     for (int i = 0; i < ntop; i++)
         ck_assert(top[i].time.step_s == all[i].time.step_s && top[i].layout.ep == all[i].layout.ep);

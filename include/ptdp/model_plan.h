@@ -249,13 +249,16 @@ typedef struct ptdp_model_plan {
     /* Its experts a mixture of experts (0: none, every block dense), and
      * whether block `layer` is such a mixture and, if so, *out for a
      * micro-batch of b samples on a tp x cp device with ep expert ranks
-     * (selective: the attention core again in the backward; split: B
-     * without the deferred dW; fp8: the attention's linear layers as
+     * and the experts' own TP size etp (MoE parallel folding, moe_fold.c:
+     * below tp each rank routes its 1/(tp/etp) slice of the rows, each
+     * expert split etp ways; 0 or tp: attention's layout) (selective: the
+     * attention core again in the backward; split: B without the
+     * deferred dW; fp8: the attention's linear layers as
      * flops prices them and the experts' by their rows, at the FP8 peak
      * with their quantization, as the run charges them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
+                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
     /* How many of blocks first .. first + n - 1 are mixtures, counted
      * without pricing them (NULL with moe).  Every mixture's numbers are
      * alike (moe's depend on the layout, not on the layer), so the planner

@@ -76,6 +76,9 @@ typedef struct {
                                     unasked (PTDP_SCHED_PLANNED)            */
     int ep;                      /* expert parallelism (a model with experts),
                                     or -1 / 0: the planner chooses          */
+    int etp;                     /* the experts' TP size (--etp, MoE parallel
+                                    folding), or 0: the planner chooses
+                                    among the divisors of tp               */
     const struct ptdp_fp8_recipe *fp8;   /* --fp8 R: the linear layers'
                                     products priced at the FP8 peak with
                                     their quantization (clock.h), or NULL  */
@@ -113,7 +116,11 @@ typedef struct {
     bool sp;                     /* sequence parallelism (tp > 1 only)      */
     bool overlap;                /* DP/ZeRO traffic started in the backward */
     int ep;                      /* expert parallelism: experts over ep of the
-                                    dp x cp ranks (0 or 1: none)            */
+                                    dp x cp ranks (0 or 1: none), or under
+                                    folding of the tp/etp x dp x cp slices */
+    int etp;                     /* the experts' TP size: 0 or tp, as
+                                    attention's; below tp MoE parallel
+                                    folding (moe_fold.c)                    */
 } ptdp_plan_layout;
 
 /* Memory per GPU, bytes, on the device with the largest peak. */

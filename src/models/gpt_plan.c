@@ -288,12 +288,14 @@ static int experts(const ptdp_model_config *c)
 }
 
 /* The block's shared experts (--moe-shared-experts S, gpt_moe.c): one MLP
- * of Fs = S F_e/tp on all R rows after the combine, charged as an expert
+ * of Fs = S F_e/tp on all R rows after the combine (Rr: the rows the
+ * routed experts' backward holds, R/S under folding), charged as an expert
  * of R rows; its parameters summed over DP like the block's; it keeps 2
  * R Fs reals (c_fc's output and GELU's, float like every expert row), its
  * forward makes its output (R C) on top, its backward its scratch (R Fs)
  * and input gradient (R C) beside the routed backward's transients. */
-static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int Fs, bool split, ptdp_plan_moe *o)
+static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int Fs, double Rr, bool split,
+                           ptdp_plan_moe *o)
 {
     const double r = sizeof(ptdp_real), R = s->R, C = s->C;
     o->fwd += ptdp_gpt_cost_expert_forward(p, s, (int)R, Fs, true);
@@ -305,32 +307,36 @@ static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int F
     o->tensors += 4;
     o->kept_bytes += 2 * r * R * Fs;
     o->fwd_bytes = o->fwd_bytes > r * R * C ? o->fwd_bytes : r * R * C;
-    const double routed = 2 * r * o->kept * C + r * R * o->k + r * R * o->E;   /* dy, dx, dgate, dz */
+    const double routed = 2 * r * o->kept * C + r * Rr * o->k + r * Rr * o->E;   /* dy, dx, dgate, dz */
     const double beside = routed + r * R * Fs + r * R * C;
     o->bwd_bytes = o->bwd_bytes > beside ? o->bwd_bytes : beside;
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
+                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_gpt_settings *g = ptdp_gpt(c);
     if (!ptdp_gpt_block_is_moe(c, layer))
         return false;
     ep = ep > 1 ? ep : 1;
     cp = cp > 1 ? cp : 1;
+    etp = etp > 0 && etp < tp ? etp : tp;   /* MoE parallel folding (moe_fold.c): tp / etp slices */
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
     s.selective = selective;
     s.split = split;
     s.fp8 = fp8;     /* the attention's linear layers and the experts' (gpt_cost.h) */
     s.bf16 = bf16;
-    const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = s.R;
-    const int Fe = ptdp_gpt_moe_ffn(c) / tp;
+    ptdp_gpt_shape routed = s;   /* the router's products on the rows this rank routes (gpt_moe.c) */
+    routed.R /= tp / etp;
+    const double r = sizeof(ptdp_real), E = g->moe_experts, k = g->moe_top_k, C = c->hidden, R = routed.R;
+    const double Rd = s.R, bs = (double)b / (tp / etp);   /* the dense block's rows; the slice's sequences */
+    const int Fe = ptdp_gpt_moe_ffn(c) / etp, Fs = ptdp_gpt_moe_ffn(c) / tp;
     const double T = g->seq_len / cp;
     double kept = k * R;
     if (g->moe_capacity > 0) {   /* the cap bounds each expert's rows a sequence (kept_choices' rule) */
         double slots = ceil(g->moe_capacity * k * T / E);
         slots = slots < k * T ? slots : k * T;
-        kept = kept < E * slots * b ? kept : E * slots * b;
+        kept = kept < E * slots * bs ? kept : E * slots * bs;
     }
     memset(o, 0, sizeof *o);
     o->E = E;
@@ -339,10 +345,10 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     o->Fe = Fe;
     o->kept = kept;
     o->here = kept;
-    o->fwd = ptdp_gpt_cost_attn_forward(p, &s) + ptdp_gpt_cost_moe_forward(p, &s, (int)E) +
+    o->fwd = ptdp_gpt_cost_attn_forward(p, &s) + ptdp_gpt_cost_moe_forward(p, &routed, (int)E) +
              ptdp_gpt_cost_block_out_forward(p, &s);
     o->bwd = ptdp_gpt_cost_attn_backward(p, &s) + ptdp_gpt_cost_ln1_backward(p, &s) +
-             ptdp_gpt_cost_moe_backward(p, &s, (int)E);
+             ptdp_gpt_cost_moe_backward(p, &routed, (int)E);
     /* a routed row through its expert, as gpt_moe.c charges it (gpt_cost.h) */
     o->row_fwd = ptdp_gpt_cost_expert_forward(p, &s, 1, Fe, false);
     o->row_bwd = ptdp_gpt_cost_expert_backward(p, &s, 1, Fe, split, false);
@@ -352,7 +358,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     }
     if (split)   /* W: the attention's two dW, the router's and each routed row's two */
         o->w = ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) +
-               ptdp_gpt_cost_dw_router(p, &s, (int)E) +
+               ptdp_gpt_cost_dw_router(p, &routed, (int)E) +
                o->here * (ptdp_gpt_cost_expert_dw_proj(p, &s, 1, Fe) + ptdp_gpt_cost_expert_dw_fc(p, &s, 1, Fe));
     o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
     o->params_expert = 2 * C * Fe + Fe + C;
@@ -364,16 +370,16 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
      * and the selection bias not among them: small beside the rest) */
     o->expert = (ptdp_plan_tensors){ 4, { C, C * Fe, Fe * C, Fe } };
     o->beside = (ptdp_plan_tensors){ 9, { E * C, C, C, C, C * s.Cl, 3 * s.Cl * C, 3 * s.Cl, C, C } };
-    if (g->moe_shared_experts > 0)
-        shared_experts(p, &s, g->moe_shared_experts * Fe, split, o);
-    const double here = o->here, dense_rows = 2 * R * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
+    if (g->moe_shared_experts > 0)   /* in attention's layout, on all the rows */
+        shared_experts(p, &s, g->moe_shared_experts * Fs, R, split, o);
+    const double here = o->here, dense_rows = 2 * Rd * s.Fl * (bf16 ? sizeof(ptdp_bf16) : r);
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
                     2 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +
-                    (cp > 1 ? 16 * b * E : 0) + (g->moe_z_loss > 0 ? r * R * E : 0) - dense_rows;
+                    (cp > 1 ? 16 * bs * E : 0) + (g->moe_z_loss > 0 ? r * R * E : 0) - dense_rows;
     /* a deferred W: the router's operands (dZ and LN2's output) and each
      * routed row's through its expert's two layers, for the dense MLP's two */
     o->wgrad_own = R * (C + E) + 2 * here * (C + Fe);
-    o->wgrad = o->wgrad_own - R * (2 * C + 2 * s.Fl);
+    o->wgrad = o->wgrad_own - Rd * (2 * C + 2 * s.Fl);
     const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0);
     o->fwd_bytes = r * R * E > stacked ? r * R * E : stacked;
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + r * here * Fe +

@@ -133,6 +133,8 @@ typedef struct {
     bool bf16, fp8;           /* --fp8: the linear layers' products (not the
                                  head's) at the FP8 peak, with their
                                  operands' quantization (clock.h)          */
+    double routed;            /* a mixture's rows this rank routes: R, or
+                                 under MoE parallel folding its slice R/S */
 } shape;
 
 static double gemm(const shape *x, double m, double n, double k)
@@ -464,7 +466,7 @@ static void dense_ffn(const shape *x, double *fwd, double *bwd, double *w)
  * the gate and the combine (llama_moe.c's charges, flat). */
 static void beside_experts(const shape *x, bool split, ptdp_plan_moe *o)
 {
-    const double R = x->s.R, C = x->s.C, E = o->E, k = o->k, gate = 2 * R * E * C;
+    const double R = x->routed, C = x->s.C, E = o->E, k = o->k, gate = 2 * R * E * C;
     double ffn_f, ffn_b, ffn_w;
     dense_ffn(x, &ffn_f, &ffn_b, &ffn_w);
     const double w = block_weights(x) - ffn_w + gate;   /* the attention's dW and the gate's */
@@ -491,7 +493,8 @@ static void shared_experts(const shape *x, double Fs, bool split, ptdp_plan_moe 
     o->wgrad += 3 * R * (C + Fs);       /* its three layers' deferred dW */
     o->wgrad_own += 3 * R * (C + Fs);
     o->fwd_bytes = fmax(o->fwd_bytes, r * R * C);
-    const double routed = 2 * r * o->kept * C + r * R * o->k + r * R * o->E;   /* dy, dx, dgate, dz */
+    const double Rr = x->routed;
+    const double routed = 2 * r * o->kept * C + r * Rr * o->k + r * Rr * o->E;   /* dy, dx, dgate, dz */
     o->bwd_bytes = fmax(o->bwd_bytes, routed + 3 * r * R * Fs + r * R * C);
 }
 
@@ -499,15 +502,15 @@ static void shared_experts(const shape *x, double Fs, bool split, ptdp_plan_moe 
  * transients (the picture above). */
 static void moe_bytes(const ptdp_moe_settings *m, const shape *x, int b, int ep, int cp, ptdp_plan_moe *o)
 {
-    const double r = sizeof(ptdp_real), R = x->s.R, C = x->s.C, E = o->E, k = o->k, kept = o->kept;
-    const double here = o->here, Fe = o->Fe;
+    const double r = sizeof(ptdp_real), R = x->routed, C = x->s.C, E = o->E, k = o->k, kept = o->kept;
+    const double here = o->here, Fe = o->Fe, Rd = x->s.R, slices = Rd / R;   /* the dense block's rows */
     o->kept_bytes = MOE_ACTS_STRUCT + 8 * R * k + r * R * k + r * R * E + 4 * E + 4 * kept + r * kept * C +
-                    3 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) + (cp > 1 ? 16.0 * b * E : 0) +
-                    (m->z_loss > 0 ? r * R * E : 0) - 3 * r * R * x->s.Fl;
+                    3 * r * here * Fe + (ep > 1 ? r * here * C + 4 * o->local : 0) +
+                    (cp > 1 ? 16.0 * b / slices * E : 0) + (m->z_loss > 0 ? r * R * E : 0) - 3 * r * Rd * x->s.Fl;
     /* a deferred W: the gate's operands (dZ, n2) and each routed row's
      * through its expert's three layers, for the dense SwiGLU's three */
     o->wgrad_own = R * (C + E) + 3 * here * (C + Fe);
-    o->wgrad = o->wgrad_own - 3 * R * (C + x->s.Fl);
+    o->wgrad = o->wgrad_own - 3 * Rd * (C + x->s.Fl);
     o->fwd_bytes = fmax(r * R * E, r * kept * C + (ep > 1 ? 2 * r * here * C : 0));
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + 3 * r * here * Fe +
                    (ep > 1 ? 3 * r * here * C : r * kept * C);
@@ -533,23 +536,25 @@ static void moe_tensors(const ptdp_moe_settings *m, const shape *x, ptdp_plan_mo
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
+                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_moe_settings *m = &ptdp_llama(c)->moe;
     if (experts(c) == 0 || !ptdp_moe_block_is_moe(m, layer))
         return false;
     ep = ep > 1 ? ep : 1;
     cp = cp > 1 ? cp : 1;
+    etp = etp > 0 && etp < tp ? etp : tp;   /* MoE parallel folding (moe_fold.c): tp / etp slices */
     shape x = shape_of(p, c, b, tp, false, cp, selective);
     x.bf16 = bf16;
     x.fp8 = fp8;   /* the attention's linear layers and the experts' */
-    const double C = x.s.C, Fe = (double)(ptdp_moe_ffn(m, c->ffn) / tp);
+    x.routed = x.s.R / (tp / etp);
+    const double C = x.s.C, Fe = (double)(ptdp_moe_ffn(m, c->ffn) / etp), Fs = (double)(ptdp_moe_ffn(m, c->ffn) / tp);
     memset(o, 0, sizeof *o);
     o->E = m->experts;
     o->k = m->top_k;
     o->local = o->E / ep;
     o->Fe = Fe;
-    o->kept = fmin(o->k * x.s.R, b * kept_choices(m, x.s.Tq));   /* a capacity runs without CP */
+    o->kept = fmin(o->k * x.routed, b / (tp / etp) * kept_choices(m, x.s.Tq));   /* a capacity runs without CP */
     o->here = o->kept;
     beside_experts(&x, split, o);
     o->row_fwd = expert_forward(&x, 1, Fe, false);
@@ -566,7 +571,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     o->tensors = 6 + 1 + (m->score == PTDP_MOE_SIGMOID ? 1 : 0) + 3 * o->local;
     moe_bytes(m, &x, b, ep, cp, o);
     if (m->shared > 0)
-        shared_experts(&x, m->shared * Fe, split, o);
+        shared_experts(&x, m->shared * Fs, split, o);   /* in attention's layout */
     moe_tensors(m, &x, o);
     return true;
 }

@@ -61,14 +61,18 @@ static inline double ptdp_price_collective(const ptdp_price_group *g, ptdp_coll 
 ptdp_price_group ptdp_price_group_of(const ptdp_profile *p, int n, int stride);
 
 /* A layout's groups: TP, CP, DP (dp x cp: DP's and ZeRO's sums), EP and
- * expert DP (an expert's dp cp / ep copies). */
+ * expert DP (an expert's dp cp / ep copies); under MoE parallel folding
+ * (etp below tp, moe_fold.c) the experts' TP group, the fold group of a
+ * TP group's tp/etp slices, and EP and expert DP over the slices. */
 typedef struct {
     const ptdp_profile *p;
     int dp, tp, pp, cp, ndp;
     int ep, nedp;
+    int etp, slices;                /* the experts' TP size; tp / etp     */
     ptdp_price_group tp_group, cp_group, dp_group, ep_group, edp_group;
+    ptdp_price_group etp_group, fold_group;
 } ptdp_price_mesh;
-void ptdp_price_mesh_of(ptdp_price_mesh *m, const ptdp_profile *p, int dp, int tp, int pp, int cp, int ep);
+void ptdp_price_mesh_of(ptdp_price_mesh *m, const ptdp_profile *p, int dp, int tp, int pp, int cp, int ep, int etp);
 /* The world rank of pipeline stage `stage`'s first device. */
 int ptdp_price_mesh_stage_rank(const ptdp_price_mesh *m, int stage);
 
@@ -105,10 +109,12 @@ ptdp_price_fb ptdp_tp_price_embed(const ptdp_price_group *tp, double S, bool sp)
  * dx_s). */
 ptdp_price_fb ptdp_tp_price_head(const ptdp_price_group *tp, double S, double R, bool sp, bool overlap, double dx_s);
 /* A mixture of experts' block (dense attention, TP-split experts): the
- * attention's all-reduce of S, the experts' outputs' of rows_bytes, the
- * rows they ran, and the shared experts' output's of shared_bytes (0:
- * none) — the same forward and backward. */
-double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes, double shared_bytes);
+ * attention's all-reduce of S over tp, the experts' outputs' of
+ * rows_bytes, the rows they ran, over their own TP group etp (tp's unless
+ * folded, moe_fold.c), and the shared experts' output's of shared_bytes
+ * over tp (0: none) — the same forward and backward. */
+double ptdp_tp_price_moe_block(const ptdp_price_group *tp, const ptdp_price_group *etp, double S, double rows_bytes,
+                               double shared_bytes);
 /* SP's all-gather of a LayerNorm shard again in the backward, for a
  * column-parallel layer's dW: blocking, or under --overlap beside the
  * input-gradient product (dx_s seconds), its excess only. */

@@ -83,10 +83,11 @@ ptdp_price_fb ptdp_tp_price_head(const ptdp_price_group *tp, double S, double R,
     };
 }
 
-double ptdp_tp_price_moe_block(const ptdp_price_group *tp, double S, double rows_bytes, double shared_bytes)
+double ptdp_tp_price_moe_block(const ptdp_price_group *tp, const ptdp_price_group *etp, double S, double rows_bytes,
+                               double shared_bytes)
 {
     return ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, S) +
-           ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, rows_bytes) +
+           ptdp_price_collective(etp, PTDP_COLL_ALL_REDUCE, rows_bytes) +
            (shared_bytes > 0 ? ptdp_price_collective(tp, PTDP_COLL_ALL_REDUCE, shared_bytes) : 0);
 }
 

@@ -15,6 +15,9 @@
  *   ep  a mixture of experts' experts over ep of the dp x cp ranks
  *       (ep | dp cp, ep | E), their copies summed over the other
  *       dp cp / ep (the expert-data-parallel group)
+ *   etp the experts' own TP size (MoE parallel folding, etp | tp): below
+ *       tp each TP group's rows are routed in tp/etp slices, and ep cuts
+ *       the tp/etp x dp x cp slices instead
  *   and how activations are kept: recompute none, selective or full, sp.
  *
  * A layout is valid exactly when `ptdp train` would run it: the planner
@@ -115,6 +118,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->zero = l->zero;
     cfg->overlap = l->overlap;
     cfg->ep = l->ep > 1 ? l->ep : 0;
+    cfg->etp = l->etp > 0 && l->etp < l->tp ? l->etp : 0;   /* MoE parallel folding */
     /* ZeRO-3's options as ptdp train resolves them: hpZ's node group is
      * the profile's GPUs a node / tp DP ranks (1, which train's rules
      * refuse, when a node does not hold whole TP groups) */
@@ -169,6 +173,6 @@ bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bo
     if (layer == L)
         return false;
     return mp->moe(rq->profile, &rq->model, layer, l->micro_batch_size, l->tp, l->cp > 1 ? l->cp : 1,
-                   l->ep > 1 ? l->ep : 1, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16, rq->fp8 != NULL,
-                   out);
+                   l->ep > 1 ? l->ep : 1, l->etp, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16,
+                   rq->fp8 != NULL, out);
 }

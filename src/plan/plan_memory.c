@@ -153,7 +153,8 @@ typedef struct {
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp;
                                  HSDP's shard group                          */
     int hpz;                  /* hpZ's node group: k DP ranks (0: none)       */
-    int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep */
+    int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep
+                                 (folded: tp/etp dp cp / ep)            */
     int E;                    /* experts of the model's mixtures (0: dense)        */
     ptdp_plan_moe moe;        /* one mixture's numbers (every one's alike); zero: none */
     bool sp;
@@ -189,7 +190,8 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.hpz = s.zero != NULL && s.zero->shards_params ? t.zero_hpz : 0;
     s.layers = c->layers;
     s.ep = l->ep > 1 ? l->ep : 1;
-    s.nedp = s.ndp / s.ep > 0 ? s.ndp / s.ep : 1;
+    const int slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;   /* MoE parallel folding (moe_fold.c) */
+    s.nedp = slices * s.ndp / s.ep > 0 ? slices * s.ndp / s.ep : 1;
     s.ndp = hsdp ? t.shard_group : s.ndp;
     s.E = ptdp_model_of(c)->plan->experts != NULL ? ptdp_model_of(c)->plan->experts(c) : 0;
     ptdp_plan_dims d;

@@ -75,7 +75,7 @@ static int experts_of(const ptdp_plan_request *rq)
 /* What one micro-batch costs a device of a tp x cp group, from the pricing
  * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
-    int tp, cp, b, ep;
+    int tp, cp, b, ep, etp;
     bool sp, selective;
     double block_f, block_b;      /* one block's forward, its whole backward (dW included) */
     double embed_f, embed;        /* the embedding's forward; forward + backward           */
@@ -102,6 +102,7 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     /* a mixture's block may cost less than a dense one: the bound takes
      * the cheaper (model_plan.h, uniform routing) */
     c.ep = l->ep > 1 ? l->ep : 1;
+    c.etp = l->etp;
     ptdp_plan_moe mo;
     if (ptdp_plan_moe_of(rq, l, false, &mo)) {
         const double f_moe = (mo.fwd + mo.here * mo.row_fwd) / peak, b_moe = (mo.bwd + mo.here * mo.row_bwd) / peak;
@@ -178,7 +179,7 @@ static double cached_bound(cost_cache *k, const ptdp_plan_request *rq, const ptd
     for (int i = 0; i < k->n; i++) {
         const chunk_cost *c = &k->c[i];
         if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel &&
-            c->ep == (l->ep > 1 ? l->ep : 1))
+            c->ep == (l->ep > 1 ? l->ep : 1) && c->etp == l->etp)
             return bound_of(rq, l, c);
     }
     chunk_cost *c = &k->c[k->next];
@@ -338,7 +339,7 @@ static void consider(search *s, ptdp_plan_layout *l)
     /* a sharded gradient's one reduce-scatter cannot start early with experts */
     l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) &&
                  !ptdp_schedule_refuses(ptdp_plan_schedule(l), PTDP_FEATURE_OVERLAP, l->virtual_stages, NULL, 0) &&
-                 !(l->ep > 1 && ptdp_zero_stage_of(l->zero)->shards_grads);
+                 !((l->ep > 1 || (l->etp > 0 && l->etp < l->tp)) && ptdp_zero_stage_of(l->zero)->shards_grads);
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
         if (s->why[0] == '\0')
@@ -453,28 +454,48 @@ static long long gcd(long long a, long long b)
     return a;
 }
 
-/* Expert parallelism: ep over the divisors of dp x cp that divide E
- * (the experts split evenly over the EP ranks, each EP group inside one
- * data-parallel group), or --ep's; 1 for a dense model.  Those are the
- * divisors of gcd(dp cp, E), ascending: never every integer up to dp cp
- * (a million GPUs would walk a million a layout). */
-static void enumerate_experts(search *s, ptdp_plan_layout *l)
+/* Expert parallelism: ep over the divisors of dp x cp (folded: of the
+ * tp/etp x dp x cp slices) that divide E (the experts split evenly over
+ * the EP ranks), or --ep's; 1 for a dense model.  Those are the divisors
+ * of gcd(dp cp, E), ascending: never every integer up to dp cp (a million
+ * GPUs would walk a million a layout). */
+static void enumerate_ep(search *s, ptdp_plan_layout *l, int E)
 {
-    const int E = experts_of(s->rq), spread = l->dp * l->cp, fixed = s->rq->ep > 0 ? s->rq->ep : -1;
-    if (E == 0) {   /* dense: no expert parallelism to choose (--ep > 1: nothing runs) */
-        l->ep = 1;
-        if (fixed <= 1)
-            enumerate_choices(s, l);
-        return;
-    }
+    const int slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1, fixed = s->rq->ep > 0 ? s->rq->ep : -1;
     long long d[DIVISORS_MAX];
-    const int n = divisors(gcd(spread, E), d);
+    const int n = divisors(gcd((long long)slices * l->dp * l->cp, E), d);
     for (int i = 0; i < n && !stop(s); i++) {
         if (!fixed_or(fixed, (int)d[i]))
             continue;
         l->ep = (int)d[i];
         enumerate_choices(s, l);
     }
+}
+
+/* MoE parallel folding (moe_fold.c): the experts' own TP size etp over the
+ * divisors of tp, descending — etp = tp (0 here: attention's layout, no
+ * folding) first — or --etp's; and for each, ep over the divisors of the
+ * slices' tp/etp x dp x cp that divide E. */
+static void enumerate_experts(search *s, ptdp_plan_layout *l)
+{
+    const int E = experts_of(s->rq), fixed = s->rq->ep > 0 ? s->rq->ep : -1;
+    l->etp = 0;
+    if (E == 0) {   /* dense: no expert parallelism to choose (--ep > 1: nothing runs) */
+        l->ep = 1;
+        if (fixed <= 1 && s->rq->etp <= 0)
+            enumerate_choices(s, l);
+        return;
+    }
+    long long d[DIVISORS_MAX];
+    const int n = divisors(l->tp, d);
+    for (int i = n - 1; i >= 0 && !stop(s); i--) {
+        const int etp = (int)d[i];
+        if (s->rq->etp > 0 && s->rq->etp != etp)
+            continue;
+        l->etp = etp < l->tp ? etp : 0;
+        enumerate_ep(s, l, E);
+    }
+    l->etp = 0;
 }
 
 /* The divisors of n ascending, into d (room for DIVISORS_MAX):

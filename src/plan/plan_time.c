@@ -112,10 +112,17 @@ static double dp_coll(const ptdp_price_mesh *m, ptdp_coll op, double bytes)
     return ptdp_price_collective(&m->dp_group, op, bytes);
 }
 
+/* Whether the experts' gradients have a group of their own: under EP, or
+ * under MoE parallel folding (whose expert-DP group spans the TP slices). */
+static bool experts_apart(const ptdp_price_mesh *m)
+{
+    return m->ep > 1 || m->slices > 1;
+}
+
 /* The group a gradient is summed in: DP's, or the experts' copies. */
 static const ptdp_price_group *grad_group(const ptdp_price_mesh *m, bool experts)
 {
-    return experts && m->ep > 1 ? &m->edp_group : &m->dp_group;
+    return experts && experts_apart(m) ? &m->edp_group : &m->dp_group;
 }
 
 /* ------------------------------------------------ one model chunk's work */
@@ -253,6 +260,14 @@ static double forward_exchanges(const ctx *x, double kept, double C, double a2a)
     return ptdp_ep_price_dispatch_fp8(&x->mesh.ep_group, kept, C, tiles) + a2a;
 }
 
+/* MoE parallel folding (moe_fold.c): the fold group's all-gather that
+ * rebuilds the TP group's rows from its slices, the block's output
+ * forward, its input gradient backward, S bytes whole; 0 without. */
+static double fold_gather(const ctx *x)
+{
+    return x->mesh.slices > 1 ? ptdp_price_collective(&x->mesh.fold_group, PTDP_COLL_ALL_GATHER, x->S) : 0;
+}
+
 /* A mixture of experts' block (model_plan.h, uniform routing): the
  * block beside its experts and the experts on their rows, the attention's
  * TP all-reduce and the experts' on their rows (tp_price.c), CP's ring,
@@ -264,7 +279,8 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_dims *s = &x->shape;
     const ptdp_price_mesh *m = &x->mesh;
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
-    const double tp = ptdp_tp_price_moe_block(&m->tp_group, x->S, mo.here * s->C * REAL, mo.shared_bytes);
+    const double tp = ptdp_tp_price_moe_block(&m->tp_group, &m->etp_group, x->S, mo.here * s->C * REAL, mo.shared_bytes) +
+                      fold_gather(x);
     const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
     const double a2a_f = forward_exchanges(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
@@ -820,7 +836,7 @@ static double dp_buckets(const ctx *x, ptdp_coll op, const chunk_cost *const *pc
             bool experts;
             ptdp_dp_price_unit(&w, u->bwd);
             for (int j = 0; unit_tensor(x, u, j, &size, &experts); j++)
-                ptdp_dp_price_tensor(&w, size, experts && x->mesh.ep > 1, j == 0);
+                ptdp_dp_price_tensor(&w, size, experts && experts_apart(&x->mesh), j == 0);
         }
     }
     return ptdp_dp_price_end(&w, end, total, gather);
@@ -869,7 +885,7 @@ static double zero2_scatter(const ctx *x, const chunk_cost *pc)
     double numel = 0, rs = 0;
     for (int k = 0; k < v; k++)
         numel += pc[chunk_at(x, 0, k)].numel;
-    if (x->mesh.ep <= 1)
+    if (!experts_apart(&x->mesh))
         return dp_coll(&x->mesh, PTDP_COLL_REDUCE_SCATTER, numel * x->store);
     const chunk_cost *stage0[v];
     for (int k = 0; k < v; k++)
@@ -893,7 +909,7 @@ static void optimizer_and_gather(const ctx *x, const chunk_cost *pc, int st, dou
         here[k] = &pc[chunk_flat(x, st, k)];
         numel += here[k]->numel;
         for (int i = 0; i < here[k]->nunits; i++)
-            experts += x->mesh.ep > 1 ? here[k]->u[i].experts : 0;
+            experts += experts_apart(&x->mesh) ? here[k]->u[i].experts : 0;
     }
     const double share = ptdp_zero_price_optimizer_share(row, numel, experts, x->mesh.ndp, x->mesh.nedp);
     *opt = secs(x, optimizer_flops(x, share));
@@ -990,7 +1006,7 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     *x = (ctx){ .rq = rq, .l = l, .zero = row, .peak = ptdp_profile_peak(rq->profile, rq->bf16),
                 .store = rq->bf16 ? 2.0 : REAL, .full = l->recompute == PTDP_RECOMPUTE_FULL,
                 .z3 = row->path == PTDP_ZERO_PATH_EACH_UNIT };
-    ptdp_price_mesh_of(&x->mesh, rq->profile, l->dp, l->tp, l->pp, l->cp, l->ep);
+    ptdp_price_mesh_of(&x->mesh, rq->profile, l->dp, l->tp, l->pp, l->cp, l->ep, l->etp);
     if (x->mesh.ndp < 2)
         x->z3 = false;
     /* ZeRO-3's groups and options (shard_price.c); under HSDP ZeRO's every
@@ -1109,6 +1125,19 @@ static double share_sums(const ctx *x, double blocks)
            (x->zero->shards_optim ? n * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, bytes) : 0);
 }
 
+/* MoE parallel folding (moe_fold.c): each mixture's router, whole on
+ * every rank but used by each slice on other rows, all-reduced over the
+ * fold group once a step (under ZeRO first made whole over DP, as
+ * share_sums' copies): `moe` mixtures on the stage, E C elements each. */
+static double fold_sums(const ctx *x, double moe)
+{
+    if (x->mesh.slices < 2 || moe == 0)
+        return 0;
+    const double bytes = x->mo.E * x->shape.C * REAL;
+    return moe * ptdp_price_collective(&x->mesh.fold_group, PTDP_COLL_ALL_REDUCE, bytes) +
+           (x->zero->shards_optim ? moe * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, bytes) : 0);
+}
+
 /* What stage st does after its last backward, once a step: the row's
  * gradient traffic (dp_traffic), SP's LayerNorm sums, the tied
  * embedding's copies over DP under ZeRO, DualPipe's mirror sum.  Returns
@@ -1128,11 +1157,14 @@ static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_time
      * the head: each all-reduced over TP (ptdp_model_sum_groups); under
      * ZeRO they and a tied embedding are first made whole over DP (zero.c,
      * sum_groups_whole) */
-    double nsp = 0, blocks = 0;
+    double nsp = 0, blocks = 0, moe = 0;
     for (int k = 0; k < v; k++) {
-        int g, n;
+        int g, n, first = 0;
         within_copy(x, chunk_at(x, st, k), &g, &n);
+        for (int j = 0; j < g; j++)
+            first += chunk_layers(rq->model.layers, n, j);
         blocks += chunk_layers(rq->model.layers, n, g);
+        moe += ptdp_plan_moe_blocks(rq, first, chunk_layers(rq->model.layers, n, g));
         if (x->sp)
             nsp += (double)x->par.sp_sums_block * chunk_layers(rq->model.layers, n, g) +
                    (g == n - 1 ? x->par.sp_sums_head : 0);
@@ -1147,7 +1179,7 @@ static double after_backward(const ctx *x, const chunk_cost *pc, const pipe_time
                                                             : has_first + has_last;
         t += tied * dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, wte * REAL);
     }
-    return t + share_sums(x, blocks) + mirror_sum(x, pc, st);
+    return t + share_sums(x, blocks) + fold_sums(x, moe) + mirror_sum(x, pc, st);
 }
 
 /* The tied embedding (stage 0 and the last stage sum their copies), then
@@ -1170,7 +1202,7 @@ static double tie_and_norm(const ctx *x, pipe_times *pt)
     double sync = 0;
     for (int st = 0; st < l->pp; st++)
         sync = pt->end[st] > sync ? pt->end[st] : sync;
-    if (x->zero->shards_optim)
+    if (x->zero->shards_optim || (x->mesh.slices > 1 && x->mo.E > 0))   /* folding: the experts' squares over DP (model.c) */
         sync += dp_coll(&x->mesh, PTDP_COLL_ALL_REDUCE, sizeof(double));
     else if (x->mesh.ep > 1)   /* each EP rank its experts' squares (zero.c) */
         sync += ptdp_price_collective(&x->mesh.ep_group, PTDP_COLL_ALL_REDUCE, sizeof(double));

@@ -193,11 +193,14 @@ if run_ok "${moe[@]}" --top 100000 --json; then
     for k in ep psi_experts ep_comm_s; do
         [[ $(grep -c "\"$k\": " "$out") -eq $n ]] || fail "moe --json: a candidate lacks \"$k\""
     done
-    # every ep it chose divides dp x cp and the 4 experts; some layouts spread them
+    # every ep it chose divides dp x cp (folded, etp below tp: the tp/etp slices x dp x cp) and the 4
+    # experts; some layouts spread them
     bad=$(awk '/^  \{"dp": / { match($0, /"dp": [0-9]+/); d = substr($0, RSTART + 6, RLENGTH - 6) + 0
                              match($0, /"cp": [0-9]+/); c = substr($0, RSTART + 6, RLENGTH - 6) + 0
+                             match($0, /"tp": [0-9]+/); t = substr($0, RSTART + 6, RLENGTH - 6) + 0
                              match($0, /"ep": [0-9]+/); e = substr($0, RSTART + 6, RLENGTH - 6) + 0
-                             if ((d * c) % e || 4 % e) print "dp " d " cp " c " ep " e; if (e > 1) spread++ }
+                             s = 1; if (match($0, /"etp": [0-9]+/)) { s = t / (substr($0, RSTART + 7, RLENGTH - 7) + 0) }
+                             if ((s * d * c) % e || 4 % e) print "dp " d " cp " c " slices " s " ep " e; if (e > 1) spread++ }
                END { if (!spread) print "no layout with ep > 1" }' "$out")
     [[ -z $bad ]] || fail "moe --json: $bad"
     grep -qF '"zero": 3,' "$out" && fail "moe --json: a ZeRO-3 layout (the model refuses it)"
@@ -230,7 +233,17 @@ expect_usage "--moe-top-k 5: must be at most --moe-experts 4"   -- "${m[@]}" --b
 expect_usage "--moe-capacity-factor -1"                          -- "${moe[@]}" --moe-capacity-factor -1
 expect_usage "--ep 0"                                            -- "${moe[@]}" --ep 0
 expect_usage "--moe-aux-loss: the planner does not take it"      -- "${moe[@]}" --moe-aux-loss 0.01
-expect_usage "--ep 8 must divide dp x cp"                        -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 8 --ep 8 --tp 2
+expect_usage "--ep 8 must divide dp x cp"                        -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 8 --ep 8 --tp 2 --etp 2
+expect_usage "--etp 3 must divide --tp 2"                        -- "${moe[@]}" --tp 2 --etp 3
+expect_usage "--etp 1 sets a mixture of experts' own TP size"   -- "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --etp 1
+expect_usage "--etp 0"                                           -- "${moe[@]}" --etp 0
+# MoE parallel folding: ep 8 over 4 DP ranks of tp 2 only by folding the TP pairs (etp 1)
+before=$failures
+if run_ok "${m[@]}" --batch 16 --gpus 8 --profile dgx-a100 --moe-experts 8 --ep 8 --tp 2 --top 100 --json; then
+    n=$(grep -c '^  {"dp": ' "$out")
+    [[ $n -ge 1 && $(grep -cF '"ep": 8, "etp": 1,' "$out") -eq $n ]] || fail "--ep 8 --tp 2 on 8 GPUs: not every layout folded (etp 1)"
+    [[ $failures -eq $before ]] && echo "ok    --ep 8 --tp 2: all $n candidates fold the experts (etp 1)"
+fi
 
 # ---- 5c. a llama ----------------------------------------------------------------
 # its shape flags as ptdp train takes them; tp by its kv heads, or past them
