@@ -280,7 +280,8 @@ TEST(moe_tests, test_fp8_comm_prices_the_dispatch)
         ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &comm), 0);
         const double rows = 2 * 32 * 4 / 2.0, C = 64, r = sizeof(ptdp_real);
         const ptdp_profile *p = rq.profile;
-        const double a2a_rows = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C * r), 2, 1);
+        /* the plain dispatch's rows go as bf16 under bf16 (ep.h), 2 B an element */
+        const double a2a_rows = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C * 2), 2, 1);
         const double a2a_fp8 = ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * C), 2, 1) +
                                ptdp_cost_collective_nodes(p, PTDP_COLL_ALL_TO_ALLV, (uint64_t)(rows * tiles[i] * r),
                                                           2, 1);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptdp/bf16.h"
 #include "ptdp/ep.h"
 #include "ptdp/json.h"
 
@@ -186,15 +187,17 @@ double ptdp_moe_cli_ep_uniform_bytes(const ptdp_train_config *c, const ptdp_moe_
 {
     const ptdp_model_config *m = &c->model;
     const int N = c->ep > 1 ? c->ep : 1, f = c->recompute ? 2 : 1;
-    const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (seq_len / ptdp_train_cp(c));
+    const int slices = c->etp > 0 && c->etp < c->tp ? c->tp / c->etp : 1;   /* folded: a slice's rows */
+    const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (seq_len / ptdp_train_cp(c)) / slices;
     const int blocks = ptdp_moe_blocks(s, m->layers);
+    const size_t r = c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);   /* bf16: the rows travel as bf16 (ep.h) */
     const double rows = ptdp_ep_uniform_bytes(s->top_k, Tr, 1, N, 1);   /* k T_r (N-1)/N rows away */
     const double dispatch = c->fp8.comm && c->fp8.recipe != NULL   /* --fp8-comm: codes and scales a row */
                                 ? rows * ptdp_ep_fp8_row_bytes(c->fp8.recipe, m->hidden)
-                                : ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, sizeof(ptdp_real));
-    const double per_forward = dispatch + ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, sizeof(ptdp_real)) +
+                                : ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, r);
+    const double per_forward = dispatch + ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, r) +
                                (double)(N - 1) * (s->experts / N) * sizeof(int32_t);
-    const double per_backward = 2 * ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, sizeof(ptdp_real));
+    const double per_backward = 2 * ptdp_ep_uniform_bytes(s->top_k, Tr, m->hidden, N, r);
     return (double)blocks / c->pp * c->micro_batches * (f * per_forward + per_backward);
 }
 

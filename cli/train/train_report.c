@@ -24,6 +24,7 @@
 
 #include "../args.h"
 #include "ptdp/ep.h"
+#include "ptdp/bf16.h"
 #include "ptdp/error.h"
 #include "ptdp/file.h"
 #include "../model_flags.h"
@@ -394,7 +395,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
            "  measured %.0f B; formula %.0f B from the measured loads: the rows routed to experts held elsewhere\n"
            "  x C x %zu B in each of %d all-to-alls a MoE block and micro-batch, the counts%s;\n"
            "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
-           sizeof(ptdp_real), a2a, expert_norm_bytes(c, 2) > 0 && fold_slices(c) == 1 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
+           c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real), a2a, expert_norm_bytes(c, 2) > 0 && fold_slices(c) == 1 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
            t.ep_uniform);
     if (c->fp8.comm) {   /* --fp8-comm: the forward dispatch's rows as codes and scales (ep.h) */
         const int C = c->model.hidden, tc = c->fp8.recipe->act_tile[1];

@@ -55,6 +55,9 @@ typedef struct {
     int *recv_rows;     /* host [N * local]: rows source s sends me for my local expert l,
                            at [s * local + l]                                           */
     size_t sent, received;   /* rows of my dispatch's send buffer / receive buffer (mine to me included) */
+    bool bf16;          /* the rows travel as bf16 (--precision bf16, as Megatron's
+                           dispatcher sends them): each value rounded to bf16 on the
+                           wire, 2 B an element; false after init (the storage type) */
 } ptdp_ep_plan;
 
 /* Exchange the counts (one all_to_all of `local` counts per pair):

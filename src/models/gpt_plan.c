@@ -380,10 +380,11 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
      * routed row's through its expert's two layers, for the dense MLP's two */
     o->wgrad_own = R * (C + E) + 2 * here * (C + Fe);
     o->wgrad = o->wgrad_own - Rd * (2 * C + 2 * s.Fl);
-    const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0);
+    const double packed = ep > 1 && bf16 ? 2.0 * (kept + here) * C : 0;   /* bf16's wire (ep.h) */
+    const double stacked = r * kept * C + (ep > 1 ? 2 * r * here * C : 0) + packed;
     o->fwd_bytes = r * R * E > stacked ? r * R * E : stacked;
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + r * here * Fe +
-                   (ep > 1 ? 3 * r * here * C : r * kept * C);
+                   (ep > 1 ? 3 * r * here * C : r * kept * C) + packed;
     return true;
 }
 

@@ -511,9 +511,10 @@ static void moe_bytes(const ptdp_moe_settings *m, const shape *x, int b, int ep,
      * through its expert's three layers, for the dense SwiGLU's three */
     o->wgrad_own = R * (C + E) + 3 * here * (C + Fe);
     o->wgrad = o->wgrad_own - 3 * Rd * (C + x->s.Fl);
-    o->fwd_bytes = fmax(r * R * E, r * kept * C + (ep > 1 ? 2 * r * here * C : 0));
+    const double packed = ep > 1 && x->bf16 ? 2.0 * (kept + here) * C : 0;   /* bf16's wire (ep.h) */
+    o->fwd_bytes = fmax(r * R * E, r * kept * C + (ep > 1 ? 2 * r * here * C : 0) + packed);
     o->bwd_bytes = 2 * r * kept * C + r * R * k + r * R * E + 3 * r * here * Fe +
-                   (ep > 1 ? 3 * r * here * C : r * kept * C);
+                   (ep > 1 ? 3 * r * here * C : r * kept * C) + packed;
 }
 
 /* The tensors in lay_out's order (llama_moe.c, llama_model.c): each

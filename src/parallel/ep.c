@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "parallel/ep_impl.h"
+#include "ptdp/bf16.h"
 #include "ptdp/counters.h"
 #include "ptdp/device.h"
 #include "ptdp/error.h"
@@ -148,6 +149,40 @@ static bool plan_fits(const ptdp_ep_plan *p, ptdp_comm *ep, int cols, const char
                         ptdp_comm_rank(ep), ptdp_comm_size(ep), cols);
 }
 
+/* One all_to_allv of rows, as they lie (the storage type) or, with the
+ * plan's bf16, rounded to bf16 on the wire (sent rows packed into two
+ * bytes, received ones widened back): in [n_in x cols] to out [n_out x
+ * cols], to[d] and from[s] elements each way. */
+static int exchange_rows(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *in, size_t n_in,
+                         const size_t *to, ptdp_real *out, size_t n_out, const size_t *from, int cols)
+{
+    int rc;
+    const bool was = ptdp_pair_mark(dev, true);
+    if (!p->bf16) {
+        rc = ptdp_all_to_allv(ep, in, to, NULL, out, from, NULL, PTDP_REAL);
+        ptdp_pair_mark(dev, was);
+        return rc;
+    }
+    const size_t a = n_in * (size_t)cols, b = n_out * (size_t)cols;
+    ptdp_bf16 *packed = ptdp_alloc_uninit(dev, (a + b > 0 ? a + b : 1) * sizeof *packed, PTDP_MEM_COMM, "ep.bf16");
+    rc = packed != NULL ? PTDP_OK : PTDP_ENOMEM;
+    if (rc == 0) {
+        ptdp_bf16_from_real_array(packed, in, a);
+        rc = ptdp_all_to_allv(ep, packed, to, NULL, packed + a, from, NULL, PTDP_BF16);
+    }
+    if (rc == 0)
+        ptdp_bf16_to_real_array(out, packed + a, b);
+    ptdp_free(dev, packed);
+    ptdp_pair_mark(dev, was);
+    return rc;
+}
+
+/* Bytes an element on the wire: the storage type's, or bf16's. */
+static size_t wire_element(const ptdp_ep_plan *p)
+{
+    return p->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);
+}
+
 int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
                      ptdp_real *out)
 {
@@ -159,10 +194,8 @@ int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, con
                                         "ep.dispatch");
     if (wire == NULL)
         return PTDP_ENOMEM;
-    const bool was = ptdp_pair_mark(dev, true);
-    int rc = ptdp_all_to_allv(ep, x, to, NULL, wire, from, NULL, PTDP_REAL);
-    ptdp_pair_mark(dev, was);
-    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * cols * sizeof(ptdp_real));
+    int rc = exchange_rows(dev, ep, p, x, p->sent, to, wire, p->received, from, cols);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * cols * wire_element(p));
     if (rc == 0)
         reorder(p, cols, wire, out, true);
     ptdp_free(dev, wire);
@@ -261,10 +294,8 @@ int ptdp_ep_combine(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, cons
     if (wire == NULL)
         return PTDP_ENOMEM;
     reorder(p, cols, y, wire, false);
-    const bool was = ptdp_pair_mark(dev, true);
-    int rc = ptdp_all_to_allv(ep, wire, from, NULL, out, to, NULL, PTDP_REAL);
-    ptdp_pair_mark(dev, was);
-    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_combined_away(p) * cols * sizeof(ptdp_real));
+    int rc = exchange_rows(dev, ep, p, wire, p->received, from, out, p->sent, to, cols);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_combined_away(p) * cols * wire_element(p));
     ptdp_free(dev, wire);
     return rc;
 }

@@ -11,6 +11,9 @@
  *             elsewhere (each source sends kept / N to each)
  *   combine   the same rows back                           S = kept (N-1)/N C r
  *
+ *   r the bytes of an element on the wire: the storage type's, or under
+ *   --precision bf16 bf16's 2 (ep.h: the rows travel as bf16)
+ *
  *   --fp8-comm the dispatch as codes, then scales (ep.h):
  *              S = kept (N-1)/N C,  then kept (N-1)/N ⌈C/c⌉ r
  *
@@ -27,9 +30,8 @@
 #include "parallel/price_impl.h"
 
 ptdp_ep_price ptdp_ep_price_block(const ptdp_price_group *ep, const ptdp_price_group *cp, double kept, double local,
-                                  double E, double b, double C)
+                                  double E, double b, double C, double r)
 {
-    const double r = (double)sizeof(ptdp_real);
     return (ptdp_ep_price){
         .a2a = ptdp_price_collective(ep, PTDP_COLL_ALL_TO_ALLV, kept * (ep->n - 1) / ep->n * C * r),
         .counts = ptdp_price_collective(ep, PTDP_COLL_ALL_TO_ALL, local * 4 * ep->n),

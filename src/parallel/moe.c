@@ -70,8 +70,9 @@
  * What the block keeps is data-dependent: what the experts keep, one row
  * per kept choice, and their outputs, from the arena (so its peak is the
  * measured load's).  Under --precision bf16 the experts round their rows
- * where they make them, as the dense FFN's, but the rows are kept and
- * sent as float.
+ * where they make them, as the dense FFN's; the rows are kept as float and
+ * sent as bf16, as Megatron's dispatcher sends its bf16 tensors (ep.h:
+ * every value rounded on the wire, 2 B an element).
  */
 #include <math.h>
 #include <string.h>
@@ -270,6 +271,7 @@ static void experts_side(ptdp_moe_pass *p, ptdp_moe_acts *m)
         return;
     if ((p->rc = ptdp_ep_plan_init(p->dev, ep, E, m->load, &m->plan)) != 0)
         return;
+    m->plan.bf16 = p->dev->bf16;   /* --precision bf16: the rows travel as bf16 (ep.h) */
     memset(m->per_expert, 0, (size_t)local * sizeof(int));
     for (int s = 0; s < m->plan.N; s++)
         for (int l = 0; l < local; l++)

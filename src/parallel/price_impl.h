@@ -149,10 +149,12 @@ double ptdp_cp_price_buffers(double R, double Cl, double b, double hl, double Tq
 typedef struct {
     double counts, a2a, cp_counts;
 } ptdp_ep_price;
-/* kept routed rows of C reals a device, local experts a rank of E, b
- * samples; ep the EP group, cp the CP group. */
+/* kept routed rows of C elements a device of r bytes on the wire (the
+ * storage type's, or bf16's 2), local experts a rank of E, b samples; ep
+ * the EP group, cp the CP group. */
 ptdp_ep_price ptdp_ep_price_block(const ptdp_price_group *ep, const ptdp_price_group *cp, double kept, double local,
-                                  double E, double b, double C);
+                                  double E, double b, double C,
+                                  double r);
 /* --fp8-comm: the forward dispatch of those rows as FP8 (ep.c's
  * ptdp_ep_dispatch_fp8): two all-to-alls, each row's C codes of 1 B, then
  * its `tiles` scales (reals) — in place of one a2a. */

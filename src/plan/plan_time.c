@@ -281,7 +281,8 @@ static void moe_unit(const ctx *x, unit_cost *u, chunk_cost *pc, ptdp_price_fb c
     const ptdp_plan_moe mo = x->mo, ms = x->ms;
     const double tp = ptdp_tp_price_moe_block(&m->tp_group, &m->etp_group, x->S, mo.here * s->C * REAL, mo.shared_bytes) +
                       fold_gather(x);
-    const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C);
+    const ptdp_ep_price ep = ptdp_ep_price_block(&m->ep_group, &m->cp_group, mo.kept, mo.local, mo.E, s->b, s->C,
+                                                 x->rq->bf16 ? 2.0 : REAL);   /* bf16: the rows as bf16 (ep.h) */
     const double a2a_f = forward_exchanges(x, mo.kept, s->C, ep.a2a);
     u->kind = UNIT_BLOCK;
     u->fwd = secs(x, mo.fwd + mo.here * mo.row_fwd) + tp + cp.f + ep.counts + a2a_f + ep.cp_counts;

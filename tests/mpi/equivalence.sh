@@ -77,6 +77,8 @@ same 4 --model llama --cp 2 --tp 2 --sp --steps 2
 same 2 --model llama --cp 2 --cp-algo a2a --steps 2
 # ...and its mixture of SwiGLU experts, spread over the EP ranks inside tp 2
 same 4 --model llama --moe-experts 4 --moe-top-k 2 --dp 2 --tp 2 --ep 2 --vocab 64 --steps 2
+# ...under bf16 the rows travel as bf16 (rounded on the wire, 2 B an element)
+same 4 --model gpt --moe-experts 4 --moe-top-k 2 --dp 4 --ep 2 --precision bf16 --steps 2
 # ...folded (--etp 1): EP spans the TP pairs, the fold group gathers the slices
 same 4 --model llama --moe-experts 8 --moe-top-k 2 --moe-score sigmoid --moe-groups 4 --moe-group-top-k 2 --moe-shared-experts 1 --moe-bias-update 0.001 --dp 2 --tp 2 --ep 4 --etp 1 --vocab 64 --batch 16 --steps 2
 # FP8 (--fp8): the amaxes max-reduced over TP and CP, delayed scaling's histories over DP,
