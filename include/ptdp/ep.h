@@ -55,9 +55,6 @@ typedef struct {
     int *recv_rows;     /* host [N * local]: rows source s sends me for my local expert l,
                            at [s * local + l]                                           */
     size_t sent, received;   /* rows of my dispatch's send buffer / receive buffer (mine to me included) */
-    bool bf16;          /* the rows travel as bf16 (--precision bf16, as Megatron's
-                           dispatcher sends them): each value rounded to bf16 on the
-                           wire, 2 B an element; false after init (the storage type) */
 } ptdp_ep_plan;
 
 /* Exchange the counts (one all_to_all of `local` counts per pair):
@@ -70,7 +67,10 @@ void ptdp_ep_plan_free(ptdp_ep_plan *p);
  * out [received x cols] in LOCAL EXPERT ORDER: for each local expert l,
  * for each source s in rank order, s's rows for expert rank*local+l in
  * s's order.  One ptdp_all_to_allv, then the permutation (a staging
- * buffer from the arena, freed before return).  Collective over ep. */
+ * buffer from the arena, freed before return).  Collective over ep.  On
+ * a bf16 run's device (dev->bf16) the rows travel as bf16, as Megatron's
+ * dispatcher sends them: each value rounded on the wire, 2 B an element
+ * (so does the combine). */
 int  ptdp_ep_dispatch(struct ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
                       ptdp_real *out);
 /* The bytes a row of cols costs in --fp8-comm's dispatch (ep_impl.h's

@@ -149,16 +149,17 @@ static bool plan_fits(const ptdp_ep_plan *p, ptdp_comm *ep, int cols, const char
                         ptdp_comm_rank(ep), ptdp_comm_size(ep), cols);
 }
 
-/* One all_to_allv of rows, as they lie (the storage type) or, with the
- * plan's bf16, rounded to bf16 on the wire (sent rows packed into two
- * bytes, received ones widened back): in [n_in x cols] to out [n_out x
- * cols], to[d] and from[s] elements each way. */
-static int exchange_rows(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *in, size_t n_in,
+/* One all_to_allv of rows, as they lie (the storage type) or on a bf16
+ * run's device (dev->bf16: --precision bf16, as Megatron's dispatcher
+ * sends its bf16 tensors) rounded to bf16 on the wire (sent rows packed
+ * into two bytes, received ones widened back): in [n_in x cols] to out
+ * [n_out x cols], to[d] and from[s] elements each way. */
+static int exchange_rows(ptdp_device *dev, ptdp_comm *ep, const ptdp_real *in, size_t n_in,
                          const size_t *to, ptdp_real *out, size_t n_out, const size_t *from, int cols)
 {
     int rc;
     const bool was = ptdp_pair_mark(dev, true);
-    if (!p->bf16) {
+    if (!dev->bf16) {
         rc = ptdp_all_to_allv(ep, in, to, NULL, out, from, NULL, PTDP_REAL);
         ptdp_pair_mark(dev, was);
         return rc;
@@ -178,9 +179,9 @@ static int exchange_rows(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p,
 }
 
 /* Bytes an element on the wire: the storage type's, or bf16's. */
-static size_t wire_element(const ptdp_ep_plan *p)
+static size_t wire_element(const ptdp_device *dev)
 {
-    return p->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);
+    return dev->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);
 }
 
 int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, const ptdp_real *x, int cols,
@@ -194,8 +195,8 @@ int ptdp_ep_dispatch(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, con
                                         "ep.dispatch");
     if (wire == NULL)
         return PTDP_ENOMEM;
-    int rc = exchange_rows(dev, ep, p, x, p->sent, to, wire, p->received, from, cols);
-    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * cols * wire_element(p));
+    int rc = exchange_rows(dev, ep, x, p->sent, to, wire, p->received, from, cols);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_dispatched_away(p) * cols * wire_element(dev));
     if (rc == 0)
         reorder(p, cols, wire, out, true);
     ptdp_free(dev, wire);
@@ -294,8 +295,8 @@ int ptdp_ep_combine(ptdp_device *dev, ptdp_comm *ep, const ptdp_ep_plan *p, cons
     if (wire == NULL)
         return PTDP_ENOMEM;
     reorder(p, cols, y, wire, false);
-    int rc = exchange_rows(dev, ep, p, wire, p->received, from, out, p->sent, to, cols);
-    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_combined_away(p) * cols * wire_element(p));
+    int rc = exchange_rows(dev, ep, wire, p->received, from, out, p->sent, to, cols);
+    ptdp_count(dev->counts, "ep_bytes", 0, (double)ptdp_ep_rows_combined_away(p) * cols * wire_element(dev));
     ptdp_free(dev, wire);
     return rc;
 }

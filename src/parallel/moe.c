@@ -271,7 +271,6 @@ static void experts_side(ptdp_moe_pass *p, ptdp_moe_acts *m)
         return;
     if ((p->rc = ptdp_ep_plan_init(p->dev, ep, E, m->load, &m->plan)) != 0)
         return;
-    m->plan.bf16 = p->dev->bf16;   /* --precision bf16: the rows travel as bf16 (ep.h) */
     memset(m->per_expert, 0, (size_t)local * sizeof(int));
     for (int s = 0; s < m->plan.N; s++)
         for (int l = 0; l < local; l++)
