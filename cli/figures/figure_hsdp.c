@@ -1,6 +1,6 @@
 /*
  * figure_hsdp.c — hsdp.svg: one step of ZeRO-3, of HSDP and of ZeRO++'s
- * hpZ and qwZ on 2 nodes of 4 devices, each collective drawn on the link
+ * hpZ, qwZ and qgZ on 2 nodes of 4 devices, each collective drawn on the link
  * it uses, with the bytes a device sent in it.
  *
  * ZeRO-3 over dp = 8 cuts every state in 8 and gathers and reduce-scatters
@@ -22,11 +22,14 @@
  * each unit the forward gathered and gathers the backward's inside the
  * node — 2(N-1)/N S across, (k-1)/k S inside; qwZ (--zero-qwz) sends the
  * forward's gather as INT8 blocks — (N-1)/N (2S + W), W the padded INT8
- * wires a gather puts in the all-gathers.
+ * wires a gather puts in the all-gathers; qgZ (--zero-qgz) replaces the
+ * gradient's reduce-scatter by two all-to-alls of INT4 codes, inside the
+ * node (k-1) m X, then across (m-1) X — X a device's slots of codes and
+ * block scales (zero3_qgz.c), m = 2 nodes of k = 4.
  *
  * (S the gradient's bytes, M = 1 micro-batch.)  The bytes are measured:
- * four real one-step runs of ptdp_train with --zero 3 (plain, --shard-group
- * 4, hpZ, qwZ), each device's bytes by group (the run's communication
+ * five real one-step runs of ptdp_train with --zero 3 (plain, --shard-group
+ * 4, hpZ, qwZ, qgZ), each device's bytes by group (the run's communication
  * statistics); the figure is refused (PTDP_ECHECK) if any differs from its
  * formula by more than the step's few scalars (the norm's, the loss's).  Which link a group
  * uses follows from its members and nodes of 4 (world rank r in node r / 4,
@@ -50,6 +53,8 @@ typedef struct {
     double shard[DP], replica[DP];   /* HSDP: in its shard and replica groups */
     double hpz_dp[DP], hpz_node[DP]; /* hpZ: across (the DP group) and inside (the hpz group) */
     double qwz_dp[DP], qwz_W[DP];    /* qwZ: the DP group's bytes; the INT8 wires W of a gather */
+    double qgz_dp[DP], qgz_node[DP], qgz_cross[DP], qgz_X[DP];   /* qgZ: the gathers' group, its two
+                                                                all-to-alls' groups, a device's slots X */
 } hsdp_bytes;
 
 static double sent_in(const ptdp_comm_stats *s, const char *group)
@@ -60,18 +65,23 @@ static double sent_in(const ptdp_comm_stats *s, const char *group)
     return 0;
 }
 
-/* The four runs. */
-typedef enum { RUN_ZERO3, RUN_HSDP, RUN_HPZ, RUN_QWZ } run_kind;
+/* The five runs. */
+typedef enum { RUN_ZERO3, RUN_HSDP, RUN_HPZ, RUN_QWZ, RUN_QGZ } run_kind;
 
 static void keep_bytes(run_kind k, const ptdp_launch_result *lr, const ptdp_train_result *tr, int r, hsdp_bytes *b)
 {
     const ptdp_comm_stats *s = &lr->devices[r].comm;
     const double *W = ptdp_train_device_counts(tr, r, "qwz_gather_bytes");
+    const double *X = ptdp_train_device_counts(tr, r, "qgz_slot_bytes");
     switch (k) {
     case RUN_ZERO3: b->dp[r] = sent_in(s, "dp"); break;
     case RUN_HSDP:  b->shard[r] = sent_in(s, "shard"), b->replica[r] = sent_in(s, "replica"); break;
     case RUN_HPZ:   b->hpz_dp[r] = sent_in(s, "dp"), b->hpz_node[r] = sent_in(s, "hpz"); break;
     case RUN_QWZ:   b->qwz_dp[r] = sent_in(s, "dp"), b->qwz_W[r] = W != NULL ? W[0] : 0; break;
+    case RUN_QGZ:
+        b->qgz_dp[r] = sent_in(s, "dp"), b->qgz_node[r] = sent_in(s, "qgz_node");
+        b->qgz_cross[r] = sent_in(s, "qgz_cross"), b->qgz_X[r] = X != NULL ? X[0] : 0;
+        break;
     }
 }
 
@@ -85,6 +95,11 @@ static int one_step(run_kind k, hsdp_bytes *b, char *msg, size_t msglen)
     c.shard_group = k == RUN_HSDP ? SHARD : 0;
     c.zero_hpz = k == RUN_HPZ ? NODE : 0;     /* the DP ranks of a node of 4 */
     c.zero_qwz = k == RUN_QWZ ? 2048 : 0;     /* ZeRO++'s block */
+    if (k == RUN_QGZ) {   /* INT4 codes, blocks of 2048, nodes of 4 DP ranks */
+        c.zero_qgz = 4;
+        c.zero_qgz_block = 2048;
+        c.zero_qgz_node = NODE;
+    }
     c.steps = 1;
     c.batch = 64;
     ptdp_launch_result lr;
@@ -92,7 +107,7 @@ static int one_step(run_kind k, hsdp_bytes *b, char *msg, size_t msglen)
     memset(&lr, 0, sizeof lr);
     memset(&tr, 0, sizeof tr);
     const ptdp_launch_opts o = { .watchdog_s = 60, .result = &lr,
-                                 .profile = k == RUN_HPZ ? ptdp_profile_find("hgx-a100-4") : NULL };
+                                 .profile = k == RUN_HPZ || k == RUN_QGZ ? ptdp_profile_find("hgx-a100-4") : NULL };
     char why[PTDP_MSG_MAX] = "";
     int err = ptdp_train(&c, &o, NULL, NULL, &tr, why, sizeof why);
     if (err != 0)
@@ -118,11 +133,15 @@ static int check_bytes(const hsdp_bytes *b, char *msg, size_t msglen)
     const double across = 2.0 * (DP - 1) / DP * b->S, inside = (NODE - 1.0) / NODE * b->S;
     for (int r = 0; r < DP; r++) {
         const double qwz = (DP - 1.0) / DP * (2 * b->S + b->qwz_W[r]);
-        const double got[] = { b->dp[r], b->shard[r], b->replica[r], b->hpz_dp[r], b->hpz_node[r], b->qwz_dp[r] };
-        const double want[] = { z3, sh, rep, across, inside, qwz };
+        const double got[] = { b->dp[r], b->shard[r], b->replica[r], b->hpz_dp[r], b->hpz_node[r], b->qwz_dp[r],
+                               b->qgz_dp[r], b->qgz_node[r], b->qgz_cross[r] };
+        const double want[] = { z3, sh, rep, across, inside, qwz, across, (NODE - 1.0) * (DP / NODE) * b->qgz_X[r],
+                                (DP / NODE - 1.0) * b->qgz_X[r] };
         static const char *const what[] = { "ZeRO-3's DP group", "HSDP's shard group", "HSDP's replica group",
-                                            "hpZ's DP group", "hpZ's node group", "qwZ's DP group" };
-        for (int k = 0; k < 6; k++)
+                                            "hpZ's DP group", "hpZ's node group", "qwZ's DP group",
+                                            "qgZ's DP group (the gathers)", "qgZ's node all-to-all",
+                                            "qgZ's cross-node all-to-all" };
+        for (int k = 0; k < 9; k++)
             if (got[k] < want[k] - 0.5 || got[k] > want[k] + slack) {
                 snprintf(msg, msglen, "device %d sent %.0f B in %s, the formula %.0f B", r, got[k], what[k],
                          want[k]);
@@ -229,23 +248,53 @@ static void draw_zeropp(ptdp_svg *s, const hsdp_bytes *b, double x0, double dy, 
     ptdp_svg_group_end(s);
 }
 
+/* qgZ: ZeRO-3's gathers over the group of 8 (red), the gradient as two
+ * all-to-alls of INT4 codes — inside each node (green), then between the
+ * ranks with the same place in their node (red, thin). */
+static void draw_qgz(ptdp_svg *s, const hsdp_bytes *b, double x0, double dy)
+{
+    ptdp_svg_group_begin(s, "qgz", 0, dy);
+    ptdp_svg_text(s, x0, TOP - 50, 14, PTDP_SVG_BOLD, NULL, "ZeRO++ qgZ: --zero 3 --zero-qgz (INT4, 4 GPUs a node)");
+    draw_nodes(s, x0);
+    const double y = TOP + DEV_H + 12;
+    for (int n = 0; n < DP / NODE; n++)   /* the node groups: the first all-to-all */
+        ptdp_svg_line(s, dev_x(x0, n * NODE) + 4, y, dev_x(x0, n * NODE + NODE - 1) + DEV_W - 4, y, NVL, 4, NULL);
+    for (int k = 0; k < NODE; k++) {   /* the cross groups: rank k of each node, the second */
+        const double xa = dev_x(x0, k) + DEV_W / 2.0, xb = dev_x(x0, NODE + k) + DEV_W / 2.0, yk = y + 14 + 8 * k;
+        ptdp_svg_line(s, xa, TOP + DEV_H, xa, yk, IB, 1.5, NULL);
+        ptdp_svg_line(s, xb, TOP + DEV_H, xb, yk, IB, 1.5, NULL);
+        ptdp_svg_line(s, xa, yk, xb, yk, IB, 1.5, NULL);
+    }
+    const double t = y + 14 + 8 * NODE + 12;
+    ptdp_svg_text(s, x0, t, 12, PTDP_SVG_BOLD, IB, "the 2 gathers over 8, exact: 2(N−1)/N S = %.1f KiB a device",
+                  b->qgz_dp[0] / 1024);
+    ptdp_svg_text(s, x0, t + 18, 12, PTDP_SVG_BOLD, NVL, "the gradient's INT4 all-to-all in the node:");
+    ptdp_svg_text(s, x0, t + 36, 12, PTDP_SVG_START, "#333333", "(k−1) m X = %.1f KiB a device (X = %.1f KiB "
+                  "of codes and scales)", b->qgz_node[0] / 1024, b->qgz_X[0] / 1024);
+    ptdp_svg_text(s, x0, t + 54, 12, PTDP_SVG_BOLD, IB, "then across the nodes: (m−1) X = %.1f KiB a device",
+                  b->qgz_cross[0] / 1024);
+    ptdp_svg_text(s, x0, t + 78, 12.5, PTDP_SVG_BOLD, NULL, "in groups that leave a node: %.1f KiB a device",
+                  (b->qgz_dp[0] + b->qgz_cross[0]) / 1024);
+    ptdp_svg_group_end(s);
+}
+
 int fig_hsdp(const char *path, char *msg, size_t msglen)
 {
     static hsdp_bytes b;
     memset(&b, 0, sizeof b);
     int err = 0;
-    for (run_kind k = RUN_ZERO3; k <= RUN_QWZ && err == 0; k++)
+    for (run_kind k = RUN_ZERO3; k <= RUN_QGZ && err == 0; k++)
         err = one_step(k, &b, msg, msglen);
     if (err == 0)
         err = check_bytes(&b, msg, msglen);
     if (err != 0)
         return err;
     ptdp_svg s;
-    ptdp_svg_begin(&s, 2 * PANEL_W + 60, 800);
+    ptdp_svg_begin(&s, 2 * PANEL_W + 60, 1150);
     ptdp_svg_text(&s, 20, 26, 17, PTDP_SVG_BOLD, NULL,
                   "One step of ZeRO-3, of HSDP and of ZeRO++ on 2 nodes of %d devices (dp %d, one micro-batch)", NODE, DP);
     ptdp_svg_text(&s, 20, 46, 12, PTDP_SVG_START, "#333333",
-                  "Bytes each device sent, measured by four real runs of ptdp train's default model (%s, S = %.1f KiB "
+                  "Bytes each device sent, measured by five real runs of ptdp train's default model (%s, S = %.1f KiB "
                   "of gradient); red: a group that spans both nodes, green: a group inside one.", b.model, b.S / 1024);
     draw_zero3(&s, &b, 20);
     draw_hsdp(&s, &b, 40 + PANEL_W);
@@ -259,5 +308,10 @@ int fig_hsdp(const char *path, char *msg, size_t msglen)
                   "ZeRO++ keeps ZeRO-3's 1/%d shards: hpZ sends %.1f%% of ZeRO-3's cross-node bytes (for 1/%d of each "
                   "unit kept), qwZ %.1f%% (its forward lossy: docs/zero.md).", DP, 100.0 * b.hpz_dp[0] / b.dp[0], NODE,
                   100.0 * b.qwz_dp[0] / b.dp[0]);
+    draw_qgz(&s, &b, 20, 750);
+    ptdp_svg_text(&s, 20, 1130, 12.5, PTDP_SVG_BOLD, NULL,
+                  "qgZ sends %.1f%% of ZeRO-3's cross-node bytes: its gradient's crossing is %.1f KiB of INT4 codes "
+                  "where the reduce-scatter's was %.1f KiB (its gradients lossy: docs/zero.md).",
+                  100.0 * (b.qgz_dp[0] + b.qgz_cross[0]) / b.dp[0], b.qgz_cross[0] / 1024, b.dp[0] / 3 / 1024);
     return fig_finish(&s, path, msg, msglen);
 }

@@ -159,7 +159,9 @@ else
     # 2(R-1)/(RN) S = S/4 of ZeRO-3's 3(N-1)/N S with N = 8: 1/4 / (21/8) = 9.5%
     f=$out/hsdp.svg
     for t in 'one group of 8 across both nodes (InfiniBand):' 'shard groups of 4, one a node (NVLink):' \
-             'replica groups of 2, across the nodes (InfiniBand):' 'sends only 9.5% of its cross-node bytes'; do
+             'replica groups of 2, across the nodes (InfiniBand):' 'sends only 9.5% of its cross-node bytes' \
+             'ZeRO++ qgZ: --zero 3 --zero-qgz (INT4, 4 GPUs a node)' 'qgZ sends 67.3% of ZeRO-3' \
+             'the gradient&apos;s INT4 all-to-all in the node:'; do
         grep -qF "$t" "$f" || fail "hsdp: no '$t'"
     done
 
