@@ -19,9 +19,10 @@
  * GPU (hpZ's secondary copy, HSDP's larger shards) and the step time with
  * its speed-up over ZeRO-3.  The numbers are the planner's own
  * (plan_time.c, plan_memory.c, src/parallel/shard_price.c), so a row that
- * ptdp train runs matches its report (tests/test_plan_zero3.c).  qgZ and
- * ZeRO++'s three together are priced by formula: ptdp train does not run
- * qgZ yet, nor qwZ beside hpZ; a row whose option the layout cannot take
+ * ptdp train runs matches its report (tests/test_plan_zero3.c).  ZeRO++'s
+ * three together are priced by formula (ptdp train does not run qwZ beside
+ * hpZ), and so is qgZ under bf16 (which ptdp train refuses it); a row
+ * whose option the layout cannot take
  * (a group inside one node, shard groups that do not divide dp) says why.
  *
  * Why a flag of `ptdp plan` rather than a command of its own: the question
@@ -74,7 +75,7 @@ static int options_of(const plan_options *o, const ptdp_plan_layout *l, zero3_op
         { "HSDP", "shard groups", true, shard, false, 0, 0, false },
         { "hpZ", "node's pieces", false, 0, true, 0, 0, false },
         { "qwZ", "INT8 weights", false, 0, false, qwz, 0, false },
-        { "qgZ", "quantized grads", false, 0, false, 0, qgz, true },
+        { "qgZ", "quantized grads", false, 0, false, 0, qgz, o->rq.bf16 },   /* train refuses it under bf16 */
         { "ZeRO++", "qwZ+hpZ+qgZ", false, 0, true, qwz, qgz, true },
     };
     const int n = (int)(sizeof all / sizeof all[0]);

@@ -314,14 +314,14 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --zero-hpz");
     if (rq->zero_qwz > 0)
         fprintf(f, " --zero-qwz --zero-quant-block %d", rq->zero_qwz);
+    if (rq->zero_qgz > 0)   /* qgZ (zero3_qgz.c): its codes' bits; the block is its default */
+        fprintf(f, " --zero-qgz --zero-qgz-bits %d", rq->zero_qgz);
     /* the arena: the plan's peak with room to spare, at least the default 4G */
     const double mib = ceil(c->memory.total * 1.25 / (1 << 20));
     if (mib > 4096)
         fprintf(f, " --device-mem %.0fM", mib);
     fprintf(f, " \\\n      --profile %s --steps 2 --report report.json\n", rq->profile->name);
-    if (rq->zero_qgz > 0)   /* priced by formula: no flag of ptdp train's to give */
-        fprintf(f, "  (without qgZ, --zero-qgz: ptdp train does not run it yet; the plan prices it by the "
-                   "paper's formula)\n");
+
 }
 
 /* The bubble by formula (equal stages, free messages), and the formula:

@@ -1,6 +1,6 @@
 /*
  * test_plan_zero3.c — the planner's bytes of ZeRO-3 and its options (HSDP,
- * ZeRO++'s hpZ and qwZ: src/parallel/shard_price.c) against what ptdp
+ * ZeRO++'s hpZ, qwZ and qgZ: src/parallel/shard_price.c) against what ptdp
  * train sends running them.
  *
  * A tiny GPT over 8 DP ranks of hgx-a100-4 (4 GPUs a node, so ZeRO's group
@@ -15,6 +15,10 @@
  *   hpZ               forward gather + sum, across    "dp"
  *                     backward gather, inside         "hpz"
  *   qwZ               INT8 forward gather + rest      "dp"
+ *   qgZ               the two gathers                 "dp"
+ *                     codes' all-to-all, inside       "qgz_node"
+ *                     then across                     "qgz_cross"
+ *                     (to 2%: the slots' ceilings)
  *
  * The run's ZeRO group also carries the gradient norm's one double
  * (2(N-1)/N x 8 B), so the two agree to 0.1%; and its memory and step time
@@ -39,21 +43,25 @@ typedef struct {
     bool hpz;
     int qwz;
     bool bf16, overlap;
+    int qgz;                    /* --zero-qgz's bits (0: off)              */
 } zero3_case;
 
 static const zero3_case cases[] = {
     /* name            dp  shard  hpz    qwz  bf16   overlap */
-    { "zero 3",        8,  0,     false, 0,   false, false },
-    { "hsdp 4",        8,  4,     false, 0,   false, false },
-    { "hpz",           8,  0,     true,  0,   false, false },
-    { "hpz bf16",      8,  0,     true,  0,   true,  false },
-    { "qwz 64",        8,  0,     false, 64,  false, false },
-    { "hsdp 4 qwz",    8,  4,     false, 100, false, false },
-    { "hsdp 8 hpz",    16, 8,     true,  0,   false, false },   /* shard groups of 2 nodes, hpZ inside each */
-    { "qwz bf16",      8,  0,     false, 64,  true,  false },   /* every unit widened whole (zero3.c) */
+    { "zero 3",        8,  0,     false, 0,   false, false, 0 },
+    { "hsdp 4",        8,  4,     false, 0,   false, false, 0 },
+    { "hpz",           8,  0,     true,  0,   false, false, 0 },
+    { "hpz bf16",      8,  0,     true,  0,   true,  false, 0 },
+    { "qwz 64",        8,  0,     false, 64,  false, false, 0 },
+    { "hsdp 4 qwz",    8,  4,     false, 100, false, false, 0 },
+    { "hsdp 8 hpz",    16, 8,     true,  0,   false, false, 0 },   /* shard groups of 2 nodes, hpZ inside each */
+    { "qwz bf16",      8,  0,     false, 64,  true,  false, 0 },   /* every unit widened whole (zero3.c) */
     /* the step only (below): */
-    { "hpz overlap",   8,  0,     true,  0,   false, true  },   /* the backward's prefetch from the node */
-    { "qwz overlap",   8,  0,     false, 64,  true,  true  },
+    { "hpz overlap",   8,  0,     true,  0,   false, true , 0 },   /* the backward's prefetch from the node */
+    { "qwz overlap",   8,  0,     false, 64,  true,  true , 0 },
+    /* qgZ: the gradient's two all-to-alls of codes, inside the node, then across */
+    { "qgz 4",         8,  0,     false, 0,   false, false, 4 },
+    { "qgz 8 hsdp 8",  16, 8,     false, 0,   false, false, 8 },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -65,6 +73,7 @@ static ptdp_plan_request request_of(const zero3_case *k)
     rq.shard_group = k->shard_group;
     rq.zero_hpz = k->hpz;
     rq.zero_qwz = k->qwz;
+    rq.zero_qgz = k->qgz;
     return rq;
 }
 
@@ -111,15 +120,21 @@ LOOP_TEST(zero3_tests, test_plan_bytes_are_the_runs, NCASES)
     const double zero_intra = z->gather_f.intra + z->gather_b.intra + z->reduce.intra;
     const double zero_cross = z->gather_f.cross + z->gather_b.cross + z->reduce.cross;
     const double zero_run = group_bytes(&lr, hsdp ? "shard" : "dp", 2);
-    /* ZeRO's group: inside a node under HSDP of 4 (hgx-a100-4's 4), across otherwise */
+    /* ZeRO's group: inside a node under HSDP of 4 (hgx-a100-4's 4), across otherwise; under qgZ it
+     * carries the gathers alone (the gradient goes by qgZ's own groups) */
     const bool inside = hsdp && k->shard_group <= 4;
     near(inside ? "shard group, inside a node" : hsdp ? "shard group, across nodes" : "dp group, across nodes",
-         inside ? zero_intra : zero_cross, zero_run, 1e-3);
+         inside ? zero_intra : zero_cross - (k->qgz ? z->reduce.cross : 0), zero_run, 1e-3);
     if (k->hpz)
         near("hpz group (backward gathers), inside", z->gather_b.intra, group_bytes(&lr, "hpz", 2), 1e-3);
     if (hsdp)
         near("replica group, across nodes", z->replicas.cross, group_bytes(&lr, "replica", 2), 1e-3);
-    ck_assert_msg(inside ? zero_cross == 0 && z->replicas.intra == 0 : zero_intra == (k->hpz ? z->gather_b.intra : 0),
+    if (k->qgz)   /* its slots' ceilings (a block a shard, a byte of INT4's pairs) aside */
+        near("qgz all-to-all inside a node", z->reduce.intra, group_bytes(&lr, "qgz_node", 2), 2e-2);
+    if (k->qgz)
+        near("qgz all-to-all across nodes", z->reduce.cross, group_bytes(&lr, "qgz_cross", 2), 2e-2);
+    const double other_intra = (k->hpz ? z->gather_b.intra : 0) + (k->qgz ? z->reduce.intra : 0);
+    ck_assert_msg(inside ? zero_cross == 0 && z->replicas.intra == 0 : zero_intra == other_intra,
                   "%s: bytes on the wrong link level (intra %.0f, cross %.0f)", k->name, zero_intra, zero_cross);
     ptdp_train_result_free(&tr);
     ptdp_launch_result_free(&lr);
@@ -147,7 +162,7 @@ TEST(zero3_tests, test_options_move_the_bytes)
     ptdp_plan_time t[4];
     ptdp_plan_memory m[4];
     for (int i = 0; i < 4; i++) {
-        const zero3_case k = { "", 8, i == 1 ? 4 : 0, i == 2, i == 3 ? 64 : 0, false, false };
+        const zero3_case k = { "", 8, i == 1 ? 4 : 0, i == 2, i == 3 ? 64 : 0, false, false, 0 };
         const ptdp_plan_request rq = request_of(&k);
         ck_assert_int_eq(ptdp_plan_time_of(&rq, &l, &t[i]), 0);
         ck_assert_int_eq(ptdp_plan_memory_of(&rq, &l, &m[i]), 0);

@@ -96,8 +96,8 @@ typedef struct {
                                     INT8 in blocks of this many (zero3_qwz.c) */
     int zero_qgz;                /* ZeRO++'s qgZ: the gradient's sum as two
                                     all-to-alls of codes of this many bits
-                                    (4 or 8), priced from the paper: ptdp
-                                    train does not run it yet               */
+                                    (4 or 8), as ptdp train runs it
+                                    (zero3_qgz.c)                           */
 } ptdp_plan_request;
 
 /* The request with nothing fixed: AdamW, ptdp train's bucket, float. */

@@ -34,6 +34,7 @@
 #include "ptdp/model_plan.h"
 #include "ptdp/models.h"
 #include "ptdp/schedule.h"
+#include "parallel/price_impl.h"
 #include "plan/plan_impl.h"
 
 static const char *const recompute_names[PTDP_RECOMPUTE_COUNT] = { "none", "selective", "full" };
@@ -126,6 +127,10 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->zero_qwz = rq->zero_qwz;
     const int gpn = rq->profile != NULL ? rq->profile->gpus_per_node : 0;
     cfg->zero_hpz = !rq->zero_hpz ? 0 : gpn > 0 && gpn % l->tp == 0 ? gpn / l->tp : 1;
+    /* qgZ (zero3_qgz.c): its codes' bits, its blocks, and the same node */
+    cfg->zero_qgz = rq->zero_qgz;
+    cfg->zero_qgz_block = rq->zero_qgz > 0 ? PTDP_QGZ_BLOCK : 0;
+    cfg->zero_qgz_node = rq->zero_qgz <= 0 ? 0 : gpn > 0 && gpn % l->tp == 0 ? gpn / l->tp : 1;
 }
 
 int ptdp_plan_layout_check(const ptdp_plan_request *rq, const ptdp_plan_layout *l, char *msg, size_t len)

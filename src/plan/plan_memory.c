@@ -153,6 +153,8 @@ typedef struct {
     int ndp;                  /* ZeRO's group: every copy of the parameters, dp x cp;
                                  HSDP's shard group                          */
     int hpz;                  /* hpZ's node group: k DP ranks (0: none)       */
+    int qgz_bits, qgz_node;   /* qgZ (zero3_qgz.c): its codes' bits (0: off),
+                                 the DP ranks of its node                     */
     int ep, nedp;             /* expert parallelism; the experts' copies, dp cp / ep
                                  (folded: tp/etp dp cp / ep)            */
     int E;                    /* experts of the model's mixtures (0: dense)        */
@@ -188,6 +190,8 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     ptdp_plan_train_config(rq, l, &t);
     const bool hsdp = s.zero != NULL && s.zero->shards_optim && t.shard_group > 0 && t.shard_group < s.ndp;
     s.hpz = s.zero != NULL && s.zero->shards_params ? t.zero_hpz : 0;
+    s.qgz_bits = s.zero != NULL && s.zero->shards_params ? t.zero_qgz : 0;
+    s.qgz_node = t.zero_qgz_node;
     s.layers = c->layers;
     s.ep = l->ep > 1 ? l->ep : 1;
     const int slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;   /* MoE parallel folding (moe_fold.c) */
@@ -882,6 +886,19 @@ static void float_units(const ptdp_plan_request *rq, const ptdp_plan_layout *l, 
     o->acts -= less;
 }
 
+/* qgZ's sum of a unit of u elements (zero3_qgz.c), in the backward after
+ * the unit's: the wires of N slots each way, slot(L) = ⌈L b/8⌉ + ⌈L/B⌉ R
+ * for shards of L = ⌈u/N⌉, the nodes' sums and one's own (N/k + 1) L R,
+ * and one shard's codes and scales. */
+static double qgz_transient(const shape *s, double u)
+{
+    if (s->qgz_bits <= 0 || s->qgz_node < 1)
+        return 0;
+    const double r = sizeof(ptdp_real), N = s->ndp, L = ceil(u / N), blocks = ceil(L / PTDP_QGZ_BLOCK);
+    const double slot = ceil(L * s->qgz_bits / 8.0) + blocks * r;
+    return 2 * N * slot + (N / s->qgz_node + 1) * L * r + L + blocks * r;
+}
+
 static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l, const shape *s, int stage,
                          ptdp_plan_memory *o)
 {
@@ -910,7 +927,7 @@ static void stage_memory(const ptdp_plan_request *rq, const ptdp_plan_layout *l,
     const double bucket = row->grad_bucket ? numel * es : 0;
     if (!s->packed) {   /* float activations; ZeRO-3's units (float_units, under bf16 too) */
         const bool backward = float_acts(l, s, &h, first_here, last_here, tail_here, o);
-        o->comm += bucket;
+        o->comm += bucket + qgz_transient(s, h.biggest_unit);
         float_units(rq, l, s, &h, tail_here, backward, o);
     } else {   /* its own moments, transients included (in acts), and the units' copies at each */
         bf16_units(rq, l, s, stage, n, h.biggest_unit, h.mx.unit, h.blocks_here, o);

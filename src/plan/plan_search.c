@@ -339,7 +339,8 @@ static void consider(search *s, ptdp_plan_layout *l)
     /* a sharded gradient's one reduce-scatter cannot start early with experts */
     l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) &&
                  !ptdp_schedule_refuses(ptdp_plan_schedule(l), PTDP_FEATURE_OVERLAP, l->virtual_stages, NULL, 0) &&
-                 !((l->ep > 1 || (l->etp > 0 && l->etp < l->tp)) && ptdp_zero_stage_of(l->zero)->shards_grads);
+                 !((l->ep > 1 || (l->etp > 0 && l->etp < l->tp)) && ptdp_zero_stage_of(l->zero)->shards_grads) &&
+                 !(rq->zero_qgz > 0 && ptdp_zero_stage_of(l->zero)->shards_params);   /* qgZ's all-to-alls block */
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
         if (s->why[0] == '\0')
