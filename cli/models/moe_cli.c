@@ -187,7 +187,7 @@ double ptdp_moe_cli_ep_uniform_bytes(const ptdp_train_config *c, const ptdp_moe_
 {
     const ptdp_model_config *m = &c->model;
     const int N = c->ep > 1 ? c->ep : 1, f = c->recompute ? 2 : 1;
-    const int slices = c->etp > 0 && c->etp < c->tp ? c->tp / c->etp : 1;   /* folded: a slice's rows */
+    const int slices = ptdp_train_fold_slices(c);   /* folded: a slice's rows */
     const long Tr = (long)(c->batch / (c->dp * c->micro_batches)) * (seq_len / ptdp_train_cp(c)) / slices;
     const int blocks = ptdp_moe_blocks(s, m->layers);
     const size_t r = c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real);   /* bf16: the rows travel as bf16 (ep.h) */

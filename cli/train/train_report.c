@@ -91,7 +91,7 @@ const char *ptdp_report_group_name(int g)
 
 int ptdp_report_groups(const ptdp_train_config *c)
 {
-    if (c->etp > 0 && c->etp < c->tp)   /* MoE parallel folding's keys with it (moe_fold.c) */
+    if (ptdp_train_fold_slices(c) > 1)   /* MoE parallel folding's keys with it (moe_fold.c) */
         return NGROUPS;
     return shard_groups_of(c) > 0 ? NGROUPS_BEFORE_FOLD : NGROUPS_BEFORE_HSDP;   /* HSDP's keys with it */
 }
@@ -229,18 +229,11 @@ static double qgz_change(const ptdp_train_config *c, const ptdp_train_result *re
  * the experts' elements over N / ep. */
 typedef struct { double ep, ep_formula, ep_uniform, edp, edp_formula; } ep_traffic;
 
-/* MoE parallel folding (--etp below --tp, moe_fold.c): the slices each TP
- * group's rows are shared out over; 1 without. */
-static int fold_slices(const ptdp_train_config *c)
-{
-    return c->etp > 0 && c->etp < c->tp ? c->tp / c->etp : 1;
-}
-
 /* The expert-DP group's size: the token holders of a stage, tp / etp
  * slices of each of the dp x cp replicas, over ep. */
 static int edp_size(const ptdp_train_config *c)
 {
-    return fold_slices(c) * c->dp * ptdp_train_cp(c) / (c->ep > 1 ? c->ep : 1);
+    return ptdp_train_fold_slices(c) * c->dp * ptdp_train_cp(c) / (c->ep > 1 ? c->ep : 1);
 }
 
 /* Without ZeRO's sharded optimizer each replica holds its experts whole,
@@ -274,7 +267,7 @@ static ep_traffic ep_traffic_of(const ptdp_train_config *c, const ptdp_launch_re
      * its EP rank's experts whole: the gradient norm adds their squares
      * over the EP group, one double all-reduced a step, 2(N-1)/N x 8
      * bytes a device on average (zero.c) */
-    if (fold_slices(c) == 1)
+    if (ptdp_train_fold_slices(c) == 1)
         t.ep_formula += expert_norm_bytes(c, c->ep > 1 ? c->ep : 1);
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     t.ep_uniform = cli->ep_uniform_bytes != NULL ? cli->ep_uniform_bytes(c) : NAN;
@@ -367,7 +360,7 @@ static void print_fold(const ptdp_train_config *c, const ptdp_launch_result *lr,
 {
     double measured, formula;
     fold_traffic(c, lr, res, &measured, &formula);
-    const int S = fold_slices(c);
+    const int S = ptdp_train_fold_slices(c);
     printf("MoE parallel folding, experts' TP %d of attention's %d: each TP group's rows in %d slices of whole "
            "sequences,\n  one a rank, routed there; the fold group's all-gathers (a block's output, forward, and "
            "its input\n  gradient, backward) rebuild the rows: measured %.0f B per device and step, formula %.0f B "
@@ -378,9 +371,9 @@ static void print_fold(const ptdp_train_config *c, const ptdp_launch_result *lr,
 static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_result *lr,
                                   const ptdp_train_result *res, const ptdp_profile *p)
 {
-    if (c->steps == 0 || (c->ep <= 1 && fold_slices(c) == 1))
+    if (c->steps == 0 || (c->ep <= 1 && ptdp_train_fold_slices(c) == 1))
         return;
-    if (fold_slices(c) > 1)
+    if (ptdp_train_fold_slices(c) > 1)
         print_fold(c, lr, res);
     const ep_traffic t = ep_traffic_of(c, lr, res);
     if (c->ep <= 1) {   /* folding alone: the experts whole on each rank, summed over the expert-DP group */
@@ -395,7 +388,7 @@ static void print_expert_parallel(const ptdp_train_config *c, const ptdp_launch_
            "  measured %.0f B; formula %.0f B from the measured loads: the rows routed to experts held elsewhere\n"
            "  x C x %zu B in each of %d all-to-alls a MoE block and micro-batch, the counts%s;\n"
            "  if the router spread every token evenly, k T_r C (N-1)/N each: %.0f B\n", c->ep, t.ep, t.ep_formula,
-           c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real), a2a, expert_norm_bytes(c, 2) > 0 && fold_slices(c) == 1 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
+           c->bf16 ? sizeof(ptdp_bf16) : sizeof(ptdp_real), a2a, expert_norm_bytes(c, 2) > 0 && ptdp_train_fold_slices(c) == 1 ? ",\n  the experts' gradient norm (a double, 2(N-1)/N x 8 B)" : "",
            t.ep_uniform);
     if (c->fp8.comm) {   /* --fp8-comm: the forward dispatch's rows as codes and scales (ep.h) */
         const int C = c->model.hidden, tc = c->fp8.recipe->act_tile[1];
@@ -595,7 +588,7 @@ static void print_data_parallel(const ptdp_train_config *c, const ptdp_launch_re
         formula += qwz_gather_change(c, res, r, N, M, bg);   /* qwZ's INT8 (zero3_qwz.c) */
         formula += qgz_change(c, res, r, N, M, bg);          /* qgZ's all-to-alls (zero3_qgz.c) */
         formula += per_step(device_count(res, r, "moe_bias_bytes"), c);   /* the expert loads' sum (moe.h) */
-        if (fold_slices(c) > 1)   /* folding: the experts' squares over DP (model.c) */
+        if (ptdp_train_fold_slices(c) > 1)   /* folding: the experts' squares over DP (model.c) */
             formula += expert_norm_bytes(c, c->dp * ptdp_train_cp(c));
         formula += per_step(device_count(res, r, "fp8_amax_bytes"), c);   /* delayed's step amaxes (fp8_linear.h) */
         grads += S * bg;
@@ -842,7 +835,7 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
 {
     fprintf(f, "             \"cp_algo\": \"%s\",\n", c->cp_a2a ? "a2a" : "ring");
     fprintf(f, "             \"ep\": %d,\n", c->ep > 1 ? c->ep : 1);
-    if (fold_slices(c) > 1)   /* MoE parallel folding: the experts' own TP size */
+    if (ptdp_train_fold_slices(c) > 1)   /* MoE parallel folding: the experts' own TP size */
         fprintf(f, "             \"etp\": %d,\n", c->etp);
     if (c->shard_group > 0)   /* --shard-group given (HSDP, zero_hsdp.c) */
         fprintf(f, "             \"shard_group\": %d,\n", c->shard_group);
@@ -903,7 +896,7 @@ void ptdp_report_json_counter(FILE *f, const ptdp_counter *k, const double *x)
  * device (means), and without EP the expert-DP group's sums. */
 static void json_fold(FILE *f, const ptdp_train_config *c, const ptdp_launch_result *lr, const ptdp_train_result *res)
 {
-    if (fold_slices(c) == 1)
+    if (ptdp_train_fold_slices(c) == 1)
         return;
     double measured, formula;
     fold_traffic(c, lr, res, &measured, &formula);

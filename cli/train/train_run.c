@@ -152,7 +152,7 @@ static void print_header(const ptdp_train_config *c, const char *data_name, cons
         printf("ptdp train (%s): %d device%s = dp %d x tp %d x pp %d%s%s", PTDP_REAL_NAME, world,
                world == 1 ? "" : "s", c->dp, c->tp, c->pp, c->sp ? " with sequence parallelism" : "",
                c->recompute_core ? ", selective recompute (the attention core)" : "");
-    const bool folded = c->etp > 0 && c->etp < c->tp;   /* MoE parallel folding (moe_fold.c) */
+    const bool folded = ptdp_train_fold_slices(c) > 1;   /* MoE parallel folding (moe_fold.c) */
     if (folded)
         printf(", the experts folded: TP %d, EP %d, expert-DP %d over each stage's tp x cp x dp = %d ranks",
                c->etp, c->ep > 1 ? c->ep : 1, c->tp / c->etp * c->dp * cp / (c->ep > 1 ? c->ep : 1),

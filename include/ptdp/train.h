@@ -193,6 +193,13 @@ static inline int ptdp_train_cp(const ptdp_train_config *cfg)
     return cfg->cp > 1 ? cfg->cp : 1;
 }
 
+/* MoE parallel folding (moe_fold.c): the slices each TP group's rows are
+ * routed in, tp / etp; 1 when --etp is off or equals --tp. */
+static inline int ptdp_train_fold_slices(const ptdp_train_config *cfg)
+{
+    return cfg->etp > 0 && cfg->etp < cfg->tp ? cfg->tp / cfg->etp : 1;
+}
+
 /* k: cfg->token_slices, or 1 when it is 0 (whole sequences). */
 static inline int ptdp_train_token_slices(const ptdp_train_config *cfg)
 {

@@ -219,7 +219,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->mesh.cp_zigzag = !c->cp_contiguous;
     d->mesh.cp_a2a = c->cp_a2a;
     d->mesh.ep = c->ep > 1 ? c->ep : 1;   /* before the model: it builds the expert groups */
-    d->mesh.etp = c->etp > 0 && c->etp < c->tp ? c->etp : 0;   /* MoE parallel folding (moe_fold.c) */
+    d->mesh.etp = ptdp_train_fold_slices(c) > 1 ? c->etp : 0;   /* MoE parallel folding (moe_fold.c) */
     d->mesh.shard = c->shard_group;       /* HSDP: ZeRO builds the shard groups (zero_hsdp.c) */
     d->mesh.hpz = c->zero_hpz;            /* hpZ: ZeRO builds the node groups (zero_hpz.c) */
     d->mesh.qwz = c->zero_qwz;            /* qwZ: ZeRO-3's forward gathers in INT8 (zero3_qwz.c) */
@@ -382,7 +382,7 @@ static int publish_counters(const ptdp_train_config *cfg, const ptdp_profile *pr
     const ptdp_model_ops *ops = ptdp_model_of(&cfg->model);
     ptdp_counters_init(reg);
     int rc = ops != NULL && ops->publish != NULL ? ops->publish(&cfg->model, reg) : PTDP_OK;
-    const bool folded = cfg->etp > 0 && cfg->etp < cfg->tp;   /* MoE parallel folding (moe_fold.c) */
+    const bool folded = ptdp_train_fold_slices(cfg) > 1;   /* MoE parallel folding (moe_fold.c) */
     if (rc == 0 && (cfg->ep > 1 || folded))   /* the experts' own counters: their bytes, their elements */
         rc = ptdp_ep_publish(reg);
     if (rc == 0 && folded)   /* ... and the re-layout's */

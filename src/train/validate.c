@@ -508,7 +508,7 @@ static int combination_rules(const ptdp_train_config *c, char *msg, size_t n)
         BAD("--overlap with --ep %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
             "request, and with experts it is two, over two groups; use --zero 1 (whose buckets overlap per "
             "group) or leave --overlap out", c->ep, c->zero);
-    if (c->overlap && c->etp > 0 && c->etp < c->tp && z->shards_grads)
+    if (c->overlap && ptdp_train_fold_slices(c) > 1 && z->shards_grads)
         BAD("--overlap with --etp %d and --zero %d: ZeRO-2 reduce-scatters each backward's gradient as one "
             "request, and with folded experts it is two, over two groups; use --zero 1 (whose buckets overlap "
             "per group) or leave --overlap out", c->etp, c->zero);
