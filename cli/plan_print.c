@@ -126,7 +126,7 @@ static void print_fp8(FILE *f, const ptdp_plan_request *rq)
     else
         fprintf(f, "; %s gives no memory bandwidth: quantization free\n", p->name);
     if (experts_of(&rq->model) > 0)
-        fprintf(f, "  (the experts' products too, by their rows, without the GEMM curve, as without --fp8)\n");
+        fprintf(f, "  (the experts' products too, by their rows: each expert's on the GEMM curve as thin as its rows)\n");
     if (rq->fp8_comm)
         fprintf(f, "  --fp8-comm: EP's forward dispatch as FP8 rows (codes and tiles' scales); ZeRO-3's gathers "
                 "of the FP8 weights as codes, after an all-reduce of their amaxes\n");

@@ -192,13 +192,15 @@ static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int l
 }
 
 /* Under --fp8 a mixture's experts are priced as the run charges them
- * (gpt_moe.c, gpt_cost.h): by their rows, flat, each product at the FP8
- * peak plus the quantization of its operands, (4 + 1) bytes an element at
- * HBM bandwidth.  On dgx-a100-80g (no FP8 peak: the bf16 one) a routed
- * row costs bf16's plus its rows' share — forward X of c_fc (C) and of
- * c_proj (F_e), backward dY of each (C, F_e) and X again for each dW —
- * and each local expert's two weights (2 F_e C) once a forward and once
- * a backward; on dgx-h100 its products at the FP8 peak. */
+ * (gpt_moe.c, gpt_cost.h): by their rows, each product through the GEMM
+ * curve at the FP8 peak plus the quantization of its operands, (4 + 1)
+ * bytes an element at HBM bandwidth.  On dgx-a100-80g (no FP8 peak: the
+ * bf16 one) a routed row costs bf16's plus its rows' share — forward X of
+ * c_fc (C) and of c_proj (F_e), backward dY of each (C, F_e) and X again
+ * for each dW — and each local expert's two weights (2 F_e C) once a
+ * forward and once a backward; on dgx-h100 its products at the FP8 peak:
+ * a row's share of its expert's products on n = here / local rows, each
+ * 2 m n k over the curve's efficiency (clock.h). */
 TEST(moe_tests, test_fp8_prices_the_experts)
 {
     const moe_case k = { "fp8", 2, 8, 2, 1, 1, 2, 1, 4, 2, 1, 0, 1, PTDP_RECOMPUTE_NONE, "1f1b", NULL,
@@ -218,12 +220,16 @@ TEST(moe_tests, test_fp8_prices_the_experts)
                   b.fwd - a.fwd, b.bwd - a.bwd, wq);
     ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, false, &h16));
     ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, true, &h8));
-    /* dgx-h100: the row's four products (2 C F_e each, forward two,
-     * backward four) at the FP8 peak, the rest as in bf16 */
-    const double ratio = ptdp_profile_peak(h100, 1) / ptdp_profile_peak_fp8(h100), G = 2 * C * F;
+    /* dgx-h100: the row's products (forward two, backward four) at the
+     * FP8 peak, the rest as in bf16 */
+    const double ratio = ptdp_profile_peak(h100, 1) / ptdp_profile_peak_fp8(h100);
+    const double n = h16.here / h16.local, fc = ptdp_gemm_cost_flops(h100, n, F, C) / n;
+    const double proj = ptdp_gemm_cost_flops(h100, n, C, F) / n;
+    const double dw = (ptdp_gemm_cost_flops(h100, F, C, n) + ptdp_gemm_cost_flops(h100, C, F, n)) / n;
     const double ph = ptdp_profile_peak(h100, 1) * 5 / h100->hbm_Bps;
-    const double hf = (h16.row_fwd - 2 * G) + 2 * G * ratio + ph * (C + F);
-    const double hb = (h16.row_bwd - 4 * G) + 4 * G * ratio + ph * (2 * C + 2 * F);
+    const double hf = h16.row_fwd + (fc + proj) * (ratio - 1) + ph * (C + F);
+    const double hb = h16.row_bwd + (fc + proj + dw) * (ratio - 1) + ph * (2 * C + 2 * F);
+    ck_assert_msg(fc > 2 * n * F * C / n, "a thin product on the curve: %g flops a row, more than 2 C F_e", fc);
     ck_assert_msg(fabs(h8.row_fwd - hf) <= 1e-12 * hf && fabs(h8.row_bwd - hb) <= 1e-12 * hb,
                   "dgx-h100: a row %.17g, %.17g flops in FP8, want %.17g, %.17g", h8.row_fwd, h8.row_bwd, hf, hb);
     ck_assert(ratio < 1);

@@ -176,13 +176,6 @@ double ptdp_profile_peak_fp8(const ptdp_profile *p);
 double ptdp_fp8_quantize_seconds(const ptdp_profile *p, double elements);
 /* The product's charge above. */
 double ptdp_fp8_gemm_cost_flops(const ptdp_profile *p, int bf16, double m, double n, double k, double quantized);
-/* The same for a product priced flat, without the GEMM curve (a mixture's
- * experts, charged by their rows: moe.h): `flops` (its 2mnk) at the FP8
- * peak plus the quantization of `quantized` elements,
- *
- *     flops · peak / fp8_peak  +  quantize(E) · peak */
-double ptdp_fp8_flat_cost_flops(const ptdp_profile *p, int bf16, double flops, double quantized);
-
 /* The fraction of the peak an m x k by k x n product reaches, in (0, 1];
  * exactly 1 when the profile has no curve (and for an empty product, a
  * dimension <= 0).  With a curve (clock.c): e_max · tile-and-wave fill,

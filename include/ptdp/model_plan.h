@@ -175,7 +175,9 @@ typedef struct {
     double fwd, bwd;         /* flops of the block beside its experts        */
     double w;                /* of bwd, split: the dW products deferred (the
                                 attention's; the experts' run in B)          */
-    double row_fwd, row_bwd; /* flops of one routed row through its expert   */
+    double row_fwd, row_bwd; /* flops of one routed row through its expert:
+                                its share of an expert of
+                                ptdp_plan_expert_rows rows                  */
     double params_dense;     /* parameters summed over DP: the block's, with
                                 the router, without the experts             */
     double params_expert;    /* of one expert on this TP rank                */
@@ -198,6 +200,17 @@ typedef struct {
     double fwd_bytes, bwd_bytes;   /* the largest transients, forward and
                                       backward                             */
 } ptdp_plan_moe;
+
+/* The rows each of an EP rank's `local` experts runs under uniform routing,
+ * here / local: the n of the n x F_e products the planner prices a routed
+ * row's share of (row_fwd = an expert's price on n rows / n), so that a
+ * thin product pays the GEMM curve (clock.h) as the run's experts do.
+ * Without a curve a product's price is linear in its rows, and a row's is
+ * a one-row expert's exactly: 1. */
+static inline double ptdp_plan_expert_rows(const ptdp_profile *p, double here, double local)
+{
+    return p != NULL && p->gemm != NULL && here > 0 && local > 0 ? here / local : 1;
+}
 
 typedef struct ptdp_model_plan {
     /* The model at the planner's starting sizes (every flag of it unset;

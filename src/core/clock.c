@@ -359,14 +359,6 @@ double ptdp_fp8_gemm_cost_flops(const ptdp_profile *p, int bf16, double m, doubl
            ptdp_fp8_quantize_seconds(p, quantized) * peak;
 }
 
-/* The flat product's charge (clock.h): its flops at the FP8 peak, its
- * operands' quantization as above. */
-double ptdp_fp8_flat_cost_flops(const ptdp_profile *p, int bf16, double flops, double quantized)
-{
-    const double peak = ptdp_profile_peak(p, bf16);
-    return flops * (peak / ptdp_profile_peak_fp8(p)) + ptdp_fp8_quantize_seconds(p, quantized) * peak;
-}
-
 double ptdp_gemm_efficiency(const ptdp_profile *p, double m, double n, double k)
 {
     const ptdp_gemm_curve *g = p != NULL ? p->gemm : NULL;

@@ -182,53 +182,50 @@ double ptdp_gpt_cost_dw_router(const ptdp_profile *p, const ptdp_gpt_shape *s, i
 
 /* ------------------------------------------------------------- experts */
 
-/* An expert's product, priced flat by its rows as the mixture charges it
- * (gpt_moe.c): its flops at the peak, or under --fp8 at the FP8 peak with
- * the quantization of the `quantized` elements of its operands (clock.h). */
-static double expert_product(const ptdp_profile *p, const ptdp_gpt_shape *s, double flops, double quantized)
+/* An expert's product of (m x k) by (k x n) on its own rows, through the
+ * same GEMM curve as the dense layers' (clock.h): an expert that gets a
+ * few rows runs a thin product that fills a fraction of the GPU's tiles
+ * and waits on its weights' bytes, as on the hardware — the reason
+ * fine-grained experts reach a lower MFU than a dense MLP of the same
+ * active flops.  Under --fp8 at the FP8 peak with the quantization of the
+ * `quantized` elements of its operands.  (A textbook profile has no
+ * curve: exactly 2 m n k.) */
+static double expert_product(const ptdp_profile *p, const ptdp_gpt_shape *s, double m, double n, double k,
+                             double quantized)
 {
-    return s->fp8 ? ptdp_fp8_flat_cost_flops(p, s->bf16, flops, quantized) : flops;
+    return s->fp8 ? ptdp_fp8_gemm_cost_flops(p, s->bf16, m, n, k, quantized) : gemm(p, m, n, k);
 }
 
-/* c_fc (C -> F), GELU, c_proj (F -> C) on n rows: each product quantizes
- * its X (n in) and, with `weights`, its W (F C) as the dense layers do. */
-double ptdp_gpt_cost_expert_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F, bool weights)
+/* c_fc (C -> F) and its bias, GELU, c_proj (F -> C) and its bias on n
+ * rows; under --fp8 each product quantizes its X (n in) and, with
+ * `weights`, its W (F C) as the dense layers do. */
+double ptdp_gpt_cost_expert_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F, bool weights)
 {
-    const double C = s->C, nF = (double)n * F, nC = (double)n * C, W = weights ? F * C : 0;
-    if (!s->fp8)
-        return ptdp_linear_flops_forward(n, s->C, F) + ptdp_gelu_flops_forward((size_t)nF) +
-               ptdp_linear_flops_forward(n, F, s->C);
-    return expert_product(p, s, ptdp_matmul_flops(n, F, s->C), nC + W) + nF + ptdp_gelu_flops_forward((size_t)nF) +
-           expert_product(p, s, ptdp_matmul_flops(n, s->C, F), nF + W) + nC;
+    const double C = s->C, nF = n * F, nC = n * C, W = weights ? F * C : 0;
+    return expert_product(p, s, n, F, C, nC + W) + nF + ptdp_gelu_flops_forward((size_t)nF) +
+           expert_product(p, s, n, C, F, nF + W) + nC;
 }
 
-/* dW of c_fc (Q(X): n C) and of c_proj (Q(g): n F), as W charges them. */
-double ptdp_gpt_cost_expert_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F)
+/* dW = dY^T X of c_fc (F x C over the n rows, Q(X): n C) and of c_proj
+ * (C x F, Q(g): n F), as W charges them. */
+double ptdp_gpt_cost_expert_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F)
 {
-    return s->fp8 ? expert_product(p, s, ptdp_matmul_flops(F, s->C, n), (double)n * s->C)
-                  : ptdp_linear_flops_backward_weight(n, s->C, F);
+    return expert_product(p, s, F, s->C, n, n * s->C);
 }
 
-double ptdp_gpt_cost_expert_dw_proj(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F)
+double ptdp_gpt_cost_expert_dw_proj(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F)
 {
-    return s->fp8 ? expert_product(p, s, ptdp_matmul_flops(s->C, F, n), (double)n * F)
-                  : ptdp_linear_flops_backward_weight(n, F, s->C);
+    return expert_product(p, s, s->C, F, n, n * F);
 }
 
 /* Backward: c_proj's dX = dY W (Q(dY) n C, Q(W)) and db, GELU's, c_fc's dX
  * (Q(dY) n F, Q(W)) and db; unless `later` (W's) both dW. */
-double ptdp_gpt_cost_expert_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F, bool later,
+double ptdp_gpt_cost_expert_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F, bool later,
                                      bool weights)
 {
-    const double C = s->C, nF = (double)n * F, nC = (double)n * C, W = weights ? F * C : 0;
-    if (!s->fp8)
-        return later ? ptdp_linear_flops_backward_input(n, F, s->C) + ptdp_gelu_flops_backward((size_t)nF) +
-                           ptdp_linear_flops_backward_input(n, s->C, F)
-                     : ptdp_linear_flops_backward(n, F, s->C) + ptdp_gelu_flops_backward((size_t)nF) +
-                           ptdp_linear_flops_backward(n, s->C, F);
-    const double dx = expert_product(p, s, ptdp_matmul_flops(n, F, s->C), nC + W) + nC +
-                      ptdp_gelu_flops_backward((size_t)nF) +
-                      expert_product(p, s, ptdp_matmul_flops(n, s->C, F), nF + W) + nF;
+    const double C = s->C, nF = n * F, nC = n * C, W = weights ? F * C : 0;
+    const double dx = expert_product(p, s, n, F, C, nC + W) + nC + ptdp_gelu_flops_backward((size_t)nF) +
+                      expert_product(p, s, n, C, F, nF + W) + nF;
     return later ? dx : dx + ptdp_gpt_cost_expert_dw_proj(p, s, n, F) + ptdp_gpt_cost_expert_dw_fc(p, s, n, F);
 }
 

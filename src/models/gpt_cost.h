@@ -39,8 +39,7 @@
  * With a split backward (zero-bubble schedules) the four dW products of a
  * block (an MoE block's: its attention's two, the router's and each
  * expert's two), the head's and the embedding's scatter-add are charged by
- * W (the dw_* functions; the experts' at the peak, by their rows,
- * gpt_moe.c) and left out of B.  Under the "ideal" profile the
+ * W (the dw_* functions; the experts' by their rows, gpt_moe.c) and left out of B.  Under the "ideal" profile the
  * embedding and the head cost nothing (clock.c).
  */
 #ifndef PTDP_GPT_COST_H
@@ -97,17 +96,19 @@ double ptdp_gpt_cost_moe_forward(const ptdp_profile *p, const ptdp_gpt_shape *s,
 double ptdp_gpt_cost_moe_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
 double ptdp_gpt_cost_dw_router(const ptdp_profile *p, const ptdp_gpt_shape *s, int E);
 /* A mixture's expert (the GPT's MLP, F of its width on this rank) on n
- * routed rows, priced flat by the rows as gpt_moe.c charges it: forward;
+ * routed rows, its products through the GEMM curve as the dense layers'
+ * (an n-row product: few rows, a thin product), as gpt_moe.c charges it
+ * (n may be fractional: the planner's rows an expert): forward;
  * backward (without the dW products when `later`: W's); each dW as W
  * charges it.  Under --fp8 each product at the FP8 peak with its
  * operands' quantization, as the dense layers' (above); `weights`: with
  * the quantization of the expert's two weights (once an expert that runs;
  * false: only what grows with the rows, the planner's price of a row). */
-double ptdp_gpt_cost_expert_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F, bool weights);
-double ptdp_gpt_cost_expert_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F, bool later,
+double ptdp_gpt_cost_expert_forward(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F, bool weights);
+double ptdp_gpt_cost_expert_backward(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F, bool later,
                                      bool weights);
-double ptdp_gpt_cost_expert_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F);
-double ptdp_gpt_cost_expert_dw_proj(const ptdp_profile *p, const ptdp_gpt_shape *s, int n, int F);
+double ptdp_gpt_cost_expert_dw_fc(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F);
+double ptdp_gpt_cost_expert_dw_proj(const ptdp_profile *p, const ptdp_gpt_shape *s, double n, int F);
 /* A block's backward, in its three charges (without the dW products when
  * s->split; with the attention core again when s->selective). */
 double ptdp_gpt_cost_mlp_backward(const ptdp_profile *p, const ptdp_gpt_shape *s);

@@ -32,7 +32,8 @@
 
 /* Member e of a group: local expert e, c_fc or c_proj.  A dW W runs later
  * is priced by its rows, as the experts' forward and backward are
- * (gpt_cost.h: flat, or under --fp8 at the FP8 peak with its quantization). */
+ * (gpt_cost.h: through the GEMM curve, under --fp8 at the FP8 peak with
+ * its quantization). */
 static ptdp_linear_layer expert_fc(const void *of, int e)
 {
     const ptdp_moe_local *f = of;
@@ -56,8 +57,8 @@ static ptdp_linear_layer expert_proj(const void *of, int e)
 }
 
 /* Each local expert over its rows: h = x W_fc^T + b, g = GELU(h), y = g W_proj^T + b,
- * charged by the rows (at the peak; under --fp8 at the FP8 peak with the
- * quantization of its operands, gpt_cost.h).  Under TP each rank holds F/tp of every
+ * charged by its rows (each product through the GEMM curve; under --fp8
+ * at the FP8 peak with the quantization of its operands, gpt_cost.h).  Under TP each rank holds F/tp of every
  * expert's hidden units: the group's partial sums g W_proj^T are
  * all-reduced over the TP group where the experts ran, once for all (g of
  * Megatron's f/g), then each bias — so the outputs go home whole, and the

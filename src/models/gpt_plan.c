@@ -298,10 +298,10 @@ static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int F
                            ptdp_plan_moe *o)
 {
     const double r = sizeof(ptdp_real), R = s->R, C = s->C;
-    o->fwd += ptdp_gpt_cost_expert_forward(p, s, (int)R, Fs, true);
-    o->bwd += ptdp_gpt_cost_expert_backward(p, s, (int)R, Fs, split, true);
+    o->fwd += ptdp_gpt_cost_expert_forward(p, s, R, Fs, true);
+    o->bwd += ptdp_gpt_cost_expert_backward(p, s, R, Fs, split, true);
     if (split)
-        o->w += ptdp_gpt_cost_expert_dw_proj(p, s, (int)R, Fs) + ptdp_gpt_cost_expert_dw_fc(p, s, (int)R, Fs);
+        o->w += ptdp_gpt_cost_expert_dw_proj(p, s, R, Fs) + ptdp_gpt_cost_expert_dw_fc(p, s, R, Fs);
     o->params_dense += 2 * C * Fs + Fs + C;
     o->shared_bytes = r * R * C;
     o->tensors += 4;
@@ -349,9 +349,11 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
              ptdp_gpt_cost_block_out_forward(p, &s);
     o->bwd = ptdp_gpt_cost_attn_backward(p, &s) + ptdp_gpt_cost_ln1_backward(p, &s) +
              ptdp_gpt_cost_moe_backward(p, &routed, (int)E);
-    /* a routed row through its expert, as gpt_moe.c charges it (gpt_cost.h) */
-    o->row_fwd = ptdp_gpt_cost_expert_forward(p, &s, 1, Fe, false);
-    o->row_bwd = ptdp_gpt_cost_expert_backward(p, &s, 1, Fe, split, false);
+    /* a routed row through its expert, as gpt_moe.c charges it (gpt_cost.h):
+     * its share of an expert of n = here / local rows (ptdp_plan_expert_rows) */
+    const double n = ptdp_plan_expert_rows(p, o->here, o->local);
+    o->row_fwd = ptdp_gpt_cost_expert_forward(p, &s, n, Fe, false) / n;
+    o->row_bwd = ptdp_gpt_cost_expert_backward(p, &s, n, Fe, split, false) / n;
     if (fp8) {   /* and each local expert's two weights quantized, once a pass (every one runs) */
         o->fwd += o->local * ptdp_gpt_cost_expert_forward(p, &s, 0, Fe, true);
         o->bwd += o->local * ptdp_gpt_cost_expert_backward(p, &s, 0, Fe, split, true);
@@ -359,7 +361,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     if (split)   /* W: the attention's two dW, the router's and each routed row's two */
         o->w = ptdp_gpt_cost_dw_attn_proj(p, &s) + ptdp_gpt_cost_dw_attn(p, &s) +
                ptdp_gpt_cost_dw_router(p, &routed, (int)E) +
-               o->here * (ptdp_gpt_cost_expert_dw_proj(p, &s, 1, Fe) + ptdp_gpt_cost_expert_dw_fc(p, &s, 1, Fe));
+               o->here * (ptdp_gpt_cost_expert_dw_proj(p, &s, n, Fe) + ptdp_gpt_cost_expert_dw_fc(p, &s, n, Fe)) / n;
     o->params_dense = 4 * C * s.Cl + 3 * s.Cl + 6 * C + E * C;   /* attention, LNs, c_proj's bias, router */
     o->params_expert = 2 * C * Fe + Fe + C;
     /* ln_1, c_attn, attn.c_proj, ln_2 (a weight and a bias each), the router

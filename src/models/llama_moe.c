@@ -34,8 +34,9 @@
  * N(0, (0.02 / sqrt(2 L))²).
  *
  * The clock: the gate's GEMM with the norm's pending flops; each expert's
- * three GEMMs (2 n C F_e each; under --fp8 at the FP8 peak with their
- * operands' quantization, as the dense layers') and its gate, by its rows; the combine's
+ * three GEMMs (2 n C F_e each, on its n rows through the GEMM curve as the
+ * dense layers' products; under --fp8 at the FP8 peak with their
+ * operands' quantization) and its gate, by its rows; the combine's
  * 2 k C a token after it (the block's last charge).
  */
 #include <math.h>
@@ -52,26 +53,28 @@
 
 /* ------------------------------------------------ the SwiGLU expert */
 
-/* An expert's product, priced flat by its rows: its flops at the peak, or
- * under --fp8 at the FP8 peak with the quantization of the `quantized`
- * elements of its operands, as the dense layers' (clock.h). */
-static double expert_product(const ptdp_moe_local *f, double flops, double quantized)
+/* An expert's product of (m x k) by (k x n) on its own rows, through the
+ * GEMM curve as the dense layers' (clock.h: a few rows make a thin product
+ * that fills part of the GPU's tiles); under --fp8 at the FP8 peak with
+ * the quantization of the `quantized` elements of its operands. */
+static double expert_product(const ptdp_moe_local *f, double m, double n, double k, double quantized)
 {
     const ptdp_device *dev = ((const ptdp_llama_pass *)f->model)->dev;
-    return dev->fp8 ? ptdp_fp8_flat_cost_flops(dev->profile, dev->bf16, flops, quantized) : flops;
+    return dev->fp8 ? ptdp_fp8_gemm_cost_flops(dev->profile, dev->bf16, m, n, k, quantized)
+                    : ptdp_gemm_cost_flops(dev->profile, m, n, k);
 }
 
 /* Member e of a group: local expert e's w1, w3 (column-parallel) or w2
- * (row-parallel).  A dW W runs later is priced as its GEMM (under --fp8
- * with its X quantized: n C for w1 and w3, n F_e for w2). */
+ * (row-parallel).  A dW W runs later is priced as its GEMM, dW = dYᵀ X:
+ * F_e x C over the n rows for w1 and w3 (under --fp8 X quantized: n C),
+ * C x F_e for w2 (n F_e). */
 static ptdp_linear_layer member(const ptdp_moe_local *f, int e, int which, ptdp_linear_split split)
 {
     const ptdp_llama_expert *x = &((const ptdp_llama_expert *)f->experts)[e];
     const ptdp_param *w[] = { x->w1, x->w3, x->w2 };
-    const double in = which == 2 ? f->F : f->C;
+    const double n = f->rows[e], in = which == 2 ? f->F : f->C, out = which == 2 ? f->C : f->F;
     return (ptdp_linear_layer){ .split = split, .w = w[which], .accumulate_dx = which == 1,
-                                .w_flops = expert_product(f, ptdp_matmul_flops(f->rows[e], f->F, f->C),
-                                                          f->rows[e] * in) };
+                                .w_flops = expert_product(f, out, in, n, n * in) };
 }
 
 static ptdp_linear_layer expert_w1(const void *of, int e)
@@ -90,24 +93,24 @@ static ptdp_linear_layer expert_w2(const void *of, int e)
 }
 
 /* The experts' flops by their rows: three GEMMs of 2 n C F_e (each twice
- * in the backward, dX and dW, unless W runs dW) and the gate's.  Under
- * --fp8 each product quantizes what the dense layers' do (llama_block.c):
- * forward X and W (w1, w3: n C + F_e C; w2: n F_e + C F_e), dX dY and W
- * (w2: n C + C F_e; w1, w3: n F_e + F_e C), dW X. */
+ * in the backward, dX and dW, unless W runs dW) and the gate's.  Each
+ * product quantizes under --fp8 what the dense layers' do (llama_block.c):
+ * forward X and W (w1, w3: n x C by C x F_e, n C + F_e C; w2: n x F_e by
+ * F_e x C, n F_e + C F_e), dX dY and W (w2: n x C by C x F_e, n C + C F_e;
+ * w1, w3: n x F_e by F_e x C, n F_e + F_e C), dW X (member above). */
 static double experts_flops(const ptdp_moe_local *f, bool backward, bool later)
 {
     double flops = 0;
     for (int e = 0; e < f->local; e++) {
         if (f->rows[e] == 0)
             continue;
-        const double gemm = ptdp_matmul_flops(f->rows[e], f->F, f->C), n = (double)f->rows[e] * f->F;
-        const double x = (double)f->rows[e] * f->C, W = (double)f->F * f->C;
+        const double rows = f->rows[e], F = f->F, C = f->C, n = rows * F, x = rows * C, W = F * C;
+        const double in_c = expert_product(f, rows, F, C, x + W), in_f = expert_product(f, rows, C, F, n + W);
         if (!backward)
-            flops += 2 * expert_product(f, gemm, x + W) + expert_product(f, gemm, n + W) +
-                     ptdp_swiglu_flops_forward((size_t)n);
+            flops += 2 * in_c + in_f + ptdp_swiglu_flops_forward((size_t)n);
         else
-            flops += expert_product(f, gemm, x + W) + 2 * expert_product(f, gemm, n + W) +
-                     (later ? 0 : expert_product(f, gemm, n) + 2 * expert_product(f, gemm, x)) +
+            flops += in_c + 2 * in_f +
+                     (later ? 0 : expert_product(f, C, F, rows, n) + 2 * expert_product(f, F, C, rows, x)) +
                      ptdp_swiglu_flops_backward((size_t)n);
     }
     return flops;

@@ -385,8 +385,10 @@ static double data_bytes(const ptdp_model_config *c, uint64_t seed)
  *                         gate's 2 R E C and the combine's 2 R k C; back:
  *                         the gate's dX (and dW unless W runs it) and the
  *                         combine's and dispatch's 5 R k C
- *   a routed row          w1, w3, w2 (2 C F_e/tp each, flat: the experts
- *                         are charged by their rows), SwiGLU's 5 (11 back)
+ *   a routed row          w1, w3, w2 (2 C F_e/tp each: the experts are
+ *                         charged by their rows, a row its share of an
+ *                         expert of here/local rows through the GEMM
+ *                         curve, model_plan.h), SwiGLU's 5 (11 back)
  *                         an element; under --fp8 each product at the FP8
  *                         peak with its operands' quantization, and each
  *                         local expert's three weights once a pass
@@ -423,33 +425,35 @@ static double kept_choices(const ptdp_moe_settings *m, double T)
     return fmin(k * T, E * slots);
 }
 
-/* A product of an expert, flat by its rows (llama_moe.c's expert_product). */
-static double expert_product(const shape *x, double flops, double quantized)
+/* A product of an expert (m x k by k x n) on its rows, through the GEMM
+ * curve (llama_moe.c's expert_product). */
+static double expert_product(const shape *x, double m, double n, double k, double quantized)
 {
-    return x->fp8 ? ptdp_fp8_flat_cost_flops(x->p, x->bf16, flops, quantized) : flops;
+    return x->fp8 ? ptdp_fp8_gemm_cost_flops(x->p, x->bf16, m, n, k, quantized) : ptdp_gemm_cost_flops(x->p, m, n, k);
 }
 
 /* An expert of width F on n rows (weights: its three W quantized too),
  * forward: w1 and w3 quantize X (n C) and W, w2 its input (n F) and W. */
 static double expert_forward(const shape *x, double n, double F, bool weights)
 {
-    const double C = x->s.C, g = 2 * n * F * C, W = weights ? F * C : 0;
-    return 2 * expert_product(x, g, n * C + W) + expert_product(x, g, n * F + W) + 5 * n * F;
+    const double C = x->s.C, W = weights ? F * C : 0;
+    return 2 * expert_product(x, n, F, C, n * C + W) + expert_product(x, n, C, F, n * F + W) + 5 * n * F;
 }
 
-/* Its dW alone: w2's quantizes its X (n F), w1's and w3's theirs (n C). */
+/* Its dW alone: w2's (C x F over n) quantizes its X (n F), w1's and
+ * w3's (F x C) theirs (n C). */
 static double expert_dw(const shape *x, double n, double F)
 {
-    const double C = x->s.C, g = 2 * n * F * C;
-    return expert_product(x, g, n * F) + 2 * expert_product(x, g, n * C);
+    const double C = x->s.C;
+    return expert_product(x, C, F, n, n * F) + 2 * expert_product(x, F, C, n, n * C);
 }
 
 /* Backward: w2's dX (dY n C and W), w1's and w3's (dY n F and W each),
  * SwiGLU's 11 an element, and unless `later` (W's) the three dW. */
 static double expert_backward(const shape *x, double n, double F, bool later, bool weights)
 {
-    const double C = x->s.C, g = 2 * n * F * C, W = weights ? F * C : 0;
-    return expert_product(x, g, n * C + W) + 2 * expert_product(x, g, n * F + W) + 11 * n * F +
+    const double C = x->s.C, W = weights ? F * C : 0;
+    return expert_product(x, n, F, C, n * C + W) + 2 * expert_product(x, n, C, F, n * F + W) + 11 * n * F +
            (later ? 0 : expert_dw(x, n, F));
 }
 
@@ -558,14 +562,15 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     o->kept = fmin(o->k * x.routed, b / (tp / etp) * kept_choices(m, x.s.Tq));   /* a capacity runs without CP */
     o->here = o->kept;
     beside_experts(&x, split, o);
-    o->row_fwd = expert_forward(&x, 1, Fe, false);
-    o->row_bwd = expert_backward(&x, 1, Fe, split, false);
+    const double n = ptdp_plan_expert_rows(p, o->here, o->local);   /* a row: its expert's price over its rows */
+    o->row_fwd = expert_forward(&x, n, Fe, false) / n;
+    o->row_bwd = expert_backward(&x, n, Fe, split, false) / n;
     if (fp8) {   /* each local expert's three weights quantized, once a pass (every one runs) */
         o->fwd += o->local * expert_forward(&x, 0, Fe, true);
         o->bwd += o->local * expert_backward(&x, 0, Fe, split, true);
     }
     if (split)
-        o->w += o->here * expert_dw(&x, 1, Fe);
+        o->w += o->here * expert_dw(&x, n, Fe) / n;
     /* the norms, wq, wk, wv, wo, the gate (and DeepSeek's selection bias) */
     o->params_dense = 2 * C + 2 * C * x.s.Cl + 2 * C * x.s.KVl + o->E * C + (m->score == PTDP_MOE_SIGMOID ? o->E : 0);
     o->params_expert = 3 * C * Fe;
