@@ -93,6 +93,7 @@
 #include "models/gpt_pass.h"
 #include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
+#include "ptdp/ops.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
 #include "parallel/model_impl.h"
@@ -331,7 +332,9 @@ static int scratch_alloc(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     if (k->m->mesh->sp && (ptdp_gpt_act(k, &s->dln_local, "grad.ln_local", Rl, C) != 0 ||
                            ptdp_gpt_act(k, &s->dfull, "grad.gathered", R, C) != 0))
         return k->rc;
-    if ((s->att = ptdp_alloc(k->dev, 2 * (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL)
+    const size_t att = k->m->attention_tiled && !ptdp_gpt_cp_ring(k->m) ? ptdp_attention_tiled_scratch()
+                                                                        : 2 * (size_t)T * T;   /* tiles, or S and dS */
+    if ((s->att = ptdp_alloc(k->dev, att * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL)
         k->rc = PTDP_ENOMEM;
     return k->rc;
 }
