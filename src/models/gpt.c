@@ -107,14 +107,15 @@
  * the forward and the backward: packed into one bf16 buffer after the
  * block's forward, unpacked before its backward — the block's input, its
  * eight tensors and the probabilities.  The LayerNorm statistics stay
- * float (apex keeps them in float), and so does CP's log-sum-exp. */
+ * float (apex keeps them in float), and so do the log-sum-exps of CP and
+ * of --attention tiled. */
 static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_block_acts *a, ptdp_act_slot *s)
 {
     int n = 0;
     ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         s[n++] = (ptdp_act_slot){ .t = t[i] };
-    if (!ptdp_gpt_cp_ring(m))   /* the ring keeps log-sum-exps instead */
+    if (!ptdp_gpt_cp_ring(m) && !m->attention_tiled)   /* the ring and tiles keep log-sum-exps instead */
         s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = ptdp_gpt_probs_len(m, acts), .name = "acts.probs" };
     return n;
 }

@@ -10,6 +10,7 @@
  *   gpt_cost.c ───┘                     K_block = B T (4C + 4C/tp + 2F/tp + 4)
  *                                                 + B (nh/tp) T²   (gpt.h)
  *                                       SP: B T (8C + 2F + 4) / tp + B (nh/tp) T²
+ *                                       tiled: B (nh/tp) T log-sum-exps, not T²
  */
 #include "ptdp/gpt.h"
 
@@ -89,6 +90,23 @@ double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int t
     const double rows = (double)batch * (ptdp_gpt(c)->seq_len / cp);
     const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
     return (e - stats) * sizeof(ptdp_bf16) + stats * sizeof(ptdp_real);
+}
+
+double ptdp_gpt_block_act_elements_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp)
+{
+    return ptdp_gpt_block_act_elements_cp(c, batch, tp, cp > 1 ? cp : 1, sp);
+}
+
+double ptdp_gpt_block_act_bytes_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool bf16)
+{
+    cp = cp > 1 ? cp : 1;
+    const double e = ptdp_gpt_block_act_elements_tiled(c, batch, tp, cp, sp);
+    if (!bf16)
+        return e * sizeof(ptdp_real);
+    const double rows = (double)batch * (ptdp_gpt(c)->seq_len / cp);
+    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
+    const double lse = (double)batch * (ptdp_gpt(c)->heads / tp) * (ptdp_gpt(c)->seq_len / cp);
+    return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
 }
 
 /* Full recomputation (gpt.c), one stage holding the whole model: what the
