@@ -245,7 +245,9 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
             ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded);
     /* what a micro-batch keeps per block, by formula (gpt.h), and in what */
     fprintf(f, ", \"acts_per_block_bytes\": %s, \"acts_store\": \"%s\"",
-            J(c->cp_a2a && ptdp_train_cp(c) > 1
+            J(c->attention_tiled ? ptdp_gpt_block_act_bytes_tiled(m, c->batch / (c->dp * c->micro_batches), c->tp,
+                                                                   ptdp_train_cp(c), c->sp, c->bf16)
+              : c->cp_a2a && ptdp_train_cp(c) > 1
                   ? ptdp_gpt_block_act_bytes_a2a(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c),
                                                  c->sp, c->recompute_core, c->bf16)
                   : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
@@ -261,8 +263,10 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
 static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_t n)
 {
     const ptdp_model_config *m = &c->model;
-    const double bytes = ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_core,
-                                                  c->bf16);
+    const double bytes = c->attention_tiled
+                             ? ptdp_gpt_block_act_bytes_tiled(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->bf16)
+                             : ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_core,
+                                                        c->bf16);
     char v[32];
     snprintf(b, n, "%s%s", ptdp_format_bytes(bytes, v, sizeof v),
              c->bf16 ? " in bf16 (float LayerNorm statistics)" : "");
@@ -401,7 +405,8 @@ static void print_full_recompute(const ptdp_train_config *c, const ptdp_launch_r
            c->pp > 1 ? ", each stage its own" : "");
     if (c->pp > 1 || ptdp_train_cp(c) > 1 || c->sp)
         return;
-    const double peak = ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
+    const double peak = c->attention_tiled ? ptdp_gpt_full_recompute_peak_bytes_tiled(m, mb, c->tp, c->bf16)
+                                           : ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
     size_t measured = 0;
     for (int r = 0; r < lr->world_size; r++)
         measured = lr->devices[r].mem.peak[PTDP_MEM_ACTS] > measured ? lr->devices[r].mem.peak[PTDP_MEM_ACTS]
@@ -520,11 +525,25 @@ static void gpt_print_stats(const ptdp_train_config *c, const ptdp_train_result 
     ptdp_moe_cli_print_stats(c, res, &moe, ptdp_gpt(&c->model)->seq_len);
 }
 
+/* --attention tiled without CP: the T/cp formula at cp 1, a log-sum-exp a
+ * query where the probabilities were (gpt.h ptdp_gpt_block_act_elements_tiled). */
+static void print_tiled(const ptdp_train_config *c, int mb)
+{
+    const ptdp_model_config *m = &c->model;
+    const int T = ptdp_gpt(m)->seq_len, nh = ptdp_gpt(m)->heads;
+    char b[96];
+    printf("activations a micro-batch keeps per block (attention in tiles%s): B T (%s) + B (nh/tp) T\n"
+           "  = %.0f elements = %s\n", c->sp ? ", sp" : "", c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4",
+           ptdp_gpt_block_act_elements_tiled(m, mb, c->tp, 1, c->sp), kept_bytes(c, mb, b, sizeof b));
+    printf("  (B (nh/tp) T = %d x (%d/%d) x %d log-sum-exps where the whole attention keeps B (nh/tp) T^2 = %.0f "
+           "probabilities)\n", mb, nh, c->tp, T, (double)mb * (nh / c->tp) * T * T);
+}
+
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
     if (ptdp_train_cp(c) > 1) {
-        if (c->cp_a2a)
+        if (c->cp_a2a && !c->attention_tiled)   /* tiles: a log-sum-exp a query, the ring's count */
             print_ulysses(c);
         else
             print_context_parallel(c, lr);
@@ -537,6 +556,13 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
      * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
     const ptdp_model_config *m = &c->model;
     int mb = c->batch / (c->dp * c->micro_batches);
+    if (c->attention_tiled) {
+        print_tiled(c, mb);
+        print_moe_acts(c, mb);
+        if (c->recompute)
+            print_full_recompute(c, lr);
+        return;
+    }
     const bool sel = c->recompute_core;
     double e = sel ? ptdp_gpt_block_act_elements_selective(m, mb, c->tp, c->sp)
                    : ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);

@@ -247,6 +247,10 @@ double ptdp_gpt_block_act_bytes_tiled(const ptdp_model_config *c, int batch, int
  *
  * against L A and more without recomputation. */
 double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout);
+/* The same under --attention tiled (dropout or not: the tiles' masks need
+ * no scratch of their own): A with log-sum-exps and the forward's
+ * ptdp_attention_tiled_scratch(), S with the backward's. */
+double ptdp_gpt_full_recompute_peak_bytes_tiled(const ptdp_model_config *c, int batch, int tp, bool bf16);
 
 /* Whether global block l's MLP is a mixture of experts (gpt_moe.c):
  * moe_experts > 0 and (l + 1) mod moe_every = 0. */
