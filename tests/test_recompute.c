@@ -115,7 +115,8 @@ LOOP_TEST(recompute_tests, test_full_recompute_peak_is_the_formula, 6)
            a.tiled ? " tiled" : "", a.bf16 ? " bf16" : "", a.dropout > 0 ? " dropout" : "", got, plain, plain / got, want, LAYERS * A);
     /* to the byte: every tensor here is a multiple of the arena's 64 bytes */
     ck_assert_msg(got == want, "peak with recompute %.0f B, formula %.0f B", got, want);
-    ck_assert_msg(plain > LAYERS * A && 2 * got < plain, "without %.0f B, with %.0f B, L A %.0f B", plain, got,
+    /* less than half without — a third less in tiles, whose blocks keep no T x T to begin with */
+    ck_assert_msg(plain > LAYERS * A && (a.tiled ? 1.5 : 2) * got < plain, "without %.0f B, with %.0f B, L A %.0f B", plain, got,
                   LAYERS * A);
     ck_assert_msg(memcmp(&a.loss[0], &a.loss[1], sizeof a.loss[0]) == 0, "loss %.17g with, %.17g without",
                   a.loss[1], a.loss[0]);
