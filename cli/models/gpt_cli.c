@@ -329,7 +329,7 @@ static double cp_sent_per_step(const ptdp_train_config *c, const ptdp_launch_res
  * ulysses.h), per device and step: a device's L/pp blocks (the mean over
  * stages), M micro-batches through each, and what one block sends — with
  * f forward passes, 2 under full recomputation — and the other
- * algorithm's for the same run. */
+ * algorithm's for the same run.  Ulysses in tiles sends y once more. */
 static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     const ptdp_model_config *m = &c->model;
@@ -337,7 +337,8 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
     const int mb = c->batch / (c->dp * c->micro_batches);
     const double blocks = (double)m->layers / c->pp, X = (double)mb * (T / N) * W;
     const double ring = ptdp_ring_elements_per_block(mb, T, W, N, f);
-    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f);
+    /* tiles: y to the head layout again in the backward, for delta (gpt_attention.c) */
+    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f) + (c->attention_tiled ? (N - 1.0) / N * X : 0);
     const double per_block = c->cp_a2a ? a2a : ring, other = c->cp_a2a ? ring : a2a;
     const double scale = blocks * c->micro_batches * sizeof(ptdp_real);
     char b[3][32];
@@ -346,7 +347,9 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
     printf("context parallelism (%s), N = %d: CP bytes sent per device and step, formula (L/pp) M x %s per block\n"
            "  = %g x %d x %.0f elements (X = B (T/N) (C/tp) = %d x %d x %d = %.0f, f = %d) = %s, measured %s\n"
            "  (%s would send %s%s)\n",
-           c->cp_a2a ? "Ulysses all-to-all" : "ring", N, c->cp_a2a ? "(4f + 4)(N-1)/N X" : "(2f (N-1) + 4 (N-1) + 2) X",
+           c->cp_a2a ? "Ulysses all-to-all" : "ring", N,
+           !c->cp_a2a ? "(2f (N-1) + 4 (N-1) + 2) X" : c->attention_tiled ? "(4f + 5)(N-1)/N X (tiles: y again)"
+                                                                         : "(4f + 4)(N-1)/N X",
            blocks, c->micro_batches, per_block, mb, T / N, W, X, f,
            ptdp_format_bytes(scale * per_block, b[0], sizeof b[0]),
            ptdp_format_bytes(cp_sent_per_step(c, lr), b[1], sizeof b[1]), c->cp_a2a ? "the ring" : "Ulysses",
@@ -525,25 +528,29 @@ static void gpt_print_stats(const ptdp_train_config *c, const ptdp_train_result 
     ptdp_moe_cli_print_stats(c, res, &moe, ptdp_gpt(&c->model)->seq_len);
 }
 
-/* --attention tiled without CP: the T/cp formula at cp 1, a log-sum-exp a
- * query where the probabilities were (gpt.h ptdp_gpt_block_act_elements_tiled). */
+/* --attention tiled without CP or under Ulysses: CP's count, a log-sum-exp
+ * a query where the probabilities were (gpt.h ptdp_gpt_block_act_elements_tiled). */
 static void print_tiled(const ptdp_train_config *c, int mb)
 {
     const ptdp_model_config *m = &c->model;
-    const int T = ptdp_gpt(m)->seq_len, nh = ptdp_gpt(m)->heads;
+    const int T = ptdp_gpt(m)->seq_len, nh = ptdp_gpt(m)->heads, cp = ptdp_train_cp(c);
+    const double full = cp > 1 ? (double)mb * (nh / c->tp / cp) * T * T : (double)mb * (nh / c->tp) * T * T;
     char b[96];
-    printf("activations a micro-batch keeps per block (attention in tiles%s): B T (%s) + B (nh/tp) T\n"
-           "  = %.0f elements = %s\n", c->sp ? ", sp" : "", c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4",
-           ptdp_gpt_block_act_elements_tiled(m, mb, c->tp, 1, c->sp), kept_bytes(c, mb, b, sizeof b));
-    printf("  (B (nh/tp) T = %d x (%d/%d) x %d log-sum-exps where the whole attention keeps B (nh/tp) T^2 = %.0f "
-           "probabilities)\n", mb, nh, c->tp, T, (double)mb * (nh / c->tp) * T * T);
+    printf("activations a micro-batch keeps per block (attention in tiles%s%s): B %s (%s) + B (nh/tp) %s\n"
+           "  = %.0f elements = %s\n", cp > 1 ? ", cp, a2a" : "", c->sp ? ", sp" : "", cp > 1 ? "(T/cp)" : "T",
+           c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", cp > 1 ? "(T/cp)" : "T",
+           ptdp_gpt_block_act_elements_tiled(m, mb, c->tp, cp, c->sp), kept_bytes(c, mb, b, sizeof b));
+    printf("  (%.0f log-sum-exps where the whole attention keeps %s T^2 = %.0f probabilities)\n",
+           (double)mb * (nh / c->tp) * (T / cp), cp > 1 ? "B (nh/(tp cp))" : "B (nh/tp)", full);
 }
 
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
     if (ptdp_train_cp(c) > 1) {
-        if (c->cp_a2a && !c->attention_tiled)   /* tiles: a log-sum-exp a query, the ring's count */
+        if (c->cp_a2a && c->attention_tiled)   /* tiles: a log-sum-exp a query, the ring's count */
+            print_tiled(c, c->batch / (c->dp * c->micro_batches));
+        else if (c->cp_a2a)
             print_ulysses(c);
         else
             print_context_parallel(c, lr);
