@@ -11,8 +11,9 @@
  * dropout, over whole sequences and over a slice of queries (TeraPipe's
  * call, q0 not on a tile's edge).  Built in double and in float; the sums
  * go in another order, so the agreement is to rounding (OP_REL scaled).
- * The count of scores the tiles compute is checked against a walk of the
- * tiles by hand.
+ * The backward from a delta given (Ulysses' call, delta made by
+ * ptdp_attention_tiled_delta) equals the backward from y.  The count of
+ * scores the tiles compute is checked against a walk of the tiles by hand.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -131,6 +132,27 @@ LOOP_TEST(tiled_tests, test_tiled_equals_full_attention, NLEN * NCONFIG * 4)
                 ck_assert(c.dqkv[k] == c.before[k]);
         }
     }
+    free_case(&c);
+}
+END_TEST
+
+/* delta = dY . y made apart and given: the same gradients as from y (the
+ * same bits in double; in float delta is rounded to float once). */
+LOOP_TEST(tiled_tests, test_tiled_backward_from_delta_equals_from_y, NCONFIG * 2)
+{
+    tiled_case c;
+    make_case(&c, 3, _i % NCONFIG, _i / NCONFIG ? 0.2 : 0.0, false);
+    run_case(&c);
+    const int rows = B * c.T, yrows = B * c.Tq;
+    ptdp_real *delta = reals((size_t)yrows * c.H), *dqkv = reals((size_t)rows * c.wq);
+    ptdp_attention_tiled_delta(op_view(delta, yrows, c.H, c.H), op_view(c.dy, yrows, c.wy, c.wy),
+                               op_view(c.y, yrows, c.wy, c.wy), HD);
+    ptdp_attention_tiled_backward_delta(op_view(dqkv, rows, c.wq, c.wq), op_view(c.dy, yrows, c.wy, c.wy),
+                                        op_view(c.qkv, rows, c.wq, c.wq), op_view(delta, yrows, c.H, c.H), c.lse,
+                                        c.T, 0, c.T, c.H, c.K, HD, &c.drop, false, c.scratch);
+    for (size_t i = 0; i < (size_t)rows * c.wq; i++)
+        ASSERT_CLOSE(dqkv[i], c.dqkv[i], 16 * OP_REL);
+    free(delta), free(dqkv);
     free_case(&c);
 }
 END_TEST

@@ -329,7 +329,8 @@ static double cp_sent_per_step(const ptdp_train_config *c, const ptdp_launch_res
  * ulysses.h), per device and step: a device's L/pp blocks (the mean over
  * stages), M micro-batches through each, and what one block sends — with
  * f forward passes, 2 under full recomputation — and the other
- * algorithm's for the same run.  Ulysses in tiles sends y once more. */
+ * algorithm's for the same run.  Ulysses in tiles sends delta = dY . y
+ * too, a number a head and position: X / hd. */
 static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     const ptdp_model_config *m = &c->model;
@@ -337,8 +338,9 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
     const int mb = c->batch / (c->dp * c->micro_batches);
     const double blocks = (double)m->layers / c->pp, X = (double)mb * (T / N) * W;
     const double ring = ptdp_ring_elements_per_block(mb, T, W, N, f);
-    /* tiles: y to the head layout again in the backward, for delta (gpt_attention.c) */
-    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f) + (c->attention_tiled ? (N - 1.0) / N * X : 0);
+    /* tiles: delta = dY . y, one a head and position, to the head layout in the backward (gpt_attention.c) */
+    const int hd = m->hidden / ptdp_gpt(m)->heads;
+    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f) + (c->attention_tiled ? (N - 1.0) / N * X / hd : 0);
     const double per_block = c->cp_a2a ? a2a : ring, other = c->cp_a2a ? ring : a2a;
     const double scale = blocks * c->micro_batches * sizeof(ptdp_real);
     char b[3][32];
@@ -348,7 +350,7 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
            "  = %g x %d x %.0f elements (X = B (T/N) (C/tp) = %d x %d x %d = %.0f, f = %d) = %s, measured %s\n"
            "  (%s would send %s%s)\n",
            c->cp_a2a ? "Ulysses all-to-all" : "ring", N,
-           !c->cp_a2a ? "(2f (N-1) + 4 (N-1) + 2) X" : c->attention_tiled ? "(4f + 5)(N-1)/N X (tiles: y again)"
+           !c->cp_a2a ? "(2f (N-1) + 4 (N-1) + 2) X" : c->attention_tiled ? "(4f + 4 + 1/hd)(N-1)/N X (tiles: delta)"
                                                                          : "(4f + 4)(N-1)/N X",
            blocks, c->micro_batches, per_block, mb, T / N, W, X, f,
            ptdp_format_bytes(scale * per_block, b[0], sizeof b[0]),

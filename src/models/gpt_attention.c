@@ -38,8 +38,9 @@
  * does, and the backward makes each tile's probabilities again from it
  * and y, so selective recomputation has nothing left to drop.  The ring's
  * chunks are its tiles already: under CP's ring the flag changes nothing.
- * Under Ulysses the backward brings y to the head layout again (one more
- * all-to-all of y, the size of dy's) for delta_t = dY_t . y_t.
+ * Under Ulysses the backward makes delta_t = dY_t . y_t where y lies, in
+ * the sequence layout, and sends it beside dy: one more all-to-all, of a
+ * number a head and position (1/hd of dy's).
  *
  * Under Ulysses a->qkv's storage holds, once the forward's all-to-all is
  * done, this rank's heads of whole sequences ((B T) x (3 hl/cp hd), the
@@ -199,6 +200,31 @@ static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1,
     return probs;
 }
 
+/* Ulysses' backward in tiles: delta_t = dY_t . y_t made here, where y lies
+ * (a head's per position: 1/hd of y), and sent there beside dy; the tiles'
+ * backward; dq, dk, dv back. */
+static int ulysses_tiled_backward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s,
+                                  const ptdp_attn_dropout *drop)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
+    const ptdp_tensor qkv = as_heads(k, a->qkv, 3), dy = as_heads(k, s->dy, 1), dqkv = as_heads(k, s->dqkv, 3);
+    ptdp_tensor delta = { 0 }, there = { 0 };
+    int rc = ptdp_gpt_act(k, &delta, "grad.attn_delta", s->dy.rows, hl);
+    if (rc == 0 && (rc = ptdp_gpt_act(k, &there, "grad.attn_delta_heads", dy.rows, hn)) == 0) {
+        ptdp_attention_tiled_delta(delta, s->dy, a->y, hd);
+        rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, delta, there, T, 1, hl, 1, mesh->cp_zigzag);
+    }
+    if (rc == 0)
+        rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, T, 1, hl, hd, mesh->cp_zigzag);
+    if (rc == 0)
+        ptdp_attention_tiled_backward_delta(dqkv, dy, qkv, there, a->probs, T, 0, T, hn, hn, hd, drop, false, s->att);
+    ptdp_tensor_free(k->dev, &there);
+    ptdp_tensor_free(k->dev, &delta);
+    return rc != 0 ? rc : ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, T, 3, hl, hd,
+                                                           mesh->cp_zigzag);
+}
+
 /* Ulysses' backward: dy there (in its own storage), the attention's
  * backward on whole sequences of this rank's heads (the probabilities kept,
  * or again), dq, dk, dv back (in s->dqkv's storage). */
@@ -208,19 +234,11 @@ static int ulysses_backward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_gpt_s
     const ptdp_mesh *mesh = k->m->mesh;
     const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
     const ptdp_tensor qkv = as_heads(k, a->qkv, 3), dy = as_heads(k, s->dy, 1), dqkv = as_heads(k, s->dqkv, 3);
+    if (tiled(k->m))
+        return ulysses_tiled_backward(k, a, s, drop);
     int rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, T, 1, hl, hd, mesh->cp_zigzag);
     if (rc != 0)
         return rc;
-    if (tiled(k->m)) {                   /* y there too, for delta */
-        ptdp_tensor y = { 0 };
-        if ((rc = ptdp_gpt_act(k, &y, "grad.attn_y_heads", dy.rows, dy.cols)) == 0 &&
-            (rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, a->y, y, T, 1, hl, hd,
-                                                   mesh->cp_zigzag)) == 0)
-            ptdp_attention_tiled_backward(dqkv, dy, qkv, y, a->probs, T, 0, T, hn, hn, hd, drop, false, s->att);
-        ptdp_tensor_free(k->dev, &y);
-        return rc != 0 ? rc : ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, T, 3, hl, hd,
-                                                               mesh->cp_zigzag);
-    }
     ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, 0, T, hn, drop, s);
     if (probs == NULL)
         return k->rc != 0 ? k->rc : PTDP_ENOMEM;

@@ -406,13 +406,19 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
 /* dqkv from dy (the probabilities kept, or again: selective) on the
  * attention's own layout: this rank's positions, or Ulysses' heads. */
 static void core_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s, ptdp_tensor dqkv,
-                          ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y)
+                          ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y, ptdp_tensor delta)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const core_shape c = core_of(k);
     const size_t n = (size_t)k->acts->rows * c.hq * c.T * c.T;
     ptdp_real *probs = a->probs;
-    if (tiled(k)) {   /* the tiles again, from y (on this layout) and the log-sum-exps */
+    if (tiled(k) && delta.data != NULL) {   /* the tiles again, from the log-sum-exps and delta (Ulysses) */
+        ptdp_attention_tiled_backward_delta(dqkv, dy, qkv, delta, probs, c.T, 0, c.T, c.hq, c.hkv, l->hd, NULL,
+                                            false, s->att);
+        k->pending += attention_flops(k, true);
+        return;
+    }
+    if (tiled(k)) {   /* or y */
         ptdp_attention_tiled_backward(dqkv, dy, qkv, y, probs, c.T, 0, c.T, c.hq, c.hkv, l->hd, NULL, false, s->att);
         k->pending += attention_flops(k, true);
         return;
@@ -445,20 +451,26 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
         return;
     }
     if (!ulysses(k)) {
-        core_backward(k, a, s, s->dqkv, s->dy, a->qkv, a->y);
+        core_backward(k, a, s, s->dqkv, s->dy, a->qkv, a->y, (ptdp_tensor){ 0 });
         return;
     }
-    /* Ulysses: dy there (in its own storage), dq dk dv back */
+    /* Ulysses: dy there (in its own storage), dq dk dv back; in tiles,
+     * delta = dY . y made here, where y lies, and sent too (1/hd of dy) */
     const ptdp_tensor dy = as_heads(k, s->dy), dqkv = as_heads(k, s->dqkv);
-    k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, k->Tg, 1, l->heads_local, l->hd,
-                                             mesh->cp_zigzag);
-    ptdp_tensor y = { 0 };   /* tiles: y there too, for delta */
-    if (k->rc == 0 && tiled(k) && (k->rc = ptdp_llama_act(k, &y, "grad.attn_y_heads", dy.rows, dy.cols)) == 0)
-        k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, a->y, y, k->Tg, 1, l->heads_local, l->hd,
+    ptdp_tensor delta = { 0 }, there = { 0 };
+    if (tiled(k) && ptdp_llama_act(k, &delta, "grad.attn_delta", s->dy.rows, l->heads_local) == 0 &&
+        ptdp_llama_act(k, &there, "grad.attn_delta_heads", dy.rows, l->heads_local / mesh->cp) == 0) {
+        ptdp_attention_tiled_delta(delta, s->dy, a->y, l->hd);
+        k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, delta, there, k->Tg, 1, l->heads_local, 1,
                                                  mesh->cp_zigzag);
+    }
     if (k->rc == 0)
-        core_backward(k, a, s, dqkv, dy, as_heads(k, a->qkv), y);
-    ptdp_tensor_free(k->dev, &y);
+        k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, k->Tg, 1, l->heads_local, l->hd,
+                                             mesh->cp_zigzag);
+    if (k->rc == 0)
+        core_backward(k, a, s, dqkv, dy, as_heads(k, a->qkv), (ptdp_tensor){ 0 }, there);
+    ptdp_tensor_free(k->dev, &there);
+    ptdp_tensor_free(k->dev, &delta);
     if (k->rc == 0)
         k->rc = ptdp_ulysses_gqa_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, k->Tg, l->heads_local,
                                                      l->kv_local, l->hd, mesh->cp_zigzag);

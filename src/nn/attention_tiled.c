@@ -38,6 +38,10 @@
  *                     dS = P ⊙ (dP − delta)
  *                     dQ += dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd) (GEMMs)
  *
+ * delta needs y, which Ulysses holds in the other layout (positions, not
+ * heads): ptdp_attention_tiled_delta makes it apart, where y lies, and
+ * ptdp_attention_tiled_backward_delta takes it instead of y.
+ *
  * The interface is attention.c's slice of queries [q0, q1) against keys
  * [0, q1) (q0 = 0, q1 = T a whole sequence; TeraPipe's token slices
  * otherwise), with grouped-query heads: query head h reads kv head
@@ -233,10 +237,30 @@ void ptdp_attention_tiled_forward(ptdp_tensor y, ptdp_real *lse, ptdp_tensor qkv
 
 /* ------------------------------------------------------------ backward */
 
+/* delta_t = dY_t . y_t of each head, rows x heads from rows x (heads hd):
+ * the softmax's row sum sum_s P dP of every key at once.  Its own pass, so
+ * that Ulysses can take it where y lies (ulysses.h) and send it instead. */
+void ptdp_attention_tiled_delta(ptdp_tensor delta, ptdp_tensor dy, ptdp_tensor y, int hd)
+{
+    if (!PTDP_REQUIRE(hd > 0 && dy.rows == y.rows && dy.cols == y.cols && delta.rows == y.rows &&
+                      delta.cols * hd == y.cols, "delta %d x %d for dy %d x %d, y %d x %d, heads of %d",
+                      delta.rows, delta.cols, dy.rows, dy.cols, y.rows, y.cols, hd))
+        return;
+    for (int r = 0; r < y.rows; r++)
+        for (int h = 0; h < delta.cols; h++) {
+            const ptdp_real *g = ptdp_at(dy, r, h * hd), *o = ptdp_at(y, r, h * hd);
+            double d = 0;
+            for (int j = 0; j < hd; j++)
+                d += (double)g[j] * o[j];
+            *ptdp_at(delta, r, h) = (ptdp_real)d;
+        }
+}
+
 /* One head's gradients: dq of the slice's rows; dk, dv of rows 0 .. q1-1
- * (added into: the caller zeroes or keeps them); dy and y the slice's. */
+ * (added into: the caller zeroes or keeps them); dy the slice's, and its
+ * delta made from y (the slice's) or given (one column of a delta tensor). */
 typedef struct {
-    ptdp_tensor dq, dk, dv, dy, y;
+    ptdp_tensor dq, dk, dv, dy, y, delta;
     const ptdp_real *lse;
 } head_grads;
 
@@ -285,6 +309,10 @@ static void backward_head(const head *H, const head_grads *G, ptdp_real *scratch
         const int tq = H->q1 - a < TILE ? H->q1 - a : TILE;
         double delta[TILE];
         for (int i = 0; i < tq; i++) {                             /* delta_t = dY_t . y_t */
+            if (G->y.data == NULL) {                               /* given */
+                delta[i] = *ptdp_at(G->delta, a - H->q0 + i, 0);
+                continue;
+            }
             const ptdp_real *dyr = ptdp_at(G->dy, a - H->q0 + i, 0), *yr = ptdp_at(G->y, a - H->q0 + i, 0);
             double d = 0;
             for (int j = 0; j < G->dy.cols; j++)
@@ -305,14 +333,18 @@ static void zero_rows(ptdp_tensor t, int n)
         memset(ptdp_at(t, i, 0), 0, (size_t)t.cols * sizeof(ptdp_real));
 }
 
-void ptdp_attention_tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y,
-                                   const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads, int hd,
-                                   const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch)
+/* The backward of every head, its delta from y (y.data != NULL) or from
+ * the delta tensor's column. */
+static void tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y, ptdp_tensor delta,
+                           const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads, int hd,
+                           const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch)
 {
-    if (!shapes_ok(qkv, y, T, q0, q1, heads, kv_heads, hd) ||
-        !PTDP_REQUIRE(dqkv.rows == qkv.rows && dqkv.cols == qkv.cols && dy.rows == y.rows && dy.cols == y.cols,
-                      "dqkv %d x %d for qkv %d x %d, dy %d x %d for y %d x %d", dqkv.rows, dqkv.cols, qkv.rows,
-                      qkv.cols, dy.rows, dy.cols, y.rows, y.cols))
+    if (!shapes_ok(qkv, dy, T, q0, q1, heads, kv_heads, hd) ||
+        !PTDP_REQUIRE(dqkv.rows == qkv.rows && dqkv.cols == qkv.cols &&
+                      (y.data != NULL ? y.rows == dy.rows && y.cols == dy.cols
+                                      : delta.rows == dy.rows && delta.cols == heads),
+                      "dqkv %d x %d for qkv %d x %d, dy %d x %d, y %d x %d, delta %d x %d", dqkv.rows, dqkv.cols,
+                      qkv.rows, qkv.cols, dy.rows, dy.cols, y.rows, y.cols, delta.rows, delta.cols))
         return;
     const int B = qkv.rows / T, Tq = q1 - q0, group = heads / kv_heads;
     for (int b = 0; b < B; b++)
@@ -321,7 +353,9 @@ void ptdp_attention_tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor
             const head d = head_of(dqkv, b, h, T, q0, q1, heads, kv_heads, hd, NULL);
             const head_grads G = {
                 .dq = d.q, .dk = d.k, .dv = d.v,
-                .dy = view(dy, b * Tq, Tq, h * hd, hd), .y = view(y, b * Tq, Tq, h * hd, hd),
+                .dy = view(dy, b * Tq, Tq, h * hd, hd),
+                .y = y.data != NULL ? view(y, b * Tq, Tq, h * hd, hd) : (ptdp_tensor){ 0 },
+                .delta = y.data != NULL ? (ptdp_tensor){ 0 } : view(delta, b * Tq, Tq, h, 1),
                 .lse = lse + ((size_t)b * heads + h) * (size_t)Tq,
             };
             if (!accumulate_kv && h % group == 0) {       /* the group's first head writes dK, dV */
@@ -330,4 +364,23 @@ void ptdp_attention_tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor
             }
             backward_head(&H, &G, scratch);
         }
+}
+
+void ptdp_attention_tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y,
+                                   const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads, int hd,
+                                   const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch)
+{
+    if (PTDP_REQUIRE(y.data != NULL, "the tiled backward needs y"))
+        tiled_backward(dqkv, dy, qkv, y, (ptdp_tensor){ 0 }, lse, T, q0, q1, heads, kv_heads, hd, dropout,
+                       accumulate_kv, scratch);
+}
+
+void ptdp_attention_tiled_backward_delta(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor delta,
+                                         const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads,
+                                         int hd, const ptdp_attn_dropout *dropout, bool accumulate_kv,
+                                         ptdp_real *scratch)
+{
+    if (PTDP_REQUIRE(delta.data != NULL, "the tiled backward needs delta"))
+        tiled_backward(dqkv, dy, qkv, (ptdp_tensor){ 0 }, delta, lse, T, q0, q1, heads, kv_heads, hd, dropout,
+                       accumulate_kv, scratch);
 }

@@ -6,6 +6,7 @@
 # token slices with dropout and selective recompute, Ulysses, the ring
 # (said to be the ring's own tiles), full recompute, bf16 (the float build), and the llama
 # with grouped kv heads under tp and under Ulysses — all at seq-len 80,
+# and Ulysses' CP bytes (delta sent beside dy) equal its printed formula;
 # two query tiles of 64 and 16; the loss in tiles is the whole matrix's as
 # printed; the report says config.attention "tiled" (and nothing without
 # the flag), keeps a log-sum-exp a query where full keeps T x T, and the
@@ -47,6 +48,15 @@ if ! "$ptdp" version 2>/dev/null | grep -q "elements f64"; then
 fi
 # shellcheck disable=SC2086
 run_ok train $G --cp 2 && expect_out "attention in tiles (the ring's own: its chunks)"
+
+# Ulysses in tiles sends delta = dY . y beside dy: its formula's bytes are the measured ones
+# shellcheck disable=SC2086
+if run_ok train $G --cp 2 --cp-algo a2a; then
+    line=$(grep -A1 -F "(4f + 4 + 1/hd)(N-1)/N X (tiles: delta)" "$out" | tail -n 1)
+    formula=$(sed -n 's/.*) = \(.*\), measured .*/\1/p' <<<"$line") measured=$(sed -n 's/.*, measured //p' <<<"$line")
+    [[ -n $formula && $formula == "$measured" ]] && echo "ok    Ulysses in tiles: CP bytes $measured, formula $formula" \
+        || fail "Ulysses in tiles: CP bytes measured '$measured', formula '$formula'"
+fi
 
 # the same losses as the whole matrix (to the printed digits), the report's keys
 S="--model gpt --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --dropout 0.1"
