@@ -110,8 +110,9 @@ static int visible(const tiles *p, int i)
     return n < p->tk ? n : p->tk;
 }
 
-/* dst[i][s] = dropout(src[i][s]) for the pair's rows (tk columns, src's
- * masked future already 0); dst may be src. */
+/* dst[i][s] = dropout(src[i][s]) for the pair's rows (tk columns); dst may
+ * be src.  A 0 stays 0 without drawing (P's masked future; in dD the
+ * future is not 0, but P's zeros cancel it in dS = P (dP - delta)). */
 static void drop_tile(const head *H, const tiles *p, ptdp_real *dst, const ptdp_real *src)
 {
     const ptdp_real scale = (ptdp_real)(1.0 / (1.0 - H->drop->p));
