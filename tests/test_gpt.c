@@ -111,7 +111,7 @@ END_TEST
 
 /* ---------------------------------------------------------- activations */
 
-typedef struct { int tp; bool sp, selective, bf16; int cp; size_t kept[2]; bool a2a; int heads; } acts_arg;
+typedef struct { int tp; bool sp, selective, bf16; int cp; size_t kept[2]; bool a2a; int heads; bool tiled; } acts_arg;
 
 /* The activation bytes one micro-batch keeps after its forward, with
  * `layers` blocks on the device. */
@@ -131,6 +131,7 @@ static int acts_device(ptdp_device *dev, void *arg)
         mesh.cp_a2a = a->a2a;
         DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, 0.0));
         m.recompute_core = a->selective;
+        m.attention_tiled = a->tiled;
         m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
         size_t kept;
         DEVICE_TRY(harness_forward_kept(dev, &m, 4, &kept));
@@ -196,6 +197,32 @@ LOOP_TEST(gpt_tests, test_ulysses_activations_per_block_follow_the_formula, 4)
     const double probs = 4.0 * (4 / a.tp / a.cp) * 8 * 8, lse = 4.0 * (4 / a.tp) * (8 / a.cp);
     ck_assert(ptdp_gpt_block_act_elements_a2a(&cfg, 4, a.tp, a.cp, a.sp, a.selective) ==
               ptdp_gpt_block_act_elements_cp(&cfg, 4, a.tp, a.cp, a.sp) - lse + (a.selective ? 0 : probs));
+}
+END_TEST
+
+/* --attention tiled: a log-sum-exp a query in place of the probabilities in
+ * every layout — tp 1, tp 2 with SP, selective recomputation (nothing more
+ * to drop), the ring (the same as without the flag), Ulysses, and bf16
+ * (the log-sum-exps in float) — each by ptdp_gpt_block_act_bytes_tiled,
+ * which is CP's count at any cp. */
+LOOP_TEST(gpt_tests, test_tiled_activations_per_block_follow_the_formula, 6)
+{
+    acts_arg a = { .tp = _i == 1 ? 2 : 1, .sp = _i == 1, .selective = _i == 2, .cp = _i == 3 || _i == 4 ? 2 : 1,
+                   .a2a = _i == 4, .bf16 = _i == 5, .heads = 4, .tiled = true };
+    harness_launch_ok(a.tp * a.cp, acts_device, &a, NULL, NULL);
+    ptdp_model_config cfg = tiny(a.tp);
+    ptdp_gpt(&cfg)->seq_len = a.cp > 1 ? 8 : a.sp ? 6 : ptdp_gpt(&cfg)->seq_len;
+    ptdp_gpt(&cfg)->heads = 4;
+    const double want = ptdp_gpt_block_act_bytes_tiled(&cfg, 4, a.tp, a.cp, a.sp, a.bf16);
+    const double got = (double)a.kept[1] - (double)a.kept[0];
+    ck_assert_msg(got >= want && got <= want + 13 * 64, "tiled tp %d%s%s cp %d%s%s: one more block keeps %.0f B, "
+                  "formula %.0f B", a.tp, a.sp ? " sp" : "", a.selective ? " selective" : "", a.cp,
+                  a.a2a ? " a2a" : "", a.bf16 ? " bf16" : "", got, want);
+    const int T = ptdp_gpt(&cfg)->seq_len;
+    const double lse = 4.0 * (4 / a.tp) * (T / a.cp), probs = 4.0 * (4 / a.tp) * T * T;
+    if (a.cp == 1 && !a.bf16)   /* the probabilities gone, the log-sum-exps come */
+        ck_assert(ptdp_gpt_block_act_elements_tiled(&cfg, 4, a.tp, 1, a.sp) ==
+                  ptdp_gpt_block_act_elements(&cfg, 4, a.tp, a.sp) - probs + lse);
 }
 END_TEST
 

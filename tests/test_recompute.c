@@ -9,7 +9,10 @@
  *            blocks' inputs, one block redone, the backward's scratch —
  *            and less than half the peak without (every block's
  *            activations at once); in float, under bf16 activations and
- *            with dropout (the redone attention's mask scratch)
+ *            with dropout (the redone attention's mask scratch); and the
+ *            same three with --attention tiled, whose formula
+ *            (ptdp_gpt_full_recompute_peak_bytes_tiled) keeps log-sum-exps
+ *            and two tiles of scratch where T x T were
  *
  *       without   [x0 A0][x1 A1] … [x7 A7] + scratch          L A
  *       with      [x0][x1] … [x6][x7 A7] + x8 + scratch       (L-1) X + A + X
@@ -39,7 +42,7 @@ static ptdp_model_config config(void)
 }
 
 typedef struct {
-    bool bf16;
+    bool bf16, tiled;
     double dropout;
     size_t peak[2];          /* acts: without, with recompute */
     double loss[2];
@@ -58,6 +61,7 @@ static int one_pass(ptdp_device *dev, run_arg *a, int k)
     DEVICE_TRY(ptdp_mesh_init(dev, 1, 1, 1, &mesh));
     DEVICE_TRY(ptdp_model_init(dev, &m, &cfg, &mesh, NULL, 5, a->dropout));
     m.bf16 = a->bf16;   /* activations only: the parameters stay as they are */
+    m.attention_tiled = a->tiled;
     ptdp_batch b = { .first = 3, .rows = ROWS };
     DEVICE_TRY(ptdp_batch_load(dev, &m, &b));
     ptdp_mem_stats before, after;
@@ -95,20 +99,24 @@ static int passes_device(ptdp_device *dev, void *arg)
     return rc != 0 ? rc : one_pass(dev, arg, 1);
 }
 
-/* _i: float; bf16 activations; float with dropout 0.1 */
-LOOP_TEST(recompute_tests, test_full_recompute_peak_is_the_formula, 3)
+/* _i: float; bf16 activations; float with dropout 0.1; the three again
+ * with --attention tiled */
+LOOP_TEST(recompute_tests, test_full_recompute_peak_is_the_formula, 6)
 {
-    run_arg a = { .bf16 = _i == 1, .dropout = _i == 2 ? 0.1 : 0.0 };
+    run_arg a = { .bf16 = _i % 3 == 1, .dropout = _i % 3 == 2 ? 0.1 : 0.0, .tiled = _i >= 3 };
     harness_launch_ok(1, passes_device, &a, NULL, NULL);
     ptdp_model_config cfg = config();
-    const double want = ptdp_gpt_full_recompute_peak_bytes(&cfg, ROWS, 1, a.bf16, a.dropout > 0);
+    const double want = a.tiled ? ptdp_gpt_full_recompute_peak_bytes_tiled(&cfg, ROWS, 1, a.bf16)
+                                : ptdp_gpt_full_recompute_peak_bytes(&cfg, ROWS, 1, a.bf16, a.dropout > 0);
     const double got = (double)a.peak[1], plain = (double)a.peak[0];
-    const double A = ptdp_gpt_block_act_bytes(&cfg, ROWS, 1, 1, false, false, a.bf16);
-    printf("recompute%s%s: peak of acts %.0f B with, %.0f B without (%.2fx); formula %.0f B; L A = %.0f B\n",
-           a.bf16 ? " bf16" : "", a.dropout > 0 ? " dropout" : "", got, plain, plain / got, want, LAYERS * A);
+    const double A = a.tiled ? ptdp_gpt_block_act_bytes_tiled(&cfg, ROWS, 1, 1, false, a.bf16)
+                             : ptdp_gpt_block_act_bytes(&cfg, ROWS, 1, 1, false, false, a.bf16);
+    printf("recompute%s%s%s: peak of acts %.0f B with, %.0f B without (%.2fx); formula %.0f B; L A = %.0f B\n",
+           a.tiled ? " tiled" : "", a.bf16 ? " bf16" : "", a.dropout > 0 ? " dropout" : "", got, plain, plain / got, want, LAYERS * A);
     /* to the byte: every tensor here is a multiple of the arena's 64 bytes */
     ck_assert_msg(got == want, "peak with recompute %.0f B, formula %.0f B", got, want);
-    ck_assert_msg(plain > LAYERS * A && 2 * got < plain, "without %.0f B, with %.0f B, L A %.0f B", plain, got,
+    /* less than half without — a third less in tiles, whose blocks keep no T x T to begin with */
+    ck_assert_msg(plain > LAYERS * A && (a.tiled ? 1.5 : 2) * got < plain, "without %.0f B, with %.0f B, L A %.0f B", plain, got,
                   LAYERS * A);
     ck_assert_msg(memcmp(&a.loss[0], &a.loss[1], sizeof a.loss[0]) == 0, "loss %.17g with, %.17g without",
                   a.loss[1], a.loss[0]);

@@ -245,7 +245,9 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
             ptdp_gpt(m)->seq_len, ptdp_gpt(m)->vocab, ptdp_gpt(m)->vocab_padded);
     /* what a micro-batch keeps per block, by formula (gpt.h), and in what */
     fprintf(f, ", \"acts_per_block_bytes\": %s, \"acts_store\": \"%s\"",
-            J(c->cp_a2a && ptdp_train_cp(c) > 1
+            J(c->attention_tiled ? ptdp_gpt_block_act_bytes_tiled(m, c->batch / (c->dp * c->micro_batches), c->tp,
+                                                                   ptdp_train_cp(c), c->sp, c->bf16)
+              : c->cp_a2a && ptdp_train_cp(c) > 1
                   ? ptdp_gpt_block_act_bytes_a2a(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c),
                                                  c->sp, c->recompute_core, c->bf16)
                   : ptdp_gpt_block_act_bytes(m, c->batch / (c->dp * c->micro_batches), c->tp, ptdp_train_cp(c), c->sp,
@@ -261,8 +263,10 @@ static void gpt_report_keys(FILE *f, const ptdp_train_config *c)
 static const char *kept_bytes(const ptdp_train_config *c, int mb, char *b, size_t n)
 {
     const ptdp_model_config *m = &c->model;
-    const double bytes = ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_core,
-                                                  c->bf16);
+    const double bytes = c->attention_tiled
+                             ? ptdp_gpt_block_act_bytes_tiled(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->bf16)
+                             : ptdp_gpt_block_act_bytes(m, mb, c->tp, ptdp_train_cp(c), c->sp, c->recompute_core,
+                                                        c->bf16);
     char v[32];
     snprintf(b, n, "%s%s", ptdp_format_bytes(bytes, v, sizeof v),
              c->bf16 ? " in bf16 (float LayerNorm statistics)" : "");
@@ -325,7 +329,8 @@ static double cp_sent_per_step(const ptdp_train_config *c, const ptdp_launch_res
  * ulysses.h), per device and step: a device's L/pp blocks (the mean over
  * stages), M micro-batches through each, and what one block sends — with
  * f forward passes, 2 under full recomputation — and the other
- * algorithm's for the same run. */
+ * algorithm's for the same run.  Ulysses in tiles sends delta = dY . y
+ * too, a number a head and position: X / hd. */
 static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     const ptdp_model_config *m = &c->model;
@@ -333,7 +338,9 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
     const int mb = c->batch / (c->dp * c->micro_batches);
     const double blocks = (double)m->layers / c->pp, X = (double)mb * (T / N) * W;
     const double ring = ptdp_ring_elements_per_block(mb, T, W, N, f);
-    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f);
+    /* tiles: delta = dY . y, one a head and position, to the head layout in the backward (gpt_attention.c) */
+    const int hd = m->hidden / ptdp_gpt(m)->heads;
+    const double a2a = ptdp_ulysses_elements_per_block(mb, T, W, N, f) + (c->attention_tiled ? (N - 1.0) / N * X / hd : 0);
     const double per_block = c->cp_a2a ? a2a : ring, other = c->cp_a2a ? ring : a2a;
     const double scale = blocks * c->micro_batches * sizeof(ptdp_real);
     char b[3][32];
@@ -342,7 +349,9 @@ static void print_cp_traffic(const ptdp_train_config *c, const ptdp_launch_resul
     printf("context parallelism (%s), N = %d: CP bytes sent per device and step, formula (L/pp) M x %s per block\n"
            "  = %g x %d x %.0f elements (X = B (T/N) (C/tp) = %d x %d x %d = %.0f, f = %d) = %s, measured %s\n"
            "  (%s would send %s%s)\n",
-           c->cp_a2a ? "Ulysses all-to-all" : "ring", N, c->cp_a2a ? "(4f + 4)(N-1)/N X" : "(2f (N-1) + 4 (N-1) + 2) X",
+           c->cp_a2a ? "Ulysses all-to-all" : "ring", N,
+           !c->cp_a2a ? "(2f (N-1) + 4 (N-1) + 2) X" : c->attention_tiled ? "(4f + 4 + 1/hd)(N-1)/N X (tiles: delta)"
+                                                                         : "(4f + 4)(N-1)/N X",
            blocks, c->micro_batches, per_block, mb, T / N, W, X, f,
            ptdp_format_bytes(scale * per_block, b[0], sizeof b[0]),
            ptdp_format_bytes(cp_sent_per_step(c, lr), b[1], sizeof b[1]), c->cp_a2a ? "the ring" : "Ulysses",
@@ -401,7 +410,8 @@ static void print_full_recompute(const ptdp_train_config *c, const ptdp_launch_r
            c->pp > 1 ? ", each stage its own" : "");
     if (c->pp > 1 || ptdp_train_cp(c) > 1 || c->sp)
         return;
-    const double peak = ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
+    const double peak = c->attention_tiled ? ptdp_gpt_full_recompute_peak_bytes_tiled(m, mb, c->tp, c->bf16)
+                                           : ptdp_gpt_full_recompute_peak_bytes(m, mb, c->tp, c->bf16, c->dropout > 0);
     size_t measured = 0;
     for (int r = 0; r < lr->world_size; r++)
         measured = lr->devices[r].mem.peak[PTDP_MEM_ACTS] > measured ? lr->devices[r].mem.peak[PTDP_MEM_ACTS]
@@ -520,11 +530,29 @@ static void gpt_print_stats(const ptdp_train_config *c, const ptdp_train_result 
     ptdp_moe_cli_print_stats(c, res, &moe, ptdp_gpt(&c->model)->seq_len);
 }
 
+/* --attention tiled without CP or under Ulysses: CP's count, a log-sum-exp
+ * a query where the probabilities were (gpt.h ptdp_gpt_block_act_elements_tiled). */
+static void print_tiled(const ptdp_train_config *c, int mb)
+{
+    const ptdp_model_config *m = &c->model;
+    const int T = ptdp_gpt(m)->seq_len, nh = ptdp_gpt(m)->heads, cp = ptdp_train_cp(c);
+    const double full = cp > 1 ? (double)mb * (nh / c->tp / cp) * T * T : (double)mb * (nh / c->tp) * T * T;
+    char b[96];
+    printf("activations a micro-batch keeps per block (attention in tiles%s%s): B %s (%s) + B (nh/tp) %s\n"
+           "  = %.0f elements = %s\n", cp > 1 ? ", cp, a2a" : "", c->sp ? ", sp" : "", cp > 1 ? "(T/cp)" : "T",
+           c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", cp > 1 ? "(T/cp)" : "T",
+           ptdp_gpt_block_act_elements_tiled(m, mb, c->tp, cp, c->sp), kept_bytes(c, mb, b, sizeof b));
+    printf("  (%.0f log-sum-exps where the whole attention keeps %s T^2 = %.0f probabilities)\n",
+           (double)mb * (nh / c->tp) * (T / cp), cp > 1 ? "B (nh/(tp cp))" : "B (nh/tp)", full);
+}
+
 static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr)
 {
     print_sequence_parallel(c, lr);
     if (ptdp_train_cp(c) > 1) {
-        if (c->cp_a2a)
+        if (c->cp_a2a && c->attention_tiled)   /* tiles: a log-sum-exp a query, the ring's count */
+            print_tiled(c, c->batch / (c->dp * c->micro_batches));
+        else if (c->cp_a2a)
             print_ulysses(c);
         else
             print_context_parallel(c, lr);
@@ -537,6 +565,13 @@ static void gpt_summary(const ptdp_train_config *c, const ptdp_launch_result *lr
      * formula (gpt.h; tests/test_gpt.c measures it to the byte) */
     const ptdp_model_config *m = &c->model;
     int mb = c->batch / (c->dp * c->micro_batches);
+    if (c->attention_tiled) {
+        print_tiled(c, mb);
+        print_moe_acts(c, mb);
+        if (c->recompute)
+            print_full_recompute(c, lr);
+        return;
+    }
     const bool sel = c->recompute_core;
     double e = sel ? ptdp_gpt_block_act_elements_selective(m, mb, c->tp, c->sp)
                    : ptdp_gpt_block_act_elements(m, mb, c->tp, c->sp);

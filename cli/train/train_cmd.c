@@ -127,6 +127,11 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      block at a time in the backward; selective (%s): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core; none\n"
         "                      (without the flag): keep everything\n"
+        "  --attention full|tiled  full (default): the T x T scores, softmaxed and kept for the\n"
+        "                      backward; tiled (%s): FlashAttention's tiles of 64 queries by 64\n"
+        "                      keys, the future skipped, an online softmax keeping one log-sum-exp\n"
+        "                      a query, each tile made again in the backward (under --cp's ring the\n"
+        "                      same as full: its chunks are its tiles)\n"
         "  --cp N              context parallelism (%s): N devices share each sequence, attention\n"
         "                      runs as a ring over them (default 1)\n"
         "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
@@ -148,7 +153,7 @@ static void usage_parallelism(const ptdp_train_config *d)
         "  --stage-layers L    blocks per stage, e.g. 3,3,2 (default balanced); with\n"
         "                      --virtual-stages V, pp x V entries, one per piece\n",
         models_that(can_slice, slice, sizeof slice), slicing, chunked,
-        models_that(can_recompute_core, core, sizeof core), models_that(can_cp, cp, sizeof cp),
+        models_that(can_recompute_core, core, sizeof core), core, models_that(can_cp, cp, sizeof cp),
         models_that(can_sp, sp, sizeof sp));
     usage_data_parallel(pairs);
 }
@@ -325,6 +330,12 @@ static bool read_layout_flag(ptdp_args *a, train_options *o, const ptdp_schedule
     else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1024, &c->virtual_stages);
     else if (ptdp_args_is(a, "--token-slices")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->token_slices);
     else if (ptdp_args_is(a, "--recompute")) *rc = read_recompute(a, c);
+    else if (ptdp_args_is(a, "--attention")) {
+        static const char *const kinds[] = { "full", "tiled" };
+        int k = 0;
+        *rc = ptdp_args_enum(a, kinds, 2, &k);
+        c->attention_tiled = k == 1;
+    }
     else if (ptdp_args_is(a, "--sp")) *rc = ptdp_args_switch(a, &c->sp);
     else if (ptdp_args_is(a, "--cp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->cp);
     else if (ptdp_args_is(a, "--cp-layout")) {

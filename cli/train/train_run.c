@@ -172,6 +172,8 @@ static void print_header(const ptdp_train_config *c, const char *data_name, cons
                ptdp_train_token_slices(c), c->recompute ? " with recompute" : "");
     else if (c->pp > 1)
         printf(", schedule %s%s", sched, c->recompute ? " with recompute" : "");
+    if (c->attention_tiled)   /* --attention tiled; the ring's chunks are its tiles already */
+        printf(", attention in tiles%s", cp > 1 && !c->cp_a2a ? " (the ring's own: its chunks)" : "");
     const ptdp_model_config *m = &c->model;
     ptdp_model_cli_of(m)->describe(c, mb, data_name);
     print_fp8(c, prof);

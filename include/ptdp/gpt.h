@@ -225,6 +225,15 @@ double ptdp_gpt_block_act_elements_a2a(const ptdp_model_config *c, int batch, in
                                        bool selective);
 double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool selective,
                                     bool bf16);
+/* Under --attention tiled (attention_tiled.c), in every layout (cp 1, the
+ * ring, Ulysses; selective or not): the B (nh/tp) T^2 probabilities give
+ * way to a log-sum-exp a query, B (nh/tp) (T/cp) — the count CP's ring
+ * keeps, so it is ptdp_gpt_block_act_elements_cp at any cp, 1 included:
+ *   B (T/cp) (4 C + (3 C + C) / tp + 2 F / tp + 4)  +  B (nh / tp) (T/cp)
+ * its bytes under bf16 2 an element but the statistics' and the
+ * log-sum-exps', which stay float. */
+double ptdp_gpt_block_act_elements_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp);
+double ptdp_gpt_block_act_bytes_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool bf16);
 
 /* Full recomputation (--recompute full), the whole model on one stage
  * (pp 1, no CP, no SP): the highest the activations of one micro-batch of
@@ -238,6 +247,10 @@ double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int t
  *
  * against L A and more without recomputation. */
 double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout);
+/* The same under --attention tiled (dropout or not: the tiles' masks need
+ * no scratch of their own): A with log-sum-exps and the forward's
+ * ptdp_attention_tiled_scratch(), S with the backward's. */
+double ptdp_gpt_full_recompute_peak_bytes_tiled(const ptdp_model_config *c, int batch, int tp, bool bf16);
 
 /* Whether global block l's MLP is a mixture of experts (gpt_moe.c):
  * moe_experts > 0 and (l + 1) mod moe_every = 0. */

@@ -421,6 +421,11 @@ struct ptdp_model {
                                        after init; a model without such a
                                        core, caps.attention false, ignores
                                        it)                                  */
+    bool attention_tiled;           /* --attention tiled: the core in tiles
+                                       (attention_tiled.c), keeping a
+                                       log-sum-exp a query, not the T x T
+                                       probabilities; set after init as
+                                       recompute_core                       */
     bool overlap;                   /* --overlap: the model's own collectives
                                        that nothing waits for at once (SP's
                                        backward all-gathers, gpt_ops.c) run

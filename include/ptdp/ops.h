@@ -271,6 +271,35 @@ void ptdp_attention_gqa_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_te
                                        int T, int q0, int q1, int heads, int kv_heads, int hd,
                                        const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch);
 
+/* Causal attention in tiles (attention_tiled.c, FlashAttention's
+ * algorithm): the queries [q0, q1) of each sequence against the keys
+ * [0, q1), as ptdp_attention_gqa_forward_slice, but keeping for the
+ * backward only each query's log-sum-exp: lse holds B heads (q1 - q0)
+ * numbers, never the probabilities.  The backward reads y (the forward's
+ * output) for delta_t = dY_t . y_t, writes dq for rows q0..q1-1 of dqkv and
+ * writes — or with accumulate_kv adds — dk and dv for rows 0..q1-1.
+ * scratch: ptdp_attention_tiled_scratch() reals, forward and backward. */
+void ptdp_attention_tiled_forward(ptdp_tensor y, ptdp_real *lse, ptdp_tensor qkv, int T, int q0, int q1,
+                                  int heads, int kv_heads, int hd, const ptdp_attn_dropout *dropout,
+                                  ptdp_real *scratch);
+void ptdp_attention_tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y,
+                                   const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads, int hd,
+                                   const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch);
+/* The same with delta given instead of y: delta (B (q1 - q0)) x heads, row
+ * b (q1-q0) + i column h = dY . y of that query and head, as
+ * ptdp_attention_tiled_delta makes it (Ulysses makes it where y lies and
+ * sends it: 1/hd of y's bytes). */
+void ptdp_attention_tiled_backward_delta(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor delta,
+                                         const ptdp_real *lse, int T, int q0, int q1, int heads, int kv_heads,
+                                         int hd, const ptdp_attn_dropout *dropout, bool accumulate_kv,
+                                         ptdp_real *scratch);
+/* delta[r][h] = sum_j dy[r][h hd + j] y[r][h hd + j]: rows x heads. */
+void ptdp_attention_tiled_delta(ptdp_tensor delta, ptdp_tensor dy, ptdp_tensor y, int hd);
+size_t ptdp_attention_tiled_scratch(void);
+/* The scores the tiles compute for one head's queries [q0, q1): the pairs
+ * of tiles not wholly in the future, about (q1² − q0²)/2 + (q1 − q0) 64/2. */
+double ptdp_attention_tiled_scores(int q0, int q1);
+
 /* ------------------------------------------------------------ embeddings */
 
 /* out[i] = row ids[i] - row0 of table, or zeros where the id is not one of

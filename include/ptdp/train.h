@@ -63,6 +63,10 @@ typedef struct {
                                  attention: scores, softmax, dropout,
                                  weighted sum), redone in the backward
                                  (Korthikanti et al. 2022)                  */
+    bool attention_tiled;     /* --attention tiled: causal attention in
+                                 tiles (attention_tiled.c), a log-sum-exp
+                                 a query kept instead of the T x T
+                                 probabilities; false: --attention full   */
     bool sp;                  /* sequence parallelism in the TP group (sp.h) */
     int cp;                   /* context parallelism (cp.h): devices per
                                  sequence; 0 or 1 = off                     */

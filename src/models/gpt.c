@@ -93,6 +93,7 @@
 #include "models/gpt_pass.h"
 #include "ptdp/act_bf16.h"
 #include "ptdp/error.h"
+#include "ptdp/ops.h"
 #include "models/gpt_kv.h"
 #include "models/gpt_table.h"
 #include "parallel/model_impl.h"
@@ -106,14 +107,15 @@
  * the forward and the backward: packed into one bf16 buffer after the
  * block's forward, unpacked before its backward — the block's input, its
  * eight tensors and the probabilities.  The LayerNorm statistics stay
- * float (apex keeps them in float), and so does CP's log-sum-exp. */
+ * float (apex keeps them in float), and so do the log-sum-exps of CP and
+ * of --attention tiled. */
 static int block_slots(const ptdp_model *m, const ptdp_acts *acts, ptdp_gpt_block_acts *a, ptdp_act_slot *s)
 {
     int n = 0;
     ptdp_tensor *t[] = { &a->x, &a->ln1, &a->qkv, &a->y, &a->x2, &a->ln2, &a->fc, &a->gelu };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         s[n++] = (ptdp_act_slot){ .t = t[i] };
-    if (!ptdp_gpt_cp_ring(m))   /* the ring keeps log-sum-exps instead */
+    if (!ptdp_gpt_cp_ring(m) && !m->attention_tiled)   /* the ring and tiles keep log-sum-exps instead */
         s[n++] = (ptdp_act_slot){ .reals = &a->probs, .n = ptdp_gpt_probs_len(m, acts), .name = "acts.probs" };
     return n;
 }
@@ -331,7 +333,9 @@ static int scratch_alloc(ptdp_gpt_pass *k, ptdp_gpt_scratch *s, ptdp_tensor *dh)
     if (k->m->mesh->sp && (ptdp_gpt_act(k, &s->dln_local, "grad.ln_local", Rl, C) != 0 ||
                            ptdp_gpt_act(k, &s->dfull, "grad.gathered", R, C) != 0))
         return k->rc;
-    if ((s->att = ptdp_alloc(k->dev, 2 * (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL)
+    const size_t att = k->m->attention_tiled && !ptdp_gpt_cp_ring(k->m) ? ptdp_attention_tiled_scratch()
+                                                                        : 2 * (size_t)T * T;   /* tiles, or S and dS */
+    if ((s->att = ptdp_alloc(k->dev, att * sizeof(ptdp_real), PTDP_MEM_ACTS, "grad.attn")) == NULL)
         k->rc = PTDP_ENOMEM;
     return k->rc;
 }

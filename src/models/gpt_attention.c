@@ -32,6 +32,16 @@
  * them, recomputed or kept; the forward's P V used them in float, as a
  * fused kernel does in its registers.  CP's log-sum-exps stay float.
  *
+ * --attention tiled (attention_tiled.c) runs the same three ways in tiles:
+ * whole sequences, Ulysses' heads and a token slice keep a log-sum-exp a
+ * query in a->probs (B nh T numbers, a slice's tlen a head), as the ring
+ * does, and the backward makes each tile's probabilities again from it
+ * and y, so selective recomputation has nothing left to drop.  The ring's
+ * chunks are its tiles already: under CP's ring the flag changes nothing.
+ * Under Ulysses the backward makes delta_t = dY_t . y_t where y lies, in
+ * the sequence layout, and sends it beside dy: one more all-to-all, of a
+ * number a head and position (1/hd of dy's).
+ *
  * Under Ulysses a->qkv's storage holds, once the forward's all-to-all is
  * done, this rank's heads of whole sequences ((B T) x (3 hl/cp hd), the
  * same numbers of elements): only the attention reads it, forward and
@@ -57,6 +67,13 @@ static ptdp_attn_dropout dropout_of(const ptdp_gpt_pass *k, int i)
         .p = m->dropout, .key = ptdp_gpt_dropout_key(m, m->layer_begin + i, "attn"),
         .sample0 = k->acts->first_sample, .head0 = m->mesh->tp_rank * k->shape.heads + mine, .heads_total = heads,
     };
+}
+
+/* Tiles (attention_tiled.c) in place of the whole probabilities: the flag,
+ * but for the ring, whose chunks are its tiles already. */
+static bool tiled(const ptdp_model *m)
+{
+    return m->attention_tiled && !ptdp_gpt_cp_ring(m);
 }
 
 /* A token slice's rows (rows x tlen, one sequence after another) to or
@@ -94,7 +111,10 @@ static int ulysses_forward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, const ptdp_
     int rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, a->qkv, qkv, T, 3, hl, hd, mesh->cp_zigzag);
     if (rc != 0 || (rc = ptdp_gpt_act(k, &y, "acts.attn_y_heads", qkv.rows, hn * hd)) != 0)
         return rc;
-    ptdp_attention_forward(y, a->probs, qkv, T, hn, hd, drop, scratch);
+    if (tiled(k->m))
+        ptdp_attention_tiled_forward(y, a->probs, qkv, T, 0, T, hn, hn, hd, drop, scratch);
+    else
+        ptdp_attention_forward(y, a->probs, qkv, T, hn, hd, drop, scratch);
     rc = ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, y, a->y, T, 1, hl, hd, mesh->cp_zigzag);
     ptdp_tensor_free(k->dev, &y);
     return rc;
@@ -112,6 +132,11 @@ static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_re
         if (kv == NULL)
             return PTDP_EINVAL;
         slice_rows(kv->qkv[i], a->qkv, acts, true);
+        if (tiled(m)) {
+            ptdp_attention_tiled_forward(a->y, a->probs, kv->qkv[i], T, acts->t0, acts->t0 + acts->tlen, hl, hl,
+                                         hd, &drop, scratch);
+            return PTDP_OK;
+        }
         ptdp_attention_forward_slice(a->y, a->probs, kv->qkv[i], T, acts->t0, acts->t0 + acts->tlen, hl, hd,
                                      &drop, scratch);
         return PTDP_OK;
@@ -121,7 +146,10 @@ static int core_forward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a, ptdp_re
     if (ptdp_gpt_cp_size(m) > 1)         /* the ring over the CP group */
         return ptdp_ring_attention_forward(k->dev, m->mesh->cp_comm, a->y, a->probs, a->qkv, T, hl, hd,
                                            m->mesh->cp_zigzag, &drop);
-    ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
+    if (tiled(m))
+        ptdp_attention_tiled_forward(a->y, a->probs, a->qkv, T, 0, T, hl, hl, hd, &drop, scratch);
+    else
+        ptdp_attention_forward(a->y, a->probs, a->qkv, T, hl, hd, &drop, scratch);
     return PTDP_OK;
 }
 
@@ -132,9 +160,9 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
     const bool ring = ptdp_gpt_cp_ring(m);
     if (k->rc != 0)
         return;
-    ptdp_real *scratch = NULL;           /* dropout's T x T; held under the ring too, which uses none */
-    if (m->dropout > 0 &&
-        (scratch = ptdp_alloc(k->dev, (size_t)T * T * sizeof(ptdp_real), PTDP_MEM_ACTS, "attn.scratch")) == NULL) {
+    ptdp_real *scratch = NULL;           /* dropout's T x T (held under the ring too, which uses none), or tiles' */
+    const size_t n = tiled(m) ? ptdp_attention_tiled_scratch() : m->dropout > 0 ? (size_t)T * T : 0;
+    if (n > 0 && (scratch = ptdp_alloc(k->dev, n * sizeof(ptdp_real), PTDP_MEM_ACTS, "attn.scratch")) == NULL) {
         k->rc = PTDP_ENOMEM;
         return;
     }
@@ -142,12 +170,12 @@ void ptdp_gpt_attention(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a)
     ptdp_free(k->dev, scratch);
     if (k->rc != 0)
         return;
-    if (m->recompute_core && !ring) {    /* selective: the probabilities are not kept */
+    if (m->recompute_core && !ring && !tiled(m)) {   /* selective: the probabilities are not kept */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
     }
     ptdp_gpt_round(k, a->y);             /* bf16: the heads' outputs as c_proj reads them */
-    if (a->probs != NULL && !ring)
+    if (a->probs != NULL && !ring && !tiled(m))   /* log-sum-exps stay float */
         ptdp_gpt_round_reals(k, a->probs, ptdp_gpt_probs_len(m, k->acts));
 }
 
@@ -172,6 +200,31 @@ static ptdp_real *probs_again(ptdp_gpt_pass *k, ptdp_tensor qkv, int q0, int q1,
     return probs;
 }
 
+/* Ulysses' backward in tiles: delta_t = dY_t . y_t made here, where y lies
+ * (a head's per position: 1/hd of y), and sent there beside dy; the tiles'
+ * backward; dq, dk, dv back. */
+static int ulysses_tiled_backward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_gpt_scratch *s,
+                                  const ptdp_attn_dropout *drop)
+{
+    const ptdp_mesh *mesh = k->m->mesh;
+    const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
+    const ptdp_tensor qkv = as_heads(k, a->qkv, 3), dy = as_heads(k, s->dy, 1), dqkv = as_heads(k, s->dqkv, 3);
+    ptdp_tensor delta = { 0 }, there = { 0 };
+    int rc = ptdp_gpt_act(k, &delta, "grad.attn_delta", s->dy.rows, hl);
+    if (rc == 0 && (rc = ptdp_gpt_act(k, &there, "grad.attn_delta_heads", dy.rows, hn)) == 0) {
+        ptdp_attention_tiled_delta(delta, s->dy, a->y, hd);
+        rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, delta, there, T, 1, hl, 1, mesh->cp_zigzag);
+    }
+    if (rc == 0)
+        rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, T, 1, hl, hd, mesh->cp_zigzag);
+    if (rc == 0)
+        ptdp_attention_tiled_backward_delta(dqkv, dy, qkv, there, a->probs, T, 0, T, hn, hn, hd, drop, false, s->att);
+    ptdp_tensor_free(k->dev, &there);
+    ptdp_tensor_free(k->dev, &delta);
+    return rc != 0 ? rc : ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, T, 3, hl, hd,
+                                                           mesh->cp_zigzag);
+}
+
 /* Ulysses' backward: dy there (in its own storage), the attention's
  * backward on whole sequences of this rank's heads (the probabilities kept,
  * or again), dq, dk, dv back (in s->dqkv's storage). */
@@ -181,6 +234,8 @@ static int ulysses_backward(ptdp_gpt_pass *k, ptdp_gpt_block_acts *a, ptdp_gpt_s
     const ptdp_mesh *mesh = k->m->mesh;
     const int T = k->shape.T, hl = k->shape.heads, hd = k->shape.hd, hn = hl / k->shape.cp;
     const ptdp_tensor qkv = as_heads(k, a->qkv, 3), dy = as_heads(k, s->dy, 1), dqkv = as_heads(k, s->dqkv, 3);
+    if (tiled(k->m))
+        return ulysses_tiled_backward(k, a, s, drop);
     int rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, T, 1, hl, hd, mesh->cp_zigzag);
     if (rc != 0)
         return rc;
@@ -221,6 +276,13 @@ void ptdp_gpt_attention_backward(ptdp_gpt_pass *k, int i, ptdp_gpt_block_acts *a
         qkv = kv->qkv[i];
         q0 = acts->t0;
         q1 = acts->t0 + acts->tlen;
+    }
+    if (tiled(m)) {                      /* the tiles again, from y and the log-sum-exps */
+        ptdp_attention_tiled_backward(kv != NULL ? kv->dqkv[i] : s->dqkv, s->dy, qkv, a->y, a->probs, T, q0, q1, hl,
+                                      hl, hd, &drop, kv != NULL, s->att);
+        if (kv != NULL)
+            slice_rows(kv->dqkv[i], s->dqkv, acts, false);
+        return;
     }
     ptdp_real *probs = a->probs != NULL ? a->probs : probs_again(k, qkv, q0, q1, hl, &drop, s);
     if (probs == NULL)

@@ -121,6 +121,12 @@ double ptdp_gpt_cost_attention_core(const ptdp_profile *p, const ptdp_gpt_shape 
         nq = nk = s->T;
         blocks = 1;
     }
+    if (s->tiled) {     /* the tiles not in the future: nq queries by nk keys on average */
+        nk = ptdp_attention_tiled_scores((int)(nk - nq), (int)nk) / nq;
+        if (backward)   /* S = Q K^T again, P = e^(S - lse) 2 a score, then the four products */
+            return bh * (gemm(p, nq, nk, hd) + gemm(p, nq, nk, hd) + gemm(p, nq, hd, nk) + gemm(p, nk, hd, nq) +
+                         gemm(p, nk, hd, nq)) + bh * nq * nk * (2 + 4);
+    }
     const double scores = blocks * nq * nk;
     if (!backward)      /* S = Q K^T, Y = P V;  softmax 5 a score */
         return bh * blocks * (gemm(p, nq, nk, hd) + gemm(p, nq, hd, nk)) + bh * scores * 5;
@@ -287,7 +293,7 @@ double ptdp_gpt_cost_attn_backward(const ptdp_profile *p, const ptdp_gpt_shape *
     const double R = s->R, C = s->C, Cl = s->Cl;
     double f = ptdp_layernorm_flops_backward((size_t)s->Rl * s->C) + linear_dx(p, s, C, Cl) + R * C +
                linear_dx(p, s, 3 * Cl, C) + R * 3 * Cl + ptdp_gpt_cost_attention_core(p, s, true);
-    if (s->selective && (s->cp == 1 || s->cp_a2a))   /* the ring keeps log-sum-exps: nothing again */
+    if (s->selective && !s->tiled && (s->cp == 1 || s->cp_a2a))   /* the ring and tiles keep lse: nothing again */
         f += ptdp_gpt_cost_attention_core(p, s, false);
     if (!s->split)
         f += ptdp_gpt_cost_dw_attn_proj(p, s) + ptdp_gpt_cost_dw_attn(p, s);

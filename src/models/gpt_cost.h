@@ -68,6 +68,9 @@ typedef struct {
                           sequences of heads / cp heads, not the ring     */
     int t0, tlen;      /* a token slice (tlen 0: whole sequences)          */
     bool selective;    /* the attention core runs again in the backward    */
+    bool tiled;        /* --attention tiled, whole sequences or a slice:
+                          the tiles' scores (attention_tiled.c), S made
+                          again in the backward, nothing run again      */
     bool split;        /* B and W apart: the weight products wait for W    */
     bool fp8;          /* --fp8: the linear layers' products from FP8
                           operands, at the FP8 peak with their operands'

@@ -167,13 +167,15 @@ void ptdp_gpt_region_dropout(const ptdp_model *m, const ptdp_acts *acts, ptdp_te
 
 /* The probabilities a block keeps (a token slice's tlen x (t0 + tlen) of
  * them a head), or under CP's ring each query's log-sum-exp; under
- * Ulysses T x T of each of heads_local / cp heads. */
+ * Ulysses T x T of each of heads_local / cp heads.  Under --attention
+ * tiled a log-sum-exp a query in every layout: T (a slice's tlen) a head. */
 size_t ptdp_gpt_probs_len(const ptdp_model *m, const ptdp_acts *acts)
 {
     const ptdp_gpt *g = m->impl;
     const int T = ptdp_gpt(&m->cfg)->seq_len;
-    const size_t per_head = ptdp_gpt_sliced(acts) ? (size_t)acts->tlen * (size_t)(acts->t0 + acts->tlen) :
-                            ptdp_gpt_cp_ring(m) ? (size_t)ptdp_gpt_local_T(m, acts) : (size_t)T * T;
+    const bool lse = m->attention_tiled || ptdp_gpt_cp_ring(m);
+    const size_t per_head = ptdp_gpt_sliced(acts) ? (size_t)acts->tlen * (lse ? 1 : (size_t)(acts->t0 + acts->tlen))
+                            : ptdp_gpt_cp_ring(m) ? (size_t)ptdp_gpt_local_T(m, acts) : (size_t)T * (lse ? 1 : T);
     const int heads = ptdp_gpt_cp_ulysses(m) ? g->heads_local / ptdp_gpt_cp_size(m) : g->heads_local;
     return (size_t)acts->rows * heads * per_head;
 }
@@ -193,5 +195,6 @@ ptdp_gpt_shape ptdp_gpt_shape_of(const ptdp_model *m, const ptdp_acts *a, bool s
         .cp_a2a = ptdp_gpt_cp_ulysses(m),
         .t0 = sliced ? a->t0 : 0, .tlen = sliced ? a->tlen : 0,
         .selective = m->recompute_core, .split = split,
+        .tiled = m->attention_tiled && !ptdp_gpt_cp_ring(m),
     };
 }

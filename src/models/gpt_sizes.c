@@ -10,10 +10,12 @@
  *   gpt_cost.c ───┘                     K_block = B T (4C + 4C/tp + 2F/tp + 4)
  *                                                 + B (nh/tp) T²   (gpt.h)
  *                                       SP: B T (8C + 2F + 4) / tp + B (nh/tp) T²
+ *                                       tiled: B (nh/tp) T log-sum-exps, not T²
  */
 #include "ptdp/gpt.h"
 
 #include "models/gpt_table.h"
+#include "ptdp/ops.h"
 
 int ptdp_gpt_pad_vocab(int vocab, int multiple, int tp)
 {
@@ -91,6 +93,23 @@ double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int t
     return (e - stats) * sizeof(ptdp_bf16) + stats * sizeof(ptdp_real);
 }
 
+double ptdp_gpt_block_act_elements_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp)
+{
+    return ptdp_gpt_block_act_elements_cp(c, batch, tp, cp > 1 ? cp : 1, sp);
+}
+
+double ptdp_gpt_block_act_bytes_tiled(const ptdp_model_config *c, int batch, int tp, int cp, bool sp, bool bf16)
+{
+    cp = cp > 1 ? cp : 1;
+    const double e = ptdp_gpt_block_act_elements_tiled(c, batch, tp, cp, sp);
+    if (!bf16)
+        return e * sizeof(ptdp_real);
+    const double rows = (double)batch * (ptdp_gpt(c)->seq_len / cp);
+    const double stats = 4 * (sp ? rows / tp : rows);                            /* LayerNorms' mean, 1/std */
+    const double lse = (double)batch * (ptdp_gpt(c)->heads / tp) * (ptdp_gpt(c)->seq_len / cp);
+    return (e - stats - lse) * sizeof(ptdp_bf16) + (stats + lse) * sizeof(ptdp_real);
+}
+
 /* Full recomputation (gpt.c), one stage holding the whole model: what the
  * backward of one micro-batch holds at its highest, in bytes.  X = B T C
  * (a block's input, kept as bf16 under bf16), A = one block's activations
@@ -108,18 +127,32 @@ double ptdp_gpt_block_act_bytes_a2a(const ptdp_model_config *c, int batch, int t
  *
  * with R = B T, r = sizeof(ptdp_real), b = 2 under bf16 else r, and
  * S = R (3 C + F/tp + 4 C/tp) + 2 T^2 (+ T^2 when dropout draws masks in
- * the redone attention).  No SP, no CP. */
-double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout)
+ * the redone attention).  No SP, no CP.  Under --attention tiled A keeps
+ * log-sum-exps (ptdp_gpt_block_act_elements_tiled) and the forward's two
+ * tiles of scratch, and S's 2 T^2 are the backward's two tiles. */
+static double full_recompute_peak(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout, bool tiled)
 {
     const ptdp_gpt_settings *gpt = ptdp_gpt(c);
     const double R = (double)batch * gpt->seq_len, T = gpt->seq_len, C = c->hidden, L = c->layers;
     const double r = sizeof(ptdp_real), b = bf16 ? sizeof(ptdp_bf16) : r, X = R * C;
     const int vp = gpt->vocab_padded > 0 ? gpt->vocab_padded : ptdp_gpt_pad_vocab(gpt->vocab, gpt->vocab_multiple, tp);
-    const double S = R * (3 * C + c->ffn / tp + 4 * C / tp) + 2 * T * T;
-    const double A = ptdp_gpt_block_act_elements(c, batch, tp, false) + (dropout ? T * T : 0);
+    const double tiles = (double)ptdp_attention_tiled_scratch();   /* two tiles, 2 x 64 x 64 */
+    const double S = R * (3 * C + c->ffn / tp + 4 * C / tp) + (tiled ? tiles : 2 * T * T);
+    const double A = tiled ? ptdp_gpt_block_act_elements_tiled(c, batch, tp, 1, false) + tiles
+                           : ptdp_gpt_block_act_elements(c, batch, tp, false) + (dropout ? T * T : 0);
     const double block = (L - 1) * X * b + (A + X + S) * r;
     const double tail = L * X * b + (X + C * R + (double)(vp / tp) * R + 2 * R + S) * r + 2 * R * 8;
     return 8 * R + (block > tail ? block : tail);
+}
+
+double ptdp_gpt_full_recompute_peak_bytes(const ptdp_model_config *c, int batch, int tp, bool bf16, bool dropout)
+{
+    return full_recompute_peak(c, batch, tp, bf16, dropout, false);
+}
+
+double ptdp_gpt_full_recompute_peak_bytes_tiled(const ptdp_model_config *c, int batch, int tp, bool bf16)
+{
+    return full_recompute_peak(c, batch, tp, bf16, false, true);
 }
 
 /* ---------------------------------------- a mixture of experts */

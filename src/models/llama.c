@@ -301,7 +301,8 @@ static int scratch_alloc(ptdp_llama_pass *k, ptdp_llama_scratch *s, ptdp_tensor 
     ptdp_llama_act(k, &s->da, "grad.w1", R, Fl);
     ptdp_llama_act(k, &s->db, "grad.w3", R, Fl);
     const int Ta = k->m->mesh->cp_a2a ? k->Tg : k->T;   /* Ulysses: whole sequences */
-    s->att = ptdp_llama_reals(k, 2 * (size_t)Ta * Ta, "grad.attn");
+    const bool tiles = k->m->attention_tiled && !(k->m->mesh->cp > 1 && !k->m->mesh->cp_a2a);   /* not the ring */
+    s->att = ptdp_llama_reals(k, tiles ? ptdp_attention_tiled_scratch() : 2 * (size_t)Ta * Ta, "grad.attn");
     return k->rc;
 }
 

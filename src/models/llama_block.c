@@ -262,6 +262,7 @@ static void rope(ptdp_llama_pass *k, ptdp_tensor qkv, bool backward)
 
 static bool ring(const ptdp_llama_pass *k);
 static bool ulysses(const ptdp_llama_pass *k);
+static bool tiled(const ptdp_llama_pass *k);
 
 /* Causal attention of this rank's heads, as batched GEMMs on the profile's
  * curve (each sequence and head: S = Q K^T, T x T by d; Y = P V, T x d by
@@ -269,7 +270,10 @@ static bool ulysses(const ptdp_llama_pass *k);
  * under the ring its (chunk x chunk) blocks not skipped (cp.h's score
  * count, each block c x c); under Ulysses Hl/cp heads on whole sequences
  * of Tg positions.  The backward's four products (dP, dV, dQ, dK) cost
- * twice the forward's two. */
+ * twice the forward's two.  In tiles (--attention tiled) the products
+ * cover only the tiles not in the future, n queries by the average of
+ * their keys (ptdp_attention_tiled_scores), and the backward makes
+ * S = Q K^T again: five products. */
 static double attention_flops(const ptdp_llama_pass *k, bool backward)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
@@ -280,6 +284,11 @@ static double attention_flops(const ptdp_llama_pass *k, bool backward)
     if (ring(k)) {
         n = ptdp_cp_layout_of(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag).len;
         blocks = ptdp_ring_attention_scores(k->Tg, mesh->cp, mesh->cp_rank, mesh->cp_zigzag) / (n * n);
+    }
+    if (tiled(k)) {
+        const double nk = ptdp_attention_tiled_scores(0, (int)n) / n;
+        const double fwd = gemm(k, n, nk, d) + gemm(k, n, d, nk);
+        return bh * (backward ? fwd + gemm(k, n, nk, d) + gemm(k, nk, d, n) + gemm(k, nk, d, n) : fwd);
     }
     const double fwd = gemm(k, n, n, d) + gemm(k, n, d, n);
     return bh * blocks * (backward ? fwd + gemm(k, n, d, n) + gemm(k, n, d, n) : fwd);
@@ -292,6 +301,16 @@ static double attention_flops(const ptdp_llama_pass *k, bool backward)
 static bool ring(const ptdp_llama_pass *k)
 {
     return k->m->mesh->cp > 1 && !k->m->mesh->cp_a2a;
+}
+
+/* --attention tiled (attention_tiled.c): a log-sum-exp a query kept in
+ * a->probs, on whole sequences or Ulysses' heads, never the probabilities;
+ * the ring's chunks are its tiles already, so under the ring it changes
+ * nothing.  The backward reads y (Ulysses: brought to the head layout
+ * again) for delta_t = dY_t . y_t. */
+static bool tiled(const ptdp_llama_pass *k)
+{
+    return k->m->attention_tiled && !ring(k);
 }
 
 /* Or Ulysses' all-to-alls: whole sequences of this rank's heads. */
@@ -320,6 +339,21 @@ static core_shape core_of(const ptdp_llama_pass *k)
     return (core_shape){ .T = ulysses(k) ? k->Tg : k->T, .hq = l->heads_local / n, .hkv = l->kv_local / n };
 }
 
+/* The core's forward on its layout: in tiles, or the whole probabilities. */
+static void core_forward(ptdp_llama_pass *k, ptdp_tensor y, ptdp_real *probs, ptdp_tensor qkv)
+{
+    const ptdp_llama *l = ptdp_llama_of(k->m);
+    const core_shape c = core_of(k);
+    if (!tiled(k)) {
+        ptdp_attention_gqa_forward(y, probs, qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
+        return;
+    }
+    ptdp_real *scratch = ptdp_llama_reals(k, ptdp_attention_tiled_scratch(), "attn.scratch");
+    if (scratch != NULL)
+        ptdp_attention_tiled_forward(y, probs, qkv, c.T, 0, c.T, c.hq, c.hkv, l->hd, NULL, scratch);
+    ptdp_free(k->dev, scratch);
+}
+
 /* Ulysses' forward: q, k, v there (in a->qkv's storage, kept so for the
  * backward), one device's attention of this rank's heads, y back. */
 static void ulysses_forward(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
@@ -333,7 +367,7 @@ static void ulysses_forward(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
                                                  l->kv_local, l->hd, mesh->cp_zigzag);
     if (k->rc != 0 || ptdp_llama_act(k, &y, "acts.attn_y_heads", qkv.rows, c.hq * l->hd) != 0)
         return;
-    ptdp_attention_gqa_forward(y, a->probs, qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
+    core_forward(k, y, a->probs, qkv);
     k->rc = ptdp_ulysses_sequence_from_heads(k->dev, mesh->cp_comm, y, a->y, k->Tg, 1, l->heads_local, l->hd,
                                              mesh->cp_zigzag);
     ptdp_tensor_free(k->dev, &y);
@@ -356,14 +390,14 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
     if (ulysses(k))
         ulysses_forward(k, a);
     else
-        ptdp_attention_gqa_forward(a->y, a->probs, a->qkv, c.T, c.hq, c.hkv, l->hd, NULL, NULL);
+        core_forward(k, a->y, a->probs, a->qkv);
     if (k->rc != 0)
         return;
     k->pending += attention_flops(k, false);
-    if (k->m->recompute_core) {   /* selective: the probabilities are not kept */
+    if (k->m->recompute_core && !tiled(k)) {   /* selective: the probabilities are not kept (tiles: lse) */
         ptdp_free(k->dev, a->probs);
         a->probs = NULL;
-    } else if (k->m->bf16) {
+    } else if (k->m->bf16 && !tiled(k)) {      /* log-sum-exps stay float */
         ptdp_act_round_reals(a->probs, (size_t)k->acts->rows * c.hq * c.T * c.T);
     }
     ptdp_llama_round(k, a->y);
@@ -372,12 +406,23 @@ static void attention(ptdp_llama_pass *k, ptdp_llama_block_acts *a)
 /* dqkv from dy (the probabilities kept, or again: selective) on the
  * attention's own layout: this rank's positions, or Ulysses' heads. */
 static void core_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptdp_llama_scratch *s, ptdp_tensor dqkv,
-                          ptdp_tensor dy, ptdp_tensor qkv)
+                          ptdp_tensor dy, ptdp_tensor qkv, ptdp_tensor y, ptdp_tensor delta)
 {
     const ptdp_llama *l = ptdp_llama_of(k->m);
     const core_shape c = core_of(k);
     const size_t n = (size_t)k->acts->rows * c.hq * c.T * c.T;
     ptdp_real *probs = a->probs;
+    if (tiled(k) && delta.data != NULL) {   /* the tiles again, from the log-sum-exps and delta (Ulysses) */
+        ptdp_attention_tiled_backward_delta(dqkv, dy, qkv, delta, probs, c.T, 0, c.T, c.hq, c.hkv, l->hd, NULL,
+                                            false, s->att);
+        k->pending += attention_flops(k, true);
+        return;
+    }
+    if (tiled(k)) {   /* or y */
+        ptdp_attention_tiled_backward(dqkv, dy, qkv, y, probs, c.T, 0, c.T, c.hq, c.hkv, l->hd, NULL, false, s->att);
+        k->pending += attention_flops(k, true);
+        return;
+    }
     if (probs == NULL) {   /* its y into dqkv's storage, overwritten next */
         if ((probs = ptdp_llama_reals(k, n, "grad.probs")) == NULL)
             return;
@@ -406,15 +451,26 @@ static void attention_backward(ptdp_llama_pass *k, ptdp_llama_block_acts *a, ptd
         return;
     }
     if (!ulysses(k)) {
-        core_backward(k, a, s, s->dqkv, s->dy, a->qkv);
+        core_backward(k, a, s, s->dqkv, s->dy, a->qkv, a->y, (ptdp_tensor){ 0 });
         return;
     }
-    /* Ulysses: dy there (in its own storage), dq dk dv back */
+    /* Ulysses: dy there (in its own storage), dq dk dv back; in tiles,
+     * delta = dY . y made here, where y lies, and sent too (1/hd of dy) */
     const ptdp_tensor dy = as_heads(k, s->dy), dqkv = as_heads(k, s->dqkv);
-    k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, k->Tg, 1, l->heads_local, l->hd,
+    ptdp_tensor delta = { 0 }, there = { 0 };
+    if (tiled(k) && ptdp_llama_act(k, &delta, "grad.attn_delta", s->dy.rows, l->heads_local) == 0 &&
+        ptdp_llama_act(k, &there, "grad.attn_delta_heads", dy.rows, l->heads_local / mesh->cp) == 0) {
+        ptdp_attention_tiled_delta(delta, s->dy, a->y, l->hd);
+        k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, delta, there, k->Tg, 1, l->heads_local, 1,
+                                                 mesh->cp_zigzag);
+    }
+    if (k->rc == 0)
+        k->rc = ptdp_ulysses_heads_from_sequence(k->dev, mesh->cp_comm, s->dy, dy, k->Tg, 1, l->heads_local, l->hd,
                                              mesh->cp_zigzag);
     if (k->rc == 0)
-        core_backward(k, a, s, dqkv, dy, as_heads(k, a->qkv));
+        core_backward(k, a, s, dqkv, dy, as_heads(k, a->qkv), (ptdp_tensor){ 0 }, there);
+    ptdp_tensor_free(k->dev, &there);
+    ptdp_tensor_free(k->dev, &delta);
     if (k->rc == 0)
         k->rc = ptdp_ulysses_gqa_sequence_from_heads(k->dev, mesh->cp_comm, dqkv, s->dqkv, k->Tg, l->heads_local,
                                                      l->kv_local, l->hd, mesh->cp_zigzag);
@@ -446,8 +502,8 @@ static void block_alloc(ptdp_llama_pass *k, int i, ptdp_llama_block_acts *a, ptd
     a->rstd1 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd1");
     a->rstd2 = ptdp_llama_reals(k, (size_t)Rl, "acts.rstd2");
     const core_shape c = core_of(k);   /* the ring keeps a log-sum-exp a query */
-    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * c.hq * c.T * (ring(k) ? 1 : c.T),
-                                ring(k) ? "acts.lse" : "acts.probs");
+    const bool lse = ring(k) || tiled(k);   /* tiles too */
+    a->probs = ptdp_llama_reals(k, (size_t)k->acts->rows * c.hq * c.T * (lse ? 1 : c.T), lse ? "acts.lse" : "acts.probs");
     k->w0 = ptdp_wall_now();
 }
 

@@ -236,6 +236,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
                                 ptdp_train_virtual_stages(c), c->seed, c->dropout)) != 0)
         return rc;
     d->model.recompute_core = c->recompute_core;
+    d->model.attention_tiled = c->attention_tiled;
     d->model.overlap = c->overlap;   /* SP's backward gathers on the communication stream */
     d->model.bf16 = c->bf16;   /* before ZeRO, which makes the stores (mixed.h) */
     if (c->fp8.recipe != NULL &&
@@ -245,6 +246,7 @@ static int device_setup(ptdp_device *dev, device_ctx *d)
     d->model.fp8 = d->fp8;
     for (int k = 0; d->model.chunks != NULL && k < d->model.virtual_stages; k++) {
         d->model.chunks[k].recompute_core = c->recompute_core;
+        d->model.chunks[k].attention_tiled = c->attention_tiled;
         d->model.chunks[k].overlap = c->overlap;
         d->model.chunks[k].fp8 = d->fp8;
     }

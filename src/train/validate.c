@@ -171,6 +171,9 @@ static int supports_recompute_cp(const ptdp_train_config *c, char *msg, size_t n
     if (c->recompute_core && !k->attention)
         BAD("--recompute selective redoes the attention core, and %s has no attention: use --recompute "
             "(full) for %s", t, t);
+    if (c->attention_tiled && !k->attention)
+        BAD("--attention tiled computes a model's attention in tiles, and %s has no attention: leave it out "
+            "for %s", t, t);
     if (c->recompute_core && c->recompute)
         BAD("--recompute is either full or selective, not both");
     if (c->cp > 1 && !k->sequences)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# attention_tiled.sh — `ptdp train --attention tiled` (attention_tiled.c):
+# a bad value, a model without attention and a missing value refused
+# (exit 2, naming the flag and the choices) before any work; --check
+# passes in tiles under dp x tp with SP and dropout, 1F1B, TeraPipe's
+# token slices with dropout and selective recompute, Ulysses, the ring
+# (said to be the ring's own tiles), full recompute, bf16 (the float build), and the llama
+# with grouped kv heads under tp and under Ulysses — all at seq-len 80,
+# and Ulysses' CP bytes (delta sent beside dy) equal its printed formula;
+# two query tiles of 64 and 16; the loss in tiles is the whole matrix's as
+# printed; the report says config.attention "tiled" (and nothing without
+# the flag), keeps a log-sum-exp a query where full keeps T x T, and the
+# virtual clock charges the tiles' fewer scores at seq-len 256.
+#
+#   attention_tiled.sh PATH_TO_PTDP
+source "$(dirname "$0")/usage_lib.sh" "$@"
+
+g="train --model gpt --steps 1"
+expect_usage "--attention foo: must be one of full, tiled"            -- $g --attention foo
+expect_usage "--attention: missing value"                             -- $g --attention
+expect_usage "--attention tiled computes a model's attention in tiles, and the MLP has no attention" \
+    -- train --model mlp --steps 1 --attention tiled
+
+# --check in tiles, layout by layout (T = 80: a tile of 64 and one of 16)
+G="--model gpt --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --attention tiled --check"
+L="--model llama --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --kv-heads 2 --attention tiled --check"
+layouts=(
+    "$G --dp 2 --tp 2 --sp --dropout 0.1"
+    "$G --pp 2 --micro-batches 2"
+    "$G --pp 2 --micro-batches 2 --schedule gpipe --token-slices 2 --dropout 0.1 --recompute selective"
+    "$G --cp 2 --cp-algo a2a --dropout 0.1"
+    "$G --cp 2"
+    "$G --recompute full --dropout 0.1"
+    "$L --tp 2"
+    "$L --cp 2 --cp-algo a2a"
+)
+for args in "${layouts[@]}"; do
+    # shellcheck disable=SC2086
+    if run_ok train $args; then
+        has "check PASSED" && echo "ok    ptdp train $args" || fail "ptdp train $args: no check PASSED"
+        has "attention in tiles" || fail "ptdp train $args: the header does not say the attention runs in tiles"
+    fi
+done
+# bf16 needs the float build
+if ! "$ptdp" version 2>/dev/null | grep -q "elements f64"; then
+    # shellcheck disable=SC2086
+    run_ok train $G --tp 2 --precision bf16 && { has "check PASSED" || fail "bf16 in tiles: no check PASSED"; }
+fi
+# shellcheck disable=SC2086
+run_ok train $G --cp 2 && expect_out "attention in tiles (the ring's own: its chunks)"
+
+# Ulysses in tiles sends delta = dY . y beside dy: its formula's bytes are the measured ones
+# shellcheck disable=SC2086
+if run_ok train $G --cp 2 --cp-algo a2a; then
+    line=$(grep -A1 -F "(4f + 4 + 1/hd)(N-1)/N X (tiles: delta)" "$out" | tail -n 1)
+    formula=$(sed -n 's/.*) = \(.*\), measured .*/\1/p' <<<"$line") measured=$(sed -n 's/.*, measured //p' <<<"$line")
+    [[ -n $formula && $formula == "$measured" ]] && echo "ok    Ulysses in tiles: CP bytes $measured, formula $formula" \
+        || fail "Ulysses in tiles: CP bytes measured '$measured', formula '$formula'"
+fi
+
+# the same losses as the whole matrix (to the printed digits), the report's keys
+S="--model gpt --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --dropout 0.1"
+losses() { grep -oE 'loss [0-9.]+' "$out"; }
+# shellcheck disable=SC2086
+if run_ok train $S --report "$tmp/full.json"; then
+    full=$(losses)
+    # shellcheck disable=SC2086
+    if run_ok train $S --attention tiled --report "$tmp/tiled.json"; then
+        [[ -n $full && $(losses) == "$full" ]] && echo "ok    the losses in tiles are the whole matrix's" \
+            || fail "losses in tiles: $(losses | tr '\n' ' '), whole matrix: $(tr '\n' ' ' <<<"$full")"
+        report_config "$tmp/tiled.json" attention '"tiled"'
+        grep -q '"attention"' "$tmp/full.json" && fail "a run without --attention reports config.attention"
+        # a log-sum-exp a query, not T x T: B (nh/tp) (T^2 - T) elements fewer a block
+        acts() { grep -oE '"acts_per_block_bytes": [0-9]+' "$1" | grep -oE '[0-9]+$'; }
+        a_full=$(acts "$tmp/full.json") a_tiled=$(acts "$tmp/tiled.json")
+        fewer=$(( 8 * 4 * (80 * 80 - 80) ))
+        [[ -n $a_full && -n $a_tiled && $(( (a_full - a_tiled) % fewer )) -eq 0 && $a_full -gt $a_tiled ]] &&
+            echo "ok    a block keeps $a_tiled B in tiles, $a_full B whole: B (nh/tp)(T^2 - T) elements fewer" ||
+            fail "acts_per_block_bytes: $a_tiled in tiles, $a_full whole (want fewer by a multiple of $fewer)"
+    fi
+fi
+
+# the clock: at T = 256 the tiles compute 0.56 of the scores, the step's virtual time falls
+virtual() { grep -m 1 -oE 'virtual +[0-9.]+ [mu]s' "$out"; }
+V="--model gpt --steps 1 --seq-len 256 --batch 2 --hidden 32 --heads 4"
+# shellcheck disable=SC2086
+if run_ok train $V; then
+    vf=$(virtual)
+    # shellcheck disable=SC2086
+    if run_ok train $V --attention tiled; then
+        vt=$(virtual)
+        python3 - "$vf" "$vt" <<'EOF' && echo "ok    the step in tiles: $vt, whole: $vf" || fail "the step in tiles: $vt, whole: $vf"
+import sys
+def us(s):
+    n, u = s.split()[1:3]
+    return float(n) * (1000 if u == "ms" else 1)
+sys.exit(0 if us(sys.argv[2]) < us(sys.argv[1]) else 1)
+EOF
+    fi
+fi
+
+finish attention_tiled "--attention tiled: $cases cases"
