@@ -247,10 +247,15 @@ static int parse(int argc, char **argv, floor_cfg *c)
     return 0;
 }
 
-/* The model must count its own work: only a model with a planning table does. */
+/* The model's own rules for its shape (heads dividing the width, …), as
+ * `ptdp train` checks them; and it must count its own work: only a model
+ * with a planning table does. */
 static int validate(const floor_cfg *c)
 {
     const ptdp_model_ops *ops = ptdp_model_of(&c->model);
+    char msg[PTDP_MSG_MAX];
+    if (ptdp_model_check(&c->model, 1, 1, msg, sizeof msg) != 0)
+        return ptdp_usage_error("bench floor", "%s", msg);
     if (ops->plan == NULL || ops->plan->step_flops == NULL || ops->plan->params == NULL) {
         const ptdp_model_ops *p = ptdp_model_first_with(has_plan);
         return ptdp_usage_error("bench floor", "--model %s: it has no planning table to count a step's flops "
