@@ -201,8 +201,10 @@ row "ptdp, 1 device x $threads BLAS thread$s" threads
 [[ -n $llmc ]] && row "llm.c train_gpt2.c (cc $llmc_cflags)" llmc
 echo "| the floor: GEMMs at the square sgemm's speed + AdamW at the copy bandwidth | $(ms "$(med floor)") | $(tps "$(med floor)") | 1.00 |"
 echo
-echo "the floor ($(field threads "$f1") threads): $(awk -v x="$(field gemm_flops_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GFLOP of GEMMs a step (the model's count: 72 B T L C^2 (1 + T/(6C) + V/(12 L C))) at $(num "$(field square_gemm_gflops "$f1")") GFLOP/s (one 2048^3 sgemm),"
+count="the model's count"; (( F == 4 * C )) && count="the model's count: 72 B T L C^2 (1 + T/(6C) + V/(12 L C))"
+echo "the floor ($(field threads "$f1") threads): $(awk -v x="$(field gemm_flops_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GFLOP of GEMMs a step ($count) at $(num "$(field square_gemm_gflops "$f1")") GFLOP/s (one 2048^3 sgemm),"
 echo "  + $(awk -v x="$(field adamw_bytes_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GB of AdamW (7 x 4 B x $(field params "$f1") parameters: read p g m v, write p m v) at $(num "$(field copy_GBps "$f1")") GB/s (STREAM copy)"
+[[ -n $llmc ]] && echo "llm.c's own count: $(sed -n 's/^num_parameters: //p' "$out/llmc.1.txt") parameters (its wpe: $((T > 1024 ? T : 1024)) positions), $(sed -n 's/^num_activations: //p' "$out/llmc.1.txt") floats of activations and as many of their gradients"
 echo "ptdp's faster layout / the floor:   $(num "$(ratio best floor)")"
 [[ -n $llmc ]] && echo "ptdp's faster layout / llm.c:       $(num "$(ratio best llmc)")   (below 1: ptdp is faster)"
 [[ -n $python ]] && echo "ptdp's faster layout / PyTorch:     $(num "$(ratio best torch)")   (below 1: ptdp is faster)"
