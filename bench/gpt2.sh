@@ -52,13 +52,13 @@ runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1
 V=50257 T=64 C=768 L=12 H=12 F=3072 B=4
 die() { echo "gpt2.sh: $*" >&2; exit 2; }
 count() {   # flag value least: a whole number >= least
-    [[ $2 =~ ^[0-9]+$ ]] && (( 10#$2 >= $3 )) || die "$1 $2: expected a whole number >= $3"
+    [[ $2 =~ ^[0-9]{1,9}$ ]] && (( 10#$2 >= $3 )) || die "$1 $2: expected a whole number >= $3 (at most 9 digits)"
     echo $((10#$2))
 }
 while [[ $# -gt 0 ]]; do
     [[ $1 == -* && $1 != --no-torch && $1 != -h && $1 != --help && $# -lt 2 ]] && die "$1 needs a value (see --help)"
     case $1 in
-        --llmc) llmc=$2; shift 2 ;;
+        --llmc) llmc=$2; shift 2; [[ -n $llmc ]] || die "--llmc '': expected llm.c's directory" ;;
         --runs) runs=$(count "$1" "$2" 1); shift 2 ;;
         --steps) steps=$(count "$1" "$2" 1); shift 2 ;;
         --warmup) warmup=$(count "$1" "$2" 0); shift 2 ;;
