@@ -170,10 +170,8 @@ static void print_table(const floor_cfg *c, const floor_result *r)
            PTDP_BENCH_SQUARE_N, r->square_flops_s / 1e9, 1e3 * r->square_s, c->reps);
     printf("    copy bandwidth          %10.1f GB/s      STREAM copy, 16 B an element\n", r->copy_Bps / 1e9);
     printf("  a step:\n");
-    printf("    GEMM flops              %10.2f GFLOP     the model's count (its planning table)\n",
+    printf("    GEMM flops              %10.2f GFLOP     the model's count (its planning table's step_flops)\n",
            r->gemm_flops / 1e9);
-    if (ptdp_model_positions(&c->model) > 0 && c->model.ffn == 4 * c->model.hidden)
-        printf("                                             = 72 B T L C^2 (1 + T/(6C) + V/(12 L C))\n");
     printf("    AdamW bytes             %10.2f GB        = 7 x %zu B x %.0f parameters"
            " (read p g m v, write p m v)\n", r->adamw_bytes / 1e9, sizeof(ptdp_real), r->params);
     printf("  the floor:\n");
