@@ -200,6 +200,13 @@ row "ptdp, 1 device x $threads BLAS thread$s" threads
 [[ -n $python ]] && row "PyTorch $(field torch "$out/torch.1.json") (nanoGPT's model, bench/train_torch.py)" torch
 [[ -n $llmc ]] && row "llm.c train_gpt2.c (cc $llmc_cflags)" llmc
 echo "| the floor: GEMMs at the square sgemm's speed + AdamW at the copy bandwidth | $(ms "$(med floor)") | $(tps "$(med floor)") | 1.00 |"
+for name in threads dp torch llmc; do
+    if [[ -n $(ratio "$name" floor) ]] && awk -v x="$(ratio "$name" floor)" 'BEGIN { exit !(x < 1) }'; then
+        echo
+        echo "(a step below the floor: the floor's two speeds were measured while the machine was busier than during that step — rerun on a quiet machine)"
+        break
+    fi
+done
 echo
 count="the model's count"; (( F == 4 * C )) && count="the model's count: 72 B T L C^2 (1 + T/(6C) + V/(12 L C))"
 echo "the floor ($(field threads "$f1") threads): $(awk -v x="$(field gemm_flops_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GFLOP of GEMMs a step ($count) at $(num "$(field square_gemm_gflops "$f1")") GFLOP/s (one 2048^3 sgemm),"
