@@ -16,6 +16,9 @@
 #               all: train_gpt2.c samples text at its step 20)
 #   --threads N every implementation's threads (default: every core, nproc)
 #   --no-torch  skip the PyTorch column
+#   --device-mem SIZE   ptdp's arena per device (default: the host's
+#               MemAvailable, a limit and not an allocation; ptdp's own default,
+#               4G, is too small for T 1024)
 #   the shape   GPT-2 124M's by default, llm.c's default run: V 50257, T 64,
 #               C 768, 12 layers, 12 heads, F 3072, batch 4 (--seq-len 1024:
 #               GPT-2's full context, the second table of docs/benchmarks.md)
@@ -49,6 +52,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
 runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1
+devmem=$(awk '/^MemAvailable:/ { printf "%dM", $2 / 1024 }' /proc/meminfo 2>/dev/null || true)
 V=50257 T=64 C=768 L=12 H=12 F=3072 B=4
 die() { echo "gpt2.sh: $*" >&2; exit 2; }
 count() {   # flag value least: a whole number >= least
@@ -64,6 +68,7 @@ while [[ $# -gt 0 ]]; do
         --warmup) warmup=$(count "$1" "$2" 0); shift 2 ;;
         --threads) threads=$(count "$1" "$2" 1); shift 2 ;;
         --no-torch) torch=0; shift ;;
+        --device-mem) devmem=$2; shift 2 ;;
         --seq-len) T=$(count "$1" "$2" 2); shift 2 ;;
         --batch) B=$(count "$1" "$2" 1); shift 2 ;;
         --vocab) V=$(count "$1" "$2" 1); shift 2 ;;
@@ -71,13 +76,14 @@ while [[ $# -gt 0 ]]; do
         --layers) L=$(count "$1" "$2" 1); shift 2 ;;
         --heads) H=$(count "$1" "$2" 1); shift 2 ;;
         --ffn) F=$(count "$1" "$2" 1); shift 2 ;;
-        -h | --help) sed -n '2,48p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
         -*) die "unknown flag $1 (see --help)" ;;
         *) ptdp=$1; shift ;;
     esac
 done
 [[ -x $ptdp ]] || die "no ptdp binary at $ptdp (build first, or pass its path)"
 (( C % H == 0 )) || die "--hidden $C must be a multiple of --heads $H"
+memflag=(); [[ -n $devmem ]] && memflag=(--device-mem "$devmem")
 total=$((warmup + steps))
 shape=(--model gpt --vocab "$V" --seq-len "$T" --hidden "$C" --layers "$L" --heads "$H" --ffn "$F" --batch "$B")
 if [[ -n $llmc ]]; then
@@ -107,6 +113,10 @@ trap 'rm -rf "$out"' EXIT
 # ptdp's own rules for the shape, before anything runs (the floor reads the same flags)
 "$ptdp" bench floor "${shape[@]}" --threads 1 --reps 1 --json >/dev/null 2>"$out/check" ||
     die "the shape: $(tail -1 "$out/check")"
+# --device-mem as ptdp reads it: a tiny run with it, before anything is measured
+if [[ ${#memflag[@]} -gt 0 ]] && ! "$ptdp" train --model gpt --steps 0 --quiet "${memflag[@]}" >/dev/null 2>"$out/check"; then
+    die "--device-mem $devmem: $(tail -1 "$out/check")"
+fi
 # Run a command, its stderr kept: on failure stop with its last lines.
 must() {   # label command...
     local label=$1; shift
@@ -142,7 +152,8 @@ field() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2"; }
 ptdp_run() {   # name devices threads-per-device
     echo "== run $r of $runs: ptdp train, $2 device(s) x $3 BLAS thread(s)" >&2
     must "ptdp train --dp $2 --blas-threads $3" \
-        "$ptdp" train "${shape[@]}" --dp "$2" --blas-threads "$3" --steps "$total" --quiet --log "$out/$1.$r.log" >/dev/null
+        "$ptdp" train "${shape[@]}" "${memflag[@]}" --dp "$2" --blas-threads "$3" --steps "$total" --quiet \
+        --log "$out/$1.$r.log" >/dev/null
     ptdp_steps "$out/$1.$r.log" | median >"$out/$1.$r"
 }
 for r in $(seq "$runs"); do
@@ -191,7 +202,7 @@ echo
 name="GPT"; [[ "$V $C $L $H $F" == "50257 768 12 12 3072" ]] && name="GPT-2 124M"
 echo "$name: V $V, T $T, C $C, $L layers, $H heads, F $F; batch $B ($((B * T)) tokens a step), float32, AdamW"
 echo "every implementation on $threads thread$s ($(nproc 2>/dev/null || echo '?') cores); median of $runs run(s), one after the other; each run: median of $steps step(s) after $warmup warm-up"
-echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset})"
+echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); ptdp's arena per device: ${devmem:-4G}"
 echo
 echo "| step on $threads thread$s | time (ms) | tokens/s | / floor |"
 echo "|---|---:|---:|---:|"

@@ -90,6 +90,7 @@ bad_script "--runs x: expected a whole number >= 1"  --runs x
 bad_script "--llmc $tmp/none: no train_gpt2.c"       --llmc "$tmp/none"
 bad_script "--hidden 64 must be a multiple of --heads 5" "${tiny[@]:2}" --heads 5
 bad_script "the shape: ptdp bench floor: --vocab 70000000" "${tiny[@]:2}" --vocab 70000000
+bad_script "--device-mem 12Q: ptdp train: --device-mem 12Q: not a size" --device-mem 12Q
 bad_script "--bogus"                                  --bogus 1
 
 cases=$((cases + 1))
