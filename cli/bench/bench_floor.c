@@ -151,9 +151,21 @@ static int measure(const floor_cfg *c, floor_result *r)
 
 /* ---- printing ------------------------------------------------------------ */
 
+/* OPENBLAS_CORETYPE as set ("" when not): a kernel's name is letters and
+ * digits, anything else is shown as "?" so the JSON stays valid. */
+static const char *coretype(void)
+{
+    const char *v = getenv("OPENBLAS_CORETYPE");
+    if (v == NULL)
+        return "";
+    for (const char *p = v; *p != '\0'; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return "?";
+    return v;
+}
+
 static void print_json(const floor_cfg *c, const floor_result *r)
 {
-    const char *forced = getenv("OPENBLAS_CORETYPE");
     printf("{\"bench\": \"floor\", \"model\": \"%s\", \"dtype\": \"%s\", \"batch\": %d, \"positions\": %d, "
            "\"threads\": %d, \"params\": %.0f, \"gemm_flops_per_step\": %.6g, \"adamw_bytes_per_step\": %.6g, "
            "\"square_gemm_n\": %d, \"square_gemm_s\": %.6g, \"square_gemm_gflops\": %.6g, "
@@ -161,13 +173,13 @@ static void print_json(const floor_cfg *c, const floor_result *r)
            "\"gemm_floor_s\": %.6g, \"adamw_floor_s\": %.6g, \"floor_s\": %.6g}\n",
            ptdp_model_name(&c->model), PTDP_REAL_NAME, c->batch, ptdp_model_positions(&c->model), c->threads,
            r->params, r->gemm_flops, r->adamw_bytes, PTDP_BENCH_SQUARE_N, r->square_s, r->square_flops_s / 1e9,
-           r->copy_Bps / 1e9, ptdp_blas_kernels(), forced ? forced : "", r->gemm_floor_s, r->adamw_floor_s,
+           r->copy_Bps / 1e9, ptdp_blas_kernels(), coretype(), r->gemm_floor_s, r->adamw_floor_s,
            r->gemm_floor_s + r->adamw_floor_s);
 }
 
 static void print_table(const floor_cfg *c, const floor_result *r)
 {
-    const char *forced = getenv("OPENBLAS_CORETYPE");
+    const char *forced = coretype();
     const ptdp_model_cli *cli = ptdp_model_cli_of(&c->model);
     printf("ptdp bench floor (%s): ", PTDP_REAL_NAME);
     if (cli->bench_describe != NULL)
@@ -176,7 +188,7 @@ static void print_table(const floor_cfg *c, const floor_result *r)
         printf("%s, hidden %d, ffn %d, %d layers", ptdp_model_name(&c->model), c->model.hidden, c->model.ffn,
                c->model.layers);
     printf("; batch %d; %d thread%s\n", c->batch, c->threads, c->threads > 1 ? "s" : "");
-    printf("  BLAS kernels: %s (OPENBLAS_CORETYPE=%s)\n\n", ptdp_blas_kernels(), forced ? forced : "unset");
+    printf("  BLAS kernels: %s (OPENBLAS_CORETYPE=%s)\n\n", ptdp_blas_kernels(), forced[0] ? forced : "unset");
     printf("  the machine, on %d thread%s:\n", c->threads, c->threads > 1 ? "s" : "");
     printf("    square %d^3 sgemm       %10.1f GFLOP/s   = 2 n^3 / %.1f ms (best of %d)\n",
            PTDP_BENCH_SQUARE_N, r->square_flops_s / 1e9, 1e3 * r->square_s, c->reps);
