@@ -281,7 +281,8 @@ static int validate(const floor_cfg *c)
     if (ops->plan == NULL || ops->plan->step_flops == NULL || ops->plan->params == NULL) {
         const ptdp_model_ops *p = ptdp_model_first_with(has_plan);
         return ptdp_usage_error("bench floor", "--model %s: it has no planning table to count a step's flops "
-                                "and parameters (try --model %s)", ops->name, p != NULL ? p->name : "gpt");
+                                "and parameters%s%s%s", ops->name, p != NULL ? " (try --model " : "",
+                                p != NULL ? p->name : "", p != NULL ? ")" : "");
     }
     if (ops->plan->experts != NULL && ops->plan->experts(&c->model) > 0)
         return ptdp_usage_error("bench floor", "--moe-experts: the floor counts a dense model's step; a "
