@@ -54,6 +54,18 @@ int ptdp_bench_memory_cmd(int argc, char **argv);
  * MLP against its GEMMs, PyTorch's (bench/train.sh) and dp=2. */
 int ptdp_bench_train_cmd(int argc, char **argv);
 
+/* The machine's GEMM speed (bench_train.c): the median of `reps` (1..7)
+ * square PTDP_BENCH_SQUARE_N^3 products through ptdp_matmul on dev's
+ * threads, after one untimed; 2 n^3 flops each.  0 or PTDP_E… */
+#define PTDP_BENCH_SQUARE_N 2048
+struct ptdp_device;
+int ptdp_bench_square_gemm(struct ptdp_device *dev, int reps, double *median_s);
+
+/* `ptdp bench floor …` (bench_floor.c): the least time a step of a model
+ * can take on N cores: its GEMM flops at the square product's speed plus
+ * AdamW's bytes at the copy bandwidth (bench/gpt2.sh's floor). */
+int ptdp_bench_floor_cmd(int argc, char **argv);
+
 /* `ptdp bench zero …` (bench_zero.c): the ZeRO paper's model states per
  * device, stage by stage, by the formula and by the arena; the DP bytes per
  * step; the virtual step with and without --overlap. */

@@ -936,6 +936,8 @@ static void bench_usage(FILE *f)
            "                all_to_all(v) against the host's memory bandwidth\n"
            "  memory        the host's memory bandwidth alone (STREAM copy and triad)\n"
            "  train         the reference %s's training step: GEMMs, optimizer, dp=2\n"
+           "  floor         the least time a step could take on N cores: its GEMM flops at the\n"
+           "                square sgemm's speed plus AdamW's bytes at the copy bandwidth\n"
            "  zero          ZeRO 0-3: model states per device by formula and arena, DP bytes,\n"
            "                the virtual step with and without --overlap\n"
            "  plan          ptdp plan's search: seconds and layouts/s, the 1T %s on 3072 GPUs\n"
@@ -968,6 +970,8 @@ int ptdp_cmd_bench(int argc, char **argv)
         return ptdp_bench_train_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "zero") == 0)
         return ptdp_bench_zero_cmd(argc - 1, argv + 1);
+    if (strcmp(argv[1], "floor") == 0)
+        return ptdp_bench_floor_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "plan") == 0)
         return ptdp_bench_plan_cmd(argc - 1, argv + 1);
     if (strcmp(argv[1], "fp8") == 0)
@@ -985,7 +989,7 @@ int ptdp_cmd_bench(int argc, char **argv)
             return ptdp_usage_error("bench", "moe: no registered model has a mixture of experts to bench");
         return cli->bench_moe(argc - 1, argv + 1);
     }
-    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, zero, plan, "
-                            "activations, moe or fp8 "
+    return ptdp_usage_error("bench", "unknown benchmark '%s': use collectives, memory, train, floor, zero, "
+                            "plan, activations, moe or fp8 "
                             "(see ptdp bench --help)", argv[1]);
 }

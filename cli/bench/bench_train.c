@@ -216,10 +216,11 @@ typedef struct {
 
 /* The machine's GEMM speed, as the step's products are held against it:
  * one large square product, n^3 multiply-adds, through the same door
- * (ptdp_matmul) on the same one thread — OpenBLAS at its best shape. */
-#define SQUARE_N 2048
+ * (ptdp_matmul) on the device's threads (here one) — OpenBLAS at its best
+ * shape.  `ptdp bench floor` times it on every core (bench.h). */
+#define SQUARE_N PTDP_BENCH_SQUARE_N
 
-static int square_gemm(ptdp_device *dev, int reps, double *median_s)
+int ptdp_bench_square_gemm(ptdp_device *dev, int reps, double *median_s)
 {
     ptdp_tensor a = { 0 }, b = { 0 }, c = { 0 };
     double t[8];
@@ -337,7 +338,7 @@ static int phase_device(ptdp_device *dev, void *arg)
     phase_teardown(dev, &st);
     if (rc == 0) {
         ptdp_progress("[2/8] the machine's square %d^3 GEMM", SQUARE_N);
-        rc = square_gemm(dev, 3, &r->square_s);
+        rc = ptdp_bench_square_gemm(dev, 3, &r->square_s);
     }
     return rc;
 }
