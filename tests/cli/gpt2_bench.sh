@@ -94,7 +94,7 @@ bad_script "--device-mem 12Q: ptdp train: --device-mem 12Q: not a size" --device
 bad_script "--bogus"                                  --bogus 1
 
 cases=$((cases + 1))
-if ! gpt2 "${tiny[@]:2}" --runs 1 --steps 1 --warmup 0 --threads 2; then
+if ! gpt2 "${tiny[@]:2}" --runs 1 --steps 1 --warmup 0 --threads 2 --no-torch; then
     fail "bench/gpt2.sh on a tiny shape exited $?"
 else
     ok=1
