@@ -142,6 +142,10 @@ static void usage(void)
         "  --profile P         the cluster (required; --profile list names them)\n"
         "  --device-mem SIZE   memory of one GPU, e.g. 40G (default: the profile's)\n"
         "  --precision bf16|" PTDP_REAL_NAME "  bf16 mixed precision, or this build's (default)\n"
+        "  --attention full|tiled  the attention core as ptdp train --attention runs it: full\n"
+        "                      (default) keeps the T x T probabilities; tiled keeps a log-sum-exp\n"
+        "                      a query, computes only the tiles not in the future and makes S\n"
+        "                      again in the backward\n"
         "  --fp8 R             the linear layers' products from FP8 operands, as ptdp train --fp8 R\n"
         "                      runs them (R: tensorwise, delayed, blockwise or mxfp8): at the\n"
         "                      profile's FP8 peak (its bf16 peak without one), plus the passes\n"
@@ -316,6 +320,26 @@ static int read_fp8(ptdp_args *a, ptdp_plan_request *rq)
         rq->fp8 = ptdp_fp8_recipe_at(k);
     return rc;
 }
+/* How the model computes: --precision, --attention, --fp8 and --fp8-comm. */
+static bool read_numerics_flag(ptdp_args *a, ptdp_plan_request *rq, int *rc)
+{
+    static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" }, *const cores[] = { "full", "tiled" };
+    int k = 0;
+    if (ptdp_args_is(a, "--precision")) {
+        *rc = ptdp_args_enum(a, precisions, 2, &k);
+        rq->bf16 = k == 1;
+    } else if (ptdp_args_is(a, "--attention")) {
+        *rc = ptdp_args_enum(a, cores, 2, &k);
+        rq->attention_tiled = k == 1;
+    } else if (ptdp_args_is(a, "--fp8"))
+        *rc = read_fp8(a, rq);
+    else if (ptdp_args_is(a, "--fp8-comm"))
+        *rc = ptdp_args_switch(a, &rq->fp8_comm);
+    else
+        return false;
+    return true;
+}
+
 static int parse(int argc, char **argv, plan_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -350,14 +374,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, DEVICE_MEM_MAX, &mem);
-        else if (ptdp_args_is(&a, "--precision")) {
-            static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
-            int k = 0;
-            rc = ptdp_args_enum(&a, precisions, 2, &k);
-            rq->bf16 = k == 1;
-        }
-        else if (ptdp_args_is(&a, "--fp8")) rc = read_fp8(&a, rq);
-        else if (ptdp_args_is(&a, "--fp8-comm")) rc = ptdp_args_switch(&a, &rq->fp8_comm);
+        else if (read_numerics_flag(&a, rq, &rc)) { }
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (read_zero3_flag(&a, o, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
@@ -373,7 +390,7 @@ static int parse(int argc, char **argv, plan_options *o)
                                     "mixture of experts' flags it prices)", a.flag);
         else rc = ptdp_args_unknown(&a);
         if (rc == 0 && strncmp(a.flag, "--moe-", 6) == 0 && strcmp(a.flag, "--moe-experts") != 0)
-            o->moe_flag = a.flag;   /* needs --moe-experts (validate) */
+            snprintf(o->moe_flag, sizeof o->moe_flag, "%s", a.flag);   /* needs --moe-experts (validate) */
         if (rc)
             return PTDP_EXIT_USAGE;
     }
@@ -420,7 +437,7 @@ static int experts_rules(const plan_options *o, char *msg, size_t len)
     const ptdp_plan_request *rq = &o->rq;
     const ptdp_model_ops *ops = ptdp_model_of(&rq->model);
     const int E = ops->plan->experts != NULL ? ops->plan->experts(&rq->model) : 0;
-    if (o->moe_flag != NULL && E == 0) {
+    if (o->moe_flag[0] != '\0' && E == 0) {
         snprintf(msg, len, "%s needs --moe-experts E (a mixture of E experts; 0, the default, is none)",
                  o->moe_flag);
         return PTDP_EINVAL;
@@ -573,6 +590,19 @@ static int schedule_rules(ptdp_plan_request *rq)
     return 0;
 }
 
+/* What --precision and --attention ask of this build and of the model. */
+static int numerics_rules(const ptdp_plan_request *rq, const ptdp_model_ops *ops)
+{
+#ifdef PTDP_DOUBLE
+    if (rq->bf16)
+        return ptdp_usage_error("plan", "--precision bf16 keeps float master weights: plan with the float build "
+                                "(ptdp), not ptdp-f64");
+#endif
+    if (rq->attention_tiled && !ops->caps.attention)   /* ptdp train's words */
+        return ptdp_usage_error("plan", "--attention tiled: --model %s has no attention", ops->name);
+    return 0;
+}
+
 static int validate(plan_options *o)
 {
     ptdp_plan_request *rq = &o->rq;
@@ -616,11 +646,8 @@ static int validate(plan_options *o)
         return rc;
     if (m->ffn == 0)
         m->ffn = 4 * m->hidden;
-#ifdef PTDP_DOUBLE
-    if (rq->bf16)
-        return ptdp_usage_error("plan", "--precision bf16 keeps float master weights: plan with the float build "
-                                "(ptdp), not ptdp-f64");
-#endif
+    if ((rc = numerics_rules(rq, ops)) != 0)
+        return rc;
     char msg[PTDP_MSG_MAX];
     if (ptdp_model_check(m, 1, 1, msg, sizeof msg) != 0)
         return ptdp_usage_error("plan", "%s", msg);

@@ -188,6 +188,9 @@ void ptdp_plan_print_table(FILE *f, const plan_options *o, const ptdp_plan_searc
                 m->layers, m->hidden, m->ffn, rq->batch);
     fprintf(f, "on %d GPU%s of %s (%s%s each), %s\n", rq->gpus, rq->gpus == 1 ? "" : "s", p->name, node, mem,
             precision_name(rq));
+    if (rq->attention_tiled)
+        fprintf(f, "--attention tiled: a log-sum-exp a query kept, not the T x T probabilities; the tiles not "
+                "in the future computed, S again in the backward (the ring's chunks are its own tiles)\n");
     print_fp8(f, rq);
     fprintf(f, "layouts: %lld considered, %lld valid, %lld fit; %lld timed; the best %d:\n\n", st->considered,
             st->valid, st->fitting, st->timed, n);
@@ -304,6 +307,8 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --overlap");
     if (rq->bf16)
         fprintf(f, " --precision bf16");
+    if (rq->attention_tiled)
+        fprintf(f, " --attention tiled");
     if (rq->fp8 != NULL)
         fprintf(f, " --fp8 %s", rq->fp8->name);
     if (!isnan(ep_row_bytes(rq, l, true)) || (rq->fp8_comm && rq->fp8 != NULL && l->zero == 3))

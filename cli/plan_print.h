@@ -24,7 +24,7 @@ typedef struct {
     const char *html;            /* --html FILE, or NULL                    */
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */
-    const char *moe_flag;        /* a mixture's flag other than --moe-experts, if typed */
+    char moe_flag[64];           /* a mixture's flag other than --moe-experts, if typed ("": none) */
     const char *given[32];       /* the model's flags typed (--ffn, its own) */
     char given_names[32][64];    /* ... their names (given[i] points here)  */
     int ngiven;

@@ -185,10 +185,10 @@ static ptdp_model_plan counted_plan;
 static ptdp_model_ops counted_ops;
 
 static bool counted_moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                        int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
+                        int etp, ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_moe *out)
 {
     moe_prices++;
-    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, etp, selective, split, bf16, fp8, out);
+    return ptdp_gpt_ops.plan->moe(p, c, layer, b, tp, cp, ep, etp, core, split, bf16, fp8, out);
 }
 
 /* Under --fp8 a mixture's experts are priced as the run charges them
@@ -208,8 +208,8 @@ TEST(moe_tests, test_fp8_prices_the_experts)
     ptdp_plan_request rq = request_of(&k);
     const ptdp_profile *a100 = ptdp_profile_find("dgx-a100-80g"), *h100 = ptdp_profile_find("dgx-h100");
     ptdp_plan_moe a, b, h16, h8;
-    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, false, &a));
-    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, true, &b));
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, PTDP_PLAN_CORE_KEPT, false, true, false, &a));
+    ck_assert(ptdp_gpt_ops.plan->moe(a100, &rq.model, 0, 2, 1, 1, 2, 0, PTDP_PLAN_CORE_KEPT, false, true, true, &b));
     const double C = 64, F = 128, per = 312e12 * 5 / 2.039e12;   /* flops at the bf16 peak an element */
     const double row_f = a.row_fwd + per * (C + F), row_b = a.row_bwd + per * (C + F + F + C);
     ck_assert_msg(fabs(b.row_fwd - row_f) <= 1e-12 * row_f, "a row forward %.17g flops, want %.17g", b.row_fwd, row_f);
@@ -218,8 +218,8 @@ TEST(moe_tests, test_fp8_prices_the_experts)
     const double wq = b.local * per * 2 * F * C;   /* the attention's FP8 beside it: a's and b's fwd apart by more */
     ck_assert_msg(b.fwd - a.fwd >= wq && b.bwd - a.bwd >= wq, "the experts' weights: fwd +%g, bwd +%g, want >= %g",
                   b.fwd - a.fwd, b.bwd - a.bwd, wq);
-    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, false, &h16));
-    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, false, false, true, true, &h8));
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, PTDP_PLAN_CORE_KEPT, false, true, false, &h16));
+    ck_assert(ptdp_gpt_ops.plan->moe(h100, &rq.model, 0, 2, 1, 1, 2, 0, PTDP_PLAN_CORE_KEPT, false, true, true, &h8));
     /* dgx-h100: the row's products (forward two, backward four) at the
      * FP8 peak, the rest as in bf16 */
     const double ratio = ptdp_profile_peak(h100, 1) / ptdp_profile_peak_fp8(h100);

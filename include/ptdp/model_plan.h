@@ -212,6 +212,16 @@ static inline double ptdp_plan_expert_rows(const ptdp_profile *p, double here, d
     return p != NULL && p->gemm != NULL && here > 0 && local > 0 ? here / local : 1;
 }
 
+/* What a block's attention core keeps for its backward, from the layout's
+ * recomputation and --attention:
+ *   KEPT     the T x T probabilities, b hl T^2 a block
+ *   REDONE   selective recomputation: none kept, the core again backward
+ *   TILED    --attention tiled (attention_tiled.c): a log-sum-exp a query,
+ *            b hl T, the tiles not in the future in both passes and S made
+ *            again in the backward.  The ring (cp > 1) keeps its own
+ *            log-sum-exps and runs as it does, tiled or not. */
+typedef enum { PTDP_PLAN_CORE_KEPT, PTDP_PLAN_CORE_REDONE, PTDP_PLAN_CORE_TILED } ptdp_plan_core;
+
 typedef struct ptdp_model_plan {
     /* The model at the planner's starting sizes (every flag of it unset;
      * ops NULL: the caller sets it to the model's table). */
@@ -225,27 +235,27 @@ typedef struct ptdp_model_plan {
     bool (*tp_ok)(const ptdp_model_config *c, int tp);
     /* The dimensions of a micro-batch of b samples on a tp x cp device. */
     void (*dims)(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptdp_plan_dims *out);
-    /* Its work a micro-batch (selective: the attention core again in the
-     * backward; split: B without the dW products), in flops at the peak of
+    /* Its work a micro-batch (core: the attention core's, above; split: B
+     * without the dW products), in flops at the peak of
      * a device computing in bf16 or not; fp8: its linear layers' products
      * (not the head's) priced as --fp8 runs them (clock.h,
      * ptdp_fp8_gemm_cost_flops). */
     void (*flops)(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *out);
+                  ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_flops *out);
     /* Elements one micro-batch keeps per block, the formula `ptdp train`
-     * prints (selective: without the attention core's). */
-    double (*block_kept)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective);
+     * prints (its attention core's as `core` keeps them). */
+    double (*block_kept)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core);
     /* The same in bytes as a block packs them (bf16: 2 bytes each, its
      * statistics 4). */
-    double (*block_kept_bytes)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective,
-                               bool bf16);
+    double (*block_kept_bytes)(const ptdp_model_config *c, int b, int tp, int cp, bool sp,
+                               ptdp_plan_core core, bool bf16);
     /* Its parameters on one rank of tp (sp: sequence parallelism). */
     void (*params)(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params *out);
     /* A block's TP collectives. */
     ptdp_plan_tp_block tp_block;
-    /* What a micro-batch holds beyond its blocks' kept (selective, full:
-     * the recomputation). */
-    void (*acts)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+    /* What a micro-batch holds beyond its blocks' kept (core, full: the
+     * recomputation, the attention's tiles). */
+    void (*acts)(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core, bool full,
                  ptdp_plan_acts *out);
     /* Under bf16 its activations are packed into bf16 a block at a time
      * (act_bf16.h, block_kept_bytes), with one block's float copy on top;
@@ -264,14 +274,14 @@ typedef struct ptdp_model_plan {
      * micro-batch of b samples on a tp x cp device with ep expert ranks
      * and the experts' own TP size etp (MoE parallel folding, moe_fold.c:
      * below tp each rank routes its 1/(tp/etp) slice of the rows, each
-     * expert split etp ways; 0 or tp: attention's layout) (selective: the
-     * attention core again in the backward; split: B without the
+     * expert split etp ways; 0 or tp: attention's layout) (core: the
+     * attention core's, above; split: B without the
      * deferred dW; fp8: the attention's linear layers as
      * flops prices them and the experts' by their rows, at the FP8 peak
      * with their quantization, as the run charges them).  Both NULL: the model has no experts. */
     int (*experts)(const ptdp_model_config *c);
     bool (*moe)(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
+                int etp, ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_moe *out);
     /* How many of blocks first .. first + n - 1 are mixtures, counted
      * without pricing them (NULL with moe).  Every mixture's numbers are
      * alike (moe's depend on the layout, not on the layer), so the planner

@@ -65,6 +65,9 @@ typedef struct {
     int gpus;                    /* N                                       */
     const ptdp_profile *profile;
     bool bf16;                   /* --precision bf16                        */
+    bool attention_tiled;        /* --attention tiled: the attention core in
+                                    tiles (attention_tiled.c), a log-sum-exp
+                                    a query kept (model_plan.h's core)      */
     ptdp_optimizer_kind optimizer;   /* AdamW (as ptdp train's default)     */
     double bucket_mb;            /* DDP bucket, MiB (ptdp train's default)  */
     /* fixed by flags, or -1 / NULL = the planner chooses */

@@ -73,10 +73,11 @@ static void dims(const ptdp_model_config *c, int b, int tp, bool sp, int cp, ptd
 }
 
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
+                  ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
 {
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, sp, cp, 0, true);
-    s.selective = selective;
+    s.selective = core == PTDP_PLAN_CORE_REDONE;
+    s.tiled = core == PTDP_PLAN_CORE_TILED && cp == 1;   /* the ring is its own (gpt_regions.c) */
     s.split = split;
     s.fp8 = fp8;     /* the linear layers' products as --fp8 prices them (gpt_cost.h) */
     s.bf16 = bf16;
@@ -99,13 +100,23 @@ static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int 
     }
 }
 
-static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective)
+static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core)
 {
     if (cp > 1)
         return ptdp_gpt_block_act_elements_cp(c, b, tp, cp, sp);
-    if (selective)
+    if (core == PTDP_PLAN_CORE_TILED)
+        return ptdp_gpt_block_act_elements_tiled(c, b, tp, 1, sp);
+    if (core == PTDP_PLAN_CORE_REDONE)
         return ptdp_gpt_block_act_elements_selective(c, b, tp, sp);
     return ptdp_gpt_block_act_elements(c, b, tp, sp);
+}
+
+static double block_kept_bytes(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core,
+                               bool bf16)
+{
+    if (core == PTDP_PLAN_CORE_TILED)
+        return ptdp_gpt_block_act_bytes_tiled(c, b, tp, cp, sp, bf16);
+    return ptdp_gpt_block_act_bytes(c, b, tp, cp, sp, core == PTDP_PLAN_CORE_REDONE, bf16);
 }
 
 /* ------------------------------------------- parameters and activations */
@@ -151,7 +162,7 @@ static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params
  *                (R (C + Fl)), c_fc (R (Fl + C)), attn c_proj (R (C + Cl)),
  *                c_attn (R (3Cl + C)); the embedding's token ids and
  *                gradient; the head's dz and LN_f output */
-static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core, bool full,
                  ptdp_plan_acts *o)
 {
     (void)full;
@@ -165,19 +176,23 @@ static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, boo
     o->input = r * s.Rl * s.C;
     o->tail = r * (s.R * s.C + s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
     o->tail_bf16 = h * s.R * s.C + r * (s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
-    o->block_redone = r * (block_kept(c, b, tp, cp, sp, false) + s.Rl * s.C);
+    const bool tiled = core == PTDP_PLAN_CORE_TILED && cp == 1;
+    const double tiles = (double)ptdp_attention_tiled_scratch();   /* two tiles a pass (attention_tiled.c) */
+    o->block_redone = r * (block_kept(c, b, tp, cp, sp, tiled ? core : PTDP_PLAN_CORE_KEPT) + s.Rl * s.C);
     o->tail_redone = r * (s.Rl * s.C + s.R * s.Vl + 2 * s.Rl) + 2 * 8 * s.R;
-    double e = 2 * s.Rl * s.C + s.R * s.C + s.R * s.Fl + 4 * s.R * s.Cl + 2 * s.T * s.T;
+    double e = 2 * s.Rl * s.C + s.R * s.C + s.R * s.Fl + 4 * s.R * s.Cl + (tiled ? tiles : 2 * s.T * s.T);
     if (sp)
         e += s.Rl * s.C + s.R * s.C;     /* grad.ln_local, grad.gathered */
     o->scratch = r * e;
-    double t = selective && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
+    double t = core == PTDP_PLAN_CORE_REDONE && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
     if (sp && spb.bwd > t)
         t = spb.bwd;
     if (cp > 1 && ring_b > t)
         t = ring_b;
     o->bwd_transient = r * t;
     o->fwd_block = r * (cp > 1 && ring_f > spb.block_fwd ? ring_f : spb.block_fwd);
+    if (tiled && r * tiles > o->fwd_block)   /* the tiles' scratch (attn.scratch) */
+        o->fwd_block = r * tiles;
     o->fwd_embed = r * spb.embed_fwd;
     o->fwd_head = 8 * s.R;   /* acts.picked */
     o->wgrad_block = s.R * (4 * s.C + 2 * s.Fl + 4 * s.Cl);
@@ -313,7 +328,7 @@ static void shared_experts(const ptdp_profile *p, const ptdp_gpt_shape *s, int F
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
+                int etp, ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_gpt_settings *g = ptdp_gpt(c);
     if (!ptdp_gpt_block_is_moe(c, layer))
@@ -322,7 +337,8 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     cp = cp > 1 ? cp : 1;
     etp = etp > 0 && etp < tp ? etp : tp;   /* MoE parallel folding (moe_fold.c): tp / etp slices */
     ptdp_gpt_shape s = ptdp_gpt_shape_make(c, b, tp, false, cp, 0, true);
-    s.selective = selective;
+    s.selective = core == PTDP_PLAN_CORE_REDONE;
+    s.tiled = core == PTDP_PLAN_CORE_TILED && cp == 1;
     s.split = split;
     s.fp8 = fp8;     /* the attention's linear layers and the experts' (gpt_cost.h) */
     s.bf16 = bf16;
@@ -409,7 +425,7 @@ const ptdp_model_plan ptdp_gpt_plan = {
     .dims = dims,
     .flops = flops,
     .block_kept = block_kept,
-    .block_kept_bytes = ptdp_gpt_block_act_bytes,
+    .block_kept_bytes = block_kept_bytes,
     .params = params,
     .tp_block = { .fp8_column = 2, .fp8_row = 2,   /* c_attn, c_fc; the two c_proj */
                   .all_reduce_f = 2, .all_reduce_b = 2, .gather_f = 2, .scatter_f = 2, .gather_b = 2, .scatter_b = 2,

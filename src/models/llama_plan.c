@@ -152,9 +152,9 @@ static double linear(const shape *x, double m, double n, double k, double quanti
 /* llama_block.c's attention_flops: b Hl batched products, n x n by d (the
  * ring's blocks of c x c on CP rank 0: zigzag gives every rank the same). */
 static shape shape_of(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                      bool selective)
+                      ptdp_plan_core core)
 {
-    shape x = { .p = p, .sp = sp && tp > 1, .selective = selective, .ring = cp > 1 };
+    shape x = { .p = p, .sp = sp && tp > 1, .selective = core == PTDP_PLAN_CORE_REDONE, .ring = cp > 1 };
     dims(c, b, tp, x.sp, cp, &x.s);
     x.d = c->hidden / ptdp_llama(c)->heads;
     x.kvh = x.s.KVl / x.d;
@@ -167,6 +167,12 @@ static shape shape_of(const ptdp_profile *p, const ptdp_model_config *c, int b, 
     const double bh = x.s.b * x.s.hl, two = gemm(&x, n, n, x.d) + gemm(&x, n, x.d, n);
     x.attn_f = bh * blocks * two;
     x.attn_b = bh * blocks * (two + gemm(&x, n, x.d, n) + gemm(&x, n, x.d, n));
+    if (core == PTDP_PLAN_CORE_TILED && !x.ring) {   /* the tiles not in the future; S again backward */
+        const double nk = ptdp_attention_tiled_scores(0, (int)n) / n;
+        const double fwd = gemm(&x, n, nk, x.d) + gemm(&x, n, x.d, nk);
+        x.attn_f = bh * fwd;
+        x.attn_b = bh * (fwd + gemm(&x, n, nk, x.d) + gemm(&x, nk, x.d, n) + gemm(&x, nk, x.d, n));
+    }
     return x;
 }
 
@@ -223,9 +229,9 @@ static double block_weights(const shape *x)
  * (now, or W's).  The head: the final norm, the logits R x C by C x Vl
  * (the loss is not charged), back through the head and the norm. */
 static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int tp, bool sp, int cp,
-                  bool selective, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
+                  ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_flops *o)
 {
-    shape x = shape_of(p, c, b, tp, sp, cp, selective);
+    shape x = shape_of(p, c, b, tp, sp, cp, core);
     x.bf16 = bf16;
     x.fp8 = fp8;
     shape head = x;       /* the output head keeps float under --fp8 (model.h) */
@@ -256,21 +262,23 @@ static void flops(const ptdp_profile *p, const ptdp_model_config *c, int b, int 
  * x, n1, h, n2 on Rl rows, 1/rms twice; q k v, y, w1 n2, w3 n2, swiglu on
  * R; the probabilities (none under selective recomputation), or under CP
  * the ring's log-sum-exps. */
-static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective)
+static double block_kept(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core)
 {
     ptdp_plan_dims s;
     dims(c, b, tp, sp && tp > 1, cp, &s);
-    const double probs = cp > 1 ? s.b * s.hl * s.Tq : selective ? 0 : s.b * s.hl * s.Tq * s.Tq;
+    const double probs = cp > 1 || core == PTDP_PLAN_CORE_TILED ? s.b * s.hl * s.Tq   /* log-sum-exps */
+                         : core == PTDP_PLAN_CORE_REDONE        ? 0
+                                                                : s.b * s.hl * s.Tq * s.Tq;
     return 4 * s.Rl * s.C + s.R * (2 * s.Cl + 2 * s.KVl) + 3 * s.R * s.Fl + 2 * s.Rl + probs;
 }
 
 /* The llama keeps its activations in float also under bf16 (rounded where
  * made). */
-static double block_kept_bytes(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective,
+static double block_kept_bytes(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core,
                                bool bf16)
 {
     (void)bf16;
-    return sizeof(ptdp_real) * block_kept(c, b, tp, cp, sp, selective);
+    return sizeof(ptdp_real) * block_kept(c, b, tp, cp, sp, core);
 }
 
 /* Its tensors on one TP rank, in lay_out's order (llama_model.c). */
@@ -321,7 +329,7 @@ static void params(const ptdp_model_config *c, int tp, bool sp, ptdp_plan_params
  *                logits (a double a row) and SP's gather 2 R C
  *   deferred W   a block's seven products' dy and x: R (7 C + 3 Fl + 2 Cl +
  *                2 KVl); the embedding's dh and ids; the head's dz and nf */
-static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, bool selective, bool full,
+static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, ptdp_plan_core core, bool full,
                  ptdp_plan_acts *o)
 {
     (void)full;
@@ -329,19 +337,21 @@ static void acts(const ptdp_model_config *c, int b, int tp, int cp, bool sp, boo
     sp = sp && tp > 1;
     dims(c, b, tp, sp, cp, &s);
     const double r = sizeof(ptdp_real), R = s.R, Rl = s.Rl, C = s.C, RC = R * C;
-    const double probs = selective && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
+    const double probs = core == PTDP_PLAN_CORE_REDONE && cp == 1 ? s.b * s.hl * s.T * s.T : 0;
+    const bool tiled = core == PTDP_PLAN_CORE_TILED && cp == 1;
+    const double tiles = tiled ? (double)ptdp_attention_tiled_scratch() : 0;   /* two tiles (attention_tiled.c) */
     const double ring_f = cp > 1 ? ptdp_cp_price_buffers(R, s.KVl, s.b, s.hl, s.Tq, false) : 0;
     const double ring_b = cp > 1 ? ptdp_cp_price_buffers(R, s.KVl, s.b, s.hl, s.Tq, true) : 0;
     memset(o, 0, sizeof *o);
     o->input = 0;
     o->tail = r * (Rl * C + R * s.Vl + Rl) + 2 * 8 * R;
     o->tail_bf16 = o->tail;
-    o->block_redone = r * block_kept(c, b, tp, cp, sp, false);
+    o->block_redone = r * block_kept(c, b, tp, cp, sp, tiled ? core : PTDP_PLAN_CORE_KEPT);
     o->tail_redone = o->tail;
-    o->scratch = r * (2 * Rl * C + R * s.Cl + R * (s.Cl + 2 * s.KVl) + 3 * R * s.Fl + 2 * s.Tq * s.Tq +
+    o->scratch = r * (2 * Rl * C + R * s.Cl + R * (s.Cl + 2 * s.KVl) + 3 * R * s.Fl + (tiled ? tiles : 2 * s.Tq * s.Tq) +
                       (sp ? 3 * RC + Rl * C : 0));
     o->bwd_transient = r * fmax(fmax(probs, sp ? RC : 0), ring_b);
-    o->fwd_block = r * fmax(probs + (sp ? 3 * RC : 0), (sp ? RC : 0) + ring_f);
+    o->fwd_block = r * fmax(fmax(probs + (sp ? 3 * RC : 0), (sp ? RC : 0) + ring_f), tiles);
     o->fwd_embed = sp ? r * 2 * RC : 0;
     o->fwd_head = 8 * R + (sp ? r * 2 * RC : 0);
     o->wgrad_block = R * (7 * C + 3 * s.Fl + 2 * s.Cl + 2 * s.KVl);
@@ -541,7 +551,7 @@ static void moe_tensors(const ptdp_moe_settings *m, const shape *x, ptdp_plan_mo
 }
 
 static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, int b, int tp, int cp, int ep,
-                int etp, bool selective, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
+                int etp, ptdp_plan_core core, bool split, bool bf16, bool fp8, ptdp_plan_moe *o)
 {
     const ptdp_moe_settings *m = &ptdp_llama(c)->moe;
     if (experts(c) == 0 || !ptdp_moe_block_is_moe(m, layer))
@@ -549,7 +559,7 @@ static bool moe(const ptdp_profile *p, const ptdp_model_config *c, int layer, in
     ep = ep > 1 ? ep : 1;
     cp = cp > 1 ? cp : 1;
     etp = etp > 0 && etp < tp ? etp : tp;   /* MoE parallel folding (moe_fold.c): tp / etp slices */
-    shape x = shape_of(p, c, b, tp, false, cp, selective);
+    shape x = shape_of(p, c, b, tp, false, cp, core);
     x.bf16 = bf16;
     x.fp8 = fp8;   /* the attention's linear layers and the experts' */
     x.routed = x.s.R / (tp / etp);

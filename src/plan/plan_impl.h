@@ -39,6 +39,17 @@ bool ptdp_plan_monotone(const ptdp_plan_layout *l);
  * deferred dW) — false when the model has none.  Every mixture's are
  * alike: the planner prices one a layout, not one a block. */
 int ptdp_plan_moe_blocks(const ptdp_plan_request *rq, int first, int n);
+
+/* The attention core a layout runs (model_plan.h): in tiles under
+ * --attention tiled, whatever the recomputation (the tiles keep a
+ * log-sum-exp, selective recomputation has nothing left to redo);
+ * otherwise redone under selective recomputation, kept without. */
+static inline ptdp_plan_core ptdp_plan_core_of(const ptdp_plan_request *rq, int recompute)
+{
+    if (rq->attention_tiled)
+        return PTDP_PLAN_CORE_TILED;
+    return recompute == PTDP_RECOMPUTE_SELECTIVE ? PTDP_PLAN_CORE_REDONE : PTDP_PLAN_CORE_KEPT;
+}
 bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bool split, ptdp_plan_moe *out);
 
 #endif

@@ -101,6 +101,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->optimizer = rq->optimizer;
     cfg->bucket_mb = rq->bucket_mb;
     cfg->bf16 = rq->bf16;
+    cfg->attention_tiled = rq->attention_tiled;
     cfg->fp8.recipe = rq->fp8;   /* train's FP8 rules (its tiles' splits) judge the layout too */
     /* --fp8-comm where this ptdp train sends FP8: EP's dispatch by a
      * row's tiles, ZeRO-3's gathers (priced in plan_time.c) */
@@ -178,6 +179,6 @@ bool ptdp_plan_moe_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, bo
     if (layer == L)
         return false;
     return mp->moe(rq->profile, &rq->model, layer, l->micro_batch_size, l->tp, l->cp > 1 ? l->cp : 1,
-                   l->ep > 1 ? l->ep : 1, l->etp, l->recompute == PTDP_RECOMPUTE_SELECTIVE, split, rq->bf16,
+                   l->ep > 1 ? l->ep : 1, l->etp, ptdp_plan_core_of(rq, l->recompute), split, rq->bf16,
                    rq->fp8 != NULL, out);
 }

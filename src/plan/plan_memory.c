@@ -216,7 +216,7 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.block_p = unit_params(&s.par.block);
     s.embed_p = unit_params(&s.par.embed);
     s.head_p = unit_params(&s.par.head);
-    mp->acts(c, l->micro_batch_size, s.tp, s.cp, s.sp, l->recompute == PTDP_RECOMPUTE_SELECTIVE,
+    mp->acts(c, l->micro_batch_size, s.tp, s.cp, s.sp, ptdp_plan_core_of(rq, l->recompute),
              l->recompute == PTDP_RECOMPUTE_FULL, &s.act);
     s.packed = rq->bf16 && mp->packs_bf16;
     memset(&s.moe, 0, sizeof s.moe);
@@ -325,14 +325,14 @@ static double tied_embed(const shape *s, bool first, bool last)
 static double block_kept(const ptdp_plan_request *rq, const shape *s, ptdp_recompute rc)
 {
     return ptdp_model_of(&rq->model)->plan->block_kept(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
-                                                       rc == PTDP_RECOMPUTE_SELECTIVE);
+                                                       ptdp_plan_core_of(rq, rc));
 }
 
 /* The same in bytes as the block packs them. */
-static double block_kept_bytes(const ptdp_plan_request *rq, const shape *s, bool selective, bool bf16)
+static double block_kept_bytes(const ptdp_plan_request *rq, const shape *s, ptdp_plan_core core, bool bf16)
 {
     return ptdp_model_of(&rq->model)->plan->block_kept_bytes(&rq->model, (int)s->b, s->tp, s->cp, s->sp,
-                                                             selective, bf16);
+                                                             core, bf16);
 }
 
 /* Bytes one micro-batch of one chunk keeps from its forward to its
@@ -352,7 +352,7 @@ static kept chunk_kept(const ptdp_plan_request *rq, const shape *s, int blocks, 
     k.acts_recompute = (first ? input : 0) + labels +
                        (s->packed ? h : r) * s->Rl * s->C * (blocks + (last || blocks == 0 ? 1 : 0));
     if (s->packed) {   /* bf16 activations (act_bf16.h): packed blocks, the packed tail */
-        k.acts += input + labels + blocks * block_kept_bytes(rq, s, rc == PTDP_RECOMPUTE_SELECTIVE, true) +
+        k.acts += input + labels + blocks * block_kept_bytes(rq, s, ptdp_plan_core_of(rq, rc), true) +
                  h * s->Rl * s->C;                                                      /* x_out */
         if (last)
             k.acts += s->act.tail_bf16;   /* the head's input packed; logits, statistics float */
@@ -498,13 +498,15 @@ static bf16_moments bf16_acts(const ptdp_plan_request *rq, const ptdp_plan_layou
 {
     const double r = sizeof(ptdp_real), h = sizeof(ptdp_bf16);
     const ptdp_recompute rc = l->recompute;
-    const bool full = rc == PTDP_RECOMPUTE_FULL, sel = rc == PTDP_RECOMPUTE_SELECTIVE && s->cp == 1;
+    const ptdp_plan_core core = ptdp_plan_core_of(rq, rc);
+    const bool full = rc == PTDP_RECOMPUTE_FULL, sel = core == PTDP_PLAN_CORE_REDONE && s->cp == 1;
     const bool first = stage == 0, last = stage == s->pp - 1;
     const int nb = chunk_blocks(s, stage);
     const chunk_moe cm = moe_of_chunk(rq, s, stage);
     const kept k = chunk_kept(rq, s, nb, first, last, rc, cm.n * cm.m.kept_bytes);
-    const double Kb = block_kept_bytes(rq, s, sel, true);
-    const double stats = 4 * s->Rl, lse = s->cp > 1 ? s->b * s->hl * s->Tq : 0;
+    const double Kb = block_kept_bytes(rq, s, s->cp > 1 ? PTDP_PLAN_CORE_KEPT : core, true);
+    const bool lse_kept = s->cp > 1 || core == PTDP_PLAN_CORE_TILED;   /* the ring's or the tiles' */
+    const double stats = 4 * s->Rl, lse = lse_kept ? s->b * s->hl * s->Tq : 0;
     const double Pe = block_kept(rq, s, rc) - stats - lse;
     const double x = s->Rl * s->C, tail = x + (last ? s->R * s->C : 0);   /* x_out, lnf */
     const double head = last ? s->act.tail : 0;

@@ -76,7 +76,8 @@ static int experts_of(const ptdp_plan_request *rq)
  * functions the model charges the clock with (model_plan.h), in seconds. */
 typedef struct {
     int tp, cp, b, ep, etp;
-    bool sp, selective;
+    bool sp;
+    ptdp_plan_core core;
     double block_f, block_b;      /* one block's forward, its whole backward (dW included) */
     double embed_f, embed;        /* the embedding's forward; forward + backward           */
     double head;                  /* LN_f, the head and the loss, forward + backward       */
@@ -87,12 +88,12 @@ static chunk_cost chunk_cost_of(const ptdp_plan_request *rq, const ptdp_plan_lay
     const ptdp_profile *p = rq->profile;
     const double peak = ptdp_profile_peak(p, rq->bf16);
     const int cp = l->cp > 1 ? l->cp : 1;
-    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    const ptdp_plan_core core = ptdp_plan_core_of(rq, l->recompute);
     ptdp_plan_flops f;
-    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, selective, false, rq->bf16,
+    plan_of(rq)->flops(p, &rq->model, l->micro_batch_size, l->tp, l->sp, cp, core, false, rq->bf16,
                        rq->fp8 != NULL, &f);
     chunk_cost c = {
-        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .selective = selective,
+        .tp = l->tp, .cp = cp, .b = l->micro_batch_size, .sp = l->sp, .core = core,
         .block_f = f.block_fwd / peak,
         .block_b = f.block_bwd / peak,
         .embed_f = f.embed_fwd / peak,
@@ -175,10 +176,10 @@ typedef struct {
 static double cached_bound(cost_cache *k, const ptdp_plan_request *rq, const ptdp_plan_layout *l)
 {
     const int cp = l->cp > 1 ? l->cp : 1;
-    const bool sel = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    const ptdp_plan_core core = ptdp_plan_core_of(rq, l->recompute);
     for (int i = 0; i < k->n; i++) {
         const chunk_cost *c = &k->c[i];
-        if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->selective == sel &&
+        if (c->tp == l->tp && c->cp == cp && c->b == l->micro_batch_size && c->sp == l->sp && c->core == core &&
             c->ep == (l->ep > 1 ? l->ep : 1) && c->etp == l->etp)
             return bound_of(rq, l, c);
     }

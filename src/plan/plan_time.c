@@ -1029,16 +1029,16 @@ static int ctx_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l, ctx *x
     *mp = ptdp_model_of(c)->plan;
     if (*mp == NULL)
         return PTDP_EINVAL;
-    const bool selective = l->recompute == PTDP_RECOMPUTE_SELECTIVE;
+    const ptdp_plan_core core = ptdp_plan_core_of(rq, l->recompute);
     x->sp = l->sp && l->tp > 1;
     (*mp)->dims(c, l->micro_batch_size, l->tp, x->sp, x->mesh.cp, &x->shape);
     (*mp)->params(c, l->tp, x->sp, &x->par);
     fp8_block_weights(x);
     x->S = (double)x->shape.R * x->shape.C * REAL;
     const bool fp8 = rq->fp8 != NULL;
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, false, rq->bf16, fp8,
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, core, false, rq->bf16, fp8,
                  &x->fl);
-    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, selective, true, rq->bf16, fp8,
+    (*mp)->flops(rq->profile, c, l->micro_batch_size, l->tp, l->sp, x->mesh.cp, core, true, rq->bf16, fp8,
                  &x->fl_split);
     /* a block's TP (or SP) collectives, SP's regathers under its two dX
      * products; CP's ring of K and V, cp devices tp world ranks apart */
@@ -1301,7 +1301,7 @@ static void report(const ctx *x, const ptdp_model_plan *mp, const chunk_cost *pc
     out->ep_comm_s = pc[slow].ep_f + pc[slow].ep_b;
     out->pp_comm_s = send[0];
     out->tokens_per_s = out->step_s > 0 ? B * sl / out->step_s : 0;
-    mp->step_flops(c, B, x->full, l->recompute == PTDP_RECOMPUTE_SELECTIVE, &out->model_flops,
+    mp->step_flops(c, B, x->full, ptdp_plan_core_of(rq, l->recompute) == PTDP_PLAN_CORE_REDONE, &out->model_flops,
                    &out->hardware_flops);
     out->model_tflops_per_gpu = out->step_s > 0 ? out->model_flops / (out->step_s * N) / 1e12 : 0;
     out->hardware_tflops_per_gpu = out->step_s > 0 ? out->hardware_flops / (out->step_s * N) / 1e12 : 0;

@@ -20,6 +20,16 @@ expect_usage "--attention foo: must be one of full, tiled"            -- $g --at
 expect_usage "--attention: missing value"                             -- $g --attention
 expect_usage "--attention tiled computes a model's attention in tiles, and the MLP has no attention" \
     -- train --model mlp --steps 1 --attention tiled
+P="plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 128 --vocab 64 --batch 4 --gpus 1 --profile dgx-a100"
+expect_usage "--attention foo: must be one of full, tiled"            -- $P --attention foo
+# the planner in tiles: it says so, and its train line carries the flag
+if planned=$("$ptdp" $P --attention tiled --top 1 --explain 2>&1) &&
+   grep -q "^--attention tiled: a log-sum-exp a query" <<<"$planned" &&
+   grep -q -- "--schedule 1f1b --attention tiled" <<<"$planned"; then
+    echo "ok    ptdp plan --attention tiled: its line, and --attention tiled in the train command it prints"
+else
+    echo "FAIL  ptdp plan --attention tiled: no line, or the train command lacks the flag"; failures=$((failures + 1))
+fi
 
 # --check in tiles, layout by layout (T = 80: a tile of 64 and one of 16)
 G="--model gpt --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --attention tiled --check"
