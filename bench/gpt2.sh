@@ -3,7 +3,8 @@
 # each held against the machine's floor.
 #
 #   bench/gpt2.sh [PTDP] [--llmc DIR] [--runs N] [--steps N] [--warmup N]
-#                 [--threads N] [--no-torch] [--seq-len T] [--batch B]
+#                 [--threads N] [--no-torch] [--attention full|tiled]
+#                 [--seq-len T] [--batch B]
 #                 [--vocab V] [--hidden C] [--layers L] [--heads H] [--ffn F]
 #
 #   PTDP        the ptdp binary (default: $PTDP, else build/cli/ptdp)
@@ -16,6 +17,9 @@
 #               all: train_gpt2.c samples text at its step 20)
 #   --threads N every implementation's threads (default: every core, nproc)
 #   --no-torch  skip the PyTorch column
+#   --attention full|tiled   ptdp's attention core (ptdp train --attention;
+#               default full: the T x T probabilities, as nanoGPT's model and
+#               llm.c compute it; tiled: FlashAttention's tiles)
 #   --device-mem SIZE   ptdp's arena per device (default: the host's
 #               MemAvailable, a limit and not an allocation; ptdp's own default,
 #               4G, is too small for T 1024)
@@ -51,7 +55,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
-runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1
+runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1 attention=full
 devmem=$(awk '/^MemAvailable:/ { printf "%dM", $2 / 1024 }' /proc/meminfo 2>/dev/null || true)
 V=50257 T=64 C=768 L=12 H=12 F=3072 B=4
 die() { echo "gpt2.sh: $*" >&2; exit 2; }
@@ -68,6 +72,8 @@ while [[ $# -gt 0 ]]; do
         --warmup) warmup=$(count "$1" "$2" 0); shift 2 ;;
         --threads) threads=$(count "$1" "$2" 1); shift 2 ;;
         --no-torch) torch=0; shift ;;
+        --attention) attention=$2; shift 2
+                     [[ $attention == full || $attention == tiled ]] || die "--attention $attention: expected full or tiled" ;;
         --device-mem) devmem=$2; shift 2 ;;
         --seq-len) T=$(count "$1" "$2" 2); shift 2 ;;
         --batch) B=$(count "$1" "$2" 1); shift 2 ;;
@@ -152,7 +158,8 @@ field() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2"; }
 ptdp_run() {   # name devices threads-per-device
     echo "== run $r of $runs: ptdp train, $2 device(s) x $3 BLAS thread(s)" >&2
     must "ptdp train --dp $2 --blas-threads $3" \
-        "$ptdp" train "${shape[@]}" "${memflag[@]}" --dp "$2" --blas-threads "$3" --steps "$total" --quiet \
+        "$ptdp" train "${shape[@]}" "${memflag[@]}" --attention "$attention" --dp "$2" --blas-threads "$3" \
+        --steps "$total" --quiet \
         --log "$out/$1.$r.log" >/dev/null
     ptdp_steps "$out/$1.$r.log" | median >"$out/$1.$r"
 }
@@ -202,7 +209,7 @@ echo
 name="GPT"; [[ "$V $C $L $H $F" == "50257 768 12 12 3072" ]] && name="GPT-2 124M"
 echo "$name: V $V, T $T, C $C, $L layers, $H heads, F $F; batch $B ($((B * T)) tokens a step), float32, AdamW"
 echo "every implementation on $threads thread$s ($(nproc 2>/dev/null || echo '?') cores); median of $runs run(s), one after the other; each run: median of $steps step(s) after $warmup warm-up"
-echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); ptdp's arena per device: ${devmem:-4G}"
+echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); ptdp's arena per device: ${devmem:-4G}; ptdp's attention: $attention"
 echo
 echo "| step on $threads thread$s | time (ms) | tokens/s | / floor |"
 echo "|---|---:|---:|---:|"

@@ -91,10 +91,11 @@ bad_script "--llmc $tmp/none: no train_gpt2.c"       --llmc "$tmp/none"
 bad_script "--hidden 64 must be a multiple of --heads 5" "${tiny[@]:2}" --heads 5
 bad_script "the shape: ptdp bench floor: --vocab 70000000" "${tiny[@]:2}" --vocab 70000000
 bad_script "--device-mem 12Q: ptdp train: --device-mem 12Q: not a size" --device-mem 12Q
+bad_script "--attention foo: expected full or tiled"  --attention foo
 bad_script "--bogus"                                  --bogus 1
 
 cases=$((cases + 1))
-if ! gpt2 "${tiny[@]:2}" --runs 1 --steps 1 --warmup 0 --threads 2 --no-torch; then
+if ! gpt2 "${tiny[@]:2}" --runs 1 --steps 1 --warmup 0 --threads 2 --no-torch --attention tiled; then
     fail "bench/gpt2.sh on a tiny shape exited $?"
 else
     ok=1
