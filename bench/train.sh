@@ -2,6 +2,7 @@
 # train.sh — the training benchmark of docs/benchmarks.md, side by side in one run.
 #
 #   bench/train.sh [PTDP] [--model mlp|gpt] [--runs N] [--steps N] [--warmup N]
+#                  [--attention full|tiled]
 #
 #   PTDP      the ptdp binary (default: $PTDP, else build/cli/ptdp)
 #   --runs    how many times to run both benchmarks (default 3); the table
@@ -10,6 +11,8 @@
 #   --steps, --warmup   passed to both benchmarks (default 8 and 2)
 #   --model   mlp (default: d_in 1024, hidden 1024, ffn 4096, 4 blocks, batch 64)
 #             or gpt (V 256, T 256, C 512, 8 heads, 4 layers, F 2048, batch 8)
+#   --attention  the GPT's attention core in ptdp (full, the default, as
+#             PyTorch's side computes it; or tiled: attention_tiled.c)
 #
 # Each run, one after the other on the same machine:
 #   ptdp bench train --json              the baseline's phases, its GEMMs alone,
@@ -37,15 +40,17 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
-runs=3 steps=8 warmup=2 model=mlp
+runs=3 steps=8 warmup=2 model=mlp attention=full
 while [[ $# -gt 0 ]]; do
     case $1 in
         --model) model=$2; shift 2
                  [[ $model == mlp || $model == gpt ]] || { echo "train.sh: --model $model: expected mlp or gpt" >&2; exit 2; } ;;
+        --attention) attention=$2; shift 2
+                     [[ $attention == full || $attention == tiled ]] || { echo "train.sh: --attention $attention: expected full or tiled" >&2; exit 2; } ;;
         --runs) runs=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
-        -h | --help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
         -*) echo "train.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
         *) ptdp=$1; shift ;;
     esac
@@ -75,7 +80,8 @@ ratio() { for r in $(seq "$runs"); do
 
 for r in $(seq "$runs"); do
     echo "== run $r of $runs: ptdp bench train" >&2
-    "$ptdp" bench train --model "$model" --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
+    attn=(); [[ $model == gpt ]] && attn=(--attention "$attention")
+    "$ptdp" bench train --model "$model" "${attn[@]}" --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
     if [[ -n $python ]]; then
         echo "== run $r of $runs: PyTorch" >&2
         "$python" "$root/bench/train_torch.py" --model "$model" --json --steps "$steps" --warmup "$warmup" >"$out/torch.$r"
@@ -92,7 +98,7 @@ step_goal=0.8 gemm_goal=1.08
 [[ $model == gpt ]] && step_goal=0.85
 echo
 if [[ $model == gpt ]]; then
-echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW"
+echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW; ptdp's attention: $attention"
 else
 echo "ptdp bench train vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), d_in $(field d_in "$out/ptdp.1"), hidden $(field hidden "$out/ptdp.1"), ffn $(field ffn "$out/ptdp.1"), $(field layers "$out/ptdp.1") blocks, $(field classes "$out/ptdp.1") classes, batch $b, AdamW"
 fi

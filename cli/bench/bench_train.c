@@ -103,6 +103,7 @@ typedef struct {
     bool json;
     double watchdog_s;
     int blas_threads;              /* the all-cores line; 0 = every core   */
+    bool attention_tiled;          /* --attention tiled (attention_tiled.c) */
 } bench_cfg;
 
 static bench_cfg bench_defaults(void)
@@ -260,6 +261,7 @@ static int phase_setup(ptdp_device *dev, phase_state *st, const bench_cfg *c)
     /* Seed 1, as the ptdp_train runs below: the losses must agree. */
     if ((rc = ptdp_model_init(dev, &st->model, &c->model, &st->mesh, NULL, 1, 0.0)) != 0)
         return rc;
+    st->model.attention_tiled = c->attention_tiled;   /* as ptdp train sets it, after init */
     size_t bytes = st->model.numel * sizeof(ptdp_real);
     if ((st->exp_avg = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg")) == NULL ||
         (st->exp_avg_sq = ptdp_alloc(dev, bytes, PTDP_MEM_OPTIM, "optim.exp_avg_sq")) == NULL)
@@ -364,6 +366,7 @@ static void train_init(train_run *t, const bench_cfg *c, int dp, int batch, cons
     t->cfg = c;
     t->label = label;
     t->tc.model = c->model;
+    t->tc.attention_tiled = c->attention_tiled;
     t->tc.dp = dp;
     t->tc.tp = t->tc.pp = 1;
     t->tc.micro_batches = 1;
@@ -631,14 +634,14 @@ static void print_json(const bench_cfg *c, const bench_result *r)
 {
     double b = c->batch;
     speedups s = speedups_of(r);
-    printf("{\"bench\": \"train\", \"dtype\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
+    printf("{\"bench\": \"train\", \"attention\": \"%s\", \"dtype\": \"%s\", \"d_in\": %d, \"hidden\": %d, \"ffn\": %d, "
            "\"layers\": %d, \"classes\": %d, \"batch\": %d, \"steps\": %d, \"warmup\": %d, "
            "\"flops_per_step\": %.6g, \"gemm_flops_per_step\": %.6g, "
            "\"fwd_bwd_s\": %.6g, \"optimizer_s\": %.6g, \"gemm_s\": %.6g, \"fwd_bwd_over_gemm\": %.6g, "
            "\"fwd_bwd_gflops\": %.6g, \"gemm_gflops\": %.6g, "
            "\"baseline_step_s\": %.6g, \"baseline_samples_per_s\": %.6g, \"baseline_gflops\": %.6g, "
            "\"dp2_step_s\": %.6g, \"dp2_samples_per_s\": %.6g, \"dp2_gflops\": %.6g, ",
-           PTDP_REAL_NAME, ptdp_model_cli_get(&c->model, "--d-in"), c->model.hidden, c->model.ffn, c->model.layers,
+           c->attention_tiled ? "tiled" : "full", PTDP_REAL_NAME, ptdp_model_cli_get(&c->model, "--d-in"), c->model.hidden, c->model.ffn, c->model.layers,
            ptdp_model_cli_get(&c->model, "--classes"), c->batch, c->steps, c->warmup, r->flops, r->gemm_flops,
            r->fwd_bwd_s, r->optim_s, r->gemm_s, r->fwd_bwd_s / r->gemm_s,
            r->flops / r->fwd_bwd_s / 1e9, r->gemm_flops / r->gemm_s / 1e9,
@@ -673,7 +676,8 @@ static void print_table(const bench_cfg *c, const bench_result *r)
     else
         printf("%s, hidden %d, ffn %d, %d layers", ptdp_model_name(&c->model), c->model.hidden, c->model.ffn,
                c->model.layers);
-    printf("; batch %d%s, AdamW\n", c->batch, ptdp_model_of(&c->model)->caps.sequences ? " sequences" : "");
+    printf("; batch %d%s, AdamW%s\n", c->batch, ptdp_model_of(&c->model)->caps.sequences ? " sequences" : "",
+           c->attention_tiled ? ", attention in tiles" : "");
     printf("  %.2f GFLOP per step (forward + backward); median of %d steps after %d warm-up\n\n",
            r->flops / 1e9, c->steps, c->warmup);
     printf("  %-46s %10s %12s %10s\n", "", "time (ms)", "samples/s", "GFLOP/s");
@@ -745,7 +749,9 @@ static void usage(void)
            "  --json         one JSON object on stdout instead of the table\n"
            "  --watchdog S   fail if a collective waits longer than S seconds (default 60)\n"
            "  --blas-threads N  threads of the every-core line, 1..256 (default: the cores,\n"
-           "                 or OPENBLAS_NUM_THREADS)\n");
+           "                 or OPENBLAS_NUM_THREADS)\n"
+           "  --attention full|tiled  a model's attention core as ptdp train --attention runs it\n"
+           "                 (default full; tiled: attention_tiled.c)\n");
 }
 
 /* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
@@ -778,6 +784,12 @@ static int parse(int argc, char **argv, bench_cfg *c)
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &c->blas_threads);
+        else if (ptdp_args_is(&a, "--attention")) {
+            static const char *const cores[] = { "full", "tiled" };
+            int k = 0;
+            rc = ptdp_args_enum(&a, cores, 2, &k);
+            c->attention_tiled = k == 1;
+        }
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
@@ -794,6 +806,9 @@ static int parse(int argc, char **argv, bench_cfg *c)
 /* The flags together, before the first measurement. */
 static int validate(const bench_cfg *c)
 {
+    if (c->attention_tiled && !ptdp_model_of(&c->model)->caps.attention)   /* ptdp train's words */
+        return ptdp_usage_error("bench train", "--attention tiled computes a model's attention in tiles, and "
+                                "the %s has no attention", ptdp_model_cli_noun(ptdp_model_of(&c->model)));
     if (c->batch % 2 != 0)
         return ptdp_usage_error("bench train", "--batch %d must be even: dp=2 and the concurrent runs "
                                 "use B/2 per device (try --batch %d)", c->batch, c->batch + 1);

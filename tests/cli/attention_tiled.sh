@@ -20,6 +20,15 @@ expect_usage "--attention foo: must be one of full, tiled"            -- $g --at
 expect_usage "--attention: missing value"                             -- $g --attention
 expect_usage "--attention tiled computes a model's attention in tiles, and the MLP has no attention" \
     -- train --model mlp --steps 1 --attention tiled
+expect_usage "--attention foo: must be one of full, tiled"            -- bench train --attention foo
+expect_usage "--attention tiled computes a model's attention in tiles, and the MLP has no attention" \
+    -- bench train --attention tiled
+if "$ptdp" bench train --model gpt --hidden 32 --heads 4 --ffn 64 --layers 1 --seq-len 80 --batch 2 --attention tiled \
+       --steps 1 --warmup 0 --json 2>/dev/null | grep -q '"attention": "tiled"'; then
+    echo "ok    ptdp bench train --attention tiled: its JSON says \"attention\": \"tiled\""
+else
+    echo "FAIL  ptdp bench train --attention tiled: no \"attention\": \"tiled\" in its JSON"; failures=$((failures + 1))
+fi
 P="plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 128 --vocab 64 --batch 4 --gpus 1 --profile dgx-a100"
 expect_usage "--attention foo: must be one of full, tiled"            -- $P --attention foo
 # the planner in tiles: it says so, and its train line carries the flag
