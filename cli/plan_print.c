@@ -238,7 +238,7 @@ void ptdp_plan_print_json(FILE *f, const plan_options *o, const ptdp_plan_search
                 ptdp_json_number(t->tokens_per_s, x[2]), ptdp_json_number(t->model_tflops_per_gpu, x[3]),
                 ptdp_json_number(t->hardware_tflops_per_gpu, x[4]), l->micro_batches, l->overlap ? "true" : "false",
                 c[i].fits ? "true" : "false", l->ep > 1 ? l->ep : 1);
-        if (l->etp > 0 && l->etp < l->tp)   /* MoE parallel folding: the experts' own TP size */
+        if (ptdp_plan_fold_slices(l) > 1)   /* MoE parallel folding: the experts' own TP size */
             fprintf(f, "\"etp\": %d, ", l->etp);
         fprintf(f,
                 "\"memory\": {\"params\": %s, \"grads\": %s, \"optim\": %s, \"acts\": %s, \"comm\": %s, \"other\": %s, "
@@ -301,7 +301,7 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --zero %d", l->zero);
     if (l->ep > 1)
         fprintf(f, " --ep %d", l->ep);
-    if (l->etp > 0 && l->etp < l->tp)   /* MoE parallel folding */
+    if (ptdp_plan_fold_slices(l) > 1)   /* MoE parallel folding */
         fprintf(f, " --etp %d", l->etp);
     if (l->overlap)
         fprintf(f, " --overlap");

@@ -126,6 +126,14 @@ typedef struct {
                                     folding (moe_fold.c)                    */
 } ptdp_plan_layout;
 
+/* MoE parallel folding (moe_fold.c) in a layout: the slices each TP
+ * group's rows are routed in, tp / etp; 1 when etp is 0 or tp (as
+ * ptdp_train_fold_slices for a run). */
+static inline int ptdp_plan_fold_slices(const ptdp_plan_layout *l)
+{
+    return l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;
+}
+
 /* Memory per GPU, bytes, on the device with the largest peak. */
 typedef struct {
     double params, grads, optim;   /* model states (with ZeRO-3's gathered unit) */

@@ -120,7 +120,7 @@ void ptdp_plan_train_config(const ptdp_plan_request *rq, const ptdp_plan_layout 
     cfg->zero = l->zero;
     cfg->overlap = l->overlap;
     cfg->ep = l->ep > 1 ? l->ep : 0;
-    cfg->etp = l->etp > 0 && l->etp < l->tp ? l->etp : 0;   /* MoE parallel folding */
+    cfg->etp = ptdp_plan_fold_slices(l) > 1 ? l->etp : 0;   /* MoE parallel folding */
     /* ZeRO-3's options as ptdp train resolves them: hpZ's node group is
      * the profile's GPUs a node / tp DP ranks (1, which train's rules
      * refuse, when a node does not hold whole TP groups) */

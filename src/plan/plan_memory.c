@@ -194,7 +194,7 @@ static shape shape_of(const ptdp_plan_request *rq, const ptdp_plan_layout *l)
     s.qgz_node = t.zero_qgz_node;
     s.layers = c->layers;
     s.ep = l->ep > 1 ? l->ep : 1;
-    const int slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1;   /* MoE parallel folding (moe_fold.c) */
+    const int slices = ptdp_plan_fold_slices(l);   /* MoE parallel folding (moe_fold.c) */
     s.nedp = slices * s.ndp / s.ep > 0 ? slices * s.ndp / s.ep : 1;
     s.ndp = hsdp ? t.shard_group : s.ndp;
     s.E = ptdp_model_of(c)->plan->experts != NULL ? ptdp_model_of(c)->plan->experts(c) : 0;

@@ -340,7 +340,7 @@ static void consider(search *s, ptdp_plan_layout *l)
     /* a sharded gradient's one reduce-scatter cannot start early with experts */
     l->overlap = (l->dp * l->cp > 1 || (l->sp && l->tp > 1)) &&
                  !ptdp_schedule_refuses(ptdp_plan_schedule(l), PTDP_FEATURE_OVERLAP, l->virtual_stages, NULL, 0) &&
-                 !((l->ep > 1 || (l->etp > 0 && l->etp < l->tp)) && ptdp_zero_stage_of(l->zero)->shards_grads) &&
+                 !((l->ep > 1 || ptdp_plan_fold_slices(l) > 1) && ptdp_zero_stage_of(l->zero)->shards_grads) &&
                  !(rq->zero_qgz > 0 && ptdp_zero_stage_of(l->zero)->shards_params);   /* qgZ's all-to-alls block */
     char msg[PTDP_MSG_MAX];
     if (ptdp_plan_layout_check(rq, l, msg, sizeof msg) != 0) {
@@ -463,7 +463,7 @@ static long long gcd(long long a, long long b)
  * GPUs would walk a million a layout). */
 static void enumerate_ep(search *s, ptdp_plan_layout *l, int E)
 {
-    const int slices = l->etp > 0 && l->etp < l->tp ? l->tp / l->etp : 1, fixed = s->rq->ep > 0 ? s->rq->ep : -1;
+    const int slices = ptdp_plan_fold_slices(l), fixed = s->rq->ep > 0 ? s->rq->ep : -1;
     long long d[DIVISORS_MAX];
     const int n = divisors(gcd((long long)slices * l->dp * l->cp, E), d);
     for (int i = 0; i < n && !stop(s); i++) {
