@@ -772,6 +772,8 @@ static const ptdp_model_figure gpt_figures[] = {
       fig_sp_block },
     { "moe_dispatch",       "a mixture of experts at ep = 2: which tokens go to which expert, which travel in the all-to-all",
       fig_moe_dispatch },
+    { "attention_tiles",    "causal attention as the whole matrix and in tiles (--attention tiled): the scores each "
+                            "computes, what each keeps (two real runs)", fig_attention_tiles },
 };
 
 const ptdp_model_cli ptdp_gpt_cli = {

@@ -5,6 +5,7 @@
  *     attention_tp.svg   tp = 2 cuts the heads and the vocabulary  (gpt_figure_attention.c)
  *     sp_block.svg       SP's split of one block along T           (gpt_figure_sp.c)
  *     moe_dispatch.svg   one micro-batch's tokens to their experts  (gpt_figure_moe.c)
+ *     attention_tiles.svg  the whole matrix against its tiles       (gpt_figure_tiles.c)
  */
 #ifndef PTDP_CLI_GPT_FIGURES_H
 #define PTDP_CLI_GPT_FIGURES_H
@@ -15,5 +16,6 @@
 int fig_attention_tp(const char *path, char *msg, size_t msglen);
 int fig_sp_block(const char *path, char *msg, size_t msglen);
 int fig_moe_dispatch(const char *path, char *msg, size_t msglen);
+int fig_attention_tiles(const char *path, char *msg, size_t msglen);
 
 #endif

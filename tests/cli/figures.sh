@@ -27,7 +27,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL  $*"; [[ -s $tmp/err ]] && sed 's/^/      stderr: /' "$tmp/err"; }
 
 names="ring_allreduce dp_allreduce tp_splits pipeline_schedules filling_the_bubble dualpipev dualpipe mesh_groups expert_groups moe_folding hsdp
-       zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch ring_attention ulysses
+       zero_ownership zero_memory zero_overlap attention_tp sp_block moe_dispatch attention_tiles ring_attention ulysses
        memory_per_device loss_curves fp8_loss_curves plan_layouts"
 
 # Well-formed: parsed by xml.dom.minidom, or (without python3) every opening
@@ -153,6 +153,14 @@ else
              'fold {0, 1} all-gathers: a b' 'fold {2, 3} all-gathers: c d' 'TP group {2, 3}: the same rows' \
              'whole: experts&apos; TP 1, expert-DP 1'; do
         grep -qF "$t" "$f" || fail "moe_folding: no '$t'"
+    done
+
+    # Attention in tiles: T 256 in tiles of 64 computes 10 of 16 tiles (40960
+    # = 0.62 T^2 scores a head), and a block keeps a log-sum-exp a query
+    f=$out/attention_tiles.svg
+    for t in '65536 scores a head (1.00 T²)' '40960 scores a head (0.62 T²)' 'B nh T log-sum-exps' \
+             '32896 of the 65536 scores are needed'; do
+        grep -qF "$t" "$f" || fail "attention_tiles: no '$t'"
     done
 
     # HSDP against ZeRO-3: the replicas' all-reduce is all that leaves a node,
