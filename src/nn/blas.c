@@ -41,6 +41,18 @@
  * hand-over stays small beside the work.  That floor also keeps each block
  * clear of the "small matrix" paths some OpenBLAS kernels take below about
  * 10^6 multiply-adds, which sum in another order than the blocked kernel.
+ *
+ * A group of small products (a mixture's experts: E GEMMs of a few dozen
+ * rows each, too small to split) would leave the helpers idle.  Between
+ * ptdp_matmul_group_begin and _end the products are independent (none reads
+ * another's output), so the small ones are queued and then run WHOLE, each
+ * on one thread, the threads' loads balanced largest first:
+ *
+ *   queued   e3 ███████  e0 █████  e5 ███  e1 ██  e2 ██  e4 █
+ *   thread 0 e3 ███████  e1 ██  e4 █           (whole calls: each the
+ *   thread 1 e0 █████  e5 ███  e2 ██            same as alone, same bits)
+ *
+ * A product large enough to split is split at once, as it would be alone.
  */
 #include "nn/blas.h"
 
@@ -71,6 +83,95 @@ static void gemm_block(void *arg, int part, int parts)
                   j->b, j->ldb, j->beta, j->c + (size_t)r0 * j->ldc, j->ldc);
 }
 
+/* ---- a group's small products, queued (ptdp_matmul_group_begin / _end) */
+
+enum { QUEUE_MAX = 128, OWNERS_MAX = 64 };
+
+typedef struct {
+    bool open;
+    int n;
+    gemm_job jobs[QUEUE_MAX];          /* granules unused: each runs whole  */
+    double macs[QUEUE_MAX];
+    int owner[QUEUE_MAX];              /* the part (thread) that runs it    */
+} gemm_queue;
+
+static _Thread_local gemm_queue queue;
+
+/* Part `part`'s queued products, whole, in the order they were asked for. */
+static void run_owned(void *arg, int part, int parts)
+{
+    const gemm_queue *q = arg;
+    (void)parts;
+    for (int i = 0; i < q->n; i++)
+        if (q->owner[i] == part) {
+            const gemm_job *j = &q->jobs[i];
+            ptdp_gemm_one(j->trans_a, j->trans_b, j->m, j->n, j->k, j->alpha, j->a, j->lda, j->b, j->ldb,
+                          j->beta, j->c, j->ldc);
+        }
+}
+
+/* Largest first, each to the least loaded of `parts` (ties: the lower
+ * index): the owners of the queued products. */
+static void balance(gemm_queue *q, int parts)
+{
+    double load[OWNERS_MAX] = { 0 };
+    bool placed[QUEUE_MAX] = { false };
+    for (int done = 0; done < q->n; done++) {
+        int big = -1, least = 0;
+        for (int i = 0; i < q->n; i++)
+            if (!placed[i] && (big < 0 || q->macs[i] > q->macs[big]))
+                big = i;
+        for (int t = 1; t < parts; t++)
+            if (load[t] < load[least])
+                least = t;
+        placed[big] = true;
+        q->owner[big] = least;
+        load[least] += q->macs[big];
+    }
+}
+
+/* Run what is queued: on the helpers when there is enough to share. */
+static void flush(ptdp_pool *pool, gemm_queue *q)
+{
+    double total = 0;
+    for (int i = 0; i < q->n; i++)
+        total += q->macs[i];
+    int parts = ptdp_pool_threads(pool);
+    parts = parts < q->n ? parts : q->n;
+    parts = parts < OWNERS_MAX ? parts : OWNERS_MAX;
+    if (total < 2 * MIN_BLOCK_MACS)   /* not worth a wake-up */
+        parts = 1;
+    balance(q, parts > 1 ? parts : 1);
+    if (parts > 1)
+        ptdp_pool_run(pool, parts, run_owned, q);
+    else
+        run_owned(q, 0, 1);
+    q->n = 0;
+}
+
+void ptdp_matmul_group_begin(void)
+{
+    queue.open = true;
+    queue.n = 0;
+}
+
+void ptdp_matmul_group_end(void)
+{
+    if (queue.n > 0)
+        flush(ptdp_pool_current(), &queue);
+    queue.open = false;
+}
+
+/* Queue a product too small to split, inside a group. */
+static void enqueue(ptdp_pool *pool, const gemm_job *j)
+{
+    if (queue.n == QUEUE_MAX)
+        flush(pool, &queue);
+    queue.jobs[queue.n] = *j;
+    queue.macs[queue.n] = (double)j->m * j->n * j->k;
+    queue.n++;
+}
+
 bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
                       double alpha, const ptdp_real *a, int lda,
                       const ptdp_real *b, int ldb,
@@ -86,9 +187,13 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
     /* The smallest block has floor(granules / parts) granules. */
     while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
         parts--;
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
+    if (parts <= 1 && queue.open) {
+        enqueue(pool, &job);
+        return true;
+    }
     if (parts <= 1)
         return false;
-    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
     ptdp_pool_run(pool, parts, gemm_block, &job);
     return true;
 }
