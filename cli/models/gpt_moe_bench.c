@@ -378,6 +378,7 @@ static void usage(void)
 {
     printf("usage: ptdp bench moe [--ep N,…] [--dp D] [--batch B] [--micro-batches M] [--steps S]\n"
            "                      [--recompute none|full|selective] [--profile P] [--watchdog S] [model flags]\n"
+           "       ptdp bench moe --wall [--rounds R] [--warmup W] [--timed S] [--batch B] [model flags]\n"
            "\n"
            "A dense GPT beside a mixture of experts with the same active parameters per token (E experts\n"
            "of F_e = F/k, top-k: a token's k x 2 C F_e expert matrices equal the MLP's 2 C F), trained\n"
@@ -397,6 +398,14 @@ static void usage(void)
            "  --recompute R   none (default), full (6 all-to-alls, counts twice) or selective\n"
            "  --profile P     the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
            "  --watchdog S    fail if a collective waits longer than S seconds (default 60)\n"
+           "  --wall          instead: ONE device's training step in wall time, the dense GPT beside the\n"
+           "                  mixture, runs interleaved (dense, MoE; then MoE, dense …), each W warm-up steps\n"
+           "                  then the median of S timed; the median over R rounds, the rounds' ratio\n"
+           "                  MoE / dense beside the targets, and where the step's time goes (trace events:\n"
+           "                  blocks forward, backward, embedding and head, optimizer, rest).  Its defaults:\n"
+           "                  --hidden 256 --layers 4 --seq-len 128 --batch 16; wall time is noisy on a\n"
+           "                  shared machine: read the ratio, not the milliseconds\n"
+           "  --rounds R --warmup W --timed S   --wall's (default 3, 2, 3)\n"
            "  --moe-experts E --moe-top-k k   the mixture (default 8, 2); --moe-every, --moe-capacity-factor,\n"
            "                  --moe-aux-loss as ptdp train's; --moe-ffn is the bench's: F/k\n"
            "model (the GPT of ptdp train):\n",
