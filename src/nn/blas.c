@@ -52,7 +52,10 @@
  *   thread 0 e3 ███████  e1 ██  e4 █           (whole calls: each the
  *   thread 1 e0 █████  e5 ███  e2 ██            same as alone, same bits)
  *
- * A product large enough to split is split at once, as it would be alone.
+ * A product that would be split alone is queued too (whole on one thread,
+ * its operand W packed once, not once a thread: the same bits, blas.c's
+ * blocks being exact), unless it is more than a thread's share of the
+ * group: that one is still split, as alone.
  */
 #include "nn/blas.h"
 
@@ -90,9 +93,10 @@ enum { QUEUE_MAX = 128, OWNERS_MAX = 64 };
 typedef struct {
     bool open;
     int n;
-    gemm_job jobs[QUEUE_MAX];          /* granules unused: each runs whole  */
+    gemm_job jobs[QUEUE_MAX];
     double macs[QUEUE_MAX];
-    int owner[QUEUE_MAX];              /* the part (thread) that runs it    */
+    int parts[QUEUE_MAX];              /* the blocks it would be cut into alone */
+    int owner[QUEUE_MAX];              /* the part (thread) that runs it, -1 done */
 } gemm_queue;
 
 static _Thread_local gemm_queue queue;
@@ -116,11 +120,15 @@ static void balance(gemm_queue *q, int parts)
 {
     double load[OWNERS_MAX] = { 0 };
     bool placed[QUEUE_MAX] = { false };
-    for (int done = 0; done < q->n; done++) {
+    for (int i = 0; i < q->n; i++)
+        placed[i] = q->owner[i] < 0;   /* split already */
+    for (;;) {
         int big = -1, least = 0;
         for (int i = 0; i < q->n; i++)
             if (!placed[i] && (big < 0 || q->macs[i] > q->macs[big]))
                 big = i;
+        if (big < 0)
+            break;
         for (int t = 1; t < parts; t++)
             if (load[t] < load[least])
                 least = t;
@@ -130,13 +138,23 @@ static void balance(gemm_queue *q, int parts)
     }
 }
 
-/* Run what is queued: on the helpers when there is enough to share. */
+/* Run what is queued: a product larger than a thread's share split now,
+ * as alone; the others whole, on the helpers when there is enough to
+ * share. */
 static void flush(ptdp_pool *pool, gemm_queue *q)
 {
     double total = 0;
     for (int i = 0; i < q->n; i++)
         total += q->macs[i];
-    int parts = ptdp_pool_threads(pool);
+    const int threads = ptdp_pool_threads(pool);
+    for (int i = 0; i < q->n; i++)
+        if (q->parts[i] > 1 && q->macs[i] * threads > total) {
+            ptdp_pool_run(pool, q->parts[i], gemm_block, &q->jobs[i]);
+            total -= q->macs[i];
+            q->macs[i] = 0;
+            q->owner[i] = -1;
+        }
+    int parts = threads;
     parts = parts < q->n ? parts : q->n;
     parts = parts < OWNERS_MAX ? parts : OWNERS_MAX;
     if (total < 2 * MIN_BLOCK_MACS)   /* not worth a wake-up */
@@ -162,13 +180,16 @@ void ptdp_matmul_group_end(void)
     queue.open = false;
 }
 
-/* Queue a product too small to split, inside a group. */
-static void enqueue(ptdp_pool *pool, const gemm_job *j)
+/* Queue a product inside a group: `parts`, the blocks it would be cut into
+ * alone. */
+static void enqueue(ptdp_pool *pool, const gemm_job *j, int parts)
 {
     if (queue.n == QUEUE_MAX)
         flush(pool, &queue);
     queue.jobs[queue.n] = *j;
     queue.macs[queue.n] = (double)j->m * j->n * j->k;
+    queue.parts[queue.n] = parts;
+    queue.owner[queue.n] = 0;
     queue.n++;
 }
 
@@ -188,8 +209,8 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
     while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
         parts--;
     gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
-    if (parts <= 1 && queue.open) {
-        enqueue(pool, &job);
+    if (queue.open) {
+        enqueue(pool, &job, parts);
         return true;
     }
     if (parts <= 1)
