@@ -71,7 +71,19 @@ typedef struct {
     const ptdp_real *a, *b;
     ptdp_real *c;
     int granules;                      /* whole blocks of ROW_GRANULE rows */
+    const ptdp_real *bias;             /* non-NULL: C's rows start at it (beta 1) */
 } gemm_job;
+
+/* Rows [r0, r1) of C set to the bias, where the product will add to them:
+ * the thread that computes the rows fills them. */
+static void fill_rows(const gemm_job *j, int r0, int r1)
+{
+    for (int i = r0; j->bias != NULL && i < r1; i++) {
+        ptdp_real *row = j->c + (size_t)i * j->ldc;
+        for (int q = 0; q < j->n; q++)
+            row[q] = j->bias[q];
+    }
+}
 
 /* Part `part` of `parts`: granules [G·part/parts, G·(part+1)/parts); the
  * last part also takes the rows after the last whole granule. */
@@ -82,6 +94,7 @@ static void gemm_block(void *arg, int part, int parts)
     int r1 = part == parts - 1 ? j->m : (int)((long)j->granules * (part + 1) / parts) * ROW_GRANULE;
     /* op(A)'s rows r0..: rows of A, or columns of A stored k x m. */
     const ptdp_real *a = j->trans_a ? j->a + r0 : j->a + (size_t)r0 * j->lda;
+    fill_rows(j, r0, r1);
     ptdp_gemm_one(j->trans_a, j->trans_b, r1 - r0, j->n, j->k, j->alpha, a, j->lda,
                   j->b, j->ldb, j->beta, j->c + (size_t)r0 * j->ldc, j->ldc);
 }
@@ -109,6 +122,7 @@ static void run_owned(void *arg, int part, int parts)
     for (int i = 0; i < q->n; i++)
         if (q->owner[i] == part) {
             const gemm_job *j = &q->jobs[i];
+            fill_rows(j, 0, j->m);
             ptdp_gemm_one(j->trans_a, j->trans_b, j->m, j->n, j->k, j->alpha, j->a, j->lda, j->b, j->ldb,
                           j->beta, j->c, j->ldc);
         }
@@ -193,28 +207,52 @@ static void enqueue(ptdp_pool *pool, const gemm_job *j, int parts)
     queue.n++;
 }
 
-bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
-                      double alpha, const ptdp_real *a, int lda,
-                      const ptdp_real *b, int ldb,
-                      double beta, ptdp_real *c, int ldc)
+/* Share a product with the helpers — queued in a group, or split — or
+ * false: the caller computes it alone. */
+static bool share(gemm_job *job)
 {
     ptdp_pool *pool = ptdp_pool_current();
     int threads = ptdp_pool_threads(pool);
     if (threads <= 1)
         return false;
-    int granules = m / ROW_GRANULE;
-    double macs_per_granule = (double)ROW_GRANULE * n * k;
+    int granules = job->m / ROW_GRANULE;
+    double macs_per_granule = (double)ROW_GRANULE * job->n * job->k;
     int parts = threads < granules ? threads : granules;
     /* The smallest block has floor(granules / parts) granules. */
     while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
         parts--;
-    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
+    job->granules = granules;
     if (queue.open) {
-        enqueue(pool, &job, parts);
+        enqueue(pool, job, parts);
         return true;
     }
     if (parts <= 1)
         return false;
-    ptdp_pool_run(pool, parts, gemm_block, &job);
+    ptdp_pool_run(pool, parts, gemm_block, job);
     return true;
+}
+
+bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
+                      double alpha, const ptdp_real *a, int lda,
+                      const ptdp_real *b, int ldb,
+                      double beta, ptdp_real *c, int ldc)
+{
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, NULL };
+    return share(&job);
+}
+
+void ptdp_gemm_bias(bool trans_a, bool trans_b, int m, int n, int k, const ptdp_real *a, int lda,
+                    const ptdp_real *b, int ldb, const ptdp_real *bias, ptdp_real *c, int ldc)
+{
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, 1.0, 1.0, a, b, c, 0, bias };
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {   /* the product is empty: C is the bias */
+        fill_rows(&job, 0, m);
+        return;
+    }
+    if (!share(&job)) {
+        fill_rows(&job, 0, m);
+        ptdp_gemm_one(trans_a, trans_b, m, n, k, 1.0, a, lda, b, ldb, 1.0, c, ldc);
+    }
 }
