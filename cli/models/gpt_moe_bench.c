@@ -399,7 +399,7 @@ static void usage(void)
            "  --profile P     the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
            "  --watchdog S    fail if a collective waits longer than S seconds (default 60)\n"
            "  --wall          instead: ONE device's training step in wall time, the dense GPT beside the\n"
-           "                  mixture, runs interleaved (dense, MoE; then MoE, dense …), each W warm-up steps\n"
+           "                  mixture, runs alternating (dense, MoE; then MoE, dense …), each W warm-up steps\n"
            "                  then the median of S timed; the median over R rounds, the rounds' ratio\n"
            "                  MoE / dense beside the targets, and where the step's time goes (trace events:\n"
            "                  blocks forward, backward, embedding and head, optimizer, rest).  Its defaults:\n"

@@ -17,7 +17,7 @@
  *                                      <= 1.12 at E 64 top 8 (F_e = F / k)
  *
  * Wall time is noisy on a shared machine: only the ratio, measured within
- * one run with the models interleaved, means anything; the absolute
+ * one run with the models alternating, means anything; the absolute
  * milliseconds are printed to show the noise (each round's ratio too).
  */
 #include <stdio.h>
@@ -139,7 +139,7 @@ static void print_header(const ptdp_model_config *moe, const ptdp_moe_wall_opts 
            moe->layers, moe->ffn, o->batch);
     printf("  dense: the MLP, F = %d;  MoE: E = %d experts of F_e = F / k = %d, top-k %d (equal active FLOPs:\n"
            "  k x 2 C F_e = 2 C F a token)\n", moe->ffn, g->moe_experts, g->moe_ffn, g->moe_top_k);
-    printf("  %d round%s, dense and MoE interleaved (rounds 2, 4, … MoE first); a run: %d warm-up step%s, then the\n"
+    printf("  %d round%s, dense and MoE alternating (rounds 2, 4, … MoE first); a run: %d warm-up step%s, then the\n"
            "  median of %d timed; a model: the median over the rounds; only the ratio means anything on a\n"
            "  shared machine\n\n", o->rounds, o->rounds == 1 ? "" : "s", o->warmup, o->warmup == 1 ? "" : "s",
            o->timed);
