@@ -23,6 +23,11 @@ enum { M = 245, N = 160, K = 150, WIDE = N + 7, CASES = 8 };
 
 typedef struct {
     ptdp_real *c[CASES];           /* M x WIDE each: the products' outputs */
+    int group;                     /* 0: products alone; 1: all CASES in one
+                                      group (ops.h: queued, each whole on one
+                                      thread); 2: each a group of its own (a
+                                      member larger than a thread's share:
+                                      split, as alone) */
 } products;
 
 static ptdp_real value(unsigned i, unsigned salt)
@@ -47,6 +52,8 @@ static int multiply(ptdp_device *dev, void *arg)
         a[i] = value(i, 1);
     for (unsigned i = 0; i < K * N; i++)
         b[i] = value(i, 2);
+    if (p->group == 1)
+        ptdp_matmul_group_begin();
     for (int cs = 0; cs < CASES; cs++) {
         bool ta = cs & 1, tb = cs & 2;
         double beta = cs & 4 ? 0.5 : 0.0;
@@ -55,8 +62,14 @@ static int multiply(ptdp_device *dev, void *arg)
         ptdp_tensor c = ptdp_tensor_cols(ptdp_tensor_wrap(p->c[cs], M, WIDE), 3, N);
         ptdp_tensor at = ta ? ptdp_tensor_wrap(a, K, M) : ptdp_tensor_wrap(a, M, K);
         ptdp_tensor bt = tb ? ptdp_tensor_wrap(b, N, K) : ptdp_tensor_wrap(b, K, N);
+        if (p->group == 2)
+            ptdp_matmul_group_begin();
         ptdp_matmul(c, at, ta, bt, tb, 0.75, beta);
+        if (p->group == 2)
+            ptdp_matmul_group_end();
     }
+    if (p->group == 1)
+        ptdp_matmul_group_end();
     free(a);
     free(b);
     return 0;
@@ -70,6 +83,7 @@ static int multiply_mine(ptdp_device *dev, void *arg)
 
 static void products_alloc(products *p)
 {
+    p->group = 0;
     for (int cs = 0; cs < CASES; cs++)
         ck_assert_ptr_nonnull(p->c[cs] = malloc(sizeof(ptdp_real) * M * WIDE));
 }
@@ -106,6 +120,31 @@ TEST(blas_tests, test_same_bits_for_any_thread_count)
             ck_assert(memcmp(one.c[cs], two[r].c[cs], sizeof(ptdp_real) * M * WIDE) == 0);
     products_free(&two[0]);
     products_free(&two[1]);
+    products_free(&one);
+    products_free(&many);
+}
+END_TEST
+
+/* A group of products (the experts' GEMMs: ptdp_matmul_group_begin/_end)
+ * gives every product the bits it has alone on one thread, whether its
+ * members run whole side by side or one is split, for 1 to 5 threads. */
+TEST(blas_tests, test_group_same_bits)
+{
+    products one, many;
+    products_alloc(&one);
+    products_alloc(&many);
+    ptdp_launch_opts o = { .blas_threads = 1 };
+    harness_launch_ok(1, multiply, &one, &o, NULL);
+    for (int group = 1; group <= 2; group++)
+        for (int t = 1; t <= 5; t++) {
+            o.blas_threads = t;
+            many.group = group;
+            harness_launch_ok(1, multiply, &many, &o, NULL);
+            for (int cs = 0; cs < CASES; cs++)
+                ck_assert_msg(memcmp(one.c[cs], many.c[cs], sizeof(ptdp_real) * M * WIDE) == 0,
+                              "%s, %d threads: product %d differs from one thread's alone",
+                              group == 1 ? "one group" : "a group each", t, cs);
+        }
     products_free(&one);
     products_free(&many);
 }

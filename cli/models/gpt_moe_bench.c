@@ -54,6 +54,7 @@
 #include "../args.h"
 #include "../model_flags.h"
 #include "gpt_moe_bench.h"
+#include "gpt_moe_wall.h"
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "ptdp/gpt.h"
@@ -69,6 +70,11 @@ typedef struct {
     bool recompute, recompute_core;
     const char *profile;
     double watchdog_s;
+    bool batch_given;
+    bool wall;                      /* --wall: one device's wall time instead */
+    ptdp_moe_wall_opts w;
+    const char *virtual_flag;       /* the first flag of the virtual tables given */
+    char wall_flag[64];             /* ... and of the wall time's ("" none)    */
 } bench;
 
 /* ---- the formulas ------------------------------------------------------------ */
@@ -372,6 +378,7 @@ static void usage(void)
 {
     printf("usage: ptdp bench moe [--ep N,…] [--dp D] [--batch B] [--micro-batches M] [--steps S]\n"
            "                      [--recompute none|full|selective] [--profile P] [--watchdog S] [model flags]\n"
+           "       ptdp bench moe --wall [--rounds R] [--warmup W] [--timed S] [--batch B] [model flags]\n"
            "\n"
            "A dense GPT beside a mixture of experts with the same active parameters per token (E experts\n"
            "of F_e = F/k, top-k: a token's k x 2 C F_e expert matrices equal the MLP's 2 C F), trained\n"
@@ -391,6 +398,14 @@ static void usage(void)
            "  --recompute R   none (default), full (6 all-to-alls, counts twice) or selective\n"
            "  --profile P     the virtual clock's cost model (default dgx-a100; ptdp train --profile list)\n"
            "  --watchdog S    fail if a collective waits longer than S seconds (default 60)\n"
+           "  --wall          instead: ONE device's training step in wall time, the dense GPT beside the\n"
+           "                  mixture, runs alternating (dense, MoE; then MoE, dense …), each W warm-up steps\n"
+           "                  then the median of S timed; the median over R rounds, the rounds' ratio\n"
+           "                  MoE / dense beside the targets, and where the step's time goes (trace events:\n"
+           "                  blocks forward, backward, embedding and head, optimizer, rest).  Its defaults:\n"
+           "                  --hidden 256 --layers 4 --seq-len 128 --batch 16; wall time is noisy on a\n"
+           "                  shared machine: read the ratio, not the milliseconds\n"
+           "  --rounds R --warmup W --timed S   --wall's (default 3, 2, 3)\n"
            "  --moe-experts E --moe-top-k k   the mixture (default 8, 2); --moe-every, --moe-capacity-factor,\n"
            "                  --moe-aux-loss as ptdp train's; --moe-ffn is the bench's: F/k\n"
            "model (the GPT of ptdp train):\n",
@@ -429,16 +444,45 @@ static int read_eps(ptdp_args *a, bench *b)
     return rc;
 }
 
+/* --wall and its flags; true if the current flag was one (rc its status). */
+static bool wall_flag(ptdp_args *a, bench *b, int *rc)
+{
+    int *value = ptdp_args_is(a, "--rounds") ? &b->w.rounds : ptdp_args_is(a, "--warmup") ? &b->w.warmup
+                 : ptdp_args_is(a, "--timed") ? &b->w.timed : NULL;
+    if (ptdp_args_is(a, "--wall")) {
+        b->wall = true;
+        *rc = 0;
+        return true;
+    }
+    if (value == NULL)
+        return false;
+    if (b->wall_flag[0] == '\0')
+        snprintf(b->wall_flag, sizeof b->wall_flag, "%s", a->flag);
+    *rc = ptdp_args_int(a, value == &b->w.warmup ? 0 : 1, value == &b->w.rounds ? 99 : 100, value);
+    return true;
+}
+
+/* The first flag given that only the virtual tables read. */
+static void note_virtual(const ptdp_args *a, bench *b)
+{
+    static const char *const flags[] = { "--ep", "--dp", "--micro-batches", "--steps", "--recompute", "--profile" };
+    for (size_t i = 0; b->virtual_flag == NULL && i < sizeof flags / sizeof flags[0]; i++)
+        if (ptdp_args_is(a, flags[i]))
+            b->virtual_flag = flags[i];
+}
+
 static int read_flags(int argc, char **argv, bench *b, ptdp_model_flags *mf)
 {
     ptdp_args a;
     ptdp_args_init(&a, "bench moe", argc, argv, 1);
     while (ptdp_args_next(&a)) {
         int rc;
+        note_virtual(&a, b);
         if (ptdp_args_is(&a, "--help")) { usage(); return -1; }
+        else if (wall_flag(&a, b, &rc)) ;
         else if (ptdp_args_is(&a, "--ep")) rc = read_eps(&a, b);
         else if (ptdp_args_is(&a, "--dp")) rc = ptdp_args_int(&a, 1, PTDP_MAX_DEVICES, &b->dp);
-        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 20, &b->batch);
+        else if (ptdp_args_is(&a, "--batch")) rc = ptdp_args_int(&a, 1, 1 << 20, &b->batch), b->batch_given = true;
         else if (ptdp_args_is(&a, "--micro-batches")) rc = ptdp_args_int(&a, 1, 1 << 10, &b->micro_batches);
         else if (ptdp_args_is(&a, "--steps")) rc = ptdp_args_int(&a, 1, 1000, &b->steps);
         else if (ptdp_args_is(&a, "--recompute")) rc = read_recompute(&a, b);
@@ -449,7 +493,14 @@ static int read_flags(int argc, char **argv, bench *b, ptdp_model_flags *mf)
         if (rc)
             return PTDP_EXIT_USAGE;
     }
-    return a.status != 0 ? PTDP_EXIT_USAGE : 0;
+    if (a.status != 0)
+        return PTDP_EXIT_USAGE;
+    if (b->wall && b->virtual_flag != NULL)
+        return ptdp_usage_error("bench moe", "%s: a flag of the virtual tables; --wall times one device "
+                                "(drop one of them)", b->virtual_flag);
+    if (!b->wall && b->wall_flag[0] != '\0')
+        return ptdp_usage_error("bench moe", "%s: a flag of --wall (add --wall, or drop it)", b->wall_flag);
+    return 0;
 }
 
 /* The MoE as the bench wants it, and its dense twin. */
@@ -521,6 +572,13 @@ static int parse(int argc, char **argv, bench *b, ptdp_model_flags *mf)
     d.ffn = 0;
     ptdp_gpt(&d)->moe_experts = 8;
     ptdp_gpt(&d)->moe_top_k = 2;
+    b->w = (ptdp_moe_wall_opts){ .batch = 16, .warmup = 2, .timed = 3, .rounds = 3 };
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--wall") == 0) {   /* its own defaults: the measured shape */
+            d.hidden = 256;
+            d.layers = 4;
+            ptdp_gpt(&d)->seq_len = 128;
+        }
     ptdp_model_flags_init(mf, &d);
     int rc = read_flags(argc, argv, b, mf);
     if (rc == 0 && b->neps == 0) {
@@ -556,12 +614,26 @@ static int run(const bench *b, const ptdp_launch_opts *o)
     return ok ? PTDP_EXIT_OK : PTDP_EXIT_FAIL;
 }
 
+/* --wall: one device, dense beside MoE in wall time (gpt_moe_wall.c). */
+static int run_wall(bench *b)
+{
+    char msg[PTDP_MSG_MAX];
+    b->w.watchdog_s = b->watchdog_s;
+    if (b->batch_given)
+        b->w.batch = b->batch;
+    if (ptdp_moe_wall_validate(&b->dense, &b->moe, &b->w, msg, sizeof msg) != 0)
+        return ptdp_usage_error("bench moe", "--wall: %s", msg);
+    return ptdp_moe_wall(&b->dense, &b->moe, &b->w);
+}
+
 int ptdp_gpt_bench_moe(int argc, char **argv)
 {
     bench b;
     ptdp_model_flags mf;
     int rc = parse(argc, argv, &b, &mf);
-    if (rc == 0) {
+    if (rc == 0 && b.wall)
+        rc = run_wall(&b);
+    else if (rc == 0) {
         ptdp_launch_opts o = { .watchdog_s = b.watchdog_s };
         if ((rc = validate(&b, &o)) == 0)
             rc = run(&b, &o);

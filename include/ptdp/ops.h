@@ -49,6 +49,15 @@ void ptdp_matmul(ptdp_tensor c, ptdp_tensor a, bool trans_a, ptdp_tensor b, bool
                  double alpha, double beta);
 /* 2 m n k */
 double ptdp_matmul_flops(int m, int n, int k);
+/* A grouped pass (a mixture's experts: many small products side by side).
+ * Between begin and end, the calling thread's ptdp_matmul products must be
+ * independent (none reads another's output, and their operands stay put
+ * until end): the small ones are queued and run at end, each whole on one
+ * of the device's helper threads (nn/blas.c), so they share the cores as
+ * one large product would.  Every product is the same call as alone: the
+ * same bits. */
+void ptdp_matmul_group_begin(void);
+void ptdp_matmul_group_end(void);
 /* The kernels the BLAS chose for this CPU (OpenBLAS's core name, e.g.
  * "Haswell"), or "unknown" for a BLAS that does not say. */
 const char *ptdp_blas_kernels(void);

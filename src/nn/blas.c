@@ -41,6 +41,21 @@
  * hand-over stays small beside the work.  That floor also keeps each block
  * clear of the "small matrix" paths some OpenBLAS kernels take below about
  * 10^6 multiply-adds, which sum in another order than the blocked kernel.
+ *
+ * A group of small products (a mixture's experts: E GEMMs of a few dozen
+ * rows each, too small to split) would leave the helpers idle.  Between
+ * ptdp_matmul_group_begin and _end the products are independent (none reads
+ * another's output), so the small ones are queued and then run WHOLE, each
+ * on one thread, the threads' loads balanced largest first:
+ *
+ *   queued   e3 ███████  e0 █████  e5 ███  e1 ██  e2 ██  e4 █
+ *   thread 0 e3 ███████  e1 ██  e4 █           (whole calls: each the
+ *   thread 1 e0 █████  e5 ███  e2 ██            same as alone, same bits)
+ *
+ * A product that would be split alone is queued too (whole on one thread,
+ * its operand W packed once, not once a thread: the same bits, blas.c's
+ * blocks being exact), unless it is more than a thread's share of the
+ * group: that one is still split, as alone.
  */
 #include "nn/blas.h"
 
@@ -56,7 +71,19 @@ typedef struct {
     const ptdp_real *a, *b;
     ptdp_real *c;
     int granules;                      /* whole blocks of ROW_GRANULE rows */
+    const ptdp_real *bias;             /* non-NULL: C's rows start at it (beta 1) */
 } gemm_job;
+
+/* Rows [r0, r1) of C set to the bias, where the product will add to them:
+ * the thread that computes the rows fills them. */
+static void fill_rows(const gemm_job *j, int r0, int r1)
+{
+    for (int i = r0; j->bias != NULL && i < r1; i++) {
+        ptdp_real *row = j->c + (size_t)i * j->ldc;
+        for (int q = 0; q < j->n; q++)
+            row[q] = j->bias[q];
+    }
+}
 
 /* Part `part` of `parts`: granules [G·part/parts, G·(part+1)/parts); the
  * last part also takes the rows after the last whole granule. */
@@ -67,8 +94,142 @@ static void gemm_block(void *arg, int part, int parts)
     int r1 = part == parts - 1 ? j->m : (int)((long)j->granules * (part + 1) / parts) * ROW_GRANULE;
     /* op(A)'s rows r0..: rows of A, or columns of A stored k x m. */
     const ptdp_real *a = j->trans_a ? j->a + r0 : j->a + (size_t)r0 * j->lda;
+    fill_rows(j, r0, r1);
     ptdp_gemm_one(j->trans_a, j->trans_b, r1 - r0, j->n, j->k, j->alpha, a, j->lda,
                   j->b, j->ldb, j->beta, j->c + (size_t)r0 * j->ldc, j->ldc);
+}
+
+/* ---- a group's small products, queued (ptdp_matmul_group_begin / _end) */
+
+enum { QUEUE_MAX = 128, OWNERS_MAX = 64 };
+
+typedef struct {
+    bool open;
+    int n;
+    gemm_job jobs[QUEUE_MAX];
+    double macs[QUEUE_MAX];
+    int parts[QUEUE_MAX];              /* the blocks it would be cut into alone */
+    int owner[QUEUE_MAX];              /* the part (thread) that runs it, -1 done */
+} gemm_queue;
+
+static _Thread_local gemm_queue queue;
+
+/* Part `part`'s queued products, whole, in the order they were asked for. */
+static void run_owned(void *arg, int part, int parts)
+{
+    const gemm_queue *q = arg;
+    (void)parts;
+    for (int i = 0; i < q->n; i++)
+        if (q->owner[i] == part) {
+            const gemm_job *j = &q->jobs[i];
+            fill_rows(j, 0, j->m);
+            ptdp_gemm_one(j->trans_a, j->trans_b, j->m, j->n, j->k, j->alpha, j->a, j->lda, j->b, j->ldb,
+                          j->beta, j->c, j->ldc);
+        }
+}
+
+/* Largest first, each to the least loaded of `parts` (ties: the lower
+ * index): the owners of the queued products. */
+static void balance(gemm_queue *q, int parts)
+{
+    double load[OWNERS_MAX] = { 0 };
+    bool placed[QUEUE_MAX] = { false };
+    for (int i = 0; i < q->n; i++)
+        placed[i] = q->owner[i] < 0;   /* split already */
+    for (;;) {
+        int big = -1, least = 0;
+        for (int i = 0; i < q->n; i++)
+            if (!placed[i] && (big < 0 || q->macs[i] > q->macs[big]))
+                big = i;
+        if (big < 0)
+            break;
+        for (int t = 1; t < parts; t++)
+            if (load[t] < load[least])
+                least = t;
+        placed[big] = true;
+        q->owner[big] = least;
+        load[least] += q->macs[big];
+    }
+}
+
+/* Run what is queued: a product larger than a thread's share split now,
+ * as alone; the others whole, on the helpers when there is enough to
+ * share. */
+static void flush(ptdp_pool *pool, gemm_queue *q)
+{
+    double total = 0;
+    for (int i = 0; i < q->n; i++)
+        total += q->macs[i];
+    const int threads = ptdp_pool_threads(pool);
+    for (int i = 0; i < q->n; i++)
+        if (q->parts[i] > 1 && q->macs[i] * threads > total) {
+            ptdp_pool_run(pool, q->parts[i], gemm_block, &q->jobs[i]);
+            total -= q->macs[i];
+            q->macs[i] = 0;
+            q->owner[i] = -1;
+        }
+    int parts = threads;
+    parts = parts < q->n ? parts : q->n;
+    parts = parts < OWNERS_MAX ? parts : OWNERS_MAX;
+    if (total < 2 * MIN_BLOCK_MACS)   /* not worth a wake-up */
+        parts = 1;
+    balance(q, parts > 1 ? parts : 1);
+    if (parts > 1)
+        ptdp_pool_run(pool, parts, run_owned, q);
+    else
+        run_owned(q, 0, 1);
+    q->n = 0;
+}
+
+void ptdp_matmul_group_begin(void)
+{
+    queue.open = true;
+    queue.n = 0;
+}
+
+void ptdp_matmul_group_end(void)
+{
+    if (queue.n > 0)
+        flush(ptdp_pool_current(), &queue);
+    queue.open = false;
+}
+
+/* Queue a product inside a group: `parts`, the blocks it would be cut into
+ * alone. */
+static void enqueue(ptdp_pool *pool, const gemm_job *j, int parts)
+{
+    if (queue.n == QUEUE_MAX)
+        flush(pool, &queue);
+    queue.jobs[queue.n] = *j;
+    queue.macs[queue.n] = (double)j->m * j->n * j->k;
+    queue.parts[queue.n] = parts;
+    queue.owner[queue.n] = 0;
+    queue.n++;
+}
+
+/* Share a product with the helpers — queued in a group, or split — or
+ * false: the caller computes it alone. */
+static bool share(gemm_job *job)
+{
+    ptdp_pool *pool = ptdp_pool_current();
+    int threads = ptdp_pool_threads(pool);
+    if (threads <= 1)
+        return false;
+    int granules = job->m / ROW_GRANULE;
+    double macs_per_granule = (double)ROW_GRANULE * job->n * job->k;
+    int parts = threads < granules ? threads : granules;
+    /* The smallest block has floor(granules / parts) granules. */
+    while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
+        parts--;
+    job->granules = granules;
+    if (queue.open) {
+        enqueue(pool, job, parts);
+        return true;
+    }
+    if (parts <= 1)
+        return false;
+    ptdp_pool_run(pool, parts, gemm_block, job);
+    return true;
 }
 
 bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
@@ -76,19 +237,22 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
                       const ptdp_real *b, int ldb,
                       double beta, ptdp_real *c, int ldc)
 {
-    ptdp_pool *pool = ptdp_pool_current();
-    int threads = ptdp_pool_threads(pool);
-    if (threads <= 1)
-        return false;
-    int granules = m / ROW_GRANULE;
-    double macs_per_granule = (double)ROW_GRANULE * n * k;
-    int parts = threads < granules ? threads : granules;
-    /* The smallest block has floor(granules / parts) granules. */
-    while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
-        parts--;
-    if (parts <= 1)
-        return false;
-    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, granules };
-    ptdp_pool_run(pool, parts, gemm_block, &job);
-    return true;
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, NULL };
+    return share(&job);
+}
+
+void ptdp_gemm_bias(bool trans_a, bool trans_b, int m, int n, int k, const ptdp_real *a, int lda,
+                    const ptdp_real *b, int ldb, const ptdp_real *bias, ptdp_real *c, int ldc)
+{
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, 1.0, 1.0, a, b, c, 0, bias };
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {   /* the product is empty: C is the bias */
+        fill_rows(&job, 0, m);
+        return;
+    }
+    if (!share(&job)) {
+        fill_rows(&job, 0, m);
+        ptdp_gemm_one(trans_a, trans_b, m, n, k, 1.0, a, lda, b, ldb, 1.0, c, ldc);
+    }
 }

@@ -67,6 +67,12 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
                       const ptdp_real *b, int ldb,
                       double beta, ptdp_real *c, int ldc);
 
+/* C (m x n) = op(A) op(B) + the bias (1 x n) on every row: each row of C
+ * set to the bias, then the product added (beta 1) — by the thread that
+ * computes the row, when the product is shared (blas.c). */
+void ptdp_gemm_bias(bool trans_a, bool trans_b, int m, int n, int k, const ptdp_real *a, int lda,
+                    const ptdp_real *b, int ldb, const ptdp_real *bias, ptdp_real *c, int ldc);
+
 /* C (m x n) = alpha * op(A) op(B) + beta * C, row-major, where op(A) is m x k
  * and op(B) is k x n.  Degenerate sizes are handled here rather than passed
  * to BLAS (some implementations report k == 0 with ld == 0 as an error):

@@ -37,6 +37,8 @@
 
 #include <math.h>
 
+#include "runtime/pool.h"
+
 /* sqrt(2/pi) and the cubic coefficient, in the build's precision. */
 #define GELU_K ((ptdp_real)0.7978845608028654)
 #define GELU_C ((ptdp_real)0.044715)
@@ -62,14 +64,46 @@ static void gelu_span(ptdp_real *y, const ptdp_real *x, int n)
         y[j] = x[j] / (1 + e[j]);
 }
 
+/* The rows of a large tensor are shared with the device's helper threads
+ * (runtime/pool.h), a block of rows each: a row's spans are the same
+ * whichever thread runs them, so the bits are too. */
+#define MIN_SHARED_ELEMENTS 65536.0
+
+typedef struct {
+    ptdp_tensor out, a, x;             /* forward: y, x; backward: dx, dy, x */
+} gelu_job;
+
+static void rows_of(int rows, int part, int parts, int *i0, int *i1)
+{
+    *i0 = (int)((long)rows * part / parts);
+    *i1 = (int)((long)rows * (part + 1) / parts);
+}
+
+static void forward_rows(void *arg, int part, int parts)
+{
+    const gelu_job *g = arg;
+    int i0, i1;
+    rows_of(g->x.rows, part, parts, &i0, &i1);
+    for (int i = i0; i < i1; i++)
+        for (int j0 = 0; j0 < g->x.cols; j0 += SPAN)
+            gelu_span(ptdp_at(g->out, i, j0), ptdp_at(g->x, i, j0), g->x.cols - j0 < SPAN ? g->x.cols - j0 : SPAN);
+}
+
+/* fn over x's rows: on the helpers too when x is large enough. */
+static void over_rows(ptdp_pool_fn fn, gelu_job *g)
+{
+    ptdp_pool *pool = ptdp_pool_current();
+    const bool share = (double)g->x.rows * g->x.cols >= MIN_SHARED_ELEMENTS && g->x.rows > 1;
+    ptdp_pool_run(pool, share ? ptdp_pool_threads(pool) : 1, fn, g);
+}
+
 void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x)
 {
     if (!PTDP_REQUIRE(y.rows == x.rows && y.cols == x.cols, "y %d x %d, x %d x %d", y.rows, y.cols,
                       x.rows, x.cols))
         return;
-    for (int i = 0; i < x.rows; i++)
-        for (int j0 = 0; j0 < x.cols; j0 += SPAN)
-            gelu_span(ptdp_at(y, i, j0), ptdp_at(x, i, j0), x.cols - j0 < SPAN ? x.cols - j0 : SPAN);
+    gelu_job g = { .out = y, .x = x };
+    over_rows(forward_rows, &g);
 }
 
 /* dx = dy GELU'(x) over n elements, GELU'(x) = s + x s (1 - s) 2 du/dx
@@ -91,15 +125,24 @@ static void gelu_backward_span(ptdp_real *dx, const ptdp_real *dy, const ptdp_re
     }
 }
 
+static void backward_rows(void *arg, int part, int parts)
+{
+    const gelu_job *g = arg;
+    int i0, i1;
+    rows_of(g->x.rows, part, parts, &i0, &i1);
+    for (int i = i0; i < i1; i++)
+        for (int j0 = 0; j0 < g->x.cols; j0 += SPAN)
+            gelu_backward_span(ptdp_at(g->out, i, j0), ptdp_at(g->a, i, j0), ptdp_at(g->x, i, j0),
+                               g->x.cols - j0 < SPAN ? g->x.cols - j0 : SPAN);
+}
+
 void ptdp_gelu_backward(ptdp_tensor dx, ptdp_tensor dy, ptdp_tensor x)
 {
     if (!PTDP_REQUIRE(dx.rows == x.rows && dx.cols == x.cols && dy.rows == x.rows && dy.cols == x.cols,
                       "dx %d x %d, dy %d x %d, x %d x %d", dx.rows, dx.cols, dy.rows, dy.cols, x.rows, x.cols))
         return;
-    for (int i = 0; i < x.rows; i++)
-        for (int j0 = 0; j0 < x.cols; j0 += SPAN)
-            gelu_backward_span(ptdp_at(dx, i, j0), ptdp_at(dy, i, j0), ptdp_at(x, i, j0),
-                                x.cols - j0 < SPAN ? x.cols - j0 : SPAN);
+    gelu_job g = { .out = dx, .a = dy, .x = x };
+    over_rows(backward_rows, &g);
 }
 
 /* Forward: u (5: v·v·v, c·, v +, k·), -2·, exp, 1 +, v / = 9. */

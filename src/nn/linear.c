@@ -157,14 +157,14 @@ void ptdp_linear_forward(ptdp_tensor y, ptdp_tensor x, ptdp_tensor w, const ptdp
         if (!PTDP_REQUIRE(b->rows == 1 && b->cols == y.cols, "bias %d x %d for y %d x %d", b->rows,
                           b->cols, y.rows, y.cols))
             return;
-        for (int i = 0; i < y.rows; i++) {
-            ptdp_real *row = ptdp_at(y, i, 0);
-            for (int j = 0; j < y.cols; j++)
-                row[j] = b->data[j];
-        }
+        if (recording != NULL)   /* the product as ptdp_matmul would record it */
+            record(false, true, y.rows, y.cols, x.cols, 1.0, 1.0);
+        ptdp_gemm_bias(false, true, y.rows, y.cols, x.cols, x.data, ptdp_blas_ld(x), w.data, ptdp_blas_ld(w),
+                       b->data, y.data, ptdp_blas_ld(y));
+        return;
     }
     /* y (B x out) = x (B x in) · W^T (in x out) */
-    ptdp_matmul(y, x, false, w, true, 1.0, b ? 1.0 : 0.0);
+    ptdp_matmul(y, x, false, w, true, 1.0, 0.0);
 }
 
 void ptdp_linear_backward(ptdp_tensor *dx, ptdp_tensor dw, ptdp_tensor *db,

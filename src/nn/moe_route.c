@@ -52,6 +52,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "runtime/pool.h"
+
 /* ------------------------------------------------------------ routing */
 
 /* Mixtral's choice of one token: the top k of z, or (--moe-groups) of z
@@ -152,6 +154,32 @@ static double balance(const ptdp_moe_route_shape *s, const int *choice, const pt
     return s->alpha * aux;
 }
 
+/* Each token's own part of the routing — its choices, gates and
+ * probabilities, from its logits alone — for tokens [r0, r1). */
+typedef struct {
+    const ptdp_moe_route_shape *s;
+    const ptdp_real *z;
+    int *choice;
+    ptdp_real *gate, *probs;
+    int rows;
+} tokens_job;
+
+static void route_tokens(void *arg, int part, int parts)
+{
+    const tokens_job *j = arg;
+    const ptdp_moe_route_shape *s = j->s;
+    const int E = s->E, k = s->k;
+    const int r0 = (int)((long)j->rows * part / parts), r1 = (int)((long)j->rows * (part + 1) / parts);
+    for (int r = r0; r < r1 && s->score == PTDP_MOE_SIGMOID; r++)
+        route_sigmoid(s, j->z + (size_t)r * E, j->choice + (size_t)r * k, j->gate + (size_t)r * k,
+                      j->probs + (size_t)r * E);
+    for (int r = r0; r < r1 && s->score != PTDP_MOE_SIGMOID; r++) {
+        softmax_choose(s, j->z + (size_t)r * E, j->choice + (size_t)r * k);
+        softmax(j->z + (size_t)r * E, j->choice + (size_t)r * k, k, j->gate + (size_t)r * k);
+        softmax(j->z + (size_t)r * E, NULL, E, j->probs + (size_t)r * E);
+    }
+}
+
 double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *z, int *choice, ptdp_real *gate,
                       int *slot, ptdp_real *probs, int *load, int *dropped)
 {
@@ -160,13 +188,11 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     double aux = 0.0;
     memset(load, 0, (size_t)E * sizeof *load);
     *dropped = 0;
-    for (int r = 0; r < rows && s->score == PTDP_MOE_SIGMOID; r++)
-        route_sigmoid(s, z + (size_t)r * E, choice + (size_t)r * k, gate + (size_t)r * k, probs + (size_t)r * E);
-    for (int r = 0; r < rows && s->score != PTDP_MOE_SIGMOID; r++) {
-        softmax_choose(s, z + (size_t)r * E, choice + (size_t)r * k);
-        softmax(z + (size_t)r * E, choice + (size_t)r * k, k, gate + (size_t)r * k);
-        softmax(z + (size_t)r * E, NULL, E, probs + (size_t)r * E);
-    }
+    /* the tokens apart, shared with the device's helpers when there are
+     * enough of them to pay a wake-up (each token's work is its own) */
+    tokens_job j = { s, z, choice, gate, probs, rows };
+    ptdp_pool *pool = ptdp_pool_current();
+    ptdp_pool_run(pool, (double)rows * E >= 32768.0 ? ptdp_pool_threads(pool) : 1, route_tokens, &j);
     /* keep in position order, sequence by sequence: slot = 0 kept, -1 not */
     for (int b = 0; b < rows / s->T; b++) {
         memset(used, 0, sizeof used);

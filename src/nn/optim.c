@@ -41,6 +41,8 @@
 #include <assert.h>
 #include <math.h>
 
+#include "runtime/pool.h"
+
 #ifdef PTDP_DOUBLE
 #define SQRT sqrt
 #else
@@ -55,6 +57,43 @@ ptdp_adamw_config ptdp_adamw_default_config(void)
 
 /* ----------------------------------------------------------------- AdamW */
 
+/* The step's scalars, and the vectors a block of elements reads. */
+typedef struct {
+    ptdp_real decay, b1, one_minus_b1, b2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
+    ptdp_real *p, *m, *v;
+    const ptdp_real *g;
+    size_t n;
+} adamw_job;
+
+/* Elements [i0, i1): each on its own, so a block's bits never depend on
+ * where the blocks were cut. */
+static void adamw_span(const adamw_job *j, size_t i0, size_t i1)
+{
+    ptdp_real *p = j->p, *m = j->m, *v = j->v;
+    const ptdp_real *g = j->g;
+    for (size_t i = i0; i < i1; i++) {
+        ptdp_real gi = g[i];
+        ptdp_real pi = p[i] * j->decay;                              /* param.mul_(1 - lr wd)      */
+        ptdp_real mi = m[i] * j->b1 + j->one_minus_b1 * gi;          /* exp_avg.mul_(b1).add_(g, alpha=1-b1) */
+        ptdp_real vi = v[i] * j->b2 + j->one_minus_b2 * gi * gi;     /* exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2) */
+        ptdp_real denom = SQRT(vi) / j->bc2_sqrt + j->eps;           /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */
+        p[i] = pi + j->neg_step_size * mi / denom;                   /* param.addcdiv_(exp_avg, denom, value=-step_size) */
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+static void adamw_part(void *arg, int part, int parts)
+{
+    const adamw_job *j = arg;
+    adamw_span(j, j->n * (size_t)part / (size_t)parts, j->n * (size_t)(part + 1) / (size_t)parts);
+}
+
+/* Below this many elements the step stays on the device thread (a helper's
+ * wake-up costs microseconds); above, the elements are cut into one block
+ * a thread of the device's pool (runtime/pool.h), as a GEMM's rows are. */
+#define ADAMW_MIN_SHARED ((size_t)1 << 15)
+
 void ptdp_adamw_step(ptdp_real *p, const ptdp_real *g, ptdp_real *m, ptdp_real *v, size_t n,
                      const ptdp_adamw_config *c, long step)
 {
@@ -63,23 +102,18 @@ void ptdp_adamw_step(ptdp_real *p, const ptdp_real *g, ptdp_real *m, ptdp_real *
      * once to the element type as PyTorch does when it applies them. */
     double bc1 = 1.0 - pow(c->beta1, (double)step);
     double bc2 = 1.0 - pow(c->beta2, (double)step);
-    const ptdp_real decay = (ptdp_real)(1.0 - c->lr * c->weight_decay);
-    const ptdp_real b1 = (ptdp_real)c->beta1, one_minus_b1 = (ptdp_real)(1.0 - c->beta1);
-    const ptdp_real b2 = (ptdp_real)c->beta2, one_minus_b2 = (ptdp_real)(1.0 - c->beta2);
-    const ptdp_real neg_step_size = (ptdp_real)(-(c->lr / bc1));
-    const ptdp_real bc2_sqrt = (ptdp_real)sqrt(bc2);
-    const ptdp_real eps = (ptdp_real)c->eps;
-
-    for (size_t i = 0; i < n; i++) {
-        ptdp_real gi = g[i];
-        ptdp_real pi = p[i] * decay;                          /* param.mul_(1 - lr wd)      */
-        ptdp_real mi = m[i] * b1 + one_minus_b1 * gi;         /* exp_avg.mul_(b1).add_(g, alpha=1-b1) */
-        ptdp_real vi = v[i] * b2 + one_minus_b2 * gi * gi;    /* exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2) */
-        ptdp_real denom = SQRT(vi) / bc2_sqrt + eps;          /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */
-        p[i] = pi + neg_step_size * mi / denom;               /* param.addcdiv_(exp_avg, denom, value=-step_size) */
-        m[i] = mi;
-        v[i] = vi;
-    }
+    const adamw_job j = {
+        .decay = (ptdp_real)(1.0 - c->lr * c->weight_decay),
+        .b1 = (ptdp_real)c->beta1, .one_minus_b1 = (ptdp_real)(1.0 - c->beta1),
+        .b2 = (ptdp_real)c->beta2, .one_minus_b2 = (ptdp_real)(1.0 - c->beta2),
+        .neg_step_size = (ptdp_real)(-(c->lr / bc1)), .bc2_sqrt = (ptdp_real)sqrt(bc2), .eps = (ptdp_real)c->eps,
+        .p = p, .m = m, .v = v, .g = g, .n = n,
+    };
+    ptdp_pool *pool = ptdp_pool_current();
+    if (n >= ADAMW_MIN_SHARED && ptdp_pool_threads(pool) > 1)
+        ptdp_pool_run(pool, ptdp_pool_threads(pool), adamw_part, (void *)&j);
+    else
+        adamw_span(&j, 0, n);
 }
 
 /* Decay, m (3), v (4), sqrt, divide, add eps, then -step·m / denom + p (3). */

@@ -79,6 +79,7 @@
 
 #include "parallel/ep_impl.h"
 #include "parallel/moe_impl.h"
+#include "parallel/moe_tokens.h"
 #include "ptdp/ep.h"
 #include "ptdp/error.h"
 #include "parallel/fp8_linear_impl.h"
@@ -245,11 +246,18 @@ static ptdp_moe_acts *route(ptdp_moe_pass *p, ptdp_tensor n)
     return m;
 }
 
+/* Where a block's choices went, as moe_tokens.h's passes read it. */
+static ptdp_moe_routing routing(const ptdp_moe_acts *m, int C)
+{
+    return (ptdp_moe_routing){ .rows = m->rows, .K = m->shape.k, .C = C, .kept = m->kept, .slot = m->slot,
+                               .token = m->token, .gate = m->gate };
+}
+
 /* The kept choices' inputs, stacked: x[slot] = n[token[slot]]. */
 static void dispatch(const ptdp_moe_acts *m, ptdp_tensor n, ptdp_real *x)
 {
-    for (int s = 0; s < m->kept; s++)
-        memcpy(x + (size_t)s * n.cols, ptdp_at(n, m->token[s], 0), (size_t)n.cols * sizeof *x);
+    const ptdp_moe_routing r = routing(m, n.cols);
+    ptdp_moe_dispatch(&r, n, x);
 }
 
 /* Where the experts run: here, on every kept row (no expert parallelism),
@@ -291,18 +299,11 @@ static ptdp_moe_local ffn_of(const ptdp_moe_pass *p, const ptdp_moe_acts *m, ptd
     return f;
 }
 
-/* out[t] = sum_j g_j y[slot], in choice order. */
+/* out[t] = sum_j g_j y[slot], in choice order (moe_tokens.c). */
 static void combine(const ptdp_moe_acts *m, ptdp_tensor out)
 {
-    const int K = m->shape.k, C = out.cols;
-    ptdp_tensor_zero(out);
-    for (int r = 0; r < m->rows; r++)
-        for (int j = 0; j < K; j++) {
-            const int s = m->slot[(size_t)r * K + j];
-            const double gj = m->gate[(size_t)r * K + j];
-            for (int c = 0; s >= 0 && c < C; c++)
-                *ptdp_at(out, r, c) += (ptdp_real)(gj * m->y[(size_t)s * C + c]);
-        }
+    const ptdp_moe_routing r = routing(m, out.cols);
+    ptdp_moe_combine(&r, m->y, out);
 }
 
 /* The shared FFN as the kind sees it: one expert on all R rows, what it
@@ -424,21 +425,12 @@ int ptdp_moe_forward(ptdp_moe_pass *p, ptdp_moe_acts **acts, ptdp_tensor n, ptdp
 
 /* ----------------------------------------------------------- backward */
 
-/* dgate and the experts' output gradients dy[slot] = g_j d[token]. */
+/* dgate and the experts' output gradients dy[slot] = g_j d[token]
+ * (moe_tokens.c). */
 static void combine_backward(const ptdp_moe_acts *m, ptdp_tensor d, ptdp_real *dgate, ptdp_real *dy)
 {
-    const int K = m->shape.k, C = d.cols;
-    for (int r = 0; r < m->rows; r++)
-        for (int j = 0; j < K; j++) {
-            const size_t c = (size_t)r * K + j;
-            const int s = m->slot[c];
-            double dot = 0.0;
-            for (int q = 0; s >= 0 && q < C; q++) {
-                dot += (double)*ptdp_at(d, r, q) * m->y[(size_t)s * C + q];
-                dy[(size_t)s * C + q] = (ptdp_real)(m->gate[c] * *ptdp_at(d, r, q));
-            }
-            dgate[c] = (ptdp_real)dot;
-        }
+    const ptdp_moe_routing r = routing(m, d.cols);
+    ptdp_moe_combine_backward(&r, m->y, d, dgate, dy);
 }
 
 /* The experts' backward where they ran: dy goes out as the forward's
@@ -511,10 +503,8 @@ static void routed_backward(ptdp_moe_pass *p, const ptdp_moe_acts *m, ptdp_tenso
     if (p->rc == 0)
         experts_backward_where(p, m, n, dy, dx, C);
     if (p->rc == 0) {
-        ptdp_tensor_zero(dn);   /* the dispatch's backward: a scatter-add, slot order */
-        for (int q = 0; q < m->kept; q++)
-            for (int c = 0; c < C; c++)
-                *ptdp_at(dn, m->token[q], c) += dx[(size_t)q * C + c];
+        const ptdp_moe_routing r = routing(m, C);   /* the dispatch's backward: a sum, slot order */
+        ptdp_moe_dispatch_backward(&r, dx, dn);
         router_backward(p, m, n, dgate, dz, dn);
     }
     void *q[] = { dy, dx, dgate, dz };

@@ -384,12 +384,14 @@ int ptdp_parallel_linear_group_forward(ptdp_linear_pass *c, const ptdp_linear_gr
     int rc = group_operands(c, g, PTDP_FP8_X, x, &X);
     if (rc == 0)
         rc = group_operands(c, g, PTDP_FP8_W, x, &W);
+    ptdp_matmul_group_begin();   /* the members' products side by side */
     for (int i = 0, off = 0; rc == 0 && i < g->n; off += g->rows[i], i++)
         if (g->rows[i] > 0) {
             const ptdp_linear_layer l = g->member(g->of, i);
             const ptdp_param *b = sum ? NULL : l.b;
             ptdp_linear_forward(member_rows(g, y, off, i), X.dst[i], W.dst[i], b != NULL ? &b->w : NULL);
         }
+    ptdp_matmul_group_end();
     release(c, &W);
     release(c, &X);
     if (rc != 0)
@@ -422,6 +424,7 @@ int ptdp_parallel_linear_group_backward(ptdp_linear_pass *c, const ptdp_linear_g
         rc = group_operands(c, g, PTDP_FP8_DY, dy, &dY);
     if (rc == 0)
         rc = group_operands(c, g, PTDP_FP8_X, x, &X);
+    ptdp_matmul_group_begin();   /* the members' products side by side */
     for (int i = 0, off = 0; rc == 0 && i < g->n; off += g->rows[i], i++)
         if (g->rows[i] > 0) {
             const ptdp_linear_layer l = g->member(g->of, i);
@@ -429,6 +432,7 @@ int ptdp_parallel_linear_group_backward(ptdp_linear_pass *c, const ptdp_linear_g
             rc = products_backward(c, &l, dx != NULL ? &dxi : NULL, member_rows(g, dy, off, i),
                                    member_rows(g, x, off, i), &W, &dY, &X, i);
         }
+    ptdp_matmul_group_end();
     release(c, &X);
     release(c, &dY);
     release(c, &W);

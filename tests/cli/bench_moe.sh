@@ -17,7 +17,12 @@
 #     all-away bound a L_moe M k T_r C e, and rows / ((N-1)/N) agrees across
 #     N within the measured loads' spread: the bytes grow as (N-1)/N;
 #  4. --recompute full: a = 6 all-to-alls and c = 2 count exchanges;
-#  5. bad input exits 2 naming the flag, before any run.
+#  5. bad input exits 2 naming the flag, before any run;
+#  6. --wall on a tiny shape: its table's arithmetic (no time is asserted,
+#     only how the printed numbers relate): each round's ratio is its moe /
+#     dense, the median row the rounds' medians, the headline the median of
+#     the rounds' ratios, F_e = F / k, and the parts' table adds up (each
+#     difference moe - dense, each column's parts to its step).
 set -uo pipefail
 
 # shellcheck source=usage_lib.sh
@@ -105,5 +110,45 @@ expect_usage '--ffn 255: must divide by --moe-top-k 2' -- bench moe --ffn 255
 expect_usage '--recompute' -- bench moe --recompute half
 expect_usage '--profile nope' -- bench moe --profile nope
 expect_usage '--bogus' -- bench moe --bogus
+
+# 6: --wall, tiny
+before=$failures
+run_ok bench moe --wall --hidden 32 --layers 2 --seq-len 16 --batch 2 --rounds 3 --warmup 1 --timed 2 \
+    --moe-experts 4 --moe-top-k 2 --ffn 128
+awk '
+    function bad(msg) { printf "wall: %s\n", msg; nbad++ }
+    function abs(x) { return x < 0 ? -x : x }
+    function med3(a, b, c) { return (a <= b) ? ((b <= c) ? b : (a <= c ? c : a)) : ((a <= c) ? a : (b <= c ? c : b)) }
+    /MoE: E = / { split($0, x, "F_e = F / k = "); Fe = x[2] + 0; match($0, /top-k [0-9]+/); k = substr($0, RSTART + 6) + 0 }
+    /^ptdp bench moe --wall/ { match($0, /F [0-9]+,/); F = substr($0, RSTART + 2) + 0 }
+    /^  [0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$/ { n++; d[n] = $2; m[n] = $3; q[n] = $4
+        if (abs($3 / $2 - $4) > 0.01 * $4) bad("round " $1 ": ratio " $4 " is not " $3 " / " $2) }
+    /^  median / { md = $2; mm = $3 }
+    /^moe \/ dense = / { r = $5; sub(/,/, "", r) }
+    /^  (blocks|embedding|optimizer|rest)/ { pd += $(NF - 2); pm += $(NF - 1); parts++
+        if (abs($NF - ($(NF - 1) - $(NF - 2))) > 0.0015) bad("part " $1 ": difference " $NF) }
+    /^  step \(mean\)/ { sd = $3; sm = $4; sdiff = $5 }
+    END {
+        if (n != 3) { bad(n " round rows, expected 3"); exit 1 }
+        if (F == 0 || Fe * k != F) bad("F_e " Fe " x k " k " != F " F)
+        if (md != med3(d[1], d[2], d[3])) bad("median dense " md)
+        if (mm != med3(m[1], m[2], m[3])) bad("median moe " mm)
+        if (r != med3(q[1], q[2], q[3])) bad("headline ratio " r " is not the rounds\x27 median")
+        if (parts != 5) bad(parts " parts, expected 5")
+        if (abs(pd - sd) > 0.004 || abs(pm - sm) > 0.004) bad("parts do not add up to the step")
+        if (abs(sdiff - (sm - sd)) > 0.0015) bad("step difference " sdiff)
+        exit nbad > 0
+    }' "$out" || fail "--wall: the table's arithmetic does not hold"
+expect_out "rounds 2, 4, … MoE first" "targets: <= 1.08 at E 8 top 2, <= 1.12 at E 64 top 8"
+[[ $failures -eq $before ]] && echo "ok    --wall: rounds, medians, ratio and parts recomputed here"
+
+expect_usage '--ep: a flag of the virtual tables' -- bench moe --wall --ep 2
+expect_usage '--steps: a flag of the virtual tables' -- bench moe --wall --steps 2
+expect_usage '--rounds: a flag of --wall' -- bench moe --rounds 2
+expect_usage '--timed: a flag of --wall' -- bench moe --timed 2
+expect_usage '--rounds 0' -- bench moe --wall --rounds 0
+expect_usage '--timed 0' -- bench moe --wall --timed 0
+expect_usage '--warmup -1' -- bench moe --wall --warmup -1
+expect_usage '--wall: --heads 3 must divide' -- bench moe --wall --heads 3
 
 [[ $failures -eq 0 ]]

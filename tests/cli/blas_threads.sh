@@ -7,7 +7,10 @@
 #     train's.  The help of train, demo and bench train names the flag.
 #  2. For --blas-threads 1, 2 and 3 (an odd split), in float (ptdp) and
 #     double (ptdp-f64), the MLP under dp 2 × tp 2 and the GPT under tp 2 ×
-#     pp 2 and at dp 1: the losses and gradient norms of every step (--log,
+#     pp 2 and at dp 1, and its mixture of experts and the llama's (the
+#     experts' GEMMs one group, queued and run side by side; the router's
+#     tokens, the dispatch and combine, GELU and AdamW shared by blocks) at
+#     dp 1: the losses and gradient norms of every step (--log,
 #     without the wall times) and the checkpoint (--save) are byte for byte
 #     those of one thread.  The sizes make every device's large products
 #     split into 2 and 3 blocks of rows (at least 3 blocks of 48 rows, each
@@ -37,7 +40,9 @@ mlp="--model mlp --hidden 128 --ffn 512 --layers 2 --batch 576 --steps 3"
 gpt="--model gpt --hidden 96 --heads 4 --seq-len 64 --layers 2 --vocab 96 --steps 3"
 configs=("$mlp --dp 2 --tp 2"
          "$gpt --batch 12 --tp 2 --pp 2 --micro-batches 2"
-         "$gpt --batch 6")
+         "$gpt --batch 6"
+         "$gpt --batch 6 --moe-experts 8 --moe-top-k 2 --moe-capacity-factor 1.25"
+         "--model llama --hidden 96 --heads 4 --seq-len 64 --layers 2 --vocab 96 --steps 3 --batch 6 --moe-experts 16 --moe-top-k 4 --moe-shared-experts 1")
 f64="$(dirname "$ptdp")/ptdp-f64"
 bins=("$ptdp")
 [[ -x $f64 ]] && bins+=("$f64")
