@@ -3,11 +3,11 @@
 #
 #   tests/mpi/equivalence.sh PTDP [core|wide]
 #
-# core (the default suite's): the meshes every parallelism builds on — DP,
-# TP, PP, SP, CP's ring and Ulysses, EP, the llama — and the files across
-# backends; wide (suite `slow`, which .ci/run runs): what is built on those
-# — HSDP and ZeRO++, the llama's and bf16's experts, folding, FP8.  Both
-# when no part is named.
+# core (the default suite's): each mesh every parallelism builds on once —
+# DP, TP, PP, SP, CP's ring and Ulysses, EP, the llama — and the files across
+# backends; wide (suite `slow`, which .ci/run runs): the same meshes in other
+# combinations, and what is built on them — HSDP and ZeRO++, the llama's and
+# bf16's experts, folding, FP8.  Both when no part is named.
 #
 # For each mesh, the same `ptdp train` command twice: as threads, and under
 # mpirun as one process per device (--backend mpi).  Equal means equal:
@@ -67,25 +67,27 @@ if core; then
     cp m.st m_tp2.st
     # loading on every rank: a checkpoint saved under MPI, resumed under MPI (and by threads)
     same 4 --dp 2 --tp 2 --zero 1 --steps 2 --load m_tp2.st
-    same 4 --dp 2 --pp 2 --micro-batches 2 --algo ring --steps 2
     same 8 --dp 2 --tp 2 --pp 2 --micro-batches 2 --algo naive --steps 2
     same 4 --model gpt --tp 2 --pp 2 --micro-batches 2 --sp --steps 2
     # context parallelism: the ring's send/recv, and Ulysses' all-to-alls (--cp-algo a2a)
     same 2 --model gpt --cp 2 --steps 2
     same 4 --model gpt --cp 4 --cp-algo a2a --steps 2
-    same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
     # expert parallelism: the counts and the rows by all-to-all, expert gradients over the expert-DP group
     same 4 --model gpt --moe-experts 4 --dp 4 --ep 2 --steps 2
-    same 4 --model gpt --moe-experts 4 --dp 2 --tp 2 --ep 2 --zero 1 --steps 2
-    # the llama: a kv head shared by TP ranks (its gradient summed over them),
-    # PP and ZeRO, the ring with SP, and Ulysses over its kv heads
+    # the llama: a kv head shared by TP ranks (its gradient summed over them)
     same 4 --model llama --tp 4 --vocab 64 --steps 2
-    same 4 --model llama --dp 2 --pp 2 --micro-batches 2 --zero 1 --steps 2
-    same 4 --model llama --cp 2 --tp 2 --sp --steps 2
-    same 2 --model llama --cp 2 --cp-algo a2a --steps 2
 fi
 
 if wide; then
+    # the same meshes in other combinations: the ring all-reduce with PP, Ulysses with TP and
+    # selective recomputation, EP inside TP with ZeRO-1; the llama under PP and ZeRO, the ring
+    # with SP, and Ulysses over its kv heads
+    same 4 --dp 2 --pp 2 --micro-batches 2 --algo ring --steps 2
+    same 4 --model gpt --cp 2 --tp 2 --cp-algo a2a --recompute selective --steps 2
+    same 4 --model gpt --moe-experts 4 --dp 2 --tp 2 --ep 2 --zero 1 --steps 2
+    same 4 --model llama --dp 2 --pp 2 --micro-batches 2 --zero 1 --steps 2
+    same 4 --model llama --cp 2 --tp 2 --sp --steps 2
+    same 2 --model llama --cp 2 --cp-algo a2a --steps 2
     # HSDP: ZeRO-3 inside shard groups of 2, each shard all-reduced across the 2 replicas;
     # the checkpoint's shards written by the first shard group's ranks alone
     same 4 --model gpt --dp 4 --zero 3 --shard-group 2 --steps 2
