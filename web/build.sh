@@ -26,10 +26,11 @@ mkdir -p "$out/obj"
 # build without MPI (comm/mpi/mpi_none.c)
 lib=$(sed -n "/^ptdp_sources = files(/,/^)/p" "$root/src/meson.build" | grep -o "'[^']*\.c'" | tr -d "'")
 lib="$lib comm/mpi/mpi_none.c"
+# the commands the page runs, and every file of cli/models/ that cli/meson.build
+# lists (the models' CLI tables name their own demos, benchmarks and figures)
+models=$(sed -n "/^cli_sources = files(/,/^)/p" "$root/cli/meson.build" | grep -o "'models/[^']*\.c'" | tr -d "'")
 cli="args.c paths.c schedule_cmd.c html_schedule.c plan_cmd.c plan_print.c plan_compare.c html_plan.c model_flags.c
-     models/models_cli.c models/mlp_cli.c models/gpt_cli.c models/llama_cli.c models/moe_cli.c
-     models/gpt_demo.c models/gpt_activations.c models/gpt_moe_bench.c
-     models/gpt_figure_attention.c models/gpt_figure_sp.c models/gpt_figure_moe.c figures/figures.c sample.c"
+     $models figures/figures.c sample.c"
 version=$(sed -n "s/^  version : '\(.*\)',/\1/p" "$root/meson.build")
 
 flags=(-std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -fno-math-errno "-DPTDP_VERSION=\"$version\""
