@@ -90,8 +90,9 @@ static void fill_rows(const gemm_job *j, int r0, int r1)
 static void gemm_block(void *arg, int part, int parts)
 {
     const gemm_job *j = arg;
-    int r0 = (int)((long)j->granules * part / parts) * ROW_GRANULE;
-    int r1 = part == parts - 1 ? j->m : (int)((long)j->granules * (part + 1) / parts) * ROW_GRANULE;
+    size_t g0, g1;
+    ptdp_pool_block((size_t)j->granules, part, parts, &g0, &g1);
+    const int r0 = (int)g0 * ROW_GRANULE, r1 = part == parts - 1 ? j->m : (int)g1 * ROW_GRANULE;
     /* op(A)'s rows r0..: rows of A, or columns of A stored k x m. */
     const ptdp_real *a = j->trans_a ? j->a + r0 : j->a + (size_t)r0 * j->lda;
     fill_rows(j, r0, r1);

@@ -73,18 +73,12 @@ typedef struct {
     ptdp_tensor out, a, x;             /* forward: y, x; backward: dx, dy, x */
 } gelu_job;
 
-static void rows_of(int rows, int part, int parts, int *i0, int *i1)
-{
-    *i0 = (int)((long)rows * part / parts);
-    *i1 = (int)((long)rows * (part + 1) / parts);
-}
-
 static void forward_rows(void *arg, int part, int parts)
 {
     const gelu_job *g = arg;
-    int i0, i1;
-    rows_of(g->x.rows, part, parts, &i0, &i1);
-    for (int i = i0; i < i1; i++)
+    size_t i0, i1;
+    ptdp_pool_block((size_t)g->x.rows, part, parts, &i0, &i1);
+    for (int i = (int)i0; i < (int)i1; i++)
         for (int j0 = 0; j0 < g->x.cols; j0 += SPAN)
             gelu_span(ptdp_at(g->out, i, j0), ptdp_at(g->x, i, j0), g->x.cols - j0 < SPAN ? g->x.cols - j0 : SPAN);
 }
@@ -128,9 +122,9 @@ static void gelu_backward_span(ptdp_real *dx, const ptdp_real *dy, const ptdp_re
 static void backward_rows(void *arg, int part, int parts)
 {
     const gelu_job *g = arg;
-    int i0, i1;
-    rows_of(g->x.rows, part, parts, &i0, &i1);
-    for (int i = i0; i < i1; i++)
+    size_t i0, i1;
+    ptdp_pool_block((size_t)g->x.rows, part, parts, &i0, &i1);
+    for (int i = (int)i0; i < (int)i1; i++)
         for (int j0 = 0; j0 < g->x.cols; j0 += SPAN)
             gelu_backward_span(ptdp_at(g->out, i, j0), ptdp_at(g->a, i, j0), ptdp_at(g->x, i, j0),
                                g->x.cols - j0 < SPAN ? g->x.cols - j0 : SPAN);

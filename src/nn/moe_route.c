@@ -169,7 +169,9 @@ static void route_tokens(void *arg, int part, int parts)
     const tokens_job *j = arg;
     const ptdp_moe_route_shape *s = j->s;
     const int E = s->E, k = s->k;
-    const int r0 = (int)((long)j->rows * part / parts), r1 = (int)((long)j->rows * (part + 1) / parts);
+    size_t first, end;
+    ptdp_pool_block((size_t)j->rows, part, parts, &first, &end);
+    const int r0 = (int)first, r1 = (int)end;
     for (int r = r0; r < r1 && s->score == PTDP_MOE_SIGMOID; r++)
         route_sigmoid(s, j->z + (size_t)r * E, j->choice + (size_t)r * k, j->gate + (size_t)r * k,
                       j->probs + (size_t)r * E);

@@ -86,7 +86,9 @@ static void adamw_span(const adamw_job *j, size_t i0, size_t i1)
 static void adamw_part(void *arg, int part, int parts)
 {
     const adamw_job *j = arg;
-    adamw_span(j, j->n * (size_t)part / (size_t)parts, j->n * (size_t)(part + 1) / (size_t)parts);
+    size_t first, end;
+    ptdp_pool_block(j->n, part, parts, &first, &end);
+    adamw_span(j, first, end);
 }
 
 /* Below this many elements the step stays on the device thread (a helper's

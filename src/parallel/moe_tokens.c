@@ -46,8 +46,9 @@ typedef struct {
 static void part_of(void *arg, int part, int parts)
 {
     const job *j = arg;
-    const int first = (int)((long)j->count * part / parts), end = (int)((long)j->count * (part + 1) / parts);
-    j->fn(j->r, j->in, j->out, first, end);
+    size_t first, end;
+    ptdp_pool_block((size_t)j->count, part, parts, &first, &end);
+    j->fn(j->r, j->in, j->out, (int)first, (int)end);
 }
 
 /* fn over [0, count), cut into as many blocks as the device has threads

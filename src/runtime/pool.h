@@ -12,6 +12,7 @@
 #define PTDP_RUNTIME_POOL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef struct ptdp_pool ptdp_pool;
 typedef void (*ptdp_pool_fn)(void *arg, int part, int parts);
@@ -25,6 +26,15 @@ int  ptdp_pool_threads(const ptdp_pool *p);
 
 /* Run fn(arg, part, parts) for every part < parts (parts <= threads). */
 void ptdp_pool_run(ptdp_pool *p, int parts, ptdp_pool_fn fn, void *arg);
+
+/* Part `part` of `parts`' block of n items, [*first, *end): the items
+ * n part / parts up to n (part + 1) / parts — every item in exactly one
+ * block, the blocks' sizes within one of each other. */
+static inline void ptdp_pool_block(size_t n, int part, int parts, size_t *first, size_t *end)
+{
+    *first = n * (size_t)part / (size_t)parts;
+    *end = n * (size_t)(part + 1) / (size_t)parts;
+}
 
 /* The pool of the device this thread plays (set by the launcher), or NULL. */
 void       ptdp_pool_set_current(ptdp_pool *p);
