@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ptdp/arena.h"
+#include "ptdp/ops.h"
 #include "ptdp/schedule.h"
 
 #define SIZE_HINT "a number with an optional K, M or G suffix, 1024-based, e.g. 4K or 64M"
@@ -345,6 +346,23 @@ int ptdp_args_enum(ptdp_args *a, const char *const *names, int n, int *out)
     }
     *out = i;
     return 0;
+}
+
+int ptdp_args_attention(ptdp_args *a, int *out)
+{
+    static const char *const cores[] = { "full", "tiled" };
+    int k = 0;
+    const int rc = ptdp_args_enum(a, cores, 2, &k);
+    if (rc == 0)
+        *out = k;
+    return rc;
+}
+
+bool ptdp_attention_tiles(int given, bool has_attention, bool selective, int T)
+{
+    if (given >= 0)
+        return given == 1;
+    return has_attention && !selective && T > PTDP_ATTENTION_TILE;
 }
 
 typedef struct { const char *const *names; int n; int *out; } enum_list_ctx;

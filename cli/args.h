@@ -87,6 +87,19 @@ int ptdp_args_string(ptdp_args *a, const char **out);
 /* A flag without a value (--json): sets *out = true.  "--json=x" is an error. */
 int ptdp_args_switch(ptdp_args *a, bool *out);
 
+/* --attention full|tiled, as train, plan and bench train read it: *out = 0
+ * (full) or 1 (tiled); left as it was (-1: not given) on an error. */
+int ptdp_args_attention(ptdp_args *a, int *out);
+/* The attention core a command runs (attention_tiled.c): what --attention
+ * said (given 0 or 1), else the default: tiles where the model has attention
+ * and a sequence of T positions spans more than one tile (T > 64), since
+ * there they skip the masked future and keep no T x T probabilities (at T
+ * 256, 0.95 of the whole matrix's wall time and half its kept bytes); the
+ * whole matrix at T <= 64, where one tile holds every score and tiles would
+ * only make S twice, and under --recompute selective, which exists to redo
+ * that matrix's core (in tiles it would have nothing to redo). */
+bool ptdp_attention_tiles(int given, bool has_attention, bool selective, int T);
+
 /* Report the current argument as unknown (or unexpected, if positional). */
 int ptdp_args_unknown(ptdp_args *a);
 

@@ -142,10 +142,11 @@ static void usage(void)
         "  --profile P         the cluster (required; --profile list names them)\n"
         "  --device-mem SIZE   memory of one GPU, e.g. 40G (default: the profile's)\n"
         "  --precision bf16|" PTDP_REAL_NAME "  bf16 mixed precision, or this build's (default)\n"
-        "  --attention full|tiled  the attention core as ptdp train --attention runs it: full\n"
-        "                      (default) keeps the T x T probabilities; tiled keeps a log-sum-exp\n"
-        "                      a query, computes only the tiles not in the future and makes S\n"
-        "                      again in the backward\n"
+        "  --attention full|tiled  the attention core as ptdp train --attention runs it, with its\n"
+        "                      default: tiled (when --seq-len is over 64) keeps a log-sum-exp a\n"
+        "                      query, computes only the tiles not in the future and makes S again\n"
+        "                      in the backward; full (at --seq-len 64 or less, and under\n"
+        "                      --recompute selective) keeps the T x T probabilities\n"
         "  --fp8 R             the linear layers' products from FP8 operands, as ptdp train --fp8 R\n"
         "                      runs them (R: tensorwise, delayed, blockwise or mxfp8): at the\n"
         "                      profile's FP8 peak (its bf16 peak without one), plus the passes\n"
@@ -321,17 +322,17 @@ static int read_fp8(ptdp_args *a, ptdp_plan_request *rq)
     return rc;
 }
 /* How the model computes: --precision, --attention, --fp8 and --fp8-comm. */
-static bool read_numerics_flag(ptdp_args *a, ptdp_plan_request *rq, int *rc)
+static bool read_numerics_flag(ptdp_args *a, plan_options *o, int *rc)
 {
-    static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" }, *const cores[] = { "full", "tiled" };
+    static const char *const precisions[] = { PTDP_REAL_NAME, "bf16" };
+    ptdp_plan_request *rq = &o->rq;
     int k = 0;
     if (ptdp_args_is(a, "--precision")) {
         *rc = ptdp_args_enum(a, precisions, 2, &k);
         rq->bf16 = k == 1;
-    } else if (ptdp_args_is(a, "--attention")) {
-        *rc = ptdp_args_enum(a, cores, 2, &k);
-        rq->attention_tiled = k == 1;
-    } else if (ptdp_args_is(a, "--fp8"))
+    } else if (ptdp_args_is(a, "--attention"))
+        *rc = ptdp_args_attention(a, &o->attention);
+    else if (ptdp_args_is(a, "--fp8"))
         *rc = read_fp8(a, rq);
     else if (ptdp_args_is(a, "--fp8-comm"))
         *rc = ptdp_args_switch(a, &rq->fp8_comm);
@@ -348,6 +349,7 @@ static int parse(int argc, char **argv, plan_options *o)
     rq->gpus = 0;
     rq->batch = 0;
     o->top = 10;
+    o->attention = -1;
     int gpus = 0, sp = -1;
     double batch = 0;
     size_t mem = 0;
@@ -374,7 +376,7 @@ static int parse(int argc, char **argv, plan_options *o)
         else if (ptdp_args_is(&a, "--gpus")) rc = ptdp_args_int(&a, 1, 1 << 24, &gpus);
         else if (ptdp_args_is(&a, "--profile")) rc = ptdp_args_string(&a, &profile);
         else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, DEVICE_MEM_MAX, &mem);
-        else if (read_numerics_flag(&a, rq, &rc)) { }
+        else if (read_numerics_flag(&a, o, &rc)) { }
         else if (read_layout_flag(&a, rq, &sp, &rc)) { }
         else if (read_zero3_flag(&a, o, &rc)) { }
         else if (ptdp_args_is(&a, "--top")) rc = ptdp_args_int(&a, 1, 100000, &o->top);
@@ -590,16 +592,20 @@ static int schedule_rules(ptdp_plan_request *rq)
     return 0;
 }
 
-/* What --precision and --attention ask of this build and of the model. */
-static int numerics_rules(const ptdp_plan_request *rq, const ptdp_model_ops *ops)
+/* What --precision and --attention ask of this build and of the model; the
+ * attention core settled as ptdp train settles it (ptdp_attention_tiles). */
+static int numerics_rules(plan_options *o, const ptdp_model_ops *ops)
 {
+    ptdp_plan_request *rq = &o->rq;
 #ifdef PTDP_DOUBLE
     if (rq->bf16)
         return ptdp_usage_error("plan", "--precision bf16 keeps float master weights: plan with the float build "
                                 "(ptdp), not ptdp-f64");
 #endif
-    if (rq->attention_tiled && !ops->caps.attention)   /* ptdp train's words */
+    if (o->attention == 1 && !ops->caps.attention)   /* ptdp train's words */
         return ptdp_usage_error("plan", "--attention tiled: --model %s has no attention", ops->name);
+    rq->attention_tiled = ptdp_attention_tiles(o->attention, ops->caps.attention,
+                                               rq->recompute == PTDP_RECOMPUTE_SELECTIVE, ptdp_model_positions(&rq->model));
     return 0;
 }
 
@@ -646,7 +652,7 @@ static int validate(plan_options *o)
         return rc;
     if (m->ffn == 0)
         m->ffn = 4 * m->hidden;
-    if ((rc = numerics_rules(rq, ops)) != 0)
+    if ((rc = numerics_rules(o, ops)) != 0)
         return rc;
     char msg[PTDP_MSG_MAX];
     if (ptdp_model_check(m, 1, 1, msg, sizeof msg) != 0)

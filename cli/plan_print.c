@@ -28,6 +28,7 @@
  * taken from the planner's ptdp_plan_time (plan_time.c), per GPU per second.
  */
 #include "plan_print.h"
+#include "args.h"
 
 #include <math.h>
 #include <string.h>
@@ -307,8 +308,9 @@ static void print_run_line(FILE *f, const plan_options *o, const ptdp_plan_candi
         fprintf(f, " --overlap");
     if (rq->bf16)
         fprintf(f, " --precision bf16");
-    if (rq->attention_tiled)
-        fprintf(f, " --attention tiled");
+    if (rq->attention_tiled != ptdp_attention_tiles(-1, ptdp_model_of(m)->caps.attention,
+                                                    l->recompute == PTDP_RECOMPUTE_SELECTIVE, ptdp_model_positions(m)))
+        fprintf(f, " --attention %s", rq->attention_tiled ? "tiled" : "full");   /* not train's default here */
     if (rq->fp8 != NULL)
         fprintf(f, " --fp8 %s", rq->fp8->name);
     if (!isnan(ep_row_bytes(rq, l, true)) || (rq->fp8_comm && rq->fp8 != NULL && l->zero == 3))

@@ -21,6 +21,7 @@ typedef struct {
     bool qwz, qgz;               /* --zero-qwz, --zero-qgz as typed          */
     int quant_block;             /* --zero-quant-block B; 0: not given       */
     int qgz_bits;                /* --zero-qgz-bits b; 0: not given          */
+    int attention;               /* --attention: 0 full, 1 tiled, -1 not given */
     const char *html;            /* --html FILE, or NULL                    */
     const char *model_name;      /* --model as typed                        */
     const char *profile_name;    /* --profile as typed                      */

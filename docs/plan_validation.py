@@ -76,9 +76,11 @@ def plan(ptdp, heads, hidden, layers, gpus, batch, fixed):
 
 
 def plan_once(ptdp, heads, hidden, layers, gpus, batch, fixed):
+    # --attention full: the 2021 runs kept the whole T x T matrix (Megatron's
+    # fused softmax); FlashAttention's tiles came a year later
     cmd = [ptdp, "plan", "--model", "gpt", "--layers", str(layers), "--hidden", str(hidden),
            "--heads", str(heads), "--seq-len", str(S), "--vocab", str(V), "--batch", str(batch),
-           "--gpus", str(gpus), "--profile", "dgx-a100-80g", "--precision", "bf16",
+           "--gpus", str(gpus), "--profile", "dgx-a100-80g", "--precision", "bf16", "--attention", "full",
            "--recompute", "full", "--cp", "1", "--sp", "off", "--top", "1", "--json"] + fixed
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -179,7 +181,8 @@ def moe_rows(ptdp):
 def dualpipe_rows(ptdp):
     """Mixtral 8x7B on the same 64 GPUs under 1F1B and DualPipeV, in float (DualPipe runs without bf16:
     two chunks a device), full recomputation (selective does not fit in float), EP 8 in one node
-    (tp 1) and over two (tp 2)."""
+    (tp 1) and over two (tp 2); the whole attention matrix, as the Mixtral row's selective
+    recomputation keeps it."""
     m = MIXTRAL_8X7B
     print("| layout (dp ep tp pp, b 1, ZeRO-1, full recompute, float) | schedule | step s | TFLOP/s a GPU "
           "(ptdp's count) | bubble | EP all-to-alls a micro-batch a device | memory a GPU |")
@@ -192,7 +195,7 @@ def dualpipe_rows(ptdp):
                    "--moe-ffn", str(m["ffn"] * 3 // 2), "--batch", str(m["gbs"]), "--gpus", str(m["gpus"]),
                    "--profile", "dgx-h100", "--tp", str(tp), "--ep", str(m["ep"]), "--pp", str(m["pp"]),
                    "--cp", "1", "--micro-batch-size", str(m["mbs"]), "--zero", "1", "--recompute", "full",
-                   "--schedule", schedule, "--top", "1", "--json"]
+                   "--attention", "full", "--schedule", schedule, "--top", "1", "--json"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"| tp {tp} | {schedule} | failed: {out.stderr.strip()} | | | | |")
@@ -244,7 +247,7 @@ def llama_rows(ptdp):
     """Llama 3 405B's three published layouts, fixed (tp, cp, pp, and so dp;
     ZeRO-2 as FSDP without resharding after the forward), the planner
     choosing the rest within 80 GiB; then what the differences cost, each
-    a planner number: selective recomputation in place of full (what
+    a planner number: no recomputation, the attention in tiles (what
     FlashAttention without activation checkpointing computes), with no
     memory limit, and that step's busy time without the pipeline's bubble
     (the limit an interleaved schedule approaches)."""
@@ -268,11 +271,11 @@ def llama_rows(ptdp):
               f"| {model / tflops:.2f} | {c['step_s']:.1f}; {pub_step:.1f} | {c['memory_per_gpu_bytes'] / 2**30:.1f} GiB |")
         s, err = llama_plan(ptdp, LLAMA_405B, seq, batch, gpus, fixed + [
             "--micro-batch-size", str(c["micro_batch_size"]), "--sp", "on" if c["sp"] else "off",
-            "--schedule", c["schedule"], "--recompute", "selective", "--device-mem", "100000G"])
+            "--schedule", c["schedule"], "--recompute", "none", "--device-mem", "100000G"])
         whatif.append((i + 1, c, s, tflops))
     print()
-    print("| 405B run | predicted (full recompute, fits): bubble; TP and CP of a micro-batch's F + B | selective "
-          "recompute instead (memory a GPU it needs) | and no bubble (its busy time; its bubble) | published |")
+    print("| 405B run | predicted (full recompute, fits): bubble; TP and CP of a micro-batch's F + B | no "
+          "recompute instead, in tiles (memory a GPU it needs) | and no bubble (its busy time; its bubble) | published |")
     print("|---|---|---|---|---|")
     for run, c, s, tflops in whatif:
         t = c["time"]

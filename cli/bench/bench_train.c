@@ -103,14 +103,15 @@ typedef struct {
     bool json;
     double watchdog_s;
     int blas_threads;              /* the all-cores line; 0 = every core   */
-    bool attention_tiled;          /* --attention tiled (attention_tiled.c) */
+    int attention;                 /* --attention: 0 full, 1 tiled, -1 not given */
+    bool attention_tiled;          /* settled: ptdp_attention_tiles (args.h) */
 } bench_cfg;
 
 static bench_cfg bench_defaults(void)
 {
     bench_cfg d = {
         .model = ptdp_model_default_config(),
-        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S,
+        .batch = 64, .steps = 8, .warmup = 2, .watchdog_s = PTDP_DEFAULT_WATCHDOG_S, .attention = -1,
     };
     const ptdp_model_cli *cli = ptdp_model_cli_of(&d.model);   /* the benchmark's sizes of it */
     if (cli->bench_defaults != NULL)
@@ -751,7 +752,7 @@ static void usage(void)
            "  --blas-threads N  threads of the every-core line, 1..256 (default: the cores,\n"
            "                 or OPENBLAS_NUM_THREADS)\n"
            "  --attention full|tiled  a model's attention core as ptdp train --attention runs it\n"
-           "                 (default full; tiled: attention_tiled.c)\n");
+           "                 (default: tiled when --seq-len is over 64, attention_tiled.c)\n");
 }
 
 /* Each flag as typed: 0, -1 after --help, or PTDP_EXIT_USAGE. */
@@ -784,12 +785,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else if (ptdp_args_is(&a, "--blas-threads")) rc = ptdp_args_int(&a, 1, 256, &c->blas_threads);
-        else if (ptdp_args_is(&a, "--attention")) {
-            static const char *const cores[] = { "full", "tiled" };
-            int k = 0;
-            rc = ptdp_args_enum(&a, cores, 2, &k);
-            c->attention_tiled = k == 1;
-        }
+        else if (ptdp_args_is(&a, "--attention")) rc = ptdp_args_attention(&a, &c->attention);
         else rc = ptdp_args_unknown(&a);
         if (rc)
             return PTDP_EXIT_USAGE;
@@ -797,6 +793,8 @@ static int parse(int argc, char **argv, bench_cfg *c)
     if (a.status || ptdp_model_flags_finish("bench train", &mf) != 0)
         return PTDP_EXIT_USAGE;
     c->model = mf.cfg;   /* the model's data, if any, lives until the process ends */
+    c->attention_tiled = ptdp_attention_tiles(c->attention, ptdp_model_of(&c->model)->caps.attention, false,
+                                              ptdp_model_positions(&c->model));
     for (int i = 0; !batch_given && i < ptdp_model_count() && i < PTDP_MAX_MODELS; i++)
         if (ptdp_model_at(i) == ptdp_model_of(&c->model))
             c->batch = batch[i];
@@ -806,7 +804,7 @@ static int parse(int argc, char **argv, bench_cfg *c)
 /* The flags together, before the first measurement. */
 static int validate(const bench_cfg *c)
 {
-    if (c->attention_tiled && !ptdp_model_of(&c->model)->caps.attention)   /* ptdp train's words */
+    if (c->attention == 1 && !ptdp_model_of(&c->model)->caps.attention)   /* ptdp train's words */
         return ptdp_usage_error("bench train", "--attention tiled computes a model's attention in tiles, and "
                                 "the %s has no attention", ptdp_model_cli_noun(ptdp_model_of(&c->model)));
     if (c->batch % 2 != 0)

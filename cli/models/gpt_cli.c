@@ -537,10 +537,16 @@ static void print_tiled(const ptdp_train_config *c, int mb)
     const ptdp_model_config *m = &c->model;
     const int T = ptdp_gpt(m)->seq_len, nh = ptdp_gpt(m)->heads, cp = ptdp_train_cp(c);
     const double full = cp > 1 ? (double)mb * (nh / c->tp / cp) * T * T : (double)mb * (nh / c->tp) * T * T;
-    char b[96];
+    const int C = m->hidden, F = m->ffn, tp = c->tp;
+    char b[96], terms[128];
+    if (c->sp)
+        snprintf(terms, sizeof terms, "8x%d/%d + 2x%d/%d + 4/%d", C, tp, F, tp, tp);
+    else
+        snprintf(terms, sizeof terms, "4x%d + 4x%d/%d + 2x%d/%d + 4", C, C, tp, F, tp);
     printf("activations a micro-batch keeps per block (attention in tiles%s%s): B %s (%s) + B (nh/tp) %s\n"
-           "  = %.0f elements = %s\n", cp > 1 ? ", cp, a2a" : "", c->sp ? ", sp" : "", cp > 1 ? "(T/cp)" : "T",
-           c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4", cp > 1 ? "(T/cp)" : "T",
+           "  = %d x %d x (%s) + %d x (%d/%d) x %d = %.0f elements = %s\n", cp > 1 ? ", cp, a2a" : "",
+           c->sp ? ", sp" : "", cp > 1 ? "(T/cp)" : "T", c->sp ? "8C/tp + 2F/tp + 4/tp" : "4C + 4C/tp + 2F/tp + 4",
+           cp > 1 ? "(T/cp)" : "T", mb, T / cp, terms, mb, nh, tp, T / cp,
            ptdp_gpt_block_act_elements_tiled(m, mb, c->tp, cp, c->sp), kept_bytes(c, mb, b, sizeof b));
     printf("  (%.0f log-sum-exps where the whole attention keeps %s T^2 = %.0f probabilities)\n",
            (double)mb * (nh / c->tp) * (T / cp), cp > 1 ? "B (nh/(tp cp))" : "B (nh/tp)", full);

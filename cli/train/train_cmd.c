@@ -56,6 +56,7 @@ typedef struct {
     int quant_block;               /* --zero-quant-block B; 0: not given        */
     bool qgz;                      /* --zero-qgz: cfg.zero_qgz = the bits       */
     int qgz_bits;                  /* --zero-qgz-bits b; 0: not given (4)       */
+    int attention;                 /* --attention: 0 full, 1 tiled, -1 not given */
     const char *log_path, *save, *load, *save_init, *dump, *report_path, *html_path;
     ptdp_state resume;             /* --load's checkpoint, read by validate */
     bool have_resume;
@@ -127,11 +128,13 @@ static void usage_parallelism(const ptdp_train_config *d)
         "                      block at a time in the backward; selective (%s): keep all but the\n"
         "                      attention's T x T probabilities, redo the attention core; none\n"
         "                      (without the flag): keep everything\n"
-        "  --attention full|tiled  full (default): the T x T scores, softmaxed and kept for the\n"
-        "                      backward; tiled (%s): FlashAttention's tiles of 64 queries by 64\n"
-        "                      keys, the future skipped, an online softmax keeping one log-sum-exp\n"
-        "                      a query, each tile made again in the backward (under --cp's ring the\n"
-        "                      same as full: its chunks are its tiles)\n"
+        "  --attention full|tiled  tiled (%s; the default at --seq-len over 64): FlashAttention's\n"
+        "                      tiles of 64 queries by 64 keys, the future skipped, an online\n"
+        "                      softmax keeping one log-sum-exp a query, each tile made again in\n"
+        "                      the backward; full (the default at --seq-len 64 or less, one tile, and\n"
+        "                      under --recompute selective, which redoes it): the T x T scores,\n"
+        "                      softmaxed and kept for the backward (under --cp's ring the two are\n"
+        "                      one: its chunks are its tiles)\n"
         "  --cp N              context parallelism (%s): N devices share each sequence, attention\n"
         "                      runs as a ring over them (default 1)\n"
         "  --cp-layout L       zigzag (default: chunks r and 2N-1-r of 2N, equal attention work)\n"
@@ -330,12 +333,7 @@ static bool read_layout_flag(ptdp_args *a, train_options *o, const ptdp_schedule
     else if (ptdp_args_is(a, "--virtual-stages")) *rc = ptdp_args_int(a, 1, 1024, &c->virtual_stages);
     else if (ptdp_args_is(a, "--token-slices")) *rc = ptdp_args_int(a, 1, 1 << 20, &c->token_slices);
     else if (ptdp_args_is(a, "--recompute")) *rc = read_recompute(a, c);
-    else if (ptdp_args_is(a, "--attention")) {
-        static const char *const kinds[] = { "full", "tiled" };
-        int k = 0;
-        *rc = ptdp_args_enum(a, kinds, 2, &k);
-        c->attention_tiled = k == 1;
-    }
+    else if (ptdp_args_is(a, "--attention")) *rc = ptdp_args_attention(a, &o->attention);
     else if (ptdp_args_is(a, "--sp")) *rc = ptdp_args_switch(a, &c->sp);
     else if (ptdp_args_is(a, "--cp")) *rc = ptdp_args_int(a, 1, PTDP_MAX_DEVICES, &c->cp);
     else if (ptdp_args_is(a, "--cp-layout")) {
@@ -502,6 +500,8 @@ static int settle_parsed(train_options *o, int algo, int opt, int seed, const pt
     if (ptdp_model_flags_finish("train", &o->model) != 0)
         return PTDP_EXIT_USAGE;
     c->model = o->model.cfg;
+    c->attention_tiled = ptdp_attention_tiles(o->attention, ptdp_model_of(&c->model)->caps.attention,
+                                              c->recompute_core, ptdp_model_positions(&c->model));
     return 0;
 }
 
@@ -513,6 +513,7 @@ static int parse(int argc, char **argv, train_options *o)
     c->dp = 0;                     /* unset: --devices may decide it */
     c->model.ffn = 0;              /* unset: 4 x --hidden */
     ptdp_model_flags_init(&o->model, &c->model);
+    o->attention = -1;
     int opt = 0, algo = 3, seed = 1;
     const ptdp_schedule_entry *sched = NULL;
 

@@ -853,8 +853,8 @@ static void json_config_more(FILE *f, const ptdp_train_config *c, const ptdp_lau
             fprintf(f, "             \"fp8_amax_history\": %d,\n",
                     c->fp8.history > 0 ? c->fp8.history : PTDP_FP8_HISTORY_DEFAULT);
     }
-    if (c->attention_tiled)   /* --attention tiled (attention_tiled.c) */
-        fprintf(f, "             \"attention\": \"tiled\",\n");
+    if (ptdp_model_of(&c->model)->caps.attention)   /* --attention, as settled (attention_tiled.c) */
+        fprintf(f, "             \"attention\": \"%s\",\n", c->attention_tiled ? "tiled" : "full");
     fprintf(f, "             \"pair_overlap\": %s,\n", c->serial_pairs ? "false" : "true");
     fprintf(f, "             \"blas_threads\": %d,\n", ptdp_blas_threads(o->blas_threads, world));
 }

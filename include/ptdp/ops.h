@@ -280,6 +280,9 @@ void ptdp_attention_gqa_backward_slice(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_te
                                        int T, int q0, int q1, int heads, int kv_heads, int hd,
                                        const ptdp_attn_dropout *dropout, bool accumulate_kv, ptdp_real *scratch);
 
+/* The tiles' side: 64 queries by 64 keys. */
+enum { PTDP_ATTENTION_TILE = 64 };
+
 /* Causal attention in tiles (attention_tiled.c, FlashAttention's
  * algorithm): the queries [q0, q1) of each sequence against the keys
  * [0, q1), as ptdp_attention_gqa_forward_slice, but keeping for the

@@ -57,7 +57,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { TILE = 64 };
+enum { TILE = PTDP_ATTENTION_TILE };
 
 size_t ptdp_attention_tiled_scratch(void)
 {

@@ -424,6 +424,8 @@ static void enumerate_choices(search *s, ptdp_plan_layout *l)
                 for (int r = 0; r < PTDP_RECOMPUTE_COUNT && !stop(s); r++) {
                     if (rq->recompute >= 0 && r != rq->recompute)
                         continue;
+                    if (rq->recompute < 0 && r == PTDP_RECOMPUTE_SELECTIVE && rq->attention_tiled)
+                        continue;   /* tiles keep no probabilities: selective's plan is none's */
                     l->recompute = (ptdp_recompute)r;
                     for (int sp = 0; sp <= 1 && !stop(s); sp++) {
                         if ((rq->sp >= 0 && sp != rq->sp) || (sp && l->tp < 2) ||

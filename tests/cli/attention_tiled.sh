@@ -8,8 +8,9 @@
 # with grouped kv heads under tp and under Ulysses — all at seq-len 80,
 # and Ulysses' CP bytes (delta sent beside dy) equal its printed formula;
 # two query tiles of 64 and 16; the loss in tiles is the whole matrix's as
-# printed; the report says config.attention "tiled" (and nothing without
-# the flag), keeps a log-sum-exp a query where full keeps T x T, and the
+# printed; the report says config.attention "tiled" (the default over one
+# tile), "full" with --attention full, at seq-len 64 or under --recompute
+# selective, nothing for the MLP; keeps a log-sum-exp a query where full keeps T x T, and the
 # virtual clock charges the tiles' fewer scores at seq-len 256.
 #
 #   attention_tiled.sh PATH_TO_PTDP
@@ -31,13 +32,24 @@ else
 fi
 P="plan --model gpt --layers 2 --hidden 64 --heads 4 --seq-len 128 --vocab 64 --batch 4 --gpus 1 --profile dgx-a100"
 expect_usage "--attention foo: must be one of full, tiled"            -- $P --attention foo
-# the planner in tiles: it says so, and its train line carries the flag
-if planned=$("$ptdp" $P --attention tiled --top 1 --explain 2>&1) &&
+# the planner in tiles by default: it says so, and the train command it prints
+# runs them without the flag (train's default); --attention full there
+# carries the flag, and --recompute selective plans (and prints) the whole matrix
+if planned=$("$ptdp" $P --top 1 --explain 2>&1) &&
    grep -q "^--attention tiled: a log-sum-exp a query" <<<"$planned" &&
-   grep -q -- "--schedule 1f1b --attention tiled" <<<"$planned"; then
-    echo "ok    ptdp plan --attention tiled: its line, and --attention tiled in the train command it prints"
+   grep -q -- "--schedule 1f1b \\\\$" <<<"$planned"; then
+    echo "ok    ptdp plan: tiles by default, its line, and no --attention in the train command it prints"
 else
-    echo "FAIL  ptdp plan --attention tiled: no line, or the train command lacks the flag"; failures=$((failures + 1))
+    echo "FAIL  ptdp plan: no tiles line, or the train command has an --attention"; failures=$((failures + 1))
+fi
+if planned=$("$ptdp" $P --attention full --top 1 --explain 2>&1) &&
+   ! grep -q "^--attention tiled" <<<"$planned" && grep -q -- "--schedule 1f1b --attention full" <<<"$planned" &&
+   planned=$("$ptdp" $P --recompute selective --top 1 --explain 2>&1) &&
+   ! grep -q "^--attention tiled" <<<"$planned" && grep -q -- "--recompute selective \\\\$" <<<"$planned"; then
+    echo "ok    ptdp plan --attention full and --recompute selective: the whole matrix, train's flags as printed"
+else
+    echo "FAIL  ptdp plan --attention full or --recompute selective: tiles said, or the train command's flags"
+    failures=$((failures + 1))
 fi
 
 # --check in tiles, layout by layout (T = 80: a tile of 64 and one of 16)
@@ -77,18 +89,35 @@ if run_ok train $G --cp 2 --cp-algo a2a; then
         || fail "Ulysses in tiles: CP bytes measured '$measured', formula '$formula'"
 fi
 
-# the same losses as the whole matrix (to the printed digits), the report's keys
+# the same losses as the whole matrix (to the printed digits), the report's
+# keys: tiles the default at T 80, the whole matrix at T 64 and under
+# --recompute selective
 S="--model gpt --steps 2 --seq-len 80 --batch 8 --hidden 32 --heads 4 --dropout 0.1"
 losses() { grep -oE 'loss [0-9.]+' "$out"; }
 # shellcheck disable=SC2086
-if run_ok train $S --report "$tmp/full.json"; then
+if run_ok train $S --attention full --report "$tmp/full.json"; then
     full=$(losses)
     # shellcheck disable=SC2086
-    if run_ok train $S --attention tiled --report "$tmp/tiled.json"; then
+    if run_ok train $S --report "$tmp/tiled.json"; then
         [[ -n $full && $(losses) == "$full" ]] && echo "ok    the losses in tiles are the whole matrix's" \
             || fail "losses in tiles: $(losses | tr '\n' ' '), whole matrix: $(tr '\n' ' ' <<<"$full")"
         report_config "$tmp/tiled.json" attention '"tiled"'
-        grep -q '"attention"' "$tmp/full.json" && fail "a run without --attention reports config.attention"
+        # the printed numbers substituted into the formula make its count
+        sub=$(grep -A1 "keeps per block (attention in tiles)" "$out" | tail -n 1)
+        python3 - "$sub" <<'PY' && echo "ok    the tiles' formula with its numbers: $sub" || fail "the tiles' formula line: '$sub'"
+import re, sys
+m = re.fullmatch(r"\s*= (.+) = (\d+) elements = .*", sys.argv[1])
+sys.exit(0 if m and "x" in m.group(1) and eval(m.group(1).replace("x", "*")) == int(m.group(2)) else 1)
+PY
+        report_config "$tmp/full.json" attention '"full"'
+        # shellcheck disable=SC2086
+        run_ok train $S --recompute selective --report "$tmp/sel.json" && report_config "$tmp/sel.json" attention '"full"'
+        # one tile holds a sequence of 64 or fewer: the whole matrix by default
+        run_ok train --model gpt --steps 1 --seq-len 64 --report "$tmp/t64.json" &&
+            report_config "$tmp/t64.json" attention '"full"'
+        # shellcheck disable=SC2086
+        run_ok train --model mlp --steps 1 --report "$tmp/mlp.json" && grep -q '"attention"' "$tmp/mlp.json" &&
+            fail "the MLP, without attention, reports config.attention"
         # a log-sum-exp a query, not T x T: B (nh/tp) (T^2 - T) elements fewer a block
         acts() { grep -oE '"acts_per_block_bytes": [0-9]+' "$1" | grep -oE '[0-9]+$'; }
         a_full=$(acts "$tmp/full.json") a_tiled=$(acts "$tmp/tiled.json")
@@ -103,10 +132,10 @@ fi
 virtual() { grep -m 1 -oE 'virtual +[0-9.]+ [mu]s' "$out"; }
 V="--model gpt --steps 1 --seq-len 256 --batch 2 --hidden 32 --heads 4"
 # shellcheck disable=SC2086
-if run_ok train $V; then
+if run_ok train $V --attention full; then
     vf=$(virtual)
     # shellcheck disable=SC2086
-    if run_ok train $V --attention tiled; then
+    if run_ok train $V; then
         vt=$(virtual)
         python3 - "$vf" "$vt" <<'EOF' && echo "ok    the step in tiles: $vt, whole: $vf" || fail "the step in tiles: $vt, whole: $vf"
 import sys

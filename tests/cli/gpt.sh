@@ -223,7 +223,7 @@ if [[ -s $dir/sp1_ov.jsonl ]] && cmp -s <(grep -o '"loss": *[^,]*' "$dir/sp1.jso
 else
     fail "--sp --overlap at dp 1: stream '$c' s; losses $(grep -c loss "$dir/sp1_ov.jsonl" 2>/dev/null)"
 fi
-"$ptdp" train --model gpt --tp 2 --sp --steps 1 >"$dir/spf.out" 2>&1
+"$ptdp" train --model gpt --tp 2 --sp --attention full --steps 1 >"$dir/spf.out" 2>&1
 if grep -qF "activations a micro-batch keeps per block (sp): B T (8C/tp + 2F/tp + 4/tp) + B (nh/tp) T^2" \
         "$dir/spf.out" && grep -qF "= 64 x 32 x (8x64/2 + 2x256/2 + 4/2) + 64 x (4/2) x 32^2 = 1183744 elements" \
         "$dir/spf.out"; then
@@ -244,7 +244,7 @@ else
     fail "--recompute selective: $(tail -n 6 "$dir/sel.out")"
 fi
 compute_s() { tr -d ' \n' <"$1" | sed 's/.*"virtual_s":{"compute":\([0-9.eE+-]*\).*/\1/'; }
-"$ptdp" train --model gpt --steps 1 --report "$dir/full.json" --quiet >/dev/null 2>&1
+"$ptdp" train --model gpt --steps 1 --attention full --report "$dir/full.json" --quiet >/dev/null 2>&1
 "$ptdp" train --model gpt --steps 1 --recompute selective --report "$dir/selr.json" --quiet >/dev/null 2>&1
 a=$(compute_s "$dir/full.json") b=$(compute_s "$dir/selr.json")
 if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > a) }' && grep -q '"recompute_mode": "selective"' "$dir/selr.json"; then

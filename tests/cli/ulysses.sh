@@ -27,7 +27,8 @@ expect_usage "(valid --cp: 2, 3, 6; or --cp-algo ring)"                   -- $t 
 expect_usage "--token-slices 2 and --cp 2 both cut the sequence"          -- $t --pp 2 --cp 2 --cp-algo a2a --token-slices 2
 
 # ---- 2. a run ----------------------------------------------------------------------
-if run_ok train --model gpt --cp 4 --cp-algo a2a --steps 2 --check --report "$tmp/a2a.json"; then
+# the whole matrix here: Ulysses in tiles (delta beside dy) is attention_tiled.sh's
+if run_ok train --model gpt --cp 4 --cp-algo a2a --attention full --steps 2 --check --report "$tmp/a2a.json"; then
     has "check PASSED" || fail "--cp 4 --cp-algo a2a --check did not pass"
     has "x cp 4 (zigzag, Ulysses all-to-all)" || fail "the header does not name Ulysses"
     has "CP bytes sent per device and step, formula (L/pp) M x (4f + 4)(N-1)/N X per block" ||
