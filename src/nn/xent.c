@@ -35,6 +35,7 @@
 #include "ptdp/ops.h"
 
 #include "ptdp/error.h"
+#include "runtime/pool.h"
 #include <math.h>
 
 /* ---------------------------------------------------- one row, one slice */
@@ -116,16 +117,69 @@ double ptdp_xent_flops_backward(int batch, int classes)
 
 /* -------------------------------------------------- vocab-parallel partials */
 
+/* The head's logits are the step's widest tensor (B T x V: 12.9 M numbers
+ * for GPT-2 at T 64), and each pass below is row by row: its rows are
+ * shared with the device's helper threads (runtime/pool.h), a block each.
+ * A row's numbers come out of the same loop whichever thread runs it, and
+ * every sum over rows (the loss) is taken afterwards in row order: the
+ * bits do not depend on the thread count. */
+#define MIN_SHARED_ELEMENTS 65536.0
+
+typedef struct {
+    double *out;                       /* a number a row (max, sum of e^x) */
+    ptdp_tensor d, l;                  /* backward: dlogits, logits        */
+    const double *max, *sumexp;
+    const int64_t *labels;
+    int col0;
+    double scale;
+} xent_job;
+
+static void max_rows(void *arg, int part, int parts)
+{
+    const xent_job *x = arg;
+    size_t i0, i1;
+    ptdp_pool_block((size_t)x->l.rows, part, parts, &i0, &i1);
+    for (size_t i = i0; i < i1; i++)
+        x->out[i] = row_max(ptdp_at(x->l, (int)i, 0), x->l.cols);
+}
+
+static void sum_exp_rows(void *arg, int part, int parts)
+{
+    const xent_job *x = arg;
+    size_t i0, i1;
+    ptdp_pool_block((size_t)x->l.rows, part, parts, &i0, &i1);
+    for (size_t i = i0; i < i1; i++)
+        x->out[i] = row_sum_exp(ptdp_at(x->l, (int)i, 0), x->l.cols, x->max[i]);
+}
+
+static void grad_rows(void *arg, int part, int parts)
+{
+    const xent_job *x = arg;
+    size_t i0, i1;
+    ptdp_pool_block((size_t)x->l.rows, part, parts, &i0, &i1);
+    for (size_t i = i0; i < i1; i++)
+        row_grad(ptdp_at(x->d, (int)i, 0), ptdp_at(x->l, (int)i, 0), x->l.cols,
+                 local_label(x->labels[i], x->col0, x->l.cols), x->max[i], x->sumexp[i], x->scale);
+}
+
+/* fn over the logits' rows: on the helpers too when they are many. */
+static void over_rows(ptdp_pool_fn fn, xent_job *x)
+{
+    ptdp_pool *pool = ptdp_pool_current();
+    const bool share = (double)x->l.rows * x->l.cols >= MIN_SHARED_ELEMENTS && x->l.rows > 1;
+    ptdp_pool_run(pool, share ? ptdp_pool_threads(pool) : 1, fn, x);
+}
+
 void ptdp_row_max(double *out, ptdp_tensor logits)
 {
-    for (int i = 0; i < logits.rows; i++)
-        out[i] = row_max(ptdp_at(logits, i, 0), logits.cols);
+    xent_job x = { .out = out, .l = logits };
+    over_rows(max_rows, &x);
 }
 
 void ptdp_row_sum_exp(double *out, ptdp_tensor logits, const double *max)
 {
-    for (int i = 0; i < logits.rows; i++)
-        out[i] = row_sum_exp(ptdp_at(logits, i, 0), logits.cols, max[i]);
+    xent_job x = { .out = out, .l = logits, .max = max };
+    over_rows(sum_exp_rows, &x);
 }
 
 void ptdp_pick_label(double *out, ptdp_tensor logits, const int64_t *labels, int col0)
@@ -150,7 +204,7 @@ void ptdp_xent_backward_shard(ptdp_tensor dlogits, ptdp_tensor logits, const int
     if (!PTDP_REQUIRE(dlogits.rows == logits.rows && dlogits.cols == logits.cols,
                       "dlogits %d x %d, logits %d x %d", dlogits.rows, dlogits.cols, logits.rows, logits.cols))
         return;
-    for (int i = 0; i < logits.rows; i++)
-        row_grad(ptdp_at(dlogits, i, 0), ptdp_at(logits, i, 0), logits.cols,
-                 local_label(labels[i], col0, logits.cols), max[i], sumexp[i], scale);
+    xent_job x = { .d = dlogits, .l = logits, .max = max, .sumexp = sumexp, .labels = labels, .col0 = col0,
+                   .scale = scale };
+    over_rows(grad_rows, &x);
 }

@@ -30,6 +30,7 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
+#include "runtime/pool.h"
 #include "ptdp/optim.h"
 #include "parallel/dp_impl.h"
 #include "parallel/model_impl.h"
@@ -289,9 +290,9 @@ void *ptdp_zero_range_grad(const ptdp_zero *z, void *grad, int i)
 void ptdp_zero_clear_gradients(ptdp_zero *z, ptdp_model *m)
 {
     if (z->row->shards_grads)
-        memset(z->grad_shard, 0, z->len * ptdp_store_size(z->store));
+        ptdp_pool_clear(z->grad_shard, z->len * ptdp_store_size(z->store));
     else
-        memset(ptdp_zero_grad_store(z, m), 0, z->numel * ptdp_store_size(z->store));
+        ptdp_pool_clear(ptdp_zero_grad_store(z, m), z->numel * ptdp_store_size(z->store));
 }
 
 /* ------------------------------------- for checkpoints and checks */

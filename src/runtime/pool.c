@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ptdp/error.h"
@@ -206,4 +207,24 @@ int ptdp_pool_threads_for(int asked, int devices)
     }
     int per = ptdp_cores() / (devices > 0 ? devices : 1);
     return per > 0 ? per : 1;
+}
+
+/* ---- clearing a large buffer ------------------------------------------ */
+
+typedef struct { unsigned char *dst; size_t bytes; } clear_job;
+
+static void clear_block(void *arg, int part, int parts)
+{
+    const clear_job *c = arg;
+    size_t b0, b1;
+    ptdp_pool_block(c->bytes, part, parts, &b0, &b1);
+    memset(c->dst + b0, 0, b1 - b0);
+}
+
+void ptdp_pool_clear(void *dst, size_t bytes)
+{
+    enum { MIN_SHARED_BYTES = 1 << 20 };   /* below a MiB one memset is quicker than waking helpers */
+    ptdp_pool *p = ptdp_pool_current();
+    clear_job c = { dst, bytes };
+    ptdp_pool_run(p, bytes >= MIN_SHARED_BYTES ? ptdp_pool_threads(p) : 1, clear_block, &c);
 }

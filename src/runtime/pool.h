@@ -36,6 +36,10 @@ static inline void ptdp_pool_block(size_t n, int part, int parts, size_t *first,
     *end = n * (size_t)(part + 1) / (size_t)parts;
 }
 
+/* dst[0 .. bytes) set to zero, in blocks shared with the current pool's
+ * helpers when it is large (a step's gradients: GPT-2's 0.5 GB). */
+void ptdp_pool_clear(void *dst, size_t bytes);
+
 /* The pool of the device this thread plays (set by the launcher), or NULL. */
 void       ptdp_pool_set_current(ptdp_pool *p);
 ptdp_pool *ptdp_pool_current(void);
