@@ -86,9 +86,7 @@ static void forward_rows(void *arg, int part, int parts)
 /* fn over x's rows: on the helpers too when x is large enough. */
 static void over_rows(ptdp_pool_fn fn, gelu_job *g)
 {
-    ptdp_pool *pool = ptdp_pool_current();
-    const bool share = (double)g->x.rows * g->x.cols >= MIN_SHARED_ELEMENTS && g->x.rows > 1;
-    ptdp_pool_run(pool, share ? ptdp_pool_threads(pool) : 1, fn, g);
+    ptdp_pool_share(g->x.rows > 1 ? (double)g->x.rows * g->x.cols : 0, MIN_SHARED_ELEMENTS, fn, g);
 }
 
 void ptdp_gelu_forward(ptdp_tensor y, ptdp_tensor x)

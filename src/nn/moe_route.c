@@ -193,8 +193,7 @@ double ptdp_moe_route(const ptdp_moe_route_shape *s, int rows, const ptdp_real *
     /* the tokens apart, shared with the device's helpers when there are
      * enough of them to pay a wake-up (each token's work is its own) */
     tokens_job j = { s, z, choice, gate, probs, rows };
-    ptdp_pool *pool = ptdp_pool_current();
-    ptdp_pool_run(pool, (double)rows * E >= 32768.0 ? ptdp_pool_threads(pool) : 1, route_tokens, &j);
+    ptdp_pool_share((double)rows * E, 32768.0, route_tokens, &j);
     /* keep in position order, sequence by sequence: slot = 0 kept, -1 not */
     for (int b = 0; b < rows / s->T; b++) {
         memset(used, 0, sizeof used);

@@ -165,9 +165,7 @@ static void grad_rows(void *arg, int part, int parts)
 /* fn over the logits' rows: on the helpers too when they are many. */
 static void over_rows(ptdp_pool_fn fn, xent_job *x)
 {
-    ptdp_pool *pool = ptdp_pool_current();
-    const bool share = (double)x->l.rows * x->l.cols >= MIN_SHARED_ELEMENTS && x->l.rows > 1;
-    ptdp_pool_run(pool, share ? ptdp_pool_threads(pool) : 1, fn, x);
+    ptdp_pool_share(x->l.rows > 1 ? (double)x->l.rows * x->l.cols : 0, MIN_SHARED_ELEMENTS, fn, x);
 }
 
 void ptdp_row_max(double *out, ptdp_tensor logits)

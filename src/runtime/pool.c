@@ -209,6 +209,12 @@ int ptdp_pool_threads_for(int asked, int devices)
     return per > 0 ? per : 1;
 }
 
+void ptdp_pool_share(double work, double min, ptdp_pool_fn fn, void *arg)
+{
+    ptdp_pool *p = ptdp_pool_current();
+    ptdp_pool_run(p, work >= min ? ptdp_pool_threads(p) : 1, fn, arg);
+}
+
 /* ---- clearing a large buffer ------------------------------------------ */
 
 typedef struct { unsigned char *dst; size_t bytes; } clear_job;
@@ -223,8 +229,6 @@ static void clear_block(void *arg, int part, int parts)
 
 void ptdp_pool_clear(void *dst, size_t bytes)
 {
-    enum { MIN_SHARED_BYTES = 1 << 20 };   /* below a MiB one memset is quicker than waking helpers */
-    ptdp_pool *p = ptdp_pool_current();
     clear_job c = { dst, bytes };
-    ptdp_pool_run(p, bytes >= MIN_SHARED_BYTES ? ptdp_pool_threads(p) : 1, clear_block, &c);
+    ptdp_pool_share((double)bytes, 1 << 20, clear_block, &c);   /* below a MiB one memset is quicker */
 }

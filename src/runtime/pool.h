@@ -36,6 +36,12 @@ static inline void ptdp_pool_block(size_t n, int part, int parts, size_t *first,
     *end = n * (size_t)(part + 1) / (size_t)parts;
 }
 
+/* fn on every thread of the current pool when the pass has at least
+ * `min` units of work (elements, bytes), else on the calling thread alone:
+ * below that, waking the helpers costs more than they save.  Each pass
+ * measured its own `min`. */
+void ptdp_pool_share(double work, double min, ptdp_pool_fn fn, void *arg);
+
 /* dst[0 .. bytes) set to zero, in blocks shared with the current pool's
  * helpers when it is large (a step's gradients: GPT-2's 0.5 GB). */
 void ptdp_pool_clear(void *dst, size_t bytes);
