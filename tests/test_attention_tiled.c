@@ -61,11 +61,11 @@ static void make_case(tiled_case *c, int len, int config, double p, bool slice)
     c->scratch = reals(ptdp_attention_tiled_scratch()), c->sref = reals(2 * (size_t)c->T * c->T);
     op_fill_random(op_view(c->qkv, (int)rows, c->wq, c->wq), 2.0);
     op_fill_random(op_view(c->dy, (int)yrows, c->wy, c->wy), 1.0);
-    if (c->slice) {   /* what later slices left in the key and value gradients */
-        op_fill_random(op_view(c->before, (int)rows, c->wq, c->wq), 1.0);
-        memcpy(c->dqkv, c->before, sizeof(ptdp_real) * rows * c->wq);
-        memcpy(c->dref, c->before, sizeof(ptdp_real) * rows * c->wq);
-    }
+    /* In a slice, what later slices left in the key and value gradients,
+     * to be added to; over a whole sequence, what a write must replace. */
+    op_fill_random(op_view(c->before, (int)rows, c->wq, c->wq), 1.0);
+    memcpy(c->dqkv, c->before, sizeof(ptdp_real) * rows * c->wq);
+    memcpy(c->dref, c->before, sizeof(ptdp_real) * rows * c->wq);
 }
 
 static void free_case(tiled_case *c)
@@ -128,7 +128,7 @@ LOOP_TEST(tiled_tests, test_tiled_equals_full_attention, NLEN * NCONFIG * 4)
             const bool query = j < c.wy && t >= c.q0 && t < c.q1, key = j >= c.wy && t < c.q1;
             if (query || key)
                 ASSERT_CLOSE(c.dqkv[k], c.dref[k], tol);
-            else if (c.slice)   /* rows past the slice's keys, and other slices' queries: untouched */
+            else   /* rows past the slice's keys, and other slices' queries: untouched */
                 ck_assert(c.dqkv[k] == c.before[k]);
         }
     }

@@ -103,6 +103,53 @@ typedef struct {
     int a, tq, kb, tk;
 } tiles;
 
+/* The row passes below run in lanes: a chain of dependent adds (or
+ * compares) waits on each one's latency, independent lanes overlap, and
+ * the compiler turns the fixed-width inner loops into vector instructions.
+ * A maximum is exact in any order, so row_max is the plain loop's answer;
+ * the sums are double, each lane in index order and the lanes added in a
+ * fixed order, so a run's bits do not depend on the machine or the threads. */
+enum { LANES = 4 };
+
+/* The largest of x[0..n-1], n >= 1. */
+static ptdp_real row_max(const ptdp_real *x, int n)
+{
+    ptdp_real m[LANES];
+    for (int j = 0; j < LANES; j++)
+        m[j] = x[0];
+    int s = 0;
+    for (; s + LANES <= n; s += LANES)
+        for (int j = 0; j < LANES; j++)
+            m[j] = x[s + j] > m[j] ? x[s + j] : m[j];
+    for (; s < n; s++)
+        m[0] = x[s] > m[0] ? x[s] : m[0];
+    ptdp_real r = m[0];
+    for (int j = 1; j < LANES; j++)
+        r = m[j] > r ? m[j] : r;
+    return r;
+}
+
+/* sum_s a[s] b[s] over s < n, in double (b NULL: sum_s a[s]). */
+static double row_dot(const ptdp_real *a, const ptdp_real *b, int n)
+{
+    double acc[LANES] = { 0 };
+    int s = 0;
+    if (b == NULL)
+        for (; s + LANES <= n; s += LANES)
+            for (int j = 0; j < LANES; j++)
+                acc[j] += a[s + j];
+    else
+        for (; s + LANES <= n; s += LANES)
+            for (int j = 0; j < LANES; j++)
+                acc[j] += (double)a[s + j] * b[s + j];
+    for (; s < n; s++)
+        acc[0] += b == NULL ? a[s] : (double)a[s] * b[s];
+    double r = acc[0];
+    for (int j = 1; j < LANES; j++)
+        r += acc[j];
+    return r;
+}
+
 /* How many keys of the pair query row i sees: those at or before it. */
 static int visible(const tiles *p, int i)
 {
@@ -145,17 +192,13 @@ static void merge_tile(const tiles *p, ptdp_real *S, double *m, double *l, ptdp_
             memset(row, 0, (size_t)p->tk * sizeof *row);
             continue;
         }
-        double mb = row[0];
-        for (int s = 1; s < n; s++)
-            mb = row[s] > mb ? row[s] : mb;
+        const double mb = row_max(row, n);
         const double mnew = first || mb > m[i] ? mb : m[i];
         const ptdp_real shift = (ptdp_real)mnew;
         for (int s = 0; s < n; s++)
             row[s] -= shift;
         ptdp_exp_inplace(row, (size_t)n);
-        double sum = 0;
-        for (int s = 0; s < n; s++)
-            sum += row[s];
+        const double sum = row_dot(row, NULL, n);
         for (int s = n; s < p->tk; s++)
             row[s] = 0;
         if (!first) {
@@ -249,20 +292,18 @@ void ptdp_attention_tiled_delta(ptdp_tensor delta, ptdp_tensor dy, ptdp_tensor y
         return;
     for (int r = 0; r < y.rows; r++)
         for (int h = 0; h < delta.cols; h++) {
-            const ptdp_real *g = ptdp_at(dy, r, h * hd), *o = ptdp_at(y, r, h * hd);
-            double d = 0;
-            for (int j = 0; j < hd; j++)
-                d += (double)g[j] * o[j];
-            *ptdp_at(delta, r, h) = (ptdp_real)d;
+            *ptdp_at(delta, r, h) = (ptdp_real)row_dot(ptdp_at(dy, r, h * hd), ptdp_at(y, r, h * hd), hd);
         }
 }
 
 /* One head's gradients: dq of the slice's rows; dk, dv of rows 0 .. q1-1
- * (added into: the caller zeroes or keeps them); dy the slice's, and its
- * delta made from y (the slice's) or given (one column of a delta tensor). */
+ * (write_kv: the first tile pair to reach a key tile writes its rows, else
+ * every pair adds into them); dy the slice's, and its delta made from y
+ * (the slice's) or given (one column of a delta tensor). */
 typedef struct {
     ptdp_tensor dq, dk, dv, dy, y, delta;
     const ptdp_real *lse;
+    bool write_kv;
 } head_grads;
 
 /* The pair's backward: P again from lse, then dV, dS, dQ, dK. */
@@ -272,6 +313,9 @@ static void backward_pair(const head *H, const tiles *p, const head_grads *G, co
     const int r = p->a - H->q0;
     const ptdp_tensor dy = view(G->dy, r, p->tq, 0, G->dy.cols), dq = view(G->dq, r, p->tq, 0, G->dq.cols);
     const ptdp_tensor kt = view(H->k, p->kb, p->tk, 0, H->k.cols), vt = view(H->v, p->kb, p->tk, 0, H->v.cols);
+    /* the first query tile to reach key tile kb: the slice's first, or the
+     * one that starts at or before it (none before did) */
+    const double kv_beta = G->write_kv && (p->a == H->q0 || p->kb >= p->a) ? 0.0 : 1.0;
     scores(H, p, P);
     for (int i = 0; i < p->tq; i++) {                              /* P = e^(S - lse), 0 in the future */
         ptdp_real *row = P + (size_t)i * p->tk;
@@ -288,7 +332,7 @@ static void backward_pair(const head *H, const tiles *p, const head_grads *G, co
         D = dP;
     }
     ptdp_matmul(view(G->dv, p->kb, p->tk, 0, G->dv.cols), matrix((ptdp_real *)D, p->tq, p->tk), true, dy, false,
-                1.0, 1.0);
+                1.0, kv_beta);
     ptdp_matmul(matrix(dP, p->tq, p->tk), dy, false, vt, true, 1.0, 0.0);   /* dD = dY V^T */
     if (H->drop != NULL)
         drop_tile(H, p, dP, dP);                                   /* dP = dropout'(dD) */
@@ -300,7 +344,7 @@ static void backward_pair(const head *H, const tiles *p, const head_grads *G, co
     }
     ptdp_matmul(dq, matrix(dP, p->tq, p->tk), false, kt, false, H->scale, p->kb == 0 ? 0.0 : 1.0);
     ptdp_matmul(view(G->dk, p->kb, p->tk, 0, G->dk.cols), matrix(dP, p->tq, p->tk), true,
-                view(H->q, r, p->tq, 0, H->q.cols), false, H->scale, 1.0);
+                view(H->q, r, p->tq, 0, H->q.cols), false, H->scale, kv_beta);
 }
 
 static void backward_head(const head *H, const head_grads *G, ptdp_real *scratch)
@@ -314,24 +358,13 @@ static void backward_head(const head *H, const head_grads *G, ptdp_real *scratch
                 delta[i] = *ptdp_at(G->delta, a - H->q0 + i, 0);
                 continue;
             }
-            const ptdp_real *dyr = ptdp_at(G->dy, a - H->q0 + i, 0), *yr = ptdp_at(G->y, a - H->q0 + i, 0);
-            double d = 0;
-            for (int j = 0; j < G->dy.cols; j++)
-                d += (double)dyr[j] * yr[j];
-            delta[i] = d;
+            delta[i] = row_dot(ptdp_at(G->dy, a - H->q0 + i, 0), ptdp_at(G->y, a - H->q0 + i, 0), G->dy.cols);
         }
         for (int kb = 0; kb <= a + tq - 1; kb += TILE) {
             const tiles p = { .a = a, .tq = tq, .kb = kb, .tk = H->q1 - kb < TILE ? H->q1 - kb : TILE };
             backward_pair(H, &p, G, delta, P, dP);
         }
     }
-}
-
-/* Rows 0 .. n-1 of t set to 0. */
-static void zero_rows(ptdp_tensor t, int n)
-{
-    for (int i = 0; i < n; i++)
-        memset(ptdp_at(t, i, 0), 0, (size_t)t.cols * sizeof(ptdp_real));
 }
 
 /* The backward of every head, its delta from y (y.data != NULL) or from
@@ -358,11 +391,8 @@ static void tiled_backward(ptdp_tensor dqkv, ptdp_tensor dy, ptdp_tensor qkv, pt
                 .y = y.data != NULL ? view(y, b * Tq, Tq, h * hd, hd) : (ptdp_tensor){ 0 },
                 .delta = y.data != NULL ? (ptdp_tensor){ 0 } : view(delta, b * Tq, Tq, h, 1),
                 .lse = lse + ((size_t)b * heads + h) * (size_t)Tq,
+                .write_kv = !accumulate_kv && h % group == 0,   /* the group's first head writes dK, dV */
             };
-            if (!accumulate_kv && h % group == 0) {       /* the group's first head writes dK, dV */
-                zero_rows(G.dk, q1);
-                zero_rows(G.dv, q1);
-            }
             backward_head(&H, &G, scratch);
         }
 }
