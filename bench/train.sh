@@ -11,8 +11,10 @@
 #   --steps, --warmup   passed to both benchmarks (default 8 and 2)
 #   --model   mlp (default: d_in 1024, hidden 1024, ffn 4096, 4 blocks, batch 64)
 #             or gpt (V 256, T 256, C 512, 8 heads, 4 layers, F 2048, batch 8)
-#   --attention  the GPT's attention core in ptdp (full, the default, as
-#             PyTorch's side computes it; or tiled: attention_tiled.c)
+#   --attention  the GPT's attention core in ptdp: full (the whole T x T
+#             matrix, the algorithm PyTorch's side runs) or tiled
+#             (attention_tiled.c); default: ptdp train's own choice, tiles at
+#             this T of 256 — skipping the masked future is ptdp's to use
 #
 # Each run, one after the other on the same machine:
 #   ptdp bench train --json              the baseline's phases, its GEMMs alone,
@@ -40,7 +42,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
-runs=3 steps=8 warmup=2 model=mlp attention=full
+runs=3 steps=8 warmup=2 model=mlp attention=
 while [[ $# -gt 0 ]]; do
     case $1 in
         --model) model=$2; shift 2
@@ -80,7 +82,7 @@ ratio() { for r in $(seq "$runs"); do
 
 for r in $(seq "$runs"); do
     echo "== run $r of $runs: ptdp bench train" >&2
-    attn=(); [[ $model == gpt ]] && attn=(--attention "$attention")
+    attn=(); [[ $model == gpt && -n $attention ]] && attn=(--attention "$attention")
     "$ptdp" bench train --model "$model" "${attn[@]}" --json --steps "$steps" --warmup "$warmup" >"$out/ptdp.$r"
     if [[ -n $python ]]; then
         echo "== run $r of $runs: PyTorch" >&2
@@ -98,7 +100,7 @@ step_goal=0.8 gemm_goal=1.08
 [[ $model == gpt ]] && step_goal=0.85
 echo
 if [[ $model == gpt ]]; then
-echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW; ptdp's attention: $attention"
+echo "ptdp bench train --model gpt vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), V $(field vocab "$out/ptdp.1") (padded $(field vocab_padded "$out/ptdp.1")), T $(field seq_len "$out/ptdp.1"), C $(field hidden "$out/ptdp.1"), $(field heads "$out/ptdp.1") heads, $(field layers "$out/ptdp.1") layers, F $(field ffn "$out/ptdp.1"), batch $b sequences, AdamW; ptdp's attention: $(sed -n 's/.*"attention": "\([a-z]*\)".*/\1/p' "$out/ptdp.1")"
 else
 echo "ptdp bench train vs PyTorch: $(sed -n 's/.*"dtype": "\([a-z0-9]*\)".*/\1/p' "$out/ptdp.1"), d_in $(field d_in "$out/ptdp.1"), hidden $(field hidden "$out/ptdp.1"), ffn $(field ffn "$out/ptdp.1"), $(field layers "$out/ptdp.1") blocks, $(field classes "$out/ptdp.1") classes, batch $b, AdamW"
 fi

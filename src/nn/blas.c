@@ -24,7 +24,7 @@
  * OpenBLAS is therefore kept single-threaded (comm/launch.c) and ptdp
  * splits: portable (POSIX threads only), and deterministic.
  *
- * Why rows of C, in blocks of 48.  Only the output is split, never k: every
+ * Why rows of C, cut at multiples of 48.  Only the output is split, never k: every
  * element of C is still one dot product over all of k, summed by the same
  * kernel in the same order, so the bits cannot depend on the thread count —
  * provided each block meets the kernel's tiles where the whole product
@@ -70,7 +70,6 @@ typedef struct {
     double alpha, beta;
     const ptdp_real *a, *b;
     ptdp_real *c;
-    int granules;                      /* whole blocks of ROW_GRANULE rows */
     const ptdp_real *bias;             /* non-NULL: C's rows start at it (beta 1) */
 } gemm_job;
 
@@ -85,14 +84,37 @@ static void fill_rows(const gemm_job *j, int r0, int r1)
     }
 }
 
-/* Part `part` of `parts`: granules [G·part/parts, G·(part+1)/parts); the
- * last part also takes the rows after the last whole granule. */
+/* Where part `part` of `parts` starts: the multiple of ROW_GRANULE nearest
+ * to an even share of the m rows, part·m/parts (the last part ends at m).
+ * Even shares of rows, not of whole granules: a batch of 256 rows is 5
+ * granules and 16 rows, and two parts of whole granules (96 rows, then 160
+ * with the rest) leave one thread idle a fifth of the time; the nearest
+ * cuts give 144 and 112.  Even shares a granule or more apart round to
+ * different multiples, so no part is empty when parts <= m / ROW_GRANULE. */
+static int block_start(int m, int part, int parts)
+{
+    if (part >= parts)
+        return m;
+    const long long twice = 2LL * m * part / parts;   /* 2·ideal, in rows */
+    return (int)((twice + ROW_GRANULE) / (2 * ROW_GRANULE)) * ROW_GRANULE;
+}
+
+/* The fewest rows any of `parts` blocks gets. */
+static int smallest_block(int m, int parts)
+{
+    int least = m;
+    for (int p = 0; p < parts; p++) {
+        const int rows = block_start(m, p + 1, parts) - block_start(m, p, parts);
+        least = rows < least ? rows : least;
+    }
+    return least;
+}
+
+/* Part `part` of `parts`: rows [block_start(part), block_start(part + 1)). */
 static void gemm_block(void *arg, int part, int parts)
 {
     const gemm_job *j = arg;
-    size_t g0, g1;
-    ptdp_pool_block((size_t)j->granules, part, parts, &g0, &g1);
-    const int r0 = (int)g0 * ROW_GRANULE, r1 = part == parts - 1 ? j->m : (int)g1 * ROW_GRANULE;
+    const int r0 = block_start(j->m, part, parts), r1 = block_start(j->m, part + 1, parts);
     /* op(A)'s rows r0..: rows of A, or columns of A stored k x m. */
     const ptdp_real *a = j->trans_a ? j->a + r0 : j->a + (size_t)r0 * j->lda;
     fill_rows(j, r0, r1);
@@ -216,13 +238,10 @@ static bool share(gemm_job *job)
     int threads = ptdp_pool_threads(pool);
     if (threads <= 1)
         return false;
-    int granules = job->m / ROW_GRANULE;
-    double macs_per_granule = (double)ROW_GRANULE * job->n * job->k;
+    const int granules = job->m / ROW_GRANULE;
     int parts = threads < granules ? threads : granules;
-    /* The smallest block has floor(granules / parts) granules. */
-    while (parts > 1 && (double)(granules / parts) * macs_per_granule < MIN_BLOCK_MACS)
+    while (parts > 1 && (double)smallest_block(job->m, parts) * job->n * job->k < MIN_BLOCK_MACS)
         parts--;
-    job->granules = granules;
     if (queue.open) {
         enqueue(pool, job, parts);
         return true;
@@ -238,14 +257,14 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
                       const ptdp_real *b, int ldb,
                       double beta, ptdp_real *c, int ldc)
 {
-    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, NULL };
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, NULL };
     return share(&job);
 }
 
 void ptdp_gemm_bias(bool trans_a, bool trans_b, int m, int n, int k, const ptdp_real *a, int lda,
                     const ptdp_real *b, int ldb, const ptdp_real *bias, ptdp_real *c, int ldc)
 {
-    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, 1.0, 1.0, a, b, c, 0, bias };
+    gemm_job job = { trans_a, trans_b, m, n, k, lda, ldb, ldc, 1.0, 1.0, a, b, c, bias };
     if (m <= 0 || n <= 0)
         return;
     if (k <= 0) {   /* the product is empty: C is the bias */
