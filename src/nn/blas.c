@@ -24,17 +24,23 @@
  * OpenBLAS is therefore kept single-threaded (comm/launch.c) and ptdp
  * splits: portable (POSIX threads only), and deterministic.
  *
- * Why rows of C, cut at multiples of 48.  Only the output is split, never k: every
- * element of C is still one dot product over all of k, summed by the same
- * kernel in the same order, so the bits cannot depend on the thread count —
- * provided each block meets the kernel's tiles where the whole product
- * would.  Measured with OpenBLAS 0.3.21 (Haswell kernels, float and
- * double): blocks of rows cut at multiples of 12 give C bit for bit; cuts at
- * other rows, and blocks of columns in float at any cut, do not (the edge
- * kernels for the leftover rows or columns sum differently).  48 is a
- * multiple of the row tiles of the common x86 and Arm kernels (4, 6, 8, 12,
- * 16, 24).  The test tests/test_blas_threads.c checks the bits for 1, 2 and
- * 3 threads through training runs; a BLAS whose tiles disagree fails it.
+ * Why rows of C, cut at multiples of 16 or 48.  Only the output is split,
+ * never k: every element of C is still one dot product over all of k,
+ * summed by the same kernel in the same order, so the bits cannot depend on
+ * the thread count — provided each block meets the kernel's tiles where the
+ * whole product would.  Measured with OpenBLAS 0.3.21 (Haswell kernels,
+ * float and double): blocks of rows cut at multiples of 12 give C bit for
+ * bit; cuts at other rows, and blocks of columns in float at any cut, do
+ * not (the edge kernels for the leftover rows or columns sum differently).
+ * 48 is a multiple of the row tiles of the common x86 and Arm kernels (4,
+ * 6, 8, 12, 16, 24); 16 of most of them, and it halves a thin product
+ * evenly (256 rows: 128 and 128, where 48 allows 144 and 112).  So the
+ * first shared product checks, once, that this BLAS gives a product cut
+ * every 16 rows the bits of the whole, each transpose, beta 0 and not; if
+ * so the cuts go at multiples of 16, else of 48.  Either way the bits are
+ * the whole product's.  The test tests/test_blas_threads.c checks the bits
+ * for 1 to 5 threads, and tests/cli/blas_threads.sh through training runs;
+ * a BLAS whose tiles disagree fails them.
  *
  * Why not small products.  Waking a helper costs microseconds; a block
  * does at least 2^20 multiply-adds (about 50 µs at one core's speed), so the
@@ -61,9 +67,67 @@
 
 #include "runtime/pool.h"
 
-enum { ROW_GRANULE = 48 };
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FINE = 16, COARSE = 48 };
 #define MIN_BLOCK_MACS 1048576.0       /* 2^20 multiply-adds per block */
 
+/* ---- where a product may be cut: every FINE rows, or every COARSE */
+
+/* Whether a product cut every FINE rows has the whole product's bits here,
+ * for each of op(A) and op(B) and beta 0 and 1/2.  The blocks are as large
+ * as shared ones (2^20 multiply-adds or more), so they take the kernel a
+ * shared block takes; the last has 21 rows, a leftover as real ones do. */
+static bool fine_cuts_exact(void)
+{
+    enum { M = 6 * FINE + 21, N = 256, K = 272 };
+    ptdp_real *a = malloc(sizeof(ptdp_real) * M * K), *b = malloc(sizeof(ptdp_real) * K * N);
+    ptdp_real *whole = malloc(sizeof(ptdp_real) * M * N), *cut = malloc(sizeof(ptdp_real) * M * N);
+    bool exact = a != NULL && b != NULL && whole != NULL && cut != NULL;
+    uint32_t u = 12345;
+    for (int i = 0; exact && i < M * K + K * N; i++) {
+        u = u * 1664525u + 1013904223u;                      /* values in [-1, 1) */
+        ptdp_real *x = i < M * K ? &a[i] : &b[i - M * K];
+        *x = (ptdp_real)((double)(u >> 8) / (1 << 23) - 1.0);
+    }
+    for (int v = 0; exact && v < 8; v++) {
+        const bool ta = v & 1, tb = v & 2;
+        const double beta = v & 4 ? 0.5 : 0.0;
+        const int lda = ta ? M : K, ldb = tb ? K : N;
+        for (int i = 0; i < M * N; i++)
+            whole[i] = cut[i] = (ptdp_real)(i % 7);
+        ptdp_gemm_one(ta, tb, M, N, K, 1.0, a, lda, b, ldb, beta, whole, N);
+        for (int r0 = 0, rows; r0 < M; r0 += rows) {
+            rows = M - r0 < 2 * FINE ? M - r0 : FINE;
+            ptdp_gemm_one(ta, tb, rows, N, K, 1.0, ta ? a + r0 : a + (size_t)r0 * K, lda, b, ldb, beta,
+                          cut + (size_t)r0 * N, N);
+        }
+        exact = memcmp(whole, cut, sizeof(ptdp_real) * M * N) == 0;
+    }
+    free(a);
+    free(b);
+    free(whole);
+    free(cut);
+    return exact;
+}
+
+static int row_granule_value = COARSE;
+static pthread_once_t row_granule_once = PTHREAD_ONCE_INIT;
+
+static void row_granule_check(void)
+{
+    if (fine_cuts_exact())
+        row_granule_value = FINE;
+}
+
+int ptdp_gemm_row_granule(void)
+{
+    pthread_once(&row_granule_once, row_granule_check);
+    return row_granule_value;
+}
 typedef struct {
     bool trans_a, trans_b;
     int m, n, k, lda, ldb, ldc;
@@ -84,19 +148,19 @@ static void fill_rows(const gemm_job *j, int r0, int r1)
     }
 }
 
-/* Where part `part` of `parts` starts: the multiple of ROW_GRANULE nearest
- * to an even share of the m rows, part·m/parts (the last part ends at m).
- * Even shares of rows, not of whole granules: a batch of 256 rows is 5
- * granules and 16 rows, and two parts of whole granules (96 rows, then 160
- * with the rest) leave one thread idle a fifth of the time; the nearest
- * cuts give 144 and 112.  Even shares a granule or more apart round to
- * different multiples, so no part is empty when parts <= m / ROW_GRANULE. */
+/* Where part `part` of `parts` starts: the multiple of the granule g
+ * nearest to an even share of the m rows, part·m/parts (the last part ends
+ * at m).  Even shares of rows, not of whole granules: 256 rows are 5
+ * granules of 48 and 16 rows, and two parts of whole granules (96 rows,
+ * then 160 with the rest) leave one thread idle a fifth of the time; the
+ * nearest cuts give 144 and 112.  Even shares a granule or more apart round
+ * to different multiples, so no part is empty when parts <= m / g. */
 static int block_start(int m, int part, int parts)
 {
     if (part >= parts)
         return m;
-    const long long twice = 2LL * m * part / parts;   /* 2·ideal, in rows */
-    return (int)((twice + ROW_GRANULE) / (2 * ROW_GRANULE)) * ROW_GRANULE;
+    const long long g = ptdp_gemm_row_granule(), twice = 2LL * m * part / parts;   /* 2·ideal, in rows */
+    return (int)((twice + g) / (2 * g) * g);
 }
 
 /* The fewest rows any of `parts` blocks gets. */
@@ -238,7 +302,7 @@ static bool share(gemm_job *job)
     int threads = ptdp_pool_threads(pool);
     if (threads <= 1)
         return false;
-    const int granules = job->m / ROW_GRANULE;
+    const int granules = job->m / ptdp_gemm_row_granule();
     int parts = threads < granules ? threads : granules;
     while (parts > 1 && (double)smallest_block(job->m, parts) * job->n * job->k < MIN_BLOCK_MACS)
         parts--;

@@ -67,6 +67,11 @@ bool ptdp_gemm_shared(bool trans_a, bool trans_b, int m, int n, int k,
                       const ptdp_real *b, int ldb,
                       double beta, ptdp_real *c, int ldc);
 
+/* Where a shared product's rows may be cut: 16 when this BLAS gives a
+ * product cut every 16 rows the whole product's bits (checked once, at
+ * the first call), else 48 (blas.c). */
+int ptdp_gemm_row_granule(void);
+
 /* C (m x n) = op(A) op(B) + the bias (1 x n) on every row: each row of C
  * set to the bias, then the product added (beta 1) — by the thread that
  * computes the row, when the product is shared (blas.c). */
