@@ -128,6 +128,9 @@ int ptdp_gemm_row_granule(void)
     pthread_once(&row_granule_once, row_granule_check);
     return row_granule_value;
 }
+
+/* ---- a product cut into blocks of rows */
+
 typedef struct {
     bool trans_a, trans_b;
     int m, n, k, lda, ldb, ldc;
