@@ -17,9 +17,10 @@
 #               all: train_gpt2.c samples text at its step 20)
 #   --threads N every implementation's threads (default: every core, nproc)
 #   --no-torch  skip the PyTorch column
-#   --attention full|tiled   ptdp's attention core (ptdp train --attention;
-#               default full: the T x T probabilities, as nanoGPT's model and
-#               llm.c compute it; tiled: FlashAttention's tiles)
+#   --attention full|tiled   ptdp's attention core (ptdp train --attention):
+#               full, the T x T probabilities, as nanoGPT's model and llm.c
+#               compute them; tiled, FlashAttention's tiles; default: ptdp
+#               train's own choice (tiles past 64 positions, so at T 1024)
 #   --device-mem SIZE   ptdp's arena per device (default: the host's
 #               MemAvailable, a limit and not an allocation; ptdp's own default,
 #               4G, is too small for T 1024)
@@ -55,7 +56,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ptdp=${PTDP:-$root/build/cli/ptdp}
-runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1 attention=full
+runs=3 steps=5 warmup=1 threads=$(nproc 2>/dev/null || echo 1) llmc="" torch=1 attention=
 devmem=$(awk '/^MemAvailable:/ { printf "%dM", $2 / 1024 }' /proc/meminfo 2>/dev/null || true)
 V=50257 T=64 C=768 L=12 H=12 F=3072 B=4
 die() { echo "gpt2.sh: $*" >&2; exit 2; }
@@ -90,6 +91,7 @@ done
 [[ -x $ptdp ]] || die "no ptdp binary at $ptdp (build first, or pass its path)"
 (( C % H == 0 )) || die "--hidden $C must be a multiple of --heads $H"
 memflag=(); [[ -n $devmem ]] && memflag=(--device-mem "$devmem")
+attnflag=(); [[ -n $attention ]] && attnflag=(--attention "$attention")
 total=$((warmup + steps))
 shape=(--model gpt --vocab "$V" --seq-len "$T" --hidden "$C" --layers "$L" --heads "$H" --ffn "$F" --batch "$B")
 if [[ -n $llmc ]]; then
@@ -158,9 +160,9 @@ field() { sed -n "s/.*\"$1\": \"*\([^,\"}]*\).*/\1/p" "$2"; }
 ptdp_run() {   # name devices threads-per-device
     echo "== run $r of $runs: ptdp train, $2 device(s) x $3 BLAS thread(s)" >&2
     must "ptdp train --dp $2 --blas-threads $3" \
-        "$ptdp" train "${shape[@]}" "${memflag[@]}" --attention "$attention" --dp "$2" --blas-threads "$3" \
+        "$ptdp" train "${shape[@]}" "${memflag[@]}" "${attnflag[@]}" --dp "$2" --blas-threads "$3" \
         --steps "$total" --quiet \
-        --log "$out/$1.$r.log" >/dev/null
+        --log "$out/$1.$r.log" --report "$out/$1.$r.report" >/dev/null
     ptdp_steps "$out/$1.$r.log" | median >"$out/$1.$r"
 }
 for r in $(seq "$runs"); do
@@ -209,7 +211,7 @@ echo
 name="GPT"; [[ "$V $C $L $H $F" == "50257 768 12 12 3072" ]] && name="GPT-2 124M"
 echo "$name: V $V, T $T, C $C, $L layers, $H heads, F $F; batch $B ($((B * T)) tokens a step), float32, AdamW"
 echo "every implementation on $threads thread$s ($(nproc 2>/dev/null || echo '?') cores); median of $runs run(s), one after the other; each run: median of $steps step(s) after $warmup warm-up"
-echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); ptdp's arena per device: ${devmem:-4G}; ptdp's attention: $attention"
+echo "OpenBLAS kernels: $(field blas_kernels "$f1") (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}); ptdp's arena per device: ${devmem:-4G}; ptdp's attention: $(field attention "$out/one.1.report")"
 echo
 echo "| step on $threads thread$s | time (ms) | tokens/s | / floor |"
 echo "|---|---:|---:|---:|"

@@ -115,6 +115,7 @@ else
         grep -q "^| 1 device x 2 BLAS threads | [0-9.]* | [0-9.]* | 1.80 | \(met\|MISSED\) |" "$out" ||
         { ok=0; fail "the every-core table lacks its layouts or target"; }
     grep -q "OpenBLAS kernels: [A-Za-z]" "$out" || { ok=0; fail "no OpenBLAS kernels line"; }
+    grep -q "ptdp's attention: tiled$" "$out" || { ok=0; fail "the header does not say ptdp's attention ran in tiles (its --report)"; }
     (( ok )) && echo "ok    gpt2.sh tiny: $rows measured rows, the floor, every core's layouts"
 fi
 
