@@ -63,6 +63,7 @@
  */
 #include "ptdp/ops.h"
 
+#include "nn/row_max.h"
 #include "ptdp/error.h"
 
 #include <math.h>
@@ -114,29 +115,6 @@ static void drop(ptdp_real *dst, const ptdp_real *src, int rows, int cols, int q
  * the machine allows). */
 #define ROWS 4
 
-/* max_s row[s] over s < n (n >= 1), as the scan max = row[0]; max =
- * row[s] > max ? row[s] : max would find it, in 8 lanes the compiler
- * vectorises.  The lanes may pick a tie of the other sign when the
- * maximum is zero, which no caller can see: x - (+0) and x - (-0) are the
- * same but for x = ±0, whose exp is 1 either way.  A NaN at row[0] is
- * the max in both; any later NaN is skipped by both. */
-static ptdp_real row_max(const ptdp_real *row, int n)
-{
-    ptdp_real lane[8];
-    for (int l = 0; l < 8; l++)
-        lane[l] = row[0];
-    int s = 0;
-    for (; s + 8 <= n; s += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] = row[s + l] > lane[l] ? row[s + l] : lane[l];
-    ptdp_real max = lane[0];
-    for (int l = 1; l < 8; l++)
-        max = lane[l] > max ? lane[l] : max;
-    for (; s < n; s++)
-        max = row[s] > max ? row[s] : max;
-    return max;
-}
-
 /* out[r] = sum_{s < n[r]} a[r][s] (b NULL) or sum_{s < n[r]} a[r][s] b[r][s]
  * (a float product, exact in double), in double and in index order, for
  * nr <= ROWS rows; the part all four rows have runs as four chains at once. */
@@ -183,7 +161,7 @@ static void causal_softmax(ptdp_real *S, int rows, int cols, int q0)
         for (int r = 0; r < nr; r++) {
             row[r] = S + (size_t)(i0 + r) * cols;
             n[r] = q0 + i0 + r + 1;             /* s <= t = q0 + i */
-            const ptdp_real max = row_max(row[r], n[r]);
+            const ptdp_real max = ptdp_max_lanes(row[r], n[r]);
             for (int s = 0; s < n[r]; s++)
                 row[r][s] -= max;
             ptdp_exp_inplace(row[r], (size_t)n[r]);

@@ -52,6 +52,7 @@
  */
 #include "ptdp/ops.h"
 
+#include "nn/row_max.h"
 #include "ptdp/error.h"
 
 #include <math.h>
@@ -103,31 +104,13 @@ typedef struct {
     int a, tq, kb, tk;
 } tiles;
 
-/* The row passes below run in lanes: a chain of dependent adds (or
- * compares) waits on each one's latency, independent lanes overlap, and
- * the compiler turns the fixed-width inner loops into vector instructions.
- * A maximum is exact in any order, so row_max is the plain loop's answer;
- * the sums are double, each lane in index order and the lanes added in a
- * fixed order, so a run's bits do not depend on the machine or the threads. */
+/* The row sums below run in lanes: a chain of dependent adds waits on
+ * each one's latency, independent lanes overlap, and the compiler turns
+ * the fixed-width inner loops into vector instructions.  The sums are
+ * double, each lane in index order and the lanes added in a fixed order,
+ * so a run's bits do not depend on the machine or the threads.  (The row
+ * maximum, exact in any order, is row_max.h's.) */
 enum { LANES = 4 };
-
-/* The largest of x[0..n-1], n >= 1. */
-static ptdp_real row_max(const ptdp_real *x, int n)
-{
-    ptdp_real m[LANES];
-    for (int j = 0; j < LANES; j++)
-        m[j] = x[0];
-    int s = 0;
-    for (; s + LANES <= n; s += LANES)
-        for (int j = 0; j < LANES; j++)
-            m[j] = x[s + j] > m[j] ? x[s + j] : m[j];
-    for (; s < n; s++)
-        m[0] = x[s] > m[0] ? x[s] : m[0];
-    ptdp_real r = m[0];
-    for (int j = 1; j < LANES; j++)
-        r = m[j] > r ? m[j] : r;
-    return r;
-}
 
 /* sum_s a[s] b[s] over s < n, in double (b NULL: sum_s a[s]). */
 static double row_dot(const ptdp_real *a, const ptdp_real *b, int n)
@@ -192,7 +175,7 @@ static void merge_tile(const tiles *p, ptdp_real *S, double *m, double *l, ptdp_
             memset(row, 0, (size_t)p->tk * sizeof *row);
             continue;
         }
-        const double mb = row_max(row, n);
+        const double mb = ptdp_max_lanes(row, n);
         const double mnew = first || mb > m[i] ? mb : m[i];
         const ptdp_real shift = (ptdp_real)mnew;
         for (int s = 0; s < n; s++)

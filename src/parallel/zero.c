@@ -30,11 +30,11 @@
 #include "ptdp/device.h"
 #include "ptdp/error.h"
 #include "ptdp/mixed.h"
-#include "runtime/pool.h"
 #include "ptdp/optim.h"
 #include "parallel/dp_impl.h"
 #include "parallel/model_impl.h"
 #include "parallel/zero_impl.h"
+#include "runtime/pool.h"
 
 /* ------------------------------------------------------------ the stores */
 
