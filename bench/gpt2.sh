@@ -43,7 +43,9 @@
 #                             outside its clock)
 #   ptdp bench floor          the step's GEMM flops at one square sgemm's
 #                             speed on N threads + AdamW's bytes at the copy
-#                             bandwidth of N threads
+#                             bandwidth of N threads; and (--shapes) the
+#                             shapes' floor: the step's own products, each
+#                             timed alone at its own shape, + the same AdamW
 # Every step time is the median of the timed steps of a run; every ratio is
 # taken within a run, then the median over runs.  Then "every core, every
 # layout": ptdp's speed-up over its 1 device x 1 thread, with dp N and with N
@@ -184,8 +186,10 @@ for r in $(seq "$runs"); do
         [[ -s $out/llmc.$r ]] || die "llm.c printed no step lines (see its output: $(tail -3 "$out/llmc.$r.txt"))"
     fi
     echo "== run $r of $runs: ptdp bench floor, $threads thread(s)" >&2
-    must "ptdp bench floor" "$ptdp" bench floor "${shape[@]}" --threads "$threads" --json >"$out/floor.$r.json"
+    must "ptdp bench floor" "$ptdp" bench floor "${shape[@]}" --threads "$threads" --shapes "${memflag[@]}" \
+        --json >"$out/floor.$r.json"
     field floor_s "$out/floor.$r.json" >"$out/floor.$r"
+    field shapes_floor_s "$out/floor.$r.json" >"$out/shapes.$r"
 done
 
 # The median over runs of a measurement, and of a ratio a/b taken within each run.
@@ -219,6 +223,7 @@ row "ptdp, 1 device x $threads BLAS thread$s" threads
 (( dp_ok )) && row "ptdp, dp $threads x 1 BLAS thread" dp
 [[ -n $python ]] && row "PyTorch $(field torch "$out/torch.1.json") (nanoGPT's model, bench/train_torch.py)" torch
 [[ -n $llmc ]] && row "llm.c train_gpt2.c (cc $llmc_cflags)" llmc
+echo "| the shapes' floor: the step's own products, each alone at its shape, + AdamW at the copy bandwidth | $(ms "$(med shapes)") | $(tps "$(med shapes)") | $(num "$(ratio shapes floor)") |"
 echo "| the floor: GEMMs at the square sgemm's speed + AdamW at the copy bandwidth | $(ms "$(med floor)") | $(tps "$(med floor)") | 1.00 |"
 for name in threads dp torch llmc; do
     if [[ -n $(ratio "$name" floor) ]] && awk -v x="$(ratio "$name" floor)" 'BEGIN { exit !(x < 1) }'; then
@@ -232,7 +237,9 @@ count="the model's count"; (( F == 4 * C )) && count="the model's count: 72 B T 
 echo "the floor ($(field threads "$f1") threads): $(awk -v x="$(field gemm_flops_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GFLOP of GEMMs a step ($count) at $(num "$(field square_gemm_gflops "$f1")") GFLOP/s (one 2048^3 sgemm),"
 echo "  + $(awk -v x="$(field adamw_bytes_per_step "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GB of AdamW (7 x 4 B x $(field params "$f1") parameters: read p g m v, write p m v) at $(num "$(field copy_GBps "$f1")") GB/s (STREAM copy)"
 [[ -n $llmc ]] && echo "llm.c's own count: $(sed -n 's/^num_parameters: //p' "$out/llmc.1.txt") parameters (its wpe: $((T > 1024 ? T : 1024)) positions), $(sed -n 's/^num_activations: //p' "$out/llmc.1.txt") floats of activations and as many of their gradients"
+echo "the shapes' floor: the step's $(field shapes_products "$f1") products ($(field shapes_distinct "$f1") shapes, $(awk -v x="$(field shapes_gemm_flops "$f1")" 'BEGIN { printf "%.2f", x / 1e9 }') GFLOP as they ran; attention the whole T x T) at $(num "$(field shapes_gemm_gflops "$f1")") GFLOP/s, each shape timed alone"
 echo "ptdp's faster layout / the floor:   $(num "$(ratio best floor)")"
+echo "ptdp's faster layout / the shapes' floor:   $(num "$(ratio best shapes)")   (what the work around the products costs)"
 [[ -n $llmc ]] && echo "ptdp's faster layout / llm.c:       $(num "$(ratio best llmc)")   (below 1: ptdp is faster)"
 [[ -n $python ]] && echo "ptdp's faster layout / PyTorch:     $(num "$(ratio best torch)")   (below 1: ptdp is faster)"
 

@@ -61,6 +61,26 @@ int ptdp_bench_train_cmd(int argc, char **argv);
 struct ptdp_device;
 int ptdp_bench_square_gemm(struct ptdp_device *dev, int reps, double *median_s);
 
+/* A rows x cols operand of a timed product in dev's arena (bench_train.c),
+ * filled with ordinary numbers (no denormals, which would make the products
+ * slow for the wrong reason).  0 or PTDP_ENOMEM. */
+int ptdp_bench_operand(struct ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols);
+
+/* The step's own products, each at its own shape (floor_shapes.c, for
+ * `ptdp bench floor --shapes`): one forward + backward of `model` at
+ * `batch` on one device of `threads` BLAS threads records them; each
+ * distinct shape is then timed alone, its calls back to back, the best of
+ * `reps`.  0, or a PTDP_E… code with the reason in msg. */
+typedef struct {
+    int products;         /* the step's calls                           */
+    int shapes;           /* distinct shapes among them                 */
+    double flops;         /* the calls' 2 m n k                         */
+    double own_s;         /* Σ over shapes of its calls' best time      */
+} ptdp_floor_shapes;
+int ptdp_bench_floor_shapes(const ptdp_model_config *model, int batch, int threads, int reps,
+                            size_t device_mem, double watchdog_s, ptdp_floor_shapes *out, char *msg,
+                            size_t msglen);
+
 /* `ptdp bench floor …` (bench_floor.c): the least time a step of a model
  * can take on N cores: its GEMM flops at the square product's speed plus
  * AdamW's bytes at the copy bandwidth (bench/gpt2.sh's floor). */

@@ -33,6 +33,12 @@
  * counted, and the products are taken at the square shape's speed, which
  * thin products (attention's T x hd by hd x T) do not reach: a real step
  * is slower.  bench/gpt2.sh divides each step it measures by this floor.
+ *
+ * --shapes also times the step's own products, each at its own shape
+ * (floor_shapes.c), and prints the shapes' floor: those products alone +
+ * the same AdamW.  A step's distance from the floor then splits into what
+ * its shapes cost (the shapes' floor / the floor) and what everything
+ * around the products costs (a step / the shapes' floor).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +57,8 @@
 typedef struct {
     ptdp_model_config model;
     int batch, threads, reps;
-    bool json;
+    bool json, shapes;
+    size_t device_mem;                 /* --shapes' arena; 0: the default */
     double watchdog_s;
 } floor_cfg;
 
@@ -59,6 +66,7 @@ typedef struct {
     double gemm_flops, params, adamw_bytes;
     double square_s, square_flops_s, copy_Bps;
     double gemm_floor_s, adamw_floor_s;
+    ptdp_floor_shapes shapes;          /* with --shapes */
 } floor_result;
 
 static bool has_plan(const ptdp_model_caps *caps)
@@ -146,6 +154,15 @@ static int measure(const floor_cfg *c, floor_result *r)
     r->copy_Bps = m.copy_Bps;
     r->gemm_floor_s = r->gemm_flops / r->square_flops_s;
     r->adamw_floor_s = r->adamw_bytes / r->copy_Bps;
+    if (!c->shapes)
+        return PTDP_EXIT_OK;
+    rc = ptdp_bench_floor_shapes(&c->model, c->batch, c->threads, c->reps, c->device_mem, c->watchdog_s,
+                                 &r->shapes, msg, sizeof msg);
+    ptdp_progress_done();
+    if (rc != 0) {
+        fprintf(stderr, "ptdp bench floor: the step's own products: %s\n", msg);
+        return PTDP_EXIT_FAIL;
+    }
     return PTDP_EXIT_OK;
 }
 
@@ -170,11 +187,17 @@ static void print_json(const floor_cfg *c, const floor_result *r)
            "\"threads\": %d, \"params\": %.0f, \"gemm_flops_per_step\": %.6g, \"adamw_bytes_per_step\": %.6g, "
            "\"square_gemm_n\": %d, \"square_gemm_s\": %.6g, \"square_gemm_gflops\": %.6g, "
            "\"copy_GBps\": %.6g, \"blas_kernels\": \"%s\", \"openblas_coretype\": \"%s\", "
-           "\"gemm_floor_s\": %.6g, \"adamw_floor_s\": %.6g, \"floor_s\": %.6g}\n",
+           "\"gemm_floor_s\": %.6g, \"adamw_floor_s\": %.6g, \"floor_s\": %.6g",
            ptdp_model_name(&c->model), PTDP_REAL_NAME, c->batch, ptdp_model_positions(&c->model), c->threads,
            r->params, r->gemm_flops, r->adamw_bytes, PTDP_BENCH_SQUARE_N, r->square_s, r->square_flops_s / 1e9,
            r->copy_Bps / 1e9, ptdp_blas_kernels(), coretype(), r->gemm_floor_s, r->adamw_floor_s,
            r->gemm_floor_s + r->adamw_floor_s);
+    const ptdp_floor_shapes *s = &r->shapes;
+    if (c->shapes)
+        printf(", \"shapes_products\": %d, \"shapes_distinct\": %d, \"shapes_gemm_flops\": %.6g, "
+               "\"shapes_gemm_s\": %.6g, \"shapes_gemm_gflops\": %.6g, \"shapes_floor_s\": %.6g",
+               s->products, s->shapes, s->flops, s->own_s, s->flops / s->own_s / 1e9, s->own_s + r->adamw_floor_s);
+    printf("}\n");
 }
 
 static void print_table(const floor_cfg *c, const floor_result *r)
@@ -203,13 +226,26 @@ static void print_table(const floor_cfg *c, const floor_result *r)
     printf("    AdamW / copy bandwidth  %10.1f ms\n", 1e3 * r->adamw_floor_s);
     printf("    floor                   %10.1f ms        no step of this model is faster on %d thread%s\n",
            1e3 * (r->gemm_floor_s + r->adamw_floor_s), c->threads, c->threads > 1 ? "s" : "");
+    if (!c->shapes)
+        return;
+    const ptdp_floor_shapes *s = &r->shapes;
+    double floor_s = r->gemm_floor_s + r->adamw_floor_s;
+    printf("  the step's own products (one forward + backward, attention the whole T x T):\n");
+    printf("    recorded                %10d calls     of %d shapes, %.2f GFLOP (the count above: %.2f)\n",
+           s->products, s->shapes, s->flops / 1e9, r->gemm_flops / 1e9);
+    printf("    each at its own shape   %10.1f ms        = %.1f GFLOP/s, %.2f of the square's speed"
+           " (best of %d each)\n", 1e3 * s->own_s, s->flops / s->own_s / 1e9,
+           s->flops / s->own_s / r->square_flops_s, c->reps);
+    printf("    + AdamW: shapes' floor  %10.1f ms        = %.2f x the floor\n", 1e3 * (s->own_s + r->adamw_floor_s),
+           (s->own_s + r->adamw_floor_s) / floor_s);
 }
 
 /* ---- parse, validate, run ------------------------------------------------- */
 
 static void usage(const ptdp_model_config *d)
 {
-    printf("usage: ptdp bench floor [--model M] [model flags] [--batch B] [--threads N] [--reps N] [--json]\n"
+    printf("usage: ptdp bench floor [--model M] [model flags] [--batch B] [--threads N] [--reps N]\n"
+           "                        [--shapes [--device-mem SIZE]] [--json]\n"
            "\n"
            "The least time a training step could take on N cores: the step's GEMM flops at\n"
            "the speed of one square %d^3 sgemm on N threads, plus AdamW's bytes (7 x %zu B a\n"
@@ -221,6 +257,10 @@ static void usage(const ptdp_model_config *d)
            "  --threads N    threads of both speeds, 1..256 (default: every core, or\n"
            "                 OPENBLAS_NUM_THREADS)\n"
            "  --reps N       timed square products, 1..7, the best kept (default 3)\n"
+           "  --shapes       also time the step's own products, each at its own shape\n"
+           "                 (one forward + backward records them; the best of --reps\n"
+           "                 each), and print the shapes' floor: them + AdamW\n"
+           "  --device-mem SIZE  --shapes' arena, e.g. 8G (default 4G; K/M/G 1024-based)\n"
            "  --json         one JSON object on stdout instead of the table\n"
            "  --watchdog S   fail if a device waits longer than S seconds (default 60)\n");
 }
@@ -257,6 +297,8 @@ static int parse(int argc, char **argv, floor_cfg *c)
         else if (ptdp_args_is(&a, "--threads")) rc = ptdp_args_int(&a, 1, 256, &c->threads);
         else if (ptdp_args_is(&a, "--reps")) rc = ptdp_args_int(&a, 1, 7, &c->reps);
         else if (ptdp_args_is(&a, "--json")) rc = ptdp_args_switch(&a, &c->json);
+        else if (ptdp_args_is(&a, "--shapes")) rc = ptdp_args_switch(&a, &c->shapes);
+        else if (ptdp_args_is(&a, "--device-mem")) rc = ptdp_args_size(&a, 4096, (size_t)1 << 40, &c->device_mem);
         else if (ptdp_args_is(&a, "--watchdog")) rc = ptdp_args_double(&a, 0.1, 86400, &c->watchdog_s);
         else rc = ptdp_args_unknown(&a);
         if (rc)
@@ -264,6 +306,9 @@ static int parse(int argc, char **argv, floor_cfg *c)
     }
     if (a.status || ptdp_model_flags_finish("bench floor", &mf) != 0)
         return PTDP_EXIT_USAGE;
+    if (c->device_mem != 0 && !c->shapes)
+        return ptdp_usage_error("bench floor", "--device-mem: only --shapes builds a model (add --shapes, or "
+                                "drop --device-mem)");
     c->model = mf.cfg;   /* the model's data, if any, lives until the process ends */
     c->threads = ptdp_blas_threads(c->threads, 1);
     return 0;

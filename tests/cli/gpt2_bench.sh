@@ -5,7 +5,9 @@
 #  1. `ptdp bench floor`: bad flags exit 2 naming the flag; its GEMM flops
 #     are those `ptdp bench train` records product by product (the GEMM log
 #     of a real forward + backward), and its AdamW bytes 7 x sizeof(real) a
-#     parameter; the floor is the sum of its two parts.
+#     parameter; the floor is the sum of its two parts.  With --shapes the
+#     products it records and times are those same flops, and the shapes'
+#     floor is their time plus the same AdamW.
 #  2. bench/llmc_files.py writes llm.c's three files and reads them back:
 #     the header fields, the parameter count (computed here from llm.c's
 #     sixteen tensors) and the file sizes; a file cut short is refused.
@@ -27,6 +29,8 @@ expect_usage "--threads 0: must be between 1 and 256" -- bench floor --threads 0
 expect_usage "--reps 9: must be between 1 and 7"      -- bench floor --reps 9
 expect_usage "--model mlp: it has no planning table"  -- bench floor --model mlp
 expect_usage "--heads"                                -- bench floor --model gpt --hidden 64 --heads 5
+expect_usage "--device-mem: only --shapes builds a model" -- bench floor --device-mem 1G
+expect_usage "--device-mem 12Q"                       -- bench floor --shapes --device-mem 12Q
 if run_ok bench train "${tiny[@]}" --steps 1 --warmup 0 --json && cp "$out" "$tmp/train.json" &&
    run_ok bench floor "${tiny[@]}" --threads 2 --reps 1 --json; then
     logged=$(num gemm_flops_per_step "$tmp/train.json")
@@ -41,6 +45,15 @@ if run_ok bench train "${tiny[@]}" --steps 1 --warmup 0 --json && cp "$out" "$tm
         fail "bench floor's AdamW bytes or floor do not add up"
     grep -q '"threads": 2,' "$out" && grep -q '"blas_kernels": "[^"]' "$out" &&
         echo "ok    bench floor names its threads and BLAS kernels" || fail "bench floor lacks threads or kernels"
+    grep -q '"shapes_' "$out" && fail "bench floor without --shapes printed the shapes' keys"
+fi
+if run_ok bench floor "${tiny[@]}" --threads 2 --reps 1 --shapes --json; then
+    counted=$(num gemm_flops_per_step "$out") recorded=$(num shapes_gemm_flops "$out")
+    awk -v n="$(num shapes_products "$out")" -v d="$(num shapes_distinct "$out")" -v c="$counted" -v r="$recorded" \
+        -v s="$(num shapes_gemm_s "$out")" -v a="$(num adamw_floor_s "$out")" -v f="$(num shapes_floor_s "$out")" \
+        'BEGIN { exit !(n > d && d > 0 && c > 0 && c == r && s > 0 && (f - s - a) ^ 2 < 1e-9 * f * f) }' &&
+        echo "ok    --shapes: its products' flops $recorded = the floor's count; shapes' floor = their time + AdamW" ||
+        fail "bench floor --shapes: products, flops ($recorded against $counted) or shapes' floor do not add up"
 fi
 
 # ---- 2. bench/llmc_files.py ---------------------------------------------------------
@@ -111,6 +124,10 @@ else
               if (t <= 0 || (n - 64000 / t) ^ 2 > (n * (0.05 / t + 0.01) + 1) ^ 2 ||
                   (r - t / f) ^ 2 > (r * (0.05 / t + 0.05 / f + 0.01) + 0.01) ^ 2) print }')
     [[ -z $bad ]] || { ok=0; fail "rows whose tokens/s or / floor do not follow from their time: $bad"; }
+    grep "^| the shapes' floor" "$out" | awk -F'|' -v f="$floor_ms" '{ t = $3 + 0; r = $5 + 0; n++
+              if (t <= 0 || (r - t / f) ^ 2 > (r * (0.05 / t + 0.05 / f + 0.01) + 0.01) ^ 2) exit 1 }
+              END { exit n != 1 }' || { ok=0; fail "no shapes' floor row, or its / floor is not its time over the floor's"; }
+    grep -q "^ptdp's faster layout / the shapes' floor: *[0-9.]" "$out" || { ok=0; fail "no ratio to the shapes' floor"; }
     grep -q "target >= 0.9 x 2 = 1.80" "$out" && grep -q "^| dp 2 x 1 BLAS thread (batch 2 a device) | [0-9.]* | [0-9.]* | 1.80 | \(met\|MISSED\) |" "$out" &&
         grep -q "^| 1 device x 2 BLAS threads | [0-9.]* | [0-9.]* | 1.80 | \(met\|MISSED\) |" "$out" ||
         { ok=0; fail "the every-core table lacks its layouts or target"; }
