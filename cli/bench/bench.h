@@ -70,12 +70,21 @@ int ptdp_bench_operand(struct ptdp_device *dev, ptdp_tensor *t, const char *name
  * `ptdp bench floor --shapes`): one forward + backward of `model` at
  * `batch` on one device of `threads` BLAS threads records them; each
  * distinct shape is then timed alone, its calls back to back, the best of
- * `reps`.  0, or a PTDP_E… code with the reason in msg. */
+ * `reps` rounds, each round timing the square product once too.  0, or a
+ * PTDP_E… code with the reason in msg. */
+typedef struct {
+    int m, n, k;
+    bool trans_a, trans_b, beta;   /* beta: C read (beta != 0)          */
+    int calls;                     /* of this shape in the step         */
+    double best_s;                 /* all its calls, the best of reps   */
+} ptdp_floor_shape;
 typedef struct {
     int products;         /* the step's calls                           */
     int shapes;           /* distinct shapes among them                 */
     double flops;         /* the calls' 2 m n k                         */
     double own_s;         /* Σ over shapes of its calls' best time      */
+    double square_s;      /* the square product, best of one per round  */
+    ptdp_floor_shape *each;   /* [shapes], malloc'd: free() when done   */
 } ptdp_floor_shapes;
 int ptdp_bench_floor_shapes(const ptdp_model_config *model, int batch, int threads, int reps,
                             size_t device_mem, double watchdog_s, ptdp_floor_shapes *out, char *msg,

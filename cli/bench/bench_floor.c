@@ -149,20 +149,22 @@ static int measure(const floor_cfg *c, floor_result *r)
         return PTDP_EXIT_FAIL;
     }
     r->square_s = sq.best_s;
-    r->square_flops_s = ptdp_matmul_flops(PTDP_BENCH_SQUARE_N, PTDP_BENCH_SQUARE_N, PTDP_BENCH_SQUARE_N) /
-                        sq.best_s;
     r->copy_Bps = m.copy_Bps;
+    if (c->shapes) {
+        rc = ptdp_bench_floor_shapes(&c->model, c->batch, c->threads, c->reps, c->device_mem, c->watchdog_s,
+                                     &r->shapes, msg, sizeof msg);
+        ptdp_progress_done();
+        if (rc != 0) {
+            fprintf(stderr, "ptdp bench floor: the step's own products: %s\n", msg);
+            return PTDP_EXIT_FAIL;
+        }
+        if (r->shapes.square_s < r->square_s)   /* the best of both sets of rounds */
+            r->square_s = r->shapes.square_s;
+    }
+    r->square_flops_s = ptdp_matmul_flops(PTDP_BENCH_SQUARE_N, PTDP_BENCH_SQUARE_N, PTDP_BENCH_SQUARE_N) /
+                        r->square_s;
     r->gemm_floor_s = r->gemm_flops / r->square_flops_s;
     r->adamw_floor_s = r->adamw_bytes / r->copy_Bps;
-    if (!c->shapes)
-        return PTDP_EXIT_OK;
-    rc = ptdp_bench_floor_shapes(&c->model, c->batch, c->threads, c->reps, c->device_mem, c->watchdog_s,
-                                 &r->shapes, msg, sizeof msg);
-    ptdp_progress_done();
-    if (rc != 0) {
-        fprintf(stderr, "ptdp bench floor: the step's own products: %s\n", msg);
-        return PTDP_EXIT_FAIL;
-    }
     return PTDP_EXIT_OK;
 }
 
@@ -200,6 +202,32 @@ static void print_json(const floor_cfg *c, const floor_result *r)
     printf("}\n");
 }
 
+/* Each shape, the slowest (most of the step's time) first: where the
+ * shapes' floor rises above the floor. */
+static int by_time(const void *pa, const void *pb)
+{
+    const ptdp_floor_shape *a = pa, *b = pb;
+    return (a->best_s < b->best_s) - (a->best_s > b->best_s);
+}
+
+static void print_shapes(const ptdp_floor_shapes *s, double square_flops_s)
+{
+    qsort(s->each, (size_t)s->shapes, sizeof *s->each, by_time);
+    printf("\n    %-22s %-5s %6s %10s %9s %9s %11s\n", "m x n x k", "op", "calls", "ms", "GFLOP/s", "/ square",
+           "above it ms");
+    for (int i = 0; i < s->shapes; i++) {
+        const ptdp_floor_shape *e = &s->each[i];
+        char mnk[48];
+        snprintf(mnk, sizeof mnk, "%d x %d x %d", e->m, e->n, e->k);
+        double flops = e->calls * ptdp_matmul_flops(e->m, e->n, e->k);
+        printf("    %-22s %c%c%-3s %6d %10.2f %9.1f %9.2f %11.2f\n", mnk, e->trans_a ? 'T' : 'N',
+               e->trans_b ? 'T' : 'N', e->beta ? " +C" : "", e->calls, 1e3 * e->best_s, flops / e->best_s / 1e9,
+               flops / e->best_s / square_flops_s, 1e3 * (e->best_s - flops / square_flops_s));
+    }
+    printf("    (op: A and B as stored, N or T; +C: the product adds into C. above it: the time past\n"
+           "     the square sgemm's speed, what the shape costs)\n");
+}
+
 static void print_table(const floor_cfg *c, const floor_result *r)
 {
     const char *forced = coretype();
@@ -214,7 +242,7 @@ static void print_table(const floor_cfg *c, const floor_result *r)
     printf("  BLAS kernels: %s (OPENBLAS_CORETYPE=%s)\n\n", ptdp_blas_kernels(), forced[0] ? forced : "unset");
     printf("  the machine, on %d thread%s:\n", c->threads, c->threads > 1 ? "s" : "");
     printf("    square %d^3 sgemm       %10.1f GFLOP/s   = 2 n^3 / %.1f ms (best of %d)\n",
-           PTDP_BENCH_SQUARE_N, r->square_flops_s / 1e9, 1e3 * r->square_s, c->reps);
+           PTDP_BENCH_SQUARE_N, r->square_flops_s / 1e9, 1e3 * r->square_s, c->shapes ? 2 * c->reps : c->reps);
     printf("    copy bandwidth          %10.1f GB/s      STREAM copy, 16 B an element\n", r->copy_Bps / 1e9);
     printf("  a step:\n");
     printf("    GEMM flops              %10.2f GFLOP     the model's count (its planning table's step_flops)\n",
@@ -238,6 +266,7 @@ static void print_table(const floor_cfg *c, const floor_result *r)
            s->flops / s->own_s / r->square_flops_s, c->reps);
     printf("    + AdamW: shapes' floor  %10.1f ms        = %.2f x the floor\n", 1e3 * (s->own_s + r->adamw_floor_s),
            (s->own_s + r->adamw_floor_s) / floor_s);
+    print_shapes(s, r->square_flops_s);
 }
 
 /* ---- parse, validate, run ------------------------------------------------- */
@@ -352,5 +381,6 @@ int ptdp_bench_floor_cmd(int argc, char **argv)
         print_json(&c, &r);
     else
         print_table(&c, &r);
+    free(r.shapes.each);
     return PTDP_EXIT_OK;
 }

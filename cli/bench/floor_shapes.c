@@ -24,7 +24,11 @@
  *
  *   3. time     each shape alone, on operands of its own: one untimed call,
  *               then its calls back to back, the best of --reps (the
- *               machine at its fastest, as the floor's own speeds are)
+ *               machine at its fastest, as the floor's own speeds are).
+ *               Each round also times the square product once, so the
+ *               square and the shapes are measured over the same minutes
+ *               (a shared VM's speed drifts); the floor keeps the square's
+ *               best of these and of its own.
  *
  *     own shapes = Σ over shapes of its calls' best time
  *     the shapes' floor = own shapes + AdamW's bytes / the copy bandwidth
@@ -33,7 +37,8 @@
  * is what its other work costs (norms, softmax, GELU, the loss, copies,
  * AdamW beyond the copy's speed); the shapes' floor over the floor is what
  * the shapes cost.  The recorded flops must equal the floor's count (the
- * model's planning table); the table prints both.
+ * model's planning table); the table prints both, and each shape's time
+ * and speed, the slowest first.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,49 +128,83 @@ static int group_shapes(ptdp_gemm_log *log, shape_count *out)
     return n;
 }
 
-/* ---- 3. time each shape alone --------------------------------------------- */
+/* ---- 3. time each shape alone, and the square between ------------------- */
 
-/* The best of `reps` runs of the shape's calls back to back, after one
- * untimed call, on operands of its own. */
-static int time_shape(ptdp_device *dev, const shape_count *sc, int reps, double *best_s)
+/* A shape's operands, made once. */
+typedef struct {
+    ptdp_tensor a, b, c;
+    double beta;
+} shape_operands;
+
+static int operands_make(ptdp_device *dev, const ptdp_gemm_shape *g, shape_operands *op)
+{
+    /* beta 0 overwrites C, beta 1 adds into it: beta ½ keeps the sums
+     * ordinary over many calls (no overflow, no denormals) */
+    op->beta = g->beta != 0 ? 0.5 : 0.0;
+    int rc = ptdp_bench_operand(dev, &op->a, "shapes.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k);
+    if (rc == 0)
+        rc = ptdp_bench_operand(dev, &op->b, "shapes.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n);
+    if (rc == 0)
+        rc = ptdp_bench_operand(dev, &op->c, "shapes.c", g->m, g->n);
+    if (rc == 0)   /* untimed: the first call of a shape pays for its pages */
+        ptdp_matmul(op->c, op->a, g->trans_a, op->b, g->trans_b, 1.0, op->beta);
+    return rc;
+}
+
+static void operands_free(ptdp_device *dev, shape_operands *op)
+{
+    ptdp_tensor_free(dev, &op->c);
+    ptdp_tensor_free(dev, &op->b);
+    ptdp_tensor_free(dev, &op->a);
+}
+
+/* The shape's calls back to back, once; the best time kept in e. */
+static void time_shape(const shape_count *sc, shape_operands *op, ptdp_floor_shape *e)
 {
     const ptdp_gemm_shape *g = &sc->g;
-    ptdp_tensor a = { 0 }, b = { 0 }, c = { 0 };
-    int rc = ptdp_bench_operand(dev, &a, "shapes.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k);
-    if (rc == 0)
-        rc = ptdp_bench_operand(dev, &b, "shapes.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n);
-    if (rc == 0)
-        rc = ptdp_bench_operand(dev, &c, "shapes.c", g->m, g->n);
-    if (rc == 0) {
-        /* beta 0 overwrites C, beta 1 adds into it: small beta keeps the
-         * sums ordinary over many calls (no overflow, no denormals) */
-        double beta = g->beta != 0 ? 0.5 : 0.0;
-        ptdp_matmul(c, a, g->trans_a, b, g->trans_b, 1.0, beta);
-        for (int r = 0; r < reps; r++) {
-            double t0 = ptdp_wall_now();
-            for (int i = 0; i < sc->calls; i++)
-                ptdp_matmul(c, a, g->trans_a, b, g->trans_b, 1.0, beta);
-            double t = ptdp_wall_now() - t0;
-            if (r == 0 || t < *best_s)
-                *best_s = t;
-        }
+    double t0 = ptdp_wall_now();
+    for (int i = 0; i < sc->calls; i++)
+        ptdp_matmul(op->c, op->a, g->trans_a, op->b, g->trans_b, 1.0, op->beta);
+    double t = ptdp_wall_now() - t0;
+    if (e->best_s == 0 || t < e->best_s)
+        e->best_s = t;
+}
+
+/* --reps rounds, each the square product once and then every shape: a
+ * shared machine's speed drifts over a minute, and this way the square
+ * and the shapes each keep their best from the same minutes. */
+static int time_rounds(ptdp_device *dev, const shapes_run *s, const shape_count *sc, shape_operands *op)
+{
+    ptdp_floor_shapes *o = s->out;
+    int rc = 0;
+    for (int r = 0; rc == 0 && r < s->reps; r++) {
+        ptdp_progress("the step's products at their own shapes: round %d of %d", r + 1, s->reps);
+        double t = 0;
+        if ((rc = ptdp_bench_square_gemm(dev, 1, &t)) != 0)
+            break;
+        if (o->square_s == 0 || t < o->square_s)
+            o->square_s = t;
+        for (int i = 0; i < o->shapes; i++)
+            time_shape(&sc[i], &op[i], &o->each[i]);
     }
-    ptdp_tensor_free(dev, &c);
-    ptdp_tensor_free(dev, &b);
-    ptdp_tensor_free(dev, &a);
+    for (int i = 0; rc == 0 && i < o->shapes; i++)
+        o->own_s += o->each[i].best_s;
     return rc;
 }
 
 static int shapes_device(ptdp_device *dev, void *arg)
 {
     shapes_run *s = arg;
+    ptdp_floor_shapes *o = s->out;
     ptdp_gemm_log log;
     memset(&log, 0, sizeof log);
     int rc = record_step(dev, s, &log);
+    size_t room = (size_t)(log.n > 0 ? log.n : 1);
     shape_count *sc = NULL;
-    if (rc == 0 && (sc = malloc((size_t)(log.n > 0 ? log.n : 1) * sizeof *sc)) == NULL)
+    shape_operands *op = NULL;
+    if (rc == 0 && ((sc = malloc(room * sizeof *sc)) == NULL || (op = calloc(room, sizeof *op)) == NULL ||
+                    (o->each = calloc(room, sizeof *o->each)) == NULL))
         rc = ptdp_fail(dev, PTDP_ENOMEM, "host out of memory");
-    ptdp_floor_shapes *o = s->out;
     if (rc == 0) {
         o->products = log.n;
         for (int i = 0; i < log.n; i++)
@@ -173,11 +212,16 @@ static int shapes_device(ptdp_device *dev, void *arg)
         o->shapes = group_shapes(&log, sc);
     }
     for (int i = 0; rc == 0 && i < o->shapes; i++) {
-        ptdp_progress("the step's products at their own shapes: %d of %d", i + 1, o->shapes);
-        double t = 0;
-        rc = time_shape(dev, &sc[i], s->reps, &t);
-        o->own_s += t;
+        const ptdp_gemm_shape *g = &sc[i].g;
+        o->each[i] = (ptdp_floor_shape){ .m = g->m, .n = g->n, .k = g->k, .trans_a = g->trans_a,
+                                         .trans_b = g->trans_b, .beta = g->beta != 0, .calls = sc[i].calls };
+        rc = operands_make(dev, g, &op[i]);
     }
+    if (rc == 0)
+        rc = time_rounds(dev, s, sc, op);
+    for (int i = 0; op != NULL && i < o->shapes; i++)
+        operands_free(dev, &op[i]);
+    free(op);
     free(sc);
     free(log.calls);
     return rc;
@@ -196,8 +240,11 @@ int ptdp_bench_floor_shapes(const ptdp_model_config *model, int batch, int threa
     o.device_mem = device_mem;
     o.result = &lr;
     int rc = ptdp_launch(1, shapes_device, &s, &o);
-    if (rc != 0)
+    if (rc != 0) {
         snprintf(msg, msglen, "%s", lr.message);
+        free(out->each);
+        out->each = NULL;
+    }
     ptdp_launch_result_free(&lr);
     return rc;
 }
