@@ -16,6 +16,7 @@
 
 #include "ptdp/fp8_quant.h"
 #include "ptdp/launch.h"
+#include "ptdp/ops.h"
 #include "ptdp/train.h"
 #include "ptdp/zero.h"
 
@@ -61,10 +62,12 @@ int ptdp_bench_train_cmd(int argc, char **argv);
 struct ptdp_device;
 int ptdp_bench_square_gemm(struct ptdp_device *dev, int reps, double *median_s);
 
-/* A rows x cols operand of a timed product in dev's arena (bench_train.c),
- * filled with ordinary numbers (no denormals, which would make the products
- * slow for the wrong reason).  0 or PTDP_ENOMEM. */
-int ptdp_bench_operand(struct ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols);
+/* Operands of a product of shape g (bench_train.c): op(A) m x k, op(B)
+ * k x n and C m x n in dev's arena, filled with ordinary numbers (no
+ * denormals, which would make the products slow for the wrong reason).
+ * 0 or PTDP_ENOMEM. */
+int ptdp_bench_gemm_operands(struct ptdp_device *dev, const ptdp_gemm_shape *g, ptdp_tensor *a, ptdp_tensor *b,
+                             ptdp_tensor *c);
 
 /* The step's own products, each at its own shape (floor_shapes.c, for
  * `ptdp bench floor --shapes`): one forward + backward of `model` at

@@ -157,13 +157,26 @@ typedef struct {
     double flops;
 } gemm_plan;
 
-int ptdp_bench_operand(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
+/* A rows x cols operand in the arena, filled with ordinary numbers (no
+ * denormals, which would make the products slow for the wrong reason). */
+static int scratch(ptdp_device *dev, ptdp_tensor *t, const char *name, int rows, int cols)
 {
     int rc = ptdp_tensor_alloc(dev, t, name, PTDP_MEM_ACTS, rows, cols);
     size_t n = ptdp_tensor_numel(*t);
     for (size_t i = 0; rc == 0 && i < n; i++)
         t->data[i] = (ptdp_real)(0.01 * (double)((int)(i % 13) - 6));
     return rc;
+}
+
+int ptdp_bench_gemm_operands(ptdp_device *dev, const ptdp_gemm_shape *g, ptdp_tensor *a, ptdp_tensor *b,
+                             ptdp_tensor *c)
+{
+    int rc;
+    if ((rc = scratch(dev, a, "gemm.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k)) != 0 ||
+        (rc = scratch(dev, b, "gemm.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n)) != 0 ||
+        (rc = scratch(dev, c, "gemm.c", g->m, g->n)) != 0)
+        return rc;
+    return PTDP_OK;
 }
 
 static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_gemm_log *log)
@@ -175,10 +188,8 @@ static int gemm_plan_init(ptdp_device *dev, gemm_plan *p, const ptdp_gemm_log *l
         const ptdp_gemm_shape *g = &log->calls[i];
         gemm_call *c = &p->calls[p->ncalls++];
         c->g = *g;
-        int rc;
-        if ((rc = ptdp_bench_operand(dev, &c->a, "gemm.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k)) != 0 ||
-            (rc = ptdp_bench_operand(dev, &c->b, "gemm.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n)) != 0 ||
-            (rc = ptdp_bench_operand(dev, &c->c, "gemm.c", g->m, g->n)) != 0)
+        int rc = ptdp_bench_gemm_operands(dev, g, &c->a, &c->b, &c->c);
+        if (rc != 0)
             return rc;
         p->flops += ptdp_matmul_flops(g->m, g->n, g->k);
     }
@@ -224,11 +235,11 @@ int ptdp_bench_square_gemm(ptdp_device *dev, int reps, double *median_s)
 {
     ptdp_tensor a = { 0 }, b = { 0 }, c = { 0 };
     double t[8];
-    int rc = ptdp_bench_operand(dev, &a, "square.a", SQUARE_N, SQUARE_N);
+    int rc = scratch(dev, &a, "square.a", SQUARE_N, SQUARE_N);
     if (rc == 0)
-        rc = ptdp_bench_operand(dev, &b, "square.b", SQUARE_N, SQUARE_N);
+        rc = scratch(dev, &b, "square.b", SQUARE_N, SQUARE_N);
     if (rc == 0)
-        rc = ptdp_bench_operand(dev, &c, "square.c", SQUARE_N, SQUARE_N);
+        rc = scratch(dev, &c, "square.c", SQUARE_N, SQUARE_N);
     for (int i = 0; rc == 0 && i <= reps && i < 8; i++) {   /* the first one a warm-up */
         const double t0 = ptdp_wall_now();
         ptdp_matmul(c, a, false, b, false, 1.0, 0.0);

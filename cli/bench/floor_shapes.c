@@ -141,11 +141,7 @@ static int operands_make(ptdp_device *dev, const ptdp_gemm_shape *g, shape_opera
     /* beta 0 overwrites C, beta 1 adds into it: beta ½ keeps the sums
      * ordinary over many calls (no overflow, no denormals) */
     op->beta = g->beta != 0 ? 0.5 : 0.0;
-    int rc = ptdp_bench_operand(dev, &op->a, "shapes.a", g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k);
-    if (rc == 0)
-        rc = ptdp_bench_operand(dev, &op->b, "shapes.b", g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n);
-    if (rc == 0)
-        rc = ptdp_bench_operand(dev, &op->c, "shapes.c", g->m, g->n);
+    int rc = ptdp_bench_gemm_operands(dev, g, &op->a, &op->b, &op->c);
     if (rc == 0)   /* untimed: the first call of a shape pays for its pages */
         ptdp_matmul(op->c, op->a, g->trans_a, op->b, g->trans_b, 1.0, op->beta);
     return rc;
